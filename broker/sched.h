@@ -1,0 +1,230 @@
+/*  =========================================================================
+    sched - the phase-walking scheduler (a pure state machine)
+
+    Events go in (submit, ack, started, result, node offline, cancel,
+    tick(now)); actions come out (dispatch a step, re-send to a node, cancel
+    on nodes, save a job header, save one result cell, append an event,
+    job finished). The scheduler calls no socket, no LMDB and no clock: every
+    call takes now_ms from a monotonic clock the caller owns, and randomness
+    (retry jitter) comes from a seed in the config. It is unit-tested with a
+    fake clock and a fake transport (test/test_sched.c).
+
+    Semantics (ARCHITECTURE 5, docs/SCHEDULING.md is the full rule book):
+    top-level phases are barriers; a branch is a per-node pipeline; steps
+    are numbered depth-first; conditions always/on_success/on_failure are
+    evaluated against "has any earlier step failed"; strategies fail-fast
+    and continue; per-task retries with capped exponential backoff and
+    jitter on the failing node only; task timeouts (deadline + grace) and a
+    job timeout; cancel; admission (max_concurrent running, max_pending
+    queued by priority then age).
+
+    Caller's loop (broker):
+        sched_xxx (sched, ..., now_ms);        //  one or more events
+        while (sched_next_action (sched, &action))
+            ... persist in one transaction, queue sends ...
+        commit, then send;
+    Pointers inside an action (job, node, nodes, topic, event, detail) are
+    borrowed and valid until the next call to a sched_ function other than
+    sched_next_action and the const accessors. A finished job stays
+    readable until then, and is freed at the next mutating call.
+
+    Threading: one scheduler belongs to one thread.
+    =========================================================================
+*/
+#ifndef GRID_SCHED_H
+#define GRID_SCHED_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../proto/job.h"
+#include "../proto/names.h"
+#include "../proto/proto.h"
+
+typedef enum {
+    SCHED_JOB_PENDING = 0,       //  Queued, not started
+    SCHED_JOB_RUNNING,           //  Started
+    SCHED_JOB_COMPLETED,         //  Every node finished every step it had to run, no failure
+    SCHED_JOB_PARTIAL_FAILURE,   //  Some nodes failed, some finished everything
+    SCHED_JOB_FAILED,            //  All nodes failed, fail-fast stopped it, job timeout, or no node
+    SCHED_JOB_CANCELLED          //  Cancelled by an operator
+} sched_job_status_t;
+
+typedef enum {
+    SCHED_CELL_PENDING = 0,      //  Not yet sent
+    SCHED_CELL_DISPATCHED,       //  Sent, no ack yet
+    SCHED_CELL_ACKNOWLEDGED,     //  Agent took it
+    SCHED_CELL_RUNNING,          //  Agent started it
+    SCHED_CELL_SUCCESS,          //  Final: it worked
+    SCHED_CELL_FAILED,           //  Final: it ran and failed (after any retries)
+    SCHED_CELL_TIMEOUT,          //  Final: it ran past its timeout
+    SCHED_CELL_SKIPPED,          //  Final: not run (condition, strategy, dropped node)
+    SCHED_CELL_LOST,             //  Final: never acknowledged, or the node went away
+    SCHED_CELL_CANCELLED,        //  Final: job cancelled or timed out before it finished
+    SCHED_CELL_INTERRUPTED,      //  Final: the agent restarted while it ran
+    SCHED_CELL_OFFLINE,          //  Final: the node was offline when the step was due
+    SCHED_CELL_RETRY_WAIT        //  Failed, waiting for its backoff to run again
+} sched_cell_status_t;
+
+//  One finished attempt of one (step, node).
+typedef struct {
+    uint32_t attempt;             //  1-based
+    sched_cell_status_t status;   //  SUCCESS, FAILED, TIMEOUT, LOST, CANCELLED, INTERRUPTED
+    char *output;                 //  Captured output (owned, may be NULL)
+    char *error;                  //  Error text (owned, may be NULL)
+    int32_t exit_code;            //  -1 when none
+    int64_t duration_ms;          //  As the agent measured it
+    bool truncated;               //  Output was cut
+} sched_attempt_t;
+
+//  The state of one (step, node).
+typedef struct {
+    sched_cell_status_t status;   //  Current status
+    uint32_t attempt;             //  Current attempt, 0 before the first dispatch
+    sched_attempt_t *attempts;    //  Finished attempts, oldest first (owned)
+    size_t attempt_count;         //  How many
+    int64_t deadline_ms;          //  Private: ack / run / retry deadline (monotonic)
+    uint32_t resends;             //  Private: direct re-sends of this attempt
+} sched_cell_t;
+
+typedef struct {
+    char id [JOB_ID_LEN + 1];     //  Job id
+    job_spec_t *spec;             //  The spec (owned)
+    sched_job_status_t status;    //  Job status
+    size_t step;                  //  Current step: lowest step some node still works on
+    size_t step_count;            //  Leaves in the spec
+    char **expected;              //  Resolved node ids, sorted (owned)
+    size_t expected_count;        //  How many
+    sched_cell_t *cells;          //  step_count x expected_count, cells[step * expected_count + node]
+    char *reason;                 //  Why it failed or was cancelled, or NULL
+    int64_t created_at_ms;        //  Wall clock, set by the caller, not used by sched
+    int64_t updated_at_ms;        //  Wall clock, set by the caller, not used by sched
+    int64_t submitted_ms;         //  Monotonic time of submission (sched)
+    void *priv;                   //  Private to sched
+} sched_job_t;
+
+typedef struct {
+    size_t max_concurrent;        //  Running jobs at most (default 64)
+    size_t max_pending;           //  Queued jobs at most (default 1024)
+    int64_t ack_timeout_ms;       //  Dispatch -> ack before a direct re-send (default 2000)
+    uint32_t ack_resends;         //  Direct re-sends before `lost` (default 3)
+    int64_t default_timeout_ms;   //  Task timeout when the spec has none (default 300000)
+    int64_t grace_ms;             //  Broker deadline = task timeout + grace (default 5000)
+    int64_t retry_base_ms;        //  First retry backoff (default 1000)
+    int64_t retry_cap_ms;         //  Largest backoff (default 60000)
+    uint64_t seed;                //  Jitter PRNG seed
+} sched_config_t;
+
+//  Fills CONFIG with the defaults above.
+void sched_config_defaults (sched_config_t *config);
+
+//  Resolves a target to the ids of online, non-drained nodes that match it.
+//  Returns the count and gives *IDS_P a malloc'd array of malloc'd strings
+//  (the scheduler frees them); 0 with *IDS_P NULL when none match.
+typedef size_t (sched_resolve_fn) (void *arg, const target_t *target,
+                                   char ***ids_p);
+
+typedef enum {
+    SCHED_ACTION_DISPATCH = 1,    //  Send STEP/ATTEMPT of JOB to NODES; on TOPIC when not NULL, else on each node's own topic
+    SCHED_ACTION_RESEND,          //  Send STEP/ATTEMPT of JOB to NODE directly (agent ROUTER)
+    SCHED_ACTION_CANCEL,          //  Tell NODES to stop JOB's work
+    SCHED_ACTION_SAVE_JOB,        //  Persist JOB's header (status, step, expected, reason)
+    SCHED_ACTION_SAVE_CELL,       //  Persist the cell (STEP, NODE) of JOB
+    SCHED_ACTION_EVENT,           //  Append EVENT (with NODE, STEP, DETAIL) to JOB's log
+    SCHED_ACTION_FINISHED         //  JOB reached a final status (after its SAVE_JOB)
+} sched_action_type_t;
+
+typedef struct {
+    sched_action_type_t type;     //  What to do
+    sched_job_t *job;             //  The job (borrowed)
+    uint32_t step;                //  DISPATCH, RESEND, SAVE_CELL, EVENT (when step-related)
+    uint32_t attempt;             //  DISPATCH, RESEND
+    const char *node;             //  RESEND, SAVE_CELL, EVENT (NULL = job-level event)
+    const char *topic;            //  DISPATCH: broadcast topic, or NULL
+    char *const *nodes;           //  DISPATCH, CANCEL: the nodes meant
+    size_t node_count;            //  How many
+    const char *event;            //  EVENT: submitted, started, dispatched, acknowledged, running, succeeded, failed, timeout, lost, offline, interrupted, retried, skipped, cancelled, finished
+    const char *detail;           //  EVENT: a sentence or NULL
+} sched_action_t;
+
+//  A new scheduler. CONFIG is copied. RESOLVE/ARG resolve targets when a
+//  job starts.
+typedef struct _sched_t sched_t;
+
+sched_t *sched_new (const sched_config_t *config, sched_resolve_fn *resolve,
+                    void *arg);
+
+//  Frees the scheduler and every job it holds; NULL-safe, nulls *self_p.
+void sched_destroy (sched_t **self_p);
+
+//  A new job record for SPEC (taken: *spec_p is nulled) with id ID.
+sched_job_t *sched_job_new (const char *id, job_spec_t **spec_p);
+
+//  Frees a job that was never handed to a scheduler; NULL-safe.
+void sched_job_destroy (sched_job_t **job_p);
+
+//  Admits a job (taken: *job_p is nulled on success; on refusal the caller
+//  keeps it). Returns 0 when queued or started, -1 when the queue is full
+//  (REASON gets a sentence). Emits SAVE_JOB, EVENT(submitted) and, when it
+//  starts at once, its first dispatches.
+int sched_submit (sched_t *self, sched_job_t **job_p, int64_t now_ms,
+                  char *reason, size_t reason_len);
+
+//  Takes back a job read from the store after a restart, in whatever state
+//  it was persisted (pending jobs re-enter the queue; running jobs resume:
+//  final cells are kept, in-flight ones are re-sent). Same ownership as
+//  sched_submit. Returns 0 or -1.
+int sched_restore (sched_t *self, sched_job_t **job_p, int64_t now_ms);
+
+//  Agent events. Each returns 0 when applied, 1 when it was a duplicate
+//  (already recorded: the caller acknowledges again), -1 when it matches no
+//  live (job, step, node, attempt) (the caller drops and counts it).
+int sched_on_ack (sched_t *self, const char *job_id, uint32_t step,
+                  uint32_t attempt, const char *node, int64_t now_ms);
+int sched_on_started (sched_t *self, const char *job_id, uint32_t step,
+                      uint32_t attempt, const char *node, int64_t now_ms);
+int sched_on_result (sched_t *self, const proto_msg_t *result,
+                     int64_t now_ms);
+
+//  A node went offline (missed heartbeats, bye, or disconnect): its
+//  in-flight cells end `lost` and its later steps `skipped`.
+int sched_on_node_offline (sched_t *self, const char *node, int64_t now_ms);
+
+//  Cancels a pending or running job. Returns 0, -1 when no such live job.
+int sched_cancel (sched_t *self, const char *job_id, const char *reason,
+                  int64_t now_ms);
+
+//  Advances time: ack timeouts and re-sends, task and job timeouts,
+//  retry backoffs, admission of queued jobs. Returns 0.
+int sched_tick (sched_t *self, int64_t now_ms);
+
+//  The earliest monotonic time at which sched_tick has work, or INT64_MAX.
+int64_t sched_next_deadline_ms (sched_t *self);
+
+//  Pops the next action into *ACTION. Returns false when there is none.
+bool sched_next_action (sched_t *self, sched_action_t *action);
+
+//  A live (pending or running) job, or NULL. Borrowed.
+const sched_job_t *sched_job (sched_t *self, const char *job_id);
+
+//  How many jobs are pending / running.
+size_t sched_pending_count (sched_t *self);
+size_t sched_running_count (sched_t *self);
+
+//  Wire/JSON names: "pending", "running", "completed", "partial_failure",
+//  "failed", "cancelled"; "pending", "dispatched", "acknowledged",
+//  "running", "success", "failed", "timeout", "skipped", "lost",
+//  "cancelled", "interrupted", "offline", "retry_wait".
+const char *sched_job_status_name (sched_job_status_t status);
+const char *sched_cell_status_name (sched_cell_status_t status);
+
+//  Parse the names back; return 0 or -1.
+int sched_job_status_parse (const char *name, sched_job_status_t *status);
+int sched_cell_status_parse (const char *name, sched_cell_status_t *status);
+
+//  True for the final job statuses / final cell statuses.
+bool sched_job_status_final (sched_job_status_t status);
+bool sched_cell_status_final (sched_cell_status_t status);
+
+#endif

@@ -1,0 +1,54 @@
+/*  =========================================================================
+    conf - YAML documents as decoded values
+
+    The one module that includes <yaml.h>. It turns a YAML document (a
+    config file or a job file) into the same pv_t tree the wire decoder
+    gives, so job files and wire job specs are checked by one code path.
+
+    Mapping: a YAML mapping becomes a PV_MAP (keys must be scalars; duplicate
+    keys are an error), a sequence a PV_ARRAY. Plain (unquoted) scalars that
+    read as a decimal integer become PV_INT, true/false become PV_BOOL,
+    null/~ and empty plain scalars PV_NIL; every other scalar, and every
+    quoted scalar, is a PV_STR. Anchors and aliases are refused. An empty
+    document is an empty map.
+
+    Threading: reentrant.
+    =========================================================================
+*/
+#ifndef GRID_CONF_H
+#define GRID_CONF_H
+
+#include <stddef.h>
+
+#include "pv.h"
+
+//  Parses LEN bytes of YAML TEXT. Returns 0 and a new document in *DOC_P,
+//  or -1 with "line L, column C: reason" in ERR.
+int conf_parse (const char *text, size_t len, pv_doc_t **doc_p,
+                char *err, size_t err_len);
+
+//  Reads and parses the file at PATH (at most 4 MiB). Returns 0, or -1
+//  with "PATH: reason" (or "PATH: line L, column C: reason") in ERR.
+int conf_load_file (const char *path, pv_doc_t **doc_p,
+                    char *err, size_t err_len);
+
+//  Helpers for config readers: read a string / int / bool / duration under
+//  KEY of MAP into *OUT when present. Return 0 (present and well-typed, or
+//  absent: *OUT untouched), -1 with "KEY: expected ..." in ERR otherwise.
+//  conf_get_str gives a fresh copy (caller frees the old *OUT first if it
+//  owns one: conf_get_str frees *OUT before replacing it).
+int conf_get_str (const pv_t *map, const char *key, char **out,
+                  char *err, size_t err_len);
+int conf_get_int (const pv_t *map, const char *key, int64_t *out,
+                  char *err, size_t err_len);
+int conf_get_bool (const pv_t *map, const char *key, bool *out,
+                   char *err, size_t err_len);
+int conf_get_duration (const pv_t *map, const char *key, int64_t *ms_out,
+                       char *err, size_t err_len);
+
+//  Checks that every key of MAP is in the NULL-terminated list KNOWN.
+//  Returns 0, or -1 with "unknown key 'x' (known: a, b, c)" in ERR.
+int conf_check_keys (const pv_t *map, const char *const *known,
+                     char *err, size_t err_len);
+
+#endif

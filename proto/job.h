@@ -1,0 +1,136 @@
+/*  =========================================================================
+    job - the job spec: tasks, phases, jobs; validation; wire and YAML forms
+
+    A job is a target, a list of top-level phases and a few controls. A
+    phase is a leaf (one task: backend, action, params) or a branch (a
+    `tasks:` list of leaves, run per node as a pipeline). Depth is at most 2.
+    Leaves are numbered depth-first ("steps"): [leaf, branch[leaf, leaf],
+    leaf] gives steps 0, 1, 2, 3.
+
+    Wire form (msgpack map; a YAML job file has the same shape):
+        job   = { target: TARGET, tasks: [PHASE, ...], ?strategy: STR,
+                  ?timeout: DURATION, ?priority: INT, ?idempotency_key: STR }
+        TARGET = { scope: "all"|"group"|"node"|"label", ?value: STR,
+                   ?any: BOOL }
+        PHASE = leaf | branch
+        leaf  = { backend: NAME, action: NAME, ?params: {NAME: SCALAR},
+                  ?timeout: DURATION, ?max_retries: INT, ?condition: COND }
+        branch = { tasks: [leaf, ...], ?condition: COND }
+        COND  = "always" | "on_success" | "on_failure"
+    Param values may be strings, integers or booleans; they are kept as
+    strings ("80", "true"). Durations are strings like "500ms", "10s",
+    "30m" (see names.h). A job file may also write its target as a string
+    ("group:web").
+
+    Errors name the offending path: "tasks[1].tasks[0].params.package:
+    required", "tasks[0]: a phase has either backend/action or tasks, not
+    both", "strategy: unknown strategy 'sometimes' (fail-fast, continue)".
+
+    Threading: reentrant; a job_spec_t belongs to one thread at a time.
+    =========================================================================
+*/
+#ifndef GRID_JOB_H
+#define GRID_JOB_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "names.h"
+#include "pv.h"
+#include "pw.h"
+
+#define JOB_MAX_PHASES 256        //  Most top-level phases
+#define JOB_MAX_STEPS 1024        //  Most leaves in one job
+#define JOB_MAX_PARAMS 64         //  Most params in one task
+#define JOB_MAX_PARAM_LEN 4096    //  Longest param value in bytes
+#define JOB_MAX_RETRIES 10        //  Largest max_retries
+#define JOB_MAX_ERRORS 32         //  Validation stops collecting after this
+
+typedef enum {
+    JOB_COND_ALWAYS = 0,
+    JOB_COND_ON_SUCCESS,
+    JOB_COND_ON_FAILURE
+} job_condition_t;
+
+typedef enum {
+    JOB_STRATEGY_FAIL_FAST = 0,
+    JOB_STRATEGY_CONTINUE
+} job_strategy_t;
+
+typedef struct {
+    char *name;     //  Parameter name (a valid name)
+    char *value;    //  Its value as text
+} job_param_t;
+
+typedef struct job_phase_s job_phase_t;
+struct job_phase_s {
+    char *backend;            //  Leaf: backend name; NULL for a branch
+    char *action;             //  Leaf: action name; NULL for a branch
+    job_param_t *params;      //  Leaf: params, sorted by name
+    size_t param_count;       //  Leaf: how many params
+    int64_t timeout_ms;       //  Leaf: task timeout, 0 = the broker's default
+    int max_retries;          //  Leaf: extra attempts after a failure
+    job_condition_t condition;  //  When this phase runs
+    job_phase_t *tasks;       //  Branch: its leaves (NULL for a leaf)
+    size_t task_count;        //  Branch: how many leaves (>= 1)
+};
+
+typedef struct {
+    target_t target;          //  Which nodes
+    job_phase_t *phases;      //  Top-level phases
+    size_t phase_count;       //  How many
+    job_strategy_t strategy;  //  fail-fast (default) or continue
+    int64_t timeout_ms;       //  Whole-job timeout, 0 = none
+    int priority;             //  Higher runs first; default 0, range -100..100
+    char *idempotency_key;    //  Optional, a client's key for exactly-once submit
+} job_spec_t;
+
+//  A problem found while reading or validating a spec.
+typedef struct {
+    char *items[JOB_MAX_ERRORS];  //  "path: reason" sentences (owned)
+    size_t count;                 //  How many
+    bool truncated;               //  More problems than JOB_MAX_ERRORS
+} job_errors_t;
+
+//  Frees the sentences of ERRORS and zeroes it.
+void job_errors_clear (job_errors_t *errors);
+
+//  Builds a spec from a decoded value (the wire form or a YAML job file),
+//  checking shape, types, names, conditions, strategy, durations, depth and
+//  bounds; it reports every problem it finds, each with its path. Returns 0
+//  and a new spec in *SPEC_P, or -1 with ERRORS filled.
+int job_spec_decode (const pv_t *value, job_spec_t **spec_p,
+                     job_errors_t *errors);
+
+//  Reads a YAML job file (through conf) and decodes it. Returns 0, or -1
+//  with ERRORS filled (a YAML syntax error is one item with line and column).
+int job_spec_load_file (const char *path, job_spec_t **spec_p,
+                        job_errors_t *errors);
+
+//  Writes SPEC in the wire form (durations as text, target as a map).
+void job_spec_encode (const job_spec_t *spec, pw_t *writer);
+
+//  Frees a spec; NULL-safe, nulls *spec_p.
+void job_spec_destroy (job_spec_t **spec_p);
+
+//  Number of leaves (steps) in SPEC.
+size_t job_spec_step_count (const job_spec_t *spec);
+
+//  Where step STEP sits: its leaf, its top-level phase index and, for a leaf
+//  inside a branch, its index in the branch (else -1). Returns the leaf or
+//  NULL when STEP is out of range. The leaf is borrowed from SPEC.
+const job_phase_t *job_spec_step (const job_spec_t *spec, size_t step,
+                                  size_t *phase_index, int *sub_index);
+
+//  The first step number of top-level phase PHASE_INDEX.
+size_t job_spec_phase_first_step (const job_spec_t *spec, size_t phase_index);
+
+//  Value of param NAME of LEAF, or NULL.
+const char *job_phase_param (const job_phase_t *leaf, const char *name);
+
+//  "always", "on_success", "on_failure"; "fail-fast", "continue".
+const char *job_condition_name (job_condition_t condition);
+const char *job_strategy_name (job_strategy_t strategy);
+
+#endif

@@ -1,0 +1,130 @@
+/*  =========================================================================
+    names - names, targets, topics, durations, ids and timestamps
+
+    Every name segment (node id, group, label key, label segment, backend,
+    action, parameter name) matches [A-Za-z0-9_-]{1,64}; it is checked at
+    every boundary (config, hello, submit) with name_valid.
+
+    Target forms (CLI and API):
+        all                      every registered node
+        group:<g>                nodes in group g
+        node:<id>[,<id>...]      one node, or a list
+        label:<key>=<v1>[.<v2>...]  nodes whose label <key> has the dotted
+                                 value or one below it (tier=web.dev.us-east
+                                 is in label:tier=web and label:tier=web.dev)
+        any  /  any:<target>     one node of the set takes the work
+    On the wire a target is a map {scope: "all"|"group"|"node"|"label",
+    value: "<text after the colon>", any: bool (optional)}.
+
+    Topics on the commands socket end in '/': "all/", "group/<g>/",
+    "node/<id>/", "label/<key>/<v1>.<v2>/". The trailing '/' makes prefix
+    matching exact.
+
+    Threading: all functions are reentrant.
+    =========================================================================
+*/
+#ifndef GRID_NAMES_H
+#define GRID_NAMES_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define NAME_MAX_LEN 64          //  Longest name segment
+#define TARGET_MAX_NODES 4096    //  Most ids in a node:<a>,<b>,... list
+#define JOB_ID_LEN 20            //  Longest job id (they are 19: "j-0193a1b2c3d4-0001")
+#define TIME_TEXT_LEN 25         //  strlen of "2026-11-21T07:00:51.123Z" + NUL
+
+//  True when TEXT is a valid name segment: [A-Za-z0-9_-]{1,64}.
+bool name_valid (const char *text);
+
+//  True when TEXT is a valid dotted label value: segments that are each
+//  valid names, joined by '.', at most 8 segments.
+bool name_label_value_valid (const char *text);
+
+typedef enum {
+    TARGET_ALL,
+    TARGET_GROUP,
+    TARGET_NODE,     //  One id or a list
+    TARGET_LABEL
+} target_scope_t;
+
+typedef struct {
+    target_scope_t scope;  //  What kind of set
+    bool any;              //  One node of the set takes the work
+    char *value;           //  Group name, "a,b,c" node list, "key=v1.v2", or NULL for all
+    char *label_key;       //  TARGET_LABEL: the key (owned)
+    char *label_value;     //  TARGET_LABEL: the dotted value (owned)
+    char **nodes;          //  TARGET_NODE: the ids, in order, no duplicates (owned)
+    size_t node_count;     //  TARGET_NODE: how many ids
+} target_t;
+
+//  Parses a CLI/API target text ("group:web", "any:label:tier=web").
+//  Returns 0 and fills *TARGET (release with target_clear), or -1 with a
+//  sentence in ERR that names the problem.
+int target_parse (const char *text, target_t *target, char *err, size_t err_len);
+
+//  Builds a target from the wire/job-file form: SCOPE "all"|"group"|"node"|
+//  "label", VALUE (may be NULL for all), ANY. Same returns as target_parse.
+int target_from_parts (const char *scope, const char *value, bool any,
+                       target_t *target, char *err, size_t err_len);
+
+//  Frees what a target owns and zeroes it; safe on a zeroed target.
+void target_clear (target_t *target);
+
+//  Deep copy; returns 0 or -1 (out of memory).
+int target_copy (target_t *dest, const target_t *src);
+
+//  "all", "group", "node" or "label".
+const char *target_scope_name (target_scope_t scope);
+
+//  The text form ("group:web", "any:all"); caller frees.
+char *target_format (const target_t *target);
+
+//  The commands-socket topic for a group/label/all target ("group/web/");
+//  NULL for node targets (they are published per node). Caller frees.
+char *target_topic (const target_t *target);
+
+//  The topic of one node: "node/<id>/". Caller frees.
+char *topic_for_node (const char *node_id);
+
+//  Does a node with these groups and labels match TARGET (ignoring "any")?
+//  LABEL_KEYS/LABEL_VALUES are parallel arrays of LABEL_COUNT entries.
+bool target_matches (const target_t *target, const char *node_id,
+                     char *const *groups, size_t group_count,
+                     char *const *label_keys, char *const *label_values,
+                     size_t label_count);
+
+//  Parses a duration: an unsigned integer and a unit, ms|s|m|h|d, or a
+//  sequence of those ("1h30m"). Returns 0 and *MS_P, or -1 when malformed
+//  or over 30 days.
+int duration_parse (const char *text, int64_t *ms_p);
+
+//  Writes the shortest exact form of MS ("1500ms", "10s", "2m", "1h30m")
+//  into BUF (at least 32 bytes).
+void duration_format (int64_t ms, char *buf, size_t buf_len);
+
+//  Makes a new time-sortable job id from wall-clock milliseconds WALL_MS
+//  and a per-process counter: "j-" + 12 lowercase hex digits of WALL_MS +
+//  "-" + 4 lowercase hex digits. Ids sort in submission order. BUF holds at
+//  least JOB_ID_LEN + 1 bytes. LAST_MS and SEQ carry state between calls
+//  (start both at 0).
+void job_id_make (int64_t wall_ms, int64_t *last_ms, uint32_t *seq,
+                  char *buf, size_t buf_len);
+
+//  True when TEXT has the form of a job id.
+bool job_id_valid (const char *text);
+
+//  Copies LEN bytes of untrusted TEXT into BUF (BUF_LEN bytes; NAME_SHOW_LEN
+//  holds any cut) for quoting in an error sentence: control bytes and NUL
+//  become '?', and text past 48 bytes is cut on a UTF-8 boundary and marked
+//  "...", so a hostile value cannot flood or break a log line. Returns BUF.
+#define NAME_SHOW_LEN 56
+const char *name_show (const char *text, size_t len, char *buf,
+                       size_t buf_len);
+
+//  Formats WALL_MS (Unix epoch milliseconds) as RFC 3339 UTC with
+//  milliseconds, "2026-11-21T07:00:51.123Z", into BUF (TIME_TEXT_LEN).
+void time_format (int64_t wall_ms, char *buf, size_t buf_len);
+
+#endif

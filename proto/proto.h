@@ -1,0 +1,220 @@
+/*  =========================================================================
+    proto - grid's wire messages (protocol version 1)
+
+    Every ZeroMQ message is its routing frames, a topic frame on the
+    commands socket, and exactly one msgpack body frame: a map with "v"
+    (protocol version, int) and "type" (string), then that type's fields.
+    proto/PROTOCOL.md is the normative text; this header is its C face.
+
+    Agent session (agent DEALER <-> broker ROUTER):
+        session = HELLO WELCOME *(HEARTBEAT / ACK / STARTED / RESULT /
+                  RESULT-ACK / COMMAND / CANCEL / ERROR) [BYE]
+    Commands socket (broker PUB -> agent SUB), topic frame first:
+        feed    = *(COMMAND / CANCEL)
+    Client API (client REQ/DEALER <-> broker ROUTER):
+        exchange = REQUEST (OK / ERROR)
+
+    Decoding is strict (pv.h) and then checks each message's exact key set,
+    types and ranges; anything else is malformed and refused whole. Encoding
+    and decoding touch no socket.
+
+    Threading: reentrant.
+    =========================================================================
+*/
+#ifndef GRID_PROTO_H
+#define GRID_PROTO_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pv.h"
+#include "pw.h"
+
+#define PROTO_VERSION 1
+#define PROTO_MAX_FRAME (16 * 1024 * 1024)  //  ZMQ_MAXMSGSIZE on every socket
+#define PROTO_MAX_OUTPUT (1024 * 1024)      //  Longest result output / error
+#define PROTO_MAX_TEXT 4096                 //  Longest other string field
+#define PROTO_MAX_LIST 4096                 //  Most groups/labels/backends/data/params
+#define PROTO_MAX_NODES 100000              //  Most ids in a command's nodes list
+#define PROTO_MAX_PARAM_VALUE 4096          //  Longest command param value
+#define PROTO_MAX_ATTEMPT 1000              //  Largest attempt number
+#define PROTO_MAX_CONCURRENCY 1024          //  Largest hello concurrency
+#define PROTO_MAX_HEARTBEAT_MS 3600000      //  Largest welcome heartbeat_ms
+#define PROTO_MAX_REQUEST_ID 128            //  Longest client request id
+
+//  Codec returns (STYLE: 0 ok, -1 I/O, -2 malformed)
+#define PROTO_OK 0
+#define PROTO_EIO -1
+#define PROTO_EMALFORMED -2
+
+typedef enum {
+    PROTO_HELLO = 1,     //  agent -> broker: registration
+    PROTO_HEARTBEAT,     //  agent -> broker: liveness
+    PROTO_ACK,           //  agent -> broker: took a command
+    PROTO_STARTED,       //  agent -> broker: began running it
+    PROTO_RESULT,        //  agent -> broker: finished attempt
+    PROTO_BYE,           //  agent -> broker: graceful stop
+    PROTO_WELCOME,       //  broker -> agent: registration accepted
+    PROTO_RESULT_ACK,    //  broker -> agent: result committed, drop it from the spool
+    PROTO_COMMAND,       //  broker -> agent(s): run one step (PUB or direct)
+    PROTO_CANCEL,        //  broker -> agent(s): stop a job's work (PUB or direct)
+    PROTO_ERROR          //  broker -> agent: refusal with code and sentence
+} proto_type_t;
+
+typedef struct {
+    char *key;      //  A name
+    char *value;    //  Text
+} proto_kv_t;
+
+typedef struct {
+    char *name;           //  Param name
+    bool required;        //  Must be given
+    char *type;           //  "string", "int", "bool", "path", "host", "duration",
+                          //  "text" (free text, see backends/backend.h)
+    char *pattern;        //  Optional POSIX extended regex the value must match, or NULL
+    char *default_value;  //  Default when not given, or NULL
+    char *help;           //  One line for operators
+    int64_t min_value;    //  "int": smallest allowed (checked when min_value < max_value)
+    int64_t max_value;    //  "int": largest allowed (checked when min_value < max_value)
+} proto_param_spec_t;
+
+typedef struct {
+    char *name;                  //  Action name
+    bool modify;                 //  true = changes the host, false = query
+    char *help;                  //  One line for operators
+    proto_param_spec_t *params;  //  Its params
+    size_t param_count;          //  How many
+} proto_action_spec_t;
+
+typedef struct {
+    char *name;                    //  Backend name
+    proto_action_spec_t *actions;  //  Its actions
+    size_t action_count;           //  How many
+} proto_backend_spec_t;
+
+//  One message of any agent-session or commands-socket type. Only the
+//  fields of its type are meaningful; the rest are zero/NULL. Every pointer
+//  is owned by the message.
+typedef struct {
+    proto_type_t type;           //  Which message
+    char *node;                  //  hello, heartbeat, ack, started, result, bye, welcome
+    //  hello
+    char *hostname;              //  Host's name
+    char **groups;               //  Group names
+    size_t group_count;
+    proto_kv_t *labels;          //  key -> dotted value
+    size_t label_count;
+    proto_backend_spec_t *backends;  //  What the agent offers
+    size_t backend_count;
+    char *version;               //  Agent software version
+    uint32_t concurrency;        //  Executor pool size (>= 1)
+    //  heartbeat
+    uint32_t running;            //  Tasks running now
+    uint32_t queued;             //  Tasks waiting in the executor
+    //  ack, started, result, result_ack, command, cancel
+    char *job;                   //  Job id
+    uint32_t step;               //  Flat step index (command, ack, started, result, result_ack; cancel: unused)
+    uint32_t attempt;            //  1-based attempt number
+    //  result
+    char *status;                //  "success", "failed", "timeout", "cancelled", "interrupted", "refused"
+    char *output;                //  Captured stdout (may be truncated)
+    char *error;                 //  Captured stderr or the reason, may be ""
+    int32_t exit_code;           //  Program exit code, -1 when none
+    uint64_t duration_ms;        //  Wall time of the attempt
+    bool truncated;              //  Output or error was cut at the cap
+    proto_kv_t *data;            //  Structured facts (optional)
+    size_t data_count;
+    //  command
+    char *backend;               //  Backend name
+    char *action;                //  Action name
+    proto_kv_t *params;          //  Params (sorted by key)
+    size_t param_count;
+    uint64_t timeout_ms;         //  Task timeout the agent enforces
+    char **nodes;                //  command/cancel: only these nodes act (NULL = every receiver)
+    size_t node_count;
+    //  welcome
+    uint32_t heartbeat_ms;       //  How often the agent must beat
+    //  bye, error, cancel
+    char *reason;                //  bye: why; cancel: why
+    char *code;                  //  error: stable code
+    char *message;               //  error: a sentence
+} proto_msg_t;
+
+//  A new zeroed message of TYPE.
+proto_msg_t *proto_msg_new (proto_type_t type);
+
+//  Frees a message and all it owns; NULL-safe, nulls *self_p.
+void proto_msg_destroy (proto_msg_t **self_p);
+
+//  The wire name of a type ("hello", "result_ack", ...), or "?" .
+const char *proto_type_name (proto_type_t type);
+
+//  Appends the encoding of MSG to WRITER. Returns 0, or -2 when MSG breaks
+//  the protocol's own rules (missing field, bad name): never put such a
+//  message on the wire.
+int proto_msg_encode (const proto_msg_t *msg, pw_t *writer);
+
+//  Decodes one body frame. Returns 0 and a new message in *MSG_P, or -2
+//  (malformed: wrong version, unknown type, missing/extra/mistyped field,
+//  bad name, out-of-range value, trailing bytes...) with a short reason in
+//  WHY. A version mismatch is reported as "unsupported version N (speaks 1)".
+int proto_msg_decode (const void *data, size_t size, proto_msg_t **msg_p,
+                      char *why, size_t why_len);
+
+//  ---------------------------------------------------------------------
+//  Client API. A request is {v, type, id, ...fields}; the reply is
+//  {v, type: "ok", id, data: {...}} or {v, type: "error", id, code,
+//  message, ?details: [str]}. The request types and their fields are in
+//  PROTOCOL.md and checked by proto_request_decode.
+
+//  Stable error codes (PROTOCOL.md explains each).
+#define PROTO_ERR_MALFORMED "malformed"            //  not a valid message
+#define PROTO_ERR_VERSION "unsupported_version"    //  v is not spoken
+#define PROTO_ERR_UNKNOWN_TYPE "unknown_type"      //  no such request
+#define PROTO_ERR_BAD_REQUEST "bad_request"        //  fields wrong
+#define PROTO_ERR_INVALID_JOB "invalid_job"        //  spec fails validation (details)
+#define PROTO_ERR_NOT_FOUND "not_found"            //  no such job/node
+#define PROTO_ERR_NO_NODES "no_nodes"              //  target matched no online node
+#define PROTO_ERR_QUEUE_FULL "queue_full"          //  admission refused
+#define PROTO_ERR_CONFLICT "conflict"              //  e.g. cancel of a finished job
+#define PROTO_ERR_STORE "store_error"              //  store full or failing
+#define PROTO_ERR_UNAUTHORIZED "unauthorized"      //  unknown key
+#define PROTO_ERR_FORBIDDEN "forbidden"            //  role may not do this
+#define PROTO_ERR_MAINTENANCE "maintenance"        //  broker drained
+#define PROTO_ERR_INTERNAL "internal"              //  a bug; logged
+
+typedef struct {
+    char *type;        //  Request type ("job.submit", ...)
+    char *id;          //  Client request id (echoed in the reply)
+    const pv_t *body;  //  The whole request map (borrowed from doc)
+    pv_doc_t *doc;     //  Owns body
+} proto_request_t;
+
+//  Decodes a client request frame and checks its fields against the
+//  table of its type. Returns 0 and *REQ_P; or -2 with CODE set to one of
+//  the PROTO_ERR_ codes (a static string) and a sentence in WHY. When the
+//  frame carried a readable id, *ID_P gets a copy (caller frees) so the
+//  error reply can echo it; else *ID_P is NULL.
+int proto_request_decode (const void *data, size_t size,
+                          proto_request_t **req_p, const char **code,
+                          char **id_p, char *why, size_t why_len);
+
+//  Frees a request; NULL-safe, nulls *req_p.
+void proto_request_destroy (proto_request_t **req_p);
+
+//  Starts a request: writes {v, type, id, and then FIELD_COUNT more pairs
+//  that the caller writes (key, value, key, value...)}.
+void proto_request_begin (pw_t *writer, const char *type, const char *id,
+                          size_t field_count);
+
+//  Starts an ok reply: writes {v, type: "ok", id, data: then the caller
+//  writes exactly one value (the data map).
+void proto_reply_ok_begin (pw_t *writer, const char *id);
+
+//  Writes a whole error reply. DETAILS (DETAIL_COUNT sentences) may be NULL.
+void proto_reply_error (pw_t *writer, const char *id, const char *code,
+                        const char *message, char *const *details,
+                        size_t detail_count);
+
+#endif

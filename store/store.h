@@ -1,0 +1,162 @@
+/*  =========================================================================
+    store - grid's durable key/value store (LMDB)
+
+    The only module that includes <lmdb.h>. One environment per data
+    directory, with a fixed set of named databases. Keys are byte strings
+    that sort bytewise (so time-sortable ids list in order); values are
+    opaque bytes (grid writes msgpack).
+
+    Durability: every commit is fully durable (no MDB_NOSYNC, MDB_NOMETASYNC
+    or MDB_WRITEMAP). mdb_reader_check runs at open. When the map is full a
+    write returns STORE_EFULL and the transaction must be aborted: nothing
+    of it lands, the store stays consistent and readable.
+
+    Growth: LMDB can resize the map only while no transaction is open, so
+    a transaction that ran out of room cannot be rescued; it fails and the
+    next one gets the room. If the map may grow (max_map_bytes > map_bytes),
+    store_begin (write), when no other transaction is open, doubles the map
+    (capped at max_map_bytes) once more than 80% of it is in use, or after
+    any write that returned STORE_EFULL. A caller that gets STORE_EFULL
+    aborts and, while store_can_grow says so, may replay the same changes
+    in a new transaction; when the map is at its ceiling STORE_EFULL is
+    final and new work must be refused. A transaction that failed (full
+    map, I/O error) keeps returning that code and store_commit aborts it.
+
+    Group commit: open one write transaction per loop pass, put every change
+    into it, commit once, and only then acknowledge to peers.
+
+    Threading: one store per process; one write transaction at a time;
+    the store and its transactions belong to one thread (MDB_NOTLS not used,
+    so that thread may hold at most one read transaction at a time, next to
+    at most one write transaction).
+    =========================================================================
+*/
+#ifndef GRID_STORE_H
+#define GRID_STORE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+//  Return codes (verbs return 0 or one of these)
+#define STORE_OK 0
+#define STORE_EIO -1          //  Disk or LMDB failure
+#define STORE_ENOTFOUND -2    //  No such key
+#define STORE_EFULL -3        //  Map (disk quota) full: abort and refuse new work
+#define STORE_EVERSION -4     //  Data dir written by an unknown schema version
+#define STORE_EINVAL -5       //  Bad argument (key too long, empty key...)
+
+#define STORE_SCHEMA_VERSION 1
+#define STORE_MAX_KEY 511     //  LMDB's default max key size
+
+typedef enum {
+    STORE_DB_META = 0,   //  schema version, counters
+    STORE_DB_JOBS,       //  job id -> job header record
+    STORE_DB_RESULTS,    //  job id | step | node -> result record
+    STORE_DB_EVENTS,     //  job id | seq -> event record
+    STORE_DB_NODES,      //  node id -> node record
+    STORE_DB_QUEUE,      //  priority | job id -> "" (pending jobs in run order)
+    STORE_DB_KEYS,       //  public key -> key record (enrolment)
+    STORE_DB_REQUESTS,   //  client request id -> reply (idempotent submit)
+    STORE_DB_SPOOL,      //  agent: job | step | attempt -> unacknowledged result
+    STORE_DB_COUNT
+} store_db_t;
+
+typedef struct _store_t store_t;
+typedef struct _store_txn_t store_txn_t;
+typedef struct _store_cursor_t store_cursor_t;
+
+//  Opens (creating if needed, mode 0700) the environment in directory DIR
+//  with an initial map of MAP_BYTES that may grow up to MAX_MAP_BYTES
+//  (0 = never grow). Checks/writes the schema version. Returns the store, or
+//  NULL with a sentence in ERR (e.g. "/x: Permission denied", "schema
+//  version 7 is newer than this program (1)").
+//  MAP_BYTES 0 keeps the size an existing environment was last given (10
+//  MiB, LMDB's default, for a new one); a map smaller than the data already
+//  stored is widened to fit it.
+store_t *store_open (const char *dir, size_t map_bytes, size_t max_map_bytes,
+                     char *err, size_t err_len);
+
+//  Closes the environment; NULL-safe, nulls *self_p. Open transactions must
+//  be finished first.
+void store_destroy (store_t **self_p);
+
+//  A sentence for a return code ("store is full", "not found", ...).
+const char *store_strerror (int code);
+
+//  The last LMDB error text seen by this store, for logs.
+const char *store_last_error (store_t *self);
+
+//  Begins a transaction. Returns it, or NULL (see store_last_error), also
+//  when a write transaction is already open. May grow the map (see above).
+store_txn_t *store_begin (store_t *self, bool write);
+
+//  Commits and frees a transaction (a read transaction is just ended).
+//  Returns 0, STORE_EFULL or STORE_EIO; *txn_p is NULL afterwards in every
+//  case (a failed commit is aborted).
+int store_commit (store_txn_t **txn_p);
+
+//  Aborts and frees a transaction; NULL-safe, nulls *txn_p.
+void store_abort (store_txn_t **txn_p);
+
+//  Writes KEY -> VALUE. Returns 0, STORE_EFULL (abort the transaction),
+//  STORE_EINVAL or STORE_EIO.
+int store_put (store_txn_t *txn, store_db_t db, const void *key,
+               size_t key_len, const void *value, size_t value_len);
+
+//  Reads KEY. Returns 0 with *VALUE/*VALUE_LEN pointing into the map (valid
+//  only until a subsequent update operation, or the end of the transaction),
+//  or STORE_ENOTFOUND.
+int store_get (store_txn_t *txn, store_db_t db, const void *key,
+               size_t key_len, const void **value, size_t *value_len);
+
+//  Deletes KEY. Returns 0 or STORE_ENOTFOUND (or STORE_EIO).
+int store_del (store_txn_t *txn, store_db_t db, const void *key,
+               size_t key_len);
+
+//  Deletes every key that starts with PREFIX (PREFIX_LEN 0: every key of
+//  DB); returns how many, or < 0 (a STORE_E* code).
+int store_del_prefix (store_txn_t *txn, store_db_t db, const void *prefix,
+                      size_t prefix_len);
+
+//  A cursor over DB inside TXN. Returns NULL on failure.
+store_cursor_t *store_cursor_new (store_txn_t *txn, store_db_t db);
+
+//  Frees a cursor (before its transaction ends); NULL-safe. A cursor still
+//  open when its transaction ends is closed with it: every call on it then
+//  returns STORE_EINVAL, and it must still be destroyed.
+void store_cursor_destroy (store_cursor_t **self_p);
+
+//  Positions at the first key >= KEY (KEY NULL: the first key) and reads it.
+//  Returns 0 with key/value (lifetimes as store_get) or STORE_ENOTFOUND at
+//  the end.
+int store_cursor_seek (store_cursor_t *self, const void *key, size_t key_len,
+                       const void **k, size_t *k_len, const void **v,
+                       size_t *v_len);
+
+//  Moves to the next / previous key and reads it. Same returns. A cursor
+//  never positioned starts from the first / last key; one that ran off the
+//  end (or the start) answers prev with the last key (next with the first).
+int store_cursor_next (store_cursor_t *self, const void **k, size_t *k_len,
+                       const void **v, size_t *v_len);
+int store_cursor_prev (store_cursor_t *self, const void **k, size_t *k_len,
+                       const void **v, size_t *v_len);
+
+//  Positions at the last key and reads it. Same returns.
+int store_cursor_last (store_cursor_t *self, const void **k, size_t *k_len,
+                       const void **v, size_t *v_len);
+
+//  Number of entries in DB (in TXN's view).
+size_t store_count (store_txn_t *txn, store_db_t db);
+
+//  Current map size and bytes in use (pages in use x page size). "In use"
+//  is the highest page ever allocated: pages freed below it are reused
+//  before the map needs to grow.
+void store_usage (store_t *self, size_t *map_bytes, size_t *used_bytes);
+
+//  True when the map is below its ceiling, so a transaction that failed
+//  with STORE_EFULL may be retried after it is aborted (the map grows when
+//  the retry begins with no other transaction open).
+bool store_can_grow (store_t *self);
+
+#endif
