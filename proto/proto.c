@@ -1,0 +1,1539 @@
+/*  =========================================================================
+    proto - grid's wire messages (protocol version 1)
+
+    Each message type is a schema: a table of fields, each naming its wire
+    key, its storage in proto_msg_t (by offset), its shape and its bounds.
+    One generic walker decodes a map against a schema, another checks and
+    writes a struct against it, so decode and encode apply the very same
+    rules and a new field is one table line. Backend specs in hello are
+    arrays of structs with their own schemas.
+
+    Client requests have a second, simpler table: per request type, the
+    keys it may carry with their types and bounds.
+    =========================================================================
+*/
+#include "proto.h"
+
+#include <assert.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "job.h"
+#include "names.h"
+
+#define S_PATH_MAX 160      //  Longest field path in an error
+#define S_SHOW_MAX 40       //  Longest user text quoted in an error
+
+//  Formats into BUF when there is one (reasons, paths); output that does
+//  not fit is cut.
+static void
+s_format (char *buf, size_t buf_len, const char *format, ...)
+    __attribute__ ((format (printf, 3, 4)));
+
+static void
+s_format (char *buf, size_t buf_len, const char *format, ...)
+{
+    if (!buf || buf_len == 0)
+        return;
+    va_list args;
+    va_start (args, format);
+    vsnprintf (buf, buf_len, format, args);
+    va_end (args);
+}
+
+//  Copies LEN bytes of user text into BUF (S_SHOW_MAX + 4 bytes) for an
+//  error message, with anything unprintable replaced so that a hostile
+//  value cannot break a log line.
+static const char *
+s_show (const char *text, size_t len, char *buf)
+{
+    size_t take = len < S_SHOW_MAX ? len : S_SHOW_MAX;
+    for (size_t index = 0; index < take; index++) {
+        unsigned char c = (unsigned char) text [index];
+        buf [index] = (c >= 0x20 && c < 0x7f) ? (char) c : '?';
+    }
+    if (take < len) {
+        memcpy (buf + take, "...", 3);
+        take += 3;
+    }
+    buf [take] = 0;
+    return buf;
+}
+
+
+//  ---------------------------------------------------------------------
+//  String rules
+
+typedef enum {
+    S_TEXT_SHORT,       //  At most PROTO_MAX_TEXT bytes
+    S_TEXT_NAME,        //  name_valid
+    S_TEXT_LABEL,       //  name_label_value_valid
+    S_TEXT_JOB,         //  job_id_valid
+    S_TEXT_PARAM,       //  At most PROTO_MAX_PARAM_VALUE bytes
+    S_TEXT_OUTPUT,      //  At most PROTO_MAX_OUTPUT bytes
+    S_TEXT_STATUS       //  One of s_statuses
+} s_text_t;
+
+static const char *s_statuses [] = {
+    "success", "failed", "timeout", "cancelled", "interrupted", "refused"
+};
+#define S_STATUS_COUNT (sizeof s_statuses / sizeof s_statuses [0])
+
+static size_t
+s_text_max (s_text_t rule)
+{
+    switch (rule) {
+        case S_TEXT_OUTPUT: return PROTO_MAX_OUTPUT;
+        case S_TEXT_PARAM: return PROTO_MAX_PARAM_VALUE;
+        default: return PROTO_MAX_TEXT;
+    }
+}
+
+//  Checks TEXT (LEN bytes, NUL-terminated) against RULE. Returns 0, or -2
+//  with "PATH: problem" in WHY.
+static int
+s_text_check (s_text_t rule, const char *text, size_t len, const char *path,
+              char *why, size_t why_len)
+{
+    char show [S_SHOW_MAX + 4];
+    if (len > s_text_max (rule)) {
+        s_format (why, why_len, "%s: longer than %zu bytes", path,
+                  s_text_max (rule));
+        return -2;
+    }
+    switch (rule) {
+        case S_TEXT_NAME:
+            if (!name_valid (text)) {
+                s_format (why, why_len, "%s: invalid name '%s' (letters, "
+                          "digits, '_' and '-', 1 to %d)", path,
+                          s_show (text, len, show), NAME_MAX_LEN);
+                return -2;
+            }
+            break;
+        case S_TEXT_LABEL:
+            if (!name_label_value_valid (text)) {
+                s_format (why, why_len, "%s: invalid label value '%s'", path,
+                          s_show (text, len, show));
+                return -2;
+            }
+            break;
+        case S_TEXT_JOB:
+            if (!job_id_valid (text)) {
+                s_format (why, why_len, "%s: invalid job id '%s'", path,
+                          s_show (text, len, show));
+                return -2;
+            }
+            break;
+        case S_TEXT_STATUS: {
+            for (size_t index = 0; index < S_STATUS_COUNT; index++)
+                if (strcmp (text, s_statuses [index]) == 0)
+                    return 0;
+            s_format (why, why_len, "%s: unknown status '%s' (success, "
+                      "failed, timeout, cancelled, interrupted, refused)",
+                      path, s_show (text, len, show));
+            return -2;
+        }
+        default:
+            break;
+    }
+    return 0;
+}
+
+//  Reads a string VALUE under RULE into a fresh copy in *OUT.
+static int
+s_text_read (const pv_t *value, s_text_t rule, const char *path, char **out,
+             char *why, size_t why_len)
+{
+    if (pv_type (value) != PV_STR) {
+        s_format (why, why_len, "%s: expected string, got %s", path,
+                  pv_type_name (pv_type (value)));
+        return -2;
+    }
+    size_t len = pv_size (value);
+    if (len > s_text_max (rule)) {
+        s_format (why, why_len, "%s: longer than %zu bytes", path,
+                  s_text_max (rule));
+        return -2;
+    }
+    char *text = pv_strdup (value);
+    if (!text) {
+        const char *bytes = pv_str (value, NULL);
+        if (len > 0 && memchr (bytes, 0, len))
+            s_format (why, why_len, "%s: contains a NUL byte", path);
+        else
+            s_format (why, why_len, "%s: out of memory", path);
+        return -2;
+    }
+    if (s_text_check (rule, text, len, path, why, why_len)) {
+        free (text);
+        return -2;
+    }
+    *out = text;
+    return 0;
+}
+
+
+//  ---------------------------------------------------------------------
+//  Schemas
+
+typedef enum {
+    S_STR,          //  char *
+    S_U32,          //  uint32_t
+    S_I32,          //  int32_t
+    S_U64,          //  uint64_t
+    S_I64,          //  int64_t
+    S_BOOL,         //  bool
+    S_KIND,         //  bool, on the wire "modify" (true) or "query"
+    S_LIST,         //  char ** + size_t count: array of strings
+    S_MAP,          //  proto_kv_t * + size_t count: map of strings
+    S_STRUCTS       //  array of structs + size_t count, with a schema
+} s_kind_t;
+
+typedef struct s_schema_s s_schema_t;
+
+typedef struct {
+    const char *key;            //  Wire key
+    s_kind_t kind;              //  Storage and wire shape
+    s_text_t text;              //  Rule for strings, list items, map values
+    s_text_t key_text;          //  S_MAP: rule for keys
+    bool required;              //  Must be present
+    size_t offset;              //  Member in the struct
+    size_t count_offset;        //  Lists, maps, structs: the count member
+    int64_t min;                //  Ints: least value; lists: fewest entries
+    int64_t max;                //  Ints: greatest value; lists: most entries
+    const s_schema_t *schema;   //  S_STRUCTS: each element's schema
+    //  Optional ints: whether the struct holds a value to send (NULL for
+    //  other kinds, whose presence follows s_present's rules)
+    bool (*present) (const void *item);
+} s_field_t;
+
+struct s_schema_s {
+    const s_field_t *fields;    //  Its fields
+    size_t count;               //  How many
+    size_t size;                //  sizeof one element (S_STRUCTS)
+    size_t name_offset;         //  char * member that must be unique
+    //  Rules across the fields of a decoded MAP, checked after its fields
+    //  were decoded into ITEM; NULL when there are none
+    int (*check) (const void *item, const pv_t *map, const char *path,
+                  char *why, size_t why_len);
+};
+
+#define S_COUNT_OF(array) (sizeof (array) / sizeof ((array) [0]))
+
+#define S_TEXT(type, member, rule) \
+    { .key = #member, .kind = S_STR, .text = rule, .required = true, \
+      .offset = offsetof (type, member) }
+#define S_TEXT_OPT(type, key_, member, rule) \
+    { .key = key_, .kind = S_STR, .text = rule, .required = false, \
+      .offset = offsetof (type, member) }
+#define S_INT(type, member, kind_, min_, max_) \
+    { .key = #member, .kind = kind_, .required = true, \
+      .offset = offsetof (type, member), .min = min_, .max = max_ }
+#define S_FLAG(type, member) \
+    { .key = #member, .kind = S_BOOL, .required = true, \
+      .offset = offsetof (type, member) }
+#define S_LIST_OF(type, member, count, rule, required_, min_, max_) \
+    { .key = #member, .kind = S_LIST, .text = rule, .required = required_, \
+      .offset = offsetof (type, member), \
+      .count_offset = offsetof (type, count), .min = min_, .max = max_ }
+#define S_MAP_OF(type, member, count, key_rule, rule, required_) \
+    { .key = #member, .kind = S_MAP, .text = rule, .key_text = key_rule, \
+      .required = required_, .offset = offsetof (type, member), \
+      .count_offset = offsetof (type, count), .max = PROTO_MAX_LIST }
+#define S_STRUCTS_OF(type, member, count, schema_) \
+    { .key = #member, .kind = S_STRUCTS, .required = true, \
+      .offset = offsetof (type, member), \
+      .count_offset = offsetof (type, count), .max = PROTO_MAX_LIST, \
+      .schema = &schema_ }
+
+//  hello: backends [ {name, actions: [ {name, kind, help, params: [...]} ]} ]
+
+//  An int param's range is in force when min_value < max_value; only then
+//  are "min" and "max" sent, and they always travel together.
+static bool
+s_param_has_range (const void *item)
+{
+    const proto_param_spec_t *param = (const proto_param_spec_t *) item;
+    return param->min_value < param->max_value;
+}
+
+static int
+s_param_check (const void *item, const pv_t *map, const char *path,
+               char *why, size_t why_len)
+{
+    const proto_param_spec_t *param = (const proto_param_spec_t *) item;
+    bool has_min = pv_map_get (map, "min") != NULL;
+    bool has_max = pv_map_get (map, "max") != NULL;
+    if (has_min != has_max) {
+        s_format (why, why_len, "%s: min and max come together", path);
+        return -2;
+    }
+    if (has_min && param->min_value >= param->max_value) {
+        s_format (why, why_len, "%s: min must be below max", path);
+        return -2;
+    }
+    return 0;
+}
+
+static const s_field_t s_param_fields [] = {
+    S_TEXT (proto_param_spec_t, name, S_TEXT_NAME),
+    S_FLAG (proto_param_spec_t, required),
+    S_TEXT (proto_param_spec_t, type, S_TEXT_SHORT),
+    S_TEXT_OPT (proto_param_spec_t, "pattern", pattern, S_TEXT_SHORT),
+    S_TEXT_OPT (proto_param_spec_t, "default", default_value, S_TEXT_SHORT),
+    S_TEXT (proto_param_spec_t, help, S_TEXT_SHORT),
+    { .key = "min", .kind = S_I64, .required = false,
+      .offset = offsetof (proto_param_spec_t, min_value),
+      .min = INT64_MIN, .max = INT64_MAX, .present = s_param_has_range },
+    { .key = "max", .kind = S_I64, .required = false,
+      .offset = offsetof (proto_param_spec_t, max_value),
+      .min = INT64_MIN, .max = INT64_MAX, .present = s_param_has_range },
+};
+static const s_schema_t s_param_schema = {
+    s_param_fields, S_COUNT_OF (s_param_fields), sizeof (proto_param_spec_t),
+    offsetof (proto_param_spec_t, name), s_param_check
+};
+
+static const s_field_t s_action_fields [] = {
+    S_TEXT (proto_action_spec_t, name, S_TEXT_NAME),
+    { .key = "kind", .kind = S_KIND, .required = true,
+      .offset = offsetof (proto_action_spec_t, modify) },
+    S_TEXT (proto_action_spec_t, help, S_TEXT_SHORT),
+    S_STRUCTS_OF (proto_action_spec_t, params, param_count, s_param_schema),
+};
+static const s_schema_t s_action_schema = {
+    s_action_fields, S_COUNT_OF (s_action_fields),
+    sizeof (proto_action_spec_t), offsetof (proto_action_spec_t, name), NULL
+};
+
+static const s_field_t s_backend_fields [] = {
+    S_TEXT (proto_backend_spec_t, name, S_TEXT_NAME),
+    S_STRUCTS_OF (proto_backend_spec_t, actions, action_count,
+                  s_action_schema),
+};
+static const s_schema_t s_backend_schema = {
+    s_backend_fields, S_COUNT_OF (s_backend_fields),
+    sizeof (proto_backend_spec_t), offsetof (proto_backend_spec_t, name),
+    NULL
+};
+
+//  Fields shared by several messages
+#define S_NODE S_TEXT (proto_msg_t, node, S_TEXT_NAME)
+#define S_JOB S_TEXT (proto_msg_t, job, S_TEXT_JOB)
+#define S_STEP S_INT (proto_msg_t, step, S_U32, 0, JOB_MAX_STEPS - 1)
+#define S_ATTEMPT S_INT (proto_msg_t, attempt, S_U32, 1, PROTO_MAX_ATTEMPT)
+#define S_NODES S_LIST_OF (proto_msg_t, nodes, node_count, S_TEXT_NAME, \
+                           false, 1, PROTO_MAX_NODES)
+
+static const s_field_t s_hello_fields [] = {
+    S_NODE,
+    S_TEXT (proto_msg_t, hostname, S_TEXT_SHORT),
+    S_LIST_OF (proto_msg_t, groups, group_count, S_TEXT_NAME, true, 0,
+               PROTO_MAX_LIST),
+    S_MAP_OF (proto_msg_t, labels, label_count, S_TEXT_NAME, S_TEXT_LABEL,
+              true),
+    S_STRUCTS_OF (proto_msg_t, backends, backend_count, s_backend_schema),
+    S_TEXT (proto_msg_t, version, S_TEXT_SHORT),
+    S_INT (proto_msg_t, concurrency, S_U32, 1, PROTO_MAX_CONCURRENCY),
+};
+
+static const s_field_t s_heartbeat_fields [] = {
+    S_NODE,
+    S_INT (proto_msg_t, running, S_U32, 0, UINT32_MAX),
+    S_INT (proto_msg_t, queued, S_U32, 0, UINT32_MAX),
+};
+
+//  ack and started
+static const s_field_t s_progress_fields [] = {
+    S_NODE, S_JOB, S_STEP, S_ATTEMPT,
+};
+
+static const s_field_t s_result_fields [] = {
+    S_NODE, S_JOB, S_STEP, S_ATTEMPT,
+    S_TEXT (proto_msg_t, status, S_TEXT_STATUS),
+    S_TEXT (proto_msg_t, output, S_TEXT_OUTPUT),
+    S_TEXT (proto_msg_t, error, S_TEXT_OUTPUT),
+    S_INT (proto_msg_t, exit_code, S_I32, INT32_MIN, INT32_MAX),
+    S_INT (proto_msg_t, duration_ms, S_U64, 0, INT64_MAX),
+    S_FLAG (proto_msg_t, truncated),
+    S_MAP_OF (proto_msg_t, data, data_count, S_TEXT_SHORT, S_TEXT_SHORT,
+              false),
+};
+
+static const s_field_t s_bye_fields [] = {
+    S_NODE,
+    S_TEXT (proto_msg_t, reason, S_TEXT_SHORT),
+};
+
+static const s_field_t s_welcome_fields [] = {
+    S_NODE,
+    S_INT (proto_msg_t, heartbeat_ms, S_U32, 1, PROTO_MAX_HEARTBEAT_MS),
+};
+
+static const s_field_t s_result_ack_fields [] = {
+    S_JOB, S_STEP, S_ATTEMPT,
+};
+
+static const s_field_t s_command_fields [] = {
+    S_JOB, S_STEP, S_ATTEMPT,
+    S_TEXT (proto_msg_t, backend, S_TEXT_NAME),
+    S_TEXT (proto_msg_t, action, S_TEXT_NAME),
+    S_MAP_OF (proto_msg_t, params, param_count, S_TEXT_NAME, S_TEXT_PARAM,
+              true),
+    S_INT (proto_msg_t, timeout_ms, S_U64, 0, INT64_MAX),
+    S_NODES,
+};
+
+static const s_field_t s_cancel_fields [] = {
+    S_JOB,
+    S_TEXT (proto_msg_t, reason, S_TEXT_SHORT),
+    S_NODES,
+};
+
+static const s_field_t s_error_fields [] = {
+    S_TEXT (proto_msg_t, code, S_TEXT_SHORT),
+    S_TEXT (proto_msg_t, message, S_TEXT_SHORT),
+};
+
+typedef struct {
+    proto_type_t type;          //  Which message
+    const char *name;           //  Its wire name
+    s_schema_t schema;          //  Its fields
+} s_message_t;
+
+#define S_MESSAGE(type, name, fields) \
+    { type, name, { fields, S_COUNT_OF (fields), sizeof (proto_msg_t), 0, \
+                    NULL } }
+
+static const s_message_t s_messages [] = {
+    S_MESSAGE (PROTO_HELLO, "hello", s_hello_fields),
+    S_MESSAGE (PROTO_HEARTBEAT, "heartbeat", s_heartbeat_fields),
+    S_MESSAGE (PROTO_ACK, "ack", s_progress_fields),
+    S_MESSAGE (PROTO_STARTED, "started", s_progress_fields),
+    S_MESSAGE (PROTO_RESULT, "result", s_result_fields),
+    S_MESSAGE (PROTO_BYE, "bye", s_bye_fields),
+    S_MESSAGE (PROTO_WELCOME, "welcome", s_welcome_fields),
+    S_MESSAGE (PROTO_RESULT_ACK, "result_ack", s_result_ack_fields),
+    S_MESSAGE (PROTO_COMMAND, "command", s_command_fields),
+    S_MESSAGE (PROTO_CANCEL, "cancel", s_cancel_fields),
+    S_MESSAGE (PROTO_ERROR, "error", s_error_fields),
+};
+
+static const s_message_t *
+s_message_for (proto_type_t type)
+{
+    for (size_t index = 0; index < S_COUNT_OF (s_messages); index++)
+        if (s_messages [index].type == type)
+            return &s_messages [index];
+    return NULL;
+}
+
+//  Member access by offset
+#define S_MEMBER(base, offset, type) ((type *) ((char *) (base) + (offset)))
+
+
+//  ---------------------------------------------------------------------
+//  Freeing
+
+static void s_free_struct (void *item, const s_schema_t *schema);
+
+static void
+s_free_strings (char **list, size_t count)
+{
+    for (size_t index = 0; list && index < count; index++)
+        free (list [index]);
+    free (list);
+}
+
+static void
+s_free_pairs (proto_kv_t *pairs, size_t count)
+{
+    for (size_t index = 0; pairs && index < count; index++) {
+        free (pairs [index].key);
+        free (pairs [index].value);
+    }
+    free (pairs);
+}
+
+static void
+s_free_field (void *item, const s_field_t *field)
+{
+    size_t *count = S_MEMBER (item, field->count_offset, size_t);
+    switch (field->kind) {
+        case S_STR: {
+            char **text = S_MEMBER (item, field->offset, char *);
+            free (*text);
+            *text = NULL;
+            break;
+        }
+        case S_LIST: {
+            char ***list = S_MEMBER (item, field->offset, char **);
+            s_free_strings (*list, *count);
+            *list = NULL;
+            *count = 0;
+            break;
+        }
+        case S_MAP: {
+            proto_kv_t **pairs = S_MEMBER (item, field->offset, proto_kv_t *);
+            s_free_pairs (*pairs, *count);
+            *pairs = NULL;
+            *count = 0;
+            break;
+        }
+        case S_STRUCTS: {
+            char **array = S_MEMBER (item, field->offset, char *);
+            for (size_t index = 0; *array && index < *count; index++)
+                s_free_struct (*array + index * field->schema->size,
+                               field->schema);
+            free (*array);
+            *array = NULL;
+            *count = 0;
+            break;
+        }
+        default:
+            break;
+    }
+}
+
+static void
+s_free_struct (void *item, const s_schema_t *schema)
+{
+    for (size_t index = 0; index < schema->count; index++)
+        s_free_field (item, &schema->fields [index]);
+}
+
+proto_msg_t *
+proto_msg_new (proto_type_t type)
+{
+    proto_msg_t *self = calloc (1, sizeof *self);
+    if (self)
+        self->type = type;
+    return self;
+}
+
+void
+proto_msg_destroy (proto_msg_t **self_p)
+{
+    assert (self_p);
+    proto_msg_t *self = *self_p;
+    if (!self)
+        return;
+    //  Free every member whatever the type: a caller may have set fields
+    //  that its message type does not use
+    free (self->node);
+    free (self->hostname);
+    s_free_strings (self->groups, self->group_count);
+    s_free_pairs (self->labels, self->label_count);
+    for (size_t index = 0; self->backends && index < self->backend_count;
+         index++)
+        s_free_struct (&self->backends [index], &s_backend_schema);
+    free (self->backends);
+    free (self->version);
+    free (self->job);
+    free (self->status);
+    free (self->output);
+    free (self->error);
+    s_free_pairs (self->data, self->data_count);
+    free (self->backend);
+    free (self->action);
+    s_free_pairs (self->params, self->param_count);
+    s_free_strings (self->nodes, self->node_count);
+    free (self->reason);
+    free (self->code);
+    free (self->message);
+    free (self);
+    *self_p = NULL;
+}
+
+const char *
+proto_type_name (proto_type_t type)
+{
+    const s_message_t *message = s_message_for (type);
+    return message ? message->name : "?";
+}
+
+
+//  ---------------------------------------------------------------------
+//  Uniqueness (list items, map keys on encode, struct names)
+
+static int
+s_compare_strings (const void *a, const void *b)
+{
+    return strcmp (*(const char *const *) a, *(const char *const *) b);
+}
+
+//  Returns the first string that occurs twice among COUNT strings, or
+//  NULL. Each string is found at BASE + index * STRIDE + OFFSET.
+static const char *
+s_duplicate (const void *base, size_t count, size_t stride, size_t offset,
+             bool *out_of_memory)
+{
+    *out_of_memory = false;
+    if (count < 2)
+        return NULL;
+    const char **sorted = malloc (count * sizeof *sorted);
+    if (!sorted) {
+        *out_of_memory = true;
+        return NULL;
+    }
+    for (size_t index = 0; index < count; index++)
+        sorted [index] = *(char *const *) ((const char *) base
+                                           + index * stride + offset);
+    qsort (sorted, count, sizeof *sorted, s_compare_strings);
+    const char *found = NULL;
+    for (size_t index = 1; index < count && !found; index++)
+        if (strcmp (sorted [index], sorted [index - 1]) == 0)
+            found = sorted [index];
+    free (sorted);
+    return found;
+}
+
+static int
+s_check_unique (const void *base, size_t count, size_t stride, size_t offset,
+                const char *path, char *why, size_t why_len)
+{
+    char show [S_SHOW_MAX + 4];
+    bool out_of_memory;
+    const char *found = s_duplicate (base, count, stride, offset,
+                                     &out_of_memory);
+    if (out_of_memory) {
+        s_format (why, why_len, "%s: out of memory", path);
+        return -2;
+    }
+    if (found) {
+        s_format (why, why_len, "%s: '%s' appears twice", path,
+                  s_show (found, strlen (found), show));
+        return -2;
+    }
+    return 0;
+}
+
+static int
+s_compare_pairs (const void *a, const void *b)
+{
+    return strcmp (((const proto_kv_t *) a)->key,
+                   ((const proto_kv_t *) b)->key);
+}
+
+
+//  ---------------------------------------------------------------------
+//  Decoding against a schema
+
+static int s_decode_struct (const pv_t *map, const s_schema_t *schema,
+                            void *item, const char *path, char *why,
+                            size_t why_len);
+
+static int
+s_decode_int (const pv_t *value, const s_field_t *field, void *item,
+              const char *path, char *why, size_t why_len)
+{
+    int64_t number;
+    if (pv_get_int (value, &number)) {
+        s_format (why, why_len, "%s: expected int, got %s", path,
+                  pv_type_name (pv_type (value)));
+        return -2;
+    }
+    if (number < field->min || number > field->max) {
+        s_format (why, why_len, "%s: %" PRId64 " is out of range %" PRId64
+                  "..%" PRId64, path, number, field->min, field->max);
+        return -2;
+    }
+    if (field->kind == S_U32)
+        *S_MEMBER (item, field->offset, uint32_t) = (uint32_t) number;
+    else
+    if (field->kind == S_I32)
+        *S_MEMBER (item, field->offset, int32_t) = (int32_t) number;
+    else
+    if (field->kind == S_I64)
+        *S_MEMBER (item, field->offset, int64_t) = number;
+    else
+        *S_MEMBER (item, field->offset, uint64_t) = (uint64_t) number;
+    return 0;
+}
+
+//  Checks that VALUE is an array of at most MAX elements (at least MIN),
+//  and gives its count.
+static int
+s_array_size (const pv_t *value, int64_t min, int64_t max, const char *path,
+              size_t *count, char *why, size_t why_len)
+{
+    if (pv_type (value) != PV_ARRAY) {
+        s_format (why, why_len, "%s: expected array, got %s", path,
+                  pv_type_name (pv_type (value)));
+        return -2;
+    }
+    *count = pv_size (value);
+    if ((int64_t) *count > max) {
+        s_format (why, why_len, "%s: more than %" PRId64 " entries", path, max);
+        return -2;
+    }
+    if ((int64_t) *count < min) {
+        s_format (why, why_len, "%s: at least %" PRId64 " %s needed", path,
+                  min, min == 1 ? "entry is" : "entries are");
+        return -2;
+    }
+    return 0;
+}
+
+static int
+s_decode_list (const pv_t *value, const s_field_t *field, void *item,
+               const char *path, char *why, size_t why_len)
+{
+    size_t count;
+    if (s_array_size (value, field->min, field->max, path, &count, why,
+                      why_len))
+        return -2;
+    char ***list = S_MEMBER (item, field->offset, char **);
+    size_t *list_count = S_MEMBER (item, field->count_offset, size_t);
+    if (count == 0)
+        return 0;
+    *list = calloc (count, sizeof (char *));
+    if (!*list) {
+        s_format (why, why_len, "%s: out of memory", path);
+        return -2;
+    }
+    *list_count = count;
+    char item_path [S_PATH_MAX];
+    for (size_t index = 0; index < count; index++) {
+        s_format (item_path, sizeof item_path, "%s[%zu]", path, index);
+        if (s_text_read (pv_array_at (value, index), field->text, item_path,
+                         &(*list) [index], why, why_len))
+            return -2;
+    }
+    return s_check_unique (*list, count, sizeof (char *), 0, path, why,
+                           why_len);
+}
+
+static int
+s_decode_map (const pv_t *value, const s_field_t *field, void *item,
+              const char *path, char *why, size_t why_len)
+{
+    if (pv_type (value) != PV_MAP) {
+        s_format (why, why_len, "%s: expected map, got %s", path,
+                  pv_type_name (pv_type (value)));
+        return -2;
+    }
+    size_t count = pv_size (value);
+    if ((int64_t) count > field->max) {
+        s_format (why, why_len, "%s: more than %" PRId64 " entries", path,
+                  field->max);
+        return -2;
+    }
+    proto_kv_t **pairs = S_MEMBER (item, field->offset, proto_kv_t *);
+    size_t *pair_count = S_MEMBER (item, field->count_offset, size_t);
+    if (count == 0)
+        return 0;
+    *pairs = calloc (count, sizeof (proto_kv_t));
+    if (!*pairs) {
+        s_format (why, why_len, "%s: out of memory", path);
+        return -2;
+    }
+    *pair_count = count;
+    char item_path [S_PATH_MAX];
+    char show [S_SHOW_MAX + 4];
+    for (size_t index = 0; index < count; index++) {
+        const pv_t *key = pv_map_key_at (value, index);
+        size_t key_len = 0;
+        const char *key_text = pv_str (key, &key_len);
+        s_format (item_path, sizeof item_path, "%s key '%s'", path,
+                  s_show (key_text, key_len, show));
+        if (s_text_read (key, field->key_text, item_path,
+                         &(*pairs) [index].key, why, why_len))
+            return -2;
+        s_format (item_path, sizeof item_path, "%s.%s", path,
+                  s_show (key_text, key_len, show));
+        if (s_text_read (pv_map_value_at (value, index), field->text,
+                         item_path, &(*pairs) [index].value, why, why_len))
+            return -2;
+    }
+    //  Keys are unique (the decoder refuses duplicates); keep them sorted
+    //  so that readers can rely on one order
+    qsort (*pairs, count, sizeof (proto_kv_t), s_compare_pairs);
+    return 0;
+}
+
+static int
+s_decode_structs (const pv_t *value, const s_field_t *field, void *item,
+                  const char *path, char *why, size_t why_len)
+{
+    size_t count;
+    if (s_array_size (value, 0, field->max, path, &count, why, why_len))
+        return -2;
+    const s_schema_t *schema = field->schema;
+    char **array = S_MEMBER (item, field->offset, char *);
+    size_t *array_count = S_MEMBER (item, field->count_offset, size_t);
+    if (count == 0)
+        return 0;
+    *array = calloc (count, schema->size);
+    if (!*array) {
+        s_format (why, why_len, "%s: out of memory", path);
+        return -2;
+    }
+    *array_count = count;
+    char item_path [S_PATH_MAX];
+    for (size_t index = 0; index < count; index++) {
+        s_format (item_path, sizeof item_path, "%s[%zu]", path, index);
+        if (s_decode_struct (pv_array_at (value, index), schema,
+                             *array + index * schema->size, item_path, why,
+                             why_len))
+            return -2;
+    }
+    return s_check_unique (*array, count, schema->size, schema->name_offset,
+                           path, why, why_len);
+}
+
+static int
+s_decode_field (const pv_t *value, const s_field_t *field, void *item,
+                const char *path, char *why, size_t why_len)
+{
+    switch (field->kind) {
+        case S_STR:
+            return s_text_read (value, field->text, path,
+                                S_MEMBER (item, field->offset, char *), why,
+                                why_len);
+        case S_U32:
+        case S_I32:
+        case S_U64:
+        case S_I64:
+            return s_decode_int (value, field, item, path, why, why_len);
+        case S_BOOL:
+            if (pv_get_bool (value, S_MEMBER (item, field->offset, bool))) {
+                s_format (why, why_len, "%s: expected bool, got %s", path,
+                          pv_type_name (pv_type (value)));
+                return -2;
+            }
+            return 0;
+        case S_KIND:
+            if (pv_str_eq (value, "modify"))
+                *S_MEMBER (item, field->offset, bool) = true;
+            else
+            if (pv_str_eq (value, "query"))
+                *S_MEMBER (item, field->offset, bool) = false;
+            else {
+                s_format (why, why_len, "%s: expected \"query\" or \"modify\"",
+                          path);
+                return -2;
+            }
+            return 0;
+        case S_LIST:
+            return s_decode_list (value, field, item, path, why, why_len);
+        case S_MAP:
+            return s_decode_map (value, field, item, path, why, why_len);
+        case S_STRUCTS:
+            return s_decode_structs (value, field, item, path, why, why_len);
+    }
+    return -2;
+}
+
+//  Whether KEY names a field of SCHEMA or is one of the envelope keys.
+static bool
+s_known_key (const pv_t *key, const s_schema_t *schema, bool envelope)
+{
+    if (envelope && (pv_str_eq (key, "v") || pv_str_eq (key, "type")))
+        return true;
+    for (size_t index = 0; index < schema->count; index++)
+        if (pv_str_eq (key, schema->fields [index].key))
+            return true;
+    return false;
+}
+
+//  Decodes MAP into ITEM. With ENVELOPE the keys "v" and "type" are
+//  allowed as well (a message's top level).
+static int
+s_decode_fields (const pv_t *map, const s_schema_t *schema, void *item,
+                 const char *path, bool envelope, char *why, size_t why_len)
+{
+    char show [S_SHOW_MAX + 4];
+    if (pv_type (map) != PV_MAP) {
+        s_format (why, why_len, "%s: expected map, got %s", path,
+                  pv_type_name (pv_type (map)));
+        return -2;
+    }
+    for (size_t index = 0; index < pv_size (map); index++) {
+        const pv_t *key = pv_map_key_at (map, index);
+        if (!s_known_key (key, schema, envelope)) {
+            size_t key_len = 0;
+            const char *key_text = pv_str (key, &key_len);
+            s_format (why, why_len, "%s: unknown key '%s'", path,
+                      s_show (key_text ? key_text : "", key_len, show));
+            return -2;
+        }
+    }
+    char field_path [S_PATH_MAX];
+    for (size_t index = 0; index < schema->count; index++) {
+        const s_field_t *field = &schema->fields [index];
+        s_format (field_path, sizeof field_path, "%s.%s", path, field->key);
+        const pv_t *value = pv_map_get (map, field->key);
+        if (!value) {
+            if (field->required) {
+                s_format (why, why_len, "%s: required", field_path);
+                return -2;
+            }
+            continue;
+        }
+        if (s_decode_field (value, field, item, field_path, why, why_len))
+            return -2;
+    }
+    if (schema->check)
+        return schema->check (item, map, path, why, why_len);
+    return 0;
+}
+
+static int
+s_decode_struct (const pv_t *map, const s_schema_t *schema, void *item,
+                 const char *path, char *why, size_t why_len)
+{
+    return s_decode_fields (map, schema, item, path, false, why, why_len);
+}
+
+int
+proto_msg_decode (const void *data, size_t size, proto_msg_t **msg_p,
+                  char *why, size_t why_len)
+{
+    assert (msg_p);
+    *msg_p = NULL;
+    char show [S_SHOW_MAX + 4];
+    pv_doc_t *doc = NULL;
+    if (pv_doc_decode (data, size, &doc, why, why_len))
+        return PROTO_EMALFORMED;
+
+    int rc = PROTO_EMALFORMED;
+    proto_msg_t *msg = NULL;
+    const pv_t *root = pv_doc_root (doc);
+    if (pv_type (root) != PV_MAP) {
+        s_format (why, why_len, "expected a map, got %s",
+                  pv_type_name (pv_type (root)));
+        goto done;
+    }
+    const pv_t *version = pv_map_get (root, "v");
+    int64_t number;
+    if (!version) {
+        s_format (why, why_len, "v: required (protocol version, speaks %d)",
+                  PROTO_VERSION);
+        goto done;
+    }
+    if (pv_get_int (version, &number)) {
+        s_format (why, why_len, "v: expected int, got %s",
+                  pv_type_name (pv_type (version)));
+        goto done;
+    }
+    if (number != PROTO_VERSION) {
+        s_format (why, why_len, "unsupported version %" PRId64 " (speaks %d)",
+                  number, PROTO_VERSION);
+        goto done;
+    }
+    const pv_t *type = pv_map_get (root, "type");
+    if (!type) {
+        s_format (why, why_len, "type: required");
+        goto done;
+    }
+    if (pv_type (type) != PV_STR) {
+        s_format (why, why_len, "type: expected string, got %s",
+                  pv_type_name (pv_type (type)));
+        goto done;
+    }
+    const s_message_t *message = NULL;
+    for (size_t index = 0; index < S_COUNT_OF (s_messages) && !message;
+         index++)
+        if (pv_str_eq (type, s_messages [index].name))
+            message = &s_messages [index];
+    if (!message) {
+        size_t len = 0;
+        const char *text = pv_str (type, &len);
+        s_format (why, why_len, "unknown type '%s'", s_show (text, len, show));
+        goto done;
+    }
+    msg = proto_msg_new (message->type);
+    if (!msg) {
+        s_format (why, why_len, "out of memory");
+        goto done;
+    }
+    if (s_decode_fields (root, &message->schema, msg, message->name, true,
+                         why, why_len))
+        goto done;
+    *msg_p = msg;
+    msg = NULL;
+    rc = PROTO_OK;
+done:
+    proto_msg_destroy (&msg);
+    pv_doc_destroy (&doc);
+    return rc;
+}
+
+
+//  ---------------------------------------------------------------------
+//  Encoding against a schema: check everything first, then write, so a
+//  message that breaks a rule never leaves half a map in the writer
+
+static int s_check_struct (const void *item, const s_schema_t *schema,
+                           const char *path, char *why, size_t why_len);
+
+//  Is an optional field present? Optional strings are present when set,
+//  optional lists and maps when not empty, optional ints as their field
+//  says.
+static bool
+s_present (const void *item, const s_field_t *field)
+{
+    if (field->required)
+        return true;
+    if (field->present)
+        return field->present (item);
+    if (field->kind == S_STR)
+        return *S_MEMBER (item, field->offset, char *) != NULL;
+    if (field->kind == S_LIST || field->kind == S_MAP
+    ||  field->kind == S_STRUCTS)
+        return *S_MEMBER (item, field->count_offset, size_t) > 0;
+    return true;
+}
+
+static int
+s_check_text (const char *text, s_text_t rule, const char *path, char *why,
+              size_t why_len)
+{
+    if (!text) {
+        s_format (why, why_len, "%s: required", path);
+        return -2;
+    }
+    return s_text_check (rule, text, strlen (text), path, why, why_len);
+}
+
+static int
+s_check_field (const void *item, const s_field_t *field, const char *path,
+               char *why, size_t why_len)
+{
+    char item_path [S_PATH_MAX];
+    const size_t *count = S_MEMBER (item, field->count_offset, size_t);
+    int64_t number = 0;
+    switch (field->kind) {
+        case S_STR:
+            return s_check_text (*S_MEMBER (item, field->offset, char *),
+                                 field->text, path, why, why_len);
+        case S_U32:
+            number = *S_MEMBER (item, field->offset, uint32_t);
+            break;
+        case S_I32:
+            number = *S_MEMBER (item, field->offset, int32_t);
+            break;
+        case S_U64: {
+            uint64_t wide = *S_MEMBER (item, field->offset, uint64_t);
+            if (wide > INT64_MAX) {
+                s_format (why, why_len, "%s: %" PRIu64 " does not fit int64",
+                          path, wide);
+                return -2;
+            }
+            number = (int64_t) wide;
+            break;
+        }
+        case S_I64:
+            number = *S_MEMBER (item, field->offset, int64_t);
+            break;
+        case S_BOOL:
+        case S_KIND:
+            return 0;
+        case S_LIST: {
+            char **list = *S_MEMBER (item, field->offset, char **);
+            if ((int64_t) *count > field->max
+            ||  (int64_t) *count < field->min || (*count > 0 && !list)) {
+                s_format (why, why_len, "%s: %zu entries (%" PRId64 "..%"
+                          PRId64 ")", path, *count, field->min, field->max);
+                return -2;
+            }
+            for (size_t index = 0; index < *count; index++) {
+                s_format (item_path, sizeof item_path, "%s[%zu]", path,
+                          index);
+                if (s_check_text (list [index], field->text, item_path, why,
+                                  why_len))
+                    return -2;
+            }
+            return s_check_unique (list, *count, sizeof (char *), 0, path,
+                                   why, why_len);
+        }
+        case S_MAP: {
+            proto_kv_t *pairs = *S_MEMBER (item, field->offset, proto_kv_t *);
+            if ((int64_t) *count > field->max || (*count > 0 && !pairs)) {
+                s_format (why, why_len, "%s: %zu entries (at most %" PRId64 ")",
+                          path, *count, field->max);
+                return -2;
+            }
+            for (size_t index = 0; index < *count; index++) {
+                s_format (item_path, sizeof item_path, "%s[%zu]", path,
+                          index);
+                if (s_check_text (pairs [index].key, field->key_text,
+                                  item_path, why, why_len)
+                ||  s_check_text (pairs [index].value, field->text,
+                                  item_path, why, why_len))
+                    return -2;
+            }
+            return s_check_unique (pairs, *count, sizeof (proto_kv_t),
+                                   offsetof (proto_kv_t, key), path, why,
+                                   why_len);
+        }
+        case S_STRUCTS: {
+            const s_schema_t *schema = field->schema;
+            const char *array = *S_MEMBER (item, field->offset, char *);
+            if ((int64_t) *count > field->max || (*count > 0 && !array)) {
+                s_format (why, why_len, "%s: %zu entries (at most %" PRId64 ")",
+                          path, *count, field->max);
+                return -2;
+            }
+            for (size_t index = 0; index < *count; index++) {
+                s_format (item_path, sizeof item_path, "%s[%zu]", path,
+                          index);
+                if (s_check_struct (array + index * schema->size, schema,
+                                    item_path, why, why_len))
+                    return -2;
+            }
+            return s_check_unique (array, *count, schema->size,
+                                   schema->name_offset, path, why, why_len);
+        }
+    }
+    if (number < field->min || number > field->max) {
+        s_format (why, why_len, "%s: %" PRId64 " is out of range %" PRId64
+                  "..%" PRId64, path, number, field->min, field->max);
+        return -2;
+    }
+    return 0;
+}
+
+static int
+s_check_struct (const void *item, const s_schema_t *schema, const char *path,
+                char *why, size_t why_len)
+{
+    char field_path [S_PATH_MAX];
+    for (size_t index = 0; index < schema->count; index++) {
+        const s_field_t *field = &schema->fields [index];
+        if (!s_present (item, field))
+            continue;
+        s_format (field_path, sizeof field_path, "%s.%s", path, field->key);
+        if (s_check_field (item, field, field_path, why, why_len))
+            return -2;
+    }
+    return 0;
+}
+
+static void s_write_struct (pw_t *writer, const void *item,
+                            const s_schema_t *schema);
+
+static void
+s_write_field (pw_t *writer, const void *item, const s_field_t *field)
+{
+    size_t count = field->count_offset
+                 ? *S_MEMBER (item, field->count_offset, size_t) : 0;
+    switch (field->kind) {
+        case S_STR:
+            pw_str (writer, *S_MEMBER (item, field->offset, char *));
+            break;
+        case S_U32:
+            pw_int (writer, *S_MEMBER (item, field->offset, uint32_t));
+            break;
+        case S_I32:
+            pw_int (writer, *S_MEMBER (item, field->offset, int32_t));
+            break;
+        case S_U64:
+            pw_int (writer,
+                    (int64_t) *S_MEMBER (item, field->offset, uint64_t));
+            break;
+        case S_I64:
+            pw_int (writer, *S_MEMBER (item, field->offset, int64_t));
+            break;
+        case S_BOOL:
+            pw_bool (writer, *S_MEMBER (item, field->offset, bool));
+            break;
+        case S_KIND:
+            pw_str (writer, *S_MEMBER (item, field->offset, bool)
+                            ? "modify" : "query");
+            break;
+        case S_LIST: {
+            char **list = *S_MEMBER (item, field->offset, char **);
+            pw_array (writer, count);
+            for (size_t index = 0; index < count; index++)
+                pw_str (writer, list [index]);
+            break;
+        }
+        case S_MAP: {
+            proto_kv_t *pairs = *S_MEMBER (item, field->offset, proto_kv_t *);
+            pw_map (writer, count);
+            for (size_t index = 0; index < count; index++) {
+                pw_str (writer, pairs [index].key);
+                pw_str (writer, pairs [index].value);
+            }
+            break;
+        }
+        case S_STRUCTS: {
+            const char *array = *S_MEMBER (item, field->offset, char *);
+            pw_array (writer, count);
+            for (size_t index = 0; index < count; index++)
+                s_write_struct (writer, array + index * field->schema->size,
+                                field->schema);
+            break;
+        }
+    }
+}
+
+//  Writes the present fields of ITEM as map pairs (no map header).
+static void
+s_write_pairs (pw_t *writer, const void *item, const s_schema_t *schema)
+{
+    for (size_t index = 0; index < schema->count; index++) {
+        const s_field_t *field = &schema->fields [index];
+        if (!s_present (item, field))
+            continue;
+        pw_str (writer, field->key);
+        s_write_field (writer, item, field);
+    }
+}
+
+static size_t
+s_present_count (const void *item, const s_schema_t *schema)
+{
+    size_t count = 0;
+    for (size_t index = 0; index < schema->count; index++)
+        if (s_present (item, &schema->fields [index]))
+            count++;
+    return count;
+}
+
+static void
+s_write_struct (pw_t *writer, const void *item, const s_schema_t *schema)
+{
+    pw_map (writer, s_present_count (item, schema));
+    s_write_pairs (writer, item, schema);
+}
+
+int
+proto_msg_encode (const proto_msg_t *msg, pw_t *writer)
+{
+    assert (writer);
+    if (!msg)
+        return PROTO_EMALFORMED;
+    const s_message_t *message = s_message_for (msg->type);
+    if (!message)
+        return PROTO_EMALFORMED;
+    char why [256];
+    if (s_check_struct (msg, &message->schema, message->name, why,
+                        sizeof why))
+        return PROTO_EMALFORMED;
+    pw_map (writer, 2 + s_present_count (msg, &message->schema));
+    pw_str (writer, "v");
+    pw_int (writer, PROTO_VERSION);
+    pw_str (writer, "type");
+    pw_str (writer, message->name);
+    s_write_pairs (writer, msg, &message->schema);
+    return PROTO_OK;
+}
+
+
+//  ---------------------------------------------------------------------
+//  Client requests. Each request type lists the keys it may carry besides
+//  v, type and id. To add a request type, add its fields and one line to
+//  s_requests.
+
+typedef struct {
+    const char *key;    //  Wire key
+    pv_type_t type;     //  PV_STR, PV_INT, PV_BOOL, PV_MAP or PV_ARRAY
+    bool required;      //  Must be present
+    int64_t min;        //  Int: least value; string: fewest bytes
+    int64_t max;        //  Int: greatest value; string: most bytes
+} s_request_field_t;
+
+typedef struct {
+    const char *type;                   //  Request type
+    const s_request_field_t *fields;    //  Its fields
+    size_t count;                       //  How many
+} s_request_t;
+
+#define S_REQ_JOB { "job", PV_STR, true, 1, PROTO_MAX_TEXT }
+
+static const s_request_field_t s_req_job_submit [] = {
+    { "job", PV_MAP, true, 0, 0 },
+};
+static const s_request_field_t s_req_job [] = {
+    S_REQ_JOB,
+};
+static const s_request_field_t s_req_job_list [] = {
+    { "status", PV_STR, false, 1, PROTO_MAX_TEXT },
+    { "limit", PV_INT, false, 1, 10000 },
+};
+static const s_request_field_t s_req_job_cancel [] = {
+    S_REQ_JOB,
+    { "reason", PV_STR, false, 0, PROTO_MAX_TEXT },
+};
+static const s_request_field_t s_req_job_events [] = {
+    S_REQ_JOB,
+    { "after", PV_INT, false, 0, INT64_MAX },
+};
+static const s_request_field_t s_req_node [] = {
+    { "node", PV_STR, true, 1, PROTO_MAX_TEXT },
+};
+
+#define S_REQUEST(type, fields) { type, fields, S_COUNT_OF (fields) }
+#define S_REQUEST_BARE(type) { type, NULL, 0 }
+
+static const s_request_t s_requests [] = {
+    S_REQUEST ("job.submit", s_req_job_submit),
+    S_REQUEST ("job.get", s_req_job),
+    S_REQUEST ("job.list", s_req_job_list),
+    S_REQUEST ("job.cancel", s_req_job_cancel),
+    S_REQUEST ("job.events", s_req_job_events),
+    S_REQUEST ("job.delete", s_req_job),
+    S_REQUEST_BARE ("node.list"),
+    S_REQUEST ("node.get", s_req_node),
+    S_REQUEST_BARE ("status"),
+};
+
+//  Is VALUE a client request id: a string of 1..PROTO_MAX_REQUEST_ID
+//  bytes without NUL?
+static bool
+s_request_id_valid (const pv_t *value)
+{
+    size_t len = pv_size (value);
+    const char *text = pv_str (value, NULL);
+    return pv_type (value) == PV_STR && len >= 1
+           && len <= PROTO_MAX_REQUEST_ID && !memchr (text, 0, len);
+}
+
+static int
+s_request_field_check (const pv_t *value, const s_request_field_t *field,
+                       const char *type, char *why, size_t why_len)
+{
+    pv_type_t actual = pv_type (value);
+    if (actual != field->type) {
+        s_format (why, why_len, "%s: %s: expected %s, got %s", type, field->key,
+                  pv_type_name (field->type), pv_type_name (actual));
+        return -2;
+    }
+    if (actual == PV_INT) {
+        int64_t number = 0;
+        pv_get_int (value, &number);
+        if (number < field->min || number > field->max) {
+            s_format (why, why_len, "%s: %s: %" PRId64 " is out of range %"
+                      PRId64 "..%" PRId64, type, field->key, number,
+                      field->min, field->max);
+            return -2;
+        }
+    }
+    if (actual == PV_STR) {
+        size_t len = 0;
+        const char *text = pv_str (value, &len);
+        if ((int64_t) len < field->min || (int64_t) len > field->max) {
+            s_format (why, why_len, "%s: %s: length %zu is out of range %"
+                      PRId64 "..%" PRId64, type, field->key, len, field->min,
+                      field->max);
+            return -2;
+        }
+        if (len > 0 && memchr (text, 0, len)) {
+            s_format (why, why_len, "%s: %s: contains a NUL byte", type,
+                      field->key);
+            return -2;
+        }
+    }
+    return 0;
+}
+
+int
+proto_request_decode (const void *data, size_t size, proto_request_t **req_p,
+                      const char **code, char **id_p, char *why,
+                      size_t why_len)
+{
+    assert (req_p);
+    *req_p = NULL;
+    if (id_p)
+        *id_p = NULL;
+    const char *error = PROTO_ERR_MALFORMED;
+    char show [S_SHOW_MAX + 4];
+    char *id = NULL;
+    proto_request_t *req = NULL;
+    pv_doc_t *doc = NULL;
+    char reason [200];
+
+    if (pv_doc_decode (data, size, &doc, reason, sizeof reason)) {
+        s_format (why, why_len, "malformed frame: %s", reason);
+        goto failed;
+    }
+    const pv_t *root = pv_doc_root (doc);
+    if (pv_type (root) != PV_MAP) {
+        s_format (why, why_len, "a request is a map, got %s",
+                  pv_type_name (pv_type (root)));
+        goto failed;
+    }
+    //  Take the id first, so that even a refusal can echo it
+    const pv_t *id_value = pv_map_get (root, "id");
+    if (s_request_id_valid (id_value)) {
+        id = pv_strdup (id_value);
+        if (!id) {
+            error = PROTO_ERR_INTERNAL;
+            s_format (why, why_len, "out of memory");
+            goto failed;
+        }
+    }
+    const pv_t *version = pv_map_get (root, "v");
+    int64_t number = 0;
+    if (!version || pv_get_int (version, &number) || number != PROTO_VERSION) {
+        error = PROTO_ERR_VERSION;
+        if (!version)
+            s_format (why, why_len, "the request has no version 'v'; this "
+                      "broker speaks version %d", PROTO_VERSION);
+        else
+        if (pv_type (version) != PV_INT)
+            s_format (why, why_len, "v: expected int, got %s; this broker "
+                      "speaks version %d", pv_type_name (pv_type (version)),
+                      PROTO_VERSION);
+        else
+            s_format (why, why_len, "unsupported version %" PRId64
+                      " (speaks %d)", number, PROTO_VERSION);
+        goto failed;
+    }
+    const pv_t *type = pv_map_get (root, "type");
+    const s_request_t *request = NULL;
+    for (size_t index = 0; index < S_COUNT_OF (s_requests) && !request;
+         index++)
+        if (pv_str_eq (type, s_requests [index].type))
+            request = &s_requests [index];
+    if (!request) {
+        error = PROTO_ERR_UNKNOWN_TYPE;
+        size_t len = 0;
+        const char *text = pv_str (type, &len);
+        if (!type)
+            s_format (why, why_len, "the request has no 'type'");
+        else
+        if (pv_type (type) != PV_STR)
+            s_format (why, why_len, "type: expected string, got %s",
+                      pv_type_name (pv_type (type)));
+        else
+            s_format (why, why_len, "unknown type '%s'",
+                      s_show (text, len, show));
+        goto failed;
+    }
+    error = PROTO_ERR_BAD_REQUEST;
+    if (!id) {
+        s_format (why, why_len, "id: required, a string of 1 to %d bytes",
+                  PROTO_MAX_REQUEST_ID);
+        goto failed;
+    }
+    for (size_t index = 0; index < pv_size (root); index++) {
+        const pv_t *key = pv_map_key_at (root, index);
+        bool known = pv_str_eq (key, "v") || pv_str_eq (key, "type")
+                     || pv_str_eq (key, "id");
+        for (size_t which = 0; which < request->count && !known; which++)
+            known = pv_str_eq (key, request->fields [which].key);
+        if (!known) {
+            size_t len = 0;
+            const char *text = pv_str (key, &len);
+            s_format (why, why_len, "%s: unknown key '%s'", request->type,
+                      s_show (text, len, show));
+            goto failed;
+        }
+    }
+    for (size_t which = 0; which < request->count; which++) {
+        const s_request_field_t *field = &request->fields [which];
+        const pv_t *value = pv_map_get (root, field->key);
+        if (!value) {
+            if (field->required) {
+                s_format (why, why_len, "%s: %s: required", request->type,
+                          field->key);
+                goto failed;
+            }
+            continue;
+        }
+        if (s_request_field_check (value, field, request->type, why,
+                                   why_len))
+            goto failed;
+    }
+    req = calloc (1, sizeof *req);
+    if (!req || !(req->type = strdup (request->type))) {
+        error = PROTO_ERR_INTERNAL;
+        s_format (why, why_len, "out of memory");
+        goto failed;
+    }
+    req->id = id;
+    req->body = root;
+    req->doc = doc;
+    *req_p = req;
+    if (code)
+        *code = NULL;
+    return PROTO_OK;
+
+failed:
+    if (req)
+        free (req->type);
+    free (req);
+    pv_doc_destroy (&doc);
+    if (code)
+        *code = error;
+    if (id_p)
+        *id_p = id;
+    else
+        free (id);
+    return PROTO_EMALFORMED;
+}
+
+void
+proto_request_destroy (proto_request_t **req_p)
+{
+    assert (req_p);
+    proto_request_t *req = *req_p;
+    if (!req)
+        return;
+    free (req->type);
+    free (req->id);
+    pv_doc_destroy (&req->doc);
+    free (req);
+    *req_p = NULL;
+}
+
+void
+proto_request_begin (pw_t *writer, const char *type, const char *id,
+                     size_t field_count)
+{
+    assert (writer);
+    pw_map (writer, 3 + field_count);
+    pw_str (writer, "v");
+    pw_int (writer, PROTO_VERSION);
+    pw_str (writer, "type");
+    pw_str (writer, type);
+    pw_str (writer, "id");
+    pw_str (writer, id);
+}
+
+void
+proto_reply_ok_begin (pw_t *writer, const char *id)
+{
+    assert (writer);
+    pw_map (writer, 4);
+    pw_str (writer, "v");
+    pw_int (writer, PROTO_VERSION);
+    pw_str (writer, "type");
+    pw_str (writer, "ok");
+    pw_str (writer, "id");
+    pw_str (writer, id);
+    pw_str (writer, "data");
+}
+
+void
+proto_reply_error (pw_t *writer, const char *id, const char *code,
+                   const char *message, char *const *details,
+                   size_t detail_count)
+{
+    assert (writer);
+    bool with_details = details && detail_count > 0;
+    pw_map (writer, with_details ? 6 : 5);
+    pw_str (writer, "v");
+    pw_int (writer, PROTO_VERSION);
+    pw_str (writer, "type");
+    pw_str (writer, "error");
+    pw_str (writer, "id");
+    pw_str (writer, id);
+    pw_str (writer, "code");
+    pw_str (writer, code ? code : PROTO_ERR_INTERNAL);
+    pw_str (writer, "message");
+    pw_str (writer, message ? message : "");
+    if (with_details) {
+        pw_str (writer, "details");
+        pw_array (writer, detail_count);
+        for (size_t index = 0; index < detail_count; index++)
+            pw_str (writer, details [index] ? details [index] : "");
+    }
+}

@@ -1,0 +1,569 @@
+/*  =========================================================================
+    test_names - names, targets, topics, durations, ids and timestamps
+    =========================================================================
+*/
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "../proto/names.h"
+
+//  Parses TEXT, which must fail with a sentence containing EXPECTED.
+static void
+s_assert_target_error (const char *text, const char *expected)
+{
+    target_t target;
+    char err [256] = "";
+    int rc = target_parse (text, &target, err, sizeof (err));
+    if (rc == 0 || !strstr (err, expected))
+        print_error ("target '%s': rc %d, error '%s', expected '%s'\n",
+                     text ? text : "(null)", rc, err, expected);
+    assert_int_equal (rc, -1);
+    assert_non_null (strstr (err, expected));
+    //  A failed parse leaves nothing to free
+    assert_null (target.value);
+    assert_null (target.nodes);
+    assert_null (target.label_key);
+}
+
+static void
+test_names_name_valid (void **state)
+{
+    char longest [NAME_MAX_LEN + 2];
+    memset (longest, 'a', NAME_MAX_LEN);
+    longest [NAME_MAX_LEN] = '\0';
+    assert_true (name_valid ("web"));
+    assert_true (name_valid ("a"));
+    assert_true (name_valid ("Web-01_x"));
+    assert_true (name_valid ("0"));
+    assert_true (name_valid ("-"));
+    assert_true (name_valid (longest));
+
+    longest [NAME_MAX_LEN] = 'a';
+    longest [NAME_MAX_LEN + 1] = '\0';
+    assert_false (name_valid (longest));    //  65 characters
+    assert_false (name_valid (""));
+    assert_false (name_valid (NULL));
+    assert_false (name_valid ("web 1"));
+    assert_false (name_valid ("web.dev"));
+    assert_false (name_valid ("."));
+    assert_false (name_valid ("a/b"));
+    assert_false (name_valid ("/"));
+    assert_false (name_valid ("web\n"));
+    assert_false (name_valid ("a:b"));
+    assert_false (name_valid ("a=b"));
+    //  Cyrillic 'а' (U+0430) and 'е' (U+0435) look like Latin letters
+    assert_false (name_valid ("\xd0\xb0"));
+    assert_false (name_valid ("w\xd0\xb5" "b"));
+    assert_false (name_valid ("caf\xc3\xa9"));
+}
+
+static void
+test_names_label_value_valid (void **state)
+{
+    assert_true (name_label_value_valid ("web"));
+    assert_true (name_label_value_valid ("web.dev.us-east"));
+    assert_true (name_label_value_valid ("a.b.c.d.e.f.g.h"));
+    assert_false (name_label_value_valid ("a.b.c.d.e.f.g.h.i"));
+    assert_false (name_label_value_valid (""));
+    assert_false (name_label_value_valid (NULL));
+    assert_false (name_label_value_valid ("."));
+    assert_false (name_label_value_valid ("web."));
+    assert_false (name_label_value_valid (".web"));
+    assert_false (name_label_value_valid ("web..dev"));
+    assert_false (name_label_value_valid ("web dev"));
+    assert_false (name_label_value_valid ("web/dev"));
+}
+
+static void
+test_names_target_forms (void **state)
+{
+    target_t target;
+    char err [256] = "";
+
+    assert_int_equal (target_parse ("all", &target, err, sizeof (err)), 0);
+    assert_int_equal (target.scope, TARGET_ALL);
+    assert_false (target.any);
+    assert_null (target.value);
+    target_clear (&target);
+
+    assert_int_equal (target_parse ("group:web", &target, err, sizeof (err)),
+                      0);
+    assert_int_equal (target.scope, TARGET_GROUP);
+    assert_string_equal (target.value, "web");
+    target_clear (&target);
+    assert_null (target.value);
+    target_clear (&target);                 //  Safe on a cleared target
+
+    assert_int_equal (target_parse ("node:web-01", &target, err, sizeof (err)),
+                      0);
+    assert_int_equal (target.scope, TARGET_NODE);
+    assert_int_equal (target.node_count, 1);
+    assert_string_equal (target.nodes [0], "web-01");
+    target_clear (&target);
+
+    assert_int_equal (
+        target_parse ("node:c,a,b", &target, err, sizeof (err)), 0);
+    assert_int_equal (target.node_count, 3);
+    assert_string_equal (target.nodes [0], "c");    //  Order kept
+    assert_string_equal (target.nodes [1], "a");
+    assert_string_equal (target.nodes [2], "b");
+    assert_string_equal (target.value, "c,a,b");
+    target_clear (&target);
+
+    assert_int_equal (target_parse ("label:tier=web.dev", &target, err,
+                                    sizeof (err)),
+                      0);
+    assert_int_equal (target.scope, TARGET_LABEL);
+    assert_string_equal (target.label_key, "tier");
+    assert_string_equal (target.label_value, "web.dev");
+    assert_string_equal (target.value, "tier=web.dev");
+    target_clear (&target);
+
+    assert_int_equal (target_parse ("any", &target, err, sizeof (err)), 0);
+    assert_int_equal (target.scope, TARGET_ALL);
+    assert_true (target.any);
+    target_clear (&target);
+
+    assert_int_equal (
+        target_parse ("any:label:tier=web", &target, err, sizeof (err)), 0);
+    assert_int_equal (target.scope, TARGET_LABEL);
+    assert_true (target.any);
+    assert_string_equal (target.label_value, "web");
+    target_clear (&target);
+
+    assert_int_equal (target_parse ("any:all", &target, err, sizeof (err)), 0);
+    assert_int_equal (target.scope, TARGET_ALL);
+    assert_true (target.any);
+    target_clear (&target);
+}
+
+static void
+test_names_target_node_list_bounds (void **state)
+{
+    //  TARGET_MAX_NODES ids fit; one more does not
+    size_t size = 8 * (TARGET_MAX_NODES + 1) + 16;
+    char *text = malloc (size);
+    assert_non_null (text);
+    size_t used = (size_t) snprintf (text, size, "node:");
+    for (int i = 0; i < TARGET_MAX_NODES; i++)
+        used += (size_t) snprintf (text + used, size - used, "%sn%d",
+                                   i ? "," : "", i);
+    target_t target;
+    char err [256] = "";
+    assert_int_equal (target_parse (text, &target, err, sizeof (err)), 0);
+    assert_int_equal (target.node_count, TARGET_MAX_NODES);
+    target_clear (&target);
+    snprintf (text + used, size - used, ",extra");
+    s_assert_target_error (text, "too many node ids (4097, at most 4096)");
+    free (text);
+}
+
+static void
+test_names_target_errors (void **state)
+{
+    s_assert_target_error ("group:web 1",
+                           "group name 'web 1' is not valid: use letters, "
+                           "digits, '_' and '-' (1 to 64)");
+    s_assert_target_error ("grp:web", "unknown target scope 'grp' (all, "
+                                      "group:G, node:ID[,ID...], "
+                                      "label:KEY=V1.V2, any[:TARGET])");
+    s_assert_target_error ("grp", "unknown target scope 'grp'");
+    s_assert_target_error ("", "target is empty");
+    s_assert_target_error (NULL, "target is empty");
+    s_assert_target_error ("all:web", "target 'all' takes no value");
+    s_assert_target_error ("group", "target 'group' needs a value");
+    s_assert_target_error ("group:", "a group target needs a value");
+    s_assert_target_error ("group:a.b", "group name 'a.b' is not valid");
+    s_assert_target_error ("group:w\xd0\xb5" "b",
+                           "group name 'w\xd0\xb5" "b' is not valid");
+    s_assert_target_error ("node:", "a node target needs a value");
+    s_assert_target_error ("node:a,,b", "node id '' is not valid");
+    s_assert_target_error ("node:a,", "node id '' is not valid");
+    s_assert_target_error ("node:a/b", "node id 'a/b' is not valid");
+    s_assert_target_error ("node:a,b,a", "node id 'a' is listed twice");
+    s_assert_target_error ("label:tier", "label target 'tier' needs "
+                                         "KEY=VALUE");
+    s_assert_target_error ("label:=web", "label key '' is not valid");
+    s_assert_target_error ("label:ti er=web", "label key 'ti er' is not "
+                                              "valid");
+    s_assert_target_error ("label:tier=", "label value '' is not valid");
+    s_assert_target_error ("label:tier=web..dev",
+                           "label value 'web..dev' is not valid");
+    s_assert_target_error ("label:tier=a.b.c.d.e.f.g.h.i",
+                           "label value 'a.b.c.d.e.f.g.h.i' is not valid");
+    s_assert_target_error ("any:any", "'any' cannot be nested");
+    s_assert_target_error ("any:any:all", "'any' cannot be nested");
+    s_assert_target_error ("any:", "'any:' needs a target");
+    s_assert_target_error ("any:grp:x", "unknown target scope 'grp'");
+    //  Control bytes never reach the sentence
+    s_assert_target_error ("group:a\nb", "group name 'a?b' is not valid");
+
+    //  A long value is cut in the sentence, which still fits the buffer
+    char text [200];
+    memset (text, 'x', sizeof (text));
+    memcpy (text, "group:", 6);
+    text [sizeof (text) - 1] = '\0';
+    s_assert_target_error (text, "...' is not valid");
+}
+
+static void
+test_names_target_from_parts (void **state)
+{
+    target_t target;
+    char err [256] = "";
+    assert_int_equal (
+        target_from_parts ("group", "web", false, &target, err, sizeof (err)),
+        0);
+    assert_int_equal (target.scope, TARGET_GROUP);
+    assert_string_equal (target.value, "web");
+    target_clear (&target);
+
+    assert_int_equal (
+        target_from_parts ("all", NULL, true, &target, err, sizeof (err)), 0);
+    assert_int_equal (target.scope, TARGET_ALL);
+    assert_true (target.any);
+    target_clear (&target);
+
+    //  GRID writes the value of an "all" target as ""
+    assert_int_equal (
+        target_from_parts ("all", "", false, &target, err, sizeof (err)), 0);
+    target_clear (&target);
+
+    assert_int_equal (target_from_parts ("node", "a,b", false, &target, err,
+                                         sizeof (err)),
+                      0);
+    assert_int_equal (target.node_count, 2);
+    target_clear (&target);
+
+    assert_int_equal (target_from_parts ("label", "tier=web", false, &target,
+                                         err, sizeof (err)),
+                      0);
+    assert_string_equal (target.label_key, "tier");
+    target_clear (&target);
+
+    assert_int_equal (
+        target_from_parts ("grp", "web", false, &target, err, sizeof (err)),
+        -1);
+    assert_string_equal (err, "unknown target scope 'grp' (all, group, "
+                              "node, label)");
+    assert_int_equal (
+        target_from_parts (NULL, "web", false, &target, err, sizeof (err)),
+        -1);
+    assert_non_null (strstr (err, "scope is missing"));
+    assert_int_equal (
+        target_from_parts ("group", NULL, false, &target, err, sizeof (err)),
+        -1);
+    assert_non_null (strstr (err, "needs a value"));
+    assert_int_equal (
+        target_from_parts ("all", "web", false, &target, err, sizeof (err)),
+        -1);
+    assert_non_null (strstr (err, "takes no value"));
+    assert_int_equal (
+        target_from_parts ("group", "group:web", false, &target, err,
+                           sizeof (err)),
+        -1);
+    assert_non_null (strstr (err, "group name 'group:web' is not valid"));
+}
+
+//  Does a node labelled KEY=VALUE match TEXT?
+static bool
+s_label_matches (const char *text, const char *key, const char *value)
+{
+    target_t target;
+    char err [256] = "";
+    assert_int_equal (target_parse (text, &target, err, sizeof (err)), 0);
+    char *keys [] = {"zone", (char *) key};
+    char *values [] = {"eu", (char *) value};
+    bool matches = target_matches (&target, "n1", NULL, 0, keys, values, 2);
+    target_clear (&target);
+    return matches;
+}
+
+static void
+test_names_target_label_hierarchy (void **state)
+{
+    const char *have = "web.dev.us-east";
+    assert_true (s_label_matches ("label:tier=web", "tier", have));
+    assert_true (s_label_matches ("label:tier=web.dev", "tier", have));
+    assert_true (s_label_matches ("label:tier=web.dev.us-east", "tier", have));
+    assert_false (s_label_matches ("label:tier=we", "tier", have));
+    assert_false (s_label_matches ("label:tier=web.prod", "tier", have));
+    assert_false (s_label_matches ("label:tier=web.dev.us", "tier", have));
+    assert_false (
+        s_label_matches ("label:tier=web.dev.us-east.a", "tier", have));
+    assert_false (s_label_matches ("label:role=web", "tier", have));
+    assert_true (s_label_matches ("label:zone=eu", "tier", have));
+    assert_true (s_label_matches ("any:label:tier=web", "tier", have));
+}
+
+static void
+test_names_target_matches (void **state)
+{
+    char *groups [] = {"web", "prod"};
+    target_t target;
+    char err [256] = "";
+
+    assert_int_equal (target_parse ("all", &target, err, sizeof (err)), 0);
+    assert_true (target_matches (&target, "n1", NULL, 0, NULL, NULL, 0));
+    target_clear (&target);
+
+    assert_int_equal (target_parse ("group:prod", &target, err, sizeof (err)),
+                      0);
+    assert_true (target_matches (&target, "n1", groups, 2, NULL, NULL, 0));
+    assert_false (target_matches (&target, "n1", groups, 1, NULL, NULL, 0));
+    target_clear (&target);
+
+    //  group/web/ never matches a node in group webserver
+    assert_int_equal (target_parse ("group:we", &target, err, sizeof (err)),
+                      0);
+    assert_false (target_matches (&target, "n1", groups, 2, NULL, NULL, 0));
+    target_clear (&target);
+
+    assert_int_equal (target_parse ("node:a,n1", &target, err, sizeof (err)),
+                      0);
+    assert_true (target_matches (&target, "n1", NULL, 0, NULL, NULL, 0));
+    assert_true (target_matches (&target, "a", NULL, 0, NULL, NULL, 0));
+    assert_false (target_matches (&target, "n", NULL, 0, NULL, NULL, 0));
+    assert_false (target_matches (&target, "n12", NULL, 0, NULL, NULL, 0));
+    target_clear (&target);
+}
+
+//  The topic of target TEXT, compared with EXPECTED (NULL: no topic).
+static void
+s_assert_topic (const char *text, const char *expected)
+{
+    target_t target;
+    char err [256] = "";
+    assert_int_equal (target_parse (text, &target, err, sizeof (err)), 0);
+    char *topic = target_topic (&target);
+    if (expected)
+        assert_string_equal (topic, expected);
+    else
+        assert_null (topic);
+    free (topic);
+    target_clear (&target);
+}
+
+static void
+test_names_topics (void **state)
+{
+    s_assert_topic ("all", "all/");
+    s_assert_topic ("any", "all/");
+    s_assert_topic ("group:web", "group/web/");
+    s_assert_topic ("label:tier=web.dev", "label/tier/web.dev/");
+    s_assert_topic ("node:a", NULL);
+    s_assert_topic ("node:a,b", NULL);
+    char *topic = topic_for_node ("web-01");
+    assert_string_equal (topic, "node/web-01/");
+    free (topic);
+}
+
+static void
+test_names_target_format_and_copy (void **state)
+{
+    const char *texts [] = {"all",        "any:all",        "group:web",
+                            "node:a,b,c", "label:tier=web", "any:node:x",
+                            "any:group:db"};
+    for (size_t i = 0; i < sizeof (texts) / sizeof (texts [0]); i++) {
+        target_t target, copy;
+        char err [256] = "";
+        assert_int_equal (target_parse (texts [i], &target, err, sizeof (err)),
+                          0);
+        assert_int_equal (target_copy (&copy, &target), 0);
+        target_clear (&target);
+        char *text = target_format (&copy);
+        assert_string_equal (text, texts [i]);
+        free (text);
+        assert_non_null (strstr (texts [i], target_scope_name (copy.scope)));
+        target_clear (&copy);
+    }
+    char *text = NULL;
+    target_t target;
+    char err [256] = "";
+    assert_int_equal (target_parse ("any", &target, err, sizeof (err)), 0);
+    text = target_format (&target);
+    assert_string_equal (text, "any:all");
+    free (text);
+    target_clear (&target);
+    assert_string_equal (target_scope_name (TARGET_LABEL), "label");
+}
+
+static void
+test_names_duration_parse (void **state)
+{
+    int64_t ms = -1;
+    assert_int_equal (duration_parse ("500ms", &ms), 0);
+    assert_int_equal (ms, 500);
+    assert_int_equal (duration_parse ("10s", &ms), 0);
+    assert_int_equal (ms, 10000);
+    assert_int_equal (duration_parse ("30m", &ms), 0);
+    assert_int_equal (ms, 1800000);
+    assert_int_equal (duration_parse ("1h30m", &ms), 0);
+    assert_int_equal (ms, 5400000);
+    assert_int_equal (duration_parse ("2d", &ms), 0);
+    assert_int_equal (ms, 172800000);
+    assert_int_equal (duration_parse ("1m30s250ms", &ms), 0);
+    assert_int_equal (ms, 90250);
+    assert_int_equal (duration_parse ("0s", &ms), 0);
+    assert_int_equal (ms, 0);
+    assert_int_equal (duration_parse ("30d", &ms), 0);
+    assert_int_equal (ms, 30LL * 86400000);
+    assert_int_equal (duration_parse ("720h", &ms), 0);
+
+    const char *bad [] = {"",       "10",         "-1s",
+                          "1.5s",   "10x",        "s",
+                          " 10s",   "10s ",       "10 s",
+                          "1S",     "30m1h",      "1h1h",
+                          "31d",    "30d1ms",     "721h",
+                          "2592000001ms",         "99999999999999999999s",
+                          "9223372036854775807ms", "1h-30m", "+1s", "10sm"};
+    for (size_t i = 0; i < sizeof (bad) / sizeof (bad [0]); i++) {
+        ms = 7;
+        if (duration_parse (bad [i], &ms) != -1)
+            print_error ("duration '%s' was accepted\n", bad [i]);
+        assert_int_equal (duration_parse (bad [i], &ms), -1);
+        assert_int_equal (ms, 7);
+    }
+    assert_int_equal (duration_parse (NULL, &ms), -1);
+}
+
+static void
+test_names_duration_format (void **state)
+{
+    const struct {
+        int64_t ms;
+        const char *text;
+    } cases [] = {{0, "0s"},          {1, "1ms"},
+                  {500, "500ms"},     {1500, "1500ms"},
+                  {1000, "1s"},       {10000, "10s"},
+                  {120000, "2m"},     {90000, "1m30s"},
+                  {5400000, "1h30m"}, {172800000, "2d"},
+                  {93784000, "1d2h3m4s"}, {-5, "0s"}};
+    for (size_t i = 0; i < sizeof (cases) / sizeof (cases [0]); i++) {
+        char buf [32];
+        duration_format (cases [i].ms, buf, sizeof (buf));
+        assert_string_equal (buf, cases [i].text);
+        //  And back
+        int64_t ms = -1;
+        assert_int_equal (duration_parse (buf, &ms), 0);
+        assert_int_equal (ms, cases [i].ms < 0 ? 0 : cases [i].ms);
+    }
+}
+
+static void
+test_names_job_ids (void **state)
+{
+    int64_t last_ms = 0;
+    uint32_t seq = 0;
+    enum { COUNT = 100000 };
+    char (*ids) [JOB_ID_LEN + 1] = calloc (COUNT, JOB_ID_LEN + 1);
+    assert_non_null (ids);
+    //  100k ids in one millisecond: more than the 4-digit counter holds
+    int64_t now_ms = 0x0193a1b2c3d4LL;
+    for (int i = 0; i < COUNT; i++)
+        job_id_make (now_ms, &last_ms, &seq, ids [i], JOB_ID_LEN + 1);
+    assert_string_equal (ids [0], "j-0193a1b2c3d4-0000");
+    assert_string_equal (ids [1], "j-0193a1b2c3d4-0001");
+    for (int i = 0; i < COUNT; i++) {
+        assert_true (job_id_valid (ids [i]));
+        //  Strictly increasing also proves them unique
+        if (i > 0)
+            assert_true (strcmp (ids [i - 1], ids [i]) < 0);
+    }
+    //  Time moving on, or going back, keeps the order
+    char later [JOB_ID_LEN + 1], earlier [JOB_ID_LEN + 1];
+    job_id_make (now_ms + 10, &last_ms, &seq, later, sizeof (later));
+    assert_true (strcmp (ids [COUNT - 1], later) < 0);
+    assert_string_equal (later, "j-0193a1b2c3de-0000");
+    job_id_make (now_ms - 1000, &last_ms, &seq, earlier, sizeof (earlier));
+    assert_true (strcmp (later, earlier) < 0);
+    free (ids);
+
+    //  A later millisecond always sorts after
+    last_ms = 0, seq = 0;
+    char a [JOB_ID_LEN + 1], b [JOB_ID_LEN + 1];
+    job_id_make (0xfff, &last_ms, &seq, a, sizeof (a));
+    job_id_make (0x1000, &last_ms, &seq, b, sizeof (b));
+    assert_true (strcmp (a, b) < 0);
+
+    assert_true (job_id_valid ("j-0193a1b2c3d4-0001"));
+    assert_false (job_id_valid ("j-0193a1b2c3d4-001"));
+    assert_false (job_id_valid ("j-0193A1b2c3d4-0001"));
+    assert_false (job_id_valid ("j-0193a1b2c3d4_0001"));
+    assert_false (job_id_valid ("k-0193a1b2c3d4-0001"));
+    assert_false (job_id_valid ("j-0193a1b2c3d4-0001x"));
+    assert_false (job_id_valid ("j-0193a1b2c3g4-0001"));
+    assert_false (job_id_valid (""));
+    assert_false (job_id_valid (NULL));
+}
+
+static void
+test_names_name_show (void **state)
+{
+    char buf [NAME_SHOW_LEN];
+    assert_string_equal (name_show ("web", 3, buf, sizeof (buf)), "web");
+    assert_string_equal (name_show ("a\0b\n", 4, buf, sizeof (buf)), "a?b?");
+    assert_string_equal (name_show (NULL, 5, buf, sizeof (buf)), "");
+    //  Long text is cut at 48 bytes and marked
+    char text [100];
+    memset (text, 'x', sizeof (text));
+    name_show (text, sizeof (text), buf, sizeof (buf));
+    assert_int_equal (strlen (buf), 51);
+    assert_string_equal (buf + 48, "...");
+    //  ...never inside a UTF-8 sequence
+    for (size_t i = 0; i + 1 < sizeof (text); i += 2)
+        text [i] = '\xd0', text [i + 1] = '\xb0';
+    name_show (text + 1, sizeof (text) - 1, buf, sizeof (buf));
+    assert_string_equal (buf + strlen (buf) - 3, "...");
+    assert_true (((unsigned char) buf [strlen (buf) - 4] & 0xc0) == 0x80);
+    //  A small buffer is respected
+    char small [8];
+    memset (text, 'y', sizeof (text));
+    name_show (text, sizeof (text), small, sizeof (small));
+    assert_string_equal (small, "yyyy...");
+}
+
+static void
+test_names_time_format (void **state)
+{
+    char buf [TIME_TEXT_LEN];
+    time_format (0, buf, sizeof (buf));
+    assert_string_equal (buf, "1970-01-01T00:00:00.000Z");
+    time_format (1795244451123LL, buf, sizeof (buf));
+    assert_string_equal (buf, "2026-11-21T07:00:51.123Z");
+    time_format (951782400007LL, buf, sizeof (buf));    //  Leap day
+    assert_string_equal (buf, "2000-02-29T00:00:00.007Z");
+    time_format (-1, buf, sizeof (buf));
+    assert_string_equal (buf, "1969-12-31T23:59:59.999Z");
+    assert_int_equal (strlen (buf) + 1, TIME_TEXT_LEN);
+}
+
+int
+main (void)
+{
+    const struct CMUnitTest tests [] = {
+        cmocka_unit_test (test_names_name_valid),
+        cmocka_unit_test (test_names_label_value_valid),
+        cmocka_unit_test (test_names_target_forms),
+        cmocka_unit_test (test_names_target_node_list_bounds),
+        cmocka_unit_test (test_names_target_errors),
+        cmocka_unit_test (test_names_target_from_parts),
+        cmocka_unit_test (test_names_target_label_hierarchy),
+        cmocka_unit_test (test_names_target_matches),
+        cmocka_unit_test (test_names_topics),
+        cmocka_unit_test (test_names_target_format_and_copy),
+        cmocka_unit_test (test_names_duration_parse),
+        cmocka_unit_test (test_names_duration_format),
+        cmocka_unit_test (test_names_job_ids),
+        cmocka_unit_test (test_names_name_show),
+        cmocka_unit_test (test_names_time_format),
+    };
+    return cmocka_run_group_tests (tests, NULL, NULL);
+}
