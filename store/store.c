@@ -1,0 +1,796 @@
+/*  =========================================================================
+    store - grid's durable key/value store (LMDB)
+
+    See store.h for the contract. Everything LMDB-specific lives here: the
+    environment, its named databases, the mapping of LMDB's many return
+    codes onto the few STORE_E* codes, and growing the map.
+
+    A write transaction that meets an LMDB error (a full map, a failed page
+    allocation) is marked failed: LMDB has already poisoned it, so every
+    later call on it returns the first error and store_commit aborts it.
+    That is what keeps a half-written pass of changes out of the store.
+    =========================================================================
+*/
+#include "store.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <limits.h>
+#include <lmdb.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+
+//  A write transaction begins by growing the map once more than this
+//  share of it is in use, so most passes never meet MDB_MAP_FULL at all.
+#define STORE_GROW_PERCENT 80
+
+#define STORE_SCHEMA_KEY "schema_version"
+
+//  Names of the databases, indexed by store_db_t.
+static const char *s_db_names[STORE_DB_COUNT] = {
+    "meta", "jobs", "results", "events", "nodes",
+    "queue", "keys", "requests", "spool"
+};
+
+//  The bytes behind an empty value: LMDB copies from mv_data even when
+//  mv_size is 0 on some paths, so it must never be NULL.
+static const char s_empty_value[1] = { 0 };
+
+struct _store_t {
+    MDB_env *env;                    //  The environment
+    MDB_dbi dbi[STORE_DB_COUNT];     //  Handles, opened once at open time
+    size_t max_map_bytes;            //  Growth ceiling (0: never grow)
+    size_t live_txns;                //  Open transactions (growth needs 0)
+    bool writing;                    //  A write transaction is open
+    bool grow_wanted;                //  A write met the end of the map
+    char last_error[256];            //  Last LMDB error text, for logs
+};
+
+struct _store_txn_t {
+    store_t *store;                  //  Owning store
+    MDB_txn *handle;                 //  LMDB transaction
+    bool write;                      //  Read-write (else read-only)
+    int failed;                      //  First STORE_E* that poisoned it
+    store_cursor_t *cursors;         //  Open cursors, closed with the txn
+};
+
+//  Where a cursor stands after a move that found nothing. LMDB leaves
+//  such a cursor in states that differ by operation (a seek past the end
+//  reads as "before the first key"), so we keep our own.
+typedef enum {
+    S_AT_KEY,                        //  On a key (or never moved)
+    S_PAST_END,                      //  Ran off the end: prev is the last
+    S_BEFORE_START                   //  Ran off the start: next is the first
+} s_position_t;
+
+struct _store_cursor_t {
+    store_txn_t *txn;                //  NULL once the transaction ended
+    MDB_cursor *handle;              //  LMDB cursor, NULL once closed
+    s_position_t position;           //  See s_position_t
+    store_cursor_t *next;            //  Next cursor of the same txn
+};
+
+
+//  Maps an LMDB (or errno) code onto a STORE_E* code.
+static int
+s_code (int rc)
+{
+    switch (rc) {
+        case MDB_SUCCESS:
+            return STORE_OK;
+        case MDB_NOTFOUND:
+            return STORE_ENOTFOUND;
+        case MDB_MAP_FULL:
+        case MDB_TXN_FULL:
+        case ENOSPC:
+#ifdef EDQUOT
+        case EDQUOT:
+#endif
+            return STORE_EFULL;
+        case EINVAL:
+        case MDB_BAD_VALSIZE:
+            return STORE_EINVAL;
+        default:
+            return STORE_EIO;
+    }
+}
+
+static void
+s_set_error (store_t *self, const char *format, ...)
+{
+    va_list args;
+    va_start (args, format);
+    vsnprintf (self->last_error, sizeof self->last_error, format, args);
+    va_end (args);
+}
+
+//  Records LMDB code RC against WHAT and returns its STORE_E* code. A
+//  full map is remembered so that the next write transaction grows it.
+static int
+s_fail (store_t *self, int rc, const char *what)
+{
+    s_set_error (self, "%s: %s", what, mdb_strerror (rc));
+    if (rc == MDB_MAP_FULL)
+        self->grow_wanted = true;
+    return s_code (rc);
+}
+
+//  Like s_fail, and poisons TXN: LMDB refuses any further use of a write
+//  transaction after most errors, and we must never commit half a pass.
+static int
+s_txn_fail (store_txn_t *txn, int rc, const char *what)
+{
+    int code = s_fail (txn->store, rc, what);
+    if (txn->write && txn->failed == 0)
+        txn->failed = code;
+    return code;
+}
+
+static bool
+s_db_valid (store_db_t db)
+{
+    return (int) db >= 0 && db < STORE_DB_COUNT;
+}
+
+//  Checks the arguments every keyed call shares. Returns 0 or STORE_EINVAL.
+static int
+s_check_key (store_txn_t *txn, store_db_t db, const void *key,
+             size_t key_len)
+{
+    if (!txn || !s_db_valid (db))
+        return STORE_EINVAL;
+    if (!key || key_len == 0 || key_len > STORE_MAX_KEY) {
+        s_set_error (txn->store, "a key of %zu bytes (1 to %d allowed)",
+                     key ? key_len : (size_t) 0, STORE_MAX_KEY);
+        return STORE_EINVAL;
+    }
+    return 0;
+}
+
+//  Creates DIR and its missing parents with mode 0700 (mkdir -p).
+static int
+s_mkdir_p (const char *dir, char *err, size_t err_len)
+{
+    if (!dir || !*dir) {
+        snprintf (err, err_len, "no store directory given");
+        return -1;
+    }
+    char *path = strdup (dir);
+    if (!path) {
+        snprintf (err, err_len, "%s: %s", dir, strerror (ENOMEM));
+        return -1;
+    }
+    int rc = 0;
+    for (char *cursor = path + 1;; cursor++) {
+        if (*cursor != '/' && *cursor != '\0')
+            continue;
+        char saved = *cursor;
+        *cursor = '\0';
+        if (mkdir (path, 0700) != 0) {
+            //  An existing component is fine if it is a directory; any
+            //  other failure (or a file in the way) ends the walk.
+            int error = errno;
+            struct stat info;
+            if (stat (path, &info) != 0 || !S_ISDIR (info.st_mode)) {
+                if (error == EEXIST)
+                    error = ENOTDIR;
+                snprintf (err, err_len, "cannot create directory %s: %s",
+                          path, strerror (error));
+                rc = -1;
+                break;
+            }
+        }
+        *cursor = saved;
+        if (saved == '\0')
+            break;
+    }
+    free (path);
+    return rc;
+}
+
+//  Reads the schema version from META, writing ours into a new store.
+//  Returns 0, or -1 with a sentence in ERR.
+static int
+s_check_schema (MDB_txn *txn, MDB_dbi meta, char *err, size_t err_len)
+{
+    MDB_val key = { strlen (STORE_SCHEMA_KEY), (void *) STORE_SCHEMA_KEY };
+    MDB_val value;
+    int rc = mdb_get (txn, meta, &key, &value);
+    if (rc == MDB_NOTFOUND) {
+        uint32_t version = STORE_SCHEMA_VERSION;
+        unsigned char bytes[4] = {
+            (unsigned char) (version >> 24), (unsigned char) (version >> 16),
+            (unsigned char) (version >> 8), (unsigned char) version
+        };
+        value.mv_size = sizeof bytes;
+        value.mv_data = bytes;
+        rc = mdb_put (txn, meta, &key, &value, 0);
+        if (rc != MDB_SUCCESS) {
+            snprintf (err, err_len, "cannot write the schema version: %s",
+                      mdb_strerror (rc));
+            return -1;
+        }
+        return 0;
+    }
+    if (rc != MDB_SUCCESS) {
+        snprintf (err, err_len, "cannot read the schema version: %s",
+                  mdb_strerror (rc));
+        return -1;
+    }
+    if (value.mv_size != 4) {
+        snprintf (err, err_len,
+                  "schema version record is %zu bytes long, not 4: "
+                  "this is not a grid store",
+                  value.mv_size);
+        return -1;
+    }
+    const unsigned char *bytes = value.mv_data;
+    uint32_t version = (uint32_t) bytes[0] << 24 | (uint32_t) bytes[1] << 16
+                     | (uint32_t) bytes[2] << 8 | (uint32_t) bytes[3];
+    if (version > STORE_SCHEMA_VERSION) {
+        snprintf (err, err_len,
+                  "schema version %u is newer than this program (%d)",
+                  (unsigned) version, STORE_SCHEMA_VERSION);
+        return -1;
+    }
+    if (version < STORE_SCHEMA_VERSION) {
+        snprintf (err, err_len,
+                  "schema version %u is older than this program (%d) "
+                  "and cannot be upgraded",
+                  (unsigned) version, STORE_SCHEMA_VERSION);
+        return -1;
+    }
+    return 0;
+}
+
+//  Opens every database in one write transaction (the meta database and
+//  its schema version first, so a newer store is refused before anything
+//  else is touched) and commits. Returns 0 or -1 with ERR.
+static int
+s_open_databases (store_t *self, const char *dir, char *err, size_t err_len)
+{
+    MDB_txn *txn;
+    int rc = mdb_txn_begin (self->env, NULL, 0, &txn);
+    if (rc != MDB_SUCCESS) {
+        snprintf (err, err_len, "%s: %s", dir, mdb_strerror (rc));
+        return -1;
+    }
+    rc = mdb_dbi_open (txn, s_db_names[STORE_DB_META], MDB_CREATE,
+                       &self->dbi[STORE_DB_META]);
+    if (rc != MDB_SUCCESS) {
+        snprintf (err, err_len, "%s: cannot open database meta: %s", dir,
+                  mdb_strerror (rc));
+        mdb_txn_abort (txn);
+        return -1;
+    }
+    char why[200];
+    if (s_check_schema (txn, self->dbi[STORE_DB_META], why, sizeof why)) {
+        snprintf (err, err_len, "%s: %s", dir, why);
+        mdb_txn_abort (txn);
+        return -1;
+    }
+    for (int db = 0; db < STORE_DB_COUNT; db++) {
+        if (db == STORE_DB_META)
+            continue;
+        rc = mdb_dbi_open (txn, s_db_names[db], MDB_CREATE, &self->dbi[db]);
+        if (rc != MDB_SUCCESS) {
+            snprintf (err, err_len, "%s: cannot open database %s: %s", dir,
+                      s_db_names[db], mdb_strerror (rc));
+            mdb_txn_abort (txn);
+            return -1;
+        }
+    }
+    rc = mdb_txn_commit (txn);
+    if (rc != MDB_SUCCESS) {
+        snprintf (err, err_len, "%s: %s", dir, mdb_strerror (rc));
+        return -1;
+    }
+    return 0;
+}
+
+store_t *
+store_open (const char *dir, size_t map_bytes, size_t max_map_bytes,
+            char *err, size_t err_len)
+{
+    char scratch[1];
+    if (!err || err_len == 0) {
+        err = scratch;
+        err_len = sizeof scratch;
+    }
+    *err = '\0';
+    if (s_mkdir_p (dir, err, err_len))
+        return NULL;
+
+    store_t *self = calloc (1, sizeof *self);
+    if (!self) {
+        snprintf (err, err_len, "%s: %s", dir, strerror (ENOMEM));
+        return NULL;
+    }
+    self->max_map_bytes = max_map_bytes;
+    int rc = mdb_env_create (&self->env);
+    if (rc != MDB_SUCCESS) {
+        snprintf (err, err_len, "%s: %s", dir, mdb_strerror (rc));
+        free (self);
+        return NULL;
+    }
+    rc = mdb_env_set_maxdbs (self->env, STORE_DB_COUNT);
+    if (rc == MDB_SUCCESS && map_bytes > 0)
+        rc = mdb_env_set_mapsize (self->env, map_bytes);
+    //  Flags 0: every commit is synced (no NOSYNC, NOMETASYNC, WRITEMAP).
+    if (rc == MDB_SUCCESS)
+        rc = mdb_env_open (self->env, dir, 0, 0600);
+    if (rc == MDB_SUCCESS) {
+        //  Free the reader slots of processes that died holding them, or
+        //  their old snapshots would pin pages forever.
+        int dead = 0;
+        rc = mdb_reader_check (self->env, &dead);
+    }
+    if (rc != MDB_SUCCESS) {
+        snprintf (err, err_len, "%s: %s", dir, mdb_strerror (rc));
+        mdb_env_close (self->env);
+        free (self);
+        return NULL;
+    }
+    if (mdb_env_get_maxkeysize (self->env) < STORE_MAX_KEY) {
+        snprintf (err, err_len, "%s: LMDB allows keys of only %d bytes", dir,
+                  mdb_env_get_maxkeysize (self->env));
+        mdb_env_close (self->env);
+        free (self);
+        return NULL;
+    }
+    if (s_open_databases (self, dir, err, err_len)) {
+        mdb_env_close (self->env);
+        free (self);
+        return NULL;
+    }
+    return self;
+}
+
+void
+store_destroy (store_t **self_p)
+{
+    if (!self_p || !*self_p)
+        return;
+    store_t *self = *self_p;
+    //  LMDB frees transactions with the environment only in its own
+    //  bookkeeping; our handles would dangle. A caller bug, not a condition.
+    assert (self->live_txns == 0);
+    mdb_env_close (self->env);
+    free (self);
+    *self_p = NULL;
+}
+
+const char *
+store_strerror (int code)
+{
+    switch (code) {
+        case STORE_OK:
+            return "success";
+        case STORE_EIO:
+            return "store input/output error";
+        case STORE_ENOTFOUND:
+            return "not found";
+        case STORE_EFULL:
+            return "store is full";
+        case STORE_EVERSION:
+            return "store was written by an unknown schema version";
+        case STORE_EINVAL:
+            return "invalid argument to the store";
+        default:
+            return "unknown store error";
+    }
+}
+
+const char *
+store_last_error (store_t *self)
+{
+    return self ? self->last_error : "";
+}
+
+//  Doubles the map (up to the ceiling) when the last write ran out of room
+//  or more than STORE_GROW_PERCENT of it is in use. Only called with no
+//  transaction open in this process, as mdb_env_set_mapsize requires.
+static void
+s_grow (store_t *self)
+{
+    assert (self->live_txns == 0);
+    MDB_envinfo info;
+    MDB_stat stat;
+    if (mdb_env_info (self->env, &info) || mdb_env_stat (self->env, &stat))
+        return;
+    size_t map_bytes = info.me_mapsize;
+    if (self->max_map_bytes <= map_bytes) {
+        self->grow_wanted = false;
+        return;
+    }
+    size_t used_bytes = (info.me_last_pgno + 1) * (size_t) stat.ms_psize;
+    if (!self->grow_wanted
+        && used_bytes <= map_bytes / 100 * STORE_GROW_PERCENT)
+        return;
+    size_t new_bytes = map_bytes > SIZE_MAX / 2 ? SIZE_MAX : map_bytes * 2;
+    if (new_bytes > self->max_map_bytes)
+        new_bytes = self->max_map_bytes;
+    int rc = mdb_env_set_mapsize (self->env, new_bytes);
+    if (rc != MDB_SUCCESS)
+        s_fail (self, rc, "growing the map");
+    else
+        self->grow_wanted = false;
+}
+
+store_txn_t *
+store_begin (store_t *self, bool write)
+{
+    if (!self)
+        return NULL;
+    if (write && self->writing) {
+        s_set_error (self, "a write transaction is already open");
+        return NULL;
+    }
+    if (write && self->live_txns == 0)
+        s_grow (self);
+
+    store_txn_t *txn = calloc (1, sizeof *txn);
+    if (!txn) {
+        s_set_error (self, "begin: %s", strerror (ENOMEM));
+        return NULL;
+    }
+    unsigned int flags = write ? 0 : MDB_RDONLY;
+    int rc = mdb_txn_begin (self->env, NULL, flags, &txn->handle);
+    if (rc == MDB_MAP_RESIZED && self->live_txns == 0) {
+        //  Another process grew the map: adopt its size and try again.
+        rc = mdb_env_set_mapsize (self->env, 0);
+        if (rc == MDB_SUCCESS)
+            rc = mdb_txn_begin (self->env, NULL, flags, &txn->handle);
+    }
+    if (rc != MDB_SUCCESS) {
+        s_fail (self, rc, "begin");
+        free (txn);
+        return NULL;
+    }
+    txn->store = self;
+    txn->write = write;
+    self->live_txns++;
+    if (write)
+        self->writing = true;
+    return txn;
+}
+
+//  Closes the cursors still open on TXN; the caller's cursor objects stay
+//  allocated (it still owns them) but now refuse every operation.
+static void
+s_txn_close_cursors (store_txn_t *txn)
+{
+    store_cursor_t *cursor = txn->cursors;
+    while (cursor) {
+        store_cursor_t *next = cursor->next;
+        mdb_cursor_close (cursor->handle);
+        cursor->handle = NULL;
+        cursor->txn = NULL;
+        cursor->next = NULL;
+        cursor = next;
+    }
+    txn->cursors = NULL;
+}
+
+//  Bookkeeping common to commit and abort; frees TXN.
+static void
+s_txn_end (store_txn_t *txn)
+{
+    store_t *self = txn->store;
+    assert (self->live_txns > 0);
+    self->live_txns--;
+    if (txn->write)
+        self->writing = false;
+    free (txn);
+}
+
+int
+store_commit (store_txn_t **txn_p)
+{
+    if (!txn_p || !*txn_p)
+        return STORE_EINVAL;
+    store_txn_t *txn = *txn_p;
+    *txn_p = NULL;
+    s_txn_close_cursors (txn);
+
+    int code = STORE_OK;
+    if (!txn->write)
+        mdb_txn_abort (txn->handle);
+    else
+    if (txn->failed) {
+        mdb_txn_abort (txn->handle);
+        code = txn->failed;
+    }
+    else {
+        //  mdb_txn_commit frees the transaction even when it fails
+        //  (it aborts it), so nothing of a failed commit lands.
+        int rc = mdb_txn_commit (txn->handle);
+        if (rc != MDB_SUCCESS)
+            code = s_fail (txn->store, rc, "commit");
+    }
+    s_txn_end (txn);
+    return code;
+}
+
+void
+store_abort (store_txn_t **txn_p)
+{
+    if (!txn_p || !*txn_p)
+        return;
+    store_txn_t *txn = *txn_p;
+    *txn_p = NULL;
+    s_txn_close_cursors (txn);
+    mdb_txn_abort (txn->handle);
+    s_txn_end (txn);
+}
+
+int
+store_put (store_txn_t *txn, store_db_t db, const void *key, size_t key_len,
+           const void *value, size_t value_len)
+{
+    int rc = s_check_key (txn, db, key, key_len);
+    if (rc)
+        return rc;
+    if (!value && value_len) {
+        s_set_error (txn->store, "put: %zu bytes from a NULL value",
+                     value_len);
+        return STORE_EINVAL;
+    }
+    if (!txn->write) {
+        s_set_error (txn->store, "put in a read-only transaction");
+        return STORE_EINVAL;
+    }
+    if (txn->failed)
+        return txn->failed;
+    MDB_val k = { key_len, (void *) key };
+    MDB_val v = { value_len, value ? (void *) value : (void *) s_empty_value };
+    rc = mdb_put (txn->handle, txn->store->dbi[db], &k, &v, 0);
+    if (rc != MDB_SUCCESS)
+        return s_txn_fail (txn, rc, "put");
+    return STORE_OK;
+}
+
+int
+store_get (store_txn_t *txn, store_db_t db, const void *key, size_t key_len,
+           const void **value, size_t *value_len)
+{
+    int rc = s_check_key (txn, db, key, key_len);
+    if (rc)
+        return rc;
+    if (txn->failed)
+        return txn->failed;
+    MDB_val k = { key_len, (void *) key };
+    MDB_val v;
+    rc = mdb_get (txn->handle, txn->store->dbi[db], &k, &v);
+    if (rc == MDB_NOTFOUND)
+        return STORE_ENOTFOUND;
+    if (rc != MDB_SUCCESS)
+        return s_fail (txn->store, rc, "get");
+    if (value)
+        *value = v.mv_data;
+    if (value_len)
+        *value_len = v.mv_size;
+    return STORE_OK;
+}
+
+int
+store_del (store_txn_t *txn, store_db_t db, const void *key, size_t key_len)
+{
+    int rc = s_check_key (txn, db, key, key_len);
+    if (rc)
+        return rc;
+    if (!txn->write) {
+        s_set_error (txn->store, "delete in a read-only transaction");
+        return STORE_EINVAL;
+    }
+    if (txn->failed)
+        return txn->failed;
+    MDB_val k = { key_len, (void *) key };
+    rc = mdb_del (txn->handle, txn->store->dbi[db], &k, NULL);
+    if (rc == MDB_NOTFOUND)
+        return STORE_ENOTFOUND;
+    if (rc != MDB_SUCCESS)
+        return s_txn_fail (txn, rc, "delete");
+    return STORE_OK;
+}
+
+int
+store_del_prefix (store_txn_t *txn, store_db_t db, const void *prefix,
+                  size_t prefix_len)
+{
+    if (!txn || !s_db_valid (db) || (!prefix && prefix_len)
+        || prefix_len > STORE_MAX_KEY)
+        return STORE_EINVAL;
+    if (!txn->write) {
+        s_set_error (txn->store, "delete in a read-only transaction");
+        return STORE_EINVAL;
+    }
+    if (txn->failed)
+        return txn->failed;
+    MDB_cursor *cursor;
+    int rc = mdb_cursor_open (txn->handle, txn->store->dbi[db], &cursor);
+    if (rc != MDB_SUCCESS)
+        return s_txn_fail (txn, rc, "delete prefix");
+
+    //  Seek afresh after every delete rather than lean on where LMDB
+    //  leaves a cursor after mdb_cursor_del; each seek is O(log n).
+    MDB_val start = { prefix_len, (void *) prefix };
+    MDB_cursor_op op = prefix_len ? MDB_SET_RANGE : MDB_FIRST;
+    size_t deleted = 0;
+    MDB_val k, v;
+    k = start;
+    while ((rc = mdb_cursor_get (cursor, &k, &v, op)) == MDB_SUCCESS) {
+        if (k.mv_size < prefix_len
+            || (prefix_len && memcmp (k.mv_data, prefix, prefix_len) != 0))
+            break;
+        rc = mdb_cursor_del (cursor, 0);
+        if (rc != MDB_SUCCESS)
+            break;
+        deleted++;
+        k = start;
+    }
+    mdb_cursor_close (cursor);
+    if (rc != MDB_SUCCESS && rc != MDB_NOTFOUND)
+        return s_txn_fail (txn, rc, "delete prefix");
+    return deleted > INT_MAX ? INT_MAX : (int) deleted;
+}
+
+store_cursor_t *
+store_cursor_new (store_txn_t *txn, store_db_t db)
+{
+    if (!txn || !s_db_valid (db))
+        return NULL;
+    if (txn->failed) {
+        s_set_error (txn->store, "cursor on a failed transaction");
+        return NULL;
+    }
+    store_cursor_t *self = calloc (1, sizeof *self);
+    if (!self) {
+        s_set_error (txn->store, "cursor: %s", strerror (ENOMEM));
+        return NULL;
+    }
+    int rc = mdb_cursor_open (txn->handle, txn->store->dbi[db],
+                              &self->handle);
+    if (rc != MDB_SUCCESS) {
+        s_fail (txn->store, rc, "cursor");
+        free (self);
+        return NULL;
+    }
+    self->txn = txn;
+    self->next = txn->cursors;
+    txn->cursors = self;
+    return self;
+}
+
+void
+store_cursor_destroy (store_cursor_t **self_p)
+{
+    if (!self_p || !*self_p)
+        return;
+    store_cursor_t *self = *self_p;
+    if (self->txn) {
+        store_cursor_t **link = &self->txn->cursors;
+        while (*link != self)
+            link = &(*link)->next;
+        *link = self->next;
+        mdb_cursor_close (self->handle);
+    }
+    free (self);
+    *self_p = NULL;
+}
+
+//  Moves SELF with OP (KEY is the seek key for MDB_SET_RANGE) and lends
+//  the entry it lands on.
+static int
+s_cursor_move (store_cursor_t *self, MDB_cursor_op op, MDB_val *key,
+               const void **k, size_t *k_len, const void **v, size_t *v_len)
+{
+    if (!self || !self->txn)
+        return STORE_EINVAL;
+    if (self->txn->failed)
+        return self->txn->failed;
+    if (self->position == S_PAST_END && op == MDB_NEXT)
+        return STORE_ENOTFOUND;
+    if (self->position == S_PAST_END && op == MDB_PREV)
+        op = MDB_LAST;
+    if (self->position == S_BEFORE_START && op == MDB_PREV)
+        return STORE_ENOTFOUND;
+    if (self->position == S_BEFORE_START && op == MDB_NEXT)
+        op = MDB_FIRST;
+
+    MDB_val mk = { 0, NULL }, mv = { 0, NULL };
+    if (key)
+        mk = *key;
+    int rc = mdb_cursor_get (self->handle, &mk, &mv, op);
+    if (rc == MDB_NOTFOUND) {
+        //  An empty database is both; either answer reads the same.
+        self->position = op == MDB_PREV ? S_BEFORE_START : S_PAST_END;
+        return STORE_ENOTFOUND;
+    }
+    if (rc != MDB_SUCCESS)
+        return s_fail (self->txn->store, rc, "cursor");
+    self->position = S_AT_KEY;
+    if (k)
+        *k = mk.mv_data;
+    if (k_len)
+        *k_len = mk.mv_size;
+    if (v)
+        *v = mv.mv_data;
+    if (v_len)
+        *v_len = mv.mv_size;
+    return STORE_OK;
+}
+
+int
+store_cursor_seek (store_cursor_t *self, const void *key, size_t key_len,
+                   const void **k, size_t *k_len, const void **v,
+                   size_t *v_len)
+{
+    if (!key || key_len == 0)
+        return s_cursor_move (self, MDB_FIRST, NULL, k, k_len, v, v_len);
+    if (key_len > STORE_MAX_KEY)
+        return STORE_EINVAL;
+    MDB_val seek = { key_len, (void *) key };
+    return s_cursor_move (self, MDB_SET_RANGE, &seek, k, k_len, v, v_len);
+}
+
+int
+store_cursor_next (store_cursor_t *self, const void **k, size_t *k_len,
+                   const void **v, size_t *v_len)
+{
+    return s_cursor_move (self, MDB_NEXT, NULL, k, k_len, v, v_len);
+}
+
+int
+store_cursor_prev (store_cursor_t *self, const void **k, size_t *k_len,
+                   const void **v, size_t *v_len)
+{
+    return s_cursor_move (self, MDB_PREV, NULL, k, k_len, v, v_len);
+}
+
+int
+store_cursor_last (store_cursor_t *self, const void **k, size_t *k_len,
+                   const void **v, size_t *v_len)
+{
+    return s_cursor_move (self, MDB_LAST, NULL, k, k_len, v, v_len);
+}
+
+size_t
+store_count (store_txn_t *txn, store_db_t db)
+{
+    if (!txn || !s_db_valid (db) || txn->failed)
+        return 0;
+    MDB_stat stat;
+    if (mdb_stat (txn->handle, txn->store->dbi[db], &stat) != MDB_SUCCESS)
+        return 0;
+    return stat.ms_entries;
+}
+
+void
+store_usage (store_t *self, size_t *map_bytes, size_t *used_bytes)
+{
+    size_t map = 0, used = 0;
+    MDB_envinfo info;
+    MDB_stat stat;
+    if (self && mdb_env_info (self->env, &info) == MDB_SUCCESS
+        && mdb_env_stat (self->env, &stat) == MDB_SUCCESS) {
+        map = info.me_mapsize;
+        used = (info.me_last_pgno + 1) * (size_t) stat.ms_psize;
+    }
+    if (map_bytes)
+        *map_bytes = map;
+    if (used_bytes)
+        *used_bytes = used;
+}
+
+bool
+store_can_grow (store_t *self)
+{
+    size_t map_bytes;
+    store_usage (self, &map_bytes, NULL);
+    return self && map_bytes < self->max_map_bytes;
+}

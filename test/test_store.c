@@ -1,0 +1,838 @@
+/*  =========================================================================
+    test_store - unit tests for store/ (LMDB key/value store)
+
+    Every test gets a fresh temporary directory, removed afterwards.
+    =========================================================================
+*/
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <ftw.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../store/store.h"
+
+#define MIB ((size_t) 1 << 20)
+
+typedef struct {
+    char dir[1024];         //  The temporary directory of this test
+    char data[PATH_MAX];    //  A store directory inside it (not yet made)
+} s_fixture_t;
+
+static int
+s_setup (void **state)
+{
+    s_fixture_t *fixture = calloc (1, sizeof *fixture);
+    assert_non_null (fixture);
+    const char *tmp = getenv ("TMPDIR");
+    if (!tmp || !*tmp || strlen (tmp) > 512)
+        tmp = "/tmp";
+    snprintf (fixture->dir, sizeof fixture->dir, "%s/test_store.XXXXXX",
+              tmp);
+    assert_non_null (mkdtemp (fixture->dir));
+    snprintf (fixture->data, sizeof fixture->data, "%s/data", fixture->dir);
+    *state = fixture;
+    return 0;
+}
+
+static int
+s_remove_entry (const char *path, const struct stat *info, int flag,
+                struct FTW *ftw)
+{
+    return remove (path);
+}
+
+static int
+s_teardown (void **state)
+{
+    s_fixture_t *fixture = *state;
+    nftw (fixture->dir, s_remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+    free (fixture);
+    return 0;
+}
+
+static store_t *
+s_open (s_fixture_t *fixture, size_t map_bytes, size_t max_map_bytes)
+{
+    char err[256] = "";
+    store_t *store =
+        store_open (fixture->data, map_bytes, max_map_bytes, err, sizeof err);
+    if (!store)
+        fail_msg ("store_open: %s", err);
+    return store;
+}
+
+//  Writes one string KEY -> string VALUE in its own transaction.
+static void
+s_put_str (store_t *store, store_db_t db, const char *key, const char *value)
+{
+    store_txn_t *txn = store_begin (store, true);
+    assert_non_null (txn);
+    assert_int_equal (
+        store_put (txn, db, key, strlen (key), value, strlen (value)), 0);
+    assert_int_equal (store_commit (&txn), 0);
+    assert_null (txn);
+}
+
+//  Asserts that KEY reads back as VALUE (NULL: absent).
+static void
+s_expect_str (store_t *store, store_db_t db, const char *key,
+              const char *value)
+{
+    store_txn_t *txn = store_begin (store, false);
+    assert_non_null (txn);
+    const void *data = NULL;
+    size_t size = 0;
+    int rc = store_get (txn, db, key, strlen (key), &data, &size);
+    if (value) {
+        assert_int_equal (rc, 0);
+        assert_int_equal (size, strlen (value));
+        assert_memory_equal (data, value, size);
+    }
+    else
+        assert_int_equal (rc, STORE_ENOTFOUND);
+    store_abort (&txn);
+    assert_null (txn);
+}
+
+//  A 4 KiB value that encodes its index, so a mix-up cannot read as intact.
+static void
+s_fill_value (unsigned char *value, size_t size, uint32_t index)
+{
+    for (size_t i = 0; i < size; i++)
+        value[i] = (unsigned char) ((index * 31 + i) & 0xff);
+}
+
+static void
+s_be32 (unsigned char *out, uint32_t value)
+{
+    out[0] = (unsigned char) (value >> 24);
+    out[1] = (unsigned char) (value >> 16);
+    out[2] = (unsigned char) (value >> 8);
+    out[3] = (unsigned char) value;
+}
+
+static uint32_t
+s_read_be32 (const unsigned char *in)
+{
+    return (uint32_t) in[0] << 24 | (uint32_t) in[1] << 16
+         | (uint32_t) in[2] << 8 | (uint32_t) in[3];
+}
+
+static void
+test_store_put_get_del (void **state)
+{
+    s_fixture_t *fixture = *state;
+    store_t *store = s_open (fixture, MIB, 0);
+
+    s_put_str (store, STORE_DB_JOBS, "j-1", "one");
+    s_expect_str (store, STORE_DB_JOBS, "j-1", "one");
+    //  Databases are separate namespaces
+    s_expect_str (store, STORE_DB_NODES, "j-1", NULL);
+
+    //  Overwrite, then an empty value (NULL pointer, length 0)
+    s_put_str (store, STORE_DB_JOBS, "j-1", "uno");
+    s_expect_str (store, STORE_DB_JOBS, "j-1", "uno");
+    store_txn_t *txn = store_begin (store, true);
+    assert_non_null (txn);
+    assert_int_equal (store_put (txn, STORE_DB_QUEUE, "q", 1, NULL, 0), 0);
+    assert_int_equal (store_commit (&txn), 0);
+    s_expect_str (store, STORE_DB_QUEUE, "q", "");
+
+    txn = store_begin (store, true);
+    assert_non_null (txn);
+    assert_int_equal (store_count (txn, STORE_DB_JOBS), 1);
+    assert_int_equal (store_del (txn, STORE_DB_JOBS, "j-1", 3), 0);
+    assert_int_equal (store_del (txn, STORE_DB_JOBS, "j-1", 3),
+                      STORE_ENOTFOUND);
+    assert_int_equal (store_count (txn, STORE_DB_JOBS), 0);
+    assert_int_equal (store_commit (&txn), 0);
+    s_expect_str (store, STORE_DB_JOBS, "j-1", NULL);
+
+    //  A read transaction refuses writes, and a second writer is refused
+    txn = store_begin (store, false);
+    assert_non_null (txn);
+    assert_int_equal (store_put (txn, STORE_DB_JOBS, "k", 1, "v", 1),
+                      STORE_EINVAL);
+    assert_int_equal (store_del (txn, STORE_DB_QUEUE, "q", 1), STORE_EINVAL);
+    assert_int_equal (store_commit (&txn), 0);
+    txn = store_begin (store, true);
+    assert_non_null (txn);
+    assert_null (store_begin (store, true));
+    assert_true (strlen (store_last_error (store)) > 0);
+    //  ... while one read transaction may sit beside the writer
+    store_txn_t *reader = store_begin (store, false);
+    assert_non_null (reader);
+    store_abort (&reader);
+    store_abort (&txn);
+    assert_null (txn);
+    store_abort (&txn);     //  NULL-safe
+
+    store_destroy (&store);
+    assert_null (store);
+    store_destroy (&store);     //  NULL-safe
+}
+
+static void
+test_store_key_order (void **state)
+{
+    s_fixture_t *fixture = *state;
+    store_t *store = s_open (fixture, MIB, 0);
+
+    //  Time-sortable ids (fixed-width hex time, then a sequence), written
+    //  out of order, list in time order.
+    const char *ids[] = {
+        "j-0193a1b2c3d4-0001", "j-0193a1b2c3d4-0002", "j-0193a1b2c3ff-0001",
+        "j-0193a1b2c400-0001", "j-0193a1b2d000-0001", "j-0194000000ab-0001"
+    };
+    size_t count = sizeof ids / sizeof ids[0];
+    const size_t order[] = { 3, 0, 5, 1, 4, 2 };
+    store_txn_t *txn = store_begin (store, true);
+    assert_non_null (txn);
+    for (size_t i = 0; i < count; i++) {
+        const char *id = ids[order[i]];
+        assert_int_equal (
+            store_put (txn, STORE_DB_JOBS, id, strlen (id), "x", 1), 0);
+    }
+    assert_int_equal (store_commit (&txn), 0);
+
+    txn = store_begin (store, false);
+    store_cursor_t *cursor = store_cursor_new (txn, STORE_DB_JOBS);
+    assert_non_null (cursor);
+    const void *k;
+    size_t k_len;
+    size_t seen = 0;
+    int rc = store_cursor_seek (cursor, NULL, 0, &k, &k_len, NULL, NULL);
+    while (rc == 0) {
+        assert_true (seen < count);
+        assert_int_equal (k_len, strlen (ids[seen]));
+        assert_memory_equal (k, ids[seen], k_len);
+        seen++;
+        rc = store_cursor_next (cursor, &k, &k_len, NULL, NULL);
+    }
+    assert_int_equal (rc, STORE_ENOTFOUND);
+    assert_int_equal (seen, count);
+    store_cursor_destroy (&cursor);
+    assert_null (cursor);
+    store_abort (&txn);
+
+    //  Binary keys: big-endian integers with a step that crosses byte
+    //  boundaries sort numerically (little-endian would not).
+    txn = store_begin (store, true);
+    uint32_t step = 0x1ff;
+    size_t binary_count = 300;
+    for (size_t i = binary_count; i-- > 0;) {
+        unsigned char key[4];
+        s_be32 (key, (uint32_t) i * step);
+        assert_int_equal (store_put (txn, STORE_DB_RESULTS, key, sizeof key,
+                                     &i, sizeof i),
+                          0);
+    }
+    assert_int_equal (store_commit (&txn), 0);
+
+    txn = store_begin (store, false);
+    assert_int_equal (store_count (txn, STORE_DB_RESULTS), binary_count);
+    cursor = store_cursor_new (txn, STORE_DB_RESULTS);
+    size_t expected = 0;
+    const void *v;
+    size_t v_len;
+    rc = store_cursor_seek (cursor, NULL, 0, &k, &k_len, &v, &v_len);
+    while (rc == 0) {
+        assert_int_equal (k_len, 4);
+        assert_int_equal (s_read_be32 (k), (uint32_t) expected * step);
+        size_t stored;
+        assert_int_equal (v_len, sizeof stored);
+        memcpy (&stored, v, sizeof stored);
+        assert_int_equal (stored, expected);
+        expected++;
+        rc = store_cursor_next (cursor, &k, &k_len, &v, &v_len);
+    }
+    assert_int_equal (expected, binary_count);
+
+    //  And backwards from the last key
+    assert_int_equal (store_cursor_last (cursor, &k, &k_len, NULL, NULL), 0);
+    assert_int_equal (s_read_be32 (k), (uint32_t) (binary_count - 1) * step);
+    assert_int_equal (store_cursor_prev (cursor, &k, &k_len, NULL, NULL), 0);
+    assert_int_equal (s_read_be32 (k), (uint32_t) (binary_count - 2) * step);
+    store_cursor_destroy (&cursor);
+    store_abort (&txn);
+    store_destroy (&store);
+}
+
+static void
+test_store_reopen_keeps_data (void **state)
+{
+    s_fixture_t *fixture = *state;
+    store_t *store = s_open (fixture, MIB, 0);
+    s_put_str (store, STORE_DB_NODES, "web-1", "node record");
+    s_put_str (store, STORE_DB_SPOOL, "j-1|0|1", "result");
+    //  An aborted write does not survive either
+    store_txn_t *txn = store_begin (store, true);
+    assert_int_equal (store_put (txn, STORE_DB_NODES, "web-2", 5, "x", 1), 0);
+    store_abort (&txn);
+    store_destroy (&store);
+
+    store = s_open (fixture, MIB, 0);
+    s_expect_str (store, STORE_DB_NODES, "web-1", "node record");
+    s_expect_str (store, STORE_DB_SPOOL, "j-1|0|1", "result");
+    s_expect_str (store, STORE_DB_NODES, "web-2", NULL);
+    //  The schema version is in meta
+    txn = store_begin (store, false);
+    const void *value;
+    size_t size;
+    assert_int_equal (store_get (txn, STORE_DB_META, "schema_version", 14,
+                                 &value, &size),
+                      0);
+    assert_int_equal (size, 4);
+    assert_int_equal (s_read_be32 (value), STORE_SCHEMA_VERSION);
+    store_abort (&txn);
+    store_destroy (&store);
+
+    //  The directory was created private
+    struct stat info;
+    assert_int_equal (stat (fixture->data, &info), 0);
+    assert_int_equal (info.st_mode & 0777, 0700);
+}
+
+static void
+test_store_cursor_seek_prefix (void **state)
+{
+    s_fixture_t *fixture = *state;
+    store_t *store = s_open (fixture, MIB, 0);
+    const char *keys[] = { "j-1|0|a", "j-1|1|a", "j-2|0|a", "j-2|0|b",
+                           "j-2|1|a", "j-3|0|a" };
+    size_t count = sizeof keys / sizeof keys[0];
+    store_txn_t *txn = store_begin (store, true);
+    for (size_t i = 0; i < count; i++)
+        assert_int_equal (store_put (txn, STORE_DB_EVENTS, keys[i],
+                                     strlen (keys[i]), keys[i],
+                                     strlen (keys[i])),
+                          0);
+    assert_int_equal (store_commit (&txn), 0);
+
+    txn = store_begin (store, false);
+    store_cursor_t *cursor = store_cursor_new (txn, STORE_DB_EVENTS);
+    assert_non_null (cursor);
+    const char *prefix = "j-2|";
+    const void *k, *v;
+    size_t k_len, v_len;
+    size_t seen = 0;
+    int rc = store_cursor_seek (cursor, prefix, strlen (prefix), &k, &k_len,
+                                &v, &v_len);
+    while (rc == 0 && k_len >= strlen (prefix)
+           && memcmp (k, prefix, strlen (prefix)) == 0) {
+        assert_int_equal (k_len, strlen (keys[2 + seen]));
+        assert_memory_equal (k, keys[2 + seen], k_len);
+        assert_memory_equal (v, keys[2 + seen], v_len);
+        seen++;
+        rc = store_cursor_next (cursor, &k, &k_len, &v, &v_len);
+    }
+    assert_int_equal (seen, 3);
+    assert_int_equal (rc, 0);   //  Stopped on j-3, the next job
+    assert_memory_equal (k, "j-3|0|a", k_len);
+
+    //  Seeking between keys lands on the next one
+    assert_int_equal (
+        store_cursor_seek (cursor, "j-1|0|b", 7, &k, &k_len, NULL, NULL), 0);
+    assert_memory_equal (k, "j-1|1|a", k_len);
+    assert_int_equal (store_cursor_prev (cursor, &k, &k_len, NULL, NULL), 0);
+    assert_memory_equal (k, "j-1|0|a", k_len);
+    assert_int_equal (store_cursor_prev (cursor, &k, &k_len, NULL, NULL),
+                      STORE_ENOTFOUND);
+    assert_int_equal (store_cursor_next (cursor, &k, &k_len, NULL, NULL), 0);
+    assert_memory_equal (k, "j-1|0|a", k_len);
+
+    //  Seeking past the end finds nothing; prev from there is the last key
+    assert_int_equal (store_cursor_seek (cursor, "j-9", 3, &k, &k_len, NULL,
+                                         NULL),
+                      STORE_ENOTFOUND);
+    assert_int_equal (store_cursor_next (cursor, &k, &k_len, NULL, NULL),
+                      STORE_ENOTFOUND);
+    assert_int_equal (store_cursor_prev (cursor, &k, &k_len, NULL, NULL), 0);
+    assert_memory_equal (k, "j-3|0|a", k_len);
+    assert_int_equal (store_cursor_next (cursor, &k, &k_len, NULL, NULL),
+                      STORE_ENOTFOUND);
+
+    //  An over-long seek key is refused
+    char long_key[STORE_MAX_KEY + 1];
+    memset (long_key, 'k', sizeof long_key);
+    assert_int_equal (store_cursor_seek (cursor, long_key, sizeof long_key,
+                                         NULL, NULL, NULL, NULL),
+                      STORE_EINVAL);
+    store_cursor_destroy (&cursor);
+
+    //  A cursor left open is closed with its transaction, then refuses use
+    cursor = store_cursor_new (txn, STORE_DB_EVENTS);
+    assert_non_null (cursor);
+    store_abort (&txn);
+    assert_int_equal (store_cursor_next (cursor, &k, &k_len, NULL, NULL),
+                      STORE_EINVAL);
+    store_cursor_destroy (&cursor);
+
+    //  An empty database
+    txn = store_begin (store, false);
+    cursor = store_cursor_new (txn, STORE_DB_KEYS);
+    assert_int_equal (store_cursor_seek (cursor, NULL, 0, &k, &k_len, NULL,
+                                         NULL),
+                      STORE_ENOTFOUND);
+    assert_int_equal (store_cursor_last (cursor, &k, &k_len, NULL, NULL),
+                      STORE_ENOTFOUND);
+    store_cursor_destroy (&cursor);
+    assert_int_equal (store_commit (&txn), 0);
+    store_destroy (&store);
+}
+
+static void
+test_store_del_prefix (void **state)
+{
+    s_fixture_t *fixture = *state;
+    store_t *store = s_open (fixture, MIB, 0);
+    const char *keys[] = { "group/web/a", "group/web/b", "group/web/c",
+                           "group/webserver/a", "group/db/a", "group/wea" };
+    size_t count = sizeof keys / sizeof keys[0];
+    store_txn_t *txn = store_begin (store, true);
+    for (size_t i = 0; i < count; i++)
+        assert_int_equal (store_put (txn, STORE_DB_NODES, keys[i],
+                                     strlen (keys[i]), "v", 1),
+                          0);
+    //  Same keys in another database, which must not be touched
+    for (size_t i = 0; i < count; i++)
+        assert_int_equal (store_put (txn, STORE_DB_KEYS, keys[i],
+                                     strlen (keys[i]), "v", 1),
+                          0);
+    assert_int_equal (store_commit (&txn), 0);
+
+    txn = store_begin (store, true);
+    assert_int_equal (store_del_prefix (txn, STORE_DB_NODES, "group/web/", 10),
+                      3);
+    assert_int_equal (store_del_prefix (txn, STORE_DB_NODES, "group/web/", 10),
+                      0);
+    assert_int_equal (store_del_prefix (txn, STORE_DB_NODES, "zzz", 3), 0);
+    assert_int_equal (store_commit (&txn), 0);
+
+    s_expect_str (store, STORE_DB_NODES, "group/web/a", NULL);
+    s_expect_str (store, STORE_DB_NODES, "group/web/c", NULL);
+    s_expect_str (store, STORE_DB_NODES, "group/webserver/a", "v");
+    s_expect_str (store, STORE_DB_NODES, "group/db/a", "v");
+    s_expect_str (store, STORE_DB_NODES, "group/wea", "v");
+    s_expect_str (store, STORE_DB_KEYS, "group/web/a", "v");
+
+    //  An empty prefix empties the database; reads refuse to delete
+    txn = store_begin (store, false);
+    assert_int_equal (store_del_prefix (txn, STORE_DB_NODES, "g", 1),
+                      STORE_EINVAL);
+    store_abort (&txn);
+    txn = store_begin (store, true);
+    assert_int_equal (store_del_prefix (txn, STORE_DB_NODES, NULL, 0), 3);
+    assert_int_equal (store_count (txn, STORE_DB_NODES), 0);
+    assert_int_equal (store_count (txn, STORE_DB_KEYS), count);
+    assert_int_equal (store_commit (&txn), 0);
+    store_destroy (&store);
+}
+
+static void
+test_store_abort_discards (void **state)
+{
+    s_fixture_t *fixture = *state;
+    store_t *store = s_open (fixture, MIB, 0);
+    s_put_str (store, STORE_DB_JOBS, "keep", "old");
+
+    store_txn_t *txn = store_begin (store, true);
+    assert_int_equal (store_put (txn, STORE_DB_JOBS, "keep", 4, "new", 3), 0);
+    assert_int_equal (store_put (txn, STORE_DB_JOBS, "gone", 4, "x", 1), 0);
+    assert_int_equal (store_del_prefix (txn, STORE_DB_JOBS, "k", 1), 1);
+    //  Inside the transaction its own writes are visible
+    const void *value;
+    size_t size;
+    assert_int_equal (store_get (txn, STORE_DB_JOBS, "gone", 4, &value, &size),
+                      0);
+    assert_int_equal (store_get (txn, STORE_DB_JOBS, "keep", 4, &value, &size),
+                      STORE_ENOTFOUND);
+    store_abort (&txn);
+
+    s_expect_str (store, STORE_DB_JOBS, "keep", "old");
+    s_expect_str (store, STORE_DB_JOBS, "gone", NULL);
+    store_destroy (&store);
+}
+
+//  Writes 4 KiB values, one per transaction, until the map is full.
+//  Returns how many were committed.
+static uint32_t
+s_fill_until_full (store_t *store, unsigned char *value, size_t size)
+{
+    uint32_t committed = 0;
+    for (;;) {
+        assert_true (committed < 100000);
+        store_txn_t *txn = store_begin (store, true);
+        assert_non_null (txn);
+        unsigned char key[4];
+        s_be32 (key, committed);
+        s_fill_value (value, size, committed);
+        int rc = store_put (txn, STORE_DB_RESULTS, key, sizeof key, value,
+                            size);
+        if (rc == 0)
+            rc = store_commit (&txn);
+        else {
+            //  A failed transaction keeps failing, and commit aborts it
+            assert_int_equal (rc, STORE_EFULL);
+            assert_int_equal (store_put (txn, STORE_DB_JOBS, "k", 1, "v", 1),
+                              STORE_EFULL);
+            assert_int_equal (store_commit (&txn), STORE_EFULL);
+            assert_null (txn);
+            return committed;
+        }
+        if (rc == STORE_EFULL)
+            return committed;
+        assert_int_equal (rc, 0);
+        committed++;
+    }
+}
+
+static void
+s_expect_values (store_t *store, uint32_t committed, unsigned char *value,
+                 size_t size)
+{
+    store_txn_t *txn = store_begin (store, false);
+    assert_non_null (txn);
+    assert_int_equal (store_count (txn, STORE_DB_RESULTS), committed);
+    for (uint32_t i = 0; i < committed; i++) {
+        unsigned char key[4];
+        s_be32 (key, i);
+        s_fill_value (value, size, i);
+        const void *stored;
+        size_t stored_len;
+        assert_int_equal (store_get (txn, STORE_DB_RESULTS, key, sizeof key,
+                                     &stored, &stored_len),
+                          0);
+        assert_int_equal (stored_len, size);
+        assert_memory_equal (stored, value, size);
+    }
+    store_abort (&txn);
+}
+
+static void
+test_store_full_map (void **state)
+{
+    s_fixture_t *fixture = *state;
+    store_t *store = s_open (fixture, MIB, MIB);
+    assert_false (store_can_grow (store));
+    size_t size = 4096;
+    unsigned char *value = malloc (size);
+    assert_non_null (value);
+
+    uint32_t committed = s_fill_until_full (store, value, size);
+    assert_true (committed > 10);
+    assert_true (committed * size < MIB);
+    assert_string_equal (store_strerror (STORE_EFULL), "store is full");
+    assert_true (strlen (store_last_error (store)) > 0);
+
+    //  Also a whole transaction of puts that runs out is aborted whole
+    store_txn_t *txn = store_begin (store, true);
+    assert_non_null (txn);
+    int rc = 0;
+    for (uint32_t i = 0; rc == 0 && i < 1000; i++) {
+        unsigned char key[4];
+        s_be32 (key, committed + i);
+        rc = store_put (txn, STORE_DB_RESULTS, key, sizeof key, value, size);
+    }
+    assert_int_equal (rc, STORE_EFULL);
+    store_abort (&txn);
+
+    //  Everything committed before reads back intact, and reads still work
+    s_expect_values (store, committed, value, size);
+    size_t map_bytes, used_bytes;
+    store_usage (store, &map_bytes, &used_bytes);
+    assert_int_equal (map_bytes, MIB);
+    assert_true (used_bytes <= map_bytes);
+    assert_true (used_bytes > MIB / 2);
+
+    //  Deleting makes room again, for retention to work on a full store
+    txn = store_begin (store, true);
+    assert_non_null (txn);
+    assert_int_equal (store_del_prefix (txn, STORE_DB_RESULTS, NULL, 0),
+                      (int) committed);
+    assert_int_equal (store_commit (&txn), 0);
+    s_put_str (store, STORE_DB_JOBS, "after", "purge");
+    store_destroy (&store);
+
+    //  And the store opens again
+    store = s_open (fixture, MIB, MIB);
+    s_expect_str (store, STORE_DB_JOBS, "after", "purge");
+    s_expect_values (store, 0, value, size);
+    store_destroy (&store);
+    free (value);
+}
+
+static void
+test_store_growth (void **state)
+{
+    s_fixture_t *fixture = *state;
+    store_t *store = s_open (fixture, MIB, 16 * MIB);
+    assert_true (store_can_grow (store));
+    size_t size = 4096;
+    unsigned char *value = malloc (size);
+    assert_non_null (value);
+
+    //  One value per transaction: the map grows ahead of the writes
+    uint32_t total = (uint32_t) (3 * MIB / 2 / size);
+    for (uint32_t i = 0; i < total; i++) {
+        store_txn_t *txn = store_begin (store, true);
+        assert_non_null (txn);
+        unsigned char key[4];
+        s_be32 (key, i);
+        s_fill_value (value, size, i);
+        assert_int_equal (
+            store_put (txn, STORE_DB_RESULTS, key, sizeof key, value, size),
+            0);
+        assert_int_equal (store_commit (&txn), 0);
+    }
+    size_t map_bytes, used_bytes;
+    store_usage (store, &map_bytes, &used_bytes);
+    assert_true (map_bytes > MIB);
+    assert_true (map_bytes <= 16 * MIB);
+    assert_true (used_bytes > 3 * MIB / 2);
+
+    //  One transaction larger than the room left: it fails, is aborted and
+    //  succeeds when replayed after the map grew (the caller's loop).
+    uint32_t batch = (uint32_t) ((map_bytes - used_bytes) / size + 64);
+    int attempts = 0;
+    int rc;
+    do {
+        attempts++;
+        store_txn_t *txn = store_begin (store, true);
+        assert_non_null (txn);
+        rc = 0;
+        for (uint32_t i = total; rc == 0 && i < total + batch; i++) {
+            unsigned char key[4];
+            s_be32 (key, i);
+            s_fill_value (value, size, i);
+            rc = store_put (txn, STORE_DB_RESULTS, key, sizeof key, value,
+                            size);
+        }
+        if (rc == 0)
+            rc = store_commit (&txn);
+        else
+            store_abort (&txn);
+        assert_true (rc == 0 || rc == STORE_EFULL);
+    } while (rc == STORE_EFULL && store_can_grow (store));
+    assert_int_equal (rc, 0);
+    assert_true (attempts > 1);
+    total += batch;
+    s_expect_values (store, total, value, size);
+    store_destroy (&store);
+
+    //  Reopening with the small initial map still holds all the data
+    store = s_open (fixture, MIB, 16 * MIB);
+    s_expect_values (store, total, value, size);
+    store_destroy (&store);
+
+    //  Filling to the ceiling ends in STORE_EFULL, with nothing lost
+    store = s_open (fixture, MIB, 16 * MIB);
+    for (;;) {
+        store_txn_t *txn = store_begin (store, true);
+        assert_non_null (txn);
+        rc = 0;
+        for (uint32_t i = total; rc == 0 && i < total + 64; i++) {
+            unsigned char key[4];
+            s_be32 (key, i);
+            s_fill_value (value, size, i);
+            rc = store_put (txn, STORE_DB_RESULTS, key, sizeof key, value,
+                            size);
+        }
+        if (rc == 0)
+            rc = store_commit (&txn);
+        else
+            store_abort (&txn);
+        if (rc == 0)
+            total += 64;
+        else {
+            assert_int_equal (rc, STORE_EFULL);
+            if (!store_can_grow (store))
+                break;
+        }
+    }
+    store_usage (store, &map_bytes, NULL);
+    assert_int_equal (map_bytes, 16 * MIB);
+    s_expect_values (store, total, value, size);
+    store_destroy (&store);
+    free (value);
+}
+
+//  Rewrites the stored schema version to VERSION.
+static void
+s_set_schema (store_t *store, uint32_t version)
+{
+    unsigned char bytes[4];
+    s_be32 (bytes, version);
+    store_txn_t *txn = store_begin (store, true);
+    assert_int_equal (store_put (txn, STORE_DB_META, "schema_version", 14,
+                                 bytes, sizeof bytes),
+                      0);
+    assert_int_equal (store_commit (&txn), 0);
+}
+
+static void
+test_store_schema_version (void **state)
+{
+    s_fixture_t *fixture = *state;
+    store_t *store = s_open (fixture, MIB, 0);
+    s_put_str (store, STORE_DB_JOBS, "j-1", "job");
+    s_set_schema (store, 7);
+    store_destroy (&store);
+
+    char err[256] = "";
+    store = store_open (fixture->data, MIB, 0, err, sizeof err);
+    assert_null (store);
+    assert_non_null (strstr (err, "schema version 7 is newer than this "
+                                  "program (1)"));
+    assert_non_null (strstr (err, fixture->data));
+
+    //  ERR may be left out
+    assert_null (store_open (fixture->data, MIB, 0, NULL, 0));
+
+    //  An older version is refused too (no upgrade exists)
+    snprintf (fixture->data, sizeof fixture->data, "%s/old", fixture->dir);
+    store = s_open (fixture, MIB, 0);
+    s_set_schema (store, 0);
+    store_destroy (&store);
+    err[0] = '\0';
+    assert_null (store_open (fixture->data, MIB, 0, err, sizeof err));
+    assert_non_null (strstr (err, "schema version 0 is older"));
+}
+
+static void
+test_store_bad_directory (void **state)
+{
+    s_fixture_t *fixture = *state;
+    char file[sizeof fixture->dir + 8];
+    snprintf (file, sizeof file, "%s/file", fixture->dir);
+    FILE *handle = fopen (file, "w");
+    assert_non_null (handle);
+    fclose (handle);
+
+    //  A directory below a plain file cannot be created
+    char dir[sizeof file + 16];
+    snprintf (dir, sizeof dir, "%s/sub/store", file);
+    char err[256] = "";
+    assert_null (store_open (dir, MIB, 0, err, sizeof err));
+    assert_non_null (strstr (err, file));
+    assert_non_null (strstr (err, "Not a directory"));
+
+    //  Nor is a plain file a store directory
+    err[0] = '\0';
+    assert_null (store_open (file, MIB, 0, err, sizeof err));
+    assert_non_null (strstr (err, "Not a directory"));
+
+    err[0] = '\0';
+    assert_null (store_open ("", MIB, 0, err, sizeof err));
+    assert_true (strlen (err) > 0);
+
+    //  Missing parents are created
+    snprintf (dir, sizeof dir, "%s/a/b/c", fixture->dir);
+    store_t *store = store_open (dir, MIB, 0, err, sizeof err);
+    assert_non_null (store);
+    store_destroy (&store);
+}
+
+static void
+test_store_bad_keys (void **state)
+{
+    s_fixture_t *fixture = *state;
+    store_t *store = s_open (fixture, MIB, 0);
+    char key[STORE_MAX_KEY + 1];
+    memset (key, 'k', sizeof key);
+
+    store_txn_t *txn = store_begin (store, true);
+    assert_int_equal (store_put (txn, STORE_DB_JOBS, key, 0, "v", 1),
+                      STORE_EINVAL);
+    assert_int_equal (store_put (txn, STORE_DB_JOBS, NULL, 3, "v", 1),
+                      STORE_EINVAL);
+    assert_int_equal (store_put (txn, STORE_DB_JOBS, key, sizeof key, "v", 1),
+                      STORE_EINVAL);
+    assert_int_equal (store_put (txn, STORE_DB_JOBS, key, 1, NULL, 1),
+                      STORE_EINVAL);
+    assert_int_equal (store_put (txn, STORE_DB_COUNT, key, 1, "v", 1),
+                      STORE_EINVAL);
+    assert_int_equal (store_get (txn, STORE_DB_JOBS, key, 0, NULL, NULL),
+                      STORE_EINVAL);
+    assert_int_equal (store_get (txn, STORE_DB_JOBS, key, sizeof key, NULL,
+                                 NULL),
+                      STORE_EINVAL);
+    assert_int_equal (store_del (txn, STORE_DB_JOBS, key, sizeof key),
+                      STORE_EINVAL);
+    assert_int_equal (store_del (txn, STORE_DB_JOBS, key, 0), STORE_EINVAL);
+    assert_int_equal (store_del_prefix (txn, STORE_DB_JOBS, key, sizeof key),
+                      STORE_EINVAL);
+    assert_null (store_cursor_new (txn, STORE_DB_COUNT));
+
+    //  A bad argument does not spoil the transaction; the longest key works
+    assert_int_equal (
+        store_put (txn, STORE_DB_JOBS, key, STORE_MAX_KEY, "v", 1), 0);
+    assert_int_equal (store_commit (&txn), 0);
+    txn = store_begin (store, false);
+    const void *value;
+    size_t size;
+    assert_int_equal (
+        store_get (txn, STORE_DB_JOBS, key, STORE_MAX_KEY, &value, &size), 0);
+    assert_int_equal (size, 1);
+    store_abort (&txn);
+
+    assert_int_equal (store_commit (NULL), STORE_EINVAL);
+    assert_null (store_begin (NULL, false));
+    store_destroy (&store);
+}
+
+static void
+test_store_strerror (void **state)
+{
+    const int codes[] = { STORE_OK, STORE_EIO, STORE_ENOTFOUND, STORE_EFULL,
+                          STORE_EVERSION, STORE_EINVAL, -99 };
+    for (size_t i = 0; i < sizeof codes / sizeof codes[0]; i++) {
+        const char *text = store_strerror (codes[i]);
+        assert_non_null (text);
+        assert_true (strlen (text) > 0);
+        for (size_t j = 0; j < i; j++)
+            assert_string_not_equal (text, store_strerror (codes[j]));
+    }
+    assert_string_equal (store_strerror (STORE_ENOTFOUND), "not found");
+    assert_string_equal (store_last_error (NULL), "");
+}
+
+int
+main (void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown (test_store_put_get_del, s_setup,
+                                         s_teardown),
+        cmocka_unit_test_setup_teardown (test_store_key_order, s_setup,
+                                         s_teardown),
+        cmocka_unit_test_setup_teardown (test_store_reopen_keeps_data,
+                                         s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_store_cursor_seek_prefix,
+                                         s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_store_del_prefix, s_setup,
+                                         s_teardown),
+        cmocka_unit_test_setup_teardown (test_store_abort_discards, s_setup,
+                                         s_teardown),
+        cmocka_unit_test_setup_teardown (test_store_full_map, s_setup,
+                                         s_teardown),
+        cmocka_unit_test_setup_teardown (test_store_growth, s_setup,
+                                         s_teardown),
+        cmocka_unit_test_setup_teardown (test_store_schema_version, s_setup,
+                                         s_teardown),
+        cmocka_unit_test_setup_teardown (test_store_bad_directory, s_setup,
+                                         s_teardown),
+        cmocka_unit_test_setup_teardown (test_store_bad_keys, s_setup,
+                                         s_teardown),
+        cmocka_unit_test (test_store_strerror),
+    };
+    return cmocka_run_group_tests (tests, NULL, NULL);
+}
