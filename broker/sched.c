@@ -1,0 +1,2200 @@
+/*  =========================================================================
+    sched - the phase-walking scheduler (a pure state machine)
+
+    docs/SCHEDULING.md is the rule book; the rule numbers (R1..R16) quoted
+    in the comments below are its rules. This file holds no socket, no
+    store and no clock: every entry point takes now_ms, every effect is an
+    action the caller drains.
+
+    Cell (one step on one node) x event. Columns are the cell's state,
+    rows the event; "." cannot happen or changes nothing; -1 and 1 are
+    the returns for stale and duplicate agent events.
+
+    event       pending    dispatched acked      running    retry_wait final
+    dispatch    dispatched .          .          .          .          .
+    ack         -1         acked      1          1          1          1
+    started     -1         running    running    1          1          1
+    result ok   -1         success    success    success    1          1
+    result bad  -1         R          R          R          1          1
+    ack due     .          S          .          .          .          .
+    run due     .          .          T          T          .          .
+    retry due   .          .          .          .          D          .
+    offline     O          lost       lost       lost       lost       .
+    cancel      cancelled  cancelled  cancelled  cancelled  cancelled  .
+
+    R  failed, timeout or interrupted: retry_wait while attempts <=
+       max_retries, else that final status; refused: failed at once;
+       cancelled: cancelled.
+    S  a direct re-send (stays dispatched) while re-sends remain, else lost.
+    T  timeout: CANCEL to the node, then as R.
+    D  dispatched again with attempt + 1.
+    O  a node with nothing under way: its next due cell reads offline;
+       all its other open cells read skipped.
+    A job timeout acts as cancel.
+
+    Job x event:
+
+    event            pending      running
+    admit (a slot)   running      .
+    no node matches  failed       .
+    phase done       .            the next phase starts (walk)
+    last phase done  .            completed / partial_failure / failed (R8)
+    job timeout      .            failed (R13)
+    cancel           cancelled    cancelled (R14)
+    node offline     .            its cells lost/offline, node dropped (R12)
+
+    Deadlines live in one binary min-heap with lazy deletion: an entry is
+    acted on only when it still matches its cell (status, attempt, re-send
+    count and deadline), so superseded entries are dropped when they reach
+    the top.
+    =========================================================================
+*/
+#include "sched.h"
+
+#include <assert.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+//  Longest event detail taken from agent text (errors can be 1 MiB).
+#define S_DETAIL_MAX 200
+
+//  Per-node flags inside one job.
+#define S_NODE_DROPPED 0x01      //  Takes no part in later phases
+#define S_NODE_UNREACHABLE 0x02  //  Lost or offline: no more work at all
+#define S_NODE_TOOK_PART 0x04    //  Was sent at least one step
+#define S_NODE_PIPE_FAILED 0x08  //  Failed inside the current pipeline
+
+typedef enum {
+    S_DUE_ACK = 1,     //  A dispatched cell must be acknowledged
+    S_DUE_RUN,         //  An acknowledged/running cell must report
+    S_DUE_RETRY,       //  A cell's backoff is over
+    S_DUE_JOB          //  The whole job's timeout
+} s_due_kind_t;
+
+//  Where a step sits in the spec.
+typedef struct {
+    const job_phase_t *leaf;     //  The task (borrowed from the spec)
+    size_t phase;                //  Its top-level phase
+    int sub;                     //  Index in its branch, -1 for a barrier
+} s_step_t;
+
+//  One top-level phase.
+typedef struct {
+    size_t first;                //  First step
+    size_t count;                //  Steps in it (1 for a barrier)
+    job_condition_t condition;   //  The phase's own condition
+    bool branch;                 //  A per-node pipeline
+} s_phase_t;
+
+typedef struct _s_jobx_t s_jobx_t;
+
+//  The scheduler's private part of a job (sched_job_t.priv).
+struct _s_jobx_t {
+    sched_job_t *job;            //  NULL once freed while deadlines remain
+    size_t due_refs;             //  Deadline-heap entries pointing here
+    uint64_t seq;                //  Admission order (age within a priority)
+    size_t queue_index;          //  Position in the pending heap
+    bool queued;                 //  In the pending heap
+    bool running;                //  In the running list
+    bool ending;                 //  Being cancelled or timed out
+    bool finished;               //  Reached a final status
+    s_jobx_t *hash_next;         //  Next in its id-hash bucket
+    s_jobx_t *prev;              //  Running list
+    s_jobx_t *next;              //  Running list
+    s_step_t *steps;             //  step_count entries
+    s_phase_t *phases;           //  phase_count entries
+    size_t phase_count;          //  Top-level phases
+    size_t *step_final;          //  Final cells per step (R15 counters)
+    size_t *phase_final;         //  Final cells per phase
+    uint8_t *node_flags;         //  S_NODE_ flags per expected node
+    size_t phase;                //  Current top-level phase
+    bool phase_started;          //  The current phase has been started
+    bool any_failure;            //  Some cell failed so far
+    bool failed_before_phase;    //  Some cell failed before this phase
+    bool pipe_stop_all;          //  Fail-fast fired inside this pipeline
+    int64_t job_deadline_ms;     //  Job timeout, 0 when none
+};
+
+//  One entry of the deadline heap.
+typedef struct {
+    int64_t deadline_ms;         //  When it is due
+    uint64_t seq;                //  Tie-break: first pushed, first due
+    s_jobx_t *jobx;              //  The job (holds a due_ref)
+    uint32_t step;               //  Cell kinds: the step
+    uint32_t node;               //  Cell kinds: the node index
+    uint32_t attempt;            //  Cell kinds: the attempt it was set for
+    uint32_t resends;            //  S_DUE_ACK: the re-send count it was set for
+    s_due_kind_t kind;           //  What is due
+} s_due_t;
+
+struct _sched_t {
+    sched_config_t config;       //  Copied at sched_new
+    sched_resolve_fn *resolve;   //  Target resolver
+    void *resolve_arg;           //  Its argument
+    uint64_t rng;                //  xorshift64* state
+    uint64_t seq;                //  Next admission number
+    uint64_t due_seq;            //  Next deadline number
+    size_t any_counter;          //  Rotates `any` picks
+    int64_t now_ms;              //  Latest now_ms seen
+    bool admitting;              //  Inside s_admit (no re-entry)
+    //  Live jobs by id (pending and running)
+    s_jobx_t **buckets;
+    size_t bucket_count;
+    size_t live_count;
+    //  Running jobs
+    s_jobx_t *running_head;
+    size_t running_count;
+    //  Pending jobs: a binary heap, highest priority then oldest on top
+    s_jobx_t **queue;
+    size_t queue_size;
+    size_t queue_cap;
+    //  Deadlines: a binary min-heap
+    s_due_t *due;
+    size_t due_size;
+    size_t due_cap;
+    //  Actions not yet drained
+    sched_action_t *actions;
+    size_t action_head;
+    size_t action_count;
+    size_t action_cap;
+    //  Memory the drained actions point into, freed at the next mutating
+    //  call once every action has been drained
+    void **garbage;
+    size_t garbage_count;
+    size_t garbage_cap;
+    sched_job_t **graveyard;
+    size_t graveyard_count;
+    size_t graveyard_cap;
+};
+
+//  ---------------------------------------------------------------------
+//  Memory. Allocation failure in the scheduler's own bookkeeping is not
+//  recoverable mid-transition (a half-applied event would break the
+//  state machine), so it stops the process loudly, as CZMQ's zmalloc does.
+
+static void *
+s_alloc (size_t size)
+{
+    void *data = calloc (1, size ? size : 1);
+    if (!data) {
+        fprintf (stderr, "sched: out of memory (%zu bytes)\n", size);
+        abort ();
+    }
+    return data;
+}
+
+static void *
+s_grow (void *data, size_t *cap, size_t item_size)
+{
+    size_t new_cap = *cap ? *cap * 2 : 16;
+    void *grown = realloc (data, new_cap * item_size);
+    if (!grown) {
+        fprintf (stderr, "sched: out of memory (%zu items)\n", new_cap);
+        abort ();
+    }
+    *cap = new_cap;
+    return grown;
+}
+
+static char *
+s_strdup (const char *text)
+{
+    if (!text)
+        return NULL;
+    size_t len = strlen (text);
+    char *copy = (char *) s_alloc (len + 1);
+    memcpy (copy, text, len + 1);
+    return copy;
+}
+
+static char *
+s_printf (const char *format, ...)
+{
+    va_list args;
+    va_start (args, format);
+    char *text = NULL;
+    int rc = vasprintf (&text, format, args);
+    va_end (args);
+    if (rc < 0) {
+        fprintf (stderr, "sched: out of memory (text)\n");
+        abort ();
+    }
+    return text;
+}
+
+//  Keeps DATA until every action has been drained.
+static void *
+s_keep (sched_t *self, void *data)
+{
+    if (self->garbage_count == self->garbage_cap)
+        self->garbage = (void **) s_grow (self->garbage, &self->garbage_cap,
+                                          sizeof (void *));
+    self->garbage [self->garbage_count++] = data;
+    return data;
+}
+
+//  ---------------------------------------------------------------------
+//  Names
+
+static const char *s_job_status_names [] = {
+    "pending", "running", "completed", "partial_failure", "failed",
+    "cancelled"
+};
+
+static const char *s_cell_status_names [] = {
+    "pending", "dispatched", "acknowledged", "running", "success", "failed",
+    "timeout", "skipped", "lost", "cancelled", "interrupted", "offline",
+    "retry_wait"
+};
+
+#define S_JOB_STATUSES (sizeof (s_job_status_names) / sizeof (char *))
+#define S_CELL_STATUSES (sizeof (s_cell_status_names) / sizeof (char *))
+
+const char *
+sched_job_status_name (sched_job_status_t status)
+{
+    return (size_t) status < S_JOB_STATUSES ? s_job_status_names [status]
+                                            : "?";
+}
+
+const char *
+sched_cell_status_name (sched_cell_status_t status)
+{
+    return (size_t) status < S_CELL_STATUSES ? s_cell_status_names [status]
+                                             : "?";
+}
+
+int
+sched_job_status_parse (const char *name, sched_job_status_t *status)
+{
+    for (size_t index = 0; name && index < S_JOB_STATUSES; index++)
+        if (strcmp (name, s_job_status_names [index]) == 0) {
+            *status = (sched_job_status_t) index;
+            return 0;
+        }
+    return -1;
+}
+
+int
+sched_cell_status_parse (const char *name, sched_cell_status_t *status)
+{
+    for (size_t index = 0; name && index < S_CELL_STATUSES; index++)
+        if (strcmp (name, s_cell_status_names [index]) == 0) {
+            *status = (sched_cell_status_t) index;
+            return 0;
+        }
+    return -1;
+}
+
+bool
+sched_job_status_final (sched_job_status_t status)
+{
+    return status == SCHED_JOB_COMPLETED || status == SCHED_JOB_PARTIAL_FAILURE
+           || status == SCHED_JOB_FAILED || status == SCHED_JOB_CANCELLED;
+}
+
+bool
+sched_cell_status_final (sched_cell_status_t status)
+{
+    switch (status) {
+        case SCHED_CELL_SUCCESS:
+        case SCHED_CELL_FAILED:
+        case SCHED_CELL_TIMEOUT:
+        case SCHED_CELL_SKIPPED:
+        case SCHED_CELL_LOST:
+        case SCHED_CELL_CANCELLED:
+        case SCHED_CELL_INTERRUPTED:
+        case SCHED_CELL_OFFLINE:
+            return true;
+        default:
+            return false;
+    }
+}
+
+//  Sent and not yet finished: the agent may be working on it.
+static bool
+s_in_flight (sched_cell_status_t status)
+{
+    return status == SCHED_CELL_DISPATCHED
+           || status == SCHED_CELL_ACKNOWLEDGED
+           || status == SCHED_CELL_RUNNING;
+}
+
+//  A final status that counts as a failure for conditions and strategies
+//  (R6, R7). An agent-reported cancel of a live cell counts too: the node
+//  did not do its work.
+static bool
+s_is_failure (sched_cell_status_t status)
+{
+    return status == SCHED_CELL_FAILED || status == SCHED_CELL_TIMEOUT
+           || status == SCHED_CELL_LOST || status == SCHED_CELL_INTERRUPTED
+           || status == SCHED_CELL_OFFLINE || status == SCHED_CELL_CANCELLED;
+}
+
+//  The node can no longer be reached for this job.
+static bool
+s_is_unreachable (sched_cell_status_t status)
+{
+    return status == SCHED_CELL_LOST || status == SCHED_CELL_OFFLINE;
+}
+
+static bool
+s_condition_met (job_condition_t condition, bool failed)
+{
+    if (condition == JOB_COND_ON_SUCCESS)
+        return !failed;
+    if (condition == JOB_COND_ON_FAILURE)
+        return failed;
+    return true;
+}
+
+//  ---------------------------------------------------------------------
+//  Config, PRNG, backoff
+
+void
+sched_config_defaults (sched_config_t *config)
+{
+    memset (config, 0, sizeof (*config));
+    config->max_concurrent = 64;
+    config->max_pending = 1024;
+    config->ack_timeout_ms = 2000;
+    config->ack_resends = 3;
+    config->default_timeout_ms = 300000;
+    config->grace_ms = 5000;
+    config->retry_base_ms = 1000;
+    config->retry_cap_ms = 60000;
+    config->seed = 0;
+}
+
+//  xorshift64* (Vigna): small, fast, and plenty for jitter.
+static uint64_t
+s_random (sched_t *self)
+{
+    uint64_t x = self->rng;
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    self->rng = x;
+    return x * UINT64_C (0x2545F4914F6CDD1D);
+}
+
+//  R11: backoff before attempt ATTEMPT + 1, after ATTEMPT failed.
+//  b = min (cap, base * 2^(attempt-1)); equal jitter keeps half of b and
+//  draws the other half uniformly, so the delay is in [b - b/2, b]: a
+//  retry never comes back at once, and a fleet that failed together
+//  spreads out.
+static int64_t
+s_backoff_ms (sched_t *self, uint32_t attempt)
+{
+    int64_t base = self->config.retry_base_ms;
+    int64_t cap = self->config.retry_cap_ms;
+    uint32_t shift = attempt > 0 ? attempt - 1 : 0;
+    int64_t backoff;
+    if (shift >= 62 || base > (cap >> shift))
+        backoff = cap;
+    else
+        backoff = base << shift;
+    if (backoff > cap)
+        backoff = cap;
+    if (backoff <= 0)
+        return 0;
+    int64_t half = backoff / 2;
+    return backoff - half
+           + (int64_t) (s_random (self) % (uint64_t) (half + 1));
+}
+
+//  ---------------------------------------------------------------------
+//  Actions
+
+static sched_action_t *
+s_action (sched_t *self, sched_action_type_t type, sched_job_t *job)
+{
+    if (self->action_count == self->action_cap)
+        self->actions = (sched_action_t *) s_grow (
+            self->actions, &self->action_cap, sizeof (sched_action_t));
+    sched_action_t *action = &self->actions [self->action_count++];
+    memset (action, 0, sizeof (*action));
+    action->type = type;
+    action->job = job;
+    return action;
+}
+
+static void
+s_save_job (sched_t *self, sched_job_t *job)
+{
+    s_action (self, SCHED_ACTION_SAVE_JOB, job);
+}
+
+static void
+s_save_cell (sched_t *self, sched_job_t *job, size_t step, size_t node)
+{
+    sched_action_t *action = s_action (self, SCHED_ACTION_SAVE_CELL, job);
+    action->step = (uint32_t) step;
+    action->node = job->expected [node];
+}
+
+//  EVENT for NODE (SIZE_MAX: job-level) at STEP; DETAIL is taken (kept
+//  until drained) and may be NULL.
+static void
+s_event (sched_t *self, sched_job_t *job, const char *event, size_t node,
+         size_t step, char *detail)
+{
+    sched_action_t *action = s_action (self, SCHED_ACTION_EVENT, job);
+    action->event = event;
+    action->step = (uint32_t) step;
+    action->node = node == SIZE_MAX ? NULL : job->expected [node];
+    action->detail = detail ? (char *) s_keep (self, detail) : NULL;
+}
+
+//  A short, single-line excerpt of agent text for an event detail.
+static char *
+s_excerpt (const char *prefix, const char *text)
+{
+    char buf [S_DETAIL_MAX + 1];
+    size_t len = 0;
+    for (; text && text [len] && len < S_DETAIL_MAX; len++)
+        buf [len] = text [len] == '\n' || text [len] == '\r' ? ' '
+                                                             : text [len];
+    buf [len] = '\0';
+    if (len == 0)
+        return s_strdup (prefix);
+    return s_printf ("%s: %s%s", prefix, buf, text [len] ? "..." : "");
+}
+
+//  ---------------------------------------------------------------------
+//  Jobs by id: a chained hash, keyed by the job id text.
+
+static size_t
+s_hash (const char *text)
+{
+    uint64_t hash = UINT64_C (14695981039346656037);
+    for (; *text; text++)
+        hash = (hash ^ (uint8_t) *text) * UINT64_C (1099511628211);
+    return (size_t) hash;
+}
+
+static s_jobx_t *
+s_lookup (sched_t *self, const char *id)
+{
+    if (!id || !self->bucket_count)
+        return NULL;
+    s_jobx_t *jobx = self->buckets [s_hash (id) & (self->bucket_count - 1)];
+    while (jobx && strcmp (jobx->job->id, id) != 0)
+        jobx = jobx->hash_next;
+    return jobx;
+}
+
+static void
+s_hash_insert (sched_t *self, s_jobx_t *jobx)
+{
+    if (self->live_count + 1 > self->bucket_count) {
+        size_t new_count = self->bucket_count ? self->bucket_count * 2 : 64;
+        s_jobx_t **buckets
+            = (s_jobx_t **) s_alloc (new_count * sizeof (s_jobx_t *));
+        for (size_t index = 0; index < self->bucket_count; index++) {
+            s_jobx_t *item = self->buckets [index];
+            while (item) {
+                s_jobx_t *next = item->hash_next;
+                size_t slot = s_hash (item->job->id) & (new_count - 1);
+                item->hash_next = buckets [slot];
+                buckets [slot] = item;
+                item = next;
+            }
+        }
+        free (self->buckets);
+        self->buckets = buckets;
+        self->bucket_count = new_count;
+    }
+    size_t slot = s_hash (jobx->job->id) & (self->bucket_count - 1);
+    jobx->hash_next = self->buckets [slot];
+    self->buckets [slot] = jobx;
+    self->live_count++;
+}
+
+static void
+s_hash_remove (sched_t *self, s_jobx_t *jobx)
+{
+    s_jobx_t **link
+        = &self->buckets [s_hash (jobx->job->id) & (self->bucket_count - 1)];
+    while (*link && *link != jobx)
+        link = &(*link)->hash_next;
+    if (*link) {
+        *link = jobx->hash_next;
+        jobx->hash_next = NULL;
+        self->live_count--;
+    }
+}
+
+//  ---------------------------------------------------------------------
+//  Pending queue: an indexed binary heap (priority desc, then age).
+
+static bool
+s_queue_before (const s_jobx_t *a, const s_jobx_t *b)
+{
+    int pa = a->job->spec->priority, pb = b->job->spec->priority;
+    if (pa != pb)
+        return pa > pb;
+    return a->seq < b->seq;
+}
+
+static void
+s_queue_place (sched_t *self, size_t index, s_jobx_t *jobx)
+{
+    self->queue [index] = jobx;
+    jobx->queue_index = index;
+}
+
+static void
+s_queue_sift (sched_t *self, size_t index)
+{
+    s_jobx_t *jobx = self->queue [index];
+    while (index > 0) {
+        size_t parent = (index - 1) / 2;
+        if (!s_queue_before (jobx, self->queue [parent]))
+            break;
+        s_queue_place (self, index, self->queue [parent]);
+        index = parent;
+    }
+    while (true) {
+        size_t child = index * 2 + 1;
+        if (child >= self->queue_size)
+            break;
+        if (child + 1 < self->queue_size
+            && s_queue_before (self->queue [child + 1], self->queue [child]))
+            child++;
+        if (!s_queue_before (self->queue [child], jobx))
+            break;
+        s_queue_place (self, index, self->queue [child]);
+        index = child;
+    }
+    s_queue_place (self, index, jobx);
+}
+
+static void
+s_queue_push (sched_t *self, s_jobx_t *jobx)
+{
+    if (self->queue_size == self->queue_cap)
+        self->queue = (s_jobx_t **) s_grow (self->queue, &self->queue_cap,
+                                            sizeof (s_jobx_t *));
+    s_queue_place (self, self->queue_size++, jobx);
+    jobx->queued = true;
+    s_queue_sift (self, jobx->queue_index);
+}
+
+static void
+s_queue_remove (sched_t *self, s_jobx_t *jobx)
+{
+    size_t index = jobx->queue_index;
+    jobx->queued = false;
+    self->queue_size--;
+    if (index < self->queue_size) {
+        s_queue_place (self, index, self->queue [self->queue_size]);
+        s_queue_sift (self, index);
+    }
+}
+
+//  ---------------------------------------------------------------------
+//  Deadlines: a binary min-heap with lazy deletion.
+
+static bool
+s_due_before (const s_due_t *a, const s_due_t *b)
+{
+    if (a->deadline_ms != b->deadline_ms)
+        return a->deadline_ms < b->deadline_ms;
+    return a->seq < b->seq;
+}
+
+static void
+s_due_push (sched_t *self, s_jobx_t *jobx, s_due_kind_t kind,
+            int64_t deadline_ms, size_t step, size_t node)
+{
+    if (self->due_size == self->due_cap)
+        self->due = (s_due_t *) s_grow (self->due, &self->due_cap,
+                                        sizeof (s_due_t));
+    s_due_t entry;
+    memset (&entry, 0, sizeof (entry));
+    entry.deadline_ms = deadline_ms;
+    entry.seq = self->due_seq++;
+    entry.jobx = jobx;
+    entry.kind = kind;
+    entry.step = (uint32_t) step;
+    entry.node = (uint32_t) node;
+    if (kind != S_DUE_JOB) {
+        sched_job_t *job = jobx->job;
+        const sched_cell_t *cell
+            = &job->cells [step * job->expected_count + node];
+        entry.attempt = cell->attempt;
+        entry.resends = cell->resends;
+    }
+    jobx->due_refs++;
+    size_t index = self->due_size++;
+    while (index > 0) {
+        size_t parent = (index - 1) / 2;
+        if (!s_due_before (&entry, &self->due [parent]))
+            break;
+        self->due [index] = self->due [parent];
+        index = parent;
+    }
+    self->due [index] = entry;
+}
+
+static void s_jobx_release (s_jobx_t *jobx);
+
+//  Removes the top entry into *ENTRY; drops its reference to the job.
+static void
+s_due_pop (sched_t *self, s_due_t *entry)
+{
+    *entry = self->due [0];
+    s_due_t last = self->due [--self->due_size];
+    size_t index = 0;
+    while (self->due_size > 0) {
+        size_t child = index * 2 + 1;
+        if (child >= self->due_size)
+            break;
+        if (child + 1 < self->due_size
+            && s_due_before (&self->due [child + 1], &self->due [child]))
+            child++;
+        if (!s_due_before (&self->due [child], &last))
+            break;
+        self->due [index] = self->due [child];
+        index = child;
+    }
+    if (self->due_size > 0)
+        self->due [index] = last;
+    entry->jobx->due_refs--;
+    s_jobx_release (entry->jobx);
+}
+
+//  Is ENTRY still what its cell or job is waiting for?
+static bool
+s_due_valid (const s_due_t *entry)
+{
+    s_jobx_t *jobx = entry->jobx;
+    if (!jobx->job || !jobx->running || jobx->finished || jobx->ending)
+        return false;
+    sched_job_t *job = jobx->job;
+    if (entry->kind == S_DUE_JOB)
+        return jobx->job_deadline_ms == entry->deadline_ms;
+    const sched_cell_t *cell
+        = &job->cells [(size_t) entry->step * job->expected_count
+                       + entry->node];
+    if (cell->deadline_ms != entry->deadline_ms
+        || cell->attempt != entry->attempt)
+        return false;
+    switch (entry->kind) {
+        case S_DUE_ACK:
+            return cell->status == SCHED_CELL_DISPATCHED
+                   && cell->resends == entry->resends;
+        case S_DUE_RUN:
+            return cell->status == SCHED_CELL_ACKNOWLEDGED
+                   || cell->status == SCHED_CELL_RUNNING;
+        case S_DUE_RETRY:
+            return cell->status == SCHED_CELL_RETRY_WAIT;
+        default:
+            return false;
+    }
+}
+
+//  ---------------------------------------------------------------------
+//  Job records
+
+sched_job_t *
+sched_job_new (const char *id, job_spec_t **spec_p)
+{
+    if (!id || !spec_p || !*spec_p || strlen (id) > JOB_ID_LEN)
+        return NULL;
+    sched_job_t *job = (sched_job_t *) s_alloc (sizeof (sched_job_t));
+    memcpy (job->id, id, strlen (id) + 1);
+    job->spec = *spec_p;
+    *spec_p = NULL;
+    job->status = SCHED_JOB_PENDING;
+    job->step_count = job_spec_step_count (job->spec);
+    return job;
+}
+
+static void
+s_cells_free (sched_job_t *job)
+{
+    size_t count = job->cells ? job->step_count * job->expected_count : 0;
+    for (size_t index = 0; index < count; index++) {
+        sched_cell_t *cell = &job->cells [index];
+        for (size_t at = 0; at < cell->attempt_count; at++) {
+            free (cell->attempts [at].output);
+            free (cell->attempts [at].error);
+        }
+        free (cell->attempts);
+    }
+    free (job->cells);
+    job->cells = NULL;
+}
+
+static void
+s_expected_free (sched_job_t *job)
+{
+    for (size_t index = 0; index < job->expected_count; index++)
+        free (job->expected [index]);
+    free (job->expected);
+    job->expected = NULL;
+    job->expected_count = 0;
+}
+
+//  Frees the record itself (not its priv).
+static void
+s_job_free (sched_job_t *job)
+{
+    s_cells_free (job);
+    s_expected_free (job);
+    job_spec_destroy (&job->spec);
+    free (job->reason);
+    free (job);
+}
+
+//  Frees a priv whose job is gone once no deadline points at it.
+static void
+s_jobx_release (s_jobx_t *jobx)
+{
+    if (jobx->job || jobx->due_refs > 0)
+        return;
+    free (jobx->steps);
+    free (jobx->phases);
+    free (jobx->step_final);
+    free (jobx->phase_final);
+    free (jobx->node_flags);
+    free (jobx);
+}
+
+//  Frees a job the scheduler owns, and its priv unless deadlines still
+//  point at it (they find jobx->job NULL and let go).
+static void
+s_job_discard (sched_job_t *job)
+{
+    s_jobx_t *jobx = (s_jobx_t *) job->priv;
+    job->priv = NULL;
+    s_job_free (job);
+    if (jobx) {
+        jobx->job = NULL;
+        s_jobx_release (jobx);
+    }
+}
+
+void
+sched_job_destroy (sched_job_t **job_p)
+{
+    if (!job_p || !*job_p)
+        return;
+    sched_job_t *job = *job_p;
+    //  A job handed to a scheduler is the scheduler's; a caller never
+    //  holds one with a priv.
+    assert (job->priv == NULL);
+    s_job_free (job);
+    *job_p = NULL;
+}
+
+//  Builds the priv of JOB: the step and phase tables from the spec.
+//  Returns NULL when the spec does not add up (a corrupt record).
+static s_jobx_t *
+s_jobx_new (sched_job_t *job)
+{
+    const job_spec_t *spec = job->spec;
+    if (!spec || job_spec_step_count (spec) != job->step_count
+        || (spec->phase_count > 0 && !spec->phases))
+        return NULL;
+    s_jobx_t *jobx = (s_jobx_t *) s_alloc (sizeof (s_jobx_t));
+    jobx->job = job;
+    jobx->phase_count = spec->phase_count;
+    jobx->phases
+        = (s_phase_t *) s_alloc (spec->phase_count * sizeof (s_phase_t));
+    jobx->steps = (s_step_t *) s_alloc (job->step_count * sizeof (s_step_t));
+    bool valid = true;
+    for (size_t p = 0; p < spec->phase_count; p++) {
+        s_phase_t *phase = &jobx->phases [p];
+        phase->first = job_spec_phase_first_step (spec, p);
+        phase->branch = spec->phases [p].tasks != NULL;
+        phase->count = phase->branch ? spec->phases [p].task_count : 1;
+        phase->condition = spec->phases [p].condition;
+    }
+    for (size_t p = 0; p < spec->phase_count && valid; p++) {
+        const s_phase_t *phase = &jobx->phases [p];
+        size_t end = p + 1 < spec->phase_count ? jobx->phases [p + 1].first
+                                               : job->step_count;
+        if (phase->first + phase->count != end)
+            valid = false;
+    }
+    for (size_t step = 0; step < job->step_count && valid; step++) {
+        size_t phase = 0;
+        int sub = -1;
+        const job_phase_t *leaf = job_spec_step (spec, step, &phase, &sub);
+        if (!leaf || phase >= spec->phase_count
+            || (sub >= 0) != jobx->phases [phase].branch) {
+            valid = false;
+            break;
+        }
+        jobx->steps [step].leaf = leaf;
+        jobx->steps [step].phase = phase;
+        jobx->steps [step].sub = sub;
+    }
+    if (!valid) {
+        jobx->job = NULL;
+        s_jobx_release (jobx);
+        return NULL;
+    }
+    jobx->step_final = (size_t *) s_alloc (job->step_count * sizeof (size_t));
+    jobx->phase_final
+        = (size_t *) s_alloc (spec->phase_count * sizeof (size_t));
+    return jobx;
+}
+
+static sched_cell_t *
+s_cell (sched_job_t *job, size_t step, size_t node)
+{
+    return &job->cells [step * job->expected_count + node];
+}
+
+static int
+s_compare_ids (const void *a, const void *b)
+{
+    return strcmp (*(char *const *) a, *(char *const *) b);
+}
+
+//  R15: index of NODE in the sorted expected array, or -1.
+static ssize_t
+s_node_index (const sched_job_t *job, const char *node)
+{
+    if (!node || !job->expected)
+        return -1;
+    char *const *found = (char *const *) bsearch (
+        &node, job->expected, job->expected_count, sizeof (char *),
+        s_compare_ids);
+    return found ? found - job->expected : -1;
+}
+
+static size_t
+s_phase_cells (const s_jobx_t *jobx, size_t phase)
+{
+    return jobx->phases [phase].count * jobx->job->expected_count;
+}
+
+//  ---------------------------------------------------------------------
+//  Cells
+
+//  R15: job->step is the lowest step with a cell not yet final, which is
+//  the lowest step some node still works on. Cells never leave a final
+//  status, so the pointer only moves forward: O(1) amortised.
+static void
+s_step_update (sched_t *self, s_jobx_t *jobx)
+{
+    sched_job_t *job = jobx->job;
+    if (jobx->ending)
+        return;
+    size_t step = job->step;
+    while (step < job->step_count
+           && jobx->step_final [step] == job->expected_count)
+        step++;
+    if (step != job->step) {
+        job->step = step;
+        s_save_job (self, job);
+    }
+}
+
+//  Sets a cell's status (SAVE_CELL); keeps the final counters.
+static void
+s_cell_set (sched_t *self, s_jobx_t *jobx, size_t step, size_t node,
+            sched_cell_status_t status)
+{
+    sched_job_t *job = jobx->job;
+    sched_cell_t *cell = s_cell (job, step, node);
+    bool was_final = sched_cell_status_final (cell->status);
+    cell->status = status;
+    if (!was_final && sched_cell_status_final (status)) {
+        jobx->step_final [step]++;
+        jobx->phase_final [jobx->steps [step].phase]++;
+        cell->deadline_ms = 0;
+    }
+    s_save_cell (self, job, step, node);
+    if (!was_final && sched_cell_status_final (status))
+        s_step_update (self, jobx);
+}
+
+//  Records a finished attempt on a cell (R11: every attempt is kept).
+static void
+s_attempt_add (sched_cell_t *cell, sched_cell_status_t status,
+               const char *output, const char *error, int32_t exit_code,
+               int64_t duration_ms, bool truncated)
+{
+    sched_attempt_t *grown = (sched_attempt_t *) realloc (
+        cell->attempts, (cell->attempt_count + 1) * sizeof (sched_attempt_t));
+    if (!grown) {
+        fprintf (stderr, "sched: out of memory (attempts)\n");
+        abort ();
+    }
+    cell->attempts = grown;
+    sched_attempt_t *attempt = &cell->attempts [cell->attempt_count++];
+    memset (attempt, 0, sizeof (*attempt));
+    attempt->attempt = cell->attempt;
+    attempt->status = status;
+    attempt->output = s_strdup (output);
+    attempt->error = s_strdup (error);
+    attempt->exit_code = exit_code;
+    attempt->duration_ms = duration_ms;
+    attempt->truncated = truncated;
+}
+
+//  Marks every non-final cell of NODE in steps FROM up to (not
+//  including) TO skipped, with one event saying why. Returns how many.
+static size_t
+s_skip_node (sched_t *self, s_jobx_t *jobx, size_t node, size_t from,
+             size_t to, const char *why)
+{
+    sched_job_t *job = jobx->job;
+    size_t skipped = 0, first = 0;
+    for (size_t step = from; step < to; step++) {
+        sched_cell_status_t status = s_cell (job, step, node)->status;
+        if (sched_cell_status_final (status))
+            continue;
+        if (skipped++ == 0)
+            first = step;
+        s_cell_set (self, jobx, step, node, SCHED_CELL_SKIPPED);
+    }
+    if (skipped == 1)
+        s_event (self, job, "skipped", node, first, s_strdup (why));
+    else
+    if (skipped > 1)
+        s_event (self, job, "skipped", node, first,
+                 s_printf ("%zu steps skipped: %s", skipped, why));
+    return skipped;
+}
+
+//  ---------------------------------------------------------------------
+//  Dispatch
+
+//  DISPATCH of STEP/ATTEMPT to one node on its own topic (pipelines,
+//  retries, node lists and `any` targets).
+static void
+s_dispatch_node (sched_t *self, s_jobx_t *jobx, size_t step, size_t node,
+                 uint32_t attempt)
+{
+    sched_job_t *job = jobx->job;
+    sched_cell_t *cell = s_cell (job, step, node);
+    cell->attempt = attempt;
+    cell->resends = 0;
+    cell->deadline_ms = self->now_ms + self->config.ack_timeout_ms;
+    jobx->node_flags [node] |= S_NODE_TOOK_PART;
+    s_cell_set (self, jobx, step, node, SCHED_CELL_DISPATCHED);
+    s_due_push (self, jobx, S_DUE_ACK, cell->deadline_ms, step, node);
+    sched_action_t *action = s_action (self, SCHED_ACTION_DISPATCH, job);
+    action->step = (uint32_t) step;
+    action->attempt = attempt;
+    action->nodes = &job->expected [node];
+    action->node_count = 1;
+    s_event (self, job, "dispatched", node, step,
+             attempt > 1 ? s_printf ("attempt %" PRIu32, attempt) : NULL);
+}
+
+//  R4: one DISPATCH of a barrier step to every participant at once.
+static void
+s_dispatch_barrier (sched_t *self, s_jobx_t *jobx, size_t step,
+                    const size_t *nodes, size_t count)
+{
+    sched_job_t *job = jobx->job;
+    char **names = (char **) s_keep (self, s_alloc (count * sizeof (char *)));
+    int64_t deadline_ms = self->now_ms + self->config.ack_timeout_ms;
+    for (size_t index = 0; index < count; index++) {
+        size_t node = nodes [index];
+        sched_cell_t *cell = s_cell (job, step, node);
+        cell->attempt = 1;
+        cell->resends = 0;
+        cell->deadline_ms = deadline_ms;
+        jobx->node_flags [node] |= S_NODE_TOOK_PART;
+        s_cell_set (self, jobx, step, node, SCHED_CELL_DISPATCHED);
+        s_due_push (self, jobx, S_DUE_ACK, deadline_ms, step, node);
+        names [index] = job->expected [node];
+    }
+    const target_t *target = &job->spec->target;
+    char *topic = NULL;
+    if (!target->any && target->scope != TARGET_NODE)
+        topic = (char *) target_topic (target);
+    sched_action_t *action = s_action (self, SCHED_ACTION_DISPATCH, job);
+    action->step = (uint32_t) step;
+    action->attempt = 1;
+    action->topic = topic ? (char *) s_keep (self, topic) : NULL;
+    action->nodes = names;
+    action->node_count = count;
+    s_event (self, job, "dispatched", SIZE_MAX, step,
+             s_printf ("to %zu node%s", count, count == 1 ? "" : "s"));
+}
+
+//  R9, R16: the same attempt again, straight to the node.
+static void
+s_resend (sched_t *self, s_jobx_t *jobx, size_t step, size_t node,
+          char *detail)
+{
+    sched_job_t *job = jobx->job;
+    sched_cell_t *cell = s_cell (job, step, node);
+    cell->deadline_ms = self->now_ms + self->config.ack_timeout_ms;
+    s_due_push (self, jobx, S_DUE_ACK, cell->deadline_ms, step, node);
+    sched_action_t *action = s_action (self, SCHED_ACTION_RESEND, job);
+    action->step = (uint32_t) step;
+    action->attempt = cell->attempt;
+    action->node = job->expected [node];
+    s_event (self, job, "dispatched", node, step, detail);
+}
+
+//  CANCEL to a single node.
+static void
+s_cancel_node (sched_t *self, sched_job_t *job, size_t node)
+{
+    sched_action_t *action = s_action (self, SCHED_ACTION_CANCEL, job);
+    action->nodes = &job->expected [node];
+    action->node_count = 1;
+}
+
+//  ---------------------------------------------------------------------
+//  The walker
+
+//  R5, R6, R7: moves NODE along the current pipeline from sub-step FROM:
+//  dispatches the first sub-step that should run, skipping those that
+//  should not. A node that failed in this pipeline, or every node once
+//  fail-fast fired inside it, runs only on_failure sub-steps whose
+//  condition holds for it (its own rollback).
+static void
+s_pipe_advance (sched_t *self, s_jobx_t *jobx, size_t node, size_t from)
+{
+    sched_job_t *job = jobx->job;
+    const s_phase_t *phase = &jobx->phases [jobx->phase];
+    uint8_t flags = jobx->node_flags [node];
+    if (flags & S_NODE_UNREACHABLE)
+        return;
+    for (size_t sub = from; sub < phase->count; sub++) {
+        size_t step = phase->first + sub;
+        sched_cell_status_t status = s_cell (job, step, node)->status;
+        if (sched_cell_status_final (status))
+            continue;
+        if (status != SCHED_CELL_PENDING)
+            return;             //  Already under way
+        bool pipe_failed = (flags & S_NODE_PIPE_FAILED) != 0;
+        bool node_failed = jobx->failed_before_phase || pipe_failed;
+        bool stopped = pipe_failed || jobx->pipe_stop_all;
+        job_condition_t condition = jobx->steps [step].leaf->condition;
+        bool run = stopped ? condition == JOB_COND_ON_FAILURE && node_failed
+                           : s_condition_met (condition, node_failed);
+        if (run) {
+            s_dispatch_node (self, jobx, step, node, 1);
+            return;
+        }
+        s_cell_set (self, jobx, step, node, SCHED_CELL_SKIPPED);
+        s_event (self, job, "skipped", node, step,
+                 stopped && s_condition_met (condition, node_failed)
+                     ? s_strdup ("pipeline stopped after a failure")
+                     : s_printf ("condition %s not met",
+                                 job_condition_name (condition)));
+    }
+}
+
+//  Starts the current phase: decides whether it runs (R6, R7) and on
+//  which nodes, then dispatches (R4, R5).
+static void
+s_phase_start (sched_t *self, s_jobx_t *jobx)
+{
+    sched_job_t *job = jobx->job;
+    const s_phase_t *phase = &jobx->phases [jobx->phase];
+    jobx->phase_started = true;
+    jobx->failed_before_phase = jobx->any_failure;
+    jobx->pipe_stop_all = false;
+    for (size_t node = 0; node < job->expected_count; node++)
+        jobx->node_flags [node] &= (uint8_t) ~S_NODE_PIPE_FAILED;
+
+    bool fail_fast = job->spec->strategy == JOB_STRATEGY_FAIL_FAST
+                     && jobx->any_failure;
+    char *why = NULL;
+    if (fail_fast && phase->condition != JOB_COND_ON_FAILURE)
+        why = s_strdup ("fail-fast: an earlier step failed");
+    else
+    if (!s_condition_met (phase->condition, jobx->any_failure))
+        why = s_printf ("condition %s not met",
+                        job_condition_name (phase->condition));
+    if (why) {
+        for (size_t sub = 0; sub < phase->count; sub++) {
+            size_t step = phase->first + sub, skipped = 0;
+            for (size_t node = 0; node < job->expected_count; node++) {
+                sched_cell_t *cell = s_cell (job, step, node);
+                if (!sched_cell_status_final (cell->status)) {
+                    s_cell_set (self, jobx, step, node, SCHED_CELL_SKIPPED);
+                    skipped++;
+                }
+            }
+            if (skipped > 0)
+                s_event (self, job, "skipped", SIZE_MAX, step,
+                         s_printf ("%zu node%s: %s", skipped,
+                                   skipped == 1 ? "" : "s", why));
+        }
+        free (why);
+        return;
+    }
+    //  Participants: every node still in the job; once fail-fast fired
+    //  (a rollback phase), those of them that took part.
+    size_t *nodes = (size_t *) s_alloc (
+        (job->expected_count ? job->expected_count : 1) * sizeof (size_t));
+    size_t count = 0;
+    for (size_t node = 0; node < job->expected_count; node++) {
+        uint8_t flags = jobx->node_flags [node];
+        if (!(flags & S_NODE_DROPPED)
+            && (!fail_fast || (flags & S_NODE_TOOK_PART)))
+            nodes [count++] = node;
+        else
+            s_skip_node (self, jobx, node, phase->first,
+                         phase->first + phase->count,
+                         flags & S_NODE_DROPPED
+                             ? "node dropped after a failure"
+                             : "node took no part before the failure");
+    }
+    if (!phase->branch) {
+        if (count > 0)
+            s_dispatch_barrier (self, jobx, phase->first, nodes, count);
+    }
+    else
+        for (size_t index = 0; index < count; index++)
+            s_pipe_advance (self, jobx, nodes [index], 0);
+    free (nodes);
+}
+
+static void s_job_complete (sched_t *self, s_jobx_t *jobx);
+
+//  Walks forward while phases complete; starts the next one; finishes the
+//  job after the last (R4, R5). Phase completion is O(1): a phase is done
+//  when all its cells are final.
+static void
+s_walk (sched_t *self, s_jobx_t *jobx)
+{
+    while (!jobx->finished && !jobx->ending) {
+        if (jobx->phase_started) {
+            if (jobx->phase_final [jobx->phase]
+                < s_phase_cells (jobx, jobx->phase))
+                return;
+            jobx->phase++;
+            jobx->phase_started = false;
+            jobx->pipe_stop_all = false;
+        }
+        if (jobx->phase >= jobx->phase_count) {
+            s_job_complete (self, jobx);
+            return;
+        }
+        s_phase_start (self, jobx);
+    }
+}
+
+//  R7, R12: bookkeeping after a cell of NODE ended in failure.
+static void
+s_node_failed (sched_t *self, s_jobx_t *jobx, size_t step, size_t node,
+               bool unreachable)
+{
+    sched_job_t *job = jobx->job;
+    jobx->any_failure = true;
+    bool in_phase = jobx->phase_started
+                    && jobx->steps [step].phase == jobx->phase;
+    if (in_phase && jobx->steps [step].sub >= 0)
+        jobx->node_flags [node] |= S_NODE_PIPE_FAILED;
+    if (unreachable) {
+        jobx->node_flags [node] |= S_NODE_DROPPED | S_NODE_UNREACHABLE;
+        s_skip_node (self, jobx, node, 0, job->step_count,
+                     "node unreachable");
+    }
+    else
+    if (job->spec->strategy == JOB_STRATEGY_CONTINUE) {
+        jobx->node_flags [node] |= S_NODE_DROPPED;
+        size_t next = jobx->phase + 1 < jobx->phase_count
+                          ? jobx->phases [jobx->phase + 1].first
+                          : job->step_count;
+        s_skip_node (self, jobx, node, next, job->step_count,
+                     "node dropped after a failure");
+    }
+    if (job->spec->strategy == JOB_STRATEGY_FAIL_FAST && in_phase
+        && jobx->phases [jobx->phase].branch && !jobx->failed_before_phase)
+        jobx->pipe_stop_all = true;
+}
+
+//  After a cell of NODE at STEP became final: a pipeline node moves on at
+//  once (R5), then the walker checks the phase.
+static void
+s_cell_settled (sched_t *self, s_jobx_t *jobx, size_t step, size_t node)
+{
+    if (jobx->phase_started && jobx->steps [step].phase == jobx->phase
+        && jobx->steps [step].sub >= 0)
+        s_pipe_advance (self, jobx, node, (size_t) jobx->steps [step].sub + 1);
+    s_walk (self, jobx);
+}
+
+//  The event name for a cell status.
+static const char *
+s_outcome_event (sched_cell_status_t status)
+{
+    switch (status) {
+        case SCHED_CELL_SUCCESS:
+            return "succeeded";
+        case SCHED_CELL_TIMEOUT:
+            return "timeout";
+        case SCHED_CELL_LOST:
+            return "lost";
+        case SCHED_CELL_INTERRUPTED:
+            return "interrupted";
+        case SCHED_CELL_CANCELLED:
+            return "cancelled";
+        case SCHED_CELL_OFFLINE:
+            return "offline";
+        default:
+            return "failed";
+    }
+}
+
+//  R11: the attempt just recorded on a cell failed with STATUS: wait and
+//  retry while attempts remain, else the cell ends with STATUS. DETAIL is
+//  taken.
+static void
+s_cell_failed (sched_t *self, s_jobx_t *jobx, size_t step, size_t node,
+               sched_cell_status_t status, bool retryable, char *detail)
+{
+    sched_job_t *job = jobx->job;
+    sched_cell_t *cell = s_cell (job, step, node);
+    const job_phase_t *leaf = jobx->steps [step].leaf;
+    uint32_t max_retries = leaf->max_retries > 0 ? (uint32_t) leaf->max_retries
+                                                 : 0;
+    if (retryable && cell->attempt <= max_retries) {
+        int64_t backoff_ms = s_backoff_ms (self, cell->attempt);
+        cell->deadline_ms = self->now_ms + backoff_ms;
+        s_cell_set (self, jobx, step, node, SCHED_CELL_RETRY_WAIT);
+        s_due_push (self, jobx, S_DUE_RETRY, cell->deadline_ms, step, node);
+        s_event (self, job, s_outcome_event (status), node, step, detail);
+        s_event (self, job, "retried", node, step,
+                 s_printf ("attempt %" PRIu32 " of %" PRIu32
+                           " in %" PRId64 "ms",
+                           cell->attempt + 1, max_retries + 1, backoff_ms));
+        return;
+    }
+    s_cell_set (self, jobx, step, node, status);
+    s_event (self, job, s_outcome_event (status), node, step, detail);
+    s_node_failed (self, jobx, step, node, s_is_unreachable (status));
+    s_cell_settled (self, jobx, step, node);
+}
+
+//  ---------------------------------------------------------------------
+//  Job start and end
+
+static void
+s_running_add (sched_t *self, s_jobx_t *jobx)
+{
+    jobx->running = true;
+    jobx->prev = NULL;
+    jobx->next = self->running_head;
+    if (self->running_head)
+        self->running_head->prev = jobx;
+    self->running_head = jobx;
+    self->running_count++;
+}
+
+static void
+s_running_remove (sched_t *self, s_jobx_t *jobx)
+{
+    if (!jobx->running)
+        return;
+    if (jobx->prev)
+        jobx->prev->next = jobx->next;
+    else
+        self->running_head = jobx->next;
+    if (jobx->next)
+        jobx->next->prev = jobx->prev;
+    jobx->prev = jobx->next = NULL;
+    jobx->running = false;
+    self->running_count--;
+}
+
+static void s_admit (sched_t *self);
+
+//  Ends the job with STATUS and REASON (taken, may be NULL): SAVE_JOB,
+//  EVENT finished, FINISHED (R15). The record stays readable until the
+//  next mutating call.
+static void
+s_job_finish (sched_t *self, s_jobx_t *jobx, sched_job_status_t status,
+              char *reason)
+{
+    sched_job_t *job = jobx->job;
+    job->status = status;
+    free (job->reason);
+    job->reason = reason;
+    jobx->finished = true;
+    s_running_remove (self, jobx);
+    if (jobx->queued)
+        s_queue_remove (self, jobx);
+    s_hash_remove (self, jobx);
+    if (self->graveyard_count == self->graveyard_cap)
+        self->graveyard = (sched_job_t **) s_grow (
+            self->graveyard, &self->graveyard_cap, sizeof (sched_job_t *));
+    self->graveyard [self->graveyard_count++] = job;
+    s_save_job (self, job);
+    s_event (self, job, "finished", SIZE_MAX, job->step,
+             reason ? s_printf ("%s: %s", sched_job_status_name (status),
+                                reason)
+                    : s_strdup (sched_job_status_name (status)));
+    s_action (self, SCHED_ACTION_FINISHED, job);
+    s_admit (self);
+}
+
+//  R8: the verdict once every phase is done. A node "finished
+//  everything" when each of its cells is success, or skipped because its
+//  condition did not hold at that point. The pass replays the failure
+//  state phase by phase, so it needs no per-cell skip reason and gives
+//  the same answer after a restore.
+static void
+s_job_complete (sched_t *self, s_jobx_t *jobx)
+{
+    sched_job_t *job = jobx->job;
+    size_t nodes = job->expected_count;
+    size_t *first_bad = (size_t *) s_alloc (nodes * sizeof (size_t));
+    bool *pipe_failed = (bool *) s_alloc (nodes * sizeof (bool));
+    for (size_t node = 0; node < nodes; node++)
+        first_bad [node] = SIZE_MAX;
+    bool failed_before = false;
+    for (size_t p = 0; p < jobx->phase_count; p++) {
+        const s_phase_t *phase = &jobx->phases [p];
+        //  An offline cell is written on the next step a waiting node was
+        //  due to run, in a phase not started yet: that failure came
+        //  before the phase
+        for (size_t step = phase->first;
+             step < phase->first + phase->count && !failed_before; step++)
+            for (size_t node = 0; node < nodes; node++)
+                if (s_cell (job, step, node)->status == SCHED_CELL_OFFLINE) {
+                    failed_before = true;
+                    break;
+                }
+        bool phase_due = s_condition_met (phase->condition, failed_before);
+        bool failed_here = false;
+        memset (pipe_failed, 0, nodes * sizeof (bool));
+        for (size_t sub = 0; sub < phase->count; sub++) {
+            size_t step = phase->first + sub;
+            job_condition_t condition = jobx->steps [step].leaf->condition;
+            for (size_t node = 0; node < nodes; node++) {
+                sched_cell_status_t status = s_cell (job, step, node)->status;
+                bool fine;
+                if (status == SCHED_CELL_SUCCESS)
+                    fine = true;
+                else
+                if (status == SCHED_CELL_SKIPPED)
+                    fine = !phase_due
+                           || (phase->branch
+                               && !s_condition_met (condition,
+                                                    failed_before
+                                                        || pipe_failed [node]));
+                else {
+                    fine = false;
+                    if (s_is_failure (status)) {
+                        failed_here = true;
+                        pipe_failed [node] = true;
+                    }
+                }
+                if (!fine && first_bad [node] == SIZE_MAX)
+                    first_bad [node] = step;
+            }
+        }
+        failed_before = failed_before || failed_here;
+    }
+    size_t bad = 0, lowest = SIZE_MAX;
+    bool same_step = true;
+    for (size_t node = 0; node < nodes; node++)
+        if (first_bad [node] != SIZE_MAX) {
+            if (bad++ > 0 && first_bad [node] != lowest)
+                same_step = false;
+            if (first_bad [node] < lowest)
+                lowest = first_bad [node];
+        }
+    free (first_bad);
+    free (pipe_failed);
+    if (bad == 0) {
+        s_job_finish (self, jobx, SCHED_JOB_COMPLETED, NULL);
+        return;
+    }
+    const job_phase_t *leaf = jobx->steps [lowest].leaf;
+    char *reason = s_printf ("%zu of %zu node%s failed%s %zu (%s %s)", bad,
+                             nodes, nodes == 1 ? "" : "s",
+                             same_step ? " at step" : ", first at step",
+                             lowest, leaf->backend, leaf->action);
+    s_job_finish (self, jobx,
+                  bad == nodes ? SCHED_JOB_FAILED : SCHED_JOB_PARTIAL_FAILURE,
+                  reason);
+}
+
+//  R13, R14: stops a running job: CANCEL to the nodes with work in
+//  flight, every non-final cell reads cancelled, the job ends STATUS.
+static void
+s_job_abort (sched_t *self, s_jobx_t *jobx, sched_job_status_t status,
+             const char *reason)
+{
+    sched_job_t *job = jobx->job;
+    jobx->ending = true;
+    size_t nodes = job->expected_count;
+    bool *busy = (bool *) s_alloc ((nodes ? nodes : 1) * sizeof (bool));
+    size_t busy_count = 0;
+    for (size_t step = 0; step < job->step_count; step++)
+        for (size_t node = 0; node < nodes; node++) {
+            sched_cell_status_t cell_status = s_cell (job, step, node)->status;
+            if (!busy [node] && s_in_flight (cell_status)) {
+                busy [node] = true;
+                busy_count++;
+            }
+        }
+    if (busy_count > 0) {
+        char **names
+            = (char **) s_keep (self, s_alloc (busy_count * sizeof (char *)));
+        size_t count = 0;
+        for (size_t node = 0; node < nodes; node++)
+            if (busy [node])
+                names [count++] = job->expected [node];
+        sched_action_t *action = s_action (self, SCHED_ACTION_CANCEL, job);
+        action->nodes = names;
+        action->node_count = count;
+    }
+    free (busy);
+    size_t cancelled = 0;
+    for (size_t step = 0; step < job->step_count; step++)
+        for (size_t node = 0; node < nodes; node++) {
+            sched_cell_t *cell = s_cell (job, step, node);
+            if (sched_cell_status_final (cell->status))
+                continue;
+            if (s_in_flight (cell->status)) {
+                s_attempt_add (cell, SCHED_CELL_CANCELLED, NULL, reason, -1, 0,
+                               false);
+                s_event (self, job, "cancelled", node, step, s_strdup (reason));
+            }
+            s_cell_set (self, jobx, step, node, SCHED_CELL_CANCELLED);
+            cancelled++;
+        }
+    s_event (self, job, "cancelled", SIZE_MAX, job->step,
+             s_printf ("%s (%zu cell%s cancelled)", reason, cancelled,
+                       cancelled == 1 ? "" : "s"));
+    s_job_finish (self, jobx, status, s_strdup (reason));
+}
+
+//  R2: resolves the target and starts the job.
+static void
+s_job_start (sched_t *self, s_jobx_t *jobx)
+{
+    sched_job_t *job = jobx->job;
+    const target_t *target = &job->spec->target;
+    char **ids = NULL;
+    size_t count = self->resolve ? self->resolve (self->resolve_arg, target,
+                                                  &ids)
+                                 : 0;
+    //  Sorted, without NULLs or duplicates (R15: bsearch needs it)
+    size_t kept = 0;
+    for (size_t index = 0; index < count; index++)
+        if (ids [index])
+            ids [kept++] = ids [index];
+    count = kept;
+    if (count > 0)
+        qsort (ids, count, sizeof (char *), s_compare_ids);
+    kept = 0;
+    for (size_t index = 0; index < count; index++)
+        if (kept > 0 && strcmp (ids [kept - 1], ids [index]) == 0)
+            free (ids [index]);
+        else
+            ids [kept++] = ids [index];
+    count = kept;
+    if (count > 0 && target->any) {
+        //  One node takes the work; consecutive jobs rotate over the set
+        size_t pick = self->any_counter++ % count;
+        char *chosen = ids [pick];
+        for (size_t index = 0; index < count; index++)
+            if (index != pick)
+                free (ids [index]);
+        ids [0] = chosen;
+        count = 1;
+    }
+    s_running_add (self, jobx);
+    job->status = SCHED_JOB_RUNNING;
+    job->step = 0;
+    if (count == 0) {
+        free (ids);
+        char *text = target_format (target);
+        char *reason = s_printf ("no online node matches %s",
+                                 text ? text : "the target");
+        free (text);
+        s_job_finish (self, jobx, SCHED_JOB_FAILED, reason);
+        return;
+    }
+    s_cells_free (job);
+    s_expected_free (job);
+    job->expected = ids;
+    job->expected_count = count;
+    job->cells = (sched_cell_t *) s_alloc (job->step_count * count
+                                           * sizeof (sched_cell_t));
+    jobx->node_flags = (uint8_t *) s_alloc (count);
+    if (job->spec->timeout_ms > 0) {
+        jobx->job_deadline_ms = self->now_ms + job->spec->timeout_ms;
+        s_due_push (self, jobx, S_DUE_JOB, jobx->job_deadline_ms, 0, 0);
+    }
+    s_save_job (self, job);
+    s_event (self, job, "started", SIZE_MAX, 0,
+             s_printf ("on %zu node%s", count, count == 1 ? "" : "s"));
+    s_walk (self, jobx);
+}
+
+//  R1: starts queued jobs while there is room.
+static void
+s_admit (sched_t *self)
+{
+    if (self->admitting)
+        return;
+    self->admitting = true;
+    while (self->queue_size > 0
+           && self->running_count < self->config.max_concurrent) {
+        s_jobx_t *jobx = self->queue [0];
+        s_queue_remove (self, jobx);
+        s_job_start (self, jobx);
+    }
+    self->admitting = false;
+}
+
+//  ---------------------------------------------------------------------
+//  Scheduler
+
+sched_t *
+sched_new (const sched_config_t *config, sched_resolve_fn *resolve,
+           void *arg)
+{
+    sched_t *self = (sched_t *) s_alloc (sizeof (sched_t));
+    if (config)
+        self->config = *config;
+    else
+        sched_config_defaults (&self->config);
+    //  A zero ack timeout would re-send in a tight loop; at least 1 ms
+    if (self->config.ack_timeout_ms < 1)
+        self->config.ack_timeout_ms = 1;
+    if (self->config.max_concurrent < 1)
+        self->config.max_concurrent = 1;
+    if (self->config.retry_base_ms < 0)
+        self->config.retry_base_ms = 0;
+    if (self->config.retry_cap_ms < 0)
+        self->config.retry_cap_ms = 0;
+    if (self->config.grace_ms < 0)
+        self->config.grace_ms = 0;
+    self->resolve = resolve;
+    self->resolve_arg = arg;
+    //  xorshift needs a non-zero state
+    self->rng = self->config.seed ? self->config.seed
+                                  : UINT64_C (0x9E3779B97F4A7C15);
+    return self;
+}
+
+//  Frees what drained actions point into, once all have been drained.
+static void
+s_collect (sched_t *self)
+{
+    if (self->action_head < self->action_count)
+        return;
+    self->action_head = self->action_count = 0;
+    for (size_t index = 0; index < self->garbage_count; index++)
+        free (self->garbage [index]);
+    self->garbage_count = 0;
+    for (size_t index = 0; index < self->graveyard_count; index++)
+        s_job_discard (self->graveyard [index]);
+    self->graveyard_count = 0;
+}
+
+void
+sched_destroy (sched_t **self_p)
+{
+    if (!self_p || !*self_p)
+        return;
+    sched_t *self = *self_p;
+    self->action_head = self->action_count;
+    s_collect (self);
+    for (size_t index = 0; index < self->bucket_count; index++) {
+        s_jobx_t *jobx = self->buckets [index];
+        while (jobx) {
+            s_jobx_t *next = jobx->hash_next;
+            s_job_discard (jobx->job);
+            jobx = next;
+        }
+    }
+    while (self->due_size > 0) {
+        s_due_t entry;
+        s_due_pop (self, &entry);
+    }
+    free (self->buckets);
+    free (self->queue);
+    free (self->due);
+    free (self->actions);
+    free (self->garbage);
+    free (self->graveyard);
+    free (self);
+    *self_p = NULL;
+}
+
+static void
+s_reason (char *reason, size_t reason_len, const char *format, ...)
+{
+    if (!reason || reason_len == 0)
+        return;
+    va_list args;
+    va_start (args, format);
+    vsnprintf (reason, reason_len, format, args);
+    va_end (args);
+}
+
+int
+sched_submit (sched_t *self, sched_job_t **job_p, int64_t now_ms,
+              char *reason, size_t reason_len)
+{
+    s_collect (self);
+    self->now_ms = now_ms;
+    sched_job_t *job = job_p ? *job_p : NULL;
+    if (!job || job->priv || !job->spec) {
+        s_reason (reason, reason_len, "not a job record");
+        return -1;
+    }
+    if (s_lookup (self, job->id)) {
+        s_reason (reason, reason_len, "job %s already exists", job->id);
+        return -1;
+    }
+    //  R1: the queue may hold max_pending after the free slots are taken
+    size_t free_slots = self->running_count < self->config.max_concurrent
+                            ? self->config.max_concurrent - self->running_count
+                            : 0;
+    if (self->queue_size + 1 > self->config.max_pending + free_slots) {
+        s_reason (reason, reason_len,
+                  "queue full: %zu jobs pending (max_pending)",
+                  self->queue_size);
+        return -1;
+    }
+    s_jobx_t *jobx = s_jobx_new (job);
+    if (!jobx) {
+        s_reason (reason, reason_len, "job %s: the spec does not add up",
+                  job->id);
+        return -1;
+    }
+    *job_p = NULL;
+    job->priv = jobx;
+    job->status = SCHED_JOB_PENDING;
+    job->submitted_ms = now_ms;
+    jobx->seq = self->seq++;
+    s_hash_insert (self, jobx);
+    s_queue_push (self, jobx);
+    s_save_job (self, job);
+    char *text = target_format (&job->spec->target);
+    s_event (self, job, "submitted", SIZE_MAX, 0,
+             text ? s_printf ("target %s, %zu step%s, priority %d", text,
+                              job->step_count,
+                              job->step_count == 1 ? "" : "s",
+                              job->spec->priority)
+                  : NULL);
+    free (text);
+    s_admit (self);
+    return 0;
+}
+
+//  R16: rebuilds the walker's state of a running job from its cells and
+//  picks up where it stopped.
+static void
+s_resume (sched_t *self, s_jobx_t *jobx)
+{
+    sched_job_t *job = jobx->job;
+    size_t nodes = job->expected_count;
+    bool *failed = (bool *) s_alloc (nodes * sizeof (bool));
+    for (size_t step = 0; step < job->step_count; step++)
+        for (size_t node = 0; node < nodes; node++) {
+            sched_cell_t *cell = s_cell (job, step, node);
+            if (sched_cell_status_final (cell->status)) {
+                jobx->step_final [step]++;
+                jobx->phase_final [jobx->steps [step].phase]++;
+            }
+            if (cell->attempt > 0)
+                jobx->node_flags [node] |= S_NODE_TOOK_PART;
+            if (s_is_failure (cell->status)) {
+                jobx->any_failure = true;
+                failed [node] = true;
+                if (s_is_unreachable (cell->status))
+                    jobx->node_flags [node]
+                        |= S_NODE_DROPPED | S_NODE_UNREACHABLE;
+            }
+        }
+    for (size_t node = 0; node < nodes; node++)
+        if (failed [node] && job->spec->strategy == JOB_STRATEGY_CONTINUE)
+            jobx->node_flags [node] |= S_NODE_DROPPED;
+    free (failed);
+
+    //  The current phase is the first with a cell not yet final
+    size_t p = 0;
+    while (p < jobx->phase_count
+           && jobx->phase_final [p] == s_phase_cells (jobx, p))
+        p++;
+    jobx->phase = p;
+    job->step = 0;
+    s_step_update (self, jobx);
+    if (p < jobx->phase_count) {
+        const s_phase_t *phase = &jobx->phases [p];
+        bool started = false, failed_here = false;
+        for (size_t step = 0; step < phase->first + phase->count; step++)
+            for (size_t node = 0; node < nodes; node++) {
+                const sched_cell_t *cell = s_cell (job, step, node);
+                bool here = step >= phase->first;
+                //  Offline cells count before their phase (as in R8)
+                if (!here || cell->status == SCHED_CELL_OFFLINE) {
+                    if (s_is_failure (cell->status))
+                        jobx->failed_before_phase = true;
+                }
+                else
+                if (s_is_failure (cell->status)) {
+                    failed_here = true;
+                    if (phase->branch)
+                        jobx->node_flags [node] |= S_NODE_PIPE_FAILED;
+                }
+                if (here
+                    && (cell->attempt > 0
+                        || (cell->status == SCHED_CELL_SKIPPED
+                            && !(jobx->node_flags [node] & S_NODE_DROPPED))))
+                    started = true;
+            }
+        if (started) {
+            jobx->phase_started = true;
+            jobx->pipe_stop_all = phase->branch && failed_here
+                                  && job->spec->strategy
+                                         == JOB_STRATEGY_FAIL_FAST
+                                  && !jobx->failed_before_phase;
+            for (size_t node = 0; node < nodes; node++) {
+                if (jobx->node_flags [node] & S_NODE_UNREACHABLE) {
+                    s_skip_node (self, jobx, node, 0, job->step_count,
+                                 "node unreachable");
+                    continue;
+                }
+                for (size_t sub = 0; sub < phase->count; sub++) {
+                    size_t step = phase->first + sub;
+                    sched_cell_t *cell = s_cell (job, step, node);
+                    if (sched_cell_status_final (cell->status))
+                        continue;
+                    if (cell->attempt == 0)
+                        cell->status = SCHED_CELL_PENDING;  //  Never sent
+                    if (s_in_flight (cell->status)) {
+                        //  Same attempt again: the agent dedupes it and
+                        //  re-sends a result it already has
+                        cell->resends = 0;
+                        cell->deadline_ms
+                            = self->now_ms + self->config.ack_timeout_ms;
+                        s_cell_set (self, jobx, step, node,
+                                    SCHED_CELL_DISPATCHED);
+                        s_resend (self, jobx, step, node,
+                                  s_strdup ("re-sent after a broker restart"));
+                    }
+                    else
+                    if (cell->status == SCHED_CELL_RETRY_WAIT)
+                        s_dispatch_node (self, jobx, step, node,
+                                         cell->attempt + 1);
+                    else
+                    if (phase->branch)
+                        s_pipe_advance (self, jobx, node, sub);
+                    else
+                    if (jobx->node_flags [node] & S_NODE_DROPPED)
+                        s_skip_node (self, jobx, node, step,
+                                     job->step_count,
+                                     "node dropped after a failure");
+                    else
+                        s_dispatch_node (self, jobx, step, node, 1);
+                    break;
+                }
+            }
+        }
+    }
+    if (job->spec->timeout_ms > 0) {
+        //  The monotonic clock of the previous run is gone: the job's
+        //  timeout starts again from the restore.
+        jobx->job_deadline_ms = self->now_ms + job->spec->timeout_ms;
+        s_due_push (self, jobx, S_DUE_JOB, jobx->job_deadline_ms, 0, 0);
+    }
+    s_walk (self, jobx);
+}
+
+int
+sched_restore (sched_t *self, sched_job_t **job_p, int64_t now_ms)
+{
+    s_collect (self);
+    self->now_ms = now_ms;
+    sched_job_t *job = job_p ? *job_p : NULL;
+    if (!job || job->priv || !job->spec || s_lookup (self, job->id))
+        return -1;
+    if (job->status != SCHED_JOB_PENDING && job->status != SCHED_JOB_RUNNING)
+        return -1;
+    if (job->status == SCHED_JOB_RUNNING) {
+        if (job->expected_count == 0 || !job->expected || !job->cells)
+            return -1;
+        for (size_t index = 0; index < job->expected_count; index++)
+            if (!job->expected [index]
+                || (index > 0
+                    && strcmp (job->expected [index - 1], job->expected [index])
+                           >= 0))
+                return -1;
+    }
+    s_jobx_t *jobx = s_jobx_new (job);
+    if (!jobx)
+        return -1;
+    *job_p = NULL;
+    job->priv = jobx;
+    job->submitted_ms = now_ms;
+    jobx->seq = self->seq++;
+    s_hash_insert (self, jobx);
+    if (job->status == SCHED_JOB_PENDING) {
+        //  Restored in store order (time-sortable ids), so ages hold;
+        //  admission happens at the next tick
+        s_cells_free (job);
+        s_expected_free (job);
+        s_queue_push (self, jobx);
+        return 0;
+    }
+    jobx->node_flags = (uint8_t *) s_alloc (job->expected_count);
+    s_running_add (self, jobx);
+    s_resume (self, jobx);
+    return 0;
+}
+
+//  The running job, step and node of an agent event, or NULL.
+static s_jobx_t *
+s_find (sched_t *self, const char *job_id, uint32_t step, const char *node,
+        size_t *node_p)
+{
+    s_jobx_t *jobx = s_lookup (self, job_id);
+    if (!jobx || !jobx->running || jobx->finished)
+        return NULL;
+    if (step >= jobx->job->step_count)
+        return NULL;
+    ssize_t index = s_node_index (jobx->job, node);
+    if (index < 0)
+        return NULL;
+    *node_p = (size_t) index;
+    return jobx;
+}
+
+//  Agent events for an attempt that is not the cell's current one, or a
+//  cell never sent, are stale (-1); for the current attempt of a cell
+//  that is past the state the event would bring, duplicates (1).
+int
+sched_on_ack (sched_t *self, const char *job_id, uint32_t step,
+              uint32_t attempt, const char *node, int64_t now_ms)
+{
+    s_collect (self);
+    self->now_ms = now_ms;
+    size_t index;
+    s_jobx_t *jobx = s_find (self, job_id, step, node, &index);
+    if (!jobx)
+        return -1;
+    sched_job_t *job = jobx->job;
+    sched_cell_t *cell = s_cell (job, step, index);
+    if (attempt == 0 || attempt != cell->attempt)
+        return -1;
+    if (cell->status != SCHED_CELL_DISPATCHED)
+        return 1;
+    const job_phase_t *leaf = jobx->steps [step].leaf;
+    int64_t timeout_ms = leaf->timeout_ms > 0 ? leaf->timeout_ms
+                                              : self->config.default_timeout_ms;
+    cell->deadline_ms = now_ms + timeout_ms + self->config.grace_ms;
+    s_cell_set (self, jobx, step, index, SCHED_CELL_ACKNOWLEDGED);
+    s_due_push (self, jobx, S_DUE_RUN, cell->deadline_ms, step, index);
+    s_event (self, job, "acknowledged", index, step, NULL);
+    return 0;
+}
+
+int
+sched_on_started (sched_t *self, const char *job_id, uint32_t step,
+                  uint32_t attempt, const char *node, int64_t now_ms)
+{
+    s_collect (self);
+    self->now_ms = now_ms;
+    size_t index;
+    s_jobx_t *jobx = s_find (self, job_id, step, node, &index);
+    if (!jobx)
+        return -1;
+    sched_job_t *job = jobx->job;
+    sched_cell_t *cell = s_cell (job, step, index);
+    if (attempt == 0 || attempt != cell->attempt)
+        return -1;
+    if (cell->status != SCHED_CELL_DISPATCHED
+        && cell->status != SCHED_CELL_ACKNOWLEDGED)
+        return 1;
+    //  R10: the run clock restarts when the task really starts
+    const job_phase_t *leaf = jobx->steps [step].leaf;
+    int64_t timeout_ms = leaf->timeout_ms > 0 ? leaf->timeout_ms
+                                              : self->config.default_timeout_ms;
+    int64_t deadline_ms = now_ms + timeout_ms + self->config.grace_ms;
+    bool moved = deadline_ms != cell->deadline_ms
+                 || cell->status == SCHED_CELL_DISPATCHED;
+    cell->deadline_ms = deadline_ms;
+    s_cell_set (self, jobx, step, index, SCHED_CELL_RUNNING);
+    if (moved)
+        s_due_push (self, jobx, S_DUE_RUN, cell->deadline_ms, step, index);
+    s_event (self, job, "running", index, step, NULL);
+    return 0;
+}
+
+int
+sched_on_result (sched_t *self, const proto_msg_t *result, int64_t now_ms)
+{
+    s_collect (self);
+    self->now_ms = now_ms;
+    if (!result || result->type != PROTO_RESULT || !result->status)
+        return -1;
+    size_t index;
+    s_jobx_t *jobx = s_find (self, result->job, result->step, result->node,
+                             &index);
+    if (!jobx)
+        return -1;
+    sched_job_t *job = jobx->job;
+    size_t step = result->step;
+    sched_cell_t *cell = s_cell (job, step, index);
+    if (result->attempt == 0 || result->attempt != cell->attempt)
+        return -1;
+
+    const char *text = result->status;
+    sched_cell_status_t status;
+    bool retryable = true;
+    if (strcmp (text, "success") == 0)
+        status = SCHED_CELL_SUCCESS;
+    else
+    if (strcmp (text, "failed") == 0)
+        status = SCHED_CELL_FAILED;
+    else
+    if (strcmp (text, "timeout") == 0)
+        status = SCHED_CELL_TIMEOUT;
+    else
+    if (strcmp (text, "interrupted") == 0)
+        status = SCHED_CELL_INTERRUPTED;
+    else
+    if (strcmp (text, "refused") == 0) {
+        status = SCHED_CELL_FAILED;
+        retryable = false;
+    }
+    else
+    if (strcmp (text, "cancelled") == 0) {
+        status = SCHED_CELL_CANCELLED;
+        retryable = false;
+    }
+    else
+        return -1;
+    if (!s_in_flight (cell->status))
+        return 1;               //  This attempt already has its outcome
+
+    int64_t duration_ms = result->duration_ms > (uint64_t) INT64_MAX
+                              ? INT64_MAX
+                              : (int64_t) result->duration_ms;
+    s_attempt_add (cell, status, result->output, result->error,
+                   result->exit_code, duration_ms, result->truncated);
+    if (status == SCHED_CELL_SUCCESS) {
+        s_cell_set (self, jobx, step, index, SCHED_CELL_SUCCESS);
+        s_event (self, job, "succeeded", index, step, NULL);
+        s_cell_settled (self, jobx, step, index);
+        return 0;
+    }
+    char prefix [64];
+    if (strcmp (text, "refused") == 0)
+        snprintf (prefix, sizeof (prefix), "refused");
+    else
+    if (result->exit_code >= 0)
+        snprintf (prefix, sizeof (prefix), "attempt %" PRIu32 ", exit %" PRId32,
+                  cell->attempt, result->exit_code);
+    else
+        snprintf (prefix, sizeof (prefix), "attempt %" PRIu32, cell->attempt);
+    s_cell_failed (self, jobx, step, index, status, retryable,
+                   s_excerpt (prefix, result->error));
+    return 0;
+}
+
+int
+sched_on_node_offline (sched_t *self, const char *node, int64_t now_ms)
+{
+    s_collect (self);
+    self->now_ms = now_ms;
+    if (!node)
+        return -1;
+    //  Snapshot first: handling one job can finish it or start others
+    size_t count = 0;
+    s_jobx_t **jobs = (s_jobx_t **) s_alloc (
+        (self->running_count ? self->running_count : 1) * sizeof (s_jobx_t *));
+    for (s_jobx_t *jobx = self->running_head; jobx; jobx = jobx->next)
+        if (s_node_index (jobx->job, node) >= 0)
+            jobs [count++] = jobx;
+    for (size_t at = 0; at < count; at++) {
+        s_jobx_t *jobx = jobs [at];
+        if (jobx->finished || jobx->ending)
+            continue;
+        sched_job_t *job = jobx->job;
+        size_t index = (size_t) s_node_index (job, node);
+        size_t first_open = SIZE_MAX;
+        for (size_t step = 0; step < job->step_count; step++)
+            if (!sched_cell_status_final (s_cell (job, step, index)->status)) {
+                first_open = step;
+                break;
+            }
+        if (first_open == SIZE_MAX)
+            continue;           //  It has nothing left to do in this job
+        s_event (self, job, "offline", index, first_open,
+                 s_strdup ("node went offline"));
+        size_t settled = SIZE_MAX;
+        for (size_t step = first_open; step < job->step_count; step++) {
+            sched_cell_t *cell = s_cell (job, step, index);
+            if (!s_in_flight (cell->status)
+                && cell->status != SCHED_CELL_RETRY_WAIT)
+                continue;
+            if (s_in_flight (cell->status))
+                s_attempt_add (cell, SCHED_CELL_LOST, NULL,
+                               "node went offline", -1, 0, false);
+            s_cell_set (self, jobx, step, index, SCHED_CELL_LOST);
+            s_event (self, job, "lost", index, step,
+                     s_strdup ("node went offline"));
+            settled = step;
+        }
+        if (settled == SIZE_MAX) {
+            //  Nothing under way: the step it was due to run next reads
+            //  offline, so the failure is in its cells (R8 and R16 read
+            //  failures from cells)
+            s_cell_set (self, jobx, first_open, index, SCHED_CELL_OFFLINE);
+            settled = first_open;
+        }
+        //  R12: offline counts as a failure, and the node is dropped
+        s_node_failed (self, jobx, settled, index, true);
+        s_cell_settled (self, jobx, settled, index);
+    }
+    free (jobs);
+    return 0;
+}
+
+int
+sched_cancel (sched_t *self, const char *job_id, const char *reason,
+              int64_t now_ms)
+{
+    s_collect (self);
+    self->now_ms = now_ms;
+    s_jobx_t *jobx = s_lookup (self, job_id);
+    if (!jobx || jobx->finished)
+        return -1;
+    const char *why = reason && *reason ? reason : "cancelled by request";
+    sched_job_t *job = jobx->job;
+    if (jobx->queued) {
+        s_event (self, job, "cancelled", SIZE_MAX, 0, s_strdup (why));
+        s_job_finish (self, jobx, SCHED_JOB_CANCELLED, s_strdup (why));
+    }
+    else
+        s_job_abort (self, jobx, SCHED_JOB_CANCELLED, why);
+    return 0;
+}
+
+//  One due deadline that still holds.
+static void
+s_due_fire (sched_t *self, const s_due_t *entry)
+{
+    s_jobx_t *jobx = entry->jobx;
+    sched_job_t *job = jobx->job;
+    if (entry->kind == S_DUE_JOB) {
+        char text [32];
+        duration_format (job->spec->timeout_ms, text, sizeof (text));
+        char *reason = s_printf ("job timeout after %s", text);
+        s_job_abort (self, jobx, SCHED_JOB_FAILED, reason);
+        free (reason);
+        return;
+    }
+    size_t step = entry->step, node = entry->node;
+    sched_cell_t *cell = s_cell (job, step, node);
+    if (entry->kind == S_DUE_ACK) {
+        //  R9: re-send directly, then give up
+        if (cell->resends < self->config.ack_resends) {
+            cell->resends++;
+            s_resend (self, jobx, step, node,
+                      s_printf ("re-sent directly (%" PRIu32 " of %" PRIu32
+                                ")",
+                                cell->resends, self->config.ack_resends));
+            return;
+        }
+        char *error = s_printf ("no acknowledgement after %" PRIu32 " sends",
+                                cell->resends + 1);
+        s_attempt_add (cell, SCHED_CELL_LOST, NULL, error, -1, 0, false);
+        s_cell_failed (self, jobx, step, node, SCHED_CELL_LOST, false, error);
+        return;
+    }
+    if (entry->kind == S_DUE_RUN) {
+        //  R10: past timeout + grace: the broker calls it
+        const job_phase_t *leaf = jobx->steps [step].leaf;
+        int64_t timeout_ms = leaf->timeout_ms > 0
+                                 ? leaf->timeout_ms
+                                 : self->config.default_timeout_ms;
+        char text [32];
+        duration_format (timeout_ms, text, sizeof (text));
+        char *error = s_printf ("no result within %s + grace", text);
+        s_attempt_add (cell, SCHED_CELL_TIMEOUT, NULL, error, -1,
+                       timeout_ms + self->config.grace_ms, false);
+        s_cancel_node (self, job, node);
+        s_cell_failed (self, jobx, step, node, SCHED_CELL_TIMEOUT, true,
+                       error);
+        return;
+    }
+    //  R11: the backoff is over
+    s_dispatch_node (self, jobx, step, node, cell->attempt + 1);
+}
+
+int
+sched_tick (sched_t *self, int64_t now_ms)
+{
+    s_collect (self);
+    self->now_ms = now_ms;
+    while (self->due_size > 0 && self->due [0].deadline_ms <= now_ms) {
+        s_due_t entry;
+        //  Keep the job's priv alive while the entry is handled
+        self->due [0].jobx->due_refs++;
+        s_due_pop (self, &entry);
+        if (s_due_valid (&entry))
+            s_due_fire (self, &entry);
+        entry.jobx->due_refs--;
+        s_jobx_release (entry.jobx);
+    }
+    s_admit (self);
+    return 0;
+}
+
+int64_t
+sched_next_deadline_ms (sched_t *self)
+{
+    //  Superseded entries are dropped here so the answer is a real
+    //  deadline; each entry is dropped once, so this is O(1) amortised.
+    while (self->due_size > 0 && !s_due_valid (&self->due [0])) {
+        s_due_t entry;
+        s_due_pop (self, &entry);
+    }
+    int64_t next = self->due_size > 0 ? self->due [0].deadline_ms : INT64_MAX;
+    if (self->queue_size > 0
+        && self->running_count < self->config.max_concurrent
+        && self->now_ms < next)
+        next = self->now_ms;
+    return next;
+}
+
+bool
+sched_next_action (sched_t *self, sched_action_t *action)
+{
+    if (self->action_head >= self->action_count)
+        return false;
+    *action = self->actions [self->action_head++];
+    return true;
+}
+
+const sched_job_t *
+sched_job (sched_t *self, const char *job_id)
+{
+    s_jobx_t *jobx = s_lookup (self, job_id);
+    return jobx && !jobx->finished ? jobx->job : NULL;
+}
+
+size_t
+sched_pending_count (sched_t *self)
+{
+    return self->queue_size;
+}
+
+size_t
+sched_running_count (sched_t *self)
+{
+    return self->running_count;
+}

@@ -1,0 +1,1983 @@
+/*  =========================================================================
+    test_sched - the scheduler's rules (docs/SCHEDULING.md), one test each
+
+    A fake clock (an int64 the tests advance), a fake fleet behind the
+    resolver callback, and a fake transport: every action is drained into
+    a log the tests read. Dispatches, re-sends and cancels are rendered as
+    text ("0/1 group/web/ web-01,web-02" = step 0, attempt 1, on that
+    topic, to those nodes; "-" = each node's own topic), so a test reads
+    like the sequence diagrams it checks.
+    =========================================================================
+*/
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "../broker/sched.h"
+
+//  ---------------------------------------------------------------------
+//  Harness
+
+typedef struct {
+    char *id;               //  Node id
+    char *group;            //  Its one group
+    bool online;            //  Resolvable
+} fake_node_t;
+
+typedef struct {
+    sched_action_type_t type;
+    char job [JOB_ID_LEN + 1];
+    uint32_t step;
+    uint32_t attempt;
+    char *node;
+    char *topic;
+    char *nodes;            //  Comma-joined
+    char *event;
+    char *detail;
+} record_t;
+
+//  A finished job as it was at its FINISHED action.
+typedef struct {
+    char id [JOB_ID_LEN + 1];
+    sched_job_status_t status;
+    char *reason;
+    size_t step;
+    size_t expected_count;
+    char **expected;
+    sched_cell_status_t *cells;
+    size_t *attempt_counts;
+} snapshot_t;
+
+typedef struct {
+    fake_node_t *fleet;
+    size_t fleet_count;
+    sched_config_t config;
+    sched_t *sched;
+    int64_t now;
+    bool quiet;             //  Count actions, do not log them
+    size_t counts [8];      //  Actions by type
+    record_t *log;
+    size_t log_count;
+    size_t log_cap;
+    snapshot_t *snaps;
+    size_t snap_count;
+    size_t snap_cap;
+    char *text;             //  Last rendering, freed on the next one
+} harness_t;
+
+static char *
+s_dup (const char *text)
+{
+    return text ? strdup (text) : NULL;
+}
+
+static size_t
+s_resolve (void *arg, const target_t *target, char ***ids_p)
+{
+    harness_t *h = (harness_t *) arg;
+    char **ids = (char **) calloc (h->fleet_count + 1, sizeof (char *));
+    size_t count = 0;
+    for (size_t index = 0; index < h->fleet_count; index++) {
+        fake_node_t *node = &h->fleet [index];
+        bool match = false;
+        if (!node->online)
+            continue;
+        if (target->scope == TARGET_ALL)
+            match = true;
+        else
+        if (target->scope == TARGET_GROUP)
+            match = strcmp (node->group, target->value) == 0;
+        else
+        if (target->scope == TARGET_NODE)
+            for (size_t at = 0; at < target->node_count; at++)
+                if (strcmp (target->nodes [at], node->id) == 0)
+                    match = true;
+        if (match)
+            ids [count++] = strdup (node->id);
+    }
+    if (count == 0) {
+        free (ids);
+        ids = NULL;
+    }
+    *ids_p = ids;
+    return count;
+}
+
+//  A fleet from "id:group" texts.
+static harness_t *
+s_harness_new (const char *const *nodes, size_t count)
+{
+    harness_t *h = (harness_t *) calloc (1, sizeof (harness_t));
+    h->fleet = (fake_node_t *) calloc (count ? count : 1, sizeof (fake_node_t));
+    for (size_t index = 0; index < count; index++) {
+        const char *colon = strchr (nodes [index], ':');
+        h->fleet [index].id = strndup (nodes [index],
+                                       (size_t) (colon - nodes [index]));
+        h->fleet [index].group = strdup (colon + 1);
+        h->fleet [index].online = true;
+    }
+    h->fleet_count = count;
+    sched_config_defaults (&h->config);
+    h->config.seed = 42;
+    h->now = 1000;
+    return h;
+}
+
+//  Starts the scheduler with h->config (tests tweak it first).
+static void
+s_start (harness_t *h)
+{
+    h->sched = sched_new (&h->config, s_resolve, h);
+    assert_non_null (h->sched);
+}
+
+static void
+s_snapshot (harness_t *h, const sched_job_t *job)
+{
+    if (h->snap_count == h->snap_cap) {
+        h->snap_cap = h->snap_cap ? h->snap_cap * 2 : 16;
+        h->snaps = (snapshot_t *) realloc (h->snaps,
+                                           h->snap_cap * sizeof (snapshot_t));
+    }
+    snapshot_t *snap = &h->snaps [h->snap_count++];
+    memset (snap, 0, sizeof (*snap));
+    strcpy (snap->id, job->id);
+    snap->status = job->status;
+    snap->reason = s_dup (job->reason);
+    snap->step = job->step;
+    snap->expected_count = job->expected_count;
+    size_t cells = job->cells ? job->step_count * job->expected_count : 0;
+    snap->expected
+        = (char **) calloc (job->expected_count + 1, sizeof (char *));
+    for (size_t index = 0; index < job->expected_count; index++)
+        snap->expected [index] = strdup (job->expected [index]);
+    snap->cells = (sched_cell_status_t *) calloc (cells + 1,
+                                                  sizeof (sched_cell_status_t));
+    snap->attempt_counts = (size_t *) calloc (cells + 1, sizeof (size_t));
+    for (size_t index = 0; index < cells; index++) {
+        snap->cells [index] = job->cells [index].status;
+        snap->attempt_counts [index] = job->cells [index].attempt_count;
+    }
+}
+
+static char *
+s_join (char *const *nodes, size_t count)
+{
+    size_t len = 1;
+    for (size_t index = 0; index < count; index++)
+        len += strlen (nodes [index]) + 1;
+    char *text = (char *) calloc (1, len);
+    for (size_t index = 0; index < count; index++) {
+        if (index > 0)
+            strcat (text, ",");
+        strcat (text, nodes [index]);
+    }
+    return text;
+}
+
+static void
+s_drain (harness_t *h)
+{
+    sched_action_t action;
+    while (sched_next_action (h->sched, &action)) {
+        assert_true (action.type >= SCHED_ACTION_DISPATCH
+                     && action.type <= SCHED_ACTION_FINISHED);
+        assert_non_null (action.job);
+        h->counts [action.type]++;
+        if (action.type == SCHED_ACTION_FINISHED)
+            s_snapshot (h, action.job);
+        if (h->quiet)
+            continue;
+        if (h->log_count == h->log_cap) {
+            h->log_cap = h->log_cap ? h->log_cap * 2 : 64;
+            h->log = (record_t *) realloc (h->log,
+                                           h->log_cap * sizeof (record_t));
+        }
+        record_t *rec = &h->log [h->log_count++];
+        memset (rec, 0, sizeof (*rec));
+        rec->type = action.type;
+        strcpy (rec->job, action.job->id);
+        rec->step = action.step;
+        rec->attempt = action.attempt;
+        rec->node = s_dup (action.node);
+        rec->topic = s_dup (action.topic);
+        rec->nodes = action.nodes ? s_join (action.nodes, action.node_count)
+                                  : NULL;
+        rec->event = s_dup (action.event);
+        rec->detail = s_dup (action.detail);
+    }
+}
+
+static void
+s_harness_destroy (harness_t **h_p)
+{
+    harness_t *h = *h_p;
+    if (h->sched) {
+        s_drain (h);
+        sched_destroy (&h->sched);
+        assert_null (h->sched);
+    }
+    for (size_t index = 0; index < h->log_count; index++) {
+        record_t *rec = &h->log [index];
+        free (rec->node);
+        free (rec->topic);
+        free (rec->nodes);
+        free (rec->event);
+        free (rec->detail);
+    }
+    free (h->log);
+    for (size_t index = 0; index < h->snap_count; index++) {
+        snapshot_t *snap = &h->snaps [index];
+        free (snap->reason);
+        for (size_t at = 0; at < snap->expected_count; at++)
+            free (snap->expected [at]);
+        free (snap->expected);
+        free (snap->cells);
+        free (snap->attempt_counts);
+    }
+    free (h->snaps);
+    for (size_t index = 0; index < h->fleet_count; index++) {
+        free (h->fleet [index].id);
+        free (h->fleet [index].group);
+    }
+    free (h->fleet);
+    free (h->text);
+    free (h);
+    *h_p = NULL;
+}
+
+//  Dispatches, re-sends and cancels logged since FROM, for JOB (NULL:
+//  all jobs), as one line.
+static const char *
+s_sends (harness_t *h, size_t from, const char *job)
+{
+    size_t len = 1;
+    for (size_t index = from; index < h->log_count; index++) {
+        record_t *rec = &h->log [index];
+        len += 64 + (rec->nodes ? strlen (rec->nodes) : 0)
+               + (rec->topic ? strlen (rec->topic) : 0)
+               + (rec->node ? strlen (rec->node) : 0);
+    }
+    free (h->text);
+    h->text = (char *) calloc (1, len);
+    char *at = h->text;
+    for (size_t index = from; index < h->log_count; index++) {
+        record_t *rec = &h->log [index];
+        if (job && strcmp (rec->job, job) != 0)
+            continue;
+        const char *sep = at == h->text ? "" : "; ";
+        if (rec->type == SCHED_ACTION_DISPATCH)
+            at += sprintf (at, "%s%u/%u %s %s", sep, rec->step, rec->attempt,
+                           rec->topic ? rec->topic : "-", rec->nodes);
+        else
+        if (rec->type == SCHED_ACTION_RESEND)
+            at += sprintf (at, "%sresend %u/%u %s", sep, rec->step,
+                           rec->attempt, rec->node);
+        else
+        if (rec->type == SCHED_ACTION_CANCEL)
+            at += sprintf (at, "%scancel %s", sep, rec->nodes);
+    }
+    return h->text;
+}
+
+//  How many EVENT actions since FROM match (NULL / -1 = any).
+static size_t
+s_events (harness_t *h, size_t from, const char *event, const char *node,
+          int step)
+{
+    size_t count = 0;
+    for (size_t index = from; index < h->log_count; index++) {
+        record_t *rec = &h->log [index];
+        if (rec->type != SCHED_ACTION_EVENT
+            || (event && strcmp (rec->event, event) != 0)
+            || (node && (!rec->node || strcmp (rec->node, node) != 0))
+            || (step >= 0 && rec->step != (uint32_t) step))
+            continue;
+        count++;
+    }
+    return count;
+}
+
+//  The detail of the last EVENT EVENT for NODE since FROM, or NULL.
+static const char *
+s_event_detail (harness_t *h, size_t from, const char *event,
+                const char *node)
+{
+    const char *detail = NULL;
+    for (size_t index = from; index < h->log_count; index++) {
+        record_t *rec = &h->log [index];
+        if (rec->type == SCHED_ACTION_EVENT && strcmp (rec->event, event) == 0
+            && (!node || (rec->node && strcmp (rec->node, node) == 0)))
+            detail = rec->detail;
+    }
+    return detail;
+}
+
+static size_t
+s_type_count (harness_t *h, size_t from, sched_action_type_t type)
+{
+    size_t count = 0;
+    for (size_t index = from; index < h->log_count; index++)
+        if (h->log [index].type == type)
+            count++;
+    return count;
+}
+
+static snapshot_t *
+s_finished (harness_t *h, const char *id)
+{
+    for (size_t index = 0; index < h->snap_count; index++)
+        if (strcmp (h->snaps [index].id, id) == 0)
+            return &h->snaps [index];
+    return NULL;
+}
+
+static ssize_t
+s_index_of (char *const *ids, size_t count, const char *node)
+{
+    for (size_t index = 0; index < count; index++)
+        if (strcmp (ids [index], node) == 0)
+            return (ssize_t) index;
+    return -1;
+}
+
+//  A cell's status, from the live job or its finished snapshot.
+static sched_cell_status_t
+s_cell_status (harness_t *h, const char *id, size_t step, const char *node)
+{
+    const sched_job_t *job = sched_job (h->sched, id);
+    if (job) {
+        ssize_t index = s_index_of (job->expected, job->expected_count, node);
+        assert_true (index >= 0);
+        return job->cells [step * job->expected_count + (size_t) index].status;
+    }
+    snapshot_t *snap = s_finished (h, id);
+    assert_non_null (snap);
+    ssize_t index = s_index_of (snap->expected, snap->expected_count, node);
+    assert_true (index >= 0);
+    return snap->cells [step * snap->expected_count + (size_t) index];
+}
+
+static const sched_cell_t *
+s_live_cell (harness_t *h, const char *id, size_t step, const char *node)
+{
+    const sched_job_t *job = sched_job (h->sched, id);
+    assert_non_null (job);
+    ssize_t index = s_index_of (job->expected, job->expected_count, node);
+    assert_true (index >= 0);
+    return &job->cells [step * job->expected_count + (size_t) index];
+}
+
+#define assert_cell(h, id, step, node, want)                          \
+    assert_string_equal (                                               \
+        sched_cell_status_name (s_cell_status (h, id, step, node)),     \
+        sched_cell_status_name (want))
+
+static void
+s_assert_outcome (harness_t *h, const char *id, sched_job_status_t status,
+                  const char *reason)
+{
+    snapshot_t *snap = s_finished (h, id);
+    assert_non_null (snap);
+    assert_string_equal (sched_job_status_name (snap->status),
+                         sched_job_status_name (status));
+    if (reason) {
+        assert_non_null (snap->reason);
+        assert_string_equal (snap->reason, reason);
+    }
+    else
+        assert_null (snap->reason);
+    assert_null (sched_job (h->sched, id));
+}
+
+//  ---------------------------------------------------------------------
+//  Specs by hand (malloc'd as the decoder makes them; job_spec_destroy
+//  frees them)
+
+static job_spec_t *
+s_spec (target_scope_t scope, const char *value, bool any,
+        job_strategy_t strategy)
+{
+    job_spec_t *spec = (job_spec_t *) calloc (1, sizeof (job_spec_t));
+    spec->target.scope = scope;
+    spec->target.any = any;
+    spec->target.value = s_dup (value);
+    if (scope == TARGET_NODE) {
+        char *copy = strdup (value);
+        char *save = NULL;
+        spec->target.nodes = (char **) calloc (16, sizeof (char *));
+        for (char *id = strtok_r (copy, ",", &save); id;
+             id = strtok_r (NULL, ",", &save))
+            spec->target.nodes [spec->target.node_count++] = strdup (id);
+        free (copy);
+    }
+    spec->strategy = strategy;
+    return spec;
+}
+
+static void
+s_leaf_init (job_phase_t *leaf, const char *backend, const char *action,
+             job_condition_t condition)
+{
+    memset (leaf, 0, sizeof (*leaf));
+    leaf->backend = strdup (backend);
+    leaf->action = strdup (action);
+    leaf->condition = condition;
+}
+
+//  Appends a top-level leaf; the pointer is valid until the next append.
+static job_phase_t *
+s_leaf (job_spec_t *spec, const char *backend, const char *action,
+        job_condition_t condition)
+{
+    spec->phases = (job_phase_t *) realloc (
+        spec->phases, (spec->phase_count + 1) * sizeof (job_phase_t));
+    job_phase_t *leaf = &spec->phases [spec->phase_count++];
+    s_leaf_init (leaf, backend, action, condition);
+    return leaf;
+}
+
+//  Appends an empty branch; returns its phase index.
+static size_t
+s_branch (job_spec_t *spec, job_condition_t condition)
+{
+    spec->phases = (job_phase_t *) realloc (
+        spec->phases, (spec->phase_count + 1) * sizeof (job_phase_t));
+    job_phase_t *branch = &spec->phases [spec->phase_count];
+    memset (branch, 0, sizeof (*branch));
+    branch->condition = condition;
+    return spec->phase_count++;
+}
+
+static job_phase_t *
+s_sub (job_spec_t *spec, size_t branch_index, const char *backend,
+       const char *action, job_condition_t condition)
+{
+    job_phase_t *branch = &spec->phases [branch_index];
+    branch->tasks = (job_phase_t *) realloc (
+        branch->tasks, (branch->task_count + 1) * sizeof (job_phase_t));
+    job_phase_t *leaf = &branch->tasks [branch->task_count++];
+    s_leaf_init (leaf, backend, action, condition);
+    return leaf;
+}
+
+//  ---------------------------------------------------------------------
+//  Events in (each drains the actions)
+
+static void
+s_submit (harness_t *h, const char *id, job_spec_t *spec)
+{
+    sched_job_t *job = sched_job_new (id, &spec);
+    assert_non_null (job);
+    assert_null (spec);
+    char reason [256] = "";
+    int rc = sched_submit (h->sched, &job, h->now, reason, sizeof (reason));
+    if (rc != 0)
+        print_error ("submit %s: %s\n", id, reason);
+    assert_int_equal (rc, 0);
+    assert_null (job);
+    s_drain (h);
+}
+
+static int
+s_ack (harness_t *h, const char *id, uint32_t step, uint32_t attempt,
+       const char *node)
+{
+    int rc = sched_on_ack (h->sched, id, step, attempt, node, h->now);
+    s_drain (h);
+    return rc;
+}
+
+static int
+s_started (harness_t *h, const char *id, uint32_t step, uint32_t attempt,
+           const char *node)
+{
+    int rc = sched_on_started (h->sched, id, step, attempt, node, h->now);
+    s_drain (h);
+    return rc;
+}
+
+static int
+s_result (harness_t *h, const char *id, uint32_t step, uint32_t attempt,
+          const char *node, const char *status, const char *error)
+{
+    proto_msg_t msg;
+    memset (&msg, 0, sizeof (msg));
+    msg.type = PROTO_RESULT;
+    msg.job = (char *) id;
+    msg.step = step;
+    msg.attempt = attempt;
+    msg.node = (char *) node;
+    msg.status = (char *) status;
+    msg.output = (char *) "out";
+    msg.error = (char *) (error ? error : "");
+    msg.exit_code = strcmp (status, "success") == 0 ? 0 : 1;
+    msg.duration_ms = 25;
+    int rc = sched_on_result (h->sched, &msg, h->now);
+    s_drain (h);
+    return rc;
+}
+
+//  The node takes its current attempt of STEP and reports STATUS.
+static void
+s_run (harness_t *h, const char *id, uint32_t step, const char *node,
+       const char *status)
+{
+    uint32_t attempt = s_live_cell (h, id, step, node)->attempt;
+    assert_true (attempt > 0);
+    assert_int_equal (s_ack (h, id, step, attempt, node), 0);
+    assert_int_equal (s_result (h, id, step, attempt, node, status,
+                                strcmp (status, "success") == 0 ? NULL
+                                                                : "boom"),
+                      0);
+}
+
+static void
+s_tick (harness_t *h, int64_t now)
+{
+    h->now = now;
+    assert_int_equal (sched_tick (h->sched, now), 0);
+    s_drain (h);
+}
+
+static const char *s_web3 [] = {"web-01:web", "web-02:web", "web-03:web",
+                                "db-01:db"};
+#define WEB "web-01,web-02,web-03"
+
+//  ---------------------------------------------------------------------
+//  Tests
+
+static void
+test_sched_status_names (void **state)
+{
+    for (int status = SCHED_JOB_PENDING; status <= SCHED_JOB_CANCELLED;
+         status++) {
+        sched_job_status_t back;
+        const char *name = sched_job_status_name ((sched_job_status_t) status);
+        assert_int_equal (sched_job_status_parse (name, &back), 0);
+        assert_int_equal (back, status);
+    }
+    for (int status = SCHED_CELL_PENDING; status <= SCHED_CELL_RETRY_WAIT;
+         status++) {
+        sched_cell_status_t back;
+        const char *name
+            = sched_cell_status_name ((sched_cell_status_t) status);
+        assert_int_equal (sched_cell_status_parse (name, &back), 0);
+        assert_int_equal (back, status);
+    }
+    assert_string_equal (sched_job_status_name (SCHED_JOB_PARTIAL_FAILURE),
+                         "partial_failure");
+    assert_string_equal (sched_cell_status_name (SCHED_CELL_RETRY_WAIT),
+                         "retry_wait");
+    sched_job_status_t job_status;
+    assert_int_equal (sched_job_status_parse ("done", &job_status), -1);
+    assert_int_equal (sched_job_status_parse (NULL, &job_status), -1);
+    assert_true (sched_job_status_final (SCHED_JOB_CANCELLED));
+    assert_false (sched_job_status_final (SCHED_JOB_RUNNING));
+    assert_true (sched_cell_status_final (SCHED_CELL_OFFLINE));
+    assert_false (sched_cell_status_final (SCHED_CELL_RETRY_WAIT));
+    assert_false (sched_cell_status_final (SCHED_CELL_PENDING));
+}
+
+//  R1: at most max_concurrent running, at most max_pending queued; the
+//  next starts at once when one finishes.
+static void
+test_sched_admission_limits (void **state)
+{
+    harness_t *h = s_harness_new (s_web3, 4);
+    h->config.max_concurrent = 1;
+    h->config.max_pending = 2;
+    s_start (h);
+    const char *ids [] = {"j-a", "j-b", "j-c"};
+    for (size_t index = 0; index < 3; index++) {
+        job_spec_t *spec = s_spec (TARGET_NODE, "db-01", false,
+                                   JOB_STRATEGY_FAIL_FAST);
+        s_leaf (spec, "test", "echo", JOB_COND_ALWAYS);
+        s_submit (h, ids [index], spec);
+    }
+    assert_int_equal (sched_running_count (h->sched), 1);
+    assert_int_equal (sched_pending_count (h->sched), 2);
+    assert_int_equal (sched_job (h->sched, "j-b")->status, SCHED_JOB_PENDING);
+
+    job_spec_t *spec = s_spec (TARGET_NODE, "db-01", false,
+                               JOB_STRATEGY_FAIL_FAST);
+    s_leaf (spec, "test", "echo", JOB_COND_ALWAYS);
+    sched_job_t *job = sched_job_new ("j-d", &spec);
+    char reason [128] = "";
+    assert_int_equal (sched_submit (h->sched, &job, h->now, reason,
+                                    sizeof (reason)),
+                      -1);
+    assert_string_equal (reason, "queue full: 2 jobs pending (max_pending)");
+    assert_non_null (job);           //  Refused: the caller keeps it
+    sched_job_destroy (&job);
+    assert_null (job);
+    assert_null (sched_job (h->sched, "j-d"));
+
+    //  A duplicate id is refused too
+    spec = s_spec (TARGET_NODE, "db-01", false, JOB_STRATEGY_FAIL_FAST);
+    s_leaf (spec, "test", "echo", JOB_COND_ALWAYS);
+    job = sched_job_new ("j-a", &spec);
+    assert_int_equal (sched_submit (h->sched, &job, h->now, reason,
+                                    sizeof (reason)),
+                      -1);
+    assert_string_equal (reason, "job j-a already exists");
+    sched_job_destroy (&job);
+
+    size_t mark = h->log_count;
+    s_run (h, "j-a", 0, "db-01", "success");
+    s_assert_outcome (h, "j-a", SCHED_JOB_COMPLETED, NULL);
+    //  j-b started at once, in the same call
+    assert_string_equal (s_sends (h, mark, NULL), "0/1 - db-01");
+    assert_int_equal (sched_job (h->sched, "j-b")->status, SCHED_JOB_RUNNING);
+    assert_int_equal (sched_running_count (h->sched), 1);
+    assert_int_equal (sched_pending_count (h->sched), 1);
+    s_harness_destroy (&h);
+}
+
+//  R1: the queue is ordered by priority (higher first), then age.
+static void
+test_sched_admission_priority_and_age (void **state)
+{
+    harness_t *h = s_harness_new (s_web3, 4);
+    h->config.max_concurrent = 1;
+    s_start (h);
+    const char *ids [] = {"j-run", "j-low-old", "j-high-old", "j-low-new",
+                          "j-high-new", "j-neg"};
+    int priorities [] = {0, 0, 5, 0, 5, -3};
+    for (size_t index = 0; index < 6; index++) {
+        job_spec_t *spec = s_spec (TARGET_NODE, "db-01", false,
+                                   JOB_STRATEGY_FAIL_FAST);
+        spec->priority = priorities [index];
+        s_leaf (spec, "test", "echo", JOB_COND_ALWAYS);
+        s_submit (h, ids [index], spec);
+        h->now += 10;
+    }
+    const char *order [] = {"j-run", "j-high-old", "j-high-new", "j-low-old",
+                            "j-low-new", "j-neg"};
+    for (size_t index = 0; index < 6; index++) {
+        const sched_job_t *job = sched_job (h->sched, order [index]);
+        assert_non_null (job);
+        assert_int_equal (job->status, SCHED_JOB_RUNNING);
+        assert_int_equal (sched_running_count (h->sched), 1);
+        s_run (h, order [index], 0, "db-01", "success");
+        s_assert_outcome (h, order [index], SCHED_JOB_COMPLETED, NULL);
+    }
+    assert_int_equal (sched_pending_count (h->sched), 0);
+    assert_int_equal (sched_running_count (h->sched), 0);
+    s_harness_destroy (&h);
+}
+
+//  R1: a queued job waits for a free slot; a tick admits it when a slot
+//  is free (after a restore, for instance) and next_deadline says so.
+static void
+test_sched_admission_on_tick (void **state)
+{
+    harness_t *h = s_harness_new (s_web3, 4);
+    h->config.max_concurrent = 1;
+    s_start (h);
+    job_spec_t *spec = s_spec (TARGET_NODE, "db-01", false,
+                               JOB_STRATEGY_FAIL_FAST);
+    s_leaf (spec, "test", "echo", JOB_COND_ALWAYS);
+    sched_job_t *job = sched_job_new ("j-restored", &spec);
+    assert_int_equal (sched_restore (h->sched, &job, h->now), 0);
+    assert_null (job);
+    s_drain (h);
+    assert_int_equal (sched_pending_count (h->sched), 1);
+    assert_int_equal (sched_next_deadline_ms (h->sched), h->now);
+    size_t mark = h->log_count;
+    s_tick (h, h->now + 1);
+    assert_string_equal (s_sends (h, mark, NULL), "0/1 - db-01");
+    assert_int_equal (sched_pending_count (h->sched), 0);
+    assert_int_equal (sched_running_count (h->sched), 1);
+    s_harness_destroy (&h);
+}
+
+//  R2: no node matches: the job fails at once with a reason.
+static void
+test_sched_start_no_node (void **state)
+{
+    harness_t *h = s_harness_new (s_web3, 4);
+    s_start (h);
+    job_spec_t *spec = s_spec (TARGET_GROUP, "nosuch", false,
+                               JOB_STRATEGY_FAIL_FAST);
+    s_leaf (spec, "test", "echo", JOB_COND_ALWAYS);
+    s_submit (h, "j-none", spec);
+    s_assert_outcome (h, "j-none", SCHED_JOB_FAILED,
+                      "no online node matches group:nosuch");
+    assert_int_equal (s_type_count (h, 0, SCHED_ACTION_DISPATCH), 0);
+    assert_int_equal (sched_running_count (h->sched), 0);
+    //  Offline nodes do not match either
+    h->fleet [3].online = false;
+    spec = s_spec (TARGET_NODE, "db-01", false, JOB_STRATEGY_FAIL_FAST);
+    s_leaf (spec, "test", "echo", JOB_COND_ALWAYS);
+    s_submit (h, "j-off", spec);
+    s_assert_outcome (h, "j-off", SCHED_JOB_FAILED,
+                      "no online node matches node:db-01");
+    s_harness_destroy (&h);
+}
+
+//  R2: `any` picks one node and rotates through the candidates; its
+//  dispatch goes to that node's own topic.
+static void
+test_sched_any_target_rotates (void **state)
+{
+    harness_t *h = s_harness_new (s_web3, 4);
+    s_start (h);
+    const char *ids [] = {"j-1", "j-2", "j-3", "j-4"};
+    const char *want [] = {"0/1 - web-01", "0/1 - web-02", "0/1 - web-03",
+                           "0/1 - web-01"};
+    for (size_t index = 0; index < 4; index++) {
+        size_t mark = h->log_count;
+        job_spec_t *spec = s_spec (TARGET_GROUP, "web", true,
+                                   JOB_STRATEGY_FAIL_FAST);
+        s_leaf (spec, "test", "echo", JOB_COND_ALWAYS);
+        s_submit (h, ids [index], spec);
+        assert_string_equal (s_sends (h, mark, NULL), want [index]);
+        assert_int_equal (sched_job (h->sched, ids [index])->expected_count, 1);
+    }
+    s_run (h, "j-2", 0, "web-02", "success");
+    s_assert_outcome (h, "j-2", SCHED_JOB_COMPLETED, NULL);
+    s_harness_destroy (&h);
+}
+
+//  R2, R15: start allocates sorted expected x steps cells, all pending,
+//  and the actions come in the documented order.
+static void
+test_sched_start_actions (void **state)
+{
+    const char *fleet [] = {"web-03:web", "web-01:web", "web-02:web"};
+    harness_t *h = s_harness_new (fleet, 3);
+    s_start (h);
+    job_spec_t *spec = s_spec (TARGET_GROUP, "web", false,
+                               JOB_STRATEGY_FAIL_FAST);
+    s_leaf (spec, "apt", "update", JOB_COND_ALWAYS);
+    s_leaf (spec, "apt", "install", JOB_COND_ALWAYS);
+    s_submit (h, "j-1", spec);
+    const sched_job_t *job = sched_job (h->sched, "j-1");
+    assert_int_equal (job->status, SCHED_JOB_RUNNING);
+    assert_int_equal (job->expected_count, 3);
+    assert_string_equal (job->expected [0], "web-01");
+    assert_string_equal (job->expected [1], "web-02");
+    assert_string_equal (job->expected [2], "web-03");
+    assert_int_equal (job->step_count, 2);
+    for (size_t index = 0; index < 3; index++) {
+        assert_int_equal (job->cells [index].status, SCHED_CELL_DISPATCHED);
+        assert_int_equal (job->cells [index].attempt, 1);
+        assert_int_equal (job->cells [3 + index].status, SCHED_CELL_PENDING);
+        assert_int_equal (job->cells [3 + index].attempt, 0);
+    }
+    //  SAVE_JOB, EVENT submitted, SAVE_JOB, EVENT started, then the step
+    assert_int_equal (h->log [0].type, SCHED_ACTION_SAVE_JOB);
+    assert_int_equal (h->log [1].type, SCHED_ACTION_EVENT);
+    assert_string_equal (h->log [1].event, "submitted");
+    assert_int_equal (h->log [2].type, SCHED_ACTION_SAVE_JOB);
+    assert_int_equal (h->log [3].type, SCHED_ACTION_EVENT);
+    assert_string_equal (h->log [3].event, "started");
+    assert_int_equal (s_type_count (h, 0, SCHED_ACTION_SAVE_CELL), 3);
+    assert_int_equal (s_type_count (h, 0, SCHED_ACTION_DISPATCH), 1);
+    //  One dispatched event for the broadcast: job-level, "to N nodes"
+    assert_int_equal (s_events (h, 0, "dispatched", NULL, 0), 1);
+    assert_string_equal (s_event_detail (h, 0, "dispatched", NULL),
+                         "to 3 nodes");
+    record_t *last = &h->log [h->log_count - 1];
+    assert_int_equal (last->type, SCHED_ACTION_EVENT);
+    assert_null (last->node);
+    s_harness_destroy (&h);
+}
+
+//  R3: steps are numbered depth-first: [leaf, pipeline[leaf, leaf], leaf]
+//  gives 0, 1, 2, 3.
+static void
+test_sched_step_numbering (void **state)
+{
+    harness_t *h = s_harness_new (s_web3, 4);
+    s_start (h);
+    job_spec_t *spec = s_spec (TARGET_NODE, "db-01", false,
+                               JOB_STRATEGY_FAIL_FAST);
+    s_leaf (spec, "test", "echo", JOB_COND_ALWAYS);
+    size_t branch = s_branch (spec, JOB_COND_ALWAYS);
+    s_sub (spec, branch, "apt", "update", JOB_COND_ALWAYS);
+    s_sub (spec, branch, "apt", "install", JOB_COND_ALWAYS);
+    s_leaf (spec, "systemd", "start", JOB_COND_ALWAYS);
+    s_submit (h, "j-1", spec);
+    assert_int_equal (sched_job (h->sched, "j-1")->step_count, 4);
+    for (uint32_t step = 0; step < 4; step++)
+        s_run (h, "j-1", step, "db-01", "success");
+    assert_string_equal (s_sends (h, 0, NULL),
+                         "0/1 - db-01; 1/1 - db-01; 2/1 - db-01; 3/1 - db-01");
+    s_assert_outcome (h, "j-1", SCHED_JOB_COMPLETED, NULL);
+    assert_int_equal (s_finished (h, "j-1")->step, 4);
+    s_harness_destroy (&h);
+}
+
+//  R4: a barrier waits for its slowest node.
+static void
+test_sched_barrier_waits_for_slowest (void **state)
+{
+    harness_t *h = s_harness_new (s_web3, 4);
+    s_start (h);
+    job_spec_t *spec = s_spec (TARGET_GROUP, "web", false,
+                               JOB_STRATEGY_FAIL_FAST);
+    s_leaf (spec, "apt", "update", JOB_COND_ALWAYS);
+    s_leaf (spec, "apt", "upgrade", JOB_COND_ALWAYS);
+    s_submit (h, "j-1", spec);
+    size_t mark = h->log_count;
+    s_run (h, "j-1", 0, "web-03", "success");
+    s_run (h, "j-1", 0, "web-01", "success");
+    assert_int_equal (s_ack (h, "j-1", 0, 1, "web-02"), 0);
+    h->now += 60000;
+    s_tick (h, h->now);            //  Time alone does not move a barrier
+    assert_string_equal (s_sends (h, mark, NULL), "");
+    assert_int_equal (sched_job (h->sched, "j-1")->step, 0);
+    assert_cell (h, "j-1", 1, "web-01", SCHED_CELL_PENDING);
+    assert_int_equal (s_result (h, "j-1", 0, 1, "web-02", "success", NULL), 0);
+    assert_string_equal (s_sends (h, mark, NULL), "1/1 group/web/ " WEB);
+    assert_int_equal (sched_job (h->sched, "j-1")->step, 1);
+    s_harness_destroy (&h);
+}
+
+//  R4 and R15: GRID's flat example: step 0 to all three on the group
+//  topic, step 1 only after 3/3, then the job completes; the last three
+//  actions are SAVE_JOB, EVENT finished, FINISHED.
+static void
+test_sched_grid_flat_example (void **state)
+{
+    harness_t *h = s_harness_new (s_web3, 4);
+    s_start (h);
+    job_spec_t *spec = s_spec (TARGET_GROUP, "web", false,
+                               JOB_STRATEGY_FAIL_FAST);
+    s_leaf (spec, "apt", "install", JOB_COND_ALWAYS);
+    s_leaf (spec, "systemd", "restart", JOB_COND_ALWAYS);
+    s_submit (h, "j1", spec);
+    assert_string_equal (s_sends (h, 0, NULL), "0/1 group/web/ " WEB);
+    size_t mark = h->log_count;
+    s_run (h, "j1", 0, "web-01", "success");
+    s_run (h, "j1", 0, "web-02", "success");
+    assert_string_equal (s_sends (h, mark, NULL), "");
+    s_run (h, "j1", 0, "web-03", "success");
+    assert_string_equal (s_sends (h, mark, NULL), "1/1 group/web/ " WEB);
+    s_run (h, "j1", 1, "web-01", "success");
+    s_run (h, "j1", 1, "web-02", "success");
+    s_run (h, "j1", 1, "web-03", "success");
+    assert_string_equal (s_sends (h, 0, NULL),
+                         "0/1 group/web/ " WEB "; 1/1 group/web/ " WEB);
+    s_assert_outcome (h, "j1", SCHED_JOB_COMPLETED, NULL);
+    size_t n = h->log_count;
+    assert_int_equal (h->log [n - 3].type, SCHED_ACTION_SAVE_JOB);
+    assert_int_equal (h->log [n - 2].type, SCHED_ACTION_EVENT);
+    assert_string_equal (h->log [n - 2].event, "finished");
+    assert_string_equal (h->log [n - 2].detail, "completed");
+    assert_int_equal (h->log [n - 1].type, SCHED_ACTION_FINISHED);
+    //  Every cell change was saved: 6 cells x (dispatched, acknowledged,
+    //  success)
+    assert_int_equal (s_type_count (h, 0, SCHED_ACTION_SAVE_CELL), 18);
+    assert_int_equal (s_events (h, 0, "acknowledged", NULL, -1), 6);
+    assert_int_equal (s_events (h, 0, "succeeded", NULL, -1), 6);
+    assert_int_equal (s_events (h, 0, "finished", NULL, -1), 1);
+    assert_int_equal (sched_running_count (h->sched), 0);
+    s_harness_destroy (&h);
+}
+
+//  R5 and R3: GRID's hierarchical example: per-node sub-steps interleave
+//  as results arrive, then the barrier step 3 goes out on the group topic.
+static void
+test_sched_grid_hierarchical_example (void **state)
+{
+    const char *fleet [] = {"web-01:web", "web-02:web"};
+    harness_t *h = s_harness_new (fleet, 2);
+    s_start (h);
+    job_spec_t *spec = s_spec (TARGET_GROUP, "web", false,
+                               JOB_STRATEGY_FAIL_FAST);
+    size_t branch = s_branch (spec, JOB_COND_ALWAYS);
+    s_sub (spec, branch, "apt", "update", JOB_COND_ALWAYS);
+    s_sub (spec, branch, "apt", "install", JOB_COND_ALWAYS);
+    s_sub (spec, branch, "systemd", "enable", JOB_COND_ALWAYS);
+    s_leaf (spec, "systemd", "start", JOB_COND_ALWAYS);
+    s_submit (h, "j2", spec);
+    assert_string_equal (s_sends (h, 0, NULL), "0/1 - web-01; 0/1 - web-02");
+    size_t mark = h->log_count;
+    s_run (h, "j2", 0, "web-01", "success");
+    assert_string_equal (s_sends (h, mark, NULL), "1/1 - web-01");
+    s_run (h, "j2", 1, "web-01", "success");
+    assert_string_equal (s_sends (h, mark, NULL),
+                         "1/1 - web-01; 2/1 - web-01");
+    assert_int_equal (sched_job (h->sched, "j2")->step, 0);
+    s_run (h, "j2", 0, "web-02", "success");
+    assert_int_equal (sched_job (h->sched, "j2")->step, 1);
+    s_run (h, "j2", 2, "web-01", "success");
+    s_run (h, "j2", 1, "web-02", "success");
+    assert_int_equal (sched_job (h->sched, "j2")->step, 2);
+    s_run (h, "j2", 2, "web-02", "success");
+    assert_int_equal (sched_job (h->sched, "j2")->step, 3);
+    assert_string_equal (s_sends (h, 0, NULL),
+                         "0/1 - web-01; 0/1 - web-02; "
+                         "1/1 - web-01; 2/1 - web-01; 1/1 - web-02; "
+                         "2/1 - web-02; 3/1 group/web/ web-01,web-02");
+    s_run (h, "j2", 3, "web-01", "success");
+    s_run (h, "j2", 3, "web-02", "success");
+    s_assert_outcome (h, "j2", SCHED_JOB_COMPLETED, NULL);
+    s_harness_destroy (&h);
+}
+
+//  R5: in a pipeline a node moves on at once, however far behind the
+//  others are, and never waits for them.
+static void
+test_sched_pipeline_node_advances (void **state)
+{
+    harness_t *h = s_harness_new (s_web3, 4);
+    s_start (h);
+    job_spec_t *spec = s_spec (TARGET_GROUP, "web", false,
+                               JOB_STRATEGY_FAIL_FAST);
+    size_t branch = s_branch (spec, JOB_COND_ALWAYS);
+    s_sub (spec, branch, "test", "one", JOB_COND_ALWAYS);
+    s_sub (spec, branch, "test", "two", JOB_COND_ALWAYS);
+    s_submit (h, "j-1", spec);
+    size_t mark = h->log_count;
+    s_run (h, "j-1", 0, "web-02", "success");
+    assert_string_equal (s_sends (h, mark, NULL), "1/1 - web-02");
+    s_run (h, "j-1", 1, "web-02", "success");
+    assert_cell (h, "j-1", 1, "web-02", SCHED_CELL_SUCCESS);
+    assert_cell (h, "j-1", 0, "web-01", SCHED_CELL_DISPATCHED);
+    assert_int_equal (sched_job (h->sched, "j-1")->status, SCHED_JOB_RUNNING);
+    s_run (h, "j-1", 0, "web-01", "success");
+    s_run (h, "j-1", 0, "web-03", "success");
+    s_run (h, "j-1", 1, "web-03", "success");
+    s_run (h, "j-1", 1, "web-01", "success");
+    s_assert_outcome (h, "j-1", SCHED_JOB_COMPLETED, NULL);
+    s_harness_destroy (&h);
+}
+
+//  R6 (top level) and R8: under continue, on_success is skipped after a
+//  failure (a fine skip), on_failure runs on the nodes still in.
+static void
+test_sched_conditions_top_level (void **state)
+{
+    harness_t *h = s_harness_new (s_web3, 4);
+    s_start (h);
+    job_spec_t *spec = s_spec (TARGET_GROUP, "web", false,
+                               JOB_STRATEGY_CONTINUE);
+    s_leaf (spec, "test", "check", JOB_COND_ALWAYS);
+    s_leaf (spec, "test", "notify", JOB_COND_ON_SUCCESS);
+    s_leaf (spec, "test", "repair", JOB_COND_ON_FAILURE);
+    s_leaf (spec, "test", "report", JOB_COND_ALWAYS);
+    s_submit (h, "j-1", spec);
+    s_run (h, "j-1", 0, "web-01", "success");
+    s_run (h, "j-1", 0, "web-02", "failed");
+    size_t mark = h->log_count;
+    s_run (h, "j-1", 0, "web-03", "success");
+    //  Step 1 skipped (condition), step 2 sent to the two nodes still in
+    assert_string_equal (s_sends (h, mark, NULL),
+                         "2/1 group/web/ web-01,web-03");
+    assert_cell (h, "j-1", 1, "web-01", SCHED_CELL_SKIPPED);
+    assert_cell (h, "j-1", 1, "web-02", SCHED_CELL_SKIPPED);
+    assert_cell (h, "j-1", 1, "web-03", SCHED_CELL_SKIPPED);
+    assert_int_equal (s_events (h, mark, "skipped", NULL, 1), 1);
+    assert_string_equal (s_event_detail (h, mark, "skipped", NULL),
+                         "2 nodes: condition on_success not met");
+    s_run (h, "j-1", 2, "web-01", "success");
+    s_run (h, "j-1", 2, "web-03", "success");
+    s_run (h, "j-1", 3, "web-01", "success");
+    s_run (h, "j-1", 3, "web-03", "success");
+    s_assert_outcome (h, "j-1", SCHED_JOB_PARTIAL_FAILURE,
+                      "1 of 3 nodes failed at step 0 (test check)");
+
+    //  Nothing failed: on_failure is skipped, and that is fine
+    spec = s_spec (TARGET_GROUP, "web", false, JOB_STRATEGY_CONTINUE);
+    s_leaf (spec, "test", "check", JOB_COND_ALWAYS);
+    s_leaf (spec, "test", "repair", JOB_COND_ON_FAILURE);
+    s_leaf (spec, "test", "notify", JOB_COND_ON_SUCCESS);
+    s_submit (h, "j-2", spec);
+    mark = h->log_count;
+    s_run (h, "j-2", 0, "web-01", "success");
+    s_run (h, "j-2", 0, "web-02", "success");
+    s_run (h, "j-2", 0, "web-03", "success");
+    assert_string_equal (s_sends (h, mark, NULL), "2/1 group/web/ " WEB);
+    assert_cell (h, "j-2", 1, "web-02", SCHED_CELL_SKIPPED);
+    s_run (h, "j-2", 2, "web-01", "success");
+    s_run (h, "j-2", 2, "web-02", "success");
+    s_run (h, "j-2", 2, "web-03", "success");
+    s_assert_outcome (h, "j-2", SCHED_JOB_COMPLETED, NULL);
+    s_harness_destroy (&h);
+}
+
+//  R6 (inside a pipeline): conditions see failures from before the
+//  pipeline and on the same node earlier in it; a branch has its own
+//  condition too.
+static void
+test_sched_conditions_in_pipeline (void **state)
+{
+    harness_t *h = s_harness_new (s_web3, 4);
+    s_start (h);
+    job_spec_t *spec = s_spec (TARGET_GROUP, "web", false,
+                               JOB_STRATEGY_CONTINUE);
+    size_t branch = s_branch (spec, JOB_COND_ALWAYS);
+    s_sub (spec, branch, "test", "install", JOB_COND_ALWAYS);      //  0
+    s_sub (spec, branch, "test", "verify", JOB_COND_ON_SUCCESS);   //  1
+    s_sub (spec, branch, "test", "undo", JOB_COND_ON_FAILURE);     //  2
+    s_sub (spec, branch, "test", "log", JOB_COND_ALWAYS);          //  3
+    branch = s_branch (spec, JOB_COND_ON_FAILURE);
+    s_sub (spec, branch, "test", "alert", JOB_COND_ALWAYS);        //  4
+    s_sub (spec, branch, "test", "page", JOB_COND_ON_SUCCESS);     //  5
+    s_submit (h, "j-1", spec);
+    size_t mark = h->log_count;
+    s_run (h, "j-1", 0, "web-02", "failed");
+    //  web-02 failed: verify skipped, its rollback (undo) runs
+    assert_string_equal (s_sends (h, mark, NULL), "2/1 - web-02");
+    assert_cell (h, "j-1", 1, "web-02", SCHED_CELL_SKIPPED);
+    //  ... and its later phases are already skipped (continue drops it)
+    assert_cell (h, "j-1", 4, "web-02", SCHED_CELL_SKIPPED);
+    assert_cell (h, "j-1", 5, "web-02", SCHED_CELL_SKIPPED);
+    mark = h->log_count;
+    s_run (h, "j-1", 0, "web-01", "success");
+    //  web-01 did not fail: verify runs; undo will be skipped
+    assert_string_equal (s_sends (h, mark, NULL), "1/1 - web-01");
+    s_run (h, "j-1", 2, "web-02", "success");
+    //  After a failure on the node, `always` sub-steps stop too
+    assert_cell (h, "j-1", 3, "web-02", SCHED_CELL_SKIPPED);
+    s_run (h, "j-1", 1, "web-01", "success");
+    assert_cell (h, "j-1", 2, "web-01", SCHED_CELL_SKIPPED);
+    s_run (h, "j-1", 3, "web-01", "success");
+    s_run (h, "j-1", 0, "web-03", "success");
+    s_run (h, "j-1", 1, "web-03", "success");
+    mark = h->log_count;
+    s_run (h, "j-1", 3, "web-03", "success");
+    //  The on_failure branch runs (web-02 failed before it) on the nodes
+    //  still in; inside it, on_success sees that earlier failure
+    assert_string_equal (s_sends (h, mark, NULL),
+                         "4/1 - web-01; 4/1 - web-03");
+    s_run (h, "j-1", 4, "web-01", "success");
+    s_run (h, "j-1", 4, "web-03", "success");
+    assert_cell (h, "j-1", 5, "web-01", SCHED_CELL_SKIPPED);
+    assert_cell (h, "j-1", 5, "web-03", SCHED_CELL_SKIPPED);
+    s_assert_outcome (h, "j-1", SCHED_JOB_PARTIAL_FAILURE,
+                      "1 of 3 nodes failed at step 0 (test install)");
+
+    //  No failure at all: the on_failure branch is skipped and it is fine
+    spec = s_spec (TARGET_NODE, "db-01", false, JOB_STRATEGY_CONTINUE);
+    s_leaf (spec, "test", "check", JOB_COND_ALWAYS);
+    branch = s_branch (spec, JOB_COND_ON_FAILURE);
+    s_sub (spec, branch, "test", "alert", JOB_COND_ALWAYS);
+    s_submit (h, "j-2", spec);
+    s_run (h, "j-2", 0, "db-01", "success");
+    assert_cell (h, "j-2", 1, "db-01", SCHED_CELL_SKIPPED);
+    s_assert_outcome (h, "j-2", SCHED_JOB_COMPLETED, NULL);
+    s_harness_destroy (&h);
+}
+
+//  R7 and the third GRID example: fail-fast skips everything but
+//  on_failure, and the rollback runs on every node that took part and is
+//  still reachable.
+static void
+test_sched_fail_fast_rollback (void **state)
+{
+    const char *fleet [] = {"web-01:web", "web-02:web", "web-03:web"};
+    harness_t *h = s_harness_new (fleet, 3);
+    s_start (h);
+    //  All succeed: the rollback is skipped and the job completes
+    job_spec_t *spec = s_spec (TARGET_ALL, NULL, false, JOB_STRATEGY_FAIL_FAST);
+    s_leaf (spec, "apt", "install", JOB_COND_ALWAYS);
+    s_leaf (spec, "systemd", "start", JOB_COND_ALWAYS);
+    size_t branch = s_branch (spec, JOB_COND_ON_FAILURE);
+    s_sub (spec, branch, "apt", "remove", JOB_COND_ALWAYS);
+    s_submit (h, "j-ok", spec);
+    for (uint32_t step = 0; step < 2; step++) {
+        s_run (h, "j-ok", step, "web-01", "success");
+        s_run (h, "j-ok", step, "web-02", "success");
+        s_run (h, "j-ok", step, "web-03", "success");
+    }
+    assert_string_equal (s_sends (h, 0, NULL),
+                         "0/1 all/ " WEB "; 1/1 all/ " WEB);
+    assert_cell (h, "j-ok", 2, "web-01", SCHED_CELL_SKIPPED);
+    s_assert_outcome (h, "j-ok", SCHED_JOB_COMPLETED, NULL);
+
+    //  web-02 fails the install: start is skipped on all, remove runs on
+    //  all three (all took part), and the job fails
+    spec = s_spec (TARGET_ALL, NULL, false, JOB_STRATEGY_FAIL_FAST);
+    s_leaf (spec, "apt", "install", JOB_COND_ALWAYS);
+    s_leaf (spec, "systemd", "start", JOB_COND_ALWAYS);
+    branch = s_branch (spec, JOB_COND_ON_FAILURE);
+    s_sub (spec, branch, "apt", "remove", JOB_COND_ALWAYS);
+    s_leaf (spec, "test", "notify", JOB_COND_ON_SUCCESS);
+    s_submit (h, "j-bad", spec);
+    size_t mark = h->log_count;
+    s_run (h, "j-bad", 0, "web-02", "failed");
+    s_run (h, "j-bad", 0, "web-01", "success");
+    assert_string_equal (s_sends (h, mark, NULL), "");
+    s_run (h, "j-bad", 0, "web-03", "success");
+    assert_string_equal (s_sends (h, mark, NULL),
+                         "2/1 - web-01; 2/1 - web-02; 2/1 - web-03");
+    assert_cell (h, "j-bad", 1, "web-01", SCHED_CELL_SKIPPED);
+    assert_cell (h, "j-bad", 1, "web-02", SCHED_CELL_SKIPPED);
+    assert_string_equal (s_event_detail (h, mark, "skipped", NULL),
+                         "3 nodes: fail-fast: an earlier step failed");
+    s_run (h, "j-bad", 2, "web-01", "success");
+    s_run (h, "j-bad", 2, "web-02", "success");
+    s_run (h, "j-bad", 2, "web-03", "success");
+    assert_cell (h, "j-bad", 3, "web-03", SCHED_CELL_SKIPPED);
+    s_assert_outcome (h, "j-bad", SCHED_JOB_FAILED,
+                      "3 of 3 nodes failed, first at step 0 (apt install)");
+
+    //  A node lost during the failing step gets no rollback
+    spec = s_spec (TARGET_ALL, NULL, false, JOB_STRATEGY_FAIL_FAST);
+    s_leaf (spec, "apt", "install", JOB_COND_ALWAYS);
+    s_leaf (spec, "apt", "remove", JOB_COND_ON_FAILURE);
+    s_submit (h, "j-lost", spec);
+    mark = h->log_count;
+    assert_int_equal (sched_on_node_offline (h->sched, "web-03", h->now), 0);
+    s_drain (h);
+    s_run (h, "j-lost", 0, "web-01", "success");
+    s_run (h, "j-lost", 0, "web-02", "success");
+    assert_string_equal (s_sends (h, mark, NULL),
+                         "1/1 all/ web-01,web-02");
+    assert_cell (h, "j-lost", 0, "web-03", SCHED_CELL_LOST);
+    assert_cell (h, "j-lost", 1, "web-03", SCHED_CELL_SKIPPED);
+    s_run (h, "j-lost", 1, "web-01", "success");
+    s_run (h, "j-lost", 1, "web-02", "success");
+    s_assert_outcome (h, "j-lost", SCHED_JOB_PARTIAL_FAILURE,
+                      "1 of 3 nodes failed at step 0 (apt install)");
+    s_harness_destroy (&h);
+}
+
+//  R7: fail-fast inside a pipeline: the failing node stops; the others
+//  finish their current sub-step and stop there.
+static void
+test_sched_fail_fast_in_pipeline (void **state)
+{
+    harness_t *h = s_harness_new (s_web3, 4);
+    s_start (h);
+    job_spec_t *spec = s_spec (TARGET_GROUP, "web", false,
+                               JOB_STRATEGY_FAIL_FAST);
+    size_t branch = s_branch (spec, JOB_COND_ALWAYS);
+    s_sub (spec, branch, "test", "one", JOB_COND_ALWAYS);     //  0
+    s_sub (spec, branch, "test", "two", JOB_COND_ALWAYS);     //  1
+    s_sub (spec, branch, "test", "three", JOB_COND_ALWAYS);   //  2
+    s_leaf (spec, "test", "after", JOB_COND_ALWAYS);          //  3
+    s_leaf (spec, "test", "rollback", JOB_COND_ON_FAILURE);   //  4
+    s_submit (h, "j-1", spec);
+    s_run (h, "j-1", 0, "web-03", "success");    //  web-03 is ahead, at 1
+    size_t mark = h->log_count;
+    s_run (h, "j-1", 0, "web-01", "failed");
+    assert_string_equal (s_sends (h, mark, NULL), "");
+    assert_cell (h, "j-1", 1, "web-01", SCHED_CELL_SKIPPED);
+    assert_cell (h, "j-1", 2, "web-01", SCHED_CELL_SKIPPED);
+    s_run (h, "j-1", 0, "web-02", "success");    //  finishes 0, stops
+    assert_cell (h, "j-1", 1, "web-02", SCHED_CELL_SKIPPED);
+    assert_string_equal (s_sends (h, mark, NULL), "");
+    s_run (h, "j-1", 1, "web-03", "success");    //  finishes 1, stops
+    assert_cell (h, "j-1", 2, "web-03", SCHED_CELL_SKIPPED);
+    assert_cell (h, "j-1", 3, "web-03", SCHED_CELL_SKIPPED);
+    assert_string_equal (s_sends (h, mark, NULL), "4/1 group/web/ " WEB);
+    s_run (h, "j-1", 4, "web-01", "success");
+    s_run (h, "j-1", 4, "web-02", "success");
+    s_run (h, "j-1", 4, "web-03", "success");
+    s_assert_outcome (h, "j-1", SCHED_JOB_FAILED,
+                      "3 of 3 nodes failed, first at step 0 (test one)");
+    s_harness_destroy (&h);
+}
+
+//  R7 and R8: continue drops the failed node (its later cells read
+//  skipped at once), the others go on, the job ends partial_failure;
+//  when every node fails the job fails.
+static void
+test_sched_continue_drops_failed (void **state)
+{
+    harness_t *h = s_harness_new (s_web3, 4);
+    s_start (h);
+    job_spec_t *spec = s_spec (TARGET_GROUP, "web", false,
+                               JOB_STRATEGY_CONTINUE);
+    s_leaf (spec, "apt", "update", JOB_COND_ALWAYS);
+    s_leaf (spec, "apt", "install", JOB_COND_ALWAYS);
+    s_leaf (spec, "systemd", "start", JOB_COND_ALWAYS);
+    s_submit (h, "j-1", spec);
+    s_run (h, "j-1", 0, "web-01", "success");
+    s_run (h, "j-1", 0, "web-03", "success");
+    size_t mark = h->log_count;
+    s_run (h, "j-1", 0, "web-02", "failed");
+    assert_cell (h, "j-1", 0, "web-02", SCHED_CELL_FAILED);
+    assert_cell (h, "j-1", 1, "web-02", SCHED_CELL_SKIPPED);
+    assert_cell (h, "j-1", 2, "web-02", SCHED_CELL_SKIPPED);
+    assert_string_equal (s_sends (h, mark, NULL),
+                         "1/1 group/web/ web-01,web-03");
+    assert_string_equal (s_event_detail (h, mark, "skipped", "web-02"),
+                         "2 steps skipped: node dropped after a failure");
+    s_run (h, "j-1", 1, "web-01", "failed");
+    s_run (h, "j-1", 1, "web-03", "success");
+    s_run (h, "j-1", 2, "web-03", "success");
+    s_assert_outcome (h, "j-1", SCHED_JOB_PARTIAL_FAILURE,
+                      "2 of 3 nodes failed, first at step 0 (apt update)");
+
+    spec = s_spec (TARGET_GROUP, "web", false, JOB_STRATEGY_CONTINUE);
+    s_leaf (spec, "apt", "install", JOB_COND_ALWAYS);
+    s_leaf (spec, "systemd", "start", JOB_COND_ALWAYS);
+    s_submit (h, "j-2", spec);
+    s_run (h, "j-2", 0, "web-01", "failed");
+    s_run (h, "j-2", 0, "web-02", "failed");
+    s_run (h, "j-2", 0, "web-03", "success");
+    s_run (h, "j-2", 1, "web-03", "success");
+    s_assert_outcome (h, "j-2", SCHED_JOB_PARTIAL_FAILURE,
+                      "2 of 3 nodes failed at step 0 (apt install)");
+    s_harness_destroy (&h);
+}
+
+//  R8: every node failing ends failed, with the reason.
+static void
+test_sched_all_nodes_fail (void **state)
+{
+    harness_t *h = s_harness_new (s_web3, 4);
+    s_start (h);
+    job_spec_t *spec = s_spec (TARGET_GROUP, "web", false,
+                               JOB_STRATEGY_CONTINUE);
+    s_leaf (spec, "apt", "update", JOB_COND_ALWAYS);
+    s_leaf (spec, "apt", "install", JOB_COND_ALWAYS);
+    s_submit (h, "j-1", spec);
+    s_run (h, "j-1", 0, "web-01", "failed");
+    s_run (h, "j-1", 0, "web-02", "failed");
+    size_t mark = h->log_count;
+    s_run (h, "j-1", 0, "web-03", "failed");
+    assert_string_equal (s_sends (h, mark, NULL), "");
+    s_assert_outcome (h, "j-1", SCHED_JOB_FAILED,
+                      "3 of 3 nodes failed at step 0 (apt update)");
+    assert_cell (h, "j-1", 1, "web-03", SCHED_CELL_SKIPPED);
+    s_harness_destroy (&h);
+}
+
+//  R11: retries on the failing node only, each attempt recorded, with
+//  capped exponential backoff and equal jitter: the wait before attempt
+//  a+1 is within [b - b/2, b], b = min (cap, base * 2^(a-1)).
+static void
+test_sched_retry_backoff (void **state)
+{
+    uint64_t seeds [] = {1, 42, 0xdeadbeef, 7777777};
+    for (size_t round = 0; round < 4; round++) {
+        harness_t *h = s_harness_new (s_web3, 4);
+        h->config.retry_base_ms = 1000;
+        h->config.retry_cap_ms = 3000;
+        h->config.seed = seeds [round];
+        s_start (h);
+        job_spec_t *spec = s_spec (TARGET_GROUP, "web", false,
+                                   JOB_STRATEGY_CONTINUE);
+        s_leaf (spec, "apt", "update", JOB_COND_ALWAYS)->max_retries = 3;
+        s_leaf (spec, "apt", "install", JOB_COND_ALWAYS);
+        s_submit (h, "j-1", spec);
+        s_run (h, "j-1", 0, "web-01", "success");
+        s_run (h, "j-1", 0, "web-03", "success");
+        int64_t bounds [4] [2] = {{500, 1000}, {1000, 2000}, {1500, 3000},
+                                  {0, 0}};
+        for (uint32_t attempt = 1; attempt <= 4; attempt++) {
+            size_t mark = h->log_count;
+            assert_int_equal (s_ack (h, "j-1", 0, attempt, "web-02"), 0);
+            assert_int_equal (s_started (h, "j-1", 0, attempt, "web-02"), 0);
+            assert_int_equal (s_result (h, "j-1", 0, attempt, "web-02",
+                                        attempt == 2 ? "timeout" : "failed",
+                                        "exit 1"),
+                              0);
+            if (attempt == 4)
+                break;
+            const sched_cell_t *cell = s_live_cell (h, "j-1", 0, "web-02");
+            assert_int_equal (cell->status, SCHED_CELL_RETRY_WAIT);
+            assert_int_equal (cell->attempt_count, attempt);
+            assert_int_equal (s_events (h, mark, "retried", "web-02", 0), 1);
+            int64_t due = sched_next_deadline_ms (h->sched);
+            int64_t wait = due - h->now;
+            assert_true (wait >= bounds [attempt - 1] [0]);
+            assert_true (wait <= bounds [attempt - 1] [1]);
+            s_tick (h, due - 1);
+            assert_string_equal (s_sends (h, mark, NULL), "");
+            s_tick (h, due);
+            char want [64];
+            snprintf (want, sizeof (want), "0/%u - web-02", attempt + 1);
+            assert_string_equal (s_sends (h, mark, NULL), want);
+            assert_int_equal (s_live_cell (h, "j-1", 0, "web-02")->attempt,
+                              attempt + 1);
+        }
+        //  Fourth failure: no retries left (max_retries 3 = 4 attempts)
+        assert_null (s_finished (h, "j-1"));
+        assert_cell (h, "j-1", 0, "web-02", SCHED_CELL_FAILED);
+        const sched_job_t *job = sched_job (h->sched, "j-1");
+        const sched_cell_t *cell = &job->cells [1];
+        assert_int_equal (cell->attempt_count, 4);
+        for (uint32_t at = 0; at < 4; at++) {
+            assert_int_equal (cell->attempts [at].attempt, at + 1);
+            assert_int_equal (cell->attempts [at].status,
+                              at == 1 ? SCHED_CELL_TIMEOUT : SCHED_CELL_FAILED);
+            assert_string_equal (cell->attempts [at].error, "exit 1");
+            assert_string_equal (cell->attempts [at].output, "out");
+            assert_int_equal (cell->attempts [at].exit_code, 1);
+            assert_int_equal (cell->attempts [at].duration_ms, 25);
+        }
+        assert_int_equal (s_events (h, 0, "retried", NULL, -1), 3);
+        s_run (h, "j-1", 1, "web-01", "success");
+        s_run (h, "j-1", 1, "web-03", "success");
+        s_assert_outcome (h, "j-1", SCHED_JOB_PARTIAL_FAILURE,
+                          "1 of 3 nodes failed at step 0 (apt update)");
+        s_harness_destroy (&h);
+    }
+}
+
+//  R11: refused fails at once without retry; cancelled reads cancelled;
+//  interrupted is retried like a failure.
+static void
+test_sched_result_kinds (void **state)
+{
+    harness_t *h = s_harness_new (s_web3, 4);
+    s_start (h);
+    job_spec_t *spec = s_spec (TARGET_GROUP, "web", false,
+                               JOB_STRATEGY_CONTINUE);
+    s_leaf (spec, "apt", "update", JOB_COND_ALWAYS)->max_retries = 2;
+    s_submit (h, "j-1", spec);
+    assert_int_equal (s_result (h, "j-1", 0, 1, "web-01", "refused",
+                                "no such action"),
+                      0);
+    assert_cell (h, "j-1", 0, "web-01", SCHED_CELL_FAILED);
+    assert_int_equal (s_result (h, "j-1", 0, 1, "web-02", "cancelled", NULL),
+                      0);
+    assert_cell (h, "j-1", 0, "web-02", SCHED_CELL_CANCELLED);
+    assert_int_equal (s_result (h, "j-1", 0, 1, "web-03", "interrupted",
+                                NULL),
+                      0);
+    assert_cell (h, "j-1", 0, "web-03", SCHED_CELL_RETRY_WAIT);
+    assert_int_equal (s_events (h, 0, "interrupted", "web-03", 0), 1);
+    assert_int_equal (s_result (h, "j-1", 0, 1, "web-03", "bogus", NULL), -1);
+    s_tick (h, sched_next_deadline_ms (h->sched));
+    s_run (h, "j-1", 0, "web-03", "success");
+    s_assert_outcome (h, "j-1", SCHED_JOB_PARTIAL_FAILURE,
+                      "2 of 3 nodes failed at step 0 (apt update)");
+    s_harness_destroy (&h);
+}
+
+//  R9: no ack within ack_timeout: RESEND direct, up to ack_resends times,
+//  each with a fresh timeout; then lost.
+static void
+test_sched_ack_timeout_resends_then_lost (void **state)
+{
+    harness_t *h = s_harness_new (s_web3, 4);
+    h->config.ack_timeout_ms = 2000;
+    h->config.ack_resends = 2;
+    s_start (h);
+    h->now = 0;
+    job_spec_t *spec = s_spec (TARGET_GROUP, "web", false,
+                               JOB_STRATEGY_CONTINUE);
+    s_leaf (spec, "apt", "update", JOB_COND_ALWAYS);
+    s_leaf (spec, "apt", "install", JOB_COND_ALWAYS);
+    s_submit (h, "j-1", spec);
+    assert_int_equal (sched_next_deadline_ms (h->sched), 2000);
+    assert_int_equal (s_ack (h, "j-1", 0, 1, "web-01"), 0);
+    assert_int_equal (s_ack (h, "j-1", 0, 1, "web-02"), 0);
+    size_t mark = h->log_count;
+    s_tick (h, 1999);
+    assert_string_equal (s_sends (h, mark, NULL), "");
+    s_tick (h, 2000);
+    assert_string_equal (s_sends (h, mark, NULL), "resend 0/1 web-03");
+    assert_int_equal (sched_next_deadline_ms (h->sched), 4000);
+    s_tick (h, 4000);
+    assert_string_equal (s_sends (h, mark, NULL),
+                         "resend 0/1 web-03; resend 0/1 web-03");
+    s_tick (h, 5999);
+    assert_cell (h, "j-1", 0, "web-03", SCHED_CELL_DISPATCHED);
+    s_tick (h, 6000);
+    assert_cell (h, "j-1", 0, "web-03", SCHED_CELL_LOST);
+    assert_cell (h, "j-1", 1, "web-03", SCHED_CELL_SKIPPED);
+    assert_int_equal (s_events (h, mark, "lost", "web-03", 0), 1);
+    assert_string_equal (s_event_detail (h, mark, "lost", "web-03"),
+                         "no acknowledgement after 3 sends");
+    const sched_cell_t *cell = s_live_cell (h, "j-1", 0, "web-03");
+    assert_int_equal (cell->attempt_count, 1);
+    assert_int_equal (cell->attempts [0].status, SCHED_CELL_LOST);
+    assert_string_equal (cell->attempts [0].error,
+                         "no acknowledgement after 3 sends");
+    //  A late ack for the lost attempt changes nothing
+    assert_int_equal (s_ack (h, "j-1", 0, 1, "web-03"), 1);
+    //  Acked nodes are not re-sent: their clock is the task timeout now
+    assert_string_equal (s_sends (h, mark, NULL),
+                         "resend 0/1 web-03; resend 0/1 web-03");
+    s_harness_destroy (&h);
+}
+
+//  R10: after the ack the broker allows timeout + grace, restarted at
+//  started; past it the cell reads timeout and the node gets a CANCEL.
+static void
+test_sched_task_timeout (void **state)
+{
+    harness_t *h = s_harness_new (s_web3, 4);
+    h->config.grace_ms = 5000;
+    h->config.default_timeout_ms = 60000;
+    s_start (h);
+    h->now = 0;
+    job_spec_t *spec = s_spec (TARGET_NODE, "web-01,web-02", false,
+                               JOB_STRATEGY_CONTINUE);
+    s_leaf (spec, "test", "sleep", JOB_COND_ALWAYS)->timeout_ms = 10000;
+    s_leaf (spec, "test", "echo", JOB_COND_ALWAYS);
+    s_submit (h, "j-1", spec);
+    //  A node list goes per node, not on a broadcast topic
+    assert_string_equal (s_sends (h, 0, NULL), "0/1 - web-01,web-02");
+    h->now = 100;
+    assert_int_equal (s_ack (h, "j-1", 0, 1, "web-01"), 0);
+    assert_int_equal (s_ack (h, "j-1", 0, 1, "web-02"), 0);
+    assert_int_equal (sched_next_deadline_ms (h->sched), 15100);
+    h->now = 1000;
+    assert_int_equal (s_started (h, "j-1", 0, 1, "web-01"), 0);
+    assert_int_equal (s_started (h, "j-1", 0, 1, "web-01"), 1);
+    size_t mark = h->log_count;
+    s_tick (h, 15100);
+    assert_cell (h, "j-1", 0, "web-01", SCHED_CELL_RUNNING);
+    assert_cell (h, "j-1", 0, "web-02", SCHED_CELL_TIMEOUT);
+    assert_string_equal (s_sends (h, mark, NULL), "cancel web-02");
+    const sched_cell_t *cell = s_live_cell (h, "j-1", 0, "web-02");
+    assert_int_equal (cell->attempt_count, 1);
+    assert_int_equal (cell->attempts [0].status, SCHED_CELL_TIMEOUT);
+    assert_string_equal (cell->attempts [0].error,
+                         "no result within 10s + grace");
+    //  A late result for the timed-out attempt changes nothing
+    assert_int_equal (s_result (h, "j-1", 0, 1, "web-02", "success", NULL), 1);
+    assert_cell (h, "j-1", 0, "web-02", SCHED_CELL_TIMEOUT);
+    s_tick (h, 15999);
+    assert_cell (h, "j-1", 0, "web-01", SCHED_CELL_RUNNING);
+    s_tick (h, 16000);
+    assert_cell (h, "j-1", 0, "web-01", SCHED_CELL_TIMEOUT);
+    assert_string_equal (s_sends (h, mark, NULL),
+                         "cancel web-02; cancel web-01");
+    assert_int_equal (s_events (h, mark, "timeout", NULL, 0), 2);
+    s_assert_outcome (h, "j-1", SCHED_JOB_FAILED,
+                      "2 of 2 nodes failed at step 0 (test sleep)");
+    s_harness_destroy (&h);
+}
+
+//  R13: the job timeout cancels the rest and fails the job.
+static void
+test_sched_job_timeout (void **state)
+{
+    harness_t *h = s_harness_new (s_web3, 4);
+    s_start (h);
+    h->now = 0;
+    job_spec_t *spec = s_spec (TARGET_GROUP, "web", false,
+                               JOB_STRATEGY_FAIL_FAST);
+    spec->timeout_ms = 30 * 60000;
+    //  Task timeouts longer than the job's, so the job's comes first
+    size_t branch = s_branch (spec, JOB_COND_ALWAYS);
+    s_sub (spec, branch, "test", "one", JOB_COND_ALWAYS)->timeout_ms = 7200000;
+    s_sub (spec, branch, "test", "two", JOB_COND_ALWAYS)->timeout_ms = 7200000;
+    s_leaf (spec, "test", "three", JOB_COND_ALWAYS);
+    s_submit (h, "j-1", spec);
+    h->now = 1000;
+    s_run (h, "j-1", 0, "web-01", "success");     //  web-01 at step 1
+    assert_int_equal (s_ack (h, "j-1", 1, 1, "web-01"), 0);
+    assert_int_equal (s_ack (h, "j-1", 0, 1, "web-03"), 0);
+    s_run (h, "j-1", 0, "web-02", "success");
+    s_run (h, "j-1", 1, "web-02", "success");     //  web-02 done
+    size_t mark = h->log_count;
+    s_tick (h, 30 * 60000 - 1);
+    assert_int_equal (sched_job (h->sched, "j-1")->status, SCHED_JOB_RUNNING);
+    s_tick (h, 30 * 60000);
+    s_assert_outcome (h, "j-1", SCHED_JOB_FAILED, "job timeout after 30m");
+    assert_string_equal (s_sends (h, mark, NULL), "cancel web-01,web-03");
+    assert_cell (h, "j-1", 1, "web-01", SCHED_CELL_CANCELLED);
+    assert_cell (h, "j-1", 0, "web-03", SCHED_CELL_CANCELLED);
+    assert_cell (h, "j-1", 1, "web-02", SCHED_CELL_SUCCESS);
+    assert_cell (h, "j-1", 2, "web-02", SCHED_CELL_CANCELLED);
+    assert_cell (h, "j-1", 1, "web-03", SCHED_CELL_CANCELLED);
+    assert_int_equal (sched_next_deadline_ms (h->sched), INT64_MAX);
+    //  The finished job is gone: events for it are refused
+    assert_int_equal (s_ack (h, "j-1", 1, 1, "web-01"), -1);
+    s_harness_destroy (&h);
+}
+
+//  R14: cancel during a barrier.
+static void
+test_sched_cancel_barrier (void **state)
+{
+    harness_t *h = s_harness_new (s_web3, 4);
+    s_start (h);
+    job_spec_t *spec = s_spec (TARGET_GROUP, "web", false,
+                               JOB_STRATEGY_FAIL_FAST);
+    s_leaf (spec, "apt", "update", JOB_COND_ALWAYS);
+    s_leaf (spec, "apt", "install", JOB_COND_ALWAYS);
+    s_submit (h, "j-1", spec);
+    s_run (h, "j-1", 0, "web-02", "success");
+    assert_int_equal (s_ack (h, "j-1", 0, 1, "web-01"), 0);
+    size_t mark = h->log_count;
+    assert_int_equal (sched_cancel (h->sched, "j-1", "operator said so",
+                                    h->now),
+                      0);
+    s_drain (h);
+    assert_string_equal (s_sends (h, mark, NULL), "cancel web-01,web-03");
+    s_assert_outcome (h, "j-1", SCHED_JOB_CANCELLED, "operator said so");
+    assert_cell (h, "j-1", 0, "web-01", SCHED_CELL_CANCELLED);
+    assert_cell (h, "j-1", 0, "web-02", SCHED_CELL_SUCCESS);
+    assert_cell (h, "j-1", 0, "web-03", SCHED_CELL_CANCELLED);
+    assert_cell (h, "j-1", 1, "web-02", SCHED_CELL_CANCELLED);
+    assert_int_equal (s_events (h, mark, "cancelled", NULL, -1), 3);
+    assert_int_equal (h->log [h->log_count - 1].type, SCHED_ACTION_FINISHED);
+    assert_int_equal (sched_cancel (h->sched, "j-1", NULL, h->now), -1);
+    assert_int_equal (sched_cancel (h->sched, "j-nope", NULL, h->now), -1);
+    s_harness_destroy (&h);
+}
+
+//  R14: cancel during a pipeline.
+static void
+test_sched_cancel_pipeline (void **state)
+{
+    harness_t *h = s_harness_new (s_web3, 4);
+    s_start (h);
+    job_spec_t *spec = s_spec (TARGET_GROUP, "web", false,
+                               JOB_STRATEGY_FAIL_FAST);
+    size_t branch = s_branch (spec, JOB_COND_ALWAYS);
+    s_sub (spec, branch, "test", "one", JOB_COND_ALWAYS);
+    s_sub (spec, branch, "test", "two", JOB_COND_ALWAYS);
+    s_submit (h, "j-1", spec);
+    s_run (h, "j-1", 0, "web-01", "success");
+    s_run (h, "j-1", 1, "web-01", "success");   //  web-01 done
+    s_run (h, "j-1", 0, "web-02", "success");   //  web-02 at 1
+    s_run (h, "j-1", 0, "web-03", "failed");    //  web-03 stopped
+    size_t mark = h->log_count;
+    assert_int_equal (sched_cancel (h->sched, "j-1", NULL, h->now), 0);
+    s_drain (h);
+    assert_string_equal (s_sends (h, mark, NULL), "cancel web-02");
+    s_assert_outcome (h, "j-1", SCHED_JOB_CANCELLED, "cancelled by request");
+    assert_cell (h, "j-1", 1, "web-02", SCHED_CELL_CANCELLED);
+    assert_cell (h, "j-1", 1, "web-01", SCHED_CELL_SUCCESS);
+    assert_cell (h, "j-1", 1, "web-03", SCHED_CELL_SKIPPED);
+    s_harness_destroy (&h);
+}
+
+//  R14: a pending job leaves the queue and ends cancelled.
+static void
+test_sched_cancel_pending (void **state)
+{
+    harness_t *h = s_harness_new (s_web3, 4);
+    h->config.max_concurrent = 1;
+    s_start (h);
+    job_spec_t *spec = s_spec (TARGET_NODE, "db-01", false,
+                               JOB_STRATEGY_FAIL_FAST);
+    s_leaf (spec, "test", "echo", JOB_COND_ALWAYS);
+    s_submit (h, "j-run", spec);
+    spec = s_spec (TARGET_NODE, "db-01", false, JOB_STRATEGY_FAIL_FAST);
+    s_leaf (spec, "test", "echo", JOB_COND_ALWAYS);
+    s_submit (h, "j-wait", spec);
+    assert_int_equal (sched_pending_count (h->sched), 1);
+    size_t mark = h->log_count;
+    assert_int_equal (sched_cancel (h->sched, "j-wait", "not needed", h->now),
+                      0);
+    s_drain (h);
+    assert_int_equal (sched_pending_count (h->sched), 0);
+    assert_string_equal (s_sends (h, mark, NULL), "");
+    s_assert_outcome (h, "j-wait", SCHED_JOB_CANCELLED, "not needed");
+    assert_int_equal (s_finished (h, "j-wait")->expected_count, 0);
+    //  Finishing the running job starts nothing
+    s_run (h, "j-run", 0, "db-01", "success");
+    assert_int_equal (sched_running_count (h->sched), 0);
+    assert_string_equal (s_sends (h, mark, NULL), "");
+    s_harness_destroy (&h);
+}
+
+//  R12: a node going offline mid-step: its in-flight cell reads lost, its
+//  later cells skipped; the barrier goes on without it. A node that goes
+//  offline between steps gets `offline` on the step it was due to run.
+static void
+test_sched_node_offline (void **state)
+{
+    harness_t *h = s_harness_new (s_web3, 4);
+    s_start (h);
+    job_spec_t *spec = s_spec (TARGET_GROUP, "web", false,
+                               JOB_STRATEGY_CONTINUE);
+    s_leaf (spec, "apt", "update", JOB_COND_ALWAYS);
+    s_leaf (spec, "apt", "install", JOB_COND_ALWAYS);
+    s_leaf (spec, "systemd", "start", JOB_COND_ALWAYS);
+    s_submit (h, "j-1", spec);
+    s_run (h, "j-1", 0, "web-01", "success");
+    assert_int_equal (s_ack (h, "j-1", 0, 1, "web-02"), 0);
+    size_t mark = h->log_count;
+    assert_int_equal (sched_on_node_offline (h->sched, "web-02", h->now), 0);
+    s_drain (h);
+    assert_cell (h, "j-1", 0, "web-02", SCHED_CELL_LOST);
+    assert_cell (h, "j-1", 1, "web-02", SCHED_CELL_SKIPPED);
+    assert_cell (h, "j-1", 2, "web-02", SCHED_CELL_SKIPPED);
+    assert_int_equal (s_events (h, mark, "offline", "web-02", -1), 1);
+    assert_int_equal (s_events (h, mark, "lost", "web-02", 0), 1);
+    const sched_cell_t *cell = s_live_cell (h, "j-1", 0, "web-02");
+    assert_string_equal (cell->attempts [0].error, "node went offline");
+    //  A result from it now is a duplicate of a decided attempt
+    assert_int_equal (s_result (h, "j-1", 0, 1, "web-02", "success", NULL), 1);
+    s_run (h, "j-1", 0, "web-03", "success");
+    assert_string_equal (s_sends (h, mark, NULL),
+                         "1/1 group/web/ web-01,web-03");
+    //  web-01 finishes step 1 and goes offline while web-03 is still on it
+    s_run (h, "j-1", 1, "web-01", "success");
+    mark = h->log_count;
+    assert_int_equal (sched_on_node_offline (h->sched, "web-01", h->now), 0);
+    s_drain (h);
+    assert_cell (h, "j-1", 2, "web-01", SCHED_CELL_OFFLINE);
+    //  Again: nothing more happens
+    assert_int_equal (sched_on_node_offline (h->sched, "web-01", h->now), 0);
+    s_drain (h);
+    assert_int_equal (s_events (h, mark, "offline", "web-01", -1), 1);
+    s_run (h, "j-1", 1, "web-03", "success");
+    assert_string_equal (s_sends (h, mark, NULL), "2/1 group/web/ web-03");
+    s_run (h, "j-1", 2, "web-03", "success");
+    s_assert_outcome (h, "j-1", SCHED_JOB_PARTIAL_FAILURE,
+                      "2 of 3 nodes failed, first at step 0 (apt update)");
+    //  A node not in any job: nothing
+    assert_int_equal (sched_on_node_offline (h->sched, "db-01", h->now), 0);
+    assert_int_equal (sched_on_node_offline (h->sched, NULL, h->now), -1);
+    s_harness_destroy (&h);
+}
+
+static job_spec_t *
+s_notify_spec (void)
+{
+    job_spec_t *spec = s_spec (TARGET_GROUP, "web", false,
+                               JOB_STRATEGY_CONTINUE);
+    s_leaf (spec, "apt", "update", JOB_COND_ALWAYS);
+    s_leaf (spec, "test", "notify", JOB_COND_ON_SUCCESS);
+    s_leaf (spec, "test", "report", JOB_COND_ALWAYS);
+    return spec;
+}
+
+static void s_restart (harness_t *h, const char *job_id, job_spec_t *spec);
+
+//  R12, R8, R16: a node that goes offline while it waits at a barrier
+//  fails before the next phase: on_success is then skipped on the others
+//  (a fine skip), the same after a restore.
+static void
+test_sched_offline_between_phases (void **state)
+{
+    harness_t *h = s_harness_new (s_web3, 4);
+    s_start (h);
+    s_submit (h, "j-1", s_notify_spec ());
+    s_run (h, "j-1", 0, "web-01", "success");
+    assert_int_equal (sched_on_node_offline (h->sched, "web-01", h->now), 0);
+    s_drain (h);
+    assert_cell (h, "j-1", 1, "web-01", SCHED_CELL_OFFLINE);
+    assert_cell (h, "j-1", 2, "web-01", SCHED_CELL_SKIPPED);
+    s_restart (h, "j-1", s_notify_spec ());
+    size_t mark = h->log_count;
+    assert_int_equal (s_result (h, "j-1", 0, 1, "web-02", "success", NULL), 0);
+    assert_int_equal (s_result (h, "j-1", 0, 1, "web-03", "success", NULL), 0);
+    assert_string_equal (s_sends (h, mark, NULL),
+                         "2/1 group/web/ web-02,web-03");
+    assert_cell (h, "j-1", 1, "web-02", SCHED_CELL_SKIPPED);
+    s_run (h, "j-1", 2, "web-02", "success");
+    s_run (h, "j-1", 2, "web-03", "success");
+    s_assert_outcome (h, "j-1", SCHED_JOB_PARTIAL_FAILURE,
+                      "1 of 3 nodes failed at step 1 (test notify)");
+    s_harness_destroy (&h);
+}
+
+//  R9, R11: acks, starteds and results for stale attempts or unknown
+//  cells return -1; repeated ones return 1 and change nothing.
+static void
+test_sched_stale_and_duplicate (void **state)
+{
+    harness_t *h = s_harness_new (s_web3, 4);
+    h->config.retry_base_ms = 10;
+    s_start (h);
+    job_spec_t *spec = s_spec (TARGET_GROUP, "web", false,
+                               JOB_STRATEGY_CONTINUE);
+    s_leaf (spec, "apt", "update", JOB_COND_ALWAYS)->max_retries = 1;
+    s_leaf (spec, "apt", "install", JOB_COND_ALWAYS);
+    s_submit (h, "j-1", spec);
+    //  Unknown job, node, step; never-sent step; attempt 0 or ahead
+    assert_int_equal (s_ack (h, "j-x", 0, 1, "web-01"), -1);
+    assert_int_equal (s_ack (h, "j-1", 0, 1, "db-01"), -1);
+    assert_int_equal (s_ack (h, "j-1", 0, 1, "web-99"), -1);
+    assert_int_equal (s_ack (h, "j-1", 7, 1, "web-01"), -1);
+    assert_int_equal (s_ack (h, "j-1", 1, 1, "web-01"), -1);
+    assert_int_equal (s_ack (h, "j-1", 0, 0, "web-01"), -1);
+    assert_int_equal (s_ack (h, "j-1", 0, 2, "web-01"), -1);
+    assert_int_equal (s_started (h, "j-1", 1, 1, "web-01"), -1);
+    assert_int_equal (s_result (h, "j-1", 1, 1, "web-01", "success", NULL),
+                      -1);
+    assert_int_equal (s_result (h, "j-x", 0, 1, "web-01", "success", NULL),
+                      -1);
+    //  Repeats
+    assert_int_equal (s_ack (h, "j-1", 0, 1, "web-01"), 0);
+    assert_int_equal (s_ack (h, "j-1", 0, 1, "web-01"), 1);
+    assert_int_equal (s_started (h, "j-1", 0, 1, "web-01"), 0);
+    assert_int_equal (s_started (h, "j-1", 0, 1, "web-01"), 1);
+    assert_int_equal (s_ack (h, "j-1", 0, 1, "web-01"), 1);
+    size_t saves = s_type_count (h, 0, SCHED_ACTION_SAVE_CELL);
+    assert_int_equal (s_result (h, "j-1", 0, 1, "web-01", "success", NULL), 0);
+    assert_int_equal (s_type_count (h, 0, SCHED_ACTION_SAVE_CELL), saves + 1);
+    size_t log = h->log_count;
+    assert_int_equal (s_result (h, "j-1", 0, 1, "web-01", "failed", NULL), 1);
+    assert_int_equal (h->log_count, log);         //  No action at all
+    assert_cell (h, "j-1", 0, "web-01", SCHED_CELL_SUCCESS);
+    assert_int_equal (s_live_cell (h, "j-1", 0, "web-01")->attempt_count, 1);
+    //  web-02 fails attempt 1 and is retried: attempt 1 is now stale
+    assert_int_equal (s_result (h, "j-1", 0, 1, "web-02", "failed", NULL), 0);
+    assert_int_equal (s_result (h, "j-1", 0, 1, "web-02", "failed", NULL), 1);
+    s_tick (h, sched_next_deadline_ms (h->sched));
+    assert_int_equal (s_live_cell (h, "j-1", 0, "web-02")->attempt, 2);
+    assert_int_equal (s_ack (h, "j-1", 0, 1, "web-02"), -1);
+    assert_int_equal (s_result (h, "j-1", 0, 1, "web-02", "success", NULL),
+                      -1);
+    assert_int_equal (s_result (h, "j-1", 0, 2, "web-02", "success", NULL), 0);
+    assert_int_equal (s_live_cell (h, "j-1", 0, "web-02")->attempt_count, 2);
+    //  A result that is not a result
+    proto_msg_t msg;
+    memset (&msg, 0, sizeof (msg));
+    msg.type = PROTO_ACK;
+    assert_int_equal (sched_on_result (h->sched, &msg, h->now), -1);
+    assert_int_equal (sched_on_result (h->sched, NULL, h->now), -1);
+    s_harness_destroy (&h);
+}
+
+//  A deep copy of a job as the store would have it (no private fields).
+static sched_job_t *
+s_persisted (const sched_job_t *src, job_spec_t *spec)
+{
+    sched_job_t *job = sched_job_new (src->id, &spec);
+    assert_non_null (job);
+    job->status = src->status;
+    job->step = src->step;
+    job->expected_count = src->expected_count;
+    job->expected = (char **) calloc (src->expected_count, sizeof (char *));
+    for (size_t index = 0; index < src->expected_count; index++)
+        job->expected [index] = strdup (src->expected [index]);
+    size_t cells = src->step_count * src->expected_count;
+    job->cells = (sched_cell_t *) calloc (cells, sizeof (sched_cell_t));
+    for (size_t index = 0; index < cells; index++) {
+        const sched_cell_t *from = &src->cells [index];
+        sched_cell_t *to = &job->cells [index];
+        to->status = from->status;
+        to->attempt = from->attempt;
+        to->attempt_count = from->attempt_count;
+        to->attempts = (sched_attempt_t *) calloc (from->attempt_count + 1,
+                                                   sizeof (sched_attempt_t));
+        for (size_t at = 0; at < from->attempt_count; at++) {
+            to->attempts [at] = from->attempts [at];
+            to->attempts [at].output = s_dup (from->attempts [at].output);
+            to->attempts [at].error = s_dup (from->attempts [at].error);
+        }
+    }
+    return job;
+}
+
+static job_spec_t *
+s_barrier_spec (void)
+{
+    job_spec_t *spec = s_spec (TARGET_GROUP, "web", false,
+                               JOB_STRATEGY_FAIL_FAST);
+    s_leaf (spec, "apt", "update", JOB_COND_ALWAYS);
+    s_leaf (spec, "apt", "install", JOB_COND_ALWAYS);
+    return spec;
+}
+
+//  Kills H's scheduler and restores JOB_ID into a fresh one.
+static void
+s_restart (harness_t *h, const char *job_id, job_spec_t *spec)
+{
+    sched_job_t *job = s_persisted (sched_job (h->sched, job_id), spec);
+    sched_destroy (&h->sched);
+    s_start (h);
+    assert_int_equal (sched_restore (h->sched, &job, h->now), 0);
+    assert_null (job);
+    s_drain (h);
+}
+
+//  R16: a running barrier resumes: final cells stay, in-flight ones are
+//  re-sent with the same attempt and a fresh ack deadline.
+static void
+test_sched_restore_barrier (void **state)
+{
+    harness_t *h = s_harness_new (s_web3, 4);
+    s_start (h);
+    h->now = 0;
+    s_submit (h, "j-1", s_barrier_spec ());
+    s_run (h, "j-1", 0, "web-01", "success");
+    assert_int_equal (s_ack (h, "j-1", 0, 1, "web-02"), 0);
+    h->now = 50000;
+    size_t mark = h->log_count;
+    s_restart (h, "j-1", s_barrier_spec ());
+    assert_string_equal (s_sends (h, mark, NULL),
+                         "resend 0/1 web-02; resend 0/1 web-03");
+    assert_cell (h, "j-1", 0, "web-01", SCHED_CELL_SUCCESS);
+    assert_cell (h, "j-1", 0, "web-02", SCHED_CELL_DISPATCHED);
+    assert_int_equal (sched_next_deadline_ms (h->sched),
+                      50000 + h->config.ack_timeout_ms);
+    assert_int_equal (sched_running_count (h->sched), 1);
+    //  The agents dedupe and answer for attempt 1
+    assert_int_equal (s_ack (h, "j-1", 0, 1, "web-02"), 0);
+    assert_int_equal (s_result (h, "j-1", 0, 1, "web-02", "success", NULL), 0);
+    assert_string_equal (s_sends (h, mark, NULL),
+                         "resend 0/1 web-02; resend 0/1 web-03");
+    assert_int_equal (s_result (h, "j-1", 0, 1, "web-03", "success", NULL), 0);
+    assert_string_equal (s_sends (h, mark, NULL),
+                         "resend 0/1 web-02; resend 0/1 web-03; "
+                         "1/1 group/web/ " WEB);
+    s_run (h, "j-1", 1, "web-01", "success");
+    s_run (h, "j-1", 1, "web-02", "success");
+    s_run (h, "j-1", 1, "web-03", "success");
+    s_assert_outcome (h, "j-1", SCHED_JOB_COMPLETED, NULL);
+
+    //  Restored just after a barrier went out: every node gets it again
+    s_submit (h, "j-2", s_barrier_spec ());
+    s_run (h, "j-2", 0, "web-01", "success");
+    s_run (h, "j-2", 0, "web-02", "success");
+    s_run (h, "j-2", 0, "web-03", "success");
+    mark = h->log_count;
+    s_restart (h, "j-2", s_barrier_spec ());
+    assert_string_equal (s_sends (h, mark, NULL),
+                         "resend 1/1 web-01; resend 1/1 web-02; "
+                         "resend 1/1 web-03");
+    s_harness_destroy (&h);
+}
+
+static job_spec_t *
+s_pipeline_spec (void)
+{
+    job_spec_t *spec = s_spec (TARGET_GROUP, "web", false,
+                               JOB_STRATEGY_CONTINUE);
+    size_t branch = s_branch (spec, JOB_COND_ALWAYS);
+    s_sub (spec, branch, "test", "one", JOB_COND_ALWAYS);
+    s_sub (spec, branch, "test", "two", JOB_COND_ALWAYS);
+    s_sub (spec, branch, "test", "three", JOB_COND_ALWAYS);
+    s_leaf (spec, "test", "four", JOB_COND_ALWAYS);
+    return spec;
+}
+
+//  R16: a pipeline resumes per node; a failed node stays dropped and a
+//  cell waiting for its retry gets its next attempt.
+static void
+test_sched_restore_pipeline (void **state)
+{
+    harness_t *h = s_harness_new (s_web3, 4);
+    h->config.retry_base_ms = 60000;
+    s_start (h);
+    job_spec_t *spec = s_pipeline_spec ();
+    spec->phases [0].tasks [1].max_retries = 1;
+    s_submit (h, "j-1", spec);
+    s_run (h, "j-1", 0, "web-01", "success");
+    s_run (h, "j-1", 1, "web-01", "success");
+    assert_int_equal (s_ack (h, "j-1", 2, 1, "web-01"), 0);
+    assert_int_equal (s_started (h, "j-1", 2, 1, "web-01"), 0);
+    s_run (h, "j-1", 0, "web-02", "failed");         //  dropped
+    s_run (h, "j-1", 0, "web-03", "success");
+    s_run (h, "j-1", 1, "web-03", "failed");         //  retry_wait
+    assert_cell (h, "j-1", 1, "web-03", SCHED_CELL_RETRY_WAIT);
+    size_t mark = h->log_count;
+    spec = s_pipeline_spec ();
+    spec->phases [0].tasks [1].max_retries = 1;
+    s_restart (h, "j-1", spec);
+    assert_string_equal (s_sends (h, mark, NULL),
+                         "resend 2/1 web-01; 1/2 - web-03");
+    assert_cell (h, "j-1", 0, "web-02", SCHED_CELL_FAILED);
+    assert_cell (h, "j-1", 3, "web-02", SCHED_CELL_SKIPPED);
+    assert_int_equal (sched_job (h->sched, "j-1")->step, 1);
+    mark = h->log_count;
+    s_run (h, "j-1", 2, "web-01", "success");
+    assert_string_equal (s_sends (h, mark, NULL), "");
+    s_run (h, "j-1", 1, "web-03", "success");
+    assert_string_equal (s_sends (h, mark, NULL), "2/1 - web-03");
+    s_run (h, "j-1", 2, "web-03", "success");
+    assert_string_equal (s_sends (h, mark, NULL),
+                         "2/1 - web-03; 3/1 group/web/ web-01,web-03");
+    s_run (h, "j-1", 3, "web-01", "success");
+    s_run (h, "j-1", 3, "web-03", "success");
+    s_assert_outcome (h, "j-1", SCHED_JOB_PARTIAL_FAILURE,
+                      "1 of 3 nodes failed at step 0 (test one)");
+
+    //  A finished job is not restored
+    job_spec_t *done_spec = s_pipeline_spec ();
+    sched_job_t *job = sched_job_new ("j-done", &done_spec);
+    job->status = SCHED_JOB_COMPLETED;
+    assert_int_equal (sched_restore (h->sched, &job, h->now), -1);
+    assert_non_null (job);
+    //  Nor a running one whose cells are missing
+    job->status = SCHED_JOB_RUNNING;
+    assert_int_equal (sched_restore (h->sched, &job, h->now), -1);
+    sched_job_destroy (&job);
+    s_harness_destroy (&h);
+}
+
+//  Performance rules: one barrier job over 10,000 nodes with 3 steps runs
+//  to completion (no timing assertion).
+static void
+test_sched_scale_10k_nodes (void **state)
+{
+    enum { NODES = 10000 };
+    char **fleet = (char **) calloc (NODES, sizeof (char *));
+    for (size_t index = 0; index < NODES; index++) {
+        fleet [index] = (char *) malloc (32);
+        snprintf (fleet [index], 32, "n%05zu:big", NODES - 1 - index);
+    }
+    harness_t *h = s_harness_new ((const char *const *) fleet, NODES);
+    for (size_t index = 0; index < NODES; index++)
+        free (fleet [index]);
+    free (fleet);
+    h->quiet = true;
+    s_start (h);
+    job_spec_t *spec = s_spec (TARGET_GROUP, "big", false,
+                               JOB_STRATEGY_FAIL_FAST);
+    s_leaf (spec, "test", "one", JOB_COND_ALWAYS);
+    s_leaf (spec, "test", "two", JOB_COND_ALWAYS);
+    s_leaf (spec, "test", "three", JOB_COND_ALWAYS);
+    s_submit (h, "j-big", spec);
+    char node [16];
+    for (uint32_t step = 0; step < 3; step++) {
+        assert_int_equal (h->counts [SCHED_ACTION_DISPATCH], step + 1);
+        for (size_t index = 0; index < NODES; index++) {
+            snprintf (node, sizeof (node), "n%05zu", index);
+            assert_int_equal (sched_on_ack (h->sched, "j-big", step, 1, node,
+                                            h->now),
+                              0);
+            assert_int_equal (s_result (h, "j-big", step, 1, node, "success",
+                                        NULL),
+                              0);
+        }
+        h->now += 10;
+        s_tick (h, h->now);
+    }
+    snapshot_t *snap = s_finished (h, "j-big");
+    assert_non_null (snap);
+    assert_int_equal (snap->status, SCHED_JOB_COMPLETED);
+    assert_int_equal (snap->expected_count, NODES);
+    assert_int_equal (h->counts [SCHED_ACTION_DISPATCH], 3);
+    assert_int_equal (h->counts [SCHED_ACTION_SAVE_CELL], 3 * 3 * NODES);
+    s_harness_destroy (&h);
+}
+
+int
+main (void)
+{
+    const struct CMUnitTest tests [] = {
+        cmocka_unit_test (test_sched_status_names),
+        cmocka_unit_test (test_sched_admission_limits),
+        cmocka_unit_test (test_sched_admission_priority_and_age),
+        cmocka_unit_test (test_sched_admission_on_tick),
+        cmocka_unit_test (test_sched_start_no_node),
+        cmocka_unit_test (test_sched_any_target_rotates),
+        cmocka_unit_test (test_sched_start_actions),
+        cmocka_unit_test (test_sched_step_numbering),
+        cmocka_unit_test (test_sched_barrier_waits_for_slowest),
+        cmocka_unit_test (test_sched_grid_flat_example),
+        cmocka_unit_test (test_sched_grid_hierarchical_example),
+        cmocka_unit_test (test_sched_pipeline_node_advances),
+        cmocka_unit_test (test_sched_conditions_top_level),
+        cmocka_unit_test (test_sched_conditions_in_pipeline),
+        cmocka_unit_test (test_sched_fail_fast_rollback),
+        cmocka_unit_test (test_sched_fail_fast_in_pipeline),
+        cmocka_unit_test (test_sched_continue_drops_failed),
+        cmocka_unit_test (test_sched_all_nodes_fail),
+        cmocka_unit_test (test_sched_retry_backoff),
+        cmocka_unit_test (test_sched_result_kinds),
+        cmocka_unit_test (test_sched_ack_timeout_resends_then_lost),
+        cmocka_unit_test (test_sched_task_timeout),
+        cmocka_unit_test (test_sched_job_timeout),
+        cmocka_unit_test (test_sched_cancel_barrier),
+        cmocka_unit_test (test_sched_cancel_pipeline),
+        cmocka_unit_test (test_sched_cancel_pending),
+        cmocka_unit_test (test_sched_node_offline),
+        cmocka_unit_test (test_sched_offline_between_phases),
+        cmocka_unit_test (test_sched_stale_and_duplicate),
+        cmocka_unit_test (test_sched_restore_barrier),
+        cmocka_unit_test (test_sched_restore_pipeline),
+        cmocka_unit_test (test_sched_scale_10k_nodes),
+    };
+    return cmocka_run_group_tests (tests, NULL, NULL);
+}
