@@ -1,0 +1,521 @@
+/*  =========================================================================
+    api - client request handlers (see broker.h and docs/CLIENT-API.md)
+
+    Each handler validates its request, acts through the registry, the
+    scheduler and the store, and writes one whole reply. Replies leave only
+    after the pass commits (broker.c).
+    =========================================================================
+*/
+#include "../backends/backend.h"
+#include "broker.h"
+#include "jobrec.h"
+
+#define LIST_DEFAULT 50
+#define LIST_MAX 10000
+#define EVENTS_MAX 100000
+
+typedef struct {
+    const broker_t *self;
+    const proto_request_t *request;
+    pw_t *reply;
+} api_call_t;
+
+static void
+s_error (api_call_t *call, const char *code, const char *format, ...)
+{
+    char message [1024];
+    va_list args;
+    va_start (args, format);
+    vsnprintf (message, sizeof message, format, args);
+    va_end (args);
+    pw_reset (call->reply);
+    proto_reply_error (call->reply, call->request->id, code, message, NULL, 0);
+}
+
+//  The string field KEY of the request (borrowed copy freed by caller).
+static char *
+s_field (const api_call_t *call, const char *key)
+{
+    return pv_strdup (pv_map_get (call->request->body, key));
+}
+
+static int
+s_job_id_field (api_call_t *call, char **job_id_p)
+{
+    *job_id_p = s_field (call, "job");
+    if (!*job_id_p || !job_id_valid (*job_id_p)) {
+        s_error (call, PROTO_ERR_BAD_REQUEST,
+                 "job: '%s' is not a job id (like j-0193a1b2c3d4-0001)",
+                 *job_id_p ? *job_id_p : "");
+        free (*job_id_p);
+        *job_id_p = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+static store_txn_t *
+s_txn (api_call_t *call)
+{
+    store_txn_t *txn = broker_txn ((broker_t *) call->self);
+    if (!txn)
+        s_error (call, PROTO_ERR_STORE, "the store cannot be read: %s",
+                 store_last_error (call->self->store));
+    return txn;
+}
+
+//  ---------------------------------------------------------------------
+//  job.submit
+
+//  Checks every leaf against what the registered nodes offer. Adds
+//  "path: reason" sentences to DETAILS.
+static void
+s_check_leaf (broker_t *self, const job_phase_t *leaf, const char *path,
+              zlistx_t *details)
+{
+    const proto_action_spec_t *spec
+        = registry_find_action (self->registry, leaf->backend, leaf->action,
+                                false);
+    if (!spec) {
+        bool offline = registry_find_action (self->registry, leaf->backend,
+                                             leaf->action, true) != NULL;
+        zlistx_add_end (details,
+                        zsys_sprintf ("%s: no %snode offers %s %s", path,
+                                      offline ? "online " : "registered ",
+                                      leaf->backend, leaf->action));
+        return;
+    }
+    proto_kv_t params [JOB_MAX_PARAMS];
+    for (size_t index = 0; index < leaf->param_count; index++) {
+        params [index].key = leaf->params [index].name;
+        params [index].value = leaf->params [index].value;
+    }
+    char why [512];
+    if (backend_params_check (spec, params, leaf->param_count, why,
+                              sizeof why) != 0)
+        zlistx_add_end (details, zsys_sprintf ("%s.params: %s", path, why));
+}
+
+static void
+s_check_actions (broker_t *self, const job_spec_t *spec, zlistx_t *details)
+{
+    for (size_t p = 0; p < spec->phase_count; p++) {
+        const job_phase_t *phase = &spec->phases [p];
+        char path [64];
+        if (phase->tasks) {
+            for (size_t t = 0; t < phase->task_count; t++) {
+                snprintf (path, sizeof path, "tasks[%zu].tasks[%zu]", p, t);
+                s_check_leaf (self, &phase->tasks [t], path, details);
+            }
+        }
+        else {
+            snprintf (path, sizeof path, "tasks[%zu]", p);
+            s_check_leaf (self, phase, path, details);
+        }
+    }
+}
+
+static void
+s_invalid_job (api_call_t *call, zlistx_t *details)
+{
+    size_t count = zlistx_size (details);
+    char **items = (char **) calloc (count + 1, sizeof (char *));
+    assert (items);
+    size_t index = 0;
+    for (char *item = (char *) zlistx_first (details); item;
+         item = (char *) zlistx_next (details))
+        items [index++] = item;
+    pw_reset (call->reply);
+    proto_reply_error (call->reply, call->request->id, PROTO_ERR_INVALID_JOB,
+                       count == 1 ? "the job is not valid"
+                                  : "the job is not valid (see details)",
+                       items, count);
+    free (items);
+}
+
+static void
+s_job_submit (api_call_t *call)
+{
+    broker_t *self = (broker_t *) call->self;
+    job_spec_t *spec = NULL;
+    job_errors_t errors;
+    memset (&errors, 0, sizeof errors);
+    zlistx_t *details = zlistx_new ();
+    zlistx_set_destructor (details, (zlistx_destructor_fn *) zstr_free);
+    if (job_spec_decode (pv_map_get (call->request->body, "job"), &spec,
+                         &errors) != 0) {
+        for (size_t index = 0; index < errors.count; index++)
+            zlistx_add_end (details, zsys_sprintf ("%s", errors.items [index]));
+        if (errors.truncated)
+            zlistx_add_end (details, strdup ("(more problems not shown)"));
+    }
+    else
+        s_check_actions (self, spec, details);
+    job_errors_clear (&errors);
+    if (zlistx_size (details)) {
+        s_invalid_job (call, details);
+        zlistx_destroy (&details);
+        job_spec_destroy (&spec);
+        return;
+    }
+    zlistx_destroy (&details);
+    char **ids = NULL;
+    size_t matched = registry_resolve (self->registry, &spec->target, &ids);
+    for (size_t index = 0; index < matched; index++)
+        free (ids [index]);
+    free (ids);
+    if (matched == 0) {
+        char *text = target_format (&spec->target);
+        s_error (call, PROTO_ERR_NO_NODES,
+                 "no online node matches %s (%zu registered, %zu online)",
+                 text, registry_size (self->registry),
+                 registry_online_count (self->registry));
+        free (text);
+        job_spec_destroy (&spec);
+        return;
+    }
+    size_t used = 0, map = 0;
+    store_usage (self->store, &map, &used);
+    size_t limit = self->config.max_map_bytes > map ? self->config.max_map_bytes
+                                                    : map;
+    if (limit && used > limit / 100 * 95) {
+        s_error (call, PROTO_ERR_STORE,
+                 "the store is full (%zu of %zu MiB used): new jobs are "
+                 "refused until old ones are purged; reads still work",
+                 used >> 20, limit >> 20);
+        job_spec_destroy (&spec);
+        return;
+    }
+    char id [JOB_ID_LEN + 1];
+    int64_t wall_ms = broker_wall_ms ();
+    job_id_make (wall_ms, &self->last_id_ms, &self->id_seq, id, sizeof id);
+    sched_job_t *job = sched_job_new (id, &spec);
+    job->created_at_ms = wall_ms;
+    job->updated_at_ms = wall_ms;
+    char reason [256];
+    if (sched_submit (self->sched, &job, broker_now_ms (), reason,
+                      sizeof reason) != 0) {
+        s_error (call, PROTO_ERR_QUEUE_FULL, "%s", reason);
+        sched_job_destroy (&job);
+        return;
+    }
+    const sched_job_t *live = sched_job (self->sched, id);
+    pw_reset (call->reply);
+    proto_reply_ok_begin (call->reply, call->request->id);
+    pw_map (call->reply, 2);
+    pw_str (call->reply, "job");
+    pw_str (call->reply, id);
+    pw_str (call->reply, "status");
+    //  A job can finish inside its own submit (e.g. nothing to run).
+    pw_str (call->reply, live ? sched_job_status_name (live->status)
+                              : "running");
+}
+
+//  ---------------------------------------------------------------------
+//  job.get, job.list, job.events, job.cancel, job.delete
+
+static void
+s_job_get (api_call_t *call)
+{
+    char *job_id = NULL;
+    if (s_job_id_field (call, &job_id) != 0)
+        return;
+    store_txn_t *txn = s_txn (call);
+    if (txn) {
+        pw_reset (call->reply);
+        proto_reply_ok_begin (call->reply, call->request->id);
+        int rc = jobrec_write_record (txn, job_id, call->reply);
+        if (rc == STORE_ENOTFOUND)
+            s_error (call, PROTO_ERR_NOT_FOUND, "no job %s", job_id);
+        else if (rc != 0)
+            s_error (call, PROTO_ERR_STORE, "job %s: its record is unreadable",
+                     job_id);
+    }
+    free (job_id);
+}
+
+static void
+s_job_list (api_call_t *call)
+{
+    char *status_name = s_field (call, "status");
+    sched_job_status_t wanted = SCHED_JOB_PENDING;
+    if (status_name && sched_job_status_parse (status_name, &wanted) != 0) {
+        s_error (call, PROTO_ERR_BAD_REQUEST,
+                 "status: unknown job status '%s' (pending, running, "
+                 "completed, partial_failure, failed, cancelled)", status_name);
+        free (status_name);
+        return;
+    }
+    int64_t limit = LIST_DEFAULT;
+    const pv_t *limit_value = pv_map_get (call->request->body, "limit");
+    if (limit_value
+        && (pv_get_int (limit_value, &limit) != 0 || limit < 1
+            || limit > LIST_MAX)) {
+        s_error (call, PROTO_ERR_BAD_REQUEST, "limit: expected 1 to %d",
+                 LIST_MAX);
+        free (status_name);
+        return;
+    }
+    store_txn_t *txn = s_txn (call);
+    if (!txn) {
+        free (status_name);
+        return;
+    }
+    //  Newest first: walk the time-sorted ids backwards. Two passes, since
+    //  msgpack wants the count before the items.
+    pw_t *items = pw_new ();
+    size_t count = 0, total = 0;
+    store_cursor_t *cursor = store_cursor_new (txn, STORE_DB_JOBS);
+    const void *k, *v;
+    size_t k_len, v_len;
+    int rc = cursor ? store_cursor_last (cursor, &k, &k_len, &v, &v_len)
+                    : STORE_EIO;
+    while (rc == 0) {
+        pv_doc_t *doc = NULL;
+        if (pv_doc_decode (v, v_len, &doc, NULL, 0) == 0) {
+            const pv_t *header = pv_doc_root (doc);
+            if (!status_name || jobrec_header_status (header) == (int) wanted) {
+                total++;
+                if ((int64_t) count < limit) {
+                    jobrec_write_summary (header, items);
+                    count++;
+                }
+            }
+        }
+        pv_doc_destroy (&doc);
+        rc = store_cursor_prev (cursor, &k, &k_len, &v, &v_len);
+    }
+    store_cursor_destroy (&cursor);
+    pw_reset (call->reply);
+    proto_reply_ok_begin (call->reply, call->request->id);
+    pw_map (call->reply, 2);
+    pw_str (call->reply, "jobs");
+    pw_array (call->reply, count);
+    if (count)
+        pw_raw (call->reply, pw_data (items), pw_size (items));
+    pw_str (call->reply, "total");
+    pw_int (call->reply, (int64_t) total);
+    pw_destroy (&items);
+    free (status_name);
+}
+
+static void
+s_job_events (api_call_t *call)
+{
+    char *job_id = NULL;
+    if (s_job_id_field (call, &job_id) != 0)
+        return;
+    int64_t after = 0;
+    const pv_t *after_value = pv_map_get (call->request->body, "after");
+    if (after_value && (pv_get_int (after_value, &after) != 0 || after < 0
+                        || after > UINT32_MAX)) {
+        s_error (call, PROTO_ERR_BAD_REQUEST, "after: expected an event seq");
+        free (job_id);
+        return;
+    }
+    store_txn_t *txn = s_txn (call);
+    if (txn) {
+        const void *value;
+        size_t value_len;
+        if (store_get (txn, STORE_DB_JOBS, job_id, strlen (job_id), &value,
+                       &value_len) != 0)
+            s_error (call, PROTO_ERR_NOT_FOUND, "no job %s", job_id);
+        else {
+            pw_reset (call->reply);
+            proto_reply_ok_begin (call->reply, call->request->id);
+            pw_map (call->reply, 1);
+            pw_str (call->reply, "events");
+            jobrec_write_events (txn, job_id, (uint32_t) after, EVENTS_MAX,
+                                 call->reply);
+        }
+    }
+    free (job_id);
+}
+
+//  The stored status of a job that the scheduler no longer holds, or -1.
+static int
+s_stored_status (api_call_t *call, const char *job_id)
+{
+    store_txn_t *txn = s_txn (call);
+    const void *value;
+    size_t value_len;
+    if (!txn
+        || store_get (txn, STORE_DB_JOBS, job_id, strlen (job_id), &value,
+                      &value_len) != 0)
+        return -1;
+    pv_doc_t *doc = NULL;
+    int status = -1;
+    if (pv_doc_decode (value, value_len, &doc, NULL, 0) == 0)
+        status = jobrec_header_status (pv_doc_root (doc));
+    pv_doc_destroy (&doc);
+    return status;
+}
+
+static void
+s_job_cancel (api_call_t *call)
+{
+    broker_t *self = (broker_t *) call->self;
+    char *job_id = NULL;
+    if (s_job_id_field (call, &job_id) != 0)
+        return;
+    char *reason = s_field (call, "reason");
+    char *text = zsys_sprintf ("cancelled by operator%s%s",
+                               reason ? ": " : "", reason ? reason : "");
+    if (sched_cancel (self->sched, job_id, text, broker_now_ms ()) == 0) {
+        pw_reset (call->reply);
+        proto_reply_ok_begin (call->reply, call->request->id);
+        pw_map (call->reply, 2);
+        pw_str (call->reply, "job");
+        pw_str (call->reply, job_id);
+        pw_str (call->reply, "status");
+        pw_str (call->reply, "cancelled");
+    }
+    else {
+        int status = s_stored_status (call, job_id);
+        if (status >= 0)
+            s_error (call, PROTO_ERR_CONFLICT, "job %s already ended (%s)",
+                     job_id, sched_job_status_name ((sched_job_status_t) status));
+        else
+            s_error (call, PROTO_ERR_NOT_FOUND, "no job %s", job_id);
+    }
+    zstr_free (&text);
+    free (reason);
+    free (job_id);
+}
+
+static void
+s_job_delete (api_call_t *call)
+{
+    broker_t *self = (broker_t *) call->self;
+    char *job_id = NULL;
+    if (s_job_id_field (call, &job_id) != 0)
+        return;
+    if (sched_job (self->sched, job_id))
+        s_error (call, PROTO_ERR_CONFLICT,
+                 "job %s has not ended: cancel it first", job_id);
+    else if (s_stored_status (call, job_id) < 0)
+        s_error (call, PROTO_ERR_NOT_FOUND, "no job %s", job_id);
+    else {
+        int rc = jobrec_delete (self->txn, job_id);
+        if (rc != 0)
+            s_error (call, PROTO_ERR_STORE, "job %s: %s", job_id,
+                     store_strerror (rc));
+        else {
+            pw_reset (call->reply);
+            proto_reply_ok_begin (call->reply, call->request->id);
+            pw_map (call->reply, 2);
+            pw_str (call->reply, "job");
+            pw_str (call->reply, job_id);
+            pw_str (call->reply, "deleted");
+            pw_bool (call->reply, true);
+        }
+    }
+    free (job_id);
+}
+
+//  ---------------------------------------------------------------------
+//  node.list, node.get, status
+
+static void
+s_node_list (api_call_t *call)
+{
+    registry_node_t **nodes = NULL;
+    size_t count = registry_list (call->self->registry, &nodes);
+    pw_reset (call->reply);
+    proto_reply_ok_begin (call->reply, call->request->id);
+    pw_map (call->reply, 1);
+    pw_str (call->reply, "nodes");
+    pw_array (call->reply, count);
+    for (size_t index = 0; index < count; index++)
+        registry_node_encode (nodes [index], call->reply, false);
+    free (nodes);
+}
+
+static void
+s_node_get (api_call_t *call)
+{
+    char *id = s_field (call, "node");
+    registry_node_t *node = id && name_valid (id)
+                                ? registry_lookup (call->self->registry, id)
+                                : NULL;
+    if (!node)
+        s_error (call, PROTO_ERR_NOT_FOUND, "no node '%s'", id ? id : "");
+    else {
+        pw_reset (call->reply);
+        proto_reply_ok_begin (call->reply, call->request->id);
+        registry_node_encode (node, call->reply, true);
+    }
+    free (id);
+}
+
+static void
+s_status (api_call_t *call)
+{
+    const broker_t *self = call->self;
+    pw_t *reply = call->reply;
+    size_t total = registry_size (self->registry);
+    size_t online = registry_online_count (self->registry);
+    pw_reset (reply);
+    proto_reply_ok_begin (reply, call->request->id);
+    pw_map (reply, 5);
+    pw_str (reply, "version");
+    pw_str (reply, GRID_VERSION);
+    pw_str (reply, "uptime_ms");
+    pw_int (reply, broker_now_ms () - self->started_ms);
+    pw_str (reply, "nodes");
+    pw_map (reply, 3);
+    pw_str (reply, "total");
+    pw_int (reply, (int64_t) total);
+    pw_str (reply, "online");
+    pw_int (reply, (int64_t) online);
+    pw_str (reply, "offline");
+    pw_int (reply, (int64_t) (total - online));
+    pw_str (reply, "jobs");
+    pw_map (reply, 6);
+    pw_str (reply, "pending");
+    pw_int (reply, (int64_t) sched_pending_count (self->sched));
+    pw_str (reply, "running");
+    pw_int (reply, (int64_t) sched_running_count (self->sched));
+    for (int status = SCHED_JOB_COMPLETED; status <= SCHED_JOB_CANCELLED;
+         status++) {
+        pw_str (reply, sched_job_status_name ((sched_job_status_t) status));
+        pw_int (reply, (int64_t) self->finished [status]);
+    }
+    pw_str (reply, "dropped");
+    pw_map (reply, 4);
+    pw_str (reply, "malformed");
+    pw_int (reply, (int64_t) self->counters.malformed);
+    pw_str (reply, "unknown_node");
+    pw_int (reply, (int64_t) self->counters.unknown_node);
+    pw_str (reply, "stale");
+    pw_int (reply, (int64_t) self->counters.stale);
+    pw_str (reply, "send_failed");
+    pw_int (reply, (int64_t) self->counters.send_failed);
+}
+
+typedef struct {
+    const char *type;
+    void (*handler) (api_call_t *call);
+} api_route_t;
+
+static const api_route_t s_routes [] = {
+    {"job.submit", s_job_submit},   {"job.get", s_job_get},
+    {"job.list", s_job_list},       {"job.cancel", s_job_cancel},
+    {"job.events", s_job_events},   {"job.delete", s_job_delete},
+    {"node.list", s_node_list},     {"node.get", s_node_get},
+    {"status", s_status},
+};
+
+void
+api_handle (broker_t *self, const proto_request_t *request, pw_t *reply)
+{
+    api_call_t call = {self, request, reply};
+    for (size_t index = 0; index < sizeof s_routes / sizeof s_routes [0];
+         index++)
+        if (strcmp (s_routes [index].type, request->type) == 0) {
+            s_routes [index].handler (&call);
+            return;
+        }
+    s_error (&call, PROTO_ERR_UNKNOWN_TYPE, "unknown request type '%s'",
+             request->type);
+}

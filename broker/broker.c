@@ -1,0 +1,956 @@
+/*  =========================================================================
+    broker - gridbroker's server (see broker.h)
+    =========================================================================
+*/
+#include <time.h>
+
+#include "../proto/conf.h"
+#include "broker.h"
+#include "jobrec.h"
+
+#define BATCH_MAX 512            //  Messages read per socket per pass
+#define REPLY_CACHE_MAX 10000    //  Client replies kept for retries
+
+typedef struct {
+    zsock_t *socket;             //  Where to send
+    zmsg_t *msg;                 //  What
+    char *node;                  //  Agent ROUTER sends: the node, for logs
+} outbox_item_t;
+
+static void
+s_outbox_item_destroy (void **item_p)
+{
+    outbox_item_t *item = (outbox_item_t *) *item_p;
+    if (item) {
+        zmsg_destroy (&item->msg);
+        free (item->node);
+        free (item);
+        *item_p = NULL;
+    }
+}
+
+int64_t
+broker_now_ms (void)
+{
+    struct timespec ts;
+    clock_gettime (CLOCK_MONOTONIC, &ts);
+    return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int64_t
+broker_wall_ms (void)
+{
+    struct timespec ts;
+    clock_gettime (CLOCK_REALTIME, &ts);
+    return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void
+s_log (const char *format, ...)
+{
+    char text [1024];
+    va_list args;
+    va_start (args, format);
+    vsnprintf (text, sizeof text, format, args);
+    va_end (args);
+    char stamp [TIME_TEXT_LEN];
+    time_format (broker_wall_ms (), stamp, sizeof stamp);
+    fprintf (stderr, "%s gridbroker: %s\n", stamp, text);
+}
+
+//  ---------------------------------------------------------------------
+//  Configuration
+
+void
+broker_config_defaults (broker_config_t *config)
+{
+    memset (config, 0, sizeof *config);
+    config->data_dir = strdup ("/var/lib/grid/broker");
+    config->client_ep = strdup ("tcp://127.0.0.1:7701");
+    config->agents_ep = strdup ("tcp://127.0.0.1:7702");
+    config->publish_ep = strdup ("tcp://127.0.0.1:7703");
+    config->heartbeat_ms = 5000;
+    config->missed_heartbeats = 3;
+    config->tick_ms = 100;
+    config->map_bytes = (size_t) 64 << 20;
+    config->max_map_bytes = (size_t) 8 << 30;
+    sched_config_defaults (&config->sched);
+}
+
+void
+broker_config_clear (broker_config_t *config)
+{
+    free (config->data_dir);
+    free (config->client_ep);
+    free (config->agents_ep);
+    free (config->publish_ep);
+    config->data_dir = config->client_ep = NULL;
+    config->agents_ep = config->publish_ep = NULL;
+}
+
+static int
+s_copy_config (broker_config_t *dest, const broker_config_t *src)
+{
+    *dest = *src;
+    dest->data_dir = strdup (src->data_dir);
+    dest->client_ep = strdup (src->client_ep);
+    dest->agents_ep = strdup (src->agents_ep);
+    dest->publish_ep = strdup (src->publish_ep);
+    return 0;
+}
+
+int
+broker_config_load (broker_config_t *config, const char *path, char *err,
+                    size_t err_len)
+{
+    static const char *known [] = {
+        "data_dir", "client", "agents", "publish", "heartbeat",
+        "missed_heartbeats", "max_concurrent", "max_pending", "ack_timeout",
+        "ack_resends", "task_timeout", "grace", "retry_base", "retry_cap",
+        "map_size_mb", "max_map_size_mb", "verbose", NULL};
+    pv_doc_t *doc = NULL;
+    char why [512];
+    if (conf_load_file (path, &doc, err, err_len) != 0)
+        return -1;
+    const pv_t *root = pv_doc_root (doc);
+    int rc = pv_type (root) == PV_MAP ? 0 : -1;
+    if (rc != 0)
+        snprintf (why, sizeof why, "the file must be a mapping of keys");
+    if (rc == 0)
+        rc = conf_check_keys (root, known, why, sizeof why);
+    int64_t max_concurrent = (int64_t) config->sched.max_concurrent;
+    int64_t max_pending = (int64_t) config->sched.max_pending;
+    int64_t ack_resends = config->sched.ack_resends;
+    int64_t map_mb = (int64_t) (config->map_bytes >> 20);
+    int64_t max_map_mb = (int64_t) (config->max_map_bytes >> 20);
+    if (rc == 0)
+        rc = conf_get_str (root, "data_dir", &config->data_dir, why, sizeof why);
+    if (rc == 0)
+        rc = conf_get_str (root, "client", &config->client_ep, why, sizeof why);
+    if (rc == 0)
+        rc = conf_get_str (root, "agents", &config->agents_ep, why, sizeof why);
+    if (rc == 0)
+        rc = conf_get_str (root, "publish", &config->publish_ep, why, sizeof why);
+    if (rc == 0)
+        rc = conf_get_duration (root, "heartbeat", &config->heartbeat_ms, why, sizeof why);
+    if (rc == 0)
+        rc = conf_get_int (root, "missed_heartbeats", &config->missed_heartbeats, why, sizeof why);
+    if (rc == 0)
+        rc = conf_get_int (root, "max_concurrent", &max_concurrent, why, sizeof why);
+    if (rc == 0)
+        rc = conf_get_int (root, "max_pending", &max_pending, why, sizeof why);
+    if (rc == 0)
+        rc = conf_get_duration (root, "ack_timeout", &config->sched.ack_timeout_ms, why, sizeof why);
+    if (rc == 0)
+        rc = conf_get_int (root, "ack_resends", &ack_resends, why, sizeof why);
+    if (rc == 0)
+        rc = conf_get_duration (root, "task_timeout", &config->sched.default_timeout_ms, why, sizeof why);
+    if (rc == 0)
+        rc = conf_get_duration (root, "grace", &config->sched.grace_ms, why, sizeof why);
+    if (rc == 0)
+        rc = conf_get_duration (root, "retry_base", &config->sched.retry_base_ms, why, sizeof why);
+    if (rc == 0)
+        rc = conf_get_duration (root, "retry_cap", &config->sched.retry_cap_ms, why, sizeof why);
+    if (rc == 0)
+        rc = conf_get_int (root, "map_size_mb", &map_mb, why, sizeof why);
+    if (rc == 0)
+        rc = conf_get_int (root, "max_map_size_mb", &max_map_mb, why, sizeof why);
+    if (rc == 0)
+        rc = conf_get_bool (root, "verbose", &config->verbose, why, sizeof why);
+    if (rc == 0 && (max_concurrent < 1 || max_pending < 0 || ack_resends < 0
+                    || map_mb < 1 || max_map_mb < 0
+                    || config->missed_heartbeats < 1
+                    || config->heartbeat_ms < 10)) {
+        snprintf (why, sizeof why, "a number is out of range (max_concurrent "
+                  ">= 1, max_pending >= 0, ack_resends >= 0, map_size_mb >= 1, "
+                  "missed_heartbeats >= 1, heartbeat >= 10ms)");
+        rc = -1;
+    }
+    if (rc == 0) {
+        config->sched.max_concurrent = (size_t) max_concurrent;
+        config->sched.max_pending = (size_t) max_pending;
+        config->sched.ack_resends = (uint32_t) ack_resends;
+        config->map_bytes = (size_t) map_mb << 20;
+        config->max_map_bytes = (size_t) max_map_mb << 20;
+    }
+    else
+        snprintf (err, err_len, "%s: %s", path, why);
+    pv_doc_destroy (&doc);
+    return rc;
+}
+
+//  ---------------------------------------------------------------------
+//  Passes: one write transaction and an outbox, committed then sent.
+
+store_txn_t *
+broker_txn (broker_t *self)
+{
+    if (!self->txn) {
+        self->txn = store_begin (self->store, true);
+        if (!self->txn)
+            s_log ("store: cannot begin a transaction: %s",
+                   store_last_error (self->store));
+    }
+    return self->txn;
+}
+
+static void
+s_outbox_add (broker_t *self, zsock_t *socket, zmsg_t **msg_p,
+              const char *node)
+{
+    outbox_item_t *item = (outbox_item_t *) zmalloc (sizeof (outbox_item_t));
+    item->socket = socket;
+    item->msg = *msg_p;
+    *msg_p = NULL;
+    item->node = node ? strdup (node) : NULL;
+    zlistx_add_end (self->outbox, item);
+}
+
+//  Queues the body in self->body to a node over the agent ROUTER.
+static void
+s_send_to_node (broker_t *self, const registry_node_t *node)
+{
+    if (!node || !node->online || node->routing_id_size == 0)
+        return;
+    zmsg_t *msg = zmsg_new ();
+    zmsg_addmem (msg, node->routing_id, node->routing_id_size);
+    zmsg_addmem (msg, pw_data (self->body), pw_size (self->body));
+    s_outbox_add (self, self->agents, &msg, node->id);
+}
+
+//  Queues the body in self->body on the commands PUB under TOPIC.
+static void
+s_publish (broker_t *self, const char *topic)
+{
+    zmsg_t *msg = zmsg_new ();
+    zmsg_addstr (msg, topic);
+    zmsg_addmem (msg, pw_data (self->body), pw_size (self->body));
+    s_outbox_add (self, self->publish, &msg, NULL);
+}
+
+static void
+s_flush (broker_t *self)
+{
+    outbox_item_t *item = (outbox_item_t *) zlistx_first (self->outbox);
+    while (item) {
+        if (zmsg_send (&item->msg, item->socket) != 0) {
+            self->counters.send_failed++;
+            if (item->node) {
+                s_log ("send to node %s failed (%s): marking it offline",
+                       item->node, zmq_strerror (zmq_errno ()));
+                registry_node_t *node = registry_lookup (self->registry,
+                                                         item->node);
+                if (node && node->online) {
+                    registry_set_offline (node);
+                    sched_on_node_offline (self->sched, item->node,
+                                           broker_now_ms ());
+                }
+            }
+        }
+        item = (outbox_item_t *) zlistx_next (self->outbox);
+    }
+    zlistx_purge (self->outbox);
+}
+
+//  Ends a pass: drains the scheduler, commits, sends. A send failure can
+//  feed the scheduler again, so loop until nothing is left (bounded).
+static void
+s_pass_end (broker_t *self)
+{
+    for (int round = 0; round < 4; round++) {
+        broker_drain (self);
+        if (self->txn) {
+            int rc = store_commit (&self->txn);
+            if (rc != 0)
+                s_log ("store: commit failed: %s (%s); the last changes are "
+                       "kept in memory only", store_strerror (rc),
+                       store_last_error (self->store));
+        }
+        if (zlistx_size (self->outbox) == 0)
+            break;
+        s_flush (self);
+    }
+}
+
+//  ---------------------------------------------------------------------
+//  Scheduler actions
+
+static void
+s_write_command (broker_t *self, const sched_job_t *job, uint32_t step,
+                 uint32_t attempt, char *const *nodes, size_t node_count)
+{
+    const job_phase_t *leaf = job_spec_step (job->spec, step, NULL, NULL);
+    assert (leaf);
+    proto_msg_t msg;
+    memset (&msg, 0, sizeof msg);
+    msg.type = PROTO_COMMAND;
+    msg.job = (char *) job->id;
+    msg.step = step;
+    msg.attempt = attempt;
+    msg.backend = leaf->backend;
+    msg.action = leaf->action;
+    //  job_param_t and proto_kv_t are both {name, value} pairs of strings.
+    proto_kv_t params [JOB_MAX_PARAMS];
+    for (size_t index = 0; index < leaf->param_count; index++) {
+        params [index].key = leaf->params [index].name;
+        params [index].value = leaf->params [index].value;
+    }
+    msg.params = params;
+    msg.param_count = leaf->param_count;
+    msg.timeout_ms = (uint64_t) (leaf->timeout_ms > 0
+                                     ? leaf->timeout_ms
+                                     : self->config.sched.default_timeout_ms);
+    msg.nodes = (char **) nodes;
+    msg.node_count = node_count;
+    pw_reset (self->body);
+    int rc = proto_msg_encode (&msg, self->body);
+    assert (rc == 0);
+}
+
+static void
+s_dispatch (broker_t *self, const sched_action_t *action)
+{
+    const sched_job_t *job = action->job;
+    if (action->topic) {
+        //  One broadcast. Name the receivers unless the topic reaches
+        //  exactly them (late joiners and dropped nodes must not act).
+        size_t members = registry_members (self->registry, &job->spec->target);
+        bool exact = members == action->node_count;
+        s_write_command (self, job, action->step, action->attempt,
+                         exact ? NULL : action->nodes,
+                         exact ? 0 : action->node_count);
+        s_publish (self, action->topic);
+    }
+    else {
+        s_write_command (self, job, action->step, action->attempt, NULL, 0);
+        for (size_t index = 0; index < action->node_count; index++) {
+            char *topic = topic_for_node (action->nodes [index]);
+            s_publish (self, topic);
+            free (topic);
+        }
+    }
+}
+
+static void
+s_cancel (broker_t *self, const sched_action_t *action)
+{
+    proto_msg_t msg;
+    memset (&msg, 0, sizeof msg);
+    msg.type = PROTO_CANCEL;
+    msg.job = (char *) action->job->id;
+    msg.reason = (char *) (action->job->reason ? action->job->reason
+                                               : "cancelled");
+    pw_reset (self->body);
+    int rc = proto_msg_encode (&msg, self->body);
+    assert (rc == 0);
+    for (size_t index = 0; index < action->node_count; index++) {
+        char *topic = topic_for_node (action->nodes [index]);
+        s_publish (self, topic);
+        free (topic);
+    }
+}
+
+static uint32_t
+s_next_event_seq (broker_t *self, const char *job_id)
+{
+    uint32_t *seq = (uint32_t *) zhashx_lookup (self->event_seq, job_id);
+    if (!seq) {
+        seq = (uint32_t *) zmalloc (sizeof (uint32_t));
+        store_txn_t *txn = broker_txn (self);
+        *seq = txn ? jobrec_next_event_seq (txn, job_id) : 1;
+        zhashx_insert (self->event_seq, job_id, seq);
+    }
+    return (*seq)++;
+}
+
+static void
+s_store_error (broker_t *self, int rc, const char *what)
+{
+    if (rc != 0)
+        s_log ("store: cannot save %s: %s", what, store_strerror (rc));
+}
+
+void
+broker_drain (broker_t *self)
+{
+    sched_action_t action;
+    int64_t wall_ms = broker_wall_ms ();
+    while (sched_next_action (self->sched, &action)) {
+        store_txn_t *txn = broker_txn (self);
+        switch (action.type) {
+            case SCHED_ACTION_DISPATCH:
+                s_dispatch (self, &action);
+                break;
+            case SCHED_ACTION_RESEND:
+                s_write_command (self, action.job, action.step,
+                                 action.attempt, NULL, 0);
+                s_send_to_node (self, registry_lookup (self->registry,
+                                                       action.node));
+                break;
+            case SCHED_ACTION_CANCEL:
+                s_cancel (self, &action);
+                break;
+            case SCHED_ACTION_SAVE_JOB:
+                action.job->updated_at_ms = wall_ms;
+                if (txn)
+                    s_store_error (self, jobrec_save_header (txn, action.job,
+                                                             self->scratch),
+                                   "a job");
+                break;
+            case SCHED_ACTION_SAVE_CELL:
+                if (txn)
+                    s_store_error (self, jobrec_save_cell (txn, action.job,
+                                                           action.step,
+                                                           action.node,
+                                                           self->scratch),
+                                   "a result");
+                break;
+            case SCHED_ACTION_EVENT: {
+                bool step_event = action.node != NULL
+                                  || strcmp (action.event, "dispatched") == 0
+                                  || strcmp (action.event, "skipped") == 0;
+                uint32_t seq = s_next_event_seq (self, action.job->id);
+                if (txn)
+                    s_store_error (self, jobrec_save_event (
+                                             txn, action.job->id, seq, wall_ms,
+                                             action.event, action.node,
+                                             step_event ? (int64_t) action.step : -1,
+                                             action.detail, self->scratch),
+                                   "an event");
+                if (self->config.verbose)
+                    s_log ("job %s: %s%s%s%s%s", action.job->id, action.event,
+                           action.node ? " node " : "",
+                           action.node ? action.node : "",
+                           action.detail ? ": " : "",
+                           action.detail ? action.detail : "");
+                break;
+            }
+            case SCHED_ACTION_FINISHED:
+                if (action.job->status < 6)
+                    self->finished [action.job->status]++;
+                zhashx_delete (self->event_seq, action.job->id);
+                s_log ("job %s %s%s%s", action.job->id,
+                       sched_job_status_name (action.job->status),
+                       action.job->reason ? ": " : "",
+                       action.job->reason ? action.job->reason : "");
+                break;
+        }
+    }
+}
+
+//  ---------------------------------------------------------------------
+//  Agent socket
+
+static void
+s_send_agent_error (broker_t *self, zframe_t *routing, const char *code,
+                    const char *message)
+{
+    proto_msg_t msg;
+    memset (&msg, 0, sizeof msg);
+    msg.type = PROTO_ERROR;
+    msg.code = (char *) code;
+    msg.message = (char *) message;
+    pw_reset (self->body);
+    if (proto_msg_encode (&msg, self->body) != 0)
+        return;
+    zmsg_t *out = zmsg_new ();
+    zmsg_addmem (out, zframe_data (routing), zframe_size (routing));
+    zmsg_addmem (out, pw_data (self->body), pw_size (self->body));
+    s_outbox_add (self, self->agents, &out, NULL);
+}
+
+static void
+s_save_node (broker_t *self, const registry_node_t *node)
+{
+    store_txn_t *txn = broker_txn (self);
+    if (!txn)
+        return;
+    pw_reset (self->scratch);
+    registry_node_encode_record (node, self->scratch);
+    s_store_error (self, store_put (txn, STORE_DB_NODES, node->id,
+                                    strlen (node->id), pw_data (self->scratch),
+                                    pw_size (self->scratch)),
+                   "a node");
+}
+
+static void
+s_on_hello (broker_t *self, zframe_t *routing, proto_msg_t **msg_p,
+            int64_t now_ms)
+{
+    proto_msg_t *hello = *msg_p;
+    registry_node_t *before = registry_lookup (self->registry, hello->node);
+    bool was_online = before && before->online;
+    registry_node_t *node = registry_hello (self->registry, msg_p,
+                                            zframe_data (routing),
+                                            zframe_size (routing), now_ms,
+                                            broker_wall_ms ());
+    s_save_node (self, node);
+    s_log ("node %s %s (%s, %zu group%s, %zu backend%s)", node->id,
+           was_online ? "re-registered" : "registered",
+           node->hello->hostname, node->hello->group_count,
+           node->hello->group_count == 1 ? "" : "s",
+           node->hello->backend_count,
+           node->hello->backend_count == 1 ? "" : "s");
+    proto_msg_t welcome;
+    memset (&welcome, 0, sizeof welcome);
+    welcome.type = PROTO_WELCOME;
+    welcome.node = node->id;
+    welcome.heartbeat_ms = (uint32_t) self->config.heartbeat_ms;
+    pw_reset (self->body);
+    int rc = proto_msg_encode (&welcome, self->body);
+    assert (rc == 0);
+    s_send_to_node (self, node);
+}
+
+static void
+s_on_agent_message (broker_t *self, zmsg_t *msg, int64_t now_ms)
+{
+    zframe_t *routing = zmsg_first (msg);
+    zframe_t *body = zmsg_next (msg);
+    if (!routing || !body || zmsg_size (msg) != 2) {
+        self->counters.malformed++;
+        return;
+    }
+    proto_msg_t *in = NULL;
+    char why [256];
+    if (proto_msg_decode (zframe_data (body), zframe_size (body), &in, why,
+                          sizeof why) != 0) {
+        self->counters.malformed++;
+        if (self->config.verbose)
+            s_log ("dropped a malformed agent message: %s", why);
+        const char *code = strstr (why, "version") ? PROTO_ERR_VERSION
+                                                   : PROTO_ERR_MALFORMED;
+        s_send_agent_error (self, routing, code, why);
+        return;
+    }
+    if (in->type == PROTO_HELLO) {
+        s_on_hello (self, routing, &in, now_ms);
+        proto_msg_destroy (&in);
+        return;
+    }
+    bool from_agent = in->type == PROTO_HEARTBEAT || in->type == PROTO_ACK
+                      || in->type == PROTO_STARTED || in->type == PROTO_RESULT
+                      || in->type == PROTO_BYE;
+    if (!from_agent) {
+        self->counters.malformed++;
+        s_send_agent_error (self, routing, PROTO_ERR_BAD_REQUEST,
+                            "agents send hello, heartbeat, ack, started, "
+                            "result or bye");
+        proto_msg_destroy (&in);
+        return;
+    }
+    registry_node_t *node = registry_session (self->registry, in->node,
+                                              zframe_data (routing),
+                                              zframe_size (routing));
+    if (!node) {
+        //  Unknown session (broker restarted, or node marked offline):
+        //  the agent says hello again, then re-sends what is unacked.
+        self->counters.unknown_node++;
+        if (in->type != PROTO_BYE)
+            s_send_agent_error (self, routing, "unknown_node",
+                                "this broker does not know this session: "
+                                "send hello");
+        proto_msg_destroy (&in);
+        return;
+    }
+    registry_touch (node, now_ms, broker_wall_ms ());
+    int rc = 0;
+    switch (in->type) {
+        case PROTO_HEARTBEAT:
+            node->running = in->running;
+            node->queued = in->queued;
+            break;
+        case PROTO_ACK:
+            rc = sched_on_ack (self->sched, in->job, in->step, in->attempt,
+                               in->node, now_ms);
+            break;
+        case PROTO_STARTED:
+            rc = sched_on_started (self->sched, in->job, in->step,
+                                   in->attempt, in->node, now_ms);
+            break;
+        case PROTO_RESULT: {
+            rc = sched_on_result (self->sched, in, now_ms);
+            //  Acknowledge even unknown results so the agent's spool
+            //  drains; the ack goes out after the commit.
+            proto_msg_t ack;
+            memset (&ack, 0, sizeof ack);
+            ack.type = PROTO_RESULT_ACK;
+            ack.job = in->job;
+            ack.step = in->step;
+            ack.attempt = in->attempt;
+            pw_reset (self->body);
+            int erc = proto_msg_encode (&ack, self->body);
+            assert (erc == 0);
+            s_send_to_node (self, node);
+            break;
+        }
+        case PROTO_BYE:
+            s_log ("node %s said bye (%s)", node->id,
+                   in->reason ? in->reason : "");
+            registry_set_offline (node);
+            s_save_node (self, node);
+            sched_on_node_offline (self->sched, node->id, now_ms);
+            break;
+        default:
+            break;
+    }
+    if (rc < 0)
+        self->counters.stale++;
+    proto_msg_destroy (&in);
+}
+
+static int
+s_on_agents (zloop_t *loop, zsock_t *socket, void *arg)
+{
+    broker_t *self = (broker_t *) arg;
+    int64_t now_ms = broker_now_ms ();
+    for (int count = 0; count < BATCH_MAX; count++) {
+        if (count > 0 && !(zsock_events (socket) & ZMQ_POLLIN))
+            break;
+        zmsg_t *msg = zmsg_recv (socket);
+        if (!msg)
+            break;
+        s_on_agent_message (self, msg, now_ms);
+        zmsg_destroy (&msg);
+        broker_drain (self);
+    }
+    s_pass_end (self);
+    return 0;
+}
+
+//  ---------------------------------------------------------------------
+//  Client socket
+
+static bool
+s_is_mutation (const char *type)
+{
+    return strcmp (type, "job.submit") == 0 || strcmp (type, "job.cancel") == 0
+           || strcmp (type, "job.delete") == 0;
+}
+
+static void
+s_remember_reply (broker_t *self, const char *id, const pw_t *reply)
+{
+    if (zhashx_lookup (self->replies, id))
+        return;
+    if (zhashx_size (self->replies) >= REPLY_CACHE_MAX) {
+        char *oldest = (char *) zlistx_first (self->reply_order);
+        if (oldest) {
+            zhashx_delete (self->replies, oldest);
+            zlistx_delete (self->reply_order, zlistx_cursor (self->reply_order));
+        }
+    }
+    zhashx_insert (self->replies, id,
+                   zchunk_new (pw_data (reply), pw_size (reply)));
+    zlistx_add_end (self->reply_order, strdup (id));
+}
+
+//  Replies to the client whose envelope is ENVELOPE with the bytes in
+//  REPLY, after the pass commits.
+static void
+s_reply (broker_t *self, zmsg_t *envelope, const void *data, size_t size)
+{
+    zmsg_t *out = zmsg_dup (envelope);
+    zmsg_addmem (out, data, size);
+    s_outbox_add (self, self->client, &out, NULL);
+}
+
+static void
+s_on_client_message (broker_t *self, zmsg_t *msg)
+{
+    //  Everything before the last frame is the envelope (REQ adds an
+    //  empty delimiter; a DEALER may not).
+    zframe_t *body = zmsg_last (msg);
+    if (!body || zmsg_size (msg) < 2) {
+        self->counters.malformed++;
+        return;
+    }
+    zmsg_t *envelope = zmsg_dup (msg);
+    zframe_t *last = zmsg_last (envelope);
+    zmsg_remove (envelope, last);
+    zframe_destroy (&last);
+    proto_request_t *request = NULL;
+    const char *code = NULL;
+    char *id = NULL;
+    char why [512];
+    pw_t *reply = pw_new ();
+    if (proto_request_decode (zframe_data (body), zframe_size (body), &request,
+                              &code, &id, why, sizeof why) != 0) {
+        self->counters.malformed++;
+        proto_reply_error (reply, id ? id : "", code, why, NULL, 0);
+        s_reply (self, envelope, pw_data (reply), pw_size (reply));
+    }
+    else {
+        bool mutation = s_is_mutation (request->type);
+        zchunk_t *cached = mutation ? (zchunk_t *) zhashx_lookup (self->replies,
+                                                                  request->id)
+                                    : NULL;
+        const void *stored = NULL;
+        size_t stored_len = 0;
+        if (mutation && !cached && broker_txn (self))
+            store_get (self->txn, STORE_DB_REQUESTS, request->id,
+                       strlen (request->id), &stored, &stored_len);
+        if (cached)
+            s_reply (self, envelope, zchunk_data (cached), zchunk_size (cached));
+        else if (stored)
+            s_reply (self, envelope, stored, stored_len);
+        else {
+            api_handle (self, request, reply);
+            broker_drain (self);
+            if (mutation) {
+                s_remember_reply (self, request->id, reply);
+                if (strcmp (request->type, "job.submit") == 0 && self->txn)
+                    s_store_error (self, store_put (self->txn, STORE_DB_REQUESTS,
+                                                    request->id,
+                                                    strlen (request->id),
+                                                    pw_data (reply),
+                                                    pw_size (reply)),
+                                   "a request id");
+            }
+            s_reply (self, envelope, pw_data (reply), pw_size (reply));
+        }
+    }
+    pw_destroy (&reply);
+    free (id);
+    proto_request_destroy (&request);
+    zmsg_destroy (&envelope);
+}
+
+static int
+s_on_client (zloop_t *loop, zsock_t *socket, void *arg)
+{
+    broker_t *self = (broker_t *) arg;
+    for (int count = 0; count < BATCH_MAX; count++) {
+        if (count > 0 && !(zsock_events (socket) & ZMQ_POLLIN))
+            break;
+        zmsg_t *msg = zmsg_recv (socket);
+        if (!msg)
+            break;
+        s_on_client_message (self, msg);
+        zmsg_destroy (&msg);
+    }
+    s_pass_end (self);
+    return 0;
+}
+
+//  ---------------------------------------------------------------------
+//  Tick: liveness and scheduler deadlines
+
+static int
+s_on_tick (zloop_t *loop, int timer_id, void *arg)
+{
+    broker_t *self = (broker_t *) arg;
+    int64_t now_ms = broker_now_ms ();
+    const char **offline = NULL;
+    size_t count = registry_expire (self->registry, now_ms,
+                                    self->config.heartbeat_ms
+                                        * self->config.missed_heartbeats,
+                                    &offline);
+    for (size_t index = 0; index < count; index++) {
+        s_log ("node %s is offline (no heartbeat for %" PRId64 " ms)",
+               offline [index],
+               self->config.heartbeat_ms * self->config.missed_heartbeats);
+        sched_on_node_offline (self->sched, offline [index], now_ms);
+        registry_node_t *node = registry_lookup (self->registry, offline [index]);
+        if (node)
+            s_save_node (self, node);
+    }
+    free (offline);
+    //  Every tick, not only at deadlines: it also admits queued jobs.
+    sched_tick (self->sched, now_ms);
+    s_pass_end (self);
+    return 0;
+}
+
+//  ---------------------------------------------------------------------
+//  Start-up
+
+static size_t
+s_resolve (void *arg, const target_t *target, char ***ids_p)
+{
+    broker_t *self = (broker_t *) arg;
+    return registry_resolve (self->registry, target, ids_p);
+}
+
+static int
+s_restore (broker_t *self, char *err, size_t err_len)
+{
+    store_txn_t *txn = store_begin (self->store, false);
+    if (!txn) {
+        snprintf (err, err_len, "cannot read the store: %s",
+                  store_last_error (self->store));
+        return -1;
+    }
+    size_t nodes = 0, resumed = 0, broken = 0;
+    store_cursor_t *cursor = store_cursor_new (txn, STORE_DB_NODES);
+    const void *k, *v;
+    size_t k_len, v_len;
+    int rc = cursor ? store_cursor_seek (cursor, NULL, 0, &k, &k_len, &v, &v_len)
+                    : STORE_EIO;
+    while (rc == 0) {
+        pv_doc_t *doc = NULL;
+        if (pv_doc_decode (v, v_len, &doc, NULL, 0) == 0
+            && registry_load (self->registry, pv_doc_root (doc)) == 0)
+            nodes++;
+        else
+            broken++;
+        pv_doc_destroy (&doc);
+        rc = store_cursor_next (cursor, &k, &k_len, &v, &v_len);
+    }
+    store_cursor_destroy (&cursor);
+    //  Collect unfinished job ids first: loading reads other databases.
+    zlistx_t *live = zlistx_new ();
+    zlistx_set_destructor (live, (zlistx_destructor_fn *) zstr_free);
+    cursor = store_cursor_new (txn, STORE_DB_JOBS);
+    rc = cursor ? store_cursor_seek (cursor, NULL, 0, &k, &k_len, &v, &v_len)
+                : STORE_EIO;
+    while (rc == 0) {
+        pv_doc_t *doc = NULL;
+        if (pv_doc_decode (v, v_len, &doc, NULL, 0) == 0) {
+            int status = jobrec_header_status (pv_doc_root (doc));
+            if (status >= 0 && sched_job_status_final ((sched_job_status_t) status))
+                self->finished [status]++;
+            else if (status >= 0 && k_len <= JOB_ID_LEN)
+                zlistx_add_end (live, zsys_sprintf ("%.*s", (int) k_len,
+                                                    (const char *) k));
+            else
+                broken++;
+        }
+        else
+            broken++;
+        pv_doc_destroy (&doc);
+        rc = store_cursor_next (cursor, &k, &k_len, &v, &v_len);
+    }
+    store_cursor_destroy (&cursor);
+    int64_t now_ms = broker_now_ms ();
+    char *job_id = (char *) zlistx_first (live);
+    while (job_id) {
+        sched_job_t *job = NULL;
+        if (jobrec_load (txn, job_id, &job) == 0
+            && sched_restore (self->sched, &job, now_ms) == 0)
+            resumed++;
+        else {
+            s_log ("job %s could not be restored from the store", job_id);
+            sched_job_destroy (&job);
+            broken++;
+        }
+        job_id = (char *) zlistx_next (live);
+    }
+    zlistx_destroy (&live);
+    store_abort (&txn);
+    if (nodes || resumed || broken)
+        s_log ("restored %zu node%s (offline until they say hello) and %zu "
+               "unfinished job%s%s", nodes, nodes == 1 ? "" : "s", resumed,
+               resumed == 1 ? "" : "s", broken ? "; some records were unreadable" : "");
+    //  Restored jobs emit re-deliveries; they wait for the agents' hellos
+    //  through the scheduler's ack timeouts.
+    s_pass_end (self);
+    return 0;
+}
+
+static zsock_t *
+s_bind (int type, const char *endpoint, char *err, size_t err_len)
+{
+    zsock_t *socket = zsock_new (type);
+    if (!socket) {
+        snprintf (err, err_len, "cannot create a socket");
+        return NULL;
+    }
+    zsock_set_maxmsgsize (socket, PROTO_MAX_FRAME);
+    zsock_set_sndhwm (socket, 100000);
+    zsock_set_rcvhwm (socket, 100000);
+    zsock_set_linger (socket, 1000);
+    zsock_set_handshake_ivl (socket, 10000);
+    zsock_set_heartbeat_ivl (socket, 5000);
+    zsock_set_heartbeat_timeout (socket, 15000);
+    if (type == ZMQ_ROUTER)
+        zsock_set_sndtimeo (socket, 0);    //  Never block the loop on a slow peer
+    if (zsock_bind (socket, "%s", endpoint) < 0) {
+        snprintf (err, err_len, "cannot bind %s: %s", endpoint,
+                  zmq_strerror (zmq_errno ()));
+        zsock_destroy (&socket);
+    }
+    return socket;
+}
+
+broker_t *
+broker_new (const broker_config_t *config, char *err, size_t err_len)
+{
+    broker_t *self = (broker_t *) zmalloc (sizeof (broker_t));
+    s_copy_config (&self->config, config);
+    self->started_ms = broker_now_ms ();
+    self->outbox = zlistx_new ();
+    zlistx_set_destructor (self->outbox, s_outbox_item_destroy);
+    self->scratch = pw_new ();
+    self->body = pw_new ();
+    self->event_seq = zhashx_new ();
+    zhashx_set_destructor (self->event_seq, (zhashx_destructor_fn *) zstr_free);
+    self->replies = zhashx_new ();
+    zhashx_set_destructor (self->replies, (zhashx_destructor_fn *) zchunk_destroy);
+    self->reply_order = zlistx_new ();
+    zlistx_set_destructor (self->reply_order, (zlistx_destructor_fn *) zstr_free);
+    self->registry = registry_new ();
+    self->sched = sched_new (&self->config.sched, s_resolve, self);
+    self->store = store_open (self->config.data_dir, self->config.map_bytes,
+                              self->config.max_map_bytes, err, err_len);
+    if (!self->store || s_restore (self, err, err_len) != 0) {
+        broker_destroy (&self);
+        return NULL;
+    }
+    self->client = s_bind (ZMQ_ROUTER, self->config.client_ep, err, err_len);
+    self->agents = self->client
+                       ? s_bind (ZMQ_ROUTER, self->config.agents_ep, err, err_len)
+                       : NULL;
+    if (self->agents)
+        zsock_set_router_mandatory (self->agents, 1);
+    self->publish = self->agents
+                        ? s_bind (ZMQ_PUB, self->config.publish_ep, err, err_len)
+                        : NULL;
+    if (!self->publish) {
+        broker_destroy (&self);
+        return NULL;
+    }
+    self->loop = zloop_new ();
+    zloop_reader (self->loop, self->client, s_on_client, self);
+    zloop_reader (self->loop, self->agents, s_on_agents, self);
+    zloop_timer (self->loop, (size_t) self->config.tick_ms, 0, s_on_tick, self);
+    return self;
+}
+
+int
+broker_run (broker_t *self)
+{
+    s_log ("serving clients on %s, agents on %s, commands on %s; data in %s",
+           self->config.client_ep, self->config.agents_ep,
+           self->config.publish_ep, self->config.data_dir);
+    zloop_start (self->loop);
+    s_log ("stopping");
+    return 0;
+}
+
+void
+broker_destroy (broker_t **self_p)
+{
+    if (!self_p || !*self_p)
+        return;
+    broker_t *self = *self_p;
+    if (self->store)
+        s_pass_end (self);
+    zloop_destroy (&self->loop);
+    zsock_destroy (&self->client);
+    zsock_destroy (&self->agents);
+    zsock_destroy (&self->publish);
+    store_abort (&self->txn);
+    sched_destroy (&self->sched);
+    registry_destroy (&self->registry);
+    store_destroy (&self->store);
+    zlistx_destroy (&self->outbox);
+    zhashx_destroy (&self->event_seq);
+    zhashx_destroy (&self->replies);
+    zlistx_destroy (&self->reply_order);
+    pw_destroy (&self->scratch);
+    pw_destroy (&self->body);
+    broker_config_clear (&self->config);
+    free (self);
+    *self_p = NULL;
+}

@@ -1,0 +1,116 @@
+/*  =========================================================================
+    broker - gridbroker's server: sockets, loop, configuration, passes
+
+    One thread, one zloop. Three sockets: a ROUTER for clients, a ROUTER for
+    agents (ZMQ_ROUTER_MANDATORY) and a PUB for commands. Each loop pass
+    (one socket reading up to a batch of messages, or one tick) decodes,
+    feeds the registry and the scheduler with the monotonic clock, drains
+    the scheduler's actions into ONE store write transaction and an outbox,
+    commits, and only then sends the outbox (group commit: nothing is
+    acknowledged before it is durable).
+
+    The broker_t fields are shared with api.c (client request handlers)
+    and nothing else.
+
+    Threading: the broker runs in the thread that calls broker_run.
+    =========================================================================
+*/
+#ifndef GRID_BROKER_H
+#define GRID_BROKER_H
+
+#include <czmq.h>
+
+#include "../proto/job.h"
+#include "../proto/proto.h"
+#include "../proto/pw.h"
+#include "../store/store.h"
+#include "registry.h"
+#include "sched.h"
+
+typedef struct {
+    char *data_dir;              //  LMDB environment directory
+    char *client_ep;             //  Client API ROUTER endpoint
+    char *agents_ep;             //  Agent ROUTER endpoint
+    char *publish_ep;            //  Commands PUB endpoint
+    int64_t heartbeat_ms;        //  Agents beat this often
+    int64_t missed_heartbeats;   //  Offline after this many missed beats
+    int64_t tick_ms;             //  Scheduler/liveness tick
+    size_t map_bytes;            //  Initial LMDB map size
+    size_t max_map_bytes;        //  LMDB map may grow to this
+    sched_config_t sched;        //  Scheduler limits and timers
+    bool verbose;                //  Log every job and node event
+} broker_config_t;
+
+//  Fills CONFIG with defaults (endpoints on 127.0.0.1:7701/7702/7703,
+//  data dir /var/lib/grid/broker).
+void broker_config_defaults (broker_config_t *config);
+
+//  Reads a YAML config file into CONFIG (keys of conf/gridbroker.yaml).
+//  Returns 0, or -1 with a sentence in ERR.
+int broker_config_load (broker_config_t *config, const char *path,
+                        char *err, size_t err_len);
+
+//  Frees the strings of CONFIG.
+void broker_config_clear (broker_config_t *config);
+
+typedef struct _broker_t broker_t;
+
+//  Opens the store, restores nodes and jobs, binds the sockets. Returns
+//  NULL with a sentence in ERR on failure. CONFIG is copied.
+broker_t *broker_new (const broker_config_t *config, char *err, size_t err_len);
+
+//  Runs until SIGINT/SIGTERM. Returns 0.
+int broker_run (broker_t *self);
+
+//  Commits what is pending, closes sockets and the store; NULL-safe.
+void broker_destroy (broker_t **self_p);
+
+//  ----------------------------------------------------------------------
+//  Internals shared with api.c.
+
+typedef struct {
+    uint64_t malformed;          //  Undecodable or invalid frames
+    uint64_t unknown_node;       //  Messages from unregistered sessions
+    uint64_t stale;              //  Acks/results matching no live cell
+    uint64_t send_failed;        //  Sends to vanished agents
+} broker_counters_t;
+
+struct _broker_t {
+    broker_config_t config;      //  Copied configuration
+    zloop_t *loop;               //  The reactor
+    zsock_t *client;             //  Client API ROUTER
+    zsock_t *agents;             //  Agent ROUTER
+    zsock_t *publish;            //  Commands PUB
+    store_t *store;              //  Jobs, results, events, nodes
+    registry_t *registry;        //  Nodes
+    sched_t *sched;              //  The scheduler
+    store_txn_t *txn;            //  This pass's write transaction, or NULL
+    zlistx_t *outbox;            //  Messages to send after commit
+    pw_t *scratch;               //  Encoding buffer for records
+    pw_t *body;                  //  Encoding buffer for messages
+    zhashx_t *event_seq;         //  Job id -> next event seq (uint32_t *)
+    zhashx_t *replies;           //  Recent client request id -> reply (zchunk_t)
+    zlistx_t *reply_order;       //  Request ids in arrival order, for eviction
+    broker_counters_t counters;  //  Dropped things
+    uint64_t finished [6];       //  Jobs finished, by sched_job_status_t
+    int64_t started_ms;          //  Monotonic start time
+    int64_t last_id_ms;          //  Job id state
+    uint32_t id_seq;             //  Job id state
+};
+
+//  The pass's write transaction (begun on first use). NULL when the store
+//  cannot start one (logged).
+store_txn_t *broker_txn (broker_t *self);
+
+//  Drains the scheduler's actions into the transaction and the outbox.
+void broker_drain (broker_t *self);
+
+//  Monotonic and wall clocks in ms.
+int64_t broker_now_ms (void);
+int64_t broker_wall_ms (void);
+
+//  api.c: handles one decoded client request; writes the whole reply
+//  (ok or error) into REPLY.
+void api_handle (broker_t *self, const proto_request_t *request, pw_t *reply);
+
+#endif

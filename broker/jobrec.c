@@ -1,0 +1,672 @@
+/*  =========================================================================
+    jobrec - store layout of jobs, cells and events (see jobrec.h)
+    =========================================================================
+*/
+#include <assert.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "jobrec.h"
+
+size_t
+jobrec_prefix (const char *job_id, uint8_t *key)
+{
+    size_t len = strlen (job_id);
+    assert (len <= JOB_ID_LEN);
+    memcpy (key, job_id, len);
+    key [len] = 0;
+    return len + 1;
+}
+
+size_t
+jobrec_cell_key (const char *job_id, uint32_t step, const char *node,
+                 uint8_t *key)
+{
+    size_t len = jobrec_prefix (job_id, key);
+    key [len++] = (uint8_t) (step >> 8);
+    key [len++] = (uint8_t) step;
+    size_t node_len = strlen (node);
+    assert (node_len <= NAME_MAX_LEN);
+    memcpy (key + len, node, node_len);
+    return len + node_len;
+}
+
+size_t
+jobrec_event_key (const char *job_id, uint32_t seq, uint8_t *key)
+{
+    size_t len = jobrec_prefix (job_id, key);
+    key [len++] = (uint8_t) (seq >> 24);
+    key [len++] = (uint8_t) (seq >> 16);
+    key [len++] = (uint8_t) (seq >> 8);
+    key [len++] = (uint8_t) seq;
+    return len;
+}
+
+static void
+s_str_or_nil (pw_t *writer, const char *text)
+{
+    if (text)
+        pw_str (writer, text);
+    else
+        pw_nil (writer);
+}
+
+int
+jobrec_save_header (store_txn_t *txn, const sched_job_t *job, pw_t *scratch)
+{
+    pw_reset (scratch);
+    pw_map (scratch, 9);
+    pw_str (scratch, "id");
+    pw_str (scratch, job->id);
+    pw_str (scratch, "spec");
+    job_spec_encode (job->spec, scratch);
+    pw_str (scratch, "status");
+    pw_str (scratch, sched_job_status_name (job->status));
+    pw_str (scratch, "step");
+    pw_int (scratch, (int64_t) job->step);
+    pw_str (scratch, "steps");
+    pw_int (scratch, (int64_t) job->step_count);
+    pw_str (scratch, "expected");
+    pw_array (scratch, job->expected_count);
+    for (size_t index = 0; index < job->expected_count; index++)
+        pw_str (scratch, job->expected [index]);
+    pw_str (scratch, "reason");
+    s_str_or_nil (scratch, job->reason);
+    pw_str (scratch, "created_at_ms");
+    pw_int (scratch, job->created_at_ms);
+    pw_str (scratch, "updated_at_ms");
+    pw_int (scratch, job->updated_at_ms);
+    return store_put (txn, STORE_DB_JOBS, job->id, strlen (job->id),
+                      pw_data (scratch), pw_size (scratch));
+}
+
+static void
+s_write_attempt (pw_t *writer, const sched_attempt_t *attempt)
+{
+    pw_map (writer, 7);
+    pw_str (writer, "attempt");
+    pw_int (writer, attempt->attempt);
+    pw_str (writer, "status");
+    pw_str (writer, sched_cell_status_name (attempt->status));
+    pw_str (writer, "output");
+    pw_str (writer, attempt->output ? attempt->output : "");
+    pw_str (writer, "error");
+    pw_str (writer, attempt->error ? attempt->error : "");
+    pw_str (writer, "exit_code");
+    pw_int (writer, attempt->exit_code);
+    pw_str (writer, "duration_ms");
+    pw_int (writer, attempt->duration_ms);
+    pw_str (writer, "truncated");
+    pw_bool (writer, attempt->truncated);
+}
+
+static ssize_t
+s_node_index (const sched_job_t *job, const char *node)
+{
+    size_t low = 0, high = job->expected_count;
+    while (low < high) {
+        size_t mid = (low + high) / 2;
+        int cmp = strcmp (job->expected [mid], node);
+        if (cmp == 0)
+            return (ssize_t) mid;
+        if (cmp < 0)
+            low = mid + 1;
+        else
+            high = mid;
+    }
+    return -1;
+}
+
+int
+jobrec_save_cell (store_txn_t *txn, const sched_job_t *job, uint32_t step,
+                  const char *node, pw_t *scratch)
+{
+    ssize_t index = s_node_index (job, node);
+    if (index < 0 || step >= job->step_count)
+        return STORE_EINVAL;
+    const sched_cell_t *cell
+        = &job->cells [step * job->expected_count + (size_t) index];
+    pw_reset (scratch);
+    pw_map (scratch, 3);
+    pw_str (scratch, "status");
+    pw_str (scratch, sched_cell_status_name (cell->status));
+    pw_str (scratch, "attempt");
+    pw_int (scratch, cell->attempt);
+    pw_str (scratch, "attempts");
+    pw_array (scratch, cell->attempt_count);
+    for (size_t a = 0; a < cell->attempt_count; a++)
+        s_write_attempt (scratch, &cell->attempts [a]);
+    uint8_t key [JOBREC_MAX_KEY];
+    size_t key_len = jobrec_cell_key (job->id, step, node, key);
+    return store_put (txn, STORE_DB_RESULTS, key, key_len, pw_data (scratch),
+                      pw_size (scratch));
+}
+
+int
+jobrec_save_event (store_txn_t *txn, const char *job_id, uint32_t seq,
+                   int64_t wall_ms, const char *event, const char *node,
+                   int64_t step, const char *detail, pw_t *scratch)
+{
+    pw_reset (scratch);
+    pw_map (scratch, 6);
+    pw_str (scratch, "seq");
+    pw_int (scratch, seq);
+    pw_str (scratch, "time_ms");
+    pw_int (scratch, wall_ms);
+    pw_str (scratch, "event");
+    pw_str (scratch, event);
+    pw_str (scratch, "node");
+    s_str_or_nil (scratch, node);
+    pw_str (scratch, "step");
+    if (step >= 0)
+        pw_int (scratch, step);
+    else
+        pw_nil (scratch);
+    pw_str (scratch, "detail");
+    s_str_or_nil (scratch, detail);
+    uint8_t key [JOBREC_MAX_KEY];
+    size_t key_len = jobrec_event_key (job_id, seq, key);
+    return store_put (txn, STORE_DB_EVENTS, key, key_len, pw_data (scratch),
+                      pw_size (scratch));
+}
+
+uint32_t
+jobrec_next_event_seq (store_txn_t *txn, const char *job_id)
+{
+    //  Seek just past the job's last possible event, then step back.
+    uint8_t key [JOBREC_MAX_KEY];
+    size_t key_len = jobrec_event_key (job_id, 0xFFFFFFFFu, key);
+    uint8_t prefix [JOBREC_MAX_KEY];
+    size_t prefix_len = jobrec_prefix (job_id, prefix);
+    store_cursor_t *cursor = store_cursor_new (txn, STORE_DB_EVENTS);
+    if (!cursor)
+        return 1;
+    const void *k, *v;
+    size_t k_len, v_len;
+    uint32_t next = 1;
+    int rc = store_cursor_seek (cursor, key, key_len, &k, &k_len, &v, &v_len);
+    if (rc == 0)
+        rc = store_cursor_prev (cursor, &k, &k_len, &v, &v_len);
+    else
+        rc = store_cursor_last (cursor, &k, &k_len, &v, &v_len);
+    if (rc == 0 && k_len == prefix_len + 4
+        && memcmp (k, prefix, prefix_len) == 0) {
+        const uint8_t *seq = (const uint8_t *) k + prefix_len;
+        next = ((uint32_t) seq [0] << 24 | (uint32_t) seq [1] << 16
+                | (uint32_t) seq [2] << 8 | seq [3]) + 1;
+    }
+    store_cursor_destroy (&cursor);
+    return next;
+}
+
+static int
+s_get_doc (store_txn_t *txn, store_db_t db, const void *key, size_t key_len,
+           pv_doc_t **doc_p)
+{
+    const void *value;
+    size_t value_len;
+    int rc = store_get (txn, db, key, key_len, &value, &value_len);
+    if (rc != 0)
+        return rc;
+    if (pv_doc_decode (value, value_len, doc_p, NULL, 0) != 0)
+        return -2;
+    return 0;
+}
+
+//  Copies the spec's fields that the job record shows at top level.
+static size_t
+s_spec_field_count (const pv_t *spec)
+{
+    static const char *fields [] = {"target", "tasks", "strategy", "timeout",
+                                    "priority"};
+    size_t count = 0;
+    for (size_t index = 0; index < sizeof fields / sizeof fields [0]; index++)
+        if (pv_map_get (spec, fields [index]))
+            count++;
+    if (!pv_map_get (spec, "strategy"))
+        count++;   //  Shown with its default
+    if (!pv_map_get (spec, "priority"))
+        count++;
+    return count;
+}
+
+static void
+s_write_spec_fields (const pv_t *spec, pw_t *writer)
+{
+    static const char *fields [] = {"target", "tasks", "strategy", "timeout",
+                                    "priority"};
+    for (size_t index = 0; index < sizeof fields / sizeof fields [0]; index++) {
+        const pv_t *value = pv_map_get (spec, fields [index]);
+        if (value) {
+            pw_str (writer, fields [index]);
+            pw_pv (writer, value);
+        }
+    }
+    if (!pv_map_get (spec, "strategy")) {
+        pw_str (writer, "strategy");
+        pw_str (writer, "fail-fast");
+    }
+    if (!pv_map_get (spec, "priority")) {
+        pw_str (writer, "priority");
+        pw_int (writer, 0);
+    }
+}
+
+static void
+s_write_time_field (pw_t *writer, const char *key, const pv_t *ms)
+{
+    int64_t wall_ms = 0;
+    pw_str (writer, key);
+    if (pv_get_int (ms, &wall_ms) == 0 && wall_ms > 0) {
+        char text [TIME_TEXT_LEN];
+        time_format (wall_ms, text, sizeof text);
+        pw_str (writer, text);
+    }
+    else
+        pw_nil (writer);
+}
+
+static void
+s_write_attempt_fields (pw_t *writer, const pv_t *attempt)
+{
+    static const char *fields [] = {"output", "error", "exit_code",
+                                    "duration_ms", "truncated"};
+    for (size_t index = 0; index < 5; index++) {
+        pw_str (writer, fields [index]);
+        const pv_t *value = pv_map_get (attempt, fields [index]);
+        if (value)
+            pw_pv (writer, value);
+        else if (index < 2)
+            pw_str (writer, "");
+        else if (index < 4)
+            pw_int (writer, index == 2 ? -1 : 0);
+        else
+            pw_bool (writer, false);
+    }
+}
+
+//  One cell in the client shape: the latest attempt's fields, the count,
+//  and earlier attempts as history.
+static void
+s_write_cell (pw_t *writer, const pv_t *cell)
+{
+    const pv_t *attempts = pv_map_get (cell, "attempts");
+    size_t count = pv_size (attempts);
+    const pv_t *last = count ? pv_array_at (attempts, count - 1) : NULL;
+    pw_map (writer, 7 + (count > 1 ? 1 : 0));
+    pw_str (writer, "status");
+    pw_pv (writer, pv_map_get (cell, "status"));
+    s_write_attempt_fields (writer, last);
+    pw_str (writer, "attempts");
+    int64_t attempt = 0;
+    pv_get_int (pv_map_get (cell, "attempt"), &attempt);
+    pw_int (writer, attempt > (int64_t) count ? attempt : (int64_t) count);
+    if (count > 1) {
+        pw_str (writer, "history");
+        pw_array (writer, count - 1);
+        for (size_t index = 0; index + 1 < count; index++)
+            pw_pv (writer, pv_array_at (attempts, index));
+    }
+}
+
+static void
+s_write_pending_cell (pw_t *writer)
+{
+    pw_map (writer, 7);
+    pw_str (writer, "status");
+    pw_str (writer, "pending");
+    s_write_attempt_fields (writer, NULL);
+    pw_str (writer, "attempts");
+    pw_int (writer, 0);
+}
+
+int
+jobrec_write_record (store_txn_t *txn, const char *job_id, pw_t *writer)
+{
+    pv_doc_t *doc = NULL;
+    int rc = s_get_doc (txn, STORE_DB_JOBS, job_id, strlen (job_id), &doc);
+    if (rc != 0)
+        return rc;
+    const pv_t *header = pv_doc_root (doc);
+    const pv_t *spec = pv_map_get (header, "spec");
+    const pv_t *expected = pv_map_get (header, "expected");
+    int64_t steps = 0;
+    if (pv_type (spec) != PV_MAP || pv_type (expected) != PV_ARRAY
+        || pv_get_int (pv_map_get (header, "steps"), &steps) != 0
+        || steps < 0 || steps > JOB_MAX_STEPS) {
+        pv_doc_destroy (&doc);
+        return -2;
+    }
+    const pv_t *reason = pv_map_get (header, "reason");
+    bool has_reason = pv_type (reason) == PV_STR;
+    pw_map (writer, 8 + s_spec_field_count (spec) + (has_reason ? 1 : 0));
+    pw_str (writer, "id");
+    pw_str (writer, job_id);
+    s_write_spec_fields (spec, writer);
+    pw_str (writer, "status");
+    pw_pv (writer, pv_map_get (header, "status"));
+    pw_str (writer, "step");
+    pw_pv (writer, pv_map_get (header, "step"));
+    pw_str (writer, "steps");
+    pw_int (writer, steps);
+    pw_str (writer, "expected");
+    pw_pv (writer, expected);
+    if (has_reason) {
+        pw_str (writer, "reason");
+        pw_pv (writer, reason);
+    }
+    //  results: step -> node -> cell, for every expected node; cells not
+    //  yet written read pending.
+    size_t node_count = pv_size (expected);
+    pw_str (writer, "results");
+    pw_map (writer, node_count ? (size_t) steps : 0);
+    store_cursor_t *cursor = store_cursor_new (txn, STORE_DB_RESULTS);
+    uint8_t prefix [JOBREC_MAX_KEY];
+    size_t prefix_len = jobrec_prefix (job_id, prefix);
+    const void *k = NULL, *v = NULL;
+    size_t k_len = 0, v_len = 0;
+    int crc = cursor ? store_cursor_seek (cursor, prefix, prefix_len, &k,
+                                          &k_len, &v, &v_len)
+                     : STORE_EIO;
+    for (int64_t step = 0; node_count && step < steps; step++) {
+        char step_text [16];
+        snprintf (step_text, sizeof step_text, "%d", (int) step);
+        pw_str (writer, step_text);
+        pw_map (writer, node_count);
+        //  Cells of one step sort by node id, as does expected.
+        for (size_t n = 0; n < node_count; n++) {
+            const pv_t *node = pv_array_at (expected, n);
+            size_t node_len = 0;
+            const char *node_id = pv_str (node, &node_len);
+            pw_pv (writer, node);
+            bool written = false;
+            while (crc == 0 && k_len > prefix_len + 2
+                   && memcmp (k, prefix, prefix_len) == 0) {
+                const uint8_t *kb = (const uint8_t *) k;
+                int64_t key_step = (int64_t) kb [prefix_len] << 8
+                                   | kb [prefix_len + 1];
+                const char *key_node = (const char *) kb + prefix_len + 2;
+                size_t key_node_len = k_len - prefix_len - 2;
+                int cmp = key_step < step ? -1 : key_step > step ? 1 : 0;
+                if (cmp == 0 && node_id) {
+                    size_t min = key_node_len < node_len ? key_node_len
+                                                         : node_len;
+                    cmp = memcmp (key_node, node_id, min);
+                    if (cmp == 0)
+                        cmp = key_node_len < node_len ? -1
+                              : key_node_len > node_len ? 1 : 0;
+                }
+                if (cmp > 0)
+                    break;
+                if (cmp == 0) {
+                    pv_doc_t *cell = NULL;
+                    if (pv_doc_decode (v, v_len, &cell, NULL, 0) == 0) {
+                        s_write_cell (writer, pv_doc_root (cell));
+                        written = true;
+                    }
+                    pv_doc_destroy (&cell);
+                }
+                crc = store_cursor_next (cursor, &k, &k_len, &v, &v_len);
+                if (cmp == 0)
+                    break;
+            }
+            if (!written)
+                s_write_pending_cell (writer);
+        }
+    }
+    store_cursor_destroy (&cursor);
+    s_write_time_field (writer, "created_at", pv_map_get (header, "created_at_ms"));
+    s_write_time_field (writer, "updated_at", pv_map_get (header, "updated_at_ms"));
+    pv_doc_destroy (&doc);
+    return 0;
+}
+
+int
+jobrec_write_summary (const pv_t *header, pw_t *writer)
+{
+    const pv_t *spec = pv_map_get (header, "spec");
+    const pv_t *target = pv_map_get (spec, "target");
+    char *scope = pv_strdup (pv_map_get (target, "scope"));
+    char *value = pv_strdup (pv_map_get (target, "value"));
+    bool any = false;
+    pv_get_bool (pv_map_get (target, "any"), &any);
+    target_t parsed;
+    memset (&parsed, 0, sizeof parsed);
+    char *text = NULL;
+    if (scope
+        && target_from_parts (scope, value, any, &parsed, NULL, 0) == 0)
+        text = target_format (&parsed);
+    target_clear (&parsed);
+    free (scope);
+    free (value);
+    pw_map (writer, 8);
+    pw_str (writer, "id");
+    pw_pv (writer, pv_map_get (header, "id"));
+    pw_str (writer, "target");
+    pw_str (writer, text ? text : "?");
+    free (text);
+    pw_str (writer, "status");
+    pw_pv (writer, pv_map_get (header, "status"));
+    pw_str (writer, "step");
+    pw_pv (writer, pv_map_get (header, "step"));
+    pw_str (writer, "steps");
+    pw_pv (writer, pv_map_get (header, "steps"));
+    pw_str (writer, "expected");
+    pw_int (writer, (int64_t) pv_size (pv_map_get (header, "expected")));
+    s_write_time_field (writer, "created_at", pv_map_get (header, "created_at_ms"));
+    s_write_time_field (writer, "updated_at", pv_map_get (header, "updated_at_ms"));
+    return 0;
+}
+
+int
+jobrec_write_events (store_txn_t *txn, const char *job_id, uint32_t after,
+                     size_t limit, pw_t *writer)
+{
+    uint8_t prefix [JOBREC_MAX_KEY];
+    size_t prefix_len = jobrec_prefix (job_id, prefix);
+    uint8_t key [JOBREC_MAX_KEY];
+    size_t key_len = jobrec_event_key (job_id, after + 1, key);
+    //  Two passes: count, then write (msgpack needs the count first).
+    size_t count = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        if (pass == 1)
+            pw_array (writer, count);
+        size_t seen = 0;
+        store_cursor_t *cursor = store_cursor_new (txn, STORE_DB_EVENTS);
+        const void *k, *v;
+        size_t k_len, v_len;
+        int rc = cursor ? store_cursor_seek (cursor, key, key_len, &k, &k_len,
+                                             &v, &v_len)
+                        : STORE_EIO;
+        while (rc == 0 && seen < limit && k_len == prefix_len + 4
+               && memcmp (k, prefix, prefix_len) == 0) {
+            pv_doc_t *doc = NULL;
+            if (pv_doc_decode (v, v_len, &doc, NULL, 0) == 0) {
+                if (pass == 1) {
+                    const pv_t *event = pv_doc_root (doc);
+                    pw_map (writer, 6);
+                    pw_str (writer, "seq");
+                    pw_pv (writer, pv_map_get (event, "seq"));
+                    s_write_time_field (writer, "time",
+                                        pv_map_get (event, "time_ms"));
+                    pw_str (writer, "event");
+                    pw_pv (writer, pv_map_get (event, "event"));
+                    pw_str (writer, "node");
+                    pw_pv (writer, pv_map_get (event, "node"));
+                    pw_str (writer, "step");
+                    pw_pv (writer, pv_map_get (event, "step"));
+                    pw_str (writer, "detail");
+                    pw_pv (writer, pv_map_get (event, "detail"));
+                }
+                seen++;
+            }
+            pv_doc_destroy (&doc);
+            rc = store_cursor_next (cursor, &k, &k_len, &v, &v_len);
+        }
+        store_cursor_destroy (&cursor);
+        count = seen;
+    }
+    return 0;
+}
+
+int
+jobrec_header_status (const pv_t *header)
+{
+    char *name = pv_strdup (pv_map_get (header, "status"));
+    sched_job_status_t status;
+    int rc = name ? sched_job_status_parse (name, &status) : -1;
+    free (name);
+    return rc == 0 ? (int) status : -1;
+}
+
+//  Fills one cell of a rebuilt job from its record.
+static int
+s_load_cell (sched_cell_t *cell, const pv_t *record)
+{
+    char *name = pv_strdup (pv_map_get (record, "status"));
+    int rc = name ? sched_cell_status_parse (name, &cell->status) : -1;
+    free (name);
+    int64_t attempt = 0;
+    if (rc != 0 || pv_get_int (pv_map_get (record, "attempt"), &attempt) != 0
+        || attempt < 0 || attempt > 1000)
+        return -2;
+    cell->attempt = (uint32_t) attempt;
+    const pv_t *attempts = pv_map_get (record, "attempts");
+    size_t count = pv_size (attempts);
+    if (pv_type (attempts) != PV_ARRAY || count > 1001)
+        return -2;
+    if (count) {
+        cell->attempts = (sched_attempt_t *) calloc (count, sizeof (sched_attempt_t));
+        assert (cell->attempts);
+    }
+    for (size_t index = 0; index < count; index++) {
+        const pv_t *item = pv_array_at (attempts, index);
+        sched_attempt_t *slot = &cell->attempts [index];
+        int64_t number = 0, exit_code = -1, duration_ms = 0;
+        char *status = pv_strdup (pv_map_get (item, "status"));
+        int status_rc = status ? sched_cell_status_parse (status, &slot->status) : -1;
+        free (status);
+        pv_get_int (pv_map_get (item, "attempt"), &number);
+        pv_get_int (pv_map_get (item, "exit_code"), &exit_code);
+        pv_get_int (pv_map_get (item, "duration_ms"), &duration_ms);
+        pv_get_bool (pv_map_get (item, "truncated"), &slot->truncated);
+        slot->attempt = (uint32_t) number;
+        slot->exit_code = (int32_t) exit_code;
+        slot->duration_ms = duration_ms;
+        slot->output = pv_strdup (pv_map_get (item, "output"));
+        slot->error = pv_strdup (pv_map_get (item, "error"));
+        cell->attempt_count = index + 1;
+        if (status_rc != 0)
+            return -2;
+    }
+    return 0;
+}
+
+int
+jobrec_load (store_txn_t *txn, const char *job_id, sched_job_t **job_p)
+{
+    *job_p = NULL;
+    pv_doc_t *doc = NULL;
+    int rc = s_get_doc (txn, STORE_DB_JOBS, job_id, strlen (job_id), &doc);
+    if (rc != 0)
+        return rc;
+    const pv_t *header = pv_doc_root (doc);
+    job_spec_t *spec = NULL;
+    job_errors_t errors;
+    memset (&errors, 0, sizeof errors);
+    if (job_spec_decode (pv_map_get (header, "spec"), &spec, &errors) != 0) {
+        job_errors_clear (&errors);
+        pv_doc_destroy (&doc);
+        return -2;
+    }
+    sched_job_t *job = sched_job_new (job_id, &spec);
+    job_spec_destroy (&spec);
+    int status = jobrec_header_status (header);
+    const pv_t *expected = pv_map_get (header, "expected");
+    int64_t step = 0, created = 0, updated = 0;
+    pv_get_int (pv_map_get (header, "step"), &step);
+    pv_get_int (pv_map_get (header, "created_at_ms"), &created);
+    pv_get_int (pv_map_get (header, "updated_at_ms"), &updated);
+    if (!job || status < 0 || pv_type (expected) != PV_ARRAY) {
+        sched_job_destroy (&job);
+        pv_doc_destroy (&doc);
+        return -2;
+    }
+    job->status = (sched_job_status_t) status;
+    job->step = step >= 0 && (size_t) step < job->step_count ? (size_t) step : 0;
+    job->created_at_ms = created;
+    job->updated_at_ms = updated;
+    job->reason = pv_strdup (pv_map_get (header, "reason"));
+    size_t node_count = pv_size (expected);
+    rc = 0;
+    if (node_count) {
+        job->expected = (char **) calloc (node_count, sizeof (char *));
+        assert (job->expected);
+        for (size_t n = 0; n < node_count && rc == 0; n++) {
+            job->expected [n] = pv_strdup (pv_array_at (expected, n));
+            job->expected_count = n + 1;
+            if (!job->expected [n] || !name_valid (job->expected [n])
+                || (n > 0 && strcmp (job->expected [n - 1], job->expected [n]) >= 0))
+                rc = -2;
+        }
+        if (rc == 0) {
+            job->cells = (sched_cell_t *) calloc (job->step_count * node_count,
+                                                  sizeof (sched_cell_t));
+            assert (job->cells);
+        }
+    }
+    pv_doc_destroy (&doc);
+    //  Cells that were never written stay pending.
+    store_cursor_t *cursor = rc == 0 ? store_cursor_new (txn, STORE_DB_RESULTS)
+                                     : NULL;
+    uint8_t prefix [JOBREC_MAX_KEY];
+    size_t prefix_len = jobrec_prefix (job_id, prefix);
+    const void *k, *v;
+    size_t k_len, v_len;
+    int crc = cursor ? store_cursor_seek (cursor, prefix, prefix_len, &k,
+                                          &k_len, &v, &v_len)
+                     : STORE_ENOTFOUND;
+    while (rc == 0 && crc == 0 && k_len > prefix_len + 2
+           && memcmp (k, prefix, prefix_len) == 0) {
+        const uint8_t *kb = (const uint8_t *) k;
+        size_t cell_step = (size_t) kb [prefix_len] << 8 | kb [prefix_len + 1];
+        char node [NAME_MAX_LEN + 1];
+        size_t node_len = k_len - prefix_len - 2;
+        if (node_len > NAME_MAX_LEN || cell_step >= job->step_count) {
+            rc = -2;
+            break;
+        }
+        memcpy (node, kb + prefix_len + 2, node_len);
+        node [node_len] = 0;
+        ssize_t index = s_node_index (job, node);
+        if (index >= 0) {
+            pv_doc_t *cell = NULL;
+            if (pv_doc_decode (v, v_len, &cell, NULL, 0) != 0
+                || s_load_cell (&job->cells [cell_step * node_count + (size_t) index],
+                                pv_doc_root (cell)) != 0)
+                rc = -2;
+            pv_doc_destroy (&cell);
+        }
+        crc = store_cursor_next (cursor, &k, &k_len, &v, &v_len);
+    }
+    store_cursor_destroy (&cursor);
+    if (rc != 0) {
+        sched_job_destroy (&job);
+        return rc;
+    }
+    *job_p = job;
+    return 0;
+}
+
+int
+jobrec_delete (store_txn_t *txn, const char *job_id)
+{
+    uint8_t prefix [JOBREC_MAX_KEY];
+    size_t prefix_len = jobrec_prefix (job_id, prefix);
+    int rc = store_del_prefix (txn, STORE_DB_RESULTS, prefix, prefix_len);
+    if (rc >= 0)
+        rc = store_del_prefix (txn, STORE_DB_EVENTS, prefix, prefix_len);
+    if (rc >= 0)
+        rc = store_del (txn, STORE_DB_JOBS, job_id, strlen (job_id));
+    return rc < 0 ? rc : 0;
+}

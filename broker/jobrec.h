@@ -1,0 +1,83 @@
+/*  =========================================================================
+    jobrec - how jobs, result cells and events are laid out in the store
+
+    Keys (all sort bytewise in the order that matters):
+        jobs     job id                                  -> header record
+        results  job id | 0x00 | step (2 bytes BE) | node -> cell record
+        events   job id | 0x00 | seq (4 bytes BE)         -> event record
+        requests client request id                        -> reply bytes
+    Job ids are time-sortable, so the jobs database lists oldest first.
+
+    Header record: {id, spec: <job wire form>, status, step, steps,
+    expected: [ids], reason: str|nil, created_at_ms, updated_at_ms}.
+    Cell record: {status, attempt, attempts: [{attempt, status, output,
+    error, exit_code, duration_ms, truncated}]}.
+    Event record: {seq, time_ms, event, node: str|nil, step: int|nil,
+    detail: str|nil}.
+
+    Also builds the client API's job record (docs/CLIENT-API.md) from these,
+    and rebuilds a scheduler job from them after a restart.
+
+    Threading: reentrant; store transactions follow store.h's rules.
+    =========================================================================
+*/
+#ifndef GRID_JOBREC_H
+#define GRID_JOBREC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../proto/pv.h"
+#include "../proto/pw.h"
+#include "../store/store.h"
+#include "sched.h"
+
+#define JOBREC_MAX_KEY (JOB_ID_LEN + 1 + 4 + NAME_MAX_LEN)
+
+//  Key of a cell; returns its length. KEY holds JOBREC_MAX_KEY bytes.
+size_t jobrec_cell_key (const char *job_id, uint32_t step, const char *node,
+                        uint8_t *key);
+
+//  Key of an event; returns its length.
+size_t jobrec_event_key (const char *job_id, uint32_t seq, uint8_t *key);
+
+//  Prefix shared by all cells / events of a job ("id" + 0x00); returns
+//  its length.
+size_t jobrec_prefix (const char *job_id, uint8_t *key);
+
+//  Writes JOB's header / one of its cells / one event into TXN. Return 0
+//  or a STORE_ error.
+int jobrec_save_header (store_txn_t *txn, const sched_job_t *job, pw_t *scratch);
+int jobrec_save_cell (store_txn_t *txn, const sched_job_t *job, uint32_t step,
+                      const char *node, pw_t *scratch);
+int jobrec_save_event (store_txn_t *txn, const char *job_id, uint32_t seq,
+                       int64_t wall_ms, const char *event, const char *node,
+                       int64_t step, const char *detail, pw_t *scratch);
+
+//  The next free event seq of a job (1 for a job with no events).
+uint32_t jobrec_next_event_seq (store_txn_t *txn, const char *job_id);
+
+//  Writes the client API job record of JOB_ID (header + every cell) into
+//  WRITER. Returns 0, STORE_ENOTFOUND, or -2 when a stored record does not
+//  decode (logged by the caller as corruption).
+int jobrec_write_record (store_txn_t *txn, const char *job_id, pw_t *writer);
+
+//  Writes a job.list summary from a decoded header record. Returns 0 or -2.
+int jobrec_write_summary (const pv_t *header, pw_t *writer);
+
+//  Writes the events of JOB_ID with seq > AFTER as an array (at most
+//  LIMIT). Returns 0.
+int jobrec_write_events (store_txn_t *txn, const char *job_id, uint32_t after,
+                         size_t limit, pw_t *writer);
+
+//  Rebuilds the scheduler job JOB_ID from its header and cells. Returns 0
+//  and *JOB_P, or -2 when a record is malformed, STORE_ENOTFOUND.
+int jobrec_load (store_txn_t *txn, const char *job_id, sched_job_t **job_p);
+
+//  The status named in a decoded header, or -1 when missing/unknown.
+int jobrec_header_status (const pv_t *header);
+
+//  Deletes a job: header, cells, events. Returns 0 or a STORE_ error.
+int jobrec_delete (store_txn_t *txn, const char *job_id);
+
+#endif

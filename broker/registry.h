@@ -1,0 +1,119 @@
+/*  =========================================================================
+    registry - the broker's table of nodes
+
+    Who is registered, what each node offers, which groups and labels it
+    carries, whether it is online, and which nodes a target means. Nodes
+    enter by hello, stay alive by any message (heartbeats at least), and go
+    offline after missed heartbeats, a bye, or a broker restart (nodes read
+    from the store start offline until they say hello again).
+
+    The registry owns no socket and reads no clock: callers pass now_ms
+    (monotonic) and wall_ms (wall clock, for display).
+
+    Threading: one registry belongs to one thread.
+    =========================================================================
+*/
+#ifndef GRID_REGISTRY_H
+#define GRID_REGISTRY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../proto/names.h"
+#include "../proto/proto.h"
+#include "../proto/pv.h"
+#include "../proto/pw.h"
+
+#define REGISTRY_MAX_ROUTING_ID 256  //  Longest ROUTER identity kept
+
+typedef struct {
+    char *id;                    //  Node id
+    proto_msg_t *hello;          //  Its last hello (owned): hostname, groups, labels, backends
+    bool online;                 //  Heard from within the liveness window
+    bool drained;                //  Takes no new work
+    int64_t last_seen_ms;        //  Monotonic time of its last message
+    int64_t last_seen_wall_ms;   //  Wall clock of its last message
+    int64_t registered_wall_ms;  //  Wall clock of its first hello (kept across restarts)
+    uint32_t running;            //  Tasks running, from its last heartbeat
+    uint32_t queued;             //  Tasks queued, from its last heartbeat
+    uint8_t routing_id [REGISTRY_MAX_ROUTING_ID];  //  ROUTER identity of its connection
+    size_t routing_id_size;      //  Bytes in routing_id (0 = none)
+} registry_node_t;
+
+typedef struct _registry_t registry_t;
+
+//  A new, empty registry.
+registry_t *registry_new (void);
+
+//  Frees the registry and every node; NULL-safe, nulls *self_p.
+void registry_destroy (registry_t **self_p);
+
+//  Registers or refreshes a node from a decoded hello (taken: *hello_p is
+//  nulled), reached through ROUTING_ID. Returns the node (borrowed, valid
+//  until the node is removed or the registry destroyed).
+registry_node_t *registry_hello (registry_t *self, proto_msg_t **hello_p,
+                                 const void *routing_id, size_t routing_id_size,
+                                 int64_t now_ms, int64_t wall_ms);
+
+//  Adds a node read from the store (offline until it says hello). RECORD
+//  is the map written by registry_node_encode. Returns 0 or -1 (malformed).
+int registry_load (registry_t *self, const pv_t *record);
+
+//  The node with this id, or NULL. Borrowed.
+registry_node_t *registry_lookup (registry_t *self, const char *id);
+
+//  The node that owns this connection and id, or NULL when ID is unknown,
+//  offline, or registered through another connection.
+registry_node_t *registry_session (registry_t *self, const char *id,
+                                   const void *routing_id,
+                                   size_t routing_id_size);
+
+//  Marks NODE as heard from now.
+void registry_touch (registry_node_t *node, int64_t now_ms, int64_t wall_ms);
+
+//  Marks NODE offline (bye, or a send that failed).
+void registry_set_offline (registry_node_t *node);
+
+//  Marks every online node not heard from since NOW_MS - TIMEOUT_MS as
+//  offline. Returns how many and gives *IDS_P a malloc'd array of their ids
+//  (borrowed strings, valid while the nodes exist; free only the array).
+size_t registry_expire (registry_t *self, int64_t now_ms, int64_t timeout_ms,
+                        const char ***ids_p);
+
+//  Ids of the online, non-drained nodes matching TARGET (ignoring "any"),
+//  sorted. Returns the count; *IDS_P gets a malloc'd array of malloc'd
+//  strings (the caller frees both), NULL when none.
+size_t registry_resolve (registry_t *self, const target_t *target,
+                         char ***ids_p);
+
+//  How many registered nodes (online or not) match TARGET: the receivers
+//  a broadcast on its topic can reach.
+size_t registry_members (registry_t *self, const target_t *target);
+
+//  The spec of BACKEND/ACTION as the first online node offering it
+//  declares it, or NULL when no online node offers it (then any node,
+//  online or not, is tried when ANY_STATE).
+const proto_action_spec_t *registry_find_action (registry_t *self,
+                                                 const char *backend,
+                                                 const char *action,
+                                                 bool any_state);
+
+//  Node counts.
+size_t registry_size (registry_t *self);
+size_t registry_online_count (registry_t *self);
+
+//  All nodes sorted by id: a malloc'd array of borrowed pointers (free only
+//  the array); returns the count.
+size_t registry_list (registry_t *self, registry_node_t ***nodes_p);
+
+//  Writes NODE as a map: id, hostname, groups, labels, status, last_seen,
+//  registered_at, version, concurrency, running, drained and, when
+//  WITH_BACKENDS, backends (the node.get shape of docs/CLIENT-API.md).
+void registry_node_encode (const registry_node_t *node, pw_t *writer,
+                           bool with_backends);
+
+//  Writes NODE as its store record (the hello as sent, plus timestamps).
+void registry_node_encode_record (const registry_node_t *node, pw_t *writer);
+
+#endif

@@ -1,0 +1,406 @@
+/*  =========================================================================
+    harness - integration test support (see harness.h)
+    =========================================================================
+*/
+#include <czmq.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <time.h>
+
+#include "../../proto/proto.h"
+#include "harness.h"
+
+long long
+grid_now_ms (void)
+{
+    struct timespec ts;
+    clock_gettime (CLOCK_MONOTONIC, &ts);
+    return (long long) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void
+s_nap (int ms)
+{
+    struct timespec ts = {ms / 1000, (long) (ms % 1000) * 1000000L};
+    nanosleep (&ts, NULL);
+}
+
+int
+grid_init (grid_t *grid)
+{
+    memset (grid, 0, sizeof *grid);
+    const char *tmp = getenv ("TMPDIR");
+    snprintf (grid->dir, sizeof grid->dir, "%s/grid-it-XXXXXX",
+              tmp && *tmp ? tmp : "/tmp");
+    if (!mkdtemp (grid->dir))
+        return -1;
+    snprintf (grid->client_ep, sizeof grid->client_ep, "ipc://%s/client.ipc", grid->dir);
+    snprintf (grid->agents_ep, sizeof grid->agents_ep, "ipc://%s/agents.ipc", grid->dir);
+    snprintf (grid->publish_ep, sizeof grid->publish_ep, "ipc://%s/publish.ipc", grid->dir);
+    const char *bin = getenv ("GRID_BIN");
+    snprintf (grid->bin, sizeof grid->bin, "%s", bin && *bin ? bin : "build/bin");
+    zsys_init ();
+    zsys_set_logsender (NULL);
+    //  A killed child's broken pipe must not kill the test.
+    signal (SIGPIPE, SIG_IGN);
+    return 0;
+}
+
+static pid_t
+s_spawn (grid_t *grid, const char *program, const char *log_name,
+         char *const *argv)
+{
+    char path [700];
+    snprintf (path, sizeof path, "%s/%s", grid->bin, program);
+    char log_path [400];
+    snprintf (log_path, sizeof log_path, "%s/%s", grid->dir, log_name);
+    pid_t pid = fork ();
+    if (pid == 0) {
+        int fd = open (log_path, O_WRONLY | O_CREAT | O_APPEND, 0600);
+        if (fd >= 0) {
+            dup2 (fd, 1);
+            dup2 (fd, 2);
+            close (fd);
+        }
+        int null_fd = open ("/dev/null", O_RDONLY);
+        if (null_fd >= 0) {
+            dup2 (null_fd, 0);
+            close (null_fd);
+        }
+        execv (path, argv);
+        fprintf (stderr, "cannot run %s: %s\n", path, strerror (errno));
+        _exit (127);
+    }
+    return pid;
+}
+
+int
+grid_kill (pid_t pid, int signal_number)
+{
+    if (pid <= 0)
+        return 0;
+    kill (pid, signal_number);
+    if (signal_number != SIGKILL && signal_number != SIGTERM)
+        return 0;
+    long long deadline = grid_now_ms () + 10000;
+    while (grid_now_ms () < deadline) {
+        pid_t done = waitpid (pid, NULL, WNOHANG);
+        if (done == pid || (done < 0 && errno == ECHILD))
+            return 0;
+        s_nap (10);
+    }
+    kill (pid, SIGKILL);
+    waitpid (pid, NULL, 0);
+    return 0;
+}
+
+int
+grid_start_broker (grid_t *grid, const char *const *extra)
+{
+    char data_dir [300];
+    snprintf (data_dir, sizeof data_dir, "%s/broker-data", grid->dir);
+    const char *argv [64] = {"gridbroker", "--data-dir", data_dir, "--client",
+                             grid->client_ep, "--agents", grid->agents_ep,
+                             "--publish", grid->publish_ep, "--heartbeat",
+                             "200ms", "--missed-heartbeats", "5",
+                             "--ack-timeout", "500ms", "--retry-base", "100ms"};
+    size_t argc = 17;
+    for (size_t index = 0; extra && extra [index] && argc < 62; index++)
+        argv [argc++] = extra [index];
+    argv [argc] = NULL;
+    grid->broker_pid = s_spawn (grid, "gridbroker", "broker.log",
+                                (char *const *) argv);
+    long long deadline = grid_now_ms () + 15000;
+    while (grid_now_ms () < deadline) {
+        pv_doc_t *reply = grid_call (grid, "status", NULL);
+        bool ok = grid_reply_ok (reply, NULL);
+        pv_doc_destroy (&reply);
+        if (ok)
+            return 0;
+        if (waitpid (grid->broker_pid, NULL, WNOHANG) == grid->broker_pid) {
+            grid->broker_pid = 0;
+            break;
+        }
+    }
+    fprintf (stderr, "gridbroker did not start\n");
+    grid_dump_logs (grid);
+    return -1;
+}
+
+int
+grid_start_agent (grid_t *grid, const char *id, const char *groups,
+                  const char *labels, const char *const *extra)
+{
+    if (grid->agent_count >= GRID_MAX_AGENTS)
+        return -1;
+    int slot = -1;
+    for (size_t index = 0; index < grid->agent_count; index++)
+        if (strcmp (grid->agent_ids [index], id) == 0)
+            slot = (int) index;
+    if (slot < 0) {
+        slot = (int) grid->agent_count++;
+        snprintf (grid->agent_ids [slot], sizeof grid->agent_ids [slot], "%s", id);
+    }
+    char state_dir [300], log_name [100];
+    snprintf (state_dir, sizeof state_dir, "%s/agent-%s", grid->dir, id);
+    snprintf (log_name, sizeof log_name, "agent-%s.log", id);
+    const char *argv [64] = {"gridagent", "--id", id, "--broker",
+                             grid->agents_ep, "--publish", grid->publish_ep,
+                             "--state-dir", state_dir};
+    size_t argc = 9;
+    if (groups) {
+        argv [argc++] = "--groups";
+        argv [argc++] = groups;
+    }
+    if (labels) {
+        argv [argc++] = "--labels";
+        argv [argc++] = labels;
+    }
+    for (size_t index = 0; extra && extra [index] && argc < 62; index++)
+        argv [argc++] = extra [index];
+    argv [argc] = NULL;
+    grid->agent_pids [slot] = s_spawn (grid, "gridagent", log_name,
+                                       (char *const *) argv);
+    if (!grid_wait_node (grid, id, "online", 15000)) {
+        fprintf (stderr, "gridagent %s did not come online\n", id);
+        grid_dump_logs (grid);
+        return -1;
+    }
+    return slot;
+}
+
+void
+grid_stop_broker (grid_t *grid, bool hard)
+{
+    grid_kill (grid->broker_pid, hard ? SIGKILL : SIGTERM);
+    grid->broker_pid = 0;
+}
+
+void
+grid_stop_agent (grid_t *grid, int slot, bool hard)
+{
+    if (slot < 0 || (size_t) slot >= grid->agent_count)
+        return;
+    grid_kill (grid->agent_pids [slot], hard ? SIGKILL : SIGTERM);
+    grid->agent_pids [slot] = 0;
+}
+
+void
+grid_stop (grid_t *grid)
+{
+    for (size_t index = 0; index < grid->agent_count; index++)
+        grid_stop_agent (grid, (int) index, false);
+    grid_stop_broker (grid, false);
+    if (grid->dir [0]) {
+        char command [400];
+        snprintf (command, sizeof command, "rm -rf '%s'", grid->dir);
+        if (system (command) != 0)
+            fprintf (stderr, "could not remove %s\n", grid->dir);
+        grid->dir [0] = 0;
+    }
+}
+
+pv_doc_t *
+grid_call_raw (grid_t *grid, const void *request, size_t size, int timeout_ms)
+{
+    zsock_t *socket = zsock_new_req (grid->client_ep);
+    if (!socket)
+        return NULL;
+    zsock_set_linger (socket, 0);
+    zsock_set_rcvtimeo (socket, timeout_ms);
+    zframe_t *frame = zframe_new (request, size);
+    pv_doc_t *doc = NULL;
+    if (zframe_send (&frame, socket, 0) == 0) {
+        zframe_t *reply = zframe_recv (socket);
+        if (reply)
+            pv_doc_decode (zframe_data (reply), zframe_size (reply), &doc, NULL, 0);
+        zframe_destroy (&reply);
+    }
+    zframe_destroy (&frame);
+    zsock_destroy (&socket);
+    return doc;
+}
+
+pv_doc_t *
+grid_call (grid_t *grid, const char *type, ...)
+{
+    va_list args;
+    size_t pairs = 0;
+    va_start (args, type);
+    while (va_arg (args, const char *)) {
+        va_arg (args, const char *);
+        pairs++;
+    }
+    va_end (args);
+    char id [64];
+    snprintf (id, sizeof id, "it-%d-%d", (int) getpid (), ++grid->request_seq);
+    pw_t *writer = pw_new ();
+    proto_request_begin (writer, type, id, pairs);
+    va_start (args, type);
+    const char *key;
+    while ((key = va_arg (args, const char *))) {
+        pw_str (writer, key);
+        pw_str (writer, va_arg (args, const char *));
+    }
+    va_end (args);
+    pv_doc_t *doc = grid_call_raw (grid, pw_data (writer), pw_size (writer), 3000);
+    pw_destroy (&writer);
+    return doc;
+}
+
+bool
+grid_reply_ok (const pv_doc_t *reply, const pv_t **data_p)
+{
+    if (!reply)
+        return false;
+    const pv_t *root = pv_doc_root (reply);
+    if (!pv_str_eq (pv_map_get (root, "type"), "ok"))
+        return false;
+    if (data_p)
+        *data_p = pv_map_get (root, "data");
+    return true;
+}
+
+char *
+grid_reply_code (const pv_doc_t *reply)
+{
+    if (!reply)
+        return NULL;
+    return pv_strdup (pv_map_get (pv_doc_root (reply), "code"));
+}
+
+static bool
+s_final (const pv_t *status)
+{
+    return pv_str_eq (status, "completed") || pv_str_eq (status, "failed")
+           || pv_str_eq (status, "partial_failure")
+           || pv_str_eq (status, "cancelled");
+}
+
+pv_doc_t *
+grid_wait_job (grid_t *grid, const char *job_id, int timeout_ms)
+{
+    long long deadline = grid_now_ms () + timeout_ms;
+    pv_doc_t *reply = NULL;
+    while (true) {
+        pv_doc_destroy (&reply);
+        reply = grid_call (grid, "job.get", "job", job_id, NULL);
+        const pv_t *data = NULL;
+        if (grid_reply_ok (reply, &data) && s_final (pv_map_get (data, "status")))
+            return reply;
+        if (grid_now_ms () > deadline)
+            return reply;
+        s_nap (50);
+    }
+}
+
+bool
+grid_wait_node (grid_t *grid, const char *node, const char *status,
+                int timeout_ms)
+{
+    long long deadline = grid_now_ms () + timeout_ms;
+    while (grid_now_ms () <= deadline) {
+        pv_doc_t *reply = grid_call (grid, "node.get", "node", node, NULL);
+        const pv_t *data = NULL;
+        bool done = grid_reply_ok (reply, &data)
+                    && grid_str_is (data, "status", status);
+        pv_doc_destroy (&reply);
+        if (done)
+            return true;
+        s_nap (50);
+    }
+    return false;
+}
+
+static char *
+s_slurp (const char *path)
+{
+    FILE *file = fopen (path, "rb");
+    if (!file)
+        return strdup ("");
+    fseek (file, 0, SEEK_END);
+    long size = ftell (file);
+    fseek (file, 0, SEEK_SET);
+    char *text = (char *) malloc ((size_t) (size > 0 ? size : 0) + 1);
+    size_t got = size > 0 ? fread (text, 1, (size_t) size, file) : 0;
+    text [got] = 0;
+    fclose (file);
+    return text;
+}
+
+int
+grid_cli (grid_t *grid, char **out_p, char **err_p, int timeout_ms, ...)
+{
+    char out_path [400], err_path [400], path [700];
+    snprintf (out_path, sizeof out_path, "%s/cli.out", grid->dir);
+    snprintf (err_path, sizeof err_path, "%s/cli.err", grid->dir);
+    snprintf (path, sizeof path, "%s/gridcli", grid->bin);
+    const char *argv [64] = {"gridcli", "--broker", grid->client_ep};
+    size_t argc = 3;
+    va_list args;
+    va_start (args, timeout_ms);
+    const char *arg;
+    while ((arg = va_arg (args, const char *)) && argc < 62)
+        argv [argc++] = arg;
+    va_end (args);
+    argv [argc] = NULL;
+    pid_t pid = fork ();
+    if (pid == 0) {
+        int out = open (out_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        int err = open (err_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        dup2 (out, 1);
+        dup2 (err, 2);
+        close (out);
+        close (err);
+        unsetenv ("GRID_BROKER");
+        unsetenv ("GRID_CONFIG");
+        execv (path, (char *const *) argv);
+        _exit (127);
+    }
+    long long deadline = grid_now_ms () + timeout_ms;
+    int status = 0, code = -1;
+    while (true) {
+        pid_t done = waitpid (pid, &status, WNOHANG);
+        if (done == pid) {
+            code = WIFEXITED (status) ? WEXITSTATUS (status) : 128 + WTERMSIG (status);
+            break;
+        }
+        if (grid_now_ms () > deadline) {
+            kill (pid, SIGKILL);
+            waitpid (pid, NULL, 0);
+            break;
+        }
+        s_nap (10);
+    }
+    if (out_p)
+        *out_p = s_slurp (out_path);
+    if (err_p)
+        *err_p = s_slurp (err_path);
+    return code;
+}
+
+const pv_t *
+grid_cell (const pv_t *record, int step, const char *node)
+{
+    char key [16];
+    snprintf (key, sizeof key, "%d", step);
+    return pv_map_get (pv_map_get (pv_map_get (record, "results"), key), node);
+}
+
+bool
+grid_str_is (const pv_t *map, const char *key, const char *text)
+{
+    return pv_str_eq (pv_map_get (map, key), text);
+}
+
+void
+grid_dump_logs (grid_t *grid)
+{
+    char command [600];
+    snprintf (command, sizeof command,
+              "for f in '%s'/*.log; do echo \"--- $f\"; tail -n 25 \"$f\"; done >&2",
+              grid->dir);
+    if (system (command) != 0)
+        fprintf (stderr, "(no logs)\n");
+}

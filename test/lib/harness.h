@@ -1,0 +1,106 @@
+/*  =========================================================================
+    harness - integration test support: real gridbroker, gridagent and
+    gridcli processes on ipc:// endpoints in a temporary directory
+
+    Binaries come from $GRID_BIN (set by test/run_tests.sh; default
+    build/bin). Every process started is recorded by pid and killed by
+    grid_stop, which also removes the directory. Waiting is always polling
+    with a deadline, never a fixed sleep.
+
+    Threading: one grid_t per test, used from the test's thread.
+    =========================================================================
+*/
+#ifndef GRID_HARNESS_H
+#define GRID_HARNESS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "../../proto/pv.h"
+#include "../../proto/pw.h"
+
+#define GRID_MAX_AGENTS 32
+
+typedef struct {
+    char dir [256];                          //  Temporary directory
+    char client_ep [320];                    //  Broker client endpoint
+    char agents_ep [320];                    //  Broker agent endpoint
+    char publish_ep [320];                   //  Broker commands endpoint
+    char bin [512];                          //  Directory of the binaries
+    pid_t broker_pid;                        //  0 when not running
+    pid_t agent_pids [GRID_MAX_AGENTS];      //  0 when not running
+    char agent_ids [GRID_MAX_AGENTS][65];    //  Their ids
+    size_t agent_count;                      //  Slots used
+    int request_seq;                         //  For request ids
+} grid_t;
+
+//  Makes the directory and endpoints (nothing started). Returns 0 or -1.
+int grid_init (grid_t *grid);
+
+//  Starts gridbroker with the standard endpoints and --data-dir, then
+//  EXTRA (NULL-terminated, may be NULL); waits until it answers `status`.
+//  Returns 0 or -1 (the log is printed).
+int grid_start_broker (grid_t *grid, const char *const *extra);
+
+//  Starts gridagent ID with GROUPS ("web,prod" or NULL), LABELS
+//  ("tier=web.dev" or NULL) and EXTRA args; waits until the broker lists
+//  it online. Returns its slot or -1.
+int grid_start_agent (grid_t *grid, const char *id, const char *groups,
+                      const char *labels, const char *const *extra);
+
+//  Kills process PID with SIGNAL and, for SIGKILL/SIGTERM, reaps it
+//  (waiting up to 10 s). Returns 0.
+int grid_kill (pid_t pid, int signal);
+
+//  Kills the broker (SIGKILL when HARD, else SIGTERM) and reaps it.
+void grid_stop_broker (grid_t *grid, bool hard);
+
+//  Kills agent in SLOT the same way.
+void grid_stop_agent (grid_t *grid, int slot, bool hard);
+
+//  Kills everything started and removes the directory.
+void grid_stop (grid_t *grid);
+
+//  Sends one request (the bytes in REQUEST) on a fresh REQ socket and
+//  waits up to TIMEOUT_MS. Returns the decoded reply or NULL.
+pv_doc_t *grid_call_raw (grid_t *grid, const void *request, size_t size,
+                         int timeout_ms);
+
+//  Sends {type, id, key1: value1, ...} (string fields, NULL-terminated
+//  pairs) and returns the decoded reply or NULL.
+pv_doc_t *grid_call (grid_t *grid, const char *type, ...);
+
+//  True when REPLY is an ok reply; then *DATA_P is its data.
+bool grid_reply_ok (const pv_doc_t *reply, const pv_t **data_p);
+
+//  The error code of an error reply, or NULL.
+char *grid_reply_code (const pv_doc_t *reply);
+
+//  Polls job.get until the job's status is final (or TIMEOUT_MS passes).
+//  Returns the last reply's document (NULL when nothing answered).
+pv_doc_t *grid_wait_job (grid_t *grid, const char *job_id, int timeout_ms);
+
+//  Polls node.get until the node's status is STATUS. Returns true on
+//  success.
+bool grid_wait_node (grid_t *grid, const char *node, const char *status,
+                     int timeout_ms);
+
+//  Runs gridcli with --broker <client_ep> and the NULL-terminated args;
+//  captures stdout and stderr (caller frees); returns its exit code (or
+//  -1 when it did not exit within TIMEOUT_MS, then it is killed).
+int grid_cli (grid_t *grid, char **out_p, char **err_p, int timeout_ms, ...);
+
+//  The cell {status, output, ...} of STEP and NODE in a job record, or NULL.
+const pv_t *grid_cell (const pv_t *record, int step, const char *node);
+
+//  String field KEY of MAP compared with TEXT.
+bool grid_str_is (const pv_t *map, const char *key, const char *text);
+
+//  Prints the tail of every log in the directory to stderr (on failure).
+void grid_dump_logs (grid_t *grid);
+
+//  Current monotonic time in ms.
+long long grid_now_ms (void);
+
+#endif

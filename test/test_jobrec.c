@@ -1,0 +1,248 @@
+/*  =========================================================================
+    test_jobrec - store layout of jobs: header, cells and events written,
+    read back as the client record, and rebuilt for the scheduler.
+    =========================================================================
+*/
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../broker/jobrec.h"
+#include "../proto/conf.h"
+
+typedef struct {
+    char dir [64];
+    store_t *store;
+    store_txn_t *txn;
+    pw_t *scratch;
+} fixture_t;
+
+static int
+s_setup (void **state)
+{
+    fixture_t *fixture = (fixture_t *) calloc (1, sizeof (fixture_t));
+    strcpy (fixture->dir, "/tmp/grid-jobrec-XXXXXX");
+    if (!mkdtemp (fixture->dir))
+        return -1;
+    char err [256];
+    fixture->store = store_open (fixture->dir, 1 << 20, 64 << 20, err, sizeof err);
+    if (!fixture->store)
+        return -1;
+    fixture->txn = store_begin (fixture->store, true);
+    fixture->scratch = pw_new ();
+    *state = fixture;
+    return 0;
+}
+
+static int
+s_teardown (void **state)
+{
+    fixture_t *fixture = (fixture_t *) *state;
+    store_abort (&fixture->txn);
+    store_destroy (&fixture->store);
+    pw_destroy (&fixture->scratch);
+    char command [128];
+    snprintf (command, sizeof command, "rm -rf %s", fixture->dir);
+    if (system (command) != 0)
+        return -1;
+    free (fixture);
+    return 0;
+}
+
+//  A job of [leaf, branch[leaf, leaf]] over two nodes, as the scheduler
+//  would hold it mid-run.
+static sched_job_t *
+s_job (void)
+{
+    const char *yaml =
+        "target: {scope: group, value: web}\n"
+        "strategy: continue\n"
+        "tasks:\n"
+        "  - {backend: test, action: echo, params: {msg: hi}}\n"
+        "  - tasks:\n"
+        "      - {backend: test, action: sleep, params: {seconds: 1}}\n"
+        "      - {backend: test, action: fail, max_retries: 2}\n";
+    pv_doc_t *doc = NULL;
+    char err [256];
+    assert_int_equal (conf_parse (yaml, strlen (yaml), &doc, err, sizeof err), 0);
+    job_spec_t *spec = NULL;
+    job_errors_t errors;
+    memset (&errors, 0, sizeof errors);
+    assert_int_equal (job_spec_decode (pv_doc_root (doc), &spec, &errors), 0);
+    pv_doc_destroy (&doc);
+    sched_job_t *job = sched_job_new ("j-0193a1b2c3d4-0001", &spec);
+    assert_non_null (job);
+    assert_int_equal (job->step_count, 3);
+    job->status = SCHED_JOB_RUNNING;
+    job->step = 1;
+    job->created_at_ms = 1763708451123;
+    job->updated_at_ms = 1763708452000;
+    job->expected_count = 2;
+    job->expected = (char **) calloc (2, sizeof (char *));
+    job->expected [0] = strdup ("web-01");
+    job->expected [1] = strdup ("web-02");
+    job->cells = (sched_cell_t *) calloc (6, sizeof (sched_cell_t));
+    //  Step 0 done on both; web-01 retried step 2 once and is running it.
+    for (int n = 0; n < 2; n++) {
+        sched_cell_t *cell = &job->cells [n];
+        cell->status = SCHED_CELL_SUCCESS;
+        cell->attempt = 1;
+        cell->attempts = (sched_attempt_t *) calloc (1, sizeof (sched_attempt_t));
+        cell->attempt_count = 1;
+        cell->attempts [0] = (sched_attempt_t) {1, SCHED_CELL_SUCCESS,
+                                                strdup ("hi\n"), strdup (""), 0,
+                                                12, false};
+    }
+    sched_cell_t *cell = &job->cells [2 * 2 + 0];
+    cell->status = SCHED_CELL_RUNNING;
+    cell->attempt = 2;
+    cell->attempts = (sched_attempt_t *) calloc (1, sizeof (sched_attempt_t));
+    cell->attempt_count = 1;
+    cell->attempts [0] = (sched_attempt_t) {1, SCHED_CELL_FAILED, strdup (""),
+                                            strdup ("boom"), 1, 3, false};
+    return job;
+}
+
+static void
+s_save (fixture_t *fixture, sched_job_t *job)
+{
+    assert_int_equal (jobrec_save_header (fixture->txn, job, fixture->scratch), 0);
+    for (size_t step = 0; step < job->step_count; step++)
+        for (size_t n = 0; n < job->expected_count; n++)
+            if (job->cells [step * 2 + n].status != SCHED_CELL_PENDING)
+                assert_int_equal (jobrec_save_cell (fixture->txn, job,
+                                                    (uint32_t) step,
+                                                    job->expected [n],
+                                                    fixture->scratch), 0);
+}
+
+static void
+test_jobrec_record_has_grid_shape (void **state)
+{
+    fixture_t *fixture = (fixture_t *) *state;
+    sched_job_t *job = s_job ();
+    s_save (fixture, job);
+    pw_t *writer = pw_new ();
+    assert_int_equal (jobrec_write_record (fixture->txn, job->id, writer), 0);
+    pv_doc_t *doc = NULL;
+    assert_int_equal (pv_doc_decode (pw_data (writer), pw_size (writer), &doc, NULL, 0), 0);
+    const pv_t *record = pv_doc_root (doc);
+    const char *keys [] = {"id", "target", "tasks", "strategy", "priority",
+                           "status", "step", "steps", "expected", "results",
+                           "created_at", "updated_at"};
+    for (size_t index = 0; index < sizeof keys / sizeof keys [0]; index++)
+        assert_non_null (pv_map_get (record, keys [index]));
+    assert_true (pv_str_eq (pv_map_get (record, "status"), "running"));
+    assert_true (pv_str_eq (pv_map_get (record, "strategy"), "continue"));
+    assert_true (pv_str_eq (pv_map_get (record, "created_at"), "2025-11-21T07:00:51.123Z"));
+    const pv_t *results = pv_map_get (record, "results");
+    assert_int_equal (pv_size (results), 3);
+    const pv_t *done = pv_map_get (pv_map_get (results, "0"), "web-02");
+    assert_true (pv_str_eq (pv_map_get (done, "status"), "success"));
+    assert_true (pv_str_eq (pv_map_get (done, "output"), "hi\n"));
+    //  Not yet written: pending, with every field present.
+    const pv_t *pending = pv_map_get (pv_map_get (results, "1"), "web-01");
+    assert_true (pv_str_eq (pv_map_get (pending, "status"), "pending"));
+    assert_non_null (pv_map_get (pending, "exit_code"));
+    //  A retried cell shows the attempt count and keeps the earlier one.
+    const pv_t *retried = pv_map_get (pv_map_get (results, "2"), "web-01");
+    assert_true (pv_str_eq (pv_map_get (retried, "status"), "running"));
+    int64_t attempts = 0;
+    assert_int_equal (pv_get_int (pv_map_get (retried, "attempts"), &attempts), 0);
+    assert_int_equal (attempts, 2);
+    pv_doc_destroy (&doc);
+    pw_destroy (&writer);
+    sched_job_destroy (&job);
+}
+
+static void
+test_jobrec_load_rebuilds_the_job (void **state)
+{
+    fixture_t *fixture = (fixture_t *) *state;
+    sched_job_t *job = s_job ();
+    s_save (fixture, job);
+    sched_job_t *copy = NULL;
+    assert_int_equal (jobrec_load (fixture->txn, job->id, &copy), 0);
+    assert_string_equal (copy->id, job->id);
+    assert_int_equal (copy->status, SCHED_JOB_RUNNING);
+    assert_int_equal (copy->step, 1);
+    assert_int_equal (copy->expected_count, 2);
+    assert_string_equal (copy->expected [1], "web-02");
+    assert_int_equal (copy->cells [1].status, SCHED_CELL_SUCCESS);
+    assert_string_equal (copy->cells [1].attempts [0].output, "hi\n");
+    assert_int_equal (copy->cells [2].status, SCHED_CELL_PENDING);
+    assert_int_equal (copy->cells [4].status, SCHED_CELL_RUNNING);
+    assert_int_equal (copy->cells [4].attempt, 2);
+    assert_string_equal (copy->cells [4].attempts [0].error, "boom");
+    assert_int_equal (copy->created_at_ms, job->created_at_ms);
+    assert_int_equal (copy->spec->strategy, JOB_STRATEGY_CONTINUE);
+    sched_job_destroy (&copy);
+    sched_job_destroy (&job);
+    assert_int_equal (jobrec_load (fixture->txn, "j-000000000000-0000", &copy),
+                      STORE_ENOTFOUND);
+}
+
+static void
+test_jobrec_events_append_in_order (void **state)
+{
+    fixture_t *fixture = (fixture_t *) *state;
+    const char *id = "j-0193a1b2c3d4-0002";
+    assert_int_equal (jobrec_next_event_seq (fixture->txn, id), 1);
+    assert_int_equal (jobrec_save_event (fixture->txn, id, 1, 1000, "submitted",
+                                         NULL, -1, NULL, fixture->scratch), 0);
+    assert_int_equal (jobrec_save_event (fixture->txn, id, 2, 1001, "dispatched",
+                                         NULL, 0, "to 2 nodes", fixture->scratch), 0);
+    assert_int_equal (jobrec_save_event (fixture->txn, id, 3, 1002, "succeeded",
+                                         "web-01", 0, NULL, fixture->scratch), 0);
+    //  Another job's events do not leak in.
+    assert_int_equal (jobrec_save_event (fixture->txn, "j-0193a1b2c3d4-0003", 1,
+                                         1003, "submitted", NULL, -1, NULL,
+                                         fixture->scratch), 0);
+    assert_int_equal (jobrec_next_event_seq (fixture->txn, id), 4);
+    pw_t *writer = pw_new ();
+    jobrec_write_events (fixture->txn, id, 1, 100, writer);
+    pv_doc_t *doc = NULL;
+    assert_int_equal (pv_doc_decode (pw_data (writer), pw_size (writer), &doc, NULL, 0), 0);
+    const pv_t *events = pv_doc_root (doc);
+    assert_int_equal (pv_size (events), 2);
+    assert_true (pv_str_eq (pv_map_get (pv_array_at (events, 0), "event"), "dispatched"));
+    assert_true (pv_str_eq (pv_map_get (pv_array_at (events, 1), "node"), "web-01"));
+    pv_doc_destroy (&doc);
+    pw_destroy (&writer);
+}
+
+static void
+test_jobrec_delete_removes_everything (void **state)
+{
+    fixture_t *fixture = (fixture_t *) *state;
+    sched_job_t *job = s_job ();
+    s_save (fixture, job);
+    assert_int_equal (jobrec_save_event (fixture->txn, job->id, 1, 1000,
+                                         "submitted", NULL, -1, NULL,
+                                         fixture->scratch), 0);
+    assert_int_equal (jobrec_delete (fixture->txn, job->id), 0);
+    pw_t *writer = pw_new ();
+    assert_int_equal (jobrec_write_record (fixture->txn, job->id, writer),
+                      STORE_ENOTFOUND);
+    assert_int_equal (store_count (fixture->txn, STORE_DB_RESULTS), 0);
+    assert_int_equal (store_count (fixture->txn, STORE_DB_EVENTS), 0);
+    pw_destroy (&writer);
+    sched_job_destroy (&job);
+}
+
+int
+main (void)
+{
+    const struct CMUnitTest tests [] = {
+        cmocka_unit_test_setup_teardown (test_jobrec_record_has_grid_shape, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_jobrec_load_rebuilds_the_job, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_jobrec_events_append_in_order, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_jobrec_delete_removes_everything, s_setup, s_teardown),
+    };
+    return cmocka_run_group_tests (tests, NULL, NULL);
+}
