@@ -1,0 +1,2703 @@
+/*  =========================================================================
+    cli - gridcli: argument parsing, requests, transport, rendering
+
+    Reading order: argument parsing, settings, request ids and requests,
+    transport (Lazy Pirate), reply envelope, rendering (tables, then one
+    function per reply shape), help, and cli_run, which strings them
+    together and owns the --wait loop.
+    =========================================================================
+*/
+#include "cli.h"
+
+#include <czmq.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include "../proto/conf.h"
+#include "../proto/proto.h"
+
+#ifndef GRID_VERSION
+#define GRID_VERSION "0.0.0-dev"
+#endif
+
+#define S_MIN_PRIORITY -100
+#define S_MAX_PRIORITY 100
+#define S_MAX_LIMIT 10000
+#define S_WAIT_FIRST_MS 250      //  First --wait poll interval
+#define S_WAIT_MAX_MS 1000       //  --wait backs off to this
+#define S_EVENT_PAGES 1000       //  Most job.events round trips for one call
+
+static const char *s_job_statuses [] = {
+    "pending", "running", "completed", "partial_failure", "failed",
+    "cancelled", NULL
+};
+
+//  ---------------------------------------------------------------------
+//  Small helpers
+
+static int
+s_fail (char *err, size_t err_len, const char *format, ...)
+{
+    va_list args;
+    va_start (args, format);
+    vsnprintf (err, err_len, format, args);
+    va_end (args);
+    return -1;
+}
+
+static void *
+s_realloc (void *ptr, size_t size)
+{
+    void *fresh = realloc (ptr, size ? size : 1);
+    if (!fresh) {
+        //  Out of memory is not recoverable for a command line tool; CZMQ
+        //  and pw make the same choice.
+        fprintf (stderr, "gridcli: out of memory\n");
+        abort ();
+    }
+    return fresh;
+}
+
+static char *
+s_strdup (const char *text)
+{
+    size_t len = strlen (text);
+    char *copy = s_realloc (NULL, len + 1);
+    memcpy (copy, text, len + 1);
+    return copy;
+}
+
+static bool
+s_in_list (const char *text, const char *const *list)
+{
+    for (size_t index = 0; list [index]; index++)
+        if (streq (text, list [index]))
+            return true;
+    return false;
+}
+
+//  Reads a whole decimal integer in [MIN, MAX].
+static int
+s_parse_int (const char *text, long min, long max, int *out)
+{
+    char *end = NULL;
+    errno = 0;
+    long value = strtol (text, &end, 10);
+    if (errno || end == text || *end || value < min || value > max)
+        return -1;
+    *out = (int) value;
+    return 0;
+}
+
+//  ---------------------------------------------------------------------
+//  Argument parsing
+
+//  True when ARG is option NAME, alone ("--broker") or with an inline value
+//  ("--broker=tcp://x"), which *INLINE_P then points at.
+static bool
+s_is_option (const char *arg, const char *name, const char **inline_p)
+{
+    size_t len = strlen (name);
+    *inline_p = NULL;
+    if (strncmp (arg, name, len) != 0)
+        return false;
+    if (arg [len] == 0)
+        return true;
+    if (arg [len] == '=') {
+        *inline_p = arg + len + 1;
+        return true;
+    }
+    return false;
+}
+
+//  The value of an option: its inline part, else the next argument.
+static int
+s_option_value (int argc, char *const *argv, int *index, const char *name,
+                const char *inline_value, const char **value_p, char *err,
+                size_t err_len)
+{
+    if (inline_value)
+        *value_p = inline_value;
+    else
+    if (*index + 1 < argc)
+        *value_p = argv [++*index];
+    else
+        return s_fail (err, err_len, "option %s needs a value", name);
+    return 0;
+}
+
+static int
+s_duration_option (const char *name, const char *text, int64_t *ms_p,
+                   char *err, size_t err_len)
+{
+    if (duration_parse (text, ms_p) != 0)
+        return s_fail (err, err_len,
+                       "%s: '%s' is not a duration (write a number and a "
+                       "unit ms, s, m, h or d, e.g. 500ms, 10s, 1h30m; at "
+                       "most 30d)", name, text);
+    if (*ms_p <= 0)
+        return s_fail (err, err_len, "%s must be longer than 0", name);
+    return 0;
+}
+
+//  Global options. Returns 1 when ARGV[*INDEX] was one (consumed), 0 when
+//  it is not a global option, -1 on a bad value.
+static int
+s_global_option (cli_args_t *args, int argc, char *const *argv, int *index,
+                 const char *topic, char *err, size_t err_len)
+{
+    const char *arg = argv [*index];
+    const char *inline_value = NULL, *value = NULL;
+
+    if (streq (arg, "-h") || streq (arg, "--help")) {
+        args->command = CLI_CMD_HELP;
+        args->help_topic = topic;
+        return 1;
+    }
+    if (streq (arg, "--version")) {
+        args->command = CLI_CMD_VERSION;
+        return 1;
+    }
+    if (s_is_option (arg, "--broker", &inline_value)) {
+        if (s_option_value (argc, argv, index, "--broker", inline_value,
+                            &value, err, err_len))
+            return -1;
+        if (!*value)
+            return s_fail (err, err_len, "--broker needs an endpoint, e.g. "
+                           "tcp://127.0.0.1:7701");
+        args->broker = value;
+        return 1;
+    }
+    if (s_is_option (arg, "--output", &inline_value)) {
+        if (s_option_value (argc, argv, index, "--output", inline_value,
+                            &value, err, err_len))
+            return -1;
+        if (streq (value, "table"))
+            args->output = CLI_OUTPUT_TABLE;
+        else
+        if (streq (value, "json"))
+            args->output = CLI_OUTPUT_JSON;
+        else
+            return s_fail (err, err_len,
+                           "--output must be table or json, not '%s'", value);
+        args->output_given = true;
+        return 1;
+    }
+    if (s_is_option (arg, "--request-timeout", &inline_value)) {
+        if (s_option_value (argc, argv, index, "--request-timeout",
+                            inline_value, &value, err, err_len)
+        ||  s_duration_option ("--request-timeout", value,
+                               &args->request_timeout_ms, err, err_len))
+            return -1;
+        return 1;
+    }
+    if (s_is_option (arg, "--config", &inline_value)) {
+        if (s_option_value (argc, argv, index, "--config", inline_value,
+                            &value, err, err_len))
+            return -1;
+        if (!*value)
+            return s_fail (err, err_len, "--config needs a file name");
+        args->config = value;
+        return 1;
+    }
+    return 0;
+}
+
+//  Options of `job run` that are only read before BACKEND. Returns 1, 0 or
+//  -1 as s_global_option.
+static int
+s_run_option (cli_args_t *args, int argc, char *const *argv, int *index,
+              char *err, size_t err_len)
+{
+    const char *arg = argv [*index];
+    const char *inline_value = NULL, *value = NULL;
+
+    if (streq (arg, "--wait")) {
+        args->wait = true;
+        return 1;
+    }
+    if (s_is_option (arg, "--target", &inline_value)) {
+        if (s_option_value (argc, argv, index, "--target", inline_value,
+                            &value, err, err_len))
+            return -1;
+        //  A later --target replaces an earlier one, as shells expect
+        target_clear (&args->target);
+        args->target_text = NULL;
+        char why [256] = "";
+        if (target_parse (value, &args->target, why, sizeof why) != 0)
+            return s_fail (err, err_len, "bad target '%s': %s", value, why);
+        args->target_text = value;
+        return 1;
+    }
+    if (s_is_option (arg, "-f", &inline_value)
+    ||  s_is_option (arg, "--file", &inline_value)) {
+        if (s_option_value (argc, argv, index, "-f", inline_value, &value,
+                            err, err_len))
+            return -1;
+        if (!*value)
+            return s_fail (err, err_len, "-f needs a job file name");
+        args->file = value;
+        return 1;
+    }
+    if (s_is_option (arg, "--timeout", &inline_value)) {
+        if (s_option_value (argc, argv, index, "--timeout", inline_value,
+                            &value, err, err_len)
+        ||  s_duration_option ("--timeout", value, &args->task_timeout_ms,
+                               err, err_len))
+            return -1;
+        return 1;
+    }
+    if (s_is_option (arg, "--job-timeout", &inline_value)) {
+        if (s_option_value (argc, argv, index, "--job-timeout", inline_value,
+                            &value, err, err_len)
+        ||  s_duration_option ("--job-timeout", value, &args->job_timeout_ms,
+                               err, err_len))
+            return -1;
+        return 1;
+    }
+    if (s_is_option (arg, "--retries", &inline_value)) {
+        if (s_option_value (argc, argv, index, "--retries", inline_value,
+                            &value, err, err_len))
+            return -1;
+        if (s_parse_int (value, 0, JOB_MAX_RETRIES, &args->retries))
+            return s_fail (err, err_len,
+                           "--retries must be a whole number from 0 to %d, "
+                           "not '%s'", JOB_MAX_RETRIES, value);
+        return 1;
+    }
+    if (s_is_option (arg, "--strategy", &inline_value)) {
+        if (s_option_value (argc, argv, index, "--strategy", inline_value,
+                            &value, err, err_len))
+            return -1;
+        if (!streq (value, "fail-fast") && !streq (value, "continue"))
+            return s_fail (err, err_len, "--strategy must be fail-fast or "
+                           "continue, not '%s'", value);
+        args->strategy = value;
+        return 1;
+    }
+    if (s_is_option (arg, "--priority", &inline_value)) {
+        if (s_option_value (argc, argv, index, "--priority", inline_value,
+                            &value, err, err_len))
+            return -1;
+        if (s_parse_int (value, S_MIN_PRIORITY, S_MAX_PRIORITY,
+                         &args->priority))
+            return s_fail (err, err_len,
+                           "--priority must be a whole number from %d to %d, "
+                           "not '%s'", S_MIN_PRIORITY, S_MAX_PRIORITY, value);
+        args->priority_given = true;
+        return 1;
+    }
+    return 0;
+}
+
+//  Options of the other subcommands. Returns 1, 0 or -1.
+static int
+s_command_option (cli_args_t *args, int argc, char *const *argv, int *index,
+                  char *err, size_t err_len)
+{
+    const char *arg = argv [*index];
+    const char *inline_value = NULL, *value = NULL;
+
+    if (args->command == CLI_CMD_JOB_RUN)
+        return s_run_option (args, argc, argv, index, err, err_len);
+
+    if (args->command == CLI_CMD_JOB_LIST
+    &&  s_is_option (arg, "--status", &inline_value)) {
+        if (s_option_value (argc, argv, index, "--status", inline_value,
+                            &value, err, err_len))
+            return -1;
+        if (!s_in_list (value, s_job_statuses))
+            return s_fail (err, err_len,
+                           "--status must be one of pending, running, "
+                           "completed, partial_failure, failed, cancelled; "
+                           "not '%s'", value);
+        args->status_filter = value;
+        return 1;
+    }
+    if (args->command == CLI_CMD_JOB_LIST
+    &&  s_is_option (arg, "--limit", &inline_value)) {
+        if (s_option_value (argc, argv, index, "--limit", inline_value,
+                            &value, err, err_len))
+            return -1;
+        if (s_parse_int (value, 1, S_MAX_LIMIT, &args->limit))
+            return s_fail (err, err_len, "--limit must be a whole number "
+                           "from 1 to %d, not '%s'", S_MAX_LIMIT, value);
+        return 1;
+    }
+    if (args->command == CLI_CMD_JOB_CANCEL
+    &&  s_is_option (arg, "--reason", &inline_value)) {
+        if (s_option_value (argc, argv, index, "--reason", inline_value,
+                            &value, err, err_len))
+            return -1;
+        args->reason = value;
+        return 1;
+    }
+    return 0;
+}
+
+//  One argument after `job run ... BACKEND ACTION`: --wait, or a param
+//  written --NAME VALUE or --NAME=VALUE.
+static int
+s_param_arg (cli_args_t *args, int argc, char *const *argv, int *index,
+             char *err, size_t err_len)
+{
+    const char *arg = argv [*index];
+    if (streq (arg, "--wait")) {
+        args->wait = true;
+        return 0;
+    }
+    if (strncmp (arg, "--", 2) != 0 || arg [2] == 0)
+        return s_fail (err, err_len,
+                       "unexpected argument '%s' after the action; params "
+                       "are written --NAME VALUE", arg);
+
+    const char *equals = strchr (arg + 2, '=');
+    size_t name_len = equals ? (size_t) (equals - arg - 2) : strlen (arg + 2);
+    char name [NAME_MAX_LEN + 2];
+    if (name_len == 0 || name_len > NAME_MAX_LEN)
+        return s_fail (err, err_len, "'%s' is not a valid param name "
+                       "(letters, digits, '_' and '-', at most %d)", arg,
+                       NAME_MAX_LEN);
+    memcpy (name, arg + 2, name_len);
+    name [name_len] = 0;
+    if (!name_valid (name))
+        return s_fail (err, err_len, "'--%s' is not a valid param name "
+                       "(letters, digits, '_' and '-')", name);
+
+    const char *value;
+    if (equals)
+        value = equals + 1;
+    else
+    if (*index + 1 < argc && !streq (argv [*index + 1], "--wait"))
+        value = argv [++*index];
+    else
+        return s_fail (err, err_len, "param --%s needs a value "
+                       "(write --%s VALUE)", name, name);
+
+    for (size_t p = 0; p < args->param_count; p++)
+        if (streq (args->params [p].name, name))
+            return s_fail (err, err_len, "param --%s is given twice", name);
+    if (args->param_count >= JOB_MAX_PARAMS)
+        return s_fail (err, err_len, "too many params (at most %d)",
+                       JOB_MAX_PARAMS);
+
+    args->params = s_realloc (args->params,
+                              (args->param_count + 1) * sizeof (cli_param_t));
+    args->params [args->param_count].name = s_strdup (name);
+    args->params [args->param_count].value = s_strdup (value);
+    args->param_count++;
+    return 0;
+}
+
+static const char *
+s_command_name (cli_command_t command)
+{
+    switch (command) {
+        case CLI_CMD_JOB_RUN: return "job run";
+        case CLI_CMD_JOB_STATUS: return "job status";
+        case CLI_CMD_JOB_LIST: return "job list";
+        case CLI_CMD_JOB_CANCEL: return "job cancel";
+        case CLI_CMD_JOB_EVENTS: return "job events";
+        case CLI_CMD_NODE_LIST: return "node list";
+        case CLI_CMD_NODE_INFO: return "node info";
+        case CLI_CMD_STATUS: return "status";
+        default: return "gridcli";
+    }
+}
+
+//  Checks what a complete command line must hold.
+static int
+s_args_check (cli_args_t *args, char *err, size_t err_len)
+{
+    switch (args->command) {
+        case CLI_CMD_JOB_RUN:
+            if (args->file) {
+                if (args->target_text || args->backend
+                ||  args->param_count || args->task_timeout_ms
+                ||  args->retries >= 0 || args->strategy
+                ||  args->priority_given || args->job_timeout_ms)
+                    return s_fail (err, err_len,
+                                   "job run -f FILE takes the target, tasks "
+                                   "and options from the file; only --wait "
+                                   "and global options may be added");
+                return 0;
+            }
+            if (!args->target_text)
+                return s_fail (err, err_len, "job run needs --target "
+                               "(e.g. --target group:web) or -f FILE");
+            if (!args->backend || !args->action)
+                return s_fail (err, err_len,
+                               "job run needs BACKEND and ACTION after its "
+                               "options, e.g. gridcli job run --target all "
+                               "test echo --msg hi");
+            if (!name_valid (args->backend))
+                return s_fail (err, err_len, "'%s' is not a valid backend "
+                               "name", args->backend);
+            if (!name_valid (args->action))
+                return s_fail (err, err_len, "'%s' is not a valid action "
+                               "name", args->action);
+            return 0;
+        case CLI_CMD_JOB_STATUS:
+        case CLI_CMD_JOB_CANCEL:
+        case CLI_CMD_JOB_EVENTS:
+            if (!args->id)
+                return s_fail (err, err_len, "%s needs a job id",
+                               s_command_name (args->command));
+            if (!job_id_valid (args->id))
+                return s_fail (err, err_len, "'%s' is not a job id (ids look "
+                               "like j-0193a1b2c3d4-0001)", args->id);
+            return 0;
+        case CLI_CMD_NODE_INFO:
+            if (!args->id)
+                return s_fail (err, err_len, "node info needs a node id");
+            if (!name_valid (args->id))
+                return s_fail (err, err_len, "'%s' is not a node id (letters, "
+                               "digits, '_' and '-', at most %d)", args->id,
+                               NAME_MAX_LEN);
+            return 0;
+        default:
+            return 0;
+    }
+}
+
+//  The subcommand's own arguments, from ARGV[INDEX] on.
+static int
+s_parse_command_args (cli_args_t *args, int argc, char *const *argv,
+                      int index, const char *topic, char *err, size_t err_len)
+{
+    bool params = false;         //  Past `job run BACKEND ACTION`
+    for (; index < argc; index++) {
+        const char *arg = argv [index];
+        if (params) {
+            if (s_param_arg (args, argc, argv, &index, err, err_len))
+                return -1;
+            continue;
+        }
+        if (arg [0] == '-' && arg [1]) {
+            int rc = s_global_option (args, argc, argv, &index, topic, err,
+                                      err_len);
+            if (rc == 0)
+                rc = s_command_option (args, argc, argv, &index, err,
+                                       err_len);
+            if (rc < 0)
+                return -1;
+            if (rc == 0)
+                return s_fail (err, err_len, "unknown option '%s' for %s "
+                               "(see gridcli %s --help)", arg,
+                               s_command_name (args->command), topic);
+            if (args->command == CLI_CMD_HELP
+            ||  args->command == CLI_CMD_VERSION)
+                return 0;
+            continue;
+        }
+        if (args->command == CLI_CMD_JOB_RUN && !args->file) {
+            if (!args->backend)
+                args->backend = arg;
+            else {
+                args->action = arg;
+                params = true;
+            }
+            continue;
+        }
+        if (args->command == CLI_CMD_JOB_RUN)
+            return s_fail (err, err_len,
+                           "unexpected argument '%s': job run -f FILE takes "
+                           "the whole job from the file", arg);
+        if ((args->command == CLI_CMD_JOB_STATUS
+        ||   args->command == CLI_CMD_JOB_CANCEL
+        ||   args->command == CLI_CMD_JOB_EVENTS
+        ||   args->command == CLI_CMD_NODE_INFO) && !args->id) {
+            args->id = arg;
+            continue;
+        }
+        return s_fail (err, err_len, "unexpected argument '%s' for %s", arg,
+                       s_command_name (args->command));
+    }
+    return s_args_check (args, err, err_len);
+}
+
+int
+cli_args_parse (cli_args_t *args, int argc, char *const *argv, char *err,
+                size_t err_len)
+{
+    memset (args, 0, sizeof *args);
+    args->retries = -1;
+    if (err_len)
+        err [0] = 0;
+
+    //  Global options before the command
+    int index = 1;
+    for (; index < argc; index++) {
+        const char *arg = argv [index];
+        if (arg [0] != '-' || arg [1] == 0)
+            break;
+        int rc = s_global_option (args, argc, argv, &index, NULL, err,
+                                  err_len);
+        if (rc < 0)
+            return -1;
+        if (rc == 0)
+            return s_fail (err, err_len,
+                           "unknown option '%s' (global options are "
+                           "--broker, --output, --request-timeout, --config, "
+                           "--help and --version)", arg);
+        if (args->command == CLI_CMD_HELP || args->command == CLI_CMD_VERSION)
+            return 0;
+    }
+    if (index >= argc)
+        return s_fail (err, err_len, "no command given");
+
+    const char *word = argv [index++];
+    if (streq (word, "help")) {
+        args->command = CLI_CMD_HELP;
+        if (index < argc) {
+            const char *topics [] = { "job", "node", "status", NULL };
+            if (!s_in_list (argv [index], topics))
+                return s_fail (err, err_len, "no help on '%s' (topics: job, "
+                               "node, status)", argv [index]);
+            args->help_topic = argv [index];
+        }
+        return 0;
+    }
+    if (streq (word, "status")) {
+        args->command = CLI_CMD_STATUS;
+        args->help_topic = "status";
+        return s_parse_command_args (args, argc, argv, index, "status", err,
+                                     err_len);
+    }
+    if (streq (word, "job") || streq (word, "node")) {
+        const char *topic = streq (word, "job") ? "job" : "node";
+        args->help_topic = topic;
+        if (index >= argc)
+            return s_fail (err, err_len, streq (topic, "job")
+                           ? "job needs a subcommand: run, status, list, "
+                             "cancel or events"
+                           : "node needs a subcommand: list or info");
+        const char *sub = argv [index++];
+        if (streq (sub, "-h") || streq (sub, "--help") || streq (sub, "help")) {
+            args->command = CLI_CMD_HELP;
+            args->help_topic = topic;
+            return 0;
+        }
+        if (streq (topic, "job")) {
+            if (streq (sub, "run"))
+                args->command = CLI_CMD_JOB_RUN;
+            else
+            if (streq (sub, "status"))
+                args->command = CLI_CMD_JOB_STATUS;
+            else
+            if (streq (sub, "list"))
+                args->command = CLI_CMD_JOB_LIST;
+            else
+            if (streq (sub, "cancel"))
+                args->command = CLI_CMD_JOB_CANCEL;
+            else
+            if (streq (sub, "events"))
+                args->command = CLI_CMD_JOB_EVENTS;
+            else
+                return s_fail (err, err_len, "unknown job subcommand '%s' "
+                               "(run, status, list, cancel, events)", sub);
+        }
+        else {
+            if (streq (sub, "list"))
+                args->command = CLI_CMD_NODE_LIST;
+            else
+            if (streq (sub, "info"))
+                args->command = CLI_CMD_NODE_INFO;
+            else
+                return s_fail (err, err_len, "unknown node subcommand '%s' "
+                               "(list, info)", sub);
+        }
+        return s_parse_command_args (args, argc, argv, index, topic, err,
+                                     err_len);
+    }
+    return s_fail (err, err_len,
+                   "unknown command '%s' (commands: job, node, status, help)",
+                   word);
+}
+
+void
+cli_args_clear (cli_args_t *args)
+{
+    if (!args)
+        return;
+    target_clear (&args->target);
+    for (size_t index = 0; index < args->param_count; index++) {
+        free (args->params [index].name);
+        free (args->params [index].value);
+    }
+    free (args->params);
+    memset (args, 0, sizeof *args);
+}
+
+//  ---------------------------------------------------------------------
+//  Settings: flags > environment > config file > defaults
+
+static int
+s_settings_load (const char *path, cli_settings_t *settings, char *err,
+                 size_t err_len)
+{
+    pv_doc_t *doc = NULL;
+    char why [512] = "";
+    if (conf_load_file (path, &doc, why, sizeof why) != 0)
+        return s_fail (err, err_len, "config: %s", why);
+
+    static const char *const known [] = {
+        "broker", "output", "request_timeout", NULL
+    };
+    const pv_t *root = pv_doc_root (doc);
+    char *broker = NULL;
+    char *output = NULL;
+    int64_t timeout_ms = 0;
+    int rc = -1;
+    if (pv_type (root) != PV_MAP)
+        s_fail (err, err_len, "config %s: expected a mapping of keys", path);
+    else
+    if (conf_check_keys (root, known, why, sizeof why)
+    ||  conf_get_str (root, "broker", &broker, why, sizeof why)
+    ||  conf_get_str (root, "output", &output, why, sizeof why)
+    ||  conf_get_duration (root, "request_timeout", &timeout_ms, why,
+                           sizeof why))
+        s_fail (err, err_len, "config %s: %s", path, why);
+    else
+    if (broker && !*broker)
+        s_fail (err, err_len, "config %s: broker: expected an endpoint such "
+                "as tcp://127.0.0.1:7701", path);
+    else
+    if (output && !streq (output, "table") && !streq (output, "json"))
+        s_fail (err, err_len, "config %s: output: expected table or json, "
+                "not '%s'", path, output);
+    else
+    if (pv_map_get (root, "request_timeout") && timeout_ms <= 0)
+        s_fail (err, err_len, "config %s: request_timeout: must be longer "
+                "than 0", path);
+    else {
+        if (broker) {
+            free (settings->broker);
+            settings->broker = broker;
+            broker = NULL;
+        }
+        if (output)
+            settings->output = streq (output, "json") ? CLI_OUTPUT_JSON
+                                                      : CLI_OUTPUT_TABLE;
+        if (timeout_ms > 0)
+            settings->request_timeout_ms = timeout_ms;
+        settings->config_path = s_strdup (path);
+        rc = 0;
+    }
+    free (broker);
+    free (output);
+    pv_doc_destroy (&doc);
+    return rc;
+}
+
+int
+cli_settings_resolve (const cli_args_t *args, const char *env_broker,
+                      const char *env_config, const char *default_config,
+                      cli_settings_t *settings, char *err, size_t err_len)
+{
+    memset (settings, 0, sizeof *settings);
+    settings->output = CLI_OUTPUT_TABLE;
+    settings->request_timeout_ms = CLI_DEFAULT_REQUEST_TIMEOUT_MS;
+
+    const char *path = NULL;
+    if (args->config)
+        path = args->config;
+    else
+    if (env_config && *env_config)
+        path = env_config;
+    else
+    if (default_config && access (default_config, F_OK) == 0)
+        path = default_config;
+    if (path && s_settings_load (path, settings, err, err_len)) {
+        cli_settings_clear (settings);
+        return -1;
+    }
+
+    if (args->broker) {
+        free (settings->broker);
+        settings->broker = s_strdup (args->broker);
+    }
+    else
+    if (env_broker && *env_broker) {
+        free (settings->broker);
+        settings->broker = s_strdup (env_broker);
+    }
+    else
+    if (!settings->broker)
+        settings->broker = s_strdup (CLI_DEFAULT_BROKER);
+    if (args->output_given)
+        settings->output = args->output;
+    if (args->request_timeout_ms > 0)
+        settings->request_timeout_ms = args->request_timeout_ms;
+    return 0;
+}
+
+void
+cli_settings_clear (cli_settings_t *settings)
+{
+    if (!settings)
+        return;
+    free (settings->broker);
+    free (settings->config_path);
+    memset (settings, 0, sizeof *settings);
+}
+
+//  ---------------------------------------------------------------------
+//  Request ids and requests
+
+void
+cli_request_id_make (char *buf, size_t buf_len)
+{
+    static uint32_t counter = 0;
+
+    //  The short host name, kept to name characters so that the whole id
+    //  is a valid name and stays well under 64 characters.
+    char host [256] = "";
+    char clean [25] = "";
+    if (gethostname (host, sizeof host - 1) != 0)
+        host [0] = 0;
+    size_t used = 0;
+    for (size_t index = 0; host [index] && host [index] != '.'
+                           && used < sizeof clean - 1; index++) {
+        char c = host [index];
+        bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')
+               || (c >= '0' && c <= '9') || c == '_' || c == '-';
+        clean [used++] = ok ? c : '-';
+    }
+    clean [used] = 0;
+    if (!used)
+        strcpy (clean, "host");
+
+    uint32_t random_part = 0;
+    if (getrandom (&random_part, sizeof random_part, GRND_NONBLOCK)
+        != (ssize_t) sizeof random_part)
+        random_part = (uint32_t) zclock_usecs ()
+                    ^ ((uint32_t) getpid () << 16) ^ (counter * 2654435761u);
+    counter++;
+    snprintf (buf, buf_len, "%s-%u-%" PRIu32 "-%08" PRIx32, clean,
+              (unsigned) getpid () % 10000000u, counter, random_part);
+}
+
+static void
+s_write_duration (pw_t *writer, int64_t ms)
+{
+    char text [32];
+    duration_format (ms, text, sizeof text);
+    pw_str (writer, text);
+}
+
+static void
+s_write_target (pw_t *writer, const target_t *target)
+{
+    bool has_value = target->scope != TARGET_ALL && target->value;
+    pw_map (writer, 1 + (has_value ? 1 : 0) + (target->any ? 1 : 0));
+    pw_str (writer, "scope");
+    pw_str (writer, target_scope_name (target->scope));
+    if (has_value) {
+        pw_str (writer, "value");
+        pw_str (writer, target->value);
+    }
+    if (target->any) {
+        pw_str (writer, "any");
+        pw_bool (writer, true);
+    }
+}
+
+void
+cli_job_write (const cli_args_t *args, pw_t *writer)
+{
+    size_t fields = 2 + (args->strategy ? 1 : 0)
+                  + (args->job_timeout_ms ? 1 : 0)
+                  + (args->priority_given ? 1 : 0);
+    pw_map (writer, fields);
+    pw_str (writer, "target");
+    s_write_target (writer, &args->target);
+
+    pw_str (writer, "tasks");
+    pw_array (writer, 1);
+    size_t task_fields = 2 + (args->param_count ? 1 : 0)
+                       + (args->task_timeout_ms ? 1 : 0)
+                       + (args->retries >= 0 ? 1 : 0);
+    pw_map (writer, task_fields);
+    pw_str (writer, "backend");
+    pw_str (writer, args->backend);
+    pw_str (writer, "action");
+    pw_str (writer, args->action);
+    if (args->param_count) {
+        pw_str (writer, "params");
+        pw_map (writer, args->param_count);
+        for (size_t index = 0; index < args->param_count; index++) {
+            pw_str (writer, args->params [index].name);
+            pw_str (writer, args->params [index].value);
+        }
+    }
+    if (args->task_timeout_ms) {
+        pw_str (writer, "timeout");
+        s_write_duration (writer, args->task_timeout_ms);
+    }
+    if (args->retries >= 0) {
+        pw_str (writer, "max_retries");
+        pw_int (writer, args->retries);
+    }
+
+    if (args->strategy) {
+        pw_str (writer, "strategy");
+        pw_str (writer, args->strategy);
+    }
+    if (args->job_timeout_ms) {
+        pw_str (writer, "timeout");
+        s_write_duration (writer, args->job_timeout_ms);
+    }
+    if (args->priority_given) {
+        pw_str (writer, "priority");
+        pw_int (writer, args->priority);
+    }
+}
+
+//  Runs the inline job through the same validation the broker applies, so
+//  a mistake is reported with its path before anything is sent.
+static int
+s_job_check (const pw_t *job, job_errors_t *errors)
+{
+    pv_doc_t *doc = NULL;
+    char why [256] = "";
+    if (pv_doc_decode (pw_data (job), pw_size (job), &doc, why, sizeof why)) {
+        if (errors->count < JOB_MAX_ERRORS)
+            errors->items [errors->count++] = s_strdup (why);
+        return -1;
+    }
+    job_spec_t *spec = NULL;
+    int rc = job_spec_decode (pv_doc_root (doc), &spec, errors);
+    job_spec_destroy (&spec);
+    pv_doc_destroy (&doc);
+    return rc == 0 ? 0 : -1;
+}
+
+static void
+s_request_job_get (pw_t *writer, const char *id, const char *job)
+{
+    proto_request_begin (writer, "job.get", id, 1);
+    pw_str (writer, "job");
+    pw_str (writer, job);
+}
+
+static void
+s_request_job_events (pw_t *writer, const char *id, const char *job,
+                      int64_t after)
+{
+    proto_request_begin (writer, "job.events", id, after >= 0 ? 2 : 1);
+    pw_str (writer, "job");
+    pw_str (writer, job);
+    if (after >= 0) {
+        pw_str (writer, "after");
+        pw_int (writer, after);
+    }
+}
+
+int
+cli_request_build (const cli_args_t *args, const job_spec_t *file_spec,
+                   const char *id, pw_t *writer, job_errors_t *errors)
+{
+    job_errors_t local = { .count = 0 };
+    if (!errors)
+        errors = &local;
+
+    switch (args->command) {
+        case CLI_CMD_JOB_RUN: {
+            pw_t *job = pw_new ();
+            if (file_spec)
+                job_spec_encode (file_spec, job);
+            else {
+                cli_job_write (args, job);
+                if (s_job_check (job, errors)) {
+                    pw_destroy (&job);
+                    job_errors_clear (&local);
+                    return -1;
+                }
+            }
+            proto_request_begin (writer, "job.submit", id, 1);
+            pw_str (writer, "job");
+            pw_raw (writer, pw_data (job), pw_size (job));
+            pw_destroy (&job);
+            return 0;
+        }
+        case CLI_CMD_JOB_STATUS:
+            s_request_job_get (writer, id, args->id);
+            return 0;
+        case CLI_CMD_JOB_LIST:
+            proto_request_begin (writer, "job.list", id,
+                                 (args->status_filter ? 1 : 0)
+                                 + (args->limit ? 1 : 0));
+            if (args->status_filter) {
+                pw_str (writer, "status");
+                pw_str (writer, args->status_filter);
+            }
+            if (args->limit) {
+                pw_str (writer, "limit");
+                pw_int (writer, args->limit);
+            }
+            return 0;
+        case CLI_CMD_JOB_CANCEL:
+            proto_request_begin (writer, "job.cancel", id,
+                                 args->reason ? 2 : 1);
+            pw_str (writer, "job");
+            pw_str (writer, args->id);
+            if (args->reason) {
+                pw_str (writer, "reason");
+                pw_str (writer, args->reason);
+            }
+            return 0;
+        case CLI_CMD_JOB_EVENTS:
+            s_request_job_events (writer, id, args->id, -1);
+            return 0;
+        case CLI_CMD_NODE_LIST:
+            proto_request_begin (writer, "node.list", id, 0);
+            return 0;
+        case CLI_CMD_NODE_INFO:
+            proto_request_begin (writer, "node.get", id, 1);
+            pw_str (writer, "node");
+            pw_str (writer, args->id);
+            return 0;
+        case CLI_CMD_STATUS:
+            proto_request_begin (writer, "status", id, 0);
+            return 0;
+        default:
+            return -1;
+    }
+}
+
+//  ---------------------------------------------------------------------
+//  Transport: Lazy Pirate over REQ
+
+static zsock_t *
+s_socket_new (const char *endpoint, int64_t timeout_ms, char *err,
+              size_t err_len)
+{
+    zsock_t *sock = zsock_new (ZMQ_REQ);
+    if (!sock) {
+        s_fail (err, err_len, "cannot create a socket: %s",
+                zmq_strerror (zmq_errno ()));
+        return NULL;
+    }
+    int timeout = timeout_ms > INT32_MAX ? INT32_MAX : (int) timeout_ms;
+    //  Linger 0: a request nobody took must not hold the process at exit.
+    zsock_set_linger (sock, 0);
+    zsock_set_maxmsgsize (sock, PROTO_MAX_FRAME);
+    zsock_set_sndhwm (sock, 16);
+    zsock_set_rcvhwm (sock, 16);
+    zsock_set_sndtimeo (sock, timeout);
+    zsock_set_handshake_ivl (sock, timeout);
+    zsock_set_heartbeat_ivl (sock, 1000);
+    zsock_set_heartbeat_timeout (sock, 3000);
+    if (zsock_connect (sock, "%s", endpoint) != 0) {
+        s_fail (err, err_len, "cannot use broker endpoint '%s': %s (endpoints "
+                "look like tcp://HOST:PORT or ipc:///PATH)", endpoint,
+                zmq_strerror (zmq_errno ()));
+        zsock_destroy (&sock);
+    }
+    return sock;
+}
+
+//  Reads the reply waiting on SOCK. Returns CLI_EXIT_OK or
+//  CLI_EXIT_UNREACHABLE (malformed).
+static int
+s_reply_read (zsock_t *sock, const char *endpoint, pv_doc_t **reply_p,
+              char *err, size_t err_len)
+{
+    zmsg_t *msg = zmsg_recv (sock);
+    if (!msg) {
+        s_fail (err, err_len, "lost the answer from the broker at %s",
+                endpoint);
+        return CLI_EXIT_UNREACHABLE;
+    }
+    int rc = CLI_EXIT_OK;
+    char why [256] = "";
+    if (zmsg_size (msg) != 1) {
+        s_fail (err, err_len, "the broker at %s sent a malformed answer "
+                "(%zu frames, expected one)", endpoint, zmsg_size (msg));
+        rc = CLI_EXIT_UNREACHABLE;
+    }
+    else {
+        zframe_t *frame = zmsg_first (msg);
+        if (pv_doc_decode (zframe_data (frame), zframe_size (frame), reply_p,
+                           why, sizeof why) != 0) {
+            s_fail (err, err_len, "the broker at %s sent a malformed answer "
+                    "(%s)", endpoint, why);
+            rc = CLI_EXIT_UNREACHABLE;
+        }
+    }
+    zmsg_destroy (&msg);
+    return rc;
+}
+
+int
+cli_exchange (const char *endpoint, const void *request, size_t size,
+              int64_t timeout_ms, pv_doc_t **reply_p, char *err,
+              size_t err_len)
+{
+    *reply_p = NULL;
+    if (timeout_ms <= 0)
+        timeout_ms = CLI_DEFAULT_REQUEST_TIMEOUT_MS;
+    int64_t start_ms = zclock_mono ();
+    int64_t deadline_ms = start_ms + timeout_ms;
+
+    for (int attempt = 1; attempt <= CLI_REQUEST_TRIES; attempt++) {
+        //  Each try gets an equal share of the total; the last one gets
+        //  whatever is left, so the total never exceeds TIMEOUT_MS.
+        int64_t try_deadline_ms = attempt == CLI_REQUEST_TRIES
+            ? deadline_ms
+            : start_ms + timeout_ms * attempt / CLI_REQUEST_TRIES;
+        int64_t try_ms = try_deadline_ms - zclock_mono ();
+        if (try_ms <= 0)
+            continue;
+
+        zsock_t *sock = s_socket_new (endpoint, try_ms, err, err_len);
+        if (!sock)
+            return CLI_EXIT_USAGE;
+        zframe_t *frame = zframe_new (request, size);
+        if (zframe_send (&frame, sock, 0) != 0) {
+            //  Nothing queued (send timed out): wait out this try anyway so
+            //  that a broker coming up has its chance on the next one.
+            zframe_destroy (&frame);
+        }
+        zpoller_t *poller = zpoller_new (sock, NULL);
+        int rc = -1;
+        while (rc < 0) {
+            int64_t left_ms = try_deadline_ms - zclock_mono ();
+            if (left_ms <= 0)
+                break;
+            void *which = zpoller_wait (poller, (int) left_ms);
+            if (which == sock)
+                rc = s_reply_read (sock, endpoint, reply_p, err, err_len);
+            else
+            if (zpoller_terminated (poller) || zsys_interrupted) {
+                s_fail (err, err_len, "interrupted");
+                rc = CLI_EXIT_INTERRUPTED;
+            }
+            //  Else the try expired, or another signal woke the poll: the
+            //  loop looks at the clock again.
+        }
+        zpoller_destroy (&poller);
+        zsock_destroy (&sock);
+        if (rc >= 0)
+            return rc;
+    }
+    char waited [32];
+    duration_format (timeout_ms, waited, sizeof waited);
+    s_fail (err, err_len, "no answer from the broker at %s after %s; check "
+            "that gridbroker is running and that this is its --client "
+            "endpoint (set --broker or GRID_BROKER)", endpoint, waited);
+    return CLI_EXIT_UNREACHABLE;
+}
+
+//  ---------------------------------------------------------------------
+//  Printable text and aligned tables
+
+//  Display columns of LEN bytes of UTF-8: one per character.
+static size_t
+s_columns (const char *text, size_t len)
+{
+    size_t columns = 0;
+    for (size_t index = 0; index < len; index++)
+        if (((unsigned char) text [index] & 0xC0) != 0x80)
+            columns++;
+    return columns;
+}
+
+//  A printable copy of LEN bytes of TEXT (NULL reads as ""). Broker data
+//  holds whatever a node's program printed, so control characters, which
+//  could drive the operator's terminal, become '?' and tabs and line
+//  breaks become spaces; with FIRST_LINE only the first line is kept. A
+//  text wider than MAX_COLUMNS is cut and ends in "...". Caller frees.
+static char *
+s_printable (const char *text, size_t len, size_t max_columns,
+             bool first_line)
+{
+    if (!text) {
+        text = "";
+        len = 0;
+    }
+    if (first_line) {
+        const char *newline = memchr (text, '\n', len);
+        if (newline)
+            len = (size_t) (newline - text);
+        if (len && text [len - 1] == '\r')
+            len--;
+    }
+    bool cut = s_columns (text, len) > max_columns;
+    size_t keep = cut ? (max_columns > 3 ? max_columns - 3 : 0) : SIZE_MAX;
+    char *copy = s_realloc (NULL, len + 4);
+    size_t used = 0;
+    size_t columns = 0;
+    for (size_t index = 0; index < len; index++) {
+        unsigned char c = (unsigned char) text [index];
+        if ((c & 0xC0) != 0x80) {
+            if (columns == keep)
+                break;
+            columns++;
+        }
+        if (c == 0xC2 && index + 1 < len
+        &&  (unsigned char) text [index + 1] >= 0x80
+        &&  (unsigned char) text [index + 1] <= 0x9F) {
+            //  C1 controls (U+0080..U+009F) include the 8-bit CSI
+            copy [used++] = '?';
+            index++;
+        }
+        else
+        if (c == '\t' || c == '\n' || c == '\r')
+            copy [used++] = ' ';
+        else
+        if (c < 0x20 || c == 0x7F)
+            copy [used++] = '?';
+        else
+            copy [used++] = (char) c;
+    }
+    if (cut) {
+        memcpy (copy + used, "...", 3);
+        used += 3;
+    }
+    copy [used] = 0;
+    return copy;
+}
+
+typedef struct {
+    size_t columns;     //  Cells per row
+    char **cells;       //  Printable cells, row after row (owned)
+    bool *marked;       //  Per row: a row to draw attention to
+    size_t rows;        //  Rows so far, the header first
+    size_t capacity;    //  Rows allocated
+    bool gutter;        //  Print a "!" gutter before marked rows
+} s_table_t;
+
+static void
+s_table_add (s_table_t *self, bool marked, const char *const *cells)
+{
+    if (self->rows == self->capacity) {
+        self->capacity = self->capacity ? self->capacity * 2 : 16;
+        self->cells = s_realloc (self->cells, self->capacity * self->columns
+                                              * sizeof (char *));
+        self->marked = s_realloc (self->marked,
+                                  self->capacity * sizeof (bool));
+    }
+    for (size_t column = 0; column < self->columns; column++) {
+        const char *cell = cells [column] ? cells [column] : "";
+        self->cells [self->rows * self->columns + column]
+            = s_printable (cell, strlen (cell), SIZE_MAX, false);
+    }
+    self->marked [self->rows] = marked;
+    self->rows++;
+}
+
+static s_table_t *
+s_table_new (size_t columns, bool gutter, const char *const *headers)
+{
+    s_table_t *self = s_realloc (NULL, sizeof *self);
+    memset (self, 0, sizeof *self);
+    self->columns = columns;
+    self->gutter = gutter;
+    s_table_add (self, false, headers);
+    return self;
+}
+
+static void
+s_table_destroy (s_table_t **self_p)
+{
+    s_table_t *self = *self_p;
+    if (!self)
+        return;
+    for (size_t index = 0; index < self->rows * self->columns; index++)
+        free (self->cells [index]);
+    free (self->cells);
+    free (self->marked);
+    free (self);
+    *self_p = NULL;
+}
+
+//  Left-aligned columns two spaces apart, with no trailing spaces; COLOR
+//  paints marked rows red.
+static void
+s_table_print (const s_table_t *self, FILE *out, bool color)
+{
+    size_t *widths = s_realloc (NULL, self->columns * sizeof (size_t));
+    for (size_t column = 0; column < self->columns; column++) {
+        widths [column] = 0;
+        for (size_t row = 0; row < self->rows; row++) {
+            const char *cell = self->cells [row * self->columns + column];
+            size_t width = s_columns (cell, strlen (cell));
+            if (width > widths [column])
+                widths [column] = width;
+        }
+    }
+    for (size_t row = 0; row < self->rows; row++) {
+        bool marked = self->marked [row];
+        if (marked && color)
+            fputs ("\033[31m", out);
+        if (self->gutter)
+            fputs (marked ? "! " : "  ", out);
+        //  Padding is written only before a cell that has text, so that
+        //  rows ending in empty cells carry no trailing spaces.
+        size_t pad = 0;
+        for (size_t column = 0; column < self->columns; column++) {
+            const char *cell = self->cells [row * self->columns + column];
+            size_t width = s_columns (cell, strlen (cell));
+            if (width) {
+                fprintf (out, "%*s%s", (int) pad, "", cell);
+                pad = 0;
+            }
+            pad += widths [column] - width + 2;
+        }
+        if (marked && color)
+            fputs ("\033[0m", out);
+        fputc ('\n', out);
+    }
+    free (widths);
+}
+
+//  ---------------------------------------------------------------------
+//  Reading fields of broker data for display
+
+//  A scalar as text in BUF ("-" when absent or not a scalar). Strings are
+//  copied raw; tables make them printable.
+static const char *
+s_scalar (const pv_t *value, char *buf, size_t buf_len)
+{
+    size_t len = 0;
+    const char *bytes;
+    int64_t number;
+    double real;
+    bool flag;
+    switch (pv_type (value)) {
+        case PV_STR:
+            bytes = pv_str (value, &len);
+            if (len >= buf_len)
+                len = buf_len - 1;
+            memcpy (buf, bytes, len);
+            buf [len] = 0;
+            break;
+        case PV_INT:
+            pv_get_int (value, &number);
+            snprintf (buf, buf_len, "%" PRId64, number);
+            break;
+        case PV_FLOAT:
+            pv_get_float (value, &real);
+            snprintf (buf, buf_len, "%g", real);
+            break;
+        case PV_BOOL:
+            pv_get_bool (value, &flag);
+            snprintf (buf, buf_len, "%s", flag ? "true" : "false");
+            break;
+        default:
+            snprintf (buf, buf_len, "-");
+    }
+    return buf;
+}
+
+static const char *
+s_field (const pv_t *map, const char *key, char *buf, size_t buf_len)
+{
+    return s_scalar (pv_map_get (map, key), buf, buf_len);
+}
+
+static int64_t
+s_field_int (const pv_t *map, const char *key, int64_t fallback)
+{
+    int64_t value;
+    return pv_get_int (pv_map_get (map, key), &value) == 0 ? value : fallback;
+}
+
+static bool
+s_str_in (const pv_t *value, const char *const *list)
+{
+    for (size_t index = 0; list [index]; index++)
+        if (pv_str_eq (value, list [index]))
+            return true;
+    return false;
+}
+
+//  An RFC 3339 time as "2026-11-21 07:00:51" (UTC), with ".123" when
+//  WITH_MS; other text is shown as it came.
+static const char *
+s_time (const pv_t *value, bool with_ms, char *buf, size_t buf_len)
+{
+    s_scalar (value, buf, buf_len);
+    size_t len = strlen (buf);
+    if (len >= 19 && buf [10] == 'T') {
+        buf [10] = ' ';
+        size_t keep = with_ms && len >= 23 && buf [19] == '.' ? 23 : 19;
+        if (keep < buf_len)
+            buf [keep] = 0;
+    }
+    return buf;
+}
+
+//  A duration for people: "850ms", "1.5s", "42s", "3m05s", "2h10m", "3d04h".
+static const char *
+s_human_ms (int64_t ms, char *buf, size_t buf_len)
+{
+    if (ms < 0)
+        snprintf (buf, buf_len, "-");
+    else
+    if (ms < 1000)
+        snprintf (buf, buf_len, "%" PRId64 "ms", ms);
+    else
+    if (ms < 10000)
+        snprintf (buf, buf_len, "%" PRId64 ".%" PRId64 "s", ms / 1000,
+                  ms % 1000 / 100);
+    else
+    if (ms < 60000)
+        snprintf (buf, buf_len, "%" PRId64 "s", ms / 1000);
+    else
+    if (ms < 3600000)
+        snprintf (buf, buf_len, "%" PRId64 "m%02" PRId64 "s", ms / 60000,
+                  ms / 1000 % 60);
+    else
+    if (ms < 86400000)
+        snprintf (buf, buf_len, "%" PRId64 "h%02" PRId64 "m", ms / 3600000,
+                  ms / 60000 % 60);
+    else
+        snprintf (buf, buf_len, "%" PRId64 "d%02" PRId64 "h", ms / 86400000,
+                  ms / 3600000 % 24);
+    return buf;
+}
+
+//  A target as text: the summary form is already a string; the record
+//  form is {scope, ?value, ?any}.
+static const char *
+s_target_text (const pv_t *target, char *buf, size_t buf_len)
+{
+    if (pv_type (target) != PV_MAP)
+        return s_scalar (target, buf, buf_len);
+    char scope [64], value [512];
+    bool any = false;
+    pv_get_bool (pv_map_get (target, "any"), &any);
+    s_field (target, "scope", scope, sizeof scope);
+    const pv_t *value_field = pv_map_get (target, "value");
+    if (streq (scope, "all"))
+        snprintf (buf, buf_len, "%s", any ? "any" : "all");
+    else
+    if (pv_type (value_field) == PV_STR)
+        snprintf (buf, buf_len, "%s%s:%s", any ? "any:" : "", scope,
+                  s_scalar (value_field, value, sizeof value));
+    else
+        snprintf (buf, buf_len, "%s%s", any ? "any:" : "", scope);
+    return buf;
+}
+
+//  "i/n" for the current step of a job, counting from 1 for people.
+static const char *
+s_step_text (const pv_t *job, char *buf, size_t buf_len)
+{
+    int64_t step = s_field_int (job, "step", 0);
+    int64_t steps = s_field_int (job, "steps", 0);
+    if (steps <= 0)
+        snprintf (buf, buf_len, "-");
+    else
+    if (pv_str_eq (pv_map_get (job, "status"), "pending"))
+        snprintf (buf, buf_len, "0/%" PRId64, steps);
+    else
+        snprintf (buf, buf_len, "%" PRId64 "/%" PRId64,
+                  step < 0 ? 1 : step + 1 > steps ? steps : step + 1, steps);
+    return buf;
+}
+
+//  Joins the scalars of an array ("web,prod") or the pairs of a map
+//  ("tier=web,dc=par") into a new string, "-" when empty. Caller frees.
+static char *
+s_join (const pv_t *value)
+{
+    char *text = s_realloc (NULL, 1);
+    size_t used = 0;
+    text [0] = 0;
+    bool is_map = pv_type (value) == PV_MAP;
+    for (size_t index = 0; index < pv_size (value); index++) {
+        char key [256] = "", item [512];
+        if (is_map) {
+            s_scalar (pv_map_key_at (value, index), key, sizeof key);
+            s_scalar (pv_map_value_at (value, index), item, sizeof item);
+        }
+        else
+            s_scalar (pv_array_at (value, index), item, sizeof item);
+        size_t grow = strlen (key) + strlen (item) + 3;
+        text = s_realloc (text, used + grow + 1);
+        used += (size_t) snprintf (text + used, grow + 1, "%s%s%s%s",
+                                   index ? "," : "", key, is_map ? "=" : "",
+                                   item);
+    }
+    if (!used) {
+        free (text);
+        text = s_strdup ("-");
+    }
+    return text;
+}
+
+//  ---------------------------------------------------------------------
+//  Reply envelope
+
+int
+cli_reply_data (const pv_doc_t *reply, const char *id, const pv_t **data_p,
+                FILE *err)
+{
+    *data_p = NULL;
+    const pv_t *root = pv_doc_root (reply);
+    int64_t version = 0;
+    if (pv_type (root) != PV_MAP
+    ||  pv_get_int (pv_map_get (root, "v"), &version) != 0) {
+        fprintf (err, "gridcli: the broker's answer is not a grid protocol "
+                 "message\n");
+        return CLI_EXIT_UNREACHABLE;
+    }
+    if (version != PROTO_VERSION) {
+        fprintf (err, "gridcli: the broker answered in protocol version %"
+                 PRId64 "; this gridcli speaks %d\n", version, PROTO_VERSION);
+        return CLI_EXIT_UNREACHABLE;
+    }
+    const pv_t *type = pv_map_get (root, "type");
+    if (pv_str_eq (type, "ok")) {
+        const pv_t *data = pv_map_get (root, "data");
+        if (!pv_str_eq (pv_map_get (root, "id"), id)) {
+            fprintf (err, "gridcli: the broker's answer is for another "
+                     "request (its id is not %s)\n", id);
+            return CLI_EXIT_UNREACHABLE;
+        }
+        if (!data) {
+            fprintf (err, "gridcli: the broker's answer carries no data\n");
+            return CLI_EXIT_UNREACHABLE;
+        }
+        *data_p = data;
+        return CLI_EXIT_OK;
+    }
+    if (pv_str_eq (type, "error")) {
+        const pv_t *code = pv_map_get (root, "code");
+        const pv_t *message = pv_map_get (root, "message");
+        const pv_t *details = pv_map_get (root, "details");
+        if (pv_type (code) != PV_STR || pv_type (message) != PV_STR
+        ||  (details && pv_type (details) != PV_ARRAY)) {
+            fprintf (err, "gridcli: the broker's error answer is malformed "
+                     "(it needs a code and a message)\n");
+            return CLI_EXIT_UNREACHABLE;
+        }
+        char *message_text = NULL;
+        char *code_text = NULL;
+        size_t len;
+        const char *bytes = pv_str (message, &len);
+        message_text = s_printable (bytes, len, SIZE_MAX, false);
+        bytes = pv_str (code, &len);
+        code_text = s_printable (bytes, len, SIZE_MAX, false);
+        fprintf (err, "gridcli: %s (%s)\n", message_text, code_text);
+        free (message_text);
+        free (code_text);
+        for (size_t index = 0; index < pv_size (details); index++) {
+            bytes = pv_str (pv_array_at (details, index), &len);
+            char *detail = s_printable (bytes, len, SIZE_MAX, false);
+            fprintf (err, "  %s\n", detail);
+            free (detail);
+        }
+        return CLI_EXIT_REFUSED;
+    }
+    fprintf (err, "gridcli: the broker's answer has an unknown type\n");
+    return CLI_EXIT_UNREACHABLE;
+}
+
+//  ---------------------------------------------------------------------
+//  Rendering: jobs
+
+static const char *s_final_job [] = {
+    "completed", "partial_failure", "failed", "cancelled", NULL
+};
+static const char *s_final_cell [] = {
+    "success", "failed", "timeout", "skipped", "lost", "cancelled", NULL
+};
+static const char *s_bad_cell [] = { "failed", "timeout", "lost", NULL };
+
+static bool
+s_is_job_record (const pv_t *record)
+{
+    return pv_type (record) == PV_MAP
+        && pv_type (pv_map_get (record, "id")) == PV_STR
+        && pv_type (pv_map_get (record, "status")) == PV_STR;
+}
+
+bool
+cli_job_finished (const pv_t *record)
+{
+    return s_str_in (pv_map_get (record, "status"), s_final_job);
+}
+
+int
+cli_job_exit_code (const pv_t *record)
+{
+    const pv_t *status = pv_map_get (record, "status");
+    if (pv_str_eq (status, "failed") || pv_str_eq (status, "partial_failure")
+    ||  pv_str_eq (status, "cancelled"))
+        return CLI_EXIT_JOB_FAILED;
+    return CLI_EXIT_OK;
+}
+
+//  The leaf of flat step STEP: leaves are numbered depth-first, a branch
+//  ({tasks: [...]}) holding its leaves in order.
+static const pv_t *
+s_step_leaf (const pv_t *tasks, int64_t step)
+{
+    int64_t first = 0;
+    for (size_t index = 0; index < pv_size (tasks); index++) {
+        const pv_t *phase = pv_array_at (tasks, index);
+        const pv_t *branch = pv_map_get (phase, "tasks");
+        if (pv_type (branch) == PV_ARRAY) {
+            int64_t count = (int64_t) pv_size (branch);
+            if (step < first + count)
+                return pv_array_at (branch, (size_t) (step - first));
+            first += count;
+        }
+        else {
+            if (step == first)
+                return phase;
+            first++;
+        }
+    }
+    return NULL;
+}
+
+//  Steps of a job: its `steps`, else the leaves of its tasks; never more
+//  than a job may hold, whatever the record says.
+static int64_t
+s_step_count (const pv_t *record)
+{
+    int64_t steps = s_field_int (record, "steps", -1);
+    if (steps < 0) {
+        const pv_t *tasks = pv_map_get (record, "tasks");
+        steps = 0;
+        for (size_t index = 0; index < pv_size (tasks); index++) {
+            const pv_t *branch = pv_map_get (pv_array_at (tasks, index),
+                                             "tasks");
+            steps += pv_type (branch) == PV_ARRAY ? (int64_t) pv_size (branch)
+                                                  : 1;
+        }
+    }
+    return steps > JOB_MAX_STEPS ? JOB_MAX_STEPS : steps;
+}
+
+//  A job record's results laid out for display: the nodes in order, and
+//  per step the leaf and a node -> cell index, so that a job on thousands
+//  of nodes renders in linear time. Cells and leaves are borrowed from
+//  the record.
+typedef struct {
+    char **nodes;           //  `expected` order, then any other with a result
+    size_t node_count;      //  How many nodes
+    int64_t step_count;     //  Steps of the job
+    const pv_t **leaves;    //  Per step: its task, or NULL
+    zhashx_t **cells;       //  Per step: node id -> cell
+    zhashx_t *seen;         //  Node ids already in NODES
+} s_grid_t;
+
+static void
+s_grid_add_node (s_grid_t *self, const char *node)
+{
+    if (zhashx_insert (self->seen, node, (void *) 1) != 0)
+        return;              //  Already listed
+    self->nodes = s_realloc (self->nodes,
+                             (self->node_count + 1) * sizeof (char *));
+    self->nodes [self->node_count++] = s_strdup (node);
+}
+
+static s_grid_t *
+s_grid_new (const pv_t *record)
+{
+    s_grid_t *self = s_realloc (NULL, sizeof *self);
+    memset (self, 0, sizeof *self);
+    self->seen = zhashx_new ();
+    self->step_count = s_step_count (record);
+    size_t steps = (size_t) self->step_count;
+    self->leaves = s_realloc (NULL, steps * sizeof (pv_t *));
+    self->cells = s_realloc (NULL, steps * sizeof (zhashx_t *));
+
+    const pv_t *expected = pv_map_get (record, "expected");
+    for (size_t index = 0; index < pv_size (expected); index++) {
+        char *node = pv_strdup (pv_array_at (expected, index));
+        if (node)
+            s_grid_add_node (self, node);
+        free (node);
+    }
+    const pv_t *tasks = pv_map_get (record, "tasks");
+    const pv_t *results = pv_map_get (record, "results");
+    for (size_t step = 0; step < steps; step++) {
+        self->leaves [step] = s_step_leaf (tasks, (int64_t) step);
+        self->cells [step] = zhashx_new ();
+        char key [32];
+        snprintf (key, sizeof key, "%zu", step);
+        const pv_t *row = pv_map_get (results, key);
+        for (size_t index = 0; index < pv_size (row); index++) {
+            const pv_t *cell = pv_map_value_at (row, index);
+            char *node = pv_strdup (pv_map_key_at (row, index));
+            if (node && pv_type (cell) == PV_MAP) {
+                zhashx_insert (self->cells [step], node, (void *) cell);
+                s_grid_add_node (self, node);
+            }
+            free (node);
+        }
+    }
+    return self;
+}
+
+static void
+s_grid_destroy (s_grid_t **self_p)
+{
+    s_grid_t *self = *self_p;
+    if (!self)
+        return;
+    for (size_t index = 0; index < self->node_count; index++)
+        free (self->nodes [index]);
+    for (int64_t step = 0; step < self->step_count; step++)
+        zhashx_destroy (&self->cells [step]);
+    free (self->nodes);
+    free (self->leaves);
+    free (self->cells);
+    zhashx_destroy (&self->seen);
+    free (self);
+    *self_p = NULL;
+}
+
+//  The cell of NODE at STEP, or NULL.
+static const pv_t *
+s_grid_cell (const s_grid_t *self, int64_t step, const char *node)
+{
+    if (step < 0 || step >= self->step_count)
+        return NULL;
+    return zhashx_lookup (self->cells [step], node);
+}
+
+//  The text a cell shows in OUTPUT: the error of a failed step (its output
+//  when it has no error), else the output (its error when it printed
+//  nothing). A new printable string, first line only, cut to fit.
+static char *
+s_cell_output (const pv_t *cell, bool bad)
+{
+    const pv_t *output = pv_map_get (cell, "output");
+    const pv_t *error = pv_map_get (cell, "error");
+    const pv_t *first = bad ? error : output;
+    const pv_t *second = bad ? output : error;
+    const pv_t *chosen = pv_size (first) ? first : second;
+    size_t len = 0;
+    const char *bytes = pv_str (chosen, &len);
+    //  Skip leading blank lines: the first line that says something
+    while (len && (*bytes == '\n' || *bytes == '\r' || *bytes == ' ')) {
+        bytes++;
+        len--;
+    }
+    return s_printable (bytes, len, CLI_OUTPUT_COLUMNS, true);
+}
+
+//  "label     value", the value made printable.
+static void
+s_header_line (FILE *out, const char *label, const char *value)
+{
+    char *text = s_printable (value, strlen (value), SIZE_MAX, false);
+    fprintf (out, "%-10s%s\n", label, text);
+    free (text);
+}
+
+int
+cli_render_job (const pv_t *record, FILE *out, bool color)
+{
+    if (!s_is_job_record (record))
+        return -2;
+    char buf [1024];
+    s_field (record, "id", buf, sizeof buf);
+    s_header_line (out, "job", buf);
+    s_header_line (out, "target", s_target_text (pv_map_get (record,
+                   "target"), buf, sizeof buf));
+    s_field (record, "status", buf, sizeof buf);
+    s_header_line (out, "status", buf);
+    s_header_line (out, "step", s_step_text (record, buf, sizeof buf));
+    s_field (record, "strategy", buf, sizeof buf);
+    s_header_line (out, "strategy", buf);
+    s_header_line (out, "created", s_time (pv_map_get (record, "created_at"),
+                   false, buf, sizeof buf));
+    s_header_line (out, "updated", s_time (pv_map_get (record, "updated_at"),
+                   false, buf, sizeof buf));
+    const pv_t *reason = pv_map_get (record, "reason");
+    if (pv_size (reason))
+        s_header_line (out, "reason", s_scalar (reason, buf, sizeof buf));
+
+    s_grid_t *grid = s_grid_new (record);
+    const char *headers [] = {
+        "NODE", "STEP", "TASK", "STATUS", "EXIT", "DURATION", "OUTPUT"
+    };
+    s_table_t *table = s_table_new (7, true, headers);
+    size_t failed_rows = 0;
+    for (size_t node = 0; node < grid->node_count; node++) {
+        for (int64_t step = 0; step < grid->step_count; step++) {
+            const pv_t *cell = s_grid_cell (grid, step, grid->nodes [node]);
+            if (!cell)
+                continue;
+            const pv_t *status = pv_map_get (cell, "status");
+            bool bad = s_str_in (status, s_bad_cell);
+            bool ran = s_str_in (status, s_final_cell)
+                    && !pv_str_eq (status, "skipped");
+            char step_text [32], task [160], backend [64], action [64];
+            char status_text [128], exit_text [32], duration [32];
+            snprintf (step_text, sizeof step_text, "%" PRId64, step + 1);
+            const pv_t *leaf = grid->leaves [step];
+            if (leaf)
+                snprintf (task, sizeof task, "%s %s",
+                          s_field (leaf, "backend", backend, sizeof backend),
+                          s_field (leaf, "action", action, sizeof action));
+            else
+                snprintf (task, sizeof task, "-");
+            int64_t attempts = s_field_int (cell, "attempts", 1);
+            char status_name [64];
+            s_scalar (status, status_name, sizeof status_name);
+            if (attempts > 1)
+                snprintf (status_text, sizeof status_text,
+                          "%s (%" PRId64 " attempts)", status_name, attempts);
+            else
+                snprintf (status_text, sizeof status_text, "%s", status_name);
+            int64_t exit_code = s_field_int (cell, "exit_code", -1);
+            if (ran && exit_code >= 0)
+                snprintf (exit_text, sizeof exit_text, "%" PRId64, exit_code);
+            else
+                snprintf (exit_text, sizeof exit_text, "-");
+            int64_t duration_ms = s_field_int (cell, "duration_ms", 0);
+            if (ran || duration_ms > 0)
+                s_human_ms (duration_ms, duration, sizeof duration);
+            else
+                snprintf (duration, sizeof duration, "-");
+            char *output = s_cell_output (cell, bad);
+            const char *row [] = {
+                grid->nodes [node], step_text, task, status_text, exit_text,
+                duration, output
+            };
+            s_table_add (table, bad, row);
+            free (output);
+            if (bad)
+                failed_rows++;
+        }
+    }
+    fputc ('\n', out);
+    if (table->rows > 1)
+        s_table_print (table, out, color);
+    else
+        fprintf (out, "no results yet\n");
+    if (failed_rows)
+        fprintf (out, "\n%zu step%s failed (marked !)\n", failed_rows,
+                 failed_rows == 1 ? "" : "s");
+    s_table_destroy (&table);
+    s_grid_destroy (&grid);
+    return 0;
+}
+
+void
+cli_progress_format (const pv_t *record, char *buf, size_t buf_len)
+{
+    char id [64], status [64], step_text [32];
+    s_field (record, "id", id, sizeof id);
+    s_field (record, "status", status, sizeof status);
+    s_step_text (record, step_text, sizeof step_text);
+
+    s_grid_t *grid = s_grid_new (record);
+    int64_t current = s_field_int (record, "step", 0);
+    if (current >= grid->step_count)
+        current = grid->step_count - 1;
+    if (current < 0)
+        current = 0;
+    size_t node_count = grid->node_count;
+    size_t done = 0, failed = 0;
+    for (size_t node = 0; node < node_count; node++) {
+        const char *name = grid->nodes [node];
+        if (s_str_in (pv_map_get (s_grid_cell (grid, current, name),
+                                  "status"), s_final_cell))
+            done++;
+        for (int64_t step = 0; step < grid->step_count; step++)
+            if (s_str_in (pv_map_get (s_grid_cell (grid, step, name),
+                                      "status"), s_bad_cell)) {
+                failed++;
+                break;
+            }
+    }
+    s_grid_destroy (&grid);
+
+    int used = snprintf (buf, buf_len, "%s %s  step %s  nodes %zu/%zu done",
+                         id, status, step_text, done, node_count);
+    if (failed && used > 0 && (size_t) used < buf_len)
+        snprintf (buf + used, buf_len - (size_t) used, "  %zu failed", failed);
+    //  Node data is printed on the operator's terminal
+    for (char *cursor = buf; *cursor; cursor++)
+        if ((unsigned char) *cursor < 0x20 || *cursor == 0x7F)
+            *cursor = '?';
+}
+
+static int
+s_render_submitted (const pv_t *data, FILE *out)
+{
+    char job [128], status [64];
+    if (pv_type (pv_map_get (data, "job")) != PV_STR)
+        return -2;
+    s_field (data, "job", job, sizeof job);
+    s_field (data, "status", status, sizeof status);
+    char *job_text = s_printable (job, strlen (job), SIZE_MAX, false);
+    char *status_text = s_printable (status, strlen (status), SIZE_MAX, false);
+    fprintf (out, "job %s submitted (%s)\n", job_text, status_text);
+    fprintf (out, "follow it with: gridcli job status %s\n", job_text);
+    free (job_text);
+    free (status_text);
+    return 0;
+}
+
+static int
+s_render_cancelled (const pv_t *data, FILE *out)
+{
+    char job [128], status [64];
+    if (pv_type (pv_map_get (data, "job")) != PV_STR)
+        return -2;
+    s_field (data, "job", job, sizeof job);
+    s_field (data, "status", status, sizeof status);
+    char *job_text = s_printable (job, strlen (job), SIZE_MAX, false);
+    char *status_text = s_printable (status, strlen (status), SIZE_MAX, false);
+    fprintf (out, "job %s %s\n", job_text, status_text);
+    free (job_text);
+    free (status_text);
+    return 0;
+}
+
+static int
+s_render_job_list (const pv_t *data, FILE *out)
+{
+    const pv_t *jobs = pv_map_get (data, "jobs");
+    if (pv_type (jobs) != PV_ARRAY)
+        return -2;
+    if (pv_size (jobs) == 0) {
+        fprintf (out, "no jobs\n");
+        return 0;
+    }
+    const char *headers [] = {
+        "ID", "TARGET", "STATUS", "STEP", "NODES", "CREATED"
+    };
+    s_table_t *table = s_table_new (6, false, headers);
+    for (size_t index = 0; index < pv_size (jobs); index++) {
+        const pv_t *job = pv_array_at (jobs, index);
+        char id [128], target [512], status [64], step [32], nodes [32];
+        char created [64];
+        const pv_t *expected = pv_map_get (job, "expected");
+        if (pv_type (expected) == PV_ARRAY)
+            snprintf (nodes, sizeof nodes, "%zu", pv_size (expected));
+        else
+            s_scalar (expected, nodes, sizeof nodes);
+        const char *row [] = {
+            s_field (job, "id", id, sizeof id),
+            s_target_text (pv_map_get (job, "target"), target, sizeof target),
+            s_field (job, "status", status, sizeof status),
+            s_step_text (job, step, sizeof step),
+            nodes,
+            s_time (pv_map_get (job, "created_at"), false, created,
+                    sizeof created)
+        };
+        s_table_add (table, false, row);
+    }
+    s_table_print (table, out, false);
+    s_table_destroy (&table);
+    int64_t total = s_field_int (data, "total", -1);
+    if (total > (int64_t) pv_size (jobs))
+        fprintf (out, "%zu of %" PRId64 " jobs shown (use --limit N or "
+                 "--status S)\n", pv_size (jobs), total);
+    return 0;
+}
+
+//  EVENTS holds COUNT event maps, possibly from several replies.
+static void
+s_render_events (const pv_t *const *events, size_t count, FILE *out)
+{
+    if (count == 0) {
+        fprintf (out, "no events\n");
+        return;
+    }
+    const char *headers [] = { "TIME", "EVENT", "STEP", "NODE", "DETAIL" };
+    s_table_t *table = s_table_new (5, false, headers);
+    for (size_t index = 0; index < count; index++) {
+        const pv_t *event = events [index];
+        char time [64], name [128], step [32], node [128], detail_buf [1024];
+        int64_t step_index;
+        if (pv_get_int (pv_map_get (event, "step"), &step_index) == 0)
+            snprintf (step, sizeof step, "%" PRId64, step_index + 1);
+        else
+            snprintf (step, sizeof step, "-");
+        s_field (event, "detail", detail_buf, sizeof detail_buf);
+        char *detail = s_printable (detail_buf, strlen (detail_buf), 80,
+                                    true);
+        const char *row [] = {
+            s_time (pv_map_get (event, "time"), true, time, sizeof time),
+            s_field (event, "event", name, sizeof name),
+            step,
+            s_field (event, "node", node, sizeof node),
+            detail
+        };
+        s_table_add (table, false, row);
+        free (detail);
+    }
+    s_table_print (table, out, false);
+    s_table_destroy (&table);
+}
+
+//  ---------------------------------------------------------------------
+//  Rendering: nodes and broker status
+
+static int
+s_render_node_list (const pv_t *data, FILE *out)
+{
+    const pv_t *nodes = pv_map_get (data, "nodes");
+    if (pv_type (nodes) != PV_ARRAY)
+        return -2;
+    if (pv_size (nodes) == 0) {
+        fprintf (out, "no nodes registered\n");
+        return 0;
+    }
+    const char *headers [] = {
+        "ID", "HOSTNAME", "STATUS", "GROUPS", "LABELS", "LAST-SEEN", "RUNNING"
+    };
+    s_table_t *table = s_table_new (7, false, headers);
+    for (size_t index = 0; index < pv_size (nodes); index++) {
+        const pv_t *node = pv_array_at (nodes, index);
+        char id [128], hostname [256], status [64], seen [64], running [64];
+        char number [32];
+        char *groups = s_join (pv_map_get (node, "groups"));
+        char *labels = s_join (pv_map_get (node, "labels"));
+        snprintf (running, sizeof running, "%s/",
+                  s_field (node, "running", number, sizeof number));
+        s_field (node, "concurrency", number, sizeof number);
+        strncat (running, number, sizeof running - strlen (running) - 1);
+        const char *row [] = {
+            s_field (node, "id", id, sizeof id),
+            s_field (node, "hostname", hostname, sizeof hostname),
+            s_field (node, "status", status, sizeof status),
+            groups, labels,
+            s_time (pv_map_get (node, "last_seen"), false, seen, sizeof seen),
+            running
+        };
+        s_table_add (table, false, row);
+        free (groups);
+        free (labels);
+    }
+    s_table_print (table, out, false);
+    s_table_destroy (&table);
+    return 0;
+}
+
+static void
+s_print_field (FILE *out, const char *label, const char *value)
+{
+    char *text = s_printable (value, strlen (value), SIZE_MAX, false);
+    fprintf (out, "%-13s%s\n", label, text);
+    free (text);
+}
+
+static int
+s_render_node_info (const pv_t *data, FILE *out)
+{
+    if (pv_type (pv_map_get (data, "id")) != PV_STR)
+        return -2;
+    char buf [512];
+    s_print_field (out, "id", s_field (data, "id", buf, sizeof buf));
+    s_print_field (out, "hostname",
+                   s_field (data, "hostname", buf, sizeof buf));
+    s_print_field (out, "status", s_field (data, "status", buf, sizeof buf));
+    char *joined = s_join (pv_map_get (data, "groups"));
+    s_print_field (out, "groups", joined);
+    free (joined);
+    joined = s_join (pv_map_get (data, "labels"));
+    s_print_field (out, "labels", joined);
+    free (joined);
+    s_print_field (out, "version", s_field (data, "version", buf, sizeof buf));
+    s_print_field (out, "concurrency",
+                   s_field (data, "concurrency", buf, sizeof buf));
+    s_print_field (out, "running", s_field (data, "running", buf, sizeof buf));
+    s_print_field (out, "registered", s_time (pv_map_get (data,
+                   "registered_at"), false, buf, sizeof buf));
+    s_print_field (out, "last seen", s_time (pv_map_get (data, "last_seen"),
+                   false, buf, sizeof buf));
+
+    const pv_t *backends = pv_map_get (data, "backends");
+    const char *headers [] = { "BACKEND", "ACTION", "KIND", "PARAMS" };
+    s_table_t *table = s_table_new (4, false, headers);
+    for (size_t index = 0; index < pv_size (backends); index++) {
+        const pv_t *backend = pv_array_at (backends, index);
+        const pv_t *actions = pv_map_get (backend, "actions");
+        char backend_name [128];
+        s_field (backend, "name", backend_name, sizeof backend_name);
+        for (size_t a = 0; a < pv_size (actions); a++) {
+            const pv_t *action = pv_array_at (actions, a);
+            const pv_t *params = pv_map_get (action, "params");
+            char action_name [128], kind [32];
+            //  name* marks a required param
+            char *list = s_strdup ("");
+            for (size_t p = 0; p < pv_size (params); p++) {
+                const pv_t *param = pv_array_at (params, p);
+                bool required = false;
+                char name [128];
+                pv_get_bool (pv_map_get (param, "required"), &required);
+                s_field (param, "name", name, sizeof name);
+                size_t used = strlen (list);
+                list = s_realloc (list, used + strlen (name) + 3);
+                snprintf (list + used, strlen (name) + 3, "%s%s%s",
+                          p ? "," : "", name, required ? "*" : "");
+            }
+            const char *row [] = {
+                backend_name,
+                s_field (action, "name", action_name, sizeof action_name),
+                s_field (action, "kind", kind, sizeof kind),
+                *list ? list : "-"
+            };
+            s_table_add (table, false, row);
+            free (list);
+        }
+    }
+    fputc ('\n', out);
+    if (table->rows > 1) {
+        s_table_print (table, out, false);
+        fprintf (out, "(* = required param)\n");
+    }
+    else
+        fprintf (out, "no backends\n");
+    s_table_destroy (&table);
+    return 0;
+}
+
+//  "3 online, 0 offline, 3 total" from a map of counters, in wire order.
+static char *
+s_counters (const pv_t *map)
+{
+    char *text = s_strdup ("");
+    for (size_t index = 0; index < pv_size (map); index++) {
+        char key [128], value [64];
+        s_scalar (pv_map_key_at (map, index), key, sizeof key);
+        s_scalar (pv_map_value_at (map, index), value, sizeof value);
+        size_t used = strlen (text);
+        size_t grow = strlen (key) + strlen (value) + 4;
+        text = s_realloc (text, used + grow + 1);
+        snprintf (text + used, grow + 1, "%s%s %s", index ? ", " : "", value,
+                  key);
+    }
+    return text;
+}
+
+static int
+s_render_status (const pv_t *data, FILE *out)
+{
+    char buf [256];
+    s_print_field (out, "version", s_field (data, "version", buf, sizeof buf));
+    int64_t uptime_ms = s_field_int (data, "uptime_ms", -1);
+    s_print_field (out, "uptime", s_human_ms (uptime_ms, buf, sizeof buf));
+    const char *groups [] = { "nodes", "jobs", "dropped" };
+    for (size_t index = 0; index < 3; index++) {
+        char *text = s_counters (pv_map_get (data, groups [index]));
+        s_print_field (out, groups [index], *text ? text : "-");
+        free (text);
+    }
+    return 0;
+}
+
+int
+cli_render (cli_command_t command, const pv_t *data, cli_output_t output,
+            FILE *out)
+{
+    if (pv_type (data) != PV_MAP)
+        return -2;
+    if (output == CLI_OUTPUT_JSON) {
+        if (pv_write_json (data, out, 2) != 0)
+            return -1;
+        fputc ('\n', out);
+        return 0;
+    }
+    switch (command) {
+        case CLI_CMD_JOB_RUN:
+            return s_render_submitted (data, out);
+        case CLI_CMD_JOB_STATUS:
+            return cli_render_job (data, out, false);
+        case CLI_CMD_JOB_LIST:
+            return s_render_job_list (data, out);
+        case CLI_CMD_JOB_CANCEL:
+            return s_render_cancelled (data, out);
+        case CLI_CMD_JOB_EVENTS: {
+            const pv_t *events = pv_map_get (data, "events");
+            if (pv_type (events) != PV_ARRAY)
+                return -2;
+            size_t count = pv_size (events);
+            const pv_t **list = s_realloc (NULL, count * sizeof (pv_t *));
+            for (size_t index = 0; index < count; index++)
+                list [index] = pv_array_at (events, index);
+            s_render_events (list, count, out);
+            free (list);
+            return 0;
+        }
+        case CLI_CMD_NODE_LIST:
+            return s_render_node_list (data, out);
+        case CLI_CMD_NODE_INFO:
+            return s_render_node_info (data, out);
+        case CLI_CMD_STATUS:
+            return s_render_status (data, out);
+        default:
+            return -2;
+    }
+}
+
+//  ---------------------------------------------------------------------
+//  Help
+
+static const char *s_help_main =
+"gridcli - run actions on grid nodes; inspect jobs, nodes and the broker\n"
+"\n"
+"Usage: gridcli [GLOBAL OPTIONS] COMMAND [ARGUMENTS]\n"
+"\n"
+"Commands:\n"
+"  job run --target T [OPTIONS] BACKEND ACTION [--PARAM VALUE ...]\n"
+"                        run one action on every node of target T\n"
+"  job run -f FILE [--wait]\n"
+"                        run the job described in a YAML job file\n"
+"  job status ID         a job's status, per node and per step\n"
+"  job list [--status S] [--limit N]\n"
+"                        jobs, newest first\n"
+"  job cancel ID [--reason TEXT]\n"
+"                        cancel a pending or running job\n"
+"  job events ID         a job's timeline\n"
+"  node list             registered nodes\n"
+"  node info ID          one node and the actions it offers\n"
+"  status                broker version, uptime, node and job counts\n"
+"  help [job|node|status]\n"
+"                        this help, or a command's (also -h, --help,\n"
+"                        and COMMAND --help, e.g. gridcli job --help)\n"
+"\n"
+"Global options (before the command, or among the command's options):\n"
+"  --broker EP           the broker's client endpoint; default: GRID_BROKER,\n"
+"                        else the config file's broker, else\n"
+"                        tcp://127.0.0.1:7701\n"
+"  --output table|json   human tables (default) or the answer's data as\n"
+"                        JSON on stdout\n"
+"  --request-timeout D   total wait for one answer, over 3 tries on fresh\n"
+"                        connections (default 5s)\n"
+"  --config FILE         config file; default: GRID_CONFIG, else\n"
+"                        /etc/grid/gridcli.yaml when it exists\n"
+"  -h, --help            print help (gridcli job --help: help on job)\n"
+"  --version             print the version and exit\n"
+"\n"
+"Options of job run (only before BACKEND):\n"
+"  --target T            all, group:G, node:ID[,ID...],\n"
+"                        label:KEY=V1[.V2...], any, any:TARGET (one node\n"
+"                        of the set does the work)\n"
+"  -f, --file FILE       take the whole job from a YAML job file\n"
+"  --wait                wait for the end, with progress on stderr; Ctrl-C\n"
+"                        stops waiting and leaves the job running\n"
+"  --timeout D           task timeout: the action is stopped after D\n"
+"  --retries N           extra attempts on a node that fails, 0 to 10\n"
+"  --strategy S          fail-fast (default) or continue\n"
+"  --priority N          -100 to 100, higher runs first (default 0)\n"
+"  --job-timeout D       stop what is left of the whole job after D\n"
+"After BACKEND ACTION every --NAME VALUE (or --NAME=VALUE) is a param of\n"
+"the action, even when NAME is also an option's name; only --wait stays a\n"
+"flag wherever it is written.\n"
+"\n"
+"Durations (D): a number and a unit, ms, s, m, h or d, or a sequence of\n"
+"them such as 1h30m.\n"
+"\n"
+"Environment:\n"
+"  GRID_BROKER           broker endpoint when --broker is not given\n"
+"  GRID_CONFIG           config file when --config is not given\n"
+"  NO_COLOR              when set, failed rows are not coloured\n"
+"\n"
+"Config file (YAML) keys: broker, output, request_timeout. A flag wins\n"
+"over the config file, which wins over the defaults; GRID_BROKER comes\n"
+"after --broker and before the file's broker.\n"
+"\n"
+"Exit codes:\n"
+"  0    success; for job run --wait and job status, the job completed\n"
+"       (job status of a job still pending or running also gives 0)\n"
+"  1    the job failed, partially failed or was cancelled\n"
+"  2    usage error: bad option, target, duration, config or job file\n"
+"  3    the broker is unreachable, or its answer was missing or malformed\n"
+"  4    the broker refused the request (its message and code are shown)\n"
+"  130  interrupted (Ctrl-C)\n"
+"\n"
+"Examples:\n"
+"  gridcli job run --target group:web --wait apt install --package nginx\n"
+"  gridcli --output json job status j-0193a1b2c3d4-0001\n";
+
+static const char *s_help_job =
+"gridcli job - submit, inspect and cancel jobs\n"
+"\n"
+"Usage:\n"
+"  gridcli job run --target T [OPTIONS] BACKEND ACTION [--PARAM VALUE ...]\n"
+"  gridcli job run -f FILE [--wait]\n"
+"  gridcli job status ID\n"
+"  gridcli job list [--status S] [--limit N]\n"
+"  gridcli job cancel ID [--reason TEXT]\n"
+"  gridcli job events ID\n"
+"\n"
+"job run sends one action (BACKEND ACTION and its params) to the nodes of\n"
+"the target, or the phases of a job file. Without --wait it prints the new\n"
+"job's id and exits 0; with --wait it shows progress on stderr until the\n"
+"job ends, prints the per-node, per-step table and exits 0 (completed) or\n"
+"1 (failed, partial_failure, cancelled). Ctrl-C stops waiting (exit 130)\n"
+"and leaves the job running.\n"
+"  --target T          all | group:G | node:ID[,ID...] |\n"
+"                      label:KEY=V1[.V2...] | any | any:TARGET\n"
+"                      (checked before anything is sent)\n"
+"  -f FILE             a YAML job file (target, tasks, strategy, timeout,\n"
+"                      priority), checked before anything is sent; each\n"
+"                      problem is printed with its path; no other job\n"
+"                      option may be added\n"
+"  --wait              wait for the end (accepted anywhere)\n"
+"  --timeout D         task timeout\n"
+"  --retries N         extra attempts on a failing node, 0 to 10\n"
+"  --strategy S        fail-fast (after a failure only on_failure phases\n"
+"                      run) or continue (failed nodes drop out, the rest\n"
+"                      go on)\n"
+"  --priority N        -100 to 100, higher runs first (default 0)\n"
+"  --job-timeout D     timeout of the whole job\n"
+"Options are read only BEFORE BACKEND. After BACKEND ACTION every\n"
+"--NAME VALUE or --NAME=VALUE is a param, so `--timeout 5` there is a\n"
+"param named timeout; --wait is the one exception.\n"
+"\n"
+"job status ID        the job's target, status, step, strategy and times,\n"
+"                     then NODE STEP TASK STATUS EXIT DURATION OUTPUT;\n"
+"                     failed rows are marked ! (and red on a terminal);\n"
+"                     steps count from 1. Exits 1 when the job failed,\n"
+"                     partially failed or was cancelled, else 0.\n"
+"job list             ID TARGET STATUS STEP NODES CREATED, newest first\n"
+"  --status S         pending, running, completed, partial_failure,\n"
+"                     failed or cancelled\n"
+"  --limit N          at most N jobs, 1 to 10000 (default 50)\n"
+"job cancel ID        cancel a pending or running job\n"
+"  --reason TEXT      kept with the job\n"
+"job events ID        TIME EVENT STEP NODE DETAIL, oldest first\n"
+"\n"
+"Global options and exit codes: gridcli --help.\n"
+"\n"
+"Examples:\n"
+"  gridcli job run --target label:tier=web --wait systemd restart \\\n"
+"      --unit nginx\n"
+"  gridcli job run -f deploy-web.yaml --wait\n"
+"  gridcli job list --status failed --limit 10\n";
+
+static const char *s_help_node =
+"gridcli node - registered nodes\n"
+"\n"
+"Usage:\n"
+"  gridcli node list\n"
+"  gridcli node info ID\n"
+"\n"
+"node list    ID HOSTNAME STATUS GROUPS LABELS LAST-SEEN RUNNING, sorted by\n"
+"             id (RUNNING is tasks running / concurrency)\n"
+"node info    the node's fields, then BACKEND ACTION KIND PARAMS for each\n"
+"             action it offers (KIND query only reads, modify changes the\n"
+"             host; a param marked * is required)\n"
+"\n"
+"Global options and exit codes: gridcli --help.\n"
+"\n"
+"Examples:\n"
+"  gridcli node list\n"
+"  gridcli --output json node info web-01\n";
+
+static const char *s_help_status =
+"gridcli status - the broker at a glance\n"
+"\n"
+"Usage: gridcli status\n"
+"\n"
+"Prints the broker's version and uptime, its nodes (online, offline,\n"
+"total), its jobs by status, and its counters of dropped messages\n"
+"(malformed, from unknown nodes, stale). Exits 0 when the broker answers.\n"
+"\n"
+"Global options and exit codes: gridcli --help.\n"
+"\n"
+"Examples:\n"
+"  gridcli status\n"
+"  gridcli --broker tcp://grid-ctl:7701 --output json status\n";
+
+void
+cli_print_help (const char *topic, FILE *out)
+{
+    if (topic && streq (topic, "job"))
+        fputs (s_help_job, out);
+    else
+    if (topic && streq (topic, "node"))
+        fputs (s_help_node, out);
+    else
+    if (topic && streq (topic, "status"))
+        fputs (s_help_status, out);
+    else
+        fputs (s_help_main, out);
+}
+
+//  ---------------------------------------------------------------------
+//  The program
+
+static bool
+s_color (FILE *file)
+{
+    int fd = fileno (file);
+    const char *no_color = getenv ("NO_COLOR");
+    return fd >= 0 && isatty (fd) && !(no_color && *no_color);
+}
+
+//  One request and its reply. Returns CLI_EXIT_OK with *DATA_P lent by
+//  *REPLY_P (the caller destroys it), or an exit code after printing why
+//  to ERR.
+static int
+s_call (const cli_settings_t *settings, const pw_t *request, const char *id,
+        pv_doc_t **reply_p, const pv_t **data_p, FILE *err)
+{
+    char why [1024] = "";
+    *data_p = NULL;
+    int rc = cli_exchange (settings->broker, pw_data (request),
+                           pw_size (request), settings->request_timeout_ms,
+                           reply_p, why, sizeof why);
+    if (rc != CLI_EXIT_OK) {
+        fprintf (err, "gridcli: %s\n", why);
+        return rc;
+    }
+    return cli_reply_data (*reply_p, id, data_p, err);
+}
+
+//  Sleeps MS in short slices so that Ctrl-C is seen at once. Returns true
+//  when interrupted.
+static bool
+s_sleep (int64_t ms)
+{
+    int64_t deadline_ms = zclock_mono () + ms;
+    while (!zsys_interrupted) {
+        int64_t left_ms = deadline_ms - zclock_mono ();
+        if (left_ms <= 0)
+            return false;
+        zclock_sleep ((int) (left_ms < 50 ? left_ms : 50));
+    }
+    return true;
+}
+
+static void
+s_follow_up (FILE *err, const char *job)
+{
+    fprintf (err, "gridcli: stopped waiting; job %s keeps running\n"
+             "  follow it:  gridcli job status %s\n"
+             "  cancel it:  gridcli job cancel %s\n", job, job, job);
+}
+
+//  "job j-... completed", or "job j-... failed: <reason>".
+static void
+s_final_line (const pv_t *record, FILE *out)
+{
+    char id [128], status [64], reason [512], line [800];
+    s_field (record, "id", id, sizeof id);
+    s_field (record, "status", status, sizeof status);
+    const pv_t *reason_field = pv_map_get (record, "reason");
+    if (pv_size (reason_field))
+        snprintf (line, sizeof line, "job %s %s: %s", id, status,
+                  s_scalar (reason_field, reason, sizeof reason));
+    else
+        snprintf (line, sizeof line, "job %s %s", id, status);
+    char *text = s_printable (line, strlen (line), SIZE_MAX, true);
+    fprintf (out, "\n%s\n", text);
+    free (text);
+}
+
+//  Polls job.get until JOB ends, with progress on ERR: one line rewritten
+//  in place on a terminal, else a new line only when it changes.
+static int
+s_wait (const cli_settings_t *settings, const char *job, FILE *out,
+        FILE *err)
+{
+    bool tty = isatty (fileno (err)) == 1;
+    bool line_open = false;
+    char last [512] = "";
+    int64_t interval_ms = S_WAIT_FIRST_MS;
+    pw_t *writer = pw_new ();
+    int rc;
+    while (true) {
+        char id [CLI_REQUEST_ID_LEN];
+        cli_request_id_make (id, sizeof id);
+        pw_reset (writer);
+        s_request_job_get (writer, id, job);
+
+        //  Diagnostics are held back so that they do not land in the
+        //  middle of a progress line.
+        char *held = NULL;
+        size_t held_size = 0;
+        FILE *hold = open_memstream (&held, &held_size);
+        pv_doc_t *reply = NULL;
+        const pv_t *data = NULL;
+        rc = s_call (settings, writer, id, &reply, &data, hold ? hold : err);
+        if (hold)
+            fclose (hold);
+        if (rc == CLI_EXIT_OK && !s_is_job_record (data)) {
+            free (held);
+            held = s_strdup ("gridcli: the broker's job record is "
+                             "malformed\n");
+            rc = CLI_EXIT_UNREACHABLE;
+        }
+        if (rc != CLI_EXIT_OK || cli_job_finished (data)) {
+            if (line_open)
+                fputs ("\n", err);
+            line_open = false;
+        }
+        if (rc != CLI_EXIT_OK) {
+            if (held)
+                fputs (held, err);
+            free (held);
+            pv_doc_destroy (&reply);
+            if (rc == CLI_EXIT_INTERRUPTED)
+                s_follow_up (err, job);
+            else
+            if (rc == CLI_EXIT_UNREACHABLE)
+                fprintf (err, "gridcli: job %s may still be running; see "
+                         "gridcli job status %s\n", job, job);
+            break;
+        }
+        free (held);
+
+        if (cli_job_finished (data)) {
+            if (settings->output == CLI_OUTPUT_JSON)
+                cli_render (CLI_CMD_JOB_STATUS, data, CLI_OUTPUT_JSON, out);
+            else {
+                cli_render_job (data, out, s_color (out));
+                s_final_line (data, out);
+            }
+            rc = cli_job_exit_code (data);
+            pv_doc_destroy (&reply);
+            break;
+        }
+        char line [512];
+        cli_progress_format (data, line, sizeof line);
+        pv_doc_destroy (&reply);
+        if (!streq (line, last)) {
+            if (tty) {
+                fprintf (err, "\r%s\033[K", line);
+                line_open = true;
+            }
+            else
+                fprintf (err, "%s\n", line);
+            fflush (err);
+            snprintf (last, sizeof last, "%s", line);
+            interval_ms = S_WAIT_FIRST_MS;
+        }
+        else
+            interval_ms = interval_ms * 2 > S_WAIT_MAX_MS ? S_WAIT_MAX_MS
+                                                          : interval_ms * 2;
+        if (s_sleep (interval_ms)) {
+            if (line_open)
+                fputs ("\n", err);
+            s_follow_up (err, job);
+            rc = CLI_EXIT_INTERRUPTED;
+            break;
+        }
+    }
+    pw_destroy (&writer);
+    return rc;
+}
+
+//  job events, page after page: the broker answers events with seq > after,
+//  and may answer fewer than it holds, so ask again from the newest seen
+//  until a page brings nothing new.
+static int
+s_events (const cli_settings_t *settings, const char *job, FILE *out,
+          FILE *err)
+{
+    pv_doc_t **docs = NULL;
+    size_t doc_count = 0;
+    const pv_t **events = NULL;
+    size_t count = 0;
+    int64_t after = -1;
+    int rc = CLI_EXIT_OK;
+    pw_t *writer = pw_new ();
+    for (size_t page = 0; page < S_EVENT_PAGES; page++) {
+        char id [CLI_REQUEST_ID_LEN];
+        cli_request_id_make (id, sizeof id);
+        pw_reset (writer);
+        s_request_job_events (writer, id, job, after);
+        pv_doc_t *reply = NULL;
+        const pv_t *data = NULL;
+        rc = s_call (settings, writer, id, &reply, &data, err);
+        const pv_t *list = pv_map_get (data, "events");
+        if (rc == CLI_EXIT_OK && pv_type (list) != PV_ARRAY) {
+            fprintf (err, "gridcli: the broker's answer to job.events is "
+                     "malformed (no events list)\n");
+            rc = CLI_EXIT_UNREACHABLE;
+        }
+        if (rc != CLI_EXIT_OK) {
+            pv_doc_destroy (&reply);
+            break;
+        }
+        docs = s_realloc (docs, (doc_count + 1) * sizeof (pv_doc_t *));
+        docs [doc_count++] = reply;
+        int64_t newest = after;
+        size_t added = 0;
+        for (size_t index = 0; index < pv_size (list); index++) {
+            const pv_t *event = pv_array_at (list, index);
+            int64_t seq = s_field_int (event, "seq", -1);
+            if (after >= 0 && seq <= after)
+                continue;        //  Already shown
+            events = s_realloc (events, (count + 1) * sizeof (pv_t *));
+            events [count++] = event;
+            added++;
+            if (seq > newest)
+                newest = seq;
+        }
+        if (added == 0 || newest <= after)
+            break;
+        after = newest;
+    }
+    if (rc == CLI_EXIT_OK) {
+        if (settings->output == CLI_OUTPUT_JSON) {
+            //  One document, as if one reply had carried every event
+            pw_reset (writer);
+            pw_map (writer, 1);
+            pw_str (writer, "events");
+            pw_array (writer, count);
+            for (size_t index = 0; index < count; index++)
+                pw_pv (writer, events [index]);
+            pv_doc_t *merged = NULL;
+            char why [256];
+            if (pv_doc_decode (pw_data (writer), pw_size (writer), &merged,
+                               why, sizeof why) == 0) {
+                cli_render (CLI_CMD_JOB_EVENTS, pv_doc_root (merged),
+                            CLI_OUTPUT_JSON, out);
+                pv_doc_destroy (&merged);
+            }
+            else {
+                fprintf (err, "gridcli: cannot merge the events: %s\n", why);
+                rc = CLI_EXIT_UNREACHABLE;
+            }
+        }
+        else
+            s_render_events (events, count, out);
+    }
+    for (size_t index = 0; index < doc_count; index++)
+        pv_doc_destroy (&docs [index]);
+    free (docs);
+    free (events);
+    pw_destroy (&writer);
+    return rc;
+}
+
+static void
+s_print_job_errors (FILE *err, const char *file, const job_errors_t *errors)
+{
+    for (size_t index = 0; index < errors->count; index++) {
+        const char *item = errors->items [index];
+        if (file && strncmp (item, file, strlen (file)) != 0)
+            fprintf (err, "gridcli: %s: %s\n", file, item);
+        else
+        if (file)
+            fprintf (err, "gridcli: %s\n", item);
+        else
+            fprintf (err, "gridcli: invalid job: %s\n", item);
+    }
+    if (errors->truncated)
+        fprintf (err, "gridcli: (more problems not shown)\n");
+}
+
+int
+cli_run (int argc, char **argv, FILE *out, FILE *err)
+{
+    cli_args_t args;
+    cli_settings_t settings = { .broker = NULL };
+    job_spec_t *spec = NULL;
+    job_errors_t errors = { .count = 0 };
+    pw_t *writer = NULL;
+    pv_doc_t *reply = NULL;
+    char why [1024] = "";
+    int rc = CLI_EXIT_OK;
+
+    if (cli_args_parse (&args, argc, argv, why, sizeof why) != 0) {
+        fprintf (err, "gridcli: %s\nrun 'gridcli %s%s--help' for usage\n",
+                 why, args.help_topic ? args.help_topic : "",
+                 args.help_topic ? " " : "");
+        rc = CLI_EXIT_USAGE;
+        goto done;
+    }
+    if (args.command == CLI_CMD_HELP) {
+        cli_print_help (args.help_topic, out);
+        goto done;
+    }
+    if (args.command == CLI_CMD_VERSION) {
+        fprintf (out, "gridcli %s (protocol %d)\n", GRID_VERSION,
+                 PROTO_VERSION);
+        goto done;
+    }
+    if (cli_settings_resolve (&args, getenv ("GRID_BROKER"),
+                              getenv ("GRID_CONFIG"), CLI_DEFAULT_CONFIG,
+                              &settings, why, sizeof why) != 0) {
+        fprintf (err, "gridcli: %s\n", why);
+        rc = CLI_EXIT_USAGE;
+        goto done;
+    }
+    if (args.command == CLI_CMD_JOB_RUN && args.file
+    &&  job_spec_load_file (args.file, &spec, &errors) != 0) {
+        s_print_job_errors (err, args.file, &errors);
+        rc = CLI_EXIT_USAGE;
+        goto done;
+    }
+    if (args.command == CLI_CMD_JOB_EVENTS) {
+        rc = s_events (&settings, args.id, out, err);
+        goto done;
+    }
+
+    char id [CLI_REQUEST_ID_LEN];
+    cli_request_id_make (id, sizeof id);
+    writer = pw_new ();
+    if (cli_request_build (&args, spec, id, writer, &errors) != 0) {
+        s_print_job_errors (err, NULL, &errors);
+        rc = CLI_EXIT_USAGE;
+        goto done;
+    }
+    const pv_t *data = NULL;
+    rc = s_call (&settings, writer, id, &reply, &data, err);
+    if (rc == CLI_EXIT_INTERRUPTED && args.command == CLI_CMD_JOB_RUN)
+        fprintf (err, "gridcli: the job may or may not have been "
+                 "submitted; see gridcli job list\n");
+    if (rc != CLI_EXIT_OK)
+        goto done;
+
+    if (args.command == CLI_CMD_JOB_RUN && args.wait) {
+        char job [64];
+        s_field (data, "job", job, sizeof job);
+        if (!job_id_valid (job)) {
+            fprintf (err, "gridcli: the broker's answer to job.submit "
+                     "carries no job id\n");
+            rc = CLI_EXIT_UNREACHABLE;
+            goto done;
+        }
+        fprintf (err, "job %s submitted; waiting (Ctrl-C stops waiting, the "
+                 "job goes on)\n", job);
+        rc = s_wait (&settings, job, out, err);
+        goto done;
+    }
+    if (args.command == CLI_CMD_JOB_STATUS
+    &&  settings.output == CLI_OUTPUT_TABLE)
+        rc = cli_render_job (data, out, s_color (out));
+    else
+        rc = cli_render (args.command, data, settings.output, out);
+    if (rc == -2) {
+        fprintf (err, "gridcli: the broker's answer is malformed (its data "
+                 "does not have the shape of a %s answer)\n",
+                 s_command_name (args.command));
+        rc = CLI_EXIT_UNREACHABLE;
+    }
+    else
+    if (rc != 0) {
+        fprintf (err, "gridcli: cannot write the output: %s\n",
+                 strerror (errno));
+        rc = CLI_EXIT_UNREACHABLE;
+    }
+    else
+    if (args.command == CLI_CMD_JOB_STATUS)
+        rc = cli_job_exit_code (data);
+
+done:
+    fflush (out);
+    pv_doc_destroy (&reply);
+    pw_destroy (&writer);
+    job_spec_destroy (&spec);
+    job_errors_clear (&errors);
+    cli_settings_clear (&settings);
+    cli_args_clear (&args);
+    return rc;
+}

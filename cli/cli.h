@@ -1,0 +1,220 @@
+/*  =========================================================================
+    cli - gridcli: argument parsing, requests, transport, rendering
+
+    gridcli is the operator's command line. It turns argv into a plain
+    cli_args_t (a pure parser that reports problems as sentences), resolves
+    the broker endpoint and output settings from flags, environment and a
+    YAML config file, builds one client API request (docs/CLIENT-API.md)
+    with pw, sends it on a ZeroMQ REQ socket with the Lazy Pirate pattern
+    (same client request id on every try, so the broker deduplicates), and
+    renders the reply's data as aligned tables or as JSON.
+
+    The parts are kept apart so each can be tested alone: parsing and
+    settings touch no socket, request building writes bytes only, rendering
+    reads a decoded pv_t and writes to a FILE *. docs/CLI.md is the
+    operator's reference; cli_print_help prints the same contract.
+
+    Exit codes are the program's public interface (scripts branch on them):
+        0  success; for `job run --wait` and `job status`, the job completed
+           (a job still pending or running also gives 0 for `job status`)
+        1  the job failed, partially failed or was cancelled
+        2  usage error: bad flags, target, duration, config or job file
+        3  broker unreachable, or its answer was missing or malformed
+        4  the broker refused the request (an error reply)
+      130  interrupted (Ctrl-C); `job run --wait` leaves the job running
+
+    Threading: one thread. cli_exchange relies on CZMQ's interrupt handler
+    (zsys_interrupted), which CZMQ installs when the first socket is made.
+    =========================================================================
+*/
+#ifndef GRID_CLI_H
+#define GRID_CLI_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "../proto/job.h"
+#include "../proto/names.h"
+#include "../proto/pv.h"
+#include "../proto/pw.h"
+
+#define CLI_EXIT_OK 0
+#define CLI_EXIT_JOB_FAILED 1
+#define CLI_EXIT_USAGE 2
+#define CLI_EXIT_UNREACHABLE 3
+#define CLI_EXIT_REFUSED 4
+#define CLI_EXIT_INTERRUPTED 130
+
+#define CLI_DEFAULT_BROKER "tcp://127.0.0.1:7701"
+#define CLI_DEFAULT_CONFIG "/etc/grid/gridcli.yaml"
+#define CLI_DEFAULT_REQUEST_TIMEOUT_MS 5000
+#define CLI_REQUEST_TRIES 3          //  Lazy Pirate tries per request
+#define CLI_REQUEST_ID_LEN 64        //  Buffer size for a client request id
+#define CLI_OUTPUT_COLUMNS 60        //  Widest OUTPUT cell of `job status`
+
+typedef enum {
+    CLI_CMD_NONE = 0,     //  Nothing parsed yet
+    CLI_CMD_HELP,         //  help, --help, -h, or `COMMAND --help`
+    CLI_CMD_VERSION,      //  --version
+    CLI_CMD_JOB_RUN,      //  job run
+    CLI_CMD_JOB_STATUS,   //  job status ID
+    CLI_CMD_JOB_LIST,     //  job list
+    CLI_CMD_JOB_CANCEL,   //  job cancel ID
+    CLI_CMD_JOB_EVENTS,   //  job events ID
+    CLI_CMD_NODE_LIST,    //  node list
+    CLI_CMD_NODE_INFO,    //  node info ID
+    CLI_CMD_STATUS        //  status
+} cli_command_t;
+
+typedef enum {
+    CLI_OUTPUT_TABLE = 0,    //  Aligned human tables
+    CLI_OUTPUT_JSON          //  The reply's data as pretty JSON
+} cli_output_t;
+
+typedef struct {
+    char *name;     //  Param name, without the leading "--" (owned)
+    char *value;    //  Its value, verbatim (owned)
+} cli_param_t;
+
+//  What the command line asked for. Strings are borrowed from argv and live
+//  as long as argv; the params and the parsed target are owned and released
+//  by cli_args_clear.
+typedef struct {
+    cli_command_t command;        //  What to do
+    const char *help_topic;       //  "job", "node", "status" or NULL: its help
+    //  Global options (NULL / 0 / false when not given)
+    const char *broker;           //  --broker EP
+    const char *config;           //  --config FILE
+    bool output_given;            //  --output was given
+    cli_output_t output;          //  --output table|json
+    int64_t request_timeout_ms;   //  --request-timeout D, 0 when not given
+    //  job run
+    const char *file;             //  -f FILE, or NULL for an inline job
+    const char *target_text;      //  --target T as typed
+    target_t target;              //  --target T, parsed (owned)
+    const char *backend;          //  BACKEND
+    const char *action;           //  ACTION
+    cli_param_t *params;          //  --NAME VALUE after the action (owned)
+    size_t param_count;           //  How many params
+    bool wait;                    //  --wait
+    int64_t task_timeout_ms;      //  --timeout D, 0 when not given
+    int retries;                  //  --retries N, -1 when not given
+    const char *strategy;         //  --strategy, NULL when not given
+    bool priority_given;          //  --priority was given
+    int priority;                 //  --priority N
+    int64_t job_timeout_ms;       //  --job-timeout D, 0 when not given
+    //  job status / cancel / events, node info
+    const char *id;               //  The job or node id
+    const char *reason;           //  job cancel --reason TEXT, or NULL
+    //  job list
+    const char *status_filter;    //  --status S, or NULL
+    int limit;                    //  --limit N, 0 for the broker's default
+} cli_args_t;
+
+//  Parses ARGC/ARGV (ARGV[0] is the program name) into ARGS, which it
+//  zeroes first. Touches no socket, file or environment. Returns 0, or -1
+//  with one sentence in ERR (a usage error). Release ARGS with
+//  cli_args_clear in both cases.
+int cli_args_parse (cli_args_t *args, int argc, char *const *argv,
+                    char *err, size_t err_len);
+
+//  Frees what ARGS owns and zeroes it; safe on a zeroed struct.
+void cli_args_clear (cli_args_t *args);
+
+//  Effective settings once flags, environment and config file are merged.
+typedef struct {
+    char *broker;                 //  Endpoint to connect to (owned)
+    cli_output_t output;          //  table or json
+    int64_t request_timeout_ms;   //  Total time for one request, all tries
+    char *config_path;            //  Config file that was read, or NULL (owned)
+} cli_settings_t;
+
+//  Merges settings: flags in ARGS win over the config file, the file over
+//  the defaults; the broker endpoint is --broker, else ENV_BROKER (the
+//  GRID_BROKER value, may be NULL or ""), else the file's `broker`, else
+//  CLI_DEFAULT_BROKER. The file is --config, else ENV_CONFIG (GRID_CONFIG),
+//  else DEFAULT_CONFIG when that file exists (a missing explicit file is
+//  an error). Returns 0, or -1 with a sentence in ERR. Release with
+//  cli_settings_clear.
+int cli_settings_resolve (const cli_args_t *args, const char *env_broker,
+                          const char *env_config, const char *default_config,
+                          cli_settings_t *settings, char *err, size_t err_len);
+
+//  Frees what SETTINGS owns and zeroes it.
+void cli_settings_clear (cli_settings_t *settings);
+
+//  Writes a new client request id into BUF (CLI_REQUEST_ID_LEN bytes):
+//  "<host>-<pid>-<counter>-<random hex>", unique across processes and
+//  calls, and a valid name ([A-Za-z0-9_-], at most 64 characters).
+void cli_request_id_make (char *buf, size_t buf_len);
+
+//  Writes the inline job of `job run` (no -f) in the wire form of job.h:
+//  target map, one task {backend, action, params, ?timeout, ?max_retries},
+//  and the strategy, timeout and priority that were given.
+void cli_job_write (const cli_args_t *args, pw_t *writer);
+
+//  Writes the request for the command in ARGS with request id ID into
+//  WRITER. For `job run`, FILE_SPEC is the loaded job file, or NULL to
+//  build the inline job, which is first validated through job_spec_decode
+//  so that mistakes are caught before anything is sent. Returns 0, or -1
+//  with ERRORS filled (the inline job is invalid), or -1 with no errors
+//  when the command sends no request (help, version).
+int cli_request_build (const cli_args_t *args, const job_spec_t *file_spec,
+                       const char *id, pw_t *writer, job_errors_t *errors);
+
+//  Sends REQUEST (SIZE bytes) to ENDPOINT and waits for one reply, Lazy
+//  Pirate style: up to CLI_REQUEST_TRIES tries within TIMEOUT_MS in total,
+//  each on a fresh REQ socket and resending the same bytes (so the same
+//  client request id, which lets the broker deduplicate). Returns
+//  CLI_EXIT_OK with the decoded reply in *REPLY_P (caller destroys), or
+//  one of these with a sentence in ERR: CLI_EXIT_UNREACHABLE (no answer,
+//  or a malformed one), CLI_EXIT_USAGE (the endpoint is not valid),
+//  CLI_EXIT_INTERRUPTED (Ctrl-C).
+int cli_exchange (const char *endpoint, const void *request, size_t size,
+                  int64_t timeout_ms, pv_doc_t **reply_p, char *err,
+                  size_t err_len);
+
+//  Checks the envelope of REPLY against request id ID. Returns CLI_EXIT_OK
+//  and lends the data map in *DATA_P (valid while REPLY lives); or prints
+//  "gridcli: <message> (<code>)" and each detail indented to ERR and
+//  returns CLI_EXIT_REFUSED for an error reply; or prints why and returns
+//  CLI_EXIT_UNREACHABLE for a reply of the wrong shape.
+int cli_reply_data (const pv_doc_t *reply, const char *id,
+                    const pv_t **data_p, FILE *err);
+
+//  Writes DATA, the data of the reply to COMMAND, to OUT: as pretty JSON
+//  when OUTPUT is CLI_OUTPUT_JSON, else as the command's table. Returns 0,
+//  or -2 when DATA lacks the shape the command's reply must have (nothing
+//  is written then).
+int cli_render (cli_command_t command, const pv_t *data, cli_output_t output,
+                FILE *out);
+
+//  Writes the job record RECORD (a job.get reply) as header lines and the
+//  NODE STEP TASK STATUS EXIT DURATION OUTPUT table. COLOR marks failed
+//  rows with ANSI red as well as the "!" gutter. Returns 0 or -2.
+int cli_render_job (const pv_t *record, FILE *out, bool color);
+
+//  Writes the one-line progress summary of a job record into BUF:
+//  "j-... running  step 2/4  nodes 3/5 done  1 failed".
+void cli_progress_format (const pv_t *record, char *buf, size_t buf_len);
+
+//  True when RECORD's status is final: completed, partial_failure, failed
+//  or cancelled.
+bool cli_job_finished (const pv_t *record);
+
+//  The exit code a job record stands for: CLI_EXIT_JOB_FAILED for failed,
+//  partial_failure and cancelled, else CLI_EXIT_OK.
+int cli_job_exit_code (const pv_t *record);
+
+//  Writes the help for TOPIC (NULL for the whole program, or "job",
+//  "node", "status") to OUT.
+void cli_print_help (const char *topic, FILE *out);
+
+//  The whole program: parses ARGV, reads GRID_BROKER, GRID_CONFIG and the
+//  config file, talks to the broker, writes results to OUT and diagnostics
+//  and progress to ERR. Returns the exit code.
+int cli_run (int argc, char **argv, FILE *out, FILE *err);
+
+#endif

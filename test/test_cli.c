@@ -1,0 +1,1682 @@
+/*  =========================================================================
+    test_cli - gridcli: parsing, settings, requests, rendering, transport
+
+    Parsing, settings, request building and rendering are tested without
+    sockets. The transport tests talk to nothing (an ipc:// path in a temp
+    dir where no one listens) or to a small fake broker: a ROUTER in a
+    CZMQ actor that answers from a script, checks every request with
+    proto_request_decode, and records the ids it saw.
+    =========================================================================
+*/
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <czmq.h>
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../cli/cli.h"
+#include "../proto/job.h"
+#include "../proto/names.h"
+#include "../proto/proto.h"
+#include "../proto/pv.h"
+#include "../proto/pw.h"
+
+#define JOB_ID "j-0193a1b2c3d4-0001"
+
+static char s_dir [256];     //  Temp dir of the whole group
+
+//  ---------------------------------------------------------------------
+//  Helpers
+
+static char *
+s_path (const char *name)
+{
+    static char path [512];
+    snprintf (path, sizeof path, "%s/%s", s_dir, name);
+    return path;
+}
+
+static void
+s_write_file (const char *path, const char *text)
+{
+    FILE *file = fopen (path, "w");
+    assert_non_null (file);
+    fputs (text, file);
+    fclose (file);
+}
+
+//  Parses a command line given as a NULL-terminated list of words.
+static int
+s_parse (cli_args_t *args, char *err, size_t err_len, ...)
+{
+    char *argv [64];
+    int argc = 0;
+    argv [argc++] = "gridcli";
+    va_list list;
+    va_start (list, err_len);
+    char *word;
+    while ((word = va_arg (list, char *)) && argc < 63)
+        argv [argc++] = word;
+    va_end (list);
+    argv [argc] = NULL;
+    return cli_args_parse (args, argc, argv, err, err_len);
+}
+
+//  Output captured in memory
+typedef struct {
+    char *text;
+    size_t size;
+    FILE *file;
+} s_capture_t;
+
+static void
+s_capture_open (s_capture_t *capture)
+{
+    capture->text = NULL;
+    capture->size = 0;
+    capture->file = open_memstream (&capture->text, &capture->size);
+    assert_non_null (capture->file);
+}
+
+static const char *
+s_capture_close (s_capture_t *capture)
+{
+    fclose (capture->file);
+    capture->file = NULL;
+    return capture->text;
+}
+
+//  A minimal JSON checker (RFC 8259 grammar): returns the end of one
+//  value starting at TEXT, or NULL.
+static const char *s_json_value (const char *text);
+
+static const char *
+s_json_ws (const char *text)
+{
+    while (*text == ' ' || *text == '\n' || *text == '\r' || *text == '\t')
+        text++;
+    return text;
+}
+
+static const char *
+s_json_string (const char *text)
+{
+    if (*text++ != '"')
+        return NULL;
+    while (*text && *text != '"') {
+        if ((unsigned char) *text < 0x20)
+            return NULL;
+        if (*text == '\\') {
+            text++;
+            if (*text == 'u') {
+                for (int digit = 1; digit <= 4; digit++)
+                    if (!strchr ("0123456789abcdefABCDEF", text [digit])
+                    ||  !text [digit])
+                        return NULL;
+                text += 4;
+            }
+            else
+            if (!*text || !strchr ("\"\\/bfnrt", *text))
+                return NULL;
+        }
+        text++;
+    }
+    return *text == '"' ? text + 1 : NULL;
+}
+
+static const char *
+s_json_value (const char *text)
+{
+    text = s_json_ws (text);
+    if (*text == '{' || *text == '[') {
+        char close = *text == '{' ? '}' : ']';
+        bool object = *text == '{';
+        text = s_json_ws (text + 1);
+        if (*text == close)
+            return text + 1;
+        while (true) {
+            if (object) {
+                text = s_json_string (s_json_ws (text));
+                if (!text)
+                    return NULL;
+                text = s_json_ws (text);
+                if (*text++ != ':')
+                    return NULL;
+            }
+            text = s_json_value (text);
+            if (!text)
+                return NULL;
+            text = s_json_ws (text);
+            if (*text == close)
+                return text + 1;
+            if (*text++ != ',')
+                return NULL;
+        }
+    }
+    if (*text == '"')
+        return s_json_string (text);
+    if (strncmp (text, "true", 4) == 0)
+        return text + 4;
+    if (strncmp (text, "false", 5) == 0)
+        return text + 5;
+    if (strncmp (text, "null", 4) == 0)
+        return text + 4;
+    char *end = NULL;
+    if (*text == '-' || (*text >= '0' && *text <= '9')) {
+        strtod (text, &end);
+        return end;
+    }
+    return NULL;
+}
+
+static bool
+s_json_valid (const char *text)
+{
+    const char *end = s_json_value (text);
+    return end && *s_json_ws (end) == 0;
+}
+
+//  A result cell
+static void
+s_write_cell (pw_t *w, const char *status, const char *output,
+              const char *error, int exit_code, int duration_ms,
+              int attempts)
+{
+    pw_map (w, 7);
+    pw_str (w, "status");
+    pw_str (w, status);
+    pw_str (w, "output");
+    pw_str (w, output);
+    pw_str (w, "error");
+    pw_str (w, error);
+    pw_str (w, "exit_code");
+    pw_int (w, exit_code);
+    pw_str (w, "duration_ms");
+    pw_int (w, duration_ms);
+    pw_str (w, "attempts");
+    pw_int (w, attempts);
+    pw_str (w, "truncated");
+    pw_bool (w, false);
+}
+
+//  A job record: steps [test echo, branch [test sleep, test fail]] on
+//  web-01 and web-02. When FINISHED, web-02 failed step 3 (of 3) with
+//  exit 1 and the job has STATUS; else step 3 is running on both.
+static void
+s_write_record (pw_t *w, const char *status, bool finished)
+{
+    pw_map (w, 13);
+    pw_str (w, "id");
+    pw_str (w, JOB_ID);
+    pw_str (w, "target");
+    pw_map (w, 2);
+    pw_str (w, "scope");
+    pw_str (w, "group");
+    pw_str (w, "value");
+    pw_str (w, "web");
+    pw_str (w, "tasks");
+    pw_array (w, 2);
+    pw_map (w, 3);
+    pw_str (w, "backend");
+    pw_str (w, "test");
+    pw_str (w, "action");
+    pw_str (w, "echo");
+    pw_str (w, "params");
+    pw_map (w, 1);
+    pw_str (w, "msg");
+    pw_str (w, "hi");
+    pw_map (w, 1);
+    pw_str (w, "tasks");
+    pw_array (w, 2);
+    pw_map (w, 2);
+    pw_str (w, "backend");
+    pw_str (w, "test");
+    pw_str (w, "action");
+    pw_str (w, "sleep");
+    pw_map (w, 2);
+    pw_str (w, "backend");
+    pw_str (w, "test");
+    pw_str (w, "action");
+    pw_str (w, "fail");
+    pw_str (w, "strategy");
+    pw_str (w, "continue");
+    pw_str (w, "priority");
+    pw_int (w, 0);
+    pw_str (w, "status");
+    pw_str (w, status);
+    pw_str (w, "step");
+    pw_int (w, 2);
+    pw_str (w, "steps");
+    pw_int (w, 3);
+    pw_str (w, "expected");
+    pw_array (w, 2);
+    pw_str (w, "web-01");
+    pw_str (w, "web-02");
+    pw_str (w, "reason");
+    pw_str (w, finished ? "1 of 2 nodes failed" : "");
+    pw_str (w, "results");
+    pw_map (w, 3);
+    pw_str (w, "0");
+    pw_map (w, 2);
+    pw_str (w, "web-01");
+    s_write_cell (w, "success", "hi\n", "", 0, 12, 1);
+    pw_str (w, "web-02");
+    s_write_cell (w, "success", "hi\n", "", 0, 15, 1);
+    pw_str (w, "1");
+    pw_map (w, 2);
+    pw_str (w, "web-01");
+    s_write_cell (w, "success", "", "", 0, 1500, 1);
+    pw_str (w, "web-02");
+    s_write_cell (w, "success", "", "", 0, 1480, 1);
+    pw_str (w, "2");
+    pw_map (w, 2);
+    pw_str (w, "web-01");
+    if (finished)
+        s_write_cell (w, "success", "fine\nsecond line\n", "", 0, 20, 1);
+    else
+        s_write_cell (w, "running", "", "", -1, 0, 1);
+    pw_str (w, "web-02");
+    if (finished)
+        s_write_cell (w, "failed", "", "boom: \x1b[31mdisk full\nmore\n",
+                      1, 30, 2);
+    else
+        s_write_cell (w, "running", "", "", -1, 0, 1);
+    pw_str (w, "created_at");
+    pw_str (w, "2026-11-21T07:00:51.123Z");
+    pw_str (w, "updated_at");
+    pw_str (w, "2026-11-21T07:01:09.870Z");
+}
+
+static pv_doc_t *
+s_decode (pw_t *w)
+{
+    pv_doc_t *doc = NULL;
+    char why [256] = "";
+    int rc = pv_doc_decode (pw_data (w), pw_size (w), &doc, why, sizeof why);
+    if (rc != 0)
+        fprintf (stderr, "decode: %s\n", why);
+    assert_int_equal (rc, 0);
+    return doc;
+}
+
+//  ---------------------------------------------------------------------
+//  A fake broker: a ROUTER in an actor
+
+typedef struct {
+    char endpoint [300];     //  Where to bind
+    int drop;                //  Requests to leave unanswered first
+    int running_polls;       //  job.get answers running this many times
+    const char *final;       //  then this job status
+    //  Filled by the actor; read after zactor_destroy
+    int requests;            //  Requests seen, dropped ones included
+    int malformed;           //  Requests proto_request_decode refused
+    char ids [8][CLI_REQUEST_ID_LEN];    //  Their ids, in order
+    char types [8][32];                  //  Their types, in order
+    int gets;                //  job.get answered
+} s_fake_t;
+
+static void
+s_fake_answer (s_fake_t *fake, const proto_request_t *req, pw_t *w)
+{
+    if (streq (req->type, "job.submit")) {
+        proto_reply_ok_begin (w, req->id);
+        pw_map (w, 2);
+        pw_str (w, "job");
+        pw_str (w, JOB_ID);
+        pw_str (w, "status");
+        pw_str (w, "running");
+    }
+    else
+    if (streq (req->type, "job.get")) {
+        bool finished = fake->gets++ >= fake->running_polls;
+        proto_reply_ok_begin (w, req->id);
+        s_write_record (w, finished ? fake->final : "running", finished);
+    }
+    else
+    if (streq (req->type, "status")) {
+        proto_reply_ok_begin (w, req->id);
+        pw_map (w, 2);
+        pw_str (w, "version");
+        pw_str (w, "0.1.0");
+        pw_str (w, "uptime_ms");
+        pw_int (w, 5000);
+    }
+    else {
+        char *details [] = { "first detail", "second detail" };
+        proto_reply_error (w, req->id, PROTO_ERR_NOT_FOUND, "no such thing",
+                           details, 2);
+    }
+}
+
+static void
+s_fake_broker (zsock_t *pipe, void *arg)
+{
+    s_fake_t *fake = arg;
+    zsock_t *router = zsock_new (ZMQ_ROUTER);
+    assert (router);
+    zsock_set_linger (router, 0);
+    int rc = zsock_bind (router, "%s", fake->endpoint);
+    assert (rc != -1);
+    zsock_signal (pipe, 0);
+
+    zpoller_t *poller = zpoller_new (pipe, router, NULL);
+    while (true) {
+        void *which = zpoller_wait (poller, -1);
+        if (which != router)
+            break;               //  $TERM, or interrupted
+        zmsg_t *msg = zmsg_recv (router);
+        if (!msg)
+            break;
+        zframe_t *identity = zmsg_pop (msg);
+        zframe_t *empty = zmsg_pop (msg);
+        zframe_t *body = zmsg_pop (msg);
+        proto_request_t *req = NULL;
+        const char *code = NULL;
+        char *id = NULL;
+        char why [256] = "";
+        int decoded = body ? proto_request_decode (zframe_data (body),
+                                                   zframe_size (body), &req,
+                                                   &code, &id, why,
+                                                   sizeof why)
+                           : -2;
+        int seen = fake->requests++;
+        if (decoded != 0) {
+            fake->malformed++;
+            fprintf (stderr, "fake broker: refused request: %s\n", why);
+        }
+        if (seen < 8) {
+            const char *seen_id = req ? req->id : id;
+            snprintf (fake->ids [seen], sizeof fake->ids [seen], "%s",
+                      seen_id ? seen_id : "");
+            snprintf (fake->types [seen], sizeof fake->types [seen], "%s",
+                      req ? req->type : "?");
+        }
+        if (seen >= fake->drop) {
+            pw_t *w = pw_new ();
+            if (decoded != 0)
+                proto_reply_error (w, id, code, why, NULL, 0);
+            else
+                s_fake_answer (fake, req, w);
+            zmsg_t *reply = zmsg_new ();
+            zmsg_append (reply, &identity);
+            zmsg_addmem (reply, NULL, 0);
+            zmsg_addmem (reply, pw_data (w), pw_size (w));
+            zmsg_send (&reply, router);
+            pw_destroy (&w);
+        }
+        free (id);
+        proto_request_destroy (&req);
+        zframe_destroy (&identity);
+        zframe_destroy (&empty);
+        zframe_destroy (&body);
+        zmsg_destroy (&msg);
+    }
+    zpoller_destroy (&poller);
+    zsock_destroy (&router);
+}
+
+static void
+s_fake_init (s_fake_t *fake, const char *name)
+{
+    memset (fake, 0, sizeof *fake);
+    snprintf (fake->endpoint, sizeof fake->endpoint, "ipc://%s/%s", s_dir,
+              name);
+    fake->final = "completed";
+}
+
+//  ---------------------------------------------------------------------
+//  Argument parsing
+
+static void
+test_cli_parse_params_after_action (void **state)
+{
+    cli_args_t args;
+    char err [512];
+    int rc = s_parse (&args, err, sizeof err, "job", "run", "--target",
+                      "group:web", "test", "echo", "--msg", "hi",
+                      "--timeout", "5", "--target=x", NULL);
+    assert_int_equal (rc, 0);
+    assert_int_equal (args.command, CLI_CMD_JOB_RUN);
+    assert_string_equal (args.target_text, "group:web");
+    assert_int_equal (args.target.scope, TARGET_GROUP);
+    assert_string_equal (args.backend, "test");
+    assert_string_equal (args.action, "echo");
+    //  After the action, option names are params like any other
+    assert_int_equal (args.param_count, 3);
+    assert_string_equal (args.params [0].name, "msg");
+    assert_string_equal (args.params [0].value, "hi");
+    assert_string_equal (args.params [1].name, "timeout");
+    assert_string_equal (args.params [1].value, "5");
+    assert_string_equal (args.params [2].name, "target");
+    assert_string_equal (args.params [2].value, "x");
+    assert_int_equal (args.task_timeout_ms, 0);
+    assert_false (args.wait);
+    cli_args_clear (&args);
+}
+
+static void
+test_cli_parse_wait_anywhere (void **state)
+{
+    const char *places [][9] = {
+        { "--wait", "--target", "all", "test", "echo", "--msg", "hi", NULL },
+        { "--target", "all", "--wait", "test", "echo", "--msg", "hi", NULL },
+        { "--target", "all", "test", "echo", "--wait", "--msg", "hi", NULL },
+        { "--target", "all", "test", "echo", "--msg", "hi", "--wait", NULL },
+    };
+    for (size_t place = 0; place < 4; place++) {
+        char *argv [16] = { "gridcli", "job", "run" };
+        int argc = 3;
+        for (size_t word = 0; places [place][word]; word++)
+            argv [argc++] = (char *) places [place][word];
+        cli_args_t args;
+        char err [512];
+        assert_int_equal (cli_args_parse (&args, argc, argv, err, sizeof err),
+                          0);
+        assert_true (args.wait);
+        assert_int_equal (args.param_count, 1);
+        assert_string_equal (args.params [0].name, "msg");
+        assert_string_equal (args.params [0].value, "hi");
+        cli_args_clear (&args);
+    }
+    //  --wait is never a param's value
+    cli_args_t args;
+    char err [512];
+    assert_int_equal (s_parse (&args, err, sizeof err, "job", "run",
+                               "--target", "all", "test", "echo", "--msg",
+                               "--wait", NULL), -1);
+    assert_non_null (strstr (err, "--msg needs a value"));
+    cli_args_clear (&args);
+}
+
+static void
+test_cli_parse_run_options (void **state)
+{
+    cli_args_t args;
+    char err [512];
+    int rc = s_parse (&args, err, sizeof err, "--broker", "ipc:///x",
+                      "--output=json", "job", "run", "--request-timeout",
+                      "2s", "--target", "any:label:tier=web.dev",
+                      "--timeout", "10s", "--retries", "2", "--strategy",
+                      "continue", "--priority", "-5", "--job-timeout", "1m",
+                      "apt", "install", "--package=nginx", NULL);
+    assert_int_equal (rc, 0);
+    assert_string_equal (args.broker, "ipc:///x");
+    assert_true (args.output_given);
+    assert_int_equal (args.output, CLI_OUTPUT_JSON);
+    assert_int_equal (args.request_timeout_ms, 2000);
+    assert_true (args.target.any);
+    assert_int_equal (args.target.scope, TARGET_LABEL);
+    assert_int_equal (args.task_timeout_ms, 10000);
+    assert_int_equal (args.retries, 2);
+    assert_string_equal (args.strategy, "continue");
+    assert_true (args.priority_given);
+    assert_int_equal (args.priority, -5);
+    assert_int_equal (args.job_timeout_ms, 60000);
+    assert_int_equal (args.param_count, 1);
+    assert_string_equal (args.params [0].value, "nginx");
+    cli_args_clear (&args);
+}
+
+static void
+test_cli_parse_missing_target (void **state)
+{
+    cli_args_t args;
+    char err [512];
+    assert_int_equal (s_parse (&args, err, sizeof err, "job", "run", "test",
+                               "echo", "--msg", "hi", NULL), -1);
+    assert_non_null (strstr (err, "--target"));
+    cli_args_clear (&args);
+
+    assert_int_equal (s_parse (&args, err, sizeof err, "job", "run",
+                               "--target", "all", "test", NULL), -1);
+    assert_non_null (strstr (err, "BACKEND and ACTION"));
+    cli_args_clear (&args);
+}
+
+static void
+test_cli_parse_bad_target (void **state)
+{
+    const char *bad [] = { "group:", "sometimes", "node:a,,b", "label:x",
+                           "group:web/1", NULL };
+    for (size_t index = 0; bad [index]; index++) {
+        cli_args_t args;
+        char err [512] = "";
+        assert_int_equal (s_parse (&args, err, sizeof err, "job", "run",
+                                   "--target", bad [index], "test", "echo",
+                                   NULL), -1);
+        assert_non_null (strstr (err, "bad target"));
+        assert_non_null (strstr (err, bad [index]));
+        //  The parser's own sentence follows
+        assert_true (strlen (err) > strlen ("bad target '': ")
+                                    + strlen (bad [index]));
+        cli_args_clear (&args);
+    }
+}
+
+static void
+test_cli_parse_bad_duration (void **state)
+{
+    cli_args_t args;
+    char err [512];
+    assert_int_equal (s_parse (&args, err, sizeof err, "job", "run",
+                               "--target", "all", "--timeout", "5x", "test",
+                               "echo", NULL), -1);
+    assert_non_null (strstr (err, "--timeout"));
+    assert_non_null (strstr (err, "not a duration"));
+    cli_args_clear (&args);
+
+    assert_int_equal (s_parse (&args, err, sizeof err, "--request-timeout",
+                               "soon", "status", NULL), -1);
+    assert_non_null (strstr (err, "--request-timeout"));
+    cli_args_clear (&args);
+
+    assert_int_equal (s_parse (&args, err, sizeof err, "job", "run",
+                               "--target", "all", "--job-timeout", "0s",
+                               "test", "echo", NULL), -1);
+    assert_non_null (strstr (err, "--job-timeout"));
+    cli_args_clear (&args);
+}
+
+static void
+test_cli_parse_unknown_command (void **state)
+{
+    cli_args_t args;
+    char err [512];
+    assert_int_equal (s_parse (&args, err, sizeof err, "jobs", NULL), -1);
+    assert_non_null (strstr (err, "unknown command 'jobs'"));
+    cli_args_clear (&args);
+
+    assert_int_equal (s_parse (&args, err, sizeof err, "job", "frobnicate",
+                               NULL), -1);
+    assert_non_null (strstr (err, "unknown job subcommand"));
+    cli_args_clear (&args);
+
+    assert_int_equal (s_parse (&args, err, sizeof err, "--verbose", "status",
+                               NULL), -1);
+    assert_non_null (strstr (err, "unknown option '--verbose'"));
+    cli_args_clear (&args);
+
+    assert_int_equal (s_parse (&args, err, sizeof err, NULL), -1);
+    assert_non_null (strstr (err, "no command"));
+    cli_args_clear (&args);
+}
+
+static void
+test_cli_parse_file_extra_args (void **state)
+{
+    cli_args_t args;
+    char err [512];
+    assert_int_equal (s_parse (&args, err, sizeof err, "job", "run", "-f",
+                               "deploy.yaml", "--wait", NULL), 0);
+    assert_string_equal (args.file, "deploy.yaml");
+    assert_true (args.wait);
+    cli_args_clear (&args);
+
+    assert_int_equal (s_parse (&args, err, sizeof err, "job", "run", "-f",
+                               "deploy.yaml", "test", "echo", NULL), -1);
+    assert_non_null (strstr (err, "unexpected argument 'test'"));
+    cli_args_clear (&args);
+
+    assert_int_equal (s_parse (&args, err, sizeof err, "job", "run",
+                               "--target", "all", "-f", "deploy.yaml", NULL),
+                      -1);
+    assert_non_null (strstr (err, "-f FILE"));
+    cli_args_clear (&args);
+}
+
+static void
+test_cli_parse_other_commands (void **state)
+{
+    cli_args_t args;
+    char err [512];
+    assert_int_equal (s_parse (&args, err, sizeof err, "job", "status",
+                               JOB_ID, "--output", "json", NULL), 0);
+    assert_int_equal (args.command, CLI_CMD_JOB_STATUS);
+    assert_string_equal (args.id, JOB_ID);
+    assert_int_equal (args.output, CLI_OUTPUT_JSON);
+    cli_args_clear (&args);
+
+    assert_int_equal (s_parse (&args, err, sizeof err, "job", "list",
+                               "--status", "failed", "--limit", "5", NULL), 0);
+    assert_int_equal (args.command, CLI_CMD_JOB_LIST);
+    assert_string_equal (args.status_filter, "failed");
+    assert_int_equal (args.limit, 5);
+    cli_args_clear (&args);
+
+    assert_int_equal (s_parse (&args, err, sizeof err, "job", "cancel",
+                               JOB_ID, "--reason", "wrong target", NULL), 0);
+    assert_int_equal (args.command, CLI_CMD_JOB_CANCEL);
+    assert_string_equal (args.reason, "wrong target");
+    cli_args_clear (&args);
+
+    assert_int_equal (s_parse (&args, err, sizeof err, "job", "events",
+                               JOB_ID, NULL), 0);
+    assert_int_equal (args.command, CLI_CMD_JOB_EVENTS);
+    cli_args_clear (&args);
+
+    assert_int_equal (s_parse (&args, err, sizeof err, "node", "list", NULL),
+                      0);
+    assert_int_equal (args.command, CLI_CMD_NODE_LIST);
+    cli_args_clear (&args);
+
+    assert_int_equal (s_parse (&args, err, sizeof err, "node", "info",
+                               "web-01", NULL), 0);
+    assert_int_equal (args.command, CLI_CMD_NODE_INFO);
+    assert_string_equal (args.id, "web-01");
+    cli_args_clear (&args);
+
+    assert_int_equal (s_parse (&args, err, sizeof err, "status", NULL), 0);
+    assert_int_equal (args.command, CLI_CMD_STATUS);
+    cli_args_clear (&args);
+
+    //  Help in its several spellings
+    assert_int_equal (s_parse (&args, err, sizeof err, "--help", NULL), 0);
+    assert_int_equal (args.command, CLI_CMD_HELP);
+    assert_null (args.help_topic);
+    cli_args_clear (&args);
+    assert_int_equal (s_parse (&args, err, sizeof err, "job", "--help", NULL),
+                      0);
+    assert_int_equal (args.command, CLI_CMD_HELP);
+    assert_string_equal (args.help_topic, "job");
+    cli_args_clear (&args);
+    assert_int_equal (s_parse (&args, err, sizeof err, "node", "info", "-h",
+                               NULL), 0);
+    assert_int_equal (args.command, CLI_CMD_HELP);
+    assert_string_equal (args.help_topic, "node");
+    cli_args_clear (&args);
+    assert_int_equal (s_parse (&args, err, sizeof err, "help", "status",
+                               NULL), 0);
+    assert_string_equal (args.help_topic, "status");
+    cli_args_clear (&args);
+    assert_int_equal (s_parse (&args, err, sizeof err, "--version", NULL), 0);
+    assert_int_equal (args.command, CLI_CMD_VERSION);
+    cli_args_clear (&args);
+}
+
+static void
+test_cli_parse_bad_values (void **state)
+{
+    struct {
+        const char *words [12];
+        const char *expect;
+    } cases [] = {
+        { { "job", "status", "42", NULL }, "not a job id" },
+        { { "job", "status", NULL }, "needs a job id" },
+        { { "job", "status", JOB_ID, JOB_ID, NULL }, "unexpected argument" },
+        { { "node", "info", "web.01", NULL }, "not a node id" },
+        { { "job", "list", "--limit", "0", NULL }, "--limit" },
+        { { "job", "list", "--status", "done", NULL }, "--status" },
+        { { "--output", "xml", "status", NULL }, "table or json" },
+        { { "--broker", NULL }, "needs a value" },
+        { { "job", "run", "--target", "all", "--retries", "11", "t", "a",
+            NULL }, "--retries" },
+        { { "job", "run", "--target", "all", "--priority", "high", "t", "a",
+            NULL }, "--priority" },
+        { { "job", "run", "--target", "all", "--strategy", "maybe", "t",
+            "a", NULL }, "--strategy" },
+        { { "job", "run", "--target", "all", "t", "a", "--x", "1", "--x",
+            "2", NULL }, "twice" },
+        { { "job", "run", "--target", "all", "t", "a", "--b@d", "1", NULL },
+          "not a valid param name" },
+        { { "job", "run", "--target", "all", "t", "a", "loose", NULL },
+          "params are written --NAME VALUE" },
+        { { "job", "run", "--target", "all", "t", "a", "--msg", NULL },
+          "needs a value" },
+        { { "job", "run", "--target", "all", "b@d", "a", NULL },
+          "not a valid backend name" },
+        { { "job", "list", "--reason", "x", NULL }, "unknown option" },
+        { { "status", "now", NULL }, "unexpected argument" },
+    };
+    for (size_t index = 0; index < sizeof cases / sizeof cases [0]; index++) {
+        char *argv [16] = { "gridcli" };
+        int argc = 1;
+        for (size_t word = 0; cases [index].words [word]; word++)
+            argv [argc++] = (char *) cases [index].words [word];
+        cli_args_t args;
+        char err [512] = "";
+        int rc = cli_args_parse (&args, argc, argv, err, sizeof err);
+        if (rc != -1 || !strstr (err, cases [index].expect))
+            fprintf (stderr, "case %zu: rc %d, '%s'\n", index, rc, err);
+        assert_int_equal (rc, -1);
+        assert_non_null (strstr (err, cases [index].expect));
+        cli_args_clear (&args);
+    }
+}
+
+//  ---------------------------------------------------------------------
+//  Settings
+
+static void
+test_cli_settings_precedence (void **state)
+{
+    char *file = strdup (s_path ("gridcli.yaml"));
+    s_write_file (file, "broker: ipc:///from-file\noutput: json\n"
+                        "request_timeout: 2s\n");
+    cli_args_t args;
+    cli_settings_t settings;
+    char err [512];
+
+    //  Defaults (no file at the default path)
+    assert_int_equal (s_parse (&args, err, sizeof err, "status", NULL), 0);
+    assert_int_equal (cli_settings_resolve (&args, NULL, NULL,
+                                            s_path ("absent.yaml"), &settings,
+                                            err, sizeof err), 0);
+    assert_string_equal (settings.broker, CLI_DEFAULT_BROKER);
+    assert_int_equal (settings.output, CLI_OUTPUT_TABLE);
+    assert_int_equal (settings.request_timeout_ms,
+                      CLI_DEFAULT_REQUEST_TIMEOUT_MS);
+    assert_null (settings.config_path);
+    cli_settings_clear (&settings);
+
+    //  The default path, when it exists, is read
+    assert_int_equal (cli_settings_resolve (&args, NULL, NULL, file,
+                                            &settings, err, sizeof err), 0);
+    assert_string_equal (settings.broker, "ipc:///from-file");
+    assert_int_equal (settings.output, CLI_OUTPUT_JSON);
+    assert_int_equal (settings.request_timeout_ms, 2000);
+    cli_settings_clear (&settings);
+
+    //  GRID_CONFIG names the file; GRID_BROKER beats the file's broker
+    assert_int_equal (cli_settings_resolve (&args, "ipc:///from-env", file,
+                                            NULL, &settings, err, sizeof err),
+                      0);
+    assert_string_equal (settings.broker, "ipc:///from-env");
+    assert_int_equal (settings.output, CLI_OUTPUT_JSON);
+    cli_settings_clear (&settings);
+    cli_args_clear (&args);
+
+    //  Flags beat both
+    assert_int_equal (s_parse (&args, err, sizeof err, "--broker",
+                               "ipc:///from-flag", "--output", "table",
+                               "--request-timeout", "700ms", "status", NULL),
+                      0);
+    assert_int_equal (cli_settings_resolve (&args, "ipc:///from-env", file,
+                                            NULL, &settings, err, sizeof err),
+                      0);
+    assert_string_equal (settings.broker, "ipc:///from-flag");
+    assert_int_equal (settings.output, CLI_OUTPUT_TABLE);
+    assert_int_equal (settings.request_timeout_ms, 700);
+    cli_settings_clear (&settings);
+    cli_args_clear (&args);
+
+    //  A named file that is missing, or wrong, is an error
+    assert_int_equal (s_parse (&args, err, sizeof err, "--config",
+                               s_path ("absent.yaml"), "status", NULL), 0);
+    assert_int_equal (cli_settings_resolve (&args, NULL, NULL, NULL,
+                                            &settings, err, sizeof err), -1);
+    assert_non_null (strstr (err, "absent.yaml"));
+    cli_settings_clear (&settings);
+    cli_args_clear (&args);
+
+    s_write_file (file, "broker: ipc:///x\nbrokers: 2\n");
+    assert_int_equal (s_parse (&args, err, sizeof err, "status", NULL), 0);
+    assert_int_equal (cli_settings_resolve (&args, NULL, file, NULL,
+                                            &settings, err, sizeof err), -1);
+    assert_non_null (strstr (err, "brokers"));
+    cli_settings_clear (&settings);
+
+    s_write_file (file, "output: yaml\n");
+    assert_int_equal (cli_settings_resolve (&args, NULL, file, NULL,
+                                            &settings, err, sizeof err), -1);
+    assert_non_null (strstr (err, "output"));
+    cli_settings_clear (&settings);
+    cli_args_clear (&args);
+    unlink (file);
+    free (file);
+}
+
+//  ---------------------------------------------------------------------
+//  Requests
+
+static void
+test_cli_request_ids_unique (void **state)
+{
+    char first [CLI_REQUEST_ID_LEN], second [CLI_REQUEST_ID_LEN];
+    cli_request_id_make (first, sizeof first);
+    cli_request_id_make (second, sizeof second);
+    assert_string_not_equal (first, second);
+    assert_true (name_valid (first));
+    assert_true (name_valid (second));
+}
+
+static void
+test_cli_request_job_run (void **state)
+{
+    cli_args_t args;
+    char err [512];
+    assert_int_equal (s_parse (&args, err, sizeof err, "job", "run",
+                               "--target", "group:web", "--timeout", "90s",
+                               "--retries", "1", "--priority", "7", "test",
+                               "echo", "--msg", "hi", "--count", "3", NULL),
+                      0);
+    pw_t *w = pw_new ();
+    job_errors_t errors = { .count = 0 };
+    assert_int_equal (cli_request_build (&args, NULL, "req-1", w, &errors),
+                      0);
+    assert_int_equal (errors.count, 0);
+
+    //  The broker's own decoder accepts it
+    proto_request_t *req = NULL;
+    const char *code = NULL;
+    char *id = NULL;
+    char why [256] = "";
+    assert_int_equal (proto_request_decode (pw_data (w), pw_size (w), &req,
+                                            &code, &id, why, sizeof why), 0);
+    assert_string_equal (req->type, "job.submit");
+    assert_string_equal (req->id, "req-1");
+
+    const pv_t *job = pv_map_get (req->body, "job");
+    const pv_t *target = pv_map_get (job, "target");
+    assert_true (pv_str_eq (pv_map_get (target, "scope"), "group"));
+    assert_true (pv_str_eq (pv_map_get (target, "value"), "web"));
+    const pv_t *tasks = pv_map_get (job, "tasks");
+    assert_int_equal (pv_size (tasks), 1);
+    const pv_t *task = pv_array_at (tasks, 0);
+    assert_true (pv_str_eq (pv_map_get (task, "backend"), "test"));
+    assert_true (pv_str_eq (pv_map_get (task, "action"), "echo"));
+    const pv_t *params = pv_map_get (task, "params");
+    assert_int_equal (pv_size (params), 2);
+    assert_true (pv_str_eq (pv_map_get (params, "msg"), "hi"));
+    assert_true (pv_str_eq (pv_map_get (params, "count"), "3"));
+    int64_t number = 0;
+    assert_int_equal (pv_get_int (pv_map_get (task, "max_retries"), &number),
+                      0);
+    assert_int_equal (number, 1);
+    int64_t ms = 0;
+    char *timeout = pv_strdup (pv_map_get (task, "timeout"));
+    assert_non_null (timeout);
+    assert_int_equal (duration_parse (timeout, &ms), 0);
+    assert_int_equal (ms, 90000);
+    free (timeout);
+    assert_int_equal (pv_get_int (pv_map_get (job, "priority"), &number), 0);
+    assert_int_equal (number, 7);
+    assert_null (pv_map_get (job, "strategy"));
+
+    //  And so does the job validator
+    job_spec_t *spec = NULL;
+    assert_int_equal (job_spec_decode (job, &spec, &errors), 0);
+    assert_int_equal (job_spec_step_count (spec), 1);
+    job_spec_destroy (&spec);
+    proto_request_destroy (&req);
+    free (id);
+    pw_destroy (&w);
+    cli_args_clear (&args);
+}
+
+static void
+test_cli_request_invalid_inline_job (void **state)
+{
+    //  A param longer than a job allows: the parser cannot know, the job
+    //  validator does, before anything is sent
+    char *long_value = malloc (JOB_MAX_PARAM_LEN + 2);
+    memset (long_value, 'x', JOB_MAX_PARAM_LEN + 1);
+    long_value [JOB_MAX_PARAM_LEN + 1] = 0;
+    cli_args_t args;
+    char err [512];
+    assert_int_equal (s_parse (&args, err, sizeof err, "job", "run",
+                               "--target", "all", "test", "echo", "--msg",
+                               long_value, NULL), 0);
+    pw_t *w = pw_new ();
+    job_errors_t errors = { .count = 0 };
+    assert_int_equal (cli_request_build (&args, NULL, "req-2", w, &errors),
+                      -1);
+    assert_true (errors.count >= 1);
+    assert_non_null (strstr (errors.items [0], "msg"));
+    job_errors_clear (&errors);
+    pw_destroy (&w);
+    cli_args_clear (&args);
+    free (long_value);
+}
+
+static void
+test_cli_request_other_commands (void **state)
+{
+    struct {
+        const char *words [8];
+        const char *type;
+        const char *key;        //  A field the request must carry
+    } cases [] = {
+        { { "job", "status", JOB_ID, NULL }, "job.get", "job" },
+        { { "job", "list", "--status", "running", "--limit", "20", NULL },
+          "job.list", "limit" },
+        { { "job", "cancel", JOB_ID, "--reason", "oops", NULL },
+          "job.cancel", "reason" },
+        { { "job", "events", JOB_ID, NULL }, "job.events", "job" },
+        { { "node", "list", NULL }, "node.list", NULL },
+        { { "node", "info", "web-01", NULL }, "node.get", "node" },
+        { { "status", NULL }, "status", NULL },
+    };
+    for (size_t index = 0; index < sizeof cases / sizeof cases [0]; index++) {
+        char *argv [10] = { "gridcli" };
+        int argc = 1;
+        for (size_t word = 0; cases [index].words [word]; word++)
+            argv [argc++] = (char *) cases [index].words [word];
+        cli_args_t args;
+        char err [512];
+        assert_int_equal (cli_args_parse (&args, argc, argv, err, sizeof err),
+                          0);
+        pw_t *w = pw_new ();
+        assert_int_equal (cli_request_build (&args, NULL, "req-3", w, NULL),
+                          0);
+        proto_request_t *req = NULL;
+        const char *code = NULL;
+        char *id = NULL;
+        char why [256] = "";
+        int rc = proto_request_decode (pw_data (w), pw_size (w), &req, &code,
+                                       &id, why, sizeof why);
+        if (rc)
+            fprintf (stderr, "case %zu: %s\n", index, why);
+        assert_int_equal (rc, 0);
+        assert_string_equal (req->type, cases [index].type);
+        if (cases [index].key)
+            assert_non_null (pv_map_get (req->body, cases [index].key));
+        proto_request_destroy (&req);
+        free (id);
+        pw_destroy (&w);
+        cli_args_clear (&args);
+    }
+}
+
+static void
+test_cli_request_job_file (void **state)
+{
+    char *file = strdup (s_path ("deploy.yaml"));
+    s_write_file (file,
+        "target: group:web\n"
+        "strategy: continue\n"
+        "tasks:\n"
+        "  - tasks:\n"
+        "      - backend: apt\n"
+        "        action: update\n"
+        "      - backend: apt\n"
+        "        action: install\n"
+        "        params: { package: nginx }\n"
+        "  - backend: systemd\n"
+        "    action: start\n"
+        "    params: { unit: nginx }\n");
+    job_spec_t *spec = NULL;
+    job_errors_t errors = { .count = 0 };
+    assert_int_equal (job_spec_load_file (file, &spec, &errors), 0);
+
+    cli_args_t args;
+    char err [512];
+    assert_int_equal (s_parse (&args, err, sizeof err, "job", "run", "-f",
+                               file, NULL), 0);
+    pw_t *w = pw_new ();
+    assert_int_equal (cli_request_build (&args, spec, "req-4", w, &errors),
+                      0);
+    proto_request_t *req = NULL;
+    const char *code = NULL;
+    char *id = NULL;
+    char why [256] = "";
+    assert_int_equal (proto_request_decode (pw_data (w), pw_size (w), &req,
+                                            &code, &id, why, sizeof why), 0);
+    const pv_t *job = pv_map_get (req->body, "job");
+    assert_int_equal (pv_size (pv_map_get (job, "tasks")), 2);
+    assert_true (pv_str_eq (pv_map_get (pv_map_get (job, "target"), "scope"),
+                            "group"));
+    assert_true (pv_str_eq (pv_map_get (job, "strategy"), "continue"));
+    proto_request_destroy (&req);
+    free (id);
+    pw_destroy (&w);
+    cli_args_clear (&args);
+    job_spec_destroy (&spec);
+    unlink (file);
+    free (file);
+}
+
+//  ---------------------------------------------------------------------
+//  Rendering
+
+static void
+test_cli_render_job_table (void **state)
+{
+    pw_t *w = pw_new ();
+    s_write_record (w, "partial_failure", true);
+    pv_doc_t *doc = s_decode (w);
+    s_capture_t out;
+    s_capture_open (&out);
+    assert_int_equal (cli_render (CLI_CMD_JOB_STATUS, pv_doc_root (doc),
+                                  CLI_OUTPUT_TABLE, out.file), 0);
+    const char *text = s_capture_close (&out);
+
+    assert_non_null (strstr (text, JOB_ID));
+    assert_non_null (strstr (text, "group:web"));
+    assert_non_null (strstr (text, "partial_failure"));
+    assert_non_null (strstr (text, "step      3/3"));
+    assert_non_null (strstr (text, "1 of 2 nodes failed"));
+    assert_non_null (strstr (text, "NODE"));
+    assert_non_null (strstr (text, "OUTPUT"));
+    assert_non_null (strstr (text, "web-01"));
+    assert_non_null (strstr (text, "web-02"));
+    //  Tasks by flat step: step 3 is the second leaf of the branch
+    assert_non_null (strstr (text, "test echo"));
+    assert_non_null (strstr (text, "test sleep"));
+    assert_non_null (strstr (text, "test fail"));
+    //  The failed row is marked, shows its error's first line, made safe
+    const char *failed = strstr (text, "! web-02");
+    assert_non_null (failed);
+    const char *line_end = strchr (failed, '\n');
+    assert_non_null (line_end);
+    char row [512];
+    snprintf (row, sizeof row, "%.*s", (int) (line_end - failed), failed);
+    assert_non_null (strstr (row, "failed (2 attempts)"));
+    assert_non_null (strstr (row, "boom: ?[31mdisk full"));
+    assert_null (strstr (row, "more"));
+    assert_null (strchr (text, '\x1b'));
+    //  First line of the output only
+    assert_non_null (strstr (text, "fine"));
+    assert_null (strstr (text, "second line"));
+    assert_int_equal (cli_job_exit_code (pv_doc_root (doc)),
+                      CLI_EXIT_JOB_FAILED);
+    assert_true (cli_job_finished (pv_doc_root (doc)));
+    free (out.text);
+    pv_doc_destroy (&doc);
+
+    //  Colour only when asked
+    pw_reset (w);
+    s_write_record (w, "failed", true);
+    doc = s_decode (w);
+    s_capture_open (&out);
+    assert_int_equal (cli_render_job (pv_doc_root (doc), out.file, true), 0);
+    text = s_capture_close (&out);
+    assert_non_null (strstr (text, "\033[31m! web-02"));
+    free (out.text);
+    pv_doc_destroy (&doc);
+    pw_destroy (&w);
+}
+
+static void
+test_cli_render_job_json (void **state)
+{
+    pw_t *w = pw_new ();
+    s_write_record (w, "completed", true);
+    pv_doc_t *doc = s_decode (w);
+    s_capture_t out;
+    s_capture_open (&out);
+    assert_int_equal (cli_render (CLI_CMD_JOB_STATUS, pv_doc_root (doc),
+                                  CLI_OUTPUT_JSON, out.file), 0);
+    const char *text = s_capture_close (&out);
+    assert_true (s_json_valid (text));
+    assert_non_null (strstr (text, "\"id\": \"" JOB_ID "\""));
+    assert_non_null (strstr (text, "\"web-02\""));
+    assert_int_equal (cli_job_exit_code (pv_doc_root (doc)), CLI_EXIT_OK);
+    free (out.text);
+    pv_doc_destroy (&doc);
+    pw_destroy (&w);
+}
+
+static void
+test_cli_render_progress (void **state)
+{
+    pw_t *w = pw_new ();
+    s_write_record (w, "running", false);
+    pv_doc_t *doc = s_decode (w);
+    char line [256];
+    cli_progress_format (pv_doc_root (doc), line, sizeof line);
+    assert_string_equal (line, JOB_ID " running  step 3/3  nodes 0/2 done");
+    assert_false (cli_job_finished (pv_doc_root (doc)));
+    assert_int_equal (cli_job_exit_code (pv_doc_root (doc)), CLI_EXIT_OK);
+    pv_doc_destroy (&doc);
+
+    pw_reset (w);
+    s_write_record (w, "partial_failure", true);
+    doc = s_decode (w);
+    cli_progress_format (pv_doc_root (doc), line, sizeof line);
+    assert_string_equal (line, JOB_ID " partial_failure  step 3/3  nodes 2/2 "
+                               "done  1 failed");
+    pv_doc_destroy (&doc);
+    pw_destroy (&w);
+}
+
+static void
+test_cli_render_lists (void **state)
+{
+    pw_t *w = pw_new ();
+    //  job.list
+    pw_map (w, 2);
+    pw_str (w, "jobs");
+    pw_array (w, 1);
+    pw_map (w, 8);
+    pw_str (w, "id");
+    pw_str (w, JOB_ID);
+    pw_str (w, "target");
+    pw_str (w, "label:tier=web.dev");
+    pw_str (w, "status");
+    pw_str (w, "running");
+    pw_str (w, "step");
+    pw_int (w, 0);
+    pw_str (w, "steps");
+    pw_int (w, 4);
+    pw_str (w, "expected");
+    pw_int (w, 5);
+    pw_str (w, "created_at");
+    pw_str (w, "2026-11-21T07:00:51.123Z");
+    pw_str (w, "updated_at");
+    pw_str (w, "2026-11-21T07:00:52.000Z");
+    pw_str (w, "total");
+    pw_int (w, 9);
+    pv_doc_t *doc = s_decode (w);
+    s_capture_t out;
+    s_capture_open (&out);
+    assert_int_equal (cli_render (CLI_CMD_JOB_LIST, pv_doc_root (doc),
+                                  CLI_OUTPUT_TABLE, out.file), 0);
+    const char *text = s_capture_close (&out);
+    assert_non_null (strstr (text, "ID"));
+    assert_non_null (strstr (text, "CREATED"));
+    assert_non_null (strstr (text, "label:tier=web.dev"));
+    assert_non_null (strstr (text, "1/4"));
+    assert_non_null (strstr (text, "2026-11-21 07:00:51"));
+    assert_non_null (strstr (text, "1 of 9 jobs"));
+    free (out.text);
+    pv_doc_destroy (&doc);
+
+    //  node.list
+    pw_reset (w);
+    pw_map (w, 1);
+    pw_str (w, "nodes");
+    pw_array (w, 1);
+    pw_map (w, 10);
+    pw_str (w, "id");
+    pw_str (w, "web-01");
+    pw_str (w, "hostname");
+    pw_str (w, "web-01.example.net");
+    pw_str (w, "groups");
+    pw_array (w, 2);
+    pw_str (w, "web");
+    pw_str (w, "prod");
+    pw_str (w, "labels");
+    pw_map (w, 1);
+    pw_str (w, "tier");
+    pw_str (w, "web.dev");
+    pw_str (w, "status");
+    pw_str (w, "online");
+    pw_str (w, "last_seen");
+    pw_str (w, "2026-11-21T07:00:51.123Z");
+    pw_str (w, "registered_at");
+    pw_str (w, "2026-11-21T06:00:00.000Z");
+    pw_str (w, "version");
+    pw_str (w, "0.1.0");
+    pw_str (w, "concurrency");
+    pw_int (w, 4);
+    pw_str (w, "running");
+    pw_int (w, 1);
+    doc = s_decode (w);
+    s_capture_open (&out);
+    assert_int_equal (cli_render (CLI_CMD_NODE_LIST, pv_doc_root (doc),
+                                  CLI_OUTPUT_TABLE, out.file), 0);
+    text = s_capture_close (&out);
+    assert_non_null (strstr (text, "LAST-SEEN"));
+    assert_non_null (strstr (text, "web-01.example.net"));
+    assert_non_null (strstr (text, "web,prod"));
+    assert_non_null (strstr (text, "tier=web.dev"));
+    assert_non_null (strstr (text, "1/4"));
+    free (out.text);
+    pv_doc_destroy (&doc);
+
+    //  job.events
+    pw_reset (w);
+    pw_map (w, 1);
+    pw_str (w, "events");
+    pw_array (w, 2);
+    pw_map (w, 3);
+    pw_str (w, "seq");
+    pw_int (w, 1);
+    pw_str (w, "time");
+    pw_str (w, "2026-11-21T07:00:51.123Z");
+    pw_str (w, "event");
+    pw_str (w, "submitted");
+    pw_map (w, 6);
+    pw_str (w, "seq");
+    pw_int (w, 2);
+    pw_str (w, "time");
+    pw_str (w, "2026-11-21T07:00:52.456Z");
+    pw_str (w, "event");
+    pw_str (w, "failed");
+    pw_str (w, "node");
+    pw_str (w, "web-02");
+    pw_str (w, "step");
+    pw_int (w, 0);
+    pw_str (w, "detail");
+    pw_str (w, "exit 1");
+    doc = s_decode (w);
+    s_capture_open (&out);
+    assert_int_equal (cli_render (CLI_CMD_JOB_EVENTS, pv_doc_root (doc),
+                                  CLI_OUTPUT_TABLE, out.file), 0);
+    text = s_capture_close (&out);
+    assert_non_null (strstr (text, "TIME"));
+    assert_non_null (strstr (text, "DETAIL"));
+    assert_non_null (strstr (text, "2026-11-21 07:00:52.456"));
+    assert_non_null (strstr (text, "web-02"));
+    assert_non_null (strstr (text, "exit 1"));
+    free (out.text);
+    pv_doc_destroy (&doc);
+
+    //  node.get
+    pw_reset (w);
+    pw_map (w, 3);
+    pw_str (w, "id");
+    pw_str (w, "web-01");
+    pw_str (w, "hostname");
+    pw_str (w, "web-01.example.net");
+    pw_str (w, "backends");
+    pw_array (w, 1);
+    pw_map (w, 2);
+    pw_str (w, "name");
+    pw_str (w, "apt");
+    pw_str (w, "actions");
+    pw_array (w, 1);
+    pw_map (w, 4);
+    pw_str (w, "name");
+    pw_str (w, "install");
+    pw_str (w, "kind");
+    pw_str (w, "modify");
+    pw_str (w, "help");
+    pw_str (w, "Install a package");
+    pw_str (w, "params");
+    pw_array (w, 2);
+    pw_map (w, 2);
+    pw_str (w, "name");
+    pw_str (w, "package");
+    pw_str (w, "required");
+    pw_bool (w, true);
+    pw_map (w, 2);
+    pw_str (w, "name");
+    pw_str (w, "version");
+    pw_str (w, "required");
+    pw_bool (w, false);
+    doc = s_decode (w);
+    s_capture_open (&out);
+    assert_int_equal (cli_render (CLI_CMD_NODE_INFO, pv_doc_root (doc),
+                                  CLI_OUTPUT_TABLE, out.file), 0);
+    text = s_capture_close (&out);
+    assert_non_null (strstr (text, "BACKEND"));
+    assert_non_null (strstr (text, "modify"));
+    assert_non_null (strstr (text, "package*,version"));
+    free (out.text);
+    pv_doc_destroy (&doc);
+
+    //  status
+    pw_reset (w);
+    pw_map (w, 4);
+    pw_str (w, "version");
+    pw_str (w, "0.1.0");
+    pw_str (w, "uptime_ms");
+    pw_int (w, 5400000);
+    pw_str (w, "nodes");
+    pw_map (w, 3);
+    pw_str (w, "total");
+    pw_int (w, 3);
+    pw_str (w, "online");
+    pw_int (w, 2);
+    pw_str (w, "offline");
+    pw_int (w, 1);
+    pw_str (w, "dropped");
+    pw_map (w, 1);
+    pw_str (w, "malformed");
+    pw_int (w, 4);
+    doc = s_decode (w);
+    s_capture_open (&out);
+    assert_int_equal (cli_render (CLI_CMD_STATUS, pv_doc_root (doc),
+                                  CLI_OUTPUT_TABLE, out.file), 0);
+    text = s_capture_close (&out);
+    assert_non_null (strstr (text, "1h30m"));
+    assert_non_null (strstr (text, "2 online"));
+    assert_non_null (strstr (text, "4 malformed"));
+    free (out.text);
+    pv_doc_destroy (&doc);
+    pw_destroy (&w);
+}
+
+static void
+test_cli_render_malformed (void **state)
+{
+    pw_t *w = pw_new ();
+    pw_map (w, 1);
+    pw_str (w, "jobs");
+    pw_str (w, "not a list");
+    pv_doc_t *doc = s_decode (w);
+    s_capture_t out;
+    s_capture_open (&out);
+    assert_int_equal (cli_render (CLI_CMD_JOB_LIST, pv_doc_root (doc),
+                                  CLI_OUTPUT_TABLE, out.file), -2);
+    assert_int_equal (cli_render (CLI_CMD_JOB_STATUS, pv_doc_root (doc),
+                                  CLI_OUTPUT_TABLE, out.file), -2);
+    assert_int_equal (cli_render (CLI_CMD_NODE_LIST, pv_doc_root (doc),
+                                  CLI_OUTPUT_TABLE, out.file), -2);
+    const char *text = s_capture_close (&out);
+    assert_string_equal (text, "");
+    free (out.text);
+    pv_doc_destroy (&doc);
+    pw_destroy (&w);
+}
+
+static void
+test_cli_reply_envelope (void **state)
+{
+    pw_t *w = pw_new ();
+    char *details [] = { "tasks[0].params.msg: required", "second" };
+    proto_reply_error (w, "req-5", PROTO_ERR_INVALID_JOB, "the job is invalid",
+                       details, 2);
+    pv_doc_t *doc = s_decode (w);
+    const pv_t *data = NULL;
+    s_capture_t err;
+    s_capture_open (&err);
+    assert_int_equal (cli_reply_data (doc, "req-5", &data, err.file),
+                      CLI_EXIT_REFUSED);
+    const char *text = s_capture_close (&err);
+    assert_string_equal (text, "gridcli: the job is invalid (invalid_job)\n"
+                               "  tasks[0].params.msg: required\n"
+                               "  second\n");
+    free (err.text);
+    pv_doc_destroy (&doc);
+
+    //  An ok reply for another request id is malformed
+    pw_reset (w);
+    proto_reply_ok_begin (w, "req-other");
+    pw_map (w, 0);
+    doc = s_decode (w);
+    s_capture_open (&err);
+    assert_int_equal (cli_reply_data (doc, "req-5", &data, err.file),
+                      CLI_EXIT_UNREACHABLE);
+    s_capture_close (&err);
+    free (err.text);
+    pv_doc_destroy (&doc);
+
+    pw_reset (w);
+    proto_reply_ok_begin (w, "req-5");
+    pw_map (w, 1);
+    pw_str (w, "job");
+    pw_str (w, JOB_ID);
+    doc = s_decode (w);
+    s_capture_open (&err);
+    assert_int_equal (cli_reply_data (doc, "req-5", &data, err.file),
+                      CLI_EXIT_OK);
+    s_capture_close (&err);
+    assert_true (pv_str_eq (pv_map_get (data, "job"), JOB_ID));
+    free (err.text);
+    pv_doc_destroy (&doc);
+    pw_destroy (&w);
+}
+
+//  ---------------------------------------------------------------------
+//  Transport
+
+static void
+test_cli_exchange_unreachable (void **state)
+{
+    char endpoint [300];
+    snprintf (endpoint, sizeof endpoint, "ipc://%s/nobody", s_dir);
+    pw_t *w = pw_new ();
+    proto_request_begin (w, "status", "req-6", 0);
+    pv_doc_t *reply = NULL;
+    char err [512] = "";
+    int rc = cli_exchange (endpoint, pw_data (w), pw_size (w), 600, &reply,
+                           err, sizeof err);
+    assert_int_equal (rc, CLI_EXIT_UNREACHABLE);
+    assert_null (reply);
+    assert_non_null (strstr (err, "no answer from the broker at"));
+    assert_non_null (strstr (err, endpoint));
+    assert_non_null (strstr (err, "GRID_BROKER"));
+
+    rc = cli_exchange ("nonsense://x", pw_data (w), pw_size (w), 600, &reply,
+                       err, sizeof err);
+    assert_int_equal (rc, CLI_EXIT_USAGE);
+    pw_destroy (&w);
+}
+
+static void
+test_cli_exchange_retry_same_id (void **state)
+{
+    s_fake_t fake;
+    s_fake_init (&fake, "retry");
+    fake.drop = 1;
+    zactor_t *broker = zactor_new (s_fake_broker, &fake);
+    assert_non_null (broker);
+
+    char id [CLI_REQUEST_ID_LEN];
+    cli_request_id_make (id, sizeof id);
+    pw_t *w = pw_new ();
+    proto_request_begin (w, "status", id, 0);
+    pv_doc_t *reply = NULL;
+    char err [512] = "";
+    //  Generous: the first try is dropped on purpose, the second answered
+    int rc = cli_exchange (fake.endpoint, pw_data (w), pw_size (w), 6000,
+                           &reply, err, sizeof err);
+    if (rc)
+        fprintf (stderr, "exchange: %s\n", err);
+    assert_int_equal (rc, CLI_EXIT_OK);
+    const pv_t *data = NULL;
+    assert_int_equal (cli_reply_data (reply, id, &data, stderr), CLI_EXIT_OK);
+    assert_true (pv_str_eq (pv_map_get (data, "version"), "0.1.0"));
+    pv_doc_destroy (&reply);
+    pw_destroy (&w);
+    zactor_destroy (&broker);
+
+    assert_int_equal (fake.requests, 2);
+    assert_int_equal (fake.malformed, 0);
+    assert_string_equal (fake.ids [0], id);
+    assert_string_equal (fake.ids [1], id);
+}
+
+//  ---------------------------------------------------------------------
+//  The whole program against the fake broker
+
+static int
+s_run (s_capture_t *out, s_capture_t *err, ...)
+{
+    char *argv [32];
+    int argc = 0;
+    argv [argc++] = "gridcli";
+    va_list list;
+    va_start (list, err);
+    char *word;
+    while ((word = va_arg (list, char *)) && argc < 31)
+        argv [argc++] = word;
+    va_end (list);
+    argv [argc] = NULL;
+    s_capture_open (out);
+    s_capture_open (err);
+    int rc = cli_run (argc, argv, out->file, err->file);
+    s_capture_close (out);
+    s_capture_close (err);
+    return rc;
+}
+
+static void
+test_cli_run_wait (void **state)
+{
+    char *config = strdup (s_path ("empty.yaml"));
+    s_write_file (config, "# nothing set\n");
+
+    s_fake_t fake;
+    s_fake_init (&fake, "wait");
+    fake.running_polls = 2;
+    fake.final = "completed";
+    zactor_t *broker = zactor_new (s_fake_broker, &fake);
+    s_capture_t out, err;
+    int rc = s_run (&out, &err, "--config", config, "--broker", fake.endpoint,
+                    "job", "run", "--target", "group:web", "test", "echo",
+                    "--msg", "hi", "--wait", NULL);
+    if (rc)
+        fprintf (stderr, "%s%s", out.text, err.text);
+    assert_int_equal (rc, CLI_EXIT_OK);
+    assert_non_null (strstr (out.text, "web-01"));
+    assert_non_null (strstr (out.text, "STATUS"));
+    assert_non_null (strstr (out.text, "job " JOB_ID " completed"));
+    //  Progress went to stderr, once per change (not a terminal)
+    assert_non_null (strstr (err.text, JOB_ID " running  step 3/3"));
+    free (out.text);
+    free (err.text);
+    zactor_destroy (&broker);
+    assert_int_equal (fake.malformed, 0);
+    assert_string_equal (fake.types [0], "job.submit");
+    assert_string_equal (fake.types [1], "job.get");
+    assert_int_equal (fake.gets, 3);
+
+    //  A failed job exits 1, in JSON too
+    s_fake_init (&fake, "wait-failed");
+    fake.final = "failed";
+    broker = zactor_new (s_fake_broker, &fake);
+    rc = s_run (&out, &err, "--config", config, "--broker", fake.endpoint,
+                "--output", "json", "job", "run", "--wait", "--target", "all",
+                "test", "fail", NULL);
+    assert_int_equal (rc, CLI_EXIT_JOB_FAILED);
+    assert_true (s_json_valid (out.text));
+    free (out.text);
+    free (err.text);
+
+    //  job status of the same (failed) job exits 1 as well
+    rc = s_run (&out, &err, "--config", config, "--broker", fake.endpoint,
+                "job", "status", JOB_ID, NULL);
+    assert_int_equal (rc, CLI_EXIT_JOB_FAILED);
+    assert_non_null (strstr (out.text, "! web-02"));
+    free (out.text);
+    free (err.text);
+
+    //  An error reply exits 4 with the message and the details
+    rc = s_run (&out, &err, "--config", config, "--broker", fake.endpoint,
+                "node", "info", "web-09", NULL);
+    assert_int_equal (rc, CLI_EXIT_REFUSED);
+    assert_non_null (strstr (err.text, "gridcli: no such thing (not_found)"));
+    assert_non_null (strstr (err.text, "\n  second detail\n"));
+    free (out.text);
+    free (err.text);
+    zactor_destroy (&broker);
+    unlink (config);
+    free (config);
+}
+
+static void
+test_cli_run_unreachable (void **state)
+{
+    char *config = strdup (s_path ("empty.yaml"));
+    s_write_file (config, "request_timeout: 600ms\n");
+    char endpoint [300];
+    snprintf (endpoint, sizeof endpoint, "ipc://%s/none", s_dir);
+    s_capture_t out, err;
+    int rc = s_run (&out, &err, "--config", config, "--broker", endpoint,
+                    "status", NULL);
+    assert_int_equal (rc, CLI_EXIT_UNREACHABLE);
+    assert_non_null (strstr (err.text, "gridcli: no answer from the broker"));
+    assert_string_equal (out.text, "");
+    free (out.text);
+    free (err.text);
+    unlink (config);
+    free (config);
+}
+
+static void
+test_cli_run_usage_errors (void **state)
+{
+    char *file = strdup (s_path ("bad-job.yaml"));
+    s_write_file (file, "target: group:web\n"
+                        "tasks:\n"
+                        "  - backend: apt\n"
+                        "    action: install\n"
+                        "    condition: sometimes\n"
+                        "strategy: whenever\n");
+    s_capture_t out, err;
+    int rc = s_run (&out, &err, "--broker", "ipc:///unused", "job", "run",
+                    "-f", file, NULL);
+    assert_int_equal (rc, CLI_EXIT_USAGE);
+    //  Every problem, each with its path
+    assert_non_null (strstr (err.text, "tasks[0].condition"));
+    assert_non_null (strstr (err.text, "strategy"));
+    free (out.text);
+    free (err.text);
+
+    rc = s_run (&out, &err, "job", "run", "--target", "group:", "t", "a",
+                NULL);
+    assert_int_equal (rc, CLI_EXIT_USAGE);
+    assert_non_null (strstr (err.text, "gridcli: bad target"));
+    assert_non_null (strstr (err.text, "gridcli job --help"));
+    free (out.text);
+    free (err.text);
+
+    rc = s_run (&out, &err, "--help", NULL);
+    assert_int_equal (rc, CLI_EXIT_OK);
+    assert_non_null (strstr (out.text, "Exit codes"));
+    assert_non_null (strstr (out.text, "GRID_BROKER"));
+    free (out.text);
+    free (err.text);
+
+    rc = s_run (&out, &err, "--version", NULL);
+    assert_int_equal (rc, CLI_EXIT_OK);
+    assert_non_null (strstr (out.text, "gridcli "));
+    free (out.text);
+    free (err.text);
+    unlink (file);
+    free (file);
+}
+
+//  ---------------------------------------------------------------------
+
+static int
+s_setup (void **state)
+{
+    //  The environment must not steer the program under test
+    unsetenv ("GRID_BROKER");
+    unsetenv ("GRID_CONFIG");
+    //  mkdtemp wants a template that ends in six 'X', which it replaces
+    int len = snprintf (s_dir, sizeof s_dir, "/tmp/test_cli.");
+    memset (s_dir + len, 'X', 6);
+    s_dir [len + 6] = 0;
+    return mkdtemp (s_dir) ? 0 : -1;
+}
+
+static int
+s_teardown (void **state)
+{
+    DIR *dir = opendir (s_dir);
+    if (dir) {
+        struct dirent *entry;
+        while ((entry = readdir (dir)))
+            if (!streq (entry->d_name, ".") && !streq (entry->d_name, ".."))
+                unlink (s_path (entry->d_name));
+        closedir (dir);
+    }
+    return rmdir (s_dir);
+}
+
+int
+main (void)
+{
+    const struct CMUnitTest tests [] = {
+        cmocka_unit_test (test_cli_parse_params_after_action),
+        cmocka_unit_test (test_cli_parse_wait_anywhere),
+        cmocka_unit_test (test_cli_parse_run_options),
+        cmocka_unit_test (test_cli_parse_missing_target),
+        cmocka_unit_test (test_cli_parse_bad_target),
+        cmocka_unit_test (test_cli_parse_bad_duration),
+        cmocka_unit_test (test_cli_parse_unknown_command),
+        cmocka_unit_test (test_cli_parse_file_extra_args),
+        cmocka_unit_test (test_cli_parse_other_commands),
+        cmocka_unit_test (test_cli_parse_bad_values),
+        cmocka_unit_test (test_cli_settings_precedence),
+        cmocka_unit_test (test_cli_request_ids_unique),
+        cmocka_unit_test (test_cli_request_job_run),
+        cmocka_unit_test (test_cli_request_invalid_inline_job),
+        cmocka_unit_test (test_cli_request_other_commands),
+        cmocka_unit_test (test_cli_request_job_file),
+        cmocka_unit_test (test_cli_render_job_table),
+        cmocka_unit_test (test_cli_render_job_json),
+        cmocka_unit_test (test_cli_render_progress),
+        cmocka_unit_test (test_cli_render_lists),
+        cmocka_unit_test (test_cli_render_malformed),
+        cmocka_unit_test (test_cli_reply_envelope),
+        cmocka_unit_test (test_cli_exchange_unreachable),
+        cmocka_unit_test (test_cli_exchange_retry_same_id),
+        cmocka_unit_test (test_cli_run_wait),
+        cmocka_unit_test (test_cli_run_unreachable),
+        cmocka_unit_test (test_cli_run_usage_errors),
+    };
+    return cmocka_run_group_tests (tests, s_setup, s_teardown);
+}
