@@ -23,6 +23,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/types.h>
+#include <unistd.h>
 
 //  A write transaction begins by growing the map once more than this
 //  share of it is in use, so most passes never meet MDB_MAP_FULL at all.
@@ -177,9 +178,11 @@ s_mkdir_p (const char *dir, char *err, size_t err_len)
             struct stat info;
             if (stat (path, &info) != 0 || !S_ISDIR (info.st_mode)) {
                 if (error == EEXIST)
-                    error = ENOTDIR;
-                snprintf (err, err_len, "cannot create directory %s: %s",
-                          path, strerror (error));
+                    snprintf (err, err_len, "%s: %s", path,
+                              strerror (ENOTDIR));
+                else
+                    snprintf (err, err_len, "cannot create directory %s: %s",
+                              path, strerror (error));
                 rc = -1;
                 break;
             }
@@ -310,7 +313,12 @@ store_open (const char *dir, size_t map_bytes, size_t max_map_bytes,
         snprintf (err, err_len, "%s: %s", dir, strerror (ENOMEM));
         return NULL;
     }
-    self->max_map_bytes = max_map_bytes;
+    //  LMDB wants maps of whole pages: round the start up, the ceiling down
+    long page_bytes = sysconf (_SC_PAGESIZE);
+    size_t page = page_bytes > 0 ? (size_t) page_bytes : 4096;
+    if (map_bytes % page && map_bytes < SIZE_MAX - page)
+        map_bytes += page - map_bytes % page;
+    self->max_map_bytes = max_map_bytes - max_map_bytes % page;
     int rc = mdb_env_create (&self->env);
     if (rc != MDB_SUCCESS) {
         snprintf (err, err_len, "%s: %s", dir, mdb_strerror (rc));
@@ -399,15 +407,17 @@ s_grow (store_t *self)
 {
     assert (self->live_txns == 0);
     MDB_envinfo info;
-    MDB_stat stat;
-    if (mdb_env_info (self->env, &info) || mdb_env_stat (self->env, &stat))
+    MDB_stat page_stat;
+    if (mdb_env_info (self->env, &info)
+        || mdb_env_stat (self->env, &page_stat))
         return;
     size_t map_bytes = info.me_mapsize;
     if (self->max_map_bytes <= map_bytes) {
         self->grow_wanted = false;
         return;
     }
-    size_t used_bytes = (info.me_last_pgno + 1) * (size_t) stat.ms_psize;
+    size_t used_bytes =
+        (info.me_last_pgno + 1) * (size_t) page_stat.ms_psize;
     if (!self->grow_wanted
         && used_bytes <= map_bytes / 100 * STORE_GROW_PERCENT)
         return;
@@ -764,10 +774,10 @@ store_count (store_txn_t *txn, store_db_t db)
 {
     if (!txn || !s_db_valid (db) || txn->failed)
         return 0;
-    MDB_stat stat;
-    if (mdb_stat (txn->handle, txn->store->dbi[db], &stat) != MDB_SUCCESS)
+    MDB_stat db_stat;
+    if (mdb_stat (txn->handle, txn->store->dbi[db], &db_stat) != MDB_SUCCESS)
         return 0;
-    return stat.ms_entries;
+    return db_stat.ms_entries;
 }
 
 void
@@ -775,11 +785,11 @@ store_usage (store_t *self, size_t *map_bytes, size_t *used_bytes)
 {
     size_t map = 0, used = 0;
     MDB_envinfo info;
-    MDB_stat stat;
+    MDB_stat page_stat;
     if (self && mdb_env_info (self->env, &info) == MDB_SUCCESS
-        && mdb_env_stat (self->env, &stat) == MDB_SUCCESS) {
+        && mdb_env_stat (self->env, &page_stat) == MDB_SUCCESS) {
         map = info.me_mapsize;
-        used = (info.me_last_pgno + 1) * (size_t) stat.ms_psize;
+        used = (info.me_last_pgno + 1) * (size_t) page_stat.ms_psize;
     }
     if (map_bytes)
         *map_bytes = map;
