@@ -1,0 +1,1810 @@
+/*  =========================================================================
+    agent - gridagent: registers with the broker, runs what it is sent,
+    reports every result durably
+
+    Life of a command (key = job|step|attempt):
+
+        command --(dedup: spool + work table)--> taken:
+            spool ACK, send ack
+            check backend / action / params   -> refused result
+            plan, queue in the executor
+        executor started  -> spool STARTED, send started
+        executor done     -> spool RESULT, send result
+        result_ack        -> spool DONE (kept for dedup)
+
+    The work table holds what is queued or running (the executor owns each
+    record and frees it after its done call); the spool holds the rest.
+    =========================================================================
+*/
+#include "agent.h"
+
+#include <czmq.h>
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../backends/backend.h"
+#include "../proto/conf.h"
+#include "../proto/names.h"
+#include "executor.h"
+#include "spool.h"
+
+#define S_HELLO_FIRST_MS 100        //  First hello retry, doubling...
+#define S_HELLO_MS 2000             //  ...up to this, until welcomed
+#define S_RESEND_MS 5000            //  Unacknowledged results again
+#define S_RESEND_BATCH 256          //  Most results re-sent per round
+#define S_FLUSH_MS 2000             //  Shutdown: wait for result_acks
+#define S_STOP_CHECK_MS 20          //  Shutdown: how often to look
+#define S_HWM 10000                 //  Socket high-water marks
+#define S_ZMTP_HEARTBEAT_MS 5000    //  ZMTP-level heartbeats
+#define S_ZMTP_TIMEOUT_MS 15000
+#define S_HANDSHAKE_MS 10000
+#define S_RECONNECT_MS 100          //  First reconnect (plus jitter)
+#define S_RECONNECT_MAX_MS 10000    //  Backoff cap
+#define S_LINGER_MS 2000            //  Queued messages get this long at close
+#define S_READ_BATCH 64             //  Messages per socket wake-up
+#define S_CANCELLED_KEEP 1024       //  Recently cancelled jobs remembered
+#define S_HEARTBEAT_MIN_MS 100
+#define S_HEARTBEAT_MAX_MS 600000
+#define S_TEXT_SLACK 1024           //  Room kept for a sentence after output
+#define S_MAX_TIMEOUT_MS (30ULL * 24 * 3600 * 1000)  //  30 days
+
+
+//  ---------------------------------------------------------------------
+//  Configuration
+
+static void
+s_err (char *err, size_t err_len, const char *format, ...)
+    __attribute__ ((format (printf, 3, 4)));
+
+static void
+s_err (char *err, size_t err_len, const char *format, ...)
+{
+    if (!err || err_len == 0)
+        return;
+    va_list args;
+    va_start (args, format);
+    vsnprintf (err, err_len, format, args);
+    va_end (args);
+}
+
+static void
+s_free_list (char ***list_p, size_t *count_p)
+{
+    for (size_t index = 0; *list_p && index < *count_p; index++)
+        free ((*list_p) [index]);
+    free (*list_p);
+    *list_p = NULL;
+    *count_p = 0;
+}
+
+static void
+s_free_labels (proto_kv_t **labels_p, size_t *count_p)
+{
+    for (size_t index = 0; *labels_p && index < *count_p; index++) {
+        free ((*labels_p) [index].key);
+        free ((*labels_p) [index].value);
+    }
+    free (*labels_p);
+    *labels_p = NULL;
+    *count_p = 0;
+}
+
+static void
+s_set_str (char **field, const char *value)
+{
+    free (*field);
+    *field = value ? strdup (value) : NULL;
+}
+
+void
+agent_config_init (agent_config_t *config)
+{
+    memset (config, 0, sizeof (*config));
+    config->broker = strdup (AGENT_DEFAULT_BROKER);
+    config->publish = strdup (AGENT_DEFAULT_PUBLISH);
+    config->state_dir = strdup (AGENT_DEFAULT_STATE_DIR);
+    config->resolv_conf = strdup (BACKEND_RESOLV_CONF);
+    config->concurrency = 1;
+    config->output_cap_bytes = EXECUTOR_DEFAULT_CAP_BYTES;
+    config->kill_grace_ms = AGENT_DEFAULT_GRACE_MS;
+    config->drain_ms = AGENT_DEFAULT_DRAIN_MS;
+}
+
+void
+agent_config_clear (agent_config_t *config)
+{
+    free (config->id);
+    s_free_list (&config->groups, &config->group_count);
+    s_free_labels (&config->labels, &config->label_count);
+    free (config->broker);
+    free (config->publish);
+    free (config->state_dir);
+    free (config->config_file);
+    free (config->tool_dir);
+    s_free_list (&config->disabled, &config->disabled_count);
+    free (config->resolv_conf);
+    memset (config, 0, sizeof (*config));
+}
+
+//  Appends a copy of TEXT to LIST.
+static int
+s_list_add (char ***list_p, size_t *count_p, const char *text)
+{
+    char **list = (char **) realloc (*list_p,
+                                     (*count_p + 2) * sizeof (char *));
+    if (!list)
+        return -1;
+    *list_p = list;
+    list [*count_p] = strdup (text);
+    if (!list [*count_p])
+        return -1;
+    (*count_p)++;
+    list [*count_p] = NULL;
+    return 0;
+}
+
+static int
+s_label_add (proto_kv_t **labels_p, size_t *count_p, const char *key,
+             const char *value)
+{
+    proto_kv_t *labels = (proto_kv_t *) realloc (
+        *labels_p, (*count_p + 1) * sizeof (proto_kv_t));
+    if (!labels)
+        return -1;
+    *labels_p = labels;
+    labels [*count_p].key = strdup (key);
+    labels [*count_p].value = strdup (value);
+    (*count_p)++;
+    return labels [*count_p - 1].key && labels [*count_p - 1].value ? 0 : -1;
+}
+
+//  Splits "a,b,c" into a fresh list replacing *LIST_P. Empty items are
+//  an error naming WHAT.
+static int
+s_list_from_csv (const char *text, char ***list_p, size_t *count_p,
+                 const char *what, char *err, size_t err_len)
+{
+    s_free_list (list_p, count_p);
+    if (!*text)
+        return 0;
+    const char *cursor = text;
+    while (cursor) {
+        const char *comma = strchr (cursor, ',');
+        size_t len = comma ? (size_t) (comma - cursor) : strlen (cursor);
+        if (len == 0) {
+            s_err (err, err_len, "%s: empty item in '%s'", what, text);
+            return -1;
+        }
+        char *item = strndup (cursor, len);
+        int rc = item ? s_list_add (list_p, count_p, item) : -1;
+        free (item);
+        if (rc) {
+            s_err (err, err_len, "out of memory");
+            return -1;
+        }
+        cursor = comma ? comma + 1 : NULL;
+    }
+    return 0;
+}
+
+//  Splits "k=v,k2=v2" into fresh labels replacing *LABELS_P.
+static int
+s_labels_from_csv (const char *text, proto_kv_t **labels_p, size_t *count_p,
+                   char *err, size_t err_len)
+{
+    char **items = NULL;
+    size_t item_count = 0;
+    s_free_labels (labels_p, count_p);
+    if (s_list_from_csv (text, &items, &item_count, "--labels", err,
+                         err_len))
+        return -1;
+    int rc = 0;
+    for (size_t index = 0; index < item_count && rc == 0; index++) {
+        char *equals = strchr (items [index], '=');
+        if (!equals) {
+            s_err (err, err_len, "--labels: '%s' is not key=value",
+                   items [index]);
+            rc = -1;
+            break;
+        }
+        *equals = 0;
+        rc = s_label_add (labels_p, count_p, items [index], equals + 1);
+        if (rc)
+            s_err (err, err_len, "out of memory");
+    }
+    s_free_list (&items, &item_count);
+    return rc;
+}
+
+//  A string or integer scalar as fresh text (YAML reads "web: 1" as an
+//  integer), else NULL.
+static char *
+s_pv_text (const pv_t *value)
+{
+    if (pv_type (value) == PV_STR)
+        return pv_strdup (value);
+    int64_t number = 0;
+    char *text = NULL;
+    if (pv_type (value) == PV_INT && pv_get_int (value, &number) == 0
+    &&  asprintf (&text, "%lld", (long long) number) < 0)
+        text = NULL;
+    return text;
+}
+
+//  Reads the list of names under KEY of MAP into *LIST_P (replacing it).
+static int
+s_conf_list (const pv_t *map, const char *key, char ***list_p,
+             size_t *count_p, char *err, size_t err_len)
+{
+    const pv_t *value = pv_map_get (map, key);
+    if (!value)
+        return 0;
+    if (pv_type (value) != PV_ARRAY) {
+        s_err (err, err_len, "%s: expected a list, got %s", key,
+               pv_type_name (pv_type (value)));
+        return -1;
+    }
+    s_free_list (list_p, count_p);
+    for (size_t index = 0; index < pv_size (value); index++) {
+        char *text = s_pv_text (pv_array_at (value, index));
+        if (!text) {
+            s_err (err, err_len, "%s[%zu]: expected a name", key, index);
+            return -1;
+        }
+        int rc = s_list_add (list_p, count_p, text);
+        free (text);
+        if (rc) {
+            s_err (err, err_len, "out of memory");
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static const char *const s_config_keys [] = {
+    "id", "groups", "labels", "broker", "publish", "state_dir",
+    "concurrency", "tool_dir", "output_cap_bytes", "disabled_backends",
+    "resolv_conf", "kill_grace", "drain", "verbose", NULL
+};
+
+//  Applies the keys of ROOT to CONFIG.
+static int
+s_conf_apply (agent_config_t *config, const pv_t *root, char *err,
+              size_t err_len)
+{
+    if (conf_check_keys (root, s_config_keys, err, err_len))
+        return -1;
+    if (pv_type (root) != PV_MAP)
+        return 0;
+    int64_t number = -1;
+    if (conf_get_str (root, "id", &config->id, err, err_len)
+    ||  conf_get_str (root, "broker", &config->broker, err, err_len)
+    ||  conf_get_str (root, "publish", &config->publish, err, err_len)
+    ||  conf_get_str (root, "state_dir", &config->state_dir, err, err_len)
+    ||  conf_get_str (root, "tool_dir", &config->tool_dir, err, err_len)
+    ||  conf_get_str (root, "resolv_conf", &config->resolv_conf, err,
+                      err_len)
+    ||  conf_get_duration (root, "kill_grace", &config->kill_grace_ms, err,
+                           err_len)
+    ||  conf_get_duration (root, "drain", &config->drain_ms, err, err_len)
+    ||  conf_get_bool (root, "verbose", &config->verbose, err, err_len)
+    ||  s_conf_list (root, "groups", &config->groups, &config->group_count,
+                     err, err_len)
+    ||  s_conf_list (root, "disabled_backends", &config->disabled,
+                     &config->disabled_count, err, err_len))
+        return -1;
+    if (conf_get_int (root, "concurrency", &number, err, err_len))
+        return -1;
+    if (number != -1) {
+        if (number < 1 || number > AGENT_MAX_CONCURRENCY) {
+            s_err (err, err_len, "concurrency: %lld is out of range (1..%d)",
+                   (long long) number, AGENT_MAX_CONCURRENCY);
+            return -1;
+        }
+        config->concurrency = (uint32_t) number;
+    }
+    number = -1;
+    if (conf_get_int (root, "output_cap_bytes", &number, err, err_len))
+        return -1;
+    if (number != -1) {
+        if (number < 1 || number > PROTO_MAX_OUTPUT - S_TEXT_SLACK) {
+            s_err (err, err_len, "output_cap_bytes: %lld is out of range "
+                   "(1..%d)", (long long) number,
+                   PROTO_MAX_OUTPUT - S_TEXT_SLACK);
+            return -1;
+        }
+        config->output_cap_bytes = (size_t) number;
+    }
+    const pv_t *labels = pv_map_get (root, "labels");
+    if (labels) {
+        if (pv_type (labels) != PV_MAP) {
+            s_err (err, err_len, "labels: expected a map, got %s",
+                   pv_type_name (pv_type (labels)));
+            return -1;
+        }
+        s_free_labels (&config->labels, &config->label_count);
+        for (size_t index = 0; index < pv_size (labels); index++) {
+            char *key = pv_strdup (pv_map_key_at (labels, index));
+            char *value = s_pv_text (pv_map_value_at (labels, index));
+            int rc = key && value
+                   ? s_label_add (&config->labels, &config->label_count, key,
+                                  value) : -1;
+            if (rc)
+                s_err (err, err_len, "labels.%s: expected a label value",
+                       key ? key : "?");
+            free (key);
+            free (value);
+            if (rc)
+                return -1;
+        }
+    }
+    return 0;
+}
+
+int
+agent_config_load (agent_config_t *config, const char *path, char *err,
+                   size_t err_len)
+{
+    pv_doc_t *doc = NULL;
+    char why [512];
+    if (conf_load_file (path, &doc, err, err_len))
+        return -1;
+    int rc = s_conf_apply (config, pv_doc_root (doc), why, sizeof (why));
+    if (rc)
+        s_err (err, err_len, "%s: %s", path, why);
+    else
+        s_set_str (&config->config_file, path);
+    pv_doc_destroy (&doc);
+    return rc;
+}
+
+//  Parses a whole decimal number in [MIN, MAX].
+static int
+s_parse_number (const char *text, long long min, long long max,
+                long long *out)
+{
+    char *end = NULL;
+    errno = 0;
+    long long value = strtoll (text, &end, 10);
+    if (errno || !end || end == text || *end || value < min || value > max)
+        return -1;
+    *out = value;
+    return 0;
+}
+
+static void
+s_usage (FILE *out)
+{
+    fprintf (out,
+"usage: gridagent [options]\n"
+"\n"
+"Registers this host with a grid broker and runs the actions it is sent.\n"
+"Flags override the config file, which overrides the defaults.\n"
+"\n"
+"  --id ID                 node id (default: the short hostname)\n"
+"  --groups G1,G2          groups this node belongs to\n"
+"  --labels K=V,K2=V2      labels; dotted values nest (tier=web.dev)\n"
+"  --broker ENDPOINT       broker agent endpoint (default %s)\n"
+"  --publish ENDPOINT      broker commands endpoint (default %s)\n"
+"  --state-dir DIR         spool directory (default %s)\n"
+"  --config FILE           YAML config file (see conf/gridagent.yaml)\n"
+"  --concurrency N         tasks run at once (default 1)\n"
+"  --tool-dir DIR          look up programs (apt-get, systemctl, ping)\n"
+"                          only in DIR\n"
+"  --output-cap BYTES      output kept per stream (default %d)\n"
+"  --disable B1,B2         switch these backends off on this node\n"
+"  --resolv-conf FILE      file the network backend manages\n"
+"                          (default %s)\n"
+"  --kill-grace DURATION   SIGTERM to SIGKILL delay for a task (default 5s)\n"
+"  --drain DURATION        on shutdown, how long running tasks may finish\n"
+"                          (default 5s)\n"
+"  --verbose               log every command event\n"
+"  --version               print the version and exit\n"
+"  --help                  print this help and exit\n",
+             AGENT_DEFAULT_BROKER, AGENT_DEFAULT_PUBLISH,
+             AGENT_DEFAULT_STATE_DIR, EXECUTOR_DEFAULT_CAP_BYTES,
+             BACKEND_RESOLV_CONF);
+}
+
+typedef enum {
+    S_OPT_ID = 256, S_OPT_GROUPS, S_OPT_LABELS, S_OPT_BROKER, S_OPT_PUBLISH,
+    S_OPT_STATE_DIR, S_OPT_CONFIG, S_OPT_CONCURRENCY, S_OPT_TOOL_DIR,
+    S_OPT_OUTPUT_CAP, S_OPT_DISABLE, S_OPT_RESOLV_CONF, S_OPT_KILL_GRACE,
+    S_OPT_DRAIN, S_OPT_VERBOSE, S_OPT_VERSION, S_OPT_HELP, S_OPT_END
+} s_option_t;
+
+static const struct option s_options [] = {
+    { "id", required_argument, NULL, S_OPT_ID },
+    { "groups", required_argument, NULL, S_OPT_GROUPS },
+    { "labels", required_argument, NULL, S_OPT_LABELS },
+    { "broker", required_argument, NULL, S_OPT_BROKER },
+    { "publish", required_argument, NULL, S_OPT_PUBLISH },
+    { "state-dir", required_argument, NULL, S_OPT_STATE_DIR },
+    { "config", required_argument, NULL, S_OPT_CONFIG },
+    { "concurrency", required_argument, NULL, S_OPT_CONCURRENCY },
+    { "tool-dir", required_argument, NULL, S_OPT_TOOL_DIR },
+    { "output-cap", required_argument, NULL, S_OPT_OUTPUT_CAP },
+    { "disable", required_argument, NULL, S_OPT_DISABLE },
+    { "resolv-conf", required_argument, NULL, S_OPT_RESOLV_CONF },
+    { "kill-grace", required_argument, NULL, S_OPT_KILL_GRACE },
+    { "drain", required_argument, NULL, S_OPT_DRAIN },
+    { "verbose", no_argument, NULL, S_OPT_VERBOSE },
+    { "version", no_argument, NULL, S_OPT_VERSION },
+    { "help", no_argument, NULL, S_OPT_HELP },
+    { NULL, 0, NULL, 0 }
+};
+
+//  Applies one flag to CONFIG.
+static int
+s_apply_flag (agent_config_t *config, int option, const char *value,
+              char *err, size_t err_len)
+{
+    long long number = 0;
+    int64_t ms = 0;
+    switch (option) {
+        case S_OPT_ID: s_set_str (&config->id, value); return 0;
+        case S_OPT_BROKER: s_set_str (&config->broker, value); return 0;
+        case S_OPT_PUBLISH: s_set_str (&config->publish, value); return 0;
+        case S_OPT_STATE_DIR: s_set_str (&config->state_dir, value); return 0;
+        case S_OPT_TOOL_DIR: s_set_str (&config->tool_dir, value); return 0;
+        case S_OPT_RESOLV_CONF:
+            s_set_str (&config->resolv_conf, value);
+            return 0;
+        case S_OPT_VERBOSE: config->verbose = true; return 0;
+        case S_OPT_GROUPS:
+            return s_list_from_csv (value, &config->groups,
+                                    &config->group_count, "--groups", err,
+                                    err_len);
+        case S_OPT_DISABLE:
+            return s_list_from_csv (value, &config->disabled,
+                                    &config->disabled_count, "--disable", err,
+                                    err_len);
+        case S_OPT_LABELS:
+            return s_labels_from_csv (value, &config->labels,
+                                      &config->label_count, err, err_len);
+        case S_OPT_CONCURRENCY:
+            if (s_parse_number (value, 1, AGENT_MAX_CONCURRENCY, &number)) {
+                s_err (err, err_len, "--concurrency: '%s' is not a number "
+                       "from 1 to %d", value, AGENT_MAX_CONCURRENCY);
+                return -1;
+            }
+            config->concurrency = (uint32_t) number;
+            return 0;
+        case S_OPT_OUTPUT_CAP:
+            if (s_parse_number (value, 1, PROTO_MAX_OUTPUT - S_TEXT_SLACK,
+                                &number)) {
+                s_err (err, err_len, "--output-cap: '%s' is not a number "
+                       "from 1 to %d", value, PROTO_MAX_OUTPUT - S_TEXT_SLACK);
+                return -1;
+            }
+            config->output_cap_bytes = (size_t) number;
+            return 0;
+        case S_OPT_KILL_GRACE:
+        case S_OPT_DRAIN:
+            if (duration_parse (value, &ms)) {
+                s_err (err, err_len, "--%s: '%s' is not a duration (like "
+                       "500ms, 5s, 1m)", option == S_OPT_DRAIN ? "drain"
+                                                              : "kill-grace",
+                       value);
+                return -1;
+            }
+            if (option == S_OPT_DRAIN)
+                config->drain_ms = ms;
+            else
+                config->kill_grace_ms = ms;
+            return 0;
+        default:
+            return 0;
+    }
+}
+
+int
+agent_config_parse (agent_config_t *config, int argc, char *argv [],
+                    FILE *out, char *err, size_t err_len)
+{
+    //  Flags are collected first: the config file they name is read
+    //  before them, whatever their order
+    const char *values [S_OPT_END - S_OPT_ID];
+    memset (values, 0, sizeof (values));
+    bool verbose = false;
+    optind = 0;
+    opterr = 0;
+    int option;
+    while ((option = getopt_long (argc, argv, "h", s_options, NULL)) != -1) {
+        if (option == 'h' || option == S_OPT_HELP) {
+            s_usage (out);
+            return 1;
+        }
+        if (option == S_OPT_VERSION) {
+            fprintf (out, "gridagent %s (protocol %d)\n", GRID_VERSION,
+                     PROTO_VERSION);
+            return 1;
+        }
+        if (option == S_OPT_VERBOSE) {
+            verbose = true;
+            continue;
+        }
+        if (option == '?' || option == ':') {
+            const char *bad = optind > 0 && optind <= argc
+                            ? argv [optind - 1] : "?";
+            if (optopt && optopt >= S_OPT_ID)
+                s_err (err, err_len, "%s needs a value (see --help)", bad);
+            else
+                s_err (err, err_len, "unknown option '%s' (see --help)", bad);
+            return -1;
+        }
+        values [option - S_OPT_ID] = optarg;
+    }
+    if (optind < argc) {
+        s_err (err, err_len, "unexpected argument '%s' (see --help)",
+               argv [optind]);
+        return -1;
+    }
+    const char *file = values [S_OPT_CONFIG - S_OPT_ID];
+    if (file && agent_config_load (config, file, err, err_len))
+        return -1;
+    for (int index = 0; index < S_OPT_END - S_OPT_ID; index++)
+        if (values [index] && index + S_OPT_ID != S_OPT_CONFIG
+        &&  s_apply_flag (config, index + S_OPT_ID, values [index], err,
+                          err_len))
+            return -1;
+    if (verbose)
+        config->verbose = true;
+    return agent_config_check (config, err, err_len) ? -1 : 0;
+}
+
+//  "a, b, c" of the built-in backend names into BUF.
+static void
+s_backend_names (char *buf, size_t buf_len)
+{
+    size_t count = 0, used = 0;
+    const backend_ops_t *const *all = backends_all (&count);
+    buf [0] = 0;
+    for (size_t index = 0; index < count; index++) {
+        int wrote = snprintf (buf + used, buf_len - used, "%s%s",
+                              index ? ", " : "", all [index]->name);
+        if (wrote < 0 || (size_t) wrote >= buf_len - used)
+            break;
+        used += (size_t) wrote;
+    }
+}
+
+int
+agent_config_check (agent_config_t *config, char *err, size_t err_len)
+{
+    char show [NAME_SHOW_LEN];
+    if (!config->id) {
+        char host [HOST_NAME_MAX + 1];
+        if (gethostname (host, sizeof (host))) {
+            s_err (err, err_len, "cannot read the host name: %s; pass --id",
+                   strerror (errno));
+            return -1;
+        }
+        host [HOST_NAME_MAX] = 0;
+        host [strcspn (host, ".")] = 0;
+        if (!name_valid (host)) {
+            s_err (err, err_len, "the host name '%s' is not a valid node "
+                   "id: pass --id", name_show (host, strlen (host), show,
+                                               sizeof (show)));
+            return -1;
+        }
+        config->id = strdup (host);
+    }
+    if (!name_valid (config->id)) {
+        s_err (err, err_len, "id: '%s' is not a valid node id (letters, "
+               "digits, '_' and '-', 1 to %d)",
+               name_show (config->id, strlen (config->id), show,
+                          sizeof (show)), NAME_MAX_LEN);
+        return -1;
+    }
+    for (size_t index = 0; index < config->group_count; index++) {
+        const char *group = config->groups [index];
+        if (!name_valid (group)) {
+            s_err (err, err_len, "groups: '%s' is not a valid group name",
+                   name_show (group, strlen (group), show, sizeof (show)));
+            return -1;
+        }
+        for (size_t other = 0; other < index; other++)
+            if (strcmp (config->groups [other], group) == 0) {
+                s_err (err, err_len, "groups: '%s' is listed twice", group);
+                return -1;
+            }
+    }
+    for (size_t index = 0; index < config->label_count; index++) {
+        const proto_kv_t *label = &config->labels [index];
+        if (!name_valid (label->key)) {
+            s_err (err, err_len, "labels: '%s' is not a valid label key",
+                   name_show (label->key, strlen (label->key), show,
+                              sizeof (show)));
+            return -1;
+        }
+        if (!name_label_value_valid (label->value)) {
+            s_err (err, err_len, "labels: '%s' is not a valid label value "
+                   "(names joined by '.')",
+                   name_show (label->value, strlen (label->value), show,
+                              sizeof (show)));
+            return -1;
+        }
+        for (size_t other = 0; other < index; other++)
+            if (strcmp (config->labels [other].key, label->key) == 0) {
+                s_err (err, err_len, "labels: key '%s' is given twice",
+                       label->key);
+                return -1;
+            }
+    }
+    for (size_t index = 0; index < config->disabled_count; index++)
+        if (!backend_find (config->disabled [index])) {
+            char known [256];
+            s_backend_names (known, sizeof (known));
+            s_err (err, err_len, "disabled backends: unknown backend '%s' "
+                   "(known: %s)",
+                   name_show (config->disabled [index],
+                              strlen (config->disabled [index]), show,
+                              sizeof (show)), known);
+            return -1;
+        }
+    if (config->concurrency < 1 || config->concurrency > AGENT_MAX_CONCURRENCY
+    ||  config->output_cap_bytes < 1
+    ||  config->output_cap_bytes > PROTO_MAX_OUTPUT - S_TEXT_SLACK) {
+        s_err (err, err_len, "concurrency or output cap out of range");
+        return -1;
+    }
+    if (config->kill_grace_ms < 0 || config->drain_ms < 0) {
+        s_err (err, err_len, "kill grace and drain must not be negative");
+        return -1;
+    }
+    if (!config->broker || !*config->broker || !config->publish
+    ||  !*config->publish) {
+        s_err (err, err_len, "broker and publish endpoints are required");
+        return -1;
+    }
+    if (!config->state_dir || !*config->state_dir) {
+        s_err (err, err_len, "state_dir is required");
+        return -1;
+    }
+    if (!config->resolv_conf || config->resolv_conf [0] != '/') {
+        s_err (err, err_len, "resolv_conf must be an absolute path");
+        return -1;
+    }
+    if (config->tool_dir) {
+        //  Programs are run by absolute path: make the directory one
+        char real [PATH_MAX];
+        struct stat info;
+        if (!realpath (config->tool_dir, real) || stat (real, &info)
+        ||  !S_ISDIR (info.st_mode)) {
+            s_err (err, err_len, "tool_dir: '%s' is not a directory",
+                   config->tool_dir);
+            return -1;
+        }
+        s_set_str (&config->tool_dir, real);
+    }
+    return 0;
+}
+
+char **
+agent_topics (const agent_config_t *config, size_t *count_p)
+{
+    char **topics = NULL;
+    size_t count = 0;
+    char topic [512];
+    bool ok = s_list_add (&topics, &count, "all/") == 0;
+    for (size_t index = 0; ok && index < config->group_count; index++) {
+        snprintf (topic, sizeof (topic), "group/%s/", config->groups [index]);
+        ok = s_list_add (&topics, &count, topic) == 0;
+    }
+    for (size_t index = 0; ok && index < config->label_count; index++) {
+        //  Every prefix of the dotted value: tier=web.dev gives
+        //  label/tier/web/ and label/tier/web.dev/
+        const char *value = config->labels [index].value;
+        const char *dot = value;
+        while (ok && dot) {
+            dot = strchr (dot, '.');
+            size_t len = dot ? (size_t) (dot - value) : strlen (value);
+            snprintf (topic, sizeof (topic), "label/%s/%.*s/",
+                      config->labels [index].key, (int) len, value);
+            ok = s_list_add (&topics, &count, topic) == 0;
+            if (dot)
+                dot++;
+        }
+    }
+    if (ok) {
+        snprintf (topic, sizeof (topic), "node/%s/", config->id);
+        ok = s_list_add (&topics, &count, topic) == 0;
+    }
+    if (!ok) {
+        s_free_list (&topics, &count);
+        return NULL;
+    }
+    if (count_p)
+        *count_p = count;
+    return topics;
+}
+
+void
+agent_topics_free (char ***topics_p)
+{
+    if (!topics_p || !*topics_p)
+        return;
+    for (char **topic = *topics_p; *topic; topic++)
+        free (*topic);
+    free (*topics_p);
+    *topics_p = NULL;
+}
+
+int
+agent_signals_block (void)
+{
+    signal (SIGPIPE, SIG_IGN);
+    sigset_t mask;
+    sigemptyset (&mask);
+    sigaddset (&mask, SIGTERM);
+    sigaddset (&mask, SIGINT);
+    if (pthread_sigmask (SIG_BLOCK, &mask, NULL))
+        return -1;
+    return executor_signals_block ();
+}
+
+
+//  ---------------------------------------------------------------------
+//  The agent
+
+typedef struct _s_work_t s_work_t;
+
+struct _agent_t {
+    const agent_config_t *config;  //  Borrowed
+    char hostname [HOST_NAME_MAX + 1];
+    zloop_t *loop;
+    zsock_t *dealer;            //  To the broker's agent endpoint
+    zsock_t *sub;               //  From the broker's commands endpoint
+    executor_t *executor;
+    spool_t *spool;
+    backend_context_t context;  //  What plans borrow
+    int signal_fd;              //  SIGTERM, SIGINT
+    pw_t *writer;               //  Reused for every send
+    void *hello;                //  Encoded hello (built once)
+    size_t hello_size;
+    bool welcomed;              //  The broker knows us
+    uint32_t heartbeat_ms;      //  From the welcome
+    int hello_timer;            //  -1 when none
+    uint32_t hello_delay_ms;    //  Next hello retry delay
+    int heartbeat_timer;
+    int resend_timer;
+    zhashx_t *work;             //  key -> s_work_t, queued or running
+    zhashx_t *cancelled;        //  Recently cancelled job ids
+    zlistx_t *cancelled_order;  //  Oldest first (owned strings)
+    bool stopping;              //  SIGTERM seen: no new work
+    bool cancel_sent;           //  Shutdown: running work was cancelled
+    int64_t drain_deadline;     //  Shutdown: monotonic
+    int64_t stop_deadline;      //  Shutdown: give up waiting
+    uint64_t malformed;         //  Frames that did not decode
+};
+
+//  One command the executor holds.
+struct _s_work_t {
+    agent_t *agent;             //  Owner
+    char key [SPOOL_KEY_MAX];   //  job|step|attempt
+    char *job;
+    uint32_t step;
+    uint32_t attempt;
+    char *what;                 //  "backend.action", for logs
+    backend_plan_t *plan;       //  How it runs
+    backend_outcome_t outcome;  //  In-loop actions: what they reported
+};
+
+static void
+s_log (agent_t *self, const char *format, ...)
+    __attribute__ ((format (printf, 2, 3)));
+
+static void
+s_log (agent_t *self, const char *format, ...)
+{
+    char line [1024];
+    va_list args;
+    va_start (args, format);
+    vsnprintf (line, sizeof (line), format, args);
+    va_end (args);
+    fprintf (stderr, "gridagent[%s]: %s\n", self->config->id, line);
+}
+
+#define s_debug(self, ...) \
+    do { if ((self)->config->verbose) s_log (self, __VA_ARGS__); } while (0)
+
+//  Jitter: a value in [MS - MS/5, MS + MS/5], so a fleet that restarts
+//  together does not hello or re-send in lockstep.
+static size_t
+s_jitter (uint32_t ms)
+{
+    uint32_t spread = ms / 5;
+    return (size_t) (ms - spread + (spread ? randof (2 * spread + 1) : 0));
+}
+
+
+//  ---------------------------------------------------------------------
+//  Sending
+
+static void
+s_send_bytes (agent_t *self, const void *data, size_t size)
+{
+    zframe_t *frame = zframe_new (data, size);
+    if (!frame)
+        return;
+    if (zframe_send (&frame, self->dealer, ZFRAME_DONTWAIT))
+        s_debug (self, "send to broker dropped: %s", zmq_strerror (errno));
+    zframe_destroy (&frame);
+}
+
+static int
+s_send (agent_t *self, const proto_msg_t *msg)
+{
+    pw_reset (self->writer);
+    if (proto_msg_encode (msg, self->writer)) {
+        s_log (self, "internal: a %s message does not encode",
+               proto_type_name (msg->type));
+        return -1;
+    }
+    s_send_bytes (self, pw_data (self->writer), pw_size (self->writer));
+    return 0;
+}
+
+//  ack or started for (job, step, attempt); spooled first when SPOOL.
+static void
+s_send_progress (agent_t *self, proto_type_t type, const char *job,
+                 uint32_t step, uint32_t attempt, bool spool)
+{
+    proto_msg_t msg = {
+        .type = type, .node = self->config->id, .job = (char *) job,
+        .step = step, .attempt = attempt
+    };
+    char err [256];
+    if (spool && spool_put (self->spool, &msg, err, sizeof (err)))
+        s_log (self, "cannot record %s of %s step %u: %s",
+               proto_type_name (type), job, step, err);
+    s_send (self, &msg);
+}
+
+static void
+s_resend_one (void *arg, const char *key, const void *data, size_t size)
+{
+    s_send_bytes ((agent_t *) arg, data, size);
+}
+
+static void
+s_resend_results (agent_t *self)
+{
+    size_t count = spool_each_result (self->spool, s_resend_one, self,
+                                      S_RESEND_BATCH);
+    if (count)
+        s_debug (self, "re-sent %zu unacknowledged result(s)", count);
+}
+
+static void
+s_send_hello (agent_t *self)
+{
+    s_send_bytes (self, self->hello, self->hello_size);
+}
+
+
+//  ---------------------------------------------------------------------
+//  Timers
+
+static int
+s_hello_fired (zloop_t *loop, int timer_id, void *arg);
+
+//  Hello retries start fast (a hello sent before the connection is up is
+//  dropped, not queued) and back off to every S_HELLO_MS.
+static void
+s_arm_hello (agent_t *self, bool first)
+{
+    if (first || self->hello_delay_ms == 0)
+        self->hello_delay_ms = S_HELLO_FIRST_MS;
+    else
+    if (self->hello_delay_ms < S_HELLO_MS)
+        self->hello_delay_ms = self->hello_delay_ms * 2 < S_HELLO_MS
+                             ? self->hello_delay_ms * 2 : S_HELLO_MS;
+    if (self->hello_timer >= 0)
+        zloop_timer_end (self->loop, self->hello_timer);
+    self->hello_timer = zloop_timer (self->loop,
+                                     s_jitter (self->hello_delay_ms), 1,
+                                     s_hello_fired, self);
+}
+
+static int
+s_hello_fired (zloop_t *loop, int timer_id, void *arg)
+{
+    agent_t *self = (agent_t *) arg;
+    if (timer_id != self->hello_timer)
+        return 0;
+    self->hello_timer = -1;
+    if (!self->welcomed) {
+        s_debug (self, "no welcome yet: hello again");
+        s_send_hello (self);
+        s_arm_hello (self, false);
+    }
+    return 0;
+}
+
+static int
+s_heartbeat_fired (zloop_t *loop, int timer_id, void *arg)
+{
+    agent_t *self = (agent_t *) arg;
+    if (timer_id != self->heartbeat_timer || !self->welcomed)
+        return 0;
+    proto_msg_t msg = {
+        .type = PROTO_HEARTBEAT, .node = self->config->id,
+        .running = (uint32_t) executor_running (self->executor),
+        .queued = (uint32_t) executor_queued (self->executor)
+    };
+    s_send (self, &msg);
+    return 0;
+}
+
+static int
+s_resend_fired (zloop_t *loop, int timer_id, void *arg)
+{
+    agent_t *self = (agent_t *) arg;
+    if (self->welcomed)
+        s_resend_results (self);
+    return 0;
+}
+
+//  The broker does not know us (any more): register again.
+static void
+s_unwelcome (agent_t *self)
+{
+    self->welcomed = false;
+    if (self->heartbeat_timer >= 0)
+        zloop_timer_end (self->loop, self->heartbeat_timer);
+    self->heartbeat_timer = -1;
+    s_send_hello (self);
+    s_arm_hello (self, true);
+}
+
+
+//  ---------------------------------------------------------------------
+//  Results
+
+static const char *
+s_status_name (executor_status_t status)
+{
+    switch (status) {
+        case EXECUTOR_SUCCESS: return "success";
+        case EXECUTOR_TIMEOUT: return "timeout";
+        case EXECUTOR_CANCELLED: return "cancelled";
+        default: return "failed";
+    }
+}
+
+//  Makes LEN bytes at TEXT (taken) a string the wire accepts: valid UTF-8
+//  without NUL (a bad byte becomes '?'), at most MAX bytes, cut on a
+//  character boundary. Sets *CUT when it had to cut.
+static char *
+s_clean_text (char *text, size_t len, size_t max, bool *cut)
+{
+    if (!text)
+        return strdup ("");
+    unsigned char *bytes = (unsigned char *) text;
+    size_t index = 0;
+    while (index < len) {
+        unsigned char c = bytes [index];
+        size_t follow = 0;
+        unsigned char low = 0x80, high = 0xBF;
+        if (c == 0) {
+            bytes [index++] = '?';
+            continue;
+        }
+        if (c < 0x80) {
+            index++;
+            continue;
+        }
+        if (c >= 0xC2 && c <= 0xDF)
+            follow = 1;
+        else
+        if (c >= 0xE0 && c <= 0xEF) {
+            follow = 2;
+            low = c == 0xE0 ? 0xA0 : 0x80;
+            high = c == 0xED ? 0x9F : 0xBF;
+        }
+        else
+        if (c >= 0xF0 && c <= 0xF4) {
+            follow = 3;
+            low = c == 0xF0 ? 0x90 : 0x80;
+            high = c == 0xF4 ? 0x8F : 0xBF;
+        }
+        bool valid = follow > 0 && index + follow < len;
+        for (size_t next = 1; valid && next <= follow; next++) {
+            unsigned char b = bytes [index + next];
+            unsigned char lo = next == 1 ? low : 0x80;
+            unsigned char hi = next == 1 ? high : 0xBF;
+            valid = b >= lo && b <= hi;
+        }
+        if (!valid) {
+            bytes [index++] = '?';
+            continue;
+        }
+        index += follow + 1;
+    }
+    if (len > max) {
+        size_t end = max;
+        while (end > 0 && (bytes [end] & 0xC0) == 0x80)
+            end--;
+        len = end;
+        *cut = true;
+    }
+    text [len] = 0;
+    return text;
+}
+
+//  Records RESULT in the spool, then sends it.
+static void
+s_finish (agent_t *self, proto_msg_t *result)
+{
+    char err [256];
+    if (spool_put (self->spool, result, err, sizeof (err)))
+        s_log (self, "cannot record the result of %s step %u: %s (sent "
+               "anyway, not kept)", result->job, result->step, err);
+    s_send (self, result);
+    s_debug (self, "job %s step %u attempt %u: %s%s%s", result->job,
+             result->step, result->attempt, result->status,
+             result->error && *result->error ? ": " : "",
+             result->error ? result->error : "");
+}
+
+//  A result for work that did not run: refused, cancelled before it
+//  started, or impossible to start.
+static void
+s_finish_unrun (agent_t *self, const proto_msg_t *command, const char *status,
+                const char *error)
+{
+    proto_msg_t *result = proto_msg_new (PROTO_RESULT);
+    result->node = strdup (self->config->id);
+    result->job = strdup (command->job);
+    result->step = command->step;
+    result->attempt = command->attempt;
+    result->status = strdup (status);
+    result->output = strdup ("");
+    bool cut = false;
+    result->error = s_clean_text (strdup (error), strlen (error),
+                                  PROTO_MAX_TEXT, &cut);
+    result->exit_code = -1;
+    s_finish (self, result);
+    proto_msg_destroy (&result);
+}
+
+static void
+s_work_free (void *arg)
+{
+    s_work_t *work = (s_work_t *) arg;
+    backend_plan_destroy (&work->plan);
+    backend_outcome_clear (&work->outcome);
+    free (work->job);
+    free (work->what);
+    free (work);
+}
+
+static int
+s_child_run (void *arg)
+{
+    s_work_t *work = (s_work_t *) arg;
+    return work->plan->child (work->plan);
+}
+
+static void
+s_inproc_run (void *arg, executor_result_t *result)
+{
+    s_work_t *work = (s_work_t *) arg;
+    work->plan->inproc (work->plan, &work->outcome);
+    result->status = work->outcome.ok ? EXECUTOR_SUCCESS : EXECUTOR_FAILED;
+    result->exit_code = work->outcome.exit_code;
+    if (work->outcome.ok && result->exit_code < 0)
+        result->exit_code = 0;
+    result->output = work->outcome.output;
+    result->error = work->outcome.error;
+    work->outcome.output = NULL;
+    work->outcome.error = NULL;
+}
+
+static void
+s_work_started (void *arg, pid_t pid)
+{
+    s_work_t *work = (s_work_t *) arg;
+    agent_t *self = work->agent;
+    s_send_progress (self, PROTO_STARTED, work->job, work->step,
+                     work->attempt, true);
+    s_debug (self, "job %s step %u attempt %u: %s started", work->job,
+             work->step, work->attempt, work->what);
+}
+
+static void
+s_work_done (void *arg, executor_result_t *done)
+{
+    s_work_t *work = (s_work_t *) arg;
+    agent_t *self = work->agent;
+    proto_msg_t *result = proto_msg_new (PROTO_RESULT);
+    result->node = strdup (self->config->id);
+    result->job = strdup (work->job);
+    result->step = work->step;
+    result->attempt = work->attempt;
+    result->exit_code = done->exit_code;
+    result->duration_ms = done->duration_ms;
+    result->truncated = done->truncated;
+    const char *status = s_status_name (done->status);
+
+    backend_outcome_t *outcome = &work->outcome;
+    if (work->plan->run == BACKEND_RUN_PROGRAM && work->plan->parse
+    && (done->status == EXECUTOR_SUCCESS || done->status == EXECUTOR_FAILED)) {
+        //  The program's own answer decides (e.g. "inactive" is fine)
+        outcome->ok = done->status == EXECUTOR_SUCCESS;
+        outcome->exit_code = done->exit_code;
+        work->plan->parse (work->plan, done->output ? done->output : "",
+                           outcome);
+        status = outcome->ok ? "success" : "failed";
+    }
+    result->status = strdup (status);
+    if (outcome->data_count) {
+        result->data = outcome->data;
+        result->data_count = outcome->data_count < PROTO_MAX_LIST
+                           ? outcome->data_count : PROTO_MAX_LIST;
+        for (size_t index = result->data_count;
+             index < outcome->data_count; index++) {
+            free (outcome->data [index].key);
+            free (outcome->data [index].value);
+        }
+        outcome->data = NULL;
+        outcome->data_count = 0;
+    }
+    bool cut = false;
+    result->output = s_clean_text (done->output, done->output_len,
+                                   PROTO_MAX_OUTPUT, &cut);
+    done->output = NULL;
+    result->error = s_clean_text (done->error, done->error_len,
+                                  PROTO_MAX_OUTPUT, &cut);
+    done->error = NULL;
+    if (cut)
+        result->truncated = true;
+    zhashx_delete (self->work, work->key);
+    s_finish (self, result);
+    proto_msg_destroy (&result);
+}
+
+//  True when NODES (COUNT ids; NULL: everyone) names us.
+static bool
+s_meant_for_us (agent_t *self, char **nodes, size_t count)
+{
+    if (!nodes)
+        return true;
+    for (size_t index = 0; index < count; index++)
+        if (strcmp (nodes [index], self->config->id) == 0)
+            return true;
+    return false;
+}
+
+static bool
+s_backend_disabled (agent_t *self, const char *name)
+{
+    for (size_t index = 0; index < self->config->disabled_count; index++)
+        if (strcmp (self->config->disabled [index], name) == 0)
+            return true;
+    return false;
+}
+
+//  A new command: ack it, check it, queue it.
+static void
+s_take (agent_t *self, const proto_msg_t *command, const char *key)
+{
+    char err [512];
+    proto_msg_t ack = {
+        .type = PROTO_ACK, .node = self->config->id, .job = command->job,
+        .step = command->step, .attempt = command->attempt
+    };
+    if (spool_put (self->spool, &ack, err, sizeof (err))) {
+        //  Taking work we cannot account for would break the promise
+        //  that nothing is lost: leave it to the broker's re-send
+        s_log (self, "not taking job %s step %u: %s", command->job,
+               command->step, err);
+        return;
+    }
+    s_send (self, &ack);
+    s_debug (self, "job %s step %u attempt %u: %s.%s taken", command->job,
+             command->step, command->attempt, command->backend,
+             command->action);
+
+    if (zhashx_lookup (self->cancelled, command->job)) {
+        s_finish_unrun (self, command, "cancelled",
+                        "the job was cancelled before this step started");
+        return;
+    }
+    const backend_ops_t *ops = backend_find (command->backend);
+    const backend_action_t *action = backend_action_find (ops,
+                                                          command->action);
+    backend_plan_t *plan = NULL;
+    if (!ops)
+        s_err (err, sizeof (err), "unknown backend '%s'", command->backend);
+    else
+    if (s_backend_disabled (self, command->backend))
+        s_err (err, sizeof (err), "backend '%s' is disabled on this node",
+               command->backend);
+    else
+    if (!action)
+        s_err (err, sizeof (err), "unknown action '%s' for backend '%s'",
+               command->action, command->backend);
+    else
+        plan = backend_plan_new (action, &self->context, command->params,
+                                 command->param_count, err, sizeof (err));
+    if (!plan) {
+        s_log (self, "refused job %s step %u (%s.%s): %s", command->job,
+               command->step, command->backend, command->action, err);
+        s_finish_unrun (self, command, "refused", err);
+        return;
+    }
+    char path [PATH_MAX];
+    if (plan->run == BACKEND_RUN_PROGRAM
+    &&  backend_tool_path (self->config->tool_dir, plan->argv [0], path,
+                           sizeof (path), err, sizeof (err))) {
+        s_log (self, "cannot run job %s step %u: %s", command->job,
+               command->step, err);
+        s_finish_unrun (self, command, "failed", err);
+        backend_plan_destroy (&plan);
+        return;
+    }
+    s_work_t *work = (s_work_t *) calloc (1, sizeof (s_work_t));
+    if (work) {
+        work->agent = self;
+        snprintf (work->key, sizeof (work->key), "%s", key);
+        work->job = strdup (command->job);
+        work->step = command->step;
+        work->attempt = command->attempt;
+        work->plan = plan;
+        if (asprintf (&work->what, "%s.%s", command->backend,
+                      command->action) < 0)
+            work->what = NULL;
+    }
+    if (!work || !work->job || !work->what) {
+        if (work)
+            s_work_free (work);
+        else
+            backend_plan_destroy (&plan);
+        s_finish_unrun (self, command, "failed", "out of memory");
+        return;
+    }
+    //  Any timeout the wire allows, bounded so timer arithmetic holds
+    int64_t timeout_ms = command->timeout_ms > S_MAX_TIMEOUT_MS
+                       ? (int64_t) S_MAX_TIMEOUT_MS
+                       : (int64_t) command->timeout_ms;
+    executor_task_t task = {
+        .job = command->job, .step = command->step, .timeout_ms = timeout_ms,
+        .arg = work, .arg_free = s_work_free
+    };
+    if (plan->run == BACKEND_RUN_PROGRAM) {
+        task.path = path;
+        task.argv = plan->argv;
+        task.env = plan->env;
+    }
+    else
+    if (plan->run == BACKEND_RUN_CHILD)
+        task.child = s_child_run;
+    else
+        task.inproc = s_inproc_run;
+    if (executor_submit (self->executor, &task)) {
+        s_work_free (work);
+        s_finish_unrun (self, command, "failed", "cannot queue the task");
+        return;
+    }
+    zhashx_insert (self->work, key, work);
+}
+
+
+//  ---------------------------------------------------------------------
+//  Incoming messages
+
+static void
+s_on_command (agent_t *self, const proto_msg_t *command)
+{
+    if (!s_meant_for_us (self, command->nodes, command->node_count))
+        return;
+    if (!self->welcomed || self->stopping) {
+        s_debug (self, "job %s step %u: ignored (%s)", command->job,
+                 command->step, self->stopping ? "stopping"
+                                               : "not welcomed yet");
+        return;
+    }
+    char key [SPOOL_KEY_MAX];
+    spool_key (command->job, command->step, command->attempt, key,
+               sizeof (key));
+    if (zhashx_lookup (self->work, key)) {
+        //  Queued or running: the ack was lost
+        s_send_progress (self, PROTO_ACK, command->job, command->step,
+                         command->attempt, false);
+        return;
+    }
+    spool_state_t state = spool_state (self->spool, command->job,
+                                       command->step, command->attempt);
+    if (state == SPOOL_NONE) {
+        s_take (self, command, key);
+        return;
+    }
+    //  Seen before: never run again
+    s_send_progress (self, PROTO_ACK, command->job, command->step,
+                     command->attempt, false);
+    if (state == SPOOL_RESULT) {
+        void *data = NULL;
+        size_t size = 0;
+        if (spool_result (self->spool, command->job, command->step,
+                          command->attempt, &data, &size) == 0)
+            s_send_bytes (self, data, size);
+        free (data);
+    }
+    s_debug (self, "job %s step %u attempt %u: duplicate, not run again",
+             command->job, command->step, command->attempt);
+}
+
+static void
+s_on_cancel (agent_t *self, const proto_msg_t *cancel)
+{
+    if (!s_meant_for_us (self, cancel->nodes, cancel->node_count))
+        return;
+    if (!zhashx_lookup (self->cancelled, cancel->job)) {
+        char *copy = strdup (cancel->job);
+        if (copy) {
+            zhashx_insert (self->cancelled, copy, copy);
+            zlistx_add_end (self->cancelled_order, copy);
+        }
+        while (zlistx_size (self->cancelled_order) > S_CANCELLED_KEEP) {
+            char *oldest = (char *) zlistx_first (self->cancelled_order);
+            zhashx_delete (self->cancelled, oldest);
+            zlistx_delete (self->cancelled_order,
+                           zlistx_cursor (self->cancelled_order));
+        }
+    }
+    int count = executor_cancel_job (self->executor, cancel->job,
+                                     cancel->reason);
+    s_log (self, "cancel of job %s (%s): %d task(s) stopped", cancel->job,
+           cancel->reason, count);
+}
+
+static void
+s_on_welcome (agent_t *self, const proto_msg_t *welcome)
+{
+    if (strcmp (welcome->node, self->config->id)) {
+        s_log (self, "ignored a welcome for node '%s'", welcome->node);
+        return;
+    }
+    uint32_t beat = welcome->heartbeat_ms;
+    if (beat < S_HEARTBEAT_MIN_MS)
+        beat = S_HEARTBEAT_MIN_MS;
+    if (beat > S_HEARTBEAT_MAX_MS)
+        beat = S_HEARTBEAT_MAX_MS;
+    bool changed = !self->welcomed || beat != self->heartbeat_ms;
+    self->welcomed = true;
+    if (self->hello_timer >= 0)
+        zloop_timer_end (self->loop, self->hello_timer);
+    self->hello_timer = -1;
+    if (changed) {
+        if (self->heartbeat_timer >= 0)
+            zloop_timer_end (self->loop, self->heartbeat_timer);
+        self->heartbeat_ms = beat;
+        self->heartbeat_timer = zloop_timer (self->loop, beat, 0,
+                                             s_heartbeat_fired, self);
+    }
+    s_log (self, "welcomed by the broker (heartbeat every %u ms, %zu "
+           "result(s) to deliver)", beat, spool_unacked (self->spool));
+    s_resend_results (self);
+}
+
+static void
+s_on_error (agent_t *self, const proto_msg_t *error)
+{
+    s_log (self, "broker says %s: %s", error->code, error->message);
+    if (strcmp (error->code, "unknown_node") == 0) {
+        s_log (self, "the broker does not know this node: registering again");
+        s_unwelcome (self);
+    }
+}
+
+static void
+s_malformed (agent_t *self, const char *why)
+{
+    self->malformed++;
+    //  Hostile input must not flood the log: the first, then every 100th
+    if (self->malformed == 1 || self->malformed % 100 == 0)
+        s_log (self, "dropped a malformed message (%llu so far): %s",
+               (unsigned long long) self->malformed, why);
+}
+
+static void
+s_handle (agent_t *self, zframe_t *body, bool from_sub)
+{
+    proto_msg_t *msg = NULL;
+    char why [256];
+    if (proto_msg_decode (zframe_data (body), zframe_size (body), &msg, why,
+                          sizeof (why))) {
+        s_malformed (self, why);
+        return;
+    }
+    switch (msg->type) {
+        case PROTO_COMMAND:
+            s_on_command (self, msg);
+            break;
+        case PROTO_CANCEL:
+            s_on_cancel (self, msg);
+            break;
+        case PROTO_WELCOME:
+            if (!from_sub)
+                s_on_welcome (self, msg);
+            break;
+        case PROTO_RESULT_ACK:
+            if (!from_sub) {
+                if (spool_ack (self->spool, msg->job, msg->step,
+                               msg->attempt))
+                    s_log (self, "cannot record the result_ack of %s step "
+                           "%u", msg->job, msg->step);
+                else
+                    s_debug (self, "job %s step %u attempt %u: result "
+                             "acknowledged", msg->job, msg->step,
+                             msg->attempt);
+            }
+            break;
+        case PROTO_ERROR:
+            if (!from_sub)
+                s_on_error (self, msg);
+            break;
+        default:
+            s_malformed (self, proto_type_name (msg->type));
+            break;
+    }
+    proto_msg_destroy (&msg);
+}
+
+static int
+s_dealer_ready (zloop_t *loop, zsock_t *sock, void *arg)
+{
+    agent_t *self = (agent_t *) arg;
+    for (int count = 0; count < S_READ_BATCH; count++) {
+        zmsg_t *msg = zmsg_recv (sock);
+        if (!msg)
+            break;
+        //  One body frame; tolerate an empty delimiter before it
+        zframe_t *body = zmsg_first (msg);
+        if (zmsg_size (msg) == 2 && zframe_size (body) == 0)
+            body = zmsg_next (msg);
+        else
+        if (zmsg_size (msg) != 1)
+            body = NULL;
+        if (body)
+            s_handle (self, body, false);
+        else
+            s_malformed (self, "unexpected frames from the broker");
+        zmsg_destroy (&msg);
+    }
+    return 0;
+}
+
+static int
+s_sub_ready (zloop_t *loop, zsock_t *sock, void *arg)
+{
+    agent_t *self = (agent_t *) arg;
+    for (int count = 0; count < S_READ_BATCH; count++) {
+        zmsg_t *msg = zmsg_recv (sock);
+        if (!msg)
+            break;
+        //  Topic frame, body frame
+        if (zmsg_size (msg) == 2) {
+            zmsg_first (msg);
+            s_handle (self, zmsg_next (msg), true);
+        }
+        else
+            s_malformed (self, "commands message without topic and body");
+        zmsg_destroy (&msg);
+    }
+    return 0;
+}
+
+static int
+s_signal_ready (zloop_t *loop, zmq_pollitem_t *item, void *arg)
+{
+    agent_t *self = (agent_t *) arg;
+    struct signalfd_siginfo info;
+    int signo = 0;
+    while (read (self->signal_fd, &info, sizeof (info)) == sizeof (info))
+        signo = (int) info.ssi_signo;
+    if (signo == 0)
+        return 0;
+    if (!self->stopping) {
+        s_log (self, "%s: stopping", strsignal (signo));
+        self->stopping = true;
+        return -1;
+    }
+    s_log (self, "%s again: cancelling running work now", strsignal (signo));
+    executor_cancel_all (self->executor, "agent stopping");
+    self->cancel_sent = true;
+    return 0;
+}
+
+
+//  ---------------------------------------------------------------------
+//  Lifecycle
+
+static zsock_t *
+s_socket (int type, const char *endpoint, char **topics, char *err,
+          size_t err_len)
+{
+    zsock_t *sock = zsock_new (type);
+    if (!sock) {
+        s_err (err, err_len, "cannot create a socket");
+        return NULL;
+    }
+    zsock_set_maxmsgsize (sock, PROTO_MAX_FRAME);
+    zsock_set_sndhwm (sock, S_HWM);
+    zsock_set_rcvhwm (sock, S_HWM);
+    zsock_set_heartbeat_ivl (sock, S_ZMTP_HEARTBEAT_MS);
+    zsock_set_heartbeat_timeout (sock, S_ZMTP_TIMEOUT_MS);
+    zsock_set_heartbeat_ttl (sock, S_ZMTP_TIMEOUT_MS);
+    zsock_set_handshake_ivl (sock, S_HANDSHAKE_MS);
+    //  Jittered, backed-off reconnects: a restarted broker is not hit by
+    //  the whole fleet in the same millisecond
+    zsock_set_reconnect_ivl (sock, (int) (S_RECONNECT_MS
+                                          + randof (2 * S_RECONNECT_MS)));
+    zsock_set_reconnect_ivl_max (sock, S_RECONNECT_MAX_MS);
+    zsock_set_linger (sock, S_LINGER_MS);
+    zsock_set_rcvtimeo (sock, 0);
+    zsock_set_sndtimeo (sock, 0);
+    //  The DEALER queues nothing for a broker that is not connected: a
+    //  hello or heartbeat queued for hours would arrive as a stale burst,
+    //  and results are re-sent from the spool anyway
+    if (type == ZMQ_DEALER)
+        zsock_set_immediate (sock, 1);
+    for (size_t index = 0; topics && topics [index]; index++)
+        zsock_set_subscribe (sock, topics [index]);
+    if (zsock_connect (sock, "%s", endpoint)) {
+        s_err (err, err_len, "cannot connect to '%s': %s", endpoint,
+               zmq_strerror (zmq_errno ()));
+        zsock_destroy (&sock);
+    }
+    return sock;
+}
+
+//  Encodes the hello once: it never changes for the life of the process.
+static int
+s_build_hello (agent_t *self, char *err, size_t err_len)
+{
+    const agent_config_t *config = self->config;
+    proto_msg_t *hello = proto_msg_new (PROTO_HELLO);
+    hello->node = strdup (config->id);
+    hello->hostname = strdup (self->hostname);
+    hello->version = strdup (GRID_VERSION);
+    hello->concurrency = config->concurrency;
+    for (size_t index = 0; index < config->group_count; index++)
+        s_list_add (&hello->groups, &hello->group_count,
+                    config->groups [index]);
+    for (size_t index = 0; index < config->label_count; index++)
+        s_label_add (&hello->labels, &hello->label_count,
+                     config->labels [index].key,
+                     config->labels [index].value);
+    int rc = backends_hello_specs (config->disabled, config->disabled_count,
+                                   &hello->backends, &hello->backend_count);
+    pw_t *writer = pw_new ();
+    if (rc == 0 && proto_msg_encode (hello, writer) == 0) {
+        self->hello_size = pw_size (writer);
+        self->hello = malloc (self->hello_size);
+        if (self->hello)
+            memcpy (self->hello, pw_data (writer), self->hello_size);
+    }
+    pw_destroy (&writer);
+    proto_msg_destroy (&hello);
+    if (!self->hello) {
+        s_err (err, err_len, "the hello message does not encode");
+        return -1;
+    }
+    return 0;
+}
+
+agent_t *
+agent_new (const agent_config_t *config, char *err, size_t err_len)
+{
+    agent_t *self = (agent_t *) calloc (1, sizeof (agent_t));
+    if (!self) {
+        s_err (err, err_len, "out of memory");
+        return NULL;
+    }
+    self->config = config;
+    self->signal_fd = -1;
+    self->hello_timer = self->heartbeat_timer = self->resend_timer = -1;
+    self->context.tool_dir = config->tool_dir;
+    self->context.resolv_conf = config->resolv_conf;
+    srandom ((unsigned) (getpid () ^ zclock_time ()));
+    if (gethostname (self->hostname, sizeof (self->hostname)))
+        snprintf (self->hostname, sizeof (self->hostname), "%s", config->id);
+    self->hostname [HOST_NAME_MAX] = 0;
+    //  CZMQ's own SIGINT/SIGTERM handler would stop the loop behind our
+    //  back; we read those signals through a signalfd instead
+    zsys_handler_set (NULL);
+
+    char path [PATH_MAX];
+    snprintf (path, sizeof (path), "%s/spool", config->state_dir);
+    self->spool = spool_open (path, SPOOL_DONE_KEEP, err, err_len);
+    if (!self->spool) {
+        agent_destroy (&self);
+        return NULL;
+    }
+    int recovered = spool_recover (self->spool, config->id);
+    if (recovered > 0)
+        s_log (self, "%d task(s) were cut short by a restart: reporting "
+               "them interrupted", recovered);
+    else
+    if (recovered < 0)
+        s_log (self, "cannot record interrupted tasks in the spool");
+
+    self->writer = pw_new ();
+    self->work = zhashx_new ();
+    self->cancelled = zhashx_new ();
+    self->cancelled_order = zlistx_new ();
+    self->loop = zloop_new ();
+    if (!self->writer || !self->work || !self->cancelled
+    ||  !self->cancelled_order || !self->loop
+    ||  s_build_hello (self, err, err_len)) {
+        if (err && !*err)
+            s_err (err, err_len, "out of memory");
+        agent_destroy (&self);
+        return NULL;
+    }
+    zlistx_set_destructor (self->cancelled_order,
+                           (zlistx_destructor_fn *) zstr_free);
+
+    executor_config_t executor_config = {
+        .concurrency = config->concurrency,
+        .output_cap_bytes = config->output_cap_bytes,
+        .kill_grace_ms = config->kill_grace_ms,
+        .started = s_work_started,
+        .done = s_work_done
+    };
+    self->executor = executor_new (self->loop, &executor_config);
+    sigset_t mask;
+    sigemptyset (&mask);
+    sigaddset (&mask, SIGTERM);
+    sigaddset (&mask, SIGINT);
+    self->signal_fd = signalfd (-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
+    if (!self->executor || self->signal_fd < 0) {
+        s_err (err, err_len, "cannot set up the executor or signals: %s",
+               strerror (errno));
+        agent_destroy (&self);
+        return NULL;
+    }
+    zmq_pollitem_t item = { NULL, self->signal_fd, ZMQ_POLLIN, 0 };
+    zloop_poller (self->loop, &item, s_signal_ready, self);
+    zloop_poller_set_tolerant (self->loop, &item);
+
+    //  Subscribe before connecting, and both before the first hello, so
+    //  no command published after our welcome can miss us
+    char **topics = agent_topics (config, NULL);
+    self->sub = topics ? s_socket (ZMQ_SUB, config->publish, topics, err,
+                                   err_len) : NULL;
+    agent_topics_free (&topics);
+    if (self->sub)
+        self->dealer = s_socket (ZMQ_DEALER, config->broker, NULL, err,
+                                 err_len);
+    if (!self->sub || !self->dealer) {
+        agent_destroy (&self);
+        return NULL;
+    }
+    zloop_reader (self->loop, self->dealer, s_dealer_ready, self);
+    zloop_reader (self->loop, self->sub, s_sub_ready, self);
+    zloop_reader_set_tolerant (self->loop, self->dealer);
+    zloop_reader_set_tolerant (self->loop, self->sub);
+    return self;
+}
+
+static int
+s_drain_check (zloop_t *loop, int timer_id, void *arg)
+{
+    agent_t *self = (agent_t *) arg;
+    int64_t now = zclock_mono ();
+    if (executor_idle (self->executor) || now >= self->stop_deadline)
+        return -1;
+    if (!self->cancel_sent && now >= self->drain_deadline) {
+        s_log (self, "%zu task(s) still running: cancelling them",
+               executor_running (self->executor));
+        executor_cancel_all (self->executor,
+                             "agent stopping: the task did not finish in "
+                             "time");
+        self->cancel_sent = true;
+    }
+    return 0;
+}
+
+static int
+s_flush_check (zloop_t *loop, int timer_id, void *arg)
+{
+    agent_t *self = (agent_t *) arg;
+    return spool_unacked (self->spool) == 0
+        || zclock_mono () >= self->stop_deadline ? -1 : 0;
+}
+
+int
+agent_run (agent_t *self)
+{
+    const agent_config_t *config = self->config;
+    s_log (self, "starting %s: broker %s, commands %s, concurrency %u%s%s",
+           GRID_VERSION, config->broker, config->publish,
+           config->concurrency, config->tool_dir ? ", tools in " : "",
+           config->tool_dir ? config->tool_dir : "");
+    s_send_hello (self);
+    s_arm_hello (self, true);
+    self->resend_timer = zloop_timer (self->loop, s_jitter (S_RESEND_MS), 0,
+                                      s_resend_fired, self);
+    //  zloop_start returns when a handler asks (the signal handler, on
+    //  SIGTERM) or, should it ever happen, when a poll is interrupted
+    while (!self->stopping)
+        zloop_start (self->loop);
+
+    //  No new work; queued work is handed back; running work may finish
+    int dropped = executor_cancel_queued (self->executor,
+                                          "agent stopping before the task "
+                                          "started");
+    s_log (self, "stopping: %zu task(s) running, %d queued task(s) "
+           "cancelled", executor_running (self->executor), dropped);
+    int64_t now = zclock_mono ();
+    self->drain_deadline = now + config->drain_ms;
+    self->stop_deadline = self->drain_deadline + config->kill_grace_ms
+                        + S_FLUSH_MS;
+    int check = zloop_timer (self->loop, S_STOP_CHECK_MS, 0, s_drain_check,
+                             self);
+    zloop_start (self->loop);
+    zloop_timer_end (self->loop, check);
+
+    //  Flush: results not yet acknowledged, then a short wait for acks
+    if (spool_unacked (self->spool)) {
+        s_resend_results (self);
+        self->stop_deadline = zclock_mono () + S_FLUSH_MS;
+        check = zloop_timer (self->loop, S_STOP_CHECK_MS, 0, s_flush_check,
+                             self);
+        zloop_start (self->loop);
+        zloop_timer_end (self->loop, check);
+    }
+    proto_msg_t bye = {
+        .type = PROTO_BYE, .node = config->id, .reason = "shutdown"
+    };
+    s_send (self, &bye);
+    s_log (self, "stopped (%zu result(s) not yet acknowledged stay in the "
+           "spool)", spool_unacked (self->spool));
+    return 0;
+}
+
+void
+agent_destroy (agent_t **self_p)
+{
+    if (!self_p || !*self_p)
+        return;
+    agent_t *self = *self_p;
+    executor_destroy (&self->executor);
+    if (self->loop) {
+        if (self->dealer)
+            zloop_reader_end (self->loop, self->dealer);
+        if (self->sub)
+            zloop_reader_end (self->loop, self->sub);
+        if (self->signal_fd >= 0) {
+            zmq_pollitem_t item = { NULL, self->signal_fd, ZMQ_POLLIN, 0 };
+            zloop_poller_end (self->loop, &item);
+        }
+    }
+    if (self->signal_fd >= 0)
+        close (self->signal_fd);
+    zsock_destroy (&self->dealer);
+    zsock_destroy (&self->sub);
+    zloop_destroy (&self->loop);
+    zhashx_destroy (&self->work);
+    zhashx_destroy (&self->cancelled);
+    zlistx_destroy (&self->cancelled_order);
+    spool_destroy (&self->spool);
+    pw_destroy (&self->writer);
+    free (self->hello);
+    free (self);
+    *self_p = NULL;
+}

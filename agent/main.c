@@ -1,0 +1,41 @@
+/*  =========================================================================
+    gridagent - main: flags and config, then the agent's loop
+
+    Exit codes: 0 after a clean stop (or --help / --version), 1 when the
+    agent cannot start (spool, sockets), 2 for a bad flag or config.
+    =========================================================================
+*/
+#include <stdio.h>
+
+#include "agent.h"
+
+int
+main (int argc, char *argv [])
+{
+    //  Before anything starts a thread: signals are read by the loop
+    if (agent_signals_block ()) {
+        fprintf (stderr, "gridagent: cannot block signals\n");
+        return 1;
+    }
+    agent_config_t config;
+    agent_config_init (&config);
+    char err [1024] = "";
+    int rc = agent_config_parse (&config, argc, argv, stdout, err,
+                                 sizeof (err));
+    if (rc != 0) {
+        if (rc < 0)
+            fprintf (stderr, "gridagent: %s\n", err);
+        agent_config_clear (&config);
+        return rc < 0 ? 2 : 0;
+    }
+    agent_t *agent = agent_new (&config, err, sizeof (err));
+    if (!agent) {
+        fprintf (stderr, "gridagent[%s]: cannot start: %s\n", config.id, err);
+        agent_config_clear (&config);
+        return 1;
+    }
+    rc = agent_run (agent);
+    agent_destroy (&agent);
+    agent_config_clear (&config);
+    return rc == 0 ? 0 : 1;
+}

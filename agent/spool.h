@@ -1,0 +1,100 @@
+/*  =========================================================================
+    spool - the agent's durable record of the work it took
+
+    Every command the agent takes leaves a trace here before the broker
+    hears of it, so nothing is lost or run twice across a crash:
+
+        ack sent        key -> the encoded ACK        (state ACKED)
+        started sent    key -> the encoded STARTED    (state STARTED)
+        result sent     key -> the encoded RESULT     (state RESULT)
+        result_ack      key deleted, a done record kept (state DONE)
+
+    The key is "job|step|attempt". Results stay until the broker
+    acknowledges them and are re-sent until it does. At start, an entry
+    still ACKED or STARTED means the agent died with that task in hand: it
+    becomes an "interrupted" result (spool_recover). Done records (the last
+    done_keep of them) let a replayed command be recognised after a restart
+    and never run again.
+
+    Storage: STORE_DB_SPOOL of an LMDB environment (store.h) in the
+    directory given to spool_open; every change is its own durable commit.
+    Done records live under keys "#|job|step|attempt" (a job id never
+    starts with '#'), valued by an 8-byte big-endian sequence number.
+
+    Threading: one spool per process, used from one thread.
+    =========================================================================
+*/
+#ifndef GRID_SPOOL_H
+#define GRID_SPOOL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../proto/proto.h"
+
+#define SPOOL_DONE_KEEP 4096     //  Default number of done records kept
+#define SPOOL_KEY_MAX 128        //  Longest "job|step|attempt" key
+
+typedef struct _spool_t spool_t;
+
+typedef enum {
+    SPOOL_NONE = 0,              //  Never seen (or long forgotten)
+    SPOOL_ACKED,                 //  Taken, not started
+    SPOOL_STARTED,               //  Running
+    SPOOL_RESULT,                //  Finished, result not yet acknowledged
+    SPOOL_DONE                   //  Finished and acknowledged
+} spool_state_t;
+
+//  Called for each unacknowledged result: DATA/SIZE is the encoded RESULT
+//  body, valid during the call only.
+typedef void (spool_each_fn) (void *arg, const char *key, const void *data,
+                              size_t size);
+
+//  Opens (creating) the spool in directory DIR, keeping at most DONE_KEEP
+//  done records (0: SPOOL_DONE_KEEP). Entries that do not decode are
+//  dropped. Returns NULL with a sentence in ERR.
+spool_t *spool_open (const char *dir, size_t done_keep, char *err,
+                     size_t err_len);
+
+//  Closes the spool; NULL-safe, nulls *self_p.
+void spool_destroy (spool_t **self_p);
+
+//  Writes "job|step|attempt" into BUF (SPOOL_KEY_MAX bytes).
+void spool_key (const char *job, uint32_t step, uint32_t attempt, char *buf,
+                size_t buf_len);
+
+//  Where (job, step, attempt) stands.
+spool_state_t spool_state (spool_t *self, const char *job, uint32_t step,
+                           uint32_t attempt);
+
+//  Records MSG (an ACK, STARTED or RESULT) under its key, replacing what
+//  was there, and commits. Returns 0, or -1 with a sentence in ERR (store
+//  full or failing, or MSG does not encode).
+int spool_put (spool_t *self, const proto_msg_t *msg, char *err,
+               size_t err_len);
+
+//  The encoded RESULT for (job, step, attempt), copied into a fresh
+//  buffer (caller frees). Returns 0, or -1 when there is none.
+int spool_result (spool_t *self, const char *job, uint32_t step,
+                  uint32_t attempt, void **data_p, size_t *size_p);
+
+//  The broker has the result: deletes the entry and keeps a done record
+//  (trimming the oldest beyond done_keep). Returns 0 (also when there was
+//  no such entry: a duplicate result_ack), or -1 on a store failure.
+int spool_ack (spool_t *self, const char *job, uint32_t step,
+               uint32_t attempt);
+
+//  Turns every ACKED or STARTED entry into an "interrupted" RESULT from
+//  NODE. Returns how many, or -1 on a store failure.
+int spool_recover (spool_t *self, const char *node);
+
+//  Calls FN for up to MAX unacknowledged results (0: all), oldest key
+//  first. Returns how many.
+size_t spool_each_result (spool_t *self, spool_each_fn *fn, void *arg,
+                          size_t max);
+
+//  Number of unacknowledged results.
+size_t spool_unacked (spool_t *self);
+
+#endif

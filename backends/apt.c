@@ -1,0 +1,77 @@
+/*  =========================================================================
+    apt backend - Debian packages
+
+    install, remove, update, upgrade through apt-get, always non-interactive
+    (-y, DEBIAN_FRONTEND=noninteractive) and always with "--" before a
+    package name, so a name can never be read as an option. Package names
+    follow Debian policy: lower case letters, digits and + . - , starting
+    with a letter or digit.
+    =========================================================================
+*/
+#include "backend.h"
+
+#include <stdio.h>
+
+#define S_PACKAGE_PATTERN "^[a-z0-9][a-z0-9+.-]{0,127}$"
+#define S_APT_ENV "DEBIAN_FRONTEND=noninteractive"
+
+//  argv: apt-get VERB -y [-- PACKAGE]
+static int
+s_plan (backend_plan_t *plan, const char *verb, bool with_package,
+        char *err, size_t err_len)
+{
+    plan->env = S_APT_ENV;
+    if (backend_plan_arg (plan, "apt-get")
+    ||  backend_plan_arg (plan, verb)
+    ||  backend_plan_arg (plan, "-y")
+    || (with_package
+    && (backend_plan_arg (plan, "--")
+    ||  backend_plan_arg (plan, backend_plan_param (plan, "package"))))) {
+        snprintf (err, err_len, "out of memory");
+        return -1;
+    }
+    return 0;
+}
+
+static int
+s_plan_install (backend_plan_t *plan, char *err, size_t err_len)
+{
+    return s_plan (plan, "install", true, err, err_len);
+}
+
+static int
+s_plan_remove (backend_plan_t *plan, char *err, size_t err_len)
+{
+    return s_plan (plan, "remove", true, err, err_len);
+}
+
+static int
+s_plan_update (backend_plan_t *plan, char *err, size_t err_len)
+{
+    return s_plan (plan, "update", false, err, err_len);
+}
+
+static int
+s_plan_upgrade (backend_plan_t *plan, char *err, size_t err_len)
+{
+    return s_plan (plan, "upgrade", false, err, err_len);
+}
+
+static const backend_param_t s_package_params [] = {
+    { .name = "package", .type = BACKEND_TYPE_STRING, .required = true,
+      .pattern = S_PACKAGE_PATTERN, .help = "a Debian package name" },
+};
+#define S_PACKAGE s_package_params, \
+    sizeof (s_package_params) / sizeof (s_package_params [0])
+
+static const backend_action_t s_actions [] = {
+    { "install", true, "install a package", S_PACKAGE, s_plan_install },
+    { "remove", true, "remove a package", S_PACKAGE, s_plan_remove },
+    { "update", true, "refresh the package lists", NULL, 0, s_plan_update },
+    { "upgrade", true, "upgrade every installed package", NULL, 0,
+      s_plan_upgrade },
+};
+
+const backend_ops_t backend_apt_ops = {
+    "apt", s_actions, sizeof (s_actions) / sizeof (s_actions [0])
+};

@@ -1,0 +1,240 @@
+/*  =========================================================================
+    backend - the closed set of actions an agent can run
+
+    A backend is an ops table (nng style): a name and a fixed list of
+    actions. Each action declares whether it is a query (read-only) or
+    modifies the host, a one-line help, its parameters (name, required,
+    type, pattern, range, default, help), and how it runs:
+
+      - a program: the action builds an argv array; the program is found
+        in the tool directory (or a fixed safe PATH) and run with execve,
+        never through a shell;
+      - a child function: run in a forked child that may only do
+        async-signal-safe work (the test backend, so that timeouts and
+        cancels take the same kill path as programs);
+      - an in-process function: run in the agent's loop, returns at once
+        (system facts, resolv.conf).
+
+    Parameter checking (backend_params_check) works on the proto_*_spec_t
+    form that travels in hello, so the broker can run the very same check
+    at submit time; it holds no agent state. Rules: unknown params are
+    refused; required ones must be present; values of every type except
+    "text" may not start with '-', may not hold control characters,
+    non-ASCII bytes or any of ;|&$`<>(){}[]*?!~'"\ ; no value may hold a
+    NUL byte or exceed BACKEND_MAX_VALUE bytes; then the type (int range,
+    bool, absolute path, host) and the pattern (POSIX extended regex,
+    compiled once per process) are checked.
+
+    Param types: "string", "text" (free text: only the NUL and length rules
+    apply), "int" (decimal, within [min_value, max_value] when
+    min_value < max_value), "bool" (true|false), "path" (absolute, no "."
+    or ".." segments; canonicalised on the agent), "host" (IPv4 or IPv6
+    literal, or a DNS name), "duration" (names.h duration_parse).
+
+    Threading: the tables are constant; backend_params_check may be called
+    from any thread; a plan belongs to one thread.
+    =========================================================================
+*/
+#ifndef GRID_BACKEND_H
+#define GRID_BACKEND_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../proto/proto.h"
+
+#define BACKEND_MAX_VALUE 4096     //  Longest param value in bytes
+#define BACKEND_MAX_ARGV 16        //  Most argv entries of a program action
+#define BACKEND_SAFE_PATH \
+    "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+#define BACKEND_RESOLV_CONF "/etc/resolv.conf"
+
+//  Param type names (the "type" of proto_param_spec_t)
+#define BACKEND_TYPE_STRING "string"
+#define BACKEND_TYPE_TEXT "text"
+#define BACKEND_TYPE_INT "int"
+#define BACKEND_TYPE_BOOL "bool"
+#define BACKEND_TYPE_PATH "path"
+#define BACKEND_TYPE_HOST "host"
+#define BACKEND_TYPE_DURATION "duration"
+
+//  What the agent lends to every plan; it outlives the plans.
+typedef struct {
+    const char *tool_dir;       //  Programs only from here, or NULL: safe PATH
+    const char *resolv_conf;    //  File the network backend reads and writes
+} backend_context_t;
+
+//  What an in-process action (or a program's output parser) reports.
+typedef struct {
+    bool ok;                    //  The action did what was asked
+    char *output;               //  Text for operators (owned, may be NULL)
+    char *error;                //  Why it failed (owned, may be NULL)
+    int32_t exit_code;          //  0, or a failure code; -1 when none
+    proto_kv_t *data;           //  Structured facts (owned)
+    size_t data_count;          //  How many
+} backend_outcome_t;
+
+typedef enum {
+    BACKEND_RUN_PROGRAM = 1,    //  execve argv[0] resolved in the tool dir
+    BACKEND_RUN_CHILD,          //  a function in a forked child
+    BACKEND_RUN_INPROC          //  a function in the agent's loop
+} backend_run_t;
+
+typedef struct backend_plan_s backend_plan_t;
+
+//  Runs in a forked child with stdout/stderr on the capture pipes. Only
+//  async-signal-safe calls are allowed (write, nanosleep, fork...). Returns
+//  the exit code.
+typedef int (backend_child_fn) (const backend_plan_t *plan);
+
+//  Runs in the agent's loop and fills OUTCOME (zeroed by the caller).
+typedef void (backend_inproc_fn) (const backend_plan_t *plan,
+                                  backend_outcome_t *outcome);
+
+//  After a program ended: OUTPUT is its captured stdout, OUTCOME holds
+//  ok (exit code 0) and exit_code; the parser may add data and change ok
+//  (a query that answers "inactive" with code 3 still worked).
+typedef void (backend_parse_fn) (const backend_plan_t *plan,
+                                 const char *output,
+                                 backend_outcome_t *outcome);
+
+//  How one checked command runs. Made by backend_plan_new.
+struct backend_plan_s {
+    backend_run_t run;           //  Which kind of run
+    char *argv [BACKEND_MAX_ARGV + 1];  //  PROGRAM: argv[0] the tool (owned)
+    size_t argc;                 //  PROGRAM: entries in argv
+    const char *env;             //  PROGRAM: an extra "K=V", or NULL
+    backend_child_fn *child;     //  CHILD: the function
+    backend_inproc_fn *inproc;   //  INPROC: the function
+    backend_parse_fn *parse;     //  PROGRAM: output parser, or NULL
+    const char *text;            //  CHILD: a text argument (in params)
+    size_t text_len;             //  CHILD: its length
+    int64_t number;              //  CHILD: a number argument
+    proto_kv_t *params;          //  With defaults, paths canonical (owned)
+    size_t param_count;          //  How many
+    const backend_context_t *context;  //  Borrowed from the agent
+};
+
+//  One declared parameter.
+typedef struct {
+    const char *name;            //  Param name
+    const char *type;            //  BACKEND_TYPE_*
+    bool required;               //  Must be given
+    const char *pattern;         //  POSIX extended regex, or NULL
+    int64_t min_value;           //  int: smallest value (when < max_value)
+    int64_t max_value;           //  int: largest value
+    const char *default_value;   //  When not given, or NULL
+    const char *help;            //  One line
+} backend_param_t;
+
+//  Fills PLAN's run fields from PLAN->params (checked, defaults applied).
+//  Returns 0, or -1 with a sentence in ERR (the command is refused).
+typedef int (backend_plan_fn) (backend_plan_t *plan, char *err,
+                               size_t err_len);
+
+//  One action.
+typedef struct {
+    const char *name;            //  Action name
+    bool modify;                 //  Changes the host (else a query)
+    const char *help;            //  One line
+    const backend_param_t *params;  //  Its params
+    size_t param_count;          //  How many
+    backend_plan_fn *plan;       //  How it runs
+} backend_action_t;
+
+//  One backend: the ops table.
+typedef struct {
+    const char *name;            //  Backend name
+    const backend_action_t *actions;  //  Its closed set of actions
+    size_t action_count;         //  How many
+} backend_ops_t;
+
+//  The built-in backends (one file each).
+extern const backend_ops_t backend_test_ops;
+extern const backend_ops_t backend_system_ops;
+extern const backend_ops_t backend_ping_ops;
+extern const backend_ops_t backend_network_ops;
+extern const backend_ops_t backend_apt_ops;
+extern const backend_ops_t backend_systemd_ops;
+extern const backend_ops_t backend_rke2_ops;
+
+//  ---------------------------------------------------------------------
+//  backends.c: the list, lookup, checking, hello specs, plans
+
+//  The built-in backends, in a fixed order; *COUNT_P gets how many.
+const backend_ops_t *const *backends_all (size_t *count_p);
+
+//  A built-in backend by name, or NULL.
+const backend_ops_t *backend_find (const char *name);
+
+//  An action of OPS by name, or NULL.
+const backend_action_t *backend_action_find (const backend_ops_t *ops,
+                                             const char *name);
+
+//  The proto form of ACTION (built once per process, never freed; valid
+//  for the life of the process).
+const proto_action_spec_t *backend_action_spec (const backend_action_t *action);
+
+//  Checks PARAMS (COUNT entries) against SPEC: see the rules at the top.
+//  Returns 0, or -1 with a sentence naming the param in ERR.
+int backend_params_check (const proto_action_spec_t *spec,
+                          const proto_kv_t *params, size_t count,
+                          char *err, size_t err_len);
+
+//  Checks one value of LEN bytes (which may hold a NUL, unlike a C string)
+//  against PARAM. Returns 0, or -1 with a sentence in ERR.
+int backend_value_check (const proto_param_spec_t *param, const char *value,
+                         size_t len, char *err, size_t err_len);
+
+//  The hello form of every built-in backend not named in DISABLED
+//  (DISABLED_COUNT names): a malloc'd array of deep copies, as
+//  proto_msg_t.backends owns them. Returns 0 or -1 (out of memory).
+int backends_hello_specs (char *const *disabled, size_t disabled_count,
+                          proto_backend_spec_t **specs_p, size_t *count_p);
+
+//  Frees what backends_hello_specs made; NULL-safe, nulls *specs_p.
+void backends_specs_free (proto_backend_spec_t **specs_p, size_t count);
+
+//  Checks PARAMS against ACTION, copies them with defaults applied,
+//  canonicalises "path" params (realpath of the parent; the result must
+//  still match the param's pattern), and asks the action how it runs.
+//  CONTEXT is borrowed for the life of the plan. Returns a new plan, or
+//  NULL with a sentence in ERR (the command is refused).
+backend_plan_t *backend_plan_new (const backend_action_t *action,
+                                  const backend_context_t *context,
+                                  const proto_kv_t *params, size_t count,
+                                  char *err, size_t err_len);
+
+//  Frees a plan; NULL-safe, nulls *plan_p.
+void backend_plan_destroy (backend_plan_t **plan_p);
+
+//  Value of param NAME in PLAN (after defaults), or NULL.
+const char *backend_plan_param (const backend_plan_t *plan, const char *name);
+
+//  Appends one argument to a PROGRAM plan's argv (copied). Returns 0, or
+//  -1 when argv is full or memory runs out.
+int backend_plan_arg (backend_plan_t *plan, const char *arg);
+
+//  Resolves program NAME (a bare name, no '/') to an absolute path in
+//  PATH_BUF: in TOOL_DIR only when TOOL_DIR is not NULL, else in
+//  BACKEND_SAFE_PATH. The file must be a regular executable file.
+//  Returns 0, or -1 with a sentence in ERR.
+int backend_tool_path (const char *tool_dir, const char *name,
+                       char *path_buf, size_t path_len, char *err,
+                       size_t err_len);
+
+//  Adds KEY=VALUE to OUTCOME's data (both copied). Returns 0 or -1.
+int backend_outcome_data (backend_outcome_t *outcome, const char *key,
+                          const char *value);
+
+//  Sets OUTCOME's output / error to a formatted string (replacing any).
+void backend_outcome_output (backend_outcome_t *outcome, const char *format,
+                             ...) __attribute__ ((format (printf, 2, 3)));
+void backend_outcome_error (backend_outcome_t *outcome, const char *format,
+                            ...) __attribute__ ((format (printf, 2, 3)));
+
+//  Frees what OUTCOME owns and zeroes it.
+void backend_outcome_clear (backend_outcome_t *outcome);
+
+#endif

@@ -1,0 +1,170 @@
+/*  =========================================================================
+    test backend - echo, sleep, fail, bulk output
+
+    For exercising the whole path (dispatch, capture, truncation, timeout,
+    cancel) without touching the host. Every action runs in a real forked
+    child, so timeouts and cancels take the same kill path as programs.
+    The child functions run after fork in a process that had threads: they
+    use only async-signal-safe calls (write, nanosleep) and never allocate.
+    =========================================================================
+*/
+#include "backend.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define S_MAX_SLEEP_S 86400
+#define S_MAX_OUTPUT_BYTES 67108864
+
+//  Writes LEN bytes of BUF to FD, riding over short writes and EINTR.
+static int
+s_write_all (int fd, const char *buf, size_t len)
+{
+    while (len > 0) {
+        ssize_t wrote = write (fd, buf, len);
+        if (wrote < 0) {
+            if (errno == EINTR)
+                continue;
+            return -1;
+        }
+        buf += wrote;
+        len -= (size_t) wrote;
+    }
+    return 0;
+}
+
+static int
+s_echo_child (const backend_plan_t *plan)
+{
+    if (s_write_all (STDOUT_FILENO, plan->text, plan->text_len)
+    ||  s_write_all (STDOUT_FILENO, "\n", 1))
+        return 1;
+    return 0;
+}
+
+static int
+s_sleep_child (const backend_plan_t *plan)
+{
+    struct timespec left = { (time_t) plan->number, 0 };
+    while (nanosleep (&left, &left) == -1 && errno == EINTR)
+        ;
+    if (plan->text
+    && (s_write_all (STDOUT_FILENO, plan->text, plan->text_len)
+    ||  s_write_all (STDOUT_FILENO, "\n", 1)))
+        return 1;
+    return 0;
+}
+
+static int
+s_fail_child (const backend_plan_t *plan)
+{
+    const char *text = plan->text ? plan->text : "failed as asked";
+    size_t len = plan->text ? plan->text_len : strlen (text);
+    s_write_all (STDERR_FILENO, text, len);
+    return 1;
+}
+
+static int
+s_output_child (const backend_plan_t *plan)
+{
+    char block [4096];
+    memset (block, 'x', sizeof (block));
+    int64_t left = plan->number;
+    while (left > 0) {
+        size_t take = left < (int64_t) sizeof (block)
+                    ? (size_t) left : sizeof (block);
+        if (s_write_all (STDOUT_FILENO, block, take))
+            return 1;
+        left -= (int64_t) take;
+    }
+    return 0;
+}
+
+//  Points the plan's text argument at param NAME (when given).
+static void
+s_text_arg (backend_plan_t *plan, const char *name)
+{
+    plan->text = backend_plan_param (plan, name);
+    plan->text_len = plan->text ? strlen (plan->text) : 0;
+}
+
+static int
+s_plan_echo (backend_plan_t *plan, char *err, size_t err_len)
+{
+    plan->run = BACKEND_RUN_CHILD;
+    plan->child = s_echo_child;
+    s_text_arg (plan, "msg");
+    return 0;
+}
+
+static int
+s_plan_sleep (backend_plan_t *plan, char *err, size_t err_len)
+{
+    plan->run = BACKEND_RUN_CHILD;
+    plan->child = s_sleep_child;
+    plan->number = strtoll (backend_plan_param (plan, "seconds"), NULL, 10);
+    s_text_arg (plan, "msg");
+    return 0;
+}
+
+static int
+s_plan_fail (backend_plan_t *plan, char *err, size_t err_len)
+{
+    plan->run = BACKEND_RUN_CHILD;
+    plan->child = s_fail_child;
+    s_text_arg (plan, "msg");
+    return 0;
+}
+
+static int
+s_plan_output (backend_plan_t *plan, char *err, size_t err_len)
+{
+    plan->run = BACKEND_RUN_CHILD;
+    plan->child = s_output_child;
+    plan->number = strtoll (backend_plan_param (plan, "bytes"), NULL, 10);
+    return 0;
+}
+
+static const backend_param_t s_echo_params [] = {
+    { .name = "msg", .type = BACKEND_TYPE_TEXT, .required = true,
+      .help = "text to print (a newline is added)" },
+};
+
+static const backend_param_t s_sleep_params [] = {
+    { .name = "seconds", .type = BACKEND_TYPE_INT, .required = true,
+      .min_value = 0, .max_value = S_MAX_SLEEP_S,
+      .help = "how long to sleep, 0 to 86400" },
+    { .name = "msg", .type = BACKEND_TYPE_TEXT,
+      .help = "text to print after sleeping" },
+};
+
+static const backend_param_t s_fail_params [] = {
+    { .name = "msg", .type = BACKEND_TYPE_TEXT,
+      .help = "error text to print on stderr" },
+};
+
+static const backend_param_t s_output_params [] = {
+    { .name = "bytes", .type = BACKEND_TYPE_INT, .required = true,
+      .min_value = 0, .max_value = S_MAX_OUTPUT_BYTES,
+      .help = "how many 'x' bytes to write to stdout, 0 to 67108864" },
+};
+
+#define S_PARAMS(list) list, sizeof (list) / sizeof (list [0])
+
+static const backend_action_t s_actions [] = {
+    { "echo", false, "print a message", S_PARAMS (s_echo_params),
+      s_plan_echo },
+    { "sleep", false, "sleep a number of seconds, then print msg",
+      S_PARAMS (s_sleep_params), s_plan_sleep },
+    { "fail", false, "exit with code 1 and msg on stderr",
+      S_PARAMS (s_fail_params), s_plan_fail },
+    { "output", false, "write bulk output (to test truncation)",
+      S_PARAMS (s_output_params), s_plan_output },
+};
+
+const backend_ops_t backend_test_ops = {
+    "test", s_actions, sizeof (s_actions) / sizeof (s_actions [0])
+};
