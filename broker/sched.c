@@ -140,6 +140,7 @@ struct _sched_t {
     size_t any_counter;          //  Rotates `any` picks
     int64_t now_ms;              //  Latest now_ms seen
     bool admitting;              //  Inside s_admit (no re-entry)
+    bool paused;                 //  Queued jobs wait (maintenance, restart)
     //  Live jobs by id (pending and running)
     s_jobx_t **buckets;
     size_t bucket_count;
@@ -1542,7 +1543,7 @@ s_job_start (sched_t *self, s_jobx_t *jobx)
 static void
 s_admit (sched_t *self)
 {
-    if (self->admitting)
+    if (self->admitting || self->paused)
         return;
     self->admitting = true;
     while (self->queue_size > 0
@@ -2164,7 +2165,7 @@ sched_next_deadline_ms (sched_t *self)
         s_due_pop (self, &entry);
     }
     int64_t next = self->due_size > 0 ? self->due [0].deadline_ms : INT64_MAX;
-    if (self->queue_size > 0
+    if (self->queue_size > 0 && !self->paused
         && self->running_count < self->config.max_concurrent
         && self->now_ms < next)
         next = self->now_ms;
@@ -2185,6 +2186,18 @@ sched_job (sched_t *self, const char *job_id)
 {
     s_jobx_t *jobx = s_lookup (self, job_id);
     return jobx && !jobx->finished ? jobx->job : NULL;
+}
+
+void
+sched_set_paused (sched_t *self, bool paused)
+{
+    self->paused = paused;
+}
+
+bool
+sched_paused (sched_t *self)
+{
+    return self->paused;
 }
 
 size_t

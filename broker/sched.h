@@ -208,6 +208,12 @@ bool sched_next_action (sched_t *self, sched_action_t *action);
 //  A live (pending or running) job, or NULL. Borrowed.
 const sched_job_t *sched_job (sched_t *self, const char *job_id);
 
+//  Holds queued jobs (broker maintenance, or right after a restart while
+//  the agents come back) or lets them start again at the next tick.
+//  Running jobs go on either way; submits are still queued.
+void sched_set_paused (sched_t *self, bool paused);
+bool sched_paused (sched_t *self);
+
 //  How many jobs are pending / running.
 size_t sched_pending_count (sched_t *self);
 size_t sched_running_count (sched_t *self);

@@ -698,6 +698,31 @@ test_sched_admission_on_tick (void **state)
     s_harness_destroy (&h);
 }
 
+//  R1: while paused (maintenance, restart hold) queued jobs wait, even
+//  with free slots; submits are still queued; resuming admits them.
+static void
+test_sched_admission_paused (void **state)
+{
+    harness_t *h = s_harness_new (s_web3, 4);
+    s_start (h);
+    sched_set_paused (h->sched, true);
+    assert_true (sched_paused (h->sched));
+    job_spec_t *spec = s_spec (TARGET_NODE, "db-01", false,
+                               JOB_STRATEGY_FAIL_FAST);
+    s_leaf (spec, "test", "echo", JOB_COND_ALWAYS);
+    s_submit (h, "j-paused", spec);
+    s_tick (h, h->now + 1000);
+    assert_int_equal (sched_pending_count (h->sched), 1);
+    assert_int_equal (sched_running_count (h->sched), 0);
+    assert_int_equal (sched_next_deadline_ms (h->sched), INT64_MAX);
+    sched_set_paused (h->sched, false);
+    size_t mark = h->log_count;
+    s_tick (h, h->now + 1);
+    assert_string_equal (s_sends (h, mark, NULL), "0/1 - db-01");
+    assert_int_equal (sched_running_count (h->sched), 1);
+    s_harness_destroy (&h);
+}
+
 //  R2: no node matches: the job fails at once with a reason.
 static void
 test_sched_start_no_node (void **state)
@@ -1950,6 +1975,7 @@ main (void)
         cmocka_unit_test (test_sched_admission_limits),
         cmocka_unit_test (test_sched_admission_priority_and_age),
         cmocka_unit_test (test_sched_admission_on_tick),
+        cmocka_unit_test (test_sched_admission_paused),
         cmocka_unit_test (test_sched_start_no_node),
         cmocka_unit_test (test_sched_any_target_rotates),
         cmocka_unit_test (test_sched_start_actions),
