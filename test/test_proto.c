@@ -1,0 +1,1382 @@
+/*  =========================================================================
+    test_proto - every wire message and the client request envelope
+    =========================================================================
+*/
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "../proto/names.h"
+#include "../proto/proto.h"
+
+#define JOB_A "j-0193a1b2c3d4-0001"
+
+static char *
+s_dup (const char *text)
+{
+    char *copy = strdup (text);
+    assert_non_null (copy);
+    return copy;
+}
+
+static char **
+s_list (size_t count, ...)
+{
+    char **list = calloc (count, sizeof (char *));
+    assert_non_null (list);
+    va_list args;
+    va_start (args, count);
+    for (size_t index = 0; index < count; index++)
+        list [index] = s_dup (va_arg (args, const char *));
+    va_end (args);
+    return list;
+}
+
+//  COUNT key/value pairs from the arguments key, value, key, value...
+static proto_kv_t *
+s_pairs (size_t count, ...)
+{
+    proto_kv_t *pairs = calloc (count, sizeof (proto_kv_t));
+    assert_non_null (pairs);
+    va_list args;
+    va_start (args, count);
+    for (size_t index = 0; index < count; index++) {
+        pairs [index].key = s_dup (va_arg (args, const char *));
+        pairs [index].value = s_dup (va_arg (args, const char *));
+    }
+    va_end (args);
+    return pairs;
+}
+
+
+//  ---------------------------------------------------------------------
+//  One full message of each type
+
+static proto_msg_t *
+s_hello (void)
+{
+    proto_msg_t *msg = proto_msg_new (PROTO_HELLO);
+    msg->node = s_dup ("web-01");
+    msg->hostname = s_dup ("web-01.example.net");
+    msg->groups = s_list (2, "web", "prod");
+    msg->group_count = 2;
+    msg->labels = s_pairs (2, "rack", "r1", "tier", "web.dev.us-east");
+    msg->label_count = 2;
+    msg->version = s_dup ("0.1.0");
+    msg->concurrency = 4;
+    msg->backend_count = 2;
+    msg->backends = calloc (2, sizeof (proto_backend_spec_t));
+    assert_non_null (msg->backends);
+
+    proto_backend_spec_t *apt = &msg->backends [0];
+    apt->name = s_dup ("apt");
+    apt->action_count = 2;
+    apt->actions = calloc (2, sizeof (proto_action_spec_t));
+    assert_non_null (apt->actions);
+    apt->actions [0].name = s_dup ("install");
+    apt->actions [0].modify = true;
+    apt->actions [0].help = s_dup ("Install a package");
+    apt->actions [0].param_count = 2;
+    apt->actions [0].params = calloc (2, sizeof (proto_param_spec_t));
+    assert_non_null (apt->actions [0].params);
+    proto_param_spec_t *param = &apt->actions [0].params [0];
+    param->name = s_dup ("package");
+    param->required = true;
+    param->type = s_dup ("string");
+    param->pattern = s_dup ("^[a-z0-9.+-]+$");
+    param->help = s_dup ("Package name");
+    param = &apt->actions [0].params [1];
+    param->name = s_dup ("version");
+    param->type = s_dup ("string");
+    param->default_value = s_dup ("latest");
+    param->help = s_dup ("");
+    apt->actions [1].name = s_dup ("update");
+    apt->actions [1].modify = true;
+    apt->actions [1].help = s_dup ("Refresh the package index");
+    apt->actions [1].param_count = 1;
+    apt->actions [1].params = calloc (1, sizeof (proto_param_spec_t));
+    assert_non_null (apt->actions [1].params);
+    param = &apt->actions [1].params [0];
+    param->name = s_dup ("retries");
+    param->type = s_dup ("int");
+    param->help = s_dup ("Attempts");
+    param->min_value = -1;
+    param->max_value = 5;
+
+    proto_backend_spec_t *system = &msg->backends [1];
+    system->name = s_dup ("system");
+    system->action_count = 1;
+    system->actions = calloc (1, sizeof (proto_action_spec_t));
+    assert_non_null (system->actions);
+    system->actions [0].name = s_dup ("uptime");
+    system->actions [0].help = s_dup ("Seconds since boot");
+    return msg;
+}
+
+static proto_msg_t *
+s_heartbeat (void)
+{
+    proto_msg_t *msg = proto_msg_new (PROTO_HEARTBEAT);
+    msg->node = s_dup ("web-01");
+    msg->running = 3;
+    msg->queued = UINT32_MAX;
+    return msg;
+}
+
+static proto_msg_t *
+s_progress (proto_type_t type)
+{
+    proto_msg_t *msg = proto_msg_new (type);
+    msg->node = s_dup ("db_2");
+    msg->job = s_dup (JOB_A);
+    msg->step = 1023;
+    msg->attempt = 2;
+    return msg;
+}
+
+static proto_msg_t *
+s_ack (void)
+{
+    return s_progress (PROTO_ACK);
+}
+
+static proto_msg_t *
+s_started (void)
+{
+    return s_progress (PROTO_STARTED);
+}
+
+static proto_msg_t *
+s_result (void)
+{
+    proto_msg_t *msg = proto_msg_new (PROTO_RESULT);
+    msg->node = s_dup ("web-01");
+    msg->job = s_dup (JOB_A);
+    msg->step = 0;
+    msg->attempt = 1;
+    msg->status = s_dup ("failed");
+    msg->output = s_dup ("line one\nline two \xc3\xa9\n");
+    msg->error = s_dup ("E: Unable to locate package nginx-x");
+    msg->exit_code = -1;
+    msg->duration_ms = 1234567890123ULL;
+    msg->truncated = true;
+    msg->data = s_pairs (2, "load1", "0.42", "os", "Debian 12");
+    msg->data_count = 2;
+    return msg;
+}
+
+static proto_msg_t *
+s_result_plain (void)
+{
+    proto_msg_t *msg = proto_msg_new (PROTO_RESULT);
+    msg->node = s_dup ("web-01");
+    msg->job = s_dup (JOB_A);
+    msg->step = 5;
+    msg->attempt = 1000;
+    msg->status = s_dup ("success");
+    msg->output = s_dup ("");
+    msg->error = s_dup ("");
+    msg->exit_code = INT32_MIN;
+    return msg;
+}
+
+static proto_msg_t *
+s_bye (void)
+{
+    proto_msg_t *msg = proto_msg_new (PROTO_BYE);
+    msg->node = s_dup ("web-01");
+    msg->reason = s_dup ("shutdown");
+    return msg;
+}
+
+static proto_msg_t *
+s_welcome (void)
+{
+    proto_msg_t *msg = proto_msg_new (PROTO_WELCOME);
+    msg->node = s_dup ("web-01");
+    msg->heartbeat_ms = 3600000;
+    return msg;
+}
+
+static proto_msg_t *
+s_result_ack (void)
+{
+    proto_msg_t *msg = proto_msg_new (PROTO_RESULT_ACK);
+    msg->job = s_dup (JOB_A);
+    msg->step = 7;
+    msg->attempt = 3;
+    return msg;
+}
+
+static proto_msg_t *
+s_command (void)
+{
+    proto_msg_t *msg = proto_msg_new (PROTO_COMMAND);
+    msg->job = s_dup (JOB_A);
+    msg->step = 2;
+    msg->attempt = 1;
+    msg->backend = s_dup ("apt");
+    msg->action = s_dup ("install");
+    msg->params = s_pairs (2, "package", "nginx", "version", "1.22.1-9");
+    msg->param_count = 2;
+    msg->timeout_ms = 600000;
+    msg->nodes = s_list (3, "web-01", "web-02", "web-03");
+    msg->node_count = 3;
+    return msg;
+}
+
+static proto_msg_t *
+s_command_broadcast (void)
+{
+    proto_msg_t *msg = proto_msg_new (PROTO_COMMAND);
+    msg->job = s_dup (JOB_A);
+    msg->step = 0;
+    msg->attempt = 1;
+    msg->backend = s_dup ("system");
+    msg->action = s_dup ("uptime");
+    msg->timeout_ms = 0;
+    return msg;
+}
+
+static proto_msg_t *
+s_cancel (void)
+{
+    proto_msg_t *msg = proto_msg_new (PROTO_CANCEL);
+    msg->job = s_dup (JOB_A);
+    msg->reason = s_dup ("cancelled by operator");
+    msg->nodes = s_list (1, "web-02");
+    msg->node_count = 1;
+    return msg;
+}
+
+static proto_msg_t *
+s_cancel_all (void)
+{
+    proto_msg_t *msg = proto_msg_new (PROTO_CANCEL);
+    msg->job = s_dup (JOB_A);
+    msg->reason = s_dup ("job timeout");
+    return msg;
+}
+
+static proto_msg_t *
+s_error (void)
+{
+    proto_msg_t *msg = proto_msg_new (PROTO_ERROR);
+    msg->code = s_dup ("unknown_node");
+    msg->message = s_dup ("say hello first");
+    return msg;
+}
+
+typedef proto_msg_t *(s_builder_fn) (void);
+
+static s_builder_fn *s_builders [] = {
+    s_hello, s_heartbeat, s_ack, s_started, s_result, s_result_plain,
+    s_bye, s_welcome, s_result_ack, s_command, s_command_broadcast,
+    s_cancel, s_cancel_all, s_error,
+};
+#define S_BUILDER_COUNT (sizeof s_builders / sizeof s_builders [0])
+
+//  Encodes a message built by BUILDER into a new writer.
+static pw_t *
+s_encoded (s_builder_fn *builder)
+{
+    proto_msg_t *msg = builder ();
+    pw_t *writer = pw_new ();
+    assert_int_equal (proto_msg_encode (msg, writer), 0);
+    proto_msg_destroy (&msg);
+    return writer;
+}
+
+
+//  ---------------------------------------------------------------------
+//  Field-by-field comparison
+
+static void
+s_assert_text (const char *a, const char *b)
+{
+    if (!a || !b)
+        assert_ptr_equal (a, b);
+    else
+        assert_string_equal (a, b);
+}
+
+static void
+s_assert_strings (char **a, size_t a_count, char **b, size_t b_count)
+{
+    assert_int_equal (a_count, b_count);
+    for (size_t index = 0; index < a_count; index++)
+        s_assert_text (a [index], b [index]);
+}
+
+static void
+s_assert_pairs (proto_kv_t *a, size_t a_count, proto_kv_t *b,
+                size_t b_count)
+{
+    assert_int_equal (a_count, b_count);
+    for (size_t index = 0; index < a_count; index++) {
+        s_assert_text (a [index].key, b [index].key);
+        s_assert_text (a [index].value, b [index].value);
+    }
+}
+
+static void
+s_assert_backends (const proto_msg_t *a, const proto_msg_t *b)
+{
+    assert_int_equal (a->backend_count, b->backend_count);
+    for (size_t index = 0; index < a->backend_count; index++) {
+        proto_backend_spec_t *x = &a->backends [index];
+        proto_backend_spec_t *y = &b->backends [index];
+        s_assert_text (x->name, y->name);
+        assert_int_equal (x->action_count, y->action_count);
+        for (size_t action = 0; action < x->action_count; action++) {
+            proto_action_spec_t *p = &x->actions [action];
+            proto_action_spec_t *q = &y->actions [action];
+            s_assert_text (p->name, q->name);
+            assert_int_equal (p->modify, q->modify);
+            s_assert_text (p->help, q->help);
+            assert_int_equal (p->param_count, q->param_count);
+            for (size_t param = 0; param < p->param_count; param++) {
+                proto_param_spec_t *m = &p->params [param];
+                proto_param_spec_t *n = &q->params [param];
+                s_assert_text (m->name, n->name);
+                assert_int_equal (m->required, n->required);
+                s_assert_text (m->type, n->type);
+                s_assert_text (m->pattern, n->pattern);
+                s_assert_text (m->default_value, n->default_value);
+                s_assert_text (m->help, n->help);
+                assert_true (m->min_value == n->min_value);
+                assert_true (m->max_value == n->max_value);
+            }
+        }
+    }
+}
+
+static void
+s_assert_same (const proto_msg_t *a, const proto_msg_t *b)
+{
+    assert_int_equal (a->type, b->type);
+    s_assert_text (a->node, b->node);
+    s_assert_text (a->hostname, b->hostname);
+    s_assert_strings (a->groups, a->group_count, b->groups, b->group_count);
+    s_assert_pairs (a->labels, a->label_count, b->labels, b->label_count);
+    s_assert_backends (a, b);
+    s_assert_text (a->version, b->version);
+    assert_int_equal (a->concurrency, b->concurrency);
+    assert_int_equal (a->running, b->running);
+    assert_int_equal (a->queued, b->queued);
+    s_assert_text (a->job, b->job);
+    assert_int_equal (a->step, b->step);
+    assert_int_equal (a->attempt, b->attempt);
+    s_assert_text (a->status, b->status);
+    s_assert_text (a->output, b->output);
+    s_assert_text (a->error, b->error);
+    assert_int_equal (a->exit_code, b->exit_code);
+    assert_true (a->duration_ms == b->duration_ms);
+    assert_int_equal (a->truncated, b->truncated);
+    s_assert_pairs (a->data, a->data_count, b->data, b->data_count);
+    s_assert_text (a->backend, b->backend);
+    s_assert_text (a->action, b->action);
+    s_assert_pairs (a->params, a->param_count, b->params, b->param_count);
+    assert_true (a->timeout_ms == b->timeout_ms);
+    s_assert_strings (a->nodes, a->node_count, b->nodes, b->node_count);
+    assert_int_equal (a->heartbeat_ms, b->heartbeat_ms);
+    s_assert_text (a->reason, b->reason);
+    s_assert_text (a->code, b->code);
+    s_assert_text (a->message, b->message);
+}
+
+
+//  ---------------------------------------------------------------------
+//  Round trips and truncation
+
+static void
+test_proto_round_trip (void **state)
+{
+    for (size_t index = 0; index < S_BUILDER_COUNT; index++) {
+        proto_msg_t *sent = s_builders [index] ();
+        pw_t *writer = pw_new ();
+        assert_int_equal (proto_msg_encode (sent, writer), 0);
+
+        proto_msg_t *got = NULL;
+        char why [256] = "";
+        int rc = proto_msg_decode (pw_data (writer), pw_size (writer), &got,
+                                   why, sizeof why);
+        if (rc != 0)
+            fail_msg ("%s: %s", proto_type_name (sent->type), why);
+        s_assert_same (sent, got);
+
+        //  Encoding what was decoded gives the same bytes
+        pw_t *again = pw_new ();
+        assert_int_equal (proto_msg_encode (got, again), 0);
+        assert_int_equal (pw_size (again), pw_size (writer));
+        assert_memory_equal (pw_data (again), pw_data (writer),
+                             pw_size (writer));
+        pw_destroy (&again);
+        pw_destroy (&writer);
+        proto_msg_destroy (&got);
+        proto_msg_destroy (&sent);
+        assert_null (sent);
+    }
+    proto_msg_t *none = NULL;
+    proto_msg_destroy (&none);
+}
+
+static void
+test_proto_every_truncation_refused (void **state)
+{
+    for (size_t index = 0; index < S_BUILDER_COUNT; index++) {
+        pw_t *writer = s_encoded (s_builders [index]);
+        for (size_t size = 0; size < pw_size (writer); size++) {
+            proto_msg_t *msg = NULL;
+            char why [256];
+            assert_int_equal (proto_msg_decode (pw_data (writer), size,
+                                                &msg, why, sizeof why), -2);
+            assert_null (msg);
+            assert_true (strlen (why) > 0);
+        }
+        pw_destroy (&writer);
+    }
+}
+
+static void
+test_proto_trailing_bytes_refused (void **state)
+{
+    for (size_t index = 0; index < S_BUILDER_COUNT; index++) {
+        pw_t *writer = s_encoded (s_builders [index]);
+        pw_nil (writer);
+        proto_msg_t *msg = NULL;
+        assert_int_equal (proto_msg_decode (pw_data (writer),
+                                            pw_size (writer), &msg, NULL, 0),
+                          -2);
+        assert_null (msg);
+        pw_destroy (&writer);
+    }
+}
+
+static void
+test_proto_type_names (void **state)
+{
+    assert_string_equal (proto_type_name (PROTO_HELLO), "hello");
+    assert_string_equal (proto_type_name (PROTO_RESULT_ACK), "result_ack");
+    assert_string_equal (proto_type_name (PROTO_ERROR), "error");
+    assert_string_equal (proto_type_name ((proto_type_t) 0), "?");
+    assert_string_equal (proto_type_name ((proto_type_t) 99), "?");
+}
+
+
+//  ---------------------------------------------------------------------
+//  Hostile and wrong input. s_mutate copies the top-level map of a valid
+//  encoding, replacing KEY's value with RAW (or dropping KEY when RAW is
+//  NULL, or adding KEY when it was absent).
+
+static pw_t *
+s_mutate (const pw_t *valid, const char *key, const void *raw,
+          size_t raw_len)
+{
+    pv_doc_t *doc = NULL;
+    assert_int_equal (pv_doc_decode (pw_data (valid), pw_size (valid), &doc,
+                                     NULL, 0), 0);
+    const pv_t *root = pv_doc_root (doc);
+    bool present = pv_map_get (root, key) != NULL;
+    size_t count = pv_size (root);
+    if (!raw && present)
+        count--;
+    if (raw && !present)
+        count++;
+    pw_t *writer = pw_new ();
+    pw_map (writer, count);
+    for (size_t index = 0; index < pv_size (root); index++) {
+        const pv_t *name = pv_map_key_at (root, index);
+        if (pv_str_eq (name, key)) {
+            if (raw) {
+                pw_pv (writer, name);
+                pw_raw (writer, raw, raw_len);
+            }
+            continue;
+        }
+        pw_pv (writer, name);
+        pw_pv (writer, pv_map_value_at (root, index));
+    }
+    if (raw && !present) {
+        pw_str (writer, key);
+        pw_raw (writer, raw, raw_len);
+    }
+    pv_doc_destroy (&doc);
+    return writer;
+}
+
+//  The encoding of one value, for s_mutate.
+static pw_t *
+s_value_str (const char *text, size_t len)
+{
+    pw_t *writer = pw_new ();
+    pw_strn (writer, text, len);
+    return writer;
+}
+
+static pw_t *
+s_value_int (int64_t number)
+{
+    pw_t *writer = pw_new ();
+    pw_int (writer, number);
+    return writer;
+}
+
+//  Decodes the message of BUILDER with KEY set to VALUE (NULL: dropped)
+//  and asserts a refusal whose reason contains EXPECT.
+static void
+s_expect_refused (s_builder_fn *builder, const char *key, pw_t *value,
+                  const char *expect)
+{
+    pw_t *valid = s_encoded (builder);
+    pw_t *bad = s_mutate (valid, key, value ? pw_data (value) : NULL,
+                          value ? pw_size (value) : 0);
+    proto_msg_t *msg = NULL;
+    char why [256] = "";
+    int rc = proto_msg_decode (pw_data (bad), pw_size (bad), &msg, why,
+                               sizeof why);
+    if (rc != -2)
+        fail_msg ("%s=... was accepted", key);
+    assert_null (msg);
+    if (!strstr (why, expect))
+        fail_msg ("reason '%s' lacks '%s'", why, expect);
+    pw_destroy (&bad);
+    pw_destroy (&valid);
+    pw_destroy (&value);
+}
+
+static void
+test_proto_version_and_type_refused (void **state)
+{
+    s_expect_refused (s_heartbeat, "v", s_value_int (7),
+                      "unsupported version 7 (speaks 1)");
+    s_expect_refused (s_heartbeat, "v", s_value_int (0),
+                      "unsupported version 0 (speaks 1)");
+    s_expect_refused (s_heartbeat, "v", s_value_str ("1", 1),
+                      "v: expected int");
+    s_expect_refused (s_heartbeat, "v", NULL, "v: required");
+    s_expect_refused (s_heartbeat, "type", s_value_str ("bogus", 5),
+                      "unknown type 'bogus'");
+    s_expect_refused (s_heartbeat, "type", s_value_str ("ok", 2),
+                      "unknown type 'ok'");
+    s_expect_refused (s_heartbeat, "type", s_value_int (1),
+                      "type: expected string");
+    s_expect_refused (s_heartbeat, "type", NULL, "type: required");
+
+    //  Not a map at all
+    pw_t *writer = pw_new ();
+    pw_array (writer, 0);
+    proto_msg_t *msg = NULL;
+    char why [256];
+    assert_int_equal (proto_msg_decode (pw_data (writer), pw_size (writer),
+                                        &msg, why, sizeof why), -2);
+    assert_non_null (strstr (why, "expected a map"));
+    pw_destroy (&writer);
+}
+
+static void
+test_proto_wrong_types_refused (void **state)
+{
+    s_expect_refused (s_result, "exit_code", s_value_str ("1", 1),
+                      "result.exit_code: expected int");
+    s_expect_refused (s_result, "truncated", s_value_str ("yes", 3),
+                      "result.truncated: expected bool");
+    s_expect_refused (s_result, "data", s_value_str ("x", 1),
+                      "result.data: expected map");
+    s_expect_refused (s_hello, "groups", s_value_str ("web", 3),
+                      "hello.groups: expected array");
+    s_expect_refused (s_hello, "labels", s_value_int (1),
+                      "hello.labels: expected map");
+    s_expect_refused (s_hello, "backends", s_value_int (1),
+                      "hello.backends: expected array");
+    s_expect_refused (s_command, "params", s_value_str ("x", 1),
+                      "command.params: expected map");
+    s_expect_refused (s_heartbeat, "node", s_value_int (3),
+                      "heartbeat.node: expected string");
+
+    //  Floats are not ints
+    pw_t *real = pw_new ();
+    pw_float (real, 1.0);
+    s_expect_refused (s_ack, "step", real, "ack.step: expected int");
+
+    //  Nested structures name the path
+    pw_t *backends = pw_new ();
+    pw_array (backends, 1);
+    pw_map (backends, 2);
+    pw_str (backends, "name");
+    pw_str (backends, "apt");
+    pw_str (backends, "actions");
+    pw_array (backends, 1);
+    pw_map (backends, 4);
+    pw_str (backends, "name");
+    pw_str (backends, "install");
+    pw_str (backends, "kind");
+    pw_str (backends, "delete");
+    pw_str (backends, "help");
+    pw_str (backends, "");
+    pw_str (backends, "params");
+    pw_array (backends, 0);
+    s_expect_refused (s_hello, "backends", backends,
+                      "hello.backends[0].actions[0].kind: expected "
+                      "\"query\" or \"modify\"");
+
+    backends = pw_new ();
+    pw_array (backends, 1);
+    pw_map (backends, 3);
+    pw_str (backends, "name");
+    pw_str (backends, "apt");
+    pw_str (backends, "actions");
+    pw_array (backends, 0);
+    pw_str (backends, "extra");
+    pw_nil (backends);
+    s_expect_refused (s_hello, "backends", backends,
+                      "hello.backends[0]: unknown key 'extra'");
+
+    backends = pw_new ();
+    pw_array (backends, 1);
+    pw_map (backends, 1);
+    pw_str (backends, "name");
+    pw_str (backends, "apt");
+    s_expect_refused (s_hello, "backends", backends,
+                      "hello.backends[0].actions: required");
+}
+
+//  A backends list of one action with one param whose map has COUNT
+//  extra int pairs from the arguments (key, value, ...).
+static pw_t *
+s_backends_with_param (size_t count, ...)
+{
+    pw_t *writer = pw_new ();
+    pw_array (writer, 1);
+    pw_map (writer, 2);
+    pw_str (writer, "name");
+    pw_str (writer, "test");
+    pw_str (writer, "actions");
+    pw_array (writer, 1);
+    pw_map (writer, 4);
+    pw_str (writer, "name");
+    pw_str (writer, "sleep");
+    pw_str (writer, "kind");
+    pw_str (writer, "query");
+    pw_str (writer, "help");
+    pw_str (writer, "");
+    pw_str (writer, "params");
+    pw_array (writer, 1);
+    pw_map (writer, 4 + count);
+    pw_str (writer, "name");
+    pw_str (writer, "seconds");
+    pw_str (writer, "required");
+    pw_bool (writer, true);
+    pw_str (writer, "type");
+    pw_str (writer, "int");
+    pw_str (writer, "help");
+    pw_str (writer, "");
+    va_list args;
+    va_start (args, count);
+    for (size_t index = 0; index < count; index++) {
+        pw_str (writer, va_arg (args, const char *));
+        pw_int (writer, va_arg (args, int));
+    }
+    va_end (args);
+    return writer;
+}
+
+static void
+test_proto_param_range (void **state)
+{
+    const char *path = "hello.backends[0].actions[0].params[0]";
+    char expect [128];
+    snprintf (expect, sizeof expect, "%s: min and max come together", path);
+    s_expect_refused (s_hello, "backends", s_backends_with_param (1, "min", 1),
+                      expect);
+    s_expect_refused (s_hello, "backends", s_backends_with_param (1, "max", 1),
+                      expect);
+    snprintf (expect, sizeof expect, "%s: min must be below max", path);
+    s_expect_refused (s_hello, "backends",
+                      s_backends_with_param (2, "min", 5, "max", 5), expect);
+    s_expect_refused (s_hello, "backends",
+                      s_backends_with_param (2, "min", 0, "max", 0), expect);
+
+    //  A range is decoded into the spec
+    pw_t *valid = s_encoded (s_hello);
+    pw_t *value = s_backends_with_param (2, "max", 60, "min", -3);
+    pw_t *ok = s_mutate (valid, "backends", pw_data (value), pw_size (value));
+    proto_msg_t *msg = NULL;
+    char why [256] = "";
+    assert_int_equal (proto_msg_decode (pw_data (ok), pw_size (ok), &msg, why,
+                                        sizeof why), 0);
+    proto_param_spec_t *param = &msg->backends [0].actions [0].params [0];
+    assert_true (param->min_value == -3);
+    assert_true (param->max_value == 60);
+
+    //  A range that is not in force (min >= max) is not sent at all
+    param->min_value = 7;
+    param->max_value = 7;
+    pw_t *writer = pw_new ();
+    assert_int_equal (proto_msg_encode (msg, writer), 0);
+    proto_msg_t *again = NULL;
+    assert_int_equal (proto_msg_decode (pw_data (writer), pw_size (writer),
+                                        &again, NULL, 0), 0);
+    param = &again->backends [0].actions [0].params [0];
+    assert_true (param->min_value == 0 && param->max_value == 0);
+    proto_msg_destroy (&again);
+    proto_msg_destroy (&msg);
+    pw_destroy (&writer);
+    pw_destroy (&ok);
+    pw_destroy (&value);
+    pw_destroy (&valid);
+}
+
+static void
+test_proto_ranges_refused (void **state)
+{
+    s_expect_refused (s_ack, "step", s_value_int (1024), "ack.step");
+    s_expect_refused (s_ack, "step", s_value_int (-1), "out of range");
+    s_expect_refused (s_started, "attempt", s_value_int (0),
+                      "started.attempt");
+    s_expect_refused (s_started, "attempt", s_value_int (1001),
+                      "out of range 1..1000");
+    s_expect_refused (s_hello, "concurrency", s_value_int (0),
+                      "hello.concurrency");
+    s_expect_refused (s_hello, "concurrency", s_value_int (1025),
+                      "hello.concurrency");
+    s_expect_refused (s_welcome, "heartbeat_ms", s_value_int (0),
+                      "welcome.heartbeat_ms");
+    s_expect_refused (s_welcome, "heartbeat_ms", s_value_int (3600001),
+                      "welcome.heartbeat_ms");
+    s_expect_refused (s_heartbeat, "running", s_value_int (-1),
+                      "heartbeat.running");
+    s_expect_refused (s_heartbeat, "queued", s_value_int (1LL << 32),
+                      "heartbeat.queued");
+    s_expect_refused (s_result, "exit_code", s_value_int (1LL << 31),
+                      "result.exit_code");
+    s_expect_refused (s_result, "duration_ms", s_value_int (-5),
+                      "result.duration_ms");
+    s_expect_refused (s_command, "timeout_ms", s_value_int (-1),
+                      "command.timeout_ms");
+    s_expect_refused (s_result, "status", s_value_str ("bogus", 5),
+                      "result.status: unknown status 'bogus'");
+    s_expect_refused (s_result_ack, "job", s_value_str ("job-1", 5),
+                      "result_ack.job: invalid job id");
+
+    //  Length caps
+    size_t long_len = PROTO_MAX_TEXT + 1;
+    char *text = malloc (PROTO_MAX_OUTPUT + 1);
+    assert_non_null (text);
+    memset (text, 'a', PROTO_MAX_OUTPUT + 1);
+    s_expect_refused (s_hello, "hostname", s_value_str (text, long_len),
+                      "hello.hostname: longer than 4096 bytes");
+    s_expect_refused (s_result, "output",
+                      s_value_str (text, PROTO_MAX_OUTPUT + 1),
+                      "result.output: longer than");
+    s_expect_refused (s_result, "error",
+                      s_value_str (text, PROTO_MAX_OUTPUT + 1),
+                      "result.error: longer than");
+    //  The caps themselves are fine
+    pw_t *valid = s_encoded (s_result);
+    pw_t *value = s_value_str (text, PROTO_MAX_OUTPUT);
+    pw_t *big = s_mutate (valid, "output", pw_data (value), pw_size (value));
+    proto_msg_t *msg = NULL;
+    assert_int_equal (proto_msg_decode (pw_data (big), pw_size (big), &msg,
+                                        NULL, 0), 0);
+    assert_int_equal (strlen (msg->output), PROTO_MAX_OUTPUT);
+    proto_msg_destroy (&msg);
+    pw_destroy (&big);
+    pw_destroy (&value);
+    pw_destroy (&valid);
+
+    pw_t *params = pw_new ();
+    pw_map (params, 1);
+    pw_str (params, "package");
+    pw_strn (params, text, PROTO_MAX_PARAM_VALUE + 1);
+    s_expect_refused (s_command, "params", params,
+                      "command.params.package: longer than 4096");
+    free (text);
+
+    //  Too many entries
+    pw_t *groups = pw_new ();
+    pw_array (groups, PROTO_MAX_LIST + 1);
+    for (int index = 0; index <= PROTO_MAX_LIST; index++) {
+        char name [16];
+        snprintf (name, sizeof name, "g%d", index);
+        pw_str (groups, name);
+    }
+    s_expect_refused (s_hello, "groups", groups, "more than 4096 entries");
+
+    //  An empty nodes list would address nobody
+    pw_t *nodes = pw_new ();
+    pw_array (nodes, 0);
+    s_expect_refused (s_cancel, "nodes", nodes, "cancel.nodes: at least 1");
+}
+
+static void
+test_proto_keys_refused (void **state)
+{
+    s_expect_refused (s_hello, "foo", s_value_int (1),
+                      "hello: unknown key 'foo'");
+    s_expect_refused (s_result_ack, "node", s_value_str ("web-01", 6),
+                      "result_ack: unknown key 'node'");
+    s_expect_refused (s_heartbeat, "node", NULL, "heartbeat.node: required");
+    s_expect_refused (s_result, "truncated", NULL,
+                      "result.truncated: required");
+    s_expect_refused (s_command, "params", NULL, "command.params: required");
+
+    //  Duplicate keys at the top level
+    pw_t *writer = pw_new ();
+    pw_map (writer, 4);
+    pw_str (writer, "v");
+    pw_int (writer, 1);
+    pw_str (writer, "type");
+    pw_str (writer, "bye");
+    pw_str (writer, "node");
+    pw_str (writer, "a");
+    pw_str (writer, "node");
+    pw_str (writer, "b");
+    proto_msg_t *msg = NULL;
+    char why [256];
+    assert_int_equal (proto_msg_decode (pw_data (writer), pw_size (writer),
+                                        &msg, why, sizeof why), -2);
+    assert_non_null (strstr (why, "duplicate"));
+    pw_destroy (&writer);
+
+    //  Duplicates inside lists and specs
+    pw_t *groups = pw_new ();
+    pw_array (groups, 2);
+    pw_str (groups, "web");
+    pw_str (groups, "web");
+    s_expect_refused (s_hello, "groups", groups,
+                      "hello.groups: 'web' appears twice");
+    pw_t *backends = pw_new ();
+    pw_array (backends, 2);
+    for (int index = 0; index < 2; index++) {
+        pw_map (backends, 2);
+        pw_str (backends, "name");
+        pw_str (backends, "apt");
+        pw_str (backends, "actions");
+        pw_array (backends, 0);
+    }
+    s_expect_refused (s_hello, "backends", backends,
+                      "hello.backends: 'apt' appears twice");
+}
+
+static void
+test_proto_bad_names_refused (void **state)
+{
+    const char *bad [] = {
+        "web 01", "../x", "", "a/b", "caf\xc3\xa9",
+        "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
+    };
+    for (size_t index = 0; index < sizeof bad / sizeof bad [0]; index++) {
+        const char *name = bad [index];
+        size_t len = strlen (name);
+        s_expect_refused (s_heartbeat, "node", s_value_str (name, len),
+                          "heartbeat.node: invalid name");
+        s_expect_refused (s_command, "backend", s_value_str (name, len),
+                          "command.backend: invalid name");
+        s_expect_refused (s_command, "action", s_value_str (name, len),
+                          "command.action: invalid name");
+        pw_t *groups = pw_new ();
+        pw_array (groups, 1);
+        pw_str (groups, name);
+        s_expect_refused (s_hello, "groups", groups,
+                          "hello.groups[0]: invalid name");
+        pw_t *nodes = pw_new ();
+        pw_array (nodes, 2);
+        pw_str (nodes, "ok");
+        pw_str (nodes, name);
+        s_expect_refused (s_command, "nodes", nodes,
+                          "command.nodes[1]: invalid name");
+        pw_t *labels = pw_new ();
+        pw_map (labels, 1);
+        pw_str (labels, name);
+        pw_str (labels, "web");
+        s_expect_refused (s_hello, "labels", labels, "invalid name");
+        pw_t *params = pw_new ();
+        pw_map (params, 1);
+        pw_str (params, name);
+        pw_str (params, "x");
+        s_expect_refused (s_command, "params", params, "invalid name");
+    }
+    //  A 64-byte name is the longest accepted
+    char longest [NAME_MAX_LEN + 1];
+    memset (longest, 'n', NAME_MAX_LEN);
+    longest [NAME_MAX_LEN] = 0;
+    pw_t *valid = s_encoded (s_bye);
+    pw_t *value = s_value_str (longest, NAME_MAX_LEN);
+    pw_t *ok = s_mutate (valid, "node", pw_data (value), pw_size (value));
+    proto_msg_t *msg = NULL;
+    assert_int_equal (proto_msg_decode (pw_data (ok), pw_size (ok), &msg,
+                                        NULL, 0), 0);
+    assert_string_equal (msg->node, longest);
+    proto_msg_destroy (&msg);
+    pw_destroy (&ok);
+    pw_destroy (&value);
+    pw_destroy (&valid);
+
+    pw_t *labels = pw_new ();
+    pw_map (labels, 1);
+    pw_str (labels, "tier");
+    pw_str (labels, "web..dev");
+    s_expect_refused (s_hello, "labels", labels,
+                      "hello.labels.tier: invalid label value");
+}
+
+static void
+test_proto_nul_refused (void **state)
+{
+    s_expect_refused (s_hello, "hostname", s_value_str ("a\0b", 3),
+                      "hello.hostname: contains a NUL byte");
+    s_expect_refused (s_result, "output", s_value_str ("ok\0", 3),
+                      "result.output: contains a NUL byte");
+    s_expect_refused (s_bye, "node", s_value_str ("web\0", 4), "NUL");
+    pw_t *data = pw_new ();
+    pw_map (data, 1);
+    pw_str (data, "os");
+    pw_strn (data, "De\0bian", 7);
+    s_expect_refused (s_result, "data", data, "result.data.os: contains");
+}
+
+static void
+test_proto_hostile_bytes_refused (void **state)
+{
+    proto_msg_t *msg = NULL;
+    char why [256];
+    const unsigned char huge [] = { 0xdd, 0x00, 0xff, 0xff, 0xff };
+    assert_int_equal (proto_msg_decode (huge, sizeof huge, &msg, why,
+                                        sizeof why), -2);
+    assert_null (msg);
+
+    //  A hello whose groups header claims millions of entries
+    pw_t *valid = s_encoded (s_hello);
+    const unsigned char groups [] = { 0xdd, 0x00, 0xff, 0xff, 0xff, 0xa1,
+                                      'x' };
+    pw_t *bad = s_mutate (valid, "groups", groups, sizeof groups);
+    assert_int_equal (proto_msg_decode (pw_data (bad), pw_size (bad), &msg,
+                                        why, sizeof why), -2);
+    assert_non_null (strstr (why, "claims"));
+    pw_destroy (&bad);
+
+    //  Labels nested 100 deep
+    pw_t *deep = pw_new ();
+    for (int level = 0; level < 100; level++) {
+        pw_map (deep, 1);
+        pw_str (deep, "k");
+    }
+    pw_str (deep, "v");
+    bad = s_mutate (valid, "labels", pw_data (deep), pw_size (deep));
+    assert_int_equal (proto_msg_decode (pw_data (bad), pw_size (bad), &msg,
+                                        why, sizeof why), -2);
+    assert_non_null (strstr (why, "nesting"));
+    pw_destroy (&bad);
+    pw_destroy (&deep);
+    pw_destroy (&valid);
+
+    assert_int_equal (proto_msg_decode ("", 0, &msg, why, sizeof why), -2);
+    assert_int_equal (proto_msg_decode ("\xc1", 1, &msg, NULL, 0), -2);
+    assert_null (msg);
+}
+
+static void
+test_proto_encode_refuses_bad_messages (void **state)
+{
+    pw_t *writer = pw_new ();
+
+    proto_msg_t *msg = s_heartbeat ();
+    free (msg->node);
+    msg->node = NULL;
+    assert_int_equal (proto_msg_encode (msg, writer), -2);
+    msg->node = s_dup ("web 01");
+    assert_int_equal (proto_msg_encode (msg, writer), -2);
+    proto_msg_destroy (&msg);
+
+    msg = s_ack ();
+    msg->step = 1024;
+    assert_int_equal (proto_msg_encode (msg, writer), -2);
+    msg->step = 0;
+    msg->attempt = 0;
+    assert_int_equal (proto_msg_encode (msg, writer), -2);
+    proto_msg_destroy (&msg);
+
+    msg = s_result ();
+    free (msg->status);
+    msg->status = s_dup ("great");
+    assert_int_equal (proto_msg_encode (msg, writer), -2);
+    proto_msg_destroy (&msg);
+
+    msg = s_command ();
+    free (msg->params [1].key);
+    msg->params [1].key = s_dup ("package");
+    assert_int_equal (proto_msg_encode (msg, writer), -2);
+    proto_msg_destroy (&msg);
+
+    msg = s_hello ();
+    free (msg->backends [0].actions [0].params [0].name);
+    msg->backends [0].actions [0].params [0].name = s_dup ("../x");
+    assert_int_equal (proto_msg_encode (msg, writer), -2);
+    free (msg->labels [1].value);
+    msg->labels [1].value = NULL;
+    assert_int_equal (proto_msg_encode (msg, writer), -2);
+    proto_msg_destroy (&msg);
+
+    msg = s_welcome ();
+    msg->heartbeat_ms = 0;
+    assert_int_equal (proto_msg_encode (msg, writer), -2);
+    proto_msg_destroy (&msg);
+
+    msg = proto_msg_new ((proto_type_t) 0);
+    assert_int_equal (proto_msg_encode (msg, writer), -2);
+    proto_msg_destroy (&msg);
+    assert_int_equal (proto_msg_encode (NULL, writer), -2);
+
+    //  Nothing was written by any refused encode
+    assert_int_equal (pw_size (writer), 0);
+    pw_destroy (&writer);
+}
+
+
+//  ---------------------------------------------------------------------
+//  Client requests
+
+typedef struct {
+    int rc;
+    const char *code;
+    char *id;
+    char why [256];
+    proto_request_t *req;
+} s_outcome_t;
+
+static void
+s_request (const pw_t *writer, s_outcome_t *out)
+{
+    memset (out, 0, sizeof *out);
+    out->rc = proto_request_decode (pw_data (writer), pw_size (writer),
+                                    &out->req, &out->code, &out->id,
+                                    out->why, sizeof out->why);
+}
+
+static void
+s_outcome_clear (s_outcome_t *out)
+{
+    proto_request_destroy (&out->req);
+    free (out->id);
+    out->id = NULL;
+}
+
+static void
+s_expect_request_ok (pw_t *writer, const char *type)
+{
+    s_outcome_t out;
+    s_request (writer, &out);
+    if (out.rc != 0)
+        fail_msg ("%s refused: %s %s", type, out.code, out.why);
+    assert_non_null (out.req);
+    assert_null (out.id);
+    assert_string_equal (out.req->type, type);
+    assert_string_equal (out.req->id, "req-1");
+    assert_true (pv_str_eq (pv_map_get (out.req->body, "type"), type));
+    s_outcome_clear (&out);
+    assert_null (out.req);
+    pw_destroy (&writer);
+}
+
+static void
+test_proto_request_each_type_accepted (void **state)
+{
+    pw_t *w = pw_new ();
+    proto_request_begin (w, "job.submit", "req-1", 1);
+    pw_str (w, "job");
+    pw_map (w, 1);
+    pw_str (w, "tasks");
+    pw_array (w, 0);
+    s_expect_request_ok (w, "job.submit");
+
+    w = pw_new ();
+    proto_request_begin (w, "job.get", "req-1", 1);
+    pw_str (w, "job");
+    pw_str (w, JOB_A);
+    s_expect_request_ok (w, "job.get");
+
+    w = pw_new ();
+    proto_request_begin (w, "job.list", "req-1", 0);
+    s_expect_request_ok (w, "job.list");
+    w = pw_new ();
+    proto_request_begin (w, "job.list", "req-1", 2);
+    pw_str (w, "status");
+    pw_str (w, "running");
+    pw_str (w, "limit");
+    pw_int (w, 10000);
+    s_expect_request_ok (w, "job.list");
+
+    w = pw_new ();
+    proto_request_begin (w, "job.cancel", "req-1", 2);
+    pw_str (w, "job");
+    pw_str (w, JOB_A);
+    pw_str (w, "reason");
+    pw_str (w, "changed my mind");
+    s_expect_request_ok (w, "job.cancel");
+
+    w = pw_new ();
+    proto_request_begin (w, "job.events", "req-1", 2);
+    pw_str (w, "job");
+    pw_str (w, JOB_A);
+    pw_str (w, "after");
+    pw_int (w, 12);
+    s_expect_request_ok (w, "job.events");
+
+    w = pw_new ();
+    proto_request_begin (w, "job.delete", "req-1", 1);
+    pw_str (w, "job");
+    pw_str (w, JOB_A);
+    s_expect_request_ok (w, "job.delete");
+
+    w = pw_new ();
+    proto_request_begin (w, "node.list", "req-1", 0);
+    s_expect_request_ok (w, "node.list");
+
+    w = pw_new ();
+    proto_request_begin (w, "node.get", "req-1", 1);
+    pw_str (w, "node");
+    pw_str (w, "web-01");
+    s_expect_request_ok (w, "node.get");
+
+    w = pw_new ();
+    proto_request_begin (w, "status", "req-1", 0);
+    s_expect_request_ok (w, "status");
+
+    const char *with_node [] = { "node.drain", "node.resume", "key.accept",
+                                 "key.reject", "key.delete" };
+    for (size_t index = 0; index < 5; index++) {
+        w = pw_new ();
+        proto_request_begin (w, with_node [index], "req-1", 1);
+        pw_str (w, "node");
+        pw_str (w, "web-01");
+        s_expect_request_ok (w, with_node [index]);
+    }
+    const char *key = "rq:rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf7";
+    assert_int_equal (strlen (key), 40);
+    w = pw_new ();
+    proto_request_begin (w, "key.accept", "req-1", 1);
+    pw_str (w, "key");
+    pw_str (w, key);
+    s_expect_request_ok (w, "key.accept");
+
+    const char *bare [] = { "broker.drain", "broker.resume", "key.list" };
+    for (size_t index = 0; index < 3; index++) {
+        w = pw_new ();
+        proto_request_begin (w, bare [index], "req-1", 0);
+        s_expect_request_ok (w, bare [index]);
+    }
+}
+
+//  Asserts that WRITER's request is refused with CODE, a reason holding
+//  EXPECT, and the echoed id ID (or none).
+static void
+s_expect_request_refused (pw_t *writer, const char *code, const char *expect,
+                          const char *id)
+{
+    s_outcome_t out;
+    s_request (writer, &out);
+    assert_int_equal (out.rc, -2);
+    assert_null (out.req);
+    assert_non_null (out.code);
+    if (strcmp (out.code, code) != 0)
+        fail_msg ("code %s (%s), expected %s", out.code, out.why, code);
+    if (!strstr (out.why, expect))
+        fail_msg ("reason '%s' lacks '%s'", out.why, expect);
+    s_assert_text (out.id, id);
+    s_outcome_clear (&out);
+    pw_destroy (&writer);
+}
+
+static void
+test_proto_request_errors (void **state)
+{
+    //  Undecodable or not a map: malformed
+    pw_t *w = pw_new ();
+    pw_raw (w, "\xdd\x00\xff\xff\xff", 5);
+    s_expect_request_refused (w, PROTO_ERR_MALFORMED, "claims", NULL);
+    w = pw_new ();
+    pw_str (w, "hello");
+    s_expect_request_refused (w, PROTO_ERR_MALFORMED, "a request is a map",
+                              NULL);
+    w = pw_new ();
+    proto_request_begin (w, "status", "req-1", 0);
+    pw_nil (w);
+    s_expect_request_refused (w, PROTO_ERR_MALFORMED, "trailing", NULL);
+
+    //  Versions: the id is still echoed
+    w = pw_new ();
+    pw_map (w, 3);
+    pw_str (w, "v");
+    pw_int (w, 2);
+    pw_str (w, "type");
+    pw_str (w, "status");
+    pw_str (w, "id");
+    pw_str (w, "r7");
+    s_expect_request_refused (w, PROTO_ERR_VERSION,
+                              "unsupported version 2 (speaks 1)", "r7");
+    w = pw_new ();
+    pw_map (w, 2);
+    pw_str (w, "type");
+    pw_str (w, "status");
+    pw_str (w, "id");
+    pw_str (w, "r8");
+    s_expect_request_refused (w, PROTO_ERR_VERSION, "speaks version 1", "r8");
+
+    //  Types
+    w = pw_new ();
+    proto_request_begin (w, "job.explode", "r9", 0);
+    s_expect_request_refused (w, PROTO_ERR_UNKNOWN_TYPE,
+                              "unknown type 'job.explode'", "r9");
+    w = pw_new ();
+    pw_map (w, 2);
+    pw_str (w, "v");
+    pw_int (w, 1);
+    pw_str (w, "id");
+    pw_str (w, "r10");
+    s_expect_request_refused (w, PROTO_ERR_UNKNOWN_TYPE, "no 'type'", "r10");
+
+    //  Fields
+    w = pw_new ();
+    proto_request_begin (w, "status", NULL, 0);
+    s_expect_request_refused (w, PROTO_ERR_BAD_REQUEST, "id: required", NULL);
+    char long_id [PROTO_MAX_REQUEST_ID + 2];
+    memset (long_id, 'i', sizeof long_id - 1);
+    long_id [sizeof long_id - 1] = 0;
+    w = pw_new ();
+    proto_request_begin (w, "status", long_id, 0);
+    s_expect_request_refused (w, PROTO_ERR_BAD_REQUEST, "id: required", NULL);
+    w = pw_new ();
+    proto_request_begin (w, "status", "", 0);
+    s_expect_request_refused (w, PROTO_ERR_BAD_REQUEST, "id: required", NULL);
+
+    w = pw_new ();
+    proto_request_begin (w, "node.list", "r11", 1);
+    pw_str (w, "foo");
+    pw_int (w, 1);
+    s_expect_request_refused (w, PROTO_ERR_BAD_REQUEST,
+                              "node.list: unknown key 'foo'", "r11");
+    w = pw_new ();
+    proto_request_begin (w, "job.get", "r12", 0);
+    s_expect_request_refused (w, PROTO_ERR_BAD_REQUEST,
+                              "job.get: job: required", "r12");
+    w = pw_new ();
+    proto_request_begin (w, "job.get", "r13", 1);
+    pw_str (w, "job");
+    pw_int (w, 5);
+    s_expect_request_refused (w, PROTO_ERR_BAD_REQUEST,
+                              "job.get: job: expected string, got int",
+                              "r13");
+    w = pw_new ();
+    proto_request_begin (w, "job.submit", "r14", 1);
+    pw_str (w, "job");
+    pw_str (w, "group:web");
+    s_expect_request_refused (w, PROTO_ERR_BAD_REQUEST,
+                              "job.submit: job: expected map", "r14");
+    w = pw_new ();
+    proto_request_begin (w, "job.list", "r15", 1);
+    pw_str (w, "limit");
+    pw_int (w, 0);
+    s_expect_request_refused (w, PROTO_ERR_BAD_REQUEST, "out of range",
+                              "r15");
+    w = pw_new ();
+    proto_request_begin (w, "job.events", "r16", 2);
+    pw_str (w, "job");
+    pw_str (w, JOB_A);
+    pw_str (w, "after");
+    pw_int (w, -1);
+    s_expect_request_refused (w, PROTO_ERR_BAD_REQUEST, "after", "r16");
+    w = pw_new ();
+    proto_request_begin (w, "node.get", "r17", 1);
+    pw_str (w, "node");
+    pw_strn (w, "a\0b", 3);
+    s_expect_request_refused (w, PROTO_ERR_BAD_REQUEST, "NUL", "r17");
+
+    //  NULL out-parameters are allowed
+    w = pw_new ();
+    pw_str (w, "x");
+    proto_request_t *req = NULL;
+    assert_int_equal (proto_request_decode (pw_data (w), pw_size (w), &req,
+                                            NULL, NULL, NULL, 0), -2);
+    assert_null (req);
+    pw_destroy (&w);
+}
+
+static void
+test_proto_replies (void **state)
+{
+    pw_t *w = pw_new ();
+    proto_reply_ok_begin (w, "req-1");
+    pw_map (w, 1);
+    pw_str (w, "job");
+    pw_str (w, JOB_A);
+    pv_doc_t *doc = NULL;
+    assert_int_equal (pv_doc_decode (pw_data (w), pw_size (w), &doc, NULL, 0),
+                      0);
+    const pv_t *root = pv_doc_root (doc);
+    int64_t version = 0;
+    assert_int_equal (pv_get_int (pv_map_get (root, "v"), &version), 0);
+    assert_int_equal (version, 1);
+    assert_true (pv_str_eq (pv_map_get (root, "type"), "ok"));
+    assert_true (pv_str_eq (pv_map_get (root, "id"), "req-1"));
+    assert_true (pv_str_eq (pv_map_get (pv_map_get (root, "data"), "job"),
+                            JOB_A));
+    pv_doc_destroy (&doc);
+
+    char *details [] = { "tasks[0].backend: required", "strategy: unknown" };
+    pw_reset (w);
+    proto_reply_error (w, "req-2", PROTO_ERR_INVALID_JOB, "job is invalid",
+                       details, 2);
+    assert_int_equal (pv_doc_decode (pw_data (w), pw_size (w), &doc, NULL, 0),
+                      0);
+    root = pv_doc_root (doc);
+    assert_int_equal (pv_size (root), 6);
+    assert_true (pv_str_eq (pv_map_get (root, "type"), "error"));
+    assert_true (pv_str_eq (pv_map_get (root, "code"), "invalid_job"));
+    assert_true (pv_str_eq (pv_map_get (root, "message"), "job is invalid"));
+    assert_true (pv_str_eq (pv_array_at (pv_map_get (root, "details"), 1),
+                            "strategy: unknown"));
+    pv_doc_destroy (&doc);
+
+    //  Without details and without an id
+    pw_reset (w);
+    proto_reply_error (w, NULL, PROTO_ERR_MALFORMED, "not msgpack", NULL, 0);
+    assert_int_equal (pv_doc_decode (pw_data (w), pw_size (w), &doc, NULL, 0),
+                      0);
+    root = pv_doc_root (doc);
+    assert_int_equal (pv_size (root), 5);
+    assert_int_equal (pv_type (pv_map_get (root, "id")), PV_NIL);
+    assert_null (pv_map_get (root, "details"));
+    pv_doc_destroy (&doc);
+    pw_destroy (&w);
+}
+
+int
+main (void)
+{
+    const struct CMUnitTest tests [] = {
+        cmocka_unit_test (test_proto_round_trip),
+        cmocka_unit_test (test_proto_every_truncation_refused),
+        cmocka_unit_test (test_proto_trailing_bytes_refused),
+        cmocka_unit_test (test_proto_type_names),
+        cmocka_unit_test (test_proto_version_and_type_refused),
+        cmocka_unit_test (test_proto_wrong_types_refused),
+        cmocka_unit_test (test_proto_ranges_refused),
+        cmocka_unit_test (test_proto_param_range),
+        cmocka_unit_test (test_proto_keys_refused),
+        cmocka_unit_test (test_proto_bad_names_refused),
+        cmocka_unit_test (test_proto_nul_refused),
+        cmocka_unit_test (test_proto_hostile_bytes_refused),
+        cmocka_unit_test (test_proto_encode_refuses_bad_messages),
+        cmocka_unit_test (test_proto_request_each_type_accepted),
+        cmocka_unit_test (test_proto_request_errors),
+        cmocka_unit_test (test_proto_replies),
+    };
+    return cmocka_run_group_tests (tests, NULL, NULL);
+}

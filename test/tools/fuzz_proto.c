@@ -1,0 +1,233 @@
+/*  =========================================================================
+    fuzz_proto - libFuzzer target for every decoder of wire bytes
+
+    Feeds one input to pv_doc_decode, proto_msg_decode and
+    proto_request_decode, and a decoded map (or a submit's job) to
+    job_spec_decode. Beyond "no crash, no leak" it checks that what was
+    accepted survives a round trip: a decoded value re-encodes to bytes
+    that decode again, a decoded message re-encodes (decode and encode
+    apply the same rules) to the very bytes a second decode re-encodes to,
+    and an accepted job spec re-encodes to a spec that is accepted again.
+    A broken invariant aborts, which the fuzzer reports as a crash.
+
+    Built with -DGRID_FUZZ_LIBFUZZER and -fsanitize=fuzzer it is a libFuzzer
+    binary. Without it, main() runs each file named on the command line
+    (or stdin) once, so the normal build links it as a plain program that
+    replays a corpus or a crash.
+    =========================================================================
+*/
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../proto/job.h"
+#include "../../proto/proto.h"
+#include "../../proto/pv.h"
+#include "../../proto/pw.h"
+
+int LLVMFuzzerTestOneInput (const uint8_t *data, size_t size);
+
+static void
+s_broken (const char *invariant)
+{
+    fprintf (stderr, "fuzz_proto: invariant broken: %s\n", invariant);
+    abort ();
+}
+
+static FILE *
+s_sink (void)
+{
+    static FILE *sink = NULL;
+    if (!sink)
+        sink = fopen ("/dev/null", "w");
+    return sink;
+}
+
+static void
+s_check_job (const pv_t *value)
+{
+    job_spec_t *spec = NULL;
+    job_errors_t errors;
+    memset (&errors, 0, sizeof errors);
+    if (job_spec_decode (value, &spec, &errors) == 0) {
+        if (!spec)
+            s_broken ("job_spec_decode accepted without a spec");
+        pw_t *writer = pw_new ();
+        job_spec_encode (spec, writer);
+        pv_doc_t *doc = NULL;
+        if (pv_doc_decode (pw_data (writer), pw_size (writer), &doc, NULL,
+                           0))
+            s_broken ("an encoded job spec does not decode");
+        job_spec_t *again = NULL;
+        job_errors_t again_errors;
+        memset (&again_errors, 0, sizeof again_errors);
+        if (job_spec_decode (pv_doc_root (doc), &again, &again_errors))
+            s_broken ("an encoded job spec is not accepted again");
+        if (job_spec_step_count (again) != job_spec_step_count (spec))
+            s_broken ("a job spec changed its step count on a round trip");
+        job_spec_destroy (&again);
+        job_errors_clear (&again_errors);
+        pv_doc_destroy (&doc);
+        pw_destroy (&writer);
+    }
+    job_spec_destroy (&spec);
+    job_errors_clear (&errors);
+}
+
+static void
+s_check_value (const uint8_t *data, size_t size)
+{
+    pv_doc_t *doc = NULL;
+    char why [256];
+    if (pv_doc_decode (data, size, &doc, why, sizeof why))
+        return;
+    const pv_t *root = pv_doc_root (doc);
+    if (s_sink ())
+        pv_write_json (root, s_sink (), 2);
+
+    pw_t *writer = pw_new ();
+    pw_pv (writer, root);
+    pv_doc_t *again = NULL;
+    if (pv_doc_decode (pw_data (writer), pw_size (writer), &again, NULL, 0))
+        s_broken ("a decoded value does not re-encode to valid bytes");
+    pv_doc_destroy (&again);
+    pw_destroy (&writer);
+
+    if (pv_type (root) == PV_MAP)
+        s_check_job (root);
+    pv_doc_destroy (&doc);
+}
+
+static void
+s_check_message (const uint8_t *data, size_t size)
+{
+    proto_msg_t *msg = NULL;
+    char why [256];
+    if (proto_msg_decode (data, size, &msg, why, sizeof why))
+        return;
+    pw_t *writer = pw_new ();
+    if (proto_msg_encode (msg, writer))
+        s_broken ("a decoded message does not encode");
+    proto_msg_t *again = NULL;
+    if (proto_msg_decode (pw_data (writer), pw_size (writer), &again, why,
+                          sizeof why))
+        s_broken ("an encoded message does not decode");
+    pw_t *second = pw_new ();
+    if (proto_msg_encode (again, second))
+        s_broken ("a re-decoded message does not encode");
+    if (pw_size (second) != pw_size (writer)
+    ||  memcmp (pw_data (second), pw_data (writer), pw_size (writer)) != 0)
+        s_broken ("a message changed on a round trip");
+    pw_destroy (&second);
+    proto_msg_destroy (&again);
+    pw_destroy (&writer);
+    proto_msg_destroy (&msg);
+}
+
+static void
+s_check_request (const uint8_t *data, size_t size)
+{
+    proto_request_t *req = NULL;
+    const char *code = NULL;
+    char *id = NULL;
+    char why [256];
+    if (proto_request_decode (data, size, &req, &code, &id, why,
+                              sizeof why) == 0) {
+        if (!req || !req->type || !req->id || !req->body)
+            s_broken ("an accepted request is incomplete");
+        if (strcmp (req->type, "job.submit") == 0)
+            s_check_job (pv_map_get (req->body, "job"));
+    }
+    else
+    if (!code || req)
+        s_broken ("a refused request has no code");
+    free (id);
+    proto_request_destroy (&req);
+}
+
+int
+LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
+{
+    s_check_value (data, size);
+    s_check_message (data, size);
+    s_check_request (data, size);
+    return 0;
+}
+
+#ifndef GRID_FUZZ_LIBFUZZER
+
+//  Reads all of FILE into a fresh buffer; returns 0, or -1.
+static int
+s_slurp (FILE *file, uint8_t **data_p, size_t *size_p)
+{
+    size_t size = 0;
+    size_t room = 4096;
+    uint8_t *data = malloc (room);
+    if (!data)
+        return -1;
+    while (true) {
+        if (size == room) {
+            uint8_t *bigger = room > PROTO_MAX_FRAME ? NULL
+                                                     : realloc (data, room * 2);
+            if (!bigger) {
+                free (data);
+                return -1;
+            }
+            data = bigger;
+            room *= 2;
+        }
+        size_t got = fread (data + size, 1, room - size, file);
+        size += got;
+        if (got == 0)
+            break;
+    }
+    if (ferror (file)) {
+        free (data);
+        return -1;
+    }
+    *data_p = data;
+    *size_p = size;
+    return 0;
+}
+
+static int
+s_run (const char *path)
+{
+    FILE *file = path ? fopen (path, "rb") : stdin;
+    if (!file) {
+        perror (path);
+        return -1;
+    }
+    uint8_t *data = NULL;
+    size_t size = 0;
+    int rc = s_slurp (file, &data, &size);
+    if (file != stdin)
+        fclose (file);
+    if (rc) {
+        fprintf (stderr, "fuzz_proto: cannot read %s (or over %d bytes)\n",
+                 path ? path : "stdin", PROTO_MAX_FRAME * 2);
+        return -1;
+    }
+    LLVMFuzzerTestOneInput (data, size);
+    free (data);
+    return 0;
+}
+
+int
+main (int argc, char *argv [])
+{
+    int failed = 0;
+    if (argc < 2)
+        failed = s_run (NULL) != 0;
+    for (int index = 1; index < argc; index++)
+        if (s_run (argv [index]))
+            failed++;
+    if (s_sink ())
+        fclose (s_sink ());
+    int inputs = argc < 2 ? 1 : argc - 1;
+    printf ("fuzz_proto: ran %d input%s\n", inputs, inputs == 1 ? "" : "s");
+    return failed ? 1 : 0;
+}
+
+#endif
