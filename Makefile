@@ -5,13 +5,24 @@
 #   make test       deps, build, run every test (unit + integration)
 #   make test SANITIZE=1   the same under AddressSanitizer + UBSan (build-asan/)
 #   make demo       deps, build, broker + three agents on loopback, two jobs
+#   make fuzz       every libFuzzer target for FUZZ_SECONDS (60) each; make
+#                   test runs each for FUZZ_SHORT_SECONDS (10) as test_fuzz
 #   make format     clang-format every source file
 #   make clean      remove build/ and build-asan/
+#   V=1             show the full compiler command lines
 #
 # CC=clang works as well as gcc.
 
 CC ?= cc
 SANITIZE ?=
+V ?=
+ifeq ($(V),1)
+Q :=
+say = @true
+else
+Q := @
+say = @echo "  $(1) $(2)"
+endif
 VERSION := 0.1.0
 
 ifeq ($(SANITIZE),1)
@@ -55,45 +66,103 @@ TEST_TOOLS := $(TEST_TOOL_SRC:test/tools/%.c=$(BUILD)/test/tools/%)
 DEB_PKGS := gcc make pkg-config libzmq3-dev libczmq-dev libmsgpack-dev \
 	liblmdb-dev libyaml-dev libcmocka-dev
 
-.PHONY: all deps test test-build demo format clean check-deps
+# Fuzzing: clang's libFuzzer with ASan and UBSan. Only make fuzz and make
+# test need these packages.
+FUZZ_PKGS := clang libclang-rt-14-dev
+FUZZ_CC ?= clang
+FUZZ_SECONDS ?= 60
+FUZZ_SHORT_SECONDS ?= 10
+FUZZ_DIR := $(BUILD)/fuzz
+FUZZ_TARGETS := $(filter-out fuzz_seeds,$(filter fuzz_%,$(TEST_TOOL_SRC:test/tools/%.c=%)))
+FUZZ_BINS := $(FUZZ_TARGETS:%=$(FUZZ_DIR)/bin/%)
+FUZZ_LIB_OBJ := $(LIB_SRC:%.c=$(FUZZ_DIR)/obj/%.o)
+FUZZ_SANITIZE := -fsanitize=address,undefined -fno-sanitize-recover=undefined
+FUZZ_CFLAGS = -std=c11 -D_GNU_SOURCE -DGRID_VERSION=\"$(VERSION)\" \
+	-DGRID_FUZZ_LIBFUZZER -Wall -Wextra -Werror -Wshadow \
+	-Wno-unused-parameter -g -O1 -fno-omit-frame-pointer \
+	-fsanitize=fuzzer-no-link $(FUZZ_SANITIZE) $(PKG_CFLAGS) -MMD -MP
+FUZZ_SEEDS := $(BUILD)/test/tools/fuzz_seeds
+
+.PHONY: all deps test test-build demo format clean check-deps fuzz \
+	fuzz-build fuzz-deps
 .DEFAULT_GOAL := all
 
 all: $(BINS)
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -c $< -o $@
+	$(call say,CC,$<)
+	$(Q)$(CC) $(ALL_CFLAGS) -c $< -o $@
 
 $(LIB): $(LIB_OBJ)
 	@mkdir -p $(dir $@)
-	rm -f $@
-	ar rcs $@ $^
+	@rm -f $@
+	$(call say,AR,$@)
+	$(Q)ar rcs $@ $^
 
 $(BUILD)/bin/gridbroker: $(BUILD)/obj/broker/main.o $(LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(PKG_LIBS) -lm
+	$(call say,LD,$@)
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(PKG_LIBS) -lm
 
 $(BUILD)/bin/gridagent: $(BUILD)/obj/agent/main.o $(LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(PKG_LIBS) -lm
+	$(call say,LD,$@)
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(PKG_LIBS) -lm
 
 $(BUILD)/bin/gridcli: $(BUILD)/obj/cli/main.o $(LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(PKG_LIBS) -lm
+	$(call say,LD,$@)
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(PKG_LIBS) -lm
 
 $(BUILD)/test/%: $(BUILD)/obj/test/%.o $(TEST_LIB_OBJ) $(LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(PKG_LIBS) $(CMOCKA_LIBS) -lm
+	$(call say,LD,$@)
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(PKG_LIBS) $(CMOCKA_LIBS) -lm
 
 $(BUILD)/test/tools/%: $(BUILD)/obj/test/tools/%.o $(LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(PKG_LIBS) -lm
+	$(call say,LD,$@)
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(PKG_LIBS) -lm
 
 test-build: $(BINS) $(TEST_BINS) $(TEST_TOOLS)
 
+$(FUZZ_DIR)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(call say,FUZZCC,$<)
+	$(Q)$(FUZZ_CC) $(FUZZ_CFLAGS) -c $< -o $@
+
+$(FUZZ_DIR)/libgrid.a: $(FUZZ_LIB_OBJ)
+	@rm -f $@
+	$(call say,AR,$@)
+	$(Q)ar rcs $@ $^
+
+$(FUZZ_DIR)/bin/%: $(FUZZ_DIR)/obj/test/tools/%.o $(FUZZ_DIR)/libgrid.a
+	@mkdir -p $(dir $@)
+	$(call say,LD,$@)
+	$(Q)$(FUZZ_CC) -fsanitize=fuzzer $(FUZZ_SANITIZE) -o $@ $^ $(PKG_LIBS) -lm
+
+# The short fuzz run of make test, as one more suite for run_tests.sh.
+$(BUILD)/test/test_fuzz: test/fuzz.sh $(FUZZ_BINS) $(FUZZ_SEEDS)
+	@mkdir -p $(dir $@)
+	@printf '#!/bin/sh\nexec sh "%s" "%s" %s "%s"\n' "$(abspath test/fuzz.sh)" \
+		"$(abspath $(FUZZ_DIR))" "$(FUZZ_SHORT_SECONDS)" \
+		"$(abspath $(FUZZ_SEEDS))" >$@
+	@chmod +x $@
+
+fuzz-build: $(FUZZ_BINS) $(FUZZ_SEEDS) $(BUILD)/test/test_fuzz
+
+fuzz-deps:
+	@sh test/deps.sh $(FUZZ_PKGS)
+
+# Every target for FUZZ_SECONDS each (make fuzz FUZZ_SECONDS=600).
+fuzz: deps fuzz-deps
+	@$(MAKE) --no-print-directory fuzz-build
+	@sh test/fuzz.sh $(FUZZ_DIR) $(FUZZ_SECONDS) $(FUZZ_SEEDS)
+
 # deps first, then a fresh make that sees the installed pkg-config files.
-test: deps
-	@$(MAKE) --no-print-directory test-build
+test: deps fuzz-deps
+	@$(MAKE) --no-print-directory test-build fuzz-build
 	@BUILD=$(BUILD) sh test/run_tests.sh
 
 demo: deps
@@ -110,3 +179,4 @@ clean:
 	rm -rf build build-asan
 
 -include $(LIB_OBJ:.o=.d) $(TEST_LIB_OBJ:.o=.d) $(TEST_SRC:test/%.c=$(BUILD)/obj/test/%.d)
+-include $(FUZZ_LIB_OBJ:.o=.d) $(FUZZ_TARGETS:%=$(FUZZ_DIR)/obj/test/tools/%.d)

@@ -33,6 +33,7 @@
 
 #include "../backends/backend.h"
 #include "../proto/conf.h"
+#include "../proto/keys.h"
 #include "../proto/names.h"
 #include "executor.h"
 #include "spool.h"
@@ -117,6 +118,8 @@ agent_config_init (agent_config_t *config)
     config->output_cap_bytes = EXECUTOR_DEFAULT_CAP_BYTES;
     config->kill_grace_ms = AGENT_DEFAULT_GRACE_MS;
     config->drain_ms = AGENT_DEFAULT_DRAIN_MS;
+    config->key_file = strdup (KEYS_DEFAULT_AGENT_KEY);
+    config->broker_key = strdup (KEYS_DEFAULT_BROKER_KEY);
 }
 
 void
@@ -132,6 +135,8 @@ agent_config_clear (agent_config_t *config)
     free (config->tool_dir);
     s_free_list (&config->disabled, &config->disabled_count);
     free (config->resolv_conf);
+    free (config->key_file);
+    free (config->broker_key);
     memset (config, 0, sizeof (*config));
 }
 
@@ -273,7 +278,8 @@ s_conf_list (const pv_t *map, const char *key, char ***list_p,
 static const char *const s_config_keys [] = {
     "id", "groups", "labels", "broker", "publish", "state_dir",
     "concurrency", "tool_dir", "output_cap_bytes", "disabled_backends",
-    "resolv_conf", "kill_grace", "drain", "verbose", NULL
+    "resolv_conf", "kill_grace", "drain", "verbose", "key", "broker_key",
+    "insecure", NULL
 };
 
 //  Applies the keys of ROOT to CONFIG.
@@ -297,6 +303,9 @@ s_conf_apply (agent_config_t *config, const pv_t *root, char *err,
                            err_len)
     ||  conf_get_duration (root, "drain", &config->drain_ms, err, err_len)
     ||  conf_get_bool (root, "verbose", &config->verbose, err, err_len)
+    ||  conf_get_str (root, "key", &config->key_file, err, err_len)
+    ||  conf_get_str (root, "broker_key", &config->broker_key, err, err_len)
+    ||  conf_get_bool (root, "insecure", &config->insecure, err, err_len)
     ||  s_conf_list (root, "groups", &config->groups, &config->group_count,
                      err, err_len)
     ||  s_conf_list (root, "disabled_backends", &config->disabled,
@@ -408,6 +417,15 @@ s_usage (FILE *out)
 "  --drain DURATION        on shutdown, how long running tasks may finish\n"
 "                          (default 5s)\n"
 "  --verbose               log every command event\n"
+"  --key FILE              this agent's key pair\n"
+"                          (default " KEYS_DEFAULT_AGENT_KEY ")\n"
+"  --broker-key KEY        the broker's public key: a key file or 40\n"
+"                          characters of Z85\n"
+"                          (default " KEYS_DEFAULT_BROKER_KEY ")\n"
+"  --insecure              no CURVE: plaintext, for a broker that runs\n"
+"                          --insecure on a trusted network only\n"
+"  keygen                  write a key pair (gridagent keygen --help), then\n"
+"                          an admin accepts it: gridcli key accept ID\n"
 "  --version               print the version and exit\n"
 "  --help                  print this help and exit\n",
              AGENT_DEFAULT_BROKER, AGENT_DEFAULT_PUBLISH,
@@ -419,7 +437,8 @@ typedef enum {
     S_OPT_ID = 256, S_OPT_GROUPS, S_OPT_LABELS, S_OPT_BROKER, S_OPT_PUBLISH,
     S_OPT_STATE_DIR, S_OPT_CONFIG, S_OPT_CONCURRENCY, S_OPT_TOOL_DIR,
     S_OPT_OUTPUT_CAP, S_OPT_DISABLE, S_OPT_RESOLV_CONF, S_OPT_KILL_GRACE,
-    S_OPT_DRAIN, S_OPT_VERBOSE, S_OPT_VERSION, S_OPT_HELP, S_OPT_END
+    S_OPT_DRAIN, S_OPT_VERBOSE, S_OPT_VERSION, S_OPT_HELP, S_OPT_KEY,
+    S_OPT_BROKER_KEY, S_OPT_INSECURE, S_OPT_END
 } s_option_t;
 
 static const struct option s_options [] = {
@@ -438,6 +457,9 @@ static const struct option s_options [] = {
     { "kill-grace", required_argument, NULL, S_OPT_KILL_GRACE },
     { "drain", required_argument, NULL, S_OPT_DRAIN },
     { "verbose", no_argument, NULL, S_OPT_VERBOSE },
+    { "key", required_argument, NULL, S_OPT_KEY },
+    { "broker-key", required_argument, NULL, S_OPT_BROKER_KEY },
+    { "insecure", no_argument, NULL, S_OPT_INSECURE },
     { "version", no_argument, NULL, S_OPT_VERSION },
     { "help", no_argument, NULL, S_OPT_HELP },
     { NULL, 0, NULL, 0 }
@@ -460,6 +482,8 @@ s_apply_flag (agent_config_t *config, int option, const char *value,
             s_set_str (&config->resolv_conf, value);
             return 0;
         case S_OPT_VERBOSE: config->verbose = true; return 0;
+        case S_OPT_KEY: s_set_str (&config->key_file, value); return 0;
+        case S_OPT_BROKER_KEY: s_set_str (&config->broker_key, value); return 0;
         case S_OPT_GROUPS:
             return s_list_from_csv (value, &config->groups,
                                     &config->group_count, "--groups", err,
@@ -516,6 +540,7 @@ agent_config_parse (agent_config_t *config, int argc, char *argv [],
     const char *values [S_OPT_END - S_OPT_ID];
     memset (values, 0, sizeof (values));
     bool verbose = false;
+    bool insecure = false;
     optind = 0;
     opterr = 0;
     int option;
@@ -531,6 +556,10 @@ agent_config_parse (agent_config_t *config, int argc, char *argv [],
         }
         if (option == S_OPT_VERBOSE) {
             verbose = true;
+            continue;
+        }
+        if (option == S_OPT_INSECURE) {
+            insecure = true;
             continue;
         }
         if (option == '?' || option == ':') {
@@ -559,6 +588,8 @@ agent_config_parse (agent_config_t *config, int argc, char *argv [],
             return -1;
     if (verbose)
         config->verbose = true;
+    if (insecure)
+        config->insecure = true;
     return agent_config_check (config, err, err_len) ? -1 : 0;
 }
 
@@ -786,6 +817,10 @@ struct _agent_t {
     int64_t drain_deadline;     //  Shutdown: monotonic
     int64_t stop_deadline;      //  Shutdown: give up waiting
     uint64_t malformed;         //  Frames that did not decode
+    zcert_t *cert;              //  Our key pair (NULL when insecure)
+    char broker_key [KEYS_TEXT_SIZE];  //  The broker's public key
+    zsock_t *monitor;           //  Failed handshakes of the dealer
+    char last_refusal [512];    //  Last handshake or enrolment refusal logged
 };
 
 //  One command the executor holds.
@@ -1239,6 +1274,8 @@ s_take (agent_t *self, const proto_msg_t *command, const char *key)
     else
         plan = backend_plan_new (action, &self->context, command->params,
                                  command->param_count, err, sizeof (err));
+    if (plan)
+        plan->attempt = command->attempt;
     if (!plan) {
         s_log (self, "refused job %s step %u (%s.%s): %s", command->job,
                command->step, command->backend, command->action, err);
@@ -1396,15 +1433,39 @@ s_on_welcome (agent_t *self, const proto_msg_t *welcome)
     }
     s_log (self, "welcomed by the broker (heartbeat every %u ms, %zu "
            "result(s) to deliver)", beat, spool_unacked (self->spool));
+    self->last_refusal [0] = 0;
+    //  The broker grants topics only to a node it knows: ask again now
+    if (self->cert) {
+        char **topics = agent_topics (self->config, NULL);
+        for (size_t index = 0; topics && topics [index]; index++) {
+            zsock_set_unsubscribe (self->sub, topics [index]);
+            zsock_set_subscribe (self->sub, topics [index]);
+        }
+        agent_topics_free (&topics);
+    }
     s_resend_results (self);
 }
 
 static void
 s_on_error (agent_t *self, const proto_msg_t *error)
 {
+    //  Waiting for acceptance answers every hello: say it once
+    if (strcmp (error->code, "pending") == 0) {
+        if (strcmp (self->last_refusal, error->message) != 0)
+            s_log (self, "broker says %s: %s", error->code, error->message);
+        snprintf (self->last_refusal, sizeof self->last_refusal, "%s",
+                  error->message);
+        return;
+    }
     s_log (self, "broker says %s: %s", error->code, error->message);
     if (strcmp (error->code, "unknown_node") == 0) {
         s_log (self, "the broker does not know this node: registering again");
+        s_unwelcome (self);
+    }
+    else
+    if (strcmp (error->code, PROTO_ERR_UNAUTHORIZED) == 0 && self->welcomed) {
+        s_log (self, "this node's key is no longer enrolled: registering "
+               "again");
         s_unwelcome (self);
     }
 }
@@ -1533,8 +1594,8 @@ s_signal_ready (zloop_t *loop, zmq_pollitem_t *item, void *arg)
 //  Lifecycle
 
 static zsock_t *
-s_socket (int type, const char *endpoint, char **topics, char *err,
-          size_t err_len)
+s_socket (agent_t *self, int type, const char *endpoint, char **topics,
+          char *err, size_t err_len)
 {
     zsock_t *sock = zsock_new (type);
     if (!sock) {
@@ -1561,6 +1622,8 @@ s_socket (int type, const char *endpoint, char **topics, char *err,
     //  and results are re-sent from the spool anyway
     if (type == ZMQ_DEALER)
         zsock_set_immediate (sock, 1);
+    if (self->cert)
+        keys_curve_client (sock, self->cert, self->broker_key);
     for (size_t index = 0; topics && topics [index]; index++)
         zsock_set_subscribe (sock, topics [index]);
     if (zsock_connect (sock, "%s", endpoint)) {
@@ -1569,6 +1632,48 @@ s_socket (int type, const char *endpoint, char **topics, char *err,
         zsock_destroy (&sock);
     }
     return sock;
+}
+
+//  Loads our key pair and the broker's public key.
+static int
+s_load_keys (agent_t *self, char *err, size_t err_len)
+{
+    const agent_config_t *config = self->config;
+    char why [1024];
+    self->cert = keys_load_pair (config->key_file, why, sizeof (why));
+    if (!self->cert) {
+        s_err (err, err_len, "no usable agent key: %s\n"
+               "  create one with: gridagent keygen --out %s (then an admin "
+               "runs gridcli key accept %s)\n"
+               "  or pass --key FILE; against a broker that runs --insecure, "
+               "pass --insecure", why, KEYS_DEFAULT_DIR, config->id);
+        return -1;
+    }
+    if (keys_read_public (config->broker_key, self->broker_key, why,
+                          sizeof (why))) {
+        s_err (err, err_len, "no broker public key: %s\n"
+               "  copy the broker's public key file (broker.key) here and "
+               "pass --broker-key FILE, or pass its 40 characters", why);
+        return -1;
+    }
+    return 0;
+}
+
+//  A failed handshake says why the broker is silent: log it once.
+static int
+s_monitor_ready (zloop_t *loop, zsock_t *sock, void *arg)
+{
+    agent_t *self = (agent_t *) arg;
+    char why [512] = "";
+    int rc = keys_monitor_read (sock, why, sizeof (why));
+    if (rc == 3)
+        self->last_refusal [0] = 0;
+    else
+    if ((rc == 1 || rc == 2) && strcmp (why, self->last_refusal) != 0) {
+        s_log (self, "%s", why);
+        snprintf (self->last_refusal, sizeof (self->last_refusal), "%s", why);
+    }
+    return 0;
 }
 
 //  Encodes the hello once: it never changes for the life of the process.
@@ -1680,20 +1785,27 @@ agent_new (const agent_config_t *config, char *err, size_t err_len)
     zmq_pollitem_t item = { NULL, self->signal_fd, ZMQ_POLLIN, 0 };
     zloop_poller (self->loop, &item, s_signal_ready, self);
     zloop_poller_set_tolerant (self->loop, &item);
+    if (!config->insecure && s_load_keys (self, err, err_len)) {
+        agent_destroy (&self);
+        return NULL;
+    }
 
     //  Subscribe before connecting, and both before the first hello, so
     //  no command published after our welcome can miss us
     char **topics = agent_topics (config, NULL);
-    self->sub = topics ? s_socket (ZMQ_SUB, config->publish, topics, err,
-                                   err_len) : NULL;
+    self->sub = topics ? s_socket (self, ZMQ_SUB, config->publish, topics,
+                                   err, err_len) : NULL;
     agent_topics_free (&topics);
     if (self->sub)
-        self->dealer = s_socket (ZMQ_DEALER, config->broker, NULL, err,
+        self->dealer = s_socket (self, ZMQ_DEALER, config->broker, NULL, err,
                                  err_len);
     if (!self->sub || !self->dealer) {
         agent_destroy (&self);
         return NULL;
     }
+    self->monitor = self->cert ? keys_monitor_new (self->dealer) : NULL;
+    if (self->monitor)
+        zloop_reader (self->loop, self->monitor, s_monitor_ready, self);
     zloop_reader (self->loop, self->dealer, s_dealer_ready, self);
     zloop_reader (self->loop, self->sub, s_sub_ready, self);
     zloop_reader_set_tolerant (self->loop, self->dealer);
@@ -1785,6 +1897,8 @@ agent_destroy (agent_t **self_p)
     agent_t *self = *self_p;
     executor_destroy (&self->executor);
     if (self->loop) {
+        if (self->monitor)
+            zloop_reader_end (self->loop, self->monitor);
         if (self->dealer)
             zloop_reader_end (self->loop, self->dealer);
         if (self->sub)
@@ -1796,9 +1910,11 @@ agent_destroy (agent_t **self_p)
     }
     if (self->signal_fd >= 0)
         close (self->signal_fd);
+    zsock_destroy (&self->monitor);
     zsock_destroy (&self->dealer);
     zsock_destroy (&self->sub);
     zloop_destroy (&self->loop);
+    zcert_destroy (&self->cert);
     zhashx_destroy (&self->work);
     zhashx_destroy (&self->cancelled);
     zlistx_destroy (&self->cancelled_order);

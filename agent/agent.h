@@ -15,6 +15,15 @@
     heartbeats at the broker's interval. An error "unknown_node" (the
     broker forgot us) means hello again.
 
+    Security: both sockets are CURVE clients with the agent's key pair,
+    trusting the broker's public key (docs/SECURITY.md), unless insecure.
+    The broker grants subscriptions only to an enrolled key, for its own
+    topics, so after each welcome the agent subscribes again (unsubscribe,
+    subscribe): a brand-new node's first subscriptions, sent before the
+    broker knew it, were refused. An error "unauthorized" after a welcome
+    (the key was deleted or rejected) means hello again; "pending" means
+    the key waits for gridcli key accept, and hello goes on every 2 s.
+
     Commands are deduplicated by (job, step, attempt) through the spool:
     a duplicate of queued or running work is acked again, of finished work
     gets its result again; nothing runs twice. A new command is acked at
@@ -72,6 +81,9 @@ typedef struct {
     int64_t kill_grace_ms;       //  SIGTERM -> SIGKILL for a task
     int64_t drain_ms;            //  Shutdown: how long running work may go on
     bool verbose;                //  One log line per command event
+    char *key_file;              //  This agent's key pair (either file)
+    char *broker_key;            //  The broker's public key: Z85 or a key file
+    bool insecure;               //  Plaintext, no keys (--insecure)
 } agent_config_t;
 
 //  Fills CONFIG with the defaults (every pointer owned, may be NULL).

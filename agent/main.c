@@ -7,11 +7,15 @@
 */
 #include <stdio.h>
 
+#include "../proto/keys.h"
 #include "agent.h"
 
 int
 main (int argc, char *argv [])
 {
+    if (argc > 1 && strcmp (argv [1], "keygen") == 0)
+        return keys_keygen_main ("gridagent", KEYS_DEFAULT_DIR, "agent",
+                                 argc - 1, argv + 1, stdout, stderr);
     //  Before anything starts a thread: signals are read by the loop
     if (agent_signals_block ()) {
         fprintf (stderr, "gridagent: cannot block signals\n");

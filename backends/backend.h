@@ -114,6 +114,7 @@ struct backend_plan_s {
     proto_kv_t *params;          //  With defaults, paths canonical (owned)
     size_t param_count;          //  How many
     const backend_context_t *context;  //  Borrowed from the agent
+    uint32_t attempt;            //  The command's attempt, from 1 (0: unknown)
 };
 
 //  One declared parameter.

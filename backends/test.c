@@ -1,9 +1,12 @@
 /*  =========================================================================
-    test backend - echo, sleep, fail, bulk output
+    test backend - echo, sleep, fail, flaky, bulk output
 
     For exercising the whole path (dispatch, capture, truncation, timeout,
-    cancel) without touching the host. Every action runs in a real forked
-    child, so timeouts and cancels take the same kill path as programs.
+    cancel, retries) without touching the host. Every action runs in a real
+    forked child, so timeouts and cancels take the same kill path as
+    programs. flaky fails while the command's attempt number is at most
+    its `failures` param, then succeeds: a retry that works on attempt
+    failures + 1 is the whole point.
     The child functions run after fork in a process that had threads: they
     use only async-signal-safe calls (write, nanosleep) and never allocate.
     =========================================================================
@@ -18,6 +21,7 @@
 
 #define S_MAX_SLEEP_S 86400
 #define S_MAX_OUTPUT_BYTES 67108864
+#define S_MAX_FAILURES 10
 
 //  Writes LEN bytes of BUF to FD, riding over short writes and EINTR.
 static int
@@ -65,6 +69,37 @@ s_fail_child (const backend_plan_t *plan)
     size_t len = plan->text ? plan->text_len : strlen (text);
     s_write_all (STDERR_FILENO, text, len);
     return 1;
+}
+
+//  Writes "TEXT<N>" for a non-negative N without allocating or calling
+//  stdio (a forked child of a threaded process may do neither).
+static int
+s_write_number (int fd, const char *text, uint64_t number)
+{
+    char digits [24];
+    size_t at = sizeof (digits);
+    do {
+        digits [--at] = (char) ('0' + number % 10);
+        number /= 10;
+    } while (number > 0 && at > 0);
+    return s_write_all (fd, text, strlen (text))
+        || s_write_all (fd, digits + at, sizeof (digits) - at);
+}
+
+static int
+s_flaky_child (const backend_plan_t *plan)
+{
+    //  A plan made outside a command (no attempt known) is a first run
+    uint64_t attempt = plan->attempt ? plan->attempt : 1;
+    uint64_t failures = (uint64_t) plan->number;
+    bool fail = attempt <= failures;
+    int fd = fail ? STDERR_FILENO : STDOUT_FILENO;
+    if (s_write_number (fd, "attempt ", attempt)
+    ||  s_write_number (fd, fail ? ": failing as asked, failures "
+                                 : ": succeeded, failures ", failures)
+    ||  s_write_all (fd, "\n", 1))
+        return 1;
+    return fail ? 1 : 0;
 }
 
 static int
@@ -120,6 +155,15 @@ s_plan_fail (backend_plan_t *plan, char *err, size_t err_len)
 }
 
 static int
+s_plan_flaky (backend_plan_t *plan, char *err, size_t err_len)
+{
+    plan->run = BACKEND_RUN_CHILD;
+    plan->child = s_flaky_child;
+    plan->number = strtoll (backend_plan_param (plan, "failures"), NULL, 10);
+    return 0;
+}
+
+static int
 s_plan_output (backend_plan_t *plan, char *err, size_t err_len)
 {
     plan->run = BACKEND_RUN_CHILD;
@@ -146,6 +190,12 @@ static const backend_param_t s_fail_params [] = {
       .help = "error text to print on stderr" },
 };
 
+static const backend_param_t s_flaky_params [] = {
+    { .name = "failures", .type = BACKEND_TYPE_INT, .required = true,
+      .min_value = 0, .max_value = S_MAX_FAILURES,
+      .help = "attempts that fail before one succeeds, 0 to 10" },
+};
+
 static const backend_param_t s_output_params [] = {
     { .name = "bytes", .type = BACKEND_TYPE_INT, .required = true,
       .min_value = 0, .max_value = S_MAX_OUTPUT_BYTES,
@@ -161,6 +211,9 @@ static const backend_action_t s_actions [] = {
       S_PARAMS (s_sleep_params), s_plan_sleep },
     { "fail", false, "exit with code 1 and msg on stderr",
       S_PARAMS (s_fail_params), s_plan_fail },
+    { "flaky", false, "fail while the attempt number is at most failures, "
+      "then succeed (to test retries)", S_PARAMS (s_flaky_params),
+      s_plan_flaky },
     { "output", false, "write bulk output (to test truncation)",
       S_PARAMS (s_output_params), s_plan_output },
 };

@@ -73,24 +73,63 @@ static void
 s_check_leaf (broker_t *self, const job_phase_t *leaf, const char *path,
               zlistx_t *details)
 {
+    //  An action that only offline nodes offer is still a valid job: the
+    //  target check that follows says whether any node can run it now.
     const proto_action_spec_t *spec
         = registry_find_action (self->registry, leaf->backend, leaf->action,
-                                false);
+                                true);
     if (!spec) {
-        bool offline = registry_find_action (self->registry, leaf->backend,
-                                             leaf->action, true) != NULL;
         zlistx_add_end (details,
-                        zsys_sprintf ("%s: no %snode offers %s %s", path,
-                                      offline ? "online " : "registered ",
-                                      leaf->backend, leaf->action));
+                        zsys_sprintf ("%s: no registered node offers %s %s",
+                                      path, leaf->backend, leaf->action));
         return;
     }
+    //  One "path.params.NAME: reason" per problem, so that an operator
+    //  fixes them all in one go
+    size_t problems = zlistx_size (details);
+    char why [512];
+    for (size_t index = 0; index < leaf->param_count; index++) {
+        const char *name = leaf->params [index].name;
+        const char *value = leaf->params [index].value;
+        const proto_param_spec_t *param = NULL;
+        for (size_t known = 0; known < spec->param_count && !param; known++)
+            if (streq (spec->params [known].name, name))
+                param = &spec->params [known];
+        if (!param) {
+            zlistx_add_end (details,
+                            zsys_sprintf ("%s.params.%s: unknown param of "
+                                          "%s %s", path, name, leaf->backend,
+                                          leaf->action));
+            continue;
+        }
+        if (backend_value_check (param, value, strlen (value), why,
+                                 sizeof why) == 0)
+            continue;
+        //  The path names the param already
+        char prefix [96];
+        snprintf (prefix, sizeof prefix, "param '%s': ", name);
+        const char *reason = strncmp (why, prefix, strlen (prefix)) == 0
+                           ? why + strlen (prefix) : why;
+        zlistx_add_end (details, zsys_sprintf ("%s.params.%s: %s", path, name,
+                                               reason));
+    }
+    for (size_t known = 0; known < spec->param_count; known++) {
+        const proto_param_spec_t *param = &spec->params [known];
+        bool given = false;
+        for (size_t index = 0; index < leaf->param_count && !given; index++)
+            given = streq (leaf->params [index].name, param->name);
+        if (param->required && !given)
+            zlistx_add_end (details, zsys_sprintf ("%s.params.%s: required",
+                                                   path, param->name));
+    }
+    if (zlistx_size (details) > problems)
+        return;
+    //  Whatever rule the per-param checks above do not cover
     proto_kv_t params [JOB_MAX_PARAMS];
     for (size_t index = 0; index < leaf->param_count; index++) {
         params [index].key = leaf->params [index].name;
         params [index].value = leaf->params [index].value;
     }
-    char why [512];
     if (backend_params_check (spec, params, leaf->param_count, why,
                               sizeof why) != 0)
         zlistx_add_end (details, zsys_sprintf ("%s.params: %s", path, why));
@@ -137,6 +176,12 @@ static void
 s_job_submit (api_call_t *call)
 {
     broker_t *self = (broker_t *) call->self;
+    if (self->maintenance) {
+        s_error (call, PROTO_ERR_MAINTENANCE,
+                 "the broker is in maintenance: no new jobs are admitted "
+                 "until 'gridcli broker resume'");
+        return;
+    }
     job_spec_t *spec = NULL;
     job_errors_t errors;
     memset (&errors, 0, sizeof errors);
@@ -448,6 +493,8 @@ s_node_get (api_call_t *call)
     free (id);
 }
 
+static const char *s_broker_state (const broker_t *self);
+
 static void
 s_status (api_call_t *call)
 {
@@ -457,9 +504,11 @@ s_status (api_call_t *call)
     size_t online = registry_online_count (self->registry);
     pw_reset (reply);
     proto_reply_ok_begin (reply, call->request->id);
-    pw_map (reply, 5);
+    pw_map (reply, 6);
     pw_str (reply, "version");
     pw_str (reply, GRID_VERSION);
+    pw_str (reply, "state");
+    pw_str (reply, s_broker_state (self));
     pw_str (reply, "uptime_ms");
     pw_int (reply, broker_now_ms () - self->started_ms);
     pw_str (reply, "nodes");
@@ -482,7 +531,7 @@ s_status (api_call_t *call)
         pw_int (reply, (int64_t) self->finished [status]);
     }
     pw_str (reply, "dropped");
-    pw_map (reply, 4);
+    pw_map (reply, 4 + AUTH_COUNTER_COUNT);
     pw_str (reply, "malformed");
     pw_int (reply, (int64_t) self->counters.malformed);
     pw_str (reply, "unknown_node");
@@ -491,6 +540,83 @@ s_status (api_call_t *call)
     pw_int (reply, (int64_t) self->counters.stale);
     pw_str (reply, "send_failed");
     pw_int (reply, (int64_t) self->counters.send_failed);
+    auth_write_counters (self->auth, reply);
+}
+
+//  ---------------------------------------------------------------------
+//  node.drain, node.resume, broker.drain, broker.resume
+
+static void
+s_node_set_drained (api_call_t *call, bool drained)
+{
+    broker_t *self = (broker_t *) call->self;
+    char *id = s_field (call, "node");
+    registry_node_t *node = id && name_valid (id)
+                                ? registry_lookup (self->registry, id)
+                                : NULL;
+    if (!node)
+        s_error (call, PROTO_ERR_NOT_FOUND, "no node '%s'", id ? id : "");
+    else {
+        node->drained = drained;
+        broker_save_node (self, node);
+        pw_reset (call->reply);
+        proto_reply_ok_begin (call->reply, call->request->id);
+        registry_node_encode (node, call->reply, false);
+    }
+    free (id);
+}
+
+static void
+s_node_drain (api_call_t *call)
+{
+    s_node_set_drained (call, true);
+}
+
+static void
+s_node_resume (api_call_t *call)
+{
+    s_node_set_drained (call, false);
+}
+
+static const char *
+s_broker_state (const broker_t *self)
+{
+    if (!self->maintenance)
+        return "serving";
+    return sched_running_count (self->sched) ? "draining" : "maintenance";
+}
+
+static void
+s_broker_reply (api_call_t *call)
+{
+    const broker_t *self = call->self;
+    pw_reset (call->reply);
+    proto_reply_ok_begin (call->reply, call->request->id);
+    pw_map (call->reply, 3);
+    pw_str (call->reply, "state");
+    pw_str (call->reply, s_broker_state (self));
+    pw_str (call->reply, "running");
+    pw_int (call->reply, (int64_t) sched_running_count (self->sched));
+    pw_str (call->reply, "pending");
+    pw_int (call->reply, (int64_t) sched_pending_count (self->sched));
+}
+
+static void
+s_broker_drain (api_call_t *call)
+{
+    broker_t *self = (broker_t *) call->self;
+    if (!self->maintenance)
+        broker_set_maintenance (self, true);
+    s_broker_reply (call);
+}
+
+static void
+s_broker_resume (api_call_t *call)
+{
+    broker_t *self = (broker_t *) call->self;
+    if (self->maintenance)
+        broker_set_maintenance (self, false);
+    s_broker_reply (call);
 }
 
 typedef struct {
@@ -503,7 +629,9 @@ static const api_route_t s_routes [] = {
     {"job.list", s_job_list},       {"job.cancel", s_job_cancel},
     {"job.events", s_job_events},   {"job.delete", s_job_delete},
     {"node.list", s_node_list},     {"node.get", s_node_get},
-    {"status", s_status},
+    {"status", s_status},           {"node.drain", s_node_drain},
+    {"node.resume", s_node_resume}, {"broker.drain", s_broker_drain},
+    {"broker.resume", s_broker_resume},
 };
 
 void

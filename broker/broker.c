@@ -71,10 +71,13 @@ broker_config_defaults (broker_config_t *config)
     config->publish_ep = strdup ("tcp://127.0.0.1:7703");
     config->heartbeat_ms = 5000;
     config->missed_heartbeats = 3;
+    config->offline_grace_ms = 15000;
     config->tick_ms = 100;
     config->map_bytes = (size_t) 64 << 20;
     config->max_map_bytes = (size_t) 8 << 30;
+    config->retention_ms = (int64_t) 30 * 24 * 3600 * 1000;
     sched_config_defaults (&config->sched);
+    auth_config_defaults (&config->auth);
 }
 
 void
@@ -86,6 +89,7 @@ broker_config_clear (broker_config_t *config)
     free (config->publish_ep);
     config->data_dir = config->client_ep = NULL;
     config->agents_ep = config->publish_ep = NULL;
+    auth_config_clear (&config->auth);
 }
 
 static int
@@ -96,6 +100,7 @@ s_copy_config (broker_config_t *dest, const broker_config_t *src)
     dest->client_ep = strdup (src->client_ep);
     dest->agents_ep = strdup (src->agents_ep);
     dest->publish_ep = strdup (src->publish_ep);
+    auth_config_copy (&dest->auth, &src->auth);
     return 0;
 }
 
@@ -107,7 +112,11 @@ broker_config_load (broker_config_t *config, const char *path, char *err,
         "data_dir", "client", "agents", "publish", "heartbeat",
         "missed_heartbeats", "max_concurrent", "max_pending", "ack_timeout",
         "ack_resends", "task_timeout", "grace", "retry_base", "retry_cap",
-        "map_size_mb", "max_map_size_mb", "verbose", NULL};
+        "map_size_mb", "max_map_size_mb", "retention", "offline_grace",
+        "verbose",
+        //  auth_config_keys
+        "key", "insecure", "auto_accept", "max_pending_keys", "clients",
+        "allow", NULL};
     pv_doc_t *doc = NULL;
     char why [512];
     if (conf_load_file (path, &doc, err, err_len) != 0)
@@ -156,7 +165,13 @@ broker_config_load (broker_config_t *config, const char *path, char *err,
     if (rc == 0)
         rc = conf_get_int (root, "max_map_size_mb", &max_map_mb, why, sizeof why);
     if (rc == 0)
+        rc = conf_get_duration (root, "retention", &config->retention_ms, why, sizeof why);
+    if (rc == 0)
+        rc = conf_get_duration (root, "offline_grace", &config->offline_grace_ms, why, sizeof why);
+    if (rc == 0)
         rc = conf_get_bool (root, "verbose", &config->verbose, why, sizeof why);
+    if (rc == 0)
+        rc = auth_config_load (&config->auth, root, why, sizeof why);
     if (rc == 0 && (max_concurrent < 1 || max_pending < 0 || ack_resends < 0
                     || map_mb < 1 || max_map_mb < 0
                     || config->missed_heartbeats < 1
@@ -240,11 +255,8 @@ s_flush (broker_t *self)
                        item->node, zmq_strerror (zmq_errno ()));
                 registry_node_t *node = registry_lookup (self->registry,
                                                          item->node);
-                if (node && node->online) {
-                    registry_set_offline (node);
-                    sched_on_node_offline (self->sched, item->node,
-                                           broker_now_ms ());
-                }
+                if (node && node->online)
+                    registry_set_offline (node, broker_now_ms ());
             }
         }
         item = (outbox_item_t *) zlistx_next (self->outbox);
@@ -459,8 +471,8 @@ s_send_agent_error (broker_t *self, zframe_t *routing, const char *code,
     s_outbox_add (self, self->agents, &out, NULL);
 }
 
-static void
-s_save_node (broker_t *self, const registry_node_t *node)
+void
+broker_save_node (broker_t *self, const registry_node_t *node)
 {
     store_txn_t *txn = broker_txn (self);
     if (!txn)
@@ -484,7 +496,7 @@ s_on_hello (broker_t *self, zframe_t *routing, proto_msg_t **msg_p,
                                             zframe_data (routing),
                                             zframe_size (routing), now_ms,
                                             broker_wall_ms ());
-    s_save_node (self, node);
+    broker_save_node (self, node);
     s_log ("node %s %s (%s, %zu group%s, %zu backend%s)", node->id,
            was_online ? "re-registered" : "registered",
            node->hello->hostname, node->hello->group_count,
@@ -521,6 +533,16 @@ s_on_agent_message (broker_t *self, zmsg_t *msg, int64_t now_ms)
         const char *code = strstr (why, "version") ? PROTO_ERR_VERSION
                                                    : PROTO_ERR_MALFORMED;
         s_send_agent_error (self, routing, code, why);
+        return;
+    }
+    //  Who sent it: the key of the connection, never the body (auth.h)
+    const char *refusal_code = NULL;
+    char refusal [512];
+    if (auth_agent_check (self, body, in, broker_wall_ms (), &refusal_code,
+                          refusal, sizeof refusal) != 0) {
+        if (refusal_code)
+            s_send_agent_error (self, routing, refusal_code, refusal);
+        proto_msg_destroy (&in);
         return;
     }
     if (in->type == PROTO_HELLO) {
@@ -587,8 +609,10 @@ s_on_agent_message (broker_t *self, zmsg_t *msg, int64_t now_ms)
         case PROTO_BYE:
             s_log ("node %s said bye (%s)", node->id,
                    in->reason ? in->reason : "");
-            registry_set_offline (node);
-            s_save_node (self, node);
+            //  A graceful stop hands its work back first: nothing to wait for.
+            registry_set_offline (node, now_ms);
+            node->offline_reported = true;
+            broker_save_node (self, node);
             sched_on_node_offline (self->sched, node->id, now_ms);
             break;
         default:
@@ -680,6 +704,9 @@ s_on_client_message (broker_t *self, zmsg_t *msg)
         proto_reply_error (reply, id ? id : "", code, why, NULL, 0);
         s_reply (self, envelope, pw_data (reply), pw_size (reply));
     }
+    else if (auth_client_handle (self, body, request, reply))
+        //  Refused by role or allowlist, or a key.* request it served
+        s_reply (self, envelope, pw_data (reply), pw_size (reply));
     else {
         bool mutation = s_is_mutation (request->type);
         zchunk_t *cached = mutation ? (zchunk_t *) zhashx_lookup (self->replies,
@@ -687,9 +714,17 @@ s_on_client_message (broker_t *self, zmsg_t *msg)
                                     : NULL;
         const void *stored = NULL;
         size_t stored_len = 0;
-        if (mutation && !cached && broker_txn (self))
-            store_get (self->txn, STORE_DB_REQUESTS, request->id,
-                       strlen (request->id), &stored, &stored_len);
+        //  Stored replies start with 8 bytes of wall-clock ms (for
+        //  retention).
+        if (mutation && !cached && broker_txn (self)
+            && store_get (self->txn, STORE_DB_REQUESTS, request->id,
+                          strlen (request->id), &stored, &stored_len) == 0
+            && stored_len > 8) {
+            stored = (const uint8_t *) stored + 8;
+            stored_len -= 8;
+        }
+        else
+            stored = NULL;
         if (cached)
             s_reply (self, envelope, zchunk_data (cached), zchunk_size (cached));
         else if (stored)
@@ -699,13 +734,21 @@ s_on_client_message (broker_t *self, zmsg_t *msg)
             broker_drain (self);
             if (mutation) {
                 s_remember_reply (self, request->id, reply);
-                if (strcmp (request->type, "job.submit") == 0 && self->txn)
+                if (strcmp (request->type, "job.submit") == 0 && self->txn) {
+                    size_t size = 8 + pw_size (reply);
+                    uint8_t *record = (uint8_t *) malloc (size);
+                    assert (record);
+                    uint64_t stamp = (uint64_t) broker_wall_ms ();
+                    for (int index = 0; index < 8; index++)
+                        record [index] = (uint8_t) (stamp >> (56 - 8 * index));
+                    memcpy (record + 8, pw_data (reply), pw_size (reply));
                     s_store_error (self, store_put (self->txn, STORE_DB_REQUESTS,
                                                     request->id,
                                                     strlen (request->id),
-                                                    pw_data (reply),
-                                                    pw_size (reply)),
+                                                    record, size),
                                    "a request id");
+                    free (record);
+                }
             }
             s_reply (self, envelope, pw_data (reply), pw_size (reply));
         }
@@ -736,6 +779,24 @@ s_on_client (zloop_t *loop, zsock_t *socket, void *arg)
 //  ---------------------------------------------------------------------
 //  Tick: liveness and scheduler deadlines
 
+//  A node that stays offline past the grace has its in-flight work
+//  declared lost; one that comes back within it reports what it ran
+//  (results from its spool, or `interrupted` after a restart).
+static void
+s_report_offline (broker_t *self, int64_t now_ms)
+{
+    const char **ids = NULL;
+    size_t count = registry_overdue (self->registry, now_ms,
+                                     self->config.offline_grace_ms, &ids);
+    for (size_t index = 0; index < count; index++) {
+        if (self->config.verbose)
+            s_log ("node %s: offline past the grace, its running steps are lost",
+                   ids [index]);
+        sched_on_node_offline (self->sched, ids [index], now_ms);
+    }
+    free (ids);
+}
+
 static int
 s_on_tick (zloop_t *loop, int timer_id, void *arg)
 {
@@ -750,16 +811,131 @@ s_on_tick (zloop_t *loop, int timer_id, void *arg)
         s_log ("node %s is offline (no heartbeat for %" PRId64 " ms)",
                offline [index],
                self->config.heartbeat_ms * self->config.missed_heartbeats);
-        sched_on_node_offline (self->sched, offline [index], now_ms);
         registry_node_t *node = registry_lookup (self->registry, offline [index]);
         if (node)
-            s_save_node (self, node);
+            broker_save_node (self, node);
     }
     free (offline);
+    s_report_offline (self, now_ms);
+    if (self->hold_until_ms && now_ms >= self->hold_until_ms) {
+        self->hold_until_ms = 0;
+        if (!self->maintenance)
+            sched_set_paused (self->sched, false);
+    }
     //  Every tick, not only at deadlines: it also admits queued jobs.
     sched_tick (self->sched, now_ms);
+    if (self->config.retention_ms > 0 && now_ms >= self->next_sweep_ms) {
+        self->next_sweep_ms = now_ms + 60000;
+        size_t purged = broker_sweep (self, broker_wall_ms (), 1000);
+        if (purged)
+            s_log ("purged %zu finished job%s older than the retention",
+                   purged, purged == 1 ? "" : "s");
+    }
     s_pass_end (self);
     return 0;
+}
+
+//  ---------------------------------------------------------------------
+//  Maintenance and retention
+
+#define META_MAINTENANCE "maintenance"
+
+void
+broker_set_maintenance (broker_t *self, bool on)
+{
+    self->maintenance = on;
+    sched_set_paused (self->sched, on || self->hold_until_ms != 0);
+    store_txn_t *txn = broker_txn (self);
+    if (txn)
+        s_store_error (self, store_put (txn, STORE_DB_META, META_MAINTENANCE,
+                                        strlen (META_MAINTENANCE),
+                                        on ? "1" : "0", 1),
+                       "the maintenance flag");
+    s_log (on ? "maintenance: no new jobs are admitted; running jobs finish"
+              : "maintenance ended: jobs are admitted again");
+}
+
+//  Wall-clock ms encoded in a job id ("j-" + 12 hex digits), or -1.
+static int64_t
+s_job_id_ms (const void *key, size_t key_len)
+{
+    if (key_len < 14 || memcmp (key, "j-", 2) != 0)
+        return -1;
+    int64_t ms = 0;
+    for (size_t index = 2; index < 14; index++) {
+        char c = ((const char *) key) [index];
+        int digit = c >= '0' && c <= '9' ? c - '0'
+                    : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+        if (digit < 0)
+            return -1;
+        ms = ms * 16 + digit;
+    }
+    return ms;
+}
+
+size_t
+broker_sweep (broker_t *self, int64_t wall_ms, size_t limit)
+{
+    store_txn_t *txn = broker_txn (self);
+    if (!txn || self->config.retention_ms <= 0)
+        return 0;
+    int64_t cutoff = wall_ms - self->config.retention_ms;
+    //  Ids sort by submission time: walk from the oldest and stop at the
+    //  first job submitted after the cutoff. Collect first, delete after.
+    zlistx_t *doomed = zlistx_new ();
+    zlistx_set_destructor (doomed, (zlistx_destructor_fn *) zstr_free);
+    store_cursor_t *cursor = store_cursor_new (txn, STORE_DB_JOBS);
+    const void *k, *v;
+    size_t k_len, v_len;
+    int rc = cursor ? store_cursor_seek (cursor, NULL, 0, &k, &k_len, &v, &v_len)
+                    : STORE_EIO;
+    while (rc == 0 && zlistx_size (doomed) < limit) {
+        int64_t submitted = s_job_id_ms (k, k_len);
+        if (submitted < 0 || submitted > cutoff)
+            break;
+        pv_doc_t *doc = NULL;
+        if (pv_doc_decode (v, v_len, &doc, NULL, 0) == 0) {
+            const pv_t *header = pv_doc_root (doc);
+            int status = jobrec_header_status (header);
+            int64_t updated = 0;
+            pv_get_int (pv_map_get (header, "updated_at_ms"), &updated);
+            if (status >= 0 && sched_job_status_final ((sched_job_status_t) status)
+                && updated <= cutoff && k_len <= JOB_ID_LEN)
+                zlistx_add_end (doomed, zsys_sprintf ("%.*s", (int) k_len,
+                                                      (const char *) k));
+        }
+        pv_doc_destroy (&doc);
+        rc = store_cursor_next (cursor, &k, &k_len, &v, &v_len);
+    }
+    store_cursor_destroy (&cursor);
+    size_t purged = 0;
+    for (char *id = (char *) zlistx_first (doomed); id;
+         id = (char *) zlistx_next (doomed))
+        if (jobrec_delete (txn, id) == 0)
+            purged++;
+    zlistx_destroy (&doomed);
+    //  Remembered submit replies older than the retention go too.
+    zlistx_t *old_requests = zlistx_new ();
+    zlistx_set_destructor (old_requests, (zlistx_destructor_fn *) zstr_free);
+    cursor = store_cursor_new (txn, STORE_DB_REQUESTS);
+    rc = cursor ? store_cursor_seek (cursor, NULL, 0, &k, &k_len, &v, &v_len)
+                : STORE_EIO;
+    while (rc == 0 && zlistx_size (old_requests) < limit) {
+        int64_t stamp = 0;
+        if (v_len >= 8)
+            for (int index = 0; index < 8; index++)
+                stamp = stamp << 8 | ((const uint8_t *) v) [index];
+        if (v_len < 8 || stamp <= cutoff)
+            zlistx_add_end (old_requests, zsys_sprintf ("%.*s", (int) k_len,
+                                                        (const char *) k));
+        rc = store_cursor_next (cursor, &k, &k_len, &v, &v_len);
+    }
+    store_cursor_destroy (&cursor);
+    for (char *id = (char *) zlistx_first (old_requests); id;
+         id = (char *) zlistx_next (old_requests))
+        store_del (txn, STORE_DB_REQUESTS, id, strlen (id));
+    zlistx_destroy (&old_requests);
+    return purged;
 }
 
 //  ---------------------------------------------------------------------
@@ -837,7 +1013,23 @@ s_restore (broker_t *self, char *err, size_t err_len)
         job_id = (char *) zlistx_next (live);
     }
     zlistx_destroy (&live);
+    const void *flag = NULL;
+    size_t flag_len = 0;
+    if (store_get (txn, STORE_DB_META, META_MAINTENANCE,
+                   strlen (META_MAINTENANCE), &flag, &flag_len) == 0
+        && flag_len == 1 && *(const char *) flag == '1')
+        self->maintenance = true;
     store_abort (&txn);
+    //  Queued jobs wait until the known agents have had time to say hello
+    //  again; otherwise they would start on an empty registry.
+    if (nodes) {
+        self->hold_until_ms = broker_now_ms ()
+                              + self->config.heartbeat_ms
+                                    * self->config.missed_heartbeats;
+    }
+    sched_set_paused (self->sched, self->maintenance || self->hold_until_ms);
+    if (self->maintenance)
+        s_log ("in maintenance (gridcli broker resume ends it)");
     if (nodes || resumed || broken)
         s_log ("restored %zu node%s (offline until they say hello) and %zu "
                "unfinished job%s%s", nodes, nodes == 1 ? "" : "s", resumed,
@@ -849,7 +1041,8 @@ s_restore (broker_t *self, char *err, size_t err_len)
 }
 
 static zsock_t *
-s_bind (int type, const char *endpoint, char *err, size_t err_len)
+s_bind (auth_t *auth, int type, const char *domain, const char *endpoint,
+        char *err, size_t err_len)
 {
     zsock_t *socket = zsock_new (type);
     if (!socket) {
@@ -865,6 +1058,10 @@ s_bind (int type, const char *endpoint, char *err, size_t err_len)
     zsock_set_heartbeat_timeout (socket, 15000);
     if (type == ZMQ_ROUTER)
         zsock_set_sndtimeo (socket, 0);    //  Never block the loop on a slow peer
+    if (auth_secure_socket (auth, socket, domain, err, err_len) != 0) {
+        zsock_destroy (&socket);
+        return NULL;
+    }
     if (zsock_bind (socket, "%s", endpoint) < 0) {
         snprintf (err, err_len, "cannot bind %s: %s", endpoint,
                   zmq_strerror (zmq_errno ()));
@@ -897,14 +1094,23 @@ broker_new (const broker_config_t *config, char *err, size_t err_len)
         broker_destroy (&self);
         return NULL;
     }
-    self->client = s_bind (ZMQ_ROUTER, self->config.client_ep, err, err_len);
+    //  The ZAP handler is bound before any endpoint (auth.h)
+    self->auth = auth_new (&self->config.auth, self->store, err, err_len);
+    if (!self->auth) {
+        broker_destroy (&self);
+        return NULL;
+    }
+    self->client = s_bind (self->auth, ZMQ_ROUTER, KEYS_DOMAIN_CLIENTS,
+                           self->config.client_ep, err, err_len);
     self->agents = self->client
-                       ? s_bind (ZMQ_ROUTER, self->config.agents_ep, err, err_len)
+                       ? s_bind (self->auth, ZMQ_ROUTER, KEYS_DOMAIN_AGENTS,
+                                 self->config.agents_ep, err, err_len)
                        : NULL;
     if (self->agents)
         zsock_set_router_mandatory (self->agents, 1);
     self->publish = self->agents
-                        ? s_bind (ZMQ_PUB, self->config.publish_ep, err, err_len)
+                        ? s_bind (self->auth, ZMQ_XPUB, KEYS_DOMAIN_COMMANDS,
+                                  self->config.publish_ep, err, err_len)
                         : NULL;
     if (!self->publish) {
         broker_destroy (&self);
@@ -913,6 +1119,7 @@ broker_new (const broker_config_t *config, char *err, size_t err_len)
     self->loop = zloop_new ();
     zloop_reader (self->loop, self->client, s_on_client, self);
     zloop_reader (self->loop, self->agents, s_on_agents, self);
+    auth_attach (self);
     zloop_timer (self->loop, (size_t) self->config.tick_ms, 0, s_on_tick, self);
     return self;
 }
@@ -940,6 +1147,7 @@ broker_destroy (broker_t **self_p)
     zsock_destroy (&self->client);
     zsock_destroy (&self->agents);
     zsock_destroy (&self->publish);
+    auth_destroy (&self->auth);
     store_abort (&self->txn);
     sched_destroy (&self->sched);
     registry_destroy (&self->registry);

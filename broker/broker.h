@@ -24,6 +24,7 @@
 #include "../proto/proto.h"
 #include "../proto/pw.h"
 #include "../store/store.h"
+#include "auth.h"
 #include "registry.h"
 #include "sched.h"
 
@@ -34,11 +35,14 @@ typedef struct {
     char *publish_ep;            //  Commands PUB endpoint
     int64_t heartbeat_ms;        //  Agents beat this often
     int64_t missed_heartbeats;   //  Offline after this many missed beats
+    int64_t offline_grace_ms;    //  Offline this long: its running steps read lost
     int64_t tick_ms;             //  Scheduler/liveness tick
     size_t map_bytes;            //  Initial LMDB map size
     size_t max_map_bytes;        //  LMDB map may grow to this
     sched_config_t sched;        //  Scheduler limits and timers
+    int64_t retention_ms;        //  Finished jobs are purged after this (0 = never)
     bool verbose;                //  Log every job and node event
+    auth_config_t auth;          //  Keys, roles, allowlist (auth.h)
 } broker_config_t;
 
 //  Fills CONFIG with defaults (endpoints on 127.0.0.1:7701/7702/7703,
@@ -80,7 +84,8 @@ struct _broker_t {
     zloop_t *loop;               //  The reactor
     zsock_t *client;             //  Client API ROUTER
     zsock_t *agents;             //  Agent ROUTER
-    zsock_t *publish;            //  Commands PUB
+    zsock_t *publish;            //  Commands XPUB (subscriptions granted by auth)
+    auth_t *auth;                //  ZAP handler, key store, roles
     store_t *store;              //  Jobs, results, events, nodes
     registry_t *registry;        //  Nodes
     sched_t *sched;              //  The scheduler
@@ -94,6 +99,9 @@ struct _broker_t {
     broker_counters_t counters;  //  Dropped things
     uint64_t finished [6];       //  Jobs finished, by sched_job_status_t
     int64_t started_ms;          //  Monotonic start time
+    bool maintenance;            //  Drained: no new jobs admitted (persisted)
+    int64_t hold_until_ms;       //  Queued jobs wait for agents after a restart
+    int64_t next_sweep_ms;       //  Next retention sweep
     int64_t last_id_ms;          //  Job id state
     uint32_t id_seq;             //  Job id state
 };
@@ -104,6 +112,17 @@ store_txn_t *broker_txn (broker_t *self);
 
 //  Drains the scheduler's actions into the transaction and the outbox.
 void broker_drain (broker_t *self);
+
+//  Enters or leaves maintenance (persisted): no new jobs are admitted and
+//  queued jobs wait; running jobs finish.
+void broker_set_maintenance (broker_t *self, bool on);
+
+//  Writes NODE's store record into the pass's transaction.
+void broker_save_node (broker_t *self, const registry_node_t *node);
+
+//  Purges finished jobs older than the retention (at most LIMIT per
+//  call). Returns how many were purged.
+size_t broker_sweep (broker_t *self, int64_t wall_ms, size_t limit);
 
 //  Monotonic and wall clocks in ms.
 int64_t broker_now_ms (void);

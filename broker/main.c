@@ -7,6 +7,7 @@
 
 static const char *s_usage =
     "usage: gridbroker [options]\n"
+    "       gridbroker keygen [--out DIR] [--name NAME] [--force]\n"
     "\n"
     "Accepts jobs from gridcli and scripts, walks their phases across the\n"
     "registered gridagents, and keeps every result in an LMDB store.\n"
@@ -19,6 +20,8 @@ static const char *s_usage =
     "  --publish EP           commands endpoint      [tcp://127.0.0.1:7703]\n"
     "  --heartbeat D          agent heartbeat interval           [5s]\n"
     "  --missed-heartbeats N  offline after N missed heartbeats  [3]\n"
+    "  --offline-grace D      an offline node's running steps read lost\n"
+    "                         after D, unless it comes back     [15s]\n"
     "  --max-concurrent N     running jobs at most               [64]\n"
     "  --max-pending N        queued jobs at most                [1024]\n"
     "  --ack-timeout D        re-send a command not acked within D [2s]\n"
@@ -27,7 +30,22 @@ static const char *s_usage =
     "  --grace D              extra time past a task timeout     [5s]\n"
     "  --retry-base D         first retry backoff                [1s]\n"
     "  --retry-cap D          largest retry backoff              [1m]\n"
+    "  --retention D          purge finished jobs after D (0: keep) [30d]\n"
+    "  --map-size-mb N        initial store size in MiB          [64]\n"
+    "  --max-map-size-mb N    the store may grow to N MiB        [8192]\n"
     "  --verbose              log every job event\n"
+    "\n"
+    "security (see docs/SECURITY.md; CURVE is on unless --insecure):\n"
+    "  --key FILE             this broker's key pair\n"
+    "                         [/etc/grid/keys/broker.key]\n"
+    "  --client-key ROLE:KEY  a client key (Z85 or key file) with its role,\n"
+    "                         viewer, operator or admin; repeatable\n"
+    "  --auto-accept          enrol every new agent key at once (labs only)\n"
+    "  --allow LIST           allowlist: backend.action,backend.*,... [all]\n"
+    "  --insecure             plaintext, no keys, every client is admin:\n"
+    "                         only on a trusted, isolated network\n"
+    "  keygen                 write a key pair (gridbroker keygen --help)\n"
+    "\n"
     "  --version              print the version\n"
     "  -h, --help             this text\n"
     "\n"
@@ -78,6 +96,9 @@ s_set (char **field, const char *value)
 int
 main (int argc, char *argv [])
 {
+    if (argc > 1 && strcmp (argv [1], "keygen") == 0)
+        return keys_keygen_main ("gridbroker", KEYS_DEFAULT_DIR, "broker",
+                                 argc - 1, argv + 1, stdout, stderr);
     broker_config_t config;
     broker_config_defaults (&config);
     //  The config file first, so that flags override it.
@@ -108,6 +129,14 @@ main (int argc, char *argv [])
             config.verbose = true;
             continue;
         }
+        if (strcmp (flag, "--insecure") == 0) {
+            config.auth.insecure = true;
+            continue;
+        }
+        if (strcmp (flag, "--auto-accept") == 0) {
+            config.auth.auto_accept = true;
+            continue;
+        }
         if (strncmp (flag, "--", 2) != 0) {
             rc = s_bad ("unexpected argument '%s'", flag);
             break;
@@ -122,6 +151,21 @@ main (int argc, char *argv [])
             ;   //  Read above
         else if (strcmp (flag, "--data-dir") == 0)
             s_set (&config.data_dir, value);
+        else if (strcmp (flag, "--key") == 0)
+            s_set (&config.auth.key_file, value);
+        else if (strcmp (flag, "--client-key") == 0
+                 || strcmp (flag, "--allow") == 0) {
+            char err [1024];
+            int bad = strcmp (flag, "--allow") == 0
+                          ? auth_config_set_allow (&config.auth, value, err,
+                                                   sizeof err)
+                          : auth_config_add_client (&config.auth, value, err,
+                                                    sizeof err);
+            if (bad) {
+                fprintf (stderr, "gridbroker: %s\n", err);
+                rc = 2;
+            }
+        }
         else if (strcmp (flag, "--client") == 0)
             s_set (&config.client_ep, value);
         else if (strcmp (flag, "--agents") == 0)
@@ -130,6 +174,8 @@ main (int argc, char *argv [])
             s_set (&config.publish_ep, value);
         else if (strcmp (flag, "--heartbeat") == 0)
             rc = s_duration (flag, value, &config.heartbeat_ms) ? 2 : 0;
+        else if (strcmp (flag, "--offline-grace") == 0)
+            rc = s_duration (flag, value, &config.offline_grace_ms) ? 2 : 0;
         else if (strcmp (flag, "--missed-heartbeats") == 0)
             rc = s_count (flag, value, 1, &config.missed_heartbeats) ? 2 : 0;
         else if (strcmp (flag, "--max-concurrent") == 0) {
@@ -154,6 +200,16 @@ main (int argc, char *argv [])
             rc = s_duration (flag, value, &config.sched.retry_base_ms) ? 2 : 0;
         else if (strcmp (flag, "--retry-cap") == 0)
             rc = s_duration (flag, value, &config.sched.retry_cap_ms) ? 2 : 0;
+        else if (strcmp (flag, "--retention") == 0)
+            rc = s_duration (flag, value, &config.retention_ms) ? 2 : 0;
+        else if (strcmp (flag, "--map-size-mb") == 0) {
+            rc = s_count (flag, value, 1, &number) ? 2 : 0;
+            config.map_bytes = (size_t) number << 20;
+        }
+        else if (strcmp (flag, "--max-map-size-mb") == 0) {
+            rc = s_count (flag, value, 1, &number) ? 2 : 0;
+            config.max_map_bytes = (size_t) number << 20;
+        }
         else
             rc = s_bad ("unknown option '%s'", flag);
     }

@@ -66,6 +66,7 @@ registry_hello (registry_t *self, proto_msg_t **hello_p,
     if (!node->registered_wall_ms)
         node->registered_wall_ms = wall_ms;
     node->online = true;
+    node->offline_reported = false;
     node->running = 0;
     node->queued = 0;
     if (routing_id_size > REGISTRY_MAX_ROUTING_ID)
@@ -94,6 +95,9 @@ registry_load (registry_t *self, const pv_t *record)
     proto_msg_destroy (&node->hello);
     node->hello = hello;
     node->online = false;
+    //  Restored work on a node that never returns ends through the
+    //  scheduler's ack timeouts; no grace timer runs from before the start.
+    node->offline_reported = true;
     int64_t value = 0;
     if (pv_get_int (pv_map_get (record, "registered_at_ms"), &value) == 0)
         node->registered_wall_ms = value;
@@ -132,8 +136,10 @@ registry_touch (registry_node_t *node, int64_t now_ms, int64_t wall_ms)
 }
 
 void
-registry_set_offline (registry_node_t *node)
+registry_set_offline (registry_node_t *node, int64_t now_ms)
 {
+    if (node->online)
+        node->offline_since_ms = now_ms;
     node->online = false;
     node->running = 0;
     node->queued = 0;
@@ -148,7 +154,30 @@ registry_expire (registry_t *self, int64_t now_ms, int64_t timeout_ms,
     registry_node_t *node = (registry_node_t *) zhashx_first (self->nodes);
     while (node) {
         if (node->online && now_ms - node->last_seen_ms > timeout_ms) {
-            registry_set_offline (node);
+            registry_set_offline (node, now_ms);
+            if (count == room) {
+                room = room ? room * 2 : 16;
+                *ids_p = (const char **) realloc (*ids_p, room * sizeof (char *));
+                assert (*ids_p);
+            }
+            (*ids_p) [count++] = node->id;
+        }
+        node = (registry_node_t *) zhashx_next (self->nodes);
+    }
+    return count;
+}
+
+size_t
+registry_overdue (registry_t *self, int64_t now_ms, int64_t grace_ms,
+                  const char ***ids_p)
+{
+    *ids_p = NULL;
+    size_t count = 0, room = 0;
+    registry_node_t *node = (registry_node_t *) zhashx_first (self->nodes);
+    while (node) {
+        if (!node->online && !node->offline_reported && node->hello
+            && now_ms - node->offline_since_ms >= grace_ms) {
+            node->offline_reported = true;
             if (count == room) {
                 room = room ? room * 2 : 16;
                 *ids_p = (const char **) realloc (*ids_p, room * sizeof (char *));
@@ -404,8 +433,10 @@ registry_node_encode (const registry_node_t *node, pw_t *writer,
         pw_str (writer, hello->labels [index].value);
     }
     pw_str (writer, "status");
-    pw_str (writer, node->online ? (node->drained ? "drained" : "online")
-                                 : "offline");
+    //  A drained node reads draining while it still runs work.
+    pw_str (writer, !node->online ? "offline"
+                    : !node->drained ? "online"
+                    : node->running || node->queued ? "draining" : "drained");
     pw_str (writer, "last_seen");
     s_write_time (writer, node->last_seen_wall_ms);
     pw_str (writer, "registered_at");

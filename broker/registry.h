@@ -37,6 +37,8 @@ typedef struct {
     int64_t registered_wall_ms;  //  Wall clock of its first hello (kept across restarts)
     uint32_t running;            //  Tasks running, from its last heartbeat
     uint32_t queued;             //  Tasks queued, from its last heartbeat
+    int64_t offline_since_ms;    //  Monotonic time it went offline
+    bool offline_reported;       //  Its work was declared lost (after the grace)
     uint8_t routing_id [REGISTRY_MAX_ROUTING_ID];  //  ROUTER identity of its connection
     size_t routing_id_size;      //  Bytes in routing_id (0 = none)
 } registry_node_t;
@@ -72,14 +74,20 @@ registry_node_t *registry_session (registry_t *self, const char *id,
 //  Marks NODE as heard from now.
 void registry_touch (registry_node_t *node, int64_t now_ms, int64_t wall_ms);
 
-//  Marks NODE offline (bye, or a send that failed).
-void registry_set_offline (registry_node_t *node);
+//  Marks NODE offline (bye, or a send that failed) as of NOW_MS.
+void registry_set_offline (registry_node_t *node, int64_t now_ms);
 
 //  Marks every online node not heard from since NOW_MS - TIMEOUT_MS as
 //  offline. Returns how many and gives *IDS_P a malloc'd array of their ids
 //  (borrowed strings, valid while the nodes exist; free only the array).
 size_t registry_expire (registry_t *self, int64_t now_ms, int64_t timeout_ms,
                         const char ***ids_p);
+
+//  Offline nodes whose grace ran out since they went offline and whose
+//  work was not yet declared lost: marks them reported and returns how
+//  many, with *IDS_P as registry_expire gives it.
+size_t registry_overdue (registry_t *self, int64_t now_ms, int64_t grace_ms,
+                         const char ***ids_p);
 
 //  Ids of the online, non-drained nodes matching TARGET (ignoring "any"),
 //  sorted. Returns the count; *IDS_P gets a malloc'd array of malloc'd

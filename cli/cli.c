@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "../proto/conf.h"
+#include "../proto/keys.h"
 #include "../proto/proto.h"
 
 #ifndef GRID_VERSION
@@ -194,6 +195,26 @@ s_global_option (cli_args_t *args, int argc, char *const *argv, int *index,
         ||  s_duration_option ("--request-timeout", value,
                                &args->request_timeout_ms, err, err_len))
             return -1;
+        return 1;
+    }
+    if (streq (arg, "--insecure")) {
+        args->insecure = true;
+        return 1;
+    }
+    if (s_is_option (arg, "--key", &inline_value)
+    ||  s_is_option (arg, "--broker-key", &inline_value)) {
+        bool own = s_is_option (arg, "--key", &inline_value);
+        const char *name = own ? "--key" : "--broker-key";
+        if (s_option_value (argc, argv, index, name, inline_value, &value,
+                            err, err_len))
+            return -1;
+        if (!*value)
+            return s_fail (err, err_len, "%s needs a key file%s", name,
+                           own ? "" : " or 40 characters of Z85");
+        if (own)
+            args->key = value;
+        else
+            args->broker_key = value;
         return 1;
     }
     if (s_is_option (arg, "--config", &inline_value)) {
@@ -406,6 +427,15 @@ s_command_name (cli_command_t command)
         case CLI_CMD_NODE_LIST: return "node list";
         case CLI_CMD_NODE_INFO: return "node info";
         case CLI_CMD_STATUS: return "status";
+        case CLI_CMD_JOB_DELETE: return "job delete";
+        case CLI_CMD_NODE_DRAIN: return "node drain";
+        case CLI_CMD_NODE_RESUME: return "node resume";
+        case CLI_CMD_BROKER_DRAIN: return "broker drain";
+        case CLI_CMD_BROKER_RESUME: return "broker resume";
+        case CLI_CMD_KEY_LIST: return "key list";
+        case CLI_CMD_KEY_ACCEPT: return "key accept";
+        case CLI_CMD_KEY_REJECT: return "key reject";
+        case CLI_CMD_KEY_DELETE: return "key delete";
         default: return "gridcli";
     }
 }
@@ -445,6 +475,7 @@ s_args_check (cli_args_t *args, char *err, size_t err_len)
         case CLI_CMD_JOB_STATUS:
         case CLI_CMD_JOB_CANCEL:
         case CLI_CMD_JOB_EVENTS:
+        case CLI_CMD_JOB_DELETE:
             if (!args->id)
                 return s_fail (err, err_len, "%s needs a job id",
                                s_command_name (args->command));
@@ -452,9 +483,23 @@ s_args_check (cli_args_t *args, char *err, size_t err_len)
                 return s_fail (err, err_len, "'%s' is not a job id (ids look "
                                "like j-0193a1b2c3d4-0001)", args->id);
             return 0;
-        case CLI_CMD_NODE_INFO:
+        case CLI_CMD_KEY_ACCEPT:
+        case CLI_CMD_KEY_REJECT:
+        case CLI_CMD_KEY_DELETE:
             if (!args->id)
-                return s_fail (err, err_len, "node info needs a node id");
+                return s_fail (err, err_len, "%s needs a node id or a public "
+                               "key (see gridcli key list)",
+                               s_command_name (args->command));
+            if (!keys_z85_valid (args->id) && !name_valid (args->id))
+                return s_fail (err, err_len, "'%s' is neither a node id nor a "
+                               "public key (40 characters of Z85)", args->id);
+            return 0;
+        case CLI_CMD_NODE_INFO:
+        case CLI_CMD_NODE_DRAIN:
+        case CLI_CMD_NODE_RESUME:
+            if (!args->id)
+                return s_fail (err, err_len, "%s needs a node id",
+                               s_command_name (args->command));
             if (!name_valid (args->id))
                 return s_fail (err, err_len, "'%s' is not a node id (letters, "
                                "digits, '_' and '-', at most %d)", args->id,
@@ -511,7 +556,13 @@ s_parse_command_args (cli_args_t *args, int argc, char *const *argv,
         if ((args->command == CLI_CMD_JOB_STATUS
         ||   args->command == CLI_CMD_JOB_CANCEL
         ||   args->command == CLI_CMD_JOB_EVENTS
-        ||   args->command == CLI_CMD_NODE_INFO) && !args->id) {
+        ||   args->command == CLI_CMD_JOB_DELETE
+        ||   args->command == CLI_CMD_NODE_INFO
+        ||   args->command == CLI_CMD_NODE_DRAIN
+        ||   args->command == CLI_CMD_NODE_RESUME
+        ||   args->command == CLI_CMD_KEY_ACCEPT
+        ||   args->command == CLI_CMD_KEY_REJECT
+        ||   args->command == CLI_CMD_KEY_DELETE) && !args->id) {
             args->id = arg;
             continue;
         }
@@ -544,7 +595,8 @@ cli_args_parse (cli_args_t *args, int argc, char *const *argv, char *err,
             return s_fail (err, err_len,
                            "unknown option '%s' (global options are "
                            "--broker, --output, --request-timeout, --config, "
-                           "--help and --version)", arg);
+                           "--key, --broker-key, --insecure, --help and "
+                           "--version)", arg);
         if (args->command == CLI_CMD_HELP || args->command == CLI_CMD_VERSION)
             return 0;
     }
@@ -555,10 +607,11 @@ cli_args_parse (cli_args_t *args, int argc, char *const *argv, char *err,
     if (streq (word, "help")) {
         args->command = CLI_CMD_HELP;
         if (index < argc) {
-            const char *topics [] = { "job", "node", "status", NULL };
+            const char *topics [] = { "job", "node", "broker", "status",
+                                      "key", NULL };
             if (!s_in_list (argv [index], topics))
                 return s_fail (err, err_len, "no help on '%s' (topics: job, "
-                               "node, status)", argv [index]);
+                               "node, broker, key, status)", argv [index]);
             args->help_topic = argv [index];
         }
         return 0;
@@ -569,14 +622,18 @@ cli_args_parse (cli_args_t *args, int argc, char *const *argv, char *err,
         return s_parse_command_args (args, argc, argv, index, "status", err,
                                      err_len);
     }
-    if (streq (word, "job") || streq (word, "node")) {
-        const char *topic = streq (word, "job") ? "job" : "node";
+    if (streq (word, "job") || streq (word, "node") || streq (word, "broker")) {
+        const char *topic = streq (word, "job") ? "job"
+                            : streq (word, "node") ? "node" : "broker";
         args->help_topic = topic;
         if (index >= argc)
             return s_fail (err, err_len, streq (topic, "job")
                            ? "job needs a subcommand: run, status, list, "
-                             "cancel or events"
-                           : "node needs a subcommand: list or info");
+                             "cancel, events or delete"
+                           : streq (topic, "node")
+                           ? "node needs a subcommand: list, info, drain or "
+                             "resume"
+                           : "broker needs a subcommand: drain or resume");
         const char *sub = argv [index++];
         if (streq (sub, "-h") || streq (sub, "--help") || streq (sub, "help")) {
             args->command = CLI_CMD_HELP;
@@ -599,24 +656,76 @@ cli_args_parse (cli_args_t *args, int argc, char *const *argv, char *err,
             if (streq (sub, "events"))
                 args->command = CLI_CMD_JOB_EVENTS;
             else
+            if (streq (sub, "delete"))
+                args->command = CLI_CMD_JOB_DELETE;
+            else
                 return s_fail (err, err_len, "unknown job subcommand '%s' "
-                               "(run, status, list, cancel, events)", sub);
+                               "(run, status, list, cancel, events, delete)",
+                               sub);
         }
-        else {
+        else
+        if (streq (topic, "node")) {
             if (streq (sub, "list"))
                 args->command = CLI_CMD_NODE_LIST;
             else
             if (streq (sub, "info"))
                 args->command = CLI_CMD_NODE_INFO;
             else
+            if (streq (sub, "drain"))
+                args->command = CLI_CMD_NODE_DRAIN;
+            else
+            if (streq (sub, "resume"))
+                args->command = CLI_CMD_NODE_RESUME;
+            else
                 return s_fail (err, err_len, "unknown node subcommand '%s' "
-                               "(list, info)", sub);
+                               "(list, info, drain, resume)", sub);
+        }
+        else {
+            if (streq (sub, "drain"))
+                args->command = CLI_CMD_BROKER_DRAIN;
+            else
+            if (streq (sub, "resume"))
+                args->command = CLI_CMD_BROKER_RESUME;
+            else
+                return s_fail (err, err_len, "unknown broker subcommand '%s' "
+                               "(drain, resume)", sub);
         }
         return s_parse_command_args (args, argc, argv, index, topic, err,
                                      err_len);
     }
+    if (streq (word, "key")) {
+        args->help_topic = "key";
+        const char *sub = index < argc ? argv [index++] : NULL;
+        if (!sub)
+            return s_fail (err, err_len, "key needs a subcommand: list, "
+                           "accept, reject or delete");
+        if (streq (sub, "-h") || streq (sub, "--help") || streq (sub, "help")) {
+            args->command = CLI_CMD_HELP;
+            return 0;
+        }
+        if (streq (sub, "list"))
+            args->command = CLI_CMD_KEY_LIST;
+        else
+        if (streq (sub, "accept"))
+            args->command = CLI_CMD_KEY_ACCEPT;
+        else
+        if (streq (sub, "reject"))
+            args->command = CLI_CMD_KEY_REJECT;
+        else
+        if (streq (sub, "delete"))
+            args->command = CLI_CMD_KEY_DELETE;
+        else
+            return s_fail (err, err_len, "unknown key subcommand '%s' (list, "
+                           "accept, reject, delete)", sub);
+        return s_parse_command_args (args, argc, argv, index, "key", err,
+                                     err_len);
+    }
+    if (streq (word, "keygen"))
+        return s_fail (err, err_len, "keygen takes no global options: run "
+                       "gridcli keygen [--out DIR] [--name NAME]");
     return s_fail (err, err_len,
-                   "unknown command '%s' (commands: job, node, status, help)",
+                   "unknown command '%s' (commands: job, node, broker, key, "
+                   "keygen, status, help)",
                    word);
 }
 
@@ -647,7 +756,8 @@ s_settings_load (const char *path, cli_settings_t *settings, char *err,
         return s_fail (err, err_len, "config: %s", why);
 
     static const char *const known [] = {
-        "broker", "output", "request_timeout", NULL
+        "broker", "output", "request_timeout", "key", "broker_key",
+        "insecure", NULL
     };
     const pv_t *root = pv_doc_root (doc);
     char *broker = NULL;
@@ -660,6 +770,10 @@ s_settings_load (const char *path, cli_settings_t *settings, char *err,
     if (conf_check_keys (root, known, why, sizeof why)
     ||  conf_get_str (root, "broker", &broker, why, sizeof why)
     ||  conf_get_str (root, "output", &output, why, sizeof why)
+    ||  conf_get_str (root, "key", &settings->key_path, why, sizeof why)
+    ||  conf_get_str (root, "broker_key", &settings->broker_key, why,
+                      sizeof why)
+    ||  conf_get_bool (root, "insecure", &settings->insecure, why, sizeof why)
     ||  conf_get_duration (root, "request_timeout", &timeout_ms, why,
                            sizeof why))
         s_fail (err, err_len, "config %s: %s", path, why);
@@ -744,6 +858,9 @@ cli_settings_clear (cli_settings_t *settings)
         return;
     free (settings->broker);
     free (settings->config_path);
+    free (settings->key_path);
+    free (settings->broker_key);
+    cli_keys_clear (&settings->keys);
     memset (settings, 0, sizeof *settings);
 }
 
@@ -966,6 +1083,39 @@ cli_request_build (const cli_args_t *args, const job_spec_t *file_spec,
         case CLI_CMD_STATUS:
             proto_request_begin (writer, "status", id, 0);
             return 0;
+        case CLI_CMD_JOB_DELETE:
+            proto_request_begin (writer, "job.delete", id, 1);
+            pw_str (writer, "job");
+            pw_str (writer, args->id);
+            return 0;
+        case CLI_CMD_NODE_DRAIN:
+        case CLI_CMD_NODE_RESUME:
+            proto_request_begin (writer, args->command == CLI_CMD_NODE_DRAIN
+                                             ? "node.drain" : "node.resume",
+                                 id, 1);
+            pw_str (writer, "node");
+            pw_str (writer, args->id);
+            return 0;
+        case CLI_CMD_BROKER_DRAIN:
+            proto_request_begin (writer, "broker.drain", id, 0);
+            return 0;
+        case CLI_CMD_BROKER_RESUME:
+            proto_request_begin (writer, "broker.resume", id, 0);
+            return 0;
+        case CLI_CMD_KEY_LIST:
+            proto_request_begin (writer, "key.list", id, 0);
+            return 0;
+        case CLI_CMD_KEY_ACCEPT:
+        case CLI_CMD_KEY_REJECT:
+        case CLI_CMD_KEY_DELETE:
+            proto_request_begin (writer,
+                                 args->command == CLI_CMD_KEY_ACCEPT
+                                     ? "key.accept"
+                                 : args->command == CLI_CMD_KEY_REJECT
+                                     ? "key.reject" : "key.delete", id, 1);
+            pw_str (writer, keys_z85_valid (args->id) ? "key" : "node");
+            pw_str (writer, args->id);
+            return 0;
         default:
             return -1;
     }
@@ -975,7 +1125,8 @@ cli_request_build (const cli_args_t *args, const job_spec_t *file_spec,
 //  Transport: Lazy Pirate over REQ
 
 static zsock_t *
-s_socket_new (const char *endpoint, int64_t timeout_ms, char *err,
+s_socket_new (const char *endpoint, const cli_keys_t *keys,
+              int64_t timeout_ms, zsock_t **monitor_p, char *err,
               size_t err_len)
 {
     zsock_t *sock = zsock_new (ZMQ_REQ);
@@ -994,6 +1145,11 @@ s_socket_new (const char *endpoint, int64_t timeout_ms, char *err,
     zsock_set_handshake_ivl (sock, timeout);
     zsock_set_heartbeat_ivl (sock, 1000);
     zsock_set_heartbeat_timeout (sock, 3000);
+    if (keys && keys->cert) {
+        keys_curve_client (sock, keys->cert, keys->broker_key);
+        //  A refused key shows only as a failed handshake: watch for it
+        *monitor_p = keys_monitor_new (sock);
+    }
     if (zsock_connect (sock, "%s", endpoint) != 0) {
         s_fail (err, err_len, "cannot use broker endpoint '%s': %s (endpoints "
                 "look like tcp://HOST:PORT or ipc:///PATH)", endpoint,
@@ -1040,7 +1196,17 @@ cli_exchange (const char *endpoint, const void *request, size_t size,
               int64_t timeout_ms, pv_doc_t **reply_p, char *err,
               size_t err_len)
 {
+    return cli_exchange_keys (NULL, endpoint, request, size, timeout_ms,
+                              reply_p, err, err_len);
+}
+
+int
+cli_exchange_keys (const cli_keys_t *keys, const char *endpoint,
+                   const void *request, size_t size, int64_t timeout_ms,
+                   pv_doc_t **reply_p, char *err, size_t err_len)
+{
     *reply_p = NULL;
+    char handshake [512] = "";
     if (timeout_ms <= 0)
         timeout_ms = CLI_DEFAULT_REQUEST_TIMEOUT_MS;
     int64_t start_ms = zclock_mono ();
@@ -1056,9 +1222,13 @@ cli_exchange (const char *endpoint, const void *request, size_t size,
         if (try_ms <= 0)
             continue;
 
-        zsock_t *sock = s_socket_new (endpoint, try_ms, err, err_len);
-        if (!sock)
+        zsock_t *monitor = NULL;
+        zsock_t *sock = s_socket_new (endpoint, keys, try_ms, &monitor, err,
+                                      err_len);
+        if (!sock) {
+            zsock_destroy (&monitor);
             return CLI_EXIT_USAGE;
+        }
         zframe_t *frame = zframe_new (request, size);
         if (zframe_send (&frame, sock, 0) != 0) {
             //  Nothing queued (send timed out): wait out this try anyway so
@@ -1066,6 +1236,8 @@ cli_exchange (const char *endpoint, const void *request, size_t size,
             zframe_destroy (&frame);
         }
         zpoller_t *poller = zpoller_new (sock, NULL);
+        if (monitor)
+            zpoller_add (poller, monitor);
         int rc = -1;
         while (rc < 0) {
             int64_t left_ms = try_deadline_ms - zclock_mono ();
@@ -1075,6 +1247,20 @@ cli_exchange (const char *endpoint, const void *request, size_t size,
             if (which == sock)
                 rc = s_reply_read (sock, endpoint, reply_p, err, err_len);
             else
+            if (which == monitor && monitor) {
+                char why [512] = "";
+                int event = keys_monitor_read (monitor, why, sizeof why);
+                if (event == 1) {
+                    s_fail (err, err_len, "the broker at %s refused this "
+                            "client: %s (ask its admin for a role, see "
+                            "docs/SECURITY.md)", endpoint, why);
+                    rc = CLI_EXIT_REFUSED;
+                }
+                else
+                if (event == 2)
+                    snprintf (handshake, sizeof handshake, "%s", why);
+            }
+            else
             if (zpoller_terminated (poller) || zsys_interrupted) {
                 s_fail (err, err_len, "interrupted");
                 rc = CLI_EXIT_INTERRUPTED;
@@ -1083,9 +1269,25 @@ cli_exchange (const char *endpoint, const void *request, size_t size,
             //  loop looks at the clock again.
         }
         zpoller_destroy (&poller);
+        zsock_destroy (&monitor);
         zsock_destroy (&sock);
         if (rc >= 0)
             return rc;
+    }
+    if (*handshake) {
+        s_fail (err, err_len, "no answer from the broker at %s: %s",
+                endpoint, handshake);
+        return CLI_EXIT_UNREACHABLE;
+    }
+    if (keys && !keys->cert) {
+        char waited [32];
+        duration_format (timeout_ms, waited, sizeof waited);
+        s_fail (err, err_len, "no answer from the broker at %s after %s; "
+                "check that gridbroker is running and that this is its "
+                "--client endpoint (set --broker or GRID_BROKER). This "
+                "client runs --insecure: a broker with CURVE keys does not "
+                "answer plaintext", endpoint, waited);
+        return CLI_EXIT_UNREACHABLE;
     }
     char waited [32];
     duration_format (timeout_ms, waited, sizeof waited);
@@ -1388,7 +1590,8 @@ s_target_text (const pv_t *target, char *buf, size_t buf_len)
     return buf;
 }
 
-//  "i/n" for the current step of a job, counting from 1 for people.
+//  "i/n" for the current step of a job: the step index (numbered from 0,
+//  as in the API, the events and the results) over the number of steps.
 static const char *
 s_step_text (const pv_t *job, char *buf, size_t buf_len)
 {
@@ -1397,11 +1600,8 @@ s_step_text (const pv_t *job, char *buf, size_t buf_len)
     if (steps <= 0)
         snprintf (buf, buf_len, "-");
     else
-    if (pv_str_eq (pv_map_get (job, "status"), "pending"))
-        snprintf (buf, buf_len, "0/%" PRId64, steps);
-    else
         snprintf (buf, buf_len, "%" PRId64 "/%" PRId64,
-                  step < 0 ? 1 : step + 1 > steps ? steps : step + 1, steps);
+                  step < 0 ? 0 : step >= steps ? steps - 1 : step, steps);
     return buf;
 }
 
@@ -1740,7 +1940,7 @@ cli_render_job (const pv_t *record, FILE *out, bool color)
                     && !pv_str_eq (status, "skipped");
             char step_text [32], task [160], backend [64], action [64];
             char status_text [128], exit_text [32], duration [32];
-            snprintf (step_text, sizeof step_text, "%" PRId64, step + 1);
+            snprintf (step_text, sizeof step_text, "%" PRId64, step);
             const pv_t *leaf = grid->leaves [step];
             if (leaf)
                 snprintf (task, sizeof task, "%s %s",
@@ -1864,6 +2064,120 @@ s_render_cancelled (const pv_t *data, FILE *out)
 }
 
 static int
+s_render_deleted (const pv_t *data, FILE *out)
+{
+    char job [128];
+    if (pv_type (pv_map_get (data, "job")) != PV_STR)
+        return -2;
+    s_field (data, "job", job, sizeof job);
+    char *job_text = s_printable (job, strlen (job), SIZE_MAX, false);
+    fprintf (out, "job %s deleted, with its results and events\n", job_text);
+    free (job_text);
+    return 0;
+}
+
+static int
+s_render_node_state (const pv_t *data, FILE *out)
+{
+    char id [128], status [64];
+    if (pv_type (pv_map_get (data, "id")) != PV_STR)
+        return -2;
+    s_field (data, "id", id, sizeof id);
+    s_field (data, "status", status, sizeof status);
+    char *id_text = s_printable (id, strlen (id), SIZE_MAX, false);
+    char *status_text = s_printable (status, strlen (status), SIZE_MAX, false);
+    bool drained = false;
+    pv_get_bool (pv_map_get (data, "drained"), &drained);
+    fprintf (out, "node %s %s%s\n", id_text, status_text,
+             drained ? " (takes no new jobs; gridcli node resume ends it)" : "");
+    free (id_text);
+    free (status_text);
+    return 0;
+}
+
+//  key list: KEY KIND STATUS NODE/ROLE HOSTNAME/NAME SINCE
+static int
+s_render_keys (const pv_t *data, FILE *out)
+{
+    const pv_t *keys = pv_map_get (data, "keys");
+    if (pv_type (keys) != PV_ARRAY)
+        return -2;
+    if (pv_size (keys) == 0) {
+        fprintf (out, "no keys\n");
+        return 0;
+    }
+    const char *headers [] = {
+        "KEY", "KIND", "STATUS", "NODE/ROLE", "HOST/NAME", "SINCE"
+    };
+    s_table_t *table = s_table_new (6, true, headers);
+    for (size_t index = 0; index < pv_size (keys); index++) {
+        const pv_t *key = pv_array_at (keys, index);
+        char text [128], kind [32], status [32], who [128], host [256];
+        char since [64];
+        bool client = pv_str_eq (pv_map_get (key, "kind"), "client");
+        const pv_t *when = pv_map_get (key, "accepted_at");
+        if (!when)
+            when = pv_map_get (key, "first_seen");
+        const char *row [] = {
+            s_field (key, "key", text, sizeof text),
+            s_field (key, "kind", kind, sizeof kind),
+            s_field (key, "status", status, sizeof status),
+            s_field (key, client ? "role" : "node", who, sizeof who),
+            s_field (key, client ? "name" : "hostname", host, sizeof host),
+            when ? s_time (when, false, since, sizeof since) : "-"
+        };
+        s_table_add (table, pv_str_eq (pv_map_get (key, "status"),
+                                       "pending"), row);
+    }
+    s_table_print (table, out, false);
+    s_table_destroy (&table);
+    return 0;
+}
+
+//  key accept / reject / delete: one line.
+static int
+s_render_key (const pv_t *data, FILE *out)
+{
+    char key [128], status [64], node [128];
+    if (pv_type (pv_map_get (data, "key")) != PV_STR)
+        return -2;
+    s_field (data, "key", key, sizeof key);
+    if (pv_map_get (data, "deleted"))
+        snprintf (status, sizeof status, "deleted");
+    else
+        s_field (data, "status", status, sizeof status);
+    const pv_t *node_value = pv_map_get (data, "node");
+    if (node_value)
+        s_field (data, "node", node, sizeof node);
+    char *text = s_printable (key, strlen (key), SIZE_MAX, false);
+    fprintf (out, "key %s %s%s%s%s\n", text, status,
+             node_value ? " (node " : "", node_value ? node : "",
+             node_value ? ")" : "");
+    free (text);
+    return 0;
+}
+
+static int
+s_render_broker_state (const pv_t *data, FILE *out)
+{
+    char state [64];
+    if (pv_type (pv_map_get (data, "state")) != PV_STR)
+        return -2;
+    s_field (data, "state", state, sizeof state);
+    int64_t running = 0, pending = 0;
+    pv_get_int (pv_map_get (data, "running"), &running);
+    pv_get_int (pv_map_get (data, "pending"), &pending);
+    char *state_text = s_printable (state, strlen (state), SIZE_MAX, false);
+    fprintf (out, "broker %s: %" PRId64 " job%s running, %" PRId64
+             " queued%s\n", state_text, running, running == 1 ? "" : "s",
+             pending, streq (state, "serving") ? ""
+                      : " (no new jobs are admitted; gridcli broker resume "
+                        "ends it)");
+    free (state_text);
+    return 0;
+}
+
+static int
 s_render_job_list (const pv_t *data, FILE *out)
 {
     const pv_t *jobs = pv_map_get (data, "jobs");
@@ -1921,7 +2235,7 @@ s_render_events (const pv_t *const *events, size_t count, FILE *out)
         char time [64], name [128], step [32], node [128], detail_buf [1024];
         int64_t step_index;
         if (pv_get_int (pv_map_get (event, "step"), &step_index) == 0)
-            snprintf (step, sizeof step, "%" PRId64, step_index + 1);
+            snprintf (step, sizeof step, "%" PRId64, step_index);
         else
             snprintf (step, sizeof step, "-");
         s_field (event, "detail", detail_buf, sizeof detail_buf);
@@ -2137,6 +2451,20 @@ cli_render (cli_command_t command, const pv_t *data, cli_output_t output,
             return s_render_node_info (data, out);
         case CLI_CMD_STATUS:
             return s_render_status (data, out);
+        case CLI_CMD_JOB_DELETE:
+            return s_render_deleted (data, out);
+        case CLI_CMD_NODE_DRAIN:
+        case CLI_CMD_NODE_RESUME:
+            return s_render_node_state (data, out);
+        case CLI_CMD_BROKER_DRAIN:
+        case CLI_CMD_BROKER_RESUME:
+            return s_render_broker_state (data, out);
+        case CLI_CMD_KEY_LIST:
+            return s_render_keys (data, out);
+        case CLI_CMD_KEY_ACCEPT:
+        case CLI_CMD_KEY_REJECT:
+        case CLI_CMD_KEY_DELETE:
+            return s_render_key (data, out);
         default:
             return -2;
     }
@@ -2161,10 +2489,22 @@ static const char *s_help_main =
 "  job cancel ID [--reason TEXT]\n"
 "                        cancel a pending or running job\n"
 "  job events ID         a job's timeline\n"
+"  job delete ID         remove a finished job, its results and events\n"
 "  node list             registered nodes\n"
 "  node info ID          one node and the actions it offers\n"
+"  node drain ID         the node takes no new jobs (resume: it does again)\n"
+"  node resume ID\n"
+"  broker drain          maintenance: no new jobs admitted, running ones\n"
+"                        finish, queued ones wait\n"
+"  broker resume         leave maintenance\n"
+"  key list              enrolled, pending and rejected keys (admin)\n"
+"  key accept|reject|delete NODE|KEY\n"
+"                        enrol, refuse or forget an agent's key (admin)\n"
+"  keygen [--out DIR] [--name NAME]\n"
+"                        write this client's key pair (default\n"
+"                        ~/.config/grid/client.key)\n"
 "  status                broker version, uptime, node and job counts\n"
-"  help [job|node|status]\n"
+"  help [job|node|broker|key|status]\n"
 "                        this help, or a command's (also -h, --help,\n"
 "                        and COMMAND --help, e.g. gridcli job --help)\n"
 "\n"
@@ -2178,6 +2518,15 @@ static const char *s_help_main =
 "                        connections (default 5s)\n"
 "  --config FILE         config file; default: GRID_CONFIG, else\n"
 "                        /etc/grid/gridcli.yaml when it exists\n"
+"  --key FILE            this client's key pair; default: GRID_KEY, else\n"
+"                        the config file's key, else\n"
+"                        ~/.config/grid/client.key\n"
+"  --broker-key KEY      the broker's public key (its broker.key file or\n"
+"                        40 characters of Z85); default: GRID_BROKER_KEY,\n"
+"                        else the config file's broker_key, else\n"
+"                        /etc/grid/keys/broker.key, ~/.config/grid/broker.key\n"
+"  --insecure            plaintext, no keys: only for a broker that runs\n"
+"                        --insecure\n"
 "  -h, --help            print help (gridcli job --help: help on job)\n"
 "  --version             print the version and exit\n"
 "\n"
@@ -2203,11 +2552,14 @@ static const char *s_help_main =
 "Environment:\n"
 "  GRID_BROKER           broker endpoint when --broker is not given\n"
 "  GRID_CONFIG           config file when --config is not given\n"
+"  GRID_KEY              key pair when --key is not given\n"
+"  GRID_BROKER_KEY       broker public key when --broker-key is not given\n"
 "  NO_COLOR              when set, failed rows are not coloured\n"
 "\n"
-"Config file (YAML) keys: broker, output, request_timeout. A flag wins\n"
-"over the config file, which wins over the defaults; GRID_BROKER comes\n"
-"after --broker and before the file's broker.\n"
+"Config file (YAML) keys: broker, output, request_timeout, key,\n"
+"broker_key, insecure. A flag wins over the config file, which wins over\n"
+"the defaults; GRID_BROKER, GRID_KEY and GRID_BROKER_KEY come after their\n"
+"flags and before the file.\n"
 "\n"
 "Exit codes:\n"
 "  0    success; for job run --wait and job status, the job completed\n"
@@ -2232,6 +2584,7 @@ static const char *s_help_job =
 "  gridcli job list [--status S] [--limit N]\n"
 "  gridcli job cancel ID [--reason TEXT]\n"
 "  gridcli job events ID\n"
+"  gridcli job delete ID\n"
 "\n"
 "job run sends one action (BACKEND ACTION and its params) to the nodes of\n"
 "the target, or the phases of a job file. Without --wait it prints the new\n"
@@ -2261,7 +2614,7 @@ static const char *s_help_job =
 "job status ID        the job's target, status, step, strategy and times,\n"
 "                     then NODE STEP TASK STATUS EXIT DURATION OUTPUT;\n"
 "                     failed rows are marked ! (and red on a terminal);\n"
-"                     steps count from 1. Exits 1 when the job failed,\n"
+"                     steps count from 0. Exits 1 when the job failed,\n"
 "                     partially failed or was cancelled, else 0.\n"
 "job list             ID TARGET STATUS STEP NODES CREATED, newest first\n"
 "  --status S         pending, running, completed, partial_failure,\n"
@@ -2270,6 +2623,8 @@ static const char *s_help_job =
 "job cancel ID        cancel a pending or running job\n"
 "  --reason TEXT      kept with the job\n"
 "job events ID        TIME EVENT STEP NODE DETAIL, oldest first\n"
+"job delete ID        remove a finished job with its results and events\n"
+"                     (a pending or running job must be cancelled first)\n"
 "\n"
 "Global options and exit codes: gridcli --help.\n"
 "\n"
@@ -2285,18 +2640,71 @@ static const char *s_help_node =
 "Usage:\n"
 "  gridcli node list\n"
 "  gridcli node info ID\n"
+"  gridcli node drain ID\n"
+"  gridcli node resume ID\n"
 "\n"
 "node list    ID HOSTNAME STATUS GROUPS LABELS LAST-SEEN RUNNING, sorted by\n"
 "             id (RUNNING is tasks running / concurrency)\n"
 "node info    the node's fields, then BACKEND ACTION KIND PARAMS for each\n"
 "             action it offers (KIND query only reads, modify changes the\n"
 "             host; a param marked * is required)\n"
+"node drain   the node takes no new jobs; what it runs goes on; it reads\n"
+"             draining until its work is done, then drained\n"
+"node resume  the node takes new jobs again\n"
 "\n"
 "Global options and exit codes: gridcli --help.\n"
 "\n"
 "Examples:\n"
 "  gridcli node list\n"
 "  gridcli --output json node info web-01\n";
+
+static const char *s_help_broker =
+"gridcli broker - broker maintenance\n"
+"\n"
+"Usage:\n"
+"  gridcli broker drain\n"
+"  gridcli broker resume\n"
+"\n"
+"broker drain   maintenance mode: new submits are refused (maintenance),\n"
+"               running jobs finish, queued jobs wait; the broker reads\n"
+"               draining, then maintenance once nothing runs. It survives\n"
+"               a broker restart.\n"
+"broker resume  admit jobs again; queued jobs start\n"
+"\n"
+"Global options and exit codes: gridcli --help.\n";
+
+static const char *s_help_key =
+"gridcli key - enrol agents' keys, revoke keys (admin role)\n"
+"\n"
+"Usage:\n"
+"  gridcli key list\n"
+"  gridcli key accept NODE|KEY\n"
+"  gridcli key reject NODE|KEY\n"
+"  gridcli key delete NODE|KEY\n"
+"  gridcli keygen [--out DIR] [--name NAME] [--force]\n"
+"\n"
+"A new agent's key waits as pending until an admin accepts it; then the\n"
+"key is bound to the node id it registered with, and no other key may\n"
+"speak for that node. NODE names the key bound to that node (or the one\n"
+"pending key that claims it); KEY is the 40-character public key.\n"
+"\n"
+"key list     KEY KIND STATUS NODE/ROLE HOST/NAME SINCE: agent keys\n"
+"             (pending rows marked !) and the client keys of the\n"
+"             broker's config with their roles\n"
+"key accept   enrol a pending key (a KEY never seen before is enrolled\n"
+"             ahead of its agent); a client key revoked by key reject\n"
+"             may connect again\n"
+"key reject   refuse the key, now and at every later connection; its node\n"
+"             goes offline\n"
+"key delete   forget the key: its node goes offline and the next key\n"
+"             that says hello for it waits as pending (a rebuilt host)\n"
+"keygen       write this client's key pair and print its public key\n"
+"\n"
+"Global options and exit codes: gridcli --help. See docs/SECURITY.md.\n"
+"\n"
+"Examples:\n"
+"  gridcli key list\n"
+"  gridcli key accept web-01\n";
 
 static const char *s_help_status =
 "gridcli status - the broker at a glance\n"
@@ -2325,6 +2733,12 @@ cli_print_help (const char *topic, FILE *out)
     if (topic && streq (topic, "status"))
         fputs (s_help_status, out);
     else
+    if (topic && streq (topic, "broker"))
+        fputs (s_help_broker, out);
+    else
+    if (topic && streq (topic, "key"))
+        fputs (s_help_key, out);
+    else
         fputs (s_help_main, out);
 }
 
@@ -2348,9 +2762,10 @@ s_call (const cli_settings_t *settings, const pw_t *request, const char *id,
 {
     char why [1024] = "";
     *data_p = NULL;
-    int rc = cli_exchange (settings->broker, pw_data (request),
-                           pw_size (request), settings->request_timeout_ms,
-                           reply_p, why, sizeof why);
+    int rc = cli_exchange_keys (&settings->keys, settings->broker,
+                                pw_data (request), pw_size (request),
+                                settings->request_timeout_ms, reply_p, why,
+                                sizeof why);
     if (rc != CLI_EXIT_OK) {
         fprintf (err, "gridcli: %s\n", why);
         return rc;
@@ -2632,6 +3047,13 @@ cli_run (int argc, char **argv, FILE *out, FILE *err)
     if (args.command == CLI_CMD_JOB_RUN && args.file
     &&  job_spec_load_file (args.file, &spec, &errors) != 0) {
         s_print_job_errors (err, args.file, &errors);
+        rc = CLI_EXIT_USAGE;
+        goto done;
+    }
+    if (cli_keys_load (&args, &settings, getenv ("GRID_KEY"),
+                       getenv ("GRID_BROKER_KEY"), getenv ("HOME"),
+                       &settings.keys, why, sizeof why) != 0) {
+        fprintf (err, "gridcli: %s\n", why);
         rc = CLI_EXIT_USAGE;
         goto done;
     }

@@ -65,7 +65,16 @@ typedef enum {
     CLI_CMD_JOB_EVENTS,   //  job events ID
     CLI_CMD_NODE_LIST,    //  node list
     CLI_CMD_NODE_INFO,    //  node info ID
-    CLI_CMD_STATUS        //  status
+    CLI_CMD_STATUS,       //  status
+    CLI_CMD_JOB_DELETE,   //  job delete ID
+    CLI_CMD_NODE_DRAIN,   //  node drain ID
+    CLI_CMD_NODE_RESUME,  //  node resume ID
+    CLI_CMD_BROKER_DRAIN, //  broker drain
+    CLI_CMD_BROKER_RESUME, //  broker resume
+    CLI_CMD_KEY_LIST,     //  key list
+    CLI_CMD_KEY_ACCEPT,   //  key accept KEY|NODE
+    CLI_CMD_KEY_REJECT,   //  key reject KEY|NODE
+    CLI_CMD_KEY_DELETE    //  key delete KEY|NODE
 } cli_command_t;
 
 typedef enum {
@@ -90,6 +99,9 @@ typedef struct {
     bool output_given;            //  --output was given
     cli_output_t output;          //  --output table|json
     int64_t request_timeout_ms;   //  --request-timeout D, 0 when not given
+    const char *key;              //  --key FILE: our key pair, or NULL
+    const char *broker_key;       //  --broker-key FILE|Z85, or NULL
+    bool insecure;                //  --insecure: plaintext
     //  job run
     const char *file;             //  -f FILE, or NULL for an inline job
     const char *target_text;      //  --target T as typed
@@ -123,12 +135,22 @@ int cli_args_parse (cli_args_t *args, int argc, char *const *argv,
 //  Frees what ARGS owns and zeroes it; safe on a zeroed struct.
 void cli_args_clear (cli_args_t *args);
 
+//  The keys gridcli speaks CURVE with (cert NULL: plaintext).
+typedef struct {
+    struct _zcert_t *cert;        //  Our key pair (owned), or NULL
+    char broker_key [41];         //  The broker's public key, Z85
+} cli_keys_t;
+
 //  Effective settings once flags, environment and config file are merged.
 typedef struct {
     char *broker;                 //  Endpoint to connect to (owned)
     cli_output_t output;          //  table or json
     int64_t request_timeout_ms;   //  Total time for one request, all tries
     char *config_path;            //  Config file that was read, or NULL (owned)
+    char *key_path;               //  The config file's key, or NULL (owned)
+    char *broker_key;             //  The file's broker_key, or NULL (owned)
+    bool insecure;                //  The config file's insecure
+    cli_keys_t keys;              //  Loaded by cli_keys_load (owned)
 } cli_settings_t;
 
 //  Merges settings: flags in ARGS win over the config file, the file over
@@ -175,6 +197,34 @@ int cli_request_build (const cli_args_t *args, const job_spec_t *file_spec,
 int cli_exchange (const char *endpoint, const void *request, size_t size,
                   int64_t timeout_ms, pv_doc_t **reply_p, char *err,
                   size_t err_len);
+
+//  cli_exchange over CURVE with KEYS (NULL, or no cert: plaintext). A
+//  broker that refuses the key at the handshake gives CLI_EXIT_REFUSED at
+//  once; a handshake that keeps failing (wrong broker key, CURVE on one
+//  side only) is named in the sentence when no answer comes.
+int cli_exchange_keys (const cli_keys_t *keys, const char *endpoint,
+                       const void *request, size_t size, int64_t timeout_ms,
+                       pv_doc_t **reply_p, char *err, size_t err_len);
+
+//  Finds and loads the keys (cli/secure.c): the key pair from --key, else
+//  ENV_KEY (GRID_KEY), else the config file's key, else
+//  <HOME>/.config/grid/client.key when it exists; the broker's public key
+//  from --broker-key, else ENV_BROKER_KEY (GRID_BROKER_KEY), else the
+//  config file's broker_key, else /etc/grid/keys/broker.key or
+//  <HOME>/.config/grid/broker.key when one exists. Nothing is loaded with
+//  --insecure or the config file's insecure. Returns 0 with KEYS filled
+//  (release with cli_keys_clear), or -1 with a sentence in ERR that says
+//  what to run.
+int cli_keys_load (const cli_args_t *args, const cli_settings_t *settings,
+                   const char *env_key, const char *env_broker_key,
+                   const char *home, cli_keys_t *keys, char *err,
+                   size_t err_len);
+
+//  Frees the key pair of KEYS and zeroes it; NULL-safe.
+void cli_keys_clear (cli_keys_t *keys);
+
+//  Where gridcli keeps its keys by default: <HOME>/.config/grid.
+void cli_keys_default_dir (const char *home, char *buf, size_t buf_len);
 
 //  Checks the envelope of REPLY against request id ID. Returns CLI_EXIT_OK
 //  and lends the data map in *DATA_P (valid while REPLY lives); or prints

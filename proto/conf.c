@@ -265,7 +265,9 @@ static int
 s_store_text (s_builder_t *self, s_entry_t *entry, const char *text,
               size_t len)
 {
-    if (self->arena_size + len > self->arena_cap) {
+    //  Allocated on the first string, even an empty one: offsets into a
+    //  NULL arena would be undefined
+    if (!self->arena || self->arena_size + len > self->arena_cap) {
         size_t cap = self->arena_cap ? self->arena_cap : 4096;
         while (cap < self->arena_size + len)
             cap *= 2;

@@ -1268,6 +1268,11 @@ static const s_request_field_t s_req_job_events [] = {
 static const s_request_field_t s_req_node [] = {
     { "node", PV_STR, true, 1, PROTO_MAX_TEXT },
 };
+//  key.accept, key.reject, key.delete: exactly one of the two
+static const s_request_field_t s_req_key [] = {
+    { "key", PV_STR, false, 40, 40 },
+    { "node", PV_STR, false, 1, PROTO_MAX_TEXT },
+};
 
 #define S_REQUEST(type, fields) { type, fields, S_COUNT_OF (fields) }
 #define S_REQUEST_BARE(type) { type, NULL, 0 }
@@ -1282,6 +1287,14 @@ static const s_request_t s_requests [] = {
     S_REQUEST_BARE ("node.list"),
     S_REQUEST ("node.get", s_req_node),
     S_REQUEST_BARE ("status"),
+    S_REQUEST ("node.drain", s_req_node),
+    S_REQUEST ("node.resume", s_req_node),
+    S_REQUEST_BARE ("broker.drain"),
+    S_REQUEST_BARE ("broker.resume"),
+    S_REQUEST_BARE ("key.list"),
+    S_REQUEST ("key.accept", s_req_key),
+    S_REQUEST ("key.reject", s_req_key),
+    S_REQUEST ("key.delete", s_req_key),
 };
 
 //  Is VALUE a client request id: a string of 1..PROTO_MAX_REQUEST_ID

@@ -75,8 +75,8 @@ typedef struct {
     char *pattern;        //  Optional POSIX extended regex the value must match, or NULL
     char *default_value;  //  Default when not given, or NULL
     char *help;           //  One line for operators
-    int64_t min_value;    //  "int": smallest allowed (checked when min_value < max_value)
-    int64_t max_value;    //  "int": largest allowed (checked when min_value < max_value)
+    int64_t min_value;    //  "int": least allowed, when min_value < max_value
+    int64_t max_value;    //  "int": greatest allowed, when min_value < max_value
 } proto_param_spec_t;
 
 typedef struct {

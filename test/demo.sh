@@ -1,7 +1,9 @@
 #!/bin/sh
 # make demo: a broker and three agents on loopback in a temporary
 # directory, a fan-out job on every node and one on the web group, the
-# per-node results, then every process stopped.
+# per-node results, then every process stopped. Everything speaks
+# CurveZMQ with keys made in the temporary directory; the broker enrols
+# the demo agents' keys itself (--auto-accept, for labs and demos only).
 set -u
 BUILD=${BUILD:-build}
 BIN=$(cd "$BUILD/bin" && pwd)
@@ -30,6 +32,16 @@ fail() {
     exit 1
 }
 
+# Key pairs: the broker's, an admin client's, one per agent.
+keys="$dir/keys"
+"$BIN/gridbroker" keygen --out "$keys" >/dev/null || fail "gridbroker keygen failed"
+"$BIN/gridcli" keygen --out "$keys" --name admin >/dev/null || fail "gridcli keygen failed"
+for node in web-01 web-02 db-01; do
+    "$BIN/gridagent" keygen --out "$keys" --name "$node" >/dev/null \
+        || fail "gridagent keygen failed"
+done
+export GRID_KEY="$keys/admin.key" GRID_BROKER_KEY="$keys/broker.key"
+
 # Free loopback ports: try a few bases until the broker binds.
 broker_pid=""
 for try in 1 2 3 4 5 6 7 8; do
@@ -39,7 +51,8 @@ for try in 1 2 3 4 5 6 7 8; do
     PUBLISH="tcp://127.0.0.1:$((base + 2))"
     "$BIN/gridbroker" --data-dir "$dir/broker" --client "$CLIENT" \
         --agents "$AGENTS" --publish "$PUBLISH" --heartbeat 1s \
-        >"$dir/broker.log" 2>&1 &
+        --key "$keys/broker.key" --client-key "admin:$keys/admin.key" \
+        --auto-accept >"$dir/broker.log" 2>&1 &
     broker_pid=$!
     ok=""
     for i in $(seq 1 50); do
@@ -60,11 +73,12 @@ for try in 1 2 3 4 5 6 7 8; do
 done
 [ -n "$broker_pid" ] || fail "the broker did not start"
 export GRID_BROKER="$CLIENT"
-say "gridbroker is up (clients $CLIENT, agents $AGENTS, commands $PUBLISH)"
+say "gridbroker is up (clients $CLIENT, agents $AGENTS, commands $PUBLISH), CurveZMQ on each"
 
 start_agent() {
     "$BIN/gridagent" --id "$1" --groups "$2" --broker "$AGENTS" \
-        --publish "$PUBLISH" --state-dir "$dir/$1" >"$dir/agent-$1.log" 2>&1 &
+        --publish "$PUBLISH" --state-dir "$dir/$1" --key "$keys/$1.key" \
+        --broker-key "$keys/broker.key" >"$dir/agent-$1.log" 2>&1 &
     pids="$pids $!"
 }
 start_agent web-01 web
@@ -81,6 +95,15 @@ done
 
 say "gridcli node list"
 "$BIN/gridcli" node list || fail "node list failed"
+
+say "gridcli key list (each agent's key is bound to its node id)"
+"$BIN/gridcli" key list || fail "key list failed"
+
+say "a client whose key the broker does not know is refused"
+"$BIN/gridcli" keygen --out "$keys" --name stranger >/dev/null || fail "gridcli keygen failed"
+if "$BIN/gridcli" --key "$keys/stranger.key" --request-timeout 2s node list; then
+    fail "the broker answered an unknown key"
+fi
 
 say "gridcli job run --target all system hostname --wait"
 "$BIN/gridcli" job run --target all system hostname --wait || fail "the job on all failed"

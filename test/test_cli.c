@@ -22,7 +22,9 @@
 #include <unistd.h>
 
 #include "../cli/cli.h"
+#include "../proto/conf.h"
 #include "../proto/job.h"
+#include "../proto/keys.h"
 #include "../proto/names.h"
 #include "../proto/proto.h"
 #include "../proto/pv.h"
@@ -1050,7 +1052,7 @@ test_cli_render_job_table (void **state)
     assert_non_null (strstr (text, JOB_ID));
     assert_non_null (strstr (text, "group:web"));
     assert_non_null (strstr (text, "partial_failure"));
-    assert_non_null (strstr (text, "step      3/3"));
+    assert_non_null (strstr (text, "step      2/3"));
     assert_non_null (strstr (text, "1 of 2 nodes failed"));
     assert_non_null (strstr (text, "NODE"));
     assert_non_null (strstr (text, "OUTPUT"));
@@ -1121,7 +1123,7 @@ test_cli_render_progress (void **state)
     pv_doc_t *doc = s_decode (w);
     char line [256];
     cli_progress_format (pv_doc_root (doc), line, sizeof line);
-    assert_string_equal (line, JOB_ID " running  step 3/3  nodes 0/2 done");
+    assert_string_equal (line, JOB_ID " running  step 2/3  nodes 0/2 done");
     assert_false (cli_job_finished (pv_doc_root (doc)));
     assert_int_equal (cli_job_exit_code (pv_doc_root (doc)), CLI_EXIT_OK);
     pv_doc_destroy (&doc);
@@ -1130,7 +1132,7 @@ test_cli_render_progress (void **state)
     s_write_record (w, "partial_failure", true);
     doc = s_decode (w);
     cli_progress_format (pv_doc_root (doc), line, sizeof line);
-    assert_string_equal (line, JOB_ID " partial_failure  step 3/3  nodes 2/2 "
+    assert_string_equal (line, JOB_ID " partial_failure  step 2/3  nodes 2/2 "
                                "done  1 failed");
     pv_doc_destroy (&doc);
     pw_destroy (&w);
@@ -1172,7 +1174,7 @@ test_cli_render_lists (void **state)
     assert_non_null (strstr (text, "ID"));
     assert_non_null (strstr (text, "CREATED"));
     assert_non_null (strstr (text, "label:tier=web.dev"));
-    assert_non_null (strstr (text, "1/4"));
+    assert_non_null (strstr (text, "0/4"));
     assert_non_null (strstr (text, "2026-11-21 07:00:51"));
     assert_non_null (strstr (text, "1 of 9 jobs"));
     free (out.text);
@@ -1475,6 +1477,8 @@ s_run (s_capture_t *out, s_capture_t *err, ...)
     char *argv [32];
     int argc = 0;
     argv [argc++] = "gridcli";
+    //  The fake broker speaks plaintext
+    argv [argc++] = "--insecure";
     va_list list;
     va_start (list, err);
     char *word;
@@ -1512,7 +1516,7 @@ test_cli_run_wait (void **state)
     assert_non_null (strstr (out.text, "STATUS"));
     assert_non_null (strstr (out.text, "job " JOB_ID " completed"));
     //  Progress went to stderr, once per change (not a terminal)
-    assert_non_null (strstr (err.text, JOB_ID " running  step 3/3"));
+    assert_non_null (strstr (err.text, JOB_ID " running  step 2/3"));
     free (out.text);
     free (err.text);
     zactor_destroy (&broker);
@@ -1619,12 +1623,175 @@ test_cli_run_usage_errors (void **state)
 
 //  ---------------------------------------------------------------------
 
+//  ---------------------------------------------------------------------
+//  Keys: the key commands, and which key pair gridcli speaks CURVE with
+
+static void
+test_cli_key_commands (void **state)
+{
+    cli_args_t args;
+    char err [512];
+    assert_int_equal (s_parse (&args, err, sizeof err, "key", "list", NULL),
+                      0);
+    assert_int_equal (args.command, CLI_CMD_KEY_LIST);
+    pw_t *w = pw_new ();
+    assert_int_equal (cli_request_build (&args, NULL, "k-1", w, NULL), 0);
+    pv_doc_t *doc = s_decode (w);
+    assert_true (pv_str_eq (pv_map_get (pv_doc_root (doc), "type"),
+                            "key.list"));
+    pv_doc_destroy (&doc);
+    cli_args_clear (&args);
+
+    //  A node id is sent as node, a public key as key
+    assert_int_equal (s_parse (&args, err, sizeof err, "key", "accept",
+                               "web-01", NULL), 0);
+    assert_int_equal (args.command, CLI_CMD_KEY_ACCEPT);
+    pw_reset (w);
+    assert_int_equal (cli_request_build (&args, NULL, "k-2", w, NULL), 0);
+    doc = s_decode (w);
+    assert_true (pv_str_eq (pv_map_get (pv_doc_root (doc), "type"),
+                            "key.accept"));
+    assert_true (pv_str_eq (pv_map_get (pv_doc_root (doc), "node"),
+                            "web-01"));
+    pv_doc_destroy (&doc);
+    cli_args_clear (&args);
+    zcert_t *cert = zcert_new ();
+    char key [41];
+    snprintf (key, sizeof key, "%s", zcert_public_txt (cert));
+    zcert_destroy (&cert);
+    assert_int_equal (s_parse (&args, err, sizeof err, "key", "reject", key,
+                               NULL), 0);
+    assert_int_equal (args.command, CLI_CMD_KEY_REJECT);
+    pw_reset (w);
+    assert_int_equal (cli_request_build (&args, NULL, "k-3", w, NULL), 0);
+    doc = s_decode (w);
+    assert_true (pv_str_eq (pv_map_get (pv_doc_root (doc), "key"), key));
+    pv_doc_destroy (&doc);
+    cli_args_clear (&args);
+    pw_destroy (&w);
+
+    //  Neither a node id nor a key; missing; unknown subcommand
+    assert_int_equal (s_parse (&args, err, sizeof err, "key", "delete",
+                               "web 01", NULL), -1);
+    assert_non_null (strstr (err, "neither a node id nor a public key"));
+    cli_args_clear (&args);
+    assert_int_equal (s_parse (&args, err, sizeof err, "key", "accept",
+                               NULL), -1);
+    cli_args_clear (&args);
+    assert_int_equal (s_parse (&args, err, sizeof err, "key", "grant", "x",
+                               NULL), -1);
+    cli_args_clear (&args);
+
+    //  The key table marks pending keys
+    const char *reply =
+        "{keys: [{key: k1, kind: client, status: accepted, role: admin,"
+        "         name: alice},"
+        "        {key: k2, kind: agent, status: pending, node: web-01,"
+        "         hostname: web-01.lan,"
+        "         first_seen: \"2026-11-21T07:00:51.123Z\"}]}";
+    char why [256];
+    assert_int_equal (conf_parse (reply, strlen (reply), &doc, why,
+                                  sizeof why), 0);
+    s_capture_t out;
+    s_capture_open (&out);
+    assert_int_equal (cli_render (CLI_CMD_KEY_LIST, pv_doc_root (doc),
+                                  CLI_OUTPUT_TABLE, out.file), 0);
+    s_capture_close (&out);
+    assert_non_null (strstr (out.text, "  k1   client  accepted  admin"));
+    assert_non_null (strstr (out.text, "! k2   agent   pending   web-01"));
+    free (out.text);
+    pv_doc_destroy (&doc);
+}
+
+static void
+test_cli_keys_load (void **state)
+{
+    cli_args_t args;
+    cli_settings_t settings;
+    cli_keys_t keys;
+    char err [1024];
+    memset (&settings, 0, sizeof settings);
+    assert_int_equal (s_parse (&args, err, sizeof err, "status", NULL), 0);
+
+    //  No key anywhere: refused, with what to run
+    assert_int_equal (cli_keys_load (&args, &settings, NULL, NULL, s_dir,
+                                     &keys, err, sizeof err), -1);
+    assert_non_null (strstr (err, "gridcli keygen"));
+
+    //  --insecure (or the config file's insecure): no keys at all
+    args.insecure = true;
+    assert_int_equal (cli_keys_load (&args, &settings, NULL, NULL, s_dir,
+                                     &keys, err, sizeof err), 0);
+    assert_null (keys.cert);
+    args.insecure = false;
+
+    //  GRID_KEY and GRID_BROKER_KEY
+    char client_key [KEYS_TEXT_SIZE], broker_key [KEYS_TEXT_SIZE];
+    assert_int_equal (keys_generate (s_dir, "me", false, NULL, client_key,
+                                     err, sizeof err), 0);
+    assert_int_equal (keys_generate (s_dir, "broker", false, NULL,
+                                     broker_key, err, sizeof err), 0);
+    char me [600], broker [600];
+    snprintf (me, sizeof me, "%s", s_path ("me.key"));
+    snprintf (broker, sizeof broker, "%s", s_path ("broker.key"));
+    //  A key pair but no broker key (HOME has none either)
+    assert_int_equal (cli_keys_load (&args, &settings, me, NULL, s_dir,
+                                     &keys, err, sizeof err), -1);
+    assert_non_null (strstr (err, "--broker-key"));
+    assert_int_equal (cli_keys_load (&args, &settings, me, broker, s_dir,
+                                     &keys, err, sizeof err), 0);
+    assert_non_null (keys.cert);
+    assert_string_equal (zcert_public_txt (keys.cert), client_key);
+    assert_string_equal (keys.broker_key, broker_key);
+    cli_keys_clear (&keys);
+
+    //  Flags win over the environment; a broker key may be given as text
+    args.key = me;
+    args.broker_key = broker_key;
+    assert_int_equal (cli_keys_load (&args, &settings, "/nowhere.key",
+                                     "/nowhere.key", s_dir, &keys, err,
+                                     sizeof err), 0);
+    assert_string_equal (keys.broker_key, broker_key);
+    cli_keys_clear (&keys);
+
+    //  A secret file others may read is refused
+    assert_int_equal (chmod (s_path ("me.key_secret"), 0644), 0);
+    assert_int_equal (cli_keys_load (&args, &settings, NULL, NULL, s_dir,
+                                     &keys, err, sizeof err), -1);
+    assert_non_null (strstr (err, "chmod 600"));
+    cli_args_clear (&args);
+
+    //  The config file's key, broker_key and insecure
+    char *config = strdup (s_path ("keys.yaml"));
+    char text [1400];
+    snprintf (text, sizeof text, "key: %s\nbroker_key: %s\ninsecure: true\n",
+              me, broker);
+    s_write_file (config, text);
+    assert_int_equal (s_parse (&args, err, sizeof err, "--config", config,
+                               "status", NULL), 0);
+    assert_int_equal (cli_settings_resolve (&args, NULL, NULL, NULL,
+                                            &settings, err, sizeof err), 0);
+    assert_string_equal (settings.key_path, me);
+    assert_string_equal (settings.broker_key, broker);
+    assert_true (settings.insecure);
+    cli_settings_clear (&settings);
+    cli_args_clear (&args);
+    unlink (config);
+    free (config);
+    unlink (s_path ("me.key"));
+    unlink (s_path ("me.key_secret"));
+    unlink (s_path ("broker.key"));
+    unlink (s_path ("broker.key_secret"));
+}
+
 static int
 s_setup (void **state)
 {
     //  The environment must not steer the program under test
     unsetenv ("GRID_BROKER");
     unsetenv ("GRID_CONFIG");
+    unsetenv ("GRID_KEY");
+    unsetenv ("GRID_BROKER_KEY");
     //  mkdtemp wants a template that ends in six 'X', which it replaces
     int len = snprintf (s_dir, sizeof s_dir, "/tmp/test_cli.");
     memset (s_dir + len, 'X', 6);
@@ -1677,6 +1844,8 @@ main (void)
         cmocka_unit_test (test_cli_run_wait),
         cmocka_unit_test (test_cli_run_unreachable),
         cmocka_unit_test (test_cli_run_usage_errors),
+        cmocka_unit_test (test_cli_key_commands),
+        cmocka_unit_test (test_cli_keys_load),
     };
     return cmocka_run_group_tests (tests, s_setup, s_teardown);
 }

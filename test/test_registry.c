@@ -54,7 +54,7 @@ s_fleet (void)
     for (int index = 0; index < 4; index++) {
         proto_msg_t *hello = s_hello (nodes [index][0], nodes [index][1],
                                       nodes [index][2], nodes [index][3]);
-        char routing [8];
+        char routing [16];
         snprintf (routing, sizeof routing, "r%d", index);
         assert_non_null (registry_hello (registry, &hello, routing, 2, 1000, 5000));
         assert_null (hello);
@@ -113,7 +113,7 @@ static void
 test_registry_offline_and_drained_nodes_are_not_resolved (void **state)
 {
     registry_t *registry = s_fleet ();
-    registry_set_offline (registry_lookup (registry, "web-01"));
+    registry_set_offline (registry_lookup (registry, "web-01"), 2000);
     registry_lookup (registry, "web-02")->drained = true;
     char *got = s_resolve_text (registry, "group:web");
     assert_string_equal (got, "");

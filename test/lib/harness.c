@@ -8,6 +8,8 @@
 #include <sys/wait.h>
 #include <time.h>
 
+#include "../../proto/conf.h"
+#include "../../proto/keys.h"
 #include "../../proto/proto.h"
 #include "harness.h"
 
@@ -44,6 +46,34 @@ grid_init (grid_t *grid)
     zsys_set_logsender (NULL);
     //  A killed child's broken pipe must not kill the test.
     signal (SIGPIPE, SIG_IGN);
+    snprintf (grid->keys_dir, sizeof grid->keys_dir, "%s/keys", grid->dir);
+    if (grid_keygen (grid, "broker", grid->broker_key,
+                     sizeof grid->broker_key, NULL) != 0
+        || grid_keygen (grid, "admin", grid->admin_key,
+                        sizeof grid->admin_key, NULL) != 0)
+        return -1;
+    return 0;
+}
+
+int
+grid_keygen (grid_t *grid, const char *name, char *path, size_t path_len,
+             char *public_txt)
+{
+    char why [512];
+    snprintf (path, path_len, "%s/%s.key", grid->keys_dir, name);
+    if (access (path, F_OK) != 0) {
+        char text [KEYS_TEXT_SIZE];
+        if (keys_generate (grid->keys_dir, name, false, NULL, text, why,
+                           sizeof why) != 0) {
+            fprintf (stderr, "grid_keygen: %s\n", why);
+            return -1;
+        }
+    }
+    if (public_txt
+        && keys_read_public (path, public_txt, why, sizeof why) != 0) {
+        fprintf (stderr, "grid_keygen: %s\n", why);
+        return -1;
+    }
     return 0;
 }
 
@@ -104,8 +134,21 @@ grid_start_broker (grid_t *grid, const char *const *extra)
                              grid->client_ep, "--agents", grid->agents_ep,
                              "--publish", grid->publish_ep, "--heartbeat",
                              "200ms", "--missed-heartbeats", "5",
-                             "--ack-timeout", "500ms", "--retry-base", "100ms"};
-    size_t argc = 17;
+                             "--offline-grace", "1s", "--ack-timeout", "500ms",
+                             "--retry-base", "100ms"};
+    size_t argc = 19;
+    char client_key [400];
+    snprintf (client_key, sizeof client_key, "admin:%s", grid->admin_key);
+    if (grid->insecure)
+        argv [argc++] = "--insecure";
+    else {
+        argv [argc++] = "--key";
+        argv [argc++] = grid->broker_key;
+        argv [argc++] = "--client-key";
+        argv [argc++] = client_key;
+        if (!grid->manual_accept)
+            argv [argc++] = "--auto-accept";
+    }
     for (size_t index = 0; extra && extra [index] && argc < 62; index++)
         argv [argc++] = extra [index];
     argv [argc] = NULL;
@@ -132,6 +175,21 @@ int
 grid_start_agent (grid_t *grid, const char *id, const char *groups,
                   const char *labels, const char *const *extra)
 {
+    int slot = grid_spawn_agent (grid, id, groups, labels, extra);
+    if (slot < 0)
+        return -1;
+    if (!grid_wait_node (grid, id, "online", 15000)) {
+        fprintf (stderr, "gridagent %s did not come online\n", id);
+        grid_dump_logs (grid);
+        return -1;
+    }
+    return slot;
+}
+
+int
+grid_spawn_agent (grid_t *grid, const char *id, const char *groups,
+                  const char *labels, const char *const *extra)
+{
     if (grid->agent_count >= GRID_MAX_AGENTS)
         return -1;
     int slot = -1;
@@ -149,6 +207,18 @@ grid_start_agent (grid_t *grid, const char *id, const char *groups,
                              grid->agents_ep, "--publish", grid->publish_ep,
                              "--state-dir", state_dir};
     size_t argc = 9;
+    char key_name [100], key_path [400];
+    snprintf (key_name, sizeof key_name, "agent-%s", id);
+    if (grid->insecure)
+        argv [argc++] = "--insecure";
+    else {
+        if (grid_keygen (grid, key_name, key_path, sizeof key_path, NULL))
+            return -1;
+        argv [argc++] = "--key";
+        argv [argc++] = key_path;
+        argv [argc++] = "--broker-key";
+        argv [argc++] = grid->broker_key;
+    }
     if (groups) {
         argv [argc++] = "--groups";
         argv [argc++] = groups;
@@ -162,11 +232,6 @@ grid_start_agent (grid_t *grid, const char *id, const char *groups,
     argv [argc] = NULL;
     grid->agent_pids [slot] = s_spawn (grid, "gridagent", log_name,
                                        (char *const *) argv);
-    if (!grid_wait_node (grid, id, "online", 15000)) {
-        fprintf (stderr, "gridagent %s did not come online\n", id);
-        grid_dump_logs (grid);
-        return -1;
-    }
     return slot;
 }
 
@@ -204,7 +269,31 @@ grid_stop (grid_t *grid)
 pv_doc_t *
 grid_call_raw (grid_t *grid, const void *request, size_t size, int timeout_ms)
 {
-    zsock_t *socket = zsock_new_req (grid->client_ep);
+    return grid_call_raw_as (grid, grid->insecure ? NULL : grid->admin_key,
+                             request, size, timeout_ms);
+}
+
+pv_doc_t *
+grid_call_raw_as (grid_t *grid, const char *key_file, const void *request,
+                  size_t size, int timeout_ms)
+{
+    zcert_t *cert = NULL;
+    char server [KEYS_TEXT_SIZE], why [512];
+    if (key_file) {
+        cert = keys_load_pair (key_file, why, sizeof why);
+        if (!cert || keys_read_public (grid->broker_key, server, why,
+                                       sizeof why) != 0) {
+            fprintf (stderr, "grid_call_raw_as: %s\n", why);
+            zcert_destroy (&cert);
+            return NULL;
+        }
+    }
+    zsock_t *socket = zsock_new (ZMQ_REQ);
+    if (socket && cert)
+        keys_curve_client (socket, cert, server);
+    zcert_destroy (&cert);
+    if (socket && zsock_connect (socket, "%s", grid->client_ep) != 0)
+        zsock_destroy (&socket);
     if (!socket)
         return NULL;
     zsock_set_linger (socket, 0);
@@ -222,12 +311,12 @@ grid_call_raw (grid_t *grid, const void *request, size_t size, int timeout_ms)
     return doc;
 }
 
-pv_doc_t *
-grid_call (grid_t *grid, const char *type, ...)
+static pv_doc_t *
+s_call_v (grid_t *grid, const char *key_file, const char *type, va_list list)
 {
     va_list args;
     size_t pairs = 0;
-    va_start (args, type);
+    va_copy (args, list);
     while (va_arg (args, const char *)) {
         va_arg (args, const char *);
         pairs++;
@@ -237,16 +326,80 @@ grid_call (grid_t *grid, const char *type, ...)
     snprintf (id, sizeof id, "it-%d-%d", (int) getpid (), ++grid->request_seq);
     pw_t *writer = pw_new ();
     proto_request_begin (writer, type, id, pairs);
-    va_start (args, type);
+    va_copy (args, list);
     const char *key;
     while ((key = va_arg (args, const char *))) {
         pw_str (writer, key);
         pw_str (writer, va_arg (args, const char *));
     }
     va_end (args);
-    pv_doc_t *doc = grid_call_raw (grid, pw_data (writer), pw_size (writer), 3000);
+    pv_doc_t *doc = grid_call_raw_as (grid, key_file, pw_data (writer),
+                                      pw_size (writer), 3000);
     pw_destroy (&writer);
     return doc;
+}
+
+pv_doc_t *
+grid_call (grid_t *grid, const char *type, ...)
+{
+    va_list args;
+    va_start (args, type);
+    pv_doc_t *doc = s_call_v (grid, grid->insecure ? NULL : grid->admin_key,
+                              type, args);
+    va_end (args);
+    return doc;
+}
+
+pv_doc_t *
+grid_call_as (grid_t *grid, const char *key_file, const char *type, ...)
+{
+    va_list args;
+    va_start (args, type);
+    pv_doc_t *doc = s_call_v (grid, key_file, type, args);
+    va_end (args);
+    return doc;
+}
+
+pv_doc_t *
+grid_submit (grid_t *grid, const char *yaml)
+{
+    pv_doc_t *job = NULL;
+    char err [256];
+    if (conf_parse (yaml, strlen (yaml), &job, err, sizeof err) != 0) {
+        fprintf (stderr, "bad YAML in a test: %s\n", err);
+        abort ();
+    }
+    char id [64];
+    snprintf (id, sizeof id, "it-submit-%d-%d", (int) getpid (),
+              ++grid->request_seq);
+    pw_t *writer = pw_new ();
+    proto_request_begin (writer, "job.submit", id, 1);
+    pw_str (writer, "job");
+    pw_pv (writer, pv_doc_root (job));
+    pv_doc_t *reply = grid_call_raw (grid, pw_data (writer), pw_size (writer),
+                                     5000);
+    pw_destroy (&writer);
+    pv_doc_destroy (&job);
+    return reply;
+}
+
+char *
+grid_submit_id (grid_t *grid, const char *yaml)
+{
+    pv_doc_t *reply = grid_submit (grid, yaml);
+    const pv_t *data = NULL;
+    char *id = NULL;
+    if (grid_reply_ok (reply, &data))
+        id = pv_strdup (pv_map_get (data, "job"));
+    else if (reply) {
+        fprintf (stderr, "submit refused: ");
+        pv_write_json (pv_doc_root (reply), stderr, 0);
+        fprintf (stderr, "\n");
+    }
+    else
+        fprintf (stderr, "submit: no answer\n");
+    pv_doc_destroy (&reply);
+    return id;
 }
 
 bool
@@ -329,8 +482,9 @@ s_slurp (const char *path)
     return text;
 }
 
-int
-grid_cli (grid_t *grid, char **out_p, char **err_p, int timeout_ms, ...)
+static int
+s_cli_v (grid_t *grid, const char *key_file, bool with_keys, char **out_p,
+         char **err_p, int timeout_ms, va_list args)
 {
     char out_path [400], err_path [400], path [700];
     snprintf (out_path, sizeof out_path, "%s/cli.out", grid->dir);
@@ -338,12 +492,18 @@ grid_cli (grid_t *grid, char **out_p, char **err_p, int timeout_ms, ...)
     snprintf (path, sizeof path, "%s/gridcli", grid->bin);
     const char *argv [64] = {"gridcli", "--broker", grid->client_ep};
     size_t argc = 3;
-    va_list args;
-    va_start (args, timeout_ms);
+    if (with_keys && grid->insecure)
+        argv [argc++] = "--insecure";
+    else
+    if (with_keys) {
+        argv [argc++] = "--key";
+        argv [argc++] = key_file;
+        argv [argc++] = "--broker-key";
+        argv [argc++] = grid->broker_key;
+    }
     const char *arg;
     while ((arg = va_arg (args, const char *)) && argc < 62)
         argv [argc++] = arg;
-    va_end (args);
     argv [argc] = NULL;
     pid_t pid = fork ();
     if (pid == 0) {
@@ -355,6 +515,10 @@ grid_cli (grid_t *grid, char **out_p, char **err_p, int timeout_ms, ...)
         close (err);
         unsetenv ("GRID_BROKER");
         unsetenv ("GRID_CONFIG");
+        unsetenv ("GRID_KEY");
+        unsetenv ("GRID_BROKER_KEY");
+        //  No key may come from the home of whoever runs the tests
+        setenv ("HOME", grid->dir, 1);
         execv (path, (char *const *) argv);
         _exit (127);
     }
@@ -377,6 +541,29 @@ grid_cli (grid_t *grid, char **out_p, char **err_p, int timeout_ms, ...)
         *out_p = s_slurp (out_path);
     if (err_p)
         *err_p = s_slurp (err_path);
+    return code;
+}
+
+int
+grid_cli (grid_t *grid, char **out_p, char **err_p, int timeout_ms, ...)
+{
+    va_list args;
+    va_start (args, timeout_ms);
+    int code = s_cli_v (grid, grid->admin_key, true, out_p, err_p,
+                        timeout_ms, args);
+    va_end (args);
+    return code;
+}
+
+int
+grid_cli_as (grid_t *grid, const char *key_file, char **out_p, char **err_p,
+             int timeout_ms, ...)
+{
+    va_list args;
+    va_start (args, timeout_ms);
+    int code = s_cli_v (grid, key_file, key_file != NULL, out_p, err_p,
+                        timeout_ms, args);
+    va_end (args);
     return code;
 }
 

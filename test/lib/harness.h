@@ -7,6 +7,13 @@
     grid_stop, which also removes the directory. Waiting is always polling
     with a deadline, never a fixed sleep.
 
+    Everything runs with CURVE, as in production: grid_init makes a broker
+    key pair and an admin client key pair in <dir>/keys; the broker starts
+    with them (and --auto-accept, unless manual_accept is set), each agent
+    gets its own key pair <dir>/keys/agent-<id>.key, and grid_call and
+    grid_cli speak as the admin. Set insecure before starting anything to
+    run plaintext instead.
+
     Threading: one grid_t per test, used from the test's thread.
     =========================================================================
 */
@@ -33,6 +40,11 @@ typedef struct {
     char agent_ids [GRID_MAX_AGENTS][65];    //  Their ids
     size_t agent_count;                      //  Slots used
     int request_seq;                         //  For request ids
+    char keys_dir [300];                     //  Key pairs (under dir)
+    char broker_key [320];                   //  The broker's key pair
+    char admin_key [320];                    //  An admin client's key pair
+    bool insecure;                           //  Run everything --insecure
+    bool manual_accept;                      //  Broker without --auto-accept
 } grid_t;
 
 //  Makes the directory and endpoints (nothing started). Returns 0 or -1.
@@ -48,6 +60,17 @@ int grid_start_broker (grid_t *grid, const char *const *extra);
 //  it online. Returns its slot or -1.
 int grid_start_agent (grid_t *grid, const char *id, const char *groups,
                       const char *labels, const char *const *extra);
+
+//  Starts gridagent like grid_start_agent without waiting for it to come
+//  online (its key may wait as pending). Returns its slot or -1.
+int grid_spawn_agent (grid_t *grid, const char *id, const char *groups,
+                      const char *labels, const char *const *extra);
+
+//  Makes (once) the key pair <keys_dir>/NAME.key; writes its public file's
+//  path into PATH (PATH_LEN bytes) and, when PUBLIC_TXT is not NULL, its
+//  public key (41 bytes). Returns 0 or -1.
+int grid_keygen (grid_t *grid, const char *name, char *path, size_t path_len,
+                 char *public_txt);
 
 //  Kills process PID with SIGNAL and, for SIGKILL/SIGTERM, reaps it
 //  (waiting up to 10 s). Returns 0.
@@ -71,6 +94,21 @@ pv_doc_t *grid_call_raw (grid_t *grid, const void *request, size_t size,
 //  pairs) and returns the decoded reply or NULL.
 pv_doc_t *grid_call (grid_t *grid, const char *type, ...);
 
+//  grid_call_raw and grid_call as the client whose key pair is KEY_FILE
+//  (NULL: plaintext, no key at all).
+pv_doc_t *grid_call_raw_as (grid_t *grid, const char *key_file,
+                            const void *request, size_t size, int timeout_ms);
+pv_doc_t *grid_call_as (grid_t *grid, const char *key_file,
+                        const char *type, ...);
+
+//  Submits the job written in YAML (the job-file form) and returns the
+//  reply document (NULL when nothing answered; malformed YAML aborts).
+pv_doc_t *grid_submit (grid_t *grid, const char *yaml);
+
+//  Submits and returns the new job's id (caller frees), or NULL with the
+//  reply printed to stderr.
+char *grid_submit_id (grid_t *grid, const char *yaml);
+
 //  True when REPLY is an ok reply; then *DATA_P is its data.
 bool grid_reply_ok (const pv_doc_t *reply, const pv_t **data_p);
 
@@ -90,6 +128,11 @@ bool grid_wait_node (grid_t *grid, const char *node, const char *status,
 //  captures stdout and stderr (caller frees); returns its exit code (or
 //  -1 when it did not exit within TIMEOUT_MS, then it is killed).
 int grid_cli (grid_t *grid, char **out_p, char **err_p, int timeout_ms, ...);
+
+//  grid_cli with --key KEY_FILE instead of the admin's (KEY_FILE NULL: no
+//  key option at all, and no key in HOME or the environment either).
+int grid_cli_as (grid_t *grid, const char *key_file, char **out_p,
+                 char **err_p, int timeout_ms, ...);
 
 //  The cell {status, output, ...} of STEP and NODE in a job record, or NULL.
 const pv_t *grid_cell (const pv_t *record, int step, const char *node);

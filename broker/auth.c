@@ -1,0 +1,1565 @@
+/*  =========================================================================
+    auth - the broker's security (see auth.h)
+
+    Agent keys, by what the broker hears (hello is the only way in). The
+    columns are the node the hello names: free, bound to this key, bound
+    to another key.
+
+        key               free              this key     another key
+        unknown           pending (accepted -            refused, counted
+                          with auto_accept)
+        pending           stays pending     -            refused, counted
+        accepted, unbound binds the node    -            refused, counted
+        accepted, bound   refused, counted  welcome      refused, counted
+        rejected          refused           refused      refused
+
+    Any other agent message passes only from an accepted key bound to the
+    node it names. key.accept / key.reject / key.delete move keys between
+    these rows; rejecting or deleting a bound key takes its node offline.
+    =========================================================================
+*/
+#include "auth.h"
+
+#include <stdarg.h>
+
+#include "../proto/conf.h"
+#include "../proto/names.h"
+#include "broker.h"
+
+#define S_ZAP_ENDPOINT "inproc://zeromq.zap.01"
+#define S_BATCH 256                  //  Messages read per wake-up
+#define S_LOG_EVERY_MS 60000         //  One log line per key and minute
+#define S_LOGGED_MAX 4096            //  Keys remembered for that
+
+struct _auth_t {
+    const auth_config_t *config; //  Borrowed from the broker's config
+    zcert_t *cert;               //  The broker's key pair (secure mode)
+    zsock_t *zap;                //  ZAP handler (REP), secure mode
+    zhashx_t *keys;              //  Z85 -> auth_key_t (owned)
+    zhashx_t *bound;             //  Node id -> its accepted key (borrowed)
+    size_t pending;              //  Keys waiting for acceptance
+    zhashx_t *logged;            //  Key -> wall ms of its last refusal log line
+    auth_counters_t counters;    //  Refusals
+};
+
+static void
+s_log (const char *format, ...) __attribute__ ((format (printf, 1, 2)));
+
+static void
+s_log (const char *format, ...)
+{
+    char text [1024];
+    va_list args;
+    va_start (args, format);
+    vsnprintf (text, sizeof text, format, args);
+    va_end (args);
+    char stamp [TIME_TEXT_LEN];
+    time_format (broker_wall_ms (), stamp, sizeof stamp);
+    fprintf (stderr, "%s gridbroker: %s\n", stamp, text);
+}
+
+static void
+s_err (char *err, size_t err_len, const char *format, ...)
+    __attribute__ ((format (printf, 3, 4)));
+
+static void
+s_err (char *err, size_t err_len, const char *format, ...)
+{
+    if (!err || err_len == 0)
+        return;
+    va_list args;
+    va_start (args, format);
+    vsnprintf (err, err_len, format, args);
+    va_end (args);
+}
+
+//  The first 8 characters of a key, for sentences (the whole key is in
+//  gridcli key list).
+static const char *
+s_short (const char *key, char *buf)
+{
+    snprintf (buf, 12, "%.8s...", key ? key : "?");
+    return buf;
+}
+
+//  ---------------------------------------------------------------------
+//  Configuration
+
+const char *const auth_config_keys [] = {
+    "key", "insecure", "auto_accept", "max_pending_keys", "clients", "allow",
+    NULL
+};
+
+void
+auth_config_defaults (auth_config_t *config)
+{
+    memset (config, 0, sizeof *config);
+    config->key_file = strdup (KEYS_DEFAULT_BROKER_KEY);
+    config->max_pending_keys = AUTH_DEFAULT_MAX_PENDING_KEYS;
+}
+
+void
+auth_config_clear (auth_config_t *config)
+{
+    free (config->key_file);
+    for (size_t index = 0; index < config->client_count; index++)
+        free (config->clients [index].name);
+    free (config->clients);
+    for (size_t index = 0; index < config->allow_count; index++)
+        free (config->allow [index]);
+    free (config->allow);
+    memset (config, 0, sizeof *config);
+}
+
+void
+auth_config_copy (auth_config_t *dest, const auth_config_t *src)
+{
+    *dest = *src;
+    dest->key_file = src->key_file ? strdup (src->key_file) : NULL;
+    dest->clients = NULL;
+    if (src->client_count) {
+        dest->clients = (auth_client_t *) calloc (src->client_count,
+                                                  sizeof (auth_client_t));
+        assert (dest->clients);
+        for (size_t index = 0; index < src->client_count; index++) {
+            dest->clients [index] = src->clients [index];
+            if (src->clients [index].name)
+                dest->clients [index].name = strdup (src->clients [index].name);
+        }
+    }
+    dest->allow = NULL;
+    if (src->allow_count) {
+        dest->allow = (char **) calloc (src->allow_count, sizeof (char *));
+        assert (dest->allow);
+        for (size_t index = 0; index < src->allow_count; index++)
+            dest->allow [index] = strdup (src->allow [index]);
+    }
+}
+
+const char *
+auth_role_name (auth_role_t role)
+{
+    switch (role) {
+        case AUTH_ROLE_VIEWER: return "viewer";
+        case AUTH_ROLE_OPERATOR: return "operator";
+        case AUTH_ROLE_ADMIN: return "admin";
+        default: return "none";
+    }
+}
+
+auth_role_t
+auth_role_parse (const char *text)
+{
+    if (text && strcmp (text, "viewer") == 0)
+        return AUTH_ROLE_VIEWER;
+    if (text && strcmp (text, "operator") == 0)
+        return AUTH_ROLE_OPERATOR;
+    if (text && strcmp (text, "admin") == 0)
+        return AUTH_ROLE_ADMIN;
+    return AUTH_ROLE_NONE;
+}
+
+const char *
+auth_key_status_name (auth_key_status_t status)
+{
+    switch (status) {
+        case AUTH_KEY_ACCEPTED: return "accepted";
+        case AUTH_KEY_REJECTED: return "rejected";
+        default: return "pending";
+    }
+}
+
+static int
+s_add_client (auth_config_t *config, const char *key_text, const char *role,
+              const char *name, char *err, size_t err_len)
+{
+    auth_role_t parsed = auth_role_parse (role);
+    if (parsed == AUTH_ROLE_NONE) {
+        s_err (err, err_len, "role '%s' is not viewer, operator or admin",
+               role ? role : "");
+        return -1;
+    }
+    char key [KEYS_TEXT_SIZE];
+    char why [512];
+    if (keys_read_public (key_text, key, why, sizeof why) != 0) {
+        s_err (err, err_len, "%s", why);
+        return -1;
+    }
+    for (size_t index = 0; index < config->client_count; index++)
+        if (strcmp (config->clients [index].key, key) == 0) {
+            s_err (err, err_len, "key %s is listed twice", key);
+            return -1;
+        }
+    auth_client_t *clients = (auth_client_t *) realloc (
+        config->clients, (config->client_count + 1) * sizeof (auth_client_t));
+    assert (clients);
+    config->clients = clients;
+    auth_client_t *client = &clients [config->client_count++];
+    memset (client, 0, sizeof *client);
+    snprintf (client->key, sizeof client->key, "%s", key);
+    client->role = parsed;
+    client->name = name ? strdup (name) : NULL;
+    return 0;
+}
+
+int
+auth_config_add_client (auth_config_t *config, const char *text, char *err,
+                        size_t err_len)
+{
+    const char *colon = strchr (text, ':');
+    if (!colon) {
+        s_err (err, err_len, "--client-key '%s': expected ROLE:KEY, e.g. "
+               "admin:/etc/grid/keys/alice.key", text);
+        return -1;
+    }
+    char role [32];
+    snprintf (role, sizeof role, "%.*s", (int) (colon - text), text);
+    char why [600];
+    if (s_add_client (config, colon + 1, role, NULL, why, sizeof why) != 0) {
+        s_err (err, err_len, "--client-key: %s", why);
+        return -1;
+    }
+    return 0;
+}
+
+//  Checks one allowlist item: "backend.action" or "backend.*".
+static bool
+s_allow_item_valid (const char *item)
+{
+    const char *dot = strchr (item, '.');
+    if (!dot || dot == item || strlen (item) > 2 * NAME_MAX_LEN + 1)
+        return false;
+    char backend [NAME_MAX_LEN + 1];
+    snprintf (backend, sizeof backend, "%.*s", (int) (dot - item), item);
+    return name_valid (backend)
+           && (strcmp (dot + 1, "*") == 0 || name_valid (dot + 1));
+}
+
+static void
+s_allow_clear (auth_config_t *config)
+{
+    for (size_t index = 0; index < config->allow_count; index++)
+        free (config->allow [index]);
+    free (config->allow);
+    config->allow = NULL;
+    config->allow_count = 0;
+}
+
+static int
+s_allow_add (auth_config_t *config, const char *item, char *err,
+             size_t err_len)
+{
+    if (!s_allow_item_valid (item)) {
+        char show [NAME_SHOW_LEN];
+        s_err (err, err_len, "'%s' is not backend.action or backend.*",
+               name_show (item, strlen (item), show, sizeof show));
+        return -1;
+    }
+    char **allow = (char **) realloc (config->allow, (config->allow_count + 1)
+                                                         * sizeof (char *));
+    assert (allow);
+    config->allow = allow;
+    allow [config->allow_count++] = strdup (item);
+    return 0;
+}
+
+int
+auth_config_set_allow (auth_config_t *config, const char *text, char *err,
+                       size_t err_len)
+{
+    s_allow_clear (config);
+    const char *cursor = text;
+    while (cursor && *cursor) {
+        const char *comma = strchr (cursor, ',');
+        size_t len = comma ? (size_t) (comma - cursor) : strlen (cursor);
+        char item [2 * NAME_MAX_LEN + 8];
+        if (len == 0 || len >= sizeof item) {
+            s_err (err, err_len, "--allow: expected backend.action items "
+                   "separated by commas");
+            return -1;
+        }
+        snprintf (item, sizeof item, "%.*s", (int) len, cursor);
+        char why [256];
+        if (s_allow_add (config, item, why, sizeof why) != 0) {
+            s_err (err, err_len, "--allow: %s", why);
+            return -1;
+        }
+        cursor = comma ? comma + 1 : NULL;
+    }
+    return 0;
+}
+
+int
+auth_config_load (auth_config_t *config, const pv_t *root, char *err,
+                  size_t err_len)
+{
+    int64_t max_pending = (int64_t) config->max_pending_keys;
+    if (conf_get_str (root, "key", &config->key_file, err, err_len)
+        || conf_get_bool (root, "insecure", &config->insecure, err, err_len)
+        || conf_get_bool (root, "auto_accept", &config->auto_accept, err,
+                          err_len)
+        || conf_get_int (root, "max_pending_keys", &max_pending, err,
+                         err_len))
+        return -1;
+    if (max_pending < 0 || max_pending > 100000000) {
+        s_err (err, err_len, "max_pending_keys: expected 0 to 100000000");
+        return -1;
+    }
+    config->max_pending_keys = (size_t) max_pending;
+    const pv_t *clients = pv_map_get (root, "clients");
+    if (clients && pv_type (clients) != PV_ARRAY) {
+        s_err (err, err_len, "clients: expected a list of {key, role, name}");
+        return -1;
+    }
+    static const char *const client_keys [] = {"key", "role", "name", NULL};
+    for (size_t index = 0; clients && index < pv_size (clients); index++) {
+        const pv_t *entry = pv_array_at (clients, index);
+        char why [600];
+        char *key = NULL, *role = NULL, *name = NULL;
+        int rc = pv_type (entry) == PV_MAP ? 0 : -1;
+        if (rc != 0)
+            snprintf (why, sizeof why, "expected a map {key, role, name}");
+        if (rc == 0)
+            rc = conf_check_keys (entry, client_keys, why, sizeof why);
+        if (rc == 0)
+            rc = conf_get_str (entry, "key", &key, why, sizeof why);
+        if (rc == 0)
+            rc = conf_get_str (entry, "role", &role, why, sizeof why);
+        if (rc == 0)
+            rc = conf_get_str (entry, "name", &name, why, sizeof why);
+        if (rc == 0 && (!key || !role)) {
+            snprintf (why, sizeof why, "key and role are required");
+            rc = -1;
+        }
+        if (rc == 0)
+            rc = s_add_client (config, key, role, name, why, sizeof why);
+        free (key);
+        free (role);
+        free (name);
+        if (rc != 0) {
+            s_err (err, err_len, "clients[%zu]: %s", index, why);
+            return -1;
+        }
+    }
+    const pv_t *allow = pv_map_get (root, "allow");
+    if (allow) {
+        if (pv_type (allow) != PV_ARRAY) {
+            s_err (err, err_len, "allow: expected a list of backend.action "
+                   "or backend.*");
+            return -1;
+        }
+        s_allow_clear (config);
+        for (size_t index = 0; index < pv_size (allow); index++) {
+            char *item = pv_strdup (pv_array_at (allow, index));
+            char why [256];
+            int rc = item ? s_allow_add (config, item, why, sizeof why) : -1;
+            if (!item)
+                snprintf (why, sizeof why, "expected a string");
+            free (item);
+            if (rc != 0) {
+                s_err (err, err_len, "allow[%zu]: %s", index, why);
+                return -1;
+            }
+        }
+    }
+    return 0;
+}
+
+//  ---------------------------------------------------------------------
+//  Pure rules
+
+typedef struct {
+    const char *type;            //  Request type
+    auth_role_t role;            //  Least role it needs
+} s_need_t;
+
+//  Request types a viewer or an operator may send; all others need admin.
+//  job.submit needs operator as soon as one of its actions is "modify".
+static const s_need_t s_needs [] = {
+    {"status", AUTH_ROLE_VIEWER},       {"node.list", AUTH_ROLE_VIEWER},
+    {"node.get", AUTH_ROLE_VIEWER},     {"job.get", AUTH_ROLE_VIEWER},
+    {"job.list", AUTH_ROLE_VIEWER},     {"job.events", AUTH_ROLE_VIEWER},
+    {"job.submit", AUTH_ROLE_VIEWER},   {"job.cancel", AUTH_ROLE_OPERATOR},
+    {"job.delete", AUTH_ROLE_OPERATOR},
+};
+
+auth_role_t
+auth_role_needed (const char *type)
+{
+    for (size_t index = 0; index < sizeof s_needs / sizeof s_needs [0];
+         index++)
+        if (strcmp (s_needs [index].type, type) == 0)
+            return s_needs [index].role;
+    return AUTH_ROLE_ADMIN;
+}
+
+bool
+auth_allowed (const auth_config_t *config, const char *backend,
+              const char *action)
+{
+    if (config->allow_count == 0)
+        return true;
+    size_t backend_len = strlen (backend);
+    for (size_t index = 0; index < config->allow_count; index++) {
+        const char *item = config->allow [index];
+        if (strncmp (item, backend, backend_len) != 0
+            || item [backend_len] != '.')
+            continue;
+        const char *rest = item + backend_len + 1;
+        if (strcmp (rest, "*") == 0 || strcmp (rest, action) == 0)
+            return true;
+    }
+    return false;
+}
+
+static bool
+s_topic_is (const char *topic, size_t len, const char *want)
+{
+    return strlen (want) == len && memcmp (topic, want, len) == 0;
+}
+
+bool
+auth_topic_allowed (const char *node_id, const registry_node_t *node,
+                    const char *topic, size_t len)
+{
+    char want [1024];
+    if (s_topic_is (topic, len, "all/"))
+        return true;
+    snprintf (want, sizeof want, "node/%s/", node_id);
+    if (s_topic_is (topic, len, want))
+        return true;
+    const proto_msg_t *hello = node ? node->hello : NULL;
+    if (!hello)
+        return false;
+    for (size_t index = 0; index < hello->group_count; index++) {
+        snprintf (want, sizeof want, "group/%s/", hello->groups [index]);
+        if (s_topic_is (topic, len, want))
+            return true;
+    }
+    for (size_t index = 0; index < hello->label_count; index++) {
+        //  Every prefix of the dotted value, as the agent subscribes
+        const char *value = hello->labels [index].value;
+        for (const char *dot = value; dot;) {
+            dot = strchr (dot, '.');
+            size_t prefix = dot ? (size_t) (dot - value) : strlen (value);
+            snprintf (want, sizeof want, "label/%s/%.*s/",
+                      hello->labels [index].key, (int) prefix, value);
+            if (s_topic_is (topic, len, want))
+                return true;
+            if (dot)
+                dot++;
+        }
+    }
+    return false;
+}
+
+void
+auth_key_encode (const auth_key_t *key, pw_t *writer)
+{
+    pw_map (writer, 4 + (key->node ? 1 : 0) + (key->hostname ? 1 : 0));
+    pw_str (writer, "status");
+    pw_str (writer, auth_key_status_name (key->status));
+    if (key->node) {
+        pw_str (writer, "node");
+        pw_str (writer, key->node);
+    }
+    if (key->hostname) {
+        pw_str (writer, "hostname");
+        pw_str (writer, key->hostname);
+    }
+    pw_str (writer, "first_seen_ms");
+    pw_int (writer, key->first_seen_ms);
+    pw_str (writer, "accepted_at_ms");
+    pw_int (writer, key->accepted_at_ms);
+    pw_str (writer, "updated_at_ms");
+    pw_int (writer, key->updated_at_ms);
+}
+
+int
+auth_key_decode (const pv_t *record, auth_key_t *key)
+{
+    if (pv_type (record) != PV_MAP)
+        return -1;
+    const pv_t *status = pv_map_get (record, "status");
+    if (pv_str_eq (status, "pending"))
+        key->status = AUTH_KEY_PENDING;
+    else
+    if (pv_str_eq (status, "accepted"))
+        key->status = AUTH_KEY_ACCEPTED;
+    else
+    if (pv_str_eq (status, "rejected"))
+        key->status = AUTH_KEY_REJECTED;
+    else
+        return -1;
+    const pv_t *node = pv_map_get (record, "node");
+    const pv_t *hostname = pv_map_get (record, "hostname");
+    char *node_text = node ? pv_strdup (node) : NULL;
+    if (node && (!node_text || !name_valid (node_text))) {
+        free (node_text);
+        return -1;
+    }
+    char *host_text = hostname && pv_size (hostname) <= PROTO_MAX_TEXT
+                          ? pv_strdup (hostname) : NULL;
+    key->node = node_text;
+    key->hostname = host_text;
+    int64_t value = 0;
+    if (pv_get_int (pv_map_get (record, "first_seen_ms"), &value) == 0)
+        key->first_seen_ms = value;
+    if (pv_get_int (pv_map_get (record, "accepted_at_ms"), &value) == 0)
+        key->accepted_at_ms = value;
+    if (pv_get_int (pv_map_get (record, "updated_at_ms"), &value) == 0)
+        key->updated_at_ms = value;
+    return 0;
+}
+
+//  ---------------------------------------------------------------------
+//  The key table
+
+static void
+s_key_destroy (void **item_p)
+{
+    auth_key_t *key = (auth_key_t *) *item_p;
+    if (key) {
+        free (key->node);
+        free (key->hostname);
+        free (key);
+        *item_p = NULL;
+    }
+}
+
+//  Takes KEY out of the indexes (bound nodes, pending count) before a
+//  change; s_index puts it back after.
+static void
+s_unindex (auth_t *self, auth_key_t *key)
+{
+    if (key->status == AUTH_KEY_PENDING && self->pending > 0)
+        self->pending--;
+    if (key->status == AUTH_KEY_ACCEPTED && key->node
+        && zhashx_lookup (self->bound, key->node) == key)
+        zhashx_delete (self->bound, key->node);
+}
+
+static void
+s_index (auth_t *self, auth_key_t *key)
+{
+    if (key->status == AUTH_KEY_PENDING)
+        self->pending++;
+    if (key->status == AUTH_KEY_ACCEPTED && key->node)
+        zhashx_update (self->bound, key->node, key);
+}
+
+static auth_key_t *
+s_key_lookup (auth_t *self, const char *key)
+{
+    return key ? (auth_key_t *) zhashx_lookup (self->keys, key) : NULL;
+}
+
+static auth_key_t *
+s_key_new (auth_t *self, const char *text, auth_key_status_t status,
+           int64_t wall_ms)
+{
+    auth_key_t *key = (auth_key_t *) zmalloc (sizeof (auth_key_t));
+    snprintf (key->key, sizeof key->key, "%s", text);
+    key->status = status;
+    key->updated_at_ms = wall_ms;
+    zhashx_insert (self->keys, key->key, key);
+    s_index (self, key);
+    return key;
+}
+
+static void
+s_set_text (char **field, const char *value)
+{
+    free (*field);
+    *field = value ? strdup (value) : NULL;
+}
+
+//  Writes KEY into the pass's transaction.
+static void
+s_key_save (broker_t *broker, const auth_key_t *key)
+{
+    store_txn_t *txn = broker_txn (broker);
+    if (!txn)
+        return;
+    pw_reset (broker->scratch);
+    auth_key_encode (key, broker->scratch);
+    int rc = store_put (txn, STORE_DB_KEYS, key->key, strlen (key->key),
+                        pw_data (broker->scratch), pw_size (broker->scratch));
+    if (rc != 0)
+        s_log ("store: cannot save a key: %s", store_strerror (rc));
+}
+
+static void
+s_key_forget (broker_t *broker, auth_key_t *key)
+{
+    auth_t *self = broker->auth;
+    store_txn_t *txn = broker_txn (broker);
+    if (txn) {
+        int rc = store_del (txn, STORE_DB_KEYS, key->key, strlen (key->key));
+        if (rc != 0 && rc != STORE_ENOTFOUND)
+            s_log ("store: cannot delete a key: %s", store_strerror (rc));
+    }
+    s_unindex (self, key);
+    zhashx_delete (self->keys, key->key);
+}
+
+static int
+s_load (auth_t *self, store_t *store, char *err, size_t err_len)
+{
+    store_txn_t *txn = store_begin (store, false);
+    if (!txn) {
+        s_err (err, err_len, "cannot read the key store: %s",
+               store_last_error (store));
+        return -1;
+    }
+    store_cursor_t *cursor = store_cursor_new (txn, STORE_DB_KEYS);
+    const void *k, *v;
+    size_t k_len, v_len, broken = 0;
+    int rc = cursor ? store_cursor_seek (cursor, NULL, 0, &k, &k_len, &v,
+                                         &v_len)
+                    : STORE_EIO;
+    while (rc == 0) {
+        char text [KEYS_TEXT_SIZE] = "";
+        if (k_len == KEYS_Z85_LEN)
+            memcpy (text, k, k_len);
+        pv_doc_t *doc = NULL;
+        auth_key_t record;
+        memset (&record, 0, sizeof record);
+        if (keys_z85_valid (text) && !zhashx_lookup (self->keys, text)
+            && pv_doc_decode (v, v_len, &doc, NULL, 0) == 0
+            && auth_key_decode (pv_doc_root (doc), &record) == 0) {
+            auth_key_t *key = s_key_new (self, text, record.status, 0);
+            s_unindex (self, key);
+            key->node = record.node;
+            key->hostname = record.hostname;
+            key->first_seen_ms = record.first_seen_ms;
+            key->accepted_at_ms = record.accepted_at_ms;
+            key->updated_at_ms = record.updated_at_ms;
+            //  Two accepted keys never hold one node; should the store
+            //  say otherwise, the first keeps it.
+            if (key->status == AUTH_KEY_ACCEPTED && key->node
+                && zhashx_lookup (self->bound, key->node)) {
+                s_set_text (&key->node, NULL);
+                broken++;
+            }
+            s_index (self, key);
+        }
+        else
+            broken++;
+        pv_doc_destroy (&doc);
+        rc = store_cursor_next (cursor, &k, &k_len, &v, &v_len);
+    }
+    store_cursor_destroy (&cursor);
+    store_abort (&txn);
+    if (broken)
+        s_log ("the key store holds %zu unreadable record%s (ignored)", broken,
+               broken == 1 ? "" : "s");
+    return 0;
+}
+
+//  ---------------------------------------------------------------------
+//  Life cycle
+
+auth_t *
+auth_new (const auth_config_t *config, store_t *store, char *err,
+          size_t err_len)
+{
+    auth_t *self = (auth_t *) zmalloc (sizeof (auth_t));
+    self->config = config;
+    self->keys = zhashx_new ();
+    zhashx_set_destructor (self->keys, s_key_destroy);
+    self->bound = zhashx_new ();
+    self->logged = zhashx_new ();
+    zhashx_set_destructor (self->logged, (zhashx_destructor_fn *) zstr_free);
+    if (!config->insecure) {
+        char why [1024];
+        const char *file = config->key_file ? config->key_file
+                                            : KEYS_DEFAULT_BROKER_KEY;
+        self->cert = keys_load_pair (file, why, sizeof why);
+        if (!self->cert) {
+            s_err (err, err_len, "no usable broker key: %s\n"
+                   "  create one with: gridbroker keygen --out %s\n"
+                   "  or pass --key FILE; to serve plaintext on a trusted "
+                   "network only, pass --insecure", why,
+                   KEYS_DEFAULT_DIR);
+            auth_destroy (&self);
+            return NULL;
+        }
+        //  The handler must exist before any CURVE socket binds
+        self->zap = zsock_new (ZMQ_REP);
+        if (!self->zap || zsock_bind (self->zap, S_ZAP_ENDPOINT) != 0) {
+            s_err (err, err_len, "cannot start the ZAP handler on %s: %s "
+                   "(is another one running in this process?)",
+                   S_ZAP_ENDPOINT, zmq_strerror (zmq_errno ()));
+            auth_destroy (&self);
+            return NULL;
+        }
+    }
+    if (s_load (self, store, err, err_len) != 0) {
+        auth_destroy (&self);
+        return NULL;
+    }
+    return self;
+}
+
+void
+auth_destroy (auth_t **self_p)
+{
+    if (!self_p || !*self_p)
+        return;
+    auth_t *self = *self_p;
+    zsock_destroy (&self->zap);
+    zcert_destroy (&self->cert);
+    zhashx_destroy (&self->bound);
+    zhashx_destroy (&self->keys);
+    zhashx_destroy (&self->logged);
+    free (self);
+    *self_p = NULL;
+}
+
+int
+auth_secure_socket (auth_t *self, zsock_t *sock, const char *domain,
+                    char *err, size_t err_len)
+{
+    if (streq (domain, KEYS_DOMAIN_COMMANDS))
+        zsock_set_xpub_manual (sock, 1);
+    if (self->config->insecure)
+        return 0;
+    return keys_curve_server (sock, self->cert, domain, err, err_len);
+}
+
+const auth_counters_t *
+auth_counters (const auth_t *self)
+{
+    return &self->counters;
+}
+
+void
+auth_write_counters (const auth_t *self, pw_t *writer)
+{
+    pw_str (writer, "refused_handshakes");
+    pw_int (writer, (int64_t) self->counters.refused_handshakes);
+    pw_str (writer, "unauthorized");
+    pw_int (writer, (int64_t) self->counters.unauthorized);
+    pw_str (writer, "impersonation");
+    pw_int (writer, (int64_t) self->counters.impersonation);
+    pw_str (writer, "forbidden");
+    pw_int (writer, (int64_t) self->counters.forbidden);
+    pw_str (writer, "refused_topics");
+    pw_int (writer, (int64_t) self->counters.refused_topics);
+}
+
+const auth_key_t *
+auth_key (auth_t *self, const char *key)
+{
+    return s_key_lookup (self, key);
+}
+
+//  True when a refusal about KEY may be logged now: one line per key and
+//  minute, so that a peer retrying in a loop cannot flood the log.
+static bool
+s_may_log (auth_t *self, const char *key)
+{
+    int64_t now_ms = broker_now_ms ();
+    char *last = (char *) zhashx_lookup (self->logged, key ? key : "-");
+    if (last && now_ms - atoll (last) < S_LOG_EVERY_MS)
+        return false;
+    if (zhashx_size (self->logged) >= S_LOGGED_MAX)
+        zhashx_purge (self->logged);
+    zhashx_update (self->logged, key ? key : "-",
+                   zsys_sprintf ("%lld", (long long) now_ms));
+    return true;
+}
+
+static const auth_client_t *
+s_client (const auth_t *self, const char *key)
+{
+    for (size_t index = 0; key && index < self->config->client_count; index++)
+        if (strcmp (self->config->clients [index].key, key) == 0)
+            return &self->config->clients [index];
+    return NULL;
+}
+
+//  ---------------------------------------------------------------------
+//  ZAP handler (RFC 27)
+
+static void
+s_zap_reply (zsock_t *zap, zframe_t *request_id, const char *status,
+             const char *text, const char *user)
+{
+    zmsg_t *reply = zmsg_new ();
+    zmsg_addstr (reply, "1.0");
+    if (request_id)
+        zmsg_addmem (reply, zframe_data (request_id), zframe_size (request_id));
+    else
+        zmsg_addmem (reply, "", 0);
+    zmsg_addstr (reply, status);
+    zmsg_addstr (reply, text);
+    zmsg_addstr (reply, user);
+    zmsg_addmem (reply, "", 0);
+    zmsg_send (&reply, zap);
+}
+
+//  Decides one handshake: returns NULL to let KEY in on DOMAIN, else why
+//  not.
+static const char *
+s_zap_verdict (auth_t *self, const char *domain, const char *key)
+{
+    const auth_key_t *record = s_key_lookup (self, key);
+    if (record && record->status == AUTH_KEY_REJECTED)
+        return "the key was rejected";
+    if (streq (domain, KEYS_DOMAIN_CLIENTS))
+        return s_client (self, key) ? NULL
+                                    : "the key has no client role";
+    if (streq (domain, KEYS_DOMAIN_AGENTS)
+        || streq (domain, KEYS_DOMAIN_COMMANDS)) {
+        if (!record && self->pending >= self->config->max_pending_keys
+            && !self->config->auto_accept)
+            return "too many keys wait for acceptance";
+        return NULL;
+    }
+    return "unknown ZAP domain";
+}
+
+static void
+s_zap_serve (auth_t *self, zsock_t *zap, zmsg_t *request)
+{
+    zframe_t *version = zmsg_first (request);
+    zframe_t *request_id = zmsg_next (request);
+    zframe_t *domain_frame = zmsg_next (request);
+    zframe_t *address_frame = zmsg_next (request);
+    zmsg_next (request);                             //  Identity
+    zframe_t *mechanism = zmsg_next (request);
+    zframe_t *credentials = zmsg_next (request);
+    if (!version || !zframe_streq (version, "1.0") || !credentials
+        || !zframe_streq (mechanism, "CURVE")
+        || zframe_size (credentials) != 32) {
+        self->counters.refused_handshakes++;
+        s_zap_reply (zap, request_id, "400", "CURVE only", "");
+        return;
+    }
+    char key [KEYS_TEXT_SIZE];
+    zmq_z85_encode (key, zframe_data (credentials), 32);
+    char *domain = zframe_strdup (domain_frame);
+    char *address = address_frame ? zframe_strdup (address_frame) : NULL;
+    const char *refusal = s_zap_verdict (self, domain, key);
+    if (refusal) {
+        self->counters.refused_handshakes++;
+        char show [NAME_SHOW_LEN];
+        if (s_may_log (self, key))
+            s_log ("refused a connection to the %s endpoint from %s: %s "
+                   "(key %s)", name_show (domain, strlen (domain), show,
+                                          sizeof show),
+                   address && *address ? address : "a local peer", refusal,
+                   key);
+        s_zap_reply (zap, request_id, "400", refusal, "");
+    }
+    else
+        s_zap_reply (zap, request_id, "200", "OK", key);
+    free (domain);
+    free (address);
+}
+
+static int
+s_on_zap (zloop_t *loop, zsock_t *sock, void *arg)
+{
+    broker_t *broker = (broker_t *) arg;
+    for (int count = 0; count < S_BATCH; count++) {
+        if (count > 0 && !(zsock_events (sock) & ZMQ_POLLIN))
+            break;
+        zmsg_t *request = zmsg_recv (sock);
+        if (!request)
+            break;
+        s_zap_serve (broker->auth, sock, request);
+        zmsg_destroy (&request);
+    }
+    return 0;
+}
+
+//  ---------------------------------------------------------------------
+//  Commands socket: grant each subscription, or refuse it
+
+static bool
+s_grant (broker_t *broker, zframe_t *frame, const char *topic, size_t len)
+{
+    auth_t *self = broker->auth;
+    if (self->config->insecure)
+        return true;
+    const char *key = zframe_meta (frame, "User-Id");
+    const auth_key_t *record = s_key_lookup (self, key);
+    //  Keys not (yet) accepted get nothing; their agent subscribes again
+    //  once it is welcomed.
+    if (!record || record->status != AUTH_KEY_ACCEPTED || !record->node)
+        return false;
+    registry_node_t *node = registry_lookup (broker->registry, record->node);
+    if (auth_topic_allowed (record->node, node, topic, len))
+        return true;
+    self->counters.refused_topics++;
+    if (s_may_log (self, key)) {
+        char show [NAME_SHOW_LEN];
+        s_log ("refused node %s a subscription to '%s': not its topic",
+               record->node, name_show (topic, len, show, sizeof show));
+    }
+    return false;
+}
+
+static int
+s_on_commands (zloop_t *loop, zsock_t *sock, void *arg)
+{
+    broker_t *broker = (broker_t *) arg;
+    void *handle = zsock_resolve (sock);
+    for (int count = 0; count < S_BATCH; count++) {
+        if (count > 0 && !(zsock_events (sock) & ZMQ_POLLIN))
+            break;
+        zframe_t *frame = zframe_recv (sock);
+        if (!frame)
+            break;
+        const char *data = (const char *) zframe_data (frame);
+        size_t size = zframe_size (frame);
+        //  A grant applies to the connection of the message just read, so
+        //  it must come before the next read.
+        if (size >= 1 && data [0] == 0)
+            zmq_setsockopt (handle, ZMQ_UNSUBSCRIBE, data + 1, size - 1);
+        else
+        if (size >= 1 && data [0] == 1
+            && s_grant (broker, frame, data + 1, size - 1))
+            zmq_setsockopt (handle, ZMQ_SUBSCRIBE, data + 1, size - 1);
+        zframe_destroy (&frame);
+    }
+    return 0;
+}
+
+void
+auth_attach (broker_t *broker)
+{
+    auth_t *self = broker->auth;
+    if (self->zap)
+        zloop_reader (broker->loop, self->zap, s_on_zap, broker);
+    zloop_reader (broker->loop, broker->publish, s_on_commands, broker);
+    const auth_config_t *config = self->config;
+    if (config->insecure) {
+        s_log ("WARNING: --insecure: plaintext and no authentication on "
+               "every endpoint; anyone who can reach them can run actions on "
+               "every agent. Use it only on a trusted, isolated network.");
+        return;
+    }
+    size_t accepted = zhashx_size (self->bound);
+    s_log ("CURVE on every endpoint; broker key %s; %zu client key%s, %zu "
+           "enrolled node%s, %zu key%s pending", zcert_public_txt (self->cert),
+           config->client_count, config->client_count == 1 ? "" : "s",
+           accepted, accepted == 1 ? "" : "s", self->pending,
+           self->pending == 1 ? "" : "s");
+    if (config->client_count == 0)
+        s_log ("WARNING: no client keys are configured: no client can "
+               "connect (add clients: to the config, or --client-key "
+               "admin:FILE)");
+    if (config->auto_accept)
+        s_log ("WARNING: auto_accept is on: every new agent key that can "
+               "reach the broker is enrolled without review. Use it only "
+               "in labs and demos.");
+    if (config->allow_count)
+        s_log ("allowlist: %zu backend/action item%s", config->allow_count,
+               config->allow_count == 1 ? "" : "s");
+}
+
+//  ---------------------------------------------------------------------
+//  Agents
+
+//  Takes node ID offline at once, as when its key is revoked.
+static void
+s_revoke_node (broker_t *broker, const char *id, const char *why)
+{
+    registry_node_t *node = registry_lookup (broker->registry, id);
+    if (!node || !node->online)
+        return;
+    int64_t now_ms = broker_now_ms ();
+    s_log ("node %s is offline: %s", id, why);
+    registry_set_offline (node, now_ms);
+    broker_save_node (broker, node);
+    sched_on_node_offline (broker->sched, id, now_ms);
+}
+
+static int
+s_refuse (const char **code, const char *with, char *why, size_t why_len,
+          const char *format, ...) __attribute__ ((format (printf, 5, 6)));
+
+static int
+s_refuse (const char **code, const char *with, char *why, size_t why_len,
+          const char *format, ...)
+{
+    *code = with;
+    va_list args;
+    va_start (args, format);
+    vsnprintf (why, why_len, format, args);
+    va_end (args);
+    return -1;
+}
+
+static int
+s_agent_hello (broker_t *broker, const char *text, const proto_msg_t *hello,
+               int64_t wall_ms, const char **code, char *why, size_t why_len)
+{
+    auth_t *self = broker->auth;
+    auth_key_t *key = s_key_lookup (self, text);
+    const char *node = hello->node;
+    auth_key_t *holder = (auth_key_t *) zhashx_lookup (self->bound, node);
+    char brief [12], other [12];
+    s_short (text, brief);
+    if (key && key->status == AUTH_KEY_REJECTED) {
+        self->counters.unauthorized++;
+        return s_refuse (code, PROTO_ERR_UNAUTHORIZED, why, why_len,
+                         "key %s was rejected: this agent may not register "
+                         "(an admin can run gridcli key delete on it to let "
+                         "it enrol again)", brief);
+    }
+    if (holder && holder != key) {
+        self->counters.impersonation++;
+        if (s_may_log (self, text))
+            s_log ("refused key %s: it speaks for node %s, which is bound "
+                   "to key %s", text, node, holder->key);
+        return s_refuse (code, PROTO_ERR_FORBIDDEN, why, why_len,
+                         "node %s is bound to another key (%s); if this host "
+                         "was rebuilt, an admin must first run: gridcli key "
+                         "delete %s", node, s_short (holder->key, other),
+                         node);
+    }
+    if (key && key->status == AUTH_KEY_ACCEPTED) {
+        if (key->node && strcmp (key->node, node) != 0) {
+            self->counters.impersonation++;
+            if (s_may_log (self, text))
+                s_log ("refused key %s: it is bound to node %s and speaks "
+                       "for node %s", text, key->node, node);
+            return s_refuse (code, PROTO_ERR_FORBIDDEN, why, why_len,
+                             "key %s is bound to node %s: it cannot "
+                             "register as %s", brief, key->node, node);
+        }
+        bool changed = !key->node || !key->hostname
+                       || strcmp (key->hostname, hello->hostname) != 0;
+        if (!key->node) {
+            s_unindex (self, key);
+            s_set_text (&key->node, node);
+            s_index (self, key);
+            s_log ("key %s is now bound to node %s", text, node);
+        }
+        if (changed) {
+            s_set_text (&key->hostname, hello->hostname);
+            if (!key->first_seen_ms)
+                key->first_seen_ms = wall_ms;
+            key->updated_at_ms = wall_ms;
+            s_key_save (broker, key);
+        }
+        return 0;
+    }
+    //  Unknown or pending
+    bool fresh = !key;
+    if (fresh) {
+        if (!self->config->auto_accept
+            && self->pending >= self->config->max_pending_keys) {
+            self->counters.unauthorized++;
+            return s_refuse (code, PROTO_ERR_UNAUTHORIZED, why, why_len,
+                             "too many keys wait for acceptance (%zu): "
+                             "try again later", self->pending);
+        }
+        key = s_key_new (self, text, AUTH_KEY_PENDING, wall_ms);
+        key->first_seen_ms = wall_ms;
+    }
+    bool changed = fresh || !key->node || strcmp (key->node, node) != 0
+                   || !key->hostname
+                   || strcmp (key->hostname, hello->hostname) != 0;
+    s_unindex (self, key);
+    s_set_text (&key->node, node);
+    s_set_text (&key->hostname, hello->hostname);
+    if (self->config->auto_accept) {
+        key->status = AUTH_KEY_ACCEPTED;
+        key->accepted_at_ms = wall_ms;
+        changed = true;
+        s_log ("WARNING: auto-accepted key %s for node %s (auto_accept is "
+               "on)", text, node);
+    }
+    s_index (self, key);
+    if (changed) {
+        key->updated_at_ms = wall_ms;
+        s_key_save (broker, key);
+    }
+    if (key->status == AUTH_KEY_ACCEPTED)
+        return 0;
+    if (changed)
+        s_log ("key %s of node %s (%s) waits for acceptance: gridcli key "
+               "accept %s", text, node, hello->hostname, node);
+    return s_refuse (code, "pending", why, why_len,
+                     "key %s is waiting for acceptance: an admin runs "
+                     "gridcli key accept %s", brief, node);
+}
+
+int
+auth_agent_check (broker_t *broker, zframe_t *body, const proto_msg_t *msg,
+                  int64_t wall_ms, const char **code, char *why,
+                  size_t why_len)
+{
+    auth_t *self = broker->auth;
+    *code = NULL;
+    if (self->config->insecure)
+        return 0;
+    const char *text = zframe_meta (body, "User-Id");
+    if (!text || !keys_z85_valid (text)) {
+        self->counters.unauthorized++;
+        return s_refuse (code, PROTO_ERR_UNAUTHORIZED, why, why_len,
+                         "no authenticated key");
+    }
+    if (msg->type == PROTO_HELLO)
+        return s_agent_hello (broker, text, msg, wall_ms, code, why,
+                              why_len);
+    const auth_key_t *key = s_key_lookup (self, text);
+    char brief [12];
+    s_short (text, brief);
+    if (!key || key->status != AUTH_KEY_ACCEPTED) {
+        self->counters.unauthorized++;
+        s_refuse (code, PROTO_ERR_UNAUTHORIZED, why, why_len,
+                  "key %s is %s: say hello and wait for acceptance", brief,
+                  key ? auth_key_status_name (key->status) : "not enrolled");
+        if (msg->type == PROTO_BYE)
+            *code = NULL;
+        return -1;
+    }
+    //  Messages without a node (not sent by agents) are refused further on
+    if (msg->node && (!key->node || strcmp (key->node, msg->node) != 0)) {
+        self->counters.impersonation++;
+        if (s_may_log (self, text))
+            s_log ("refused a %s from key %s: it is bound to node %s and "
+                   "speaks for node %s", proto_type_name (msg->type), text,
+                   key->node ? key->node : "(none)",
+                   msg->node ? msg->node : "(none)");
+        return s_refuse (code, PROTO_ERR_FORBIDDEN, why, why_len,
+                         "key %s may only speak for node %s", brief,
+                         key->node ? key->node : "(none yet: say hello)");
+    }
+    return 0;
+}
+
+//  ---------------------------------------------------------------------
+//  Clients
+
+static void
+s_reply_error (pw_t *reply, const char *id, const char *code,
+               const char *format, ...) __attribute__ ((format (printf, 4, 5)));
+
+static void
+s_reply_error (pw_t *reply, const char *id, const char *code,
+               const char *format, ...)
+{
+    char message [1024];
+    va_list args;
+    va_start (args, format);
+    vsnprintf (message, sizeof message, format, args);
+    va_end (args);
+    pw_reset (reply);
+    proto_reply_error (reply, id, code, message, NULL, 0);
+}
+
+//  Checks one leaf of a job.submit against the allowlist and ROLE; adds a
+//  sentence to DETAILS for each problem.
+static void
+s_check_leaf (broker_t *broker, const pv_t *leaf, const char *path,
+              auth_role_t role, zlistx_t *details)
+{
+    char *backend = pv_strdup (pv_map_get (leaf, "backend"));
+    char *action = pv_strdup (pv_map_get (leaf, "action"));
+    //  Leaves that are not well formed are the API's to refuse
+    if (backend && action && name_valid (backend) && name_valid (action)) {
+        if (!auth_allowed (broker->auth->config, backend, action))
+            zlistx_add_end (details,
+                            zsys_sprintf ("%s: %s.%s is not in this broker's "
+                                          "allowlist", path, backend,
+                                          action));
+        const proto_action_spec_t *spec = role < AUTH_ROLE_OPERATOR
+            ? registry_find_action (broker->registry, backend, action, true)
+            : NULL;
+        if (spec && spec->modify)
+            zlistx_add_end (details,
+                            zsys_sprintf ("%s: %s %s changes hosts (kind "
+                                          "modify): the viewer role may "
+                                          "submit query actions only",
+                                          path, backend, action));
+    }
+    free (backend);
+    free (action);
+}
+
+//  Returns true (and an error in REPLY) when the submitted job holds an
+//  action that the allowlist or ROLE forbids.
+static bool
+s_submit_refused (broker_t *broker, const proto_request_t *request,
+                  auth_role_t role, pw_t *reply)
+{
+    const pv_t *tasks = pv_map_get (pv_map_get (request->body, "job"),
+                                    "tasks");
+    if (pv_type (tasks) != PV_ARRAY)
+        return false;
+    zlistx_t *details = zlistx_new ();
+    zlistx_set_destructor (details, (zlistx_destructor_fn *) zstr_free);
+    for (size_t p = 0; p < pv_size (tasks); p++) {
+        const pv_t *phase = pv_array_at (tasks, p);
+        const pv_t *inner = pv_map_get (phase, "tasks");
+        char path [64];
+        if (pv_type (inner) == PV_ARRAY)
+            for (size_t t = 0; t < pv_size (inner); t++) {
+                snprintf (path, sizeof path, "tasks[%zu].tasks[%zu]", p, t);
+                s_check_leaf (broker, pv_array_at (inner, t), path, role,
+                              details);
+            }
+        else {
+            snprintf (path, sizeof path, "tasks[%zu]", p);
+            s_check_leaf (broker, phase, path, role, details);
+        }
+    }
+    size_t count = zlistx_size (details);
+    if (count) {
+        char **items = (char **) calloc (count, sizeof (char *));
+        assert (items);
+        size_t index = 0;
+        for (char *item = (char *) zlistx_first (details); item;
+             item = (char *) zlistx_next (details))
+            items [index++] = item;
+        pw_reset (reply);
+        proto_reply_error (reply, request->id, PROTO_ERR_FORBIDDEN,
+                           count == 1 ? items [0]
+                                      : "the job holds actions this client "
+                                        "may not run (see details)",
+                           count == 1 ? NULL : items, count == 1 ? 0 : count);
+        free (items);
+        broker->auth->counters.forbidden++;
+    }
+    zlistx_destroy (&details);
+    return count > 0;
+}
+
+//  Which key a key.* request means: by "key" (Z85) or by "node" (the key
+//  bound to that node, else the one pending key that claims it). Sets
+//  *TEXT_P to the key text (borrowed from the request or the record).
+//  Returns the record (NULL when the key has none), or writes an error into
+//  REPLY and returns NULL with *TEXT_P NULL.
+static auth_key_t *
+s_key_target (auth_t *self, const proto_request_t *request, pw_t *reply,
+              const char **text_p, char *buf)
+{
+    *text_p = NULL;
+    const pv_t *key_value = pv_map_get (request->body, "key");
+    const pv_t *node_value = pv_map_get (request->body, "node");
+    if ((key_value != NULL) == (node_value != NULL)) {
+        s_reply_error (reply, request->id, PROTO_ERR_BAD_REQUEST,
+                       "%s: give exactly one of key (40 characters of Z85) "
+                       "and node", request->type);
+        return NULL;
+    }
+    if (key_value) {
+        size_t len = 0;
+        const char *text = pv_str (key_value, &len);
+        if (len != KEYS_Z85_LEN) {
+            s_reply_error (reply, request->id, PROTO_ERR_BAD_REQUEST,
+                           "key: expected 40 characters of Z85");
+            return NULL;
+        }
+        memcpy (buf, text, len);
+        buf [len] = 0;
+        if (!keys_z85_valid (buf)) {
+            s_reply_error (reply, request->id, PROTO_ERR_BAD_REQUEST,
+                           "key: expected 40 characters of Z85");
+            return NULL;
+        }
+        *text_p = buf;
+        return s_key_lookup (self, buf);
+    }
+    char *node = pv_strdup (node_value);
+    if (!node || !name_valid (node)) {
+        s_reply_error (reply, request->id, PROTO_ERR_BAD_REQUEST,
+                       "node: expected a node id");
+        free (node);
+        return NULL;
+    }
+    auth_key_t *found = (auth_key_t *) zhashx_lookup (self->bound, node);
+    size_t claims = 0;
+    if (!found)
+        for (auth_key_t *key = (auth_key_t *) zhashx_first (self->keys); key;
+             key = (auth_key_t *) zhashx_next (self->keys))
+            if (key->status != AUTH_KEY_ACCEPTED && key->node
+                && strcmp (key->node, node) == 0) {
+                claims++;
+                found = key;
+            }
+    if (!found)
+        s_reply_error (reply, request->id, PROTO_ERR_NOT_FOUND,
+                       "no key speaks for node %s (see gridcli key list)",
+                       node);
+    else
+    if (claims > 1) {
+        s_reply_error (reply, request->id, PROTO_ERR_CONFLICT,
+                       "%zu keys claim node %s: name the key itself (see "
+                       "gridcli key list)", claims, node);
+        found = NULL;
+    }
+    free (node);
+    if (found)
+        *text_p = found->key;
+    return found;
+}
+
+static void
+s_reply_key (pw_t *reply, const char *id, const char *key, const char *status,
+             const char *node)
+{
+    pw_reset (reply);
+    proto_reply_ok_begin (reply, id);
+    pw_map (reply, node ? 3 : 2);
+    pw_str (reply, "key");
+    pw_str (reply, key);
+    pw_str (reply, "status");
+    pw_str (reply, status);
+    if (node) {
+        pw_str (reply, "node");
+        pw_str (reply, node);
+    }
+}
+
+static void
+s_key_accept (broker_t *broker, const proto_request_t *request, pw_t *reply)
+{
+    auth_t *self = broker->auth;
+    char buf [KEYS_TEXT_SIZE];
+    const char *text = NULL;
+    auth_key_t *key = s_key_target (self, request, reply, &text, buf);
+    if (!text)
+        return;
+    int64_t wall_ms = broker_wall_ms ();
+    if (s_client (self, text)) {
+        //  A client key's role is in the config: accepting it only lifts a
+        //  revocation
+        if (key)
+            s_key_forget (broker, key);
+        s_log ("client key %s may connect again", text);
+        s_reply_key (reply, request->id, text, "accepted", NULL);
+        return;
+    }
+    if (!key) {
+        //  Enrolled before its agent ever connects: bound at its first hello
+        key = s_key_new (self, text, AUTH_KEY_PENDING, wall_ms);
+    }
+    if (key->status == AUTH_KEY_ACCEPTED) {
+        s_reply_key (reply, request->id, key->key, "accepted", key->node);
+        return;
+    }
+    auth_key_t *holder = key->node ? (auth_key_t *) zhashx_lookup (
+                                         self->bound, key->node)
+                                   : NULL;
+    if (holder && holder != key) {
+        s_reply_error (reply, request->id, PROTO_ERR_CONFLICT,
+                       "node %s is bound to key %s: delete that key first "
+                       "(gridcli key delete %s)", key->node, holder->key,
+                       key->node);
+        if (key->status == AUTH_KEY_PENDING && !key->first_seen_ms)
+            s_key_forget (broker, key);
+        return;
+    }
+    s_unindex (self, key);
+    key->status = AUTH_KEY_ACCEPTED;
+    key->accepted_at_ms = wall_ms;
+    key->updated_at_ms = wall_ms;
+    s_index (self, key);
+    s_key_save (broker, key);
+    s_log ("key %s accepted%s%s", key->key, key->node ? " for node " : "",
+           key->node ? key->node : " (bound at its first hello)");
+    s_reply_key (reply, request->id, key->key, "accepted", key->node);
+}
+
+static void
+s_key_reject (broker_t *broker, const proto_request_t *request, pw_t *reply)
+{
+    auth_t *self = broker->auth;
+    char buf [KEYS_TEXT_SIZE];
+    const char *text = NULL;
+    auth_key_t *key = s_key_target (self, request, reply, &text, buf);
+    if (!text)
+        return;
+    int64_t wall_ms = broker_wall_ms ();
+    if (!key)
+        key = s_key_new (self, text, AUTH_KEY_REJECTED, wall_ms);
+    bool was_bound = key->status == AUTH_KEY_ACCEPTED && key->node;
+    s_unindex (self, key);
+    key->status = AUTH_KEY_REJECTED;
+    key->updated_at_ms = wall_ms;
+    s_index (self, key);
+    s_key_save (broker, key);
+    s_log ("key %s rejected%s%s", key->key, key->node ? " (node " : "",
+           key->node ? key->node : "");
+    if (was_bound)
+        s_revoke_node (broker, key->node, "its key was rejected");
+    s_reply_key (reply, request->id, key->key, "rejected", key->node);
+}
+
+static void
+s_key_delete (broker_t *broker, const proto_request_t *request, pw_t *reply)
+{
+    auth_t *self = broker->auth;
+    char buf [KEYS_TEXT_SIZE];
+    const char *text = NULL;
+    auth_key_t *key = s_key_target (self, request, reply, &text, buf);
+    if (!text)
+        return;
+    if (!key) {
+        s_reply_error (reply, request->id, PROTO_ERR_NOT_FOUND,
+                       "no key %s in the key store", text);
+        return;
+    }
+    char *node = key->node ? strdup (key->node) : NULL;
+    bool was_bound = key->status == AUTH_KEY_ACCEPTED && node;
+    char deleted [KEYS_TEXT_SIZE];
+    snprintf (deleted, sizeof deleted, "%s", key->key);
+    s_key_forget (broker, key);
+    s_log ("key %s deleted%s%s", deleted, node ? " (node " : "",
+           node ? node : "");
+    if (was_bound)
+        s_revoke_node (broker, node, "its key was deleted");
+    pw_reset (reply);
+    proto_reply_ok_begin (reply, request->id);
+    pw_map (reply, node ? 3 : 2);
+    pw_str (reply, "key");
+    pw_str (reply, deleted);
+    pw_str (reply, "deleted");
+    pw_bool (reply, true);
+    if (node) {
+        pw_str (reply, "node");
+        pw_str (reply, node);
+    }
+    free (node);
+}
+
+static int
+s_compare_keys (const void *a, const void *b)
+{
+    const auth_key_t *left = *(const auth_key_t *const *) a;
+    const auth_key_t *right = *(const auth_key_t *const *) b;
+    int rc = strcmp (left->node ? left->node : "", right->node ? right->node
+                                                               : "");
+    return rc ? rc : strcmp (left->key, right->key);
+}
+
+static void
+s_write_time (pw_t *writer, const char *name, int64_t wall_ms)
+{
+    char text [TIME_TEXT_LEN];
+    time_format (wall_ms, text, sizeof text);
+    pw_str (writer, name);
+    pw_str (writer, text);
+}
+
+static void
+s_key_list (broker_t *broker, const proto_request_t *request, pw_t *reply)
+{
+    auth_t *self = broker->auth;
+    size_t count = 0;
+    auth_key_t **agents = (auth_key_t **) calloc (zhashx_size (self->keys) + 1,
+                                                  sizeof (auth_key_t *));
+    assert (agents);
+    for (auth_key_t *key = (auth_key_t *) zhashx_first (self->keys); key;
+         key = (auth_key_t *) zhashx_next (self->keys))
+        if (!s_client (self, key->key))
+            agents [count++] = key;
+    qsort (agents, count, sizeof (auth_key_t *), s_compare_keys);
+    pw_reset (reply);
+    proto_reply_ok_begin (reply, request->id);
+    pw_map (reply, 1);
+    pw_str (reply, "keys");
+    pw_array (reply, self->config->client_count + count);
+    for (size_t index = 0; index < self->config->client_count; index++) {
+        const auth_client_t *client = &self->config->clients [index];
+        const auth_key_t *record = s_key_lookup (self, client->key);
+        bool revoked = record && record->status == AUTH_KEY_REJECTED;
+        pw_map (reply, client->name ? 5 : 4);
+        pw_str (reply, "key");
+        pw_str (reply, client->key);
+        pw_str (reply, "kind");
+        pw_str (reply, "client");
+        pw_str (reply, "status");
+        pw_str (reply, revoked ? "rejected" : "accepted");
+        pw_str (reply, "role");
+        pw_str (reply, auth_role_name (client->role));
+        if (client->name) {
+            pw_str (reply, "name");
+            pw_str (reply, client->name);
+        }
+    }
+    for (size_t index = 0; index < count; index++) {
+        const auth_key_t *key = agents [index];
+        pw_map (reply, 3 + (key->node ? 1 : 0) + (key->hostname ? 1 : 0)
+                           + (key->first_seen_ms ? 1 : 0)
+                           + (key->accepted_at_ms ? 1 : 0));
+        pw_str (reply, "key");
+        pw_str (reply, key->key);
+        pw_str (reply, "kind");
+        pw_str (reply, "agent");
+        pw_str (reply, "status");
+        pw_str (reply, auth_key_status_name (key->status));
+        if (key->node) {
+            pw_str (reply, "node");
+            pw_str (reply, key->node);
+        }
+        if (key->hostname) {
+            pw_str (reply, "hostname");
+            pw_str (reply, key->hostname);
+        }
+        if (key->first_seen_ms)
+            s_write_time (reply, "first_seen", key->first_seen_ms);
+        if (key->accepted_at_ms)
+            s_write_time (reply, "accepted_at", key->accepted_at_ms);
+    }
+    free (agents);
+}
+
+bool
+auth_client_handle (broker_t *broker, zframe_t *body,
+                    const proto_request_t *request, pw_t *reply)
+{
+    auth_t *self = broker->auth;
+    auth_role_t role = AUTH_ROLE_ADMIN;
+    const char *name = "this client";
+    if (!self->config->insecure) {
+        const char *text = zframe_meta (body, "User-Id");
+        const auth_client_t *client = s_client (self, text);
+        const auth_key_t *record = s_key_lookup (self, text);
+        if (!client || (record && record->status == AUTH_KEY_REJECTED)) {
+            self->counters.unauthorized++;
+            s_reply_error (reply, request->id, PROTO_ERR_UNAUTHORIZED,
+                           "this client's key is not known to the broker, "
+                           "or it was revoked");
+            return true;
+        }
+        role = client->role;
+        if (client->name)
+            name = client->name;
+    }
+    auth_role_t needed = auth_role_needed (request->type);
+    if (role < needed) {
+        self->counters.forbidden++;
+        s_reply_error (reply, request->id, PROTO_ERR_FORBIDDEN,
+                       "%s needs the %s role; %s has the %s role",
+                       request->type, auth_role_name (needed), name,
+                       auth_role_name (role));
+        return true;
+    }
+    if (streq (request->type, "job.submit")
+        && s_submit_refused (broker, request, role, reply))
+        return true;
+    if (streq (request->type, "key.list"))
+        s_key_list (broker, request, reply);
+    else
+    if (streq (request->type, "key.accept"))
+        s_key_accept (broker, request, reply);
+    else
+    if (streq (request->type, "key.reject"))
+        s_key_reject (broker, request, reply);
+    else
+    if (streq (request->type, "key.delete"))
+        s_key_delete (broker, request, reply);
+    else
+        return false;
+    return true;
+}

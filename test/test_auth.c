@@ -1,0 +1,271 @@
+/*  =========================================================================
+    test_auth - the broker's security rules that need no socket: config
+    (client roles, allowlist), which role a request needs, which topics a
+    node may receive, and key records. The handshakes and refusals
+    themselves are tested end to end in test_it_security.
+    =========================================================================
+*/
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include "../broker/auth.h"
+#include "../proto/conf.h"
+
+static char s_dir [256];
+static char s_key [KEYS_TEXT_SIZE];     //  Public key of <dir>/alice.key
+static char s_key2 [KEYS_TEXT_SIZE];    //  Public key of <dir>/bob.key
+
+static int
+s_setup (void **state)
+{
+    snprintf (s_dir, sizeof s_dir, "%s/grid-auth-XXXXXX",
+              getenv ("TMPDIR") ? getenv ("TMPDIR") : "/tmp");
+    if (!mkdtemp (s_dir))
+        return -1;
+    char err [256];
+    return keys_generate (s_dir, "alice", false, NULL, s_key, err,
+                          sizeof err)
+           || keys_generate (s_dir, "bob", false, NULL, s_key2, err,
+                             sizeof err);
+}
+
+static int
+s_teardown (void **state)
+{
+    char command [400];
+    snprintf (command, sizeof command, "rm -rf '%s'", s_dir);
+    return system (command) == 0 ? 0 : -1;
+}
+
+//  Loads YAML TEXT into CONFIG; returns auth_config_load's result.
+static int
+s_load (auth_config_t *config, const char *text, char *err, size_t err_len)
+{
+    pv_doc_t *doc = NULL;
+    assert_int_equal (conf_parse (text, strlen (text), &doc, err, err_len),
+                      0);
+    int rc = auth_config_load (config, pv_doc_root (doc), err, err_len);
+    pv_doc_destroy (&doc);
+    return rc;
+}
+
+static void
+test_auth_config_clients_and_allowlist (void **state)
+{
+    auth_config_t config;
+    auth_config_defaults (&config);
+    assert_false (config.insecure);
+    assert_string_equal (config.key_file, KEYS_DEFAULT_BROKER_KEY);
+    char text [1024], err [512];
+    snprintf (text, sizeof text,
+              "key: /srv/broker.key\n"
+              "auto_accept: true\n"
+              "max_pending_keys: 7\n"
+              "clients:\n"
+              "  - { key: %s/alice.key, role: admin, name: alice }\n"
+              "  - { key: \"%s\", role: viewer }\n"
+              "allow: [test.*, apt.install]\n",
+              s_dir, s_key2);
+    assert_int_equal (s_load (&config, text, err, sizeof err), 0);
+    assert_string_equal (config.key_file, "/srv/broker.key");
+    assert_true (config.auto_accept);
+    assert_int_equal (config.max_pending_keys, 7);
+    assert_int_equal (config.client_count, 2);
+    assert_string_equal (config.clients [0].key, s_key);
+    assert_int_equal (config.clients [0].role, AUTH_ROLE_ADMIN);
+    assert_string_equal (config.clients [0].name, "alice");
+    assert_int_equal (config.clients [1].role, AUTH_ROLE_VIEWER);
+    assert_null (config.clients [1].name);
+    assert_true (auth_allowed (&config, "test", "echo"));
+    assert_true (auth_allowed (&config, "apt", "install"));
+    assert_false (auth_allowed (&config, "apt", "remove"));
+    assert_false (auth_allowed (&config, "tes", "echo"));
+    assert_false (auth_allowed (&config, "testing", "echo"));
+
+    //  A copy owns its own strings
+    auth_config_t copy;
+    auth_config_copy (&copy, &config);
+    auth_config_clear (&config);
+    assert_string_equal (copy.clients [0].name, "alice");
+    assert_true (auth_allowed (&copy, "apt", "install"));
+    auth_config_clear (&copy);
+
+    //  Flags
+    auth_config_defaults (&config);
+    assert_true (auth_allowed (&config, "apt", "remove"));
+    char flag [200];
+    snprintf (flag, sizeof flag, "operator:%s", s_key);
+    assert_int_equal (auth_config_add_client (&config, flag, err, sizeof err),
+                      0);
+    assert_int_equal (config.clients [0].role, AUTH_ROLE_OPERATOR);
+    assert_int_equal (auth_config_add_client (&config, flag, err, sizeof err),
+                      -1);
+    assert_non_null (strstr (err, "twice"));
+    assert_int_equal (auth_config_add_client (&config, "root:x", err,
+                                              sizeof err), -1);
+    assert_int_equal (auth_config_add_client (&config, s_key, err,
+                                              sizeof err), -1);
+    assert_int_equal (auth_config_set_allow (&config, "system.*,ping.host",
+                                             err, sizeof err), 0);
+    assert_true (auth_allowed (&config, "ping", "host"));
+    assert_false (auth_allowed (&config, "apt", "update"));
+    assert_int_equal (auth_config_set_allow (&config, "system", err,
+                                             sizeof err), -1);
+    assert_int_equal (auth_config_set_allow (&config, "a.b,,c.d", err,
+                                             sizeof err), -1);
+    auth_config_clear (&config);
+}
+
+static void
+test_auth_config_refuses_bad_entries (void **state)
+{
+    char root_role [200], extra_key [200];
+    snprintf (root_role, sizeof root_role,
+              "clients:\n  - {key: \"%s\", role: root}\n", s_key2);
+    snprintf (extra_key, sizeof extra_key,
+              "clients:\n  - {key: \"%s\", role: admin, colour: red}\n",
+              s_key2);
+    const char *bad [] = {
+        "clients: {key: x}\n",
+        "clients:\n  - {key: nothing-here, role: admin}\n",
+        root_role,
+        "clients:\n  - {role: admin}\n",
+        extra_key,
+        "allow: test.*\n",
+        "allow: [\"test\"]\n",
+        "allow: [\"te st.*\"]\n",
+        "max_pending_keys: -1\n",
+        "insecure: maybe\n",
+    };
+    for (size_t index = 0; index < sizeof bad / sizeof bad [0]; index++) {
+        auth_config_t config;
+        auth_config_defaults (&config);
+        char err [512] = "";
+        assert_int_equal (s_load (&config, bad [index], err, sizeof err), -1);
+        assert_true (strlen (err) > 0);
+        auth_config_clear (&config);
+    }
+}
+
+static void
+test_auth_roles (void **state)
+{
+    assert_int_equal (auth_role_parse ("viewer"), AUTH_ROLE_VIEWER);
+    assert_int_equal (auth_role_parse ("operator"), AUTH_ROLE_OPERATOR);
+    assert_int_equal (auth_role_parse ("admin"), AUTH_ROLE_ADMIN);
+    assert_int_equal (auth_role_parse ("Admin"), AUTH_ROLE_NONE);
+    assert_int_equal (auth_role_parse (NULL), AUTH_ROLE_NONE);
+    assert_string_equal (auth_role_name (AUTH_ROLE_OPERATOR), "operator");
+    //  Reads and (query) submits are a viewer's; changes an operator's
+    assert_int_equal (auth_role_needed ("status"), AUTH_ROLE_VIEWER);
+    assert_int_equal (auth_role_needed ("job.get"), AUTH_ROLE_VIEWER);
+    assert_int_equal (auth_role_needed ("job.submit"), AUTH_ROLE_VIEWER);
+    assert_int_equal (auth_role_needed ("job.cancel"), AUTH_ROLE_OPERATOR);
+    assert_int_equal (auth_role_needed ("job.delete"), AUTH_ROLE_OPERATOR);
+    //  Keys, drain, and whatever is not listed: admin only
+    assert_int_equal (auth_role_needed ("key.list"), AUTH_ROLE_ADMIN);
+    assert_int_equal (auth_role_needed ("key.accept"), AUTH_ROLE_ADMIN);
+    assert_int_equal (auth_role_needed ("broker.drain"), AUTH_ROLE_ADMIN);
+    assert_int_equal (auth_role_needed ("node.drain"), AUTH_ROLE_ADMIN);
+    assert_int_equal (auth_role_needed ("something.new"), AUTH_ROLE_ADMIN);
+}
+
+static void
+test_auth_topics_of_a_node (void **state)
+{
+    registry_t *registry = registry_new ();
+    proto_msg_t *hello = proto_msg_new (PROTO_HELLO);
+    hello->node = strdup ("web-01");
+    hello->hostname = strdup ("web-01.example.net");
+    hello->version = strdup ("0.1.0");
+    hello->concurrency = 1;
+    hello->groups = (char **) calloc (2, sizeof (char *));
+    hello->groups [0] = strdup ("web");
+    hello->group_count = 1;
+    hello->labels = (proto_kv_t *) calloc (1, sizeof (proto_kv_t));
+    hello->labels [0].key = strdup ("tier");
+    hello->labels [0].value = strdup ("web.dev.us-east");
+    hello->label_count = 1;
+    registry_node_t *node = registry_hello (registry, &hello, "r", 1, 0, 0);
+    assert_non_null (node);
+
+    const char *mine [] = {"all/", "node/web-01/", "group/web/",
+                           "label/tier/web/", "label/tier/web.dev/",
+                           "label/tier/web.dev.us-east/"};
+    for (size_t index = 0; index < 6; index++)
+        assert_true (auth_topic_allowed ("web-01", node, mine [index],
+                                         strlen (mine [index])));
+    const char *theirs [] = {"", "all", "node/web-02/", "node/web-0",
+                             "node/", "group/webserver/", "group/db/",
+                             "label/tier/web.prod/", "label/rack/web/",
+                             "node/web-01/x", "group/web"};
+    for (size_t index = 0; index < 11; index++)
+        assert_false (auth_topic_allowed ("web-01", node, theirs [index],
+                                          strlen (theirs [index])));
+    //  Bytes after a NUL never match
+    assert_false (auth_topic_allowed ("web-01", node, "all/\0x", 6));
+    //  Before its first hello a node gets all/ and its own topic only
+    assert_true (auth_topic_allowed ("web-09", NULL, "node/web-09/", 12));
+    assert_false (auth_topic_allowed ("web-09", NULL, "group/web/", 10));
+    registry_destroy (&registry);
+}
+
+static void
+test_auth_key_records (void **state)
+{
+    auth_key_t key;
+    memset (&key, 0, sizeof key);
+    key.status = AUTH_KEY_ACCEPTED;
+    key.node = "web-01";
+    key.hostname = "web-01.example.net";
+    key.first_seen_ms = 1000;
+    key.accepted_at_ms = 2000;
+    key.updated_at_ms = 3000;
+    pw_t *writer = pw_new ();
+    auth_key_encode (&key, writer);
+    pv_doc_t *doc = NULL;
+    assert_int_equal (pv_doc_decode (pw_data (writer), pw_size (writer), &doc,
+                                     NULL, 0), 0);
+    auth_key_t back;
+    memset (&back, 0, sizeof back);
+    assert_int_equal (auth_key_decode (pv_doc_root (doc), &back), 0);
+    assert_int_equal (back.status, AUTH_KEY_ACCEPTED);
+    assert_string_equal (back.node, "web-01");
+    assert_string_equal (back.hostname, "web-01.example.net");
+    assert_int_equal (back.first_seen_ms, 1000);
+    assert_int_equal (back.accepted_at_ms, 2000);
+    free (back.node);
+    free (back.hostname);
+    pv_doc_destroy (&doc);
+
+    //  Unknown status, bad node id, not a map: refused
+    const char *bad [] = {
+        "{status: maybe}", "{status: accepted, node: \"bad id\"}", "[1, 2]",
+        "{node: web-01}"
+    };
+    for (size_t index = 0; index < 4; index++) {
+        char err [256];
+        assert_int_equal (conf_parse (bad [index], strlen (bad [index]), &doc,
+                                      err, sizeof err), 0);
+        memset (&back, 0, sizeof back);
+        assert_int_equal (auth_key_decode (pv_doc_root (doc), &back), -1);
+        assert_null (back.node);
+        pv_doc_destroy (&doc);
+    }
+    pw_destroy (&writer);
+}
+
+int
+main (void)
+{
+    const struct CMUnitTest tests [] = {
+        cmocka_unit_test (test_auth_config_clients_and_allowlist),
+        cmocka_unit_test (test_auth_config_refuses_bad_entries),
+        cmocka_unit_test (test_auth_roles),
+        cmocka_unit_test (test_auth_topics_of_a_node),
+        cmocka_unit_test (test_auth_key_records),
+    };
+    return cmocka_run_group_tests (tests, s_setup, s_teardown);
+}

@@ -1,0 +1,473 @@
+/*  =========================================================================
+    test_it_agent - a real gridagent against a broker made by hand in the
+    test: a ROUTER and a PUB on ipc:// that speak the protocol message by
+    message, so the test can send what a real broker never would.
+
+    That is how the agent's own checks are shown: commands whose params
+    the broker would have refused at submit reach the agent directly, and
+    the agent refuses each one with a clear error while its recording
+    fakes (test/fakes) show that nothing ran.
+    =========================================================================
+*/
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include <czmq.h>
+
+#include "../proto/proto.h"
+#include "lib/harness.h"
+
+#define S_WAIT_MS 20000         //  Deadline for anything that should happen
+#define S_NODE "edge-01"
+
+static grid_t s_grid;
+static zsock_t *s_router;       //  The agent endpoint
+static zsock_t *s_pub;          //  The commands endpoint
+static zframe_t *s_routing;     //  The agent's routing id
+static pw_t *s_writer;
+static int s_job_seq;
+
+//  ---------------------------------------------------------------------
+//  Helpers
+
+static const char *
+s_src (void)
+{
+    const char *src = getenv ("GRID_SRC");
+    return src && *src ? src : ".";
+}
+
+static char *
+s_fake_log (void)
+{
+    char path [400];
+    snprintf (path, sizeof path, "%s/fake-%s.log", s_grid.dir, S_NODE);
+    FILE *file = fopen (path, "rb");
+    if (!file)
+        return strdup ("");
+    char *text = NULL;
+    size_t size = 0;
+    FILE *memory = open_memstream (&text, &size);
+    char buf [4096];
+    size_t got;
+    while ((got = fread (buf, 1, sizeof buf, file)) > 0)
+        fwrite (buf, 1, got, memory);
+    fclose (memory);
+    fclose (file);
+    return text;
+}
+
+static void
+s_fake_clear (void)
+{
+    char path [400];
+    snprintf (path, sizeof path, "%s/fake-%s.log", s_grid.dir, S_NODE);
+    FILE *file = fopen (path, "w");
+    if (file)
+        fclose (file);
+}
+
+//  Sends MSG to the agent over the ROUTER.
+static void
+s_send (const proto_msg_t *msg)
+{
+    pw_reset (s_writer);
+    assert_int_equal (proto_msg_encode (msg, s_writer), 0);
+    zmsg_t *out = zmsg_new ();
+    zmsg_addmem (out, zframe_data (s_routing), zframe_size (s_routing));
+    zmsg_addmem (out, pw_data (s_writer), pw_size (s_writer));
+    assert_int_equal (zmsg_send (&out, s_router), 0);
+}
+
+//  The next message from the agent that is not a heartbeat, or NULL
+//  after the deadline. Keeps the agent's routing id.
+static proto_msg_t *
+s_recv (void)
+{
+    long long deadline = grid_now_ms () + S_WAIT_MS;
+    while (grid_now_ms () < deadline) {
+        zsock_set_rcvtimeo (s_router, 200);
+        zmsg_t *in = zmsg_recv (s_router);
+        if (!in)
+            continue;
+        zframe_t *routing = zmsg_pop (in);
+        zframe_t *body = zmsg_pop (in);
+        proto_msg_t *msg = NULL;
+        char why [256];
+        int rc = body ? proto_msg_decode (zframe_data (body),
+                                          zframe_size (body), &msg, why,
+                                          sizeof why)
+                      : -2;
+        zframe_destroy (&body);
+        zmsg_destroy (&in);
+        if (rc != 0) {
+            fprintf (stderr, "the agent sent a malformed message: %s\n", why);
+            zframe_destroy (&routing);
+            return NULL;
+        }
+        zframe_destroy (&s_routing);
+        s_routing = routing;
+        if (msg->type == PROTO_HEARTBEAT) {
+            proto_msg_destroy (&msg);
+            continue;
+        }
+        return msg;
+    }
+    return NULL;
+}
+
+//  The next message about JOB. Results of earlier jobs that the agent
+//  sends again (its timer re-sends what is not yet acknowledged) are
+//  skipped.
+static proto_msg_t *
+s_recv_job (const char *job)
+{
+    while (true) {
+        proto_msg_t *msg = s_recv ();
+        if (!msg || (msg->job && strcmp (msg->job, job) == 0))
+            return msg;
+        if (msg->type != PROTO_RESULT)
+            return msg;
+        proto_msg_destroy (&msg);
+    }
+}
+
+//  The next message, which must be of TYPE for (JOB, STEP, ATTEMPT).
+static proto_msg_t *
+s_expect (proto_type_t type, const char *job, uint32_t step,
+          uint32_t attempt)
+{
+    proto_msg_t *msg = s_recv_job (job);
+    assert_non_null (msg);
+    if (msg->type != type || strcmp (msg->job, job) != 0
+        || msg->step != step || msg->attempt != attempt)
+        fprintf (stderr, "expected %s of %s/%u/%u, got %s of %s/%u/%u\n",
+                 proto_type_name (type), job, step, attempt,
+                 proto_type_name (msg->type), msg->job ? msg->job : "-",
+                 msg->step, msg->attempt);
+    assert_int_equal (msg->type, type);
+    assert_string_equal (msg->job, job);
+    assert_int_equal (msg->step, step);
+    assert_int_equal (msg->attempt, attempt);
+    return msg;
+}
+
+//  Acknowledges RESULT so that the agent drops it from its spool.
+static void
+s_result_ack (const proto_msg_t *result)
+{
+    proto_msg_t ack = {
+        .type = PROTO_RESULT_ACK, .job = result->job, .step = result->step,
+        .attempt = result->attempt
+    };
+    s_send (&ack);
+}
+
+static void
+s_new_job (char *job, size_t len)
+{
+    snprintf (job, len, "j-0193a1b2c3d4-%04d", ++s_job_seq);
+}
+
+//  Sends a command straight to the agent: BACKEND ACTION with COUNT
+//  params (KEYS, VALUES), to NODES (NULL: no filter).
+static void
+s_command (const char *job, uint32_t step, uint32_t attempt,
+           const char *backend, const char *action, size_t count,
+           const char *const *keys, const char *const *values,
+           const char *only_node)
+{
+    proto_kv_t params [4];
+    for (size_t index = 0; index < count; index++) {
+        params [index].key = (char *) keys [index];
+        params [index].value = (char *) values [index];
+    }
+    char *nodes [1] = {(char *) only_node};
+    proto_msg_t command = {
+        .type = PROTO_COMMAND, .job = (char *) job, .step = step,
+        .attempt = attempt, .backend = (char *) backend,
+        .action = (char *) action, .params = count ? params : NULL,
+        .param_count = count, .timeout_ms = 30000,
+        .nodes = only_node ? nodes : NULL, .node_count = only_node ? 1 : 0
+    };
+    s_send (&command);
+}
+
+//  Runs one command and returns its result (acked to the agent).
+static proto_msg_t *
+s_run (const char *job, uint32_t attempt, const char *backend,
+       const char *action, size_t count, const char *const *keys,
+       const char *const *values)
+{
+    s_command (job, 0, attempt, backend, action, count, keys, values, NULL);
+    proto_msg_t *msg = s_expect (PROTO_ACK, job, 0, attempt);
+    proto_msg_destroy (&msg);
+    //  A refused command never starts; anything else says started first
+    msg = s_recv_job (job);
+    assert_non_null (msg);
+    if (msg->type == PROTO_STARTED) {
+        proto_msg_destroy (&msg);
+        msg = s_recv_job (job);
+        assert_non_null (msg);
+    }
+    assert_int_equal (msg->type, PROTO_RESULT);
+    assert_string_equal (msg->job, job);
+    s_result_ack (msg);
+    return msg;
+}
+
+//  ---------------------------------------------------------------------
+//  Fixture: the hand-made broker and one agent, welcomed
+
+static int
+s_setup (void **state)
+{
+    if (grid_init (&s_grid) != 0)
+        return -1;
+    s_grid.insecure = true;
+    s_writer = pw_new ();
+    s_router = zsock_new (ZMQ_ROUTER);
+    s_pub = zsock_new (ZMQ_PUB);
+    if (!s_router || !s_pub || zsock_bind (s_router, "%s", s_grid.agents_ep)
+        || zsock_bind (s_pub, "%s", s_grid.publish_ep))
+        return -1;
+    zsock_set_linger (s_router, 0);
+    zsock_set_linger (s_pub, 0);
+    char log [400], tool_dir [600];
+    snprintf (log, sizeof log, "%s/fake-%s.log", s_grid.dir, S_NODE);
+    snprintf (tool_dir, sizeof tool_dir, "%s/test/fakes", s_src ());
+    const char *extra [] = {"--tool-dir", tool_dir, "--disable", "rke2",
+                            NULL};
+    setenv ("GRID_FAKE_LOG", log, 1);
+    int slot = grid_spawn_agent (&s_grid, S_NODE, "edge", NULL, extra);
+    unsetenv ("GRID_FAKE_LOG");
+    if (slot < 0)
+        return -1;
+    proto_msg_t *hello = s_recv ();
+    if (!hello || hello->type != PROTO_HELLO || strcmp (hello->node, S_NODE)) {
+        proto_msg_destroy (&hello);
+        return -1;
+    }
+    proto_msg_destroy (&hello);
+    proto_msg_t welcome = {
+        .type = PROTO_WELCOME, .node = S_NODE, .heartbeat_ms = 1000
+    };
+    s_send (&welcome);
+    return 0;
+}
+
+static int
+s_teardown (void **state)
+{
+    //  The agent says bye on its way out; nothing is left unacknowledged
+    for (size_t index = 0; index < s_grid.agent_count; index++)
+        grid_stop_agent (&s_grid, (int) index, false);
+    zsock_destroy (&s_router);
+    zsock_destroy (&s_pub);
+    zframe_destroy (&s_routing);
+    pw_destroy (&s_writer);
+    grid_stop (&s_grid);
+    return 0;
+}
+
+//  ---------------------------------------------------------------------
+//  Tests
+
+static void
+test_it_agent_hello_advertises_schemas (void **state)
+{
+    //  A second hello on request: the agent sends one when the broker says
+    //  it does not know the session
+    proto_msg_t error = {
+        .type = PROTO_ERROR, .code = "unknown_node",
+        .message = "this broker does not know this session: send hello"
+    };
+    s_send (&error);
+    proto_msg_t *hello = s_recv ();
+    assert_non_null (hello);
+    assert_int_equal (hello->type, PROTO_HELLO);
+    assert_string_equal (hello->node, S_NODE);
+    assert_int_equal (hello->group_count, 1);
+    assert_string_equal (hello->groups [0], "edge");
+    //  Every built-in backend but the one switched off here
+    const char *offered [] = {"test", "system", "ping", "network", "apt",
+                              "systemd"};
+    assert_int_equal (hello->backend_count, 6);
+    for (size_t index = 0; index < 6; index++)
+        assert_string_equal (hello->backends [index].name, offered [index]);
+    const proto_backend_spec_t *apt = &hello->backends [4];
+    assert_string_equal (apt->actions [0].name, "install");
+    assert_true (apt->actions [0].modify);
+    assert_int_equal (apt->actions [0].param_count, 1);
+    assert_string_equal (apt->actions [0].params [0].name, "package");
+    assert_true (apt->actions [0].params [0].required);
+    assert_non_null (apt->actions [0].params [0].pattern);
+    proto_msg_destroy (&hello);
+    proto_msg_t welcome = {
+        .type = PROTO_WELCOME, .node = S_NODE, .heartbeat_ms = 1000
+    };
+    s_send (&welcome);
+}
+
+static void
+test_it_agent_runs_a_valid_command (void **state)
+{
+    s_fake_clear ();
+    char job [32];
+    s_new_job (job, sizeof job);
+    const char *keys [] = {"package"};
+    const char *values [] = {"nginx"};
+    proto_msg_t *result = s_run (job, 1, "apt", "install", 1, keys, values);
+    assert_string_equal (result->status, "success");
+    assert_int_equal (result->exit_code, 0);
+    assert_non_null (strstr (result->output, "Setting up nginx"));
+    proto_msg_destroy (&result);
+    char *log = s_fake_log ();
+    assert_string_equal (log, "apt-get\ninstall\n-y\n--\nnginx\n"
+                              "---- end of argv\n");
+    free (log);
+}
+
+static void
+test_it_agent_refuses_hostile_params (void **state)
+{
+    struct {
+        const char *backend, *action, *key, *value, *error;
+    } cases [] = {
+        {"apt", "install", "package", "nginx; rm -rf /",
+         "param 'package': character ';' is not allowed"},
+        {"apt", "install", "package", "-oAPT::Update::Pre-Invoke::=sh",
+         "must not start with '-'"},
+        {"apt", "install", "package", "NGINX", "does not match"},
+        {"apt", "install", "package", "ngin\xd1\x85", "non-ASCII"},
+        {"apt", "remove", "package", "../../etc/passwd", "does not match"},
+        {"systemd", "start", "unit", "nginx$(reboot)", "'$'"},
+        {"systemd", "stop", "unit", "a\tb", "control character"},
+        {"ping", "ping", "address", "-f", "must not start with '-'"},
+        {"system", "disk", "path", "/../etc", "'..'"},
+        {"network", "dns_update", "servers", "1.2.3.4.5",
+         "not a valid nameserver address"},
+        {"apt", "install", "pkg", "nginx", "unknown param 'pkg'"},
+        {"apt", "install", NULL, NULL, "param 'package' is required"},
+        {"rke2", "start", "mode", "server",
+         "backend 'rke2' is disabled on this node"},
+        {"nosuch", "thing", NULL, NULL, "unknown backend 'nosuch'"},
+        {"apt", "purge", "package", "nginx",
+         "unknown action 'purge' for backend 'apt'"},
+    };
+    s_fake_clear ();
+    for (size_t index = 0; index < sizeof cases / sizeof cases [0]; index++) {
+        char job [32];
+        s_new_job (job, sizeof job);
+        const char *keys [] = {cases [index].key};
+        const char *values [] = {cases [index].value};
+        proto_msg_t *result = s_run (job, 1, cases [index].backend,
+                                     cases [index].action,
+                                     cases [index].key ? 1 : 0, keys, values);
+        if (strcmp (result->status, "refused") != 0
+            || !strstr (result->error, cases [index].error))
+            fprintf (stderr, "case %zu: %s: %s\n", index, result->status,
+                     result->error);
+        assert_string_equal (result->status, "refused");
+        assert_non_null (strstr (result->error, cases [index].error));
+        assert_int_equal (result->exit_code, -1);
+        proto_msg_destroy (&result);
+    }
+    char *log = s_fake_log ();
+    assert_string_equal (log, "");
+    free (log);
+}
+
+static void
+test_it_agent_attempt_reaches_the_action (void **state)
+{
+    char job [32];
+    s_new_job (job, sizeof job);
+    const char *keys [] = {"failures"};
+    const char *values [] = {"1"};
+    proto_msg_t *result = s_run (job, 1, "test", "flaky", 1, keys, values);
+    assert_string_equal (result->status, "failed");
+    assert_string_equal (result->error, "attempt 1: failing as asked, "
+                                        "failures 1\n");
+    proto_msg_destroy (&result);
+    result = s_run (job, 2, "test", "flaky", 1, keys, values);
+    assert_string_equal (result->status, "success");
+    assert_string_equal (result->output, "attempt 2: succeeded, failures 1\n");
+    proto_msg_destroy (&result);
+}
+
+static void
+test_it_agent_duplicates_and_filters (void **state)
+{
+    s_fake_clear ();
+    //  A command for another node is ignored: the first answer is for the
+    //  command that follows it
+    char other [32], job [32];
+    s_new_job (other, sizeof other);
+    s_new_job (job, sizeof job);
+    const char *keys [] = {"package"};
+    const char *values [] = {"curl"};
+    s_command (other, 0, 1, "apt", "install", 1, keys, values, "edge-99");
+    proto_msg_t *result = s_run (job, 1, "apt", "install", 1, keys, values);
+    assert_string_equal (result->status, "success");
+    proto_msg_destroy (&result);
+
+    //  The same (job, step, attempt) again while its result is not yet
+    //  acknowledged: acked again and the result sent again
+    s_new_job (job, sizeof job);
+    s_command (job, 0, 1, "apt", "install", 1, keys, values, NULL);
+    proto_msg_t *msg = s_expect (PROTO_ACK, job, 0, 1);
+    proto_msg_destroy (&msg);
+    msg = s_expect (PROTO_STARTED, job, 0, 1);
+    proto_msg_destroy (&msg);
+    msg = s_expect (PROTO_RESULT, job, 0, 1);
+    proto_msg_destroy (&msg);
+    s_command (job, 0, 1, "apt", "install", 1, keys, values, S_NODE);
+    bool acked = false, resent = false;
+    while (!acked || !resent) {
+        msg = s_recv_job (job);
+        assert_non_null (msg);
+        assert_true (msg->type == PROTO_ACK || msg->type == PROTO_RESULT);
+        if (msg->type == PROTO_ACK)
+            acked = true;
+        else {
+            assert_string_equal (msg->status, "success");
+            resent = true;
+            s_result_ack (msg);
+        }
+        proto_msg_destroy (&msg);
+    }
+    //  ...and once acknowledged, a duplicate is acked again (a copy of
+    //  the result the timer sent before our result_ack may still come)
+    s_command (job, 0, 1, "apt", "install", 1, keys, values, NULL);
+    do {
+        proto_msg_destroy (&msg);
+        msg = s_recv_job (job);
+        assert_non_null (msg);
+    } while (msg->type == PROTO_RESULT);
+    assert_int_equal (msg->type, PROTO_ACK);
+    assert_int_equal (msg->attempt, 1);
+    proto_msg_destroy (&msg);
+    //  Nothing ran twice
+    char *log = s_fake_log ();
+    assert_string_equal (log, "apt-get\ninstall\n-y\n--\ncurl\n"
+                              "---- end of argv\n"
+                              "apt-get\ninstall\n-y\n--\ncurl\n"
+                              "---- end of argv\n");
+    free (log);
+}
+
+int
+main (void)
+{
+    const struct CMUnitTest tests [] = {
+        cmocka_unit_test (test_it_agent_hello_advertises_schemas),
+        cmocka_unit_test (test_it_agent_runs_a_valid_command),
+        cmocka_unit_test (test_it_agent_refuses_hostile_params),
+        cmocka_unit_test (test_it_agent_attempt_reaches_the_action),
+        cmocka_unit_test (test_it_agent_duplicates_and_filters),
+    };
+    return cmocka_run_group_tests (tests, s_setup, s_teardown);
+}

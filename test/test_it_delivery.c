@@ -1,0 +1,532 @@
+/*  =========================================================================
+    test_it_delivery - nothing lost: broker and agent crashes, slow
+    joiners, stopped agents, drains, a full store, and a crash loop, with
+    the real programs over ipc://.
+
+    Every test asserts exactly one final result per (step, node) and the
+    precise reason for each non-success.
+    =========================================================================
+*/
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include <czmq.h>
+#include <signal.h>
+
+#include "../proto/proto.h"
+#include "lib/harness.h"
+
+static int
+s_setup (void **state)
+{
+    grid_t *grid = (grid_t *) calloc (1, sizeof (grid_t));
+    if (grid_init (grid) != 0)
+        return -1;
+    *state = grid;
+    return 0;
+}
+
+static int
+s_teardown (void **state)
+{
+    grid_t *grid = (grid_t *) *state;
+    grid_stop (grid);
+    free (grid);
+    return 0;
+}
+
+static void
+s_start_fleet (grid_t *grid, const char *const *broker_extra)
+{
+    assert_int_equal (grid_start_broker (grid, broker_extra), 0);
+    assert_true (grid_start_agent (grid, "web-01", "web", NULL, NULL) >= 0);
+    assert_true (grid_start_agent (grid, "web-02", "web", NULL, NULL) >= 0);
+    assert_true (grid_start_agent (grid, "db-01", "db", NULL, NULL) >= 0);
+}
+
+static const pv_t *
+s_data (pv_doc_t *doc)
+{
+    const pv_t *data = NULL;
+    assert_true (grid_reply_ok (doc, &data));
+    return data;
+}
+
+//  Every (step, expected node) cell of RECORD has STATUS and exactly one
+//  attempt: nothing missing, nothing counted twice.
+static void
+s_assert_cells (const pv_t *record, const char *status)
+{
+    const pv_t *results = pv_map_get (record, "results");
+    const pv_t *expected = pv_map_get (record, "expected");
+    int64_t steps = 0;
+    assert_int_equal (pv_get_int (pv_map_get (record, "steps"), &steps), 0);
+    assert_int_equal (pv_size (results), (size_t) steps);
+    for (int64_t step = 0; step < steps; step++)
+        for (size_t n = 0; n < pv_size (expected); n++) {
+            char *node = pv_strdup (pv_array_at (expected, n));
+            const pv_t *cell = grid_cell (record, (int) step, node);
+            if (!cell || !grid_str_is (cell, "status", status)) {
+                fprintf (stderr, "step %d node %s: ", (int) step, node);
+                pv_write_json (cell, stderr, 0);
+                fprintf (stderr, "\n");
+            }
+            assert_non_null (cell);
+            assert_true (grid_str_is (cell, "status", status));
+            int64_t attempts = 0;
+            pv_get_int (pv_map_get (cell, "attempts"), &attempts);
+            assert_int_equal (attempts, 1);
+            free (node);
+        }
+}
+
+static void
+s_nap (int ms)
+{
+    zclock_sleep (ms);
+}
+
+//  Polls until the job's cell (STEP, NODE) reads one of the in-flight
+//  statuses, i.e. an agent has the work.
+static bool
+s_wait_cell_busy (grid_t *grid, const char *job_id, int step, const char *node)
+{
+    long long deadline = grid_now_ms () + 10000;
+    while (grid_now_ms () < deadline) {
+        pv_doc_t *doc = grid_call (grid, "job.get", "job", job_id, NULL);
+        const pv_t *record = NULL;
+        bool busy = false;
+        if (grid_reply_ok (doc, &record)) {
+            const pv_t *cell = grid_cell (record, step, node);
+            busy = grid_str_is (cell, "status", "running")
+                   || grid_str_is (cell, "status", "acknowledged");
+        }
+        pv_doc_destroy (&doc);
+        if (busy)
+            return true;
+        s_nap (20);
+    }
+    return false;
+}
+
+static const char *s_two_barriers =
+    "target: all\n"
+    "tasks:\n"
+    "  - {backend: test, action: sleep, params: {seconds: 1}}\n"
+    "  - {backend: test, action: echo, params: {msg: second}}\n";
+
+static void
+test_it_delivery_broker_killed_during_barrier (void **state)
+{
+    grid_t *grid = (grid_t *) *state;
+    s_start_fleet (grid, NULL);
+    char *job_id = grid_submit_id (grid, s_two_barriers);
+    assert_non_null (job_id);
+    assert_true (s_wait_cell_busy (grid, job_id, 0, "web-01"));
+    grid_stop_broker (grid, true);
+    assert_int_equal (grid_start_broker (grid, NULL), 0);
+    pv_doc_t *doc = grid_wait_job (grid, job_id, 30000);
+    const pv_t *record = s_data (doc);
+    assert_true (grid_str_is (record, "status", "completed"));
+    s_assert_cells (record, "success");
+    pv_doc_destroy (&doc);
+    free (job_id);
+}
+
+static void
+test_it_delivery_broker_killed_during_pipeline (void **state)
+{
+    grid_t *grid = (grid_t *) *state;
+    s_start_fleet (grid, NULL);
+    char *job_id = grid_submit_id (grid,
+        "target: {scope: group, value: web}\n"
+        "tasks:\n"
+        "  - tasks:\n"
+        "      - {backend: test, action: echo, params: {msg: one}}\n"
+        "      - {backend: test, action: sleep, params: {seconds: 1}}\n"
+        "      - {backend: test, action: echo, params: {msg: three}}\n"
+        "  - {backend: test, action: echo, params: {msg: barrier}}\n");
+    assert_non_null (job_id);
+    assert_true (s_wait_cell_busy (grid, job_id, 1, "web-02"));
+    grid_stop_broker (grid, true);
+    assert_int_equal (grid_start_broker (grid, NULL), 0);
+    pv_doc_t *doc = grid_wait_job (grid, job_id, 30000);
+    const pv_t *record = s_data (doc);
+    assert_true (grid_str_is (record, "status", "completed"));
+    s_assert_cells (record, "success");
+    assert_true (grid_str_is (grid_cell (record, 3, "web-01"), "output", "barrier\n"));
+    pv_doc_destroy (&doc);
+    free (job_id);
+}
+
+static void
+test_it_delivery_agent_killed_reads_interrupted (void **state)
+{
+    grid_t *grid = (grid_t *) *state;
+    s_start_fleet (grid, NULL);
+    char *job_id = grid_submit_id (grid,
+        "target: {scope: group, value: web}\n"
+        "tasks:\n"
+        "  - {backend: test, action: sleep, params: {seconds: 3}}\n");
+    assert_non_null (job_id);
+    assert_true (s_wait_cell_busy (grid, job_id, 0, "web-01"));
+    //  Wait for `running` (the agent has started it), then kill it and
+    //  bring it straight back: the restarted agent reports `interrupted`.
+    long long deadline = grid_now_ms () + 5000;
+    bool running = false;
+    while (!running && grid_now_ms () < deadline) {
+        pv_doc_t *doc = grid_call (grid, "job.get", "job", job_id, NULL);
+        const pv_t *record = NULL;
+        running = grid_reply_ok (doc, &record)
+                  && grid_str_is (grid_cell (record, 0, "web-01"), "status",
+                                  "running");
+        pv_doc_destroy (&doc);
+    }
+    assert_true (running);
+    grid_stop_agent (grid, 0, true);
+    assert_true (grid_start_agent (grid, "web-01", "web", NULL, NULL) >= 0);
+    pv_doc_t *doc = grid_wait_job (grid, job_id, 30000);
+    const pv_t *record = s_data (doc);
+    const pv_t *cell = grid_cell (record, 0, "web-01");
+    if (!grid_str_is (cell, "status", "interrupted"))
+        pv_write_json (record, stderr, 2);
+    assert_true (grid_str_is (cell, "status", "interrupted"));
+    assert_true (grid_str_is (grid_cell (record, 0, "web-02"), "status", "success"));
+    assert_true (grid_str_is (record, "status", "partial_failure"));
+    pv_doc_destroy (&doc);
+    free (job_id);
+}
+
+static void
+test_it_delivery_slow_joiner_runs_once (void **state)
+{
+    grid_t *grid = (grid_t *) *state;
+    assert_int_equal (grid_start_broker (grid, NULL), 0);
+    //  Submit the instant the broker lists the agent: its subscriptions
+    //  may not have reached the PUB yet, so only the direct re-send after
+    //  the ack timeout can deliver.
+    for (int round = 0; round < 3; round++) {
+        char id [32];
+        snprintf (id, sizeof id, "late-%d", round);
+        assert_true (grid_start_agent (grid, id, "late", NULL, NULL) >= 0);
+        char yaml [256];
+        snprintf (yaml, sizeof yaml,
+                  "target: {scope: node, value: %s}\n"
+                  "tasks:\n  - {backend: test, action: echo, params: {msg: hi}}\n",
+                  id);
+        char *job_id = grid_submit_id (grid, yaml);
+        assert_non_null (job_id);
+        pv_doc_t *doc = grid_wait_job (grid, job_id, 20000);
+        const pv_t *record = s_data (doc);
+        assert_true (grid_str_is (record, "status", "completed"));
+        s_assert_cells (record, "success");
+        pv_doc_destroy (&doc);
+        free (job_id);
+    }
+}
+
+static void
+test_it_delivery_stopped_agent_counts_once (void **state)
+{
+    grid_t *grid = (grid_t *) *state;
+    s_start_fleet (grid, NULL);
+    char *job_id = grid_submit_id (grid,
+        "target: {scope: group, value: web}\n"
+        "tasks:\n"
+        "  - {backend: test, action: sleep, params: {seconds: 1}, timeout: 1500ms}\n");
+    assert_non_null (job_id);
+    assert_true (s_wait_cell_busy (grid, job_id, 0, "web-02"));
+    //  Frozen past its deadline and past the offline grace, then thawed.
+    kill (grid->agent_pids [1], SIGSTOP);
+    pv_doc_t *doc = grid_wait_job (grid, job_id, 30000);
+    kill (grid->agent_pids [1], SIGCONT);
+    const pv_t *record = s_data (doc);
+    const pv_t *cell = grid_cell (record, 0, "web-02");
+    assert_true (grid_str_is (cell, "status", "lost")
+                 || grid_str_is (cell, "status", "timeout"));
+    assert_true (grid_str_is (grid_cell (record, 0, "web-01"), "status", "success"));
+    pv_doc_destroy (&doc);
+    //  The thawed agent comes back and re-sends its result: it changes
+    //  nothing and counts as stale.
+    assert_true (grid_wait_node (grid, "web-02", "online", 15000));
+    long long deadline = grid_now_ms () + 5000;
+    int64_t stale = 0;
+    while (stale == 0 && grid_now_ms () < deadline) {
+        pv_doc_t *status = grid_call (grid, "status", NULL);
+        pv_get_int (pv_map_get (pv_map_get (s_data (status), "dropped"), "stale"),
+                    &stale);
+        pv_doc_destroy (&status);
+        s_nap (50);
+    }
+    doc = grid_call (grid, "job.get", "job", job_id, NULL);
+    record = s_data (doc);
+    cell = grid_cell (record, 0, "web-02");
+    assert_true (grid_str_is (cell, "status", "lost")
+                 || grid_str_is (cell, "status", "timeout"));
+    int64_t attempts = 0;
+    pv_get_int (pv_map_get (cell, "attempts"), &attempts);
+    assert_int_equal (attempts, 1);
+    pv_doc_destroy (&doc);
+    free (job_id);
+}
+
+static void
+test_it_delivery_node_drain (void **state)
+{
+    grid_t *grid = (grid_t *) *state;
+    s_start_fleet (grid, NULL);
+    char *job_id = grid_submit_id (grid,
+        "target: {scope: group, value: web}\n"
+        "tasks:\n"
+        "  - {backend: test, action: sleep, params: {seconds: 1}}\n");
+    assert_non_null (job_id);
+    assert_true (s_wait_cell_busy (grid, job_id, 0, "web-01"));
+    char *out = NULL, *err = NULL;
+    assert_int_equal (grid_cli (grid, &out, &err, 10000, "node", "drain",
+                                "web-01", NULL), 0);
+    assert_non_null (strstr (out, "web-01"));
+    free (out);
+    free (err);
+    //  Running work finishes; the node then reads drained.
+    pv_doc_t *doc = grid_wait_job (grid, job_id, 20000);
+    assert_true (grid_str_is (s_data (doc), "status", "completed"));
+    pv_doc_destroy (&doc);
+    free (job_id);
+    assert_true (grid_wait_node (grid, "web-01", "drained", 10000));
+    //  Drained nodes are left out of new targets.
+    job_id = grid_submit_id (grid,
+        "target: {scope: group, value: web}\n"
+        "tasks:\n  - {backend: test, action: echo, params: {msg: x}}\n");
+    doc = grid_wait_job (grid, job_id, 20000);
+    const pv_t *expected = pv_map_get (s_data (doc), "expected");
+    assert_int_equal (pv_size (expected), 1);
+    assert_true (pv_str_eq (pv_array_at (expected, 0), "web-02"));
+    pv_doc_destroy (&doc);
+    free (job_id);
+    assert_int_equal (grid_cli (grid, &out, &err, 10000, "node", "resume",
+                                "web-01", NULL), 0);
+    free (out);
+    free (err);
+    assert_true (grid_wait_node (grid, "web-01", "online", 5000));
+}
+
+static void
+test_it_delivery_broker_drain_with_queue (void **state)
+{
+    grid_t *grid = (grid_t *) *state;
+    const char *extra [] = {"--max-concurrent", "1", NULL};
+    s_start_fleet (grid, extra);
+    const char *sleeper = "target: {scope: node, value: db-01}\n"
+                          "tasks:\n  - {backend: test, action: sleep, params: {seconds: 1}}\n";
+    char *first = grid_submit_id (grid, sleeper);
+    char *second = grid_submit_id (grid, sleeper);
+    assert_non_null (first);
+    assert_non_null (second);
+    char *out = NULL, *err = NULL;
+    assert_int_equal (grid_cli (grid, &out, &err, 10000, "broker", "drain", NULL), 0);
+    assert_non_null (strstr (out, "draining"));
+    free (out);
+    free (err);
+    //  New work is refused with a clear error.
+    pv_doc_t *doc = grid_submit (grid, sleeper);
+    char *code = grid_reply_code (doc);
+    assert_non_null (code);
+    assert_string_equal (code, "maintenance");
+    free (code);
+    pv_doc_destroy (&doc);
+    //  The running job finishes, the queued one waits.
+    doc = grid_wait_job (grid, first, 20000);
+    assert_true (grid_str_is (s_data (doc), "status", "completed"));
+    pv_doc_destroy (&doc);
+    long long deadline = grid_now_ms () + 5000;
+    bool maintenance = false;
+    while (!maintenance && grid_now_ms () < deadline) {
+        doc = grid_call (grid, "status", NULL);
+        maintenance = grid_str_is (s_data (doc), "state", "maintenance");
+        pv_doc_destroy (&doc);
+    }
+    assert_true (maintenance);
+    doc = grid_call (grid, "job.get", "job", second, NULL);
+    assert_true (grid_str_is (s_data (doc), "status", "pending"));
+    pv_doc_destroy (&doc);
+    //  Maintenance survives a restart.
+    grid_stop_broker (grid, false);
+    assert_int_equal (grid_start_broker (grid, extra), 0);
+    doc = grid_call (grid, "status", NULL);
+    assert_true (grid_str_is (s_data (doc), "state", "maintenance"));
+    pv_doc_destroy (&doc);
+    assert_int_equal (grid_cli (grid, &out, &err, 10000, "broker", "resume", NULL), 0);
+    free (out);
+    free (err);
+    doc = grid_wait_job (grid, second, 20000);
+    assert_true (grid_str_is (s_data (doc), "status", "completed"));
+    pv_doc_destroy (&doc);
+    free (first);
+    free (second);
+}
+
+static void
+test_it_delivery_full_store_refuses_and_keeps_data (void **state)
+{
+    grid_t *grid = (grid_t *) *state;
+    const char *extra [] = {"--map-size-mb", "1", "--max-map-size-mb", "2", NULL};
+    assert_int_equal (grid_start_broker (grid, extra), 0);
+    assert_true (grid_start_agent (grid, "bulk-01", "bulk", NULL, NULL) >= 0);
+    const char *bulky = "target: {scope: node, value: bulk-01}\n"
+                        "tasks:\n  - {backend: test, action: output, params: {bytes: 60000}}\n";
+    char *ids [100];
+    size_t count = 0;
+    bool refused = false;
+    while (count < 100 && !refused) {
+        pv_doc_t *reply = grid_submit (grid, bulky);
+        const pv_t *data = NULL;
+        if (grid_reply_ok (reply, &data)) {
+            ids [count] = pv_strdup (pv_map_get (data, "job"));
+            pv_doc_t *done = grid_wait_job (grid, ids [count], 20000);
+            pv_doc_destroy (&done);
+            count++;
+        }
+        else {
+            char *code = grid_reply_code (reply);
+            assert_non_null (code);
+            assert_string_equal (code, "store_error");
+            free (code);
+            refused = true;
+        }
+        pv_doc_destroy (&reply);
+    }
+    assert_true (refused);
+    assert_true (count >= 3);
+    //  Everything accepted reads back intact, and reads still work.
+    for (size_t index = 0; index < count; index++) {
+        pv_doc_t *doc = grid_call (grid, "job.get", "job", ids [index], NULL);
+        const pv_t *record = s_data (doc);
+        assert_true (grid_str_is (record, "status", "completed"));
+        const pv_t *cell = grid_cell (record, 0, "bulk-01");
+        assert_true (grid_str_is (cell, "status", "success"));
+        size_t len = 0;
+        pv_str (pv_map_get (cell, "output"), &len);
+        assert_true (len > 0);
+        pv_doc_destroy (&doc);
+        free (ids [index]);
+    }
+    pv_doc_t *doc = grid_call (grid, "job.list", NULL);
+    assert_true (grid_reply_ok (doc, NULL));
+    pv_doc_destroy (&doc);
+}
+
+static void
+test_it_delivery_retried_submit_makes_one_job (void **state)
+{
+    grid_t *grid = (grid_t *) *state;
+    s_start_fleet (grid, NULL);
+    pw_t *writer = pw_new ();
+    proto_request_begin (writer, "job.submit", "the-same-request-id", 1);
+    pw_str (writer, "job");
+    pw_map (writer, 2);
+    pw_str (writer, "target");
+    pw_str (writer, "group:db");
+    pw_str (writer, "tasks");
+    pw_array (writer, 1);
+    pw_map (writer, 3);
+    pw_str (writer, "backend");
+    pw_str (writer, "test");
+    pw_str (writer, "action");
+    pw_str (writer, "echo");
+    pw_str (writer, "params");
+    pw_map (writer, 1);
+    pw_str (writer, "msg");
+    pw_str (writer, "once");
+    //  The second send comes after a broker crash: the reply is the
+    //  stored one, so it still makes one job.
+    pv_doc_t *first = grid_call_raw (grid, pw_data (writer), pw_size (writer), 5000);
+    grid_stop_broker (grid, true);
+    assert_int_equal (grid_start_broker (grid, NULL), 0);
+    pv_doc_t *second = grid_call_raw (grid, pw_data (writer), pw_size (writer), 5000);
+    if (!grid_reply_ok (first, NULL) || !grid_reply_ok (second, NULL)) {
+        pv_write_json (first ? pv_doc_root (first) : NULL, stderr, 0);
+        pv_write_json (second ? pv_doc_root (second) : NULL, stderr, 0);
+    }
+    char *a = pv_strdup (pv_map_get (s_data (first), "job"));
+    char *b = pv_strdup (pv_map_get (s_data (second), "job"));
+    assert_string_equal (a, b);
+    pv_doc_t *list = grid_call (grid, "job.list", NULL);
+    int64_t total = 0;
+    pv_get_int (pv_map_get (s_data (list), "total"), &total);
+    assert_int_equal (total, 1);
+    pv_doc_destroy (&list);
+    free (a);
+    free (b);
+    pv_doc_destroy (&first);
+    pv_doc_destroy (&second);
+    pw_destroy (&writer);
+}
+
+//  The acceptance loop: 20 broker SIGKILL/restart cycles during a
+//  3-agent, 5-step job (and a few more jobs submitted along the way).
+static void
+test_it_delivery_broker_crash_loop (void **state)
+{
+    grid_t *grid = (grid_t *) *state;
+    s_start_fleet (grid, NULL);
+    const char *five_steps =
+        "target: all\n"
+        "tasks:\n"
+        "  - {backend: test, action: sleep, params: {seconds: 1}}\n"
+        "  - tasks:\n"
+        "      - {backend: test, action: echo, params: {msg: a}}\n"
+        "      - {backend: test, action: sleep, params: {seconds: 1}}\n"
+        "  - {backend: test, action: echo, params: {msg: b}}\n"
+        "  - {backend: test, action: sleep, params: {seconds: 1}}\n";
+    char *ids [8];
+    size_t count = 0;
+    ids [count++] = grid_submit_id (grid, five_steps);
+    assert_non_null (ids [0]);
+    unsigned int seed = 42;
+    for (int cycle = 0; cycle < 20; cycle++) {
+        s_nap (100 + rand_r (&seed) % 300);
+        grid_stop_broker (grid, true);
+        assert_int_equal (grid_start_broker (grid, NULL), 0);
+        if (cycle % 5 == 4 && count < 8) {
+            //  Right after a restart the agents may not be back yet.
+            for (int tries = 0; tries < 100 && count < 8; tries++) {
+                char *id = grid_submit_id (grid, five_steps);
+                if (id) {
+                    ids [count++] = id;
+                    break;
+                }
+                s_nap (50);
+            }
+        }
+    }
+    for (size_t index = 0; index < count; index++) {
+        pv_doc_t *doc = grid_wait_job (grid, ids [index], 60000);
+        const pv_t *record = s_data (doc);
+        if (!grid_str_is (record, "status", "completed"))
+            pv_write_json (record, stderr, 2);
+        assert_true (grid_str_is (record, "status", "completed"));
+        s_assert_cells (record, "success");
+        pv_doc_destroy (&doc);
+        free (ids [index]);
+    }
+}
+
+int
+main (void)
+{
+    const struct CMUnitTest tests [] = {
+        cmocka_unit_test_setup_teardown (test_it_delivery_broker_killed_during_barrier, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_it_delivery_broker_killed_during_pipeline, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_it_delivery_agent_killed_reads_interrupted, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_it_delivery_slow_joiner_runs_once, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_it_delivery_stopped_agent_counts_once, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_it_delivery_node_drain, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_it_delivery_broker_drain_with_queue, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_it_delivery_full_store_refuses_and_keeps_data, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_it_delivery_retried_submit_makes_one_job, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_it_delivery_broker_crash_loop, s_setup, s_teardown),
+    };
+    return cmocka_run_group_tests (tests, NULL, NULL);
+}

@@ -1,0 +1,2054 @@
+/*  =========================================================================
+    gridbench - the benchmark: a real broker, a swarm, a real agent
+
+    For each agent count it starts a fresh gridbroker on loopback and a
+    gridswarm of that many agents, and measures:
+
+      register      time from starting the swarm until every agent is
+                    welcomed (registered and committed by the broker)
+      broadcast     a `test echo` job on all, from the submit until the
+                    swarm holds all N result_acks (the broker acks a result
+                    only after committing it, and the job's final status
+                    commits in the same pass): p50 and p99 over the rounds
+      single-node   many concurrent jobs, each on one node, pipelined over
+                    one DEALER: jobs per second from the first submit to
+                    the last result_ack
+      ingest        several broadcast jobs at once: results per second from
+                    the first result sent to the last result_ack
+      memory        broker RSS growth per registered agent; the swarm's own
+                    RSS per simulated agent
+      lost / dup    every job read back (job.get): it must be completed with
+                    exactly one success cell per node, first attempt; plus
+                    what the swarm saw (results never acknowledged, steps
+                    run twice)
+
+    Then, against a broker of its own, one real gridagent: idle RSS, idle
+    CPU over a window, and the wall time and CPU (the agent's and its
+    children's) of one `system hostname` and one `test echo`.
+
+    It prints a table and writes a JSON list, one object per agent count.
+    Every process it starts runs in a temporary directory, is stopped
+    (SIGTERM, then SIGKILL past a deadline) and reaped, and the directory is
+    removed. Timing goals are printed next to the figures; nothing here
+    passes or fails on them.
+
+    Threading: single-threaded.
+    =========================================================================
+*/
+#include <czmq.h>
+#include <dirent.h>
+#include <errno.h>
+#include <ftw.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <libgen.h>
+#include <math.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/utsname.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../../proto/keys.h"
+#include "../../proto/names.h"
+#include "../../proto/proto.h"
+#include "../../proto/pv.h"
+#include "../../proto/pw.h"
+
+#define S_MAX_COUNTS 8              //  Agent counts per run
+#define S_MAX_CHILDREN 8            //  Processes alive at once
+#define S_CALL_TIMEOUT_MS 30000     //  One client request
+#define S_STOP_GRACE_MS 20000       //  SIGTERM to SIGKILL
+#define S_POLL_MS 20                //  Polling interval while waiting
+
+//  Goals from the benchmark issue, printed next to the figures
+#define S_GOAL_BROADCAST_1K_MS 50
+#define S_GOAL_BROADCAST_10K_MS 500
+#define S_GOAL_BROADCAST_50K_MS 3000
+#define S_GOAL_JOBS_PER_S 5000
+#define S_GOAL_RESULTS_PER_S 200000
+#define S_GOAL_REGISTER_10K_S 10
+#define S_GOAL_BROKER_BYTES 4096
+#define S_GOAL_AGENT_KIB 4096
+
+typedef struct {
+    size_t counts [S_MAX_COUNTS];   //  Agent counts to measure
+    size_t count_total;
+    size_t rounds;                  //  Broadcast rounds
+    double single_s;                //  Single-node submit window
+    size_t window;                  //  Single-node jobs in flight
+    size_t ingest_results;          //  Results aimed for in the ingest run
+    int idle_s;                     //  Real agent idle window
+    size_t agent_runs;              //  Hostname / echo runs
+    size_t swarm_threads;           //  Shards, 0 = by size
+    bool skip_agent;                //  No real agent phase
+    char *bin;                      //  gridbroker, gridagent
+    char *swarm;                    //  gridswarm
+    char *out;                      //  results.json
+    bool curve;                     //  CURVE on every connection
+    char *broker_args [16];         //  Extra broker arguments
+    size_t broker_arg_count;
+    char *swarm_args [16];          //  Extra swarm arguments
+    size_t swarm_arg_count;
+    bool keep;                      //  Keep the temporary directory
+} s_options_t;
+
+//  Figures for one agent count (negative: not measured).
+typedef struct {
+    size_t agents;
+    size_t requested;               //  The count asked for, when capped
+    char error [256];               //  Why the run stopped, "" when it did not
+    double register_s;
+    double broadcast_p50_ms, broadcast_p99_ms, broadcast_max_ms;
+    size_t broadcast_jobs;
+    double single_jobs_per_s, single_p50_ms, single_p99_ms;
+    size_t single_jobs, single_refused;
+    double results_per_s;
+    size_t ingest_jobs, ingest_results;
+    double broker_bytes_per_agent;
+    size_t broker_rss_base_kib, broker_rss_registered_kib, broker_rss_end_kib;
+    double swarm_bytes_per_agent;
+    uint64_t lost, duplicates;
+    uint64_t dup_commands, resent, send_failed, unacked_end;
+} s_run_t;
+
+//  Figures of the real agent.
+typedef struct {
+    bool measured;
+    char error [256];
+    size_t idle_rss_kib;
+    double idle_cpu_percent;
+    int idle_s;
+    double hostname_ms, hostname_cpu_ms;
+    double echo_ms, echo_cpu_ms;
+} s_agent_figures_t;
+
+static volatile sig_atomic_t s_interrupted = 0;
+static pid_t s_children [S_MAX_CHILDREN];
+static char s_tmpdir [256];
+
+static int64_t
+s_now_ms (void)
+{
+    struct timespec ts;
+    clock_gettime (CLOCK_MONOTONIC, &ts);
+    return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static double
+s_now_us (void)
+{
+    struct timespec ts;
+    clock_gettime (CLOCK_MONOTONIC, &ts);
+    return (double) ts.tv_sec * 1e6 + (double) ts.tv_nsec / 1e3;
+}
+
+static void
+s_say (const char *format, ...) __attribute__ ((format (printf, 1, 2)));
+
+static void
+s_say (const char *format, ...)
+{
+    va_list args;
+    va_start (args, format);
+    fprintf (stderr, "gridbench: ");
+    vfprintf (stderr, format, args);
+    fprintf (stderr, "\n");
+    va_end (args);
+}
+
+static void
+s_on_signal (int signo)
+{
+    s_interrupted = 1;
+}
+
+//  ---------------------------------------------------------------------
+//  Processes
+
+//  Starts ARGV with stdout and stderr appended to LOG. Returns the pid or
+//  -1. The child dies with us (PR_SET_PDEATHSIG), so nothing outlives an
+//  interrupted run.
+static pid_t
+s_spawn (char *const argv [], const char *log)
+{
+    size_t slot = 0;
+    while (slot < S_MAX_CHILDREN && s_children [slot])
+        slot++;
+    if (slot == S_MAX_CHILDREN)
+        return -1;
+    pid_t pid = fork ();
+    if (pid < 0)
+        return -1;
+    if (pid == 0) {
+        prctl (PR_SET_PDEATHSIG, SIGKILL);
+        int fd = open (log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+        if (fd >= 0) {
+            dup2 (fd, STDOUT_FILENO);
+            dup2 (fd, STDERR_FILENO);
+            close (fd);
+        }
+        signal (SIGINT, SIG_DFL);
+        signal (SIGTERM, SIG_DFL);
+        execv (argv [0], argv);
+        fprintf (stderr, "cannot run %s: %s\n", argv [0], strerror (errno));
+        _exit (127);
+    }
+    s_children [slot] = pid;
+    return pid;
+}
+
+//  True while PID runs (reaps it when it has exited).
+static bool
+s_alive (pid_t pid)
+{
+    int status;
+    return pid > 0 && waitpid (pid, &status, WNOHANG) == 0;
+}
+
+//  SIGTERM, then SIGKILL after GRACE_MS; reaps. NULL-safe on 0.
+static void
+s_stop (pid_t *pid_p, int grace_ms)
+{
+    pid_t pid = *pid_p;
+    if (pid <= 0)
+        return;
+    kill (pid, SIGTERM);
+    int64_t deadline = s_now_ms () + grace_ms;
+    int status;
+    while (waitpid (pid, &status, WNOHANG) == 0) {
+        if (s_now_ms () > deadline) {
+            s_say ("process %d did not stop within %d ms: killing it",
+                   (int) pid, grace_ms);
+            kill (pid, SIGKILL);
+            waitpid (pid, &status, 0);
+            break;
+        }
+        usleep (10000);
+    }
+    for (size_t slot = 0; slot < S_MAX_CHILDREN; slot++)
+        if (s_children [slot] == pid)
+            s_children [slot] = 0;
+    *pid_p = 0;
+}
+
+static void
+s_stop_all (void)
+{
+    for (size_t slot = 0; slot < S_MAX_CHILDREN; slot++)
+        if (s_children [slot]) {
+            pid_t pid = s_children [slot];
+            s_stop (&pid, 5000);
+        }
+}
+
+static int
+s_remove_entry (const char *path, const struct stat *info, int flag,
+                struct FTW *ftw)
+{
+    return remove (path);
+}
+
+static void
+s_remove_tree (const char *path)
+{
+    if (*path)
+        nftw (path, s_remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+//  A free TCP port on 127.0.0.1 (bound, read, released), or -1.
+static int
+s_free_port (void)
+{
+    int fd = socket (AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in address;
+    memset (&address, 0, sizeof address);
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl (INADDR_LOOPBACK);
+    socklen_t len = sizeof address;
+    int port = -1;
+    if (fd >= 0 && bind (fd, (struct sockaddr *) &address, sizeof address) == 0
+        && getsockname (fd, (struct sockaddr *) &address, &len) == 0)
+        port = ntohs (address.sin_port);
+    if (fd >= 0)
+        close (fd);
+    return port;
+}
+
+static size_t
+s_rss_kib (pid_t pid)
+{
+    char path [64];
+    snprintf (path, sizeof path, "/proc/%d/status", (int) pid);
+    FILE *file = fopen (path, "r");
+    size_t kib = 0;
+    char line [256];
+    while (file && fgets (line, sizeof line, file))
+        if (sscanf (line, "VmRSS: %zu kB", &kib) == 1)
+            break;
+    if (file)
+        fclose (file);
+    return kib;
+}
+
+//  CPU time of PID in ms: every thread (schedstat, in ns) plus its reaped
+//  children (cutime + cstime, in clock ticks).
+static double
+s_cpu_ms (pid_t pid)
+{
+    char path [64];
+    snprintf (path, sizeof path, "/proc/%d/task", (int) pid);
+    double ms = 0;
+    DIR *dir = opendir (path);
+    struct dirent *entry;
+    while (dir && (entry = readdir (dir))) {
+        if (entry->d_name [0] == '.')
+            continue;
+        char file_path [300];
+        snprintf (file_path, sizeof file_path, "/proc/%d/task/%s/schedstat",
+                  (int) pid, entry->d_name);
+        FILE *file = fopen (file_path, "r");
+        unsigned long long ns = 0;
+        if (file && fscanf (file, "%llu", &ns) == 1)
+            ms += (double) ns / 1e6;
+        if (file)
+            fclose (file);
+    }
+    if (dir)
+        closedir (dir);
+    snprintf (path, sizeof path, "/proc/%d/stat", (int) pid);
+    FILE *file = fopen (path, "r");
+    char line [2048] = "";
+    if (file) {
+        if (!fgets (line, sizeof line, file))
+            line [0] = 0;
+        fclose (file);
+    }
+    //  Fields after the ")" that ends the command name: state is field 3,
+    //  cutime and cstime are fields 16 and 17
+    char *cursor = strrchr (line, ')');
+    long long value [20];
+    if (cursor
+        && sscanf (cursor + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u "
+                   "%*u %*u %lld %lld", &value [0], &value [1]) == 2)
+        ms += (double) (value [0] + value [1]) * 1000.0
+              / (double) sysconf (_SC_CLK_TCK);
+    return ms;
+}
+
+//  ---------------------------------------------------------------------
+//  Talking to the broker and the swarm
+
+typedef struct {
+    void *socket;               //  DEALER (zsock_t)
+    pw_t *writer;
+    char tag [32];              //  Prefix of request ids
+    uint64_t seq;
+} s_peer_t;
+
+static int
+s_peer_open (s_peer_t *peer, const char *endpoint, const char *tag)
+{
+    memset (peer, 0, sizeof *peer);
+    peer->socket = zsock_new (ZMQ_DEALER);
+    if (!peer->socket)
+        return -1;
+    zsock_set_sndhwm (peer->socket, 0);
+    zsock_set_rcvhwm (peer->socket, 0);
+    zsock_set_maxmsgsize (peer->socket, -1);
+    zsock_set_linger (peer->socket, 0);
+    if (zsock_connect (peer->socket, "%s", endpoint) != 0) {
+        zsock_destroy ((zsock_t **) &peer->socket);
+        return -1;
+    }
+    peer->writer = pw_new ();
+    snprintf (peer->tag, sizeof peer->tag, "%s", tag);
+    return 0;
+}
+
+static void
+s_peer_close (s_peer_t *peer)
+{
+    zsock_destroy ((zsock_t **) &peer->socket);
+    pw_destroy (&peer->writer);
+}
+
+//  Sends the writer's bytes, after an empty delimiter as a REQ would.
+static int
+s_peer_send (s_peer_t *peer)
+{
+    zmsg_t *msg = zmsg_new ();
+    zmsg_addmem (msg, "", 0);
+    zmsg_addmem (msg, pw_data (peer->writer), pw_size (peer->writer));
+    return zmsg_send (&msg, peer->socket);
+}
+
+//  Receives one reply body, waiting up to TIMEOUT_MS. Returns a decoded
+//  document (caller destroys) or NULL.
+static pv_doc_t *
+s_peer_recv (s_peer_t *peer, int timeout_ms)
+{
+    zsock_set_rcvtimeo (peer->socket, timeout_ms);
+    zmsg_t *msg = zmsg_recv (peer->socket);
+    if (!msg)
+        return NULL;
+    zframe_t *body = zmsg_last (msg);
+    pv_doc_t *doc = NULL;
+    if (body)
+        pv_doc_decode (zframe_data (body), zframe_size (body), &doc, NULL, 0);
+    zmsg_destroy (&msg);
+    return doc;
+}
+
+static void
+s_next_id (s_peer_t *peer, char *id, size_t id_len)
+{
+    snprintf (id, id_len, "%s-%" PRIu64, peer->tag, ++peer->seq);
+}
+
+//  The id of a reply, as a request number of PEER (0 when not ours).
+static uint64_t
+s_reply_seq (s_peer_t *peer, const pv_t *root)
+{
+    size_t len = 0;
+    const char *id = pv_str (pv_map_get (root, "id"), &len);
+    size_t tag_len = strlen (peer->tag);
+    if (!id || len <= tag_len + 1 || memcmp (id, peer->tag, tag_len) != 0
+        || id [tag_len] != '-')
+        return 0;
+    char digits [32];
+    snprintf (digits, sizeof digits, "%.*s", (int) (len - tag_len - 1),
+              id + tag_len + 1);
+    return strtoull (digits, NULL, 10);
+}
+
+//  Waits for the reply to request SEQ (dropping others) up to TIMEOUT_MS.
+static pv_doc_t *
+s_peer_wait (s_peer_t *peer, uint64_t seq, int timeout_ms)
+{
+    int64_t deadline = s_now_ms () + timeout_ms;
+    while (!s_interrupted) {
+        int64_t left = deadline - s_now_ms ();
+        if (left <= 0)
+            return NULL;
+        pv_doc_t *doc = s_peer_recv (peer, (int) (left < 200 ? left : 200));
+        if (doc && s_reply_seq (peer, pv_doc_root (doc)) == seq)
+            return doc;
+        pv_doc_destroy (&doc);
+    }
+    return NULL;
+}
+
+//  A broker reply's data when it is ok, else NULL (CODE gets the error
+//  code, or "timeout").
+static const pv_t *
+s_ok_data (const pv_doc_t *doc, char *code, size_t code_len)
+{
+    if (!doc) {
+        snprintf (code, code_len, "timeout");
+        return NULL;
+    }
+    const pv_t *root = pv_doc_root (doc);
+    if (pv_str_eq (pv_map_get (root, "type"), "ok"))
+        return pv_map_get (root, "data");
+    size_t len = 0;
+    const char *text = pv_str (pv_map_get (root, "code"), &len);
+    snprintf (code, code_len, "%.*s", text ? (int) len : 5,
+              text ? text : "error");
+    const char *message = pv_str (pv_map_get (root, "message"), &len);
+    if (message && strcmp (code, "not_found") != 0)
+        s_say ("broker says %s: %.*s", code, (int) len, message);
+    return NULL;
+}
+
+//  Writes a job.submit of BACKEND ACTION (with MSG as its msg param, or
+//  no params) on SCOPE / VALUE. Returns the request number.
+static uint64_t
+s_submit (s_peer_t *broker, const char *scope, const char *value,
+          const char *backend, const char *action, const char *msg)
+{
+    char id [64];
+    s_next_id (broker, id, sizeof id);
+    pw_t *writer = broker->writer;
+    pw_reset (writer);
+    proto_request_begin (writer, "job.submit", id, 1);
+    pw_str (writer, "job");
+    pw_map (writer, 2);
+    pw_str (writer, "target");
+    pw_map (writer, value ? 2 : 1);
+    pw_str (writer, "scope");
+    pw_str (writer, scope);
+    if (value) {
+        pw_str (writer, "value");
+        pw_str (writer, value);
+    }
+    pw_str (writer, "tasks");
+    pw_array (writer, 1);
+    pw_map (writer, msg ? 3 : 2);
+    pw_str (writer, "backend");
+    pw_str (writer, backend);
+    pw_str (writer, "action");
+    pw_str (writer, action);
+    if (msg) {
+        pw_str (writer, "params");
+        pw_map (writer, 1);
+        pw_str (writer, "msg");
+        pw_str (writer, msg);
+    }
+    s_peer_send (broker);
+    return broker->seq;
+}
+
+//  Sends a request with no fields, or with a "job" field. Returns its seq.
+static uint64_t
+s_request (s_peer_t *broker, const char *type, const char *job)
+{
+    char id [64];
+    s_next_id (broker, id, sizeof id);
+    pw_reset (broker->writer);
+    proto_request_begin (broker->writer, type, id, job ? 1 : 0);
+    if (job) {
+        pw_str (broker->writer, "job");
+        pw_str (broker->writer, job);
+    }
+    s_peer_send (broker);
+    return broker->seq;
+}
+
+//  Swarm control requests: {type, id, ?job, ?count}.
+static uint64_t
+s_control (s_peer_t *swarm, const char *type, const char *job,
+           uint64_t count)
+{
+    char id [64];
+    s_next_id (swarm, id, sizeof id);
+    pw_t *writer = swarm->writer;
+    pw_reset (writer);
+    pw_map (writer, 2 + (job ? 1 : 0) + (count ? 1 : 0));
+    pw_str (writer, "type");
+    pw_str (writer, type);
+    pw_str (writer, "id");
+    pw_str (writer, id);
+    if (job) {
+        pw_str (writer, "job");
+        pw_str (writer, job);
+    }
+    if (count) {
+        pw_str (writer, "count");
+        pw_int (writer, (int64_t) count);
+    }
+    s_peer_send (swarm);
+    return swarm->seq;
+}
+
+static int64_t
+s_int (const pv_t *map, const char *key)
+{
+    int64_t value = 0;
+    pv_get_int (pv_map_get (map, key), &value);
+    return value;
+}
+
+//  The swarm's counters (a decoded "stats" reply) or NULL.
+static pv_doc_t *
+s_swarm_stats (s_peer_t *swarm)
+{
+    uint64_t seq = s_control (swarm, "stats", NULL, 0);
+    return s_peer_wait (swarm, seq, 5000);
+}
+
+//  ---------------------------------------------------------------------
+//  A broker and its swarm
+
+#define S_MAX_SWARMS 16             //  Swarm processes per run
+
+//  One gridswarm process: agents FIRST .. FIRST + COUNT - 1.
+typedef struct {
+    pid_t pid;
+    s_peer_t control;           //  Its control socket
+    size_t first;               //  Number of its first agent (from 1)
+    size_t count;               //  How many agents it runs
+} s_swarm_t;
+
+typedef struct {
+    char dir [300];             //  This run's directory
+    char client_ep [64];
+    char agents_ep [64];
+    char publish_ep [64];
+    pid_t broker_pid;
+    pid_t agent_pid;
+    s_peer_t broker;            //  Client API
+    s_swarm_t swarms [S_MAX_SWARMS];
+    size_t swarm_count;
+} s_stage_t;
+
+//  What the programs of this build understand, and the keys of a CURVE
+//  run (made once per bench run, in the temporary directory).
+static struct {
+    bool broker_insecure;       //  gridbroker has --insecure
+    bool agent_insecure;        //  gridagent has --insecure
+    bool curve;                 //  This run uses CURVE
+    char broker_key [400];      //  Broker key pair (public file)
+    char agent_key [400];       //  Real agent key pair (public file)
+    char client_arg [64];       //  admin:<bench public key>
+    zcert_t *client;            //  The bench's own key pair (in memory)
+    char broker_public [41];    //  Z85
+} s_security;
+
+//  True when PROGRAM's --help mentions FLAG.
+static bool
+s_has_flag (const char *program, const char *flag)
+{
+    char command [1200];
+    snprintf (command, sizeof command, "'%s' --help 2>&1", program);
+    FILE *pipe = popen (command, "r");
+    if (!pipe)
+        return false;
+    bool found = false;
+    char line [512];
+    while (fgets (line, sizeof line, pipe))
+        if (strstr (line, flag))
+            found = true;
+    pclose (pipe);
+    return found;
+}
+
+//  Makes the key pairs of a CURVE run. Returns 0 or -1.
+static int
+s_security_keys (void)
+{
+    char dir [300], err [256];
+    snprintf (dir, sizeof dir, "%s/keys", s_tmpdir);
+    if (keys_generate (dir, "broker", false, NULL, s_security.broker_public,
+                       err, sizeof err) != 0) {
+        s_say ("cannot make the broker's keys: %s", err);
+        return -1;
+    }
+    char agent_public [41];
+    if (keys_generate (dir, "agent", false, NULL, agent_public, err,
+                       sizeof err) != 0) {
+        s_say ("cannot make the agent's keys: %s", err);
+        return -1;
+    }
+    snprintf (s_security.broker_key, sizeof s_security.broker_key,
+              "%s/broker.key", dir);
+    snprintf (s_security.agent_key, sizeof s_security.agent_key,
+              "%s/agent.key", dir);
+    s_security.client = zcert_new ();
+    if (!s_security.client)
+        return -1;
+    snprintf (s_security.client_arg, sizeof s_security.client_arg,
+              "admin:%s", zcert_public_txt (s_security.client));
+    s_security.curve = true;
+    return 0;
+}
+
+static int
+s_stage_broker (s_stage_t *stage, const s_options_t *options,
+                const char *name)
+{
+    snprintf (stage->dir + strlen (stage->dir),
+              sizeof stage->dir - strlen (stage->dir), "/%s", name);
+    if (mkdir (stage->dir, 0700) != 0)
+        return -1;
+    int ports [3];
+    for (int at = 0; at < 3; at++) {
+        ports [at] = s_free_port ();
+        if (ports [at] < 0)
+            return -1;
+    }
+    snprintf (stage->client_ep, sizeof stage->client_ep,
+              "tcp://127.0.0.1:%d", ports [0]);
+    snprintf (stage->agents_ep, sizeof stage->agents_ep,
+              "tcp://127.0.0.1:%d", ports [1]);
+    snprintf (stage->publish_ep, sizeof stage->publish_ep,
+              "tcp://127.0.0.1:%d", ports [2]);
+    char program [600], data [400], log [400];
+    snprintf (program, sizeof program, "%s/gridbroker", options->bin);
+    snprintf (data, sizeof data, "%s/broker-data", stage->dir);
+    snprintf (log, sizeof log, "%s/broker.log", stage->dir);
+    char *argv [48];
+    size_t argc = 0;
+    argv [argc++] = program;
+    argv [argc++] = "--data-dir";
+    argv [argc++] = data;
+    argv [argc++] = "--client";
+    argv [argc++] = stage->client_ep;
+    argv [argc++] = "--agents";
+    argv [argc++] = stage->agents_ep;
+    argv [argc++] = "--publish";
+    argv [argc++] = stage->publish_ep;
+    if (s_security.curve) {
+        argv [argc++] = "--key";
+        argv [argc++] = s_security.broker_key;
+        argv [argc++] = "--auto-accept";
+        argv [argc++] = "--client-key";
+        argv [argc++] = s_security.client_arg;
+    }
+    else if (s_security.broker_insecure)
+        argv [argc++] = "--insecure";
+    for (size_t at = 0; at < options->broker_arg_count; at++)
+        argv [argc++] = options->broker_args [at];
+    argv [argc] = NULL;
+    stage->broker_pid = s_spawn (argv, log);
+    if (stage->broker_pid < 0
+        || s_peer_open (&stage->broker, stage->client_ep, "bench") != 0)
+        return -1;
+    if (s_security.curve) {
+        zcert_apply (s_security.client, stage->broker.socket);
+        zsock_set_curve_serverkey (stage->broker.socket,
+                                   s_security.broker_public);
+    }
+    //  The socket options apply to connections made from now on
+    zsock_disconnect (stage->broker.socket, "%s", stage->client_ep);
+    zsock_connect (stage->broker.socket, "%s", stage->client_ep);
+    //  Up when it answers status
+    int64_t deadline = s_now_ms () + 15000;
+    while (s_now_ms () < deadline && !s_interrupted
+           && s_alive (stage->broker_pid)) {
+        uint64_t seq = s_request (&stage->broker, "status", NULL);
+        pv_doc_t *doc = s_peer_wait (&stage->broker, seq, 500);
+        bool up = doc != NULL;
+        pv_doc_destroy (&doc);
+        if (up)
+            return 0;
+    }
+    s_say ("the broker did not come up (see %s)", log);
+    return -1;
+}
+
+//  The open-file limit: the soft one after raising it as far as allowed.
+static rlim_t
+s_fd_limit (void)
+{
+    struct rlimit limit;
+    if (getrlimit (RLIMIT_NOFILE, &limit) != 0)
+        return 1024;
+    return limit.rlim_cur;
+}
+
+//  Starts the swarm for AGENTS: one process when the open-file limit
+//  allows (4 descriptors per agent), else as few as fit under it.
+static int
+s_stage_swarm (s_stage_t *stage, const s_options_t *options, size_t agents)
+{
+    size_t per_process = (size_t) (s_fd_limit () - 64) / 4;
+    size_t processes = (agents + per_process - 1) / per_process;
+    if (processes > S_MAX_SWARMS)
+        return -1;
+    size_t first = 1;
+    for (size_t at = 0; at < processes; at++) {
+        s_swarm_t *swarm = &stage->swarms [at];
+        swarm->first = first;
+        swarm->count = agents / processes + (at < agents % processes ? 1 : 0);
+        first += swarm->count;
+        char count [32], start [32], threads [32], log [400], control [400];
+        snprintf (count, sizeof count, "%zu", swarm->count);
+        snprintf (start, sizeof start, "%zu", swarm->first);
+        size_t shards = options->swarm_threads ? options->swarm_threads
+                        : swarm->count >= 2000 ? 2 : 1;
+        snprintf (threads, sizeof threads, "%zu", shards);
+        snprintf (log, sizeof log, "%s/swarm-%zu.log", stage->dir, at + 1);
+        snprintf (control, sizeof control, "ipc://%s/swarm-%zu.ctl",
+                  stage->dir, at + 1);
+        char *argv [48];
+        size_t argc = 0;
+        argv [argc++] = options->swarm;
+        argv [argc++] = "--agents";
+        argv [argc++] = count;
+        argv [argc++] = "--first";
+        argv [argc++] = start;
+        argv [argc++] = "--threads";
+        argv [argc++] = threads;
+        argv [argc++] = "--broker";
+        argv [argc++] = stage->agents_ep;
+        argv [argc++] = "--publish";
+        argv [argc++] = stage->publish_ep;
+        argv [argc++] = "--control";
+        argv [argc++] = control;
+        //  Past ~28,000 connections per broker port one source address
+        //  runs out of ephemeral ports; every 127/8 address is loopback
+        char sources [256] = "";
+        if (swarm->count > 20000) {
+            size_t needed = swarm->count / 20000 + 1;
+            for (size_t ip = 0; ip < needed && ip < 16; ip++)
+                snprintf (sources + strlen (sources),
+                          sizeof sources - strlen (sources), "%s127.0.0.%zu",
+                          ip ? "," : "", ip + 1);
+            argv [argc++] = "--source-ips";
+            argv [argc++] = sources;
+        }
+        if (s_security.curve) {
+            argv [argc++] = "--curve";
+            argv [argc++] = s_security.broker_key;
+        }
+        for (size_t arg = 0; arg < options->swarm_arg_count; arg++)
+            argv [argc++] = options->swarm_args [arg];
+        argv [argc] = NULL;
+        swarm->pid = s_spawn (argv, log);
+        char tag [32];
+        snprintf (tag, sizeof tag, "swarm%zu", at + 1);
+        if (swarm->pid < 0
+            || s_peer_open (&swarm->control, control, tag) != 0)
+            return -1;
+        stage->swarm_count++;
+    }
+    return 0;
+}
+
+static void
+s_stage_stop (s_stage_t *stage, bool keep)
+{
+    s_peer_close (&stage->broker);
+    s_stop (&stage->agent_pid, S_STOP_GRACE_MS);
+    for (size_t at = 0; at < stage->swarm_count; at++) {
+        s_peer_close (&stage->swarms [at].control);
+        s_stop (&stage->swarms [at].pid, S_STOP_GRACE_MS);
+    }
+    s_stop (&stage->broker_pid, S_STOP_GRACE_MS);
+    if (!keep)
+        s_remove_tree (stage->dir);
+}
+
+//  ---------------------------------------------------------------------
+//  Measurements
+
+static int
+s_compare_doubles (const void *a, const void *b)
+{
+    double x = *(const double *) a, y = *(const double *) b;
+    return x < y ? -1 : x > y;
+}
+
+//  Nearest-rank percentile P (0..100) of COUNT sorted values.
+static double
+s_percentile (const double *sorted, size_t count, double p)
+{
+    if (!count)
+        return -1;
+    size_t rank = (size_t) ceil (p / 100.0 * (double) count);
+    return sorted [rank ? rank - 1 : 0];
+}
+
+//  Checks a job record: completed, one success cell per node of step 0,
+//  first attempt. Adds to LOST and DUPS.
+static void
+s_check_record (const pv_t *record, size_t expected, uint64_t *lost,
+                uint64_t *dups)
+{
+    const pv_t *cells = pv_map_get (pv_map_get (record, "results"), "0");
+    size_t success = 0;
+    for (size_t at = 0; at < pv_size (cells); at++) {
+        const pv_t *cell = pv_map_value_at (cells, at);
+        if (pv_str_eq (pv_map_get (cell, "status"), "success"))
+            success++;
+        if (s_int (cell, "attempts") > 1)
+            (*dups)++;
+    }
+    if (!pv_str_eq (pv_map_get (record, "status"), "completed")
+        || success < expected)
+        *lost += expected > success ? expected - success : 1;
+}
+
+//  Reads every job in JOBS (COUNT ids, "" for one never accepted) back
+//  with job.get, 32 at a time, and checks it.
+static void
+s_verify (s_stage_t *stage, char (*jobs) [JOB_ID_LEN + 1], size_t count,
+          size_t expected, s_run_t *run)
+{
+    size_t sent = 0, done = 0;
+    uint64_t first_seq = stage->broker.seq + 1;
+    int64_t deadline = s_now_ms () + 60000 + (int64_t) (count * expected / 50);
+    while (done < count && !s_interrupted && s_now_ms () < deadline) {
+        while (sent < count && sent - done < 32) {
+            if (jobs [sent][0])
+                s_request (&stage->broker, "job.get", jobs [sent]);
+            else
+                s_request (&stage->broker, "status", NULL);
+            sent++;
+        }
+        pv_doc_t *doc = s_peer_recv (&stage->broker, 1000);
+        if (!doc)
+            continue;
+        uint64_t seq = s_reply_seq (&stage->broker, pv_doc_root (doc));
+        if (seq >= first_seq && seq < first_seq + count) {
+            size_t index = (size_t) (seq - first_seq);
+            char code [64];
+            const pv_t *data = s_ok_data (doc, code, sizeof code);
+            if (!jobs [index][0] || !data)
+                run->lost += expected;
+            else
+                s_check_record (data, expected, &run->lost, &run->duplicates);
+            done++;
+        }
+        pv_doc_destroy (&doc);
+    }
+    if (done < count)
+        run->lost += (count - done) * expected;
+}
+
+//  The sum of counter KEY over the swarm's processes, from STATS (one
+//  decoded "stats" reply per process; NULL entries count 0).
+static int64_t
+s_sum (pv_doc_t **stats, size_t count, const char *key)
+{
+    int64_t sum = 0;
+    for (size_t at = 0; at < count; at++)
+        if (stats [at])
+            sum += s_int (pv_doc_root (stats [at]), key);
+    return sum;
+}
+
+//  Asks every swarm process for its counters. Returns how many answered.
+static size_t
+s_stats (s_stage_t *stage, pv_doc_t **stats)
+{
+    size_t answered = 0;
+    for (size_t at = 0; at < stage->swarm_count; at++) {
+        stats [at] = s_swarm_stats (&stage->swarms [at].control);
+        if (stats [at])
+            answered++;
+    }
+    return answered;
+}
+
+static void
+s_stats_free (s_stage_t *stage, pv_doc_t **stats)
+{
+    for (size_t at = 0; at < stage->swarm_count; at++)
+        pv_doc_destroy (&stats [at]);
+}
+
+static bool
+s_swarms_alive (s_stage_t *stage)
+{
+    for (size_t at = 0; at < stage->swarm_count; at++)
+        if (!s_alive (stage->swarms [at].pid))
+            return false;
+    return true;
+}
+
+static int
+s_register (s_stage_t *stage, s_run_t *run, size_t agents, int64_t start_ms)
+{
+    int64_t deadline = s_now_ms () + 30000 + (int64_t) agents * 3;
+    while (!s_interrupted && s_now_ms () < deadline) {
+        if (!s_swarms_alive (stage) || !s_alive (stage->broker_pid)) {
+            snprintf (run->error, sizeof run->error,
+                      "the %s exited during registration",
+                      s_alive (stage->broker_pid) ? "swarm" : "broker");
+            return -1;
+        }
+        pv_doc_t *stats [S_MAX_SWARMS];
+        size_t answered = s_stats (stage, stats);
+        int64_t last_ms = 0;
+        for (size_t at = 0; at < stage->swarm_count; at++)
+            if (stats [at]) {
+                int64_t ms = s_int (pv_doc_root (stats [at]),
+                                    "last_welcome_ms");
+                last_ms = ms > last_ms ? ms : last_ms;
+            }
+        bool all = answered == stage->swarm_count
+                   && s_sum (stats, stage->swarm_count, "welcomed")
+                          >= (int64_t) agents;
+        if (all) {
+            run->register_s = (double) (last_ms - start_ms) / 1000.0;
+            run->swarm_bytes_per_agent
+                = (double) s_sum (stats, stage->swarm_count, "rss_kib")
+                  * 1024.0 / (double) agents;
+        }
+        s_stats_free (stage, stats);
+        if (all)
+            return 0;
+        usleep (S_POLL_MS * 1000);
+    }
+    snprintf (run->error, sizeof run->error,
+              "not every agent registered in time");
+    return -1;
+}
+
+//  Asks every swarm process to report when it holds all its agents'
+//  result_acks of JOB; the request numbers go to SEQS.
+static void
+s_watch_all (s_stage_t *stage, const char *job, uint64_t *seqs)
+{
+    for (size_t at = 0; at < stage->swarm_count; at++)
+        seqs [at] = s_control (&stage->swarms [at].control, "watch", job,
+                               stage->swarms [at].count);
+}
+
+//  Waits for the watch replies SEQS of every process: the first result
+//  sent and the last result_ack of the job, over the whole swarm.
+static int
+s_wait_all (s_stage_t *stage, const uint64_t *seqs, int timeout_ms,
+            int64_t *first_result_ms, int64_t *last_ack_ms)
+{
+    *first_result_ms = INT64_MAX;
+    *last_ack_ms = 0;
+    int64_t deadline = s_now_ms () + timeout_ms;
+    for (size_t at = 0; at < stage->swarm_count; at++) {
+        int64_t left = deadline - s_now_ms ();
+        pv_doc_t *doc = s_peer_wait (&stage->swarms [at].control, seqs [at],
+                                     left > 0 ? (int) left : 1);
+        if (!doc)
+            return -1;
+        const pv_t *root = pv_doc_root (doc);
+        int64_t first = s_int (root, "first_result_ms");
+        int64_t last = s_int (root, "last_ack_ms");
+        *first_result_ms = first < *first_result_ms ? first : *first_result_ms;
+        *last_ack_ms = last > *last_ack_ms ? last : *last_ack_ms;
+        pv_doc_destroy (&doc);
+    }
+    return 0;
+}
+
+static void
+s_broadcast (s_stage_t *stage, const s_options_t *options, s_run_t *run)
+{
+    size_t rounds = options->rounds;
+    double *latency = (double *) calloc (rounds, sizeof (double));
+    char (*jobs) [JOB_ID_LEN + 1]
+        = (char (*) [JOB_ID_LEN + 1]) calloc (rounds, JOB_ID_LEN + 1);
+    assert (latency && jobs);
+    size_t done = 0, submitted = 0;
+    int timeout_ms = 30000 + (int) (run->agents / 2);
+    for (size_t round = 0; round < rounds && !s_interrupted; round++) {
+        int64_t submit_ms = s_now_ms ();
+        uint64_t seq = s_submit (&stage->broker, "all", NULL, "test", "echo",
+                                 "bench");
+        pv_doc_t *doc = s_peer_wait (&stage->broker, seq, S_CALL_TIMEOUT_MS);
+        char code [64];
+        const pv_t *data = s_ok_data (doc, code, sizeof code);
+        char *job = data ? pv_strdup (pv_map_get (data, "job")) : NULL;
+        pv_doc_destroy (&doc);
+        if (!job) {
+            snprintf (run->error, sizeof run->error,
+                      "broadcast submit refused: %s", code);
+            run->lost += run->agents;
+            break;
+        }
+        snprintf (jobs [round], JOB_ID_LEN + 1, "%s", job);
+        submitted++;
+        free (job);
+        uint64_t seqs [S_MAX_SWARMS];
+        int64_t first_ms = 0, last_ms = 0;
+        s_watch_all (stage, jobs [round], seqs);
+        if (s_wait_all (stage, seqs, timeout_ms, &first_ms, &last_ms) != 0) {
+            snprintf (run->error, sizeof run->error,
+                      "broadcast %s did not finish in %d ms", jobs [round],
+                      timeout_ms);
+            break;
+        }
+        latency [done++] = (double) (last_ms - submit_ms);
+    }
+    qsort (latency, done, sizeof (double), s_compare_doubles);
+    run->broadcast_jobs = done;
+    run->broadcast_p50_ms = s_percentile (latency, done, 50);
+    run->broadcast_p99_ms = s_percentile (latency, done, 99);
+    run->broadcast_max_ms = done ? latency [done - 1] : -1;
+    s_verify (stage, jobs, submitted, run->agents, run);
+    free (latency);
+    free (jobs);
+}
+
+//  One single-node job in flight.
+typedef struct {
+    char job [JOB_ID_LEN + 1];
+    int64_t submit_ms;
+    int64_t done_ms;            //  0 until its result_ack
+} s_single_t;
+
+//  The swarm process that runs agent NUMBER (from 1).
+static size_t
+s_owner (s_stage_t *stage, size_t number)
+{
+    for (size_t at = 0; at < stage->swarm_count; at++)
+        if (number < stage->swarms [at].first + stage->swarms [at].count)
+            return at;
+    return stage->swarm_count - 1;
+}
+
+static void
+s_single_node (s_stage_t *stage, const s_options_t *options, s_run_t *run)
+{
+    size_t room = 1024, count = 0;
+    s_single_t *jobs = (s_single_t *) calloc (room, sizeof (s_single_t));
+    assert (jobs);
+    //  "b<broker seq>" and "w<swarm>.<swarm seq>" -> slot + 1
+    zhashx_t *slots = zhashx_new ();
+    size_t in_flight = 0, completed = 0, refused = 0;
+    int64_t first_ms = s_now_ms ();
+    int64_t end_ms = first_ms + (int64_t) (options->single_s * 1000);
+    int64_t deadline = end_ms + 60000;
+    int64_t last_done_ms = first_ms;
+    size_t next_node = 0;
+    zpoller_t *poller = zpoller_new (stage->broker.socket, NULL);
+    for (size_t at = 0; at < stage->swarm_count; at++)
+        zpoller_add (poller, stage->swarms [at].control.socket);
+    char key [48];
+    while (!s_interrupted && !run->error [0] && s_now_ms () < deadline
+           && (s_now_ms () < end_ms || in_flight > 0)) {
+        while (s_now_ms () < end_ms && in_flight < options->window) {
+            if (count == room) {
+                room *= 2;
+                jobs = (s_single_t *) realloc (jobs, room * sizeof (s_single_t));
+                assert (jobs);
+            }
+            char node [80];
+            snprintf (node, sizeof node, "swarm-%06zu",
+                      next_node++ % run->agents + 1);
+            s_single_t *slot = &jobs [count];
+            memset (slot, 0, sizeof *slot);
+            slot->submit_ms = s_now_ms ();
+            uint64_t seq = s_submit (&stage->broker, "node", node, "test",
+                                     "echo", "bench");
+            snprintf (key, sizeof key, "b%" PRIu64, seq);
+            zhashx_insert (slots, key, (void *) (uintptr_t) (count + 1));
+            count++;
+            in_flight++;
+        }
+        void *ready = zpoller_wait (poller, 10);
+        if (!ready)
+            continue;
+        if (ready == stage->broker.socket) {
+            pv_doc_t *doc = s_peer_recv (&stage->broker, 0);
+            snprintf (key, sizeof key, "b%" PRIu64,
+                      doc ? s_reply_seq (&stage->broker, pv_doc_root (doc))
+                          : 0);
+            size_t index = (size_t) (uintptr_t) zhashx_lookup (slots, key);
+            if (doc && index) {
+                zhashx_delete (slots, key);
+                s_single_t *slot = &jobs [index - 1];
+                char code [64];
+                const pv_t *data = s_ok_data (doc, code, sizeof code);
+                char *job = data ? pv_strdup (pv_map_get (data, "job")) : NULL;
+                if (job) {
+                    snprintf (slot->job, sizeof slot->job, "%s", job);
+                    size_t owner = s_owner (stage,
+                                            (index - 1) % run->agents + 1);
+                    s_peer_t *control = &stage->swarms [owner].control;
+                    uint64_t seq = s_control (control, "watch", job, 1);
+                    snprintf (key, sizeof key, "w%zu.%" PRIu64, owner, seq);
+                    zhashx_insert (slots, key, (void *) (uintptr_t) index);
+                    free (job);
+                }
+                else {
+                    //  Back-pressure (queue_full) is counted, not retried:
+                    //  the figure is what the broker took
+                    in_flight--;
+                    refused++;
+                    if (strcmp (code, "queue_full") != 0)
+                        snprintf (run->error, sizeof run->error,
+                                  "single-node submit refused: %s", code);
+                }
+            }
+            pv_doc_destroy (&doc);
+            continue;
+        }
+        for (size_t owner = 0; owner < stage->swarm_count; owner++) {
+            s_peer_t *control = &stage->swarms [owner].control;
+            if (ready != control->socket)
+                continue;
+            pv_doc_t *doc = s_peer_recv (control, 0);
+            snprintf (key, sizeof key, "w%zu.%" PRIu64, owner,
+                      doc ? s_reply_seq (control, pv_doc_root (doc)) : 0);
+            size_t index = (size_t) (uintptr_t) zhashx_lookup (slots, key);
+            if (doc && index) {
+                zhashx_delete (slots, key);
+                s_single_t *slot = &jobs [index - 1];
+                slot->done_ms = s_int (pv_doc_root (doc), "last_ack_ms");
+                if (slot->done_ms > last_done_ms)
+                    last_done_ms = slot->done_ms;
+                in_flight--;
+                completed++;
+            }
+            pv_doc_destroy (&doc);
+        }
+    }
+    zpoller_destroy (&poller);
+    zhashx_destroy (&slots);
+    if (in_flight && !run->error [0])
+        snprintf (run->error, sizeof run->error,
+                  "%zu single-node jobs did not finish", in_flight);
+    double *latency = (double *) calloc (completed + 1, sizeof (double));
+    char (*ids) [JOB_ID_LEN + 1]
+        = (char (*) [JOB_ID_LEN + 1]) calloc (count + 1, JOB_ID_LEN + 1);
+    assert (latency && ids);
+    size_t measured = 0, accepted = 0;
+    for (size_t at = 0; at < count; at++) {
+        if (jobs [at].done_ms)
+            latency [measured++] = (double) (jobs [at].done_ms
+                                             - jobs [at].submit_ms);
+        if (jobs [at].job [0])
+            memcpy (ids [accepted++], jobs [at].job, JOB_ID_LEN + 1);
+    }
+    qsort (latency, measured, sizeof (double), s_compare_doubles);
+    run->single_jobs = completed;
+    run->single_refused = refused;
+    run->single_p50_ms = s_percentile (latency, measured, 50);
+    run->single_p99_ms = s_percentile (latency, measured, 99);
+    run->single_jobs_per_s = last_done_ms > first_ms
+                                 ? (double) completed * 1000.0
+                                       / (double) (last_done_ms - first_ms)
+                                 : -1;
+    s_verify (stage, ids, accepted, 1, run);
+    free (latency);
+    free (ids);
+    free (jobs);
+}
+
+static void
+s_ingest (s_stage_t *stage, const s_options_t *options, s_run_t *run)
+{
+    size_t count = (options->ingest_results + run->agents - 1) / run->agents;
+    count = count < 2 ? 2 : count > 48 ? 48 : count;
+    char (*jobs) [JOB_ID_LEN + 1]
+        = (char (*) [JOB_ID_LEN + 1]) calloc (count, JOB_ID_LEN + 1);
+    uint64_t (*seqs) [S_MAX_SWARMS]
+        = (uint64_t (*) [S_MAX_SWARMS]) calloc (count, sizeof *seqs);
+    assert (jobs && seqs);
+    uint64_t first_seq = stage->broker.seq + 1;
+    for (size_t at = 0; at < count; at++)
+        s_submit (&stage->broker, "all", NULL, "test", "echo", "ingest");
+    for (size_t at = 0; at < count && !s_interrupted; at++) {
+        pv_doc_t *doc = s_peer_wait (&stage->broker, first_seq + at,
+                                     S_CALL_TIMEOUT_MS);
+        char code [64];
+        const pv_t *data = s_ok_data (doc, code, sizeof code);
+        char *job = data ? pv_strdup (pv_map_get (data, "job")) : NULL;
+        if (job) {
+            snprintf (jobs [at], JOB_ID_LEN + 1, "%s", job);
+            s_watch_all (stage, job, seqs [at]);
+        }
+        free (job);
+        pv_doc_destroy (&doc);
+    }
+    int64_t first_ms = INT64_MAX, last_ms = 0;
+    size_t finished = 0;
+    int timeout_ms = 60000 + (int) (count * run->agents / 10);
+    for (size_t at = 0; at < count && !s_interrupted; at++) {
+        int64_t first = 0, last = 0;
+        if (!jobs [at][0]
+            || s_wait_all (stage, seqs [at], timeout_ms, &first, &last) != 0)
+            continue;
+        finished++;
+        first_ms = first < first_ms ? first : first_ms;
+        last_ms = last > last_ms ? last : last_ms;
+    }
+    run->ingest_jobs = finished;
+    run->ingest_results = finished * run->agents;
+    if (finished < count && !run->error [0])
+        snprintf (run->error, sizeof run->error,
+                  "%zu of %zu ingest jobs did not finish", count - finished,
+                  count);
+    run->results_per_s = finished && last_ms > first_ms
+                             ? (double) run->ingest_results * 1000.0
+                                   / (double) (last_ms - first_ms)
+                             : -1;
+    s_verify (stage, jobs, count, run->agents, run);
+    free (jobs);
+    free (seqs);
+}
+
+//  Results still unacknowledged on the swarm's side get the swarm's
+//  re-send interval (and a margin) to drain; what remains is lost.
+static void
+s_swarm_totals (s_stage_t *stage, s_run_t *run)
+{
+    int64_t deadline = s_now_ms () + 12000;
+    while (!s_interrupted) {
+        pv_doc_t *stats [S_MAX_SWARMS];
+        size_t answered = s_stats (stage, stats);
+        int64_t unacked = s_sum (stats, stage->swarm_count, "unacked");
+        bool over = answered < stage->swarm_count || unacked == 0
+                    || s_now_ms () > deadline;
+        if (over) {
+            size_t n = stage->swarm_count;
+            run->unacked_end = (uint64_t) unacked;
+            run->dup_commands = (uint64_t) s_sum (stats, n, "dup_commands");
+            run->resent = (uint64_t) s_sum (stats, n, "resent");
+            run->send_failed = (uint64_t) s_sum (stats, n, "send_failed");
+            //  A rerun shows in the record as a second attempt too: count
+            //  the larger of the two views, not both
+            uint64_t reruns = (uint64_t) s_sum (stats, n, "reruns");
+            if (reruns > run->duplicates)
+                run->duplicates = reruns;
+            run->lost += run->unacked_end;
+            if (answered < n && !run->error [0])
+                snprintf (run->error, sizeof run->error,
+                          "a swarm process stopped answering");
+        }
+        s_stats_free (stage, stats);
+        if (over)
+            break;
+        usleep (100 * 1000);
+    }
+}
+
+static void
+s_measure (const s_options_t *options, size_t agents, s_run_t *run)
+{
+    run->agents = agents;
+    s_stage_t stage;
+    memset (&stage, 0, sizeof stage);
+    snprintf (stage.dir, sizeof stage.dir, "%s", s_tmpdir);
+    char name [32];
+    snprintf (name, sizeof name, "agents-%zu", agents);
+    s_say ("%zu agents: starting a broker", agents);
+    if (s_stage_broker (&stage, options, name) != 0) {
+        snprintf (run->error, sizeof run->error, "the broker did not start");
+        s_stage_stop (&stage, options->keep);
+        return;
+    }
+    run->broker_rss_base_kib = s_rss_kib (stage.broker_pid);
+    int64_t start_ms = s_now_ms ();
+    if (s_stage_swarm (&stage, options, agents) != 0) {
+        snprintf (run->error, sizeof run->error, "the swarm did not start");
+        s_stage_stop (&stage, options->keep);
+        return;
+    }
+    s_say ("%zu agents: registering (%zu swarm process%s)", agents,
+           stage.swarm_count, stage.swarm_count == 1 ? "" : "es");
+    if (s_register (&stage, run, agents, start_ms) == 0) {
+        run->broker_rss_registered_kib = s_rss_kib (stage.broker_pid);
+        run->broker_bytes_per_agent
+            = ((double) run->broker_rss_registered_kib
+               - (double) run->broker_rss_base_kib)
+              * 1024.0 / (double) agents;
+        s_say ("%zu agents: registered in %.2f s; %zu broadcast rounds",
+               agents, run->register_s, options->rounds);
+        s_broadcast (&stage, options, run);
+        if (!run->error [0] && !s_interrupted) {
+            s_say ("%zu agents: single-node jobs for %.0f s", agents,
+                   options->single_s);
+            s_single_node (&stage, options, run);
+        }
+        if (!run->error [0] && !s_interrupted) {
+            s_say ("%zu agents: result ingest", agents);
+            s_ingest (&stage, options, run);
+        }
+        s_swarm_totals (&stage, run);
+        run->broker_rss_end_kib = s_rss_kib (stage.broker_pid);
+    }
+    if (run->error [0])
+        s_say ("%zu agents: %s (logs in %s)", agents, run->error, stage.dir);
+    s_stage_stop (&stage, options->keep || run->error [0]);
+}
+
+//  ---------------------------------------------------------------------
+//  The real agent
+
+//  Runs one job on the agent RUNS times; wall time median and mean CPU.
+static int
+s_agent_job (s_stage_t *stage, const s_options_t *options,
+             const char *backend, const char *action, const char *msg,
+             double *wall_ms, double *cpu_ms)
+{
+    size_t runs = options->agent_runs;
+    double *walls = (double *) calloc (runs, sizeof (double));
+    assert (walls);
+    double cpu_before = s_cpu_ms (stage->agent_pid);
+    size_t done = 0;
+    for (size_t run = 0; run < runs && !s_interrupted; run++) {
+        double start_us = s_now_us ();
+        uint64_t seq = s_submit (&stage->broker, "node", "bench-agent",
+                                 backend, action, msg);
+        pv_doc_t *doc = s_peer_wait (&stage->broker, seq, S_CALL_TIMEOUT_MS);
+        char code [64];
+        const pv_t *data = s_ok_data (doc, code, sizeof code);
+        char *job = data ? pv_strdup (pv_map_get (data, "job")) : NULL;
+        pv_doc_destroy (&doc);
+        if (!job)
+            break;
+        //  Polls the job record: with one agent the broker has time to
+        //  spare, and no swarm is there to report the ack
+        bool finished = false;
+        int64_t deadline = s_now_ms () + 30000;
+        while (!finished && s_now_ms () < deadline && !s_interrupted) {
+            seq = s_request (&stage->broker, "job.get", job);
+            doc = s_peer_wait (&stage->broker, seq, 5000);
+            data = s_ok_data (doc, code, sizeof code);
+            const pv_t *status = data ? pv_map_get (data, "status") : NULL;
+            finished = pv_str_eq (status, "completed");
+            bool over = finished || pv_str_eq (status, "failed")
+                        || pv_str_eq (status, "partial_failure")
+                        || pv_str_eq (status, "cancelled");
+            pv_doc_destroy (&doc);
+            if (over)
+                break;
+            usleep (1000);
+        }
+        free (job);
+        if (!finished)
+            break;
+        walls [done++] = (s_now_us () - start_us) / 1000.0;
+    }
+    double cpu_after = s_cpu_ms (stage->agent_pid);
+    qsort (walls, done, sizeof (double), s_compare_doubles);
+    *wall_ms = s_percentile (walls, done, 50);
+    *cpu_ms = done ? (cpu_after - cpu_before) / (double) done : -1;
+    free (walls);
+    return done == runs ? 0 : -1;
+}
+
+static void
+s_measure_agent (const s_options_t *options, s_agent_figures_t *figures)
+{
+    memset (figures, 0, sizeof *figures);
+    figures->idle_s = options->idle_s;
+    figures->idle_cpu_percent = figures->hostname_ms = -1;
+    figures->hostname_cpu_ms = figures->echo_ms = figures->echo_cpu_ms = -1;
+    s_stage_t stage;
+    memset (&stage, 0, sizeof stage);
+    snprintf (stage.dir, sizeof stage.dir, "%s", s_tmpdir);
+    s_say ("real agent: starting a broker and one gridagent");
+    if (s_stage_broker (&stage, options, "agent") != 0) {
+        snprintf (figures->error, sizeof figures->error,
+                  "the broker did not start");
+        s_stage_stop (&stage, options->keep);
+        return;
+    }
+    char program [600], state [400], log [400];
+    snprintf (program, sizeof program, "%s/gridagent", options->bin);
+    snprintf (state, sizeof state, "%s/agent-state", stage.dir);
+    snprintf (log, sizeof log, "%s/agent.log", stage.dir);
+    char *argv [] = {
+        program, "--id", "bench-agent", "--state-dir", state, "--broker",
+        stage.agents_ep, "--publish", stage.publish_ep,
+        NULL, NULL, NULL, NULL, NULL
+    };
+    if (s_security.curve) {
+        argv [9] = "--key";
+        argv [10] = s_security.agent_key;
+        argv [11] = "--broker-key";
+        argv [12] = s_security.broker_key;
+    }
+    else if (s_security.agent_insecure)
+        argv [9] = "--insecure";
+    stage.agent_pid = s_spawn (argv, log);
+    //  Online when node.get says so
+    bool online = false;
+    int64_t deadline = s_now_ms () + 20000;
+    while (!online && stage.agent_pid > 0 && s_now_ms () < deadline
+           && !s_interrupted) {
+        char id [64];
+        s_next_id (&stage.broker, id, sizeof id);
+        pw_reset (stage.broker.writer);
+        proto_request_begin (stage.broker.writer, "node.get", id, 1);
+        pw_str (stage.broker.writer, "node");
+        pw_str (stage.broker.writer, "bench-agent");
+        s_peer_send (&stage.broker);
+        pv_doc_t *doc = s_peer_wait (&stage.broker, stage.broker.seq, 2000);
+        char code [64];
+        const pv_t *data = doc ? s_ok_data (doc, code, sizeof code) : NULL;
+        online = data && pv_str_eq (pv_map_get (data, "status"), "online");
+        pv_doc_destroy (&doc);
+        if (!online)
+            usleep (S_POLL_MS * 1000);
+    }
+    if (!online) {
+        snprintf (figures->error, sizeof figures->error,
+                  "the agent did not come online (see its agent.log)");
+        s_say ("real agent: %s", figures->error);
+        s_stage_stop (&stage, true);
+        return;
+    }
+    s_say ("real agent: idle for %d s", options->idle_s);
+    double cpu_before = s_cpu_ms (stage.agent_pid);
+    double start_us = s_now_us ();
+    size_t rss_max = 0;
+    while (!s_interrupted
+           && s_now_us () - start_us < (double) options->idle_s * 1e6) {
+        size_t rss = s_rss_kib (stage.agent_pid);
+        if (rss > rss_max)
+            rss_max = rss;
+        usleep (250 * 1000);
+    }
+    double elapsed_s = (s_now_us () - start_us) / 1e6;
+    figures->idle_cpu_percent = (s_cpu_ms (stage.agent_pid) - cpu_before)
+                                / 10.0 / elapsed_s;
+    figures->idle_rss_kib = rss_max;
+    s_say ("real agent: %zu runs each of system hostname and test echo",
+           options->agent_runs);
+    if (s_agent_job (&stage, options, "system", "hostname", NULL,
+                     &figures->hostname_ms, &figures->hostname_cpu_ms)
+        || s_agent_job (&stage, options, "test", "echo", "bench",
+                        &figures->echo_ms, &figures->echo_cpu_ms))
+        snprintf (figures->error, sizeof figures->error,
+                  "a job on the real agent did not complete");
+    figures->measured = true;
+    s_stage_stop (&stage, options->keep || figures->error [0]);
+}
+
+//  ---------------------------------------------------------------------
+//  Report
+
+static void
+s_machine (char *cpu, size_t cpu_len, long *cores, double *mem_gib,
+           char *kernel, size_t kernel_len)
+{
+    snprintf (cpu, cpu_len, "unknown");
+    FILE *file = fopen ("/proc/cpuinfo", "r");
+    char line [512];
+    while (file && fgets (line, sizeof line, file))
+        if (strncmp (line, "model name", 10) == 0) {
+            char *colon = strchr (line, ':');
+            if (colon) {
+                snprintf (cpu, cpu_len, "%s", colon + 2);
+                cpu [strcspn (cpu, "\n")] = 0;
+            }
+            break;
+        }
+    if (file)
+        fclose (file);
+    *cores = sysconf (_SC_NPROCESSORS_ONLN);
+    *mem_gib = (double) sysconf (_SC_PHYS_PAGES)
+               * (double) sysconf (_SC_PAGESIZE) / (1024.0 * 1024 * 1024);
+    struct utsname name;
+    if (uname (&name) == 0)
+        snprintf (kernel, kernel_len, "%s %s", name.sysname, name.release);
+    else
+        snprintf (kernel, kernel_len, "unknown");
+}
+
+static void
+s_json_number (FILE *file, const char *key, double value, bool integer)
+{
+    if (value < 0)
+        fprintf (file, ",\n    \"%s\": null", key);
+    else if (integer)
+        fprintf (file, ",\n    \"%s\": %.0f", key, value);
+    else
+        fprintf (file, ",\n    \"%s\": %.3f", key, value);
+}
+
+static void
+s_json_string (FILE *file, const char *key, const char *value)
+{
+    fprintf (file, ",\n    \"%s\": \"", key);
+    for (const char *cursor = value; *cursor; cursor++)
+        if (*cursor == '"' || *cursor == '\\')
+            fprintf (file, "\\%c", *cursor);
+        else if ((unsigned char) *cursor >= 0x20)
+            fputc (*cursor, file);
+    fputc ('"', file);
+}
+
+static int
+s_write_json (const char *path, const s_run_t *runs, size_t count,
+              const s_agent_figures_t *agent)
+{
+    //  mkdir -p of the file's directory
+    char dir [1024];
+    snprintf (dir, sizeof dir, "%s", path);
+    for (char *slash = strchr (dir + 1, '/'); slash;
+         slash = strchr (slash + 1, '/')) {
+        *slash = 0;
+        if (mkdir (dir, 0755) != 0 && errno != EEXIST)
+            return -1;
+        *slash = '/';
+    }
+    FILE *file = fopen (path, "w");
+    if (!file)
+        return -1;
+    char cpu [256], kernel [256];
+    long cores;
+    double mem_gib;
+    s_machine (cpu, sizeof cpu, &cores, &mem_gib, kernel, sizeof kernel);
+    fprintf (file, "[");
+    for (size_t at = 0; at < count; at++) {
+        const s_run_t *run = &runs [at];
+        fprintf (file, "%s\n  {\n    \"agents\": %zu", at ? "," : "",
+                 run->agents);
+        if (run->requested)
+            fprintf (file, ",\n    \"agents_requested\": %zu",
+                     run->requested);
+        s_json_number (file, "register_s", run->register_s, false);
+        s_json_number (file, "broadcast_p50_ms", run->broadcast_p50_ms, true);
+        s_json_number (file, "broadcast_p99_ms", run->broadcast_p99_ms, true);
+        s_json_number (file, "broadcast_max_ms", run->broadcast_max_ms, true);
+        s_json_number (file, "broadcast_jobs", (double) run->broadcast_jobs,
+                       true);
+        s_json_number (file, "single_node_jobs_per_s", run->single_jobs_per_s,
+                       true);
+        s_json_number (file, "single_node_jobs", (double) run->single_jobs,
+                       true);
+        s_json_number (file, "single_node_refused",
+                       (double) run->single_refused, true);
+        s_json_number (file, "single_node_p50_ms", run->single_p50_ms, true);
+        s_json_number (file, "single_node_p99_ms", run->single_p99_ms, true);
+        s_json_number (file, "results_per_s", run->results_per_s, true);
+        s_json_number (file, "ingest_results", (double) run->ingest_results,
+                       true);
+        s_json_number (file, "broker_rss_bytes_per_agent",
+                       run->broker_bytes_per_agent, true);
+        s_json_number (file, "broker_rss_base_kib",
+                       (double) run->broker_rss_base_kib, true);
+        s_json_number (file, "broker_rss_registered_kib",
+                       (double) run->broker_rss_registered_kib, true);
+        s_json_number (file, "broker_rss_end_kib",
+                       (double) run->broker_rss_end_kib, true);
+        s_json_number (file, "swarm_rss_bytes_per_agent",
+                       run->swarm_bytes_per_agent, true);
+        s_json_number (file, "agent_idle_rss_kib",
+                       agent->measured ? (double) agent->idle_rss_kib : -1,
+                       true);
+        s_json_number (file, "agent_idle_cpu_percent",
+                       agent->measured ? agent->idle_cpu_percent : -1, false);
+        s_json_number (file, "agent_idle_window_s",
+                       agent->measured ? agent->idle_s : -1, true);
+        s_json_number (file, "agent_hostname_ms", agent->hostname_ms, false);
+        s_json_number (file, "agent_hostname_cpu_ms", agent->hostname_cpu_ms,
+                       false);
+        s_json_number (file, "agent_echo_ms", agent->echo_ms, false);
+        s_json_number (file, "agent_echo_cpu_ms", agent->echo_cpu_ms, false);
+        s_json_number (file, "lost_results", (double) run->lost, true);
+        s_json_number (file, "duplicate_results", (double) run->duplicates,
+                       true);
+        s_json_number (file, "duplicate_commands", (double) run->dup_commands,
+                       true);
+        s_json_number (file, "resent_results", (double) run->resent, true);
+        s_json_number (file, "swarm_send_failed", (double) run->send_failed,
+                       true);
+        s_json_number (file, "cores", (double) cores, true);
+        s_json_number (file, "mem_gib", mem_gib, false);
+        s_json_string (file, "cpu", cpu);
+        s_json_string (file, "kernel", kernel);
+        if (run->error [0])
+            s_json_string (file, "error", run->error);
+        fprintf (file, "\n  }");
+    }
+    fprintf (file, "\n]\n");
+    return fclose (file) == 0 ? 0 : -1;
+}
+
+//  One table cell: VALUE with FORMAT, or "-".
+static void
+s_cell (char *cell, size_t len, const char *format, double value)
+{
+    if (value < 0)
+        snprintf (cell, len, "-");
+    else
+        snprintf (cell, len, format, value);
+}
+
+static void
+s_print_row (const char *name, const s_run_t *runs, size_t count,
+             size_t field, const char *format, const char *goal)
+{
+    printf ("%-34s", name);
+    for (size_t at = 0; at < count; at++) {
+        const s_run_t *run = &runs [at];
+        double values [] = {
+            run->register_s, run->broadcast_p50_ms, run->broadcast_p99_ms,
+            run->single_jobs_per_s, run->single_p50_ms, run->results_per_s,
+            run->broker_bytes_per_agent, run->swarm_bytes_per_agent,
+            (double) run->lost, (double) run->duplicates,
+            (double) run->dup_commands
+        };
+        char cell [32];
+        s_cell (cell, sizeof cell, format, values [field]);
+        printf (" %12s", cell);
+    }
+    printf ("   %s\n", goal);
+}
+
+static void
+s_print (const s_run_t *runs, size_t count, const s_agent_figures_t *agent)
+{
+    char cpu [256], kernel [256];
+    long cores;
+    double mem_gib;
+    s_machine (cpu, sizeof cpu, &cores, &mem_gib, kernel, sizeof kernel);
+    printf ("\ngrid benchmark on %s, %ld cores, %.1f GiB, %s\n\n", cpu, cores,
+            mem_gib, kernel);
+    printf ("%-34s", "agents");
+    for (size_t at = 0; at < count; at++)
+        printf (" %12zu", runs [at].agents);
+    printf ("   goal\n");
+    char goal [128];
+    snprintf (goal, sizeof goal, "10k under %d s", S_GOAL_REGISTER_10K_S);
+    s_print_row ("registration, all online (s)", runs, count, 0, "%.2f", goal);
+    snprintf (goal, sizeof goal, "1k <%d, 10k <%d, 50k <%d",
+              S_GOAL_BROADCAST_1K_MS, S_GOAL_BROADCAST_10K_MS,
+              S_GOAL_BROADCAST_50K_MS);
+    s_print_row ("broadcast round trip p50 (ms)", runs, count, 1, "%.0f",
+                 goal);
+    s_print_row ("broadcast round trip p99 (ms)", runs, count, 2, "%.0f", "");
+    snprintf (goal, sizeof goal, "over %d, durable", S_GOAL_JOBS_PER_S);
+    s_print_row ("single-node jobs per second", runs, count, 3, "%.0f", goal);
+    s_print_row ("single-node job p50 (ms)", runs, count, 4, "%.0f", "");
+    snprintf (goal, sizeof goal, "over %d", S_GOAL_RESULTS_PER_S);
+    s_print_row ("results committed per second", runs, count, 5, "%.0f",
+                 goal);
+    snprintf (goal, sizeof goal, "under %d", S_GOAL_BROKER_BYTES);
+    s_print_row ("broker RSS per agent (bytes)", runs, count, 6, "%.0f", goal);
+    s_print_row ("swarm RSS per simulated agent (B)", runs, count, 7, "%.0f",
+                 "");
+    s_print_row ("lost results", runs, count, 8, "%.0f", "0");
+    s_print_row ("duplicated results", runs, count, 9, "%.0f", "0");
+    s_print_row ("commands re-sent by the broker", runs, count, 10, "%.0f",
+                 "");
+    for (size_t at = 0; at < count; at++) {
+        if (runs [at].requested && !runs [at].error [0])
+            printf ("  %zu agents asked for: %zu measured, the most the "
+                    "open-file limit allows one broker\n",
+                    runs [at].requested, runs [at].agents);
+        if (runs [at].error [0])
+            printf ("  %zu agents: %s\n", runs [at].agents, runs [at].error);
+    }
+    if (agent->measured || agent->error [0]) {
+        printf ("\nreal gridagent\n");
+        char cell [32];
+        s_cell (cell, sizeof cell, "%.0f",
+                agent->measured ? (double) agent->idle_rss_kib : -1);
+        printf ("  idle RSS (KiB)                    %12s   under %d\n", cell,
+                S_GOAL_AGENT_KIB);
+        s_cell (cell, sizeof cell, "%.3f",
+                agent->measured ? agent->idle_cpu_percent : -1);
+        printf ("  idle CPU over %3d s (%%)           %12s\n", agent->idle_s,
+                cell);
+        s_cell (cell, sizeof cell, "%.1f", agent->hostname_ms);
+        printf ("  system hostname, p50 wall (ms)    %12s\n", cell);
+        s_cell (cell, sizeof cell, "%.2f", agent->hostname_cpu_ms);
+        printf ("  system hostname, agent CPU (ms)   %12s\n", cell);
+        s_cell (cell, sizeof cell, "%.1f", agent->echo_ms);
+        printf ("  test echo, p50 wall (ms)          %12s\n", cell);
+        s_cell (cell, sizeof cell, "%.2f", agent->echo_cpu_ms);
+        printf ("  test echo, agent CPU (ms)         %12s\n", cell);
+        if (agent->error [0])
+            printf ("  %s\n", agent->error);
+    }
+    printf ("\n");
+}
+
+//  ---------------------------------------------------------------------
+//  Main
+
+static const char *s_usage =
+    "usage: gridbench [options]\n"
+    "\n"
+    "Starts gridbroker and gridswarm on loopback for each agent count and\n"
+    "measures registration, broadcast round trips, single-node job\n"
+    "throughput, result ingest, memory and lost/duplicated results; then\n"
+    "one real gridagent's idle cost and the cost of one job. Prints a\n"
+    "table and writes a JSON list.\n"
+    "\n"
+    "options:\n"
+    "  --agents N,N,...     agent counts              [1000,10000,50000]\n"
+    "  --quick              1000 agents, shorter windows (under 2 minutes)\n"
+    "  --rounds N           broadcast rounds per count             [30]\n"
+    "  --single-s S         single-node submit window (seconds)    [5]\n"
+    "  --window N           single-node jobs in flight             [256]\n"
+    "  --ingest-results N   results aimed for in the ingest run    [100000]\n"
+    "  --idle-s S           real agent idle window (seconds)       [60]\n"
+    "  --agent-runs N       hostname and echo jobs on the agent    [20]\n"
+    "  --no-agent           skip the real agent\n"
+    "  --swarm-threads N    swarm shard threads (0: by size)       [0]\n"
+    "  --bin DIR            gridbroker and gridagent [<this dir>/../../bin]\n"
+    "  --swarm PATH         gridswarm                [<this dir>/gridswarm]\n"
+    "  --out FILE           JSON results       [build/bench/results.json]\n"
+    "  --curve              CURVE on every connection: fresh keys, the\n"
+    "                       broker in --auto-accept (default: plaintext,\n"
+    "                       --insecure when the programs have it)\n"
+    "  --broker-arg ARG     one more gridbroker argument (repeatable)\n"
+    "  --swarm-arg ARG      one more gridswarm argument (repeatable)\n"
+    "  --keep               keep the temporary directory and its logs\n"
+    "  -h, --help           this text\n";
+
+static int
+s_parse_counts (const char *text, s_options_t *options)
+{
+    options->count_total = 0;
+    char *copy = strdup (text);
+    char *save = NULL;
+    for (char *item = strtok_r (copy, ",", &save); item;
+         item = strtok_r (NULL, ",", &save)) {
+        char *end = NULL;
+        unsigned long value = strtoul (item, &end, 10);
+        if (*end || value < 1 || options->count_total == S_MAX_COUNTS) {
+            free (copy);
+            return -1;
+        }
+        options->counts [options->count_total++] = value;
+    }
+    free (copy);
+    return options->count_total ? 0 : -1;
+}
+
+static int
+s_parse (s_options_t *options, int argc, char *argv [])
+{
+    static const struct option table [] = {
+        {"agents", required_argument, NULL, 'a'},
+        {"quick", no_argument, NULL, 'q'},
+        {"rounds", required_argument, NULL, 'r'},
+        {"single-s", required_argument, NULL, 's'},
+        {"window", required_argument, NULL, 'w'},
+        {"ingest-results", required_argument, NULL, 'i'},
+        {"idle-s", required_argument, NULL, 'I'},
+        {"agent-runs", required_argument, NULL, 'R'},
+        {"no-agent", no_argument, NULL, 'N'},
+        {"swarm-threads", required_argument, NULL, 't'},
+        {"bin", required_argument, NULL, 'b'},
+        {"swarm", required_argument, NULL, 'S'},
+        {"out", required_argument, NULL, 'o'},
+        {"curve", no_argument, NULL, 'c'},
+        {"broker-arg", required_argument, NULL, 'B'},
+        {"swarm-arg", required_argument, NULL, 'W'},
+        {"keep", no_argument, NULL, 'k'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0}
+    };
+    int option;
+    while ((option = getopt_long (argc, argv, "h", table, NULL)) != -1) {
+        char *end = NULL;
+        switch (option) {
+            case 'a':
+                if (s_parse_counts (optarg, options) != 0) {
+                    fprintf (stderr, "gridbench: --agents: expected counts "
+                             "like 1000,10000 (at most %d)\n", S_MAX_COUNTS);
+                    return -1;
+                }
+                break;
+            case 'q':
+                options->counts [0] = 1000;
+                options->count_total = 1;
+                options->single_s = 3;
+                options->idle_s = 10;
+                options->ingest_results = 50000;
+                break;
+            case 'r':
+                options->rounds = strtoul (optarg, &end, 10);
+                break;
+            case 's':
+                options->single_s = strtod (optarg, &end);
+                break;
+            case 'w':
+                options->window = strtoul (optarg, &end, 10);
+                break;
+            case 'i':
+                options->ingest_results = strtoul (optarg, &end, 10);
+                break;
+            case 'I':
+                options->idle_s = (int) strtol (optarg, &end, 10);
+                break;
+            case 'R':
+                options->agent_runs = strtoul (optarg, &end, 10);
+                break;
+            case 'N':
+                options->skip_agent = true;
+                break;
+            case 't':
+                options->swarm_threads = strtoul (optarg, &end, 10);
+                break;
+            case 'b':
+                free (options->bin);
+                options->bin = strdup (optarg);
+                break;
+            case 'S':
+                free (options->swarm);
+                options->swarm = strdup (optarg);
+                break;
+            case 'o':
+                free (options->out);
+                options->out = strdup (optarg);
+                break;
+            case 'c':
+                options->curve = true;
+                break;
+            case 'B':
+                if (options->broker_arg_count == 16)
+                    return -1;
+                options->broker_args [options->broker_arg_count++] = optarg;
+                break;
+            case 'W':
+                if (options->swarm_arg_count == 16)
+                    return -1;
+                options->swarm_args [options->swarm_arg_count++] = optarg;
+                break;
+            case 'k':
+                options->keep = true;
+                break;
+            case 'h':
+                fputs (s_usage, stdout);
+                exit (0);
+            default:
+                fprintf (stderr, "run 'gridbench --help' for the options\n");
+                return -1;
+        }
+        if (end && *end) {
+            fprintf (stderr, "gridbench: '%s' is not a number\n", optarg);
+            return -1;
+        }
+    }
+    if (optind < argc) {
+        fprintf (stderr, "gridbench: unexpected argument '%s'\n",
+                 argv [optind]);
+        return -1;
+    }
+    if (options->rounds < 1 || options->window < 1 || options->single_s <= 0
+        || options->idle_s < 1 || options->agent_runs < 1) {
+        fprintf (stderr, "gridbench: --rounds, --window, --single-s, "
+                 "--idle-s and --agent-runs must be positive\n");
+        return -1;
+    }
+    return 0;
+}
+
+//  Raises the open-file limit (inherited by the broker and the swarm) to
+//  fit AGENTS: the swarm holds 4 descriptors per agent, the broker 2. When
+//  the hard limit cannot be raised (no CAP_SYS_RESOURCE), takes the soft
+//  limit up to it. Returns the limit now in force.
+static rlim_t
+s_raise_fd_limit (size_t agents)
+{
+    rlim_t wanted = (rlim_t) agents * 4 + 1024;
+    struct rlimit limit;
+    if (getrlimit (RLIMIT_NOFILE, &limit) != 0)
+        return 1024;
+    if (limit.rlim_cur >= wanted)
+        return limit.rlim_cur;
+    struct rlimit raised = {wanted, limit.rlim_max > wanted ? limit.rlim_max
+                                                            : wanted};
+    if (setrlimit (RLIMIT_NOFILE, &raised) == 0)
+        return wanted;
+    limit.rlim_cur = limit.rlim_max;
+    setrlimit (RLIMIT_NOFILE, &limit);
+    return s_fd_limit ();
+}
+
+static void
+s_run_init (s_run_t *run, size_t agents)
+{
+    memset (run, 0, sizeof *run);
+    run->agents = agents;
+    run->register_s = run->broadcast_p50_ms = run->broadcast_p99_ms = -1;
+    run->broadcast_max_ms = run->single_jobs_per_s = run->results_per_s = -1;
+    run->single_p50_ms = run->single_p99_ms = -1;
+    run->broker_bytes_per_agent = run->swarm_bytes_per_agent = -1;
+}
+
+int
+main (int argc, char *argv [])
+{
+    s_options_t options;
+    memset (&options, 0, sizeof options);
+    options.counts [0] = 1000;
+    options.counts [1] = 10000;
+    options.counts [2] = 50000;
+    options.count_total = 3;
+    options.rounds = 30;
+    options.single_s = 5;
+    options.window = 256;
+    options.ingest_results = 100000;
+    options.idle_s = 60;
+    options.agent_runs = 20;
+    char self [1024];
+    ssize_t len = readlink ("/proc/self/exe", self, sizeof self - 1);
+    self [len > 0 ? len : 0] = 0;
+    char *here = dirname (self);
+    options.bin = zsys_sprintf ("%s/../../bin", here);
+    options.swarm = zsys_sprintf ("%s/gridswarm", here);
+    options.out = strdup ("build/bench/results.json");
+    if (s_parse (&options, argc, argv) != 0)
+        return 2;
+    char broker [1200], agent [1200];
+    snprintf (broker, sizeof broker, "%s/gridbroker", options.bin);
+    snprintf (agent, sizeof agent, "%s/gridagent", options.bin);
+    if (access (broker, X_OK) || access (agent, X_OK)
+        || access (options.swarm, X_OK)) {
+        fprintf (stderr, "gridbench: cannot find %s, %s and %s (build them, "
+                 "or use --bin and --swarm)\n", broker, agent, options.swarm);
+        return 2;
+    }
+    //  Plaintext runs pass --insecure to programs that have it
+    s_security.broker_insecure = s_has_flag (broker, "--insecure");
+    s_security.agent_insecure = s_has_flag (agent, "--insecure");
+
+    signal (SIGINT, s_on_signal);
+    signal (SIGTERM, s_on_signal);
+    signal (SIGPIPE, SIG_IGN);
+    zsys_init ();
+    zsys_set_logsender (NULL);
+    snprintf (s_tmpdir, sizeof s_tmpdir, "/tmp/gridbench-XXXXXX");
+    if (!mkdtemp (s_tmpdir)) {
+        fprintf (stderr, "gridbench: cannot make a temporary directory\n");
+        return 1;
+    }
+    if (options.curve && s_security_keys () != 0) {
+        s_remove_tree (s_tmpdir);
+        return 1;
+    }
+    s_run_t runs [S_MAX_COUNTS];
+    memset (runs, 0, sizeof runs);
+    size_t measured = 0;
+    size_t largest = 0;
+    for (size_t at = 0; at < options.count_total; at++)
+        largest = options.counts [at] > largest ? options.counts [at]
+                                                : largest;
+    rlim_t limit = s_raise_fd_limit (largest);
+    //  The broker holds two connections per agent in one process: past
+    //  its open-file limit only fewer agents can be measured
+    size_t broker_max = limit > 512 ? (size_t) (limit - 256) / 2 / 100 * 100
+                                    : 0;
+    size_t previous = 0;
+    for (size_t at = 0; at < options.count_total && !s_interrupted; at++) {
+        size_t agents = options.counts [at];
+        s_run_t *run = &runs [measured++];
+        s_run_init (run, agents);
+        if (agents > broker_max) {
+            run->requested = agents;
+            if (broker_max <= previous) {
+                snprintf (run->error, sizeof run->error,
+                          "not measured: the broker needs %zu open files for "
+                          "%zu agents, the limit is %llu and cannot be "
+                          "raised here", agents * 2 + 256, agents,
+                          (unsigned long long) limit);
+                s_say ("%zu agents: %s", agents, run->error);
+                continue;
+            }
+            s_say ("%zu agents: the open-file limit (%llu, cannot be raised "
+                   "here) holds %zu agents in one broker; measuring %zu",
+                   agents, (unsigned long long) limit, broker_max, broker_max);
+            agents = broker_max;
+        }
+        s_measure (&options, agents, run);
+        previous = agents;
+    }
+    s_agent_figures_t agent_figures;
+    memset (&agent_figures, 0, sizeof agent_figures);
+    agent_figures.idle_cpu_percent = agent_figures.hostname_ms = -1;
+    agent_figures.hostname_cpu_ms = agent_figures.echo_ms = -1;
+    agent_figures.echo_cpu_ms = -1;
+    if (!options.skip_agent && !s_interrupted)
+        s_measure_agent (&options, &agent_figures);
+    s_stop_all ();
+    bool keep = options.keep;
+    for (size_t at = 0; at < measured; at++)
+        keep = keep || runs [at].error [0];
+    keep = keep || agent_figures.error [0];
+    if (!keep)
+        s_remove_tree (s_tmpdir);
+    else
+        s_say ("logs kept in %s", s_tmpdir);
+    if (s_interrupted) {
+        s_say ("interrupted: no results written");
+        return 1;
+    }
+    s_print (runs, measured, &agent_figures);
+    int rc = s_write_json (options.out, runs, measured, &agent_figures);
+    if (rc == 0)
+        s_say ("results in %s", options.out);
+    else
+        s_say ("cannot write %s", options.out);
+    free (options.bin);
+    free (options.swarm);
+    free (options.out);
+    return rc == 0 ? 0 : 1;
+}
