@@ -7,6 +7,11 @@
 #   make demo       deps, build, broker + three agents on loopback, two jobs
 #   make fuzz       every libFuzzer target for FUZZ_SECONDS (60) each; make
 #                   test runs each for FUZZ_SHORT_SECONDS (10) as test_fuzz
+#   make bench      benchmark: broker + gridswarm at 1,000, 10,000 and 50,000
+#                   agents, and one real gridagent (BENCHMARKS.md); prints a
+#                   table, writes build/bench/results.json
+#   make bench-quick   the 1,000-agent figures only (under two minutes)
+#                   BENCH_ARGS adds gridbench options (gridbench --help)
 #   make format     clang-format every source file
 #   make clean      remove build/ and build-asan/
 #   V=1             show the full compiler command lines
@@ -84,7 +89,7 @@ FUZZ_CFLAGS = -std=c11 -D_GNU_SOURCE -DGRID_VERSION=\"$(VERSION)\" \
 FUZZ_SEEDS := $(BUILD)/test/tools/fuzz_seeds
 
 .PHONY: all deps test test-build demo format clean check-deps fuzz \
-	fuzz-build fuzz-deps
+	fuzz-build fuzz-deps bench bench-quick
 .DEFAULT_GOAL := all
 
 all: $(BINS)
@@ -172,6 +177,18 @@ demo: deps
 deps:
 	@sh test/deps.sh $(DEB_PKGS)
 
+# Benchmarks: gridbench starts and stops every process itself.
+BENCH_TOOLS := $(BUILD)/test/tools/gridbench $(BUILD)/test/tools/gridswarm
+BENCH_OUT := $(BUILD)/bench/results.json
+
+bench: deps
+	@$(MAKE) --no-print-directory $(BINS) $(BENCH_TOOLS)
+	@$(BUILD)/test/tools/gridbench --out $(BENCH_OUT) $(BENCH_ARGS)
+
+bench-quick: deps
+	@$(MAKE) --no-print-directory $(BINS) $(BENCH_TOOLS)
+	@$(BUILD)/test/tools/gridbench --quick --out $(BENCH_OUT) $(BENCH_ARGS)
+
 format:
 	clang-format -i $(wildcard */*.c */*.h test/*/*.c test/*/*.h)
 
@@ -179,4 +196,5 @@ clean:
 	rm -rf build build-asan
 
 -include $(LIB_OBJ:.o=.d) $(TEST_LIB_OBJ:.o=.d) $(TEST_SRC:test/%.c=$(BUILD)/obj/test/%.d)
+-include $(TEST_TOOL_SRC:test/tools/%.c=$(BUILD)/obj/test/tools/%.d)
 -include $(FUZZ_LIB_OBJ:.o=.d) $(FUZZ_TARGETS:%=$(FUZZ_DIR)/obj/test/tools/%.d)

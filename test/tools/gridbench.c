@@ -1745,7 +1745,7 @@ static const char *s_usage =
     "  --rounds N           broadcast rounds per count             [30]\n"
     "  --single-s S         single-node submit window (seconds)    [5]\n"
     "  --window N           single-node jobs in flight             [256]\n"
-    "  --ingest-results N   results aimed for in the ingest run    [100000]\n"
+    "  --ingest-results N   results aimed for in the ingest run    [50000]\n"
     "  --idle-s S           real agent idle window (seconds)       [60]\n"
     "  --agent-runs N       hostname and echo jobs on the agent    [20]\n"
     "  --no-agent           skip the real agent\n"
@@ -1946,7 +1946,7 @@ main (int argc, char *argv [])
     options.rounds = 30;
     options.single_s = 5;
     options.window = 256;
-    options.ingest_results = 100000;
+    options.ingest_results = 50000;
     options.idle_s = 60;
     options.agent_runs = 20;
     char self [1024];

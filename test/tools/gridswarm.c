@@ -73,7 +73,7 @@
 #define S_RESEND_MS 5000            //  Unacknowledged results again
 #define S_RESEND_CHECK_MS 1000      //  How often to look for them
 #define S_ZMTP_HEARTBEAT_MS 5000    //  As gridagent
-#define S_ZMTP_TIMEOUT_MS 15000
+#define S_ZMTP_TIMEOUT_MS 15000     //  ...and the TTL in its PINGs
 #define S_HANDSHAKE_MS 10000
 #define S_RECONNECT_MS 100
 #define S_RECONNECT_MAX_MS 10000
@@ -142,7 +142,8 @@ typedef struct {
     double fail_rate;           //  Fraction of commands that fail
     bool send_started;          //  Send `started` (as gridagent does)
     bool test_only;             //  Declare only the test backend
-    bool zmtp_heartbeats;       //  ZMTP PING/PONG, as gridagent sets them
+    int zmtp_heartbeat_ms;      //  ZMTP PING interval, 0 for none
+    int zmtp_ttl_ms;            //  TTL our PINGs ask the broker to keep
     char curve_server [41];     //  Broker public key (Z85), "" for none
     char **source_ips;          //  Local addresses to connect from
     size_t source_ip_count;
@@ -1226,11 +1227,12 @@ s_socket_new (s_shard_t *shard, int type, zcert_t *cert)
     zmq_setsockopt (socket, ZMQ_LINGER, &value, sizeof value);
     int64_t max_size = PROTO_MAX_FRAME;
     zmq_setsockopt (socket, ZMQ_MAXMSGSIZE, &max_size, sizeof max_size);
-    if (config->zmtp_heartbeats) {
-        value = S_ZMTP_HEARTBEAT_MS;
+    if (config->zmtp_heartbeat_ms > 0) {
+        value = config->zmtp_heartbeat_ms;
         zmq_setsockopt (socket, ZMQ_HEARTBEAT_IVL, &value, sizeof value);
         value = S_ZMTP_TIMEOUT_MS;
         zmq_setsockopt (socket, ZMQ_HEARTBEAT_TIMEOUT, &value, sizeof value);
+        value = config->zmtp_ttl_ms;
         zmq_setsockopt (socket, ZMQ_HEARTBEAT_TTL, &value, sizeof value);
     }
     value = S_HANDSHAKE_MS;
@@ -1752,13 +1754,16 @@ static const char *s_usage =
     "  --groups G1,G2       groups of every agent\n"
     "  --labels K=V,...     labels of every agent\n"
     "  --threads N          shard threads                        [2]\n"
-    "  --io-threads N       ZeroMQ I/O threads                   [1]\n"
+    "  --io-threads N       ZeroMQ I/O threads (0: one per 2,500 agents)\n"
+    "                                                            [0]\n"
     "  --delay-ms MS        answer MS after the ack              [0]\n"
     "  --fail-rate F        fraction of commands that fail, 0..1 [0]\n"
     "  --no-started         do not send `started`\n"
     "  --test-only          declare only the test backend (default: every\n"
     "                       built-in backend, as a real agent does)\n"
-    "  --no-zmtp-heartbeats no ZMTP PING/PONG (gridagent sends them)\n"
+    "  --zmtp-heartbeat-ms MS  ZMTP PING interval, 0 for none    [5000]\n"
+    "  --zmtp-ttl-ms MS     TTL carried in the PINGs              [15000]\n"
+    "                       (both as gridagent sets them)\n"
     "  --curve KEY|FILE     CURVE: the broker's public key (Z85 text, or a\n"
     "                       certificate or key file); every agent gets its\n"
     "                       own keypair, made in memory\n"
@@ -1837,7 +1842,8 @@ s_parse (s_config_t *config, int argc, char *argv [])
         {"fail-rate", required_argument, NULL, 'F'},
         {"no-started", no_argument, NULL, 'S'},
         {"test-only", no_argument, NULL, 'T'},
-        {"no-zmtp-heartbeats", no_argument, NULL, 'H'},
+        {"zmtp-heartbeat-ms", required_argument, NULL, 'H'},
+        {"zmtp-ttl-ms", required_argument, NULL, 'L'},
         {"curve", required_argument, NULL, 'c'},
         {"source-ips", required_argument, NULL, 's'},
         {"control", required_argument, NULL, 'C'},
@@ -1915,7 +1921,10 @@ s_parse (s_config_t *config, int argc, char *argv [])
                 config->test_only = true;
                 break;
             case 'H':
-                config->zmtp_heartbeats = false;
+                config->zmtp_heartbeat_ms = (int) strtol (optarg, &end, 10);
+                break;
+            case 'L':
+                config->zmtp_ttl_ms = (int) strtol (optarg, &end, 10);
                 break;
             case 'c':
                 if (s_curve_key (optarg, config->curve_server) != 0) {
@@ -1953,11 +1962,12 @@ s_parse (s_config_t *config, int argc, char *argv [])
         return -1;
     }
     if (config->agents < 1 || config->threads < 1 || config->threads > 64
-        || config->io_threads < 1 || config->delay_ms < 0
+        || config->io_threads < 0 || config->delay_ms < 0
+        || config->zmtp_heartbeat_ms < 0 || config->zmtp_ttl_ms < 0
         || config->fail_rate < 0 || config->fail_rate > 1) {
-        fprintf (stderr, "gridswarm: --agents, --threads and --io-threads "
-                 "must be at least 1, --delay-ms at least 0, --fail-rate "
-                 "within 0..1\n");
+        fprintf (stderr, "gridswarm: --agents and --threads must be at "
+                 "least 1; --io-threads, --delay-ms and the ZMTP times at "
+                 "least 0; --fail-rate within 0..1\n");
         return -1;
     }
     if (config->threads > config->agents)
@@ -2106,9 +2116,10 @@ main (int argc, char *argv [])
     config->broker_ep = strdup ("tcp://127.0.0.1:7702");
     config->publish_ep = strdup ("tcp://127.0.0.1:7703");
     config->threads = 2;
-    config->io_threads = 1;
+    config->io_threads = 0;
     config->send_started = true;
-    config->zmtp_heartbeats = true;
+    config->zmtp_heartbeat_ms = S_ZMTP_HEARTBEAT_MS;
+    config->zmtp_ttl_ms = S_ZMTP_TIMEOUT_MS;
     if (s_parse (config, argc, argv) != 0) {
         s_config_clear (config);
         return 2;
@@ -2137,6 +2148,11 @@ main (int argc, char *argv [])
     pthread_sigmask (SIG_BLOCK, &mask, NULL);
     int signal_fd = signalfd (-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
 
+    //  libzmq's timers cost O(timers of the I/O thread) to cancel, and
+    //  every ZMTP heartbeat cancels one: spread the connections over I/O
+    //  threads so that the swarm does not choke on its own heartbeats
+    if (config->io_threads == 0)
+        config->io_threads = (int) (config->agents / 2500) + 1;
     swarm.context = zmq_ctx_new ();
     zmq_ctx_set (swarm.context, ZMQ_IO_THREADS, config->io_threads);
     int max_sockets = (int) (config->agents * 2 + config->threads + 16);
