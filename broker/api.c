@@ -1,5 +1,5 @@
 /*  =========================================================================
-    api - client request handlers (see broker.h and docs/CLIENT-API.md)
+    api - client request handlers (see broker.h and proto/PROTOCOL.md)
 
     Each handler validates its request, acts through the registry, the
     scheduler and the store, and writes one whole reply. Replies leave only

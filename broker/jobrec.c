@@ -83,7 +83,7 @@ jobrec_save_header (store_txn_t *txn, const sched_job_t *job, pw_t *scratch)
 static void
 s_write_attempt (pw_t *writer, const sched_attempt_t *attempt)
 {
-    pw_map (writer, 7);
+    pw_map (writer, 8);
     pw_str (writer, "attempt");
     pw_int (writer, attempt->attempt);
     pw_str (writer, "status");
@@ -98,6 +98,12 @@ s_write_attempt (pw_t *writer, const sched_attempt_t *attempt)
     pw_int (writer, attempt->duration_ms);
     pw_str (writer, "truncated");
     pw_bool (writer, attempt->truncated);
+    pw_str (writer, "data");
+    pw_map (writer, attempt->data_count);
+    for (size_t item = 0; item < attempt->data_count; item++) {
+        pw_str (writer, attempt->data [item].key);
+        pw_str (writer, attempt->data [item].value);
+    }
 }
 
 static ssize_t
@@ -266,12 +272,13 @@ s_write_time_field (pw_t *writer, const char *key, const pv_t *ms)
         pw_nil (writer);
 }
 
+//  Writes the 6 result fields of ATTEMPT (defaults when NULL or absent).
 static void
 s_write_attempt_fields (pw_t *writer, const pv_t *attempt)
 {
     static const char *fields [] = {"output", "error", "exit_code",
-                                    "duration_ms", "truncated"};
-    for (size_t index = 0; index < 5; index++) {
+                                    "duration_ms", "truncated", "data"};
+    for (size_t index = 0; index < 6; index++) {
         pw_str (writer, fields [index]);
         const pv_t *value = pv_map_get (attempt, fields [index]);
         if (value)
@@ -280,8 +287,10 @@ s_write_attempt_fields (pw_t *writer, const pv_t *attempt)
             pw_str (writer, "");
         else if (index < 4)
             pw_int (writer, index == 2 ? -1 : 0);
-        else
+        else if (index == 4)
             pw_bool (writer, false);
+        else
+            pw_map (writer, 0);
     }
 }
 
@@ -293,7 +302,7 @@ s_write_cell (pw_t *writer, const pv_t *cell)
     const pv_t *attempts = pv_map_get (cell, "attempts");
     size_t count = pv_size (attempts);
     const pv_t *last = count ? pv_array_at (attempts, count - 1) : NULL;
-    pw_map (writer, 7 + (count > 1 ? 1 : 0));
+    pw_map (writer, 8 + (count > 1 ? 1 : 0));
     pw_str (writer, "status");
     pw_pv (writer, pv_map_get (cell, "status"));
     s_write_attempt_fields (writer, last);
@@ -312,7 +321,7 @@ s_write_cell (pw_t *writer, const pv_t *cell)
 static void
 s_write_pending_cell (pw_t *writer)
 {
-    pw_map (writer, 7);
+    pw_map (writer, 8);
     pw_str (writer, "status");
     pw_str (writer, "pending");
     s_write_attempt_fields (writer, NULL);
@@ -555,6 +564,19 @@ s_load_cell (sched_cell_t *cell, const pv_t *record)
         slot->duration_ms = duration_ms;
         slot->output = pv_strdup (pv_map_get (item, "output"));
         slot->error = pv_strdup (pv_map_get (item, "error"));
+        const pv_t *data = pv_map_get (item, "data");
+        size_t data_count = pv_type (data) == PV_MAP ? pv_size (data) : 0;
+        if (data_count) {
+            slot->data = (proto_kv_t *) calloc (data_count, sizeof (proto_kv_t));
+            assert (slot->data);
+            for (size_t entry = 0; entry < data_count; entry++) {
+                slot->data [entry].key = pv_strdup (pv_map_key_at (data, entry));
+                slot->data [entry].value = pv_strdup (pv_map_value_at (data, entry));
+                slot->data_count = entry + 1;
+                if (!slot->data [entry].key || !slot->data [entry].value)
+                    status_rc = -1;
+            }
+        }
         cell->attempt_count = index + 1;
         if (status_rc != 0)
             return -2;

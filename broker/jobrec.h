@@ -10,12 +10,12 @@
 
     Header record: {id, spec: <job wire form>, status, step, steps,
     expected: [ids], reason: str|nil, created_at_ms, updated_at_ms}.
-    Cell record: {status, attempt, attempts: [{attempt, status, output,
+    Cell record: {status, attempt, attempts: [{attempt, status, output, data,
     error, exit_code, duration_ms, truncated}]}.
     Event record: {seq, time_ms, event, node: str|nil, step: int|nil,
     detail: str|nil}.
 
-    Also builds the client API's job record (docs/CLIENT-API.md) from these,
+    Also builds the client API's job record (proto/PROTOCOL.md) from these,
     and rebuilds a scheduler job from them after a restart.
 
     Threading: reentrant; store transactions follow store.h's rules.

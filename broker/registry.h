@@ -117,7 +117,7 @@ size_t registry_list (registry_t *self, registry_node_t ***nodes_p);
 
 //  Writes NODE as a map: id, hostname, groups, labels, status, last_seen,
 //  registered_at, version, concurrency, running, drained and, when
-//  WITH_BACKENDS, backends (the node.get shape of docs/CLIENT-API.md).
+//  WITH_BACKENDS, backends (the node.get shape of proto/PROTOCOL.md).
 void registry_node_encode (const registry_node_t *node, pw_t *writer,
                            bool with_backends);
 

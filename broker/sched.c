@@ -723,8 +723,14 @@ s_cells_free (sched_job_t *job)
     for (size_t index = 0; index < count; index++) {
         sched_cell_t *cell = &job->cells [index];
         for (size_t at = 0; at < cell->attempt_count; at++) {
-            free (cell->attempts [at].output);
-            free (cell->attempts [at].error);
+            sched_attempt_t *attempt = &cell->attempts [at];
+            free (attempt->output);
+            free (attempt->error);
+            for (size_t item = 0; item < attempt->data_count; item++) {
+                free (attempt->data [item].key);
+                free (attempt->data [item].value);
+            }
+            free (attempt->data);
         }
         free (cell->attempts);
     }
@@ -1985,6 +1991,16 @@ sched_on_result (sched_t *self, const proto_msg_t *result, int64_t now_ms)
                               : (int64_t) result->duration_ms;
     s_attempt_add (cell, status, result->output, result->error,
                    result->exit_code, duration_ms, result->truncated);
+    if (result->data_count) {
+        sched_attempt_t *attempt = &cell->attempts [cell->attempt_count - 1];
+        attempt->data = (proto_kv_t *) s_alloc (result->data_count
+                                                * sizeof (proto_kv_t));
+        for (size_t item = 0; item < result->data_count; item++) {
+            attempt->data [item].key = s_strdup (result->data [item].key);
+            attempt->data [item].value = s_strdup (result->data [item].value);
+        }
+        attempt->data_count = result->data_count;
+    }
     if (status == SCHED_CELL_SUCCESS) {
         s_cell_set (self, jobx, step, index, SCHED_CELL_SUCCESS);
         s_event (self, job, "succeeded", index, step, NULL);

@@ -76,6 +76,8 @@ typedef struct {
     int32_t exit_code;            //  -1 when none
     int64_t duration_ms;          //  As the agent measured it
     bool truncated;               //  Output was cut
+    proto_kv_t *data;             //  Structured facts the action gave (owned)
+    size_t data_count;            //  How many
 } sched_attempt_t;
 
 //  The state of one (step, node).

@@ -4,7 +4,7 @@
     gridcli is the operator's command line. It turns argv into a plain
     cli_args_t (a pure parser that reports problems as sentences), resolves
     the broker endpoint and output settings from flags, environment and a
-    YAML config file, builds one client API request (docs/CLIENT-API.md)
+    YAML config file, builds one client API request (proto/PROTOCOL.md)
     with pw, sends it on a ZeroMQ REQ socket with the Lazy Pirate pattern
     (same client request id on every try, so the broker deduplicates), and
     renders the reply's data as aligned tables or as JSON.

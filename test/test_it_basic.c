@@ -213,6 +213,9 @@ test_it_basic_system_hostname_is_real (void **state)
     assert_non_null (output);
     assert_non_null (strstr (output, host));
     free (output);
+    //  The facts travel as structured data too.
+    const pv_t *data = pv_map_get (grid_cell (record, 0, "db-01"), "data");
+    assert_true (pv_str_eq (pv_map_get (data, "hostname"), host));
     pv_doc_destroy (&doc);
 }
 

@@ -96,7 +96,11 @@ s_job (void)
         cell->attempt_count = 1;
         cell->attempts [0] = (sched_attempt_t) {1, SCHED_CELL_SUCCESS,
                                                 strdup ("hi\n"), strdup (""), 0,
-                                                12, false};
+                                                12, false, NULL, 0};
+        cell->attempts [0].data = (proto_kv_t *) calloc (1, sizeof (proto_kv_t));
+        cell->attempts [0].data [0].key = strdup ("hostname");
+        cell->attempts [0].data [0].value = strdup (n ? "web-02.lan" : "web-01.lan");
+        cell->attempts [0].data_count = 1;
     }
     sched_cell_t *cell = &job->cells [2 * 2 + 0];
     cell->status = SCHED_CELL_RUNNING;
@@ -104,7 +108,7 @@ s_job (void)
     cell->attempts = (sched_attempt_t *) calloc (1, sizeof (sched_attempt_t));
     cell->attempt_count = 1;
     cell->attempts [0] = (sched_attempt_t) {1, SCHED_CELL_FAILED, strdup (""),
-                                            strdup ("boom"), 1, 3, false};
+                                            strdup ("boom"), 1, 3, false, NULL, 0};
     return job;
 }
 
@@ -145,6 +149,8 @@ test_jobrec_record_has_grid_shape (void **state)
     const pv_t *done = pv_map_get (pv_map_get (results, "0"), "web-02");
     assert_true (pv_str_eq (pv_map_get (done, "status"), "success"));
     assert_true (pv_str_eq (pv_map_get (done, "output"), "hi\n"));
+    assert_true (pv_str_eq (pv_map_get (pv_map_get (done, "data"), "hostname"),
+                            "web-02.lan"));
     //  Not yet written: pending, with every field present.
     const pv_t *pending = pv_map_get (pv_map_get (results, "1"), "web-01");
     assert_true (pv_str_eq (pv_map_get (pending, "status"), "pending"));
@@ -175,6 +181,8 @@ test_jobrec_load_rebuilds_the_job (void **state)
     assert_string_equal (copy->expected [1], "web-02");
     assert_int_equal (copy->cells [1].status, SCHED_CELL_SUCCESS);
     assert_string_equal (copy->cells [1].attempts [0].output, "hi\n");
+    assert_int_equal (copy->cells [1].attempts [0].data_count, 1);
+    assert_string_equal (copy->cells [1].attempts [0].data [0].value, "web-02.lan");
     assert_int_equal (copy->cells [2].status, SCHED_CELL_PENDING);
     assert_int_equal (copy->cells [4].status, SCHED_CELL_RUNNING);
     assert_int_equal (copy->cells [4].attempt, 2);
