@@ -1449,15 +1449,16 @@ s_on_welcome (agent_t *self, const proto_msg_t *welcome)
 static void
 s_on_error (agent_t *self, const proto_msg_t *error)
 {
-    //  Waiting for acceptance answers every hello: say it once
-    if (strcmp (error->code, "pending") == 0) {
-        if (strcmp (self->last_refusal, error->message) != 0)
-            s_log (self, "broker says %s: %s", error->code, error->message);
+    //  Until a welcome, the same refusal answers every hello: say it once
+    bool repeated = !self->welcomed
+                    && strcmp (self->last_refusal, error->message) == 0;
+    if (!repeated)
+        s_log (self, "broker says %s: %s", error->code, error->message);
+    if (!self->welcomed)
         snprintf (self->last_refusal, sizeof self->last_refusal, "%s",
                   error->message);
+    if (strcmp (error->code, "pending") == 0)
         return;
-    }
-    s_log (self, "broker says %s: %s", error->code, error->message);
     if (strcmp (error->code, "unknown_node") == 0) {
         s_log (self, "the broker does not know this node: registering again");
         s_unwelcome (self);

@@ -85,11 +85,6 @@ s_short (const char *key, char *buf)
 //  ---------------------------------------------------------------------
 //  Configuration
 
-const char *const auth_config_keys [] = {
-    "key", "insecure", "auto_accept", "max_pending_keys", "clients", "allow",
-    NULL
-};
-
 void
 auth_config_defaults (auth_config_t *config)
 {
@@ -1388,8 +1383,8 @@ s_key_reject (broker_t *broker, const proto_request_t *request, pw_t *reply)
     key->updated_at_ms = wall_ms;
     s_index (self, key);
     s_key_save (broker, key);
-    s_log ("key %s rejected%s%s", key->key, key->node ? " (node " : "",
-           key->node ? key->node : "");
+    s_log ("key %s rejected%s%s%s", key->key, key->node ? " (node " : "",
+           key->node ? key->node : "", key->node ? ")" : "");
     if (was_bound)
         s_revoke_node (broker, key->node, "its key was rejected");
     s_reply_key (reply, request->id, key->key, "rejected", key->node);
@@ -1414,8 +1409,8 @@ s_key_delete (broker_t *broker, const proto_request_t *request, pw_t *reply)
     char deleted [KEYS_TEXT_SIZE];
     snprintf (deleted, sizeof deleted, "%s", key->key);
     s_key_forget (broker, key);
-    s_log ("key %s deleted%s%s", deleted, node ? " (node " : "",
-           node ? node : "");
+    s_log ("key %s deleted%s%s%s", deleted, node ? " (node " : "",
+           node ? node : "", node ? ")" : "");
     if (was_bound)
         s_revoke_node (broker, node, "its key was deleted");
     pw_reset (reply);

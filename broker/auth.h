@@ -127,11 +127,8 @@ void auth_config_clear (auth_config_t *config);
 //  Deep copy of SRC into DEST (which holds nothing).
 void auth_config_copy (auth_config_t *dest, const auth_config_t *src);
 
-//  The config-file keys this module reads (NULL-terminated): key,
-//  insecure, auto_accept, max_pending_keys, clients, allow.
-extern const char *const auth_config_keys [];
-
-//  Reads those keys of the config map ROOT into CONFIG. clients is a list
+//  Reads the keys key, insecure, auto_accept, max_pending_keys, clients
+//  and allow of the config map ROOT into CONFIG. clients is a list
 //  of {key: Z85 or key file, role: viewer|operator|admin, ?name}; allow a
 //  list of "backend.action" or "backend.*". Returns 0, or -1 with
 //  "key: reason" in ERR.

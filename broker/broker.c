@@ -114,7 +114,7 @@ broker_config_load (broker_config_t *config, const char *path, char *err,
         "ack_resends", "task_timeout", "grace", "retry_base", "retry_cap",
         "map_size_mb", "max_map_size_mb", "retention", "offline_grace",
         "verbose",
-        //  auth_config_keys
+        //  Read by auth_config_load
         "key", "insecure", "auto_accept", "max_pending_keys", "clients",
         "allow", NULL};
     pv_doc_t *doc = NULL;

@@ -523,6 +523,14 @@ s_parse_command_args (cli_args_t *args, int argc, char *const *argv,
                 return -1;
             continue;
         }
+        //  A public key may start with '-': 40 characters of Z85 are a key
+        if ((args->command == CLI_CMD_KEY_ACCEPT
+        ||   args->command == CLI_CMD_KEY_REJECT
+        ||   args->command == CLI_CMD_KEY_DELETE)
+        &&  !args->id && keys_z85_valid (arg)) {
+            args->id = arg;
+            continue;
+        }
         if (arg [0] == '-' && arg [1]) {
             int rc = s_global_option (args, argc, argv, &index, topic, err,
                                       err_len);
@@ -2713,7 +2721,9 @@ static const char *s_help_status =
 "\n"
 "Prints the broker's version and uptime, its nodes (online, offline,\n"
 "total), its jobs by status, and its counters of dropped messages\n"
-"(malformed, from unknown nodes, stale). Exits 0 when the broker answers.\n"
+"(malformed, from unknown nodes, stale) and of refusals (handshakes,\n"
+"unauthorized keys, impersonation, forbidden requests, refused topics;\n"
+"see docs/SECURITY.md). Exits 0 when the broker answers.\n"
 "\n"
 "Global options and exit codes: gridcli --help.\n"
 "\n"

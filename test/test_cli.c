@@ -1670,6 +1670,14 @@ test_cli_key_commands (void **state)
     cli_args_clear (&args);
     pw_destroy (&w);
 
+    //  A key that starts with '-' is a key, not an option
+    const char *dashed = "-lK2fD.zR[Bx4&L1$Ni!yH]3{q8w*oP@cV%=/bT6";
+    assert_int_equal (strlen (dashed), 40);
+    assert_int_equal (s_parse (&args, err, sizeof err, "key", "delete",
+                               dashed, NULL), 0);
+    assert_string_equal (args.id, dashed);
+    cli_args_clear (&args);
+
     //  Neither a node id nor a key; missing; unknown subcommand
     assert_int_equal (s_parse (&args, err, sizeof err, "key", "delete",
                                "web 01", NULL), -1);

@@ -412,8 +412,13 @@ test_it_basic_hostile_bytes_leave_broker_serving (void **state)
         {0x81, 0xa1, 'v', 0x07},                  //  unknown version
     };
     const size_t sizes [] = {5, 5, 7, 3, 4};
-    zsock_t *agent = zsock_new_dealer (s_grid.agents_ep);
-    zsock_t *client = zsock_new_dealer (s_grid.client_ep);
+    //  Through authenticated connections, so the bodies reach the decoders
+    char agent_key [400];
+    assert_int_equal (grid_keygen (&s_grid, "hostile", agent_key,
+                                   sizeof agent_key, NULL), 0);
+    zsock_t *agent = grid_dealer (&s_grid, s_grid.agents_ep, agent_key);
+    zsock_t *client = grid_dealer (&s_grid, s_grid.client_ep,
+                                   s_grid.admin_key);
     assert_non_null (agent);
     assert_non_null (client);
     for (size_t index = 0; index < 5; index++) {

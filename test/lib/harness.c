@@ -257,6 +257,11 @@ grid_stop (grid_t *grid)
     for (size_t index = 0; index < grid->agent_count; index++)
         grid_stop_agent (grid, (int) index, false);
     grid_stop_broker (grid, false);
+    //  GRID_KEEP=1 keeps the directory (logs, stores) for a post-mortem.
+    const char *keep = getenv ("GRID_KEEP");
+    if (grid->dir [0] && keep && *keep == '1')
+        fprintf (stderr, "kept %s\n", grid->dir);
+    else
     if (grid->dir [0]) {
         char command [400];
         snprintf (command, sizeof command, "rm -rf '%s'", grid->dir);
@@ -271,6 +276,34 @@ grid_call_raw (grid_t *grid, const void *request, size_t size, int timeout_ms)
 {
     return grid_call_raw_as (grid, grid->insecure ? NULL : grid->admin_key,
                              request, size, timeout_ms);
+}
+
+zsock_t *
+grid_dealer (grid_t *grid, const char *endpoint, const char *key_file)
+{
+    zcert_t *cert = NULL;
+    char server [KEYS_TEXT_SIZE], why [512];
+    if (key_file) {
+        cert = keys_load_pair (key_file, why, sizeof why);
+        if (!cert || keys_read_public (grid->broker_key, server, why,
+                                       sizeof why) != 0) {
+            fprintf (stderr, "grid_dealer: %s\n", why);
+            zcert_destroy (&cert);
+            return NULL;
+        }
+    }
+    zsock_t *socket = zsock_new (ZMQ_DEALER);
+    if (socket && cert)
+        keys_curve_client (socket, cert, server);
+    zcert_destroy (&cert);
+    if (socket) {
+        zsock_set_linger (socket, 0);
+        //  A peer that refuses us must not block a test's send
+        zsock_set_sndtimeo (socket, 1000);
+        if (zsock_connect (socket, "%s", endpoint) != 0)
+            zsock_destroy (&socket);
+    }
+    return socket;
 }
 
 pv_doc_t *

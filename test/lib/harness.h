@@ -20,6 +20,7 @@
 #ifndef GRID_HARNESS_H
 #define GRID_HARNESS_H
 
+#include <czmq.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <sys/types.h>
@@ -93,6 +94,11 @@ pv_doc_t *grid_call_raw (grid_t *grid, const void *request, size_t size,
 //  Sends {type, id, key1: value1, ...} (string fields, NULL-terminated
 //  pairs) and returns the decoded reply or NULL.
 pv_doc_t *grid_call (grid_t *grid, const char *type, ...);
+
+//  A DEALER connected to ENDPOINT as the key pair KEY_FILE (CURVE with the
+//  broker's key; NULL: plaintext). Caller destroys it.
+zsock_t *grid_dealer (grid_t *grid, const char *endpoint,
+                      const char *key_file);
 
 //  grid_call_raw and grid_call as the client whose key pair is KEY_FILE
 //  (NULL: plaintext, no key at all).
