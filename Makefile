@@ -88,6 +88,10 @@ FUZZ_CFLAGS = -std=c11 -D_GNU_SOURCE -DGRID_VERSION=\"$(VERSION)\" \
 	-fsanitize=fuzzer-no-link $(FUZZ_SANITIZE) $(PKG_CFLAGS) -MMD -MP
 FUZZ_SEEDS := $(BUILD)/test/tools/fuzz_seeds
 
+# Objects are kept between runs (they are intermediate files of pattern
+# rules, which make would otherwise delete).
+.SECONDARY:
+
 .PHONY: all deps test test-build demo format clean check-deps fuzz \
 	fuzz-build fuzz-deps bench bench-quick
 .DEFAULT_GOAL := all

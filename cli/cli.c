@@ -1598,8 +1598,10 @@ s_target_text (const pv_t *target, char *buf, size_t buf_len)
     return buf;
 }
 
-//  "i/n" for the current step of a job: the step index (numbered from 0,
-//  as in the API, the events and the results) over the number of steps.
+//  "i/n" for a job's progress: the index of the step it is at (numbered
+//  from 0, as in the API, the events and the results), which is also how
+//  many steps are behind it, over the number of steps; a completed job
+//  reads n/n.
 static const char *
 s_step_text (const pv_t *job, char *buf, size_t buf_len)
 {
@@ -1607,6 +1609,9 @@ s_step_text (const pv_t *job, char *buf, size_t buf_len)
     int64_t steps = s_field_int (job, "steps", 0);
     if (steps <= 0)
         snprintf (buf, buf_len, "-");
+    else
+    if (pv_str_eq (pv_map_get (job, "status"), "completed"))
+        snprintf (buf, buf_len, "%" PRId64 "/%" PRId64, steps, steps);
     else
         snprintf (buf, buf_len, "%" PRId64 "/%" PRId64,
                   step < 0 ? 0 : step >= steps ? steps - 1 : step, steps);
