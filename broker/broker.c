@@ -825,7 +825,10 @@ s_on_tick (zloop_t *loop, int timer_id, void *arg)
     //  Every tick, not only at deadlines: it also admits queued jobs.
     sched_tick (self->sched, now_ms);
     if (self->config.retention_ms > 0 && now_ms >= self->next_sweep_ms) {
-        self->next_sweep_ms = now_ms + 60000;
+        //  Sweep every minute, or more often for a short retention.
+        int64_t every_ms = self->config.retention_ms / 2;
+        every_ms = every_ms < 1000 ? 1000 : every_ms > 60000 ? 60000 : every_ms;
+        self->next_sweep_ms = now_ms + every_ms;
         size_t purged = broker_sweep (self, broker_wall_ms (), 1000);
         if (purged)
             s_log ("purged %zu finished job%s older than the retention",

@@ -464,6 +464,68 @@ test_it_delivery_retried_submit_makes_one_job (void **state)
     pw_destroy (&writer);
 }
 
+static void
+test_it_delivery_retention_and_delete (void **state)
+{
+    grid_t *grid = (grid_t *) *state;
+    const char *extra [] = {"--retention", "2s", NULL};
+    assert_int_equal (grid_start_broker (grid, extra), 0);
+    assert_true (grid_start_agent (grid, "db-01", "db", NULL, NULL) >= 0);
+    const char *echo = "target: {scope: node, value: db-01}\n"
+                       "tasks:\n  - {backend: test, action: echo, params: {msg: x}}\n";
+    const char *slow = "target: {scope: node, value: db-01}\n"
+                       "tasks:\n  - {backend: test, action: sleep, params: {seconds: 5}}\n";
+    //  Delete: a running job must be cancelled first; a finished one goes
+    //  with its results and events.
+    char *running = grid_submit_id (grid, slow);
+    assert_non_null (running);
+    char *out = NULL, *err = NULL;
+    assert_int_equal (grid_cli (grid, &out, &err, 10000, "job", "delete",
+                                running, NULL), 4);
+    assert_non_null (strstr (err, "conflict"));
+    free (out);
+    free (err);
+    assert_int_equal (grid_cli (grid, &out, &err, 10000, "job", "cancel",
+                                running, NULL), 0);
+    free (out);
+    free (err);
+    assert_int_equal (grid_cli (grid, &out, &err, 10000, "job", "delete",
+                                running, NULL), 0);
+    assert_non_null (strstr (out, "deleted"));
+    free (out);
+    free (err);
+    pv_doc_t *doc = grid_call (grid, "job.get", "job", running, NULL);
+    char *code = grid_reply_code (doc);
+    assert_non_null (code);
+    assert_string_equal (code, "not_found");
+    free (code);
+    pv_doc_destroy (&doc);
+    doc = grid_call (grid, "job.events", "job", running, NULL);
+    code = grid_reply_code (doc);
+    assert_string_equal (code, "not_found");
+    free (code);
+    pv_doc_destroy (&doc);
+    free (running);
+    //  Retention: a finished job is purged once it is older than 2s.
+    char *job_id = grid_submit_id (grid, echo);
+    assert_non_null (job_id);
+    doc = grid_wait_job (grid, job_id, 20000);
+    assert_true (grid_str_is (s_data (doc), "status", "completed"));
+    pv_doc_destroy (&doc);
+    long long deadline = grid_now_ms () + 20000;
+    bool purged = false;
+    while (!purged && grid_now_ms () < deadline) {
+        doc = grid_call (grid, "job.get", "job", job_id, NULL);
+        code = grid_reply_code (doc);
+        purged = code && strcmp (code, "not_found") == 0;
+        free (code);
+        pv_doc_destroy (&doc);
+        s_nap (100);
+    }
+    assert_true (purged);
+    free (job_id);
+}
+
 //  The acceptance loop: 20 broker SIGKILL/restart cycles during a
 //  3-agent, 5-step job (and a few more jobs submitted along the way).
 static void
@@ -492,7 +554,11 @@ test_it_delivery_broker_crash_loop (void **state)
         if (cycle % 5 == 4 && count < 8) {
             //  Right after a restart the agents may not be back yet.
             for (int tries = 0; tries < 100 && count < 8; tries++) {
-                char *id = grid_submit_id (grid, five_steps);
+                pv_doc_t *reply = grid_submit (grid, five_steps);
+                const pv_t *data = NULL;
+                char *id = grid_reply_ok (reply, &data)
+                               ? pv_strdup (pv_map_get (data, "job")) : NULL;
+                pv_doc_destroy (&reply);
                 if (id) {
                     ids [count++] = id;
                     break;
@@ -526,6 +592,7 @@ main (void)
         cmocka_unit_test_setup_teardown (test_it_delivery_broker_drain_with_queue, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_it_delivery_full_store_refuses_and_keeps_data, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_it_delivery_retried_submit_makes_one_job, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_it_delivery_retention_and_delete, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_it_delivery_broker_crash_loop, s_setup, s_teardown),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
