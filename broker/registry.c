@@ -8,6 +8,8 @@
 
 struct _registry_t {
     zhashx_t *nodes;     //  id -> registry_node_t (owned)
+    bool seen_known;     //  oldest_seen_ms holds a bound
+    int64_t oldest_seen_ms;  //  No online node was last seen before this
 };
 
 static void
@@ -150,9 +152,20 @@ registry_expire (registry_t *self, int64_t now_ms, int64_t timeout_ms,
                  const char ***ids_p)
 {
     *ids_p = NULL;
+    //  Called every tick, and a scan visits every node. Last-seen times
+    //  only move forward (registry_touch and registry_hello take the
+    //  monotonic clock), so the oldest one of the last scan bounds them
+    //  all: until the timeout passes that bound, nothing can expire.
+    if (self->seen_known && now_ms - self->oldest_seen_ms <= timeout_ms)
+        return 0;
     size_t count = 0, room = 0;
+    self->seen_known = true;
+    self->oldest_seen_ms = now_ms;
     registry_node_t *node = (registry_node_t *) zhashx_first (self->nodes);
     while (node) {
+        if (node->online && node->last_seen_ms < self->oldest_seen_ms
+            && now_ms - node->last_seen_ms <= timeout_ms)
+            self->oldest_seen_ms = node->last_seen_ms;
         if (node->online && now_ms - node->last_seen_ms > timeout_ms) {
             registry_set_offline (node, now_ms);
             if (count == room) {

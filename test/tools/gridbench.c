@@ -61,9 +61,11 @@
 #include "../../proto/pw.h"
 
 #define S_MAX_COUNTS 8              //  Agent counts per run
-#define S_MAX_CHILDREN 8            //  Processes alive at once
+#define S_MAX_SWARMS 16             //  Swarm processes per run
+#define S_MAX_CHILDREN (S_MAX_SWARMS + 4)   //  Processes alive at once
 #define S_CALL_TIMEOUT_MS 30000     //  One client request
-#define S_STOP_GRACE_MS 20000       //  SIGTERM to SIGKILL
+#define S_STOP_GRACE_MS 60000       //  SIGTERM to SIGKILL (a broker that
+                                    //  held 10,000 agents takes ~30 s)
 #define S_POLL_MS 20                //  Polling interval while waiting
 
 //  Goals from the benchmark issue, printed next to the figures
@@ -115,13 +117,16 @@ typedef struct {
     double swarm_bytes_per_agent;
     uint64_t lost, duplicates;
     uint64_t dup_commands, resent, send_failed, unacked_end;
+    double load_before;             //  1-minute load average at the start
 } s_run_t;
 
 //  Figures of the real agent.
 typedef struct {
     bool measured;
     char error [256];
-    size_t idle_rss_kib;
+    size_t idle_rss_kib;            //  Resident, shared libraries included
+    size_t idle_anon_kib;           //  Its own memory (RssAnon)
+    size_t idle_pss_kib;            //  Proportional share (Pss)
     double idle_cpu_percent;
     int idle_s;
     double hostname_ms, hostname_cpu_ms;
@@ -280,20 +285,29 @@ s_free_port (void)
     return port;
 }
 
+//  The "KEY: N kB" line of /proc/PID/NAME (status, smaps_rollup), in KiB.
 static size_t
-s_rss_kib (pid_t pid)
+s_proc_kib (pid_t pid, const char *name, const char *key)
 {
     char path [64];
-    snprintf (path, sizeof path, "/proc/%d/status", (int) pid);
+    snprintf (path, sizeof path, "/proc/%d/%s", (int) pid, name);
     FILE *file = fopen (path, "r");
-    size_t kib = 0;
+    size_t kib = 0, key_len = strlen (key);
     char line [256];
     while (file && fgets (line, sizeof line, file))
-        if (sscanf (line, "VmRSS: %zu kB", &kib) == 1)
+        if (strncmp (line, key, key_len) == 0 && line [key_len] == ':') {
+            kib = strtoul (line + key_len + 1, NULL, 10);
             break;
+        }
     if (file)
         fclose (file);
     return kib;
+}
+
+static size_t
+s_rss_kib (pid_t pid)
+{
+    return s_proc_kib (pid, "status", "VmRSS");
 }
 
 //  CPU time of PID in ms: every thread (schedstat, in ns) plus its reaped
@@ -565,8 +579,6 @@ s_swarm_stats (s_peer_t *swarm)
 //  ---------------------------------------------------------------------
 //  A broker and its swarm
 
-#define S_MAX_SWARMS 16             //  Swarm processes per run
-
 //  One gridswarm process: agents FIRST .. FIRST + COUNT - 1.
 typedef struct {
     pid_t pid;
@@ -835,13 +847,15 @@ s_percentile (const double *sorted, size_t count, double p)
     return sorted [rank ? rank - 1 : 0];
 }
 
-//  Checks a job record: completed, one success cell per node of step 0,
-//  first attempt. Adds to LOST and DUPS.
+//  Checks a job record: completed, exactly EXPECTED cells in step 0, each
+//  a success at its first attempt. Adds to LOST and DUPS.
 static void
 s_check_record (const pv_t *record, size_t expected, uint64_t *lost,
                 uint64_t *dups)
 {
     const pv_t *cells = pv_map_get (pv_map_get (record, "results"), "0");
+    if (pv_size (cells) > expected)
+        *dups += pv_size (cells) - expected;
     size_t success = 0;
     for (size_t at = 0; at < pv_size (cells); at++) {
         const pv_t *cell = pv_map_value_at (cells, at);
@@ -1096,7 +1110,8 @@ s_single_node (s_stage_t *stage, const s_options_t *options, s_run_t *run)
         while (s_now_ms () < end_ms && in_flight < options->window) {
             if (count == room) {
                 room *= 2;
-                jobs = (s_single_t *) realloc (jobs, room * sizeof (s_single_t));
+                jobs = (s_single_t *) realloc (jobs,
+                                               room * sizeof (s_single_t));
                 assert (jobs);
             }
             char node [80];
@@ -1290,10 +1305,29 @@ s_swarm_totals (s_stage_t *stage, s_run_t *run)
     }
 }
 
+//  The 1-minute load average: anything else running skews every figure.
+static double
+s_load_average (void)
+{
+    double load = -1;
+    FILE *file = fopen ("/proc/loadavg", "r");
+    if (file) {
+        if (fscanf (file, "%lf", &load) != 1)
+            load = -1;
+        fclose (file);
+    }
+    return load;
+}
+
 static void
 s_measure (const s_options_t *options, size_t agents, s_run_t *run)
 {
     run->agents = agents;
+    run->load_before = s_load_average ();
+    if (run->load_before > 0.5)
+        s_say ("%zu agents: the load average is %.2f before the run: other "
+               "work on this machine skews the figures", agents,
+               run->load_before);
     s_stage_t stage;
     memset (&stage, 0, sizeof stage);
     snprintf (stage.dir, sizeof stage.dir, "%s", s_tmpdir);
@@ -1473,6 +1507,8 @@ s_measure_agent (const s_options_t *options, s_agent_figures_t *figures)
     figures->idle_cpu_percent = (s_cpu_ms (stage.agent_pid) - cpu_before)
                                 / 10.0 / elapsed_s;
     figures->idle_rss_kib = rss_max;
+    figures->idle_anon_kib = s_proc_kib (stage.agent_pid, "status", "RssAnon");
+    figures->idle_pss_kib = s_proc_kib (stage.agent_pid, "smaps_rollup", "Pss");
     s_say ("real agent: %zu runs each of system hostname and test echo",
            options->agent_runs);
     if (s_agent_job (&stage, options, "system", "hostname", NULL,
@@ -1598,6 +1634,12 @@ s_write_json (const char *path, const s_run_t *runs, size_t count,
         s_json_number (file, "agent_idle_rss_kib",
                        agent->measured ? (double) agent->idle_rss_kib : -1,
                        true);
+        s_json_number (file, "agent_idle_anon_kib",
+                       agent->measured ? (double) agent->idle_anon_kib : -1,
+                       true);
+        s_json_number (file, "agent_idle_pss_kib",
+                       agent->measured ? (double) agent->idle_pss_kib : -1,
+                       true);
         s_json_number (file, "agent_idle_cpu_percent",
                        agent->measured ? agent->idle_cpu_percent : -1, false);
         s_json_number (file, "agent_idle_window_s",
@@ -1607,14 +1649,18 @@ s_write_json (const char *path, const s_run_t *runs, size_t count,
                        false);
         s_json_number (file, "agent_echo_ms", agent->echo_ms, false);
         s_json_number (file, "agent_echo_cpu_ms", agent->echo_cpu_ms, false);
-        s_json_number (file, "lost_results", (double) run->lost, true);
-        s_json_number (file, "duplicate_results", (double) run->duplicates,
+        bool ran = run->register_s >= 0;
+        s_json_number (file, "lost_results", ran ? (double) run->lost : -1,
                        true);
-        s_json_number (file, "duplicate_commands", (double) run->dup_commands,
-                       true);
-        s_json_number (file, "resent_results", (double) run->resent, true);
-        s_json_number (file, "swarm_send_failed", (double) run->send_failed,
-                       true);
+        s_json_number (file, "duplicate_results",
+                       ran ? (double) run->duplicates : -1, true);
+        s_json_number (file, "duplicate_commands",
+                       ran ? (double) run->dup_commands : -1, true);
+        s_json_number (file, "resent_results",
+                       ran ? (double) run->resent : -1, true);
+        s_json_number (file, "swarm_send_failed",
+                       ran ? (double) run->send_failed : -1, true);
+        s_json_number (file, "load_average_before", run->load_before, false);
         s_json_number (file, "cores", (double) cores, true);
         s_json_number (file, "mem_gib", mem_gib, false);
         s_json_string (file, "cpu", cpu);
@@ -1644,12 +1690,14 @@ s_print_row (const char *name, const s_run_t *runs, size_t count,
     printf ("%-34s", name);
     for (size_t at = 0; at < count; at++) {
         const s_run_t *run = &runs [at];
+        //  Counts mean nothing for a run that never got to its jobs
+        bool ran = run->register_s >= 0;
         double values [] = {
             run->register_s, run->broadcast_p50_ms, run->broadcast_p99_ms,
             run->single_jobs_per_s, run->single_p50_ms, run->results_per_s,
             run->broker_bytes_per_agent, run->swarm_bytes_per_agent,
-            (double) run->lost, (double) run->duplicates,
-            (double) run->dup_commands
+            ran ? (double) run->lost : -1, ran ? (double) run->duplicates : -1,
+            ran ? (double) run->dup_commands : -1
         };
         char cell [32];
         s_cell (cell, sizeof cell, format, values [field]);
@@ -1709,6 +1757,12 @@ s_print (const s_run_t *runs, size_t count, const s_agent_figures_t *agent)
                 agent->measured ? (double) agent->idle_rss_kib : -1);
         printf ("  idle RSS (KiB)                    %12s   under %d\n", cell,
                 S_GOAL_AGENT_KIB);
+        s_cell (cell, sizeof cell, "%.0f",
+                agent->measured ? (double) agent->idle_anon_kib : -1);
+        printf ("    of which its own (RssAnon, KiB) %12s\n", cell);
+        s_cell (cell, sizeof cell, "%.0f",
+                agent->measured ? (double) agent->idle_pss_kib : -1);
+        printf ("    proportional share (Pss, KiB)   %12s\n", cell);
         s_cell (cell, sizeof cell, "%.3f",
                 agent->measured ? agent->idle_cpu_percent : -1);
         printf ("  idle CPU over %3d s (%%)           %12s\n", agent->idle_s,
@@ -1745,7 +1799,7 @@ static const char *s_usage =
     "  --rounds N           broadcast rounds per count             [30]\n"
     "  --single-s S         single-node submit window (seconds)    [5]\n"
     "  --window N           single-node jobs in flight             [256]\n"
-    "  --ingest-results N   results aimed for in the ingest run    [50000]\n"
+    "  --ingest-results N   results aimed for in the ingest run    [20000]\n"
     "  --idle-s S           real agent idle window (seconds)       [60]\n"
     "  --agent-runs N       hostname and echo jobs on the agent    [20]\n"
     "  --no-agent           skip the real agent\n"
@@ -1821,7 +1875,7 @@ s_parse (s_options_t *options, int argc, char *argv [])
                 options->count_total = 1;
                 options->single_s = 3;
                 options->idle_s = 10;
-                options->ingest_results = 50000;
+                options->ingest_results = 20000;
                 break;
             case 'r':
                 options->rounds = strtoul (optarg, &end, 10);
@@ -1946,7 +2000,7 @@ main (int argc, char *argv [])
     options.rounds = 30;
     options.single_s = 5;
     options.window = 256;
-    options.ingest_results = 50000;
+    options.ingest_results = 20000;
     options.idle_s = 60;
     options.agent_runs = 20;
     char self [1024];

@@ -373,9 +373,9 @@ struct _s_result_t {
     s_result_t *next;
 };
 
-//  Values of the shard's seen table (key: fingerprint of the step).
-#define S_SEEN_ANSWERED (1ULL << 32)    //  The result of ATTEMPT exists
-#define S_SEEN_ACKED (1ULL << 33)       //  ...and was acknowledged
+//  Values of the shard's seen table (key: fingerprint of the step): the
+//  attempt taken last in the low 32 bits, and this flag.
+#define S_SEEN_ANSWERED (1ULL << 32)    //  The result of that attempt exists
 
 typedef struct _s_swarm_t s_swarm_t;
 
@@ -811,10 +811,6 @@ s_on_result_ack (s_shard_t *shard, uint32_t index, const proto_msg_t *ack,
     s_map_delete (&shard->outstanding, key);
     s_unacked_unlink (shard, result);
     atomic_fetch_sub_explicit (&shard->pending, 1, memory_order_relaxed);
-    uint64_t *seen = s_map_find (&shard->seen,
-                                 s_fingerprint (number, ack->job, ack->step, 0));
-    if (seen && (uint32_t) *seen == ack->attempt)
-        *seen |= S_SEEN_ACKED;
     s_count (shard, C_RESULT_ACKS);
     s_job_event (shard, ack->job, S_JOB_ACK, now_ms);
     s_result_free (&result);
@@ -1000,6 +996,46 @@ s_on_cancel (s_shard_t *shard, uint32_t index, const proto_msg_t *cancel,
     }
 }
 
+//  Subscribes SOCKET to TOPIC; AGAIN: unsubscribe first, so that the
+//  subscription is sent again.
+static void
+s_subscribe (void *socket, const char *topic, bool again)
+{
+    if (again)
+        zmq_setsockopt (socket, ZMQ_UNSUBSCRIBE, topic, strlen (topic));
+    zmq_setsockopt (socket, ZMQ_SUBSCRIBE, topic, strlen (topic));
+}
+
+//  Subscribes agent INDEX to its topics: all/, its groups, every prefix of
+//  its labels' values, node/<id>/ (PROTOCOL.md section 3).
+static void
+s_subscribe_all (s_shard_t *shard, uint32_t index, bool again)
+{
+    const s_config_t *config = &shard->swarm->config;
+    s_agent_t *agent = &shard->agents [index];
+    char topic [NAME_MAX_LEN * 3 + 32];
+    s_subscribe (agent->sub, "all/", again);
+    for (size_t at = 0; at < config->group_count; at++) {
+        snprintf (topic, sizeof topic, "group/%s/", config->groups [at]);
+        s_subscribe (agent->sub, topic, again);
+    }
+    for (size_t at = 0; at < config->label_count; at++) {
+        const char *value = config->labels [at].value;
+        const char *dot = value;
+        while (dot) {
+            dot = strchr (dot, '.');
+            int len = dot ? (int) (dot - value) : (int) strlen (value);
+            snprintf (topic, sizeof topic, "label/%s/%.*s/",
+                      config->labels [at].key, len, value);
+            s_subscribe (agent->sub, topic, again);
+            if (dot)
+                dot++;
+        }
+    }
+    snprintf (topic, sizeof topic, "node/%s/", agent->id);
+    s_subscribe (agent->sub, topic, again);
+}
+
 static void
 s_on_welcome (s_shard_t *shard, uint32_t index, const proto_msg_t *welcome,
               int64_t now_ms)
@@ -1023,6 +1059,11 @@ s_on_welcome (s_shard_t *shard, uint32_t index, const proto_msg_t *welcome,
             s_log ("%s welcomed (heartbeat %u ms)", agent->id,
                    agent->heartbeat_ms);
     }
+    //  With CURVE the broker grants topics only to a node it knows, so
+    //  the subscriptions sent at connect time were refused: again, as
+    //  gridagent does
+    if (shard->swarm->config.curve_server [0])
+        s_subscribe_all (shard, index, true);
     s_resend_agent (shard, index, now_ms);
 }
 
@@ -1287,12 +1328,6 @@ s_watch_fd (s_shard_t *shard, void *socket, uint32_t index, uint8_t which)
     return epoll_ctl (shard->epoll_fd, EPOLL_CTL_ADD, fd, &event);
 }
 
-static void
-s_subscribe (void *socket, const char *topic)
-{
-    zmq_setsockopt (socket, ZMQ_SUBSCRIBE, topic, strlen (topic));
-}
-
 //  Creates agent INDEX's sockets: subscribe first, then connect the
 //  DEALER and say hello (PROTOCOL.md 4.1 rule 1).
 static int
@@ -1313,30 +1348,8 @@ s_agent_start (s_shard_t *shard, uint32_t index, int64_t now_ms)
     agent->sub = s_socket_new (shard, ZMQ_SUB, cert);
     agent->dealer = agent->sub ? s_socket_new (shard, ZMQ_DEALER, cert) : NULL;
     zcert_destroy (&cert);
-    if (agent->dealer) {
-        char topic [NAME_MAX_LEN * 3 + 32];
-        s_subscribe (agent->sub, "all/");
-        for (size_t at = 0; at < config->group_count; at++) {
-            snprintf (topic, sizeof topic, "group/%s/", config->groups [at]);
-            s_subscribe (agent->sub, topic);
-        }
-        for (size_t at = 0; at < config->label_count; at++) {
-            //  Every prefix of the dotted value
-            const char *value = config->labels [at].value;
-            const char *dot = value;
-            while (dot) {
-                dot = strchr (dot, '.');
-                int len = dot ? (int) (dot - value) : (int) strlen (value);
-                snprintf (topic, sizeof topic, "label/%s/%.*s/",
-                          config->labels [at].key, len, value);
-                s_subscribe (agent->sub, topic);
-                if (dot)
-                    dot++;
-            }
-        }
-        snprintf (topic, sizeof topic, "node/%s/", agent->id);
-        s_subscribe (agent->sub, topic);
-    }
+    if (agent->dealer)
+        s_subscribe_all (shard, index, false);
     if (!agent->dealer || s_connect (agent->sub, config->publish_ep, source)
         || s_connect (agent->dealer, config->broker_ep, source)
         || s_watch_fd (shard, agent->dealer, index, 1) != 0
@@ -2264,7 +2277,8 @@ main (int argc, char *argv [])
         if (!announced) {
             uint64_t welcomed = 0;
             for (size_t at = 0; at < config->threads; at++)
-                welcomed += atomic_load (&swarm.shards [at].counters [C_WELCOMED]);
+                welcomed += atomic_load (
+                    &swarm.shards [at].counters [C_WELCOMED]);
             if (welcomed >= config->agents) {
                 size_t rss = s_rss_kib ();
                 s_log ("all %zu agents welcomed in %.2f s; RSS %zu MiB "
@@ -2287,7 +2301,8 @@ main (int argc, char *argv [])
     for (size_t at = 0; at < config->threads; at++) {
         pthread_join (swarm.shards [at].thread, NULL);
         for (int counter = 0; counter < C_COUNT; counter++)
-            totals [counter] += atomic_load (&swarm.shards [at].counters [counter]);
+            totals [counter]
+                += atomic_load (&swarm.shards [at].counters [counter]);
     }
     s_log ("stopped: %" PRIu64 " commands, %" PRIu64 " results, %" PRIu64
            " result_acks, %" PRIu64 " duplicate commands, %" PRIu64
