@@ -1608,7 +1608,7 @@ s_socket (agent_t *self, int type, const char *endpoint, char **topics,
     zsock_set_rcvhwm (sock, S_HWM);
     zsock_set_heartbeat_ivl (sock, S_ZMTP_HEARTBEAT_MS);
     zsock_set_heartbeat_timeout (sock, S_ZMTP_TIMEOUT_MS);
-    zsock_set_heartbeat_ttl (sock, S_ZMTP_TIMEOUT_MS);
+    //  No TTL: the broker then keeps no timer per agent connection
     zsock_set_handshake_ivl (sock, S_HANDSHAKE_MS);
     //  Jittered, backed-off reconnects: a restarted broker is not hit by
     //  the whole fleet in the same millisecond

@@ -11,6 +11,14 @@
 #define BATCH_MAX 512            //  Messages read per socket per pass
 #define REPLY_CACHE_MAX 10000    //  Client replies kept for retries
 
+//  A cell changed during the current pass. An ack, a start and a result
+//  that arrive in one pass cost one write, not three.
+typedef struct {
+    sched_job_t *job;            //  Live until its FINISHED action
+    uint32_t step;               //  Flat step
+    char node [NAME_MAX_LEN + 1];  //  Node id
+} dirty_cell_t;
+
 typedef struct {
     zsock_t *socket;             //  Where to send
     zmsg_t *msg;                 //  What
@@ -264,6 +272,36 @@ s_flush (broker_t *self)
     zlistx_purge (self->outbox);
 }
 
+static void
+s_store_error (broker_t *self, int rc, const char *what);
+
+//  Saves the dirty cells of JOB (every job when NULL) and forgets them.
+static void
+s_save_dirty_cells (broker_t *self, const sched_job_t *job)
+{
+    if (zhashx_size (self->dirty_cells) == 0)
+        return;
+    store_txn_t *txn = broker_txn (self);
+    zlistx_t *done = zlistx_new ();
+    for (dirty_cell_t *cell = (dirty_cell_t *) zhashx_first (self->dirty_cells);
+         cell; cell = (dirty_cell_t *) zhashx_next (self->dirty_cells)) {
+        if (job && cell->job != job)
+            continue;
+        if (txn)
+            s_store_error (self, jobrec_save_cell (txn, cell->job, cell->step,
+                                                   cell->node, self->scratch),
+                           "a result");
+        zlistx_add_end (done, (void *) zhashx_cursor (self->dirty_cells));
+    }
+    if (job)
+        for (const char *key = (const char *) zlistx_first (done); key;
+             key = (const char *) zlistx_next (done))
+            zhashx_delete (self->dirty_cells, key);
+    else
+        zhashx_purge (self->dirty_cells);
+    zlistx_destroy (&done);
+}
+
 //  Ends a pass: drains the scheduler, commits, sends. A send failure can
 //  feed the scheduler again, so loop until nothing is left (bounded).
 static void
@@ -271,6 +309,7 @@ s_pass_end (broker_t *self)
 {
     for (int round = 0; round < 4; round++) {
         broker_drain (self);
+        s_save_dirty_cells (self, NULL);
         if (self->txn) {
             int rc = store_commit (&self->txn);
             if (rc != 0)
@@ -409,14 +448,19 @@ broker_drain (broker_t *self)
                                                              self->scratch),
                                    "a job");
                 break;
-            case SCHED_ACTION_SAVE_CELL:
-                if (txn)
-                    s_store_error (self, jobrec_save_cell (txn, action.job,
-                                                           action.step,
-                                                           action.node,
-                                                           self->scratch),
-                                   "a result");
+            case SCHED_ACTION_SAVE_CELL: {
+                char key [JOB_ID_LEN + NAME_MAX_LEN + 16];
+                snprintf (key, sizeof key, "%s/%u/%s", action.job->id,
+                          action.step, action.node);
+                if (!zhashx_lookup (self->dirty_cells, key)) {
+                    dirty_cell_t *cell = (dirty_cell_t *) zmalloc (sizeof (dirty_cell_t));
+                    cell->job = action.job;
+                    cell->step = action.step;
+                    snprintf (cell->node, sizeof cell->node, "%s", action.node);
+                    zhashx_insert (self->dirty_cells, key, cell);
+                }
                 break;
+            }
             case SCHED_ACTION_EVENT: {
                 bool step_event = action.node != NULL
                                   || strcmp (action.event, "dispatched") == 0
@@ -438,6 +482,8 @@ broker_drain (broker_t *self)
                 break;
             }
             case SCHED_ACTION_FINISHED:
+                //  The job's memory goes at the next scheduler call
+                s_save_dirty_cells (self, action.job);
                 if (action.job->status < 6)
                     self->finished [action.job->status]++;
                 zhashx_delete (self->event_seq, action.job->id);
@@ -486,13 +532,15 @@ broker_save_node (broker_t *self, const registry_node_t *node)
 }
 
 static void
-s_on_hello (broker_t *self, zframe_t *routing, proto_msg_t **msg_p,
-            int64_t now_ms)
+s_on_hello (broker_t *self, zframe_t *routing, zframe_t *body,
+            proto_msg_t **msg_p, int64_t now_ms)
 {
     proto_msg_t *hello = *msg_p;
     registry_node_t *before = registry_lookup (self->registry, hello->node);
     bool was_online = before && before->online;
     registry_node_t *node = registry_hello (self->registry, msg_p,
+                                            zframe_data (body),
+                                            zframe_size (body),
                                             zframe_data (routing),
                                             zframe_size (routing), now_ms,
                                             broker_wall_ms ());
@@ -546,7 +594,7 @@ s_on_agent_message (broker_t *self, zmsg_t *msg, int64_t now_ms)
         return;
     }
     if (in->type == PROTO_HELLO) {
-        s_on_hello (self, routing, &in, now_ms);
+        s_on_hello (self, routing, body, &in, now_ms);
         proto_msg_destroy (&in);
         return;
     }
@@ -629,8 +677,6 @@ s_on_agents (zloop_t *loop, zsock_t *socket, void *arg)
     broker_t *self = (broker_t *) arg;
     int64_t now_ms = broker_now_ms ();
     for (int count = 0; count < BATCH_MAX; count++) {
-        if (count > 0 && !(zsock_events (socket) & ZMQ_POLLIN))
-            break;
         zmsg_t *msg = zmsg_recv (socket);
         if (!msg)
             break;
@@ -764,8 +810,6 @@ s_on_client (zloop_t *loop, zsock_t *socket, void *arg)
 {
     broker_t *self = (broker_t *) arg;
     for (int count = 0; count < BATCH_MAX; count++) {
-        if (count > 0 && !(zsock_events (socket) & ZMQ_POLLIN))
-            break;
         zmsg_t *msg = zmsg_recv (socket);
         if (!msg)
             break;
@@ -1057,10 +1101,21 @@ s_bind (auth_t *auth, int type, const char *domain, const char *endpoint,
     zsock_set_rcvhwm (socket, 100000);
     zsock_set_linger (socket, 1000);
     zsock_set_handshake_ivl (socket, 10000);
-    zsock_set_heartbeat_ivl (socket, 5000);
-    zsock_set_heartbeat_timeout (socket, 15000);
-    if (type == ZMQ_ROUTER)
+    //  A registration storm must not overflow the listen queue (each
+    //  dropped connection waits a reconnect interval).
+    zsock_set_backlog (socket, 4096);
+    //  ZMTP heartbeats only where no application heartbeat exists: with
+    //  thousands of agents, libzmq's per-message timer cancels in its I/O
+    //  thread cost more than all the rest (BENCHMARKS.md). Agents' own
+    //  heartbeats carry liveness; agents still ping the broker themselves.
+    if (strcmp (domain, KEYS_DOMAIN_CLIENTS) == 0) {
+        zsock_set_heartbeat_ivl (socket, 5000);
+        zsock_set_heartbeat_timeout (socket, 15000);
+    }
+    if (type == ZMQ_ROUTER) {
         zsock_set_sndtimeo (socket, 0);    //  Never block the loop on a slow peer
+        zsock_set_rcvtimeo (socket, 0);    //  Read until empty, then return
+    }
     if (auth_secure_socket (auth, socket, domain, err, err_len) != 0) {
         zsock_destroy (&socket);
         return NULL;
@@ -1081,6 +1136,8 @@ broker_new (const broker_config_t *config, char *err, size_t err_len)
     self->started_ms = broker_now_ms ();
     self->outbox = zlistx_new ();
     zlistx_set_destructor (self->outbox, s_outbox_item_destroy);
+    self->dirty_cells = zhashx_new ();
+    zhashx_set_destructor (self->dirty_cells, (zhashx_destructor_fn *) zstr_free);
     self->scratch = pw_new ();
     self->body = pw_new ();
     self->event_seq = zhashx_new ();
@@ -1156,6 +1213,7 @@ broker_destroy (broker_t **self_p)
     registry_destroy (&self->registry);
     store_destroy (&self->store);
     zlistx_destroy (&self->outbox);
+    zhashx_destroy (&self->dirty_cells);
     zhashx_destroy (&self->event_seq);
     zhashx_destroy (&self->replies);
     zlistx_destroy (&self->reply_order);

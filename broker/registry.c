@@ -18,6 +18,7 @@ s_node_destroy (void **item_p)
     registry_node_t *node = (registry_node_t *) *item_p;
     if (node) {
         free (node->id);
+        free (node->hello_bytes);
         proto_msg_destroy (&node->hello);
         free (node);
         *item_p = NULL;
@@ -55,9 +56,24 @@ s_node_get_or_new (registry_t *self, const char *id)
     return node;
 }
 
+//  Keeps a copy of the hello's bytes (or none).
+static void
+s_set_hello_bytes (registry_node_t *node, const void *bytes, size_t size)
+{
+    free (node->hello_bytes);
+    node->hello_bytes = NULL;
+    node->hello_size = 0;
+    if (bytes && size) {
+        node->hello_bytes = (uint8_t *) malloc (size);
+        assert (node->hello_bytes);
+        memcpy (node->hello_bytes, bytes, size);
+        node->hello_size = size;
+    }
+}
+
 registry_node_t *
-registry_hello (registry_t *self, proto_msg_t **hello_p,
-                const void *routing_id, size_t routing_id_size,
+registry_hello (registry_t *self, proto_msg_t **hello_p, const void *bytes,
+                size_t size, const void *routing_id, size_t routing_id_size,
                 int64_t now_ms, int64_t wall_ms)
 {
     assert (hello_p && *hello_p && (*hello_p)->node);
@@ -65,6 +81,7 @@ registry_hello (registry_t *self, proto_msg_t **hello_p,
     proto_msg_destroy (&node->hello);
     node->hello = *hello_p;
     *hello_p = NULL;
+    s_set_hello_bytes (node, bytes, size);
     if (!node->registered_wall_ms)
         node->registered_wall_ms = wall_ms;
     node->online = true;
@@ -96,6 +113,7 @@ registry_load (registry_t *self, const pv_t *record)
     registry_node_t *node = s_node_get_or_new (self, hello->node);
     proto_msg_destroy (&node->hello);
     node->hello = hello;
+    s_set_hello_bytes (node, hello_bytes, hello_len);
     node->online = false;
     //  Restored work on a node that never returns ends through the
     //  scheduler's ack timeouts; no grace timer runs from before the start.
@@ -474,12 +492,17 @@ registry_node_encode (const registry_node_t *node, pw_t *writer,
 void
 registry_node_encode_record (const registry_node_t *node, pw_t *writer)
 {
-    pw_t *hello = pw_new ();
-    int rc = proto_msg_encode (node->hello, hello);
-    assert (rc == 0);       //  It was decoded, so it encodes
+    pw_t *hello = NULL;
     pw_map (writer, 4);
     pw_str (writer, "hello");
-    pw_bin (writer, pw_data (hello), pw_size (hello));
+    if (node->hello_bytes)
+        pw_bin (writer, node->hello_bytes, node->hello_size);
+    else {
+        hello = pw_new ();
+        int rc = proto_msg_encode (node->hello, hello);
+        assert (rc == 0);       //  It was decoded, so it encodes
+        pw_bin (writer, pw_data (hello), pw_size (hello));
+    }
     pw_str (writer, "registered_at_ms");
     pw_int (writer, node->registered_wall_ms);
     pw_str (writer, "last_seen_ms");

@@ -39,6 +39,8 @@ typedef struct {
     uint32_t queued;             //  Tasks queued, from its last heartbeat
     int64_t offline_since_ms;    //  Monotonic time it went offline
     bool offline_reported;       //  Its work was declared lost (after the grace)
+    uint8_t *hello_bytes;        //  The hello as received, for the store (owned)
+    size_t hello_size;           //  Bytes in hello_bytes
     uint8_t routing_id [REGISTRY_MAX_ROUTING_ID];  //  ROUTER identity of its connection
     size_t routing_id_size;      //  Bytes in routing_id (0 = none)
 } registry_node_t;
@@ -52,9 +54,12 @@ registry_t *registry_new (void);
 void registry_destroy (registry_t **self_p);
 
 //  Registers or refreshes a node from a decoded hello (taken: *hello_p is
-//  nulled), reached through ROUTING_ID. Returns the node (borrowed, valid
-//  until the node is removed or the registry destroyed).
+//  nulled), reached through ROUTING_ID. BYTES/SIZE, when not NULL, are the
+//  hello as received (copied; the store record reuses them instead of
+//  encoding the hello again). Returns the node (borrowed, valid until the
+//  node is removed or the registry destroyed).
 registry_node_t *registry_hello (registry_t *self, proto_msg_t **hello_p,
+                                 const void *bytes, size_t size,
                                  const void *routing_id, size_t routing_id_size,
                                  int64_t now_ms, int64_t wall_ms);
 
