@@ -2414,6 +2414,8 @@ s_render_status (const pv_t *data, FILE *out)
 {
     char buf [256];
     s_print_field (out, "version", s_field (data, "version", buf, sizeof buf));
+    if (pv_map_get (data, "state"))
+        s_print_field (out, "state", s_field (data, "state", buf, sizeof buf));
     int64_t uptime_ms = s_field_int (data, "uptime_ms", -1);
     s_print_field (out, "uptime", s_human_ms (uptime_ms, buf, sizeof buf));
     const char *groups [] = { "nodes", "jobs", "dropped" };
