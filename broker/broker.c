@@ -11,14 +11,6 @@
 #define BATCH_MAX 512            //  Messages read per socket per pass
 #define REPLY_CACHE_MAX 10000    //  Client replies kept for retries
 
-//  A cell changed during the current pass. An ack, a start and a result
-//  that arrive in one pass cost one write, not three.
-typedef struct {
-    sched_job_t *job;            //  Live until its FINISHED action
-    uint32_t step;               //  Flat step
-    char node [NAME_MAX_LEN + 1];  //  Node id
-} dirty_cell_t;
-
 typedef struct {
     zsock_t *socket;             //  Where to send
     zmsg_t *msg;                 //  What
@@ -272,36 +264,6 @@ s_flush (broker_t *self)
     zlistx_purge (self->outbox);
 }
 
-static void
-s_store_error (broker_t *self, int rc, const char *what);
-
-//  Saves the dirty cells of JOB (every job when NULL) and forgets them.
-static void
-s_save_dirty_cells (broker_t *self, const sched_job_t *job)
-{
-    if (zhashx_size (self->dirty_cells) == 0)
-        return;
-    store_txn_t *txn = broker_txn (self);
-    zlistx_t *done = zlistx_new ();
-    for (dirty_cell_t *cell = (dirty_cell_t *) zhashx_first (self->dirty_cells);
-         cell; cell = (dirty_cell_t *) zhashx_next (self->dirty_cells)) {
-        if (job && cell->job != job)
-            continue;
-        if (txn)
-            s_store_error (self, jobrec_save_cell (txn, cell->job, cell->step,
-                                                   cell->node, self->scratch),
-                           "a result");
-        zlistx_add_end (done, (void *) zhashx_cursor (self->dirty_cells));
-    }
-    if (job)
-        for (const char *key = (const char *) zlistx_first (done); key;
-             key = (const char *) zlistx_next (done))
-            zhashx_delete (self->dirty_cells, key);
-    else
-        zhashx_purge (self->dirty_cells);
-    zlistx_destroy (&done);
-}
-
 //  Ends a pass: drains the scheduler, commits, sends. A send failure can
 //  feed the scheduler again, so loop until nothing is left (bounded).
 static void
@@ -309,7 +271,6 @@ s_pass_end (broker_t *self)
 {
     for (int round = 0; round < 4; round++) {
         broker_drain (self);
-        s_save_dirty_cells (self, NULL);
         if (self->txn) {
             int rc = store_commit (&self->txn);
             if (rc != 0)
@@ -448,19 +409,14 @@ broker_drain (broker_t *self)
                                                              self->scratch),
                                    "a job");
                 break;
-            case SCHED_ACTION_SAVE_CELL: {
-                char key [JOB_ID_LEN + NAME_MAX_LEN + 16];
-                snprintf (key, sizeof key, "%s/%u/%s", action.job->id,
-                          action.step, action.node);
-                if (!zhashx_lookup (self->dirty_cells, key)) {
-                    dirty_cell_t *cell = (dirty_cell_t *) zmalloc (sizeof (dirty_cell_t));
-                    cell->job = action.job;
-                    cell->step = action.step;
-                    snprintf (cell->node, sizeof cell->node, "%s", action.node);
-                    zhashx_insert (self->dirty_cells, key, cell);
-                }
+            case SCHED_ACTION_SAVE_CELL:
+                if (txn)
+                    s_store_error (self, jobrec_save_cell (txn, action.job,
+                                                           action.step,
+                                                           action.node,
+                                                           self->scratch),
+                                   "a result");
                 break;
-            }
             case SCHED_ACTION_EVENT: {
                 bool step_event = action.node != NULL
                                   || strcmp (action.event, "dispatched") == 0
@@ -482,8 +438,6 @@ broker_drain (broker_t *self)
                 break;
             }
             case SCHED_ACTION_FINISHED:
-                //  The job's memory goes at the next scheduler call
-                s_save_dirty_cells (self, action.job);
                 if (action.job->status < 6)
                     self->finished [action.job->status]++;
                 zhashx_delete (self->event_seq, action.job->id);
@@ -1136,8 +1090,6 @@ broker_new (const broker_config_t *config, char *err, size_t err_len)
     self->started_ms = broker_now_ms ();
     self->outbox = zlistx_new ();
     zlistx_set_destructor (self->outbox, s_outbox_item_destroy);
-    self->dirty_cells = zhashx_new ();
-    zhashx_set_destructor (self->dirty_cells, (zhashx_destructor_fn *) zstr_free);
     self->scratch = pw_new ();
     self->body = pw_new ();
     self->event_seq = zhashx_new ();
@@ -1213,7 +1165,6 @@ broker_destroy (broker_t **self_p)
     registry_destroy (&self->registry);
     store_destroy (&self->store);
     zlistx_destroy (&self->outbox);
-    zhashx_destroy (&self->dirty_cells);
     zhashx_destroy (&self->event_seq);
     zhashx_destroy (&self->replies);
     zlistx_destroy (&self->reply_order);

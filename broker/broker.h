@@ -91,7 +91,6 @@ struct _broker_t {
     sched_t *sched;              //  The scheduler
     store_txn_t *txn;            //  This pass's write transaction, or NULL
     zlistx_t *outbox;            //  Messages to send after commit
-    zhashx_t *dirty_cells;       //  Cells changed in this pass, saved once at its end
     pw_t *scratch;               //  Encoding buffer for records
     pw_t *body;                  //  Encoding buffer for messages
     zhashx_t *event_seq;         //  Job id -> next event seq (uint32_t *)

@@ -1775,7 +1775,7 @@ static const char *s_usage =
     "  --test-only          declare only the test backend (default: every\n"
     "                       built-in backend, as a real agent does)\n"
     "  --zmtp-heartbeat-ms MS  ZMTP PING interval, 0 for none    [5000]\n"
-    "  --zmtp-ttl-ms MS     TTL carried in the PINGs              [15000]\n"
+    "  --zmtp-ttl-ms MS     TTL carried in the PINGs (0, as gridagent) [0]\n"
     "                       (both as gridagent sets them)\n"
     "  --curve KEY|FILE     CURVE: the broker's public key (Z85 text, or a\n"
     "                       certificate or key file); every agent gets its\n"
@@ -2132,7 +2132,7 @@ main (int argc, char *argv [])
     config->io_threads = 0;
     config->send_started = true;
     config->zmtp_heartbeat_ms = S_ZMTP_HEARTBEAT_MS;
-    config->zmtp_ttl_ms = S_ZMTP_TIMEOUT_MS;
+    config->zmtp_ttl_ms = 0;      //  As gridagent: no per-connection broker timer
     if (s_parse (config, argc, argv) != 0) {
         s_config_clear (config);
         return 2;
