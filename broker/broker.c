@@ -249,15 +249,23 @@ s_flush (broker_t *self)
     outbox_item_t *item = (outbox_item_t *) zlistx_first (self->outbox);
     while (item) {
         if (zmsg_send (&item->msg, item->socket) != 0) {
+            int error = zmq_errno ();
             self->counters.send_failed++;
-            if (item->node) {
-                s_log ("send to node %s failed (%s): marking it offline",
-                       item->node, zmq_strerror (zmq_errno ()));
+            //  EHOSTUNREACH: its connection is gone. EAGAIN (its queue is
+            //  full) only drops this message: acks and re-sends cover it.
+            if (item->node && error == EHOSTUNREACH) {
                 registry_node_t *node = registry_lookup (self->registry,
                                                          item->node);
-                if (node && node->online)
+                if (node && node->online) {
+                    s_log ("node %s is unreachable: marking it offline",
+                           item->node);
                     registry_set_offline (node, broker_now_ms ());
+                }
             }
+            else
+            if (item->node && self->config.verbose)
+                s_log ("send to node %s failed: %s", item->node,
+                       zmq_strerror (error));
         }
         item = (outbox_item_t *) zlistx_next (self->outbox);
     }
