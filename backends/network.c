@@ -170,9 +170,13 @@ s_replace_file (const char *path, const char *text, mode_t mode)
     char *base_copy = strdup (path);
     char *temp = NULL;
     int rc = -1;
+    //  mkostemp replaces the last six characters, which must be 'X'
+    char unique [7];
+    memset (unique, 'X', 6);
+    unique [6] = 0;
     if (!dir_copy || !base_copy
-    ||  asprintf (&temp, "%s/.%s.XXXXXX", dirname (dir_copy),
-                  basename (base_copy)) < 0) {
+    ||  asprintf (&temp, "%s/.%s.%s", dirname (dir_copy),
+                  basename (base_copy), unique) < 0) {
         temp = NULL;
         errno = ENOMEM;
     }
