@@ -17,7 +17,8 @@ for t in $(ls "$BUILD"/test/test_* | grep -v '/test_it_') $(ls "$BUILD"/test/tes
     [ -x "$t" ] || continue
     name=$(basename "$t")
     start=$(date +%s)
-    timeout 600 "$t" >"$log" 2>&1
+    # CZMQ programs catch SIGTERM, so a hung suite gets SIGKILL 10 s later
+    timeout -k 10 600 "$t" >"$log" 2>&1
     rc=$?
     p=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) test.*/\1/p' "$log" | tail -n 1)
     f=$(sed -n 's/^\[  FAILED  \] \([0-9]*\) test.*/\1/p' "$log" | tail -n 1)

@@ -5,6 +5,7 @@
 #include <czmq.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 
@@ -87,6 +88,9 @@ s_spawn (grid_t *grid, const char *program, const char *log_name,
     snprintf (log_path, sizeof log_path, "%s/%s", grid->dir, log_name);
     pid_t pid = fork ();
     if (pid == 0) {
+        //  A test that dies (a crash, or the runner's SIGKILL) takes its
+        //  broker and agents with it.
+        prctl (PR_SET_PDEATHSIG, SIGKILL);
         int fd = open (log_path, O_WRONLY | O_CREAT | O_APPEND, 0600);
         if (fd >= 0) {
             dup2 (fd, 1);
@@ -540,6 +544,7 @@ s_cli_v (grid_t *grid, const char *key_file, bool with_keys, char **out_p,
     argv [argc] = NULL;
     pid_t pid = fork ();
     if (pid == 0) {
+        prctl (PR_SET_PDEATHSIG, SIGKILL);
         int out = open (out_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
         int err = open (err_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
         dup2 (out, 1);
