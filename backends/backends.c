@@ -94,17 +94,7 @@ s_err (char *err, size_t err_len, const char *format, ...)
 static const char *
 s_show (const char *value, size_t len, char *buf)
 {
-    size_t take = len < S_SHOW_MAX ? len : S_SHOW_MAX;
-    for (size_t index = 0; index < take; index++) {
-        unsigned char c = (unsigned char) value [index];
-        buf [index] = (c >= 0x20 && c < 0x7f) ? (char) c : '?';
-    }
-    if (take < len) {
-        memcpy (buf + take, "...", 3);
-        take += 3;
-    }
-    buf [take] = 0;
-    return buf;
+    return name_show (value, len, buf, S_SHOW_MAX + 4);
 }
 
 

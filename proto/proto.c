@@ -97,17 +97,7 @@ s_path_index (char *buf, size_t buf_len, const char *path, size_t index)
 static const char *
 s_show (const char *text, size_t len, char *buf)
 {
-    size_t take = len < S_SHOW_MAX ? len : S_SHOW_MAX;
-    for (size_t index = 0; index < take; index++) {
-        unsigned char c = (unsigned char) text [index];
-        buf [index] = (c >= 0x20 && c < 0x7f) ? (char) c : '?';
-    }
-    if (take < len) {
-        memcpy (buf + take, "...", 3);
-        take += 3;
-    }
-    buf [take] = 0;
-    return buf;
+    return name_show (text, len, buf, S_SHOW_MAX + 4);
 }
 
 
