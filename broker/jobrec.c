@@ -106,28 +106,11 @@ s_write_attempt (pw_t *writer, const sched_attempt_t *attempt)
     }
 }
 
-static ssize_t
-s_node_index (const sched_job_t *job, const char *node)
-{
-    size_t low = 0, high = job->expected_count;
-    while (low < high) {
-        size_t mid = (low + high) / 2;
-        int cmp = strcmp (job->expected [mid], node);
-        if (cmp == 0)
-            return (ssize_t) mid;
-        if (cmp < 0)
-            low = mid + 1;
-        else
-            high = mid;
-    }
-    return -1;
-}
-
 int
 jobrec_save_cell (store_txn_t *txn, const sched_job_t *job, uint32_t step,
                   const char *node, pw_t *scratch)
 {
-    ssize_t index = s_node_index (job, node);
+    ssize_t index = sched_job_node_index (job, node);
     if (index < 0 || step >= job->step_count)
         return STORE_EINVAL;
     const sched_cell_t *cell
@@ -660,7 +643,7 @@ jobrec_load (store_txn_t *txn, const char *job_id, sched_job_t **job_p)
         }
         memcpy (node, kb + prefix_len + 2, node_len);
         node [node_len] = 0;
-        ssize_t index = s_node_index (job, node);
+        ssize_t index = sched_job_node_index (job, node);
         if (index >= 0) {
             pv_doc_t *cell = NULL;
             if (pv_doc_decode (v, v_len, &cell, NULL, 0) != 0

@@ -867,8 +867,8 @@ s_compare_ids (const void *a, const void *b)
 }
 
 //  R15: index of NODE in the sorted expected array, or -1.
-static ssize_t
-s_node_index (const sched_job_t *job, const char *node)
+ssize_t
+sched_job_node_index (const sched_job_t *job, const char *node)
 {
     if (!node || !job->expected)
         return -1;
@@ -1871,7 +1871,7 @@ s_find (sched_t *self, const char *job_id, uint32_t step, const char *node,
         return NULL;
     if (step >= jobx->job->step_count)
         return NULL;
-    ssize_t index = s_node_index (jobx->job, node);
+    ssize_t index = sched_job_node_index (jobx->job, node);
     if (index < 0)
         return NULL;
     *node_p = (size_t) index;
@@ -2033,14 +2033,14 @@ sched_on_node_offline (sched_t *self, const char *node, int64_t now_ms)
     s_jobx_t **jobs = (s_jobx_t **) s_alloc (
         (self->running_count ? self->running_count : 1) * sizeof (s_jobx_t *));
     for (s_jobx_t *jobx = self->running_head; jobx; jobx = jobx->next)
-        if (s_node_index (jobx->job, node) >= 0)
+        if (sched_job_node_index (jobx->job, node) >= 0)
             jobs [count++] = jobx;
     for (size_t at = 0; at < count; at++) {
         s_jobx_t *jobx = jobs [at];
         if (jobx->finished || jobx->ending)
             continue;
         sched_job_t *job = jobx->job;
-        size_t index = (size_t) s_node_index (job, node);
+        size_t index = (size_t) sched_job_node_index (job, node);
         size_t first_open = SIZE_MAX;
         for (size_t step = 0; step < job->step_count; step++)
             if (!sched_cell_status_final (s_cell (job, step, index)->status)) {

@@ -37,6 +37,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "../proto/job.h"
 #include "../proto/names.h"
@@ -162,6 +163,9 @@ void sched_destroy (sched_t **self_p);
 
 //  A new job record for SPEC (taken: *spec_p is nulled) with id ID.
 sched_job_t *sched_job_new (const char *id, job_spec_t **spec_p);
+
+//  Index of NODE in JOB's sorted expected list (bsearch), or -1.
+ssize_t sched_job_node_index (const sched_job_t *job, const char *node);
 
 //  Frees a job that was never handed to a scheduler; NULL-safe.
 void sched_job_destroy (sched_job_t **job_p);
