@@ -279,6 +279,43 @@ s_job_get (api_call_t *call)
     free (job_id);
 }
 
+//  A live job is counted from the scheduler's memory; a finished one is
+//  rebuilt from the store once (its cells decoded, nothing rendered).
+static void
+s_job_progress (api_call_t *call)
+{
+    char *job_id = NULL;
+    if (s_job_id_field (call, &job_id) != 0)
+        return;
+    broker_t *self = (broker_t *) call->self;
+    const sched_job_t *live = sched_job (self->sched, job_id);
+    if (live) {
+        pw_reset (call->reply);
+        proto_reply_ok_begin (call->reply, call->request->id);
+        jobrec_write_progress (live, call->reply);
+        free (job_id);
+        return;
+    }
+    store_txn_t *txn = s_txn (call);
+    if (txn) {
+        sched_job_t *job = NULL;
+        int rc = jobrec_load (txn, job_id, &job);
+        if (rc == STORE_ENOTFOUND)
+            s_error (call, PROTO_ERR_NOT_FOUND, "no job %s", job_id);
+        else
+        if (rc != 0)
+            s_error (call, PROTO_ERR_STORE, "job %s: its record is unreadable",
+                     job_id);
+        else {
+            pw_reset (call->reply);
+            proto_reply_ok_begin (call->reply, call->request->id);
+            jobrec_write_progress (job, call->reply);
+        }
+        sched_job_destroy (&job);
+    }
+    free (job_id);
+}
+
 static void
 s_job_list (api_call_t *call)
 {
@@ -626,6 +663,7 @@ typedef struct {
 
 static const api_route_t s_routes [] = {
     {"job.submit", s_job_submit},   {"job.get", s_job_get},
+    {"job.progress", s_job_progress},
     {"job.list", s_job_list},       {"job.cancel", s_job_cancel},
     {"job.events", s_job_events},   {"job.delete", s_job_delete},
     {"node.list", s_node_list},     {"node.get", s_node_get},

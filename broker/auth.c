@@ -375,7 +375,7 @@ static const s_need_t s_needs [] = {
     {"node.get", AUTH_ROLE_VIEWER},     {"job.get", AUTH_ROLE_VIEWER},
     {"job.list", AUTH_ROLE_VIEWER},     {"job.events", AUTH_ROLE_VIEWER},
     {"job.submit", AUTH_ROLE_VIEWER},   {"job.cancel", AUTH_ROLE_OPERATOR},
-    {"job.delete", AUTH_ROLE_OPERATOR},
+    {"job.delete", AUTH_ROLE_OPERATOR}, {"job.progress", AUTH_ROLE_VIEWER},
 };
 
 auth_role_t

@@ -675,3 +675,73 @@ jobrec_delete (store_txn_t *txn, const char *job_id)
         rc = store_del (txn, STORE_DB_JOBS, job_id, strlen (job_id));
     return rc < 0 ? rc : 0;
 }
+
+//  Cell statuses that count a node as failed in progress lines: the step
+//  ran (or was given up on) and did not work.
+static bool
+s_cell_bad (sched_cell_status_t status)
+{
+    return status == SCHED_CELL_FAILED || status == SCHED_CELL_TIMEOUT
+           || status == SCHED_CELL_LOST;
+}
+
+void
+jobrec_write_progress (const sched_job_t *job, pw_t *writer)
+{
+    size_t nodes = job->expected_count;
+    size_t step = job->step < job->step_count ? job->step : 0;
+    size_t by_status [SCHED_CELL_RETRY_WAIT + 1] = {0};
+    size_t done = 0, failed = 0;
+    for (size_t node = 0; node < nodes && job->cells; node++) {
+        if (job->step_count) {
+            sched_cell_status_t status
+                = job->cells [step * nodes + node].status;
+            by_status [status]++;
+            if (sched_cell_status_final (status))
+                done++;
+        }
+        for (size_t at = 0; at < job->step_count; at++)
+            if (s_cell_bad (job->cells [at * nodes + node].status)) {
+                failed++;
+                break;
+            }
+    }
+    size_t kinds = 0;
+    for (size_t status = 0; status <= SCHED_CELL_RETRY_WAIT; status++)
+        if (by_status [status])
+            kinds++;
+    pw_map (writer, 9 + (job->reason ? 1 : 0));
+    pw_str (writer, "id");
+    pw_str (writer, job->id);
+    pw_str (writer, "status");
+    pw_str (writer, sched_job_status_name (job->status));
+    pw_str (writer, "step");
+    pw_int (writer, (int64_t) job->step);
+    pw_str (writer, "steps");
+    pw_int (writer, (int64_t) job->step_count);
+    pw_str (writer, "nodes");
+    pw_int (writer, (int64_t) nodes);
+    pw_str (writer, "done");
+    pw_int (writer, (int64_t) done);
+    pw_str (writer, "failed");
+    pw_int (writer, (int64_t) failed);
+    pw_str (writer, "cells");
+    pw_map (writer, kinds);
+    for (size_t status = 0; status <= SCHED_CELL_RETRY_WAIT; status++)
+        if (by_status [status]) {
+            pw_str (writer, sched_cell_status_name ((sched_cell_status_t) status));
+            pw_int (writer, (int64_t) by_status [status]);
+        }
+    if (job->reason) {
+        pw_str (writer, "reason");
+        pw_str (writer, job->reason);
+    }
+    char text [TIME_TEXT_LEN];
+    pw_str (writer, "updated_at");
+    if (job->updated_at_ms > 0) {
+        time_format (job->updated_at_ms, text, sizeof text);
+        pw_str (writer, text);
+    }
+    else
+        pw_nil (writer);
+}

@@ -77,6 +77,12 @@ int jobrec_load (store_txn_t *txn, const char *job_id, sched_job_t **job_p);
 //  The status named in a decoded header, or -1 when missing/unknown.
 int jobrec_header_status (const pv_t *header);
 
+//  Writes the client API progress record of JOB (proto/PROTOCOL.md,
+//  `job.progress`): status, step, how many nodes are done with the
+//  current step and how many failed anywhere, and the current step's
+//  cells counted by status. Reads only JOB; never the store.
+void jobrec_write_progress (const sched_job_t *job, pw_t *writer);
+
 //  Deletes a job: header, cells, events. Returns 0 or a STORE_ error.
 int jobrec_delete (store_txn_t *txn, const char *job_id);
 

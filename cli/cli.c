@@ -1012,6 +1012,14 @@ s_request_job_get (pw_t *writer, const char *id, const char *job)
 }
 
 static void
+s_request_job_progress (pw_t *writer, const char *id, const char *job)
+{
+    proto_request_begin (writer, "job.progress", id, 1);
+    pw_str (writer, "job");
+    pw_str (writer, job);
+}
+
+static void
 s_request_job_events (pw_t *writer, const char *id, const char *job,
                       int64_t after)
 {
@@ -2004,39 +2012,20 @@ cli_render_job (const pv_t *record, FILE *out, bool color)
 }
 
 void
-cli_progress_format (const pv_t *record, char *buf, size_t buf_len)
+cli_progress_format (const pv_t *progress, char *buf, size_t buf_len)
 {
     char id [64], status [64], step_text [32];
-    s_field (record, "id", id, sizeof id);
-    s_field (record, "status", status, sizeof status);
-    s_step_text (record, step_text, sizeof step_text);
-
-    s_grid_t *grid = s_grid_new (record);
-    int64_t current = s_field_int (record, "step", 0);
-    if (current >= grid->step_count)
-        current = grid->step_count - 1;
-    if (current < 0)
-        current = 0;
-    size_t node_count = grid->node_count;
-    size_t done = 0, failed = 0;
-    for (size_t node = 0; node < node_count; node++) {
-        const char *name = grid->nodes [node];
-        if (s_str_in (pv_map_get (s_grid_cell (grid, current, name),
-                                  "status"), s_final_cell))
-            done++;
-        for (int64_t step = 0; step < grid->step_count; step++)
-            if (s_str_in (pv_map_get (s_grid_cell (grid, step, name),
-                                      "status"), s_bad_cell)) {
-                failed++;
-                break;
-            }
-    }
-    s_grid_destroy (&grid);
-
-    int used = snprintf (buf, buf_len, "%s %s  step %s  nodes %zu/%zu done",
-                         id, status, step_text, done, node_count);
-    if (failed && used > 0 && (size_t) used < buf_len)
-        snprintf (buf + used, buf_len - (size_t) used, "  %zu failed", failed);
+    s_field (progress, "id", id, sizeof id);
+    s_field (progress, "status", status, sizeof status);
+    s_step_text (progress, step_text, sizeof step_text);
+    int64_t nodes = s_field_int (progress, "nodes", 0);
+    int64_t done = s_field_int (progress, "done", 0);
+    int64_t failed = s_field_int (progress, "failed", 0);
+    int used = snprintf (buf, buf_len, "%s %s  step %s  nodes %" PRId64 "/%"
+                         PRId64 " done", id, status, step_text, done, nodes);
+    if (failed > 0 && used > 0 && (size_t) used < buf_len)
+        snprintf (buf + used, buf_len - (size_t) used, "  %" PRId64 " failed",
+                  failed);
     //  Node data is printed on the operator's terminal
     for (char *cursor = buf; *cursor; cursor++)
         if ((unsigned char) *cursor < 0x20 || *cursor == 0x7F)
@@ -2831,8 +2820,10 @@ s_final_line (const pv_t *record, FILE *out)
     free (text);
 }
 
-//  Polls job.get until JOB ends, with progress on ERR: one line rewritten
-//  in place on a terminal, else a new line only when it changes.
+//  Polls job.progress until JOB ends, with progress on ERR: one line
+//  rewritten in place on a terminal, else a new line only when it
+//  changes. Then fetches the whole record once (job.get) and renders it:
+//  a poll costs the broker a count, not the record of every node.
 static int
 s_wait (const cli_settings_t *settings, const char *job, FILE *out,
         FILE *err)
@@ -2843,11 +2834,15 @@ s_wait (const cli_settings_t *settings, const char *job, FILE *out,
     int64_t interval_ms = S_WAIT_FIRST_MS;
     pw_t *writer = pw_new ();
     int rc;
+    bool finished = false;
     while (true) {
         char id [CLI_REQUEST_ID_LEN];
         cli_request_id_make (id, sizeof id);
         pw_reset (writer);
-        s_request_job_get (writer, id, job);
+        if (finished)
+            s_request_job_get (writer, id, job);
+        else
+            s_request_job_progress (writer, id, job);
 
         //  Diagnostics are held back so that they do not land in the
         //  middle of a progress line.
@@ -2861,11 +2856,20 @@ s_wait (const cli_settings_t *settings, const char *job, FILE *out,
             fclose (hold);
         if (rc == CLI_EXIT_OK && !s_is_job_record (data)) {
             free (held);
-            held = s_strdup ("gridcli: the broker's job record is "
-                             "malformed\n");
+            held = s_strdup (finished ? "gridcli: the broker's job record "
+                                        "is malformed\n"
+                                      : "gridcli: the broker's job progress "
+                                        "is malformed\n");
             rc = CLI_EXIT_UNREACHABLE;
         }
-        if (rc != CLI_EXIT_OK || cli_job_finished (data)) {
+        if (rc == CLI_EXIT_OK && !finished && cli_job_finished (data)) {
+            //  Ended: one more request for the whole record
+            free (held);
+            pv_doc_destroy (&reply);
+            finished = true;
+            continue;
+        }
+        if (rc != CLI_EXIT_OK || finished) {
             if (line_open)
                 fputs ("\n", err);
             line_open = false;
@@ -2885,7 +2889,7 @@ s_wait (const cli_settings_t *settings, const char *job, FILE *out,
         }
         free (held);
 
-        if (cli_job_finished (data)) {
+        if (finished) {
             if (settings->output == CLI_OUTPUT_JSON)
                 cli_render (CLI_CMD_JOB_STATUS, data, CLI_OUTPUT_JSON, out);
             else {

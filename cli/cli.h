@@ -246,9 +246,9 @@ int cli_render (cli_command_t command, const pv_t *data, cli_output_t output,
 //  rows with ANSI red as well as the "!" gutter. Returns 0 or -2.
 int cli_render_job (const pv_t *record, FILE *out, bool color);
 
-//  Writes the one-line progress summary of a job record into BUF:
-//  "j-... running  step 2/4  nodes 3/5 done  1 failed".
-void cli_progress_format (const pv_t *record, char *buf, size_t buf_len);
+//  Writes the one-line progress summary of a job.progress answer into
+//  BUF: "j-... running  step 2/4  nodes 3/5 done  1 failed".
+void cli_progress_format (const pv_t *progress, char *buf, size_t buf_len);
 
 //  True when RECORD's status is final: completed, partial_failure, failed
 //  or cancelled.

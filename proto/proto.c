@@ -1312,6 +1312,7 @@ static const s_request_field_t s_req_key [] = {
 static const s_request_t s_requests [] = {
     S_REQUEST ("job.submit", s_req_job_submit),
     S_REQUEST ("job.get", s_req_job),
+    S_REQUEST ("job.progress", s_req_job),
     S_REQUEST ("job.list", s_req_job_list),
     S_REQUEST ("job.cancel", s_req_job_cancel),
     S_REQUEST ("job.events", s_req_job_events),

@@ -296,6 +296,31 @@ s_write_record (pw_t *w, const char *status, bool finished)
     pw_str (w, "2026-11-21T07:01:09.870Z");
 }
 
+//  The job.progress answer that matches s_write_record's job.
+static void
+s_write_progress (pw_t *w, const char *status, bool finished)
+{
+    pw_map (w, 8);
+    pw_str (w, "id");
+    pw_str (w, JOB_ID);
+    pw_str (w, "status");
+    pw_str (w, status);
+    pw_str (w, "step");
+    pw_int (w, 2);
+    pw_str (w, "steps");
+    pw_int (w, 3);
+    pw_str (w, "nodes");
+    pw_int (w, 2);
+    pw_str (w, "done");
+    pw_int (w, finished ? 2 : 0);
+    pw_str (w, "failed");
+    pw_int (w, finished ? 1 : 0);
+    pw_str (w, "cells");
+    pw_map (w, 1);
+    pw_str (w, finished ? "success" : "running");
+    pw_int (w, 2);
+}
+
 static pv_doc_t *
 s_decode (pw_t *w)
 {
@@ -322,6 +347,7 @@ typedef struct {
     char ids [8][CLI_REQUEST_ID_LEN];    //  Their ids, in order
     char types [8][32];                  //  Their types, in order
     int gets;                //  job.get answered
+    int polls;               //  job.progress answered
 } s_fake_t;
 
 static void
@@ -336,8 +362,15 @@ s_fake_answer (s_fake_t *fake, const proto_request_t *req, pw_t *w)
         pw_str (w, "running");
     }
     else
+    if (streq (req->type, "job.progress")) {
+        bool finished = fake->polls++ >= fake->running_polls;
+        proto_reply_ok_begin (w, req->id);
+        s_write_progress (w, finished ? fake->final : "running", finished);
+    }
+    else
     if (streq (req->type, "job.get")) {
-        bool finished = fake->gets++ >= fake->running_polls;
+        bool finished = fake->gets++ >= fake->running_polls
+                        || fake->polls > fake->running_polls;
         proto_reply_ok_begin (w, req->id);
         s_write_record (w, finished ? fake->final : "running", finished);
     }
@@ -1119,7 +1152,7 @@ static void
 test_cli_render_progress (void **state)
 {
     pw_t *w = pw_new ();
-    s_write_record (w, "running", false);
+    s_write_progress (w, "running", false);
     pv_doc_t *doc = s_decode (w);
     char line [256];
     cli_progress_format (pv_doc_root (doc), line, sizeof line);
@@ -1129,7 +1162,7 @@ test_cli_render_progress (void **state)
     pv_doc_destroy (&doc);
 
     pw_reset (w);
-    s_write_record (w, "partial_failure", true);
+    s_write_progress (w, "partial_failure", true);
     doc = s_decode (w);
     cli_progress_format (pv_doc_root (doc), line, sizeof line);
     assert_string_equal (line, JOB_ID " partial_failure  step 2/3  nodes 2/2 "
@@ -1522,8 +1555,11 @@ test_cli_run_wait (void **state)
     zactor_destroy (&broker);
     assert_int_equal (fake.malformed, 0);
     assert_string_equal (fake.types [0], "job.submit");
-    assert_string_equal (fake.types [1], "job.get");
-    assert_int_equal (fake.gets, 3);
+    //  Polls ask for counts; the whole record is fetched once, at the end
+    assert_string_equal (fake.types [1], "job.progress");
+    assert_int_equal (fake.polls, 3);
+    assert_string_equal (fake.types [4], "job.get");
+    assert_int_equal (fake.gets, 1);
 
     //  A failed job exits 1, in JSON too
     s_fake_init (&fake, "wait-failed");

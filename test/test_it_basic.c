@@ -256,6 +256,67 @@ test_it_basic_invalid_jobs_are_refused_with_paths (void **state)
     pv_doc_destroy (&doc);
 }
 
+//  job.progress counts what job.get shows, without the outputs, for a
+//  live job and for a finished one (read back from the store).
+static void
+test_it_basic_progress_counts_cells (void **state)
+{
+    pv_doc_t *reply = s_submit ("group", "web", "test", "sleep", "seconds",
+                                "1", NULL);
+    char *job_id = pv_strdup (pv_map_get (s_data (reply), "job"));
+    pv_doc_destroy (&reply);
+    assert_non_null (job_id);
+    long long deadline = grid_now_ms () + 20000;
+    bool finished = false;
+    int64_t nodes = -1;
+    while (!finished && grid_now_ms () < deadline) {
+        pv_doc_t *doc = grid_call (&s_grid, "job.progress", "job", job_id,
+                                   NULL);
+        const pv_t *progress = s_data (doc);
+        assert_true (grid_str_is (progress, "id", job_id));
+        assert_null (pv_map_get (progress, "results"));
+        int64_t done = -1;
+        assert_int_equal (pv_get_int (pv_map_get (progress, "nodes"), &nodes),
+                          0);
+        assert_int_equal (pv_get_int (pv_map_get (progress, "done"), &done), 0);
+        assert_true (done >= 0 && done <= nodes);
+        finished = grid_str_is (progress, "status", "completed");
+        if (!finished)
+            assert_true (grid_str_is (progress, "status", "running"));
+        pv_doc_destroy (&doc);
+        if (!finished)
+            usleep (50 * 1000);
+    }
+    assert_true (finished);
+    //  The same counts once the job has left the scheduler's memory
+    pv_doc_t *doc = grid_wait_job (&s_grid, job_id, 20000);
+    const pv_t *record = s_data (doc);
+    int64_t expected = (int64_t) pv_size (pv_map_get (record, "expected"));
+    pv_doc_destroy (&doc);
+    assert_int_equal (nodes, expected);
+    doc = grid_call (&s_grid, "job.progress", "job", job_id, NULL);
+    const pv_t *progress = s_data (doc);
+    assert_true (grid_str_is (progress, "status", "completed"));
+    int64_t value = -1;
+    assert_int_equal (pv_get_int (pv_map_get (progress, "done"), &value), 0);
+    assert_int_equal (value, expected);
+    assert_int_equal (pv_get_int (pv_map_get (progress, "failed"), &value), 0);
+    assert_int_equal (value, 0);
+    assert_int_equal (pv_get_int (pv_map_get (pv_map_get (progress, "cells"),
+                                              "success"), &value), 0);
+    assert_int_equal (value, expected);
+    pv_doc_destroy (&doc);
+    free (job_id);
+
+    doc = grid_call (&s_grid, "job.progress", "job", "j-000000000000-0000",
+                     NULL);
+    char *code = grid_reply_code (doc);
+    assert_non_null (code);
+    assert_string_equal (code, "not_found");
+    free (code);
+    pv_doc_destroy (&doc);
+}
+
 static void
 test_it_basic_cli_runs_and_reports (void **state)
 {
@@ -484,6 +545,7 @@ main (void)
         cmocka_unit_test (test_it_basic_failures_are_reported_per_node),
         cmocka_unit_test (test_it_basic_system_hostname_is_real),
         cmocka_unit_test (test_it_basic_invalid_jobs_are_refused_with_paths),
+        cmocka_unit_test (test_it_basic_progress_counts_cells),
         cmocka_unit_test (test_it_basic_cli_runs_and_reports),
         cmocka_unit_test (test_it_basic_cli_without_broker_exits_3),
         cmocka_unit_test (test_it_basic_hostile_bytes_leave_broker_serving),

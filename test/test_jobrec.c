@@ -196,6 +196,47 @@ test_jobrec_load_rebuilds_the_job (void **state)
 }
 
 static void
+test_jobrec_progress_counts_without_outputs (void **state)
+{
+    sched_job_t *job = s_job ();
+    //  Step 1 (current): web-01 pending, web-02 failed for good
+    job->cells [1 * 2 + 1].status = SCHED_CELL_FAILED;
+    pw_t *writer = pw_new ();
+    jobrec_write_progress (job, writer);
+    pv_doc_t *doc = NULL;
+    assert_int_equal (pv_doc_decode (pw_data (writer), pw_size (writer), &doc,
+                                     NULL, 0), 0);
+    const pv_t *progress = pv_doc_root (doc);
+    assert_true (pv_str_eq (pv_map_get (progress, "id"), job->id));
+    assert_true (pv_str_eq (pv_map_get (progress, "status"), "running"));
+    int64_t value = -1;
+    assert_int_equal (pv_get_int (pv_map_get (progress, "step"), &value), 0);
+    assert_int_equal (value, 1);
+    assert_int_equal (pv_get_int (pv_map_get (progress, "steps"), &value), 0);
+    assert_int_equal (value, 3);
+    assert_int_equal (pv_get_int (pv_map_get (progress, "nodes"), &value), 0);
+    assert_int_equal (value, 2);
+    assert_int_equal (pv_get_int (pv_map_get (progress, "done"), &value), 0);
+    assert_int_equal (value, 1);
+    assert_int_equal (pv_get_int (pv_map_get (progress, "failed"), &value), 0);
+    assert_int_equal (value, 1);
+    const pv_t *cells = pv_map_get (progress, "cells");
+    assert_int_equal (pv_size (cells), 2);
+    assert_int_equal (pv_get_int (pv_map_get (cells, "pending"), &value), 0);
+    assert_int_equal (value, 1);
+    assert_int_equal (pv_get_int (pv_map_get (cells, "failed"), &value), 0);
+    assert_int_equal (value, 1);
+    assert_true (pv_str_eq (pv_map_get (progress, "updated_at"),
+                            "2025-11-21T07:00:52.000Z"));
+    //  No per-node output: the answer does not grow with what nodes print
+    assert_null (pv_map_get (progress, "results"));
+    assert_null (pv_map_get (progress, "reason"));
+    pv_doc_destroy (&doc);
+    pw_destroy (&writer);
+    sched_job_destroy (&job);
+}
+
+static void
 test_jobrec_events_append_in_order (void **state)
 {
     fixture_t *fixture = (fixture_t *) *state;
@@ -249,6 +290,7 @@ main (void)
     const struct CMUnitTest tests [] = {
         cmocka_unit_test_setup_teardown (test_jobrec_record_has_grid_shape, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_jobrec_load_rebuilds_the_job, s_setup, s_teardown),
+        cmocka_unit_test (test_jobrec_progress_counts_without_outputs),
         cmocka_unit_test_setup_teardown (test_jobrec_events_append_in_order, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_jobrec_delete_removes_everything, s_setup, s_teardown),
     };
