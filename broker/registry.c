@@ -8,18 +8,320 @@
 
 struct _registry_t {
     zhashx_t *nodes;     //  id -> registry_node_t (owned)
+    zhashx_t *backend_sets;  //  registry_backend_set_t -> itself (owned)
+    pw_t *scratch;       //  A node's hello, while its record is written
     bool seen_known;     //  oldest_seen_ms holds a bound
     int64_t oldest_seen_ms;  //  No online node was last seen before this
 };
+
+//  The first three fields are the set's key: a lookup passes a set of its
+//  own that holds only them (s_set_hash, s_set_compare).
+struct _registry_backend_set_t {
+    uint64_t hash;                       //  s_backends_hash of the list
+    proto_backend_spec_t *backends;      //  The decoded list (in holder)
+    size_t backend_count;                //  Entries in backends
+    proto_msg_t *holder;                 //  Owns the list (its only field)
+    uint8_t *bytes;                      //  The list as a msgpack array
+    size_t size;                         //  Bytes in bytes
+    size_t refs;                         //  Nodes that declare it
+    registry_t *owner;                   //  Registry that keeps it
+};
+
+
+//  ---------------------------------------------------------------------
+//  Interned backend lists. The key is a hash of the decoded list rather
+//  than of its encoding: encoding every hello's backends only to hash them
+//  costs several times more than walking them (each interned list is
+//  encoded once, when it is first seen).
+
+#define S_HASH_SEED 0x9e3779b97f4a7c15ULL
+#define S_HASH_PRIME 0x100000001b3ULL
+
+//  Eight bytes a step: the declarations run to kilobytes per hello, and
+//  a byte at a time costs four times as much. The hash only sorts lists
+//  into buckets; equal hashes are always compared in full.
+static uint64_t
+s_hash_word (uint64_t hash, uint64_t word)
+{
+    hash = (hash ^ word) * S_HASH_PRIME;
+    return hash ^ (hash >> 29);
+}
+
+static uint64_t
+s_hash_bytes (uint64_t hash, const void *data, size_t size)
+{
+    const uint8_t *byte = (const uint8_t *) data;
+    uint64_t word;
+    for (; size >= sizeof word; size -= sizeof word, byte += sizeof word) {
+        memcpy (&word, byte, sizeof word);
+        hash = s_hash_word (hash, word);
+    }
+    word = 0;
+    memcpy (&word, byte, size);
+    return s_hash_word (hash, word ^ ((uint64_t) size << 56));
+}
+
+//  Each string's length goes in with its last word, so that "ab","c" and
+//  "a","bc" hash apart; a missing string hashes as a word of all ones.
+static uint64_t
+s_hash_text (uint64_t hash, const char *text)
+{
+    if (!text)
+        return s_hash_word (hash, UINT64_MAX);
+    return s_hash_bytes (hash, text, strlen (text));
+}
+
+static uint64_t
+s_backends_hash (const proto_backend_spec_t *backends, size_t count)
+{
+    uint64_t hash = s_hash_word (S_HASH_SEED, count);
+    for (size_t b = 0; b < count; b++) {
+        const proto_backend_spec_t *backend = &backends [b];
+        hash = s_hash_text (hash, backend->name);
+        hash = s_hash_word (hash, backend->action_count);
+        for (size_t a = 0; a < backend->action_count; a++) {
+            const proto_action_spec_t *action = &backend->actions [a];
+            hash = s_hash_text (hash, action->name);
+            hash = s_hash_word (hash, action->modify);
+            hash = s_hash_text (hash, action->help);
+            hash = s_hash_word (hash, action->param_count);
+            for (size_t p = 0; p < action->param_count; p++) {
+                const proto_param_spec_t *param = &action->params [p];
+                hash = s_hash_text (hash, param->name);
+                hash = s_hash_word (hash, param->required);
+                hash = s_hash_text (hash, param->type);
+                hash = s_hash_text (hash, param->pattern);
+                hash = s_hash_text (hash, param->default_value);
+                hash = s_hash_text (hash, param->help);
+                hash = s_hash_word (hash, (uint64_t) param->min_value);
+                hash = s_hash_word (hash, (uint64_t) param->max_value);
+            }
+        }
+    }
+    return hash;
+}
+
+static bool
+s_text_equal (const char *a, const char *b)
+{
+    if (!a || !b)
+        return a == b;
+    return strcmp (a, b) == 0;
+}
+
+static bool
+s_params_equal (const proto_param_spec_t *a, const proto_param_spec_t *b)
+{
+    return a->required == b->required && a->min_value == b->min_value
+        && a->max_value == b->max_value && s_text_equal (a->name, b->name)
+        && s_text_equal (a->type, b->type)
+        && s_text_equal (a->pattern, b->pattern)
+        && s_text_equal (a->default_value, b->default_value)
+        && s_text_equal (a->help, b->help);
+}
+
+static bool
+s_actions_equal (const proto_action_spec_t *a, const proto_action_spec_t *b)
+{
+    if (a->modify != b->modify || a->param_count != b->param_count
+        || !s_text_equal (a->name, b->name) || !s_text_equal (a->help, b->help))
+        return false;
+    for (size_t p = 0; p < a->param_count; p++)
+        if (!s_params_equal (&a->params [p], &b->params [p]))
+            return false;
+    return true;
+}
+
+static bool
+s_backends_equal (const proto_backend_spec_t *a, size_t a_count,
+                  const proto_backend_spec_t *b, size_t b_count)
+{
+    if (a_count != b_count)
+        return false;
+    for (size_t index = 0; index < a_count; index++) {
+        const proto_backend_spec_t *one = &a [index], *other = &b [index];
+        if (one->action_count != other->action_count
+            || !s_text_equal (one->name, other->name))
+            return false;
+        for (size_t at = 0; at < one->action_count; at++)
+            if (!s_actions_equal (&one->actions [at], &other->actions [at]))
+                return false;
+    }
+    return true;
+}
+
+static size_t
+s_set_hash (const void *key)
+{
+    return (size_t) ((const registry_backend_set_t *) key)->hash;
+}
+
+static int
+s_set_compare (const void *a, const void *b)
+{
+    const registry_backend_set_t *one = (const registry_backend_set_t *) a;
+    const registry_backend_set_t *other = (const registry_backend_set_t *) b;
+    if (one->hash != other->hash)
+        return one->hash < other->hash ? -1 : 1;
+    return s_backends_equal (one->backends, one->backend_count,
+                             other->backends, other->backend_count) ? 0 : 1;
+}
+
+//  Writes BACKENDS as the hello's "backends" value (proto/PROTOCOL.md,
+//  section 4.2), in the order and with the optional keys proto_msg_encode
+//  gives them, so that a record holds the bytes the codec would write.
+static void
+s_write_wire_backends (pw_t *writer, const proto_backend_spec_t *backends,
+                       size_t count)
+{
+    pw_array (writer, count);
+    for (size_t b = 0; b < count; b++) {
+        const proto_backend_spec_t *backend = &backends [b];
+        pw_map (writer, 2);
+        pw_str (writer, "name");
+        pw_str (writer, backend->name);
+        pw_str (writer, "actions");
+        pw_array (writer, backend->action_count);
+        for (size_t a = 0; a < backend->action_count; a++) {
+            const proto_action_spec_t *action = &backend->actions [a];
+            pw_map (writer, 4);
+            pw_str (writer, "name");
+            pw_str (writer, action->name);
+            pw_str (writer, "kind");
+            pw_str (writer, action->modify ? "modify" : "query");
+            pw_str (writer, "help");
+            pw_str (writer, action->help);
+            pw_str (writer, "params");
+            pw_array (writer, action->param_count);
+            for (size_t p = 0; p < action->param_count; p++) {
+                const proto_param_spec_t *param = &action->params [p];
+                bool ranged = param->min_value < param->max_value;
+                pw_map (writer, 4 + (param->pattern ? 1 : 0)
+                                  + (param->default_value ? 1 : 0)
+                                  + (ranged ? 2 : 0));
+                pw_str (writer, "name");
+                pw_str (writer, param->name);
+                pw_str (writer, "required");
+                pw_bool (writer, param->required);
+                pw_str (writer, "type");
+                pw_str (writer, param->type);
+                if (param->pattern) {
+                    pw_str (writer, "pattern");
+                    pw_str (writer, param->pattern);
+                }
+                if (param->default_value) {
+                    pw_str (writer, "default");
+                    pw_str (writer, param->default_value);
+                }
+                pw_str (writer, "help");
+                pw_str (writer, param->help);
+                if (ranged) {
+                    pw_str (writer, "min");
+                    pw_int (writer, param->min_value);
+                    pw_str (writer, "max");
+                    pw_int (writer, param->max_value);
+                }
+            }
+        }
+    }
+}
+
+static void
+s_set_destroy (void **item_p)
+{
+    registry_backend_set_t *set = (registry_backend_set_t *) *item_p;
+    if (set) {
+        proto_msg_destroy (&set->holder);
+        free (set->bytes);
+        free (set);
+        *item_p = NULL;
+    }
+}
+
+//  Points HELLO's backends at the interned list equal to them, made from
+//  them when there is none, and frees the hello's own list. Returns the
+//  list, with one more reference.
+static registry_backend_set_t *
+s_intern (registry_t *self, proto_msg_t *hello)
+{
+    registry_backend_set_t probe;
+    memset (&probe, 0, sizeof probe);
+    probe.backends = hello->backends;
+    probe.backend_count = hello->backend_count;
+    probe.hash = s_backends_hash (probe.backends, probe.backend_count);
+    registry_backend_set_t *set = (registry_backend_set_t *)
+        zhashx_lookup (self->backend_sets, &probe);
+    if (set) {
+        //  proto_msg_destroy is the one way to free a decoded list
+        proto_msg_t *spare = proto_msg_new (PROTO_HELLO);
+        assert (spare);
+        spare->backends = hello->backends;
+        spare->backend_count = hello->backend_count;
+        proto_msg_destroy (&spare);
+    }
+    else {
+        set = (registry_backend_set_t *) zmalloc (sizeof *set);
+        set->hash = probe.hash;
+        set->holder = proto_msg_new (PROTO_HELLO);
+        assert (set->holder);
+        set->holder->backends = hello->backends;
+        set->holder->backend_count = hello->backend_count;
+        set->backends = hello->backends;
+        set->backend_count = hello->backend_count;
+        set->owner = self;
+        pw_reset (self->scratch);
+        s_write_wire_backends (self->scratch, set->backends,
+                               set->backend_count);
+        set->size = pw_size (self->scratch);
+        set->bytes = (uint8_t *) malloc (set->size);
+        assert (set->bytes);
+        memcpy (set->bytes, pw_data (self->scratch), set->size);
+        int rc = zhashx_insert (self->backend_sets, set, set);
+        assert (rc == 0);
+    }
+    set->refs++;
+    hello->backends = set->backends;
+    hello->backend_count = set->backend_count;
+    return set;
+}
+
+//  Frees NODE's hello, giving its backends back to their interned list,
+//  which goes when no node declares it any longer.
+static void
+s_node_release_hello (registry_node_t *node)
+{
+    registry_backend_set_t *set = node->backend_set;
+    if (node->hello) {
+        node->hello->backends = NULL;
+        node->hello->backend_count = 0;
+        proto_msg_destroy (&node->hello);
+    }
+    node->backend_set = NULL;
+    if (set && --set->refs == 0)
+        zhashx_delete (set->owner->backend_sets, set);
+}
+
+//  Gives NODE the hello taken from *HELLO_P, its backends interned.
+static void
+s_node_set_hello (registry_t *self, registry_node_t *node,
+                  proto_msg_t **hello_p)
+{
+    //  Interned first: a node that says hello again with the same
+    //  backends keeps their list instead of freeing and rebuilding it
+    registry_backend_set_t *set = s_intern (self, *hello_p);
+    s_node_release_hello (node);
+    node->hello = *hello_p;
+    node->backend_set = set;
+    *hello_p = NULL;
+}
 
 static void
 s_node_destroy (void **item_p)
 {
     registry_node_t *node = (registry_node_t *) *item_p;
     if (node) {
+        s_node_release_hello (node);
         free (node->id);
-        free (node->hello_bytes);
-        proto_msg_destroy (&node->hello);
         free (node);
         *item_p = NULL;
     }
@@ -31,6 +333,13 @@ registry_new (void)
     registry_t *self = (registry_t *) zmalloc (sizeof (registry_t));
     self->nodes = zhashx_new ();
     zhashx_set_destructor (self->nodes, s_node_destroy);
+    self->backend_sets = zhashx_new ();
+    zhashx_set_key_hasher (self->backend_sets, s_set_hash);
+    zhashx_set_key_comparator (self->backend_sets, s_set_compare);
+    zhashx_set_key_duplicator (self->backend_sets, NULL);
+    zhashx_set_key_destructor (self->backend_sets, NULL);
+    zhashx_set_destructor (self->backend_sets, s_set_destroy);
+    self->scratch = pw_new ();
     return self;
 }
 
@@ -38,8 +347,13 @@ void
 registry_destroy (registry_t **self_p)
 {
     if (self_p && *self_p) {
-        zhashx_destroy (&(*self_p)->nodes);
-        free (*self_p);
+        registry_t *self = *self_p;
+        //  Nodes first: each gives its backend list back
+        zhashx_destroy (&self->nodes);
+        assert (zhashx_size (self->backend_sets) == 0);
+        zhashx_destroy (&self->backend_sets);
+        pw_destroy (&self->scratch);
+        free (self);
         *self_p = NULL;
     }
 }
@@ -56,21 +370,6 @@ s_node_get_or_new (registry_t *self, const char *id)
     return node;
 }
 
-//  Keeps a copy of the hello's bytes (or none).
-static void
-s_set_hello_bytes (registry_node_t *node, const void *bytes, size_t size)
-{
-    free (node->hello_bytes);
-    node->hello_bytes = NULL;
-    node->hello_size = 0;
-    if (bytes && size) {
-        node->hello_bytes = (uint8_t *) malloc (size);
-        assert (node->hello_bytes);
-        memcpy (node->hello_bytes, bytes, size);
-        node->hello_size = size;
-    }
-}
-
 registry_node_t *
 registry_hello (registry_t *self, proto_msg_t **hello_p, const void *bytes,
                 size_t size, const void *routing_id, size_t routing_id_size,
@@ -78,10 +377,7 @@ registry_hello (registry_t *self, proto_msg_t **hello_p, const void *bytes,
 {
     assert (hello_p && *hello_p && (*hello_p)->node);
     registry_node_t *node = s_node_get_or_new (self, (*hello_p)->node);
-    proto_msg_destroy (&node->hello);
-    node->hello = *hello_p;
-    *hello_p = NULL;
-    s_set_hello_bytes (node, bytes, size);
+    s_node_set_hello (self, node, hello_p);
     if (!node->registered_wall_ms)
         node->registered_wall_ms = wall_ms;
     node->online = true;
@@ -111,9 +407,7 @@ registry_load (registry_t *self, const pv_t *record)
         return -1;
     }
     registry_node_t *node = s_node_get_or_new (self, hello->node);
-    proto_msg_destroy (&node->hello);
-    node->hello = hello;
-    s_set_hello_bytes (node, hello_bytes, hello_len);
+    s_node_set_hello (self, node, &hello);
     node->online = false;
     //  Restored work on a node that never returns ends through the
     //  scheduler's ack timeouts; no grace timer runs from before the start.
@@ -346,6 +640,12 @@ registry_size (registry_t *self)
 }
 
 size_t
+registry_backend_sets (registry_t *self)
+{
+    return zhashx_size (self->backend_sets);
+}
+
+size_t
 registry_online_count (registry_t *self)
 {
     size_t count = 0;
@@ -489,25 +789,56 @@ registry_node_encode (const registry_node_t *node, pw_t *writer,
     }
 }
 
+//  Writes HELLO as proto_msg_encode does, its backends spliced in from
+//  SET's encoded list.
+static void
+s_write_wire_hello (pw_t *writer, const proto_msg_t *hello,
+                    const registry_backend_set_t *set)
+{
+    pw_map (writer, 9);
+    pw_str (writer, "v");
+    pw_int (writer, PROTO_VERSION);
+    pw_str (writer, "type");
+    pw_str (writer, proto_type_name (PROTO_HELLO));
+    pw_str (writer, "node");
+    pw_str (writer, hello->node);
+    pw_str (writer, "hostname");
+    pw_str (writer, hello->hostname);
+    pw_str (writer, "groups");
+    pw_array (writer, hello->group_count);
+    for (size_t index = 0; index < hello->group_count; index++)
+        pw_str (writer, hello->groups [index]);
+    pw_str (writer, "labels");
+    pw_map (writer, hello->label_count);
+    for (size_t index = 0; index < hello->label_count; index++) {
+        pw_str (writer, hello->labels [index].key);
+        pw_str (writer, hello->labels [index].value);
+    }
+    pw_str (writer, "backends");
+    pw_raw (writer, set->bytes, set->size);
+    pw_str (writer, "version");
+    pw_str (writer, hello->version);
+    pw_str (writer, "concurrency");
+    pw_int (writer, hello->concurrency);
+}
+
 void
 registry_node_encode_record (const registry_node_t *node, pw_t *writer)
 {
-    pw_t *hello = NULL;
+    const registry_backend_set_t *set = node->backend_set;
+    assert (node->hello && set);
+    //  The hello goes in as one bin, whose length comes first
+    pw_t *hello = set->owner->scratch;
+    assert (hello != writer);
+    pw_reset (hello);
+    s_write_wire_hello (hello, node->hello, set);
     pw_map (writer, 4);
     pw_str (writer, "hello");
-    if (node->hello_bytes)
-        pw_bin (writer, node->hello_bytes, node->hello_size);
-    else {
-        hello = pw_new ();
-        int rc = proto_msg_encode (node->hello, hello);
-        assert (rc == 0);       //  It was decoded, so it encodes
-        pw_bin (writer, pw_data (hello), pw_size (hello));
-    }
+    pw_bin (writer, pw_data (hello), pw_size (hello));
     pw_str (writer, "registered_at_ms");
     pw_int (writer, node->registered_wall_ms);
     pw_str (writer, "last_seen_ms");
     pw_int (writer, node->last_seen_wall_ms);
     pw_str (writer, "drained");
     pw_bool (writer, node->drained);
-    pw_destroy (&hello);
 }

@@ -10,6 +10,16 @@
     The registry owns no socket and reads no clock: callers pass now_ms
     (monotonic) and wall_ms (wall clock, for display).
 
+    Nearly every node of a fleet declares the same backends, and a node's
+    declaration is most of its hello. So each distinct backend list is
+    kept once (interned), decoded and encoded, and shared by every node
+    that declares it. A node's hello lends its backends from that shared
+    list: node->hello->backends and backend_count read as they were
+    received, but the list belongs to the registry, which detaches it
+    before it frees the hello. Callers read node->hello and never free,
+    keep or change it. A list is freed when no node declares it any
+    longer (a node that says hello again declares only its newest list).
+
     Threading: one registry belongs to one thread.
     =========================================================================
 */
@@ -27,9 +37,14 @@
 
 #define REGISTRY_MAX_ROUTING_ID 256  //  Longest ROUTER identity kept
 
+//  One distinct backend declaration, shared by the nodes that send it.
+typedef struct _registry_backend_set_t registry_backend_set_t;
+
 typedef struct {
     char *id;                    //  Node id
-    proto_msg_t *hello;          //  Its last hello (owned): hostname, groups, labels, backends
+    //  Its last hello (owned; its backends are lent by backend_set)
+    proto_msg_t *hello;
+    registry_backend_set_t *backend_set;  //  Its interned backends (a reference)
     bool online;                 //  Heard from within the liveness window
     bool drained;                //  Takes no new work
     int64_t last_seen_ms;        //  Monotonic time of its last message
@@ -39,8 +54,6 @@ typedef struct {
     uint32_t queued;             //  Tasks queued, from its last heartbeat
     int64_t offline_since_ms;    //  Monotonic time it went offline
     bool offline_reported;       //  Its work was declared lost (after the grace)
-    uint8_t *hello_bytes;        //  The hello as received, for the store (owned)
-    size_t hello_size;           //  Bytes in hello_bytes
     uint8_t routing_id [REGISTRY_MAX_ROUTING_ID];  //  ROUTER identity of its connection
     size_t routing_id_size;      //  Bytes in routing_id (0 = none)
 } registry_node_t;
@@ -54,17 +67,21 @@ registry_t *registry_new (void);
 void registry_destroy (registry_t **self_p);
 
 //  Registers or refreshes a node from a decoded hello (taken: *hello_p is
-//  nulled), reached through ROUTING_ID. BYTES/SIZE, when not NULL, are the
-//  hello as received (copied; the store record reuses them instead of
-//  encoding the hello again). Returns the node (borrowed, valid until the
-//  node is removed or the registry destroyed).
+//  nulled), reached through ROUTING_ID. Its backends join an equal
+//  interned list, or become a new one; the hello's own copy is freed.
+//  BYTES/SIZE, the hello as received, are not kept (the store record is
+//  written from the node and its interned list) and may be NULL. Returns
+//  the node (borrowed, valid until the node is removed or the registry
+//  destroyed).
 registry_node_t *registry_hello (registry_t *self, proto_msg_t **hello_p,
                                  const void *bytes, size_t size,
                                  const void *routing_id, size_t routing_id_size,
                                  int64_t now_ms, int64_t wall_ms);
 
 //  Adds a node read from the store (offline until it says hello). RECORD
-//  is the map written by registry_node_encode. Returns 0 or -1 (malformed).
+//  is the map written by registry_node_encode_record (or by an earlier
+//  version, which kept the hello as received: the same map). Its backends
+//  are interned as registry_hello does. Returns 0 or -1 (malformed).
 int registry_load (registry_t *self, const pv_t *record);
 
 //  The node with this id, or NULL. Borrowed.
@@ -106,7 +123,8 @@ size_t registry_members (registry_t *self, const target_t *target);
 
 //  The spec of BACKEND/ACTION as the first online node offering it
 //  declares it, or NULL when no online node offers it (then any node,
-//  online or not, is tried when ANY_STATE).
+//  online or not, is tried when ANY_STATE). Borrowed from an interned
+//  list: valid until the next registry_hello, registry_load or destroy.
 const proto_action_spec_t *registry_find_action (registry_t *self,
                                                  const char *backend,
                                                  const char *action,
@@ -115,6 +133,10 @@ const proto_action_spec_t *registry_find_action (registry_t *self,
 //  Node counts.
 size_t registry_size (registry_t *self);
 size_t registry_online_count (registry_t *self);
+
+//  How many distinct backend lists the registered nodes declare (each is
+//  kept once, whatever the number of nodes that declare it).
+size_t registry_backend_sets (registry_t *self);
 
 //  All nodes sorted by id: a malloc'd array of borrowed pointers (free only
 //  the array); returns the count.
@@ -126,7 +148,10 @@ size_t registry_list (registry_t *self, registry_node_t ***nodes_p);
 void registry_node_encode (const registry_node_t *node, pw_t *writer,
                            bool with_backends);
 
-//  Writes NODE as its store record (the hello as sent, plus timestamps).
+//  Writes NODE as its store record: {hello: bin, registered_at_ms,
+//  last_seen_ms, drained}, where hello holds the node's hello encoded as
+//  on the wire (the bytes proto_msg_encode gives), built from the node's
+//  own fields and the encoded bytes of its interned backends.
 void registry_node_encode_record (const registry_node_t *node, pw_t *writer);
 
 #endif

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../backends/backend.h"
 #include "../broker/registry.h"
 
 static proto_msg_t *
@@ -41,6 +42,106 @@ s_hello (const char *id, const char *group, const char *label_key,
     hello->backends [0].actions [0].name = strdup ("echo");
     hello->backends [0].actions [0].help = strdup ("say it");
     return hello;
+}
+
+static char *
+s_strdup_or_null (const char *text)
+{
+    return text ? strdup (text) : NULL;
+}
+
+//  Appends backend NAME to HELLO, with one action ACTION (HELP) whose
+//  params use every optional key of the wire form: pattern, default, and
+//  an int range.
+static void
+s_add_backend (proto_msg_t *hello, const char *name, const char *action,
+               const char *help)
+{
+    hello->backends = (proto_backend_spec_t *) realloc (
+        hello->backends, (hello->backend_count + 1) * sizeof (proto_backend_spec_t));
+    assert_non_null (hello->backends);
+    proto_backend_spec_t *backend = &hello->backends [hello->backend_count++];
+    memset (backend, 0, sizeof *backend);
+    backend->name = strdup (name);
+    backend->actions = (proto_action_spec_t *) calloc (1, sizeof (proto_action_spec_t));
+    backend->action_count = 1;
+    proto_action_spec_t *spec = &backend->actions [0];
+    spec->name = strdup (action);
+    spec->modify = true;
+    spec->help = strdup (help);
+    const struct {
+        const char *name, *type, *pattern, *fallback;
+        bool required;
+        int64_t min, max;
+    } params [] = {
+        {"package", "string", "^[a-z0-9.+-]+$", NULL, true, 0, 0},
+        {"version", "string", NULL, "latest", false, 0, 0},
+        {"retries", "int", NULL, "1", false, 0, 5},
+    };
+    spec->param_count = sizeof params / sizeof params [0];
+    spec->params = (proto_param_spec_t *) calloc (spec->param_count, sizeof (proto_param_spec_t));
+    for (size_t index = 0; index < spec->param_count; index++) {
+        proto_param_spec_t *param = &spec->params [index];
+        param->name = strdup (params [index].name);
+        param->type = strdup (params [index].type);
+        param->pattern = s_strdup_or_null (params [index].pattern);
+        param->default_value = s_strdup_or_null (params [index].fallback);
+        param->required = params [index].required;
+        param->min_value = params [index].min;
+        param->max_value = params [index].max;
+        param->help = strdup ("a param");
+    }
+}
+
+//  HELLO as proto_msg_encode writes it, in WRITER (reset first).
+static void
+s_encode (const proto_msg_t *hello, pw_t *writer)
+{
+    pw_reset (writer);
+    assert_int_equal (proto_msg_encode (hello, writer), 0);
+}
+
+//  Asserts that two hellos encode to the same bytes.
+static void
+s_assert_same_hello (const proto_msg_t *one, const proto_msg_t *other)
+{
+    pw_t *a = pw_new (), *b = pw_new ();
+    s_encode (one, a);
+    s_encode (other, b);
+    assert_int_equal (pw_size (a), pw_size (b));
+    assert_memory_equal (pw_data (a), pw_data (b), pw_size (a));
+    pw_destroy (&a);
+    pw_destroy (&b);
+}
+
+//  A deep copy of HELLO, through the codec.
+static proto_msg_t *
+s_copy (const proto_msg_t *hello)
+{
+    pw_t *writer = pw_new ();
+    s_encode (hello, writer);
+    proto_msg_t *copy = NULL;
+    assert_int_equal (proto_msg_decode (pw_data (writer), pw_size (writer), &copy, NULL, 0), 0);
+    pw_destroy (&writer);
+    return copy;
+}
+
+static void
+s_say_hello (registry_t *registry, proto_msg_t **hello_p, int64_t now_ms)
+{
+    assert_non_null (registry_hello (registry, hello_p, NULL, 0, "rr", 2, now_ms, now_ms + 4000));
+    assert_null (*hello_p);
+}
+
+//  A record of NODE, decoded: its root in *DOC_P.
+static const pv_t *
+s_record (const registry_node_t *node, pv_doc_t **doc_p)
+{
+    pw_t *writer = pw_new ();
+    registry_node_encode_record (node, writer);
+    assert_int_equal (pv_doc_decode (pw_data (writer), pw_size (writer), doc_p, NULL, 0), 0);
+    pw_destroy (&writer);
+    return pv_doc_root (*doc_p);
 }
 
 static registry_t *
@@ -221,6 +322,273 @@ test_registry_lists_nodes_sorted_and_encodes_them (void **state)
     registry_destroy (&registry);
 }
 
+static void
+test_registry_equal_backends_are_kept_once (void **state)
+{
+    registry_t *registry = s_fleet ();
+    assert_int_equal (registry_backend_sets (registry), 1);
+    const proto_backend_spec_t *shared = registry_lookup (registry, "web-01")->hello->backends;
+    const char *ids [] = {"web-02", "webserver-01", "db-01"};
+    for (size_t index = 0; index < 3; index++) {
+        registry_node_t *node = registry_lookup (registry, ids [index]);
+        assert_ptr_equal (node->hello->backends, shared);
+        assert_int_equal (node->hello->backend_count, 1);
+    }
+    assert_string_equal (shared [0].actions [0].help, "say it");
+    assert_non_null (registry_find_action (registry, "test", "echo", false));
+    registry_destroy (&registry);
+}
+
+static void
+test_registry_other_backends_make_another_list (void **state)
+{
+    registry_t *registry = s_fleet ();
+    //  web-01 says hello again with one more backend.
+    proto_msg_t *hello = s_hello ("web-01", "web", NULL, NULL);
+    s_add_backend (hello, "pkg", "install", "Install a package");
+    proto_msg_t *expected = s_copy (hello);
+    s_say_hello (registry, &hello, 2000);
+    assert_int_equal (registry_backend_sets (registry), 2);
+    registry_node_t *web_01 = registry_lookup (registry, "web-01");
+    registry_node_t *web_02 = registry_lookup (registry, "web-02");
+    assert_ptr_not_equal (web_01->hello->backends, web_02->hello->backends);
+    assert_int_equal (web_01->hello->backend_count, 2);
+    s_assert_same_hello (web_01->hello, expected);
+    const proto_action_spec_t *install = registry_find_action (registry, "pkg", "install", false);
+    assert_non_null (install);
+    assert_int_equal (install->param_count, 3);
+    assert_string_equal (install->params [0].pattern, "^[a-z0-9.+-]+$");
+    assert_null (registry_find_action (registry, "pkg", "remove", true));
+    //  The same list again: the node keeps it.
+    const proto_backend_spec_t *kept = web_01->hello->backends;
+    hello = s_hello ("web-01", "web", NULL, NULL);
+    s_add_backend (hello, "pkg", "install", "Install a package");
+    s_say_hello (registry, &hello, 2500);
+    assert_ptr_equal (web_01->hello->backends, kept);
+    assert_int_equal (registry_backend_sets (registry), 2);
+    //  Only web-01 offers pkg: once it is offline, only any_state finds it.
+    registry_set_offline (web_01, 3000);
+    assert_null (registry_find_action (registry, "pkg", "install", false));
+    assert_ptr_equal (registry_find_action (registry, "pkg", "install", true), install);
+    //  When every node has moved on, the first list is freed.
+    const char *others [] = {"web-02", "webserver-01", "db-01"};
+    for (size_t index = 0; index < 3; index++) {
+        hello = s_hello (others [index], "web", NULL, NULL);
+        s_add_backend (hello, "pkg", "install", "Install a package");
+        s_say_hello (registry, &hello, 4000);
+        assert_ptr_equal (registry_lookup (registry, others [index])->hello->backends, kept);
+    }
+    assert_int_equal (registry_backend_sets (registry), 1);
+    assert_ptr_equal (registry_find_action (registry, "pkg", "install", false), install);
+    //  Lists are equal only when everything is: another help text makes
+    //  another list.
+    hello = s_hello ("db-01", "db", NULL, NULL);
+    s_add_backend (hello, "pkg", "install", "Install one package");
+    s_say_hello (registry, &hello, 5000);
+    assert_int_equal (registry_backend_sets (registry), 2);
+    assert_string_equal (registry_lookup (registry, "db-01")->hello->backends [1].actions [0].help,
+                         "Install one package");
+    assert_string_equal (web_01->hello->backends [1].actions [0].help,
+                         "Install a package");
+    //  db-01 goes back to echo alone: its last list goes, the list of
+    //  echo alone comes back.
+    hello = s_hello ("db-01", "db", NULL, NULL);
+    s_say_hello (registry, &hello, 6000);
+    assert_int_equal (registry_backend_sets (registry), 2);
+    assert_int_equal (registry_lookup (registry, "db-01")->hello->backend_count, 1);
+    assert_ptr_equal (registry_find_action (registry, "pkg", "install", false), install);
+    proto_msg_destroy (&expected);
+    registry_destroy (&registry);
+}
+
+static void
+test_registry_record_holds_the_hello_as_encoded (void **state)
+{
+    registry_t *registry = registry_new ();
+    proto_msg_t *hello = s_hello ("web-01", "web", "tier", "web.dev");
+    s_add_backend (hello, "pkg", "install", "Install a package");
+    proto_msg_t *expected = s_copy (hello);
+    s_say_hello (registry, &hello, 1000);
+    hello = s_copy (expected);
+    free (hello->node);
+    hello->node = strdup ("web-02");
+    s_say_hello (registry, &hello, 1000);
+    assert_int_equal (registry_backend_sets (registry), 1);
+
+    //  The record's hello is what the codec writes for it.
+    pv_doc_t *doc = NULL;
+    const pv_t *record = s_record (registry_lookup (registry, "web-01"), &doc);
+    pw_t *writer = pw_new ();
+    s_encode (expected, writer);
+    size_t size = 0;
+    const char *bytes = pv_str (pv_map_get (record, "hello"), &size);
+    assert_int_equal (size, pw_size (writer));
+    assert_memory_equal (bytes, pw_data (writer), size);
+
+    //  Restored, both nodes hold the same backends, once.
+    registry_t *restored = registry_new ();
+    assert_int_equal (registry_load (restored, record), 0);
+    pv_doc_t *other = NULL;
+    assert_int_equal (registry_load (restored, s_record (registry_lookup (registry, "web-02"), &other)), 0);
+    assert_int_equal (registry_size (restored), 2);
+    assert_int_equal (registry_backend_sets (restored), 1);
+    registry_node_t *copy = registry_lookup (restored, "web-01");
+    assert_false (copy->online);
+    assert_int_equal (copy->registered_wall_ms, 5000);
+    s_assert_same_hello (copy->hello, expected);
+    assert_ptr_equal (copy->hello->backends, registry_lookup (restored, "web-02")->hello->backends);
+    //  A record loaded again replaces the node and keeps one list.
+    assert_int_equal (registry_load (restored, record), 0);
+    assert_int_equal (registry_size (restored), 2);
+    assert_int_equal (registry_backend_sets (restored), 1);
+    const proto_action_spec_t *install = registry_find_action (restored, "pkg", "install", true);
+    assert_non_null (install);
+    assert_int_equal (install->params [2].max_value, 5);
+    assert_null (registry_find_action (restored, "pkg", "install", false));
+    pv_doc_destroy (&other);
+    pv_doc_destroy (&doc);
+    pw_destroy (&writer);
+    proto_msg_destroy (&expected);
+    registry_destroy (&restored);
+    registry_destroy (&registry);
+}
+
+static void
+test_registry_restores_records_of_the_earlier_layout (void **state)
+{
+    //  The earlier registry stored the hello's bytes as received. A
+    //  script may order its keys as it likes: this one sends them in
+    //  reverse, and its backends hold keys in another order too.
+    pw_t *hello = pw_new ();
+    pw_map (hello, 9);
+    pw_str (hello, "concurrency");
+    pw_int (hello, 2);
+    pw_str (hello, "version");
+    pw_str (hello, "0.0.9");
+    pw_str (hello, "backends");
+    pw_array (hello, 1);
+    pw_map (hello, 2);
+    pw_str (hello, "actions");
+    pw_array (hello, 1);
+    pw_map (hello, 4);
+    pw_str (hello, "params");
+    pw_array (hello, 1);
+    pw_map (hello, 6);
+    pw_str (hello, "max");
+    pw_int (hello, 9);
+    pw_str (hello, "min");
+    pw_int (hello, 1);
+    pw_str (hello, "help");
+    pw_str (hello, "how many");
+    pw_str (hello, "type");
+    pw_str (hello, "int");
+    pw_str (hello, "required");
+    pw_bool (hello, false);
+    pw_str (hello, "name");
+    pw_str (hello, "count");
+    pw_str (hello, "help");
+    pw_str (hello, "say it");
+    pw_str (hello, "kind");
+    pw_str (hello, "query");
+    pw_str (hello, "name");
+    pw_str (hello, "echo");
+    pw_str (hello, "name");
+    pw_str (hello, "test");
+    pw_str (hello, "labels");
+    pw_map (hello, 1);
+    pw_str (hello, "tier");
+    pw_str (hello, "web.prod");
+    pw_str (hello, "groups");
+    pw_array (hello, 1);
+    pw_str (hello, "web");
+    pw_str (hello, "hostname");
+    pw_str (hello, "old-host");
+    pw_str (hello, "node");
+    pw_str (hello, "web-09");
+    pw_str (hello, "type");
+    pw_str (hello, "hello");
+    pw_str (hello, "v");
+    pw_int (hello, 1);
+    pw_t *writer = pw_new ();
+    pw_map (writer, 4);
+    pw_str (writer, "hello");
+    pw_bin (writer, pw_data (hello), pw_size (hello));
+    pw_str (writer, "registered_at_ms");
+    pw_int (writer, 1700000000000);
+    pw_str (writer, "last_seen_ms");
+    pw_int (writer, 1700000001000);
+    pw_str (writer, "drained");
+    pw_bool (writer, true);
+    pv_doc_t *doc = NULL;
+    assert_int_equal (pv_doc_decode (pw_data (writer), pw_size (writer), &doc, NULL, 0), 0);
+
+    registry_t *registry = registry_new ();
+    assert_int_equal (registry_load (registry, pv_doc_root (doc)), 0);
+    registry_node_t *node = registry_lookup (registry, "web-09");
+    assert_non_null (node);
+    assert_false (node->online);
+    assert_true (node->drained);
+    assert_int_equal (node->registered_wall_ms, 1700000000000);
+    assert_int_equal (node->last_seen_wall_ms, 1700000001000);
+    assert_string_equal (node->hello->hostname, "old-host");
+    assert_int_equal (node->hello->concurrency, 2);
+    assert_int_equal (registry_backend_sets (registry), 1);
+    const proto_action_spec_t *echo = registry_find_action (registry, "test", "echo", true);
+    assert_non_null (echo);
+    assert_int_equal (echo->params [0].min_value, 1);
+    assert_int_equal (echo->params [0].max_value, 9);
+    //  The node says hello with the same backends: it keeps their list.
+    proto_msg_t *decoded = NULL;
+    assert_int_equal (proto_msg_decode (pw_data (hello), pw_size (hello), &decoded, NULL, 0), 0);
+    const proto_backend_spec_t *list = node->hello->backends;
+    s_say_hello (registry, &decoded, 1000);
+    assert_ptr_equal (node->hello->backends, list);
+    assert_int_equal (registry_backend_sets (registry), 1);
+    //  Written again, the record reads back the same node.
+    pv_doc_t *again = NULL;
+    const pv_t *record = s_record (node, &again);
+    registry_t *restored = registry_new ();
+    assert_int_equal (registry_load (restored, record), 0);
+    registry_node_t *copy = registry_lookup (restored, "web-09");
+    s_assert_same_hello (copy->hello, node->hello);
+    assert_true (copy->drained);
+    pv_doc_destroy (&again);
+    registry_destroy (&restored);
+    pv_doc_destroy (&doc);
+    pw_destroy (&writer);
+    pw_destroy (&hello);
+    registry_destroy (&registry);
+}
+
+static void
+test_registry_record_of_every_built_in_backend (void **state)
+{
+    //  What a real agent declares: the record's hello must still be the
+    //  codec's own bytes.
+    proto_msg_t *hello = s_hello ("node-1", "web", "tier", "web");
+    proto_msg_t *spare = proto_msg_new (PROTO_HELLO);
+    spare->backends = hello->backends;
+    spare->backend_count = hello->backend_count;
+    proto_msg_destroy (&spare);
+    assert_int_equal (backends_hello_specs (NULL, 0, &hello->backends, &hello->backend_count), 0);
+    assert_true (hello->backend_count > 1);
+    proto_msg_t *expected = s_copy (hello);
+    registry_t *registry = registry_new ();
+    s_say_hello (registry, &hello, 1000);
+    pv_doc_t *doc = NULL;
+    const pv_t *record = s_record (registry_lookup (registry, "node-1"), &doc);
+    pw_t *writer = pw_new ();
+    s_encode (expected, writer);
+    size_t size = 0;
+    const char *bytes = pv_str (pv_map_get (record, "hello"), &size);
+    assert_int_equal (size, pw_size (writer));
+    assert_memory_equal (bytes, pw_data (writer), size);
+    pv_doc_destroy (&doc);
+    pw_destroy (&writer);
+    proto_msg_destroy (&expected);
+    registry_destroy (&registry);
+}
+
 int
 main (void)
 {
@@ -231,6 +599,11 @@ main (void)
         cmocka_unit_test (test_registry_expires_silent_nodes),
         cmocka_unit_test (test_registry_record_round_trip),
         cmocka_unit_test (test_registry_lists_nodes_sorted_and_encodes_them),
+        cmocka_unit_test (test_registry_equal_backends_are_kept_once),
+        cmocka_unit_test (test_registry_other_backends_make_another_list),
+        cmocka_unit_test (test_registry_record_holds_the_hello_as_encoded),
+        cmocka_unit_test (test_registry_restores_records_of_the_earlier_layout),
+        cmocka_unit_test (test_registry_record_of_every_built_in_backend),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }
