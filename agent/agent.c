@@ -5,15 +5,21 @@
     Life of a command (key = job|step|attempt):
 
         command --(dedup: spool + work table)--> taken:
-            spool ACK, send ack
+            spool ACK, hold ack
             check backend / action / params   -> refused result
             plan, queue in the executor
-        executor started  -> spool STARTED, send started
-        executor done     -> spool RESULT, send result
+        executor started  -> spool STARTED, hold started
+        executor done     -> spool RESULT, drop what is held, send result
+        hold timer        -> send held ack, then held started
         result_ack        -> spool DONE (kept for dedup)
 
     The work table holds what is queued or running (the executor owns each
     record and frees it after its done call); the spool holds the rest.
+
+    Acks and starteds are held up to S_PROGRESS_HOLD_MS before they are
+    sent: a result implies both (PROTOCOL.md 4.1 rules 4 and 7), so the
+    many actions that finish within the hold cost the broker one message
+    instead of three. The spool records them at once all the same.
     =========================================================================
 */
 #include "agent.h"
@@ -57,6 +63,8 @@
 #define S_HEARTBEAT_MAX_MS 600000
 #define S_TEXT_SLACK 1024           //  Room kept for a sentence after output
 #define S_MAX_TIMEOUT_MS (30ULL * 24 * 3600 * 1000)  //  30 days
+#define S_PROGRESS_HOLD_MS 20       //  Acks and starteds wait this long at
+                                    //  most for a result that implies them
 
 
 //  ---------------------------------------------------------------------
@@ -789,6 +797,7 @@ agent_signals_block (void)
 //  The agent
 
 typedef struct _s_work_t s_work_t;
+typedef struct _s_held_t s_held_t;
 
 struct _agent_t {
     const agent_config_t *config;  //  Borrowed
@@ -810,6 +819,10 @@ struct _agent_t {
     int heartbeat_timer;
     int resend_timer;
     zhashx_t *work;             //  key -> s_work_t, queued or running
+    zhashx_t *held;             //  key -> s_held_t, progress not yet sent
+    zlistx_t *held_order;       //  The same s_held_t, oldest first
+    uint64_t held_round;        //  Hold timer firings so far
+    int held_timer;             //  -1 when nothing is held
     zhashx_t *cancelled;        //  Recently cancelled job ids
     zlistx_t *cancelled_order;  //  Oldest first (owned strings)
     bool stopping;              //  SIGTERM seen: no new work
@@ -833,6 +846,18 @@ struct _s_work_t {
     char *what;                 //  "backend.action", for logs
     backend_plan_t *plan;       //  How it runs
     backend_outcome_t outcome;  //  In-loop actions: what they reported
+};
+
+//  Progress of one attempt that waits for the hold timer.
+struct _s_held_t {
+    char key [SPOOL_KEY_MAX];   //  job|step|attempt
+    char *job;
+    uint32_t step;
+    uint32_t attempt;
+    bool ack;                   //  An ack waits
+    bool started;               //  A started waits (sent after the ack)
+    uint64_t round;             //  held_round when it was first held
+    void *handle;               //  Its place in held_order
 };
 
 static void
@@ -890,20 +915,127 @@ s_send (agent_t *self, const proto_msg_t *msg)
     return 0;
 }
 
-//  ack or started for (job, step, attempt); spooled first when SPOOL.
+//  ack or started for (job, step, attempt), sent now.
 static void
 s_send_progress (agent_t *self, proto_type_t type, const char *job,
-                 uint32_t step, uint32_t attempt, bool spool)
+                 uint32_t step, uint32_t attempt)
 {
     proto_msg_t msg = {
         .type = type, .node = self->config->id, .job = (char *) job,
         .step = step, .attempt = attempt
     };
-    char err [256];
-    if (spool && spool_put (self->spool, &msg, err, sizeof (err)))
-        s_log (self, "cannot record %s of %s step %u: %s",
-               proto_type_name (type), job, step, err);
     s_send (self, &msg);
+}
+
+
+//  ---------------------------------------------------------------------
+//  Held progress
+//
+//  The hold timer fires every S_PROGRESS_HOLD_MS / 2 while anything is
+//  held, and sends what was held before its previous firing: each ack or
+//  started waits from half the hold to the whole hold. Two firings also
+//  mean at least two loop passes, so the result of an in-loop action,
+//  which the executor produces on the pass after the command, always
+//  comes first and goes alone.
+
+static void
+s_held_free (void **item_p)
+{
+    s_held_t *held = (s_held_t *) *item_p;
+    if (held) {
+        free (held->job);
+        free (held);
+        *item_p = NULL;
+    }
+}
+
+//  Forgets HELD without sending it.
+static void
+s_held_remove (agent_t *self, s_held_t *held)
+{
+    zlistx_delete (self->held_order, held->handle);
+    zhashx_delete (self->held, held->key);
+}
+
+//  Sends what HELD holds, the ack first, and forgets it.
+static void
+s_held_send (agent_t *self, s_held_t *held)
+{
+    if (held->ack)
+        s_send_progress (self, PROTO_ACK, held->job, held->step,
+                         held->attempt);
+    if (held->started)
+        s_send_progress (self, PROTO_STARTED, held->job, held->step,
+                         held->attempt);
+    s_held_remove (self, held);
+}
+
+static int
+s_held_fired (zloop_t *loop, int timer_id, void *arg)
+{
+    agent_t *self = (agent_t *) arg;
+    if (timer_id != self->held_timer)
+        return 0;
+    self->held_round++;
+    s_held_t *held;
+    while ((held = (s_held_t *) zlistx_first (self->held_order))
+           && held->round + 2 <= self->held_round)
+        s_held_send (self, held);
+    if (zlistx_size (self->held_order) == 0) {
+        zloop_timer_end (self->loop, self->held_timer);
+        self->held_timer = -1;
+    }
+    return 0;
+}
+
+//  Holds an ack or started (TYPE) for KEY. Should memory run out it is
+//  sent at once instead.
+static void
+s_hold (agent_t *self, proto_type_t type, const char *key, const char *job,
+        uint32_t step, uint32_t attempt)
+{
+    s_held_t *held = (s_held_t *) zhashx_lookup (self->held, key);
+    if (!held) {
+        held = (s_held_t *) calloc (1, sizeof (s_held_t));
+        if (held)
+            held->job = strdup (job);
+        if (!held || !held->job) {
+            free (held);
+            s_send_progress (self, type, job, step, attempt);
+            return;
+        }
+        snprintf (held->key, sizeof (held->key), "%s", key);
+        held->step = step;
+        held->attempt = attempt;
+        held->round = self->held_round;
+        held->handle = zlistx_add_end (self->held_order, held);
+        zhashx_insert (self->held, held->key, held);
+    }
+    if (type == PROTO_ACK)
+        held->ack = true;
+    else
+        held->started = true;
+    if (self->held_timer < 0)
+        self->held_timer = zloop_timer (self->loop, S_PROGRESS_HOLD_MS / 2, 0,
+                                        s_held_fired, self);
+}
+
+//  The result of KEY goes now: what is held for it is implied.
+static void
+s_held_drop (agent_t *self, const char *key)
+{
+    s_held_t *held = (s_held_t *) zhashx_lookup (self->held, key);
+    if (held)
+        s_held_remove (self, held);
+}
+
+//  Sends everything held, oldest first (shutdown).
+static void
+s_held_flush (agent_t *self)
+{
+    s_held_t *held;
+    while ((held = (s_held_t *) zlistx_first (self->held_order)))
+        s_held_send (self, held);
 }
 
 static void
@@ -1078,7 +1210,8 @@ s_clean_text (char *text, size_t len, size_t max, bool *cut)
     return text;
 }
 
-//  Records RESULT in the spool, then sends it.
+//  Records RESULT in the spool, then sends it in place of the ack and
+//  started still held for it.
 static void
 s_finish (agent_t *self, proto_msg_t *result)
 {
@@ -1086,6 +1219,10 @@ s_finish (agent_t *self, proto_msg_t *result)
     if (spool_put (self->spool, result, err, sizeof (err)))
         s_log (self, "cannot record the result of %s step %u: %s (sent "
                "anyway, not kept)", result->job, result->step, err);
+    char key [SPOOL_KEY_MAX];
+    spool_key (result->job, result->step, result->attempt, key,
+               sizeof (key));
+    s_held_drop (self, key);
     s_send (self, result);
     s_debug (self, "job %s step %u attempt %u: %s%s%s", result->job,
              result->step, result->attempt, result->status,
@@ -1152,8 +1289,16 @@ s_work_started (void *arg, pid_t pid)
 {
     s_work_t *work = (s_work_t *) arg;
     agent_t *self = work->agent;
-    s_send_progress (self, PROTO_STARTED, work->job, work->step,
-                     work->attempt, true);
+    proto_msg_t started = {
+        .type = PROTO_STARTED, .node = self->config->id, .job = work->job,
+        .step = work->step, .attempt = work->attempt
+    };
+    char err [256];
+    if (spool_put (self->spool, &started, err, sizeof (err)))
+        s_log (self, "cannot record the start of %s step %u: %s", work->job,
+               work->step, err);
+    s_hold (self, PROTO_STARTED, work->key, work->job, work->step,
+            work->attempt);
     s_debug (self, "job %s step %u attempt %u: %s started", work->job,
              work->step, work->attempt, work->what);
 }
@@ -1247,7 +1392,8 @@ s_take (agent_t *self, const proto_msg_t *command, const char *key)
                command->step, err);
         return;
     }
-    s_send (self, &ack);
+    s_hold (self, PROTO_ACK, key, command->job, command->step,
+            command->attempt);
     s_debug (self, "job %s step %u attempt %u: %s.%s taken", command->job,
              command->step, command->attempt, command->backend,
              command->action);
@@ -1357,9 +1503,15 @@ s_on_command (agent_t *self, const proto_msg_t *command)
     spool_key (command->job, command->step, command->attempt, key,
                sizeof (key));
     if (zhashx_lookup (self->work, key)) {
-        //  Queued or running: the ack was lost
+        //  Queued or running: the ack was lost, or is still held
+        s_held_t *held = (s_held_t *) zhashx_lookup (self->held, key);
+        if (held) {
+            held->ack = false;
+            if (!held->started)
+                s_held_remove (self, held);
+        }
         s_send_progress (self, PROTO_ACK, command->job, command->step,
-                         command->attempt, false);
+                         command->attempt);
         return;
     }
     spool_state_t state = spool_state (self->spool, command->job,
@@ -1370,7 +1522,7 @@ s_on_command (agent_t *self, const proto_msg_t *command)
     }
     //  Seen before: never run again
     s_send_progress (self, PROTO_ACK, command->job, command->step,
-                     command->attempt, false);
+                     command->attempt);
     if (state == SPOOL_RESULT) {
         void *data = NULL;
         size_t size = 0;
@@ -1723,6 +1875,7 @@ agent_new (const agent_config_t *config, char *err, size_t err_len)
     self->config = config;
     self->signal_fd = -1;
     self->hello_timer = self->heartbeat_timer = self->resend_timer = -1;
+    self->held_timer = -1;
     self->context.tool_dir = config->tool_dir;
     self->context.resolv_conf = config->resolv_conf;
     srandom ((unsigned) (getpid () ^ zclock_time ()));
@@ -1750,11 +1903,13 @@ agent_new (const agent_config_t *config, char *err, size_t err_len)
 
     self->writer = pw_new ();
     self->work = zhashx_new ();
+    self->held = zhashx_new ();
+    self->held_order = zlistx_new ();
     self->cancelled = zhashx_new ();
     self->cancelled_order = zlistx_new ();
     self->loop = zloop_new ();
-    if (!self->writer || !self->work || !self->cancelled
-    ||  !self->cancelled_order || !self->loop
+    if (!self->writer || !self->work || !self->held || !self->held_order
+    ||  !self->cancelled || !self->cancelled_order || !self->loop
     ||  s_build_hello (self, err, err_len)) {
         if (err && !*err)
             s_err (err, err_len, "out of memory");
@@ -1763,6 +1918,7 @@ agent_new (const agent_config_t *config, char *err, size_t err_len)
     }
     zlistx_set_destructor (self->cancelled_order,
                            (zlistx_destructor_fn *) zstr_free);
+    zhashx_set_destructor (self->held, s_held_free);
 
     executor_config_t executor_config = {
         .concurrency = config->concurrency,
@@ -1871,6 +2027,9 @@ agent_run (agent_t *self)
                              self);
     zloop_start (self->loop);
     zloop_timer_end (self->loop, check);
+    //  Whatever is still held belongs to work that has no result: the
+    //  broker hears that it was taken before it hears bye
+    s_held_flush (self);
 
     //  Flush: results not yet acknowledged, then a short wait for acks
     if (spool_unacked (self->spool)) {
@@ -1917,6 +2076,8 @@ agent_destroy (agent_t **self_p)
     zloop_destroy (&self->loop);
     zcert_destroy (&self->cert);
     zhashx_destroy (&self->work);
+    zlistx_destroy (&self->held_order);
+    zhashx_destroy (&self->held);
     zhashx_destroy (&self->cancelled);
     zlistx_destroy (&self->cancelled_order);
     spool_destroy (&self->spool);

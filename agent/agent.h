@@ -26,12 +26,15 @@
 
     Commands are deduplicated by (job, step, attempt) through the spool:
     a duplicate of queued or running work is acked again, of finished work
-    gets its result again; nothing runs twice. A new command is acked at
-    once, checked against its backend's schema (refused: a result with
+    gets its result again; nothing runs twice. A new command is recorded
+    as taken, checked against its backend's schema (refused: a result with
     status "refused"), and queued in the executor; "started" and "result"
-    follow. Results are in the spool before they are sent and stay there
-    until the broker's result_ack; they are re-sent every few seconds and
-    after each welcome, also across restarts.
+    follow. Its ack and started are held up to 20 ms and left out when the
+    result goes first, as the result implies them (PROTOCOL.md 4.1 rules 4
+    and 7); a duplicate is acked at once. Results are in the spool before
+    they are sent and stay there until the broker's result_ack; they are
+    re-sent every few seconds and after each welcome, also across
+    restarts.
 
     SIGTERM/SIGINT: stop taking work, drop queued work, let running work
     finish for a few seconds (then cancel it), flush results, say bye,

@@ -7,6 +7,11 @@
     the broker would have refused at submit reach the agent directly, and
     the agent refuses each one with a clear error while its recording
     fakes (test/fakes) show that nothing ran.
+
+    Every ack, started and result the agent sends is checked against
+    PROTOCOL.md 4.1 rules 4, 6 and 7 as it arrives: at most one ack per
+    command sent, at most one started and only after an ack, and after the
+    result nothing but the ack of a command sent again.
     =========================================================================
 */
 #include <setjmp.h>
@@ -21,6 +26,7 @@
 
 #define S_WAIT_MS 20000         //  Deadline for anything that should happen
 #define S_NODE "edge-01"
+#define S_SEEN_MAX 256          //  Attempts the test follows
 
 static grid_t s_grid;
 static zsock_t *s_router;       //  The agent endpoint
@@ -28,6 +34,21 @@ static zsock_t *s_pub;          //  The commands endpoint
 static zframe_t *s_routing;     //  The agent's routing id
 static pw_t *s_writer;
 static int s_job_seq;
+
+//  What the test saw of one attempt.
+typedef struct {
+    char job [32];
+    uint32_t step;
+    uint32_t attempt;
+    int commands;               //  Commands sent
+    int acks;                   //  Acks received
+    int starteds;               //  Starteds received
+    bool resulted;              //  A result came
+    int acks_owed;              //  Commands sent again since the result
+} s_seen_t;
+
+static s_seen_t s_seen [S_SEEN_MAX];
+static size_t s_seen_count;
 
 //  ---------------------------------------------------------------------
 //  Helpers
@@ -67,6 +88,57 @@ s_fake_clear (void)
     FILE *file = fopen (path, "w");
     if (file)
         fclose (file);
+}
+
+//  The record of (JOB, STEP, ATTEMPT), made when new.
+static s_seen_t *
+s_seen_of (const char *job, uint32_t step, uint32_t attempt)
+{
+    for (size_t index = 0; index < s_seen_count; index++) {
+        s_seen_t *seen = &s_seen [index];
+        if (strcmp (seen->job, job) == 0 && seen->step == step
+            && seen->attempt == attempt)
+            return seen;
+    }
+    assert_true (s_seen_count < S_SEEN_MAX);
+    s_seen_t *seen = &s_seen [s_seen_count++];
+    snprintf (seen->job, sizeof seen->job, "%s", job);
+    seen->step = step;
+    seen->attempt = attempt;
+    return seen;
+}
+
+//  Rules 4, 6 and 7 on MSG from the agent: at most one ack per command;
+//  one started at most, after an ack and never after the result; after
+//  the result an ack only answers a command sent again (rule 6).
+static void
+s_check_order (const proto_msg_t *msg)
+{
+    if (msg->type != PROTO_ACK && msg->type != PROTO_STARTED
+        && msg->type != PROTO_RESULT)
+        return;
+    s_seen_t *seen = s_seen_of (msg->job, msg->step, msg->attempt);
+    if (msg->type == PROTO_RESULT)
+        seen->resulted = true;
+    else
+    if (msg->type == PROTO_STARTED) {
+        if (seen->acks == 0 || seen->resulted || seen->starteds > 0)
+            fail_msg ("started of %s/%u/%u %s", msg->job, msg->step,
+                      msg->attempt,
+                      seen->resulted ? "after its result"
+                      : seen->acks == 0 ? "before its ack" : "twice");
+        seen->starteds++;
+    }
+    else {
+        if (++seen->acks > seen->commands)
+            fail_msg ("ack of %s/%u/%u: %d acks for %d commands", msg->job,
+                      msg->step, msg->attempt, seen->acks, seen->commands);
+        if (seen->resulted && seen->acks_owed == 0)
+            fail_msg ("ack of %s/%u/%u after its result", msg->job,
+                      msg->step, msg->attempt);
+        if (seen->resulted)
+            seen->acks_owed--;
+    }
 }
 
 //  Sends MSG to the agent over the ROUTER.
@@ -113,6 +185,7 @@ s_recv (void)
             proto_msg_destroy (&msg);
             continue;
         }
+        s_check_order (msg);
         return msg;
     }
     return NULL;
@@ -185,6 +258,10 @@ s_command (const char *job, uint32_t step, uint32_t attempt,
         params [index].value = (char *) values [index];
     }
     char *nodes [1] = {(char *) only_node};
+    s_seen_t *seen = s_seen_of (job, step, attempt);
+    seen->commands++;
+    if (seen->resulted)
+        seen->acks_owed++;
     proto_msg_t command = {
         .type = PROTO_COMMAND, .job = (char *) job, .step = step,
         .attempt = attempt, .backend = (char *) backend,
@@ -195,27 +272,83 @@ s_command (const char *job, uint32_t step, uint32_t attempt,
     s_send (&command);
 }
 
+//  The result of (JOB, STEP, ATTEMPT), not yet acknowledged. An ack, and
+//  a started after it, come first only when the result was not ready
+//  within the agent's hold (rules 4 and 7); *PROGRESS_P, when given, gets
+//  how many of them came.
+static proto_msg_t *
+s_result_of (const char *job, uint32_t step, uint32_t attempt,
+             int *progress_p)
+{
+    int progress = 0;
+    proto_msg_t *msg = s_recv_job (job);
+    while (msg && (msg->type == PROTO_ACK || msg->type == PROTO_STARTED)) {
+        progress++;
+        proto_msg_destroy (&msg);
+        msg = s_recv_job (job);
+    }
+    assert_non_null (msg);
+    assert_int_equal (msg->type, PROTO_RESULT);
+    assert_string_equal (msg->job, job);
+    assert_int_equal (msg->step, step);
+    assert_int_equal (msg->attempt, attempt);
+    if (progress_p)
+        *progress_p = progress;
+    return msg;
+}
+
 //  Runs one command and returns its result (acked to the agent).
+//  *PROGRESS_P as for s_result_of.
 static proto_msg_t *
 s_run (const char *job, uint32_t attempt, const char *backend,
        const char *action, size_t count, const char *const *keys,
-       const char *const *values)
+       const char *const *values, int *progress_p)
 {
     s_command (job, 0, attempt, backend, action, count, keys, values, NULL);
-    proto_msg_t *msg = s_expect (PROTO_ACK, job, 0, attempt);
+    proto_msg_t *msg = s_result_of (job, 0, attempt, progress_p);
+    s_result_ack (msg);
+    return msg;
+}
+
+//  Runs `test sleep` for a minute as JOB step 0, sent twice when
+//  DUPLICATE; waits for its ack and started, then cancels it. The ack
+//  comes while the step runs: the result comes only after the cancel.
+static void
+s_long_step (const char *job, bool duplicate)
+{
+    const char *keys [] = {"seconds"};
+    const char *values [] = {"60"};
+    s_command (job, 0, 1, "test", "sleep", 1, keys, values, NULL);
+    if (duplicate)
+        s_command (job, 0, 1, "test", "sleep", 1, keys, values, NULL);
+    //  The held ack, or the one a duplicate gets at once, then started
+    proto_msg_t *msg = s_expect (PROTO_ACK, job, 0, 1);
     proto_msg_destroy (&msg);
-    //  A refused command never starts; anything else says started first
-    msg = s_recv_job (job);
-    assert_non_null (msg);
-    if (msg->type == PROTO_STARTED) {
+    do {
         proto_msg_destroy (&msg);
         msg = s_recv_job (job);
         assert_non_null (msg);
+        assert_int_equal (msg->attempt, 1);
+    } while (msg->type == PROTO_ACK);
+    assert_int_equal (msg->type, PROTO_STARTED);
+    proto_msg_destroy (&msg);
+
+    proto_msg_t cancel = {
+        .type = PROTO_CANCEL, .job = (char *) job, .reason = "test over"
+    };
+    s_send (&cancel);
+    //  An ack may still answer the duplicate; nothing else comes first
+    msg = s_recv_job (job);
+    while (msg && duplicate && msg->type == PROTO_ACK) {
+        proto_msg_destroy (&msg);
+        msg = s_recv_job (job);
     }
+    assert_non_null (msg);
     assert_int_equal (msg->type, PROTO_RESULT);
-    assert_string_equal (msg->job, job);
+    assert_int_equal (msg->attempt, 1);
+    assert_string_equal (msg->status, "cancelled");
     s_result_ack (msg);
-    return msg;
+    proto_msg_destroy (&msg);
 }
 
 //  ---------------------------------------------------------------------
@@ -319,7 +452,8 @@ test_it_agent_runs_a_valid_command (void **state)
     s_new_job (job, sizeof job);
     const char *keys [] = {"package"};
     const char *values [] = {"nginx"};
-    proto_msg_t *result = s_run (job, 1, "apt", "install", 1, keys, values);
+    proto_msg_t *result = s_run (job, 1, "apt", "install", 1, keys, values,
+                                 NULL);
     assert_string_equal (result->status, "success");
     assert_int_equal (result->exit_code, 0);
     assert_non_null (strstr (result->output, "Setting up nginx"));
@@ -363,9 +497,13 @@ test_it_agent_refuses_hostile_params (void **state)
         s_new_job (job, sizeof job);
         const char *keys [] = {cases [index].key};
         const char *values [] = {cases [index].value};
+        int progress = -1;
         proto_msg_t *result = s_run (job, 1, cases [index].backend,
                                      cases [index].action,
-                                     cases [index].key ? 1 : 0, keys, values);
+                                     cases [index].key ? 1 : 0, keys, values,
+                                     &progress);
+        //  Refused as it is taken: the result stands for the ack
+        assert_int_equal (progress, 0);
         if (strcmp (result->status, "refused") != 0
             || !strstr (result->error, cases [index].error))
             fprintf (stderr, "case %zu: %s: %s\n", index, result->status,
@@ -387,12 +525,13 @@ test_it_agent_attempt_reaches_the_action (void **state)
     s_new_job (job, sizeof job);
     const char *keys [] = {"failures"};
     const char *values [] = {"1"};
-    proto_msg_t *result = s_run (job, 1, "test", "flaky", 1, keys, values);
+    proto_msg_t *result = s_run (job, 1, "test", "flaky", 1, keys, values,
+                                 NULL);
     assert_string_equal (result->status, "failed");
     assert_string_equal (result->error, "attempt 1: failing as asked, "
                                         "failures 1\n");
     proto_msg_destroy (&result);
-    result = s_run (job, 2, "test", "flaky", 1, keys, values);
+    result = s_run (job, 2, "test", "flaky", 1, keys, values, NULL);
     assert_string_equal (result->status, "success");
     assert_string_equal (result->output, "attempt 2: succeeded, failures 1\n");
     proto_msg_destroy (&result);
@@ -410,7 +549,8 @@ test_it_agent_duplicates_and_filters (void **state)
     const char *keys [] = {"package"};
     const char *values [] = {"curl"};
     s_command (other, 0, 1, "apt", "install", 1, keys, values, "edge-99");
-    proto_msg_t *result = s_run (job, 1, "apt", "install", 1, keys, values);
+    proto_msg_t *result = s_run (job, 1, "apt", "install", 1, keys, values,
+                                 NULL);
     assert_string_equal (result->status, "success");
     proto_msg_destroy (&result);
 
@@ -418,11 +558,7 @@ test_it_agent_duplicates_and_filters (void **state)
     //  acknowledged: acked again and the result sent again
     s_new_job (job, sizeof job);
     s_command (job, 0, 1, "apt", "install", 1, keys, values, NULL);
-    proto_msg_t *msg = s_expect (PROTO_ACK, job, 0, 1);
-    proto_msg_destroy (&msg);
-    msg = s_expect (PROTO_STARTED, job, 0, 1);
-    proto_msg_destroy (&msg);
-    msg = s_expect (PROTO_RESULT, job, 0, 1);
+    proto_msg_t *msg = s_result_of (job, 0, 1, NULL);
     proto_msg_destroy (&msg);
     s_command (job, 0, 1, "apt", "install", 1, keys, values, S_NODE);
     bool acked = false, resent = false;
@@ -459,6 +595,40 @@ test_it_agent_duplicates_and_filters (void **state)
     free (log);
 }
 
+static void
+test_it_agent_in_loop_result_goes_alone (void **state)
+{
+    //  system hostname runs in the agent's loop: its result is ready on
+    //  the loop pass after the command, well within the hold, and stands
+    //  for the ack and the started
+    char job [32];
+    s_new_job (job, sizeof job);
+    s_command (job, 0, 1, "system", "hostname", 0, NULL, NULL, NULL);
+    proto_msg_t *result = s_expect (PROTO_RESULT, job, 0, 1);
+    assert_string_equal (result->status, "success");
+    assert_int_equal (result->data_count, 1);
+    assert_string_equal (result->data [0].key, "hostname");
+    s_result_ack (result);
+    proto_msg_destroy (&result);
+    //  ...and nothing of it stayed held: held messages leave oldest
+    //  first, so a stray ack or started of that job would come before
+    //  this one's ack and fail the order check
+    s_new_job (job, sizeof job);
+    s_long_step (job, false);
+}
+
+static void
+test_it_agent_long_step_acks_first (void **state)
+{
+    //  A step that runs on past the hold is acked, then reported started,
+    //  while it runs; a duplicate meanwhile is acked again, not run again
+    char job [32];
+    s_new_job (job, sizeof job);
+    s_long_step (job, false);
+    s_new_job (job, sizeof job);
+    s_long_step (job, true);
+}
+
 int
 main (void)
 {
@@ -468,6 +638,8 @@ main (void)
         cmocka_unit_test (test_it_agent_refuses_hostile_params),
         cmocka_unit_test (test_it_agent_attempt_reaches_the_action),
         cmocka_unit_test (test_it_agent_duplicates_and_filters),
+        cmocka_unit_test (test_it_agent_in_loop_result_goes_alone),
+        cmocka_unit_test (test_it_agent_long_step_acks_first),
     };
     return cmocka_run_group_tests (tests, s_setup, s_teardown);
 }

@@ -444,8 +444,10 @@ test_it_jobs_hierarchical_example (void **state)
     doc = s_events (&s_grid, job_id);
     const pv_t *events = pv_map_get (s_data (doc), "events");
     //  Per node, no waiting: web-01 finished the pipeline before web-02
-    //  began it
-    s_assert_before (events, "succeeded", 2, "web-01", "running", 0, "web-02");
+    //  finished its first step (a quick step's result stands for its ack
+    //  and its start, so it may have no "running" event)
+    s_assert_before (events, "succeeded", 2, "web-01", "succeeded", 0,
+                     "web-02");
     //  The barrier: one broadcast after the last pipeline step of both
     s_assert_before (events, "succeeded", 2, "web-02", "dispatched", 3, NULL);
     s_assert_before (events, "succeeded", 2, "web-01", "dispatched", 3, NULL);
@@ -1163,8 +1165,11 @@ test_it_jobs_cli_wait_table_events_and_json (void **state)
         for (int step = 0; step < 4; step++) {
             char number [16];
             snprintf (number, sizeof number, " %d ", step);
-            assert_true (s_line_with (out, "acknowledged", number,
-                                      nodes [node], NULL));
+            //  Pipeline steps go to each node on its own; the last is
+            //  one broadcast (checked above)
+            if (step < 3)
+                assert_true (s_line_with (out, "dispatched", number,
+                                          nodes [node], NULL));
             assert_true (s_line_with (out, "succeeded", number, nodes [node],
                                       NULL));
         }

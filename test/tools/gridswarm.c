@@ -10,7 +10,11 @@
     succeeds with no output; --delay-ms and --fail-rate change that for
     every command. Commands are deduplicated by (node, job, step, attempt)
     and unacknowledged results are sent again, as a real agent does, so the
-    broker sees the same traffic it would from a fleet.
+    broker sees the same traffic it would from a fleet. As gridagent does,
+    ack and started wait --progress-hold-ms and are left out when the
+    result goes first (PROTOCOL.md 4.1 rules 4 and 7): an answer within the
+    hold is the result alone; a later one is ack and started at the hold,
+    then the result.
 
     Scale. Thousands of zmq sockets cannot go through zpoller (without the
     draft API it scans every socket on each call). The agents are split
@@ -24,8 +28,8 @@
 
     Commands that reach every agent arrive as identical bytes on every SUB;
     a shard decodes such a body once and reuses it. That saves the swarm's
-    CPU for the broker, which is what is measured; each agent still acks
-    and answers on its own.
+    CPU for the broker, which is what is measured; each agent still
+    answers on its own.
 
     Control. With --control EP the swarm binds a ROUTER there. Requests and
     replies are msgpack maps:
@@ -83,6 +87,9 @@
 #define S_MAX_WAIT_MS 1000
 #define S_NOTIFY_EP "inproc://gridswarm-notify"
 #define S_NODE_SET_MIN 16           //  nodes lists this long get a hash set
+#define S_PROGRESS_HOLD_MS 20       //  As gridagent: ack and started wait
+#define S_DUE_PROGRESS 1ULL         //  Tag on a delayed item: the ack and
+                                    //  started of that result are due
 
 //  ---------------------------------------------------------------------
 //  Counters, summed over shards for "stats"
@@ -138,9 +145,10 @@ typedef struct {
     size_t label_count;
     size_t threads;             //  Shard threads
     int io_threads;             //  ZeroMQ I/O threads
-    int64_t delay_ms;           //  Answer this long after the ack
+    int64_t delay_ms;           //  Answer this long after the command
     double fail_rate;           //  Fraction of commands that fail
     bool send_started;          //  Send `started` (as gridagent does)
+    int64_t progress_hold_ms;   //  Ack and started wait this long, 0: never
     bool test_only;             //  Declare only the test backend
     int zmtp_heartbeat_ms;      //  ZMTP PING interval, 0 for none
     int zmtp_ttl_ms;            //  TTL our PINGs ask the broker to keep
@@ -393,7 +401,8 @@ typedef struct {
     pw_t *writer;               //  Encoding buffer
     uint64_t random;            //  xorshift state
     s_heap_t timers;            //  (due, agent index): hello, heartbeat
-    s_heap_t delayed;           //  (due, s_result_t *): answers not sent
+    s_heap_t delayed;           //  (due, s_result_t *): answers not sent,
+                                //  and (tagged S_DUE_PROGRESS) held acks
     s_map_t seen;               //  Step fingerprint -> attempt | flags
     s_map_t outstanding;        //  Result fingerprint -> s_result_t *
     s_result_t *unacked_head;   //  Sent, not acknowledged: oldest first
@@ -875,26 +884,43 @@ s_meant_for (s_shard_t *shard, uint32_t index, const proto_msg_t *msg,
     return false;
 }
 
+//  Ack, then started unless --no-started.
+static void
+s_send_ack_started (s_shard_t *shard, uint32_t index, const char *job,
+                    uint32_t step, uint32_t attempt)
+{
+    s_send_progress (shard, index, PROTO_ACK, job, step, attempt);
+    if (shard->swarm->config.send_started)
+        s_send_progress (shard, index, PROTO_STARTED, job, step, attempt);
+}
+
 static void
 s_take (s_shard_t *shard, uint32_t index, const proto_msg_t *command,
         int64_t now_ms)
 {
-    s_send_progress (shard, index, PROTO_ACK, command->job, command->step,
-                     command->attempt);
+    int64_t hold_ms = shard->swarm->config.progress_hold_ms;
+    if (hold_ms == 0)
+        s_send_ack_started (shard, index, command->job, command->step,
+                            command->attempt);
     s_count (shard, C_COMMANDS);
     s_job_event (shard, command->job, S_JOB_COMMAND, now_ms);
-    if (shard->swarm->config.send_started)
-        s_send_progress (shard, index, PROTO_STARTED, command->job,
-                         command->step, command->attempt);
     int64_t delay_ms = s_delay_ms (shard, command);
     s_result_t *result = s_result_new (shard, index, command, delay_ms);
     if (!result) {
         s_log ("internal: the result of %s does not encode", command->job);
+        if (hold_ms > 0)
+            s_send_ack_started (shard, index, command->job, command->step,
+                                command->attempt);
         return;
     }
     if (delay_ms > 0) {
         shard->agents [index].running++;
         s_heap_push (&shard->delayed, now_ms + delay_ms, (uintptr_t) result);
+        //  Due strictly before the result, so RESULT is still in the heap
+        //  (sent or not, never freed) when its progress comes due
+        if (hold_ms > 0 && delay_ms > hold_ms)
+            s_heap_push (&shard->delayed, now_ms + hold_ms,
+                         (uintptr_t) result | S_DUE_PROGRESS);
     }
     else
         s_result_send (shard, result, now_ms);
@@ -966,6 +992,8 @@ s_on_cancel (s_shard_t *shard, uint32_t index, const proto_msg_t *cancel,
     s_count (shard, C_CANCELS);
     //  Delayed answers of that job end now, as cancelled
     for (size_t at = 0; at < shard->delayed.count; at++) {
+        if (shard->delayed.items [at].item & S_DUE_PROGRESS)
+            continue;
         s_result_t *result
             = (s_result_t *) (uintptr_t) shard->delayed.items [at].item;
         if (result->agent != index || result->cancelled
@@ -1389,9 +1417,18 @@ s_run_timers (s_shard_t *shard, int64_t now_ms)
         }
     }
     while (shard->delayed.count && shard->delayed.items [0].due_ms <= now_ms) {
+        uint64_t item = shard->delayed.items [0].item;
         s_result_t *result
-            = (s_result_t *) (uintptr_t) shard->delayed.items [0].item;
+            = (s_result_t *) (uintptr_t) (item & ~S_DUE_PROGRESS);
         s_heap_pop (&shard->delayed);
+        if (item & S_DUE_PROGRESS) {
+            //  Not when a cancel already sent the result
+            if (!result->cancelled
+                && shard->agents [result->agent].state == S_AGENT_WELCOMED)
+                s_send_ack_started (shard, result->agent, result->job,
+                                    result->step, result->attempt);
+            continue;
+        }
         if (result->cancelled) {
             s_result_free (&result);
             continue;
@@ -1755,8 +1792,8 @@ static const char *s_usage =
     "usage: gridswarm [options]\n"
     "\n"
     "Stands in for many gridagents in one process: each simulated agent\n"
-    "has its own node id, DEALER and SUB, registers, beats, acks and\n"
-    "answers commands at once (test echo prints its message).\n"
+    "has its own node id, DEALER and SUB, registers, beats, and answers\n"
+    "commands at once (test echo prints its message).\n"
     "\n"
     "options:\n"
     "  --agents N           how many agents                      [1000]\n"
@@ -1769,9 +1806,12 @@ static const char *s_usage =
     "  --threads N          shard threads                        [2]\n"
     "  --io-threads N       ZeroMQ I/O threads (0: one per 2,500 agents)\n"
     "                                                            [0]\n"
-    "  --delay-ms MS        answer MS after the ack              [0]\n"
+    "  --delay-ms MS        answer MS after the command          [0]\n"
     "  --fail-rate F        fraction of commands that fail, 0..1 [0]\n"
     "  --no-started         do not send `started`\n"
+    "  --progress-hold-ms MS  hold ack and started MS and leave them out\n"
+    "                       when the result is ready first (as gridagent);\n"
+    "                       0 sends them at once                 [20]\n"
     "  --test-only          declare only the test backend (default: every\n"
     "                       built-in backend, as a real agent does)\n"
     "  --zmtp-heartbeat-ms MS  ZMTP PING interval, 0 for none    [5000]\n"
@@ -1854,6 +1894,7 @@ s_parse (s_config_t *config, int argc, char *argv [])
         {"delay-ms", required_argument, NULL, 'd'},
         {"fail-rate", required_argument, NULL, 'F'},
         {"no-started", no_argument, NULL, 'S'},
+        {"progress-hold-ms", required_argument, NULL, 'R'},
         {"test-only", no_argument, NULL, 'T'},
         {"zmtp-heartbeat-ms", required_argument, NULL, 'H'},
         {"zmtp-ttl-ms", required_argument, NULL, 'L'},
@@ -1930,6 +1971,9 @@ s_parse (s_config_t *config, int argc, char *argv [])
             case 'S':
                 config->send_started = false;
                 break;
+            case 'R':
+                config->progress_hold_ms = strtoll (optarg, &end, 10);
+                break;
             case 'T':
                 config->test_only = true;
                 break;
@@ -1976,11 +2020,12 @@ s_parse (s_config_t *config, int argc, char *argv [])
     }
     if (config->agents < 1 || config->threads < 1 || config->threads > 64
         || config->io_threads < 0 || config->delay_ms < 0
+        || config->progress_hold_ms < 0
         || config->zmtp_heartbeat_ms < 0 || config->zmtp_ttl_ms < 0
         || config->fail_rate < 0 || config->fail_rate > 1) {
         fprintf (stderr, "gridswarm: --agents and --threads must be at "
-                 "least 1; --io-threads, --delay-ms and the ZMTP times at "
-                 "least 0; --fail-rate within 0..1\n");
+                 "least 1; --io-threads, --delay-ms, --progress-hold-ms and "
+                 "the ZMTP times at least 0; --fail-rate within 0..1\n");
         return -1;
     }
     if (config->threads > config->agents)
@@ -2104,6 +2149,8 @@ s_shard_destroy (s_shard_t *shard)
         result = next;
     }
     for (size_t at = 0; at < shard->delayed.count; at++) {
+        if (shard->delayed.items [at].item & S_DUE_PROGRESS)
+            continue;
         s_result_t *delayed
             = (s_result_t *) (uintptr_t) shard->delayed.items [at].item;
         s_result_free (&delayed);
@@ -2131,6 +2178,7 @@ main (int argc, char *argv [])
     config->threads = 2;
     config->io_threads = 0;
     config->send_started = true;
+    config->progress_hold_ms = S_PROGRESS_HOLD_MS;
     config->zmtp_heartbeat_ms = S_ZMTP_HEARTBEAT_MS;
     config->zmtp_ttl_ms = 0;      //  As gridagent: no per-connection broker timer
     if (s_parse (config, argc, argv) != 0) {
