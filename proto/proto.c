@@ -44,53 +44,6 @@ s_format (char *buf, size_t buf_len, const char *format, ...)
     va_end (args);
 }
 
-//  Paths are built for every field on the success path too, so they are
-//  joined by hand: vsnprintf here was a fifth of the broker's decoding.
-static void
-s_path_join (char *buf, size_t buf_len, const char *path, char sep,
-             const char *key, size_t key_len)
-{
-    size_t used = strlen (path);
-    if (used >= buf_len)
-        used = buf_len - 1;
-    memmove (buf, path, used);
-    if (used + 1 < buf_len)
-        buf [used++] = sep;
-    size_t take = key_len < buf_len - 1 - used ? key_len : buf_len - 1 - used;
-    memcpy (buf + used, key, take);
-    buf [used + take] = 0;
-}
-
-static void
-s_path_key (char *buf, size_t buf_len, const char *path, const char *key)
-{
-    s_path_join (buf, buf_len, path, '.', key, strlen (key));
-}
-
-static void
-s_path_index (char *buf, size_t buf_len, const char *path, size_t index)
-{
-    char digits [24];
-    size_t len = 0;
-    digits [len++] = '[';
-    char reversed [20];
-    size_t count = 0;
-    do {
-        reversed [count++] = (char) ('0' + index % 10);
-        index /= 10;
-    } while (index && count < sizeof reversed);
-    while (count)
-        digits [len++] = reversed [--count];
-    digits [len++] = ']';
-    size_t used = strlen (path);
-    if (used >= buf_len)
-        used = buf_len - 1;
-    memmove (buf, path, used);
-    size_t take = len < buf_len - 1 - used ? len : buf_len - 1 - used;
-    memcpy (buf + used, digits, take);
-    buf [used + take] = 0;
-}
-
 //  Copies LEN bytes of user text into BUF (S_SHOW_MAX + 4 bytes) for an
 //  error message, with anything unprintable replaced so that a hostile
 //  value cannot break a log line.
@@ -98,6 +51,69 @@ static const char *
 s_show (const char *text, size_t len, char *buf)
 {
     return name_show (text, len, buf, S_SHOW_MAX + 4);
+}
+
+//  Where a value sits, for error messages: "hello.backends[0].name". Each
+//  level of the decode (or of the check before an encode) holds one link
+//  on its stack, and the text is written only when an error is reported.
+typedef struct s_path_s s_path_t;
+struct s_path_s {
+    const s_path_t *up;     //  The enclosing value, NULL at the top
+    const char *key;        //  Its key (or the message name); NULL: index
+    size_t key_len;         //  Bytes in key
+    size_t index;           //  Array index, when key is NULL
+    bool from_wire;         //  KEY is user text: shown through s_show
+};
+
+//  Writes PATH into BUF, cut to BUF_LEN - 1 bytes and NUL-terminated;
+//  returns its length.
+static size_t
+s_path_write (const s_path_t *path, char *buf, size_t buf_len)
+{
+    size_t used = path->up ? s_path_write (path->up, buf, buf_len) : 0;
+    char text [S_SHOW_MAX + 24];
+    const char *part = path->key;
+    size_t part_len = path->key_len;
+    if (!part) {
+        snprintf (text, sizeof text, "[%zu]", path->index);
+        part = text;
+        part_len = strlen (text);
+    }
+    else {
+        if (path->from_wire) {
+            part = s_show (path->key, path->key_len, text);
+            part_len = strlen (part);
+        }
+        if (path->up && used + 1 < buf_len)
+            buf [used++] = '.';
+    }
+    size_t take = part_len < buf_len - 1 - used ? part_len
+                                                : buf_len - 1 - used;
+    memcpy (buf + used, part, take);
+    used += take;
+    buf [used] = 0;
+    return used;
+}
+
+//  Writes "PATH: " and then FORMAT into WHY.
+static void
+s_fail (char *why, size_t why_len, const s_path_t *path, const char *format,
+        ...) __attribute__ ((format (printf, 4, 5)));
+
+static void
+s_fail (char *why, size_t why_len, const s_path_t *path, const char *format,
+        ...)
+{
+    if (!why || why_len == 0)
+        return;
+    char where [S_PATH_MAX];
+    s_path_write (path, where, sizeof where);
+    char what [512];
+    va_list args;
+    va_start (args, format);
+    vsnprintf (what, sizeof what, format, args);
+    va_end (args);
+    s_format (why, why_len, "%s: %s", where, what);
 }
 
 
@@ -132,35 +148,35 @@ s_text_max (s_text_t rule)
 //  Checks TEXT (LEN bytes, NUL-terminated) against RULE. Returns 0, or -2
 //  with "PATH: problem" in WHY.
 static int
-s_text_check (s_text_t rule, const char *text, size_t len, const char *path,
-              char *why, size_t why_len)
+s_text_check (s_text_t rule, const char *text, size_t len,
+              const s_path_t *path, char *why, size_t why_len)
 {
     char show [S_SHOW_MAX + 4];
     if (len > s_text_max (rule)) {
-        s_format (why, why_len, "%s: longer than %zu bytes", path,
-                  s_text_max (rule));
+        s_fail (why, why_len, path, "longer than %zu bytes",
+                s_text_max (rule));
         return -2;
     }
     switch (rule) {
         case S_TEXT_NAME:
             if (!name_valid (text)) {
-                s_format (why, why_len, "%s: invalid name '%s' (letters, "
-                          "digits, '_' and '-', 1 to %d)", path,
-                          s_show (text, len, show), NAME_MAX_LEN);
+                s_fail (why, why_len, path, "invalid name '%s' (letters, "
+                        "digits, '_' and '-', 1 to %d)",
+                        s_show (text, len, show), NAME_MAX_LEN);
                 return -2;
             }
             break;
         case S_TEXT_LABEL:
             if (!name_label_value_valid (text)) {
-                s_format (why, why_len, "%s: invalid label value '%s'", path,
-                          s_show (text, len, show));
+                s_fail (why, why_len, path, "invalid label value '%s'",
+                        s_show (text, len, show));
                 return -2;
             }
             break;
         case S_TEXT_JOB:
             if (!job_id_valid (text)) {
-                s_format (why, why_len, "%s: invalid job id '%s'", path,
-                          s_show (text, len, show));
+                s_fail (why, why_len, path, "invalid job id '%s'",
+                        s_show (text, len, show));
                 return -2;
             }
             break;
@@ -168,9 +184,9 @@ s_text_check (s_text_t rule, const char *text, size_t len, const char *path,
             for (size_t index = 0; index < S_STATUS_COUNT; index++)
                 if (strcmp (text, s_statuses [index]) == 0)
                     return 0;
-            s_format (why, why_len, "%s: unknown status '%s' (success, "
-                      "failed, timeout, cancelled, interrupted, refused)",
-                      path, s_show (text, len, show));
+            s_fail (why, why_len, path, "unknown status '%s' (success, "
+                    "failed, timeout, cancelled, interrupted, refused)",
+                    s_show (text, len, show));
             return -2;
         }
         default:
@@ -181,29 +197,32 @@ s_text_check (s_text_t rule, const char *text, size_t len, const char *path,
 
 //  Reads a string VALUE under RULE into a fresh copy in *OUT.
 static int
-s_text_read (const pv_t *value, s_text_t rule, const char *path, char **out,
-             char *why, size_t why_len)
+s_text_read (const pv_t *value, s_text_t rule, const s_path_t *path,
+             char **out, char *why, size_t why_len)
 {
     if (pv_type (value) != PV_STR) {
-        s_format (why, why_len, "%s: expected string, got %s", path,
-                  pv_type_name (pv_type (value)));
+        s_fail (why, why_len, path, "expected string, got %s",
+                pv_type_name (pv_type (value)));
         return -2;
     }
-    size_t len = pv_size (value);
+    size_t len = 0;
+    const char *bytes = pv_str (value, &len);
     if (len > s_text_max (rule)) {
-        s_format (why, why_len, "%s: longer than %zu bytes", path,
-                  s_text_max (rule));
+        s_fail (why, why_len, path, "longer than %zu bytes",
+                s_text_max (rule));
         return -2;
     }
-    char *text = pv_strdup (value);
+    if (len > 0 && memchr (bytes, 0, len)) {
+        s_fail (why, why_len, path, "contains a NUL byte");
+        return -2;
+    }
+    char *text = malloc (len + 1);
     if (!text) {
-        const char *bytes = pv_str (value, NULL);
-        if (len > 0 && memchr (bytes, 0, len))
-            s_format (why, why_len, "%s: contains a NUL byte", path);
-        else
-            s_format (why, why_len, "%s: out of memory", path);
+        s_fail (why, why_len, path, "out of memory");
         return -2;
     }
+    memcpy (text, bytes, len);
+    text [len] = 0;
     if (s_text_check (rule, text, len, path, why, why_len)) {
         free (text);
         return -2;
@@ -233,6 +252,7 @@ typedef struct s_schema_s s_schema_t;
 
 typedef struct {
     const char *key;            //  Wire key
+    size_t key_len;             //  Its length (S_KEY sets both)
     s_kind_t kind;              //  Storage and wire shape
     s_text_t text;              //  Rule for strings, list items, map values
     s_text_t key_text;          //  S_MAP: rule for keys
@@ -252,36 +272,43 @@ struct s_schema_s {
     size_t count;               //  How many
     size_t size;                //  sizeof one element (S_STRUCTS)
     size_t name_offset;         //  char * member that must be unique
-    //  Rules across the fields of a decoded MAP, checked after its fields
-    //  were decoded into ITEM; NULL when there are none
-    int (*check) (const void *item, const pv_t *map, const char *path,
-                  char *why, size_t why_len);
+    //  Rules across the fields of a decoded map, checked after its fields
+    //  were decoded into ITEM; VALUES holds each field's value (NULL when
+    //  absent), in schema order. NULL when there are none
+    int (*check) (const void *item, const pv_t *const *values,
+                  const s_path_t *path, char *why, size_t why_len);
 };
 
 #define S_COUNT_OF(array) (sizeof (array) / sizeof ((array) [0]))
 
+//  Most fields in one schema (the decoder keeps a value per field)
+#define S_FIELDS_MAX 16
+
+//  A field's wire key, a string literal, and its length
+#define S_KEY(text) .key = text, .key_len = sizeof (text) - 1
+
 #define S_TEXT(type, member, rule) \
-    { .key = #member, .kind = S_STR, .text = rule, .required = true, \
+    { S_KEY (#member), .kind = S_STR, .text = rule, .required = true, \
       .offset = offsetof (type, member) }
 #define S_TEXT_OPT(type, key_, member, rule) \
-    { .key = key_, .kind = S_STR, .text = rule, .required = false, \
+    { S_KEY (key_), .kind = S_STR, .text = rule, .required = false, \
       .offset = offsetof (type, member) }
 #define S_INT(type, member, kind_, min_, max_) \
-    { .key = #member, .kind = kind_, .required = true, \
+    { S_KEY (#member), .kind = kind_, .required = true, \
       .offset = offsetof (type, member), .min = min_, .max = max_ }
 #define S_FLAG(type, member) \
-    { .key = #member, .kind = S_BOOL, .required = true, \
+    { S_KEY (#member), .kind = S_BOOL, .required = true, \
       .offset = offsetof (type, member) }
 #define S_LIST_OF(type, member, count, rule, required_, min_, max_) \
-    { .key = #member, .kind = S_LIST, .text = rule, .required = required_, \
+    { S_KEY (#member), .kind = S_LIST, .text = rule, .required = required_, \
       .offset = offsetof (type, member), \
       .count_offset = offsetof (type, count), .min = min_, .max = max_ }
 #define S_MAP_OF(type, member, count, key_rule, rule, required_) \
-    { .key = #member, .kind = S_MAP, .text = rule, .key_text = key_rule, \
+    { S_KEY (#member), .kind = S_MAP, .text = rule, .key_text = key_rule, \
       .required = required_, .offset = offsetof (type, member), \
       .count_offset = offsetof (type, count), .max = PROTO_MAX_LIST }
 #define S_STRUCTS_OF(type, member, count, schema_) \
-    { .key = #member, .kind = S_STRUCTS, .required = true, \
+    { S_KEY (#member), .kind = S_STRUCTS, .required = true, \
       .offset = offsetof (type, member), \
       .count_offset = offsetof (type, count), .max = PROTO_MAX_LIST, \
       .schema = &schema_ }
@@ -297,19 +324,23 @@ s_param_has_range (const void *item)
     return param->min_value < param->max_value;
 }
 
+//  Where "min" and "max" sit in s_param_fields, for s_param_check
+#define S_PARAM_MIN 6
+#define S_PARAM_MAX 7
+
 static int
-s_param_check (const void *item, const pv_t *map, const char *path,
-               char *why, size_t why_len)
+s_param_check (const void *item, const pv_t *const *values,
+               const s_path_t *path, char *why, size_t why_len)
 {
     const proto_param_spec_t *param = (const proto_param_spec_t *) item;
-    bool has_min = pv_map_get (map, "min") != NULL;
-    bool has_max = pv_map_get (map, "max") != NULL;
+    bool has_min = values [S_PARAM_MIN] != NULL;
+    bool has_max = values [S_PARAM_MAX] != NULL;
     if (has_min != has_max) {
-        s_format (why, why_len, "%s: min and max come together", path);
+        s_fail (why, why_len, path, "min and max come together");
         return -2;
     }
     if (has_min && param->min_value >= param->max_value) {
-        s_format (why, why_len, "%s: min must be below max", path);
+        s_fail (why, why_len, path, "min must be below max");
         return -2;
     }
     return 0;
@@ -322,13 +353,15 @@ static const s_field_t s_param_fields [] = {
     S_TEXT_OPT (proto_param_spec_t, "pattern", pattern, S_TEXT_SHORT),
     S_TEXT_OPT (proto_param_spec_t, "default", default_value, S_TEXT_SHORT),
     S_TEXT (proto_param_spec_t, help, S_TEXT_SHORT),
-    { .key = "min", .kind = S_I64, .required = false,
+    [S_PARAM_MIN] = { S_KEY ("min"), .kind = S_I64, .required = false,
       .offset = offsetof (proto_param_spec_t, min_value),
       .min = INT64_MIN, .max = INT64_MAX, .present = s_param_has_range },
-    { .key = "max", .kind = S_I64, .required = false,
+    [S_PARAM_MAX] = { S_KEY ("max"), .kind = S_I64, .required = false,
       .offset = offsetof (proto_param_spec_t, max_value),
       .min = INT64_MIN, .max = INT64_MAX, .present = s_param_has_range },
 };
+_Static_assert (S_COUNT_OF (s_param_fields) == S_PARAM_MAX + 1,
+                "min and max are the last param fields");
 static const s_schema_t s_param_schema = {
     s_param_fields, S_COUNT_OF (s_param_fields), sizeof (proto_param_spec_t),
     offsetof (proto_param_spec_t, name), s_param_check
@@ -336,7 +369,7 @@ static const s_schema_t s_param_schema = {
 
 static const s_field_t s_action_fields [] = {
     S_TEXT (proto_action_spec_t, name, S_TEXT_NAME),
-    { .key = "kind", .kind = S_KIND, .required = true,
+    { S_KEY ("kind"), .kind = S_KIND, .required = true,
       .offset = offsetof (proto_action_spec_t, modify) },
     S_TEXT (proto_action_spec_t, help, S_TEXT_SHORT),
     S_STRUCTS_OF (proto_action_spec_t, params, param_count, s_param_schema),
@@ -438,12 +471,13 @@ static const s_field_t s_error_fields [] = {
 typedef struct {
     proto_type_t type;          //  Which message
     const char *name;           //  Its wire name
+    size_t name_len;            //  Its length
     s_schema_t schema;          //  Its fields
 } s_message_t;
 
 #define S_MESSAGE(type, name, fields) \
-    { type, name, { fields, S_COUNT_OF (fields), sizeof (proto_msg_t), 0, \
-                    NULL } }
+    { type, name, sizeof (name) - 1, \
+      { fields, S_COUNT_OF (fields), sizeof (proto_msg_t), 0, NULL } }
 
 static const s_message_t s_messages [] = {
     S_MESSAGE (PROTO_HELLO, "hello", s_hello_fields),
@@ -602,8 +636,19 @@ s_compare_strings (const void *a, const void *b)
     return strcmp (*(const char *const *) a, *(const char *const *) b);
 }
 
-//  Returns the first string that occurs twice among COUNT strings, or
-//  NULL. Each string is found at BASE + index * STRIDE + OFFSET.
+//  Up to this many strings are compared pairwise, without a sort
+#define S_SMALL_UNIQUE 8
+
+//  String INDEX of an array of structs, at BASE + INDEX * STRIDE + OFFSET.
+static const char *
+s_string_at (const void *base, size_t index, size_t stride, size_t offset)
+{
+    return *(char *const *) ((const char *) base + index * stride + offset);
+}
+
+//  Returns the first string, in strcmp order, that occurs twice among
+//  COUNT strings, or NULL. Each string is found at BASE + index * STRIDE +
+//  OFFSET.
 static const char *
 s_duplicate (const void *base, size_t count, size_t stride, size_t offset,
              bool *out_of_memory)
@@ -611,14 +656,29 @@ s_duplicate (const void *base, size_t count, size_t stride, size_t offset,
     *out_of_memory = false;
     if (count < 2)
         return NULL;
+    if (count <= S_SMALL_UNIQUE) {
+        const char *found = NULL;
+        for (size_t index = 1; index < count; index++) {
+            const char *text = s_string_at (base, index, stride, offset);
+            for (size_t other = 0; other < index; other++) {
+                const char *earlier = s_string_at (base, other, stride,
+                                                    offset);
+                if (text [0] == earlier [0] && strcmp (text, earlier) == 0) {
+                    if (!found || strcmp (text, found) < 0)
+                        found = text;
+                    break;
+                }
+            }
+        }
+        return found;
+    }
     const char **sorted = malloc (count * sizeof *sorted);
     if (!sorted) {
         *out_of_memory = true;
         return NULL;
     }
     for (size_t index = 0; index < count; index++)
-        sorted [index] = *(char *const *) ((const char *) base
-                                           + index * stride + offset);
+        sorted [index] = s_string_at (base, index, stride, offset);
     qsort (sorted, count, sizeof *sorted, s_compare_strings);
     const char *found = NULL;
     for (size_t index = 1; index < count && !found; index++)
@@ -630,19 +690,19 @@ s_duplicate (const void *base, size_t count, size_t stride, size_t offset,
 
 static int
 s_check_unique (const void *base, size_t count, size_t stride, size_t offset,
-                const char *path, char *why, size_t why_len)
+                const s_path_t *path, char *why, size_t why_len)
 {
     char show [S_SHOW_MAX + 4];
     bool out_of_memory;
     const char *found = s_duplicate (base, count, stride, offset,
                                      &out_of_memory);
     if (out_of_memory) {
-        s_format (why, why_len, "%s: out of memory", path);
+        s_fail (why, why_len, path, "out of memory");
         return -2;
     }
     if (found) {
-        s_format (why, why_len, "%s: '%s' appears twice", path,
-                  s_show (found, strlen (found), show));
+        s_fail (why, why_len, path, "'%s' appears twice",
+                s_show (found, strlen (found), show));
         return -2;
     }
     return 0;
@@ -659,23 +719,23 @@ s_compare_pairs (const void *a, const void *b)
 //  ---------------------------------------------------------------------
 //  Decoding against a schema
 
-static int s_decode_struct (const pv_t *map, const s_schema_t *schema,
-                            void *item, const char *path, char *why,
-                            size_t why_len);
+static int s_decode_fields (const pv_t *map, const s_schema_t *schema,
+                            void *item, const s_path_t *path, bool envelope,
+                            char *why, size_t why_len);
 
 static int
 s_decode_int (const pv_t *value, const s_field_t *field, void *item,
-              const char *path, char *why, size_t why_len)
+              const s_path_t *path, char *why, size_t why_len)
 {
     int64_t number;
     if (pv_get_int (value, &number)) {
-        s_format (why, why_len, "%s: expected int, got %s", path,
-                  pv_type_name (pv_type (value)));
+        s_fail (why, why_len, path, "expected int, got %s",
+                pv_type_name (pv_type (value)));
         return -2;
     }
     if (number < field->min || number > field->max) {
-        s_format (why, why_len, "%s: %" PRId64 " is out of range %" PRId64
-                  "..%" PRId64, path, number, field->min, field->max);
+        s_fail (why, why_len, path, "%" PRId64 " is out of range %" PRId64
+                "..%" PRId64, number, field->min, field->max);
         return -2;
     }
     if (field->kind == S_U32)
@@ -694,22 +754,22 @@ s_decode_int (const pv_t *value, const s_field_t *field, void *item,
 //  Checks that VALUE is an array of at most MAX elements (at least MIN),
 //  and gives its count.
 static int
-s_array_size (const pv_t *value, int64_t min, int64_t max, const char *path,
-              size_t *count, char *why, size_t why_len)
+s_array_size (const pv_t *value, int64_t min, int64_t max,
+              const s_path_t *path, size_t *count, char *why, size_t why_len)
 {
     if (pv_type (value) != PV_ARRAY) {
-        s_format (why, why_len, "%s: expected array, got %s", path,
-                  pv_type_name (pv_type (value)));
+        s_fail (why, why_len, path, "expected array, got %s",
+                pv_type_name (pv_type (value)));
         return -2;
     }
     *count = pv_size (value);
     if ((int64_t) *count > max) {
-        s_format (why, why_len, "%s: more than %" PRId64 " entries", path, max);
+        s_fail (why, why_len, path, "more than %" PRId64 " entries", max);
         return -2;
     }
     if ((int64_t) *count < min) {
-        s_format (why, why_len, "%s: at least %" PRId64 " %s needed", path,
-                  min, min == 1 ? "entry is" : "entries are");
+        s_fail (why, why_len, path, "at least %" PRId64 " %s needed", min,
+                min == 1 ? "entry is" : "entries are");
         return -2;
     }
     return 0;
@@ -717,7 +777,7 @@ s_array_size (const pv_t *value, int64_t min, int64_t max, const char *path,
 
 static int
 s_decode_list (const pv_t *value, const s_field_t *field, void *item,
-               const char *path, char *why, size_t why_len)
+               const s_path_t *path, char *why, size_t why_len)
 {
     size_t count;
     if (s_array_size (value, field->min, field->max, path, &count, why,
@@ -729,14 +789,13 @@ s_decode_list (const pv_t *value, const s_field_t *field, void *item,
         return 0;
     *list = calloc (count, sizeof (char *));
     if (!*list) {
-        s_format (why, why_len, "%s: out of memory", path);
+        s_fail (why, why_len, path, "out of memory");
         return -2;
     }
     *list_count = count;
-    char item_path [S_PATH_MAX];
     for (size_t index = 0; index < count; index++) {
-        s_path_index (item_path, sizeof item_path, path, index);
-        if (s_text_read (pv_array_at (value, index), field->text, item_path,
+        s_path_t item_path = { path, NULL, 0, index, false };
+        if (s_text_read (pv_array_at (value, index), field->text, &item_path,
                          &(*list) [index], why, why_len))
             return -2;
     }
@@ -746,17 +805,17 @@ s_decode_list (const pv_t *value, const s_field_t *field, void *item,
 
 static int
 s_decode_map (const pv_t *value, const s_field_t *field, void *item,
-              const char *path, char *why, size_t why_len)
+              const s_path_t *path, char *why, size_t why_len)
 {
     if (pv_type (value) != PV_MAP) {
-        s_format (why, why_len, "%s: expected map, got %s", path,
-                  pv_type_name (pv_type (value)));
+        s_fail (why, why_len, path, "expected map, got %s",
+                pv_type_name (pv_type (value)));
         return -2;
     }
     size_t count = pv_size (value);
     if ((int64_t) count > field->max) {
-        s_format (why, why_len, "%s: more than %" PRId64 " entries", path,
-                  field->max);
+        s_fail (why, why_len, path, "more than %" PRId64 " entries",
+                field->max);
         return -2;
     }
     proto_kv_t **pairs = S_MEMBER (item, field->offset, proto_kv_t *);
@@ -765,34 +824,31 @@ s_decode_map (const pv_t *value, const s_field_t *field, void *item,
         return 0;
     *pairs = calloc (count, sizeof (proto_kv_t));
     if (!*pairs) {
-        s_format (why, why_len, "%s: out of memory", path);
+        s_fail (why, why_len, path, "out of memory");
         return -2;
     }
     *pair_count = count;
-    char item_path [S_PATH_MAX];
-    char show [S_SHOW_MAX + 4];
     for (size_t index = 0; index < count; index++) {
         const pv_t *key = pv_map_key_at (value, index);
-        size_t key_len = 0;
-        const char *key_text = pv_str (key, &key_len);
-        const char *shown = s_show (key_text, key_len, show);
-        s_path_key (item_path, sizeof item_path, path, shown);
-        if (s_text_read (key, field->key_text, item_path,
+        s_path_t item_path = { path, "", 0, 0, true };
+        item_path.key = pv_str (key, &item_path.key_len);
+        if (s_text_read (key, field->key_text, &item_path,
                          &(*pairs) [index].key, why, why_len))
             return -2;
         if (s_text_read (pv_map_value_at (value, index), field->text,
-                         item_path, &(*pairs) [index].value, why, why_len))
+                         &item_path, &(*pairs) [index].value, why, why_len))
             return -2;
     }
     //  Keys are unique (the decoder refuses duplicates); keep them sorted
     //  so that readers can rely on one order
-    qsort (*pairs, count, sizeof (proto_kv_t), s_compare_pairs);
+    if (count > 1)
+        qsort (*pairs, count, sizeof (proto_kv_t), s_compare_pairs);
     return 0;
 }
 
 static int
 s_decode_structs (const pv_t *value, const s_field_t *field, void *item,
-                  const char *path, char *why, size_t why_len)
+                  const s_path_t *path, char *why, size_t why_len)
 {
     size_t count;
     if (s_array_size (value, 0, field->max, path, &count, why, why_len))
@@ -804,16 +860,15 @@ s_decode_structs (const pv_t *value, const s_field_t *field, void *item,
         return 0;
     *array = calloc (count, schema->size);
     if (!*array) {
-        s_format (why, why_len, "%s: out of memory", path);
+        s_fail (why, why_len, path, "out of memory");
         return -2;
     }
     *array_count = count;
-    char item_path [S_PATH_MAX];
     for (size_t index = 0; index < count; index++) {
-        s_path_index (item_path, sizeof item_path, path, index);
-        if (s_decode_struct (pv_array_at (value, index), schema,
-                             *array + index * schema->size, item_path, why,
-                             why_len))
+        s_path_t item_path = { path, NULL, 0, index, false };
+        if (s_decode_fields (pv_array_at (value, index), schema,
+                             *array + index * schema->size, &item_path,
+                             false, why, why_len))
             return -2;
     }
     return s_check_unique (*array, count, schema->size, schema->name_offset,
@@ -822,7 +877,7 @@ s_decode_structs (const pv_t *value, const s_field_t *field, void *item,
 
 static int
 s_decode_field (const pv_t *value, const s_field_t *field, void *item,
-                const char *path, char *why, size_t why_len)
+                const s_path_t *path, char *why, size_t why_len)
 {
     switch (field->kind) {
         case S_STR:
@@ -836,8 +891,8 @@ s_decode_field (const pv_t *value, const s_field_t *field, void *item,
             return s_decode_int (value, field, item, path, why, why_len);
         case S_BOOL:
             if (pv_get_bool (value, S_MEMBER (item, field->offset, bool))) {
-                s_format (why, why_len, "%s: expected bool, got %s", path,
-                          pv_type_name (pv_type (value)));
+                s_fail (why, why_len, path, "expected bool, got %s",
+                        pv_type_name (pv_type (value)));
                 return -2;
             }
             return 0;
@@ -848,8 +903,8 @@ s_decode_field (const pv_t *value, const s_field_t *field, void *item,
             if (pv_str_eq (value, "query"))
                 *S_MEMBER (item, field->offset, bool) = false;
             else {
-                s_format (why, why_len, "%s: expected \"query\" or \"modify\"",
-                          path);
+                s_fail (why, why_len, path,
+                        "expected \"query\" or \"modify\"");
                 return -2;
             }
             return 0;
@@ -863,65 +918,91 @@ s_decode_field (const pv_t *value, const s_field_t *field, void *item,
     return -2;
 }
 
-//  Whether KEY names a field of SCHEMA or is one of the envelope keys.
+//  Whether the LEN bytes at KEY are "v" or "type", the keys every message
+//  carries besides its fields.
 static bool
-s_known_key (const pv_t *key, const s_schema_t *schema, bool envelope)
+s_envelope_key (const char *key, size_t len)
 {
-    if (envelope && (pv_str_eq (key, "v") || pv_str_eq (key, "type")))
-        return true;
-    for (size_t index = 0; index < schema->count; index++)
-        if (pv_str_eq (key, schema->fields [index].key))
-            return true;
-    return false;
+    return (len == 1 && key [0] == 'v')
+           || (len == 4 && memcmp (key, "type", 4) == 0);
 }
 
-//  Decodes MAP into ITEM. With ENVELOPE the keys "v" and "type" are
-//  allowed as well (a message's top level).
+//  The index of SCHEMA's field named by the LEN bytes at KEY, or the
+//  field count when there is none. The search starts at FROM and wraps:
+//  encoders write fields in schema order, so the field after the last one
+//  found is nearly always the one.
+static size_t
+s_field_find (const s_schema_t *schema, const char *key, size_t len,
+              size_t from)
+{
+    size_t count = schema->count;
+    size_t at = from < count ? from : 0;
+    for (size_t tried = 0; tried < count; tried++) {
+        const s_field_t *field = &schema->fields [at];
+        if (field->key_len == len && field->key [0] == key [0]
+        &&  memcmp (field->key, key, len) == 0)
+            return at;
+        if (++at == count)
+            at = 0;
+    }
+    return count;
+}
+
+//  Decodes MAP into ITEM, at PATH. With ENVELOPE the keys "v" and "type"
+//  are allowed as well (a message's top level). One pass over the map
+//  gives each field its value or refuses an unknown key; then the fields
+//  are decoded in schema order, so the first error is the same whatever
+//  order the keys came in.
 static int
 s_decode_fields (const pv_t *map, const s_schema_t *schema, void *item,
-                 const char *path, bool envelope, char *why, size_t why_len)
+                 const s_path_t *path, bool envelope, char *why,
+                 size_t why_len)
 {
     char show [S_SHOW_MAX + 4];
     if (pv_type (map) != PV_MAP) {
-        s_format (why, why_len, "%s: expected map, got %s", path,
-                  pv_type_name (pv_type (map)));
+        s_fail (why, why_len, path, "expected map, got %s",
+                pv_type_name (pv_type (map)));
         return -2;
     }
-    for (size_t index = 0; index < pv_size (map); index++) {
-        const pv_t *key = pv_map_key_at (map, index);
-        if (!s_known_key (key, schema, envelope)) {
-            size_t key_len = 0;
-            const char *key_text = pv_str (key, &key_len);
-            s_format (why, why_len, "%s: unknown key '%s'", path,
-                      s_show (key_text ? key_text : "", key_len, show));
+    assert (schema->count <= S_FIELDS_MAX);
+    const pv_t *values [S_FIELDS_MAX] = { NULL };
+    size_t size = pv_size (map);
+    size_t next = 0;
+    for (size_t index = 0; index < size; index++) {
+        const char *key = NULL;
+        size_t key_len = 0;
+        const pv_t *value = pv_map_entry (map, index, &key, &key_len);
+        if (envelope && s_envelope_key (key, key_len))
+            continue;
+        size_t found = key_len > 0 ? s_field_find (schema, key, key_len,
+                                                   next)
+                                   : schema->count;
+        if (found == schema->count) {
+            s_fail (why, why_len, path, "unknown key '%s'",
+                    s_show (key, key_len, show));
             return -2;
         }
+        //  The document has no duplicate keys: each field comes once
+        values [found] = value;
+        next = found + 1;
     }
-    char field_path [S_PATH_MAX];
     for (size_t index = 0; index < schema->count; index++) {
         const s_field_t *field = &schema->fields [index];
-        s_path_key (field_path, sizeof field_path, path, field->key);
-        const pv_t *value = pv_map_get (map, field->key);
-        if (!value) {
+        s_path_t field_path = { path, field->key, field->key_len, 0, false };
+        if (!values [index]) {
             if (field->required) {
-                s_format (why, why_len, "%s: required", field_path);
+                s_fail (why, why_len, &field_path, "required");
                 return -2;
             }
             continue;
         }
-        if (s_decode_field (value, field, item, field_path, why, why_len))
+        if (s_decode_field (values [index], field, item, &field_path, why,
+                            why_len))
             return -2;
     }
     if (schema->check)
-        return schema->check (item, map, path, why, why_len);
+        return schema->check (item, values, path, why, why_len);
     return 0;
-}
-
-static int
-s_decode_struct (const pv_t *map, const s_schema_t *schema, void *item,
-                 const char *path, char *why, size_t why_len)
-{
-    return s_decode_fields (map, schema, item, path, false, why, why_len);
 }
 
 int
@@ -932,7 +1013,8 @@ proto_msg_decode (const void *data, size_t size, proto_msg_t **msg_p,
     *msg_p = NULL;
     char show [S_SHOW_MAX + 4];
     pv_doc_t *doc = NULL;
-    if (pv_doc_decode (data, size, &doc, why, why_len))
+    //  Every string is copied out, so the document need not copy the frame
+    if (pv_doc_decode_borrowed (data, size, &doc, why, why_len))
         return PROTO_EMALFORMED;
 
     int rc = PROTO_EMALFORMED;
@@ -970,15 +1052,17 @@ proto_msg_decode (const void *data, size_t size, proto_msg_t **msg_p,
                   pv_type_name (pv_type (type)));
         goto done;
     }
+    size_t type_len = 0;
+    const char *type_text = pv_str (type, &type_len);
     const s_message_t *message = NULL;
     for (size_t index = 0; index < S_COUNT_OF (s_messages) && !message;
          index++)
-        if (pv_str_eq (type, s_messages [index].name))
+        if (s_messages [index].name_len == type_len
+        &&  memcmp (s_messages [index].name, type_text, type_len) == 0)
             message = &s_messages [index];
     if (!message) {
-        size_t len = 0;
-        const char *text = pv_str (type, &len);
-        s_format (why, why_len, "unknown type '%s'", s_show (text, len, show));
+        s_format (why, why_len, "unknown type '%s'",
+                  s_show (type_text, type_len, show));
         goto done;
     }
     msg = proto_msg_new (message->type);
@@ -986,8 +1070,9 @@ proto_msg_decode (const void *data, size_t size, proto_msg_t **msg_p,
         s_format (why, why_len, "out of memory");
         goto done;
     }
-    if (s_decode_fields (root, &message->schema, msg, message->name, true,
-                         why, why_len))
+    s_path_t path = { NULL, message->name, message->name_len, 0, false };
+    if (s_decode_fields (root, &message->schema, msg, &path, true, why,
+                         why_len))
         goto done;
     *msg_p = msg;
     msg = NULL;
@@ -1004,7 +1089,7 @@ done:
 //  message that breaks a rule never leaves half a map in the writer
 
 static int s_check_struct (const void *item, const s_schema_t *schema,
-                           const char *path, char *why, size_t why_len);
+                           const s_path_t *path, char *why, size_t why_len);
 
 //  Is an optional field present? Optional strings are present when set,
 //  optional lists and maps when not empty, optional ints as their field
@@ -1025,21 +1110,20 @@ s_present (const void *item, const s_field_t *field)
 }
 
 static int
-s_check_text (const char *text, s_text_t rule, const char *path, char *why,
-              size_t why_len)
+s_check_text (const char *text, s_text_t rule, const s_path_t *path,
+              char *why, size_t why_len)
 {
     if (!text) {
-        s_format (why, why_len, "%s: required", path);
+        s_fail (why, why_len, path, "required");
         return -2;
     }
     return s_text_check (rule, text, strlen (text), path, why, why_len);
 }
 
 static int
-s_check_field (const void *item, const s_field_t *field, const char *path,
-               char *why, size_t why_len)
+s_check_field (const void *item, const s_field_t *field,
+               const s_path_t *path, char *why, size_t why_len)
 {
-    char item_path [S_PATH_MAX];
     const size_t *count = S_MEMBER (item, field->count_offset, size_t);
     int64_t number = 0;
     switch (field->kind) {
@@ -1055,8 +1139,8 @@ s_check_field (const void *item, const s_field_t *field, const char *path,
         case S_U64: {
             uint64_t wide = *S_MEMBER (item, field->offset, uint64_t);
             if (wide > INT64_MAX) {
-                s_format (why, why_len, "%s: %" PRIu64 " does not fit int64",
-                          path, wide);
+                s_fail (why, why_len, path, "%" PRIu64 " does not fit int64",
+                        wide);
                 return -2;
             }
             number = (int64_t) wide;
@@ -1072,13 +1156,13 @@ s_check_field (const void *item, const s_field_t *field, const char *path,
             char **list = *S_MEMBER (item, field->offset, char **);
             if ((int64_t) *count > field->max
             ||  (int64_t) *count < field->min || (*count > 0 && !list)) {
-                s_format (why, why_len, "%s: %zu entries (%" PRId64 "..%"
-                          PRId64 ")", path, *count, field->min, field->max);
+                s_fail (why, why_len, path, "%zu entries (%" PRId64 "..%"
+                        PRId64 ")", *count, field->min, field->max);
                 return -2;
             }
             for (size_t index = 0; index < *count; index++) {
-                s_path_index (item_path, sizeof item_path, path, index);
-                if (s_check_text (list [index], field->text, item_path, why,
+                s_path_t item_path = { path, NULL, 0, index, false };
+                if (s_check_text (list [index], field->text, &item_path, why,
                                   why_len))
                     return -2;
             }
@@ -1088,16 +1172,16 @@ s_check_field (const void *item, const s_field_t *field, const char *path,
         case S_MAP: {
             proto_kv_t *pairs = *S_MEMBER (item, field->offset, proto_kv_t *);
             if ((int64_t) *count > field->max || (*count > 0 && !pairs)) {
-                s_format (why, why_len, "%s: %zu entries (at most %" PRId64 ")",
-                          path, *count, field->max);
+                s_fail (why, why_len, path, "%zu entries (at most %" PRId64
+                        ")", *count, field->max);
                 return -2;
             }
             for (size_t index = 0; index < *count; index++) {
-                s_path_index (item_path, sizeof item_path, path, index);
+                s_path_t item_path = { path, NULL, 0, index, false };
                 if (s_check_text (pairs [index].key, field->key_text,
-                                  item_path, why, why_len)
+                                  &item_path, why, why_len)
                 ||  s_check_text (pairs [index].value, field->text,
-                                  item_path, why, why_len))
+                                  &item_path, why, why_len))
                     return -2;
             }
             return s_check_unique (pairs, *count, sizeof (proto_kv_t),
@@ -1108,14 +1192,14 @@ s_check_field (const void *item, const s_field_t *field, const char *path,
             const s_schema_t *schema = field->schema;
             const char *array = *S_MEMBER (item, field->offset, char *);
             if ((int64_t) *count > field->max || (*count > 0 && !array)) {
-                s_format (why, why_len, "%s: %zu entries (at most %" PRId64 ")",
-                          path, *count, field->max);
+                s_fail (why, why_len, path, "%zu entries (at most %" PRId64
+                        ")", *count, field->max);
                 return -2;
             }
             for (size_t index = 0; index < *count; index++) {
-                s_path_index (item_path, sizeof item_path, path, index);
+                s_path_t item_path = { path, NULL, 0, index, false };
                 if (s_check_struct (array + index * schema->size, schema,
-                                    item_path, why, why_len))
+                                    &item_path, why, why_len))
                     return -2;
             }
             return s_check_unique (array, *count, schema->size,
@@ -1123,24 +1207,23 @@ s_check_field (const void *item, const s_field_t *field, const char *path,
         }
     }
     if (number < field->min || number > field->max) {
-        s_format (why, why_len, "%s: %" PRId64 " is out of range %" PRId64
-                  "..%" PRId64, path, number, field->min, field->max);
+        s_fail (why, why_len, path, "%" PRId64 " is out of range %" PRId64
+                "..%" PRId64, number, field->min, field->max);
         return -2;
     }
     return 0;
 }
 
 static int
-s_check_struct (const void *item, const s_schema_t *schema, const char *path,
-                char *why, size_t why_len)
+s_check_struct (const void *item, const s_schema_t *schema,
+                const s_path_t *path, char *why, size_t why_len)
 {
-    char field_path [S_PATH_MAX];
     for (size_t index = 0; index < schema->count; index++) {
         const s_field_t *field = &schema->fields [index];
         if (!s_present (item, field))
             continue;
-        s_path_key (field_path, sizeof field_path, path, field->key);
-        if (s_check_field (item, field, field_path, why, why_len))
+        s_path_t field_path = { path, field->key, field->key_len, 0, false };
+        if (s_check_field (item, field, &field_path, why, why_len))
             return -2;
     }
     return 0;
@@ -1245,8 +1328,8 @@ proto_msg_encode (const proto_msg_t *msg, pw_t *writer)
     if (!message)
         return PROTO_EMALFORMED;
     char why [256];
-    if (s_check_struct (msg, &message->schema, message->name, why,
-                        sizeof why))
+    s_path_t path = { NULL, message->name, message->name_len, 0, false };
+    if (s_check_struct (msg, &message->schema, &path, why, sizeof why))
         return PROTO_EMALFORMED;
     pw_map (writer, 2 + s_present_count (msg, &message->schema));
     pw_str (writer, "v");

@@ -1,20 +1,29 @@
 /*  =========================================================================
     pv - strictly decoded msgpack values
 
-    msgpack-c is lenient where grid must be strict (ARCHITECTURE 5a), so a
-    frame goes through three gates before anyone sees a value:
+    msgpack-c is lenient where grid must be strict (ARCHITECTURE 5a), so pv
+    reads frames itself: one walker over the msgpack grammar, s_walk, that
+    refuses truncation, reserved bytes, ext types, integers that do not fit
+    int64_t, non-string map keys, nesting deeper than PV_MAX_DEPTH, more
+    than PV_MAX_OBJECTS objects, any container whose declared count exceeds
+    the bytes left (every element takes at least one byte) and trailing
+    bytes, and that refuses duplicate keys in every map as the map
+    completes (a hashed pairwise compare for small maps, a sort for larger
+    ones). Nothing is ever allocated from a declared count, so a five-byte
+    header cannot ask for gigabytes.
 
-    1. s_prepass walks the msgpack grammar over the raw bytes itself. It
-       refuses truncation, reserved bytes, ext types, integers that do not
-       fit int64_t, non-string map keys, nesting deeper than PV_MAX_DEPTH,
-       more than PV_MAX_OBJECTS objects, and any container whose declared
-       count exceeds the bytes left (every element takes at least one
-       byte). msgpack-c allocates a container's slots up front from the
-       declared count, so this bound is what keeps a five-byte header from
-       asking for gigabytes.
-    2. msgpack_unpack must then return SUCCESS having used every byte.
-    3. s_check_keys refuses duplicate keys in every map: a pairwise compare
-       for small maps, a sort for larger ones.
+    A document is one allocation: a slot per object (msgpack-c's own
+    msgpack_object, so pv_t stays that type) and, unless the caller lends
+    the bytes, a copy of the frame that strings point into. A frame of at
+    most PV_LOCAL_SLOTS objects, as most messages are, is read in one walk
+    into slots on the stack that are then copied into the document; a
+    larger one is walked twice, once to check it and count its objects,
+    once to fill the document.
+
+    msgpack_unpack is not used: with the zone it needs per frame it cost as
+    much as both walks together. The fuzz build (GRID_FUZZ_LIBFUZZER) runs
+    it on every accepted frame all the same, and aborts unless it reads the
+    very same tree.
     =========================================================================
 */
 #include "pv.h"
@@ -28,14 +37,22 @@
 #include <string.h>
 
 struct _pv_doc_t {
-    msgpack_zone zone;      //  Holds the object tree
-    msgpack_object root;    //  The decoded value
-    char *bytes;            //  Copy of the frame; strings point into it
-    size_t size;            //  Its length
+    msgpack_object root;        //  The decoded value
+    msgpack_object slots [];    //  Every other object, each container's
+                                //  items in a row; then the frame's copy,
+                                //  if the document holds one
 };
+
+//  A map's pairs are two slots each, key then value.
+_Static_assert (sizeof (msgpack_object_kv) == 2 * sizeof (msgpack_object),
+                "a map pair is two slots");
 
 //  Maps with at most this many keys are checked pairwise for duplicates.
 #define PV_SMALL_MAP 16
+
+//  Frames of at most this many objects are read in one walk, into 1.5 KB
+//  of stack: acks, heartbeats, most results.
+#define PV_LOCAL_SLOTS 64
 
 static void
 s_why (char *why, size_t why_len, const char *format, ...)
@@ -75,175 +92,7 @@ s_printable (const char *data, size_t len, char *buf, size_t buf_len)
 
 
 //  ---------------------------------------------------------------------
-//  Gate 1: the grammar walk
-
-typedef struct {
-    uint64_t remaining;     //  Items still to read (a map counts 2 per pair)
-    bool is_map;            //  Keys are at even remaining counts
-} s_level_t;
-
-static uint64_t
-s_read_be (const unsigned char *p, size_t width)
-{
-    uint64_t value = 0;
-    for (size_t index = 0; index < width; index++)
-        value = (value << 8) | p [index];
-    return value;
-}
-
-static int
-s_prepass (const unsigned char *data, size_t size, char *why, size_t why_len)
-{
-    s_level_t stack [PV_MAX_DEPTH];
-    size_t depth = 0;
-    size_t pos = 0;
-    size_t objects = 0;
-
-    while (true) {
-        if (pos >= size) {
-            s_why (why, why_len, "truncated at byte %zu", pos);
-            return -2;
-        }
-        bool want_key = depth > 0 && stack [depth - 1].is_map
-                        && stack [depth - 1].remaining % 2 == 0;
-        if (++objects > PV_MAX_OBJECTS) {
-            s_why (why, why_len, "more than %d objects", PV_MAX_OBJECTS);
-            return -2;
-        }
-        size_t start = pos;
-        unsigned char byte = data [pos++];
-        size_t len_width = 0;       //  Width of a str/bin/container length
-        size_t fixed = 0;           //  Payload bytes of a fixed-size scalar
-        uint64_t length = 0;        //  str/bin payload length
-        uint64_t count = 0;         //  Container element count
-        bool is_string = false;
-        bool is_bin = false;
-        bool is_array = false;
-        bool is_map = false;
-
-        if (byte <= 0x7f || byte >= 0xe0)
-            ;                       //  Positive or negative fixint
-        else
-        if (byte <= 0x8f) {
-            is_map = true;
-            count = byte & 0x0f;
-        }
-        else
-        if (byte <= 0x9f) {
-            is_array = true;
-            count = byte & 0x0f;
-        }
-        else
-        if (byte <= 0xbf) {
-            is_string = true;
-            length = byte & 0x1f;
-        }
-        else {
-            switch (byte) {
-                case 0xc0: case 0xc2: case 0xc3:
-                    break;
-                case 0xc4: is_bin = true; len_width = 1; break;
-                case 0xc5: is_bin = true; len_width = 2; break;
-                case 0xc6: is_bin = true; len_width = 4; break;
-                case 0xca: fixed = 4; break;
-                case 0xcb: fixed = 8; break;
-                case 0xcc: case 0xd0: fixed = 1; break;
-                case 0xcd: case 0xd1: fixed = 2; break;
-                case 0xce: case 0xd2: fixed = 4; break;
-                case 0xcf: case 0xd3: fixed = 8; break;
-                case 0xd9: is_string = true; len_width = 1; break;
-                case 0xda: is_string = true; len_width = 2; break;
-                case 0xdb: is_string = true; len_width = 4; break;
-                case 0xdc: is_array = true; len_width = 2; break;
-                case 0xdd: is_array = true; len_width = 4; break;
-                case 0xde: is_map = true; len_width = 2; break;
-                case 0xdf: is_map = true; len_width = 4; break;
-                case 0xc1:
-                    s_why (why, why_len, "reserved byte 0xc1 at byte %zu",
-                           start);
-                    return -2;
-                default:
-                    //  0xc7..0xc9 ext 8/16/32, 0xd4..0xd8 fixext
-                    s_why (why, why_len, "ext type at byte %zu", start);
-                    return -2;
-            }
-        }
-        if (want_key && !is_string) {
-            s_why (why, why_len, "map key at byte %zu is not a string",
-                   start);
-            return -2;
-        }
-        if (size - pos < len_width + fixed) {
-            s_why (why, why_len, "truncated at byte %zu", size);
-            return -2;
-        }
-        if (fixed > 0) {
-            if (byte == 0xcf && data [pos] >= 0x80) {
-                s_why (why, why_len,
-                       "integer at byte %zu does not fit int64", start);
-                return -2;
-            }
-            pos += fixed;
-        }
-        if (len_width > 0) {
-            uint64_t value = s_read_be (data + pos, len_width);
-            pos += len_width;
-            if (is_string || is_bin)
-                length = value;
-            else
-                count = value;
-        }
-        if (is_string || is_bin) {
-            if (length > size - pos) {
-                s_why (why, why_len,
-                       "%s at byte %zu claims %" PRIu64 " bytes but only "
-                       "%zu remain", is_bin ? "binary" : "string", start,
-                       length, size - pos);
-                return -2;
-            }
-            pos += (size_t) length;
-        }
-        if (is_array || is_map) {
-            uint64_t items = is_map ? count * 2 : count;
-            if (depth >= PV_MAX_DEPTH) {
-                s_why (why, why_len, "nesting deeper than %d at byte %zu",
-                       PV_MAX_DEPTH, start);
-                return -2;
-            }
-            if (items > size - pos) {
-                s_why (why, why_len,
-                       "%s at byte %zu claims %" PRIu64 " entries but only "
-                       "%zu bytes remain", is_map ? "map" : "array", start,
-                       count, size - pos);
-                return -2;
-            }
-            if (items > 0) {
-                stack [depth].remaining = items;
-                stack [depth].is_map = is_map;
-                depth++;
-                continue;
-            }
-        }
-        //  One value is complete: close every container it completes
-        while (depth > 0) {
-            if (--stack [depth - 1].remaining > 0)
-                break;
-            depth--;
-        }
-        if (depth == 0)
-            break;
-    }
-    if (pos != size) {
-        s_why (why, why_len, "%zu trailing bytes after the value",
-               size - pos);
-        return -2;
-    }
-    return 0;
-}
-
-
-//  ---------------------------------------------------------------------
-//  Gate 3: duplicate keys
+//  Duplicate keys
 
 static int
 s_key_compare (const void *a, const void *b)
@@ -262,61 +111,409 @@ s_key_compare (const void *a, const void *b)
 static bool
 s_key_equal (const msgpack_object *a, const msgpack_object *b)
 {
-    const msgpack_object *pa = a, *pb = b;
-    return s_key_compare (&pa, &pb) == 0;
+    return a->via.str.size == b->via.str.size
+           && (a->via.str.size == 0
+               || memcmp (a->via.str.ptr, b->via.str.ptr, a->via.str.size)
+                  == 0);
 }
 
-static int
-s_report_duplicate (const msgpack_object *key, char *why, size_t why_len)
+//  One of 64 buckets for a key, from its length and end bytes: equal keys
+//  share a bucket, so only keys whose bucket is taken need comparing.
+static unsigned
+s_key_bucket (const msgpack_object *key)
 {
-    char text [64];
-    s_why (why, why_len, "duplicate map key '%s'",
-           s_printable (key->via.str.ptr, key->via.str.size, text,
-                        sizeof text));
-    return -2;
+    uint32_t len = key->via.str.size;
+    if (len == 0)
+        return 0;
+    const unsigned char *text = (const unsigned char *) key->via.str.ptr;
+    return (len * 7u + text [0] * 3u + text [len - 1]) & 63u;
 }
 
-static int
-s_check_keys (const msgpack_object *value, char *why, size_t why_len)
+//  A key of MAP that occurs twice, or NULL. Small maps report the first
+//  key, in wire order, that repeats an earlier one, as a pairwise compare
+//  would; large maps sort the keys. Sets *OUT_OF_MEMORY when the sort
+//  cannot allocate.
+static const msgpack_object *
+s_duplicate_key (const msgpack_object_map *map, bool *out_of_memory)
 {
-    if (value->type == MSGPACK_OBJECT_ARRAY) {
-        for (uint32_t index = 0; index < value->via.array.size; index++)
-            if (s_check_keys (&value->via.array.ptr [index], why, why_len))
-                return -2;
-        return 0;
-    }
-    if (value->type != MSGPACK_OBJECT_MAP)
-        return 0;
-
-    const msgpack_object_map *map = &value->via.map;
     if (map->size <= PV_SMALL_MAP) {
-        for (uint32_t index = 1; index < map->size; index++)
-            for (uint32_t other = 0; other < index; other++)
-                if (s_key_equal (&map->ptr [index].key,
-                                 &map->ptr [other].key))
-                    return s_report_duplicate (&map->ptr [index].key, why,
-                                               why_len);
-    }
-    else {
-        const msgpack_object **keys = malloc (map->size * sizeof *keys);
-        if (!keys) {
-            s_why (why, why_len, "out of memory");
-            return -2;
+        uint64_t taken = 0;
+        for (uint32_t index = 0; index < map->size; index++) {
+            const msgpack_object *key = &map->ptr [index].key;
+            uint64_t bit = (uint64_t) 1 << s_key_bucket (key);
+            if (taken & bit)
+                for (uint32_t other = 0; other < index; other++)
+                    if (s_key_equal (key, &map->ptr [other].key))
+                        return key;
+            taken |= bit;
         }
-        for (uint32_t index = 0; index < map->size; index++)
-            keys [index] = &map->ptr [index].key;
-        qsort (keys, map->size, sizeof *keys, s_key_compare);
-        for (uint32_t index = 1; index < map->size; index++)
-            if (s_key_equal (keys [index], keys [index - 1])) {
-                s_report_duplicate (keys [index], why, why_len);
-                free (keys);
-                return -2;
-            }
-        free (keys);
+        return NULL;
+    }
+    const msgpack_object **keys = malloc (map->size * sizeof *keys);
+    if (!keys) {
+        *out_of_memory = true;
+        return NULL;
     }
     for (uint32_t index = 0; index < map->size; index++)
-        if (s_check_keys (&map->ptr [index].val, why, why_len))
+        keys [index] = &map->ptr [index].key;
+    qsort (keys, map->size, sizeof *keys, s_key_compare);
+    const msgpack_object *found = NULL;
+    for (uint32_t index = 1; index < map->size && !found; index++)
+        if (s_key_equal (keys [index], keys [index - 1]))
+            found = keys [index];
+    free (keys);
+    return found;
+}
+
+
+//  ---------------------------------------------------------------------
+//  The grammar walk
+
+//  A building walk's state (a checking walk has none).
+typedef struct {
+    msgpack_object *root;           //  Where the top value goes
+    msgpack_object *free_slot;      //  Next unused slot
+    msgpack_object *slot_end;       //  End of the slots
+    const msgpack_object *dup_key;  //  Duplicate key to report, or NULL
+    size_t dup_start;               //  Offset of the map that holds it
+    bool out_of_memory;             //  A large map could not be checked
+} s_build_t;
+
+//  One open level of the walk; the top level holds a single item.
+typedef struct {
+    uint64_t remaining;             //  Items not yet read (2 per pair)
+    bool is_map;                    //  Keys come when remaining is even
+    size_t start;                   //  Offset of the container's header
+    msgpack_object *container;      //  Building: the container
+    msgpack_object *next;           //  Building: slot of the next item
+} s_level_t;
+
+//  Reads WIDTH (1, 2, 4 or 8) big-endian bytes at P.
+static uint64_t
+s_read_be (const unsigned char *p, size_t width)
+{
+    uint64_t value = 0;
+    for (size_t index = 0; index < width; index++)
+        value = (value << 8) | p [index];
+    return value;
+}
+
+//  Fills TARGET from a header the walk has read: its TYPE, NUMBER (the
+//  bits of a scalar), SIGNED_WIDTH (the width of an int8..int64, else 0),
+//  PAYLOAD (a str/bin's bytes) and COUNT (a container's entries).
+static void
+s_fill (s_build_t *build, msgpack_object *target, msgpack_object_type type,
+        uint64_t number, size_t signed_width, const unsigned char *payload,
+        uint64_t count)
+{
+    switch (type) {
+        case MSGPACK_OBJECT_BOOLEAN:
+            target->via.boolean = number != 0;
+            break;
+        case MSGPACK_OBJECT_POSITIVE_INTEGER: {
+            //  msgpack-c's rule: a signed encoding of a value >= 0 is a
+            //  positive integer too
+            int64_t value = (int64_t) number;
+            if (signed_width == 1)
+                value = (int8_t) number;
+            else
+            if (signed_width == 2)
+                value = (int16_t) number;
+            else
+            if (signed_width == 4)
+                value = (int32_t) number;
+            if (signed_width && value < 0) {
+                type = MSGPACK_OBJECT_NEGATIVE_INTEGER;
+                target->via.i64 = value;
+            }
+            else
+                target->via.u64 = signed_width ? (uint64_t) value : number;
+            break;
+        }
+        case MSGPACK_OBJECT_NEGATIVE_INTEGER:
+            target->via.i64 = (int8_t) number;
+            break;
+        case MSGPACK_OBJECT_FLOAT32: {
+            uint32_t bits = (uint32_t) number;
+            float real;
+            memcpy (&real, &bits, sizeof real);
+            target->via.f64 = real;
+            break;
+        }
+        case MSGPACK_OBJECT_FLOAT64:
+            memcpy (&target->via.f64, &number, sizeof target->via.f64);
+            break;
+        case MSGPACK_OBJECT_STR:
+        case MSGPACK_OBJECT_BIN:
+            target->via.str.size = (uint32_t) count;
+            target->via.str.ptr = (const char *) payload;
+            break;
+        case MSGPACK_OBJECT_ARRAY:
+            //  An empty container still points somewhere valid
+            target->via.array.size = (uint32_t) count;
+            target->via.array.ptr = build->free_slot;
+            build->free_slot += count;
+            break;
+        case MSGPACK_OBJECT_MAP:
+            target->via.map.size = (uint32_t) count;
+            target->via.map.ptr = (msgpack_object_kv *) (void *)
+                                  build->free_slot;
+            build->free_slot += 2 * count;
+            break;
+        default:
+            break;
+    }
+    target->type = type;
+}
+
+//  A map has all its pairs: check its keys. Of several maps with
+//  duplicates the one that starts first is reported, as a walk of the
+//  finished tree from the top would.
+static void
+s_map_done (s_build_t *build, const s_level_t *level)
+{
+    const msgpack_object *key = s_duplicate_key (&level->container->via.map,
+                                                 &build->out_of_memory);
+    if (key && (!build->dup_key || level->start < build->dup_start)) {
+        build->dup_key = key;
+        build->dup_start = level->start;
+    }
+}
+
+//  Walks the frame, checks the grammar and counts the objects into
+//  *OBJECTS_P; with BUILD it also fills the slots and checks keys. Returns
+//  0, -2 with a reason in WHY, or 1 when BUILD runs out of slots.
+static int
+s_walk (const unsigned char *data, size_t size, s_build_t *build,
+        size_t *objects_p, char *why, size_t why_len)
+{
+    s_level_t stack [PV_MAX_DEPTH];     //  The levels around the current
+    size_t depth = 0;                   //  Containers open
+    s_level_t level = { 1, false, 0, NULL, build ? build->root : NULL };
+    size_t pos = 0;
+    size_t objects = 0;
+
+    while (true) {
+        if (pos >= size) {
+            s_why (why, why_len, "truncated at byte %zu", pos);
             return -2;
+        }
+        if (++objects > PV_MAX_OBJECTS) {
+            s_why (why, why_len, "more than %d objects", PV_MAX_OBJECTS);
+            return -2;
+        }
+        size_t start = pos;
+        unsigned char byte = data [pos++];
+        if ((byte & 0xe0) == 0xa0) {
+            //  A short string, as every key and most values: the fast path
+            size_t len = byte & 0x1f;
+            if (len > size - pos) {
+                s_why (why, why_len, "string at byte %zu claims %zu bytes "
+                       "but only %zu remain", start, len, size - pos);
+                return -2;
+            }
+            if (build) {
+                msgpack_object *target = level.next++;
+                target->type = MSGPACK_OBJECT_STR;
+                target->via.str.size = (uint32_t) len;
+                target->via.str.ptr = (const char *) data + pos;
+            }
+            pos += len;
+        }
+        else
+        if (byte <= 0x7f && !(level.is_map && level.remaining % 2 == 0)) {
+            //  A small int that is not in a key's place: the other one
+            if (build) {
+                msgpack_object *target = level.next++;
+                target->type = MSGPACK_OBJECT_POSITIVE_INTEGER;
+                target->via.u64 = byte;
+            }
+        }
+        else {
+            msgpack_object_type type = MSGPACK_OBJECT_NIL;
+            size_t width = 0;           //  Bytes after the header byte
+            bool sized = false;         //  They hold a length, not a value
+            size_t signed_width = 0;    //  Width of an int8..int64
+            uint64_t number = 0;        //  Scalar bits
+            uint64_t count = 0;         //  str/bin bytes, container entries
+            if (byte <= 0x7f) {
+                type = MSGPACK_OBJECT_POSITIVE_INTEGER;
+                number = byte;
+            }
+            else
+            if (byte >= 0xe0) {
+                type = MSGPACK_OBJECT_NEGATIVE_INTEGER;
+                number = byte;
+            }
+            else
+            if (byte <= 0x8f) {
+                type = MSGPACK_OBJECT_MAP;
+                count = byte & 0x0f;
+            }
+            else
+            if (byte <= 0x9f) {
+                type = MSGPACK_OBJECT_ARRAY;
+                count = byte & 0x0f;
+            }
+            else
+            switch (byte) {
+                case 0xc0:
+                    break;
+                case 0xc2: case 0xc3:
+                    type = MSGPACK_OBJECT_BOOLEAN;
+                    number = byte == 0xc3;
+                    break;
+                case 0xc4: case 0xc5: case 0xc6:
+                    type = MSGPACK_OBJECT_BIN;
+                    width = (size_t) 1 << (byte - 0xc4);
+                    sized = true;
+                    break;
+                case 0xca:
+                    type = MSGPACK_OBJECT_FLOAT32;
+                    width = 4;
+                    break;
+                case 0xcb:
+                    type = MSGPACK_OBJECT_FLOAT64;
+                    width = 8;
+                    break;
+                case 0xcc: case 0xcd: case 0xce: case 0xcf:
+                    type = MSGPACK_OBJECT_POSITIVE_INTEGER;
+                    width = (size_t) 1 << (byte - 0xcc);
+                    break;
+                case 0xd0: case 0xd1: case 0xd2: case 0xd3:
+                    type = MSGPACK_OBJECT_POSITIVE_INTEGER;
+                    width = signed_width = (size_t) 1 << (byte - 0xd0);
+                    break;
+                case 0xd9: case 0xda: case 0xdb:
+                    type = MSGPACK_OBJECT_STR;
+                    width = (size_t) 1 << (byte - 0xd9);
+                    sized = true;
+                    break;
+                case 0xdc: case 0xdd:
+                    type = MSGPACK_OBJECT_ARRAY;
+                    width = byte == 0xdc ? 2 : 4;
+                    sized = true;
+                    break;
+                case 0xde: case 0xdf:
+                    type = MSGPACK_OBJECT_MAP;
+                    width = byte == 0xde ? 2 : 4;
+                    sized = true;
+                    break;
+                case 0xc1:
+                    s_why (why, why_len, "reserved byte 0xc1 at byte %zu",
+                           start);
+                    return -2;
+                default:
+                    //  0xc7..0xc9 ext 8/16/32, 0xd4..0xd8 fixext
+                    s_why (why, why_len, "ext type at byte %zu", start);
+                    return -2;
+            }
+            if (type != MSGPACK_OBJECT_STR && level.is_map
+            &&  level.remaining % 2 == 0) {
+                s_why (why, why_len, "map key at byte %zu is not a string",
+                       start);
+                return -2;
+            }
+            if (width > 0) {
+                if (size - pos < width) {
+                    s_why (why, why_len, "truncated at byte %zu", size);
+                    return -2;
+                }
+                if (byte == 0xcf && data [pos] >= 0x80) {
+                    s_why (why, why_len,
+                           "integer at byte %zu does not fit int64", start);
+                    return -2;
+                }
+                uint64_t value = s_read_be (data + pos, width);
+                pos += width;
+                if (sized)
+                    count = value;
+                else
+                    number = value;
+            }
+            const unsigned char *payload = data + pos;
+            bool is_map = type == MSGPACK_OBJECT_MAP;
+            uint64_t items = 0;
+            if (type == MSGPACK_OBJECT_STR || type == MSGPACK_OBJECT_BIN) {
+                if (count > size - pos) {
+                    s_why (why, why_len,
+                           "%s at byte %zu claims %" PRIu64 " bytes but "
+                           "only %zu remain",
+                           type == MSGPACK_OBJECT_BIN ? "binary" : "string",
+                           start, count, size - pos);
+                    return -2;
+                }
+                pos += (size_t) count;
+            }
+            else
+            if (is_map || type == MSGPACK_OBJECT_ARRAY) {
+                items = is_map ? count * 2 : count;
+                if (depth >= PV_MAX_DEPTH) {
+                    s_why (why, why_len,
+                           "nesting deeper than %d at byte %zu",
+                           PV_MAX_DEPTH, start);
+                    return -2;
+                }
+                if (items > size - pos) {
+                    s_why (why, why_len,
+                           "%s at byte %zu claims %" PRIu64 " entries but "
+                           "only %zu bytes remain",
+                           is_map ? "map" : "array", start, count,
+                           size - pos);
+                    return -2;
+                }
+                if (build && items > (uint64_t) (build->slot_end
+                                                 - build->free_slot))
+                    return 1;
+            }
+            msgpack_object *target = NULL;
+            if (build) {
+                target = level.next++;
+                s_fill (build, target, type, number, signed_width, payload,
+                        count);
+            }
+            if (items > 0) {
+                stack [depth++] = level;
+                level.remaining = items;
+                level.is_map = is_map;
+                level.start = start;
+                level.container = target;
+                level.next = NULL;
+                if (target)
+                    level.next = is_map ? (msgpack_object *) (void *)
+                                          target->via.map.ptr
+                                        : target->via.array.ptr;
+                continue;
+            }
+        }
+        //  One value is complete, and with it every container it ends
+        while (--level.remaining == 0 && depth > 0) {
+            if (build && level.is_map)
+                s_map_done (build, &level);
+            level = stack [--depth];
+        }
+        if (depth == 0 && level.remaining == 0)
+            break;
+    }
+    if (pos != size) {
+        s_why (why, why_len, "%zu trailing bytes after the value",
+               size - pos);
+        return -2;
+    }
+    if (build && build->out_of_memory) {
+        s_why (why, why_len, "out of memory");
+        return -2;
+    }
+    if (build && build->dup_key) {
+        char text [64];
+        s_why (why, why_len, "duplicate map key '%s'",
+               s_printable (build->dup_key->via.str.ptr,
+                            build->dup_key->via.str.size, text,
+                            sizeof text));
+        return -2;
+    }
+    if (objects_p)
+        *objects_p = objects;
     return 0;
 }
 
@@ -324,9 +521,142 @@ s_check_keys (const msgpack_object *value, char *why, size_t why_len)
 //  ---------------------------------------------------------------------
 //  Documents
 
-int
-pv_doc_decode (const void *data, size_t size, pv_doc_t **doc_p, char *why,
-               size_t why_len)
+#ifdef GRID_FUZZ_LIBFUZZER
+//  Whether two trees hold the same values, with strings at the same
+//  addresses (both point into the same bytes).
+static bool
+s_same_tree (const msgpack_object *ours, const msgpack_object *theirs)
+{
+    if (ours->type != theirs->type)
+        return false;
+    switch (ours->type) {
+        case MSGPACK_OBJECT_NIL:
+            return true;
+        case MSGPACK_OBJECT_BOOLEAN:
+            return ours->via.boolean == theirs->via.boolean;
+        case MSGPACK_OBJECT_POSITIVE_INTEGER:
+            return ours->via.u64 == theirs->via.u64;
+        case MSGPACK_OBJECT_NEGATIVE_INTEGER:
+            return ours->via.i64 == theirs->via.i64;
+        case MSGPACK_OBJECT_FLOAT32:
+        case MSGPACK_OBJECT_FLOAT64:
+            return memcmp (&ours->via.f64, &theirs->via.f64,
+                           sizeof ours->via.f64) == 0;
+        case MSGPACK_OBJECT_STR:
+        case MSGPACK_OBJECT_BIN:
+            return ours->via.str.size == theirs->via.str.size
+                   && (ours->via.str.size == 0
+                       || ours->via.str.ptr == theirs->via.str.ptr);
+        case MSGPACK_OBJECT_ARRAY:
+            if (ours->via.array.size != theirs->via.array.size)
+                return false;
+            for (uint32_t index = 0; index < ours->via.array.size; index++)
+                if (!s_same_tree (&ours->via.array.ptr [index],
+                                  &theirs->via.array.ptr [index]))
+                    return false;
+            return true;
+        case MSGPACK_OBJECT_MAP:
+            if (ours->via.map.size != theirs->via.map.size)
+                return false;
+            for (uint32_t index = 0; index < ours->via.map.size; index++)
+                if (!s_same_tree (&ours->via.map.ptr [index].key,
+                                  &theirs->via.map.ptr [index].key)
+                ||  !s_same_tree (&ours->via.map.ptr [index].val,
+                                  &theirs->via.map.ptr [index].val))
+                    return false;
+            return true;
+        default:
+            return false;
+    }
+}
+
+//  The fuzzer's check of the walker: msgpack-c must read the same tree
+//  from the same bytes, or the walker has a bug.
+static void
+s_check_against_msgpack (const unsigned char *bytes, size_t size,
+                         const msgpack_object *root)
+{
+    msgpack_zone zone;
+    if (!msgpack_zone_init (&zone, MSGPACK_ZONE_CHUNK_SIZE))
+        return;
+    msgpack_object theirs;
+    size_t offset = 0;
+    msgpack_unpack_return rc = msgpack_unpack ((const char *) bytes, size,
+                                               &offset, &zone, &theirs);
+    if (rc != MSGPACK_UNPACK_SUCCESS || offset != size
+    ||  !s_same_tree (root, &theirs)) {
+        fprintf (stderr, "pv: msgpack-c reads another tree (%d, %zu of "
+                 "%zu bytes)\n", (int) rc, offset, size);
+        abort ();
+    }
+    msgpack_zone_destroy (&zone);
+}
+#endif
+
+//  A document with OBJECTS slots (root included) and, when COPY, a copy of
+//  the SIZE bytes at DATA; *BYTES_P gets the bytes its strings point into.
+//  NULL when out of memory.
+static pv_doc_t *
+s_doc_new (size_t objects, const void *data, size_t size, bool copy,
+           const unsigned char **bytes_p)
+{
+    //  At least the root and at most PV_MAX_OBJECTS: the slots fit
+    size_t head = sizeof (pv_doc_t) + (objects - 1) * sizeof (msgpack_object);
+    if (copy && size > SIZE_MAX - head)
+        return NULL;
+    pv_doc_t *doc = malloc (head + (copy ? size : 0));
+    if (!doc)
+        return NULL;
+    *bytes_p = (const unsigned char *) data;
+    if (copy) {
+        unsigned char *bytes = (unsigned char *) doc + head;
+        memcpy (bytes, data, size);
+        *bytes_p = bytes;
+    }
+    return doc;
+}
+
+//  Moves the OBJECTS values built in LOCAL (root first) into DOC, whose
+//  strings point into BYTES rather than FRAME.
+static void
+s_doc_move (pv_doc_t *doc, const msgpack_object *local, size_t objects,
+            const unsigned char *frame, const unsigned char *bytes)
+{
+    doc->root = local [0];
+    if (objects > 1)
+        memcpy (doc->slots, local + 1, (objects - 1) * sizeof *local);
+    const msgpack_object *old_slots = local + 1;
+    bool moved = bytes != frame;
+    for (size_t index = 0; index < objects; index++) {
+        msgpack_object *value = index ? &doc->slots [index - 1] : &doc->root;
+        switch (value->type) {
+            case MSGPACK_OBJECT_ARRAY:
+                value->via.array.ptr = doc->slots
+                                       + (value->via.array.ptr - old_slots);
+                break;
+            case MSGPACK_OBJECT_MAP: {
+                const msgpack_object *first = (const msgpack_object *)
+                                              (void *) value->via.map.ptr;
+                value->via.map.ptr = (msgpack_object_kv *) (void *)
+                                     (doc->slots + (first - old_slots));
+                break;
+            }
+            case MSGPACK_OBJECT_STR:
+            case MSGPACK_OBJECT_BIN:
+                if (moved)
+                    value->via.str.ptr = (const char *) bytes
+                                         + ((const unsigned char *)
+                                            value->via.str.ptr - frame);
+                break;
+            default:
+                break;
+        }
+    }
+}
+
+static int
+s_doc_decode (const void *data, size_t size, bool copy, pv_doc_t **doc_p,
+              char *why, size_t why_len)
 {
     assert (doc_p);
     *doc_p = NULL;
@@ -336,54 +666,64 @@ pv_doc_decode (const void *data, size_t size, pv_doc_t **doc_p, char *why,
         s_why (why, why_len, "no data");
         return -2;
     }
-    if (s_prepass ((const unsigned char *) data, size, why, why_len))
+    const unsigned char *frame = (const unsigned char *) data;
+    const unsigned char *bytes = NULL;
+    pv_doc_t *doc = NULL;
+    size_t objects = 0;
+    msgpack_object local [PV_LOCAL_SLOTS];
+    s_build_t build = { local, local + 1, local + PV_LOCAL_SLOTS, NULL, 0,
+                        false };
+    int rc = s_walk (frame, size, &build, &objects, why, why_len);
+    if (rc < 0)
         return -2;
-
-    pv_doc_t *doc = calloc (1, sizeof *doc);
+    if (rc == 0) {
+        doc = s_doc_new (objects, data, size, copy, &bytes);
+        if (doc)
+            s_doc_move (doc, local, objects, frame, bytes);
+    }
+    else {
+        if (s_walk (frame, size, NULL, &objects, why, why_len))
+            return -2;
+        doc = s_doc_new (objects, data, size, copy, &bytes);
+        if (doc) {
+            s_build_t whole = { &doc->root, doc->slots,
+                                doc->slots + (objects - 1), NULL, 0, false };
+            if (s_walk (bytes, size, &whole, &objects, why, why_len)) {
+                free (doc);
+                return -2;
+            }
+        }
+    }
     if (!doc) {
         s_why (why, why_len, "out of memory");
         return -2;
     }
-    //  msgpack-c points strings into the input, so the document keeps
-    //  its own copy of the bytes
-    doc->bytes = malloc (size);
-    if (!doc->bytes || !msgpack_zone_init (&doc->zone,
-                                           MSGPACK_ZONE_CHUNK_SIZE)) {
-        free (doc->bytes);
-        free (doc);
-        s_why (why, why_len, "out of memory");
-        return -2;
-    }
-    memcpy (doc->bytes, data, size);
-    doc->size = size;
-
-    size_t offset = 0;
-    msgpack_unpack_return rc = msgpack_unpack (doc->bytes, size, &offset,
-                                               &doc->zone, &doc->root);
-    if (rc != MSGPACK_UNPACK_SUCCESS || offset != size) {
-        s_why (why, why_len, "msgpack decoder refused the frame (%d)",
-               (int) rc);
-        pv_doc_destroy (&doc);
-        return -2;
-    }
-    if (s_check_keys (&doc->root, why, why_len)) {
-        pv_doc_destroy (&doc);
-        return -2;
-    }
+#ifdef GRID_FUZZ_LIBFUZZER
+    s_check_against_msgpack (bytes, size, &doc->root);
+#endif
     *doc_p = doc;
     return 0;
+}
+
+int
+pv_doc_decode (const void *data, size_t size, pv_doc_t **doc_p, char *why,
+               size_t why_len)
+{
+    return s_doc_decode (data, size, true, doc_p, why, why_len);
+}
+
+int
+pv_doc_decode_borrowed (const void *data, size_t size, pv_doc_t **doc_p,
+                        char *why, size_t why_len)
+{
+    return s_doc_decode (data, size, false, doc_p, why, why_len);
 }
 
 void
 pv_doc_destroy (pv_doc_t **doc_p)
 {
     assert (doc_p);
-    pv_doc_t *doc = *doc_p;
-    if (!doc)
-        return;
-    msgpack_zone_destroy (&doc->zone);
-    free (doc->bytes);
-    free (doc);
+    free (*doc_p);
     *doc_p = NULL;
 }
 
@@ -491,6 +831,18 @@ pv_map_value_at (const pv_t *value, size_t index)
     if (pv_type (value) != PV_MAP || index >= value->via.map.size)
         return NULL;
     return &value->via.map.ptr [index].val;
+}
+
+const pv_t *
+pv_map_entry (const pv_t *map, size_t index, const char **key_p,
+              size_t *key_len_p)
+{
+    if (pv_type (map) != PV_MAP || index >= map->via.map.size)
+        return NULL;
+    const msgpack_object_kv *pair = &map->via.map.ptr [index];
+    *key_p = pair->key.via.str.ptr;
+    *key_len_p = pair->key.via.str.size;
+    return &pair->val;
 }
 
 int

@@ -9,6 +9,8 @@
     PV_MAX_OBJECTS, whose maps have no duplicate keys and string keys only,
     and whose integers fit in int64_t. Anything else is malformed (-2).
 
+    A document is one allocation: the decoded values and, unless the
+    caller lends the bytes (pv_doc_decode_borrowed), a copy of the frame.
     Every pv_t pointer lent by a document is valid until the document is
     destroyed. Strings are NOT NUL-terminated inside the document: use
     pv_str / pv_strdup / pv_str_eq.
@@ -50,6 +52,12 @@ typedef struct msgpack_object pv_t;    //  Opaque view of one value
 int pv_doc_decode (const void *data, size_t size, pv_doc_t **doc_p,
                    char *why, size_t why_len);
 
+//  As pv_doc_decode, but the document borrows DATA instead of copying it:
+//  DATA must stay unchanged and alive until the document is destroyed. For
+//  a frame that is decoded, read and dropped at once.
+int pv_doc_decode_borrowed (const void *data, size_t size, pv_doc_t **doc_p,
+                            char *why, size_t why_len);
+
 //  Destroys a document and every value it lent; NULL-safe, nulls *doc_p.
 void pv_doc_destroy (pv_doc_t **doc_p);
 
@@ -78,6 +86,12 @@ const pv_t *pv_map_get (const pv_t *value, const char *key);
 //  Key / value of entry I of a map (in wire order), or NULL.
 const pv_t *pv_map_key_at (const pv_t *value, size_t index);
 const pv_t *pv_map_value_at (const pv_t *value, size_t index);
+
+//  Entry I of MAP: returns its value and lends its key's bytes (not
+//  NUL-terminated) in *KEY_P and their length in *KEY_LEN_P; NULL when MAP
+//  is not a map or I is out of range (*KEY_P and *KEY_LEN_P untouched).
+const pv_t *pv_map_entry (const pv_t *map, size_t index, const char **key_p,
+                          size_t *key_len_p);
 
 //  Reads a bool / int / float. Returns 0, or -1 when VALUE has another type
 //  (an int is accepted where a float is asked for).

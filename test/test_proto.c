@@ -551,6 +551,101 @@ s_expect_refused (s_builder_fn *builder, const char *key, pw_t *value,
     pw_destroy (&value);
 }
 
+//  Writes VALUE with the pairs of every map in reverse order.
+static void
+s_write_reversed (pw_t *writer, const pv_t *value)
+{
+    if (pv_type (value) == PV_MAP) {
+        size_t count = pv_size (value);
+        pw_map (writer, count);
+        for (size_t index = count; index-- > 0;) {
+            pw_pv (writer, pv_map_key_at (value, index));
+            s_write_reversed (writer, pv_map_value_at (value, index));
+        }
+    }
+    else
+    if (pv_type (value) == PV_ARRAY) {
+        pw_array (writer, pv_size (value));
+        for (size_t index = 0; index < pv_size (value); index++)
+            s_write_reversed (writer, pv_array_at (value, index));
+    }
+    else
+        pw_pv (writer, value);
+}
+
+//  Keys may come in any order: the decoder finds each field wherever it
+//  is, and reports problems in schema order all the same.
+static void
+test_proto_any_key_order (void **state)
+{
+    for (size_t index = 0; index < S_BUILDER_COUNT; index++) {
+        proto_msg_t *sent = s_builders [index] ();
+        pw_t *writer = pw_new ();
+        assert_int_equal (proto_msg_encode (sent, writer), 0);
+        pv_doc_t *doc = NULL;
+        assert_int_equal (pv_doc_decode (pw_data (writer), pw_size (writer),
+                                         &doc, NULL, 0), 0);
+        pw_t *reversed = pw_new ();
+        s_write_reversed (reversed, pv_doc_root (doc));
+        pv_doc_destroy (&doc);
+
+        proto_msg_t *got = NULL;
+        char why [256] = "";
+        if (proto_msg_decode (pw_data (reversed), pw_size (reversed), &got,
+                              why, sizeof why))
+            fail_msg ("%s: %s", proto_type_name (sent->type), why);
+        s_assert_same (sent, got);
+        pw_t *again = pw_new ();
+        assert_int_equal (proto_msg_encode (got, again), 0);
+        assert_int_equal (pw_size (again), pw_size (writer));
+        assert_memory_equal (pw_data (again), pw_data (writer),
+                             pw_size (writer));
+        pw_destroy (&again);
+        proto_msg_destroy (&got);
+        pw_destroy (&reversed);
+        pw_destroy (&writer);
+        proto_msg_destroy (&sent);
+    }
+
+    //  exit_code comes first on the wire, node first in the schema
+    pw_t *valid = s_encoded (s_result);
+    pw_t *value = s_value_str ("1", 1);
+    pw_t *bad = s_mutate (valid, "exit_code", pw_data (value),
+                          pw_size (value));
+    pw_destroy (&value);
+    value = s_value_str ("web 01", 6);
+    pw_t *worse = s_mutate (bad, "node", pw_data (value), pw_size (value));
+    pv_doc_t *doc = NULL;
+    assert_int_equal (pv_doc_decode (pw_data (worse), pw_size (worse), &doc,
+                                     NULL, 0), 0);
+    pw_t *reversed = pw_new ();
+    s_write_reversed (reversed, pv_doc_root (doc));
+    proto_msg_t *msg = NULL;
+    char why [256] = "";
+    assert_int_equal (proto_msg_decode (pw_data (reversed),
+                                        pw_size (reversed), &msg, why,
+                                        sizeof why), -2);
+    assert_null (msg);
+    assert_non_null (strstr (why, "result.node: invalid name 'web 01'"));
+    pv_doc_destroy (&doc);
+    pw_destroy (&reversed);
+    pw_destroy (&worse);
+    pw_destroy (&bad);
+    pw_destroy (&value);
+
+    //  An unknown key wins over a missing field, wherever it is
+    pw_t *dropped = s_mutate (valid, "truncated", NULL, 0);
+    value = s_value_int (1);
+    bad = s_mutate (dropped, "zzz", pw_data (value), pw_size (value));
+    assert_int_equal (proto_msg_decode (pw_data (bad), pw_size (bad), &msg,
+                                        why, sizeof why), -2);
+    assert_string_equal (why, "result: unknown key 'zzz'");
+    pw_destroy (&bad);
+    pw_destroy (&value);
+    pw_destroy (&dropped);
+    pw_destroy (&valid);
+}
+
 static void
 test_proto_version_and_type_refused (void **state)
 {
@@ -1362,6 +1457,7 @@ main (void)
 {
     const struct CMUnitTest tests [] = {
         cmocka_unit_test (test_proto_round_trip),
+        cmocka_unit_test (test_proto_any_key_order),
         cmocka_unit_test (test_proto_every_truncation_refused),
         cmocka_unit_test (test_proto_trailing_bytes_refused),
         cmocka_unit_test (test_proto_type_names),

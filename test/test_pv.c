@@ -392,6 +392,279 @@ test_pv_map_check (void **state)
     pw_destroy (&w);
 }
 
+//  Every encoding msgpack has for each type, including the wide forms
+//  that a compact writer never uses for small values.
+static void
+test_pv_every_encoding (void **state)
+{
+    const unsigned char bytes [] = {
+        0xdd, 0x00, 0x00, 0x00, 0x1a,           //  array32 of 26
+        0x05,                                   //  0: fixint 5
+        0xe0,                                   //  1: fixint -32
+        0xcc, 0xff,                             //  2: uint8 255
+        0xcd, 0x01, 0x00,                       //  3: uint16 256
+        0xce, 0xff, 0xff, 0xff, 0xff,           //  4: uint32 4294967295
+        0xcf, 0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x00,
+                                                //  5: uint64 4294967296
+        0xd0, 0x80,                             //  6: int8 -128
+        0xd0, 0x07,                             //  7: int8 7
+        0xd1, 0x80, 0x00,                       //  8: int16 -32768
+        0xd2, 0x80, 0x00, 0x00, 0x00,           //  9: int32 -2147483648
+        0xd3, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xfe,
+                                                //  10: int64 -2
+        0xca, 0x3f, 0x00, 0x00, 0x00,           //  11: float32 0.5
+        0xcb, 0xc0, 0x09, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+                                                //  12: float64 -3.125
+        0xc0,                                   //  13: nil
+        0xc3,                                   //  14: true
+        0xc2,                                   //  15: false
+        0xd9, 0x03, 'a', 'b', 'c',              //  16: str8
+        0xda, 0x00, 0x01, 'x',                  //  17: str16
+        0xdb, 0x00, 0x00, 0x00, 0x00,           //  18: str32, empty
+        0xc4, 0x02, 0x00, 0xff,                 //  19: bin8
+        0xc5, 0x00, 0x01, 0x7f,                 //  20: bin16
+        0xc6, 0x00, 0x00, 0x00, 0x00,           //  21: bin32, empty
+        0xdc, 0x00, 0x02, 0x01, 0xa1, 'y',      //  22: array16 [1, "y"]
+        0xde, 0x00, 0x01, 0xa1, 'k', 0x02,      //  23: map16 {k: 2}
+        0xdf, 0x00, 0x00, 0x00, 0x00,           //  24: map32, empty
+        0x90,                                   //  25: fixarray, empty
+    };
+    pv_doc_t *doc = NULL;
+    char why [128] = "";
+    if (pv_doc_decode (bytes, sizeof bytes, &doc, why, sizeof why))
+        fail_msg ("refused: %s", why);
+    const pv_t *root = pv_doc_root (doc);
+    assert_int_equal (pv_size (root), 26);
+    const int64_t ints [] = {
+        5, -32, 255, 256, 4294967295LL, 4294967296LL, -128, 7, -32768,
+        -2147483648LL, -2
+    };
+    for (size_t index = 0; index < 11; index++) {
+        int64_t number = 0;
+        assert_int_equal (pv_type (pv_array_at (root, index)), PV_INT);
+        assert_int_equal (pv_get_int (pv_array_at (root, index), &number), 0);
+        assert_true (number == ints [index]);
+    }
+    double real = 0;
+    assert_int_equal (pv_get_float (pv_array_at (root, 11), &real), 0);
+    assert_true (real == 0.5);
+    assert_int_equal (pv_get_float (pv_array_at (root, 12), &real), 0);
+    assert_true (real == -3.125);
+    assert_int_equal (pv_type (pv_array_at (root, 13)), PV_NIL);
+    bool flag = false;
+    assert_int_equal (pv_get_bool (pv_array_at (root, 14), &flag), 0);
+    assert_true (flag);
+    assert_int_equal (pv_get_bool (pv_array_at (root, 15), &flag), 0);
+    assert_false (flag);
+    assert_true (pv_str_eq (pv_array_at (root, 16), "abc"));
+    assert_true (pv_str_eq (pv_array_at (root, 17), "x"));
+    assert_true (pv_str_eq (pv_array_at (root, 18), ""));
+    size_t len = 0;
+    assert_int_equal (pv_type (pv_array_at (root, 19)), PV_BIN);
+    assert_memory_equal (pv_str (pv_array_at (root, 19), &len), "\x00\xff", 2);
+    assert_int_equal (len, 2);
+    assert_memory_equal (pv_str (pv_array_at (root, 20), &len), "\x7f", 1);
+    assert_int_equal (len, 1);
+    assert_int_equal (pv_type (pv_array_at (root, 21)), PV_BIN);
+    assert_int_equal (pv_size (pv_array_at (root, 21)), 0);
+    const pv_t *inner = pv_array_at (root, 22);
+    assert_int_equal (pv_size (inner), 2);
+    assert_true (pv_str_eq (pv_array_at (inner, 1), "y"));
+    int64_t number = 0;
+    assert_int_equal (pv_get_int (pv_map_get (pv_array_at (root, 23), "k"),
+                                  &number), 0);
+    assert_int_equal (number, 2);
+    assert_int_equal (pv_type (pv_array_at (root, 24)), PV_MAP);
+    assert_int_equal (pv_size (pv_array_at (root, 24)), 0);
+    assert_int_equal (pv_type (pv_array_at (root, 25)), PV_ARRAY);
+    assert_int_equal (pv_size (pv_array_at (root, 25)), 0);
+    pv_doc_destroy (&doc);
+}
+
+//  An array of COUNT maps {"i": index, "s": "<index>", "a": [index]}:
+//  4 + 7 * COUNT objects.
+static pw_t *
+s_records (size_t count)
+{
+    pw_t *w = pw_new ();
+    pw_map (w, 1);
+    pw_str (w, "records");
+    pw_array (w, count);
+    for (size_t index = 0; index < count; index++) {
+        char text [24];
+        snprintf (text, sizeof text, "%zu", index);
+        pw_map (w, 3);
+        pw_str (w, "i");
+        pw_int (w, (int64_t) index);
+        pw_str (w, "s");
+        pw_str (w, text);
+        pw_str (w, "a");
+        pw_array (w, 1);
+        pw_int (w, (int64_t) index);
+    }
+    return w;
+}
+
+static void
+s_check_records (const pv_t *root, size_t count)
+{
+    const pv_t *records = pv_map_get (root, "records");
+    assert_int_equal (pv_size (records), count);
+    for (size_t index = 0; index < count; index++) {
+        const pv_t *record = pv_array_at (records, index);
+        char text [24];
+        snprintf (text, sizeof text, "%zu", index);
+        int64_t number = -1;
+        assert_int_equal (pv_get_int (pv_map_get (record, "i"), &number), 0);
+        assert_true (number == (int64_t) index);
+        assert_true (pv_str_eq (pv_map_get (record, "s"), text));
+        number = -1;
+        assert_int_equal (pv_get_int (pv_array_at (pv_map_get (record, "a"),
+                                                   0), &number), 0);
+        assert_true (number == (int64_t) index);
+    }
+}
+
+//  Small and large documents (small ones are read in one walk, large ones
+//  in two) decode alike, copied or borrowed, and re-encode to their bytes.
+static void
+test_pv_document_sizes (void **state)
+{
+    for (size_t count = 0; count < 40; count++) {
+        pw_t *w = s_records (count);
+        for (int borrowed = 0; borrowed < 2; borrowed++) {
+            //  A copy the test can overwrite after decoding
+            unsigned char *bytes = malloc (pw_size (w));
+            assert_non_null (bytes);
+            memcpy (bytes, pw_data (w), pw_size (w));
+            pv_doc_t *doc = NULL;
+            int rc = borrowed
+                   ? pv_doc_decode_borrowed (bytes, pw_size (w), &doc, NULL, 0)
+                   : pv_doc_decode (bytes, pw_size (w), &doc, NULL, 0);
+            assert_int_equal (rc, 0);
+            if (!borrowed)
+                memset (bytes, 0xc1, pw_size (w));
+            s_check_records (pv_doc_root (doc), count);
+            pw_t *again = pw_new ();
+            pw_pv (again, pv_doc_root (doc));
+            assert_int_equal (pw_size (again), pw_size (w));
+            assert_memory_equal (pw_data (again), pw_data (w), pw_size (w));
+            pw_destroy (&again);
+            pv_doc_destroy (&doc);
+            free (bytes);
+        }
+        //  Every truncation of it is refused
+        for (size_t size = 0; size < pw_size (w); size += 1 + size / 8)
+            assert_int_equal (s_decode (pw_data (w), size, NULL, 0), -2);
+        pw_destroy (&w);
+    }
+}
+
+static void
+test_pv_borrowed_strings_point_into_data (void **state)
+{
+    pw_t *w = s_sample ();
+    const char *data = (const char *) pw_data (w);
+    pv_doc_t *doc = NULL;
+    assert_int_equal (pv_doc_decode_borrowed (data, pw_size (w), &doc, NULL,
+                                              0), 0);
+    const char *name = pv_str (pv_map_get (pv_doc_root (doc), "name"), NULL);
+    assert_true (name >= data && name < data + pw_size (w));
+    pv_doc_destroy (&doc);
+
+    assert_int_equal (pv_doc_decode (data, pw_size (w), &doc, NULL, 0), 0);
+    name = pv_str (pv_map_get (pv_doc_root (doc), "name"), NULL);
+    assert_false (name >= data && name < data + pw_size (w));
+    pv_doc_destroy (&doc);
+
+    //  The same refusals as a copying decode
+    char why [128];
+    const unsigned char trailing [] = { 0xc0, 0xc0 };
+    assert_int_equal (pv_doc_decode_borrowed (trailing, 2, &doc, why,
+                                              sizeof why), -2);
+    assert_null (doc);
+    assert_non_null (strstr (why, "trailing"));
+    assert_int_equal (pv_doc_decode_borrowed (NULL, 0, &doc, NULL, 0), -2);
+    pw_destroy (&w);
+}
+
+static void
+test_pv_map_entry (void **state)
+{
+    pw_t *w = s_sample ();
+    pv_doc_t *doc = NULL;
+    assert_int_equal (pv_doc_decode (pw_data (w), pw_size (w), &doc, NULL, 0),
+                      0);
+    const pv_t *root = pv_doc_root (doc);
+    const char *key = NULL;
+    size_t key_len = 0;
+    const pv_t *value = pv_map_entry (root, 1, &key, &key_len);
+    assert_int_equal (key_len, 5);
+    assert_memory_equal (key, "count", 5);
+    assert_ptr_equal (value, pv_map_get (root, "count"));
+    key = NULL;
+    assert_null (pv_map_entry (root, 9, &key, &key_len));
+    assert_null (key);
+    assert_null (pv_map_entry (pv_map_get (root, "list"), 0, &key, &key_len));
+    assert_null (pv_map_entry (NULL, 0, &key, &key_len));
+    pv_doc_destroy (&doc);
+    pw_destroy (&w);
+}
+
+//  Of several maps with duplicate keys, the one that starts first is
+//  reported, wherever the maps sit.
+static void
+test_pv_first_duplicate_reported (void **state)
+{
+    char why [128];
+    pw_t *w = pw_new ();
+    //  {"a": {"x": 1, "x": 2}, "b": {"y": 1, "y": 2}}
+    pw_map (w, 2);
+    pw_str (w, "a");
+    pw_map (w, 2);
+    pw_str (w, "x");
+    pw_int (w, 1);
+    pw_str (w, "x");
+    pw_int (w, 2);
+    pw_str (w, "b");
+    pw_map (w, 2);
+    pw_str (w, "y");
+    pw_int (w, 1);
+    pw_str (w, "y");
+    pw_int (w, 2);
+    assert_int_equal (s_decode (pw_data (w), pw_size (w), why, sizeof why),
+                      -2);
+    assert_string_equal (why, "duplicate map key 'x'");
+
+    //  {"m": {"x": 1, "x": 2}, "m": 1}: the outer map starts first
+    pw_reset (w);
+    pw_map (w, 2);
+    pw_str (w, "m");
+    pw_map (w, 2);
+    pw_str (w, "x");
+    pw_int (w, 1);
+    pw_str (w, "x");
+    pw_int (w, 2);
+    pw_str (w, "m");
+    pw_int (w, 1);
+    assert_int_equal (s_decode (pw_data (w), pw_size (w), why, sizeof why),
+                      -2);
+    assert_string_equal (why, "duplicate map key 'm'");
+
+    //  In a small map, the first key that repeats an earlier one
+    pw_reset (w);
+    pw_map (w, 5);
+    const char *keys [] = { "b", "a", "c", "a", "b" };
+    for (size_t index = 0; index < 5; index++) {
+        pw_str (w, keys [index]);
+        pw_nil (w);
+    }
+    assert_int_equal (s_decode (pw_data (w), pw_size (w), why, sizeof why),
+                      -2);
+    assert_string_equal (why, "duplicate map key 'a'");
+    pw_destroy (&w);
+}
+
 //  Writes VALUE as JSON into a fresh string (caller frees).
 static char *
 s_json (const pv_t *value, int indent)
@@ -482,6 +755,11 @@ main (void)
         cmocka_unit_test (test_pv_bad_bytes_refused),
         cmocka_unit_test (test_pv_nul_in_string),
         cmocka_unit_test (test_pv_map_check),
+        cmocka_unit_test (test_pv_every_encoding),
+        cmocka_unit_test (test_pv_document_sizes),
+        cmocka_unit_test (test_pv_borrowed_strings_point_into_data),
+        cmocka_unit_test (test_pv_map_entry),
+        cmocka_unit_test (test_pv_first_duplicate_reported),
         cmocka_unit_test (test_pv_json_output),
         cmocka_unit_test (test_pv_writer_basics),
     };
