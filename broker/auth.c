@@ -1087,15 +1087,15 @@ s_agent_hello (broker_t *broker, const char *text, const proto_msg_t *hello,
 }
 
 int
-auth_agent_check (broker_t *broker, zframe_t *body, const proto_msg_t *msg,
-                  int64_t wall_ms, const char **code, char *why,
-                  size_t why_len)
+auth_agent_check (broker_t *broker, const zmq_msg_t *body,
+                  const proto_msg_t *msg, int64_t wall_ms, const char **code,
+                  char *why, size_t why_len)
 {
     auth_t *self = broker->auth;
     *code = NULL;
     if (self->config->insecure)
         return 0;
-    const char *text = zframe_meta (body, "User-Id");
+    const char *text = zmq_msg_gets (body, "User-Id");
     if (!text || !keys_z85_valid (text)) {
         self->counters.unauthorized++;
         return s_refuse (code, PROTO_ERR_UNAUTHORIZED, why, why_len,

@@ -4,8 +4,8 @@
 
     Who a peer is comes from CurveZMQ only: the ZAP handler (RFC 27) sets
     each connection's User-Id to the peer's public key (Z85), and every
-    message is judged by zframe_meta (body, "User-Id"), never by what its
-    body claims.
+    message is judged by the User-Id metadata of its body frame
+    (zmq_msg_gets, or zframe_meta), never by what its body claims.
 
     The handler is the broker's own, served in the broker's zloop on
     inproc://zeromq.zap.01, bound before any other socket binds; the
@@ -210,12 +210,15 @@ const auth_key_t *auth_key (auth_t *self, const char *key);
 //  the sockets exist.
 void auth_attach (broker_t *broker);
 
-//  Judges an agent message MSG that arrived in BODY. Returns 0 to go on,
-//  or -1 to drop it; then *CODE (when not NULL) and WHY are the error to
-//  send back. May change the key store (in the pass's transaction).
-int auth_agent_check (broker_t *broker, zframe_t *body, const proto_msg_t *msg,
-                      int64_t wall_ms, const char **code, char *why,
-                      size_t why_len);
+//  Judges an agent message MSG that was decoded from the received frame
+//  BODY: the sender's key is BODY's User-Id metadata (zmq_msg_gets),
+//  read only when the broker is secure. BODY is borrowed for the call.
+//  Returns 0 to go on, or -1 to drop the message; then *CODE (when not
+//  NULL) and WHY are the error to send back. May change the key store
+//  (in the pass's transaction).
+int auth_agent_check (broker_t *broker, const zmq_msg_t *body,
+                      const proto_msg_t *msg, int64_t wall_ms,
+                      const char **code, char *why, size_t why_len);
 
 //  Judges a client request that arrived in BODY against the client's role
 //  and the allowlist, and serves the key.* requests. Returns true when it

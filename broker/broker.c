@@ -9,23 +9,58 @@
 #include "jobrec.h"
 
 #define BATCH_MAX 512            //  Messages read per socket per pass
+#define TICK_PASSES 4            //  Agent socket passes before each tick
+#define BACKLOG_LAG_MAX_MS 30000 //  Deadlines wait for a backlog at most this
 #define REPLY_CACHE_MAX 10000    //  Client replies kept for retries
+#define SEND_BYTES_KEEP (1 << 20) //  Larger send buffers are freed after use
 
+//  A two-frame message (routing id or topic, then body) that waits for
+//  the pass's commit. Its bytes lie in broker_io_t.bytes: the first
+//  frame, the body, then for agent sends the node id and a NUL.
 typedef struct {
-    zsock_t *socket;             //  Where to send
-    zmsg_t *msg;                 //  What
-    char *node;                  //  Agent ROUTER sends: the node, for logs
-} outbox_item_t;
+    zsock_t *socket;             //  Agent ROUTER or commands XPUB
+    size_t offset;               //  Where its bytes start
+    size_t first_size;           //  Routing id or topic
+    size_t body_size;            //  msgpack body
+    size_t node_size;            //  Node id (agent sends, for logs), or 0
+} s_send_t;
+
+//  The agent socket's receive frames and the queue of two-frame sends.
+//  Both are reused from message to message and pass to pass: the hot
+//  path allocates nothing once the buffers have grown.
+struct _broker_io_t {
+    zmq_msg_t routing;           //  Agent socket: routing id frame
+    zmq_msg_t body;              //  Agent socket: body frame
+    uint8_t *bytes;              //  Queued sends' bytes, back to back
+    size_t bytes_size;           //  Bytes used
+    size_t bytes_max;            //  Bytes allocated
+    s_send_t *sends;             //  Queued sends, in order
+    size_t send_count;           //  Sends queued
+    size_t send_max;             //  Sends allocated
+    int64_t agents_empty_ms;     //  Monotonic: a pass that began then found
+                                 //  the agent socket empty
+};
+
+static broker_io_t *
+s_io_new (void)
+{
+    broker_io_t *io = (broker_io_t *) zmalloc (sizeof (broker_io_t));
+    zmq_msg_init (&io->routing);
+    zmq_msg_init (&io->body);
+    return io;
+}
 
 static void
-s_outbox_item_destroy (void **item_p)
+s_io_destroy (broker_io_t **io_p)
 {
-    outbox_item_t *item = (outbox_item_t *) *item_p;
-    if (item) {
-        zmsg_destroy (&item->msg);
-        free (item->node);
-        free (item);
-        *item_p = NULL;
+    broker_io_t *io = *io_p;
+    if (io) {
+        zmq_msg_close (&io->routing);
+        zmq_msg_close (&io->body);
+        free (io->bytes);
+        free (io->sends);
+        free (io);
+        *io_p = NULL;
     }
 }
 
@@ -209,16 +244,52 @@ broker_txn (broker_t *self)
     return self->txn;
 }
 
+//  Queues a client reply (an envelope and a body) until the commit.
 static void
-s_outbox_add (broker_t *self, zsock_t *socket, zmsg_t **msg_p,
-              const char *node)
+s_outbox_add (broker_t *self, zmsg_t **msg_p)
 {
-    outbox_item_t *item = (outbox_item_t *) zmalloc (sizeof (outbox_item_t));
-    item->socket = socket;
-    item->msg = *msg_p;
+    zlistx_add_end (self->outbox, *msg_p);
     *msg_p = NULL;
-    item->node = node ? strdup (node) : NULL;
-    zlistx_add_end (self->outbox, item);
+}
+
+//  Queues FIRST, then the body in self->body, to SOCKET until the commit.
+//  NODE (agent sends) names the receiver for the logs, or is NULL.
+static void
+s_queue_send (broker_t *self, zsock_t *socket, const void *first,
+              size_t first_size, const char *node)
+{
+    broker_io_t *io = self->io;
+    size_t body_size = pw_size (self->body);
+    size_t node_size = node ? strlen (node) : 0;
+    size_t need = first_size + body_size + (node ? node_size + 1 : 0);
+    if (io->bytes_max - io->bytes_size < need) {
+        size_t max = io->bytes_max ? io->bytes_max : 65536;
+        while (max - io->bytes_size < need)
+            max *= 2;
+        io->bytes = (uint8_t *) realloc (io->bytes, max);
+        assert (io->bytes);
+        io->bytes_max = max;
+    }
+    if (io->send_count == io->send_max) {
+        io->send_max = io->send_max ? io->send_max * 2 : 1024;
+        io->sends = (s_send_t *) realloc (io->sends,
+                                          io->send_max * sizeof (s_send_t));
+        assert (io->sends);
+    }
+    s_send_t *send = &io->sends [io->send_count++];
+    send->socket = socket;
+    send->offset = io->bytes_size;
+    send->first_size = first_size;
+    send->body_size = body_size;
+    send->node_size = node_size;
+    uint8_t *at = io->bytes + io->bytes_size;
+    memcpy (at, first, first_size);
+    memcpy (at + first_size, pw_data (self->body), body_size);
+    if (node) {
+        memcpy (at + first_size + body_size, node, node_size);
+        at [first_size + body_size + node_size] = 0;
+    }
+    io->bytes_size += need;
 }
 
 //  Queues the body in self->body to a node over the agent ROUTER.
@@ -227,49 +298,75 @@ s_send_to_node (broker_t *self, const registry_node_t *node)
 {
     if (!node || !node->online || node->routing_id_size == 0)
         return;
-    zmsg_t *msg = zmsg_new ();
-    zmsg_addmem (msg, node->routing_id, node->routing_id_size);
-    zmsg_addmem (msg, pw_data (self->body), pw_size (self->body));
-    s_outbox_add (self, self->agents, &msg, node->id);
+    s_queue_send (self, self->agents, node->routing_id,
+                  node->routing_id_size, node->id);
 }
 
 //  Queues the body in self->body on the commands PUB under TOPIC.
 static void
 s_publish (broker_t *self, const char *topic)
 {
-    zmsg_t *msg = zmsg_new ();
-    zmsg_addstr (msg, topic);
-    zmsg_addmem (msg, pw_data (self->body), pw_size (self->body));
-    s_outbox_add (self, self->publish, &msg, NULL);
+    s_queue_send (self, self->publish, topic, strlen (topic), NULL);
+}
+
+//  A queued send failed with ERROR; NODE_ID names the agent it was for,
+//  or is NULL.
+static void
+s_send_failed (broker_t *self, const char *node_id, int error)
+{
+    self->counters.send_failed++;
+    //  EHOSTUNREACH: its connection is gone. EAGAIN (its queue is full)
+    //  only drops this message: acks and re-sends cover it.
+    if (node_id && error == EHOSTUNREACH) {
+        registry_node_t *node = registry_lookup (self->registry, node_id);
+        if (node && node->online) {
+            s_log ("node %s is unreachable: marking it offline", node_id);
+            registry_set_offline (node, broker_now_ms ());
+        }
+    }
+    else
+    if (node_id && self->config.verbose)
+        s_log ("send to node %s failed: %s", node_id, zmq_strerror (error));
 }
 
 static void
 s_flush (broker_t *self)
 {
-    outbox_item_t *item = (outbox_item_t *) zlistx_first (self->outbox);
-    while (item) {
-        if (zmsg_send (&item->msg, item->socket) != 0) {
-            int error = zmq_errno ();
-            self->counters.send_failed++;
-            //  EHOSTUNREACH: its connection is gone. EAGAIN (its queue is
-            //  full) only drops this message: acks and re-sends cover it.
-            if (item->node && error == EHOSTUNREACH) {
-                registry_node_t *node = registry_lookup (self->registry,
-                                                         item->node);
-                if (node && node->online) {
-                    s_log ("node %s is unreachable: marking it offline",
-                           item->node);
-                    registry_set_offline (node, broker_now_ms ());
-                }
-            }
-            else
-            if (item->node && self->config.verbose)
-                s_log ("send to node %s failed: %s", item->node,
-                       zmq_strerror (error));
-        }
-        item = (outbox_item_t *) zlistx_next (self->outbox);
+    broker_io_t *io = self->io;
+    for (size_t index = 0; index < io->send_count; index++) {
+        const s_send_t *send = &io->sends [index];
+        const uint8_t *at = io->bytes + send->offset;
+        void *handle = send->socket ? zsock_resolve (send->socket) : NULL;
+        //  The ROUTER refuses the routing id frame of a vanished or full
+        //  peer; after it the body cannot fail.
+        int rc = handle ? zmq_send (handle, at, send->first_size,
+                                    ZMQ_SNDMORE | ZMQ_DONTWAIT)
+                        : -1;
+        if (rc >= 0)
+            rc = zmq_send (handle, at + send->first_size, send->body_size,
+                           ZMQ_DONTWAIT);
+        if (rc < 0)
+            s_send_failed (self, send->node_size
+                                     ? (const char *) at + send->first_size
+                                           + send->body_size
+                                     : NULL,
+                           handle ? zmq_errno () : ENOTSOCK);
     }
-    zlistx_purge (self->outbox);
+    io->send_count = 0;
+    io->bytes_size = 0;
+    //  A rare huge pass (a restore's re-sends, a long node list) does not
+    //  keep its memory
+    if (io->bytes_max > SEND_BYTES_KEEP) {
+        free (io->bytes);
+        free (io->sends);
+        io->bytes = NULL;
+        io->sends = NULL;
+        io->bytes_max = io->send_max = 0;
+    }
+    zmsg_t *msg;
+    while ((msg = (zmsg_t *) zlistx_detach (self->outbox, NULL)))
+        if (zmsg_send (&msg, self->client) != 0)
+            self->counters.send_failed++;
 }
 
 //  Ends a pass: drains the scheduler, commits, sends. A send failure can
@@ -286,7 +383,7 @@ s_pass_end (broker_t *self)
                        "kept in memory only", store_strerror (rc),
                        store_last_error (self->store));
         }
-        if (zlistx_size (self->outbox) == 0)
+        if (zlistx_size (self->outbox) == 0 && self->io->send_count == 0)
             break;
         s_flush (self);
     }
@@ -462,8 +559,8 @@ broker_drain (broker_t *self)
 //  Agent socket
 
 static void
-s_send_agent_error (broker_t *self, zframe_t *routing, const char *code,
-                    const char *message)
+s_send_agent_error (broker_t *self, const void *routing, size_t routing_size,
+                    const char *code, const char *message)
 {
     proto_msg_t msg;
     memset (&msg, 0, sizeof msg);
@@ -473,10 +570,7 @@ s_send_agent_error (broker_t *self, zframe_t *routing, const char *code,
     pw_reset (self->body);
     if (proto_msg_encode (&msg, self->body) != 0)
         return;
-    zmsg_t *out = zmsg_new ();
-    zmsg_addmem (out, zframe_data (routing), zframe_size (routing));
-    zmsg_addmem (out, pw_data (self->body), pw_size (self->body));
-    s_outbox_add (self, self->agents, &out, NULL);
+    s_queue_send (self, self->agents, routing, routing_size, NULL);
 }
 
 void
@@ -494,18 +588,16 @@ broker_save_node (broker_t *self, const registry_node_t *node)
 }
 
 static void
-s_on_hello (broker_t *self, zframe_t *routing, zframe_t *body,
-            proto_msg_t **msg_p, int64_t now_ms)
+s_on_hello (broker_t *self, const void *routing, size_t routing_size,
+            const void *body, size_t body_size, proto_msg_t **msg_p,
+            int64_t now_ms)
 {
     proto_msg_t *hello = *msg_p;
     registry_node_t *before = registry_lookup (self->registry, hello->node);
     bool was_online = before && before->online;
-    registry_node_t *node = registry_hello (self->registry, msg_p,
-                                            zframe_data (body),
-                                            zframe_size (body),
-                                            zframe_data (routing),
-                                            zframe_size (routing), now_ms,
-                                            broker_wall_ms ());
+    registry_node_t *node = registry_hello (self->registry, msg_p, body,
+                                            body_size, routing, routing_size,
+                                            now_ms, broker_wall_ms ());
     broker_save_node (self, node);
     s_log ("node %s %s (%s, %zu group%s, %zu backend%s)", node->id,
            was_online ? "re-registered" : "registered",
@@ -524,39 +616,40 @@ s_on_hello (broker_t *self, zframe_t *routing, zframe_t *body,
     s_send_to_node (self, node);
 }
 
+//  Handles the message in self->io's frames (a routing id and a body).
 static void
-s_on_agent_message (broker_t *self, zmsg_t *msg, int64_t now_ms)
+s_on_agent_message (broker_t *self, int64_t now_ms)
 {
-    zframe_t *routing = zmsg_first (msg);
-    zframe_t *body = zmsg_next (msg);
-    if (!routing || !body || zmsg_size (msg) != 2) {
-        self->counters.malformed++;
-        return;
-    }
+    broker_io_t *io = self->io;
+    const void *routing = zmq_msg_data (&io->routing);
+    size_t routing_size = zmq_msg_size (&io->routing);
+    const void *body = zmq_msg_data (&io->body);
+    size_t body_size = zmq_msg_size (&io->body);
     proto_msg_t *in = NULL;
     char why [256];
-    if (proto_msg_decode (zframe_data (body), zframe_size (body), &in, why,
-                          sizeof why) != 0) {
+    if (proto_msg_decode (body, body_size, &in, why, sizeof why) != 0) {
         self->counters.malformed++;
         if (self->config.verbose)
             s_log ("dropped a malformed agent message: %s", why);
         const char *code = strstr (why, "version") ? PROTO_ERR_VERSION
                                                    : PROTO_ERR_MALFORMED;
-        s_send_agent_error (self, routing, code, why);
+        s_send_agent_error (self, routing, routing_size, code, why);
         return;
     }
-    //  Who sent it: the key of the connection, never the body (auth.h)
+    //  Who sent it: the key of the connection, never the body (auth.h).
+    //  The ROUTER's routing id frame carries no metadata; the body does.
     const char *refusal_code = NULL;
     char refusal [512];
-    if (auth_agent_check (self, body, in, broker_wall_ms (), &refusal_code,
-                          refusal, sizeof refusal) != 0) {
+    if (auth_agent_check (self, &io->body, in, broker_wall_ms (),
+                          &refusal_code, refusal, sizeof refusal) != 0) {
         if (refusal_code)
-            s_send_agent_error (self, routing, refusal_code, refusal);
+            s_send_agent_error (self, routing, routing_size, refusal_code,
+                                refusal);
         proto_msg_destroy (&in);
         return;
     }
     if (in->type == PROTO_HELLO) {
-        s_on_hello (self, routing, body, &in, now_ms);
+        s_on_hello (self, routing, routing_size, body, body_size, &in, now_ms);
         proto_msg_destroy (&in);
         return;
     }
@@ -565,21 +658,20 @@ s_on_agent_message (broker_t *self, zmsg_t *msg, int64_t now_ms)
                       || in->type == PROTO_BYE;
     if (!from_agent) {
         self->counters.malformed++;
-        s_send_agent_error (self, routing, PROTO_ERR_BAD_REQUEST,
+        s_send_agent_error (self, routing, routing_size, PROTO_ERR_BAD_REQUEST,
                             "agents send hello, heartbeat, ack, started, "
                             "result or bye");
         proto_msg_destroy (&in);
         return;
     }
     registry_node_t *node = registry_session (self->registry, in->node,
-                                              zframe_data (routing),
-                                              zframe_size (routing));
+                                              routing, routing_size);
     if (!node) {
         //  Unknown session (broker restarted, or node marked offline):
         //  the agent says hello again, then re-sends what is unacked.
         self->counters.unknown_node++;
         if (in->type != PROTO_BYE)
-            s_send_agent_error (self, routing, "unknown_node",
+            s_send_agent_error (self, routing, routing_size, "unknown_node",
                                 "this broker does not know this session: "
                                 "send hello");
         proto_msg_destroy (&in);
@@ -633,20 +725,72 @@ s_on_agent_message (broker_t *self, zmsg_t *msg, int64_t now_ms)
     proto_msg_destroy (&in);
 }
 
+//  Receives the next message of the agent socket into self->io's frames.
+//  Returns 1 for a routing id and a body, 0 for a message of any other
+//  shape (read whole, counted malformed), -1 when nothing was read: with
+//  errno EAGAIN when the socket is empty.
+static int
+s_agent_recv (broker_t *self, void *handle)
+{
+    broker_io_t *io = self->io;
+    if (zmq_msg_recv (&io->routing, handle, ZMQ_DONTWAIT) < 0)
+        return -1;
+    //  A ROUTER always prepends the routing id, so a lone frame cannot
+    //  come from a peer; it is malformed all the same.
+    bool framed = zmq_msg_more (&io->routing)
+                  && zmq_msg_recv (&io->body, handle, ZMQ_DONTWAIT) >= 0;
+    if (framed && !zmq_msg_more (&io->body))
+        return 1;
+    //  Parts of one message arrive together: read the rest of it.
+    zmq_msg_t *part = framed ? &io->body : &io->routing;
+    while (zmq_msg_more (part)
+           && zmq_msg_recv (&io->body, handle, ZMQ_DONTWAIT) >= 0)
+        part = &io->body;
+    self->counters.malformed++;
+    return 0;
+}
+
+//  Lets go of the frames of the last message, so libzmq may reuse the
+//  buffers they point into.
+static void
+s_agent_release (broker_io_t *io)
+{
+    zmq_msg_close (&io->routing);
+    zmq_msg_close (&io->body);
+    zmq_msg_init (&io->routing);
+    zmq_msg_init (&io->body);
+}
+
+//  One pass over the agent socket: up to BATCH_MAX messages, then the
+//  commit and the sends. Returns true when it found the socket empty.
+static bool
+s_agents_pass (broker_t *self)
+{
+    int64_t now_ms = broker_now_ms ();
+    void *handle = zsock_resolve (self->agents);
+    bool empty = false;
+    for (int count = 0; count < BATCH_MAX; count++) {
+        int rc = s_agent_recv (self, handle);
+        if (rc < 0) {
+            empty = zmq_errno () == EAGAIN;
+            break;
+        }
+        if (rc > 0)
+            s_on_agent_message (self, now_ms);
+        s_agent_release (self->io);
+        broker_drain (self);
+    }
+    //  Everything queued when the pass began has been read
+    if (empty)
+        self->io->agents_empty_ms = now_ms;
+    s_pass_end (self);
+    return empty;
+}
+
 static int
 s_on_agents (zloop_t *loop, zsock_t *socket, void *arg)
 {
-    broker_t *self = (broker_t *) arg;
-    int64_t now_ms = broker_now_ms ();
-    for (int count = 0; count < BATCH_MAX; count++) {
-        zmsg_t *msg = zmsg_recv (socket);
-        if (!msg)
-            break;
-        s_on_agent_message (self, msg, now_ms);
-        zmsg_destroy (&msg);
-        broker_drain (self);
-    }
-    s_pass_end (self);
+    s_agents_pass ((broker_t *) arg);
     return 0;
 }
 
@@ -684,7 +828,7 @@ s_reply (broker_t *self, zmsg_t *envelope, const void *data, size_t size)
 {
     zmsg_t *out = zmsg_dup (envelope);
     zmsg_addmem (out, data, size);
-    s_outbox_add (self, self->client, &out, NULL);
+    s_outbox_add (self, &out);
 }
 
 static void
@@ -803,13 +947,35 @@ s_report_offline (broker_t *self, int64_t now_ms)
     free (ids);
 }
 
+//  The time by which the tick judges deadlines (acks, heartbeats, task
+//  and job timeouts, backoffs). Acks, results and heartbeats that wait
+//  unread in the agent socket were sent in time: a broker that has
+//  fallen behind must not count its own backlog against its agents. So
+//  a deadline passes only once a pass that began after it found the
+//  agent socket empty; and at most BACKLOG_LAG_MAX_MS late, so that a
+//  flood delays the timers but cannot stop them.
+static int64_t
+s_deadline_clock (broker_t *self, int64_t now_ms)
+{
+    int64_t clock_ms = self->io->agents_empty_ms;
+    if (clock_ms < now_ms - BACKLOG_LAG_MAX_MS)
+        clock_ms = now_ms - BACKLOG_LAG_MAX_MS;
+    return clock_ms < now_ms ? clock_ms : now_ms;
+}
+
 static int
 s_on_tick (zloop_t *loop, int timer_id, void *arg)
 {
     broker_t *self = (broker_t *) arg;
+    //  Input first: zloop runs timers before readers, and a busy agent
+    //  socket would otherwise hold the answers to the deadlines below.
+    for (int pass = 0; pass < TICK_PASSES; pass++)
+        if (s_agents_pass (self))
+            break;
     int64_t now_ms = broker_now_ms ();
+    int64_t deadline_ms = s_deadline_clock (self, now_ms);
     const char **offline = NULL;
-    size_t count = registry_expire (self->registry, now_ms,
+    size_t count = registry_expire (self->registry, deadline_ms,
                                     self->config.heartbeat_ms
                                         * self->config.missed_heartbeats,
                                     &offline);
@@ -822,14 +988,14 @@ s_on_tick (zloop_t *loop, int timer_id, void *arg)
             broker_save_node (self, node);
     }
     free (offline);
-    s_report_offline (self, now_ms);
+    s_report_offline (self, deadline_ms);
     if (self->hold_until_ms && now_ms >= self->hold_until_ms) {
         self->hold_until_ms = 0;
         if (!self->maintenance)
             sched_set_paused (self->sched, false);
     }
     //  Every tick, not only at deadlines: it also admits queued jobs.
-    sched_tick (self->sched, now_ms);
+    sched_tick (self->sched, deadline_ms);
     if (self->config.retention_ms > 0 && now_ms >= self->next_sweep_ms) {
         //  Sweep every minute, or more often for a short retention.
         int64_t every_ms = self->config.retention_ms / 2;
@@ -1097,7 +1263,8 @@ broker_new (const broker_config_t *config, char *err, size_t err_len)
     s_copy_config (&self->config, config);
     self->started_ms = broker_now_ms ();
     self->outbox = zlistx_new ();
-    zlistx_set_destructor (self->outbox, s_outbox_item_destroy);
+    zlistx_set_destructor (self->outbox, (zlistx_destructor_fn *) zmsg_destroy);
+    self->io = s_io_new ();
     self->scratch = pw_new ();
     self->body = pw_new ();
     self->event_seq = zhashx_new ();
@@ -1173,6 +1340,7 @@ broker_destroy (broker_t **self_p)
     registry_destroy (&self->registry);
     store_destroy (&self->store);
     zlistx_destroy (&self->outbox);
+    s_io_destroy (&self->io);
     zhashx_destroy (&self->event_seq);
     zhashx_destroy (&self->replies);
     zlistx_destroy (&self->reply_order);

@@ -7,7 +7,10 @@
     feeds the registry and the scheduler with the monotonic clock, drains
     the scheduler's actions into ONE store write transaction and an outbox,
     commits, and only then sends the outbox (group commit: nothing is
-    acknowledged before it is durable).
+    acknowledged before it is durable). A tick first reads what waits on
+    the agent socket, and judges deadlines by the last time it found that
+    socket empty, so a broker that falls behind does not time out acks
+    that are already in its own queue.
 
     The broker_t fields are shared with api.c (client request handlers)
     and nothing else.
@@ -72,6 +75,9 @@ void broker_destroy (broker_t **self_p);
 //  ----------------------------------------------------------------------
 //  Internals shared with api.c.
 
+//  broker.c's own state for the agent and commands sockets.
+typedef struct _broker_io_t broker_io_t;
+
 typedef struct {
     uint64_t malformed;          //  Undecodable or invalid frames
     uint64_t unknown_node;       //  Messages from unregistered sessions
@@ -90,7 +96,9 @@ struct _broker_t {
     registry_t *registry;        //  Nodes
     sched_t *sched;              //  The scheduler
     store_txn_t *txn;            //  This pass's write transaction, or NULL
-    zlistx_t *outbox;            //  Messages to send after commit
+    zlistx_t *outbox;            //  Client replies to send after commit
+    broker_io_t *io;             //  Agent socket frames, and the agent and
+                                 //  command sends that wait for the commit
     pw_t *scratch;               //  Encoding buffer for records
     pw_t *body;                  //  Encoding buffer for messages
     zhashx_t *event_seq;         //  Job id -> next event seq (uint32_t *)

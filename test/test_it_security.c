@@ -585,6 +585,51 @@ test_it_security_agent_cannot_speak_for_another_node (void **state)
     s_raw_close (&raw);
 }
 
+//  An agent message is one body frame. Anything else on the agent socket
+//  (an empty delimiter first, as a REQ would send, or three frames) is
+//  read whole, counted malformed and answered by nothing, and the next
+//  message on the same connection is served as usual.
+static void
+test_it_security_misframed_agent_messages_are_dropped (void **state)
+{
+    s_raw_t raw;
+    s_raw_open (&raw, &s_grid, "framing");
+    proto_msg_t *answer = s_raw_hello (&raw, "frame-01", NULL);
+    assert_non_null (answer);
+    assert_int_equal (answer->type, PROTO_WELCOME);
+    proto_msg_destroy (&answer);
+    int64_t before = s_counter (&s_grid, "malformed");
+    assert_true (before >= 0);
+
+    proto_msg_t beat = {
+        .type = PROTO_HEARTBEAT, .node = "frame-01", .running = 0,
+        .queued = 0
+    };
+    pw_t *writer = pw_new ();
+    assert_int_equal (proto_msg_encode (&beat, writer), 0);
+    const void *data = pw_data (writer);
+    size_t size = pw_size (writer);
+    assert_int_equal (zsock_send (raw.dealer, "zb", data, size), 0);
+    assert_int_equal (zsock_send (raw.dealer, "bbb", data, size, data, size,
+                                  data, size), 0);
+    pw_destroy (&writer);
+
+    //  The first answer after them is the welcome: neither got one
+    answer = s_raw_hello (&raw, "frame-01", NULL);
+    assert_non_null (answer);
+    assert_int_equal (answer->type, PROTO_WELCOME);
+    proto_msg_destroy (&answer);
+    assert_int_equal (s_counter (&s_grid, "malformed"), before + 2);
+    assert_true (grid_wait_node (&s_grid, "frame-01", "online", S_WAIT_MS));
+
+    proto_msg_t bye = {
+        .type = PROTO_BYE, .node = "frame-01", .reason = "test over"
+    };
+    s_raw_send (&raw, &bye);
+    assert_true (grid_wait_node (&s_grid, "frame-01", "offline", S_WAIT_MS));
+    s_raw_close (&raw);
+}
+
 static void
 test_it_security_agent_cannot_receive_other_nodes_commands (void **state)
 {
@@ -870,6 +915,8 @@ main (void)
         cmocka_unit_test (test_it_security_allowlist_refuses_other_actions),
         cmocka_unit_test (test_it_security_agent_key_cannot_call_client_api),
         cmocka_unit_test (test_it_security_agent_cannot_speak_for_another_node),
+        cmocka_unit_test (
+            test_it_security_misframed_agent_messages_are_dropped),
         cmocka_unit_test (
             test_it_security_agent_cannot_receive_other_nodes_commands),
         cmocka_unit_test (
