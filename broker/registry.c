@@ -696,53 +696,6 @@ s_write_time (pw_t *writer, int64_t wall_ms)
     pw_str (writer, text);
 }
 
-static void
-s_write_backends (const proto_msg_t *hello, pw_t *writer)
-{
-    pw_array (writer, hello->backend_count);
-    for (size_t b = 0; b < hello->backend_count; b++) {
-        const proto_backend_spec_t *backend = &hello->backends [b];
-        pw_map (writer, 2);
-        pw_str (writer, "name");
-        pw_str (writer, backend->name);
-        pw_str (writer, "actions");
-        pw_array (writer, backend->action_count);
-        for (size_t a = 0; a < backend->action_count; a++) {
-            const proto_action_spec_t *action = &backend->actions [a];
-            pw_map (writer, 4);
-            pw_str (writer, "name");
-            pw_str (writer, action->name);
-            pw_str (writer, "kind");
-            pw_str (writer, action->modify ? "modify" : "query");
-            pw_str (writer, "help");
-            pw_str (writer, action->help ? action->help : "");
-            pw_str (writer, "params");
-            pw_array (writer, action->param_count);
-            for (size_t p = 0; p < action->param_count; p++) {
-                const proto_param_spec_t *param = &action->params [p];
-                pw_map (writer, 4 + (param->pattern ? 1 : 0)
-                                  + (param->default_value ? 1 : 0));
-                pw_str (writer, "name");
-                pw_str (writer, param->name);
-                pw_str (writer, "required");
-                pw_bool (writer, param->required);
-                pw_str (writer, "type");
-                pw_str (writer, param->type ? param->type : "string");
-                if (param->pattern) {
-                    pw_str (writer, "pattern");
-                    pw_str (writer, param->pattern);
-                }
-                if (param->default_value) {
-                    pw_str (writer, "default");
-                    pw_str (writer, param->default_value);
-                }
-                pw_str (writer, "help");
-                pw_str (writer, param->help ? param->help : "");
-            }
-        }
-    }
-}
-
 void
 registry_node_encode (const registry_node_t *node, pw_t *writer,
                       bool with_backends)
@@ -782,8 +735,13 @@ registry_node_encode (const registry_node_t *node, pw_t *writer,
     pw_bool (writer, node->drained);
     if (with_backends) {
         pw_str (writer, "backends");
+        //  The hello form, min and max included: the shared list's bytes
+        if (node->backend_set)
+            pw_raw (writer, node->backend_set->bytes, node->backend_set->size);
+        else
         if (hello)
-            s_write_backends (hello, writer);
+            s_write_wire_backends (writer, hello->backends,
+                                   hello->backend_count);
         else
             pw_array (writer, 0);
     }

@@ -537,6 +537,32 @@ test_registry_restores_records_of_the_earlier_layout (void **state)
     assert_non_null (echo);
     assert_int_equal (echo->params [0].min_value, 1);
     assert_int_equal (echo->params [0].max_value, 9);
+    //  node.get shows the backends in the hello form, bounds included
+    pw_t *shown = pw_new ();
+    registry_node_encode (node, shown, true);
+    pv_doc_t *shown_doc = NULL;
+    assert_int_equal (pv_doc_decode (pw_data (shown), pw_size (shown),
+                                     &shown_doc, NULL, 0), 0);
+    const pv_t *backends = pv_map_get (pv_doc_root (shown_doc), "backends");
+    const pv_t *param = NULL;
+    for (size_t b = 0; b < pv_size (backends); b++) {
+        const pv_t *backend = pv_array_at (backends, b);
+        const pv_t *actions = pv_map_get (backend, "actions");
+        for (size_t a = 0; a < pv_size (actions); a++)
+            if (pv_str_eq (pv_map_get (backend, "name"), "test")
+            &&  pv_str_eq (pv_map_get (pv_array_at (actions, a), "name"),
+                           "echo"))
+                param = pv_array_at (pv_map_get (pv_array_at (actions, a),
+                                                 "params"), 0);
+    }
+    assert_non_null (param);
+    int64_t bound = 0;
+    assert_int_equal (pv_get_int (pv_map_get (param, "min"), &bound), 0);
+    assert_int_equal (bound, 1);
+    assert_int_equal (pv_get_int (pv_map_get (param, "max"), &bound), 0);
+    assert_int_equal (bound, 9);
+    pv_doc_destroy (&shown_doc);
+    pw_destroy (&shown);
     //  The node says hello with the same backends: it keeps their list.
     proto_msg_t *decoded = NULL;
     assert_int_equal (proto_msg_decode (pw_data (hello), pw_size (hello), &decoded, NULL, 0), 0);
