@@ -591,15 +591,14 @@ broker_save_node (broker_t *self, const registry_node_t *node)
 
 static void
 s_on_hello (broker_t *self, const void *routing, size_t routing_size,
-            const void *body, size_t body_size, proto_msg_t **msg_p,
-            int64_t now_ms)
+            proto_msg_t **msg_p, int64_t now_ms)
 {
     proto_msg_t *hello = *msg_p;
     registry_node_t *before = registry_lookup (self->registry, hello->node);
     bool was_online = before && before->online;
-    registry_node_t *node = registry_hello (self->registry, msg_p, body,
-                                            body_size, routing, routing_size,
-                                            now_ms, broker_wall_ms ());
+    registry_node_t *node = registry_hello (self->registry, msg_p, routing,
+                                            routing_size, now_ms,
+                                            broker_wall_ms ());
     broker_save_node (self, node);
     s_log ("node %s %s (%s, %zu group%s, %zu backend%s)", node->id,
            was_online ? "re-registered" : "registered",
@@ -651,7 +650,7 @@ s_on_agent_message (broker_t *self, int64_t now_ms)
         return;
     }
     if (in->type == PROTO_HELLO) {
-        s_on_hello (self, routing, routing_size, body, body_size, &in, now_ms);
+        s_on_hello (self, routing, routing_size, &in, now_ms);
         proto_msg_destroy (&in);
         return;
     }

@@ -371,8 +371,8 @@ s_node_get_or_new (registry_t *self, const char *id)
 }
 
 registry_node_t *
-registry_hello (registry_t *self, proto_msg_t **hello_p, const void *bytes,
-                size_t size, const void *routing_id, size_t routing_id_size,
+registry_hello (registry_t *self, proto_msg_t **hello_p,
+                const void *routing_id, size_t routing_id_size,
                 int64_t now_ms, int64_t wall_ms)
 {
     assert (hello_p && *hello_p && (*hello_p)->node);

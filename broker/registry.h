@@ -69,12 +69,9 @@ void registry_destroy (registry_t **self_p);
 //  Registers or refreshes a node from a decoded hello (taken: *hello_p is
 //  nulled), reached through ROUTING_ID. Its backends join an equal
 //  interned list, or become a new one; the hello's own copy is freed.
-//  BYTES/SIZE, the hello as received, are not kept (the store record is
-//  written from the node and its interned list) and may be NULL. Returns
-//  the node (borrowed, valid until the node is removed or the registry
-//  destroyed).
+//  Returns the node (borrowed, valid until the node is removed or the
+//  registry destroyed).
 registry_node_t *registry_hello (registry_t *self, proto_msg_t **hello_p,
-                                 const void *bytes, size_t size,
                                  const void *routing_id, size_t routing_id_size,
                                  int64_t now_ms, int64_t wall_ms);
 

@@ -189,7 +189,7 @@ test_auth_topics_of_a_node (void **state)
     hello->labels [0].key = strdup ("tier");
     hello->labels [0].value = strdup ("web.dev.us-east");
     hello->label_count = 1;
-    registry_node_t *node = registry_hello (registry, &hello, NULL, 0, "r", 1, 0, 0);
+    registry_node_t *node = registry_hello (registry, &hello, "r", 1, 0, 0);
     assert_non_null (node);
 
     const char *mine [] = {"all/", "node/web-01/", "group/web/",

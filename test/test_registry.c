@@ -129,7 +129,7 @@ s_copy (const proto_msg_t *hello)
 static void
 s_say_hello (registry_t *registry, proto_msg_t **hello_p, int64_t now_ms)
 {
-    assert_non_null (registry_hello (registry, hello_p, NULL, 0, "rr", 2, now_ms, now_ms + 4000));
+    assert_non_null (registry_hello (registry, hello_p, "rr", 2, now_ms, now_ms + 4000));
     assert_null (*hello_p);
 }
 
@@ -157,7 +157,7 @@ s_fleet (void)
                                       nodes [index][2], nodes [index][3]);
         char routing [16];
         snprintf (routing, sizeof routing, "r%d", index);
-        assert_non_null (registry_hello (registry, &hello, NULL, 0, routing, 2, 1000, 5000));
+        assert_non_null (registry_hello (registry, &hello, routing, 2, 1000, 5000));
         assert_null (hello);
     }
     return registry;
@@ -237,7 +237,7 @@ test_registry_sessions_are_bound_to_their_connection (void **state)
     assert_null (registry_session (registry, "nobody", "r0", 2));
     //  A re-registration moves the session to the new connection.
     proto_msg_t *hello = s_hello ("web-01", "web", NULL, NULL);
-    registry_hello (registry, &hello, NULL, 0, "zz", 2, 2000, 6000);
+    registry_hello (registry, &hello, "zz", 2, 2000, 6000);
     assert_null (registry_session (registry, "web-01", "r0", 2));
     assert_non_null (registry_session (registry, "web-01", "zz", 2));
     registry_destroy (&registry);
