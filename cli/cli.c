@@ -2021,8 +2021,12 @@ cli_progress_format (const pv_t *progress, char *buf, size_t buf_len)
     int64_t nodes = s_field_int (progress, "nodes", 0);
     int64_t done = s_field_int (progress, "done", 0);
     int64_t failed = s_field_int (progress, "failed", 0);
-    int used = snprintf (buf, buf_len, "%s %s  step %s  nodes %" PRId64 "/%"
-                         PRId64 " done", id, status, step_text, done, nodes);
+    int used = snprintf (buf, buf_len, "%s %s  step %s", id, status,
+                         step_text);
+    //  A whole job record (from a broker without job.progress) has no counts
+    if (pv_map_get (progress, "nodes") && used > 0 && (size_t) used < buf_len)
+        used += snprintf (buf + used, buf_len - (size_t) used, "  nodes %"
+                          PRId64 "/%" PRId64 " done", done, nodes);
     if (failed > 0 && used > 0 && (size_t) used < buf_len)
         snprintf (buf + used, buf_len - (size_t) used, "  %" PRId64 " failed",
                   failed);
@@ -2835,11 +2839,12 @@ s_wait (const cli_settings_t *settings, const char *job, FILE *out,
     pw_t *writer = pw_new ();
     int rc;
     bool finished = false;
+    bool whole = false;          //  A broker from before job.progress
     while (true) {
         char id [CLI_REQUEST_ID_LEN];
         cli_request_id_make (id, sizeof id);
         pw_reset (writer);
-        if (finished)
+        if (finished || whole)
             s_request_job_get (writer, id, job);
         else
             s_request_job_progress (writer, id, job);
@@ -2854,6 +2859,17 @@ s_wait (const cli_settings_t *settings, const char *job, FILE *out,
         rc = s_call (settings, writer, id, &reply, &data, hold ? hold : err);
         if (hold)
             fclose (hold);
+        if (rc != CLI_EXIT_OK && !finished && !whole && reply
+            && pv_str_eq (pv_map_get (pv_doc_root (reply), "code"),
+                          PROTO_ERR_UNKNOWN_TYPE)) {
+            //  The broker predates job.progress: poll the whole record
+            free (held);
+            pv_doc_destroy (&reply);
+            whole = true;
+            continue;
+        }
+        if (rc == CLI_EXIT_OK && whole && cli_job_finished (data))
+            finished = true;
         if (rc == CLI_EXIT_OK && !s_is_job_record (data)) {
             free (held);
             held = s_strdup (finished ? "gridcli: the broker's job record "

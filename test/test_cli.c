@@ -348,6 +348,7 @@ typedef struct {
     char types [8][32];                  //  Their types, in order
     int gets;                //  job.get answered
     int polls;               //  job.progress answered
+    bool old_broker;         //  Answers job.progress with unknown_type
 } s_fake_t;
 
 static void
@@ -361,6 +362,10 @@ s_fake_answer (s_fake_t *fake, const proto_request_t *req, pw_t *w)
         pw_str (w, "status");
         pw_str (w, "running");
     }
+    else
+    if (streq (req->type, "job.progress") && fake->old_broker)
+        proto_reply_error (w, req->id, PROTO_ERR_UNKNOWN_TYPE,
+                           "unknown request type 'job.progress'", NULL, 0);
     else
     if (streq (req->type, "job.progress")) {
         bool finished = fake->polls++ >= fake->running_polls;
@@ -1560,6 +1565,28 @@ test_cli_run_wait (void **state)
     assert_int_equal (fake.polls, 3);
     assert_string_equal (fake.types [4], "job.get");
     assert_int_equal (fake.gets, 1);
+
+    //  A broker from before job.progress: --wait polls the whole record
+    s_fake_init (&fake, "wait-old");
+    fake.running_polls = 2;
+    fake.final = "completed";
+    fake.old_broker = true;
+    broker = zactor_new (s_fake_broker, &fake);
+    rc = s_run (&out, &err, "--config", config, "--broker", fake.endpoint,
+                "job", "run", "--target", "group:web", "test", "echo",
+                "--msg", "hi", "--wait", NULL);
+    if (rc)
+        fprintf (stderr, "%s%s", out.text, err.text);
+    assert_int_equal (rc, CLI_EXIT_OK);
+    assert_non_null (strstr (out.text, "job " JOB_ID " completed"));
+    assert_non_null (strstr (err.text, JOB_ID " running  step 2/3"));
+    assert_null (strstr (err.text, "unknown request type"));
+    free (out.text);
+    free (err.text);
+    zactor_destroy (&broker);
+    assert_string_equal (fake.types [1], "job.progress");
+    assert_string_equal (fake.types [2], "job.get");
+    assert_int_equal (fake.gets, 3);
 
     //  A failed job exits 1, in JSON too
     s_fake_init (&fake, "wait-failed");
