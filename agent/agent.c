@@ -41,6 +41,7 @@
 #include "../proto/conf.h"
 #include "../proto/keys.h"
 #include "../proto/names.h"
+#include "../store/store.h"
 #include "executor.h"
 #include "spool.h"
 
@@ -806,6 +807,7 @@ struct _agent_t {
     zsock_t *dealer;            //  To the broker's agent endpoint
     zsock_t *sub;               //  From the broker's commands endpoint
     executor_t *executor;
+    store_lock_t *lock;         //  The state dir's lock (one agent per dir)
     spool_t *spool;
     backend_context_t context;  //  What plans borrow
     int signal_fd;              //  SIGTERM, SIGINT
@@ -1886,6 +1888,14 @@ agent_new (const agent_config_t *config, char *err, size_t err_len)
     //  back; we read those signals through a signalfd instead
     zsys_handler_set (NULL);
 
+    //  One agent per state dir: two would share one spool and run every
+    //  command twice.
+    self->lock = store_lock (config->state_dir, "gridagent", "state dir",
+                             err, err_len);
+    if (!self->lock) {
+        agent_destroy (&self);
+        return NULL;
+    }
     char path [PATH_MAX];
     snprintf (path, sizeof (path), "%s/spool", config->state_dir);
     self->spool = spool_open (path, SPOOL_DONE_KEEP, err, err_len);
@@ -2081,6 +2091,7 @@ agent_destroy (agent_t **self_p)
     zhashx_destroy (&self->cancelled);
     zlistx_destroy (&self->cancelled_order);
     spool_destroy (&self->spool);
+    store_unlock (&self->lock);
     pw_destroy (&self->writer);
     free (self->hello);
     free (self);

@@ -1287,6 +1287,13 @@ broker_new (const broker_config_t *config, char *err, size_t err_len)
     zlistx_set_destructor (self->reply_order, (zlistx_destructor_fn *) zstr_free);
     self->registry = registry_new ();
     self->sched = sched_new (&self->config.sched, s_resolve, self);
+    //  One broker per data dir: two would interleave their writes.
+    self->lock = store_lock (self->config.data_dir, "gridbroker", "data dir",
+                             err, err_len);
+    if (!self->lock) {
+        broker_destroy (&self);
+        return NULL;
+    }
     self->store = store_open (self->config.data_dir, self->config.map_bytes,
                               self->config.max_map_bytes, err, err_len);
     if (!self->store || s_restore (self, err, err_len) != 0) {
@@ -1351,6 +1358,7 @@ broker_destroy (broker_t **self_p)
     sched_destroy (&self->sched);
     registry_destroy (&self->registry);
     store_destroy (&self->store);
+    store_unlock (&self->lock);
     zlistx_destroy (&self->outbox);
     s_io_destroy (&self->io);
     zhashx_destroy (&self->event_seq);

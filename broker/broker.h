@@ -92,6 +92,7 @@ struct _broker_t {
     zsock_t *agents;             //  Agent ROUTER
     zsock_t *publish;            //  Commands XPUB (subscriptions granted by auth)
     auth_t *auth;                //  ZAP handler, key store, roles
+    store_lock_t *lock;          //  The data dir's lock (one broker per dir)
     store_t *store;              //  Jobs, results, events, nodes
     registry_t *registry;        //  Nodes
     sched_t *sched;              //  The scheduler

@@ -15,12 +15,15 @@
 
 #include <assert.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <lmdb.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <unistd.h>
@@ -803,4 +806,105 @@ store_can_grow (store_t *self)
     size_t map_bytes;
     store_usage (self, &map_bytes, NULL);
     return self && map_bytes < self->max_map_bytes;
+}
+
+//  ---------------------------------------------------------------------
+//  Directory ownership
+
+#define STORE_LOCK_FILE "owner.lock"
+
+struct _store_lock_t {
+    int fd;                          //  The locked file
+};
+
+//  Reads who holds the lock of FD ("gridbroker 1234") into OWNER. The
+//  holder writes it just after it locks, so an empty file is retried a
+//  few times.
+static void
+s_lock_owner (int fd, char *owner, size_t owner_len)
+{
+    *owner = '\0';
+    for (int tries = 0; tries < 20 && !*owner; tries++) {
+        char text[128];
+        ssize_t size = pread (fd, text, sizeof text - 1, 0);
+        if (size > 0) {
+            text[size] = '\0';
+            char program[64];
+            long pid = 0;
+            if (sscanf (text, "%63s %ld", program, &pid) == 2 && pid > 0)
+                snprintf (owner, owner_len, "%s pid %ld", program, pid);
+        }
+        if (!*owner) {
+            struct timespec nap = { 0, 5 * 1000 * 1000 };
+            nanosleep (&nap, NULL);
+        }
+    }
+    if (!*owner)
+        snprintf (owner, owner_len, "another process");
+}
+
+store_lock_t *
+store_lock (const char *dir, const char *program, const char *what,
+            char *err, size_t err_len)
+{
+    char scratch[1];
+    if (!err || err_len == 0) {
+        err = scratch;
+        err_len = sizeof scratch;
+    }
+    *err = '\0';
+    if (s_mkdir_p (dir, err, err_len))
+        return NULL;
+    char path[PATH_MAX];
+    if ((size_t) snprintf (path, sizeof path, "%s/%s", dir, STORE_LOCK_FILE)
+        >= sizeof path) {
+        snprintf (err, err_len, "%s: %s", dir, strerror (ENAMETOOLONG));
+        return NULL;
+    }
+    int fd = open (path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0) {
+        snprintf (err, err_len, "cannot open %s: %s", path, strerror (errno));
+        return NULL;
+    }
+    if (flock (fd, LOCK_EX | LOCK_NB) != 0) {
+        int error = errno;
+        if (error == EWOULDBLOCK) {
+            char owner[96];
+            s_lock_owner (fd, owner, sizeof owner);
+            snprintf (err, err_len, "%s %s is in use by %s", what, dir, owner);
+        }
+        else
+            snprintf (err, err_len, "cannot lock %s: %s", path,
+                      strerror (error));
+        close (fd);
+        return NULL;
+    }
+    char text[96];
+    int size = snprintf (text, sizeof text, "%s %ld\n", program,
+                         (long) getpid ());
+    if (ftruncate (fd, 0) != 0 || pwrite (fd, text, (size_t) size, 0) != size) {
+        //  The pid is for messages only: a process that cannot write it
+        //  (a full disk) still owns the directory; the other one reads
+        //  "another process".
+    }
+    store_lock_t *self = calloc (1, sizeof *self);
+    if (!self) {
+        snprintf (err, err_len, "%s: %s", dir, strerror (ENOMEM));
+        close (fd);
+        return NULL;
+    }
+    self->fd = fd;
+    return self;
+}
+
+void
+store_unlock (store_lock_t **self_p)
+{
+    if (!self_p || !*self_p)
+        return;
+    store_lock_t *self = *self_p;
+    flock (self->fd, LOCK_UN);
+    close (self->fd);
+    free (self);
+    *self_p = NULL;
 }

@@ -159,4 +159,23 @@ void store_usage (store_t *self, size_t *map_bytes, size_t *used_bytes);
 //  the retry begins with no other transaction open).
 bool store_can_grow (store_t *self);
 
+//  ----------------------------------------------------------------------
+//  Directory ownership: one process per data or state directory.
+
+typedef struct _store_lock_t store_lock_t;
+
+//  Takes the lock file DIR/owner.lock (creating DIR, mode 0700, and the
+//  file as needed) with flock (LOCK_EX | LOCK_NB) and writes "PROGRAM
+//  PID" into it. The lock is held until store_unlock or the process ends
+//  (the descriptor is close-on-exec, so children never hold it). Returns
+//  the lock, or NULL with a sentence in ERR: "WHAT DIR is in use by
+//  PROGRAM pid N" when another process holds it (WHAT is "data dir",
+//  "state dir"...), or why the file could not be opened.
+store_lock_t *store_lock (const char *dir, const char *program,
+                          const char *what, char *err, size_t err_len);
+
+//  Releases the lock and closes its file; NULL-safe, nulls *self_p. The
+//  file stays (removing it would race with a process about to lock it).
+void store_unlock (store_lock_t **self_p);
+
 #endif

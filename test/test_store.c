@@ -797,6 +797,45 @@ test_store_bad_keys (void **state)
     store_destroy (&store);
 }
 
+//  A second owner of a directory is refused with the first one's pid;
+//  once the first lets go, the directory is free again.
+static void
+test_store_lock (void **state)
+{
+    s_fixture_t *fixture = *state;
+    char err[512];
+    store_lock_t *first = store_lock (fixture->data, "gridbroker",
+                                      "data dir", err, sizeof err);
+    assert_non_null (first);
+    //  flock locks belong to the open file: a second open in this very
+    //  process is refused like another process would be.
+    store_lock_t *second = store_lock (fixture->data, "gridbroker",
+                                       "data dir", err, sizeof err);
+    assert_null (second);
+    char expected[PATH_MAX + 100];
+    snprintf (expected, sizeof expected,
+              "data dir %s is in use by gridbroker pid %ld", fixture->data,
+              (long) getpid ());
+    assert_string_equal (err, expected);
+    //  The store itself still opens in a locked directory (same owner).
+    store_t *store = store_open (fixture->data, MIB, 0, err, sizeof err);
+    assert_non_null (store);
+    store_destroy (&store);
+    store_unlock (&first);
+    assert_null (first);
+    store_unlock (&first);
+    second = store_lock (fixture->data, "gridagent", "state dir", err,
+                         sizeof err);
+    assert_non_null (second);
+    store_unlock (&second);
+    //  A directory that cannot be made is a plain error.
+    char blocked[PATH_MAX + 16];
+    snprintf (blocked, sizeof blocked, "%s/owner.lock/sub", fixture->data);
+    assert_null (store_lock (blocked, "gridagent", "state dir", err,
+                             sizeof err));
+    assert_non_null (strstr (err, "owner.lock"));
+}
+
 static void
 test_store_strerror (void **state)
 {
@@ -838,6 +877,8 @@ main (void)
         cmocka_unit_test_setup_teardown (test_store_bad_directory, s_setup,
                                          s_teardown),
         cmocka_unit_test_setup_teardown (test_store_bad_keys, s_setup,
+                                         s_teardown),
+        cmocka_unit_test_setup_teardown (test_store_lock, s_setup,
                                          s_teardown),
         cmocka_unit_test (test_store_strerror),
     };

@@ -519,29 +519,17 @@ s_slurp (const char *path)
     return text;
 }
 
+//  Runs PROGRAM (in the binaries' directory) with ARGV, stdout and stderr
+//  captured into OUT_P and ERR_P (when not NULL). Returns its exit code,
+//  or -1 when it did not exit within TIMEOUT_MS (it is killed).
 static int
-s_cli_v (grid_t *grid, const char *key_file, bool with_keys, char **out_p,
-         char **err_p, int timeout_ms, va_list args)
+s_run_argv (grid_t *grid, const char *program, const char *const *argv,
+            char **out_p, char **err_p, int timeout_ms)
 {
     char out_path [400], err_path [400], path [700];
     snprintf (out_path, sizeof out_path, "%s/cli.out", grid->dir);
     snprintf (err_path, sizeof err_path, "%s/cli.err", grid->dir);
-    snprintf (path, sizeof path, "%s/gridcli", grid->bin);
-    const char *argv [64] = {"gridcli", "--broker", grid->client_ep};
-    size_t argc = 3;
-    if (with_keys && grid->insecure)
-        argv [argc++] = "--insecure";
-    else
-    if (with_keys) {
-        argv [argc++] = "--key";
-        argv [argc++] = key_file;
-        argv [argc++] = "--broker-key";
-        argv [argc++] = grid->broker_key;
-    }
-    const char *arg;
-    while ((arg = va_arg (args, const char *)) && argc < 62)
-        argv [argc++] = arg;
-    argv [argc] = NULL;
+    snprintf (path, sizeof path, "%s/%s", grid->bin, program);
     pid_t pid = fork ();
     if (pid == 0) {
         prctl (PR_SET_PDEATHSIG, SIGKILL);
@@ -580,6 +568,44 @@ s_cli_v (grid_t *grid, const char *key_file, bool with_keys, char **out_p,
     if (err_p)
         *err_p = s_slurp (err_path);
     return code;
+}
+
+static int
+s_cli_v (grid_t *grid, const char *key_file, bool with_keys, char **out_p,
+         char **err_p, int timeout_ms, va_list args)
+{
+    const char *argv [64] = {"gridcli", "--broker", grid->client_ep};
+    size_t argc = 3;
+    if (with_keys && grid->insecure)
+        argv [argc++] = "--insecure";
+    else
+    if (with_keys) {
+        argv [argc++] = "--key";
+        argv [argc++] = key_file;
+        argv [argc++] = "--broker-key";
+        argv [argc++] = grid->broker_key;
+    }
+    const char *arg;
+    while ((arg = va_arg (args, const char *)) && argc < 62)
+        argv [argc++] = arg;
+    argv [argc] = NULL;
+    return s_run_argv (grid, "gridcli", argv, out_p, err_p, timeout_ms);
+}
+
+int
+grid_run (grid_t *grid, const char *program, char **out_p, char **err_p,
+          int timeout_ms, ...)
+{
+    const char *argv [64] = {program};
+    size_t argc = 1;
+    va_list args;
+    va_start (args, timeout_ms);
+    const char *arg;
+    while ((arg = va_arg (args, const char *)) && argc < 63)
+        argv [argc++] = arg;
+    va_end (args);
+    argv [argc] = NULL;
+    return s_run_argv (grid, program, argv, out_p, err_p, timeout_ms);
 }
 
 int

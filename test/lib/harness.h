@@ -135,6 +135,13 @@ bool grid_wait_node (grid_t *grid, const char *node, const char *status,
 //  -1 when it did not exit within TIMEOUT_MS, then it is killed).
 int grid_cli (grid_t *grid, char **out_p, char **err_p, int timeout_ms, ...);
 
+//  Runs PROGRAM of the binaries' directory (gridbroker, gridagent...)
+//  with the NULL-terminated args and nothing added; captures stdout and
+//  stderr (caller frees); returns its exit code, or -1 when it did not
+//  exit within TIMEOUT_MS (then it is killed).
+int grid_run (grid_t *grid, const char *program, char **out_p, char **err_p,
+              int timeout_ms, ...);
+
 //  grid_cli with --key KEY_FILE instead of the admin's (KEY_FILE NULL: no
 //  key option at all, and no key in HOME or the environment either).
 int grid_cli_as (grid_t *grid, const char *key_file, char **out_p,
