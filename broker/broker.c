@@ -843,6 +843,37 @@ s_reply (broker_t *self, zmsg_t *envelope, const void *data, size_t size)
     s_outbox_add (self, &out);
 }
 
+//  A client request is the routing id, at most one empty delimiter (REQ
+//  adds it, a DEALER need not) and one body frame. A message with more
+//  frames is refused whole and counted malformed: its extra frames are
+//  never echoed, so the error goes back to the routing id (and delimiter)
+//  alone. Returns true when MSG was refused.
+static bool
+s_client_envelope_refused (broker_t *self, zmsg_t *msg)
+{
+    size_t frames = zmsg_size (msg);
+    zframe_t *routing = zmsg_first (msg);
+    zframe_t *second = zmsg_next (msg);
+    bool delimited = second && zframe_size (second) == 0;
+    if (frames == 2 || (frames == 3 && delimited))
+        return false;
+    self->counters.malformed++;
+    zmsg_t *envelope = zmsg_new ();
+    zmsg_addmem (envelope, zframe_data (routing), zframe_size (routing));
+    if (delimited)
+        zmsg_addmem (envelope, NULL, 0);
+    char why [160];
+    snprintf (why, sizeof why, "a request is one body frame after the "
+              "envelope (the routing id and at most one empty delimiter); "
+              "this message had %zu frames", frames);
+    pw_t *reply = pw_new ();
+    proto_reply_error (reply, "", PROTO_ERR_MALFORMED, why, NULL, 0);
+    s_reply (self, envelope, pw_data (reply), pw_size (reply));
+    pw_destroy (&reply);
+    zmsg_destroy (&envelope);
+    return true;
+}
+
 static void
 s_on_client_message (broker_t *self, zmsg_t *msg)
 {
@@ -853,6 +884,8 @@ s_on_client_message (broker_t *self, zmsg_t *msg)
         self->counters.malformed++;
         return;
     }
+    if (s_client_envelope_refused (self, msg))
+        return;
     zmsg_t *envelope = zmsg_dup (msg);
     zframe_t *last = zmsg_last (envelope);
     zmsg_remove (envelope, last);

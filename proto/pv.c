@@ -4,7 +4,8 @@
     msgpack-c is lenient where grid must be strict (ARCHITECTURE 5a), so pv
     reads frames itself: one walker over the msgpack grammar, s_walk, that
     refuses truncation, reserved bytes, ext types, integers that do not fit
-    int64_t, non-string map keys, nesting deeper than PV_MAX_DEPTH, more
+    int64_t, strings that are not UTF-8 text (overlong forms, surrogates,
+    code points past U+10FFFF, NUL bytes), non-string map keys, nesting deeper than PV_MAX_DEPTH, more
     than PV_MAX_OBJECTS objects, any container whose declared count exceeds
     the bytes left (every element takes at least one byte) and trailing
     bytes, and that refuses duplicate keys in every map as the map
@@ -167,6 +168,90 @@ s_duplicate_key (const msgpack_object_map *map, bool *out_of_memory)
 
 
 //  ---------------------------------------------------------------------
+//  Text
+
+//  Length of the valid UTF-8 sequence at P (at most LEN bytes), or 0 when
+//  the bytes there are not one: overlong forms, surrogates and code points
+//  past U+10FFFF count as invalid.
+static size_t
+s_utf8_length (const unsigned char *p, size_t len)
+{
+    unsigned char c = p [0];
+    size_t need;
+    uint32_t min;
+    uint32_t code;
+    if (c < 0x80)
+        return 1;
+    if (c >= 0xc2 && c <= 0xdf) {
+        need = 2;
+        min = 0x80;
+        code = c & 0x1f;
+    }
+    else
+    if (c >= 0xe0 && c <= 0xef) {
+        need = 3;
+        min = 0x800;
+        code = c & 0x0f;
+    }
+    else
+    if (c >= 0xf0 && c <= 0xf4) {
+        need = 4;
+        min = 0x10000;
+        code = c & 0x07;
+    }
+    else
+        return 0;
+    if (len < need)
+        return 0;
+    for (size_t index = 1; index < need; index++) {
+        if ((p [index] & 0xc0) != 0x80)
+            return 0;
+        code = (code << 6) | (p [index] & 0x3f);
+    }
+    if (code < min || code > 0x10ffff || (code >= 0xd800 && code <= 0xdfff))
+        return 0;
+    return need;
+}
+
+//  Offset of the first byte of LEN bytes at P that is not part of valid
+//  UTF-8 text, or LEN when all are. A NUL byte is not text: a string that
+//  holds one could not be a C string on the other side.
+static size_t
+s_text_end (const unsigned char *p, size_t len)
+{
+    size_t index = 0;
+    while (index < len) {
+        if (p [index] - 1u < 0x7fu) {
+            index++;
+            continue;
+        }
+        size_t seq = p [index] ? s_utf8_length (p + index, len - index) : 0;
+        if (seq == 0)
+            return index;
+        index += seq;
+    }
+    return len;
+}
+
+//  Checks that the string of LEN bytes at P (whose header is at byte
+//  START) is text. Returns 0, or -2 with a reason in WHY.
+static int
+s_text_check (const unsigned char *p, size_t len, size_t start, char *why,
+              size_t why_len)
+{
+    size_t bad = s_text_end (p, len);
+    if (bad == len)
+        return 0;
+    if (p [bad] == 0)
+        s_why (why, why_len, "string at byte %zu holds a NUL byte", start);
+    else
+        s_why (why, why_len, "string at byte %zu is not valid UTF-8 "
+               "(byte 0x%02x at offset %zu)", start, p [bad], bad);
+    return -2;
+}
+
+
+//  ---------------------------------------------------------------------
 //  The grammar walk
 
 //  A building walk's state (a checking walk has none).
@@ -312,6 +397,8 @@ s_walk (const unsigned char *data, size_t size, s_build_t *build,
                        "but only %zu remain", start, len, size - pos);
                 return -2;
             }
+            if (s_text_check (data + pos, len, start, why, why_len))
+                return -2;
             if (build) {
                 msgpack_object *target = level.next++;
                 target->type = MSGPACK_OBJECT_STR;
@@ -443,6 +530,10 @@ s_walk (const unsigned char *data, size_t size, s_build_t *build,
                            start, count, size - pos);
                     return -2;
                 }
+                if (type == MSGPACK_OBJECT_STR
+                &&  s_text_check (data + pos, (size_t) count, start, why,
+                                  why_len))
+                    return -2;
                 pos += (size_t) count;
             }
             else
@@ -1002,49 +1093,6 @@ s_newline (s_json_t *json, int level)
     s_putc (json, '\n');
     for (int spaces = 0; spaces < json->indent * level; spaces++)
         s_putc (json, ' ');
-}
-
-//  Length of the valid UTF-8 sequence at P (at most LEN bytes), or 0 when
-//  the bytes there are not one: overlong forms, surrogates and code points
-//  past U+10FFFF count as invalid.
-static size_t
-s_utf8_length (const unsigned char *p, size_t len)
-{
-    unsigned char c = p [0];
-    size_t need;
-    uint32_t min;
-    uint32_t code;
-    if (c < 0x80)
-        return 1;
-    if (c >= 0xc2 && c <= 0xdf) {
-        need = 2;
-        min = 0x80;
-        code = c & 0x1f;
-    }
-    else
-    if (c >= 0xe0 && c <= 0xef) {
-        need = 3;
-        min = 0x800;
-        code = c & 0x0f;
-    }
-    else
-    if (c >= 0xf0 && c <= 0xf4) {
-        need = 4;
-        min = 0x10000;
-        code = c & 0x07;
-    }
-    else
-        return 0;
-    if (len < need)
-        return 0;
-    for (size_t index = 1; index < need; index++) {
-        if ((p [index] & 0xc0) != 0x80)
-            return 0;
-        code = (code << 6) | (p [index] & 0x3f);
-    }
-    if (code < min || code > 0x10ffff || (code >= 0xd800 && code <= 0xdfff))
-        return 0;
-    return need;
 }
 
 static void

@@ -1022,19 +1022,60 @@ test_proto_bad_names_refused (void **state)
                       "hello.labels.tier: invalid label value");
 }
 
-static void
-test_proto_nul_refused (void **state)
+//  A map {KEY: VALUE} whose strings are LEN bytes at KEY / VALUE.
+static pw_t *
+s_value_pair (const char *key, size_t key_len, const char *value,
+              size_t value_len)
 {
-    s_expect_refused (s_hello, "hostname", s_value_str ("a\0b", 3),
-                      "hello.hostname: contains a NUL byte");
-    s_expect_refused (s_result, "output", s_value_str ("ok\0", 3),
-                      "result.output: contains a NUL byte");
+    pw_t *writer = pw_new ();
+    pw_map (writer, 1);
+    pw_strn (writer, key, key_len);
+    pw_strn (writer, value, value_len);
+    return writer;
+}
+
+static void
+test_proto_bad_text_refused (void **state)
+{
+    //  NUL, invalid UTF-8, overlong forms and surrogates in any string of
+    //  any message: the frame is malformed
+    s_expect_refused (s_hello, "hostname", s_value_str ("a\0b", 3), "NUL");
+    s_expect_refused (s_result, "output", s_value_str ("ok\0", 3), "NUL");
     s_expect_refused (s_bye, "node", s_value_str ("web\0", 4), "NUL");
     pw_t *data = pw_new ();
     pw_map (data, 1);
     pw_str (data, "os");
     pw_strn (data, "De\0bian", 7);
-    s_expect_refused (s_result, "data", data, "result.data.os: contains");
+    s_expect_refused (s_result, "data", data, "NUL");
+    s_expect_refused (s_hello, "hostname", s_value_str ("web\xff", 4),
+                      "UTF-8");
+    s_expect_refused (s_hello, "version", s_value_str ("\xc0\xae", 2),
+                      "UTF-8");
+    s_expect_refused (s_hello, "labels",
+                      s_value_pair ("rack", 4, "\xed\xa0\x80", 3), "UTF-8");
+    s_expect_refused (s_hello, "labels",
+                      s_value_pair ("r\xe0\x80\xaf", 4, "r1", 2), "UTF-8");
+    s_expect_refused (s_result, "output",
+                      s_value_str ("done \xf4\x90\x80\x80", 9), "UTF-8");
+    s_expect_refused (s_result, "error", s_value_str ("\xc3", 1), "UTF-8");
+    s_expect_refused (s_command, "params",
+                      s_value_pair ("package", 7, "ngi\xf8nx", 6), "UTF-8");
+    s_expect_refused (s_command, "params",
+                      s_value_pair ("pack\x80", 5, "nginx", 5), "UTF-8");
+    s_expect_refused (s_command, "job", s_value_str ("\xc1\x81", 2), "UTF-8");
+    s_expect_refused (s_ack, "node", s_value_str ("web-\xed\xbf\xbf", 7),
+                      "UTF-8");
+    //  Valid multibyte text in free-text fields is fine
+    pw_t *valid = s_encoded (s_result);
+    pw_t *text = s_value_str ("caf\xc3\xa9 \xf0\x9f\x99\x82", 10);
+    pw_t *good = s_mutate (valid, "output", pw_data (text), pw_size (text));
+    proto_msg_t *msg = NULL;
+    assert_int_equal (proto_msg_decode (pw_data (good), pw_size (good), &msg,
+                                        NULL, 0), 0);
+    proto_msg_destroy (&msg);
+    pw_destroy (&good);
+    pw_destroy (&text);
+    pw_destroy (&valid);
 }
 
 static void
@@ -1391,7 +1432,55 @@ test_proto_request_errors (void **state)
     proto_request_begin (w, "node.get", "r17", 1);
     pw_str (w, "node");
     pw_strn (w, "a\0b", 3);
-    s_expect_request_refused (w, PROTO_ERR_BAD_REQUEST, "NUL", "r17");
+    s_expect_request_refused (w, PROTO_ERR_MALFORMED, "NUL", NULL);
+
+    //  Bad text anywhere is malformed, and a bad id is never echoed
+    w = pw_new ();
+    proto_request_begin (w, "node.get", "r18\xc0\x80", 1);
+    pw_str (w, "node");
+    pw_str (w, "web-01");
+    s_expect_request_refused (w, PROTO_ERR_MALFORMED, "UTF-8", NULL);
+    w = pw_new ();
+    proto_request_begin (w, "node.get", "r19\xff", 1);
+    pw_str (w, "node");
+    pw_str (w, "web-01");
+    s_expect_request_refused (w, PROTO_ERR_MALFORMED, "UTF-8", NULL);
+    w = pw_new ();
+    proto_request_begin (w, "job.submit", "r20", 1);
+    pw_str (w, "job");
+    pw_map (w, 2);
+    pw_str (w, "target");
+    pw_map (w, 2);
+    pw_str (w, "scope");
+    pw_str (w, "node");
+    pw_str (w, "value");
+    pw_str (w, "web-\xed\xa0\x80");
+    pw_str (w, "tasks");
+    pw_array (w, 0);
+    s_expect_request_refused (w, PROTO_ERR_MALFORMED, "UTF-8", NULL);
+    w = pw_new ();
+    proto_request_begin (w, "job.submit", "r21", 1);
+    pw_str (w, "job");
+    pw_map (w, 1);
+    pw_str (w, "tasks");
+    pw_array (w, 1);
+    pw_map (w, 3);
+    pw_str (w, "backend");
+    pw_str (w, "test");
+    pw_str (w, "action");
+    pw_str (w, "echo");
+    pw_str (w, "params");
+    pw_map (w, 1);
+    pw_str (w, "text");
+    pw_str (w, "\xe0\x80\x80");
+    s_expect_request_refused (w, PROTO_ERR_MALFORMED, "UTF-8", NULL);
+    w = pw_new ();
+    proto_request_begin (w, "job.cancel", "r22", 2);
+    pw_str (w, "job");
+    pw_str (w, JOB_A);
+    pw_str (w, "rea\xc3son");
+    pw_str (w, "x");
+    s_expect_request_refused (w, PROTO_ERR_MALFORMED, "UTF-8", NULL);
 
     //  NULL out-parameters are allowed
     w = pw_new ();
@@ -1467,7 +1556,7 @@ main (void)
         cmocka_unit_test (test_proto_param_range),
         cmocka_unit_test (test_proto_keys_refused),
         cmocka_unit_test (test_proto_bad_names_refused),
-        cmocka_unit_test (test_proto_nul_refused),
+        cmocka_unit_test (test_proto_bad_text_refused),
         cmocka_unit_test (test_proto_hostile_bytes_refused),
         cmocka_unit_test (test_proto_encode_refuses_bad_messages),
         cmocka_unit_test (test_proto_request_each_type_accepted),

@@ -57,7 +57,7 @@ s_sample (void)
     pw_str (w, "blob");
     pw_bin (w, "\x00\x01\x02\xff", 4);
     pw_str (w, "text");
-    pw_str (w, "a\"b\\c\n\x01\xc3\xa9\xff");
+    pw_str (w, "a\"b\\c\n\x01\xc3\xa9\xf0\x9f\x99\x82");
     return w;
 }
 
@@ -265,12 +265,12 @@ test_pv_duplicate_keys_refused (void **state)
     }
     assert_int_equal (s_decode (pw_data (w), pw_size (w), NULL, 0), 0);
 
-    //  Keys that differ only in length or after a NUL are distinct
+    //  Keys that differ only in length or in their last byte are distinct
     pw_reset (w);
     pw_map (w, 3);
     pw_strn (w, "a", 1);
     pw_nil (w);
-    pw_strn (w, "a\0", 2);
+    pw_strn (w, "a\x01", 2);
     pw_nil (w);
     pw_strn (w, "", 0);
     pw_nil (w);
@@ -317,16 +317,99 @@ test_pv_bad_bytes_refused (void **state)
 static void
 test_pv_nul_in_string (void **state)
 {
+    char why [128];
     pw_t *w = pw_new ();
     pw_strn (w, "ab\0cd", 5);
-    pv_doc_t *doc = NULL;
-    assert_int_equal (pv_doc_decode (pw_data (w), pw_size (w), &doc, NULL, 0),
-                      0);
-    const pv_t *root = pv_doc_root (doc);
-    assert_int_equal (pv_size (root), 5);
-    assert_null (pv_strdup (root));
-    assert_false (pv_str_eq (root, "ab"));
-    pv_doc_destroy (&doc);
+    assert_int_equal (s_decode (pw_data (w), pw_size (w), why, sizeof why),
+                      -2);
+    assert_non_null (strstr (why, "NUL"));
+    //  A NUL in a key, and in a long string, is refused the same way
+    pw_reset (w);
+    pw_map (w, 1);
+    pw_strn (w, "k\0", 2);
+    pw_int (w, 1);
+    assert_int_equal (s_decode (pw_data (w), pw_size (w), NULL, 0), -2);
+    char big [300];
+    memset (big, 'x', sizeof big);
+    big [299] = 0;
+    pw_reset (w);
+    pw_strn (w, big, sizeof big);
+    assert_int_equal (s_decode (pw_data (w), pw_size (w), NULL, 0), -2);
+    //  Binary may hold anything
+    pw_reset (w);
+    pw_bin (w, "ab\0\xff", 4);
+    assert_int_equal (s_decode (pw_data (w), pw_size (w), NULL, 0), 0);
+    pw_destroy (&w);
+}
+
+//  Decodes TEXT (LEN bytes) as a short string value, a map key, a str8
+//  value deep in an array and a str16 value, and checks every form gives
+//  EXPECT.
+static void
+s_expect_text (const char *text, size_t len, int expect)
+{
+    pw_t *w = pw_new ();
+    pw_strn (w, text, len);
+    assert_int_equal (s_decode (pw_data (w), pw_size (w), NULL, 0), expect);
+    pw_reset (w);
+    pw_map (w, 1);
+    pw_strn (w, text, len);
+    pw_nil (w);
+    assert_int_equal (s_decode (pw_data (w), pw_size (w), NULL, 0), expect);
+    char padded [400];
+    memset (padded, 'a', sizeof padded);
+    memcpy (padded + 40, text, len);
+    pw_reset (w);
+    pw_array (w, 1);
+    pw_map (w, 1);
+    pw_str (w, "params");
+    pw_strn (w, padded, 40 + len);
+    assert_int_equal (s_decode (pw_data (w), pw_size (w), NULL, 0), expect);
+    pw_reset (w);
+    pw_strn (w, padded, sizeof padded);
+    assert_int_equal (s_decode (pw_data (w), pw_size (w), NULL, 0), expect);
+    pw_destroy (&w);
+}
+
+static void
+test_pv_invalid_utf8_refused (void **state)
+{
+    static const char *bad [] = {
+        "\x80",                    //  Stray continuation byte
+        "a\xbf",
+        "\xc0\x80",                //  Overlong NUL
+        "\xc1\xbf",                //  Overlong U+007F
+        "\xe0\x80\x80",            //  Overlong 3-byte
+        "\xe0\x9f\xbf",
+        "\xf0\x80\x80\x80",        //  Overlong 4-byte
+        "\xf0\x8f\xbf\xbf",
+        "\xed\xa0\x80",            //  Surrogates U+D800, U+DFFF
+        "\xed\xbf\xbf",
+        "\xf4\x90\x80\x80",        //  Past U+10FFFF
+        "\xf5\x80\x80\x80",
+        "\xfe", "\xff",
+        "\xc3",                     //  Cut sequences
+        "\xe2\x82",
+        "\xf0\x9f\x99",
+        "\xc3(",                    //  A lead byte without its follower
+        "\xe2\x28\xa1",
+    };
+    for (size_t index = 0; index < sizeof bad / sizeof bad [0]; index++)
+        s_expect_text (bad [index], strlen (bad [index]), -2);
+    static const char *good [] = {
+        "\x7f", "\xc2\x80", "\xdf\xbf", "\xe0\xa0\x80", "\xed\x9f\xbf",
+        "\xee\x80\x80", "\xef\xbf\xbf", "\xf0\x90\x80\x80",
+        "\xf4\x8f\xbf\xbf", "caf\xc3\xa9 \xe2\x82\xac", "",
+    };
+    for (size_t index = 0; index < sizeof good / sizeof good [0]; index++)
+        s_expect_text (good [index], strlen (good [index]), 0);
+
+    char why [128];
+    pw_t *w = pw_new ();
+    pw_str (w, "ok\xc0\xaf");
+    assert_int_equal (s_decode (pw_data (w), pw_size (w), why, sizeof why),
+                      -2);
+    assert_non_null (strstr (why, "UTF-8"));
     pw_destroy (&w);
 }
 
@@ -690,7 +773,7 @@ test_pv_json_output (void **state)
         "{\"name\":\"web-01\",\"count\":-42,\"big\":9223372036854775807,"
         "\"ok\":true,\"ratio\":0.5,\"none\":null,"
         "\"list\":[1,\"two\",{\"three\":3}],\"blob\":\"AAEC/w==\","
-        "\"text\":\"a\\\"b\\\\c\\n\\u0001\xc3\xa9\\ufffd\"}");
+        "\"text\":\"a\\\"b\\\\c\\n\\u0001\xc3\xa9\xf0\x9f\x99\x82\"}");
     free (text);
 
     text = s_json (pv_map_get (pv_doc_root (doc), "list"), 2);
@@ -754,6 +837,7 @@ main (void)
         cmocka_unit_test (test_pv_duplicate_keys_refused),
         cmocka_unit_test (test_pv_bad_bytes_refused),
         cmocka_unit_test (test_pv_nul_in_string),
+        cmocka_unit_test (test_pv_invalid_utf8_refused),
         cmocka_unit_test (test_pv_map_check),
         cmocka_unit_test (test_pv_every_encoding),
         cmocka_unit_test (test_pv_document_sizes),

@@ -243,6 +243,48 @@ main (int argc, char *argv [])
         snprintf (name, sizeof name, "request-%s", types [index]);
         s_write ("fuzz_proto", name, pw_data (writer), pw_size (writer));
     }
+
+    //  Text at the edges of UTF-8: valid multibyte forms and the invalid
+    //  ones the decoder must refuse (overlong, surrogate, past U+10FFFF,
+    //  cut, NUL), in a request id, a key and a param value
+    static const char *texts [] = {
+        "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x99\x82 \xf4\x8f\xbf\xbf",
+        "\xc0\x80", "\xe0\x80\xaf", "\xed\xa0\x80", "\xf4\x90\x80\x80",
+        "\xe2\x82", "a\0b",
+    };
+    for (size_t index = 0; index < sizeof texts / sizeof texts [0]; index++) {
+        size_t len = index == 6 ? 3 : strlen (texts [index]);
+        pw_reset (writer);
+        pw_map (writer, 4);
+        pw_str (writer, "v");
+        pw_int (writer, 1);
+        pw_str (writer, "type");
+        pw_str (writer, "node.get");
+        pw_str (writer, "id");
+        pw_strn (writer, texts [index], len);
+        pw_str (writer, "node");
+        pw_str (writer, "web-01");
+        char name [64];
+        snprintf (name, sizeof name, "text-id-%zu", index);
+        s_write ("fuzz_proto", name, pw_data (writer), pw_size (writer));
+        pw_reset (writer);
+        proto_request_begin (writer, "job.submit", "seed-3", 1);
+        pw_str (writer, "job");
+        pw_map (writer, 1);
+        pw_str (writer, "tasks");
+        pw_array (writer, 1);
+        pw_map (writer, 3);
+        pw_str (writer, "backend");
+        pw_str (writer, "test");
+        pw_str (writer, "action");
+        pw_str (writer, "echo");
+        pw_str (writer, "params");
+        pw_map (writer, 1);
+        pw_strn (writer, texts [index], len);
+        pw_strn (writer, texts [index], len);
+        snprintf (name, sizeof name, "text-param-%zu", index);
+        s_write ("fuzz_proto", name, pw_data (writer), pw_size (writer));
+    }
     pw_destroy (&writer);
     printf ("fuzz_seeds: wrote %d seeds in %s\n", s_written, s_dir);
     return 0;

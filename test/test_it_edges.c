@@ -1,0 +1,274 @@
+/*  =========================================================================
+    test_it_edges - hostile input and process edges, end to end: a real
+    gridbroker with CURVE, real gridagents, and hand-made peers on raw
+    sockets.
+
+    Bytes that are not text, and messages with more frames than the
+    envelope allows, are refused and counted while the broker keeps
+    serving.
+
+    Nothing here sleeps hoping something happened: every wait polls with a
+    deadline.
+    =========================================================================
+*/
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include <czmq.h>
+#include <signal.h>
+#include <sys/wait.h>
+
+#include "../proto/proto.h"
+#include "lib/harness.h"
+
+#define S_WAIT_MS 20000         //  Deadline for anything that should happen
+
+static grid_t s_grid;
+
+//  ---------------------------------------------------------------------
+//  Helpers
+
+//  The counter NAME of the broker's status "dropped" map, or -1.
+static int64_t
+s_counter (grid_t *grid, const char *name)
+{
+    pv_doc_t *reply = grid_call (grid, "status", NULL);
+    const pv_t *data = NULL;
+    int64_t value = -1;
+    if (grid_reply_ok (reply, &data))
+        pv_get_int (pv_map_get (pv_map_get (data, "dropped"), name), &value);
+    pv_doc_destroy (&reply);
+    return value;
+}
+
+//  Polls the counter NAME until it is at least WANT. Returns its value.
+static int64_t
+s_counter_reaches (grid_t *grid, const char *name, int64_t want)
+{
+    long long deadline = grid_now_ms () + S_WAIT_MS;
+    int64_t value = s_counter (grid, name);
+    while (value < want && grid_now_ms () < deadline) {
+        zclock_sleep (20);
+        value = s_counter (grid, name);
+    }
+    return value;
+}
+
+//  Receives one message on SOCKET within S_WAIT_MS, or NULL.
+static zmsg_t *
+s_recv (zsock_t *socket)
+{
+    zpoller_t *poller = zpoller_new (socket, NULL);
+    zmsg_t *msg = NULL;
+    if (zpoller_wait (poller, S_WAIT_MS) == socket)
+        msg = zmsg_recv (socket);
+    zpoller_destroy (&poller);
+    return msg;
+}
+
+//  Decodes the last frame of MSG as a reply and checks it is an error
+//  with CODE whose id is ID. Destroys MSG.
+static void
+s_expect_error (zmsg_t **msg_p, const char *code, const char *id)
+{
+    assert_non_null (*msg_p);
+    zframe_t *body = zmsg_last (*msg_p);
+    pv_doc_t *reply = NULL;
+    assert_int_equal (pv_doc_decode (zframe_data (body), zframe_size (body),
+                                     &reply, NULL, 0), 0);
+    const pv_t *root = pv_doc_root (reply);
+    assert_true (grid_str_is (root, "type", "error"));
+    assert_true (grid_str_is (root, "code", code));
+    assert_true (grid_str_is (root, "id", id));
+    pv_doc_destroy (&reply);
+    zmsg_destroy (msg_p);
+}
+
+//  ---------------------------------------------------------------------
+//  Setup
+
+static int
+s_setup (void **state)
+{
+    if (grid_init (&s_grid) != 0)
+        return -1;
+    if (grid_start_broker (&s_grid, NULL) != 0)
+        return -1;
+    return 0;
+}
+
+static int
+s_teardown (void **state)
+{
+    grid_stop (&s_grid);
+    return 0;
+}
+
+//  ---------------------------------------------------------------------
+//  Strict input
+
+static void
+test_it_edges_bad_text_is_malformed (void **state)
+{
+    int64_t before = s_counter (&s_grid, "malformed");
+    assert_true (before >= 0);
+    zsock_t *client = grid_dealer (&s_grid, s_grid.client_ep,
+                                   s_grid.admin_key);
+    assert_non_null (client);
+
+    //  An id that is not UTF-8 is never echoed
+    pw_t *writer = pw_new ();
+    proto_request_begin (writer, "status", "bad-\xc0\xae-id", 0);
+    assert_int_equal (zsock_send (client, "b", pw_data (writer),
+                                  pw_size (writer)), 0);
+    zmsg_t *msg = s_recv (client);
+    s_expect_error (&msg, PROTO_ERR_MALFORMED, "");
+
+    //  A param that is a surrogate: refused, and no job is stored
+    pw_reset (writer);
+    proto_request_begin (writer, "job.submit", "edges-submit-1", 1);
+    pw_str (writer, "job");
+    pw_map (writer, 2);
+    pw_str (writer, "target");
+    pw_map (writer, 1);
+    pw_str (writer, "scope");
+    pw_str (writer, "all");
+    pw_str (writer, "tasks");
+    pw_array (writer, 1);
+    pw_map (writer, 3);
+    pw_str (writer, "backend");
+    pw_str (writer, "test");
+    pw_str (writer, "action");
+    pw_str (writer, "echo");
+    pw_str (writer, "params");
+    pw_map (writer, 1);
+    pw_str (writer, "msg");
+    pw_str (writer, "\xed\xa0\x80 and NUL");
+    assert_int_equal (zsock_send (client, "b", pw_data (writer),
+                                  pw_size (writer)), 0);
+    msg = s_recv (client);
+    s_expect_error (&msg, PROTO_ERR_MALFORMED, "");
+    pw_destroy (&writer);
+
+    pv_doc_t *reply = grid_call (&s_grid, "job.list", NULL);
+    const pv_t *data = NULL;
+    assert_true (grid_reply_ok (reply, &data));
+    assert_int_equal (pv_size (pv_map_get (data, "jobs")), 0);
+    pv_doc_destroy (&reply);
+    assert_true (s_counter_reaches (&s_grid, "malformed", before + 2)
+                 >= before + 2);
+    zsock_destroy (&client);
+}
+
+static void
+test_it_edges_extra_frames_are_refused (void **state)
+{
+    int64_t before = s_counter (&s_grid, "malformed");
+    zsock_t *client = grid_dealer (&s_grid, s_grid.client_ep,
+                                   s_grid.admin_key);
+    assert_non_null (client);
+    zsock_set_sndtimeo (client, 5000);
+    pw_t *writer = pw_new ();
+    proto_request_begin (writer, "status", "edges-frames-1", 0);
+
+    //  9,999 routing-like frames before a valid body
+    zmsg_t *flood = zmsg_new ();
+    for (int index = 0; index < 9999; index++)
+        zmsg_addstr (flood, "hop");
+    zmsg_addmem (flood, pw_data (writer), pw_size (writer));
+    assert_int_equal (zmsg_send (&flood, client), 0);
+    zmsg_t *msg = s_recv (client);
+    assert_non_null (msg);
+    //  Only the error comes back: nothing of the sender's frames
+    assert_int_equal (zmsg_size (msg), 1);
+    s_expect_error (&msg, PROTO_ERR_MALFORMED, "");
+
+    //  Two frames that are not an empty delimiter are refused too
+    zmsg_t *two = zmsg_new ();
+    zmsg_addstr (two, "x");
+    zmsg_addmem (two, pw_data (writer), pw_size (writer));
+    assert_int_equal (zmsg_send (&two, client), 0);
+    msg = s_recv (client);
+    assert_non_null (msg);
+    assert_int_equal (zmsg_size (msg), 1);
+    s_expect_error (&msg, PROTO_ERR_MALFORMED, "");
+
+    //  An empty delimiter and a body, as REQ sends it, is served
+    zmsg_t *req = zmsg_new ();
+    zmsg_addmem (req, NULL, 0);
+    zmsg_addmem (req, pw_data (writer), pw_size (writer));
+    assert_int_equal (zmsg_send (&req, client), 0);
+    msg = s_recv (client);
+    assert_non_null (msg);
+    assert_int_equal (zmsg_size (msg), 2);
+    zframe_t *body = zmsg_last (msg);
+    pv_doc_t *reply = NULL;
+    assert_int_equal (pv_doc_decode (zframe_data (body), zframe_size (body),
+                                     &reply, NULL, 0), 0);
+    assert_true (grid_str_is (pv_doc_root (reply), "type", "ok"));
+    pv_doc_destroy (&reply);
+    zmsg_destroy (&msg);
+    pw_destroy (&writer);
+    zsock_destroy (&client);
+
+    //  Both were counted and the broker still serves
+    assert_true (s_counter_reaches (&s_grid, "malformed", before + 2)
+                 >= before + 2);
+    reply = grid_call (&s_grid, "status", NULL);
+    assert_true (grid_reply_ok (reply, NULL));
+    pv_doc_destroy (&reply);
+}
+
+static void
+test_it_edges_agent_bad_text_is_dropped (void **state)
+{
+    int64_t before = s_counter (&s_grid, "malformed");
+    char key_file [400];
+    assert_int_equal (grid_keygen (&s_grid, "rogue", key_file,
+                                   sizeof key_file, NULL), 0);
+    zsock_t *dealer = grid_dealer (&s_grid, s_grid.agents_ep, key_file);
+    assert_non_null (dealer);
+    //  A hello whose hostname is not UTF-8
+    proto_msg_t hello = {
+        .type = PROTO_HELLO, .node = "rogue-01", .hostname = "ok",
+        .version = "0.1.0", .concurrency = 1
+    };
+    pw_t *writer = pw_new ();
+    assert_int_equal (proto_msg_encode (&hello, writer), 0);
+    //  "ok" becomes "o\xff": same length, so the frame stays well formed
+    unsigned char *bytes = (unsigned char *) pw_data (writer);
+    bool patched = false;
+    for (size_t index = 0; index + 2 < pw_size (writer) && !patched; index++)
+        if (bytes [index] == 0xa2 && bytes [index + 1] == 'o'
+        &&  bytes [index + 2] == 'k') {
+            bytes [index + 2] = 0xff;
+            patched = true;
+        }
+    assert_true (patched);
+    assert_int_equal (zsock_send (dealer, "b", pw_data (writer),
+                                  pw_size (writer)), 0);
+    pw_destroy (&writer);
+    assert_true (s_counter_reaches (&s_grid, "malformed", before + 1)
+                 >= before + 1);
+    pv_doc_t *reply = grid_call (&s_grid, "node.get", "node", "rogue-01",
+                                 NULL);
+    char *code = grid_reply_code (reply);
+    assert_non_null (code);
+    assert_string_equal (code, PROTO_ERR_NOT_FOUND);
+    free (code);
+    pv_doc_destroy (&reply);
+    zsock_destroy (&dealer);
+}
+
+int
+main (void)
+{
+    const struct CMUnitTest tests [] = {
+        cmocka_unit_test (test_it_edges_bad_text_is_malformed),
+        cmocka_unit_test (test_it_edges_extra_frames_are_refused),
+        cmocka_unit_test (test_it_edges_agent_bad_text_is_dropped),
+    };
+    return cmocka_run_group_tests (tests, s_setup, s_teardown);
+}
