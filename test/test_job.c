@@ -685,10 +685,16 @@ test_job_invalid_params (void **state)
                       "tasks:\n"
                       "  - {backend: a, action: b, params: [x]}\n",
                       "tasks[0].params: expected a map, got array");
-    s_assert_problem ("target: all\n"
+    //  A NUL is not text: the file is refused before it is a job
+    const char *nul = "target: all\n"
                       "tasks:\n"
-                      "  - {backend: a, action: b, params: {x: \"a\\0b\"}}\n",
-                      "tasks[0].params.x: contains a NUL byte");
+                      "  - {backend: a, action: b, params: {x: \"a\\0b\"}}\n";
+    pv_doc_t *doc = NULL;
+    char err [256] = "";
+    assert_int_equal (conf_parse (nul, strlen (nul), &doc, err, sizeof err),
+                      -1);
+    assert_null (doc);
+    assert_non_null (strstr (err, "NUL"));
 
     //  Value length: JOB_MAX_PARAM_LEN bytes fit, one more does not
     size_t size = JOB_MAX_PARAM_LEN + 256;
