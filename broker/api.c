@@ -8,6 +8,7 @@
 */
 #include "../backends/backend.h"
 #include "broker.h"
+#include "dlq.h"
 #include "jobrec.h"
 
 #define LIST_DEFAULT 50
@@ -172,16 +173,27 @@ s_invalid_job (api_call_t *call, zlistx_t *details)
     free (items);
 }
 
+static int s_admit (api_call_t *call, job_spec_t **spec_p,
+                    const char *retry_of, char *id);
+
+//  True (and the error reply) when the broker admits no new jobs.
+static bool
+s_refused_in_maintenance (api_call_t *call)
+{
+    if (!call->self->maintenance)
+        return false;
+    s_error (call, PROTO_ERR_MAINTENANCE,
+             "the broker is in maintenance: no new jobs are admitted "
+             "until 'gridcli broker resume'");
+    return true;
+}
+
 static void
 s_job_submit (api_call_t *call)
 {
     broker_t *self = (broker_t *) call->self;
-    if (self->maintenance) {
-        s_error (call, PROTO_ERR_MAINTENANCE,
-                 "the broker is in maintenance: no new jobs are admitted "
-                 "until 'gridcli broker resume'");
+    if (s_refused_in_maintenance (call))
         return;
-    }
     job_spec_t *spec = NULL;
     job_errors_t errors;
     memset (&errors, 0, sizeof errors);
@@ -204,6 +216,25 @@ s_job_submit (api_call_t *call)
         return;
     }
     zlistx_destroy (&details);
+    char id [JOB_ID_LEN + 1];
+    s_admit (call, &spec, NULL, id);
+}
+
+//  Admits SPEC (taken: *spec_p is nulled) as a new job, a retry of
+//  RETRY_OF when not NULL: its target must match an online node, the store
+//  must have room, the queue must take it. Writes the reply (ok: {job,
+//  status, ?retry_of}) and returns 0 with the new id in ID (JOB_ID_LEN + 1
+//  bytes), or -1.
+static int
+s_admit (api_call_t *call, job_spec_t **spec_p, const char *retry_of, char *id)
+{
+    broker_t *self = (broker_t *) call->self;
+    job_spec_t *spec = *spec_p;
+    *spec_p = NULL;
+    if (s_refused_in_maintenance (call)) {
+        job_spec_destroy (&spec);
+        return -1;
+    }
     char **ids = NULL;
     size_t matched = registry_resolve (self->registry, &spec->target, &ids);
     for (size_t index = 0; index < matched; index++)
@@ -217,7 +248,7 @@ s_job_submit (api_call_t *call)
                  registry_online_count (self->registry));
         free (text);
         job_spec_destroy (&spec);
-        return;
+        return -1;
     }
     size_t used = 0, map = 0;
     store_usage (self->store, &map, &used);
@@ -229,31 +260,37 @@ s_job_submit (api_call_t *call)
                  "refused until old ones are purged; reads still work",
                  used >> 20, limit >> 20);
         job_spec_destroy (&spec);
-        return;
+        return -1;
     }
-    char id [JOB_ID_LEN + 1];
     int64_t wall_ms = broker_wall_ms ();
-    job_id_make (wall_ms, &self->last_id_ms, &self->id_seq, id, sizeof id);
+    job_id_make (wall_ms, &self->last_id_ms, &self->id_seq, id,
+                 JOB_ID_LEN + 1);
     sched_job_t *job = sched_job_new (id, &spec);
     job->created_at_ms = wall_ms;
     job->updated_at_ms = wall_ms;
+    job->retry_of = retry_of ? strdup (retry_of) : NULL;
     char reason [256];
     if (sched_submit (self->sched, &job, broker_now_ms (), reason,
                       sizeof reason) != 0) {
         s_error (call, PROTO_ERR_QUEUE_FULL, "%s", reason);
         sched_job_destroy (&job);
-        return;
+        return -1;
     }
     const sched_job_t *live = sched_job (self->sched, id);
     pw_reset (call->reply);
     proto_reply_ok_begin (call->reply, call->request->id);
-    pw_map (call->reply, 2);
+    pw_map (call->reply, retry_of ? 3 : 2);
     pw_str (call->reply, "job");
     pw_str (call->reply, id);
     pw_str (call->reply, "status");
     //  A job can finish inside its own submit (e.g. nothing to run).
     pw_str (call->reply, live ? sched_job_status_name (live->status)
                               : "running");
+    if (retry_of) {
+        pw_str (call->reply, "retry_of");
+        pw_str (call->reply, retry_of);
+    }
+    return 0;
 }
 
 //  ---------------------------------------------------------------------
@@ -479,6 +516,11 @@ s_job_delete (api_call_t *call)
         s_error (call, PROTO_ERR_NOT_FOUND, "no job %s", job_id);
     else {
         int rc = jobrec_delete (self->txn, job_id);
+        //  Its dead-letter entries go with it
+        if (rc == 0) {
+            int purged = dlq_purge (self->txn, job_id, 0);
+            rc = purged < 0 ? purged : 0;
+        }
         if (rc != 0)
             s_error (call, PROTO_ERR_STORE, "job %s: %s", job_id,
                      store_strerror (rc));
@@ -656,6 +698,329 @@ s_broker_resume (api_call_t *call)
     s_broker_reply (call);
 }
 
+
+//  ---------------------------------------------------------------------
+//  job.retry, dlq.list, dlq.get, dlq.retry, dlq.purge
+
+//  Cell statuses that make a node's work worth a --failed-only retry:
+//  every failure kind, and cancelled (stopped before it was done). A node
+//  with only skipped cells is left out: it did not fail.
+static bool
+s_cell_retried (sched_cell_status_t status)
+{
+    return dlq_status_lands (status) || status == SCHED_CELL_CANCELLED;
+}
+
+//  Adds RETRY_ID to the retried_by list of JOB and saves its header.
+static void
+s_link_retry (api_call_t *call, sched_job_t *job, const char *retry_id)
+{
+    broker_t *self = (broker_t *) call->self;
+    char **grown = (char **) realloc (job->retried_by,
+                                      (job->retried_by_count + 1)
+                                          * sizeof (char *));
+    assert (grown);
+    job->retried_by = grown;
+    job->retried_by [job->retried_by_count++] = strdup (retry_id);
+    store_txn_t *txn = broker_txn (self);
+    if (txn)
+        jobrec_save_header (txn, job, self->scratch);
+}
+
+//  The ids of JOB's nodes with a cell worth retrying, joined by ','
+//  (caller frees), or NULL when there is none. *COUNT_P gets how many.
+static char *
+s_failed_nodes (const sched_job_t *job, size_t *count_p)
+{
+    size_t nodes = job->expected_count, size = 0;
+    *count_p = 0;
+    char *list = NULL;
+    for (size_t node = 0; node < nodes && job->cells; node++) {
+        bool failed = false;
+        for (size_t step = 0; step < job->step_count && !failed; step++)
+            failed = s_cell_retried (job->cells [step * nodes + node].status);
+        if (!failed)
+            continue;
+        size_t len = strlen (job->expected [node]);
+        list = (char *) realloc (list, size + len + 2);
+        assert (list);
+        if (size)
+            list [size++] = ',';
+        memcpy (list + size, job->expected [node], len + 1);
+        size += len;
+        (*count_p)++;
+    }
+    return list;
+}
+
+//  Makes a new job that retries JOB_ID (the same tasks; PROTOCOL.md
+//  job.retry) and links the two both ways. FAILED_ONLY: only the nodes
+//  whose cells failed (for an `any` job, the same `any` target, since the
+//  work failed, not a node). TARGET_TEXT, when given, replaces the target.
+//  The job's dead-letter entries are marked with the new job, which
+//  clears them when it completes.
+static void
+s_retry (api_call_t *call, const char *job_id, bool failed_only,
+         const char *target_text)
+{
+    broker_t *self = (broker_t *) call->self;
+    sched_job_t *loaded = NULL;
+    const sched_job_t *job = sched_job (self->sched, job_id);
+    store_txn_t *txn = job ? NULL : s_txn (call);
+    if (!job && !txn)
+        return;
+    if (!job) {
+        int rc = jobrec_load (txn, job_id, &loaded);
+        if (rc == STORE_ENOTFOUND) {
+            s_error (call, PROTO_ERR_NOT_FOUND, "no job %s", job_id);
+            return;
+        }
+        if (rc != 0) {
+            s_error (call, PROTO_ERR_STORE, "job %s: its record is unreadable",
+                     job_id);
+            return;
+        }
+        job = loaded;
+    }
+    size_t failed = 0;
+    char *nodes = failed_only ? s_failed_nodes (job, &failed) : NULL;
+    job_spec_t *spec = job_spec_dup (job->spec);
+    sched_job_destroy (&loaded);
+    char err [256] = "";
+    target_t target;
+    memset (&target, 0, sizeof target);
+    if (!spec)
+        s_error (call, PROTO_ERR_INTERNAL, "job %s: its spec cannot be copied",
+                 job_id);
+    else
+    if (failed_only && failed == 0)
+        s_error (call, PROTO_ERR_CONFLICT,
+                 "job %s has no failed node to retry", job_id);
+    else
+    if (target_text && target_parse (target_text, &target, err, sizeof err))
+        s_error (call, PROTO_ERR_BAD_REQUEST, "target: %s", err);
+    else
+    if (!target_text && failed_only && !spec->target.any
+        && target_from_parts ("node", nodes, false, &target, err, sizeof err))
+        s_error (call, PROTO_ERR_CONFLICT,
+                 "job %s: its %zu failed nodes do not fit a node list (%s); "
+                 "retry it with --target", job_id, failed, err);
+    else {
+        if (target_text || (failed_only && !spec->target.any)) {
+            target_clear (&spec->target);
+            spec->target = target;
+            memset (&target, 0, sizeof target);
+        }
+        //  The same key would name the original
+        free (spec->idempotency_key);
+        spec->idempotency_key = NULL;
+        //  The allowlist binds retries as it binds submits
+        for (size_t step = 0; step < job_spec_step_count (spec); step++) {
+            const job_phase_t *leaf = job_spec_step (spec, step, NULL, NULL);
+            if (!auth_allowed (&self->config.auth, leaf->backend,
+                               leaf->action)) {
+                s_error (call, PROTO_ERR_FORBIDDEN,
+                         "%s.%s is not in this broker's allowlist",
+                         leaf->backend, leaf->action);
+                job_spec_destroy (&spec);
+                break;
+            }
+        }
+        char id [JOB_ID_LEN + 1];
+        if (spec && s_admit (call, &spec, job_id, id) == 0) {
+            //  Link the original (live in the scheduler, or in the store)
+            sched_job_t *original = (sched_job_t *) sched_job (self->sched,
+                                                               job_id);
+            txn = broker_txn (self);
+            if (original)
+                s_link_retry (call, original, id);
+            else
+            if (txn && jobrec_load (txn, job_id, &loaded) == 0) {
+                s_link_retry (call, loaded, id);
+                sched_job_destroy (&loaded);
+            }
+            if (txn)
+                dlq_mark_retry (txn, job_id, id, self->scratch);
+        }
+    }
+    target_clear (&target);
+    job_spec_destroy (&spec);
+    free (nodes);
+}
+
+static void
+s_job_retry (api_call_t *call)
+{
+    char *job_id = NULL;
+    if (s_job_id_field (call, &job_id) != 0)
+        return;
+    bool failed_only = false;
+    pv_get_bool (pv_map_get (call->request->body, "failed_only"),
+                 &failed_only);
+    char *target = s_field (call, "target");
+    s_retry (call, job_id, failed_only, target);
+    free (target);
+    free (job_id);
+}
+
+static void
+s_dlq_list (api_call_t *call)
+{
+    char *job_id = s_field (call, "job");
+    if (job_id && !job_id_valid (job_id)) {
+        s_error (call, PROTO_ERR_BAD_REQUEST,
+                 "job: '%s' is not a job id (like j-0193a1b2c3d4-0001)",
+                 job_id);
+        free (job_id);
+        return;
+    }
+    int64_t limit = LIST_DEFAULT;
+    pv_get_int (pv_map_get (call->request->body, "limit"), &limit);
+    store_txn_t *txn = s_txn (call);
+    if (txn) {
+        size_t total = 0;
+        pw_reset (call->reply);
+        proto_reply_ok_begin (call->reply, call->request->id);
+        pw_map (call->reply, 2);
+        pw_str (call->reply, "entries");
+        dlq_write_list (txn, job_id, (size_t) limit, call->reply, &total);
+        pw_str (call->reply, "total");
+        pw_int (call->reply, (int64_t) total);
+    }
+    free (job_id);
+}
+
+//  The entry id of the request's "entry" field into JOB, STEP, NODE.
+//  Returns 0, or -1 with an error reply.
+static int
+s_entry_field (api_call_t *call, char *job, uint32_t *step, char *node)
+{
+    char *text = s_field (call, "entry");
+    int rc = dlq_id_parse (text, job, step, node);
+    if (rc != 0) {
+        char shown [NAME_SHOW_LEN];
+        s_error (call, PROTO_ERR_BAD_REQUEST,
+                 "entry: '%s' is not a dead-letter entry id (JOB/STEP/NODE, "
+                 "like j-0193a1b2c3d4-0001/0/web-01)",
+                 name_show (text ? text : "", text ? strlen (text) : 0,
+                            shown, sizeof shown));
+    }
+    free (text);
+    return rc;
+}
+
+static void
+s_dlq_get (api_call_t *call)
+{
+    char job [JOB_ID_LEN + 1], node [NAME_MAX_LEN + 1];
+    uint32_t step = 0;
+    if (s_entry_field (call, job, &step, node) != 0)
+        return;
+    store_txn_t *txn = s_txn (call);
+    if (!txn)
+        return;
+    pv_doc_t *doc = NULL;
+    int rc = dlq_get (txn, job, step, node, &doc);
+    if (rc == STORE_ENOTFOUND)
+        s_error (call, PROTO_ERR_NOT_FOUND, "no dead-letter entry %s/%u/%s",
+                 job, step, node);
+    else
+    if (rc == 0) {
+        pw_reset (call->reply);
+        proto_reply_ok_begin (call->reply, call->request->id);
+        rc = dlq_write_entry (pv_doc_root (doc), call->reply);
+    }
+    if (rc != 0 && rc != STORE_ENOTFOUND)
+        s_error (call, PROTO_ERR_STORE, "dead-letter entry %s/%u/%s is "
+                 "unreadable", job, step, node);
+    pv_doc_destroy (&doc);
+}
+
+static void
+s_dlq_retry (api_call_t *call)
+{
+    char job [JOB_ID_LEN + 1], node [NAME_MAX_LEN + 1];
+    uint32_t step = 0;
+    char *text = s_field (call, "entry");
+    //  An entry id, or a job id for all of the job's entries
+    if (text && job_id_valid (text))
+        snprintf (job, sizeof job, "%s", text);
+    else
+    if (s_entry_field (call, job, &step, node) != 0) {
+        free (text);
+        return;
+    }
+    free (text);
+    store_txn_t *txn = s_txn (call);
+    if (!txn)
+        return;
+    if (!dlq_has_job (txn, job)) {
+        s_error (call, PROTO_ERR_NOT_FOUND, "job %s has no dead-letter entry",
+                 job);
+        return;
+    }
+    s_retry (call, job, true, NULL);
+}
+
+static void
+s_dlq_purge (api_call_t *call)
+{
+    const pv_t *body = call->request->body;
+    bool all = false;
+    pv_get_bool (pv_map_get (body, "all"), &all);
+    char *older = s_field (call, "older_than");
+    char *job_id = s_field (call, "job");
+    bool by_entry = pv_map_get (body, "entry") != NULL;
+    int64_t older_ms = 0;
+    char job [JOB_ID_LEN + 1], node [NAME_MAX_LEN + 1];
+    uint32_t step = 0;
+    int rc = 0;
+    if (!all && !older && !job_id && !by_entry) {
+        s_error (call, PROTO_ERR_BAD_REQUEST,
+                 "dlq.purge needs entry, job, older_than or all: true");
+        rc = -1;
+    }
+    else
+    if (older && duration_parse (older, &older_ms) != 0) {
+        s_error (call, PROTO_ERR_BAD_REQUEST,
+                 "older_than: expected a duration like 10s, 30m or 7d");
+        rc = -1;
+    }
+    else
+    if (job_id && !job_id_valid (job_id)) {
+        s_error (call, PROTO_ERR_BAD_REQUEST,
+                 "job: not a job id (like j-0193a1b2c3d4-0001)");
+        rc = -1;
+    }
+    else
+    if (by_entry)
+        rc = s_entry_field (call, job, &step, node);
+    store_txn_t *txn = rc == 0 ? s_txn (call) : NULL;
+    if (txn) {
+        int purged = 0;
+        int64_t before = older ? broker_wall_ms () - older_ms : 0;
+        if (by_entry) {
+            uint8_t key [JOBREC_MAX_KEY];
+            size_t key_len = jobrec_cell_key (job, step, node, key);
+            purged = store_del (txn, STORE_DB_DLQ, key, key_len) == 0 ? 1 : 0;
+        }
+        else
+            purged = dlq_purge (txn, job_id, before);
+        if (purged < 0)
+            s_error (call, PROTO_ERR_STORE, "the dead-letter queue: %s",
+                     store_strerror (purged));
+        else {
+            pw_reset (call->reply);
+            proto_reply_ok_begin (call->reply, call->request->id);
+            pw_map (call->reply, 1);
+            pw_str (call->reply, "purged");
+            pw_int (call->reply, purged);
+        }
+    }
+    free (older);
+    free (job_id);
+}
+
 typedef struct {
     const char *type;
     void (*handler) (api_call_t *call);
@@ -670,6 +1035,9 @@ static const api_route_t s_routes [] = {
     {"status", s_status},           {"node.drain", s_node_drain},
     {"node.resume", s_node_resume}, {"broker.drain", s_broker_drain},
     {"broker.resume", s_broker_resume},
+    {"job.retry", s_job_retry},     {"dlq.list", s_dlq_list},
+    {"dlq.get", s_dlq_get},         {"dlq.retry", s_dlq_retry},
+    {"dlq.purge", s_dlq_purge},
 };
 
 void

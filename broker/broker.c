@@ -6,6 +6,7 @@
 
 #include "../proto/conf.h"
 #include "broker.h"
+#include "dlq.h"
 #include "jobrec.h"
 
 #define CLIENT_BATCH_MAX 512     //  Client requests read per pass
@@ -113,6 +114,7 @@ broker_config_defaults (broker_config_t *config)
     config->map_bytes = (size_t) 64 << 20;
     config->max_map_bytes = (size_t) 8 << 30;
     config->retention_ms = (int64_t) 30 * 24 * 3600 * 1000;
+    config->dlq_retention_ms = (int64_t) 30 * 24 * 3600 * 1000;
     sched_config_defaults (&config->sched);
     auth_config_defaults (&config->auth);
 }
@@ -150,7 +152,7 @@ broker_config_load (broker_config_t *config, const char *path, char *err,
         "missed_heartbeats", "max_concurrent", "max_pending", "ack_timeout",
         "ack_resends", "task_timeout", "grace", "retry_base", "retry_cap",
         "map_size_mb", "max_map_size_mb", "retention", "offline_grace",
-        "verbose",
+        "verbose", "dlq_retention",
         //  Read by auth_config_load
         "key", "insecure", "auto_accept", "max_pending_keys", "clients",
         "allow", NULL};
@@ -205,6 +207,8 @@ broker_config_load (broker_config_t *config, const char *path, char *err,
         rc = conf_get_duration (root, "retention", &config->retention_ms, why, sizeof why);
     if (rc == 0)
         rc = conf_get_duration (root, "offline_grace", &config->offline_grace_ms, why, sizeof why);
+    if (rc == 0)
+        rc = conf_get_duration (root, "dlq_retention", &config->dlq_retention_ms, why, sizeof why);
     if (rc == 0)
         rc = conf_get_bool (root, "verbose", &config->verbose, why, sizeof why);
     if (rc == 0)
@@ -489,6 +493,28 @@ s_store_error (broker_t *self, int rc, const char *what)
         s_log ("store: cannot save %s: %s", what, store_strerror (rc));
 }
 
+//  A cell of a job that asks for it ended failed for good: it lands in
+//  the dead-letter queue (dlq.h).
+static void
+s_dead_letter (broker_t *self, store_txn_t *txn, const sched_action_t *action,
+               int64_t wall_ms)
+{
+    const sched_job_t *job = action->job;
+    ssize_t index = sched_job_node_index (job, action->node);
+    if (index < 0 || action->step >= job->step_count)
+        return;
+    const sched_cell_t *cell
+        = &job->cells [action->step * job->expected_count + (size_t) index];
+    if (!dlq_status_lands (cell->status))
+        return;
+    int rc = dlq_add (txn, job, action->step, action->node, wall_ms,
+                      self->scratch);
+    if (rc == 1 && self->config.verbose)
+        s_log ("dead-letter: job %s step %u on %s (%s)", job->id, action->step,
+               action->node, sched_cell_status_name (cell->status));
+    s_store_error (self, rc < 0 ? rc : 0, "a dead-letter entry");
+}
+
 void
 broker_drain (broker_t *self)
 {
@@ -523,6 +549,8 @@ broker_drain (broker_t *self)
                                                            action.node,
                                                            self->scratch),
                                    "a result");
+                if (txn && action.job->spec->dead_letter)
+                    s_dead_letter (self, txn, &action, wall_ms);
                 break;
             case SCHED_ACTION_EVENT: {
                 bool step_event = action.node != NULL
@@ -547,6 +575,19 @@ broker_drain (broker_t *self)
             case SCHED_ACTION_FINISHED:
                 if (action.job->status < 6)
                     self->finished [action.job->status]++;
+                //  A retry that completed clears the entries it retried
+                if (txn && action.job->retry_of
+                    && action.job->status == SCHED_JOB_COMPLETED) {
+                    int cleared = dlq_clear_retried (txn, action.job->retry_of,
+                                                     action.job->id);
+                    if (cleared > 0)
+                        s_log ("dead-letter: %d entr%s of job %s cleared by "
+                               "its retry %s", cleared,
+                               cleared == 1 ? "y" : "ies",
+                               action.job->retry_of, action.job->id);
+                    s_store_error (self, cleared < 0 ? cleared : 0,
+                                   "the dead-letter queue");
+                }
                 zhashx_delete (self->event_seq, action.job->id);
                 s_log ("job %s %s%s%s", action.job->id,
                        sched_job_status_name (action.job->status),
@@ -813,7 +854,8 @@ static bool
 s_is_mutation (const char *type)
 {
     return strcmp (type, "job.submit") == 0 || strcmp (type, "job.cancel") == 0
-           || strcmp (type, "job.delete") == 0;
+           || strcmp (type, "job.delete") == 0 || strcmp (type, "job.retry") == 0
+           || strcmp (type, "dlq.retry") == 0 || strcmp (type, "dlq.purge") == 0;
 }
 
 static void
@@ -1041,9 +1083,13 @@ s_on_tick (zloop_t *loop, int timer_id, void *arg)
     }
     //  Every tick, not only at deadlines: it also admits queued jobs.
     sched_tick (self->sched, deadline_ms);
-    if (self->config.retention_ms > 0 && now_ms >= self->next_sweep_ms) {
+    int64_t retention_ms = self->config.retention_ms;
+    if (self->config.dlq_retention_ms > 0
+        && (retention_ms <= 0 || self->config.dlq_retention_ms < retention_ms))
+        retention_ms = self->config.dlq_retention_ms;
+    if (retention_ms > 0 && now_ms >= self->next_sweep_ms) {
         //  Sweep every minute, or more often for a short retention.
-        int64_t every_ms = self->config.retention_ms / 2;
+        int64_t every_ms = retention_ms / 2;
         every_ms = every_ms < 1000 ? 1000 : every_ms > 60000 ? 60000 : every_ms;
         self->next_sweep_ms = now_ms + every_ms;
         size_t purged = broker_sweep (self, broker_wall_ms (), 1000);
@@ -1097,6 +1143,13 @@ size_t
 broker_sweep (broker_t *self, int64_t wall_ms, size_t limit)
 {
     store_txn_t *txn = broker_txn (self);
+    if (txn && self->config.dlq_retention_ms > 0) {
+        int purged = dlq_purge (txn, NULL,
+                                wall_ms - self->config.dlq_retention_ms);
+        if (purged > 0)
+            s_log ("dead-letter: purged %d entr%s older than the dlq "
+                   "retention", purged, purged == 1 ? "y" : "ies");
+    }
     if (!txn || self->config.retention_ms <= 0)
         return 0;
     int64_t cutoff = wall_ms - self->config.retention_ms;
@@ -1123,6 +1176,12 @@ broker_sweep (broker_t *self, int64_t wall_ms, size_t limit)
                 && updated <= cutoff && k_len <= JOB_ID_LEN)
                 zlistx_add_end (doomed, zsys_sprintf ("%.*s", (int) k_len,
                                                       (const char *) k));
+            //  A job with dead-letter entries stays until they go: a
+            //  retry needs its spec
+            char *last = (char *) zlistx_last (doomed);
+            if (last && strlen (last) == k_len && memcmp (last, k, k_len) == 0
+                && dlq_has_job (txn, last))
+                zlistx_delete (doomed, zlistx_cursor (doomed));
         }
         pv_doc_destroy (&doc);
         rc = store_cursor_next (cursor, &k, &k_len, &v, &v_len);

@@ -44,6 +44,7 @@ typedef struct {
     size_t max_map_bytes;        //  LMDB map may grow to this
     sched_config_t sched;        //  Scheduler limits and timers
     int64_t retention_ms;        //  Finished jobs are purged after this (0 = never)
+    int64_t dlq_retention_ms;    //  Dead-letter entries are purged after this (0 = never)
     bool verbose;                //  Log every job and node event
     auth_config_t auth;          //  Keys, roles, allowlist (auth.h)
 } broker_config_t;

@@ -55,9 +55,20 @@ int
 jobrec_save_header (store_txn_t *txn, const sched_job_t *job, pw_t *scratch)
 {
     pw_reset (scratch);
-    pw_map (scratch, 9);
+    pw_map (scratch, 9 + (job->retry_of ? 1 : 0)
+                        + (job->retried_by_count ? 1 : 0));
     pw_str (scratch, "id");
     pw_str (scratch, job->id);
+    if (job->retry_of) {
+        pw_str (scratch, "retry_of");
+        pw_str (scratch, job->retry_of);
+    }
+    if (job->retried_by_count) {
+        pw_str (scratch, "retried_by");
+        pw_array (scratch, job->retried_by_count);
+        for (size_t index = 0; index < job->retried_by_count; index++)
+            pw_str (scratch, job->retried_by [index]);
+    }
     pw_str (scratch, "spec");
     job_spec_encode (job->spec, scratch);
     pw_str (scratch, "status");
@@ -241,6 +252,16 @@ s_write_spec_fields (const pv_t *spec, pw_t *writer)
     }
 }
 
+bool
+jobrec_spec_dead_letter (const pv_t *spec)
+{
+    bool on = false;
+    if (pv_get_bool (pv_map_get (spec, "dead_letter"), &on) == 0)
+        return on;
+    pv_get_bool (pv_map_get (pv_map_get (spec, "target"), "any"), &on);
+    return on;
+}
+
 static void
 s_write_time_field (pw_t *writer, const char *key, const pv_t *ms)
 {
@@ -331,10 +352,25 @@ jobrec_write_record (store_txn_t *txn, const char *job_id, pw_t *writer)
     }
     const pv_t *reason = pv_map_get (header, "reason");
     bool has_reason = pv_type (reason) == PV_STR;
-    pw_map (writer, 8 + s_spec_field_count (spec) + (has_reason ? 1 : 0));
+    const pv_t *retry_of = pv_map_get (header, "retry_of");
+    const pv_t *retried_by = pv_map_get (header, "retried_by");
+    bool has_retry_of = pv_type (retry_of) == PV_STR;
+    bool has_retried_by = pv_type (retried_by) == PV_ARRAY;
+    pw_map (writer, 9 + s_spec_field_count (spec) + (has_reason ? 1 : 0)
+                        + (has_retry_of ? 1 : 0) + (has_retried_by ? 1 : 0));
     pw_str (writer, "id");
     pw_str (writer, job_id);
     s_write_spec_fields (spec, writer);
+    pw_str (writer, "dead_letter");
+    pw_bool (writer, jobrec_spec_dead_letter (spec));
+    if (has_retry_of) {
+        pw_str (writer, "retry_of");
+        pw_pv (writer, retry_of);
+    }
+    if (has_retried_by) {
+        pw_str (writer, "retried_by");
+        pw_pv (writer, retried_by);
+    }
     pw_str (writer, "status");
     pw_pv (writer, pv_map_get (header, "status"));
     pw_str (writer, "step");
@@ -602,8 +638,30 @@ jobrec_load (store_txn_t *txn, const char *job_id, sched_job_t **job_p)
     job->created_at_ms = created;
     job->updated_at_ms = updated;
     job->reason = pv_strdup (pv_map_get (header, "reason"));
-    size_t node_count = pv_size (expected);
     rc = 0;
+    const pv_t *retry_of = pv_map_get (header, "retry_of");
+    if (retry_of) {
+        job->retry_of = pv_strdup (retry_of);
+        if (!job->retry_of || !job_id_valid (job->retry_of))
+            rc = -2;
+    }
+    const pv_t *retried_by = pv_map_get (header, "retried_by");
+    size_t retries = pv_size (retried_by);
+    if (retried_by && pv_type (retried_by) != PV_ARRAY)
+        rc = -2;
+    else
+    if (retries) {
+        job->retried_by = (char **) calloc (retries, sizeof (char *));
+        assert (job->retried_by);
+        for (size_t index = 0; index < retries && rc == 0; index++) {
+            job->retried_by [index] = pv_strdup (pv_array_at (retried_by, index));
+            job->retried_by_count = index + 1;
+            if (!job->retried_by [index]
+                || !job_id_valid (job->retried_by [index]))
+                rc = -2;
+        }
+    }
+    size_t node_count = pv_size (expected);
     if (node_count) {
         job->expected = (char **) calloc (node_count, sizeof (char *));
         assert (job->expected);

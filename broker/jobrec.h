@@ -9,7 +9,8 @@
     Job ids are time-sortable, so the jobs database lists oldest first.
 
     Header record: {id, spec: <job wire form>, status, step, steps,
-    expected: [ids], reason: str|nil, created_at_ms, updated_at_ms}.
+    expected: [ids], reason: str|nil, created_at_ms, updated_at_ms,
+    ?retry_of: id, ?retried_by: [ids]}.
     Cell record: {status, attempt, attempts: [{attempt, status, output, data,
     error, exit_code, duration_ms, truncated}]}.
     Event record: {seq, time_ms, event, node: str|nil, step: int|nil,
@@ -73,6 +74,10 @@ int jobrec_write_events (store_txn_t *txn, const char *job_id, uint32_t after,
 //  Rebuilds the scheduler job JOB_ID from its header and cells. Returns 0
 //  and *JOB_P, or -2 when a record is malformed, STORE_ENOTFOUND.
 int jobrec_load (store_txn_t *txn, const char *job_id, sched_job_t **job_p);
+
+//  Whether a decoded spec sends failed cells to the dead-letter queue
+//  (its `dead_letter`, else on for `any` targets).
+bool jobrec_spec_dead_letter (const pv_t *spec);
 
 //  The status named in a decoded header, or -1 when missing/unknown.
 int jobrec_header_status (const pv_t *header);

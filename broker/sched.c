@@ -756,6 +756,10 @@ s_job_free (sched_job_t *job)
     s_expected_free (job);
     job_spec_destroy (&job->spec);
     free (job->reason);
+    free (job->retry_of);
+    for (size_t index = 0; index < job->retried_by_count; index++)
+        free (job->retried_by [index]);
+    free (job->retried_by);
     free (job);
 }
 

@@ -104,6 +104,9 @@ typedef struct {
     int64_t created_at_ms;        //  Wall clock, set by the caller, not used by sched
     int64_t updated_at_ms;        //  Wall clock, set by the caller, not used by sched
     int64_t submitted_ms;         //  Monotonic time of submission (sched)
+    char *retry_of;               //  The job this one retries, or NULL (owned; sched only frees it)
+    char **retried_by;            //  Jobs made to retry this one, oldest first (owned)
+    size_t retried_by_count;      //  How many
     void *priv;                   //  Private to sched
 } sched_job_t;
 

@@ -350,6 +350,48 @@ s_command_option (cli_args_t *args, int argc, char *const *argv, int *index,
                            "from 1 to %d, not '%s'", S_MAX_LIMIT, value);
         return 1;
     }
+    if (args->command == CLI_CMD_JOB_RETRY && streq (arg, "--failed-only")) {
+        args->failed_only = true;
+        return 1;
+    }
+    if (args->command == CLI_CMD_JOB_RETRY
+    &&  s_is_option (arg, "--target", &inline_value))
+        return s_run_option (args, argc, argv, index, err, err_len);
+    if ((args->command == CLI_CMD_DLQ_LIST || args->command == CLI_CMD_DLQ_PURGE)
+    &&  s_is_option (arg, "--job", &inline_value)) {
+        if (s_option_value (argc, argv, index, "--job", inline_value, &value,
+                            err, err_len))
+            return -1;
+        if (!job_id_valid (value))
+            return s_fail (err, err_len, "'%s' is not a job id (ids look "
+                           "like j-0193a1b2c3d4-0001)", value);
+        args->job_filter = value;
+        return 1;
+    }
+    if (args->command == CLI_CMD_DLQ_LIST
+    &&  s_is_option (arg, "--limit", &inline_value)) {
+        if (s_option_value (argc, argv, index, "--limit", inline_value,
+                            &value, err, err_len))
+            return -1;
+        if (s_parse_int (value, 1, S_MAX_LIMIT, &args->limit))
+            return s_fail (err, err_len, "--limit must be a whole number "
+                           "from 1 to %d, not '%s'", S_MAX_LIMIT, value);
+        return 1;
+    }
+    if (args->command == CLI_CMD_DLQ_PURGE
+    &&  s_is_option (arg, "--older-than", &inline_value)) {
+        int64_t ms = 0;
+        if (s_option_value (argc, argv, index, "--older-than", inline_value,
+                            &value, err, err_len)
+        ||  s_duration_option ("--older-than", value, &ms, err, err_len))
+            return -1;
+        args->older_than = value;
+        return 1;
+    }
+    if (args->command == CLI_CMD_DLQ_PURGE && streq (arg, "--all")) {
+        args->all = true;
+        return 1;
+    }
     if (args->command == CLI_CMD_JOB_CANCEL
     &&  s_is_option (arg, "--reason", &inline_value)) {
         if (s_option_value (argc, argv, index, "--reason", inline_value,
@@ -436,6 +478,11 @@ s_command_name (cli_command_t command)
         case CLI_CMD_KEY_ACCEPT: return "key accept";
         case CLI_CMD_KEY_REJECT: return "key reject";
         case CLI_CMD_KEY_DELETE: return "key delete";
+        case CLI_CMD_JOB_RETRY: return "job retry";
+        case CLI_CMD_DLQ_LIST: return "dlq list";
+        case CLI_CMD_DLQ_SHOW: return "dlq show";
+        case CLI_CMD_DLQ_RETRY: return "dlq retry";
+        case CLI_CMD_DLQ_PURGE: return "dlq purge";
         default: return "gridcli";
     }
 }
@@ -472,6 +519,22 @@ s_args_check (cli_args_t *args, char *err, size_t err_len)
                 return s_fail (err, err_len, "'%s' is not a valid action "
                                "name", args->action);
             return 0;
+        case CLI_CMD_DLQ_SHOW:
+        case CLI_CMD_DLQ_RETRY:
+            if (!args->id)
+                return s_fail (err, err_len, "%s needs an entry id (JOB/STEP/"
+                               "NODE, see gridcli dlq list)%s",
+                               s_command_name (args->command),
+                               args->command == CLI_CMD_DLQ_RETRY
+                                   ? " or a job id" : "");
+            return 0;
+        case CLI_CMD_DLQ_PURGE:
+            if (!args->id && !args->job_filter && !args->older_than
+            &&  !args->all)
+                return s_fail (err, err_len, "dlq purge needs ENTRY, --job "
+                               "ID, --older-than D or --all");
+            return 0;
+        case CLI_CMD_JOB_RETRY:
         case CLI_CMD_JOB_STATUS:
         case CLI_CMD_JOB_CANCEL:
         case CLI_CMD_JOB_EVENTS:
@@ -570,7 +633,11 @@ s_parse_command_args (cli_args_t *args, int argc, char *const *argv,
         ||   args->command == CLI_CMD_NODE_RESUME
         ||   args->command == CLI_CMD_KEY_ACCEPT
         ||   args->command == CLI_CMD_KEY_REJECT
-        ||   args->command == CLI_CMD_KEY_DELETE) && !args->id) {
+        ||   args->command == CLI_CMD_KEY_DELETE
+        ||   args->command == CLI_CMD_JOB_RETRY
+        ||   args->command == CLI_CMD_DLQ_SHOW
+        ||   args->command == CLI_CMD_DLQ_RETRY
+        ||   args->command == CLI_CMD_DLQ_PURGE) && !args->id) {
             args->id = arg;
             continue;
         }
@@ -616,10 +683,11 @@ cli_args_parse (cli_args_t *args, int argc, char *const *argv, char *err,
         args->command = CLI_CMD_HELP;
         if (index < argc) {
             const char *topics [] = { "job", "node", "broker", "status",
-                                      "key", NULL };
+                                      "key", "dlq", NULL };
             if (!s_in_list (argv [index], topics))
                 return s_fail (err, err_len, "no help on '%s' (topics: job, "
-                               "node, broker, key, status)", argv [index]);
+                               "node, broker, key, dlq, status)",
+                               argv [index]);
             args->help_topic = argv [index];
         }
         return 0;
@@ -637,7 +705,7 @@ cli_args_parse (cli_args_t *args, int argc, char *const *argv, char *err,
         if (index >= argc)
             return s_fail (err, err_len, streq (topic, "job")
                            ? "job needs a subcommand: run, status, list, "
-                             "cancel, events or delete"
+                             "cancel, events, delete or retry"
                            : streq (topic, "node")
                            ? "node needs a subcommand: list, info, drain or "
                              "resume"
@@ -667,9 +735,12 @@ cli_args_parse (cli_args_t *args, int argc, char *const *argv, char *err,
             if (streq (sub, "delete"))
                 args->command = CLI_CMD_JOB_DELETE;
             else
+            if (streq (sub, "retry"))
+                args->command = CLI_CMD_JOB_RETRY;
+            else
                 return s_fail (err, err_len, "unknown job subcommand '%s' "
-                               "(run, status, list, cancel, events, delete)",
-                               sub);
+                               "(run, status, list, cancel, events, delete, "
+                               "retry)", sub);
         }
         else
         if (streq (topic, "node")) {
@@ -728,12 +799,39 @@ cli_args_parse (cli_args_t *args, int argc, char *const *argv, char *err,
         return s_parse_command_args (args, argc, argv, index, "key", err,
                                      err_len);
     }
+    if (streq (word, "dlq")) {
+        args->help_topic = "dlq";
+        const char *sub = index < argc ? argv [index++] : NULL;
+        if (!sub)
+            return s_fail (err, err_len, "dlq needs a subcommand: list, "
+                           "show, retry or purge");
+        if (streq (sub, "-h") || streq (sub, "--help") || streq (sub, "help")) {
+            args->command = CLI_CMD_HELP;
+            return 0;
+        }
+        if (streq (sub, "list"))
+            args->command = CLI_CMD_DLQ_LIST;
+        else
+        if (streq (sub, "show"))
+            args->command = CLI_CMD_DLQ_SHOW;
+        else
+        if (streq (sub, "retry"))
+            args->command = CLI_CMD_DLQ_RETRY;
+        else
+        if (streq (sub, "purge"))
+            args->command = CLI_CMD_DLQ_PURGE;
+        else
+            return s_fail (err, err_len, "unknown dlq subcommand '%s' (list, "
+                           "show, retry, purge)", sub);
+        return s_parse_command_args (args, argc, argv, index, "dlq", err,
+                                     err_len);
+    }
     if (streq (word, "keygen"))
         return s_fail (err, err_len, "keygen takes no global options: run "
                        "gridcli keygen [--out DIR] [--name NAME]");
     return s_fail (err, err_len,
                    "unknown command '%s' (commands: job, node, broker, key, "
-                   "keygen, status, help)",
+                   "dlq, keygen, status, help)",
                    word);
 }
 
@@ -1131,6 +1229,63 @@ cli_request_build (const cli_args_t *args, const job_spec_t *file_spec,
                                      ? "key.reject" : "key.delete", id, 1);
             pw_str (writer, keys_z85_valid (args->id) ? "key" : "node");
             pw_str (writer, args->id);
+            return 0;
+        case CLI_CMD_JOB_RETRY:
+            proto_request_begin (writer, "job.retry", id,
+                                 1 + (args->failed_only ? 1 : 0)
+                                 + (args->target_text ? 1 : 0));
+            pw_str (writer, "job");
+            pw_str (writer, args->id);
+            if (args->failed_only) {
+                pw_str (writer, "failed_only");
+                pw_bool (writer, true);
+            }
+            if (args->target_text) {
+                pw_str (writer, "target");
+                pw_str (writer, args->target_text);
+            }
+            return 0;
+        case CLI_CMD_DLQ_LIST:
+            proto_request_begin (writer, "dlq.list", id,
+                                 (args->job_filter ? 1 : 0)
+                                 + (args->limit ? 1 : 0));
+            if (args->job_filter) {
+                pw_str (writer, "job");
+                pw_str (writer, args->job_filter);
+            }
+            if (args->limit) {
+                pw_str (writer, "limit");
+                pw_int (writer, args->limit);
+            }
+            return 0;
+        case CLI_CMD_DLQ_SHOW:
+        case CLI_CMD_DLQ_RETRY:
+            proto_request_begin (writer, args->command == CLI_CMD_DLQ_SHOW
+                                             ? "dlq.get" : "dlq.retry", id, 1);
+            pw_str (writer, "entry");
+            pw_str (writer, args->id);
+            return 0;
+        case CLI_CMD_DLQ_PURGE:
+            proto_request_begin (writer, "dlq.purge", id,
+                                 (args->id ? 1 : 0) + (args->job_filter ? 1 : 0)
+                                 + (args->older_than ? 1 : 0)
+                                 + (args->all ? 1 : 0));
+            if (args->id) {
+                pw_str (writer, "entry");
+                pw_str (writer, args->id);
+            }
+            if (args->job_filter) {
+                pw_str (writer, "job");
+                pw_str (writer, args->job_filter);
+            }
+            if (args->older_than) {
+                pw_str (writer, "older_than");
+                pw_str (writer, args->older_than);
+            }
+            if (args->all) {
+                pw_str (writer, "all");
+                pw_bool (writer, true);
+            }
             return 0;
         default:
             return -1;
@@ -1943,6 +2098,14 @@ cli_render_job (const pv_t *record, FILE *out, bool color)
     const pv_t *reason = pv_map_get (record, "reason");
     if (pv_size (reason))
         s_header_line (out, "reason", s_scalar (reason, buf, sizeof buf));
+    if (pv_type (pv_map_get (record, "retry_of")) == PV_STR)
+        s_header_line (out, "retry of", s_field (record, "retry_of", buf,
+                                                 sizeof buf));
+    if (pv_size (pv_map_get (record, "retried_by"))) {
+        char *joined = s_join (pv_map_get (record, "retried_by"));
+        s_header_line (out, "retried by", joined);
+        free (joined);
+    }
 
     s_grid_t *grid = s_grid_new (record);
     const char *headers [] = {
@@ -2420,6 +2583,109 @@ s_render_status (const pv_t *data, FILE *out)
     return 0;
 }
 
+static int
+s_render_retry (const pv_t *data, FILE *out)
+{
+    char retry_of [128];
+    if (s_render_submitted (data, out) != 0)
+        return -2;
+    fprintf (out, "it retries job %s\n",
+             s_field (data, "retry_of", retry_of, sizeof retry_of));
+    return 0;
+}
+
+//  The first line of TEXT, printable and cut to WIDTH.
+static char *
+s_first_line (const pv_t *text, size_t width)
+{
+    size_t len = 0;
+    const char *bytes = pv_str (text, &len);
+    while (len && (*bytes == '\n' || *bytes == '\r' || *bytes == ' ')) {
+        bytes++;
+        len--;
+    }
+    return s_printable (bytes ? bytes : "", len, width, true);
+}
+
+static int
+s_render_dlq_list (const pv_t *data, FILE *out)
+{
+    const pv_t *entries = pv_map_get (data, "entries");
+    if (pv_type (entries) != PV_ARRAY)
+        return -2;
+    const char *headers [] = {
+        "ENTRY", "TASK", "STATUS", "ATTEMPTS", "TIME", "ERROR"
+    };
+    s_table_t *table = s_table_new (6, false, headers);
+    for (size_t index = 0; index < pv_size (entries); index++) {
+        const pv_t *entry = pv_array_at (entries, index);
+        char id [160], backend [80], action [80], task [170], status [32];
+        char attempts [32], time [64];
+        snprintf (task, sizeof task, "%s %s",
+                  s_field (entry, "backend", backend, sizeof backend),
+                  s_field (entry, "action", action, sizeof action));
+        char *error = s_first_line (pv_map_get (entry, "error"),
+                                    CLI_OUTPUT_COLUMNS);
+        const char *row [] = {
+            s_field (entry, "id", id, sizeof id), task,
+            s_field (entry, "status", status, sizeof status),
+            s_field (entry, "attempts", attempts, sizeof attempts),
+            s_time (pv_map_get (entry, "time"), false, time, sizeof time),
+            *error ? error : "-"
+        };
+        s_table_add (table, false, row);
+        free (error);
+    }
+    if (table->rows > 1)
+        s_table_print (table, out, false);
+    int64_t total = s_field_int (data, "total", 0);
+    fprintf (out, "%" PRId64 " entr%s in the dead-letter queue%s\n", total,
+             total == 1 ? "y" : "ies",
+             total > (int64_t) pv_size (entries) ? " (use --limit for more)"
+                                                 : "");
+    s_table_destroy (&table);
+    return 0;
+}
+
+static int
+s_render_dlq_entry (const pv_t *data, FILE *out)
+{
+    if (pv_type (pv_map_get (data, "id")) != PV_STR)
+        return -2;
+    static const char *fields [] = {"id", "job", "step", "node", "backend",
+                                    "action", "status", "attempts",
+                                    "exit_code", "retry_job"};
+    char buf [512];
+    for (size_t index = 0; index < sizeof fields / sizeof fields [0]; index++)
+        if (pv_map_get (data, fields [index]))
+            s_print_field (out, fields [index],
+                           s_field (data, fields [index], buf, sizeof buf));
+    s_print_field (out, "time", s_time (pv_map_get (data, "time"), false, buf,
+                                        sizeof buf));
+    static const char *texts [] = {"error", "output"};
+    for (size_t index = 0; index < 2; index++) {
+        size_t len = 0;
+        const char *text = pv_str (pv_map_get (data, texts [index]), &len);
+        if (!len)
+            continue;
+        char *shown = s_printable (text, len, SIZE_MAX, false);
+        fprintf (out, "\n%s:\n%s\n", texts [index], shown);
+        free (shown);
+    }
+    return 0;
+}
+
+static int
+s_render_purged (const pv_t *data, FILE *out)
+{
+    if (pv_type (pv_map_get (data, "purged")) != PV_INT)
+        return -2;
+    int64_t purged = s_field_int (data, "purged", 0);
+    fprintf (out, "%" PRId64 " dead-letter entr%s purged\n", purged,
+             purged == 1 ? "y" : "ies");
+    return 0;
+}
+
 int
 cli_render (cli_command_t command, const pv_t *data, cli_output_t output,
             FILE *out)
@@ -2473,6 +2739,15 @@ cli_render (cli_command_t command, const pv_t *data, cli_output_t output,
         case CLI_CMD_KEY_REJECT:
         case CLI_CMD_KEY_DELETE:
             return s_render_key (data, out);
+        case CLI_CMD_JOB_RETRY:
+        case CLI_CMD_DLQ_RETRY:
+            return s_render_retry (data, out);
+        case CLI_CMD_DLQ_LIST:
+            return s_render_dlq_list (data, out);
+        case CLI_CMD_DLQ_SHOW:
+            return s_render_dlq_entry (data, out);
+        case CLI_CMD_DLQ_PURGE:
+            return s_render_purged (data, out);
         default:
             return -2;
     }
@@ -2498,6 +2773,11 @@ static const char *s_help_main =
 "                        cancel a pending or running job\n"
 "  job events ID         a job's timeline\n"
 "  job delete ID         remove a finished job, its results and events\n"
+"  job retry ID [--failed-only] [--target T]\n"
+"                        a new job with the same tasks (only on the nodes\n"
+"                        that failed; or on T)\n"
+"  dlq list|show|retry|purge\n"
+"                        the dead-letter queue (gridcli dlq --help)\n"
 "  node list             registered nodes\n"
 "  node info ID          one node and the actions it offers\n"
 "  node drain ID         the node takes no new jobs (resume: it does again)\n"
@@ -2512,7 +2792,7 @@ static const char *s_help_main =
 "                        write this client's key pair (default\n"
 "                        ~/.config/grid/client.key)\n"
 "  status                broker version, uptime, node and job counts\n"
-"  help [job|node|broker|key|status]\n"
+"  help [job|node|broker|key|dlq|status]\n"
 "                        this help, or a command's (also -h, --help,\n"
 "                        and COMMAND --help, e.g. gridcli job --help)\n"
 "\n"
@@ -2593,6 +2873,7 @@ static const char *s_help_job =
 "  gridcli job cancel ID [--reason TEXT]\n"
 "  gridcli job events ID\n"
 "  gridcli job delete ID\n"
+"  gridcli job retry ID [--failed-only] [--target T]\n"
 "\n"
 "job run sends one action (BACKEND ACTION and its params) to the nodes of\n"
 "the target, or the phases of a job file. Without --wait it prints the new\n"
@@ -2633,6 +2914,14 @@ static const char *s_help_job =
 "job events ID        TIME EVENT STEP NODE DETAIL, oldest first\n"
 "job delete ID        remove a finished job with its results and events\n"
 "                     (a pending or running job must be cancelled first)\n"
+"                     and its dead-letter entries\n"
+"job retry ID         a new job with the same tasks and options, linked\n"
+"                     both ways (job status shows retry of / retried by);\n"
+"                     operator role\n"
+"  --failed-only      only the nodes with a failed, timeout, lost,\n"
+"                     interrupted, offline or cancelled step (an any job\n"
+"                     keeps its any target); refused when none failed\n"
+"  --target T         run it on T instead\n"
 "\n"
 "Global options and exit codes: gridcli --help.\n"
 "\n"
@@ -2731,6 +3020,41 @@ static const char *s_help_status =
 "  gridcli status\n"
 "  gridcli --broker tcp://grid-ctl:7701 --output json status\n";
 
+static const char *s_help_dlq =
+"gridcli dlq - the dead-letter queue: steps that failed for good\n"
+"\n"
+"Usage:\n"
+"  gridcli dlq list [--job ID] [--limit N]\n"
+"  gridcli dlq show ENTRY\n"
+"  gridcli dlq retry ENTRY|JOB\n"
+"  gridcli dlq purge ENTRY | --job ID | --older-than D | --all\n"
+"\n"
+"A job with dead_letter (on by default for any and any:TARGET jobs, off\n"
+"for fleet jobs; set it in a job file) sends every step that ends failed,\n"
+"timeout, lost, interrupted or offline after its last attempt here, with\n"
+"its job, node, step, action, last error and output, attempts and time.\n"
+"An ENTRY id is JOB/STEP/NODE. Entries survive broker restarts; they go\n"
+"when a retry of their job completes, when purged, or after the broker's\n"
+"dlq_retention (30 days by default). A job keeps its record while it has\n"
+"entries, past its own retention.\n"
+"\n"
+"dlq list     ENTRY TASK STATUS ATTEMPTS TIME ERROR, oldest job first\n"
+"  --job ID   only that job's entries\n"
+"  --limit N  at most N entries, 1 to 10000 (default 50)\n"
+"dlq show    one entry with its whole error and output\n"
+"dlq retry   a new job as `gridcli job retry JOB --failed-only` makes it;\n"
+"            the job's entries are cleared when that job completes\n"
+"            (operator role)\n"
+"dlq purge   remove one entry, a job's entries, entries older than D, or\n"
+"            all of them (operator role)\n"
+"\n"
+"Global options and exit codes: gridcli --help.\n"
+"\n"
+"Examples:\n"
+"  gridcli dlq list\n"
+"  gridcli dlq retry j-0193a1b2c3d4-0001/0/web-01\n"
+"  gridcli dlq purge --older-than 7d\n";
+
 void
 cli_print_help (const char *topic, FILE *out)
 {
@@ -2748,6 +3072,9 @@ cli_print_help (const char *topic, FILE *out)
     else
     if (topic && streq (topic, "key"))
         fputs (s_help_key, out);
+    else
+    if (topic && streq (topic, "dlq"))
+        fputs (s_help_dlq, out);
     else
         fputs (s_help_main, out);
 }

@@ -74,7 +74,12 @@ typedef enum {
     CLI_CMD_KEY_LIST,     //  key list
     CLI_CMD_KEY_ACCEPT,   //  key accept KEY|NODE
     CLI_CMD_KEY_REJECT,   //  key reject KEY|NODE
-    CLI_CMD_KEY_DELETE    //  key delete KEY|NODE
+    CLI_CMD_KEY_DELETE,   //  key delete KEY|NODE
+    CLI_CMD_JOB_RETRY,    //  job retry ID [--failed-only] [--target T]
+    CLI_CMD_DLQ_LIST,     //  dlq list [--job ID] [--limit N]
+    CLI_CMD_DLQ_SHOW,     //  dlq show ENTRY
+    CLI_CMD_DLQ_RETRY,    //  dlq retry ENTRY|JOB
+    CLI_CMD_DLQ_PURGE     //  dlq purge ENTRY | --job ID | --older-than D | --all
 } cli_command_t;
 
 typedef enum {
@@ -123,6 +128,11 @@ typedef struct {
     //  job list
     const char *status_filter;    //  --status S, or NULL
     int limit;                    //  --limit N, 0 for the broker's default
+    //  job retry, dlq
+    bool failed_only;             //  job retry --failed-only
+    const char *job_filter;       //  dlq list/purge --job ID, or NULL
+    const char *older_than;       //  dlq purge --older-than D, or NULL
+    bool all;                     //  dlq purge --all
 } cli_args_t;
 
 //  Parses ARGC/ARGV (ARGV[0] is the program name) into ARGS, which it

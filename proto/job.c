@@ -518,7 +518,7 @@ job_spec_decode (const pv_t *value, job_spec_t **spec_p,
     static const char *const keys [] = {"target",   "tasks",
                                         "strategy", "timeout",
                                         "priority", "idempotency_key",
-                                        NULL};
+                                        "dead_letter", NULL};
     *spec_p = NULL;
     s_ctx_t ctx = {errors, 0};
     if (pv_type (value) != PV_MAP) {
@@ -583,6 +583,11 @@ job_spec_decode (const pv_t *value, job_spec_t **spec_p,
     const pv_t *key = pv_map_get (value, "idempotency_key");
     if (key)
         s_read_idempotency_key (&ctx, key, &spec->idempotency_key);
+    const pv_t *dead_letter = pv_map_get (value, "dead_letter");
+    spec->dead_letter = spec->target.any;
+    if (dead_letter && pv_get_bool (dead_letter, &spec->dead_letter) != 0)
+        s_problem (&ctx, "dead_letter", "expected true or false, got %s",
+                   s_type_name (dead_letter));
 
     if (ctx.count > 0) {
         job_spec_destroy (&spec);
@@ -691,9 +696,13 @@ void
 job_spec_encode (const job_spec_t *spec, pw_t *writer)
 {
     bool has_strategy = spec->strategy != JOB_STRATEGY_FAIL_FAST;
+    //  Written only when it differs from its default, so older readers
+    //  and records stay as they were
+    bool has_dead_letter = spec->dead_letter != spec->target.any;
     pw_map (writer, 2 + (has_strategy ? 1 : 0) + (spec->timeout_ms > 0 ? 1 : 0)
                         + (spec->priority != 0 ? 1 : 0)
-                        + (spec->idempotency_key ? 1 : 0));
+                        + (spec->idempotency_key ? 1 : 0)
+                        + (has_dead_letter ? 1 : 0));
     pw_str (writer, "target");
     s_write_target (&spec->target, writer);
     pw_str (writer, "tasks");
@@ -714,6 +723,28 @@ job_spec_encode (const job_spec_t *spec, pw_t *writer)
         pw_str (writer, "idempotency_key");
         pw_str (writer, spec->idempotency_key);
     }
+    if (has_dead_letter) {
+        pw_str (writer, "dead_letter");
+        pw_bool (writer, spec->dead_letter);
+    }
+}
+
+job_spec_t *
+job_spec_dup (const job_spec_t *spec)
+{
+    pw_t *writer = pw_new ();
+    job_spec_encode (spec, writer);
+    pv_doc_t *doc = NULL;
+    job_spec_t *copy = NULL;
+    job_errors_t errors;
+    memset (&errors, 0, sizeof errors);
+    if (pv_doc_decode (pw_data (writer), pw_size (writer), &doc, NULL, 0) == 0
+        && job_spec_decode (pv_doc_root (doc), &copy, &errors) != 0)
+        copy = NULL;
+    job_errors_clear (&errors);
+    pv_doc_destroy (&doc);
+    pw_destroy (&writer);
+    return copy;
 }
 
 //  ---------------------------------------------------------------------

@@ -9,7 +9,8 @@
 
     Wire form (msgpack map; a YAML job file has the same shape):
         job   = { target: TARGET, tasks: [PHASE, ...], ?strategy: STR,
-                  ?timeout: DURATION, ?priority: INT, ?idempotency_key: STR }
+                  ?timeout: DURATION, ?priority: INT, ?idempotency_key: STR,
+                  ?dead_letter: BOOL }
         TARGET = { scope: "all"|"group"|"node"|"label", ?value: STR,
                    ?any: BOOL }
         PHASE = leaf | branch
@@ -84,6 +85,8 @@ typedef struct {
     int64_t timeout_ms;       //  Whole-job timeout, 0 = none
     int priority;             //  Higher runs first; default 0, range -100..100
     char *idempotency_key;    //  Optional, a client's key for exactly-once submit
+    bool dead_letter;         //  Cells that end failed go to the dead-letter
+                              //  queue; default: on for `any` targets only
 } job_spec_t;
 
 //  A problem found while reading or validating a spec.
@@ -110,6 +113,9 @@ int job_spec_load_file (const char *path, job_spec_t **spec_p,
 
 //  Writes SPEC in the wire form (durations as text, target as a map).
 void job_spec_encode (const job_spec_t *spec, pw_t *writer);
+
+//  A deep copy of SPEC (through its wire form), or NULL.
+job_spec_t *job_spec_dup (const job_spec_t *spec);
 
 //  Frees a spec; NULL-safe, nulls *spec_p.
 void job_spec_destroy (job_spec_t **spec_p);

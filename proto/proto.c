@@ -1380,6 +1380,24 @@ static const s_request_field_t s_req_job_events [] = {
     S_REQ_JOB,
     { "after", PV_INT, false, 0, INT64_MAX },
 };
+static const s_request_field_t s_req_job_retry [] = {
+    S_REQ_JOB,
+    { "failed_only", PV_BOOL, false, 0, 0 },
+    { "target", PV_STR, false, 1, PROTO_MAX_TEXT },
+};
+static const s_request_field_t s_req_dlq_list [] = {
+    { "job", PV_STR, false, 1, PROTO_MAX_TEXT },
+    { "limit", PV_INT, false, 1, 10000 },
+};
+static const s_request_field_t s_req_dlq_entry [] = {
+    { "entry", PV_STR, true, 1, PROTO_MAX_TEXT },
+};
+static const s_request_field_t s_req_dlq_purge [] = {
+    { "entry", PV_STR, false, 1, PROTO_MAX_TEXT },
+    { "job", PV_STR, false, 1, PROTO_MAX_TEXT },
+    { "older_than", PV_STR, false, 1, 64 },
+    { "all", PV_BOOL, false, 0, 0 },
+};
 static const s_request_field_t s_req_node [] = {
     { "node", PV_STR, true, 1, PROTO_MAX_TEXT },
 };
@@ -1411,6 +1429,11 @@ static const s_request_t s_requests [] = {
     S_REQUEST ("key.accept", s_req_key),
     S_REQUEST ("key.reject", s_req_key),
     S_REQUEST ("key.delete", s_req_key),
+    S_REQUEST ("job.retry", s_req_job_retry),
+    S_REQUEST ("dlq.list", s_req_dlq_list),
+    S_REQUEST ("dlq.get", s_req_dlq_entry),
+    S_REQUEST ("dlq.retry", s_req_dlq_entry),
+    S_REQUEST ("dlq.purge", s_req_dlq_purge),
 };
 
 //  Is VALUE a client request id: a string of 1..PROTO_MAX_REQUEST_ID

@@ -37,7 +37,7 @@
 //  Names of the databases, indexed by store_db_t.
 static const char *s_db_names[STORE_DB_COUNT] = {
     "meta", "jobs", "results", "events", "nodes",
-    "queue", "keys", "requests", "spool"
+    "queue", "keys", "requests", "spool", "dlq", "node_history"
 };
 
 //  The bytes behind an empty value: LMDB copies from mv_data even when

@@ -59,6 +59,8 @@ typedef enum {
     STORE_DB_KEYS,       //  public key -> key record (enrolment)
     STORE_DB_REQUESTS,   //  client request id -> reply (idempotent submit)
     STORE_DB_SPOOL,      //  agent: job | step | attempt -> unacknowledged result
+    STORE_DB_DLQ,        //  job | step | node -> dead-letter entry
+    STORE_DB_HISTORY,    //  node | seq -> what changed at a registration
     STORE_DB_COUNT
 } store_db_t;
 

@@ -565,6 +565,76 @@ test_cli_parse_run_options (void **state)
 }
 
 static void
+test_cli_parse_retry_and_dlq (void **state)
+{
+    cli_args_t args;
+    char err [512];
+    assert_int_equal (s_parse (&args, err, sizeof err, "job", "retry",
+                               "j-0193a1b2c3d4-0001", "--failed-only",
+                               "--target", "any:group:web", NULL), 0);
+    assert_int_equal (args.command, CLI_CMD_JOB_RETRY);
+    assert_true (args.failed_only);
+    assert_string_equal (args.target_text, "any:group:web");
+    pw_t *writer = pw_new ();
+    assert_int_equal (cli_request_build (&args, NULL, "r1", writer, NULL), 0);
+    pv_doc_t *doc = NULL;
+    assert_int_equal (pv_doc_decode (pw_data (writer), pw_size (writer), &doc,
+                                     NULL, 0), 0);
+    assert_true (pv_str_eq (pv_map_get (pv_doc_root (doc), "type"),
+                            "job.retry"));
+    bool failed_only = false;
+    pv_get_bool (pv_map_get (pv_doc_root (doc), "failed_only"), &failed_only);
+    assert_true (failed_only);
+    pv_doc_destroy (&doc);
+    cli_args_clear (&args);
+    assert_int_equal (s_parse (&args, err, sizeof err, "job", "retry", NULL),
+                      -1);
+    assert_non_null (strstr (err, "needs a job id"));
+    cli_args_clear (&args);
+    assert_int_equal (s_parse (&args, err, sizeof err, "job", "retry",
+                               "j-0193a1b2c3d4-0001", "--target", "group:",
+                               NULL), -1);
+    cli_args_clear (&args);
+
+    assert_int_equal (s_parse (&args, err, sizeof err, "dlq", "list",
+                               "--job", "j-0193a1b2c3d4-0001", "--limit", "5",
+                               NULL), 0);
+    assert_int_equal (args.command, CLI_CMD_DLQ_LIST);
+    assert_int_equal (args.limit, 5);
+    cli_args_clear (&args);
+    assert_int_equal (s_parse (&args, err, sizeof err, "dlq", "list",
+                               "--job", "nope", NULL), -1);
+    cli_args_clear (&args);
+    assert_int_equal (s_parse (&args, err, sizeof err, "dlq", "show", NULL),
+                      -1);
+    assert_non_null (strstr (err, "entry id"));
+    cli_args_clear (&args);
+    //  Purge never purges everything by accident
+    assert_int_equal (s_parse (&args, err, sizeof err, "dlq", "purge", NULL),
+                      -1);
+    assert_non_null (strstr (err, "--all"));
+    cli_args_clear (&args);
+    assert_int_equal (s_parse (&args, err, sizeof err, "dlq", "purge",
+                               "--older-than", "7d", NULL), 0);
+    pw_reset (writer);
+    assert_int_equal (cli_request_build (&args, NULL, "r2", writer, NULL), 0);
+    assert_int_equal (pv_doc_decode (pw_data (writer), pw_size (writer), &doc,
+                                     NULL, 0), 0);
+    assert_true (pv_str_eq (pv_map_get (pv_doc_root (doc), "older_than"),
+                            "7d"));
+    pv_doc_destroy (&doc);
+    cli_args_clear (&args);
+    assert_int_equal (s_parse (&args, err, sizeof err, "dlq", "purge",
+                               "--older-than", "soon", NULL), -1);
+    cli_args_clear (&args);
+    assert_int_equal (s_parse (&args, err, sizeof err, "dlq", "drop", NULL),
+                      -1);
+    assert_non_null (strstr (err, "unknown dlq subcommand"));
+    cli_args_clear (&args);
+    pw_destroy (&writer);
+}
+
+static void
 test_cli_parse_missing_target (void **state)
 {
     cli_args_t args;
@@ -1892,6 +1962,7 @@ main (void)
         cmocka_unit_test (test_cli_parse_wait_anywhere),
         cmocka_unit_test (test_cli_parse_run_options),
         cmocka_unit_test (test_cli_parse_missing_target),
+        cmocka_unit_test (test_cli_parse_retry_and_dlq),
         cmocka_unit_test (test_cli_parse_bad_target),
         cmocka_unit_test (test_cli_parse_bad_duration),
         cmocka_unit_test (test_cli_parse_unknown_command),

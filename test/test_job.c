@@ -759,6 +759,38 @@ test_job_invalid_params (void **state)
 }
 
 static void
+test_job_dead_letter_defaults_by_target (void **state)
+{
+    const char *cases [][2] = {
+        {"target: any:group:web\ntasks: [{backend: a, action: b}]\n", "1"},
+        {"target: group:web\ntasks: [{backend: a, action: b}]\n", "0"},
+        {"target: group:web\ndead_letter: true\n"
+         "tasks: [{backend: a, action: b}]\n", "1"},
+        {"target: any\ndead_letter: false\n"
+         "tasks: [{backend: a, action: b}]\n", "0"},
+    };
+    for (size_t index = 0; index < 4; index++) {
+        job_spec_t *spec = NULL;
+        job_errors_t errors = {.count = 0};
+        assert_int_equal (s_decode_yaml (cases [index][0], &spec, &errors), 0);
+        assert_int_equal (spec->dead_letter, cases [index][1][0] == '1');
+        //  The wire form keeps it (written only when not the default)
+        job_spec_t *copy = job_spec_dup (spec);
+        assert_non_null (copy);
+        assert_int_equal (copy->dead_letter, spec->dead_letter);
+        job_spec_destroy (&copy);
+        job_spec_destroy (&spec);
+    }
+    job_spec_t *spec = NULL;
+    job_errors_t errors = {.count = 0};
+    assert_int_equal (s_decode_yaml ("target: all\ndead_letter: maybe\n"
+                                     "tasks: [{backend: a, action: b}]\n",
+                                     &spec, &errors), -1);
+    assert_non_null (strstr (errors.items [0], "dead_letter"));
+    job_errors_clear (&errors);
+}
+
+static void
 test_job_bounds (void **state)
 {
     //  Phases: JOB_MAX_PHASES fit, one more does not
@@ -1007,6 +1039,7 @@ main (void)
         cmocka_unit_test (test_job_invalid_targets),
         cmocka_unit_test (test_job_invalid_params),
         cmocka_unit_test (test_job_bounds),
+        cmocka_unit_test (test_job_dead_letter_defaults_by_target),
         cmocka_unit_test (test_job_every_problem_reported),
         cmocka_unit_test (test_job_errors_truncated),
         cmocka_unit_test (test_job_load_file_errors),
