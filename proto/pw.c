@@ -160,6 +160,72 @@ pw_pv (pw_t *self, const pv_t *value)
         pw_nil (self);
 }
 
+//  Orders map entries by their keys' bytes (keys are strings in every
+//  decoded document; other kinds sort by type first).
+static int
+s_entry_compare (const void *left, const void *right)
+{
+    const msgpack_object *a = &(*(const msgpack_object_kv *const *) left)->key;
+    const msgpack_object *b = &(*(const msgpack_object_kv *const *) right)->key;
+    if (a->type != b->type)
+        return a->type < b->type ? -1 : 1;
+    if (a->type != MSGPACK_OBJECT_STR)
+        return 0;
+    uint32_t a_len = a->via.str.size, b_len = b->via.str.size;
+    int cmp = memcmp (a->via.str.ptr, b->via.str.ptr,
+                      a_len < b_len ? a_len : b_len);
+    return cmp ? cmp : a_len < b_len ? -1 : a_len > b_len ? 1 : 0;
+}
+
+void
+pw_pv_canonical (pw_t *self, const pv_t *value)
+{
+    assert (self);
+    if (!value) {
+        pw_nil (self);
+        return;
+    }
+    switch (value->type) {
+        case MSGPACK_OBJECT_ARRAY:
+            pw_array (self, value->via.array.size);
+            for (uint32_t index = 0; index < value->via.array.size; index++)
+                pw_pv_canonical (self, &value->via.array.ptr [index]);
+            break;
+        case MSGPACK_OBJECT_MAP: {
+            uint32_t count = value->via.map.size;
+            const msgpack_object_kv **entries = NULL;
+            if (count) {
+                entries = malloc (count * sizeof *entries);
+                if (!entries)
+                    s_out_of_memory ();
+                for (uint32_t index = 0; index < count; index++)
+                    entries [index] = &value->via.map.ptr [index];
+                qsort (entries, count, sizeof *entries, s_entry_compare);
+            }
+            pw_map (self, count);
+            for (uint32_t index = 0; index < count; index++) {
+                pw_pv_canonical (self, &entries [index]->key);
+                pw_pv_canonical (self, &entries [index]->val);
+            }
+            free (entries);
+            break;
+        }
+        case MSGPACK_OBJECT_POSITIVE_INTEGER:
+            msgpack_pack_uint64 (&self->packer, value->via.u64);
+            break;
+        case MSGPACK_OBJECT_NEGATIVE_INTEGER:
+            msgpack_pack_int64 (&self->packer, value->via.i64);
+            break;
+        case MSGPACK_OBJECT_FLOAT32:
+        case MSGPACK_OBJECT_FLOAT64:
+            pw_float (self, value->via.f64);
+            break;
+        default:
+            msgpack_pack_object (&self->packer, *value);
+            break;
+    }
+}
+
 const void *
 pw_data (const pw_t *self)
 {

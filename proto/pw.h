@@ -49,6 +49,12 @@ void pw_raw (pw_t *self, const void *data, size_t len);
 //  Re-encodes a decoded value (and everything inside it).
 void pw_pv (pw_t *self, const pv_t *value);
 
+//  Re-encodes a decoded value in one canonical form: map entries sorted
+//  by their keys' bytes, every integer and float in its shortest
+//  encoding. Two values that mean the same (keys in another order, an int
+//  written as int64) give the same bytes, so their digests can be compared.
+void pw_pv_canonical (pw_t *self, const pv_t *value);
+
 //  The bytes written so far; valid until the next write, reset or destroy.
 const void *pw_data (const pw_t *self);
 size_t pw_size (const pw_t *self);

@@ -824,10 +824,57 @@ test_pv_writer_basics (void **state)
     pw_destroy (&w);
 }
 
+//  Two encodings of one meaning (keys in another order, an int written
+//  as int64, a float32) give the same canonical bytes; another meaning
+//  does not.
+static void
+test_pv_canonical_form (void **state)
+{
+    //  {"b": 1, "a": [{"z": 2, "y": "t"}]} with b as int64 and a float32
+    const unsigned char one [] = {
+        0x83, 0xa1, 'b', 0xd3, 0, 0, 0, 0, 0, 0, 0, 1,
+        0xa1, 'a', 0x91, 0x82, 0xa1, 'z', 0x02, 0xa1, 'y', 0xa1, 't',
+        0xa1, 'f', 0xca, 0x3f, 0xc0, 0x00, 0x00 };
+    //  The same, keys in order, shortest ints, f as float64
+    const unsigned char two [] = {
+        0x83, 0xa1, 'a', 0x91, 0x82, 0xa1, 'y', 0xa1, 't', 0xa1, 'z', 0x02,
+        0xa1, 'b', 0x01,
+        0xa1, 'f', 0xcb, 0x3f, 0xf8, 0, 0, 0, 0, 0, 0 };
+    //  b is 2
+    const unsigned char three [] = {
+        0x83, 0xa1, 'a', 0x91, 0x82, 0xa1, 'y', 0xa1, 't', 0xa1, 'z', 0x02,
+        0xa1, 'b', 0x02,
+        0xa1, 'f', 0xcb, 0x3f, 0xf8, 0, 0, 0, 0, 0, 0 };
+    const unsigned char *inputs [] = { one, two, three };
+    size_t sizes [] = { sizeof one, sizeof two, sizeof three };
+    pw_t *forms [3];
+    for (int index = 0; index < 3; index++) {
+        pv_doc_t *doc = NULL;
+        assert_int_equal (pv_doc_decode (inputs [index], sizes [index], &doc,
+                                         NULL, 0), 0);
+        forms [index] = pw_new ();
+        pw_pv_canonical (forms [index], pv_doc_root (doc));
+        pv_doc_destroy (&doc);
+    }
+    assert_int_equal (pw_size (forms [0]), pw_size (forms [1]));
+    assert_memory_equal (pw_data (forms [0]), pw_data (forms [1]),
+                         pw_size (forms [0]));
+    //  Sorted keys, shortest encodings: the second input as it was
+    assert_int_equal (pw_size (forms [1]), sizeof two);
+    assert_memory_equal (pw_data (forms [1]), two, sizeof two);
+    assert_true (pw_size (forms [2]) != pw_size (forms [1])
+                 || memcmp (pw_data (forms [2]), pw_data (forms [1]),
+                            pw_size (forms [1])) != 0);
+    pw_pv_canonical (forms [2], NULL);
+    for (int index = 0; index < 3; index++)
+        pw_destroy (&forms [index]);
+}
+
 int
 main (void)
 {
     const struct CMUnitTest tests [] = {
+        cmocka_unit_test (test_pv_canonical_form),
         cmocka_unit_test (test_pv_decode_sample),
         cmocka_unit_test (test_pv_every_truncation_refused),
         cmocka_unit_test (test_pv_trailing_bytes_refused),
