@@ -188,19 +188,73 @@ s_refused_in_maintenance (api_call_t *call)
     return true;
 }
 
+static int s_stored_status (api_call_t *call, const char *job_id);
+
+//  The job an earlier submit with SPEC's idempotency key made, if it is
+//  still kept: replies with its id and status (or conflict, when SPEC is
+//  not the spec it was made from) and returns 1; returns 0 when the key
+//  made no job that is kept, so the submit goes on. DIGEST is SPEC's.
+static int
+s_idempotent_submit (api_call_t *call, const job_spec_t *spec,
+                     const uint8_t *digest)
+{
+    broker_t *self = (broker_t *) call->self;
+    store_txn_t *txn = broker_txn (self);
+    char job_id [JOB_ID_LEN + 1];
+    uint8_t first [JOBREC_DIGEST_LEN];
+    if (!txn
+        || jobrec_idempotency_get (txn, spec->idempotency_key, job_id,
+                                   first) != 0)
+        return 0;
+    const sched_job_t *live = sched_job (self->sched, job_id);
+    int status = live ? (int) live->status : s_stored_status (call, job_id);
+    if (status < 0)
+        return 0;    //  Deleted or purged: the key is free again
+    if (memcmp (first, digest, JOBREC_DIGEST_LEN) != 0) {
+        s_error (call, PROTO_ERR_CONFLICT,
+                 "idempotency key '%s' already made job %s from another "
+                 "spec", spec->idempotency_key, job_id);
+        return 1;
+    }
+    pw_reset (call->reply);
+    proto_reply_ok_begin (call->reply, call->request->id);
+    pw_map (call->reply, 2);
+    pw_str (call->reply, "job");
+    pw_str (call->reply, job_id);
+    pw_str (call->reply, "status");
+    pw_str (call->reply, sched_job_status_name ((sched_job_status_t) status));
+    return 1;
+}
+
 static void
 s_job_submit (api_call_t *call)
 {
     broker_t *self = (broker_t *) call->self;
-    if (s_refused_in_maintenance (call))
-        return;
     job_spec_t *spec = NULL;
     job_errors_t errors;
     memset (&errors, 0, sizeof errors);
+    //  The same idempotency key answers with its job even in maintenance
+    uint8_t digest [JOBREC_DIGEST_LEN];
+    bool decoded = job_spec_decode (pv_map_get (call->request->body, "job"),
+                                    &spec, &errors) == 0;
+    if (decoded && spec->idempotency_key) {
+        pw_t *form = pw_new ();
+        job_spec_encode (spec, form);
+        jobrec_digest (pw_data (form), pw_size (form), digest);
+        pw_destroy (&form);
+        if (s_idempotent_submit (call, spec, digest)) {
+            job_spec_destroy (&spec);
+            return;
+        }
+    }
+    if (s_refused_in_maintenance (call)) {
+        job_spec_destroy (&spec);
+        job_errors_clear (&errors);
+        return;
+    }
     zlistx_t *details = zlistx_new ();
     zlistx_set_destructor (details, (zlistx_destructor_fn *) zstr_free);
-    if (job_spec_decode (pv_map_get (call->request->body, "job"), &spec,
-                         &errors) != 0) {
+    if (!decoded) {
         for (size_t index = 0; index < errors.count; index++)
             zlistx_add_end (details, zsys_sprintf ("%s", errors.items [index]));
         if (errors.truncated)
@@ -217,7 +271,16 @@ s_job_submit (api_call_t *call)
     }
     zlistx_destroy (&details);
     char id [JOB_ID_LEN + 1];
-    s_admit (call, &spec, NULL, id);
+    char *key = spec->idempotency_key ? strdup (spec->idempotency_key) : NULL;
+    if (s_admit (call, &spec, NULL, id) == 0 && key) {
+        store_txn_t *txn = broker_txn (self);
+        int rc = txn ? jobrec_idempotency_put (txn, key, id, digest)
+                     : STORE_EIO;
+        if (rc != 0)
+            zsys_error ("store: cannot save the idempotency key of %s: %s",
+                        id, store_strerror (rc));
+    }
+    free (key);
 }
 
 //  Admits SPEC (taken: *spec_p is nulled) as a new job, a retry of

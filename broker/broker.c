@@ -858,8 +858,12 @@ s_is_mutation (const char *type)
            || strcmp (type, "dlq.retry") == 0 || strcmp (type, "dlq.purge") == 0;
 }
 
+//  Keeps REPLY to request ID, whose body has digest DIGEST, for retries:
+//  in memory (digest, then the reply) and, for a submit, in the store
+//  (jobrec.h's request record).
 static void
-s_remember_reply (broker_t *self, const char *id, const pw_t *reply)
+s_remember_reply (broker_t *self, const char *id, const char *type,
+                  const uint8_t *digest, const pw_t *reply)
 {
     if (zhashx_lookup (self->replies, id))
         return;
@@ -870,9 +874,62 @@ s_remember_reply (broker_t *self, const char *id, const pw_t *reply)
             zlistx_delete (self->reply_order, zlistx_cursor (self->reply_order));
         }
     }
-    zhashx_insert (self->replies, id,
-                   zchunk_new (pw_data (reply), pw_size (reply)));
+    zchunk_t *chunk = zchunk_new (digest, JOBREC_DIGEST_LEN);
+    zchunk_extend (chunk, pw_data (reply), pw_size (reply));
+    zhashx_insert (self->replies, id, chunk);
     zlistx_add_end (self->reply_order, strdup (id));
+    if (strcmp (type, "job.submit") != 0 || !self->txn)
+        return;
+    size_t size = 8 + 1 + JOBREC_DIGEST_LEN + pw_size (reply);
+    uint8_t *record = (uint8_t *) malloc (size);
+    assert (record);
+    uint64_t stamp = (uint64_t) broker_wall_ms ();
+    for (int index = 0; index < 8; index++)
+        record [index] = (uint8_t) (stamp >> (56 - 8 * index));
+    record [8] = JOBREC_DIGEST_LEN;
+    memcpy (record + 9, digest, JOBREC_DIGEST_LEN);
+    memcpy (record + 9 + JOBREC_DIGEST_LEN, pw_data (reply), pw_size (reply));
+    s_store_error (self, store_put (self->txn, STORE_DB_REQUESTS, id,
+                                    strlen (id), record, size),
+                   "a request id");
+    free (record);
+}
+
+//  The reply remembered for request ID, from memory or the store: 1 with
+//  the reply in *REPLY_P / *SIZE_P (valid until the pass ends) and, when
+//  it was kept with one, the request's digest in *DIGEST_P (else NULL);
+//  0 when none is kept.
+static int
+s_recall_reply (broker_t *self, const char *id, const void **reply_p,
+                size_t *size_p, const uint8_t **digest_p)
+{
+    zchunk_t *cached = (zchunk_t *) zhashx_lookup (self->replies, id);
+    if (cached) {
+        *digest_p = zchunk_data (cached);
+        *reply_p = zchunk_data (cached) + JOBREC_DIGEST_LEN;
+        *size_p = zchunk_size (cached) - JOBREC_DIGEST_LEN;
+        return 1;
+    }
+    const void *stored = NULL;
+    size_t stored_len = 0;
+    if (!broker_txn (self)
+        || store_get (self->txn, STORE_DB_REQUESTS, id, strlen (id), &stored,
+                      &stored_len) != 0
+        || stored_len <= 8)
+        return 0;
+    const uint8_t *bytes = (const uint8_t *) stored + 8;
+    size_t len = stored_len - 8;
+    *digest_p = NULL;
+    if (bytes [0] == JOBREC_DIGEST_LEN) {
+        if (len <= 1 + JOBREC_DIGEST_LEN)
+            return 0;
+        *digest_p = bytes + 1;
+        bytes += 1 + JOBREC_DIGEST_LEN;
+        len -= 1 + JOBREC_DIGEST_LEN;
+    }
+    *reply_p = bytes;
+    *size_p = len;
+    return 1;
 }
 
 //  Replies to the client whose envelope is ENVELOPE with the bytes in
@@ -948,47 +1005,39 @@ s_on_client_message (broker_t *self, zmsg_t *msg)
         s_reply (self, envelope, pw_data (reply), pw_size (reply));
     else {
         bool mutation = s_is_mutation (request->type);
-        zchunk_t *cached = mutation ? (zchunk_t *) zhashx_lookup (self->replies,
-                                                                  request->id)
-                                    : NULL;
-        const void *stored = NULL;
-        size_t stored_len = 0;
-        //  Stored replies start with 8 bytes of wall-clock ms (for
-        //  retention).
-        if (mutation && !cached && broker_txn (self)
-            && store_get (self->txn, STORE_DB_REQUESTS, request->id,
-                          strlen (request->id), &stored, &stored_len) == 0
-            && stored_len > 8) {
-            stored = (const uint8_t *) stored + 8;
-            stored_len -= 8;
+        //  A retry carries the same request: what it says is compared by
+        //  the digest of its canonical form (key order does not matter).
+        uint8_t digest [JOBREC_DIGEST_LEN];
+        if (mutation) {
+            pw_reset (self->scratch);
+            pw_pv_canonical (self->scratch, request->body);
+            jobrec_digest (pw_data (self->scratch), pw_size (self->scratch),
+                           digest);
         }
-        else
-            stored = NULL;
-        if (cached)
-            s_reply (self, envelope, zchunk_data (cached), zchunk_size (cached));
-        else if (stored)
-            s_reply (self, envelope, stored, stored_len);
+        const void *kept = NULL;
+        size_t kept_size = 0;
+        const uint8_t *kept_digest = NULL;
+        if (mutation
+            && s_recall_reply (self, request->id, &kept, &kept_size,
+                               &kept_digest)) {
+            if (!kept_digest
+                || memcmp (kept_digest, digest, JOBREC_DIGEST_LEN) == 0)
+                s_reply (self, envelope, kept, kept_size);
+            else {
+                proto_reply_error (reply, request->id, PROTO_ERR_CONFLICT,
+                                   "this request id was already used for "
+                                   "another request: a retry must resend "
+                                   "the same request, a new request needs "
+                                   "a new id", NULL, 0);
+                s_reply (self, envelope, pw_data (reply), pw_size (reply));
+            }
+        }
         else {
             api_handle (self, request, reply);
             broker_drain (self);
-            if (mutation) {
-                s_remember_reply (self, request->id, reply);
-                if (strcmp (request->type, "job.submit") == 0 && self->txn) {
-                    size_t size = 8 + pw_size (reply);
-                    uint8_t *record = (uint8_t *) malloc (size);
-                    assert (record);
-                    uint64_t stamp = (uint64_t) broker_wall_ms ();
-                    for (int index = 0; index < 8; index++)
-                        record [index] = (uint8_t) (stamp >> (56 - 8 * index));
-                    memcpy (record + 8, pw_data (reply), pw_size (reply));
-                    s_store_error (self, store_put (self->txn, STORE_DB_REQUESTS,
-                                                    request->id,
-                                                    strlen (request->id),
-                                                    record, size),
-                                   "a request id");
-                    free (record);
-                }
-            }
+            if (mutation)
+                s_remember_reply (self, request->id, request->type, digest,
+                                  reply);
             s_reply (self, envelope, pw_data (reply), pw_size (reply));
         }
     }

@@ -3,10 +3,57 @@
     =========================================================================
 */
 #include <assert.h>
+#include <czmq.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "jobrec.h"
+
+void
+jobrec_digest (const void *data, size_t size, uint8_t *digest)
+{
+    zdigest_t *hasher = zdigest_new ();
+    assert (hasher);
+    assert (zdigest_size (hasher) == JOBREC_DIGEST_LEN);
+    zdigest_update (hasher, (const byte *) data, size);
+    memcpy (digest, zdigest_data (hasher), JOBREC_DIGEST_LEN);
+    zdigest_destroy (&hasher);
+}
+
+int
+jobrec_idempotency_get (store_txn_t *txn, const char *key, char *job_id,
+                        uint8_t *digest)
+{
+    const void *value;
+    size_t value_len;
+    int rc = store_get (txn, STORE_DB_IDEMPOTENCY, key, strlen (key), &value,
+                        &value_len);
+    if (rc != 0)
+        return rc;
+    if (value_len <= JOBREC_DIGEST_LEN
+        || value_len > JOB_ID_LEN + JOBREC_DIGEST_LEN)
+        return -2;
+    size_t id_len = value_len - JOBREC_DIGEST_LEN;
+    memcpy (job_id, value, id_len);
+    job_id [id_len] = 0;
+    if (!job_id_valid (job_id))
+        return -2;
+    memcpy (digest, (const uint8_t *) value + id_len, JOBREC_DIGEST_LEN);
+    return 0;
+}
+
+int
+jobrec_idempotency_put (store_txn_t *txn, const char *key, const char *job_id,
+                        const uint8_t *digest)
+{
+    uint8_t value [JOB_ID_LEN + JOBREC_DIGEST_LEN];
+    size_t id_len = strlen (job_id);
+    assert (id_len > 0 && id_len <= JOB_ID_LEN);
+    memcpy (value, job_id, id_len);
+    memcpy (value + id_len, digest, JOBREC_DIGEST_LEN);
+    return store_put (txn, STORE_DB_IDEMPOTENCY, key, strlen (key), value,
+                      id_len + JOBREC_DIGEST_LEN);
+}
 
 size_t
 jobrec_prefix (const char *job_id, uint8_t *key)
@@ -218,7 +265,7 @@ static size_t
 s_spec_field_count (const pv_t *spec)
 {
     static const char *fields [] = {"target", "tasks", "strategy", "timeout",
-                                    "priority"};
+                                    "priority", "idempotency_key"};
     size_t count = 0;
     for (size_t index = 0; index < sizeof fields / sizeof fields [0]; index++)
         if (pv_map_get (spec, fields [index]))
@@ -234,7 +281,7 @@ static void
 s_write_spec_fields (const pv_t *spec, pw_t *writer)
 {
     static const char *fields [] = {"target", "tasks", "strategy", "timeout",
-                                    "priority"};
+                                    "priority", "idempotency_key"};
     for (size_t index = 0; index < sizeof fields / sizeof fields [0]; index++) {
         const pv_t *value = pv_map_get (spec, fields [index]);
         if (value) {
@@ -721,12 +768,38 @@ jobrec_load (store_txn_t *txn, const char *job_id, sched_job_t **job_p)
     return 0;
 }
 
+//  Deletes the idempotency record of JOB_ID's spec when it still names
+//  JOB_ID. Returns 0 or a STORE_ error.
+static int
+s_delete_idempotency (store_txn_t *txn, const char *job_id)
+{
+    pv_doc_t *doc = NULL;
+    if (s_get_doc (txn, STORE_DB_JOBS, job_id, strlen (job_id), &doc) != 0)
+        return 0;
+    char *key = pv_strdup (pv_map_get (pv_map_get (pv_doc_root (doc), "spec"),
+                                       "idempotency_key"));
+    pv_doc_destroy (&doc);
+    char owner [JOB_ID_LEN + 1];
+    uint8_t digest [JOBREC_DIGEST_LEN];
+    int rc = 0;
+    if (key && *key && strlen (key) <= STORE_MAX_KEY
+        && jobrec_idempotency_get (txn, key, owner, digest) == 0
+        && strcmp (owner, job_id) == 0)
+        rc = store_del (txn, STORE_DB_IDEMPOTENCY, key, strlen (key));
+    free (key);
+    return rc == STORE_ENOTFOUND ? 0 : rc;
+}
+
 int
 jobrec_delete (store_txn_t *txn, const char *job_id)
 {
     uint8_t prefix [JOBREC_MAX_KEY];
     size_t prefix_len = jobrec_prefix (job_id, prefix);
-    int rc = store_del_prefix (txn, STORE_DB_RESULTS, prefix, prefix_len);
+    int rc = s_delete_idempotency (txn, job_id);
+    if (rc >= 0)
+        rc = store_del_prefix (txn, STORE_DB_RESULTS, prefix, prefix_len);
+    if (rc >= 0)
+        rc = store_del_prefix (txn, STORE_DB_OUTPUTS, prefix, prefix_len);
     if (rc >= 0)
         rc = store_del_prefix (txn, STORE_DB_EVENTS, prefix, prefix_len);
     if (rc >= 0)

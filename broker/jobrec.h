@@ -5,7 +5,8 @@
         jobs     job id                                  -> header record
         results  job id | 0x00 | step (2 bytes BE) | node -> cell record
         events   job id | 0x00 | seq (4 bytes BE)         -> event record
-        requests client request id                        -> reply bytes
+        requests client request id                        -> reply record
+        idempotency idempotency key                       -> job id | digest
     Job ids are time-sortable, so the jobs database lists oldest first.
 
     Header record: {id, spec: <job wire form>, status, step, steps,
@@ -15,6 +16,13 @@
     error, exit_code, duration_ms, truncated}]}.
     Event record: {seq, time_ms, event, node: str|nil, step: int|nil,
     detail: str|nil}.
+
+    Request record: 8 bytes of wall-clock ms (big-endian), then a byte
+    JOBREC_DIGEST_LEN and the digest of the request's canonical form, then
+    the reply. (Records written before the digest have the reply right
+    after the stamp; a reply is a msgpack map, whose first byte is never
+    JOBREC_DIGEST_LEN.) Idempotency record: the job id,
+    then the digest of the job spec's wire form.
 
     Also builds the client API's job record (proto/PROTOCOL.md) from these,
     and rebuilds a scheduler job from them after a restart.
@@ -34,6 +42,22 @@
 #include "sched.h"
 
 #define JOBREC_MAX_KEY (JOB_ID_LEN + 1 + 4 + NAME_MAX_LEN)
+#define JOBREC_DIGEST_LEN 20      //  SHA-1
+
+//  The digest (SHA-1) of SIZE bytes at DATA into DIGEST (JOBREC_DIGEST_LEN
+//  bytes): what tells two request bodies or two job specs apart.
+void jobrec_digest (const void *data, size_t size, uint8_t *digest);
+
+//  The job that idempotency key KEY made: its id into JOB_ID (JOB_ID_LEN
+//  + 1 bytes) and its spec's digest into DIGEST. Returns 0,
+//  STORE_ENOTFOUND, or -2 when the record is malformed.
+int jobrec_idempotency_get (store_txn_t *txn, const char *key, char *job_id,
+                            uint8_t *digest);
+
+//  Records that KEY made JOB_ID from a spec of digest DIGEST. Returns 0
+//  or a STORE_ error.
+int jobrec_idempotency_put (store_txn_t *txn, const char *key,
+                            const char *job_id, const uint8_t *digest);
 
 //  Key of a cell; returns its length. KEY holds JOBREC_MAX_KEY bytes.
 size_t jobrec_cell_key (const char *job_id, uint32_t step, const char *node,
@@ -88,7 +112,8 @@ int jobrec_header_status (const pv_t *header);
 //  cells counted by status. Reads only JOB; never the store.
 void jobrec_write_progress (const sched_job_t *job, pw_t *writer);
 
-//  Deletes a job: header, cells, events. Returns 0 or a STORE_ error.
+//  Deletes a job: header, cells, events, its idempotency record (when it
+//  still names this job) and its outputs. Returns 0 or a STORE_ error.
 int jobrec_delete (store_txn_t *txn, const char *job_id);
 
 #endif

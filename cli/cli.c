@@ -2091,6 +2091,10 @@ cli_render_job (const pv_t *record, FILE *out, bool color)
     s_header_line (out, "step", s_step_text (record, buf, sizeof buf));
     s_field (record, "strategy", buf, sizeof buf);
     s_header_line (out, "strategy", buf);
+    const pv_t *idempotency_key = pv_map_get (record, "idempotency_key");
+    if (pv_size (idempotency_key))
+        s_header_line (out, "key", s_scalar (idempotency_key, buf,
+                                             sizeof buf));
     s_header_line (out, "created", s_time (pv_map_get (record, "created_at"),
                    false, buf, sizeof buf));
     s_header_line (out, "updated", s_time (pv_map_get (record, "updated_at"),

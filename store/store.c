@@ -37,7 +37,8 @@
 //  Names of the databases, indexed by store_db_t.
 static const char *s_db_names[STORE_DB_COUNT] = {
     "meta", "jobs", "results", "events", "nodes",
-    "queue", "keys", "requests", "spool", "dlq", "node_history"
+    "queue", "keys", "requests", "spool", "dlq", "node_history",
+    "idempotency", "outputs"
 };
 
 //  The bytes behind an empty value: LMDB copies from mv_data even when

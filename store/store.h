@@ -61,6 +61,8 @@ typedef enum {
     STORE_DB_SPOOL,      //  agent: job | step | attempt -> unacknowledged result
     STORE_DB_DLQ,        //  job | step | node -> dead-letter entry
     STORE_DB_HISTORY,    //  node | seq -> what changed at a registration
+    STORE_DB_IDEMPOTENCY, //  idempotency key -> job id | spec digest
+    STORE_DB_OUTPUTS,    //  job id | step | node | attempt | stream | offset -> bytes
     STORE_DB_COUNT
 } store_db_t;
 

@@ -284,10 +284,55 @@ test_jobrec_delete_removes_everything (void **state)
     sched_job_destroy (&job);
 }
 
+//  The idempotency index names the job a key made, with its spec's
+//  digest; deleting the job frees the key, but not a key that another job
+//  holds now.
+static void
+test_jobrec_idempotency_index (void **state)
+{
+    fixture_t *fixture = (fixture_t *) *state;
+    sched_job_t *job = s_job ();
+    job->spec->idempotency_key = strdup ("deploy-42");
+    s_save (fixture, job);
+    uint8_t digest [JOBREC_DIGEST_LEN], other [JOBREC_DIGEST_LEN];
+    jobrec_digest ("spec", 4, digest);
+    jobrec_digest ("spec!", 5, other);
+    assert_memory_not_equal (digest, other, JOBREC_DIGEST_LEN);
+    char owner [JOB_ID_LEN + 1];
+    uint8_t got [JOBREC_DIGEST_LEN];
+    assert_int_equal (jobrec_idempotency_get (fixture->txn, "deploy-42", owner,
+                                              got), STORE_ENOTFOUND);
+    assert_int_equal (jobrec_idempotency_put (fixture->txn, "deploy-42",
+                                              job->id, digest), 0);
+    assert_int_equal (jobrec_idempotency_get (fixture->txn, "deploy-42", owner,
+                                              got), 0);
+    assert_string_equal (owner, job->id);
+    assert_memory_equal (got, digest, JOBREC_DIGEST_LEN);
+    //  A malformed record is reported, not trusted
+    assert_int_equal (store_put (fixture->txn, STORE_DB_IDEMPOTENCY, "bad", 3,
+                                 "j-1", 3), 0);
+    assert_int_equal (jobrec_idempotency_get (fixture->txn, "bad", owner, got),
+                      -2);
+    //  Deleting the job deletes its key
+    assert_int_equal (jobrec_delete (fixture->txn, job->id), 0);
+    assert_int_equal (jobrec_idempotency_get (fixture->txn, "deploy-42", owner,
+                                              got), STORE_ENOTFOUND);
+    //  A key that now names another job stays
+    s_save (fixture, job);
+    assert_int_equal (jobrec_idempotency_put (fixture->txn, "deploy-42",
+                                              "j-0193a1b2c3d4-0002", other), 0);
+    assert_int_equal (jobrec_delete (fixture->txn, job->id), 0);
+    assert_int_equal (jobrec_idempotency_get (fixture->txn, "deploy-42", owner,
+                                              got), 0);
+    assert_string_equal (owner, "j-0193a1b2c3d4-0002");
+    sched_job_destroy (&job);
+}
+
 int
 main (void)
 {
     const struct CMUnitTest tests [] = {
+        cmocka_unit_test_setup_teardown (test_jobrec_idempotency_index, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_jobrec_record_has_grid_shape, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_jobrec_load_rebuilds_the_job, s_setup, s_teardown),
         cmocka_unit_test (test_jobrec_progress_counts_without_outputs),
