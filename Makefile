@@ -92,8 +92,8 @@ FUZZ_SEEDS := $(BUILD)/test/tools/fuzz_seeds
 # rules, which make would otherwise delete).
 .SECONDARY:
 
-.PHONY: all deps test test-build demo format clean check-deps fuzz \
-	fuzz-build fuzz-deps bench bench-quick
+.PHONY: all deps test test-build test-deps demo format clean check-deps \
+	fuzz fuzz-build fuzz-deps bench bench-quick
 .DEFAULT_GOAL := all
 
 all: $(BINS)
@@ -134,7 +134,7 @@ $(BUILD)/test/tools/%: $(BUILD)/obj/test/tools/%.o $(LIB)
 	$(call say,LD,$@)
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(PKG_LIBS) -lm
 
-test-build: $(BINS) $(TEST_BINS) $(TEST_TOOLS)
+test-build: $(BINS) $(TEST_BINS) $(TEST_TOOLS) $(BUILD)/test/test_python
 
 $(FUZZ_DIR)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -161,6 +161,13 @@ $(BUILD)/test/test_fuzz: test/fuzz.sh $(FUZZ_BINS) $(FUZZ_SEEDS)
 
 fuzz-build: $(FUZZ_BINS) $(FUZZ_SEEDS) $(BUILD)/test/test_fuzz
 
+# The Python module's tests, as one more suite for run_tests.sh.
+$(BUILD)/test/test_python: test/python.sh $(wildcard python/grid/*.py python/tests/*.py)
+	@mkdir -p $(dir $@)
+	@printf '#!/bin/sh\nexec sh "%s" "%s"\n' "$(abspath test/python.sh)" \
+		"$(abspath .)" >$@
+	@chmod +x $@
+
 fuzz-deps:
 	@sh test/deps.sh $(FUZZ_PKGS)
 
@@ -169,8 +176,14 @@ fuzz: deps fuzz-deps
 	@$(MAKE) --no-print-directory fuzz-build
 	@sh test/fuzz.sh $(FUZZ_DIR) $(FUZZ_SECONDS) $(FUZZ_SEEDS)
 
+# Debian's python3 with pyzmq and msgpack, for the Python module's tests.
+PY_PKGS := python3 python3-zmq python3-msgpack
+
+test-deps:
+	@sh test/deps.sh $(PY_PKGS)
+
 # deps first, then a fresh make that sees the installed pkg-config files.
-test: deps fuzz-deps
+test: deps fuzz-deps test-deps
 	@$(MAKE) --no-print-directory test-build fuzz-build
 	@BUILD=$(BUILD) sh test/run_tests.sh
 
