@@ -40,7 +40,7 @@ SANFLAGS :=
 OPT := -O2
 endif
 
-PKGS := libczmq libzmq msgpack lmdb yaml-0.1
+PKGS := libczmq libzmq msgpack lmdb yaml-0.1 libsystemd
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 CMOCKA_LIBS = $(shell pkg-config --libs cmocka 2>/dev/null)
@@ -69,7 +69,7 @@ TEST_TOOL_SRC := $(wildcard test/tools/*.c)
 TEST_TOOLS := $(TEST_TOOL_SRC:test/tools/%.c=$(BUILD)/test/tools/%)
 
 DEB_PKGS := gcc make pkg-config libzmq3-dev libczmq-dev libmsgpack-dev \
-	liblmdb-dev libyaml-dev libcmocka-dev
+	liblmdb-dev libyaml-dev libcmocka-dev libsystemd-dev scdoc
 
 # Fuzzing: clang's libFuzzer with ASan and UBSan. Only make fuzz and make
 # test need these packages.
@@ -92,11 +92,30 @@ FUZZ_SEEDS := $(BUILD)/test/tools/fuzz_seeds
 # rules, which make would otherwise delete).
 .SECONDARY:
 
-.PHONY: all deps test test-build test-deps demo format clean check-deps \
-	fuzz fuzz-build fuzz-deps bench bench-quick
+.PHONY: all man deps test test-build test-deps demo format clean \
+	check-deps fuzz fuzz-build fuzz-deps bench bench-quick install \
+	uninstall deb
 .DEFAULT_GOAL := all
 
-all: $(BINS)
+all: $(BINS) man
+
+# Man pages, from scdoc sources in docs/man (scdoc is in make deps; a plain
+# make without it skips them with a note).
+MAN_SRC := $(wildcard docs/man/*.scd)
+MAN_PAGES := $(MAN_SRC:docs/man/%.scd=$(BUILD)/man/%)
+SCDOC := $(shell command -v scdoc 2>/dev/null)
+
+ifneq ($(SCDOC),)
+man: $(MAN_PAGES)
+else
+man:
+	@echo "  (scdoc is not installed: man pages not built; make deps installs it)"
+endif
+
+$(BUILD)/man/%: docs/man/%.scd
+	@mkdir -p $(dir $@)
+	$(call say,SCDOC,$<)
+	$(Q)scdoc <$< >$@.tmp && mv $@.tmp $@
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -134,7 +153,8 @@ $(BUILD)/test/tools/%: $(BUILD)/obj/test/tools/%.o $(LIB)
 	$(call say,LD,$@)
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(PKG_LIBS) -lm
 
-test-build: $(BINS) $(TEST_BINS) $(TEST_TOOLS) $(BUILD)/test/test_python
+test-build: $(BINS) $(TEST_BINS) $(TEST_TOOLS) $(BUILD)/test/test_python \
+	$(BUILD)/test/test_packaging man
 
 $(FUZZ_DIR)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -161,6 +181,13 @@ $(BUILD)/test/test_fuzz: test/fuzz.sh $(FUZZ_BINS) $(FUZZ_SEEDS)
 
 fuzz-build: $(FUZZ_BINS) $(FUZZ_SEEDS) $(BUILD)/test/test_fuzz
 
+# The packaging checks (man pages, units, install, deb), one more suite.
+$(BUILD)/test/test_packaging: test/packaging.sh
+	@mkdir -p $(dir $@)
+	@printf '#!/bin/sh\nexec sh "%s" "%s" "%s"\n' "$(abspath test/packaging.sh)" \
+		"$(abspath .)" "$(abspath $(BUILD))" >$@
+	@chmod +x $@
+
 # The Python module's tests, as one more suite for run_tests.sh.
 $(BUILD)/test/test_python: test/python.sh $(wildcard python/grid/*.py python/tests/*.py)
 	@mkdir -p $(dir $@)
@@ -176,11 +203,13 @@ fuzz: deps fuzz-deps
 	@$(MAKE) --no-print-directory fuzz-build
 	@sh test/fuzz.sh $(FUZZ_DIR) $(FUZZ_SECONDS) $(FUZZ_SEEDS)
 
-# Debian's python3 with pyzmq and msgpack, for the Python module's tests.
+# Debian's python3 with pyzmq and msgpack, for the Python module's tests;
+# systemd-analyze, man and the Debian tools, for the packaging checks.
 PY_PKGS := python3 python3-zmq python3-msgpack
+TEST_PKGS = $(PY_PKGS) systemd man-db $(DEB_TOOLS)
 
 test-deps:
-	@sh test/deps.sh $(PY_PKGS)
+	@sh test/deps.sh $(TEST_PKGS)
 
 # deps first, then a fresh make that sees the installed pkg-config files.
 test: deps fuzz-deps test-deps
@@ -205,6 +234,89 @@ bench: deps
 bench-quick: deps
 	@$(MAKE) --no-print-directory $(BINS) $(BENCH_TOOLS)
 	@$(BUILD)/test/tools/gridbench --quick --out $(BENCH_OUT) $(BENCH_ARGS)
+
+# ---------------------------------------------------------------------
+# Install: make install [PREFIX=/usr/local] [DESTDIR=...]. The daemons go
+# to sbin, gridcli to bin; example configs to $(sysconfdir)/grid without
+# replacing a file that is there; systemd units with the paths filled in.
+# make uninstall removes what install wrote (a config you changed stays).
+PREFIX ?= /usr/local
+ifeq ($(PREFIX),/usr)
+sysconfdir ?= /etc
+unitdir ?= /lib/systemd/system
+pythondir ?= $(PREFIX)/lib/python3/dist-packages
+else
+sysconfdir ?= $(PREFIX)/etc
+unitdir ?= $(PREFIX)/lib/systemd/system
+PY_VERSION := $(shell /usr/bin/python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null)
+pythondir ?= $(PREFIX)/lib/python$(PY_VERSION)/dist-packages
+endif
+bindir ?= $(PREFIX)/bin
+sbindir ?= $(PREFIX)/sbin
+mandir ?= $(PREFIX)/share/man
+sysusersdir ?= $(PREFIX)/lib/sysusers.d
+completiondir ?= $(PREFIX)/share/bash-completion/completions
+INSTALL ?= install
+
+UNITS := gridbroker.service gridagent.service
+CONFS := gridbroker.yaml gridagent.yaml gridcli.yaml
+PY_FILES := $(notdir $(wildcard python/grid/*.py))
+
+install: all
+	@test -n "$(SCDOC)" || { echo "install needs the man pages: make deps (scdoc)" >&2; exit 1; }
+	$(INSTALL) -d $(DESTDIR)$(bindir) $(DESTDIR)$(sbindir) \
+		$(DESTDIR)$(mandir)/man1 $(DESTDIR)$(mandir)/man5 \
+		$(DESTDIR)$(mandir)/man7 $(DESTDIR)$(mandir)/man8 \
+		$(DESTDIR)$(sysconfdir)/grid $(DESTDIR)$(unitdir) \
+		$(DESTDIR)$(sysusersdir) $(DESTDIR)$(completiondir) \
+		$(DESTDIR)$(pythondir)/grid
+	$(INSTALL) -m 0755 $(BUILD)/bin/gridcli $(DESTDIR)$(bindir)/gridcli
+	$(INSTALL) -m 0755 $(BUILD)/bin/gridbroker $(BUILD)/bin/gridagent $(DESTDIR)$(sbindir)/
+	for page in $(MAN_PAGES); do \
+		section=$${page##*.}; \
+		$(INSTALL) -m 0644 $$page $(DESTDIR)$(mandir)/man$$section/ || exit 1; \
+	done
+	for conf in $(CONFS); do \
+		if [ -e $(DESTDIR)$(sysconfdir)/grid/$$conf ]; then \
+			echo "  keeping $(DESTDIR)$(sysconfdir)/grid/$$conf"; \
+		else \
+			$(INSTALL) -m 0644 conf/$$conf $(DESTDIR)$(sysconfdir)/grid/$$conf || exit 1; \
+		fi; \
+	done
+	for unit in $(UNITS); do \
+		sed -e 's|@sbindir@|$(sbindir)|g' -e 's|@sysconfdir@|$(sysconfdir)|g' \
+			packaging/systemd/$$unit.in >$(DESTDIR)$(unitdir)/$$unit || exit 1; \
+		chmod 0644 $(DESTDIR)$(unitdir)/$$unit; \
+	done
+	$(INSTALL) -m 0644 packaging/sysusers/grid.conf $(DESTDIR)$(sysusersdir)/grid.conf
+	$(INSTALL) -m 0644 packaging/completion/gridcli $(DESTDIR)$(completiondir)/gridcli
+	for py in $(PY_FILES); do \
+		$(INSTALL) -m 0644 python/grid/$$py $(DESTDIR)$(pythondir)/grid/$$py || exit 1; \
+	done
+
+uninstall:
+	rm -f $(DESTDIR)$(bindir)/gridcli $(DESTDIR)$(sbindir)/gridbroker \
+		$(DESTDIR)$(sbindir)/gridagent
+	rm -f $(addprefix $(DESTDIR)$(mandir)/man,$(foreach p,$(notdir $(MAN_PAGES)),$(subst .,,$(suffix $(p)))/$(p)))
+	rm -f $(addprefix $(DESTDIR)$(unitdir)/,$(UNITS))
+	rm -f $(DESTDIR)$(sysusersdir)/grid.conf $(DESTDIR)$(completiondir)/gridcli
+	rm -rf $(DESTDIR)$(pythondir)/grid
+	for conf in $(CONFS); do \
+		if cmp -s conf/$$conf $(DESTDIR)$(sysconfdir)/grid/$$conf; then \
+			rm -f $(DESTDIR)$(sysconfdir)/grid/$$conf; \
+		elif [ -e $(DESTDIR)$(sysconfdir)/grid/$$conf ]; then \
+			echo "  keeping $(DESTDIR)$(sysconfdir)/grid/$$conf (changed)"; \
+		fi; \
+	done
+	-rmdir $(DESTDIR)$(sysconfdir)/grid 2>/dev/null
+
+# Debian packages (packaging/deb.sh): build/deb/*.deb, checked by lintian.
+DEB_TOOLS := dpkg-dev debhelper fakeroot lintian adduser
+
+deb: deps
+	@sh test/deps.sh $(DEB_TOOLS)
+	@$(MAKE) --no-print-directory all
+	@sh packaging/deb.sh $(BUILD)
 
 format:
 	clang-format -i $(wildcard */*.c */*.h test/*/*.c test/*/*.h)

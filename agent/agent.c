@@ -41,6 +41,7 @@
 #include "../proto/conf.h"
 #include "../proto/keys.h"
 #include "../proto/names.h"
+#include "../proto/service.h"
 #include "../store/store.h"
 #include "executor.h"
 #include "spool.h"
@@ -2018,12 +2019,17 @@ agent_run (agent_t *self)
     s_arm_hello (self, true);
     self->resend_timer = zloop_timer (self->loop, s_jitter (S_RESEND_MS), 0,
                                       s_resend_fired, self);
+    //  Spool opened, sockets connected: the agent serves from here on
+    service_notify_ready ("running");
+    if (service_watchdog_attach (self->loop) < 0)
+        s_log (self, "cannot arm the service watchdog timer");
     //  zloop_start returns when a handler asks (the signal handler, on
     //  SIGTERM) or, should it ever happen, when a poll is interrupted
     while (!self->stopping)
         zloop_start (self->loop);
 
     //  No new work; queued work is handed back; running work may finish
+    service_notify_stopping ();
     int dropped = executor_cancel_queued (self->executor,
                                           "agent stopping before the task "
                                           "started");

@@ -5,6 +5,7 @@
 #include <time.h>
 
 #include "../proto/conf.h"
+#include "../proto/service.h"
 #include "broker.h"
 #include "dlq.h"
 #include "jobrec.h"
@@ -1477,7 +1478,12 @@ broker_run (broker_t *self)
     s_log ("serving clients on %s, agents on %s, commands on %s; data in %s",
            self->config.client_ep, self->config.agents_ep,
            self->config.publish_ep, self->config.data_dir);
+    //  Bound and restored: a service manager may start what depends on us
+    service_notify_ready ("serving");
+    if (service_watchdog_attach (self->loop) < 0)
+        s_log ("cannot arm the service watchdog timer");
     zloop_start (self->loop);
+    service_notify_stopping ();
     s_log ("stopping");
     return 0;
 }

@@ -1,0 +1,145 @@
+#!/bin/sh
+# The operations side, checked the way an operator meets it: the man
+# pages name every flag that --help prints, the systemd units pass
+# `systemd-analyze verify`, `make install` writes what it should (and
+# `make uninstall` takes it away again), and `make deb` builds packages
+# that lintian passes and whose programs run from a throwaway root.
+#
+# usage: sh test/packaging.sh SRC_DIR BUILD_DIR
+# Prints cmocka-style lines, so test/run_tests.sh counts each check.
+set -u
+src=$1
+build=$2
+bin="$build/bin"
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/grid-pkg-XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+passed=0
+failed=0
+
+check() {
+    name=$1
+    shift
+    echo "[ RUN      ] $name"
+    if "$@" >"$tmp/log" 2>&1; then
+        passed=$((passed + 1))
+        echo "[       OK ] $name"
+    else
+        failed=$((failed + 1))
+        sed 's/^/    /' "$tmp/log" | tail -n 40
+        echo "[  FAILED  ] $name"
+    fi
+}
+
+# Every --flag in a help text must appear in the man page.
+flags_in_page() {
+    page=$1
+    shift
+    "$@" 2>&1 | grep -o -- '--[a-z][a-z0-9-]*' | sort -u >"$tmp/flags"
+    [ -s "$tmp/flags" ] || { echo "no flags in: $*"; return 1; }
+    missing=""
+    while read -r flag; do
+        grep -q -- "$flag\b" "$page" || missing="$missing $flag"
+    done <"$tmp/flags"
+    if [ -n "$missing" ]; then
+        echo "'$*' prints flags that $page does not document:$missing"
+        echo "(add each to the man page's OPTIONS; see docs/man)"
+        return 1
+    fi
+}
+
+man_pages_cover_every_flag() {
+    man="$src/docs/man"
+    flags_in_page "$man/gridbroker.8.scd" "$bin/gridbroker" --help &&
+    flags_in_page "$man/gridbroker.8.scd" "$bin/gridbroker" keygen --help &&
+    flags_in_page "$man/gridagent.8.scd" "$bin/gridagent" --help &&
+    flags_in_page "$man/gridagent.8.scd" "$bin/gridagent" keygen --help &&
+    flags_in_page "$man/gridcli.1.scd" "$bin/gridcli" --help &&
+    flags_in_page "$man/gridcli.1.scd" "$bin/gridcli" keygen --help || return 1
+    for topic in $("$bin/gridcli" --help | sed -n 's/^  help \[\(.*\)\]$/\1/p' | tr '|' ' '); do
+        flags_in_page "$man/gridcli.1.scd" "$bin/gridcli" help "$topic" || return 1
+    done
+}
+
+man_pages_build() {
+    for page in "$src"/docs/man/*.scd; do
+        scdoc <"$page" >"$tmp/page" || { echo "scdoc: $page"; return 1; }
+        # man renders it without a warning
+        out=$(MANWIDTH=80 man --warnings -l "$tmp/page" 2>&1 >/dev/null)
+        [ -z "$out" ] || { echo "$page: $out"; return 1; }
+    done
+}
+
+units_verify() {
+    root="$tmp/units"
+    mkdir -p "$root/etc/grid"
+    cp "$src"/conf/*.yaml "$root/etc/grid/"
+    for page in "$build"/man/*; do
+        section=${page##*.}
+        mkdir -p "$root/man/man$section"
+        cp "$page" "$root/man/man$section/"
+    done
+    for unit in gridbroker gridagent; do
+        sed -e "s|@sbindir@|$bin|g" -e "s|@sysconfdir@|$root/etc|g" \
+            "$src/packaging/systemd/$unit.service.in" >"$root/$unit.service"
+    done
+    MANPATH="$root/man" SYSTEMD_LOG_LEVEL=notice \
+        systemd-analyze verify "$root/gridbroker.service" "$root/gridagent.service" \
+        >"$root/verify.log" 2>&1
+    rc=$?
+    cat "$root/verify.log"
+    [ "$rc" = 0 ] && ! [ -s "$root/verify.log" ]
+}
+
+install_and_uninstall() {
+    dest="$tmp/dest"
+    make -s -C "$src" BUILD="$build" install PREFIX=/usr DESTDIR="$dest" >/dev/null || return 1
+    for f in usr/sbin/gridbroker usr/sbin/gridagent usr/bin/gridcli \
+        etc/grid/gridbroker.yaml etc/grid/gridagent.yaml etc/grid/gridcli.yaml \
+        lib/systemd/system/gridbroker.service lib/systemd/system/gridagent.service \
+        usr/share/man/man1/gridcli.1 usr/share/man/man8/gridbroker.8 \
+        usr/share/man/man8/gridagent.8 usr/share/man/man5/grid-job.5 \
+        usr/share/man/man5/grid.yaml.5 usr/share/man/man7/grid-protocol.7 \
+        usr/share/bash-completion/completions/gridcli \
+        usr/lib/python3/dist-packages/grid/__init__.py; do
+        [ -e "$dest/$f" ] || { echo "make install did not write $f"; return 1; }
+    done
+    grep -q "^ExecStart=/usr/sbin/gridbroker --config /etc/grid/gridbroker.yaml$" \
+        "$dest/lib/systemd/system/gridbroker.service" || { echo "unit paths not filled in"; return 1; }
+    "$dest/usr/bin/gridcli" --version | grep -q . || return 1
+    PYTHONPATH="$dest/usr/lib/python3/dist-packages" /usr/bin/python3 -c 'import grid' || return 1
+    bash -n "$dest/usr/share/bash-completion/completions/gridcli" || return 1
+    # A second install keeps a config the operator changed
+    echo "# mine" >>"$dest/etc/grid/gridcli.yaml"
+    make -s -C "$src" BUILD="$build" install PREFIX=/usr DESTDIR="$dest" >/dev/null || return 1
+    grep -q '^# mine$' "$dest/etc/grid/gridcli.yaml" || { echo "install replaced a changed config"; return 1; }
+    make -s -C "$src" BUILD="$build" uninstall PREFIX=/usr DESTDIR="$dest" >/dev/null || return 1
+    left=$(cd "$dest" && find . -type f | sort)
+    [ "$left" = "./etc/grid/gridcli.yaml" ] || { echo "uninstall left: $left"; return 1; }
+}
+
+debian_packages() {
+    make -s -C "$src" BUILD="$build" deb >"$tmp/deb.log" 2>&1 || { cat "$tmp/deb.log"; return 1; }
+    root="$tmp/root"
+    mkdir -p "$root"
+    for deb in grid-broker grid-agent grid-cli; do
+        file=$(ls "$build"/deb/${deb}_*.deb) || return 1
+        dpkg-deb -x "$file" "$root" || return 1
+        dpkg-deb -f "$file" Depends | grep -q 'libzmq5' || { echo "$deb: no shlibs depends"; return 1; }
+    done
+    dpkg-deb -x "$build"/deb/python3-grid_*_all.deb "$root" || return 1
+    dpkg-deb --ctrl-tarfile "$build"/deb/grid-broker_*.deb | tar -xOf - ./conffiles \
+        | grep -q '^/etc/grid/gridbroker.yaml$' || { echo "no conffile"; return 1; }
+    "$root/usr/sbin/gridbroker" --version && "$root/usr/sbin/gridagent" --version &&
+    "$root/usr/bin/gridcli" --version || return 1
+    PYTHONPATH="$root/usr/lib/python3/dist-packages" /usr/bin/python3 -c \
+        'import grid; print("python3-grid", grid.__version__)'
+}
+
+check man_pages_cover_every_flag man_pages_cover_every_flag
+check man_pages_build man_pages_build
+check units_verify units_verify
+check install_and_uninstall install_and_uninstall
+check debian_packages debian_packages
+echo "[  PASSED  ] $passed test(s)."
+[ "$failed" != 0 ] && echo "[  FAILED  ] $failed test(s), listed above."
+[ "$failed" = 0 ]

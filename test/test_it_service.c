@@ -1,0 +1,178 @@
+/*  =========================================================================
+    test_it_service - gridbroker and gridagent as systemd services
+
+    The programs run under a listener that plays the service manager's
+    part: a unix datagram socket named by NOTIFY_SOCKET, and a watchdog
+    asked for with WATCHDOG_USEC. Each program must say READY=1 once it
+    serves, WATCHDOG=1 from its reactor while it runs, and STOPPING=1 when
+    it is told to stop. A program started without NOTIFY_SOCKET says
+    nothing and runs as before (the other suites show that).
+    =========================================================================
+*/
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+
+#include "lib/harness.h"
+
+#define S_WAIT_MS 20000
+
+//  What the listener heard.
+typedef struct {
+    int fd;                    //  The notify socket
+    char path [300];           //  Its path
+    int ready;                 //  READY=1 datagrams
+    int watchdog;              //  WATCHDOG=1 datagrams
+    int stopping;              //  STOPPING=1 datagrams
+    char status [256];         //  The last STATUS= text
+} s_listener_t;
+
+static void
+s_listen (s_listener_t *self, const grid_t *grid, const char *name)
+{
+    memset (self, 0, sizeof *self);
+    snprintf (self->path, sizeof self->path, "%s/%s.notify", grid->dir, name);
+    self->fd = socket (AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    assert_true (self->fd >= 0);
+    struct sockaddr_un addr = {.sun_family = AF_UNIX};
+    assert_true (strlen (self->path) < sizeof addr.sun_path);
+    strcpy (addr.sun_path, self->path);
+    assert_int_equal (bind (self->fd, (struct sockaddr *) &addr, sizeof addr), 0);
+}
+
+//  Reads datagrams for up to WAIT_MS or until UNTIL (a field of SELF)
+//  reaches AT_LEAST. Counts every assignment it recognises.
+static void
+s_hear (s_listener_t *self, const int *until, int at_least, int wait_ms)
+{
+    int64_t deadline = zclock_mono () + wait_ms;
+    while (*until < at_least && zclock_mono () < deadline) {
+        struct pollfd pfd = {.fd = self->fd, .events = POLLIN};
+        if (poll (&pfd, 1, 100) <= 0)
+            continue;
+        char buf [4096];
+        ssize_t size = recv (self->fd, buf, sizeof buf - 1, 0);
+        if (size <= 0)
+            continue;
+        buf [size] = 0;
+        for (char *line = strtok (buf, "\n"); line; line = strtok (NULL, "\n")) {
+            if (streq (line, "READY=1"))
+                self->ready++;
+            else if (streq (line, "WATCHDOG=1"))
+                self->watchdog++;
+            else if (streq (line, "STOPPING=1"))
+                self->stopping++;
+            else if (strncmp (line, "STATUS=", 7) == 0)
+                snprintf (self->status, sizeof self->status, "%s", line + 7);
+        }
+    }
+}
+
+static void
+s_listener_close (s_listener_t *self)
+{
+    close (self->fd);
+    unlink (self->path);
+}
+
+static void
+test_service_broker_says_ready_watchdog_stopping (void **state)
+{
+    grid_t grid;
+    assert_int_equal (grid_init (&grid), 0);
+    s_listener_t manager;
+    s_listen (&manager, &grid, "broker");
+    setenv ("NOTIFY_SOCKET", manager.path, 1);
+    setenv ("WATCHDOG_USEC", "400000", 1);    //  A beat every 200 ms
+    int rc = grid_start_broker (&grid, NULL);
+    unsetenv ("NOTIFY_SOCKET");
+    unsetenv ("WATCHDOG_USEC");
+    assert_int_equal (rc, 0);
+
+    s_hear (&manager, &manager.ready, 1, S_WAIT_MS);
+    assert_int_equal (manager.ready, 1);
+    assert_string_equal (manager.status, "serving");
+    //  The reactor keeps beating while it serves
+    s_hear (&manager, &manager.watchdog, 3, S_WAIT_MS);
+    assert_true (manager.watchdog >= 3);
+    assert_int_equal (manager.stopping, 0);
+
+    kill (grid.broker_pid, SIGTERM);
+    s_hear (&manager, &manager.stopping, 1, S_WAIT_MS);
+    assert_int_equal (manager.stopping, 1);
+    grid_stop_broker (&grid, false);
+    s_listener_close (&manager);
+    grid_stop (&grid);
+}
+
+static void
+test_service_agent_says_ready_watchdog_stopping (void **state)
+{
+    grid_t grid;
+    assert_int_equal (grid_init (&grid), 0);
+    assert_int_equal (grid_start_broker (&grid, NULL), 0);
+    s_listener_t manager;
+    s_listen (&manager, &grid, "agent");
+    setenv ("NOTIFY_SOCKET", manager.path, 1);
+    setenv ("WATCHDOG_USEC", "400000", 1);
+    int slot = grid_start_agent (&grid, "svc-01", NULL, NULL, NULL);
+    unsetenv ("NOTIFY_SOCKET");
+    unsetenv ("WATCHDOG_USEC");
+    assert_true (slot >= 0);
+
+    s_hear (&manager, &manager.ready, 1, S_WAIT_MS);
+    assert_int_equal (manager.ready, 1);
+    s_hear (&manager, &manager.watchdog, 3, S_WAIT_MS);
+    assert_true (manager.watchdog >= 3);
+
+    kill (grid.agent_pids [slot], SIGTERM);
+    s_hear (&manager, &manager.stopping, 1, S_WAIT_MS);
+    assert_int_equal (manager.stopping, 1);
+    grid_stop_agent (&grid, slot, false);
+    s_listener_close (&manager);
+    grid_stop (&grid);
+}
+
+//  A watchdog meant for another process (WATCHDOG_PID) is not ours: the
+//  program says READY=1 and never beats.
+static void
+test_service_watchdog_for_another_pid_is_ignored (void **state)
+{
+    grid_t grid;
+    assert_int_equal (grid_init (&grid), 0);
+    s_listener_t manager;
+    s_listen (&manager, &grid, "broker");
+    setenv ("NOTIFY_SOCKET", manager.path, 1);
+    setenv ("WATCHDOG_USEC", "400000", 1);
+    setenv ("WATCHDOG_PID", "1", 1);
+    int rc = grid_start_broker (&grid, NULL);
+    unsetenv ("NOTIFY_SOCKET");
+    unsetenv ("WATCHDOG_USEC");
+    unsetenv ("WATCHDOG_PID");
+    assert_int_equal (rc, 0);
+    s_hear (&manager, &manager.ready, 1, S_WAIT_MS);
+    assert_int_equal (manager.ready, 1);
+    //  A second of listening: five beats would have come by now
+    s_hear (&manager, &manager.watchdog, 1, 1000);
+    assert_int_equal (manager.watchdog, 0);
+    grid_stop_broker (&grid, false);
+    s_listener_close (&manager);
+    grid_stop (&grid);
+}
+
+int
+main (void)
+{
+    const struct CMUnitTest tests [] = {
+        cmocka_unit_test (test_service_broker_says_ready_watchdog_stopping),
+        cmocka_unit_test (test_service_agent_says_ready_watchdog_stopping),
+        cmocka_unit_test (test_service_watchdog_for_another_pid_is_ignored),
+    };
+    return cmocka_run_group_tests (tests, NULL, NULL);
+}
