@@ -12,6 +12,9 @@
 #                   table, writes build/bench/results.json
 #   make bench-quick   the 1,000-agent figures only (under two minutes)
 #                   BENCH_ARGS adds gridbench options (gridbench --help)
+#   make install    programs, man pages, configs, units, completion, Python
+#                   module (PREFIX=/usr/local, DESTDIR); make uninstall
+#   make deb        Debian packages in build/deb, checked by lintian
 #   make format     clang-format every source file
 #   make clean      remove build/ and build-asan/
 #   V=1             show the full compiler command lines
