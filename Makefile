@@ -327,6 +327,10 @@ format:
 clean:
 	rm -rf build build-asan
 
--include $(LIB_OBJ:.o=.d) $(TEST_LIB_OBJ:.o=.d) $(TEST_SRC:test/%.c=$(BUILD)/obj/test/%.d)
+# Every object's dependency file, the three mains' included: a header
+# change must rebuild each object that includes it.
+MAIN_DEPS := $(BUILD)/obj/broker/main.d $(BUILD)/obj/agent/main.d \
+	$(BUILD)/obj/cli/main.d
+-include $(LIB_OBJ:.o=.d) $(TEST_LIB_OBJ:.o=.d) $(TEST_SRC:test/%.c=$(BUILD)/obj/test/%.d) $(MAIN_DEPS)
 -include $(TEST_TOOL_SRC:test/tools/%.c=$(BUILD)/obj/test/tools/%.d)
 -include $(FUZZ_LIB_OBJ:.o=.d) $(FUZZ_TARGETS:%=$(FUZZ_DIR)/obj/test/tools/%.d)
