@@ -276,7 +276,8 @@ s_job_submit (api_call_t *call)
         store_txn_t *txn = broker_txn (self);
         int rc = txn ? jobrec_idempotency_put (txn, key, id, digest)
                      : STORE_EIO;
-        if (rc != 0)
+        //  A full or failing store fails the pass, logged once there
+        if (rc != 0 && rc != STORE_EFULL && rc != STORE_EIO)
             zsys_error ("store: cannot save the idempotency key of %s: %s",
                         id, store_strerror (rc));
     }
@@ -318,10 +319,11 @@ s_admit (api_call_t *call, job_spec_t **spec_p, const char *retry_of, char *id)
     size_t limit = self->config.max_map_bytes > map ? self->config.max_map_bytes
                                                     : map;
     if (limit && used > limit / 100 * 95) {
-        s_error (call, PROTO_ERR_STORE,
-                 "the store is full (%zu of %zu MiB used): new jobs are "
-                 "refused until old ones are purged; reads still work",
-                 used >> 20, limit >> 20);
+        s_error (call, PROTO_ERR_STORAGE_FULL,
+                 "the store is full (%zu of %zu MiB used, store.max_size): "
+                 "new jobs are refused until old ones are purged; reads "
+                 "still work", used >> 20, limit >> 20);
+        self->storage.refused++;
         job_spec_destroy (&spec);
         return -1;
     }
@@ -637,6 +639,52 @@ s_node_get (api_call_t *call)
 
 static const char *s_broker_state (const broker_t *self);
 
+//  status.store: the store's state, size and room (PROTOCOL.md).
+static void
+s_write_store (const broker_t *self, pw_t *reply)
+{
+    const broker_storage_t *storage = &self->storage;
+    store_info_t info;
+    store_info (self->store, &info);
+    const char *state = storage->code == STORE_EFULL ? "full"
+                      : storage->code ? "error"
+                      : info.max_bytes
+                        && info.used_bytes / 100 * 100
+                               >= info.max_bytes / 100 * STORE_NEARLY_FULL
+                      ? "nearly_full" : "ok";
+    bool failing = storage->code != 0;
+    pw_str (reply, "store");
+    pw_map (reply, failing ? 12 : 10);
+    pw_str (reply, "state");
+    pw_str (reply, state);
+    pw_str (reply, "used_bytes");
+    pw_int (reply, (int64_t) info.used_bytes);
+    pw_str (reply, "map_bytes");
+    pw_int (reply, (int64_t) info.map_bytes);
+    pw_str (reply, "max_bytes");
+    pw_int (reply, (int64_t) info.max_bytes);
+    pw_str (reply, "used_percent");
+    pw_int (reply, info.max_bytes ? (int64_t) (info.used_bytes * 100.0
+                                               / (double) info.max_bytes)
+                                  : 0);
+    pw_str (reply, "disk_bytes");
+    pw_int (reply, (int64_t) info.disk_bytes);
+    pw_str (reply, "disk_free_bytes");
+    pw_int (reply, (int64_t) info.disk_free_bytes);
+    pw_str (reply, "failed_commits");
+    pw_int (reply, (int64_t) storage->failed_commits);
+    pw_str (reply, "refused");
+    pw_int (reply, (int64_t) storage->refused);
+    pw_str (reply, "episodes");
+    pw_int (reply, (int64_t) storage->episodes);
+    if (failing) {
+        pw_str (reply, "since_ms");
+        pw_int (reply, storage->since_ms);
+        pw_str (reply, "error");
+        pw_str (reply, storage->error);
+    }
+}
+
 static void
 s_status (api_call_t *call)
 {
@@ -646,7 +694,7 @@ s_status (api_call_t *call)
     size_t online = registry_online_count (self->registry);
     pw_reset (reply);
     proto_reply_ok_begin (reply, call->request->id);
-    pw_map (reply, 6);
+    pw_map (reply, 7);
     pw_str (reply, "version");
     pw_str (reply, GRID_VERSION);
     pw_str (reply, "state");
@@ -683,6 +731,7 @@ s_status (api_call_t *call)
     pw_str (reply, "send_failed");
     pw_int (reply, (int64_t) self->counters.send_failed);
     auth_write_counters (self->auth, reply);
+    s_write_store (self, reply);
 }
 
 //  ---------------------------------------------------------------------

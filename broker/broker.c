@@ -17,6 +17,12 @@
 #define BACKLOG_LAG_MAX_MS 30000 //  Deadlines wait for a backlog at most this
 #define REPLY_CACHE_MAX 10000    //  Client replies kept for retries
 #define SEND_BYTES_KEEP (1 << 20) //  Larger send buffers are freed after use
+#define REPLAY_MAX 8             //  Passes replayed after a full map grew
+#define STORE_REARM_PERCENT 85   //  The nearly-full warning again below this
+#define STORE_COOLDOWN_MS 1000   //  After a failed commit the agent socket rests
+#define STORE_QUIET_MS 3000      //  A failure episode ends after this without one
+#define STORE_PROBE_MS 1000      //  While failing, the tick tries a write this often
+#define META_PROBE "store_probe"
 
 //  A two-frame message (routing id or topic, then body) that waits for
 //  the pass's commit. Its bytes lie in broker_io_t.bytes: the first
@@ -27,7 +33,31 @@ typedef struct {
     size_t first_size;           //  Routing id or topic
     size_t body_size;            //  msgpack body
     size_t node_size;            //  Node id (agent sends, for logs), or 0
+    bool needs_commit;           //  Dropped when the pass's commit fails
 } s_send_t;
+
+//  A client reply waiting for the pass's commit, with what a failed
+//  commit needs to answer for it: the request (replayed after the map
+//  grew), its id, and whether handling it wrote to the store.
+typedef struct {
+    zmsg_t *reply;               //  Envelope and reply body
+    zmsg_t *request;             //  The request as it came
+    char *id;                    //  Its request id ("" when unreadable)
+    bool wrote;                  //  Its handling changed the store
+} s_pending_t;
+
+static void
+s_pending_destroy (s_pending_t **self_p)
+{
+    s_pending_t *self = *self_p;
+    if (self) {
+        zmsg_destroy (&self->reply);
+        zmsg_destroy (&self->request);
+        free (self->id);
+        free (self);
+        *self_p = NULL;
+    }
+}
 
 //  The agent socket's receive frames and the queue of two-frame sends.
 //  Both are reused from message to message and pass to pass: the hot
@@ -153,7 +183,7 @@ broker_config_load (broker_config_t *config, const char *path, char *err,
         "missed_heartbeats", "max_concurrent", "max_pending", "ack_timeout",
         "ack_resends", "task_timeout", "grace", "retry_base", "retry_cap",
         "map_size_mb", "max_map_size_mb", "retention", "offline_grace",
-        "verbose", "dlq_retention",
+        "verbose", "dlq_retention", "store",
         //  Read by auth_config_load
         "key", "insecure", "auto_accept", "max_pending_keys", "clients",
         "allow", NULL};
@@ -204,6 +234,33 @@ broker_config_load (broker_config_t *config, const char *path, char *err,
         rc = conf_get_int (root, "map_size_mb", &map_mb, why, sizeof why);
     if (rc == 0)
         rc = conf_get_int (root, "max_map_size_mb", &max_map_mb, why, sizeof why);
+    //  store: {max_size, initial_size} (sizes like 8GiB); the older
+    //  map_size_mb and max_map_size_mb say the same in MiB
+    const pv_t *store = pv_map_get (root, "store");
+    uint64_t max_size = 0, initial_size = 0;
+    static const char *store_known [] = {"max_size", "initial_size", NULL};
+    if (rc == 0 && store && pv_type (store) != PV_MAP) {
+        snprintf (why, sizeof why, "store: expected a mapping (max_size, "
+                  "initial_size)");
+        rc = -1;
+    }
+    if (rc == 0 && store)
+        rc = conf_check_keys (store, store_known, why, sizeof why);
+    if (rc == 0 && store)
+        rc = conf_get_size (store, "max_size", &max_size, why, sizeof why);
+    if (rc == 0 && store)
+        rc = conf_get_size (store, "initial_size", &initial_size, why,
+                            sizeof why);
+    if (rc == 0 && max_size)
+        max_map_mb = (int64_t) (max_size >> 20);
+    if (rc == 0 && initial_size)
+        map_mb = (int64_t) (initial_size >> 20);
+    if (rc == 0 && ((max_size && max_size < ((uint64_t) 1 << 20))
+                    || (initial_size && initial_size < ((uint64_t) 1 << 20)))) {
+        snprintf (why, sizeof why, "store: max_size and initial_size are at "
+                  "least 1MiB");
+        rc = -1;
+    }
     if (rc == 0)
         rc = conf_get_duration (root, "retention", &config->retention_ms, why, sizeof why);
     if (rc == 0)
@@ -242,28 +299,30 @@ broker_config_load (broker_config_t *config, const char *path, char *err,
 store_txn_t *
 broker_txn (broker_t *self)
 {
-    if (!self->txn) {
+    if (!self->txn && !self->pass_broken) {
         self->txn = store_begin (self->store, true);
-        if (!self->txn)
-            s_log ("store: cannot begin a transaction: %s",
-                   store_last_error (self->store));
+        if (!self->txn) {
+            //  What this pass changes cannot be stored: it fails whole
+            if (!self->pass_broken && self->storage.code == 0)
+                s_log ("store: cannot begin a transaction: %s",
+                       store_last_error (self->store));
+            if (!self->pass_broken)
+                memcpy (self->pass_finished, self->finished,
+                        sizeof self->finished);
+            self->pass_broken = true;
+        }
+        else
+            memcpy (self->pass_finished, self->finished,
+                    sizeof self->finished);
     }
     return self->txn;
-}
-
-//  Queues a client reply (an envelope and a body) until the commit.
-static void
-s_outbox_add (broker_t *self, zmsg_t **msg_p)
-{
-    zlistx_add_end (self->outbox, *msg_p);
-    *msg_p = NULL;
 }
 
 //  Queues FIRST, then the body in self->body, to SOCKET until the commit.
 //  NODE (agent sends) names the receiver for the logs, or is NULL.
 static void
 s_queue_send (broker_t *self, zsock_t *socket, const void *first,
-              size_t first_size, const char *node)
+              size_t first_size, const char *node, bool needs_commit)
 {
     broker_io_t *io = self->io;
     size_t body_size = pw_size (self->body);
@@ -289,6 +348,7 @@ s_queue_send (broker_t *self, zsock_t *socket, const void *first,
     send->first_size = first_size;
     send->body_size = body_size;
     send->node_size = node_size;
+    send->needs_commit = needs_commit;
     uint8_t *at = io->bytes + io->bytes_size;
     memcpy (at, first, first_size);
     memcpy (at + first_size, pw_data (self->body), body_size);
@@ -300,20 +360,23 @@ s_queue_send (broker_t *self, zsock_t *socket, const void *first,
 }
 
 //  Queues the body in self->body to a node over the agent ROUTER.
+//  NEEDS_COMMIT: it stands for what this pass stores (an ack, a command),
+//  so a failed commit drops it.
 static void
-s_send_to_node (broker_t *self, const registry_node_t *node)
+s_send_to_node (broker_t *self, const registry_node_t *node,
+                bool needs_commit)
 {
     if (!node || !node->online || node->routing_id_size == 0)
         return;
     s_queue_send (self, self->agents, node->routing_id,
-                  node->routing_id_size, node->id);
+                  node->routing_id_size, node->id, needs_commit);
 }
 
 //  Queues the body in self->body on the commands PUB under TOPIC.
 static void
 s_publish (broker_t *self, const char *topic)
 {
-    s_queue_send (self, self->publish, topic, strlen (topic), NULL);
+    s_queue_send (self, self->publish, topic, strlen (topic), NULL, true);
 }
 
 //  A queued send failed with ERROR; NODE_ID names the agent it was for,
@@ -370,30 +433,214 @@ s_flush (broker_t *self)
         io->sends = NULL;
         io->bytes_max = io->send_max = 0;
     }
-    zmsg_t *msg;
-    while ((msg = (zmsg_t *) zlistx_detach (self->outbox, NULL)))
-        if (zmsg_send (&msg, self->client) != 0)
+    s_pending_t *pending;
+    while ((pending = (s_pending_t *) zlistx_detach (self->outbox, NULL))) {
+        if (zmsg_send (&pending->reply, self->client) != 0)
             self->counters.send_failed++;
+        s_pending_destroy (&pending);
+    }
+}
+
+static void s_on_client_message (broker_t *self, zmsg_t *msg);
+static void s_reload (broker_t *self);
+static int s_on_agents (zloop_t *loop, zsock_t *socket, void *arg);
+
+static int
+s_agents_wake (zloop_t *loop, int timer_id, void *arg)
+{
+    broker_t *self = (broker_t *) arg;
+    self->agents_resting = false;
+    zloop_reader (self->loop, self->agents, s_on_agents, self);
+    return 0;
+}
+
+//  After a failed commit the broker reads its agents again only after
+//  STORE_COOLDOWN_MS: their messages wait in the socket (heartbeats are
+//  judged by the last time it was read empty, so no node reads offline for
+//  it), and a result that cannot be stored is not taken, rolled back and
+//  asked for again in a tight loop.
+static void
+s_agents_rest (broker_t *self)
+{
+    if (self->agents_resting || !self->loop || !self->agents)
+        return;
+    self->agents_resting = true;
+    zloop_reader_end (self->loop, self->agents);
+    zloop_timer (self->loop, STORE_COOLDOWN_MS, 1, s_agents_wake, self);
+}
+
+//  The reply to a request whose changes could not be stored: CODE and a
+//  sentence that says why and what still works.
+static void
+s_storage_reply (broker_t *self, const char *id, int code, pw_t *reply)
+{
+    char message [512];
+    size_t max = self->config.max_map_bytes;
+    if (code == STORE_EFULL && strstr (self->storage.error, "MAP_FULL"))
+        snprintf (message, sizeof message,
+                  "the store reached its size limit (store.max_size, "
+                  "%zu MiB): nothing was changed; reads still work; purge "
+                  "old jobs (gridcli job delete, retention) or raise the "
+                  "limit", max >> 20);
+    else
+    if (code == STORE_EFULL)
+        snprintf (message, sizeof message,
+                  "the broker's disk is full (%s): nothing was changed; "
+                  "reads still work; retry once space is freed",
+                  self->storage.error);
+    else
+        snprintf (message, sizeof message,
+                  "the broker cannot write its store (%s): nothing was "
+                  "changed; reads still work", self->storage.error);
+    proto_reply_error (reply, id, code == STORE_EFULL ? PROTO_ERR_STORAGE_FULL
+                                                      : PROTO_ERR_STORE,
+                       message, NULL, 0);
+    self->storage.refused++;
+}
+
+//  The pass's commit failed with CODE: nothing of it is on disk. Undoes
+//  it in memory (the scheduler is rebuilt from the store), drops the
+//  sends that stood for it, and answers each client request that wrote
+//  with storage_full or storage_error, except that requests are kept in
+//  REPLAYS to run again when the map was full and may still grow. Reads
+//  keep their answers.
+static void
+s_pass_failed (broker_t *self, int code, zlistx_t *replays)
+{
+    broker_storage_t *storage = &self->storage;
+    storage->failed_commits++;
+    storage->failed_ms = broker_now_ms ();
+    s_agents_rest (self);
+    snprintf (storage->error, sizeof storage->error, "%s",
+              store_last_error (self->store));
+    bool grow = code == STORE_EFULL && store_can_grow (self->store)
+                && strstr (storage->error, "MAP_FULL");
+    if (grow)
+        s_log ("store: a pass did not fit in the map; it grows and the "
+               "pass runs again");
+    else
+    if (storage->code == 0) {
+        storage->code = code;
+        storage->since_ms = broker_wall_ms ();
+        storage->episodes++;
+        s_log ("store: commit failed: %s (%s); until a commit succeeds, "
+               "changes are refused with %s and reads go on",
+               store_strerror (code), storage->error,
+               code == STORE_EFULL ? PROTO_ERR_STORAGE_FULL : PROTO_ERR_STORE);
+    }
+    //  Acks and commands of the pass stand for what was not stored
+    broker_io_t *io = self->io;
+    size_t kept = 0;
+    for (size_t index = 0; index < io->send_count; index++)
+        if (!io->sends [index].needs_commit)
+            io->sends [kept++] = io->sends [index];
+    io->send_count = kept;
+    //  Replies of the pass that were remembered for retries are not valid
+    for (char *id = (char *) zlistx_first (self->pass_replies); id;
+         id = (char *) zlistx_next (self->pass_replies)) {
+        zhashx_delete (self->replies, id);
+        void *handle = zlistx_find (self->reply_order, id);
+        if (handle)
+            zlistx_delete (self->reply_order, handle);
+    }
+    zlistx_purge (self->pass_replies);
+    zlistx_purge (self->pass_logs);
+    memcpy (self->finished, self->pass_finished, sizeof self->finished);
+    s_reload (self);
+    pw_t *reply = pw_new ();
+    zlistx_t *kept_replies = zlistx_new ();
+    s_pending_t *pending;
+    while ((pending = (s_pending_t *) zlistx_detach (self->outbox, NULL))) {
+        if (pending->wrote && grow && replays) {
+            zlistx_add_end (replays, pending->request);
+            pending->request = NULL;
+            s_pending_destroy (&pending);
+            continue;
+        }
+        if (pending->wrote) {
+            pw_reset (reply);
+            s_storage_reply (self, pending->id, code, reply);
+            zframe_t *body = zmsg_last (pending->reply);
+            zmsg_remove (pending->reply, body);
+            zframe_destroy (&body);
+            zmsg_addmem (pending->reply, pw_data (reply), pw_size (reply));
+        }
+        zlistx_add_end (kept_replies, pending);
+    }
+    while ((pending = (s_pending_t *) zlistx_detach (kept_replies, NULL)))
+        zlistx_add_end (self->outbox, pending);
+    zlistx_destroy (&kept_replies);
+    pw_destroy (&reply);
+}
+
+//  A commit succeeded: when it WROTE, the episode of failures, if any, is
+//  over.
+static void
+s_pass_committed (broker_t *self, bool wrote)
+{
+    zlistx_purge (self->pass_replies);
+    zhashx_purge (self->pass_jobs);
+    char *line;
+    while ((line = (char *) zlistx_detach (self->pass_logs, NULL))) {
+        s_log ("%s", line);
+        zstr_free (&line);
+    }
+    //  A pass that only read proves nothing about the disk; small writes
+    //  may fit in pages the store reuses while larger ones still fail, so
+    //  the episode ends only after STORE_QUIET_MS without a failure
+    if (wrote)
+        self->storage.written_ms = broker_now_ms ();
+    if (self->storage.code && wrote
+        && self->storage.written_ms - self->storage.failed_ms
+               >= STORE_QUIET_MS) {
+        s_log ("store: writes succeed again (%" PRIu64 " commit%s failed "
+               "in all; the last: %s)", self->storage.failed_commits,
+               self->storage.failed_commits == 1 ? "" : "s",
+               self->storage.error);
+        self->storage.code = 0;
+        self->storage.since_ms = 0;
+    }
 }
 
 //  Ends a pass: drains the scheduler, commits, sends. A send failure can
-//  feed the scheduler again, so loop until nothing is left (bounded).
+//  feed the scheduler again, so loop until nothing is left (bounded). A
+//  pass that did not fit in the map runs its client requests again once
+//  the map grew (REPLAY_MAX times at most).
 static void
 s_pass_end (broker_t *self)
 {
+    zlistx_t *replays = zlistx_new ();
+    zlistx_set_destructor (replays, (zlistx_destructor_fn *) zmsg_destroy);
+    int replayed = 0;
     for (int round = 0; round < 4; round++) {
         broker_drain (self);
-        if (self->txn) {
-            int rc = store_commit (&self->txn);
+        if (self->txn || self->pass_broken) {
+            bool wrote = store_txn_changes (self->txn) > 0;
+            int rc = self->txn ? store_commit (&self->txn) : STORE_EIO;
+            self->pass_broken = false;
             if (rc != 0)
-                s_log ("store: commit failed: %s (%s); the last changes are "
-                       "kept in memory only", store_strerror (rc),
-                       store_last_error (self->store));
+                s_pass_failed (self, rc, replayed < REPLAY_MAX ? replays
+                                                               : NULL);
+            else
+                s_pass_committed (self, wrote);
+        }
+        zhashx_purge (self->pass_jobs);
+        if (zlistx_size (replays)) {
+            //  Their replies wait for the replayed pass's commit
+            replayed++;
+            round = -1;
+            zmsg_t *request;
+            while ((request = (zmsg_t *) zlistx_detach (replays, NULL))) {
+                s_on_client_message (self, request);
+                zmsg_destroy (&request);
+            }
+            continue;
         }
         if (zlistx_size (self->outbox) == 0 && self->io->send_count == 0)
             break;
         s_flush (self);
     }
+    zlistx_destroy (&replays);
 }
 
 //  ---------------------------------------------------------------------
@@ -487,10 +734,12 @@ s_next_event_seq (broker_t *self, const char *job_id)
     return (*seq)++;
 }
 
+//  A write that failed. A full or failing store fails the whole pass at
+//  its commit, which is logged once per episode; anything else is a bug.
 static void
 s_store_error (broker_t *self, int rc, const char *what)
 {
-    if (rc != 0)
+    if (rc != 0 && rc != STORE_EFULL && rc != STORE_EIO)
         s_log ("store: cannot save %s: %s", what, store_strerror (rc));
 }
 
@@ -516,6 +765,20 @@ s_dead_letter (broker_t *self, store_txn_t *txn, const sched_action_t *action,
     s_store_error (self, rc < 0 ? rc : 0, "a dead-letter entry");
 }
 
+//  Notes that this pass changed JOB (a failed commit reloads it) and
+//  whether it is still live.
+static void
+s_job_touched (broker_t *self, const sched_job_t *job, bool header)
+{
+    zhashx_update (self->pass_jobs, job->id, (void *) "");
+    if (!header)
+        return;
+    if (sched_job_status_final (job->status))
+        zhashx_delete (self->live_jobs, job->id);
+    else
+        zhashx_update (self->live_jobs, job->id, (void *) "");
+}
+
 void
 broker_drain (broker_t *self)
 {
@@ -531,19 +794,22 @@ broker_drain (broker_t *self)
                 s_write_command (self, action.job, action.step,
                                  action.attempt, NULL, 0);
                 s_send_to_node (self, registry_lookup (self->registry,
-                                                       action.node));
+                                                       action.node),
+                                true);
                 break;
             case SCHED_ACTION_CANCEL:
                 s_cancel (self, &action);
                 break;
             case SCHED_ACTION_SAVE_JOB:
                 action.job->updated_at_ms = wall_ms;
+                s_job_touched (self, action.job, true);
                 if (txn)
                     s_store_error (self, jobrec_save_header (txn, action.job,
                                                              self->scratch),
                                    "a job");
                 break;
             case SCHED_ACTION_SAVE_CELL:
+                s_job_touched (self, action.job, false);
                 if (txn)
                     s_store_error (self, jobrec_save_cell (txn, action.job,
                                                            action.step,
@@ -590,10 +856,12 @@ broker_drain (broker_t *self)
                                    "the dead-letter queue");
                 }
                 zhashx_delete (self->event_seq, action.job->id);
-                s_log ("job %s %s%s%s", action.job->id,
-                       sched_job_status_name (action.job->status),
-                       action.job->reason ? ": " : "",
-                       action.job->reason ? action.job->reason : "");
+                //  Logged once it is stored
+                zlistx_add_end (self->pass_logs,
+                                zsys_sprintf ("job %s %s%s%s", action.job->id,
+                                              sched_job_status_name (action.job->status),
+                                              action.job->reason ? ": " : "",
+                                              action.job->reason ? action.job->reason : ""));
                 break;
         }
     }
@@ -614,7 +882,7 @@ s_send_agent_error (broker_t *self, const void *routing, size_t routing_size,
     pw_reset (self->body);
     if (proto_msg_encode (&msg, self->body) != 0)
         return;
-    s_queue_send (self, self->agents, routing, routing_size, NULL);
+    s_queue_send (self, self->agents, routing, routing_size, NULL, false);
 }
 
 void
@@ -656,7 +924,10 @@ s_on_hello (broker_t *self, const void *routing, size_t routing_size,
     pw_reset (self->body);
     int rc = proto_msg_encode (&welcome, self->body);
     assert (rc == 0);
-    s_send_to_node (self, node);
+    //  A welcome stands for no stored change: it goes out even when the
+    //  node's record could not be saved (it is saved again at its next
+    //  hello, and the registry serves from memory)
+    s_send_to_node (self, node, false);
 }
 
 //  Handles the message in self->io's frames (a routing id and a body).
@@ -738,7 +1009,9 @@ s_on_agent_message (broker_t *self, int64_t now_ms)
         case PROTO_RESULT: {
             rc = sched_on_result (self->sched, in, now_ms);
             //  Acknowledge even unknown results so the agent's spool
-            //  drains; the ack goes out after the commit.
+            //  drains; the ack goes out after the commit, and not at all
+            //  when it fails: the agent keeps the result and sends it
+            //  again.
             proto_msg_t ack;
             memset (&ack, 0, sizeof ack);
             ack.type = PROTO_RESULT_ACK;
@@ -748,7 +1021,7 @@ s_on_agent_message (broker_t *self, int64_t now_ms)
             pw_reset (self->body);
             int erc = proto_msg_encode (&ack, self->body);
             assert (erc == 0);
-            s_send_to_node (self, node);
+            s_send_to_node (self, node, true);
             break;
         }
         case PROTO_BYE:
@@ -833,6 +1106,8 @@ s_agents_pass (broker_t *self)
             s_on_agent_message (self, now_ms);
         s_agent_release (self->io);
         broker_drain (self);
+        if (self->pass_broken || (self->txn && store_txn_failed (self->txn)))
+            s_pass_end (self);
     }
     //  Everything queued when the pass began has been read
     if (empty)
@@ -879,6 +1154,7 @@ s_remember_reply (broker_t *self, const char *id, const char *type,
     zchunk_extend (chunk, pw_data (reply), pw_size (reply));
     zhashx_insert (self->replies, id, chunk);
     zlistx_add_end (self->reply_order, strdup (id));
+    zlistx_add_end (self->pass_replies, strdup (id));
     if (strcmp (type, "job.submit") != 0 || !self->txn)
         return;
     size_t size = 8 + 1 + JOBREC_DIGEST_LEN + pw_size (reply);
@@ -933,14 +1209,20 @@ s_recall_reply (broker_t *self, const char *id, const void **reply_p,
     return 1;
 }
 
-//  Replies to the client whose envelope is ENVELOPE with the bytes in
-//  REPLY, after the pass commits.
+//  Queues the reply DATA/SIZE to the client whose envelope is ENVELOPE,
+//  sent after the pass commits. REQUEST is the message it answers, ID its
+//  request id, WROTE whether handling it changed the store.
 static void
-s_reply (broker_t *self, zmsg_t *envelope, const void *data, size_t size)
+s_reply (broker_t *self, zmsg_t *envelope, const void *data, size_t size,
+         zmsg_t *request, const char *id, bool wrote)
 {
-    zmsg_t *out = zmsg_dup (envelope);
-    zmsg_addmem (out, data, size);
-    s_outbox_add (self, &out);
+    s_pending_t *pending = (s_pending_t *) zmalloc (sizeof (s_pending_t));
+    pending->reply = zmsg_dup (envelope);
+    zmsg_addmem (pending->reply, data, size);
+    pending->request = wrote ? zmsg_dup (request) : NULL;
+    pending->id = strdup (id ? id : "");
+    pending->wrote = wrote;
+    zlistx_add_end (self->outbox, pending);
 }
 
 //  A client request is the routing id, at most one empty delimiter (REQ
@@ -968,7 +1250,7 @@ s_client_envelope_refused (broker_t *self, zmsg_t *msg)
               "this message had %zu frames", frames);
     pw_t *reply = pw_new ();
     proto_reply_error (reply, "", PROTO_ERR_MALFORMED, why, NULL, 0);
-    s_reply (self, envelope, pw_data (reply), pw_size (reply));
+    s_reply (self, envelope, pw_data (reply), pw_size (reply), msg, "", false);
     pw_destroy (&reply);
     zmsg_destroy (&envelope);
     return true;
@@ -986,6 +1268,10 @@ s_on_client_message (broker_t *self, zmsg_t *msg)
     }
     if (s_client_envelope_refused (self, msg))
         return;
+    //  What this request writes is told apart from what came before it
+    broker_drain (self);
+    size_t changes_before = store_txn_changes (self->txn);
+    bool had_txn = self->txn != NULL;
     zmsg_t *envelope = zmsg_dup (msg);
     zframe_t *last = zmsg_last (envelope);
     zmsg_remove (envelope, last);
@@ -995,15 +1281,16 @@ s_on_client_message (broker_t *self, zmsg_t *msg)
     char *id = NULL;
     char why [512];
     pw_t *reply = pw_new ();
+    const void *answer = NULL;
+    size_t answer_size = 0;
+    bool same_pass = false;
     if (proto_request_decode (zframe_data (body), zframe_size (body), &request,
                               &code, &id, why, sizeof why) != 0) {
         self->counters.malformed++;
         proto_reply_error (reply, id ? id : "", code, why, NULL, 0);
-        s_reply (self, envelope, pw_data (reply), pw_size (reply));
     }
     else if (auth_client_handle (self, body, request, reply))
-        //  Refused by role or allowlist, or a key.* request it served
-        s_reply (self, envelope, pw_data (reply), pw_size (reply));
+        ;   //  Refused by role or allowlist, or a key.* request it served
     else {
         bool mutation = s_is_mutation (request->type);
         //  A retry carries the same request: what it says is compared by
@@ -1021,17 +1308,20 @@ s_on_client_message (broker_t *self, zmsg_t *msg)
         if (mutation
             && s_recall_reply (self, request->id, &kept, &kept_size,
                                &kept_digest)) {
+            //  The same request twice in one pass: it stands or falls
+            //  with the first
+            same_pass = zlistx_find (self->pass_replies, request->id) != NULL;
             if (!kept_digest
-                || memcmp (kept_digest, digest, JOBREC_DIGEST_LEN) == 0)
-                s_reply (self, envelope, kept, kept_size);
-            else {
+                || memcmp (kept_digest, digest, JOBREC_DIGEST_LEN) == 0) {
+                answer = kept;
+                answer_size = kept_size;
+            }
+            else
                 proto_reply_error (reply, request->id, PROTO_ERR_CONFLICT,
                                    "this request id was already used for "
                                    "another request: a retry must resend "
                                    "the same request, a new request needs "
                                    "a new id", NULL, 0);
-                s_reply (self, envelope, pw_data (reply), pw_size (reply));
-            }
         }
         else {
             api_handle (self, request, reply);
@@ -1039,9 +1329,20 @@ s_on_client_message (broker_t *self, zmsg_t *msg)
             if (mutation)
                 s_remember_reply (self, request->id, request->type, digest,
                                   reply);
-            s_reply (self, envelope, pw_data (reply), pw_size (reply));
         }
     }
+    if (!answer) {
+        answer = pw_data (reply);
+        answer_size = pw_size (reply);
+    }
+    //  A transaction begun by this request starts from zero changes
+    bool wrote = self->pass_broken || same_pass
+                 || (self->txn
+                     && (store_txn_changes (self->txn)
+                             > (had_txn ? changes_before : 0)
+                         || store_txn_failed (self->txn)));
+    s_reply (self, envelope, answer, answer_size, msg,
+             request ? request->id : id, wrote);
     pw_destroy (&reply);
     free (id);
     proto_request_destroy (&request);
@@ -1058,6 +1359,10 @@ s_on_client (zloop_t *loop, zsock_t *socket, void *arg)
             break;
         s_on_client_message (self, msg);
         zmsg_destroy (&msg);
+        //  A transaction that failed (a full map) ends the pass here, so
+        //  that the requests after it get a fresh one
+        if (self->pass_broken || (self->txn && store_txn_failed (self->txn)))
+            s_pass_end (self);
     }
     s_pass_end (self);
     return 0;
@@ -1100,13 +1405,47 @@ s_deadline_clock (broker_t *self, int64_t now_ms)
     return clock_ms < now_ms ? clock_ms : now_ms;
 }
 
+//  Warns once when the store passes STORE_NEARLY_FULL percent of
+//  store.max_size (again after it fell below STORE_REARM_PERCENT).
+static void
+s_check_room (broker_t *self, int64_t now_ms)
+{
+    //  While commits fail, a small write now and then finds out when the
+    //  room is back even if nothing else writes
+    broker_storage_t *storage = &self->storage;
+    if (storage->code && now_ms - storage->failed_ms >= STORE_PROBE_MS
+        && now_ms - storage->written_ms >= STORE_PROBE_MS && broker_txn (self)) {
+        uint8_t stamp [8];
+        uint64_t wall_ms = (uint64_t) broker_wall_ms ();
+        for (int index = 0; index < 8; index++)
+            stamp [index] = (uint8_t) (wall_ms >> (56 - 8 * index));
+        store_put (self->txn, STORE_DB_META, META_PROBE, strlen (META_PROBE),
+                   stamp, sizeof stamp);
+    }
+    store_info_t info;
+    store_info (self->store, &info);
+    if (info.max_bytes == 0)
+        return;
+    double percent = info.used_bytes * 100.0 / (double) info.max_bytes;
+    if (!self->storage.warned && percent >= STORE_NEARLY_FULL) {
+        self->storage.warned = true;
+        s_log ("store: %.0f%% of store.max_size used (%zu of %zu MiB): "
+               "past 95%% new jobs are refused; purge old jobs or raise "
+               "store.max_size", percent, info.used_bytes >> 20,
+               info.max_bytes >> 20);
+    }
+    else
+    if (self->storage.warned && percent < STORE_REARM_PERCENT)
+        self->storage.warned = false;
+}
+
 static int
 s_on_tick (zloop_t *loop, int timer_id, void *arg)
 {
     broker_t *self = (broker_t *) arg;
     //  Input first: zloop runs timers before readers, and a busy agent
     //  socket would otherwise hold the answers to the deadlines below.
-    for (int pass = 0; pass < TICK_PASSES; pass++)
+    for (int pass = 0; pass < TICK_PASSES && !self->agents_resting; pass++)
         if (s_agents_pass (self))
             break;
     int64_t now_ms = broker_now_ms ();
@@ -1126,6 +1465,7 @@ s_on_tick (zloop_t *loop, int timer_id, void *arg)
     }
     free (offline);
     s_report_offline (self, deadline_ms);
+    s_check_room (self, now_ms);
     if (self->hold_until_ms && now_ms >= self->hold_until_ms) {
         self->hold_until_ms = 0;
         if (!self->maintenance)
@@ -1332,8 +1672,10 @@ s_restore (broker_t *self, char *err, size_t err_len)
     while (job_id) {
         sched_job_t *job = NULL;
         if (jobrec_load (txn, job_id, &job) == 0
-            && sched_restore (self->sched, &job, now_ms) == 0)
+            && sched_restore (self->sched, &job, now_ms) == 0) {
+            zhashx_update (self->live_jobs, job_id, (void *) "");
             resumed++;
+        }
         else {
             s_log ("job %s could not be restored from the store", job_id);
             sched_job_destroy (&job);
@@ -1367,6 +1709,96 @@ s_restore (broker_t *self, char *err, size_t err_len)
     //  through the scheduler's ack timeouts.
     s_pass_end (self);
     return 0;
+}
+
+//  Reads the node records' drained flags and the maintenance flag back
+//  from TXN (a failed commit may have changed them in memory only).
+static void
+s_reload_flags (broker_t *self, store_txn_t *txn)
+{
+    store_cursor_t *cursor = store_cursor_new (txn, STORE_DB_NODES);
+    const void *k, *v;
+    size_t k_len, v_len;
+    int rc = cursor ? store_cursor_seek (cursor, NULL, 0, &k, &k_len, &v, &v_len)
+                    : STORE_EIO;
+    while (rc == 0) {
+        pv_doc_t *doc = NULL;
+        bool drained = false;
+        char *id = zsys_sprintf ("%.*s", (int) k_len, (const char *) k);
+        registry_node_t *node = id ? registry_lookup (self->registry, id)
+                                   : NULL;
+        if (node && pv_doc_decode (v, v_len, &doc, NULL, 0) == 0
+            && pv_get_bool (pv_map_get (pv_doc_root (doc), "drained"),
+                            &drained) == 0)
+            node->drained = drained;
+        zstr_free (&id);
+        pv_doc_destroy (&doc);
+        rc = store_cursor_next (cursor, &k, &k_len, &v, &v_len);
+    }
+    store_cursor_destroy (&cursor);
+    const void *flag = NULL;
+    size_t flag_len = 0;
+    self->maintenance = store_get (txn, STORE_DB_META, META_MAINTENANCE,
+                                   strlen (META_MAINTENANCE), &flag,
+                                   &flag_len) == 0
+                        && flag_len == 1 && *(const char *) flag == '1';
+}
+
+//  Rebuilds the scheduler from the store after a failed commit: every
+//  job that was live, or that the failed pass touched, is read back as it
+//  stands on disk (a job that is not there is gone; one that is final
+//  there stays final) and resumed as after a restart (in-flight steps are
+//  re-sent; agents deduplicate them, and re-send results the broker has
+//  not acknowledged).
+static void
+s_reload (broker_t *self)
+{
+    zlistx_t *ids = zlistx_new ();
+    zlistx_set_destructor (ids, (zlistx_destructor_fn *) zstr_free);
+    for (void *id = zhashx_first (self->live_jobs); id;
+         id = zhashx_next (self->live_jobs))
+        zlistx_add_end (ids, strdup ((const char *) zhashx_cursor (self->live_jobs)));
+    for (void *id = zhashx_first (self->pass_jobs); id;
+         id = zhashx_next (self->pass_jobs)) {
+        const char *key = (const char *) zhashx_cursor (self->pass_jobs);
+        if (!zhashx_lookup (self->live_jobs, key))
+            zlistx_add_end (ids, strdup (key));
+    }
+    zhashx_purge (self->pass_jobs);
+    zhashx_purge (self->live_jobs);
+    zhashx_purge (self->event_seq);
+    bool paused = sched_paused (self->sched);
+    sched_destroy (&self->sched);
+    self->sched = sched_new (&self->config.sched, s_resolve, self);
+    sched_set_paused (self->sched, paused);
+    store_txn_t *txn = store_begin (self->store, false);
+    if (!txn) {
+        //  Nothing can be read: the jobs come back at the next start
+        s_log ("store: cannot read the jobs back: %s",
+               store_last_error (self->store));
+        zlistx_destroy (&ids);
+        return;
+    }
+    s_reload_flags (self, txn);
+    sched_set_paused (self->sched, self->maintenance || self->hold_until_ms);
+    int64_t now_ms = broker_now_ms ();
+    size_t resumed = 0;
+    for (char *id = (char *) zlistx_first (ids); id;
+         id = (char *) zlistx_next (ids)) {
+        sched_job_t *job = NULL;
+        if (jobrec_load (txn, id, &job) == 0
+            && !sched_job_status_final (job->status)
+            && sched_restore (self->sched, &job, now_ms) == 0) {
+            zhashx_update (self->live_jobs, id, (void *) "");
+            resumed++;
+        }
+        sched_job_destroy (&job);
+    }
+    store_abort (&txn);
+    zlistx_destroy (&ids);
+    if (self->config.verbose)
+        s_log ("store: %zu live job%s read back from the store", resumed,
+               resumed == 1 ? "" : "s");
 }
 
 static zsock_t *
@@ -1417,7 +1849,8 @@ broker_new (const broker_config_t *config, char *err, size_t err_len)
     s_copy_config (&self->config, config);
     self->started_ms = broker_now_ms ();
     self->outbox = zlistx_new ();
-    zlistx_set_destructor (self->outbox, (zlistx_destructor_fn *) zmsg_destroy);
+    zlistx_set_destructor (self->outbox,
+                           (zlistx_destructor_fn *) s_pending_destroy);
     self->io = s_io_new ();
     self->scratch = pw_new ();
     self->body = pw_new ();
@@ -1427,6 +1860,14 @@ broker_new (const broker_config_t *config, char *err, size_t err_len)
     zhashx_set_destructor (self->replies, (zhashx_destructor_fn *) zchunk_destroy);
     self->reply_order = zlistx_new ();
     zlistx_set_destructor (self->reply_order, (zlistx_destructor_fn *) zstr_free);
+    zlistx_set_comparator (self->reply_order, (zlistx_comparator_fn *) strcmp);
+    self->live_jobs = zhashx_new ();
+    self->pass_jobs = zhashx_new ();
+    self->pass_replies = zlistx_new ();
+    zlistx_set_destructor (self->pass_replies, (zlistx_destructor_fn *) zstr_free);
+    zlistx_set_comparator (self->pass_replies, (zlistx_comparator_fn *) strcmp);
+    self->pass_logs = zlistx_new ();
+    zlistx_set_destructor (self->pass_logs, (zlistx_destructor_fn *) zstr_free);
     self->registry = registry_new ();
     self->sched = sched_new (&self->config.sched, s_resolve, self);
     //  One broker per data dir: two would interleave their writes.
@@ -1511,6 +1952,10 @@ broker_destroy (broker_t **self_p)
     zhashx_destroy (&self->event_seq);
     zhashx_destroy (&self->replies);
     zlistx_destroy (&self->reply_order);
+    zhashx_destroy (&self->live_jobs);
+    zhashx_destroy (&self->pass_jobs);
+    zlistx_destroy (&self->pass_replies);
+    zlistx_destroy (&self->pass_logs);
     pw_destroy (&self->scratch);
     pw_destroy (&self->body);
     broker_config_clear (&self->config);

@@ -79,6 +79,22 @@ void broker_destroy (broker_t **self_p);
 //  broker.c's own state for the agent and commands sockets.
 typedef struct _broker_io_t broker_io_t;
 
+//  The store's health, for status and the logs. An episode begins with
+//  the first commit that fails and ends with the next one that succeeds.
+#define STORE_NEARLY_FULL 90       //  Percent of store.max_size: warned, "nearly_full"
+
+typedef struct {
+    int code;                    //  STORE_EFULL or STORE_EIO while failing, else 0
+    int64_t since_ms;            //  Wall clock: the episode began
+    int64_t failed_ms;           //  Monotonic: the last failed commit
+    int64_t written_ms;          //  Monotonic: the last commit that wrote
+    uint64_t failed_commits;     //  Commits that failed, ever
+    uint64_t refused;            //  Requests answered storage_full/storage_error
+    uint64_t episodes;           //  Episodes, ever
+    char error [256];            //  The last failure's text
+    bool warned;                 //  The 90% warning was logged
+} broker_storage_t;
+
 typedef struct {
     uint64_t malformed;          //  Undecodable or invalid frames
     uint64_t unknown_node;       //  Messages from unregistered sessions
@@ -107,6 +123,14 @@ struct _broker_t {
     zhashx_t *replies;           //  Recent client request id -> reply (zchunk_t)
     zlistx_t *reply_order;       //  Request ids in arrival order, for eviction
     broker_counters_t counters;  //  Dropped things
+    broker_storage_t storage;    //  The store's health
+    zhashx_t *live_jobs;         //  Ids of the pending and running jobs
+    zhashx_t *pass_jobs;         //  Ids of jobs this pass changed
+    zlistx_t *pass_replies;      //  Request ids this pass added to replies
+    zlistx_t *pass_logs;         //  Log lines that wait for this pass's commit
+    uint64_t pass_finished [6];  //  finished[] when this pass began
+    bool pass_broken;            //  This pass could not begin a transaction
+    bool agents_resting;         //  The agent socket is not read (a cooldown)
     uint64_t finished [6];       //  Jobs finished, by sched_job_status_t
     int64_t started_ms;          //  Monotonic start time
     bool maintenance;            //  Drained: no new jobs admitted (persisted)
@@ -117,7 +141,11 @@ struct _broker_t {
 };
 
 //  The pass's write transaction (begun on first use). NULL when the store
-//  cannot start one (logged).
+//  cannot start one (logged). A pass whose commit fails is undone: its
+//  client replies that wrote become storage_full or storage_error errors,
+//  its acknowledgements and commands are dropped, and the scheduler is
+//  rebuilt from the store (jobs as after a restart), so that memory is
+//  never ahead of what is on disk.
 store_txn_t *broker_txn (broker_t *self);
 
 //  Drains the scheduler's actions into the transaction and the outbox.

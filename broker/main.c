@@ -2,6 +2,7 @@
     gridbroker - the control host's broker (see broker.h)
     =========================================================================
 */
+#include "../proto/conf.h"
 #include "../proto/names.h"
 #include "broker.h"
 
@@ -31,8 +32,9 @@ static const char *s_usage =
     "  --retry-base D         first retry backoff                [1s]\n"
     "  --retry-cap D          largest retry backoff              [1m]\n"
     "  --retention D          purge finished jobs after D (0: keep) [30d]\n"
+    "  --store-max-size SIZE  the store may grow to SIZE (512MiB, 8GiB) [8GiB]\n"
     "  --map-size-mb N        initial store size in MiB          [64]\n"
-    "  --max-map-size-mb N    the store may grow to N MiB        [8192]\n"
+    "  --max-map-size-mb N    --store-max-size in MiB\n"
     "  --verbose              log every job event\n"
     "\n"
     "security (see docs/SECURITY.md; CURVE is on unless --insecure):\n"
@@ -205,6 +207,18 @@ main (int argc, char *argv [])
         else if (strcmp (flag, "--map-size-mb") == 0) {
             rc = s_count (flag, value, 1, &number) ? 2 : 0;
             config.map_bytes = (size_t) number << 20;
+        }
+        else if (strcmp (flag, "--store-max-size") == 0) {
+            uint64_t bytes = 0;
+            if (conf_size_parse (value, &bytes) != 0 || bytes < (1 << 20)
+                || bytes > SIZE_MAX) {
+                fprintf (stderr, "gridbroker: --store-max-size: '%s' is not "
+                         "a size of at least 1MiB (like 512MiB, 8GiB)\n",
+                         value);
+                rc = 2;
+            }
+            else
+                config.max_map_bytes = (size_t) bytes;
         }
         else if (strcmp (flag, "--max-map-size-mb") == 0) {
             rc = s_count (flag, value, 1, &number) ? 2 : 0;

@@ -2569,6 +2569,55 @@ s_counters (const pv_t *map)
     return text;
 }
 
+//  "1.5 MiB" and the like, into BUF.
+static const char *
+s_human_bytes (int64_t bytes, char *buf, size_t buf_len)
+{
+    static const char *units [] = { "B", "KiB", "MiB", "GiB", "TiB" };
+    double value = bytes < 0 ? 0 : (double) bytes;
+    size_t unit = 0;
+    while (value >= 1024 && unit < 4) {
+        value /= 1024;
+        unit++;
+    }
+    snprintf (buf, buf_len, unit ? "%.1f %s" : "%.0f %s", value, units [unit]);
+    return buf;
+}
+
+//  status.store: "ok, 1.2 MiB of 8.0 GiB (0%), disk 40.1 GiB free", and
+//  while commits fail, since when and why.
+static void
+s_render_store (const pv_t *store, FILE *out)
+{
+    if (pv_type (store) != PV_MAP)
+        return;
+    char state [64], used [32], max [32], free_text [32], line [512];
+    s_field (store, "state", state, sizeof state);
+    snprintf (line, sizeof line, "%s, %s of %s (%" PRId64 "%%), disk %s free",
+              state,
+              s_human_bytes (s_field_int (store, "used_bytes", 0), used,
+                             sizeof used),
+              s_human_bytes (s_field_int (store, "max_bytes", 0), max,
+                             sizeof max),
+              s_field_int (store, "used_percent", 0),
+              s_human_bytes (s_field_int (store, "disk_free_bytes", 0),
+                             free_text, sizeof free_text));
+    s_print_field (out, "store", line);
+    int64_t failed = s_field_int (store, "failed_commits", 0);
+    int64_t refused = s_field_int (store, "refused", 0);
+    if (failed || refused) {
+        snprintf (line, sizeof line, "%" PRId64 " failed commit%s, %" PRId64
+                  " request%s refused", failed, failed == 1 ? "" : "s",
+                  refused, refused == 1 ? "" : "s");
+        s_print_field (out, "store counts", line);
+    }
+    if (pv_map_get (store, "error")) {
+        char error [300];
+        s_print_field (out, "store error",
+                       s_field (store, "error", error, sizeof error));
+    }
+}
+
 static int
 s_render_status (const pv_t *data, FILE *out)
 {
@@ -2584,6 +2633,7 @@ s_render_status (const pv_t *data, FILE *out)
         s_print_field (out, groups [index], *text ? text : "-");
         free (text);
     }
+    s_render_store (pv_map_get (data, "store"), out);
     return 0;
 }
 
@@ -2795,7 +2845,7 @@ static const char *s_help_main =
 "  keygen [--out DIR] [--name NAME]\n"
 "                        write this client's key pair (default\n"
 "                        ~/.config/grid/client.key)\n"
-"  status                broker version, uptime, node and job counts\n"
+"  status                broker version, uptime, node and job counts, store\n"
 "  help [job|node|broker|key|dlq|status]\n"
 "                        this help, or a command's (also -h, --help,\n"
 "                        and COMMAND --help, e.g. gridcli job --help)\n"
@@ -3016,7 +3066,10 @@ static const char *s_help_status =
 "total), its jobs by status, and its counters of dropped messages\n"
 "(malformed, from unknown nodes, stale) and of refusals (handshakes,\n"
 "unauthorized keys, impersonation, forbidden requests, refused topics;\n"
-"see docs/SECURITY.md). Exits 0 when the broker answers.\n"
+"see docs/SECURITY.md), then its store: state (ok, nearly_full, full,\n"
+"error), what it uses of store.max_size, the disk's free space, and after\n"
+"failed commits how many there were and why. Exits 0 when the broker\n"
+"answers.\n"
 "\n"
 "Global options and exit codes: gridcli --help.\n"
 "\n"

@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <yaml.h>
@@ -837,6 +838,64 @@ conf_get_int (const pv_t *map, const char *key, int64_t *out, char *err,
         return -1;
     }
     return 0;
+}
+
+int
+conf_size_parse (const char *text, uint64_t *bytes)
+{
+    if (!text || *text < '0' || *text > '9')
+        return -1;
+    uint64_t number = 0;
+    const char *at = text;
+    for (; *at >= '0' && *at <= '9'; at++) {
+        if (number > (UINT64_MAX - 9) / 10)
+            return -1;
+        number = number * 10 + (uint64_t) (*at - '0');
+    }
+    static const struct {
+        const char *units [3];
+        int shift;
+    } scales [] = {
+        {{"", "B", NULL}, 0},
+        {{"K", "KiB", "KB"}, 10},
+        {{"M", "MiB", "MB"}, 20},
+        {{"G", "GiB", "GB"}, 30},
+        {{"T", "TiB", "TB"}, 40},
+    };
+    for (size_t scale = 0; scale < sizeof scales / sizeof scales [0]; scale++)
+        for (size_t unit = 0; unit < 3 && scales [scale].units [unit]; unit++)
+            if (strcasecmp (at, scales [scale].units [unit]) == 0) {
+                int shift = scales [scale].shift;
+                if (shift && number > (UINT64_MAX >> shift))
+                    return -1;
+                *bytes = number << shift;
+                return 0;
+            }
+    return -1;
+}
+
+int
+conf_get_size (const pv_t *map, const char *key, uint64_t *out, char *err,
+               size_t err_len)
+{
+    const pv_t *value = pv_map_get (map, key);
+    if (!value)
+        return 0;
+    int64_t number = 0;
+    if (pv_type (value) == PV_INT && pv_get_int (value, &number) == 0
+        && number >= 0) {
+        *out = (uint64_t) number;
+        return 0;
+    }
+    char *text = pv_type (value) == PV_STR ? pv_strdup (value) : NULL;
+    int rc = text && conf_size_parse (text, out) == 0 ? 0 : -1;
+    if (rc != 0)
+        s_err (err, err_len, "%s: expected a size like 512MiB or 8GiB, got "
+               "%s%s%s", key, text ? "'" : "", text ? text
+                                         : pv_type_name (pv_type (value)),
+               text ? "'" : "");
+    free (text);
+    return rc;
 }
 
 int

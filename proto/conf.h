@@ -19,6 +19,7 @@
 #define GRID_CONF_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "pv.h"
 
@@ -45,6 +46,17 @@ int conf_get_bool (const pv_t *map, const char *key, bool *out,
                    char *err, size_t err_len);
 int conf_get_duration (const pv_t *map, const char *key, int64_t *ms_out,
                        char *err, size_t err_len);
+
+//  Parses a size: a whole number of bytes, optionally followed by a unit
+//  B, K/KiB, M/MiB, G/GiB or T/TiB (powers of 1024; KB, MB, GB, TB are
+//  read the same), e.g. 512MiB, 8GiB, 4096. Returns 0, or -1 when TEXT is
+//  not a size or overflows.
+int conf_size_parse (const char *text, uint64_t *bytes);
+
+//  Reads a size (an integer of bytes, or a string conf_size_parse reads)
+//  under KEY of MAP into *OUT, as the other conf_get_ helpers.
+int conf_get_size (const pv_t *map, const char *key, uint64_t *out,
+                   char *err, size_t err_len);
 
 //  Checks that every key of MAP is in the NULL-terminated list KNOWN.
 //  Returns 0, or -1 with "unknown key 'x' (known: a, b, c)" in ERR.

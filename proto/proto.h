@@ -178,7 +178,8 @@ int proto_msg_decode (const void *data, size_t size, proto_msg_t **msg_p,
 #define PROTO_ERR_NO_NODES "no_nodes"              //  target matched no online node
 #define PROTO_ERR_QUEUE_FULL "queue_full"          //  admission refused
 #define PROTO_ERR_CONFLICT "conflict"              //  e.g. cancel of a finished job
-#define PROTO_ERR_STORE "store_error"              //  store full or failing
+#define PROTO_ERR_STORE "storage_error"            //  store failing (I/O), or unreadable
+#define PROTO_ERR_STORAGE_FULL "storage_full"      //  disk or store.max_size full: nothing changed
 #define PROTO_ERR_UNAUTHORIZED "unauthorized"      //  unknown key
 #define PROTO_ERR_FORBIDDEN "forbidden"            //  role may not do this
 #define PROTO_ERR_MAINTENANCE "maintenance"        //  broker drained

@@ -25,6 +25,7 @@
 #include <time.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/types.h>
 #include <unistd.h>
 
@@ -47,6 +48,9 @@ static const char s_empty_value[1] = { 0 };
 
 struct _store_t {
     MDB_env *env;                    //  The environment
+    char *dir;                       //  Its directory (for free space)
+    int fail_code;                   //  Test hook: commits fail with this...
+    int fail_count;                  //  ...this many more times (-1: always)
     MDB_dbi dbi[STORE_DB_COUNT];     //  Handles, opened once at open time
     size_t max_map_bytes;            //  Growth ceiling (0: never grow)
     size_t live_txns;                //  Open transactions (growth needs 0)
@@ -60,6 +64,7 @@ struct _store_txn_t {
     MDB_txn *handle;                 //  LMDB transaction
     bool write;                      //  Read-write (else read-only)
     int failed;                      //  First STORE_E* that poisoned it
+    size_t changes;                  //  Puts and deletes asked of it
     store_cursor_t *cursors;         //  Open cursors, closed with the txn
 };
 
@@ -317,6 +322,12 @@ store_open (const char *dir, size_t map_bytes, size_t max_map_bytes,
         snprintf (err, err_len, "%s: %s", dir, strerror (ENOMEM));
         return NULL;
     }
+    self->dir = strdup (dir);
+    if (!self->dir) {
+        snprintf (err, err_len, "%s: %s", dir, strerror (ENOMEM));
+        free (self);
+        return NULL;
+    }
     //  LMDB wants maps of whole pages: round the start up, the ceiling down
     long page_bytes = sysconf (_SC_PAGESIZE);
     size_t page = page_bytes > 0 ? (size_t) page_bytes : 4096;
@@ -326,6 +337,7 @@ store_open (const char *dir, size_t map_bytes, size_t max_map_bytes,
     int rc = mdb_env_create (&self->env);
     if (rc != MDB_SUCCESS) {
         snprintf (err, err_len, "%s: %s", dir, mdb_strerror (rc));
+        free (self->dir);
         free (self);
         return NULL;
     }
@@ -344,6 +356,7 @@ store_open (const char *dir, size_t map_bytes, size_t max_map_bytes,
     if (rc != MDB_SUCCESS) {
         snprintf (err, err_len, "%s: %s", dir, mdb_strerror (rc));
         mdb_env_close (self->env);
+        free (self->dir);
         free (self);
         return NULL;
     }
@@ -351,11 +364,13 @@ store_open (const char *dir, size_t map_bytes, size_t max_map_bytes,
         snprintf (err, err_len, "%s: LMDB allows keys of only %d bytes", dir,
                   mdb_env_get_maxkeysize (self->env));
         mdb_env_close (self->env);
+        free (self->dir);
         free (self);
         return NULL;
     }
     if (s_open_databases (self, dir, err, err_len)) {
         mdb_env_close (self->env);
+        free (self->dir);
         free (self);
         return NULL;
     }
@@ -372,6 +387,7 @@ store_destroy (store_t **self_p)
     //  bookkeeping; our handles would dangle. A caller bug, not a condition.
     assert (self->live_txns == 0);
     mdb_env_close (self->env);
+    free (self->dir);
     free (self);
     *self_p = NULL;
 }
@@ -519,6 +535,16 @@ store_commit (store_txn_t **txn_p)
         mdb_txn_abort (txn->handle);
         code = txn->failed;
     }
+    else
+    if (txn->store->fail_count != 0 && txn->changes > 0) {
+        //  The test hook: fail as a real commit does, aborted whole
+        mdb_txn_abort (txn->handle);
+        code = txn->store->fail_code;
+        if (txn->store->fail_count > 0)
+            txn->store->fail_count--;
+        s_set_error (txn->store, "commit: %s (injected)",
+                     store_strerror (code));
+    }
     else {
         //  mdb_txn_commit frees the transaction even when it fails
         //  (it aborts it), so nothing of a failed commit lands.
@@ -558,6 +584,7 @@ store_put (store_txn_t *txn, store_db_t db, const void *key, size_t key_len,
         s_set_error (txn->store, "put in a read-only transaction");
         return STORE_EINVAL;
     }
+    txn->changes++;
     if (txn->failed)
         return txn->failed;
     MDB_val k = { key_len, (void *) key };
@@ -601,6 +628,7 @@ store_del (store_txn_t *txn, store_db_t db, const void *key, size_t key_len)
         s_set_error (txn->store, "delete in a read-only transaction");
         return STORE_EINVAL;
     }
+    txn->changes++;
     if (txn->failed)
         return txn->failed;
     MDB_val k = { key_len, (void *) key };
@@ -623,6 +651,7 @@ store_del_prefix (store_txn_t *txn, store_db_t db, const void *prefix,
         s_set_error (txn->store, "delete in a read-only transaction");
         return STORE_EINVAL;
     }
+    txn->changes++;
     if (txn->failed)
         return txn->failed;
     MDB_cursor *cursor;
@@ -807,6 +836,44 @@ store_can_grow (store_t *self)
     size_t map_bytes;
     store_usage (self, &map_bytes, NULL);
     return self && map_bytes < self->max_map_bytes;
+}
+
+size_t
+store_txn_changes (store_txn_t *txn)
+{
+    return txn ? txn->changes : 0;
+}
+
+int
+store_txn_failed (store_txn_t *txn)
+{
+    return txn ? txn->failed : STORE_EINVAL;
+}
+
+void
+store_info (store_t *self, store_info_t *info)
+{
+    memset (info, 0, sizeof *info);
+    if (!self)
+        return;
+    store_usage (self, &info->map_bytes, &info->used_bytes);
+    info->max_bytes = self->max_map_bytes > info->map_bytes
+                    ? self->max_map_bytes : info->map_bytes;
+    struct statvfs disk;
+    if (statvfs (self->dir, &disk) == 0) {
+        info->disk_bytes = (uint64_t) disk.f_blocks * disk.f_frsize;
+        //  What an unprivileged writer may still use
+        info->disk_free_bytes = (uint64_t) disk.f_bavail * disk.f_frsize;
+    }
+}
+
+void
+store_test_fail_commits (store_t *self, int code, int count)
+{
+    if (!self)
+        return;
+    self->fail_code = code;
+    self->fail_count = code == STORE_OK ? 0 : count;
 }
 
 //  ---------------------------------------------------------------------

@@ -163,6 +163,35 @@ void store_usage (store_t *self, size_t *map_bytes, size_t *used_bytes);
 //  the retry begins with no other transaction open).
 bool store_can_grow (store_t *self);
 
+//  Puts and deletes asked of TXN so far (failed ones too): a caller that
+//  notes it before and after some work knows whether that work wrote.
+size_t store_txn_changes (store_txn_t *txn);
+
+//  0 while TXN is usable, else the STORE_E* code that poisoned it (a full
+//  map, an I/O error): it can only be aborted (store_commit returns the
+//  code). Read-only transactions never fail this way.
+int store_txn_failed (store_txn_t *txn);
+
+//  The store's size and its disk's room.
+typedef struct {
+    size_t map_bytes;            //  Current map size
+    size_t used_bytes;           //  In use (see store_usage)
+    size_t max_bytes;            //  Ceiling the map may grow to
+    uint64_t disk_bytes;         //  Size of the filesystem holding it
+    uint64_t disk_free_bytes;    //  Free on it (for an unprivileged writer)
+} store_info_t;
+
+//  Fills INFO (zeros for what cannot be read).
+void store_info (store_t *self, store_info_t *info);
+
+//  Test hook: the next COUNT write commits that change something (-1:
+//  every one, until called again with STORE_OK) fail with CODE
+//  (STORE_EFULL or STORE_EIO), aborted whole as a real failed commit is,
+//  with "commit: ... (injected)" as the last error. Compiled in always so
+//  that tests exercise the real binary; nothing but tests calls it (no
+//  flag, variable or config reaches it).
+void store_test_fail_commits (store_t *self, int code, int count);
+
 //  ----------------------------------------------------------------------
 //  Directory ownership: one process per data or state directory.
 

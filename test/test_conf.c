@@ -553,6 +553,45 @@ test_conf_check_keys (void **state)
     pv_doc_destroy (&doc);
 }
 
+static void
+test_conf_sizes (void **state)
+{
+    uint64_t bytes = 0;
+    assert_int_equal (conf_size_parse ("4096", &bytes), 0);
+    assert_int_equal (bytes, 4096);
+    assert_int_equal (conf_size_parse ("8GiB", &bytes), 0);
+    assert_int_equal (bytes, (uint64_t) 8 << 30);
+    assert_int_equal (conf_size_parse ("512MiB", &bytes), 0);
+    assert_int_equal (bytes, (uint64_t) 512 << 20);
+    assert_int_equal (conf_size_parse ("2m", &bytes), 0);
+    assert_int_equal (bytes, (uint64_t) 2 << 20);
+    assert_int_equal (conf_size_parse ("1TB", &bytes), 0);
+    assert_int_equal (bytes, (uint64_t) 1 << 40);
+    assert_int_equal (conf_size_parse ("10B", &bytes), 0);
+    assert_int_equal (bytes, 10);
+    const char *bad [] = {"", "GiB", "-1", "1.5GiB", "8 GiB", "8GiBs", "8x",
+                          "99999999999999999999", "20000000000TiB", NULL};
+    for (size_t index = 0; bad [index]; index++)
+        assert_int_equal (conf_size_parse (bad [index], &bytes), -1);
+
+    pv_doc_t *doc = NULL;
+    char err [256];
+    const char *yaml = "a: 1GiB\nb: 1048576\nc: lots\nd: [1]\n";
+    assert_int_equal (conf_parse (yaml, strlen (yaml), &doc, err, sizeof err), 0);
+    const pv_t *root = pv_doc_root (doc);
+    assert_int_equal (conf_get_size (root, "a", &bytes, err, sizeof err), 0);
+    assert_int_equal (bytes, (uint64_t) 1 << 30);
+    assert_int_equal (conf_get_size (root, "b", &bytes, err, sizeof err), 0);
+    assert_int_equal (bytes, 1048576);
+    assert_int_equal (conf_get_size (root, "c", &bytes, err, sizeof err), -1);
+    assert_non_null (strstr (err, "c: expected a size like 512MiB or 8GiB, got 'lots'"));
+    assert_int_equal (conf_get_size (root, "d", &bytes, err, sizeof err), -1);
+    bytes = 7;
+    assert_int_equal (conf_get_size (root, "none", &bytes, err, sizeof err), 0);
+    assert_int_equal (bytes, 7);
+    pv_doc_destroy (&doc);
+}
+
 int
 main (void)
 {
@@ -570,6 +609,7 @@ main (void)
         cmocka_unit_test (test_conf_load_file),
         cmocka_unit_test (test_conf_get_values),
         cmocka_unit_test (test_conf_check_keys),
+        cmocka_unit_test (test_conf_sizes),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }

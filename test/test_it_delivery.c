@@ -391,7 +391,7 @@ test_it_delivery_full_store_refuses_and_keeps_data (void **state)
         else {
             char *code = grid_reply_code (reply);
             assert_non_null (code);
-            assert_string_equal (code, "store_error");
+            assert_string_equal (code, "storage_full");
             free (code);
             refused = true;
         }

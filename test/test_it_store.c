@@ -13,6 +13,7 @@
 #include <cmocka.h>
 
 #include <czmq.h>
+#include <sys/mount.h>
 
 #include "../proto/proto.h"
 #include "lib/harness.h"
@@ -31,6 +32,14 @@ static int
 s_teardown (void **state)
 {
     grid_t *grid = (grid_t *) *state;
+    //  Processes first, then the tmpfs a test may have mounted, then the
+    //  directory
+    for (size_t index = 0; index < grid->agent_count; index++)
+        grid_stop_agent (grid, (int) index, false);
+    grid_stop_broker (grid, false);
+    char disk [400];
+    snprintf (disk, sizeof disk, "%s/disk", grid->dir);
+    umount2 (disk, MNT_DETACH);
     grid_stop (grid);
     free (grid);
     return 0;
@@ -104,6 +113,320 @@ test_it_store_second_agent_is_refused (void **state)
     assert_true (grid_start_agent (grid, "web-01", NULL, NULL, NULL) >= 0);
 }
 
+//  ---------------------------------------------------------------------
+//  A full disk
+
+static const pv_t *
+s_data (const pv_doc_t *doc)
+{
+    const pv_t *data = NULL;
+    return grid_reply_ok (doc, &data) ? data : NULL;
+}
+
+//  The broker's status.store map's KEY as an integer (-1 when missing).
+static int64_t
+s_store_int (grid_t *grid, const char *key)
+{
+    pv_doc_t *doc = grid_call (grid, "status", NULL);
+    int64_t value = -1;
+    const pv_t *store = pv_map_get (s_data (doc), "store");
+    if (pv_get_int (pv_map_get (store, key), &value) != 0)
+        value = -1;
+    pv_doc_destroy (&doc);
+    return value;
+}
+
+static bool
+s_store_state_is (grid_t *grid, const char *state)
+{
+    pv_doc_t *doc = grid_call (grid, "status", NULL);
+    bool is = grid_str_is (pv_map_get (s_data (doc), "store"), "state", state);
+    pv_doc_destroy (&doc);
+    return is;
+}
+
+//  Writes PATH until the disk is full. Returns 0 or -1.
+static int
+s_fill_disk (const char *path)
+{
+    FILE *file = fopen (path, "wb");
+    if (!file)
+        return -1;
+    static char chunk [4096];
+    while (fwrite (chunk, 1, sizeof chunk, file) == sizeof chunk)
+        ;
+    fclose (file);
+    return 0;
+}
+
+static char *
+s_job_status (grid_t *grid, const char *id)
+{
+    pv_doc_t *doc = grid_call (grid, "job.get", "job", id, NULL);
+    char *status = pv_strdup (pv_map_get (s_data (doc), "status"));
+    pv_doc_destroy (&doc);
+    return status;
+}
+
+//  The broker's data dir on a 4 MiB tmpfs, filled up while one job is
+//  acknowledged, one runs and one is submitted: the submit is refused
+//  with storage_full, the running job's result is not acknowledged until
+//  the space is back, then it completes without a restart; after a
+//  restart every acknowledged job is there and the refused one is not.
+static void
+test_it_store_full_disk_loses_nothing (void **state)
+{
+    grid_t *grid = (grid_t *) *state;
+    if (geteuid () != 0) {
+        fprintf (stderr, "    skipped: mounting a small tmpfs needs root\n");
+        return;
+    }
+    char disk [400], data_dir [420], filler [420];
+    snprintf (disk, sizeof disk, "%s/disk", grid->dir);
+    snprintf (data_dir, sizeof data_dir, "%s/broker", disk);
+    snprintf (filler, sizeof filler, "%s/filler", disk);
+    assert_int_equal (mkdir (disk, 0700), 0);
+    if (mount ("tmpfs", disk, "tmpfs", MS_NOSUID | MS_NODEV, "size=4m") != 0) {
+        fprintf (stderr, "    skipped: cannot mount a tmpfs: %s\n",
+                 strerror (errno));
+        return;
+    }
+    const char *extra [] = {"--data-dir", data_dir, NULL};
+    assert_int_equal (grid_start_broker (grid, extra), 0);
+    assert_true (grid_start_agent (grid, "web-01", "web", NULL, NULL) >= 0);
+    assert_true (s_store_state_is (grid, "ok"));
+
+    const char *echo = "target: {scope: node, value: web-01}\n"
+                       "tasks:\n  - {backend: test, action: echo, params: {msg: hi}}\n";
+    //  Its second result needs new pages (a small change fits in the
+    //  pages LMDB frees and reuses, full disk or not)
+    const char *sleepy = "target: {scope: node, value: web-01}\n"
+                         "tasks:\n"
+                         "  - {backend: test, action: sleep, params: {seconds: 1}}\n"
+                         "  - {backend: test, action: output, params: {bytes: 60000}}\n";
+    char *done = grid_submit_id (grid, echo);
+    assert_non_null (done);
+    pv_doc_t *doc = grid_wait_job (grid, done, 15000);
+    assert_true (grid_str_is (s_data (doc), "status", "completed"));
+    pv_doc_destroy (&doc);
+    char *running = grid_submit_id (grid, sleepy);
+    assert_non_null (running);
+
+    //  The disk fills while the sleep runs
+    assert_int_equal (s_fill_disk (filler), 0);
+    pv_doc_t *reply = grid_submit (grid, echo);
+    char *code = grid_reply_code (reply);
+    if (!code || strcmp (code, "storage_full") != 0)
+        fprintf (stderr, "submit on a full disk answered %s\n",
+                 code ? code : "ok");
+    assert_non_null (code);
+    assert_string_equal (code, "storage_full");
+    free (code);
+    pv_doc_destroy (&reply);
+    assert_true (s_store_int (grid, "refused") >= 1);
+    //  Reads go on
+    doc = grid_call (grid, "job.get", "job", done, NULL);
+    assert_true (grid_str_is (s_data (doc), "status", "completed"));
+    pv_doc_destroy (&doc);
+    doc = grid_call (grid, "job.list", NULL);
+    assert_true (grid_reply_ok (doc, NULL));
+    pv_doc_destroy (&doc);
+    //  The sleep's result comes while the disk is full: it is not taken
+    long long deadline = grid_now_ms () + 15000;
+    while (s_store_int (grid, "failed_commits") < 2 && grid_now_ms () < deadline)
+        usleep (50 * 1000);
+    assert_true (s_store_int (grid, "failed_commits") >= 2);
+    assert_true (s_store_state_is (grid, "full"));
+    //  gridcli status says so
+    char *out = NULL, *err = NULL;
+    assert_int_equal (grid_cli (grid, &out, &err, 10000, "status", NULL), 0);
+    assert_non_null (strstr (out, "store        full, "));
+    if (!strstr (out, "store error  "))
+        fprintf (stderr, "%s", out);
+    assert_non_null (strstr (out, "store error  "));
+    free (out);
+    free (err);
+    char *status = s_job_status (grid, running);
+    assert_non_null (status);
+    assert_string_equal (status, "running");
+    free (status);
+
+    //  Space comes back: the job completes, no restart needed
+    assert_int_equal (unlink (filler), 0);
+    doc = grid_wait_job (grid, running, 20000);
+    assert_true (grid_str_is (s_data (doc), "status", "completed"));
+    assert_true (grid_str_is (grid_cell (s_data (doc), 1, "web-01"), "status",
+                              "success"));
+    pv_doc_destroy (&doc);
+    char *after = grid_submit_id (grid, echo);
+    assert_non_null (after);
+    doc = grid_wait_job (grid, after, 15000);
+    assert_true (grid_str_is (s_data (doc), "status", "completed"));
+    pv_doc_destroy (&doc);
+    //  The state reads ok again once writes have gone through for a while
+    deadline = grid_now_ms () + 15000;
+    while (!s_store_state_is (grid, "ok") && grid_now_ms () < deadline)
+        usleep (100 * 1000);
+    assert_true (s_store_state_is (grid, "ok"));
+    assert_true (s_store_int (grid, "episodes") >= 1);
+
+    //  After a hard restart every acknowledged job is there, intact, and
+    //  nothing else
+    grid_stop_broker (grid, true);
+    assert_int_equal (grid_start_broker (grid, extra), 0);
+    const char *ids [] = {done, running, after};
+    for (size_t index = 0; index < 3; index++) {
+        doc = grid_call (grid, "job.get", "job", ids [index], NULL);
+        assert_true (grid_str_is (s_data (doc), "status", "completed"));
+        assert_true (grid_str_is (grid_cell (s_data (doc), 0, "web-01"),
+                                  "status", "success"));
+        pv_doc_destroy (&doc);
+    }
+    doc = grid_call (grid, "job.list", NULL);
+    const pv_t *jobs = pv_map_get (s_data (doc), "jobs");
+    assert_int_equal (pv_size (jobs), 3);
+    pv_doc_destroy (&doc);
+    free (done);
+    free (running);
+    free (after);
+}
+
+//  ---------------------------------------------------------------------
+//  A full map
+
+static const char *s_bulky = "target: {scope: node, value: web-01}\n"
+    "tasks:\n  - {backend: test, action: output, params: {bytes: 60000}}\n";
+
+//  Submits COUNT bulky jobs back to back, then waits for each accepted
+//  one. Every accepted job must end completed; refusals must be
+//  storage_full. Returns how many were accepted; their ids go to IDS.
+static size_t
+s_submit_bulky (grid_t *grid, size_t count, char **ids, size_t *refused_p)
+{
+    size_t accepted = 0, refused = 0;
+    for (size_t index = 0; index < count; index++) {
+        pv_doc_t *reply = grid_submit (grid, s_bulky);
+        const pv_t *data = NULL;
+        if (grid_reply_ok (reply, &data))
+            ids [accepted++] = pv_strdup (pv_map_get (data, "job"));
+        else {
+            char *code = grid_reply_code (reply);
+            assert_non_null (code);
+            assert_string_equal (code, "storage_full");
+            free (code);
+            refused++;
+        }
+        pv_doc_destroy (&reply);
+    }
+    for (size_t index = 0; index < accepted; index++) {
+        pv_doc_t *doc = grid_wait_job (grid, ids [index], 20000);
+        if (!grid_str_is (s_data (doc), "status", "completed"))
+            grid_dump_logs (grid);
+        assert_true (grid_str_is (s_data (doc), "status", "completed"));
+        pv_doc_destroy (&doc);
+    }
+    *refused_p = refused;
+    return accepted;
+}
+
+//  A map that may grow grows: nothing is refused, the map doubled.
+static void
+test_it_store_map_grows (void **state)
+{
+    grid_t *grid = (grid_t *) *state;
+    const char *extra [] = {"--map-size-mb", "1", "--store-max-size", "64MiB",
+                            NULL};
+    assert_int_equal (grid_start_broker (grid, extra), 0);
+    assert_true (grid_start_agent (grid, "web-01", "web", NULL, NULL) >= 0);
+    char *ids [40];
+    size_t refused = 0;
+    size_t accepted = s_submit_bulky (grid, 40, ids, &refused);
+    assert_int_equal (accepted, 40);
+    assert_int_equal (refused, 0);
+    assert_true (s_store_int (grid, "map_bytes") >= 4 << 20);
+    assert_int_equal (s_store_int (grid, "max_bytes"), 64 << 20);
+    assert_int_equal (s_store_int (grid, "refused"), 0);
+    for (size_t index = 0; index < accepted; index++)
+        free (ids [index]);
+}
+
+//  A map at its ceiling: submits past it are refused with storage_full
+//  and reads go on; a job whose result does not fit waits, not lost, and
+//  completes once deleting old jobs made room; after a restart every
+//  accepted job is intact.
+static void
+test_it_store_map_at_ceiling (void **state)
+{
+    grid_t *grid = (grid_t *) *state;
+    const char *extra [] = {"--map-size-mb", "1", "--store-max-size", "2MiB",
+                            NULL};
+    assert_int_equal (grid_start_broker (grid, extra), 0);
+    assert_true (grid_start_agent (grid, "web-01", "web", NULL, NULL) >= 0);
+    char *ids [100];
+    size_t accepted = 0;
+    bool refused = false;
+    while (accepted < 100 && !refused) {
+        pv_doc_t *reply = grid_submit (grid, s_bulky);
+        const pv_t *data = NULL;
+        if (grid_reply_ok (reply, &data)) {
+            ids [accepted++] = pv_strdup (pv_map_get (data, "job"));
+            pv_doc_t *doc = grid_wait_job (grid, ids [accepted - 1], 3000);
+            pv_doc_destroy (&doc);
+        }
+        else {
+            char *code = grid_reply_code (reply);
+            assert_non_null (code);
+            assert_string_equal (code, "storage_full");
+            free (code);
+            refused = true;
+        }
+        pv_doc_destroy (&reply);
+    }
+    assert_true (refused);
+    assert_true (accepted >= 3);
+    assert_int_equal (s_store_int (grid, "max_bytes"), 2 << 20);
+    assert_true (s_store_int (grid, "refused") >= 1);
+    pv_doc_t *doc = grid_call (grid, "job.list", NULL);
+    assert_true (grid_reply_ok (doc, NULL));
+    pv_doc_destroy (&doc);
+    //  Room is made by deleting the first finished jobs; every other
+    //  accepted job then completes
+    size_t deleted = 0;
+    for (size_t index = 0; index < accepted && deleted < 3; index++) {
+        char *status = s_job_status (grid, ids [index]);
+        if (status && strcmp (status, "completed") == 0) {
+            doc = grid_call (grid, "job.delete", "job", ids [index], NULL);
+            assert_true (grid_reply_ok (doc, NULL));
+            pv_doc_destroy (&doc);
+            free (ids [index]);
+            ids [index] = NULL;
+            deleted++;
+        }
+        free (status);
+    }
+    assert_int_equal (deleted, 3);
+    for (size_t index = 0; index < accepted; index++) {
+        if (!ids [index])
+            continue;
+        doc = grid_wait_job (grid, ids [index], 20000);
+        assert_true (grid_str_is (s_data (doc), "status", "completed"));
+        pv_doc_destroy (&doc);
+    }
+    grid_stop_broker (grid, true);
+    assert_int_equal (grid_start_broker (grid, extra), 0);
+    for (size_t index = 0; index < accepted; index++) {
+        if (!ids [index])
+            continue;
+        doc = grid_call (grid, "job.get", "job", ids [index], NULL);
+        const pv_t *record = s_data (doc);
+        assert_true (grid_str_is (record, "status", "completed"));
+        assert_true (grid_str_is (grid_cell (record, 0, "web-01"), "status",
+                                  "success"));
+        pv_doc_destroy (&doc);
+        free (ids [index]);
+    }
+}
+
 int
 main (void)
 {
@@ -111,6 +434,12 @@ main (void)
         cmocka_unit_test_setup_teardown (test_it_store_second_broker_is_refused,
                                          s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_it_store_second_agent_is_refused,
+                                         s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_it_store_full_disk_loses_nothing,
+                                         s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_it_store_map_grows,
+                                         s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_it_store_map_at_ceiling,
                                          s_setup, s_teardown),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);

@@ -797,6 +797,86 @@ test_store_bad_keys (void **state)
     store_destroy (&store);
 }
 
+//  A commit that fails (here by the test hook, as a full disk or an I/O
+//  error would) lands nothing, says why, and leaves the store usable.
+static void
+test_store_failed_commit (void **state)
+{
+    s_fixture_t *fixture = *state;
+    store_t *store = s_open (fixture, MIB, 4 * MIB);
+    s_put_str (store, STORE_DB_JOBS, "kept", "before");
+    store_test_fail_commits (store, STORE_EFULL, 2);
+
+    //  A transaction that changes nothing commits: reads never fail
+    store_txn_t *txn = store_begin (store, true);
+    assert_non_null (txn);
+    assert_int_equal (store_txn_changes (txn), 0);
+    assert_int_equal (store_get (txn, STORE_DB_JOBS, "kept", 4, NULL, NULL),
+                      0);
+    assert_int_equal (store_commit (&txn), 0);
+    txn = store_begin (store, false);
+    assert_int_equal (store_commit (&txn), 0);
+
+    for (int round = 0; round < 2; round++) {
+        txn = store_begin (store, true);
+        assert_non_null (txn);
+        assert_int_equal (store_put (txn, STORE_DB_JOBS, "lost", 4, "x", 1),
+                          0);
+        assert_int_equal (store_del (txn, STORE_DB_JOBS, "kept", 4), 0);
+        assert_int_equal (store_txn_changes (txn), 2);
+        assert_int_equal (store_txn_failed (txn), 0);
+        assert_int_equal (store_commit (&txn), STORE_EFULL);
+        assert_null (txn);
+        assert_non_null (strstr (store_last_error (store), "injected"));
+    }
+    //  Nothing of them landed; the third commit is a real one again
+    s_expect_str (store, STORE_DB_JOBS, "kept", "before");
+    txn = store_begin (store, false);
+    assert_int_equal (store_get (txn, STORE_DB_JOBS, "lost", 4, NULL, NULL),
+                      STORE_ENOTFOUND);
+    store_abort (&txn);
+    s_put_str (store, STORE_DB_JOBS, "after", "space");
+    s_expect_str (store, STORE_DB_JOBS, "after", "space");
+
+    //  I/O errors, for ever until cleared
+    store_test_fail_commits (store, STORE_EIO, -1);
+    for (int round = 0; round < 3; round++) {
+        txn = store_begin (store, true);
+        assert_int_equal (store_put (txn, STORE_DB_JOBS, "io", 2, "x", 1), 0);
+        assert_int_equal (store_commit (&txn), STORE_EIO);
+    }
+    store_test_fail_commits (store, STORE_OK, 0);
+    s_put_str (store, STORE_DB_JOBS, "io", "fine");
+    s_expect_str (store, STORE_DB_JOBS, "io", "fine");
+
+    //  A full map poisons the transaction it happens in
+    store_destroy (&store);
+    store = s_open (fixture, MIB, MIB);
+    unsigned char *value = calloc (1, 4096);
+    assert_non_null (value);
+    txn = store_begin (store, true);
+    int rc = 0;
+    for (uint32_t i = 0; rc == 0 && i < 1000; i++) {
+        unsigned char key[4];
+        s_be32 (key, i);
+        rc = store_put (txn, STORE_DB_RESULTS, key, sizeof key, value, 4096);
+    }
+    assert_int_equal (rc, STORE_EFULL);
+    assert_int_equal (store_txn_failed (txn), STORE_EFULL);
+    assert_int_equal (store_commit (&txn), STORE_EFULL);
+    free (value);
+
+    //  What status shows
+    store_info_t info;
+    store_info (store, &info);
+    assert_int_equal (info.map_bytes, MIB);
+    assert_int_equal (info.max_bytes, MIB);
+    assert_true (info.used_bytes > 0 && info.used_bytes <= MIB);
+    assert_true (info.disk_bytes > 0);
+    assert_true (info.disk_free_bytes <= info.disk_bytes);
+    store_destroy (&store);
+}
+
 //  A second owner of a directory is refused with the first one's pid;
 //  once the first lets go, the directory is free again.
 static void
@@ -877,6 +957,8 @@ main (void)
         cmocka_unit_test_setup_teardown (test_store_bad_directory, s_setup,
                                          s_teardown),
         cmocka_unit_test_setup_teardown (test_store_bad_keys, s_setup,
+                                         s_teardown),
+        cmocka_unit_test_setup_teardown (test_store_failed_commit, s_setup,
                                          s_teardown),
         cmocka_unit_test_setup_teardown (test_store_lock, s_setup,
                                          s_teardown),
