@@ -292,6 +292,16 @@ keys_monitor_new (zsock_t *sock)
     return monitor;
 }
 
+//  An errno that says the connection itself failed, not the handshake's
+//  content.
+static bool
+s_transport_error (int code)
+{
+    return code == ECONNRESET || code == EPIPE || code == ECONNABORTED
+           || code == ETIMEDOUT || code == ENETDOWN || code == ENETUNREACH
+           || code == EHOSTUNREACH || code == ECONNREFUSED;
+}
+
 int
 keys_monitor_read (zsock_t *monitor, char *why, size_t why_len)
 {
@@ -327,6 +337,16 @@ keys_monitor_read (zsock_t *monitor, char *why, size_t why_len)
             s_err (why, why_len, "the CURVE handshake with the broker failed "
                    "(protocol error 0x%x): check the broker's public key "
                    "(--broker-key)", value);
+            rc = 2;
+        }
+        else
+        if (event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL
+            && s_transport_error ((int) value)) {
+            //  The connection went away mid-handshake (a broker that
+            //  restarts, a network that drops): no key is to blame
+            s_err (why, why_len, "the connection to the broker was lost "
+                   "during the handshake (%s): retrying",
+                   strerror ((int) value));
             rc = 2;
         }
         else

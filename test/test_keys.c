@@ -232,11 +232,62 @@ test_keys_keygen_command (void **state)
     free (err_text);
 }
 
+//  Sends one monitor event (EVENT, VALUE) on WRITER and reads it back
+//  from READER with keys_monitor_read.
+static int
+s_monitor_event (zsock_t *writer, zsock_t *reader, uint16_t event,
+                 uint32_t value, char *why, size_t why_len)
+{
+    uint8_t data [6];
+    memcpy (data, &event, 2);
+    memcpy (data + 2, &value, 4);
+    zmsg_t *msg = zmsg_new ();
+    zmsg_addmem (msg, data, sizeof data);
+    zmsg_addstr (msg, "tcp://127.0.0.1:7702");
+    assert_int_equal (zmsg_send (&msg, writer), 0);
+    why [0] = 0;
+    return keys_monitor_read (reader, why, why_len);
+}
+
+//  A handshake that fails because the connection went away (a broker
+//  restart) blames no key; one that fails for another reason does.
+static void
+test_keys_monitor_reset_blames_no_key (void **state)
+{
+    zsock_t *reader = zsock_new_pair ("@inproc://keys-monitor-test");
+    zsock_t *writer = zsock_new_pair (">inproc://keys-monitor-test");
+    assert_non_null (reader);
+    assert_non_null (writer);
+    char why [512];
+    assert_int_equal (s_monitor_event (writer, reader,
+                                       ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL,
+                                       ECONNRESET, why, sizeof why), 2);
+    assert_null (strstr (why, "key"));
+    assert_non_null (strstr (why, "connection to the broker was lost"));
+    assert_int_equal (s_monitor_event (writer, reader,
+                                       ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL,
+                                       EPIPE, why, sizeof why), 2);
+    assert_null (strstr (why, "key"));
+    assert_int_equal (s_monitor_event (writer, reader,
+                                       ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL,
+                                       EPROTO, why, sizeof why), 2);
+    assert_non_null (strstr (why, "--broker-key"));
+    assert_int_equal (s_monitor_event (writer, reader,
+                                       ZMQ_EVENT_HANDSHAKE_FAILED_AUTH, 400,
+                                       why, sizeof why), 1);
+    assert_int_equal (s_monitor_event (writer, reader,
+                                       ZMQ_EVENT_HANDSHAKE_SUCCEEDED, 0, why,
+                                       sizeof why), 3);
+    zsock_destroy (&writer);
+    zsock_destroy (&reader);
+}
+
 int
 main (void)
 {
     const struct CMUnitTest tests [] = {
         cmocka_unit_test (test_keys_z85_valid),
+        cmocka_unit_test (test_keys_monitor_reset_blames_no_key),
         cmocka_unit_test (test_keys_generate_writes_private_secret),
         cmocka_unit_test (test_keys_load_pair_refuses_loose_or_broken_files),
         cmocka_unit_test (test_keys_read_public),
