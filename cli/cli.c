@@ -1761,10 +1761,10 @@ s_target_text (const pv_t *target, char *buf, size_t buf_len)
     return buf;
 }
 
-//  "i/n" for a job's progress: the index of the step it is at (numbered
+//  "i/n" for a job's progress: the step the wire says it is at (numbered
 //  from 0, as in the API, the events and the results), which is also how
-//  many steps are behind it, over the number of steps; a completed job
-//  reads n/n.
+//  many steps are behind it, over the number of steps; a job that went
+//  through every step reads n/n. Only a value out of range is clamped.
 static const char *
 s_step_text (const pv_t *job, char *buf, size_t buf_len)
 {
@@ -1773,11 +1773,8 @@ s_step_text (const pv_t *job, char *buf, size_t buf_len)
     if (steps <= 0)
         snprintf (buf, buf_len, "-");
     else
-    if (pv_str_eq (pv_map_get (job, "status"), "completed"))
-        snprintf (buf, buf_len, "%" PRId64 "/%" PRId64, steps, steps);
-    else
         snprintf (buf, buf_len, "%" PRId64 "/%" PRId64,
-                  step < 0 ? 0 : step >= steps ? steps - 1 : step, steps);
+                  step < 0 ? 0 : step > steps ? steps : step, steps);
     return buf;
 }
 
@@ -1886,9 +1883,15 @@ static const char *s_final_job [] = {
     "completed", "partial_failure", "failed", "cancelled", NULL
 };
 static const char *s_final_cell [] = {
-    "success", "failed", "timeout", "skipped", "lost", "cancelled", NULL
+    "success", "failed", "timeout", "skipped", "lost", "cancelled",
+    "interrupted", "offline", "drained", "unsupported", NULL
 };
-static const char *s_bad_cell [] = { "failed", "timeout", "lost", NULL };
+//  Every final status that is a failure of that node (a cancel or a skip
+//  is not): marked ! and counted in "N steps failed"
+static const char *s_bad_cell [] = {
+    "failed", "timeout", "lost", "interrupted", "offline", "drained",
+    "unsupported", NULL
+};
 
 static bool
 s_is_job_record (const pv_t *record)
@@ -2057,6 +2060,9 @@ s_cell_output (const pv_t *cell, bool bad)
     const pv_t *first = bad ? error : output;
     const pv_t *second = bad ? output : error;
     const pv_t *chosen = pv_size (first) ? first : second;
+    //  A step that never ran says why (offline since ..., drained, ...)
+    if (!pv_size (chosen) && pv_type (pv_map_get (cell, "reason")) == PV_STR)
+        chosen = pv_map_get (cell, "reason");
     size_t len = 0;
     const char *bytes = pv_str (chosen, &len);
     //  Skip leading blank lines: the first line that says something
@@ -2074,6 +2080,41 @@ s_header_line (FILE *out, const char *label, const char *value)
     char *text = s_printable (value, strlen (value), SIZE_MAX, false);
     fprintf (out, "%-10s%s\n", label, text);
     free (text);
+}
+
+#define S_NOT_RUN_SHOWN 10
+
+//  "2 nodes not run: web-07 offline since 12:01:07, web-09 drained": the
+//  members of a group, label or all that the job did not run on.
+static void
+s_print_not_run (const pv_t *not_run, FILE *out)
+{
+    size_t count = pv_type (not_run) == PV_ARRAY ? pv_size (not_run) : 0;
+    if (count == 0)
+        return;
+    size_t size = 0;
+    char *line = NULL;
+    FILE *text = open_memstream (&line, &size);
+    if (!text)
+        return;
+    fprintf (text, "%zu node%s not run: ", count, count == 1 ? "" : "s");
+    //  A fleet-wide job may leave thousands out: name the first ones
+    size_t shown = count > S_NOT_RUN_SHOWN ? S_NOT_RUN_SHOWN : count;
+    for (size_t index = 0; index < shown; index++) {
+        const pv_t *entry = pv_array_at (not_run, index);
+        char node [128], reason [256];
+        s_field (entry, "node", node, sizeof node);
+        s_field (entry, "reason", reason, sizeof reason);
+        fprintf (text, "%s%s %s", index ? ", " : "", node, reason);
+    }
+    if (shown < count)
+        fprintf (text, " and %zu more (--output json lists them)",
+                 count - shown);
+    fclose (text);
+    char *printable = s_printable (line, size, SIZE_MAX, false);
+    fprintf (out, "\n%s\n", printable);
+    free (printable);
+    free (line);
 }
 
 int
@@ -2125,7 +2166,8 @@ cli_render_job (const pv_t *record, FILE *out, bool color)
             const pv_t *status = pv_map_get (cell, "status");
             bool bad = s_str_in (status, s_bad_cell);
             bool ran = s_str_in (status, s_final_cell)
-                    && !pv_str_eq (status, "skipped");
+                    && !pv_str_eq (status, "skipped")
+                    && s_field_int (cell, "attempts", 1) > 0;
             char step_text [32], task [160], backend [64], action [64];
             char status_text [128], exit_text [32], duration [32];
             snprintf (step_text, sizeof step_text, "%" PRId64, step);
@@ -2173,6 +2215,7 @@ cli_render_job (const pv_t *record, FILE *out, bool color)
     if (failed_rows)
         fprintf (out, "\n%zu step%s failed (marked !)\n", failed_rows,
                  failed_rows == 1 ? "" : "s");
+    s_print_not_run (pv_map_get (record, "not_run"), out);
     s_table_destroy (&table);
     s_grid_destroy (&grid);
     return 0;
@@ -2934,7 +2977,11 @@ static const char *s_help_job =
 "job's id and exits 0; with --wait it shows progress on stderr until the\n"
 "job ends, prints the per-node, per-step table and exits 0 (completed) or\n"
 "1 (failed, partial_failure, cancelled). Ctrl-C stops waiting (exit 130)\n"
-"and leaves the job running.\n"
+"and leaves the job running. Every node the target names is answered for:\n"
+"an unregistered id refuses the job (unknown_node); a named node that is\n"
+"offline, drained or lacks the action gets rows saying why and fails the\n"
+"job; members of a group, label or all that cannot run it are listed as\n"
+"\"N nodes not run: ...\" and are not sent it.\n"
 "  --target T          all | group:G | node:ID[,ID...] |\n"
 "                      label:KEY=V1[.V2...] | any | any:TARGET\n"
 "                      (checked before anything is sent)\n"
@@ -2956,7 +3003,9 @@ static const char *s_help_job =
 "\n"
 "job status ID        the job's target, status, step, strategy and times,\n"
 "                     then NODE STEP TASK STATUS EXIT DURATION OUTPUT;\n"
-"                     failed rows are marked ! (and red on a terminal);\n"
+"                     failed, lost, interrupted, offline, drained and\n"
+"                     unsupported rows are marked ! (and red on a\n"
+"                     terminal);\n"
 "                     steps count from 0. Exits 1 when the job failed,\n"
 "                     partially failed or was cancelled, else 0.\n"
 "job list             ID TARGET STATUS STEP NODES CREATED, newest first\n"

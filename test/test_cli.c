@@ -1203,6 +1203,108 @@ test_cli_render_job_table (void **state)
     pw_destroy (&w);
 }
 
+//  Every failure kind is marked and counted; a row that never ran says
+//  why; the members not run are listed under the table; the step is the
+//  wire's.
+static void
+test_cli_render_job_not_run (void **state)
+{
+    pw_t *w = pw_new ();
+    pw_map (w, 10);
+    pw_str (w, "id");
+    pw_str (w, JOB_ID);
+    pw_str (w, "target");
+    pw_map (w, 2);
+    pw_str (w, "scope");
+    pw_str (w, "node");
+    pw_str (w, "value");
+    pw_str (w, "db-01,web-01,web-02");
+    pw_str (w, "tasks");
+    pw_array (w, 1);
+    pw_map (w, 2);
+    pw_str (w, "backend");
+    pw_str (w, "apt");
+    pw_str (w, "action");
+    pw_str (w, "update");
+    pw_str (w, "status");
+    pw_str (w, "partial_failure");
+    pw_str (w, "step");
+    pw_int (w, 1);
+    pw_str (w, "steps");
+    pw_int (w, 1);
+    pw_str (w, "expected");
+    pw_array (w, 3);
+    pw_str (w, "db-01");
+    pw_str (w, "web-01");
+    pw_str (w, "web-02");
+    pw_str (w, "reason");
+    pw_str (w, "1 of 3 nodes failed at step 0 (apt update); 1 not run: db-01 "
+               "offline since 12:01:07");
+    pw_str (w, "not_run");
+    pw_array (w, 2);
+    const char *members [][3] = {{"web-07", "offline", "offline since 12:01:07"},
+                                 {"web-09", "drained", "drained"}};
+    for (int index = 0; index < 2; index++) {
+        pw_map (w, 3);
+        pw_str (w, "node");
+        pw_str (w, members [index][0]);
+        pw_str (w, "status");
+        pw_str (w, members [index][1]);
+        pw_str (w, "reason");
+        pw_str (w, members [index][2]);
+    }
+    pw_str (w, "results");
+    pw_map (w, 1);
+    pw_str (w, "0");
+    pw_map (w, 3);
+    pw_str (w, "db-01");
+    pw_map (w, 8);
+    pw_str (w, "status");
+    pw_str (w, "offline");
+    pw_str (w, "reason");
+    pw_str (w, "offline since 12:01:07");
+    pw_str (w, "output");
+    pw_str (w, "");
+    pw_str (w, "error");
+    pw_str (w, "");
+    pw_str (w, "exit_code");
+    pw_int (w, -1);
+    pw_str (w, "duration_ms");
+    pw_int (w, 0);
+    pw_str (w, "attempts");
+    pw_int (w, 0);
+    pw_str (w, "truncated");
+    pw_bool (w, false);
+    pw_str (w, "web-01");
+    s_write_cell (w, "success", "ok\n", "", 0, 12, 1);
+    pw_str (w, "web-02");
+    s_write_cell (w, "interrupted", "", "agent restarted", -1, 800, 1);
+    pv_doc_t *doc = s_decode (w);
+    s_capture_t out;
+    s_capture_open (&out);
+    assert_int_equal (cli_render_job (pv_doc_root (doc), out.file, false), 0);
+    const char *text = s_capture_close (&out);
+    assert_non_null (strstr (text, "step      1/1"));
+    const char *row = strstr (text, "! db-01");
+    assert_non_null (row);
+    const char *end = strchr (row, '\n');
+    char line [512];
+    snprintf (line, sizeof line, "%.*s", (int) (end - row), row);
+    assert_non_null (strstr (line, "offline"));
+    assert_non_null (strstr (line, "offline since 12:01:07"));
+    assert_null (strstr (line, "0ms"));
+    assert_non_null (strstr (text, "! web-02"));
+    assert_null (strstr (text, "! web-01"));
+    assert_non_null (strstr (text, "2 steps failed (marked !)"));
+    assert_non_null (strstr (text, "2 nodes not run: web-07 offline since "
+                                   "12:01:07, web-09 drained"));
+    assert_int_equal (cli_job_exit_code (pv_doc_root (doc)),
+                      CLI_EXIT_JOB_FAILED);
+    free (out.text);
+    pv_doc_destroy (&doc);
+    pw_destroy (&w);
+}
+
 static void
 test_cli_render_job_json (void **state)
 {
@@ -1976,6 +2078,7 @@ main (void)
         cmocka_unit_test (test_cli_request_other_commands),
         cmocka_unit_test (test_cli_request_job_file),
         cmocka_unit_test (test_cli_render_job_table),
+        cmocka_unit_test (test_cli_render_job_not_run),
         cmocka_unit_test (test_cli_render_job_json),
         cmocka_unit_test (test_cli_render_progress),
         cmocka_unit_test (test_cli_render_lists),
