@@ -226,6 +226,117 @@ s_idempotent_submit (api_call_t *call, const job_spec_t *spec,
     return 1;
 }
 
+//  Refuses a node list naming an id that is not registered (a typo must
+//  never run a partial job): unknown_node, one detail per id.
+static int
+s_check_known_nodes (api_call_t *call, const target_t *target)
+{
+    broker_t *self = (broker_t *) call->self;
+    if (target->scope != TARGET_NODE)
+        return 0;
+    zlistx_t *unknown = zlistx_new ();
+    zlistx_set_destructor (unknown, (zlistx_destructor_fn *) zstr_free);
+    for (size_t index = 0; index < target->node_count; index++)
+        if (!registry_lookup (self->registry, target->nodes [index]))
+            zlistx_add_end (unknown, zsys_sprintf ("%s: not registered",
+                                                   target->nodes [index]));
+    size_t count = zlistx_size (unknown);
+    if (count > 0) {
+        char **items = (char **) calloc (count, sizeof (char *));
+        assert (items);
+        size_t index = 0;
+        for (char *item = (char *) zlistx_first (unknown); item;
+             item = (char *) zlistx_next (unknown))
+            items [index++] = item;
+        char *first = zsys_sprintf ("%s", items [0]);
+        first [strcspn (first, ":")] = 0;
+        char message [256];
+        if (count == 1)
+            snprintf (message, sizeof message,
+                      "unknown node %s: no such node is registered (see "
+                      "'gridcli node list')", first);
+        else
+            snprintf (message, sizeof message,
+                      "%zu unknown nodes, first %s: no such node is "
+                      "registered (see details)", count, first);
+        zstr_free (&first);
+        pw_reset (call->reply);
+        proto_reply_error (call->reply, call->request->id,
+                           PROTO_ERR_UNKNOWN_NODE, message, items, count);
+        free (items);
+    }
+    zlistx_destroy (&unknown);
+    return count > 0 ? -1 : 0;
+}
+
+//  Refuses a job that no node of its target can run now (no_nodes),
+//  naming each node the target names or covers and why it cannot.
+static int
+s_check_target (api_call_t *call, const job_spec_t *spec)
+{
+    broker_t *self = (broker_t *) call->self;
+    if (s_check_known_nodes (call, &spec->target) != 0)
+        return -1;
+    char **ids = NULL;
+    size_t matched = registry_resolve (self->registry, &spec->target, &ids);
+    sched_not_run_t *list = NULL;
+    size_t listed = registry_unavailable (self->registry, spec,
+                                          broker_wall_ms (), &list);
+    //  What the scheduler will run: resolved (online, not drained), less
+    //  the nodes among them that lack an action of the job
+    for (size_t index = 0; index < matched; index++)
+        free (ids [index]);
+    free (ids);
+    size_t runnable = matched;
+    for (size_t index = 0; index < listed; index++)
+        if (list [index].status == SCHED_CELL_UNSUPPORTED && runnable > 0)
+            runnable--;
+    if (runnable > 0) {
+        sched_not_run_free (list, listed);
+        return 0;
+    }
+    char *text = target_format (&spec->target);
+    if (listed == 0) {
+        s_error (call, PROTO_ERR_NO_NODES,
+                 "no online node matches %s (%zu registered, %zu online)",
+                 text, registry_size (self->registry),
+                 registry_online_count (self->registry));
+        free (text);
+        return -1;
+    }
+    //  "no node of node:db-01,db-02 can run it: db-01 offline since
+    //  12:01:07, db-02 drained"; details: one "node: why" per node
+    char **items = (char **) calloc (listed, sizeof (char *));
+    assert (items);
+    char message [1024];
+    int used = snprintf (message, sizeof message, "no node of %s can run it: ",
+                         text);
+    for (size_t index = 0; index < listed; index++) {
+        items [index] = zsys_sprintf ("%s: %s", list [index].node,
+                                      list [index].reason);
+        if (used > 0 && (size_t) used < sizeof message) {
+            if (index == 3 && listed > 4)
+                used += snprintf (message + used, sizeof message - (size_t) used,
+                                  ", and %zu more (see details)",
+                                  listed - index);
+            else
+            if (index < 3 || listed == 4)
+                used += snprintf (message + used, sizeof message - (size_t) used,
+                                  "%s%s %s", index ? ", " : "",
+                                  list [index].node, list [index].reason);
+        }
+    }
+    pw_reset (call->reply);
+    proto_reply_error (call->reply, call->request->id, PROTO_ERR_NO_NODES,
+                       message, items, listed);
+    for (size_t index = 0; index < listed; index++)
+        zstr_free (&items [index]);
+    free (items);
+    free (text);
+    sched_not_run_free (list, listed);
+    return -1;
+}
+
 static void
 s_job_submit (api_call_t *call)
 {
@@ -299,18 +410,7 @@ s_admit (api_call_t *call, job_spec_t **spec_p, const char *retry_of, char *id)
         job_spec_destroy (&spec);
         return -1;
     }
-    char **ids = NULL;
-    size_t matched = registry_resolve (self->registry, &spec->target, &ids);
-    for (size_t index = 0; index < matched; index++)
-        free (ids [index]);
-    free (ids);
-    if (matched == 0) {
-        char *text = target_format (&spec->target);
-        s_error (call, PROTO_ERR_NO_NODES,
-                 "no online node matches %s (%zu registered, %zu online)",
-                 text, registry_size (self->registry),
-                 registry_online_count (self->registry));
-        free (text);
+    if (s_check_target (call, spec) != 0) {
         job_spec_destroy (&spec);
         return -1;
     }

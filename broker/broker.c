@@ -1008,6 +1008,16 @@ s_on_agent_message (broker_t *self, int64_t now_ms)
             break;
         case PROTO_RESULT: {
             rc = sched_on_result (self->sched, in, now_ms);
+            if (rc < 0 && !sched_job (self->sched, in->job)) {
+                //  A late result for a step the broker ended (the job was
+                //  cancelled or its node lost): keep what the step printed
+                store_txn_t *txn = broker_txn (self);
+                int frc = txn ? jobrec_fill_cell (txn, in, self->scratch) : 0;
+                if (frc < 0)
+                    s_store_error (self, frc, "a late result");
+                if (frc == 1)
+                    rc = 1;
+            }
             //  Acknowledge even unknown results so the agent's spool
             //  drains; the ack goes out after the commit, and not at all
             //  when it fails: the agent keeps the result and sends it
@@ -1617,6 +1627,14 @@ s_resolve (void *arg, const target_t *target, char ***ids_p)
     return registry_resolve (self->registry, target, ids_p);
 }
 
+static size_t
+s_unavailable (void *arg, const job_spec_t *spec, sched_not_run_t **list_p)
+{
+    broker_t *self = (broker_t *) arg;
+    return registry_unavailable (self->registry, spec, broker_wall_ms (),
+                                 list_p);
+}
+
 static int
 s_restore (broker_t *self, char *err, size_t err_len)
 {
@@ -1870,6 +1888,7 @@ broker_new (const broker_config_t *config, char *err, size_t err_len)
     zlistx_set_destructor (self->pass_logs, (zlistx_destructor_fn *) zstr_free);
     self->registry = registry_new ();
     self->sched = sched_new (&self->config.sched, s_resolve, self);
+    sched_set_unavailable (self->sched, s_unavailable, self);
     //  One broker per data dir: two would interleave their writes.
     self->lock = store_lock (self->config.data_dir, "gridbroker", "data dir",
                              err, err_len);

@@ -102,8 +102,8 @@ int
 jobrec_save_header (store_txn_t *txn, const sched_job_t *job, pw_t *scratch)
 {
     pw_reset (scratch);
-    pw_map (scratch, 9 + (job->retry_of ? 1 : 0)
-                        + (job->retried_by_count ? 1 : 0));
+    pw_map (scratch, 10 + (job->retry_of ? 1 : 0)
+                         + (job->retried_by_count ? 1 : 0));
     pw_str (scratch, "id");
     pw_str (scratch, job->id);
     if (job->retry_of) {
@@ -130,6 +130,20 @@ jobrec_save_header (store_txn_t *txn, const sched_job_t *job, pw_t *scratch)
         pw_str (scratch, job->expected [index]);
     pw_str (scratch, "reason");
     s_str_or_nil (scratch, job->reason);
+    pw_str (scratch, "not_run");
+    pw_array (scratch, job->not_run_count);
+    for (size_t index = 0; index < job->not_run_count; index++) {
+        const sched_not_run_t *entry = &job->not_run [index];
+        pw_map (scratch, 4);
+        pw_str (scratch, "node");
+        pw_str (scratch, entry->node);
+        pw_str (scratch, "status");
+        pw_str (scratch, sched_cell_status_name (entry->status));
+        pw_str (scratch, "reason");
+        pw_str (scratch, entry->reason ? entry->reason : "");
+        pw_str (scratch, "named");
+        pw_bool (scratch, entry->named);
+    }
     pw_str (scratch, "created_at_ms");
     pw_int (scratch, job->created_at_ms);
     pw_str (scratch, "updated_at_ms");
@@ -164,19 +178,18 @@ s_write_attempt (pw_t *writer, const sched_attempt_t *attempt)
     }
 }
 
-int
-jobrec_save_cell (store_txn_t *txn, const sched_job_t *job, uint32_t step,
-                  const char *node, pw_t *scratch)
+static int
+s_put_cell (store_txn_t *txn, const char *job_id, uint32_t step,
+            const char *node, const sched_cell_t *cell, pw_t *scratch)
 {
-    ssize_t index = sched_job_node_index (job, node);
-    if (index < 0 || step >= job->step_count)
-        return STORE_EINVAL;
-    const sched_cell_t *cell
-        = &job->cells [step * job->expected_count + (size_t) index];
     pw_reset (scratch);
-    pw_map (scratch, 3);
+    pw_map (scratch, cell->reason ? 4 : 3);
     pw_str (scratch, "status");
     pw_str (scratch, sched_cell_status_name (cell->status));
+    if (cell->reason) {
+        pw_str (scratch, "reason");
+        pw_str (scratch, cell->reason);
+    }
     pw_str (scratch, "attempt");
     pw_int (scratch, cell->attempt);
     pw_str (scratch, "attempts");
@@ -184,9 +197,21 @@ jobrec_save_cell (store_txn_t *txn, const sched_job_t *job, uint32_t step,
     for (size_t a = 0; a < cell->attempt_count; a++)
         s_write_attempt (scratch, &cell->attempts [a]);
     uint8_t key [JOBREC_MAX_KEY];
-    size_t key_len = jobrec_cell_key (job->id, step, node, key);
+    size_t key_len = jobrec_cell_key (job_id, step, node, key);
     return store_put (txn, STORE_DB_RESULTS, key, key_len, pw_data (scratch),
                       pw_size (scratch));
+}
+
+int
+jobrec_save_cell (store_txn_t *txn, const sched_job_t *job, uint32_t step,
+                  const char *node, pw_t *scratch)
+{
+    ssize_t index = sched_job_node_index (job, node);
+    if (index < 0 || step >= job->step_count)
+        return STORE_EINVAL;
+    return s_put_cell (txn, job->id, step, node,
+                       &job->cells [step * job->expected_count + (size_t) index],
+                       scratch);
 }
 
 int
@@ -195,22 +220,26 @@ jobrec_save_event (store_txn_t *txn, const char *job_id, uint32_t seq,
                    int64_t step, const char *detail, pw_t *scratch)
 {
     pw_reset (scratch);
-    pw_map (scratch, 6);
+    pw_map (scratch, 3 + (node ? 1 : 0) + (step >= 0 ? 1 : 0)
+                     + (detail ? 1 : 0));
     pw_str (scratch, "seq");
     pw_int (scratch, seq);
     pw_str (scratch, "time_ms");
     pw_int (scratch, wall_ms);
     pw_str (scratch, "event");
     pw_str (scratch, event);
-    pw_str (scratch, "node");
-    s_str_or_nil (scratch, node);
-    pw_str (scratch, "step");
-    if (step >= 0)
+    if (node) {
+        pw_str (scratch, "node");
+        pw_str (scratch, node);
+    }
+    if (step >= 0) {
+        pw_str (scratch, "step");
         pw_int (scratch, step);
-    else
-        pw_nil (scratch);
-    pw_str (scratch, "detail");
-    s_str_or_nil (scratch, detail);
+    }
+    if (detail) {
+        pw_str (scratch, "detail");
+        pw_str (scratch, detail);
+    }
     uint8_t key [JOBREC_MAX_KEY];
     size_t key_len = jobrec_event_key (job_id, seq, key);
     return store_put (txn, STORE_DB_EVENTS, key, key_len, pw_data (scratch),
@@ -353,9 +382,15 @@ s_write_cell (pw_t *writer, const pv_t *cell)
     const pv_t *attempts = pv_map_get (cell, "attempts");
     size_t count = pv_size (attempts);
     const pv_t *last = count ? pv_array_at (attempts, count - 1) : NULL;
-    pw_map (writer, 8 + (count > 1 ? 1 : 0));
+    const pv_t *reason = pv_map_get (cell, "reason");
+    bool has_reason = pv_type (reason) == PV_STR;
+    pw_map (writer, 8 + (count > 1 ? 1 : 0) + (has_reason ? 1 : 0));
     pw_str (writer, "status");
     pw_pv (writer, pv_map_get (cell, "status"));
+    if (has_reason) {
+        pw_str (writer, "reason");
+        pw_pv (writer, reason);
+    }
     s_write_attempt_fields (writer, last);
     pw_str (writer, "attempts");
     int64_t attempt = 0;
@@ -403,8 +438,20 @@ jobrec_write_record (store_txn_t *txn, const char *job_id, pw_t *writer)
     const pv_t *retried_by = pv_map_get (header, "retried_by");
     bool has_retry_of = pv_type (retry_of) == PV_STR;
     bool has_retried_by = pv_type (retried_by) == PV_ARRAY;
+    //  not_run lists the members a group, label or all did not run; the
+    //  nodes a list names have their rows in results instead
+    const pv_t *not_run = pv_map_get (header, "not_run");
+    size_t members = 0;
+    for (size_t index = 0; index < pv_size (not_run); index++) {
+        bool named = false;
+        pv_get_bool (pv_map_get (pv_array_at (not_run, index), "named"),
+                     &named);
+        if (!named)
+            members++;
+    }
     pw_map (writer, 9 + s_spec_field_count (spec) + (has_reason ? 1 : 0)
-                        + (has_retry_of ? 1 : 0) + (has_retried_by ? 1 : 0));
+                        + (has_retry_of ? 1 : 0) + (has_retried_by ? 1 : 0)
+                        + (members ? 1 : 0));
     pw_str (writer, "id");
     pw_str (writer, job_id);
     s_write_spec_fields (spec, writer);
@@ -429,6 +476,24 @@ jobrec_write_record (store_txn_t *txn, const char *job_id, pw_t *writer)
     if (has_reason) {
         pw_str (writer, "reason");
         pw_pv (writer, reason);
+    }
+    if (members) {
+        pw_str (writer, "not_run");
+        pw_array (writer, members);
+        for (size_t index = 0; index < pv_size (not_run); index++) {
+            const pv_t *entry = pv_array_at (not_run, index);
+            bool named = false;
+            pv_get_bool (pv_map_get (entry, "named"), &named);
+            if (named)
+                continue;
+            pw_map (writer, 3);
+            pw_str (writer, "node");
+            pw_pv (writer, pv_map_get (entry, "node"));
+            pw_str (writer, "status");
+            pw_pv (writer, pv_map_get (entry, "status"));
+            pw_str (writer, "reason");
+            pw_pv (writer, pv_map_get (entry, "reason"));
+        }
     }
     //  results: step -> node -> cell, for every expected node; cells not
     //  yet written read pending.
@@ -558,20 +623,31 @@ jobrec_write_events (store_txn_t *txn, const char *job_id, uint32_t after,
             pv_doc_t *doc = NULL;
             if (pv_doc_decode (v, v_len, &doc, NULL, 0) == 0) {
                 if (pass == 1) {
+                    //  Optional fields are left out, never nil (records
+                    //  of older brokers hold nils)
                     const pv_t *event = pv_doc_root (doc);
-                    pw_map (writer, 6);
+                    static const char *optional [] = {"node", "step",
+                                                      "detail"};
+                    size_t fields = 3;
+                    for (size_t at = 0; at < 3; at++) {
+                        const pv_t *value = pv_map_get (event, optional [at]);
+                        if (value && pv_type (value) != PV_NIL)
+                            fields++;
+                    }
+                    pw_map (writer, fields);
                     pw_str (writer, "seq");
                     pw_pv (writer, pv_map_get (event, "seq"));
                     s_write_time_field (writer, "time",
                                         pv_map_get (event, "time_ms"));
                     pw_str (writer, "event");
                     pw_pv (writer, pv_map_get (event, "event"));
-                    pw_str (writer, "node");
-                    pw_pv (writer, pv_map_get (event, "node"));
-                    pw_str (writer, "step");
-                    pw_pv (writer, pv_map_get (event, "step"));
-                    pw_str (writer, "detail");
-                    pw_pv (writer, pv_map_get (event, "detail"));
+                    for (size_t at = 0; at < 3; at++) {
+                        const pv_t *value = pv_map_get (event, optional [at]);
+                        if (value && pv_type (value) != PV_NIL) {
+                            pw_str (writer, optional [at]);
+                            pw_pv (writer, value);
+                        }
+                    }
                 }
                 seen++;
             }
@@ -606,6 +682,7 @@ s_load_cell (sched_cell_t *cell, const pv_t *record)
         || attempt < 0 || attempt > 1000)
         return -2;
     cell->attempt = (uint32_t) attempt;
+    cell->reason = pv_strdup (pv_map_get (record, "reason"));
     const pv_t *attempts = pv_map_get (record, "attempts");
     size_t count = pv_size (attempts);
     if (pv_type (attempts) != PV_ARRAY || count > 1001)
@@ -650,6 +727,36 @@ s_load_cell (sched_cell_t *cell, const pv_t *record)
     return 0;
 }
 
+//  The not-run list of a header (absent in records of older brokers):
+//  sorted by node, as the scheduler keeps it. Returns 0 or -2.
+static int
+s_load_not_run (sched_job_t *job, const pv_t *list)
+{
+    size_t count = pv_size (list);
+    if (!list || count == 0)
+        return 0;
+    if (pv_type (list) != PV_ARRAY || count > (1u << 20))
+        return -2;
+    job->not_run = (sched_not_run_t *) calloc (count, sizeof (sched_not_run_t));
+    assert (job->not_run);
+    for (size_t index = 0; index < count; index++) {
+        const pv_t *item = pv_array_at (list, index);
+        sched_not_run_t *entry = &job->not_run [index];
+        job->not_run_count = index + 1;
+        entry->node = pv_strdup (pv_map_get (item, "node"));
+        entry->reason = pv_strdup (pv_map_get (item, "reason"));
+        pv_get_bool (pv_map_get (item, "named"), &entry->named);
+        char *status = pv_strdup (pv_map_get (item, "status"));
+        int rc = status ? sched_cell_status_parse (status, &entry->status) : -1;
+        free (status);
+        if (rc != 0 || !entry->node || !name_valid (entry->node)
+            || (index > 0 && strcmp (job->not_run [index - 1].node,
+                                     entry->node) >= 0))
+            return -2;
+    }
+    return 0;
+}
+
 int
 jobrec_load (store_txn_t *txn, const char *job_id, sched_job_t **job_p)
 {
@@ -681,7 +788,9 @@ jobrec_load (store_txn_t *txn, const char *job_id, sched_job_t **job_p)
         return -2;
     }
     job->status = (sched_job_status_t) status;
-    job->step = step >= 0 && (size_t) step < job->step_count ? (size_t) step : 0;
+    //  A finished job's step is its step count (R15)
+    job->step = step >= 0 && (size_t) step <= job->step_count ? (size_t) step
+                                                              : 0;
     job->created_at_ms = created;
     job->updated_at_ms = updated;
     job->reason = pv_strdup (pv_map_get (header, "reason"));
@@ -708,6 +817,8 @@ jobrec_load (store_txn_t *txn, const char *job_id, sched_job_t **job_p)
                 rc = -2;
         }
     }
+    if (rc == 0)
+        rc = s_load_not_run (job, pv_map_get (header, "not_run"));
     size_t node_count = pv_size (expected);
     if (node_count) {
         job->expected = (char **) calloc (node_count, sizeof (char *));
@@ -791,6 +902,35 @@ s_delete_idempotency (store_txn_t *txn, const char *job_id)
 }
 
 int
+jobrec_fill_cell (store_txn_t *txn, const proto_msg_t *result, pw_t *scratch)
+{
+    if (!result->job || !job_id_valid (result->job) || !result->node
+        || !name_valid (result->node) || result->step > 0xFFFF)
+        return 0;
+    uint8_t key [JOBREC_MAX_KEY];
+    size_t key_len = jobrec_cell_key (result->job, result->step, result->node,
+                                      key);
+    pv_doc_t *doc = NULL;
+    int rc = s_get_doc (txn, STORE_DB_RESULTS, key, key_len, &doc);
+    if (rc == STORE_ENOTFOUND)
+        return 0;
+    if (rc != 0)
+        return rc;
+    sched_cell_t cell;
+    memset (&cell, 0, sizeof cell);
+    rc = s_load_cell (&cell, pv_doc_root (doc));
+    pv_doc_destroy (&doc);
+    if (rc == 0 && sched_attempt_fill (&cell, result)) {
+        rc = s_put_cell (txn, result->job, result->step, result->node, &cell,
+                         scratch);
+        if (rc == 0)
+            rc = 1;
+    }
+    sched_cell_clear (&cell);
+    return rc;
+}
+
+int
 jobrec_delete (store_txn_t *txn, const char *job_id)
 {
     uint8_t prefix [JOBREC_MAX_KEY];
@@ -805,15 +945,6 @@ jobrec_delete (store_txn_t *txn, const char *job_id)
     if (rc >= 0)
         rc = store_del (txn, STORE_DB_JOBS, job_id, strlen (job_id));
     return rc < 0 ? rc : 0;
-}
-
-//  Cell statuses that count a node as failed in progress lines: the step
-//  ran (or was given up on) and did not work.
-static bool
-s_cell_bad (sched_cell_status_t status)
-{
-    return status == SCHED_CELL_FAILED || status == SCHED_CELL_TIMEOUT
-           || status == SCHED_CELL_LOST;
 }
 
 void
@@ -832,7 +963,7 @@ jobrec_write_progress (const sched_job_t *job, pw_t *writer)
                 done++;
         }
         for (size_t at = 0; at < job->step_count; at++)
-            if (s_cell_bad (job->cells [at * nodes + node].status)) {
+            if (sched_cell_status_failed (job->cells [at * nodes + node].status)) {
                 failed++;
                 break;
             }
@@ -841,7 +972,7 @@ jobrec_write_progress (const sched_job_t *job, pw_t *writer)
     for (size_t status = 0; status <= SCHED_CELL_RETRY_WAIT; status++)
         if (by_status [status])
             kinds++;
-    pw_map (writer, 9 + (job->reason ? 1 : 0));
+    pw_map (writer, 8 + (job->reason ? 1 : 0) + (job->updated_at_ms > 0 ? 1 : 0));
     pw_str (writer, "id");
     pw_str (writer, job->id);
     pw_str (writer, "status");
@@ -867,12 +998,10 @@ jobrec_write_progress (const sched_job_t *job, pw_t *writer)
         pw_str (writer, "reason");
         pw_str (writer, job->reason);
     }
-    char text [TIME_TEXT_LEN];
-    pw_str (writer, "updated_at");
     if (job->updated_at_ms > 0) {
+        char text [TIME_TEXT_LEN];
         time_format (job->updated_at_ms, text, sizeof text);
+        pw_str (writer, "updated_at");
         pw_str (writer, text);
     }
-    else
-        pw_nil (writer);
 }

@@ -10,12 +10,14 @@
     Job ids are time-sortable, so the jobs database lists oldest first.
 
     Header record: {id, spec: <job wire form>, status, step, steps,
-    expected: [ids], reason: str|nil, created_at_ms, updated_at_ms,
-    ?retry_of: id, ?retried_by: [ids]}.
-    Cell record: {status, attempt, attempts: [{attempt, status, output, data,
-    error, exit_code, duration_ms, truncated}]}.
-    Event record: {seq, time_ms, event, node: str|nil, step: int|nil,
-    detail: str|nil}.
+    expected: [ids], reason: str|nil, not_run: [{node, status, reason,
+    named}], created_at_ms, updated_at_ms, ?retry_of: id, ?retried_by:
+    [ids]} (not_run is absent in records of older brokers).
+    Cell record: {status, ?reason, attempt, attempts: [{attempt, status,
+    output, data, error, exit_code, duration_ms, truncated}]}.
+    Event record: {seq, time_ms, event, ?node: str, ?step: int,
+    ?detail: str} (records of older brokers hold nils there; the client
+    form leaves them out either way).
 
     Request record: 8 bytes of wall-clock ms (big-endian), then a byte
     JOBREC_DIGEST_LEN and the digest of the request's canonical form, then
@@ -111,6 +113,14 @@ int jobrec_header_status (const pv_t *header);
 //  current step and how many failed anywhere, and the current step's
 //  cells counted by status. Reads only JOB; never the store.
 void jobrec_write_progress (const sched_job_t *job, pw_t *writer);
+
+//  The agent's late RESULT for an attempt the broker already ended (lost,
+//  or cancelled) of a job no longer live: fills the stored cell's
+//  attempt with the output, exit code and duration the agent sent
+//  (sched_attempt_fill). Returns 1 when the cell changed, 0 when there
+//  was nothing to fill, or a STORE_ error / -2 (a malformed record).
+int jobrec_fill_cell (store_txn_t *txn, const proto_msg_t *result,
+                      pw_t *scratch);
 
 //  Deletes a job: header, cells, events, its idempotency record (when it
 //  still names this job) and its outputs. Returns 0 or a STORE_ error.

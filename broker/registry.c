@@ -583,21 +583,6 @@ registry_resolve (registry_t *self, const target_t *target, char ***ids_p)
     return count;
 }
 
-size_t
-registry_members (registry_t *self, const target_t *target)
-{
-    size_t count = 0;
-    if (target->scope == TARGET_NODE)
-        return target->node_count;
-    registry_node_t *node = (registry_node_t *) zhashx_first (self->nodes);
-    while (node) {
-        if (s_matches (node, target))
-            count++;
-        node = (registry_node_t *) zhashx_next (self->nodes);
-    }
-    return count;
-}
-
 static const proto_action_spec_t *
 s_find_action (const registry_node_t *node, const char *backend,
                const char *action)
@@ -614,6 +599,124 @@ s_find_action (const registry_node_t *node, const char *backend,
                 return &spec->actions [a];
     }
     return NULL;
+}
+
+//  The first leaf of SPEC that NODE does not offer, or NULL.
+static const job_phase_t *
+s_missing_action (const registry_node_t *node, const job_spec_t *spec)
+{
+    for (size_t p = 0; p < spec->phase_count; p++) {
+        const job_phase_t *phase = &spec->phases [p];
+        size_t count = phase->tasks ? phase->task_count : 1;
+        for (size_t t = 0; t < count; t++) {
+            const job_phase_t *leaf = phase->tasks ? &phase->tasks [t] : phase;
+            if (!s_find_action (node, leaf->backend, leaf->action))
+                return leaf;
+        }
+    }
+    return NULL;
+}
+
+//  Why NODE cannot run SPEC now, with its status; NULL when it can.
+static char *
+s_unavailable_reason (const registry_node_t *node, const job_spec_t *spec,
+                      int64_t wall_ms, sched_cell_status_t *status)
+{
+    if (!node->online) {
+        *status = SCHED_CELL_OFFLINE;
+        if (node->last_seen_wall_ms <= 0)
+            return strdup ("offline");
+        char text [TIME_TEXT_LEN];
+        time_format (node->last_seen_wall_ms, text, sizeof text);
+        //  "2026-11-21T07:00:51.123Z": the time alone, or date and time
+        text [10] = ' ';
+        text [19] = 0;
+        bool today = wall_ms - node->last_seen_wall_ms < 24 * 3600 * 1000LL;
+        return zsys_sprintf ("offline since %s", today ? text + 11 : text);
+    }
+    if (node->drained) {
+        *status = SCHED_CELL_DRAINED;
+        return strdup ("drained");
+    }
+    const job_phase_t *leaf = s_missing_action (node, spec);
+    if (leaf) {
+        *status = SCHED_CELL_UNSUPPORTED;
+        return zsys_sprintf ("does not offer %s.%s", leaf->backend,
+                             leaf->action);
+    }
+    return NULL;
+}
+
+static void
+s_not_run_add (sched_not_run_t **list_p, size_t *count, size_t *room,
+               const char *node, sched_cell_status_t status, char *reason,
+               bool named)
+{
+    if (*count == *room) {
+        *room = *room ? *room * 2 : 16;
+        *list_p = (sched_not_run_t *) realloc (*list_p,
+                                               *room * sizeof (sched_not_run_t));
+        assert (*list_p);
+    }
+    sched_not_run_t *entry = &(*list_p) [(*count)++];
+    entry->node = strdup (node);
+    assert (entry->node && reason);
+    entry->status = status;
+    entry->reason = reason;
+    entry->named = named;
+}
+
+size_t
+registry_unavailable (registry_t *self, const job_spec_t *spec,
+                      int64_t wall_ms, sched_not_run_t **list_p)
+{
+    *list_p = NULL;
+    size_t count = 0, room = 0;
+    const target_t *target = &spec->target;
+    sched_cell_status_t status = SCHED_CELL_OFFLINE;
+    if (target->scope == TARGET_NODE) {
+        for (size_t index = 0; index < target->node_count; index++) {
+            const char *id = target->nodes [index];
+            registry_node_t *node = registry_lookup (self, id);
+            char *reason = NULL;
+            if (!node) {
+                status = SCHED_CELL_OFFLINE;
+                reason = strdup ("not registered");
+            }
+            else
+                reason = s_unavailable_reason (node, spec, wall_ms, &status);
+            if (reason)
+                s_not_run_add (list_p, &count, &room, id, status, reason,
+                               true);
+        }
+        return count;
+    }
+    registry_node_t *node = (registry_node_t *) zhashx_first (self->nodes);
+    while (node) {
+        if (s_matches (node, target)) {
+            char *reason = s_unavailable_reason (node, spec, wall_ms, &status);
+            if (reason)
+                s_not_run_add (list_p, &count, &room, node->id, status, reason,
+                               false);
+        }
+        node = (registry_node_t *) zhashx_next (self->nodes);
+    }
+    return count;
+}
+
+size_t
+registry_members (registry_t *self, const target_t *target)
+{
+    size_t count = 0;
+    if (target->scope == TARGET_NODE)
+        return target->node_count;
+    registry_node_t *node = (registry_node_t *) zhashx_first (self->nodes);
+    while (node) {
+        if (s_matches (node, target))
+            count++;
+        node = (registry_node_t *) zhashx_next (self->nodes);
+    }
+    return count;
 }
 
 const proto_action_spec_t *

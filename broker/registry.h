@@ -34,6 +34,7 @@
 #include "../proto/proto.h"
 #include "../proto/pv.h"
 #include "../proto/pw.h"
+#include "sched.h"
 
 #define REGISTRY_MAX_ROUTING_ID 256  //  Longest ROUTER identity kept
 
@@ -113,6 +114,19 @@ size_t registry_overdue (registry_t *self, int64_t now_ms, int64_t grace_ms,
 //  strings (the caller frees both), NULL when none.
 size_t registry_resolve (registry_t *self, const target_t *target,
                          char ***ids_p);
+
+//  The nodes SPEC's target names or covers that cannot run it now, as
+//  sched_unavailable_fn gives them: each named id of a node list (named)
+//  or each registered member of a group, label or `all` that is offline
+//  ("offline since 12:01:07", from its last message, UTC; the date is
+//  added when that is more than a day before WALL_MS), drained
+//  ("drained"), or lacks an action of the job ("does not offer
+//  apt.update"), in that order of precedence. An id of a node list that
+//  is not registered reads offline, "not registered". Returns the count;
+//  *LIST_P is malloc'd (the caller frees it with sched_not_run_free), NULL
+//  when every node can run the job.
+size_t registry_unavailable (registry_t *self, const job_spec_t *spec,
+                             int64_t wall_ms, sched_not_run_t **list_p);
 
 //  How many registered nodes (online or not) match TARGET: the receivers
 //  a broadcast on its topic can reach.

@@ -66,6 +66,7 @@
 #define S_NODE_UNREACHABLE 0x02  //  Lost or offline: no more work at all
 #define S_NODE_TOOK_PART 0x04    //  Was sent at least one step
 #define S_NODE_PIPE_FAILED 0x08  //  Failed inside the current pipeline
+#define S_NODE_ABSENT 0x10       //  Named, but could not run from the start
 
 typedef enum {
     S_DUE_ACK = 1,     //  A dispatched cell must be acknowledged
@@ -134,6 +135,8 @@ struct _sched_t {
     sched_config_t config;       //  Copied at sched_new
     sched_resolve_fn *resolve;   //  Target resolver
     void *resolve_arg;           //  Its argument
+    sched_unavailable_fn *unavailable;  //  Who cannot run a job, and why
+    void *unavailable_arg;       //  Its argument
     uint64_t rng;                //  xorshift64* state
     uint64_t seq;                //  Next admission number
     uint64_t due_seq;            //  Next deadline number
@@ -248,7 +251,7 @@ static const char *s_job_status_names [] = {
 static const char *s_cell_status_names [] = {
     "pending", "dispatched", "acknowledged", "running", "success", "failed",
     "timeout", "skipped", "lost", "cancelled", "interrupted", "offline",
-    "retry_wait"
+    "drained", "unsupported", "retry_wait"
 };
 
 #define S_JOB_STATUSES (sizeof (s_job_status_names) / sizeof (char *))
@@ -309,10 +312,21 @@ sched_cell_status_final (sched_cell_status_t status)
         case SCHED_CELL_CANCELLED:
         case SCHED_CELL_INTERRUPTED:
         case SCHED_CELL_OFFLINE:
+        case SCHED_CELL_DRAINED:
+        case SCHED_CELL_UNSUPPORTED:
             return true;
         default:
             return false;
     }
+}
+
+bool
+sched_cell_status_failed (sched_cell_status_t status)
+{
+    return status == SCHED_CELL_FAILED || status == SCHED_CELL_TIMEOUT
+           || status == SCHED_CELL_LOST || status == SCHED_CELL_INTERRUPTED
+           || status == SCHED_CELL_OFFLINE || status == SCHED_CELL_DRAINED
+           || status == SCHED_CELL_UNSUPPORTED;
 }
 
 //  Sent and not yet finished: the agent may be working on it.
@@ -716,24 +730,30 @@ sched_job_new (const char *id, job_spec_t **spec_p)
     return job;
 }
 
+void
+sched_cell_clear (sched_cell_t *cell)
+{
+    for (size_t at = 0; at < cell->attempt_count; at++) {
+        sched_attempt_t *attempt = &cell->attempts [at];
+        free (attempt->output);
+        free (attempt->error);
+        for (size_t item = 0; item < attempt->data_count; item++) {
+            free (attempt->data [item].key);
+            free (attempt->data [item].value);
+        }
+        free (attempt->data);
+    }
+    free (cell->attempts);
+    free (cell->reason);
+    memset (cell, 0, sizeof (*cell));
+}
+
 static void
 s_cells_free (sched_job_t *job)
 {
     size_t count = job->cells ? job->step_count * job->expected_count : 0;
-    for (size_t index = 0; index < count; index++) {
-        sched_cell_t *cell = &job->cells [index];
-        for (size_t at = 0; at < cell->attempt_count; at++) {
-            sched_attempt_t *attempt = &cell->attempts [at];
-            free (attempt->output);
-            free (attempt->error);
-            for (size_t item = 0; item < attempt->data_count; item++) {
-                free (attempt->data [item].key);
-                free (attempt->data [item].value);
-            }
-            free (attempt->data);
-        }
-        free (cell->attempts);
-    }
+    for (size_t index = 0; index < count; index++)
+        sched_cell_clear (&job->cells [index]);
     free (job->cells);
     job->cells = NULL;
 }
@@ -748,12 +768,92 @@ s_expected_free (sched_job_t *job)
     job->expected_count = 0;
 }
 
+void
+sched_not_run_free (sched_not_run_t *list, size_t count)
+{
+    for (size_t index = 0; list && index < count; index++) {
+        free (list [index].node);
+        free (list [index].reason);
+    }
+    free (list);
+}
+
+static void
+s_not_run_clear (sched_job_t *job)
+{
+    sched_not_run_free (job->not_run, job->not_run_count);
+    job->not_run = NULL;
+    job->not_run_count = 0;
+}
+
+static int
+s_compare_not_run (const void *a, const void *b)
+{
+    return strcmp (((const sched_not_run_t *) a)->node,
+                   ((const sched_not_run_t *) b)->node);
+}
+
+//  The not-run entry of NODE in JOB's sorted list, or NULL.
+static const sched_not_run_t *
+s_not_run_find (const sched_job_t *job, const char *node)
+{
+    if (!job->not_run_count)
+        return NULL;
+    sched_not_run_t key;
+    memset (&key, 0, sizeof key);
+    key.node = (char *) node;
+    return (const sched_not_run_t *) bsearch (
+        &key, job->not_run, job->not_run_count, sizeof (sched_not_run_t),
+        s_compare_not_run);
+}
+
+//  "web-07 offline since 12:01:07, web-09 drained" for the entries of
+//  JOB's not-run list whose `named` is NAMED, at most 3 then "and N
+//  more". A new string.
+static char *
+s_not_run_text (const sched_job_t *job, bool named)
+{
+    char *text = s_strdup ("");
+    size_t shown = 0, total = 0;
+    for (size_t index = 0; index < job->not_run_count; index++) {
+        const sched_not_run_t *entry = &job->not_run [index];
+        if (entry->named != named)
+            continue;
+        if (total++ >= 3)
+            continue;
+        char *longer = s_printf ("%s%s%s %s", text, shown ? ", " : "",
+                                 entry->node, entry->reason ? entry->reason
+                                                            : "not run");
+        free (text);
+        text = longer;
+        shown++;
+    }
+    if (total > shown) {
+        char *longer = s_printf ("%s and %zu more", text, total - shown);
+        free (text);
+        text = longer;
+    }
+    return text;
+}
+
+//  How many entries of JOB's not-run list have `named` NAMED.
+static size_t
+s_not_run_count (const sched_job_t *job, bool named)
+{
+    size_t count = 0;
+    for (size_t index = 0; index < job->not_run_count; index++)
+        if (job->not_run [index].named == named)
+            count++;
+    return count;
+}
+
 //  Frees the record itself (not its priv).
 static void
 s_job_free (sched_job_t *job)
 {
     s_cells_free (job);
     s_expected_free (job);
+    s_not_run_clear (job);
     job_spec_destroy (&job->spec);
     free (job->reason);
     free (job->retry_of);
@@ -953,6 +1053,54 @@ s_attempt_add (sched_cell_t *cell, sched_cell_status_t status,
     attempt->truncated = truncated;
 }
 
+//  How long the current attempt of CELL has been running: from its
+//  started until now, 0 when it never started (a cancel or a loss
+//  records the time the step really ran).
+static int64_t
+s_ran_ms (const sched_t *self, const sched_cell_t *cell)
+{
+    if (cell->status != SCHED_CELL_RUNNING || cell->started_ms <= 0
+        || self->now_ms < cell->started_ms)
+        return 0;
+    return self->now_ms - cell->started_ms;
+}
+
+bool
+sched_attempt_fill (sched_cell_t *cell, const proto_msg_t *result)
+{
+    if ((cell->status != SCHED_CELL_LOST
+         && cell->status != SCHED_CELL_CANCELLED)
+        || cell->attempt_count == 0)
+        return false;
+    sched_attempt_t *attempt = &cell->attempts [cell->attempt_count - 1];
+    //  Stored records keep a missing output as ""
+    if (attempt->attempt != result->attempt
+        || (attempt->output && *attempt->output) || attempt->exit_code >= 0
+        || attempt->data_count
+        || ((!result->output || !*result->output) && result->exit_code < 0
+            && result->duration_ms == 0))
+        return false;
+    free (attempt->output);
+    attempt->output = s_strdup (result->output ? result->output : "");
+    attempt->exit_code = result->exit_code;
+    attempt->duration_ms = result->duration_ms > (uint64_t) INT64_MAX
+                               ? INT64_MAX
+                               : (int64_t) result->duration_ms;
+    attempt->truncated = result->truncated;
+    if (!attempt->error && result->error && *result->error)
+        attempt->error = s_strdup (result->error);
+    if (result->data_count) {
+        attempt->data = (proto_kv_t *) s_alloc (result->data_count
+                                                * sizeof (proto_kv_t));
+        for (size_t item = 0; item < result->data_count; item++) {
+            attempt->data [item].key = s_strdup (result->data [item].key);
+            attempt->data [item].value = s_strdup (result->data [item].value);
+        }
+        attempt->data_count = result->data_count;
+    }
+    return true;
+}
+
 //  Marks every non-final cell of NODE in steps FROM up to (not
 //  including) TO skipped, with one event saying why. Returns how many.
 static size_t
@@ -991,6 +1139,7 @@ s_dispatch_node (sched_t *self, s_jobx_t *jobx, size_t step, size_t node,
     sched_cell_t *cell = s_cell (job, step, node);
     cell->attempt = attempt;
     cell->resends = 0;
+    cell->started_ms = 0;
     cell->deadline_ms = self->now_ms + self->config.ack_timeout_ms;
     jobx->node_flags [node] |= S_NODE_TOOK_PART;
     s_cell_set (self, jobx, step, node, SCHED_CELL_DISPATCHED);
@@ -1017,6 +1166,7 @@ s_dispatch_barrier (sched_t *self, s_jobx_t *jobx, size_t step,
         sched_cell_t *cell = s_cell (job, step, node);
         cell->attempt = 1;
         cell->resends = 0;
+        cell->started_ms = 0;
         cell->deadline_ms = deadline_ms;
         jobx->node_flags [node] |= S_NODE_TOOK_PART;
         s_cell_set (self, jobx, step, node, SCHED_CELL_DISPATCHED);
@@ -1362,19 +1512,22 @@ s_job_complete (sched_t *self, s_jobx_t *jobx)
     sched_job_t *job = jobx->job;
     size_t nodes = job->expected_count;
     size_t *first_bad = (size_t *) s_alloc (nodes * sizeof (size_t));
+    size_t *first_failure = (size_t *) s_alloc (nodes * sizeof (size_t));
     bool *pipe_failed = (bool *) s_alloc (nodes * sizeof (bool));
     for (size_t node = 0; node < nodes; node++)
-        first_bad [node] = SIZE_MAX;
+        first_bad [node] = first_failure [node] = SIZE_MAX;
     bool failed_before = false;
     for (size_t p = 0; p < jobx->phase_count; p++) {
         const s_phase_t *phase = &jobx->phases [p];
         //  An offline cell is written on the next step a waiting node was
         //  due to run, in a phase not started yet: that failure came
-        //  before the phase
+        //  before the phase. A named node that could not run at all
+        //  fails no condition.
         for (size_t step = phase->first;
              step < phase->first + phase->count && !failed_before; step++)
             for (size_t node = 0; node < nodes; node++)
-                if (s_cell (job, step, node)->status == SCHED_CELL_OFFLINE) {
+                if (s_cell (job, step, node)->status == SCHED_CELL_OFFLINE
+                    && !(jobx->node_flags [node] & S_NODE_ABSENT)) {
                     failed_before = true;
                     break;
                 }
@@ -1386,6 +1539,7 @@ s_job_complete (sched_t *self, s_jobx_t *jobx)
             job_condition_t condition = jobx->steps [step].leaf->condition;
             for (size_t node = 0; node < nodes; node++) {
                 sched_cell_status_t status = s_cell (job, step, node)->status;
+                bool absent = (jobx->node_flags [node] & S_NODE_ABSENT) != 0;
                 bool fine;
                 if (status == SCHED_CELL_SUCCESS)
                     fine = true;
@@ -1398,9 +1552,11 @@ s_job_complete (sched_t *self, s_jobx_t *jobx)
                                                         || pipe_failed [node]));
                 else {
                     fine = false;
-                    if (s_is_failure (status)) {
+                    if (s_is_failure (status) && !absent) {
                         failed_here = true;
                         pipe_failed [node] = true;
+                        if (first_failure [node] == SIZE_MAX)
+                            first_failure [node] = step;
                     }
                 }
                 if (!fine && first_bad [node] == SIZE_MAX)
@@ -1409,26 +1565,63 @@ s_job_complete (sched_t *self, s_jobx_t *jobx)
         }
         failed_before = failed_before || failed_here;
     }
-    size_t bad = 0, lowest = SIZE_MAX;
+    //  Nodes that failed somewhere, nodes that only missed steps (fail-fast
+    //  or a dropped phase), and named nodes that could not run at all
+    size_t bad = 0, failed = 0, skipped = 0, absent = 0, lowest = SIZE_MAX;
     bool same_step = true;
-    for (size_t node = 0; node < nodes; node++)
-        if (first_bad [node] != SIZE_MAX) {
-            if (bad++ > 0 && first_bad [node] != lowest)
+    for (size_t node = 0; node < nodes; node++) {
+        if (first_bad [node] == SIZE_MAX)
+            continue;
+        bad++;
+        if (jobx->node_flags [node] & S_NODE_ABSENT)
+            absent++;
+        else
+        if (first_failure [node] == SIZE_MAX)
+            skipped++;
+        else {
+            if (failed++ > 0 && first_failure [node] != lowest)
                 same_step = false;
-            if (first_bad [node] < lowest)
-                lowest = first_bad [node];
+            if (first_failure [node] < lowest)
+                lowest = first_failure [node];
         }
+    }
     free (first_bad);
+    free (first_failure);
     free (pipe_failed);
     if (bad == 0) {
         s_job_finish (self, jobx, SCHED_JOB_COMPLETED, NULL);
         return;
     }
-    const job_phase_t *leaf = jobx->steps [lowest].leaf;
-    char *reason = s_printf ("%zu of %zu node%s failed%s %zu (%s %s)", bad,
-                             nodes, nodes == 1 ? "" : "s",
-                             same_step ? " at step" : ", first at step",
-                             lowest, leaf->backend, leaf->action);
+    //  "1 of 3 nodes failed at step 0 (systemd restart); 2 skipped";
+    //  "1 of 3 nodes not run: db-01 offline since 12:01:07"
+    char *reason = s_strdup ("");
+    const char *plural = nodes == 1 ? "" : "s";
+    if (failed > 0) {
+        const job_phase_t *leaf = jobx->steps [lowest].leaf;
+        char *text = s_printf ("%zu of %zu node%s failed%s %zu (%s %s)",
+                               failed, nodes, plural,
+                               same_step ? " at step" : ", first at step",
+                               lowest, leaf->backend, leaf->action);
+        free (reason);
+        reason = text;
+    }
+    if (skipped > 0) {
+        char *text = *reason ? s_printf ("%s; %zu skipped", reason, skipped)
+                             : s_printf ("%zu of %zu node%s skipped", skipped,
+                                         nodes, plural);
+        free (reason);
+        reason = text;
+    }
+    if (absent > 0) {
+        char *list = s_not_run_text (job, true);
+        char *text = *reason ? s_printf ("%s; %zu not run: %s", reason,
+                                         absent, list)
+                             : s_printf ("%zu of %zu node%s not run: %s",
+                                         absent, nodes, plural, list);
+        free (list);
+        free (reason);
+        reason = text;
+    }
     s_job_finish (self, jobx,
                   bad == nodes ? SCHED_JOB_FAILED : SCHED_JOB_PARTIAL_FAILURE,
                   reason);
@@ -1472,8 +1665,8 @@ s_job_abort (sched_t *self, s_jobx_t *jobx, sched_job_status_t status,
             if (sched_cell_status_final (cell->status))
                 continue;
             if (s_in_flight (cell->status)) {
-                s_attempt_add (cell, SCHED_CELL_CANCELLED, NULL, reason, -1, 0,
-                               false);
+                s_attempt_add (cell, SCHED_CELL_CANCELLED, NULL, reason, -1,
+                               s_ran_ms (self, cell), false);
                 s_event (self, job, "cancelled", node, step, s_strdup (reason));
             }
             s_cell_set (self, jobx, step, node, SCHED_CELL_CANCELLED);
@@ -1483,6 +1676,64 @@ s_job_abort (sched_t *self, s_jobx_t *jobx, sched_job_status_t status,
              s_printf ("%s (%zu cell%s cancelled)", reason, cancelled,
                        cancelled == 1 ? "" : "s"));
     s_job_finish (self, jobx, status, s_strdup (reason));
+}
+
+//  R2: asks which nodes of the target cannot run the job, keeps that
+//  list on the job (sorted, one entry per node, NULL reasons filled in)
+//  and drops those nodes from IDS (sorted). Returns the new count of IDS.
+static size_t
+s_not_run_apply (sched_t *self, sched_job_t *job, char **ids, size_t count)
+{
+    s_not_run_clear (job);
+    sched_not_run_t *list = NULL;
+    size_t listed = self->unavailable
+                        ? self->unavailable (self->unavailable_arg, job->spec,
+                                             &list)
+                        : 0;
+    if (!list)
+        listed = 0;
+    size_t kept = 0;
+    for (size_t index = 0; index < listed; index++) {
+        sched_not_run_t *entry = &list [index];
+        bool valid = entry->node
+                     && (entry->status == SCHED_CELL_OFFLINE
+                         || entry->status == SCHED_CELL_DRAINED
+                         || entry->status == SCHED_CELL_UNSUPPORTED);
+        if (!valid) {
+            free (entry->node);
+            free (entry->reason);
+            continue;
+        }
+        if (!entry->reason)
+            entry->reason = s_strdup (sched_cell_status_name (entry->status));
+        list [kept++] = *entry;
+    }
+    listed = kept;
+    if (listed > 1)
+        qsort (list, listed, sizeof (sched_not_run_t), s_compare_not_run);
+    kept = 0;
+    for (size_t index = 0; index < listed; index++)
+        if (kept > 0 && strcmp (list [kept - 1].node, list [index].node) == 0) {
+            free (list [index].node);
+            free (list [index].reason);
+        }
+        else
+            list [kept++] = list [index];
+    if (kept == 0) {
+        free (list);
+        return count;
+    }
+    job->not_run = list;
+    job->not_run_count = kept;
+    //  A node that cannot run the job is not run, whatever the resolver
+    //  thought of it
+    size_t left = 0;
+    for (size_t index = 0; index < count; index++)
+        if (s_not_run_find (job, ids [index]))
+            free (ids [index]);
+        else
+            ids [left++] = ids [index];
+    return left;
 }
 
 //  R2: resolves the target and starts the job.
@@ -1510,6 +1761,10 @@ s_job_start (sched_t *self, s_jobx_t *jobx)
         else
             ids [kept++] = ids [index];
     count = kept;
+    count = s_not_run_apply (self, job, ids, count);
+    if (target->any)
+        //  One node takes the work: the others are not owed a row
+        s_not_run_clear (job);
     if (count > 0 && target->any) {
         //  One node takes the work; consecutive jobs rotate over the set
         size_t pick = self->any_counter++ % count;
@@ -1520,14 +1775,36 @@ s_job_start (sched_t *self, s_jobx_t *jobx)
         ids [0] = chosen;
         count = 1;
     }
+    //  Named nodes that cannot run it get a row each, so that every node
+    //  the job names is answered for
+    size_t named = s_not_run_count (job, true);
+    if (named > 0) {
+        ids = (char **) realloc (ids, (count + named) * sizeof (char *));
+        if (!ids) {
+            fprintf (stderr, "sched: out of memory (expected)\n");
+            abort ();
+        }
+        for (size_t index = 0; index < job->not_run_count; index++)
+            if (job->not_run [index].named)
+                ids [count++] = s_strdup (job->not_run [index].node);
+        qsort (ids, count, sizeof (char *), s_compare_ids);
+    }
     s_running_add (self, jobx);
     job->status = SCHED_JOB_RUNNING;
     job->step = 0;
     if (count == 0) {
         free (ids);
         char *text = target_format (target);
-        char *reason = s_printf ("no online node matches %s",
-                                 text ? text : "the target");
+        char *reason;
+        if (job->not_run_count > 0) {
+            char *list = s_not_run_text (job, false);
+            reason = s_printf ("no node of %s can run it: %s",
+                               text ? text : "the target", list);
+            free (list);
+        }
+        else
+            reason = s_printf ("no online node matches %s",
+                               text ? text : "the target");
         free (text);
         s_job_finish (self, jobx, SCHED_JOB_FAILED, reason);
         return;
@@ -1544,8 +1821,31 @@ s_job_start (sched_t *self, s_jobx_t *jobx)
         s_due_push (self, jobx, S_DUE_JOB, jobx->job_deadline_ms, 0, 0);
     }
     s_save_job (self, job);
+    size_t members = s_not_run_count (job, false);
+    char *list = members ? s_not_run_text (job, false) : NULL;
     s_event (self, job, "started", SIZE_MAX, 0,
-             s_printf ("on %zu node%s", count, count == 1 ? "" : "s"));
+             members ? s_printf ("on %zu node%s; %zu not run: %s",
+                                 count - named, count - named == 1 ? "" : "s",
+                                 members, list)
+                     : s_printf ("on %zu node%s", count - named,
+                                 count - named == 1 ? "" : "s"));
+    free (list);
+    //  A named node that cannot run the job reads its status, with its
+    //  reason, in every step; it takes no part and fails no condition
+    for (size_t index = 0; index < job->not_run_count; index++) {
+        const sched_not_run_t *entry = &job->not_run [index];
+        if (!entry->named)
+            continue;
+        size_t node = (size_t) sched_job_node_index (job, entry->node);
+        jobx->node_flags [node]
+            |= S_NODE_ABSENT | S_NODE_DROPPED | S_NODE_UNREACHABLE;
+        for (size_t step = 0; step < job->step_count; step++) {
+            s_cell (job, step, node)->reason = s_strdup (entry->reason);
+            s_cell_set (self, jobx, step, node, entry->status);
+        }
+        s_event (self, job, sched_cell_status_name (entry->status), node, 0,
+                 s_strdup (entry->reason));
+    }
     s_walk (self, jobx);
 }
 
@@ -1594,6 +1894,14 @@ sched_new (const sched_config_t *config, sched_resolve_fn *resolve,
     self->rng = self->config.seed ? self->config.seed
                                   : UINT64_C (0x9E3779B97F4A7C15);
     return self;
+}
+
+void
+sched_set_unavailable (sched_t *self, sched_unavailable_fn *unavailable,
+                       void *arg)
+{
+    self->unavailable = unavailable;
+    self->unavailable_arg = arg;
 }
 
 //  Frees what drained actions point into, once all have been drained.
@@ -1711,6 +2019,16 @@ s_resume (sched_t *self, s_jobx_t *jobx)
     sched_job_t *job = jobx->job;
     size_t nodes = job->expected_count;
     bool *failed = (bool *) s_alloc (nodes * sizeof (bool));
+    //  Named nodes that could not run from the start (R2)
+    for (size_t index = 0; index < job->not_run_count; index++) {
+        ssize_t node = job->not_run [index].named
+                           ? sched_job_node_index (job,
+                                                   job->not_run [index].node)
+                           : -1;
+        if (node >= 0)
+            jobx->node_flags [node]
+                |= S_NODE_ABSENT | S_NODE_DROPPED | S_NODE_UNREACHABLE;
+    }
     for (size_t step = 0; step < job->step_count; step++)
         for (size_t node = 0; node < nodes; node++) {
             sched_cell_t *cell = s_cell (job, step, node);
@@ -1718,6 +2036,8 @@ s_resume (sched_t *self, s_jobx_t *jobx)
                 jobx->step_final [step]++;
                 jobx->phase_final [jobx->steps [step].phase]++;
             }
+            if (jobx->node_flags [node] & S_NODE_ABSENT)
+                continue;
             if (cell->attempt > 0)
                 jobx->node_flags [node] |= S_NODE_TOOK_PART;
             if (s_is_failure (cell->status)) {
@@ -1748,6 +2068,8 @@ s_resume (sched_t *self, s_jobx_t *jobx)
             for (size_t node = 0; node < nodes; node++) {
                 const sched_cell_t *cell = s_cell (job, step, node);
                 bool here = step >= phase->first;
+                if (jobx->node_flags [node] & S_NODE_ABSENT)
+                    continue;
                 //  Offline cells count before their phase (as in R8)
                 if (!here || cell->status == SCHED_CELL_OFFLINE) {
                     if (s_is_failure (cell->status))
@@ -1936,6 +2258,7 @@ sched_on_started (sched_t *self, const char *job_id, uint32_t step,
     bool moved = deadline_ms != cell->deadline_ms
                  || cell->status == SCHED_CELL_DISPATCHED;
     cell->deadline_ms = deadline_ms;
+    cell->started_ms = now_ms;
     s_cell_set (self, jobx, step, index, SCHED_CELL_RUNNING);
     if (moved)
         s_due_push (self, jobx, S_DUE_RUN, cell->deadline_ms, step, index);
@@ -1987,8 +2310,14 @@ sched_on_result (sched_t *self, const proto_msg_t *result, int64_t now_ms)
     }
     else
         return -1;
-    if (!s_in_flight (cell->status))
-        return 1;               //  This attempt already has its outcome
+    if (!s_in_flight (cell->status)) {
+        //  This attempt already has its outcome. When the broker decided
+        //  it (lost, cancelled) the agent's late result still brings what
+        //  the step printed and how long it ran
+        if (sched_attempt_fill (cell, result))
+            s_save_cell (self, job, step, index);
+        return 1;
+    }
 
     int64_t duration_ms = result->duration_ms > (uint64_t) INT64_MAX
                               ? INT64_MAX
@@ -2063,7 +2392,8 @@ sched_on_node_offline (sched_t *self, const char *node, int64_t now_ms)
                 continue;
             if (s_in_flight (cell->status))
                 s_attempt_add (cell, SCHED_CELL_LOST, NULL,
-                               "node went offline", -1, 0, false);
+                               "node went offline", -1,
+                               s_ran_ms (self, cell), false);
             s_cell_set (self, jobx, step, index, SCHED_CELL_LOST);
             s_event (self, job, "lost", index, step,
                      s_strdup ("node went offline"));
@@ -2073,6 +2403,9 @@ sched_on_node_offline (sched_t *self, const char *node, int64_t now_ms)
             //  Nothing under way: the step it was due to run next reads
             //  offline, so the failure is in its cells (R8 and R16 read
             //  failures from cells)
+            sched_cell_t *cell = s_cell (job, first_open, index);
+            free (cell->reason);
+            cell->reason = s_strdup ("node went offline");
             s_cell_set (self, jobx, first_open, index, SCHED_CELL_OFFLINE);
             settled = first_open;
         }

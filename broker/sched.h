@@ -65,6 +65,8 @@ typedef enum {
     SCHED_CELL_CANCELLED,        //  Final: job cancelled or timed out before it finished
     SCHED_CELL_INTERRUPTED,      //  Final: the agent restarted while it ran
     SCHED_CELL_OFFLINE,          //  Final: the node was offline when the step was due
+    SCHED_CELL_DRAINED,          //  Final: a named node was drained when the job started
+    SCHED_CELL_UNSUPPORTED,      //  Final: a named node does not offer an action of the job
     SCHED_CELL_RETRY_WAIT        //  Failed, waiting for its backoff to run again
 } sched_cell_status_t;
 
@@ -87,9 +89,19 @@ typedef struct {
     uint32_t attempt;             //  Current attempt, 0 before the first dispatch
     sched_attempt_t *attempts;    //  Finished attempts, oldest first (owned)
     size_t attempt_count;         //  How many
+    char *reason;                 //  Why it did not run (offline, drained, unsupported), or NULL (owned)
     int64_t deadline_ms;          //  Private: ack / run / retry deadline (monotonic)
     uint32_t resends;             //  Private: direct re-sends of this attempt
+    int64_t started_ms;           //  Private: when this attempt started running (monotonic), 0 before
 } sched_cell_t;
+
+//  A node the target names or covers that the job did not run on.
+typedef struct {
+    char *node;                   //  Node id (owned)
+    sched_cell_status_t status;   //  OFFLINE, DRAINED or UNSUPPORTED
+    char *reason;                 //  "offline since 12:01:07", "drained", "does not offer apt update" (owned)
+    bool named;                   //  Named by the target: it has a row (a cell per step) in the job
+} sched_not_run_t;
 
 typedef struct {
     char id [JOB_ID_LEN + 1];     //  Job id
@@ -101,6 +113,8 @@ typedef struct {
     size_t expected_count;        //  How many
     sched_cell_t *cells;          //  step_count x expected_count, cells[step * expected_count + node]
     char *reason;                 //  Why it failed or was cancelled, or NULL
+    sched_not_run_t *not_run;     //  Nodes named or covered that did not run, sorted by id (owned)
+    size_t not_run_count;         //  How many
     int64_t created_at_ms;        //  Wall clock, set by the caller, not used by sched
     int64_t updated_at_ms;        //  Wall clock, set by the caller, not used by sched
     int64_t submitted_ms;         //  Monotonic time of submission (sched)
@@ -130,6 +144,16 @@ void sched_config_defaults (sched_config_t *config);
 //  (the scheduler frees them); 0 with *IDS_P NULL when none match.
 typedef size_t (sched_resolve_fn) (void *arg, const target_t *target,
                                    char ***ids_p);
+
+//  The nodes SPEC's target names or covers that cannot run it now: those
+//  offline, drained, or lacking an action of the job. Returns the count
+//  and gives *LIST_P a malloc'd array (the scheduler takes it and what
+//  its entries own); 0 with *LIST_P NULL when every node can run it.
+//  Entries with `named` set get a row in the job: a cell per step with
+//  their status and reason. The others are listed in job->not_run only.
+//  An entry for a node the resolver also returned drops that node.
+typedef size_t (sched_unavailable_fn) (void *arg, const job_spec_t *spec,
+                                       sched_not_run_t **list_p);
 
 typedef enum {
     SCHED_ACTION_DISPATCH = 1,    //  Send STEP/ATTEMPT of JOB to NODES; on TOPIC when not NULL, else on each node's own topic
@@ -164,11 +188,23 @@ sched_t *sched_new (const sched_config_t *config, sched_resolve_fn *resolve,
 //  Frees the scheduler and every job it holds; NULL-safe, nulls *self_p.
 void sched_destroy (sched_t **self_p);
 
+//  Sets the callback that says, when a job starts, which nodes of its
+//  target cannot run it and why (R2). Without one, nodes the resolver
+//  leaves out are not mentioned.
+void sched_set_unavailable (sched_t *self, sched_unavailable_fn *unavailable,
+                            void *arg);
+
+//  Frees the entries of a not-run list and the array; NULL-safe.
+void sched_not_run_free (sched_not_run_t *list, size_t count);
+
 //  A new job record for SPEC (taken: *spec_p is nulled) with id ID.
 sched_job_t *sched_job_new (const char *id, job_spec_t **spec_p);
 
 //  Index of NODE in JOB's sorted expected list (bsearch), or -1.
 ssize_t sched_job_node_index (const sched_job_t *job, const char *node);
+
+//  Frees what CELL owns (its attempts and reason) and zeroes it.
+void sched_cell_clear (sched_cell_t *cell);
 
 //  Frees a job that was never handed to a scheduler; NULL-safe.
 void sched_job_destroy (sched_job_t **job_p);
@@ -214,6 +250,14 @@ int64_t sched_next_deadline_ms (sched_t *self);
 //  Pops the next action into *ACTION. Returns false when there is none.
 bool sched_next_action (sched_t *self, sched_action_t *action);
 
+//  Fills the attempt the broker ended on CELL (lost or cancelled, with no
+//  output and no exit code yet) from the agent's late RESULT for that
+//  same attempt: output, exit code, duration, truncation and data; the
+//  cell's status and the broker's error stay. Returns true when it
+//  changed the cell. sched_on_result does this for live jobs (and
+//  returns 1); the broker does it on the stored cell of a finished job.
+bool sched_attempt_fill (sched_cell_t *cell, const proto_msg_t *result);
+
 //  A live (pending or running) job, or NULL. Borrowed.
 const sched_job_t *sched_job (sched_t *self, const char *job_id);
 
@@ -230,7 +274,8 @@ size_t sched_running_count (sched_t *self);
 //  Wire/JSON names: "pending", "running", "completed", "partial_failure",
 //  "failed", "cancelled"; "pending", "dispatched", "acknowledged",
 //  "running", "success", "failed", "timeout", "skipped", "lost",
-//  "cancelled", "interrupted", "offline", "retry_wait".
+//  "cancelled", "interrupted", "offline", "drained", "unsupported",
+//  "retry_wait".
 const char *sched_job_status_name (sched_job_status_t status);
 const char *sched_cell_status_name (sched_cell_status_t status);
 
@@ -241,5 +286,10 @@ int sched_cell_status_parse (const char *name, sched_cell_status_t *status);
 //  True for the final job statuses / final cell statuses.
 bool sched_job_status_final (sched_job_status_t status);
 bool sched_cell_status_final (sched_cell_status_t status);
+
+//  True for a final cell status that is a failure of that node: failed,
+//  timeout, lost, interrupted, offline, drained, unsupported (what the
+//  summary and job.progress count; a cancel or a skip is not).
+bool sched_cell_status_failed (sched_cell_status_t status);
 
 #endif

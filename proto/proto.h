@@ -175,7 +175,8 @@ int proto_msg_decode (const void *data, size_t size, proto_msg_t **msg_p,
 #define PROTO_ERR_BAD_REQUEST "bad_request"        //  fields wrong
 #define PROTO_ERR_INVALID_JOB "invalid_job"        //  spec fails validation (details)
 #define PROTO_ERR_NOT_FOUND "not_found"            //  no such job/node
-#define PROTO_ERR_NO_NODES "no_nodes"              //  target matched no online node
+#define PROTO_ERR_NO_NODES "no_nodes"              //  no node of the target can run the job
+#define PROTO_ERR_UNKNOWN_NODE "unknown_node"      //  a node id the target names is not registered (details)
 #define PROTO_ERR_QUEUE_FULL "queue_full"          //  admission refused
 #define PROTO_ERR_CONFLICT "conflict"              //  e.g. cancel of a finished job
 #define PROTO_ERR_STORE "storage_error"            //  store failing (I/O), or unreadable

@@ -328,6 +328,182 @@ test_jobrec_idempotency_index (void **state)
     sched_job_destroy (&job);
 }
 
+//  A finished job: its step is its step count after a reload, a named
+//  node that did not run keeps its rows and reason, the members a group
+//  did not run are listed in not_run, and progress counts every failure
+//  kind.
+static void
+test_jobrec_not_run_survives_reload (void **state)
+{
+    fixture_t *fixture = (fixture_t *) *state;
+    sched_job_t *job = s_job ();
+    job->status = SCHED_JOB_PARTIAL_FAILURE;
+    job->step = job->step_count;
+    job->reason = strdup ("1 of 2 nodes not run: web-02 drained");
+    for (size_t step = 0; step < 3; step++) {
+        sched_cell_t *cell = &job->cells [step * 2 + 1];
+        for (size_t at = 0; at < cell->attempt_count; at++) {
+            free (cell->attempts [at].output);
+            free (cell->attempts [at].error);
+            for (size_t item = 0; item < cell->attempts [at].data_count; item++) {
+                free (cell->attempts [at].data [item].key);
+                free (cell->attempts [at].data [item].value);
+            }
+            free (cell->attempts [at].data);
+        }
+        free (cell->attempts);
+        memset (cell, 0, sizeof *cell);
+        cell->status = SCHED_CELL_DRAINED;
+        cell->reason = strdup ("drained");
+        job->cells [step * 2].status = SCHED_CELL_SUCCESS;
+    }
+    job->not_run_count = 2;
+    job->not_run = (sched_not_run_t *) calloc (2, sizeof (sched_not_run_t));
+    job->not_run [0] = (sched_not_run_t) {strdup ("web-02"),
+                                          SCHED_CELL_DRAINED,
+                                          strdup ("drained"), true};
+    job->not_run [1] = (sched_not_run_t) {strdup ("web-07"),
+                                          SCHED_CELL_OFFLINE,
+                                          strdup ("offline since 12:01:07"),
+                                          false};
+    s_save (fixture, job);
+
+    sched_job_t *copy = NULL;
+    assert_int_equal (jobrec_load (fixture->txn, job->id, &copy), 0);
+    assert_int_equal (copy->step, 3);
+    assert_int_equal (copy->not_run_count, 2);
+    assert_string_equal (copy->not_run [1].node, "web-07");
+    assert_int_equal (copy->not_run [1].status, SCHED_CELL_OFFLINE);
+    assert_string_equal (copy->not_run [1].reason, "offline since 12:01:07");
+    assert_true (copy->not_run [0].named);
+    assert_false (copy->not_run [1].named);
+    assert_int_equal (copy->cells [2 * 2 + 1].status, SCHED_CELL_DRAINED);
+    assert_string_equal (copy->cells [2 * 2 + 1].reason, "drained");
+
+    pw_t *writer = pw_new ();
+    jobrec_write_progress (copy, writer);
+    pv_doc_t *doc = NULL;
+    assert_int_equal (pv_doc_decode (pw_data (writer), pw_size (writer), &doc,
+                                     NULL, 0), 0);
+    int64_t value = -1;
+    assert_int_equal (pv_get_int (pv_map_get (pv_doc_root (doc), "step"),
+                                  &value), 0);
+    assert_int_equal (value, 3);
+    assert_int_equal (pv_get_int (pv_map_get (pv_doc_root (doc), "failed"),
+                                  &value), 0);
+    assert_int_equal (value, 1);
+    pv_doc_destroy (&doc);
+
+    //  The client record: the named node's rows carry the reason; only
+    //  the member is in not_run
+    pw_reset (writer);
+    assert_int_equal (jobrec_write_record (fixture->txn, job->id, writer), 0);
+    assert_int_equal (pv_doc_decode (pw_data (writer), pw_size (writer), &doc,
+                                     NULL, 0), 0);
+    const pv_t *record = pv_doc_root (doc);
+    const pv_t *cell = pv_map_get (pv_map_get (pv_map_get (record, "results"),
+                                               "1"), "web-02");
+    assert_true (pv_str_eq (pv_map_get (cell, "status"), "drained"));
+    assert_true (pv_str_eq (pv_map_get (cell, "reason"), "drained"));
+    const pv_t *ok = pv_map_get (pv_map_get (pv_map_get (record, "results"),
+                                             "0"), "web-01");
+    assert_null (pv_map_get (ok, "reason"));
+    const pv_t *not_run = pv_map_get (record, "not_run");
+    assert_int_equal (pv_size (not_run), 1);
+    assert_true (pv_str_eq (pv_map_get (pv_array_at (not_run, 0), "node"),
+                            "web-07"));
+    assert_true (pv_str_eq (pv_map_get (pv_array_at (not_run, 0), "status"),
+                            "offline"));
+    assert_true (pv_str_eq (pv_map_get (pv_array_at (not_run, 0), "reason"),
+                            "offline since 12:01:07"));
+    pv_doc_destroy (&doc);
+    pw_destroy (&writer);
+    sched_job_destroy (&copy);
+    sched_job_destroy (&job);
+}
+
+//  Optional event fields are left out, never nil.
+static void
+test_jobrec_events_leave_out_optional_fields (void **state)
+{
+    fixture_t *fixture = (fixture_t *) *state;
+    const char *id = "j-0193a1b2c3d4-0004";
+    assert_int_equal (jobrec_save_event (fixture->txn, id, 1, 1000, "submitted",
+                                         NULL, -1, NULL, fixture->scratch), 0);
+    assert_int_equal (jobrec_save_event (fixture->txn, id, 2, 1001, "lost",
+                                         "web-01", 0, "node went offline",
+                                         fixture->scratch), 0);
+    pw_t *writer = pw_new ();
+    jobrec_write_events (fixture->txn, id, 0, 100, writer);
+    pv_doc_t *doc = NULL;
+    assert_int_equal (pv_doc_decode (pw_data (writer), pw_size (writer), &doc,
+                                     NULL, 0), 0);
+    const pv_t *first = pv_array_at (pv_doc_root (doc), 0);
+    assert_int_equal (pv_size (first), 3);
+    assert_null (pv_map_get (first, "node"));
+    assert_null (pv_map_get (first, "step"));
+    assert_null (pv_map_get (first, "detail"));
+    const pv_t *second = pv_array_at (pv_doc_root (doc), 1);
+    assert_int_equal (pv_size (second), 6);
+    assert_true (pv_str_eq (pv_map_get (second, "detail"), "node went offline"));
+    pv_doc_destroy (&doc);
+    pw_destroy (&writer);
+}
+
+//  A late result of an attempt the broker ended fills the stored cell of
+//  a finished job, once; any other result changes nothing.
+static void
+test_jobrec_fill_cell_from_late_result (void **state)
+{
+    fixture_t *fixture = (fixture_t *) *state;
+    sched_job_t *job = s_job ();
+    //  web-01's step 2 attempt 2 was cancelled by the broker
+    sched_cell_t *cell = &job->cells [2 * 2 + 0];
+    cell->status = SCHED_CELL_CANCELLED;
+    cell->attempts = (sched_attempt_t *) realloc (cell->attempts,
+                                                  2 * sizeof (sched_attempt_t));
+    cell->attempts [1] = (sched_attempt_t) {2, SCHED_CELL_CANCELLED, NULL,
+                                            strdup ("cancelled by request"),
+                                            -1, 0, false, NULL, 0};
+    cell->attempt_count = 2;
+    s_save (fixture, job);
+    proto_msg_t result;
+    memset (&result, 0, sizeof result);
+    result.type = PROTO_RESULT;
+    result.job = job->id;
+    result.node = (char *) "web-01";
+    result.step = 2;
+    result.attempt = 1;
+    result.status = (char *) "cancelled";
+    result.output = (char *) "half way\n";
+    result.exit_code = 143;
+    result.duration_ms = 1234;
+    //  Another attempt: nothing
+    assert_int_equal (jobrec_fill_cell (fixture->txn, &result,
+                                        fixture->scratch), 0);
+    result.attempt = 2;
+    assert_int_equal (jobrec_fill_cell (fixture->txn, &result,
+                                        fixture->scratch), 1);
+    assert_int_equal (jobrec_fill_cell (fixture->txn, &result,
+                                        fixture->scratch), 0);
+    //  A cell the agent finished itself: nothing
+    result.step = 0;
+    result.attempt = 1;
+    assert_int_equal (jobrec_fill_cell (fixture->txn, &result,
+                                        fixture->scratch), 0);
+    sched_job_t *copy = NULL;
+    assert_int_equal (jobrec_load (fixture->txn, job->id, &copy), 0);
+    const sched_attempt_t *filled = &copy->cells [2 * 2].attempts [1];
+    assert_int_equal (copy->cells [2 * 2].status, SCHED_CELL_CANCELLED);
+    assert_string_equal (filled->output, "half way\n");
+    assert_string_equal (filled->error, "cancelled by request");
+    assert_int_equal (filled->exit_code, 143);
+    assert_int_equal (filled->duration_ms, 1234);
+    assert_string_equal (copy->cells [0].attempts [0].output, "hi\n");
+    sched_job_destroy (&copy);
+    sched_job_destroy (&job);
+}
+
 int
 main (void)
 {
@@ -338,6 +514,9 @@ main (void)
         cmocka_unit_test (test_jobrec_progress_counts_without_outputs),
         cmocka_unit_test_setup_teardown (test_jobrec_events_append_in_order, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_jobrec_delete_removes_everything, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_jobrec_not_run_survives_reload, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_jobrec_fill_cell_from_late_result, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_jobrec_events_leave_out_optional_fields, s_setup, s_teardown),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }

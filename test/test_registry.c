@@ -615,11 +615,87 @@ test_registry_record_of_every_built_in_backend (void **state)
     registry_destroy (&registry);
 }
 
+//  A spec of TARGET_TEXT with the leaves test.echo and apt.install.
+static job_spec_t *
+s_two_step_spec (const char *target_text)
+{
+    job_spec_t *spec = (job_spec_t *) calloc (1, sizeof (job_spec_t));
+    char err [256];
+    assert_int_equal (target_parse (target_text, &spec->target, err,
+                                    sizeof err), 0);
+    spec->phases = (job_phase_t *) calloc (2, sizeof (job_phase_t));
+    spec->phase_count = 2;
+    spec->phases [0].backend = strdup ("test");
+    spec->phases [0].action = strdup ("echo");
+    spec->phases [1].backend = strdup ("apt");
+    spec->phases [1].action = strdup ("install");
+    return spec;
+}
+
+//  Every node a job names or covers that cannot run it is answered for:
+//  offline (since its last message), drained, or lacking an action.
+static void
+test_registry_unavailable_says_why (void **state)
+{
+    registry_t *registry = s_fleet ();
+    //  web-01 and web-02 offer apt.install; web-02 is drained;
+    //  webserver-01 went offline
+    const char *with_apt [] = {"web-01", "web-02"};
+    for (int index = 0; index < 2; index++) {
+        proto_msg_t *hello = s_hello (with_apt [index], "web", NULL, NULL);
+        s_add_backend (hello, "apt", "install", "install a package");
+        assert_non_null (registry_hello (registry, &hello, "rx", 2, 1000,
+                                         43267000));   //  12:01:07 UTC
+    }
+    registry_lookup (registry, "web-02")->drained = true;
+    registry_node_t *gone = registry_lookup (registry, "webserver-01");
+    gone->last_seen_wall_ms = 43267000;
+    registry_set_offline (gone, 2000);
+
+    job_spec_t *spec = s_two_step_spec ("node:web-01,web-02,webserver-01,db-01");
+    sched_not_run_t *list = NULL;
+    size_t count = registry_unavailable (registry, spec, 43300000, &list);
+    assert_int_equal (count, 3);
+    assert_string_equal (list [0].node, "web-02");
+    assert_int_equal (list [0].status, SCHED_CELL_DRAINED);
+    assert_string_equal (list [0].reason, "drained");
+    assert_true (list [0].named);
+    assert_string_equal (list [1].node, "webserver-01");
+    assert_int_equal (list [1].status, SCHED_CELL_OFFLINE);
+    assert_string_equal (list [1].reason, "offline since 12:01:07");
+    assert_string_equal (list [2].node, "db-01");
+    assert_int_equal (list [2].status, SCHED_CELL_UNSUPPORTED);
+    assert_string_equal (list [2].reason, "does not offer apt.install");
+    sched_not_run_free (list, count);
+    //  More than a day later the date is given too
+    count = registry_unavailable (registry, spec, 43267000 + 90000000LL, &list);
+    assert_string_equal (list [1].reason,
+                         "offline since 1970-01-01 12:01:07");
+    sched_not_run_free (list, count);
+    job_spec_destroy (&spec);
+
+    //  A group's members are listed, not named
+    spec = s_two_step_spec ("group:web");
+    count = registry_unavailable (registry, spec, 43300000, &list);
+    assert_int_equal (count, 1);
+    assert_string_equal (list [0].node, "web-02");
+    assert_false (list [0].named);
+    sched_not_run_free (list, count);
+    job_spec_destroy (&spec);
+    //  Every node can run it: nothing
+    spec = s_two_step_spec ("node:web-01");
+    assert_int_equal (registry_unavailable (registry, spec, 43300000, &list), 0);
+    assert_null (list);
+    job_spec_destroy (&spec);
+    registry_destroy (&registry);
+}
+
 int
 main (void)
 {
     const struct CMUnitTest tests [] = {
         cmocka_unit_test (test_registry_resolves_targets_exactly),
+        cmocka_unit_test (test_registry_unavailable_says_why),
         cmocka_unit_test (test_registry_offline_and_drained_nodes_are_not_resolved),
         cmocka_unit_test (test_registry_sessions_are_bound_to_their_connection),
         cmocka_unit_test (test_registry_expires_silent_nodes),

@@ -28,6 +28,8 @@ typedef struct {
     char *id;               //  Node id
     char *group;            //  Its one group
     bool online;            //  Resolvable
+    bool drained;           //  Takes no new work
+    const char *lacks;      //  An action it does not offer, or NULL
 } fake_node_t;
 
 typedef struct {
@@ -86,7 +88,7 @@ s_resolve (void *arg, const target_t *target, char ***ids_p)
     for (size_t index = 0; index < h->fleet_count; index++) {
         fake_node_t *node = &h->fleet [index];
         bool match = false;
-        if (!node->online)
+        if (!node->online || node->drained)
             continue;
         if (target->scope == TARGET_ALL)
             match = true;
@@ -106,6 +108,83 @@ s_resolve (void *arg, const target_t *target, char ***ids_p)
         ids = NULL;
     }
     *ids_p = ids;
+    return count;
+}
+
+static bool
+s_fake_matches (const fake_node_t *node, const target_t *target)
+{
+    if (target->scope == TARGET_ALL)
+        return true;
+    if (target->scope == TARGET_GROUP)
+        return strcmp (node->group, target->value) == 0;
+    return false;
+}
+
+//  Why NODE cannot run SPEC (as the registry words it), or NULL.
+static char *
+s_fake_why (const fake_node_t *node, const job_spec_t *spec,
+            sched_cell_status_t *status)
+{
+    if (!node->online) {
+        *status = SCHED_CELL_OFFLINE;
+        return strdup ("offline since 12:01:07");
+    }
+    if (node->drained) {
+        *status = SCHED_CELL_DRAINED;
+        return strdup ("drained");
+    }
+    for (size_t step = 0; node->lacks && step < job_spec_step_count (spec);
+         step++) {
+        const job_phase_t *leaf = job_spec_step (spec, step, NULL, NULL);
+        if (strcmp (leaf->action, node->lacks) == 0) {
+            *status = SCHED_CELL_UNSUPPORTED;
+            char *text = NULL;
+            assert_true (asprintf (&text, "does not offer %s.%s",
+                                   leaf->backend, leaf->action) > 0);
+            return text;
+        }
+    }
+    return NULL;
+}
+
+static size_t
+s_unavailable (void *arg, const job_spec_t *spec, sched_not_run_t **list_p)
+{
+    harness_t *h = (harness_t *) arg;
+    const target_t *target = &spec->target;
+    sched_not_run_t *list = (sched_not_run_t *) calloc (
+        h->fleet_count + target->node_count + 1, sizeof (sched_not_run_t));
+    size_t count = 0;
+    if (target->scope == TARGET_NODE)
+        for (size_t at = 0; at < target->node_count; at++) {
+            const fake_node_t *node = NULL;
+            for (size_t index = 0; index < h->fleet_count; index++)
+                if (strcmp (h->fleet [index].id, target->nodes [at]) == 0)
+                    node = &h->fleet [index];
+            sched_cell_status_t status = SCHED_CELL_OFFLINE;
+            char *why = node ? s_fake_why (node, spec, &status)
+                             : strdup ("not registered");
+            if (why)
+                list [count++] = (sched_not_run_t) {
+                    strdup (target->nodes [at]), status, why, true};
+        }
+    else
+        for (size_t index = 0; index < h->fleet_count; index++) {
+            const fake_node_t *node = &h->fleet [index];
+            sched_cell_status_t status = SCHED_CELL_OFFLINE;
+            char *why = s_fake_matches (node, target)
+                            ? s_fake_why (node, spec, &status)
+                            : NULL;
+            if (why)
+                list [count++] = (sched_not_run_t) {strdup (node->id), status,
+                                                    why, false};
+        }
+    if (count == 0) {
+        free (list);
+        list = NULL;
+    }
+    *list_p = list;
     return count;
 }
 
@@ -135,6 +214,7 @@ s_start (harness_t *h)
 {
     h->sched = sched_new (&h->config, s_resolve, h);
     assert_non_null (h->sched);
+    sched_set_unavailable (h->sched, s_unavailable, h);
 }
 
 static void
@@ -737,13 +817,22 @@ test_sched_start_no_node (void **state)
                       "no online node matches group:nosuch");
     assert_int_equal (s_type_count (h, 0, SCHED_ACTION_DISPATCH), 0);
     assert_int_equal (sched_running_count (h->sched), 0);
-    //  Offline nodes do not match either
+    //  Members that cannot run it are named in the reason
     h->fleet [3].online = false;
-    spec = s_spec (TARGET_NODE, "db-01", false, JOB_STRATEGY_FAIL_FAST);
+    spec = s_spec (TARGET_GROUP, "db", false, JOB_STRATEGY_FAIL_FAST);
     s_leaf (spec, "test", "echo", JOB_COND_ALWAYS);
     s_submit (h, "j-off", spec);
     s_assert_outcome (h, "j-off", SCHED_JOB_FAILED,
-                      "no online node matches node:db-01");
+                      "no node of group:db can run it: db-01 offline since "
+                      "12:01:07");
+    //  A named node that cannot run it gets its rows (R2): the job fails
+    //  with every cell saying why
+    spec = s_spec (TARGET_NODE, "db-01", false, JOB_STRATEGY_FAIL_FAST);
+    s_leaf (spec, "test", "echo", JOB_COND_ALWAYS);
+    s_submit (h, "j-named", spec);
+    s_assert_outcome (h, "j-named", SCHED_JOB_FAILED,
+                      "1 of 1 node not run: db-01 offline since 12:01:07");
+    assert_cell (h, "j-named", 0, "db-01", SCHED_CELL_OFFLINE);
     s_harness_destroy (&h);
 }
 
@@ -1146,7 +1235,7 @@ test_sched_fail_fast_rollback (void **state)
     s_run (h, "j-bad", 2, "web-03", "success");
     assert_cell (h, "j-bad", 3, "web-03", SCHED_CELL_SKIPPED);
     s_assert_outcome (h, "j-bad", SCHED_JOB_FAILED,
-                      "3 of 3 nodes failed, first at step 0 (apt install)");
+                      "1 of 3 nodes failed at step 0 (apt install); 2 skipped");
 
     //  A node lost during the failing step gets no rollback
     spec = s_spec (TARGET_ALL, NULL, false, JOB_STRATEGY_FAIL_FAST);
@@ -1202,7 +1291,7 @@ test_sched_fail_fast_in_pipeline (void **state)
     s_run (h, "j-1", 4, "web-02", "success");
     s_run (h, "j-1", 4, "web-03", "success");
     s_assert_outcome (h, "j-1", SCHED_JOB_FAILED,
-                      "3 of 3 nodes failed, first at step 0 (test one)");
+                      "1 of 3 nodes failed at step 0 (test one); 2 skipped");
     s_harness_destroy (&h);
 }
 
@@ -1760,6 +1849,14 @@ s_persisted (const sched_job_t *src, job_spec_t *spec)
     assert_non_null (job);
     job->status = src->status;
     job->step = src->step;
+    job->not_run_count = src->not_run_count;
+    job->not_run = (sched_not_run_t *) calloc (src->not_run_count + 1,
+                                               sizeof (sched_not_run_t));
+    for (size_t index = 0; index < src->not_run_count; index++) {
+        job->not_run [index] = src->not_run [index];
+        job->not_run [index].node = s_dup (src->not_run [index].node);
+        job->not_run [index].reason = s_dup (src->not_run [index].reason);
+    }
     job->expected_count = src->expected_count;
     job->expected = (char **) calloc (src->expected_count, sizeof (char *));
     for (size_t index = 0; index < src->expected_count; index++)
@@ -1771,6 +1868,7 @@ s_persisted (const sched_job_t *src, job_spec_t *spec)
         sched_cell_t *to = &job->cells [index];
         to->status = from->status;
         to->attempt = from->attempt;
+        to->reason = s_dup (from->reason);
         to->attempt_count = from->attempt_count;
         to->attempts = (sched_attempt_t *) calloc (from->attempt_count + 1,
                                                    sizeof (sched_attempt_t));
@@ -1967,6 +2065,256 @@ test_sched_scale_10k_nodes (void **state)
     s_harness_destroy (&h);
 }
 
+//  The reason a live job or its snapshot gives a cell of NODE at STEP.
+static const char *
+s_cell_reason (harness_t *h, const char *id, size_t step, const char *node)
+{
+    return s_live_cell (h, id, step, node)->reason;
+}
+
+static job_spec_t *
+s_named_spec (void)
+{
+    job_spec_t *spec = s_spec (TARGET_NODE, "web-01,web-02,web-03,db-01",
+                               false, JOB_STRATEGY_FAIL_FAST);
+    s_leaf (spec, "apt", "update", JOB_COND_ALWAYS);
+    s_leaf (spec, "apt", "install", JOB_COND_ALWAYS);
+    s_leaf (spec, "apt", "remove", JOB_COND_ON_FAILURE);
+    return spec;
+}
+
+//  R2, R8: every node a list names is answered for. An offline, drained
+//  or unsupported one gets a row with its status and reason in every
+//  step; it is never sent anything, fails no condition (no fail-fast, no
+//  rollback), and counts as a failed node in the verdict.
+static void
+test_sched_named_nodes_not_run (void **state)
+{
+    harness_t *h = s_harness_new (s_web3, 4);
+    h->fleet [1].drained = true;                //  web-02
+    h->fleet [2].lacks = "install";             //  web-03
+    h->fleet [3].online = false;                //  db-01
+    s_start (h);
+    s_submit (h, "j-1", s_named_spec ());
+    const sched_job_t *job = sched_job (h->sched, "j-1");
+    assert_non_null (job);
+    assert_int_equal (job->expected_count, 4);
+    assert_int_equal (job->not_run_count, 3);
+    assert_true (job->not_run [0].named);
+    assert_string_equal (job->not_run [0].node, "db-01");
+    assert_string_equal (s_sends (h, 0, NULL), "0/1 - web-01");
+    for (size_t step = 0; step < 3; step++) {
+        assert_cell (h, "j-1", step, "db-01", SCHED_CELL_OFFLINE);
+        assert_string_equal (s_cell_reason (h, "j-1", step, "db-01"),
+                             "offline since 12:01:07");
+        assert_cell (h, "j-1", step, "web-02", SCHED_CELL_DRAINED);
+        assert_string_equal (s_cell_reason (h, "j-1", step, "web-02"),
+                             "drained");
+        assert_cell (h, "j-1", step, "web-03", SCHED_CELL_UNSUPPORTED);
+        assert_string_equal (s_cell_reason (h, "j-1", step, "web-03"),
+                             "does not offer apt.install");
+    }
+    assert_null (s_cell_reason (h, "j-1", 0, "web-01"));
+    //  One event each, with the reason; the start counts who runs
+    assert_string_equal (s_event_detail (h, 0, "offline", "db-01"),
+                         "offline since 12:01:07");
+    assert_string_equal (s_event_detail (h, 0, "drained", "web-02"),
+                         "drained");
+    assert_string_equal (s_event_detail (h, 0, "unsupported", "web-03"),
+                         "does not offer apt.install");
+    assert_string_equal (s_event_detail (h, 0, "started", NULL), "on 1 node");
+    //  Agent events for a row that was never sent are stale
+    assert_int_equal (s_ack (h, "j-1", 0, 1, "db-01"), -1);
+    //  web-01 goes on past step 0: nothing failed, so no fail-fast
+    size_t mark = h->log_count;
+    s_run (h, "j-1", 0, "web-01", "success");
+    assert_string_equal (s_sends (h, mark, NULL), "1/1 - web-01");
+    mark = h->log_count;
+    s_run (h, "j-1", 1, "web-01", "success");
+    //  ... and no rollback: the on_failure step is a fine skip
+    assert_string_equal (s_sends (h, mark, NULL), "");
+    assert_cell (h, "j-1", 2, "web-01", SCHED_CELL_SKIPPED);
+    s_assert_outcome (h, "j-1", SCHED_JOB_PARTIAL_FAILURE,
+                      "3 of 4 nodes not run: db-01 offline since 12:01:07, "
+                      "web-02 drained, web-03 does not offer apt.install");
+    s_harness_destroy (&h);
+}
+
+//  R8: a node that ran and failed and a named node that could not run
+//  are counted apart, as are nodes fail-fast only skipped.
+static void
+test_sched_named_node_and_failure (void **state)
+{
+    harness_t *h = s_harness_new (s_web3, 4);
+    h->fleet [3].online = false;                //  db-01
+    s_start (h);
+    job_spec_t *spec = s_spec (TARGET_NODE, "web-01,web-02,web-03,db-01",
+                               false, JOB_STRATEGY_FAIL_FAST);
+    s_leaf (spec, "systemd", "restart", JOB_COND_ALWAYS);
+    s_leaf (spec, "apt", "install", JOB_COND_ALWAYS);
+    s_submit (h, "j-1", spec);
+    s_run (h, "j-1", 0, "web-01", "failed");
+    s_run (h, "j-1", 0, "web-02", "success");
+    s_run (h, "j-1", 0, "web-03", "success");
+    s_assert_outcome (h, "j-1", SCHED_JOB_FAILED,
+                      "1 of 4 nodes failed at step 0 (systemd restart); "
+                      "2 skipped; 1 not run: db-01 offline since 12:01:07");
+    s_harness_destroy (&h);
+}
+
+//  R2: members of a group, label or all that cannot run the job are
+//  listed in not_run, are not sent it (a member lacking the action is
+//  left out of the broadcast), and do not fail the job.
+static void
+test_sched_members_not_run (void **state)
+{
+    harness_t *h = s_harness_new (s_web3, 4);
+    h->fleet [1].online = false;                //  web-02
+    h->fleet [2].lacks = "install";             //  web-03
+    s_start (h);
+    job_spec_t *spec = s_spec (TARGET_GROUP, "web", false,
+                               JOB_STRATEGY_FAIL_FAST);
+    s_leaf (spec, "apt", "install", JOB_COND_ALWAYS);
+    s_submit (h, "j-1", spec);
+    const sched_job_t *job = sched_job (h->sched, "j-1");
+    assert_int_equal (job->expected_count, 1);
+    assert_string_equal (job->expected [0], "web-01");
+    assert_int_equal (job->not_run_count, 2);
+    assert_string_equal (job->not_run [0].node, "web-02");
+    assert_int_equal (job->not_run [0].status, SCHED_CELL_OFFLINE);
+    assert_false (job->not_run [0].named);
+    assert_string_equal (job->not_run [1].reason,
+                         "does not offer apt.install");
+    assert_string_equal (s_sends (h, 0, NULL), "0/1 group/web/ web-01");
+    assert_string_equal (s_event_detail (h, 0, "started", NULL),
+                         "on 1 node; 2 not run: web-02 offline since "
+                         "12:01:07, web-03 does not offer apt.install");
+    s_run (h, "j-1", 0, "web-01", "success");
+    s_assert_outcome (h, "j-1", SCHED_JOB_COMPLETED, NULL);
+    //  An `any` target owes nobody a row or a listing
+    spec = s_spec (TARGET_GROUP, "web", true, JOB_STRATEGY_FAIL_FAST);
+    s_leaf (spec, "apt", "install", JOB_COND_ALWAYS);
+    s_submit (h, "j-2", spec);
+    job = sched_job (h->sched, "j-2");
+    assert_int_equal (job->expected_count, 1);
+    assert_string_equal (job->expected [0], "web-01");
+    assert_int_equal (job->not_run_count, 0);
+    s_harness_destroy (&h);
+}
+
+//  R1, R2: a queued job is resolved when it starts, so a named node that
+//  went offline while it waited gets its rows.
+static void
+test_sched_queued_named_node_offline (void **state)
+{
+    harness_t *h = s_harness_new (s_web3, 4);
+    h->config.max_concurrent = 1;
+    s_start (h);
+    job_spec_t *spec = s_spec (TARGET_NODE, "web-01", false,
+                               JOB_STRATEGY_FAIL_FAST);
+    s_leaf (spec, "test", "echo", JOB_COND_ALWAYS);
+    s_submit (h, "j-1", spec);
+    spec = s_spec (TARGET_NODE, "web-02,db-01", false, JOB_STRATEGY_FAIL_FAST);
+    s_leaf (spec, "test", "echo", JOB_COND_ALWAYS);
+    s_submit (h, "j-2", spec);
+    spec = s_spec (TARGET_NODE, "db-01", false, JOB_STRATEGY_FAIL_FAST);
+    s_leaf (spec, "test", "echo", JOB_COND_ALWAYS);
+    s_submit (h, "j-3", spec);
+    assert_int_equal (sched_pending_count (h->sched), 2);
+    h->fleet [3].online = false;
+    size_t mark = h->log_count;
+    s_run (h, "j-1", 0, "web-01", "success");
+    assert_string_equal (s_sends (h, mark, NULL), "0/1 - web-02");
+    assert_cell (h, "j-2", 0, "db-01", SCHED_CELL_OFFLINE);
+    s_run (h, "j-2", 0, "web-02", "success");
+    s_assert_outcome (h, "j-2", SCHED_JOB_PARTIAL_FAILURE,
+                      "1 of 2 nodes not run: db-01 offline since 12:01:07");
+    //  A job none of whose named nodes can run fails with its rows
+    s_assert_outcome (h, "j-3", SCHED_JOB_FAILED,
+                      "1 of 1 node not run: db-01 offline since 12:01:07");
+    assert_cell (h, "j-3", 0, "db-01", SCHED_CELL_OFFLINE);
+    s_harness_destroy (&h);
+}
+
+//  R16: after a restore, a named node that could not run still fails no
+//  condition, and the verdict is the same.
+static void
+test_sched_restore_named_not_run (void **state)
+{
+    harness_t *h = s_harness_new (s_web3, 4);
+    h->fleet [3].online = false;
+    s_start (h);
+    s_submit (h, "j-1", s_named_spec ());
+    s_run (h, "j-1", 0, "web-01", "success");
+    s_run (h, "j-1", 0, "web-02", "success");
+    s_restart (h, "j-1", s_named_spec ());
+    const sched_job_t *job = sched_job (h->sched, "j-1");
+    assert_int_equal (job->not_run_count, 1);
+    size_t mark = h->log_count;
+    assert_int_equal (s_result (h, "j-1", 0, 1, "web-03", "success", NULL), 0);
+    assert_string_equal (s_sends (h, mark, NULL),
+                         "1/1 - web-01,web-02,web-03");
+    s_run (h, "j-1", 1, "web-01", "success");
+    s_run (h, "j-1", 1, "web-02", "success");
+    s_run (h, "j-1", 1, "web-03", "success");
+    assert_cell (h, "j-1", 2, "web-01", SCHED_CELL_SKIPPED);
+    s_assert_outcome (h, "j-1", SCHED_JOB_PARTIAL_FAILURE,
+                      "1 of 4 nodes not run: db-01 offline since 12:01:07");
+    s_harness_destroy (&h);
+}
+
+//  R12, R14: a cell cancelled or lost while it ran records how long it
+//  ran; one never started records 0.
+static void
+test_sched_cancel_records_run_time (void **state)
+{
+    harness_t *h = s_harness_new (s_web3, 4);
+    s_start (h);
+    job_spec_t *spec = s_spec (TARGET_GROUP, "web", false,
+                               JOB_STRATEGY_CONTINUE);
+    s_leaf (spec, "test", "sleep", JOB_COND_ALWAYS);
+    s_submit (h, "j-1", spec);
+    assert_int_equal (s_ack (h, "j-1", 0, 1, "web-01"), 0);
+    assert_int_equal (s_started (h, "j-1", 0, 1, "web-01"), 0);
+    assert_int_equal (s_ack (h, "j-1", 0, 1, "web-02"), 0);
+    assert_int_equal (s_started (h, "j-1", 0, 1, "web-02"), 0);
+    h->now += 700;
+    assert_int_equal (sched_on_node_offline (h->sched, "web-02", h->now), 0);
+    s_drain (h);
+    const sched_cell_t *lost = s_live_cell (h, "j-1", 0, "web-02");
+    assert_int_equal (lost->attempts [0].duration_ms, 700);
+    //  The agent's late result for that attempt brings what it printed
+    //  and how long it ran; the broker's verdict stays
+    size_t mark = h->log_count;
+    assert_int_equal (s_result (h, "j-1", 0, 1, "web-02", "cancelled", NULL),
+                      1);
+    assert_int_equal (s_type_count (h, mark, SCHED_ACTION_SAVE_CELL), 1);
+    lost = s_live_cell (h, "j-1", 0, "web-02");
+    assert_int_equal (lost->status, SCHED_CELL_LOST);
+    assert_int_equal (lost->attempt_count, 1);
+    assert_string_equal (lost->attempts [0].output, "out");
+    assert_string_equal (lost->attempts [0].error, "node went offline");
+    assert_int_equal (lost->attempts [0].duration_ms, 25);
+    //  Only once
+    mark = h->log_count;
+    assert_int_equal (s_result (h, "j-1", 0, 1, "web-02", "cancelled", NULL),
+                      1);
+    assert_int_equal (s_type_count (h, mark, SCHED_ACTION_SAVE_CELL), 0);
+    h->now += 300;
+    assert_int_equal (sched_cancel (h->sched, "j-1", NULL, h->now), 0);
+    //  Read the record as the FINISHED action left it
+    sched_action_t action;
+    assert_false (sched_next_action (h->sched, &action) == false);
+    const sched_job_t *job = action.job;
+    ssize_t web01 = sched_job_node_index (job, "web-01");
+    ssize_t web03 = sched_job_node_index (job, "web-03");
+    assert_int_equal (job->cells [web01].attempts [0].duration_ms, 1000);
+    assert_int_equal (job->cells [web03].attempts [0].duration_ms, 0);
+    assert_int_equal (job->cells [web03].status, SCHED_CELL_CANCELLED);
+    s_drain (h);
+    s_harness_destroy (&h);
+}
+
 int
 main (void)
 {
@@ -2004,6 +2352,12 @@ main (void)
         cmocka_unit_test (test_sched_restore_barrier),
         cmocka_unit_test (test_sched_restore_pipeline),
         cmocka_unit_test (test_sched_scale_10k_nodes),
+        cmocka_unit_test (test_sched_named_nodes_not_run),
+        cmocka_unit_test (test_sched_named_node_and_failure),
+        cmocka_unit_test (test_sched_members_not_run),
+        cmocka_unit_test (test_sched_queued_named_node_offline),
+        cmocka_unit_test (test_sched_restore_named_not_run),
+        cmocka_unit_test (test_sched_cancel_records_run_time),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }

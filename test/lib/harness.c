@@ -645,6 +645,49 @@ grid_str_is (const pv_t *map, const char *key, const char *text)
     return pv_str_eq (pv_map_get (map, key), text);
 }
 
+char *
+grid_slurp (const char *path)
+{
+    FILE *file = fopen (path, "rb");
+    if (!file)
+        return strdup ("");
+    char *text = NULL;
+    size_t size = 0;
+    FILE *memory = open_memstream (&text, &size);
+    char buf [4096];
+    size_t got;
+    while (memory && (got = fread (buf, 1, sizeof buf, file)) > 0)
+        fwrite (buf, 1, got, memory);
+    if (memory)
+        fclose (memory);
+    fclose (file);
+    return text ? text : strdup ("");
+}
+
+bool
+grid_line_with (const char *text, ...)
+{
+    const char *line = text;
+    while (line && *line) {
+        const char *end = strchr (line, '\n');
+        size_t len = end ? (size_t) (end - line) : strlen (line);
+        char *copy = strndup (line, len);
+        bool all = copy != NULL;
+        va_list args;
+        va_start (args, text);
+        const char *word;
+        while ((word = va_arg (args, const char *)))
+            if (!copy || !strstr (copy, word))
+                all = false;
+        va_end (args);
+        free (copy);
+        if (all)
+            return true;
+        line = end ? end + 1 : NULL;
+    }
+    return false;
+}
+
 void
 grid_dump_logs (grid_t *grid)
 {

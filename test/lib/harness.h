@@ -153,6 +153,14 @@ const pv_t *grid_cell (const pv_t *record, int step, const char *node);
 //  String field KEY of MAP compared with TEXT.
 bool grid_str_is (const pv_t *map, const char *key, const char *text);
 
+//  The whole file at PATH as a new string ("" when it cannot be read;
+//  caller frees).
+char *grid_slurp (const char *path);
+
+//  True when some line of TEXT holds every one of the NULL-terminated
+//  words that follow.
+bool grid_line_with (const char *text, ...);
+
 //  Prints the tail of every log in the directory to stderr (on failure).
 void grid_dump_logs (grid_t *grid);
 
