@@ -720,17 +720,18 @@ test_it_backends_agent_allowlist_refuses (void **state)
                                    "apt"));
     pv_doc_destroy (&doc);
 
-    //  Another node offers apt, so the broker takes the job; this node
-    //  refuses its part
-    doc = s_run ("group:nopkg", "apt", "install", "package", "nginx", NULL,
-                 NULL);
-    const pv_t *record = s_record (doc);
-    assert_true (grid_str_is (record, "status", "failed"));
-    s_assert_cell (record, "nopkg-01", "failed");
-    char *error = s_cell_text (record, "nopkg-01", "error");
-    assert_string_equal (error, "backend 'apt' is disabled on this node");
-    free (error);
-    assert_int_equal (s_int (grid_cell (record, 0, "nopkg-01"), "attempts"), 1);
+    //  Another node offers apt, so the job is valid; but no node of the
+    //  target offers it, so the broker refuses it, naming the node and
+    //  why, and nothing is sent
+    doc = s_submit ("group:nopkg", "apt", "install", "package", "nginx",
+                    strlen ("nginx"), NULL, NULL);
+    char *refusal = grid_reply_code (doc);
+    assert_non_null (refusal);
+    assert_string_equal (refusal, "no_nodes");
+    free (refusal);
+    char *message = pv_strdup (pv_map_get (pv_doc_root (doc), "message"));
+    assert_non_null (strstr (message, "nopkg-01 does not offer apt.install"));
+    free (message);
     pv_doc_destroy (&doc);
     s_assert_logs_empty ();
 

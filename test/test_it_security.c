@@ -26,6 +26,7 @@
 
 #include "../proto/keys.h"
 #include "../proto/proto.h"
+#include "../backends/backend.h"
 #include "lib/harness.h"
 
 #define S_WAIT_MS 20000         //  Deadline for anything that should happen
@@ -321,12 +322,19 @@ static proto_msg_t *
 s_raw_hello (s_raw_t *raw, const char *node, const char *group)
 {
     char *groups [] = {(char *) group};
+    //  It offers what a real agent offers, so that jobs for it are taken
+    proto_backend_spec_t *backends = NULL;
+    size_t backend_count = 0;
+    assert_int_equal (backends_hello_specs (NULL, 0, &backends,
+                                            &backend_count), 0);
     proto_msg_t hello = {
         .type = PROTO_HELLO, .node = (char *) node, .hostname = "raw",
         .groups = group ? groups : NULL, .group_count = group ? 1 : 0,
-        .version = "0.1.0", .concurrency = 1
+        .version = "0.1.0", .concurrency = 1, .backends = backends,
+        .backend_count = backend_count
     };
     s_raw_send (raw, &hello);
+    backends_specs_free (&backends, backend_count);
     return s_raw_recv (raw);
 }
 
