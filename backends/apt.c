@@ -73,5 +73,6 @@ static const backend_action_t s_actions [] = {
 };
 
 const backend_ops_t backend_apt_ops = {
-    "apt", s_actions, sizeof (s_actions) / sizeof (s_actions [0])
+    "apt", s_actions, sizeof (s_actions) / sizeof (s_actions [0]),
+    "1.0"
 };

@@ -149,6 +149,8 @@ typedef struct {
     const char *name;            //  Backend name
     const backend_action_t *actions;  //  Its closed set of actions
     size_t action_count;         //  How many
+    const char *version;         //  Its version (in the hello; bump it when an
+                                 //  action, a param or a behaviour changes)
 } backend_ops_t;
 
 //  The built-in backends (one file each).

@@ -576,6 +576,7 @@ backends_hello_specs (char *const *disabled, size_t disabled_count,
             continue;
         proto_backend_spec_t *spec = &specs [count++];
         spec->name = s_dup (ops->name);
+        spec->version = s_dup (ops->version);
         spec->actions = (proto_action_spec_t *) calloc (
             ops->action_count, sizeof (proto_action_spec_t));
         if (!spec->name || !spec->actions) {
@@ -621,6 +622,7 @@ backends_specs_free (proto_backend_spec_t **specs_p, size_t count)
         }
         free (spec->actions);
         free (spec->name);
+        free (spec->version);
     }
     free (specs);
     *specs_p = NULL;

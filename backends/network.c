@@ -416,5 +416,6 @@ static const backend_action_t s_actions [] = {
 };
 
 const backend_ops_t backend_network_ops = {
-    "network", s_actions, sizeof (s_actions) / sizeof (s_actions [0])
+    "network", s_actions, sizeof (s_actions) / sizeof (s_actions [0]),
+    "1.0"
 };

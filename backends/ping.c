@@ -89,5 +89,6 @@ static const backend_action_t s_actions [] = {
 };
 
 const backend_ops_t backend_ping_ops = {
-    "ping", s_actions, sizeof (s_actions) / sizeof (s_actions [0])
+    "ping", s_actions, sizeof (s_actions) / sizeof (s_actions [0]),
+    "1.0"
 };

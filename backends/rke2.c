@@ -55,5 +55,6 @@ static const backend_action_t s_actions [] = {
 };
 
 const backend_ops_t backend_rke2_ops = {
-    "rke2", s_actions, sizeof (s_actions) / sizeof (s_actions [0])
+    "rke2", s_actions, sizeof (s_actions) / sizeof (s_actions [0]),
+    "1.0"
 };

@@ -253,5 +253,6 @@ static const backend_action_t s_actions [] = {
 };
 
 const backend_ops_t backend_system_ops = {
-    "system", s_actions, sizeof (s_actions) / sizeof (s_actions [0])
+    "system", s_actions, sizeof (s_actions) / sizeof (s_actions [0]),
+    "1.0"
 };

@@ -219,5 +219,6 @@ static const backend_action_t s_actions [] = {
 };
 
 const backend_ops_t backend_test_ops = {
-    "test", s_actions, sizeof (s_actions) / sizeof (s_actions [0])
+    "test", s_actions, sizeof (s_actions) / sizeof (s_actions [0]),
+    "1.0"
 };

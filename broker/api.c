@@ -10,6 +10,7 @@
 #include "broker.h"
 #include "dlq.h"
 #include "jobrec.h"
+#include "nodehist.h"
 
 #define LIST_DEFAULT 50
 #define LIST_MAX 10000
@@ -1233,6 +1234,358 @@ s_dlq_purge (api_call_t *call)
     free (job_id);
 }
 
+
+//  ---------------------------------------------------------------------
+//  queue.stats, node.workers, node.history
+
+typedef struct {
+    uint64_t pending;            //  Pending, or waiting out a retry backoff
+    uint64_t running;            //  Dispatched, acknowledged or running
+    uint64_t finished;           //  Final
+} s_counts_t;
+
+static void
+s_count_cell (s_counts_t *counts, sched_cell_status_t status)
+{
+    if (sched_cell_status_final (status))
+        counts->finished++;
+    else
+    if (status == SCHED_CELL_PENDING || status == SCHED_CELL_RETRY_WAIT)
+        counts->pending++;
+    else
+        counts->running++;
+}
+
+static void
+s_write_counts (pw_t *writer, const s_counts_t *counts)
+{
+    pw_map (writer, 3);
+    pw_str (writer, "pending");
+    pw_int (writer, (int64_t) counts->pending);
+    pw_str (writer, "running");
+    pw_int (writer, (int64_t) counts->running);
+    pw_str (writer, "finished");
+    pw_int (writer, (int64_t) counts->finished);
+}
+
+//  {count, p50, p99} of RING over the last WINDOW_MS.
+static void
+s_write_percentiles (pw_t *writer, qstats_t *ring, int64_t now_ms,
+                     int64_t window_ms)
+{
+    int64_t p50 = 0, p99 = 0;
+    size_t count = qstats_percentiles (ring, now_ms, window_ms, &p50, &p99);
+    pw_map (writer, 3);
+    pw_str (writer, "count");
+    pw_int (writer, (int64_t) count);
+    pw_str (writer, "p50");
+    pw_int (writer, p50);
+    pw_str (writer, "p99");
+    pw_int (writer, p99);
+}
+
+static void
+s_write_windows (pw_t *writer, qstats_t *ring, int64_t now_ms)
+{
+    pw_map (writer, 2);
+    pw_str (writer, "5m");
+    s_write_percentiles (writer, ring, now_ms, 5 * 60 * 1000);
+    pw_str (writer, "1h");
+    s_write_percentiles (writer, ring, now_ms, 60 * 60 * 1000);
+}
+
+static int
+s_compare_keys (const void *a, const void *b)
+{
+    return strcmp (*(const char *const *) a, *(const char *const *) b);
+}
+
+static void
+s_queue_stats (api_call_t *call)
+{
+    broker_t *self = (broker_t *) call->self;
+    int64_t now_ms = broker_now_ms ();
+    s_counts_t jobs [BROKER_PRIORITIES], cells [BROKER_PRIORITIES];
+    memset (jobs, 0, sizeof jobs);
+    memset (cells, 0, sizeof cells);
+    s_counts_t all_cells = {0};
+    zhashx_t *by_action = zhashx_new ();
+    zhashx_set_destructor (by_action, (zhashx_destructor_fn *) zstr_free);
+    const sched_job_t **live = NULL;
+    size_t live_count = sched_live_jobs (self->sched, &live);
+    const sched_job_t *oldest = NULL;
+    for (size_t index = 0; index < live_count; index++) {
+        const sched_job_t *job = live [index];
+        int priority = job->spec->priority + 100;
+        if (priority < 0 || priority >= BROKER_PRIORITIES)
+            continue;
+        if (job->status == SCHED_JOB_PENDING) {
+            jobs [priority].pending++;
+            if (!oldest || job->submitted_ms < oldest->submitted_ms)
+                oldest = job;
+        }
+        else
+            jobs [priority].running++;
+        for (size_t step = 0; step < job->step_count; step++) {
+            const job_phase_t *leaf = job_spec_step (job->spec, step, NULL,
+                                                     NULL);
+            char name [2 * NAME_MAX_LEN + 2];
+            snprintf (name, sizeof name, "%s.%s", leaf->backend, leaf->action);
+            s_counts_t *counts = (s_counts_t *) zhashx_lookup (by_action, name);
+            if (!counts) {
+                counts = (s_counts_t *) zmalloc (sizeof (s_counts_t));
+                zhashx_insert (by_action, name, counts);
+            }
+            //  A pending job's cells are not made yet: each will be one
+            //  cell per node, counted as one pending cell per step here
+            if (!job->cells) {
+                counts->pending++;
+                cells [priority].pending++;
+                all_cells.pending++;
+                continue;
+            }
+            for (size_t node = 0; node < job->expected_count; node++) {
+                sched_cell_status_t status
+                    = job->cells [step * job->expected_count + node].status;
+                s_count_cell (counts, status);
+                s_count_cell (&cells [priority], status);
+                s_count_cell (&all_cells, status);
+            }
+        }
+    }
+    free (live);
+    for (int priority = 0; priority < BROKER_PRIORITIES; priority++)
+        jobs [priority].finished = self->finished_by_priority [priority];
+    store_txn_t *txn = s_txn (call);
+    if (!txn) {
+        zhashx_destroy (&by_action);
+        return;
+    }
+    pw_t *reply = call->reply;
+    pw_reset (reply);
+    proto_reply_ok_begin (reply, call->request->id);
+    pw_map (reply, 8);
+    pw_str (reply, "jobs");
+    pw_map (reply, 6);
+    pw_str (reply, "pending");
+    pw_int (reply, (int64_t) sched_pending_count (self->sched));
+    pw_str (reply, "running");
+    pw_int (reply, (int64_t) sched_running_count (self->sched));
+    for (int status = SCHED_JOB_COMPLETED; status <= SCHED_JOB_CANCELLED;
+         status++) {
+        pw_str (reply, sched_job_status_name ((sched_job_status_t) status));
+        pw_int (reply, (int64_t) self->finished [status]);
+    }
+    pw_str (reply, "cells");
+    s_write_counts (reply, &all_cells);
+    //  Highest priority first, only priorities with something to show
+    size_t shown = 0;
+    for (int priority = BROKER_PRIORITIES - 1; priority >= 0; priority--)
+        if (jobs [priority].pending || jobs [priority].running
+            || jobs [priority].finished)
+            shown++;
+    pw_str (reply, "by_priority");
+    pw_array (reply, shown);
+    for (int priority = BROKER_PRIORITIES - 1; priority >= 0; priority--) {
+        if (!jobs [priority].pending && !jobs [priority].running
+            && !jobs [priority].finished)
+            continue;
+        pw_map (reply, 3);
+        pw_str (reply, "priority");
+        pw_int (reply, priority - 100);
+        pw_str (reply, "jobs");
+        s_write_counts (reply, &jobs [priority]);
+        pw_str (reply, "cells");
+        s_write_counts (reply, &cells [priority]);
+    }
+    size_t action_count = zhashx_size (by_action);
+    const char **names = (const char **) calloc (action_count + 1,
+                                                 sizeof (char *));
+    assert (names);
+    size_t at = 0;
+    for (void *item = zhashx_first (by_action); item;
+         item = zhashx_next (by_action))
+        names [at++] = (const char *) zhashx_cursor (by_action);
+    qsort (names, action_count, sizeof (char *), s_compare_keys);
+    pw_str (reply, "by_action");
+    pw_array (reply, action_count);
+    for (size_t index = 0; index < action_count; index++) {
+        pw_map (reply, 2);
+        pw_str (reply, "action");
+        pw_str (reply, names [index]);
+        pw_str (reply, "cells");
+        s_write_counts (reply, (const s_counts_t *) zhashx_lookup (
+                                   by_action, names [index]));
+    }
+    free (names);
+    zhashx_destroy (&by_action);
+    pw_str (reply, "oldest_pending");
+    if (oldest) {
+        pw_map (reply, 2);
+        pw_str (reply, "job");
+        pw_str (reply, oldest->id);
+        pw_str (reply, "age_ms");
+        pw_int (reply, now_ms - oldest->submitted_ms);
+    }
+    else
+        pw_nil (reply);
+    pw_str (reply, "wait_ms");
+    s_write_windows (reply, self->wait_samples, now_ms);
+    pw_str (reply, "run_ms");
+    s_write_windows (reply, self->run_samples, now_ms);
+    pw_str (reply, "dead_letter");
+    pw_int (reply, (int64_t) dlq_size (txn));
+}
+
+//  The node of the request's "node" field, or NULL with a not_found reply.
+static registry_node_t *
+s_node_field (api_call_t *call)
+{
+    char *id = s_field (call, "node");
+    registry_node_t *node = id && name_valid (id)
+                                ? registry_lookup (call->self->registry, id)
+                                : NULL;
+    if (!node) {
+        char shown [NAME_SHOW_LEN];
+        s_error (call, PROTO_ERR_NOT_FOUND, "no node '%s'",
+                 name_show (id ? id : "", id ? strlen (id) : 0, shown,
+                            sizeof shown));
+    }
+    free (id);
+    return node;
+}
+
+//  One in-flight cell of a node (node.workers).
+typedef struct {
+    const sched_job_t *job;
+    uint32_t step;
+    const sched_cell_t *cell;
+} s_slot_t;
+
+static int
+s_compare_slots (const void *a, const void *b)
+{
+    const s_slot_t *one = (const s_slot_t *) a, *other = (const s_slot_t *) b;
+    //  Running first, then by how long they have been so
+    bool one_running = one->cell->status == SCHED_CELL_RUNNING;
+    bool other_running = other->cell->status == SCHED_CELL_RUNNING;
+    if (one_running != other_running)
+        return one_running ? -1 : 1;
+    return one->cell->since_ms < other->cell->since_ms ? -1
+           : one->cell->since_ms > other->cell->since_ms;
+}
+
+static void
+s_node_workers (api_call_t *call)
+{
+    broker_t *self = (broker_t *) call->self;
+    registry_node_t *node = s_node_field (call);
+    if (!node)
+        return;
+    int64_t now_ms = broker_now_ms ();
+    int64_t wall_ms = broker_wall_ms ();
+    const sched_job_t **live = NULL;
+    size_t live_count = sched_live_jobs (self->sched, &live);
+    s_slot_t *slots = NULL;
+    size_t slot_count = 0, slot_max = 0;
+    for (size_t index = 0; index < live_count; index++) {
+        const sched_job_t *job = live [index];
+        ssize_t at = job->cells ? sched_job_node_index (job, node->id) : -1;
+        for (size_t step = 0; at >= 0 && step < job->step_count; step++) {
+            const sched_cell_t *cell
+                = &job->cells [step * job->expected_count + (size_t) at];
+            if (cell->status != SCHED_CELL_DISPATCHED
+                && cell->status != SCHED_CELL_ACKNOWLEDGED
+                && cell->status != SCHED_CELL_RUNNING)
+                continue;
+            if (slot_count == slot_max) {
+                slot_max = slot_max ? slot_max * 2 : 16;
+                slots = (s_slot_t *) realloc (slots, slot_max * sizeof (s_slot_t));
+                assert (slots);
+            }
+            slots [slot_count++] = (s_slot_t) {job, (uint32_t) step, cell};
+        }
+    }
+    free (live);
+    if (slot_count)
+        qsort (slots, slot_count, sizeof (s_slot_t), s_compare_slots);
+    pw_t *reply = call->reply;
+    pw_reset (reply);
+    proto_reply_ok_begin (reply, call->request->id);
+    pw_map (reply, 7);
+    pw_str (reply, "node");
+    pw_str (reply, node->id);
+    pw_str (reply, "status");
+    pw_str (reply, node->online ? "online" : "offline");
+    pw_str (reply, "concurrency");
+    pw_int (reply, node->hello ? node->hello->concurrency : 0);
+    pw_str (reply, "running");
+    pw_int (reply, node->running);
+    pw_str (reply, "queued");
+    pw_int (reply, node->queued);
+    pw_str (reply, "slots");
+    pw_array (reply, slot_count);
+    for (size_t index = 0; index < slot_count; index++) {
+        const s_slot_t *slot = &slots [index];
+        const job_phase_t *leaf = job_spec_step (slot->job->spec, slot->step,
+                                                 NULL, NULL);
+        char action [2 * NAME_MAX_LEN + 2];
+        snprintf (action, sizeof action, "%s.%s", leaf->backend, leaf->action);
+        pw_map (reply, 6);
+        pw_str (reply, "job");
+        pw_str (reply, slot->job->id);
+        pw_str (reply, "step");
+        pw_int (reply, slot->step);
+        pw_str (reply, "attempt");
+        pw_int (reply, slot->cell->attempt);
+        pw_str (reply, "action");
+        pw_str (reply, action);
+        pw_str (reply, "status");
+        pw_str (reply, sched_cell_status_name (slot->cell->status));
+        pw_str (reply, "since");
+        if (slot->cell->since_ms > 0) {
+            char text [TIME_TEXT_LEN];
+            time_format (wall_ms - (now_ms - slot->cell->since_ms), text,
+                         sizeof text);
+            pw_str (reply, text);
+        }
+        else
+            pw_nil (reply);
+    }
+    free (slots);
+    const broker_node_stats_t *stats = broker_node_stats (self, node->id);
+    pw_str (reply, "counters");
+    pw_map (reply, 4);
+    pw_str (reply, "run");
+    pw_int (reply, (int64_t) stats->run);
+    pw_str (reply, "failed");
+    pw_int (reply, (int64_t) stats->failed);
+    pw_str (reply, "lost");
+    pw_int (reply, (int64_t) stats->lost);
+    pw_str (reply, "retried");
+    pw_int (reply, (int64_t) stats->retried);
+}
+
+static void
+s_node_history (api_call_t *call)
+{
+    registry_node_t *node = s_node_field (call);
+    if (!node)
+        return;
+    int64_t limit = LIST_DEFAULT;
+    pv_get_int (pv_map_get (call->request->body, "limit"), &limit);
+    store_txn_t *txn = s_txn (call);
+    if (!txn)
+        return;
+    pw_reset (call->reply);
+    proto_reply_ok_begin (call->reply, call->request->id);
+    pw_map (call->reply, 2);
+    pw_str (call->reply, "node");
+    pw_str (call->reply, node->id);
+    pw_str (call->reply, "history");
+    nodehist_write (txn, node->id, (size_t) limit, call->reply);
+}
+
 typedef struct {
     const char *type;
     void (*handler) (api_call_t *call);
@@ -1250,6 +1603,8 @@ static const api_route_t s_routes [] = {
     {"job.retry", s_job_retry},     {"dlq.list", s_dlq_list},
     {"dlq.get", s_dlq_get},         {"dlq.retry", s_dlq_retry},
     {"dlq.purge", s_dlq_purge},
+    {"queue.stats", s_queue_stats}, {"node.workers", s_node_workers},
+    {"node.history", s_node_history},
 };
 
 void

@@ -378,7 +378,8 @@ static const s_need_t s_needs [] = {
     {"job.delete", AUTH_ROLE_OPERATOR}, {"job.progress", AUTH_ROLE_VIEWER},
     {"job.retry", AUTH_ROLE_OPERATOR},  {"dlq.list", AUTH_ROLE_VIEWER},
     {"dlq.get", AUTH_ROLE_VIEWER},      {"dlq.retry", AUTH_ROLE_OPERATOR},
-    {"dlq.purge", AUTH_ROLE_OPERATOR},
+    {"dlq.purge", AUTH_ROLE_OPERATOR},  {"queue.stats", AUTH_ROLE_VIEWER},
+    {"node.workers", AUTH_ROLE_VIEWER}, {"node.history", AUTH_ROLE_VIEWER},
 };
 
 auth_role_t

@@ -9,6 +9,7 @@
 #include "broker.h"
 #include "dlq.h"
 #include "jobrec.h"
+#include "nodehist.h"
 
 #define CLIENT_BATCH_MAX 512     //  Client requests read per pass
 #define AGENT_PASS_MAX 8192      //  Agent messages read per pass at most...
@@ -779,6 +780,37 @@ s_job_touched (broker_t *self, const sched_job_t *job, bool header)
         zhashx_update (self->live_jobs, job->id, (void *) "");
 }
 
+broker_node_stats_t *
+broker_node_stats (broker_t *self, const char *node)
+{
+    broker_node_stats_t *stats
+        = (broker_node_stats_t *) zhashx_lookup (self->node_stats, node);
+    if (!stats) {
+        stats = (broker_node_stats_t *) zmalloc (sizeof (broker_node_stats_t));
+        zhashx_insert (self->node_stats, node, stats);
+    }
+    return stats;
+}
+
+//  Per-node counters from the scheduler's events.
+static void
+s_count_node_event (broker_t *self, const char *node, const char *event)
+{
+    bool succeeded = strcmp (event, "succeeded") == 0;
+    bool failed = strcmp (event, "failed") == 0
+                  || strcmp (event, "timeout") == 0
+                  || strcmp (event, "interrupted") == 0;
+    bool lost = strcmp (event, "lost") == 0;
+    bool retried = strcmp (event, "retried") == 0;
+    if (!succeeded && !failed && !lost && !retried)
+        return;
+    broker_node_stats_t *stats = broker_node_stats (self, node);
+    stats->run += succeeded || failed;
+    stats->failed += failed;
+    stats->lost += lost;
+    stats->retried += retried;
+}
+
 void
 broker_drain (broker_t *self)
 {
@@ -831,6 +863,8 @@ broker_drain (broker_t *self)
                                              step_event ? (int64_t) action.step : -1,
                                              action.detail, self->scratch),
                                    "an event");
+                if (action.node)
+                    s_count_node_event (self, action.node, action.event);
                 if (self->config.verbose)
                     s_log ("job %s: %s%s%s%s%s", action.job->id, action.event,
                            action.node ? " node " : "",
@@ -842,6 +876,10 @@ broker_drain (broker_t *self)
             case SCHED_ACTION_FINISHED:
                 if (action.job->status < 6)
                     self->finished [action.job->status]++;
+                if (action.job->spec->priority >= -100
+                    && action.job->spec->priority <= 100)
+                    self->finished_by_priority [action.job->spec->priority
+                                                + 100]++;
                 //  A retry that completed clears the entries it retried
                 if (txn && action.job->retry_of
                     && action.job->status == SCHED_JOB_COMPLETED) {
@@ -906,6 +944,17 @@ s_on_hello (broker_t *self, const void *routing, size_t routing_size,
     proto_msg_t *hello = *msg_p;
     registry_node_t *before = registry_lookup (self->registry, hello->node);
     bool was_online = before && before->online;
+    //  What changed since its last hello, judged before the registry
+    //  lets go of that hello
+    pw_reset (self->scratch);
+    bool changed = nodehist_diff (before ? before->hello : NULL, hello,
+                                  broker_wall_ms (), self->scratch);
+    store_txn_t *txn = changed ? broker_txn (self) : NULL;
+    if (txn)
+        s_store_error (self, nodehist_append (txn, hello->node,
+                                              pw_data (self->scratch),
+                                              pw_size (self->scratch)),
+                       "a node's history");
     registry_node_t *node = registry_hello (self->registry, msg_p, routing,
                                             routing_size, now_ms,
                                             broker_wall_ms ());
@@ -928,6 +977,24 @@ s_on_hello (broker_t *self, const void *routing, size_t routing_size,
     //  node's record could not be saved (it is saved again at its next
     //  hello, and the registry serves from memory)
     s_send_to_node (self, node, false);
+}
+
+//  True when IN (started, or a result standing for it) would start a
+//  job's first step on its node for the first time: the end of that
+//  node's wait (queue.stats). *SUBMITTED_MS gets the job's submit time.
+static bool
+s_first_start (broker_t *self, const proto_msg_t *in, int64_t *submitted_ms)
+{
+    if (in->step != 0 || in->attempt != 1)
+        return false;
+    const sched_job_t *job = sched_job (self->sched, in->job);
+    ssize_t index = job ? sched_job_node_index (job, in->node) : -1;
+    if (index < 0 || !job->cells)
+        return false;
+    sched_cell_status_t status = job->cells [index].status;
+    *submitted_ms = job->submitted_ms;
+    return status == SCHED_CELL_DISPATCHED
+           || status == SCHED_CELL_ACKNOWLEDGED;
 }
 
 //  Handles the message in self->io's frames (a routing id and a body).
@@ -1002,11 +1069,18 @@ s_on_agent_message (broker_t *self, int64_t now_ms)
             rc = sched_on_ack (self->sched, in->job, in->step, in->attempt,
                                in->node, now_ms);
             break;
-        case PROTO_STARTED:
+        case PROTO_STARTED: {
+            int64_t submitted_ms = 0;
+            bool first = s_first_start (self, in, &submitted_ms);
             rc = sched_on_started (self->sched, in->job, in->step,
                                    in->attempt, in->node, now_ms);
+            if (rc == 0 && first)
+                qstats_add (self->wait_samples, now_ms, now_ms - submitted_ms);
             break;
+        }
         case PROTO_RESULT: {
+            int64_t submitted_ms = 0;
+            bool first = s_first_start (self, in, &submitted_ms);
             rc = sched_on_result (self->sched, in, now_ms);
             if (rc < 0 && !sched_job (self->sched, in->job)) {
                 //  A late result for a step the broker ended (the job was
@@ -1017,6 +1091,16 @@ s_on_agent_message (broker_t *self, int64_t now_ms)
                     s_store_error (self, frc, "a late result");
                 if (frc == 1)
                     rc = 1;
+            }
+            if (rc == 0) {
+                int64_t duration_ms = in->duration_ms > INT32_MAX
+                                          ? INT32_MAX
+                                          : (int64_t) in->duration_ms;
+                qstats_add (self->run_samples, now_ms, duration_ms);
+                //  A result that stands for its started
+                if (first)
+                    qstats_add (self->wait_samples, now_ms,
+                                now_ms - duration_ms - submitted_ms);
             }
             //  Acknowledge even unknown results so the agent's spool
             //  drains; the ack goes out after the commit, and not at all
@@ -1889,6 +1973,10 @@ broker_new (const broker_config_t *config, char *err, size_t err_len)
     self->registry = registry_new ();
     self->sched = sched_new (&self->config.sched, s_resolve, self);
     sched_set_unavailable (self->sched, s_unavailable, self);
+    self->wait_samples = qstats_new ();
+    self->run_samples = qstats_new ();
+    self->node_stats = zhashx_new ();
+    zhashx_set_destructor (self->node_stats, (zhashx_destructor_fn *) zstr_free);
     //  One broker per data dir: two would interleave their writes.
     self->lock = store_lock (self->config.data_dir, "gridbroker", "data dir",
                              err, err_len);
@@ -1969,6 +2057,9 @@ broker_destroy (broker_t **self_p)
     zlistx_destroy (&self->outbox);
     s_io_destroy (&self->io);
     zhashx_destroy (&self->event_seq);
+    zhashx_destroy (&self->node_stats);
+    qstats_destroy (&self->wait_samples);
+    qstats_destroy (&self->run_samples);
     zhashx_destroy (&self->replies);
     zlistx_destroy (&self->reply_order);
     zhashx_destroy (&self->live_jobs);

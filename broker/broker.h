@@ -28,6 +28,7 @@
 #include "../proto/pw.h"
 #include "../store/store.h"
 #include "auth.h"
+#include "qstats.h"
 #include "registry.h"
 #include "sched.h"
 
@@ -102,6 +103,16 @@ typedef struct {
     uint64_t send_failed;        //  Sends to vanished agents
 } broker_counters_t;
 
+//  What one node did since the broker started (node.workers).
+typedef struct {
+    uint64_t run;                //  Attempts that ended with a result
+    uint64_t failed;             //  ... of which failed, timed out or were interrupted
+    uint64_t lost;               //  Cells that read lost
+    uint64_t retried;            //  Retries it was given
+} broker_node_stats_t;
+
+#define BROKER_PRIORITIES 201    //  -100..100
+
 struct _broker_t {
     broker_config_t config;      //  Copied configuration
     zloop_t *loop;               //  The reactor
@@ -132,6 +143,10 @@ struct _broker_t {
     bool pass_broken;            //  This pass could not begin a transaction
     bool agents_resting;         //  The agent socket is not read (a cooldown)
     uint64_t finished [6];       //  Jobs finished, by sched_job_status_t
+    uint64_t finished_by_priority [BROKER_PRIORITIES];  //  Jobs finished since start, by priority + 100
+    qstats_t *wait_samples;      //  Submitted -> first step started, per node (ms)
+    qstats_t *run_samples;       //  Attempt durations the agents measured (ms)
+    zhashx_t *node_stats;        //  Node id -> broker_node_stats_t
     int64_t started_ms;          //  Monotonic start time
     bool maintenance;            //  Drained: no new jobs admitted (persisted)
     int64_t hold_until_ms;       //  Queued jobs wait for agents after a restart
@@ -154,6 +169,9 @@ void broker_drain (broker_t *self);
 //  Enters or leaves maintenance (persisted): no new jobs are admitted and
 //  queued jobs wait; running jobs finish.
 void broker_set_maintenance (broker_t *self, bool on);
+
+//  NODE's counters (made at first use).
+broker_node_stats_t *broker_node_stats (broker_t *self, const char *node);
 
 //  Writes NODE's store record into the pass's transaction.
 void broker_save_node (broker_t *self, const registry_node_t *node);

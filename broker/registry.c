@@ -78,6 +78,7 @@ s_backends_hash (const proto_backend_spec_t *backends, size_t count)
     for (size_t b = 0; b < count; b++) {
         const proto_backend_spec_t *backend = &backends [b];
         hash = s_hash_text (hash, backend->name);
+        hash = s_hash_text (hash, backend->version);
         hash = s_hash_word (hash, backend->action_count);
         for (size_t a = 0; a < backend->action_count; a++) {
             const proto_action_spec_t *action = &backend->actions [a];
@@ -141,7 +142,8 @@ s_backends_equal (const proto_backend_spec_t *a, size_t a_count,
     for (size_t index = 0; index < a_count; index++) {
         const proto_backend_spec_t *one = &a [index], *other = &b [index];
         if (one->action_count != other->action_count
-            || !s_text_equal (one->name, other->name))
+            || !s_text_equal (one->name, other->name)
+            || !s_text_equal (one->version, other->version))
             return false;
         for (size_t at = 0; at < one->action_count; at++)
             if (!s_actions_equal (&one->actions [at], &other->actions [at]))
@@ -177,7 +179,7 @@ s_write_wire_backends (pw_t *writer, const proto_backend_spec_t *backends,
     pw_array (writer, count);
     for (size_t b = 0; b < count; b++) {
         const proto_backend_spec_t *backend = &backends [b];
-        pw_map (writer, 2);
+        pw_map (writer, 2 + (backend->version ? 1 : 0));
         pw_str (writer, "name");
         pw_str (writer, backend->name);
         pw_str (writer, "actions");
@@ -222,6 +224,10 @@ s_write_wire_backends (pw_t *writer, const proto_backend_spec_t *backends,
                     pw_int (writer, param->max_value);
                 }
             }
+        }
+        if (backend->version) {
+            pw_str (writer, "version");
+            pw_str (writer, backend->version);
         }
     }
 }

@@ -1018,6 +1018,8 @@ s_cell_set (sched_t *self, s_jobx_t *jobx, size_t step, size_t node,
     sched_job_t *job = jobx->job;
     sched_cell_t *cell = s_cell (job, step, node);
     bool was_final = sched_cell_status_final (cell->status);
+    if (cell->status != status)
+        cell->since_ms = self->now_ms;
     cell->status = status;
     if (!was_final && sched_cell_status_final (status)) {
         jobx->step_final [step]++;
@@ -2563,4 +2565,18 @@ size_t
 sched_running_count (sched_t *self)
 {
     return self->running_count;
+}
+
+size_t
+sched_live_jobs (sched_t *self, const sched_job_t ***jobs_p)
+{
+    const sched_job_t **jobs = (const sched_job_t **) s_alloc (
+        (self->live_count ? self->live_count : 1) * sizeof (sched_job_t *));
+    size_t count = 0;
+    for (size_t bucket = 0; bucket < self->bucket_count; bucket++)
+        for (s_jobx_t *jobx = self->buckets [bucket];
+             jobx && count < self->live_count; jobx = jobx->hash_next)
+            jobs [count++] = jobx->job;
+    *jobs_p = jobs;
+    return count;
 }

@@ -93,6 +93,7 @@ typedef struct {
     int64_t deadline_ms;          //  Private: ack / run / retry deadline (monotonic)
     uint32_t resends;             //  Private: direct re-sends of this attempt
     int64_t started_ms;           //  Private: when this attempt started running (monotonic), 0 before
+    int64_t since_ms;             //  Monotonic time of its latest status change
 } sched_cell_t;
 
 //  A node the target names or covers that the job did not run on.
@@ -270,6 +271,11 @@ bool sched_paused (sched_t *self);
 //  How many jobs are pending / running.
 size_t sched_pending_count (sched_t *self);
 size_t sched_running_count (sched_t *self);
+
+//  The live (pending and running) jobs: a malloc'd array of borrowed
+//  pointers in no particular order (free only the array), valid until the
+//  next mutating call. Returns the count.
+size_t sched_live_jobs (sched_t *self, const sched_job_t ***jobs_p);
 
 //  Wire/JSON names: "pending", "running", "completed", "partial_failure",
 //  "failed", "cancelled"; "pending", "dispatched", "acknowledged",

@@ -368,7 +368,8 @@ s_command_option (cli_args_t *args, int argc, char *const *argv, int *index,
         args->job_filter = value;
         return 1;
     }
-    if (args->command == CLI_CMD_DLQ_LIST
+    if ((args->command == CLI_CMD_DLQ_LIST
+    ||   args->command == CLI_CMD_NODE_HISTORY)
     &&  s_is_option (arg, "--limit", &inline_value)) {
         if (s_option_value (argc, argv, index, "--limit", inline_value,
                             &value, err, err_len))
@@ -483,6 +484,9 @@ s_command_name (cli_command_t command)
         case CLI_CMD_DLQ_SHOW: return "dlq show";
         case CLI_CMD_DLQ_RETRY: return "dlq retry";
         case CLI_CMD_DLQ_PURGE: return "dlq purge";
+        case CLI_CMD_QUEUE_STATS: return "queue stats";
+        case CLI_CMD_NODE_WORKERS: return "node workers";
+        case CLI_CMD_NODE_HISTORY: return "node history";
         default: return "gridcli";
     }
 }
@@ -560,6 +564,8 @@ s_args_check (cli_args_t *args, char *err, size_t err_len)
         case CLI_CMD_NODE_INFO:
         case CLI_CMD_NODE_DRAIN:
         case CLI_CMD_NODE_RESUME:
+        case CLI_CMD_NODE_WORKERS:
+        case CLI_CMD_NODE_HISTORY:
             if (!args->id)
                 return s_fail (err, err_len, "%s needs a node id",
                                s_command_name (args->command));
@@ -637,7 +643,9 @@ s_parse_command_args (cli_args_t *args, int argc, char *const *argv,
         ||   args->command == CLI_CMD_JOB_RETRY
         ||   args->command == CLI_CMD_DLQ_SHOW
         ||   args->command == CLI_CMD_DLQ_RETRY
-        ||   args->command == CLI_CMD_DLQ_PURGE) && !args->id) {
+        ||   args->command == CLI_CMD_DLQ_PURGE
+        ||   args->command == CLI_CMD_NODE_WORKERS
+        ||   args->command == CLI_CMD_NODE_HISTORY) && !args->id) {
             args->id = arg;
             continue;
         }
@@ -683,10 +691,10 @@ cli_args_parse (cli_args_t *args, int argc, char *const *argv, char *err,
         args->command = CLI_CMD_HELP;
         if (index < argc) {
             const char *topics [] = { "job", "node", "broker", "status",
-                                      "key", "dlq", NULL };
+                                      "key", "dlq", "queue", NULL };
             if (!s_in_list (argv [index], topics))
                 return s_fail (err, err_len, "no help on '%s' (topics: job, "
-                               "node, broker, key, dlq, status)",
+                               "node, broker, key, dlq, queue, status)",
                                argv [index]);
             args->help_topic = argv [index];
         }
@@ -707,8 +715,8 @@ cli_args_parse (cli_args_t *args, int argc, char *const *argv, char *err,
                            ? "job needs a subcommand: run, status, list, "
                              "cancel, events, delete or retry"
                            : streq (topic, "node")
-                           ? "node needs a subcommand: list, info, drain or "
-                             "resume"
+                           ? "node needs a subcommand: list, info, drain, "
+                             "resume, workers or history"
                            : "broker needs a subcommand: drain or resume");
         const char *sub = argv [index++];
         if (streq (sub, "-h") || streq (sub, "--help") || streq (sub, "help")) {
@@ -756,8 +764,15 @@ cli_args_parse (cli_args_t *args, int argc, char *const *argv, char *err,
             if (streq (sub, "resume"))
                 args->command = CLI_CMD_NODE_RESUME;
             else
+            if (streq (sub, "workers"))
+                args->command = CLI_CMD_NODE_WORKERS;
+            else
+            if (streq (sub, "history"))
+                args->command = CLI_CMD_NODE_HISTORY;
+            else
                 return s_fail (err, err_len, "unknown node subcommand '%s' "
-                               "(list, info, drain, resume)", sub);
+                               "(list, info, drain, resume, workers, "
+                               "history)", sub);
         }
         else {
             if (streq (sub, "drain"))
@@ -799,6 +814,22 @@ cli_args_parse (cli_args_t *args, int argc, char *const *argv, char *err,
         return s_parse_command_args (args, argc, argv, index, "key", err,
                                      err_len);
     }
+    if (streq (word, "queue")) {
+        args->help_topic = "queue";
+        const char *sub = index < argc ? argv [index++] : NULL;
+        if (!sub)
+            return s_fail (err, err_len, "queue needs a subcommand: stats");
+        if (streq (sub, "-h") || streq (sub, "--help") || streq (sub, "help")) {
+            args->command = CLI_CMD_HELP;
+            return 0;
+        }
+        if (!streq (sub, "stats"))
+            return s_fail (err, err_len, "unknown queue subcommand '%s' "
+                           "(stats)", sub);
+        args->command = CLI_CMD_QUEUE_STATS;
+        return s_parse_command_args (args, argc, argv, index, "queue", err,
+                                     err_len);
+    }
     if (streq (word, "dlq")) {
         args->help_topic = "dlq";
         const char *sub = index < argc ? argv [index++] : NULL;
@@ -831,7 +862,7 @@ cli_args_parse (cli_args_t *args, int argc, char *const *argv, char *err,
                        "gridcli keygen [--out DIR] [--name NAME]");
     return s_fail (err, err_len,
                    "unknown command '%s' (commands: job, node, broker, key, "
-                   "dlq, keygen, status, help)",
+                   "dlq, queue, keygen, status, help)",
                    word);
 }
 
@@ -1253,6 +1284,24 @@ cli_request_build (const cli_args_t *args, const job_spec_t *file_spec,
                 pw_str (writer, "job");
                 pw_str (writer, args->job_filter);
             }
+            if (args->limit) {
+                pw_str (writer, "limit");
+                pw_int (writer, args->limit);
+            }
+            return 0;
+        case CLI_CMD_QUEUE_STATS:
+            proto_request_begin (writer, "queue.stats", id, 0);
+            return 0;
+        case CLI_CMD_NODE_WORKERS:
+            proto_request_begin (writer, "node.workers", id, 1);
+            pw_str (writer, "node");
+            pw_str (writer, args->id);
+            return 0;
+        case CLI_CMD_NODE_HISTORY:
+            proto_request_begin (writer, "node.history", id,
+                                 args->limit ? 2 : 1);
+            pw_str (writer, "node");
+            pw_str (writer, args->id);
             if (args->limit) {
                 pw_str (writer, "limit");
                 pw_int (writer, args->limit);
@@ -2549,13 +2598,17 @@ s_render_node_info (const pv_t *data, FILE *out)
                    false, buf, sizeof buf));
 
     const pv_t *backends = pv_map_get (data, "backends");
-    const char *headers [] = { "BACKEND", "ACTION", "KIND", "PARAMS" };
-    s_table_t *table = s_table_new (4, false, headers);
+    const char *headers [] = {
+        "BACKEND", "VERSION", "ACTION", "KIND", "PARAMS"
+    };
+    s_table_t *table = s_table_new (5, false, headers);
     for (size_t index = 0; index < pv_size (backends); index++) {
         const pv_t *backend = pv_array_at (backends, index);
         const pv_t *actions = pv_map_get (backend, "actions");
-        char backend_name [128];
+        char backend_name [128], version [128] = "-";
         s_field (backend, "name", backend_name, sizeof backend_name);
+        if (pv_map_get (backend, "version"))
+            s_field (backend, "version", version, sizeof version);
         for (size_t a = 0; a < pv_size (actions); a++) {
             const pv_t *action = pv_array_at (actions, a);
             const pv_t *params = pv_map_get (action, "params");
@@ -2574,7 +2627,7 @@ s_render_node_info (const pv_t *data, FILE *out)
                           p ? "," : "", name, required ? "*" : "");
             }
             const char *row [] = {
-                backend_name,
+                backend_name, version,
                 s_field (action, "name", action_name, sizeof action_name),
                 s_field (action, "kind", kind, sizeof kind),
                 *list ? list : "-"
@@ -2783,6 +2836,236 @@ s_render_purged (const pv_t *data, FILE *out)
     return 0;
 }
 
+static void
+s_print_window (FILE *out, const char *label, const pv_t *windows)
+{
+    char line [256], p50 [32], p99 [32];
+    size_t used = 0;
+    line [0] = 0;
+    for (size_t index = 0; index < pv_size (windows); index++) {
+        char key [16];
+        s_scalar (pv_map_key_at (windows, index), key, sizeof key);
+        const pv_t *window = pv_map_value_at (windows, index);
+        int64_t count = s_field_int (window, "count", 0);
+        s_human_ms (s_field_int (window, "p50", 0), p50, sizeof p50);
+        s_human_ms (s_field_int (window, "p99", 0), p99, sizeof p99);
+        used += (size_t) snprintf (line + used, sizeof line - used,
+                                   "%slast %s: p50 %s, p99 %s (%" PRId64
+                                   " samples)", index ? "; " : "", key,
+                                   count ? p50 : "-", count ? p99 : "-",
+                                   count);
+        if (used >= sizeof line)
+            break;
+    }
+    s_print_field (out, label, *line ? line : "-");
+}
+
+static int
+s_render_queue_stats (const pv_t *data, FILE *out)
+{
+    if (pv_type (pv_map_get (data, "jobs")) != PV_MAP)
+        return -2;
+    char *text = s_counters (pv_map_get (data, "jobs"));
+    s_print_field (out, "jobs", text);
+    free (text);
+    text = s_counters (pv_map_get (data, "cells"));
+    s_print_field (out, "cells", text);
+    free (text);
+    const pv_t *oldest = pv_map_get (data, "oldest_pending");
+    char buf [128], age [32];
+    if (pv_type (oldest) == PV_MAP) {
+        s_human_ms (s_field_int (oldest, "age_ms", 0), age, sizeof age);
+        char job [64];
+        snprintf (buf, sizeof buf, "%s (%s)",
+                  s_field (oldest, "job", job, sizeof job), age);
+        s_print_field (out, "oldest", buf);
+    }
+    else
+        s_print_field (out, "oldest", "no pending job");
+    s_print_window (out, "wait", pv_map_get (data, "wait_ms"));
+    s_print_window (out, "run", pv_map_get (data, "run_ms"));
+    //  Figures other parts of the broker add (claims, limits...) as they
+    //  come: every other scalar or flat map
+    for (size_t index = 0; index < pv_size (data); index++) {
+        char key [64];
+        s_scalar (pv_map_key_at (data, index), key, sizeof key);
+        const pv_t *value = pv_map_value_at (data, index);
+        if (streq (key, "jobs") || streq (key, "cells")
+        ||  streq (key, "oldest_pending") || streq (key, "wait_ms")
+        ||  streq (key, "run_ms") || pv_type (value) == PV_ARRAY)
+            continue;
+        if (pv_type (value) == PV_MAP) {
+            text = s_counters (value);
+            s_print_field (out, key, *text ? text : "-");
+            free (text);
+        }
+        else
+            s_print_field (out, key, s_scalar (value, buf, sizeof buf));
+    }
+    const char *headers [] = {
+        "PRIORITY", "JOBS-PENDING", "JOBS-RUNNING", "JOBS-FINISHED",
+        "CELLS-PENDING", "CELLS-RUNNING", "CELLS-FINISHED"
+    };
+    s_table_t *table = s_table_new (7, false, headers);
+    const pv_t *by_priority = pv_map_get (data, "by_priority");
+    for (size_t index = 0; index < pv_size (by_priority); index++) {
+        const pv_t *row_data = pv_array_at (by_priority, index);
+        const pv_t *jobs = pv_map_get (row_data, "jobs");
+        const pv_t *cells = pv_map_get (row_data, "cells");
+        char cols [7][32];
+        s_field (row_data, "priority", cols [0], sizeof cols [0]);
+        s_field (jobs, "pending", cols [1], sizeof cols [1]);
+        s_field (jobs, "running", cols [2], sizeof cols [2]);
+        s_field (jobs, "finished", cols [3], sizeof cols [3]);
+        s_field (cells, "pending", cols [4], sizeof cols [4]);
+        s_field (cells, "running", cols [5], sizeof cols [5]);
+        s_field (cells, "finished", cols [6], sizeof cols [6]);
+        const char *row [] = {cols [0], cols [1], cols [2], cols [3],
+                              cols [4], cols [5], cols [6]};
+        s_table_add (table, false, row);
+    }
+    if (table->rows > 1) {
+        fputc ('\n', out);
+        s_table_print (table, out, false);
+    }
+    s_table_destroy (&table);
+    const char *action_headers [] = {
+        "ACTION", "CELLS-PENDING", "CELLS-RUNNING", "CELLS-FINISHED"
+    };
+    table = s_table_new (4, false, action_headers);
+    const pv_t *by_action = pv_map_get (data, "by_action");
+    for (size_t index = 0; index < pv_size (by_action); index++) {
+        const pv_t *row_data = pv_array_at (by_action, index);
+        const pv_t *cells = pv_map_get (row_data, "cells");
+        char cols [4][160];
+        s_field (row_data, "action", cols [0], sizeof cols [0]);
+        s_field (cells, "pending", cols [1], sizeof cols [1]);
+        s_field (cells, "running", cols [2], sizeof cols [2]);
+        s_field (cells, "finished", cols [3], sizeof cols [3]);
+        const char *row [] = {cols [0], cols [1], cols [2], cols [3]};
+        s_table_add (table, false, row);
+    }
+    if (table->rows > 1) {
+        fputc ('\n', out);
+        s_table_print (table, out, false);
+    }
+    s_table_destroy (&table);
+    return 0;
+}
+
+static int
+s_render_node_workers (const pv_t *data, FILE *out)
+{
+    const pv_t *slots = pv_map_get (data, "slots");
+    if (pv_type (pv_map_get (data, "node")) != PV_STR
+        || pv_type (slots) != PV_ARRAY)
+        return -2;
+    char buf [256];
+    s_print_field (out, "node", s_field (data, "node", buf, sizeof buf));
+    s_print_field (out, "status", s_field (data, "status", buf, sizeof buf));
+    snprintf (buf, sizeof buf, "%" PRId64 " running, %" PRId64
+              " queued (heartbeat), %" PRId64 " slots",
+              s_field_int (data, "running", 0), s_field_int (data, "queued", 0),
+              s_field_int (data, "concurrency", 0));
+    s_print_field (out, "load", buf);
+    char *text = s_counters (pv_map_get (data, "counters"));
+    s_print_field (out, "counters", *text ? text : "-");
+    free (text);
+    const char *headers [] = {
+        "JOB", "STEP", "ATTEMPT", "ACTION", "STATUS", "SINCE"
+    };
+    s_table_t *table = s_table_new (6, false, headers);
+    for (size_t index = 0; index < pv_size (slots); index++) {
+        const pv_t *slot = pv_array_at (slots, index);
+        char cols [6][160];
+        s_field (slot, "job", cols [0], sizeof cols [0]);
+        s_field (slot, "step", cols [1], sizeof cols [1]);
+        s_field (slot, "attempt", cols [2], sizeof cols [2]);
+        s_field (slot, "action", cols [3], sizeof cols [3]);
+        s_field (slot, "status", cols [4], sizeof cols [4]);
+        s_time (pv_map_get (slot, "since"), false, cols [5], sizeof cols [5]);
+        const char *row [] = {cols [0], cols [1], cols [2], cols [3],
+                              cols [4], cols [5]};
+        s_table_add (table, false, row);
+    }
+    fputc ('\n', out);
+    if (table->rows > 1)
+        s_table_print (table, out, false);
+    else
+        fprintf (out, "nothing under way\n");
+    s_table_destroy (&table);
+    return 0;
+}
+
+static int
+s_render_node_history (const pv_t *data, FILE *out)
+{
+    const pv_t *history = pv_map_get (data, "history");
+    if (pv_type (history) != PV_ARRAY)
+        return -2;
+    const char *headers [] = {"SEQ", "TIME", "EVENT", "AGENT", "CHANGES"};
+    s_table_t *table = s_table_new (5, false, headers);
+    for (size_t index = 0; index < pv_size (history); index++) {
+        const pv_t *entry = pv_array_at (history, index);
+        char seq [32], time [64], event [32], version [64], previous [64];
+        char agent [160];
+        s_field (entry, "seq", seq, sizeof seq);
+        s_time (pv_map_get (entry, "time"), false, time, sizeof time);
+        s_field (entry, "event", event, sizeof event);
+        s_field (entry, "agent_version", version, sizeof version);
+        if (pv_map_get (entry, "previous_agent_version")) {
+            s_field (entry, "previous_agent_version", previous,
+                     sizeof previous);
+            snprintf (agent, sizeof agent, "%s (was %s)", version, previous);
+        }
+        else
+            snprintf (agent, sizeof agent, "%s", version);
+        //  "+a.b -c.d apt 1.0->1.1", or the action count of a first one
+        char *changes = s_strdup ("");
+        const char *lists [] = {"added", "removed"};
+        for (int list = 0; list < 2; list++) {
+            const pv_t *names = pv_map_get (entry, lists [list]);
+            for (size_t at = 0; at < pv_size (names); at++) {
+                char name [160];
+                s_scalar (pv_array_at (names, at), name, sizeof name);
+                size_t used = strlen (changes);
+                changes = s_realloc (changes, used + strlen (name) + 3);
+                snprintf (changes + used, strlen (name) + 3, "%s%c%s",
+                          used ? " " : "", list ? '-' : '+', name);
+            }
+        }
+        const pv_t *versions = pv_map_get (entry, "versions");
+        for (size_t at = 0; at < pv_size (versions); at++) {
+            const pv_t *item = pv_array_at (versions, at);
+            char backend [80], from [64] = "-", to [64] = "-", part [240];
+            s_field (item, "backend", backend, sizeof backend);
+            if (pv_type (pv_map_get (item, "from")) == PV_STR)
+                s_field (item, "from", from, sizeof from);
+            if (pv_type (pv_map_get (item, "to")) == PV_STR)
+                s_field (item, "to", to, sizeof to);
+            snprintf (part, sizeof part, "%s%s %s->%s", *changes ? " " : "",
+                      backend, from, to);
+            size_t used = strlen (changes);
+            changes = s_realloc (changes, used + strlen (part) + 1);
+            memcpy (changes + used, part, strlen (part) + 1);
+        }
+        if (!*changes) {
+            free (changes);
+            changes = zsys_sprintf ("%" PRId64 " actions",
+                                    s_field_int (entry, "actions", 0));
+        }
+        const char *row [] = {seq, time, event, agent, changes};
+        s_table_add (table, false, row);
+        free (changes);
+    }
+    if (table->rows > 1)
+        s_table_print (table, out, false);
+    else
+        fprintf (out, "no registrations recorded\n");
+    s_table_destroy (&table);
+    return 0;
+}
+
 int
 cli_render (cli_command_t command, const pv_t *data, cli_output_t output,
             FILE *out)
@@ -2845,6 +3128,12 @@ cli_render (cli_command_t command, const pv_t *data, cli_output_t output,
             return s_render_dlq_entry (data, out);
         case CLI_CMD_DLQ_PURGE:
             return s_render_purged (data, out);
+        case CLI_CMD_QUEUE_STATS:
+            return s_render_queue_stats (data, out);
+        case CLI_CMD_NODE_WORKERS:
+            return s_render_node_workers (data, out);
+        case CLI_CMD_NODE_HISTORY:
+            return s_render_node_history (data, out);
         default:
             return -2;
     }
@@ -2876,7 +3165,12 @@ static const char *s_help_main =
 "  dlq list|show|retry|purge\n"
 "                        the dead-letter queue (gridcli dlq --help)\n"
 "  node list             registered nodes\n"
-"  node info ID          one node and the actions it offers\n"
+"  node info ID          one node, its backends and the actions it offers\n"
+"  node workers ID       what each slot of the node runs now, its counters\n"
+"  node history ID [--limit N]\n"
+"                        what changed between the node's registrations\n"
+"  queue stats           jobs and cells by priority and action, oldest\n"
+"                        pending job, wait and run times, dead letters\n"
 "  node drain ID         the node takes no new jobs (resume: it does again)\n"
 "  node resume ID\n"
 "  broker drain          maintenance: no new jobs admitted, running ones\n"
@@ -2889,7 +3183,7 @@ static const char *s_help_main =
 "                        write this client's key pair (default\n"
 "                        ~/.config/grid/client.key)\n"
 "  status                broker version, uptime, node and job counts, store\n"
-"  help [job|node|broker|key|dlq|status]\n"
+"  help [job|node|broker|key|dlq|queue|status]\n"
 "                        this help, or a command's (also -h, --help,\n"
 "                        and COMMAND --help, e.g. gridcli job --help)\n"
 "\n"
@@ -3042,15 +3336,25 @@ static const char *s_help_node =
 "  gridcli node info ID\n"
 "  gridcli node drain ID\n"
 "  gridcli node resume ID\n"
+"  gridcli node workers ID\n"
+"  gridcli node history ID [--limit N]\n"
 "\n"
 "node list    ID HOSTNAME STATUS GROUPS LABELS LAST-SEEN RUNNING, sorted by\n"
 "             id (RUNNING is tasks running / concurrency)\n"
-"node info    the node's fields, then BACKEND ACTION KIND PARAMS for each\n"
-"             action it offers (KIND query only reads, modify changes the\n"
-"             host; a param marked * is required)\n"
+"node info    the node's fields, then BACKEND VERSION ACTION KIND PARAMS\n"
+"             for each action it offers (KIND query only reads, modify\n"
+"             changes the host; a param marked * is required)\n"
 "node drain   the node takes no new jobs; what it runs goes on; it reads\n"
 "             draining until its work is done, then drained\n"
 "node resume  the node takes new jobs again\n"
+"node workers the node's load (running and queued from its heartbeat, its\n"
+"             slots) and counters since the broker started (run, failed,\n"
+"             lost, retried), then JOB STEP ATTEMPT ACTION STATUS SINCE for\n"
+"             each step sent to it and not yet ended\n"
+"node history SEQ TIME EVENT AGENT CHANGES, newest first: the first\n"
+"             registration, then each one that added (+b.a) or removed\n"
+"             (-b.a) actions or changed a backend's (b 1.0->1.1) or the\n"
+"             agent's version; --limit N, 1 to 1000 (default 50)\n"
 "\n"
 "Global options and exit codes: gridcli --help.\n"
 "\n"
@@ -3126,6 +3430,20 @@ static const char *s_help_status =
 "  gridcli status\n"
 "  gridcli --broker tcp://grid-ctl:7701 --output json status\n";
 
+static const char *s_help_queue =
+"gridcli queue - the broker's work queue at a glance\n"
+"\n"
+"Usage: gridcli queue stats\n"
+"\n"
+"Prints jobs (pending and running now, finished since the broker started,\n"
+"by status), the cells of the live jobs (pending, running, finished), the\n"
+"oldest pending job, wait times (submit to a job's first step starting,\n"
+"per node) and run times (per attempt) at p50 and p99 over the last 5\n"
+"minutes and the last hour, the dead-letter queue's size, then tables by\n"
+"priority and by backend.action. --output json gives every figure.\n"
+"\n"
+"Global options and exit codes: gridcli --help.\n";
+
 static const char *s_help_dlq =
 "gridcli dlq - the dead-letter queue: steps that failed for good\n"
 "\n"
@@ -3181,6 +3499,9 @@ cli_print_help (const char *topic, FILE *out)
     else
     if (topic && streq (topic, "dlq"))
         fputs (s_help_dlq, out);
+    else
+    if (topic && streq (topic, "queue"))
+        fputs (s_help_queue, out);
     else
         fputs (s_help_main, out);
 }

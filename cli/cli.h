@@ -79,7 +79,10 @@ typedef enum {
     CLI_CMD_DLQ_LIST,     //  dlq list [--job ID] [--limit N]
     CLI_CMD_DLQ_SHOW,     //  dlq show ENTRY
     CLI_CMD_DLQ_RETRY,    //  dlq retry ENTRY|JOB
-    CLI_CMD_DLQ_PURGE     //  dlq purge ENTRY | --job ID | --older-than D | --all
+    CLI_CMD_DLQ_PURGE,    //  dlq purge ENTRY | --job ID | --older-than D | --all
+    CLI_CMD_QUEUE_STATS,  //  queue stats
+    CLI_CMD_NODE_WORKERS, //  node workers ID
+    CLI_CMD_NODE_HISTORY  //  node history ID [--limit N]
 } cli_command_t;
 
 typedef enum {

@@ -383,6 +383,7 @@ static const s_field_t s_backend_fields [] = {
     S_TEXT (proto_backend_spec_t, name, S_TEXT_NAME),
     S_STRUCTS_OF (proto_backend_spec_t, actions, action_count,
                   s_action_schema),
+    S_TEXT_OPT (proto_backend_spec_t, "version", version, S_TEXT_SHORT),
 };
 static const s_schema_t s_backend_schema = {
     s_backend_fields, S_COUNT_OF (s_backend_fields),
@@ -1401,6 +1402,10 @@ static const s_request_field_t s_req_dlq_purge [] = {
 static const s_request_field_t s_req_node [] = {
     { "node", PV_STR, true, 1, PROTO_MAX_TEXT },
 };
+static const s_request_field_t s_req_node_history [] = {
+    { "node", PV_STR, true, 1, PROTO_MAX_TEXT },
+    { "limit", PV_INT, false, 1, 1000 },
+};
 //  key.accept, key.reject, key.delete: exactly one of the two
 static const s_request_field_t s_req_key [] = {
     { "key", PV_STR, false, 40, 40 },
@@ -1434,6 +1439,9 @@ static const s_request_t s_requests [] = {
     S_REQUEST ("dlq.get", s_req_dlq_entry),
     S_REQUEST ("dlq.retry", s_req_dlq_entry),
     S_REQUEST ("dlq.purge", s_req_dlq_purge),
+    S_REQUEST_BARE ("queue.stats"),
+    S_REQUEST ("node.workers", s_req_node),
+    S_REQUEST ("node.history", s_req_node_history),
 };
 
 //  Is VALUE a client request id: a string of 1..PROTO_MAX_REQUEST_ID

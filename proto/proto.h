@@ -91,6 +91,7 @@ typedef struct {
     char *name;                    //  Backend name
     proto_action_spec_t *actions;  //  Its actions
     size_t action_count;           //  How many
+    char *version;                 //  Backend version, or NULL (optional in hello)
 } proto_backend_spec_t;
 
 //  One message of any agent-session or commands-socket type. Only the

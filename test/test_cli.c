@@ -565,7 +565,7 @@ test_cli_parse_run_options (void **state)
 }
 
 static void
-test_cli_parse_retry_and_dlq (void **state)
+test_cli_parse_retry_dlq_queue (void **state)
 {
     cli_args_t args;
     char err [512];
@@ -630,6 +630,30 @@ test_cli_parse_retry_and_dlq (void **state)
     assert_int_equal (s_parse (&args, err, sizeof err, "dlq", "drop", NULL),
                       -1);
     assert_non_null (strstr (err, "unknown dlq subcommand"));
+    cli_args_clear (&args);
+
+    assert_int_equal (s_parse (&args, err, sizeof err, "queue", "stats",
+                               NULL), 0);
+    assert_int_equal (args.command, CLI_CMD_QUEUE_STATS);
+    cli_args_clear (&args);
+    assert_int_equal (s_parse (&args, err, sizeof err, "queue", NULL), -1);
+    cli_args_clear (&args);
+    assert_int_equal (s_parse (&args, err, sizeof err, "node", "workers",
+                               "web-01", NULL), 0);
+    assert_int_equal (args.command, CLI_CMD_NODE_WORKERS);
+    cli_args_clear (&args);
+    assert_int_equal (s_parse (&args, err, sizeof err, "node", "history",
+                               "web/01", NULL), -1);
+    cli_args_clear (&args);
+    assert_int_equal (s_parse (&args, err, sizeof err, "node", "history",
+                               "web-01", "--limit", "3", NULL), 0);
+    pw_reset (writer);
+    assert_int_equal (cli_request_build (&args, NULL, "r3", writer, NULL), 0);
+    assert_int_equal (pv_doc_decode (pw_data (writer), pw_size (writer), &doc,
+                                     NULL, 0), 0);
+    assert_true (pv_str_eq (pv_map_get (pv_doc_root (doc), "type"),
+                            "node.history"));
+    pv_doc_destroy (&doc);
     cli_args_clear (&args);
     pw_destroy (&writer);
 }
@@ -2064,7 +2088,7 @@ main (void)
         cmocka_unit_test (test_cli_parse_wait_anywhere),
         cmocka_unit_test (test_cli_parse_run_options),
         cmocka_unit_test (test_cli_parse_missing_target),
-        cmocka_unit_test (test_cli_parse_retry_and_dlq),
+        cmocka_unit_test (test_cli_parse_retry_dlq_queue),
         cmocka_unit_test (test_cli_parse_bad_target),
         cmocka_unit_test (test_cli_parse_bad_duration),
         cmocka_unit_test (test_cli_parse_unknown_command),

@@ -1,5 +1,6 @@
 /*  =========================================================================
-    test_it_queue - job retry and the dead-letter queue end to end,
+    test_it_queue - job retry, the dead-letter queue, queue statistics,
+    node workers and node history end to end,
     through a real gridbroker, real gridagents and the real gridcli over
     ipc://.
 
@@ -47,14 +48,16 @@ s_set_failing (const char *node, bool failing)
         unlink (path);
 }
 
+//  Starts agent ID; DISABLE names backends it switches off, or is NULL.
 static int
-s_start_agent (const char *id)
+s_start_agent (const char *id, const char *disable)
 {
     char tools [400], fail [400];
     snprintf (tools, sizeof tools, "%s/tools", s_grid.dir);
     snprintf (fail, sizeof fail, "%s/fail-%s", s_grid.dir, id);
     setenv ("GRID_FAKE_LOG", fail, 1);
-    const char *extra [] = {"--tool-dir", tools, NULL};
+    const char *extra [] = {"--tool-dir", tools, "--concurrency", "2",
+                            disable ? "--disable" : NULL, disable, NULL};
     int slot = grid_start_agent (&s_grid, id, "web", NULL, extra);
     unsetenv ("GRID_FAKE_LOG");
     return slot;
@@ -375,6 +378,173 @@ test_it_queue_dead_letter_lands_survives_and_clears (void **state)
 }
 
 //  ---------------------------------------------------------------------
+//  queue.stats, node.workers, node.history
+
+static int64_t
+s_int_at (const pv_t *map, const char *first, const char *second)
+{
+    int64_t value = -1;
+    const pv_t *inner = pv_map_get (map, first);
+    pv_get_int (second ? pv_map_get (inner, second) : inner, &value);
+    return value;
+}
+
+static void
+test_it_queue_stats_and_workers (void **state)
+{
+    char *sleeper = grid_submit_id (&s_grid,
+        "target: node:web-01\n"
+        "priority: 7\n"
+        "tasks: [{backend: test, action: sleep, params: {seconds: 60}}]\n");
+    assert_non_null (sleeper);
+    //  node.workers names it once the agent started it
+    bool seen = false;
+    int64_t deadline = grid_now_ms () + S_WAIT_MS;
+    while (!seen && grid_now_ms () < deadline) {
+        pv_doc_t *doc = grid_call (&s_grid, "node.workers", "node", "web-01",
+                                   NULL);
+        const pv_t *slots = pv_map_get (s_data (doc), "slots");
+        for (size_t index = 0; index < pv_size (slots); index++) {
+            const pv_t *slot = pv_array_at (slots, index);
+            if (grid_str_is (slot, "job", sleeper)
+                && grid_str_is (slot, "status", "running")) {
+                assert_true (grid_str_is (slot, "action", "test.sleep"));
+                assert_int_equal (s_int_at (slot, "step", NULL), 0);
+                assert_int_equal (s_int_at (slot, "attempt", NULL), 1);
+                assert_true (pv_type (pv_map_get (slot, "since")) == PV_STR);
+                seen = true;
+            }
+        }
+        if (!seen)
+            zclock_sleep (50);
+        pv_doc_destroy (&doc);
+    }
+    assert_true (seen);
+    pv_doc_t *doc = grid_call (&s_grid, "node.workers", "node", "web-01",
+                               NULL);
+    const pv_t *data = s_data (doc);
+    assert_int_equal (s_int_at (data, "concurrency", NULL), 2);
+    //  Earlier tests ran and failed work on web-01
+    assert_true (s_int_at (data, "counters", "run") >= 1);
+    assert_true (s_int_at (data, "counters", "failed") >= 1);
+    assert_true (s_int_at (data, "counters", "retried") >= 1);
+    pv_doc_destroy (&doc);
+
+    doc = grid_call (&s_grid, "queue.stats", NULL);
+    data = s_data (doc);
+    assert_true (s_int_at (data, "cells", "running") >= 1);
+    assert_true (s_int_at (data, "jobs", "running") >= 1);
+    assert_true (s_int_at (data, "jobs", "completed") >= 1);
+    //  Waits and runs were sampled (the earlier jobs ran)
+    assert_true (s_int_at (pv_map_get (data, "wait_ms"), "5m", "count") >= 1);
+    assert_true (s_int_at (pv_map_get (data, "run_ms"), "1h", "count") >= 1);
+    //  The failed retry of the dead-letter test left its own entry
+    assert_int_equal (s_int_at (data, "dead_letter", NULL), s_dlq_total (NULL));
+    assert_true (s_int_at (data, "dead_letter", NULL) >= 1);
+    const pv_t *by_priority = pv_map_get (data, "by_priority");
+    assert_true (pv_size (by_priority) >= 1);
+    const pv_t *top = pv_array_at (by_priority, 0);
+    assert_int_equal (s_int_at (top, "priority", NULL), 7);
+    assert_int_equal (s_int_at (top, "jobs", "running"), 1);
+    assert_int_equal (s_int_at (top, "cells", "running"), 1);
+    const pv_t *by_action = pv_map_get (data, "by_action");
+    bool sleep_row = false;
+    for (size_t index = 0; index < pv_size (by_action); index++) {
+        const pv_t *row = pv_array_at (by_action, index);
+        if (grid_str_is (row, "action", "test.sleep")) {
+            assert_int_equal (s_int_at (row, "cells", "running"), 1);
+            sleep_row = true;
+        }
+    }
+    assert_true (sleep_row);
+    assert_int_equal (pv_type (pv_map_get (data, "oldest_pending")), PV_NIL);
+    pv_doc_destroy (&doc);
+
+    char *out = NULL, *err = NULL;
+    int code = grid_cli (&s_grid, &out, &err, 15000, "queue", "stats", NULL);
+    assert_int_equal (code, 0);
+    assert_true (s_contains (out, "test.sleep"));
+    assert_true (s_contains (out, "last 5m: p50 "));
+    free (out);
+    free (err);
+    code = grid_cli (&s_grid, &out, &err, 15000, "node", "workers", "web-01",
+                     NULL);
+    assert_int_equal (code, 0);
+    assert_true (s_contains (out, sleeper));
+    assert_true (s_contains (out, "test.sleep"));
+    free (out);
+    free (err);
+    //  Unknown and hostile node ids
+    doc = grid_call (&s_grid, "node.workers", "node", "no-such-node", NULL);
+    s_expect_code (doc, "not_found");
+    pv_doc_destroy (&doc);
+    doc = grid_call (&s_grid, "node.history", "node", "../etc\x01", NULL);
+    s_expect_code (doc, "not_found");
+    pv_doc_destroy (&doc);
+
+    doc = grid_call (&s_grid, "job.cancel", "job", sleeper, NULL);
+    s_data (doc);
+    pv_doc_destroy (&doc);
+    s_expect_final (sleeper, "cancelled");
+    free (sleeper);
+}
+
+static void
+test_it_queue_history_after_reregistration (void **state)
+{
+    //  web-02 comes back without its rke2 backend
+    int slot = -1;
+    for (size_t index = 0; index < s_grid.agent_count; index++)
+        if (s_grid.agent_pids [index]
+            && strcmp (s_grid.agent_ids [index], "web-02") == 0)
+            slot = (int) index;
+    assert_true (slot >= 0);
+    grid_stop_agent (&s_grid, slot, false);
+    assert_true (s_start_agent ("web-02", "rke2") >= 0);
+    pv_doc_t *doc = grid_call (&s_grid, "node.history", "node", "web-02",
+                               NULL);
+    const pv_t *history = pv_map_get (s_data (doc), "history");
+    assert_int_equal (pv_size (history), 2);
+    const pv_t *newest = pv_array_at (history, 0);
+    assert_true (grid_str_is (newest, "event", "changed"));
+    const pv_t *removed = pv_map_get (newest, "removed");
+    assert_int_equal (pv_size (removed), 2);
+    assert_true (pv_str_eq (pv_array_at (removed, 0), "rke2.start"));
+    assert_true (pv_str_eq (pv_array_at (removed, 1), "rke2.stop"));
+    assert_int_equal (pv_size (pv_map_get (newest, "added")), 0);
+    const pv_t *oldest = pv_array_at (history, 1);
+    assert_true (grid_str_is (oldest, "event", "registered"));
+    assert_int_equal (s_int_at (oldest, "seq", NULL), 1);
+    assert_int_equal (s_int_at (newest, "seq", NULL), 2);
+    pv_doc_destroy (&doc);
+    //  The same backends again: no new entry
+    doc = grid_call (&s_grid, "node.history", "node", "web-01", NULL);
+    assert_int_equal (pv_size (pv_map_get (s_data (doc), "history")), 1);
+    pv_doc_destroy (&doc);
+    //  node info shows each backend's version
+    doc = grid_call (&s_grid, "node.get", "node", "web-02", NULL);
+    const pv_t *backends = pv_map_get (s_data (doc), "backends");
+    assert_true (pv_size (backends) >= 1);
+    for (size_t index = 0; index < pv_size (backends); index++)
+        assert_true (grid_str_is (pv_array_at (backends, index), "version",
+                                  "1.0"));
+    pv_doc_destroy (&doc);
+    char *out = NULL, *err = NULL;
+    int code = grid_cli (&s_grid, &out, &err, 15000, "node", "history",
+                         "web-02", NULL);
+    assert_int_equal (code, 0);
+    assert_true (s_contains (out, "-rke2.start -rke2.stop"));
+    assert_true (s_contains (out, "registered"));
+    free (out);
+    free (err);
+    code = grid_cli (&s_grid, &out, &err, 15000, "node", "info", "web-02",
+                     NULL);
+    assert_true (s_contains (out, "VERSION"));
+    free (out);
+    free (err);
+}
+
+//  ---------------------------------------------------------------------
 
 static int
 s_setup (void **state)
@@ -405,8 +575,8 @@ s_setup (void **state)
     snprintf (s_viewer_arg, sizeof s_viewer_arg, "viewer:%s", s_viewer);
     snprintf (s_operator_arg, sizeof s_operator_arg, "operator:%s",
               s_operator);
-    if (s_start_broker () != 0 || s_start_agent ("web-01") < 0
-        || s_start_agent ("web-02") < 0)
+    if (s_start_broker () != 0 || s_start_agent ("web-01", NULL) < 0
+        || s_start_agent ("web-02", NULL) < 0)
         return -1;
     return 0;
 }
@@ -424,6 +594,8 @@ main (void)
     const struct CMUnitTest tests [] = {
         cmocka_unit_test (test_it_queue_retry_links_both_ways),
         cmocka_unit_test (test_it_queue_dead_letter_lands_survives_and_clears),
+        cmocka_unit_test (test_it_queue_stats_and_workers),
+        cmocka_unit_test (test_it_queue_history_after_reregistration),
     };
     return cmocka_run_group_tests (tests, s_setup, s_teardown);
 }

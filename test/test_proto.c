@@ -76,6 +76,7 @@ s_hello (void)
 
     proto_backend_spec_t *apt = &msg->backends [0];
     apt->name = s_dup ("apt");
+    apt->version = s_dup ("1.2");
     apt->action_count = 2;
     apt->actions = calloc (2, sizeof (proto_action_spec_t));
     assert_non_null (apt->actions);
@@ -740,6 +741,19 @@ test_proto_wrong_types_refused (void **state)
     pw_str (backends, "apt");
     s_expect_refused (s_hello, "backends", backends,
                       "hello.backends[0].actions: required");
+
+    //  A backend's version is text when given
+    backends = pw_new ();
+    pw_array (backends, 1);
+    pw_map (backends, 3);
+    pw_str (backends, "name");
+    pw_str (backends, "apt");
+    pw_str (backends, "actions");
+    pw_array (backends, 0);
+    pw_str (backends, "version");
+    pw_int (backends, 2);
+    s_expect_refused (s_hello, "backends", backends,
+                      "hello.backends[0].version: expected string");
 }
 
 //  A backends list of one action with one param whose map has COUNT
@@ -1285,9 +1299,40 @@ test_proto_request_each_type_accepted (void **state)
     proto_request_begin (w, "status", "req-1", 0);
     s_expect_request_ok (w, "status");
 
+    const char *plain [] = { "queue.stats", "dlq.list" };
+    for (size_t index = 0; index < 2; index++) {
+        w = pw_new ();
+        proto_request_begin (w, plain [index], "req-1", 0);
+        s_expect_request_ok (w, plain [index]);
+    }
+    const char *with_entry [] = { "dlq.get", "dlq.retry", "dlq.purge" };
+    for (size_t index = 0; index < 3; index++) {
+        w = pw_new ();
+        proto_request_begin (w, with_entry [index], "req-1", 1);
+        pw_str (w, "entry");
+        pw_str (w, JOB_A "/0/web-01");
+        s_expect_request_ok (w, with_entry [index]);
+    }
+    w = pw_new ();
+    proto_request_begin (w, "job.retry", "req-1", 3);
+    pw_str (w, "job");
+    pw_str (w, JOB_A);
+    pw_str (w, "failed_only");
+    pw_bool (w, true);
+    pw_str (w, "target");
+    pw_str (w, "any:group:web");
+    s_expect_request_ok (w, "job.retry");
+    w = pw_new ();
+    proto_request_begin (w, "node.history", "req-1", 2);
+    pw_str (w, "node");
+    pw_str (w, "web-01");
+    pw_str (w, "limit");
+    pw_int (w, 5);
+    s_expect_request_ok (w, "node.history");
+
     const char *with_node [] = { "node.drain", "node.resume", "key.accept",
-                                 "key.reject", "key.delete" };
-    for (size_t index = 0; index < 5; index++) {
+                                 "key.reject", "key.delete", "node.workers" };
+    for (size_t index = 0; index < 6; index++) {
         w = pw_new ();
         proto_request_begin (w, with_node [index], "req-1", 1);
         pw_str (w, "node");

@@ -862,6 +862,41 @@ test_sched_any_target_rotates (void **state)
 
 //  R2, R15: start allocates sorted expected x steps cells, all pending,
 //  and the actions come in the documented order.
+//  R15: a cell remembers when its status last changed (node.workers'
+//  "since"), and the live jobs can be listed (queue.stats).
+static void
+test_sched_cell_since_and_live_jobs (void **state)
+{
+    const char *fleet [] = {"web-01:web", "web-02:web"};
+    harness_t *h = s_harness_new (fleet, 2);
+    s_start (h);
+    h->now = 1000;
+    job_spec_t *spec = s_spec (TARGET_GROUP, "web", false,
+                               JOB_STRATEGY_FAIL_FAST);
+    s_leaf (spec, "apt", "update", JOB_COND_ALWAYS);
+    s_submit (h, "j-1", spec);
+    const sched_job_t *job = sched_job (h->sched, "j-1");
+    assert_int_equal (job->cells [0].since_ms, 1000);
+    h->now = 1500;
+    assert_int_equal (s_ack (h, "j-1", 0, 1, "web-01"), 0);
+    h->now = 1700;
+    assert_int_equal (s_started (h, "j-1", 0, 1, "web-01"), 0);
+    //  A repeated ack changes nothing, the time included
+    h->now = 1800;
+    assert_int_equal (s_ack (h, "j-1", 0, 1, "web-01"), 1);
+    assert_int_equal (job->cells [0].since_ms, 1700);
+    assert_int_equal (job->cells [1].since_ms, 1000);
+    job_spec_t *other = s_spec (TARGET_GROUP, "web", false,
+                                JOB_STRATEGY_FAIL_FAST);
+    s_leaf (other, "apt", "install", JOB_COND_ALWAYS);
+    s_submit (h, "j-2", other);
+    const sched_job_t **live = NULL;
+    assert_int_equal (sched_live_jobs (h->sched, &live), 2);
+    assert_true ((live [0] == job) != (live [1] == job));
+    free (live);
+    s_harness_destroy (&h);
+}
+
 static void
 test_sched_start_actions (void **state)
 {
@@ -2327,6 +2362,7 @@ main (void)
         cmocka_unit_test (test_sched_start_no_node),
         cmocka_unit_test (test_sched_any_target_rotates),
         cmocka_unit_test (test_sched_start_actions),
+        cmocka_unit_test (test_sched_cell_since_and_live_jobs),
         cmocka_unit_test (test_sched_step_numbering),
         cmocka_unit_test (test_sched_barrier_waits_for_slowest),
         cmocka_unit_test (test_sched_grid_flat_example),

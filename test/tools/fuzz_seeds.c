@@ -128,7 +128,7 @@ main (int argc, char *argv [])
         {"install", true, "Install a package", params, 1},
         {"host", false, "Ping a host", params + 1, 1},
     };
-    proto_backend_spec_t backends [] = {{"apt", actions, 2}};
+    proto_backend_spec_t backends [] = {{"apt", actions, 2, "1.0"}};
     char *nodes [] = {"web-01", "web-02"};
     proto_kv_t command_params [] = {{"package", "nginx"}};
     proto_kv_t facts [] = {{"uptime", "12345"}};
