@@ -50,6 +50,7 @@ CMOCKA_LIBS = $(shell pkg-config --libs cmocka 2>/dev/null)
 
 CFLAGS ?= $(OPT) -g
 ALL_CFLAGS = -std=c11 -D_GNU_SOURCE -DGRID_VERSION=\"$(VERSION)\" \
+	-DGRID_SYSCONFDIR=\"$(sysconfdir)\" \
 	-Wall -Wextra -Werror -Wshadow -Wno-unused-parameter \
 	$(SANFLAGS) $(CFLAGS) $(PKG_CFLAGS) -MMD -MP
 ALL_LDFLAGS = $(SANFLAGS) $(LDFLAGS)
@@ -86,6 +87,7 @@ FUZZ_BINS := $(FUZZ_TARGETS:%=$(FUZZ_DIR)/bin/%)
 FUZZ_LIB_OBJ := $(LIB_SRC:%.c=$(FUZZ_DIR)/obj/%.o)
 FUZZ_SANITIZE := -fsanitize=address,undefined -fno-sanitize-recover=undefined
 FUZZ_CFLAGS = -std=c11 -D_GNU_SOURCE -DGRID_VERSION=\"$(VERSION)\" \
+	-DGRID_SYSCONFDIR=\"$(sysconfdir)\" \
 	-DGRID_FUZZ_LIBFUZZER -Wall -Wextra -Werror -Wshadow \
 	-Wno-unused-parameter -g -O1 -fno-omit-frame-pointer \
 	-fsanitize=fuzzer-no-link $(FUZZ_SANITIZE) $(PKG_CFLAGS) -MMD -MP
@@ -244,12 +246,12 @@ bench-quick: deps
 # replacing a file that is there; systemd units with the paths filled in.
 # make uninstall removes what install wrote (a config you changed stays).
 PREFIX ?= /usr/local
-ifeq ($(PREFIX),/usr)
+# The programs read their configs from here (built in), whatever PREFIX.
 sysconfdir ?= /etc
+ifeq ($(PREFIX),/usr)
 unitdir ?= /lib/systemd/system
 pythondir ?= $(PREFIX)/lib/python3/dist-packages
 else
-sysconfdir ?= $(PREFIX)/etc
 unitdir ?= $(PREFIX)/lib/systemd/system
 PY_VERSION := $(shell /usr/bin/python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null)
 pythondir ?= $(PREFIX)/lib/python$(PY_VERSION)/dist-packages

@@ -41,6 +41,7 @@
 #include "../proto/conf.h"
 #include "../proto/keys.h"
 #include "../proto/names.h"
+#include "../proto/log.h"
 #include "../proto/service.h"
 #include "../store/store.h"
 #include "executor.h"
@@ -147,6 +148,8 @@ agent_config_clear (agent_config_t *config)
     free (config->resolv_conf);
     free (config->key_file);
     free (config->broker_key);
+    free (config->log_level);
+    free (config->log_format);
     memset (config, 0, sizeof (*config));
 }
 
@@ -289,7 +292,7 @@ static const char *const s_config_keys [] = {
     "id", "groups", "labels", "broker", "publish", "state_dir",
     "concurrency", "tool_dir", "output_cap_bytes", "disabled_backends",
     "resolv_conf", "kill_grace", "drain", "verbose", "key", "broker_key",
-    "insecure", NULL
+    "insecure", "log_level", "log_format", NULL
 };
 
 //  Applies the keys of ROOT to CONFIG.
@@ -316,6 +319,8 @@ s_conf_apply (agent_config_t *config, const pv_t *root, char *err,
     ||  conf_get_str (root, "key", &config->key_file, err, err_len)
     ||  conf_get_str (root, "broker_key", &config->broker_key, err, err_len)
     ||  conf_get_bool (root, "insecure", &config->insecure, err, err_len)
+    ||  conf_get_str (root, "log_level", &config->log_level, err, err_len)
+    ||  conf_get_str (root, "log_format", &config->log_format, err, err_len)
     ||  s_conf_list (root, "groups", &config->groups, &config->group_count,
                      err, err_len)
     ||  s_conf_list (root, "disabled_backends", &config->disabled,
@@ -415,7 +420,9 @@ s_usage (FILE *out)
 "  --broker ENDPOINT       broker agent endpoint (default %s)\n"
 "  --publish ENDPOINT      broker commands endpoint (default %s)\n"
 "  --state-dir DIR         spool directory (default %s)\n"
-"  --config FILE           YAML config file (see conf/gridagent.yaml)\n"
+"  --config FILE           YAML config file (see conf/gridagent.yaml);\n"
+"                          default " AGENT_DEFAULT_CONFIG "\n"
+"                          when it exists, none: no file\n"
 "  --concurrency N         tasks run at once (default 1)\n"
 "  --tool-dir DIR          look up programs (apt-get, systemctl, ping)\n"
 "                          only in DIR\n"
@@ -426,7 +433,10 @@ s_usage (FILE *out)
 "  --kill-grace DURATION   SIGTERM to SIGKILL delay for a task (default 5s)\n"
 "  --drain DURATION        on shutdown, how long running tasks may finish\n"
 "                          (default 5s)\n"
-"  --verbose               log every command event\n"
+"  --verbose               log every command event (--log-level debug)\n"
+"  --log-level LEVEL       error, warn, info (default) or debug\n"
+"  --log-format FORMAT     text (default; journal-style under systemd)\n"
+"                          or json (one object a line)\n"
 "  --key FILE              this agent's key pair\n"
 "                          (default " KEYS_DEFAULT_AGENT_KEY ")\n"
 "  --broker-key KEY        the broker's public key: a key file or 40\n"
@@ -448,7 +458,8 @@ typedef enum {
     S_OPT_STATE_DIR, S_OPT_CONFIG, S_OPT_CONCURRENCY, S_OPT_TOOL_DIR,
     S_OPT_OUTPUT_CAP, S_OPT_DISABLE, S_OPT_RESOLV_CONF, S_OPT_KILL_GRACE,
     S_OPT_DRAIN, S_OPT_VERBOSE, S_OPT_VERSION, S_OPT_HELP, S_OPT_KEY,
-    S_OPT_BROKER_KEY, S_OPT_INSECURE, S_OPT_END
+    S_OPT_BROKER_KEY, S_OPT_INSECURE, S_OPT_LOG_LEVEL, S_OPT_LOG_FORMAT,
+    S_OPT_END
 } s_option_t;
 
 static const struct option s_options [] = {
@@ -470,6 +481,8 @@ static const struct option s_options [] = {
     { "key", required_argument, NULL, S_OPT_KEY },
     { "broker-key", required_argument, NULL, S_OPT_BROKER_KEY },
     { "insecure", no_argument, NULL, S_OPT_INSECURE },
+    { "log-level", required_argument, NULL, S_OPT_LOG_LEVEL },
+    { "log-format", required_argument, NULL, S_OPT_LOG_FORMAT },
     { "version", no_argument, NULL, S_OPT_VERSION },
     { "help", no_argument, NULL, S_OPT_HELP },
     { NULL, 0, NULL, 0 }
@@ -494,6 +507,8 @@ s_apply_flag (agent_config_t *config, int option, const char *value,
         case S_OPT_VERBOSE: config->verbose = true; return 0;
         case S_OPT_KEY: s_set_str (&config->key_file, value); return 0;
         case S_OPT_BROKER_KEY: s_set_str (&config->broker_key, value); return 0;
+        case S_OPT_LOG_LEVEL: s_set_str (&config->log_level, value); return 0;
+        case S_OPT_LOG_FORMAT: s_set_str (&config->log_format, value); return 0;
         case S_OPT_GROUPS:
             return s_list_from_csv (value, &config->groups,
                                     &config->group_count, "--groups", err,
@@ -588,7 +603,12 @@ agent_config_parse (agent_config_t *config, int argc, char *argv [],
                argv [optind]);
         return -1;
     }
+    //  No --config: the system's file when there is one; "none": no file
     const char *file = values [S_OPT_CONFIG - S_OPT_ID];
+    if (!file && access (AGENT_DEFAULT_CONFIG, F_OK) == 0)
+        file = AGENT_DEFAULT_CONFIG;
+    if (file && strcmp (file, "none") == 0)
+        file = NULL;
     if (file && agent_config_load (config, file, err, err_len))
         return -1;
     for (int index = 0; index < S_OPT_END - S_OPT_ID; index++)
@@ -693,6 +713,8 @@ agent_config_check (agent_config_t *config, char *err, size_t err_len)
                               sizeof (show)), known);
             return -1;
         }
+    if (log_check (config->log_level, config->log_format, err, err_len))
+        return -1;
     if (config->concurrency < 1 || config->concurrency > AGENT_MAX_CONCURRENCY
     ||  config->output_cap_bytes < 1
     ||  config->output_cap_bytes > PROTO_MAX_OUTPUT - S_TEXT_SLACK) {
@@ -867,19 +889,20 @@ static void
 s_log (agent_t *self, const char *format, ...)
     __attribute__ ((format (printf, 2, 3)));
 
+//  The agent's lines (log.h): tagged with its node id by log_set_instance;
+//  a line naming a job carries its id. s_debug lines are written at the
+//  debug level (--log-level debug, or --verbose).
 static void
 s_log (agent_t *self, const char *format, ...)
 {
-    char line [1024];
     va_list args;
     va_start (args, format);
-    vsnprintf (line, sizeof (line), format, args);
+    log_writev (LOG_LEVEL_INFO, NULL, format, args);
     va_end (args);
-    fprintf (stderr, "gridagent[%s]: %s\n", self->config->id, line);
 }
 
 #define s_debug(self, ...) \
-    do { if ((self)->config->verbose) s_log (self, __VA_ARGS__); } while (0)
+    log_write (LOG_LEVEL_DEBUG, NULL, __VA_ARGS__)
 
 //  Jitter: a value in [MS - MS/5, MS + MS/5], so a fleet that restarts
 //  together does not hello or re-send in lockstep.

@@ -60,6 +60,8 @@
 #define AGENT_DEFAULT_BROKER "tcp://127.0.0.1:7702"
 #define AGENT_DEFAULT_PUBLISH "tcp://127.0.0.1:7703"
 #define AGENT_DEFAULT_STATE_DIR "/var/lib/grid/agent"
+//  The config file read when no --config is given and it exists
+#define AGENT_DEFAULT_CONFIG GRID_SYSCONFDIR "/grid/gridagent.yaml"
 #define AGENT_DEFAULT_GRACE_MS 5000      //  SIGTERM -> SIGKILL for a task
 #define AGENT_DEFAULT_DRAIN_MS 5000      //  Shutdown: running work may finish
 #define AGENT_MAX_CONCURRENCY 256
@@ -84,6 +86,8 @@ typedef struct {
     int64_t kill_grace_ms;       //  SIGTERM -> SIGKILL for a task
     int64_t drain_ms;            //  Shutdown: how long running work may go on
     bool verbose;                //  One log line per command event
+    char *log_level;             //  error, warn, info or debug (NULL: info)
+    char *log_format;            //  text or json (NULL: text)
     char *key_file;              //  This agent's key pair (either file)
     char *broker_key;            //  The broker's public key: Z85 or a key file
     bool insecure;               //  Plaintext, no keys (--insecure)

@@ -8,6 +8,7 @@
 #include <stdio.h>
 
 #include "../proto/keys.h"
+#include "../proto/log.h"
 #include "agent.h"
 
 int
@@ -31,6 +32,15 @@ main (int argc, char *argv [])
             fprintf (stderr, "gridagent: %s\n", err);
         agent_config_clear (&config);
         return rc < 0 ? 2 : 0;
+    }
+    //  Every line from here on is in the configured form
+    log_init ("gridagent");
+    log_set_instance (config.id);
+    if (log_configure (config.log_level, config.log_format, config.verbose,
+                       err, sizeof (err))) {
+        fprintf (stderr, "gridagent: %s\n", err);
+        agent_config_clear (&config);
+        return 2;
     }
     agent_t *agent = agent_new (&config, err, sizeof (err));
     if (!agent) {

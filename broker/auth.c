@@ -23,6 +23,7 @@
 #include <stdarg.h>
 
 #include "../proto/conf.h"
+#include "../proto/log.h"
 #include "../proto/names.h"
 #include "broker.h"
 
@@ -45,17 +46,17 @@ struct _auth_t {
 static void
 s_log (const char *format, ...) __attribute__ ((format (printf, 1, 2)));
 
+//  Security events: a line that starts "WARNING" is a warning, the rest
+//  info (log.h).
 static void
 s_log (const char *format, ...)
 {
-    char text [1024];
     va_list args;
     va_start (args, format);
-    vsnprintf (text, sizeof text, format, args);
+    log_writev (strncmp (format, "WARNING", 7) == 0 ? LOG_LEVEL_WARN
+                                                  : LOG_LEVEL_INFO,
+                NULL, format, args);
     va_end (args);
-    char stamp [TIME_TEXT_LEN];
-    time_format (broker_wall_ms (), stamp, sizeof stamp);
-    fprintf (stderr, "%s gridbroker: %s\n", stamp, text);
 }
 
 static void

@@ -47,8 +47,13 @@ typedef struct {
     int64_t retention_ms;        //  Finished jobs are purged after this (0 = never)
     int64_t dlq_retention_ms;    //  Dead-letter entries are purged after this (0 = never)
     bool verbose;                //  Log every job and node event
+    char *log_level;             //  error, warn, info or debug (NULL: info)
+    char *log_format;            //  text or json (NULL: text)
     auth_config_t auth;          //  Keys, roles, allowlist (auth.h)
 } broker_config_t;
+
+//  The config file read when no --config is given and it exists
+#define BROKER_DEFAULT_CONFIG GRID_SYSCONFDIR "/grid/gridbroker.yaml"
 
 //  Fills CONFIG with defaults (endpoints on 127.0.0.1:7701/7702/7703,
 //  data dir /var/lib/grid/broker).

@@ -3,6 +3,7 @@
     =========================================================================
 */
 #include "../proto/conf.h"
+#include "../proto/log.h"
 #include "../proto/names.h"
 #include "broker.h"
 
@@ -14,7 +15,9 @@ static const char *s_usage =
     "registered gridagents, and keeps every result in an LMDB store.\n"
     "\n"
     "options (flags override --config, which overrides the defaults):\n"
-    "  --config FILE          YAML config (see conf/gridbroker.yaml)\n"
+    "  --config FILE          YAML config (see conf/gridbroker.yaml); default\n"
+    "                         " BROKER_DEFAULT_CONFIG " when it exists,\n"
+    "                         none: no file\n"
     "  --data-dir DIR         store directory        [/var/lib/grid/broker]\n"
     "  --client EP            client API endpoint    [tcp://127.0.0.1:7701]\n"
     "  --agents EP            agent endpoint         [tcp://127.0.0.1:7702]\n"
@@ -35,7 +38,10 @@ static const char *s_usage =
     "  --store-max-size SIZE  the store may grow to SIZE (512MiB, 8GiB) [8GiB]\n"
     "  --map-size-mb N        initial store size in MiB          [64]\n"
     "  --max-map-size-mb N    --store-max-size in MiB\n"
-    "  --verbose              log every job event\n"
+    "  --verbose              log every job event (--log-level debug)\n"
+    "  --log-level LEVEL      error, warn, info or debug             [info]\n"
+    "  --log-format FORMAT    text (journal-style under systemd) or json,\n"
+    "                         one object a line                      [text]\n"
     "\n"
     "security (see docs/SECURITY.md; CURVE is on unless --insecure):\n"
     "  --key FILE             this broker's key pair\n"
@@ -103,7 +109,9 @@ main (int argc, char *argv [])
                                  argc - 1, argv + 1, stdout, stderr);
     broker_config_t config;
     broker_config_defaults (&config);
-    //  The config file first, so that flags override it.
+    //  The config file first, so that flags override it; without --config
+    //  the system's file when there is one ("--config none": no file).
+    const char *config_file = NULL;
     for (int index = 1; index < argc; index++) {
         if (strcmp (argv [index], "-h") == 0 || strcmp (argv [index], "--help") == 0) {
             fputs (s_usage, stdout);
@@ -115,13 +123,17 @@ main (int argc, char *argv [])
             broker_config_clear (&config);
             return 0;
         }
-        if (strcmp (argv [index], "--config") == 0 && index + 1 < argc) {
-            char err [1024];
-            if (broker_config_load (&config, argv [index + 1], err, sizeof err) != 0) {
-                fprintf (stderr, "gridbroker: %s\n", err);
-                broker_config_clear (&config);
-                return 2;
-            }
+        if (strcmp (argv [index], "--config") == 0 && index + 1 < argc)
+            config_file = argv [index + 1];
+    }
+    if (!config_file && access (BROKER_DEFAULT_CONFIG, F_OK) == 0)
+        config_file = BROKER_DEFAULT_CONFIG;
+    if (config_file && strcmp (config_file, "none") != 0) {
+        char err [1024];
+        if (broker_config_load (&config, config_file, err, sizeof err) != 0) {
+            fprintf (stderr, "gridbroker: %s\n", err);
+            broker_config_clear (&config);
+            return 2;
         }
     }
     int rc = 0;
@@ -151,6 +163,18 @@ main (int argc, char *argv [])
         int64_t number = 0;
         if (strcmp (flag, "--config") == 0)
             ;   //  Read above
+        else if (strcmp (flag, "--log-level") == 0
+                 || strcmp (flag, "--log-format") == 0) {
+            char err [256];
+            bool level = strcmp (flag, "--log-level") == 0;
+            if (log_check (level ? value : NULL, level ? NULL : value, err,
+                           sizeof err) != 0) {
+                fprintf (stderr, "gridbroker: %s: %s\n", flag, err);
+                rc = 2;
+            }
+            else
+                s_set (level ? &config.log_level : &config.log_format, value);
+        }
         else if (strcmp (flag, "--data-dir") == 0)
             s_set (&config.data_dir, value);
         else if (strcmp (flag, "--key") == 0)
@@ -237,9 +261,13 @@ main (int argc, char *argv [])
     }
     //  Random jitter seed per run (the scheduler itself reads no clock).
     config.sched.seed = (uint64_t) broker_wall_ms () ^ ((uint64_t) getpid () << 32);
+    char err [1024];
+    //  Every line from here on is in the configured form
+    log_init ("gridbroker");
+    log_configure (config.log_level, config.log_format, config.verbose, err,
+                   sizeof err);
     zsys_init ();
     zsys_set_logsender (NULL);
-    char err [1024];
     broker_t *broker = broker_new (&config, err, sizeof err);
     broker_config_clear (&config);
     if (!broker) {

@@ -166,6 +166,67 @@ test_service_watchdog_for_another_pid_is_ignored (void **state)
     grid_stop (&grid);
 }
 
+//  Reads FILE whole (caller frees), or NULL.
+static char *
+s_slurp (const char *path)
+{
+    FILE *file = fopen (path, "r");
+    if (!file)
+        return NULL;
+    char *text = (char *) calloc (1, 1 << 20);
+    size_t size = fread (text, 1, (1 << 20) - 1, file);
+    text [size] = 0;
+    fclose (file);
+    return text;
+}
+
+//  --log-format json: every line either program writes is one JSON
+//  object, and the lines about a job carry its id as "job".
+static void
+test_service_json_logs_carry_the_job (void **state)
+{
+    grid_t grid;
+    assert_int_equal (grid_init (&grid), 0);
+    const char *broker_extra [] = {"--log-format", "json", "--verbose", NULL};
+    assert_int_equal (grid_start_broker (&grid, broker_extra), 0);
+    const char *agent_extra [] = {"--log-format", "json", "--log-level",
+                                  "debug", NULL};
+    assert_true (grid_start_agent (&grid, "log-01", NULL, NULL, agent_extra) >= 0);
+    char *job = grid_submit_id (&grid, "target: { scope: all }\n"
+                                       "tasks: [ { backend: test, action: echo, "
+                                       "params: { msg: hi } } ]\n");
+    assert_non_null (job);
+    pv_doc_t *record = grid_wait_job (&grid, job, S_WAIT_MS);
+    assert_non_null (record);
+    pv_doc_destroy (&record);
+    grid_stop_agent (&grid, 0, false);
+    grid_stop_broker (&grid, false);
+
+    char path [512], needle [64];
+    snprintf (needle, sizeof needle, "\"job\":\"%s\"", job);
+    const char *logs [] = {"broker.log", "agent-log-01.log"};
+    for (size_t index = 0; index < 2; index++) {
+        snprintf (path, sizeof path, "%s/%s", grid.dir, logs [index]);
+        char *text = s_slurp (path);
+        assert_non_null (text);
+        size_t lines = 0;
+        for (char *line = strtok (text, "\n"); line; line = strtok (NULL, "\n")) {
+            if (strncmp (line, "{\"ts\":\"", 7) != 0
+                || line [strlen (line) - 1] != '}')
+                fail_msg ("%s: not a JSON line: %s", logs [index], line);
+            lines++;
+        }
+        assert_true (lines > 0);
+        free (text);
+        text = s_slurp (path);
+        if (!strstr (text, needle))
+            fail_msg ("%s has no line with %s", logs [index], needle);
+        free (text);
+    }
+    free (job);
+    grid_stop (&grid);
+}
+
 int
 main (void)
 {
@@ -173,6 +234,7 @@ main (void)
         cmocka_unit_test (test_service_broker_says_ready_watchdog_stopping),
         cmocka_unit_test (test_service_agent_says_ready_watchdog_stopping),
         cmocka_unit_test (test_service_watchdog_for_another_pid_is_ignored),
+        cmocka_unit_test (test_service_json_logs_carry_the_job),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }

@@ -1,0 +1,310 @@
+/*  =========================================================================
+    log - one way to log for gridbroker, gridagent and gridcli (see log.h)
+    =========================================================================
+*/
+#include <ctype.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "names.h"
+
+#define S_LINE_MAX 8192          //  Longest line written (cut beyond)
+#define S_JOB_ID_CHARS 19        //  "j-0193a1b2c3d4-0001"
+
+static const char *s_program = "grid";
+static log_level_t s_level = LOG_LEVEL_INFO;
+static log_format_t s_format = LOG_FORMAT_TEXT;
+static bool s_journal;           //  stderr is the systemd journal
+static char s_instance [72];     //  The agent's node id, or ""
+
+static const char *s_names [] = {"error", "warn", "info", "debug"};
+static const int s_priority [] = {3, 4, 6, 7};    //  syslog's
+
+//  True when JOURNAL_STREAM ("DEV:INODE") names what stderr is.
+static bool
+s_stderr_is_journal (void)
+{
+    const char *stream = getenv ("JOURNAL_STREAM");
+    if (!stream || !*stream)
+        return false;
+    unsigned long long dev = 0, ino = 0;
+    if (sscanf (stream, "%llu:%llu", &dev, &ino) != 2)
+        return false;
+    struct stat st;
+    if (fstat (STDERR_FILENO, &st) != 0)
+        return false;
+    return (unsigned long long) st.st_dev == dev
+        && (unsigned long long) st.st_ino == ino;
+}
+
+void
+log_init (const char *program)
+{
+    if (program && *program)
+        s_program = program;
+    s_journal = s_stderr_is_journal ();
+}
+
+void
+log_set_instance (const char *instance)
+{
+    snprintf (s_instance, sizeof s_instance, "%s", instance ? instance : "");
+}
+
+void
+log_set_level (log_level_t level)
+{
+    if (level >= LOG_LEVEL_ERROR && level <= LOG_LEVEL_DEBUG)
+        s_level = level;
+}
+
+log_level_t
+log_level (void)
+{
+    return s_level;
+}
+
+void
+log_set_format (log_format_t format)
+{
+    s_format = format;
+}
+
+int
+log_level_parse (const char *name, log_level_t *level)
+{
+    if (!name)
+        return -1;
+    for (int index = 0; index <= LOG_LEVEL_DEBUG; index++)
+        if (strcmp (name, s_names [index]) == 0) {
+            *level = (log_level_t) index;
+            return 0;
+        }
+    if (strcmp (name, "warning") == 0) {
+        *level = LOG_LEVEL_WARN;
+        return 0;
+    }
+    return -1;
+}
+
+int
+log_format_parse (const char *name, log_format_t *format)
+{
+    if (name && strcmp (name, "text") == 0)
+        *format = LOG_FORMAT_TEXT;
+    else if (name && strcmp (name, "json") == 0)
+        *format = LOG_FORMAT_JSON;
+    else
+        return -1;
+    return 0;
+}
+
+int
+log_check (const char *level, const char *format, char *err, size_t err_len)
+{
+    log_level_t parsed_level;
+    log_format_t parsed_format;
+    if (level && log_level_parse (level, &parsed_level) != 0) {
+        snprintf (err, err_len, "log level '%s' is not one of error, warn, "
+                  "info, debug", level);
+        return -1;
+    }
+    if (format && log_format_parse (format, &parsed_format) != 0) {
+        snprintf (err, err_len, "log format '%s' is not text or json",
+                  format);
+        return -1;
+    }
+    return 0;
+}
+
+int
+log_configure (const char *level, const char *format, bool verbose,
+               char *err, size_t err_len)
+{
+    if (log_check (level, format, err, err_len) != 0)
+        return -1;
+    log_level_t parsed_level = s_level;
+    log_format_t parsed_format = s_format;
+    if (level)
+        log_level_parse (level, &parsed_level);
+    if (format)
+        log_format_parse (format, &parsed_format);
+    if (verbose && parsed_level < LOG_LEVEL_DEBUG)
+        parsed_level = LOG_LEVEL_DEBUG;
+    s_level = parsed_level;
+    s_format = parsed_format;
+    return 0;
+}
+
+const char *
+log_level_name (log_level_t level)
+{
+    return level >= LOG_LEVEL_ERROR && level <= LOG_LEVEL_DEBUG
+         ? s_names [level] : "info";
+}
+
+bool
+log_enabled (log_level_t level)
+{
+    return level <= s_level;
+}
+
+//  Appends TEXT to BUF (of SIZE, used *USED) as a JSON string body:
+//  quotes, backslashes and control characters escaped; invalid UTF-8 is
+//  passed as it is (the message came from our own code).
+static void
+s_json_append (char *buf, size_t size, size_t *used, const char *text)
+{
+    for (const unsigned char *c = (const unsigned char *) text; *c; c++) {
+        char esc [8];
+        const char *piece = esc;
+        size_t len;
+        if (*c == '"' || *c == '\\') {
+            esc [0] = '\\';
+            esc [1] = (char) *c;
+            len = 2;
+        }
+        else if (*c == '\n') {
+            piece = "\\n";
+            len = 2;
+        }
+        else if (*c == '\t') {
+            piece = "\\t";
+            len = 2;
+        }
+        else if (*c < 0x20) {
+            len = (size_t) snprintf (esc, sizeof esc, "\\u%04x", *c);
+        }
+        else {
+            esc [0] = (char) *c;
+            len = 1;
+        }
+        if (*used + len + 1 >= size)
+            return;
+        memcpy (buf + *used, piece, len);
+        *used += len;
+    }
+    buf [*used] = 0;
+}
+
+static void
+s_append (char *buf, size_t size, size_t *used, const char *text)
+{
+    size_t len = strlen (text);
+    if (*used + len + 1 >= size)
+        len = size - *used - 1;
+    memcpy (buf + *used, text, len);
+    *used += len;
+    buf [*used] = 0;
+}
+
+//  The first job id named in TEXT, copied into ID (JOB_ID_LEN + 1), or
+//  false. Job ids have one strict shape, so a line that names a job can
+//  carry it as a field without every caller passing it.
+static bool
+s_find_job (const char *text, char *id)
+{
+    for (const char *at = strstr (text, "j-"); at; at = strstr (at + 1, "j-")) {
+        if (at > text && (isalnum ((unsigned char) at [-1]) || at [-1] == '-'))
+            continue;
+        if (strlen (at) < S_JOB_ID_CHARS)
+            return false;
+        memcpy (id, at, S_JOB_ID_CHARS);
+        id [S_JOB_ID_CHARS] = 0;
+        char after = at [S_JOB_ID_CHARS];
+        if (job_id_valid (id) && !isalnum ((unsigned char) after) && after != '-')
+            return true;
+    }
+    return false;
+}
+
+static void
+s_json_field (char *buf, size_t size, size_t *used, const char *key,
+              const char *value)
+{
+    if (!value)
+        return;
+    s_append (buf, size, used, ",\"");
+    s_append (buf, size, used, key);
+    s_append (buf, size, used, "\":\"");
+    s_json_append (buf, size, used, value);
+    s_append (buf, size, used, "\"");
+}
+
+void
+log_writev (log_level_t level, const log_ctx_t *ctx, const char *format,
+            va_list args)
+{
+    if (!log_enabled (level))
+        return;
+    char msg [S_LINE_MAX];
+    vsnprintf (msg, sizeof msg, format, args);
+    struct timespec now;
+    clock_gettime (CLOCK_REALTIME, &now);
+    int64_t wall_ms = (int64_t) now.tv_sec * 1000 + now.tv_nsec / 1000000;
+    char stamp [TIME_TEXT_LEN];
+    time_format (wall_ms, stamp, sizeof stamp);
+
+    char line [S_LINE_MAX + 512];
+    size_t used = 0;
+    line [0] = 0;
+    if (s_format == LOG_FORMAT_JSON) {
+        s_append (line, sizeof line, &used, "{\"ts\":\"");
+        s_append (line, sizeof line, &used, stamp);
+        s_append (line, sizeof line, &used, "\",\"level\":\"");
+        s_append (line, sizeof line, &used, log_level_name (level));
+        s_append (line, sizeof line, &used, "\"");
+        s_json_field (line, sizeof line, &used, "program", s_program);
+        s_json_field (line, sizeof line, &used, "msg", msg);
+        const char *node = ctx && ctx->node ? ctx->node
+                         : *s_instance ? s_instance : NULL;
+        char found [JOB_ID_LEN + 1];
+        const char *job = ctx && ctx->job ? ctx->job
+                        : s_find_job (msg, found) ? found : NULL;
+        s_json_field (line, sizeof line, &used, "job", job);
+        s_json_field (line, sizeof line, &used, "node", node);
+        if (ctx)
+            s_json_field (line, sizeof line, &used, "request", ctx->request);
+        s_append (line, sizeof line, &used, "}\n");
+    }
+    else if (s_journal) {
+        char prefix [8];
+        snprintf (prefix, sizeof prefix, "<%d>", s_priority [level]);
+        s_append (line, sizeof line, &used, prefix);
+        s_append (line, sizeof line, &used, msg);
+        s_append (line, sizeof line, &used, "\n");
+    }
+    else {
+        s_append (line, sizeof line, &used, stamp);
+        s_append (line, sizeof line, &used, " ");
+        s_append (line, sizeof line, &used, s_program);
+        if (*s_instance) {
+            s_append (line, sizeof line, &used, "[");
+            s_append (line, sizeof line, &used, s_instance);
+            s_append (line, sizeof line, &used, "]");
+        }
+        s_append (line, sizeof line, &used, " ");
+        s_append (line, sizeof line, &used, log_level_name (level));
+        s_append (line, sizeof line, &used, ": ");
+        s_append (line, sizeof line, &used, msg);
+        s_append (line, sizeof line, &used, "\n");
+    }
+    //  One write, so concurrent writers never split a line
+    ssize_t written = write (STDERR_FILENO, line, used);
+    (void) written;
+}
+
+void
+log_write (log_level_t level, const log_ctx_t *ctx, const char *format, ...)
+{
+    va_list args;
+    va_start (args, format);
+    log_writev (level, ctx, format, args);
+    va_end (args);
+}

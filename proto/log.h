@@ -1,0 +1,107 @@
+/*  =========================================================================
+    log - one way to log for gridbroker, gridagent and gridcli
+
+    Four levels (error, warn, info, debug); a line below the process's
+    level is not written. Every line goes to stderr in one of three forms:
+
+      text     "2026-11-21T07:00:51.123Z gridbroker info: job j-... started"
+               (RFC 3339 UTC with milliseconds, program, level, message)
+      journal  "<6>job j-... started": when stderr is the systemd journal
+               (JOURNAL_STREAM names stderr's device and inode), the
+               journal stamps the time itself and reads the <N> prefix as
+               the syslog priority (3 error, 4 warn, 6 info, 7 debug)
+      json     {"ts":"...","level":"info","program":"gridbroker",
+                "msg":"...","job":"j-...","node":"web-01","request":"..."}
+               one object per line, so logs can be joined with a job's
+               events; job, node and request appear when the line is about
+               one (a line whose words name a job id carries it as job
+               even when the caller passed none)
+
+    The level and the format come from --log-level / --log-format (and the
+    config files' log_level / log_format); the level may change at run time
+    (SIGHUP reload). Messages keep their words whatever the form.
+
+    Threading: the settings are process-wide; set them from the main thread
+    before other threads log. Each line is written with one write(2), so
+    lines from several threads never interleave within a line.
+    =========================================================================
+*/
+#ifndef GRID_LOG_H
+#define GRID_LOG_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+typedef enum {
+    LOG_LEVEL_ERROR = 0,     //  Something failed and was not recovered
+    LOG_LEVEL_WARN,          //  Something is wrong or risky, work goes on
+    LOG_LEVEL_INFO,          //  What an operator wants to see (default)
+    LOG_LEVEL_DEBUG          //  Every event (the programs' --verbose)
+} log_level_t;
+
+typedef enum {
+    LOG_FORMAT_TEXT = 0,     //  Timestamped lines (journal-style when stderr is the journal)
+    LOG_FORMAT_JSON          //  One JSON object per line
+} log_format_t;
+
+//  What a line is about; any field may be NULL.
+typedef struct {
+    const char *job;         //  A job id
+    const char *node;        //  A node id
+    const char *request;     //  A client request id
+} log_ctx_t;
+
+//  Names the program in every line ("gridbroker"); PROGRAM is borrowed
+//  for the life of the process. Also detects the journal.
+void log_init (const char *program);
+
+//  Tags every line with this process's instance (the agent's node id):
+//  text lines read "gridagent[web-01] info: ...", and JSON lines carry it
+//  as "node" unless the line names another. INSTANCE is copied.
+void log_set_instance (const char *instance);
+
+//  Sets / reads the process's level and format.
+void log_set_level (log_level_t level);
+log_level_t log_level (void);
+void log_set_format (log_format_t format);
+
+//  Parses "error", "warn" (or "warning"), "info", "debug" / "text",
+//  "json". Returns 0 or -1.
+int log_level_parse (const char *name, log_level_t *level);
+int log_format_parse (const char *name, log_format_t *format);
+
+//  Checks LEVEL and FORMAT names (either may be NULL: not given). Returns
+//  0, or -1 with a sentence in ERR naming WHERE ("--log-level",
+//  "log_level").
+int log_check (const char *level, const char *format, char *err,
+               size_t err_len);
+
+//  Applies a program's settings: LEVEL and FORMAT names (NULL: keep),
+//  and VERBOSE (the programs' --verbose: at least debug). Returns 0 or -1
+//  with a sentence in ERR.
+int log_configure (const char *level, const char *format, bool verbose,
+                   char *err, size_t err_len);
+
+//  The name of a level ("error", "warn", "info", "debug").
+const char *log_level_name (log_level_t level);
+
+//  True when a line at LEVEL would be written.
+bool log_enabled (log_level_t level);
+
+//  Writes one line at LEVEL about CTX (may be NULL).
+void log_write (log_level_t level, const log_ctx_t *ctx, const char *format,
+                ...) __attribute__ ((format (printf, 3, 4)));
+void log_writev (log_level_t level, const log_ctx_t *ctx, const char *format,
+                 va_list args);
+
+#define log_error(...) log_write (LOG_LEVEL_ERROR, NULL, __VA_ARGS__)
+#define log_warn(...) log_write (LOG_LEVEL_WARN, NULL, __VA_ARGS__)
+#define log_info(...) log_write (LOG_LEVEL_INFO, NULL, __VA_ARGS__)
+#define log_debug(...) log_write (LOG_LEVEL_DEBUG, NULL, __VA_ARGS__)
+
+//  A line about job JOB (and NODE, may be NULL).
+#define log_job(level, job, node, ...) \
+    log_write ((level), &(log_ctx_t) {(job), (node), NULL}, __VA_ARGS__)
+
+#endif
