@@ -446,6 +446,8 @@ s_usage (FILE *out)
 "                          --insecure on a trusted network only\n"
 "  keygen                  write a key pair (gridagent keygen --help), then\n"
 "                          an admin accepts it: gridcli key accept ID\n"
+"  --print-config          print the settings as they would be used, each\n"
+"                          with where it came from (flag, file, default)\n"
 "  --version               print the version and exit\n"
 "  --help                  print this help and exit\n",
              AGENT_DEFAULT_BROKER, AGENT_DEFAULT_PUBLISH,
@@ -459,7 +461,7 @@ typedef enum {
     S_OPT_OUTPUT_CAP, S_OPT_DISABLE, S_OPT_RESOLV_CONF, S_OPT_KILL_GRACE,
     S_OPT_DRAIN, S_OPT_VERBOSE, S_OPT_VERSION, S_OPT_HELP, S_OPT_KEY,
     S_OPT_BROKER_KEY, S_OPT_INSECURE, S_OPT_LOG_LEVEL, S_OPT_LOG_FORMAT,
-    S_OPT_END
+    S_OPT_PRINT_CONFIG, S_OPT_END
 } s_option_t;
 
 static const struct option s_options [] = {
@@ -483,6 +485,7 @@ static const struct option s_options [] = {
     { "insecure", no_argument, NULL, S_OPT_INSECURE },
     { "log-level", required_argument, NULL, S_OPT_LOG_LEVEL },
     { "log-format", required_argument, NULL, S_OPT_LOG_FORMAT },
+    { "print-config", no_argument, NULL, S_OPT_PRINT_CONFIG },
     { "version", no_argument, NULL, S_OPT_VERSION },
     { "help", no_argument, NULL, S_OPT_HELP },
     { NULL, 0, NULL, 0 }
@@ -556,6 +559,89 @@ s_apply_flag (agent_config_t *config, int option, const char *value,
     }
 }
 
+//  "[a, b]" of a list, into BUF.
+static void
+s_flow_list (char *const *items, size_t count, char *buf, size_t buf_len)
+{
+    size_t used = (size_t) snprintf (buf, buf_len, "[");
+    for (size_t index = 0; index < count && used < buf_len; index++)
+        used += (size_t) snprintf (buf + used, buf_len - used, "%s%s",
+                                   index ? ", " : "", items [index]);
+    if (used < buf_len)
+        snprintf (buf + used, buf_len - used, "]");
+}
+
+//  --print-config: every setting as the agent will use it, each with where
+//  it came from. VALUES are the flags given (by option), FILE the config
+//  file read or NULL.
+static void
+s_print_config (const agent_config_t *config, const char *const *values,
+                bool verbose, bool insecure, const char *file, FILE *out)
+{
+    pv_doc_t *doc = NULL;
+    char err [512];
+    if (file)
+        conf_load_file (file, &doc, err, sizeof err);
+    conf_origin_t origin = {out, doc ? pv_doc_root (doc) : NULL, file};
+    const conf_origin_t *o = &origin;
+    fprintf (out, "# gridagent %s: flags over %s over the defaults\n",
+             GRID_VERSION, doc ? file : "(no config file)");
+#define S_GIVEN(option) (values [(option) - S_OPT_ID] != NULL)
+    char text [4096];
+    conf_print_setting (o, "id", config->id, true, "--id", S_GIVEN (S_OPT_ID));
+    s_flow_list (config->groups, config->group_count, text, sizeof text);
+    conf_print_setting (o, "groups", text, false, "--groups",
+                        S_GIVEN (S_OPT_GROUPS));
+    size_t used = (size_t) snprintf (text, sizeof text, "{");
+    for (size_t index = 0; index < config->label_count && used < sizeof text;
+         index++)
+        used += (size_t) snprintf (text + used, sizeof text - used,
+                                   "%s%s: %s", index ? ", " : " ",
+                                   config->labels [index].key,
+                                   config->labels [index].value);
+    if (used < sizeof text)
+        snprintf (text + used, sizeof text - used, " }");
+    conf_print_setting (o, "labels", text, false, "--labels",
+                        S_GIVEN (S_OPT_LABELS));
+    conf_print_setting (o, "broker", config->broker, true, "--broker",
+                        S_GIVEN (S_OPT_BROKER));
+    conf_print_setting (o, "publish", config->publish, true, "--publish",
+                        S_GIVEN (S_OPT_PUBLISH));
+    conf_print_setting (o, "state_dir", config->state_dir, true,
+                        "--state-dir", S_GIVEN (S_OPT_STATE_DIR));
+    conf_print_int (o, "concurrency", config->concurrency, "--concurrency",
+                    S_GIVEN (S_OPT_CONCURRENCY));
+    conf_print_setting (o, "tool_dir", config->tool_dir, true, "--tool-dir",
+                        S_GIVEN (S_OPT_TOOL_DIR));
+    conf_print_int (o, "output_cap_bytes", (int64_t) config->output_cap_bytes,
+                    "--output-cap", S_GIVEN (S_OPT_OUTPUT_CAP));
+    s_flow_list (config->disabled, config->disabled_count, text, sizeof text);
+    conf_print_setting (o, "disabled_backends", text, false, "--disable",
+                        S_GIVEN (S_OPT_DISABLE));
+    conf_print_setting (o, "resolv_conf", config->resolv_conf, true,
+                        "--resolv-conf", S_GIVEN (S_OPT_RESOLV_CONF));
+    conf_print_duration (o, "kill_grace", config->kill_grace_ms,
+                         "--kill-grace", S_GIVEN (S_OPT_KILL_GRACE));
+    conf_print_duration (o, "drain", config->drain_ms, "--drain",
+                         S_GIVEN (S_OPT_DRAIN));
+    conf_print_setting (o, "verbose", config->verbose ? "true" : "false",
+                        false, "--verbose", verbose);
+    conf_print_setting (o, "log_level",
+                        config->log_level ? config->log_level : "info", true,
+                        "--log-level", S_GIVEN (S_OPT_LOG_LEVEL));
+    conf_print_setting (o, "log_format",
+                        config->log_format ? config->log_format : "text", true,
+                        "--log-format", S_GIVEN (S_OPT_LOG_FORMAT));
+    conf_print_setting (o, "key", config->key_file, true, "--key",
+                        S_GIVEN (S_OPT_KEY));
+    conf_print_setting (o, "broker_key", config->broker_key, true,
+                        "--broker-key", S_GIVEN (S_OPT_BROKER_KEY));
+    conf_print_setting (o, "insecure", config->insecure ? "true" : "false",
+                        false, "--insecure", insecure);
+#undef S_GIVEN
+    pv_doc_destroy (&doc);
+}
+
 int
 agent_config_parse (agent_config_t *config, int argc, char *argv [],
                     FILE *out, char *err, size_t err_len)
@@ -566,6 +652,7 @@ agent_config_parse (agent_config_t *config, int argc, char *argv [],
     memset (values, 0, sizeof (values));
     bool verbose = false;
     bool insecure = false;
+    bool print_config = false;
     optind = 0;
     opterr = 0;
     int option;
@@ -585,6 +672,10 @@ agent_config_parse (agent_config_t *config, int argc, char *argv [],
         }
         if (option == S_OPT_INSECURE) {
             insecure = true;
+            continue;
+        }
+        if (option == S_OPT_PRINT_CONFIG) {
+            print_config = true;
             continue;
         }
         if (option == '?' || option == ':') {
@@ -620,7 +711,13 @@ agent_config_parse (agent_config_t *config, int argc, char *argv [],
         config->verbose = true;
     if (insecure)
         config->insecure = true;
-    return agent_config_check (config, err, err_len) ? -1 : 0;
+    if (agent_config_check (config, err, err_len))
+        return -1;
+    if (print_config) {
+        s_print_config (config, values, verbose, insecure, file, out);
+        return 1;
+    }
+    return 0;
 }
 
 //  "a, b, c" of the built-in backend names into BUF.

@@ -2,7 +2,10 @@
     gridbroker - the control host's broker (see broker.h)
     =========================================================================
 */
+#include <getopt.h>
+
 #include "../proto/conf.h"
+#include "../proto/keys.h"
 #include "../proto/log.h"
 #include "../proto/names.h"
 #include "broker.h"
@@ -54,6 +57,8 @@ static const char *s_usage =
     "                         only on a trusted, isolated network\n"
     "  keygen                 write a key pair (gridbroker keygen --help)\n"
     "\n"
+    "  --print-config         print the settings as they would be used, each\n"
+    "                         with where it came from (flag, file, default)\n"
     "  --version              print the version\n"
     "  -h, --help             this text\n"
     "\n"
@@ -101,6 +106,278 @@ s_set (char **field, const char *value)
     *field = strdup (value);
 }
 
+//  The options, getopt_long style (as gridagent and gridcli: --name VALUE
+//  or --name=VALUE, -h, --help, --version, --config FILE).
+enum {
+    S_OPT_CONFIG = 256, S_OPT_DATA_DIR, S_OPT_CLIENT, S_OPT_AGENTS,
+    S_OPT_PUBLISH, S_OPT_HEARTBEAT, S_OPT_MISSED, S_OPT_GRACE_OFFLINE,
+    S_OPT_MAX_CONCURRENT, S_OPT_MAX_PENDING, S_OPT_ACK_TIMEOUT,
+    S_OPT_ACK_RESENDS, S_OPT_TASK_TIMEOUT, S_OPT_GRACE, S_OPT_RETRY_BASE,
+    S_OPT_RETRY_CAP, S_OPT_RETENTION, S_OPT_STORE_MAX, S_OPT_MAP_MB,
+    S_OPT_MAX_MAP_MB, S_OPT_VERBOSE, S_OPT_LOG_LEVEL, S_OPT_LOG_FORMAT,
+    S_OPT_KEY, S_OPT_CLIENT_KEY, S_OPT_AUTO_ACCEPT, S_OPT_ALLOW,
+    S_OPT_INSECURE, S_OPT_VERSION, S_OPT_PRINT_CONFIG, S_OPT_END
+};
+
+static const struct option s_options [] = {
+    {"config", required_argument, NULL, S_OPT_CONFIG},
+    {"data-dir", required_argument, NULL, S_OPT_DATA_DIR},
+    {"client", required_argument, NULL, S_OPT_CLIENT},
+    {"agents", required_argument, NULL, S_OPT_AGENTS},
+    {"publish", required_argument, NULL, S_OPT_PUBLISH},
+    {"heartbeat", required_argument, NULL, S_OPT_HEARTBEAT},
+    {"missed-heartbeats", required_argument, NULL, S_OPT_MISSED},
+    {"offline-grace", required_argument, NULL, S_OPT_GRACE_OFFLINE},
+    {"max-concurrent", required_argument, NULL, S_OPT_MAX_CONCURRENT},
+    {"max-pending", required_argument, NULL, S_OPT_MAX_PENDING},
+    {"ack-timeout", required_argument, NULL, S_OPT_ACK_TIMEOUT},
+    {"ack-resends", required_argument, NULL, S_OPT_ACK_RESENDS},
+    {"task-timeout", required_argument, NULL, S_OPT_TASK_TIMEOUT},
+    {"grace", required_argument, NULL, S_OPT_GRACE},
+    {"retry-base", required_argument, NULL, S_OPT_RETRY_BASE},
+    {"retry-cap", required_argument, NULL, S_OPT_RETRY_CAP},
+    {"retention", required_argument, NULL, S_OPT_RETENTION},
+    {"store-max-size", required_argument, NULL, S_OPT_STORE_MAX},
+    {"map-size-mb", required_argument, NULL, S_OPT_MAP_MB},
+    {"max-map-size-mb", required_argument, NULL, S_OPT_MAX_MAP_MB},
+    {"verbose", no_argument, NULL, S_OPT_VERBOSE},
+    {"log-level", required_argument, NULL, S_OPT_LOG_LEVEL},
+    {"log-format", required_argument, NULL, S_OPT_LOG_FORMAT},
+    {"key", required_argument, NULL, S_OPT_KEY},
+    {"client-key", required_argument, NULL, S_OPT_CLIENT_KEY},
+    {"auto-accept", no_argument, NULL, S_OPT_AUTO_ACCEPT},
+    {"allow", required_argument, NULL, S_OPT_ALLOW},
+    {"insecure", no_argument, NULL, S_OPT_INSECURE},
+    {"version", no_argument, NULL, S_OPT_VERSION},
+    {"print-config", no_argument, NULL, S_OPT_PRINT_CONFIG},
+    {"help", no_argument, NULL, 'h'},
+    {NULL, 0, NULL, 0}
+};
+
+//  Applies one option to CONFIG. Returns 0, or 2 after printing why.
+static int
+s_apply (broker_config_t *config, int option, const char *flag,
+         const char *value)
+{
+    int64_t number = 0;
+    char err [1024];
+    switch (option) {
+        case S_OPT_CONFIG:
+            return 0;   //  Read before every other option
+        case S_OPT_DATA_DIR: s_set (&config->data_dir, value); return 0;
+        case S_OPT_CLIENT: s_set (&config->client_ep, value); return 0;
+        case S_OPT_AGENTS: s_set (&config->agents_ep, value); return 0;
+        case S_OPT_PUBLISH: s_set (&config->publish_ep, value); return 0;
+        case S_OPT_KEY: s_set (&config->auth.key_file, value); return 0;
+        case S_OPT_VERBOSE: config->verbose = true; return 0;
+        case S_OPT_INSECURE: config->auth.insecure = true; return 0;
+        case S_OPT_AUTO_ACCEPT: config->auth.auto_accept = true; return 0;
+        case S_OPT_LOG_LEVEL:
+        case S_OPT_LOG_FORMAT: {
+            bool level = option == S_OPT_LOG_LEVEL;
+            if (log_check (level ? value : NULL, level ? NULL : value, err,
+                           sizeof err) != 0) {
+                fprintf (stderr, "gridbroker: %s: %s\n", flag, err);
+                return 2;
+            }
+            s_set (level ? &config->log_level : &config->log_format, value);
+            return 0;
+        }
+        case S_OPT_CLIENT_KEY:
+        case S_OPT_ALLOW:
+            if ((option == S_OPT_ALLOW
+                     ? auth_config_set_allow (&config->auth, value, err,
+                                              sizeof err)
+                     : auth_config_add_client (&config->auth, value, err,
+                                               sizeof err)) != 0) {
+                fprintf (stderr, "gridbroker: %s\n", err);
+                return 2;
+            }
+            return 0;
+        case S_OPT_HEARTBEAT:
+            return s_duration (flag, value, &config->heartbeat_ms) ? 2 : 0;
+        case S_OPT_GRACE_OFFLINE:
+            return s_duration (flag, value, &config->offline_grace_ms) ? 2 : 0;
+        case S_OPT_MISSED:
+            return s_count (flag, value, 1, &config->missed_heartbeats) ? 2 : 0;
+        case S_OPT_MAX_CONCURRENT:
+            if (s_count (flag, value, 1, &number))
+                return 2;
+            config->sched.max_concurrent = (size_t) number;
+            return 0;
+        case S_OPT_MAX_PENDING:
+            if (s_count (flag, value, 0, &number))
+                return 2;
+            config->sched.max_pending = (size_t) number;
+            return 0;
+        case S_OPT_ACK_TIMEOUT:
+            return s_duration (flag, value, &config->sched.ack_timeout_ms) ? 2 : 0;
+        case S_OPT_ACK_RESENDS:
+            if (s_count (flag, value, 0, &number))
+                return 2;
+            config->sched.ack_resends = (uint32_t) number;
+            return 0;
+        case S_OPT_TASK_TIMEOUT:
+            return s_duration (flag, value, &config->sched.default_timeout_ms) ? 2 : 0;
+        case S_OPT_GRACE:
+            return s_duration (flag, value, &config->sched.grace_ms) ? 2 : 0;
+        case S_OPT_RETRY_BASE:
+            return s_duration (flag, value, &config->sched.retry_base_ms) ? 2 : 0;
+        case S_OPT_RETRY_CAP:
+            return s_duration (flag, value, &config->sched.retry_cap_ms) ? 2 : 0;
+        case S_OPT_RETENTION:
+            return s_duration (flag, value, &config->retention_ms) ? 2 : 0;
+        case S_OPT_MAP_MB:
+            if (s_count (flag, value, 1, &number))
+                return 2;
+            config->map_bytes = (size_t) number << 20;
+            return 0;
+        case S_OPT_STORE_MAX: {
+            uint64_t bytes = 0;
+            if (conf_size_parse (value, &bytes) != 0 || bytes < (1 << 20)
+                || bytes > SIZE_MAX) {
+                fprintf (stderr, "gridbroker: --store-max-size: '%s' is not "
+                         "a size of at least 1MiB (like 512MiB, 8GiB)\n",
+                         value);
+                return 2;
+            }
+            config->max_map_bytes = (size_t) bytes;
+            return 0;
+        }
+        case S_OPT_MAX_MAP_MB:
+            if (s_count (flag, value, 1, &number))
+                return 2;
+            config->max_map_bytes = (size_t) number << 20;
+            return 0;
+        default:
+            return 0;
+    }
+}
+
+//  A size in bytes as the config reads it ("8GiB", "640MiB", "4096").
+static void
+s_size_text (size_t bytes, char *buf, size_t buf_len)
+{
+    if (bytes && bytes % ((size_t) 1 << 30) == 0)
+        snprintf (buf, buf_len, "%zuGiB", bytes >> 30);
+    else if (bytes && bytes % ((size_t) 1 << 20) == 0)
+        snprintf (buf, buf_len, "%zuMiB", bytes >> 20);
+    else
+        snprintf (buf, buf_len, "%zu", bytes);
+}
+
+//  --print-config: every setting as the broker will use it, as YAML that
+//  reads back as a config file, each with where it came from.
+static void
+s_print_config (const broker_config_t *config, const bool *given,
+                const char *config_file)
+{
+    pv_doc_t *doc = NULL;
+    char err [512];
+    if (config_file && strcmp (config_file, "none") != 0)
+        conf_load_file (config_file, &doc, err, sizeof err);
+    conf_origin_t origin = {stdout, doc ? pv_doc_root (doc) : NULL,
+                            config_file};
+    const conf_origin_t *o = &origin;
+    printf ("# gridbroker %s: flags over %s over the defaults\n",
+            GRID_VERSION, doc ? config_file : "(no config file)");
+#define S_GIVEN(option) given [(option) - S_OPT_CONFIG]
+    conf_print_setting (o, "data_dir", config->data_dir, true, "--data-dir",
+                        S_GIVEN (S_OPT_DATA_DIR));
+    conf_print_setting (o, "client", config->client_ep, true, "--client",
+                        S_GIVEN (S_OPT_CLIENT));
+    conf_print_setting (o, "agents", config->agents_ep, true, "--agents",
+                        S_GIVEN (S_OPT_AGENTS));
+    conf_print_setting (o, "publish", config->publish_ep, true, "--publish",
+                        S_GIVEN (S_OPT_PUBLISH));
+    conf_print_duration (o, "heartbeat", config->heartbeat_ms, "--heartbeat",
+                         S_GIVEN (S_OPT_HEARTBEAT));
+    conf_print_int (o, "missed_heartbeats", config->missed_heartbeats,
+                    "--missed-heartbeats", S_GIVEN (S_OPT_MISSED));
+    conf_print_duration (o, "offline_grace", config->offline_grace_ms,
+                         "--offline-grace", S_GIVEN (S_OPT_GRACE_OFFLINE));
+    conf_print_int (o, "max_concurrent", (int64_t) config->sched.max_concurrent,
+                    "--max-concurrent", S_GIVEN (S_OPT_MAX_CONCURRENT));
+    conf_print_int (o, "max_pending", (int64_t) config->sched.max_pending,
+                    "--max-pending", S_GIVEN (S_OPT_MAX_PENDING));
+    conf_print_duration (o, "ack_timeout", config->sched.ack_timeout_ms,
+                         "--ack-timeout", S_GIVEN (S_OPT_ACK_TIMEOUT));
+    conf_print_int (o, "ack_resends", config->sched.ack_resends,
+                    "--ack-resends", S_GIVEN (S_OPT_ACK_RESENDS));
+    conf_print_duration (o, "task_timeout", config->sched.default_timeout_ms,
+                         "--task-timeout", S_GIVEN (S_OPT_TASK_TIMEOUT));
+    conf_print_duration (o, "grace", config->sched.grace_ms, "--grace",
+                         S_GIVEN (S_OPT_GRACE));
+    conf_print_duration (o, "retry_base", config->sched.retry_base_ms,
+                         "--retry-base", S_GIVEN (S_OPT_RETRY_BASE));
+    conf_print_duration (o, "retry_cap", config->sched.retry_cap_ms,
+                         "--retry-cap", S_GIVEN (S_OPT_RETRY_CAP));
+    char size [32];
+    s_size_text (config->max_map_bytes, size, sizeof size);
+    conf_print_setting (o, "store.max_size", size, true, "--store-max-size",
+                        S_GIVEN (S_OPT_STORE_MAX) || S_GIVEN (S_OPT_MAX_MAP_MB));
+    s_size_text (config->map_bytes, size, sizeof size);
+    conf_print_setting (o, "store.initial_size", size, true, "--map-size-mb",
+                        S_GIVEN (S_OPT_MAP_MB));
+    conf_print_duration (o, "retention", config->retention_ms, "--retention",
+                         S_GIVEN (S_OPT_RETENTION));
+    conf_print_duration (o, "dlq_retention", config->dlq_retention_ms, NULL,
+                         false);
+    conf_print_setting (o, "verbose", config->verbose ? "true" : "false",
+                        false, "--verbose", S_GIVEN (S_OPT_VERBOSE));
+    conf_print_setting (o, "log_level",
+                        config->log_level ? config->log_level : "info", true,
+                        "--log-level", S_GIVEN (S_OPT_LOG_LEVEL));
+    conf_print_setting (o, "log_format",
+                        config->log_format ? config->log_format : "text", true,
+                        "--log-format", S_GIVEN (S_OPT_LOG_FORMAT));
+    const auth_config_t *auth = &config->auth;
+    conf_print_setting (o, "key", auth->key_file ? auth->key_file
+                                                 : KEYS_DEFAULT_BROKER_KEY,
+                        true, "--key", S_GIVEN (S_OPT_KEY));
+    conf_print_setting (o, "insecure", auth->insecure ? "true" : "false",
+                        false, "--insecure", S_GIVEN (S_OPT_INSECURE));
+    conf_print_setting (o, "auto_accept", auth->auto_accept ? "true" : "false",
+                        false, "--auto-accept", S_GIVEN (S_OPT_AUTO_ACCEPT));
+    conf_print_int (o, "max_pending_keys", (int64_t) auth->max_pending_keys,
+                    NULL, false);
+    //  Lists in YAML's flow form
+    char list [4096];
+    size_t used = (size_t) snprintf (list, sizeof list, "[");
+    for (size_t index = 0; index < auth->client_count && used < sizeof list;
+         index++) {
+        const auth_client_t *client = &auth->clients [index];
+        used += (size_t) snprintf (list + used, sizeof list - used,
+                                   "%s{ key: \"%s\", role: %s%s%s }",
+                                   index ? ", " : "", client->key,
+                                   auth_role_name (client->role),
+                                   client->name ? ", name: " : "",
+                                   client->name ? client->name : "");
+    }
+    if (used < sizeof list)
+        snprintf (list + used, sizeof list - used, "]");
+    conf_print_setting (o, "clients", list, false, "--client-key",
+                        S_GIVEN (S_OPT_CLIENT_KEY));
+    used = (size_t) snprintf (list, sizeof list, "[");
+    for (size_t index = 0; index < auth->allow_count && used < sizeof list;
+         index++)
+        used += (size_t) snprintf (list + used, sizeof list - used, "%s%s",
+                                   index ? ", " : "", auth->allow [index]);
+    if (used < sizeof list)
+        snprintf (list + used, sizeof list - used, "]");
+    conf_print_setting (o, "allow", auth->allow_count ? list : "null", false,
+                        "--allow", S_GIVEN (S_OPT_ALLOW));
+#undef S_GIVEN
+    pv_doc_destroy (&doc);
+}
+
+//  The flag getopt_long just refused, for the error message.
+static const char *
+s_refused (int argc, char *argv [])
+{
+    return optind > 0 && optind <= argc ? argv [optind - 1] : "?";
+}
+
 int
 main (int argc, char *argv [])
 {
@@ -109,22 +386,37 @@ main (int argc, char *argv [])
                                  argc - 1, argv + 1, stdout, stderr);
     broker_config_t config;
     broker_config_defaults (&config);
-    //  The config file first, so that flags override it; without --config
-    //  the system's file when there is one ("--config none": no file).
+    //  First pass: help, version, mistakes and --config, so the file is
+    //  read before the flags that override it; without --config the
+    //  system's file when there is one ("--config none": no file).
     const char *config_file = NULL;
-    for (int index = 1; index < argc; index++) {
-        if (strcmp (argv [index], "-h") == 0 || strcmp (argv [index], "--help") == 0) {
+    int option;
+    optind = 0;
+    opterr = 0;
+    while ((option = getopt_long (argc, argv, ":h", s_options, NULL)) != -1) {
+        if (option == 'h') {
             fputs (s_usage, stdout);
             broker_config_clear (&config);
             return 0;
         }
-        if (strcmp (argv [index], "--version") == 0) {
-            printf ("gridbroker %s\n", GRID_VERSION);
+        if (option == S_OPT_VERSION) {
+            printf ("gridbroker %s (protocol %d)\n", GRID_VERSION,
+                    PROTO_VERSION);
             broker_config_clear (&config);
             return 0;
         }
-        if (strcmp (argv [index], "--config") == 0 && index + 1 < argc)
-            config_file = argv [index + 1];
+        if (option == ':' || option == '?') {
+            broker_config_clear (&config);
+            return s_bad (option == ':' ? "%s needs a value"
+                                        : "unknown option '%s'",
+                          s_refused (argc, argv));
+        }
+        if (option == S_OPT_CONFIG)
+            config_file = optarg;
+    }
+    if (optind < argc) {
+        broker_config_clear (&config);
+        return s_bad ("unexpected argument '%s'", argv [optind]);
     }
     if (!config_file && access (BROKER_DEFAULT_CONFIG, F_OK) == 0)
         config_file = BROKER_DEFAULT_CONFIG;
@@ -136,120 +428,23 @@ main (int argc, char *argv [])
             return 2;
         }
     }
+    //  Second pass: every flag over the file, in the order given
     int rc = 0;
-    for (int index = 1; index < argc && rc == 0; index++) {
-        const char *flag = argv [index];
-        if (strcmp (flag, "--verbose") == 0) {
-            config.verbose = true;
-            continue;
-        }
-        if (strcmp (flag, "--insecure") == 0) {
-            config.auth.insecure = true;
-            continue;
-        }
-        if (strcmp (flag, "--auto-accept") == 0) {
-            config.auth.auto_accept = true;
-            continue;
-        }
-        if (strncmp (flag, "--", 2) != 0) {
-            rc = s_bad ("unexpected argument '%s'", flag);
-            break;
-        }
-        if (index + 1 >= argc) {
-            rc = s_bad ("%s needs a value", flag);
-            break;
-        }
-        const char *value = argv [++index];
-        int64_t number = 0;
-        if (strcmp (flag, "--config") == 0)
-            ;   //  Read above
-        else if (strcmp (flag, "--log-level") == 0
-                 || strcmp (flag, "--log-format") == 0) {
-            char err [256];
-            bool level = strcmp (flag, "--log-level") == 0;
-            if (log_check (level ? value : NULL, level ? NULL : value, err,
-                           sizeof err) != 0) {
-                fprintf (stderr, "gridbroker: %s: %s\n", flag, err);
-                rc = 2;
-            }
-            else
-                s_set (level ? &config.log_level : &config.log_format, value);
-        }
-        else if (strcmp (flag, "--data-dir") == 0)
-            s_set (&config.data_dir, value);
-        else if (strcmp (flag, "--key") == 0)
-            s_set (&config.auth.key_file, value);
-        else if (strcmp (flag, "--client-key") == 0
-                 || strcmp (flag, "--allow") == 0) {
-            char err [1024];
-            int bad = strcmp (flag, "--allow") == 0
-                          ? auth_config_set_allow (&config.auth, value, err,
-                                                   sizeof err)
-                          : auth_config_add_client (&config.auth, value, err,
-                                                    sizeof err);
-            if (bad) {
-                fprintf (stderr, "gridbroker: %s\n", err);
-                rc = 2;
-            }
-        }
-        else if (strcmp (flag, "--client") == 0)
-            s_set (&config.client_ep, value);
-        else if (strcmp (flag, "--agents") == 0)
-            s_set (&config.agents_ep, value);
-        else if (strcmp (flag, "--publish") == 0)
-            s_set (&config.publish_ep, value);
-        else if (strcmp (flag, "--heartbeat") == 0)
-            rc = s_duration (flag, value, &config.heartbeat_ms) ? 2 : 0;
-        else if (strcmp (flag, "--offline-grace") == 0)
-            rc = s_duration (flag, value, &config.offline_grace_ms) ? 2 : 0;
-        else if (strcmp (flag, "--missed-heartbeats") == 0)
-            rc = s_count (flag, value, 1, &config.missed_heartbeats) ? 2 : 0;
-        else if (strcmp (flag, "--max-concurrent") == 0) {
-            rc = s_count (flag, value, 1, &number) ? 2 : 0;
-            config.sched.max_concurrent = (size_t) number;
-        }
-        else if (strcmp (flag, "--max-pending") == 0) {
-            rc = s_count (flag, value, 0, &number) ? 2 : 0;
-            config.sched.max_pending = (size_t) number;
-        }
-        else if (strcmp (flag, "--ack-timeout") == 0)
-            rc = s_duration (flag, value, &config.sched.ack_timeout_ms) ? 2 : 0;
-        else if (strcmp (flag, "--ack-resends") == 0) {
-            rc = s_count (flag, value, 0, &number) ? 2 : 0;
-            config.sched.ack_resends = (uint32_t) number;
-        }
-        else if (strcmp (flag, "--task-timeout") == 0)
-            rc = s_duration (flag, value, &config.sched.default_timeout_ms) ? 2 : 0;
-        else if (strcmp (flag, "--grace") == 0)
-            rc = s_duration (flag, value, &config.sched.grace_ms) ? 2 : 0;
-        else if (strcmp (flag, "--retry-base") == 0)
-            rc = s_duration (flag, value, &config.sched.retry_base_ms) ? 2 : 0;
-        else if (strcmp (flag, "--retry-cap") == 0)
-            rc = s_duration (flag, value, &config.sched.retry_cap_ms) ? 2 : 0;
-        else if (strcmp (flag, "--retention") == 0)
-            rc = s_duration (flag, value, &config.retention_ms) ? 2 : 0;
-        else if (strcmp (flag, "--map-size-mb") == 0) {
-            rc = s_count (flag, value, 1, &number) ? 2 : 0;
-            config.map_bytes = (size_t) number << 20;
-        }
-        else if (strcmp (flag, "--store-max-size") == 0) {
-            uint64_t bytes = 0;
-            if (conf_size_parse (value, &bytes) != 0 || bytes < (1 << 20)
-                || bytes > SIZE_MAX) {
-                fprintf (stderr, "gridbroker: --store-max-size: '%s' is not "
-                         "a size of at least 1MiB (like 512MiB, 8GiB)\n",
-                         value);
-                rc = 2;
-            }
-            else
-                config.max_map_bytes = (size_t) bytes;
-        }
-        else if (strcmp (flag, "--max-map-size-mb") == 0) {
-            rc = s_count (flag, value, 1, &number) ? 2 : 0;
-            config.max_map_bytes = (size_t) number << 20;
-        }
-        else
-            rc = s_bad ("unknown option '%s'", flag);
+    int index = 0;
+    bool given [S_OPT_END - S_OPT_CONFIG] = {false};
+    optind = 0;
+    while (rc == 0
+           && (option = getopt_long (argc, argv, ":h", s_options, &index)) != -1) {
+        char flag [64];
+        snprintf (flag, sizeof flag, "--%s", s_options [index].name);
+        rc = s_apply (&config, option, flag, optarg);
+        if (option >= S_OPT_CONFIG && option < S_OPT_END)
+            given [option - S_OPT_CONFIG] = true;
+    }
+    if (rc == 0 && given [S_OPT_PRINT_CONFIG - S_OPT_CONFIG]) {
+        s_print_config (&config, given, config_file);
+        broker_config_clear (&config);
+        return 0;
     }
     if (rc == 0 && config.heartbeat_ms < 10) {
         fprintf (stderr, "gridbroker: --heartbeat must be at least 10ms\n");

@@ -979,3 +979,82 @@ conf_check_keys (const pv_t *map, const char *const *known, char *err,
     }
     return 0;
 }
+
+//  --print-config
+
+//  True when ROOT sets KEY (dotted: nested maps).
+static bool
+s_file_sets (const pv_t *root, const char *key)
+{
+    if (!root)
+        return false;
+    char part [128];
+    const char *rest = key;
+    const pv_t *map = root;
+    while (map && pv_type (map) == PV_MAP) {
+        size_t len = strcspn (rest, ".");
+        if (len >= sizeof part)
+            return false;
+        memcpy (part, rest, len);
+        part [len] = 0;
+        const pv_t *value = pv_map_get (map, part);
+        if (!value)
+            return false;
+        if (!rest [len])
+            return true;
+        map = value;
+        rest += len + 1;
+    }
+    return false;
+}
+
+void
+conf_print_setting (const conf_origin_t *origin, const char *key,
+                    const char *value, bool quote, const char *flag,
+                    bool flag_given)
+{
+    char text [4200];
+    if (!value)
+        snprintf (text, sizeof text, "null");
+    else if (quote) {
+        size_t used = 0;
+        text [used++] = '"';
+        for (const char *c = value; *c && used < sizeof text - 3; c++) {
+            if (*c == '"' || *c == '\\')
+                text [used++] = '\\';
+            text [used++] = *c;
+        }
+        text [used++] = '"';
+        text [used] = 0;
+    }
+    else
+        snprintf (text, sizeof text, "%s", value);
+    char where [600];
+    if (flag_given && flag)
+        snprintf (where, sizeof where, "flag %s", flag);
+    else if (s_file_sets (origin->file_root, key))
+        snprintf (where, sizeof where, "file %s", origin->file_path);
+    else
+        snprintf (where, sizeof where, "default");
+    char line [4300];
+    snprintf (line, sizeof line, "%s: %s", key, text);
+    fprintf (origin->out, "%-48s # %s\n", line, where);
+}
+
+void
+conf_print_int (const conf_origin_t *origin, const char *key, int64_t value,
+                const char *flag, bool flag_given)
+{
+    char text [32];
+    snprintf (text, sizeof text, "%lld", (long long) value);
+    conf_print_setting (origin, key, text, false, flag, flag_given);
+}
+
+void
+conf_print_duration (const conf_origin_t *origin, const char *key,
+                     int64_t ms, const char *flag, bool flag_given)
+{
+    char text [64];
+    duration_format (ms, text, sizeof text);
+    conf_print_setting (origin, key, text, true, flag, flag_given);
+}

@@ -18,8 +18,10 @@
 #ifndef GRID_CONF_H
 #define GRID_CONF_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "pv.h"
 
@@ -62,5 +64,28 @@ int conf_get_size (const pv_t *map, const char *key, uint64_t *out,
 //  Returns 0, or -1 with "unknown key 'x' (known: a, b, c)" in ERR.
 int conf_check_keys (const pv_t *map, const char *const *known,
                      char *err, size_t err_len);
+
+//  --print-config: where a program's settings came from. One is made per
+//  run, from the config file that was read (or none) and the flags given.
+typedef struct {
+    FILE *out;                   //  Where lines go
+    const pv_t *file_root;       //  The config file's map, or NULL
+    const char *file_path;       //  Its path, or NULL
+} conf_origin_t;
+
+//  Writes "KEY: VALUE  # ORIGIN": ORIGIN is "flag FLAG" when FLAG_GIVEN,
+//  else "file PATH" when the file sets KEY (a dotted KEY, "store.max_size",
+//  looks into nested maps), else "default". VALUE is written as YAML: a
+//  string in double quotes (QUOTE true), else as it is (numbers, bools,
+//  lists already in YAML form); a nested key is written dotted.
+void conf_print_setting (const conf_origin_t *origin, const char *key,
+                         const char *value, bool quote, const char *flag,
+                         bool flag_given);
+
+//  The same for an int64 and a duration in ms.
+void conf_print_int (const conf_origin_t *origin, const char *key,
+                     int64_t value, const char *flag, bool flag_given);
+void conf_print_duration (const conf_origin_t *origin, const char *key,
+                          int64_t ms, const char *flag, bool flag_given);
 
 #endif

@@ -135,7 +135,28 @@ debian_packages() {
         'import grid; print("python3-grid", grid.__version__)'
 }
 
+# --print-config names every key of the example config, and says where
+# each value came from: a flag, the file, or the default.
+print_config_names_every_key() {
+    for prog in gridbroker gridagent; do
+        printf 'verbose: true\n' >"$tmp/$prog.yaml"
+        "$bin/$prog" --config "$tmp/$prog.yaml" --log-level warn --print-config \
+            >"$tmp/$prog.out" || { echo "$prog --print-config failed"; return 1; }
+        for key in $(grep -oE '^(# ?)?[a-z_]+:' "$src/conf/$prog.yaml" | sed 's/^# \{0,1\}//; s/:$//'); do
+            grep -qE "^$key(\.[a-z_]+)?: " "$tmp/$prog.out" \
+                || { echo "$prog --print-config does not show $key"; return 1; }
+        done
+        grep -qE '^verbose: true +# file '"$tmp/$prog.yaml"'$' "$tmp/$prog.out" \
+            || { echo "$prog: verbose is not from the file"; cat "$tmp/$prog.out"; return 1; }
+        grep -qE '^log_level: "warn" +# flag --log-level$' "$tmp/$prog.out" \
+            || { echo "$prog: log_level is not from the flag"; return 1; }
+        grep -qE '^log_format: "text" +# default$' "$tmp/$prog.out" \
+            || { echo "$prog: log_format is not the default"; return 1; }
+    done
+}
+
 check man_pages_cover_every_flag man_pages_cover_every_flag
+check print_config_names_every_key print_config_names_every_key
 check man_pages_build man_pages_build
 check units_verify units_verify
 check install_and_uninstall install_and_uninstall
