@@ -929,6 +929,9 @@ struct _agent_t {
     executor_t *executor;
     store_lock_t *lock;         //  The state dir's lock (one agent per dir)
     spool_t *spool;
+    zhashx_t *unspooled;        //  Spool key -> encoded RESULT (zchunk) that
+                                //  the spool could not take (a full disk):
+                                //  re-sent like spooled ones until acked
     backend_context_t context;  //  What plans borrow
     int signal_fd;              //  SIGTERM, SIGINT
     pw_t *writer;               //  Reused for every send
@@ -1167,11 +1170,23 @@ s_resend_one (void *arg, const char *key, const void *data, size_t size)
     s_send_bytes ((agent_t *) arg, data, size);
 }
 
+//  Results not yet acknowledged: the spool's and those kept in memory.
+static size_t
+s_unacked (agent_t *self)
+{
+    return spool_unacked (self->spool) + zhashx_size (self->unspooled);
+}
+
 static void
 s_resend_results (agent_t *self)
 {
     size_t count = spool_each_result (self->spool, s_resend_one, self,
                                       S_RESEND_BATCH);
+    for (zchunk_t *kept = (zchunk_t *) zhashx_first (self->unspooled); kept;
+         kept = (zchunk_t *) zhashx_next (self->unspooled)) {
+        s_send_bytes (self, zchunk_data (kept), zchunk_size (kept));
+        count++;
+    }
     if (count)
         s_debug (self, "re-sent %zu unacknowledged result(s)", count);
 }
@@ -1339,14 +1354,19 @@ static void
 s_finish (agent_t *self, proto_msg_t *result)
 {
     char err [256];
-    if (spool_put (self->spool, result, err, sizeof (err)))
-        s_log (self, "cannot record the result of %s step %u: %s (sent "
-               "anyway, not kept)", result->job, result->step, err);
+    bool spooled = spool_put (self->spool, result, err, sizeof (err)) == 0;
+    if (!spooled)
+        s_log (self, "cannot record the result of %s step %u: %s (kept in "
+               "memory and sent until the broker has it)", result->job,
+               result->step, err);
     char key [SPOOL_KEY_MAX];
     spool_key (result->job, result->step, result->attempt, key,
                sizeof (key));
     s_held_drop (self, key);
-    s_send (self, result);
+    if (s_send (self, result) == 0 && !spooled)
+        zhashx_update (self->unspooled, key,
+                       zchunk_new (pw_data (self->writer),
+                                   pw_size (self->writer)));
     s_debug (self, "job %s step %u attempt %u: %s%s%s", result->job,
              result->step, result->attempt, result->status,
              result->error && *result->error ? ": " : "",
@@ -1637,6 +1657,14 @@ s_on_command (agent_t *self, const proto_msg_t *command)
                          command->attempt);
         return;
     }
+    zchunk_t *kept = (zchunk_t *) zhashx_lookup (self->unspooled, key);
+    if (kept) {
+        //  Finished, its result only in memory: never run again
+        s_send_progress (self, PROTO_ACK, command->job, command->step,
+                         command->attempt);
+        s_send_bytes (self, zchunk_data (kept), zchunk_size (kept));
+        return;
+    }
     spool_state_t state = spool_state (self->spool, command->job,
                                        command->step, command->attempt);
     if (state == SPOOL_NONE) {
@@ -1707,7 +1735,7 @@ s_on_welcome (agent_t *self, const proto_msg_t *welcome)
                                              s_heartbeat_fired, self);
     }
     s_log (self, "welcomed by the broker (heartbeat every %u ms, %zu "
-           "result(s) to deliver)", beat, spool_unacked (self->spool));
+           "result(s) to deliver)", beat, s_unacked (self));
     self->last_refusal [0] = 0;
     //  The broker grants topics only to a node it knows: ask again now
     if (self->cert) {
@@ -1779,6 +1807,10 @@ s_handle (agent_t *self, zframe_t *body, bool from_sub)
             break;
         case PROTO_RESULT_ACK:
             if (!from_sub) {
+                char key [SPOOL_KEY_MAX];
+                spool_key (msg->job, msg->step, msg->attempt, key,
+                           sizeof (key));
+                zhashx_delete (self->unspooled, key);
                 if (spool_ack (self->spool, msg->job, msg->step,
                                msg->attempt))
                     s_log (self, "cannot record the result_ack of %s step "
@@ -2033,6 +2065,9 @@ agent_new (const agent_config_t *config, char *err, size_t err_len)
         s_log (self, "cannot record interrupted tasks in the spool");
 
     self->writer = pw_new ();
+    self->unspooled = zhashx_new ();
+    zhashx_set_destructor (self->unspooled,
+                           (zhashx_destructor_fn *) zchunk_destroy);
     self->work = zhashx_new ();
     self->held = zhashx_new ();
     self->held_order = zlistx_new ();
@@ -2123,7 +2158,7 @@ static int
 s_flush_check (zloop_t *loop, int timer_id, void *arg)
 {
     agent_t *self = (agent_t *) arg;
-    return spool_unacked (self->spool) == 0
+    return s_unacked (self) == 0
         || zclock_mono () >= self->stop_deadline ? -1 : 0;
 }
 
@@ -2168,7 +2203,7 @@ agent_run (agent_t *self)
     s_held_flush (self);
 
     //  Flush: results not yet acknowledged, then a short wait for acks
-    if (spool_unacked (self->spool)) {
+    if (s_unacked (self)) {
         s_resend_results (self);
         self->stop_deadline = zclock_mono () + S_FLUSH_MS;
         check = zloop_timer (self->loop, S_STOP_CHECK_MS, 0, s_flush_check,
@@ -2182,6 +2217,10 @@ agent_run (agent_t *self)
     s_send (self, &bye);
     s_log (self, "stopped (%zu result(s) not yet acknowledged stay in the "
            "spool)", spool_unacked (self->spool));
+    if (zhashx_size (self->unspooled))
+        s_log (self, "%zu result(s) the spool could not take are lost with "
+               "this stop; their steps will read interrupted or lost",
+               zhashx_size (self->unspooled));
     return 0;
 }
 
@@ -2217,6 +2256,7 @@ agent_destroy (agent_t **self_p)
     zhashx_destroy (&self->cancelled);
     zlistx_destroy (&self->cancelled_order);
     spool_destroy (&self->spool);
+    zhashx_destroy (&self->unspooled);
     store_unlock (&self->lock);
     pw_destroy (&self->writer);
     free (self->hello);
