@@ -413,6 +413,9 @@ test_it_store_map_at_ceiling (void **state)
     assert_true (accepted >= 3);
     assert_int_equal (s_store_int (grid, "max_bytes"), 2 << 20);
     assert_true (s_store_int (grid, "refused") >= 1);
+    assert_true (s_store_int (grid, "used_percent") >= 90);
+    assert_true (s_store_state_is (grid, "nearly_full")
+                 || s_store_state_is (grid, "full"));
     pv_doc_t *doc = grid_call (grid, "job.list", NULL);
     assert_true (grid_reply_ok (doc, NULL));
     pv_doc_destroy (&doc);
