@@ -1211,6 +1211,9 @@ s_agents_pass (broker_t *self)
         broker_drain (self);
         if (self->pass_broken || (self->txn && store_txn_failed (self->txn)))
             s_pass_end (self);
+        //  A failed commit rests the agent socket: read no more now
+        if (self->agents_resting)
+            break;
     }
     //  Everything queued when the pass began has been read
     if (empty)
