@@ -2260,6 +2260,9 @@ cli_render_job (const pv_t *record, FILE *out, bool color)
     if (table->rows > 1)
         s_table_print (table, out, color);
     else
+    if (cli_job_finished (record))
+        fprintf (out, "no node ran\n");
+    else
         fprintf (out, "no results yet\n");
     if (failed_rows)
         fprintf (out, "\n%zu step%s failed (marked !)\n", failed_rows,

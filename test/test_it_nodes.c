@@ -378,6 +378,10 @@ test_it_nodes_queued_job_and_restart (void **state)
         "target: node:web-01,db-01\n"
         "tasks: [{backend: test, action: echo, params: {msg: hi}}]\n");
     assert_non_null (queued);
+    char *group = grid_submit_id (&s_grid,
+        "target: group:db\n"
+        "tasks: [{backend: test, action: echo, params: {msg: hi}}]\n");
+    assert_non_null (group);
     pv_doc_t *doc = grid_call (&s_grid, "job.get", "job", queued, NULL);
     assert_true (grid_str_is (s_data (doc), "status", "pending"));
     pv_doc_destroy (&doc);
@@ -393,6 +397,25 @@ test_it_nodes_queued_job_and_restart (void **state)
     assert_true (grid_str_is (grid_cell (record, 0, "web-01"), "status",
                               "success"));
     pv_doc_destroy (&doc);
+    //  A group none of whose members can run it when it starts fails,
+    //  listing them; the table says no node ran
+    doc = grid_wait_job (&s_grid, group, S_WAIT_MS);
+    record = s_data (doc);
+    assert_true (grid_str_is (record, "status", "failed"));
+    assert_true (s_str_has (record, "reason", "no node of group:db can run "
+                            "it: db-01 offline since "));
+    assert_int_equal (pv_size (pv_map_get (record, "not_run")), 1);
+    pv_doc_destroy (&doc);
+    char *out = NULL, *err = NULL;
+    int code = grid_cli (&s_grid, &out, &err, 10000, "job", "status", group,
+                         NULL);
+    s_cli_expect (1, out, err, code);
+    assert_true (grid_line_with (out, "no node ran", NULL));
+    assert_true (grid_line_with (out, "1 node not run: db-01 offline since ",
+                                 NULL));
+    free (out);
+    free (err);
+    free (group);
 
     //  After a restart the record and its progress are the same
     grid_stop_broker (&s_grid, false);
