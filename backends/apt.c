@@ -65,11 +65,14 @@ static const backend_param_t s_package_params [] = {
     sizeof (s_package_params) / sizeof (s_package_params [0])
 
 static const backend_action_t s_actions [] = {
-    { "install", true, "install a package", S_PACKAGE, s_plan_install },
-    { "remove", true, "remove a package", S_PACKAGE, s_plan_remove },
-    { "update", true, "refresh the package lists", NULL, 0, s_plan_update },
+    { "install", true, "install a package", S_PACKAGE, s_plan_install,
+      .idempotent = true },
+    { "remove", true, "remove a package", S_PACKAGE, s_plan_remove,
+      .idempotent = true },
+    { "update", true, "refresh the package lists", NULL, 0, s_plan_update,
+      .idempotent = true },
     { "upgrade", true, "upgrade every installed package", NULL, 0,
-      s_plan_upgrade },
+      s_plan_upgrade, false },
 };
 
 const backend_ops_t backend_apt_ops = {

@@ -142,6 +142,10 @@ typedef struct {
     const backend_param_t *params;  //  Its params
     size_t param_count;          //  How many
     backend_plan_fn *plan;       //  How it runs
+    //  Running it twice does no harm (installing an installed package,
+    //  starting a running unit): a broker may run it again elsewhere after
+    //  taking it back from a node that went silent. Queries are always so.
+    bool idempotent;
 } backend_action_t;
 
 //  One backend: the ops table.

@@ -461,6 +461,7 @@ s_action_view (const backend_action_t *action, proto_action_spec_t *spec)
     memset (spec, 0, sizeof (*spec));
     spec->name = (char *) action->name;
     spec->modify = action->modify;
+    spec->idempotent = action->idempotent;
     spec->help = (char *) action->help;
     spec->param_count = action->param_count;
     if (action->param_count == 0)
@@ -530,6 +531,7 @@ s_action_copy (const backend_action_t *action, proto_action_spec_t *to)
 {
     to->name = s_dup (action->name);
     to->modify = action->modify;
+    to->idempotent = action->idempotent;
     to->help = s_dup (action->help);
     if (!to->name || !to->help)
         return -1;

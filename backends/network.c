@@ -408,11 +408,11 @@ static const backend_param_t s_update_params [] = {
 
 static const backend_action_t s_actions [] = {
     { "dns_get", false, "nameservers and search domains in resolv.conf",
-      NULL, 0, s_plan_dns_get },
+      NULL, 0, s_plan_dns_get, false },
     { "dns_update", true, "rewrite the nameservers (and search domains) "
       "of resolv.conf", s_update_params,
       sizeof (s_update_params) / sizeof (s_update_params [0]),
-      s_plan_dns_update },
+      s_plan_dns_update, .idempotent = true },
 };
 
 const backend_ops_t backend_network_ops = {

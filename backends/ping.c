@@ -85,7 +85,7 @@ static const backend_param_t s_ping_params [] = {
 static const backend_action_t s_actions [] = {
     { "ping", false, "send ICMP echo requests and report loss and rtt",
       s_ping_params, sizeof (s_ping_params) / sizeof (s_ping_params [0]),
-      s_plan_ping },
+      s_plan_ping, false },
 };
 
 const backend_ops_t backend_ping_ops = {

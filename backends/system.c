@@ -240,16 +240,16 @@ static const backend_param_t s_disk_params [] = {
 };
 
 static const backend_action_t s_actions [] = {
-    { "hostname", false, "the host's name", NULL, 0, s_plan_hostname },
-    { "uptime", false, "seconds since boot", NULL, 0, s_plan_uptime },
+    { "hostname", false, "the host's name", NULL, 0, s_plan_hostname, false },
+    { "uptime", false, "seconds since boot", NULL, 0, s_plan_uptime, false },
     { "os", false, "kernel, architecture and distribution", NULL, 0,
-      s_plan_os },
+      s_plan_os, false },
     { "disk", false, "size and free space of a file system", s_disk_params,
-      sizeof (s_disk_params) / sizeof (s_disk_params [0]), s_plan_disk },
+      sizeof (s_disk_params) / sizeof (s_disk_params [0]), s_plan_disk, false },
     { "memory", false, "total and available memory", NULL, 0,
-      s_plan_memory },
+      s_plan_memory, false },
     { "load", false, "load averages over 1, 5 and 15 minutes", NULL, 0,
-      s_plan_load },
+      s_plan_load, false },
 };
 
 const backend_ops_t backend_system_ops = {

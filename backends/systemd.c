@@ -80,12 +80,16 @@ static const backend_param_t s_unit_params [] = {
     sizeof (s_unit_params) / sizeof (s_unit_params [0])
 
 static const backend_action_t s_actions [] = {
-    { "start", true, "start a unit", S_UNIT, s_plan_start },
-    { "stop", true, "stop a unit", S_UNIT, s_plan_stop },
-    { "restart", true, "restart a unit", S_UNIT, s_plan_restart },
-    { "enable", true, "enable a unit at boot", S_UNIT, s_plan_enable },
-    { "disable", true, "disable a unit at boot", S_UNIT, s_plan_disable },
-    { "status", false, "whether a unit is running", S_UNIT, s_plan_status },
+    { "start", true, "start a unit", S_UNIT, s_plan_start,
+      .idempotent = true },
+    { "stop", true, "stop a unit", S_UNIT, s_plan_stop,
+      .idempotent = true },
+    { "restart", true, "restart a unit", S_UNIT, s_plan_restart, false },
+    { "enable", true, "enable a unit at boot", S_UNIT, s_plan_enable,
+      .idempotent = true },
+    { "disable", true, "disable a unit at boot", S_UNIT, s_plan_disable,
+      .idempotent = true },
+    { "status", false, "whether a unit is running", S_UNIT, s_plan_status, false },
 };
 
 const backend_ops_t backend_systemd_ops = {

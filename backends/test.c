@@ -206,16 +206,16 @@ static const backend_param_t s_output_params [] = {
 
 static const backend_action_t s_actions [] = {
     { "echo", false, "print a message", S_PARAMS (s_echo_params),
-      s_plan_echo },
+      s_plan_echo, false },
     { "sleep", false, "sleep a number of seconds, then print msg",
-      S_PARAMS (s_sleep_params), s_plan_sleep },
+      S_PARAMS (s_sleep_params), s_plan_sleep, false },
     { "fail", false, "exit with code 1 and msg on stderr",
-      S_PARAMS (s_fail_params), s_plan_fail },
+      S_PARAMS (s_fail_params), s_plan_fail, false },
     { "flaky", false, "fail while the attempt number is at most failures, "
       "then succeed (to test retries)", S_PARAMS (s_flaky_params),
-      s_plan_flaky },
+      s_plan_flaky, false },
     { "output", false, "write bulk output (to test truncation)",
-      S_PARAMS (s_output_params), s_plan_output },
+      S_PARAMS (s_output_params), s_plan_output, false },
 };
 
 const backend_ops_t backend_test_ops = {

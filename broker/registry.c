@@ -84,6 +84,7 @@ s_backends_hash (const proto_backend_spec_t *backends, size_t count)
             const proto_action_spec_t *action = &backend->actions [a];
             hash = s_hash_text (hash, action->name);
             hash = s_hash_word (hash, action->modify);
+            hash = s_hash_word (hash, action->idempotent);
             hash = s_hash_text (hash, action->help);
             hash = s_hash_word (hash, action->param_count);
             for (size_t p = 0; p < action->param_count; p++) {
@@ -124,7 +125,8 @@ s_params_equal (const proto_param_spec_t *a, const proto_param_spec_t *b)
 static bool
 s_actions_equal (const proto_action_spec_t *a, const proto_action_spec_t *b)
 {
-    if (a->modify != b->modify || a->param_count != b->param_count
+    if (a->modify != b->modify || a->idempotent != b->idempotent
+        || a->param_count != b->param_count
         || !s_text_equal (a->name, b->name) || !s_text_equal (a->help, b->help))
         return false;
     for (size_t p = 0; p < a->param_count; p++)
@@ -186,7 +188,7 @@ s_write_wire_backends (pw_t *writer, const proto_backend_spec_t *backends,
         pw_array (writer, backend->action_count);
         for (size_t a = 0; a < backend->action_count; a++) {
             const proto_action_spec_t *action = &backend->actions [a];
-            pw_map (writer, 4);
+            pw_map (writer, 4 + (action->idempotent ? 1 : 0));
             pw_str (writer, "name");
             pw_str (writer, action->name);
             pw_str (writer, "kind");
@@ -223,6 +225,10 @@ s_write_wire_backends (pw_t *writer, const proto_backend_spec_t *backends,
                     pw_str (writer, "max");
                     pw_int (writer, param->max_value);
                 }
+            }
+            if (action->idempotent) {
+                pw_str (writer, "idempotent");
+                pw_bool (writer, true);
             }
         }
         if (backend->version) {

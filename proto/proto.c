@@ -367,12 +367,22 @@ static const s_schema_t s_param_schema = {
     offsetof (proto_param_spec_t, name), s_param_check
 };
 
+//  "idempotent" travels only when true.
+static bool
+s_action_is_idempotent (const void *item)
+{
+    return ((const proto_action_spec_t *) item)->idempotent;
+}
+
 static const s_field_t s_action_fields [] = {
     S_TEXT (proto_action_spec_t, name, S_TEXT_NAME),
     { S_KEY ("kind"), .kind = S_KIND, .required = true,
       .offset = offsetof (proto_action_spec_t, modify) },
     S_TEXT (proto_action_spec_t, help, S_TEXT_SHORT),
     S_STRUCTS_OF (proto_action_spec_t, params, param_count, s_param_schema),
+    { S_KEY ("idempotent"), .kind = S_BOOL, .required = false,
+      .offset = offsetof (proto_action_spec_t, idempotent),
+      .present = s_action_is_idempotent },
 };
 static const s_schema_t s_action_schema = {
     s_action_fields, S_COUNT_OF (s_action_fields),

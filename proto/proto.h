@@ -85,6 +85,7 @@ typedef struct {
     char *help;                  //  One line for operators
     proto_param_spec_t *params;  //  Its params
     size_t param_count;          //  How many
+    bool idempotent;             //  A modify action that may run twice without harm
 } proto_action_spec_t;
 
 typedef struct {

@@ -610,7 +610,7 @@ test_backends_path_canonical (void **unused)
           .pattern = prefix, .help = "a path under the test dir" },
     };
     backend_action_t action = { "probe", false, "test", params, 1,
-                                s_plan_nothing };
+                                s_plan_nothing, false };
     proto_kv_t param = { "path", inside };
     plan = backend_plan_new (&action, &context, &param, 1, err, sizeof (err));
     assert_null (plan);

@@ -125,8 +125,8 @@ main (int argc, char *argv [])
         {"count", false, "int", NULL, "3", "Echo requests", 1, 20},
     };
     proto_action_spec_t actions [] = {
-        {"install", true, "Install a package", params, 1},
-        {"host", false, "Ping a host", params + 1, 1},
+        {"install", true, "Install a package", params, 1, true},
+        {"host", false, "Ping a host", params + 1, 1, false},
     };
     proto_backend_spec_t backends [] = {{"apt", actions, 2, "1.0"}};
     char *nodes [] = {"web-01", "web-02"};
