@@ -821,6 +821,20 @@ s_status (api_call_t *call)
         pw_str (reply, sched_job_status_name ((sched_job_status_t) status));
         pw_int (reply, (int64_t) self->finished [status]);
     }
+    sched_counters_t counters;
+    sched_counters (self->sched, &counters);
+    pw_str (reply, "queue");
+    pw_map (reply, 5);
+    pw_str (reply, "waiting");
+    pw_int (reply, (int64_t) sched_waiting_count (self->sched));
+    pw_str (reply, "claims");
+    pw_int (reply, (int64_t) counters.claims);
+    pw_str (reply, "reclaims");
+    pw_int (reply, (int64_t) counters.reclaims);
+    pw_str (reply, "lease_expirations");
+    pw_int (reply, (int64_t) counters.lease_expirations);
+    pw_str (reply, "late_results");
+    pw_int (reply, (int64_t) counters.late_results);
     pw_str (reply, "dropped");
     pw_map (reply, 4 + AUTH_COUNTER_COUNT);
     pw_str (reply, "malformed");

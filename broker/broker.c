@@ -186,6 +186,7 @@ broker_config_load (broker_config_t *config, const char *path, char *err,
         "data_dir", "client", "agents", "publish", "heartbeat",
         "missed_heartbeats", "max_concurrent", "max_pending", "ack_timeout",
         "ack_resends", "task_timeout", "grace", "retry_base", "retry_cap",
+        "lease",
         "map_size_mb", "max_map_size_mb", "retention", "offline_grace",
         "verbose", "dlq_retention", "store", "log_level", "log_format",
         //  Read by auth_config_load
@@ -234,6 +235,8 @@ broker_config_load (broker_config_t *config, const char *path, char *err,
         rc = conf_get_duration (root, "retry_base", &config->sched.retry_base_ms, why, sizeof why);
     if (rc == 0)
         rc = conf_get_duration (root, "retry_cap", &config->sched.retry_cap_ms, why, sizeof why);
+    if (rc == 0)
+        rc = conf_get_duration (root, "lease", &config->sched.lease_ms, why, sizeof why);
     if (rc == 0)
         rc = conf_get_int (root, "map_size_mb", &map_mb, why, sizeof why);
     if (rc == 0)
@@ -284,10 +287,12 @@ broker_config_load (broker_config_t *config, const char *path, char *err,
     if (rc == 0 && (max_concurrent < 1 || max_pending < 0 || ack_resends < 0
                     || map_mb < 1 || max_map_mb < 0
                     || config->missed_heartbeats < 1
-                    || config->heartbeat_ms < 10)) {
+                    || config->heartbeat_ms < 10
+                    || config->sched.lease_ms < JOB_MIN_LEASE_MS)) {
         snprintf (why, sizeof why, "a number is out of range (max_concurrent "
                   ">= 1, max_pending >= 0, ack_resends >= 0, map_size_mb >= 1, "
-                  "missed_heartbeats >= 1, heartbeat >= 10ms)");
+                  "missed_heartbeats >= 1, heartbeat >= 10ms, lease >= "
+                  "100ms)");
         rc = -1;
     }
     if (rc == 0) {
@@ -402,6 +407,7 @@ s_send_failed (broker_t *self, const char *node_id, int error)
         if (node && node->online) {
             s_log ("node %s is unreachable: marking it offline", node_id);
             registry_set_offline (node, broker_now_ms ());
+            sched_on_node_down (self->sched, node_id, broker_now_ms ());
         }
     }
     else
@@ -882,6 +888,12 @@ broker_drain (broker_t *self)
                            action.detail ? action.detail : "");
                 break;
             }
+            case SCHED_ACTION_FORGET_CELLS:
+                if (txn)
+                    s_store_error (self, jobrec_forget_cells (txn, action.job,
+                                                              action.node),
+                                   "a moved job's cells");
+                break;
             case SCHED_ACTION_FINISHED:
                 if (action.job->status < 6)
                     self->finished [action.job->status]++;
@@ -1068,11 +1080,16 @@ s_on_agent_message (broker_t *self, int64_t now_ms)
         return;
     }
     registry_touch (node, now_ms, broker_wall_ms ());
+    //  Any word renews the node's leases (a heartbeat also brings its load)
+    if (in->type == PROTO_HEARTBEAT) {
+        node->running = in->running;
+        node->queued = in->queued;
+    }
+    if (in->type != PROTO_BYE)
+        sched_on_heartbeat (self->sched, node->id, now_ms);
     int rc = 0;
     switch (in->type) {
         case PROTO_HEARTBEAT:
-            node->running = in->running;
-            node->queued = in->queued;
             break;
         case PROTO_ACK:
             rc = sched_on_ack (self->sched, in->job, in->step, in->attempt,
@@ -1568,6 +1585,8 @@ s_on_tick (zloop_t *loop, int timer_id, void *arg)
         registry_node_t *node = registry_lookup (self->registry, offline [index]);
         if (node)
             broker_save_node (self, node);
+        //  Any-node steps it holds go elsewhere now, not after the grace
+        sched_on_node_down (self->sched, offline [index], deadline_ms);
     }
     free (offline);
     s_report_offline (self, deadline_ms);
@@ -1729,6 +1748,33 @@ s_unavailable (void *arg, const job_spec_t *spec, sched_not_run_t **list_p)
     broker_t *self = (broker_t *) arg;
     return registry_unavailable (self->registry, spec, broker_wall_ms (),
                                  list_p);
+}
+
+//  The load figures of a node for any-node claims (sched.h).
+static bool
+s_node_load (void *arg, const char *id, sched_load_t *load)
+{
+    broker_t *self = (broker_t *) arg;
+    const registry_node_t *node = registry_lookup (self->registry, id);
+    if (!node)
+        return false;
+    load->online = node->online && !node->drained;
+    load->slots = node->hello && node->hello->concurrency
+                      ? node->hello->concurrency
+                      : 1;
+    load->running = node->running;
+    load->queued = node->queued;
+    return true;
+}
+
+//  Whether an action may run twice: a query, or declared idempotent.
+static bool
+s_action_idempotent (void *arg, const char *backend, const char *action)
+{
+    broker_t *self = (broker_t *) arg;
+    const proto_action_spec_t *spec
+        = registry_find_action (self->registry, backend, action, true);
+    return spec && (!spec->modify || spec->idempotent);
 }
 
 static int
@@ -1989,6 +2035,8 @@ broker_new (const broker_config_t *config, char *err, size_t err_len)
     self->run_samples = qstats_new ();
     self->node_stats = zhashx_new ();
     zhashx_set_destructor (self->node_stats, (zhashx_destructor_fn *) zstr_free);
+    if (self->sched)
+        sched_set_fleet (self->sched, s_node_load, s_action_idempotent, self);
     //  One broker per data dir: two would interleave their writes.
     self->lock = store_lock (self->config.data_dir, "gridbroker", "data dir",
                              err, err_len);

@@ -155,7 +155,15 @@ jobrec_save_header (store_txn_t *txn, const sched_job_t *job, pw_t *scratch)
 static void
 s_write_attempt (pw_t *writer, const sched_attempt_t *attempt)
 {
-    pw_map (writer, 8);
+    pw_map (writer, 8 + (attempt->node ? 1 : 0) + (attempt->late ? 1 : 0));
+    if (attempt->node) {
+        pw_str (writer, "node");
+        pw_str (writer, attempt->node);
+    }
+    if (attempt->late) {
+        pw_str (writer, "late");
+        pw_bool (writer, true);
+    }
     pw_str (writer, "attempt");
     pw_int (writer, attempt->attempt);
     pw_str (writer, "status");
@@ -183,12 +191,16 @@ s_put_cell (store_txn_t *txn, const char *job_id, uint32_t step,
             const char *node, const sched_cell_t *cell, pw_t *scratch)
 {
     pw_reset (scratch);
-    pw_map (scratch, cell->reason ? 4 : 3);
+    pw_map (scratch, 3 + (cell->reason ? 1 : 0) + (cell->waiting ? 1 : 0));
     pw_str (scratch, "status");
     pw_str (scratch, sched_cell_status_name (cell->status));
     if (cell->reason) {
         pw_str (scratch, "reason");
         pw_str (scratch, cell->reason);
+    }
+    if (cell->waiting) {
+        pw_str (scratch, "waiting");
+        pw_str (scratch, cell->waiting);
     }
     pw_str (scratch, "attempt");
     pw_int (scratch, cell->attempt);
@@ -212,6 +224,20 @@ jobrec_save_cell (store_txn_t *txn, const sched_job_t *job, uint32_t step,
     return s_put_cell (txn, job->id, step, node,
                        &job->cells [step * job->expected_count + (size_t) index],
                        scratch);
+}
+
+int
+jobrec_forget_cells (store_txn_t *txn, const sched_job_t *job,
+                     const char *node)
+{
+    uint8_t key [JOBREC_MAX_KEY];
+    for (size_t step = 0; step < job->step_count; step++) {
+        size_t key_len = jobrec_cell_key (job->id, (uint32_t) step, node, key);
+        int rc = store_del (txn, STORE_DB_RESULTS, key, key_len);
+        if (rc != 0 && rc != STORE_ENOTFOUND)
+            return rc;
+    }
+    return 0;
 }
 
 int
@@ -294,7 +320,8 @@ static size_t
 s_spec_field_count (const pv_t *spec)
 {
     static const char *fields [] = {"target", "tasks", "strategy", "timeout",
-                                    "priority", "idempotency_key"};
+                                    "priority", "idempotency_key",
+                                    "lease_ms"};
     size_t count = 0;
     for (size_t index = 0; index < sizeof fields / sizeof fields [0]; index++)
         if (pv_map_get (spec, fields [index]))
@@ -310,7 +337,8 @@ static void
 s_write_spec_fields (const pv_t *spec, pw_t *writer)
 {
     static const char *fields [] = {"target", "tasks", "strategy", "timeout",
-                                    "priority", "idempotency_key"};
+                                    "priority", "idempotency_key",
+                                    "lease_ms"};
     for (size_t index = 0; index < sizeof fields / sizeof fields [0]; index++) {
         const pv_t *value = pv_map_get (spec, fields [index]);
         if (value) {
@@ -374,17 +402,35 @@ s_write_attempt_fields (pw_t *writer, const pv_t *attempt)
     }
 }
 
-//  One cell in the client shape: the latest attempt's fields, the count,
-//  and earlier attempts as history.
+//  One cell in the client shape: the outcome's fields (the latest attempt
+//  that is not a late result from a node the step was taken from), the
+//  count, every other attempt as history, and why it waits, if it does.
 static void
 s_write_cell (pw_t *writer, const pv_t *cell)
 {
     const pv_t *attempts = pv_map_get (cell, "attempts");
+    const pv_t *waiting = pv_map_get (cell, "waiting");
     size_t count = pv_size (attempts);
-    const pv_t *last = count ? pv_array_at (attempts, count - 1) : NULL;
+    size_t main = count ? count - 1 : 0;
+    bool moved = false;
+    for (size_t index = 0; index < count; index++)
+        if (pv_map_get (pv_array_at (attempts, index), "node"))
+            moved = true;
+    for (size_t index = count; index > 0; index--) {
+        bool late = false;
+        pv_get_bool (pv_map_get (pv_array_at (attempts, index - 1), "late"),
+                     &late);
+        if (!late) {
+            main = index - 1;
+            break;
+        }
+    }
+    const pv_t *last = count ? pv_array_at (attempts, main) : NULL;
+    bool has_waiting = pv_type (waiting) == PV_STR;
     const pv_t *reason = pv_map_get (cell, "reason");
     bool has_reason = pv_type (reason) == PV_STR;
-    pw_map (writer, 8 + (count > 1 ? 1 : 0) + (has_reason ? 1 : 0));
+    pw_map (writer, 8 + (count > 1 ? 1 : 0) + (has_reason ? 1 : 0)
+                        + (has_waiting ? 1 : 0));
     pw_str (writer, "status");
     pw_pv (writer, pv_map_get (cell, "status"));
     if (has_reason) {
@@ -395,12 +441,20 @@ s_write_cell (pw_t *writer, const pv_t *cell)
     pw_str (writer, "attempts");
     int64_t attempt = 0;
     pv_get_int (pv_map_get (cell, "attempt"), &attempt);
-    pw_int (writer, attempt > (int64_t) count ? attempt : (int64_t) count);
+    //  Any-node cells count attempts by number: a step taken back before
+    //  it started, or a late result, is an entry but not an attempt
+    pw_int (writer, moved || attempt > (int64_t) count ? attempt
+                                                        : (int64_t) count);
     if (count > 1) {
         pw_str (writer, "history");
         pw_array (writer, count - 1);
-        for (size_t index = 0; index + 1 < count; index++)
-            pw_pv (writer, pv_array_at (attempts, index));
+        for (size_t index = 0; index < count; index++)
+            if (index != main)
+                pw_pv (writer, pv_array_at (attempts, index));
+    }
+    if (has_waiting) {
+        pw_str (writer, "waiting");
+        pw_pv (writer, waiting);
     }
 }
 
@@ -707,6 +761,8 @@ s_load_cell (sched_cell_t *cell, const pv_t *record)
         slot->duration_ms = duration_ms;
         slot->output = pv_strdup (pv_map_get (item, "output"));
         slot->error = pv_strdup (pv_map_get (item, "error"));
+        slot->node = pv_strdup (pv_map_get (item, "node"));
+        pv_get_bool (pv_map_get (item, "late"), &slot->late);
         const pv_t *data = pv_map_get (item, "data");
         size_t data_count = pv_type (data) == PV_MAP ? pv_size (data) : 0;
         if (data_count) {

@@ -13,8 +13,10 @@
     expected: [ids], reason: str|nil, not_run: [{node, status, reason,
     named}], created_at_ms, updated_at_ms, ?retry_of: id, ?retried_by:
     [ids]} (not_run is absent in records of older brokers).
-    Cell record: {status, ?reason, attempt, attempts: [{attempt, status,
-    output, data, error, exit_code, duration_ms, truncated}]}.
+    Cell record: {status, ?reason, ?waiting, attempt, attempts: [{attempt,
+    status, output, data, error, exit_code, duration_ms, truncated, ?node,
+    ?late}]} (node: which node ran an any-node job's attempt; late: a
+    result that came after the step was reclaimed from that node).
     Event record: {seq, time_ms, event, ?node: str, ?step: int,
     ?detail: str} (records of older brokers hold nils there; the client
     form leaves them out either way).
@@ -77,6 +79,10 @@ size_t jobrec_prefix (const char *job_id, uint8_t *key);
 int jobrec_save_header (store_txn_t *txn, const sched_job_t *job, pw_t *scratch);
 int jobrec_save_cell (store_txn_t *txn, const sched_job_t *job, uint32_t step,
                       const char *node, pw_t *scratch);
+//  Deletes JOB's cells stored under NODE (an any-node job moved to another
+//  node). Returns 0 or a STORE_ error.
+int jobrec_forget_cells (store_txn_t *txn, const sched_job_t *job,
+                         const char *node);
 int jobrec_save_event (store_txn_t *txn, const char *job_id, uint32_t seq,
                        int64_t wall_ms, const char *event, const char *node,
                        int64_t step, const char *detail, pw_t *scratch);

@@ -37,6 +37,8 @@ static const char *s_usage =
     "  --grace D              extra time past a task timeout     [5s]\n"
     "  --retry-base D         first retry backoff                [1s]\n"
     "  --retry-cap D          largest retry backoff              [1m]\n"
+    "  --lease D              any-node lease when a job sets no\n"
+    "                         lease_ms                           [30s]\n"
     "  --retention D          purge finished jobs after D (0: keep) [30d]\n"
     "  --store-max-size SIZE  the store may grow to SIZE (512MiB, 8GiB) [8GiB]\n"
     "  --map-size-mb N        initial store size in MiB          [64]\n"
@@ -113,7 +115,7 @@ enum {
     S_OPT_PUBLISH, S_OPT_HEARTBEAT, S_OPT_MISSED, S_OPT_GRACE_OFFLINE,
     S_OPT_MAX_CONCURRENT, S_OPT_MAX_PENDING, S_OPT_ACK_TIMEOUT,
     S_OPT_ACK_RESENDS, S_OPT_TASK_TIMEOUT, S_OPT_GRACE, S_OPT_RETRY_BASE,
-    S_OPT_RETRY_CAP, S_OPT_RETENTION, S_OPT_STORE_MAX, S_OPT_MAP_MB,
+    S_OPT_RETRY_CAP, S_OPT_LEASE, S_OPT_RETENTION, S_OPT_STORE_MAX, S_OPT_MAP_MB,
     S_OPT_MAX_MAP_MB, S_OPT_VERBOSE, S_OPT_LOG_LEVEL, S_OPT_LOG_FORMAT,
     S_OPT_KEY, S_OPT_CLIENT_KEY, S_OPT_AUTO_ACCEPT, S_OPT_ALLOW,
     S_OPT_INSECURE, S_OPT_VERSION, S_OPT_PRINT_CONFIG, S_OPT_END
@@ -136,6 +138,7 @@ static const struct option s_options [] = {
     {"grace", required_argument, NULL, S_OPT_GRACE},
     {"retry-base", required_argument, NULL, S_OPT_RETRY_BASE},
     {"retry-cap", required_argument, NULL, S_OPT_RETRY_CAP},
+    {"lease", required_argument, NULL, S_OPT_LEASE},
     {"retention", required_argument, NULL, S_OPT_RETENTION},
     {"store-max-size", required_argument, NULL, S_OPT_STORE_MAX},
     {"map-size-mb", required_argument, NULL, S_OPT_MAP_MB},
@@ -225,6 +228,8 @@ s_apply (broker_config_t *config, int option, const char *flag,
             return s_duration (flag, value, &config->sched.retry_base_ms) ? 2 : 0;
         case S_OPT_RETRY_CAP:
             return s_duration (flag, value, &config->sched.retry_cap_ms) ? 2 : 0;
+        case S_OPT_LEASE:
+            return s_duration (flag, value, &config->sched.lease_ms) ? 2 : 0;
         case S_OPT_RETENTION:
             return s_duration (flag, value, &config->retention_ms) ? 2 : 0;
         case S_OPT_MAP_MB:
@@ -312,6 +317,8 @@ s_print_config (const broker_config_t *config, const bool *given,
                          "--retry-base", S_GIVEN (S_OPT_RETRY_BASE));
     conf_print_duration (o, "retry_cap", config->sched.retry_cap_ms,
                          "--retry-cap", S_GIVEN (S_OPT_RETRY_CAP));
+    conf_print_duration (o, "lease", config->sched.lease_ms, "--lease",
+                         S_GIVEN (S_OPT_LEASE));
     char size [32];
     s_size_text (config->max_map_bytes, size, sizeof size);
     conf_print_setting (o, "store.max_size", size, true, "--store-max-size",
@@ -448,6 +455,11 @@ main (int argc, char *argv [])
     }
     if (rc == 0 && config.heartbeat_ms < 10) {
         fprintf (stderr, "gridbroker: --heartbeat must be at least 10ms\n");
+        rc = 2;
+    }
+    if (rc == 0 && config.sched.lease_ms < JOB_MIN_LEASE_MS) {
+        fprintf (stderr, "gridbroker: --lease must be at least %dms\n",
+                 JOB_MIN_LEASE_MS);
         rc = 2;
     }
     if (rc != 0) {

@@ -47,6 +47,15 @@
     acted on only when it still matches its cell (status, attempt, re-send
     count and deadline), so superseded entries are dropped when they reach
     the top.
+
+    Any-node jobs (R17-R20) have one column whose node (expected[0], the
+    holder) may change: each step is claimed by the least loaded node of
+    the set with a free slot; a step no node can take waits in a queue of
+    waiting cells (one heap per target, tried head first when capacity
+    may have appeared); the holder keeps a lease (a LEASE deadline, renewed
+    lazily from the cell's and the node's last word); an expired lease, a
+    node gone down, or an unacknowledged command reclaims the step: it
+    goes back to the queue and to another node of the set.
     =========================================================================
 */
 #include "sched.h"
@@ -72,8 +81,24 @@ typedef enum {
     S_DUE_ACK = 1,     //  A dispatched cell must be acknowledged
     S_DUE_RUN,         //  An acknowledged/running cell must report
     S_DUE_RETRY,       //  A cell's backoff is over
-    S_DUE_JOB          //  The whole job's timeout
+    S_DUE_JOB,         //  The whole job's timeout
+    S_DUE_LEASE        //  An any-node cell's lease may have run out
 } s_due_kind_t;
+
+typedef struct _s_node_t s_node_t;
+
+//  What the scheduler itself knows of one node (never freed before the
+//  scheduler: the set of nodes is the registry's, and small).
+struct _s_node_t {
+    char *id;                    //  Node id
+    s_node_t *hash_next;         //  Next in its hash bucket
+    uint32_t in_flight;          //  Cells dispatched to it, not yet final
+    int64_t heard_ms;            //  Last word from it (monotonic), 0 never
+    bool down;                   //  Went offline, not heard since
+    uint64_t claims;             //  Any-node steps given to it
+    uint64_t reclaims;           //  Any-node steps taken back from it
+    uint64_t lease_expirations;  //  Its leases that ran out
+};
 
 //  Where a step sits in the spec.
 typedef struct {
@@ -117,6 +142,12 @@ struct _s_jobx_t {
     bool failed_before_phase;    //  Some cell failed before this phase
     bool pipe_stop_all;          //  Fail-fast fired inside this pipeline
     int64_t job_deadline_ms;     //  Job timeout, 0 when none
+    s_node_t **nodes;            //  Node-table entry per expected node
+    bool any;                    //  Any-node job: one column, its holder may change
+    bool claimed;                //  Any: some step was given to a node
+    bool fresh_pick;             //  Any: expected[0] was just picked with a free slot
+    int64_t lease_ms;            //  Any: the lease
+    char *target_text;           //  Any: the target as text (waiting class key)
 };
 
 //  One entry of the deadline heap.
@@ -128,8 +159,29 @@ typedef struct {
     uint32_t node;               //  Cell kinds: the node index
     uint32_t attempt;            //  Cell kinds: the attempt it was set for
     uint32_t resends;            //  S_DUE_ACK: the re-send count it was set for
+    uint32_t claims;             //  S_DUE_LEASE: the claim it was set for
     s_due_kind_t kind;           //  What is due
 } s_due_t;
+
+//  A cell waiting for a slot.
+typedef struct {
+    s_jobx_t *jobx;              //  The job (holds a due_ref)
+    uint64_t seq;                //  Enqueue order
+    int priority;                //  The job's priority
+    uint32_t step;               //  The cell
+    uint32_t node;
+    uint32_t attempt;            //  The attempt it will be dispatched as
+} s_wait_t;
+
+//  Waiting cells that need the same thing (one target's free slot): a
+//  heap, highest priority then oldest on top. When the head cannot go,
+//  nothing behind it can.
+typedef struct {
+    char *key;                   //  What they wait for
+    s_wait_t *heap;
+    size_t size;
+    size_t cap;
+} s_class_t;
 
 struct _sched_t {
     sched_config_t config;       //  Copied at sched_new
@@ -140,8 +192,24 @@ struct _sched_t {
     uint64_t rng;                //  xorshift64* state
     uint64_t seq;                //  Next admission number
     uint64_t due_seq;            //  Next deadline number
-    size_t any_counter;          //  Rotates `any` picks
+    size_t any_counter;          //  Rotates `any` picks among equals
     int64_t now_ms;              //  Latest now_ms seen
+    sched_load_fn *load;         //  Node loads, or NULL
+    sched_idempotent_fn *idempotent;  //  Action kinds, or NULL
+    void *fleet_arg;             //  Their argument
+    sched_counters_t counters;   //  Claims, reclaims, expirations
+    //  Nodes by id
+    s_node_t **node_buckets;
+    size_t node_bucket_count;
+    size_t node_count;
+    //  Waiting cells, by class
+    s_class_t **classes;
+    size_t class_count;
+    size_t class_cap;
+    size_t waiting_count;        //  Cells waiting
+    uint64_t wait_seq;           //  Next enqueue number
+    bool wait_dirty;             //  Capacity may have appeared
+    bool in_wait_pass;           //  Inside s_wait_pass (no re-entry)
     bool admitting;              //  Inside s_admit (no re-entry)
     bool paused;                 //  Queued jobs wait (maintenance, restart)
     //  Live jobs by id (pending and running)
@@ -381,6 +449,7 @@ sched_config_defaults (sched_config_t *config)
     config->grace_ms = 5000;
     config->retry_base_ms = 1000;
     config->retry_cap_ms = 60000;
+    config->lease_ms = 30000;
     config->seed = 0;
 }
 
@@ -464,6 +533,18 @@ s_event (sched_t *self, sched_job_t *job, const char *event, size_t node,
     action->detail = detail ? (char *) s_keep (self, detail) : NULL;
 }
 
+//  EVENT for the node named NODE (kept by the caller until drained).
+static void
+s_event_named (sched_t *self, sched_job_t *job, const char *event,
+               const char *node, size_t step, char *detail)
+{
+    sched_action_t *action = s_action (self, SCHED_ACTION_EVENT, job);
+    action->event = event;
+    action->step = (uint32_t) step;
+    action->node = node;
+    action->detail = detail ? (char *) s_keep (self, detail) : NULL;
+}
+
 //  A short, single-line excerpt of agent text for an event detail.
 static char *
 s_excerpt (const char *prefix, const char *text)
@@ -541,6 +622,68 @@ s_hash_remove (sched_t *self, s_jobx_t *jobx)
         jobx->hash_next = NULL;
         self->live_count--;
     }
+}
+
+//  ---------------------------------------------------------------------
+//  Nodes by id: a chained hash of what the scheduler knows of each node.
+
+static s_node_t *
+s_node_find (sched_t *self, const char *id)
+{
+    if (!id || !self->node_bucket_count)
+        return NULL;
+    s_node_t *node
+        = self->node_buckets [s_hash (id) & (self->node_bucket_count - 1)];
+    while (node && strcmp (node->id, id) != 0)
+        node = node->hash_next;
+    return node;
+}
+
+//  The node's entry, made on first use.
+static s_node_t *
+s_node_get (sched_t *self, const char *id)
+{
+    s_node_t *node = s_node_find (self, id);
+    if (node)
+        return node;
+    if (self->node_count + 1 > self->node_bucket_count) {
+        size_t new_count
+            = self->node_bucket_count ? self->node_bucket_count * 2 : 64;
+        s_node_t **buckets
+            = (s_node_t **) s_alloc (new_count * sizeof (s_node_t *));
+        for (size_t index = 0; index < self->node_bucket_count; index++) {
+            s_node_t *item = self->node_buckets [index];
+            while (item) {
+                s_node_t *next = item->hash_next;
+                size_t slot = s_hash (item->id) & (new_count - 1);
+                item->hash_next = buckets [slot];
+                buckets [slot] = item;
+                item = next;
+            }
+        }
+        free (self->node_buckets);
+        self->node_buckets = buckets;
+        self->node_bucket_count = new_count;
+    }
+    node = (s_node_t *) s_alloc (sizeof (s_node_t));
+    node->id = s_strdup (id);
+    size_t slot = s_hash (id) & (self->node_bucket_count - 1);
+    node->hash_next = self->node_buckets [slot];
+    self->node_buckets [slot] = node;
+    self->node_count++;
+    return node;
+}
+
+//  Entries for every expected node of JOB.
+static void
+s_nodes_bind (sched_t *self, s_jobx_t *jobx)
+{
+    sched_job_t *job = jobx->job;
+    free (jobx->nodes);
+    jobx->nodes = (s_node_t **) s_alloc (
+        (job->expected_count ? job->expected_count : 1) * sizeof (s_node_t *));
+    for (size_t index = 0; index < job->expected_count; index++)
+        jobx->nodes [index] = s_node_get (self, job->expected [index]);
 }
 
 //  ---------------------------------------------------------------------
@@ -643,6 +786,7 @@ s_due_push (sched_t *self, s_jobx_t *jobx, s_due_kind_t kind,
             = &job->cells [step * job->expected_count + node];
         entry.attempt = cell->attempt;
         entry.resends = cell->resends;
+        entry.claims = cell->claims;
     }
     jobx->due_refs++;
     size_t index = self->due_size++;
@@ -696,6 +840,9 @@ s_due_valid (const s_due_t *entry)
     const sched_cell_t *cell
         = &job->cells [(size_t) entry->step * job->expected_count
                        + entry->node];
+    if (entry->kind == S_DUE_LEASE)
+        return s_in_flight (cell->status) && cell->attempt == entry->attempt
+               && cell->claims == entry->claims;
     if (cell->deadline_ms != entry->deadline_ms
         || cell->attempt != entry->attempt)
         return false;
@@ -737,6 +884,7 @@ sched_cell_clear (sched_cell_t *cell)
         sched_attempt_t *attempt = &cell->attempts [at];
         free (attempt->output);
         free (attempt->error);
+        free (attempt->node);
         for (size_t item = 0; item < attempt->data_count; item++) {
             free (attempt->data [item].key);
             free (attempt->data [item].value);
@@ -745,6 +893,7 @@ sched_cell_clear (sched_cell_t *cell)
     }
     free (cell->attempts);
     free (cell->reason);
+    free (cell->waiting);
     memset (cell, 0, sizeof (*cell));
 }
 
@@ -874,6 +1023,8 @@ s_jobx_release (s_jobx_t *jobx)
     free (jobx->step_final);
     free (jobx->phase_final);
     free (jobx->node_flags);
+    free (jobx->nodes);
+    free (jobx->target_text);
     free (jobx);
 }
 
@@ -952,6 +1103,7 @@ s_jobx_new (sched_job_t *job)
         s_jobx_release (jobx);
         return NULL;
     }
+    jobx->lease_ms = spec->lease_ms;
     jobx->step_final = (size_t *) s_alloc (job->step_count * sizeof (size_t));
     jobx->phase_final
         = (size_t *) s_alloc (spec->phase_count * sizeof (size_t));
@@ -991,6 +1143,17 @@ s_phase_cells (const s_jobx_t *jobx, size_t phase)
 //  ---------------------------------------------------------------------
 //  Cells
 
+//  The cell no longer waits for a slot.
+static void
+s_waiting_clear (sched_t *self, sched_cell_t *cell)
+{
+    if (cell->waiting) {
+        free (cell->waiting);
+        cell->waiting = NULL;
+        self->waiting_count--;
+    }
+}
+
 //  R15: job->step is the lowest step with a cell not yet final, which is
 //  the lowest step some node still works on. Cells never leave a final
 //  status, so the pointer only moves forward: O(1) amortised.
@@ -1021,10 +1184,23 @@ s_cell_set (sched_t *self, s_jobx_t *jobx, size_t step, size_t node,
     if (cell->status != status)
         cell->since_ms = self->now_ms;
     cell->status = status;
+    //  The node's in-flight figure (loads, R17) follows the cell
+    bool flying = s_in_flight (status);
+    if (flying != cell->counted && jobx->nodes) {
+        s_node_t *entry = jobx->nodes [node];
+        if (flying)
+            entry->in_flight++;
+        else {
+            entry->in_flight--;
+            self->wait_dirty = true;
+        }
+        cell->counted = flying;
+    }
     if (!was_final && sched_cell_status_final (status)) {
         jobx->step_final [step]++;
         jobx->phase_final [jobx->steps [step].phase]++;
         cell->deadline_ms = 0;
+        s_waiting_clear (self, cell);
     }
     s_save_cell (self, job, step, node);
     if (!was_final && sched_cell_status_final (status))
@@ -1032,10 +1208,12 @@ s_cell_set (sched_t *self, s_jobx_t *jobx, size_t step, size_t node,
 }
 
 //  Records a finished attempt on a cell (R11: every attempt is kept).
+//  NODE names the node that ran it on any-node jobs (NULL otherwise).
 static void
-s_attempt_add (sched_cell_t *cell, sched_cell_status_t status,
-               const char *output, const char *error, int32_t exit_code,
-               int64_t duration_ms, bool truncated)
+s_attempt_add (sched_cell_t *cell, const char *node,
+               sched_cell_status_t status, const char *output,
+               const char *error, int32_t exit_code, int64_t duration_ms,
+               bool truncated)
 {
     sched_attempt_t *grown = (sched_attempt_t *) realloc (
         cell->attempts, (cell->attempt_count + 1) * sizeof (sched_attempt_t));
@@ -1053,6 +1231,7 @@ s_attempt_add (sched_cell_t *cell, sched_cell_status_t status,
     attempt->exit_code = exit_code;
     attempt->duration_ms = duration_ms;
     attempt->truncated = truncated;
+    attempt->node = s_strdup (node);
 }
 
 //  How long the current attempt of CELL has been running: from its
@@ -1103,6 +1282,14 @@ sched_attempt_fill (sched_cell_t *cell, const proto_msg_t *result)
     return true;
 }
 
+//  The node an attempt of JOB on column NODE names: any-node jobs only.
+static const char *
+s_attempt_node (const s_jobx_t *jobx, size_t node)
+{
+    return jobx->any ? jobx->job->expected [node] : NULL;
+}
+
+
 //  Marks every non-final cell of NODE in steps FROM up to (not
 //  including) TO skipped, with one event saying why. Returns how many.
 static size_t
@@ -1132,10 +1319,10 @@ s_skip_node (sched_t *self, s_jobx_t *jobx, size_t node, size_t from,
 //  Dispatch
 
 //  DISPATCH of STEP/ATTEMPT to one node on its own topic (pipelines,
-//  retries, node lists and `any` targets).
+//  retries, node lists and `any` targets), now.
 static void
-s_dispatch_node (sched_t *self, s_jobx_t *jobx, size_t step, size_t node,
-                 uint32_t attempt)
+s_send_node (sched_t *self, s_jobx_t *jobx, size_t step, size_t node,
+             uint32_t attempt)
 {
     sched_job_t *job = jobx->job;
     sched_cell_t *cell = s_cell (job, step, node);
@@ -1149,10 +1336,388 @@ s_dispatch_node (sched_t *self, s_jobx_t *jobx, size_t step, size_t node,
     sched_action_t *action = s_action (self, SCHED_ACTION_DISPATCH, job);
     action->step = (uint32_t) step;
     action->attempt = attempt;
-    action->nodes = &job->expected [node];
     action->node_count = 1;
+    if (jobx->any) {
+        //  R17, R18: a claim; the holder's lease starts now. The lane may
+        //  move later in this call, so the action keeps its own name.
+        char **names = (char **) s_keep (self, s_alloc (sizeof (char *)));
+        names [0] = job->expected [node];
+        action->nodes = names;
+        s_node_t *holder = jobx->nodes [node];
+        self->counters.claims++;
+        holder->claims++;
+        cell->claims++;
+        cell->renewed_ms = self->now_ms;
+        jobx->claimed = true;
+        s_due_push (self, jobx, S_DUE_LEASE, self->now_ms + jobx->lease_ms,
+                    step, node);
+    }
+    else
+        action->nodes = &job->expected [node];
     s_event (self, job, "dispatched", node, step,
              attempt > 1 ? s_printf ("attempt %" PRIu32, attempt) : NULL);
+}
+
+//  ---------------------------------------------------------------------
+//  Any-node claims (R17) and waiting cells
+
+//  Is NODE up as far as the scheduler can tell?
+static bool
+s_node_up (sched_t *self, const char *node, sched_load_t *load)
+{
+    s_node_t *entry = s_node_find (self, node);
+    if (entry && entry->down)
+        return false;
+    sched_load_t scratch;
+    if (!load)
+        load = &scratch;
+    memset (load, 0, sizeof (*load));
+    load->online = true;
+    if (self->load && !self->load (self->fleet_arg, node, load))
+        return false;
+    return load->online;
+}
+
+//  NODE's load: what the scheduler sent it and has not seen finish, or
+//  what its last heartbeat said runs and waits there, the larger. Sets
+//  *FREE when it has a slot left.
+static int64_t
+s_node_load (sched_t *self, const char *node, bool *usable, bool *free_slot)
+{
+    sched_load_t load;
+    *usable = s_node_up (self, node, &load);
+    s_node_t *entry = s_node_find (self, node);
+    int64_t mine = entry ? entry->in_flight : 0;
+    int64_t told = self->load ? (int64_t) load.running + load.queued : 0;
+    int64_t figure = mine > told ? mine : told;
+    *free_slot = !self->load || figure < (int64_t) (load.slots ? load.slots : 1);
+    return figure;
+}
+
+//  Did CELL's step get taken back from NODE before?
+static bool
+s_cell_left (const sched_cell_t *cell, const char *node)
+{
+    for (size_t index = 0; index < cell->attempt_count; index++) {
+        const sched_attempt_t *attempt = &cell->attempts [index];
+        if (attempt->node && !attempt->late
+            && attempt->status == SCHED_CELL_LOST
+            && strcmp (attempt->node, node) == 0)
+            return true;
+    }
+    return false;
+}
+
+//  R17: the candidate for CELL among IDS: the least loaded usable node
+//  (with a free slot when NEED_FREE), ties broken in turn. Nodes the step
+//  was taken back from are passed over while another node can take it.
+//  Returns its index or -1; *BUSY_P counts usable nodes without a slot,
+//  *USABLE_P the nodes up (both may be NULL).
+static ssize_t
+s_pick (sched_t *self, char **ids, size_t count, const sched_cell_t *cell,
+        bool need_free, size_t *busy_p, size_t *usable_p)
+{
+    int64_t *loads = (int64_t *) s_alloc ((count ? count : 1) * sizeof (int64_t));
+    bool *eligible = (bool *) s_alloc (count ? count : 1);
+    bool *left = (bool *) s_alloc (count ? count : 1);
+    size_t busy = 0, fresh = 0, up = 0;
+    for (size_t index = 0; index < count; index++) {
+        bool usable, free_slot;
+        loads [index] = s_node_load (self, ids [index], &usable, &free_slot);
+        if (usable)
+            up++;
+        if (usable && !free_slot)
+            busy++;
+        eligible [index] = usable && (free_slot || !need_free);
+        left [index] = cell && s_cell_left (cell, ids [index]);
+        if (eligible [index] && !left [index])
+            fresh++;
+    }
+    ssize_t pick = -1;
+    int64_t best = INT64_MAX;
+    size_t start = count ? self->any_counter % count : 0;
+    for (size_t turn = 0; turn < count; turn++) {
+        size_t index = (start + turn) % count;
+        if (!eligible [index] || (fresh > 0 && left [index]))
+            continue;
+        if (loads [index] < best) {
+            best = loads [index];
+            pick = (ssize_t) index;
+        }
+    }
+    if (pick >= 0)
+        self->any_counter++;
+    free (loads);
+    free (eligible);
+    free (left);
+    if (busy_p)
+        *busy_p = busy;
+    if (usable_p)
+        *usable_p = up;
+    return pick;
+}
+
+//  Moves an any-node job's column to NODE: the stored cells of the old
+//  holder are forgotten and written again under the new one.
+static void
+s_any_move (sched_t *self, s_jobx_t *jobx, const char *node)
+{
+    sched_job_t *job = jobx->job;
+    if (strcmp (job->expected [0], node) == 0)
+        return;
+    char *old = (char *) s_keep (self, job->expected [0]);
+    sched_action_t *action = s_action (self, SCHED_ACTION_FORGET_CELLS, job);
+    action->node = old;
+    job->expected [0] = s_strdup (node);
+    jobx->nodes [0] = s_node_get (self, node);
+    s_save_job (self, job);
+    for (size_t step = 0; step < job->step_count; step++) {
+        const sched_cell_t *cell = s_cell (job, step, 0);
+        if (cell->status != SCHED_CELL_PENDING || cell->attempt_count > 0
+            || cell->waiting)
+            s_save_cell (self, job, step, 0);
+    }
+}
+
+//  The target of an any-node job as text (kept with the job).
+static const char *
+s_target_text (s_jobx_t *jobx)
+{
+    if (!jobx->target_text) {
+        char *text = target_format (&jobx->job->spec->target);
+        jobx->target_text = text ? text : s_strdup ("any");
+    }
+    return jobx->target_text;
+}
+
+//  R17: may STEP of an any-node job go now, and where? The lane stays
+//  on a holder that is up once the job has run there, unless this very
+//  step was taken from it; otherwise the least loaded node of the set
+//  with a free slot takes it (the lane moves there). Returns true to
+//  dispatch to expected[0], or false with *WHY_P (malloc'd) saying what
+//  the step waits for.
+static bool
+s_any_gate (sched_t *self, s_jobx_t *jobx, size_t step, char **why_p)
+{
+    sched_job_t *job = jobx->job;
+    sched_cell_t *cell = s_cell (job, step, 0);
+    if (jobx->fresh_pick) {
+        jobx->fresh_pick = false;
+        return true;
+    }
+    if (jobx->claimed && !s_cell_left (cell, job->expected [0])
+        && s_node_up (self, job->expected [0], NULL))
+        return true;
+    char **ids = NULL;
+    size_t count = self->resolve ? self->resolve (self->resolve_arg,
+                                                  &job->spec->target, &ids)
+                                 : 0;
+    size_t busy = 0, up = 0;
+    ssize_t pick = s_pick (self, ids, count, cell, true, &busy, &up);
+    if (pick >= 0)
+        s_any_move (self, jobx, ids [pick]);
+    else
+    if (up == 0)
+        *why_p = s_printf ("waiting: no online node matches %s",
+                           s_target_text (jobx));
+    else
+        *why_p = s_printf ("waiting: no free slot on %s (%zu of %zu node%s "
+                           "busy)", s_target_text (jobx), busy, up,
+                           up == 1 ? "" : "s");
+    for (size_t index = 0; index < count; index++)
+        free (ids [index]);
+    free (ids);
+    return pick >= 0;
+}
+
+static bool
+s_wait_before (const s_wait_t *a, const s_wait_t *b)
+{
+    if (a->priority != b->priority)
+        return a->priority > b->priority;
+    return a->seq < b->seq;
+}
+
+static void
+s_wait_push (s_class_t *class_, const s_wait_t *entry)
+{
+    if (class_->size == class_->cap)
+        class_->heap = (s_wait_t *) s_grow (class_->heap, &class_->cap,
+                                           sizeof (s_wait_t));
+    size_t index = class_->size++;
+    while (index > 0) {
+        size_t parent = (index - 1) / 2;
+        if (!s_wait_before (entry, &class_->heap [parent]))
+            break;
+        class_->heap [index] = class_->heap [parent];
+        index = parent;
+    }
+    class_->heap [index] = *entry;
+}
+
+//  Removes the head of CLASS_ into *ENTRY (its job reference goes with it).
+static void
+s_wait_pop (s_class_t *class_, s_wait_t *entry)
+{
+    *entry = class_->heap [0];
+    s_wait_t last = class_->heap [--class_->size];
+    size_t index = 0;
+    while (class_->size > 0) {
+        size_t child = index * 2 + 1;
+        if (child >= class_->size)
+            break;
+        if (child + 1 < class_->size
+            && s_wait_before (&class_->heap [child + 1],
+                              &class_->heap [child]))
+            child++;
+        if (!s_wait_before (&class_->heap [child], &last))
+            break;
+        class_->heap [index] = class_->heap [child];
+        index = child;
+    }
+    if (class_->size > 0)
+        class_->heap [index] = last;
+}
+
+//  The cell STEP/NODE of JOBX waits for a slot (KEY names what for, WHY
+//  is taken): it keeps its status (pending, or retry_wait for a retry),
+//  reads WHY, and gets one EVENT waiting.
+static void
+s_wait_add (sched_t *self, s_jobx_t *jobx, size_t step, size_t node,
+            uint32_t attempt, const char *key, char *why)
+{
+    sched_job_t *job = jobx->job;
+    sched_cell_t *cell = s_cell (job, step, node);
+    s_class_t *class_ = NULL;
+    for (size_t index = 0; index < self->class_count && !class_; index++)
+        if (strcmp (self->classes [index]->key, key) == 0)
+            class_ = self->classes [index];
+    if (!class_) {
+        if (self->class_count == self->class_cap)
+            self->classes = (s_class_t **) s_grow (
+                self->classes, &self->class_cap, sizeof (s_class_t *));
+        class_ = (s_class_t *) s_alloc (sizeof (s_class_t));
+        class_->key = s_strdup (key);
+        self->classes [self->class_count++] = class_;
+    }
+    s_wait_t entry;
+    memset (&entry, 0, sizeof (entry));
+    entry.jobx = jobx;
+    entry.seq = self->wait_seq++;
+    entry.priority = job->spec->priority;
+    entry.step = (uint32_t) step;
+    entry.node = (uint32_t) node;
+    entry.attempt = attempt;
+    jobx->due_refs++;
+    s_wait_push (class_, &entry);
+    cell->waiting = why;
+    self->waiting_count++;
+    s_save_cell (self, job, step, node);
+    s_event (self, job, "waiting", node, step, s_strdup (why));
+}
+
+//  Does ENTRY still stand for a waiting cell?
+static bool
+s_wait_valid (const s_wait_t *entry)
+{
+    s_jobx_t *jobx = entry->jobx;
+    if (!jobx->job || !jobx->running || jobx->finished || jobx->ending)
+        return false;
+    const sched_cell_t *cell = s_cell (jobx->job, entry->step, entry->node);
+    return cell->waiting
+           && (cell->status == SCHED_CELL_PENDING
+               || cell->status == SCHED_CELL_RETRY_WAIT);
+}
+
+//  Lets go of a popped entry's job reference.
+static void
+s_wait_release (s_wait_t *entry)
+{
+    entry->jobx->due_refs--;
+    s_jobx_release (entry->jobx);
+}
+
+//  Orders classes by their heads (for qsort).
+static int
+s_class_compare (const void *a, const void *b)
+{
+    const s_class_t *ca = *(s_class_t *const *) a;
+    const s_class_t *cb = *(s_class_t *const *) b;
+    if (ca->size == 0 || cb->size == 0)
+        return ca->size == 0 ? (cb->size == 0 ? 0 : 1) : -1;
+    if (s_wait_before (&ca->heap [0], &cb->heap [0]))
+        return -1;
+    return s_wait_before (&cb->heap [0], &ca->heap [0]) ? 1 : 0;
+}
+
+//  R17: when capacity may have appeared, waiting cells go in priority,
+//  then submission order, class by class; a class stops at the first
+//  head that still cannot go. Costs O(classes) when nothing can go.
+static void
+s_wait_pass (sched_t *self)
+{
+    if (!self->wait_dirty || self->in_wait_pass || self->class_count == 0)
+        return;
+    self->in_wait_pass = true;
+    self->wait_dirty = false;
+    qsort (self->classes, self->class_count, sizeof (s_class_t *),
+           s_class_compare);
+    for (size_t index = 0; index < self->class_count; index++) {
+        s_class_t *class_ = self->classes [index];
+        while (class_->size > 0) {
+            s_wait_t *head = &class_->heap [0];
+            s_wait_t entry;
+            if (!s_wait_valid (head)) {
+                s_wait_pop (class_, &entry);
+                s_wait_release (&entry);
+                continue;
+            }
+            char *why = NULL;
+            if (!s_any_gate (self, head->jobx, head->step, &why)) {
+                free (why);
+                break;
+            }
+            s_wait_pop (class_, &entry);
+            sched_cell_t *cell = s_cell (entry.jobx->job, entry.step,
+                                         entry.node);
+            s_waiting_clear (self, cell);
+            s_send_node (self, entry.jobx, entry.step, entry.node,
+                         entry.attempt);
+            s_wait_release (&entry);
+        }
+    }
+    //  Empty classes go
+    size_t kept = 0;
+    for (size_t index = 0; index < self->class_count; index++) {
+        s_class_t *class_ = self->classes [index];
+        if (class_->size == 0) {
+            free (class_->key);
+            free (class_->heap);
+            free (class_);
+        }
+        else
+            self->classes [kept++] = class_;
+    }
+    self->class_count = kept;
+    self->in_wait_pass = false;
+}
+
+//  DISPATCH of STEP/ATTEMPT to one node, or, for an any-node job with no
+//  node free to take it, a wait (R17).
+static void
+s_dispatch_node (sched_t *self, s_jobx_t *jobx, size_t step, size_t node,
+                 uint32_t attempt)
+{
+    sched_cell_t *cell = s_cell (jobx->job, step, node);
+    if (cell->waiting)
+        return;                 //  Already waiting for its slot
+    char *why = NULL;
+    if (jobx->any && !s_any_gate (self, jobx, step, &why)) {
+        s_wait_add (self, jobx, step, node, attempt, s_target_text (jobx),
+                    why);
+        return;
+    }
+    s_send_node (self, jobx, step, node, attempt);
 }
 
 //  R4: one DISPATCH of a barrier step to every participant at once.
@@ -1314,6 +1879,9 @@ s_phase_start (sched_t *self, s_jobx_t *jobx)
                              : "node took no part before the failure");
     }
     if (!phase->branch) {
+        if (count > 0 && jobx->any)
+            s_dispatch_node (self, jobx, phase->first, nodes [0], 1);
+        else
         if (count > 0)
             s_dispatch_barrier (self, jobx, phase->first, nodes, count);
     }
@@ -1439,6 +2007,61 @@ s_cell_failed (sched_t *self, s_jobx_t *jobx, size_t step, size_t node,
     s_event (self, job, s_outcome_event (status), node, step, detail);
     s_node_failed (self, jobx, step, node, s_is_unreachable (status));
     s_cell_settled (self, jobx, step, node);
+}
+
+//  R18, R19: takes STEP of an any-node job back from its holder (WHY: "lease
+//  expired", "node offline", ...). The attempt is recorded against the
+//  holder, which is told to stop. Before started the step goes out again
+//  as the same attempt; after started, as a new attempt while retries
+//  remain or when the action is idempotent; else it ends lost. It goes to
+//  another node of the set, or waits for one.
+static void
+s_reclaim (sched_t *self, s_jobx_t *jobx, size_t step, const char *why)
+{
+    sched_job_t *job = jobx->job;
+    sched_cell_t *cell = s_cell (job, step, 0);
+    char *from = (char *) s_keep (self, s_strdup (job->expected [0]));
+    bool started = cell->status == SCHED_CELL_RUNNING;
+    self->counters.reclaims++;
+    jobx->nodes [0]->reclaims++;
+    char *error = s_printf ("reclaimed from %s (%s)", from, why);
+    s_attempt_add (cell, from, SCHED_CELL_LOST, NULL, error, -1, 0, false);
+    char **names = (char **) s_keep (self, s_alloc (sizeof (char *)));
+    names [0] = from;
+    sched_action_t *cancel = s_action (self, SCHED_ACTION_CANCEL, job);
+    cancel->nodes = names;
+    cancel->node_count = 1;
+    const job_phase_t *leaf = jobx->steps [step].leaf;
+    uint32_t max_retries = leaf->max_retries > 0 ? (uint32_t) leaf->max_retries
+                                                 : 0;
+    bool idempotent = self->idempotent
+                      && self->idempotent (self->fleet_arg, leaf->backend,
+                                           leaf->action);
+    if (started && cell->attempt > max_retries && !idempotent) {
+        char *detail = s_printf ("%s after it started; not run again (no "
+                                 "retries left, %s.%s is not idempotent)",
+                                 error, leaf->backend, leaf->action);
+        free (error);
+        s_cell_failed (self, jobx, step, 0, SCHED_CELL_LOST, false, detail);
+        return;
+    }
+    uint32_t attempt = started ? cell->attempt + 1 : cell->attempt;
+    cell->attempt = attempt;
+    s_cell_set (self, jobx, step, 0, SCHED_CELL_PENDING);
+    char *wait_why = NULL;
+    if (s_any_gate (self, jobx, step, &wait_why)) {
+        s_event_named (self, job, "reclaimed", from, step,
+                       s_printf ("%s \xe2\x86\x92 %s", error,
+                                 job->expected [0]));
+        s_send_node (self, jobx, step, 0, attempt);
+    }
+    else {
+        s_event_named (self, job, "reclaimed", from, step,
+                       s_printf ("%s; %s", error, wait_why));
+        s_wait_add (self, jobx, step, 0, attempt, s_target_text (jobx),
+                    wait_why);
+    }
+    free (error);
 }
 
 //  ---------------------------------------------------------------------
@@ -1667,7 +2290,8 @@ s_job_abort (sched_t *self, s_jobx_t *jobx, sched_job_status_t status,
             if (sched_cell_status_final (cell->status))
                 continue;
             if (s_in_flight (cell->status)) {
-                s_attempt_add (cell, SCHED_CELL_CANCELLED, NULL, reason, -1,
+                s_attempt_add (cell, s_attempt_node (jobx, node),
+                               SCHED_CELL_CANCELLED, NULL, reason, -1,
                                s_ran_ms (self, cell), false);
                 s_event (self, job, "cancelled", node, step, s_strdup (reason));
             }
@@ -1767,12 +2391,19 @@ s_job_start (sched_t *self, s_jobx_t *jobx)
     if (target->any)
         //  One node takes the work: the others are not owed a row
         s_not_run_clear (job);
+    bool fresh_pick = false;
     if (count > 0 && target->any) {
-        //  One node takes the work; consecutive jobs rotate over the set
-        size_t pick = self->any_counter++ % count;
+        //  R17: one column, first held by the least loaded node with a
+        //  free slot; with none free, by the least loaded (the step waits)
+        ssize_t pick = s_pick (self, ids, count, NULL, true, NULL, NULL);
+        fresh_pick = pick >= 0;
+        if (pick < 0)
+            pick = s_pick (self, ids, count, NULL, false, NULL, NULL);
+        if (pick < 0)
+            pick = 0;
         char *chosen = ids [pick];
         for (size_t index = 0; index < count; index++)
-            if (index != pick)
+            if (index != (size_t) pick)
                 free (ids [index]);
         ids [0] = chosen;
         count = 1;
@@ -1818,6 +2449,9 @@ s_job_start (sched_t *self, s_jobx_t *jobx)
     job->cells = (sched_cell_t *) s_alloc (job->step_count * count
                                            * sizeof (sched_cell_t));
     jobx->node_flags = (uint8_t *) s_alloc (count);
+    s_nodes_bind (self, jobx);
+    jobx->any = target->any;
+    jobx->fresh_pick = fresh_pick;
     if (job->spec->timeout_ms > 0) {
         jobx->job_deadline_ms = self->now_ms + job->spec->timeout_ms;
         s_due_push (self, jobx, S_DUE_JOB, jobx->job_deadline_ms, 0, 0);
@@ -1890,6 +2524,8 @@ sched_new (const sched_config_t *config, sched_resolve_fn *resolve,
         self->config.retry_cap_ms = 0;
     if (self->config.grace_ms < 0)
         self->config.grace_ms = 0;
+    if (self->config.lease_ms < 1)
+        self->config.lease_ms = 1;
     self->resolve = resolve;
     self->resolve_arg = arg;
     //  xorshift needs a non-zero state
@@ -1937,10 +2573,32 @@ sched_destroy (sched_t **self_p)
             jobx = next;
         }
     }
+    for (size_t index = 0; index < self->class_count; index++) {
+        s_class_t *class_ = self->classes [index];
+        while (class_->size > 0) {
+            s_wait_t entry;
+            s_wait_pop (class_, &entry);
+            s_wait_release (&entry);
+        }
+        free (class_->key);
+        free (class_->heap);
+        free (class_);
+    }
+    free (self->classes);
     while (self->due_size > 0) {
         s_due_t entry;
         s_due_pop (self, &entry);
     }
+    for (size_t index = 0; index < self->node_bucket_count; index++) {
+        s_node_t *node = self->node_buckets [index];
+        while (node) {
+            s_node_t *next = node->hash_next;
+            free (node->id);
+            free (node);
+            node = next;
+        }
+    }
+    free (self->node_buckets);
     free (self->buckets);
     free (self->queue);
     free (self->due);
@@ -1993,6 +2651,8 @@ sched_submit (sched_t *self, sched_job_t **job_p, int64_t now_ms,
                   job->id);
         return -1;
     }
+    if (jobx->lease_ms <= 0)
+        jobx->lease_ms = self->config.lease_ms;
     *job_p = NULL;
     job->priv = jobx;
     job->status = SCHED_JOB_PENDING;
@@ -2040,8 +2700,10 @@ s_resume (sched_t *self, s_jobx_t *jobx)
             }
             if (jobx->node_flags [node] & S_NODE_ABSENT)
                 continue;
-            if (cell->attempt > 0)
+            if (cell->attempt > 0) {
                 jobx->node_flags [node] |= S_NODE_TOOK_PART;
+                jobx->claimed = true;
+            }
             if (s_is_failure (cell->status)) {
                 jobx->any_failure = true;
                 failed [node] = true;
@@ -2118,11 +2780,25 @@ s_resume (sched_t *self, s_jobx_t *jobx)
                                     SCHED_CELL_DISPATCHED);
                         s_resend (self, jobx, step, node,
                                   s_strdup ("re-sent after a broker restart"));
+                        if (jobx->any) {
+                            //  The lease starts again from the restore
+                            cell->claims++;
+                            cell->renewed_ms = self->now_ms;
+                            s_due_push (self, jobx, S_DUE_LEASE,
+                                        self->now_ms + jobx->lease_ms, step,
+                                        node);
+                        }
                     }
                     else
                     if (cell->status == SCHED_CELL_RETRY_WAIT)
                         s_dispatch_node (self, jobx, step, node,
                                          cell->attempt + 1);
+                    else
+                    if (jobx->any && cell->attempt > 0
+                        && !(jobx->node_flags [node] & S_NODE_DROPPED))
+                        //  Reclaimed, and waiting for a node
+                        s_dispatch_node (self, jobx, step, node,
+                                         cell->attempt);
                     else
                     if (phase->branch)
                         s_pipe_advance (self, jobx, node, sub);
@@ -2170,6 +2846,8 @@ sched_restore (sched_t *self, sched_job_t **job_p, int64_t now_ms)
     s_jobx_t *jobx = s_jobx_new (job);
     if (!jobx)
         return -1;
+    if (jobx->lease_ms <= 0)
+        jobx->lease_ms = self->config.lease_ms;
     *job_p = NULL;
     job->priv = jobx;
     job->submitted_ms = now_ms;
@@ -2184,6 +2862,8 @@ sched_restore (sched_t *self, sched_job_t **job_p, int64_t now_ms)
         return 0;
     }
     jobx->node_flags = (uint8_t *) s_alloc (job->expected_count);
+    s_nodes_bind (self, jobx);
+    jobx->any = job->spec->target.any && job->expected_count == 1;
     s_running_add (self, jobx);
     s_resume (self, jobx);
     return 0;
@@ -2229,6 +2909,7 @@ sched_on_ack (sched_t *self, const char *job_id, uint32_t step,
     int64_t timeout_ms = leaf->timeout_ms > 0 ? leaf->timeout_ms
                                               : self->config.default_timeout_ms;
     cell->deadline_ms = now_ms + timeout_ms + self->config.grace_ms;
+    cell->renewed_ms = now_ms;
     s_cell_set (self, jobx, step, index, SCHED_CELL_ACKNOWLEDGED);
     s_due_push (self, jobx, S_DUE_RUN, cell->deadline_ms, step, index);
     s_event (self, job, "acknowledged", index, step, NULL);
@@ -2261,10 +2942,85 @@ sched_on_started (sched_t *self, const char *job_id, uint32_t step,
                  || cell->status == SCHED_CELL_DISPATCHED;
     cell->deadline_ms = deadline_ms;
     cell->started_ms = now_ms;
+    cell->renewed_ms = now_ms;
     s_cell_set (self, jobx, step, index, SCHED_CELL_RUNNING);
     if (moved)
         s_due_push (self, jobx, S_DUE_RUN, cell->deadline_ms, step, index);
     s_event (self, job, "running", index, step, NULL);
+    return 0;
+}
+
+//  The cell status a result names; -1 for an unknown word.
+static int
+s_result_status (const char *text, sched_cell_status_t *status,
+                 bool *retryable)
+{
+    *retryable = true;
+    if (strcmp (text, "success") == 0)
+        *status = SCHED_CELL_SUCCESS;
+    else
+    if (strcmp (text, "failed") == 0)
+        *status = SCHED_CELL_FAILED;
+    else
+    if (strcmp (text, "timeout") == 0)
+        *status = SCHED_CELL_TIMEOUT;
+    else
+    if (strcmp (text, "interrupted") == 0)
+        *status = SCHED_CELL_INTERRUPTED;
+    else
+    if (strcmp (text, "refused") == 0) {
+        *status = SCHED_CELL_FAILED;
+        *retryable = false;
+    }
+    else
+    if (strcmp (text, "cancelled") == 0) {
+        *status = SCHED_CELL_CANCELLED;
+        *retryable = false;
+    }
+    else
+        return -1;
+    return 0;
+}
+
+//  R18: a result from a node its any-node step was taken from. It goes
+//  into the cell's history (once), marked late, and changes nothing
+//  else: the current holder's outcome stands. Returns 0 when recorded, 1
+//  for a repeat, -1 when the node never held that attempt.
+static int
+s_late_result (sched_t *self, s_jobx_t *jobx, const proto_msg_t *result)
+{
+    sched_job_t *job = jobx->job;
+    sched_cell_t *cell = s_cell (job, result->step, 0);
+    bool held = false;
+    for (size_t index = 0; index < cell->attempt_count; index++) {
+        const sched_attempt_t *attempt = &cell->attempts [index];
+        if (!attempt->node || attempt->attempt != result->attempt
+            || strcmp (attempt->node, result->node) != 0)
+            continue;
+        if (attempt->late)
+            return 1;
+        if (attempt->status == SCHED_CELL_LOST)
+            held = true;
+    }
+    sched_cell_status_t status;
+    bool retryable;
+    if (!held || s_result_status (result->status, &status, &retryable) != 0)
+        return -1;
+    int64_t duration_ms = result->duration_ms > (uint64_t) INT64_MAX
+                              ? INT64_MAX
+                              : (int64_t) result->duration_ms;
+    s_attempt_add (cell, result->node, status, result->output, result->error,
+                   result->exit_code, duration_ms, result->truncated);
+    sched_attempt_t *late = &cell->attempts [cell->attempt_count - 1];
+    late->attempt = result->attempt;
+    late->late = true;
+    self->counters.late_results++;
+    s_save_cell (self, job, result->step, 0);
+    char *node = (char *) s_keep (self, s_strdup (result->node));
+    s_event_named (self, job, "late", node, result->step,
+                   s_printf ("late result of attempt %" PRIu32 " (%s) after "
+                             "the step was reclaimed: kept in the history",
+                             result->attempt, result->status));
     return 0;
 }
 
@@ -2273,8 +3029,21 @@ sched_on_result (sched_t *self, const proto_msg_t *result, int64_t now_ms)
 {
     s_collect (self);
     self->now_ms = now_ms;
-    if (!result || result->type != PROTO_RESULT || !result->status)
+    if (!result || result->type != PROTO_RESULT || !result->status
+        || !result->node)
         return -1;
+    s_jobx_t *owner = s_lookup (self, result->job);
+    if (owner && owner->any && owner->running && !owner->finished
+        && result->step < owner->job->step_count) {
+        const sched_cell_t *cell = s_cell (owner->job, result->step, 0);
+        if (strcmp (owner->job->expected [0], result->node) != 0
+            || !s_in_flight (cell->status)
+            || result->attempt != cell->attempt) {
+            int rc = s_late_result (self, owner, result);
+            if (rc >= 0)
+                return rc;
+        }
+    }
     size_t index;
     s_jobx_t *jobx = s_find (self, result->job, result->step, result->node,
                              &index);
@@ -2289,28 +3058,7 @@ sched_on_result (sched_t *self, const proto_msg_t *result, int64_t now_ms)
     const char *text = result->status;
     sched_cell_status_t status;
     bool retryable = true;
-    if (strcmp (text, "success") == 0)
-        status = SCHED_CELL_SUCCESS;
-    else
-    if (strcmp (text, "failed") == 0)
-        status = SCHED_CELL_FAILED;
-    else
-    if (strcmp (text, "timeout") == 0)
-        status = SCHED_CELL_TIMEOUT;
-    else
-    if (strcmp (text, "interrupted") == 0)
-        status = SCHED_CELL_INTERRUPTED;
-    else
-    if (strcmp (text, "refused") == 0) {
-        status = SCHED_CELL_FAILED;
-        retryable = false;
-    }
-    else
-    if (strcmp (text, "cancelled") == 0) {
-        status = SCHED_CELL_CANCELLED;
-        retryable = false;
-    }
-    else
+    if (s_result_status (text, &status, &retryable) != 0)
         return -1;
     if (!s_in_flight (cell->status)) {
         //  This attempt already has its outcome. When the broker decided
@@ -2324,7 +3072,8 @@ sched_on_result (sched_t *self, const proto_msg_t *result, int64_t now_ms)
     int64_t duration_ms = result->duration_ms > (uint64_t) INT64_MAX
                               ? INT64_MAX
                               : (int64_t) result->duration_ms;
-    s_attempt_add (cell, status, result->output, result->error,
+    s_attempt_add (cell, s_attempt_node (jobx, index), status,
+                   result->output, result->error,
                    result->exit_code, duration_ms, result->truncated);
     if (result->data_count) {
         sched_attempt_t *attempt = &cell->attempts [cell->attempt_count - 1];
@@ -2340,6 +3089,7 @@ sched_on_result (sched_t *self, const proto_msg_t *result, int64_t now_ms)
         s_cell_set (self, jobx, step, index, SCHED_CELL_SUCCESS);
         s_event (self, job, "succeeded", index, step, NULL);
         s_cell_settled (self, jobx, step, index);
+        s_wait_pass (self);
         return 0;
     }
     char prefix [64];
@@ -2353,6 +3103,66 @@ sched_on_result (sched_t *self, const proto_msg_t *result, int64_t now_ms)
         snprintf (prefix, sizeof (prefix), "attempt %" PRIu32, cell->attempt);
     s_cell_failed (self, jobx, step, index, status, retryable,
                    s_excerpt (prefix, result->error));
+    s_wait_pass (self);
+    return 0;
+}
+
+//  R19: NODE is down: its any-node steps in flight are reclaimed at once.
+static void
+s_node_down (sched_t *self, const char *node)
+{
+    s_node_t *entry = s_node_find (self, node);
+    if (!entry)
+        return;                 //  Never given anything
+    entry->down = true;
+    size_t count = 0;
+    s_jobx_t **jobs = (s_jobx_t **) s_alloc (
+        (self->running_count ? self->running_count : 1) * sizeof (s_jobx_t *));
+    for (s_jobx_t *jobx = self->running_head; jobx; jobx = jobx->next)
+        if (jobx->any && jobx->nodes && jobx->nodes [0] == entry)
+            jobs [count++] = jobx;
+    for (size_t at = 0; at < count; at++) {
+        s_jobx_t *jobx = jobs [at];
+        for (size_t step = 0; step < jobx->job->step_count; step++) {
+            if (jobx->finished || jobx->ending || jobx->nodes [0] != entry)
+                break;
+            if (s_in_flight (s_cell (jobx->job, step, 0)->status))
+                s_reclaim (self, jobx, step, "node offline");
+        }
+    }
+    free (jobs);
+    self->wait_dirty = true;
+}
+
+int
+sched_on_node_down (sched_t *self, const char *node, int64_t now_ms)
+{
+    s_collect (self);
+    self->now_ms = now_ms;
+    if (!node)
+        return -1;
+    s_node_down (self, node);
+    s_wait_pass (self);
+    return 0;
+}
+
+int
+sched_on_heartbeat (sched_t *self, const char *node, int64_t now_ms)
+{
+    s_collect (self);
+    self->now_ms = now_ms;
+    if (!node)
+        return -1;
+    s_node_t *entry = s_node_find (self, node);
+    if (entry) {
+        //  R18: leases of this node run from here (read lazily when they
+        //  fall due)
+        entry->heard_ms = now_ms;
+        entry->down = false;
+    }
+    //  Its load may have dropped, or it is back
+    self->wait_dirty = true;
+    s_wait_pass (self);
     return 0;
 }
 
@@ -2363,12 +3173,13 @@ sched_on_node_offline (sched_t *self, const char *node, int64_t now_ms)
     self->now_ms = now_ms;
     if (!node)
         return -1;
+    s_node_down (self, node);
     //  Snapshot first: handling one job can finish it or start others
     size_t count = 0;
     s_jobx_t **jobs = (s_jobx_t **) s_alloc (
         (self->running_count ? self->running_count : 1) * sizeof (s_jobx_t *));
     for (s_jobx_t *jobx = self->running_head; jobx; jobx = jobx->next)
-        if (sched_job_node_index (jobx->job, node) >= 0)
+        if (!jobx->any && sched_job_node_index (jobx->job, node) >= 0)
             jobs [count++] = jobx;
     for (size_t at = 0; at < count; at++) {
         s_jobx_t *jobx = jobs [at];
@@ -2393,8 +3204,8 @@ sched_on_node_offline (sched_t *self, const char *node, int64_t now_ms)
                 && cell->status != SCHED_CELL_RETRY_WAIT)
                 continue;
             if (s_in_flight (cell->status))
-                s_attempt_add (cell, SCHED_CELL_LOST, NULL,
-                               "node went offline", -1,
+                s_attempt_add (cell, s_attempt_node (jobx, index),
+                               SCHED_CELL_LOST, NULL, "node went offline", -1,
                                s_ran_ms (self, cell), false);
             s_cell_set (self, jobx, step, index, SCHED_CELL_LOST);
             s_event (self, job, "lost", index, step,
@@ -2416,6 +3227,7 @@ sched_on_node_offline (sched_t *self, const char *node, int64_t now_ms)
         s_cell_settled (self, jobx, settled, index);
     }
     free (jobs);
+    s_wait_pass (self);
     return 0;
 }
 
@@ -2436,6 +3248,7 @@ sched_cancel (sched_t *self, const char *job_id, const char *reason,
     }
     else
         s_job_abort (self, jobx, SCHED_JOB_CANCELLED, why);
+    s_wait_pass (self);
     return 0;
 }
 
@@ -2467,7 +3280,14 @@ s_due_fire (sched_t *self, const s_due_t *entry)
         }
         char *error = s_printf ("no acknowledgement after %" PRIu32 " sends",
                                 cell->resends + 1);
-        s_attempt_add (cell, SCHED_CELL_LOST, NULL, error, -1, 0, false);
+        if (jobx->any) {
+            //  R19: an any-node step goes to another node instead
+            s_reclaim (self, jobx, step, error);
+            free (error);
+            return;
+        }
+        s_attempt_add (cell, s_attempt_node (jobx, node), SCHED_CELL_LOST,
+                       NULL, error, -1, 0, false);
         s_cell_failed (self, jobx, step, node, SCHED_CELL_LOST, false, error);
         return;
     }
@@ -2480,11 +3300,29 @@ s_due_fire (sched_t *self, const s_due_t *entry)
         char text [32];
         duration_format (timeout_ms, text, sizeof (text));
         char *error = s_printf ("no result within %s + grace", text);
-        s_attempt_add (cell, SCHED_CELL_TIMEOUT, NULL, error, -1,
+        s_attempt_add (cell, s_attempt_node (jobx, node), SCHED_CELL_TIMEOUT,
+                       NULL, error, -1,
                        timeout_ms + self->config.grace_ms, false);
         s_cancel_node (self, job, node);
         s_cell_failed (self, jobx, step, node, SCHED_CELL_TIMEOUT, true,
                        error);
+        return;
+    }
+    if (entry->kind == S_DUE_LEASE) {
+        //  R18: renewed since? Then the lease runs from the last word of
+        //  the cell or its node, whichever is later
+        s_node_t *holder = jobx->nodes [node];
+        int64_t renewed_ms = cell->renewed_ms > holder->heard_ms
+                                 ? cell->renewed_ms
+                                 : holder->heard_ms;
+        if (renewed_ms + jobx->lease_ms > self->now_ms) {
+            s_due_push (self, jobx, S_DUE_LEASE, renewed_ms + jobx->lease_ms,
+                        step, node);
+            return;
+        }
+        self->counters.lease_expirations++;
+        holder->lease_expirations++;
+        s_reclaim (self, jobx, step, "lease expired");
         return;
     }
     //  R11: the backoff is over
@@ -2507,6 +3345,7 @@ sched_tick (sched_t *self, int64_t now_ms)
         s_jobx_release (entry.jobx);
     }
     s_admit (self);
+    s_wait_pass (self);
     return 0;
 }
 
@@ -2579,4 +3418,40 @@ sched_live_jobs (sched_t *self, const sched_job_t ***jobs_p)
             jobs [count++] = jobx->job;
     *jobs_p = jobs;
     return count;
+}
+
+size_t
+sched_waiting_count (sched_t *self)
+{
+    return self->waiting_count;
+}
+
+void
+sched_counters (sched_t *self, sched_counters_t *counters)
+{
+    *counters = self->counters;
+}
+
+int
+sched_node_counters (sched_t *self, const char *node,
+                     sched_node_counters_t *counters)
+{
+    memset (counters, 0, sizeof (*counters));
+    s_node_t *entry = s_node_find (self, node);
+    if (!entry)
+        return -1;
+    counters->claims = entry->claims;
+    counters->reclaims = entry->reclaims;
+    counters->lease_expirations = entry->lease_expirations;
+    counters->in_flight = entry->in_flight;
+    return 0;
+}
+
+void
+sched_set_fleet (sched_t *self, sched_load_fn *load,
+                 sched_idempotent_fn *idempotent, void *arg)
+{
+    self->load = load;
+    self->idempotent = idempotent;
+    self->fleet_arg = arg;
 }

@@ -81,6 +81,8 @@ typedef struct {
     bool truncated;               //  Output was cut
     proto_kv_t *data;             //  Structured facts the action gave (owned)
     size_t data_count;            //  How many
+    char *node;                   //  Node that ran it (any-node jobs, owned), or NULL
+    bool late;                    //  A result that came after the step was reclaimed
 } sched_attempt_t;
 
 //  The state of one (step, node).
@@ -90,10 +92,14 @@ typedef struct {
     sched_attempt_t *attempts;    //  Finished attempts, oldest first (owned)
     size_t attempt_count;         //  How many
     char *reason;                 //  Why it did not run (offline, drained, unsupported), or NULL (owned)
+    char *waiting;                //  Why a pending cell waits for a slot (owned), or NULL
     int64_t deadline_ms;          //  Private: ack / run / retry deadline (monotonic)
     uint32_t resends;             //  Private: direct re-sends of this attempt
     int64_t started_ms;           //  Private: when this attempt started running (monotonic), 0 before
     int64_t since_ms;             //  Monotonic time of its latest status change
+    int64_t renewed_ms;           //  Private: any-node lease, last renewal (monotonic)
+    uint32_t claims;              //  Private: any-node claims of this cell (lease generation)
+    bool counted;                 //  Private: counted in its node's in-flight figure
 } sched_cell_t;
 
 //  A node the target names or covers that the job did not run on.
@@ -134,6 +140,7 @@ typedef struct {
     int64_t grace_ms;             //  Broker deadline = task timeout + grace (default 5000)
     int64_t retry_base_ms;        //  First retry backoff (default 1000)
     int64_t retry_cap_ms;         //  Largest backoff (default 60000)
+    int64_t lease_ms;             //  Any-node lease when the job sets none (default 30000)
     uint64_t seed;                //  Jitter PRNG seed
 } sched_config_t;
 
@@ -156,6 +163,40 @@ typedef size_t (sched_resolve_fn) (void *arg, const target_t *target,
 typedef size_t (sched_unavailable_fn) (void *arg, const job_spec_t *spec,
                                        sched_not_run_t **list_p);
 
+//  What the broker knows of one node, for any-node claims: whether it is
+//  online and not drained, its executor slots (hello concurrency) and its
+//  load from its last heartbeat.
+typedef struct {
+    bool online;                  //  Online and not drained
+    uint32_t slots;               //  Executor pool size, >= 1
+    uint32_t running;             //  Tasks running, from its last heartbeat
+    uint32_t queued;              //  Tasks queued, from its last heartbeat
+} sched_load_t;
+
+//  Fills *LOAD for NODE; returns false when the node is unknown.
+typedef bool (sched_load_fn) (void *arg, const char *node, sched_load_t *load);
+
+//  True when BACKEND/ACTION may run twice without harm: a query action, or
+//  one its backend declares idempotent.
+typedef bool (sched_idempotent_fn) (void *arg, const char *backend,
+                                    const char *action);
+
+//  Scheduler-wide counters (they only grow).
+typedef struct {
+    uint64_t claims;              //  Any-node steps given to a node
+    uint64_t reclaims;            //  Any-node steps taken back from a node
+    uint64_t lease_expirations;   //  Leases that ran out unrenewed
+    uint64_t late_results;        //  Results from a node the step was taken from
+} sched_counters_t;
+
+//  Per-node figures.
+typedef struct {
+    uint64_t claims;              //  Any-node steps given to it
+    uint64_t reclaims;            //  Any-node steps taken back from it
+    uint64_t lease_expirations;   //  Its leases that ran out
+    uint32_t in_flight;           //  Cells dispatched to it and not finished
+} sched_node_counters_t;
+
 typedef enum {
     SCHED_ACTION_DISPATCH = 1,    //  Send STEP/ATTEMPT of JOB to NODES; on TOPIC when not NULL, else on each node's own topic
     SCHED_ACTION_RESEND,          //  Send STEP/ATTEMPT of JOB to NODE directly (agent ROUTER)
@@ -163,7 +204,8 @@ typedef enum {
     SCHED_ACTION_SAVE_JOB,        //  Persist JOB's header (status, step, expected, reason)
     SCHED_ACTION_SAVE_CELL,       //  Persist the cell (STEP, NODE) of JOB
     SCHED_ACTION_EVENT,           //  Append EVENT (with NODE, STEP, DETAIL) to JOB's log
-    SCHED_ACTION_FINISHED         //  JOB reached a final status (after its SAVE_JOB)
+    SCHED_ACTION_FINISHED,        //  JOB reached a final status (after its SAVE_JOB)
+    SCHED_ACTION_FORGET_CELLS     //  JOB's cells saved under NODE are stale (an any-node job moved): delete them
 } sched_action_type_t;
 
 typedef struct {
@@ -171,7 +213,7 @@ typedef struct {
     sched_job_t *job;             //  The job (borrowed)
     uint32_t step;                //  DISPATCH, RESEND, SAVE_CELL, EVENT (when step-related)
     uint32_t attempt;             //  DISPATCH, RESEND
-    const char *node;             //  RESEND, SAVE_CELL, EVENT (NULL = job-level event)
+    const char *node;             //  RESEND, SAVE_CELL, EVENT (NULL = job-level event), FORGET_CELLS
     const char *topic;            //  DISPATCH: broadcast topic, or NULL
     char *const *nodes;           //  DISPATCH, CANCEL: the nodes meant
     size_t node_count;            //  How many
@@ -185,6 +227,12 @@ typedef struct _sched_t sched_t;
 
 sched_t *sched_new (const sched_config_t *config, sched_resolve_fn *resolve,
                     void *arg);
+
+//  Lets the scheduler see node loads and action kinds (any-node claims,
+//  reclaims after started). Without it every node has a free slot, its
+//  load is what the scheduler itself sent it, and no action is idempotent.
+void sched_set_fleet (sched_t *self, sched_load_fn *load,
+                      sched_idempotent_fn *idempotent, void *arg);
 
 //  Frees the scheduler and every job it holds; NULL-safe, nulls *self_p.
 void sched_destroy (sched_t **self_p);
@@ -233,9 +281,19 @@ int sched_on_started (sched_t *self, const char *job_id, uint32_t step,
 int sched_on_result (sched_t *self, const proto_msg_t *result,
                      int64_t now_ms);
 
-//  A node went offline (missed heartbeats, bye, or disconnect): its
-//  in-flight cells end `lost` and its later steps `skipped`.
+//  A node went offline (missed heartbeats, bye, or disconnect), and the
+//  grace is over: its in-flight cells end `lost` and its later steps
+//  `skipped`. Its any-node steps are reclaimed (R19).
 int sched_on_node_offline (sched_t *self, const char *node, int64_t now_ms);
+
+//  A node stopped answering (marked offline, before the grace): its
+//  any-node leases end at once and their steps are reclaimed (R19); its
+//  fleet work waits for sched_on_node_offline. Returns 0.
+int sched_on_node_down (sched_t *self, const char *node, int64_t now_ms);
+
+//  A heartbeat (or any message) from NODE: renews its leases; a node whose
+//  load may have dropped lets waiting steps start. Returns 0.
+int sched_on_heartbeat (sched_t *self, const char *node, int64_t now_ms);
 
 //  Cancels a pending or running job. Returns 0, -1 when no such live job.
 int sched_cancel (sched_t *self, const char *job_id, const char *reason,
@@ -276,6 +334,17 @@ size_t sched_running_count (sched_t *self);
 //  pointers in no particular order (free only the array), valid until the
 //  next mutating call. Returns the count.
 size_t sched_live_jobs (sched_t *self, const sched_job_t ***jobs_p);
+
+//  Cells that wait for a free slot (any-node steps with no free node).
+size_t sched_waiting_count (sched_t *self);
+
+//  The scheduler-wide counters.
+void sched_counters (sched_t *self, sched_counters_t *counters);
+
+//  NODE's figures; returns -1 (and zeroes *COUNTERS) for a node the
+//  scheduler never dealt with.
+int sched_node_counters (sched_t *self, const char *node,
+                         sched_node_counters_t *counters);
 
 //  Wire/JSON names: "pending", "running", "completed", "partial_failure",
 //  "failed", "cancelled"; "pending", "dispatched", "acknowledged",

@@ -2245,7 +2245,11 @@ cli_render_job (const pv_t *record, FILE *out, bool color)
                 s_human_ms (duration_ms, duration, sizeof duration);
             else
                 snprintf (duration, sizeof duration, "-");
-            char *output = s_cell_output (cell, bad);
+            //  A step that waits for a slot says why instead
+            const pv_t *waiting = pv_map_get (cell, "waiting");
+            char *output = pv_type (waiting) == PV_STR
+                               ? pv_strdup (waiting)
+                               : s_cell_output (cell, bad);
             const char *row [] = {
                 grid->nodes [node], step_text, task, status_text, exit_text,
                 duration, output
@@ -2726,8 +2730,10 @@ s_render_status (const pv_t *data, FILE *out)
         s_print_field (out, "state", s_field (data, "state", buf, sizeof buf));
     int64_t uptime_ms = s_field_int (data, "uptime_ms", -1);
     s_print_field (out, "uptime", s_human_ms (uptime_ms, buf, sizeof buf));
-    const char *groups [] = { "nodes", "jobs", "dropped" };
-    for (size_t index = 0; index < 3; index++) {
+    const char *groups [] = { "nodes", "jobs", "queue", "dropped" };
+    for (size_t index = 0; index < 4; index++) {
+        if (!pv_map_get (data, groups [index]))
+            continue;           //  An older broker
         char *text = s_counters (pv_map_get (data, groups [index]));
         s_print_field (out, groups [index], *text ? text : "-");
         free (text);
@@ -3419,7 +3425,9 @@ static const char *s_help_status =
 "Usage: gridcli status\n"
 "\n"
 "Prints the broker's version and uptime, its nodes (online, offline,\n"
-"total), its jobs by status, and its counters of dropped messages\n"
+"total), its jobs by status, its work queue (steps waiting for a free\n"
+"slot; any-node claims, reclaims, lease expirations, late results), and\n"
+"its counters of dropped messages\n"
 "(malformed, from unknown nodes, stale) and of refusals (handshakes,\n"
 "unauthorized keys, impersonation, forbidden requests, refused topics;\n"
 "see docs/SECURITY.md), then its store: state (ok, nearly_full, full,\n"

@@ -518,7 +518,7 @@ job_spec_decode (const pv_t *value, job_spec_t **spec_p,
     static const char *const keys [] = {"target",   "tasks",
                                         "strategy", "timeout",
                                         "priority", "idempotency_key",
-                                        "dead_letter", NULL};
+                                        "dead_letter", "lease_ms", NULL};
     *spec_p = NULL;
     s_ctx_t ctx = {errors, 0};
     if (pv_type (value) != PV_MAP) {
@@ -588,6 +588,13 @@ job_spec_decode (const pv_t *value, job_spec_t **spec_p,
     if (dead_letter && pv_get_bool (dead_letter, &spec->dead_letter) != 0)
         s_problem (&ctx, "dead_letter", "expected true or false, got %s",
                    s_type_name (dead_letter));
+    const pv_t *lease = pv_map_get (value, "lease_ms");
+    if (lease) {
+        int lease_ms = 0;
+        s_read_int (&ctx, lease, "lease_ms", JOB_MIN_LEASE_MS,
+                    JOB_MAX_LEASE_MS, &lease_ms);
+        spec->lease_ms = lease_ms;
+    }
 
     if (ctx.count > 0) {
         job_spec_destroy (&spec);
@@ -702,7 +709,8 @@ job_spec_encode (const job_spec_t *spec, pw_t *writer)
     pw_map (writer, 2 + (has_strategy ? 1 : 0) + (spec->timeout_ms > 0 ? 1 : 0)
                         + (spec->priority != 0 ? 1 : 0)
                         + (spec->idempotency_key ? 1 : 0)
-                        + (has_dead_letter ? 1 : 0));
+                        + (has_dead_letter ? 1 : 0)
+                        + (spec->lease_ms > 0 ? 1 : 0));
     pw_str (writer, "target");
     s_write_target (&spec->target, writer);
     pw_str (writer, "tasks");
@@ -726,6 +734,10 @@ job_spec_encode (const job_spec_t *spec, pw_t *writer)
     if (has_dead_letter) {
         pw_str (writer, "dead_letter");
         pw_bool (writer, spec->dead_letter);
+    }
+    if (spec->lease_ms > 0) {
+        pw_str (writer, "lease_ms");
+        pw_int (writer, spec->lease_ms);
     }
 }
 

@@ -10,7 +10,7 @@
     Wire form (msgpack map; a YAML job file has the same shape):
         job   = { target: TARGET, tasks: [PHASE, ...], ?strategy: STR,
                   ?timeout: DURATION, ?priority: INT, ?idempotency_key: STR,
-                  ?dead_letter: BOOL }
+                  ?dead_letter: BOOL, ?lease_ms: INT }
         TARGET = { scope: "all"|"group"|"node"|"label", ?value: STR,
                    ?any: BOOL }
         PHASE = leaf | branch
@@ -47,6 +47,8 @@
 #define JOB_MAX_PARAM_LEN 4096    //  Longest param value in bytes
 #define JOB_MAX_RETRIES 10        //  Largest max_retries
 #define JOB_MAX_ERRORS 32         //  Validation stops collecting after this
+#define JOB_MIN_LEASE_MS 100      //  Shortest any-node lease
+#define JOB_MAX_LEASE_MS 86400000 //  Longest any-node lease (1 day)
 
 typedef enum {
     JOB_COND_ALWAYS = 0,
@@ -87,6 +89,7 @@ typedef struct {
     char *idempotency_key;    //  Optional, a client's key for exactly-once submit
     bool dead_letter;         //  Cells that end failed go to the dead-letter
                               //  queue; default: on for `any` targets only
+    int64_t lease_ms;         //  Any-node lease, 0 = the broker's default
 } job_spec_t;
 
 //  A problem found while reading or validating a spec.

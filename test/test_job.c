@@ -452,6 +452,25 @@ test_job_round_trip (void **state)
     pw_destroy (&writer);
 }
 
+//  lease_ms travels and comes back; 0 (unset) is left out.
+static void
+test_job_lease_round_trip (void **state)
+{
+    job_spec_t *spec = s_valid_yaml ("target: any:group:web\n"
+                                     "lease_ms: 5000\n"
+                                     "tasks: [{backend: a, action: b}]\n");
+    assert_int_equal (spec->lease_ms, 5000);
+    pw_t *writer = pw_new ();
+    job_spec_encode (spec, writer);
+    job_spec_t *again = NULL;
+    job_errors_t errors = {.count = 0};
+    assert_int_equal (s_decode_wire (writer, &again, &errors), 0);
+    assert_int_equal (again->lease_ms, 5000);
+    job_spec_destroy (&again);
+    job_spec_destroy (&spec);
+    pw_destroy (&writer);
+}
+
 static void
 test_job_encode_omits_defaults (void **state)
 {
@@ -612,6 +631,14 @@ test_job_invalid_values (void **state)
                       "priority: -101\n"
                       "tasks: [{backend: a, action: b}]\n",
                       "priority: -101 is out of range (-100 to 100)");
+    s_assert_problem ("target: any:all\n"
+                      "lease_ms: 99\n"
+                      "tasks: [{backend: a, action: b}]\n",
+                      "lease_ms: 99 is out of range (100 to 86400000)");
+    s_assert_problem ("target: any:all\n"
+                      "lease_ms: 10s\n"
+                      "tasks: [{backend: a, action: b}]\n",
+                      "lease_ms: expected an integer, got string");
     s_assert_problem ("target: all\n"
                       "idempotency_key: ''\n"
                       "tasks: [{backend: a, action: b}]\n",
@@ -1033,6 +1060,7 @@ main (void)
         cmocka_unit_test (test_job_params_as_text),
         cmocka_unit_test (test_job_target_forms),
         cmocka_unit_test (test_job_round_trip),
+        cmocka_unit_test (test_job_lease_round_trip),
         cmocka_unit_test (test_job_encode_omits_defaults),
         cmocka_unit_test (test_job_invalid_shapes),
         cmocka_unit_test (test_job_invalid_values),

@@ -96,7 +96,7 @@ s_job (void)
         cell->attempt_count = 1;
         cell->attempts [0] = (sched_attempt_t) {1, SCHED_CELL_SUCCESS,
                                                 strdup ("hi\n"), strdup (""), 0,
-                                                12, false, NULL, 0};
+                                                12, false, NULL, 0, NULL, false};
         cell->attempts [0].data = (proto_kv_t *) calloc (1, sizeof (proto_kv_t));
         cell->attempts [0].data [0].key = strdup ("hostname");
         cell->attempts [0].data [0].value = strdup (n ? "web-02.lan" : "web-01.lan");
@@ -108,7 +108,8 @@ s_job (void)
     cell->attempts = (sched_attempt_t *) calloc (1, sizeof (sched_attempt_t));
     cell->attempt_count = 1;
     cell->attempts [0] = (sched_attempt_t) {1, SCHED_CELL_FAILED, strdup (""),
-                                            strdup ("boom"), 1, 3, false, NULL, 0};
+                                            strdup ("boom"), 1, 3, false, NULL, 0,
+                                            NULL, false};
     return job;
 }
 

@@ -30,6 +30,9 @@ typedef struct {
     bool online;            //  Resolvable
     bool drained;           //  Takes no new work
     const char *lacks;      //  An action it does not offer, or NULL
+    uint32_t slots;         //  Executor slots (0: 1)
+    uint32_t running;       //  From its last heartbeat
+    uint32_t queued;        //  From its last heartbeat
 } fake_node_t;
 
 typedef struct {
@@ -63,7 +66,7 @@ typedef struct {
     sched_t *sched;
     int64_t now;
     bool quiet;             //  Count actions, do not log them
-    size_t counts [8];      //  Actions by type
+    size_t counts [16];     //  Actions by type
     record_t *log;
     size_t log_count;
     size_t log_cap;
@@ -188,6 +191,31 @@ s_unavailable (void *arg, const job_spec_t *spec, sched_not_run_t **list_p)
     return count;
 }
 
+//  Loads of the fake fleet (sched_load_fn).
+static bool
+s_load (void *arg, const char *node, sched_load_t *load)
+{
+    harness_t *h = (harness_t *) arg;
+    for (size_t index = 0; index < h->fleet_count; index++)
+        if (strcmp (h->fleet [index].id, node) == 0) {
+            load->online = h->fleet [index].online;
+            load->slots = h->fleet [index].slots ? h->fleet [index].slots : 1;
+            load->running = h->fleet [index].running;
+            load->queued = h->fleet [index].queued;
+            return true;
+        }
+    return false;
+}
+
+//  Actions of the "idem" backend may run twice; no other may.
+static bool
+s_idempotent (void *arg, const char *backend, const char *action)
+{
+    (void) arg;
+    (void) action;
+    return strcmp (backend, "idem") == 0;
+}
+
 //  A fleet from "id:group" texts.
 static harness_t *
 s_harness_new (const char *const *nodes, size_t count)
@@ -267,7 +295,7 @@ s_drain (harness_t *h)
     sched_action_t action;
     while (sched_next_action (h->sched, &action)) {
         assert_true (action.type >= SCHED_ACTION_DISPATCH
-                     && action.type <= SCHED_ACTION_FINISHED);
+                     && action.type <= SCHED_ACTION_FORGET_CELLS);
         assert_non_null (action.job);
         h->counts [action.type]++;
         if (action.type == SCHED_ACTION_FINISHED)
@@ -2350,6 +2378,277 @@ test_sched_cancel_records_run_time (void **state)
     s_harness_destroy (&h);
 }
 
+//  ---------------------------------------------------------------------
+//  Any-node claims, leases and reclaims (R17-R20)
+
+static fake_node_t *
+s_fake (harness_t *h, const char *id)
+{
+    for (size_t index = 0; index < h->fleet_count; index++)
+        if (strcmp (h->fleet [index].id, id) == 0)
+            return &h->fleet [index];
+    fail ();
+    return NULL;
+}
+
+static void
+s_submit_any (harness_t *h, const char *id, const char *backend,
+              int max_retries, int priority)
+{
+    job_spec_t *spec = s_spec (TARGET_GROUP, "web", true,
+                               JOB_STRATEGY_FAIL_FAST);
+    s_leaf (spec, backend, "echo", JOB_COND_ALWAYS)->max_retries = max_retries;
+    spec->priority = priority;
+    s_submit (h, id, spec);
+}
+
+//  The node holding an any-node job's column.
+static const char *
+s_holder (harness_t *h, const char *id)
+{
+    const sched_job_t *job = sched_job (h->sched, id);
+    assert_non_null (job);
+    assert_int_equal (job->expected_count, 1);
+    return job->expected [0];
+}
+
+//  R17: each `any` step goes to the least loaded node of the set with a
+//  free slot (load: what the scheduler sent it and has not seen finish,
+//  or its heartbeat's running + queued, the larger), ties in turn. With
+//  no free slot the step waits, pending with a reason, and goes when a
+//  slot frees: highest priority first, then oldest.
+static void
+test_sched_any_least_loaded (void **state)
+{
+    harness_t *h = s_harness_new (s_web3, 4);
+    s_start (h);
+    sched_set_fleet (h->sched, s_load, s_idempotent, h);
+    s_fake (h, "web-01")->slots = 1;
+    s_fake (h, "web-01")->running = 1;           //  Full
+    s_fake (h, "web-02")->slots = 2;
+    s_fake (h, "web-02")->running = 1;
+    s_fake (h, "web-03")->slots = 2;
+    size_t mark = h->log_count;
+    s_submit_any (h, "j-1", "test", 0, 0);
+    assert_string_equal (s_sends (h, mark, NULL), "0/1 - web-03");
+    //  web-02 and web-03 now both carry 1: in turn
+    mark = h->log_count;
+    s_submit_any (h, "j-2", "test", 0, 0);
+    s_submit_any (h, "j-3", "test", 0, 0);
+    s_submit_any (h, "j-4", "test", 0, 0);
+    assert_string_equal (s_sends (h, mark, NULL),
+                         "0/1 - web-02; 0/1 - web-03; 0/1 - web-02");
+    sched_counters_t counters;
+    sched_counters (h->sched, &counters);
+    assert_int_equal (counters.claims, 4);
+    sched_node_counters_t node;
+    assert_int_equal (sched_node_counters (h->sched, "web-03", &node), 0);
+    assert_int_equal (node.claims, 2);
+    assert_int_equal (node.in_flight, 2);
+    assert_int_equal (sched_node_counters (h->sched, "db-01", &node), -1);
+
+    //  Every slot taken: the next ones wait, and say why
+    mark = h->log_count;
+    s_submit_any (h, "j-5", "test", 0, 0);
+    s_submit_any (h, "j-6", "test", 0, 5);
+    assert_string_equal (s_sends (h, mark, NULL), "");
+    assert_int_equal (sched_waiting_count (h->sched), 2);
+    const sched_cell_t *cell = &sched_job (h->sched, "j-5")->cells [0];
+    assert_int_equal (cell->status, SCHED_CELL_PENDING);
+    assert_string_equal (cell->waiting,
+                         "waiting: no free slot on any:group:web (3 of 3 "
+                         "nodes busy)");
+    assert_int_equal (s_events (h, mark, "waiting", NULL, 0), 2);
+    //  A tick or a heartbeat changes nothing while nothing frees
+    s_tick (h, h->now + 1000);
+    assert_int_equal (sched_on_heartbeat (h->sched, "web-02", h->now), 0);
+    s_drain (h);
+    assert_string_equal (s_sends (h, mark, NULL), "");
+
+    //  j-1 ends on web-03: the higher priority j-6 takes the slot
+    s_run (h, "j-1", 0, "web-03", "success");
+    assert_string_equal (s_sends (h, mark, NULL), "0/1 - web-03");
+    assert_string_equal (s_holder (h, "j-6"), "web-03");
+    assert_null (sched_job (h->sched, "j-6")->cells [0].waiting);
+    assert_int_equal (sched_waiting_count (h->sched), 1);
+    //  web-01's heartbeat says it is free now: j-5 goes there
+    mark = h->log_count;
+    s_fake (h, "web-01")->running = 0;
+    assert_int_equal (sched_on_heartbeat (h->sched, "web-01", h->now), 0);
+    s_drain (h);
+    assert_string_equal (s_sends (h, mark, NULL), "0/1 - web-01");
+    assert_string_equal (s_holder (h, "j-5"), "web-01");
+    assert_int_equal (sched_waiting_count (h->sched), 0);
+    s_run (h, "j-5", 0, "web-01", "success");
+    s_assert_outcome (h, "j-5", SCHED_JOB_COMPLETED, NULL);
+    s_harness_destroy (&h);
+}
+
+//  R18: the holder keeps a lease, renewed by ack, started and any word
+//  from the node (heartbeats). Unrenewed for lease_ms it expires: the
+//  step is reclaimed and goes to another node of the set; before started
+//  as the same attempt. A result from the old holder that comes late is
+//  kept in the history and changes nothing.
+static void
+test_sched_lease_expiry_reclaims (void **state)
+{
+    harness_t *h = s_harness_new (s_web3, 4);
+    h->config.lease_ms = 10000;
+    s_start (h);
+    s_submit_any (h, "j-1", "test", 0, 0);           //  Dispatched at 1000
+    assert_string_equal (s_holder (h, "j-1"), "web-01");
+    h->now = 1005;
+    assert_int_equal (s_ack (h, "j-1", 0, 1, "web-01"), 0);
+    h->now = 9000;
+    assert_int_equal (sched_on_heartbeat (h->sched, "web-01", h->now), 0);
+    s_drain (h);
+    size_t mark = h->log_count;
+    s_tick (h, 12000);                       //  Renewed at 9000: not yet
+    assert_string_equal (s_sends (h, mark, NULL), "");
+    s_tick (h, 19000);
+    assert_string_equal (s_sends (h, mark, NULL),
+                         "cancel web-01; 0/1 - web-02");
+    assert_string_equal (s_holder (h, "j-1"), "web-02");
+    assert_string_equal (s_event_detail (h, mark, "reclaimed", "web-01"),
+                         "reclaimed from web-01 (lease expired) \xe2\x86\x92 "
+                         "web-02");
+    assert_int_equal (s_type_count (h, mark, SCHED_ACTION_FORGET_CELLS), 1);
+    sched_counters_t counters;
+    sched_counters (h->sched, &counters);
+    assert_int_equal (counters.claims, 2);
+    assert_int_equal (counters.reclaims, 1);
+    assert_int_equal (counters.lease_expirations, 1);
+    sched_node_counters_t node;
+    assert_int_equal (sched_node_counters (h->sched, "web-01", &node), 0);
+    assert_int_equal (node.reclaims, 1);
+    assert_int_equal (node.lease_expirations, 1);
+    assert_int_equal (node.in_flight, 0);
+
+    //  The old holder answers after all: history only
+    mark = h->log_count;
+    assert_int_equal (s_result (h, "j-1", 0, 1, "web-01", "success", NULL), 0);
+    assert_int_equal (s_result (h, "j-1", 0, 1, "web-01", "success", NULL), 1);
+    assert_int_equal (s_events (h, mark, "late", "web-01", 0), 1);
+    assert_int_equal (s_type_count (h, mark, SCHED_ACTION_SAVE_CELL), 1);
+    const sched_cell_t *cell = s_live_cell (h, "j-1", 0, "web-02");
+    assert_int_equal (cell->status, SCHED_CELL_DISPATCHED);
+    assert_int_equal (cell->attempt, 1);
+    assert_int_equal (cell->attempt_count, 2);
+    assert_string_equal (cell->attempts [0].node, "web-01");
+    assert_int_equal (cell->attempts [0].status, SCHED_CELL_LOST);
+    assert_false (cell->attempts [0].late);
+    assert_true (cell->attempts [1].late);
+    assert_int_equal (cell->attempts [1].status, SCHED_CELL_SUCCESS);
+    sched_counters (h->sched, &counters);
+    assert_int_equal (counters.late_results, 1);
+    //  A node that never held it is stale
+    assert_int_equal (s_result (h, "j-1", 0, 1, "web-03", "success", NULL),
+                      -1);
+    s_run (h, "j-1", 0, "web-02", "success");
+    s_assert_outcome (h, "j-1", SCHED_JOB_COMPLETED, NULL);
+    snapshot_t *snap = s_finished (h, "j-1");
+    assert_string_equal (snap->expected [0], "web-02");
+    assert_int_equal (snap->attempt_counts [0], 3);
+    s_harness_destroy (&h);
+}
+
+//  R19: a node that goes down gives its any-node steps back at once.
+//  After started, the step runs again (attempt + 1) only while retries
+//  remain or when the action is idempotent; else it ends lost.
+static void
+test_sched_reclaim_after_started (void **state)
+{
+    harness_t *h = s_harness_new (s_web3, 4);
+    s_start (h);
+    sched_set_fleet (h->sched, s_load, s_idempotent, h);
+    for (size_t index = 0; index < 3; index++)
+        h->fleet [index].slots = 4;
+    //  Not started: the same attempt elsewhere
+    s_submit_any (h, "j-a", "test", 0, 0);
+    assert_string_equal (s_holder (h, "j-a"), "web-01");
+    size_t mark = h->log_count;
+    assert_int_equal (sched_on_node_down (h->sched, "web-01", h->now), 0);
+    s_drain (h);
+    assert_string_equal (s_sends (h, mark, NULL), "cancel web-01; 0/1 - web-02");
+    assert_string_equal (s_event_detail (h, mark, "reclaimed", "web-01"),
+                         "reclaimed from web-01 (node offline) \xe2\x86\x92 "
+                         "web-02");
+    //  Started, no retries, not idempotent: lost, the job fails
+    assert_int_equal (s_ack (h, "j-a", 0, 1, "web-02"), 0);
+    assert_int_equal (s_started (h, "j-a", 0, 1, "web-02"), 0);
+    mark = h->log_count;
+    assert_int_equal (sched_on_node_down (h->sched, "web-02", h->now), 0);
+    s_drain (h);
+    assert_string_equal (s_sends (h, mark, NULL), "cancel web-02");
+    assert_non_null (strstr (s_event_detail (h, mark, "lost", "web-02"),
+                             "not run again"));
+    s_assert_outcome (h, "j-a", SCHED_JOB_FAILED,
+                      "1 of 1 node failed at step 0 (test echo)");
+    //  Started, a retry left: attempt 2 on the node still up
+    s_fake (h, "web-01")->online = false;
+    s_fake (h, "web-02")->online = false;
+    s_submit_any (h, "j-b", "test", 1, 0);
+    assert_string_equal (s_holder (h, "j-b"), "web-03");
+    s_fake (h, "web-01")->online = true;
+    assert_int_equal (sched_on_heartbeat (h->sched, "web-01", h->now), 0);
+    s_drain (h);
+    assert_int_equal (s_started (h, "j-b", 0, 1, "web-03"), 0);
+    mark = h->log_count;
+    assert_int_equal (sched_on_node_down (h->sched, "web-03", h->now), 0);
+    s_drain (h);
+    assert_string_equal (s_sends (h, mark, NULL), "cancel web-03; 0/2 - web-01");
+    s_run (h, "j-b", 0, "web-01", "success");
+    s_assert_outcome (h, "j-b", SCHED_JOB_COMPLETED, NULL);
+    //  Started, no retries, idempotent: attempt 2
+    s_submit_any (h, "j-c", "idem", 0, 0);
+    assert_string_equal (s_holder (h, "j-c"), "web-01");
+    assert_int_equal (s_started (h, "j-c", 0, 1, "web-01"), 0);
+    s_fake (h, "web-03")->online = true;
+    assert_int_equal (sched_on_heartbeat (h->sched, "web-03", h->now), 0);
+    mark = h->log_count;
+    assert_int_equal (sched_on_node_offline (h->sched, "web-01", h->now), 0);
+    s_drain (h);
+    assert_string_equal (s_sends (h, mark, NULL), "cancel web-01; 0/2 - web-03");
+    //  No node of the set left: the step waits for one
+    mark = h->log_count;
+    s_fake (h, "web-03")->online = false;
+    assert_int_equal (sched_on_node_down (h->sched, "web-03", h->now), 0);
+    s_drain (h);
+    assert_string_equal (s_sends (h, mark, NULL), "cancel web-03");
+    assert_string_equal (s_live_cell (h, "j-c", 0, "web-03")->waiting,
+                         "waiting: no online node matches any:group:web");
+    s_fake (h, "web-02")->online = true;
+    mark = h->log_count;
+    assert_int_equal (sched_on_heartbeat (h->sched, "web-02", h->now), 0);
+    s_drain (h);
+    assert_string_equal (s_sends (h, mark, NULL), "0/2 - web-02");
+    s_run (h, "j-c", 0, "web-02", "success");
+    s_assert_outcome (h, "j-c", SCHED_JOB_COMPLETED, NULL);
+    s_harness_destroy (&h);
+}
+
+//  R19: an any-node step never acknowledged is reclaimed (not lost) once
+//  its direct re-sends are spent.
+static void
+test_sched_any_ack_timeout_reclaims (void **state)
+{
+    harness_t *h = s_harness_new (s_web3, 4);
+    h->config.ack_resends = 1;
+    s_start (h);
+    s_submit_any (h, "j-1", "test", 0, 0);
+    size_t mark = h->log_count;
+    s_tick (h, h->now + 2000);
+    s_tick (h, h->now + 2000);
+    assert_string_equal (s_sends (h, mark, NULL),
+                         "resend 0/1 web-01; cancel web-01; 0/1 - web-02");
+    assert_string_equal (s_event_detail (h, mark, "reclaimed", "web-01"),
+                         "reclaimed from web-01 (no acknowledgement after 2 "
+                         "sends) \xe2\x86\x92 web-02");
+    s_run (h, "j-1", 0, "web-02", "success");
+    s_assert_outcome (h, "j-1", SCHED_JOB_COMPLETED, NULL);
+    s_harness_destroy (&h);
+}
+
 int
 main (void)
 {
@@ -2394,6 +2693,10 @@ main (void)
         cmocka_unit_test (test_sched_queued_named_node_offline),
         cmocka_unit_test (test_sched_restore_named_not_run),
         cmocka_unit_test (test_sched_cancel_records_run_time),
+        cmocka_unit_test (test_sched_any_least_loaded),
+        cmocka_unit_test (test_sched_lease_expiry_reclaims),
+        cmocka_unit_test (test_sched_reclaim_after_started),
+        cmocka_unit_test (test_sched_any_ack_timeout_reclaims),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }

@@ -1,0 +1,265 @@
+/*  =========================================================================
+    test_it_claims - any-node work end to end: claims by load, leases and
+    reclaims, waiting steps (docs/SCHEDULING.md R17-R20) through a real
+    gridbroker, real gridagents and the real gridcli over ipc://.
+
+    The fleet: web-01, web-02 and web-03 in group x, two executor slots
+    each. The broker hears heartbeats every 200 ms and calls a node
+    offline after three missed ones, so a SIGKILLed agent is noticed in
+    well under a second. Nothing waits a fixed time: `test sleep` jobs
+    hold slots until the test cancels them, and every check polls with a
+    deadline.
+    =========================================================================
+*/
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include <czmq.h>
+
+#include "../proto/proto.h"
+#include "lib/harness.h"
+
+#define S_WAIT_MS 20000         //  Deadline for anything that should happen
+#define S_NODES 3
+
+static grid_t s_grid;
+static const char *s_ids [S_NODES] = {"web-01", "web-02", "web-03"};
+
+static int
+s_setup (void **state)
+{
+    const char *broker [] = {"--heartbeat", "200ms", "--missed-heartbeats",
+                             "3", "--offline-grace", "30s", NULL};
+    const char *agent [] = {"--concurrency", "2", NULL};
+    if (grid_init (&s_grid) != 0 || grid_start_broker (&s_grid, broker) != 0)
+        return -1;
+    for (size_t index = 0; index < S_NODES; index++)
+        if (grid_start_agent (&s_grid, s_ids [index], "x", NULL, agent) < 0)
+            return -1;
+    return 0;
+}
+
+static int
+s_teardown (void **state)
+{
+    grid_stop (&s_grid);
+    return 0;
+}
+
+static const pv_t *
+s_data (pv_doc_t *doc)
+{
+    const pv_t *data = NULL;
+    if (!grid_reply_ok (doc, &data) && doc) {
+        pv_write_json (pv_doc_root (doc), stderr, 2);
+        fprintf (stderr, "\n");
+    }
+    assert_true (grid_reply_ok (doc, &data));
+    return data;
+}
+
+//  Submits an any:group:x `test sleep` of SECONDS; returns its id.
+static char *
+s_submit_sleep (int seconds, int priority)
+{
+    char yaml [512];
+    snprintf (yaml, sizeof yaml,
+              "target: any:group:x\n"
+              "priority: %d\n"
+              "tasks:\n"
+              "  - backend: test\n"
+              "    action: sleep\n"
+              "    params: {seconds: %d, msg: done}\n",
+              priority, seconds);
+    char *id = grid_submit_id (&s_grid, yaml);
+    assert_non_null (id);
+    return id;
+}
+
+//  The node holding job ID's only column and the status of its step 0
+//  cell, as job.get shows them (empty strings when not yet known).
+static void
+s_holder (const char *id, char *node, size_t node_len, char *status,
+          size_t status_len, char *waiting, size_t waiting_len)
+{
+    pv_doc_t *doc = grid_call (&s_grid, "job.get", "job", id, NULL);
+    const pv_t *record = s_data (doc);
+    const pv_t *expected = pv_map_get (record, "expected");
+    *node = *status = '\0';
+    if (waiting)
+        *waiting = '\0';
+    if (pv_size (expected) == 1) {
+        size_t len = 0;
+        const char *text = pv_str (pv_array_at (expected, 0), &len);
+        snprintf (node, node_len, "%.*s", (int) len, text);
+        const pv_t *cell = grid_cell (record, 0, node);
+        const char *value = pv_str (pv_map_get (cell, "status"), &len);
+        if (value)
+            snprintf (status, status_len, "%.*s", (int) len, value);
+        value = pv_str (pv_map_get (cell, "waiting"), &len);
+        if (value && waiting)
+            snprintf (waiting, waiting_len, "%.*s", (int) len, value);
+    }
+    pv_doc_destroy (&doc);
+}
+
+//  Waits until job ID's step 0 cell reads STATUS; fills NODE.
+static bool
+s_wait_cell (const char *id, const char *want, char *node, size_t node_len)
+{
+    long long deadline = grid_now_ms () + S_WAIT_MS;
+    char status [32];
+    while (grid_now_ms () < deadline) {
+        s_holder (id, node, node_len, status, sizeof status, NULL, 0);
+        if (strcmp (status, want) == 0)
+            return true;
+        zclock_sleep (20);
+    }
+    return false;
+}
+
+static int64_t
+s_queue_counter (const char *name)
+{
+    pv_doc_t *doc = grid_call (&s_grid, "status", NULL);
+    int64_t value = -1;
+    pv_get_int (pv_map_get (pv_map_get (s_data (doc), "queue"), name), &value);
+    pv_doc_destroy (&doc);
+    return value;
+}
+
+static void
+s_cancel (const char *id)
+{
+    pv_doc_t *doc = grid_call (&s_grid, "job.cancel", "job", id, NULL);
+    pv_doc_destroy (&doc);
+}
+
+//  Any-node steps spread by load: three nodes of two slots take six long
+//  steps two each, whatever order they come in; the seventh waits,
+//  pending, and says why; it starts where a slot frees.
+static void
+test_it_claims_spread_by_load (void **state)
+{
+    char *ids [7];
+    size_t per_node [S_NODES] = {0};
+    char node [80], status [32], waiting [256];
+    for (size_t index = 0; index < 6; index++) {
+        ids [index] = s_submit_sleep (600, 0);
+        assert_true (s_wait_cell (ids [index], "running", node, sizeof node));
+        for (size_t at = 0; at < S_NODES; at++)
+            if (strcmp (node, s_ids [at]) == 0)
+                per_node [at]++;
+    }
+    for (size_t at = 0; at < S_NODES; at++)
+        assert_int_equal (per_node [at], 2);
+    ids [6] = s_submit_sleep (1, 5);
+    long long deadline = grid_now_ms () + S_WAIT_MS;
+    while (true) {
+        s_holder (ids [6], node, sizeof node, status, sizeof status, waiting,
+                  sizeof waiting);
+        if (*waiting || grid_now_ms () > deadline)
+            break;
+        zclock_sleep (20);
+    }
+    assert_string_equal (status, "pending");
+    assert_string_equal (waiting, "waiting: no free slot on any:group:x (3 "
+                                  "of 3 nodes busy)");
+    assert_true (s_queue_counter ("waiting") >= 1);
+    //  The CLI shows why it waits
+    char *out = NULL, *err = NULL;
+    assert_int_equal (grid_cli (&s_grid, &out, &err, S_WAIT_MS, "job",
+                                "status", ids [6], NULL),
+                      0);
+    assert_non_null (strstr (out, "waiting: no free slot"));
+    free (out);
+    free (err);
+    //  A slot frees on the node of the first job: the waiting step goes
+    //  there and finishes
+    char first [80];
+    s_holder (ids [0], first, sizeof first, status, sizeof status, NULL, 0);
+    s_cancel (ids [0]);
+    pv_doc_t *doc = grid_wait_job (&s_grid, ids [6], S_WAIT_MS);
+    const pv_t *record = s_data (doc);
+    assert_true (grid_str_is (record, "status", "completed"));
+    char *holder = pv_strdup (pv_array_at (pv_map_get (record, "expected"), 0));
+    assert_non_null (holder);
+    assert_string_equal (holder, first);
+    free (holder);
+    pv_doc_destroy (&doc);
+    for (size_t index = 0; index < 7; index++) {
+        s_cancel (ids [index]);
+        free (ids [index]);
+    }
+    assert_true (s_queue_counter ("claims") >= 7);
+}
+
+//  The holder is SIGKILLed mid-lease: the broker reclaims the step as
+//  soon as the node is offline, gives it to another node of the set, and
+//  the step finishes there exactly once; events and history say so.
+static void
+test_it_claims_reclaim_after_kill (void **state)
+{
+    int64_t reclaims = s_queue_counter ("reclaims");
+    char *id = s_submit_sleep (1, 0);
+    char holder [80];
+    assert_true (s_wait_cell (id, "running", holder, sizeof holder));
+    int slot = -1;
+    for (size_t index = 0; index < s_grid.agent_count; index++)
+        if (strcmp (s_grid.agent_ids [index], holder) == 0)
+            slot = (int) index;
+    assert_true (slot >= 0);
+    grid_stop_agent (&s_grid, slot, true);
+    pv_doc_t *doc = grid_wait_job (&s_grid, id, S_WAIT_MS);
+    const pv_t *record = s_data (doc);
+    if (!grid_str_is (record, "status", "completed")) {
+        pv_write_json (record, stderr, 2);
+        grid_dump_logs (&s_grid);
+    }
+    assert_true (grid_str_is (record, "status", "completed"));
+    char *now = pv_strdup (pv_array_at (pv_map_get (record, "expected"), 0));
+    assert_non_null (now);
+    assert_string_not_equal (now, holder);
+    const pv_t *cell = grid_cell (record, 0, now);
+    assert_true (grid_str_is (cell, "status", "success"));
+    //  Exactly one success: the history holds the reclaimed attempt only
+    const pv_t *history = pv_map_get (cell, "history");
+    assert_int_equal (pv_size (history), 1);
+    assert_true (grid_str_is (pv_array_at (history, 0), "status", "lost"));
+    assert_true (grid_str_is (pv_array_at (history, 0), "node", holder));
+    int64_t attempts = 0;
+    pv_get_int (pv_map_get (cell, "attempts"), &attempts);
+    assert_int_equal (attempts, 2);          //  It had started: a new attempt
+    pv_doc_destroy (&doc);
+    //  The events name both nodes
+    doc = grid_call (&s_grid, "job.events", "job", id, NULL);
+    const pv_t *events = pv_map_get (s_data (doc), "events");
+    char want [256];
+    snprintf (want, sizeof want,
+              "reclaimed from %s (node offline) \xe2\x86\x92 %s", holder, now);
+    bool seen = false;
+    for (size_t index = 0; index < pv_size (events); index++) {
+        const pv_t *event = pv_array_at (events, index);
+        if (grid_str_is (event, "event", "reclaimed")
+            && grid_str_is (event, "detail", want)
+            && grid_str_is (event, "node", holder))
+            seen = true;
+    }
+    assert_true (seen);
+    pv_doc_destroy (&doc);
+    assert_int_equal (s_queue_counter ("reclaims"), reclaims + 1);
+    free (now);
+    free (id);
+}
+
+int
+main (void)
+{
+    const struct CMUnitTest tests [] = {
+        cmocka_unit_test (test_it_claims_spread_by_load),
+        cmocka_unit_test (test_it_claims_reclaim_after_kill),
+    };
+    return cmocka_run_group_tests (tests, s_setup, s_teardown);
+}
