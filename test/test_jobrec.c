@@ -465,7 +465,7 @@ test_jobrec_fill_cell_from_late_result (void **state)
                                                   2 * sizeof (sched_attempt_t));
     cell->attempts [1] = (sched_attempt_t) {2, SCHED_CELL_CANCELLED, NULL,
                                             strdup ("cancelled by request"),
-                                            -1, 0, false, NULL, 0};
+                                            -1, 0, false, NULL, 0, NULL, false};
     cell->attempt_count = 2;
     s_save (fixture, job);
     proto_msg_t result;
