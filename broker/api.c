@@ -795,7 +795,7 @@ s_status (api_call_t *call)
     size_t online = registry_online_count (self->registry);
     pw_reset (reply);
     proto_reply_ok_begin (reply, call->request->id);
-    pw_map (reply, 7);
+    pw_map (reply, 8);
     pw_str (reply, "version");
     pw_str (reply, GRID_VERSION);
     pw_str (reply, "state");
