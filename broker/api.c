@@ -519,6 +519,67 @@ s_job_progress (api_call_t *call)
     free (job_id);
 }
 
+void
+api_write_watch (broker_t *self, const char *request_id, const char *job_id,
+                 uint64_t version, bool changed, pw_t *reply)
+{
+    pw_reset (reply);
+    const sched_job_t *live = sched_job (self->sched, job_id);
+    sched_job_t *stored = NULL;
+    if (!live) {
+        store_txn_t *txn = broker_txn (self);
+        int rc = txn ? jobrec_load (txn, job_id, &stored) : STORE_EIO;
+        if (rc == STORE_ENOTFOUND) {
+            proto_reply_error (reply, request_id, PROTO_ERR_NOT_FOUND,
+                               "no such job", NULL, 0);
+            return;
+        }
+        if (rc != 0) {
+            proto_reply_error (reply, request_id, PROTO_ERR_STORE,
+                               "the job's record is unreadable", NULL, 0);
+            return;
+        }
+    }
+    proto_reply_ok_begin (reply, request_id);
+    pw_map (reply, 3);
+    pw_str (reply, "version");
+    pw_int (reply, (int64_t) version);
+    pw_str (reply, "changed");
+    pw_bool (reply, changed);
+    pw_str (reply, "progress");
+    jobrec_write_progress (live ? live : stored, reply);
+    sched_job_destroy (&stored);
+}
+
+//  job.watch: the job's progress once it changes past the version the
+//  caller saw (at once when it already has, when the job is finished, or
+//  without AFTER); else the request waits in the broker, parked, until it
+//  does or TIMEOUT_MS (30 s by default) passes.
+static void
+s_job_watch (api_call_t *call)
+{
+    char *job_id = NULL;
+    if (s_job_id_field (call, &job_id) != 0)
+        return;
+    broker_t *self = (broker_t *) call->self;
+    int64_t after = -1, timeout_ms = 30000;
+    const pv_t *value = pv_map_get (call->request->body, "after");
+    if (value)
+        pv_get_int (value, &after);
+    value = pv_map_get (call->request->body, "timeout_ms");
+    if (value)
+        pv_get_int (value, &timeout_ms);
+    uint64_t version = broker_job_version (self, job_id);
+    bool live = sched_job (self->sched, job_id) != NULL;
+    if (live && after >= 0 && (uint64_t) after == version && timeout_ms > 0)
+        broker_watch_park (self, job_id, version, timeout_ms);
+    else
+        api_write_watch (self, call->request->id, job_id, version,
+                         after < 0 || (uint64_t) after != version || !live,
+                         call->reply);
+    free (job_id);
+}
+
 static void
 s_job_list (api_call_t *call)
 {
@@ -1608,6 +1669,7 @@ typedef struct {
 static const api_route_t s_routes [] = {
     {"job.submit", s_job_submit},   {"job.get", s_job_get},
     {"job.progress", s_job_progress},
+    {"job.watch", s_job_watch},
     {"job.list", s_job_list},       {"job.cancel", s_job_cancel},
     {"job.events", s_job_events},   {"job.delete", s_job_delete},
     {"node.list", s_node_list},     {"node.get", s_node_get},

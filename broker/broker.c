@@ -622,9 +622,13 @@ s_pass_committed (broker_t *self, bool wrote)
 //  feed the scheduler again, so loop until nothing is left (bounded). A
 //  pass that did not fit in the map runs its client requests again once
 //  the map grew (REPLAY_MAX times at most).
+static void s_watch_wake (broker_t *self, int64_t now_ms);
+
 static void
 s_pass_end (broker_t *self)
 {
+    broker_drain (self);
+    s_watch_wake (self, broker_now_ms ());
     zlistx_t *replays = zlistx_new ();
     zlistx_set_destructor (replays, (zlistx_destructor_fn *) zmsg_destroy);
     int replayed = 0;
@@ -826,6 +830,96 @@ s_count_node_event (broker_t *self, const char *node, const char *event)
     stats->retried += retried;
 }
 
+//  ---------------------------------------------------------------------
+//  job.watch: requests parked until their job changes
+
+#define WATCHERS_MAX 10000       //  Parked requests at most; beyond, answered at once
+
+//  One parked job.watch request.
+typedef struct {
+    zmsg_t *envelope;            //  Its routing frames (owned)
+    char *id;                    //  Its request id (owned)
+    char job [JOB_ID_LEN + 1];   //  The job it watches
+    uint64_t after;              //  The version the caller has seen
+    int64_t deadline_ms;         //  Answered unchanged at this time (monotonic)
+} s_watcher_t;
+
+static void
+s_watcher_destroy (s_watcher_t **self_p)
+{
+    if (!self_p || !*self_p)
+        return;
+    zmsg_destroy (&(*self_p)->envelope);
+    free ((*self_p)->id);
+    free (*self_p);
+    *self_p = NULL;
+}
+
+//  The scheduler acted on JOB_ID: its version moves on.
+static void
+s_job_changed (broker_t *self, const char *job_id)
+{
+    uint64_t *version = (uint64_t *) zhashx_lookup (self->job_versions, job_id);
+    if (!version) {
+        //  Versions of one run never repeat another run's: they start at
+        //  the wall clock's microseconds
+        version = (uint64_t *) zmalloc (sizeof (uint64_t));
+        *version = (uint64_t) broker_wall_ms () * 1000;
+        zhashx_insert (self->job_versions, job_id, version);
+    }
+    (*version)++;
+}
+
+uint64_t
+broker_job_version (broker_t *self, const char *job_id)
+{
+    uint64_t *version = (uint64_t *) zhashx_lookup (self->job_versions, job_id);
+    return version ? *version : 0;
+}
+
+void
+broker_watch_park (broker_t *self, const char *job_id, uint64_t after,
+                   int64_t timeout_ms)
+{
+    free (self->park_job);
+    self->park_job = strdup (job_id);
+    self->park_after = after;
+    self->park_timeout_ms = timeout_ms;
+}
+
+static void s_reply (broker_t *self, zmsg_t *envelope, const void *data,
+                     size_t size, zmsg_t *request, const char *id,
+                     bool wrote);
+
+//  Answers the watchers whose job changed or ended, and those whose time
+//  is up. Their replies go out with the pass's, after its commit.
+static void
+s_watch_wake (broker_t *self, int64_t now_ms)
+{
+    if (zlistx_size (self->watchers) == 0)
+        return;
+    pw_t *reply = NULL;
+    s_watcher_t *watcher = (s_watcher_t *) zlistx_first (self->watchers);
+    while (watcher) {
+        uint64_t version = broker_job_version (self, watcher->job);
+        bool live = sched_job (self->sched, watcher->job) != NULL;
+        bool changed = version != watcher->after || !live;
+        if (changed || now_ms >= watcher->deadline_ms) {
+            if (!reply)
+                reply = pw_new ();
+            api_write_watch (self, watcher->id, watcher->job, version,
+                             changed, reply);
+            s_reply (self, watcher->envelope, pw_data (reply),
+                     pw_size (reply), NULL, watcher->id, false);
+            //  Detaching moves the cursor back, so the walk goes on
+            zlistx_detach_cur (self->watchers);
+            s_watcher_destroy (&watcher);
+        }
+        watcher = (s_watcher_t *) zlistx_next (self->watchers);
+    }
+    pw_destroy (&reply);
+}
+
 void
 broker_drain (broker_t *self)
 {
@@ -833,6 +927,8 @@ broker_drain (broker_t *self)
     int64_t wall_ms = broker_wall_ms ();
     while (sched_next_action (self->sched, &action)) {
         store_txn_t *txn = broker_txn (self);
+        if (action.job)
+            s_job_changed (self, action.job->id);
         switch (action.type) {
             case SCHED_ACTION_DISPATCH:
                 s_dispatch (self, &action);
@@ -895,6 +991,8 @@ broker_drain (broker_t *self)
                                    "a moved job's cells");
                 break;
             case SCHED_ACTION_FINISHED:
+                //  Its watchers are answered from the store from now on
+                zhashx_delete (self->job_versions, action.job->id);
                 if (action.job->status < 6)
                     self->finished [action.job->status]++;
                 if (action.job->spec->priority >= -100
@@ -1452,6 +1550,30 @@ s_on_client_message (broker_t *self, zmsg_t *msg)
             if (mutation)
                 s_remember_reply (self, request->id, request->type, digest,
                                   reply);
+        }
+    }
+    if (self->park_job) {
+        //  job.watch: answered when the job changes (s_watch_wake)
+        if (zlistx_size (self->watchers) < WATCHERS_MAX) {
+            s_watcher_t *watcher = (s_watcher_t *) zmalloc (sizeof *watcher);
+            watcher->envelope = envelope;
+            envelope = NULL;
+            watcher->id = strdup (request->id);
+            snprintf (watcher->job, sizeof watcher->job, "%s", self->park_job);
+            watcher->after = self->park_after;
+            watcher->deadline_ms = broker_now_ms () + self->park_timeout_ms;
+            zlistx_add_end (self->watchers, watcher);
+        }
+        else
+            api_write_watch (self, request->id, self->park_job,
+                             broker_job_version (self, self->park_job),
+                             false, reply);
+        zstr_free (&self->park_job);
+        if (!envelope) {
+            pw_destroy (&reply);
+            free (id);
+            proto_request_destroy (&request);
+            return;
         }
     }
     if (!answer) {
@@ -2023,6 +2145,12 @@ broker_new (const broker_config_t *config, char *err, size_t err_len)
     zlistx_set_comparator (self->reply_order, (zlistx_comparator_fn *) strcmp);
     self->live_jobs = zhashx_new ();
     self->pass_jobs = zhashx_new ();
+    self->watchers = zlistx_new ();
+    zlistx_set_destructor (self->watchers,
+                           (zlistx_destructor_fn *) s_watcher_destroy);
+    self->job_versions = zhashx_new ();
+    zhashx_set_destructor (self->job_versions,
+                           (zhashx_destructor_fn *) zstr_free);
     self->pass_replies = zlistx_new ();
     zlistx_set_destructor (self->pass_replies, (zlistx_destructor_fn *) zstr_free);
     zlistx_set_comparator (self->pass_replies, (zlistx_comparator_fn *) strcmp);
@@ -2125,6 +2253,9 @@ broker_destroy (broker_t **self_p)
     zhashx_destroy (&self->live_jobs);
     zhashx_destroy (&self->pass_jobs);
     zlistx_destroy (&self->pass_replies);
+    zlistx_destroy (&self->watchers);
+    zhashx_destroy (&self->job_versions);
+    zstr_free (&self->park_job);
     zlistx_destroy (&self->pass_logs);
     pw_destroy (&self->scratch);
     pw_destroy (&self->body);

@@ -143,6 +143,11 @@ struct _broker_t {
     zhashx_t *live_jobs;         //  Ids of the pending and running jobs
     zhashx_t *pass_jobs;         //  Ids of jobs this pass changed
     zlistx_t *pass_replies;      //  Request ids this pass added to replies
+    zlistx_t *watchers;          //  Parked job.watch requests (s_watcher_t)
+    zhashx_t *job_versions;      //  Job id -> how often it changed in this run
+    char *park_job;              //  Set by api.c: park the request being
+    uint64_t park_after;         //  handled as a watcher of this job, seen
+    int64_t park_timeout_ms;     //  at this version, for at most this long
     zlistx_t *pass_logs;         //  Log lines that wait for this pass's commit
     uint64_t pass_finished [6];  //  finished[] when this pass began
     bool pass_broken;            //  This pass could not begin a transaction
@@ -192,5 +197,23 @@ int64_t broker_wall_ms (void);
 //  api.c: handles one decoded client request; writes the whole reply
 //  (ok or error) into REPLY.
 void api_handle (broker_t *self, const proto_request_t *request, pw_t *reply);
+
+//  job.watch: how often JOB_ID changed in this broker's run (a number the
+//  broker bumps whenever the scheduler acts on the job; 0 before the
+//  first change, and again once a finished job has been answered for).
+uint64_t broker_job_version (broker_t *self, const char *job_id);
+
+//  job.watch: asks the broker to answer the request api.c is handling
+//  later, when JOB_ID's version is no longer AFTER, the job ends, or
+//  TIMEOUT_MS passes, instead of now. api.c leaves its reply empty.
+void broker_watch_park (broker_t *self, const char *job_id, uint64_t after,
+                        int64_t timeout_ms);
+
+//  api.c: writes the whole job.watch reply to request REQUEST_ID about
+//  JOB_ID at VERSION into REPLY: {version, changed, progress: PROGRESS}, or
+//  not_found / storage_error.
+void api_write_watch (broker_t *self, const char *request_id,
+                      const char *job_id, uint64_t version, bool changed,
+                      pw_t *reply);
 
 #endif

@@ -1148,6 +1148,23 @@ s_request_job_progress (pw_t *writer, const char *id, const char *job)
     pw_str (writer, job);
 }
 
+//  job.watch: answered when JOB changes past VERSION (any change when
+//  VERSION < 0), or after TIMEOUT_MS.
+static void
+s_request_job_watch (pw_t *writer, const char *id, const char *job,
+                     int64_t version, int64_t timeout_ms)
+{
+    proto_request_begin (writer, "job.watch", id, version >= 0 ? 3 : 2);
+    pw_str (writer, "job");
+    pw_str (writer, job);
+    pw_str (writer, "timeout_ms");
+    pw_int (writer, timeout_ms);
+    if (version >= 0) {
+        pw_str (writer, "after");
+        pw_int (writer, version);
+    }
+}
+
 static void
 s_request_job_events (pw_t *writer, const char *id, const char *job,
                       int64_t after)
@@ -3604,13 +3621,22 @@ s_wait (const cli_settings_t *settings, const char *job, FILE *out,
     pw_t *writer = pw_new ();
     int rc;
     bool finished = false;
+    bool watch = true;           //  job.watch: the broker answers on change
     bool whole = false;          //  A broker from before job.progress
+    int64_t version = -1;        //  job.watch: the version last seen
+    //  A parked job.watch must come back well inside the request timeout
+    int64_t watch_ms = settings->request_timeout_ms / 2;
+    if (watch_ms > 10000)
+        watch_ms = 10000;
     while (true) {
         char id [CLI_REQUEST_ID_LEN];
         cli_request_id_make (id, sizeof id);
         pw_reset (writer);
         if (finished || whole)
             s_request_job_get (writer, id, job);
+        else
+        if (watch)
+            s_request_job_watch (writer, id, job, version, watch_ms);
         else
             s_request_job_progress (writer, id, job);
 
@@ -3627,11 +3653,22 @@ s_wait (const cli_settings_t *settings, const char *job, FILE *out,
         if (rc != CLI_EXIT_OK && !finished && !whole && reply
             && pv_str_eq (pv_map_get (pv_doc_root (reply), "code"),
                           PROTO_ERR_UNKNOWN_TYPE)) {
-            //  The broker predates job.progress: poll the whole record
+            //  The broker predates job.watch: poll job.progress; one that
+            //  predates job.progress: poll the whole record
             free (held);
             pv_doc_destroy (&reply);
-            whole = true;
+            if (watch)
+                watch = false;
+            else
+                whole = true;
             continue;
+        }
+        if (rc == CLI_EXIT_OK && watch && !finished && !whole) {
+            //  {version, changed, progress}: the progress is what counts
+            int64_t seen = -1;
+            if (pv_get_int (pv_map_get (data, "version"), &seen) == 0)
+                version = seen;
+            data = pv_map_get (data, "progress");
         }
         if (rc == CLI_EXIT_OK && whole && cli_job_finished (data))
             finished = true;
@@ -3698,7 +3735,8 @@ s_wait (const cli_settings_t *settings, const char *job, FILE *out,
         else
             interval_ms = interval_ms * 2 > S_WAIT_MAX_MS ? S_WAIT_MAX_MS
                                                           : interval_ms * 2;
-        if (s_sleep (interval_ms)) {
+        //  job.watch waited in the broker already; polling sleeps
+        if (!watch && s_sleep (interval_ms)) {
             if (line_open)
                 fputs ("\n", err);
             s_follow_up (err, job);

@@ -348,7 +348,8 @@ typedef struct {
     char types [8][32];                  //  Their types, in order
     int gets;                //  job.get answered
     int polls;               //  job.progress answered
-    bool old_broker;         //  Answers job.progress with unknown_type
+    bool old_broker;         //  Answers job.progress (and job.watch) with unknown_type
+    bool no_watch;           //  Answers job.watch with unknown_type
 } s_fake_t;
 
 static void
@@ -361,6 +362,23 @@ s_fake_answer (s_fake_t *fake, const proto_request_t *req, pw_t *w)
         pw_str (w, JOB_ID);
         pw_str (w, "status");
         pw_str (w, "running");
+    }
+    else
+    if (streq (req->type, "job.watch") && (fake->old_broker || fake->no_watch))
+        proto_reply_error (w, req->id, PROTO_ERR_UNKNOWN_TYPE,
+                           "unknown request type 'job.watch'", NULL, 0);
+    else
+    if (streq (req->type, "job.watch")) {
+        //  Answered at once, as a broker does for a job that moved on
+        bool finished = fake->polls++ >= fake->running_polls;
+        proto_reply_ok_begin (w, req->id);
+        pw_map (w, 3);
+        pw_str (w, "version");
+        pw_int (w, fake->polls);
+        pw_str (w, "changed");
+        pw_bool (w, true);
+        pw_str (w, "progress");
+        s_write_progress (w, finished ? fake->final : "running", finished);
     }
     else
     if (streq (req->type, "job.progress") && fake->old_broker)
@@ -1756,10 +1774,34 @@ test_cli_run_wait (void **state)
     zactor_destroy (&broker);
     assert_int_equal (fake.malformed, 0);
     assert_string_equal (fake.types [0], "job.submit");
-    //  Polls ask for counts; the whole record is fetched once, at the end
-    assert_string_equal (fake.types [1], "job.progress");
+    //  Watches ask for counts as the job changes; the whole record is
+    //  fetched once, at the end
+    assert_string_equal (fake.types [1], "job.watch");
+    assert_string_equal (fake.types [2], "job.watch");
     assert_int_equal (fake.polls, 3);
     assert_string_equal (fake.types [4], "job.get");
+    assert_int_equal (fake.gets, 1);
+
+    //  A broker from before job.watch: --wait polls job.progress
+    s_fake_init (&fake, "wait-nowatch");
+    fake.running_polls = 2;
+    fake.final = "completed";
+    fake.no_watch = true;
+    broker = zactor_new (s_fake_broker, &fake);
+    rc = s_run (&out, &err, "--config", config, "--broker", fake.endpoint,
+                "job", "run", "--target", "group:web", "test", "echo",
+                "--msg", "hi", "--wait", NULL);
+    if (rc)
+        fprintf (stderr, "%s%s", out.text, err.text);
+    assert_int_equal (rc, CLI_EXIT_OK);
+    assert_non_null (strstr (out.text, "job " JOB_ID " completed"));
+    assert_null (strstr (err.text, "unknown request type"));
+    free (out.text);
+    free (err.text);
+    zactor_destroy (&broker);
+    assert_string_equal (fake.types [1], "job.watch");
+    assert_string_equal (fake.types [2], "job.progress");
+    assert_int_equal (fake.polls, 3);
     assert_int_equal (fake.gets, 1);
 
     //  A broker from before job.progress: --wait polls the whole record
@@ -1780,8 +1822,9 @@ test_cli_run_wait (void **state)
     free (out.text);
     free (err.text);
     zactor_destroy (&broker);
-    assert_string_equal (fake.types [1], "job.progress");
-    assert_string_equal (fake.types [2], "job.get");
+    assert_string_equal (fake.types [1], "job.watch");
+    assert_string_equal (fake.types [2], "job.progress");
+    assert_string_equal (fake.types [3], "job.get");
     assert_int_equal (fake.gets, 3);
 
     //  A failed job exits 1, in JSON too

@@ -110,6 +110,7 @@ class Client:
         self.timeout = float(timeout)
         self.tries = max(1, int(tries))
         self._context = context or zmq.Context.instance()
+        self._watch = True   # False once the broker says it lacks job.watch
         self._curve = None
         if not insecure and (broker_key or key):
             if not (broker_key and key):
@@ -207,19 +208,50 @@ class Client:
         """PROGRESS: counts only, cheap to poll."""
         return self.request("job.progress", job=job_id)
 
+    def watch(self, job_id, after=None, timeout_ms=None):
+        """``{version, changed, progress}`` once the job changes past
+        ``after`` (a version from an earlier answer; None: at once), or
+        after ``timeout_ms`` (broker default 30 s) with ``changed`` false.
+        Keep ``timeout_ms`` below this client's request timeout."""
+        wait = None if timeout_ms is None else timeout_ms / 1000
+        return self.request("job.watch", job=job_id, after=after,
+                            timeout_ms=timeout_ms,
+                            timeout=None if wait is None else wait + self.timeout)
+
     def wait(self, job_id, timeout=None, poll=0.25):
-        """Waits until the job is finished and returns its JOB RECORD,
-        polling ``job.progress`` (counts only) every ``poll`` seconds.
-        ``timeout`` in seconds (None: no limit) raises TimeoutError."""
+        """Waits until the job is finished and returns its JOB RECORD.
+        Uses ``job.watch``, which the broker answers as soon as the job
+        changes; against a broker without it, polls ``job.progress`` every
+        ``poll`` seconds. ``timeout`` in seconds (None: no limit) raises
+        TimeoutError."""
         deadline = None if timeout is None else time.monotonic() + timeout
+        version = None
         while True:
-            if self.progress(job_id)["status"] in FINISHED:
-                return self.get(job_id)
             left = None if deadline is None else deadline - time.monotonic()
             if left is not None and left <= 0:
                 raise TimeoutError(f"job {job_id} did not finish in "
                                    f"{timeout} s")
-            time.sleep(poll if left is None else min(poll, left))
+            if self._watch:
+                # Parked in the broker: answered on change, or after the
+                # wait asked for, which stays inside the request timeout
+                wait_ms = int(min(self.timeout / 2, 10.0,
+                                  left if left is not None else 10.0) * 1000)
+                try:
+                    state = self.request("job.watch", job=job_id,
+                                         after=version, timeout_ms=wait_ms)
+                except GridError as error:
+                    if error.code != "unknown_type":
+                        raise
+                    self._watch = False
+                    continue
+                version = state["version"]
+                progress = state["progress"]
+            else:
+                progress = self.progress(job_id)
+            if progress["status"] in FINISHED:
+                return self.get(job_id)
+            if not self._watch:
+                time.sleep(poll if left is None else max(0.0, min(poll, left)))
 
     def list(self, status=None, limit=None):
         """Job summaries, newest first (``{jobs: [...], total}``)."""

@@ -1,0 +1,254 @@
+/*  =========================================================================
+    test_it_watch - job.watch through a real broker and agent: answered at
+    once when the caller has not seen the job's latest state, parked until
+    the job changes otherwise, answered unchanged when its wait runs out,
+    and every parked watcher answered when the job ends
+    =========================================================================
+*/
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include <czmq.h>
+
+#include "../proto/proto.h"
+#include "lib/harness.h"
+
+#define S_WAIT_MS 20000
+
+static int
+s_setup (void **state)
+{
+    grid_t *grid = (grid_t *) calloc (1, sizeof (grid_t));
+    assert_int_equal (grid_init (grid), 0);
+    assert_int_equal (grid_start_broker (grid, NULL), 0);
+    assert_true (grid_start_agent (grid, "w-01", NULL, NULL, NULL) >= 0);
+    *state = grid;
+    return 0;
+}
+
+static int
+s_teardown (void **state)
+{
+    grid_t *grid = (grid_t *) *state;
+    grid_stop (grid);
+    free (grid);
+    return 0;
+}
+
+//  The request {job.watch, job, ?after, ?timeout_ms} in WRITER.
+static void
+s_watch_request (pw_t *writer, const char *job, int64_t after,
+                 int64_t timeout_ms)
+{
+    static int seq;
+    char id [32];
+    snprintf (id, sizeof id, "watch-%d", ++seq);
+    pw_reset (writer);
+    proto_request_begin (writer, "job.watch", id,
+                         1 + (after >= 0) + (timeout_ms >= 0));
+    pw_str (writer, "job");
+    pw_str (writer, job);
+    if (after >= 0) {
+        pw_str (writer, "after");
+        pw_int (writer, after);
+    }
+    if (timeout_ms >= 0) {
+        pw_str (writer, "timeout_ms");
+        pw_int (writer, timeout_ms);
+    }
+}
+
+//  Sends job.watch and returns the reply (caller destroys).
+static pv_doc_t *
+s_watch (grid_t *grid, const char *job, int64_t after, int64_t timeout_ms)
+{
+    pw_t *writer = pw_new ();
+    s_watch_request (writer, job, after, timeout_ms);
+    pv_doc_t *reply = grid_call_raw (grid, pw_data (writer), pw_size (writer),
+                                     S_WAIT_MS);
+    pw_destroy (&writer);
+    assert_non_null (reply);
+    return reply;
+}
+
+static int64_t
+s_int (const pv_t *map, const char *key)
+{
+    int64_t value = -1;
+    assert_int_equal (pv_get_int (pv_map_get (map, key), &value), 0);
+    return value;
+}
+
+static bool
+s_changed (const pv_t *data)
+{
+    bool changed = false;
+    assert_int_equal (pv_get_bool (pv_map_get (data, "changed"), &changed), 0);
+    return changed;
+}
+
+static bool
+s_status_is (const pv_t *data, const char *status)
+{
+    return pv_str_eq (pv_map_get (pv_map_get (data, "progress"), "status"),
+                      status);
+}
+
+static char *
+s_sleep_job (grid_t *grid, const char *seconds)
+{
+    char yaml [256];
+    snprintf (yaml, sizeof yaml,
+              "target: { scope: node, value: w-01 }\n"
+              "tasks: [ { backend: test, action: sleep, "
+              "params: { seconds: %s } } ]\n", seconds);
+    char *job = grid_submit_id (grid, yaml);
+    assert_non_null (job);
+    return job;
+}
+
+//  Watching a job from its start to its end sees every state once and
+//  the end as soon as it happens, never a timeout in between.
+static void
+test_watch_follows_a_job_to_its_end (void **state)
+{
+    grid_t *grid = (grid_t *) *state;
+    char *job = s_sleep_job (grid, "1");
+    pv_doc_t *reply = s_watch (grid, job, -1, -1);
+    const pv_t *data = NULL;
+    assert_true (grid_reply_ok (reply, &data));
+    assert_true (s_changed (data));
+    int64_t version = s_int (data, "version");
+    int rounds = 0;
+    while (!s_status_is (data, "completed")) {
+        assert_true (++rounds < 20);
+        pv_doc_destroy (&reply);
+        reply = s_watch (grid, job, version, 15000);
+        assert_true (grid_reply_ok (reply, &data));
+        //  A 15 s wait on a 1 s job comes back because the job changed
+        assert_true (s_changed (data));
+        assert_true (s_int (data, "version") != version);
+        version = s_int (data, "version");
+    }
+    pv_doc_destroy (&reply);
+    //  A finished job is answered at once, whatever the caller saw
+    reply = s_watch (grid, job, version, 15000);
+    assert_true (grid_reply_ok (reply, &data));
+    assert_true (s_status_is (data, "completed"));
+    pv_doc_destroy (&reply);
+    free (job);
+}
+
+//  Nothing happens: the watch comes back when its wait is over, unchanged.
+static void
+test_watch_times_out_unchanged (void **state)
+{
+    grid_t *grid = (grid_t *) *state;
+    char *job = s_sleep_job (grid, "30");
+    //  Until it runs, the job changes (dispatched, started)
+    pv_doc_t *reply = NULL;
+    const pv_t *data = NULL;
+    int64_t version = -1;
+    for (int round = 0; round < 20; round++) {
+        pv_doc_destroy (&reply);
+        reply = s_watch (grid, job, version, 300);
+        assert_true (grid_reply_ok (reply, &data));
+        version = s_int (data, "version");
+        if (!s_changed (data))
+            break;
+    }
+    assert_false (s_changed (data));
+    assert_true (s_status_is (data, "running"));
+    pv_doc_destroy (&reply);
+    //  timeout_ms 0 answers at once
+    reply = s_watch (grid, job, version, 0);
+    assert_true (grid_reply_ok (reply, &data));
+    assert_false (s_changed (data));
+    pv_doc_destroy (&reply);
+    reply = grid_call (grid, "job.cancel", "job", job, NULL);
+    assert_true (grid_reply_ok (reply, NULL));
+    pv_doc_destroy (&reply);
+    free (job);
+}
+
+//  Many callers parked on one job are all answered when it ends.
+static void
+test_watch_many_watchers_answered (void **state)
+{
+    grid_t *grid = (grid_t *) *state;
+    char *job = s_sleep_job (grid, "1");
+    pv_doc_t *reply = s_watch (grid, job, -1, -1);
+    const pv_t *data = NULL;
+    assert_true (grid_reply_ok (reply, &data));
+    int64_t version = s_int (data, "version");
+    pv_doc_destroy (&reply);
+    enum { WATCHERS = 20 };
+    zsock_t *dealers [WATCHERS];
+    pw_t *writer = pw_new ();
+    for (int index = 0; index < WATCHERS; index++) {
+        dealers [index] = grid_dealer (grid, grid->client_ep, grid->admin_key);
+        assert_non_null (dealers [index]);
+        s_watch_request (writer, job, version, 15000);
+        zmsg_t *msg = zmsg_new ();
+        zmsg_addmem (msg, "", 0);
+        zmsg_addmem (msg, pw_data (writer), pw_size (writer));
+        assert_int_equal (zmsg_send (&msg, dealers [index]), 0);
+    }
+    int answered = 0;
+    for (int index = 0; index < WATCHERS; index++) {
+        zsock_set_rcvtimeo (dealers [index], S_WAIT_MS);
+        zmsg_t *msg = zmsg_recv (dealers [index]);
+        if (msg) {
+            zframe_t *body = zmsg_last (msg);
+            pv_doc_t *doc = NULL;
+            char why [128];
+            if (pv_doc_decode (zframe_data (body), zframe_size (body), &doc,
+                               why, sizeof why) == 0
+                && grid_reply_ok (doc, &data) && s_changed (data))
+                answered++;
+            pv_doc_destroy (&doc);
+            zmsg_destroy (&msg);
+        }
+        zsock_destroy (&dealers [index]);
+    }
+    assert_int_equal (answered, WATCHERS);
+    pw_destroy (&writer);
+    pv_doc_destroy (&reply);
+    free (job);
+}
+
+//  Bad requests get clear errors; an unknown job is not_found.
+static void
+test_watch_refuses_what_it_cannot_watch (void **state)
+{
+    grid_t *grid = (grid_t *) *state;
+    pv_doc_t *reply = s_watch (grid, "j-000000000000-0000", -1, -1);
+    char *code = grid_reply_code (reply);
+    assert_string_equal (code, "not_found");
+    free (code);
+    pv_doc_destroy (&reply);
+    reply = s_watch (grid, "j-000000000000-0000", -1, 60001);
+    code = grid_reply_code (reply);
+    assert_string_equal (code, "bad_request");
+    free (code);
+    pv_doc_destroy (&reply);
+    reply = s_watch (grid, "not-a-job", 3, -1);
+    code = grid_reply_code (reply);
+    assert_non_null (code);
+    free (code);
+    pv_doc_destroy (&reply);
+}
+
+int
+main (void)
+{
+    const struct CMUnitTest tests [] = {
+        cmocka_unit_test (test_watch_follows_a_job_to_its_end),
+        cmocka_unit_test (test_watch_times_out_unchanged),
+        cmocka_unit_test (test_watch_many_watchers_answered),
+        cmocka_unit_test (test_watch_refuses_what_it_cannot_watch),
+    };
+    return cmocka_run_group_tests (tests, s_setup, s_teardown);
+}
