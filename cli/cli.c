@@ -164,6 +164,10 @@ s_global_option (cli_args_t *args, int argc, char *const *argv, int *index,
         args->command = CLI_CMD_VERSION;
         return 1;
     }
+    if (streq (arg, "--print-config")) {
+        args->command = CLI_CMD_PRINT_CONFIG;
+        return 1;
+    }
     if (s_is_option (arg, "--broker", &inline_value)) {
         if (s_option_value (argc, argv, index, "--broker", inline_value,
                             &value, err, err_len))
@@ -613,7 +617,8 @@ s_parse_command_args (cli_args_t *args, int argc, char *const *argv,
                                "(see gridcli %s --help)", arg,
                                s_command_name (args->command), topic);
             if (args->command == CLI_CMD_HELP
-            ||  args->command == CLI_CMD_VERSION)
+            ||  args->command == CLI_CMD_VERSION
+            ||  args->command == CLI_CMD_PRINT_CONFIG)
                 return 0;
             continue;
         }
@@ -683,6 +688,12 @@ cli_args_parse (cli_args_t *args, int argc, char *const *argv, char *err,
         if (args->command == CLI_CMD_HELP || args->command == CLI_CMD_VERSION)
             return 0;
     }
+    //  --print-config shows what the other global options make of the
+    //  settings; it takes no command
+    if (args->command == CLI_CMD_PRINT_CONFIG)
+        return index < argc ? s_fail (err, err_len, "--print-config takes no "
+                                      "command ('%s')", argv [index])
+                            : 0;
     if (index >= argc)
         return s_fail (err, err_len, "no command given");
 
@@ -964,6 +975,8 @@ cli_settings_resolve (const cli_args_t *args, const char *env_broker,
     else
     if (default_config && access (default_config, F_OK) == 0)
         path = default_config;
+    if (path && streq (path, "none"))
+        path = NULL;             //  --config none: no file at all
     if (path && s_settings_load (path, settings, err, err_len)) {
         cli_settings_clear (settings);
         return -1;
@@ -3233,6 +3246,9 @@ static const char *s_help_main =
 "  --insecure            plaintext, no keys: only for a broker that runs\n"
 "                        --insecure\n"
 "  -h, --help            print help (gridcli job --help: help on job)\n"
+"  --print-config        print the settings gridcli would use (broker,\n"
+"                        output, timeout, keys), each with where it came\n"
+"                        from (flag, env, file, default), and exit\n"
 "  --version             print the version and exit\n"
 "\n"
 "Options of job run (only before BACKEND):\n"
@@ -3849,6 +3865,73 @@ s_print_job_errors (FILE *err, const char *file, const job_errors_t *errors)
         fprintf (err, "gridcli: (more problems not shown)\n");
 }
 
+//  Where a setting came from: its flag, else its environment variable,
+//  else the config file (conf_print_setting tells file from default).
+static const char *
+s_origin (bool flag_given, const char *flag, const char *env_name,
+          char *buf, size_t buf_len)
+{
+    if (flag_given)
+        return flag;
+    const char *env = env_name ? getenv (env_name) : NULL;
+    if (env && *env) {
+        snprintf (buf, buf_len, "env %s", env_name);
+        return buf;
+    }
+    return NULL;
+}
+
+//  --print-config: the settings gridcli would use, each with where it came
+//  from (flag, environment, config file or default).
+static void
+s_print_config (const cli_args_t *args, const cli_settings_t *settings,
+                FILE *out)
+{
+    pv_doc_t *doc = NULL;
+    char why [512];
+    if (settings->config_path)
+        conf_load_file (settings->config_path, &doc, why, sizeof why);
+    conf_origin_t origin = {out, doc ? pv_doc_root (doc) : NULL,
+                            settings->config_path};
+    const conf_origin_t *o = &origin;
+    fprintf (out, "# gridcli %s: flags over the environment over %s over the "
+             "defaults\n", GRID_VERSION,
+             settings->config_path ? settings->config_path
+                                   : "(no config file)");
+    char env [64];
+    const char *by = s_origin (args->broker != NULL, "--broker", "GRID_BROKER",
+                               env, sizeof env);
+    conf_print_setting (o, "broker", settings->broker, true, by, by != NULL);
+    conf_print_setting (o, "output", settings->output == CLI_OUTPUT_JSON
+                                     ? "json" : "table",
+                        true, "--output", args->output_given);
+    conf_print_duration (o, "request_timeout", settings->request_timeout_ms,
+                         "--request-timeout", args->request_timeout_ms > 0);
+    //  The keys as cli_keys_load looks for them
+    char dir [512], default_key [600], default_broker [600];
+    cli_keys_default_dir (getenv ("HOME"), dir, sizeof dir);
+    snprintf (default_key, sizeof default_key, "%s/client.key", dir);
+    snprintf (default_broker, sizeof default_broker, "%s/broker.key", dir);
+    by = s_origin (args->key != NULL, "--key", "GRID_KEY", env, sizeof env);
+    const char *key = args->key ? args->key
+                    : by ? getenv ("GRID_KEY")
+                    : settings->key_path ? settings->key_path : default_key;
+    conf_print_setting (o, "key", key, true, by, by != NULL);
+    by = s_origin (args->broker_key != NULL, "--broker-key", "GRID_BROKER_KEY",
+                   env, sizeof env);
+    const char *broker_key = args->broker_key ? args->broker_key
+                           : by ? getenv ("GRID_BROKER_KEY")
+                           : settings->broker_key ? settings->broker_key
+                           : access (KEYS_DEFAULT_BROKER_KEY, R_OK) == 0
+                           ? KEYS_DEFAULT_BROKER_KEY : default_broker;
+    conf_print_setting (o, "broker_key", broker_key, true, by, by != NULL);
+    conf_print_setting (o, "insecure",
+                        args->insecure || settings->insecure ? "true"
+                                                             : "false",
+                        false, "--insecure", args->insecure);
+    pv_doc_destroy (&doc);
+}
+
 int
 cli_run (int argc, char **argv, FILE *out, FILE *err)
 {
@@ -3882,6 +3965,10 @@ cli_run (int argc, char **argv, FILE *out, FILE *err)
                               &settings, why, sizeof why) != 0) {
         fprintf (err, "gridcli: %s\n", why);
         rc = CLI_EXIT_USAGE;
+        goto done;
+    }
+    if (args.command == CLI_CMD_PRINT_CONFIG) {
+        s_print_config (&args, &settings, out);
         goto done;
     }
     if (args.command == CLI_CMD_JOB_RUN && args.file

@@ -82,7 +82,8 @@ typedef enum {
     CLI_CMD_DLQ_PURGE,    //  dlq purge ENTRY | --job ID | --older-than D | --all
     CLI_CMD_QUEUE_STATS,  //  queue stats
     CLI_CMD_NODE_WORKERS, //  node workers ID
-    CLI_CMD_NODE_HISTORY  //  node history ID [--limit N]
+    CLI_CMD_NODE_HISTORY, //  node history ID [--limit N]
+    CLI_CMD_PRINT_CONFIG  //  --print-config
 } cli_command_t;
 
 typedef enum {

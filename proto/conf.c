@@ -1031,7 +1031,8 @@ conf_print_setting (const conf_origin_t *origin, const char *key,
         snprintf (text, sizeof text, "%s", value);
     char where [600];
     if (flag_given && flag)
-        snprintf (where, sizeof where, "flag %s", flag);
+        snprintf (where, sizeof where, "%s%s", *flag == '-' ? "flag " : "",
+                  flag);
     else if (s_file_sets (origin->file_root, key))
         snprintf (where, sizeof where, "file %s", origin->file_path);
     else

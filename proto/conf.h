@@ -73,7 +73,8 @@ typedef struct {
     const char *file_path;       //  Its path, or NULL
 } conf_origin_t;
 
-//  Writes "KEY: VALUE  # ORIGIN": ORIGIN is "flag FLAG" when FLAG_GIVEN,
+//  Writes "KEY: VALUE  # ORIGIN": ORIGIN is "flag FLAG" when FLAG_GIVEN
+//  (FLAG as it is when it does not start with '-': "env GRID_BROKER"),
 //  else "file PATH" when the file sets KEY (a dotted KEY, "store.max_size",
 //  looks into nested maps), else "default". VALUE is written as YAML: a
 //  string in double quotes (QUOTE true), else as it is (numbers, bools,

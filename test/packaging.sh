@@ -153,6 +153,18 @@ print_config_names_every_key() {
         grep -qE '^log_format: "text" +# default$' "$tmp/$prog.out" \
             || { echo "$prog: log_format is not the default"; return 1; }
     done
+    printf 'output: json\n' >"$tmp/gridcli.yaml"
+    GRID_BROKER=tcp://127.0.0.9:7701 "$bin/gridcli" --config "$tmp/gridcli.yaml" \
+        --request-timeout 2s --print-config >"$tmp/gridcli.out" \
+        || { echo "gridcli --print-config failed"; return 1; }
+    for key in $(grep -oE '^(# ?)?[a-z_]+:' "$src/conf/gridcli.yaml" | sed 's/^# \{0,1\}//; s/:$//'); do
+        grep -qE "^$key: " "$tmp/gridcli.out" \
+            || { echo "gridcli --print-config does not show $key"; return 1; }
+    done
+    grep -qE '^broker: "tcp://127.0.0.9:7701" +# env GRID_BROKER$' "$tmp/gridcli.out" &&
+    grep -qE '^output: "json" +# file ' "$tmp/gridcli.out" &&
+    grep -qE '^request_timeout: "2s" +# flag --request-timeout$' "$tmp/gridcli.out" \
+        || { echo "gridcli: wrong origins"; cat "$tmp/gridcli.out"; return 1; }
 }
 
 check man_pages_cover_every_flag man_pages_cover_every_flag

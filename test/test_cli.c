@@ -1907,6 +1907,21 @@ test_cli_run_usage_errors (void **state)
     free (out.text);
     free (err.text);
 
+    //  --print-config: the settings and where they came from, no command
+    rc = s_run (&out, &err, "--config", "none", "--broker", "tcp://h:1",
+                "--print-config", NULL);
+    assert_int_equal (rc, CLI_EXIT_OK);
+    assert_non_null (strstr (out.text, "broker: \"tcp://h:1\""));
+    assert_non_null (strstr (out.text, "# flag --broker\n"));
+    assert_non_null (strstr (out.text, "(no config file)"));
+    free (out.text);
+    free (err.text);
+    rc = s_run (&out, &err, "--print-config", "job", "list", NULL);
+    assert_int_equal (rc, CLI_EXIT_USAGE);
+    assert_non_null (strstr (err.text, "takes no command"));
+    free (out.text);
+    free (err.text);
+
     rc = s_run (&out, &err, "--help", NULL);
     assert_int_equal (rc, CLI_EXIT_OK);
     assert_non_null (strstr (out.text, "Exit codes"));
