@@ -518,6 +518,18 @@ s_txn_end (store_txn_t *txn)
     free (txn);
 }
 
+//  True when the store's filesystem has (next to) no room left. LMDB
+//  reports a write that the disk cut short as EIO, not ENOSPC; after
+//  such a write the disk is full, and that is what the caller must hear.
+static bool
+s_disk_full (store_t *self)
+{
+    struct statvfs disk;
+    if (statvfs (self->dir, &disk) != 0)
+        return false;
+    return (uint64_t) disk.f_bavail * disk.f_frsize < (uint64_t) 1 << 20;
+}
+
 int
 store_commit (store_txn_t **txn_p)
 {
@@ -549,6 +561,8 @@ store_commit (store_txn_t **txn_p)
         //  mdb_txn_commit frees the transaction even when it fails
         //  (it aborts it), so nothing of a failed commit lands.
         int rc = mdb_txn_commit (txn->handle);
+        if (rc == EIO && s_disk_full (txn->store))
+            rc = ENOSPC;
         if (rc != MDB_SUCCESS)
             code = s_fail (txn->store, rc, "commit");
     }

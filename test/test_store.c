@@ -15,6 +15,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -58,20 +61,29 @@ static int
 s_teardown (void **state)
 {
     s_fixture_t *fixture = *state;
+    //  test_store_full_disk's tmpfs, should it have failed while mounted
+    char disk[PATH_MAX];
+    snprintf (disk, sizeof disk, "%s/disk", fixture->dir);
+    umount2 (disk, MNT_DETACH);
     nftw (fixture->dir, s_remove_entry, 16, FTW_DEPTH | FTW_PHYS);
     free (fixture);
     return 0;
 }
 
 static store_t *
-s_open (s_fixture_t *fixture, size_t map_bytes, size_t max_map_bytes)
+s_open_dir (const char *dir, size_t map_bytes, size_t max_map_bytes)
 {
     char err[256] = "";
-    store_t *store =
-        store_open (fixture->data, map_bytes, max_map_bytes, err, sizeof err);
+    store_t *store = store_open (dir, map_bytes, max_map_bytes, err, sizeof err);
     if (!store)
         fail_msg ("store_open: %s", err);
     return store;
+}
+
+static store_t *
+s_open (s_fixture_t *fixture, size_t map_bytes, size_t max_map_bytes)
+{
+    return s_open_dir (fixture->data, map_bytes, max_map_bytes);
 }
 
 //  Writes one string KEY -> string VALUE in its own transaction.
@@ -877,6 +889,90 @@ test_store_failed_commit (void **state)
     store_destroy (&store);
 }
 
+//  Fills the filesystem of PATH with the file PATH, then gives back all
+//  but its last LEAVE bytes, so that about LEAVE bytes are free.
+static void
+s_fill_disk_leaving (const char *path, off_t leave)
+{
+    int fd = open (path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    assert_true (fd >= 0);
+    char block[4096];
+    memset (block, 0, sizeof block);
+    off_t size = 0;
+    while (true) {
+        ssize_t written = write (fd, block, sizeof block);
+        if (written <= 0)
+            break;
+        size += written;
+    }
+    assert_int_equal (ftruncate (fd, size > leave ? size - leave : 0), 0);
+    close (fd);
+}
+
+//  A commit on a full disk is STORE_EFULL and says "No space left on
+//  device", also when LMDB's write came back short (LMDB calls that
+//  EIO), so the broker answers storage_full, not storage_error.
+static void
+test_store_full_disk (void **state)
+{
+    s_fixture_t *fixture = *state;
+    if (geteuid () != 0) {
+        fprintf (stderr, "    skipped: mounting a small tmpfs needs root\n");
+        return;
+    }
+    char disk[PATH_MAX], data[PATH_MAX + 8], filler[PATH_MAX + 8];
+    snprintf (disk, sizeof disk, "%s/disk", fixture->dir);
+    snprintf (data, sizeof data, "%s/data", disk);
+    snprintf (filler, sizeof filler, "%s/filler", disk);
+    assert_int_equal (mkdir (disk, 0700), 0);
+    if (mount ("tmpfs", disk, "tmpfs", MS_NOSUID | MS_NODEV, "size=2m")) {
+        fprintf (stderr, "    skipped: cannot mount a tmpfs: %s\n",
+                 strerror (errno));
+        return;
+    }
+    store_t *store = s_open_dir (data, 4 * MIB, 4 * MIB);
+    unsigned char *value = calloc (1, 4096);
+    assert_non_null (value);
+    //  A little room, a little less, none: each commit that needs more
+    //  than is left fails as full, never as an I/O error
+    const off_t leaves[] = { 40960, 20480, 9000, 4096, 0 };
+    uint32_t next = 0;
+    for (size_t round = 0; round < sizeof leaves / sizeof leaves[0];
+         round++) {
+        s_fill_disk_leaving (filler, leaves[round]);
+        store_txn_t *txn = store_begin (store, true);
+        assert_non_null (txn);
+        for (uint32_t i = 0; i < 64; i++, next++) {
+            unsigned char key[4];
+            s_be32 (key, next);
+            s_fill_value (value, 4096, next);
+            assert_int_equal (store_put (txn, STORE_DB_RESULTS, key,
+                                         sizeof key, value, 4096), 0);
+        }
+        int rc = store_commit (&txn);
+        if (rc != STORE_EFULL)
+            fprintf (stderr, "    %lld bytes left: commit gave %s (%s)\n",
+                     (long long) leaves[round], store_strerror (rc),
+                     store_last_error (store));
+        assert_int_equal (rc, STORE_EFULL);
+        assert_non_null (strstr (store_last_error (store),
+                                 "No space left on device"));
+        assert_int_equal (unlink (filler), 0);
+    }
+    //  With the room back, the same writes land
+    store_txn_t *txn = store_begin (store, true);
+    assert_non_null (txn);
+    unsigned char key[4];
+    s_be32 (key, 7);
+    s_fill_value (value, 4096, 7);
+    assert_int_equal (store_put (txn, STORE_DB_RESULTS, key, sizeof key,
+                                 value, 4096), 0);
+    assert_int_equal (store_commit (&txn), 0);
+    free (value);
+    store_destroy (&store);
+    assert_int_equal (umount2 (disk, MNT_DETACH), 0);
+}
+
 //  A second owner of a directory is refused with the first one's pid;
 //  once the first lets go, the directory is free again.
 static void
@@ -959,6 +1055,8 @@ main (void)
         cmocka_unit_test_setup_teardown (test_store_bad_keys, s_setup,
                                          s_teardown),
         cmocka_unit_test_setup_teardown (test_store_failed_commit, s_setup,
+                                         s_teardown),
+        cmocka_unit_test_setup_teardown (test_store_full_disk, s_setup,
                                          s_teardown),
         cmocka_unit_test_setup_teardown (test_store_lock, s_setup,
                                          s_teardown),
