@@ -990,7 +990,8 @@ s_log (agent_t *self, const char *format, ...)
     __attribute__ ((format (printf, 2, 3)));
 
 //  The agent's lines (log.h): tagged with its node id by log_set_instance;
-//  a line naming a job carries its id. s_debug lines are written at the
+//  a line naming a job carries its id. What failed or is at risk goes out
+//  with log_error and log_warn instead. s_debug lines are written at the
 //  debug level (--log-level debug, or --verbose).
 static void
 s_log (agent_t *self, const char *format, ...)
@@ -1033,7 +1034,7 @@ s_send (agent_t *self, const proto_msg_t *msg)
 {
     pw_reset (self->writer);
     if (proto_msg_encode (msg, self->writer)) {
-        s_log (self, "internal: a %s message does not encode",
+        log_error ("internal: a %s message does not encode",
                proto_type_name (msg->type));
         return -1;
     }
@@ -1356,7 +1357,7 @@ s_finish (agent_t *self, proto_msg_t *result)
     char err [256];
     bool spooled = spool_put (self->spool, result, err, sizeof (err)) == 0;
     if (!spooled)
-        s_log (self, "cannot record the result of %s step %u: %s (kept in "
+        log_warn ("cannot record the result of %s step %u: %s (kept in "
                "memory and sent until the broker has it)", result->job,
                result->step, err);
     char key [SPOOL_KEY_MAX];
@@ -1438,7 +1439,7 @@ s_work_started (void *arg, pid_t pid)
     };
     char err [256];
     if (spool_put (self->spool, &started, err, sizeof (err)))
-        s_log (self, "cannot record the start of %s step %u: %s", work->job,
+        log_warn ("cannot record the start of %s step %u: %s", work->job,
                work->step, err);
     s_hold (self, PROTO_STARTED, work->key, work->job, work->step,
             work->attempt);
@@ -1575,7 +1576,7 @@ s_take (agent_t *self, const proto_msg_t *command, const char *key)
     if (plan->run == BACKEND_RUN_PROGRAM
     &&  backend_tool_path (self->config->tool_dir, plan->argv [0], path,
                            sizeof (path), err, sizeof (err))) {
-        s_log (self, "cannot run job %s step %u: %s", command->job,
+        log_error ("cannot run job %s step %u: %s", command->job,
                command->step, err);
         s_finish_unrun (self, command, "failed", err);
         backend_plan_destroy (&plan);
@@ -1780,7 +1781,7 @@ s_malformed (agent_t *self, const char *why)
     self->malformed++;
     //  Hostile input must not flood the log: the first, then every 100th
     if (self->malformed == 1 || self->malformed % 100 == 0)
-        s_log (self, "dropped a malformed message (%llu so far): %s",
+        log_warn ("dropped a malformed message (%llu so far): %s",
                (unsigned long long) self->malformed, why);
 }
 
@@ -1813,7 +1814,7 @@ s_handle (agent_t *self, zframe_t *body, bool from_sub)
                 zhashx_delete (self->unspooled, key);
                 if (spool_ack (self->spool, msg->job, msg->step,
                                msg->attempt))
-                    s_log (self, "cannot record the result_ack of %s step "
+                    log_warn ("cannot record the result_ack of %s step "
                            "%u", msg->job, msg->step);
                 else
                     s_debug (self, "job %s step %u attempt %u: result "
@@ -2062,7 +2063,7 @@ agent_new (const agent_config_t *config, char *err, size_t err_len)
                "them interrupted", recovered);
     else
     if (recovered < 0)
-        s_log (self, "cannot record interrupted tasks in the spool");
+        log_error ("cannot record interrupted tasks in the spool");
 
     self->writer = pw_new ();
     self->unspooled = zhashx_new ();
@@ -2177,7 +2178,7 @@ agent_run (agent_t *self)
     //  Spool opened, sockets connected: the agent serves from here on
     service_notify_ready ("running");
     if (service_watchdog_attach (self->loop) < 0)
-        s_log (self, "cannot arm the service watchdog timer");
+        log_warn ("cannot arm the service watchdog timer");
     //  zloop_start returns when a handler asks (the signal handler, on
     //  SIGTERM) or, should it ever happen, when a poll is interrupted
     while (!self->stopping)
@@ -2218,7 +2219,7 @@ agent_run (agent_t *self)
     s_log (self, "stopped (%zu result(s) not yet acknowledged stay in the "
            "spool)", spool_unacked (self->spool));
     if (zhashx_size (self->unspooled))
-        s_log (self, "%zu result(s) the spool could not take are lost with "
+        log_error ("%zu result(s) the spool could not take are lost with "
                "this stop; their steps will read interrupted or lost",
                zhashx_size (self->unspooled));
     return 0;

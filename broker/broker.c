@@ -116,7 +116,8 @@ broker_wall_ms (void)
     return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-//  The broker's lines are info (log.h); a line naming a job carries its id.
+//  What the broker does is logged at info (log.h), what failed or is at
+//  risk with log_error and log_warn; a line naming a job carries its id.
 static void
 s_log (const char *format, ...)
 {
@@ -319,7 +320,7 @@ broker_txn (broker_t *self)
         if (!self->txn) {
             //  What this pass changes cannot be stored: it fails whole
             if (!self->pass_broken && self->storage.code == 0)
-                s_log ("store: cannot begin a transaction: %s",
+                log_error ("store: cannot begin a transaction: %s",
                        store_last_error (self->store));
             if (!self->pass_broken)
                 memcpy (self->pass_finished, self->finished,
@@ -412,7 +413,7 @@ s_send_failed (broker_t *self, const char *node_id, int error)
     }
     else
     if (node_id && self->config.verbose)
-        s_log ("send to node %s failed: %s", node_id, zmq_strerror (error));
+        log_warn ("send to node %s failed: %s", node_id, zmq_strerror (error));
 }
 
 static void
@@ -539,7 +540,7 @@ s_pass_failed (broker_t *self, int code, zlistx_t *replays)
         storage->code = code;
         storage->since_ms = broker_wall_ms ();
         storage->episodes++;
-        s_log ("store: commit failed: %s (%s); until a commit succeeds, "
+        log_error ("store: commit failed: %s (%s); until a commit succeeds, "
                "changes are refused with %s and reads go on",
                store_strerror (code), storage->error,
                code == STORE_EFULL ? PROTO_ERR_STORAGE_FULL : PROTO_ERR_STORE);
@@ -760,7 +761,7 @@ static void
 s_store_error (broker_t *self, int rc, const char *what)
 {
     if (rc != 0 && rc != STORE_EFULL && rc != STORE_EIO)
-        s_log ("store: cannot save %s: %s", what, store_strerror (rc));
+        log_error ("store: cannot save %s: %s", what, store_strerror (rc));
 }
 
 //  A cell of a job that asks for it ended failed for good: it lands in
@@ -1674,7 +1675,7 @@ s_check_room (broker_t *self, int64_t now_ms)
     double percent = info.used_bytes * 100.0 / (double) info.max_bytes;
     if (!self->storage.warned && percent >= STORE_NEARLY_FULL) {
         self->storage.warned = true;
-        s_log ("store: %.0f%% of store.max_size used (%zu of %zu MiB): "
+        log_warn ("store: %.0f%% of store.max_size used (%zu of %zu MiB): "
                "past 95%% new jobs are refused; purge old jobs or raise "
                "store.max_size", percent, info.used_bytes >> 20,
                info.max_bytes >> 20);
@@ -2056,7 +2057,7 @@ s_reload (broker_t *self)
     store_txn_t *txn = store_begin (self->store, false);
     if (!txn) {
         //  Nothing can be read: the jobs come back at the next start
-        s_log ("store: cannot read the jobs back: %s",
+        log_error ("store: cannot read the jobs back: %s",
                store_last_error (self->store));
         zlistx_destroy (&ids);
         return;
@@ -2217,7 +2218,7 @@ broker_run (broker_t *self)
     //  Bound and restored: a service manager may start what depends on us
     service_notify_ready ("serving");
     if (service_watchdog_attach (self->loop) < 0)
-        s_log ("cannot arm the service watchdog timer");
+        log_warn ("cannot arm the service watchdog timer");
     zloop_start (self->loop);
     service_notify_stopping ();
     s_log ("stopping");
