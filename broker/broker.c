@@ -163,6 +163,9 @@ broker_config_clear (broker_config_t *config)
     config->agents_ep = config->publish_ep = NULL;
     config->log_level = config->log_format = NULL;
     auth_config_clear (&config->auth);
+    job_limits_free (config->limits, config->limit_count);
+    config->limits = NULL;
+    config->limit_count = 0;
 }
 
 static int
@@ -176,7 +179,48 @@ s_copy_config (broker_config_t *dest, const broker_config_t *src)
     dest->log_level = src->log_level ? strdup (src->log_level) : NULL;
     dest->log_format = src->log_format ? strdup (src->log_format) : NULL;
     auth_config_copy (&dest->auth, &src->auth);
+    dest->limits = NULL;
+    if (src->limit_count) {
+        dest->limits = (job_limit_t *) calloc (src->limit_count,
+                                               sizeof (job_limit_t));
+        if (!dest->limits)
+            return -1;
+        for (size_t index = 0; index < src->limit_count; index++) {
+            dest->limits [index] = src->limits [index];
+            dest->limits [index].pattern = strdup (src->limits [index].pattern);
+        }
+    }
     return 0;
+}
+
+//  `limits: {PATTERN: N, ..., per_node: {PATTERN: N, ...}}` (R21).
+static int
+s_read_limits (broker_config_t *config, const pv_t *limits, char *why,
+               size_t why_len)
+{
+    if (!limits)
+        return 0;
+    if (pv_type (limits) != PV_MAP) {
+        snprintf (why, why_len, "limits: expected a map of backend.action: "
+                  "count (and per_node: a map of the same)");
+        return -1;
+    }
+    job_limits_free (config->limits, config->limit_count);
+    config->limits = NULL;
+    config->limit_count = 0;
+    char reason [256];
+    const char *where = "limits";
+    int rc = job_limits_read (limits, false, "per_node", &config->limits,
+                              &config->limit_count, reason, sizeof reason);
+    const pv_t *per_node = pv_map_get (limits, "per_node");
+    if (rc == 0 && per_node) {
+        where = "limits.per_node";
+        rc = job_limits_read (per_node, true, NULL, &config->limits,
+                              &config->limit_count, reason, sizeof reason);
+    }
+    if (rc != 0)
+        snprintf (why, why_len, "%s: %s", where, reason);
+    return rc;
 }
 
 int
@@ -187,7 +231,7 @@ broker_config_load (broker_config_t *config, const char *path, char *err,
         "data_dir", "client", "agents", "publish", "heartbeat",
         "missed_heartbeats", "max_concurrent", "max_pending", "ack_timeout",
         "ack_resends", "task_timeout", "grace", "retry_base", "retry_cap",
-        "lease",
+        "lease", "limits",
         "map_size_mb", "max_map_size_mb", "retention", "offline_grace",
         "verbose", "dlq_retention", "store", "log_level", "log_format",
         //  Read by auth_config_load
@@ -238,6 +282,9 @@ broker_config_load (broker_config_t *config, const char *path, char *err,
         rc = conf_get_duration (root, "retry_cap", &config->sched.retry_cap_ms, why, sizeof why);
     if (rc == 0)
         rc = conf_get_duration (root, "lease", &config->sched.lease_ms, why, sizeof why);
+    if (rc == 0)
+        rc = s_read_limits (config, pv_map_get (root, "limits"), why,
+                            sizeof why);
     if (rc == 0)
         rc = conf_get_int (root, "map_size_mb", &map_mb, why, sizeof why);
     if (rc == 0)
@@ -2160,6 +2207,8 @@ broker_new (const broker_config_t *config, char *err, size_t err_len)
     self->registry = registry_new ();
     self->sched = sched_new (&self->config.sched, s_resolve, self);
     sched_set_unavailable (self->sched, s_unavailable, self);
+    sched_set_limits (self->sched, self->config.limits,
+                      self->config.limit_count);
     self->wait_samples = qstats_new ();
     self->run_samples = qstats_new ();
     self->node_stats = zhashx_new ();

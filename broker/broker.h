@@ -50,6 +50,8 @@ typedef struct {
     char *log_level;             //  error, warn, info or debug (NULL: info)
     char *log_format;            //  text or json (NULL: text)
     auth_config_t auth;          //  Keys, roles, allowlist (auth.h)
+    job_limit_t *limits;         //  Concurrency limits (`limits:`), fleet-wide and per node
+    size_t limit_count;          //  How many
 } broker_config_t;
 
 //  The config file read when no --config is given and it exists

@@ -321,7 +321,7 @@ s_spec_field_count (const pv_t *spec)
 {
     static const char *fields [] = {"target", "tasks", "strategy", "timeout",
                                     "priority", "idempotency_key",
-                                    "lease_ms"};
+                                    "lease_ms", "limits"};
     size_t count = 0;
     for (size_t index = 0; index < sizeof fields / sizeof fields [0]; index++)
         if (pv_map_get (spec, fields [index]))
@@ -338,7 +338,7 @@ s_write_spec_fields (const pv_t *spec, pw_t *writer)
 {
     static const char *fields [] = {"target", "tasks", "strategy", "timeout",
                                     "priority", "idempotency_key",
-                                    "lease_ms"};
+                                    "lease_ms", "limits"};
     for (size_t index = 0; index < sizeof fields / sizeof fields [0]; index++) {
         const pv_t *value = pv_map_get (spec, fields [index]);
         if (value) {

@@ -98,6 +98,7 @@ struct _s_node_t {
     uint64_t claims;             //  Any-node steps given to it
     uint64_t reclaims;           //  Any-node steps taken back from it
     uint64_t lease_expirations;  //  Its leases that ran out
+    uint32_t *limit_running;     //  Its cells in flight per per-node limit (lazy)
 };
 
 //  Where a step sits in the spec.
@@ -148,6 +149,9 @@ struct _s_jobx_t {
     bool fresh_pick;             //  Any: expected[0] was just picked with a free slot
     int64_t lease_ms;            //  Any: the lease
     char *target_text;           //  Any: the target as text (waiting class key)
+    uint32_t *step_limits;       //  Per step: the broker limits that cover it (bits)
+    uint32_t *step_job_limits;   //  Per step: the job's own limits that cover it (bits)
+    uint32_t job_limit_running [JOB_MAX_LIMITS];  //  Its cells in flight per own limit
 };
 
 //  One entry of the deadline heap.
@@ -210,6 +214,10 @@ struct _sched_t {
     uint64_t wait_seq;           //  Next enqueue number
     bool wait_dirty;             //  Capacity may have appeared
     bool in_wait_pass;           //  Inside s_wait_pass (no re-entry)
+    //  Concurrency limits (R21)
+    job_limit_t limits [JOB_MAX_LIMITS];
+    size_t limit_count;
+    uint32_t limit_running [JOB_MAX_LIMITS];  //  Cells in flight per limit
     bool admitting;              //  Inside s_admit (no re-entry)
     bool paused;                 //  Queued jobs wait (maintenance, restart)
     //  Live jobs by id (pending and running)
@@ -1025,6 +1033,8 @@ s_jobx_release (s_jobx_t *jobx)
     free (jobx->node_flags);
     free (jobx->nodes);
     free (jobx->target_text);
+    free (jobx->step_limits);
+    free (jobx->step_job_limits);
     free (jobx);
 }
 
@@ -1141,6 +1151,136 @@ s_phase_cells (const s_jobx_t *jobx, size_t phase)
 }
 
 //  ---------------------------------------------------------------------
+//  Concurrency limits (R21)
+
+//  Which broker limits and which of the job's own limits cover each step.
+static void
+s_limits_bind (sched_t *self, s_jobx_t *jobx)
+{
+    sched_job_t *job = jobx->job;
+    const job_spec_t *spec = job->spec;
+    free (jobx->step_limits);
+    free (jobx->step_job_limits);
+    jobx->step_limits = NULL;
+    jobx->step_job_limits = NULL;
+    if (self->limit_count == 0 && spec->limit_count == 0)
+        return;
+    size_t bytes = (job->step_count ? job->step_count : 1) * sizeof (uint32_t);
+    jobx->step_limits = (uint32_t *) s_alloc (bytes);
+    jobx->step_job_limits = (uint32_t *) s_alloc (bytes);
+    for (size_t step = 0; step < job->step_count; step++) {
+        const job_phase_t *leaf = jobx->steps [step].leaf;
+        for (size_t rule = 0; rule < self->limit_count; rule++)
+            if (job_limit_matches (self->limits [rule].pattern, leaf->backend,
+                                   leaf->action))
+                jobx->step_limits [step] |= (uint32_t) 1 << rule;
+        for (size_t rule = 0; rule < spec->limit_count && rule < JOB_MAX_LIMITS;
+             rule++)
+            if (job_limit_matches (spec->limits [rule].pattern, leaf->backend,
+                                   leaf->action))
+                jobx->step_job_limits [step] |= (uint32_t) 1 << rule;
+    }
+}
+
+//  Is STEP of JOBX under any limit?
+static bool
+s_step_limited (const s_jobx_t *jobx, size_t step)
+{
+    return jobx->step_limits
+           && (jobx->step_limits [step] || jobx->step_job_limits [step]);
+}
+
+//  A cell of STEP on NODE went into flight (DELTA 1) or out of it (-1).
+static void
+s_limits_count (sched_t *self, s_jobx_t *jobx, size_t step, s_node_t *node,
+                int delta)
+{
+    if (!s_step_limited (jobx, step))
+        return;
+    uint32_t mask = jobx->step_limits [step];
+    for (size_t rule = 0; mask && rule < self->limit_count; rule++)
+        if (mask & ((uint32_t) 1 << rule)) {
+            self->limit_running [rule] += (uint32_t) delta;
+            if (self->limits [rule].per_node) {
+                if (!node->limit_running)
+                    node->limit_running = (uint32_t *) s_alloc (
+                        JOB_MAX_LIMITS * sizeof (uint32_t));
+                node->limit_running [rule] += (uint32_t) delta;
+            }
+        }
+    mask = jobx->step_job_limits [step];
+    for (size_t rule = 0; mask && rule < JOB_MAX_LIMITS; rule++)
+        if (mask & ((uint32_t) 1 << rule))
+            jobx->job_limit_running [rule] += (uint32_t) delta;
+}
+
+//  R21: do the fleet-wide limits (the broker's and the job's own) leave
+//  room for one more cell of STEP? If not, *WHY_P and *KEY_P (malloc'd)
+//  say which is full.
+static bool
+s_limits_room (sched_t *self, s_jobx_t *jobx, size_t step, char **why_p,
+               char **key_p)
+{
+    if (!s_step_limited (jobx, step))
+        return true;
+    uint32_t mask = jobx->step_limits [step];
+    for (size_t rule = 0; mask && rule < self->limit_count; rule++) {
+        const job_limit_t *limit = &self->limits [rule];
+        if ((mask & ((uint32_t) 1 << rule)) && !limit->per_node
+            && self->limit_running [rule] >= limit->max) {
+            *why_p = s_printf ("waiting: %s %" PRIu32 "/%" PRIu32 " running",
+                               limit->pattern, self->limit_running [rule],
+                               limit->max);
+            *key_p = s_printf ("limit %s", limit->pattern);
+            return false;
+        }
+    }
+    const job_spec_t *spec = jobx->job->spec;
+    mask = jobx->step_job_limits [step];
+    for (size_t rule = 0; mask && rule < spec->limit_count; rule++) {
+        const job_limit_t *limit = &spec->limits [rule];
+        if ((mask & ((uint32_t) 1 << rule))
+            && jobx->job_limit_running [rule] >= limit->max) {
+            *why_p = s_printf ("waiting: %s %" PRIu32 "/%" PRIu32 " running "
+                               "(the job's limit)", limit->pattern,
+                               jobx->job_limit_running [rule], limit->max);
+            *key_p = s_printf ("job %s %s", jobx->job->id, limit->pattern);
+            return false;
+        }
+    }
+    return true;
+}
+
+//  R21: do the per-node limits leave room on NODE for one more cell of
+//  STEP? If not, *WHY_P and *KEY_P (both may be NULL) say which is full.
+static bool
+s_node_room (sched_t *self, s_jobx_t *jobx, size_t step, const char *node,
+             char **why_p, char **key_p)
+{
+    if (!jobx->step_limits || !jobx->step_limits [step])
+        return true;
+    s_node_t *entry = s_node_find (self, node);
+    uint32_t mask = jobx->step_limits [step];
+    for (size_t rule = 0; mask && rule < self->limit_count; rule++) {
+        const job_limit_t *limit = &self->limits [rule];
+        uint32_t running = entry && entry->limit_running
+                               ? entry->limit_running [rule]
+                               : 0;
+        if ((mask & ((uint32_t) 1 << rule)) && limit->per_node
+            && running >= limit->max) {
+            if (why_p)
+                *why_p = s_printf ("waiting: %s %" PRIu32 "/%" PRIu32
+                                   " running on %s", limit->pattern, running,
+                                   limit->max, node);
+            if (key_p)
+                *key_p = s_printf ("limit %s on %s", limit->pattern, node);
+            return false;
+        }
+    }
+    return true;
+}
+
+//  ---------------------------------------------------------------------
 //  Cells
 
 //  The cell no longer waits for a slot.
@@ -1194,6 +1334,7 @@ s_cell_set (sched_t *self, s_jobx_t *jobx, size_t step, size_t node,
             entry->in_flight--;
             self->wait_dirty = true;
         }
+        s_limits_count (self, jobx, step, entry, flying ? 1 : -1);
         cell->counted = flying;
     }
     if (!was_final && sched_cell_status_final (status)) {
@@ -1408,15 +1549,17 @@ s_cell_left (const sched_cell_t *cell, const char *node)
     return false;
 }
 
-//  R17: the candidate for CELL among IDS: the least loaded usable node
-//  (with a free slot when NEED_FREE), ties broken in turn. Nodes the step
+//  R17: the candidate for STEP of JOBX (NULL: a job not yet started)
+//  among IDS: the least loaded usable node (with a free slot when
+//  NEED_FREE, per-node limits included), ties broken in turn. Nodes the step
 //  was taken back from are passed over while another node can take it.
 //  Returns its index or -1; *BUSY_P counts usable nodes without a slot,
 //  *USABLE_P the nodes up (both may be NULL).
 static ssize_t
-s_pick (sched_t *self, char **ids, size_t count, const sched_cell_t *cell,
+s_pick (sched_t *self, char **ids, size_t count, s_jobx_t *jobx, size_t step,
         bool need_free, size_t *busy_p, size_t *usable_p)
 {
+    const sched_cell_t *cell = jobx ? s_cell (jobx->job, step, 0) : NULL;
     int64_t *loads = (int64_t *) s_alloc ((count ? count : 1) * sizeof (int64_t));
     bool *eligible = (bool *) s_alloc (count ? count : 1);
     bool *left = (bool *) s_alloc (count ? count : 1);
@@ -1424,6 +1567,10 @@ s_pick (sched_t *self, char **ids, size_t count, const sched_cell_t *cell,
     for (size_t index = 0; index < count; index++) {
         bool usable, free_slot;
         loads [index] = s_node_load (self, ids [index], &usable, &free_slot);
+        //  R21: a node whose per-node limit is full has no slot for it
+        if (jobx && free_slot
+            && !s_node_room (self, jobx, step, ids [index], NULL, NULL))
+            free_slot = false;
         if (usable)
             up++;
         if (usable && !free_slot)
@@ -1501,19 +1648,21 @@ s_any_gate (sched_t *self, s_jobx_t *jobx, size_t step, char **why_p)
 {
     sched_job_t *job = jobx->job;
     sched_cell_t *cell = s_cell (job, step, 0);
-    if (jobx->fresh_pick) {
-        jobx->fresh_pick = false;
+    bool fresh_pick = jobx->fresh_pick;
+    jobx->fresh_pick = false;
+    if (fresh_pick
+        && s_node_room (self, jobx, step, job->expected [0], NULL, NULL))
         return true;
-    }
     if (jobx->claimed && !s_cell_left (cell, job->expected [0])
-        && s_node_up (self, job->expected [0], NULL))
+        && s_node_up (self, job->expected [0], NULL)
+        && s_node_room (self, jobx, step, job->expected [0], NULL, NULL))
         return true;
     char **ids = NULL;
     size_t count = self->resolve ? self->resolve (self->resolve_arg,
                                                   &job->spec->target, &ids)
                                  : 0;
     size_t busy = 0, up = 0;
-    ssize_t pick = s_pick (self, ids, count, cell, true, &busy, &up);
+    ssize_t pick = s_pick (self, ids, count, jobx, step, true, &busy, &up);
     if (pick >= 0)
         s_any_move (self, jobx, ids [pick]);
     else
@@ -1528,6 +1677,34 @@ s_any_gate (sched_t *self, s_jobx_t *jobx, size_t step, char **why_p)
         free (ids [index]);
     free (ids);
     return pick >= 0;
+}
+
+//  May STEP of JOBX go to column NODE now (R17, R21)? The fleet-wide
+//  limits first; then an any-node job picks its node (the column may
+//  move), another job checks NODE's own limits. Returns true, or false
+//  with *WHY_P (the cell's reason) and *KEY_P (what it waits for, its
+//  waiting class), both malloc'd.
+static bool
+s_gate (sched_t *self, s_jobx_t *jobx, size_t step, size_t node,
+        char **why_p, char **key_p)
+{
+    if (!s_limits_room (self, jobx, step, why_p, key_p))
+        return false;
+    if (jobx->any) {
+        if (s_any_gate (self, jobx, step, why_p))
+            return true;
+        *key_p = s_strdup (s_target_text (jobx));
+        return false;
+    }
+    return s_node_room (self, jobx, step, jobx->job->expected [node], why_p,
+                        key_p);
+}
+
+//  Does STEP of JOBX have to pass s_gate?
+static bool
+s_gated (const s_jobx_t *jobx, size_t step)
+{
+    return jobx->any || s_step_limited (jobx, step);
 }
 
 static bool
@@ -1581,10 +1758,11 @@ s_wait_pop (s_class_t *class_, s_wait_t *entry)
 
 //  The cell STEP/NODE of JOBX waits for a slot (KEY names what for, WHY
 //  is taken): it keeps its status (pending, or retry_wait for a retry),
-//  reads WHY, and gets one EVENT waiting.
+//  reads WHY, and gets one EVENT waiting unless QUIET (a broadcast's
+//  waiting nodes share one).
 static void
 s_wait_add (sched_t *self, s_jobx_t *jobx, size_t step, size_t node,
-            uint32_t attempt, const char *key, char *why)
+            uint32_t attempt, const char *key, char *why, bool quiet)
 {
     sched_job_t *job = jobx->job;
     sched_cell_t *cell = s_cell (job, step, node);
@@ -1613,7 +1791,8 @@ s_wait_add (sched_t *self, s_jobx_t *jobx, size_t step, size_t node,
     cell->waiting = why;
     self->waiting_count++;
     s_save_cell (self, job, step, node);
-    s_event (self, job, "waiting", node, step, s_strdup (why));
+    if (!quiet)
+        s_event (self, job, "waiting", node, step, s_strdup (why));
 }
 
 //  Does ENTRY still stand for a waiting cell?
@@ -1672,9 +1851,11 @@ s_wait_pass (sched_t *self)
                 s_wait_release (&entry);
                 continue;
             }
-            char *why = NULL;
-            if (!s_any_gate (self, head->jobx, head->step, &why)) {
+            char *why = NULL, *key = NULL;
+            if (!s_gate (self, head->jobx, head->step, head->node, &why,
+                         &key)) {
                 free (why);
+                free (key);
                 break;
             }
             s_wait_pop (class_, &entry);
@@ -1702,8 +1883,8 @@ s_wait_pass (sched_t *self)
     self->in_wait_pass = false;
 }
 
-//  DISPATCH of STEP/ATTEMPT to one node, or, for an any-node job with no
-//  node free to take it, a wait (R17).
+//  DISPATCH of STEP/ATTEMPT to one node, or a wait when no node is free
+//  to take an any-node step (R17) or a limit is full (R21).
 static void
 s_dispatch_node (sched_t *self, s_jobx_t *jobx, size_t step, size_t node,
                  uint32_t attempt)
@@ -1711,16 +1892,19 @@ s_dispatch_node (sched_t *self, s_jobx_t *jobx, size_t step, size_t node,
     sched_cell_t *cell = s_cell (jobx->job, step, node);
     if (cell->waiting)
         return;                 //  Already waiting for its slot
-    char *why = NULL;
-    if (jobx->any && !s_any_gate (self, jobx, step, &why)) {
-        s_wait_add (self, jobx, step, node, attempt, s_target_text (jobx),
-                    why);
+    char *why = NULL, *key = NULL;
+    if (s_gated (jobx, step)
+        && !s_gate (self, jobx, step, node, &why, &key)) {
+        s_wait_add (self, jobx, step, node, attempt, key, why, false);
+        free (key);
         return;
     }
     s_send_node (self, jobx, step, node, attempt);
 }
 
-//  R4: one DISPATCH of a barrier step to every participant at once.
+//  R4: one DISPATCH of a barrier step to every participant at once. Over
+//  a limit (R21), the nodes it leaves no room for wait, with one EVENT
+//  waiting for them all, and go as slots free.
 static void
 s_dispatch_barrier (sched_t *self, s_jobx_t *jobx, size_t step,
                     const size_t *nodes, size_t count)
@@ -1728,8 +1912,20 @@ s_dispatch_barrier (sched_t *self, s_jobx_t *jobx, size_t step,
     sched_job_t *job = jobx->job;
     char **names = (char **) s_keep (self, s_alloc (count * sizeof (char *)));
     int64_t deadline_ms = self->now_ms + self->config.ack_timeout_ms;
+    bool limited = s_step_limited (jobx, step);
+    size_t sent = 0, waited = 0;
+    char *first_why = NULL;
     for (size_t index = 0; index < count; index++) {
         size_t node = nodes [index];
+        char *why = NULL, *key = NULL;
+        if (limited && !s_gate (self, jobx, step, node, &why, &key)) {
+            if (!first_why)
+                first_why = s_strdup (why);
+            s_wait_add (self, jobx, step, node, 1, key, why, true);
+            free (key);
+            waited++;
+            continue;
+        }
         sched_cell_t *cell = s_cell (job, step, node);
         cell->attempt = 1;
         cell->resends = 0;
@@ -1738,20 +1934,27 @@ s_dispatch_barrier (sched_t *self, s_jobx_t *jobx, size_t step,
         jobx->node_flags [node] |= S_NODE_TOOK_PART;
         s_cell_set (self, jobx, step, node, SCHED_CELL_DISPATCHED);
         s_due_push (self, jobx, S_DUE_ACK, deadline_ms, step, node);
-        names [index] = job->expected [node];
+        names [sent++] = job->expected [node];
     }
-    const target_t *target = &job->spec->target;
-    char *topic = NULL;
-    if (!target->any && target->scope != TARGET_NODE)
-        topic = (char *) target_topic (target);
-    sched_action_t *action = s_action (self, SCHED_ACTION_DISPATCH, job);
-    action->step = (uint32_t) step;
-    action->attempt = 1;
-    action->topic = topic ? (char *) s_keep (self, topic) : NULL;
-    action->nodes = names;
-    action->node_count = count;
-    s_event (self, job, "dispatched", SIZE_MAX, step,
-             s_printf ("to %zu node%s", count, count == 1 ? "" : "s"));
+    if (sent > 0) {
+        const target_t *target = &job->spec->target;
+        char *topic = NULL;
+        if (!target->any && target->scope != TARGET_NODE)
+            topic = (char *) target_topic (target);
+        sched_action_t *action = s_action (self, SCHED_ACTION_DISPATCH, job);
+        action->step = (uint32_t) step;
+        action->attempt = 1;
+        action->topic = topic ? (char *) s_keep (self, topic) : NULL;
+        action->nodes = names;
+        action->node_count = sent;
+        s_event (self, job, "dispatched", SIZE_MAX, step,
+                 s_printf ("to %zu node%s", sent, sent == 1 ? "" : "s"));
+    }
+    if (waited > 0)
+        s_event (self, job, "waiting", SIZE_MAX, step,
+                 s_printf ("%zu node%s: %s", waited, waited == 1 ? "" : "s",
+                           first_why));
+    free (first_why);
 }
 
 //  R9, R16: the same attempt again, straight to the node.
@@ -2048,8 +2251,8 @@ s_reclaim (sched_t *self, s_jobx_t *jobx, size_t step, const char *why)
     uint32_t attempt = started ? cell->attempt + 1 : cell->attempt;
     cell->attempt = attempt;
     s_cell_set (self, jobx, step, 0, SCHED_CELL_PENDING);
-    char *wait_why = NULL;
-    if (s_any_gate (self, jobx, step, &wait_why)) {
+    char *wait_why = NULL, *wait_key = NULL;
+    if (s_gate (self, jobx, step, 0, &wait_why, &wait_key)) {
         s_event_named (self, job, "reclaimed", from, step,
                        s_printf ("%s \xe2\x86\x92 %s", error,
                                  job->expected [0]));
@@ -2058,8 +2261,8 @@ s_reclaim (sched_t *self, s_jobx_t *jobx, size_t step, const char *why)
     else {
         s_event_named (self, job, "reclaimed", from, step,
                        s_printf ("%s; %s", error, wait_why));
-        s_wait_add (self, jobx, step, 0, attempt, s_target_text (jobx),
-                    wait_why);
+        s_wait_add (self, jobx, step, 0, attempt, wait_key, wait_why, false);
+        free (wait_key);
     }
     free (error);
 }
@@ -2395,10 +2598,10 @@ s_job_start (sched_t *self, s_jobx_t *jobx)
     if (count > 0 && target->any) {
         //  R17: one column, first held by the least loaded node with a
         //  free slot; with none free, by the least loaded (the step waits)
-        ssize_t pick = s_pick (self, ids, count, NULL, true, NULL, NULL);
+        ssize_t pick = s_pick (self, ids, count, NULL, 0, true, NULL, NULL);
         fresh_pick = pick >= 0;
         if (pick < 0)
-            pick = s_pick (self, ids, count, NULL, false, NULL, NULL);
+            pick = s_pick (self, ids, count, NULL, 0, false, NULL, NULL);
         if (pick < 0)
             pick = 0;
         char *chosen = ids [pick];
@@ -2450,6 +2653,7 @@ s_job_start (sched_t *self, s_jobx_t *jobx)
                                            * sizeof (sched_cell_t));
     jobx->node_flags = (uint8_t *) s_alloc (count);
     s_nodes_bind (self, jobx);
+    s_limits_bind (self, jobx);
     jobx->any = target->any;
     jobx->fresh_pick = fresh_pick;
     if (job->spec->timeout_ms > 0) {
@@ -2594,11 +2798,14 @@ sched_destroy (sched_t **self_p)
         while (node) {
             s_node_t *next = node->hash_next;
             free (node->id);
+            free (node->limit_running);
             free (node);
             node = next;
         }
     }
     free (self->node_buckets);
+    for (size_t index = 0; index < self->limit_count; index++)
+        free (self->limits [index].pattern);
     free (self->buckets);
     free (self->queue);
     free (self->due);
@@ -2863,6 +3070,7 @@ sched_restore (sched_t *self, sched_job_t **job_p, int64_t now_ms)
     }
     jobx->node_flags = (uint8_t *) s_alloc (job->expected_count);
     s_nodes_bind (self, jobx);
+    s_limits_bind (self, jobx);
     jobx->any = job->spec->target.any && job->expected_count == 1;
     s_running_add (self, jobx);
     s_resume (self, jobx);
@@ -3454,4 +3662,33 @@ sched_set_fleet (sched_t *self, sched_load_fn *load,
     self->load = load;
     self->idempotent = idempotent;
     self->fleet_arg = arg;
+}
+
+int
+sched_set_limits (sched_t *self, const job_limit_t *limits, size_t count)
+{
+    if (count > JOB_MAX_LIMITS || self->live_count > 0)
+        return -1;
+    for (size_t index = 0; index < self->limit_count; index++)
+        free (self->limits [index].pattern);
+    memset (self->limit_running, 0, sizeof (self->limit_running));
+    for (size_t index = 0; index < count; index++) {
+        self->limits [index] = limits [index];
+        self->limits [index].pattern = s_strdup (limits [index].pattern);
+    }
+    self->limit_count = count;
+    return 0;
+}
+
+size_t
+sched_limits (sched_t *self, sched_limit_use_t *uses, size_t max)
+{
+    size_t count = self->limit_count < max ? self->limit_count : max;
+    for (size_t index = 0; index < count; index++) {
+        uses [index].pattern = self->limits [index].pattern;
+        uses [index].max = self->limits [index].max;
+        uses [index].per_node = self->limits [index].per_node;
+        uses [index].running = self->limit_running [index];
+    }
+    return count;
 }

@@ -335,8 +335,27 @@ size_t sched_running_count (sched_t *self);
 //  next mutating call. Returns the count.
 size_t sched_live_jobs (sched_t *self, const sched_job_t ***jobs_p);
 
-//  Cells that wait for a free slot (any-node steps with no free node).
+//  Cells that wait for a free slot (any-node steps with no free node, and
+//  cells over a concurrency limit).
 size_t sched_waiting_count (sched_t *self);
+
+//  Sets the concurrency limits (R21): LIMITS (COUNT of them, at most
+//  JOB_MAX_LIMITS) are copied. Only before any job is handed over (the
+//  broker sets them at start). Returns 0, or -1.
+int sched_set_limits (sched_t *self, const job_limit_t *limits,
+                      size_t count);
+
+//  One limit in use.
+typedef struct {
+    const char *pattern;          //  backend.action pattern (borrowed from sched)
+    uint32_t max;                 //  The limit
+    bool per_node;                //  Per node, else fleet-wide
+    uint32_t running;             //  Cells in flight it covers, fleet-wide
+} sched_limit_use_t;
+
+//  Fills USES (room for MAX) with the limits and how many cells each
+//  covers now; returns how many. Patterns live as long as the scheduler.
+size_t sched_limits (sched_t *self, sched_limit_use_t *uses, size_t max);
 
 //  The scheduler-wide counters.
 void sched_counters (sched_t *self, sched_counters_t *counters);

@@ -518,7 +518,8 @@ job_spec_decode (const pv_t *value, job_spec_t **spec_p,
     static const char *const keys [] = {"target",   "tasks",
                                         "strategy", "timeout",
                                         "priority", "idempotency_key",
-                                        "dead_letter", "lease_ms", NULL};
+                                        "dead_letter", "lease_ms",
+                                        "limits", NULL};
     *spec_p = NULL;
     s_ctx_t ctx = {errors, 0};
     if (pv_type (value) != PV_MAP) {
@@ -595,6 +596,12 @@ job_spec_decode (const pv_t *value, job_spec_t **spec_p,
                     JOB_MAX_LEASE_MS, &lease_ms);
         spec->lease_ms = lease_ms;
     }
+    const pv_t *limits = pv_map_get (value, "limits");
+    char why [256];
+    if (limits
+        && job_limits_read (limits, false, NULL, &spec->limits,
+                            &spec->limit_count, why, sizeof why) != 0)
+        s_problem (&ctx, "limits", "%s", why);
 
     if (ctx.count > 0) {
         job_spec_destroy (&spec);
@@ -710,7 +717,8 @@ job_spec_encode (const job_spec_t *spec, pw_t *writer)
                         + (spec->priority != 0 ? 1 : 0)
                         + (spec->idempotency_key ? 1 : 0)
                         + (has_dead_letter ? 1 : 0)
-                        + (spec->lease_ms > 0 ? 1 : 0));
+                        + (spec->lease_ms > 0 ? 1 : 0)
+                        + (spec->limit_count > 0 ? 1 : 0));
     pw_str (writer, "target");
     s_write_target (&spec->target, writer);
     pw_str (writer, "tasks");
@@ -738,6 +746,14 @@ job_spec_encode (const job_spec_t *spec, pw_t *writer)
     if (spec->lease_ms > 0) {
         pw_str (writer, "lease_ms");
         pw_int (writer, spec->lease_ms);
+    }
+    if (spec->limit_count > 0) {
+        pw_str (writer, "limits");
+        pw_map (writer, spec->limit_count);
+        for (size_t i = 0; i < spec->limit_count; i++) {
+            pw_str (writer, spec->limits [i].pattern);
+            pw_int (writer, spec->limits [i].max);
+        }
     }
 }
 
@@ -788,8 +804,109 @@ job_spec_destroy (job_spec_t **spec_p)
         s_phase_clear (&spec->phases [i]);
     free (spec->phases);
     free (spec->idempotency_key);
+    job_limits_free (spec->limits, spec->limit_count);
     free (spec);
     *spec_p = NULL;
+}
+
+//  One part of a limit pattern: a name or "*".
+static bool
+s_limit_part_valid (const char *part, size_t len)
+{
+    if (len == 1 && part [0] == '*')
+        return true;
+    char name [NAME_MAX_LEN + 1];
+    if (len == 0 || len > NAME_MAX_LEN)
+        return false;
+    memcpy (name, part, len);
+    name [len] = '\0';
+    return name_valid (name);
+}
+
+bool
+job_limit_pattern_valid (const char *pattern)
+{
+    const char *dot = pattern ? strchr (pattern, '.') : NULL;
+    return dot && !strchr (dot + 1, '.')
+           && s_limit_part_valid (pattern, (size_t) (dot - pattern))
+           && s_limit_part_valid (dot + 1, strlen (dot + 1));
+}
+
+bool
+job_limit_matches (const char *pattern, const char *backend,
+                   const char *action)
+{
+    const char *dot = strchr (pattern, '.');
+    if (!dot || !backend || !action)
+        return false;
+    size_t len = (size_t) (dot - pattern);
+    bool backend_ok = (len == 1 && pattern [0] == '*')
+                      || (strlen (backend) == len
+                          && memcmp (pattern, backend, len) == 0);
+    return backend_ok
+           && (strcmp (dot + 1, "*") == 0 || strcmp (dot + 1, action) == 0);
+}
+
+int
+job_limits_read (const pv_t *map, bool per_node,
+                 const char *skip, job_limit_t **limits_p, size_t *count_p,
+                 char *why, size_t why_len)
+{
+    if (pv_type (map) != PV_MAP) {
+        snprintf (why, why_len, "expected a map of backend.action: count");
+        return -1;
+    }
+    size_t count = pv_size (map);
+    if (*count_p + count > JOB_MAX_LIMITS) {
+        snprintf (why, why_len, "too many limits (%zu, at most %d)",
+                  *count_p + count, JOB_MAX_LIMITS);
+        return -1;
+    }
+    for (size_t i = 0; i < count; i++) {
+        if (skip && pv_str_eq (pv_map_key_at (map, i), skip))
+            continue;
+        char *pattern = pv_strdup (pv_map_key_at (map, i));
+        const pv_t *value = pv_map_value_at (map, i);
+        int64_t max = 0;
+        if (!pattern || !job_limit_pattern_valid (pattern)) {
+            char show [NAME_SHOW_LEN];
+            snprintf (why, why_len, "'%s' is not backend.action (each "
+                      "part a name or *, like apt.install or rke2.*)",
+                      name_show (pattern ? pattern : "",
+                                 pattern ? strlen (pattern) : 0, show,
+                                 sizeof show));
+            free (pattern);
+            return -1;
+        }
+        if (pv_type (value) != PV_INT || pv_get_int (value, &max) != 0
+            || max < 1 || max > JOB_MAX_LIMIT) {
+            snprintf (why, why_len, "%s: expected an integer from 1 to %d",
+                      pattern, JOB_MAX_LIMIT);
+            free (pattern);
+            return -1;
+        }
+        job_limit_t *grown = (job_limit_t *) realloc (
+            *limits_p, (*count_p + 1) * sizeof (job_limit_t));
+        if (!grown) {
+            free (pattern);
+            snprintf (why, why_len, "out of memory");
+            return -1;
+        }
+        *limits_p = grown;
+        grown [*count_p].pattern = pattern;
+        grown [*count_p].max = (uint32_t) max;
+        grown [*count_p].per_node = per_node;
+        (*count_p)++;
+    }
+    return 0;
+}
+
+void
+job_limits_free (job_limit_t *limits, size_t count)
+{
+    for (size_t i = 0; i < count; i++)
+        free (limits [i].pattern);
+    free (limits);
 }
 
 //  Leaves in one top-level phase.

@@ -10,7 +10,10 @@
     Wire form (msgpack map; a YAML job file has the same shape):
         job   = { target: TARGET, tasks: [PHASE, ...], ?strategy: STR,
                   ?timeout: DURATION, ?priority: INT, ?idempotency_key: STR,
-                  ?dead_letter: BOOL, ?lease_ms: INT }
+                  ?dead_letter: BOOL, ?lease_ms: INT,
+                  ?limits: {LIMIT_PATTERN: INT} }
+        LIMIT_PATTERN = "backend.action", either part a name or "*"
+                  ("apt.install", "rke2.*", "*.*")
         TARGET = { scope: "all"|"group"|"node"|"label", ?value: STR,
                    ?any: BOOL }
         PHASE = leaf | branch
@@ -49,6 +52,8 @@
 #define JOB_MAX_ERRORS 32         //  Validation stops collecting after this
 #define JOB_MIN_LEASE_MS 100      //  Shortest any-node lease
 #define JOB_MAX_LEASE_MS 86400000 //  Longest any-node lease (1 day)
+#define JOB_MAX_LIMITS 32         //  Most concurrency limits (a job's, the broker's)
+#define JOB_MAX_LIMIT 1000000     //  Largest concurrency limit
 
 typedef enum {
     JOB_COND_ALWAYS = 0,
@@ -79,6 +84,14 @@ struct job_phase_s {
     size_t task_count;        //  Branch: how many leaves (>= 1)
 };
 
+//  A concurrency limit: at most MAX cells whose backend.action matches
+//  PATTERN run at once, across the fleet or (PER_NODE) on each node.
+typedef struct {
+    char *pattern;            //  "backend.action", either part may be "*"
+    uint32_t max;             //  1..JOB_MAX_LIMIT
+    bool per_node;            //  Per node, else fleet-wide
+} job_limit_t;
+
 typedef struct {
     target_t target;          //  Which nodes
     job_phase_t *phases;      //  Top-level phases
@@ -90,6 +103,8 @@ typedef struct {
     bool dead_letter;         //  Cells that end failed go to the dead-letter
                               //  queue; default: on for `any` targets only
     int64_t lease_ms;         //  Any-node lease, 0 = the broker's default
+    job_limit_t *limits;      //  Lower concurrency limits for its own cells
+    size_t limit_count;       //  How many
 } job_spec_t;
 
 //  A problem found while reading or validating a spec.
@@ -137,6 +152,24 @@ size_t job_spec_phase_first_step (const job_spec_t *spec, size_t phase_index);
 
 //  Value of param NAME of LEAF, or NULL.
 const char *job_phase_param (const job_phase_t *leaf, const char *name);
+
+//  Is PATTERN a limit pattern ("backend.action", each part a name or "*")?
+bool job_limit_pattern_valid (const char *pattern);
+
+//  Does the limit PATTERN cover BACKEND/ACTION?
+bool job_limit_matches (const char *pattern, const char *backend,
+                        const char *action);
+
+//  Reads a map {PATTERN: INT} into *LIMITS_P / *COUNT_P (appended;
+//  entries get PER_NODE), passing over the key SKIP (may be NULL).
+//  Returns 0, or -1 with a sentence in WHY naming the key (the caller
+//  says where the map is). Shared by job specs and the broker's config.
+int job_limits_read (const pv_t *map, bool per_node,
+                     const char *skip, job_limit_t **limits_p,
+                     size_t *count_p, char *why, size_t why_len);
+
+//  Frees COUNT limits and the array.
+void job_limits_free (job_limit_t *limits, size_t count);
 
 //  "always", "on_success", "on_failure"; "fail-fast", "continue".
 const char *job_condition_name (job_condition_t condition);

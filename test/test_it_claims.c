@@ -254,12 +254,63 @@ test_it_claims_reclaim_after_kill (void **state)
     free (id);
 }
 
+//  A broker limit holds cells pending, with the reason, and lets them go
+//  as slots free: a broadcast of `test sleep` under `test.sleep: 1` runs
+//  on one node at a time and completes everywhere.
+static void
+test_it_claims_limit_holds_cells (void **state)
+{
+    grid_t grid;
+    assert_int_equal (grid_init (&grid), 0);
+    char path [400];
+    snprintf (path, sizeof path, "%s/limits.yaml", grid.dir);
+    FILE *file = fopen (path, "w");
+    assert_non_null (file);
+    fprintf (file, "limits:\n  test.sleep: 1\n  per_node:\n    apt.*: 1\n");
+    fclose (file);
+    const char *broker [] = {"--config", path, NULL};
+    assert_int_equal (grid_start_broker (&grid, broker), 0);
+    assert_true (grid_start_agent (&grid, "lim-01", "lim", NULL, NULL) >= 0);
+    assert_true (grid_start_agent (&grid, "lim-02", "lim", NULL, NULL) >= 0);
+    char *id = grid_submit_id (&grid,
+                               "target: group:lim\n"
+                               "tasks:\n"
+                               "  - backend: test\n"
+                               "    action: sleep\n"
+                               "    params: {seconds: 1}\n");
+    assert_non_null (id);
+    //  While one node sleeps, the other waits and says why
+    bool seen = false;
+    long long deadline = grid_now_ms () + S_WAIT_MS;
+    while (!seen && grid_now_ms () < deadline) {
+        pv_doc_t *doc = grid_call (&grid, "job.get", "job", id, NULL);
+        const pv_t *record = s_data (doc);
+        for (int node = 0; node < 2; node++) {
+            const pv_t *cell = grid_cell (record, 0, node ? "lim-02" : "lim-01");
+            if (grid_str_is (cell, "status", "pending")
+                && grid_str_is (cell, "waiting",
+                                "waiting: test.sleep 1/1 running"))
+                seen = true;
+        }
+        pv_doc_destroy (&doc);
+        if (!seen)
+            zclock_sleep (20);
+    }
+    assert_true (seen);
+    pv_doc_t *doc = grid_wait_job (&grid, id, S_WAIT_MS);
+    assert_true (grid_str_is (s_data (doc), "status", "completed"));
+    pv_doc_destroy (&doc);
+    free (id);
+    grid_stop (&grid);
+}
+
 int
 main (void)
 {
     const struct CMUnitTest tests [] = {
         cmocka_unit_test (test_it_claims_spread_by_load),
         cmocka_unit_test (test_it_claims_reclaim_after_kill),
+        cmocka_unit_test (test_it_claims_limit_holds_cells),
     };
     return cmocka_run_group_tests (tests, s_setup, s_teardown);
 }

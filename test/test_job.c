@@ -468,6 +468,26 @@ test_job_lease_round_trip (void **state)
     assert_int_equal (again->lease_ms, 5000);
     job_spec_destroy (&again);
     job_spec_destroy (&spec);
+    //  Limits too, and the patterns they match
+    spec = s_valid_yaml ("target: all\n"
+                         "limits: {apt.install: 3, rke2.*: 1}\n"
+                         "tasks: [{backend: a, action: b}]\n");
+    assert_int_equal (spec->limit_count, 2);
+    pw_reset (writer);
+    job_spec_encode (spec, writer);
+    assert_int_equal (s_decode_wire (writer, &again, &errors), 0);
+    assert_int_equal (again->limit_count, 2);
+    assert_string_equal (again->limits [1].pattern, "rke2.*");
+    assert_int_equal (again->limits [1].max, 1);
+    assert_false (again->limits [1].per_node);
+    assert_true (job_limit_matches ("rke2.*", "rke2", "start"));
+    assert_true (job_limit_matches ("*.install", "apt", "install"));
+    assert_false (job_limit_matches ("apt.install", "apt", "remove"));
+    assert_false (job_limit_matches ("apt.*", "apt2", "install"));
+    assert_false (job_limit_pattern_valid ("apt.in.stall"));
+    assert_false (job_limit_pattern_valid ("apt.**"));
+    job_spec_destroy (&again);
+    job_spec_destroy (&spec);
     pw_destroy (&writer);
 }
 
@@ -635,6 +655,16 @@ test_job_invalid_values (void **state)
                       "lease_ms: 99\n"
                       "tasks: [{backend: a, action: b}]\n",
                       "lease_ms: 99 is out of range (100 to 86400000)");
+    s_assert_problem ("target: all\n"
+                      "limits: {apt: 2}\n"
+                      "tasks: [{backend: a, action: b}]\n",
+                      "limits: 'apt' is not backend.action (each "
+                      "part a name or *, like apt.install or rke2.*)");
+    s_assert_problem ("target: all\n"
+                      "limits: {apt.install: 0}\n"
+                      "tasks: [{backend: a, action: b}]\n",
+                      "limits: apt.install: expected an integer "
+                      "from 1 to 1000000");
     s_assert_problem ("target: any:all\n"
                       "lease_ms: 10s\n"
                       "tasks: [{backend: a, action: b}]\n",

@@ -2649,6 +2649,158 @@ test_sched_any_ack_timeout_reclaims (void **state)
     s_harness_destroy (&h);
 }
 
+//  ---------------------------------------------------------------------
+//  Concurrency limits (R21)
+
+static void
+s_set_limits (harness_t *h, const char *fleet, uint32_t max,
+              const char *per_node, uint32_t node_max)
+{
+    job_limit_t limits [2];
+    size_t count = 0;
+    if (fleet)
+        limits [count++] = (job_limit_t) {(char *) fleet, max, false};
+    if (per_node)
+        limits [count++] = (job_limit_t) {(char *) per_node, node_max, true};
+    assert_int_equal (sched_set_limits (h->sched, limits, count), 0);
+}
+
+//  R21: a broadcast over a fleet-wide limit goes out to as many nodes as
+//  the limit allows; the others wait, pending, with the reason, and go
+//  as slots free. Other actions are not held.
+static void
+test_sched_limit_fleet_batches (void **state)
+{
+    harness_t *h = s_harness_new (s_web3, 4);
+    s_start (h);
+    s_set_limits (h, "apt.install", 2, NULL, 0);
+    job_spec_t *spec = s_spec (TARGET_ALL, NULL, false, JOB_STRATEGY_CONTINUE);
+    s_leaf (spec, "apt", "install", JOB_COND_ALWAYS);
+    s_submit (h, "j-1", spec);
+    //  On the target's topic, naming the nodes that may act
+    assert_string_equal (s_sends (h, 0, NULL), "0/1 all/ db-01,web-01");
+    assert_string_equal (s_live_cell (h, "j-1", 0, "web-02")->waiting,
+                         "waiting: apt.install 2/2 running");
+    assert_cell (h, "j-1", 0, "web-03", SCHED_CELL_PENDING);
+    assert_string_equal (s_event_detail (h, 0, "waiting", NULL),
+                         "2 nodes: waiting: apt.install 2/2 running");
+    assert_int_equal (sched_waiting_count (h->sched), 2);
+    sched_limit_use_t uses [4];
+    assert_int_equal (sched_limits (h->sched, uses, 4), 1);
+    assert_string_equal (uses [0].pattern, "apt.install");
+    assert_int_equal (uses [0].running, 2);
+    //  Another action is not held by it
+    size_t mark = h->log_count;
+    job_spec_t *other = s_spec (TARGET_NODE, "web-02", false,
+                                JOB_STRATEGY_FAIL_FAST);
+    s_leaf (other, "apt", "update", JOB_COND_ALWAYS);
+    s_submit (h, "j-2", other);
+    assert_string_equal (s_sends (h, mark, NULL), "0/1 - web-02");
+    //  A slot frees: the next node goes
+    mark = h->log_count;
+    s_run (h, "j-1", 0, "web-01", "success");
+    assert_string_equal (s_sends (h, mark, NULL), "0/1 - web-02");
+    assert_null (s_live_cell (h, "j-1", 0, "web-02")->waiting);
+    mark = h->log_count;
+    s_run (h, "j-1", 0, "db-01", "success");
+    assert_string_equal (s_sends (h, mark, NULL), "0/1 - web-03");
+    s_run (h, "j-1", 0, "web-02", "success");
+    s_run (h, "j-1", 0, "web-03", "success");
+    s_assert_outcome (h, "j-1", SCHED_JOB_COMPLETED, NULL);
+    assert_int_equal (sched_waiting_count (h->sched), 0);
+    sched_limits (h->sched, uses, 4);
+    assert_int_equal (uses [0].running, 0);
+    s_harness_destroy (&h);
+}
+
+//  R21: waiting cells start in priority, then submission order; a
+//  per-node limit holds a node's cells while others run elsewhere.
+static void
+test_sched_limit_priority_and_per_node (void **state)
+{
+    harness_t *h = s_harness_new (s_web3, 4);
+    s_start (h);
+    s_set_limits (h, NULL, 0, "apt.*", 1);
+    const char *ids [] = {"j-1", "j-2", "j-3"};
+    int priorities [] = {0, 0, 9};
+    for (size_t index = 0; index < 3; index++) {
+        job_spec_t *spec = s_spec (TARGET_NODE, "web-01", false,
+                                   JOB_STRATEGY_FAIL_FAST);
+        s_leaf (spec, "apt", "update", JOB_COND_ALWAYS);
+        spec->priority = priorities [index];
+        s_submit (h, ids [index], spec);
+    }
+    assert_string_equal (s_sends (h, 0, NULL), "0/1 - web-01");
+    assert_string_equal (s_live_cell (h, "j-2", 0, "web-01")->waiting,
+                         "waiting: apt.* 1/1 running on web-01");
+    //  web-02 is not held by web-01's limit
+    size_t mark = h->log_count;
+    job_spec_t *spec = s_spec (TARGET_NODE, "web-02", false,
+                               JOB_STRATEGY_FAIL_FAST);
+    s_leaf (spec, "apt", "remove", JOB_COND_ALWAYS);
+    s_submit (h, "j-4", spec);
+    assert_string_equal (s_sends (h, mark, NULL), "0/1 - web-02");
+    //  The priority 9 job goes first, then the older of the others
+    mark = h->log_count;
+    s_run (h, "j-1", 0, "web-01", "success");
+    assert_string_equal (s_sends (h, mark, "j-3"), "0/1 - web-01");
+    assert_string_equal (s_sends (h, mark, "j-2"), "");
+    mark = h->log_count;
+    s_run (h, "j-3", 0, "web-01", "success");
+    assert_string_equal (s_sends (h, mark, "j-2"), "0/1 - web-01");
+    s_run (h, "j-2", 0, "web-01", "success");
+    s_assert_outcome (h, "j-2", SCHED_JOB_COMPLETED, NULL);
+    s_harness_destroy (&h);
+}
+
+//  R21: a job's own limit lowers the broker's for its cells, never
+//  raises it; an any-node step goes to a node with room under a per-node
+//  limit.
+static void
+test_sched_limit_job_lowers (void **state)
+{
+    harness_t *h = s_harness_new (s_web3, 4);
+    s_start (h);
+    s_set_limits (h, "apt.install", 2, "idem.*", 1);
+    job_spec_t *spec = s_spec (TARGET_GROUP, "web", false,
+                               JOB_STRATEGY_FAIL_FAST);
+    s_leaf (spec, "apt", "install", JOB_COND_ALWAYS);
+    spec->limits = (job_limit_t *) calloc (1, sizeof (job_limit_t));
+    spec->limits [0] = (job_limit_t) {strdup ("apt.*"), 1, false};
+    spec->limit_count = 1;
+    s_submit (h, "j-1", spec);
+    assert_string_equal (s_sends (h, 0, NULL), "0/1 group/web/ web-01");
+    assert_string_equal (s_live_cell (h, "j-1", 0, "web-02")->waiting,
+                         "waiting: apt.* 1/1 running (the job's limit)");
+    //  Its limit of 5 does not raise the broker's 2
+    size_t mark = h->log_count;
+    spec = s_spec (TARGET_GROUP, "web", false, JOB_STRATEGY_FAIL_FAST);
+    s_leaf (spec, "apt", "install", JOB_COND_ALWAYS);
+    spec->limits = (job_limit_t *) calloc (1, sizeof (job_limit_t));
+    spec->limits [0] = (job_limit_t) {strdup ("apt.install"), 5, false};
+    spec->limit_count = 1;
+    s_submit (h, "j-2", spec);
+    assert_string_equal (s_sends (h, mark, NULL), "0/1 group/web/ web-01");
+    assert_string_equal (s_live_cell (h, "j-2", 0, "web-02")->waiting,
+                         "waiting: apt.install 2/2 running");
+    //  Any-node: web-01 and web-02 are full for idem.*; web-03 takes it
+    sched_set_fleet (h->sched, s_load, s_idempotent, h);
+    for (size_t index = 0; index < 3; index++)
+        h->fleet [index].slots = 4;
+    mark = h->log_count;
+    s_submit_any (h, "j-3", "idem", 0, 0);
+    s_submit_any (h, "j-4", "idem", 0, 0);
+    s_submit_any (h, "j-5", "idem", 0, 0);
+    s_submit_any (h, "j-6", "idem", 0, 0);
+    assert_string_equal (s_sends (h, mark, NULL),
+                         "0/1 - web-02; 0/1 - web-03; 0/1 - web-01");
+    assert_string_equal (s_live_cell (h, "j-6", 0, s_holder (h, "j-6"))
+                             ->waiting,
+                         "waiting: no free slot on any:group:web (3 of 3 "
+                         "nodes busy)");
+    s_harness_destroy (&h);
+}
+
 int
 main (void)
 {
@@ -2697,6 +2849,9 @@ main (void)
         cmocka_unit_test (test_sched_lease_expiry_reclaims),
         cmocka_unit_test (test_sched_reclaim_after_started),
         cmocka_unit_test (test_sched_any_ack_timeout_reclaims),
+        cmocka_unit_test (test_sched_limit_fleet_batches),
+        cmocka_unit_test (test_sched_limit_priority_and_per_node),
+        cmocka_unit_test (test_sched_limit_job_lowers),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }
