@@ -374,6 +374,32 @@ s_print_config (const broker_config_t *config, const bool *given,
         snprintf (list + used, sizeof list - used, "]");
     conf_print_setting (o, "allow", auth->allow_count ? list : "null", false,
                         "--allow", S_GIVEN (S_OPT_ALLOW));
+    //  limits: {PATTERN: N, ..., per_node: {PATTERN: N, ...}} in flow style
+    used = (size_t) snprintf (list, sizeof list, "{");
+    size_t fleet = 0;
+    for (size_t index = 0; index < config->limit_count && used < sizeof list;
+         index++)
+        if (!config->limits [index].per_node)
+            used += (size_t) snprintf (list + used, sizeof list - used,
+                                       "%s\"%s\": %" PRIu32,
+                                       fleet++ ? ", " : "",
+                                       config->limits [index].pattern,
+                                       config->limits [index].max);
+    size_t per_node = 0;
+    for (size_t index = 0; index < config->limit_count && used < sizeof list;
+         index++)
+        if (config->limits [index].per_node)
+            used += (size_t) snprintf (list + used, sizeof list - used,
+                                       "%s\"%s\": %" PRIu32,
+                                       per_node++ ? ", "
+                                       : fleet ? ", per_node: {"
+                                               : "per_node: {",
+                                       config->limits [index].pattern,
+                                       config->limits [index].max);
+    if (used < sizeof list)
+        snprintf (list + used, sizeof list - used, "%s}",
+                  per_node ? "}" : "");
+    conf_print_setting (o, "limits", list, false, NULL, false);
 #undef S_GIVEN
     pv_doc_destroy (&doc);
 }
