@@ -676,7 +676,6 @@ static void
 s_pass_end (broker_t *self)
 {
     broker_drain (self);
-    s_watch_wake (self, broker_now_ms ());
     zlistx_t *replays = zlistx_new ();
     zlistx_set_destructor (replays, (zlistx_destructor_fn *) zmsg_destroy);
     int replayed = 0;
@@ -704,6 +703,10 @@ s_pass_end (broker_t *self)
             }
             continue;
         }
+        //  Watchers hear what is committed: after a failed commit, the
+        //  state read back from the store, never what the pass undid
+        if (!self->txn)
+            s_watch_wake (self, broker_now_ms ());
         if (zlistx_size (self->outbox) == 0 && self->io->send_count == 0)
             break;
         s_flush (self);

@@ -168,6 +168,29 @@ s_job_status (grid_t *grid, const char *id)
     return status;
 }
 
+//  job.watch on JOB: answered at once without AFTER (-1), else when the
+//  job moves past AFTER or TIMEOUT_MS passes. Caller destroys the reply.
+static pv_doc_t *
+s_watch (grid_t *grid, const char *job, int64_t after, int64_t timeout_ms)
+{
+    pw_t *writer = pw_new ();
+    proto_request_begin (writer, "job.watch", "store-watch",
+                         after >= 0 ? 3 : 2);
+    pw_str (writer, "job");
+    pw_str (writer, job);
+    if (after >= 0) {
+        pw_str (writer, "after");
+        pw_int (writer, after);
+    }
+    pw_str (writer, "timeout_ms");
+    pw_int (writer, timeout_ms);
+    pv_doc_t *reply = grid_call_raw (grid, pw_data (writer), pw_size (writer),
+                                     (int) timeout_ms + 5000);
+    pw_destroy (&writer);
+    assert_non_null (reply);
+    return reply;
+}
+
 //  The broker's data dir and the agent's state dir on a 4 MiB tmpfs,
 //  filled up while one job is
 //  acknowledged, one runs and one is submitted: the submit is refused
@@ -257,6 +280,20 @@ test_it_store_full_disk_loses_nothing (void **state)
     assert_non_null (status);
     assert_string_equal (status, "running");
     free (status);
+    //  A watcher hears only what is on disk: the agent sends its result
+    //  again and again, and each time it does not finish the job for them
+    int64_t version = -1;
+    for (int round = 0; round < 4; round++) {
+        pv_doc_t *watch = s_watch (grid, running, version, 1500);
+        const pv_t *progress = pv_map_get (s_data (watch), "progress");
+        if (!grid_str_is (progress, "status", "running"))
+            fprintf (stderr, "job.watch on a full disk said %s\n",
+                     pv_str (pv_map_get (progress, "status"), NULL));
+        assert_true (grid_str_is (progress, "status", "running"));
+        assert_int_equal (pv_get_int (pv_map_get (s_data (watch), "version"),
+                                      &version), 0);
+        pv_doc_destroy (&watch);
+    }
 
     //  Space comes back: the job completes, no restart needed
     assert_int_equal (unlink (filler), 0);
