@@ -96,8 +96,10 @@ const char *store_last_error (store_t *self);
 store_txn_t *store_begin (store_t *self, bool write);
 
 //  Commits and frees a transaction (a read transaction is just ended).
-//  Returns 0, STORE_EFULL or STORE_EIO; *txn_p is NULL afterwards in every
-//  case (a failed commit is aborted).
+//  Returns 0, STORE_EFULL (the map at its ceiling, or the disk full: LMDB
+//  reports a write cut short as an I/O error, which counts as full when
+//  less than 1 MiB is left on the disk) or STORE_EIO; *txn_p is NULL
+//  afterwards in every case (a failed commit is aborted).
 int store_commit (store_txn_t **txn_p);
 
 //  Aborts and frees a transaction; NULL-safe, nulls *txn_p.
