@@ -449,7 +449,10 @@ s_usage (FILE *out)
 "  --print-config          print the settings as they would be used, each\n"
 "                          with where it came from (flag, file, default)\n"
 "  --version               print the version and exit\n"
-"  --help                  print this help and exit\n",
+"  --help                  print this help and exit\n"
+"\n"
+"SIGHUP reads the config file and flags again, keeping the session:\n"
+"disabled_backends, verbose and drain change at once (conf/gridagent.yaml).\n",
              AGENT_DEFAULT_BROKER, AGENT_DEFAULT_PUBLISH,
              AGENT_DEFAULT_STATE_DIR, EXECUTOR_DEFAULT_CAP_BYTES,
              BACKEND_RESOLV_CONF);
@@ -711,6 +714,8 @@ agent_config_parse (agent_config_t *config, int argc, char *argv [],
         config->verbose = true;
     if (insecure)
         config->insecure = true;
+    config->argc = argc;
+    config->argv = argv;
     if (agent_config_check (config, err, err_len))
         return -1;
     if (print_config) {
@@ -908,6 +913,7 @@ agent_signals_block (void)
     sigemptyset (&mask);
     sigaddset (&mask, SIGTERM);
     sigaddset (&mask, SIGINT);
+    sigaddset (&mask, SIGHUP);
     if (pthread_sigmask (SIG_BLOCK, &mask, NULL))
         return -1;
     return executor_signals_block ();
@@ -921,7 +927,7 @@ typedef struct _s_work_t s_work_t;
 typedef struct _s_held_t s_held_t;
 
 struct _agent_t {
-    const agent_config_t *config;  //  Borrowed
+    agent_config_t *config;     //  Borrowed; a reload updates it
     char hostname [HOST_NAME_MAX + 1];
     zloop_t *loop;
     zsock_t *dealer;            //  To the broker's agent endpoint
@@ -933,7 +939,7 @@ struct _agent_t {
                                 //  the spool could not take (a full disk):
                                 //  re-sent like spooled ones until acked
     backend_context_t context;  //  What plans borrow
-    int signal_fd;              //  SIGTERM, SIGINT
+    int signal_fd;              //  SIGTERM, SIGINT, SIGHUP
     pw_t *writer;               //  Reused for every send
     void *hello;                //  Encoded hello (built once)
     size_t hello_size;
@@ -1883,8 +1889,15 @@ s_signal_ready (zloop_t *loop, zmq_pollitem_t *item, void *arg)
     agent_t *self = (agent_t *) arg;
     struct signalfd_siginfo info;
     int signo = 0;
-    while (read (self->signal_fd, &info, sizeof (info)) == sizeof (info))
-        signo = (int) info.ssi_signo;
+    bool hangup = false;
+    while (read (self->signal_fd, &info, sizeof (info)) == sizeof (info)) {
+        if (info.ssi_signo == SIGHUP)
+            hangup = true;
+        else
+            signo = (int) info.ssi_signo;
+    }
+    if (hangup && !self->stopping)
+        agent_reload (self);
     if (signo == 0)
         return 0;
     if (!self->stopping) {
@@ -1985,10 +1998,13 @@ s_monitor_ready (zloop_t *loop, zsock_t *sock, void *arg)
     return 0;
 }
 
-//  Encodes the hello once: it never changes for the life of the process.
+//  Encodes the hello: once at start, and again when a reload changes
+//  what it offers.
 static int
 s_build_hello (agent_t *self, char *err, size_t err_len)
 {
+    free (self->hello);
+    self->hello = NULL;
     const agent_config_t *config = self->config;
     proto_msg_t *hello = proto_msg_new (PROTO_HELLO);
     hello->node = strdup (config->id);
@@ -2021,7 +2037,7 @@ s_build_hello (agent_t *self, char *err, size_t err_len)
 }
 
 agent_t *
-agent_new (const agent_config_t *config, char *err, size_t err_len)
+agent_new (agent_config_t *config, char *err, size_t err_len)
 {
     agent_t *self = (agent_t *) calloc (1, sizeof (agent_t));
     if (!self) {
@@ -2099,6 +2115,7 @@ agent_new (const agent_config_t *config, char *err, size_t err_len)
     sigemptyset (&mask);
     sigaddset (&mask, SIGTERM);
     sigaddset (&mask, SIGINT);
+    sigaddset (&mask, SIGHUP);
     self->signal_fd = signalfd (-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
     if (!self->executor || self->signal_fd < 0) {
         s_err (err, err_len, "cannot set up the executor or signals: %s",
@@ -2135,6 +2152,125 @@ agent_new (const agent_config_t *config, char *err, size_t err_len)
     zloop_reader_set_tolerant (self->loop, self->dealer);
     zloop_reader_set_tolerant (self->loop, self->sub);
     return self;
+}
+
+static bool
+s_text_differs (const char *a, const char *b)
+{
+    return (a == NULL) != (b == NULL) || (a && strcmp (a, b) != 0);
+}
+
+static bool
+s_lists_differ (char **a, size_t a_count, char **b, size_t b_count)
+{
+    if (a_count != b_count)
+        return true;
+    for (size_t index = 0; index < a_count; index++)
+        if (strcmp (a [index], b [index]) != 0)
+            return true;
+    return false;
+}
+
+//  Names the settings of FRESH that differ from RUNNING and need a
+//  restart, into TEXT ("" when none).
+static void
+s_restart_only (const agent_config_t *running, const agent_config_t *fresh,
+                char *text, size_t text_len)
+{
+    bool labels = running->label_count != fresh->label_count;
+    for (size_t index = 0; !labels && index < running->label_count; index++)
+        labels = strcmp (running->labels [index].key,
+                         fresh->labels [index].key) != 0
+                 || strcmp (running->labels [index].value,
+                            fresh->labels [index].value) != 0;
+    const struct {
+        const char *name;
+        bool changed;
+    } checks [] = {
+        { "id", s_text_differs (running->id, fresh->id) },
+        { "groups", s_lists_differ (running->groups, running->group_count,
+                                    fresh->groups, fresh->group_count) },
+        { "labels", labels },
+        { "broker", s_text_differs (running->broker, fresh->broker) },
+        { "publish", s_text_differs (running->publish, fresh->publish) },
+        { "state_dir", s_text_differs (running->state_dir,
+                                       fresh->state_dir) },
+        { "concurrency", running->concurrency != fresh->concurrency },
+        { "tool_dir", s_text_differs (running->tool_dir, fresh->tool_dir) },
+        { "output_cap_bytes",
+          running->output_cap_bytes != fresh->output_cap_bytes },
+        { "resolv_conf", s_text_differs (running->resolv_conf,
+                                         fresh->resolv_conf) },
+        { "kill_grace", running->kill_grace_ms != fresh->kill_grace_ms },
+        { "key", s_text_differs (running->key_file, fresh->key_file) },
+        { "broker_key", s_text_differs (running->broker_key,
+                                        fresh->broker_key) },
+        { "insecure", running->insecure != fresh->insecure },
+    };
+    size_t used = 0;
+    text [0] = 0;
+    for (size_t index = 0; index < sizeof checks / sizeof checks [0]; index++)
+        if (checks [index].changed && used < text_len)
+            used += (size_t) snprintf (text + used, text_len - used, "%s%s",
+                                       used ? ", " : "", checks [index].name);
+}
+
+int
+agent_reload (agent_t *self)
+{
+    agent_config_t *running = self->config;
+    agent_config_t fresh;
+    agent_config_init (&fresh);
+    char err [1024] = "";
+    if (agent_config_parse (&fresh, running->argc, running->argv, stdout,
+                            err, sizeof (err)) != 0) {
+        s_log (self, "SIGHUP: reload failed, the running configuration "
+               "stays: %s", *err ? err : "unexpected --help or --version");
+        agent_config_clear (&fresh);
+        return -1;
+    }
+    char later [512];
+    s_restart_only (running, &fresh, later, sizeof (later));
+    bool offers = s_lists_differ (running->disabled, running->disabled_count,
+                                  fresh.disabled, fresh.disabled_count);
+    if (offers) {
+        char **disabled = running->disabled;
+        size_t disabled_count = running->disabled_count;
+        running->disabled = fresh.disabled;
+        running->disabled_count = fresh.disabled_count;
+        fresh.disabled = disabled;
+        fresh.disabled_count = disabled_count;
+        if (s_build_hello (self, err, sizeof (err))) {
+            //  Cannot happen with checked names; keep the old offer
+            s_log (self, "SIGHUP: %s: disabled_backends stay as they were",
+                   err);
+            fresh.disabled = running->disabled;
+            fresh.disabled_count = running->disabled_count;
+            running->disabled = disabled;
+            running->disabled_count = disabled_count;
+            s_build_hello (self, err, sizeof (err));
+            offers = false;
+        }
+    }
+    running->verbose = fresh.verbose;
+    running->drain_ms = fresh.drain_ms;
+    char names [512] = "";
+    size_t used = 0;
+    for (size_t index = 0; index < running->disabled_count; index++)
+        used += (size_t) snprintf (names + used, sizeof (names) - used,
+                                   "%s%s", index ? ", " : "",
+                                   running->disabled [index]);
+    s_log (self, "SIGHUP: configuration reloaded: disabled backends %s, "
+           "verbose %s, drain %lld ms", *names ? names : "none",
+           running->verbose ? "on" : "off", (long long) running->drain_ms);
+    if (*later)
+        s_log (self, "SIGHUP: changed settings that take effect at the "
+               "next start: %s", later);
+    //  The broker learns the new offer from a hello on the live session
+    if (offers && self->welcomed)
+        s_send_hello (self);
+    agent_config_clear (&fresh);
+    return 0;
 }
 
 static int

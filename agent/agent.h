@@ -36,6 +36,8 @@
     re-sent every few seconds and after each welcome, also across
     restarts.
 
+    SIGHUP: agent_reload (the session stays up).
+
     SIGTERM/SIGINT: stop taking work, drop queued work, let running work
     finish for a few seconds (then cancel it), flush results, say bye,
     close with linger.
@@ -91,6 +93,8 @@ typedef struct {
     char *key_file;              //  This agent's key pair (either file)
     char *broker_key;            //  The broker's public key: Z85 or a key file
     bool insecure;               //  Plaintext, no keys (--insecure)
+    int argc;                    //  The command line parsed (borrowed),
+    char **argv;                 //  read again on SIGHUP
 } agent_config_t;
 
 //  Fills CONFIG with the defaults (every pointer owned, may be NULL).
@@ -106,7 +110,9 @@ int agent_config_load (agent_config_t *config, const char *path, char *err,
                        size_t err_len);
 
 //  Parses the command line over CONFIG: defaults, then the --config file,
-//  then the other flags. Checks the result (agent_config_check). Returns
+//  then the other flags, and keeps ARGC and ARGV (borrowed: they must
+//  outlive CONFIG) for a reload. Checks the result (agent_config_check).
+//  Returns
 //  0 to run, 1 when --help or --version was printed to OUT (exit 0), -1
 //  with a sentence in ERR (exit 2).
 int agent_config_parse (agent_config_t *config, int argc, char *argv [],
@@ -122,7 +128,7 @@ int agent_config_check (agent_config_t *config, char *err, size_t err_len);
 char **agent_topics (const agent_config_t *config, size_t *count_p);
 void agent_topics_free (char ***topics_p);
 
-//  Blocks SIGCHLD, SIGTERM and SIGINT in the calling thread (they are read
+//  Blocks SIGCHLD, SIGTERM, SIGINT and SIGHUP in the calling thread (they are read
 //  through signalfds in the loop) and ignores SIGPIPE. Call it first thing
 //  in main(), before any thread exists. Returns 0 or -1.
 int agent_signals_block (void);
@@ -131,8 +137,17 @@ typedef struct _agent_t agent_t;
 
 //  Opens the spool (recovering interrupted work), creates the sockets
 //  (subscribed, connected) and the executor. CONFIG is borrowed and must
-//  outlive the agent. Returns NULL with a sentence in ERR.
-agent_t *agent_new (const agent_config_t *config, char *err, size_t err_len);
+//  outlive the agent; a reload (SIGHUP) updates it. Returns NULL with a
+//  sentence in ERR.
+agent_t *agent_new (agent_config_t *config, char *err, size_t err_len);
+
+//  Reads the configuration again from CONFIG's command line (the config
+//  file, then the flags) and applies what can change while the agent
+//  runs: disabled_backends (the broker hears the new hello at once),
+//  verbose and drain. Other changed settings take effect at the next
+//  start and are logged as such. On an error nothing changes and the
+//  error is logged. The session stays up. Returns 0, or -1 on an error.
+int agent_reload (agent_t *self);
 
 //  Runs until SIGTERM or SIGINT, then shuts down gracefully (see above).
 //  Returns 0.

@@ -2285,6 +2285,7 @@ broker_destroy (broker_t **self_p)
     broker_t *self = *self_p;
     if (self->store)
         s_pass_end (self);
+    broker_reload_destroy (self);
     zloop_destroy (&self->loop);
     zsock_destroy (&self->client);
     zsock_destroy (&self->agents);

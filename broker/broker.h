@@ -81,6 +81,25 @@ int broker_run (broker_t *self);
 //  Commits what is pending, closes sockets and the store; NULL-safe.
 void broker_destroy (broker_t **self_p);
 
+//  Reads the whole configuration again (config file, then flags) into
+//  CONFIG, which holds the defaults. Returns 0, or -1 with a sentence in
+//  ERR (ERR_LEN bytes).
+typedef int (broker_config_fn) (broker_config_t *config, void *arg,
+                                char *err, size_t err_len);
+
+//  Makes SIGHUP reload the configuration through READ (with ARG): the
+//  client keys and roles, the allowlist, auto_accept, max_pending_keys and
+//  verbose change at once and no session drops; other changed settings
+//  are logged as taking effect at the next start; a failed read is logged
+//  and changes nothing. SIGHUP must be blocked in every thread (block it
+//  in main() before any thread starts). Returns 0 or -1 (errno).
+int broker_reload_on_sighup (broker_t *self, broker_config_fn *read,
+                             void *arg);
+
+//  Applies the reloadable parts of FRESH (see above) to the running
+//  broker, taking them from FRESH, and logs what changed. Returns 0.
+int broker_reload (broker_t *self, broker_config_t *fresh);
+
 //  ----------------------------------------------------------------------
 //  Internals shared with api.c.
 
@@ -102,6 +121,9 @@ typedef struct {
     char error [256];            //  The last failure's text
     bool warned;                 //  The 90% warning was logged
 } broker_storage_t;
+
+//  reload.c's SIGHUP state.
+typedef struct _broker_reload_t broker_reload_t;
 
 typedef struct {
     uint64_t malformed;          //  Undecodable or invalid frames
@@ -165,7 +187,11 @@ struct _broker_t {
     int64_t next_sweep_ms;       //  Next retention sweep
     int64_t last_id_ms;          //  Job id state
     uint32_t id_seq;             //  Job id state
+    broker_reload_t *reload;     //  SIGHUP reload, or NULL
 };
+
+//  Ends the SIGHUP reload (reload.c); called by broker_destroy.
+void broker_reload_destroy (broker_t *self);
 
 //  The pass's write transaction (begun on first use). NULL when the store
 //  cannot start one (logged). A pass whose commit fails is undone: its

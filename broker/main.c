@@ -3,6 +3,8 @@
     =========================================================================
 */
 #include <getopt.h>
+#include <pthread.h>
+#include <signal.h>
 
 #include "../proto/conf.h"
 #include "../proto/keys.h"
@@ -65,7 +67,9 @@ static const char *s_usage =
     "  -h, --help             this text\n"
     "\n"
     "EP is a ZeroMQ endpoint (tcp://127.0.0.1:7701, ipc:///run/grid/client).\n"
-    "D is a duration: 500ms, 10s, 30m, 1h30m.\n";
+    "D is a duration: 500ms, 10s, 30m, 1h30m.\n"
+    "SIGHUP reads the config file and flags again, keeping every session:\n"
+    "client keys, allowlist, auto_accept and verbose change at once.\n";
 
 static int
 s_bad (const char *format, const char *value)
@@ -411,17 +415,18 @@ s_refused (int argc, char *argv [])
     return optind > 0 && optind <= argc ? argv [optind - 1] : "?";
 }
 
-int
-main (int argc, char *argv [])
+//  Reads the whole configuration into CONFIG (which holds the defaults):
+//  the config file (--config FILE, else the system's file when there is
+//  one; "--config none": no file), then every flag over it, in the order
+//  given. GIVEN (may be NULL) marks the options given and *FILE_P (may be
+//  NULL) gets the file read. Returns 0; 1 when -h or --version printed
+//  what they print; 2 after printing why the configuration is wrong.
+static int
+s_config_read (broker_config_t *config, int argc, char *argv [],
+               bool *given, const char **file_p)
 {
-    if (argc > 1 && strcmp (argv [1], "keygen") == 0)
-        return keys_keygen_main ("gridbroker", KEYS_DEFAULT_DIR, "broker",
-                                 argc - 1, argv + 1, stdout, stderr);
-    broker_config_t config;
-    broker_config_defaults (&config);
     //  First pass: help, version, mistakes and --config, so the file is
-    //  read before the flags that override it; without --config the
-    //  system's file when there is one ("--config none": no file).
+    //  read before the flags that override it
     const char *config_file = NULL;
     int option;
     optind = 0;
@@ -429,68 +434,101 @@ main (int argc, char *argv [])
     while ((option = getopt_long (argc, argv, ":h", s_options, NULL)) != -1) {
         if (option == 'h') {
             fputs (s_usage, stdout);
-            broker_config_clear (&config);
-            return 0;
+            return 1;
         }
         if (option == S_OPT_VERSION) {
             printf ("gridbroker %s (protocol %d)\n", GRID_VERSION,
                     PROTO_VERSION);
-            broker_config_clear (&config);
-            return 0;
+            return 1;
         }
-        if (option == ':' || option == '?') {
-            broker_config_clear (&config);
+        if (option == ':' || option == '?')
             return s_bad (option == ':' ? "%s needs a value"
                                         : "unknown option '%s'",
                           s_refused (argc, argv));
-        }
         if (option == S_OPT_CONFIG)
             config_file = optarg;
     }
-    if (optind < argc) {
-        broker_config_clear (&config);
+    if (optind < argc)
         return s_bad ("unexpected argument '%s'", argv [optind]);
-    }
     if (!config_file && access (BROKER_DEFAULT_CONFIG, F_OK) == 0)
         config_file = BROKER_DEFAULT_CONFIG;
+    if (file_p)
+        *file_p = config_file;
     if (config_file && strcmp (config_file, "none") != 0) {
         char err [1024];
-        if (broker_config_load (&config, config_file, err, sizeof err) != 0) {
+        if (broker_config_load (config, config_file, err, sizeof err) != 0) {
             fprintf (stderr, "gridbroker: %s\n", err);
-            broker_config_clear (&config);
             return 2;
         }
     }
     //  Second pass: every flag over the file, in the order given
     int rc = 0;
     int index = 0;
-    bool given [S_OPT_END - S_OPT_CONFIG] = {false};
     optind = 0;
     while (rc == 0
            && (option = getopt_long (argc, argv, ":h", s_options, &index)) != -1) {
         char flag [64];
         snprintf (flag, sizeof flag, "--%s", s_options [index].name);
-        rc = s_apply (&config, option, flag, optarg);
-        if (option >= S_OPT_CONFIG && option < S_OPT_END)
+        rc = s_apply (config, option, flag, optarg);
+        if (given && option >= S_OPT_CONFIG && option < S_OPT_END)
             given [option - S_OPT_CONFIG] = true;
     }
+    if (rc == 0 && config->heartbeat_ms < 10) {
+        fprintf (stderr, "gridbroker: --heartbeat must be at least 10ms\n");
+        rc = 2;
+    }
+    if (rc == 0 && config->sched.lease_ms < JOB_MIN_LEASE_MS) {
+        fprintf (stderr, "gridbroker: --lease must be at least %dms\n",
+                 JOB_MIN_LEASE_MS);
+        rc = 2;
+    }
+    return rc;
+}
+
+//  The command line, kept for a reload.
+typedef struct {
+    int argc;
+    char **argv;
+} s_args_t;
+
+static int
+s_config_reread (broker_config_t *config, void *arg, char *err,
+                 size_t err_len)
+{
+    s_args_t *args = (s_args_t *) arg;
+    if (s_config_read (config, args->argc, args->argv, NULL, NULL) == 0)
+        return 0;
+    snprintf (err, err_len, "the configuration has errors (logged above)");
+    return -1;
+}
+
+int
+main (int argc, char *argv [])
+{
+    if (argc > 1 && strcmp (argv [1], "keygen") == 0)
+        return keys_keygen_main ("gridbroker", KEYS_DEFAULT_DIR, "broker",
+                                 argc - 1, argv + 1, stdout, stderr);
+    //  SIGHUP is read by the loop (a reload): blocked before any thread
+    sigset_t mask;
+    sigemptyset (&mask);
+    sigaddset (&mask, SIGHUP);
+    if (pthread_sigmask (SIG_BLOCK, &mask, NULL)) {
+        fprintf (stderr, "gridbroker: cannot block SIGHUP\n");
+        return 1;
+    }
+    broker_config_t config;
+    broker_config_defaults (&config);
+    bool given [S_OPT_END - S_OPT_CONFIG] = {false};
+    const char *config_file = NULL;
+    int rc = s_config_read (&config, argc, argv, given, &config_file);
     if (rc == 0 && given [S_OPT_PRINT_CONFIG - S_OPT_CONFIG]) {
         s_print_config (&config, given, config_file);
         broker_config_clear (&config);
         return 0;
     }
-    if (rc == 0 && config.heartbeat_ms < 10) {
-        fprintf (stderr, "gridbroker: --heartbeat must be at least 10ms\n");
-        rc = 2;
-    }
-    if (rc == 0 && config.sched.lease_ms < JOB_MIN_LEASE_MS) {
-        fprintf (stderr, "gridbroker: --lease must be at least %dms\n",
-                 JOB_MIN_LEASE_MS);
-        rc = 2;
-    }
     if (rc != 0) {
         broker_config_clear (&config);
-        return rc;
+        return rc == 1 ? 0 : rc;
     }
     //  Random jitter seed per run (the scheduler itself reads no clock).
     config.sched.seed = (uint64_t) broker_wall_ms () ^ ((uint64_t) getpid () << 32);
@@ -507,6 +545,10 @@ main (int argc, char *argv [])
         fprintf (stderr, "gridbroker: %s\n", err);
         return 1;
     }
+    s_args_t args = { argc, argv };
+    if (broker_reload_on_sighup (broker, s_config_reread, &args) != 0)
+        fprintf (stderr, "gridbroker: cannot catch SIGHUP: %s; a SIGHUP "
+                 "will not reload the configuration\n", strerror (errno));
     broker_run (broker);
     broker_destroy (&broker);
     return 0;

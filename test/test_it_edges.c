@@ -5,7 +5,8 @@
 
     Bytes that are not text, and messages with more frames than the
     envelope allows, are refused and counted while the broker keeps
-    serving.
+    serving. SIGHUP reloads the broker's and the agent's configuration
+    without dropping a session; a broken file changes nothing.
 
     Nothing here sleeps hoping something happened: every wait polls with a
     deadline.
@@ -262,6 +263,163 @@ test_it_edges_agent_bad_text_is_dropped (void **state)
     zsock_destroy (&dealer);
 }
 
+//  ---------------------------------------------------------------------
+//  SIGHUP
+
+//  Writes TEXT to PATH.
+static void
+s_write_file (const char *path, const char *text)
+{
+    FILE *file = fopen (path, "w");
+    assert_non_null (file);
+    assert_true (fputs (text, file) >= 0);
+    assert_int_equal (fclose (file), 0);
+}
+
+//  Whether the file PATH holds TEXT.
+static bool
+s_file_has (const char *path, const char *text)
+{
+    FILE *file = fopen (path, "r");
+    if (!file)
+        return false;
+    char line [2048];
+    bool found = false;
+    while (!found && fgets (line, sizeof line, file))
+        found = strstr (line, text) != NULL;
+    fclose (file);
+    return found;
+}
+
+//  Polls until the file PATH holds TEXT. Returns true when it does.
+static bool
+s_wait_file_has (const char *path, const char *text)
+{
+    long long deadline = grid_now_ms () + S_WAIT_MS;
+    while (!s_file_has (path, text) && grid_now_ms () < deadline)
+        zclock_sleep (20);
+    return s_file_has (path, text);
+}
+
+//  The error code of submitting BACKEND.ACTION to node NODE ("" when the
+//  job was accepted), as a static string.
+static const char *
+s_submit_code (grid_t *grid, const char *node, const char *backend,
+               const char *action)
+{
+    char yaml [256];
+    snprintf (yaml, sizeof yaml, "target: node:%s\ntasks:\n"
+              "  - {backend: %s, action: %s}\n", node, backend, action);
+    pv_doc_t *reply = grid_submit (grid, yaml);
+    static char code [64];
+    char *text = grid_reply_code (reply);
+    snprintf (code, sizeof code, "%s", reply ? (text ? text : "") : "none");
+    free (text);
+    pv_doc_destroy (&reply);
+    return code;
+}
+
+//  Whether node NODE offers backend NAME, per node.get.
+static bool
+s_node_offers (grid_t *grid, const char *node, const char *name)
+{
+    pv_doc_t *reply = grid_call (grid, "node.get", "node", node, NULL);
+    const pv_t *data = NULL;
+    bool found = false;
+    if (grid_reply_ok (reply, &data)) {
+        const pv_t *backends = pv_map_get (data, "backends");
+        for (size_t index = 0; index < pv_size (backends); index++)
+            found = found || grid_str_is (pv_array_at (backends, index),
+                                          "name", name);
+    }
+    pv_doc_destroy (&reply);
+    return found;
+}
+
+static void
+test_it_edges_sighup_reloads_without_dropping_sessions (void **state)
+{
+    grid_t grid;
+    assert_int_equal (grid_init (&grid), 0);
+    char broker_conf [400], agent_conf [400], broker_log [400],
+         agent_log [400], operator_key [400];
+    snprintf (broker_conf, sizeof broker_conf, "%s/broker.yaml", grid.dir);
+    snprintf (agent_conf, sizeof agent_conf, "%s/agent.yaml", grid.dir);
+    snprintf (broker_log, sizeof broker_log, "%s/broker.log", grid.dir);
+    snprintf (agent_log, sizeof agent_log, "%s/agent-hup-01.log", grid.dir);
+    assert_int_equal (grid_keygen (&grid, "operator", operator_key,
+                                   sizeof operator_key, NULL), 0);
+    s_write_file (broker_conf, "allow: [test.*]\n");
+    s_write_file (agent_conf, "disabled_backends: []\n");
+    const char *broker_extra [] = {"--config", broker_conf, NULL};
+    assert_int_equal (grid_start_broker (&grid, broker_extra), 0);
+    const char *agent_extra [] = {"--config", agent_conf, NULL};
+    int slot = grid_start_agent (&grid, "hup-01", NULL, NULL, agent_extra);
+    assert_true (slot >= 0);
+    assert_string_equal (s_submit_code (&grid, "hup-01", "system", "uptime"),
+                         "forbidden");
+    assert_null (grid_call_as (&grid, operator_key, "status", NULL));
+
+    //  The allowlist grows and a client key file is added: both apply
+    //  at once, and the agent's session stays up
+    char text [1024];
+    snprintf (text, sizeof text, "allow: [test.*, system.*]\n"
+              "clients:\n  - {key: %s, role: operator}\n", operator_key);
+    s_write_file (broker_conf, text);
+    assert_int_equal (kill (grid.broker_pid, SIGHUP), 0);
+    assert_true (s_wait_file_has (broker_log, "configuration reloaded"));
+    assert_string_equal (s_submit_code (&grid, "hup-01", "system", "uptime"),
+                         "");
+    pv_doc_t *reply = grid_call_as (&grid, operator_key, "status", NULL);
+    assert_true (grid_reply_ok (reply, NULL));
+    pv_doc_destroy (&reply);
+    assert_true (grid_wait_node (&grid, "hup-01", "online", S_WAIT_MS));
+    assert_false (s_file_has (broker_log, "node hup-01 is offline"));
+
+    //  A broken file changes nothing, and says so
+    s_write_file (broker_conf, "allow: [test.*\n  nonsense: {\n");
+    assert_int_equal (kill (grid.broker_pid, SIGHUP), 0);
+    assert_true (s_wait_file_has (broker_log, "reload failed"));
+    assert_string_equal (s_submit_code (&grid, "hup-01", "system", "uptime"),
+                         "");
+    reply = grid_call_as (&grid, operator_key, "status", NULL);
+    assert_true (grid_reply_ok (reply, NULL));
+    pv_doc_destroy (&reply);
+
+    //  The agent switches a backend off: the broker hears it at once
+    assert_true (s_node_offers (&grid, "hup-01", "system"));
+    s_write_file (agent_conf, "disabled_backends: [system]\n");
+    assert_int_equal (kill (grid.agent_pids [slot], SIGHUP), 0);
+    assert_true (s_wait_file_has (agent_log, "configuration reloaded"));
+    long long deadline = grid_now_ms () + S_WAIT_MS;
+    while (s_node_offers (&grid, "hup-01", "system")
+           && grid_now_ms () < deadline)
+        zclock_sleep (20);
+    assert_false (s_node_offers (&grid, "hup-01", "system"));
+    assert_true (s_node_offers (&grid, "hup-01", "test"));
+    //  ... and a broken agent file changes nothing
+    s_write_file (agent_conf, "disabled_backends: [nosuch]\n");
+    assert_int_equal (kill (grid.agent_pids [slot], SIGHUP), 0);
+    assert_true (s_wait_file_has (agent_log, "reload failed"));
+    assert_false (s_node_offers (&grid, "hup-01", "system"));
+
+    //  Both processes are alive, and work still runs end to end
+    assert_int_equal (kill (grid.broker_pid, 0), 0);
+    assert_int_equal (kill (grid.agent_pids [slot], 0), 0);
+    char *id = grid_submit_id (&grid, "target: node:hup-01\ntasks:\n"
+                                      "  - {backend: test, action: echo, "
+                                      "params: {msg: still here}}\n");
+    assert_non_null (id);
+    pv_doc_t *record = grid_wait_job (&grid, id, S_WAIT_MS);
+    const pv_t *data = NULL;
+    assert_true (grid_reply_ok (record, &data));
+    assert_true (grid_str_is (data, "status", "completed"));
+    pv_doc_destroy (&record);
+    free (id);
+    assert_false (s_file_has (broker_log, "node hup-01 is offline"));
+    grid_stop (&grid);
+}
+
 int
 main (void)
 {
@@ -269,6 +427,8 @@ main (void)
         cmocka_unit_test (test_it_edges_bad_text_is_malformed),
         cmocka_unit_test (test_it_edges_extra_frames_are_refused),
         cmocka_unit_test (test_it_edges_agent_bad_text_is_dropped),
+        cmocka_unit_test (
+            test_it_edges_sighup_reloads_without_dropping_sessions),
     };
     return cmocka_run_group_tests (tests, s_setup, s_teardown);
 }
