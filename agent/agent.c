@@ -45,6 +45,7 @@
 #include "../proto/service.h"
 #include "../store/store.h"
 #include "executor.h"
+#include "orphans.h"
 #include "spool.h"
 
 #define S_HELLO_FIRST_MS 100        //  First hello retry, doubling...
@@ -940,6 +941,7 @@ struct _agent_t {
                                 //  re-sent like spooled ones until acked
     backend_context_t context;  //  What plans borrow
     int signal_fd;              //  SIGTERM, SIGINT, SIGHUP
+    char group_dir [PATH_MAX];  //  Running tasks' process groups (orphans.h)
     pw_t *writer;               //  Reused for every send
     void *hello;                //  Encoded hello (built once)
     size_t hello_size;
@@ -2066,6 +2068,27 @@ agent_new (agent_config_t *config, char *err, size_t err_len)
         agent_destroy (&self);
         return NULL;
     }
+    //  What tasks of an agent that died left running stops first, before
+    //  they are reported interrupted and may run again (orphans.h)
+    snprintf (self->group_dir, sizeof (self->group_dir), "%s/groups",
+              config->state_dir);
+    if (mkdir (self->group_dir, 0700) && errno != EEXIST) {
+        s_err (err, err_len, "cannot create %s: %s", self->group_dir,
+               strerror (errno));
+        agent_destroy (&self);
+        return NULL;
+    }
+    char stopped [256];
+    int groups = orphans_stop (self->group_dir, config->kill_grace_ms,
+                               stopped, sizeof (stopped));
+    if (groups > 0)
+        s_log (self, "stopped what %d task(s) of the previous run left "
+               "running (process group%s %s)", groups,
+               groups == 1 ? "" : "s", stopped);
+    else
+    if (groups < 0)
+        s_log (self, "cannot read %s: %s", self->group_dir,
+               strerror (errno));
     char path [PATH_MAX];
     snprintf (path, sizeof (path), "%s/spool", config->state_dir);
     self->spool = spool_open (path, SPOOL_DONE_KEEP, err, err_len);
@@ -2108,7 +2131,8 @@ agent_new (agent_config_t *config, char *err, size_t err_len)
         .output_cap_bytes = config->output_cap_bytes,
         .kill_grace_ms = config->kill_grace_ms,
         .started = s_work_started,
-        .done = s_work_done
+        .done = s_work_done,
+        .group_dir = self->group_dir
     };
     self->executor = executor_new (self->loop, &executor_config);
     sigset_t mask;

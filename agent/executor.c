@@ -15,6 +15,7 @@
     =========================================================================
 */
 #include "executor.h"
+#include "orphans.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -61,6 +62,7 @@ typedef struct {
     executor_free_fn *arg_free;  //  Frees arg
     pid_t pid;                  //  Child, 0 before start
     bool reaped;                //  waitpid collected it
+    bool recorded;              //  Its group is in config.group_dir
     int wait_status;            //  From waitpid
     int out_fd;                 //  stdout pipe, -1 when closed
     int err_fd;                 //  stderr pipe, -1 when closed
@@ -375,6 +377,10 @@ static void
 s_after_exit (executor_t *self, s_task_t *task)
 {
     kill (-task->pid, SIGKILL);
+    if (task->recorded) {
+        orphans_forget (self->config.group_dir, task->pid);
+        task->recorded = false;
+    }
     if (task->out_fd >= 0) {
         s_read_pipe (self, task, task->out_fd, &task->out, S_DRAIN_READS);
         s_close_pipe (self, &task->out_fd);
@@ -535,7 +541,7 @@ s_child_say (const char *text)
 //  In the child, after fork: only async-signal-safe calls from here on.
 static void
 s_child_run (executor_t *self, s_task_t *task, pid_t parent, int null_fd,
-             int out_fd, int err_fd, char *const *envp)
+             int out_fd, int err_fd, int go_fd, char *const *envp)
 {
     setpgid (0, 0);
     //  Should the agent die (even by SIGKILL), its task dies with it
@@ -544,6 +550,16 @@ s_child_run (executor_t *self, s_task_t *task, pid_t parent, int null_fd,
     prctl (PR_SET_PDEATHSIG, SIGKILL);
     if (getppid () != parent)
         _exit (EXECUTOR_EXEC_FAILED);
+    //  Nothing runs before the group is on record (orphans.h): a byte
+    //  means go; end of file means the agent could not record it, or died
+    if (go_fd >= 0) {
+        char go = 0;
+        ssize_t got;
+        while ((got = read (go_fd, &go, 1)) < 0 && errno == EINTR)
+            ;
+        if (got != 1)
+            _exit (EXECUTOR_EXEC_FAILED);
+    }
     //  Leave nothing of the agent's signal setup to the program
     struct sigaction action;
     memset (&action, 0, sizeof (action));
@@ -596,15 +612,19 @@ static void
 s_start_process (executor_t *self, s_task_t *task)
 {
     int out_pipe [2] = { -1, -1 }, err_pipe [2] = { -1, -1 };
+    int go_pipe [2] = { -1, -1 };
     int null_fd = open ("/dev/null", O_RDONLY | O_CLOEXEC);
     if (null_fd < 0 || pipe2 (out_pipe, O_CLOEXEC)
-    ||  pipe2 (err_pipe, O_CLOEXEC)) {
+    ||  pipe2 (err_pipe, O_CLOEXEC)
+    ||  (self->config.group_dir && pipe2 (go_pipe, O_CLOEXEC))) {
         int saved = errno;
         for (int index = 0; index < 2; index++) {
             if (out_pipe [index] >= 0)
                 close (out_pipe [index]);
             if (err_pipe [index] >= 0)
                 close (err_pipe [index]);
+            if (go_pipe [index] >= 0)
+                close (go_pipe [index]);
         }
         if (null_fd >= 0)
             close (null_fd);
@@ -628,20 +648,45 @@ s_start_process (executor_t *self, s_task_t *task)
     pid_t pid = fork ();
     if (pid == 0)
         s_child_run (self, task, parent, null_fd, out_pipe [1], err_pipe [1],
-                     envp);
+                     go_pipe [0], envp);
     int saved = errno;
     close (null_fd);
     close (out_pipe [1]);
     close (err_pipe [1]);
+    if (go_pipe [0] >= 0)
+        close (go_pipe [0]);
     if (pid < 0) {
         close (out_pipe [0]);
         close (err_pipe [0]);
+        if (go_pipe [1] >= 0)
+            close (go_pipe [1]);
         errno = saved;
         s_start_failed (self, task, "fork");
         return;
     }
     //  Both sides set the group, so it exists before either needs it
     setpgid (pid, pid);
+    if (go_pipe [1] >= 0) {
+        //  On record first, then go. Unrecorded, the child never runs: it
+        //  reads end of file and exits, and the task cannot start.
+        if (orphans_record (self->config.group_dir, pid) != 0) {
+            saved = errno;
+            close (go_pipe [1]);
+            kill (pid, SIGKILL);
+            while (waitpid (pid, NULL, 0) < 0 && errno == EINTR)
+                ;
+            close (out_pipe [0]);
+            close (err_pipe [0]);
+            errno = saved;
+            s_start_failed (self, task, "recording its process group");
+            return;
+        }
+        task->recorded = true;
+        ssize_t wrote;
+        while ((wrote = write (go_pipe [1], "g", 1)) < 0 && errno == EINTR)
+            ;
+        close (go_pipe [1]);
+    }
     task->pid = pid;
     task->out_fd = out_pipe [0];
     task->err_fd = err_pipe [0];
@@ -846,6 +891,11 @@ executor_destroy (executor_t **self_p)
             while (waitpid (task->pid, NULL, 0) < 0 && errno == EINTR)
                 ;
             task->reaped = true;
+        }
+        if (task->recorded) {
+            kill (-task->pid, SIGKILL);
+            orphans_forget (self->config.group_dir, task->pid);
+            task->recorded = false;
         }
         s_close_pipe (self, &task->out_fd);
         s_close_pipe (self, &task->err_fd);

@@ -15,7 +15,10 @@
     after kill_grace_ms. When the program exits, whatever it left running
     in its group is killed, so no stray process outlives its task. A child
     also gets SIGKILL if the agent process dies (PR_SET_PDEATHSIG), so a
-    crashed agent leaves no task of its own running.
+    crashed agent leaves no task of its own running; what the child
+    started in its group outlives it, so with group_dir set each child
+    waits, before it runs anything, until its group is recorded there
+    (orphans.h) for the next start to stop.
 
     Children are reaped through a signalfd for SIGCHLD registered with the
     loop: SIGCHLD must be blocked in every thread of the process, which
@@ -90,6 +93,8 @@ typedef struct {
     int64_t kill_grace_ms;       //  SIGTERM -> SIGKILL delay (>= 0)
     executor_started_fn *started;  //  May be NULL
     executor_done_fn *done;      //  Required
+    const char *group_dir;       //  Running programs' process groups are
+                                 //  recorded here (orphans.h), or NULL
 } executor_config_t;
 
 //  One task to run. Everything is copied at submit, except ARG, which the

@@ -52,6 +52,18 @@ s_echo_child (const backend_plan_t *plan)
 static int
 s_sleep_child (const backend_plan_t *plan)
 {
+    //  spawn: helpers that sleep as long, in the task's process group, as
+    //  the processes a real program starts (they outlive a dead agent)
+    const char *spawn = backend_plan_param (plan, "spawn");
+    int helpers = spawn && spawn [0] >= '0' && spawn [0] <= '9'
+                  ? spawn [0] - '0' : 0;
+    for (int index = 0; index < helpers; index++)
+        if (fork () == 0) {
+            struct timespec left = { (time_t) plan->number, 0 };
+            while (nanosleep (&left, &left) == -1 && errno == EINTR)
+                ;
+            _exit (0);
+        }
     struct timespec left = { (time_t) plan->number, 0 };
     while (nanosleep (&left, &left) == -1 && errno == EINTR)
         ;
@@ -183,6 +195,9 @@ static const backend_param_t s_sleep_params [] = {
       .help = "how long to sleep, 0 to 86400" },
     { .name = "msg", .type = BACKEND_TYPE_TEXT,
       .help = "text to print after sleeping" },
+    { .name = "spawn", .type = BACKEND_TYPE_INT, .min_value = 0,
+      .max_value = 4, .default_value = "0",
+      .help = "helper processes that sleep alongside, 0 to 4" },
 };
 
 static const backend_param_t s_fail_params [] = {

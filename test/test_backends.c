@@ -172,7 +172,7 @@ test_backends_hello_specs (void **unused)
         if (strcmp (specs [0].actions [index].name, "sleep") == 0)
             sleep = &specs [0].actions [index];
     assert_non_null (sleep);
-    assert_int_equal (sleep->param_count, 2);
+    assert_int_equal (sleep->param_count, 3);
     assert_string_equal (sleep->params [0].name, "seconds");
     assert_string_equal (sleep->params [0].type, "int");
     assert_true (sleep->params [0].required);
@@ -755,7 +755,7 @@ s_run_program (const backend_plan_t *plan, s_ran_t *ran)
                                          plan->argv [0], path, sizeof (path),
                                          err, sizeof (err)), 0);
     zloop_t *loop = zloop_new ();
-    executor_config_t config = { 1, 65536, 1000, NULL, s_ran };
+    executor_config_t config = { 1, 65536, 1000, NULL, s_ran, NULL };
     executor_t *executor = executor_new (loop, &config);
     assert_non_null (executor);
     memset (ran, 0, sizeof (*ran));

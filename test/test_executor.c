@@ -441,6 +441,48 @@ test_executor_timeout_kills_group (void **unused)
     s_assert_no_zombies ();
 }
 
+//  With a group dir, each running task's process group is on record
+//  there (orphans.h) until the task is over; a record that cannot be
+//  written keeps the task from starting at all.
+static void
+test_executor_groups_recorded (void **unused)
+{
+    char dir [] = "/tmp/test-executor-XXXXXX";
+    assert_non_null (mkdtemp (dir));
+    zloop_t *loop = zloop_new ();
+    s_state_t state;
+    memset (&state, 0, sizeof (state));
+    executor_config_t config = {
+        .concurrency = 1, .output_cap_bytes = 65536, .kill_grace_ms = 1000,
+        .started = s_started, .done = s_done, .group_dir = dir
+    };
+    state.executor = executor_new (loop, &config);
+    assert_non_null (state.executor);
+    s_submit_child (&state, 0, "j-1", 0, s_child_sleep, 60000, 0);
+    s_run_until_started (loop, &state.records [0]);
+    char path [256];
+    snprintf (path, sizeof (path), "%s/%d", dir, (int) state.records [0].pid);
+    assert_int_equal (access (path, F_OK), 0);
+    executor_cancel_job (state.executor, "j-1", "done looking");
+    s_run (loop, &state, 1);
+    assert_int_equal (access (path, F_OK), -1);
+    s_cleanup (&state);
+    assert_int_equal (rmdir (dir), 0);
+
+    //  The directory is gone: nothing starts, and the task says why
+    memset (&state, 0, sizeof (state));
+    state.executor = executor_new (loop, &config);
+    assert_non_null (state.executor);
+    s_submit_child (&state, 0, "j-2", 0, s_child_sleep, 0, 0);
+    s_run (loop, &state, 1);
+    assert_int_equal (state.records [0].status, EXECUTOR_FAILED);
+    assert_non_null (strstr (state.records [0].error,
+                             "recording its process group"));
+    s_cleanup (&state);
+    zloop_destroy (&loop);
+    s_assert_no_zombies ();
+}
+
 static void
 test_executor_cancel_stops (void **unused)
 {
@@ -612,6 +654,7 @@ main (void)
         cmocka_unit_test (test_executor_cap_truncates),
         cmocka_unit_test (test_executor_timeout_kills_group),
         cmocka_unit_test (test_executor_cancel_stops),
+        cmocka_unit_test (test_executor_groups_recorded),
         cmocka_unit_test (test_executor_pool_bounded),
         cmocka_unit_test (test_executor_steps_ordered),
         cmocka_unit_test (test_executor_inproc_runs_in_order),

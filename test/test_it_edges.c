@@ -6,7 +6,9 @@
     Bytes that are not text, and messages with more frames than the
     envelope allows, are refused and counted while the broker keeps
     serving. SIGHUP reloads the broker's and the agent's configuration
-    without dropping a session; a broken file changes nothing.
+    without dropping a session; a broken file changes nothing. An agent
+    restarted after SIGKILL stops what its task left running before it
+    reports the task interrupted.
 
     Nothing here sleeps hoping something happened: every wait polls with a
     deadline.
@@ -18,9 +20,11 @@
 #include <cmocka.h>
 
 #include <czmq.h>
+#include <dirent.h>
 #include <signal.h>
 #include <sys/wait.h>
 
+#include "../agent/orphans.h"
 #include "../proto/proto.h"
 #include "lib/harness.h"
 
@@ -420,6 +424,81 @@ test_it_edges_sighup_reloads_without_dropping_sessions (void **state)
     grid_stop (&grid);
 }
 
+//  ---------------------------------------------------------------------
+//  No orphans
+
+//  The process group recorded in DIR (the first record), or 0.
+static pid_t
+s_recorded_group (const char *dir)
+{
+    DIR *records = opendir (dir);
+    if (!records)
+        return 0;
+    pid_t pgid = 0;
+    struct dirent *entry;
+    while (!pgid && (entry = readdir (records)))
+        if (entry->d_name [0] >= '1' && entry->d_name [0] <= '9')
+            pgid = (pid_t) atoi (entry->d_name);
+    closedir (records);
+    return pgid;
+}
+
+static void
+test_it_edges_restarted_agent_stops_what_a_killed_one_left (void **state)
+{
+    grid_t grid;
+    assert_int_equal (grid_init (&grid), 0);
+    //  The node stays within the grace while the agent is down
+    const char *broker_extra [] = {"--offline-grace", "60s", NULL};
+    assert_int_equal (grid_start_broker (&grid, broker_extra), 0);
+    int slot = grid_start_agent (&grid, "orphan-01", NULL, NULL, NULL);
+    assert_true (slot >= 0);
+    char groups [400];
+    snprintf (groups, sizeof groups, "%s/agent-orphan-01/groups", grid.dir);
+
+    char *id = grid_submit_id (&grid, "target: node:orphan-01\ntasks:\n"
+                                      "  - {backend: test, action: sleep, "
+                                      "params: {seconds: 60, spawn: 1}}\n");
+    assert_non_null (id);
+    long long deadline = grid_now_ms () + S_WAIT_MS;
+    pid_t pgid = s_recorded_group (groups);
+    while (!pgid && grid_now_ms () < deadline) {
+        zclock_sleep (20);
+        pgid = s_recorded_group (groups);
+    }
+    assert_true (pgid > 1);
+    assert_true (orphans_group_running (pgid));
+
+    //  SIGKILL: the task's first process dies with the agent, its helper
+    //  does not
+    grid_stop_agent (&grid, slot, true);
+    assert_true (orphans_group_running (pgid));
+
+    //  The restarted agent stops the group before it reports the task
+    slot = grid_start_agent (&grid, "orphan-01", NULL, NULL, NULL);
+    assert_true (slot >= 0);
+    deadline = grid_now_ms () + S_WAIT_MS;
+    while (orphans_group_running (pgid) && grid_now_ms () < deadline)
+        zclock_sleep (20);
+    bool left = orphans_group_running (pgid);
+    if (left)
+        kill (-pgid, SIGKILL);
+    assert_false (left);
+    assert_int_equal (s_recorded_group (groups), 0);
+    char log [400];
+    snprintf (log, sizeof log, "%s/agent-orphan-01.log", grid.dir);
+    assert_true (s_wait_file_has (log, "left running"));
+
+    pv_doc_t *record = grid_wait_job (&grid, id, S_WAIT_MS);
+    const pv_t *data = NULL;
+    assert_true (grid_reply_ok (record, &data));
+    const pv_t *cell = grid_cell (data, 0, "orphan-01");
+    assert_true (grid_str_is (cell, "status", "interrupted"));
+    pv_doc_destroy (&record);
+    free (id);
+    grid_stop (&grid);
+}
+
 int
 main (void)
 {
@@ -429,6 +508,8 @@ main (void)
         cmocka_unit_test (test_it_edges_agent_bad_text_is_dropped),
         cmocka_unit_test (
             test_it_edges_sighup_reloads_without_dropping_sessions),
+        cmocka_unit_test (
+            test_it_edges_restarted_agent_stops_what_a_killed_one_left),
     };
     return cmocka_run_group_tests (tests, s_setup, s_teardown);
 }
