@@ -33,6 +33,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -942,6 +943,8 @@ struct _agent_t {
     backend_context_t context;  //  What plans borrow
     int signal_fd;              //  SIGTERM, SIGINT, SIGHUP
     char group_dir [PATH_MAX];  //  Running tasks' process groups (orphans.h)
+    char instance [17];         //  This process's id in hello (hex)
+    char last_notice [512];     //  Last duplicate_node notice logged
     pw_t *writer;               //  Reused for every send
     void *hello;                //  Encoded hello (built once)
     size_t hello_size;
@@ -1761,6 +1764,15 @@ s_on_welcome (agent_t *self, const proto_msg_t *welcome)
 static void
 s_on_error (agent_t *self, const proto_msg_t *error)
 {
+    //  A second agent that claims this node was refused: say so once
+    if (strcmp (error->code, PROTO_ERR_DUPLICATE_NODE) == 0
+    &&  self->welcomed) {
+        if (strcmp (self->last_notice, error->message) != 0)
+            s_log (self, "%s", error->message);
+        snprintf (self->last_notice, sizeof self->last_notice, "%s",
+                  error->message);
+        return;
+    }
     //  Until a welcome, the same refusal answers every hello: say it once
     bool repeated = !self->welcomed
                     && strcmp (self->last_refusal, error->message) == 0;
@@ -2012,6 +2024,7 @@ s_build_hello (agent_t *self, char *err, size_t err_len)
     hello->node = strdup (config->id);
     hello->hostname = strdup (self->hostname);
     hello->version = strdup (GRID_VERSION);
+    hello->instance = strdup (self->instance);
     hello->concurrency = config->concurrency;
     for (size_t index = 0; index < config->group_count; index++)
         s_list_add (&hello->groups, &hello->group_count,
@@ -2053,6 +2066,14 @@ agent_new (agent_config_t *config, char *err, size_t err_len)
     self->context.tool_dir = config->tool_dir;
     self->context.resolv_conf = config->resolv_conf;
     srandom ((unsigned) (getpid () ^ zclock_time ()));
+    //  Tells this process from a restarted one in hello (duplicate_node)
+    uint8_t random_bytes [8];
+    if (getrandom (random_bytes, sizeof (random_bytes), 0)
+        != (ssize_t) sizeof (random_bytes))
+        for (size_t index = 0; index < sizeof (random_bytes); index++)
+            random_bytes [index] = (uint8_t) random ();
+    for (size_t index = 0; index < sizeof (random_bytes); index++)
+        snprintf (self->instance + 2 * index, 3, "%02x", random_bytes [index]);
     if (gethostname (self->hostname, sizeof (self->hostname)))
         snprintf (self->hostname, sizeof (self->hostname), "%s", config->id);
     self->hostname [HOST_NAME_MAX] = 0;

@@ -1107,12 +1107,95 @@ broker_save_node (broker_t *self, const registry_node_t *node)
                    "a node");
 }
 
+//  Sends the error NOTICE (duplicate_node) to the connection ROUTING at
+//  once, past the outbox: a ROUTER with ZMQ_ROUTER_MANDATORY refuses a
+//  routing id it no longer knows, so this tells whether the connection is
+//  still up. Returns false only when it is gone.
+static bool
+s_probe_session (broker_t *self, const void *routing, size_t routing_size,
+                 const char *notice)
+{
+    proto_msg_t msg;
+    memset (&msg, 0, sizeof msg);
+    msg.type = PROTO_ERROR;
+    msg.code = (char *) PROTO_ERR_DUPLICATE_NODE;
+    msg.message = (char *) notice;
+    pw_reset (self->body);
+    if (proto_msg_encode (&msg, self->body) != 0)
+        return true;
+    void *handle = zsock_resolve (self->agents);
+    if (zmq_send (handle, routing, routing_size, ZMQ_SNDMORE | ZMQ_DONTWAIT)
+        < 0)
+        //  EAGAIN (its queue is full) cannot tell: count it as up
+        return errno != EHOSTUNREACH;
+    zmq_send (handle, pw_data (self->body), pw_size (self->body),
+              ZMQ_DONTWAIT);
+    return true;
+}
+
+//  A hello for NODE, which is online from another connection. Only a live
+//  session keeps a node: the newcomer is refused (duplicate_node) while
+//  the session it would replace was heard from within the liveness window,
+//  comes from another agent process (the hellos' instance ids differ, or
+//  one has none), and its connection is still up. The same process on a
+//  new connection (a network blip), or an agent restarted after its old
+//  process died, gets in. The incumbent hears of the refusal; the broker
+//  logs it at most once a minute per node, and node.get counts it.
+//  Returns true when HELLO was refused.
+static bool
+s_duplicate_refused (broker_t *self, registry_node_t *node,
+                     const void *routing, size_t routing_size,
+                     const proto_msg_t *hello, int64_t now_ms)
+{
+    if (!node->online || !node->hello || node->routing_id_size == 0)
+        return false;
+    if (node->routing_id_size == routing_size
+    &&  memcmp (node->routing_id, routing, routing_size) == 0)
+        return false;
+    const char *ours = node->hello->instance;
+    if (ours && hello->instance && strcmp (ours, hello->instance) == 0)
+        return false;
+    int64_t silent_ms = now_ms - node->last_seen_ms;
+    if (silent_ms > self->config.heartbeat_ms * self->config.missed_heartbeats)
+        return false;
+    char theirs [200], incumbent [200];
+    snprintf (theirs, sizeof theirs, "host %s%s%s", hello->hostname,
+              hello->instance ? ", instance " : "",
+              hello->instance ? hello->instance : "");
+    snprintf (incumbent, sizeof incumbent, "host %s%s%s",
+              node->hello->hostname, ours ? ", instance " : "",
+              ours ? ours : "");
+    char text [600];
+    snprintf (text, sizeof text, "another agent (%s) tried to register as "
+              "node %s and was refused: this session stays", theirs,
+              node->id);
+    if (!s_probe_session (self, node->routing_id, node->routing_id_size,
+                          text))
+        return false;
+    int64_t wall_ms = broker_wall_ms ();
+    if (node->duplicates == 0 || wall_ms - node->duplicate_wall_ms > 60000)
+        s_log ("node %s: refused a second agent (%s): the node is online "
+               "from %s", node->id, theirs, incumbent);
+    registry_note_duplicate (node, hello->hostname, wall_ms);
+    snprintf (text, sizeof text, "node %s is online from another agent "
+              "(%s, heard from %lld ms ago): this agent is refused while "
+              "that session lives; stop the other agent, or give this one "
+              "another id (--id)", node->id, incumbent,
+              (long long) silent_ms);
+    s_send_agent_error (self, routing, routing_size,
+                        PROTO_ERR_DUPLICATE_NODE, text);
+    return true;
+}
+
 static void
 s_on_hello (broker_t *self, const void *routing, size_t routing_size,
             proto_msg_t **msg_p, int64_t now_ms)
 {
     proto_msg_t *hello = *msg_p;
     registry_node_t *before = registry_lookup (self->registry, hello->node);
+    if (before && s_duplicate_refused (self, before, routing, routing_size,
+                                       hello, now_ms))
+        return;
     bool was_online = before && before->online;
     //  What changed since its last hello, judged before the registry
     //  lets go of that hello

@@ -334,9 +334,20 @@ s_node_destroy (void **item_p)
     if (node) {
         s_node_release_hello (node);
         free (node->id);
+        free (node->duplicate_hostname);
         free (node);
         *item_p = NULL;
     }
+}
+
+void
+registry_note_duplicate (registry_node_t *node, const char *hostname,
+                         int64_t wall_ms)
+{
+    node->duplicates++;
+    node->duplicate_wall_ms = wall_ms;
+    free (node->duplicate_hostname);
+    node->duplicate_hostname = hostname ? strdup (hostname) : NULL;
 }
 
 registry_t *
@@ -816,7 +827,8 @@ registry_node_encode (const registry_node_t *node, pw_t *writer,
                       bool with_backends)
 {
     const proto_msg_t *hello = node->hello;
-    pw_map (writer, 11 + (with_backends ? 1 : 0));
+    pw_map (writer, 11 + (with_backends ? 1 : 0)
+                    + (node->duplicates ? 1 : 0));
     pw_str (writer, "id");
     pw_str (writer, node->id);
     pw_str (writer, "hostname");
@@ -848,6 +860,17 @@ registry_node_encode (const registry_node_t *node, pw_t *writer,
     pw_int (writer, node->running);
     pw_str (writer, "drained");
     pw_bool (writer, node->drained);
+    if (node->duplicates) {
+        pw_str (writer, "duplicate");
+        pw_map (writer, 3);
+        pw_str (writer, "count");
+        pw_int (writer, node->duplicates);
+        pw_str (writer, "last_at");
+        s_write_time (writer, node->duplicate_wall_ms);
+        pw_str (writer, "hostname");
+        pw_str (writer, node->duplicate_hostname ? node->duplicate_hostname
+                                                 : "");
+    }
     if (with_backends) {
         pw_str (writer, "backends");
         //  The hello form, min and max included: the shared list's bytes

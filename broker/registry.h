@@ -57,6 +57,9 @@ typedef struct {
     bool offline_reported;       //  Its work was declared lost (after the grace)
     uint8_t routing_id [REGISTRY_MAX_ROUTING_ID];  //  ROUTER identity of its connection
     size_t routing_id_size;      //  Bytes in routing_id (0 = none)
+    uint32_t duplicates;         //  Second agents refused (duplicate_node)
+    int64_t duplicate_wall_ms;   //  Wall clock of the last such refusal
+    char *duplicate_hostname;    //  Its hostname (owned), or NULL
 } registry_node_t;
 
 typedef struct _registry_t registry_t;
@@ -93,6 +96,11 @@ registry_node_t *registry_session (registry_t *self, const char *id,
 
 //  Marks NODE as heard from now.
 void registry_touch (registry_node_t *node, int64_t now_ms, int64_t wall_ms);
+
+//  Counts a second agent refused as NODE (duplicate_node) from HOSTNAME at
+//  WALL_MS; node.get shows the count, the last time and that hostname.
+void registry_note_duplicate (registry_node_t *node, const char *hostname,
+                              int64_t wall_ms);
 
 //  Marks NODE offline (bye, or a send that failed) as of NOW_MS.
 void registry_set_offline (registry_node_t *node, int64_t now_ms);

@@ -2633,6 +2633,17 @@ s_render_node_info (const pv_t *data, FILE *out)
                    "registered_at"), false, buf, sizeof buf));
     s_print_field (out, "last seen", s_time (pv_map_get (data, "last_seen"),
                    false, buf, sizeof buf));
+    const pv_t *duplicate = pv_map_get (data, "duplicate");
+    if (duplicate) {
+        //  Second agents refused this node (duplicate_node)
+        char count [32], when [64], host [256];
+        s_field (duplicate, "count", count, sizeof count);
+        s_time (pv_map_get (duplicate, "last_at"), false, when, sizeof when);
+        s_field (duplicate, "hostname", host, sizeof host);
+        snprintf (buf, sizeof buf, "%s refused, last %s from %s", count,
+                  when, host);
+        s_print_field (out, "duplicates", buf);
+    }
 
     const pv_t *backends = pv_map_get (data, "backends");
     const char *headers [] = {

@@ -419,6 +419,7 @@ static const s_field_t s_hello_fields [] = {
     S_STRUCTS_OF (proto_msg_t, backends, backend_count, s_backend_schema),
     S_TEXT (proto_msg_t, version, S_TEXT_SHORT),
     S_INT (proto_msg_t, concurrency, S_U32, 1, PROTO_MAX_CONCURRENCY),
+    S_TEXT_OPT (proto_msg_t, "instance", instance, S_TEXT_NAME),
 };
 
 static const s_field_t s_heartbeat_fields [] = {
@@ -614,6 +615,7 @@ proto_msg_destroy (proto_msg_t **self_p)
         s_free_struct (&self->backends [index], &s_backend_schema);
     free (self->backends);
     free (self->version);
+    free (self->instance);
     free (self->job);
     free (self->status);
     free (self->output);

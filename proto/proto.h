@@ -111,6 +111,7 @@ typedef struct {
     size_t backend_count;
     char *version;               //  Agent software version
     uint32_t concurrency;        //  Executor pool size (>= 1)
+    char *instance;              //  This agent process's id, or NULL (optional)
     //  heartbeat
     uint32_t running;            //  Tasks running now
     uint32_t queued;             //  Tasks waiting in the executor
@@ -187,6 +188,7 @@ int proto_msg_decode (const void *data, size_t size, proto_msg_t **msg_p,
 #define PROTO_ERR_FORBIDDEN "forbidden"            //  role may not do this
 #define PROTO_ERR_MAINTENANCE "maintenance"        //  broker drained
 #define PROTO_ERR_INTERNAL "internal"              //  a bug; logged
+#define PROTO_ERR_DUPLICATE_NODE "duplicate_node"  //  node online from another live agent
 
 typedef struct {
     char *type;        //  Request type ("job.submit", ...)

@@ -8,7 +8,8 @@
     serving. SIGHUP reloads the broker's and the agent's configuration
     without dropping a session; a broken file changes nothing. An agent
     restarted after SIGKILL stops what its task left running before it
-    reports the task interrupted.
+    reports the task interrupted. A node online from a live agent refuses a
+    second agent (duplicate_node), and lets it in once that session ends.
 
     Nothing here sleeps hoping something happened: every wait polls with a
     deadline.
@@ -499,6 +500,157 @@ test_it_edges_restarted_agent_stops_what_a_killed_one_left (void **state)
     grid_stop (&grid);
 }
 
+//  ---------------------------------------------------------------------
+//  One session per node
+
+//  Sends a hello as NODE with INSTANCE (NULL: none) on DEALER.
+static void
+s_raw_hello (zsock_t *dealer, const char *node, const char *instance)
+{
+    proto_msg_t hello = {
+        .type = PROTO_HELLO, .node = (char *) node, .hostname = "raw-host",
+        .version = "0.1.0", .concurrency = 1, .instance = (char *) instance
+    };
+    pw_t *writer = pw_new ();
+    assert_int_equal (proto_msg_encode (&hello, writer), 0);
+    assert_int_equal (zsock_send (dealer, "b", pw_data (writer),
+                                  pw_size (writer)), 0);
+    pw_destroy (&writer);
+}
+
+//  The next message on DEALER within S_WAIT_MS, decoded, or NULL.
+static proto_msg_t *
+s_raw_recv (zsock_t *dealer)
+{
+    zmsg_t *msg = s_recv (dealer);
+    if (!msg)
+        return NULL;
+    zframe_t *body = zmsg_last (msg);
+    proto_msg_t *decoded = NULL;
+    proto_msg_decode (zframe_data (body), zframe_size (body), &decoded, NULL,
+                      0);
+    zmsg_destroy (&msg);
+    return decoded;
+}
+
+//  Says hello as NODE with INSTANCE on DEALER and returns the answer's
+//  type, and the error code in CODE (when it is an error).
+static proto_type_t
+s_raw_register (zsock_t *dealer, const char *node, const char *instance,
+                char *code, size_t code_len)
+{
+    s_raw_hello (dealer, node, instance);
+    proto_msg_t *answer = s_raw_recv (dealer);
+    assert_non_null (answer);
+    proto_type_t type = answer->type;
+    snprintf (code, code_len, "%s", answer->code ? answer->code : "");
+    proto_msg_destroy (&answer);
+    return type;
+}
+
+//  The node.get "duplicate" count of NODE (0 when none).
+static int64_t
+s_duplicates (grid_t *grid, const char *node)
+{
+    pv_doc_t *reply = grid_call (grid, "node.get", "node", node, NULL);
+    const pv_t *data = NULL;
+    int64_t count = 0;
+    if (grid_reply_ok (reply, &data))
+        pv_get_int (pv_map_get (pv_map_get (data, "duplicate"), "count"),
+                    &count);
+    pv_doc_destroy (&reply);
+    return count;
+}
+
+static void
+test_it_edges_live_session_keeps_its_node (void **state)
+{
+    char key_file [400], code [64];
+    assert_int_equal (grid_keygen (&s_grid, "twin", key_file,
+                                   sizeof key_file, NULL), 0);
+    zsock_t *first = grid_dealer (&s_grid, s_grid.agents_ep, key_file);
+    zsock_t *again = grid_dealer (&s_grid, s_grid.agents_ep, key_file);
+    zsock_t *other = grid_dealer (&s_grid, s_grid.agents_ep, key_file);
+    assert_non_null (first);
+    assert_non_null (again);
+    assert_non_null (other);
+    assert_int_equal (s_raw_register (first, "twin-01", "aaaa1111", code,
+                                      sizeof code), PROTO_WELCOME);
+
+    //  Another process, while the first is live: refused, and the first
+    //  hears of it
+    assert_int_equal (s_raw_register (other, "twin-01", "cccc3333", code,
+                                      sizeof code), PROTO_ERROR);
+    assert_string_equal (code, PROTO_ERR_DUPLICATE_NODE);
+    proto_msg_t *notice = s_raw_recv (first);
+    assert_non_null (notice);
+    assert_int_equal (notice->type, PROTO_ERROR);
+    assert_string_equal (notice->code, PROTO_ERR_DUPLICATE_NODE);
+    assert_non_null (strstr (notice->message, "cccc3333"));
+    proto_msg_destroy (&notice);
+    assert_int_equal (s_duplicates (&s_grid, "twin-01"), 1);
+    //  ... and so is one without an instance id
+    assert_int_equal (s_raw_register (other, "twin-01", NULL, code,
+                                      sizeof code), PROTO_ERROR);
+    assert_string_equal (code, PROTO_ERR_DUPLICATE_NODE);
+    notice = s_raw_recv (first);
+    proto_msg_destroy (&notice);
+
+    //  The same process on a new connection (a network blip) gets in
+    assert_int_equal (s_raw_register (again, "twin-01", "aaaa1111", code,
+                                      sizeof code), PROTO_WELCOME);
+    //  The old connection closes: the other process gets in at once
+    zsock_destroy (&first);
+    zsock_destroy (&again);
+    long long deadline = grid_now_ms () + S_WAIT_MS;
+    proto_type_t type = PROTO_ERROR;
+    while (type != PROTO_WELCOME && grid_now_ms () < deadline) {
+        type = s_raw_register (other, "twin-01", "cccc3333", code,
+                               sizeof code);
+        if (type != PROTO_WELCOME)
+            zclock_sleep (50);
+    }
+    assert_int_equal (type, PROTO_WELCOME);
+    zsock_destroy (&other);
+}
+
+static void
+test_it_edges_second_agent_is_refused_until_the_first_dies (void **state)
+{
+    grid_t grid;
+    assert_int_equal (grid_init (&grid), 0);
+    assert_int_equal (grid_start_broker (&grid, NULL), 0);
+    int first = grid_start_agent (&grid, "dup-01", NULL, NULL, NULL);
+    assert_true (first >= 0);
+    //  A second gridagent as dup-01, with the same key, its own state dir
+    char key_file [400];
+    assert_int_equal (grid_keygen (&grid, "agent-dup-01", key_file,
+                                   sizeof key_file, NULL), 0);
+    const char *extra [] = {"--id", "dup-01", "--key", key_file, NULL};
+    int second = grid_spawn_agent (&grid, "dup-01-twin", NULL, NULL, extra);
+    assert_true (second >= 0);
+    char first_log [400], second_log [400], broker_log [400];
+    snprintf (first_log, sizeof first_log, "%s/agent-dup-01.log", grid.dir);
+    snprintf (second_log, sizeof second_log, "%s/agent-dup-01-twin.log",
+              grid.dir);
+    snprintf (broker_log, sizeof broker_log, "%s/broker.log", grid.dir);
+    assert_true (s_wait_file_has (second_log, "duplicate_node"));
+    assert_true (s_wait_file_has (second_log, "is online from another "
+                                              "agent"));
+    assert_true (s_wait_file_has (first_log, "tried to register as node "
+                                             "dup-01"));
+    assert_true (s_wait_file_has (broker_log, "refused a second agent"));
+    assert_true (s_duplicates (&grid, "dup-01") >= 1);
+    assert_false (s_file_has (second_log, "welcomed"));
+    assert_true (grid_wait_node (&grid, "dup-01", "online", S_WAIT_MS));
+
+    //  The first dies: the second takes the node over
+    grid_stop_agent (&grid, first, true);
+    assert_true (s_wait_file_has (second_log, "welcomed"));
+    assert_true (grid_wait_node (&grid, "dup-01", "online", S_WAIT_MS));
+    grid_stop (&grid);
+}
+
 int
 main (void)
 {
@@ -510,6 +662,9 @@ main (void)
             test_it_edges_sighup_reloads_without_dropping_sessions),
         cmocka_unit_test (
             test_it_edges_restarted_agent_stops_what_a_killed_one_left),
+        cmocka_unit_test (test_it_edges_live_session_keeps_its_node),
+        cmocka_unit_test (
+            test_it_edges_second_agent_is_refused_until_the_first_dies),
     };
     return cmocka_run_group_tests (tests, s_setup, s_teardown);
 }

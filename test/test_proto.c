@@ -70,6 +70,7 @@ s_hello (void)
     msg->label_count = 2;
     msg->version = s_dup ("0.1.0");
     msg->concurrency = 4;
+    msg->instance = s_dup ("9f2c4e81a07b3d55");
     msg->backend_count = 2;
     msg->backends = calloc (2, sizeof (proto_backend_spec_t));
     assert_non_null (msg->backends);
@@ -1054,6 +1055,8 @@ test_proto_bad_text_refused (void **state)
     //  NUL, invalid UTF-8, overlong forms and surrogates in any string of
     //  any message: the frame is malformed
     s_expect_refused (s_hello, "hostname", s_value_str ("a\0b", 3), "NUL");
+    s_expect_refused (s_hello, "instance", s_value_str ("a b", 3),
+                      "hello.instance");
     s_expect_refused (s_result, "output", s_value_str ("ok\0", 3), "NUL");
     s_expect_refused (s_bye, "node", s_value_str ("web\0", 4), "NUL");
     pw_t *data = pw_new ();
