@@ -1078,9 +1078,9 @@ broker_drain (broker_t *self)
 //  ---------------------------------------------------------------------
 //  Agent socket
 
-static void
-s_send_agent_error (broker_t *self, const void *routing, size_t routing_size,
-                    const char *code, const char *message)
+//  Encodes an agent error message into self->body. Returns 0 or -1.
+static int
+s_encode_agent_error (broker_t *self, const char *code, const char *message)
 {
     proto_msg_t msg;
     memset (&msg, 0, sizeof msg);
@@ -1088,9 +1088,15 @@ s_send_agent_error (broker_t *self, const void *routing, size_t routing_size,
     msg.code = (char *) code;
     msg.message = (char *) message;
     pw_reset (self->body);
-    if (proto_msg_encode (&msg, self->body) != 0)
-        return;
-    s_queue_send (self, self->agents, routing, routing_size, NULL, false);
+    return proto_msg_encode (&msg, self->body);
+}
+
+static void
+s_send_agent_error (broker_t *self, const void *routing, size_t routing_size,
+                    const char *code, const char *message)
+{
+    if (s_encode_agent_error (self, code, message) == 0)
+        s_queue_send (self, self->agents, routing, routing_size, NULL, false);
 }
 
 void
@@ -1115,13 +1121,7 @@ static bool
 s_probe_session (broker_t *self, const void *routing, size_t routing_size,
                  const char *notice)
 {
-    proto_msg_t msg;
-    memset (&msg, 0, sizeof msg);
-    msg.type = PROTO_ERROR;
-    msg.code = (char *) PROTO_ERR_DUPLICATE_NODE;
-    msg.message = (char *) notice;
-    pw_reset (self->body);
-    if (proto_msg_encode (&msg, self->body) != 0)
+    if (s_encode_agent_error (self, PROTO_ERR_DUPLICATE_NODE, notice) != 0)
         return true;
     void *handle = zsock_resolve (self->agents);
     if (zmq_send (handle, routing, routing_size, ZMQ_SNDMORE | ZMQ_DONTWAIT)
