@@ -1488,6 +1488,18 @@ s_work_done (void *arg, executor_result_t *done)
         result->data = outcome->data;
         result->data_count = outcome->data_count < PROTO_MAX_LIST
                            ? outcome->data_count : PROTO_MAX_LIST;
+        //  Facts parsed from a program's output are text on the wire too
+        for (size_t index = 0; index < result->data_count; index++) {
+            proto_kv_t *fact = &result->data [index];
+            bool cut_fact = false;
+            if (fact->key)
+                fact->key = s_clean_text (fact->key, strlen (fact->key),
+                                          PROTO_MAX_TEXT, &cut_fact);
+            if (fact->value)
+                fact->value = s_clean_text (fact->value,
+                                            strlen (fact->value),
+                                            PROTO_MAX_TEXT, &cut_fact);
+        }
         for (size_t index = result->data_count;
              index < outcome->data_count; index++) {
             free (outcome->data [index].key);
@@ -2077,6 +2089,14 @@ agent_new (agent_config_t *config, char *err, size_t err_len)
     if (gethostname (self->hostname, sizeof (self->hostname)))
         snprintf (self->hostname, sizeof (self->hostname), "%s", config->id);
     self->hostname [HOST_NAME_MAX] = 0;
+    //  The wire takes only UTF-8 text: a stray byte becomes '?'
+    bool cut_name = false;
+    char *clean = s_clean_text (strdup (self->hostname),
+                                strlen (self->hostname), HOST_NAME_MAX,
+                                &cut_name);
+    if (clean)
+        snprintf (self->hostname, sizeof (self->hostname), "%s", clean);
+    free (clean);
     //  CZMQ's own SIGINT/SIGTERM handler would stop the loop behind our
     //  back; we read those signals through a signalfd instead
     zsys_handler_set (NULL);
