@@ -454,7 +454,7 @@ s_usage (FILE *out)
 "  --help                  print this help and exit\n"
 "\n"
 "SIGHUP reads the config file and flags again, keeping the session:\n"
-"disabled_backends, verbose and drain change at once (conf/gridagent.yaml).\n",
+"disabled_backends, log_level, verbose and drain change at once.\n",
              AGENT_DEFAULT_BROKER, AGENT_DEFAULT_PUBLISH,
              AGENT_DEFAULT_STATE_DIR, EXECUTOR_DEFAULT_CAP_BYTES,
              BACKEND_RESOLV_CONF);
@@ -2271,6 +2271,8 @@ s_restart_only (const agent_config_t *running, const agent_config_t *fresh,
         { "broker_key", s_text_differs (running->broker_key,
                                         fresh->broker_key) },
         { "insecure", running->insecure != fresh->insecure },
+        { "log_format", s_text_differs (running->log_format,
+                                        fresh->log_format) },
     };
     size_t used = 0;
     text [0] = 0;
@@ -2289,8 +2291,8 @@ agent_reload (agent_t *self)
     char err [1024] = "";
     if (agent_config_parse (&fresh, running->argc, running->argv, stdout,
                             err, sizeof (err)) != 0) {
-        s_log (self, "SIGHUP: reload failed, the running configuration "
-               "stays: %s", *err ? err : "unexpected --help or --version");
+        log_error ("SIGHUP: reload failed, the running configuration stays: "
+                   "%s", *err ? err : "unexpected --help or --version");
         agent_config_clear (&fresh);
         return -1;
     }
@@ -2319,6 +2321,13 @@ agent_reload (agent_t *self)
     }
     running->verbose = fresh.verbose;
     running->drain_ms = fresh.drain_ms;
+    char *level = running->log_level;
+    running->log_level = fresh.log_level;
+    fresh.log_level = level;
+    if (log_configure (running->log_level ? running->log_level : "info",
+                       NULL, running->verbose, err, sizeof (err)))
+        log_warn ("SIGHUP: %s: the log level stays %s", err,
+                  log_level_name (log_level ()));
     char names [512] = "";
     size_t used = 0;
     for (size_t index = 0; index < running->disabled_count; index++)
@@ -2326,11 +2335,11 @@ agent_reload (agent_t *self)
                                    "%s%s", index ? ", " : "",
                                    running->disabled [index]);
     s_log (self, "SIGHUP: configuration reloaded: disabled backends %s, "
-           "verbose %s, drain %lld ms", *names ? names : "none",
-           running->verbose ? "on" : "off", (long long) running->drain_ms);
+           "log level %s, drain %lld ms", *names ? names : "none",
+           log_level_name (log_level ()), (long long) running->drain_ms);
     if (*later)
-        s_log (self, "SIGHUP: changed settings that take effect at the "
-               "next start: %s", later);
+        log_warn ("SIGHUP: changed settings that take effect at the next "
+                  "start: %s", later);
     //  The broker learns the new offer from a hello on the live session
     if (offers && self->welcomed)
         s_send_hello (self);

@@ -144,7 +144,7 @@ agent_t *agent_new (agent_config_t *config, char *err, size_t err_len);
 //  Reads the configuration again from CONFIG's command line (the config
 //  file, then the flags) and applies what can change while the agent
 //  runs: disabled_backends (the broker hears the new hello at once),
-//  verbose and drain. Other changed settings take effect at the next
+//  log_level, verbose and drain. Other changed settings take effect at the next
 //  start and are logged as such. On an error nothing changes and the
 //  error is logged. The session stays up. Returns 0, or -1 on an error.
 int agent_reload (agent_t *self);

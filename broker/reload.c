@@ -6,8 +6,9 @@
     --client-key or clients: is read again), the allowlist, auto_accept,
     max_pending_keys, log_level and verbose. Everything else (endpoints,
     data dir, the broker's own key, insecure, log_format, timers and
-    limits) takes effect at the next start; a reload that changes it says so in the log. A reload that
-    fails (a bad file, an unreadable key) is logged and changes nothing.
+    limits) takes effect at the next start; a reload that changes it says
+    so in the log. A reload that fails (a bad file, an unreadable key) is
+    logged and changes nothing.
     =========================================================================
 */
 #include <signal.h>

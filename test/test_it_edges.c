@@ -296,6 +296,21 @@ s_file_has (const char *path, const char *text)
     return found;
 }
 
+//  How many lines of the file PATH hold TEXT.
+static int
+s_file_count (const char *path, const char *text)
+{
+    FILE *file = fopen (path, "r");
+    if (!file)
+        return 0;
+    char line [2048];
+    int count = 0;
+    while (fgets (line, sizeof line, file))
+        count += strstr (line, text) != NULL;
+    fclose (file);
+    return count;
+}
+
 //  Polls until the file PATH holds TEXT. Returns true when it does.
 static bool
 s_wait_file_has (const char *path, const char *text)
@@ -369,10 +384,12 @@ test_it_edges_sighup_reloads_without_dropping_sessions (void **state)
     //  at once, and the agent's session stays up
     char text [1024];
     snprintf (text, sizeof text, "allow: [test.*, system.*]\n"
+              "log_level: debug\n"
               "clients:\n  - {key: %s, role: operator}\n", operator_key);
     s_write_file (broker_conf, text);
     assert_int_equal (kill (grid.broker_pid, SIGHUP), 0);
     assert_true (s_wait_file_has (broker_log, "configuration reloaded"));
+    assert_true (s_file_has (broker_log, "log level debug"));
     assert_string_equal (s_submit_code (&grid, "hup-01", "system", "uptime"),
                          "");
     pv_doc_t *reply = grid_call_as (&grid, operator_key, "status", NULL);
@@ -391,12 +408,48 @@ test_it_edges_sighup_reloads_without_dropping_sessions (void **state)
     assert_true (grid_reply_ok (reply, NULL));
     pv_doc_destroy (&reply);
 
+    //  A client key taken out is refused from its next request on, also
+    //  on a connection it opened before
+    zsock_t *operator = grid_dealer (&grid, grid.client_ep, operator_key);
+    assert_non_null (operator);
+    pw_t *request = pw_new ();
+    proto_request_begin (request, "status", "hup-status-1", 0);
+    assert_int_equal (zsock_send (operator, "b", pw_data (request),
+                                  pw_size (request)), 0);
+    zmsg_t *answer = s_recv (operator);
+    assert_non_null (answer);
+    zmsg_destroy (&answer);
+    s_write_file (broker_conf, "allow: [test.*, system.*]\n");
+    assert_int_equal (kill (grid.broker_pid, SIGHUP), 0);
+    long long deadline = grid_now_ms () + S_WAIT_MS;
+    while (s_file_count (broker_log, "configuration reloaded") < 2
+           && grid_now_ms () < deadline)
+        zclock_sleep (20);
+    assert_int_equal (s_file_count (broker_log, "configuration reloaded"),
+                      2);
+    pw_reset (request);
+    proto_request_begin (request, "status", "hup-status-2", 0);
+    assert_int_equal (zsock_send (operator, "b", pw_data (request),
+                                  pw_size (request)), 0);
+    answer = s_recv (operator);
+    assert_non_null (answer);
+    zframe_t *body = zmsg_last (answer);
+    reply = NULL;
+    assert_int_equal (pv_doc_decode (zframe_data (body), zframe_size (body),
+                                     &reply, NULL, 0), 0);
+    assert_true (grid_str_is (pv_doc_root (reply), "type", "error"));
+    pv_doc_destroy (&reply);
+    zmsg_destroy (&answer);
+    pw_destroy (&request);
+    zsock_destroy (&operator);
+    assert_null (grid_call_as (&grid, operator_key, "status", NULL));
+
     //  The agent switches a backend off: the broker hears it at once
     assert_true (s_node_offers (&grid, "hup-01", "system"));
     s_write_file (agent_conf, "disabled_backends: [system]\n");
     assert_int_equal (kill (grid.agent_pids [slot], SIGHUP), 0);
     assert_true (s_wait_file_has (agent_log, "configuration reloaded"));
-    long long deadline = grid_now_ms () + S_WAIT_MS;
+    deadline = grid_now_ms () + S_WAIT_MS;
     while (s_node_offers (&grid, "hup-01", "system")
            && grid_now_ms () < deadline)
         zclock_sleep (20);
