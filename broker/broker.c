@@ -18,6 +18,8 @@
 #define TICK_PASSES 4            //  Agent socket passes before each tick
 #define BACKLOG_LAG_MAX_MS 30000 //  Deadlines wait for a backlog at most this
 #define REPLY_CACHE_MAX 10000    //  Client replies kept for retries
+#define S_DUPLICATE_EPISODE_MS 600000  //  duplicate_node refusals this far
+                                 //  apart are separate entries in history
 #define SEND_BYTES_KEEP (1 << 20) //  Larger send buffers are freed after use
 #define REPLAY_MAX 8             //  Passes replayed after a full map grew
 #define STORE_REARM_PERCENT 85   //  The nearly-full warning again below this
@@ -1173,9 +1175,40 @@ s_duplicate_refused (broker_t *self, registry_node_t *node,
                           text))
         return false;
     int64_t wall_ms = broker_wall_ms ();
-    if (node->duplicates == 0 || wall_ms - node->duplicate_wall_ms > 60000)
+    int64_t quiet_ms = node->duplicates ? wall_ms - node->duplicate_wall_ms
+                                        : INT64_MAX;
+    if (quiet_ms > 60000)
         s_log ("node %s: refused a second agent (%s): the node is online "
                "from %s", node->id, theirs, incumbent);
+    //  The node's history gets one entry per episode, not per retry
+    store_txn_t *txn = quiet_ms > S_DUPLICATE_EPISODE_MS ? broker_txn (self)
+                                                          : NULL;
+    if (txn) {
+        pw_reset (self->scratch);
+        pw_map (self->scratch, 9);
+        pw_str (self->scratch, "time_ms");
+        pw_int (self->scratch, wall_ms);
+        pw_str (self->scratch, "event");
+        pw_str (self->scratch, "refused_duplicate");
+        pw_str (self->scratch, "agent_version");
+        pw_str (self->scratch, hello->version);
+        pw_str (self->scratch, "hostname");
+        pw_str (self->scratch, hello->hostname);
+        pw_str (self->scratch, "instance");
+        pw_str (self->scratch, hello->instance ? hello->instance : "");
+        pw_str (self->scratch, "actions");
+        pw_int (self->scratch, 0);
+        pw_str (self->scratch, "added");
+        pw_array (self->scratch, 0);
+        pw_str (self->scratch, "removed");
+        pw_array (self->scratch, 0);
+        pw_str (self->scratch, "versions");
+        pw_array (self->scratch, 0);
+        s_store_error (self, nodehist_append (txn, node->id,
+                                              pw_data (self->scratch),
+                                              pw_size (self->scratch)),
+                       "a node's history");
+    }
     registry_note_duplicate (node, hello->hostname, wall_ms);
     snprintf (text, sizeof text, "node %s is online from another agent "
               "(%s, heard from %lld ms ago): this agent is refused while "

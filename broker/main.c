@@ -69,7 +69,8 @@ static const char *s_usage =
     "EP is a ZeroMQ endpoint (tcp://127.0.0.1:7701, ipc:///run/grid/client).\n"
     "D is a duration: 500ms, 10s, 30m, 1h30m.\n"
     "SIGHUP reads the config file and flags again, keeping every session:\n"
-    "client keys, allowlist, auto_accept and verbose change at once.\n";
+    "client keys, allowlist, auto_accept, log level and verbose change at\n"
+    "once.\n";
 
 static int
 s_bad (const char *format, const char *value)

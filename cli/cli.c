@@ -3099,6 +3099,13 @@ s_render_node_history (const pv_t *data, FILE *out)
             changes = s_realloc (changes, used + strlen (part) + 1);
             memcpy (changes + used, part, strlen (part) + 1);
         }
+        if (!*changes && pv_map_get (entry, "hostname")) {
+            //  A second agent refused this node (duplicate_node)
+            char host [256];
+            s_field (entry, "hostname", host, sizeof host);
+            free (changes);
+            changes = zsys_sprintf ("a second agent from %s", host);
+        }
         if (!*changes) {
             free (changes);
             changes = zsys_sprintf ("%" PRId64 " actions",

@@ -695,6 +695,16 @@ test_it_edges_second_agent_is_refused_until_the_first_dies (void **state)
     assert_true (s_wait_file_has (broker_log, "refused a second agent"));
     assert_true (s_duplicates (&grid, "dup-01") >= 1);
     assert_false (s_file_has (second_log, "welcomed"));
+    //  The node's history shows it once, however often the second retries
+    char *out = NULL, *err = NULL;
+    assert_int_equal (grid_cli (&grid, &out, &err, 15000, "node", "history",
+                                "dup-01", NULL), 0);
+    assert_non_null (strstr (out, "refused_duplicate"));
+    char *second_line = strstr (strstr (out, "refused_duplicate") + 1,
+                                "refused_duplicate");
+    assert_null (second_line);
+    free (out);
+    free (err);
     assert_true (grid_wait_node (&grid, "dup-01", "online", S_WAIT_MS));
 
     //  The first dies: the second takes the node over
