@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include "../backends/backend.h"
+#include "../proto/log.h"
 
 #define S_READ_CHUNK 65536      //  Bytes per read from a capture pipe
 #define S_READS_PER_WAKE 16     //  Reads per pipe per loop pass (fairness)
@@ -667,21 +668,16 @@ s_start_process (executor_t *self, s_task_t *task)
     //  Both sides set the group, so it exists before either needs it
     setpgid (pid, pid);
     if (go_pipe [1] >= 0) {
-        //  On record first, then go. Unrecorded, the child never runs: it
-        //  reads end of file and exits, and the task cannot start.
-        if (orphans_record (self->config.group_dir, pid) != 0) {
-            saved = errno;
-            close (go_pipe [1]);
-            kill (pid, SIGKILL);
-            while (waitpid (pid, NULL, 0) < 0 && errno == EINTR)
-                ;
-            close (out_pipe [0]);
-            close (err_pipe [0]);
-            errno = saved;
-            s_start_failed (self, task, "recording its process group");
-            return;
-        }
-        task->recorded = true;
+        //  On record first, then go. A record that cannot be written (a
+        //  full disk) does not keep the task from running: it runs
+        //  unrecorded, and says so in the log.
+        if (orphans_record (self->config.group_dir, pid) == 0)
+            task->recorded = true;
+        else
+            log_warn ("cannot record the process group of a task of job %s "
+                      "in %s (%s): should the agent die, what the task "
+                      "starts is not stopped at its next start",
+                      task->job, self->config.group_dir, strerror (errno));
         ssize_t wrote;
         while ((wrote = write (go_pipe [1], "g", 1)) < 0 && errno == EINTR)
             ;

@@ -18,7 +18,8 @@
     crashed agent leaves no task of its own running; what the child
     started in its group outlives it, so with group_dir set each child
     waits, before it runs anything, until its group is recorded there
-    (orphans.h) for the next start to stop.
+    (orphans.h) for the next start to stop (a record that cannot be
+    written, as on a full disk, is logged and the task runs all the same).
 
     Children are reaped through a signalfd for SIGCHLD registered with the
     loop: SIGCHLD must be blocked in every thread of the process, which

@@ -443,7 +443,7 @@ test_executor_timeout_kills_group (void **unused)
 
 //  With a group dir, each running task's process group is on record
 //  there (orphans.h) until the task is over; a record that cannot be
-//  written keeps the task from starting at all.
+//  written does not keep the task from running.
 static void
 test_executor_groups_recorded (void **unused)
 {
@@ -469,15 +469,15 @@ test_executor_groups_recorded (void **unused)
     s_cleanup (&state);
     assert_int_equal (rmdir (dir), 0);
 
-    //  The directory is gone: nothing starts, and the task says why
+    //  The directory is gone (as good as a full disk): the task runs
+    //  unrecorded all the same
     memset (&state, 0, sizeof (state));
     state.executor = executor_new (loop, &config);
     assert_non_null (state.executor);
     s_submit_child (&state, 0, "j-2", 0, s_child_sleep, 0, 0);
     s_run (loop, &state, 1);
-    assert_int_equal (state.records [0].status, EXECUTOR_FAILED);
-    assert_non_null (strstr (state.records [0].error,
-                             "recording its process group"));
+    assert_int_equal (state.records [0].status, EXECUTOR_SUCCESS);
+    assert_int_equal (access (dir, F_OK), -1);
     s_cleanup (&state);
     zloop_destroy (&loop);
     s_assert_no_zombies ();
