@@ -131,6 +131,7 @@ agent_config_init (agent_config_t *config)
     config->output_cap_bytes = EXECUTOR_DEFAULT_CAP_BYTES;
     config->kill_grace_ms = AGENT_DEFAULT_GRACE_MS;
     config->drain_ms = AGENT_DEFAULT_DRAIN_MS;
+    config->progress_ms = AGENT_DEFAULT_PROGRESS_MS;
     config->key_file = strdup (KEYS_DEFAULT_AGENT_KEY);
     config->broker_key = strdup (KEYS_DEFAULT_BROKER_KEY);
 }
@@ -293,7 +294,7 @@ s_conf_list (const pv_t *map, const char *key, char ***list_p,
 static const char *const s_config_keys [] = {
     "id", "groups", "labels", "broker", "publish", "state_dir",
     "concurrency", "tool_dir", "output_cap_bytes", "disabled_backends",
-    "resolv_conf", "kill_grace", "drain", "verbose", "key", "broker_key",
+    "resolv_conf", "kill_grace", "drain", "progress_interval", "verbose", "key", "broker_key",
     "insecure", "log_level", "log_format", NULL
 };
 
@@ -317,6 +318,8 @@ s_conf_apply (agent_config_t *config, const pv_t *root, char *err,
     ||  conf_get_duration (root, "kill_grace", &config->kill_grace_ms, err,
                            err_len)
     ||  conf_get_duration (root, "drain", &config->drain_ms, err, err_len)
+    ||  conf_get_duration (root, "progress_interval", &config->progress_ms,
+                           err, err_len)
     ||  conf_get_bool (root, "verbose", &config->verbose, err, err_len)
     ||  conf_get_str (root, "key", &config->key_file, err, err_len)
     ||  conf_get_str (root, "broker_key", &config->broker_key, err, err_len)
@@ -435,6 +438,8 @@ s_usage (FILE *out)
 "  --kill-grace DURATION   SIGTERM to SIGKILL delay for a task (default 5s)\n"
 "  --drain DURATION        on shutdown, how long running tasks may finish\n"
 "                          (default 5s)\n"
+"  --progress-interval D   at most one progress report per running task\n"
+"                          this often (default 1s, at least 100ms)\n"
 "  --verbose               log every command event (--log-level debug)\n"
 "  --log-level LEVEL       error, warn, info (default) or debug\n"
 "  --log-format FORMAT     text (default; journal-style under systemd)\n"
@@ -464,7 +469,7 @@ typedef enum {
     S_OPT_ID = 256, S_OPT_GROUPS, S_OPT_LABELS, S_OPT_BROKER, S_OPT_PUBLISH,
     S_OPT_STATE_DIR, S_OPT_CONFIG, S_OPT_CONCURRENCY, S_OPT_TOOL_DIR,
     S_OPT_OUTPUT_CAP, S_OPT_DISABLE, S_OPT_RESOLV_CONF, S_OPT_KILL_GRACE,
-    S_OPT_DRAIN, S_OPT_VERBOSE, S_OPT_VERSION, S_OPT_HELP, S_OPT_KEY,
+    S_OPT_DRAIN, S_OPT_PROGRESS, S_OPT_VERBOSE, S_OPT_VERSION, S_OPT_HELP, S_OPT_KEY,
     S_OPT_BROKER_KEY, S_OPT_INSECURE, S_OPT_LOG_LEVEL, S_OPT_LOG_FORMAT,
     S_OPT_PRINT_CONFIG, S_OPT_END
 } s_option_t;
@@ -484,6 +489,7 @@ static const struct option s_options [] = {
     { "resolv-conf", required_argument, NULL, S_OPT_RESOLV_CONF },
     { "kill-grace", required_argument, NULL, S_OPT_KILL_GRACE },
     { "drain", required_argument, NULL, S_OPT_DRAIN },
+    { "progress-interval", required_argument, NULL, S_OPT_PROGRESS },
     { "verbose", no_argument, NULL, S_OPT_VERBOSE },
     { "key", required_argument, NULL, S_OPT_KEY },
     { "broker-key", required_argument, NULL, S_OPT_BROKER_KEY },
@@ -547,15 +553,20 @@ s_apply_flag (agent_config_t *config, int option, const char *value,
             return 0;
         case S_OPT_KILL_GRACE:
         case S_OPT_DRAIN:
+        case S_OPT_PROGRESS:
             if (duration_parse (value, &ms)) {
                 s_err (err, err_len, "--%s: '%s' is not a duration (like "
                        "500ms, 5s, 1m)", option == S_OPT_DRAIN ? "drain"
-                                                              : "kill-grace",
+                       : option == S_OPT_PROGRESS ? "progress-interval"
+                                                  : "kill-grace",
                        value);
                 return -1;
             }
             if (option == S_OPT_DRAIN)
                 config->drain_ms = ms;
+            else
+            if (option == S_OPT_PROGRESS)
+                config->progress_ms = ms;
             else
                 config->kill_grace_ms = ms;
             return 0;
@@ -629,6 +640,8 @@ s_print_config (const agent_config_t *config, const char *const *values,
                          "--kill-grace", S_GIVEN (S_OPT_KILL_GRACE));
     conf_print_duration (o, "drain", config->drain_ms, "--drain",
                          S_GIVEN (S_OPT_DRAIN));
+    conf_print_duration (o, "progress_interval", config->progress_ms,
+                         "--progress-interval", S_GIVEN (S_OPT_PROGRESS));
     conf_print_setting (o, "verbose", config->verbose ? "true" : "false",
                         false, "--verbose", verbose);
     conf_print_setting (o, "log_level",
@@ -829,6 +842,10 @@ agent_config_check (agent_config_t *config, char *err, size_t err_len)
         s_err (err, err_len, "kill grace and drain must not be negative");
         return -1;
     }
+    if (config->progress_ms < 100) {
+        s_err (err, err_len, "progress_interval must be at least 100ms");
+        return -1;
+    }
     if (!config->broker || !*config->broker || !config->publish
     ||  !*config->publish) {
         s_err (err, err_len, "broker and publish endpoints are required");
@@ -954,6 +971,7 @@ struct _agent_t {
     uint32_t hello_delay_ms;    //  Next hello retry delay
     int heartbeat_timer;
     int resend_timer;
+    int progress_timer;         //  Reports running tasks' progress
     zhashx_t *work;             //  key -> s_work_t, queued or running
     zhashx_t *held;             //  key -> s_held_t, progress not yet sent
     zlistx_t *held_order;       //  The same s_held_t, oldest first
@@ -982,6 +1000,8 @@ struct _s_work_t {
     char *what;                 //  "backend.action", for logs
     backend_plan_t *plan;       //  How it runs
     backend_outcome_t outcome;  //  In-loop actions: what they reported
+    int64_t started_ms;         //  Monotonic start, 0 before
+    backend_progress_t sent;    //  The last progress sent (percent -1, "": none)
 };
 
 //  Progress of one attempt that waits for the hold timer.
@@ -1439,11 +1459,53 @@ s_inproc_run (void *arg, executor_result_t *result)
     work->outcome.error = NULL;
 }
 
+//  Every progress interval: each running task's progress (its backend's
+//  reporter, or its last line of output), sent when it changed since the
+//  last one sent. So a task sends at most one per interval.
+static int
+s_progress_fired (zloop_t *loop, int timer_id, void *arg)
+{
+    agent_t *self = (agent_t *) arg;
+    if (!self->welcomed)
+        return 0;
+    int64_t now = zclock_mono ();
+    for (s_work_t *work = (s_work_t *) zhashx_first (self->work); work;
+         work = (s_work_t *) zhashx_next (self->work)) {
+        if (work->started_ms <= 0 || !work->plan)
+            continue;
+        char line [PROTO_MAX_PROGRESS * 2];
+        executor_last_line (self->executor, work, line, sizeof (line));
+        backend_progress_t progress;
+        memset (&progress, 0, sizeof (progress));
+        progress.percent = -1;
+        if (!backend_progress (work->plan, now - work->started_ms, line,
+                               &progress)
+            || (progress.percent == work->sent.percent
+                && strcmp (progress.kind, work->sent.kind) == 0
+                && strcmp (progress.message, work->sent.message) == 0))
+            continue;
+        proto_msg_t msg = {
+            .type = PROTO_PROGRESS, .node = self->config->id,
+            .job = work->job, .step = work->step, .attempt = work->attempt,
+            .percent = progress.percent,
+            .kind = progress.kind [0] && name_valid (progress.kind)
+                        ? progress.kind
+                        : NULL,
+            .message = progress.message [0] ? progress.message : NULL
+        };
+        s_send (self, &msg);
+        work->sent = progress;
+    }
+    return 0;
+}
+
 static void
 s_work_started (void *arg, pid_t pid)
 {
     s_work_t *work = (s_work_t *) arg;
     agent_t *self = work->agent;
+    work->started_ms = zclock_mono ();
+    work->sent.percent = -1;
     proto_msg_t started = {
         .type = PROTO_STARTED, .node = self->config->id, .job = work->job,
         .step = work->step, .attempt = work->attempt
@@ -2385,6 +2447,9 @@ agent_run (agent_t *self)
     s_arm_hello (self, true);
     self->resend_timer = zloop_timer (self->loop, s_jitter (S_RESEND_MS), 0,
                                       s_resend_fired, self);
+    self->progress_timer = zloop_timer (self->loop,
+                                        (size_t) config->progress_ms, 0,
+                                        s_progress_fired, self);
     //  Spool opened, sockets connected: the agent serves from here on
     service_notify_ready ("running");
     if (service_watchdog_attach (self->loop) < 0)

@@ -66,6 +66,7 @@
 #define AGENT_DEFAULT_CONFIG GRID_SYSCONFDIR "/grid/gridagent.yaml"
 #define AGENT_DEFAULT_GRACE_MS 5000      //  SIGTERM -> SIGKILL for a task
 #define AGENT_DEFAULT_DRAIN_MS 5000      //  Shutdown: running work may finish
+#define AGENT_DEFAULT_PROGRESS_MS 1000   //  At most one progress message per task this often
 #define AGENT_MAX_CONCURRENCY 256
 
 //  Everything gridagent can be told, by flags or by the config file.
@@ -87,6 +88,7 @@ typedef struct {
     char *resolv_conf;           //  File the network backend manages
     int64_t kill_grace_ms;       //  SIGTERM -> SIGKILL for a task
     int64_t drain_ms;            //  Shutdown: how long running work may go on
+    int64_t progress_ms;         //  At most one progress message per task this often (>= 100)
     bool verbose;                //  One log line per command event
     char *log_level;             //  error, warn, info or debug (NULL: info)
     char *log_format;            //  text or json (NULL: text)

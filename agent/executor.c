@@ -1056,3 +1056,31 @@ executor_idle (executor_t *self)
     return zlistx_size (self->queued) == 0 && zlistx_size (self->running) == 0
         && zlistx_size (self->ended) == 0;
 }
+
+size_t
+executor_last_line (executor_t *self, const void *arg, char *buf,
+                    size_t buf_len)
+{
+    if (!buf || buf_len == 0)
+        return 0;
+    buf [0] = '\0';
+    s_task_t *task = (s_task_t *) zlistx_first (self->running);
+    while (task && task->arg != arg)
+        task = (s_task_t *) zlistx_next (self->running);
+    if (!task || !task->out.data || task->out.len == 0)
+        return 0;
+    //  The last complete line: up to the last newline, from the one before
+    const char *data = task->out.data;
+    size_t end = task->out.len;
+    while (end > 0 && data [end - 1] != '\n')
+        end--;
+    while (end > 0 && (data [end - 1] == '\n' || data [end - 1] == '\r'))
+        end--;
+    size_t start = end;
+    while (start > 0 && data [start - 1] != '\n')
+        start--;
+    size_t len = end - start < buf_len - 1 ? end - start : buf_len - 1;
+    memcpy (buf, data + start, len);
+    buf [len] = '\0';
+    return len;
+}

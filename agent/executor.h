@@ -143,6 +143,13 @@ int executor_cancel_queued (executor_t *self, const char *reason);
 //  Cancels every task, queued and running. Returns how many.
 int executor_cancel_all (executor_t *self, const char *reason);
 
+//  The last complete line the running task with ARG has written to its
+//  standard output so far (bounded by output_cap_bytes), into BUF (at
+//  most BUF_LEN - 1 bytes, NUL-terminated; "" when none or not running).
+//  Returns its length.
+size_t executor_last_line (executor_t *self, const void *arg, char *buf,
+                           size_t buf_len);
+
 //  Tasks running now / waiting to start.
 size_t executor_running (executor_t *self);
 size_t executor_queued (executor_t *self);

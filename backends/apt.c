@@ -10,17 +10,60 @@
 */
 #include "backend.h"
 
+#include <string.h>
 #include <stdio.h>
 
 #define S_PACKAGE_PATTERN "^[a-z0-9][a-z0-9+.-]{0,127}$"
 #define S_APT_ENV "DEBIAN_FRONTEND=noninteractive"
 
 //  argv: apt-get VERB -y [-- PACKAGE]
+//  apt-get's phases, from its last line: "Get:1 http://... nginx ..." is
+//  downloading, "Unpacking nginx (...)" unpacking, "Setting up nginx
+//  (...)" configuring; "Reading package lists..." and the like reading.
+static bool
+s_apt_progress (const backend_plan_t *plan, int64_t elapsed_ms,
+                const char *last_line, backend_progress_t *progress)
+{
+    (void) elapsed_ms;
+    static const struct {
+        const char *prefix;
+        const char *kind;
+    } phases [] = {
+        {"Get:", "downloading"},      {"Hit:", "reading"},
+        {"Ign:", "reading"},          {"Reading ", "reading"},
+        {"Building ", "reading"},     {"Unpacking ", "unpacking"},
+        {"Preparing to unpack ", "unpacking"},
+        {"Selecting previously", "unpacking"},
+        {"Setting up ", "configuring"}, {"Processing triggers", "configuring"},
+        {"Removing ", "removing"},    {"Calculating upgrade", "reading"},
+    };
+    const char *package = backend_plan_param (plan,
+                                              "package");
+    for (size_t index = 0; index < sizeof (phases) / sizeof (phases [0]);
+         index++)
+        if (strncmp (last_line, phases [index].prefix,
+                     strlen (phases [index].prefix)) == 0) {
+            snprintf (progress->kind, sizeof (progress->kind), "%s",
+                      phases [index].kind);
+            char text [PROTO_MAX_PROGRESS + 1];
+            snprintf (text, sizeof (text), "%s%s%s", phases [index].kind,
+                      package ? " " : "", package ? package : "");
+            backend_progress_say (progress, text);
+            return true;
+        }
+    if (!*last_line)
+        return false;
+    snprintf (progress->kind, sizeof (progress->kind), "output");
+    backend_progress_say (progress, last_line);
+    return true;
+}
+
 static int
 s_plan (backend_plan_t *plan, const char *verb, bool with_package,
         char *err, size_t err_len)
 {
     plan->env = S_APT_ENV;
+    plan->progress = s_apt_progress;
     if (backend_plan_arg (plan, "apt-get")
     ||  backend_plan_arg (plan, verb)
     ||  backend_plan_arg (plan, "-y")

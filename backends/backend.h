@@ -83,6 +83,25 @@ typedef enum {
 
 typedef struct backend_plan_s backend_plan_t;
 
+//  How far a running task has come: what the agent sends in a progress
+//  message (proto/PROTOCOL.md).
+typedef struct {
+    int32_t percent;             //  0..100, or -1 when unknown
+    char kind [32];              //  What it does now, a name ("downloading"), or ""
+    char message [PROTO_MAX_PROGRESS + 1];  //  A short line, or ""
+} backend_progress_t;
+
+//  The progress API. Called by the agent on its loop, at most once per
+//  progress interval, for a task of PLAN that started ELAPSED_MS ago and
+//  whose standard output's last complete line so far is LAST_LINE (""
+//  when none). Fills PROGRESS (zeroed, percent -1, by the caller) and
+//  returns true when there is something to report. A backend sets
+//  plan->progress in its plan function; without one, backend_progress
+//  reports the last line (kind "output").
+typedef bool (backend_progress_fn) (const backend_plan_t *plan,
+                                    int64_t elapsed_ms, const char *last_line,
+                                    backend_progress_t *progress);
+
 //  Runs in a forked child with stdout/stderr on the capture pipes. Only
 //  async-signal-safe calls are allowed (write, nanosleep, fork...). Returns
 //  the exit code.
@@ -115,6 +134,7 @@ struct backend_plan_s {
     size_t param_count;          //  How many
     const backend_context_t *context;  //  Borrowed from the agent
     uint32_t attempt;            //  The command's attempt, from 1 (0: unknown)
+    backend_progress_fn *progress;  //  Progress reporter, or NULL (the last line)
 };
 
 //  One declared parameter.
@@ -168,6 +188,16 @@ extern const backend_ops_t backend_rke2_ops;
 
 //  ---------------------------------------------------------------------
 //  backends.c: the list, lookup, checking, hello specs, plans
+
+//  PLAN's progress after ELAPSED_MS with LAST_LINE (see backend_progress_fn):
+//  its backend's reporter, or the last line. Fills *PROGRESS; returns true
+//  when there is something to report.
+bool backend_progress (const backend_plan_t *plan, int64_t elapsed_ms,
+                       const char *last_line, backend_progress_t *progress);
+
+//  Copies TEXT into the progress message, cut at a character boundary and
+//  without control characters.
+void backend_progress_say (backend_progress_t *progress, const char *text);
 
 //  The built-in backends, in a fixed order; *COUNT_P gets how many.
 const backend_ops_t *const *backends_all (size_t *count_p);

@@ -899,3 +899,43 @@ backend_outcome_clear (backend_outcome_t *outcome)
     free (outcome->data);
     memset (outcome, 0, sizeof (*outcome));
 }
+
+void
+backend_progress_say (backend_progress_t *progress, const char *text)
+{
+    size_t len = 0;
+    for (const char *at = text; at && *at
+                                && len < sizeof (progress->message) - 1;
+         at++) {
+        unsigned char byte = (unsigned char) *at;
+        progress->message [len++] = byte < 0x20 || byte == 0x7F ? ' '
+                                                                 : (char) byte;
+    }
+    //  Never end inside a UTF-8 sequence
+    if (text && text [len]) {
+        while (len > 0 && ((unsigned char) progress->message [len - 1] & 0xC0)
+                              == 0x80)
+            len--;
+        if (len > 0 && ((unsigned char) progress->message [len - 1] & 0xC0)
+                           == 0xC0)
+            len--;
+    }
+    progress->message [len] = '\0';
+    //  Trailing blanks say nothing
+    while (len > 0 && progress->message [len - 1] == ' ')
+        progress->message [--len] = '\0';
+}
+
+bool
+backend_progress (const backend_plan_t *plan, int64_t elapsed_ms,
+                  const char *last_line, backend_progress_t *progress)
+{
+    if (plan && plan->progress)
+        return plan->progress (plan, elapsed_ms, last_line ? last_line : "",
+                               progress);
+    if (!last_line || !*last_line)
+        return false;
+    snprintf (progress->kind, sizeof (progress->kind), "output");
+    backend_progress_say (progress, last_line);
+    return progress->message [0] != '\0';
+}

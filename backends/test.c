@@ -13,6 +13,8 @@
 */
 #include "backend.h"
 
+#include <inttypes.h>
+#include <stdio.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -147,11 +149,30 @@ s_plan_echo (backend_plan_t *plan, char *err, size_t err_len)
     return 0;
 }
 
+//  test sleep: how much of its time has passed.
+static bool
+s_sleep_progress (const backend_plan_t *plan, int64_t elapsed_ms,
+                  const char *last_line, backend_progress_t *progress)
+{
+    (void) last_line;
+    int64_t total_ms = plan->number * 1000;
+    if (total_ms <= 0)
+        return false;
+    int64_t done_ms = elapsed_ms < total_ms ? elapsed_ms : total_ms;
+    progress->percent = (int32_t) (done_ms * 100 / total_ms);
+    snprintf (progress->kind, sizeof (progress->kind), "sleeping");
+    snprintf (progress->message, sizeof (progress->message),
+              "sleeping %" PRId64 " of %" PRId64 " s", done_ms / 1000,
+              plan->number);
+    return true;
+}
+
 static int
 s_plan_sleep (backend_plan_t *plan, char *err, size_t err_len)
 {
     plan->run = BACKEND_RUN_CHILD;
     plan->child = s_sleep_child;
+    plan->progress = s_sleep_progress;
     plan->number = strtoll (backend_plan_param (plan, "seconds"), NULL, 10);
     s_text_arg (plan, "msg");
     return 0;

@@ -1322,12 +1322,12 @@ s_on_agent_message (broker_t *self, int64_t now_ms)
     }
     bool from_agent = in->type == PROTO_HEARTBEAT || in->type == PROTO_ACK
                       || in->type == PROTO_STARTED || in->type == PROTO_RESULT
-                      || in->type == PROTO_BYE;
+                      || in->type == PROTO_PROGRESS || in->type == PROTO_BYE;
     if (!from_agent) {
         self->counters.malformed++;
         s_send_agent_error (self, routing, routing_size, PROTO_ERR_BAD_REQUEST,
                             "agents send hello, heartbeat, ack, started, "
-                            "result or bye");
+                            "progress, result or bye");
         proto_msg_destroy (&in);
         return;
     }
@@ -1355,6 +1355,10 @@ s_on_agent_message (broker_t *self, int64_t now_ms)
     int rc = 0;
     switch (in->type) {
         case PROTO_HEARTBEAT:
+            break;
+        case PROTO_PROGRESS:
+            //  Kept in memory by the scheduler; nothing to commit
+            rc = sched_on_progress (self->sched, in, now_ms);
             break;
         case PROTO_ACK:
             rc = sched_on_ack (self->sched, in->job, in->step, in->attempt,

@@ -321,7 +321,7 @@ s_spec_field_count (const pv_t *spec)
 {
     static const char *fields [] = {"target", "tasks", "strategy", "timeout",
                                     "priority", "idempotency_key",
-                                    "lease_ms", "limits"};
+                                    "lease_ms", "limits", "stall_timeout"};
     size_t count = 0;
     for (size_t index = 0; index < sizeof fields / sizeof fields [0]; index++)
         if (pv_map_get (spec, fields [index]))
@@ -338,7 +338,7 @@ s_write_spec_fields (const pv_t *spec, pw_t *writer)
 {
     static const char *fields [] = {"target", "tasks", "strategy", "timeout",
                                     "priority", "idempotency_key",
-                                    "lease_ms", "limits"};
+                                    "lease_ms", "limits", "stall_timeout"};
     for (size_t index = 0; index < sizeof fields / sizeof fields [0]; index++) {
         const pv_t *value = pv_map_get (spec, fields [index]);
         if (value) {
@@ -1028,7 +1028,15 @@ jobrec_write_progress (const sched_job_t *job, pw_t *writer)
     for (size_t status = 0; status <= SCHED_CELL_RETRY_WAIT; status++)
         if (by_status [status])
             kinds++;
-    pw_map (writer, 8 + (job->reason ? 1 : 0) + (job->updated_at_ms > 0 ? 1 : 0));
+    //  Running tasks that reported progress (kept in memory only)
+    size_t reporting = 0;
+    size_t cell_count = job->cells ? job->step_count * nodes : 0;
+    for (size_t index = 0; index < cell_count; index++)
+        if (job->cells [index].progress_ms > 0
+            && reporting < JOBREC_PROGRESS_TASKS)
+            reporting++;
+    pw_map (writer, 8 + (job->reason ? 1 : 0) + (job->updated_at_ms > 0 ? 1 : 0)
+                        + (reporting ? 1 : 0));
     pw_str (writer, "id");
     pw_str (writer, job->id);
     pw_str (writer, "status");
@@ -1059,5 +1067,38 @@ jobrec_write_progress (const sched_job_t *job, pw_t *writer)
         time_format (job->updated_at_ms, text, sizeof text);
         pw_str (writer, "updated_at");
         pw_str (writer, text);
+    }
+    if (reporting) {
+        pw_str (writer, "tasks");
+        pw_array (writer, reporting);
+        size_t written = 0;
+        for (size_t index = 0; index < cell_count && written < reporting;
+             index++) {
+            const sched_cell_t *cell = &job->cells [index];
+            if (cell->progress_ms <= 0)
+                continue;
+            written++;
+            pw_map (writer, 3 + (cell->percent >= 0 ? 1 : 0)
+                                + (cell->progress_kind ? 1 : 0)
+                                + (cell->progress ? 1 : 0));
+            pw_str (writer, "node");
+            pw_str (writer, job->expected [index % nodes]);
+            pw_str (writer, "step");
+            pw_int (writer, (int64_t) (index / nodes));
+            pw_str (writer, "attempt");
+            pw_int (writer, cell->attempt);
+            if (cell->percent >= 0) {
+                pw_str (writer, "percent");
+                pw_int (writer, cell->percent);
+            }
+            if (cell->progress_kind) {
+                pw_str (writer, "kind");
+                pw_str (writer, cell->progress_kind);
+            }
+            if (cell->progress) {
+                pw_str (writer, "message");
+                pw_str (writer, cell->progress);
+            }
+        }
     }
 }

@@ -45,6 +45,7 @@
 #include "../store/store.h"
 #include "sched.h"
 
+#define JOBREC_PROGRESS_TASKS 32   //  Running tasks job.progress lists at most
 #define JOBREC_MAX_KEY (JOB_ID_LEN + 1 + 4 + NAME_MAX_LEN)
 #define JOBREC_DIGEST_LEN 20      //  SHA-1
 
@@ -117,7 +118,8 @@ int jobrec_header_status (const pv_t *header);
 //  Writes the client API progress record of JOB (proto/PROTOCOL.md,
 //  `job.progress`): status, step, how many nodes are done with the
 //  current step and how many failed anywhere, and the current step's
-//  cells counted by status. Reads only JOB; never the store.
+//  cells counted by status, and (as `tasks`) up to JOBREC_PROGRESS_TASKS
+//  running tasks' latest progress. Reads only JOB; never the store.
 void jobrec_write_progress (const sched_job_t *job, pw_t *writer);
 
 //  The agent's late RESULT for an attempt the broker already ended (lost,

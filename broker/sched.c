@@ -82,7 +82,8 @@ typedef enum {
     S_DUE_RUN,         //  An acknowledged/running cell must report
     S_DUE_RETRY,       //  A cell's backoff is over
     S_DUE_JOB,         //  The whole job's timeout
-    S_DUE_LEASE        //  An any-node cell's lease may have run out
+    S_DUE_LEASE,       //  An any-node cell's lease may have run out
+    S_DUE_STALL        //  A running cell may have gone silent too long
 } s_due_kind_t;
 
 typedef struct _s_node_t s_node_t;
@@ -851,6 +852,10 @@ s_due_valid (const s_due_t *entry)
     if (entry->kind == S_DUE_LEASE)
         return s_in_flight (cell->status) && cell->attempt == entry->attempt
                && cell->claims == entry->claims;
+    if (entry->kind == S_DUE_STALL)
+        return cell->status == SCHED_CELL_RUNNING
+               && cell->attempt == entry->attempt
+               && cell->resends == entry->resends;
     if (cell->deadline_ms != entry->deadline_ms
         || cell->attempt != entry->attempt)
         return false;
@@ -902,6 +907,8 @@ sched_cell_clear (sched_cell_t *cell)
     free (cell->attempts);
     free (cell->reason);
     free (cell->waiting);
+    free (cell->progress_kind);
+    free (cell->progress);
     memset (cell, 0, sizeof (*cell));
 }
 
@@ -1283,6 +1290,17 @@ s_node_room (sched_t *self, s_jobx_t *jobx, size_t step, const char *node,
 //  ---------------------------------------------------------------------
 //  Cells
 
+//  The cell's progress is gone (a new attempt, or the end).
+static void
+s_progress_clear (sched_cell_t *cell)
+{
+    free (cell->progress_kind);
+    free (cell->progress);
+    cell->progress_kind = cell->progress = NULL;
+    cell->percent = -1;
+    cell->progress_ms = 0;
+}
+
 //  The cell no longer waits for a slot.
 static void
 s_waiting_clear (sched_t *self, sched_cell_t *cell)
@@ -1342,6 +1360,7 @@ s_cell_set (sched_t *self, s_jobx_t *jobx, size_t step, size_t node,
         jobx->phase_final [jobx->steps [step].phase]++;
         cell->deadline_ms = 0;
         s_waiting_clear (self, cell);
+        s_progress_clear (cell);
     }
     s_save_cell (self, job, step, node);
     if (!was_final && sched_cell_status_final (status))
@@ -1471,6 +1490,7 @@ s_send_node (sched_t *self, s_jobx_t *jobx, size_t step, size_t node,
     cell->resends = 0;
     cell->started_ms = 0;
     cell->deadline_ms = self->now_ms + self->config.ack_timeout_ms;
+    s_progress_clear (cell);
     jobx->node_flags [node] |= S_NODE_TOOK_PART;
     s_cell_set (self, jobx, step, node, SCHED_CELL_DISPATCHED);
     s_due_push (self, jobx, S_DUE_ACK, cell->deadline_ms, step, node);
@@ -3077,6 +3097,15 @@ sched_restore (sched_t *self, sched_job_t **job_p, int64_t now_ms)
     return 0;
 }
 
+//  R22: the stall timeout of STEP: the task's own, else the job's, else 0.
+static int64_t
+s_stall_ms (const s_jobx_t *jobx, size_t step)
+{
+    const job_phase_t *leaf = jobx->steps [step].leaf;
+    return leaf->stall_timeout_ms > 0 ? leaf->stall_timeout_ms
+                                      : jobx->job->spec->stall_timeout_ms;
+}
+
 //  The running job, step and node of an agent event, or NULL.
 static s_jobx_t *
 s_find (sched_t *self, const char *job_id, uint32_t step, const char *node,
@@ -3155,6 +3184,47 @@ sched_on_started (sched_t *self, const char *job_id, uint32_t step,
     if (moved)
         s_due_push (self, jobx, S_DUE_RUN, cell->deadline_ms, step, index);
     s_event (self, job, "running", index, step, NULL);
+    //  Stall clock (R22): from now, renewed by progress
+    int64_t stall_ms = s_stall_ms (jobx, step);
+    if (stall_ms > 0) {
+        cell->resends = 0;
+        s_due_push (self, jobx, S_DUE_STALL, now_ms + stall_ms, step, index);
+    }
+    return 0;
+}
+
+int
+sched_on_progress (sched_t *self, const proto_msg_t *progress, int64_t now_ms)
+{
+    s_collect (self);
+    self->now_ms = now_ms;
+    if (!progress || progress->type != PROTO_PROGRESS)
+        return -1;
+    size_t index;
+    s_jobx_t *jobx = s_find (self, progress->job, progress->step,
+                             progress->node, &index);
+    if (!jobx)
+        return -1;
+    sched_job_t *job = jobx->job;
+    sched_cell_t *cell = s_cell (job, progress->step, index);
+    if (progress->attempt == 0 || progress->attempt != cell->attempt
+        || !s_in_flight (cell->status))
+        return -1;
+    cell->renewed_ms = now_ms;
+    cell->progress_ms = now_ms;
+    cell->percent = progress->percent >= 0 && progress->percent <= 100
+                        ? progress->percent
+                        : -1;
+    bool new_kind = (progress->kind != NULL) != (cell->progress_kind != NULL)
+                    || (progress->kind && cell->progress_kind
+                        && strcmp (progress->kind, cell->progress_kind) != 0);
+    free (cell->progress_kind);
+    free (cell->progress);
+    cell->progress_kind = s_strdup (progress->kind);
+    cell->progress = s_strdup (progress->message);
+    if (new_kind && progress->kind)
+        s_event (self, job, "progress", index, progress->step,
+                 s_excerpt (progress->kind, progress->message));
     return 0;
 }
 
@@ -3511,6 +3581,24 @@ s_due_fire (sched_t *self, const s_due_t *entry)
         s_attempt_add (cell, s_attempt_node (jobx, node), SCHED_CELL_TIMEOUT,
                        NULL, error, -1,
                        timeout_ms + self->config.grace_ms, false);
+        s_cancel_node (self, job, node);
+        s_cell_failed (self, jobx, step, node, SCHED_CELL_TIMEOUT, true,
+                       error);
+        return;
+    }
+    if (entry->kind == S_DUE_STALL) {
+        //  R22: heard of since? Then the clock runs from that word
+        int64_t stall_ms = s_stall_ms (jobx, step);
+        if (cell->renewed_ms + stall_ms > self->now_ms) {
+            s_due_push (self, jobx, S_DUE_STALL, cell->renewed_ms + stall_ms,
+                        step, node);
+            return;
+        }
+        char text [32];
+        duration_format (stall_ms, text, sizeof (text));
+        char *error = s_printf ("no progress for %s (stall_timeout)", text);
+        s_attempt_add (cell, s_attempt_node (jobx, node), SCHED_CELL_TIMEOUT,
+                       NULL, error, -1, s_ran_ms (self, cell), false);
         s_cancel_node (self, job, node);
         s_cell_failed (self, jobx, step, node, SCHED_CELL_TIMEOUT, true,
                        error);

@@ -93,6 +93,10 @@ typedef struct {
     size_t attempt_count;         //  How many
     char *reason;                 //  Why it did not run (offline, drained, unsupported), or NULL (owned)
     char *waiting;                //  Why a pending cell waits for a slot (owned), or NULL
+    int64_t progress_ms;          //  When the attempt in flight last reported progress (monotonic), 0 never
+    int32_t percent;              //  Its percent: 0..100, -1 none
+    char *progress_kind;          //  Its kind ("downloading"), or NULL (owned)
+    char *progress;               //  Its message, or NULL (owned); all three kept in memory only
     int64_t deadline_ms;          //  Private: ack / run / retry deadline (monotonic)
     uint32_t resends;             //  Private: direct re-sends of this attempt
     int64_t started_ms;           //  Private: when this attempt started running (monotonic), 0 before
@@ -290,6 +294,13 @@ int sched_on_node_offline (sched_t *self, const char *node, int64_t now_ms);
 //  any-node leases end at once and their steps are reclaimed (R19); its
 //  fleet work waits for sched_on_node_offline. Returns 0.
 int sched_on_node_down (sched_t *self, const char *node, int64_t now_ms);
+
+//  A progress message from an agent (PROTO_PROGRESS): the cell keeps the
+//  latest percent, kind and message (in memory: no SAVE_CELL), its lease
+//  and stall clock are renewed, and an EVENT progress is emitted only when
+//  the kind changes. Returns 0, or -1 when it matches no cell in flight.
+int sched_on_progress (sched_t *self, const proto_msg_t *progress,
+                       int64_t now_ms);
 
 //  A heartbeat (or any message) from NODE: renews its leases; a node whose
 //  load may have dropped lets waiting steps start. Returns 0.

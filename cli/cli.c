@@ -2308,6 +2308,25 @@ cli_render_job (const pv_t *record, FILE *out, bool color)
 }
 
 void
+cli_task_progress_format (const pv_t *task, char *buf, size_t buf_len)
+{
+    char node [80], kind [64], message [PROTO_MAX_PROGRESS + 1];
+    s_field (task, "node", node, sizeof node);
+    int64_t percent = s_field_int (task, "percent", -1);
+    const char *text = pv_map_get (task, "message")
+                           ? s_field (task, "message", message, sizeof message)
+                           : s_field (task, "kind", kind, sizeof kind);
+    if (percent >= 0)
+        snprintf (buf, buf_len, "%s %" PRId64 "%%%s%s", node, percent,
+                  *text ? " " : "", text);
+    else
+        snprintf (buf, buf_len, "%s%s%s", node, *text ? " " : "", text);
+    for (char *cursor = buf; *cursor; cursor++)
+        if ((unsigned char) *cursor < 0x20 || *cursor == 0x7F)
+            *cursor = '?';
+}
+
+void
 cli_progress_format (const pv_t *progress, char *buf, size_t buf_len)
 {
     char id [64], status [64], step_text [32];
@@ -2324,8 +2343,15 @@ cli_progress_format (const pv_t *progress, char *buf, size_t buf_len)
         used += snprintf (buf + used, buf_len - (size_t) used, "  nodes %"
                           PRId64 "/%" PRId64 " done", done, nodes);
     if (failed > 0 && used > 0 && (size_t) used < buf_len)
-        snprintf (buf + used, buf_len - (size_t) used, "  %" PRId64 " failed",
-                  failed);
+        used += snprintf (buf + used, buf_len - (size_t) used,
+                          "  %" PRId64 " failed", failed);
+    //  The first running task that reports progress: "web-01 42% ..."
+    const pv_t *tasks = pv_map_get (progress, "tasks");
+    if (pv_size (tasks) > 0 && used > 0 && (size_t) used < buf_len) {
+        char task [256];
+        cli_task_progress_format (pv_array_at (tasks, 0), task, sizeof task);
+        snprintf (buf + used, buf_len - (size_t) used, "  %s", task);
+    }
     //  Node data is printed on the operator's terminal
     for (char *cursor = buf; *cursor; cursor++)
         if ((unsigned char) *cursor < 0x20 || *cursor == 0x7F)
@@ -3644,6 +3670,41 @@ s_final_line (const pv_t *record, FILE *out)
 //  rewritten in place on a terminal, else a new line only when it
 //  changes. Then fetches the whole record once (job.get) and renders it:
 //  a poll costs the broker a count, not the record of every node.
+//  job status of a job not yet finished: its running tasks' progress
+//  (job.progress; nothing when the broker has none to give).
+static void
+s_print_task_progress (const cli_settings_t *settings, const pv_t *record,
+                       FILE *out)
+{
+    char job [64];
+    s_field (record, "id", job, sizeof job);
+    if (!job_id_valid (job))
+        return;
+    char id [CLI_REQUEST_ID_LEN];
+    cli_request_id_make (id, sizeof id);
+    pw_t *writer = pw_new ();
+    s_request_job_progress (writer, id, job);
+    pv_doc_t *reply = NULL;
+    const pv_t *data = NULL;
+    FILE *quiet = fopen ("/dev/null", "w");
+    int rc = s_call (settings, writer, id, &reply, &data,
+                     quiet ? quiet : stderr);
+    if (quiet)
+        fclose (quiet);
+    const pv_t *tasks = rc == CLI_EXIT_OK ? pv_map_get (data, "tasks") : NULL;
+    if (pv_size (tasks) > 0)
+        fputc ('\n', out);
+    for (size_t index = 0; index < pv_size (tasks); index++) {
+        char line [300];
+        cli_task_progress_format (pv_array_at (tasks, index), line,
+                                  sizeof line);
+        fprintf (out, "progress  %s (step %" PRId64 ")\n", line,
+                 s_field_int (pv_array_at (tasks, index), "step", 0));
+    }
+    pv_doc_destroy (&reply);
+    pw_destroy (&writer);
+}
+
 static int
 s_wait (const cli_settings_t *settings, const char *job, FILE *out,
         FILE *err)
@@ -4038,8 +4099,11 @@ cli_run (int argc, char **argv, FILE *out, FILE *err)
         goto done;
     }
     if (args.command == CLI_CMD_JOB_STATUS
-    &&  settings.output == CLI_OUTPUT_TABLE)
+    &&  settings.output == CLI_OUTPUT_TABLE) {
         rc = cli_render_job (data, out, s_color (out));
+        if (rc == 0 && !cli_job_finished (data))
+            s_print_task_progress (&settings, data, out);
+    }
     else
         rc = cli_render (args.command, data, settings.output, out);
     if (rc == -2) {

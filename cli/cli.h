@@ -264,6 +264,10 @@ int cli_render_job (const pv_t *record, FILE *out, bool color);
 //  BUF: "j-... running  step 2/4  nodes 3/5 done  1 failed".
 void cli_progress_format (const pv_t *progress, char *buf, size_t buf_len);
 
+//  One running task's progress (an entry of job.progress's `tasks`) as
+//  "web-01 42% downloading nginx" into BUF (control characters become ?).
+void cli_task_progress_format (const pv_t *task, char *buf, size_t buf_len);
+
 //  True when RECORD's status is final: completed, partial_failure, failed
 //  or cancelled.
 bool cli_job_finished (const pv_t *record);

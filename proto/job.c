@@ -341,9 +341,11 @@ s_read_phase (s_ctx_t *ctx, const pv_t *value, const char *path, int depth,
 {
     static const char *const keys [] = {"backend", "action", "params",
                                         "timeout", "max_retries",
-                                        "condition", "tasks", NULL};
+                                        "condition", "tasks",
+                                        "stall_timeout", NULL};
     static const char *const leaf_only [] = {"params", "timeout",
-                                             "max_retries", NULL};
+                                             "max_retries", "stall_timeout",
+                                             NULL};
     char key_path [PATH_MAX_LEN];
     if (pv_type (value) != PV_MAP) {
         s_problem (ctx, path,
@@ -433,6 +435,11 @@ s_read_phase (s_ctx_t *ctx, const pv_t *value, const char *path, int depth,
         s_read_int (ctx, retries, key_path, 0, JOB_MAX_RETRIES,
                     &phase->max_retries);
     }
+    const pv_t *stall = pv_map_get (value, "stall_timeout");
+    if (stall) {
+        s_path_key (key_path, path, "stall_timeout");
+        s_read_duration (ctx, stall, key_path, &phase->stall_timeout_ms);
+    }
 }
 
 //  Reads the target: a map {scope, ?value, ?any} or a text "group:web".
@@ -519,7 +526,7 @@ job_spec_decode (const pv_t *value, job_spec_t **spec_p,
                                         "strategy", "timeout",
                                         "priority", "idempotency_key",
                                         "dead_letter", "lease_ms",
-                                        "limits", NULL};
+                                        "limits", "stall_timeout", NULL};
     *spec_p = NULL;
     s_ctx_t ctx = {errors, 0};
     if (pv_type (value) != PV_MAP) {
@@ -596,6 +603,10 @@ job_spec_decode (const pv_t *value, job_spec_t **spec_p,
                     JOB_MAX_LEASE_MS, &lease_ms);
         spec->lease_ms = lease_ms;
     }
+    const pv_t *stall = pv_map_get (value, "stall_timeout");
+    if (stall)
+        s_read_duration (&ctx, stall, "stall_timeout",
+                         &spec->stall_timeout_ms);
     const pv_t *limits = pv_map_get (value, "limits");
     char why [256];
     if (limits
@@ -680,6 +691,7 @@ s_write_phase (const job_phase_t *phase, pw_t *writer)
         pw_map (writer, 2 + (phase->param_count > 0 ? 1 : 0)
                             + (phase->timeout_ms > 0 ? 1 : 0)
                             + (phase->max_retries > 0 ? 1 : 0)
+                            + (phase->stall_timeout_ms > 0 ? 1 : 0)
                             + (has_condition ? 1 : 0));
         pw_str (writer, "backend");
         pw_str (writer, phase->backend);
@@ -699,6 +711,9 @@ s_write_phase (const job_phase_t *phase, pw_t *writer)
             pw_str (writer, "max_retries");
             pw_int (writer, phase->max_retries);
         }
+        if (phase->stall_timeout_ms > 0)
+            s_write_duration (writer, "stall_timeout",
+                              phase->stall_timeout_ms);
     }
     if (has_condition) {
         pw_str (writer, "condition");
@@ -718,7 +733,8 @@ job_spec_encode (const job_spec_t *spec, pw_t *writer)
                         + (spec->idempotency_key ? 1 : 0)
                         + (has_dead_letter ? 1 : 0)
                         + (spec->lease_ms > 0 ? 1 : 0)
-                        + (spec->limit_count > 0 ? 1 : 0));
+                        + (spec->limit_count > 0 ? 1 : 0)
+                        + (spec->stall_timeout_ms > 0 ? 1 : 0));
     pw_str (writer, "target");
     s_write_target (&spec->target, writer);
     pw_str (writer, "tasks");
@@ -747,6 +763,8 @@ job_spec_encode (const job_spec_t *spec, pw_t *writer)
         pw_str (writer, "lease_ms");
         pw_int (writer, spec->lease_ms);
     }
+    if (spec->stall_timeout_ms > 0)
+        s_write_duration (writer, "stall_timeout", spec->stall_timeout_ms);
     if (spec->limit_count > 0) {
         pw_str (writer, "limits");
         pw_map (writer, spec->limit_count);

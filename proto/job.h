@@ -11,14 +11,15 @@
         job   = { target: TARGET, tasks: [PHASE, ...], ?strategy: STR,
                   ?timeout: DURATION, ?priority: INT, ?idempotency_key: STR,
                   ?dead_letter: BOOL, ?lease_ms: INT,
-                  ?limits: {LIMIT_PATTERN: INT} }
+                  ?limits: {LIMIT_PATTERN: INT}, ?stall_timeout: DURATION }
         LIMIT_PATTERN = "backend.action", either part a name or "*"
                   ("apt.install", "rke2.*", "*.*")
         TARGET = { scope: "all"|"group"|"node"|"label", ?value: STR,
                    ?any: BOOL }
         PHASE = leaf | branch
         leaf  = { backend: NAME, action: NAME, ?params: {NAME: SCALAR},
-                  ?timeout: DURATION, ?max_retries: INT, ?condition: COND }
+                  ?timeout: DURATION, ?max_retries: INT, ?condition: COND,
+                  ?stall_timeout: DURATION }
         branch = { tasks: [leaf, ...], ?condition: COND }
         COND  = "always" | "on_success" | "on_failure"
     Param values may be strings, integers or booleans; they are kept as
@@ -79,6 +80,7 @@ struct job_phase_s {
     size_t param_count;       //  Leaf: how many params
     int64_t timeout_ms;       //  Leaf: task timeout, 0 = the broker's default
     int max_retries;          //  Leaf: extra attempts after a failure
+    int64_t stall_timeout_ms; //  Leaf: silence that counts as a timeout, 0 = the job's
     job_condition_t condition;  //  When this phase runs
     job_phase_t *tasks;       //  Branch: its leaves (NULL for a leaf)
     size_t task_count;        //  Branch: how many leaves (>= 1)
@@ -105,6 +107,7 @@ typedef struct {
     int64_t lease_ms;         //  Any-node lease, 0 = the broker's default
     job_limit_t *limits;      //  Lower concurrency limits for its own cells
     size_t limit_count;       //  How many
+    int64_t stall_timeout_ms; //  Silence of a running task that counts as a timeout, 0 = none
 } job_spec_t;
 
 //  A problem found while reading or validating a spec.

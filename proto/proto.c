@@ -127,6 +127,7 @@ typedef enum {
     S_TEXT_JOB,         //  job_id_valid
     S_TEXT_PARAM,       //  At most PROTO_MAX_PARAM_VALUE bytes
     S_TEXT_OUTPUT,      //  At most PROTO_MAX_OUTPUT bytes
+    S_TEXT_PROGRESS,    //  At most PROTO_MAX_PROGRESS bytes
     S_TEXT_STATUS       //  One of s_statuses
 } s_text_t;
 
@@ -140,6 +141,7 @@ s_text_max (s_text_t rule)
 {
     switch (rule) {
         case S_TEXT_OUTPUT: return PROTO_MAX_OUTPUT;
+        case S_TEXT_PROGRESS: return PROTO_MAX_PROGRESS;
         case S_TEXT_PARAM: return PROTO_MAX_PARAM_VALUE;
         default: return PROTO_MAX_TEXT;
     }
@@ -475,6 +477,14 @@ static const s_field_t s_cancel_fields [] = {
     S_NODES,
 };
 
+//  progress: how far a running attempt has come
+static const s_field_t s_task_progress_fields [] = {
+    S_NODE, S_JOB, S_STEP, S_ATTEMPT,
+    S_INT (proto_msg_t, percent, S_I32, -1, 100),
+    S_TEXT_OPT (proto_msg_t, "kind", kind, S_TEXT_NAME),
+    S_TEXT_OPT (proto_msg_t, "message", message, S_TEXT_PROGRESS),
+};
+
 static const s_field_t s_error_fields [] = {
     S_TEXT (proto_msg_t, code, S_TEXT_SHORT),
     S_TEXT (proto_msg_t, message, S_TEXT_SHORT),
@@ -503,6 +513,7 @@ static const s_message_t s_messages [] = {
     S_MESSAGE (PROTO_COMMAND, "command", s_command_fields),
     S_MESSAGE (PROTO_CANCEL, "cancel", s_cancel_fields),
     S_MESSAGE (PROTO_ERROR, "error", s_error_fields),
+    S_MESSAGE (PROTO_PROGRESS, "progress", s_task_progress_fields),
 };
 
 static const s_message_t *
@@ -628,6 +639,7 @@ proto_msg_destroy (proto_msg_t **self_p)
     free (self->reason);
     free (self->code);
     free (self->message);
+    free (self->kind);
     free (self);
     *self_p = NULL;
 }

@@ -7,8 +7,8 @@
     proto/PROTOCOL.md is the normative text; this header is its C face.
 
     Agent session (agent DEALER <-> broker ROUTER):
-        session = HELLO WELCOME *(HEARTBEAT / ACK / STARTED / RESULT /
-                  RESULT-ACK / COMMAND / CANCEL / ERROR) [BYE]
+        session = HELLO WELCOME *(HEARTBEAT / ACK / STARTED / PROGRESS /
+                  RESULT / RESULT-ACK / COMMAND / CANCEL / ERROR) [BYE]
     Commands socket (broker PUB -> agent SUB), topic frame first:
         feed    = *(COMMAND / CANCEL)
     Client API (client REQ/DEALER <-> broker ROUTER):
@@ -42,6 +42,7 @@
 #define PROTO_MAX_CONCURRENCY 1024          //  Largest hello concurrency
 #define PROTO_MAX_HEARTBEAT_MS 3600000      //  Largest welcome heartbeat_ms
 #define PROTO_MAX_REQUEST_ID 128            //  Longest client request id
+#define PROTO_MAX_PROGRESS 200              //  Longest progress message
 
 //  Codec returns (STYLE: 0 ok, -1 I/O, -2 malformed)
 #define PROTO_OK 0
@@ -59,7 +60,8 @@ typedef enum {
     PROTO_RESULT_ACK,    //  broker -> agent: result committed, drop it from the spool
     PROTO_COMMAND,       //  broker -> agent(s): run one step (PUB or direct)
     PROTO_CANCEL,        //  broker -> agent(s): stop a job's work (PUB or direct)
-    PROTO_ERROR          //  broker -> agent: refusal with code and sentence
+    PROTO_ERROR,         //  broker -> agent: refusal with code and sentence
+    PROTO_PROGRESS       //  agent -> broker: how far a running task has come
 } proto_type_t;
 
 typedef struct {
@@ -136,12 +138,15 @@ typedef struct {
     uint64_t timeout_ms;         //  Task timeout the agent enforces
     char **nodes;                //  command/cancel: only these nodes act (NULL = every receiver)
     size_t node_count;
+    //  progress (and message, below)
+    int32_t percent;             //  0..100, or -1 when the task does not know
+    char *kind;                  //  What it is doing: a name ("downloading"), or NULL
     //  welcome
     uint32_t heartbeat_ms;       //  How often the agent must beat
     //  bye, error, cancel
     char *reason;                //  bye: why; cancel: why
     char *code;                  //  error: stable code
-    char *message;               //  error: a sentence
+    char *message;               //  error: a sentence; progress: what it does now (optional)
 } proto_msg_t;
 
 //  A new zeroed message of TYPE.

@@ -881,6 +881,62 @@ test_backends_fakes_record (void **unused)
     rmdir (dir);
 }
 
+//  The progress API: test sleep reports its percent, apt its phases from
+//  its last line, anything else its last line; messages are cut and
+//  cleaned.
+static void
+test_backends_progress (void **state)
+{
+    backend_context_t context = { NULL, NULL };
+    char err [256];
+    backend_plan_t *plan = s_plan (&context, err, sizeof (err), "test",
+                                   "sleep", "seconds", "4", NULL);
+    assert_non_null (plan);
+    backend_progress_t progress;
+    memset (&progress, 0, sizeof (progress));
+    progress.percent = -1;
+    assert_true (backend_progress (plan, 1000, "", &progress));
+    assert_int_equal (progress.percent, 25);
+    assert_string_equal (progress.kind, "sleeping");
+    assert_string_equal (progress.message, "sleeping 1 of 4 s");
+    assert_true (backend_progress (plan, 9000, "", &progress));
+    assert_int_equal (progress.percent, 100);
+    backend_plan_destroy (&plan);
+
+    plan = s_plan (&context, err, sizeof (err), "apt", "install", "package",
+                   "nginx", NULL);
+    assert_non_null (plan);
+    memset (&progress, 0, sizeof (progress));
+    assert_true (backend_progress (plan, 10, "Get:1 http://deb.debian.org "
+                                   "bookworm/main amd64 nginx 1.22", &progress));
+    assert_string_equal (progress.kind, "downloading");
+    assert_string_equal (progress.message, "downloading nginx");
+    assert_true (backend_progress (plan, 10, "Setting up nginx (1.22.1-9)",
+                                   &progress));
+    assert_string_equal (progress.kind, "configuring");
+    assert_string_equal (progress.message, "configuring nginx");
+    assert_true (backend_progress (plan, 10, "something else", &progress));
+    assert_string_equal (progress.kind, "output");
+    backend_plan_destroy (&plan);
+
+    plan = s_plan (&context, err, sizeof (err), "test", "echo", "msg", "hi",
+                   NULL);
+    assert_non_null (plan);
+    memset (&progress, 0, sizeof (progress));
+    assert_false (backend_progress (plan, 10, "", &progress));
+    assert_true (backend_progress (plan, 10, "step 3\tof 9", &progress));
+    assert_string_equal (progress.kind, "output");
+    assert_string_equal (progress.message, "step 3 of 9");
+    backend_plan_destroy (&plan);
+    //  Long text is cut at a character boundary
+    char text [400];
+    memset (text, 'a', sizeof (text));
+    memcpy (text + 198, "\xc3\xa9\xc3\xa9", 4);
+    text [sizeof (text) - 1] = '\0';
+    backend_progress_say (&progress, text);
+    assert_int_equal (strlen (progress.message), 198);
+}
+
 int
 main (void)
 {
@@ -897,6 +953,7 @@ main (void)
         cmocka_unit_test (test_backends_path_canonical),
         cmocka_unit_test (test_backends_dns),
         cmocka_unit_test (test_backends_fakes_record),
+        cmocka_unit_test (test_backends_progress),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }

@@ -304,12 +304,101 @@ test_it_claims_limit_holds_cells (void **state)
     grid_stop (&grid);
 }
 
+//  A running `test sleep` reports its progress: job.progress lists the
+//  task with its percent and message, gridcli job status prints it, and
+//  the event log has one progress event (the kind changed once).
+static void
+test_it_claims_progress_while_sleeping (void **state)
+{
+    char *id = s_submit_sleep (3, 0);
+    bool seen = false;
+    long long deadline = grid_now_ms () + S_WAIT_MS;
+    char node [80] = "";
+    while (!seen && grid_now_ms () < deadline) {
+        pv_doc_t *doc = grid_call (&s_grid, "job.progress", "job", id, NULL);
+        const pv_t *tasks = pv_map_get (s_data (doc), "tasks");
+        if (pv_size (tasks) == 1) {
+            const pv_t *task = pv_array_at (tasks, 0);
+            int64_t percent = -1;
+            pv_get_int (pv_map_get (task, "percent"), &percent);
+            char *message = pv_strdup (pv_map_get (task, "message"));
+            char *kind = pv_strdup (pv_map_get (task, "kind"));
+            char *at = pv_strdup (pv_map_get (task, "node"));
+            if (percent > 0 && percent < 100 && message && kind
+                && strcmp (kind, "sleeping") == 0
+                && strncmp (message, "sleeping ", 9) == 0 && at) {
+                seen = true;
+                snprintf (node, sizeof node, "%s", at);
+            }
+            free (message);
+            free (kind);
+            free (at);
+        }
+        pv_doc_destroy (&doc);
+        if (!seen)
+            zclock_sleep (50);
+    }
+    assert_true (seen);
+    char *out = NULL, *err = NULL;
+    assert_int_equal (grid_cli (&s_grid, &out, &err, S_WAIT_MS, "job",
+                                "status", id, NULL),
+                      0);
+    char want [120];
+    snprintf (want, sizeof want, "progress  %s ", node);
+    assert_non_null (strstr (out, want));
+    assert_non_null (strstr (out, "% sleeping "));
+    free (out);
+    free (err);
+    pv_doc_t *doc = grid_wait_job (&s_grid, id, S_WAIT_MS);
+    assert_true (grid_str_is (s_data (doc), "status", "completed"));
+    pv_doc_destroy (&doc);
+    doc = grid_call (&s_grid, "job.events", "job", id, NULL);
+    const pv_t *events = pv_map_get (s_data (doc), "events");
+    size_t progress = 0;
+    for (size_t index = 0; index < pv_size (events); index++)
+        if (grid_str_is (pv_array_at (events, index), "event", "progress"))
+            progress++;
+    assert_int_equal (progress, 1);
+    pv_doc_destroy (&doc);
+    free (id);
+}
+
+//  stall_timeout: a running task the broker hears nothing of for that
+//  long is a timeout. The agent reports a `test sleep` once a second, so
+//  a 300ms stall_timeout runs out between two reports.
+static void
+test_it_claims_stall_timeout (void **state)
+{
+    char *id = grid_submit_id (&s_grid,
+                               "target: any:group:x\n"
+                               "stall_timeout: 300ms\n"
+                               "tasks:\n"
+                               "  - backend: test\n"
+                               "    action: sleep\n"
+                               "    params: {seconds: 30}\n");
+    assert_non_null (id);
+    pv_doc_t *doc = grid_wait_job (&s_grid, id, S_WAIT_MS);
+    const pv_t *record = s_data (doc);
+    assert_true (grid_str_is (record, "status", "failed"));
+    char *node = pv_strdup (pv_array_at (pv_map_get (record, "expected"), 0));
+    assert_non_null (node);
+    const pv_t *cell = grid_cell (record, 0, node);
+    assert_true (grid_str_is (cell, "status", "timeout"));
+    assert_true (grid_str_is (cell, "error",
+                              "no progress for 300ms (stall_timeout)"));
+    free (node);
+    pv_doc_destroy (&doc);
+    free (id);
+}
+
 int
 main (void)
 {
     const struct CMUnitTest tests [] = {
         cmocka_unit_test (test_it_claims_spread_by_load),
         cmocka_unit_test (test_it_claims_reclaim_after_kill),
+        cmocka_unit_test (test_it_claims_progress_while_sleeping),
+        cmocka_unit_test (test_it_claims_stall_timeout),
         cmocka_unit_test (test_it_claims_limit_holds_cells),
     };
     return cmocka_run_group_tests (tests, s_setup, s_teardown);

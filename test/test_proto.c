@@ -155,6 +155,25 @@ s_started (void)
 }
 
 static proto_msg_t *
+s_task_progress (void)
+{
+    proto_msg_t *msg = s_progress (PROTO_PROGRESS);
+    msg->percent = 42;
+    msg->kind = s_dup ("downloading");
+    msg->message = s_dup ("downloading nginx");
+    return msg;
+}
+
+//  Progress with nothing but its place: percent -1, no kind, no message.
+static proto_msg_t *
+s_task_progress_bare (void)
+{
+    proto_msg_t *msg = s_progress (PROTO_PROGRESS);
+    msg->percent = -1;
+    return msg;
+}
+
+static proto_msg_t *
 s_result (void)
 {
     proto_msg_t *msg = proto_msg_new (PROTO_RESULT);
@@ -280,7 +299,7 @@ typedef proto_msg_t *(s_builder_fn) (void);
 static s_builder_fn *s_builders [] = {
     s_hello, s_heartbeat, s_ack, s_started, s_result, s_result_plain,
     s_bye, s_welcome, s_result_ack, s_command, s_command_broadcast,
-    s_cancel, s_cancel_all, s_error,
+    s_cancel, s_cancel_all, s_error, s_task_progress, s_task_progress_bare,
 };
 #define S_BUILDER_COUNT (sizeof s_builders / sizeof s_builders [0])
 
@@ -852,6 +871,12 @@ test_proto_ranges_refused (void **state)
                       "started.attempt");
     s_expect_refused (s_started, "attempt", s_value_int (1001),
                       "out of range 1..1000");
+    s_expect_refused (s_task_progress, "percent", s_value_int (101),
+                      "progress.percent");
+    s_expect_refused (s_task_progress, "percent", s_value_int (-2),
+                      "progress.percent");
+    s_expect_refused (s_task_progress, "kind", s_value_int (3),
+                      "progress.kind");
     s_expect_refused (s_hello, "concurrency", s_value_int (0),
                       "hello.concurrency");
     s_expect_refused (s_hello, "concurrency", s_value_int (1025),

@@ -2801,6 +2801,113 @@ test_sched_limit_job_lowers (void **state)
     s_harness_destroy (&h);
 }
 
+//  ---------------------------------------------------------------------
+//  Progress and stall_timeout (R22)
+
+static int
+s_progress_msg (harness_t *h, const char *id, uint32_t step, uint32_t attempt,
+                const char *node, int percent, const char *kind,
+                const char *message)
+{
+    proto_msg_t msg;
+    memset (&msg, 0, sizeof (msg));
+    msg.type = PROTO_PROGRESS;
+    msg.job = (char *) id;
+    msg.step = step;
+    msg.attempt = attempt;
+    msg.node = (char *) node;
+    msg.percent = percent;
+    msg.kind = (char *) kind;
+    msg.message = (char *) message;
+    int rc = sched_on_progress (h->sched, &msg, h->now);
+    s_drain (h);
+    return rc;
+}
+
+//  R22: the latest progress stays with the cell in memory (no SAVE_CELL);
+//  an EVENT progress comes only when the kind changes; it goes when the
+//  cell ends. Progress for no cell in flight is stale.
+static void
+test_sched_progress_in_memory (void **state)
+{
+    harness_t *h = s_harness_new (s_web3, 4);
+    s_start (h);
+    job_spec_t *spec = s_spec (TARGET_NODE, "web-01", false,
+                               JOB_STRATEGY_FAIL_FAST);
+    s_leaf (spec, "apt", "install", JOB_COND_ALWAYS);
+    s_submit (h, "j-1", spec);
+    assert_int_equal (s_started (h, "j-1", 0, 1, "web-01"), 0);
+    size_t mark = h->log_count;
+    assert_int_equal (s_progress_msg (h, "j-1", 0, 1, "web-01", 10,
+                                      "downloading", "downloading nginx"),
+                      0);
+    assert_int_equal (s_progress_msg (h, "j-1", 0, 1, "web-01", 40,
+                                      "downloading", "downloading nginx"),
+                      0);
+    assert_int_equal (s_type_count (h, mark, SCHED_ACTION_SAVE_CELL), 0);
+    assert_int_equal (s_events (h, mark, "progress", "web-01", 0), 1);
+    const sched_cell_t *cell = s_live_cell (h, "j-1", 0, "web-01");
+    assert_int_equal (cell->percent, 40);
+    assert_string_equal (cell->progress_kind, "downloading");
+    assert_string_equal (cell->progress, "downloading nginx");
+    assert_true (cell->progress_ms > 0);
+    assert_int_equal (s_progress_msg (h, "j-1", 0, 1, "web-01", -1,
+                                      "configuring", "setting up nginx"),
+                      0);
+    assert_int_equal (s_events (h, mark, "progress", "web-01", 0), 2);
+    assert_string_equal (s_event_detail (h, mark, "progress", "web-01"),
+                         "configuring: setting up nginx");
+    assert_int_equal (cell->percent, -1);
+    //  Stale: another attempt, another node
+    assert_int_equal (s_progress_msg (h, "j-1", 0, 2, "web-01", 5, NULL, NULL),
+                      -1);
+    assert_int_equal (s_progress_msg (h, "j-1", 0, 1, "web-02", 5, NULL, NULL),
+                      -1);
+    assert_int_equal (s_result (h, "j-1", 0, 1, "web-01", "success", NULL), 0);
+    s_assert_outcome (h, "j-1", SCHED_JOB_COMPLETED, NULL);
+    s_harness_destroy (&h);
+}
+
+//  R22: stall_timeout (the task's, else the job's): a running cell heard
+//  of by neither started nor progress for that long is a timeout (then
+//  retries apply). Progress renews it; node heartbeats do not.
+static void
+test_sched_stall_timeout (void **state)
+{
+    harness_t *h = s_harness_new (s_web3, 4);
+    s_start (h);
+    job_spec_t *spec = s_spec (TARGET_NODE, "web-01", false,
+                               JOB_STRATEGY_FAIL_FAST);
+    s_leaf (spec, "test", "sleep", JOB_COND_ALWAYS)->max_retries = 1;
+    spec->stall_timeout_ms = 5000;
+    s_submit (h, "j-1", spec);
+    assert_int_equal (s_started (h, "j-1", 0, 1, "web-01"), 0);   //  1000
+    h->now = 4000;
+    assert_int_equal (s_progress_msg (h, "j-1", 0, 1, "web-01", 50, NULL,
+                                      "half"),
+                      0);
+    size_t mark = h->log_count;
+    s_tick (h, 8000);                           //  Renewed at 4000
+    assert_cell (h, "j-1", 0, "web-01", SCHED_CELL_RUNNING);
+    assert_int_equal (sched_on_heartbeat (h->sched, "web-01", 8500), 0);
+    s_drain (h);
+    s_tick (h, 9000);
+    assert_cell (h, "j-1", 0, "web-01", SCHED_CELL_RETRY_WAIT);
+    assert_string_equal (s_sends (h, mark, NULL), "cancel web-01");
+    assert_string_equal (s_event_detail (h, mark, "timeout", "web-01"),
+                         "no progress for 5s (stall_timeout)");
+    //  The task's own stall_timeout comes first
+    spec = s_spec (TARGET_NODE, "web-02", false, JOB_STRATEGY_FAIL_FAST);
+    s_leaf (spec, "test", "sleep", JOB_COND_ALWAYS)->stall_timeout_ms = 1000;
+    spec->stall_timeout_ms = 60000;
+    s_submit (h, "j-2", spec);
+    assert_int_equal (s_started (h, "j-2", 0, 1, "web-02"), 0);
+    s_tick (h, h->now + 1000);
+    s_assert_outcome (h, "j-2", SCHED_JOB_FAILED,
+                      "1 of 1 node failed at step 0 (test sleep)");
+    s_harness_destroy (&h);
+}
+
 int
 main (void)
 {
@@ -2852,6 +2959,8 @@ main (void)
         cmocka_unit_test (test_sched_limit_fleet_batches),
         cmocka_unit_test (test_sched_limit_priority_and_per_node),
         cmocka_unit_test (test_sched_limit_job_lowers),
+        cmocka_unit_test (test_sched_progress_in_memory),
+        cmocka_unit_test (test_sched_stall_timeout),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }
