@@ -505,6 +505,69 @@ test_jobrec_fill_cell_from_late_result (void **state)
     sched_job_destroy (&job);
 }
 
+//  An any-node cell: attempts name their node; a late result stays in the
+//  history and does not become the cell's outcome; attempts count by
+//  number; a waiting cell says why; all of it survives a reload.
+static void
+test_jobrec_any_node_history (void **state)
+{
+    fixture_t *fixture = (fixture_t *) *state;
+    sched_job_t *job = s_job ();
+    sched_cell_t *cell = &job->cells [0];          //  Step 0, web-01
+    sched_cell_clear (cell);
+    cell->status = SCHED_CELL_SUCCESS;
+    cell->attempt = 1;
+    cell->attempts = (sched_attempt_t *) calloc (3, sizeof (sched_attempt_t));
+    cell->attempt_count = 3;
+    cell->attempts [0] = (sched_attempt_t) {1, SCHED_CELL_LOST, strdup (""),
+        strdup ("reclaimed from web-02 (lease expired)"), -1, 0, false, NULL,
+        0, strdup ("web-02"), false};
+    cell->attempts [1] = (sched_attempt_t) {1, SCHED_CELL_SUCCESS,
+        strdup ("mine\n"), strdup (""), 0, 5, false, NULL, 0,
+        strdup ("web-01"), false};
+    cell->attempts [2] = (sched_attempt_t) {1, SCHED_CELL_SUCCESS,
+        strdup ("late\n"), strdup (""), 0, 9, false, NULL, 0,
+        strdup ("web-02"), true};
+    sched_cell_t *waiting = &job->cells [2 * 2 + 1];  //  Step 2, web-02
+    waiting->waiting = strdup ("waiting: test.fail 1/1 running");
+    assert_int_equal (jobrec_save_cell (fixture->txn, job, 2, "web-02",
+                                        fixture->scratch), 0);
+    s_save (fixture, job);
+    pw_t *writer = pw_new ();
+    assert_int_equal (jobrec_write_record (fixture->txn, job->id, writer), 0);
+    pv_doc_t *doc = NULL;
+    assert_int_equal (pv_doc_decode (pw_data (writer), pw_size (writer), &doc,
+                                     NULL, 0), 0);
+    const pv_t *results = pv_map_get (pv_doc_root (doc), "results");
+    const pv_t *any = pv_map_get (pv_map_get (results, "0"), "web-01");
+    assert_true (pv_str_eq (pv_map_get (any, "output"), "mine\n"));
+    int64_t attempts = 0;
+    pv_get_int (pv_map_get (any, "attempts"), &attempts);
+    assert_int_equal (attempts, 1);
+    const pv_t *history = pv_map_get (any, "history");
+    assert_int_equal (pv_size (history), 2);
+    assert_true (pv_str_eq (pv_map_get (pv_array_at (history, 0), "node"),
+                            "web-02"));
+    bool late = false;
+    pv_get_bool (pv_map_get (pv_array_at (history, 1), "late"), &late);
+    assert_true (late);
+    const pv_t *held = pv_map_get (pv_map_get (results, "2"), "web-02");
+    assert_true (pv_str_eq (pv_map_get (held, "waiting"),
+                            "waiting: test.fail 1/1 running"));
+    pv_doc_destroy (&doc);
+    pw_destroy (&writer);
+    //  Reloaded: the nodes and the late mark come back
+    sched_job_t *back = NULL;
+    assert_int_equal (jobrec_load (fixture->txn, job->id, &back), 0);
+    const sched_cell_t *again = &back->cells [0];
+    assert_int_equal (again->attempt_count, 3);
+    assert_string_equal (again->attempts [0].node, "web-02");
+    assert_true (again->attempts [2].late);
+    assert_false (again->attempts [1].late);
+    sched_job_destroy (&back);
+    sched_job_destroy (&job);
+}
+
 int
 main (void)
 {
@@ -518,6 +581,7 @@ main (void)
         cmocka_unit_test_setup_teardown (test_jobrec_not_run_survives_reload, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_jobrec_fill_cell_from_late_result, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_jobrec_events_leave_out_optional_fields, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_jobrec_any_node_history, s_setup, s_teardown),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }
