@@ -1357,8 +1357,11 @@ s_on_agent_message (broker_t *self, int64_t now_ms)
         case PROTO_HEARTBEAT:
             break;
         case PROTO_PROGRESS:
-            //  Kept in memory by the scheduler; nothing to commit
+            //  Kept in memory by the scheduler; nothing to commit. Those
+            //  who watch the job (gridcli --wait) see it move.
             rc = sched_on_progress (self->sched, in, now_ms);
+            if (rc == 0)
+                s_job_changed (self, in->job);
             break;
         case PROTO_ACK:
             rc = sched_on_ack (self->sched, in->job, in->step, in->attempt,

@@ -361,6 +361,14 @@ test_it_claims_progress_while_sleeping (void **state)
     assert_int_equal (progress, 1);
     pv_doc_destroy (&doc);
     free (id);
+    //  The --wait line shows it too
+    assert_int_equal (grid_cli (&s_grid, &out, &err, S_WAIT_MS, "job", "run",
+                                "--target", "any:group:x", "--wait", "test",
+                                "sleep", "--seconds", "3", NULL),
+                      0);
+    assert_non_null (strstr (err, "% sleeping "));
+    free (out);
+    free (err);
 }
 
 //  stall_timeout: a running task the broker hears nothing of for that
