@@ -1210,11 +1210,11 @@ s_duplicate_refused (broker_t *self, registry_node_t *node,
                        "a node's history");
     }
     registry_note_duplicate (node, hello->hostname, wall_ms);
+    //  The same words for every retry, so that the agent says it once
     snprintf (text, sizeof text, "node %s is online from another agent "
-              "(%s, heard from %lld ms ago): this agent is refused while "
-              "that session lives; stop the other agent, or give this one "
-              "another id (--id)", node->id, incumbent,
-              (long long) silent_ms);
+              "(%s): this agent is refused while that session lives; stop "
+              "the other agent, or give this one another id (--id)",
+              node->id, incumbent);
     s_send_agent_error (self, routing, routing_size,
                         PROTO_ERR_DUPLICATE_NODE, text);
     return true;

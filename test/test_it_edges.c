@@ -690,6 +690,15 @@ test_it_edges_second_agent_is_refused_until_the_first_dies (void **state)
     assert_true (s_wait_file_has (second_log, "duplicate_node"));
     assert_true (s_wait_file_has (second_log, "is online from another "
                                               "agent"));
+    //  It keeps saying hello, and says why it is refused once
+    long long deadline = grid_now_ms () + S_WAIT_MS;
+    while (s_duplicates (&grid, "dup-01") < 3 && grid_now_ms () < deadline)
+        zclock_sleep (50);
+    assert_true (s_duplicates (&grid, "dup-01") >= 3);
+    assert_int_equal (s_file_count (second_log, "is online from another "
+                                                "agent"), 1);
+    assert_int_equal (s_file_count (first_log, "tried to register as node "
+                                               "dup-01"), 1);
     assert_true (s_wait_file_has (first_log, "tried to register as node "
                                              "dup-01"));
     assert_true (s_wait_file_has (broker_log, "refused a second agent"));
