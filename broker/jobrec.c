@@ -957,6 +957,58 @@ s_delete_idempotency (store_txn_t *txn, const char *job_id)
     return rc == STORE_ENOTFOUND ? 0 : rc;
 }
 
+//  A late result of an any-node job from a node its step was taken from:
+//  the step's cell is stored under the node that held it last; the result
+//  joins its history, marked late (sched_attempt_late). Returns as
+//  jobrec_fill_cell.
+static int
+s_fill_moved_cell (store_txn_t *txn, const proto_msg_t *result, pw_t *scratch)
+{
+    pv_doc_t *doc = NULL;
+    int rc = s_get_doc (txn, STORE_DB_JOBS, result->job, strlen (result->job),
+                        &doc);
+    if (rc != 0)
+        return rc == STORE_ENOTFOUND ? 0 : rc;
+    const pv_t *header = pv_doc_root (doc);
+    const pv_t *expected = pv_map_get (header, "expected");
+    bool any = false;
+    pv_get_bool (pv_map_get (pv_map_get (pv_map_get (header, "spec"),
+                                         "target"),
+                             "any"),
+                 &any);
+    char *holder = pv_size (expected) == 1
+                       ? pv_strdup (pv_array_at (expected, 0))
+                       : NULL;
+    pv_doc_destroy (&doc);
+    if (!any || !holder || !name_valid (holder)
+        || strcmp (holder, result->node) == 0) {
+        free (holder);
+        return 0;
+    }
+    uint8_t key [JOBREC_MAX_KEY];
+    size_t key_len = jobrec_cell_key (result->job, result->step, holder, key);
+    rc = s_get_doc (txn, STORE_DB_RESULTS, key, key_len, &doc);
+    if (rc != 0) {
+        free (holder);
+        return rc == STORE_ENOTFOUND ? 0 : rc;
+    }
+    sched_cell_t cell;
+    memset (&cell, 0, sizeof cell);
+    rc = s_load_cell (&cell, pv_doc_root (doc));
+    pv_doc_destroy (&doc);
+    if (rc == 0) {
+        int late = sched_attempt_late (&cell, result);
+        rc = late == 0 ? s_put_cell (txn, result->job, result->step, holder,
+                                     &cell, scratch)
+                       : 0;
+        if (rc == 0 && late >= 0)
+            rc = 1;
+    }
+    sched_cell_clear (&cell);
+    free (holder);
+    return rc;
+}
+
 int
 jobrec_fill_cell (store_txn_t *txn, const proto_msg_t *result, pw_t *scratch)
 {
@@ -969,7 +1021,7 @@ jobrec_fill_cell (store_txn_t *txn, const proto_msg_t *result, pw_t *scratch)
     pv_doc_t *doc = NULL;
     int rc = s_get_doc (txn, STORE_DB_RESULTS, key, key_len, &doc);
     if (rc == STORE_ENOTFOUND)
-        return 0;
+        return s_fill_moved_cell (txn, result, scratch);
     if (rc != 0)
         return rc;
     sched_cell_t cell;

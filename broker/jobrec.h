@@ -125,8 +125,11 @@ void jobrec_write_progress (const sched_job_t *job, pw_t *writer);
 //  The agent's late RESULT for an attempt the broker already ended (lost,
 //  or cancelled) of a job no longer live: fills the stored cell's
 //  attempt with the output, exit code and duration the agent sent
-//  (sched_attempt_fill). Returns 1 when the cell changed, 0 when there
-//  was nothing to fill, or a STORE_ error / -2 (a malformed record).
+//  (sched_attempt_fill). A late result of an any-node job from a node its
+//  step was taken from joins the history of the cell of the node that
+//  held it last, marked late (sched_attempt_late). Returns 1 when the
+//  result was taken (or already was), 0 when there was nothing to fill,
+//  or a STORE_ error / -2 (a malformed record).
 int jobrec_fill_cell (store_txn_t *txn, const proto_msg_t *result,
                       pw_t *scratch);
 

@@ -3264,15 +3264,14 @@ s_result_status (const char *text, sched_cell_status_t *status,
 //  into the cell's history (once), marked late, and changes nothing
 //  else: the current holder's outcome stands. Returns 0 when recorded, 1
 //  for a repeat, -1 when the node never held that attempt.
-static int
-s_late_result (sched_t *self, s_jobx_t *jobx, const proto_msg_t *result)
+int
+sched_attempt_late (sched_cell_t *cell, const proto_msg_t *result)
 {
-    sched_job_t *job = jobx->job;
-    sched_cell_t *cell = s_cell (job, result->step, 0);
     bool held = false;
     for (size_t index = 0; index < cell->attempt_count; index++) {
         const sched_attempt_t *attempt = &cell->attempts [index];
-        if (!attempt->node || attempt->attempt != result->attempt
+        if (!attempt->node || !result->node
+            || attempt->attempt != result->attempt
             || strcmp (attempt->node, result->node) != 0)
             continue;
         if (attempt->late)
@@ -3282,7 +3281,8 @@ s_late_result (sched_t *self, s_jobx_t *jobx, const proto_msg_t *result)
     }
     sched_cell_status_t status;
     bool retryable;
-    if (!held || s_result_status (result->status, &status, &retryable) != 0)
+    if (!held || !result->status
+        || s_result_status (result->status, &status, &retryable) != 0)
         return -1;
     int64_t duration_ms = result->duration_ms > (uint64_t) INT64_MAX
                               ? INT64_MAX
@@ -3292,6 +3292,17 @@ s_late_result (sched_t *self, s_jobx_t *jobx, const proto_msg_t *result)
     sched_attempt_t *late = &cell->attempts [cell->attempt_count - 1];
     late->attempt = result->attempt;
     late->late = true;
+    return 0;
+}
+
+static int
+s_late_result (sched_t *self, s_jobx_t *jobx, const proto_msg_t *result)
+{
+    sched_job_t *job = jobx->job;
+    sched_cell_t *cell = s_cell (job, result->step, 0);
+    int rc = sched_attempt_late (cell, result);
+    if (rc != 0)
+        return rc;
     self->counters.late_results++;
     s_save_cell (self, job, result->step, 0);
     char *node = (char *) s_keep (self, s_strdup (result->node));

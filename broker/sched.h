@@ -376,6 +376,13 @@ void sched_counters (sched_t *self, sched_counters_t *counters);
 int sched_node_counters (sched_t *self, const char *node,
                          sched_node_counters_t *counters);
 
+//  R18: RESULT came from a node an any-node CELL was taken from (an
+//  attempt of the cell names that node and attempt, lost). Adds it to the
+//  cell's attempts, marked late, once. Returns 0 when added, 1 when it is
+//  there already, -1 when the node never held that attempt. Pure: for
+//  the scheduler's live cells and the broker's stored ones alike.
+int sched_attempt_late (sched_cell_t *cell, const proto_msg_t *result);
+
 //  Wire/JSON names: "pending", "running", "completed", "partial_failure",
 //  "failed", "cancelled"; "pending", "dispatched", "acknowledged",
 //  "running", "success", "failed", "timeout", "skipped", "lost",

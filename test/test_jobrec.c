@@ -568,6 +568,71 @@ test_jobrec_any_node_history (void **state)
     sched_job_destroy (&job);
 }
 
+//  A late result of a finished any-node job, from the node its step was
+//  taken from, joins the history of the cell stored under the last
+//  holder, once.
+static void
+test_jobrec_late_result_of_moved_job (void **state)
+{
+    fixture_t *fixture = (fixture_t *) *state;
+    const char *yaml = "target: any:group:web\n"
+                       "tasks: [{backend: test, action: echo}]\n";
+    pv_doc_t *doc = NULL;
+    char err [256];
+    assert_int_equal (conf_parse (yaml, strlen (yaml), &doc, err, sizeof err), 0);
+    job_spec_t *spec = NULL;
+    job_errors_t errors;
+    memset (&errors, 0, sizeof errors);
+    assert_int_equal (job_spec_decode (pv_doc_root (doc), &spec, &errors), 0);
+    pv_doc_destroy (&doc);
+    sched_job_t *job = sched_job_new ("j-0193a1b2c3d4-0002", &spec);
+    job->status = SCHED_JOB_COMPLETED;
+    job->expected_count = 1;
+    job->expected = (char **) calloc (1, sizeof (char *));
+    job->expected [0] = strdup ("web-01");
+    job->cells = (sched_cell_t *) calloc (1, sizeof (sched_cell_t));
+    sched_cell_t *cell = &job->cells [0];
+    cell->status = SCHED_CELL_SUCCESS;
+    cell->attempt = 1;
+    cell->attempts = (sched_attempt_t *) calloc (2, sizeof (sched_attempt_t));
+    cell->attempt_count = 2;
+    cell->attempts [0] = (sched_attempt_t) {1, SCHED_CELL_LOST, strdup (""),
+        strdup ("reclaimed from web-02 (node offline)"), -1, 0, false, NULL,
+        0, strdup ("web-02"), false};
+    cell->attempts [1] = (sched_attempt_t) {1, SCHED_CELL_SUCCESS,
+        strdup ("mine\n"), strdup (""), 0, 5, false, NULL, 0,
+        strdup ("web-01"), false};
+    assert_int_equal (jobrec_save_header (fixture->txn, job, fixture->scratch), 0);
+    assert_int_equal (jobrec_save_cell (fixture->txn, job, 0, "web-01",
+                                        fixture->scratch), 0);
+    proto_msg_t result;
+    memset (&result, 0, sizeof result);
+    result.type = PROTO_RESULT;
+    result.node = (char *) "web-02";
+    result.job = job->id;
+    result.step = 0;
+    result.attempt = 1;
+    result.status = (char *) "success";
+    result.output = (char *) "late\n";
+    result.error = (char *) "";
+    assert_int_equal (jobrec_fill_cell (fixture->txn, &result,
+                                        fixture->scratch), 1);
+    assert_int_equal (jobrec_fill_cell (fixture->txn, &result,
+                                        fixture->scratch), 1);
+    //  A node that never held it: nothing
+    result.node = (char *) "web-03";
+    assert_int_equal (jobrec_fill_cell (fixture->txn, &result,
+                                        fixture->scratch), 0);
+    sched_job_t *back = NULL;
+    assert_int_equal (jobrec_load (fixture->txn, job->id, &back), 0);
+    assert_int_equal (back->cells [0].attempt_count, 3);
+    assert_true (back->cells [0].attempts [2].late);
+    assert_string_equal (back->cells [0].attempts [2].node, "web-02");
+    assert_int_equal (back->cells [0].status, SCHED_CELL_SUCCESS);
+    sched_job_destroy (&back);
+    sched_job_destroy (&job);
+}
+
 int
 main (void)
 {
@@ -582,6 +647,7 @@ main (void)
         cmocka_unit_test_setup_teardown (test_jobrec_fill_cell_from_late_result, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_jobrec_events_leave_out_optional_fields, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_jobrec_any_node_history, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_jobrec_late_result_of_moved_job, s_setup, s_teardown),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }
