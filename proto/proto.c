@@ -128,7 +128,8 @@ typedef enum {
     S_TEXT_PARAM,       //  At most PROTO_MAX_PARAM_VALUE bytes
     S_TEXT_OUTPUT,      //  At most PROTO_MAX_OUTPUT bytes
     S_TEXT_PROGRESS,    //  At most PROTO_MAX_PROGRESS bytes
-    S_TEXT_STATUS       //  One of s_statuses
+    S_TEXT_STATUS,      //  One of s_statuses
+    S_TEXT_STREAM       //  "stdout" or "stderr"
 } s_text_t;
 
 static const char *s_statuses [] = {
@@ -191,6 +192,13 @@ s_text_check (s_text_t rule, const char *text, size_t len,
                     s_show (text, len, show));
             return -2;
         }
+        case S_TEXT_STREAM:
+            if (strcmp (text, "stdout") != 0 && strcmp (text, "stderr") != 0) {
+                s_fail (why, why_len, path, "unknown stream '%s' (stdout, "
+                        "stderr)", s_show (text, len, show));
+                return -2;
+            }
+            break;
         default:
             break;
     }
@@ -247,7 +255,8 @@ typedef enum {
     S_KIND,         //  bool, on the wire "modify" (true) or "query"
     S_LIST,         //  char ** + size_t count: array of strings
     S_MAP,          //  proto_kv_t * + size_t count: map of strings
-    S_STRUCTS       //  array of structs + size_t count, with a schema
+    S_STRUCTS,      //  array of structs + size_t count, with a schema
+    S_BIN           //  uint8_t * + size_t count: binary, min..max bytes
 } s_kind_t;
 
 typedef struct s_schema_s s_schema_t;
@@ -435,6 +444,20 @@ static const s_field_t s_progress_fields [] = {
     S_NODE, S_JOB, S_STEP, S_ATTEMPT,
 };
 
+//  Optional counts are sent when not 0
+#define S_COUNT_PRESENT(member) \
+    static bool s_has_##member (const void *item) \
+    { return ((const proto_msg_t *) item)->member > 0; }
+S_COUNT_PRESENT (output_size)
+S_COUNT_PRESENT (error_size)
+S_COUNT_PRESENT (output_dropped)
+S_COUNT_PRESENT (error_dropped)
+S_COUNT_PRESENT (max_output)
+#define S_COUNT_OPT(member, min_, max_) \
+    { S_KEY (#member), .kind = S_U64, .required = false, \
+      .offset = offsetof (proto_msg_t, member), .min = min_, .max = max_, \
+      .present = s_has_##member }
+
 static const s_field_t s_result_fields [] = {
     S_NODE, S_JOB, S_STEP, S_ATTEMPT,
     S_TEXT (proto_msg_t, status, S_TEXT_STATUS),
@@ -445,6 +468,57 @@ static const s_field_t s_result_fields [] = {
     S_FLAG (proto_msg_t, truncated),
     S_MAP_OF (proto_msg_t, data, data_count, S_TEXT_SHORT, S_TEXT_SHORT,
               false),
+    S_COUNT_OPT (output_size, 1, PROTO_MAX_STREAM),
+    S_COUNT_OPT (error_size, 1, PROTO_MAX_STREAM),
+    S_COUNT_OPT (output_dropped, 1, INT64_MAX),
+    S_COUNT_OPT (error_dropped, 1, INT64_MAX),
+};
+
+//  A result's dropped counts come with the size of what was kept
+static int
+s_result_check (const void *item, const pv_t *const *values,
+                const s_path_t *path, char *why, size_t why_len)
+{
+    const proto_msg_t *msg = (const proto_msg_t *) item;
+    if ((msg->output_dropped && !msg->output_size)
+        || (msg->error_dropped && !msg->error_size)) {
+        s_fail (why, why_len, path, "a dropped count needs its stream's "
+                "size");
+        return -2;
+    }
+    return 0;
+}
+
+static const s_field_t s_output_fields [] = {
+    S_NODE, S_JOB, S_STEP, S_ATTEMPT,
+    S_TEXT (proto_msg_t, stream, S_TEXT_STREAM),
+    S_INT (proto_msg_t, offset, S_U64, 0, PROTO_MAX_STREAM - 1),
+    { S_KEY ("data"), .kind = S_BIN, .required = true,
+      .offset = offsetof (proto_msg_t, chunk),
+      .count_offset = offsetof (proto_msg_t, chunk_len), .min = 1,
+      .max = PROTO_MAX_CHUNK },
+    S_INT (proto_msg_t, size, S_U64, 1, PROTO_MAX_STREAM),
+};
+
+//  A piece lies inside its stream
+static int
+s_output_check (const void *item, const pv_t *const *values,
+                const s_path_t *path, char *why, size_t why_len)
+{
+    const proto_msg_t *msg = (const proto_msg_t *) item;
+    if (msg->offset + msg->chunk_len > msg->size) {
+        s_fail (why, why_len, path, "offset %" PRIu64 " + %zu bytes is past "
+                "the stream's size %" PRIu64, msg->offset, msg->chunk_len,
+                msg->size);
+        return -2;
+    }
+    return 0;
+}
+
+static const s_field_t s_output_ack_fields [] = {
+    S_JOB, S_STEP, S_ATTEMPT,
+    S_TEXT (proto_msg_t, stream, S_TEXT_STREAM),
+    S_INT (proto_msg_t, offset, S_U64, 0, PROTO_MAX_STREAM - 1),
 };
 
 static const s_field_t s_bye_fields [] = {
@@ -455,6 +529,7 @@ static const s_field_t s_bye_fields [] = {
 static const s_field_t s_welcome_fields [] = {
     S_NODE,
     S_INT (proto_msg_t, heartbeat_ms, S_U32, 1, PROTO_MAX_HEARTBEAT_MS),
+    S_COUNT_OPT (max_output, 1, PROTO_MAX_STREAM),
 };
 
 static const s_field_t s_result_ack_fields [] = {
@@ -500,13 +575,17 @@ typedef struct {
 #define S_MESSAGE(type, name, fields) \
     { type, name, sizeof (name) - 1, \
       { fields, S_COUNT_OF (fields), sizeof (proto_msg_t), 0, NULL } }
+#define S_MESSAGE_CHECKED(type, name, fields, check) \
+    { type, name, sizeof (name) - 1, \
+      { fields, S_COUNT_OF (fields), sizeof (proto_msg_t), 0, check } }
 
 static const s_message_t s_messages [] = {
     S_MESSAGE (PROTO_HELLO, "hello", s_hello_fields),
     S_MESSAGE (PROTO_HEARTBEAT, "heartbeat", s_heartbeat_fields),
     S_MESSAGE (PROTO_ACK, "ack", s_progress_fields),
     S_MESSAGE (PROTO_STARTED, "started", s_progress_fields),
-    S_MESSAGE (PROTO_RESULT, "result", s_result_fields),
+    S_MESSAGE_CHECKED (PROTO_RESULT, "result", s_result_fields,
+                       s_result_check),
     S_MESSAGE (PROTO_BYE, "bye", s_bye_fields),
     S_MESSAGE (PROTO_WELCOME, "welcome", s_welcome_fields),
     S_MESSAGE (PROTO_RESULT_ACK, "result_ack", s_result_ack_fields),
@@ -514,6 +593,9 @@ static const s_message_t s_messages [] = {
     S_MESSAGE (PROTO_CANCEL, "cancel", s_cancel_fields),
     S_MESSAGE (PROTO_ERROR, "error", s_error_fields),
     S_MESSAGE (PROTO_PROGRESS, "progress", s_task_progress_fields),
+    S_MESSAGE_CHECKED (PROTO_OUTPUT, "output", s_output_fields,
+                       s_output_check),
+    S_MESSAGE (PROTO_OUTPUT_ACK, "output_ack", s_output_ack_fields),
 };
 
 static const s_message_t *
@@ -574,6 +656,13 @@ s_free_field (void *item, const s_field_t *field)
             proto_kv_t **pairs = S_MEMBER (item, field->offset, proto_kv_t *);
             s_free_pairs (*pairs, *count);
             *pairs = NULL;
+            *count = 0;
+            break;
+        }
+        case S_BIN: {
+            uint8_t **bytes = S_MEMBER (item, field->offset, uint8_t *);
+            free (*bytes);
+            *bytes = NULL;
             *count = 0;
             break;
         }
@@ -640,6 +729,8 @@ proto_msg_destroy (proto_msg_t **self_p)
     free (self->code);
     free (self->message);
     free (self->kind);
+    free (self->stream);
+    free (self->chunk);
     free (self);
     *self_p = NULL;
 }
@@ -939,6 +1030,30 @@ s_decode_field (const pv_t *value, const s_field_t *field, void *item,
             return s_decode_map (value, field, item, path, why, why_len);
         case S_STRUCTS:
             return s_decode_structs (value, field, item, path, why, why_len);
+        case S_BIN: {
+            if (pv_type (value) != PV_BIN) {
+                s_fail (why, why_len, path, "expected binary, got %s",
+                        pv_type_name (pv_type (value)));
+                return -2;
+            }
+            size_t len = 0;
+            const char *bytes = pv_str (value, &len);
+            if ((int64_t) len < field->min || (int64_t) len > field->max) {
+                s_fail (why, why_len, path, "%zu bytes (%" PRId64 "..%"
+                        PRId64 ")", len, field->min, field->max);
+                return -2;
+            }
+            uint8_t *copy = (uint8_t *) malloc (len ? len : 1);
+            if (!copy) {
+                s_fail (why, why_len, path, "out of memory");
+                return -2;
+            }
+            if (len)
+                memcpy (copy, bytes, len);
+            *S_MEMBER (item, field->offset, uint8_t *) = copy;
+            *S_MEMBER (item, field->count_offset, size_t) = len;
+            return 0;
+        }
     }
     return -2;
 }
@@ -1177,6 +1292,16 @@ s_check_field (const void *item, const s_field_t *field,
         case S_BOOL:
         case S_KIND:
             return 0;
+        case S_BIN: {
+            const uint8_t *bytes = *S_MEMBER (item, field->offset, uint8_t *);
+            if ((int64_t) *count < field->min || (int64_t) *count > field->max
+                || (*count > 0 && !bytes)) {
+                s_fail (why, why_len, path, "%zu bytes (%" PRId64 "..%"
+                        PRId64 ")", *count, field->min, field->max);
+                return -2;
+            }
+            return 0;
+        }
         case S_LIST: {
             char **list = *S_MEMBER (item, field->offset, char **);
             if ((int64_t) *count > field->max
@@ -1302,6 +1427,9 @@ s_write_field (pw_t *writer, const void *item, const s_field_t *field)
             }
             break;
         }
+        case S_BIN:
+            pw_bin (writer, *S_MEMBER (item, field->offset, uint8_t *), count);
+            break;
         case S_STRUCTS: {
             const char *array = *S_MEMBER (item, field->offset, char *);
             pw_array (writer, count);
@@ -1355,6 +1483,10 @@ proto_msg_encode (const proto_msg_t *msg, pw_t *writer)
     char why [256];
     s_path_t path = { NULL, message->name, message->name_len, 0, false };
     if (s_check_struct (msg, &message->schema, &path, why, sizeof why))
+        return PROTO_EMALFORMED;
+    //  Message-level rules use no wire values (those of nested structs do)
+    if (message->schema.check
+        && message->schema.check (msg, NULL, &path, why, sizeof why))
         return PROTO_EMALFORMED;
     pw_map (writer, 2 + s_present_count (msg, &message->schema));
     pw_str (writer, "v");
@@ -1428,6 +1560,15 @@ static const s_request_field_t s_req_dlq_purge [] = {
     { "older_than", PV_STR, false, 1, 64 },
     { "all", PV_BOOL, false, 0, 0 },
 };
+static const s_request_field_t s_req_job_output [] = {
+    S_REQ_JOB,
+    { "node", PV_STR, true, 1, PROTO_MAX_TEXT },
+    { "step", PV_INT, true, 0, JOB_MAX_STEPS - 1 },
+    { "stream", PV_STR, false, 6, 6 },
+    { "attempt", PV_INT, false, 1, PROTO_MAX_ATTEMPT },
+    { "offset", PV_INT, false, 0, PROTO_MAX_STREAM },
+    { "limit", PV_INT, false, 1, PROTO_MAX_PAGE },
+};
 static const s_request_field_t s_req_node [] = {
     { "node", PV_STR, true, 1, PROTO_MAX_TEXT },
 };
@@ -1453,6 +1594,7 @@ static const s_request_t s_requests [] = {
     S_REQUEST ("job.cancel", s_req_job_cancel),
     S_REQUEST ("job.events", s_req_job_events),
     S_REQUEST ("job.delete", s_req_job),
+    S_REQUEST ("job.output", s_req_job_output),
     S_REQUEST_BARE ("node.list"),
     S_REQUEST ("node.get", s_req_node),
     S_REQUEST_BARE ("status"),

@@ -43,6 +43,11 @@
 #define PROTO_MAX_HEARTBEAT_MS 3600000      //  Largest welcome heartbeat_ms
 #define PROTO_MAX_REQUEST_ID 128            //  Longest client request id
 #define PROTO_MAX_PROGRESS 200              //  Longest progress message
+#define PROTO_OUTPUT_HEAD 4096              //  Output a result carries when
+                                            //  the stream goes in chunks
+#define PROTO_MAX_CHUNK (1024 * 1024)       //  Most bytes in one output chunk
+#define PROTO_MAX_STREAM ((int64_t) 1 << 30)  //  Largest kept stream (1 GiB)
+#define PROTO_MAX_PAGE (4 * 1024 * 1024)    //  Most bytes in one job.output page
 
 //  Codec returns (STYLE: 0 ok, -1 I/O, -2 malformed)
 #define PROTO_OK 0
@@ -61,7 +66,9 @@ typedef enum {
     PROTO_COMMAND,       //  broker -> agent(s): run one step (PUB or direct)
     PROTO_CANCEL,        //  broker -> agent(s): stop a job's work (PUB or direct)
     PROTO_ERROR,         //  broker -> agent: refusal with code and sentence
-    PROTO_PROGRESS       //  agent -> broker: how far a running task has come
+    PROTO_PROGRESS,      //  agent -> broker: how far a running task has come
+    PROTO_OUTPUT,        //  agent -> broker: a piece of a result's output
+    PROTO_OUTPUT_ACK     //  broker -> agent: output piece committed
 } proto_type_t;
 
 typedef struct {
@@ -130,6 +137,18 @@ typedef struct {
     bool truncated;              //  Output or error was cut at the cap
     proto_kv_t *data;            //  Structured facts (optional)
     size_t data_count;
+    uint64_t output_size;        //  result: stdout's kept bytes, sent in
+    uint64_t error_size;         //  output pieces (0: output/error is all)
+    uint64_t output_dropped;     //  result: bytes the cap dropped from the
+    uint64_t error_dropped;      //  middle of stdout / stderr
+    //  output, output_ack
+    char *stream;                //  "stdout" or "stderr"
+    uint64_t offset;             //  Where the piece starts in the stream
+    uint8_t *chunk;              //  output: the piece's bytes
+    size_t chunk_len;            //  output: how many (1..PROTO_MAX_CHUNK)
+    uint64_t size;               //  output: the stream's kept size
+    //  welcome
+    uint64_t max_output;         //  Bytes kept per stream (0: not said)
     //  command
     char *backend;               //  Backend name
     char *action;                //  Action name

@@ -294,12 +294,64 @@ s_error (void)
     return msg;
 }
 
+//  A result whose streams went in output pieces
+static proto_msg_t *
+s_result_pieces (void)
+{
+    proto_msg_t *msg = s_result_plain ();
+    free (msg->output);
+    msg->output = s_dup ("the first 4 KiB...");
+    msg->output_size = 3000000;
+    msg->error_size = 1 << 20;
+    msg->error_dropped = 123456789;
+    msg->truncated = true;
+    return msg;
+}
+
+static proto_msg_t *
+s_welcome_capped (void)
+{
+    proto_msg_t *msg = s_welcome ();
+    msg->max_output = 16 << 20;
+    return msg;
+}
+
+static proto_msg_t *
+s_output (void)
+{
+    proto_msg_t *msg = proto_msg_new (PROTO_OUTPUT);
+    msg->node = s_dup ("web-01");
+    msg->job = s_dup (JOB_A);
+    msg->step = 2;
+    msg->attempt = 1;
+    msg->stream = s_dup ("stderr");
+    msg->offset = 1 << 20;
+    msg->chunk_len = 5;
+    msg->chunk = (uint8_t *) malloc (5);
+    memcpy (msg->chunk, "a\0\xff\xc3" "b", 5);
+    msg->size = (1 << 20) + 5;
+    return msg;
+}
+
+static proto_msg_t *
+s_output_ack (void)
+{
+    proto_msg_t *msg = proto_msg_new (PROTO_OUTPUT_ACK);
+    msg->job = s_dup (JOB_A);
+    msg->step = 2;
+    msg->attempt = 1;
+    msg->stream = s_dup ("stdout");
+    msg->offset = 0;
+    return msg;
+}
+
 typedef proto_msg_t *(s_builder_fn) (void);
 
 static s_builder_fn *s_builders [] = {
     s_hello, s_heartbeat, s_ack, s_started, s_result, s_result_plain,
     s_bye, s_welcome, s_result_ack, s_command, s_command_broadcast,
     s_cancel, s_cancel_all, s_error, s_task_progress, s_task_progress_bare,
+    s_result_pieces, s_welcome_capped, s_output, s_output_ack,
 };
 #define S_BUILDER_COUNT (sizeof s_builders / sizeof s_builders [0])
 
@@ -410,6 +462,17 @@ s_assert_same (const proto_msg_t *a, const proto_msg_t *b)
     s_assert_text (a->reason, b->reason);
     s_assert_text (a->code, b->code);
     s_assert_text (a->message, b->message);
+    assert_true (a->output_size == b->output_size);
+    assert_true (a->error_size == b->error_size);
+    assert_true (a->output_dropped == b->output_dropped);
+    assert_true (a->error_dropped == b->error_dropped);
+    s_assert_text (a->stream, b->stream);
+    assert_true (a->offset == b->offset);
+    assert_true (a->size == b->size);
+    assert_true (a->max_output == b->max_output);
+    assert_int_equal (a->chunk_len, b->chunk_len);
+    if (a->chunk_len)
+        assert_memory_equal (a->chunk, b->chunk, a->chunk_len);
 }
 
 
@@ -860,6 +923,49 @@ test_proto_param_range (void **state)
     pw_destroy (&ok);
     pw_destroy (&value);
     pw_destroy (&valid);
+}
+
+//  Output pieces and the sizes a result gives them are checked strictly,
+//  on the way in and on the way out.
+static void
+test_proto_output_pieces_refused (void **state)
+{
+    s_expect_refused (s_output, "stream", s_value_str ("stdin", 5),
+                      "unknown stream");
+    s_expect_refused (s_output, "data", s_value_str ("abc", 3),
+                      "expected binary");
+    pw_t *empty = pw_new ();
+    pw_bin (empty, "", 0);
+    s_expect_refused (s_output, "data", empty, "output.data");
+    pw_t *huge = pw_new ();
+    uint8_t *bytes = (uint8_t *) calloc (1, PROTO_MAX_CHUNK + 1);
+    pw_bin (huge, bytes, PROTO_MAX_CHUNK + 1);
+    free (bytes);
+    s_expect_refused (s_output, "data", huge, "output.data");
+    s_expect_refused (s_output, "size", s_value_int (1 << 20),
+                      "past the stream's size");
+    s_expect_refused (s_output, "size", s_value_int (PROTO_MAX_STREAM + 1),
+                      "output.size");
+    s_expect_refused (s_output, "offset", s_value_int (-1), "output.offset");
+    s_expect_refused (s_output, "data", NULL, "required");
+    s_expect_refused (s_output_ack, "offset", NULL, "required");
+    s_expect_refused (s_result_pieces, "output_size", s_value_int (0),
+                      "result.output_size");
+    s_expect_refused (s_result_pieces, "error_size", NULL,
+                      "a dropped count needs its stream's size");
+    s_expect_refused (s_welcome_capped, "max_output",
+                      s_value_int (PROTO_MAX_STREAM + 1),
+                      "welcome.max_output");
+    //  A piece that does not lie inside its stream is never encoded
+    proto_msg_t *msg = s_output ();
+    msg->size = msg->offset;
+    pw_t *writer = pw_new ();
+    assert_int_equal (proto_msg_encode (msg, writer), -2);
+    msg->size = msg->offset + msg->chunk_len;
+    msg->chunk_len = 0;
+    assert_int_equal (proto_msg_encode (msg, writer), -2);
+    pw_destroy (&writer);
+    proto_msg_destroy (&msg);
 }
 
 static void
@@ -1635,6 +1741,7 @@ main (void)
         cmocka_unit_test (test_proto_request_each_type_accepted),
         cmocka_unit_test (test_proto_request_errors),
         cmocka_unit_test (test_proto_replies),
+        cmocka_unit_test (test_proto_output_pieces_refused),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }

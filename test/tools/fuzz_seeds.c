@@ -52,8 +52,11 @@ s_write_msg (const proto_msg_t *msg)
                  proto_type_name (msg->type));
         exit (1);
     }
-    s_write ("fuzz_proto", proto_type_name (msg->type), pw_data (writer),
-             pw_size (writer));
+    //  One file per seed, also for two seeds of one type
+    static int seq = 0;
+    char name [64];
+    snprintf (name, sizeof name, "%s-%d", proto_type_name (msg->type), ++seq);
+    s_write ("fuzz_proto", name, pw_data (writer), pw_size (writer));
     pw_destroy (&writer);
 }
 
@@ -162,6 +165,19 @@ main (int argc, char *argv [])
          .reason = "cancelled by operator"},
         {.type = PROTO_ERROR, .code = "pending",
          .message = "key waits for acceptance"},
+        {.type = PROTO_RESULT, .node = "web-01", .job = "j-0193a1b2c3d4-0001",
+         .step = 2, .attempt = 1, .status = "success", .output = "head",
+         .error = "", .exit_code = 0, .duration_ms = 812, .truncated = true,
+         .output_size = 3000000, .error_size = 1048576,
+         .error_dropped = 2000000},
+        {.type = PROTO_WELCOME, .node = "web-01", .heartbeat_ms = 5000,
+         .max_output = 16777216},
+        {.type = PROTO_OUTPUT, .node = "web-01", .job = "j-0193a1b2c3d4-0001",
+         .step = 2, .attempt = 1, .stream = "stdout", .offset = 1048576,
+         .chunk = (uint8_t *) "a\0\xff\xfe", .chunk_len = 4,
+         .size = 3000000},
+        {.type = PROTO_OUTPUT_ACK, .job = "j-0193a1b2c3d4-0001", .step = 2,
+         .attempt = 1, .stream = "stderr", .offset = 0},
     };
     for (size_t index = 0; index < sizeof messages / sizeof messages [0];
          index++)
@@ -247,6 +263,26 @@ main (int argc, char *argv [])
         snprintf (name, sizeof name, "request-%s", types [index]);
         s_write ("fuzz_proto", name, pw_data (writer), pw_size (writer));
     }
+
+    //  A job.output page request
+    pw_reset (writer);
+    proto_request_begin (writer, "job.output", "seed-4", 7);
+    pw_str (writer, "job");
+    pw_str (writer, "j-0193a1b2c3d4-0001");
+    pw_str (writer, "node");
+    pw_str (writer, "web-01");
+    pw_str (writer, "step");
+    pw_int (writer, 2);
+    pw_str (writer, "stream");
+    pw_str (writer, "stderr");
+    pw_str (writer, "attempt");
+    pw_int (writer, 1);
+    pw_str (writer, "offset");
+    pw_int (writer, 1048576);
+    pw_str (writer, "limit");
+    pw_int (writer, 65536);
+    s_write ("fuzz_proto", "request-job.output", pw_data (writer),
+             pw_size (writer));
 
     //  Text at the edges of UTF-8: valid multibyte forms and the invalid
     //  ones the decoder must refuse (overlong, surrogate, past U+10FFFF,
