@@ -66,7 +66,6 @@
 #define S_CANCELLED_KEEP 1024       //  Recently cancelled jobs remembered
 #define S_HEARTBEAT_MIN_MS 100
 #define S_HEARTBEAT_MAX_MS 600000
-#define S_TEXT_SLACK 1024           //  Room kept for a sentence after output
 #define S_MAX_TIMEOUT_MS (30ULL * 24 * 3600 * 1000)  //  30 days
 #define S_PROGRESS_HOLD_MS 20       //  Acks and starteds wait this long at
                                     //  most for a result that implies them
@@ -345,10 +344,10 @@ s_conf_apply (agent_config_t *config, const pv_t *root, char *err,
     if (conf_get_int (root, "output_cap_bytes", &number, err, err_len))
         return -1;
     if (number != -1) {
-        if (number < 1 || number > PROTO_MAX_OUTPUT - S_TEXT_SLACK) {
+        if (number < 2 || number > PROTO_MAX_STREAM) {
             s_err (err, err_len, "output_cap_bytes: %lld is out of range "
-                   "(1..%d)", (long long) number,
-                   PROTO_MAX_OUTPUT - S_TEXT_SLACK);
+                   "(2..%lld)", (long long) number,
+                   (long long) PROTO_MAX_STREAM);
             return -1;
         }
         config->output_cap_bytes = (size_t) number;
@@ -431,7 +430,9 @@ s_usage (FILE *out)
 "  --concurrency N         tasks run at once (default 1)\n"
 "  --tool-dir DIR          look up programs (apt-get, systemctl, ping)\n"
 "                          only in DIR\n"
-"  --output-cap BYTES      output kept per stream (default %d)\n"
+"  --output-cap BYTES      output kept per stream; past it the first and\n"
+"                          last halves (default %d, at most what the\n"
+"                          broker keeps)\n"
 "  --disable B1,B2         switch these backends off on this node\n"
 "  --resolv-conf FILE      file the network backend manages\n"
 "                          (default %s)\n"
@@ -543,10 +544,9 @@ s_apply_flag (agent_config_t *config, int option, const char *value,
             config->concurrency = (uint32_t) number;
             return 0;
         case S_OPT_OUTPUT_CAP:
-            if (s_parse_number (value, 1, PROTO_MAX_OUTPUT - S_TEXT_SLACK,
-                                &number)) {
+            if (s_parse_number (value, 2, PROTO_MAX_STREAM, &number)) {
                 s_err (err, err_len, "--output-cap: '%s' is not a number "
-                       "from 1 to %d", value, PROTO_MAX_OUTPUT - S_TEXT_SLACK);
+                       "from 2 to %lld", value, (long long) PROTO_MAX_STREAM);
                 return -1;
             }
             config->output_cap_bytes = (size_t) number;
@@ -833,8 +833,8 @@ agent_config_check (agent_config_t *config, char *err, size_t err_len)
     if (log_check (config->log_level, config->log_format, err, err_len))
         return -1;
     if (config->concurrency < 1 || config->concurrency > AGENT_MAX_CONCURRENCY
-    ||  config->output_cap_bytes < 1
-    ||  config->output_cap_bytes > PROTO_MAX_OUTPUT - S_TEXT_SLACK) {
+    ||  config->output_cap_bytes < 2
+    ||  config->output_cap_bytes > (size_t) PROTO_MAX_STREAM) {
         s_err (err, err_len, "concurrency or output cap out of range");
         return -1;
     }
@@ -1380,6 +1380,48 @@ s_clean_text (char *text, size_t len, size_t max, bool *cut)
     return text;
 }
 
+//  The text RESULT carries for one stream (BYTES, LEN; DROPPED bytes lost
+//  from its middle): the stream itself when it is short, valid UTF-8 and
+//  whole; else its first PROTO_OUTPUT_HEAD bytes made valid text, while
+//  the stream goes, byte for byte, in spooled `output` pieces, and *SIZE_P
+//  and *DROPPED_P say so.
+static char *
+s_stream_head (agent_t *self, const proto_msg_t *result, const char *stream,
+               const char *bytes, size_t len, size_t dropped,
+               uint64_t *size_p, uint64_t *dropped_p)
+{
+    size_t head_len = len < PROTO_OUTPUT_HEAD ? len : PROTO_OUTPUT_HEAD;
+    char *head = (char *) malloc (head_len + 1);
+    assert (head);
+    if (head_len)
+        memcpy (head, bytes, head_len);
+    bool cut = false;
+    head = s_clean_text (head, head_len, PROTO_OUTPUT_HEAD, &cut);
+    if (len <= PROTO_OUTPUT_HEAD && dropped == 0
+        && strlen (head) == len && memcmp (head, bytes, len) == 0)
+        return head;
+    *size_p = len;
+    *dropped_p = dropped;
+    char err [256];
+    for (size_t offset = 0; offset < len; offset += PROTO_MAX_CHUNK) {
+        size_t take = len - offset < PROTO_MAX_CHUNK ? len - offset
+                                                     : PROTO_MAX_CHUNK;
+        proto_msg_t piece = {
+            .type = PROTO_OUTPUT, .node = result->node, .job = result->job,
+            .step = result->step, .attempt = result->attempt,
+            .stream = (char *) stream, .offset = offset,
+            .chunk = (uint8_t *) bytes + offset, .chunk_len = take,
+            .size = len
+        };
+        if (spool_put (self->spool, &piece, err, sizeof (err)))
+            s_log (self, "cannot record the %s of %s step %u: %s (sent "
+                   "anyway, not kept)", stream, result->job, result->step,
+                   err);
+        s_send (self, &piece);
+    }
+    return head;
+}
+
 //  Records RESULT in the spool, then sends it in place of the ack and
 //  started still held for it.
 static void
@@ -1570,15 +1612,17 @@ s_work_done (void *arg, executor_result_t *done)
         outcome->data = NULL;
         outcome->data_count = 0;
     }
-    bool cut = false;
-    result->output = s_clean_text (done->output, done->output_len,
-                                   PROTO_MAX_OUTPUT, &cut);
-    done->output = NULL;
-    result->error = s_clean_text (done->error, done->error_len,
-                                  PROTO_MAX_OUTPUT, &cut);
-    done->error = NULL;
-    if (cut)
-        result->truncated = true;
+    result->output = s_stream_head (self, result, "stdout", done->output,
+                                    done->output_len, done->output_dropped,
+                                    &result->output_size,
+                                    &result->output_dropped);
+    result->error = s_stream_head (self, result, "stderr", done->error,
+                                   done->error_len, done->error_dropped,
+                                   &result->error_size,
+                                   &result->error_dropped);
+    free (done->output);
+    free (done->error);
+    done->output = done->error = NULL;
     zhashx_delete (self->work, work->key);
     s_finish (self, result);
     proto_msg_destroy (&result);
@@ -1820,6 +1864,11 @@ s_on_welcome (agent_t *self, const proto_msg_t *welcome)
         self->heartbeat_timer = zloop_timer (self->loop, beat, 0,
                                              s_heartbeat_fired, self);
     }
+    //  Keep no more output per stream than the broker keeps
+    size_t cap = self->config->output_cap_bytes;
+    if (welcome->max_output && welcome->max_output < cap)
+        cap = (size_t) welcome->max_output;
+    executor_set_output_cap (self->executor, cap);
     s_log (self, "welcomed by the broker (heartbeat every %u ms, %zu "
            "result(s) to deliver)", beat, s_unacked (self));
     self->last_refusal [0] = 0;
@@ -1915,6 +1964,13 @@ s_handle (agent_t *self, zframe_t *body, bool from_sub)
                              "acknowledged", msg->job, msg->step,
                              msg->attempt);
             }
+            break;
+        case PROTO_OUTPUT_ACK:
+            if (!from_sub
+                && spool_ack_output (self->spool, msg->job, msg->step,
+                                     msg->attempt, msg->stream, msg->offset))
+                s_log (self, "cannot record the output_ack of %s step %u",
+                       msg->job, msg->step);
             break;
         case PROTO_ERROR:
             if (!from_sub)

@@ -43,10 +43,19 @@ typedef enum {
     S_ENDED
 } s_state_t;
 
+//  A captured stream: the head in DATA until it holds HEAD_CAP bytes,
+//  then the newest TAIL_CAP bytes in a ring, so that whatever the stream's
+//  length the first and the last bytes are kept.
 typedef struct {
-    char *data;                 //  Captured bytes (NUL-terminated)
-    size_t len;                 //  Bytes kept
+    char *data;                 //  Head bytes (NUL-terminated)
+    size_t len;                 //  Bytes in the head
     size_t size;                //  Allocated
+    size_t head_cap;            //  Most head bytes (cap / 2)
+    size_t tail_cap;            //  Most ring bytes (cap - head_cap)
+    char *ring;                 //  Tail bytes, a ring of tail_cap
+    size_t ring_len;            //  Bytes in the ring
+    size_t ring_start;          //  Where its oldest byte is
+    size_t total;               //  Bytes the stream wrote in all
 } s_buf_t;
 
 typedef struct {
@@ -114,6 +123,8 @@ s_task_destroy (s_task_t **task_p)
     free (task->env);
     free (task->out.data);
     free (task->err.data);
+    free (task->out.ring);
+    free (task->err.ring);
     free (task->reason);
     free (task->result.output);
     free (task->result.error);
@@ -174,20 +185,31 @@ s_detach (zlistx_t *list, s_task_t *task)
     task->handle = NULL;
 }
 
-//  Appends LEN bytes to BUF, keeping at most CAP; returns true when some
-//  were dropped.
-static bool
-s_buf_append (s_buf_t *buf, const char *data, size_t len, size_t cap)
+//  Sets BUF up to keep CAP bytes (>= 2): half head, half tail.
+static void
+s_buf_init (s_buf_t *buf, size_t cap)
 {
-    size_t room = buf->len < cap ? cap - buf->len : 0;
+    memset (buf, 0, sizeof *buf);
+    buf->head_cap = cap / 2;
+    buf->tail_cap = cap - buf->head_cap;
+}
+
+//  Appends LEN bytes to BUF: to the head while it has room, then to the
+//  ring (which overwrites its oldest bytes); returns true when memory ran
+//  out and bytes were lost.
+static bool
+s_buf_append (s_buf_t *buf, const char *data, size_t len)
+{
+    buf->total += len;
+    size_t room = buf->len < buf->head_cap ? buf->head_cap - buf->len : 0;
     size_t take = len < room ? len : room;
     if (take > 0) {
         if (buf->len + take + 1 > buf->size) {
             size_t size = buf->size ? buf->size : 4096;
             while (size < buf->len + take + 1)
                 size *= 2;
-            if (size > cap + 1)
-                size = cap + 1;
+            if (size > buf->head_cap + 1)
+                size = buf->head_cap + 1;
             char *grown = (char *) realloc (buf->data, size);
             if (!grown)
                 return true;
@@ -197,8 +219,64 @@ s_buf_append (s_buf_t *buf, const char *data, size_t len, size_t cap)
         memcpy (buf->data + buf->len, data, take);
         buf->len += take;
         buf->data [buf->len] = 0;
+        data += take;
+        len -= take;
     }
-    return take < len;
+    if (len == 0 || buf->tail_cap == 0)
+        return false;
+    if (!buf->ring) {
+        buf->ring = (char *) malloc (buf->tail_cap);
+        if (!buf->ring)
+            return true;
+    }
+    //  Only the last tail_cap bytes of DATA can stay
+    if (len > buf->tail_cap) {
+        data += len - buf->tail_cap;
+        len = buf->tail_cap;
+    }
+    size_t at = (buf->ring_start + buf->ring_len) % buf->tail_cap;
+    for (size_t done = 0; done < len;) {
+        size_t run = buf->tail_cap - at < len - done ? buf->tail_cap - at
+                                                     : len - done;
+        memcpy (buf->ring + at, data + done, run);
+        done += run;
+        at = (at + run) % buf->tail_cap;
+    }
+    if (buf->ring_len + len > buf->tail_cap) {
+        buf->ring_start = (buf->ring_start + buf->ring_len + len
+                           - buf->tail_cap) % buf->tail_cap;
+        buf->ring_len = buf->tail_cap;
+    }
+    else
+        buf->ring_len += len;
+    return false;
+}
+
+//  Head and tail as one string (the head's buffer, grown); *LEN_P gets its
+//  length, *DROPPED_P the bytes the stream lost between them.
+static char *
+s_buf_take (s_buf_t *buf, size_t *len_p, size_t *dropped_p)
+{
+    size_t len = buf->len + buf->ring_len;
+    char *text = (char *) realloc (buf->data, len + 1);
+    if (!text) {
+        text = buf->data;
+        len = buf->len;
+    }
+    else
+    if (buf->ring_len) {
+        size_t first = buf->tail_cap - buf->ring_start < buf->ring_len
+                           ? buf->tail_cap - buf->ring_start : buf->ring_len;
+        memcpy (text + buf->len, buf->ring + buf->ring_start, first);
+        memcpy (text + buf->len + first, buf->ring, buf->ring_len - first);
+    }
+    if (text)
+        text [len] = 0;
+    *len_p = text ? len : 0;
+    *dropped_p = buf->total - *len_p;
+    buf->data = NULL;
+    buf->len = buf->size = 0;
+    return text ? text : strdup ("");
 }
 
 
@@ -269,8 +347,7 @@ s_read_pipe (executor_t *self, s_task_t *task, int fd, s_buf_t *buf,
     for (int reads = 0; reads < max_reads; reads++) {
         ssize_t got = read (fd, chunk, sizeof (chunk));
         if (got > 0) {
-            if (s_buf_append (buf, chunk, (size_t) got,
-                              self->config.output_cap_bytes))
+            if (s_buf_append (buf, chunk, (size_t) got))
                 task->truncated = true;
             continue;
         }
@@ -350,12 +427,14 @@ s_process_ended (executor_t *self, s_task_t *task)
     else
         result->status = EXECUTOR_SUCCESS;
 
-    result->output = task->out.data ? task->out.data : strdup ("");
-    result->output_len = task->out.data ? task->out.len : 0;
-    task->out.data = NULL;
-    result->error = s_join (task->err.data ? task->err.data : "",
-                            task->err.len, sentence, &result->error_len);
-    result->truncated = task->truncated;
+    result->output = s_buf_take (&task->out, &result->output_len,
+                                 &result->output_dropped);
+    size_t err_len = 0;
+    char *err = s_buf_take (&task->err, &err_len, &result->error_dropped);
+    result->error = s_join (err, err_len, sentence, &result->error_len);
+    free (err);
+    result->truncated = task->truncated || result->output_dropped
+                        || result->error_dropped;
     result->duration_ms = (uint64_t) (zclock_mono () - task->started_ms);
 
     s_detach (self->running, task);
@@ -645,6 +724,8 @@ s_start_process (executor_t *self, s_task_t *task)
     envp [envc] = NULL;
 
     task->started_ms = zclock_mono ();
+    s_buf_init (&task->out, self->config.output_cap_bytes);
+    s_buf_init (&task->err, self->config.output_cap_bytes);
     pid_t parent = getpid ();
     pid_t pid = fork ();
     if (pid == 0)
@@ -816,7 +897,7 @@ executor_t *
 executor_new (zloop_t *loop, const executor_config_t *config)
 {
     if (!loop || !config || !config->done || config->concurrency < 1
-    ||  config->output_cap_bytes < 1 || config->kill_grace_ms < 0)
+    ||  config->output_cap_bytes < 2 || config->kill_grace_ms < 0)
         return NULL;
     //  A SIGCHLD left ignored by our parent would auto-reap children and
     //  hide their exit codes
@@ -914,6 +995,13 @@ executor_destroy (executor_t **self_p)
     free (self->fake_log);
     free (self);
     *self_p = NULL;
+}
+
+void
+executor_set_output_cap (executor_t *self, size_t bytes)
+{
+    if (self && bytes >= 2)
+        self->config.output_cap_bytes = bytes;
 }
 
 int

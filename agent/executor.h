@@ -10,8 +10,9 @@
     environment (PATH=BACKEND_SAFE_PATH, LANG=C, the task's extra entries,
     and GRID_FAKE_LOG when the agent has it, for the test fakes), and its
     stdout and stderr on pipes the loop reads, each kept up to
-    output_cap_bytes (the rest is read and dropped, and the result says
-    truncated). On timeout or cancel the group gets SIGTERM, then SIGKILL
+    output_cap_bytes: past it the first half and the last half of the cap
+    are kept, the middle is read and dropped, and the result says how much
+    was dropped (and truncated). On timeout or cancel the group gets SIGTERM, then SIGKILL
     after kill_grace_ms. When the program exits, whatever it left running
     in its group is killed, so no stray process outlives its task. A child
     also gets SIGKILL if the agent process dies (PR_SET_PDEATHSIG), so a
@@ -44,7 +45,7 @@
 #include <sys/types.h>
 
 #define EXECUTOR_DEFAULT_GRACE_MS 5000       //  SIGTERM -> SIGKILL
-#define EXECUTOR_DEFAULT_CAP_BYTES 65536     //  Per stream
+#define EXECUTOR_DEFAULT_CAP_BYTES (16u << 20)  //  Per stream
 #define EXECUTOR_EXEC_FAILED 127             //  Exit code when execve fails
 
 typedef struct _executor_t executor_t;
@@ -66,6 +67,11 @@ typedef struct {
     char *error;                 //  Captured stderr + why it ended (never NULL)
     size_t error_len;            //  Its length
     bool truncated;              //  A stream was cut at the cap
+    size_t output_dropped;       //  Bytes dropped from the middle of stdout:
+                                 //  OUTPUT is its first OUTPUT_LEN / 2
+                                 //  bytes, then its last (rounded up)
+    size_t error_dropped;        //  The same for stderr (before the reason
+                                 //  that ERROR may end with)
     int32_t exit_code;           //  Exit code, or -1 (signal, never started)
     int term_signal;             //  Signal that ended it, or 0
     uint64_t duration_ms;        //  Wall time, start to end (0: never ran)
@@ -90,7 +96,7 @@ typedef void (executor_free_fn) (void *arg);
 
 typedef struct {
     uint32_t concurrency;        //  Tasks running at once (>= 1)
-    size_t output_cap_bytes;     //  Kept per stream (>= 1)
+    size_t output_cap_bytes;     //  Kept per stream (>= 2)
     int64_t kill_grace_ms;       //  SIGTERM -> SIGKILL delay (>= 0)
     executor_started_fn *started;  //  May be NULL
     executor_done_fn *done;      //  Required
@@ -125,6 +131,9 @@ executor_t *executor_new (zloop_t *loop, const executor_config_t *config);
 //  children, drops queued tasks (no done calls; ARGs are freed);
 //  NULL-safe, nulls *self_p. Destroy it before its loop.
 void executor_destroy (executor_t **self_p);
+
+//  Bytes kept per stream by tasks that start from now on (>= 2).
+void executor_set_output_cap (executor_t *self, size_t bytes);
 
 //  Queues TASK. It starts from the loop when a slot is free and no earlier
 //  task of its job is queued or running. Returns 0, or -1 when the task is

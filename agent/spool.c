@@ -9,6 +9,7 @@
 #include "spool.h"
 
 #include <czmq.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,6 +54,15 @@ spool_key (const char *job, uint32_t step, uint32_t attempt, char *buf,
     snprintf (buf, buf_len, "%s|%u|%u", job, step, attempt);
 }
 
+void
+spool_output_key (const char *job, uint32_t step, uint32_t attempt,
+                  const char *stream, uint64_t offset, char *buf,
+                  size_t buf_len)
+{
+    snprintf (buf, buf_len, "%s|%u|%u|%c|%" PRIu64, job, step, attempt,
+              stream && strcmp (stream, "stderr") == 0 ? 'e' : 'o', offset);
+}
+
 static spool_state_t
 s_state_of (proto_type_t type)
 {
@@ -60,8 +70,16 @@ s_state_of (proto_type_t type)
         case PROTO_ACK: return SPOOL_ACKED;
         case PROTO_STARTED: return SPOOL_STARTED;
         case PROTO_RESULT: return SPOOL_RESULT;
+        case PROTO_OUTPUT: return SPOOL_OUTPUT;
         default: return SPOOL_NONE;
     }
+}
+
+//  States that wait for the broker's acknowledgement
+static bool
+s_unacked (spool_state_t state)
+{
+    return state == SPOOL_RESULT || state == SPOOL_OUTPUT;
 }
 
 static void
@@ -69,9 +87,9 @@ s_index_set (spool_t *self, const char *key, spool_state_t state)
 {
     spool_state_t old = (spool_state_t) (uintptr_t) zhashx_lookup (
         self->index, key);
-    if (old == SPOOL_RESULT)
+    if (s_unacked (old))
         self->unacked--;
-    if (state == SPOOL_RESULT)
+    if (s_unacked (state))
         self->unacked++;
     if (state == SPOOL_NONE)
         zhashx_delete (self->index, key);
@@ -282,7 +300,11 @@ spool_put (spool_t *self, const proto_msg_t *msg, char *err, size_t err_len)
         return -1;
     }
     char key [SPOOL_KEY_MAX];
-    spool_key (msg->job, msg->step, msg->attempt, key, sizeof (key));
+    if (msg->type == PROTO_OUTPUT)
+        spool_output_key (msg->job, msg->step, msg->attempt, msg->stream,
+                          msg->offset, key, sizeof (key));
+    else
+        spool_key (msg->job, msg->step, msg->attempt, key, sizeof (key));
     store_txn_t *txn = store_begin (self->store, true);
     int rc = txn ? store_put (txn, STORE_DB_SPOOL, key, strlen (key),
                               pw_data (writer), pw_size (writer))
@@ -386,6 +408,31 @@ spool_ack (spool_t *self, const char *job, uint32_t step, uint32_t attempt)
 }
 
 int
+spool_ack_output (spool_t *self, const char *job, uint32_t step,
+                  uint32_t attempt, const char *stream, uint64_t offset)
+{
+    char key [SPOOL_KEY_MAX];
+    spool_output_key (job, step, attempt, stream, offset, key, sizeof (key));
+    if ((spool_state_t) (uintptr_t) zhashx_lookup (self->index, key)
+        != SPOOL_OUTPUT)
+        return 0;
+    store_txn_t *txn = store_begin (self->store, true);
+    if (!txn)
+        return -1;
+    int rc = store_del (txn, STORE_DB_SPOOL, key, strlen (key));
+    if (rc == STORE_ENOTFOUND)
+        rc = 0;
+    if (rc == 0)
+        rc = store_commit (&txn);
+    else
+        store_abort (&txn);
+    if (rc)
+        return -1;
+    s_index_set (self, key, SPOOL_NONE);
+    return 0;
+}
+
+int
 spool_recover (spool_t *self, const char *node)
 {
     //  Collect first: spool_put changes the index
@@ -454,8 +501,8 @@ spool_each_result (spool_t *self, spool_each_fn *fn, void *arg, size_t max)
         if (k_len < sizeof (key)) {
             memcpy (key, k, k_len);
             key [k_len] = 0;
-            if ((spool_state_t) (uintptr_t) zhashx_lookup (self->index, key)
-                == SPOOL_RESULT) {
+            if (s_unacked ((spool_state_t) (uintptr_t) zhashx_lookup (
+                    self->index, key))) {
                 fn (arg, key, v, v_len);
                 count++;
             }

@@ -9,6 +9,11 @@
         result sent     key -> the encoded RESULT     (state RESULT)
         result_ack      key deleted, a done record kept (state DONE)
 
+    A result whose output goes in pieces (PROTOCOL.md, `output`) leaves
+    each piece here too, before it is sent, under "job|step|attempt|
+    stream|offset" (stream 'o' or 'e'), until the broker's output_ack;
+    pieces are re-sent with the results and count as unacknowledged.
+
     The key is "job|step|attempt". Results stay until the broker
     acknowledges them and are re-sent until it does. At start, an entry
     still ACKED or STARTED means the agent died with that task in hand: it
@@ -43,7 +48,8 @@ typedef enum {
     SPOOL_ACKED,                 //  Taken, not started
     SPOOL_STARTED,               //  Running
     SPOOL_RESULT,                //  Finished, result not yet acknowledged
-    SPOOL_DONE                   //  Finished and acknowledged
+    SPOOL_DONE,                  //  Finished and acknowledged
+    SPOOL_OUTPUT                 //  An output piece not yet acknowledged
 } spool_state_t;
 
 //  Called for each unacknowledged result: DATA/SIZE is the encoded RESULT
@@ -68,8 +74,13 @@ void spool_key (const char *job, uint32_t step, uint32_t attempt, char *buf,
 spool_state_t spool_state (spool_t *self, const char *job, uint32_t step,
                            uint32_t attempt);
 
-//  Records MSG (an ACK, STARTED or RESULT) under its key, replacing what
-//  was there, and commits. Returns 0, or -1 with a sentence in ERR (store
+//  Writes the key of an output piece into BUF (SPOOL_KEY_MAX bytes).
+void spool_output_key (const char *job, uint32_t step, uint32_t attempt,
+                       const char *stream, uint64_t offset, char *buf,
+                       size_t buf_len);
+
+//  Records MSG (an ACK, STARTED, RESULT or OUTPUT) under its key,
+//  replacing what was there, and commits. Returns 0, or -1 with a sentence in ERR (store
 //  full or failing, or MSG does not encode).
 int spool_put (spool_t *self, const proto_msg_t *msg, char *err,
                size_t err_len);
@@ -85,16 +96,21 @@ int spool_result (spool_t *self, const char *job, uint32_t step,
 int spool_ack (spool_t *self, const char *job, uint32_t step,
                uint32_t attempt);
 
+//  The broker has the output piece: deletes it. Returns 0 (also when
+//  there was none: a duplicate output_ack), or -1 on a store failure.
+int spool_ack_output (spool_t *self, const char *job, uint32_t step,
+                      uint32_t attempt, const char *stream, uint64_t offset);
+
 //  Turns every ACKED or STARTED entry into an "interrupted" RESULT from
 //  NODE. Returns how many, or -1 on a store failure.
 int spool_recover (spool_t *self, const char *node);
 
-//  Calls FN for up to MAX unacknowledged results (0: all), oldest key
-//  first. Returns how many.
+//  Calls FN for up to MAX unacknowledged results and output pieces (0:
+//  all), in key order. Returns how many.
 size_t spool_each_result (spool_t *self, spool_each_fn *fn, void *arg,
                           size_t max);
 
-//  Number of unacknowledged results.
+//  Number of unacknowledged results and output pieces.
 size_t spool_unacked (spool_t *self);
 
 #endif

@@ -116,16 +116,30 @@ s_flaky_child (const backend_plan_t *plan)
     return fail ? 1 : 0;
 }
 
+//  Writes plan->number bytes to stdout (or stderr): 'x's, or with a seed
+//  the bytes of a xorshift32 sequence (every byte value, NULs included),
+//  so a reader can check that each byte arrived in its place.
 static int
 s_output_child (const backend_plan_t *plan)
 {
+    const char *seed_text = backend_plan_param (plan, "seed");
+    const char *stream = backend_plan_param (plan, "stream");
+    int fd = stream && strcmp (stream, "stderr") == 0 ? STDERR_FILENO
+                                                      : STDOUT_FILENO;
+    uint32_t state = seed_text ? (uint32_t) strtoul (seed_text, NULL, 10) : 0;
     char block [4096];
     memset (block, 'x', sizeof (block));
     int64_t left = plan->number;
     while (left > 0) {
         size_t take = left < (int64_t) sizeof (block)
                     ? (size_t) left : sizeof (block);
-        if (s_write_all (STDOUT_FILENO, block, take))
+        for (size_t index = 0; state && index < take; index++) {
+            state ^= state << 13;
+            state ^= state >> 17;
+            state ^= state << 5;
+            block [index] = (char) (state & 0xff);
+        }
+        if (s_write_all (fd, block, take))
             return 1;
         left -= (int64_t) take;
     }
@@ -235,7 +249,14 @@ static const backend_param_t s_flaky_params [] = {
 static const backend_param_t s_output_params [] = {
     { .name = "bytes", .type = BACKEND_TYPE_INT, .required = true,
       .min_value = 0, .max_value = S_MAX_OUTPUT_BYTES,
-      .help = "how many 'x' bytes to write to stdout, 0 to 67108864" },
+      .help = "how many bytes to write, 0 to 67108864" },
+    { .name = "seed", .type = BACKEND_TYPE_INT, .required = false,
+      .min_value = 1, .max_value = 2147483647,
+      .help = "write the bytes of a xorshift32 sequence from this seed "
+              "instead of 'x's" },
+    { .name = "stream", .type = BACKEND_TYPE_STRING, .required = false,
+      .pattern = "^(stdout|stderr)$", .default_value = "stdout",
+      .help = "stdout (default) or stderr" },
 };
 
 #define S_PARAMS(list) list, sizeof (list) / sizeof (list [0])
@@ -250,7 +271,7 @@ static const backend_action_t s_actions [] = {
     { "flaky", false, "fail while the attempt number is at most failures, "
       "then succeed (to test retries)", S_PARAMS (s_flaky_params),
       s_plan_flaky, false },
-    { "output", false, "write bulk output (to test truncation)",
+    { "output", false, "write bulk output (to test whole outputs and caps)",
       S_PARAMS (s_output_params), s_plan_output, false },
 };
 

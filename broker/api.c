@@ -764,6 +764,59 @@ s_job_delete (api_call_t *call)
     free (job_id);
 }
 
+//  One page of a cell's whole stdout or stderr (jobrec.h).
+static void
+s_job_output (api_call_t *call)
+{
+    char *job_id = NULL;
+    if (s_job_id_field (call, &job_id) != 0)
+        return;
+    const pv_t *body = call->request->body;
+    char *node = s_field (call, "node");
+    char *stream = s_field (call, "stream");
+    int64_t step = 0, attempt = 0, offset = 0, limit = 1024 * 1024;
+    pv_get_int (pv_map_get (body, "step"), &step);
+    pv_get_int (pv_map_get (body, "attempt"), &attempt);
+    pv_get_int (pv_map_get (body, "offset"), &offset);
+    pv_get_int (pv_map_get (body, "limit"), &limit);
+    if (!node || !name_valid (node))
+        s_error (call, PROTO_ERR_BAD_REQUEST, "node: '%s' is not a node id",
+                 node ? node : "");
+    else
+    if (stream && strcmp (stream, "stdout") != 0
+        && strcmp (stream, "stderr") != 0)
+        s_error (call, PROTO_ERR_BAD_REQUEST,
+                 "stream: '%s' is neither stdout nor stderr", stream);
+    else {
+        store_txn_t *txn = s_txn (call);
+        if (txn) {
+            pw_reset (call->reply);
+            proto_reply_ok_begin (call->reply, call->request->id);
+            int rc = jobrec_write_output_page (
+                txn, job_id, (uint32_t) step, node, (uint32_t) attempt,
+                stream && strcmp (stream, "stderr") == 0, (uint64_t) offset,
+                (size_t) limit, call->reply);
+            if (rc == STORE_ENOTFOUND
+                && store_get (txn, STORE_DB_JOBS, job_id, strlen (job_id),
+                              NULL, NULL) != 0)
+                s_error (call, PROTO_ERR_NOT_FOUND, "no job %s", job_id);
+            else
+            if (rc == STORE_ENOTFOUND)
+                s_error (call, PROTO_ERR_NOT_FOUND,
+                         "job %s: node %s has no output for step %d%s yet",
+                         job_id, node, (int) step,
+                         attempt ? " at that attempt" : "");
+            else
+            if (rc != 0)
+                s_error (call, PROTO_ERR_STORE,
+                         "job %s: a result record is unreadable", job_id);
+        }
+    }
+    free (stream);
+    free (node);
+    free (job_id);
+}
+
 //  ---------------------------------------------------------------------
 //  node.list, node.get, status
 
@@ -897,7 +950,7 @@ s_status (api_call_t *call)
     pw_str (reply, "late_results");
     pw_int (reply, (int64_t) counters.late_results);
     pw_str (reply, "dropped");
-    pw_map (reply, 4 + AUTH_COUNTER_COUNT);
+    pw_map (reply, 5 + AUTH_COUNTER_COUNT);
     pw_str (reply, "malformed");
     pw_int (reply, (int64_t) self->counters.malformed);
     pw_str (reply, "unknown_node");
@@ -906,6 +959,8 @@ s_status (api_call_t *call)
     pw_int (reply, (int64_t) self->counters.stale);
     pw_str (reply, "send_failed");
     pw_int (reply, (int64_t) self->counters.send_failed);
+    pw_str (reply, "output_refused");
+    pw_int (reply, (int64_t) self->counters.output_refused);
     auth_write_counters (self->auth, reply);
     s_write_store (self, reply);
 }
@@ -1672,6 +1727,7 @@ static const api_route_t s_routes [] = {
     {"job.watch", s_job_watch},
     {"job.list", s_job_list},       {"job.cancel", s_job_cancel},
     {"job.events", s_job_events},   {"job.delete", s_job_delete},
+    {"job.output", s_job_output},
     {"node.list", s_node_list},     {"node.get", s_node_get},
     {"status", s_status},           {"node.drain", s_node_drain},
     {"node.resume", s_node_resume}, {"broker.drain", s_broker_drain},

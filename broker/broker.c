@@ -148,6 +148,7 @@ broker_config_defaults (broker_config_t *config)
     config->max_map_bytes = (size_t) 8 << 30;
     config->retention_ms = (int64_t) 30 * 24 * 3600 * 1000;
     config->dlq_retention_ms = (int64_t) 30 * 24 * 3600 * 1000;
+    config->max_output = BROKER_DEFAULT_MAX_OUTPUT;
     sched_config_defaults (&config->sched);
     auth_config_defaults (&config->auth);
 }
@@ -225,6 +226,68 @@ s_read_limits (broker_config_t *config, const pv_t *limits, char *why,
     return rc;
 }
 
+//  A byte count: an int, or a string of digits with an optional unit
+//  (KiB, MiB, GiB, or K, M, G: powers of 1024). Returns 0, or -1.
+static int
+s_parse_bytes (const pv_t *value, uint64_t *bytes)
+{
+    int64_t number = 0;
+    if (pv_get_int (value, &number) == 0) {
+        *bytes = number > 0 ? (uint64_t) number : 0;
+        return number > 0 ? 0 : -1;
+    }
+    char *text = pv_strdup (value);
+    char *end = NULL;
+    unsigned long long base = text ? strtoull (text, &end, 10) : 0;
+    int rc = text && end != text && *text >= '0' && *text <= '9' ? 0 : -1;
+    uint64_t scale = 1;
+    if (rc == 0 && *end) {
+        if (strcmp (end, "K") == 0 || strcmp (end, "KiB") == 0)
+            scale = 1024;
+        else if (strcmp (end, "M") == 0 || strcmp (end, "MiB") == 0)
+            scale = 1024 * 1024;
+        else if (strcmp (end, "G") == 0 || strcmp (end, "GiB") == 0)
+            scale = 1024 * 1024 * 1024;
+        else
+            rc = -1;
+    }
+    free (text);
+    if (rc == 0 && (base == 0 || base > UINT64_MAX / scale))
+        rc = -1;
+    if (rc == 0)
+        *bytes = base * scale;
+    return rc;
+}
+
+//  The `results:` map: max_output.
+static int
+s_load_results (broker_config_t *config, const pv_t *root, char *why,
+                size_t why_len)
+{
+    static const char *known [] = {"max_output", NULL};
+    const pv_t *results = pv_map_get (root, "results");
+    if (!results)
+        return 0;
+    if (pv_type (results) != PV_MAP) {
+        snprintf (why, why_len, "results: expected a mapping (max_output)");
+        return -1;
+    }
+    if (conf_check_keys (results, known, why, why_len) != 0)
+        return -1;
+    const pv_t *value = pv_map_get (results, "max_output");
+    uint64_t bytes = 0;
+    if (value
+        && (s_parse_bytes (value, &bytes) != 0 || bytes < 2
+            || bytes > (uint64_t) PROTO_MAX_STREAM)) {
+        snprintf (why, why_len, "results.max_output: expected bytes, like "
+                  "16MiB (2 bytes to 1GiB)");
+        return -1;
+    }
+    if (value)
+        config->max_output = bytes;
+    return 0;
+}
+
 int
 broker_config_load (broker_config_t *config, const char *path, char *err,
                     size_t err_len)
@@ -236,6 +299,7 @@ broker_config_load (broker_config_t *config, const char *path, char *err,
         "lease", "limits",
         "map_size_mb", "max_map_size_mb", "retention", "offline_grace",
         "verbose", "dlq_retention", "store", "log_level", "log_format",
+        "results",
         //  Read by auth_config_load
         "key", "insecure", "auto_accept", "max_pending_keys", "clients",
         "allow", NULL};
@@ -332,6 +396,8 @@ broker_config_load (broker_config_t *config, const char *path, char *err,
         rc = conf_get_str (root, "log_format", &config->log_format, why, sizeof why);
     if (rc == 0)
         rc = log_check (config->log_level, config->log_format, why, sizeof why);
+    if (rc == 0)
+        rc = s_load_results (config, root, why, sizeof why);
     if (rc == 0)
         rc = auth_config_load (&config->auth, root, why, sizeof why);
     if (rc == 0 && (max_concurrent < 1 || max_pending < 0 || ack_resends < 0
@@ -1256,6 +1322,7 @@ s_on_hello (broker_t *self, const void *routing, size_t routing_size,
     welcome.type = PROTO_WELCOME;
     welcome.node = node->id;
     welcome.heartbeat_ms = (uint32_t) self->config.heartbeat_ms;
+    welcome.max_output = self->config.max_output;
     pw_reset (self->body);
     int rc = proto_msg_encode (&welcome, self->body);
     assert (rc == 0);
@@ -1281,6 +1348,36 @@ s_first_start (broker_t *self, const proto_msg_t *in, int64_t *submitted_ms)
     *submitted_ms = job->submitted_ms;
     return status == SCHED_CELL_DISPATCHED
            || status == SCHED_CELL_ACKNOWLEDGED;
+}
+
+//  Stores a piece of a cell's output (after the session check): only
+//  for a cell of the sending node, within max_output; else counted.
+static void
+s_on_output (broker_t *self, const proto_msg_t *piece)
+{
+    store_txn_t *txn = broker_txn (self);
+    const sched_job_t *job = sched_job (self->sched, piece->job);
+    bool known = job ? piece->step < job->step_count
+                           && sched_job_node_index (job, piece->node) >= 0
+                     : txn && jobrec_expects (txn, piece->job, piece->step,
+                                              piece->node);
+    if (!known || piece->offset + piece->chunk_len > self->config.max_output) {
+        self->counters.output_refused++;
+        if (self->config.verbose)
+            s_log ("refused output of %s step %u from node %s at %" PRIu64
+                   ": %s", piece->job, piece->step, piece->node,
+                   piece->offset, known ? "past results.max_output"
+                                        : "no such cell");
+        return;
+    }
+    if (txn)
+        s_store_error (self, jobrec_save_output (txn, piece->job, piece->step,
+                                                 piece->node, piece->attempt,
+                                                 strcmp (piece->stream,
+                                                         "stderr") == 0,
+                                                 piece->offset, piece->chunk,
+                                                 piece->chunk_len),
+                       "an output piece");
 }
 
 //  Handles the message in self->io's frames (a routing id and a body).
@@ -1322,12 +1419,13 @@ s_on_agent_message (broker_t *self, int64_t now_ms)
     }
     bool from_agent = in->type == PROTO_HEARTBEAT || in->type == PROTO_ACK
                       || in->type == PROTO_STARTED || in->type == PROTO_RESULT
-                      || in->type == PROTO_PROGRESS || in->type == PROTO_BYE;
+                      || in->type == PROTO_PROGRESS || in->type == PROTO_OUTPUT
+                      || in->type == PROTO_BYE;
     if (!from_agent) {
         self->counters.malformed++;
         s_send_agent_error (self, routing, routing_size, PROTO_ERR_BAD_REQUEST,
                             "agents send hello, heartbeat, ack, started, "
-                            "progress, result or bye");
+                            "progress, result, output or bye");
         proto_msg_destroy (&in);
         return;
     }
@@ -1410,6 +1508,25 @@ s_on_agent_message (broker_t *self, int64_t now_ms)
             ack.job = in->job;
             ack.step = in->step;
             ack.attempt = in->attempt;
+            pw_reset (self->body);
+            int erc = proto_msg_encode (&ack, self->body);
+            assert (erc == 0);
+            s_send_to_node (self, node, true);
+            break;
+        }
+        case PROTO_OUTPUT: {
+            s_on_output (self, in);
+            //  Acknowledged once committed (not when the commit fails:
+            //  the agent sends it again), or refused for good: either way
+            //  the agent may drop it from its spool
+            proto_msg_t ack;
+            memset (&ack, 0, sizeof ack);
+            ack.type = PROTO_OUTPUT_ACK;
+            ack.job = in->job;
+            ack.step = in->step;
+            ack.attempt = in->attempt;
+            ack.stream = in->stream;
+            ack.offset = in->offset;
             pw_reset (self->body);
             int erc = proto_msg_encode (&ack, self->body);
             assert (erc == 0);

@@ -32,6 +32,8 @@
 #include "registry.h"
 #include "sched.h"
 
+#define BROKER_DEFAULT_MAX_OUTPUT ((uint64_t) 16 << 20)  //  results.max_output
+
 typedef struct {
     char *data_dir;              //  LMDB environment directory
     char *client_ep;             //  Client API ROUTER endpoint
@@ -46,6 +48,8 @@ typedef struct {
     sched_config_t sched;        //  Scheduler limits and timers
     int64_t retention_ms;        //  Finished jobs are purged after this (0 = never)
     int64_t dlq_retention_ms;    //  Dead-letter entries are purged after this (0 = never)
+    uint64_t max_output;         //  Bytes of a cell's stdout (and of its
+                                 //  stderr) kept; agents keep head and tail
     bool verbose;                //  Log every job and node event
     char *log_level;             //  error, warn, info or debug (NULL: info)
     char *log_format;            //  text or json (NULL: text)
@@ -130,6 +134,8 @@ typedef struct {
     uint64_t unknown_node;       //  Messages from unregistered sessions
     uint64_t stale;              //  Acks/results matching no live cell
     uint64_t send_failed;        //  Sends to vanished agents
+    uint64_t output_refused;     //  Output pieces past max_output or for
+                                 //  no cell of their node
 } broker_counters_t;
 
 //  What one node did since the broker started (node.workers).

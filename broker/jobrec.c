@@ -152,10 +152,32 @@ jobrec_save_header (store_txn_t *txn, const sched_job_t *job, pw_t *scratch)
                       pw_data (scratch), pw_size (scratch));
 }
 
+//  The optional counts of an attempt, by record key
+static const char *s_count_keys [] = {
+    "output_size", "error_size", "output_dropped", "error_dropped"
+};
+#define S_COUNT_KEYS 4
+
+static void
+s_attempt_counts (const sched_attempt_t *attempt, uint64_t *counts)
+{
+    counts [0] = attempt->output_size;
+    counts [1] = attempt->error_size;
+    counts [2] = attempt->output_dropped;
+    counts [3] = attempt->error_dropped;
+}
+
 static void
 s_write_attempt (pw_t *writer, const sched_attempt_t *attempt)
 {
-    pw_map (writer, 8 + (attempt->node ? 1 : 0) + (attempt->late ? 1 : 0));
+    uint64_t counts [S_COUNT_KEYS];
+    s_attempt_counts (attempt, counts);
+    size_t present = 0;
+    for (size_t index = 0; index < S_COUNT_KEYS; index++)
+        if (counts [index])
+            present++;
+    pw_map (writer, 8 + present + (attempt->node ? 1 : 0)
+                    + (attempt->late ? 1 : 0));
     if (attempt->node) {
         pw_str (writer, "node");
         pw_str (writer, attempt->node);
@@ -164,6 +186,11 @@ s_write_attempt (pw_t *writer, const sched_attempt_t *attempt)
         pw_str (writer, "late");
         pw_bool (writer, true);
     }
+    for (size_t index = 0; index < S_COUNT_KEYS; index++)
+        if (counts [index]) {
+            pw_str (writer, s_count_keys [index]);
+            pw_int (writer, (int64_t) counts [index]);
+        }
     pw_str (writer, "attempt");
     pw_int (writer, attempt->attempt);
     pw_str (writer, "status");
@@ -380,10 +407,29 @@ s_write_time_field (pw_t *writer, const char *key, const pv_t *ms)
         pw_nil (writer);
 }
 
-//  Writes the 6 result fields of ATTEMPT (defaults when NULL or absent).
+//  How many of the optional counts ATTEMPT holds.
+static size_t
+s_count_fields (const pv_t *attempt)
+{
+    size_t count = 0;
+    for (size_t index = 0; index < S_COUNT_KEYS; index++)
+        if (pv_map_get (attempt, s_count_keys [index]))
+            count++;
+    return count;
+}
+
+//  Writes the 6 result fields of ATTEMPT (defaults when NULL or absent),
+//  then the optional counts it holds.
 static void
 s_write_attempt_fields (pw_t *writer, const pv_t *attempt)
 {
+    for (size_t index = 0; index < S_COUNT_KEYS; index++) {
+        const pv_t *value = pv_map_get (attempt, s_count_keys [index]);
+        if (value) {
+            pw_str (writer, s_count_keys [index]);
+            pw_pv (writer, value);
+        }
+    }
     static const char *fields [] = {"output", "error", "exit_code",
                                     "duration_ms", "truncated", "data"};
     for (size_t index = 0; index < 6; index++) {
@@ -430,7 +476,7 @@ s_write_cell (pw_t *writer, const pv_t *cell)
     const pv_t *reason = pv_map_get (cell, "reason");
     bool has_reason = pv_type (reason) == PV_STR;
     pw_map (writer, 8 + (count > 1 ? 1 : 0) + (has_reason ? 1 : 0)
-                        + (has_waiting ? 1 : 0));
+                        + (has_waiting ? 1 : 0) + s_count_fields (last));
     pw_str (writer, "status");
     pw_pv (writer, pv_map_get (cell, "status"));
     if (has_reason) {
@@ -756,6 +802,15 @@ s_load_cell (sched_cell_t *cell, const pv_t *record)
         pv_get_int (pv_map_get (item, "exit_code"), &exit_code);
         pv_get_int (pv_map_get (item, "duration_ms"), &duration_ms);
         pv_get_bool (pv_map_get (item, "truncated"), &slot->truncated);
+        uint64_t *counts [S_COUNT_KEYS] = {
+            &slot->output_size, &slot->error_size, &slot->output_dropped,
+            &slot->error_dropped
+        };
+        for (size_t key = 0; key < S_COUNT_KEYS; key++) {
+            int64_t value = 0;
+            pv_get_int (pv_map_get (item, s_count_keys [key]), &value);
+            *counts [key] = value > 0 ? (uint64_t) value : 0;
+        }
         slot->attempt = (uint32_t) number;
         slot->exit_code = (int32_t) exit_code;
         slot->duration_ms = duration_ms;
@@ -932,6 +987,198 @@ jobrec_load (store_txn_t *txn, const char *job_id, sched_job_t **job_p)
         return rc;
     }
     *job_p = job;
+    return 0;
+}
+
+//  ---------------------------------------------------------------------
+//  Outputs
+
+//  Key of the output stream of a cell's attempt, up to the offset;
+//  returns its length.
+static size_t
+s_output_prefix (const char *job_id, uint32_t step, const char *node,
+                 uint32_t attempt, bool stderr_, uint8_t *key)
+{
+    size_t len = jobrec_cell_key (job_id, step, node, key);
+    key [len++] = 0;
+    key [len++] = (uint8_t) (attempt >> 8);
+    key [len++] = (uint8_t) attempt;
+    key [len++] = stderr_ ? 'e' : 'o';
+    return len;
+}
+
+static size_t
+s_put_offset (uint8_t *key, size_t len, uint64_t offset)
+{
+    key [len++] = (uint8_t) (offset >> 24);
+    key [len++] = (uint8_t) (offset >> 16);
+    key [len++] = (uint8_t) (offset >> 8);
+    key [len++] = (uint8_t) offset;
+    return len;
+}
+
+int
+jobrec_save_output (store_txn_t *txn, const char *job_id, uint32_t step,
+                    const char *node, uint32_t attempt, bool stderr_,
+                    uint64_t offset, const void *data, size_t len)
+{
+    if (offset > UINT32_MAX || len == 0)
+        return STORE_EINVAL;
+    uint8_t key [JOBREC_MAX_OUTPUT_KEY];
+    size_t key_len = s_output_prefix (job_id, step, node, attempt, stderr_,
+                                      key);
+    key_len = s_put_offset (key, key_len, offset);
+    return store_put (txn, STORE_DB_OUTPUTS, key, key_len, data, len);
+}
+
+bool
+jobrec_expects (store_txn_t *txn, const char *job_id, uint32_t step,
+                const char *node)
+{
+    pv_doc_t *doc = NULL;
+    if (s_get_doc (txn, STORE_DB_JOBS, job_id, strlen (job_id), &doc) != 0)
+        return false;
+    const pv_t *header = pv_doc_root (doc);
+    int64_t steps = 0;
+    bool found = pv_get_int (pv_map_get (header, "steps"), &steps) == 0
+                 && (int64_t) step < steps;
+    const pv_t *expected = pv_map_get (header, "expected");
+    bool named = false;
+    for (size_t index = 0; found && !named && index < pv_size (expected);
+         index++)
+        named = pv_str_eq (pv_array_at (expected, index), node);
+    pv_doc_destroy (&doc);
+    return found && named;
+}
+
+//  Copies up to LIMIT contiguous stored bytes of a stream from OFFSET into
+//  a new buffer; *LEN_P gets how many.
+static uint8_t *
+s_read_pieces (store_txn_t *txn, const uint8_t *prefix, size_t prefix_len,
+               uint64_t offset, size_t limit, size_t *len_p)
+{
+    uint8_t *data = (uint8_t *) malloc (limit ? limit : 1);
+    assert (data);
+    size_t len = 0;
+    uint8_t key [JOBREC_MAX_OUTPUT_KEY];
+    memcpy (key, prefix, prefix_len);
+    size_t key_len = s_put_offset (key, prefix_len, offset);
+    store_cursor_t *cursor = store_cursor_new (txn, STORE_DB_OUTPUTS);
+    const void *k, *v;
+    size_t k_len, v_len;
+    //  The piece holding OFFSET starts at it or before it
+    int rc = cursor ? store_cursor_seek (cursor, key, key_len, &k, &k_len, &v,
+                                         &v_len)
+                    : STORE_EIO;
+    if (rc != 0 || k_len != key_len || memcmp (k, key, key_len) != 0)
+        rc = rc == 0 ? store_cursor_prev (cursor, &k, &k_len, &v, &v_len)
+                     : cursor ? store_cursor_last (cursor, &k, &k_len, &v,
+                                                   &v_len)
+                              : STORE_EIO;
+    uint64_t at = offset;
+    while (rc == 0 && len < limit && k_len == prefix_len + 4
+           && memcmp (k, prefix, prefix_len) == 0) {
+        const uint8_t *kb = (const uint8_t *) k + prefix_len;
+        uint64_t start = (uint64_t) kb [0] << 24 | (uint64_t) kb [1] << 16
+                         | (uint64_t) kb [2] << 8 | kb [3];
+        if (start > at)
+            break;          //  A gap: that piece has not arrived
+        if (start + v_len > at) {
+            size_t skip = (size_t) (at - start);
+            size_t take = v_len - skip;
+            if (take > limit - len)
+                take = limit - len;
+            memcpy (data + len, (const uint8_t *) v + skip, take);
+            len += take;
+            at += take;
+        }
+        rc = store_cursor_next (cursor, &k, &k_len, &v, &v_len);
+    }
+    store_cursor_destroy (&cursor);
+    *len_p = len;
+    return data;
+}
+
+int
+jobrec_write_output_page (store_txn_t *txn, const char *job_id,
+                          uint32_t step, const char *node, uint32_t attempt,
+                          bool stderr_, uint64_t offset, size_t limit,
+                          pw_t *writer)
+{
+    uint8_t key [JOBREC_MAX_OUTPUT_KEY];
+    size_t key_len = jobrec_cell_key (job_id, step, node, key);
+    pv_doc_t *doc = NULL;
+    int rc = s_get_doc (txn, STORE_DB_RESULTS, key, key_len, &doc);
+    if (rc != 0)
+        return rc;
+    const pv_t *attempts = pv_map_get (pv_doc_root (doc), "attempts");
+    const pv_t *chosen = NULL;
+    for (size_t index = pv_size (attempts); index > 0 && !chosen; index--) {
+        const pv_t *item = pv_array_at (attempts, index - 1);
+        int64_t number = 0;
+        pv_get_int (pv_map_get (item, "attempt"), &number);
+        if (attempt == 0 || number == (int64_t) attempt)
+            chosen = item;
+    }
+    int64_t number = 0, size = 0, dropped = 0;
+    size_t head_len = 0;
+    const char *head = pv_str (pv_map_get (chosen, stderr_ ? "error" : "output"),
+                               &head_len);
+    if (!chosen || pv_get_int (pv_map_get (chosen, "attempt"), &number) != 0
+        || number < 1 || number > UINT16_MAX) {
+        pv_doc_destroy (&doc);
+        return chosen ? -2 : STORE_ENOTFOUND;
+    }
+    pv_get_int (pv_map_get (chosen, stderr_ ? "error_size" : "output_size"),
+                &size);
+    pv_get_int (pv_map_get (chosen, stderr_ ? "error_dropped"
+                                            : "output_dropped"), &dropped);
+    //  Without a size the stream is the head itself
+    bool pieces = size > 0;
+    if (!pieces)
+        size = (int64_t) head_len;
+    uint8_t *data = NULL;
+    size_t len = 0;
+    if (offset < (uint64_t) size) {
+        size_t want = (uint64_t) size - offset < limit
+                          ? (size_t) ((uint64_t) size - offset) : limit;
+        if (pieces) {
+            uint8_t prefix [JOBREC_MAX_OUTPUT_KEY];
+            size_t prefix_len = s_output_prefix (job_id, step, node,
+                                                 (uint32_t) number, stderr_,
+                                                 prefix);
+            data = s_read_pieces (txn, prefix, prefix_len, offset, want, &len);
+        }
+        else {
+            data = (uint8_t *) malloc (want ? want : 1);
+            assert (data);
+            memcpy (data, head + offset, want);
+            len = want;
+        }
+    }
+    pw_map (writer, 10);
+    pw_str (writer, "job");
+    pw_str (writer, job_id);
+    pw_str (writer, "node");
+    pw_str (writer, node);
+    pw_str (writer, "step");
+    pw_int (writer, step);
+    pw_str (writer, "attempt");
+    pw_int (writer, number);
+    pw_str (writer, "stream");
+    pw_str (writer, stderr_ ? "stderr" : "stdout");
+    pw_str (writer, "offset");
+    pw_int (writer, (int64_t) offset);
+    pw_str (writer, "data");
+    pw_bin (writer, data, len);
+    pw_str (writer, "next");
+    pw_int (writer, (int64_t) (offset + len));
+    pw_str (writer, "size");
+    pw_int (writer, size);
+    pw_str (writer, "dropped");
+    pw_int (writer, dropped > 0 ? dropped : 0);
+    free (data);
+    pv_doc_destroy (&doc);
     return 0;
 }
 

@@ -7,6 +7,8 @@
         events   job id | 0x00 | seq (4 bytes BE)         -> event record
         requests client request id                        -> reply record
         idempotency idempotency key                       -> job id | digest
+        outputs  job id | 0x00 | step (2 BE) | node | 0x00 | attempt (2 BE)
+                 | stream ('o' stdout, 'e' stderr) | offset (4 BE) -> bytes
     Job ids are time-sortable, so the jobs database lists oldest first.
 
     Header record: {id, spec: <job wire form>, status, step, steps,
@@ -15,8 +17,12 @@
     [ids]} (not_run is absent in records of older brokers).
     Cell record: {status, ?reason, ?waiting, attempt, attempts: [{attempt,
     status, output, data, error, exit_code, duration_ms, truncated, ?node,
-    ?late}]} (node: which node ran an any-node job's attempt; late: a
-    result that came after the step was reclaimed from that node).
+    ?late, ?output_size, ?error_size, ?output_dropped, ?error_dropped}]}
+    (node: which node ran an any-node job's attempt; late: a result that
+    came after the step was reclaimed from that node). An attempt with
+    output_size (or error_size) keeps only the head of that stream in
+    output (error); the whole stream lies in outputs, in pieces keyed by
+    their offset.
     Event record: {seq, time_ms, event, ?node: str, ?step: int,
     ?detail: str} (records of older brokers hold nils there; the client
     form leaves them out either way).
@@ -37,6 +43,7 @@
 #ifndef GRID_JOBREC_H
 #define GRID_JOBREC_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -48,6 +55,7 @@
 #define JOBREC_PROGRESS_TASKS 32   //  Running tasks job.progress lists at most
 #define JOBREC_MAX_KEY (JOB_ID_LEN + 1 + 4 + NAME_MAX_LEN)
 #define JOBREC_DIGEST_LEN 20      //  SHA-1
+#define JOBREC_MAX_OUTPUT_KEY (JOB_ID_LEN + 1 + 2 + NAME_MAX_LEN + 1 + 2 + 1 + 4)
 
 //  The digest (SHA-1) of SIZE bytes at DATA into DIGEST (JOBREC_DIGEST_LEN
 //  bytes): what tells two request bodies or two job specs apart.
@@ -132,6 +140,29 @@ void jobrec_write_progress (const sched_job_t *job, pw_t *writer);
 //  or a STORE_ error / -2 (a malformed record).
 int jobrec_fill_cell (store_txn_t *txn, const proto_msg_t *result,
                       pw_t *scratch);
+
+//  Stores a piece of the output of (JOB_ID, STEP, NODE, ATTEMPT), stream
+//  stdout or (STDERR) stderr, that starts at OFFSET. Returns 0 or a STORE_
+//  error.
+int jobrec_save_output (store_txn_t *txn, const char *job_id, uint32_t step,
+                        const char *node, uint32_t attempt, bool stderr_,
+                        uint64_t offset, const void *data, size_t len);
+
+//  True when the stored job JOB_ID expects NODE and has step STEP (for
+//  output pieces that arrive after the job left the scheduler).
+bool jobrec_expects (store_txn_t *txn, const char *job_id, uint32_t step,
+                     const char *node);
+
+//  Writes one page of a cell's stream as the data of a job.output reply
+//  (proto/PROTOCOL.md): {job, node, step, attempt, stream, offset, data,
+//  next, size, dropped}. ATTEMPT 0 means the latest. DATA holds up to
+//  LIMIT bytes from OFFSET: contiguous bytes that have arrived (fewer, or
+//  none, when a piece has not arrived yet). Returns 0, STORE_ENOTFOUND
+//  (no such job, cell or attempt), or -2 when a record is malformed.
+int jobrec_write_output_page (store_txn_t *txn, const char *job_id,
+                              uint32_t step, const char *node,
+                              uint32_t attempt, bool stderr_, uint64_t offset,
+                              size_t limit, pw_t *writer);
 
 //  Deletes a job: header, cells, events, its idempotency record (when it
 //  still names this job) and its outputs. Returns 0 or a STORE_ error.

@@ -1428,6 +1428,10 @@ sched_attempt_fill (sched_cell_t *cell, const proto_msg_t *result)
                                ? INT64_MAX
                                : (int64_t) result->duration_ms;
     attempt->truncated = result->truncated;
+    attempt->output_size = result->output_size;
+    attempt->error_size = result->error_size;
+    attempt->output_dropped = result->output_dropped;
+    attempt->error_dropped = result->error_dropped;
     if (!attempt->error && result->error && *result->error)
         attempt->error = s_strdup (result->error);
     if (result->data_count) {
@@ -3364,6 +3368,11 @@ sched_on_result (sched_t *self, const proto_msg_t *result, int64_t now_ms)
     s_attempt_add (cell, s_attempt_node (jobx, index), status,
                    result->output, result->error,
                    result->exit_code, duration_ms, result->truncated);
+    sched_attempt_t *added = &cell->attempts [cell->attempt_count - 1];
+    added->output_size = result->output_size;
+    added->error_size = result->error_size;
+    added->output_dropped = result->output_dropped;
+    added->error_dropped = result->error_dropped;
     if (result->data_count) {
         sched_attempt_t *attempt = &cell->attempts [cell->attempt_count - 1];
         attempt->data = (proto_kv_t *) s_alloc (result->data_count

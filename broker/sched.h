@@ -83,6 +83,10 @@ typedef struct {
     size_t data_count;            //  How many
     char *node;                   //  Node that ran it (any-node jobs, owned), or NULL
     bool late;                    //  A result that came after the step was reclaimed
+    uint64_t output_size;         //  Whole stdout / stderr kept in the
+    uint64_t error_size;          //  store's outputs (0: output / error is all)
+    uint64_t output_dropped;      //  Bytes the cap dropped from their middle
+    uint64_t error_dropped;
 } sched_attempt_t;
 
 //  The state of one (step, node).

@@ -39,6 +39,7 @@ typedef struct {
     size_t output_len;
     char *error;                //  Taken from the result
     bool truncated;
+    size_t output_dropped;      //  From the result
     int32_t exit_code;
 } s_record_t;
 
@@ -91,6 +92,7 @@ s_done (void *arg, executor_result_t *result)
     record->error = result->error;
     result->error = NULL;
     record->truncated = result->truncated;
+    record->output_dropped = result->output_dropped;
     record->exit_code = result->exit_code;
     state->done_count++;
     if (record->started)
@@ -414,6 +416,60 @@ test_executor_cap_truncates (void **unused)
     s_assert_no_zombies ();
 }
 
+//  Writes NUMBER bytes, byte I being I % 251, in odd-sized writes.
+static int
+s_child_counter (void *arg)
+{
+    char block [777];
+    int64_t total = ((s_arg_t *) arg)->number;
+    int64_t at = 0;
+    while (at < total) {
+        size_t take = total - at < (int64_t) sizeof block
+                    ? (size_t) (total - at) : sizeof block;
+        for (size_t index = 0; index < take; index++)
+            block [index] = (char) ((at + (int64_t) index) % 251);
+        ssize_t wrote = write (1, block, take);
+        if (wrote <= 0)
+            return 1;
+        at += wrote;
+    }
+    return 0;
+}
+
+//  Past the cap the first half and the last half are kept, in order, and
+//  the result says how much was dropped between them; a new cap applies
+//  to the tasks that start after it.
+static void
+test_executor_cap_keeps_head_and_tail (void **unused)
+{
+    zloop_t *loop = zloop_new ();
+    s_state_t state;
+    s_executor (loop, &state, 1, 1000, 1000);
+    s_submit_child (&state, 0, "j-1", 0, s_child_counter, 300001, 0);
+    s_run (loop, &state, 1);
+    s_record_t *big = &state.records [0];
+    assert_int_equal (big->output_len, 1000);
+    assert_int_equal (big->output_dropped, 299001);
+    assert_true (big->truncated);
+    for (size_t index = 0; index < 500; index++)
+        assert_int_equal ((uint8_t) big->output [index], index % 251);
+    for (size_t index = 0; index < 500; index++)
+        assert_int_equal ((uint8_t) big->output [500 + index],
+                          (300001 - 500 + index) % 251);
+    executor_set_output_cap (state.executor, 101);
+    s_submit_child (&state, 1, "j-2", 0, s_child_counter, 5000, 0);
+    s_run (loop, &state, 2);
+    s_record_t *small = &state.records [1];
+    assert_int_equal (small->output_len, 101);
+    assert_int_equal (small->output_dropped, 4899);
+    assert_int_equal ((uint8_t) small->output [49], 49);
+    assert_int_equal ((uint8_t) small->output [50], (5000 - 51) % 251);
+    assert_int_equal ((uint8_t) small->output [100], 4999 % 251);
+    s_cleanup (&state);
+    zloop_destroy (&loop);
+    s_assert_no_zombies ();
+}
+
 static void
 test_executor_timeout_kills_group (void **unused)
 {
@@ -649,6 +705,7 @@ main (void)
     executor_signals_block ();
     const struct CMUnitTest tests [] = {
         cmocka_unit_test (test_executor_output_captured),
+        cmocka_unit_test (test_executor_cap_keeps_head_and_tail),
         cmocka_unit_test (test_executor_environment_clean),
         cmocka_unit_test (test_executor_stdin_is_devnull),
         cmocka_unit_test (test_executor_cap_truncates),

@@ -360,18 +360,20 @@ test_it_backends_test_actions (void **state)
     free (text);
     pv_doc_destroy (&doc);
 
-    //  More than the agent keeps: cut, and said so
+    //  More than a record carries: its first 4 KiB there, the whole kept
+    //  apart (test_it_output reads it back), nothing cut
     doc = s_run ("node:db-01", "test", "output", "bytes", "200000", NULL,
                  NULL);
     const pv_t *cell = grid_cell (s_record (doc), 0, "db-01");
     s_assert_cell (s_record (doc), "db-01", "success");
-    bool truncated = false;
+    bool truncated = true;
     assert_int_equal (pv_get_bool (pv_map_get (cell, "truncated"), &truncated),
                       0);
-    assert_true (truncated);
+    assert_false (truncated);
     size_t len = 0;
     pv_str (pv_map_get (cell, "output"), &len);
-    assert_true (len > 0 && len < 200000);
+    assert_int_equal (len, PROTO_OUTPUT_HEAD);
+    assert_int_equal (s_int (cell, "output_size"), 200000);
     pv_doc_destroy (&doc);
     s_assert_logs_empty ();
 }

@@ -96,7 +96,8 @@ s_job (void)
         cell->attempt_count = 1;
         cell->attempts [0] = (sched_attempt_t) {1, SCHED_CELL_SUCCESS,
                                                 strdup ("hi\n"), strdup (""), 0,
-                                                12, false, NULL, 0, NULL, false};
+                                                12, false, NULL, 0, NULL, false,
+                                            0, 0, 0, 0};
         cell->attempts [0].data = (proto_kv_t *) calloc (1, sizeof (proto_kv_t));
         cell->attempts [0].data [0].key = strdup ("hostname");
         cell->attempts [0].data [0].value = strdup (n ? "web-02.lan" : "web-01.lan");
@@ -109,7 +110,8 @@ s_job (void)
     cell->attempt_count = 1;
     cell->attempts [0] = (sched_attempt_t) {1, SCHED_CELL_FAILED, strdup (""),
                                             strdup ("boom"), 1, 3, false, NULL, 0,
-                                            NULL, false};
+                                            NULL, false,
+                                            0, 0, 0, 0};
     return job;
 }
 
@@ -465,7 +467,8 @@ test_jobrec_fill_cell_from_late_result (void **state)
                                                   2 * sizeof (sched_attempt_t));
     cell->attempts [1] = (sched_attempt_t) {2, SCHED_CELL_CANCELLED, NULL,
                                             strdup ("cancelled by request"),
-                                            -1, 0, false, NULL, 0, NULL, false};
+                                            -1, 0, false, NULL, 0, NULL, false,
+                                            0, 0, 0, 0};
     cell->attempt_count = 2;
     s_save (fixture, job);
     proto_msg_t result;
@@ -521,13 +524,13 @@ test_jobrec_any_node_history (void **state)
     cell->attempt_count = 3;
     cell->attempts [0] = (sched_attempt_t) {1, SCHED_CELL_LOST, strdup (""),
         strdup ("reclaimed from web-02 (lease expired)"), -1, 0, false, NULL,
-        0, strdup ("web-02"), false};
+        0, strdup ("web-02"), false, 0, 0, 0, 0};
     cell->attempts [1] = (sched_attempt_t) {1, SCHED_CELL_SUCCESS,
         strdup ("mine\n"), strdup (""), 0, 5, false, NULL, 0,
-        strdup ("web-01"), false};
+        strdup ("web-01"), false, 0, 0, 0, 0};
     cell->attempts [2] = (sched_attempt_t) {1, SCHED_CELL_SUCCESS,
         strdup ("late\n"), strdup (""), 0, 9, false, NULL, 0,
-        strdup ("web-02"), true};
+        strdup ("web-02"), true, 0, 0, 0, 0};
     sched_cell_t *waiting = &job->cells [2 * 2 + 1];  //  Step 2, web-02
     waiting->waiting = strdup ("waiting: test.fail 1/1 running");
     assert_int_equal (jobrec_save_cell (fixture->txn, job, 2, "web-02",
@@ -598,10 +601,10 @@ test_jobrec_late_result_of_moved_job (void **state)
     cell->attempt_count = 2;
     cell->attempts [0] = (sched_attempt_t) {1, SCHED_CELL_LOST, strdup (""),
         strdup ("reclaimed from web-02 (node offline)"), -1, 0, false, NULL,
-        0, strdup ("web-02"), false};
+        0, strdup ("web-02"), false, 0, 0, 0, 0};
     cell->attempts [1] = (sched_attempt_t) {1, SCHED_CELL_SUCCESS,
         strdup ("mine\n"), strdup (""), 0, 5, false, NULL, 0,
-        strdup ("web-01"), false};
+        strdup ("web-01"), false, 0, 0, 0, 0};
     assert_int_equal (jobrec_save_header (fixture->txn, job, fixture->scratch), 0);
     assert_int_equal (jobrec_save_cell (fixture->txn, job, 0, "web-01",
                                         fixture->scratch), 0);
@@ -633,10 +636,100 @@ test_jobrec_late_result_of_moved_job (void **state)
     sched_job_destroy (&job);
 }
 
+//  Decodes a job.output page written by jobrec_write_output_page and
+//  checks its data (LEN bytes like EXPECT), next and size.
+static void
+s_assert_page (pw_t *writer, const char *expect, size_t len, int64_t next,
+               int64_t size)
+{
+    pv_doc_t *doc = NULL;
+    assert_int_equal (pv_doc_decode (pw_data (writer), pw_size (writer), &doc,
+                                     NULL, 0), 0);
+    const pv_t *page = pv_doc_root (doc);
+    size_t got_len = 0;
+    const char *got = pv_str (pv_map_get (page, "data"), &got_len);
+    assert_int_equal (pv_type (pv_map_get (page, "data")), PV_BIN);
+    assert_int_equal (got_len, len);
+    if (len)
+        assert_memory_equal (got, expect, len);
+    int64_t value = -1;
+    pv_get_int (pv_map_get (page, "next"), &value);
+    assert_int_equal (value, next);
+    pv_get_int (pv_map_get (page, "size"), &value);
+    assert_int_equal (value, size);
+    pv_doc_destroy (&doc);
+    pw_reset (writer);
+}
+
+//  A stream kept in pieces reads back from any offset, across pieces, up
+//  to a piece that has not arrived; a stream without pieces is its head;
+//  deleting the job deletes the pieces.
+static void
+test_jobrec_output_pieces (void **state)
+{
+    fixture_t *fixture = (fixture_t *) *state;
+    sched_job_t *job = s_job ();
+    job->cells [0].attempts [0].output_size = 35;
+    s_save (fixture, job);
+    const char *bytes = "0123456789abcdefghij..........VWXYZ";
+    store_txn_t *txn = fixture->txn;
+    assert_int_equal (jobrec_save_output (txn, job->id, 0, "web-01", 1, false,
+                                          0, bytes, 10), 0);
+    assert_int_equal (jobrec_save_output (txn, job->id, 0, "web-01", 1, false,
+                                          10, bytes + 10, 10), 0);
+    assert_int_equal (jobrec_save_output (txn, job->id, 0, "web-01", 1, false,
+                                          30, bytes + 30, 5), 0);
+    //  Another attempt, stream and node stay apart
+    assert_int_equal (jobrec_save_output (txn, job->id, 0, "web-01", 2, false,
+                                          20, "zzzzz", 5), 0);
+    assert_int_equal (jobrec_save_output (txn, job->id, 0, "web-01", 1, true,
+                                          20, "eeeee", 5), 0);
+    assert_int_equal (jobrec_save_output (txn, job->id, 0, "web-02", 1, false,
+                                          20, "nnnnn", 5), 0);
+    pw_t *writer = pw_new ();
+    assert_int_equal (jobrec_write_output_page (txn, job->id, 0, "web-01", 0,
+                                                false, 5, 100, writer), 0);
+    s_assert_page (writer, bytes + 5, 15, 20, 35);
+    assert_int_equal (jobrec_write_output_page (txn, job->id, 0, "web-01", 0,
+                                                false, 0, 12, writer), 0);
+    s_assert_page (writer, bytes, 12, 12, 35);
+    //  Bytes 20..29 have not arrived
+    assert_int_equal (jobrec_write_output_page (txn, job->id, 0, "web-01", 0,
+                                                false, 20, 100, writer), 0);
+    s_assert_page (writer, "", 0, 20, 35);
+    assert_int_equal (jobrec_write_output_page (txn, job->id, 0, "web-01", 1,
+                                                false, 32, 100, writer), 0);
+    s_assert_page (writer, bytes + 32, 3, 35, 35);
+    assert_int_equal (jobrec_write_output_page (txn, job->id, 0, "web-01", 0,
+                                                false, 35, 100, writer), 0);
+    s_assert_page (writer, "", 0, 35, 35);
+    //  No error_size: the head is the stream
+    assert_int_equal (jobrec_write_output_page (txn, job->id, 0, "web-02", 0,
+                                                false, 1, 100, writer), 0);
+    s_assert_page (writer, "i\n", 2, 3, 3);
+    //  No such attempt, cell or job
+    assert_int_equal (jobrec_write_output_page (txn, job->id, 0, "web-01", 7,
+                                                false, 0, 100, writer),
+                      STORE_ENOTFOUND);
+    assert_int_equal (jobrec_write_output_page (txn, job->id, 1, "web-02", 0,
+                                                false, 0, 100, writer),
+                      STORE_ENOTFOUND);
+    pw_reset (writer);
+    assert_true (jobrec_expects (txn, job->id, 2, "web-02"));
+    assert_false (jobrec_expects (txn, job->id, 3, "web-02"));
+    assert_false (jobrec_expects (txn, job->id, 0, "web-03"));
+    assert_false (jobrec_expects (txn, "j-0193a1b2c3d4-0009", 0, "web-01"));
+    assert_int_equal (jobrec_delete (txn, job->id), 0);
+    assert_int_equal (store_count (txn, STORE_DB_OUTPUTS), 0);
+    pw_destroy (&writer);
+    sched_job_destroy (&job);
+}
+
 int
 main (void)
 {
     const struct CMUnitTest tests [] = {
+        cmocka_unit_test_setup_teardown (test_jobrec_output_pieces, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_jobrec_idempotency_index, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_jobrec_record_has_grid_shape, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_jobrec_load_rebuilds_the_job, s_setup, s_teardown),
