@@ -32,6 +32,7 @@
 #define S_WAIT_FIRST_MS 250      //  First --wait poll interval
 #define S_WAIT_MAX_MS 1000       //  --wait backs off to this
 #define S_EVENT_PAGES 1000       //  Most job.events round trips for one call
+#define S_OUTPUT_PAGE (1024 * 1024)  //  Bytes asked per job.output round trip
 
 static const char *s_job_statuses [] = {
     "pending", "running", "completed", "partial_failure", "failed",
@@ -397,6 +398,33 @@ s_command_option (cli_args_t *args, int argc, char *const *argv, int *index,
         args->all = true;
         return 1;
     }
+    if (args->command == CLI_CMD_JOB_OUTPUT
+    &&  s_is_option (arg, "--node", &inline_value)) {
+        if (s_option_value (argc, argv, index, "--node", inline_value,
+                            &value, err, err_len))
+            return -1;
+        if (!name_valid (value))
+            return s_fail (err, err_len, "--node: '%s' is not a node id",
+                           value);
+        args->node = value;
+        return 1;
+    }
+    if (args->command == CLI_CMD_JOB_OUTPUT
+    &&  s_is_option (arg, "--step", &inline_value)) {
+        if (s_option_value (argc, argv, index, "--step", inline_value,
+                            &value, err, err_len))
+            return -1;
+        if (s_parse_int (value, 0, JOB_MAX_STEPS - 1, &args->step))
+            return s_fail (err, err_len, "--step must be a whole number "
+                           "from 0 to %d, not '%s'", JOB_MAX_STEPS - 1,
+                           value);
+        args->step_given = true;
+        return 1;
+    }
+    if (args->command == CLI_CMD_JOB_OUTPUT && streq (arg, "--stderr")) {
+        args->stderr_stream = true;
+        return 1;
+    }
     if (args->command == CLI_CMD_JOB_CANCEL
     &&  s_is_option (arg, "--reason", &inline_value)) {
         if (s_option_value (argc, argv, index, "--reason", inline_value,
@@ -491,6 +519,7 @@ s_command_name (cli_command_t command)
         case CLI_CMD_QUEUE_STATS: return "queue stats";
         case CLI_CMD_NODE_WORKERS: return "node workers";
         case CLI_CMD_NODE_HISTORY: return "node history";
+        case CLI_CMD_JOB_OUTPUT: return "job output";
         default: return "gridcli";
     }
 }
@@ -547,6 +576,7 @@ s_args_check (cli_args_t *args, char *err, size_t err_len)
         case CLI_CMD_JOB_CANCEL:
         case CLI_CMD_JOB_EVENTS:
         case CLI_CMD_JOB_DELETE:
+        case CLI_CMD_JOB_OUTPUT:
             if (!args->id)
                 return s_fail (err, err_len, "%s needs a job id",
                                s_command_name (args->command));
@@ -639,6 +669,7 @@ s_parse_command_args (cli_args_t *args, int argc, char *const *argv,
         ||   args->command == CLI_CMD_JOB_CANCEL
         ||   args->command == CLI_CMD_JOB_EVENTS
         ||   args->command == CLI_CMD_JOB_DELETE
+        ||   args->command == CLI_CMD_JOB_OUTPUT
         ||   args->command == CLI_CMD_NODE_INFO
         ||   args->command == CLI_CMD_NODE_DRAIN
         ||   args->command == CLI_CMD_NODE_RESUME
@@ -757,9 +788,12 @@ cli_args_parse (cli_args_t *args, int argc, char *const *argv, char *err,
             if (streq (sub, "retry"))
                 args->command = CLI_CMD_JOB_RETRY;
             else
+            if (streq (sub, "output"))
+                args->command = CLI_CMD_JOB_OUTPUT;
+            else
                 return s_fail (err, err_len, "unknown job subcommand '%s' "
                                "(run, status, list, cancel, events, delete, "
-                               "retry)", sub);
+                               "retry, output)", sub);
         }
         else
         if (streq (topic, "node")) {
@@ -2196,6 +2230,38 @@ s_print_not_run (const pv_t *not_run, FILE *out)
     free (line);
 }
 
+static const char *s_human_bytes (int64_t bytes, char *buf, size_t buf_len);
+
+//  One line per stream that the table shows only the start of: "(… 2.3
+//  MiB more: gridcli job output ID --node N)".
+static void
+s_more_output_notes (const pv_t *record, const s_grid_t *grid, FILE *out)
+{
+    char job [64];
+    s_field (record, "id", job, sizeof job);
+    for (size_t node = 0; node < grid->node_count; node++)
+        for (int64_t step = 0; step < grid->step_count; step++) {
+            const pv_t *cell = s_grid_cell (grid, step, grid->nodes [node]);
+            for (int stream = 0; cell && stream < 2; stream++) {
+                int64_t size = s_field_int (cell, stream ? "error_size"
+                                                         : "output_size", 0);
+                int64_t shown = (int64_t) pv_size (
+                    pv_map_get (cell, stream ? "error" : "output"));
+                if (size <= shown)
+                    continue;
+                char more [32], step_text [32] = "";
+                if (grid->step_count > 1)
+                    snprintf (step_text, sizeof step_text, " --step %" PRId64,
+                              step);
+                fprintf (out, "(\u2026 %s more: gridcli job output %s --node "
+                         "%s%s%s)\n",
+                         s_human_bytes (size - shown, more, sizeof more), job,
+                         grid->nodes [node], step_text,
+                         stream ? " --stderr" : "");
+            }
+        }
+}
+
 int
 cli_render_job (const pv_t *record, FILE *out, bool color)
 {
@@ -2298,6 +2364,7 @@ cli_render_job (const pv_t *record, FILE *out, bool color)
         fprintf (out, "no node ran\n");
     else
         fprintf (out, "no results yet\n");
+    s_more_output_notes (record, grid, out);
     if (failed_rows)
         fprintf (out, "\n%zu step%s failed (marked !)\n", failed_rows,
                  failed_rows == 1 ? "" : "s");
@@ -3242,6 +3309,8 @@ static const char *s_help_main =
 "                        cancel a pending or running job\n"
 "  job events ID         a job's timeline\n"
 "  job delete ID         remove a finished job, its results and events\n"
+"  job output ID [--node N] [--step S] [--stderr]\n"
+"                        a step's whole output, byte for byte\n"
 "  job retry ID [--failed-only] [--target T]\n"
 "                        a new job with the same tasks (only on the nodes\n"
 "                        that failed; or on T)\n"
@@ -3351,6 +3420,7 @@ static const char *s_help_job =
 "  gridcli job events ID\n"
 "  gridcli job delete ID\n"
 "  gridcli job retry ID [--failed-only] [--target T]\n"
+"  gridcli job output ID [--node N] [--step S] [--stderr]\n"
 "\n"
 "job run sends one action (BACKEND ACTION and its params) to the nodes of\n"
 "the target, or the phases of a job file. Without --wait it prints the new\n"
@@ -3409,6 +3479,11 @@ static const char *s_help_job =
 "                     interrupted, offline or cancelled step (an any job\n"
 "                     keeps its any target); refused when none failed\n"
 "  --target T         run it on T instead\n"
+"job output ID        a step's whole output, byte for byte, on stdout\n"
+"                     (pipe it: | less, > file, | sha256sum)\n"
+"  --node N           whose output (needed when the job has several nodes)\n"
+"  --step S           which step (default: the last step the node ran)\n"
+"  --stderr           its standard error instead\n"
 "\n"
 "Global options and exit codes: gridcli --help.\n"
 "\n"
@@ -3931,6 +4006,138 @@ s_events (const cli_settings_t *settings, const char *job, FILE *out,
     return rc;
 }
 
+//  Picks the node and step of `job output` that were not given, from the
+//  job record: the job's only node; the last step that node ran. Returns
+//  CLI_EXIT_OK, or an exit code with a sentence on ERR.
+static int
+s_output_cell (const cli_settings_t *settings, const cli_args_t *args,
+               char *node, size_t node_len, int *step_p, FILE *err)
+{
+    if (args->node)
+        snprintf (node, node_len, "%s", args->node);
+    *step_p = args->step;
+    if (args->node && args->step_given)
+        return CLI_EXIT_OK;
+    char id [CLI_REQUEST_ID_LEN];
+    cli_request_id_make (id, sizeof id);
+    pw_t *writer = pw_new ();
+    s_request_job_get (writer, id, args->id);
+    pv_doc_t *reply = NULL;
+    const pv_t *record = NULL;
+    int rc = s_call (settings, writer, id, &reply, &record, err);
+    pw_destroy (&writer);
+    const pv_t *expected = pv_map_get (record, "expected");
+    if (rc == CLI_EXIT_OK && !args->node) {
+        if (pv_size (expected) == 1)
+            s_scalar (pv_array_at (expected, 0), node, node_len);
+        else {
+            char *list = s_join (expected);
+            fprintf (err, "gridcli: job %s ran on %zu nodes (%s): say which "
+                     "with --node\n", args->id, pv_size (expected), list);
+            free (list);
+            rc = CLI_EXIT_USAGE;
+        }
+    }
+    if (rc == CLI_EXIT_OK && !args->step_given) {
+        const pv_t *results = pv_map_get (record, "results");
+        *step_p = -1;
+        for (int64_t step = s_step_count (record) - 1; step >= 0 && *step_p < 0;
+             step--) {
+            char key [24];
+            snprintf (key, sizeof key, "%" PRId64, step);
+            const pv_t *cell = pv_map_get (pv_map_get (results, key), node);
+            if (s_field_int (cell, "attempts", 0) > 0)
+                *step_p = (int) step;
+        }
+        if (*step_p < 0) {
+            fprintf (err, "gridcli: node %s has run no step of job %s yet\n",
+                     node, args->id);
+            rc = CLI_EXIT_JOB_FAILED;
+        }
+    }
+    pv_doc_destroy (&reply);
+    return rc;
+}
+
+//  `job output`: pages through a cell's stream with job.output and writes
+//  its bytes, as they are, to OUT.
+static int
+s_job_output (const cli_settings_t *settings, const cli_args_t *args,
+              FILE *out, FILE *err)
+{
+    char node [NAME_MAX_LEN + 1] = "";
+    int step = 0;
+    int rc = s_output_cell (settings, args, node, sizeof node, &step, err);
+    pw_t *writer = pw_new ();
+    int64_t offset = 0;
+    while (rc == CLI_EXIT_OK) {
+        char id [CLI_REQUEST_ID_LEN];
+        cli_request_id_make (id, sizeof id);
+        pw_reset (writer);
+        proto_request_begin (writer, "job.output", id, 6);
+        pw_str (writer, "job");
+        pw_str (writer, args->id);
+        pw_str (writer, "node");
+        pw_str (writer, node);
+        pw_str (writer, "step");
+        pw_int (writer, step);
+        pw_str (writer, "stream");
+        pw_str (writer, args->stderr_stream ? "stderr" : "stdout");
+        pw_str (writer, "offset");
+        pw_int (writer, offset);
+        pw_str (writer, "limit");
+        pw_int (writer, S_OUTPUT_PAGE);
+        pv_doc_t *reply = NULL;
+        const pv_t *data = NULL;
+        rc = s_call (settings, writer, id, &reply, &data, err);
+        if (rc != CLI_EXIT_OK) {
+            pv_doc_destroy (&reply);
+            break;
+        }
+        size_t len = 0;
+        const char *bytes = pv_str (pv_map_get (data, "data"), &len);
+        int64_t next = s_field_int (data, "next", -1);
+        int64_t size = s_field_int (data, "size", -1);
+        int64_t dropped = s_field_int (data, "dropped", 0);
+        if (pv_type (pv_map_get (data, "data")) != PV_BIN || size < 0
+            || next != offset + (int64_t) len) {
+            fprintf (err, "gridcli: the broker's answer to job.output is "
+                     "malformed\n");
+            rc = CLI_EXIT_UNREACHABLE;
+        }
+        else
+        if (len && fwrite (bytes, 1, len, out) != len) {
+            fprintf (err, "gridcli: cannot write the output: %s\n",
+                     strerror (errno));
+            rc = CLI_EXIT_UNREACHABLE;
+        }
+        else
+        if (next >= size) {
+            if (dropped > 0) {
+                char text [32];
+                fprintf (err, "gridcli: %s were dropped from the middle of "
+                         "this output (after its first %" PRId64 " bytes): "
+                         "the node kept its first and last bytes only\n",
+                         s_human_bytes (dropped, text, sizeof text),
+                         size / 2);
+            }
+            pv_doc_destroy (&reply);
+            break;
+        }
+        else
+        if (len == 0) {
+            fprintf (err, "gridcli: only %" PRId64 " of the %" PRId64
+                     " bytes of this output have reached the broker so "
+                     "far; try again later\n", offset, size);
+            rc = CLI_EXIT_JOB_FAILED;
+        }
+        offset = next;
+        pv_doc_destroy (&reply);
+    }
+    pw_destroy (&writer);
+    return rc;
+}
+
 static void
 s_print_job_errors (FILE *err, const char *file, const job_errors_t *errors)
 {
@@ -4069,6 +4276,10 @@ cli_run (int argc, char **argv, FILE *out, FILE *err)
     }
     if (args.command == CLI_CMD_JOB_EVENTS) {
         rc = s_events (&settings, args.id, out, err);
+        goto done;
+    }
+    if (args.command == CLI_CMD_JOB_OUTPUT) {
+        rc = s_job_output (&settings, &args, out, err);
         goto done;
     }
 

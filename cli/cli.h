@@ -83,7 +83,8 @@ typedef enum {
     CLI_CMD_QUEUE_STATS,  //  queue stats
     CLI_CMD_NODE_WORKERS, //  node workers ID
     CLI_CMD_NODE_HISTORY, //  node history ID [--limit N]
-    CLI_CMD_PRINT_CONFIG  //  --print-config
+    CLI_CMD_PRINT_CONFIG, //  --print-config
+    CLI_CMD_JOB_OUTPUT    //  job output ID
 } cli_command_t;
 
 typedef enum {
@@ -129,6 +130,11 @@ typedef struct {
     //  job status / cancel / events, node info
     const char *id;               //  The job or node id
     const char *reason;           //  job cancel --reason TEXT, or NULL
+    //  job output
+    const char *node;             //  --node N, or NULL
+    bool step_given;              //  --step was given
+    int step;                     //  --step S
+    bool stderr_stream;           //  --stderr
     //  job list
     const char *status_filter;    //  --status S, or NULL
     int limit;                    //  --limit N, 0 for the broker's default

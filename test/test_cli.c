@@ -583,6 +583,43 @@ test_cli_parse_run_options (void **state)
 }
 
 static void
+test_cli_parse_job_output (void **state)
+{
+    cli_args_t args;
+    char err [512];
+    assert_int_equal (s_parse (&args, err, sizeof err, "job", "output",
+                               "j-0193a1b2c3d4-0001", "--node", "web-01",
+                               "--step=3", "--stderr", NULL), 0);
+    assert_int_equal (args.command, CLI_CMD_JOB_OUTPUT);
+    assert_string_equal (args.id, "j-0193a1b2c3d4-0001");
+    assert_string_equal (args.node, "web-01");
+    assert_true (args.step_given);
+    assert_int_equal (args.step, 3);
+    assert_true (args.stderr_stream);
+    cli_args_clear (&args);
+    assert_int_equal (s_parse (&args, err, sizeof err, "job", "output",
+                               "j-0193a1b2c3d4-0001", NULL), 0);
+    assert_null (args.node);
+    assert_false (args.step_given);
+    assert_false (args.stderr_stream);
+    cli_args_clear (&args);
+    assert_int_equal (s_parse (&args, err, sizeof err, "job", "output", NULL),
+                      -1);
+    assert_non_null (strstr (err, "needs a job id"));
+    cli_args_clear (&args);
+    assert_int_equal (s_parse (&args, err, sizeof err, "job", "output",
+                               "j-0193a1b2c3d4-0001", "--step", "1024", NULL),
+                      -1);
+    assert_non_null (strstr (err, "--step"));
+    cli_args_clear (&args);
+    assert_int_equal (s_parse (&args, err, sizeof err, "job", "output",
+                               "j-0193a1b2c3d4-0001", "--node", "a b", NULL),
+                      -1);
+    assert_non_null (strstr (err, "--node"));
+    cli_args_clear (&args);
+}
+
+static void
 test_cli_parse_retry_dlq_queue (void **state)
 {
     cli_args_t args;
@@ -2147,6 +2184,7 @@ main (void)
         cmocka_unit_test (test_cli_parse_run_options),
         cmocka_unit_test (test_cli_parse_missing_target),
         cmocka_unit_test (test_cli_parse_retry_dlq_queue),
+        cmocka_unit_test (test_cli_parse_job_output),
         cmocka_unit_test (test_cli_parse_bad_target),
         cmocka_unit_test (test_cli_parse_bad_duration),
         cmocka_unit_test (test_cli_parse_unknown_command),
