@@ -331,6 +331,8 @@ s_print_config (const broker_config_t *config, const bool *given,
     s_size_text (config->map_bytes, size, sizeof size);
     conf_print_setting (o, "store.initial_size", size, true, "--map-size-mb",
                         S_GIVEN (S_OPT_MAP_MB));
+    s_size_text ((size_t) config->max_output, size, sizeof size);
+    conf_print_setting (o, "results.max_output", size, true, NULL, false);
     conf_print_duration (o, "retention", config->retention_ms, "--retention",
                          S_GIVEN (S_OPT_RETENTION));
     conf_print_duration (o, "dlq_retention", config->dlq_retention_ms, NULL,
