@@ -3798,8 +3798,10 @@ s_wait (const cli_settings_t *settings, const char *job, FILE *out,
     bool watch = true;           //  job.watch: the broker answers on change
     bool whole = false;          //  A broker from before job.progress
     int64_t version = -1;        //  job.watch: the version last seen
-    //  A parked job.watch must come back well inside the request timeout
-    int64_t watch_ms = settings->request_timeout_ms / 2;
+    //  A parked job.watch must come back well inside one try of the
+    //  request: each of the CLI_REQUEST_TRIES gets an equal share of the
+    //  timeout, and a try that runs out is sent again, to be parked again
+    int64_t watch_ms = settings->request_timeout_ms / CLI_REQUEST_TRIES / 2;
     if (watch_ms > 10000)
         watch_ms = 10000;
     while (true) {

@@ -350,6 +350,7 @@ typedef struct {
     int polls;               //  job.progress answered
     bool old_broker;         //  Answers job.progress (and job.watch) with unknown_type
     bool no_watch;           //  Answers job.watch with unknown_type
+    int64_t watch_ms;        //  The largest timeout_ms a job.watch asked for
 } s_fake_t;
 
 static void
@@ -370,6 +371,10 @@ s_fake_answer (s_fake_t *fake, const proto_request_t *req, pw_t *w)
     else
     if (streq (req->type, "job.watch")) {
         //  Answered at once, as a broker does for a job that moved on
+        int64_t watch_ms = 0;
+        if (pv_get_int (pv_map_get (req->body, "timeout_ms"), &watch_ms) == 0
+            && watch_ms > fake->watch_ms)
+            fake->watch_ms = watch_ms;
         bool finished = fake->polls++ >= fake->running_polls;
         proto_reply_ok_begin (w, req->id);
         pw_map (w, 3);
@@ -1818,6 +1823,10 @@ test_cli_run_wait (void **state)
     assert_int_equal (fake.polls, 3);
     assert_string_equal (fake.types [4], "job.get");
     assert_int_equal (fake.gets, 1);
+    //  A watch the broker holds until its timeout_ms comes back inside
+    //  one try of the request (each try has a third of the 5 s)
+    assert_true (fake.watch_ms > 0);
+    assert_true (fake.watch_ms < 5000 / CLI_REQUEST_TRIES);
 
     //  A broker from before job.watch: --wait polls job.progress
     s_fake_init (&fake, "wait-nowatch");

@@ -141,6 +141,24 @@ test_watch_follows_a_job_to_its_end (void **state)
     free (job);
 }
 
+//  gridcli --wait on a job that stays unchanged longer than one try of a
+//  request (--request-timeout 1500ms: 500 ms a try) waits for its end.
+static void
+test_watch_cli_waits_out_a_quiet_job (void **state)
+{
+    grid_t *grid = (grid_t *) *state;
+    char *out = NULL, *err = NULL;
+    int code = grid_cli (grid, &out, &err, 20000, "--request-timeout",
+                         "1500ms", "job", "run", "--target", "node:w-01",
+                         "test", "sleep", "--seconds", "2", "--wait", NULL);
+    if (code != 0)
+        fprintf (stderr, "%s%s", out ? out : "", err ? err : "");
+    assert_int_equal (code, 0);
+    assert_non_null (strstr (out, " completed"));
+    free (out);
+    free (err);
+}
+
 //  Nothing happens: the watch comes back when its wait is over, unchanged.
 static void
 test_watch_times_out_unchanged (void **state)
@@ -247,6 +265,7 @@ main (void)
     const struct CMUnitTest tests [] = {
         cmocka_unit_test (test_watch_follows_a_job_to_its_end),
         cmocka_unit_test (test_watch_times_out_unchanged),
+        cmocka_unit_test (test_watch_cli_waits_out_a_quiet_job),
         cmocka_unit_test (test_watch_many_watchers_answered),
         cmocka_unit_test (test_watch_refuses_what_it_cannot_watch),
     };
