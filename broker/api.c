@@ -571,8 +571,13 @@ s_job_watch (api_call_t *call)
         pv_get_int (value, &timeout_ms);
     uint64_t version = broker_job_version (self, job_id);
     bool live = sched_job (self->sched, job_id) != NULL;
-    if (live && after >= 0 && (uint64_t) after == version && timeout_ms > 0)
-        broker_watch_park (self, job_id, version, timeout_ms);
+    if (live)
+        //  Answered at the end of the pass, after its commit, even when it
+        //  is due at once (no AFTER, a job that moved on, no TIMEOUT_MS):
+        //  a watcher hears only what is stored
+        broker_watch_park (self, job_id, after >= 0 ? (uint64_t) after
+                                                    : UINT64_MAX,
+                           timeout_ms);
     else
         api_write_watch (self, call->request->id, job_id, version,
                          after < 0 || (uint64_t) after != version || !live,

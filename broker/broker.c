@@ -636,6 +636,8 @@ s_storage_reply (broker_t *self, const char *id, int code, pw_t *reply)
 //  with storage_full or storage_error, except that requests are kept in
 //  REPLAYS to run again when the map was full and may still grow. Reads
 //  keep their answers.
+static void s_versions_undo (broker_t *self);
+
 static void
 s_pass_failed (broker_t *self, int code, zlistx_t *replays)
 {
@@ -678,6 +680,7 @@ s_pass_failed (broker_t *self, int code, zlistx_t *replays)
     zlistx_purge (self->pass_replies);
     zlistx_purge (self->pass_logs);
     memcpy (self->finished, self->pass_finished, sizeof self->finished);
+    s_versions_undo (self);
     s_reload (self);
     pw_t *reply = pw_new ();
     zlistx_t *kept_replies = zlistx_new ();
@@ -712,6 +715,7 @@ s_pass_committed (broker_t *self, bool wrote)
 {
     zlistx_purge (self->pass_replies);
     zhashx_purge (self->pass_jobs);
+    zhashx_purge (self->pass_versions);
     char *line;
     while ((line = (char *) zlistx_detach (self->pass_logs, NULL))) {
         s_log ("%s", line);
@@ -979,6 +983,11 @@ static void
 s_job_changed (broker_t *self, const char *job_id)
 {
     uint64_t *version = (uint64_t *) zhashx_lookup (self->job_versions, job_id);
+    if (!zhashx_lookup (self->pass_versions, job_id)) {
+        uint64_t *before = (uint64_t *) zmalloc (sizeof (uint64_t));
+        *before = version ? *version : 0;
+        zhashx_insert (self->pass_versions, job_id, before);
+    }
     if (!version) {
         //  Versions of one run never repeat another run's: they start at
         //  the wall clock's microseconds
@@ -987,6 +996,29 @@ s_job_changed (broker_t *self, const char *job_id)
         zhashx_insert (self->job_versions, job_id, version);
     }
     (*version)++;
+}
+
+//  A failed pass: the versions it moved go back to the committed ones, so
+//  that a watcher is not woken by changes that were undone.
+static void
+s_versions_undo (broker_t *self)
+{
+    for (uint64_t *before = (uint64_t *) zhashx_first (self->pass_versions);
+         before; before = (uint64_t *) zhashx_next (self->pass_versions)) {
+        const char *job_id = (const char *) zhashx_cursor (self->pass_versions);
+        if (*before == 0) {
+            zhashx_delete (self->job_versions, job_id);
+            continue;
+        }
+        uint64_t *version = (uint64_t *) zhashx_lookup (self->job_versions,
+                                                        job_id);
+        if (!version) {
+            version = (uint64_t *) zmalloc (sizeof (uint64_t));
+            zhashx_insert (self->job_versions, job_id, version);
+        }
+        *version = *before;
+    }
+    zhashx_purge (self->pass_versions);
 }
 
 uint64_t
@@ -2442,6 +2474,9 @@ broker_new (const broker_config_t *config, char *err, size_t err_len)
     self->job_versions = zhashx_new ();
     zhashx_set_destructor (self->job_versions,
                            (zhashx_destructor_fn *) zstr_free);
+    self->pass_versions = zhashx_new ();
+    zhashx_set_destructor (self->pass_versions,
+                           (zhashx_destructor_fn *) zstr_free);
     self->pass_replies = zlistx_new ();
     zlistx_set_destructor (self->pass_replies, (zlistx_destructor_fn *) zstr_free);
     zlistx_set_comparator (self->pass_replies, (zlistx_comparator_fn *) strcmp);
@@ -2549,6 +2584,7 @@ broker_destroy (broker_t **self_p)
     zlistx_destroy (&self->pass_replies);
     zlistx_destroy (&self->watchers);
     zhashx_destroy (&self->job_versions);
+    zhashx_destroy (&self->pass_versions);
     zstr_free (&self->park_job);
     zlistx_destroy (&self->pass_logs);
     pw_destroy (&self->scratch);

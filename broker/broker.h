@@ -175,6 +175,8 @@ struct _broker_t {
     zlistx_t *pass_replies;      //  Request ids this pass added to replies
     zlistx_t *watchers;          //  Parked job.watch requests (s_watcher_t)
     zhashx_t *job_versions;      //  Job id -> how often it changed in this run
+    zhashx_t *pass_versions;     //  Job id -> its version before this pass
+                                 //  (uint64_t *; 0: it had none)
     char *park_job;              //  Set by api.c: park the request being
     uint64_t park_after;         //  handled as a watcher of this job, seen
     int64_t park_timeout_ms;     //  at this version, for at most this long

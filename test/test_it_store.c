@@ -357,6 +357,66 @@ test_it_store_full_disk_loses_nothing (void **state)
     free (after);
 }
 
+//  Two nodes' results arrive on a full disk while a client watches the
+//  job, asking again as soon as it is answered (as gridcli --wait does).
+//  A failed commit undoes the job's changes: the watcher must neither be
+//  answered with them nor woken by their undoing, or it asks again at
+//  once, and each of its passes fails the next commit, thousands a second.
+static void
+test_it_store_full_disk_watchers_stay_calm (void **state)
+{
+    grid_t *grid = (grid_t *) *state;
+    if (geteuid () != 0) {
+        fprintf (stderr, "    skipped: mounting a small tmpfs needs root\n");
+        return;
+    }
+    char disk [400], data_dir [420], filler [420];
+    snprintf (disk, sizeof disk, "%s/disk", grid->dir);
+    snprintf (data_dir, sizeof data_dir, "%s/broker", disk);
+    snprintf (filler, sizeof filler, "%s/filler", disk);
+    assert_int_equal (mkdir (disk, 0700), 0);
+    if (mount ("tmpfs", disk, "tmpfs", MS_NOSUID | MS_NODEV, "size=2m") != 0) {
+        fprintf (stderr, "    skipped: cannot mount a tmpfs: %s\n",
+                 strerror (errno));
+        return;
+    }
+    const char *extra [] = {"--data-dir", data_dir, NULL};
+    assert_int_equal (grid_start_broker (grid, extra), 0);
+    assert_true (grid_start_agent (grid, "web-01", "web", NULL, NULL) >= 0);
+    assert_true (grid_start_agent (grid, "web-02", "web", NULL, NULL) >= 0);
+    char *job = grid_submit_id (grid,
+        "target: {scope: group, value: web}\n"
+        "tasks:\n"
+        "  - {backend: test, action: sleep, params: {seconds: 1}}\n"
+        "  - {backend: test, action: output, params: {bytes: 60000}}\n");
+    assert_non_null (job);
+    assert_int_equal (s_fill_disk (filler), 0);
+    long long deadline = grid_now_ms () + 15000;
+    while (s_store_int (grid, "failed_commits") < 1 && grid_now_ms () < deadline)
+        usleep (50 * 1000);
+    assert_true (s_store_int (grid, "failed_commits") >= 1);
+    int64_t failed_before = s_store_int (grid, "failed_commits");
+    int64_t version = -1;
+    deadline = grid_now_ms () + 3000;
+    while (grid_now_ms () < deadline) {
+        pv_doc_t *watch = s_watch (grid, job, version, 1000);
+        assert_int_equal (pv_get_int (pv_map_get (s_data (watch), "version"),
+                                      &version), 0);
+        pv_doc_destroy (&watch);
+    }
+    int64_t failed = s_store_int (grid, "failed_commits") - failed_before;
+    if (failed >= 100)
+        fprintf (stderr, "%lld commits failed while a watcher waited 3 s\n",
+                 (long long) failed);
+    assert_true (failed < 100);
+    //  Space comes back: the job completes
+    assert_int_equal (unlink (filler), 0);
+    pv_doc_t *doc = grid_wait_job (grid, job, 20000);
+    assert_true (grid_str_is (s_data (doc), "status", "completed"));
+    pv_doc_destroy (&doc);
+    free (job);
+}
+
 //  ---------------------------------------------------------------------
 //  A full map
 
@@ -549,6 +609,8 @@ main (void)
         cmocka_unit_test_setup_teardown (test_it_store_second_agent_is_refused,
                                          s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_it_store_full_disk_loses_nothing,
+                                         s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_it_store_full_disk_watchers_stay_calm,
                                          s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_it_store_map_grows,
                                          s_setup, s_teardown),
