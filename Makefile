@@ -11,6 +11,9 @@
 #                   agents, and one real gridagent (BENCHMARKS.md); prints a
 #                   table, writes build/bench/results.json
 #   make bench-quick   the 1,000-agent figures only (under two minutes)
+#   make bench-queue   the any-node queue run: 20,000 any jobs on 1,000
+#                   agents, 50 killed mid-lease (about a minute); writes
+#                   build/bench/queue.json
 #                   BENCH_ARGS adds gridbench options (gridbench --help)
 #   make install    programs, man pages, configs, units, completion, Python
 #                   module (PREFIX=/usr/local, DESTDIR); make uninstall
@@ -98,7 +101,7 @@ FUZZ_SEEDS := $(BUILD)/test/tools/fuzz_seeds
 .SECONDARY:
 
 .PHONY: all man deps test test-build test-deps demo format clean \
-	check-deps fuzz fuzz-build fuzz-deps bench bench-quick install \
+	check-deps fuzz fuzz-build fuzz-deps bench bench-quick bench-queue install \
 	uninstall deb
 .DEFAULT_GOAL := all
 
@@ -239,6 +242,10 @@ bench: deps
 bench-quick: deps
 	@$(MAKE) --no-print-directory $(BINS) $(BENCH_TOOLS)
 	@$(BUILD)/test/tools/gridbench --quick --out $(BENCH_OUT) $(BENCH_ARGS)
+
+bench-queue: deps
+	@$(MAKE) --no-print-directory $(BINS) $(BENCH_TOOLS)
+	@$(BUILD)/test/tools/gridbench --queue --out $(BUILD)/bench/queue.json $(BENCH_ARGS)
 
 # ---------------------------------------------------------------------
 # Install: make install [PREFIX=/usr/local] [DESTDIR=...]. The daemons go

@@ -26,6 +26,11 @@
     CPU over a window, and the wall time and CPU (the agent's and its
     children's) of one `system hostname` and one `test echo`.
 
+    With --queue it runs the any-node queue instead: many one-step `any`
+    jobs on a swarm, part of which is killed while it holds steps;
+    throughput, wait p50/p99, reclaim time, lost and duplicated (see
+    s_queue_measure).
+
     It prints a table and writes a JSON list, one object per agent count.
     Every process it starts runs in a temporary directory, is stopped
     (SIGTERM, then SIGKILL past a deadline) and reaped, and the directory is
@@ -98,6 +103,10 @@ typedef struct {
     char *swarm_args [16];          //  Extra swarm arguments
     size_t swarm_arg_count;
     bool keep;                      //  Keep the temporary directory
+    bool queue;                     //  The any-node queue run only
+    size_t queue_jobs;              //  Its jobs
+    size_t queue_agents;            //  Its agents, killed ones included
+    size_t queue_killed;            //  Agents killed mid-lease
 } s_options_t;
 
 //  Figures for one agent count (negative: not measured).
@@ -481,10 +490,12 @@ s_ok_data (const pv_doc_t *doc, char *code, size_t code_len)
 }
 
 //  Writes a job.submit of BACKEND ACTION (with MSG as its msg param, or
-//  no params) on SCOPE / VALUE. Returns the request number.
+//  no params) on SCOPE / VALUE, or on one node of it when ANY. Returns
+//  the request number.
 static uint64_t
-s_submit (s_peer_t *broker, const char *scope, const char *value,
-          const char *backend, const char *action, const char *msg)
+s_submit_to (s_peer_t *broker, const char *scope, const char *value,
+             bool any, const char *backend, const char *action,
+             const char *msg)
 {
     char id [64];
     s_next_id (broker, id, sizeof id);
@@ -494,12 +505,16 @@ s_submit (s_peer_t *broker, const char *scope, const char *value,
     pw_str (writer, "job");
     pw_map (writer, 2);
     pw_str (writer, "target");
-    pw_map (writer, value ? 2 : 1);
+    pw_map (writer, 1 + (value ? 1 : 0) + (any ? 1 : 0));
     pw_str (writer, "scope");
     pw_str (writer, scope);
     if (value) {
         pw_str (writer, "value");
         pw_str (writer, value);
+    }
+    if (any) {
+        pw_str (writer, "any");
+        pw_bool (writer, true);
     }
     pw_str (writer, "tasks");
     pw_array (writer, 1);
@@ -516,6 +531,13 @@ s_submit (s_peer_t *broker, const char *scope, const char *value,
     }
     s_peer_send (broker);
     return broker->seq;
+}
+
+static uint64_t
+s_submit (s_peer_t *broker, const char *scope, const char *value,
+          const char *backend, const char *action, const char *msg)
+{
+    return s_submit_to (broker, scope, value, false, backend, action, msg);
 }
 
 //  Sends a request with no fields, or with a "job" field. Returns its seq.
@@ -1782,6 +1804,478 @@ s_print (const s_run_t *runs, size_t count, const s_agent_figures_t *agent)
 }
 
 //  ---------------------------------------------------------------------
+//  The any-node queue run (--queue)
+//
+//  A broker, a steady swarm that answers at once and a doomed swarm
+//  whose agents take every step and never answer. Jobs of one `test
+//  echo` step on `any` go in over one DEALER, as fast as the broker
+//  takes them; when half are in, the doomed swarm is killed (SIGKILL)
+//  while its agents hold their steps. The broker must notice them gone
+//  (missed heartbeats) and give those steps to steady agents. Figures:
+//  steps per second (first submit to the last job's end), wait p50/p99
+//  (queue.stats: submit to start), and reclaim time (the kill to the end
+//  of each step a doomed agent held), with every job read back: lost
+//  (not completed, or no success) and duplicated (more than one success,
+//  or a step the swarm ran twice) must be 0.
+
+typedef struct {
+    size_t jobs;                //  Jobs asked for
+    size_t agents;              //  Swarm agents, doomed ones included
+    size_t doomed;              //  Agents killed mid-lease
+    size_t accepted;            //  Jobs the broker took
+    size_t refused;             //  Submits refused (queue_full)
+    double seconds;             //  First submit to the last job's end
+    double steps_per_s;         //  Jobs (one step each) per second
+    int64_t wait_p50_ms;        //  queue.stats wait_ms, last 5 minutes
+    int64_t wait_p99_ms;
+    int64_t run_p50_ms;         //  queue.stats run_ms, last 5 minutes
+    int64_t held;               //  Steps the doomed agents held at the kill
+    size_t reclaimed;           //  Jobs with an attempt on a doomed agent
+    double reclaim_p50_ms;      //  Kill to that job's end
+    double reclaim_max_ms;
+    int64_t claims;             //  status.queue, when the broker has it
+    int64_t reclaims;
+    int64_t lease_expirations;
+    uint64_t lost;
+    uint64_t duplicates;
+    char error [256];
+} s_queue_run_t;
+
+//  Wall-clock ms of an RFC 3339 time ("2026-11-21T07:00:51.123Z"), or -1.
+static int64_t
+s_time_ms (const pv_t *value)
+{
+    char text [TIME_TEXT_LEN + 8];
+    size_t len = 0;
+    const char *bytes = pv_str (value, &len);
+    if (!bytes || len >= sizeof text)
+        return -1;
+    memcpy (text, bytes, len);
+    text [len] = 0;
+    struct tm tm;
+    memset (&tm, 0, sizeof tm);
+    int millis = 0;
+    if (sscanf (text, "%4d-%2d-%2dT%2d:%2d:%2d.%3dZ", &tm.tm_year, &tm.tm_mon,
+                &tm.tm_mday, &tm.tm_hour, &tm.tm_min, &tm.tm_sec,
+                &millis) != 7)
+        return -1;
+    tm.tm_year -= 1900;
+    tm.tm_mon -= 1;
+    return (int64_t) timegm (&tm) * 1000 + millis;
+}
+
+//  Starts one swarm process of COUNT agents named PREFIX-NNNNNN that
+//  answer after DELAY_MS, into stage->swarms.
+static int
+s_queue_swarm (s_stage_t *stage, const s_options_t *options, size_t count,
+               const char *prefix, int64_t delay_ms)
+{
+    if (stage->swarm_count == S_MAX_SWARMS)
+        return -1;
+    size_t at = stage->swarm_count;
+    s_swarm_t *swarm = &stage->swarms [at];
+    swarm->first = 1;
+    swarm->count = count;
+    char agents [32], delay [32], log [400], control [400];
+    snprintf (agents, sizeof agents, "%zu", count);
+    snprintf (delay, sizeof delay, "%" PRId64, delay_ms);
+    snprintf (log, sizeof log, "%s/swarm-%s.log", stage->dir, prefix);
+    snprintf (control, sizeof control, "ipc://%s/swarm-%s.ctl", stage->dir,
+              prefix);
+    char *argv [40];
+    size_t argc = 0;
+    argv [argc++] = options->swarm;
+    argv [argc++] = "--agents";
+    argv [argc++] = agents;
+    argv [argc++] = "--prefix";
+    argv [argc++] = (char *) prefix;
+    argv [argc++] = "--delay-ms";
+    argv [argc++] = delay;
+    argv [argc++] = "--broker";
+    argv [argc++] = stage->agents_ep;
+    argv [argc++] = "--publish";
+    argv [argc++] = stage->publish_ep;
+    argv [argc++] = "--control";
+    argv [argc++] = control;
+    if (s_security.curve) {
+        argv [argc++] = "--curve";
+        argv [argc++] = s_security.broker_key;
+    }
+    for (size_t arg = 0; arg < options->swarm_arg_count; arg++)
+        argv [argc++] = options->swarm_args [arg];
+    argv [argc] = NULL;
+    swarm->pid = s_spawn (argv, log);
+    if (swarm->pid < 0
+        || s_peer_open (&swarm->control, control, (char *) prefix) != 0)
+        return -1;
+    stage->swarm_count++;
+    return 0;
+}
+
+//  Waits until every swarm process has all its agents welcomed.
+static int
+s_queue_welcomed (s_stage_t *stage, int64_t timeout_ms)
+{
+    int64_t deadline = s_now_ms () + timeout_ms;
+    while (s_now_ms () < deadline && !s_interrupted) {
+        size_t ready = 0;
+        for (size_t at = 0; at < stage->swarm_count; at++) {
+            pv_doc_t *doc = s_swarm_stats (&stage->swarms [at].control);
+            if (doc && s_int (pv_doc_root (doc), "welcomed")
+                           >= (int64_t) stage->swarms [at].count)
+                ready++;
+            pv_doc_destroy (&doc);
+        }
+        if (ready == stage->swarm_count)
+            return 0;
+        zclock_sleep (100);
+    }
+    return -1;
+}
+
+//  The broker's `status` reply (decoded), or NULL.
+static pv_doc_t *
+s_queue_status (s_stage_t *stage)
+{
+    uint64_t seq = s_request (&stage->broker, "status", NULL);
+    return s_peer_wait (&stage->broker, seq, 5000);
+}
+
+//  Jobs that ended, from a status reply.
+static int64_t
+s_queue_ended (const pv_t *status)
+{
+    const pv_t *jobs = pv_map_get (status, "jobs");
+    return s_int (jobs, "completed") + s_int (jobs, "partial_failure")
+           + s_int (jobs, "failed") + s_int (jobs, "cancelled");
+}
+
+//  Checks one any job's record: completed with one success; whether a
+//  doomed agent held it; when it ended.
+static void
+s_queue_check (const pv_t *record, s_queue_run_t *run, bool *reclaimed_p,
+               int64_t *ended_ms_p)
+{
+    *reclaimed_p = false;
+    *ended_ms_p = s_time_ms (pv_map_get (record, "updated_at"));
+    const pv_t *cells = pv_map_get (pv_map_get (record, "results"), "0");
+    size_t success = 0;
+    for (size_t at = 0; at < pv_size (cells); at++) {
+        const pv_t *cell = pv_map_value_at (cells, at);
+        if (pv_str_eq (pv_map_get (cell, "status"), "success"))
+            success++;
+        const pv_t *history = pv_map_get (cell, "history");
+        for (size_t entry = 0; entry < pv_size (history); entry++) {
+            const pv_t *attempt = pv_array_at (history, entry);
+            size_t len = 0;
+            const char *node = pv_str (pv_map_get (attempt, "node"), &len);
+            if (node && len > 7 && memcmp (node, "doomed-", 7) == 0)
+                *reclaimed_p = true;
+            if (pv_str_eq (pv_map_get (attempt, "status"), "success"))
+                success++;
+        }
+    }
+    if (!pv_str_eq (pv_map_get (record, "status"), "completed")
+        || success == 0)
+        run->lost++;
+    if (success > 1)
+        run->duplicates += success - 1;
+}
+
+static void
+s_queue_measure (const s_options_t *options, s_queue_run_t *run)
+{
+    s_stage_t stage;
+    memset (&stage, 0, sizeof stage);
+    snprintf (stage.dir, sizeof stage.dir, "%s", s_tmpdir);
+    size_t steady = run->agents - run->doomed;
+    if (s_stage_broker (&stage, options, "queue") != 0
+        || s_queue_swarm (&stage, options, steady, "swarm", 0) != 0
+        || s_queue_swarm (&stage, options, run->doomed, "doomed",
+                          3600 * 1000) != 0
+        || s_queue_welcomed (&stage, 120000) != 0) {
+        snprintf (run->error, sizeof run->error,
+                  "the broker or the swarm did not come up");
+        s_stage_stop (&stage, true);
+        return;
+    }
+    s_say ("queue: %zu agents (%zu to be killed) registered; %zu any jobs",
+           run->agents, run->doomed, run->jobs);
+    pv_doc_t *doc = s_queue_status (&stage);
+    int64_t ended_before = doc ? s_queue_ended (pv_doc_root (doc)) : 0;
+    pv_doc_destroy (&doc);
+
+    char (*ids) [JOB_ID_LEN + 1]
+        = (char (*) [JOB_ID_LEN + 1]) calloc (run->jobs + 1, JOB_ID_LEN + 1);
+    assert (ids);
+    uint64_t first_seq = stage.broker.seq + 1;
+    size_t sent = 0, answered = 0;
+    int64_t first_ms = s_now_ms ();
+    int64_t first_wall_ms = 0;
+    int64_t kill_wall_ms = 0, kill_ms = 0;
+    int64_t next_status_ms = 0, ended = 0;
+    int64_t deadline = first_ms + 120000 + (int64_t) run->jobs;
+    while (!s_interrupted && s_now_ms () < deadline
+           && (answered < run->jobs
+               || ended < (int64_t) run->accepted)) {
+        //  Submits, pipelined over one DEALER
+        while (sent < run->jobs && sent - answered < options->window) {
+            if (!first_wall_ms) {
+                struct timespec ts;
+                clock_gettime (CLOCK_REALTIME, &ts);
+                first_wall_ms = (int64_t) ts.tv_sec * 1000
+                                + ts.tv_nsec / 1000000;
+            }
+            s_submit_to (&stage.broker, "all", NULL, true, "test", "echo",
+                         "q");
+            sent++;
+        }
+        pv_doc_t *reply = s_peer_recv (&stage.broker, 10);
+        if (reply) {
+            uint64_t seq = s_reply_seq (&stage.broker, pv_doc_root (reply));
+            if (seq >= first_seq && seq < first_seq + run->jobs) {
+                char code [64];
+                const pv_t *data = s_ok_data (reply, code, sizeof code);
+                char *job = data ? pv_strdup (pv_map_get (data, "job")) : NULL;
+                if (job && job_id_valid (job)) {
+                    memcpy (ids [seq - first_seq], job, JOB_ID_LEN + 1);
+                    run->accepted++;
+                }
+                else
+                    run->refused++;
+                free (job);
+                answered++;
+            }
+            else
+            if (pv_map_get (pv_map_get (pv_doc_root (reply), "data"),
+                            "jobs"))
+                ended = s_queue_ended (pv_map_get (pv_doc_root (reply),
+                                                   "data"))
+                        - ended_before;
+            pv_doc_destroy (&reply);
+        }
+        //  Half in: kill the doomed agents while they hold their steps
+        if (!kill_ms && answered >= run->jobs / 2) {
+            s_swarm_t *doomed = &stage.swarms [1];
+            pv_doc_t *stats = s_swarm_stats (&doomed->control);
+            run->held = stats ? s_int (pv_doc_root (stats), "commands")
+                                    - s_int (pv_doc_root (stats), "results")
+                              : -1;
+            pv_doc_destroy (&stats);
+            kill (doomed->pid, SIGKILL);
+            kill_ms = s_now_ms ();
+            struct timespec ts;
+            clock_gettime (CLOCK_REALTIME, &ts);
+            kill_wall_ms = (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+            s_say ("queue: killed %zu agents holding %" PRId64 " steps",
+                   run->doomed, run->held);
+        }
+        if (answered >= run->jobs && s_now_ms () >= next_status_ms) {
+            s_request (&stage.broker, "status", NULL);
+            next_status_ms = s_now_ms () + 100;
+        }
+    }
+    if (answered < run->jobs || ended < (int64_t) run->accepted)
+        snprintf (run->error, sizeof run->error,
+                  "%zu of %zu jobs answered, %" PRId64 " of %zu ended",
+                  answered, run->jobs, ended, run->accepted);
+    //  Figures the broker keeps
+    char id [64];
+    s_next_id (&stage.broker, id, sizeof id);
+    pw_reset (stage.broker.writer);
+    proto_request_begin (stage.broker.writer, "queue.stats", id, 0);
+    s_peer_send (&stage.broker);
+    doc = s_peer_wait (&stage.broker, stage.broker.seq, 10000);
+    const pv_t *stats = doc ? pv_map_get (pv_doc_root (doc), "data") : NULL;
+    run->wait_p50_ms = s_int (pv_map_get (pv_map_get (stats, "wait_ms"), "5m"),
+                              "p50");
+    run->wait_p99_ms = s_int (pv_map_get (pv_map_get (stats, "wait_ms"), "5m"),
+                              "p99");
+    run->run_p50_ms = s_int (pv_map_get (pv_map_get (stats, "run_ms"), "5m"),
+                             "p50");
+    pv_doc_destroy (&doc);
+    doc = s_queue_status (&stage);
+    const pv_t *queue = doc ? pv_map_get (pv_map_get (pv_doc_root (doc),
+                                                      "data"), "queue")
+                            : NULL;
+    run->claims = queue ? s_int (queue, "claims") : -1;
+    run->reclaims = queue ? s_int (queue, "reclaims") : -1;
+    run->lease_expirations = queue ? s_int (queue, "lease_expirations") : -1;
+    pv_doc_destroy (&doc);
+
+    //  Every job read back
+    double *reclaim = (double *) calloc (run->accepted + 1, sizeof (double));
+    assert (reclaim);
+    int64_t last_wall_ms = first_wall_ms;
+    size_t got = 0, asked = 0, at = 0;
+    first_seq = stage.broker.seq + 1;
+    uint64_t *seq_job = (uint64_t *) calloc (run->jobs + 1, sizeof (uint64_t));
+    assert (seq_job);
+    int64_t read_deadline = s_now_ms () + 60000 + (int64_t) run->jobs;
+    while (got < asked || at < run->jobs) {
+        if (s_interrupted || s_now_ms () > read_deadline)
+            break;
+        while (at < run->jobs && asked - got < 64) {
+            if (ids [at][0]) {
+                s_request (&stage.broker, "job.get", ids [at]);
+                seq_job [asked++] = at;
+            }
+            at++;
+        }
+        pv_doc_t *reply = s_peer_recv (&stage.broker, 1000);
+        if (!reply)
+            continue;
+        uint64_t seq = s_reply_seq (&stage.broker, pv_doc_root (reply));
+        if (seq >= first_seq && seq < first_seq + asked) {
+            char code [64];
+            const pv_t *data = s_ok_data (reply, code, sizeof code);
+            bool reclaimed = false;
+            int64_t ended_ms = -1;
+            if (data)
+                s_queue_check (data, run, &reclaimed, &ended_ms);
+            else
+                run->lost++;
+            if (ended_ms > last_wall_ms)
+                last_wall_ms = ended_ms;
+            if (reclaimed && ended_ms > 0)
+                reclaim [run->reclaimed++] = (double) (ended_ms - kill_wall_ms);
+            got++;
+        }
+        pv_doc_destroy (&reply);
+    }
+    if (got < asked) {
+        run->lost += asked - got;
+        if (!run->error [0])
+            snprintf (run->error, sizeof run->error,
+                      "%zu job records could not be read", asked - got);
+    }
+    qsort (reclaim, run->reclaimed, sizeof (double), s_compare_doubles);
+    run->reclaim_p50_ms = s_percentile (reclaim, run->reclaimed, 50);
+    run->reclaim_max_ms = run->reclaimed ? reclaim [run->reclaimed - 1] : -1;
+    run->seconds = (double) (last_wall_ms - first_wall_ms) / 1000.0;
+    run->steps_per_s = run->seconds > 0 ? (double) run->accepted
+                                              / run->seconds
+                                        : -1;
+    //  What the steady swarm ran twice
+    pv_doc_t *swarm_stats = s_swarm_stats (&stage.swarms [0].control);
+    if (swarm_stats)
+        run->duplicates += (uint64_t) s_int (pv_doc_root (swarm_stats),
+                                             "reruns");
+    pv_doc_destroy (&swarm_stats);
+    free (seq_job);
+    free (reclaim);
+    free (ids);
+    s_stage_stop (&stage, run->error [0] || options->keep);
+}
+
+static void s_queue_print (const s_queue_run_t *run);
+static int s_queue_json (const char *path, const s_queue_run_t *run);
+static rlim_t s_raise_fd_limit (size_t agents);
+
+//  gridbench --queue: the queue run alone. Returns the exit code.
+static int
+s_queue_main (const s_options_t *options)
+{
+    s_raise_fd_limit (options->queue_agents);
+    //  A queue this deep must be admitted whole, and a killed agent
+    //  noticed within about a second and a half
+    s_options_t queue_options = *options;
+    static char pending [32], running [32];
+    snprintf (pending, sizeof pending, "%zu", options->queue_jobs + 1024);
+    snprintf (running, sizeof running, "%zu", options->queue_jobs + 1024);
+    char *extra [] = {"--max-pending", pending, "--max-concurrent", running,
+                      "--heartbeat", "500ms", "--missed-heartbeats", "3",
+                      "--retention", "30d"};
+    for (size_t at = 0; at < sizeof extra / sizeof extra [0]
+                        && queue_options.broker_arg_count < 16; at++)
+        queue_options.broker_args [queue_options.broker_arg_count++]
+            = extra [at];
+    s_queue_run_t run;
+    memset (&run, 0, sizeof run);
+    run.jobs = options->queue_jobs;
+    run.agents = options->queue_agents;
+    run.doomed = options->queue_killed;
+    run.wait_p50_ms = run.wait_p99_ms = run.run_p50_ms = -1;
+    run.reclaim_p50_ms = run.reclaim_max_ms = -1;
+    s_queue_measure (&queue_options, &run);
+    s_stop_all ();
+    if (run.error [0] || options->keep)
+        s_say ("logs kept in %s", s_tmpdir);
+    else
+        s_remove_tree (s_tmpdir);
+    if (s_interrupted) {
+        s_say ("interrupted: no results written");
+        return 1;
+    }
+    s_queue_print (&run);
+    const char *out = strcmp (options->out, "build/bench/results.json") == 0
+                          ? "build/bench/queue.json" : options->out;
+    if (s_queue_json (out, &run) != 0) {
+        s_say ("cannot write %s", out);
+        return 1;
+    }
+    s_say ("results in %s", out);
+    return run.error [0] || run.lost || run.duplicates ? 1 : 0;
+}
+
+static void
+s_queue_print (const s_queue_run_t *run)
+{
+    printf ("\nany-node queue: %zu jobs of one `test echo` step on `any`, "
+            "%zu agents, %zu killed mid-lease\n", run->jobs, run->agents,
+            run->doomed);
+    if (run->error [0])
+        printf ("  error: %s\n", run->error);
+    printf ("  accepted            %zu (%zu refused)\n", run->accepted,
+            run->refused);
+    printf ("  throughput          %.0f steps/s (%.1f s, first submit to "
+            "last end)\n", run->steps_per_s, run->seconds);
+    printf ("  wait p50 / p99      %" PRId64 " / %" PRId64 " ms (submit to "
+            "start)\n", run->wait_p50_ms, run->wait_p99_ms);
+    printf ("  run p50             %" PRId64 " ms\n", run->run_p50_ms);
+    printf ("  held when killed    %" PRId64 " steps; %zu jobs ran on a "
+            "killed agent first\n", run->held, run->reclaimed);
+    printf ("  reclaim p50 / max   %.0f / %.0f ms (kill to the step's end "
+            "elsewhere)\n", run->reclaim_p50_ms, run->reclaim_max_ms);
+    printf ("  claims / reclaims   %" PRId64 " / %" PRId64 " (lease "
+            "expirations %" PRId64 ")\n", run->claims, run->reclaims,
+            run->lease_expirations);
+    printf ("  lost / duplicated   %" PRIu64 " / %" PRIu64 "\n", run->lost,
+            run->duplicates);
+}
+
+static int
+s_queue_json (const char *path, const s_queue_run_t *run)
+{
+    char *copy = strdup (path);
+    char *dir = dirname (copy);
+    char command [600];
+    snprintf (command, sizeof command, "mkdir -p '%s'", dir);
+    int rc = system (command);
+    free (copy);
+    FILE *file = rc == 0 ? fopen (path, "w") : NULL;
+    if (!file)
+        return -1;
+    fprintf (file,
+             "{\"queue\": {\"jobs\": %zu, \"agents\": %zu, \"killed\": %zu, "
+             "\"accepted\": %zu, \"refused\": %zu, \"seconds\": %.3f, "
+             "\"steps_per_s\": %.1f, \"wait_p50_ms\": %" PRId64 ", "
+             "\"wait_p99_ms\": %" PRId64 ", \"run_p50_ms\": %" PRId64 ", "
+             "\"held\": %" PRId64 ", \"reclaimed\": %zu, "
+             "\"reclaim_p50_ms\": %.0f, \"reclaim_max_ms\": %.0f, "
+             "\"claims\": %" PRId64 ", \"reclaims\": %" PRId64 ", "
+             "\"lease_expirations\": %" PRId64 ", \"lost\": %" PRIu64 ", "
+             "\"duplicated\": %" PRIu64 ", \"error\": \"%s\"}}\n",
+             run->jobs, run->agents, run->doomed, run->accepted, run->refused,
+             run->seconds, run->steps_per_s, run->wait_p50_ms,
+             run->wait_p99_ms, run->run_p50_ms, run->held, run->reclaimed,
+             run->reclaim_p50_ms, run->reclaim_max_ms, run->claims,
+             run->reclaims, run->lease_expirations, run->lost,
+             run->duplicates, run->error);
+    return fclose (file) == 0 ? 0 : -1;
+}
+
+//  ---------------------------------------------------------------------
 //  Main
 
 static const char *s_usage =
@@ -1813,6 +2307,12 @@ static const char *s_usage =
     "  --broker-arg ARG     one more gridbroker argument (repeatable)\n"
     "  --swarm-arg ARG      one more gridswarm argument (repeatable)\n"
     "  --keep               keep the temporary directory and its logs\n"
+    "  --queue              only the any-node queue run: QUEUE-JOBS `any`\n"
+    "                       jobs on QUEUE-AGENTS agents, QUEUE-KILL of them\n"
+    "                       killed mid-lease (about a minute by default)\n"
+    "  --queue-jobs N       any jobs in the queue run             [20000]\n"
+    "  --queue-agents N     swarm agents in the queue run          [1000]\n"
+    "  --queue-kill N       agents killed while they hold steps      [50]\n"
     "  -h, --help           this text\n";
 
 static int
@@ -1856,6 +2356,10 @@ s_parse (s_options_t *options, int argc, char *argv [])
         {"broker-arg", required_argument, NULL, 'B'},
         {"swarm-arg", required_argument, NULL, 'W'},
         {"keep", no_argument, NULL, 'k'},
+        {"queue", no_argument, NULL, 'Q'},
+        {"queue-jobs", required_argument, NULL, 'J'},
+        {"queue-agents", required_argument, NULL, 'A'},
+        {"queue-kill", required_argument, NULL, 'K'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0}
     };
@@ -1929,6 +2433,18 @@ s_parse (s_options_t *options, int argc, char *argv [])
             case 'k':
                 options->keep = true;
                 break;
+            case 'Q':
+                options->queue = true;
+                break;
+            case 'J':
+                options->queue_jobs = strtoul (optarg, &end, 10);
+                break;
+            case 'A':
+                options->queue_agents = strtoul (optarg, &end, 10);
+                break;
+            case 'K':
+                options->queue_killed = strtoul (optarg, &end, 10);
+                break;
             case 'h':
                 fputs (s_usage, stdout);
                 exit (0);
@@ -1944,6 +2460,12 @@ s_parse (s_options_t *options, int argc, char *argv [])
     if (optind < argc) {
         fprintf (stderr, "gridbench: unexpected argument '%s'\n",
                  argv [optind]);
+        return -1;
+    }
+    if (options->queue_jobs < 1 || options->queue_killed < 1
+        || options->queue_agents <= options->queue_killed) {
+        fprintf (stderr, "gridbench: --queue-jobs and --queue-kill must be "
+                 "positive, and --queue-agents more than --queue-kill\n");
         return -1;
     }
     if (options->rounds < 1 || options->window < 1 || options->single_s <= 0
@@ -2003,6 +2525,9 @@ main (int argc, char *argv [])
     options.ingest_results = 20000;
     options.idle_s = 60;
     options.agent_runs = 20;
+    options.queue_jobs = 20000;
+    options.queue_agents = 1000;
+    options.queue_killed = 50;
     char self [1024];
     ssize_t len = readlink ("/proc/self/exe", self, sizeof self - 1);
     self [len > 0 ? len : 0] = 0;
@@ -2038,6 +2563,13 @@ main (int argc, char *argv [])
     if (options.curve && s_security_keys () != 0) {
         s_remove_tree (s_tmpdir);
         return 1;
+    }
+    if (options.queue) {
+        int rc = s_queue_main (&options);
+        free (options.bin);
+        free (options.swarm);
+        free (options.out);
+        return rc;
     }
     s_run_t runs [S_MAX_COUNTS];
     memset (runs, 0, sizeof runs);
