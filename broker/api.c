@@ -857,6 +857,26 @@ s_node_get (api_call_t *call)
     free (id);
 }
 
+//  The any-node figures: steps waiting for a slot now, and since the
+//  broker started claims, reclaims, lease expirations and late results.
+static void
+s_write_any_node (const broker_t *self, pw_t *reply)
+{
+    sched_counters_t counters;
+    sched_counters (self->sched, &counters);
+    pw_map (reply, 5);
+    pw_str (reply, "waiting");
+    pw_int (reply, (int64_t) sched_waiting_count (self->sched));
+    pw_str (reply, "claims");
+    pw_int (reply, (int64_t) counters.claims);
+    pw_str (reply, "reclaims");
+    pw_int (reply, (int64_t) counters.reclaims);
+    pw_str (reply, "lease_expirations");
+    pw_int (reply, (int64_t) counters.lease_expirations);
+    pw_str (reply, "late_results");
+    pw_int (reply, (int64_t) counters.late_results);
+}
+
 static const char *s_broker_state (const broker_t *self);
 
 //  status.store: the store's state, size and room (PROTOCOL.md).
@@ -940,20 +960,8 @@ s_status (api_call_t *call)
         pw_str (reply, sched_job_status_name ((sched_job_status_t) status));
         pw_int (reply, (int64_t) self->finished [status]);
     }
-    sched_counters_t counters;
-    sched_counters (self->sched, &counters);
     pw_str (reply, "queue");
-    pw_map (reply, 5);
-    pw_str (reply, "waiting");
-    pw_int (reply, (int64_t) sched_waiting_count (self->sched));
-    pw_str (reply, "claims");
-    pw_int (reply, (int64_t) counters.claims);
-    pw_str (reply, "reclaims");
-    pw_int (reply, (int64_t) counters.reclaims);
-    pw_str (reply, "lease_expirations");
-    pw_int (reply, (int64_t) counters.lease_expirations);
-    pw_str (reply, "late_results");
-    pw_int (reply, (int64_t) counters.late_results);
+    s_write_any_node (self, reply);
     pw_str (reply, "dropped");
     pw_map (reply, 5 + AUTH_COUNTER_COUNT);
     pw_str (reply, "malformed");
@@ -1499,7 +1507,7 @@ s_queue_stats (api_call_t *call)
     pw_t *reply = call->reply;
     pw_reset (reply);
     proto_reply_ok_begin (reply, call->request->id);
-    pw_map (reply, 8);
+    pw_map (reply, 9);
     pw_str (reply, "jobs");
     pw_map (reply, 6);
     pw_str (reply, "pending");
@@ -1570,6 +1578,8 @@ s_queue_stats (api_call_t *call)
     s_write_windows (reply, self->run_samples, now_ms);
     pw_str (reply, "dead_letter");
     pw_int (reply, (int64_t) dlq_size (txn));
+    pw_str (reply, "any_node");
+    s_write_any_node (self, reply);
 }
 
 //  The node of the request's "node" field, or NULL with a not_found reply.
@@ -1689,8 +1699,16 @@ s_node_workers (api_call_t *call)
     }
     free (slots);
     const broker_node_stats_t *stats = broker_node_stats (self, node->id);
+    sched_node_counters_t any;
+    sched_node_counters (self->sched, node->id, &any);
     pw_str (reply, "counters");
-    pw_map (reply, 4);
+    pw_map (reply, 7);
+    pw_str (reply, "claims");
+    pw_int (reply, (int64_t) any.claims);
+    pw_str (reply, "reclaimed");
+    pw_int (reply, (int64_t) any.reclaims);
+    pw_str (reply, "lease_expirations");
+    pw_int (reply, (int64_t) any.lease_expirations);
     pw_str (reply, "run");
     pw_int (reply, (int64_t) stats->run);
     pw_str (reply, "failed");

@@ -428,6 +428,10 @@ test_it_queue_stats_and_workers (void **state)
     assert_true (s_int_at (data, "counters", "run") >= 1);
     assert_true (s_int_at (data, "counters", "failed") >= 1);
     assert_true (s_int_at (data, "counters", "retried") >= 1);
+    //  Any-node figures: the dead-letter test's any jobs were claimed
+    assert_true (s_int_at (data, "counters", "claims") >= 0);
+    assert_true (s_int_at (data, "counters", "reclaimed") >= 0);
+    assert_true (s_int_at (data, "counters", "lease_expirations") >= 0);
     pv_doc_destroy (&doc);
 
     doc = grid_call (&s_grid, "queue.stats", NULL);
@@ -438,6 +442,10 @@ test_it_queue_stats_and_workers (void **state)
     //  Waits and runs were sampled (the earlier jobs ran)
     assert_true (s_int_at (pv_map_get (data, "wait_ms"), "5m", "count") >= 1);
     assert_true (s_int_at (pv_map_get (data, "run_ms"), "1h", "count") >= 1);
+    const pv_t *any_node = pv_map_get (data, "any_node");
+    assert_true (s_int_at (any_node, "claims", NULL) >= 3);
+    assert_true (s_int_at (any_node, "reclaims", NULL) >= 0);
+    assert_true (s_int_at (any_node, "waiting", NULL) >= 0);
     //  The failed retry of the dead-letter test left its own entry
     assert_int_equal (s_int_at (data, "dead_letter", NULL), s_dlq_total (NULL));
     assert_true (s_int_at (data, "dead_letter", NULL) >= 1);
