@@ -1507,7 +1507,7 @@ s_queue_stats (api_call_t *call)
     pw_t *reply = call->reply;
     pw_reset (reply);
     proto_reply_ok_begin (reply, call->request->id);
-    pw_map (reply, 9);
+    pw_map (reply, 10);
     pw_str (reply, "jobs");
     pw_map (reply, 6);
     pw_str (reply, "pending");
@@ -1580,6 +1580,21 @@ s_queue_stats (api_call_t *call)
     pw_int (reply, (int64_t) dlq_size (txn));
     pw_str (reply, "any_node");
     s_write_any_node (self, reply);
+    sched_limit_use_t uses [JOB_MAX_LIMITS];
+    size_t limit_count = sched_limits (self->sched, uses, JOB_MAX_LIMITS);
+    pw_str (reply, "limits");
+    pw_array (reply, limit_count);
+    for (size_t index = 0; index < limit_count; index++) {
+        pw_map (reply, 4);
+        pw_str (reply, "pattern");
+        pw_str (reply, uses [index].pattern);
+        pw_str (reply, "per_node");
+        pw_bool (reply, uses [index].per_node);
+        pw_str (reply, "max");
+        pw_int (reply, uses [index].max);
+        pw_str (reply, "running");
+        pw_int (reply, uses [index].running);
+    }
 }
 
 //  The node of the request's "node" field, or NULL with a not_found reply.

@@ -3072,6 +3072,26 @@ s_render_queue_stats (const pv_t *data, FILE *out)
         s_table_print (table, out, false);
     }
     s_table_destroy (&table);
+    const char *limit_headers [] = {"LIMIT", "SCOPE", "RUNNING", "MAX"};
+    table = s_table_new (4, false, limit_headers);
+    const pv_t *limits = pv_map_get (data, "limits");
+    for (size_t index = 0; index < pv_size (limits); index++) {
+        const pv_t *row_data = pv_array_at (limits, index);
+        bool per_node = false;
+        pv_get_bool (pv_map_get (row_data, "per_node"), &per_node);
+        char cols [3][160];
+        s_field (row_data, "pattern", cols [0], sizeof cols [0]);
+        s_field (row_data, "running", cols [1], sizeof cols [1]);
+        s_field (row_data, "max", cols [2], sizeof cols [2]);
+        const char *row [] = {cols [0], per_node ? "per node" : "fleet",
+                              cols [1], cols [2]};
+        s_table_add (table, false, row);
+    }
+    if (table->rows > 1) {
+        fputc ('\n', out);
+        s_table_print (table, out, false);
+    }
+    s_table_destroy (&table);
     const char *action_headers [] = {
         "ACTION", "CELLS-PENDING", "CELLS-RUNNING", "CELLS-FINISHED"
     };
@@ -3609,8 +3629,8 @@ static const char *s_help_queue =
 "per node) and run times (per attempt) at p50 and p99 over the last 5\n"
 "minutes and the last hour, the dead-letter queue's size, the any-node\n"
 "figures (waiting, claims, reclaims, lease expirations, late results),\n"
-"then tables by priority and by backend.action. --output json gives\n"
-"every figure.\n"
+"then tables by priority, of the concurrency limits in use (LIMIT SCOPE\n"
+"RUNNING MAX) and by backend.action. --output json gives every figure.\n"
 "\n"
 "Global options and exit codes: gridcli --help.\n";
 

@@ -66,8 +66,10 @@ s_start_agent (const char *id, const char *disable)
 static int
 s_start_broker (void)
 {
+    static char config [400];
+    snprintf (config, sizeof config, "%s/broker.yaml", s_grid.dir);
     const char *extra [] = {"--client-key", s_viewer_arg, "--client-key",
-                            s_operator_arg, NULL};
+                            s_operator_arg, "--config", config, NULL};
     return grid_start_broker (&s_grid, extra);
 }
 
@@ -466,6 +468,13 @@ test_it_queue_stats_and_workers (void **state)
     }
     assert_true (sleep_row);
     assert_int_equal (pv_type (pv_map_get (data, "oldest_pending")), PV_NIL);
+    //  The broker's limit and what it covers now
+    const pv_t *limits = pv_map_get (data, "limits");
+    assert_int_equal (pv_size (limits), 1);
+    assert_true (grid_str_is (pv_array_at (limits, 0), "pattern",
+                              "test.sleep"));
+    assert_int_equal (s_int_at (pv_array_at (limits, 0), "max", NULL), 5);
+    assert_int_equal (s_int_at (pv_array_at (limits, 0), "running", NULL), 1);
     pv_doc_destroy (&doc);
 
     char *out = NULL, *err = NULL;
@@ -473,6 +482,7 @@ test_it_queue_stats_and_workers (void **state)
     assert_int_equal (code, 0);
     assert_true (s_contains (out, "test.sleep"));
     assert_true (s_contains (out, "last 5m: p50 "));
+    assert_true (s_contains (out, "LIMIT"));
     free (out);
     free (err);
     code = grid_cli (&s_grid, &out, &err, 15000, "node", "workers", "web-01",
@@ -576,6 +586,12 @@ s_setup (void **state)
                    "echo \"installed $*\"\n");
     fclose (file);
     chmod (path, 0755);
+    snprintf (path, sizeof path, "%s/broker.yaml", s_grid.dir);
+    file = fopen (path, "w");
+    if (!file)
+        return -1;
+    fprintf (file, "limits:\n  test.sleep: 5\n");
+    fclose (file);
     if (grid_keygen (&s_grid, "viewer", s_viewer, sizeof s_viewer, NULL)
         || grid_keygen (&s_grid, "operator", s_operator, sizeof s_operator,
                         NULL))

@@ -107,6 +107,7 @@ typedef struct {
     size_t queue_jobs;              //  Its jobs
     size_t queue_agents;            //  Its agents, killed ones included
     size_t queue_killed;            //  Agents killed mid-lease
+    size_t queue_limit;             //  Fleet-wide test.echo limit, 0: none
 } s_options_t;
 
 //  Figures for one agent count (negative: not measured).
@@ -1822,6 +1823,8 @@ typedef struct {
     size_t jobs;                //  Jobs asked for
     size_t agents;              //  Swarm agents, doomed ones included
     size_t doomed;              //  Agents killed mid-lease
+    size_t limit;               //  The broker's test.echo limit, 0: none
+    int64_t limit_running;      //  What it covered at the kill, or -1
     size_t accepted;            //  Jobs the broker took
     size_t refused;             //  Submits refused (queue_full)
     double seconds;             //  First submit to the last job's end
@@ -1941,6 +1944,30 @@ s_queue_status (s_stage_t *stage)
     return s_peer_wait (&stage->broker, seq, 5000);
 }
 
+//  queue.stats over PEER (a connection of its own, so that no submit's
+//  reply is read in its place): the decoded reply, or NULL.
+static pv_doc_t *
+s_queue_stats (s_peer_t *peer)
+{
+    char id [64];
+    s_next_id (peer, id, sizeof id);
+    pw_reset (peer->writer);
+    proto_request_begin (peer->writer, "queue.stats", id, 0);
+    s_peer_send (peer);
+    return s_peer_wait (peer, peer->seq, 10000);
+}
+
+//  The cells the broker's first limit covers, from a queue.stats reply,
+//  or -1.
+static int64_t
+s_queue_limit_running (const pv_doc_t *doc)
+{
+    const pv_t *limits = doc ? pv_map_get (pv_map_get (pv_doc_root (doc),
+                                                       "data"), "limits")
+                             : NULL;
+    return pv_size (limits) ? s_int (pv_array_at (limits, 0), "running") : -1;
+}
+
 //  Jobs that ended, from a status reply.
 static int64_t
 s_queue_ended (const pv_t *status)
@@ -2014,6 +2041,20 @@ s_queue_measure (const s_options_t *options, s_queue_run_t *run)
     int64_t first_wall_ms = 0;
     int64_t kill_wall_ms = 0, kill_ms = 0;
     int64_t next_status_ms = 0, ended = 0;
+    s_peer_t side;
+    memset (&side, 0, sizeof side);
+    if (s_peer_open (&side, stage.client_ep, "side") != 0) {
+        snprintf (run->error, sizeof run->error, "cannot connect to the broker");
+        s_stage_stop (&stage, true);
+        free (ids);
+        return;
+    }
+    if (s_security.curve) {
+        zcert_apply (s_security.client, side.socket);
+        zsock_set_curve_serverkey (side.socket, s_security.broker_public);
+        zsock_disconnect (side.socket, "%s", stage.client_ep);
+        zsock_connect (side.socket, "%s", stage.client_ep);
+    }
     int64_t deadline = first_ms + 120000 + (int64_t) run->jobs;
     while (!s_interrupted && s_now_ms () < deadline
            && (answered < run->jobs
@@ -2069,6 +2110,9 @@ s_queue_measure (const s_options_t *options, s_queue_run_t *run)
             kill_wall_ms = (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
             s_say ("queue: killed %zu agents holding %" PRId64 " steps",
                    run->doomed, run->held);
+            pv_doc_t *figures = s_queue_stats (&side);
+            run->limit_running = s_queue_limit_running (figures);
+            pv_doc_destroy (&figures);
         }
         if (answered >= run->jobs && s_now_ms () >= next_status_ms) {
             s_request (&stage.broker, "status", NULL);
@@ -2080,12 +2124,7 @@ s_queue_measure (const s_options_t *options, s_queue_run_t *run)
                   "%zu of %zu jobs answered, %" PRId64 " of %zu ended",
                   answered, run->jobs, ended, run->accepted);
     //  Figures the broker keeps
-    char id [64];
-    s_next_id (&stage.broker, id, sizeof id);
-    pw_reset (stage.broker.writer);
-    proto_request_begin (stage.broker.writer, "queue.stats", id, 0);
-    s_peer_send (&stage.broker);
-    doc = s_peer_wait (&stage.broker, stage.broker.seq, 10000);
+    doc = s_queue_stats (&side);
     const pv_t *stats = doc ? pv_map_get (pv_doc_root (doc), "data") : NULL;
     run->wait_p50_ms = s_int (pv_map_get (pv_map_get (stats, "wait_ms"), "5m"),
                               "p50");
@@ -2165,6 +2204,7 @@ s_queue_measure (const s_options_t *options, s_queue_run_t *run)
     free (seq_job);
     free (reclaim);
     free (ids);
+    s_peer_close (&side);
     s_stage_stop (&stage, run->error [0] || options->keep);
 }
 
@@ -2190,11 +2230,31 @@ s_queue_main (const s_options_t *options)
                         && queue_options.broker_arg_count < 16; at++)
         queue_options.broker_args [queue_options.broker_arg_count++]
             = extra [at];
+    //  The limit, in a config file of its own
+    static char config [400];
+    if (options->queue_limit) {
+        snprintf (config, sizeof config, "%s/queue-broker.yaml", s_tmpdir);
+        FILE *file = fopen (config, "w");
+        if (!file) {
+            s_say ("cannot write %s", config);
+            return 1;
+        }
+        fprintf (file, "limits:\n  test.echo: %zu\n", options->queue_limit);
+        fclose (file);
+        if (queue_options.broker_arg_count + 2 <= 16) {
+            queue_options.broker_args [queue_options.broker_arg_count++]
+                = "--config";
+            queue_options.broker_args [queue_options.broker_arg_count++]
+                = config;
+        }
+    }
     s_queue_run_t run;
     memset (&run, 0, sizeof run);
     run.jobs = options->queue_jobs;
     run.agents = options->queue_agents;
     run.doomed = options->queue_killed;
+    run.limit = options->queue_limit;
+    run.limit_running = -1;
     run.wait_p50_ms = run.wait_p99_ms = run.run_p50_ms = -1;
     run.reclaim_p50_ms = run.reclaim_max_ms = -1;
     s_queue_measure (&queue_options, &run);
@@ -2224,6 +2284,9 @@ s_queue_print (const s_queue_run_t *run)
     printf ("\nany-node queue: %zu jobs of one `test echo` step on `any`, "
             "%zu agents, %zu killed mid-lease\n", run->jobs, run->agents,
             run->doomed);
+    if (run->limit)
+        printf ("  limit               test.echo %zu fleet-wide (%" PRId64
+                " running at the kill)\n", run->limit, run->limit_running);
     if (run->error [0])
         printf ("  error: %s\n", run->error);
     printf ("  accepted            %zu (%zu refused)\n", run->accepted,
@@ -2258,6 +2321,7 @@ s_queue_json (const char *path, const s_queue_run_t *run)
         return -1;
     fprintf (file,
              "{\"queue\": {\"jobs\": %zu, \"agents\": %zu, \"killed\": %zu, "
+             "\"limit\": %zu, \"limit_running\": %" PRId64 ", "
              "\"accepted\": %zu, \"refused\": %zu, \"seconds\": %.3f, "
              "\"steps_per_s\": %.1f, \"wait_p50_ms\": %" PRId64 ", "
              "\"wait_p99_ms\": %" PRId64 ", \"run_p50_ms\": %" PRId64 ", "
@@ -2266,7 +2330,8 @@ s_queue_json (const char *path, const s_queue_run_t *run)
              "\"claims\": %" PRId64 ", \"reclaims\": %" PRId64 ", "
              "\"lease_expirations\": %" PRId64 ", \"lost\": %" PRIu64 ", "
              "\"duplicated\": %" PRIu64 ", \"error\": \"%s\"}}\n",
-             run->jobs, run->agents, run->doomed, run->accepted, run->refused,
+             run->jobs, run->agents, run->doomed, run->limit,
+             run->limit_running, run->accepted, run->refused,
              run->seconds, run->steps_per_s, run->wait_p50_ms,
              run->wait_p99_ms, run->run_p50_ms, run->held, run->reclaimed,
              run->reclaim_p50_ms, run->reclaim_max_ms, run->claims,
@@ -2313,6 +2378,8 @@ static const char *s_usage =
     "  --queue-jobs N       any jobs in the queue run             [20000]\n"
     "  --queue-agents N     swarm agents in the queue run          [1000]\n"
     "  --queue-kill N       agents killed while they hold steps      [50]\n"
+    "  --queue-limit N      broker limit on test.echo cells running\n"
+    "                       at once across the fleet, 0: none       [800]\n"
     "  -h, --help           this text\n";
 
 static int
@@ -2360,6 +2427,7 @@ s_parse (s_options_t *options, int argc, char *argv [])
         {"queue-jobs", required_argument, NULL, 'J'},
         {"queue-agents", required_argument, NULL, 'A'},
         {"queue-kill", required_argument, NULL, 'K'},
+        {"queue-limit", required_argument, NULL, 'L'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0}
     };
@@ -2445,6 +2513,9 @@ s_parse (s_options_t *options, int argc, char *argv [])
             case 'K':
                 options->queue_killed = strtoul (optarg, &end, 10);
                 break;
+            case 'L':
+                options->queue_limit = strtoul (optarg, &end, 10);
+                break;
             case 'h':
                 fputs (s_usage, stdout);
                 exit (0);
@@ -2528,6 +2599,7 @@ main (int argc, char *argv [])
     options.queue_jobs = 20000;
     options.queue_agents = 1000;
     options.queue_killed = 50;
+    options.queue_limit = 800;
     char self [1024];
     ssize_t len = readlink ("/proc/self/exe", self, sizeof self - 1);
     self [len > 0 ? len : 0] = 0;
