@@ -1691,7 +1691,13 @@ s_node_workers (api_call_t *call)
                                                  NULL, NULL);
         char action [2 * NAME_MAX_LEN + 2];
         snprintf (action, sizeof action, "%s.%s", leaf->backend, leaf->action);
-        pw_map (reply, 6);
+        const sched_cell_t *cell = slot->cell;
+        bool reported = cell->progress_ms > 0;
+        bool percent = reported && cell->percent >= 0;
+        bool kind = reported && cell->progress_kind;
+        bool message = reported && cell->progress;
+        pw_map (reply, 6 + (percent ? 1 : 0) + (kind ? 1 : 0)
+                          + (message ? 1 : 0));
         pw_str (reply, "job");
         pw_str (reply, slot->job->id);
         pw_str (reply, "step");
@@ -1711,6 +1717,19 @@ s_node_workers (api_call_t *call)
         }
         else
             pw_nil (reply);
+        //  The latest progress it reported (kept in memory only)
+        if (percent) {
+            pw_str (reply, "percent");
+            pw_int (reply, cell->percent);
+        }
+        if (kind) {
+            pw_str (reply, "kind");
+            pw_str (reply, cell->progress_kind);
+        }
+        if (message) {
+            pw_str (reply, "message");
+            pw_str (reply, cell->progress);
+        }
     }
     free (slots);
     const broker_node_stats_t *stats = broker_node_stats (self, node->id);

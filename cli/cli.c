@@ -3135,20 +3135,35 @@ s_render_node_workers (const pv_t *data, FILE *out)
     s_print_field (out, "counters", *text ? text : "-");
     free (text);
     const char *headers [] = {
-        "JOB", "STEP", "ATTEMPT", "ACTION", "STATUS", "SINCE"
+        "JOB", "STEP", "ATTEMPT", "ACTION", "STATUS", "SINCE", "PROGRESS"
     };
-    s_table_t *table = s_table_new (6, false, headers);
+    s_table_t *table = s_table_new (7, false, headers);
     for (size_t index = 0; index < pv_size (slots); index++) {
         const pv_t *slot = pv_array_at (slots, index);
-        char cols [6][160];
+        char cols [7][160];
         s_field (slot, "job", cols [0], sizeof cols [0]);
         s_field (slot, "step", cols [1], sizeof cols [1]);
         s_field (slot, "attempt", cols [2], sizeof cols [2]);
         s_field (slot, "action", cols [3], sizeof cols [3]);
         s_field (slot, "status", cols [4], sizeof cols [4]);
         s_time (pv_map_get (slot, "since"), false, cols [5], sizeof cols [5]);
+        //  "42% downloading nginx"
+        char percent [16] = "", message [128] = "";
+        if (pv_map_get (slot, "percent"))
+            snprintf (percent, sizeof percent, "%" PRId64 "%%",
+                      s_field_int (slot, "percent", 0));
+        if (pv_map_get (slot, "message"))
+            s_field (slot, "message", message, sizeof message);
+        else
+        if (pv_map_get (slot, "kind"))
+            s_field (slot, "kind", message, sizeof message);
+        snprintf (cols [6], sizeof cols [6], "%s%s%s", percent,
+                  *percent && *message ? " " : "", message);
+        char *shown = s_printable (cols [6], strlen (cols [6]), 48, false);
+        snprintf (cols [6], sizeof cols [6], "%s", *shown ? shown : "-");
+        free (shown);
         const char *row [] = {cols [0], cols [1], cols [2], cols [3],
-                              cols [4], cols [5]};
+                              cols [4], cols [5], cols [6]};
         s_table_add (table, false, row);
     }
     fputc ('\n', out);
@@ -3535,8 +3550,8 @@ static const char *s_help_node =
 "node workers the node's load (running and queued from its heartbeat, its\n"
 "             slots) and counters since the broker started (any-node\n"
 "             claims, reclaimed, lease expirations; run, failed, lost,\n"
-"             retried), then JOB STEP ATTEMPT ACTION STATUS SINCE for each\n"
-"             step sent to it and not yet ended\n"
+"             retried), then JOB STEP ATTEMPT ACTION STATUS SINCE PROGRESS\n"
+"             for each step sent to it and not yet ended\n"
 "node history SEQ TIME EVENT AGENT CHANGES, newest first: the first\n"
 "             registration, then each one that added (+b.a) or removed\n"
 "             (-b.a) actions or changed a backend's (b 1.0->1.1) or the\n"

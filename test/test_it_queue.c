@@ -399,7 +399,8 @@ test_it_queue_stats_and_workers (void **state)
         "priority: 7\n"
         "tasks: [{backend: test, action: sleep, params: {seconds: 60}}]\n");
     assert_non_null (sleeper);
-    //  node.workers names it once the agent started it
+    //  node.workers names it once the agent started it and it reported
+    //  its progress
     bool seen = false;
     int64_t deadline = grid_now_ms () + S_WAIT_MS;
     while (!seen && grid_now_ms () < deadline) {
@@ -408,8 +409,12 @@ test_it_queue_stats_and_workers (void **state)
         const pv_t *slots = pv_map_get (s_data (doc), "slots");
         for (size_t index = 0; index < pv_size (slots); index++) {
             const pv_t *slot = pv_array_at (slots, index);
+            //  test sleep reports its percent (progress_interval, 1 s)
             if (grid_str_is (slot, "job", sleeper)
-                && grid_str_is (slot, "status", "running")) {
+                && grid_str_is (slot, "status", "running")
+                && pv_map_get (slot, "percent")) {
+                int64_t percent = s_int_at (slot, "percent", NULL);
+                assert_true (percent >= 0 && percent <= 100);
                 assert_true (grid_str_is (slot, "action", "test.sleep"));
                 assert_int_equal (s_int_at (slot, "step", NULL), 0);
                 assert_int_equal (s_int_at (slot, "attempt", NULL), 1);
@@ -490,6 +495,8 @@ test_it_queue_stats_and_workers (void **state)
     assert_int_equal (code, 0);
     assert_true (s_contains (out, sleeper));
     assert_true (s_contains (out, "test.sleep"));
+    assert_true (s_contains (out, "PROGRESS"));
+    assert_true (s_contains (out, "%"));
     free (out);
     free (err);
     //  Unknown and hostile node ids
