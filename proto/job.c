@@ -333,6 +333,79 @@ s_read_params (s_ctx_t *ctx, const pv_t *value, const char *prefix,
            s_compare_params);
 }
 
+//  Reads a task's name, needs and barrier flag.
+static void
+s_read_links (s_ctx_t *ctx, const pv_t *value, const char *path, int depth,
+              job_phase_t *phase)
+{
+    char key_path [PATH_MAX_LEN];
+    const pv_t *name = pv_map_get (value, "name");
+    if (name) {
+        s_path_key (key_path, path, "name");
+        phase->name = s_read_name (ctx, name, key_path);
+    }
+    const pv_t *barrier = pv_map_get (value, "barrier");
+    if (barrier) {
+        s_path_key (key_path, path, "barrier");
+        if (pv_get_bool (barrier, &phase->barrier) != 0)
+            s_problem (ctx, key_path, "expected true or false, got %s",
+                       s_type_name (barrier));
+        else
+        if (depth >= 2 && phase->barrier)
+            s_problem (ctx, key_path, "only a top-level task can be a "
+                                      "barrier (a pipeline runs per node)");
+    }
+    const pv_t *needs = pv_map_get (value, "needs");
+    if (!needs)
+        return;
+    s_path_key (key_path, path, "needs");
+    if (pv_type (needs) == PV_STR) {
+        //  "needs: build" reads as a list of one
+        phase->needs = calloc (1, sizeof (char *));
+        if (!phase->needs) {
+            s_problem (ctx, key_path, "out of memory");
+            return;
+        }
+        if ((phase->needs [0] = s_read_name (ctx, needs, key_path)))
+            phase->need_count = 1;
+        return;
+    }
+    if (pv_type (needs) != PV_ARRAY) {
+        s_problem (ctx, key_path, "expected a list of task names, got %s",
+                   s_type_name (needs));
+        return;
+    }
+    size_t count = pv_size (needs);
+    if (count > JOB_MAX_NEEDS) {
+        s_problem (ctx, key_path, "too many needs (%zu, at most %d)", count,
+                   JOB_MAX_NEEDS);
+        return;
+    }
+    if (count == 0)
+        return;
+    phase->needs = calloc (count, sizeof (char *));
+    if (!phase->needs) {
+        s_problem (ctx, key_path, "out of memory");
+        return;
+    }
+    for (size_t i = 0; i < count; i++) {
+        char item_path [PATH_MAX_LEN];
+        s_path_index (item_path, key_path, i);
+        char *text = s_read_name (ctx, pv_array_at (needs, i), item_path);
+        if (!text)
+            continue;
+        bool repeated = false;
+        for (size_t j = 0; j < phase->need_count && !repeated; j++)
+            repeated = strcmp (phase->needs [j], text) == 0;
+        if (repeated) {
+            s_problem (ctx, item_path, "'%s' is listed twice", text);
+            free (text);
+            continue;
+        }
+        phase->needs [phase->need_count++] = text;
+    }
+}
+
 //  Reads one phase at PATH. DEPTH is 1 for a top-level phase, 2 inside a
 //  branch. Adds the leaves it holds to *STEPS.
 static void
@@ -342,7 +415,8 @@ s_read_phase (s_ctx_t *ctx, const pv_t *value, const char *path, int depth,
     static const char *const keys [] = {"backend", "action", "params",
                                         "timeout", "max_retries",
                                         "condition", "tasks",
-                                        "stall_timeout", NULL};
+                                        "stall_timeout", "name", "needs",
+                                        "barrier", NULL};
     static const char *const leaf_only [] = {"params", "timeout",
                                              "max_retries", "stall_timeout",
                                              NULL};
@@ -359,6 +433,7 @@ s_read_phase (s_ctx_t *ctx, const pv_t *value, const char *path, int depth,
         s_path_key (key_path, path, "condition");
         s_read_condition (ctx, condition, key_path, &phase->condition);
     }
+    s_read_links (ctx, value, path, depth, phase);
     const pv_t *backend = pv_map_get (value, "backend");
     const pv_t *action = pv_map_get (value, "action");
     const pv_t *tasks = pv_map_get (value, "tasks");
@@ -508,6 +583,329 @@ s_read_idempotency_key (s_ctx_t *ctx, const pv_t *value, char **out)
     *out = text;
 }
 
+//  ---------------------------------------------------------------------
+//  The graph of a DAG job
+
+//  One named task: where it is (SUB -1 for a top-level task).
+typedef struct {
+    const char *name;
+    size_t top;
+    int sub;
+} s_named_t;
+
+static int
+s_compare_named (const void *a, const void *b)
+{
+    const s_named_t *x = (const s_named_t *) a, *y = (const s_named_t *) b;
+    int rc = strcmp (x->name, y->name);
+    if (rc)
+        return rc;
+    //  Same name: keep the order of the spec
+    if (x->top != y->top)
+        return x->top < y->top ? -1 : 1;
+    return x->sub < y->sub ? -1 : x->sub > y->sub;
+}
+
+//  The path of a task: "tasks[2]" or "tasks[1].tasks[0]".
+static void
+s_task_path (char *path, size_t top, int sub)
+{
+    if (sub < 0)
+        s_path_fit (path, snprintf (path, PATH_MAX_LEN, "tasks[%zu]", top));
+    else
+        s_path_fit (path, snprintf (path, PATH_MAX_LEN, "tasks[%zu].tasks[%d]",
+                                    top, sub));
+}
+
+static const s_named_t *
+s_find_named (const s_named_t *names, size_t count, const char *name)
+{
+    s_named_t key = {name, 0, -2};
+    //  The first entry with this name (duplicates are reported apart)
+    size_t low = 0, high = count;
+    while (low < high) {
+        size_t mid = (low + high) / 2;
+        if (strcmp (names [mid].name, key.name) < 0)
+            low = mid + 1;
+        else
+            high = mid;
+    }
+    return low < count && strcmp (names [low].name, name) == 0 ? &names [low]
+                                                                : NULL;
+}
+
+//  The tasks of one level: the top-level list, or one pipeline's tasks.
+static const job_phase_t *
+s_level_task (const job_spec_t *spec, int sub_level, size_t index)
+{
+    return sub_level < 0 ? &spec->phases [index]
+                         : &spec->phases [sub_level].tasks [index];
+}
+
+//  Finds a cycle among the COUNT tasks of one level, whose needs are
+//  resolved to indices in EDGES (EDGE_COUNT per task, SIZE_MAX for
+//  unresolved). Reports the first cycle with the names on it.
+static void
+s_check_cycles (s_ctx_t *ctx, const job_spec_t *spec, int sub_level,
+                size_t count, size_t **edges, const size_t *edge_count)
+{
+    uint8_t *color = calloc (count ? count : 1, 1);
+    size_t *stack = calloc (count ? count : 1, sizeof (size_t));
+    size_t *cursor = calloc (count ? count : 1, sizeof (size_t));
+    if (!color || !stack || !cursor) {
+        s_problem (ctx, "tasks", "out of memory");
+        goto cleanup;
+    }
+    for (size_t root = 0; root < count; root++) {
+        if (color [root])
+            continue;
+        size_t depth = 0;
+        stack [depth++] = root;
+        cursor [root] = 0;
+        color [root] = 1;
+        while (depth > 0) {
+            size_t at = stack [depth - 1];
+            if (cursor [at] == edge_count [at]) {
+                color [at] = 2;
+                depth--;
+                continue;
+            }
+            size_t next = edges [at][cursor [at]++];
+            if (next == SIZE_MAX || color [next] == 2)
+                continue;
+            if (color [next] == 0) {
+                color [next] = 1;
+                cursor [next] = 0;
+                stack [depth++] = next;
+                continue;
+            }
+            //  A back edge: the cycle is the stack from NEXT up
+            char text [PATH_MAX_LEN] = "";
+            size_t used = 0;
+            size_t from = 0;
+            while (stack [from] != next)
+                from++;
+            for (size_t i = from; i <= depth && used < sizeof (text); i++) {
+                size_t task = i < depth ? stack [i] : next;
+                int rc = snprintf (text + used, sizeof (text) - used, "%s%s",
+                                   i > from ? " -> " : "",
+                                   s_level_task (spec, sub_level, task)
+                                       ->name);
+                if (rc < 0)
+                    break;
+                used += (size_t) rc;
+            }
+            if (used >= sizeof (text))
+                memcpy (text + sizeof (text) - 4, "...", 4);
+            char path [PATH_MAX_LEN];
+            if (sub_level < 0)
+                snprintf (path, sizeof (path), "tasks");
+            else
+                snprintf (path, sizeof (path), "tasks[%d].tasks", sub_level);
+            s_problem (ctx, path, "needs form a cycle: %s", text);
+            goto cleanup;
+        }
+    }
+cleanup:
+    free (color);
+    free (stack);
+    free (cursor);
+}
+
+//  Resolves the needs of the COUNT tasks of one level into EDGES and
+//  reports unknown names, needs across a pipeline boundary and cycles.
+static void
+s_check_level (s_ctx_t *ctx, const job_spec_t *spec, int sub_level,
+               const s_named_t *names, size_t name_count)
+{
+    size_t count = sub_level < 0 ? spec->phase_count
+                                 : spec->phases [sub_level].task_count;
+    size_t **edges = calloc (count ? count : 1, sizeof (size_t *));
+    size_t *edge_count = calloc (count ? count : 1, sizeof (size_t));
+    if (!edges || !edge_count) {
+        s_problem (ctx, "tasks", "out of memory");
+        free (edges);
+        free (edge_count);
+        return;
+    }
+    bool resolved = true;
+    for (size_t index = 0; index < count; index++) {
+        const job_phase_t *task = s_level_task (spec, sub_level, index);
+        size_t top = sub_level < 0 ? index : (size_t) sub_level;
+        int sub = sub_level < 0 ? -1 : (int) index;
+        char path [PATH_MAX_LEN];
+        s_task_path (path, top, sub);
+        if (task->need_count && !(edges [index] = calloc (task->need_count,
+                                                         sizeof (size_t)))) {
+            s_problem (ctx, path, "out of memory");
+            resolved = false;
+            continue;
+        }
+        for (size_t k = 0; k < task->need_count; k++) {
+            char need_path [PATH_MAX_LEN];
+            s_path_fit (need_path, snprintf (need_path, PATH_MAX_LEN,
+                                             "%s.needs[%zu]", path, k));
+            const char *need = task->needs [k];
+            const s_named_t *found = s_find_named (names, name_count, need);
+            size_t target = SIZE_MAX;
+            char where [PATH_MAX_LEN];
+            if (!found)
+                s_problem (ctx, need_path, "unknown task '%s'", need);
+            else
+            if (found->top == top && found->sub == sub)
+                s_problem (ctx, need_path, "'%s' is this task itself", need);
+            else
+            if (sub_level < 0 && found->sub >= 0) {
+                s_task_path (where, found->top, found->sub);
+                s_problem (ctx, need_path,
+                           "'%s' (%s) is inside a pipeline: a need cannot "
+                           "cross a pipeline boundary; need the pipeline "
+                           "tasks[%zu] by its name",
+                           need, where, found->top);
+            }
+            else
+            if (sub_level >= 0
+                && (found->sub < 0 || found->top != (size_t) sub_level)) {
+                s_task_path (where, found->top, found->sub);
+                s_problem (ctx, need_path,
+                           "'%s' (%s) is outside this pipeline: a need "
+                           "cannot cross a pipeline boundary; put the need "
+                           "on the pipeline tasks[%d]",
+                           need, where, sub_level);
+            }
+            else
+                target = sub_level < 0 ? found->top : (size_t) found->sub;
+            if (target == SIZE_MAX)
+                resolved = false;
+            edges [index][edge_count [index]++] = target;
+        }
+    }
+    if (resolved)
+        s_check_cycles (ctx, spec, sub_level, count, edges, edge_count);
+    for (size_t index = 0; index < count; index++)
+        free (edges [index]);
+    free (edges);
+    free (edge_count);
+}
+
+//  Names are unique; needs name tasks of the same level; no cycles.
+static void
+s_check_graph (s_ctx_t *ctx, const job_spec_t *spec)
+{
+    size_t total = 0;
+    for (size_t top = 0; top < spec->phase_count; top++)
+        total += 1 + spec->phases [top].task_count;
+    s_named_t *names = calloc (total ? total : 1, sizeof (s_named_t));
+    if (!names) {
+        s_problem (ctx, "tasks", "out of memory");
+        return;
+    }
+    size_t count = 0;
+    for (size_t top = 0; top < spec->phase_count; top++) {
+        const job_phase_t *phase = &spec->phases [top];
+        if (phase->name)
+            names [count++] = (s_named_t) {phase->name, top, -1};
+        for (size_t sub = 0; sub < phase->task_count; sub++)
+            if (phase->tasks [sub].name)
+                names [count++] = (s_named_t) {phase->tasks [sub].name, top,
+                                               (int) sub};
+    }
+    qsort (names, count, sizeof (s_named_t), s_compare_named);
+    for (size_t i = 1; i < count; i++)
+        if (strcmp (names [i - 1].name, names [i].name) == 0) {
+            char first [PATH_MAX_LEN], task [PATH_MAX_LEN],
+                path [PATH_MAX_LEN];
+            s_task_path (first, names [i - 1].top, names [i - 1].sub);
+            s_task_path (task, names [i].top, names [i].sub);
+            s_path_key (path, task, "name");
+            s_problem (ctx, path, "'%s' is already the name of %s",
+                       names [i].name, first);
+        }
+    s_check_level (ctx, spec, -1, names, count);
+    for (size_t top = 0; top < spec->phase_count; top++)
+        if (spec->phases [top].tasks)
+            s_check_level (ctx, spec, (int) top, names, count);
+    free (names);
+}
+
+//  Reads "10" / 10 / "25%" into AMOUNT; KEY names it in problems.
+static void
+s_read_amount (s_ctx_t *ctx, const pv_t *value, const char *key,
+               bool min_one, job_amount_t *amount)
+{
+    int64_t number = 0;
+    const char *hint = min_one ? "1 or more" : "0 or more";
+    if (pv_type (value) == PV_INT && pv_get_int (value, &number) == 0) {
+        if (number < (min_one ? 1 : 0) || number > JOB_MAX_BATCH)
+            s_problem (ctx, key, "%" PRId64 " is out of range (%s nodes, at "
+                       "most %d, or a percent like \"10%%\")",
+                       number, hint, JOB_MAX_BATCH);
+        else
+            *amount = (job_amount_t) {true, false, (uint32_t) number};
+        return;
+    }
+    char *text = pv_type (value) == PV_STR ? pv_strdup (value) : NULL;
+    if (!text || job_amount_parse (text, min_one, amount) != 0) {
+        char show [NAME_SHOW_LEN] = "";
+        size_t len = 0;
+        const char *raw = pv_type (value) == PV_STR ? pv_str (value, &len)
+                                                    : NULL;
+        if (raw)
+            s_problem (ctx, key, "'%s' is neither a count (%s, at most %d) "
+                       "nor a percent from 1%% to 100%%",
+                       name_show (raw, len, show, sizeof (show)), hint,
+                       JOB_MAX_BATCH);
+        else
+            s_problem (ctx, key, "expected a count or a percent like "
+                                 "\"10%%\", got %s", s_type_name (value));
+    }
+    free (text);
+}
+
+int
+job_amount_parse (const char *text, bool min_one, job_amount_t *amount)
+{
+    if (!text || !*text)
+        return -1;
+    uint64_t number = 0;
+    size_t at = 0;
+    for (; text [at] >= '0' && text [at] <= '9'; at++) {
+        number = number * 10 + (uint64_t) (text [at] - '0');
+        if (number > JOB_MAX_BATCH)
+            return -1;
+    }
+    if (at == 0)
+        return -1;
+    if (text [at] == '%' && text [at + 1] == '\0') {
+        if (number < 1 || number > 100)
+            return -1;
+        *amount = (job_amount_t) {true, true, (uint32_t) number};
+        return 0;
+    }
+    if (text [at] != '\0' || number < (min_one ? 1u : 0u))
+        return -1;
+    *amount = (job_amount_t) {true, false, (uint32_t) number};
+    return 0;
+}
+
+size_t
+job_amount_nodes (const job_amount_t *amount, size_t nodes)
+{
+    if (!amount->set)
+        return nodes;
+    if (!amount->percent)
+        return amount->value < nodes ? amount->value : nodes;
+    size_t count = (nodes * amount->value + 99) / 100;
+    return count < 1 ? 1 : count;
+}
+
+void
+job_amount_format (const job_amount_t *amount, char *text, size_t size)
+{
+    snprintf (text, size, "%" PRIu32 "%s", amount->value,
+              amount->percent ? "%" : "");
+}
+
 void
 job_errors_clear (job_errors_t *errors)
 {
@@ -526,7 +924,8 @@ job_spec_decode (const pv_t *value, job_spec_t **spec_p,
                                         "strategy", "timeout",
                                         "priority", "idempotency_key",
                                         "dead_letter", "lease_ms",
-                                        "limits", "stall_timeout", NULL};
+                                        "limits", "stall_timeout", "batch",
+                                        "max_failures", "canary", NULL};
     *spec_p = NULL;
     s_ctx_t ctx = {errors, 0};
     if (pv_type (value) != PV_MAP) {
@@ -577,6 +976,8 @@ job_spec_decode (const pv_t *value, job_spec_t **spec_p,
         if (steps > JOB_MAX_STEPS)
             s_problem (&ctx, "tasks", "too many steps (%zu, at most %d)",
                        steps, JOB_MAX_STEPS);
+        else
+            s_check_graph (&ctx, spec);
     }
 
     const pv_t *strategy = pv_map_get (value, "strategy");
@@ -613,6 +1014,19 @@ job_spec_decode (const pv_t *value, job_spec_t **spec_p,
         && job_limits_read (limits, false, NULL, &spec->limits,
                             &spec->limit_count, why, sizeof why) != 0)
         s_problem (&ctx, "limits", "%s", why);
+    const pv_t *batch = pv_map_get (value, "batch");
+    if (batch)
+        s_read_amount (&ctx, batch, "batch", true, &spec->batch);
+    const pv_t *max_failures = pv_map_get (value, "max_failures");
+    if (max_failures)
+        s_read_amount (&ctx, max_failures, "max_failures", false,
+                       &spec->max_failures);
+    const pv_t *canary = pv_map_get (value, "canary");
+    if (canary) {
+        int number = 0;
+        s_read_int (&ctx, canary, "canary", 1, JOB_MAX_BATCH, &number);
+        spec->canary = (uint32_t) number;
+    }
 
     if (ctx.count > 0) {
         job_spec_destroy (&spec);
@@ -676,12 +1090,52 @@ s_write_duration (pw_t *writer, const char *key, int64_t ms)
     pw_str (writer, text);
 }
 
+//  How many of name, needs, barrier a task carries.
+static size_t
+s_links_count (const job_phase_t *phase)
+{
+    return (phase->name ? 1 : 0) + (phase->need_count ? 1 : 0)
+           + (phase->barrier ? 1 : 0);
+}
+
+static void
+s_write_links (const job_phase_t *phase, pw_t *writer)
+{
+    if (phase->name) {
+        pw_str (writer, "name");
+        pw_str (writer, phase->name);
+    }
+    if (phase->need_count) {
+        pw_str (writer, "needs");
+        pw_array (writer, phase->need_count);
+        for (size_t i = 0; i < phase->need_count; i++)
+            pw_str (writer, phase->needs [i]);
+    }
+    if (phase->barrier) {
+        pw_str (writer, "barrier");
+        pw_bool (writer, true);
+    }
+}
+
+static void
+s_write_amount (pw_t *writer, const char *key, const job_amount_t *amount)
+{
+    pw_str (writer, key);
+    if (amount->percent) {
+        char text [32];
+        job_amount_format (amount, text, sizeof (text));
+        pw_str (writer, text);
+    }
+    else
+        pw_int (writer, amount->value);
+}
+
 static void
 s_write_phase (const job_phase_t *phase, pw_t *writer)
 {
     bool has_condition = phase->condition != JOB_COND_ALWAYS;
     if (phase->tasks) {
-        pw_map (writer, 1 + (has_condition ? 1 : 0));
+        pw_map (writer, 1 + (has_condition ? 1 : 0) + s_links_count (phase));
         pw_str (writer, "tasks");
         pw_array (writer, phase->task_count);
         for (size_t i = 0; i < phase->task_count; i++)
@@ -692,7 +1146,7 @@ s_write_phase (const job_phase_t *phase, pw_t *writer)
                             + (phase->timeout_ms > 0 ? 1 : 0)
                             + (phase->max_retries > 0 ? 1 : 0)
                             + (phase->stall_timeout_ms > 0 ? 1 : 0)
-                            + (has_condition ? 1 : 0));
+                            + (has_condition ? 1 : 0) + s_links_count (phase));
         pw_str (writer, "backend");
         pw_str (writer, phase->backend);
         pw_str (writer, "action");
@@ -719,6 +1173,7 @@ s_write_phase (const job_phase_t *phase, pw_t *writer)
         pw_str (writer, "condition");
         pw_str (writer, job_condition_name (phase->condition));
     }
+    s_write_links (phase, writer);
 }
 
 void
@@ -734,7 +1189,10 @@ job_spec_encode (const job_spec_t *spec, pw_t *writer)
                         + (has_dead_letter ? 1 : 0)
                         + (spec->lease_ms > 0 ? 1 : 0)
                         + (spec->limit_count > 0 ? 1 : 0)
-                        + (spec->stall_timeout_ms > 0 ? 1 : 0));
+                        + (spec->stall_timeout_ms > 0 ? 1 : 0)
+                        + (spec->batch.set ? 1 : 0)
+                        + (spec->max_failures.set ? 1 : 0)
+                        + (spec->canary ? 1 : 0));
     pw_str (writer, "target");
     s_write_target (&spec->target, writer);
     pw_str (writer, "tasks");
@@ -773,6 +1231,14 @@ job_spec_encode (const job_spec_t *spec, pw_t *writer)
             pw_int (writer, spec->limits [i].max);
         }
     }
+    if (spec->batch.set)
+        s_write_amount (writer, "batch", &spec->batch);
+    if (spec->max_failures.set)
+        s_write_amount (writer, "max_failures", &spec->max_failures);
+    if (spec->canary) {
+        pw_str (writer, "canary");
+        pw_int (writer, spec->canary);
+    }
 }
 
 job_spec_t *
@@ -809,6 +1275,10 @@ s_phase_clear (job_phase_t *phase)
     for (size_t i = 0; i < phase->task_count; i++)
         s_phase_clear (&phase->tasks [i]);
     free (phase->tasks);
+    free (phase->name);
+    for (size_t i = 0; i < phase->need_count; i++)
+        free (phase->needs [i]);
+    free (phase->needs);
 }
 
 void
@@ -1008,4 +1478,208 @@ job_strategy_name (job_strategy_t strategy)
         return "continue";
     }
     return "?";
+}
+
+//  ---------------------------------------------------------------------
+//  DAG jobs
+
+bool
+job_spec_is_dag (const job_spec_t *spec)
+{
+    for (size_t top = 0; top < spec->phase_count; top++) {
+        const job_phase_t *phase = &spec->phases [top];
+        if (phase->need_count)
+            return true;
+        for (size_t sub = 0; sub < phase->task_count; sub++)
+            if (phase->tasks [sub].need_count)
+                return true;
+    }
+    return false;
+}
+
+const char *
+job_spec_step_name (const job_spec_t *spec, size_t step)
+{
+    const job_phase_t *leaf = job_spec_step (spec, step, NULL, NULL);
+    return leaf ? leaf->name : NULL;
+}
+
+void
+job_graph_destroy (job_graph_t **graph_p)
+{
+    if (!graph_p || !*graph_p)
+        return;
+    job_graph_t *graph = *graph_p;
+    for (size_t step = 0; graph->steps && step < graph->step_count; step++)
+        free (graph->steps [step].needs);
+    free (graph->steps);
+    free (graph->order);
+    free (graph);
+    *graph_p = NULL;
+}
+
+//  Index of the top-level task named NAME, or SIZE_MAX.
+static size_t
+s_top_index (const job_spec_t *spec, const char *name)
+{
+    for (size_t top = 0; top < spec->phase_count; top++)
+        if (spec->phases [top].name
+            && strcmp (spec->phases [top].name, name) == 0)
+            return top;
+    return SIZE_MAX;
+}
+
+//  Index of the task named NAME in pipeline PHASE, or SIZE_MAX.
+static size_t
+s_sub_index (const job_phase_t *phase, const char *name)
+{
+    for (size_t sub = 0; sub < phase->task_count; sub++)
+        if (phase->tasks [sub].name
+            && strcmp (phase->tasks [sub].name, name) == 0)
+            return sub;
+    return SIZE_MAX;
+}
+
+//  Appends STEP to NEEDS (no repeats).
+static int
+s_need_add (job_step_needs_t *needs, size_t *cap, size_t step)
+{
+    for (size_t i = 0; i < needs->need_count; i++)
+        if (needs->needs [i] == step)
+            return 0;
+    if (needs->need_count == *cap) {
+        size_t new_cap = *cap ? *cap * 2 : 4;
+        size_t *grown = realloc (needs->needs, new_cap * sizeof (size_t));
+        if (!grown)
+            return -1;
+        needs->needs = grown;
+        *cap = new_cap;
+    }
+    needs->needs [needs->need_count++] = step;
+    return 0;
+}
+
+//  The outer needs of top-level task TOP (every step of each task it
+//  needs) added to NEEDS.
+static int
+s_outer_needs (const job_spec_t *spec, size_t top, job_step_needs_t *needs,
+               size_t *cap)
+{
+    const job_phase_t *phase = &spec->phases [top];
+    for (size_t k = 0; k < phase->need_count; k++) {
+        size_t other = s_top_index (spec, phase->needs [k]);
+        if (other == SIZE_MAX)
+            return -1;
+        size_t first = job_spec_phase_first_step (spec, other);
+        size_t count = s_phase_steps (&spec->phases [other]);
+        for (size_t step = first; step < first + count; step++)
+            if (s_need_add (needs, cap, step))
+                return -1;
+    }
+    needs->barrier = phase->barrier;
+    return 0;
+}
+
+job_graph_t *
+job_graph_new (const job_spec_t *spec)
+{
+    if (!spec || !job_spec_is_dag (spec))
+        return NULL;
+    size_t count = job_spec_step_count (spec);
+    job_graph_t *graph = calloc (1, sizeof (job_graph_t));
+    size_t *pending = NULL, *start = NULL, *successors = NULL;
+    bool *done = NULL;
+    if (!graph)
+        return NULL;
+    graph->step_count = count;
+    graph->steps = calloc (count ? count : 1, sizeof (job_step_needs_t));
+    graph->order = calloc (count ? count : 1, sizeof (size_t));
+    pending = calloc (count ? count : 1, sizeof (size_t));
+    done = calloc (count ? count : 1, sizeof (bool));
+    if (!graph->steps || !graph->order || !pending || !done)
+        goto failed;
+    for (size_t top = 0; top < spec->phase_count; top++) {
+        const job_phase_t *phase = &spec->phases [top];
+        size_t first = job_spec_phase_first_step (spec, top);
+        if (!phase->tasks) {
+            size_t cap = 0;
+            if (s_outer_needs (spec, top, &graph->steps [first], &cap))
+                goto failed;
+            continue;
+        }
+        bool inner = false;
+        for (size_t sub = 0; sub < phase->task_count; sub++)
+            inner = inner || phase->tasks [sub].need_count > 0;
+        for (size_t sub = 0; sub < phase->task_count; sub++) {
+            const job_phase_t *task = &phase->tasks [sub];
+            job_step_needs_t *needs = &graph->steps [first + sub];
+            size_t cap = 0;
+            if (inner && task->need_count) {
+                for (size_t k = 0; k < task->need_count; k++) {
+                    size_t other = s_sub_index (phase, task->needs [k]);
+                    if (other == SIZE_MAX
+                        || s_need_add (needs, &cap, first + other))
+                        goto failed;
+                }
+            }
+            else
+            if (!inner && sub > 0) {
+                if (s_need_add (needs, &cap, first + sub - 1))
+                    goto failed;
+            }
+            else
+            if (s_outer_needs (spec, top, needs, &cap))
+                goto failed;
+        }
+    }
+    //  Kahn's walk, lowest ready step first, over successor lists
+    size_t edges = 0;
+    for (size_t step = 0; step < count; step++)
+        edges += graph->steps [step].need_count;
+    start = calloc (count + 1, sizeof (size_t));
+    successors = calloc (edges ? edges : 1, sizeof (size_t));
+    if (!start || !successors)
+        goto failed;
+    for (size_t step = 0; step < count; step++) {
+        pending [step] = graph->steps [step].need_count;
+        for (size_t k = 0; k < graph->steps [step].need_count; k++)
+            start [graph->steps [step].needs [k] + 1]++;
+    }
+    for (size_t step = 0; step < count; step++)
+        start [step + 1] += start [step];
+    size_t *fill = done ? (size_t *) calloc (count ? count : 1,
+                                             sizeof (size_t))
+                        : NULL;
+    if (!fill)
+        goto failed;
+    for (size_t step = 0; step < count; step++)
+        for (size_t k = 0; k < graph->steps [step].need_count; k++) {
+            size_t need = graph->steps [step].needs [k];
+            successors [start [need] + fill [need]++] = step;
+        }
+    free (fill);
+    for (size_t placed = 0; placed < count; placed++) {
+        size_t next = SIZE_MAX;
+        for (size_t step = 0; step < count && next == SIZE_MAX; step++)
+            if (!done [step] && pending [step] == 0)
+                next = step;
+        if (next == SIZE_MAX)
+            goto failed;            //  A cycle: not a valid spec
+        done [next] = true;
+        graph->order [placed] = next;
+        for (size_t at = start [next]; at < start [next + 1]; at++)
+            pending [successors [at]]--;
+    }
+    free (start);
+    free (successors);
+    free (pending);
+    free (done);
+    return graph;
+failed:
+    free (pending);
+    free (done);
+    free (start);
+    free (successors);
+    job_graph_destroy (&graph);
+    return NULL;
 }

@@ -19,9 +19,21 @@
         PHASE = leaf | branch
         leaf  = { backend: NAME, action: NAME, ?params: {NAME: SCALAR},
                   ?timeout: DURATION, ?max_retries: INT, ?condition: COND,
-                  ?stall_timeout: DURATION }
-        branch = { tasks: [leaf, ...], ?condition: COND }
+                  ?stall_timeout: DURATION, ?name: NAME,
+                  ?needs: [NAME, ...], ?barrier: BOOL }
+        branch = { tasks: [leaf, ...], ?condition: COND, ?name: NAME,
+                   ?needs: [NAME, ...], ?barrier: BOOL }
         COND  = "always" | "on_success" | "on_failure"
+        AMOUNT = INT | "N%"      (batch, max_failures: a count or a percent)
+    The job map may also carry ?batch: AMOUNT, ?max_failures: AMOUNT and
+    ?canary: INT (rolling batches, docs/SCHEDULING.md).
+
+    A job where some task has `needs` is a graph ("DAG job"): a top-level
+    task needs top-level tasks; a task inside a pipeline needs tasks of
+    the same pipeline; a pipeline whose tasks have no `needs` runs them in
+    order. Names are unique in the whole job; `barrier` is for top-level
+    tasks only. Unknown needs, cycles and needs across a pipeline
+    boundary are errors that name the tasks involved.
     Param values may be strings, integers or booleans; they are kept as
     strings ("80", "true"). Durations are strings like "500ms", "10s",
     "30m" (see names.h). A job file may also write its target as a string
@@ -55,6 +67,8 @@
 #define JOB_MAX_LEASE_MS 86400000 //  Longest any-node lease (1 day)
 #define JOB_MAX_LIMITS 32         //  Most concurrency limits (a job's, the broker's)
 #define JOB_MAX_LIMIT 1000000     //  Largest concurrency limit
+#define JOB_MAX_NEEDS 64          //  Most needs on one task
+#define JOB_MAX_BATCH 100000      //  Largest batch, max_failures or canary count
 
 typedef enum {
     JOB_COND_ALWAYS = 0,
@@ -84,6 +98,10 @@ struct job_phase_s {
     job_condition_t condition;  //  When this phase runs
     job_phase_t *tasks;       //  Branch: its leaves (NULL for a leaf)
     size_t task_count;        //  Branch: how many leaves (>= 1)
+    char *name;               //  Optional task name (unique in the job)
+    char **needs;             //  Names of the tasks it needs (same level)
+    size_t need_count;        //  How many
+    bool barrier;             //  Top level: wait for its needs on every node
 };
 
 //  A concurrency limit: at most MAX cells whose backend.action matches
@@ -93,6 +111,13 @@ typedef struct {
     uint32_t max;             //  1..JOB_MAX_LIMIT
     bool per_node;            //  Per node, else fleet-wide
 } job_limit_t;
+
+//  A count of nodes, or a percent of the job's nodes (batch, max_failures).
+typedef struct {
+    bool set;                 //  Given in the spec
+    bool percent;             //  VALUE is a percent (1..100)
+    uint32_t value;           //  The count, or the percent
+} job_amount_t;
 
 typedef struct {
     target_t target;          //  Which nodes
@@ -108,7 +133,23 @@ typedef struct {
     job_limit_t *limits;      //  Lower concurrency limits for its own cells
     size_t limit_count;       //  How many
     int64_t stall_timeout_ms; //  Silence of a running task that counts as a timeout, 0 = none
+    job_amount_t batch;       //  Rolling batches: nodes per batch
+    job_amount_t max_failures;  //  Failure budget: failed nodes allowed
+    uint32_t canary;          //  Nodes in the first batch, 0 = as batch says
 } job_spec_t;
+
+//  The order of a DAG job, per step: what each step waits for on its node.
+typedef struct {
+    size_t *needs;            //  Steps that must be final first (owned)
+    size_t need_count;        //  How many
+    bool barrier;             //  ...final on every node of the job (or batch)
+} job_step_needs_t;
+
+typedef struct {
+    job_step_needs_t *steps;  //  One per step (owned)
+    size_t step_count;        //  How many
+    size_t *order;            //  Every step once, each after its needs (owned)
+} job_graph_t;
 
 //  A problem found while reading or validating a spec.
 typedef struct {
@@ -152,6 +193,33 @@ const job_phase_t *job_spec_step (const job_spec_t *spec, size_t step,
 
 //  The first step number of top-level phase PHASE_INDEX.
 size_t job_spec_phase_first_step (const job_spec_t *spec, size_t phase_index);
+
+//  True when some task of SPEC has `needs`: the job is walked as a graph.
+bool job_spec_is_dag (const job_spec_t *spec);
+
+//  The step graph of a DAG job: for each step the steps it needs (a
+//  top-level task needing a pipeline needs every step of it; a pipeline
+//  without inner needs is a chain; a pipeline's outer needs go to its
+//  first steps), and a topological order that takes the lowest ready step
+//  first. Returns NULL for a spec that is not a valid DAG job.
+job_graph_t *job_graph_new (const job_spec_t *spec);
+
+//  Frees a graph; NULL-safe, nulls *graph_p.
+void job_graph_destroy (job_graph_t **graph_p);
+
+//  The name of the task at STEP, or NULL when it has none. Borrowed.
+const char *job_spec_step_name (const job_spec_t *spec, size_t step);
+
+//  Nodes an AMOUNT stands for out of NODES: a count as is (at most NODES),
+//  a percent rounded up and at least 1.
+size_t job_amount_nodes (const job_amount_t *amount, size_t nodes);
+
+//  Writes AMOUNT as text ("10", "25%") into TEXT.
+void job_amount_format (const job_amount_t *amount, char *text, size_t size);
+
+//  Parses "10" or "25%" (a percent 1..100, a count 0..JOB_MAX_BATCH, or
+//  1.. when MIN_ONE). Returns 0, or -1.
+int job_amount_parse (const char *text, bool min_one, job_amount_t *amount);
 
 //  Value of param NAME of LEAF, or NULL.
 const char *job_phase_param (const job_phase_t *leaf, const char *name);

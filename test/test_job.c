@@ -1079,6 +1079,202 @@ test_job_names (void **state)
                          "continue");
 }
 
+
+//  A DAG job file: names, needs, barrier; the step graph and its order
+static void
+test_job_dag_file (void **state)
+{
+    job_spec_t *spec = s_load ("dag-join.yaml");
+    assert_true (job_spec_is_dag (spec));
+    assert_int_equal (job_spec_step_count (spec), 5);
+    assert_string_equal (job_spec_step_name (spec, 2), "deploy");
+    assert_true (spec->phases [3].barrier);
+    job_graph_t *graph = job_graph_new (spec);
+    assert_non_null (graph);
+    assert_int_equal (graph->steps [0].need_count, 0);
+    assert_int_equal (graph->steps [2].need_count, 2);
+    assert_int_equal (graph->steps [2].needs [0], 0);
+    assert_int_equal (graph->steps [2].needs [1], 1);
+    assert_true (graph->steps [3].barrier);
+    assert_false (graph->steps [4].barrier);
+    for (size_t i = 0; i < 5; i++)
+        assert_int_equal (graph->order [i], i);
+    job_graph_destroy (&graph);
+    assert_null (graph);
+
+    //  Encode and decode again: the same links
+    pw_t *writer = pw_new ();
+    job_spec_encode (spec, writer);
+    job_spec_t *again = NULL;
+    job_errors_t errors = {.count = 0};
+    assert_int_equal (s_decode_wire (writer, &again, &errors), 0);
+    assert_string_equal (again->phases [2].needs [1], "build");
+    assert_true (again->phases [3].barrier);
+    assert_string_equal (again->phases [4].name, "rollback");
+    job_spec_destroy (&again);
+    pw_destroy (&writer);
+    job_spec_destroy (&spec);
+
+    //  A job without needs is not a DAG, even with names
+    spec = s_valid_yaml ("target: all\ntasks:\n"
+                         "  - {name: a, backend: x, action: y}\n");
+    assert_false (job_spec_is_dag (spec));
+    assert_null (job_graph_new (spec));
+    job_spec_destroy (&spec);
+
+    //  A pipeline without inner needs is a chain; its outer needs go to
+    //  its first task; a task needing it needs all of it; needs may point
+    //  forward (order: lowest ready step first)
+    spec = s_valid_yaml ("target: all\ntasks:\n"
+                         "  - {name: last, backend: x, action: y,"
+                         " needs: [p]}\n"
+                         "  - {name: first, backend: x, action: y}\n"
+                         "  - name: p\n"
+                         "    needs: [first]\n"
+                         "    tasks:\n"
+                         "      - {backend: x, action: one}\n"
+                         "      - {backend: x, action: two}\n");
+    graph = job_graph_new (spec);
+    assert_non_null (graph);
+    assert_int_equal (graph->steps [0].need_count, 2);
+    assert_int_equal (graph->steps [2].needs [0], 1);
+    assert_int_equal (graph->steps [3].needs [0], 2);
+    size_t order [] = {1, 2, 3, 0};
+    for (size_t i = 0; i < 4; i++)
+        assert_int_equal (graph->order [i], order [i]);
+    job_graph_destroy (&graph);
+    job_spec_destroy (&spec);
+}
+
+//  Every DAG mistake, each naming the tasks involved
+static void
+test_job_dag_invalid (void **state)
+{
+    char *path = s_data_path ("dag-invalid.yaml");
+    job_spec_t *spec = NULL;
+    job_errors_t errors = {.count = 0};
+    assert_int_equal (job_spec_load_file (path, &spec, &errors), -1);
+    free (path);
+    const char *expected [] = {
+        "tasks[3].tasks[1].name: 'a' is already the name of tasks[0]",
+        "tasks[3].tasks[1].barrier: only a top-level task can be a barrier "
+        "(a pipeline runs per node)",
+        "tasks[1].needs[1]: unknown task 'ghost'",
+        "tasks[4].needs[0]: 'inner' (tasks[3].tasks[0]) is inside a "
+        "pipeline: a need cannot cross a pipeline boundary; need the "
+        "pipeline tasks[3] by its name",
+        "tasks[3].tasks[0].needs[0]: 'a' (tasks[0]) is outside this "
+        "pipeline: a need cannot cross a pipeline boundary; put the need "
+        "on the pipeline tasks[3]",
+    };
+    for (size_t i = 0; i < sizeof (expected) / sizeof (expected [0]); i++) {
+        if (!s_has_error (&errors, expected [i])) {
+            print_error ("missing '%s'; got:\n", expected [i]);
+            s_print_errors (&errors);
+        }
+        assert_true (s_has_error (&errors, expected [i]));
+    }
+    job_errors_clear (&errors);
+
+    s_assert_problem ("target: all\ntasks:\n"
+                      "  - {name: a, backend: x, action: y, needs: [c]}\n"
+                      "  - {name: b, backend: x, action: y, needs: [a]}\n"
+                      "  - {name: c, backend: x, action: y, needs: [b]}\n",
+                      "tasks: needs form a cycle: a -> c -> b -> a");
+    s_assert_problem ("target: all\ntasks:\n"
+                      "  - tasks:\n"
+                      "      - {name: x, backend: x, action: y, needs: y}\n"
+                      "      - {name: y, backend: x, action: y, needs: x}\n",
+                      "tasks[0].tasks: needs form a cycle: x -> y -> x");
+    s_assert_problem ("target: all\ntasks:\n"
+                      "  - {name: a, backend: x, action: y, needs: [a]}\n",
+                      "tasks[0].needs[0]: 'a' is this task itself");
+    s_assert_problem ("target: all\ntasks:\n"
+                      "  - {name: a, backend: x, action: y}\n"
+                      "  - {backend: x, action: y, needs: [a, a]}\n",
+                      "tasks[1].needs[1]: 'a' is listed twice");
+    s_assert_problem ("target: all\ntasks:\n"
+                      "  - {backend: x, action: y, needs: {a: 1}}\n",
+                      "tasks[0].needs: expected a list of task names, got "
+                      "map");
+    s_assert_problem ("target: all\ntasks:\n"
+                      "  - {backend: x, action: y, needs: ['b c']}\n",
+                      "tasks[0].needs[0]: 'b c' is not a valid name: use "
+                      "letters, digits, '_' and '-' (1 to 64)");
+    s_assert_problem ("target: all\ntasks:\n"
+                      "  - {backend: x, action: y, barrier: 1}\n",
+                      "tasks[0].barrier: expected true or false, got int");
+}
+
+//  batch, max_failures, canary: counts or percents, with their bounds
+static void
+test_job_batch_fields (void **state)
+{
+    job_spec_t *spec = s_load ("rolling-batch.yaml");
+    assert_true (spec->batch.set && spec->batch.percent);
+    assert_int_equal (spec->batch.value, 34);
+    assert_true (spec->max_failures.set && !spec->max_failures.percent);
+    assert_int_equal (spec->max_failures.value, 1);
+    assert_int_equal (spec->canary, 1);
+    assert_int_equal (job_amount_nodes (&spec->batch, 3), 2);
+    assert_int_equal (job_amount_nodes (&spec->batch, 1), 1);
+    char text [16];
+    job_amount_format (&spec->batch, text, sizeof (text));
+    assert_string_equal (text, "34%");
+    pw_t *writer = pw_new ();
+    job_spec_encode (spec, writer);
+    job_spec_t *again = NULL;
+    job_errors_t errors = {.count = 0};
+    assert_int_equal (s_decode_wire (writer, &again, &errors), 0);
+    assert_true (again->batch.percent);
+    assert_int_equal (again->batch.value, 34);
+    assert_int_equal (again->max_failures.value, 1);
+    assert_int_equal (again->canary, 1);
+    job_spec_destroy (&again);
+    pw_destroy (&writer);
+    job_spec_destroy (&spec);
+
+    spec = s_valid_yaml ("target: all\nbatch: '10'\nmax_failures: 0\n"
+                         "tasks: [{backend: x, action: y}]\n");
+    assert_false (spec->batch.percent);
+    assert_int_equal (spec->batch.value, 10);
+    assert_true (spec->max_failures.set);
+    assert_int_equal (spec->max_failures.value, 0);
+    job_spec_destroy (&spec);
+
+    const char *tasks = "tasks: [{backend: x, action: y}]\n";
+    const char *cases [] [2] = {
+        {"batch: 0\n", "batch: 0 is out of range (1 or more nodes, at most "
+                       "100000, or a percent like \"10%\")"},
+        {"batch: 0%\n", "batch: '0%' is neither a count (1 or more, at most "
+                        "100000) nor a percent from 1% to 100%"},
+        {"batch: 101%\n", "batch: '101%' is neither a count (1 or more, at "
+                          "most 100000) nor a percent from 1% to 100%"},
+        {"batch: [1]\n", "batch: expected a count or a percent like "
+                         "\"10%\", got array"},
+        {"max_failures: -1\n", "max_failures: -1 is out of range (0 or more "
+                               "nodes, at most 100000, or a percent like "
+                               "\"10%\")"},
+        {"max_failures: 'x%'\n", "max_failures: 'x%' is neither a count (0 "
+                                 "or more, at most 100000) nor a percent "
+                                 "from 1% to 100%"},
+        {"canary: 0\n", "canary: 0 is out of range (1 to 100000)"},
+    };
+    char text2 [256];
+    for (size_t i = 0; i < sizeof (cases) / sizeof (cases [0]); i++) {
+        snprintf (text2, sizeof (text2), "target: all\n%s%s", cases [i] [0],
+                  tasks);
+        s_assert_problem (text2, cases [i] [1]);
+    }
+    job_amount_t amount;
+    assert_int_equal (job_amount_parse ("100%", true, &amount), 0);
+    assert_int_equal (job_amount_parse ("0", true, &amount), -1);
+    assert_int_equal (job_amount_parse ("0", false, &amount), 0);
+    assert_int_equal (job_amount_parse ("5%x", true, &amount), -1);
+    assert_int_equal (job_amount_parse ("", true, &amount), -1);
+    assert_int_equal (job_amount_parse ("99999999999", true, &amount), -1);
+}
+
 int
 main (void)
 {
@@ -1102,6 +1298,9 @@ main (void)
         cmocka_unit_test (test_job_errors_truncated),
         cmocka_unit_test (test_job_load_file_errors),
         cmocka_unit_test (test_job_names),
+        cmocka_unit_test (test_job_dag_file),
+        cmocka_unit_test (test_job_dag_invalid),
+        cmocka_unit_test (test_job_batch_fields),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }
