@@ -1737,7 +1737,7 @@ s_take (agent_t *self, const proto_msg_t *command, const char *key)
                        : (int64_t) command->timeout_ms;
     executor_task_t task = {
         .job = command->job, .step = command->step, .timeout_ms = timeout_ms,
-        .arg = work, .arg_free = s_work_free
+        .parallel = command->parallel, .arg = work, .arg_free = s_work_free
     };
     if (plan->run == BACKEND_RUN_PROGRAM) {
         task.path = path;

@@ -62,6 +62,7 @@ typedef struct {
     s_state_t state;            //  Where it is
     char *job;                  //  Job id
     uint32_t step;              //  Order within the job
+    bool parallel;              //  May run alongside its job's other tasks
     int64_t timeout_ms;         //  0 = none
     char *path;                 //  Program path, or NULL
     char **argv;                //  Program argv (owned, NULL-terminated)
@@ -143,6 +144,7 @@ s_task_new (const executor_task_t *spec)
     task->timeout_timer = -1;
     task->grace_timer = -1;
     task->step = spec->step;
+    task->parallel = spec->parallel;
     task->timeout_ms = spec->timeout_ms > 0 ? spec->timeout_ms : 0;
     task->child = spec->child;
     task->inproc = spec->inproc;
@@ -806,8 +808,9 @@ s_start_inproc (executor_t *self, s_task_t *task)
     s_attach (self->ended, task);
 }
 
-//  The first queued task that may start now: its job has nothing running
-//  and nothing queued ahead of it. NULL when none (or the pool is full).
+//  The first queued task that may start now: a parallel task, or one
+//  whose job has nothing running and nothing queued ahead of it. NULL
+//  when none (or the pool is full).
 static s_task_t *
 s_next_startable (executor_t *self)
 {
@@ -819,6 +822,9 @@ s_next_startable (executor_t *self)
     s_task_t *found = NULL;
     s_task_t *task = (s_task_t *) zlistx_first (self->queued);
     while (task && !found) {
+        if (task->parallel)
+            found = task;
+        else
         if (!zhashx_lookup (seen, task->job)) {
             zhashx_insert (seen, task->job, task);
             if (!s_job_running (self, task->job))

@@ -4,7 +4,9 @@
     A task is a program (fork + execve of an absolute path with an argv
     array, never a shell), a function run in a forked child, or a function
     run in the loop itself. At most `concurrency` tasks run at once; tasks
-    of one job run one at a time, in step order; the rest wait in a FIFO.
+    of one job run one at a time, in step order (unless they are marked
+    parallel: the steps of a DAG job, which the broker sends only when
+    they may run); the rest wait in a FIFO.
 
     Each child gets its own process group, stdin from /dev/null, a clean
     environment (PATH=BACKEND_SAFE_PATH, LANG=C, the task's extra entries,
@@ -109,6 +111,7 @@ typedef struct {
 typedef struct {
     const char *job;             //  Job id: one task per job at a time
     uint32_t step;               //  Order within the job
+    bool parallel;               //  May run alongside the job's other tasks
     int64_t timeout_ms;          //  0 = no timeout
     const char *path;            //  Program: absolute path
     char *const *argv;           //  Program: NULL-terminated argv

@@ -816,6 +816,8 @@ s_write_command (broker_t *self, const sched_job_t *job, uint32_t step,
                                      : self->config.sched.default_timeout_ms);
     msg.nodes = (char **) nodes;
     msg.node_count = node_count;
+    //  Steps of a DAG job may be under way side by side on one node
+    msg.parallel = job_spec_is_dag (job->spec);
     pw_reset (self->body);
     int rc = proto_msg_encode (&msg, self->body);
     assert (rc == 0);

@@ -76,6 +76,7 @@
 #define S_NODE_TOOK_PART 0x04    //  Was sent at least one step
 #define S_NODE_PIPE_FAILED 0x08  //  Failed inside the current pipeline
 #define S_NODE_ABSENT 0x10       //  Named, but could not run from the start
+#define S_NODE_FAILED 0x20       //  Counted in the failure budget (R20)
 
 typedef enum {
     S_DUE_ACK = 1,     //  A dispatched cell must be acknowledged
@@ -153,6 +154,17 @@ struct _s_jobx_t {
     uint32_t *step_limits;       //  Per step: the broker limits that cover it (bits)
     uint32_t *step_job_limits;   //  Per step: the job's own limits that cover it (bits)
     uint32_t job_limit_running [JOB_MAX_LIMITS];  //  Its cells in flight per own limit
+    job_graph_t *graph;          //  DAG jobs: what each step needs (R17)
+    uint8_t *blocked;            //  DAG: per cell, skipped for a failure or a stop
+    size_t *barrier_done;        //  DAG: per step, batch + 1 once a barrier was handled
+    size_t final_total;          //  Final cells in the whole job
+    size_t batch;                //  Current batch (R20), 0-based
+    size_t batch_count;          //  Batches, 1 without `batch`/`canary`
+    size_t batch_lo;             //  The current batch's nodes: [lo, hi)
+    size_t batch_hi;
+    size_t budget;               //  Failed nodes allowed, SIZE_MAX = no limit
+    size_t failed_nodes;         //  Nodes with a failure so far
+    bool budget_exceeded;        //  No new batch started: the budget ran out
 };
 
 //  One entry of the deadline heap.
@@ -1042,6 +1054,9 @@ s_jobx_release (s_jobx_t *jobx)
     free (jobx->target_text);
     free (jobx->step_limits);
     free (jobx->step_job_limits);
+    free (jobx->blocked);
+    free (jobx->barrier_done);
+    job_graph_destroy (&jobx->graph);
     free (jobx);
 }
 
@@ -1115,12 +1130,20 @@ s_jobx_new (sched_job_t *job)
         jobx->steps [step].phase = phase;
         jobx->steps [step].sub = sub;
     }
+    if (valid && job_spec_is_dag (spec)) {
+        jobx->graph = job_graph_new (spec);
+        valid = jobx->graph && jobx->graph->step_count == job->step_count;
+    }
     if (!valid) {
         jobx->job = NULL;
         s_jobx_release (jobx);
         return NULL;
     }
     jobx->lease_ms = spec->lease_ms;
+    jobx->barrier_done
+        = (size_t *) s_alloc (job->step_count * sizeof (size_t));
+    jobx->batch_count = 1;
+    jobx->budget = SIZE_MAX;
     jobx->step_final = (size_t *) s_alloc (job->step_count * sizeof (size_t));
     jobx->phase_final
         = (size_t *) s_alloc (spec->phase_count * sizeof (size_t));
@@ -1151,10 +1174,116 @@ sched_job_node_index (const sched_job_t *job, const char *node)
     return found ? found - job->expected : -1;
 }
 
+//  Cells of PHASE over the nodes of every batch started so far: the
+//  earlier batches are all final, the later ones all untouched (R20).
 static size_t
 s_phase_cells (const s_jobx_t *jobx, size_t phase)
 {
-    return jobx->phases [phase].count * jobx->job->expected_count;
+    return jobx->phases [phase].count * jobx->batch_hi;
+}
+
+//  ---------------------------------------------------------------------
+//  Rolling batches (R20)
+
+//  Nodes per batch and in the first batch, out of NODES.
+static void
+s_batch_sizes (const job_spec_t *spec, size_t nodes, size_t *size_p,
+               size_t *first_p)
+{
+    size_t size = spec->batch.set ? job_amount_nodes (&spec->batch, nodes)
+                                  : nodes;
+    if (size < 1)
+        size = 1;
+    size_t first = spec->canary ? (size_t) spec->canary : size;
+    *size_p = size;
+    *first_p = first < nodes ? first : nodes;
+}
+
+size_t
+sched_job_batch_count (const sched_job_t *job)
+{
+    size_t nodes = job->expected_count, size, first;
+    if (nodes == 0)
+        return 1;
+    s_batch_sizes (job->spec, nodes, &size, &first);
+    return 1 + (nodes - first + size - 1) / size;
+}
+
+size_t
+sched_job_batch_end (const sched_job_t *job, size_t batch)
+{
+    size_t nodes = job->expected_count, size, first;
+    if (nodes == 0)
+        return 0;
+    s_batch_sizes (job->spec, nodes, &size, &first);
+    if (batch == 0)
+        return first;
+    size_t rest = nodes - first;
+    return batch - 1 < rest / size ? first + batch * size : nodes;
+}
+
+size_t
+sched_job_batch_current (const sched_job_t *job)
+{
+    size_t count = sched_job_batch_count (job);
+    if (!job->cells)
+        return 0;
+    size_t last_sent = 0;
+    for (size_t batch = 0; batch < count; batch++) {
+        size_t lo = batch ? sched_job_batch_end (job, batch - 1) : 0;
+        size_t hi = sched_job_batch_end (job, batch);
+        for (size_t step = 0; step < job->step_count; step++)
+            for (size_t node = lo; node < hi; node++) {
+                const sched_cell_t *cell
+                    = &job->cells [step * job->expected_count + node];
+                if (!sched_cell_status_final (cell->status))
+                    return batch;
+                if (cell->attempt > 0)
+                    last_sent = batch;
+            }
+    }
+    //  All final: the last batch that was sent work (a spent failure
+    //  budget leaves the later ones untouched)
+    return last_sent;
+}
+
+size_t
+sched_job_budget (const sched_job_t *job)
+{
+    const job_spec_t *spec = job->spec;
+    if (spec->max_failures.set) {
+        if (!spec->max_failures.percent)
+            return spec->max_failures.value;
+        return job_amount_nodes (&spec->max_failures, job->expected_count);
+    }
+    if (sched_job_batch_count (job) > 1
+        && spec->strategy == JOB_STRATEGY_FAIL_FAST)
+        return 0;
+    return SIZE_MAX;
+}
+
+//  R20: named nodes that could not run (R2) count as failed nodes once
+//  their batch starts: those of the current batch from node FROM on.
+static void
+s_batch_count_absent (s_jobx_t *jobx, size_t from)
+{
+    for (size_t node = from; node < jobx->batch_hi; node++)
+        if ((jobx->node_flags [node] & S_NODE_ABSENT)
+            && !(jobx->node_flags [node] & S_NODE_FAILED)) {
+            jobx->node_flags [node] |= S_NODE_FAILED;
+            jobx->failed_nodes++;
+        }
+}
+
+//  Sets the node range of batch BATCH.
+static void
+s_batch_set (s_jobx_t *jobx, size_t batch)
+{
+    jobx->batch = batch;
+    jobx->batch_lo = batch ? sched_job_batch_end (jobx->job, batch - 1) : 0;
+    jobx->batch_hi = sched_job_batch_end (jobx->job, batch);
+    jobx->job->batch = batch;
+    jobx->job->batch_count = jobx->batch_count;
 }
 
 //  ---------------------------------------------------------------------
@@ -1358,6 +1487,7 @@ s_cell_set (sched_t *self, s_jobx_t *jobx, size_t step, size_t node,
     if (!was_final && sched_cell_status_final (status)) {
         jobx->step_final [step]++;
         jobx->phase_final [jobx->steps [step].phase]++;
+        jobx->final_total++;
         cell->deadline_ms = 0;
         s_waiting_clear (self, cell);
         s_progress_clear (cell);
@@ -1469,6 +1599,8 @@ s_skip_node (sched_t *self, s_jobx_t *jobx, size_t node, size_t from,
         if (skipped++ == 0)
             first = step;
         s_cell_set (self, jobx, step, node, SCHED_CELL_SKIPPED);
+        if (jobx->blocked)
+            jobx->blocked [step * job->expected_count + node] = 1;
     }
     if (skipped == 1)
         s_event (self, job, "skipped", node, first, s_strdup (why));
@@ -2073,7 +2205,8 @@ s_phase_start (sched_t *self, s_jobx_t *jobx)
     if (why) {
         for (size_t sub = 0; sub < phase->count; sub++) {
             size_t step = phase->first + sub, skipped = 0;
-            for (size_t node = 0; node < job->expected_count; node++) {
+            for (size_t node = jobx->batch_lo; node < jobx->batch_hi;
+                 node++) {
                 sched_cell_t *cell = s_cell (job, step, node);
                 if (!sched_cell_status_final (cell->status)) {
                     s_cell_set (self, jobx, step, node, SCHED_CELL_SKIPPED);
@@ -2093,7 +2226,7 @@ s_phase_start (sched_t *self, s_jobx_t *jobx)
     size_t *nodes = (size_t *) s_alloc (
         (job->expected_count ? job->expected_count : 1) * sizeof (size_t));
     size_t count = 0;
-    for (size_t node = 0; node < job->expected_count; node++) {
+    for (size_t node = jobx->batch_lo; node < jobx->batch_hi; node++) {
         uint8_t flags = jobx->node_flags [node];
         if (!(flags & S_NODE_DROPPED)
             && (!fail_fast || (flags & S_NODE_TOOK_PART)))
@@ -2118,14 +2251,342 @@ s_phase_start (sched_t *self, s_jobx_t *jobx)
     free (nodes);
 }
 
-static void s_job_complete (sched_t *self, s_jobx_t *jobx);
+//  ---------------------------------------------------------------------
+//  DAG jobs (R17, R18, R19)
 
-//  Walks forward while phases complete; starts the next one; finishes the
-//  job after the last (R4, R5). Phase completion is O(1): a phase is done
-//  when all its cells are final.
+static void s_job_complete (sched_t *self, s_jobx_t *jobx);
+static bool s_batch_next (sched_t *self, s_jobx_t *jobx);
+
+//  "build" for a named task, else "step 3 (apt install)". Kept until the
+//  actions are drained.
+static const char *
+s_step_label (sched_t *self, s_jobx_t *jobx, size_t step)
+{
+    const job_phase_t *leaf = jobx->steps [step].leaf;
+    if (leaf->name)
+        return leaf->name;
+    return (const char *) s_keep (self, s_printf ("step %zu (%s %s)", step,
+                                                  leaf->backend,
+                                                  leaf->action));
+}
+
+//  A need that failed: a failure, or a skip caused by one (or by a stop).
+static bool
+s_dag_bad (const s_jobx_t *jobx, size_t step, size_t node)
+{
+    const sched_job_t *job = jobx->job;
+    size_t at = step * job->expected_count + node;
+    sched_cell_status_t status = job->cells [at].status;
+    return s_is_failure (status)
+           || (status == SCHED_CELL_SKIPPED && jobx->blocked [at]);
+}
+
+//  The needs of STEP on NODE: are they all final, did one fail (*BAD, the
+//  first in *BAD_STEP), was one skipped for a fine reason (*SKIPPED)?
+static bool
+s_dag_needs (const s_jobx_t *jobx, size_t step, size_t node, bool *bad,
+             size_t *bad_step, bool *skipped, size_t *skipped_step)
+{
+    const job_step_needs_t *needs = &jobx->graph->steps [step];
+    const sched_job_t *job = jobx->job;
+    *bad = *skipped = false;
+    for (size_t k = 0; k < needs->need_count; k++) {
+        size_t need = needs->needs [k];
+        sched_cell_status_t status = job->cells [need * job->expected_count
+                                                 + node].status;
+        if (!sched_cell_status_final (status))
+            return false;
+        if (s_dag_bad (jobx, need, node)) {
+            if (!*bad)
+                *bad_step = need;
+            *bad = true;
+        }
+        else
+        if (status == SCHED_CELL_SKIPPED) {
+            if (!*skipped)
+                *skipped_step = need;
+            *skipped = true;
+        }
+    }
+    return true;
+}
+
+typedef enum {
+    S_DAG_RUN = 0,
+    S_DAG_SKIP,                  //  Its condition does not hold: a fine skip
+    S_DAG_BLOCK                  //  A failure upstream, or a stop: not fine
+} s_dag_verdict_t;
+
+//  R18: whether STEP runs on NODE once its needs are final. ANY_BAD is
+//  "a need failed on some node" for a barrier (else the node's own);
+//  STOPPED is fail-fast after a failure in this batch. *WHY gets a reason
+//  (kept until drained) for a skip.
+static s_dag_verdict_t
+s_dag_decide (sched_t *self, s_jobx_t *jobx, size_t step, size_t node,
+              bool any_bad, bool stopped, const char **why)
+{
+    job_condition_t condition = jobx->steps [step].leaf->condition;
+    bool bad, skipped;
+    size_t bad_step = 0, skipped_step = 0;
+    s_dag_needs (jobx, step, node, &bad, &bad_step, &skipped,
+                 &skipped_step);
+    if (!jobx->graph->steps [step].barrier)
+        any_bad = bad;
+    if (stopped && condition != JOB_COND_ON_FAILURE) {
+        *why = "fail-fast: an earlier step failed";
+        return S_DAG_BLOCK;
+    }
+    if (bad) {
+        if (condition == JOB_COND_ON_FAILURE)
+            return S_DAG_RUN;
+        *why = s_keep (self, s_printf ("needs %s, which failed",
+                                       s_step_label (self, jobx, bad_step)));
+        return S_DAG_BLOCK;
+    }
+    if (skipped && condition != JOB_COND_ALWAYS) {
+        *why = s_keep (self, s_printf ("needs %s, which was skipped",
+                                       s_step_label (self, jobx,
+                                                     skipped_step)));
+        return S_DAG_SKIP;
+    }
+    if (!s_condition_met (condition, any_bad)) {
+        *why = s_keep (self, s_printf ("condition %s not met",
+                                       job_condition_name (condition)));
+        return S_DAG_SKIP;
+    }
+    return S_DAG_RUN;
+}
+
+//  Skips one cell of a DAG job for WHY (borrowed); BLOCK marks it as
+//  caused by a failure or a stop.
+static void
+s_dag_skip (sched_t *self, s_jobx_t *jobx, size_t step, size_t node,
+            bool block, const char *why)
+{
+    sched_job_t *job = jobx->job;
+    s_cell_set (self, jobx, step, node, SCHED_CELL_SKIPPED);
+    jobx->blocked [step * job->expected_count + node] = block ? 1 : 0;
+    s_event (self, job, "skipped", node, step, s_strdup (why));
+}
+
+static bool
+s_dag_stopped (const s_jobx_t *jobx)
+{
+    return jobx->job->spec->strategy == JOB_STRATEGY_FAIL_FAST
+           && jobx->any_failure;
+}
+
+//  R17: on NODE, starts every pending task whose needs are final there
+//  (side by side: the agent queues what exceeds its concurrency), and
+//  skips those whose condition does not hold. One pass in graph order
+//  settles chains of skips. Barriers wait for s_dag_barriers.
+static void
+s_dag_pump_node (sched_t *self, s_jobx_t *jobx, size_t node)
+{
+    sched_job_t *job = jobx->job;
+    if ((jobx->node_flags [node] & S_NODE_UNREACHABLE) || jobx->finished
+        || jobx->ending || node < jobx->batch_lo || node >= jobx->batch_hi)
+        return;
+    for (size_t at = 0; at < job->step_count; at++) {
+        size_t step = jobx->graph->order [at];
+        if (jobx->graph->steps [step].barrier
+            || s_cell (job, step, node)->status != SCHED_CELL_PENDING)
+            continue;
+        bool bad, skipped;
+        size_t bad_step, skipped_step;
+        if (!s_dag_needs (jobx, step, node, &bad, &bad_step, &skipped,
+                          &skipped_step))
+            continue;
+        const char *why = NULL;
+        s_dag_verdict_t verdict = s_dag_decide (self, jobx, step, node, bad,
+                                                s_dag_stopped (jobx), &why);
+        if (verdict == S_DAG_RUN)
+            s_dispatch_node (self, jobx, step, node, 1);
+        else
+            s_dag_skip (self, jobx, step, node, verdict == S_DAG_BLOCK, why);
+    }
+}
+
+//  Did a need of STEP fail on some node of the current batch? A named
+//  node that could not run at all fails no condition.
+static bool
+s_dag_any_bad (const s_jobx_t *jobx, size_t step)
+{
+    const job_step_needs_t *needs = &jobx->graph->steps [step];
+    for (size_t k = 0; k < needs->need_count; k++)
+        for (size_t node = jobx->batch_lo; node < jobx->batch_hi; node++)
+            if (!(jobx->node_flags [node] & S_NODE_ABSENT)
+                && s_dag_bad (jobx, needs->needs [k], node))
+                return true;
+    return false;
+}
+
+//  R19: a barrier task starts once its needs are final on every node of
+//  the batch: one DISPATCH to the nodes where it runs. Returns true when
+//  one started (or was skipped everywhere).
+static bool
+s_dag_barriers (sched_t *self, s_jobx_t *jobx)
+{
+    sched_job_t *job = jobx->job;
+    bool fired = false;
+    for (size_t step = 0; step < job->step_count; step++) {
+        const job_step_needs_t *needs = &jobx->graph->steps [step];
+        if (!needs->barrier || jobx->barrier_done [step] == jobx->batch + 1)
+            continue;
+        bool due = true;
+        for (size_t k = 0; k < needs->need_count && due; k++)
+            due = jobx->step_final [needs->needs [k]] >= jobx->batch_hi;
+        if (!due)
+            continue;
+        jobx->barrier_done [step] = jobx->batch + 1;
+        fired = true;
+        bool any_bad = s_dag_any_bad (jobx, step);
+        bool stopped = s_dag_stopped (jobx);
+        size_t *nodes = (size_t *) s_alloc (
+            (jobx->batch_hi - jobx->batch_lo) * sizeof (size_t));
+        size_t count = 0;
+        for (size_t node = jobx->batch_lo; node < jobx->batch_hi; node++) {
+            if (s_cell (job, step, node)->status != SCHED_CELL_PENDING)
+                continue;
+            const char *why = NULL;
+            s_dag_verdict_t verdict = s_dag_decide (self, jobx, step, node,
+                                                    any_bad, stopped, &why);
+            if (verdict == S_DAG_RUN)
+                nodes [count++] = node;
+            else
+                s_dag_skip (self, jobx, step, node, verdict == S_DAG_BLOCK,
+                            why);
+        }
+        if (count > 0)
+            s_dispatch_barrier (self, jobx, step, nodes, count);
+        free (nodes);
+    }
+    return fired;
+}
+
+//  Walks a DAG job: starts the batch's nodes, fires barriers that are
+//  due, and when every cell of the batch is final starts the next batch
+//  or finishes the job.
+static void
+s_dag_walk (sched_t *self, s_jobx_t *jobx)
+{
+    sched_job_t *job = jobx->job;
+    while (!jobx->finished && !jobx->ending) {
+        if (!jobx->phase_started) {
+            jobx->phase_started = true;
+            for (size_t node = jobx->batch_lo; node < jobx->batch_hi; node++)
+                s_dag_pump_node (self, jobx, node);
+            continue;
+        }
+        if (s_dag_barriers (self, jobx)) {
+            for (size_t node = jobx->batch_lo; node < jobx->batch_hi; node++)
+                s_dag_pump_node (self, jobx, node);
+            continue;
+        }
+        if (jobx->final_total < job->step_count * jobx->batch_hi)
+            return;
+        if (!s_batch_next (self, jobx)) {
+            s_job_complete (self, jobx);
+            return;
+        }
+    }
+}
+
+//  R18, R16: rebuilds which skipped cells of nodes [LO, HI) were caused
+//  by a failure or a stop, in graph order, from the cells alone: a skip
+//  whose condition would have let the task run was a stop.
+static void
+s_dag_replay (sched_t *self, s_jobx_t *jobx, size_t lo, size_t hi)
+{
+    sched_job_t *job = jobx->job;
+    size_t save_lo = jobx->batch_lo, save_hi = jobx->batch_hi;
+    jobx->batch_lo = lo;
+    jobx->batch_hi = hi;
+    for (size_t at = 0; at < job->step_count; at++) {
+        size_t step = jobx->graph->order [at];
+        bool any_bad = jobx->graph->steps [step].barrier
+                       && s_dag_any_bad (jobx, step);
+        for (size_t node = lo; node < hi; node++) {
+            size_t cell = step * job->expected_count + node;
+            if (job->cells [cell].status != SCHED_CELL_SKIPPED)
+                continue;
+            const char *why = NULL;
+            jobx->blocked [cell] = 0;
+            bool bad, skipped;
+            size_t bad_step, skipped_step;
+            if (!s_dag_needs (jobx, step, node, &bad, &bad_step, &skipped,
+                              &skipped_step)
+                || (jobx->node_flags [node] & S_NODE_UNREACHABLE))
+                jobx->blocked [cell] = 1;
+            else
+                jobx->blocked [cell]
+                    = s_dag_decide (self, jobx, step, node, any_bad, false,
+                                    &why)
+                      != S_DAG_SKIP;
+        }
+    }
+    jobx->batch_lo = save_lo;
+    jobx->batch_hi = save_hi;
+}
+
+//  R20: after a batch, starts the next one unless the failure budget is
+//  spent; then the untouched nodes read skipped. Returns true when a new
+//  batch started.
+static bool
+s_batch_next (sched_t *self, s_jobx_t *jobx)
+{
+    sched_job_t *job = jobx->job;
+    if (jobx->batch + 1 >= jobx->batch_count)
+        return false;
+    if (jobx->failed_nodes > jobx->budget) {
+        jobx->budget_exceeded = true;
+        char *why = s_printf ("not started: failure budget %zu exceeded in "
+                              "batch %zu", jobx->budget, jobx->batch + 1);
+        size_t untouched = 0;
+        for (size_t node = jobx->batch_hi; node < job->expected_count;
+             node++) {
+            for (size_t step = 0; step < job->step_count; step++) {
+                s_cell_set (self, jobx, step, node, SCHED_CELL_SKIPPED);
+                if (jobx->blocked)
+                    jobx->blocked [step * job->expected_count + node] = 1;
+            }
+            untouched++;
+        }
+        s_event (self, job, "skipped", SIZE_MAX, job->step,
+                 s_printf ("%zu node%s %s", untouched,
+                           untouched == 1 ? "" : "s", why));
+        free (why);
+        return false;
+    }
+    s_batch_set (jobx, jobx->batch + 1);
+    jobx->phase = 0;
+    jobx->phase_started = false;
+    jobx->any_failure = false;
+    jobx->failed_before_phase = false;
+    jobx->pipe_stop_all = false;
+    s_save_job (self, job);
+    s_event (self, job, "batch", SIZE_MAX, job->step,
+             s_printf ("batch %zu/%zu: %zu node%s, from %s", jobx->batch + 1,
+                       jobx->batch_count, jobx->batch_hi - jobx->batch_lo,
+                       jobx->batch_hi - jobx->batch_lo == 1 ? "" : "s",
+                       job->expected [jobx->batch_lo]));
+    return true;
+}
+
+static void s_job_complete (sched_t *self, s_jobx_t *jobx);
+static bool s_batch_next (sched_t *self, s_jobx_t *jobx);
+static void s_dag_walk (sched_t *self, s_jobx_t *jobx);
+
+//  Walks forward while phases complete; starts the next one; after the
+//  last phase starts the next batch (R20) or finishes the job (R4, R5).
+//  Phase completion is O(1): a phase is done when all its cells are final.
 static void
 s_walk (sched_t *self, s_jobx_t *jobx)
 {
+    if (jobx->graph) {
+        s_dag_walk (self, jobx);
+        return;
+    }
     while (!jobx->finished && !jobx->ending) {
         if (jobx->phase_started) {
             if (jobx->phase_final [jobx->phase]
@@ -2136,6 +2597,8 @@ s_walk (sched_t *self, s_jobx_t *jobx)
             jobx->pipe_stop_all = false;
         }
         if (jobx->phase >= jobx->phase_count) {
+            if (s_batch_next (self, jobx))
+                continue;
             s_job_complete (self, jobx);
             return;
         }
@@ -2150,6 +2613,20 @@ s_node_failed (sched_t *self, s_jobx_t *jobx, size_t step, size_t node,
 {
     sched_job_t *job = jobx->job;
     jobx->any_failure = true;
+    if (!(jobx->node_flags [node] & S_NODE_FAILED)) {
+        jobx->node_flags [node] |= S_NODE_FAILED;
+        jobx->failed_nodes++;
+    }
+    if (jobx->graph) {
+        //  R18: in a DAG the failure reaches the tasks that need this one
+        //  through their conditions; only an unreachable node stops
+        if (unreachable) {
+            jobx->node_flags [node] |= S_NODE_DROPPED | S_NODE_UNREACHABLE;
+            s_skip_node (self, jobx, node, 0, job->step_count,
+                         "node unreachable");
+        }
+        return;
+    }
     bool in_phase = jobx->phase_started
                     && jobx->steps [step].phase == jobx->phase;
     if (in_phase && jobx->steps [step].sub >= 0)
@@ -2175,9 +2652,16 @@ s_node_failed (sched_t *self, s_jobx_t *jobx, size_t step, size_t node,
 
 //  After a cell of NODE at STEP became final: a pipeline node moves on at
 //  once (R5), then the walker checks the phase.
+static void s_dag_pump_node (sched_t *self, s_jobx_t *jobx, size_t node);
+
 static void
 s_cell_settled (sched_t *self, s_jobx_t *jobx, size_t step, size_t node)
 {
+    if (jobx->graph) {
+        s_dag_pump_node (self, jobx, node);
+        s_walk (self, jobx);
+        return;
+    }
     if (jobx->phase_started && jobx->steps [step].phase == jobx->phase
         && jobx->steps [step].sub >= 0)
         s_pipe_advance (self, jobx, node, (size_t) jobx->steps [step].sub + 1);
@@ -2353,31 +2837,26 @@ s_job_finish (sched_t *self, s_jobx_t *jobx, sched_job_status_t status,
     s_admit (self);
 }
 
-//  R8: the verdict once every phase is done. A node "finished
-//  everything" when each of its cells is success, or skipped because its
-//  condition did not hold at that point. The pass replays the failure
-//  state phase by phase, so it needs no per-cell skip reason and gives
-//  the same answer after a restore.
+//  R8 for the phase walk: for each node of [LO, HI), the first step at
+//  which it went wrong (FIRST_BAD) and the first at which it failed
+//  (FIRST_FAILURE); SIZE_MAX when none. A named node that could not run
+//  at all fails no condition.
 static void
-s_job_complete (sched_t *self, s_jobx_t *jobx)
+s_verdict_phases (s_jobx_t *jobx, size_t lo, size_t hi, size_t *first_bad,
+                  size_t *first_failure)
 {
     sched_job_t *job = jobx->job;
     size_t nodes = job->expected_count;
-    size_t *first_bad = (size_t *) s_alloc (nodes * sizeof (size_t));
-    size_t *first_failure = (size_t *) s_alloc (nodes * sizeof (size_t));
     bool *pipe_failed = (bool *) s_alloc (nodes * sizeof (bool));
-    for (size_t node = 0; node < nodes; node++)
-        first_bad [node] = first_failure [node] = SIZE_MAX;
     bool failed_before = false;
     for (size_t p = 0; p < jobx->phase_count; p++) {
         const s_phase_t *phase = &jobx->phases [p];
         //  An offline cell is written on the next step a waiting node was
         //  due to run, in a phase not started yet: that failure came
-        //  before the phase. A named node that could not run at all
-        //  fails no condition.
+        //  before the phase
         for (size_t step = phase->first;
              step < phase->first + phase->count && !failed_before; step++)
-            for (size_t node = 0; node < nodes; node++)
+            for (size_t node = lo; node < hi; node++)
                 if (s_cell (job, step, node)->status == SCHED_CELL_OFFLINE
                     && !(jobx->node_flags [node] & S_NODE_ABSENT)) {
                     failed_before = true;
@@ -2389,7 +2868,7 @@ s_job_complete (sched_t *self, s_jobx_t *jobx)
         for (size_t sub = 0; sub < phase->count; sub++) {
             size_t step = phase->first + sub;
             job_condition_t condition = jobx->steps [step].leaf->condition;
-            for (size_t node = 0; node < nodes; node++) {
+            for (size_t node = lo; node < hi; node++) {
                 sched_cell_status_t status = s_cell (job, step, node)->status;
                 bool absent = (jobx->node_flags [node] & S_NODE_ABSENT) != 0;
                 bool fine;
@@ -2417,11 +2896,61 @@ s_job_complete (sched_t *self, s_jobx_t *jobx)
         }
         failed_before = failed_before || failed_here;
     }
+    free (pipe_failed);
+}
+
+//  R18 for a DAG: a node went wrong at its lowest failed cell, or skipped
+//  cell that a failure or a stop caused; it failed at its lowest failed
+//  cell. A named node that could not run at all went wrong at step 0.
+static void
+s_verdict_dag (s_jobx_t *jobx, size_t lo, size_t hi, size_t *first_bad,
+               size_t *first_failure)
+{
+    sched_job_t *job = jobx->job;
+    for (size_t node = lo; node < hi; node++)
+        if (jobx->node_flags [node] & S_NODE_ABSENT)
+            first_bad [node] = 0;
+    for (size_t step = 0; step < job->step_count; step++)
+        for (size_t node = lo; node < hi; node++) {
+            if (jobx->node_flags [node] & S_NODE_ABSENT)
+                continue;
+            if (first_bad [node] == SIZE_MAX && s_dag_bad (jobx, step, node))
+                first_bad [node] = step;
+            if (first_failure [node] == SIZE_MAX
+                && s_is_failure (s_cell (job, step, node)->status))
+                first_failure [node] = step;
+        }
+}
+
+//  R8: the verdict once every phase is done. A node "finished
+//  everything" when each of its cells is success, or skipped because its
+//  condition did not hold at that point. The pass replays the failure
+//  state phase by phase (batch by batch, R20), so it needs no per-cell
+//  skip reason and gives the same answer after a restore. Nodes of
+//  batches that never started are counted apart.
+static void
+s_job_complete (sched_t *self, s_jobx_t *jobx)
+{
+    sched_job_t *job = jobx->job;
+    size_t nodes = job->expected_count;
+    size_t ran = jobx->batch_hi;
+    size_t *first_bad = (size_t *) s_alloc (nodes * sizeof (size_t));
+    size_t *first_failure = (size_t *) s_alloc (nodes * sizeof (size_t));
+    for (size_t node = 0; node < nodes; node++)
+        first_bad [node] = first_failure [node] = SIZE_MAX;
+    for (size_t batch = 0; batch <= jobx->batch; batch++) {
+        size_t lo = batch ? sched_job_batch_end (job, batch - 1) : 0;
+        size_t hi = sched_job_batch_end (job, batch);
+        if (jobx->graph)
+            s_verdict_dag (jobx, lo, hi, first_bad, first_failure);
+        else
+            s_verdict_phases (jobx, lo, hi, first_bad, first_failure);
+    }
     //  Nodes that failed somewhere, nodes that only missed steps (fail-fast
     //  or a dropped phase), and named nodes that could not run at all
     size_t bad = 0, failed = 0, skipped = 0, absent = 0, lowest = SIZE_MAX;
     bool same_step = true;
-    for (size_t node = 0; node < nodes; node++) {
+    for (size_t node = 0; node < ran; node++) {
         if (first_bad [node] == SIZE_MAX)
             continue;
         bad++;
@@ -2439,8 +2968,8 @@ s_job_complete (sched_t *self, s_jobx_t *jobx)
     }
     free (first_bad);
     free (first_failure);
-    free (pipe_failed);
-    if (bad == 0) {
+    bool over_budget = jobx->failed_nodes > jobx->budget;
+    if (bad == 0 && !over_budget) {
         s_job_finish (self, jobx, SCHED_JOB_COMPLETED, NULL);
         return;
     }
@@ -2474,8 +3003,25 @@ s_job_complete (sched_t *self, s_jobx_t *jobx)
         free (reason);
         reason = text;
     }
+    if (over_budget) {
+        //  R20: "2 nodes not started: failure budget 1 exceeded in batch 2"
+        char *budget = ran < nodes
+                           ? s_printf ("%zu node%s not started: failure "
+                                       "budget %zu exceeded in batch %zu",
+                                       nodes - ran,
+                                       nodes - ran == 1 ? "" : "s",
+                                       jobx->budget, jobx->batch + 1)
+                           : s_printf ("failure budget %zu exceeded",
+                                       jobx->budget);
+        char *text = *reason ? s_printf ("%s; %s", reason, budget)
+                             : s_strdup (budget);
+        free (budget);
+        free (reason);
+        reason = text;
+    }
     s_job_finish (self, jobx,
-                  bad == nodes ? SCHED_JOB_FAILED : SCHED_JOB_PARTIAL_FAILURE,
+                  bad == nodes || over_budget ? SCHED_JOB_FAILED
+                                              : SCHED_JOB_PARTIAL_FAILURE,
                   reason);
 }
 
@@ -2680,6 +3226,11 @@ s_job_start (sched_t *self, s_jobx_t *jobx)
     s_limits_bind (self, jobx);
     jobx->any = target->any;
     jobx->fresh_pick = fresh_pick;
+    if (jobx->graph)
+        jobx->blocked = (uint8_t *) s_alloc (job->step_count * count);
+    jobx->batch_count = sched_job_batch_count (job);
+    jobx->budget = sched_job_budget (job);
+    s_batch_set (jobx, 0);
     if (job->spec->timeout_ms > 0) {
         jobx->job_deadline_ms = self->now_ms + job->spec->timeout_ms;
         s_due_push (self, jobx, S_DUE_JOB, jobx->job_deadline_ms, 0, 0);
@@ -2687,15 +3238,21 @@ s_job_start (sched_t *self, s_jobx_t *jobx)
     s_save_job (self, job);
     size_t members = s_not_run_count (job, false);
     char *list = members ? s_not_run_text (job, false) : NULL;
+    char *batches = jobx->batch_count > 1
+                        ? s_printf (" in %zu batches, the first of %zu",
+                                    jobx->batch_count, jobx->batch_hi)
+                        : s_strdup ("");
     s_event (self, job, "started", SIZE_MAX, 0,
-             members ? s_printf ("on %zu node%s; %zu not run: %s",
+             members ? s_printf ("on %zu node%s%s; %zu not run: %s",
                                  count - named, count - named == 1 ? "" : "s",
-                                 members, list)
-                     : s_printf ("on %zu node%s", count - named,
-                                 count - named == 1 ? "" : "s"));
+                                 batches, members, list)
+                     : s_printf ("on %zu node%s%s", count - named,
+                                 count - named == 1 ? "" : "s", batches));
     free (list);
+    free (batches);
     //  A named node that cannot run the job reads its status, with its
-    //  reason, in every step; it takes no part and fails no condition
+    //  reason, in every step; it takes no part and fails no condition. It
+    //  counts in the failure budget (R20) once its batch starts.
     for (size_t index = 0; index < job->not_run_count; index++) {
         const sched_not_run_t *entry = &job->not_run [index];
         if (!entry->named)
@@ -2710,6 +3267,7 @@ s_job_start (sched_t *self, s_jobx_t *jobx)
         s_event (self, job, sched_cell_status_name (entry->status), node, 0,
                  s_strdup (entry->reason));
     }
+    s_batch_count_absent (jobx, 0);
     s_walk (self, jobx);
 }
 
@@ -2904,6 +3462,72 @@ sched_submit (sched_t *self, sched_job_t **job_p, int64_t now_ms,
     return 0;
 }
 
+//  R16: the job timeout of a resumed job, then the walk.
+static void
+s_resume_end (sched_t *self, s_jobx_t *jobx)
+{
+    sched_job_t *job = jobx->job;
+    if (job->spec->timeout_ms > 0) {
+        //  The monotonic clock of the previous run is gone: the job's
+        //  timeout starts again from the restore.
+        jobx->job_deadline_ms = self->now_ms + job->spec->timeout_ms;
+        s_due_push (self, jobx, S_DUE_JOB, jobx->job_deadline_ms, 0, 0);
+    }
+    s_walk (self, jobx);
+}
+
+//  R16 for a DAG job: which skips were caused by failures (replayed from
+//  the cells), which barriers were handled, then in-flight cells are
+//  re-sent, retries dispatched, and every node pumped.
+static void
+s_dag_resume (sched_t *self, s_jobx_t *jobx)
+{
+    sched_job_t *job = jobx->job;
+    for (size_t batch = 0; batch <= jobx->batch; batch++)
+        s_dag_replay (self, jobx,
+                      batch ? sched_job_batch_end (job, batch - 1) : 0,
+                      sched_job_batch_end (job, batch));
+    bool started = false;
+    for (size_t step = 0; step < job->step_count; step++) {
+        bool pending = false;
+        for (size_t node = jobx->batch_lo; node < jobx->batch_hi; node++) {
+            sched_cell_t *cell = s_cell (job, step, node);
+            if (!sched_cell_status_final (cell->status) && cell->attempt == 0)
+                cell->status = SCHED_CELL_PENDING;  //  Never sent
+            if (cell->status == SCHED_CELL_PENDING)
+                pending = true;
+            else
+                started = true;
+        }
+        if (jobx->graph->steps [step].barrier && !pending)
+            jobx->barrier_done [step] = jobx->batch + 1;
+    }
+    jobx->phase_started = started;
+    for (size_t node = jobx->batch_lo; node < jobx->batch_hi && started;
+         node++) {
+        if (jobx->node_flags [node] & S_NODE_UNREACHABLE) {
+            s_skip_node (self, jobx, node, 0, job->step_count,
+                         "node unreachable");
+            continue;
+        }
+        for (size_t step = 0; step < job->step_count; step++) {
+            sched_cell_t *cell = s_cell (job, step, node);
+            if (s_in_flight (cell->status)) {
+                cell->resends = 0;
+                cell->deadline_ms = self->now_ms + self->config.ack_timeout_ms;
+                s_cell_set (self, jobx, step, node, SCHED_CELL_DISPATCHED);
+                s_resend (self, jobx, step, node,
+                          s_strdup ("re-sent after a broker restart"));
+            }
+            else
+            if (cell->status == SCHED_CELL_RETRY_WAIT)
+                s_dispatch_node (self, jobx, step, node, cell->attempt + 1);
+        }
+        s_dag_pump_node (self, jobx, node);
+    }
+    s_resume_end (self, jobx);
+}
+
 //  R16: rebuilds the walker's state of a running job from its cells and
 //  picks up where it stopped.
 static void
@@ -2911,7 +3535,6 @@ s_resume (sched_t *self, s_jobx_t *jobx)
 {
     sched_job_t *job = jobx->job;
     size_t nodes = job->expected_count;
-    bool *failed = (bool *) s_alloc (nodes * sizeof (bool));
     //  Named nodes that could not run from the start (R2)
     for (size_t index = 0; index < job->not_run_count; index++) {
         ssize_t node = job->not_run [index].named
@@ -2922,12 +3545,34 @@ s_resume (sched_t *self, s_jobx_t *jobx)
             jobx->node_flags [node]
                 |= S_NODE_ABSENT | S_NODE_DROPPED | S_NODE_UNREACHABLE;
     }
+    //  R20: the current batch is the first with a cell not yet final; one
+    //  not touched yet is left to the walker, which checks the budget
+    jobx->batch_count = sched_job_batch_count (job);
+    jobx->budget = sched_job_budget (job);
+    s_batch_set (jobx, sched_job_batch_current (job));
+    bool touched = false;
+    for (size_t step = 0; step < job->step_count && !touched; step++)
+        for (size_t node = jobx->batch_lo; node < jobx->batch_hi; node++) {
+            const sched_cell_t *cell = s_cell (job, step, node);
+            if ((cell->attempt > 0
+                 || sched_cell_status_final (cell->status))
+                && !(jobx->node_flags [node] & S_NODE_ABSENT)) {
+                touched = true;
+                break;
+            }
+        }
+    if (!touched && jobx->batch > 0)
+        s_batch_set (jobx, jobx->batch - 1);
+    if (jobx->graph)
+        jobx->blocked = (uint8_t *) s_alloc (job->step_count * nodes);
+    bool *failed = (bool *) s_alloc (nodes * sizeof (bool));
     for (size_t step = 0; step < job->step_count; step++)
         for (size_t node = 0; node < nodes; node++) {
             sched_cell_t *cell = s_cell (job, step, node);
             if (sched_cell_status_final (cell->status)) {
                 jobx->step_final [step]++;
                 jobx->phase_final [jobx->steps [step].phase]++;
+                jobx->final_total++;
             }
             if (jobx->node_flags [node] & S_NODE_ABSENT)
                 continue;
@@ -2936,7 +3581,8 @@ s_resume (sched_t *self, s_jobx_t *jobx)
                 jobx->claimed = true;
             }
             if (s_is_failure (cell->status)) {
-                jobx->any_failure = true;
+                if (node >= jobx->batch_lo && node < jobx->batch_hi)
+                    jobx->any_failure = true;
                 failed [node] = true;
                 if (s_is_unreachable (cell->status))
                     jobx->node_flags [node]
@@ -2944,9 +3590,18 @@ s_resume (sched_t *self, s_jobx_t *jobx)
             }
         }
     for (size_t node = 0; node < nodes; node++)
-        if (failed [node] && job->spec->strategy == JOB_STRATEGY_CONTINUE)
-            jobx->node_flags [node] |= S_NODE_DROPPED;
+        if (failed [node]) {
+            jobx->node_flags [node] |= S_NODE_FAILED;
+            jobx->failed_nodes++;
+            if (job->spec->strategy == JOB_STRATEGY_CONTINUE && !jobx->graph)
+                jobx->node_flags [node] |= S_NODE_DROPPED;
+        }
     free (failed);
+    s_batch_count_absent (jobx, 0);
+    if (jobx->graph) {
+        s_dag_resume (self, jobx);
+        return;
+    }
 
     //  The current phase is the first with a cell not yet final
     size_t p = 0;
@@ -2960,7 +3615,8 @@ s_resume (sched_t *self, s_jobx_t *jobx)
         const s_phase_t *phase = &jobx->phases [p];
         bool started = false, failed_here = false;
         for (size_t step = 0; step < phase->first + phase->count; step++)
-            for (size_t node = 0; node < nodes; node++) {
+            for (size_t node = jobx->batch_lo; node < jobx->batch_hi;
+                 node++) {
                 const sched_cell_t *cell = s_cell (job, step, node);
                 bool here = step >= phase->first;
                 if (jobx->node_flags [node] & S_NODE_ABSENT)
@@ -2988,7 +3644,8 @@ s_resume (sched_t *self, s_jobx_t *jobx)
                                   && job->spec->strategy
                                          == JOB_STRATEGY_FAIL_FAST
                                   && !jobx->failed_before_phase;
-            for (size_t node = 0; node < nodes; node++) {
+            for (size_t node = jobx->batch_lo; node < jobx->batch_hi;
+                 node++) {
                 if (jobx->node_flags [node] & S_NODE_UNREACHABLE) {
                     s_skip_node (self, jobx, node, 0, job->step_count,
                                  "node unreachable");
@@ -3045,13 +3702,7 @@ s_resume (sched_t *self, s_jobx_t *jobx)
             }
         }
     }
-    if (job->spec->timeout_ms > 0) {
-        //  The monotonic clock of the previous run is gone: the job's
-        //  timeout starts again from the restore.
-        jobx->job_deadline_ms = self->now_ms + job->spec->timeout_ms;
-        s_due_push (self, jobx, S_DUE_JOB, jobx->job_deadline_ms, 0, 0);
-    }
-    s_walk (self, jobx);
+    s_resume_end (self, jobx);
 }
 
 int
@@ -3485,6 +4136,8 @@ sched_on_node_offline (sched_t *self, const char *node, int64_t now_ms)
             continue;
         sched_job_t *job = jobx->job;
         size_t index = (size_t) sched_job_node_index (job, node);
+        if (index >= jobx->batch_hi)
+            continue;           //  R20: its batch has not started
         size_t first_open = SIZE_MAX;
         for (size_t step = 0; step < job->step_count; step++)
             if (!sched_cell_status_final (s_cell (job, step, index)->status)) {

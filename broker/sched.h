@@ -136,6 +136,8 @@ typedef struct {
     char *retry_of;               //  The job this one retries, or NULL (owned; sched only frees it)
     char **retried_by;            //  Jobs made to retry this one, oldest first (owned)
     size_t retried_by_count;      //  How many
+    size_t batch;                 //  Running: the current batch, 0-based (sched)
+    size_t batch_count;           //  Running: how many batches (sched)
     void *priv;                   //  Private to sched
 } sched_job_t;
 
@@ -262,6 +264,17 @@ ssize_t sched_job_node_index (const sched_job_t *job, const char *node);
 
 //  Frees what CELL owns (its attempts and reason) and zeroes it.
 void sched_cell_clear (sched_cell_t *cell);
+
+//  Rolling batches (docs/SCHEDULING.md R20), computed from JOB's spec and
+//  expected nodes, so they hold for a job read back from the store: how
+//  many batches; where batch BATCH ends in `expected` (exclusive; batches
+//  are consecutive runs of the sorted nodes); the current batch (the first
+//  with a cell not yet final, else the last that was sent work); and the
+//  failure budget in nodes (SIZE_MAX when there is none).
+size_t sched_job_batch_count (const sched_job_t *job);
+size_t sched_job_batch_end (const sched_job_t *job, size_t batch);
+size_t sched_job_batch_current (const sched_job_t *job);
+size_t sched_job_budget (const sched_job_t *job);
 
 //  Frees a job that was never handed to a scheduler; NULL-safe.
 void sched_job_destroy (sched_job_t **job_p);

@@ -536,6 +536,13 @@ static const s_field_t s_result_ack_fields [] = {
     S_JOB, S_STEP, S_ATTEMPT,
 };
 
+//  "parallel" is written only when true (steps of a DAG job)
+static bool
+s_command_parallel (const void *item)
+{
+    return ((const proto_msg_t *) item)->parallel;
+}
+
 static const s_field_t s_command_fields [] = {
     S_JOB, S_STEP, S_ATTEMPT,
     S_TEXT (proto_msg_t, backend, S_TEXT_NAME),
@@ -544,6 +551,9 @@ static const s_field_t s_command_fields [] = {
               true),
     S_INT (proto_msg_t, timeout_ms, S_U64, 0, INT64_MAX),
     S_NODES,
+    { S_KEY ("parallel"), .kind = S_BOOL, .required = false,
+      .offset = offsetof (proto_msg_t, parallel),
+      .present = s_command_parallel },
 };
 
 static const s_field_t s_cancel_fields [] = {

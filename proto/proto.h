@@ -155,6 +155,7 @@ typedef struct {
     proto_kv_t *params;          //  Params (sorted by key)
     size_t param_count;
     uint64_t timeout_ms;         //  Task timeout the agent enforces
+    bool parallel;               //  command: may run alongside other steps of its job
     char **nodes;                //  command/cancel: only these nodes act (NULL = every receiver)
     size_t node_count;
     //  progress (and message, below)

@@ -615,6 +615,31 @@ test_executor_steps_ordered (void **unused)
     s_assert_no_zombies ();
 }
 
+//  Steps of a DAG job are marked parallel: they run side by side, up to
+//  the pool size, and the rest wait
+static void
+test_executor_parallel_steps (void **unused)
+{
+    zloop_t *loop = zloop_new ();
+    s_state_t state;
+    s_executor (loop, &state, 2, 65536, 1000);
+    for (int index = 0; index < 3; index++) {
+        executor_task_t task = {
+            .job = "j-dag", .step = (uint32_t) index, .parallel = true,
+            .child = s_child_sleep, .arg = s_arg (&state, index, 50),
+            .arg_free = free
+        };
+        assert_int_equal (executor_submit (state.executor, &task), 0);
+    }
+    s_run (loop, &state, 3);
+    assert_int_equal (state.started_count, 3);
+    //  Two at once (the pool), never three
+    assert_int_equal (state.running_max, 2);
+    s_cleanup (&state);
+    zloop_destroy (&loop);
+    s_assert_no_zombies ();
+}
+
 static void
 s_inproc_ok (void *arg, executor_result_t *result)
 {
@@ -714,6 +739,7 @@ main (void)
         cmocka_unit_test (test_executor_groups_recorded),
         cmocka_unit_test (test_executor_pool_bounded),
         cmocka_unit_test (test_executor_steps_ordered),
+        cmocka_unit_test (test_executor_parallel_steps),
         cmocka_unit_test (test_executor_inproc_runs_in_order),
         cmocka_unit_test (test_executor_exec_failure),
         cmocka_unit_test (test_executor_submit_refuses_malformed),

@@ -249,6 +249,7 @@ s_command (void)
     msg->timeout_ms = 600000;
     msg->nodes = s_list (3, "web-01", "web-02", "web-03");
     msg->node_count = 3;
+    msg->parallel = true;       //  A step of a DAG job
     return msg;
 }
 
@@ -457,6 +458,7 @@ s_assert_same (const proto_msg_t *a, const proto_msg_t *b)
     s_assert_text (a->action, b->action);
     s_assert_pairs (a->params, a->param_count, b->params, b->param_count);
     assert_true (a->timeout_ms == b->timeout_ms);
+    assert_true (a->parallel == b->parallel);
     s_assert_strings (a->nodes, a->node_count, b->nodes, b->node_count);
     assert_int_equal (a->heartbeat_ms, b->heartbeat_ms);
     s_assert_text (a->reason, b->reason);

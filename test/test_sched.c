@@ -20,6 +20,7 @@
 #include <cmocka.h>
 
 #include "../broker/sched.h"
+#include "../proto/conf.h"
 
 //  ---------------------------------------------------------------------
 //  Harness
@@ -2082,6 +2083,412 @@ test_sched_restore_pipeline (void **state)
     s_harness_destroy (&h);
 }
 
+
+//  ---------------------------------------------------------------------
+//  DAG jobs (R17, R18, R19) and rolling batches (R20)
+
+//  A spec from a YAML job text (as a job file would say it).
+static job_spec_t *
+s_yaml_spec (const char *text)
+{
+    pv_doc_t *doc = NULL;
+    char err [256] = "";
+    assert_int_equal (conf_parse (text, strlen (text), &doc, err,
+                                  sizeof (err)),
+                      0);
+    job_spec_t *spec = NULL;
+    job_errors_t errors;
+    memset (&errors, 0, sizeof (errors));
+    int rc = job_spec_decode (pv_doc_root (doc), &spec, &errors);
+    for (size_t index = 0; index < errors.count; index++)
+        print_error ("%s\n", errors.items [index]);
+    assert_int_equal (rc, 0);
+    job_errors_clear (&errors);
+    pv_doc_destroy (&doc);
+    return spec;
+}
+
+//  Steps: 0 fetch, 1 build, 2 deploy (needs fetch, build)
+static const char *s_join_yaml =
+    "target: group:web\n"
+    "tasks:\n"
+    "  - {name: fetch, backend: test, action: one}\n"
+    "  - {name: build, backend: test, action: two}\n"
+    "  - {name: deploy, backend: test, action: three, needs: [fetch, build]}\n";
+
+//  R17: independent tasks go out side by side on each node; a join runs
+//  on a node once all it needs finished there, without waiting for the
+//  other nodes.
+static void
+test_sched_dag_join (void **state)
+{
+    harness_t *h = s_harness_new (s_web3, 4);
+    s_start (h);
+    size_t mark = h->log_count;
+    s_submit (h, "j-1", s_yaml_spec (s_join_yaml));
+    assert_string_equal (s_sends (h, mark, NULL),
+                         "0/1 - web-01; 1/1 - web-01; 0/1 - web-02; "
+                         "1/1 - web-02; 0/1 - web-03; 1/1 - web-03");
+    mark = h->log_count;
+    s_run (h, "j-1", 0, "web-01", "success");
+    assert_string_equal (s_sends (h, mark, NULL), "");
+    s_run (h, "j-1", 1, "web-01", "success");
+    assert_string_equal (s_sends (h, mark, NULL), "2/1 - web-01");
+    s_run (h, "j-1", 2, "web-01", "success");
+    //  web-01 is done while the others have not started their join
+    assert_cell (h, "j-1", 2, "web-02", SCHED_CELL_PENDING);
+    for (size_t at = 0; at < 2; at++) {
+        const char *node = at ? "web-03" : "web-02";
+        s_run (h, "j-1", 1, node, "success");
+        s_run (h, "j-1", 0, node, "success");
+        s_run (h, "j-1", 2, node, "success");
+    }
+    s_assert_outcome (h, "j-1", SCHED_JOB_COMPLETED, NULL);
+    s_harness_destroy (&h);
+}
+
+//  R19: a barrier task waits until its needs are final on every node, then
+//  goes out in one dispatch on the target's topic.
+static void
+test_sched_dag_barrier (void **state)
+{
+    harness_t *h = s_harness_new (s_web3, 4);
+    s_start (h);
+    s_submit (h, "j-1", s_yaml_spec (
+        "target: group:web\n"
+        "tasks:\n"
+        "  - {name: drain, backend: test, action: one}\n"
+        "  - {name: flip, backend: test, action: two, needs: drain,"
+        " barrier: true}\n"
+        "  - {backend: test, action: three, needs: [flip]}\n"));
+    size_t mark = h->log_count;
+    s_run (h, "j-1", 0, "web-01", "success");
+    s_run (h, "j-1", 0, "web-02", "success");
+    assert_string_equal (s_sends (h, mark, NULL), "");
+    s_run (h, "j-1", 0, "web-03", "success");
+    assert_string_equal (s_sends (h, mark, NULL), "1/1 group/web/ " WEB);
+    mark = h->log_count;
+    s_run (h, "j-1", 1, "web-02", "success");
+    assert_string_equal (s_sends (h, mark, NULL), "2/1 - web-02");
+    s_run (h, "j-1", 1, "web-01", "success");
+    s_run (h, "j-1", 1, "web-03", "success");
+    s_run (h, "j-1", 2, "web-01", "success");
+    s_run (h, "j-1", 2, "web-02", "success");
+    s_run (h, "j-1", 2, "web-03", "success");
+    s_assert_outcome (h, "j-1", SCHED_JOB_COMPLETED, NULL);
+    s_harness_destroy (&h);
+}
+
+//  Steps: 0 a; 1 b needs a; 2 undo needs a on_failure; 3 c needs undo
+//  (always); 4 d needs undo (on_success)
+static const char *s_cond_yaml =
+    "target: node:web-01,web-02\n"
+    "strategy: continue\n"
+    "tasks:\n"
+    "  - {name: a, backend: test, action: one}\n"
+    "  - {name: b, backend: test, action: two, needs: a}\n"
+    "  - {name: undo, backend: test, action: undo, needs: a,"
+    " condition: on_failure}\n"
+    "  - {name: c, backend: test, action: three, needs: undo,"
+    " condition: always}\n"
+    "  - {name: d, backend: test, action: four, needs: undo,"
+    " condition: on_success}\n";
+
+//  R18: conditions look at the needed tasks on that node; a failed need
+//  lets only on_failure run; a skipped need skips all but always.
+static void
+test_sched_dag_conditions (void **state)
+{
+    harness_t *h = s_harness_new (s_web3, 4);
+    s_start (h);
+    s_submit (h, "j-1", s_yaml_spec (s_cond_yaml));
+    size_t mark = h->log_count;
+    s_run (h, "j-1", 0, "web-01", "failed");
+    //  b is skipped (its need failed), the rollback runs
+    assert_string_equal (s_sends (h, mark, NULL), "2/1 - web-01");
+    assert_cell (h, "j-1", 1, "web-01", SCHED_CELL_SKIPPED);
+    assert_string_equal (s_event_detail (h, mark, "skipped", "web-01"),
+                         "needs a, which failed");
+    mark = h->log_count;
+    s_run (h, "j-1", 0, "web-02", "success");
+    //  b runs; undo is skipped (nothing failed), so c (always) runs and d
+    //  (on_success) does not
+    assert_string_equal (s_sends (h, mark, NULL),
+                         "1/1 - web-02; 3/1 - web-02");
+    assert_cell (h, "j-1", 2, "web-02", SCHED_CELL_SKIPPED);
+    assert_cell (h, "j-1", 4, "web-02", SCHED_CELL_SKIPPED);
+    assert_string_equal (s_event_detail (h, mark, "skipped", "web-02"),
+                         "needs undo, which was skipped");
+    mark = h->log_count;
+    s_run (h, "j-1", 2, "web-01", "success");
+    //  The rollback worked: c and d run on web-01
+    assert_string_equal (s_sends (h, mark, NULL),
+                         "3/1 - web-01; 4/1 - web-01");
+    s_run (h, "j-1", 1, "web-02", "success");
+    s_run (h, "j-1", 3, "web-02", "success");
+    s_run (h, "j-1", 3, "web-01", "success");
+    s_run (h, "j-1", 4, "web-01", "success");
+    s_assert_outcome (h, "j-1", SCHED_JOB_PARTIAL_FAILURE,
+                      "1 of 2 nodes failed at step 0 (test one)");
+    s_harness_destroy (&h);
+}
+
+//  R18: under fail-fast, after the first failure only on_failure tasks
+//  start; running tasks finish; skips caused by the stop are failures.
+static void
+test_sched_dag_fail_fast (void **state)
+{
+    harness_t *h = s_harness_new (s_web3, 4);
+    s_start (h);
+    s_submit (h, "j-1", s_yaml_spec (
+        "target: node:web-01,web-02\n"
+        "tasks:\n"
+        "  - {name: a, backend: test, action: one}\n"
+        "  - {name: b, backend: test, action: two, needs: a}\n"
+        "  - {name: undo, backend: test, action: undo, needs: a,"
+        " condition: on_failure}\n"));
+    size_t mark = h->log_count;
+    s_run (h, "j-1", 0, "web-01", "failed");
+    assert_string_equal (s_sends (h, mark, NULL), "2/1 - web-01");
+    mark = h->log_count;
+    s_run (h, "j-1", 0, "web-02", "success");
+    //  web-02's b would run, but fail-fast stops it; its undo has
+    //  nothing to undo
+    assert_string_equal (s_sends (h, mark, NULL), "");
+    assert_cell (h, "j-1", 1, "web-02", SCHED_CELL_SKIPPED);
+    assert_int_equal (s_events (h, mark, "skipped", "web-02", 1), 1);
+    assert_string_equal (s_event_detail (h, mark, "skipped", "web-02"),
+                         "condition on_failure not met");
+    s_run (h, "j-1", 2, "web-01", "success");
+    s_assert_outcome (h, "j-1", SCHED_JOB_FAILED,
+                      "1 of 2 nodes failed at step 0 (test one); 1 skipped");
+    s_harness_destroy (&h);
+}
+
+//  R17: inside a pipeline, needs order its tasks per node; a pipeline's
+//  own needs hold back its first tasks; a task needing a pipeline waits
+//  for all of it.
+static void
+test_sched_dag_pipeline (void **state)
+{
+    harness_t *h = s_harness_new (s_web3, 4);
+    s_start (h);
+    //  Steps: 0 base; pipeline app (needs base): 1 x, 2 y, 3 z needs x,y;
+    //  4 done needs app
+    s_submit (h, "j-1", s_yaml_spec (
+        "target: node:web-01\n"
+        "tasks:\n"
+        "  - {name: base, backend: test, action: one}\n"
+        "  - name: app\n"
+        "    needs: [base]\n"
+        "    tasks:\n"
+        "      - {name: x, backend: test, action: two}\n"
+        "      - {name: y, backend: test, action: three}\n"
+        "      - {name: z, backend: test, action: four, needs: [x, y]}\n"
+        "  - {name: done, backend: test, action: five, needs: app}\n"));
+    size_t mark = h->log_count;
+    s_run (h, "j-1", 0, "web-01", "success");
+    assert_string_equal (s_sends (h, mark, NULL),
+                         "1/1 - web-01; 2/1 - web-01");
+    mark = h->log_count;
+    s_run (h, "j-1", 2, "web-01", "success");
+    s_run (h, "j-1", 1, "web-01", "success");
+    assert_string_equal (s_sends (h, mark, NULL), "3/1 - web-01");
+    s_run (h, "j-1", 3, "web-01", "success");
+    assert_string_equal (s_sends (h, mark, NULL),
+                         "3/1 - web-01; 4/1 - web-01");
+    s_run (h, "j-1", 4, "web-01", "success");
+    s_assert_outcome (h, "j-1", SCHED_JOB_COMPLETED, NULL);
+    s_harness_destroy (&h);
+}
+
+//  R16 + R18: a DAG job resumes after a restart: in-flight cells are
+//  re-sent, skips caused by a failure still count, and the verdict holds.
+static void
+test_sched_dag_restore (void **state)
+{
+    harness_t *h = s_harness_new (s_web3, 4);
+    s_start (h);
+    s_submit (h, "j-1", s_yaml_spec (s_cond_yaml));
+    s_run (h, "j-1", 0, "web-01", "failed");
+    assert_int_equal (s_ack (h, "j-1", 2, 1, "web-01"), 0);
+    s_run (h, "j-1", 0, "web-02", "success");
+    size_t mark = h->log_count;
+    s_restart (h, "j-1", s_yaml_spec (s_cond_yaml));
+    assert_string_equal (s_sends (h, mark, NULL),
+                         "resend 2/1 web-01; resend 1/1 web-02; "
+                         "resend 3/1 web-02");
+    s_run (h, "j-1", 2, "web-01", "success");
+    s_run (h, "j-1", 1, "web-02", "success");
+    s_run (h, "j-1", 3, "web-02", "success");
+    s_run (h, "j-1", 3, "web-01", "success");
+    s_run (h, "j-1", 4, "web-01", "success");
+    s_assert_outcome (h, "j-1", SCHED_JOB_PARTIAL_FAILURE,
+                      "1 of 2 nodes failed at step 0 (test one)");
+    s_harness_destroy (&h);
+}
+
+static const char *s_six [] = {"n1:web", "n2:web", "n3:web", "n4:web",
+                               "n5:web", "n6:web"};
+
+//  R20: batches are consecutive runs of the sorted nodes; percents round
+//  up and are at least 1; a canary makes the first batch; the last batch
+//  takes what is left.
+static void
+test_sched_batch_split (void **state)
+{
+    job_spec_t *spec = s_yaml_spec ("target: all\nbatch: 40%\ncanary: 1\n"
+                                    "tasks: [{backend: test, action: one}]\n");
+    sched_job_t *job = sched_job_new ("j-1", &spec);
+    job->expected_count = 6;
+    //  6 nodes: canary 1, then 40% = 2.4 -> 3: [1] [3] [2]
+    assert_int_equal (sched_job_batch_count (job), 3);
+    assert_int_equal (sched_job_batch_end (job, 0), 1);
+    assert_int_equal (sched_job_batch_end (job, 1), 4);
+    assert_int_equal (sched_job_batch_end (job, 2), 6);
+    //  Fail-fast and batches without max_failures: budget 0
+    assert_int_equal (sched_job_budget (job), 0);
+    //  1% of 6 nodes is 1 node per batch
+    job->spec->canary = 0;
+    job->spec->batch.value = 1;
+    assert_int_equal (sched_job_batch_count (job), 6);
+    //  A count larger than the fleet: one batch, no budget
+    job->spec->batch = (job_amount_t) {true, false, 50};
+    assert_int_equal (sched_job_batch_count (job), 1);
+    assert_int_equal (sched_job_batch_end (job, 0), 6);
+    assert_true (sched_job_budget (job) == SIZE_MAX);
+    //  A percent budget of a tiny fleet is at least 1 node
+    job->spec->max_failures = (job_amount_t) {true, true, 10};
+    assert_int_equal (sched_job_budget (job), 1);
+    job->spec->max_failures = (job_amount_t) {true, false, 0};
+    assert_int_equal (sched_job_budget (job), 0);
+    job->expected_count = 0;
+    sched_job_destroy (&job);
+}
+
+//  R20: each batch runs the whole job before the next starts; the job
+//  completes when the last (partial) batch does.
+static void
+test_sched_batch_rolling (void **state)
+{
+    harness_t *h = s_harness_new (s_six, 6);
+    s_start (h);
+    s_submit (h, "j-1", s_yaml_spec (
+        "target: all\nbatch: 4\nmax_failures: 1\n"
+        "tasks:\n"
+        "  - {backend: test, action: one}\n"
+        "  - {backend: test, action: two}\n"));
+    const sched_job_t *job = sched_job (h->sched, "j-1");
+    assert_int_equal (job->batch, 0);
+    assert_int_equal (job->batch_count, 2);
+    size_t mark = h->log_count;
+    const char *first [] = {"n1", "n2", "n3", "n4"};
+    for (size_t at = 0; at < 4; at++)
+        s_run (h, "j-1", 0, first [at], "success");
+    for (size_t at = 0; at < 4; at++)
+        s_run (h, "j-1", 1, first [at], at == 2 ? "failed" : "success");
+    assert_string_equal (s_sends (h, mark, NULL),
+                         "1/1 all/ n1,n2,n3,n4; 0/1 all/ n5,n6");
+    assert_string_equal (s_event_detail (h, mark, "batch", NULL),
+                         "batch 2/2: 2 nodes, from n5");
+    assert_int_equal (sched_job (h->sched, "j-1")->batch, 1);
+    s_run (h, "j-1", 0, "n5", "success");
+    s_run (h, "j-1", 0, "n6", "success");
+    s_run (h, "j-1", 1, "n5", "success");
+    s_run (h, "j-1", 1, "n6", "success");
+    s_assert_outcome (h, "j-1", SCHED_JOB_PARTIAL_FAILURE,
+                      "1 of 6 nodes failed at step 1 (test two)");
+    s_harness_destroy (&h);
+}
+
+//  R20: once more nodes failed than the budget allows no new batch
+//  starts; the untouched nodes read skipped and the job fails. Every
+//  failure kind counts per node (here a lost node), and a whole batch
+//  failing does not stop the job while the budget holds.
+static void
+test_sched_batch_budget (void **state)
+{
+    harness_t *h = s_harness_new (s_six, 6);
+    s_start (h);
+    s_submit (h, "j-1", s_yaml_spec (
+        "target: all\nbatch: 2\nmax_failures: 2\nstrategy: continue\n"
+        "tasks:\n"
+        "  - {backend: test, action: one}\n"
+        "  - {backend: test, action: two}\n"));
+    //  Batch 1: both nodes fail (2 of a budget of 2): batch 2 starts
+    s_run (h, "j-1", 0, "n1", "failed");
+    s_run (h, "j-1", 0, "n2", "failed");
+    assert_cell (h, "j-1", 1, "n1", SCHED_CELL_SKIPPED);
+    assert_int_equal (sched_job (h->sched, "j-1")->batch, 1);
+    //  A node of a later batch that goes offline is left alone for now
+    assert_int_equal (sched_on_node_offline (h->sched, "n6", h->now), 0);
+    s_drain (h);
+    assert_cell (h, "j-1", 0, "n6", SCHED_CELL_PENDING);
+    //  Batch 2: n3 is lost (offline while running): 3 > 2
+    size_t mark = h->log_count;
+    assert_int_equal (sched_on_node_offline (h->sched, "n3", h->now), 0);
+    s_drain (h);
+    s_run (h, "j-1", 0, "n4", "success");
+    assert_string_equal (s_sends (h, mark, NULL), "1/1 all/ n4");
+    s_run (h, "j-1", 1, "n4", "success");
+    assert_cell (h, "j-1", 0, "n5", SCHED_CELL_SKIPPED);
+    assert_cell (h, "j-1", 1, "n6", SCHED_CELL_SKIPPED);
+    assert_string_equal (s_event_detail (h, mark, "skipped", NULL),
+                         "2 nodes not started: failure budget 2 exceeded "
+                         "in batch 2");
+    s_assert_outcome (h, "j-1", SCHED_JOB_FAILED,
+                      "3 of 6 nodes failed at step 0 (test one); 2 nodes "
+                      "not started: failure budget 2 exceeded in batch 2");
+    s_harness_destroy (&h);
+}
+
+//  R20: max_failures 0 (and fail-fast batches by default) stop at the
+//  first failed node; a DAG job runs batch by batch too; batches survive a
+//  restart.
+static void
+test_sched_batch_zero_and_restore (void **state)
+{
+    harness_t *h = s_harness_new (s_six, 6);
+    s_start (h);
+    const char *yaml = "target: all\nbatch: 3\n"
+                       "tasks:\n"
+                       "  - {name: a, backend: test, action: one}\n"
+                       "  - {backend: test, action: two, needs: a}\n";
+    s_submit (h, "j-1", s_yaml_spec (yaml));
+    s_run (h, "j-1", 0, "n1", "success");
+    s_run (h, "j-1", 0, "n2", "success");
+    s_run (h, "j-1", 0, "n3", "success");
+    s_run (h, "j-1", 1, "n1", "success");
+    s_run (h, "j-1", 1, "n2", "success");
+    s_run (h, "j-1", 1, "n3", "success");
+    assert_int_equal (sched_job (h->sched, "j-1")->batch, 1);
+    s_run (h, "j-1", 0, "n4", "success");
+    size_t mark = h->log_count;
+    s_restart (h, "j-1", s_yaml_spec (yaml));
+    assert_string_equal (s_sends (h, mark, NULL),
+                         "resend 1/1 n4; resend 0/1 n5; resend 0/1 n6");
+    assert_int_equal (sched_job (h->sched, "j-1")->batch, 1);
+    assert_int_equal (sched_job (h->sched, "j-1")->batch_count, 2);
+    s_run (h, "j-1", 0, "n5", "failed");
+    s_run (h, "j-1", 0, "n6", "success");
+    s_run (h, "j-1", 1, "n4", "success");
+    //  n6's second step was stopped by fail-fast: it did not finish
+    s_assert_outcome (h, "j-1", SCHED_JOB_FAILED,
+                      "1 of 6 nodes failed at step 0 (test one); 1 skipped; "
+                      "failure budget 0 exceeded");
+
+    //  max_failures 0 stops after the first batch with a failure
+    s_submit (h, "j-2", s_yaml_spec (
+        "target: all\nbatch: 1\nmax_failures: 0\nstrategy: continue\n"
+        "tasks: [{backend: test, action: one}]\n"));
+    s_run (h, "j-2", 0, "n1", "failed");
+    assert_cell (h, "j-2", 0, "n2", SCHED_CELL_SKIPPED);
+    s_assert_outcome (h, "j-2", SCHED_JOB_FAILED,
+                      "1 of 6 nodes failed at step 0 (test one); 5 nodes "
+                      "not started: failure budget 0 exceeded in batch 1");
+    s_harness_destroy (&h);
+}
+
 //  Performance rules: one barrier job over 10,000 nodes with 3 steps runs
 //  to completion (no timing assertion).
 static void
@@ -2984,6 +3391,16 @@ main (void)
         cmocka_unit_test (test_sched_stale_and_duplicate),
         cmocka_unit_test (test_sched_restore_barrier),
         cmocka_unit_test (test_sched_restore_pipeline),
+        cmocka_unit_test (test_sched_dag_join),
+        cmocka_unit_test (test_sched_dag_barrier),
+        cmocka_unit_test (test_sched_dag_conditions),
+        cmocka_unit_test (test_sched_dag_fail_fast),
+        cmocka_unit_test (test_sched_dag_pipeline),
+        cmocka_unit_test (test_sched_dag_restore),
+        cmocka_unit_test (test_sched_batch_split),
+        cmocka_unit_test (test_sched_batch_rolling),
+        cmocka_unit_test (test_sched_batch_budget),
+        cmocka_unit_test (test_sched_batch_zero_and_restore),
         cmocka_unit_test (test_sched_scale_10k_nodes),
         cmocka_unit_test (test_sched_named_nodes_not_run),
         cmocka_unit_test (test_sched_named_node_and_failure),
