@@ -346,9 +346,12 @@ s_get_doc (store_txn_t *txn, store_db_t db, const void *key, size_t key_len,
 static size_t
 s_spec_field_count (const pv_t *spec)
 {
-    static const char *fields [] = {"target", "tasks", "strategy", "timeout",
-                                    "priority", "idempotency_key",
-                                    "lease_ms", "limits", "stall_timeout"};
+    static const char *fields [] = {"target",       "tasks",
+                                    "strategy",     "timeout",
+                                    "priority",     "idempotency_key",
+                                    "lease_ms",     "limits",
+                                    "stall_timeout", "batch",
+                                    "max_failures", "canary"};
     size_t count = 0;
     for (size_t index = 0; index < sizeof fields / sizeof fields [0]; index++)
         if (pv_map_get (spec, fields [index]))
@@ -363,9 +366,12 @@ s_spec_field_count (const pv_t *spec)
 static void
 s_write_spec_fields (const pv_t *spec, pw_t *writer)
 {
-    static const char *fields [] = {"target", "tasks", "strategy", "timeout",
-                                    "priority", "idempotency_key",
-                                    "lease_ms", "limits", "stall_timeout"};
+    static const char *fields [] = {"target",       "tasks",
+                                    "strategy",     "timeout",
+                                    "priority",     "idempotency_key",
+                                    "lease_ms",     "limits",
+                                    "stall_timeout", "batch",
+                                    "max_failures", "canary"};
     for (size_t index = 0; index < sizeof fields / sizeof fields [0]; index++) {
         const pv_t *value = pv_map_get (spec, fields [index]);
         if (value) {
@@ -1327,6 +1333,7 @@ jobrec_write_progress (const sched_job_t *job, pw_t *writer)
     for (size_t status = 0; status <= SCHED_CELL_RETRY_WAIT; status++)
         if (by_status [status])
             kinds++;
+    size_t batches = job->cells ? sched_job_batch_count (job) : 1;
     //  Running tasks that reported progress (kept in memory only)
     size_t reporting = 0;
     size_t cell_count = job->cells ? job->step_count * nodes : 0;
@@ -1335,9 +1342,16 @@ jobrec_write_progress (const sched_job_t *job, pw_t *writer)
             && reporting < JOBREC_PROGRESS_TASKS)
             reporting++;
     pw_map (writer, 8 + (job->reason ? 1 : 0) + (job->updated_at_ms > 0 ? 1 : 0)
-                        + (reporting ? 1 : 0));
+                        + (reporting ? 1 : 0) + (batches > 1 ? 2 : 0));
     pw_str (writer, "id");
     pw_str (writer, job->id);
+    if (batches > 1) {
+        //  1-based, as people count batches ("batch 3/10")
+        pw_str (writer, "batch");
+        pw_int (writer, (int64_t) sched_job_batch_current (job) + 1);
+        pw_str (writer, "batches");
+        pw_int (writer, (int64_t) batches);
+    }
     pw_str (writer, "status");
     pw_str (writer, sched_job_status_name (job->status));
     pw_str (writer, "step");

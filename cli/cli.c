@@ -318,6 +318,37 @@ s_run_option (cli_args_t *args, int argc, char *const *argv, int *index,
         args->priority_given = true;
         return 1;
     }
+    if (s_is_option (arg, "--batch", &inline_value)) {
+        if (s_option_value (argc, argv, index, "--batch", inline_value,
+                            &value, err, err_len))
+            return -1;
+        if (job_amount_parse (value, true, &args->batch))
+            return s_fail (err, err_len, "--batch must be a node count (1 to "
+                           "%d) or a percent (1%% to 100%%), not '%s'",
+                           JOB_MAX_BATCH, value);
+        return 1;
+    }
+    if (s_is_option (arg, "--max-failures", &inline_value)) {
+        if (s_option_value (argc, argv, index, "--max-failures",
+                            inline_value, &value, err, err_len))
+            return -1;
+        if (job_amount_parse (value, false, &args->max_failures))
+            return s_fail (err, err_len, "--max-failures must be a node "
+                           "count (0 to %d) or a percent (1%% to 100%%), "
+                           "not '%s'", JOB_MAX_BATCH, value);
+        return 1;
+    }
+    if (s_is_option (arg, "--canary", &inline_value)) {
+        int canary = 0;
+        if (s_option_value (argc, argv, index, "--canary", inline_value,
+                            &value, err, err_len))
+            return -1;
+        if (s_parse_int (value, 1, JOB_MAX_BATCH, &canary))
+            return s_fail (err, err_len, "--canary must be a whole number "
+                           "from 1 to %d, not '%s'", JOB_MAX_BATCH, value);
+        args->canary = (uint32_t) canary;
+        return 1;
+    }
     return 0;
 }
 
@@ -537,8 +568,9 @@ s_args_check (cli_args_t *args, char *err, size_t err_len)
                 ||  args->priority_given || args->job_timeout_ms)
                     return s_fail (err, err_len,
                                    "job run -f FILE takes the target, tasks "
-                                   "and options from the file; only --wait "
-                                   "and global options may be added");
+                                   "and options from the file; only --wait, "
+                                   "--batch, --max-failures, --canary and "
+                                   "global options may be added");
                 return 0;
             }
             if (!args->target_text)
@@ -1114,7 +1146,10 @@ cli_job_write (const cli_args_t *args, pw_t *writer)
 {
     size_t fields = 2 + (args->strategy ? 1 : 0)
                   + (args->job_timeout_ms ? 1 : 0)
-                  + (args->priority_given ? 1 : 0);
+                  + (args->priority_given ? 1 : 0)
+                  + (args->batch.set ? 1 : 0)
+                  + (args->max_failures.set ? 1 : 0)
+                  + (args->canary ? 1 : 0);
     pw_map (writer, fields);
     pw_str (writer, "target");
     s_write_target (writer, &args->target);
@@ -1158,6 +1193,32 @@ cli_job_write (const cli_args_t *args, pw_t *writer)
         pw_str (writer, "priority");
         pw_int (writer, args->priority);
     }
+    char text [32];
+    if (args->batch.set) {
+        job_amount_format (&args->batch, text, sizeof text);
+        pw_str (writer, "batch");
+        pw_str (writer, text);
+    }
+    if (args->max_failures.set) {
+        job_amount_format (&args->max_failures, text, sizeof text);
+        pw_str (writer, "max_failures");
+        pw_str (writer, text);
+    }
+    if (args->canary) {
+        pw_str (writer, "canary");
+        pw_int (writer, args->canary);
+    }
+}
+
+void
+cli_job_apply_options (const cli_args_t *args, job_spec_t *spec)
+{
+    if (args->batch.set)
+        spec->batch = args->batch;
+    if (args->max_failures.set)
+        spec->max_failures = args->max_failures;
+    if (args->canary)
+        spec->canary = args->canary;
 }
 
 //  Runs the inline job through the same validation the broker applies, so
@@ -2262,6 +2323,126 @@ s_more_output_notes (const pv_t *record, const s_grid_t *grid, FILE *out)
         }
 }
 
+//  The spec of a job record (its target and tasks, plus the batch
+//  fields), through the same decoder the broker used; NULL when the record
+//  does not hold a valid one.
+static job_spec_t *
+s_record_spec (const pv_t *record)
+{
+    static const char *fields [] = {"target", "tasks", "batch",
+                                    "max_failures", "canary"};
+    size_t count = 0;
+    for (size_t index = 0; index < sizeof fields / sizeof fields [0]; index++)
+        if (pv_map_get (record, fields [index]))
+            count++;
+    pw_t *writer = pw_new ();
+    pw_map (writer, count);
+    for (size_t index = 0; index < sizeof fields / sizeof fields [0]; index++) {
+        const pv_t *value = pv_map_get (record, fields [index]);
+        if (value) {
+            pw_str (writer, fields [index]);
+            pw_pv (writer, value);
+        }
+    }
+    pv_doc_t *doc = NULL;
+    job_spec_t *spec = NULL;
+    char why [256];
+    if (pv_doc_decode (pw_data (writer), pw_size (writer), &doc, why,
+                       sizeof why) == 0)
+        job_spec_decode (pv_doc_root (doc), &spec, NULL);
+    pv_doc_destroy (&doc);
+    pw_destroy (&writer);
+    return spec;
+}
+
+//  "fetch" for a named task, else "step 3".
+static const char *
+s_task_label (const job_spec_t *spec, size_t step, char *buf, size_t buf_len)
+{
+    const char *name = job_spec_step_name (spec, step);
+    if (name)
+        return name;
+    snprintf (buf, buf_len, "step %zu", step);
+    return buf;
+}
+
+//  Is the cell of a node final (not pending or under way)?
+static bool
+s_cell_final (const pv_t *cell)
+{
+    return cell && s_str_in (pv_map_get (cell, "status"), s_final_cell);
+}
+
+//  The order of a DAG job: one row per step in the order they may start,
+//  what each needs, and, while it runs, which needs its waiting nodes
+//  still wait for.
+static void
+s_render_dag (const job_spec_t *spec, const s_grid_t *grid, FILE *out,
+              bool color)
+{
+    job_graph_t *graph = job_graph_new (spec);
+    if (!graph)
+        return;
+    const char *headers [] = {"STEP", "NAME", "TASK", "NEEDS", "WAITING"};
+    s_table_t *table = s_table_new (5, false, headers);
+    for (size_t at = 0; at < graph->step_count; at++) {
+        size_t step = graph->order [at];
+        const job_step_needs_t *needs = &graph->steps [step];
+        const job_phase_t *leaf = job_spec_step (spec, step, NULL, NULL);
+        char step_text [32], task [160], label [32], *list = NULL;
+        size_t list_len = 0;
+        FILE *stream = open_memstream (&list, &list_len);
+        for (size_t k = 0; k < needs->need_count && stream; k++)
+            fprintf (stream, "%s%s", k ? ", " : "",
+                     s_task_label (spec, needs->needs [k], label,
+                                   sizeof label));
+        if (stream && needs->need_count == 0)
+            fprintf (stream, "-");
+        if (stream && needs->barrier)
+            fprintf (stream, " (barrier)");
+        if (stream)
+            fclose (stream);
+        //  Waiting: nodes whose cell is pending, and the needs not yet
+        //  final there (the first such need names the row)
+        size_t waiting = 0;
+        size_t first_need = SIZE_MAX;
+        for (size_t node = 0; node < grid->node_count; node++) {
+            const pv_t *cell = s_grid_cell (grid, (int64_t) step,
+                                            grid->nodes [node]);
+            if (!cell || !pv_str_eq (pv_map_get (cell, "status"), "pending"))
+                continue;
+            for (size_t k = 0; k < needs->need_count; k++)
+                if (!s_cell_final (s_grid_cell (grid,
+                                                (int64_t) needs->needs [k],
+                                                grid->nodes [node]))) {
+                    if (first_need == SIZE_MAX)
+                        first_need = needs->needs [k];
+                    waiting++;
+                    break;
+                }
+        }
+        char wait_text [160] = "-";
+        if (waiting)
+            snprintf (wait_text, sizeof wait_text, "%zu node%s, for %s%s",
+                      waiting, waiting == 1 ? "" : "s",
+                      s_task_label (spec, first_need, label, sizeof label),
+                      needs->need_count > 1 ? " and others" : "");
+        snprintf (step_text, sizeof step_text, "%zu", step);
+        snprintf (task, sizeof task, "%s %s", leaf->backend, leaf->action);
+        const char *row [] = {
+            step_text, leaf->name ? leaf->name : "-", task,
+            list ? list : "-", wait_text
+        };
+        s_table_add (table, false, row);
+        free (list);
+    }
+    fprintf (out, "\norder (each task starts on a node once what it needs "
+                  "is done there):\n");
+    s_table_print (table, out, color);
+    s_table_destroy (&table);
+    job_graph_destroy (&graph);
+}
+
 int
 cli_render_job (const pv_t *record, FILE *out, bool color)
 {
@@ -2296,8 +2477,27 @@ cli_render_job (const pv_t *record, FILE *out, bool color)
         s_header_line (out, "retried by", joined);
         free (joined);
     }
+    job_spec_t *spec = s_record_spec (record);
+    if (spec && (spec->batch.set || spec->canary || spec->max_failures.set)) {
+        char batch [32] = "all", budget [32] = "none";
+        if (spec->batch.set)
+            job_amount_format (&spec->batch, batch, sizeof batch);
+        if (spec->max_failures.set)
+            job_amount_format (&spec->max_failures, budget, sizeof budget);
+        if (spec->canary)
+            snprintf (buf, sizeof buf, "%s of the nodes at a time, canary "
+                      "%u first; max_failures %s", batch, spec->canary,
+                      budget);
+        else
+            snprintf (buf, sizeof buf, "%s of the nodes at a time; "
+                      "max_failures %s", batch, budget);
+        s_header_line (out, "batches", buf);
+    }
 
     s_grid_t *grid = s_grid_new (record);
+    if (spec && job_spec_is_dag (spec))
+        s_render_dag (spec, grid, out, color);
+    job_spec_destroy (&spec);
     const char *headers [] = {
         "NODE", "STEP", "TASK", "STATUS", "EXIT", "DURATION", "OUTPUT"
     };
@@ -2405,6 +2605,11 @@ cli_progress_format (const pv_t *progress, char *buf, size_t buf_len)
     int64_t failed = s_field_int (progress, "failed", 0);
     int used = snprintf (buf, buf_len, "%s %s  step %s", id, status,
                          step_text);
+    int64_t batches = s_field_int (progress, "batches", 0);
+    if (batches > 1 && used > 0 && (size_t) used < buf_len)
+        used += snprintf (buf + used, buf_len - (size_t) used,
+                          "  batch %" PRId64 "/%" PRId64,
+                          s_field_int (progress, "batch", 1), batches);
     //  A whole job record (from a broker without job.progress) has no counts
     if (pv_map_get (progress, "nodes") && used > 0 && (size_t) used < buf_len)
         used += snprintf (buf + used, buf_len - (size_t) used, "  nodes %"
@@ -3411,6 +3616,9 @@ static const char *s_help_main =
 "  --strategy S          fail-fast (default) or continue\n"
 "  --priority N          -100 to 100, higher runs first (default 0)\n"
 "  --job-timeout D       stop what is left of the whole job after D\n"
+"  --batch N|P%          roll through the nodes N (or P% of them) at a time\n"
+"  --max-failures N|P%   failed nodes allowed before no new batch starts\n"
+"  --canary N            the first batch is N nodes\n"
 "After BACKEND ACTION every --NAME VALUE (or --NAME=VALUE) is a param of\n"
 "the action, even when NAME is also an option's name; only --wait stays a\n"
 "flag wherever it is written.\n"
@@ -3482,12 +3690,25 @@ static const char *s_help_job =
 "                      go on)\n"
 "  --priority N        -100 to 100, higher runs first (default 0)\n"
 "  --job-timeout D     timeout of the whole job\n"
+"  --batch N|P%        rolling batches: N nodes (or P% of the job's nodes,\n"
+"                      rounded up) at a time, in node-id order; each batch\n"
+"                      runs the whole job before the next starts\n"
+"  --max-failures N|P% the failure budget: once more nodes failed, no new\n"
+"                      batch starts, the rest read skipped and the job\n"
+"                      fails (default: 0 under fail-fast, none under\n"
+"                      continue)\n"
+"  --canary N          the first batch is N nodes, whatever --batch says\n"
+"                      (--batch, --max-failures and --canary also go with\n"
+"                      -f FILE, over what the file says)\n"
 "Options are read only BEFORE BACKEND. After BACKEND ACTION every\n"
 "--NAME VALUE or --NAME=VALUE is a param, so `--timeout 5` there is a\n"
 "param named timeout; --wait is the one exception.\n"
 "\n"
 "job status ID        the job's target, status, step, strategy and times,\n"
-"                     then NODE STEP TASK STATUS EXIT DURATION OUTPUT;\n"
+"                     for a DAG job its order (STEP NAME TASK NEEDS\n"
+"                     WAITING: what each task needs and how many nodes\n"
+"                     still wait for which need), then NODE STEP TASK\n"
+"                     STATUS EXIT DURATION OUTPUT;\n"
 "                     failed, lost, interrupted, offline, drained and\n"
 "                     unsupported rows are marked ! (and red on a\n"
 "                     terminal);\n"
@@ -4307,6 +4528,8 @@ cli_run (int argc, char **argv, FILE *out, FILE *err)
         rc = CLI_EXIT_USAGE;
         goto done;
     }
+    if (spec)
+        cli_job_apply_options (&args, spec);
     if (cli_keys_load (&args, &settings, getenv ("GRID_KEY"),
                        getenv ("GRID_BROKER_KEY"), getenv ("HOME"),
                        &settings.keys, why, sizeof why) != 0) {

@@ -127,6 +127,9 @@ typedef struct {
     bool priority_given;          //  --priority was given
     int priority;                 //  --priority N
     int64_t job_timeout_ms;       //  --job-timeout D, 0 when not given
+    job_amount_t batch;           //  --batch N|P%, .set when given
+    job_amount_t max_failures;    //  --max-failures N|P%, .set when given
+    uint32_t canary;              //  --canary N, 0 when not given
     //  job status / cancel / events, node info
     const char *id;               //  The job or node id
     const char *reason;           //  job cancel --reason TEXT, or NULL
@@ -186,6 +189,10 @@ int cli_settings_resolve (const cli_args_t *args, const char *env_broker,
 
 //  Frees what SETTINGS owns and zeroes it.
 void cli_settings_clear (cli_settings_t *settings);
+
+//  Puts the rolling-batch options of ARGS (--batch, --max-failures,
+//  --canary) into SPEC, over what a job file said.
+void cli_job_apply_options (const cli_args_t *args, job_spec_t *spec);
 
 //  Writes a new client request id into BUF (CLI_REQUEST_ID_LEN bytes):
 //  "<host>-<pid>-<counter>-<random hex>", unique across processes and
