@@ -136,8 +136,9 @@ struct _s_jobx_t {
     s_step_t *steps;             //  step_count entries
     s_phase_t *phases;           //  phase_count entries
     size_t phase_count;          //  Top-level phases
-    size_t *step_final;          //  Final cells per step (R15 counters)
-    size_t *phase_final;         //  Final cells per phase
+    size_t *step_final;          //  Final cells per step (R15 counters), of
+                                 //  the nodes of started batches (R20)
+    size_t *phase_final;         //  Final cells per phase, the same nodes
     uint8_t *node_flags;         //  S_NODE_ flags per expected node
     size_t phase;                //  Current top-level phase
     bool phase_started;          //  The current phase has been started
@@ -157,7 +158,7 @@ struct _s_jobx_t {
     job_graph_t *graph;          //  DAG jobs: what each step needs (R17)
     uint8_t *blocked;            //  DAG: per cell, skipped for a failure or a stop
     size_t *barrier_done;        //  DAG: per step, batch + 1 once a barrier was handled
-    size_t final_total;          //  Final cells in the whole job
+    size_t final_total;          //  Final cells, the same nodes
     size_t batch;                //  Current batch (R20), 0-based
     size_t batch_count;          //  Batches, 1 without `batch`/`canary`
     size_t batch_lo;             //  The current batch's nodes: [lo, hi)
@@ -1174,8 +1175,9 @@ sched_job_node_index (const sched_job_t *job, const char *node)
     return found ? found - job->expected : -1;
 }
 
-//  Cells of PHASE over the nodes of every batch started so far: the
-//  earlier batches are all final, the later ones all untouched (R20).
+//  Cells of PHASE over the nodes of every batch started so far (R20): the
+//  earlier batches are all final, and the counters leave out the cells
+//  of batches not started yet.
 static size_t
 s_phase_cells (const s_jobx_t *jobx, size_t phase)
 {
@@ -1452,7 +1454,7 @@ s_step_update (sched_t *self, s_jobx_t *jobx)
         return;
     size_t step = job->step;
     while (step < job->step_count
-           && jobx->step_final [step] == job->expected_count)
+           && jobx->step_final [step] >= jobx->batch_hi)
         step++;
     if (step != job->step) {
         job->step = step;
@@ -1485,9 +1487,12 @@ s_cell_set (sched_t *self, s_jobx_t *jobx, size_t step, size_t node,
         cell->counted = flying;
     }
     if (!was_final && sched_cell_status_final (status)) {
-        jobx->step_final [step]++;
-        jobx->phase_final [jobx->steps [step].phase]++;
-        jobx->final_total++;
+        //  Cells of batches not started yet are counted when theirs starts
+        if (node < jobx->batch_hi) {
+            jobx->step_final [step]++;
+            jobx->phase_final [jobx->steps [step].phase]++;
+            jobx->final_total++;
+        }
         cell->deadline_ms = 0;
         s_waiting_clear (self, cell);
         s_progress_clear (cell);
@@ -2558,7 +2563,16 @@ s_batch_next (sched_t *self, s_jobx_t *jobx)
         free (why);
         return false;
     }
+    size_t from = jobx->batch_hi;
     s_batch_set (jobx, jobx->batch + 1);
+    //  Cells of the new batch that are final already count from now on
+    for (size_t step = 0; step < job->step_count; step++)
+        for (size_t node = from; node < jobx->batch_hi; node++)
+            if (sched_cell_status_final (s_cell (job, step, node)->status)) {
+                jobx->step_final [step]++;
+                jobx->phase_final [jobx->steps [step].phase]++;
+                jobx->final_total++;
+            }
     jobx->phase = 0;
     jobx->phase_started = false;
     jobx->any_failure = false;
@@ -3569,7 +3583,8 @@ s_resume (sched_t *self, s_jobx_t *jobx)
     for (size_t step = 0; step < job->step_count; step++)
         for (size_t node = 0; node < nodes; node++) {
             sched_cell_t *cell = s_cell (job, step, node);
-            if (sched_cell_status_final (cell->status)) {
+            if (sched_cell_status_final (cell->status)
+                && node < jobx->batch_hi) {
                 jobx->step_final [step]++;
                 jobx->phase_final [jobx->steps [step].phase]++;
                 jobx->final_total++;
