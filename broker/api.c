@@ -189,6 +189,48 @@ s_refused_in_maintenance (api_call_t *call)
     return true;
 }
 
+//  Replies invalid_job and returns -1 when decoding found problems
+//  (DECODED false, ERRORS) or *SPEC_P asks for what the nodes do not offer
+//  (then *SPEC_P is destroyed); else returns 0. Clears ERRORS.
+static int
+s_job_validate (api_call_t *call, bool decoded, job_spec_t **spec_p,
+                job_errors_t *errors)
+{
+    broker_t *self = (broker_t *) call->self;
+    zlistx_t *details = zlistx_new ();
+    zlistx_set_destructor (details, (zlistx_destructor_fn *) zstr_free);
+    if (!decoded) {
+        for (size_t index = 0; index < errors->count; index++)
+            zlistx_add_end (details, zsys_sprintf ("%s", errors->items [index]));
+        if (errors->truncated)
+            zlistx_add_end (details, strdup ("(more problems not shown)"));
+    }
+    else
+        s_check_actions (self, *spec_p, details);
+    job_errors_clear (errors);
+    int rc = 0;
+    if (zlistx_size (details)) {
+        s_invalid_job (call, details);
+        job_spec_destroy (spec_p);
+        rc = -1;
+    }
+    zlistx_destroy (&details);
+    return rc;
+}
+
+//  The request's job, decoded and checked against what the nodes offer.
+//  Returns 0 and a new spec in *SPEC_P, or -1 after an invalid_job reply.
+static int
+s_job_decode (api_call_t *call, job_spec_t **spec_p)
+{
+    job_errors_t errors;
+    memset (&errors, 0, sizeof errors);
+    *spec_p = NULL;
+    bool decoded = job_spec_decode (pv_map_get (call->request->body, "job"),
+                                    spec_p, &errors) == 0;
+    return s_job_validate (call, decoded, spec_p, &errors);
+}
+
 static int s_stored_status (api_call_t *call, const char *job_id);
 
 //  The job an earlier submit with SPEC's idempotency key made, if it is
@@ -364,24 +406,8 @@ s_job_submit (api_call_t *call)
         job_errors_clear (&errors);
         return;
     }
-    zlistx_t *details = zlistx_new ();
-    zlistx_set_destructor (details, (zlistx_destructor_fn *) zstr_free);
-    if (!decoded) {
-        for (size_t index = 0; index < errors.count; index++)
-            zlistx_add_end (details, zsys_sprintf ("%s", errors.items [index]));
-        if (errors.truncated)
-            zlistx_add_end (details, strdup ("(more problems not shown)"));
-    }
-    else
-        s_check_actions (self, spec, details);
-    job_errors_clear (&errors);
-    if (zlistx_size (details)) {
-        s_invalid_job (call, details);
-        zlistx_destroy (&details);
-        job_spec_destroy (&spec);
+    if (s_job_validate (call, decoded, &spec, &errors) != 0)
         return;
-    }
-    zlistx_destroy (&details);
     char id [JOB_ID_LEN + 1];
     char *key = spec->idempotency_key ? strdup (spec->idempotency_key) : NULL;
     if (s_admit (call, &spec, NULL, id) == 0 && key) {
@@ -457,6 +483,193 @@ s_admit (api_call_t *call, job_spec_t **spec_p, const char *retry_of, char *id)
         pw_str (call->reply, retry_of);
     }
     return 0;
+}
+
+//  ---------------------------------------------------------------------
+//  job.check: the dry run. Everything job.submit checks, the nodes the
+//  job would run on and those it would not (and why), the plan and the
+//  batches. Nothing runs, nothing is written, no job id is taken.
+
+//  Why NODE, named or covered by the target, would not run SPEC, into
+//  BUF; NULL when it would.
+static const char *
+s_not_run_reason (const registry_node_t *node, const job_spec_t *spec,
+                  int64_t wall_ms, char *buf, size_t buf_len)
+{
+    if (!node->online) {
+        time_t seconds = (time_t) (node->last_seen_wall_ms / 1000);
+        struct tm parts;
+        char when [32] = "";
+        if (node->last_seen_wall_ms > 0 && gmtime_r (&seconds, &parts))
+            strftime (when, sizeof when,
+                      wall_ms - node->last_seen_wall_ms > 86400000
+                          ? " since %Y-%m-%d %H:%M:%S"
+                          : " since %H:%M:%S",
+                      &parts);
+        snprintf (buf, buf_len, "offline%s", when);
+        return buf;
+    }
+    if (node->drained)
+        return "drained";
+    size_t steps = job_spec_step_count (spec);
+    for (size_t step = 0; step < steps; step++) {
+        const job_phase_t *leaf = job_spec_step (spec, step, NULL, NULL);
+        if (!registry_node_offers (node, leaf->backend, leaf->action)) {
+            snprintf (buf, buf_len, "does not offer %s %s", leaf->backend,
+                      leaf->action);
+            return buf;
+        }
+    }
+    return NULL;
+}
+
+//  One step of the plan: {step, task, phase, ?sub, condition, ?name,
+//  ?needs, ?barrier}.
+static void
+s_write_plan_step (pw_t *writer, const job_spec_t *spec,
+                   const job_graph_t *graph, size_t step)
+{
+    size_t phase = 0;
+    int sub = -1;
+    const job_phase_t *leaf = job_spec_step (spec, step, &phase, &sub);
+    const job_step_needs_t *needs = graph ? &graph->steps [step] : NULL;
+    pw_map (writer, 4 + (sub >= 0 ? 1 : 0) + (leaf->name ? 1 : 0)
+                        + (needs ? 1 : 0) + (needs && needs->barrier ? 1 : 0));
+    pw_str (writer, "step");
+    pw_int (writer, (int64_t) step);
+    char task [2 * NAME_MAX_LEN + 2];
+    snprintf (task, sizeof task, "%s %s", leaf->backend, leaf->action);
+    pw_str (writer, "task");
+    pw_str (writer, task);
+    pw_str (writer, "phase");
+    pw_int (writer, (int64_t) phase);
+    if (sub >= 0) {
+        pw_str (writer, "sub");
+        pw_int (writer, sub);
+    }
+    pw_str (writer, "condition");
+    pw_str (writer, job_condition_name (leaf->condition));
+    if (leaf->name) {
+        pw_str (writer, "name");
+        pw_str (writer, leaf->name);
+    }
+    if (needs) {
+        pw_str (writer, "needs");
+        pw_array (writer, needs->need_count);
+        for (size_t k = 0; k < needs->need_count; k++)
+            pw_int (writer, (int64_t) needs->needs [k]);
+        if (needs->barrier) {
+            pw_str (writer, "barrier");
+            pw_bool (writer, true);
+        }
+    }
+}
+
+static void
+s_job_check (api_call_t *call)
+{
+    broker_t *self = (broker_t *) call->self;
+    job_spec_t *spec = NULL;
+    if (s_job_decode (call, &spec) != 0)
+        return;
+    const target_t *target = &spec->target;
+    int64_t wall_ms = broker_wall_ms ();
+    registry_node_t **all = NULL;
+    size_t count = registry_list (self->registry, &all);
+    size_t extra = target->scope == TARGET_NODE ? target->node_count : 0;
+    char **run = (char **) calloc (count + 1, sizeof (char *));
+    char **skip = (char **) calloc (count + extra + 1, sizeof (char *));
+    char **why = (char **) calloc (count + extra + 1, sizeof (char *));
+    assert (run && skip && why);
+    size_t run_count = 0, skip_count = 0;
+    for (size_t index = 0; index < count; index++) {
+        const registry_node_t *node = all [index];
+        if (!registry_node_matches (node, target))
+            continue;
+        char buf [128];
+        const char *reason = s_not_run_reason (node, spec, wall_ms, buf,
+                                               sizeof buf);
+        if (reason) {
+            skip [skip_count] = strdup (node->id);
+            why [skip_count++] = strdup (reason);
+        }
+        else
+            run [run_count++] = strdup (node->id);
+    }
+    free (all);
+    //  A node list may name ids no node registered under
+    for (size_t index = 0; index < extra; index++)
+        if (!registry_lookup (self->registry, target->nodes [index])) {
+            skip [skip_count] = strdup (target->nodes [index]);
+            why [skip_count++] = strdup ("not registered");
+        }
+    bool dag = job_spec_is_dag (spec);
+    job_graph_t *graph = dag ? job_graph_new (spec) : NULL;
+    size_t steps = job_spec_step_count (spec);
+    char *target_text = target_format (target);
+    //  The batches, as the scheduler would cut them (its own functions,
+    //  on a record that never reaches it)
+    sched_job_t *job = sched_job_new ("j-check", &spec);
+    assert (job);
+    job->expected = run;
+    job->expected_count = run_count;
+    size_t batches = run_count ? sched_job_batch_count (job) : 0;
+    size_t budget = sched_job_budget (job);
+
+    pw_t *reply = call->reply;
+    pw_reset (reply);
+    proto_reply_ok_begin (reply, call->request->id);
+    pw_map (reply, 9 + (budget != SIZE_MAX ? 1 : 0));
+    pw_str (reply, "target");
+    pw_str (reply, target_text ? target_text : "");
+    pw_str (reply, "any");
+    pw_bool (reply, target->any);
+    pw_str (reply, "nodes");
+    pw_array (reply, run_count);
+    for (size_t index = 0; index < run_count; index++)
+        pw_str (reply, run [index]);
+    pw_str (reply, "not_run");
+    pw_array (reply, skip_count);
+    for (size_t index = 0; index < skip_count; index++) {
+        pw_map (reply, 2);
+        pw_str (reply, "node");
+        pw_str (reply, skip [index]);
+        pw_str (reply, "reason");
+        pw_str (reply, why [index]);
+    }
+    pw_str (reply, "steps");
+    pw_int (reply, (int64_t) steps);
+    pw_str (reply, "order");
+    pw_str (reply, dag ? "dag" : "phases");
+    pw_str (reply, "plan");
+    pw_array (reply, steps);
+    for (size_t at = 0; at < steps; at++)
+        s_write_plan_step (reply, job->spec, graph,
+                           graph ? graph->order [at] : at);
+    pw_str (reply, "batches");
+    pw_array (reply, batches);
+    for (size_t batch = 0; batch < batches; batch++) {
+        size_t lo = batch ? sched_job_batch_end (job, batch - 1) : 0;
+        size_t hi = sched_job_batch_end (job, batch);
+        pw_array (reply, hi - lo);
+        for (size_t node = lo; node < hi; node++)
+            pw_str (reply, run [node]);
+    }
+    pw_str (reply, "strategy");
+    pw_str (reply, job_strategy_name (job->spec->strategy));
+    if (budget != SIZE_MAX) {
+        pw_str (reply, "max_failures");
+        pw_int (reply, (int64_t) budget);
+    }
+    for (size_t index = 0; index < skip_count; index++) {
+        free (skip [index]);
+        free (why [index]);
+    }
+    free (skip);
+    free (why);
+    free (target_text);
+    job_graph_destroy (&graph);
+    sched_job_destroy (&job);       //  Frees the spec and RUN
 }
 
 //  ---------------------------------------------------------------------
@@ -1781,7 +1994,7 @@ typedef struct {
 static const api_route_t s_routes [] = {
     {"job.submit", s_job_submit},   {"job.get", s_job_get},
     {"job.progress", s_job_progress},
-    {"job.watch", s_job_watch},
+    {"job.watch", s_job_watch},     {"job.check", s_job_check},
     {"job.list", s_job_list},       {"job.cancel", s_job_cancel},
     {"job.events", s_job_events},   {"job.delete", s_job_delete},
     {"job.output", s_job_output},

@@ -377,7 +377,7 @@ static const s_need_t s_needs [] = {
     {"job.list", AUTH_ROLE_VIEWER},     {"job.events", AUTH_ROLE_VIEWER},
     {"job.submit", AUTH_ROLE_VIEWER},   {"job.cancel", AUTH_ROLE_OPERATOR},
     {"job.delete", AUTH_ROLE_OPERATOR}, {"job.progress", AUTH_ROLE_VIEWER},
-    {"job.watch", AUTH_ROLE_VIEWER},
+    {"job.watch", AUTH_ROLE_VIEWER},    {"job.check", AUTH_ROLE_VIEWER},
     {"job.retry", AUTH_ROLE_OPERATOR},  {"dlq.list", AUTH_ROLE_VIEWER},
     {"dlq.get", AUTH_ROLE_VIEWER},      {"dlq.retry", AUTH_ROLE_OPERATOR},
     {"dlq.purge", AUTH_ROLE_OPERATOR},  {"queue.stats", AUTH_ROLE_VIEWER},

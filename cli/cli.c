@@ -247,6 +247,10 @@ s_run_option (cli_args_t *args, int argc, char *const *argv, int *index,
         args->wait = true;
         return 1;
     }
+    if (streq (arg, "--check")) {
+        args->check = true;
+        return 1;
+    }
     if (s_is_option (arg, "--target", &inline_value)) {
         if (s_option_value (argc, argv, index, "--target", inline_value,
                             &value, err, err_len))
@@ -561,6 +565,9 @@ s_args_check (cli_args_t *args, char *err, size_t err_len)
 {
     switch (args->command) {
         case CLI_CMD_JOB_RUN:
+            if (args->check && args->wait)
+                return s_fail (err, err_len, "--check runs nothing, so there "
+                               "is nothing to --wait for");
             if (args->file) {
                 if (args->target_text || args->backend
                 ||  args->param_count || args->task_timeout_ms
@@ -569,8 +576,9 @@ s_args_check (cli_args_t *args, char *err, size_t err_len)
                     return s_fail (err, err_len,
                                    "job run -f FILE takes the target, tasks "
                                    "and options from the file; only --wait, "
-                                   "--batch, --max-failures, --canary and "
-                                   "global options may be added");
+                                   "--check, --batch, --max-failures, "
+                                   "--canary and global options may be "
+                                   "added");
                 return 0;
             }
             if (!args->target_text)
@@ -1307,7 +1315,9 @@ cli_request_build (const cli_args_t *args, const job_spec_t *file_spec,
                     return -1;
                 }
             }
-            proto_request_begin (writer, "job.submit", id, 1);
+            proto_request_begin (writer, args->check ? "job.check"
+                                                     : "job.submit",
+                                 id, 1);
             pw_str (writer, "job");
             pw_raw (writer, pw_data (job), pw_size (job));
             pw_destroy (&job);
@@ -2571,6 +2581,103 @@ cli_render_job (const pv_t *record, FILE *out, bool color)
     s_print_not_run (pv_map_get (record, "not_run"), out);
     s_table_destroy (&table);
     s_grid_destroy (&grid);
+    return 0;
+}
+
+int
+cli_render_check (const pv_t *data, FILE *out)
+{
+    const pv_t *nodes = pv_map_get (data, "nodes");
+    const pv_t *not_run = pv_map_get (data, "not_run");
+    const pv_t *plan = pv_map_get (data, "plan");
+    const pv_t *batches = pv_map_get (data, "batches");
+    if (pv_type (nodes) != PV_ARRAY || pv_type (not_run) != PV_ARRAY
+        || pv_type (plan) != PV_ARRAY || pv_type (batches) != PV_ARRAY)
+        return -2;
+    char buf [1024];
+    s_header_line (out, "target", s_field (data, "target", buf, sizeof buf));
+    s_header_line (out, "strategy",
+                   s_field (data, "strategy", buf, sizeof buf));
+    char *list = s_join (nodes);
+    bool any = false;
+    if (pv_get_bool (pv_map_get (data, "any"), &any) != 0)
+        any = false;
+    snprintf (buf, sizeof buf, "%zu node%s%s: %s", pv_size (nodes),
+              pv_size (nodes) == 1 ? "" : "s",
+              any && pv_size (nodes) ? " (any: one of them takes it)" : "",
+              list);
+    s_header_line (out, "runs on", buf);
+    free (list);
+    if (pv_size (not_run)) {
+        fprintf (out, "\nwould not run on %zu node%s:\n", pv_size (not_run),
+                 pv_size (not_run) == 1 ? "" : "s");
+        const char *headers [] = {"NODE", "WHY"};
+        s_table_t *table = s_table_new (2, false, headers);
+        for (size_t index = 0; index < pv_size (not_run); index++) {
+            const pv_t *item = pv_array_at (not_run, index);
+            char node [128], why [256];
+            const char *row [] = {
+                s_field (item, "node", node, sizeof node),
+                s_field (item, "reason", why, sizeof why)
+            };
+            s_table_add (table, false, row);
+        }
+        s_table_print (table, out, false);
+        s_table_destroy (&table);
+    }
+    bool dag = pv_str_eq (pv_map_get (data, "order"), "dag");
+    fprintf (out, "\nplan (%s):\n", dag ? "DAG order: each task starts on a "
+                                          "node once what it needs is done "
+                                          "there"
+                                        : "phases in order");
+    const char *headers [] = {"STEP", "PHASE", "NAME", "TASK", "CONDITION",
+                              "NEEDS"};
+    s_table_t *table = s_table_new (6, false, headers);
+    for (size_t index = 0; index < pv_size (plan); index++) {
+        const pv_t *item = pv_array_at (plan, index);
+        char step [32], phase [48], name [80], task [160], condition [32];
+        char needs [512] = "-";
+        snprintf (step, sizeof step, "%" PRId64, s_field_int (item, "step", 0));
+        int64_t sub = s_field_int (item, "sub", -1);
+        if (sub >= 0)
+            snprintf (phase, sizeof phase, "%" PRId64 ".%" PRId64,
+                      s_field_int (item, "phase", 0), sub);
+        else
+            snprintf (phase, sizeof phase, "%" PRId64,
+                      s_field_int (item, "phase", 0));
+        if (!pv_map_get (item, "name"))
+            snprintf (name, sizeof name, "-");
+        else
+            s_field (item, "name", name, sizeof name);
+        s_field (item, "task", task, sizeof task);
+        s_field (item, "condition", condition, sizeof condition);
+        const pv_t *list_value = pv_map_get (item, "needs");
+        if (pv_size (list_value)) {
+            char *joined = s_join (list_value);
+            snprintf (needs, sizeof needs, "steps %s%s", joined,
+                      pv_map_get (item, "barrier") ? " (barrier)" : "");
+            free (joined);
+        }
+        const char *row [] = {step, phase, name, task, condition, needs};
+        s_table_add (table, false, row);
+    }
+    s_table_print (table, out, false);
+    s_table_destroy (&table);
+    size_t count = pv_size (batches);
+    if (count > 1) {
+        fprintf (out, "\n%zu batches, each runs the whole job before the "
+                      "next:\n", count);
+        for (size_t index = 0; index < count; index++) {
+            char *joined = s_join (pv_array_at (batches, index));
+            fprintf (out, "  batch %zu: %s\n", index + 1, joined);
+            free (joined);
+        }
+    }
+    if (pv_map_get (data, "max_failures"))
+        fprintf (out, "failure budget: %" PRId64 " failed node%s allowed\n",
+                 s_field_int (data, "max_failures", 0),
+                 s_field_int (data, "max_failures", 0) == 1 ? "" : "s");
+    fprintf (out, "\nnothing was run (a dry run)\n");
     return 0;
 }
 
@@ -4562,6 +4669,20 @@ cli_run (int argc, char **argv, FILE *out, FILE *err)
     if (rc != CLI_EXIT_OK)
         goto done;
 
+    if (args.command == CLI_CMD_JOB_RUN && args.check) {
+        rc = settings.output == CLI_OUTPUT_TABLE
+                 ? cli_render_check (data, out)
+                 : cli_render (args.command, data, settings.output, out);
+        if (rc == -2) {
+            fprintf (err, "gridcli: the broker's answer is malformed (its "
+                     "data does not have the shape of a job.check answer)\n");
+            rc = CLI_EXIT_UNREACHABLE;
+        }
+        else
+        if (rc == 0 && pv_size (pv_map_get (data, "nodes")) == 0)
+            rc = CLI_EXIT_JOB_FAILED;   //  It would run nowhere
+        goto done;
+    }
     if (args.command == CLI_CMD_JOB_RUN && args.wait) {
         char job [64];
         s_field (data, "job", job, sizeof job);

@@ -130,6 +130,7 @@ typedef struct {
     job_amount_t batch;           //  --batch N|P%, .set when given
     job_amount_t max_failures;    //  --max-failures N|P%, .set when given
     uint32_t canary;              //  --canary N, 0 when not given
+    bool check;                   //  --check: a dry run (job.check)
     //  job status / cancel / events, node info
     const char *id;               //  The job or node id
     const char *reason;           //  job cancel --reason TEXT, or NULL
@@ -189,6 +190,12 @@ int cli_settings_resolve (const cli_args_t *args, const char *env_broker,
 
 //  Frees what SETTINGS owns and zeroes it.
 void cli_settings_clear (cli_settings_t *settings);
+
+//  Renders the answer to job.check (a dry run) for people: the target,
+//  the nodes it would run on, those it would not and why, the plan and
+//  the batches. Returns 0, -1 when writing failed, -2 when DATA is not
+//  shaped like a job.check answer.
+int cli_render_check (const pv_t *data, FILE *out);
 
 //  Puts the rolling-batch options of ARGS (--batch, --max-failures,
 //  --canary) into SPEC, over what a job file said.

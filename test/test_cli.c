@@ -1429,6 +1429,26 @@ test_cli_render_progress (void **state)
     assert_string_equal (line, JOB_ID " partial_failure  step 2/3  nodes 2/2 "
                                "done  1 failed");
     pv_doc_destroy (&doc);
+
+    //  A job with rolling batches shows where it is
+    pw_reset (w);
+    pw_map (w, 6);
+    pw_str (w, "id");
+    pw_str (w, JOB_ID);
+    pw_str (w, "status");
+    pw_str (w, "running");
+    pw_str (w, "step");
+    pw_int (w, 0);
+    pw_str (w, "steps");
+    pw_int (w, 1);
+    pw_str (w, "batch");
+    pw_int (w, 3);
+    pw_str (w, "batches");
+    pw_int (w, 10);
+    doc = s_decode (w);
+    cli_progress_format (pv_doc_root (doc), line, sizeof line);
+    assert_string_equal (line, JOB_ID " running  step 0/1  batch 3/10");
+    pv_doc_destroy (&doc);
     pw_destroy (&w);
 }
 
