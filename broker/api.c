@@ -490,37 +490,17 @@ s_admit (api_call_t *call, job_spec_t **spec_p, const char *retry_of, char *id)
 //  job would run on and those it would not (and why), the plan and the
 //  batches. Nothing runs, nothing is written, no job id is taken.
 
-//  Why NODE, named or covered by the target, would not run SPEC, into
-//  BUF; NULL when it would.
-static const char *
-s_not_run_reason (const registry_node_t *node, const job_spec_t *spec,
-                  int64_t wall_ms, char *buf, size_t buf_len)
+static int
+s_compare_strings (const void *a, const void *b)
 {
-    if (!node->online) {
-        time_t seconds = (time_t) (node->last_seen_wall_ms / 1000);
-        struct tm parts;
-        char when [32] = "";
-        if (node->last_seen_wall_ms > 0 && gmtime_r (&seconds, &parts))
-            strftime (when, sizeof when,
-                      wall_ms - node->last_seen_wall_ms > 86400000
-                          ? " since %Y-%m-%d %H:%M:%S"
-                          : " since %H:%M:%S",
-                      &parts);
-        snprintf (buf, buf_len, "offline%s", when);
-        return buf;
-    }
-    if (node->drained)
-        return "drained";
-    size_t steps = job_spec_step_count (spec);
-    for (size_t step = 0; step < steps; step++) {
-        const job_phase_t *leaf = job_spec_step (spec, step, NULL, NULL);
-        if (!registry_node_offers (node, leaf->backend, leaf->action)) {
-            snprintf (buf, buf_len, "does not offer %s %s", leaf->backend,
-                      leaf->action);
-            return buf;
-        }
-    }
-    return NULL;
+    return strcmp (*(char *const *) a, *(char *const *) b);
+}
+
+static int
+s_compare_not_run (const void *a, const void *b)
+{
+    return strcmp (((const sched_not_run_t *) a)->node,
+                   ((const sched_not_run_t *) b)->node);
 }
 
 //  One step of the plan: {step, task, phase, ?sub, condition, ?name,
@@ -573,46 +553,49 @@ s_job_check (api_call_t *call)
     if (s_job_decode (call, &spec) != 0)
         return;
     const target_t *target = &spec->target;
-    int64_t wall_ms = broker_wall_ms ();
-    registry_node_t **all = NULL;
-    size_t count = registry_list (self->registry, &all);
-    size_t extra = target->scope == TARGET_NODE ? target->node_count : 0;
-    char **run = (char **) calloc (count + 1, sizeof (char *));
-    char **skip = (char **) calloc (count + extra + 1, sizeof (char *));
-    char **why = (char **) calloc (count + extra + 1, sizeof (char *));
-    assert (run && skip && why);
-    size_t run_count = 0, skip_count = 0;
-    for (size_t index = 0; index < count; index++) {
-        const registry_node_t *node = all [index];
-        if (!registry_node_matches (node, target))
-            continue;
-        char buf [128];
-        const char *reason = s_not_run_reason (node, spec, wall_ms, buf,
-                                               sizeof buf);
-        if (reason) {
-            skip [skip_count] = strdup (node->id);
-            why [skip_count++] = strdup (reason);
-        }
+    //  As the scheduler will start it (R2): the online, non-drained nodes
+    //  of the target, less those lacking an action of the job
+    char **ids = NULL;
+    size_t matched = registry_resolve (self->registry, target, &ids);
+    sched_not_run_t *skip = NULL;
+    size_t skip_count = registry_unavailable (self->registry, spec,
+                                              broker_wall_ms (), &skip);
+    if (skip_count > 1)
+        qsort (skip, skip_count, sizeof (sched_not_run_t), s_compare_not_run);
+    char **run = (char **) calloc (matched + 1, sizeof (char *));
+    assert (run);
+    size_t run_count = 0;
+    for (size_t index = 0; index < matched; index++) {
+        bool lacking = false;
+        for (size_t at = 0; at < skip_count && !lacking; at++)
+            lacking = streq (skip [at].node, ids [index]);
+        if (lacking)
+            free (ids [index]);
         else
-            run [run_count++] = strdup (node->id);
+            run [run_count++] = ids [index];
     }
-    free (all);
-    //  A node list may name ids no node registered under
-    for (size_t index = 0; index < extra; index++)
-        if (!registry_lookup (self->registry, target->nodes [index])) {
-            skip [skip_count] = strdup (target->nodes [index]);
-            why [skip_count++] = strdup ("not registered");
-        }
+    free (ids);
     bool dag = job_spec_is_dag (spec);
     job_graph_t *graph = dag ? job_graph_new (spec) : NULL;
     size_t steps = job_spec_step_count (spec);
     char *target_text = target_format (target);
     //  The batches, as the scheduler would cut them (its own functions,
-    //  on a record that never reaches it)
+    //  on a record that never reaches it): over the nodes it runs and the
+    //  named nodes that get a row without running
+    char **expected = (char **) calloc (run_count + skip_count + 1,
+                                        sizeof (char *));
+    assert (expected);
+    size_t expected_count = 0;
+    for (size_t index = 0; index < run_count; index++)
+        expected [expected_count++] = strdup (run [index]);
+    for (size_t index = 0; index < skip_count && run_count; index++)
+        if (skip [index].named)
+            expected [expected_count++] = strdup (skip [index].node);
+    qsort (expected, expected_count, sizeof (char *), s_compare_strings);
     sched_job_t *job = sched_job_new ("j-check", &spec);
     assert (job);
-    job->expected = run;
-    job->expected_count = run_count;
+    job->expected = expected;
+    job->expected_count = expected_count;
     size_t batches = run_count ? sched_job_batch_count (job) : 0;
     size_t budget = sched_job_budget (job);
 
@@ -631,11 +614,13 @@ s_job_check (api_call_t *call)
     pw_str (reply, "not_run");
     pw_array (reply, skip_count);
     for (size_t index = 0; index < skip_count; index++) {
-        pw_map (reply, 2);
+        pw_map (reply, 3);
         pw_str (reply, "node");
-        pw_str (reply, skip [index]);
+        pw_str (reply, skip [index].node);
+        pw_str (reply, "status");
+        pw_str (reply, sched_cell_status_name (skip [index].status));
         pw_str (reply, "reason");
-        pw_str (reply, why [index]);
+        pw_str (reply, skip [index].reason);
     }
     pw_str (reply, "steps");
     pw_int (reply, (int64_t) steps);
@@ -653,7 +638,7 @@ s_job_check (api_call_t *call)
         size_t hi = sched_job_batch_end (job, batch);
         pw_array (reply, hi - lo);
         for (size_t node = lo; node < hi; node++)
-            pw_str (reply, run [node]);
+            pw_str (reply, expected [node]);
     }
     pw_str (reply, "strategy");
     pw_str (reply, job_strategy_name (job->spec->strategy));
@@ -661,15 +646,13 @@ s_job_check (api_call_t *call)
         pw_str (reply, "max_failures");
         pw_int (reply, (int64_t) budget);
     }
-    for (size_t index = 0; index < skip_count; index++) {
-        free (skip [index]);
-        free (why [index]);
-    }
-    free (skip);
-    free (why);
+    sched_not_run_free (skip, skip_count);
+    for (size_t index = 0; index < run_count; index++)
+        free (run [index]);
+    free (run);
     free (target_text);
     job_graph_destroy (&graph);
-    sched_job_destroy (&job);       //  Frees the spec and RUN
+    sched_job_destroy (&job);       //  Frees the spec and EXPECTED
 }
 
 //  ---------------------------------------------------------------------

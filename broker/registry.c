@@ -759,19 +759,6 @@ registry_find_action (registry_t *self, const char *backend,
     return any_state ? fallback : NULL;
 }
 
-bool
-registry_node_matches (const registry_node_t *node, const target_t *target)
-{
-    return s_matches (node, target);
-}
-
-bool
-registry_node_offers (const registry_node_t *node, const char *backend,
-                      const char *action)
-{
-    return s_find_action (node, backend, action) != NULL;
-}
-
 size_t
 registry_size (registry_t *self)
 {

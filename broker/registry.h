@@ -149,14 +149,6 @@ const proto_action_spec_t *registry_find_action (registry_t *self,
                                                  const char *action,
                                                  bool any_state);
 
-//  Does NODE match TARGET (its groups and labels; ignoring "any")?
-bool registry_node_matches (const registry_node_t *node,
-                            const target_t *target);
-
-//  Does NODE offer BACKEND/ACTION?
-bool registry_node_offers (const registry_node_t *node, const char *backend,
-                           const char *action);
-
 //  Node counts.
 size_t registry_size (registry_t *self);
 size_t registry_online_count (registry_t *self);

@@ -1597,6 +1597,7 @@ static const s_request_field_t s_req_key [] = {
 
 static const s_request_t s_requests [] = {
     S_REQUEST ("job.submit", s_req_job_submit),
+    S_REQUEST ("job.check", s_req_job_submit),
     S_REQUEST ("job.get", s_req_job),
     S_REQUEST ("job.progress", s_req_job),
     S_REQUEST ("job.watch", s_req_job_watch),

@@ -162,6 +162,7 @@ test_auth_roles (void **state)
     assert_int_equal (auth_role_needed ("status"), AUTH_ROLE_VIEWER);
     assert_int_equal (auth_role_needed ("job.get"), AUTH_ROLE_VIEWER);
     assert_int_equal (auth_role_needed ("job.progress"), AUTH_ROLE_VIEWER);
+    assert_int_equal (auth_role_needed ("job.check"), AUTH_ROLE_VIEWER);
     assert_int_equal (auth_role_needed ("job.submit"), AUTH_ROLE_VIEWER);
     assert_int_equal (auth_role_needed ("job.cancel"), AUTH_ROLE_OPERATOR);
     assert_int_equal (auth_role_needed ("job.delete"), AUTH_ROLE_OPERATOR);

@@ -121,6 +121,16 @@ s_assert_exit (int code, int expected, const char *out, const char *err)
     assert_int_equal (code, expected);
 }
 
+//  TEXT contains PART (the text is shown when it does not).
+static void
+s_assert_has (const char *text, const char *part)
+{
+    if (!text || !strstr (text, part))
+        fprintf (stderr, "expected '%s' in:\n%s\n", part, text ? text : "");
+    assert_non_null (text);
+    assert_non_null (strstr (text, part));
+}
+
 //  ---------------------------------------------------------------------
 //  Fixture
 
@@ -345,15 +355,15 @@ test_it_dag_check_runs_nothing (void **state)
     code = grid_cli (&s_grid, &out, &err, 10000, "job", "run", "--check",
                      "-f", path, "--batch", "1", NULL);
     s_assert_exit (code, 0, out, err);
-    assert_non_null (strstr (out, "1 node: web-01"));
-    assert_non_null (strstr (out, "would not run on 3 nodes"));
-    assert_non_null (strstr (out, "web-02  drained"));
-    assert_non_null (strstr (out, "web-03  offline since "));
-    assert_non_null (strstr (out, "web-04  does not offer test echo"));
-    assert_non_null (strstr (out, "plan (DAG order"));
-    assert_non_null (strstr (out, "steps 0, 1"));
-    assert_non_null (strstr (out, "steps 2 (barrier)"));
-    assert_non_null (strstr (out, "nothing was run"));
+    s_assert_has (out, "1 node: web-01");
+    s_assert_has (out, "would not run on 3 nodes");
+    s_assert_has (out, "web-02  drained");
+    s_assert_has (out, "web-03  offline since ");
+    s_assert_has (out, "web-04  does not offer test.echo");
+    s_assert_has (out, "plan (DAG order");
+    s_assert_has (out, "steps 0,1");
+    s_assert_has (out, "steps 2 (barrier)");
+    s_assert_has (out, "nothing was run");
     free (out);
     free (err);
 
@@ -379,14 +389,14 @@ test_it_dag_check_runs_nothing (void **state)
                      "--target", "group:web", "test", "sleep", "--seconds",
                      "soon", NULL);
     assert_int_equal (code, 4);
-    assert_non_null (strstr (err, "tasks[0].params.seconds"));
+    s_assert_has (err, "tasks[0].params.seconds");
     free (out);
     free (err);
     code = grid_cli (&s_grid, &out, &err, 10000, "job", "run", "--check",
                      "--target", "node:web-03", "test", "echo", "--msg",
                      "hi", NULL);
     s_assert_exit (code, 1, out, err);
-    assert_non_null (strstr (out, "0 nodes"));
+    s_assert_has (out, "0 nodes");
     free (out);
     free (err);
     //  Nothing was stored
