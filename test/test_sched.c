@@ -2085,7 +2085,7 @@ test_sched_restore_pipeline (void **state)
 
 
 //  ---------------------------------------------------------------------
-//  DAG jobs (R17, R18, R19) and rolling batches (R20)
+//  DAG jobs (R21, R22, R23) and rolling batches (R24)
 
 //  A spec from a YAML job text (as a job file would say it).
 static job_spec_t *
@@ -2116,7 +2116,7 @@ static const char *s_join_yaml =
     "  - {name: build, backend: test, action: two}\n"
     "  - {name: deploy, backend: test, action: three, needs: [fetch, build]}\n";
 
-//  R17: independent tasks go out side by side on each node; a join runs
+//  R21: independent tasks go out side by side on each node; a join runs
 //  on a node once all it needs finished there, without waiting for the
 //  other nodes.
 static void
@@ -2147,7 +2147,7 @@ test_sched_dag_join (void **state)
     s_harness_destroy (&h);
 }
 
-//  R19: a barrier task waits until its needs are final on every node, then
+//  R23: a barrier task waits until its needs are final on every node, then
 //  goes out in one dispatch on the target's topic.
 static void
 test_sched_dag_barrier (void **state)
@@ -2194,7 +2194,7 @@ static const char *s_cond_yaml =
     "  - {name: d, backend: test, action: four, needs: undo,"
     " condition: on_success}\n";
 
-//  R18: conditions look at the needed tasks on that node; a failed need
+//  R22: conditions look at the needed tasks on that node; a failed need
 //  lets only on_failure run; a skipped need skips all but always.
 static void
 test_sched_dag_conditions (void **state)
@@ -2233,7 +2233,7 @@ test_sched_dag_conditions (void **state)
     s_harness_destroy (&h);
 }
 
-//  R18: under fail-fast, after the first failure only on_failure tasks
+//  R22: under fail-fast, after the first failure only on_failure tasks
 //  start; running tasks finish; skips caused by the stop are failures.
 static void
 test_sched_dag_fail_fast (void **state)
@@ -2265,7 +2265,7 @@ test_sched_dag_fail_fast (void **state)
     s_harness_destroy (&h);
 }
 
-//  R17: inside a pipeline, needs order its tasks per node; a pipeline's
+//  R21: inside a pipeline, needs order its tasks per node; a pipeline's
 //  own needs hold back its first tasks; a task needing a pipeline waits
 //  for all of it.
 static void
@@ -2302,7 +2302,7 @@ test_sched_dag_pipeline (void **state)
     s_harness_destroy (&h);
 }
 
-//  R16 + R18: a DAG job resumes after a restart: in-flight cells are
+//  R16 + R22: a DAG job resumes after a restart: in-flight cells are
 //  re-sent, skips caused by a failure still count, and the verdict holds.
 static void
 test_sched_dag_restore (void **state)
@@ -2331,7 +2331,7 @@ test_sched_dag_restore (void **state)
 static const char *s_six [] = {"n1:web", "n2:web", "n3:web", "n4:web",
                                "n5:web", "n6:web"};
 
-//  R20: batches are consecutive runs of the sorted nodes; percents round
+//  R24: batches are consecutive runs of the sorted nodes; percents round
 //  up and are at least 1; a canary makes the first batch; the last batch
 //  takes what is left.
 static void
@@ -2366,7 +2366,7 @@ test_sched_batch_split (void **state)
     sched_job_destroy (&job);
 }
 
-//  R20: each batch runs the whole job before the next starts; the job
+//  R24: each batch runs the whole job before the next starts; the job
 //  completes when the last (partial) batch does.
 static void
 test_sched_batch_rolling (void **state)
@@ -2401,7 +2401,7 @@ test_sched_batch_rolling (void **state)
     s_harness_destroy (&h);
 }
 
-//  R20: once more nodes failed than the budget allows no new batch
+//  R24: once more nodes failed than the budget allows no new batch
 //  starts; the untouched nodes read skipped and the job fails. Every
 //  failure kind counts per node (here a lost node), and a whole batch
 //  failing does not stop the job while the budget holds.
@@ -2442,7 +2442,7 @@ test_sched_batch_budget (void **state)
     s_harness_destroy (&h);
 }
 
-//  R20: max_failures 0 (and fail-fast batches by default) stop at the
+//  R24: max_failures 0 (and fail-fast batches by default) stop at the
 //  first failed node; a DAG job runs batch by batch too; batches survive a
 //  restart.
 static void
