@@ -2462,6 +2462,9 @@ s_dag_barriers (sched_t *self, s_jobx_t *jobx)
                 s_dag_skip (self, jobx, step, node, verdict == S_DAG_BLOCK,
                             why);
         }
+        if (count > 0 && jobx->any)
+            s_dispatch_node (self, jobx, step, nodes [0], 1);   //  R17
+        else
         if (count > 0)
             s_dispatch_barrier (self, jobx, step, nodes, count);
         free (nodes);

@@ -2328,6 +2328,36 @@ test_sched_dag_restore (void **state)
     s_harness_destroy (&h);
 }
 
+//  R21 with R17: an any-node DAG job keeps its one column; its steps go
+//  through the claim like any any-node step, and a barrier is just a step
+static void
+test_sched_dag_any_node (void **state)
+{
+    harness_t *h = s_harness_new (s_web3, 4);
+    s_start (h);
+    size_t mark = h->log_count;
+    s_submit (h, "j-1", s_yaml_spec (
+        "target: any:group:web\n"
+        "tasks:\n"
+        "  - {name: a, backend: test, action: one}\n"
+        "  - {name: b, backend: test, action: two, needs: a,"
+        " barrier: true}\n"));
+    const sched_job_t *job = sched_job (h->sched, "j-1");
+    assert_int_equal (job->expected_count, 1);
+    char holder [64];
+    snprintf (holder, sizeof holder, "%s", job->expected [0]);
+    char want [128];
+    snprintf (want, sizeof want, "0/1 - %s", holder);
+    assert_string_equal (s_sends (h, mark, NULL), want);
+    mark = h->log_count;
+    s_run (h, "j-1", 0, holder, "success");
+    snprintf (want, sizeof want, "1/1 - %s", holder);
+    assert_string_equal (s_sends (h, mark, NULL), want);
+    s_run (h, "j-1", 1, holder, "success");
+    s_assert_outcome (h, "j-1", SCHED_JOB_COMPLETED, NULL);
+    s_harness_destroy (&h);
+}
+
 static const char *s_six [] = {"n1:web", "n2:web", "n3:web", "n4:web",
                                "n5:web", "n6:web"};
 
@@ -3397,6 +3427,7 @@ main (void)
         cmocka_unit_test (test_sched_dag_fail_fast),
         cmocka_unit_test (test_sched_dag_pipeline),
         cmocka_unit_test (test_sched_dag_restore),
+        cmocka_unit_test (test_sched_dag_any_node),
         cmocka_unit_test (test_sched_batch_split),
         cmocka_unit_test (test_sched_batch_rolling),
         cmocka_unit_test (test_sched_batch_budget),
