@@ -2394,8 +2394,10 @@ s_dag_pump_node (sched_t *self, s_jobx_t *jobx, size_t node)
         return;
     for (size_t at = 0; at < job->step_count; at++) {
         size_t step = jobx->graph->order [at];
+        const sched_cell_t *cell = s_cell (job, step, node);
+        //  A waiting cell (R17, R21) was decided already: it runs
         if (jobx->graph->steps [step].barrier
-            || s_cell (job, step, node)->status != SCHED_CELL_PENDING)
+            || cell->status != SCHED_CELL_PENDING || cell->waiting)
             continue;
         bool bad, skipped;
         size_t bad_step, skipped_step;
@@ -2451,7 +2453,8 @@ s_dag_barriers (sched_t *self, s_jobx_t *jobx)
             (jobx->batch_hi - jobx->batch_lo) * sizeof (size_t));
         size_t count = 0;
         for (size_t node = jobx->batch_lo; node < jobx->batch_hi; node++) {
-            if (s_cell (job, step, node)->status != SCHED_CELL_PENDING)
+            const sched_cell_t *cell = s_cell (job, step, node);
+            if (cell->status != SCHED_CELL_PENDING || cell->waiting)
                 continue;
             const char *why = NULL;
             s_dag_verdict_t verdict = s_dag_decide (self, jobx, step, node,
