@@ -76,7 +76,7 @@
 #define S_NODE_TOOK_PART 0x04    //  Was sent at least one step
 #define S_NODE_PIPE_FAILED 0x08  //  Failed inside the current pipeline
 #define S_NODE_ABSENT 0x10       //  Named, but could not run from the start
-#define S_NODE_FAILED 0x20       //  Counted in the failure budget (R25)
+#define S_NODE_FAILED 0x20       //  Counted in the failure budget (R26)
 
 typedef enum {
     S_DUE_ACK = 1,     //  A dispatched cell must be acknowledged
@@ -137,7 +137,7 @@ struct _s_jobx_t {
     s_phase_t *phases;           //  phase_count entries
     size_t phase_count;          //  Top-level phases
     size_t *step_final;          //  Final cells per step (R15 counters), of
-                                 //  the nodes of started batches (R25)
+                                 //  the nodes of started batches (R26)
     size_t *phase_final;         //  Final cells per phase, the same nodes
     uint8_t *node_flags;         //  S_NODE_ flags per expected node
     size_t phase;                //  Current top-level phase
@@ -155,11 +155,11 @@ struct _s_jobx_t {
     uint32_t *step_limits;       //  Per step: the broker limits that cover it (bits)
     uint32_t *step_job_limits;   //  Per step: the job's own limits that cover it (bits)
     uint32_t job_limit_running [JOB_MAX_LIMITS];  //  Its cells in flight per own limit
-    job_graph_t *graph;          //  DAG jobs: what each step needs (R22)
+    job_graph_t *graph;          //  DAG jobs: what each step needs (R23)
     uint8_t *blocked;            //  DAG: per cell, skipped for a failure or a stop
     size_t *barrier_done;        //  DAG: per step, batch + 1 once a barrier was handled
     size_t final_total;          //  Final cells, the same nodes
-    size_t batch;                //  Current batch (R25), 0-based
+    size_t batch;                //  Current batch (R26), 0-based
     size_t batch_count;          //  Batches, 1 without `batch`/`canary`
     size_t batch_lo;             //  The current batch's nodes: [lo, hi)
     size_t batch_hi;
@@ -1175,7 +1175,7 @@ sched_job_node_index (const sched_job_t *job, const char *node)
     return found ? found - job->expected : -1;
 }
 
-//  Cells of PHASE over the nodes of every batch started so far (R25): the
+//  Cells of PHASE over the nodes of every batch started so far (R26): the
 //  earlier batches are all final, and the counters leave out the cells
 //  of batches not started yet.
 static size_t
@@ -1185,7 +1185,7 @@ s_phase_cells (const s_jobx_t *jobx, size_t phase)
 }
 
 //  ---------------------------------------------------------------------
-//  Rolling batches (R25)
+//  Rolling batches (R26)
 
 //  Nodes per batch and in the first batch, out of NODES.
 static void
@@ -1264,7 +1264,7 @@ sched_job_budget (const sched_job_t *job)
     return SIZE_MAX;
 }
 
-//  R25: named nodes that could not run (R2) count as failed nodes once
+//  R26: named nodes that could not run (R2) count as failed nodes once
 //  their batch starts: those of the current batch from node FROM on.
 static void
 s_batch_count_absent (s_jobx_t *jobx, size_t from)
@@ -2257,7 +2257,7 @@ s_phase_start (sched_t *self, s_jobx_t *jobx)
 }
 
 //  ---------------------------------------------------------------------
-//  DAG jobs (R22, R23, R24)
+//  DAG jobs (R23, R24, R25)
 
 static void s_job_complete (sched_t *self, s_jobx_t *jobx);
 static bool s_batch_next (sched_t *self, s_jobx_t *jobx);
@@ -2322,7 +2322,7 @@ typedef enum {
     S_DAG_BLOCK                  //  A failure upstream, or a stop: not fine
 } s_dag_verdict_t;
 
-//  R23: whether STEP runs on NODE once its needs are final. ANY_BAD is
+//  R24: whether STEP runs on NODE once its needs are final. ANY_BAD is
 //  "a need failed on some node" for a barrier (else the node's own);
 //  STOPPED is fail-fast after a failure in this batch. *WHY gets a reason
 //  (kept until drained) for a skip.
@@ -2381,7 +2381,7 @@ s_dag_stopped (const s_jobx_t *jobx)
            && jobx->any_failure;
 }
 
-//  R22: on NODE, starts every pending task whose needs are final there
+//  R23: on NODE, starts every pending task whose needs are final there
 //  (side by side: the agent queues what exceeds its concurrency), and
 //  skips those whose condition does not hold. One pass in graph order
 //  settles chains of skips. Barriers wait for s_dag_barriers.
@@ -2428,7 +2428,7 @@ s_dag_any_bad (const s_jobx_t *jobx, size_t step)
     return false;
 }
 
-//  R24: a barrier task starts once its needs are final on every node of
+//  R25: a barrier task starts once its needs are final on every node of
 //  the batch: one DISPATCH to the nodes where it runs. Returns true when
 //  one started (or was skipped everywhere).
 static bool
@@ -2503,7 +2503,7 @@ s_dag_walk (sched_t *self, s_jobx_t *jobx)
     }
 }
 
-//  R23, R16: rebuilds which skipped cells of nodes [LO, HI) were caused
+//  R24, R16: rebuilds which skipped cells of nodes [LO, HI) were caused
 //  by a failure or a stop, in graph order, from the cells alone: a skip
 //  whose condition would have let the task run was a stop.
 static void
@@ -2540,7 +2540,7 @@ s_dag_replay (sched_t *self, s_jobx_t *jobx, size_t lo, size_t hi)
     jobx->batch_hi = save_hi;
 }
 
-//  R25: after a batch, starts the next one unless the failure budget is
+//  R26: after a batch, starts the next one unless the failure budget is
 //  spent; then the untouched nodes read skipped. Returns true when a new
 //  batch started.
 static bool
@@ -2598,7 +2598,7 @@ static bool s_batch_next (sched_t *self, s_jobx_t *jobx);
 static void s_dag_walk (sched_t *self, s_jobx_t *jobx);
 
 //  Walks forward while phases complete; starts the next one; after the
-//  last phase starts the next batch (R25) or finishes the job (R4, R5).
+//  last phase starts the next batch (R26) or finishes the job (R4, R5).
 //  Phase completion is O(1): a phase is done when all its cells are final.
 static void
 s_walk (sched_t *self, s_jobx_t *jobx)
@@ -2638,7 +2638,7 @@ s_node_failed (sched_t *self, s_jobx_t *jobx, size_t step, size_t node,
         jobx->failed_nodes++;
     }
     if (jobx->graph) {
-        //  R23: in a DAG the failure reaches the tasks that need this one
+        //  R24: in a DAG the failure reaches the tasks that need this one
         //  through their conditions; only an unreachable node stops
         if (unreachable) {
             jobx->node_flags [node] |= S_NODE_DROPPED | S_NODE_UNREACHABLE;
@@ -2919,7 +2919,7 @@ s_verdict_phases (s_jobx_t *jobx, size_t lo, size_t hi, size_t *first_bad,
     free (pipe_failed);
 }
 
-//  R23 for a DAG: a node went wrong at its lowest failed cell, or skipped
+//  R24 for a DAG: a node went wrong at its lowest failed cell, or skipped
 //  cell that a failure or a stop caused; it failed at its lowest failed
 //  cell. A named node that could not run at all went wrong at step 0.
 static void
@@ -2945,7 +2945,7 @@ s_verdict_dag (s_jobx_t *jobx, size_t lo, size_t hi, size_t *first_bad,
 //  R8: the verdict once every phase is done. A node "finished
 //  everything" when each of its cells is success, or skipped because its
 //  condition did not hold at that point. The pass replays the failure
-//  state phase by phase (batch by batch, R25), so it needs no per-cell
+//  state phase by phase (batch by batch, R26), so it needs no per-cell
 //  skip reason and gives the same answer after a restore. Nodes of
 //  batches that never started are counted apart.
 static void
@@ -3024,7 +3024,7 @@ s_job_complete (sched_t *self, s_jobx_t *jobx)
         reason = text;
     }
     if (over_budget) {
-        //  R25: "2 nodes not started: failure budget 1 exceeded in batch 2"
+        //  R26: "2 nodes not started: failure budget 1 exceeded in batch 2"
         char *budget = ran < nodes
                            ? s_printf ("%zu node%s not started: failure "
                                        "budget %zu exceeded in batch %zu",
@@ -3272,7 +3272,7 @@ s_job_start (sched_t *self, s_jobx_t *jobx)
     free (batches);
     //  A named node that cannot run the job reads its status, with its
     //  reason, in every step; it takes no part and fails no condition. It
-    //  counts in the failure budget (R25) once its batch starts.
+    //  counts in the failure budget (R26) once its batch starts.
     for (size_t index = 0; index < job->not_run_count; index++) {
         const sched_not_run_t *entry = &job->not_run [index];
         if (!entry->named)
@@ -3565,7 +3565,7 @@ s_resume (sched_t *self, s_jobx_t *jobx)
             jobx->node_flags [node]
                 |= S_NODE_ABSENT | S_NODE_DROPPED | S_NODE_UNREACHABLE;
     }
-    //  R25: the current batch is the first with a cell not yet final; one
+    //  R26: the current batch is the first with a cell not yet final; one
     //  not touched yet is left to the walker, which checks the budget
     jobx->batch_count = sched_job_batch_count (job);
     jobx->budget = sched_job_budget (job);
@@ -4158,7 +4158,7 @@ sched_on_node_offline (sched_t *self, const char *node, int64_t now_ms)
         sched_job_t *job = jobx->job;
         size_t index = (size_t) sched_job_node_index (job, node);
         if (index >= jobx->batch_hi)
-            continue;           //  R25: its batch has not started
+            continue;           //  R26: its batch has not started
         size_t first_open = SIZE_MAX;
         for (size_t step = 0; step < job->step_count; step++)
             if (!sched_cell_status_final (s_cell (job, step, index)->status)) {

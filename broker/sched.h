@@ -265,7 +265,7 @@ ssize_t sched_job_node_index (const sched_job_t *job, const char *node);
 //  Frees what CELL owns (its attempts and reason) and zeroes it.
 void sched_cell_clear (sched_cell_t *cell);
 
-//  Rolling batches (docs/SCHEDULING.md R25), computed from JOB's spec and
+//  Rolling batches (docs/SCHEDULING.md R26), computed from JOB's spec and
 //  expected nodes, so they hold for a job read back from the store: how
 //  many batches; where batch BATCH ends in `expected` (exclusive; batches
 //  are consecutive runs of the sorted nodes); the current batch (the first

@@ -2085,7 +2085,7 @@ test_sched_restore_pipeline (void **state)
 
 
 //  ---------------------------------------------------------------------
-//  DAG jobs (R22, R23, R24) and rolling batches (R25)
+//  DAG jobs (R23, R24, R25) and rolling batches (R26)
 
 //  A spec from a YAML job text (as a job file would say it).
 static job_spec_t *
@@ -2116,7 +2116,7 @@ static const char *s_join_yaml =
     "  - {name: build, backend: test, action: two}\n"
     "  - {name: deploy, backend: test, action: three, needs: [fetch, build]}\n";
 
-//  R22: independent tasks go out side by side on each node; a join runs
+//  R23: independent tasks go out side by side on each node; a join runs
 //  on a node once all it needs finished there, without waiting for the
 //  other nodes.
 static void
@@ -2147,7 +2147,7 @@ test_sched_dag_join (void **state)
     s_harness_destroy (&h);
 }
 
-//  R24: a barrier task waits until its needs are final on every node, then
+//  R25: a barrier task waits until its needs are final on every node, then
 //  goes out in one dispatch on the target's topic.
 static void
 test_sched_dag_barrier (void **state)
@@ -2194,7 +2194,7 @@ static const char *s_cond_yaml =
     "  - {name: d, backend: test, action: four, needs: undo,"
     " condition: on_success}\n";
 
-//  R23: conditions look at the needed tasks on that node; a failed need
+//  R24: conditions look at the needed tasks on that node; a failed need
 //  lets only on_failure run; a skipped need skips all but always.
 static void
 test_sched_dag_conditions (void **state)
@@ -2233,7 +2233,7 @@ test_sched_dag_conditions (void **state)
     s_harness_destroy (&h);
 }
 
-//  R23: under fail-fast, after the first failure only on_failure tasks
+//  R24: under fail-fast, after the first failure only on_failure tasks
 //  start; running tasks finish; skips caused by the stop are failures.
 static void
 test_sched_dag_fail_fast (void **state)
@@ -2265,7 +2265,7 @@ test_sched_dag_fail_fast (void **state)
     s_harness_destroy (&h);
 }
 
-//  R22: inside a pipeline, needs order its tasks per node; a pipeline's
+//  R23: inside a pipeline, needs order its tasks per node; a pipeline's
 //  own needs hold back its first tasks; a task needing a pipeline waits
 //  for all of it.
 static void
@@ -2302,7 +2302,7 @@ test_sched_dag_pipeline (void **state)
     s_harness_destroy (&h);
 }
 
-//  R16 + R23: a DAG job resumes after a restart: in-flight cells are
+//  R16 + R24: a DAG job resumes after a restart: in-flight cells are
 //  re-sent, skips caused by a failure still count, and the verdict holds.
 static void
 test_sched_dag_restore (void **state)
@@ -2328,7 +2328,7 @@ test_sched_dag_restore (void **state)
     s_harness_destroy (&h);
 }
 
-//  R22 with R17: an any-node DAG job keeps its one column; its steps go
+//  R23 with R17: an any-node DAG job keeps its one column; its steps go
 //  through the claim like any any-node step, and a barrier is just a step
 static void
 test_sched_dag_any_node (void **state)
@@ -2361,7 +2361,7 @@ test_sched_dag_any_node (void **state)
 static const char *s_six [] = {"n1:web", "n2:web", "n3:web", "n4:web",
                                "n5:web", "n6:web"};
 
-//  R25: batches are consecutive runs of the sorted nodes; percents round
+//  R26: batches are consecutive runs of the sorted nodes; percents round
 //  up and are at least 1; a canary makes the first batch; the last batch
 //  takes what is left.
 static void
@@ -2396,7 +2396,7 @@ test_sched_batch_split (void **state)
     sched_job_destroy (&job);
 }
 
-//  R25: each batch runs the whole job before the next starts; the job
+//  R26: each batch runs the whole job before the next starts; the job
 //  completes when the last (partial) batch does.
 static void
 test_sched_batch_rolling (void **state)
@@ -2431,7 +2431,7 @@ test_sched_batch_rolling (void **state)
     s_harness_destroy (&h);
 }
 
-//  R25: once more nodes failed than the budget allows no new batch
+//  R26: once more nodes failed than the budget allows no new batch
 //  starts; the untouched nodes read skipped and the job fails. Every
 //  failure kind counts per node (here a lost node), and a whole batch
 //  failing does not stop the job while the budget holds.
@@ -2472,7 +2472,7 @@ test_sched_batch_budget (void **state)
     s_harness_destroy (&h);
 }
 
-//  R25: max_failures 0 (and fail-fast batches by default) stop at the
+//  R26: max_failures 0 (and fail-fast batches by default) stop at the
 //  first failed node; a DAG job runs batch by batch too; batches survive a
 //  restart.
 static void
