@@ -544,7 +544,7 @@ s_matches (const registry_node_t *node, const target_t *target)
     const proto_msg_t *hello = node->hello;
     if (!hello)
         return false;
-    if (target->scope != TARGET_LABEL)
+    if (target->scope != TARGET_LABEL && target->scope != TARGET_EXPR)
         return target_matches (target, node->id, hello->groups,
                                hello->group_count, NULL, NULL, 0);
     //  Labels travel as key/value pairs; target_matches wants two arrays.

@@ -259,8 +259,12 @@ s_run_option (cli_args_t *args, int argc, char *const *argv, int *index,
         target_clear (&args->target);
         args->target_text = NULL;
         char why [256] = "";
-        if (target_parse (value, &args->target, why, sizeof why) != 0)
+        if (target_parse (value, &args->target, why, sizeof why) != 0) {
+            //  An expression's sentence already says where it went wrong
+            if (strncmp (why, "bad target", 10) == 0)
+                return s_fail (err, err_len, "%s (in '%s')", why, value);
             return s_fail (err, err_len, "bad target '%s': %s", value, why);
+        }
         args->target_text = value;
         return 1;
     }
@@ -1936,6 +1940,10 @@ s_target_text (const pv_t *target, char *buf, size_t buf_len)
     const pv_t *value_field = pv_map_get (target, "value");
     if (streq (scope, "all"))
         snprintf (buf, buf_len, "%s", any ? "any" : "all");
+    else
+    if (streq (scope, "expr") && pv_type (value_field) == PV_STR)
+        snprintf (buf, buf_len, "%s%s", any ? "any:" : "",
+                  s_scalar (value_field, value, sizeof value));
     else
     if (pv_type (value_field) == PV_STR)
         snprintf (buf, buf_len, "%s%s:%s", any ? "any:" : "", scope,
@@ -3714,7 +3722,9 @@ static const char *s_help_main =
 "Options of job run (only before BACKEND):\n"
 "  --target T            all, group:G, node:ID[,ID...],\n"
 "                        label:KEY=V1[.V2...], any, any:TARGET (one node\n"
-"                        of the set does the work)\n"
+"                        of the set does the work), or an expression of\n"
+"                        those with not, and, or and parentheses:\n"
+"                        'group:web and not node:web-03'\n"
 "  -f, --file FILE       take the whole job from a YAML job file\n"
 "  --wait                wait for the end, with progress on stderr; Ctrl-C\n"
 "                        stops waiting and leaves the job running\n"

@@ -253,6 +253,408 @@ s_scope_lookup (const char *word, size_t len, target_scope_t *scope)
     return -1;
 }
 
+//  ---------------------------------------------------------------------
+//  Target expressions: a recursive-descent parser over tokens '(' ')'
+//  and words; "and", "or" and "not" are the operator words, any other
+//  word is a term (a plain target). The tree keeps and/or n-ary, so its
+//  depth is bounded by TARGET_EXPR_MAX_DEPTH whatever the length.
+
+typedef enum { S_EXPR_TERM, S_EXPR_NOT, S_EXPR_AND, S_EXPR_OR } s_expr_op_t;
+
+struct target_expr_s {
+    s_expr_op_t op;             //  What this node is
+    target_t term;              //  S_EXPR_TERM: the plain target
+    target_expr_t **kids;       //  NOT: one; AND/OR: two or more (owned)
+    size_t kid_count;           //  How many kids
+};
+
+typedef enum { S_TOK_END, S_TOK_OPEN, S_TOK_CLOSE, S_TOK_WORD } s_tok_kind_t;
+
+typedef struct {
+    const char *text;           //  The expression (without "any:")
+    size_t base;                //  Columns before TEXT ("any:" is 4)
+    size_t pos;                 //  Next byte to lex
+    s_tok_kind_t kind;          //  Current token
+    size_t start;               //  Its offset in TEXT
+    size_t len;                 //  Its length
+    const char *prev;           //  The token before it, for messages
+    size_t prev_len;            //  Its length
+    int depth;                  //  Nesting so far
+    size_t terms;               //  Terms so far
+    char *err;                  //  Where the sentence goes
+    size_t err_len;             //  Its size
+} s_lexer_t;
+
+static bool
+s_expr_space (char c)
+{
+    return c == ' ' || c == '\t';
+}
+
+//  True when TEXT holds the syntax of an expression rather than one term.
+static bool
+s_is_expression (const char *text)
+{
+    return strpbrk (text, " \t()") != NULL || s_streq (text, "not")
+        || s_streq (text, "and") || s_streq (text, "or");
+}
+
+static void
+s_lex (s_lexer_t *lex)
+{
+    if (lex->kind != S_TOK_END || lex->start != 0 || lex->len != 0) {
+        lex->prev = lex->text + lex->start;
+        lex->prev_len = lex->len;
+    }
+    while (s_expr_space (lex->text [lex->pos]))
+        lex->pos++;
+    lex->start = lex->pos;
+    char c = lex->text [lex->pos];
+    if (c == '\0') {
+        lex->kind = S_TOK_END;
+        lex->len = 0;
+        return;
+    }
+    if (c == '(' || c == ')') {
+        lex->kind = c == '(' ? S_TOK_OPEN : S_TOK_CLOSE;
+        lex->len = 1;
+        lex->pos++;
+        return;
+    }
+    while (lex->text [lex->pos] && !s_expr_space (lex->text [lex->pos])
+           && lex->text [lex->pos] != '(' && lex->text [lex->pos] != ')')
+        lex->pos++;
+    lex->kind = S_TOK_WORD;
+    lex->len = lex->pos - lex->start;
+}
+
+static bool
+s_tok_is (const s_lexer_t *lex, const char *word)
+{
+    return lex->kind == S_TOK_WORD && lex->len == strlen (word)
+        && memcmp (lex->text + lex->start, word, lex->len) == 0;
+}
+
+static bool
+s_tok_is_operator (const s_lexer_t *lex)
+{
+    return s_tok_is (lex, "and") || s_tok_is (lex, "or")
+        || s_tok_is (lex, "not");
+}
+
+//  Writes "bad target at column N: " and the rest into the lexer's ERR;
+//  the column is that of the current token.
+static void
+s_expr_err (s_lexer_t *lex, const char *format, ...)
+{
+    if (!lex->err || lex->err_len == 0)
+        return;
+    int n = snprintf (lex->err, lex->err_len, "bad target at column %zu: ",
+                      lex->base + lex->start + 1);
+    if (n < 0 || (size_t) n >= lex->err_len)
+        return;
+    va_list args;
+    va_start (args, format);
+    vsnprintf (lex->err + n, lex->err_len - (size_t) n, format, args);
+    va_end (args);
+}
+
+//  The current token quoted for a message ("'group:web'", "the end").
+static const char *
+s_tok_show (const s_lexer_t *lex, char *show)
+{
+    if (lex->kind == S_TOK_END)
+        return strcpy (show, "the end");
+    char inner [NAME_SHOW_LEN];
+    name_show (lex->text + lex->start, lex->len, inner, sizeof inner);
+    snprintf (show, NAME_SHOW_LEN + 2, "'%s'", inner);
+    return show;
+}
+
+static void
+s_expr_free (target_expr_t **expr_p)
+{
+    target_expr_t *expr = *expr_p;
+    if (!expr)
+        return;
+    target_clear (&expr->term);
+    for (size_t i = 0; i < expr->kid_count; i++)
+        s_expr_free (&expr->kids [i]);
+    free (expr->kids);
+    free (expr);
+    *expr_p = NULL;
+}
+
+//  A node OP over KIDS (taken). Kids of the same op are flattened in, so
+//  "a and (b and c)" is one and of three. NULL when out of memory.
+static target_expr_t *
+s_expr_node (s_expr_op_t op, target_expr_t **kids, size_t count)
+{
+    size_t total = 0;
+    for (size_t i = 0; i < count; i++)
+        total += kids [i]->op == op && op != S_EXPR_NOT ? kids [i]->kid_count
+                                                        : 1;
+    target_expr_t *expr = calloc (1, sizeof (*expr));
+    target_expr_t **all = calloc (total, sizeof (*all));
+    if (!expr || !all) {
+        free (expr);
+        free (all);
+        for (size_t i = 0; i < count; i++)
+            s_expr_free (&kids [i]);
+        return NULL;
+    }
+    expr->op = op;
+    for (size_t i = 0; i < count; i++) {
+        if (kids [i]->op == op && op != S_EXPR_NOT) {
+            for (size_t k = 0; k < kids [i]->kid_count; k++)
+                all [expr->kid_count++] = kids [i]->kids [k];
+            kids [i]->kid_count = 0;
+            s_expr_free (&kids [i]);
+        }
+        else
+            all [expr->kid_count++] = kids [i];
+    }
+    expr->kids = all;
+    return expr;
+}
+
+static target_expr_t *s_parse_or (s_lexer_t *lex);
+
+//  term | "not" unary | "(" or ")"
+static target_expr_t *
+s_parse_unary (s_lexer_t *lex)
+{
+    char show [NAME_SHOW_LEN + 2], prev [NAME_SHOW_LEN];
+    if (lex->kind == S_TOK_OPEN || s_tok_is (lex, "not")) {
+        if (++lex->depth > TARGET_EXPR_MAX_DEPTH) {
+            s_expr_err (lex, "nested too deep (at most %d parentheses and "
+                             "nots)", TARGET_EXPR_MAX_DEPTH);
+            return NULL;
+        }
+        bool open = lex->kind == S_TOK_OPEN;
+        size_t open_at = lex->start;
+        s_lex (lex);
+        target_expr_t *kid = open ? s_parse_or (lex) : s_parse_unary (lex);
+        lex->depth--;
+        if (!kid)
+            return NULL;
+        if (open) {
+            if (lex->kind != S_TOK_CLOSE) {
+                s_expr_err (lex, "expected ')' to close the '(' at column "
+                                 "%zu, got %s",
+                            lex->base + open_at + 1, s_tok_show (lex, show));
+                s_expr_free (&kid);
+                return NULL;
+            }
+            s_lex (lex);
+            return kid;
+        }
+        target_expr_t *expr = s_expr_node (S_EXPR_NOT, &kid, 1);
+        if (!expr)
+            s_expr_err (lex, "out of memory");
+        return expr;
+    }
+    if (lex->kind != S_TOK_WORD || s_tok_is_operator (lex)) {
+        if (lex->prev)
+            s_expr_err (lex, "expected a term after '%s', got %s",
+                        name_show (lex->prev, lex->prev_len, prev,
+                                   sizeof prev),
+                        s_tok_show (lex, show));
+        else
+            s_expr_err (lex, "expected a term, got %s",
+                        s_tok_show (lex, show));
+        return NULL;
+    }
+    if (++lex->terms > TARGET_EXPR_MAX_TERMS) {
+        s_expr_err (lex, "too many terms (at most %d)", TARGET_EXPR_MAX_TERMS);
+        return NULL;
+    }
+    if ((lex->len == 3 || (lex->len > 3 && lex->text [lex->start + 3] == ':'))
+        && memcmp (lex->text + lex->start, "any", 3) == 0) {
+        s_expr_err (lex, "'any' applies to the whole target: write "
+                         "any:EXPRESSION");
+        return NULL;
+    }
+    target_expr_t *expr = calloc (1, sizeof (*expr));
+    char *word = strndup (lex->text + lex->start, lex->len);
+    char why [256];
+    if (!expr || !word) {
+        free (expr);
+        free (word);
+        s_expr_err (lex, "out of memory");
+        return NULL;
+    }
+    expr->op = S_EXPR_TERM;
+    int rc = target_parse (word, &expr->term, why, sizeof why);
+    free (word);
+    if (rc != 0) {
+        s_expr_err (lex, "%s", why);
+        free (expr);
+        return NULL;
+    }
+    s_lex (lex);
+    return expr;
+}
+
+//  unary {"and" unary}   or   and {"or" and}
+static target_expr_t *
+s_parse_chain (s_lexer_t *lex, const char *word, s_expr_op_t op,
+               target_expr_t *(*parse_kid) (s_lexer_t *))
+{
+    target_expr_t *kids [TARGET_EXPR_MAX_TERMS + 1];
+    size_t count = 0;
+    kids [count] = parse_kid (lex);
+    if (!kids [count])
+        return NULL;
+    count++;
+    while (s_tok_is (lex, word)) {
+        s_lex (lex);
+        //  Each kid holds a term, so TARGET_EXPR_MAX_TERMS bounds COUNT
+        target_expr_t *kid = parse_kid (lex);
+        if (!kid) {
+            while (count > 0)
+                s_expr_free (&kids [--count]);
+            return NULL;
+        }
+        kids [count++] = kid;
+    }
+    if (count == 1)
+        return kids [0];
+    target_expr_t *expr = s_expr_node (op, kids, count);
+    if (!expr)
+        s_expr_err (lex, "out of memory");
+    return expr;
+}
+
+static target_expr_t *
+s_parse_and (s_lexer_t *lex)
+{
+    return s_parse_chain (lex, "and", S_EXPR_AND, s_parse_unary);
+}
+
+static target_expr_t *
+s_parse_or (s_lexer_t *lex)
+{
+    return s_parse_chain (lex, "or", S_EXPR_OR, s_parse_and);
+}
+
+//  Writes EXPR in canonical form; PARENT is the op of the node around it.
+static void
+s_expr_write (const target_expr_t *expr, s_expr_op_t parent, FILE *out)
+{
+    if (expr->op == S_EXPR_TERM) {
+        char *text = target_format (&expr->term);
+        fputs (text ? text : "?", out);
+        free (text);
+        return;
+    }
+    if (expr->op == S_EXPR_NOT) {
+        fputs ("not ", out);
+        s_expr_write (expr->kids [0], S_EXPR_NOT, out);
+        return;
+    }
+    //  and binds tighter than or; not tighter than both
+    bool parens = parent == S_EXPR_NOT
+               || (parent == S_EXPR_AND && expr->op == S_EXPR_OR);
+    if (parens)
+        fputc ('(', out);
+    for (size_t i = 0; i < expr->kid_count; i++) {
+        if (i > 0)
+            fputs (expr->op == S_EXPR_AND ? " and " : " or ", out);
+        s_expr_write (expr->kids [i], expr->op, out);
+    }
+    if (parens)
+        fputc (')', out);
+}
+
+static bool
+s_expr_matches (const target_expr_t *expr, const char *node_id,
+                char *const *groups, size_t group_count,
+                char *const *label_keys, char *const *label_values,
+                size_t label_count)
+{
+    switch (expr->op) {
+    case S_EXPR_TERM:
+        return target_matches (&expr->term, node_id, groups, group_count,
+                               label_keys, label_values, label_count);
+    case S_EXPR_NOT:
+        return !s_expr_matches (expr->kids [0], node_id, groups, group_count,
+                                label_keys, label_values, label_count);
+    case S_EXPR_AND:
+    case S_EXPR_OR:
+        for (size_t i = 0; i < expr->kid_count; i++) {
+            bool hit = s_expr_matches (expr->kids [i], node_id, groups,
+                                       group_count, label_keys,
+                                       label_values, label_count);
+            if (hit != (expr->op == S_EXPR_AND))
+                return hit;
+        }
+        return expr->op == S_EXPR_AND;
+    }
+    return false;
+}
+
+//  Parses TEXT (BASE columns into what the user wrote) as an expression
+//  into TARGET. A single term becomes that term's plain target.
+static int
+s_expr_parse (const char *text, size_t base, bool any, target_t *target,
+              char *err, size_t err_len)
+{
+    size_t len = strlen (text);
+    if (len > TARGET_EXPR_MAX_LEN) {
+        s_err (err, err_len,
+               "target expression is too long (%zu bytes, at most %d)", len,
+               TARGET_EXPR_MAX_LEN);
+        return -1;
+    }
+    s_lexer_t lex = {.text = text, .base = base, .err = err,
+                     .err_len = err_len};
+    s_lex (&lex);
+    lex.prev = NULL;
+    target_expr_t *expr = s_parse_or (&lex);
+    if (!expr)
+        return -1;
+    if (lex.kind != S_TOK_END) {
+        char show [NAME_SHOW_LEN + 2], prev [NAME_SHOW_LEN];
+        if (lex.kind == S_TOK_CLOSE)
+            s_expr_err (&lex, "')' without a matching '('");
+        else
+            s_expr_err (&lex, "expected 'and', 'or' or the end after '%s', "
+                              "got %s",
+                        name_show (lex.prev, lex.prev_len, prev, sizeof prev),
+                        s_tok_show (&lex, show));
+        s_expr_free (&expr);
+        return -1;
+    }
+    if (expr->op == S_EXPR_TERM) {
+        *target = expr->term;
+        memset (&expr->term, 0, sizeof (expr->term));
+        s_expr_free (&expr);
+        target->any = any;
+        return 0;
+    }
+    char *canonical = NULL;
+    size_t canonical_len = 0;
+    FILE *out = open_memstream (&canonical, &canonical_len);
+    if (!out) {
+        s_expr_free (&expr);
+        s_err (err, err_len, "out of memory");
+        return -1;
+    }
+    s_expr_write (expr, S_EXPR_OR, out);
+    if (fclose (out) != 0) {
+        free (canonical);
+        s_expr_free (&expr);
+        s_err (err, err_len, "out of memory");
+        return -1;
+    }
+    target->scope = TARGET_EXPR;
+    target->any = any;
+    target->expr = expr;
+    target->value = canonical;
+    return 0;
+}
+
 int
 target_parse (const char *text, target_t *target, char *err, size_t err_len)
 {
@@ -280,6 +682,8 @@ target_parse (const char *text, target_t *target, char *err, size_t err_len)
             return -1;
         }
     }
+    if (s_is_expression (text))
+        return s_expr_parse (text, any ? 4 : 0, any, target, err, err_len);
     const char *colon = strchr (text, ':');
     size_t word_len = colon ? (size_t) (colon - text) : strlen (text);
     target_scope_t scope;
@@ -316,12 +720,23 @@ target_from_parts (const char *scope, const char *value, bool any,
     target_scope_t kind;
     if (!scope) {
         s_err (err, err_len, "target scope is missing (all, group, node, "
-                             "label)");
+                             "label, expr)");
         return -1;
+    }
+    if (s_streq (scope, "expr")) {
+        if (!value || !*value) {
+            s_err (err, err_len, "an expr target needs a value (group:web "
+                                 "and not node:web-03)");
+            return -1;
+        }
+        int rc = s_expr_parse (value, 0, any, target, err, err_len);
+        if (rc != 0)
+            target_clear (target);
+        return rc;
     }
     if (s_scope_lookup (scope, strlen (scope), &kind) != 0) {
         s_err (err, err_len,
-               "unknown target scope '%s' (all, group, node, label)",
+               "unknown target scope '%s' (all, group, node, label, expr)",
                s_show (scope, show));
         return -1;
     }
@@ -342,6 +757,7 @@ target_clear (target_t *target)
     for (size_t i = 0; i < target->node_count; i++)
         free (target->nodes [i]);
     free (target->nodes);
+    s_expr_free (&target->expr);
     memset (target, 0, sizeof (*target));
 }
 
@@ -349,6 +765,10 @@ int
 target_copy (target_t *dest, const target_t *src)
 {
     memset (dest, 0, sizeof (*dest));
+    if (src->scope == TARGET_EXPR)
+        //  The canonical text parses back to the same tree
+        return target_from_parts ("expr", src->value, src->any, dest, NULL,
+                                  0);
     dest->scope = src->scope;
     dest->any = src->any;
     if ((src->value && !(dest->value = strdup (src->value)))
@@ -385,6 +805,8 @@ target_scope_name (target_scope_t scope)
         return "node";
     case TARGET_LABEL:
         return "label";
+    case TARGET_EXPR:
+        return "expr";
     }
     return "?";
 }
@@ -397,6 +819,9 @@ target_format (const target_t *target)
     int rc;
     if (target->scope == TARGET_ALL)
         rc = asprintf (&text, "%sall", prefix);
+    else
+    if (target->scope == TARGET_EXPR)
+        rc = asprintf (&text, "%s%s", prefix, target->value);
     else
         rc = asprintf (&text, "%s%s:%s", prefix,
                        target_scope_name (target->scope),
@@ -466,6 +891,10 @@ target_matches (const target_t *target, const char *node_id,
         }
         return false;
     }
+    case TARGET_EXPR:
+        return target->expr
+            && s_expr_matches (target->expr, node_id, groups, group_count,
+                               label_keys, label_values, label_count);
     }
     return false;
 }

@@ -16,6 +16,22 @@
     On the wire a target is a map {scope: "all"|"group"|"node"|"label",
     value: "<text after the colon>", any: bool (optional)}.
 
+    Target expressions combine those terms (all but any) with "not",
+    "and", "or" and parentheses; not binds tighter than and, and tighter
+    than or:
+        group:web and label:tier=prod and not node:web-03
+        (group:web or group:db) and not label:env=test
+        any:group:web and not node:web-03     any applies to the whole
+    A text is read as an expression when it holds a space, a tab or a
+    parenthesis. An expression that is a single term reads as that term
+    (scope group, node, ...); any other is scope TARGET_EXPR, whose value
+    is the canonical text (one space around each operator, parentheses
+    only where precedence needs them), and on the wire {scope: "expr",
+    value: "<expression>"}. Bounds: TARGET_EXPR_MAX_LEN bytes,
+    TARGET_EXPR_MAX_DEPTH nested parentheses or nots, TARGET_EXPR_MAX_TERMS
+    terms. Errors name the column (from 1) of the offending token:
+    "bad target at column 15: expected a term after 'and'".
+
     Topics on the commands socket end in '/': "all/", "group/<g>/",
     "node/<id>/", "label/<key>/<v1>.<v2>/". The trailing '/' makes prefix
     matching exact.
@@ -33,6 +49,9 @@
 #define NAME_MAX_LEN 64          //  Longest name segment
 #define TARGET_MAX_NODES 4096    //  Most ids in a node:<a>,<b>,... list
 #define JOB_ID_LEN 20            //  Longest job id (they are 19: "j-0193a1b2c3d4-0001")
+#define TARGET_EXPR_MAX_LEN 4096   //  Longest target expression text
+#define TARGET_EXPR_MAX_DEPTH 16   //  Most nested parentheses and nots
+#define TARGET_EXPR_MAX_TERMS 64   //  Most terms in one expression
 #define TIME_TEXT_LEN 25         //  strlen of "2026-11-21T07:00:51.123Z" + NUL
 
 //  True when TEXT is a valid name segment: [A-Za-z0-9_-]{1,64}.
@@ -46,8 +65,11 @@ typedef enum {
     TARGET_ALL,
     TARGET_GROUP,
     TARGET_NODE,     //  One id or a list
-    TARGET_LABEL
+    TARGET_LABEL,
+    TARGET_EXPR      //  An expression of the others (not/and/or)
 } target_scope_t;
+
+typedef struct target_expr_s target_expr_t;   //  Opaque expression tree
 
 typedef struct {
     target_scope_t scope;  //  What kind of set
@@ -57,6 +79,7 @@ typedef struct {
     char *label_value;     //  TARGET_LABEL: the dotted value (owned)
     char **nodes;          //  TARGET_NODE: the ids, in order, no duplicates (owned)
     size_t node_count;     //  TARGET_NODE: how many ids
+    target_expr_t *expr;   //  TARGET_EXPR: the tree (owned); value is its text
 } target_t;
 
 //  Parses a CLI/API target text ("group:web", "any:label:tier=web").
@@ -65,7 +88,8 @@ typedef struct {
 int target_parse (const char *text, target_t *target, char *err, size_t err_len);
 
 //  Builds a target from the wire/job-file form: SCOPE "all"|"group"|"node"|
-//  "label", VALUE (may be NULL for all), ANY. Same returns as target_parse.
+//  "label"|"expr", VALUE (may be NULL for all; for expr the expression,
+//  without "any:"), ANY. Same returns as target_parse.
 int target_from_parts (const char *scope, const char *value, bool any,
                        target_t *target, char *err, size_t err_len);
 
@@ -75,14 +99,15 @@ void target_clear (target_t *target);
 //  Deep copy; returns 0 or -1 (out of memory).
 int target_copy (target_t *dest, const target_t *src);
 
-//  "all", "group", "node" or "label".
+//  "all", "group", "node", "label" or "expr".
 const char *target_scope_name (target_scope_t scope);
 
 //  The text form ("group:web", "any:all"); caller frees.
 char *target_format (const target_t *target);
 
 //  The commands-socket topic for a group/label/all target ("group/web/");
-//  NULL for node targets (they are published per node). Caller frees.
+//  NULL for node targets and expressions (they are published to each
+//  resolved node's own topic, never wider). Caller frees.
 char *target_topic (const target_t *target);
 
 //  The topic of one node: "node/<id>/". Caller frees.

@@ -186,6 +186,81 @@ test_it_basic_group_node_and_list_targets (void **state)
 }
 
 static void
+test_it_basic_compound_targets (void **state)
+{
+    //  On the wire as {scope: "expr", value}
+    struct {
+        const char *value, *expected;
+    } cases [] = {
+        {"group:web and not node:web-01", "web-02"},
+        {"group:db or label:tier=web.dev", "db-01,web-01"},
+        {"not group:web", "db-01"},
+    };
+    for (size_t index = 0; index < sizeof cases / sizeof cases [0]; index++) {
+        pv_doc_t *doc = s_run ("expr", cases [index].value, "test", "echo",
+                               "msg", "x");
+        assert_non_null (doc);
+        const pv_t *record = s_data (doc);
+        char *expected = s_expected (record);
+        assert_string_equal (expected, cases [index].expected);
+        free (expected);
+        assert_true (grid_str_is (record, "status", "completed"));
+        pv_doc_destroy (&doc);
+    }
+    pv_doc_t *reply = s_submit ("expr", "group:web or (group:db", "test",
+                                "echo", NULL);
+    assert_non_null (reply);
+    assert_false (grid_reply_ok (reply, NULL));
+    char *message = NULL;
+    size_t message_len = 0;
+    FILE *json = open_memstream (&message, &message_len);
+    pv_write_json (pv_doc_root (reply), json, 0);
+    fclose (json);
+    assert_non_null (strstr (message, "bad target at column 23: expected ')' "
+                                      "to close the '(' at column 14"));
+    free (message);
+    pv_doc_destroy (&reply);
+
+    //  On the command line, with any: over the whole expression
+    char *out = NULL, *err = NULL;
+    int code = grid_cli (&s_grid, &out, &err, 30000, "job", "run", "--target",
+                         "(group:web or group:db) and not label:tier=web.prod",
+                         "test", "echo", "--msg", "compound", "--wait", NULL);
+    if (code != 0)
+        fprintf (stderr, "stdout:\n%s\nstderr:\n%s\n", out, err);
+    assert_int_equal (code, 0);
+    assert_non_null (strstr (out, "web-01"));
+    assert_non_null (strstr (out, "db-01"));
+    assert_null (strstr (out, "web-02"));
+    free (out);
+    free (err);
+    code = grid_cli (&s_grid, &out, &err, 30000, "job", "run", "--target",
+                     "any:group:web or group:db", "test", "echo", "--msg",
+                     "one", "--wait", NULL);
+    assert_int_equal (code, 0);
+    free (out);
+    free (err);
+    pv_doc_t *listing = grid_call (&s_grid, "job.list", NULL);
+    const pv_t *newest = pv_array_at (pv_map_get (s_data (listing), "jobs"), 0);
+    assert_true (grid_str_is (newest, "target", "any:group:web or group:db"));
+    int64_t expected_count = 0;
+    assert_int_equal (pv_get_int (pv_map_get (newest, "expected"),
+                                  &expected_count),
+                      0);
+    assert_int_equal (expected_count, 1);
+    pv_doc_destroy (&listing);
+
+    //  A bad expression is a usage error that names the column
+    code = grid_cli (&s_grid, &out, &err, 10000, "job", "run", "--target",
+                     "group:web and", "test", "echo", NULL);
+    assert_int_equal (code, 2);
+    assert_non_null (strstr (err, "bad target at column 14: expected a term "
+                                  "after 'and'"));
+    free (out);
+    free (err);
+}
+
+static void
 test_it_basic_failures_are_reported_per_node (void **state)
 {
     pv_doc_t *doc = s_run ("group", "web", "test", "fail", "msg", "boom");
@@ -542,6 +617,7 @@ main (void)
     const struct CMUnitTest tests [] = {
         cmocka_unit_test (test_it_basic_all_target_reaches_every_node),
         cmocka_unit_test (test_it_basic_group_node_and_list_targets),
+        cmocka_unit_test (test_it_basic_compound_targets),
         cmocka_unit_test (test_it_basic_failures_are_reported_per_node),
         cmocka_unit_test (test_it_basic_system_hostname_is_real),
         cmocka_unit_test (test_it_basic_invalid_jobs_are_refused_with_paths),

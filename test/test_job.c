@@ -310,6 +310,34 @@ test_job_target_forms (void **state)
                          "tasks: [{backend: test, action: a}]\n");
     assert_int_equal (spec->target.scope, TARGET_ALL);
     job_spec_destroy (&spec);
+
+    //  An expression as text or as {scope: expr, value}; on the wire it
+    //  is always the map, with the canonical text
+    const char *files [] = {
+        "target: 'any:(group:web or group:db)  and not node:web-03'\n",
+        "target: {scope: expr, value: '(group:web or group:db) and not "
+        "node:web-03', any: true}\n"};
+    for (size_t i = 0; i < 2; i++) {
+        char text [512];
+        snprintf (text, sizeof text, "%stasks: [{backend: test, action: a}]\n",
+                  files [i]);
+        spec = s_valid_yaml (text);
+        assert_int_equal (spec->target.scope, TARGET_EXPR);
+        assert_true (spec->target.any);
+        assert_string_equal (spec->target.value,
+                             "(group:web or group:db) and not node:web-03");
+        pw_t *writer = pw_new ();
+        job_spec_encode (spec, writer);
+        job_spec_t *again = NULL;
+        job_errors_t errors = {.count = 0};
+        assert_int_equal (s_decode_wire (writer, &again, &errors), 0);
+        assert_int_equal (again->target.scope, TARGET_EXPR);
+        assert_true (again->target.any);
+        assert_string_equal (again->target.value, spec->target.value);
+        job_spec_destroy (&again);
+        pw_destroy (&writer);
+        job_spec_destroy (&spec);
+    }
 }
 
 //  A job that uses every field, built on the wire.
@@ -695,14 +723,27 @@ test_job_invalid_targets (void **state)
     const char *cases [] [2] = {
         {"", "target: required"},
         {"target: group:web 1\n",
-         "target: group name 'web 1' is not valid: use letters, digits, '_' "
+         "target: bad target at column 11: expected 'and', 'or' or the end "
+         "after 'group:web', got '1'"},
+        {"target: group:w.b\n",
+         "target: group name 'w.b' is not valid: use letters, digits, '_' "
          "and '-' (1 to 64)"},
+        {"target: group:web and not\n",
+         "target: bad target at column 18: expected a term after 'not', got "
+         "the end"},
+        {"target: {scope: expr, value: 'group:web or'}\n",
+         "target: bad target at column 13: expected a term after 'or', got "
+         "the end"},
+        {"target: {scope: expr}\n",
+         "target: an expr target needs a value (group:web and not "
+         "node:web-03)"},
         {"target: grp:web\n",
          "target: unknown target scope 'grp' (all, group:G, "
          "node:ID[,ID...], label:KEY=V1.V2, any[:TARGET])"},
         {"target: {value: web}\n", "target.scope: required"},
         {"target: {scope: grp, value: web}\n",
-         "target: unknown target scope 'grp' (all, group, node, label)"},
+         "target: unknown target scope 'grp' (all, group, node, label, "
+         "expr)"},
         {"target: {scope: group, value: web, any: 1}\n",
          "target.any: expected true or false, got int"},
         {"target: {scope: group, value: web, sope: x}\n",
@@ -956,8 +997,8 @@ test_job_every_problem_reported (void **state)
     assert_int_equal (rc, -1);
     assert_null (spec);
     const char *expected [] = {
-        "target: group name 'web 1' is not valid: use letters, digits, '_' "
-        "and '-' (1 to 64)",
+        "target: bad target at column 11: expected 'and', 'or' or the end "
+        "after 'group:web', got '1'",
         "strategy: unknown strategy 'sometimes' (fail-fast, continue)",
         "priority: 500 is out of range (-100 to 100)",
         "tasks[0].bakend: unknown key",

@@ -169,7 +169,10 @@ static void
 test_names_target_errors (void **state)
 {
     s_assert_target_error ("group:web 1",
-                           "group name 'web 1' is not valid: use letters, "
+                           "bad target at column 11: expected 'and', 'or' "
+                           "or the end after 'group:web', got '1'");
+    s_assert_target_error ("group:w.b",
+                           "group name 'w.b' is not valid: use letters, "
                            "digits, '_' and '-' (1 to 64)");
     s_assert_target_error ("grp:web", "unknown target scope 'grp' (all, "
                                       "group:G, node:ID[,ID...], "
@@ -191,8 +194,9 @@ test_names_target_errors (void **state)
     s_assert_target_error ("label:tier", "label target 'tier' needs "
                                          "KEY=VALUE");
     s_assert_target_error ("label:=web", "label key '' is not valid");
-    s_assert_target_error ("label:ti er=web", "label key 'ti er' is not "
-                                              "valid");
+    s_assert_target_error ("label:ti er=web", "bad target at column 1: "
+                                              "label target 'ti' needs "
+                                              "KEY=VALUE");
     s_assert_target_error ("label:tier=", "label value '' is not valid");
     s_assert_target_error ("label:tier=web..dev",
                            "label value 'web..dev' is not valid");
@@ -252,7 +256,7 @@ test_names_target_from_parts (void **state)
         target_from_parts ("grp", "web", false, &target, err, sizeof (err)),
         -1);
     assert_string_equal (err, "unknown target scope 'grp' (all, group, "
-                              "node, label)");
+                              "node, label, expr)");
     assert_int_equal (
         target_from_parts (NULL, "web", false, &target, err, sizeof (err)),
         -1);
@@ -393,6 +397,264 @@ test_names_target_format_and_copy (void **state)
     free (text);
     target_clear (&target);
     assert_string_equal (target_scope_name (TARGET_LABEL), "label");
+}
+
+//  Parses TEXT, which must be an expression whose canonical text is
+//  EXPECTED (or, when EXPECTED is a plain target, that plain target).
+static void
+s_assert_expression (const char *text, const char *expected)
+{
+    target_t target;
+    char err [256] = "";
+    int rc = target_parse (text, &target, err, sizeof (err));
+    if (rc != 0)
+        print_error ("target '%s': %s\n", text, err);
+    assert_int_equal (rc, 0);
+    char *formatted = target_format (&target);
+    assert_string_equal (formatted, expected);
+    //  The canonical text reads back to itself, and copies keep it
+    target_t again, copy;
+    assert_int_equal (target_parse (formatted, &again, err, sizeof (err)), 0);
+    assert_int_equal (target_copy (&copy, &again), 0);
+    char *twice = target_format (&copy);
+    assert_string_equal (twice, expected);
+    assert_int_equal (copy.scope, target.scope);
+    assert_int_equal (copy.any, target.any);
+    free (formatted);
+    free (twice);
+    target_clear (&target);
+    target_clear (&again);
+    target_clear (&copy);
+}
+
+static void
+test_names_target_expressions (void **state)
+{
+    target_t target;
+    char err [256] = "";
+    assert_int_equal (target_parse ("group:web and label:tier=prod and not "
+                                    "node:web-03",
+                                    &target, err, sizeof (err)),
+                      0);
+    assert_int_equal (target.scope, TARGET_EXPR);
+    assert_false (target.any);
+    assert_non_null (target.expr);
+    assert_string_equal (target.value, "group:web and label:tier=prod and "
+                                       "not node:web-03");
+    assert_string_equal (target_scope_name (TARGET_EXPR), "expr");
+    //  An expression has no topic: it is sent to each node's own topic
+    assert_null (target_topic (&target));
+    target_clear (&target);
+    assert_null (target.expr);
+
+    //  Canonical text: one space around operators, parentheses only where
+    //  precedence needs them, same-operator groups flattened
+    s_assert_expression ("group:web   or\tgroup:db", "group:web or group:db");
+    s_assert_expression ("(group:web or group:db) and not node:x",
+                         "(group:web or group:db) and not node:x");
+    s_assert_expression ("group:a or (group:b and group:c)",
+                         "group:a or group:b and group:c");
+    s_assert_expression ("group:a and (group:b and group:c)",
+                         "group:a and group:b and group:c");
+    s_assert_expression ("((group:a or group:b) or group:c)",
+                         "group:a or group:b or group:c");
+    s_assert_expression ("not (group:a or group:b)",
+                         "not (group:a or group:b)");
+    s_assert_expression ("not not group:a", "not not group:a");
+    s_assert_expression ("not(group:a)and(group:b)",
+                         "not group:a and group:b");
+    s_assert_expression ("any:group:web and not node:web-03",
+                         "any:group:web and not node:web-03");
+    s_assert_expression ("any:(group:web or group:db)",
+                         "any:group:web or group:db");
+    s_assert_expression ("node:a,b and label:tier=web.dev",
+                         "node:a,b and label:tier=web.dev");
+    //  A single term reads as the plain target
+    s_assert_expression ("(group:web)", "group:web");
+    s_assert_expression (" all ", "all");
+    assert_int_equal (target_parse ("( node:a,b )", &target, err,
+                                    sizeof (err)),
+                      0);
+    assert_int_equal (target.scope, TARGET_NODE);
+    assert_int_equal (target.node_count, 2);
+    target_clear (&target);
+    assert_int_equal (target_parse ("any:(label:tier=web)", &target, err,
+                                    sizeof (err)),
+                      0);
+    assert_int_equal (target.scope, TARGET_LABEL);
+    assert_true (target.any);
+    target_clear (&target);
+
+    //  The wire form {scope: "expr", value} and a plain scope both work
+    assert_int_equal (target_from_parts ("expr", "group:a or group:b", true,
+                                         &target, err, sizeof (err)),
+                      0);
+    assert_int_equal (target.scope, TARGET_EXPR);
+    assert_true (target.any);
+    assert_string_equal (target.value, "group:a or group:b");
+    target_clear (&target);
+    assert_int_equal (target_from_parts ("expr", "(group:a)", false, &target,
+                                         err, sizeof (err)),
+                      0);
+    assert_int_equal (target.scope, TARGET_GROUP);
+    target_clear (&target);
+    assert_int_equal (target_from_parts ("expr", NULL, false, &target, err,
+                                         sizeof (err)),
+                      -1);
+    assert_non_null (strstr (err, "an expr target needs a value"));
+    assert_int_equal (target_from_parts ("expr", "group:a and", false,
+                                         &target, err, sizeof (err)),
+                      -1);
+    assert_non_null (strstr (err, "column 12: expected a term after 'and'"));
+    assert_null (target.value);
+}
+
+//  Does target TEXT match node ID with GROUPS (comma list) and one label?
+static bool
+s_expr_hits (const char *text, const char *id, const char *group_a,
+             const char *group_b, const char *tier)
+{
+    target_t target;
+    char err [256] = "";
+    assert_int_equal (target_parse (text, &target, err, sizeof (err)), 0);
+    char *groups [2] = {(char *) group_a, (char *) group_b};
+    size_t group_count = group_b ? 2 : group_a ? 1 : 0;
+    char *keys [1] = {"tier"};
+    char *values [1] = {(char *) tier};
+    bool hit = target_matches (&target, id, groups, group_count, keys, values,
+                               tier ? 1 : 0);
+    target_clear (&target);
+    return hit;
+}
+
+static void
+test_names_target_expression_matches (void **state)
+{
+    const char *text = "group:web and label:tier=prod and not node:web-03";
+    assert_true (s_expr_hits (text, "web-01", "web", NULL, "prod"));
+    assert_true (s_expr_hits (text, "web-02", "web", NULL, "prod.eu"));
+    assert_false (s_expr_hits (text, "web-03", "web", NULL, "prod"));
+    assert_false (s_expr_hits (text, "web-04", "web", NULL, "test"));
+    assert_false (s_expr_hits (text, "web-05", "web", NULL, NULL));
+    assert_false (s_expr_hits (text, "db-01", "db", NULL, "prod"));
+
+    assert_true (s_expr_hits ("group:web or group:db", "a", "db", NULL,
+                              NULL));
+    assert_true (s_expr_hits ("group:web or group:db", "a", "x", "web",
+                              NULL));
+    assert_false (s_expr_hits ("group:web or group:db", "a", "x", NULL,
+                               NULL));
+    //  not > and > or: "a or b and not c" is "a or (b and (not c))"
+    const char *mixed = "group:a or group:b and not node:n1";
+    assert_true (s_expr_hits (mixed, "n1", "a", NULL, NULL));
+    assert_false (s_expr_hits (mixed, "n1", "b", NULL, NULL));
+    assert_true (s_expr_hits (mixed, "n2", "b", NULL, NULL));
+    //  Parentheses change it
+    const char *grouped = "(group:a or group:b) and not node:n1";
+    assert_false (s_expr_hits (grouped, "n1", "a", NULL, NULL));
+    assert_true (s_expr_hits (grouped, "n2", "a", NULL, NULL));
+    assert_true (s_expr_hits ("not not group:a", "n", "a", NULL, NULL));
+    assert_true (s_expr_hits ("all and not group:a", "n", "b", NULL, NULL));
+    assert_false (s_expr_hits ("all and not group:a", "n", "a", NULL, NULL));
+}
+
+static void
+test_names_target_expression_errors (void **state)
+{
+    s_assert_target_error ("group:web and",
+                           "bad target at column 14: expected a term after "
+                           "'and', got the end");
+    s_assert_target_error ("group:web and label:tier=prod and",
+                           "bad target at column 34: expected a term after "
+                           "'and'");
+    s_assert_target_error ("group:web or or group:db",
+                           "bad target at column 14: expected a term after "
+                           "'or', got 'or'");
+    s_assert_target_error ("and group:web",
+                           "bad target at column 1: expected a term, got "
+                           "'and'");
+    s_assert_target_error ("not", "bad target at column 4: expected a term "
+                                  "after 'not', got the end");
+    s_assert_target_error ("(group:web or group:db",
+                           "bad target at column 23: expected ')' to close "
+                           "the '(' at column 1, got the end");
+    s_assert_target_error ("group:web)",
+                           "bad target at column 10: ')' without a matching "
+                           "'('");
+    s_assert_target_error ("()", "bad target at column 2: expected a term "
+                                 "after '(', got ')'");
+    s_assert_target_error ("group:web and grp:db",
+                           "bad target at column 15: unknown target scope "
+                           "'grp'");
+    s_assert_target_error ("group:web and node:a,a",
+                           "bad target at column 15: node id 'a' is listed "
+                           "twice");
+    s_assert_target_error ("group:web and any:group:db",
+                           "bad target at column 15: 'any' applies to the "
+                           "whole target");
+    s_assert_target_error ("group:web or any",
+                           "bad target at column 14: 'any' applies");
+    //  Columns count from the start of what was written, any: included
+    s_assert_target_error ("any:group:web and",
+                           "bad target at column 18: expected a term after "
+                           "'and'");
+    s_assert_target_error ("any:any:group:a and group:b",
+                           "'any' cannot be nested");
+    s_assert_target_error ("group:web\x01 or group:db",
+                           "bad target at column 1: group name 'web?' is not "
+                           "valid");
+    s_assert_target_error ("   ", "bad target at column 4: expected a term, "
+                                  "got the end");
+}
+
+static void
+test_names_target_expression_bounds (void **state)
+{
+    //  TARGET_EXPR_MAX_DEPTH nested parentheses are fine, one more is not
+    char text [TARGET_EXPR_MAX_LEN + 64];
+    size_t at = 0;
+    for (int i = 0; i < TARGET_EXPR_MAX_DEPTH; i++)
+        text [at++] = '(';
+    at += (size_t) sprintf (text + at, "group:a or group:b");
+    for (int i = 0; i < TARGET_EXPR_MAX_DEPTH; i++)
+        text [at++] = ')';
+    text [at] = '\0';
+    target_t target;
+    char err [256] = "";
+    assert_int_equal (target_parse (text, &target, err, sizeof (err)), 0);
+    assert_string_equal (target.value, "group:a or group:b");
+    target_clear (&target);
+    memmove (text + 1, text, strlen (text) + 1);
+    text [0] = '(';
+    strcat (text, ")");
+    s_assert_target_error (text, "bad target at column 17: nested too deep "
+                                 "(at most 16 parentheses and nots)");
+    at = 0;
+    for (int i = 0; i <= TARGET_EXPR_MAX_DEPTH; i++)
+        at += (size_t) sprintf (text + at, "not ");
+    strcpy (text + at, "all");
+    s_assert_target_error (text, "nested too deep");
+
+    //  TARGET_EXPR_MAX_TERMS terms, then one too many
+    at = 0;
+    for (int i = 0; i < TARGET_EXPR_MAX_TERMS; i++)
+        at += (size_t) sprintf (text + at, "%snode:n%d", i ? " or " : "", i);
+    assert_int_equal (target_parse (text, &target, err, sizeof (err)), 0);
+    assert_int_equal (target.scope, TARGET_EXPR);
+    target_clear (&target);
+    strcpy (text + at, " or node:last");
+    s_assert_target_error (text, "too many terms (at most 64)");
+
+    //  Length: one byte over the bound is refused before parsing
+    memset (text, ' ', TARGET_EXPR_MAX_LEN + 1);
+    memcpy (text, "all", 3);
+    text [TARGET_EXPR_MAX_LEN + 1] = '\0';
+    s_assert_target_error (text, "target expression is too long (4097 bytes, "
+                                 "at most 4096)");
+    text [TARGET_EXPR_MAX_LEN] = '\0';
+    assert_int_equal (target_parse (text, &target, err, sizeof (err)), 0);
+    assert_int_equal (target.scope, TARGET_ALL);
+    target_clear (&target);
 }
 
 static void
@@ -559,6 +821,10 @@ main (void)
         cmocka_unit_test (test_names_target_matches),
         cmocka_unit_test (test_names_topics),
         cmocka_unit_test (test_names_target_format_and_copy),
+        cmocka_unit_test (test_names_target_expressions),
+        cmocka_unit_test (test_names_target_expression_matches),
+        cmocka_unit_test (test_names_target_expression_errors),
+        cmocka_unit_test (test_names_target_expression_bounds),
         cmocka_unit_test (test_names_duration_parse),
         cmocka_unit_test (test_names_duration_format),
         cmocka_unit_test (test_names_job_ids),

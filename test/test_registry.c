@@ -200,6 +200,14 @@ test_registry_resolves_targets_exactly (void **state)
         {"label:tier=web.dev.us-east", "web-01"},
         {"label:tier=we", ""},
         {"group:nobody", ""},
+        //  Expressions are matched node by node against the registry
+        {"group:web or group:db", "db-01,web-01,web-02"},
+        {"group:web and label:tier=web.prod", "web-02"},
+        {"all and not group:web", "db-01,webserver-01"},
+        {"(group:web or group:db) and not node:web-01", "db-01,web-02"},
+        {"label:tier=web or node:webserver-01,nobody",
+         "web-01,web-02,webserver-01"},
+        {"group:web and group:db", ""},
     };
     for (size_t index = 0; index < sizeof cases / sizeof cases [0]; index++) {
         char *got = s_resolve_text (registry, cases [index].target);
@@ -223,6 +231,11 @@ test_registry_offline_and_drained_nodes_are_not_resolved (void **state)
     target_t target;
     assert_int_equal (target_parse ("group:web", &target, NULL, 0), 0);
     assert_int_equal (registry_members (registry, &target), 2);
+    target_clear (&target);
+    assert_int_equal (target_parse ("group:web or group:db", &target, NULL,
+                                    0),
+                      0);
+    assert_int_equal (registry_members (registry, &target), 3);
     target_clear (&target);
     assert_int_equal (registry_online_count (registry), 3);
     registry_destroy (&registry);

@@ -104,6 +104,9 @@ s_resolve (void *arg, const target_t *target, char ***ids_p)
             for (size_t at = 0; at < target->node_count; at++)
                 if (strcmp (target->nodes [at], node->id) == 0)
                     match = true;
+        if (target->scope == TARGET_EXPR)
+            match = target_matches (target, node->id, &node->group, 1, NULL,
+                                    NULL, 0);
         if (match)
             ids [count++] = strdup (node->id);
     }
@@ -1059,6 +1062,32 @@ test_sched_grid_flat_example (void **state)
     assert_int_equal (s_events (h, 0, "succeeded", NULL, -1), 6);
     assert_int_equal (s_events (h, 0, "finished", NULL, -1), 1);
     assert_int_equal (sched_running_count (h->sched), 0);
+    s_harness_destroy (&h);
+}
+
+//  R4: a compound target has no topic of its own, so every step goes to
+//  each resolved node's own topic and never to a wider one.
+static void
+test_sched_expression_target_goes_per_node (void **state)
+{
+    harness_t *h = s_harness_new (s_web3, 4);
+    s_start (h);
+    job_spec_t *spec = s_spec (TARGET_ALL, NULL, false,
+                               JOB_STRATEGY_FAIL_FAST);
+    assert_int_equal (target_parse ("group:web and not node:web-02",
+                                    &spec->target, NULL, 0),
+                      0);
+    s_leaf (spec, "test", "echo", JOB_COND_ALWAYS);
+    s_leaf (spec, "test", "echo", JOB_COND_ALWAYS);
+    s_submit (h, "j1", spec);
+    assert_string_equal (s_sends (h, 0, NULL), "0/1 - web-01,web-03");
+    s_run (h, "j1", 0, "web-01", "success");
+    s_run (h, "j1", 0, "web-03", "success");
+    s_run (h, "j1", 1, "web-01", "success");
+    s_run (h, "j1", 1, "web-03", "success");
+    assert_string_equal (s_sends (h, 0, NULL),
+                         "0/1 - web-01,web-03; 1/1 - web-01,web-03");
+    s_assert_outcome (h, "j1", SCHED_JOB_COMPLETED, NULL);
     s_harness_destroy (&h);
 }
 
@@ -3400,6 +3429,7 @@ main (void)
         cmocka_unit_test (test_sched_step_numbering),
         cmocka_unit_test (test_sched_barrier_waits_for_slowest),
         cmocka_unit_test (test_sched_grid_flat_example),
+        cmocka_unit_test (test_sched_expression_target_goes_per_node),
         cmocka_unit_test (test_sched_grid_hierarchical_example),
         cmocka_unit_test (test_sched_pipeline_node_advances),
         cmocka_unit_test (test_sched_conditions_top_level),

@@ -5,7 +5,8 @@
 
     writes DIR/fuzz_proto (one valid body of every message type, and client
     requests), DIR/fuzz_job (job specs and key records as msgpack) and
-    DIR/fuzz_yaml (job files and config files as YAML). libFuzzer starts
+    DIR/fuzz_yaml (job files and config files as YAML) and DIR/fuzz_text
+    (target expressions). libFuzzer starts
     from these, so it reaches deep into each decoder at once instead of
     first having to guess what a hello looks like.
     =========================================================================
@@ -326,6 +327,20 @@ main (int argc, char *argv [])
         s_write ("fuzz_proto", name, pw_data (writer), pw_size (writer));
     }
     pw_destroy (&writer);
+
+    //  Texts: target expressions, good and bad
+    const char *expressions [] = {
+        "group:web and label:tier=prod and not node:web-03",
+        "any:(group:web or group:db) and not label:env=test.a",
+        "not (node:a,b,c or all) and ((group:x))",
+        "group:web and", "(group:a or", "group:a) or x", "any:any:all"};
+    for (size_t index = 0;
+         index < sizeof expressions / sizeof expressions [0]; index++) {
+        char name [32];
+        snprintf (name, sizeof name, "target-%zu", index);
+        s_write ("fuzz_text", name, expressions [index],
+                 strlen (expressions [index]));
+    }
     printf ("fuzz_seeds: wrote %d seeds in %s\n", s_written, s_dir);
     return 0;
 }

@@ -1,0 +1,144 @@
+/*  =========================================================================
+    fuzz_text - libFuzzer target for the text grammars grid parses from
+    operators: target expressions (target_parse)
+
+    An input is taken as text (cut at its first NUL) and parsed. Beyond
+    "no crash, no leak": a refused text names its problem; an accepted
+    target formats to a text that parses back to the same text, scope and
+    any flag, a copy formats the same, and matching it against a few nodes
+    agrees with its copy. A broken invariant aborts, which libFuzzer
+    reports as a crash.
+
+    Built with -DGRID_FUZZ_LIBFUZZER and -fsanitize=fuzzer it is a libFuzzer
+    binary (make fuzz). Without it, main() runs each file named on the
+    command line (or stdin) once, so the normal build replays a corpus or a
+    crash with it.
+    =========================================================================
+*/
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../proto/names.h"
+
+int LLVMFuzzerTestOneInput (const uint8_t *data, size_t size);
+
+static void
+s_broken (const char *invariant)
+{
+    fprintf (stderr, "fuzz_text: invariant broken: %s\n", invariant);
+    abort ();
+}
+
+static void
+s_check_target (const char *text)
+{
+    target_t target, again, copy;
+    char err [256] = "";
+    if (target_parse (text, &target, err, sizeof err) != 0) {
+        if (!err [0])
+            s_broken ("a refused target names no problem");
+        if (target.value || target.expr || target.nodes)
+            s_broken ("a refused target left memory behind");
+        return;
+    }
+    char *formatted = target_format (&target);
+    if (!formatted)
+        s_broken ("an accepted target does not format");
+    if (target_parse (formatted, &again, err, sizeof err) != 0)
+        s_broken ("a formatted target is refused");
+    if (target_copy (&copy, &target) != 0)
+        s_broken ("an accepted target does not copy");
+    char *twice = target_format (&again);
+    char *copied = target_format (&copy);
+    if (!twice || !copied || strcmp (formatted, twice) != 0
+        || strcmp (formatted, copied) != 0 || again.scope != target.scope
+        || again.any != target.any)
+        s_broken ("a target changed on a round trip");
+    char *groups [] = {"web", "db"};
+    char *keys [] = {"tier"};
+    char *values [] = {"web.prod"};
+    const char *ids [] = {"web-01", "db-01", "x"};
+    for (size_t i = 0; i < 3; i++)
+        for (size_t g = 0; g <= 2; g++)
+            if (target_matches (&target, ids [i], groups, g, keys, values, 1)
+                != target_matches (&copy, ids [i], groups, g, keys, values,
+                                   1))
+                s_broken ("a copy matches differently");
+    free (formatted);
+    free (twice);
+    free (copied);
+    target_clear (&target);
+    target_clear (&again);
+    target_clear (&copy);
+}
+
+int
+LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
+{
+    char *text = malloc (size + 1);
+    if (!text)
+        return 0;
+    memcpy (text, data, size);
+    text [size] = '\0';
+    s_check_target (text);
+    free (text);
+    return 0;
+}
+
+#ifndef GRID_FUZZ_LIBFUZZER
+
+static int
+s_run (const char *path)
+{
+    FILE *file = path ? fopen (path, "rb") : stdin;
+    if (!file) {
+        perror (path);
+        return -1;
+    }
+    size_t size = 0, room = 4096;
+    uint8_t *data = malloc (room);
+    while (data) {
+        if (size == room) {
+            uint8_t *bigger = room < (64 << 20) ? realloc (data, room * 2)
+                                                : NULL;
+            if (!bigger) {
+                free (data);
+                data = NULL;
+                break;
+            }
+            data = bigger;
+            room *= 2;
+        }
+        size_t got = fread (data + size, 1, room - size, file);
+        size += got;
+        if (got == 0)
+            break;
+    }
+    if (file != stdin)
+        fclose (file);
+    if (!data) {
+        fprintf (stderr, "fuzz_text: cannot read %s\n", path ? path : "stdin");
+        return -1;
+    }
+    LLVMFuzzerTestOneInput (data, size);
+    free (data);
+    return 0;
+}
+
+int
+main (int argc, char *argv [])
+{
+    int failed = 0;
+    if (argc < 2)
+        failed = s_run (NULL) != 0;
+    for (int index = 1; index < argc; index++)
+        if (s_run (argv [index]))
+            failed++;
+    int inputs = argc < 2 ? 1 : argc - 1;
+    printf ("fuzz_text: ran %d input%s\n", inputs, inputs == 1 ? "" : "s");
+    return failed ? 1 : 0;
+}
+
+#endif
