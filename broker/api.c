@@ -156,6 +156,12 @@ s_check_actions (broker_t *self, const job_spec_t *spec, zlistx_t *details)
     }
 }
 
+void
+api_check_actions (broker_t *self, const job_spec_t *spec, zlistx_t *details)
+{
+    s_check_actions (self, spec, details);
+}
+
 static void
 s_invalid_job (api_call_t *call, zlistx_t *details)
 {
@@ -803,9 +809,11 @@ s_job_list (api_call_t *call)
         free (status_name);
         return;
     }
+    char *schedule = s_field (call, "schedule");
     store_txn_t *txn = s_txn (call);
     if (!txn) {
         free (status_name);
+        free (schedule);
         return;
     }
     //  Newest first: walk the time-sorted ids backwards. Two passes, since
@@ -821,7 +829,11 @@ s_job_list (api_call_t *call)
         pv_doc_t *doc = NULL;
         if (pv_doc_decode (v, v_len, &doc, NULL, 0) == 0) {
             const pv_t *header = pv_doc_root (doc);
-            if (!status_name || jobrec_header_status (header) == (int) wanted) {
+            if ((!status_name
+                 || jobrec_header_status (header) == (int) wanted)
+                && (!schedule
+                    || pv_str_eq (pv_map_get (header, "schedule"),
+                                  schedule))) {
                 total++;
                 if ((int64_t) count < limit) {
                     jobrec_write_summary (header, items);
@@ -844,6 +856,7 @@ s_job_list (api_call_t *call)
     pw_int (call->reply, (int64_t) total);
     pw_destroy (&items);
     free (status_name);
+    free (schedule);
 }
 
 static void
@@ -1996,6 +2009,8 @@ void
 api_handle (broker_t *self, const proto_request_t *request, pw_t *reply)
 {
     api_call_t call = {self, request, reply};
+    if (schedrun_handle (self, request, reply))
+        return;
     for (size_t index = 0; index < sizeof s_routes / sizeof s_routes [0];
          index++)
         if (strcmp (s_routes [index].type, request->type) == 0) {

@@ -383,6 +383,12 @@ static const s_need_t s_needs [] = {
     {"dlq.purge", AUTH_ROLE_OPERATOR},  {"queue.stats", AUTH_ROLE_VIEWER},
     {"node.workers", AUTH_ROLE_VIEWER}, {"node.history", AUTH_ROLE_VIEWER},
     {"job.output", AUTH_ROLE_VIEWER},
+    {"schedule.list", AUTH_ROLE_VIEWER}, {"schedule.get", AUTH_ROLE_VIEWER},
+    {"schedule.add", AUTH_ROLE_OPERATOR},
+    {"schedule.pause", AUTH_ROLE_OPERATOR},
+    {"schedule.resume", AUTH_ROLE_OPERATOR},
+    {"schedule.delete", AUTH_ROLE_OPERATOR},
+    {"schedule.run", AUTH_ROLE_OPERATOR},
 };
 
 auth_role_t

@@ -11,6 +11,7 @@
 #include "dlq.h"
 #include "jobrec.h"
 #include "nodehist.h"
+#include "schedule.h"
 
 #define CLIENT_BATCH_MAX 512     //  Client requests read per pass
 #define AGENT_PASS_MAX 8192      //  Agent messages read per pass at most...
@@ -786,6 +787,12 @@ s_pass_end (broker_t *self)
     zlistx_destroy (&replays);
 }
 
+void
+broker_pass_end (broker_t *self)
+{
+    s_pass_end (self);
+}
+
 //  ---------------------------------------------------------------------
 //  Scheduler actions
 
@@ -1165,6 +1172,8 @@ broker_drain (broker_t *self)
                     s_store_error (self, cleared < 0 ? cleared : 0,
                                    "the dead-letter queue");
                 }
+                if (action.job->schedule)
+                    schedrun_on_finished (self, action.job);
                 zhashx_delete (self->event_seq, action.job->id);
                 //  Logged once it is stored
                 zlistx_add_end (self->pass_logs,
@@ -1677,7 +1686,10 @@ s_is_mutation (const char *type)
 {
     return strcmp (type, "job.submit") == 0 || strcmp (type, "job.cancel") == 0
            || strcmp (type, "job.delete") == 0 || strcmp (type, "job.retry") == 0
-           || strcmp (type, "dlq.retry") == 0 || strcmp (type, "dlq.purge") == 0;
+           || strcmp (type, "dlq.retry") == 0 || strcmp (type, "dlq.purge") == 0
+           || (strncmp (type, "schedule.", 9) == 0
+               && strcmp (type, "schedule.list") != 0
+               && strcmp (type, "schedule.get") != 0);
 }
 
 //  Keeps REPLY to request ID, whose body has digest DIGEST, for retries:
@@ -2495,6 +2507,9 @@ broker_new (const broker_config_t *config, char *err, size_t err_len)
     zhashx_set_destructor (self->node_stats, (zhashx_destructor_fn *) zstr_free);
     if (self->sched)
         sched_set_fleet (self->sched, s_node_load, s_action_idempotent, self);
+    self->schedules = zhashx_new ();
+    zhashx_set_destructor (self->schedules,
+                           (zhashx_destructor_fn *) schedule_destroy);
     //  One broker per data dir: two would interleave their writes.
     self->lock = store_lock (self->config.data_dir, "gridbroker", "data dir",
                              err, err_len);
@@ -2535,6 +2550,10 @@ broker_new (const broker_config_t *config, char *err, size_t err_len)
     zloop_reader (self->loop, self->agents, s_on_agents, self);
     auth_attach (self);
     zloop_timer (self->loop, (size_t) self->config.tick_ms, 0, s_on_tick, self);
+    if (schedrun_restore (self, err, err_len) != 0) {
+        broker_destroy (&self);
+        return NULL;
+    }
     return self;
 }
 
@@ -2580,6 +2599,7 @@ broker_destroy (broker_t **self_p)
     qstats_destroy (&self->wait_samples);
     qstats_destroy (&self->run_samples);
     zhashx_destroy (&self->replies);
+    zhashx_destroy (&self->schedules);
     zlistx_destroy (&self->reply_order);
     zhashx_destroy (&self->live_jobs);
     zhashx_destroy (&self->pass_jobs);

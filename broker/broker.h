@@ -196,6 +196,8 @@ struct _broker_t {
     int64_t last_id_ms;          //  Job id state
     uint32_t id_seq;             //  Job id state
     broker_reload_t *reload;     //  SIGHUP reload, or NULL
+    zhashx_t *schedules;         //  Schedule name -> schedule_t (schedrun.c)
+    int schedule_timer;          //  The one zloop timer of schedules, or 0
 };
 
 //  Ends the SIGHUP reload (reload.c); called by broker_destroy.
@@ -230,6 +232,9 @@ size_t broker_sweep (broker_t *self, int64_t wall_ms, size_t limit);
 int64_t broker_now_ms (void);
 int64_t broker_wall_ms (void);
 
+//  Ends a loop pass: drains the scheduler, commits, then sends.
+void broker_pass_end (broker_t *self);
+
 //  api.c: handles one decoded client request; writes the whole reply
 //  (ok or error) into REPLY.
 void api_handle (broker_t *self, const proto_request_t *request, pw_t *reply);
@@ -250,6 +255,29 @@ void broker_watch_park (broker_t *self, const char *job_id, uint64_t after,
 //  not_found / storage_error.
 void api_write_watch (broker_t *self, const char *request_id,
                       const char *job_id, uint64_t version, bool changed,
+                      pw_t *reply);
+
+//  api.c: checks every leaf of SPEC against what the registered nodes
+//  offer (backend, action, params); adds "path: reason" sentences to
+//  DETAILS (a zlistx of strings it owns).
+void api_check_actions (broker_t *self, const job_spec_t *spec,
+                        zlistx_t *details);
+
+//  schedrun.c: loads the stored schedules (applying catch-up for times
+//  missed while the broker was down) and sets the timer. Returns 0, or -1
+//  with a sentence in ERR.
+int schedrun_restore (broker_t *self, char *err, size_t err_len);
+
+//  schedrun.c: sets the one schedules timer for the earliest due time.
+void schedrun_arm (broker_t *self);
+
+//  schedrun.c: a job finished; when a schedule started it, its last
+//  status follows, and a run it queued may start.
+void schedrun_on_finished (broker_t *self, const sched_job_t *job);
+
+//  schedrun.c: handles a schedule.* request. Returns false when TYPE is
+//  not one of them.
+bool schedrun_handle (broker_t *self, const proto_request_t *request,
                       pw_t *reply);
 
 #endif

@@ -103,9 +103,14 @@ jobrec_save_header (store_txn_t *txn, const sched_job_t *job, pw_t *scratch)
 {
     pw_reset (scratch);
     pw_map (scratch, 10 + (job->retry_of ? 1 : 0)
-                         + (job->retried_by_count ? 1 : 0));
+                         + (job->retried_by_count ? 1 : 0)
+                         + (job->schedule ? 1 : 0));
     pw_str (scratch, "id");
     pw_str (scratch, job->id);
+    if (job->schedule) {
+        pw_str (scratch, "schedule");
+        pw_str (scratch, job->schedule);
+    }
     if (job->retry_of) {
         pw_str (scratch, "retry_of");
         pw_str (scratch, job->retry_of);
@@ -544,6 +549,8 @@ jobrec_write_record (store_txn_t *txn, const char *job_id, pw_t *writer)
     const pv_t *retried_by = pv_map_get (header, "retried_by");
     bool has_retry_of = pv_type (retry_of) == PV_STR;
     bool has_retried_by = pv_type (retried_by) == PV_ARRAY;
+    const pv_t *schedule = pv_map_get (header, "schedule");
+    bool has_schedule = pv_type (schedule) == PV_STR;
     //  not_run lists the members a group, label or all did not run; the
     //  nodes a list names have their rows in results instead
     const pv_t *not_run = pv_map_get (header, "not_run");
@@ -557,9 +564,13 @@ jobrec_write_record (store_txn_t *txn, const char *job_id, pw_t *writer)
     }
     pw_map (writer, 9 + s_spec_field_count (spec) + (has_reason ? 1 : 0)
                         + (has_retry_of ? 1 : 0) + (has_retried_by ? 1 : 0)
-                        + (members ? 1 : 0));
+                        + (members ? 1 : 0) + (has_schedule ? 1 : 0));
     pw_str (writer, "id");
     pw_str (writer, job_id);
+    if (has_schedule) {
+        pw_str (writer, "schedule");
+        pw_pv (writer, schedule);
+    }
     s_write_spec_fields (spec, writer);
     pw_str (writer, "dead_letter");
     pw_bool (writer, jobrec_spec_dead_letter (spec));
@@ -685,9 +696,15 @@ jobrec_write_summary (const pv_t *header, pw_t *writer)
     target_clear (&parsed);
     free (scope);
     free (value);
-    pw_map (writer, 8);
+    const pv_t *schedule = pv_map_get (header, "schedule");
+    bool has_schedule = pv_type (schedule) == PV_STR;
+    pw_map (writer, 8 + (has_schedule ? 1 : 0));
     pw_str (writer, "id");
     pw_pv (writer, pv_map_get (header, "id"));
+    if (has_schedule) {
+        pw_str (writer, "schedule");
+        pw_pv (writer, schedule);
+    }
     pw_str (writer, "target");
     pw_str (writer, text ? text : "?");
     free (text);
@@ -911,6 +928,7 @@ jobrec_load (store_txn_t *txn, const char *job_id, sched_job_t **job_p)
     job->created_at_ms = created;
     job->updated_at_ms = updated;
     job->reason = pv_strdup (pv_map_get (header, "reason"));
+    job->schedule = pv_strdup (pv_map_get (header, "schedule"));
     rc = 0;
     const pv_t *retry_of = pv_map_get (header, "retry_of");
     if (retry_of) {

@@ -11,10 +11,11 @@
                  | stream ('o' stdout, 'e' stderr) | offset (4 BE) -> bytes
     Job ids are time-sortable, so the jobs database lists oldest first.
 
-    Header record: {id, spec: <job wire form>, status, step, steps,
-    expected: [ids], reason: str|nil, not_run: [{node, status, reason,
-    named}], created_at_ms, updated_at_ms, ?retry_of: id, ?retried_by:
-    [ids]} (not_run is absent in records of older brokers).
+    Header record: {id, ?schedule: name, spec: <job wire form>, status,
+    step, steps, expected: [ids], reason: str|nil, not_run: [{node,
+    status, reason, named}], created_at_ms, updated_at_ms, ?retry_of: id,
+    ?retried_by: [ids]} (not_run is absent in records of older brokers;
+    schedule names the schedule that started the job).
     Cell record: {status, ?reason, ?waiting, attempt, attempts: [{attempt,
     status, output, data, error, exit_code, duration_ms, truncated, ?node,
     ?late, ?output_size, ?error_size, ?output_dropped, ?error_dropped}]}

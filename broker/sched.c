@@ -1037,6 +1037,7 @@ s_job_free (sched_job_t *job)
     for (size_t index = 0; index < job->retried_by_count; index++)
         free (job->retried_by [index]);
     free (job->retried_by);
+    free (job->schedule);
     free (job);
 }
 

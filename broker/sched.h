@@ -130,6 +130,7 @@ typedef struct {
     char *reason;                 //  Why it failed or was cancelled, or NULL
     sched_not_run_t *not_run;     //  Nodes named or covered that did not run, sorted by id (owned)
     size_t not_run_count;         //  How many
+    char *schedule;               //  The schedule that started it (owned), or NULL; not used by sched
     int64_t created_at_ms;        //  Wall clock, set by the caller, not used by sched
     int64_t updated_at_ms;        //  Wall clock, set by the caller, not used by sched
     int64_t submitted_ms;         //  Monotonic time of submission (sched)

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "../proto/conf.h"
+#include "../proto/cron.h"
 #include "../proto/keys.h"
 #include "../proto/proto.h"
 
@@ -360,6 +361,98 @@ s_run_option (cli_args_t *args, int argc, char *const *argv, int *index,
     return 0;
 }
 
+//  Options of schedule add that job run does not have. Returns 1, 0 or
+//  -1.
+static int
+s_schedule_option (cli_args_t *args, int argc, char *const *argv,
+                   int *index, char *err, size_t err_len)
+{
+    static const struct {
+        const char *name;
+        size_t offset;
+    } options [] = {
+        {"--cron", offsetof (cli_args_t, cron)},
+        {"--every", offsetof (cli_args_t, every)},
+        {"--tz", offsetof (cli_args_t, tz)},
+        {"--overlap", offsetof (cli_args_t, overlap)},
+        {"--catch-up", offsetof (cli_args_t, catch_up)},
+        {"--catch-up-window", offsetof (cli_args_t, catch_up_window)}};
+    const char *inline_value = NULL, *value = NULL;
+    for (size_t i = 0; i < sizeof options / sizeof options [0]; i++) {
+        if (!s_is_option (argv [*index], options [i].name, &inline_value))
+            continue;
+        if (s_option_value (argc, argv, index, options [i].name,
+                            inline_value, &value, err, err_len))
+            return -1;
+        *(const char **) ((char *) args + options [i].offset) = value;
+        return 1;
+    }
+    return 0;
+}
+
+//  Checks a complete schedule add: its name, when it fires, and its job
+//  (as job run's).
+static int
+s_schedule_check (cli_args_t *args, char *err, size_t err_len)
+{
+    if (!args->id)
+        return s_fail (err, err_len, "schedule add needs a NAME, e.g. "
+                       "gridcli schedule add nightly --cron '0 3 * * *' -f "
+                       "job.yaml");
+    if (!name_valid (args->id))
+        return s_fail (err, err_len, "'%s' is not a schedule name (letters, "
+                       "digits, '_' and '-', at most %d)", args->id,
+                       NAME_MAX_LEN);
+    if (!args->cron == !args->every)
+        return s_fail (err, err_len, "schedule add needs one of --cron EXPR "
+                       "and --every D");
+    char why [256] = "";
+    cron_t cron;
+    if (args->cron && cron_parse (args->cron, &cron, why, sizeof why) != 0)
+        return s_fail (err, err_len, "bad --cron '%s': %s", args->cron, why);
+    int64_t ms = 0;
+    if (args->every && (duration_parse (args->every, &ms) != 0 || ms < 1000))
+        return s_fail (err, err_len, "--every must be an interval from 1s "
+                       "to 30d (like 30s, 10m or 1h30m), not '%s'",
+                       args->every);
+    if (args->tz && args->every)
+        return s_fail (err, err_len, "--tz goes with --cron only");
+    const char *overlaps [] = {"skip", "queue", "allow", NULL};
+    const char *catch_ups [] = {"one", "none", NULL};
+    if (args->overlap && !s_in_list (args->overlap, overlaps))
+        return s_fail (err, err_len, "--overlap must be skip, queue or "
+                       "allow, not '%s'", args->overlap);
+    if (args->catch_up && !s_in_list (args->catch_up, catch_ups))
+        return s_fail (err, err_len, "--catch-up must be one or none, not "
+                       "'%s'", args->catch_up);
+    if (args->catch_up_window
+        && duration_parse (args->catch_up_window, &ms) != 0)
+        return s_fail (err, err_len, "--catch-up-window must be a duration "
+                       "up to 30d, not '%s'", args->catch_up_window);
+    if (args->wait)
+        return s_fail (err, err_len, "--wait is for job run; schedule run "
+                       "NAME starts a run now");
+    if (args->file) {
+        if (args->target_text || args->backend || args->param_count
+            || args->task_timeout_ms || args->retries >= 0 || args->strategy
+            || args->priority_given || args->job_timeout_ms)
+            return s_fail (err, err_len, "schedule add -f FILE takes the "
+                           "target, tasks and options from the file");
+        return 0;
+    }
+    if (!args->target_text)
+        return s_fail (err, err_len, "schedule add needs --target T or -f "
+                       "FILE");
+    if (!args->backend || !args->action)
+        return s_fail (err, err_len, "schedule add needs BACKEND and ACTION "
+                       "after its options, e.g. gridcli schedule add beat "
+                       "--every 10m --target all test echo --msg hi");
+    if (!name_valid (args->backend) || !name_valid (args->action))
+        return s_fail (err, err_len, "'%s %s' is not a valid backend and "
+                       "action", args->backend, args->action);
+    return 0;
+}
+
 //  Options of the other subcommands. Returns 1, 0 or -1.
 static int
 s_command_option (cli_args_t *args, int argc, char *const *argv, int *index,
@@ -370,6 +463,21 @@ s_command_option (cli_args_t *args, int argc, char *const *argv, int *index,
 
     if (args->command == CLI_CMD_JOB_RUN)
         return s_run_option (args, argc, argv, index, err, err_len);
+    if (args->command == CLI_CMD_SCHEDULE_ADD) {
+        int rc = s_schedule_option (args, argc, argv, index, err, err_len);
+        return rc ? rc : s_run_option (args, argc, argv, index, err, err_len);
+    }
+    if (args->command == CLI_CMD_JOB_LIST
+    &&  s_is_option (arg, "--schedule", &inline_value)) {
+        if (s_option_value (argc, argv, index, "--schedule", inline_value,
+                            &value, err, err_len))
+            return -1;
+        if (!name_valid (value))
+            return s_fail (err, err_len, "--schedule needs a schedule name, "
+                           "not '%s'", value);
+        args->schedule_filter = value;
+        return 1;
+    }
 
     if (args->command == CLI_CMD_JOB_LIST
     &&  s_is_option (arg, "--status", &inline_value)) {
@@ -559,6 +667,13 @@ s_command_name (cli_command_t command)
         case CLI_CMD_NODE_WORKERS: return "node workers";
         case CLI_CMD_NODE_HISTORY: return "node history";
         case CLI_CMD_JOB_OUTPUT: return "job output";
+        case CLI_CMD_SCHEDULE_ADD: return "schedule add";
+        case CLI_CMD_SCHEDULE_LIST: return "schedule list";
+        case CLI_CMD_SCHEDULE_SHOW: return "schedule show";
+        case CLI_CMD_SCHEDULE_PAUSE: return "schedule pause";
+        case CLI_CMD_SCHEDULE_RESUME: return "schedule resume";
+        case CLI_CMD_SCHEDULE_DELETE: return "schedule delete";
+        case CLI_CMD_SCHEDULE_RUN: return "schedule run";
         default: return "gridcli";
     }
 }
@@ -639,6 +754,21 @@ s_args_check (cli_args_t *args, char *err, size_t err_len)
                 return s_fail (err, err_len, "'%s' is neither a node id nor a "
                                "public key (40 characters of Z85)", args->id);
             return 0;
+        case CLI_CMD_SCHEDULE_ADD:
+            return s_schedule_check (args, err, err_len);
+        case CLI_CMD_SCHEDULE_SHOW:
+        case CLI_CMD_SCHEDULE_PAUSE:
+        case CLI_CMD_SCHEDULE_RESUME:
+        case CLI_CMD_SCHEDULE_DELETE:
+        case CLI_CMD_SCHEDULE_RUN:
+            if (!args->id)
+                return s_fail (err, err_len, "%s needs a schedule name",
+                               s_command_name (args->command));
+            if (!name_valid (args->id))
+                return s_fail (err, err_len, "'%s' is not a schedule name "
+                               "(letters, digits, '_' and '-', at most %d)",
+                               args->id, NAME_MAX_LEN);
+            return 0;
         case CLI_CMD_NODE_INFO:
         case CLI_CMD_NODE_DRAIN:
         case CLI_CMD_NODE_RESUME:
@@ -696,7 +826,12 @@ s_parse_command_args (cli_args_t *args, int argc, char *const *argv,
                 return 0;
             continue;
         }
-        if (args->command == CLI_CMD_JOB_RUN && !args->file) {
+        if (args->command == CLI_CMD_SCHEDULE_ADD && !args->id) {
+            args->id = arg;
+            continue;
+        }
+        if ((args->command == CLI_CMD_JOB_RUN
+        ||   args->command == CLI_CMD_SCHEDULE_ADD) && !args->file) {
             if (!args->backend)
                 args->backend = arg;
             else {
@@ -705,10 +840,12 @@ s_parse_command_args (cli_args_t *args, int argc, char *const *argv,
             }
             continue;
         }
-        if (args->command == CLI_CMD_JOB_RUN)
+        if (args->command == CLI_CMD_JOB_RUN
+        ||  args->command == CLI_CMD_SCHEDULE_ADD)
             return s_fail (err, err_len,
-                           "unexpected argument '%s': job run -f FILE takes "
-                           "the whole job from the file", arg);
+                           "unexpected argument '%s': %s -f FILE takes "
+                           "the whole job from the file", arg,
+                           s_command_name (args->command));
         if ((args->command == CLI_CMD_JOB_STATUS
         ||   args->command == CLI_CMD_JOB_CANCEL
         ||   args->command == CLI_CMD_JOB_EVENTS
@@ -725,7 +862,12 @@ s_parse_command_args (cli_args_t *args, int argc, char *const *argv,
         ||   args->command == CLI_CMD_DLQ_RETRY
         ||   args->command == CLI_CMD_DLQ_PURGE
         ||   args->command == CLI_CMD_NODE_WORKERS
-        ||   args->command == CLI_CMD_NODE_HISTORY) && !args->id) {
+        ||   args->command == CLI_CMD_NODE_HISTORY
+        ||   args->command == CLI_CMD_SCHEDULE_SHOW
+        ||   args->command == CLI_CMD_SCHEDULE_PAUSE
+        ||   args->command == CLI_CMD_SCHEDULE_RESUME
+        ||   args->command == CLI_CMD_SCHEDULE_DELETE
+        ||   args->command == CLI_CMD_SCHEDULE_RUN) && !args->id) {
             args->id = arg;
             continue;
         }
@@ -777,10 +919,12 @@ cli_args_parse (cli_args_t *args, int argc, char *const *argv, char *err,
         args->command = CLI_CMD_HELP;
         if (index < argc) {
             const char *topics [] = { "job", "node", "broker", "status",
-                                      "key", "dlq", "queue", NULL };
+                                      "key", "dlq", "queue", "schedule",
+                                      NULL };
             if (!s_in_list (argv [index], topics))
                 return s_fail (err, err_len, "no help on '%s' (topics: job, "
-                               "node, broker, key, dlq, queue, status)",
+                               "node, broker, key, dlq, queue, schedule, "
+                               "status)",
                                argv [index]);
             args->help_topic = argv [index];
         }
@@ -946,12 +1090,42 @@ cli_args_parse (cli_args_t *args, int argc, char *const *argv, char *err,
         return s_parse_command_args (args, argc, argv, index, "dlq", err,
                                      err_len);
     }
+    if (streq (word, "schedule")) {
+        args->help_topic = "schedule";
+        const char *sub = index < argc ? argv [index++] : NULL;
+        static const struct {
+            const char *name;
+            cli_command_t command;
+        } subs [] = {{"add", CLI_CMD_SCHEDULE_ADD},
+                     {"list", CLI_CMD_SCHEDULE_LIST},
+                     {"show", CLI_CMD_SCHEDULE_SHOW},
+                     {"pause", CLI_CMD_SCHEDULE_PAUSE},
+                     {"resume", CLI_CMD_SCHEDULE_RESUME},
+                     {"delete", CLI_CMD_SCHEDULE_DELETE},
+                     {"run", CLI_CMD_SCHEDULE_RUN}};
+        if (!sub)
+            return s_fail (err, err_len, "schedule needs a subcommand: add, "
+                           "list, show, pause, resume, delete or run");
+        if (streq (sub, "-h") || streq (sub, "--help") || streq (sub, "help")) {
+            args->command = CLI_CMD_HELP;
+            return 0;
+        }
+        for (size_t i = 0; i < sizeof subs / sizeof subs [0]; i++)
+            if (streq (sub, subs [i].name))
+                args->command = subs [i].command;
+        if (!args->command)
+            return s_fail (err, err_len, "unknown schedule subcommand '%s' "
+                           "(add, list, show, pause, resume, delete, run)",
+                           sub);
+        return s_parse_command_args (args, argc, argv, index, "schedule",
+                                     err, err_len);
+    }
     if (streq (word, "keygen"))
         return s_fail (err, err_len, "keygen takes no global options: run "
                        "gridcli keygen [--out DIR] [--name NAME]");
     return s_fail (err, err_len,
                    "unknown command '%s' (commands: job, node, broker, key, "
-                   "dlq, queue, keygen, status, help)",
+                   "dlq, queue, keygen, schedule, status, help)",
                    word);
 }
 
@@ -1327,13 +1501,70 @@ cli_request_build (const cli_args_t *args, const job_spec_t *file_spec,
             pw_destroy (&job);
             return 0;
         }
+        case CLI_CMD_SCHEDULE_ADD: {
+            pw_t *job = pw_new ();
+            if (file_spec)
+                job_spec_encode (file_spec, job);
+            else {
+                cli_job_write (args, job);
+                if (s_job_check (job, errors)) {
+                    pw_destroy (&job);
+                    job_errors_clear (&local);
+                    return -1;
+                }
+            }
+            const char *keys [] = {"cron", "every", "tz", "overlap",
+                                   "catch_up", "catch_up_window"};
+            const char *values [] = {args->cron, args->every, args->tz,
+                                     args->overlap, args->catch_up,
+                                     args->catch_up_window};
+            size_t count = 2;
+            for (size_t i = 0; i < 6; i++)
+                count += values [i] ? 1 : 0;
+            proto_request_begin (writer, "schedule.add", id, count);
+            pw_str (writer, "name");
+            pw_str (writer, args->id);
+            for (size_t i = 0; i < 6; i++)
+                if (values [i]) {
+                    pw_str (writer, keys [i]);
+                    pw_str (writer, values [i]);
+                }
+            pw_str (writer, "job");
+            pw_raw (writer, pw_data (job), pw_size (job));
+            pw_destroy (&job);
+            return 0;
+        }
+        case CLI_CMD_SCHEDULE_LIST:
+            proto_request_begin (writer, "schedule.list", id, 0);
+            return 0;
+        case CLI_CMD_SCHEDULE_SHOW:
+        case CLI_CMD_SCHEDULE_PAUSE:
+        case CLI_CMD_SCHEDULE_RESUME:
+        case CLI_CMD_SCHEDULE_DELETE:
+        case CLI_CMD_SCHEDULE_RUN: {
+            const char *type
+                = args->command == CLI_CMD_SCHEDULE_SHOW ? "schedule.get"
+                : args->command == CLI_CMD_SCHEDULE_PAUSE ? "schedule.pause"
+                : args->command == CLI_CMD_SCHEDULE_RESUME ? "schedule.resume"
+                : args->command == CLI_CMD_SCHEDULE_DELETE ? "schedule.delete"
+                                                           : "schedule.run";
+            proto_request_begin (writer, type, id, 1);
+            pw_str (writer, "name");
+            pw_str (writer, args->id);
+            return 0;
+        }
         case CLI_CMD_JOB_STATUS:
             s_request_job_get (writer, id, args->id);
             return 0;
         case CLI_CMD_JOB_LIST:
             proto_request_begin (writer, "job.list", id,
                                  (args->status_filter ? 1 : 0)
-                                 + (args->limit ? 1 : 0));
+                                 + (args->limit ? 1 : 0)
+                                 + (args->schedule_filter ? 1 : 0));
+            if (args->schedule_filter) {
+                pw_str (writer, "schedule");
+                pw_str (writer, args->schedule_filter);
+            }
             if (args->status_filter) {
                 pw_str (writer, "status");
                 pw_str (writer, args->status_filter);
@@ -3571,6 +3802,107 @@ s_render_node_history (const pv_t *data, FILE *out)
     return 0;
 }
 
+//  When a schedule fires, as text: "cron 0 3 * * * (Europe/Berlin)" or
+//  "every 10m".
+static const char *
+s_schedule_when (const pv_t *schedule, char *buf, size_t buf_len)
+{
+    char cron [300], tz [80], every [40];
+    s_field (schedule, "cron", cron, sizeof cron);
+    s_field (schedule, "tz", tz, sizeof tz);
+    s_field (schedule, "every", every, sizeof every);
+    if (pv_type (pv_map_get (schedule, "every")) == PV_STR)
+        snprintf (buf, buf_len, "every %s", every);
+    else
+    if (pv_type (pv_map_get (schedule, "tz")) == PV_STR)
+        snprintf (buf, buf_len, "%s (%s)", cron, tz);
+    else
+        snprintf (buf, buf_len, "%s (UTC)", cron);
+    return buf;
+}
+
+static int
+s_render_schedule (const pv_t *data, FILE *out)
+{
+    if (pv_type (pv_map_get (data, "name")) != PV_STR)
+        return -2;
+    char buf [512];
+    bool paused = false;
+    pv_get_bool (pv_map_get (data, "paused"), &paused);
+    s_header_line (out, "name", s_field (data, "name", buf, sizeof buf));
+    s_header_line (out, "when", s_schedule_when (data, buf, sizeof buf));
+    s_header_line (out, "target", s_field (data, "target", buf, sizeof buf));
+    s_header_line (out, "state", paused ? "paused" : "active");
+    s_header_line (out, "overlap", s_field (data, "overlap", buf,
+                                            sizeof buf));
+    char window [64];
+    s_field (data, "catch_up_window", window, sizeof window);
+    char catch_up [128];
+    snprintf (catch_up, sizeof catch_up, "%s (window %s)",
+              s_field (data, "catch_up", buf, sizeof buf), window);
+    s_header_line (out, "catch-up", catch_up);
+    s_header_line (out, "next run",
+                   pv_map_get (data, "next_run")
+                       ? s_time (pv_map_get (data, "next_run"), false, buf,
+                                 sizeof buf)
+                       : "-");
+    s_header_line (out, "last run",
+                   pv_map_get (data, "last_run")
+                       ? s_time (pv_map_get (data, "last_run"), false, buf,
+                                 sizeof buf)
+                       : "-");
+    s_header_line (out, "last job", pv_map_get (data, "last_job")
+                                        ? s_field (data, "last_job", buf,
+                                                   sizeof buf)
+                                        : "-");
+    s_header_line (out, "last status", pv_map_get (data, "last_status")
+                                           ? s_field (data, "last_status",
+                                                      buf, sizeof buf)
+                                           : "-");
+    snprintf (buf, sizeof buf, "%" PRId64 " started, %" PRId64 " skipped",
+              s_field_int (data, "runs", 0), s_field_int (data, "skipped", 0));
+    s_header_line (out, "runs", buf);
+    return 0;
+}
+
+static int
+s_render_schedule_list (const pv_t *data, FILE *out)
+{
+    const pv_t *schedules = pv_map_get (data, "schedules");
+    if (pv_type (schedules) != PV_ARRAY)
+        return -2;
+    const char *headers [] = {"NAME", "WHEN", "TARGET", "STATE", "NEXT",
+                              "LAST", "LAST-STATUS"};
+    s_table_t *table = s_table_new (7, false, headers);
+    for (size_t index = 0; index < pv_size (schedules); index++) {
+        const pv_t *schedule = pv_array_at (schedules, index);
+        char name [80], when [400], target [512], next [40], last [40],
+            status [256];
+        bool paused = false;
+        pv_get_bool (pv_map_get (schedule, "paused"), &paused);
+        const char *cells [] = {
+            s_field (schedule, "name", name, sizeof name),
+            s_schedule_when (schedule, when, sizeof when),
+            s_field (schedule, "target", target, sizeof target),
+            paused ? "paused" : "active",
+            pv_map_get (schedule, "next_run")
+                ? s_time (pv_map_get (schedule, "next_run"), false, next,
+                          sizeof next)
+                : "-",
+            pv_map_get (schedule, "last_run")
+                ? s_time (pv_map_get (schedule, "last_run"), false, last,
+                          sizeof last)
+                : "-",
+            pv_map_get (schedule, "last_status")
+                ? s_field (schedule, "last_status", status, sizeof status)
+                : "-"};
+        s_table_add (table, false, cells);
+    }
+    s_table_print (table, out, false);
+    s_table_destroy (&table);
+    return 0;
+}
+
 int
 cli_render (cli_command_t command, const pv_t *data, cli_output_t output,
             FILE *out)
@@ -3639,6 +3971,31 @@ cli_render (cli_command_t command, const pv_t *data, cli_output_t output,
             return s_render_node_workers (data, out);
         case CLI_CMD_NODE_HISTORY:
             return s_render_node_history (data, out);
+        case CLI_CMD_SCHEDULE_ADD:
+        case CLI_CMD_SCHEDULE_SHOW:
+        case CLI_CMD_SCHEDULE_PAUSE:
+        case CLI_CMD_SCHEDULE_RESUME:
+            return s_render_schedule (data, out);
+        case CLI_CMD_SCHEDULE_LIST:
+            return s_render_schedule_list (data, out);
+        case CLI_CMD_SCHEDULE_DELETE:
+        {
+            char name [80];
+            if (pv_type (pv_map_get (data, "name")) != PV_STR)
+                return -2;
+            fprintf (out, "schedule %s deleted\n",
+                     s_field (data, "name", name, sizeof name));
+            return 0;
+        }
+        case CLI_CMD_SCHEDULE_RUN: {
+            char job [64], name [80];
+            s_field (data, "job", job, sizeof job);
+            s_field (data, "schedule", name, sizeof name);
+            if (!job_id_valid (job))
+                return -2;
+            fprintf (out, "job %s started by schedule %s\n", job, name);
+            return 0;
+        }
         default:
             return -2;
     }
@@ -3658,7 +4015,7 @@ static const char *s_help_main =
 "  job run -f FILE [--wait]\n"
 "                        run the job described in a YAML job file\n"
 "  job status ID         a job's status, per node and per step\n"
-"  job list [--status S] [--limit N]\n"
+"  job list [--status S] [--limit N] [--schedule NAME]\n"
 "                        jobs, newest first\n"
 "  job cancel ID [--reason TEXT]\n"
 "                        cancel a pending or running job\n"
@@ -3689,8 +4046,13 @@ static const char *s_help_main =
 "  keygen [--out DIR] [--name NAME]\n"
 "                        write this client's key pair (default\n"
 "                        ~/.config/grid/client.key)\n"
+"  schedule add NAME (--cron EXPR | --every D) [--tz ZONE] [OPTIONS]\n"
+"               (-f FILE | --target T [OPTIONS] BACKEND ACTION [--PARAM V])\n"
+"                        run a job on a cron schedule or an interval\n"
+"  schedule list | show NAME | pause NAME | resume NAME | delete NAME\n"
+"  schedule run NAME     start one run now\n"
 "  status                broker version, uptime, node and job counts, store\n"
-"  help [job|node|broker|key|dlq|queue|status]\n"
+"  help [job|node|broker|key|dlq|queue|schedule|status]\n"
 "                        this help, or a command's (also -h, --help,\n"
 "                        and COMMAND --help, e.g. gridcli job --help)\n"
 "\n"
@@ -3777,7 +4139,7 @@ static const char *s_help_job =
 "  gridcli job run --target T [OPTIONS] BACKEND ACTION [--PARAM VALUE ...]\n"
 "  gridcli job run -f FILE [--wait]\n"
 "  gridcli job status ID\n"
-"  gridcli job list [--status S] [--limit N]\n"
+"  gridcli job list [--status S] [--limit N] [--schedule NAME]\n"
 "  gridcli job cancel ID [--reason TEXT]\n"
 "  gridcli job events ID\n"
 "  gridcli job delete ID\n"
@@ -3846,6 +4208,7 @@ static const char *s_help_job =
 "  --status S         pending, running, completed, partial_failure,\n"
 "                     failed or cancelled\n"
 "  --limit N          at most N jobs, 1 to 10000 (default 50)\n"
+"  --schedule NAME    only the runs of schedule NAME\n"
 "job cancel ID        cancel a pending or running job\n"
 "  --reason TEXT      kept with the job\n"
 "job events ID        TIME EVENT STEP NODE DETAIL, oldest first\n"
@@ -3956,6 +4319,60 @@ static const char *s_help_key =
 "  gridcli key list\n"
 "  gridcli key accept web-01\n";
 
+static const char *s_help_schedule =
+"gridcli schedule - run jobs on a cron schedule or an interval\n"
+"\n"
+"Usage:\n"
+"  gridcli schedule add NAME (--cron EXPR | --every D) [--tz ZONE]\n"
+"      [--overlap skip|queue|allow] [--catch-up one|none]\n"
+"      [--catch-up-window D]\n"
+"      (-f FILE | --target T [job run options] BACKEND ACTION [--PARAM V])\n"
+"  gridcli schedule list\n"
+"  gridcli schedule show NAME\n"
+"  gridcli schedule pause NAME\n"
+"  gridcli schedule resume NAME\n"
+"  gridcli schedule delete NAME\n"
+"  gridcli schedule run NAME\n"
+"\n"
+"The broker keeps schedules in its store and starts each run as an\n"
+"ordinary job that carries the schedule's name (gridcli job list\n"
+"--schedule NAME shows them). Changing a schedule needs the operator role;\n"
+"reading it, the viewer role.\n"
+"  --cron EXPR           5 fields: minute hour day-of-month month\n"
+"                        day-of-week, with *, lists (1,15), ranges (1-5),\n"
+"                        steps (*/15, 0-30/10) and names (jan-dec,\n"
+"                        sun-sat); or @hourly, @daily, @weekly, @monthly,\n"
+"                        @yearly. Day of month and day of week both\n"
+"                        restricted: either matches (as Vixie cron)\n"
+"  --every D             an interval from 1s, counted from the add\n"
+"  --tz ZONE             the cron's time zone, e.g. Europe/Berlin (default\n"
+"                        UTC). A time skipped by daylight saving runs once\n"
+"                        at the end of the gap; a repeated time runs once\n"
+"                        (with * in minute or hour: on both passes)\n"
+"  --overlap O           when the previous run still goes: skip (default),\n"
+"                        queue (one run waits for it) or allow\n"
+"  --catch-up C          after the broker was down: one (default; one run\n"
+"                        if a missed time is within the window) or none\n"
+"  --catch-up-window D   how old a missed time may be (default 1h)\n"
+"The job is given as for job run: -f FILE, or --target T with the job\n"
+"run options, then BACKEND ACTION and its params.\n"
+"\n"
+"schedule list    NAME WHEN TARGET STATE NEXT LAST LAST-STATUS\n"
+"schedule show    one schedule: when, target, state, next and last run,\n"
+"                 last job and its status, runs started and skipped\n"
+"schedule pause   no runs until resume (a missed time is not caught up)\n"
+"schedule resume  runs again from the next due time\n"
+"schedule delete  forget the schedule; its jobs stay\n"
+"schedule run     start one run now, whatever the time and overlap\n"
+"\n"
+"Global options and exit codes: gridcli --help. See docs/SCHEDULING.md.\n"
+"\n"
+"Examples:\n"
+"  gridcli schedule add nightly-update --cron '0 3 * * *' \\\n"
+"      --tz Europe/Berlin --target group:web apt update\n"
+"  gridcli schedule add heartbeat --every 10m -f ping-all.yaml\n"
+"  gridcli job list --schedule nightly-update\n";
+
 static const char *s_help_status =
 "gridcli status - the broker at a glance\n"
 "\n"
@@ -4052,6 +4469,9 @@ cli_print_help (const char *topic, FILE *out)
     else
     if (topic && streq (topic, "queue"))
         fputs (s_help_queue, out);
+    else
+    if (topic && streq (topic, "schedule"))
+        fputs (s_help_schedule, out);
     else
         fputs (s_help_main, out);
 }
@@ -4646,7 +5066,8 @@ cli_run (int argc, char **argv, FILE *out, FILE *err)
         s_print_config (&args, &settings, out);
         goto done;
     }
-    if (args.command == CLI_CMD_JOB_RUN && args.file
+    if ((args.command == CLI_CMD_JOB_RUN
+    ||   args.command == CLI_CMD_SCHEDULE_ADD) && args.file
     &&  job_spec_load_file (args.file, &spec, &errors) != 0) {
         s_print_job_errors (err, args.file, &errors);
         rc = CLI_EXIT_USAGE;

@@ -84,7 +84,14 @@ typedef enum {
     CLI_CMD_NODE_WORKERS, //  node workers ID
     CLI_CMD_NODE_HISTORY, //  node history ID [--limit N]
     CLI_CMD_PRINT_CONFIG, //  --print-config
-    CLI_CMD_JOB_OUTPUT    //  job output ID
+    CLI_CMD_JOB_OUTPUT,   //  job output ID
+    CLI_CMD_SCHEDULE_ADD,     //  schedule add NAME ...
+    CLI_CMD_SCHEDULE_LIST,    //  schedule list
+    CLI_CMD_SCHEDULE_SHOW,    //  schedule show NAME
+    CLI_CMD_SCHEDULE_PAUSE,   //  schedule pause NAME
+    CLI_CMD_SCHEDULE_RESUME,  //  schedule resume NAME
+    CLI_CMD_SCHEDULE_DELETE,  //  schedule delete NAME
+    CLI_CMD_SCHEDULE_RUN      //  schedule run NAME
 } cli_command_t;
 
 typedef enum {
@@ -147,6 +154,15 @@ typedef struct {
     const char *job_filter;       //  dlq list/purge --job ID, or NULL
     const char *older_than;       //  dlq purge --older-than D, or NULL
     bool all;                     //  dlq purge --all
+    const char *schedule_filter;  //  --schedule NAME, or NULL
+    //  schedule add (the job as job run's: -f FILE or --target ... BACKEND
+    //  ACTION; the schedule's name is ID)
+    const char *cron;             //  --cron EXPR, or NULL
+    const char *every;            //  --every D, or NULL
+    const char *tz;               //  --tz ZONE, or NULL
+    const char *overlap;          //  --overlap skip|queue|allow, or NULL
+    const char *catch_up;         //  --catch-up one|none, or NULL
+    const char *catch_up_window;  //  --catch-up-window D, or NULL
 } cli_args_t;
 
 //  Parses ARGC/ARGV (ARGV[0] is the program name) into ARGS, which it

@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cron.h"
 #include "job.h"
 #include "names.h"
 
@@ -1538,6 +1539,7 @@ static const s_request_field_t s_req_job [] = {
 static const s_request_field_t s_req_job_list [] = {
     { "status", PV_STR, false, 1, PROTO_MAX_TEXT },
     { "limit", PV_INT, false, 1, 10000 },
+    { "schedule", PV_STR, false, 1, NAME_MAX_LEN },
 };
 static const s_request_field_t s_req_job_cancel [] = {
     S_REQ_JOB,
@@ -1592,6 +1594,20 @@ static const s_request_field_t s_req_key [] = {
     { "node", PV_STR, false, 1, PROTO_MAX_TEXT },
 };
 
+static const s_request_field_t s_req_schedule [] = {
+    { "name", PV_STR, true, 1, NAME_MAX_LEN },
+};
+static const s_request_field_t s_req_schedule_add [] = {
+    { "name", PV_STR, true, 1, NAME_MAX_LEN },
+    { "cron", PV_STR, false, 1, CRON_MAX_LEN },
+    { "every", PV_STR, false, 1, 64 },
+    { "tz", PV_STR, false, 1, CRON_TZ_MAX_LEN },
+    { "job", PV_MAP, true, 0, 0 },
+    { "overlap", PV_STR, false, 1, 16 },
+    { "catch_up", PV_STR, false, 1, 16 },
+    { "catch_up_window", PV_STR, false, 1, 64 },
+};
+
 #define S_REQUEST(type, fields) { type, fields, S_COUNT_OF (fields) }
 #define S_REQUEST_BARE(type) { type, NULL, 0 }
 
@@ -1625,6 +1641,13 @@ static const s_request_t s_requests [] = {
     S_REQUEST_BARE ("queue.stats"),
     S_REQUEST ("node.workers", s_req_node),
     S_REQUEST ("node.history", s_req_node_history),
+    S_REQUEST ("schedule.add", s_req_schedule_add),
+    S_REQUEST_BARE ("schedule.list"),
+    S_REQUEST ("schedule.get", s_req_schedule),
+    S_REQUEST ("schedule.pause", s_req_schedule),
+    S_REQUEST ("schedule.resume", s_req_schedule),
+    S_REQUEST ("schedule.delete", s_req_schedule),
+    S_REQUEST ("schedule.run", s_req_schedule),
 };
 
 //  Is VALUE a client request id: a string of 1..PROTO_MAX_REQUEST_ID

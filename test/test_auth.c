@@ -165,6 +165,13 @@ test_auth_roles (void **state)
     assert_int_equal (auth_role_needed ("job.check"), AUTH_ROLE_VIEWER);
     assert_int_equal (auth_role_needed ("job.submit"), AUTH_ROLE_VIEWER);
     assert_int_equal (auth_role_needed ("job.cancel"), AUTH_ROLE_OPERATOR);
+    assert_int_equal (auth_role_needed ("schedule.list"), AUTH_ROLE_VIEWER);
+    assert_int_equal (auth_role_needed ("schedule.get"), AUTH_ROLE_VIEWER);
+    const char *changes [] = {"schedule.add", "schedule.pause",
+                              "schedule.resume", "schedule.delete",
+                              "schedule.run"};
+    for (size_t i = 0; i < sizeof changes / sizeof changes [0]; i++)
+        assert_int_equal (auth_role_needed (changes [i]), AUTH_ROLE_OPERATOR);
     assert_int_equal (auth_role_needed ("job.delete"), AUTH_ROLE_OPERATOR);
     //  Keys, drain, and whatever is not listed: admin only
     assert_int_equal (auth_role_needed ("key.list"), AUTH_ROLE_ADMIN);
