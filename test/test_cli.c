@@ -948,6 +948,60 @@ test_cli_parse_bad_values (void **state)
 //  Settings
 
 static void
+test_cli_parse_schedule_errors (void **state)
+{
+    struct {
+        const char *words [12];
+        const char *message;
+    } cases [] = {
+        { { "schedule", NULL }, "schedule needs a subcommand" },
+        { { "schedule", "add", NULL }, "schedule add needs a NAME" },
+        { { "schedule", "add", "a b", "--every", "1m", NULL },
+          "'a b' is not a schedule name" },
+        { { "schedule", "add", "x", "-f", "j.yaml", NULL },
+          "needs one of --cron EXPR and --every D" },
+        { { "schedule", "add", "x", "--cron", "5/15 * * * *", "-f", "j.yaml",
+            NULL },
+          "bad --cron '5/15 * * * *': minute: a step needs a range or '*'" },
+        { { "schedule", "add", "x", "--every", "500ms", "-f", "j.yaml", NULL },
+          "--every must be an interval from 1s" },
+        { { "schedule", "add", "x", "--every", "1m", "--tz", "UTC", "-f",
+            "j.yaml", NULL },
+          "--tz goes with --cron only" },
+        { { "schedule", "add", "x", "--every", "1m", "--overlap", "never",
+            "-f", "j.yaml", NULL },
+          "--overlap must be skip, queue or allow" },
+        { { "schedule", "add", "x", "--every", "1m", "--catch-up", "all",
+            "-f", "j.yaml", NULL },
+          "--catch-up must be one or none" },
+        { { "schedule", "add", "x", "--every", "1m", "-f", "j.yaml",
+            "--target", "all", NULL },
+          "takes the target, tasks and options from the file" },
+        { { "schedule", "add", "x", "--every", "1m", "--wait", "-f", "j.yaml",
+            NULL },
+          "--wait is for job run" },
+        { { "schedule", "show", NULL }, "schedule show needs a schedule name" },
+        { { "schedule", "run", "a/b", NULL }, "'a/b' is not a schedule name" },
+        { { "job", "list", "--schedule", "a b", NULL },
+          "--schedule needs a schedule name" },
+    };
+    for (size_t index = 0; index < sizeof cases / sizeof cases [0]; index++) {
+        char *argv [14] = { "gridcli" };
+        int argc = 1;
+        for (size_t word = 0; cases [index].words [word]; word++)
+            argv [argc++] = (char *) cases [index].words [word];
+        cli_args_t args;
+        char err [512] = "";
+        int rc = cli_args_parse (&args, argc, argv, err, sizeof err);
+        if (rc == 0 || !strstr (err, cases [index].message))
+            fprintf (stderr, "case %zu: rc %d: %s\n", index, rc, err);
+        assert_int_equal (rc, -1);
+        assert_non_null (strstr (err, cases [index].message));
+        cli_args_clear (&args);
+    }
+}
+
+static void
 test_cli_settings_precedence (void **state)
 {
     char *file = strdup (s_path ("gridcli.yaml"));
@@ -1133,10 +1187,24 @@ static void
 test_cli_request_other_commands (void **state)
 {
     struct {
-        const char *words [8];
+        const char *words [16];
         const char *type;
         const char *key;        //  A field the request must carry
     } cases [] = {
+        { { "schedule", "add", "beat", "--every", "10m", "--target", "all",
+            "test", "echo", "--msg", "hi", NULL }, "schedule.add", "every" },
+        { { "schedule", "add", "n", "--cron", "0 3 * * mon-fri", "--tz",
+            "Europe/Berlin", "--overlap", "queue", "--catch-up", "none",
+            "--target", "group:web and not node:x", "apt", "update", NULL },
+          "schedule.add", "tz" },
+        { { "schedule", "list", NULL }, "schedule.list", NULL },
+        { { "schedule", "show", "beat", NULL }, "schedule.get", "name" },
+        { { "schedule", "pause", "beat", NULL }, "schedule.pause", "name" },
+        { { "schedule", "resume", "beat", NULL }, "schedule.resume", "name" },
+        { { "schedule", "delete", "beat", NULL }, "schedule.delete", "name" },
+        { { "schedule", "run", "beat", NULL }, "schedule.run", "name" },
+        { { "job", "list", "--schedule", "beat", NULL }, "job.list",
+          "schedule" },
         { { "job", "status", JOB_ID, NULL }, "job.get", "job" },
         { { "job", "list", "--status", "running", "--limit", "20", NULL },
           "job.list", "limit" },
@@ -1148,7 +1216,7 @@ test_cli_request_other_commands (void **state)
         { { "status", NULL }, "status", NULL },
     };
     for (size_t index = 0; index < sizeof cases / sizeof cases [0]; index++) {
-        char *argv [10] = { "gridcli" };
+        char *argv [18] = { "gridcli" };
         int argc = 1;
         for (size_t word = 0; cases [index].words [word]; word++)
             argv [argc++] = (char *) cases [index].words [word];
@@ -2220,6 +2288,7 @@ main (void)
         cmocka_unit_test (test_cli_parse_file_extra_args),
         cmocka_unit_test (test_cli_parse_other_commands),
         cmocka_unit_test (test_cli_parse_bad_values),
+        cmocka_unit_test (test_cli_parse_schedule_errors),
         cmocka_unit_test (test_cli_settings_precedence),
         cmocka_unit_test (test_cli_request_ids_unique),
         cmocka_unit_test (test_cli_request_job_run),

@@ -6,7 +6,7 @@
     writes DIR/fuzz_proto (one valid body of every message type, and client
     requests), DIR/fuzz_job (job specs and key records as msgpack) and
     DIR/fuzz_yaml (job files and config files as YAML) and DIR/fuzz_text
-    (target expressions). libFuzzer starts
+    (target and cron expressions). libFuzzer starts
     from these, so it reaches deep into each decoder at once instead of
     first having to guess what a hello looks like.
     =========================================================================
@@ -340,6 +340,15 @@ main (int argc, char *argv [])
         snprintf (name, sizeof name, "target-%zu", index);
         s_write ("fuzz_text", name, expressions [index],
                  strlen (expressions [index]));
+    }
+    //  Texts: cron expressions, good and bad
+    const char *crons [] = {"*/5 * * * *", "30 2 * * *", "0 0 13 * fri",
+                            "0 9-17/2 * jan-mar,DEC mon-fri", "@weekly",
+                            "0 0 30 2 *", "5/15 * * * *", "60 * * * *"};
+    for (size_t index = 0; index < sizeof crons / sizeof crons [0]; index++) {
+        char name [32];
+        snprintf (name, sizeof name, "cron-%zu", index);
+        s_write ("fuzz_text", name, crons [index], strlen (crons [index]));
     }
     printf ("fuzz_seeds: wrote %d seeds in %s\n", s_written, s_dir);
     return 0;

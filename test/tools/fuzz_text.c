@@ -1,12 +1,15 @@
 /*  =========================================================================
     fuzz_text - libFuzzer target for the text grammars grid parses from
-    operators: target expressions (target_parse)
+    operators: target expressions (target_parse) and cron expressions
+    (cron_parse, cron_next)
 
     An input is taken as text (cut at its first NUL) and parsed. Beyond
     "no crash, no leak": a refused text names its problem; an accepted
     target formats to a text that parses back to the same text, scope and
     any flag, a copy formats the same, and matching it against a few nodes
-    agrees with its copy. A broken invariant aborts, which libFuzzer
+    agrees with its copy; an accepted cron's next time is later than the
+    time asked from, and asking again from just before it gives it again,
+    in UTC and in Europe/Berlin. A broken invariant aborts, which libFuzzer
     reports as a crash.
 
     Built with -DGRID_FUZZ_LIBFUZZER and -fsanitize=fuzzer it is a libFuzzer
@@ -20,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../../proto/cron.h"
 #include "../../proto/names.h"
 
 int LLVMFuzzerTestOneInput (const uint8_t *data, size_t size);
@@ -74,6 +78,30 @@ s_check_target (const char *text)
     target_clear (&copy);
 }
 
+static void
+s_check_cron (const char *text)
+{
+    cron_t cron;
+    char err [256] = "";
+    if (cron_parse (text, &cron, err, sizeof err) != 0) {
+        if (!err [0])
+            s_broken ("a refused cron names no problem");
+        return;
+    }
+    //  2026-03-29 00:00 UTC: the night Berlin skips an hour
+    const int64_t after = 1774742400000LL;
+    const char *zones [] = {NULL, "Europe/Berlin"};
+    for (size_t z = 0; z < 2; z++) {
+        int64_t next = cron_next (&cron, zones [z], after);
+        if (next == -1)
+            continue;
+        if (next <= after)
+            s_broken ("a cron's next time is not later");
+        if (cron_next (&cron, zones [z], next - 1) != next)
+            s_broken ("a cron's next time moved when asked again");
+    }
+}
+
 int
 LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
 {
@@ -83,6 +111,7 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
     memcpy (text, data, size);
     text [size] = '\0';
     s_check_target (text);
+    s_check_cron (text);
     free (text);
     return 0;
 }
