@@ -1472,6 +1472,24 @@ s_request_job_events (pw_t *writer, const char *id, const char *job,
     }
 }
 
+//  The job of job run or schedule add in the wire form: the job file's
+//  spec, or the inline job once it passed s_job_check. NULL with ERRORS
+//  filled when the inline job is invalid.
+static pw_t *
+s_job_bytes (const cli_args_t *args, const job_spec_t *file_spec,
+             job_errors_t *errors)
+{
+    pw_t *job = pw_new ();
+    if (file_spec)
+        job_spec_encode (file_spec, job);
+    else {
+        cli_job_write (args, job);
+        if (s_job_check (job, errors))
+            pw_destroy (&job);
+    }
+    return job;
+}
+
 int
 cli_request_build (const cli_args_t *args, const job_spec_t *file_spec,
                    const char *id, pw_t *writer, job_errors_t *errors)
@@ -1482,16 +1500,10 @@ cli_request_build (const cli_args_t *args, const job_spec_t *file_spec,
 
     switch (args->command) {
         case CLI_CMD_JOB_RUN: {
-            pw_t *job = pw_new ();
-            if (file_spec)
-                job_spec_encode (file_spec, job);
-            else {
-                cli_job_write (args, job);
-                if (s_job_check (job, errors)) {
-                    pw_destroy (&job);
-                    job_errors_clear (&local);
-                    return -1;
-                }
+            pw_t *job = s_job_bytes (args, file_spec, errors);
+            if (!job) {
+                job_errors_clear (&local);
+                return -1;
             }
             proto_request_begin (writer, args->check ? "job.check"
                                                      : "job.submit",
@@ -1502,16 +1514,10 @@ cli_request_build (const cli_args_t *args, const job_spec_t *file_spec,
             return 0;
         }
         case CLI_CMD_SCHEDULE_ADD: {
-            pw_t *job = pw_new ();
-            if (file_spec)
-                job_spec_encode (file_spec, job);
-            else {
-                cli_job_write (args, job);
-                if (s_job_check (job, errors)) {
-                    pw_destroy (&job);
-                    job_errors_clear (&local);
-                    return -1;
-                }
+            pw_t *job = s_job_bytes (args, file_spec, errors);
+            if (!job) {
+                job_errors_clear (&local);
+                return -1;
             }
             const char *keys [] = {"cron", "every", "tz", "overlap",
                                    "catch_up", "catch_up_window"};
