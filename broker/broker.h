@@ -235,6 +235,9 @@ int64_t broker_wall_ms (void);
 //  Ends a loop pass: drains the scheduler, commits, then sends.
 void broker_pass_end (broker_t *self);
 
+//  Logs one line on stderr: "<time> gridbroker: <text>".
+void broker_log (const char *format, ...);
+
 //  api.c: handles one decoded client request; writes the whole reply
 //  (ok or error) into REPLY.
 void api_handle (broker_t *self, const proto_request_t *request, pw_t *reply);

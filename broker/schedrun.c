@@ -28,7 +28,7 @@ s_save (broker_t *self, const schedule_t *schedule)
                         strlen (schedule->name), pw_data (writer),
                         pw_size (writer));
     if (rc != 0)
-        zsys_error ("gridbroker: store: cannot save schedule %s: %s",
+        broker_log ("store: cannot save schedule %s: %s",
                     schedule->name, store_strerror (rc));
     pw_destroy (&writer);
 }
@@ -114,7 +114,7 @@ s_fire_due (broker_t *self, int64_t wall_ms)
                              sizeof why)
                 == 0) {
                 if (self->config.verbose)
-                    zsys_info ("gridbroker: schedule %s started job %s",
+                    broker_log ("schedule %s started job %s",
                                schedule->name, id);
             }
         }
@@ -239,7 +239,7 @@ schedrun_restore (broker_t *self, char *err, size_t err_len)
         s_save (self, schedule);
     zlistx_destroy (&changed);
     if (loaded || broken)
-        zsys_info ("gridbroker: restored %zu schedule%s (%zu catch-up "
+        broker_log ("restored %zu schedule%s (%zu catch-up "
                    "run%s due)%s",
                    loaded, loaded == 1 ? "" : "s", catch_up,
                    catch_up == 1 ? "" : "s",
@@ -370,9 +370,12 @@ s_add (broker_t *self, const proto_request_t *request, pw_t *reply)
         s_save (self, schedule);
         s_reply_view (reply, request, schedule);
         schedrun_arm (self);
-        if (self->config.verbose)
-            zsys_info ("gridbroker: schedule %s added, next run %" PRId64,
-                       schedule->name, schedule->next_ms);
+        if (self->config.verbose) {
+            char next [TIME_TEXT_LEN];
+            time_format (schedule->next_ms, next, sizeof next);
+            broker_log ("schedule %s added, next run %s", schedule->name,
+                        next);
+        }
         return;
     }
     schedule_destroy (&schedule);
