@@ -793,16 +793,6 @@ broker_pass_end (broker_t *self)
     s_pass_end (self);
 }
 
-void
-broker_log (const char *format, ...)
-{
-    char text [1024];
-    va_list args;
-    va_start (args, format);
-    vsnprintf (text, sizeof text, format, args);
-    va_end (args);
-    s_log ("%s", text);
-}
 
 //  ---------------------------------------------------------------------
 //  Scheduler actions

@@ -235,8 +235,6 @@ int64_t broker_wall_ms (void);
 //  Ends a loop pass: drains the scheduler, commits, then sends.
 void broker_pass_end (broker_t *self);
 
-//  Logs one line on stderr: "<time> gridbroker: <text>".
-void broker_log (const char *format, ...);
 
 //  api.c: handles one decoded client request; writes the whole reply
 //  (ok or error) into REPLY.

@@ -10,6 +10,7 @@
     store.
     =========================================================================
 */
+#include "../proto/log.h"
 #include "broker.h"
 #include "jobrec.h"
 #include "schedule.h"
@@ -28,7 +29,7 @@ s_save (broker_t *self, const schedule_t *schedule)
                         strlen (schedule->name), pw_data (writer),
                         pw_size (writer));
     if (rc != 0)
-        broker_log ("store: cannot save schedule %s: %s",
+        log_write (LOG_LEVEL_ERROR, NULL, "store: cannot save schedule %s: %s",
                     schedule->name, store_strerror (rc));
     pw_destroy (&writer);
 }
@@ -113,9 +114,9 @@ s_fire_due (broker_t *self, int64_t wall_ms)
             if (s_start_run (self, schedule, wall_ms, id, &code, why,
                              sizeof why)
                 == 0) {
-                if (self->config.verbose)
-                    broker_log ("schedule %s started job %s",
-                               schedule->name, id);
+                log_ctx_t ctx = {.job = id};
+                log_write (LOG_LEVEL_DEBUG, &ctx, "schedule %s started job %s",
+                           schedule->name, id);
             }
         }
         else
@@ -239,7 +240,7 @@ schedrun_restore (broker_t *self, char *err, size_t err_len)
         s_save (self, schedule);
     zlistx_destroy (&changed);
     if (loaded || broken)
-        broker_log ("restored %zu schedule%s (%zu catch-up "
+        log_write (LOG_LEVEL_INFO, NULL, "restored %zu schedule%s (%zu catch-up "
                    "run%s due)%s",
                    loaded, loaded == 1 ? "" : "s", catch_up,
                    catch_up == 1 ? "" : "s",
@@ -370,11 +371,11 @@ s_add (broker_t *self, const proto_request_t *request, pw_t *reply)
         s_save (self, schedule);
         s_reply_view (reply, request, schedule);
         schedrun_arm (self);
-        if (self->config.verbose) {
+        if (log_enabled (LOG_LEVEL_DEBUG)) {
             char next [TIME_TEXT_LEN];
             time_format (schedule->next_ms, next, sizeof next);
-            broker_log ("schedule %s added, next run %s", schedule->name,
-                        next);
+            log_write (LOG_LEVEL_DEBUG, NULL, "schedule %s added, next run %s",
+                       schedule->name, next);
         }
         return;
     }
