@@ -1134,6 +1134,24 @@ s_write_store (const broker_t *self, pw_t *reply)
     }
 }
 
+
+//  {pending, running, completed, partial_failure, failed, cancelled}: jobs
+//  queued and running now, and finished since the broker started.
+static void
+s_write_job_counts (const broker_t *self, pw_t *reply)
+{
+    pw_map (reply, 6);
+    pw_str (reply, "pending");
+    pw_int (reply, (int64_t) sched_pending_count (self->sched));
+    pw_str (reply, "running");
+    pw_int (reply, (int64_t) sched_running_count (self->sched));
+    for (int status = SCHED_JOB_COMPLETED; status <= SCHED_JOB_CANCELLED;
+         status++) {
+        pw_str (reply, sched_job_status_name ((sched_job_status_t) status));
+        pw_int (reply, (int64_t) self->finished [status]);
+    }
+}
+
 static void
 s_status (api_call_t *call)
 {
@@ -1159,16 +1177,7 @@ s_status (api_call_t *call)
     pw_str (reply, "offline");
     pw_int (reply, (int64_t) (total - online));
     pw_str (reply, "jobs");
-    pw_map (reply, 6);
-    pw_str (reply, "pending");
-    pw_int (reply, (int64_t) sched_pending_count (self->sched));
-    pw_str (reply, "running");
-    pw_int (reply, (int64_t) sched_running_count (self->sched));
-    for (int status = SCHED_JOB_COMPLETED; status <= SCHED_JOB_CANCELLED;
-         status++) {
-        pw_str (reply, sched_job_status_name ((sched_job_status_t) status));
-        pw_int (reply, (int64_t) self->finished [status]);
-    }
+    s_write_job_counts (self, reply);
     pw_str (reply, "queue");
     s_write_any_node (self, reply);
     pw_str (reply, "dropped");
@@ -1718,16 +1727,7 @@ s_queue_stats (api_call_t *call)
     proto_reply_ok_begin (reply, call->request->id);
     pw_map (reply, 10);
     pw_str (reply, "jobs");
-    pw_map (reply, 6);
-    pw_str (reply, "pending");
-    pw_int (reply, (int64_t) sched_pending_count (self->sched));
-    pw_str (reply, "running");
-    pw_int (reply, (int64_t) sched_running_count (self->sched));
-    for (int status = SCHED_JOB_COMPLETED; status <= SCHED_JOB_CANCELLED;
-         status++) {
-        pw_str (reply, sched_job_status_name ((sched_job_status_t) status));
-        pw_int (reply, (int64_t) self->finished [status]);
-    }
+    s_write_job_counts (self, reply);
     pw_str (reply, "cells");
     s_write_counts (reply, &all_cells);
     //  Highest priority first, only priorities with something to show
