@@ -877,6 +877,82 @@ s_parse_command_args (cli_args_t *args, int argc, char *const *argv,
     return s_args_check (args, err, err_len);
 }
 
+//  The commands that take a subcommand, as one table: TOPIC SUB -> command.
+typedef struct {
+    const char *topic;            //  The first word
+    const char *subs [10];        //  Its subcommands, in help order
+    cli_command_t commands [10];  //  The command each names
+} s_topic_t;
+
+static const s_topic_t s_topics [] = {
+    {"job", {"run", "status", "list", "cancel", "events", "delete", "retry",
+             "output"},
+     {CLI_CMD_JOB_RUN, CLI_CMD_JOB_STATUS, CLI_CMD_JOB_LIST,
+      CLI_CMD_JOB_CANCEL, CLI_CMD_JOB_EVENTS, CLI_CMD_JOB_DELETE,
+      CLI_CMD_JOB_RETRY, CLI_CMD_JOB_OUTPUT}},
+    {"node", {"list", "info", "drain", "resume", "workers", "history"},
+     {CLI_CMD_NODE_LIST, CLI_CMD_NODE_INFO, CLI_CMD_NODE_DRAIN,
+      CLI_CMD_NODE_RESUME, CLI_CMD_NODE_WORKERS, CLI_CMD_NODE_HISTORY}},
+    {"broker", {"drain", "resume"},
+     {CLI_CMD_BROKER_DRAIN, CLI_CMD_BROKER_RESUME}},
+    {"key", {"list", "accept", "reject", "delete"},
+     {CLI_CMD_KEY_LIST, CLI_CMD_KEY_ACCEPT, CLI_CMD_KEY_REJECT,
+      CLI_CMD_KEY_DELETE}},
+    {"queue", {"stats"}, {CLI_CMD_QUEUE_STATS}},
+    {"dlq", {"list", "show", "retry", "purge"},
+     {CLI_CMD_DLQ_LIST, CLI_CMD_DLQ_SHOW, CLI_CMD_DLQ_RETRY,
+      CLI_CMD_DLQ_PURGE}},
+    {"schedule", {"add", "list", "show", "pause", "resume", "delete", "run"},
+     {CLI_CMD_SCHEDULE_ADD, CLI_CMD_SCHEDULE_LIST, CLI_CMD_SCHEDULE_SHOW,
+      CLI_CMD_SCHEDULE_PAUSE, CLI_CMD_SCHEDULE_RESUME,
+      CLI_CMD_SCHEDULE_DELETE, CLI_CMD_SCHEDULE_RUN}},
+};
+
+//  The table row of TOPIC, or NULL.
+static const s_topic_t *
+s_topic_subcommands (const char *topic)
+{
+    for (size_t index = 0; index < sizeof s_topics / sizeof s_topics [0];
+         index++)
+        if (streq (s_topics [index].topic, topic))
+            return &s_topics [index];
+    return NULL;
+}
+
+//  Sets ARGS->command from TOPIC's subcommand SUB (NULL: none given; -h,
+//  --help and help: the topic's help). Returns 0, or -1 with a sentence
+//  that lists the subcommands.
+static int
+s_subcommand (cli_args_t *args, const char *topic, const char *sub,
+              char *err, size_t err_len)
+{
+    const s_topic_t *row = s_topic_subcommands (topic);
+    char names [256] = "";
+    size_t count = 0;
+    while (count < 10 && row->subs [count])
+        count++;
+    if (sub && (streq (sub, "-h") || streq (sub, "--help") || streq (sub, "help"))) {
+        args->command = CLI_CMD_HELP;
+        return 0;
+    }
+    for (size_t index = 0; index < count; index++) {
+        if (sub && streq (sub, row->subs [index])) {
+            args->command = row->commands [index];
+            return 0;
+        }
+        size_t used = strlen (names);
+        snprintf (names + used, sizeof names - used, "%s%s",
+                  index == 0 ? "" : !sub && index == count - 1 ? " or "
+                                                              : ", ",
+                  row->subs [index]);
+    }
+    if (!sub)
+        return s_fail (err, err_len, "%s needs a subcommand: %s", topic,
+                       names);
+    return s_fail (err, err_len, "unknown %s subcommand '%s' (%s)", topic, sub,
+                   names);
+}
+
 int
 cli_args_parse (cli_args_t *args, int argc, char *const *argv, char *err,
                 size_t err_len)
@@ -936,189 +1012,15 @@ cli_args_parse (cli_args_t *args, int argc, char *const *argv, char *err,
         return s_parse_command_args (args, argc, argv, index, "status", err,
                                      err_len);
     }
-    if (streq (word, "job") || streq (word, "node") || streq (word, "broker")) {
-        const char *topic = streq (word, "job") ? "job"
-                            : streq (word, "node") ? "node" : "broker";
-        args->help_topic = topic;
-        if (index >= argc)
-            return s_fail (err, err_len, streq (topic, "job")
-                           ? "job needs a subcommand: run, status, list, "
-                             "cancel, events, delete or retry"
-                           : streq (topic, "node")
-                           ? "node needs a subcommand: list, info, drain, "
-                             "resume, workers or history"
-                           : "broker needs a subcommand: drain or resume");
-        const char *sub = argv [index++];
-        if (streq (sub, "-h") || streq (sub, "--help") || streq (sub, "help")) {
-            args->command = CLI_CMD_HELP;
-            args->help_topic = topic;
+    if (s_topic_subcommands (word)) {
+        args->help_topic = s_topic_subcommands (word)->topic;
+        if (s_subcommand (args, word, index < argc ? argv [index] : NULL,
+                          err, err_len) != 0)
+            return -1;
+        if (args->command == CLI_CMD_HELP)
             return 0;
-        }
-        if (streq (topic, "job")) {
-            if (streq (sub, "run"))
-                args->command = CLI_CMD_JOB_RUN;
-            else
-            if (streq (sub, "status"))
-                args->command = CLI_CMD_JOB_STATUS;
-            else
-            if (streq (sub, "list"))
-                args->command = CLI_CMD_JOB_LIST;
-            else
-            if (streq (sub, "cancel"))
-                args->command = CLI_CMD_JOB_CANCEL;
-            else
-            if (streq (sub, "events"))
-                args->command = CLI_CMD_JOB_EVENTS;
-            else
-            if (streq (sub, "delete"))
-                args->command = CLI_CMD_JOB_DELETE;
-            else
-            if (streq (sub, "retry"))
-                args->command = CLI_CMD_JOB_RETRY;
-            else
-            if (streq (sub, "output"))
-                args->command = CLI_CMD_JOB_OUTPUT;
-            else
-                return s_fail (err, err_len, "unknown job subcommand '%s' "
-                               "(run, status, list, cancel, events, delete, "
-                               "retry, output)", sub);
-        }
-        else
-        if (streq (topic, "node")) {
-            if (streq (sub, "list"))
-                args->command = CLI_CMD_NODE_LIST;
-            else
-            if (streq (sub, "info"))
-                args->command = CLI_CMD_NODE_INFO;
-            else
-            if (streq (sub, "drain"))
-                args->command = CLI_CMD_NODE_DRAIN;
-            else
-            if (streq (sub, "resume"))
-                args->command = CLI_CMD_NODE_RESUME;
-            else
-            if (streq (sub, "workers"))
-                args->command = CLI_CMD_NODE_WORKERS;
-            else
-            if (streq (sub, "history"))
-                args->command = CLI_CMD_NODE_HISTORY;
-            else
-                return s_fail (err, err_len, "unknown node subcommand '%s' "
-                               "(list, info, drain, resume, workers, "
-                               "history)", sub);
-        }
-        else {
-            if (streq (sub, "drain"))
-                args->command = CLI_CMD_BROKER_DRAIN;
-            else
-            if (streq (sub, "resume"))
-                args->command = CLI_CMD_BROKER_RESUME;
-            else
-                return s_fail (err, err_len, "unknown broker subcommand '%s' "
-                               "(drain, resume)", sub);
-        }
-        return s_parse_command_args (args, argc, argv, index, topic, err,
-                                     err_len);
-    }
-    if (streq (word, "key")) {
-        args->help_topic = "key";
-        const char *sub = index < argc ? argv [index++] : NULL;
-        if (!sub)
-            return s_fail (err, err_len, "key needs a subcommand: list, "
-                           "accept, reject or delete");
-        if (streq (sub, "-h") || streq (sub, "--help") || streq (sub, "help")) {
-            args->command = CLI_CMD_HELP;
-            return 0;
-        }
-        if (streq (sub, "list"))
-            args->command = CLI_CMD_KEY_LIST;
-        else
-        if (streq (sub, "accept"))
-            args->command = CLI_CMD_KEY_ACCEPT;
-        else
-        if (streq (sub, "reject"))
-            args->command = CLI_CMD_KEY_REJECT;
-        else
-        if (streq (sub, "delete"))
-            args->command = CLI_CMD_KEY_DELETE;
-        else
-            return s_fail (err, err_len, "unknown key subcommand '%s' (list, "
-                           "accept, reject, delete)", sub);
-        return s_parse_command_args (args, argc, argv, index, "key", err,
-                                     err_len);
-    }
-    if (streq (word, "queue")) {
-        args->help_topic = "queue";
-        const char *sub = index < argc ? argv [index++] : NULL;
-        if (!sub)
-            return s_fail (err, err_len, "queue needs a subcommand: stats");
-        if (streq (sub, "-h") || streq (sub, "--help") || streq (sub, "help")) {
-            args->command = CLI_CMD_HELP;
-            return 0;
-        }
-        if (!streq (sub, "stats"))
-            return s_fail (err, err_len, "unknown queue subcommand '%s' "
-                           "(stats)", sub);
-        args->command = CLI_CMD_QUEUE_STATS;
-        return s_parse_command_args (args, argc, argv, index, "queue", err,
-                                     err_len);
-    }
-    if (streq (word, "dlq")) {
-        args->help_topic = "dlq";
-        const char *sub = index < argc ? argv [index++] : NULL;
-        if (!sub)
-            return s_fail (err, err_len, "dlq needs a subcommand: list, "
-                           "show, retry or purge");
-        if (streq (sub, "-h") || streq (sub, "--help") || streq (sub, "help")) {
-            args->command = CLI_CMD_HELP;
-            return 0;
-        }
-        if (streq (sub, "list"))
-            args->command = CLI_CMD_DLQ_LIST;
-        else
-        if (streq (sub, "show"))
-            args->command = CLI_CMD_DLQ_SHOW;
-        else
-        if (streq (sub, "retry"))
-            args->command = CLI_CMD_DLQ_RETRY;
-        else
-        if (streq (sub, "purge"))
-            args->command = CLI_CMD_DLQ_PURGE;
-        else
-            return s_fail (err, err_len, "unknown dlq subcommand '%s' (list, "
-                           "show, retry, purge)", sub);
-        return s_parse_command_args (args, argc, argv, index, "dlq", err,
-                                     err_len);
-    }
-    if (streq (word, "schedule")) {
-        args->help_topic = "schedule";
-        const char *sub = index < argc ? argv [index++] : NULL;
-        static const struct {
-            const char *name;
-            cli_command_t command;
-        } subs [] = {{"add", CLI_CMD_SCHEDULE_ADD},
-                     {"list", CLI_CMD_SCHEDULE_LIST},
-                     {"show", CLI_CMD_SCHEDULE_SHOW},
-                     {"pause", CLI_CMD_SCHEDULE_PAUSE},
-                     {"resume", CLI_CMD_SCHEDULE_RESUME},
-                     {"delete", CLI_CMD_SCHEDULE_DELETE},
-                     {"run", CLI_CMD_SCHEDULE_RUN}};
-        if (!sub)
-            return s_fail (err, err_len, "schedule needs a subcommand: add, "
-                           "list, show, pause, resume, delete or run");
-        if (streq (sub, "-h") || streq (sub, "--help") || streq (sub, "help")) {
-            args->command = CLI_CMD_HELP;
-            return 0;
-        }
-        for (size_t i = 0; i < sizeof subs / sizeof subs [0]; i++)
-            if (streq (sub, subs [i].name))
-                args->command = subs [i].command;
-        if (!args->command)
-            return s_fail (err, err_len, "unknown schedule subcommand '%s' "
-                           "(add, list, show, pause, resume, delete, run)",
-                           sub);
-        return s_parse_command_args (args, argc, argv, index, "schedule",
-                                     err, err_len);
+        return s_parse_command_args (args, argc, argv, index + 1,
+                                     args->help_topic, err, err_len);
     }
     if (streq (word, "keygen"))
         return s_fail (err, err_len, "keygen takes no global options: run "
