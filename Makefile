@@ -63,7 +63,7 @@ LIB_SRC := $(wildcard proto/*.c store/*.c backends/*.c) \
 	$(filter-out broker/main.c,$(wildcard broker/*.c)) \
 	$(filter-out agent/main.c,$(wildcard agent/*.c)) \
 	$(filter-out cli/main.c,$(wildcard cli/*.c))
-LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
+LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/gen/webfiles_data.o
 LIB := $(BUILD)/libgrid.a
 
 BINS := $(BUILD)/bin/gridbroker $(BUILD)/bin/gridagent $(BUILD)/bin/gridcli
@@ -87,7 +87,7 @@ FUZZ_SHORT_SECONDS ?= 10
 FUZZ_DIR := $(BUILD)/fuzz
 FUZZ_TARGETS := $(filter-out fuzz_seeds,$(filter fuzz_%,$(TEST_TOOL_SRC:test/tools/%.c=%)))
 FUZZ_BINS := $(FUZZ_TARGETS:%=$(FUZZ_DIR)/bin/%)
-FUZZ_LIB_OBJ := $(LIB_SRC:%.c=$(FUZZ_DIR)/obj/%.o)
+FUZZ_LIB_OBJ := $(LIB_SRC:%.c=$(FUZZ_DIR)/obj/%.o) $(FUZZ_DIR)/obj/gen/webfiles_data.o
 FUZZ_SANITIZE := -fsanitize=address,undefined -fno-sanitize-recover=undefined
 FUZZ_CFLAGS = -std=c11 -D_GNU_SOURCE -DGRID_VERSION=\"$(VERSION)\" \
 	-DGRID_SYSCONFDIR=\"$(sysconfdir)\" \
@@ -130,6 +130,20 @@ $(BUILD)/obj/%.o: %.c
 	$(call say,CC,$<)
 	$(Q)$(CC) $(ALL_CFLAGS) -c $< -o $@
 
+# The dashboard (web/) built into gridbroker: web/embed.sh turns its files
+# into a C table for broker/webfiles.c (generated, under $(BUILD)/gen).
+WEB_FILES := $(sort $(wildcard web/*.html web/*.css web/*.js web/*.svg))
+WEB_GEN := $(BUILD)/gen/webfiles_data.c
+
+$(WEB_GEN): web/embed.sh $(WEB_FILES)
+	$(call say,GEN,$@)
+	$(Q)sh web/embed.sh $@ $(WEB_FILES)
+
+$(BUILD)/obj/gen/webfiles_data.o: $(WEB_GEN) broker/webfiles.h
+	@mkdir -p $(dir $@)
+	$(call say,CC,$<)
+	$(Q)$(CC) $(ALL_CFLAGS) -I. -c $< -o $@
+
 $(LIB): $(LIB_OBJ)
 	@mkdir -p $(dir $@)
 	@rm -f $@
@@ -168,6 +182,11 @@ $(FUZZ_DIR)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(call say,FUZZCC,$<)
 	$(Q)$(FUZZ_CC) $(FUZZ_CFLAGS) -c $< -o $@
+
+$(FUZZ_DIR)/obj/gen/webfiles_data.o: $(WEB_GEN) broker/webfiles.h
+	@mkdir -p $(dir $@)
+	$(call say,FUZZCC,$<)
+	$(Q)$(FUZZ_CC) $(FUZZ_CFLAGS) -I. -c $< -o $@
 
 $(FUZZ_DIR)/libgrid.a: $(FUZZ_LIB_OBJ)
 	@rm -f $@

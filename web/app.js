@@ -1,0 +1,1417 @@
+// grid dashboard: one ES module, no framework, no build step.
+//
+// It talks to the broker's REST API under /api/v1 with the token the user
+// logged in with (kept in sessionStorage, so it goes when the tab closes),
+// and renders five views behind a hash router: #/jobs, #/jobs/ID, #/nodes,
+// #/run, #/keys and #/login. Everything that came from the broker reaches
+// the DOM as text (textContent, attribute values): never as markup.
+
+const API = '/api/v1';
+const TOKEN_KEY = 'grid.token';
+const FINAL = new Set(['completed', 'partial_failure', 'failed', 'cancelled']);
+const JOB_STATUSES = ['pending', 'running', 'completed', 'partial_failure',
+    'failed', 'cancelled'];
+const ROLE_RANK = { viewer: 0, operator: 1, admin: 2 };
+
+const session = {
+    token: sessionStorage.getItem(TOKEN_KEY) || '',
+    role: null,        // 'viewer' | 'operator' | 'admin' | null (unknown)
+    name: null,        // the token's name, when the broker says it
+    open: false,       // the broker asked for no token at all
+    checked: false,    // whoami (or status) answered for this token
+};
+
+// ------------------------------------------------------------------
+// DOM helpers: h() builds elements from text only.
+
+function h(tag, attrs, ...children) {
+    const el = document.createElement(tag);
+    if (attrs) {
+        for (const [k, v] of Object.entries(attrs)) {
+            if (v === null || v === undefined || v === false)
+                continue;
+            if (k === 'class')
+                el.className = v;
+            else if (k === 'text')
+                el.textContent = v;
+            else if (k.startsWith('on') && typeof v === 'function')
+                el.addEventListener(k.slice(2), v);
+            else if (k === 'dataset')
+                Object.assign(el.dataset, v);
+            else if (v === true)
+                el.setAttribute(k, '');
+            else
+                el.setAttribute(k, String(v));
+        }
+    }
+    append(el, children);
+    return el;
+}
+
+function append(el, children) {
+    for (const c of children.flat(Infinity)) {
+        if (c === null || c === undefined || c === false)
+            continue;
+        el.append(c instanceof Node ? c : document.createTextNode(String(c)));
+    }
+    return el;
+}
+
+function clear(el) {
+    while (el.firstChild)
+        el.removeChild(el.firstChild);
+    return el;
+}
+
+function badge(status, extra) {
+    return h('span', { class: 'badge st-' + cssName(status) + (extra ? ' ' + extra : ''),
+                       text: String(status).replace(/_/g, ' ') });
+}
+
+function cssName(s) {
+    return String(s || '').replace(/[^a-z0-9_-]/gi, '');
+}
+
+function fmtTime(iso) {
+    if (!iso)
+        return '';
+    const d = new Date(iso);
+    if (isNaN(d))
+        return String(iso);
+    return d.toLocaleString(undefined, { hour12: false });
+}
+
+function fmtClock(iso) {
+    const d = new Date(iso);
+    if (isNaN(d))
+        return String(iso || '');
+    const p = (n, w = 2) => String(n).padStart(w, '0');
+    return p(d.getHours()) + ':' + p(d.getMinutes()) + ':' + p(d.getSeconds())
+        + '.' + p(d.getMilliseconds(), 3);
+}
+
+function fmtAgo(iso) {
+    if (!iso)
+        return '';
+    const ms = Date.now() - new Date(iso).getTime();
+    if (isNaN(ms))
+        return String(iso);
+    const s = Math.round(ms / 1000);
+    if (s < 2)
+        return 'just now';
+    if (s < 90)
+        return s + ' s ago';
+    if (s < 5400)
+        return Math.round(s / 60) + ' min ago';
+    if (s < 129600)
+        return Math.round(s / 3600) + ' h ago';
+    return Math.round(s / 86400) + ' d ago';
+}
+
+function timeEl(iso, ago) {
+    return h('time', { datetime: iso || null, title: fmtTime(iso),
+                       text: ago ? fmtAgo(iso) : fmtTime(iso) });
+}
+
+function fmtDuration(ms) {
+    if (ms === undefined || ms === null || isNaN(ms))
+        return '';
+    if (ms < 1000)
+        return ms + ' ms';
+    if (ms < 60000)
+        return (ms / 1000).toFixed(ms < 10000 ? 2 : 1) + ' s';
+    const m = Math.floor(ms / 60000);
+    const s = Math.round((ms % 60000) / 1000);
+    if (m < 60)
+        return m + ' min ' + s + ' s';
+    return Math.floor(m / 60) + ' h ' + (m % 60) + ' min';
+}
+
+function fmtBytes(n) {
+    if (n < 1024)
+        return n + ' B';
+    if (n < 1048576)
+        return (n / 1024).toFixed(1) + ' KiB';
+    return (n / 1048576).toFixed(1) + ' MiB';
+}
+
+// ------------------------------------------------------------------
+// Flash messages: one line at the top, for errors and confirmations.
+
+let flashTimer = null;
+
+function flash(text, kind = 'error', details = []) {
+    const el = document.getElementById('flash');
+    clear(el);
+    el.className = 'flash ' + kind;
+    el.append(h('span', { text }));
+    if (details && details.length)
+        el.append(h('ul', null, details.map((d) => h('li', { text: d }))));
+    el.append(h('button', { type: 'button', class: 'link close', 'aria-label': 'Dismiss',
+                            text: '\u00d7', onclick: () => { el.hidden = true; } }));
+    el.hidden = false;
+    clearTimeout(flashTimer);
+    if (kind !== 'error')
+        flashTimer = setTimeout(() => { el.hidden = true; }, 5000);
+}
+
+function flashError(err) {
+    if (err && err.status === 401)
+        return;   // already on its way to the login page
+    flash(errorText(err), 'error', (err && err.details) || []);
+}
+
+function errorText(err) {
+    if (!err)
+        return 'Something went wrong.';
+    if (err.status === 403) {
+        const role = session.role ? ' (your role: ' + session.role + ')' : '';
+        return 'Forbidden' + role + ': ' + (err.message || 'your token may not do this.');
+    }
+    if (err.code && err.message)
+        return err.message + ' [' + err.code + ']';
+    return err.message || String(err);
+}
+
+// ------------------------------------------------------------------
+// The API: fetch with the token; JSON in and out; errors as ApiError.
+
+class ApiError extends Error {
+    constructor(status, body, fallback) {
+        const b = body && typeof body === 'object' ? body : {};
+        super(typeof b.message === 'string' ? b.message : fallback);
+        this.status = status;
+        this.code = typeof b.code === 'string' ? b.code : 'http_' + status;
+        this.details = Array.isArray(b.details) ? b.details.map(String) : [];
+    }
+}
+
+function authHeaders(extra) {
+    const headers = Object.assign({}, extra);
+    if (session.token)
+        headers.Authorization = 'Bearer ' + session.token;
+    return headers;
+}
+
+async function api(method, path, body, opts = {}) {
+    const init = { method, cache: 'no-store', credentials: 'omit',
+                   headers: authHeaders({ Accept: 'application/json' }) };
+    if (body !== undefined) {
+        init.headers['Content-Type'] = 'application/json';
+        init.body = JSON.stringify(body);
+    }
+    if (opts.signal)
+        init.signal = opts.signal;
+    let res;
+    try {
+        res = await fetch(API + path, init);
+    } catch (e) {
+        if (e.name === 'AbortError')
+            throw e;
+        throw new ApiError(0, { code: 'unreachable',
+                                message: 'The broker cannot be reached (' + e.message + ').' });
+    }
+    const text = await res.text();
+    let data = null;
+    if (text) {
+        try {
+            data = JSON.parse(text);
+        } catch (e) {
+            data = null;
+        }
+    }
+    if (res.status === 401 && !opts.noRedirect)
+        loggedOut('The broker refused the token: log in again.');
+    if (!res.ok)
+        throw new ApiError(res.status, data, res.status + ' ' + (res.statusText || 'error'));
+    return data;
+}
+
+function q(params) {
+    const parts = [];
+    for (const [k, v] of Object.entries(params)) {
+        if (v !== undefined && v !== null && v !== '')
+            parts.push(encodeURIComponent(k) + '=' + encodeURIComponent(v));
+    }
+    return parts.length ? '?' + parts.join('&') : '';
+}
+
+const enc = encodeURIComponent;
+
+// Server-Sent Events over fetch (EventSource cannot send the token).
+// Calls onEvent(name, data) for each event; resolves when the stream ends.
+async function sse(path, onEvent, signal) {
+    const res = await fetch(API + path, {
+        cache: 'no-store', credentials: 'omit', signal,
+        headers: authHeaders({ Accept: 'text/event-stream' }) });
+    if (res.status === 401)
+        loggedOut('The broker refused the token: log in again.');
+    if (!res.ok || !res.body) {
+        let body = null;
+        try {
+            body = await res.json();
+        } catch (e) { /* not JSON */ }
+        throw new ApiError(res.status, body, 'event stream: HTTP ' + res.status);
+    }
+    const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
+    let buf = '';
+    let name = '';
+    let data = [];
+    for (;;) {
+        const { value, done } = await reader.read();
+        if (done)
+            break;
+        buf += value;
+        for (;;) {
+            const m = /\r\n|\r|\n/.exec(buf);
+            if (!m)
+                break;
+            if (m[0] === '\r' && m.index === buf.length - 1)
+                break;   // maybe the first half of \r\n: wait for more
+            const line = buf.slice(0, m.index);
+            buf = buf.slice(m.index + m[0].length);
+            if (line === '') {
+                if (data.length)
+                    onEvent(name || 'message', data.join('\n'));
+                name = '';
+                data = [];
+                continue;
+            }
+            if (line.startsWith(':'))
+                continue;
+            const colon = line.indexOf(':');
+            const field = colon < 0 ? line : line.slice(0, colon);
+            let val = colon < 0 ? '' : line.slice(colon + 1);
+            if (val.startsWith(' '))
+                val = val.slice(1);
+            if (field === 'event')
+                name = val;
+            else if (field === 'data')
+                data.push(val);
+        }
+    }
+}
+
+// ------------------------------------------------------------------
+// Who is logged in, and what they may do.
+
+async function whoami() {
+    // A whoami route says the role; without one, /status says the token works.
+    try {
+        const me = await api('GET', '/whoami', undefined, { noRedirect: true });
+        session.role = me && ROLE_RANK[me.role] !== undefined ? me.role : null;
+        session.name = me && typeof me.name === 'string' ? me.name : null;
+        session.open = !!(me && me.open);
+    } catch (err) {
+        if (err.status !== 404)
+            throw err;
+        await api('GET', '/status', undefined, { noRedirect: true });
+        session.role = null;
+    }
+    session.checked = true;
+}
+
+function can(role) {
+    if (session.role === null)
+        return true;   // unknown: show the button, the broker decides
+    return ROLE_RANK[session.role] >= ROLE_RANK[role];
+}
+
+// A button that needs ROLE: disabled, with a reason, for lower roles.
+function roleButton(role, label, onclick, attrs = {}) {
+    const ok = can(role);
+    return h('button', Object.assign({
+        type: 'button', onclick, disabled: !ok,
+        title: ok ? null : 'needs the ' + role + ' role',
+        dataset: { needs: role },
+    }, attrs), label);
+}
+
+function renderWho() {
+    const who = document.getElementById('who');
+    const out = document.getElementById('logout');
+    clear(who);
+    if (session.open && !session.token) {
+        who.append('open broker (no token needed)');
+        out.hidden = true;
+        return;
+    }
+    if (!session.token) {
+        out.hidden = true;
+        return;
+    }
+    if (session.name)
+        who.append(h('span', { class: 'who-name', text: session.name }), ' ');
+    if (session.role)
+        who.append(h('span', { class: 'badge role', id: 'role', text: session.role }));
+    out.hidden = false;
+}
+
+let loginMessage = '';
+
+function loggedOut(message) {
+    session.token = '';
+    session.role = null;
+    session.name = null;
+    session.checked = false;
+    sessionStorage.removeItem(TOKEN_KEY);
+    loginMessage = message || '';
+    renderWho();
+    const here = location.hash;
+    if (!here.startsWith('#/login'))
+        location.hash = '#/login' + (here && here !== '#/' ? '?next=' + enc(here.slice(1)) : '');
+}
+
+// ------------------------------------------------------------------
+// Router: #/view/arg?query. Each view returns a cleanup function.
+
+const views = {};
+let cleanupView = null;
+let generation = 0;
+
+function parseHash() {
+    const raw = location.hash.replace(/^#/, '') || '/jobs';
+    const [path, query] = raw.split('?');
+    const parts = path.split('/').filter(Boolean).map((p) => {
+        try {
+            return decodeURIComponent(p);
+        } catch (e) {
+            return p;
+        }
+    });
+    return { parts, query: new URLSearchParams(query || '') };
+}
+
+async function route() {
+    const { parts, query } = parseHash();
+    const name = parts[0] || 'jobs';
+    if (cleanupView) {
+        try {
+            cleanupView();
+        } catch (e) { /* a view's cleanup must not stop the next one */ }
+        cleanupView = null;
+    }
+    const gen = ++generation;
+    for (const a of document.querySelectorAll('#nav a'))
+        a.classList.toggle('active', a.dataset.view === name);
+    document.getElementById('flash').hidden = true;
+    const main = clear(document.getElementById('view'));
+    if (name !== 'login' && !session.checked) {
+        try {
+            await ensureSession();
+        } catch (err) {
+            if (gen !== generation)
+                return;
+            if (err.status === 401)
+                return loggedOut(session.token ? 'The broker refused the token: log in again.'
+                                               : '');
+            main.append(h('p', { class: 'error', text: errorText(err) }));
+            return;
+        }
+        if (gen !== generation)
+            return;
+    }
+    const view = views[name] || views.notFound;
+    const ctx = {
+        main, parts, query,
+        live: () => gen === generation,
+    };
+    document.title = 'grid \u00b7 ' + (name === 'jobs' && parts[1] ? parts[1] : name);
+    cleanupView = view(ctx) || null;
+}
+
+async function ensureSession() {
+    if (!session.token) {
+        // No token: an open broker (no auth) answers anyway.
+        try {
+            await whoami();
+            session.open = true;
+        } catch (err) {
+            throw err;
+        }
+    } else {
+        await whoami();
+    }
+    renderWho();
+    refreshBrokerState();
+}
+
+async function refreshBrokerState() {
+    try {
+        const st = await api('GET', '/status', undefined, { noRedirect: true });
+        const el = clear(document.getElementById('broker-state'));
+        if (st && st.nodes)
+            el.append('broker ' + (st.version || '') + ' \u00b7 ' + (st.state || '')
+                      + ' \u00b7 ' + st.nodes.online + '/' + st.nodes.total + ' nodes online');
+    } catch (e) { /* the header line is a nicety */ }
+}
+
+// Calls fn now and every ms while the view is live; returns a stop().
+function every(ctx, ms, fn) {
+    let timer = null;
+    let stopped = false;
+    const tick = async () => {
+        if (stopped || !ctx.live())
+            return;
+        try {
+            await fn();
+        } catch (e) {
+            if (e.name !== 'AbortError' && ctx.live())
+                flashError(e);
+        }
+        if (!stopped && ctx.live())
+            timer = setTimeout(tick, document.hidden ? ms * 3 : ms);
+    };
+    tick();
+    return () => {
+        stopped = true;
+        clearTimeout(timer);
+    };
+}
+
+// ------------------------------------------------------------------
+// #/login
+
+views.login = (ctx) => {
+    const next = ctx.query.get('next') || '/jobs';
+    const msg = h('p', { class: 'error', id: 'login-error', role: 'alert',
+                         text: loginMessage, hidden: !loginMessage });
+    loginMessage = '';
+    const input = h('input', { type: 'password', id: 'token', name: 'token',
+                               autocomplete: 'off', spellcheck: 'false', required: true,
+                               placeholder: 'paste your API token' });
+    const button = h('button', { type: 'submit', id: 'login-submit' }, 'Log in');
+    const form = h('form', { class: 'login card', onsubmit: async (ev) => {
+        ev.preventDefault();
+        const token = input.value.trim();
+        if (!token)
+            return;
+        button.disabled = true;
+        msg.hidden = true;
+        session.token = token;
+        try {
+            await whoami();
+            sessionStorage.setItem(TOKEN_KEY, token);
+            session.open = false;
+            renderWho();
+            refreshBrokerState();
+            location.hash = '#' + (next.startsWith('/') && !next.startsWith('/login') ? next : '/jobs');
+        } catch (err) {
+            session.token = '';
+            session.checked = false;
+            msg.textContent = err.status === 401 ? 'The broker does not know this token.'
+                                                 : errorText(err);
+            msg.hidden = false;
+        } finally {
+            button.disabled = false;
+        }
+    } },
+        h('h1', null, 'Log in to grid'),
+        h('p', { class: 'muted' },
+          'Use an API token made by an admin with ',
+          h('code', null, 'gridcli token add NAME --role viewer|operator|admin'),
+          '. It stays in this tab only (session storage).'),
+        h('label', { for: 'token' }, 'Token'),
+        input, msg, button);
+    ctx.main.append(form);
+    input.focus();
+};
+
+views.notFound = (ctx) => {
+    ctx.main.append(h('p', null, 'No such page. ', h('a', { href: '#/jobs' }, 'Go to the jobs.')));
+};
+
+// ------------------------------------------------------------------
+// #/jobs
+
+views.jobs = (ctx) => {
+    if (ctx.parts[1])
+        return jobView(ctx, ctx.parts[1]);
+    const status = ctx.query.get('status') || '';
+    let limit = 50;
+    const counts = {};
+    const filters = h('nav', { class: 'filters', 'aria-label': 'status filter' });
+    const drawFilters = () => {
+        clear(filters);
+        for (const s of [''].concat(JOB_STATUSES)) {
+            const n = s ? counts[s] : undefined;
+            filters.append(h('a', {
+                href: '#/jobs' + (s ? '?status=' + s : ''),
+                class: 'filter' + (s === status ? ' active' : '') + (s ? ' st-' + s : ''),
+                dataset: { status: s || 'all' },
+            }, s ? s.replace(/_/g, ' ') : 'all', n !== undefined ? h('span', { class: 'count', text: n }) : null));
+        }
+    };
+    drawFilters();
+    const tbody = h('tbody');
+    const foot = h('p', { class: 'muted' });
+    const more = h('button', { type: 'button', hidden: true, onclick: () => {
+        limit = Math.min(limit + 50, 1000);
+        refresh();
+    } }, 'Show older jobs');
+    ctx.main.append(
+        h('div', { class: 'titlebar' }, h('h1', null, 'Jobs'),
+          h('a', { class: 'button', href: '#/run' }, 'Run a job')),
+        filters,
+        h('table', { class: 'list', id: 'jobs' },
+          h('thead', null, h('tr', null, ['Job', 'Status', 'Target', 'Step', 'Nodes',
+                                          'Created', 'Updated'].map((t) => h('th', null, t)))),
+          tbody),
+        foot, more);
+
+    const refresh = async () => {
+        const [list, st] = await Promise.all([
+            api('GET', '/jobs' + q({ status, limit })),
+            api('GET', '/status').catch(() => null),
+        ]);
+        if (!ctx.live())
+            return;
+        if (st && st.jobs) {
+            Object.assign(counts, st.jobs);
+            drawFilters();
+        }
+        const jobs = (list && list.jobs) || [];
+        clear(tbody);
+        for (const j of jobs) {
+            tbody.append(h('tr', { dataset: { job: j.id, status: j.status } },
+                h('td', null, h('a', { href: '#/jobs/' + enc(j.id), class: 'mono', text: j.id }),
+                  j.schedule ? h('span', { class: 'muted small', text: ' \u00b7 ' + j.schedule }) : null),
+                h('td', null, badge(j.status)),
+                h('td', { class: 'mono', text: j.target }),
+                h('td', { text: Math.min(j.step, j.steps) + ' / ' + j.steps }),
+                h('td', { text: j.expected }),
+                h('td', null, timeEl(j.created_at, true)),
+                h('td', null, timeEl(j.updated_at, true))));
+        }
+        if (!jobs.length)
+            tbody.append(h('tr', null, h('td', { colspan: 7, class: 'muted empty' },
+                status ? 'No ' + status.replace(/_/g, ' ') + ' jobs.' : 'No jobs yet.')));
+        const total = list && typeof list.total === 'number' ? list.total : jobs.length;
+        foot.textContent = 'Showing ' + jobs.length + ' of ' + total + ' \u00b7 live';
+        more.hidden = jobs.length >= total || limit >= 1000;
+    };
+    return every(ctx, 3000, refresh);
+};
+
+// The leaves of a job's tasks, depth-first: step numbers.
+function flattenSteps(tasks) {
+    const steps = [];
+    (tasks || []).forEach((phase, i) => {
+        if (phase && Array.isArray(phase.tasks)) {
+            phase.tasks.forEach((leaf, k) => steps.push({ leaf, phase: i, sub: k, branch: phase }));
+        } else {
+            steps.push({ leaf: phase || {}, phase: i });
+        }
+    });
+    return steps;
+}
+
+function targetText(t) {
+    if (!t)
+        return '';
+    if (typeof t === 'string')
+        return t;
+    const base = t.scope === 'all' ? 'all' : t.scope === 'expr' ? t.value : t.scope + ':' + t.value;
+    return (t.any ? 'any:' : '') + base;
+}
+
+const CELL_SHORT = { success: 'ok', failed: 'failed', running: 'running', pending: 'pending',
+                     dispatched: 'sent', acknowledged: 'acked', timeout: 'timeout',
+                     skipped: 'skipped', lost: 'lost', cancelled: 'cancelled',
+                     interrupted: 'interrupted', offline: 'offline', drained: 'drained',
+                     unsupported: 'unsupported', retry_wait: 'retry wait' };
+
+function jobView(ctx, id) {
+    const abort = new AbortController();
+    let record = null;
+    let lastSeq = 0;
+    let selected = null;           // {step, node} of the open cell
+    let streaming = false;
+    let stopPoll = null;
+    let refetchTimer = null;
+
+    const head = h('div', { class: 'jobhead' });
+    const actions = h('div', { class: 'actions' });
+    const gridBox = h('div', { class: 'gridbox' });
+    const cellBox = h('section', { class: 'cell card', id: 'cell', hidden: true });
+    const liveEl = h('span', { class: 'live muted', id: 'live' });
+    const eventsBody = h('tbody');
+    ctx.main.append(
+        h('p', { class: 'crumbs' }, h('a', { href: '#/jobs' }, 'Jobs'), ' / ',
+          h('span', { class: 'mono', text: id })),
+        head, actions,
+        h('h2', null, 'Nodes \u00d7 steps ', liveEl),
+        gridBox, cellBox,
+        h('h2', null, 'Timeline'),
+        h('table', { class: 'list events', id: 'events' },
+          h('thead', null, h('tr', null, ['#', 'Time', 'Event', 'Node', 'Step', 'Detail']
+            .map((t) => h('th', null, t)))),
+          eventsBody));
+
+    const drawHead = () => {
+        const r = record;
+        clear(head);
+        head.append(
+            h('div', { class: 'titlebar' },
+              h('h1', { class: 'mono', text: r.id }),
+              badge(r.status, 'big')),
+            h('dl', { class: 'facts' },
+              fact('Target', h('span', { class: 'mono', text: targetText(r.target) })),
+              fact('Progress', (r.status === 'pending' ? 0 : Math.min(r.step, r.steps)) + ' / ' + r.steps + ' steps'),
+              fact('Nodes', String((r.expected || []).length)),
+              fact('Strategy', r.strategy),
+              r.timeout ? fact('Timeout', r.timeout) : null,
+              fact('Priority', String(r.priority)),
+              r.schedule ? fact('Schedule', r.schedule) : null,
+              r.idempotency_key ? fact('Idempotency key', r.idempotency_key) : null,
+              fact('Created', timeEl(r.created_at)),
+              fact('Updated', timeEl(r.updated_at)),
+              r.retry_of ? fact('Retry of', jobLink(r.retry_of)) : null,
+              r.retried_by && r.retried_by.length
+                ? fact('Retried by', r.retried_by.map((j, i) => [i ? ', ' : '', jobLink(j)])) : null));
+        if (r.reason)
+            head.append(h('p', { class: 'reason', id: 'reason' },
+                          h('strong', null, r.status === 'failed' ? 'Failed: ' : 'Reason: '), r.reason));
+        if (r.not_run && r.not_run.length)
+            head.append(h('p', { class: 'muted' }, 'Not run on: ',
+                r.not_run.map((n, i) => [i ? ', ' : '', n.node + ' (' + (n.reason || n.status) + ')'])));
+
+        clear(actions);
+        const running = !FINAL.has(r.status);
+        if (running)
+            actions.append(roleButton('operator', 'Cancel', doCancel, { id: 'cancel', class: 'danger' }));
+        else {
+            actions.append(roleButton('operator', 'Retry', () => doRetry(false), { id: 'retry' }));
+            if (r.status !== 'completed')
+                actions.append(roleButton('operator', 'Retry failed nodes', () => doRetry(true),
+                                          { id: 'retry-failed' }));
+            actions.append(roleButton('operator', 'Delete', doDelete, { id: 'delete', class: 'danger' }));
+        }
+    };
+
+    const drawGrid = () => {
+        const r = record;
+        const steps = flattenSteps(r.tasks);
+        const results = r.results || {};
+        const nsteps = Math.max(r.steps || 0, steps.length);
+        const nodes = new Set(r.expected || []);
+        for (const cells of Object.values(results))
+            for (const node of Object.keys(cells || {}))
+                nodes.add(node);
+        const nodeList = [...nodes].sort();
+        const headRow = h('tr', null, h('th', { class: 'corner' }, 'node \\ step'));
+        for (let s = 0; s < nsteps; s++) {
+            const st = steps[s];
+            const leaf = st ? st.leaf : {};
+            const label = (leaf.backend || '?') + ' ' + (leaf.action || '?');
+            const where = st ? (st.sub !== undefined ? 'phase ' + st.phase + '.' + st.sub : 'phase ' + st.phase) : '';
+            headRow.append(h('th', { class: 'step' + (s === r.step && !FINAL.has(r.status) ? ' current' : ''),
+                                     title: where + (leaf.condition ? ' \u00b7 ' + leaf.condition : '') },
+                h('span', { class: 'stepno', text: '#' + s }), ' ',
+                h('span', { text: leaf.name ? leaf.name : label }),
+                leaf.name ? h('div', { class: 'small muted', text: label }) : null));
+        }
+        const tbody = h('tbody');
+        for (const node of nodeList) {
+            const row = h('tr', null, h('th', { class: 'node mono', text: node }));
+            for (let s = 0; s < nsteps; s++) {
+                const cell = (results[String(s)] || {})[node];
+                if (!cell) {
+                    row.append(h('td', { class: 'cell none' }, ''));
+                    continue;
+                }
+                const isSel = selected && selected.step === s && selected.node === node;
+                const info = [];
+                if (cell.attempts > 1)
+                    info.push('\u00d7' + cell.attempts);
+                if (cell.duration_ms || cell.status === 'success')
+                    info.push(fmtDuration(cell.duration_ms || 0));
+                row.append(h('td', { class: 'cell' },
+                    h('button', {
+                        type: 'button',
+                        class: 'cellbtn st-' + cssName(cell.status) + (isSel ? ' selected' : ''),
+                        title: node + ' \u00b7 step ' + s + ': ' + cell.status
+                            + (cell.reason ? ' (' + cell.reason + ')' : '')
+                            + (cell.waiting ? ' (' + cell.waiting + ')' : ''),
+                        dataset: { node, step: String(s), status: cell.status },
+                        onclick: () => {
+                            selected = { step: s, node };
+                            drawGrid();
+                            drawCell();
+                        },
+                    },
+                    h('span', { class: 'cstatus', text: CELL_SHORT[cell.status] || cell.status }),
+                    info.length ? h('span', { class: 'cinfo', text: info.join(' \u00b7 ') }) : null)));
+            }
+            tbody.append(row);
+        }
+        if (!nodeList.length)
+            tbody.append(h('tr', null, h('td', { colspan: nsteps + 1, class: 'muted empty' },
+                r.status === 'pending' ? 'Waiting to start.' : 'No node took part.')));
+        clear(gridBox);
+        gridBox.append(h('table', { class: 'grid', id: 'grid' }, h('thead', null, headRow), tbody),
+            legend());
+    };
+
+    const drawCell = () => {
+        if (!selected || !record) {
+            cellBox.hidden = true;
+            return;
+        }
+        const { step, node } = selected;
+        const cell = ((record.results || {})[String(step)] || {})[node];
+        clear(cellBox);
+        cellBox.hidden = false;
+        const leaf = (flattenSteps(record.tasks)[step] || {}).leaf || {};
+        cellBox.append(h('div', { class: 'titlebar' },
+            h('h2', null, 'Step ' + step + ' on ', h('span', { class: 'mono', text: node }),
+              h('span', { class: 'muted', text: ' \u00b7 ' + (leaf.backend || '') + ' ' + (leaf.action || '') })),
+            h('button', { type: 'button', class: 'link', text: 'Close', onclick: () => {
+                selected = null;
+                drawGrid();
+                drawCell();
+            } })));
+        if (!cell) {
+            cellBox.append(h('p', { class: 'muted' }, 'No result for this cell.'));
+            return;
+        }
+        const params = leaf.params && Object.keys(leaf.params).length
+            ? Object.entries(leaf.params).map(([k, v]) => k + '=' + v).join(' ') : '';
+        cellBox.append(h('dl', { class: 'facts' },
+            fact('Status', badge(cell.status)),
+            fact('Attempts', String(cell.attempts)),
+            fact('Exit code', String(cell.exit_code)),
+            fact('Duration', fmtDuration(cell.duration_ms)),
+            params ? fact('Params', h('span', { class: 'mono', text: params })) : null,
+            cell.reason ? fact('Reason', cell.reason) : null,
+            cell.waiting ? fact('Waiting', cell.waiting) : null));
+        cellBox.append(streamBlock('stdout', cell.output, cell.output_size, cell.output_dropped, step, node, cell));
+        if (cell.error || cell.error_size)
+            cellBox.append(streamBlock('stderr', cell.error, cell.error_size, cell.error_dropped, step, node, cell));
+        if (cell.truncated)
+            cellBox.append(h('p', { class: 'muted' }, 'The agent truncated this output at its cap.'));
+        const data = cell.data && Object.entries(cell.data);
+        if (data && data.length)
+            cellBox.append(h('h3', null, 'Data'), h('table', { class: 'list kv' },
+                h('tbody', null, data.map(([k, v]) => h('tr', null, h('th', { text: k }), h('td', { class: 'mono', text: v }))))));
+        if (cell.history && cell.history.length) {
+            cellBox.append(h('h3', null, 'Earlier attempts'));
+            for (const a of cell.history) {
+                cellBox.append(h('details', { class: 'attempt' },
+                    h('summary', null, 'attempt ' + a.attempt + ' ', badge(a.status),
+                      ' exit ' + a.exit_code + ' \u00b7 ' + fmtDuration(a.duration_ms),
+                      a.node ? ' \u00b7 on ' + a.node : '', a.late ? ' \u00b7 late' : ''),
+                    a.output ? h('pre', { class: 'output', text: a.output }) : null,
+                    a.error ? h('pre', { class: 'output stderr', text: a.error }) : null));
+            }
+        }
+    };
+
+    const streamBlock = (stream, text, size, dropped, step, node, cell) => {
+        const pre = h('pre', { class: 'output' + (stream === 'stderr' ? ' stderr' : ''),
+                               id: 'output-' + stream, text: text || '' });
+        if (!text)
+            pre.append(h('span', { class: 'muted', text: '(empty)' }));
+        const block = h('div', { class: 'stream' }, h('h3', null, stream), pre);
+        const shown = new TextEncoder().encode(text || '').length;
+        if (size && size > shown) {
+            const note = h('p', { class: 'muted' },
+                'Showing the first ' + fmtBytes(shown) + ' of ' + fmtBytes(size)
+                + (dropped ? ' (' + fmtBytes(dropped) + ' dropped from the middle by the cap)' : '') + '. ');
+            note.append(h('button', { type: 'button', class: 'link', text: 'Load all', onclick: async (ev) => {
+                ev.target.disabled = true;
+                try {
+                    pre.textContent = await loadOutput(id, node, step, stream, cell.attempts, size);
+                    note.textContent = 'All ' + fmtBytes(size) + '.';
+                } catch (err) {
+                    ev.target.disabled = false;
+                    flashError(err);
+                }
+            } }));
+            block.append(note);
+        }
+        return block;
+    };
+
+    const refetch = async () => {
+        const r = await api('GET', '/jobs/' + enc(id), undefined, { signal: abort.signal });
+        if (!ctx.live())
+            return;
+        record = r;
+        drawHead();
+        drawGrid();
+        drawCell();
+        document.body.dataset.jobStatus = r.status;
+    };
+
+    const scheduleRefetch = () => {
+        if (refetchTimer)
+            return;
+        refetchTimer = setTimeout(() => {
+            refetchTimer = null;
+            refetch().catch(onError);
+        }, 300);
+    };
+
+    const addEvents = (events) => {
+        for (const e of events) {
+            if (typeof e.seq === 'number' && e.seq <= lastSeq)
+                continue;
+            if (typeof e.seq === 'number')
+                lastSeq = e.seq;
+            eventsBody.append(h('tr', { class: 'ev-' + cssName(e.event) },
+                h('td', { class: 'muted', text: e.seq }),
+                h('td', { class: 'mono', text: fmtClock(e.time), title: fmtTime(e.time) }),
+                h('td', null, badge(e.event)),
+                h('td', { class: 'mono', text: e.node || '' }),
+                h('td', { text: e.step !== undefined ? e.step : '' }),
+                h('td', { class: 'detail', text: e.detail || '' })));
+        }
+    };
+
+    const fetchEvents = async () => {
+        const r = await api('GET', '/jobs/' + enc(id) + '/events' + q({ after: lastSeq || undefined }),
+                            undefined, { signal: abort.signal });
+        if (ctx.live())
+            addEvents((r && r.events) || []);
+    };
+
+    const onError = (err) => {
+        if (err && err.name === 'AbortError')
+            return;
+        if (ctx.live())
+            flashError(err);
+    };
+
+    const setLive = (text) => {
+        liveEl.textContent = text;
+    };
+
+    // Live: the event stream while the job runs; polling if it breaks.
+    const follow = async () => {
+        let failures = 0;
+        while (ctx.live() && record && !FINAL.has(record.status)) {
+            streaming = true;
+            setLive('\u25cf live');
+            let ended = false;
+            try {
+                await sse('/jobs/' + enc(id) + '/stream' + q({ after: lastSeq || undefined }), (name, data) => {
+                    let obj = null;
+                    try {
+                        obj = JSON.parse(data);
+                    } catch (e) {
+                        return;
+                    }
+                    if (name === 'event' && obj)
+                        addEvents([obj]);
+                    else if (name === 'progress')
+                        scheduleRefetch();
+                    else if (name === 'end')
+                        ended = true;
+                }, abort.signal);
+                failures = 0;
+            } catch (err) {
+                if (err.name === 'AbortError' || !ctx.live())
+                    return;
+                failures++;
+                if (err.status === 404 || err.status === 405 || failures > 3) {
+                    streaming = false;
+                    break;   // no stream here: poll instead
+                }
+                await sleep(1000 * failures);
+            }
+            if (!ctx.live())
+                return;
+            await Promise.all([refetch(), fetchEvents()]).catch(onError);
+            if (ended)
+                break;
+        }
+        streaming = false;
+        if (!ctx.live())
+            return;
+        if (record && !FINAL.has(record.status)) {
+            setLive('\u25cf live (polling)');
+            stopPoll = every(ctx, 2000, async () => {
+                await Promise.all([refetch(), fetchEvents()]);
+                if (FINAL.has(record.status)) {
+                    stopPoll();
+                    setLive('');
+                }
+            });
+        } else {
+            setLive('');
+        }
+    };
+
+    const doCancel = async () => {
+        if (!confirm('Cancel job ' + id + '?'))
+            return;
+        try {
+            await api('POST', '/jobs/' + enc(id) + '/cancel', { reason: 'cancelled from the dashboard' });
+            flash('Job ' + id + ' cancelled.', 'ok');
+            await Promise.all([refetch(), fetchEvents()]);
+        } catch (err) {
+            flashError(err);
+        }
+    };
+
+    const doRetry = async (failedOnly) => {
+        try {
+            const r = await api('POST', '/jobs/' + enc(id) + '/retry', failedOnly ? { failed_only: true } : {});
+            flash('Retry started: ' + r.job, 'ok');
+            location.hash = '#/jobs/' + enc(r.job);
+        } catch (err) {
+            flashError(err);
+        }
+    };
+
+    const doDelete = async () => {
+        if (!confirm('Delete job ' + id + ' and its outputs?'))
+            return;
+        try {
+            await api('DELETE', '/jobs/' + enc(id));
+            flash('Job ' + id + ' deleted.', 'ok');
+            location.hash = '#/jobs';
+        } catch (err) {
+            flashError(err);
+        }
+    };
+
+    (async () => {
+        try {
+            await Promise.all([refetch(), fetchEvents()]);
+        } catch (err) {
+            if (err.name === 'AbortError' || !ctx.live())
+                return;
+            if (err.status === 404) {
+                clear(ctx.main).append(h('p', { class: 'error', text: 'No job ' + id + '.' }),
+                    h('p', null, h('a', { href: '#/jobs' }, 'Back to the jobs')));
+                return;
+            }
+            return flashError(err);
+        }
+        follow();
+    })();
+
+    return () => {
+        abort.abort();
+        clearTimeout(refetchTimer);
+        if (stopPoll)
+            stopPoll();
+        delete document.body.dataset.jobStatus;
+        void streaming;
+    };
+}
+
+function sleep(ms) {
+    return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+function fact(term, value) {
+    return [h('dt', null, term), h('dd', null, value)];
+}
+
+function jobLink(jobId) {
+    return h('a', { href: '#/jobs/' + enc(jobId), class: 'mono', text: jobId });
+}
+
+function legend() {
+    const list = ['pending', 'dispatched', 'running', 'success', 'failed', 'timeout', 'skipped',
+                  'lost', 'cancelled'];
+    return h('p', { class: 'legend small' }, list.map((s) => badge(s)));
+}
+
+// Reads a whole output stream, a page at a time (job.output).
+async function loadOutput(id, node, step, stream, attempt, size) {
+    const chunks = [];
+    let offset = 0;
+    for (let guard = 0; guard < 64 && offset < size; guard++) {
+        const page = await api('GET', '/jobs/' + enc(id) + '/output'
+                               + q({ node, step, stream, attempt, offset }));
+        const bytes = pageBytes(page.data, page.encoding);
+        chunks.push(bytes);
+        if (!bytes.length || page.next <= offset)
+            break;
+        offset = page.next;
+        size = page.size;
+    }
+    const all = new Uint8Array(chunks.reduce((n, c) => n + c.length, 0));
+    let at = 0;
+    for (const c of chunks) {
+        all.set(c, at);
+        at += c.length;
+    }
+    return new TextDecoder('utf-8', { fatal: false }).decode(all);
+}
+
+// An output page's data: base64 when the page says so, else text.
+function pageBytes(data, encoding) {
+    if (typeof data !== 'string')
+        return new Uint8Array();
+    if (encoding === 'base64') {
+        const bin = atob(data);
+        const out = new Uint8Array(bin.length);
+        for (let i = 0; i < bin.length; i++)
+            out[i] = bin.charCodeAt(i);
+        return out;
+    }
+    return new TextEncoder().encode(data);
+}
+
+// ------------------------------------------------------------------
+// #/nodes
+
+views.nodes = (ctx) => {
+    const show = ctx.query.get('show') || 'all';
+    const tbody = h('tbody');
+    const summary = h('p', { class: 'muted' });
+    const filterInput = h('input', { type: 'search', placeholder: 'filter by id, group or label',
+                                     id: 'node-filter', value: ctx.query.get('q') || '' });
+    let nodes = [];
+    const filters = h('nav', { class: 'filters' }, ['all', 'online', 'offline', 'drained'].map((s) =>
+        h('a', { href: '#/nodes' + (s === 'all' ? '' : '?show=' + s),
+                 class: 'filter' + (s === show ? ' active' : ''), dataset: { show: s } }, s)));
+    ctx.main.append(h('div', { class: 'titlebar' }, h('h1', null, 'Nodes'), filterInput),
+        filters,
+        h('table', { class: 'list', id: 'nodes' },
+          h('thead', null, h('tr', null, ['Node', 'State', 'Host', 'Groups', 'Labels', 'Running',
+                                          'Last seen', 'Version', ''].map((t) => h('th', null, t)))),
+          tbody),
+        summary);
+
+    const draw = () => {
+        const needle = filterInput.value.trim().toLowerCase();
+        clear(tbody);
+        let shown = 0;
+        for (const n of nodes) {
+            const state = n.drained ? 'drained' : n.status;
+            if (show !== 'all' && !(show === 'drained' ? n.drained : n.status === show))
+                continue;
+            const labels = Object.entries(n.labels || {});
+            if (needle) {
+                const hay = [n.id, n.hostname].concat(n.groups || [], labels.map(([k, v]) => k + '=' + v))
+                    .join(' ').toLowerCase();
+                if (!hay.includes(needle))
+                    continue;
+            }
+            shown++;
+            const act = n.drained
+                ? roleButton('admin', 'Resume', () => nodeAction(n.id, 'resume'), { class: 'small-btn', dataset: { needs: 'admin', action: 'resume' } })
+                : roleButton('admin', 'Drain', () => nodeAction(n.id, 'drain'), { class: 'small-btn', dataset: { needs: 'admin', action: 'drain' } });
+            tbody.append(h('tr', { dataset: { node: n.id, state } },
+                h('td', { class: 'mono', text: n.id }),
+                h('td', null, badge(n.status), n.drained ? [' ', badge('drained')] : null,
+                  n.duplicate ? h('span', { class: 'warn small', title: 'a second agent was refused '
+                    + n.duplicate.count + ' times, last ' + fmtTime(n.duplicate.last_at) + ' from ' + n.duplicate.hostname,
+                  text: ' duplicate!' }) : null),
+                h('td', { text: n.hostname }),
+                h('td', null, (n.groups || []).map((g) => h('a', { class: 'chip', href: '#/run?target=' + enc('group:' + g), text: g }))),
+                h('td', null, labels.map(([k, v]) => h('span', { class: 'chip label', text: k + '=' + v }))),
+                h('td', { text: n.running + ' / ' + n.concurrency }),
+                h('td', null, timeEl(n.last_seen, true)),
+                h('td', { class: 'muted', text: n.version }),
+                h('td', null, act)));
+        }
+        if (!shown)
+            tbody.append(h('tr', null, h('td', { colspan: 9, class: 'muted empty' }, 'No nodes to show.')));
+        const online = nodes.filter((n) => n.status === 'online').length;
+        const drained = nodes.filter((n) => n.drained).length;
+        summary.textContent = nodes.length + ' nodes: ' + online + ' online, '
+            + (nodes.length - online) + ' offline, ' + drained + ' drained \u00b7 live';
+    };
+    filterInput.addEventListener('input', draw);
+
+    const refresh = async () => {
+        const r = await api('GET', '/nodes');
+        if (!ctx.live())
+            return;
+        nodes = (r && r.nodes) || [];
+        draw();
+    };
+
+    const nodeAction = async (nodeId, what) => {
+        if (what === 'drain' && !confirm('Drain ' + nodeId + '? It takes no new jobs until resumed.'))
+            return;
+        try {
+            await api('POST', '/nodes/' + enc(nodeId) + '/' + what);
+            flash(nodeId + (what === 'drain' ? ' drained.' : ' resumed.'), 'ok');
+            await refresh();
+        } catch (err) {
+            flashError(err);
+        }
+    };
+    return every(ctx, 4000, refresh);
+};
+
+// ------------------------------------------------------------------
+// #/run
+
+views.run = (ctx) => {
+    const catalog = new Map();   // backend -> Map(action -> {kind, help, params})
+    const targets = new Set(['all', 'any:all']);
+    const form = h('form', { class: 'card runform', id: 'run-form', novalidate: true });
+    const note = h('p', { class: 'muted', text: 'Reading what the nodes offer\u2026' });
+    ctx.main.append(h('h1', null, 'Run a job'), note, form);
+
+    const targetInput = h('input', { name: 'target', id: 'target', list: 'target-list', required: true,
+                                     value: ctx.query.get('target') || 'all', spellcheck: 'false' });
+    const targetList = h('datalist', { id: 'target-list' });
+    const backendSel = h('select', { name: 'backend', id: 'backend', required: true });
+    const actionSel = h('select', { name: 'action', id: 'action', required: true });
+    const actionHelp = h('p', { class: 'muted small', id: 'action-help' });
+    const paramsBox = h('fieldset', { class: 'params', id: 'params' });
+    const strategySel = h('select', { name: 'strategy', id: 'strategy' },
+        h('option', { value: 'fail-fast' }, 'fail-fast'), h('option', { value: 'continue' }, 'continue'));
+    const jobTimeout = h('input', { name: 'timeout', id: 'job-timeout', placeholder: 'e.g. 10m', size: 8 });
+    const taskTimeout = h('input', { name: 'task_timeout', id: 'task-timeout', placeholder: 'e.g. 30s', size: 8 });
+    const retries = h('input', { name: 'max_retries', id: 'max-retries', type: 'number', min: 0, max: 10, placeholder: '0' });
+    const priority = h('input', { name: 'priority', id: 'priority', type: 'number', min: -100, max: 100, placeholder: '0' });
+    const idem = h('input', { name: 'idempotency_key', id: 'idempotency-key', placeholder: 'optional' });
+    const submit = h('button', { type: 'submit', id: 'run-submit' }, 'Run');
+    const result = h('div', { id: 'run-result' });
+
+    form.append(
+        row('Target', targetInput, h('span', { class: 'muted small' },
+            'all, group:G, node:A,B, label:K=V, any:\u2026, or an expression (group:web and not node:web-03)')),
+        targetList,
+        row('Backend', backendSel),
+        row('Action', actionSel, actionHelp),
+        paramsBox,
+        h('fieldset', { class: 'options' }, h('legend', null, 'Options'),
+          row('Strategy', strategySel),
+          row('Job timeout', jobTimeout),
+          row('Task timeout', taskTimeout),
+          row('Retries', retries),
+          row('Priority', priority),
+          row('Idempotency key', idem)),
+        h('div', { class: 'actions' }, submit),
+        result);
+
+    function row(label, ...controls) {
+        const id = controls[0] && controls[0].id;
+        return h('div', { class: 'row' }, h('label', { for: id || null }, label), h('div', null, controls));
+    }
+
+    const currentAction = () => {
+        const acts = catalog.get(backendSel.value);
+        return acts ? acts.get(actionSel.value) : null;
+    };
+
+    const drawActions = () => {
+        clear(actionSel);
+        const acts = catalog.get(backendSel.value) || new Map();
+        for (const name of [...acts.keys()].sort())
+            actionSel.append(h('option', { value: name }, name));
+        const want = ctx.query.get('action');
+        if (want && acts.has(want))
+            actionSel.value = want;
+        drawParams();
+    };
+
+    const drawParams = () => {
+        clear(paramsBox);
+        const act = currentAction();
+        actionHelp.textContent = act ? (act.kind + (act.help ? ' \u00b7 ' + act.help : '')) : '';
+        submit.disabled = !!act && act.kind === 'modify' && !can('operator');
+        submit.title = submit.disabled ? 'modify actions need the operator role' : '';
+        paramsBox.append(h('legend', null, 'Parameters'));
+        if (!act || !act.params.length) {
+            paramsBox.append(h('p', { class: 'muted small' }, 'This action takes no parameters.'));
+            return;
+        }
+        for (const p of act.params) {
+            const id = 'param-' + p.name;
+            let input;
+            if (p.type === 'bool') {
+                input = h('select', { id, name: p.name, dataset: { param: p.name } },
+                    h('option', { value: '' }, p.default !== undefined ? '(default: ' + p.default + ')' : '(not set)'),
+                    h('option', { value: 'true' }, 'true'), h('option', { value: 'false' }, 'false'));
+            } else {
+                input = h('input', {
+                    id, name: p.name, dataset: { param: p.name, type: p.type },
+                    type: p.type === 'int' ? 'number' : 'text',
+                    min: p.min, max: p.max,
+                    placeholder: p.default !== undefined ? 'default: ' + p.default : p.type,
+                    required: !!p.required, spellcheck: 'false',
+                });
+            }
+            paramsBox.append(h('div', { class: 'row' },
+                h('label', { for: id }, p.name, p.required ? h('span', { class: 'req', text: ' *' }) : null),
+                h('div', null, input, h('span', { class: 'muted small',
+                    text: ' ' + [p.type, p.pattern ? 'pattern ' + p.pattern : '',
+                                 p.min !== undefined ? p.min + '..' + p.max : '', p.help || '']
+                        .filter(Boolean).join(' \u00b7 ') }))));
+        }
+    };
+
+    backendSel.addEventListener('change', drawActions);
+    actionSel.addEventListener('change', drawParams);
+
+    form.addEventListener('submit', async (ev) => {
+        ev.preventDefault();
+        clear(result);
+        const task = { backend: backendSel.value, action: actionSel.value };
+        const params = {};
+        for (const el of paramsBox.querySelectorAll('[data-param]')) {
+            if (el.value === '')
+                continue;
+            params[el.dataset.param] = el.dataset.type === 'int' && /^-?\d+$/.test(el.value)
+                ? Number(el.value) : el.value;
+        }
+        if (Object.keys(params).length)
+            task.params = params;
+        if (taskTimeout.value.trim())
+            task.timeout = taskTimeout.value.trim();
+        if (retries.value !== '')
+            task.max_retries = Number(retries.value);
+        const job = { target: targetInput.value.trim(), tasks: [task] };
+        if (strategySel.value !== 'fail-fast')
+            job.strategy = strategySel.value;
+        if (jobTimeout.value.trim())
+            job.timeout = jobTimeout.value.trim();
+        if (priority.value !== '')
+            job.priority = Number(priority.value);
+        if (idem.value.trim())
+            job.idempotency_key = idem.value.trim();
+        if (!job.target || !task.backend || !task.action) {
+            result.append(h('p', { class: 'error', text: 'A target, a backend and an action are needed.' }));
+            return;
+        }
+        submit.disabled = true;
+        try {
+            const r = await api('POST', '/jobs', job);
+            location.hash = '#/jobs/' + enc(r.job);
+        } catch (err) {
+            if (!ctx.live())
+                return;
+            result.append(h('div', { class: 'error', role: 'alert', id: 'run-error' },
+                h('p', { text: errorText(err) }),
+                err.details && err.details.length ? h('ul', null, err.details.map((d) => h('li', { text: d }))) : null));
+        } finally {
+            submit.disabled = false;
+        }
+    });
+
+    (async () => {
+        let list;
+        try {
+            list = await api('GET', '/nodes');
+        } catch (err) {
+            note.textContent = errorText(err);
+            return;
+        }
+        const nodes = (list && list.nodes) || [];
+        for (const n of nodes) {
+            targets.add('node:' + n.id);
+            for (const g of n.groups || [])
+                targets.add('group:' + g);
+            for (const [k, v] of Object.entries(n.labels || {}))
+                targets.add('label:' + k + '=' + v);
+        }
+        for (const t of [...targets].sort())
+            targetList.append(h('option', { value: t }));
+        // What the nodes declare: ask the online ones (at most 32) for their backends.
+        const online = nodes.filter((n) => n.status === 'online' && !n.drained).slice(0, 32);
+        const details = await Promise.all(online.map((n) =>
+            api('GET', '/nodes/' + enc(n.id)).catch(() => null)));
+        if (!ctx.live())
+            return;
+        for (const d of details) {
+            for (const b of (d && d.backends) || []) {
+                if (!catalog.has(b.name))
+                    catalog.set(b.name, new Map());
+                const acts = catalog.get(b.name);
+                for (const a of b.actions || [])
+                    if (!acts.has(a.name))
+                        acts.set(a.name, { kind: a.kind, help: a.help, params: a.params || [] });
+            }
+        }
+        if (!catalog.size) {
+            note.textContent = 'No online node declares any action: start an agent first.';
+            submit.disabled = true;
+            return;
+        }
+        note.textContent = 'Actions and parameters as ' + online.length + ' online node'
+            + (online.length === 1 ? '' : 's') + ' declare them.';
+        for (const name of [...catalog.keys()].sort())
+            backendSel.append(h('option', { value: name }, name));
+        const want = ctx.query.get('backend');
+        if (want && catalog.has(want))
+            backendSel.value = want;
+        drawActions();
+    })();
+};
+
+// ------------------------------------------------------------------
+// #/keys
+
+views.keys = (ctx) => {
+    const box = h('div', { id: 'keys' });
+    ctx.main.append(h('h1', null, 'Keys'),
+        h('p', { class: 'muted' }, 'Agent and client CURVE keys the broker knows. Accepting and rejecting needs the admin role.'),
+        box);
+    const groups = [['pending', 'Pending'], ['accepted', 'Enrolled'], ['rejected', 'Rejected']];
+
+    const refresh = async () => {
+        let r;
+        try {
+            r = await api('GET', '/keys');
+        } catch (err) {
+            if (err.status === 403) {
+                clear(box).append(h('p', { class: 'error', id: 'keys-forbidden', text:
+                    'Your token may not list keys: that needs the admin role'
+                    + (session.role ? ' (yours is ' + session.role + ')' : '') + '.' }));
+                return;
+            }
+            throw err;
+        }
+        if (!ctx.live())
+            return;
+        const keys = (r && r.keys) || [];
+        clear(box);
+        for (const [status, title] of groups) {
+            const list = keys.filter((k) => k.status === status);
+            box.append(h('h2', null, title + ' ', h('span', { class: 'count', text: list.length })));
+            if (!list.length) {
+                box.append(h('p', { class: 'muted empty', dataset: { keys: status } }, 'None.'));
+                continue;
+            }
+            box.append(h('table', { class: 'list', dataset: { keys: status } },
+                h('thead', null, h('tr', null, ['Key', 'Kind', 'Node / name', 'Host', 'Role',
+                                                'First seen', 'Accepted', ''].map((t) => h('th', null, t)))),
+                h('tbody', null, list.map((k) => h('tr', { dataset: { key: k.key } },
+                    h('td', { class: 'mono key', text: k.key }),
+                    h('td', { text: k.kind }),
+                    h('td', { class: 'mono', text: k.node || k.name || '' }),
+                    h('td', { text: k.hostname || '' }),
+                    h('td', { text: k.role || '' }),
+                    h('td', null, k.first_seen ? timeEl(k.first_seen, true) : ''),
+                    h('td', null, k.accepted_at ? timeEl(k.accepted_at, true) : ''),
+                    h('td', { class: 'actions' },
+                      status !== 'accepted' ? roleButton('admin', 'Accept', () => keyAction(k, 'accept'), { class: 'small-btn' }) : null,
+                      status !== 'rejected' ? roleButton('admin', 'Reject', () => keyAction(k, 'reject'), { class: 'small-btn danger' }) : null))))));
+        }
+    };
+
+    const keyAction = async (k, what) => {
+        const who = k.node || k.name || k.key;
+        if (what === 'reject' && !confirm('Reject the key of ' + who + '? It is refused from now on.'))
+            return;
+        try {
+            await api('POST', '/keys/' + enc(k.key) + '/' + what);
+            flash('Key of ' + who + (what === 'accept' ? ' accepted.' : ' rejected.'), 'ok');
+            await refresh();
+        } catch (err) {
+            flashError(err);
+        }
+    };
+    return every(ctx, 5000, refresh);
+};
+
+// ------------------------------------------------------------------
+
+document.getElementById('logout').addEventListener('click', () => {
+    loggedOut('Logged out.');
+});
+window.addEventListener('hashchange', route);
+route();
