@@ -176,7 +176,7 @@ $(BUILD)/test/tools/%: $(BUILD)/obj/test/tools/%.o $(LIB)
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(PKG_LIBS) -lm
 
 test-build: $(BINS) $(TEST_BINS) $(TEST_TOOLS) $(BUILD)/test/test_python \
-	$(BUILD)/test/test_packaging man
+	$(BUILD)/test/test_packaging $(BUILD)/test/test_it_browser man
 
 $(FUZZ_DIR)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -222,6 +222,14 @@ $(BUILD)/test/test_python: test/python.sh $(wildcard python/grid/*.py python/tes
 		"$(abspath .)" >$@
 	@chmod +x $@
 
+# The dashboard in headless Chromium (test/browser), one more suite; its
+# screenshots go to $(BUILD)/test-artifacts.
+$(BUILD)/test/test_it_browser: test/browser.sh
+	@mkdir -p $(dir $@)
+	@printf '#!/bin/sh\nexec sh "%s" "%s" "%s"\n' "$(abspath test/browser.sh)" \
+		"$(abspath .)" "$(abspath $(BUILD))" >$@
+	@chmod +x $@
+
 fuzz-deps:
 	@sh test/deps.sh $(FUZZ_PKGS)
 
@@ -233,10 +241,22 @@ fuzz: deps fuzz-deps
 # Debian's python3 with pyzmq and msgpack, for the Python module's tests;
 # systemd-analyze, man and the Debian tools, for the packaging checks.
 PY_PKGS := python3 python3-zmq python3-msgpack
-TEST_PKGS = $(PY_PKGS) systemd man-db $(DEB_TOOLS)
+# Debian's chromium for the browser test, driven from Node: Debian's nodejs
+# and npm, unless a node (or npm) is already installed.
+BROWSER_PKGS := chromium $(if $(shell command -v node 2>/dev/null),,nodejs) \
+	$(if $(shell command -v npm 2>/dev/null),,npm)
+TEST_PKGS = $(PY_PKGS) systemd man-db $(DEB_TOOLS) $(BROWSER_PKGS)
 
 test-deps:
 	@sh test/deps.sh $(TEST_PKGS)
+	@$(MAKE) --no-print-directory test/browser/node_modules/.package-lock.json
+
+# playwright-core, as pinned by test/browser/package-lock.json.
+test/browser/node_modules/.package-lock.json: test/browser/package.json \
+		test/browser/package-lock.json
+	$(call say,NPM,ci test/browser)
+	$(Q)cd test/browser && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci \
+		--no-audit --no-fund --loglevel=error
 
 # deps first, then a fresh make that sees the installed pkg-config files.
 test: deps fuzz-deps test-deps

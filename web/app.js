@@ -12,6 +12,8 @@ const FINAL = new Set(['completed', 'partial_failure', 'failed', 'cancelled']);
 const JOB_STATUSES = ['pending', 'running', 'completed', 'partial_failure',
     'failed', 'cancelled'];
 const ROLE_RANK = { viewer: 0, operator: 1, admin: 2 };
+// A job id no broker makes (its clock part is zero): see whoami().
+const ROLE_PROBE_JOB = 'j-000000000000-0000';
 
 const session = {
     token: sessionStorage.getItem(TOKEN_KEY) || '',
@@ -296,17 +298,41 @@ async function sse(path, onEvent, signal) {
 // Who is logged in, and what they may do.
 
 async function whoami() {
-    // A whoami route says the role; without one, /status says the token works.
+    // A whoami route says the name and role.
     try {
         const me = await api('GET', '/whoami', undefined, { noRedirect: true });
         session.role = me && ROLE_RANK[me.role] !== undefined ? me.role : null;
         session.name = me && typeof me.name === 'string' ? me.name : null;
-        session.open = !!(me && me.open);
+        session.checked = true;
+        return;
     } catch (err) {
         if (err.status !== 404)
             throw err;
-        await api('GET', '/status', undefined, { noRedirect: true });
-        session.role = null;
+    }
+    // Without one: the token works if /status answers (401 otherwise), and
+    // the role is read from what the broker refuses, with requests that
+    // change nothing: the token list is the admin's, and a cancel of a job
+    // that cannot exist is forbidden to a viewer, not_found to an operator.
+    await api('GET', '/status', undefined, { noRedirect: true });
+    session.name = null;
+    session.role = null;
+    try {
+        await api('GET', '/tokens', undefined, { noRedirect: true });
+        session.role = 'admin';
+    } catch (err) {
+        if (err.status === 401)
+            throw err;
+        if (err.status === 403) {
+            try {
+                await api('POST', '/jobs/' + ROLE_PROBE_JOB + '/cancel',
+                          { reason: 'role check' }, { noRedirect: true });
+                session.role = 'operator';
+            } catch (err2) {
+                if (err2.status === 401)
+                    throw err2;
+                session.role = err2.status === 403 ? 'viewer' : 'operator';
+            }
+        }
     }
     session.checked = true;
 }
@@ -838,6 +864,8 @@ function jobView(ctx, id) {
         if (!ctx.live())
             return;
         record = r;
+        if (FINAL.has(r.status))
+            setLive('');
         drawHead();
         drawGrid();
         drawCell();
@@ -894,6 +922,7 @@ function jobView(ctx, id) {
             streaming = true;
             setLive('\u25cf live');
             let ended = false;
+            let broke = null;
             try {
                 await sse('/jobs/' + enc(id) + '/stream' + q({ after: lastSeq || undefined }), (name, data) => {
                     let obj = null;
@@ -908,7 +937,11 @@ function jobView(ctx, id) {
                         scheduleRefetch();
                     else if (name === 'end')
                         ended = true;
+                    else if (name === 'error')
+                        broke = obj;
                 }, abort.signal);
+                if (broke)
+                    throw new ApiError(0, broke, 'event stream error');
                 failures = 0;
             } catch (err) {
                 if (err.name === 'AbortError' || !ctx.live())
@@ -1028,7 +1061,7 @@ async function loadOutput(id, node, step, stream, attempt, size) {
     for (let guard = 0; guard < 64 && offset < size; guard++) {
         const page = await api('GET', '/jobs/' + enc(id) + '/output'
                                + q({ node, step, stream, attempt, offset }));
-        const bytes = pageBytes(page.data, page.encoding);
+        const bytes = pageBytes(page.data);
         chunks.push(bytes);
         if (!bytes.length || page.next <= offset)
             break;
@@ -1044,18 +1077,20 @@ async function loadOutput(id, node, step, stream, attempt, size) {
     return new TextDecoder('utf-8', { fatal: false }).decode(all);
 }
 
-// An output page's data: base64 when the page says so, else text.
-function pageBytes(data, encoding) {
+// An output page's data: the stream's bytes, base64 in JSON.
+function pageBytes(data) {
     if (typeof data !== 'string')
         return new Uint8Array();
-    if (encoding === 'base64') {
-        const bin = atob(data);
-        const out = new Uint8Array(bin.length);
-        for (let i = 0; i < bin.length; i++)
-            out[i] = bin.charCodeAt(i);
-        return out;
+    let bin;
+    try {
+        bin = atob(data);
+    } catch (e) {
+        return new TextEncoder().encode(data);
     }
-    return new TextEncoder().encode(data);
+    const out = new Uint8Array(bin.length);
+    for (let i = 0; i < bin.length; i++)
+        out[i] = bin.charCodeAt(i);
+    return out;
 }
 
 // ------------------------------------------------------------------
@@ -1398,7 +1433,7 @@ views.keys = (ctx) => {
         if (what === 'reject' && !confirm('Reject the key of ' + who + '? It is refused from now on.'))
             return;
         try {
-            await api('POST', '/keys/' + enc(k.key) + '/' + what);
+            await api('POST', '/keys/' + what, { key: k.key });
             flash('Key of ' + who + (what === 'accept' ? ' accepted.' : ' rejected.'), 'ok');
             await refresh();
         } catch (err) {
@@ -1411,7 +1446,7 @@ views.keys = (ctx) => {
 // ------------------------------------------------------------------
 
 document.getElementById('logout').addEventListener('click', () => {
-    loggedOut('Logged out.');
+    loggedOut('');
 });
 window.addEventListener('hashchange', route);
 route();

@@ -1,0 +1,312 @@
+// The grid dashboard in a real browser: Debian's headless Chromium, driven
+// by playwright-core, against a real gridbroker (CURVE on ipc://, its HTTP
+// face on a free loopback port) and three real gridagents (test backend).
+//
+// Run by `make test` through test/browser.sh with GRID_BIN (the programs),
+// GRID_SRC (the source tree) and GRID_ARTIFACTS (where the screenshots go).
+// Tokens are made with the wire request token.add, sent by the Python
+// module with the admin key. Every process started is killed by pid.
+
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn, execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { chromium } from 'playwright-core';
+
+const SRC = process.env.GRID_SRC || fileURLToPath(new URL('../..', import.meta.url));
+const BIN = process.env.GRID_BIN || path.join(SRC, 'build', 'bin');
+const ARTIFACTS = process.env.GRID_ARTIFACTS || path.join(SRC, 'build', 'test-artifacts');
+const CHROMIUM = process.env.GRID_CHROMIUM || '/usr/bin/chromium';
+const PYTHON = fs.existsSync('/usr/bin/python3') ? '/usr/bin/python3' : 'python3';
+const WAIT_MS = 60000;
+
+const procs = [];
+let dir;
+let base;
+let browser;
+let page;
+const tokens = {};
+
+function freePort() {
+    return new Promise((resolve, reject) => {
+        const srv = net.createServer();
+        srv.on('error', reject);
+        srv.listen(0, '127.0.0.1', () => {
+            const { port } = srv.address();
+            srv.close(() => resolve(port));
+        });
+    });
+}
+
+function start(name, program, args) {
+    const log = fs.openSync(path.join(dir, name + '.log'), 'w');
+    const child = spawn(path.join(BIN, program), args, { stdio: ['ignore', log, log] });
+    fs.closeSync(log);
+    child.logName = name;
+    procs.push(child);
+    return child;
+}
+
+function run(program, args) {
+    execFileSync(path.join(BIN, program), args, { stdio: ['ignore', 'ignore', 'inherit'] });
+}
+
+async function until(what, fn, ms = WAIT_MS) {
+    const deadline = Date.now() + ms;
+    let last;
+    while (Date.now() < deadline) {
+        try {
+            const v = await fn();
+            if (v)
+                return v;
+        } catch (e) {
+            last = e;
+        }
+        await new Promise((r) => setTimeout(r, 100));
+    }
+    throw new Error('timed out waiting for ' + what + (last ? ': ' + last.message : ''));
+}
+
+async function api(method, route, token, body) {
+    const res = await fetch(base + '/api/v1' + route, {
+        method,
+        headers: Object.assign({ Authorization: 'Bearer ' + token },
+                               body ? { 'Content-Type': 'application/json' } : {}),
+        body: body ? JSON.stringify(body) : undefined,
+    });
+    const text = await res.text();
+    return { status: res.status, body: text ? JSON.parse(text) : null };
+}
+
+// A wire request with the admin key, through the Python module.
+function wire(type, fields) {
+    const script = [
+        'import json, sys',
+        'sys.path.insert(0, sys.argv[1])',
+        'import grid',
+        'c = grid.Client(sys.argv[2], broker_key=sys.argv[3], key=sys.argv[4])',
+        'print(json.dumps(c.request(sys.argv[5], **json.loads(sys.argv[6]))))',
+    ].join('\n');
+    const out = execFileSync(PYTHON, ['-c', script, path.join(SRC, 'python'),
+        'ipc://' + path.join(dir, 'client'), path.join(dir, 'keys', 'broker.key'),
+        path.join(dir, 'keys', 'admin.key'), type, JSON.stringify(fields)],
+        { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] });
+    return JSON.parse(out);
+}
+
+async function shot(name) {
+    await page.screenshot({ path: path.join(ARTIFACTS, 'dashboard-' + name + '.png'), fullPage: true });
+}
+
+async function login(token) {
+    await page.goto(base + '/#/login');
+    await page.waitForSelector('#token');
+    await page.fill('#token', token);
+    await page.click('#login-submit');
+}
+
+function logs() {
+    let text = '';
+    for (const p of procs) {
+        try {
+            const t = fs.readFileSync(path.join(dir, p.logName + '.log'), 'utf8');
+            text += '--- ' + p.logName + '\n' + t.split('\n').slice(-15).join('\n') + '\n';
+        } catch (e) { /* no log */ }
+    }
+    return text;
+}
+
+before(async () => {
+    fs.mkdirSync(ARTIFACTS, { recursive: true });
+    dir = fs.mkdtempSync(path.join(os.tmpdir(), 'grid-web-'));
+    const keys = path.join(dir, 'keys');
+    run('gridbroker', ['keygen', '--out', keys]);
+    run('gridcli', ['keygen', '--out', keys, '--name', 'admin']);
+    const port = await freePort();
+    base = 'http://127.0.0.1:' + port;
+    const agents = 'ipc://' + path.join(dir, 'agents');
+    const publish = 'ipc://' + path.join(dir, 'publish');
+    start('broker', 'gridbroker', ['--data-dir', path.join(dir, 'data'),
+        '--client', 'ipc://' + path.join(dir, 'client'), '--agents', agents,
+        '--publish', publish, '--heartbeat', '300ms',
+        '--key', path.join(keys, 'broker.key'),
+        '--client-key', 'admin:' + path.join(keys, 'admin.key'),
+        '--auto-accept', '--http', '127.0.0.1:' + port]);
+    for (const [node, group, tier] of [['web-01', 'web', 'web.prod'], ['web-02', 'web', 'web.dev'],
+                                       ['db-01', 'db', 'db.prod']]) {
+        run('gridagent', ['keygen', '--out', keys, '--name', node]);
+        start(node, 'gridagent', ['--id', node, '--groups', group, '--labels', 'tier=' + tier,
+            '--broker', agents, '--publish', publish, '--state-dir', path.join(dir, node),
+            '--key', path.join(keys, node + '.key'), '--broker-key', path.join(keys, 'broker.key')]);
+    }
+    await until('the HTTP face', async () => (await fetch(base + '/readyz')).status === 200);
+    tokens.admin = wire('token.add', { name: 'dash-admin', role: 'admin' }).token;
+    tokens.viewer = wire('token.add', { name: 'dash-viewer', role: 'viewer' }).token;
+    tokens.doomed = wire('token.add', { name: 'dash-doomed', role: 'operator' }).token;
+    await until('three online nodes', async () => {
+        const r = await api('GET', '/nodes', tokens.admin);
+        return r.status === 200 && r.body.nodes.filter((n) => n.status === 'online').length === 3;
+    });
+    browser = await chromium.launch({
+        executablePath: CHROMIUM,
+        headless: true,
+        args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+               '--disable-background-networking', '--disable-component-update', '--disable-sync',
+               '--user-data-dir=' + path.join(dir, 'chromium')],
+    });
+    page = await browser.newPage({ viewport: { width: 1280, height: 860 } });
+    page.setDefaultTimeout(WAIT_MS);
+    page.on('pageerror', (e) => console.log('# page error: ' + e.message));
+});
+
+after(async () => {
+    if (browser)
+        await browser.close().catch(() => {});
+    for (const p of procs)
+        if (p.exitCode === null)
+            p.kill('SIGTERM');
+    await Promise.all(procs.map((p) => p.exitCode !== null ? null : new Promise((resolve) => {
+        const t = setTimeout(() => {
+            p.kill('SIGKILL');
+        }, 10000);
+        p.once('exit', () => {
+            clearTimeout(t);
+            resolve();
+        });
+    })));
+    if (process.exitCode)
+        console.log(logs().replace(/^/gm, '# '));
+    if (dir)
+        fs.rmSync(dir, { recursive: true, force: true });
+});
+
+test('without a token the dashboard asks for one, and a wrong token is refused', async () => {
+    await page.goto(base + '/');
+    await page.waitForSelector('#token');
+    await shot('login');
+    await page.fill('#token', 'grid_' + '0'.repeat(64));
+    await page.click('#login-submit');
+    await page.waitForSelector('#login-error:not([hidden])');
+    assert.match(await page.textContent('#login-error'), /does not know this token/);
+    assert.ok(page.url().includes('#/login'));
+    assert.equal(await page.evaluate(() => sessionStorage.getItem('grid.token')), null);
+});
+
+test('the jobs page lists jobs and filters them by status', async () => {
+    const submitted = await api('POST', '/jobs', tokens.admin,
+        { target: 'group:db', tasks: [{ backend: 'test', action: 'echo', params: { msg: 'listed' } }] });
+    assert.equal(submitted.status, 200, JSON.stringify(submitted.body));
+    const id = submitted.body.job;
+    await until('the first job to end', async () =>
+        (await api('GET', '/jobs/' + id, tokens.admin)).body.status === 'completed');
+    await login(tokens.admin);
+    await page.waitForSelector(`#jobs tr[data-job="${id}"]`);
+    assert.equal(await page.evaluate(() => sessionStorage.getItem('grid.token') !== null), true);
+    await page.click('.filters a[data-status="failed"]');
+    await page.waitForSelector('#jobs td.empty');
+    assert.equal(await page.locator(`#jobs tr[data-job="${id}"]`).count(), 0);
+    await page.click('.filters a[data-status="completed"]');
+    await page.waitForSelector(`#jobs tr[data-job="${id}"][data-status="completed"]`);
+    await page.click('.filters a[data-status="all"]');
+    await page.waitForSelector(`#jobs tr[data-job="${id}"]`);
+    await shot('jobs');
+});
+
+let jobId;
+const MESSAGE = 'hello <b>grid</b> <img src=x onerror="window.__pwned=1">';
+
+test('a job run from the form turns completed on its page without a reload', async () => {
+    await page.click('#nav a[data-view="run"]');
+    await page.waitForSelector('#backend option[value="test"]', { state: 'attached' });
+    await page.fill('#target', 'group:web');
+    await page.selectOption('#backend', 'test');
+    await page.selectOption('#action', 'sleep');
+    await page.fill('#param-seconds', '2');
+    await page.fill('#param-msg', MESSAGE);
+    await shot('run');
+    await page.evaluate(() => {
+        window.__sameDocument = true;
+    });
+    await page.click('#run-submit');
+    await page.waitForURL(/#\/jobs\/j-/);
+    jobId = decodeURIComponent(page.url().split('#/jobs/')[1]);
+    // Live: it is seen running, then completed, in the same document.
+    await page.waitForSelector('#grid .cellbtn[data-status="running"], #grid .cellbtn[data-status="acknowledged"], body[data-job-status="completed"]');
+    await page.waitForSelector('body[data-job-status="completed"]');
+    assert.equal(await page.evaluate(() => window.__sameDocument), true, 'the page was reloaded');
+    await page.waitForSelector('#events tr.ev-finished');
+    assert.equal(await page.locator('#grid .cellbtn[data-status="success"]').count(), 2);
+    assert.deepEqual(await page.locator('#grid th.node').allTextContents(), ['web-01', 'web-02']);
+    assert.match(await page.textContent('.jobhead .badge'), /completed/);
+    // The operator's buttons for a finished job
+    assert.equal(await page.locator('#retry').isEnabled(), true);
+});
+
+test('a cell opens its output, shown as text', async () => {
+    await page.click('#grid .cellbtn[data-node="web-02"][data-step="0"]');
+    await page.waitForSelector('#output-stdout');
+    const out = await page.textContent('#output-stdout');
+    assert.ok(out.includes(MESSAGE), 'output: ' + out);
+    assert.equal(await page.locator('#cell b, #cell img').count(), 0);
+    assert.equal(await page.evaluate(() => window.__pwned), undefined);
+    assert.match(await page.textContent('#cell'), /Attempts\s*1/);
+    await shot('job');
+});
+
+test('the nodes page shows every agent, and an admin drains and resumes one', async () => {
+    await page.click('#nav a[data-view="nodes"]');
+    await page.waitForSelector('#nodes tr[data-node="db-01"]');
+    assert.deepEqual(await page.locator('#nodes tr[data-node]').evaluateAll(
+        (rows) => rows.map((r) => r.dataset.node)), ['db-01', 'web-01', 'web-02']);
+    assert.match(await page.textContent('#nodes tr[data-node="web-02"]'), /online.*web.*tier=web\.dev/s);
+    await shot('nodes');
+    page.once('dialog', (d) => d.accept());
+    await page.click('#nodes tr[data-node="db-01"] button[data-action="drain"]');
+    await page.waitForSelector('#nodes tr[data-node="db-01"][data-state="drained"]');
+    const drained = await api('GET', '/nodes/db-01', tokens.admin);
+    assert.equal(drained.body.drained, true);
+    await page.click('#nodes tr[data-node="db-01"] button[data-action="resume"]');
+    await page.waitForSelector('#nodes tr[data-node="db-01"][data-state="online"]');
+    assert.equal((await api('GET', '/nodes/db-01', tokens.admin)).body.drained, false);
+});
+
+test('the keys page shows the enrolled agent keys to an admin', async () => {
+    await page.click('#nav a[data-view="keys"]');
+    await page.waitForSelector('table[data-keys="accepted"] tr[data-key]');
+    const text = await page.textContent('table[data-keys="accepted"]');
+    for (const node of ['web-01', 'web-02', 'db-01'])
+        assert.ok(text.includes(node), node + ' missing from: ' + text);
+    await shot('keys');
+});
+
+test('a viewer can read but not act: buttons off or a clear 403', async () => {
+    await page.click('#logout');
+    await page.waitForSelector('#token');
+    await login(tokens.viewer);
+    await page.waitForSelector('#jobs tbody tr[data-job]');
+    await page.goto(base + '/#/jobs/' + encodeURIComponent(jobId));
+    await page.waitForSelector('#retry');
+    if (await page.locator('#retry').isEnabled()) {
+        await page.click('#retry');
+        await page.waitForSelector('#flash.error');
+        assert.match(await page.textContent('#flash'), /Forbidden/);
+    }
+    await page.click('#nav a[data-view="keys"]');
+    await page.waitForSelector('#keys-forbidden');
+    assert.match(await page.textContent('#keys-forbidden'), /admin role/);
+});
+
+test('a revoked token sends the dashboard back to the login page', async () => {
+    await page.click('#logout');
+    await login(tokens.doomed);
+    await page.waitForSelector('#jobs tbody tr[data-job]');
+    wire('token.revoke', { name: 'dash-doomed' });
+    await page.click('#nav a[data-view="nodes"]');
+    await page.waitForSelector('#login-error:not([hidden])');
+    assert.match(await page.textContent('#login-error'), /refused the token/);
+    assert.equal(await page.evaluate(() => sessionStorage.getItem('grid.token')), null);
+});
