@@ -1203,6 +1203,8 @@ views.run = (ctx) => {
     const priority = h('input', { name: 'priority', id: 'priority', type: 'number', min: -100, max: 100, placeholder: '0' });
     const idem = h('input', { name: 'idempotency_key', id: 'idempotency-key', placeholder: 'optional' });
     const submit = h('button', { type: 'submit', id: 'run-submit' }, 'Run');
+    const check = h('button', { type: 'button', id: 'run-check-button', class: 'secondary',
+                                title: 'a dry run: where the job would run, nothing is started' }, 'Check');
     const result = h('div', { id: 'run-result' });
 
     form.append(
@@ -1219,7 +1221,7 @@ views.run = (ctx) => {
           row('Retries', retries),
           row('Priority', priority),
           row('Idempotency key', idem)),
-        h('div', { class: 'actions' }, submit),
+        h('div', { class: 'actions' }, submit, check),
         result);
 
     function row(label, ...controls) {
@@ -1282,8 +1284,8 @@ views.run = (ctx) => {
     backendSel.addEventListener('change', drawActions);
     actionSel.addEventListener('change', drawParams);
 
-    form.addEventListener('submit', async (ev) => {
-        ev.preventDefault();
+    // The job the form describes, or null (with a message) when it lacks a part.
+    const buildJob = () => {
         clear(result);
         const task = { backend: backendSel.value, action: actionSel.value };
         const params = {};
@@ -1310,20 +1312,58 @@ views.run = (ctx) => {
             job.idempotency_key = idem.value.trim();
         if (!job.target || !task.backend || !task.action) {
             result.append(h('p', { class: 'error', text: 'A target, a backend and an action are needed.' }));
-            return;
+            return null;
         }
+        return job;
+    };
+
+    const showError = (err) => {
+        if (!ctx.live())
+            return;
+        result.append(h('div', { class: 'error', role: 'alert', id: 'run-error' },
+            h('p', { text: errorText(err) }),
+            err.details && err.details.length ? h('ul', null, err.details.map((d) => h('li', { text: d }))) : null));
+    };
+
+    form.addEventListener('submit', async (ev) => {
+        ev.preventDefault();
+        const job = buildJob();
+        if (!job)
+            return;
         submit.disabled = true;
         try {
             const r = await api('POST', '/jobs', job);
             location.hash = '#/jobs/' + enc(r.job);
         } catch (err) {
-            if (!ctx.live())
-                return;
-            result.append(h('div', { class: 'error', role: 'alert', id: 'run-error' },
-                h('p', { text: errorText(err) }),
-                err.details && err.details.length ? h('ul', null, err.details.map((d) => h('li', { text: d }))) : null));
+            showError(err);
         } finally {
             submit.disabled = false;
+        }
+    });
+
+    // A dry run (job.check): where it would run, and where not, and why.
+    check.addEventListener('click', async () => {
+        const job = buildJob();
+        if (!job)
+            return;
+        check.disabled = true;
+        try {
+            const r = await api('POST', '/jobs/check', job);
+            if (!ctx.live())
+                return;
+            const nodes = r.nodes || [];
+            const notRun = r.not_run || [];
+            result.append(h('div', { class: 'card check', id: 'run-check' },
+                h('p', null, h('strong', null, 'Check: '), nodes.length
+                    ? (r.any ? 'one of ' : '') + nodes.length + ' node' + (nodes.length === 1 ? '' : 's')
+                      + ' would run it: ' : 'no node would run it.',
+                  h('span', { class: 'mono', text: nodes.join(', ') })),
+                notRun.length ? h('ul', null, notRun.map((n) => h('li', null,
+                    h('span', { class: 'mono', text: n.node }), ': ' + (n.reason || n.status)))) : null));
+        } catch (err) {
+            showError(err);
+        } finally {
+            check.disabled = false;
         }
     });
 
