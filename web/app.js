@@ -442,7 +442,7 @@ async function route() {
         main, parts, query,
         live: () => gen === generation,
     };
-    document.title = 'grid \u00b7 ' + (name === 'jobs' && parts[1] ? parts[1] : name);
+    document.title = 'grid \u00b7 ' + (parts[1] || name);
     cleanupView = view(ctx) || null;
 }
 
@@ -1097,6 +1097,8 @@ function pageBytes(data) {
 // #/nodes
 
 views.nodes = (ctx) => {
+    if (ctx.parts[1])
+        return nodeView(ctx, ctx.parts[1]);
     const show = ctx.query.get('show') || 'all';
     const tbody = h('tbody');
     const summary = h('p', { class: 'muted' });
@@ -1134,7 +1136,7 @@ views.nodes = (ctx) => {
                 ? roleButton('admin', 'Resume', () => nodeAction(n.id, 'resume'), { class: 'small-btn', dataset: { needs: 'admin', action: 'resume' } })
                 : roleButton('admin', 'Drain', () => nodeAction(n.id, 'drain'), { class: 'small-btn', dataset: { needs: 'admin', action: 'drain' } });
             tbody.append(h('tr', { dataset: { node: n.id, state } },
-                h('td', { class: 'mono', text: n.id }),
+                h('td', null, h('a', { class: 'mono', href: '#/nodes/' + enc(n.id), text: n.id })),
                 h('td', null, badge(n.status), n.drained ? [' ', badge('drained')] : null,
                   n.duplicate ? h('span', { class: 'warn small', title: 'a second agent was refused '
                     + n.duplicate.count + ' times, last ' + fmtTime(n.duplicate.last_at) + ' from ' + n.duplicate.hostname,
@@ -1177,6 +1179,125 @@ views.nodes = (ctx) => {
     };
     return every(ctx, 4000, refresh);
 };
+
+// ------------------------------------------------------------------
+// #/nodes/ID
+
+function nodeView(ctx, id) {
+    const head = h('div', { class: 'jobhead' });
+    const actions = h('div', { class: 'actions' });
+    const slotsBody = h('tbody');
+    const counters = h('p', { class: 'muted small' });
+    const backendsBox = h('div');
+    const historyBox = h('div');
+    ctx.main.append(
+        h('p', { class: 'crumbs' }, h('a', { href: '#/nodes' }, 'Nodes'), ' / ',
+          h('span', { class: 'mono', text: id })),
+        head, actions,
+        h('h2', null, 'Running tasks'),
+        h('table', { class: 'list', id: 'slots' },
+          h('thead', null, h('tr', null, ['Job', 'Step', 'Attempt', 'Action', 'Status', 'Since',
+                                          'Progress'].map((t) => h('th', null, t)))),
+          slotsBody),
+        counters,
+        h('h2', null, 'Backends'), backendsBox,
+        h('h2', null, 'Registrations'), historyBox);
+
+    const act = async (what) => {
+        if (what === 'drain' && !confirm('Drain ' + id + '? It takes no new jobs until resumed.'))
+            return;
+        try {
+            await api('POST', '/nodes/' + enc(id) + '/' + what);
+            flash(id + (what === 'drain' ? ' drained.' : ' resumed.'), 'ok');
+            await refresh();
+        } catch (err) {
+            flashError(err);
+        }
+    };
+
+    let drawnBackends = false;
+    const refresh = async () => {
+        const [n, w] = await Promise.all([
+            api('GET', '/nodes/' + enc(id)),
+            api('GET', '/nodes/' + enc(id) + '/workers').catch(() => null),
+        ]);
+        if (!ctx.live())
+            return;
+        clear(head).append(
+            h('div', { class: 'titlebar' }, h('h1', { class: 'mono', text: n.id }),
+              badge(n.status, 'big'), n.drained ? badge('drained', 'big') : null),
+            h('dl', { class: 'facts' },
+              fact('Host', n.hostname),
+              fact('Version', n.version),
+              fact('Groups', (n.groups || []).map((g) => h('span', { class: 'chip', text: g }))),
+              fact('Labels', Object.entries(n.labels || {}).map(([k, v]) =>
+                  h('span', { class: 'chip label', text: k + '=' + v }))),
+              fact('Running', n.running + ' / ' + n.concurrency),
+              fact('Last seen', timeEl(n.last_seen, true)),
+              fact('Registered', timeEl(n.registered_at)),
+              n.relay ? fact('Relay', n.relay) : null));
+        clear(actions).append(n.drained
+            ? roleButton('admin', 'Resume', () => act('resume'), { id: 'node-resume' })
+            : roleButton('admin', 'Drain', () => act('drain'), { id: 'node-drain' }),
+            h('a', { class: 'button secondary', href: '#/run?target=' + enc('node:' + n.id) }, 'Run a job here'));
+        clear(slotsBody);
+        const slots = (w && w.slots) || [];
+        for (const s of slots) {
+            slotsBody.append(h('tr', null,
+                h('td', null, jobLink(s.job)),
+                h('td', { text: s.step }),
+                h('td', { text: s.attempt }),
+                h('td', { class: 'mono', text: s.action }),
+                h('td', null, badge(s.status)),
+                h('td', null, s.since ? timeEl(s.since, true) : ''),
+                h('td', { text: [s.percent !== undefined ? s.percent + '%' : '', s.kind || '', s.message || '']
+                    .filter(Boolean).join(' \u00b7 ') })));
+        }
+        if (!slots.length)
+            slotsBody.append(h('tr', null, h('td', { colspan: 7, class: 'muted empty' },
+                w ? 'Nothing running.' : 'Not known.')));
+        if (w && w.counters) {
+            const c = w.counters;
+            counters.textContent = 'Since the broker started: ' + c.run + ' attempts ended, '
+                + c.failed + ' failed, ' + c.lost + ' lost, ' + c.retried + ' retried, '
+                + c.claims + ' any-node claims.';
+        }
+        if (!drawnBackends) {
+            drawnBackends = true;
+            clear(backendsBox);
+            const rows = [];
+            for (const b of n.backends || []) {
+                (b.actions || []).forEach((a, i) => rows.push(h('tr', null,
+                    h('td', { class: 'mono', text: i ? '' : b.name + (b.version ? ' ' + b.version : '') }),
+                    h('td', { class: 'mono', text: a.name }),
+                    h('td', null, badge(a.kind === 'modify' ? 'modify' : 'query')),
+                    h('td', { text: a.help || '' }),
+                    h('td', { class: 'mono small', text: (a.params || []).map((p) =>
+                        p.name + (p.required ? '' : '?') + ':' + p.type).join(' ') }))));
+            }
+            backendsBox.append(rows.length
+                ? h('table', { class: 'list', id: 'backends' },
+                    h('thead', null, h('tr', null, ['Backend', 'Action', 'Kind', 'What it does', 'Parameters']
+                        .map((t) => h('th', null, t)))),
+                    h('tbody', null, rows))
+                : h('p', { class: 'muted' }, 'This node offers no action.'));
+            api('GET', '/nodes/' + enc(id) + '/history').then((r) => {
+                if (!ctx.live())
+                    return;
+                const list = (r && r.history) || [];
+                clear(historyBox).append(list.length ? h('table', { class: 'list' }, h('tbody', null,
+                    list.map((e) => h('tr', null,
+                        h('td', null, timeEl(e.time)),
+                        h('td', null, badge(e.event)),
+                        h('td', { text: 'agent ' + (e.agent_version || '?') + ' \u00b7 ' + e.actions + ' actions'
+                            + (e.added && e.added.length ? ' \u00b7 added ' + e.added.join(', ') : '')
+                            + (e.removed && e.removed.length ? ' \u00b7 removed ' + e.removed.join(', ') : '') })))))
+                    : h('p', { class: 'muted' }, 'None.'));
+            }).catch(() => {});
+        }
+    };
+    return every(ctx, 3000, refresh);
+}
 
 // ------------------------------------------------------------------
 // #/run

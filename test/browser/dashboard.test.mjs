@@ -199,7 +199,7 @@ test('without a token the dashboard asks for one, and a wrong token is refused',
 test('the jobs page lists jobs and filters them by status', async () => {
     const submitted = await api('POST', '/jobs', tokens.admin,
         { target: 'group:db', tasks: [{ backend: 'test', action: 'echo', params: { msg: 'listed' } }] });
-    assert.equal(submitted.status, 200, JSON.stringify(submitted.body));
+    assert.equal(submitted.status, 201, JSON.stringify(submitted.body));
     const id = submitted.body.job;
     await until('the first job to end', async () =>
         (await api('GET', '/jobs/' + id, tokens.admin)).body.status === 'completed');
@@ -272,6 +272,24 @@ test('the nodes page shows every agent, and an admin drains and resumes one', as
     await page.click('#nodes tr[data-node="db-01"] button[data-action="resume"]');
     await page.waitForSelector('#nodes tr[data-node="db-01"][data-state="online"]');
     assert.equal((await api('GET', '/nodes/db-01', tokens.admin)).body.drained, false);
+    // A node's own page: what it offers
+    await page.click('#nodes a[href="#/nodes/web-01"]');
+    await page.waitForSelector('#backends');
+    assert.match(await page.textContent('#backends'), /test.*echo.*print a message/s);
+});
+
+test('a failed job shows its reason and the failing cell its stderr', async () => {
+    const r = await api('POST', '/jobs', tokens.admin, { target: 'node:db-01',
+        tasks: [{ backend: 'test', action: 'fail', params: { msg: 'disk on fire' } }] });
+    assert.equal(r.status, 201, JSON.stringify(r.body));
+    await page.goto(base + '/#/jobs/' + encodeURIComponent(r.body.job));
+    await page.waitForSelector('body[data-job-status="failed"]');
+    await page.waitForSelector('#reason');
+    assert.match(await page.textContent('#reason'), /Failed: .+/);
+    await page.click('#grid .cellbtn[data-node="db-01"][data-status="failed"]');
+    await page.waitForSelector('#output-stderr');
+    assert.match(await page.textContent('#output-stderr'), /disk on fire/);
+    assert.equal(await page.locator('#retry-failed').count(), 1);
 });
 
 test('the keys page shows the enrolled agent keys to an admin', async () => {
