@@ -151,14 +151,15 @@ before(async () => {
         const r = await api('GET', '/nodes', tokens.admin);
         return r.status === 200 && r.body.nodes.filter((n) => n.status === 'online').length === 3;
     });
-    browser = await chromium.launch({
+    // A fresh profile in the temporary directory (--user-data-dir)
+    browser = await chromium.launchPersistentContext(path.join(dir, 'chromium'), {
         executablePath: CHROMIUM,
         headless: true,
         args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-               '--disable-background-networking', '--disable-component-update', '--disable-sync',
-               '--user-data-dir=' + path.join(dir, 'chromium')],
+               '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+        viewport: { width: 1280, height: 860 },
     });
-    page = await browser.newPage({ viewport: { width: 1280, height: 860 } });
+    page = browser.pages()[0] || await browser.newPage();
     page.setDefaultTimeout(WAIT_MS);
     page.on('pageerror', (e) => console.log('# page error: ' + e.message));
 });
@@ -179,7 +180,7 @@ after(async () => {
         });
     })));
     if (process.exitCode)
-        console.log(logs().replace(/^/gm, '# '));
+        console.log(logs());
     if (dir)
         fs.rmSync(dir, { recursive: true, force: true });
 });
@@ -206,6 +207,7 @@ test('the jobs page lists jobs and filters them by status', async () => {
     await login(tokens.admin);
     await page.waitForSelector(`#jobs tr[data-job="${id}"]`);
     assert.equal(await page.evaluate(() => sessionStorage.getItem('grid.token') !== null), true);
+    assert.equal(await page.textContent('#role'), 'admin');
     await page.click('.filters a[data-status="failed"]');
     await page.waitForSelector('#jobs td.empty');
     assert.equal(await page.locator(`#jobs tr[data-job="${id}"]`).count(), 0);
@@ -308,11 +310,19 @@ test('a viewer can read but not act: buttons off or a clear 403', async () => {
     await page.waitForSelector('#jobs tbody tr[data-job]');
     await page.goto(base + '/#/jobs/' + encodeURIComponent(jobId));
     await page.waitForSelector('#retry');
-    if (await page.locator('#retry').isEnabled()) {
-        await page.click('#retry');
-        await page.waitForSelector('#flash.error');
-        assert.match(await page.textContent('#flash'), /Forbidden/);
-    }
+    assert.equal(await page.textContent('#role'), 'viewer');
+    for (const button of ['#retry', '#delete'])
+        assert.equal(await page.locator(button).isDisabled(), true, button);
+    // The broker is what enforces: a refused request says so
+    await page.evaluate(() => {
+        document.querySelector('#retry').disabled = false;
+    });
+    await page.click('#retry');
+    await page.waitForSelector('#flash.error');
+    assert.match(await page.textContent('#flash'), /Forbidden \(your role: viewer\)/);
+    await page.click('#nav a[data-view="nodes"]');
+    await page.waitForSelector('#nodes tr[data-node="db-01"] button[data-action="drain"]');
+    assert.equal(await page.locator('#nodes button[data-action="drain"]:enabled').count(), 0);
     await page.click('#nav a[data-view="keys"]');
     await page.waitForSelector('#keys-forbidden');
     assert.match(await page.textContent('#keys-forbidden'), /admin role/);
@@ -322,6 +332,7 @@ test('a revoked token sends the dashboard back to the login page', async () => {
     await page.click('#logout');
     await login(tokens.doomed);
     await page.waitForSelector('#jobs tbody tr[data-job]');
+    assert.equal(await page.textContent('#role'), 'operator');
     wire('token.revoke', { name: 'dash-doomed' });
     await page.click('#nav a[data-view="nodes"]');
     await page.waitForSelector('#login-error:not([hidden])');
