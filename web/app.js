@@ -11,6 +11,7 @@ const TOKEN_KEY = 'grid.token';
 const FINAL = new Set(['completed', 'partial_failure', 'failed', 'cancelled']);
 const JOB_STATUSES = ['pending', 'running', 'completed', 'partial_failure',
     'failed', 'cancelled'];
+const GRID_ROWS = 200;   // node rows of a job's grid drawn before "Show all"
 const ROLE_RANK = { viewer: 0, operator: 1, admin: 2 };
 // A job id no broker makes (its clock part is zero): see whoami().
 const ROLE_PROBE_JOB = 'j-000000000000-0000';
@@ -655,6 +656,9 @@ function jobView(ctx, id) {
     let streaming = false;
     let stopPoll = null;
     let refetchTimer = null;
+    let showAllRows = false;
+    const gridFilter = h('input', { type: 'search', id: 'grid-filter', placeholder: 'filter nodes',
+                                    hidden: true });
 
     const head = h('div', { class: 'jobhead' });
     const actions = h('div', { class: 'actions' });
@@ -666,13 +670,13 @@ function jobView(ctx, id) {
         h('p', { class: 'crumbs' }, h('a', { href: '#/jobs' }, 'Jobs'), ' / ',
           h('span', { class: 'mono', text: id })),
         head, actions,
-        h('h2', null, 'Nodes \u00d7 steps ', liveEl),
+        h('div', { class: 'titlebar' }, h('h2', null, 'Nodes \u00d7 steps ', liveEl), gridFilter),
         gridBox, cellBox,
         h('h2', null, 'Timeline'),
-        h('table', { class: 'list events', id: 'events' },
+        h('div', { class: 'timeline' }, h('table', { class: 'list events', id: 'events' },
           h('thead', null, h('tr', null, ['#', 'Time', 'Event', 'Node', 'Step', 'Detail']
             .map((t) => h('th', null, t)))),
-          eventsBody));
+          eventsBody)));
 
     const drawHead = () => {
         const r = record;
@@ -724,7 +728,11 @@ function jobView(ctx, id) {
         for (const cells of Object.values(results))
             for (const node of Object.keys(cells || {}))
                 nodes.add(node);
-        const nodeList = [...nodes].sort();
+        const allNodes = [...nodes].sort();
+        const needle = gridFilter.value.trim().toLowerCase();
+        const matching = needle ? allNodes.filter((n) => n.toLowerCase().includes(needle)) : allNodes;
+        const nodeList = showAllRows ? matching : matching.slice(0, GRID_ROWS);
+        gridFilter.hidden = allNodes.length <= 10;
         const headRow = h('tr', null, h('th', { class: 'corner' }, 'node \\ step'));
         for (let s = 0; s < nsteps; s++) {
             const st = steps[s];
@@ -775,9 +783,21 @@ function jobView(ctx, id) {
             tbody.append(h('tr', null, h('td', { colspan: nsteps + 1, class: 'muted empty' },
                 r.status === 'pending' ? 'Waiting to start.' : 'No node took part.')));
         clear(gridBox);
+        if (nodeList.length < matching.length)
+            tbody.append(h('tr', null, h('td', { colspan: nsteps + 1, class: 'muted' },
+                'Showing ' + nodeList.length + ' of ' + matching.length + ' nodes. ',
+                h('button', { type: 'button', class: 'link', text: 'Show all', onclick: () => {
+                    showAllRows = true;
+                    drawGrid();
+                } }))));
         gridBox.append(h('table', { class: 'grid', id: 'grid' }, h('thead', null, headRow), tbody),
             legend());
     };
+
+    gridFilter.addEventListener('input', () => {
+        if (record)
+            drawGrid();
+    });
 
     const drawCell = () => {
         if (!selected || !record) {
@@ -875,10 +895,12 @@ function jobView(ctx, id) {
     const scheduleRefetch = () => {
         if (refetchTimer)
             return;
+        // A large job's record is large: fetch it less often (at most every 5 s).
+        const cells = record ? (record.expected || []).length * Math.max(1, record.steps || 1) : 0;
         refetchTimer = setTimeout(() => {
             refetchTimer = null;
             refetch().catch(onError);
-        }, 300);
+        }, Math.min(5000, 300 + cells * 2));
     };
 
     const addEvents = (events) => {
