@@ -14,6 +14,10 @@
 #   make bench-queue   the any-node queue run: 20,000 any jobs on 1,000
 #                   agents, 50 killed mid-lease (about a minute); writes
 #                   build/bench/queue.json
+#   make bench-scale   past one process: 10,000 agents direct, 50,000
+#                   through 8 gridrelays, swarms of several processes;
+#                   scale goals and relay memory (docs/SIZING.md); writes
+#                   build/bench/scale.json
 #                   BENCH_ARGS adds gridbench options (gridbench --help)
 #   make install    programs, man pages, configs, units, completion, Python
 #                   module (PREFIX=/usr/local, DESTDIR); make uninstall
@@ -101,7 +105,8 @@ FUZZ_SEEDS := $(BUILD)/test/tools/fuzz_seeds
 .SECONDARY:
 
 .PHONY: all man deps test test-build test-deps demo format clean \
-	check-deps fuzz fuzz-build fuzz-deps bench bench-quick bench-queue install \
+	check-deps fuzz fuzz-build fuzz-deps bench bench-quick bench-queue \
+	bench-scale install \
 	uninstall deb
 .DEFAULT_GOAL := all
 
@@ -271,7 +276,8 @@ deps:
 	@sh test/deps.sh $(DEB_PKGS)
 
 # Benchmarks: gridbench starts and stops every process itself.
-BENCH_TOOLS := $(BUILD)/test/tools/gridbench $(BUILD)/test/tools/gridswarm
+BENCH_TOOLS := $(BUILD)/test/tools/gridbench $(BUILD)/test/tools/gridswarm \
+	$(BUILD)/test/tools/gridsink
 BENCH_OUT := $(BUILD)/bench/results.json
 
 bench: deps
@@ -285,6 +291,10 @@ bench-quick: deps
 bench-queue: deps
 	@$(MAKE) --no-print-directory $(BINS) $(BENCH_TOOLS)
 	@$(BUILD)/test/tools/gridbench --queue --out $(BUILD)/bench/queue.json $(BENCH_ARGS)
+
+bench-scale: deps
+	@$(MAKE) --no-print-directory $(BINS) $(BENCH_TOOLS)
+	@$(BUILD)/test/tools/gridbench --scale --out $(BUILD)/bench/scale.json $(BENCH_ARGS)
 
 # ---------------------------------------------------------------------
 # Install: make install [PREFIX=/usr/local] [DESTDIR=...]. The daemons go

@@ -31,11 +31,24 @@
     throughput, wait p50/p99, reclaim time, lost and duplicated (see
     s_queue_measure).
 
+    Past one process. The swarm runs as several gridswarm processes when
+    one would pass the open-file limit (four descriptors per simulated
+    agent), or when --swarm-procs asks for more; each runs its own range
+    of node ids and answers its own control socket, and the figures are
+    summed over them. With --relays K, K gridrelays (each with its own
+    key pair, enrolled with the broker in the relay role on CURVE runs)
+    stand between the broker and the swarm, each swarm process talking to
+    one relay; before such a run gridsink, a ROUTER and an XPUB that keep
+    nothing, takes one relay's share of agents, so that each relay's RSS
+    per agent can be set beside libzmq's own cost of the two connections.
+    --scale is make bench-scale: the first agent count direct, the others
+    through relays, with the scale goals printed as met or not met.
+
     It prints a table and writes a JSON list, one object per agent count.
-    Every process it starts runs in a temporary directory, is stopped
-    (SIGTERM, then SIGKILL past a deadline) and reaped, and the directory is
-    removed. Timing goals are printed next to the figures; nothing here
-    passes or fails on them.
+    Every process it starts runs in a temporary directory ($TMPDIR or
+    /tmp), is stopped (SIGTERM, then SIGKILL past a deadline) and reaped,
+    and the directory is removed. Timing goals are printed next to the
+    figures; nothing here passes or fails on them.
 
     Threading: single-threaded.
     =========================================================================
@@ -66,8 +79,10 @@
 #include "../../proto/pw.h"
 
 #define S_MAX_COUNTS 8              //  Agent counts per run
-#define S_MAX_SWARMS 16             //  Swarm processes per run
-#define S_MAX_CHILDREN (S_MAX_SWARMS + 4)   //  Processes alive at once
+#define S_MAX_SWARMS 32             //  Swarm processes per run
+#define S_MAX_RELAYS 16             //  gridrelay processes per run
+#define S_MAX_CHILDREN (S_MAX_SWARMS + S_MAX_RELAYS + 4)
+                                    //  Processes alive at once
 #define S_CALL_TIMEOUT_MS 30000     //  One client request
 #define S_STOP_GRACE_MS 60000       //  SIGTERM to SIGKILL (a broker that
                                     //  held 10,000 agents takes ~30 s)
@@ -82,6 +97,10 @@
 #define S_GOAL_REGISTER_10K_S 10
 #define S_GOAL_BROKER_BYTES 4096
 #define S_GOAL_AGENT_KIB 4096
+//  ...and from the scale issue (make bench-scale, through relays)
+#define S_GOAL_SCALE_REGISTER_S 20
+#define S_GOAL_SCALE_BROADCAST_MS 3000
+#define S_GOAL_SCALE_RELAY_OVER 0.10    //  Relay RSS per agent over libzmq's
 
 typedef struct {
     size_t counts [S_MAX_COUNTS];   //  Agent counts to measure
@@ -108,7 +127,25 @@ typedef struct {
     size_t queue_agents;            //  Its agents, killed ones included
     size_t queue_killed;            //  Agents killed mid-lease
     size_t queue_limit;             //  Fleet-wide test.echo limit, 0: none
+    size_t swarm_procs;             //  Swarm processes at least, 0: by size
+    size_t relays [S_MAX_COUNTS];   //  gridrelays in front of the broker,
+                                    //  per agent count (0: direct)
+    char *relay;                    //  gridrelay
+    char *sink;                     //  gridsink
+    char *relay_args [16];          //  Extra gridrelay arguments
+    size_t relay_arg_count;
+    bool scale;                     //  The bench-scale run
 } s_options_t;
+
+//  One relay's memory in a run.
+typedef struct {
+    size_t agents;                  //  Agents the bench pointed at it
+    int64_t registry_agents;        //  relay.list's count, -1: not known
+    size_t rss_base_kib;            //  Up, before the swarm
+    size_t rss_registered_kib;      //  Every agent welcomed
+    size_t rss_end_kib;             //  After the jobs
+    double bytes_per_agent;         //  (registered - base) / agents
+} s_relay_figures_t;
 
 //  Figures for one agent count (negative: not measured).
 typedef struct {
@@ -128,6 +165,12 @@ typedef struct {
     uint64_t lost, duplicates;
     uint64_t dup_commands, resent, send_failed, unacked_end;
     double load_before;             //  1-minute load average at the start
+    double load_after [3];          //  1, 5, 15-minute loads at the end
+    size_t swarm_processes;         //  gridswarm processes started
+    size_t relay_count;             //  gridrelays in front of the broker
+    s_relay_figures_t relays [S_MAX_RELAYS];
+    double libzmq_bytes_per_agent;  //  gridsink's RSS per agent, -1: none
+    size_t libzmq_agents;           //  ...measured with this many agents
 } s_run_t;
 
 //  Figures of the real agent.
@@ -610,6 +653,17 @@ typedef struct {
     size_t count;               //  How many agents it runs
 } s_swarm_t;
 
+//  One gridrelay process: a broker to its agents, one connection pair
+//  upstream.
+typedef struct {
+    pid_t pid;
+    char name [32];             //  relay-N
+    char agents_ep [64];        //  What its agents connect to
+    char publish_ep [64];
+    char key [400];             //  Its key pair (public file), CURVE runs
+    char public_txt [41];       //  ...and its public key
+} s_relay_t;
+
 typedef struct {
     char dir [300];             //  This run's directory
     char client_ep [64];
@@ -620,6 +674,8 @@ typedef struct {
     s_peer_t broker;            //  Client API
     s_swarm_t swarms [S_MAX_SWARMS];
     size_t swarm_count;
+    s_relay_t relays [S_MAX_RELAYS];
+    size_t relay_count;
 } s_stage_t;
 
 //  What the programs of this build understand, and the keys of a CURVE
@@ -767,14 +823,275 @@ s_fd_limit (void)
     return limit.rlim_cur;
 }
 
+//  ---------------------------------------------------------------------
+//  Several swarm processes, and relays in front of the broker
+
+//  How many swarm processes carry AGENTS: as few as fit under the
+//  open-file limit (a simulated agent holds four descriptors: two
+//  connections and two socket mailboxes), at least --swarm-procs, and,
+//  through relays, a multiple of their count, so that process N talks to
+//  relay N % K and every relay gets the same share.
+static size_t
+s_swarm_processes (const s_stage_t *stage, const s_options_t *options,
+                   size_t agents)
+{
+    rlim_t limit = s_fd_limit ();
+    if (limit < 512)
+        return 0;
+    size_t per_process = (size_t) (limit - 256) / 4;
+    size_t processes = (agents + per_process - 1) / per_process;
+    if (processes < options->swarm_procs)
+        processes = options->swarm_procs;
+    if (stage->relay_count)
+        processes = (processes + stage->relay_count - 1) / stage->relay_count
+                    * stage->relay_count;
+    return processes > agents ? agents : processes;
+}
+
+//  Agents the swarm processes of STAGE point at relay AT.
+static size_t
+s_relay_share (const s_stage_t *stage, size_t at)
+{
+    size_t agents = 0;
+    for (size_t swarm = at; swarm < stage->swarm_count;
+         swarm += stage->relay_count)
+        agents += stage->swarms [swarm].count;
+    return agents;
+}
+
+//  SIGTERM to every swarm and relay process at once (each takes seconds
+//  to close thousands of connections), then reaps them in turn.
+static void
+s_stop_swarms_relays (s_stage_t *stage)
+{
+    for (size_t at = 0; at < stage->swarm_count; at++)
+        if (stage->swarms [at].pid > 0)
+            kill (stage->swarms [at].pid, SIGTERM);
+    for (size_t at = 0; at < stage->swarm_count; at++)
+        s_stop (&stage->swarms [at].pid, S_STOP_GRACE_MS);
+    for (size_t at = 0; at < stage->relay_count; at++)
+        if (stage->relays [at].pid > 0)
+            kill (stage->relays [at].pid, SIGTERM);
+    for (size_t at = 0; at < stage->relay_count; at++)
+        s_stop (&stage->relays [at].pid, S_STOP_GRACE_MS);
+}
+
+//  True when something accepts TCP connections at ENDPOINT
+//  (tcp://A.B.C.D:PORT).
+static bool
+s_tcp_listening (const char *endpoint)
+{
+    unsigned a, b, c, d, port;
+    if (sscanf (endpoint, "tcp://%u.%u.%u.%u:%u", &a, &b, &c, &d, &port) != 5)
+        return false;
+    int fd = socket (AF_INET, SOCK_STREAM, 0);
+    if (fd < 0)
+        return false;
+    struct sockaddr_in address;
+    memset (&address, 0, sizeof address);
+    address.sin_family = AF_INET;
+    address.sin_port = htons ((uint16_t) port);
+    address.sin_addr.s_addr = htonl ((a << 24) | (b << 16) | (c << 8) | d);
+    bool up = connect (fd, (struct sockaddr *) &address, sizeof address) == 0;
+    close (fd);
+    return up;
+}
+
+//  Makes the key pairs of COUNT relays (relay-1.key ...) into STAGE's
+//  relays, once per bench run. Returns 0 or -1.
+static int
+s_relay_keys (s_stage_t *stage, size_t count)
+{
+    char dir [300], err [256];
+    snprintf (dir, sizeof dir, "%s/keys", s_tmpdir);
+    for (size_t at = 0; at < count; at++) {
+        s_relay_t *relay = &stage->relays [at];
+        snprintf (relay->name, sizeof relay->name, "relay-%zu", at + 1);
+        if (!s_security.curve)
+            continue;
+        snprintf (relay->key, sizeof relay->key, "%s/%s.key", dir,
+                  relay->name);
+        char public_txt [41] = "";
+        if (access (relay->key, R_OK) == 0) {
+            if (keys_read_public (relay->key, public_txt, err,
+                                  sizeof err) != 0) {
+                s_say ("cannot read %s: %s", relay->key, err);
+                return -1;
+            }
+        }
+        else
+        if (keys_generate (dir, relay->name, false, NULL, public_txt, err,
+                           sizeof err) != 0) {
+            s_say ("cannot make the keys of %s: %s", relay->name, err);
+            return -1;
+        }
+        snprintf (relay->public_txt, sizeof relay->public_txt, "%s",
+                  public_txt);
+    }
+    return 0;
+}
+
+//  The broker arguments that enrol STAGE's relays in the relay role
+//  (CURVE runs; a plaintext broker trusts every peer). Adds to OPTIONS's
+//  broker arguments; the strings live in STAGE.
+static int
+s_relay_broker_args (s_stage_t *stage, s_options_t *options)
+{
+    static char enrol [S_MAX_RELAYS][512];
+    for (size_t at = 0; at < stage->relay_count && s_security.curve; at++) {
+        if (options->broker_arg_count + 2 > 16)
+            return -1;
+        snprintf (enrol [at], sizeof enrol [at], "%s:%s",
+                  stage->relays [at].name, stage->relays [at].key);
+        options->broker_args [options->broker_arg_count++] = "--relay-key";
+        options->broker_args [options->broker_arg_count++] = enrol [at];
+    }
+    return 0;
+}
+
+//  Relays the broker lists as connected (relay.list), or -1 when it does
+//  not answer relay.list. Fills each relay's registry_agents in FIGURES.
+static int
+s_relay_listed (s_stage_t *stage, s_relay_figures_t *figures)
+{
+    uint64_t seq = s_request (&stage->broker, "relay.list", NULL);
+    pv_doc_t *doc = s_peer_wait (&stage->broker, seq, 5000);
+    if (!doc)
+        return -1;
+    const pv_t *root = pv_doc_root (doc);
+    if (!pv_str_eq (pv_map_get (root, "type"), "ok")) {
+        pv_doc_destroy (&doc);
+        return -1;
+    }
+    const pv_t *list = pv_map_get (pv_map_get (root, "data"), "relays");
+    int connected = 0;
+    for (size_t at = 0; at < pv_size (list); at++) {
+        const pv_t *entry = pv_array_at (list, at);
+        bool up = false;
+        if (pv_get_bool (pv_map_get (entry, "connected"), &up) == 0 && up)
+            connected++;
+        size_t len = 0;
+        const char *name = pv_str (pv_map_get (entry, "name"), &len);
+        for (size_t relay = 0; name && figures && relay < stage->relay_count;
+             relay++)
+            if (strlen (stage->relays [relay].name) == len
+                && memcmp (stage->relays [relay].name, name, len) == 0)
+                figures [relay].registry_agents = s_int (entry, "agents");
+    }
+    pv_doc_destroy (&doc);
+    return connected;
+}
+
+//  Starts COUNT gridrelays (keys made in s_relay_keys), each a broker to
+//  its agents on two free loopback ports and one connection pair to the
+//  broker; waits until each listens and, when the broker has relay.list,
+//  until it lists all of them connected. Returns 0 or -1.
+static int
+s_stage_relays (s_stage_t *stage, const s_options_t *options, s_run_t *run)
+{
+    for (size_t at = 0; at < stage->relay_count; at++) {
+        s_relay_t *relay = &stage->relays [at];
+        int agents_port = s_free_port ();
+        int publish_port = s_free_port ();
+        if (agents_port < 0 || publish_port < 0 || agents_port == publish_port)
+            return -1;
+        snprintf (relay->agents_ep, sizeof relay->agents_ep,
+                  "tcp://127.0.0.1:%d", agents_port);
+        snprintf (relay->publish_ep, sizeof relay->publish_ep,
+                  "tcp://127.0.0.1:%d", publish_port);
+        char log [400], data [400];
+        snprintf (log, sizeof log, "%s/%s.log", stage->dir, relay->name);
+        snprintf (data, sizeof data, "%s/%s-data", stage->dir, relay->name);
+        char *argv [48];
+        size_t argc = 0;
+        argv [argc++] = options->relay;
+        argv [argc++] = "--name";
+        argv [argc++] = relay->name;
+        argv [argc++] = "--upstream";
+        argv [argc++] = stage->agents_ep;
+        argv [argc++] = "--upstream-publish";
+        argv [argc++] = stage->publish_ep;
+        argv [argc++] = "--agents";
+        argv [argc++] = relay->agents_ep;
+        argv [argc++] = "--publish";
+        argv [argc++] = relay->publish_ep;
+        if (s_security.curve) {
+            argv [argc++] = "--key";
+            argv [argc++] = relay->key;
+            argv [argc++] = "--broker-key";
+            argv [argc++] = s_security.broker_key;
+            argv [argc++] = "--auto-accept";
+        }
+        else
+            argv [argc++] = "--insecure";
+        for (size_t arg = 0; arg < options->relay_arg_count; arg++)
+            argv [argc++] = options->relay_args [arg];
+        argv [argc] = NULL;
+        relay->pid = s_spawn (argv, log);
+        if (relay->pid < 0)
+            return -1;
+    }
+    int64_t deadline = s_now_ms () + 20000;
+    size_t listening = 0;
+    while (listening < stage->relay_count && !s_interrupted) {
+        s_relay_t *relay = &stage->relays [listening];
+        if (!s_alive (relay->pid) || s_now_ms () > deadline) {
+            s_say ("%s did not come up (see %s/%s.log)", relay->name,
+                   stage->dir, relay->name);
+            return -1;
+        }
+        if (s_tcp_listening (relay->agents_ep)
+            && s_tcp_listening (relay->publish_ep))
+            listening++;
+        else
+            usleep (S_POLL_MS * 1000);
+    }
+    int connected = 0;
+    while (!s_interrupted && s_now_ms () < deadline
+           && (connected = s_relay_listed (stage, run->relays))
+                  >= 0 && connected < (int) stage->relay_count)
+        usleep (100 * 1000);
+    if (connected >= 0 && connected < (int) stage->relay_count) {
+        s_say ("the broker lists %d of %zu relays connected", connected,
+               stage->relay_count);
+        return -1;
+    }
+    for (size_t at = 0; at < stage->relay_count; at++)
+        run->relays [at].rss_base_kib = s_rss_kib (stage->relays [at].pid);
+    return 0;
+}
+
+//  Each relay's RSS into RUN: WHEN 0 after registration (with the
+//  per-agent figure), 1 at the end.
+static void
+s_relay_rss (s_stage_t *stage, s_run_t *run, int when)
+{
+    if (when == 0)
+        s_relay_listed (stage, run->relays);
+    for (size_t at = 0; at < stage->relay_count; at++) {
+        s_relay_figures_t *figures = &run->relays [at];
+        size_t rss = s_rss_kib (stage->relays [at].pid);
+        if (when) {
+            figures->rss_end_kib = rss;
+            continue;
+        }
+        figures->agents = s_relay_share (stage, at);
+        figures->rss_registered_kib = rss;
+        figures->bytes_per_agent
+            = figures->agents
+                  ? ((double) rss - (double) figures->rss_base_kib) * 1024.0
+                        / (double) figures->agents
+                  : -1;
+    }
+}
+
 //  Starts the swarm for AGENTS: one process when the open-file limit
 //  allows (4 descriptors per agent), else as few as fit under it.
 static int
 s_stage_swarm (s_stage_t *stage, const s_options_t *options, size_t agents)
 {
-    size_t per_process = (size_t) (s_fd_limit () - 64) / 4;
-    size_t processes = (agents + per_process - 1) / per_process;
-    if (processes > S_MAX_SWARMS)
+    size_t processes = s_swarm_processes (stage, options, agents);
+    if (processes == 0 || processes > S_MAX_SWARMS)
         return -1;
     size_t first = 1;
     for (size_t at = 0; at < processes; at++) {
@@ -800,10 +1117,14 @@ s_stage_swarm (s_stage_t *stage, const s_options_t *options, size_t agents)
         argv [argc++] = start;
         argv [argc++] = "--threads";
         argv [argc++] = threads;
+        //  Through relays, each process talks to one of them
+        s_relay_t *relay = stage->relay_count
+                               ? &stage->relays [at % stage->relay_count]
+                               : NULL;
         argv [argc++] = "--broker";
-        argv [argc++] = stage->agents_ep;
+        argv [argc++] = relay ? relay->agents_ep : stage->agents_ep;
         argv [argc++] = "--publish";
-        argv [argc++] = stage->publish_ep;
+        argv [argc++] = relay ? relay->publish_ep : stage->publish_ep;
         argv [argc++] = "--control";
         argv [argc++] = control;
         //  Past ~28,000 connections per broker port one source address
@@ -820,7 +1141,7 @@ s_stage_swarm (s_stage_t *stage, const s_options_t *options, size_t agents)
         }
         if (s_security.curve) {
             argv [argc++] = "--curve";
-            argv [argc++] = s_security.broker_key;
+            argv [argc++] = relay ? relay->key : s_security.broker_key;
         }
         for (size_t arg = 0; arg < options->swarm_arg_count; arg++)
             argv [argc++] = options->swarm_args [arg];
@@ -841,10 +1162,9 @@ s_stage_stop (s_stage_t *stage, bool keep)
 {
     s_peer_close (&stage->broker);
     s_stop (&stage->agent_pid, S_STOP_GRACE_MS);
-    for (size_t at = 0; at < stage->swarm_count; at++) {
+    for (size_t at = 0; at < stage->swarm_count; at++)
         s_peer_close (&stage->swarms [at].control);
-        s_stop (&stage->swarms [at].pid, S_STOP_GRACE_MS);
-    }
+    s_stop_swarms_relays (stage);
     s_stop (&stage->broker_pid, S_STOP_GRACE_MS);
     if (!keep)
         s_remove_tree (stage->dir);
@@ -1342,6 +1662,149 @@ s_load_average (void)
     return load;
 }
 
+//  The 1, 5 and 15-minute load averages into LOADS (-1 when unknown).
+static void
+s_load_averages (double *loads)
+{
+    loads [0] = loads [1] = loads [2] = -1;
+    FILE *file = fopen ("/proc/loadavg", "r");
+    if (file) {
+        if (fscanf (file, "%lf %lf %lf", &loads [0], &loads [1],
+                    &loads [2]) != 3)
+            loads [0] = loads [1] = loads [2] = -1;
+        fclose (file);
+    }
+}
+
+//  Before a run through relays: checks that gridrelay is there and that
+//  each relay's share fits under the open-file limit, makes the relays'
+//  keys and adds their enrolment to OPTIONS's broker arguments. Returns
+//  0, or -1 with RUN's error set.
+static int
+s_relay_prepare (s_stage_t *stage, s_options_t *options, s_run_t *run)
+{
+    if (run->relay_count > S_MAX_RELAYS) {
+        snprintf (run->error, sizeof run->error, "at most %d relays",
+                  S_MAX_RELAYS);
+        return -1;
+    }
+    if (access (options->relay, X_OK) != 0) {
+        snprintf (run->error, sizeof run->error, "cannot run %s (build it, "
+                  "or use --relay)", options->relay);
+        return -1;
+    }
+    //  A relay holds two connections per agent, as a broker does
+    size_t share = (run->agents + run->relay_count - 1) / run->relay_count;
+    rlim_t limit = s_fd_limit ();
+    if ((rlim_t) share * 2 + 256 > limit) {
+        snprintf (run->error, sizeof run->error, "%zu relays: each would "
+                  "hold %zu agents, %zu open files, over the limit of %llu: "
+                  "use more relays", run->relay_count, share, share * 2 + 256,
+                  (unsigned long long) limit);
+        return -1;
+    }
+    stage->relay_count = run->relay_count;
+    if (s_relay_keys (stage, stage->relay_count) != 0
+        || s_relay_broker_args (stage, options) != 0) {
+        snprintf (run->error, sizeof run->error, "cannot set up the relays' "
+                  "keys");
+        stage->relay_count = 0;
+        return -1;
+    }
+    return 0;
+}
+
+//  Open sockets (connections and listeners) of process PID.
+static size_t
+s_socket_count (pid_t pid)
+{
+    char path [64];
+    snprintf (path, sizeof path, "/proc/%d/fd", (int) pid);
+    DIR *dir = opendir (path);
+    size_t count = 0;
+    struct dirent *entry;
+    while (dir && (entry = readdir (dir))) {
+        char link [340], target [64];
+        snprintf (link, sizeof link, "%s/%s", path, entry->d_name);
+        ssize_t len = readlink (link, target, sizeof target - 1);
+        if (len > 7 && memcmp (target, "socket:", 7) == 0)
+            count++;
+    }
+    if (dir)
+        closedir (dir);
+    return count;
+}
+
+//  libzmq's own memory per agent, in the same run: gridsink (a ROUTER and
+//  an XPUB that keep nothing) with AGENTS swarm agents connected, its RSS
+//  growth divided by AGENTS. Into RUN's libzmq figures.
+static void
+s_measure_libzmq (const s_options_t *options, size_t agents, s_run_t *run)
+{
+    run->libzmq_agents = agents;
+    if (access (options->sink, X_OK) != 0) {
+        s_say ("cannot run %s: libzmq's own cost not measured",
+               options->sink);
+        return;
+    }
+    s_stage_t stage;
+    memset (&stage, 0, sizeof stage);
+    snprintf (stage.dir, sizeof stage.dir, "%s/libzmq-%zu", s_tmpdir, agents);
+    if (mkdir (stage.dir, 0700) != 0)
+        return;
+    int agents_port = s_free_port (), publish_port = s_free_port ();
+    snprintf (stage.agents_ep, sizeof stage.agents_ep, "tcp://127.0.0.1:%d",
+              agents_port);
+    snprintf (stage.publish_ep, sizeof stage.publish_ep,
+              "tcp://127.0.0.1:%d", publish_port);
+    char log [400];
+    snprintf (log, sizeof log, "%s/sink.log", stage.dir);
+    char *argv [] = {
+        options->sink, "--agents", stage.agents_ep, "--publish",
+        stage.publish_ep, NULL, NULL, NULL
+    };
+    if (s_security.curve) {
+        argv [5] = "--key";
+        argv [6] = s_security.broker_key;
+    }
+    s_say ("libzmq's own cost: gridsink with %zu agents", agents);
+    stage.broker_pid = s_spawn (argv, log);
+    int64_t deadline = s_now_ms () + 10000;
+    while (stage.broker_pid > 0 && s_alive (stage.broker_pid)
+           && s_now_ms () < deadline
+           && !(s_tcp_listening (stage.agents_ep)
+                && s_tcp_listening (stage.publish_ep)))
+        usleep (S_POLL_MS * 1000);
+    //  Settled: the probes' connections are gone
+    usleep (500 * 1000);
+    size_t base_kib = s_rss_kib (stage.broker_pid);
+    size_t base_sockets = s_socket_count (stage.broker_pid);
+    bool connected = false;
+    if (base_kib && s_stage_swarm (&stage, options, agents) == 0) {
+        deadline = s_now_ms () + 60000 + (int64_t) agents * 2;
+        while (!s_interrupted && s_now_ms () < deadline
+               && s_alive (stage.broker_pid) && s_swarms_alive (&stage)
+               && !(connected = s_socket_count (stage.broker_pid)
+                                >= base_sockets + 2 * agents))
+            usleep (100 * 1000);
+    }
+    if (connected) {
+        //  Every agent says hello again every 2 s until welcomed, which
+        //  the sink never does: after two, each connection has carried
+        //  traffic (subscriptions, hellos), as at a relay
+        usleep (2500 * 1000);
+        size_t kib = s_rss_kib (stage.broker_pid);
+        run->libzmq_bytes_per_agent = ((double) kib - (double) base_kib)
+                                      * 1024.0 / (double) agents;
+        s_say ("libzmq's own cost: %.0f B per agent (two connections)",
+               run->libzmq_bytes_per_agent);
+    }
+    else
+        s_say ("libzmq's own cost: the %zu agents did not all connect "
+               "(logs in %s)", agents, stage.dir);
+    s_stage_stop (&stage, options->keep || !connected);
+}
+
 static void
 s_measure (const s_options_t *options, size_t agents, s_run_t *run)
 {
@@ -1356,11 +1819,29 @@ s_measure (const s_options_t *options, size_t agents, s_run_t *run)
     snprintf (stage.dir, sizeof stage.dir, "%s", s_tmpdir);
     char name [32];
     snprintf (name, sizeof name, "agents-%zu", agents);
+    s_options_t relayed = *options;
+    if (run->relay_count && s_relay_prepare (&stage, &relayed, run) != 0) {
+        s_load_averages (run->load_after);
+        return;
+    }
+    //  libzmq's own cost, at one relay's share of the agents
+    if (run->relay_count)
+        s_measure_libzmq (options, (agents + run->relay_count - 1)
+                                       / run->relay_count, run);
     s_say ("%zu agents: starting a broker", agents);
-    if (s_stage_broker (&stage, options, name) != 0) {
+    if (s_stage_broker (&stage, &relayed, name) != 0) {
         snprintf (run->error, sizeof run->error, "the broker did not start");
         s_stage_stop (&stage, options->keep);
         return;
+    }
+    if (run->relay_count) {
+        s_say ("%zu agents: starting %zu relays", agents, run->relay_count);
+        if (s_stage_relays (&stage, options, run) != 0) {
+            snprintf (run->error, sizeof run->error,
+                      "the relays did not start");
+            s_stage_stop (&stage, true);
+            return;
+        }
     }
     run->broker_rss_base_kib = s_rss_kib (stage.broker_pid);
     int64_t start_ms = s_now_ms ();
@@ -1369,9 +1850,11 @@ s_measure (const s_options_t *options, size_t agents, s_run_t *run)
         s_stage_stop (&stage, options->keep);
         return;
     }
+    run->swarm_processes = stage.swarm_count;
     s_say ("%zu agents: registering (%zu swarm process%s)", agents,
            stage.swarm_count, stage.swarm_count == 1 ? "" : "es");
     if (s_register (&stage, run, agents, start_ms) == 0) {
+        s_relay_rss (&stage, run, 0);
         run->broker_rss_registered_kib = s_rss_kib (stage.broker_pid);
         run->broker_bytes_per_agent
             = ((double) run->broker_rss_registered_kib
@@ -1391,7 +1874,9 @@ s_measure (const s_options_t *options, size_t agents, s_run_t *run)
         }
         s_swarm_totals (&stage, run);
         run->broker_rss_end_kib = s_rss_kib (stage.broker_pid);
+        s_relay_rss (&stage, run, 1);
     }
+    s_load_averages (run->load_after);
     if (run->error [0])
         s_say ("%zu agents: %s (logs in %s)", agents, run->error, stage.dir);
     s_stage_stop (&stage, options->keep || run->error [0]);
@@ -1598,6 +2083,153 @@ s_json_string (FILE *file, const char *key, const char *value)
     fputc ('"', file);
 }
 
+static void s_cell (char *cell, size_t len, const char *format,
+                    double value);
+
+//  The scale goals of a run through relays: each is 1 (met), 0 (not met)
+//  or -1 (not measured).
+typedef struct {
+    int registered;             //  Every agent in under 20 s
+    int broadcast;              //  p50 under 3 s
+    int exact;                  //  0 lost, 0 duplicated
+    int relay_memory;           //  Largest relay's RSS per agent within
+                                //  libzmq's own cost plus 10 %
+    double relay_max_bytes;     //  ...that figure, -1: none
+    double relay_ratio;         //  ...over libzmq's, -1: none
+} s_scale_goals_t;
+
+static void
+s_scale_goals (const s_run_t *run, s_scale_goals_t *goals)
+{
+    bool ran = run->register_s >= 0;
+    goals->registered = ran ? run->register_s < S_GOAL_SCALE_REGISTER_S : -1;
+    goals->broadcast = run->broadcast_p50_ms < 0 ? -1
+                       : run->broadcast_p50_ms < S_GOAL_SCALE_BROADCAST_MS;
+    goals->exact = ran && run->broadcast_jobs
+                       ? run->lost == 0 && run->duplicates == 0 : -1;
+    goals->relay_max_bytes = -1;
+    for (size_t at = 0; at < run->relay_count; at++)
+        if (run->relays [at].bytes_per_agent > goals->relay_max_bytes)
+            goals->relay_max_bytes = run->relays [at].bytes_per_agent;
+    goals->relay_ratio = goals->relay_max_bytes >= 0
+                                 && run->libzmq_bytes_per_agent > 0
+                             ? goals->relay_max_bytes
+                                   / run->libzmq_bytes_per_agent
+                             : -1;
+    goals->relay_memory = goals->relay_ratio < 0 ? -1
+                          : goals->relay_ratio <= 1 + S_GOAL_SCALE_RELAY_OVER;
+}
+
+static const char *
+s_met (int goal)
+{
+    return goal < 0 ? "not measured" : goal ? "met" : "NOT MET";
+}
+
+//  The fields of several processes and relays in a run's JSON object.
+static void
+s_json_scale (FILE *file, const s_run_t *run)
+{
+    s_json_number (file, "swarm_processes", (double) run->swarm_processes,
+                   true);
+    s_json_number (file, "relays", (double) run->relay_count, true);
+    fprintf (file, ",\n    \"load_average_after\": [%.2f, %.2f, %.2f]",
+             run->load_after [0], run->load_after [1], run->load_after [2]);
+    if (!run->relay_count)
+        return;
+    fprintf (file, ",\n    \"relay_memory\": [");
+    for (size_t at = 0; at < run->relay_count; at++) {
+        const s_relay_figures_t *relay = &run->relays [at];
+        fprintf (file, "%s\n      {\"name\": \"relay-%zu\", \"agents\": %zu, "
+                 "\"listed_agents\": %" PRId64 ", \"rss_base_kib\": %zu, "
+                 "\"rss_registered_kib\": %zu, \"rss_end_kib\": %zu, "
+                 "\"rss_bytes_per_agent\": %.0f}", at ? "," : "", at + 1,
+                 relay->agents, relay->registry_agents, relay->rss_base_kib,
+                 relay->rss_registered_kib, relay->rss_end_kib,
+                 relay->bytes_per_agent);
+    }
+    fprintf (file, "\n    ]");
+    s_json_number (file, "libzmq_bytes_per_agent", run->libzmq_bytes_per_agent,
+                   true);
+    s_json_number (file, "libzmq_agents", (double) run->libzmq_agents, true);
+    s_scale_goals_t goals;
+    s_scale_goals (run, &goals);
+    fprintf (file, ",\n    \"goals\": {\"registered_under_%d_s\": %s, "
+             "\"broadcast_p50_under_%d_ms\": %s, \"none_lost_or_duplicated\": "
+             "%s, \"relay_memory_within_libzmq_plus_%d_percent\": %s}",
+             S_GOAL_SCALE_REGISTER_S,
+             goals.registered < 0 ? "null" : goals.registered ? "true"
+                                                              : "false",
+             S_GOAL_SCALE_BROADCAST_MS,
+             goals.broadcast < 0 ? "null" : goals.broadcast ? "true" : "false",
+             goals.exact < 0 ? "null" : goals.exact ? "true" : "false",
+             (int) (S_GOAL_SCALE_RELAY_OVER * 100),
+             goals.relay_memory < 0 ? "null"
+             : goals.relay_memory   ? "true" : "false");
+}
+
+//  After the table: processes, relays, their memory, the machine's load,
+//  and for each run through relays the scale goals, met or not.
+static void
+s_print_scale (const s_run_t *runs, size_t count)
+{
+    printf ("%-34s", "swarm processes");
+    for (size_t at = 0; at < count; at++)
+        printf (" %12zu", runs [at].swarm_processes);
+    printf ("\n%-34s", "relays");
+    for (size_t at = 0; at < count; at++)
+        printf (" %12zu", runs [at].relay_count);
+    printf ("\n");
+    for (size_t at = 0; at < count; at++) {
+        const s_run_t *run = &runs [at];
+        printf ("\n%zu agents, %s: load average %.2f before, %.2f %.2f %.2f "
+                "after (1, 5, 15 min)\n", run->agents,
+                run->relay_count ? "through relays" : "direct",
+                run->load_before, run->load_after [0], run->load_after [1],
+                run->load_after [2]);
+        if (!run->relay_count)
+            continue;
+        char cell [32];
+        for (size_t relay = 0; relay < run->relay_count; relay++) {
+            const s_relay_figures_t *figures = &run->relays [relay];
+            if (!figures->rss_base_kib)
+                continue;
+            char listed [32] = "";
+            if (figures->registry_agents >= 0)
+                snprintf (listed, sizeof listed, " (%" PRId64 " listed)",
+                          figures->registry_agents);
+            s_cell (cell, sizeof cell, "%.0f", figures->bytes_per_agent);
+            printf ("  relay-%-2zu %6zu agents%s: RSS %zu KiB up, %zu KiB "
+                    "registered, %zu KiB at the end; %s B per agent\n",
+                    relay + 1, figures->agents, listed, figures->rss_base_kib,
+                    figures->rss_registered_kib, figures->rss_end_kib, cell);
+        }
+        s_cell (cell, sizeof cell, "%.0f", run->libzmq_bytes_per_agent);
+        printf ("  libzmq's own cost: %s B per agent (gridsink, %zu agents, "
+                "two connections each)\n", cell, run->libzmq_agents);
+        s_scale_goals_t goals;
+        s_scale_goals (run, &goals);
+        printf ("  goals:\n");
+        s_cell (cell, sizeof cell, "%.2f s", run->register_s);
+        printf ("    all %zu registered in under %d s     %14s   %s\n",
+                run->agents, S_GOAL_SCALE_REGISTER_S, cell,
+                s_met (goals.registered));
+        s_cell (cell, sizeof cell, "%.0f ms", run->broadcast_p50_ms);
+        printf ("    broadcast round trip p50 under %d s  %14s   %s\n",
+                S_GOAL_SCALE_BROADCAST_MS / 1000, cell,
+                s_met (goals.broadcast));
+        snprintf (cell, sizeof cell, "%" PRIu64 " / %" PRIu64, run->lost,
+                  run->duplicates);
+        printf ("    0 lost, 0 duplicated results        %14s   %s\n", cell,
+                s_met (goals.exact));
+        s_cell (cell, sizeof cell, "%.2f x", goals.relay_ratio);
+        printf ("    relay RSS per agent <= libzmq + %d%%  %14s   %s\n",
+                (int) (S_GOAL_SCALE_RELAY_OVER * 100), cell,
+                s_met (goals.relay_memory));
+    }
+    printf ("\n");
+}
+
 static int
 s_write_json (const char *path, const s_run_t *runs, size_t count,
               const s_agent_figures_t *agent)
@@ -1688,6 +2320,7 @@ s_write_json (const char *path, const s_run_t *runs, size_t count,
         s_json_number (file, "mem_gib", mem_gib, false);
         s_json_string (file, "cpu", cpu);
         s_json_string (file, "kernel", kernel);
+        s_json_scale (file, run);
         if (run->error [0])
             s_json_string (file, "error", run->error);
         fprintf (file, "\n  }");
@@ -2380,6 +3013,18 @@ static const char *s_usage =
     "  --queue-kill N       agents killed while they hold steps      [50]\n"
     "  --queue-limit N      broker limit on test.echo cells running\n"
     "                       at once across the fleet, 0: none       [800]\n"
+    "  --swarm-procs N      swarm processes at least (0: as few as the\n"
+    "                       open-file limit allows, 4 per agent)     [0]\n"
+    "  --relays K           K gridrelays in front of the broker, each\n"
+    "                       swarm process talking to one; then first\n"
+    "                       libzmq's own cost per agent (gridsink)   [0]\n"
+    "  --relay PATH         gridrelay                [<bin>/gridrelay]\n"
+    "  --relay-arg ARG      one more gridrelay argument (repeatable)\n"
+    "  --sink PATH          gridsink                 [<this dir>/gridsink]\n"
+    "  --scale              the bench-scale run: the first count direct,\n"
+    "                       the others through --relays (default 8),\n"
+    "                       no real agent; scale goals; writes\n"
+    "                       build/bench/scale.json   [--agents 10000,50000]\n"
     "  -h, --help           this text\n";
 
 static int
@@ -2400,6 +3045,35 @@ s_parse_counts (const char *text, s_options_t *options)
     }
     free (copy);
     return options->count_total ? 0 : -1;
+}
+
+//  After the options: the relays of each agent count. --scale runs the
+//  first count direct and the others through RELAYS (8 when not given);
+//  otherwise every count goes through RELAYS (none when not given).
+static int
+s_parse_scale (s_options_t *options, bool counts_given, long relays)
+{
+    if (options->scale) {
+        if (!counts_given) {
+            options->counts [0] = 10000;
+            options->counts [1] = 50000;
+            options->count_total = 2;
+        }
+        options->skip_agent = true;
+        for (size_t at = 0; at < options->count_total; at++)
+            options->relays [at] = at == 0 ? 0
+                                   : relays < 0 ? 8 : (size_t) relays;
+        if (strcmp (options->out, "build/bench/results.json") == 0) {
+            free (options->out);
+            options->out = strdup ("build/bench/scale.json");
+        }
+    }
+    else
+        for (size_t at = 0; at < options->count_total; at++)
+            options->relays [at] = relays < 0 ? 0 : (size_t) relays;
+    if (!options->relay)
+        options->relay = zsys_sprintf ("%s/gridrelay", options->bin);
+    return 0;
 }
 
 static int
@@ -2428,14 +3102,50 @@ s_parse (s_options_t *options, int argc, char *argv [])
         {"queue-agents", required_argument, NULL, 'A'},
         {"queue-kill", required_argument, NULL, 'K'},
         {"queue-limit", required_argument, NULL, 'L'},
+        {"swarm-procs", required_argument, NULL, 'P'},
+        {"relays", required_argument, NULL, 'X'},
+        {"relay", required_argument, NULL, 'Y'},
+        {"relay-arg", required_argument, NULL, 'Z'},
+        {"sink", required_argument, NULL, 'G'},
+        {"scale", no_argument, NULL, 'C'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0}
     };
     int option;
+    bool counts_given = false;
+    long relays = -1;
     while ((option = getopt_long (argc, argv, "h", table, NULL)) != -1) {
         char *end = NULL;
         switch (option) {
+            case 'P':
+                options->swarm_procs = strtoul (optarg, &end, 10);
+                break;
+            case 'X':
+                relays = strtol (optarg, &end, 10);
+                if (!*end && (relays < 0 || relays > S_MAX_RELAYS)) {
+                    fprintf (stderr, "gridbench: --relays: 0 to %d\n",
+                             S_MAX_RELAYS);
+                    return -1;
+                }
+                break;
+            case 'Y':
+                free (options->relay);
+                options->relay = strdup (optarg);
+                break;
+            case 'Z':
+                if (options->relay_arg_count == 16)
+                    return -1;
+                options->relay_args [options->relay_arg_count++] = optarg;
+                break;
+            case 'G':
+                free (options->sink);
+                options->sink = strdup (optarg);
+                break;
+            case 'C':
+                options->scale = true;
+                break;
             case 'a':
+                counts_given = true;
                 if (s_parse_counts (optarg, options) != 0) {
                     fprintf (stderr, "gridbench: --agents: expected counts "
                              "like 1000,10000 (at most %d)\n", S_MAX_COUNTS);
@@ -2533,6 +3243,8 @@ s_parse (s_options_t *options, int argc, char *argv [])
                  argv [optind]);
         return -1;
     }
+    if (s_parse_scale (options, counts_given, relays) != 0)
+        return -1;
     if (options->queue_jobs < 1 || options->queue_killed < 1
         || options->queue_agents <= options->queue_killed) {
         fprintf (stderr, "gridbench: --queue-jobs and --queue-kill must be "
@@ -2579,6 +3291,12 @@ s_run_init (s_run_t *run, size_t agents)
     run->broadcast_max_ms = run->single_jobs_per_s = run->results_per_s = -1;
     run->single_p50_ms = run->single_p99_ms = -1;
     run->broker_bytes_per_agent = run->swarm_bytes_per_agent = -1;
+    run->libzmq_bytes_per_agent = -1;
+    run->load_after [0] = run->load_after [1] = run->load_after [2] = -1;
+    for (size_t at = 0; at < S_MAX_RELAYS; at++) {
+        run->relays [at].bytes_per_agent = -1;
+        run->relays [at].registry_agents = -1;
+    }
 }
 
 int
@@ -2606,6 +3324,7 @@ main (int argc, char *argv [])
     char *here = dirname (self);
     options.bin = zsys_sprintf ("%s/../../bin", here);
     options.swarm = zsys_sprintf ("%s/gridswarm", here);
+    options.sink = zsys_sprintf ("%s/gridsink", here);
     options.out = strdup ("build/bench/results.json");
     if (s_parse (&options, argc, argv) != 0)
         return 2;
@@ -2627,7 +3346,9 @@ main (int argc, char *argv [])
     signal (SIGPIPE, SIG_IGN);
     zsys_init ();
     zsys_set_logsender (NULL);
-    snprintf (s_tmpdir, sizeof s_tmpdir, "/tmp/gridbench-XXXXXX");
+    const char *tmp = getenv ("TMPDIR");
+    snprintf (s_tmpdir, sizeof s_tmpdir, "%s/gridbench-XXXXXX",
+              tmp && *tmp && strlen (tmp) < 128 ? tmp : "/tmp");
     if (!mkdtemp (s_tmpdir)) {
         fprintf (stderr, "gridbench: cannot make a temporary directory\n");
         return 1;
@@ -2660,6 +3381,12 @@ main (int argc, char *argv [])
         size_t agents = options.counts [at];
         s_run_t *run = &runs [measured++];
         s_run_init (run, agents);
+        run->relay_count = options.relays [at];
+        if (run->relay_count) {
+            //  Through relays the broker holds two connections per relay
+            s_measure (&options, agents, run);
+            continue;
+        }
         if (agents > broker_max) {
             run->requested = agents;
             if (broker_max <= previous) {
@@ -2700,6 +3427,14 @@ main (int argc, char *argv [])
         return 1;
     }
     s_print (runs, measured, &agent_figures);
+    if (options.scale || options.swarm_procs)
+        s_print_scale (runs, measured);
+    else
+        for (size_t at = 0; at < measured; at++)
+            if (runs [at].relay_count) {
+                s_print_scale (runs, measured);
+                break;
+            }
     int rc = s_write_json (options.out, runs, measured, &agent_figures);
     if (rc == 0)
         s_say ("results in %s", options.out);
@@ -2708,5 +3443,7 @@ main (int argc, char *argv [])
     free (options.bin);
     free (options.swarm);
     free (options.out);
+    free (options.relay);
+    free (options.sink);
     return rc == 0 ? 0 : 1;
 }

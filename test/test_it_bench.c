@@ -1,0 +1,149 @@
+/*  =========================================================================
+    test_it_bench - gridbench's swarm of several processes, small: the
+    real gridbroker and gridswarm on loopback, run by gridbench
+
+    100 agents over two gridswarm processes: every agent registers, the
+    broadcast, single-node and ingest jobs all complete with nothing lost
+    or duplicated, and the figures of both processes are summed. Then the
+    options that shape such a run: bad counts and relay counts are refused,
+    and a run through relays whose gridrelay is missing says so in its
+    results instead of measuring anything. No timing is asserted.
+    =========================================================================
+*/
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include <czmq.h>
+
+#include "lib/harness.h"
+
+#define S_BENCH "../test/tools/gridbench"   //  From the binaries' directory
+#define S_RUN_MS 120000
+
+static grid_t s_grid;
+
+static int
+s_setup (void **state)
+{
+    if (grid_init (&s_grid) != 0)
+        return -1;
+    //  gridbench keeps its own directory under ours
+    setenv ("TMPDIR", s_grid.dir, 1);
+    return 0;
+}
+
+static int
+s_teardown (void **state)
+{
+    unsetenv ("TMPDIR");
+    grid_stop (&s_grid);
+    return 0;
+}
+
+//  The JSON number of KEY in TEXT (the first one), or -1 when it is absent
+//  or null.
+static double
+s_number (const char *text, const char *key)
+{
+    char quoted [128];
+    snprintf (quoted, sizeof quoted, "\"%s\": ", key);
+    const char *at = strstr (text, quoted);
+    if (!at || strncmp (at + strlen (quoted), "null", 4) == 0)
+        return -1;
+    return strtod (at + strlen (quoted), NULL);
+}
+
+static void
+test_two_swarm_processes (void **state)
+{
+    char out [400];
+    snprintf (out, sizeof out, "%s/bench.json", s_grid.dir);
+    char *stdout_text = NULL, *stderr_text = NULL;
+    int code = grid_run (&s_grid, S_BENCH, &stdout_text, &stderr_text,
+                         S_RUN_MS, "--agents", "100", "--swarm-procs", "2",
+                         "--rounds", "3", "--single-s", "0.5",
+                         "--ingest-results", "200", "--no-agent", "--out",
+                         out, NULL);
+    if (code != 0)
+        fprintf (stderr, "%s\n%s\n", stdout_text, stderr_text);
+    assert_int_equal (code, 0);
+    char *json = grid_slurp (out);
+    if (strstr (json, "\"error\""))
+        fprintf (stderr, "%s\n%s\n", json, stderr_text);
+    assert_null (strstr (json, "\"error\""));
+    assert_true (s_number (json, "agents") == 100);
+    assert_true (s_number (json, "swarm_processes") == 2);
+    assert_true (s_number (json, "relays") == 0);
+    assert_true (s_number (json, "register_s") >= 0);
+    assert_true (s_number (json, "broadcast_jobs") == 3);
+    assert_true (s_number (json, "broadcast_p50_ms") >= 0);
+    assert_true (s_number (json, "single_node_jobs") > 0);
+    //  Every broadcast result of both processes was counted: the ingest
+    //  jobs reached all 100 agents
+    assert_true (s_number (json, "ingest_results") >= 200);
+    assert_true (s_number (json, "lost_results") == 0);
+    assert_true (s_number (json, "duplicate_results") == 0);
+    assert_non_null (strstr (json, "\"load_average_after\": ["));
+    //  The table names the processes
+    assert_true (grid_line_with (stdout_text, "swarm processes", "2", NULL));
+    assert_true (grid_line_with (stdout_text, "lost results", "0", NULL));
+    free (json);
+    free (stdout_text);
+    free (stderr_text);
+}
+
+static void
+test_bad_options (void **state)
+{
+    const char *cases [][2] = {
+        {"--relays", "17"},
+        {"--relays", "-1"},
+        {"--relays", "two"},
+        {"--swarm-procs", "x"},
+        {"--agents", "0"},
+    };
+    for (size_t at = 0; at < sizeof cases / sizeof cases [0]; at++) {
+        char *stdout_text = NULL, *stderr_text = NULL;
+        int code = grid_run (&s_grid, S_BENCH, &stdout_text, &stderr_text,
+                             10000, cases [at][0], cases [at][1], NULL);
+        assert_int_equal (code, 2);
+        assert_non_null (strstr (stderr_text, "gridbench"));
+        free (stdout_text);
+        free (stderr_text);
+    }
+}
+
+static void
+test_missing_relay (void **state)
+{
+    char out [400], relay [400];
+    snprintf (out, sizeof out, "%s/relay.json", s_grid.dir);
+    snprintf (relay, sizeof relay, "%s/no-such-gridrelay", s_grid.dir);
+    char *stdout_text = NULL, *stderr_text = NULL;
+    int code = grid_run (&s_grid, S_BENCH, &stdout_text, &stderr_text,
+                         S_RUN_MS, "--agents", "100", "--relays", "2",
+                         "--relay", relay, "--no-agent", "--out", out, NULL);
+    assert_int_equal (code, 0);
+    char *json = grid_slurp (out);
+    assert_true (s_number (json, "relays") == 2);
+    assert_true (s_number (json, "register_s") < 0);
+    assert_non_null (strstr (json, "no-such-gridrelay"));
+    assert_true (grid_line_with (stdout_text, "registered in under", "not "
+                                 "measured", NULL));
+    free (json);
+    free (stdout_text);
+    free (stderr_text);
+}
+
+int
+main (void)
+{
+    const struct CMUnitTest tests [] = {
+        cmocka_unit_test (test_two_swarm_processes),
+        cmocka_unit_test (test_bad_options),
+        cmocka_unit_test (test_missing_relay),
+    };
+    return cmocka_run_group_tests (tests, s_setup, s_teardown);
+}
