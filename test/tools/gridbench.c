@@ -137,6 +137,12 @@ typedef struct {
     bool scale;                     //  The bench-scale run
 } s_options_t;
 
+//  CPU time of the broker and of every relay together, in ms.
+typedef struct {
+    double broker_ms;
+    double relays_ms;
+} s_cpu_t;
+
 //  One relay's memory in a run.
 typedef struct {
     size_t agents;                  //  Agents the bench pointed at it
@@ -171,6 +177,8 @@ typedef struct {
     s_relay_figures_t relays [S_MAX_RELAYS];
     double libzmq_bytes_per_agent;  //  gridsink's RSS per agent, -1: none
     size_t libzmq_agents;           //  ...measured with this many agents
+    s_cpu_t cpu_register;           //  CPU spent while the swarm registered
+    s_cpu_t cpu_broadcast;          //  ...over the broadcast rounds
 } s_run_t;
 
 //  Figures of the real agent.
@@ -859,6 +867,28 @@ s_relay_share (const s_stage_t *stage, size_t at)
     return agents;
 }
 
+//  The CPU the broker and the relays of STAGE have used so far.
+static void
+s_cpu_take (s_stage_t *stage, s_cpu_t *cpu)
+{
+    cpu->broker_ms = stage->broker_pid > 0 ? s_cpu_ms (stage->broker_pid)
+                                           : 0;
+    cpu->relays_ms = 0;
+    for (size_t at = 0; at < stage->relay_count; at++)
+        if (stage->relays [at].pid > 0)
+            cpu->relays_ms += s_cpu_ms (stage->relays [at].pid);
+}
+
+//  The CPU used since BEFORE, into SPENT.
+static void
+s_cpu_since (s_stage_t *stage, const s_cpu_t *before, s_cpu_t *spent)
+{
+    s_cpu_t now;
+    s_cpu_take (stage, &now);
+    spent->broker_ms = now.broker_ms - before->broker_ms;
+    spent->relays_ms = now.relays_ms - before->relays_ms;
+}
+
 //  SIGTERM to every swarm and relay process at once (each takes seconds
 //  to close thousands of connections), then reaps them in turn.
 static void
@@ -1018,9 +1048,8 @@ s_stage_relays (s_stage_t *stage, const s_options_t *options, s_run_t *run)
         if (s_security.curve) {
             argv [argc++] = "--key";
             argv [argc++] = relay->key;
-            argv [argc++] = "--broker-key";
+            argv [argc++] = "--upstream-key";
             argv [argc++] = s_security.broker_key;
-            argv [argc++] = "--auto-accept";
         }
         else
             argv [argc++] = "--insecure";
@@ -1374,6 +1403,8 @@ s_broadcast (s_stage_t *stage, const s_options_t *options, s_run_t *run)
     assert (latency && jobs);
     size_t done = 0, submitted = 0;
     int timeout_ms = 30000 + (int) (run->agents / 2);
+    s_cpu_t cpu_before;
+    s_cpu_take (stage, &cpu_before);
     for (size_t round = 0; round < rounds && !s_interrupted; round++) {
         int64_t submit_ms = s_now_ms ();
         uint64_t seq = s_submit (&stage->broker, "all", NULL, "test", "echo",
@@ -1403,6 +1434,7 @@ s_broadcast (s_stage_t *stage, const s_options_t *options, s_run_t *run)
         }
         latency [done++] = (double) (last_ms - submit_ms);
     }
+    s_cpu_since (stage, &cpu_before, &run->cpu_broadcast);
     qsort (latency, done, sizeof (double), s_compare_doubles);
     run->broadcast_jobs = done;
     run->broadcast_p50_ms = s_percentile (latency, done, 50);
@@ -1844,6 +1876,8 @@ s_measure (const s_options_t *options, size_t agents, s_run_t *run)
         }
     }
     run->broker_rss_base_kib = s_rss_kib (stage.broker_pid);
+    s_cpu_t cpu_before;
+    s_cpu_take (&stage, &cpu_before);
     int64_t start_ms = s_now_ms ();
     if (s_stage_swarm (&stage, options, agents) != 0) {
         snprintf (run->error, sizeof run->error, "the swarm did not start");
@@ -1854,6 +1888,7 @@ s_measure (const s_options_t *options, size_t agents, s_run_t *run)
     s_say ("%zu agents: registering (%zu swarm process%s)", agents,
            stage.swarm_count, stage.swarm_count == 1 ? "" : "es");
     if (s_register (&stage, run, agents, start_ms) == 0) {
+        s_cpu_since (&stage, &cpu_before, &run->cpu_register);
         s_relay_rss (&stage, run, 0);
         run->broker_rss_registered_kib = s_rss_kib (stage.broker_pid);
         run->broker_bytes_per_agent
@@ -2120,6 +2155,25 @@ s_scale_goals (const s_run_t *run, s_scale_goals_t *goals)
                           : goals->relay_ratio <= 1 + S_GOAL_SCALE_RELAY_OVER;
 }
 
+//  CPU per agent in µs: per registration, per broadcast round; -1 when
+//  not measured.
+static void
+s_cpu_per_agent (const s_run_t *run, double *figures)
+{
+    bool registered = run->register_s >= 0 && run->agents;
+    bool rounds = run->broadcast_jobs && run->agents;
+    double per_round = rounds ? 1000.0 / (double) run->broadcast_jobs
+                                    / (double) run->agents : 0;
+    figures [0] = registered ? run->cpu_register.broker_ms * 1000.0
+                                   / (double) run->agents : -1;
+    figures [1] = registered && run->relay_count
+                      ? run->cpu_register.relays_ms * 1000.0
+                            / (double) run->agents : -1;
+    figures [2] = rounds ? run->cpu_broadcast.broker_ms * per_round : -1;
+    figures [3] = rounds && run->relay_count
+                      ? run->cpu_broadcast.relays_ms * per_round : -1;
+}
+
 static const char *
 s_met (int goal)
 {
@@ -2135,6 +2189,12 @@ s_json_scale (FILE *file, const s_run_t *run)
     s_json_number (file, "relays", (double) run->relay_count, true);
     fprintf (file, ",\n    \"load_average_after\": [%.2f, %.2f, %.2f]",
              run->load_after [0], run->load_after [1], run->load_after [2]);
+    double cpu [4];
+    s_cpu_per_agent (run, cpu);
+    s_json_number (file, "broker_cpu_register_us_per_agent", cpu [0], false);
+    s_json_number (file, "relays_cpu_register_us_per_agent", cpu [1], false);
+    s_json_number (file, "broker_cpu_broadcast_us_per_agent", cpu [2], false);
+    s_json_number (file, "relays_cpu_broadcast_us_per_agent", cpu [3], false);
     if (!run->relay_count)
         return;
     fprintf (file, ",\n    \"relay_memory\": [");
@@ -2179,6 +2239,22 @@ s_print_scale (const s_run_t *runs, size_t count)
     printf ("\n%-34s", "relays");
     for (size_t at = 0; at < count; at++)
         printf (" %12zu", runs [at].relay_count);
+    const char *names [] = {
+        "broker CPU/agent, register (us)",
+        "relays CPU/agent, register (us)",
+        "broker CPU/agent, broadcast (us)",
+        "relays CPU/agent, broadcast (us)"
+    };
+    for (size_t row = 0; row < 4; row++) {
+        printf ("\n%-34s", names [row]);
+        for (size_t at = 0; at < count; at++) {
+            double cpu [4];
+            char cell [32];
+            s_cpu_per_agent (&runs [at], cpu);
+            s_cell (cell, sizeof cell, "%.1f", cpu [row]);
+            printf (" %12s", cell);
+        }
+    }
     printf ("\n");
     for (size_t at = 0; at < count; at++) {
         const s_run_t *run = &runs [at];
