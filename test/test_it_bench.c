@@ -108,10 +108,14 @@ test_bad_options (void **state)
         char *stdout_text = NULL, *stderr_text = NULL;
         int code = grid_run (&s_grid, S_BENCH, &stdout_text, &stderr_text,
                              10000, cases [at][0], cases [at][1], NULL);
-        assert_int_equal (code, 2);
-        assert_non_null (strstr (stderr_text, "gridbench"));
+        bool named = strstr (stderr_text, "gridbench") != NULL;
+        if (code != 2 || !named)
+            fprintf (stderr, "%s %s: exit %d\n%s", cases [at][0],
+                     cases [at][1], code, stderr_text);
         free (stdout_text);
         free (stderr_text);
+        assert_int_equal (code, 2);
+        assert_true (named);
     }
 }
 

@@ -3402,8 +3402,14 @@ main (int argc, char *argv [])
     options.swarm = zsys_sprintf ("%s/gridswarm", here);
     options.sink = zsys_sprintf ("%s/gridsink", here);
     options.out = strdup ("build/bench/results.json");
-    if (s_parse (&options, argc, argv) != 0)
+    if (s_parse (&options, argc, argv) != 0) {
+        free (options.bin);
+        free (options.swarm);
+        free (options.sink);
+        free (options.relay);
+        free (options.out);
         return 2;
+    }
     char broker [1200], agent [1200];
     snprintf (broker, sizeof broker, "%s/gridbroker", options.bin);
     snprintf (agent, sizeof agent, "%s/gridagent", options.bin);
@@ -3438,6 +3444,8 @@ main (int argc, char *argv [])
         free (options.bin);
         free (options.swarm);
         free (options.out);
+        free (options.relay);
+        free (options.sink);
         return rc;
     }
     s_run_t runs [S_MAX_COUNTS];
