@@ -10,6 +10,7 @@
 #include "broker.h"
 #include "dlq.h"
 #include "jobrec.h"
+#include "metrics.h"
 #include "nodehist.h"
 
 #define LIST_DEFAULT 50
@@ -1088,6 +1089,18 @@ s_write_any_node (const broker_t *self, pw_t *reply)
 
 static const char *s_broker_state (const broker_t *self);
 
+const char *
+api_store_state (const broker_t *self, const store_info_t *info)
+{
+    const broker_storage_t *storage = &self->storage;
+    return storage->code == STORE_EFULL ? "full"
+         : storage->code ? "error"
+         : info->max_bytes
+           && info->used_bytes / 100 * 100
+                  >= info->max_bytes / 100 * STORE_NEARLY_FULL
+         ? "nearly_full" : "ok";
+}
+
 //  status.store: the store's state, size and room (PROTOCOL.md).
 static void
 s_write_store (const broker_t *self, pw_t *reply)
@@ -1095,12 +1108,7 @@ s_write_store (const broker_t *self, pw_t *reply)
     const broker_storage_t *storage = &self->storage;
     store_info_t info;
     store_info (self->store, &info);
-    const char *state = storage->code == STORE_EFULL ? "full"
-                      : storage->code ? "error"
-                      : info.max_bytes
-                        && info.used_bytes / 100 * 100
-                               >= info.max_bytes / 100 * STORE_NEARLY_FULL
-                      ? "nearly_full" : "ok";
+    const char *state = api_store_state (self, &info);
     bool failing = storage->code != 0;
     pw_str (reply, "store");
     pw_map (reply, failing ? 12 : 10);
@@ -1237,6 +1245,12 @@ s_broker_state (const broker_t *self)
     if (!self->maintenance)
         return "serving";
     return sched_running_count (self->sched) ? "draining" : "maintenance";
+}
+
+const char *
+api_broker_state (const broker_t *self)
+{
+    return s_broker_state (self);
 }
 
 static void
@@ -1982,6 +1996,29 @@ s_node_history (api_call_t *call)
     nodehist_write (txn, node->id, (size_t) limit, call->reply);
 }
 
+//  ---------------------------------------------------------------------
+//  metrics.get
+
+static void
+s_metrics_get (api_call_t *call)
+{
+    store_txn_t *txn = s_txn (call);
+    if (!txn)
+        return;
+    char *text = NULL;
+    size_t size = 0;
+    if (metrics_text ((broker_t *) call->self, txn, &text, &size) != 0) {
+        s_error (call, PROTO_ERR_INTERNAL, "metrics: out of memory");
+        return;
+    }
+    pw_reset (call->reply);
+    proto_reply_ok_begin (call->reply, call->request->id);
+    pw_map (call->reply, 1);
+    pw_str (call->reply, "text");
+    pw_strn (call->reply, text, size);
+    free (text);
+}
+
 typedef struct {
     const char *type;
     void (*handler) (api_call_t *call);
@@ -2003,6 +2040,7 @@ static const api_route_t s_routes [] = {
     {"dlq.purge", s_dlq_purge},
     {"queue.stats", s_queue_stats}, {"node.workers", s_node_workers},
     {"node.history", s_node_history},
+    {"metrics.get", s_metrics_get},
 };
 
 void

@@ -382,7 +382,7 @@ static const s_need_t s_needs [] = {
     {"dlq.get", AUTH_ROLE_VIEWER},      {"dlq.retry", AUTH_ROLE_OPERATOR},
     {"dlq.purge", AUTH_ROLE_OPERATOR},  {"queue.stats", AUTH_ROLE_VIEWER},
     {"node.workers", AUTH_ROLE_VIEWER}, {"node.history", AUTH_ROLE_VIEWER},
-    {"job.output", AUTH_ROLE_VIEWER},
+    {"job.output", AUTH_ROLE_VIEWER},   {"metrics.get", AUTH_ROLE_VIEWER},
     {"schedule.list", AUTH_ROLE_VIEWER}, {"schedule.get", AUTH_ROLE_VIEWER},
     {"schedule.add", AUTH_ROLE_OPERATOR},
     {"schedule.pause", AUTH_ROLE_OPERATOR},

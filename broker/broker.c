@@ -756,7 +756,10 @@ s_pass_end (broker_t *self)
         broker_drain (self);
         if (self->txn || self->pass_broken) {
             bool wrote = store_txn_changes (self->txn) > 0;
+            int64_t commit_us = zclock_usecs ();
             int rc = self->txn ? store_commit (&self->txn) : STORE_EIO;
+            if (rc == 0 && wrote)
+                metrics_commit (self->metrics, zclock_usecs () - commit_us);
             self->pass_broken = false;
             if (rc != 0)
                 s_pass_failed (self, rc, replayed < REPLAY_MAX ? replays
@@ -1156,6 +1159,8 @@ broker_drain (broker_t *self)
                 zhashx_delete (self->job_versions, action.job->id);
                 if (action.job->status < 6)
                     self->finished [action.job->status]++;
+                metrics_job_finished (self->metrics, action.job->status,
+                                      wall_ms - action.job->created_at_ms);
                 if (action.job->spec->priority >= -100
                     && action.job->spec->priority <= 100)
                     self->finished_by_priority [action.job->spec->priority
@@ -1394,6 +1399,20 @@ s_first_start (broker_t *self, const proto_msg_t *in, int64_t *submitted_ms)
            || status == SCHED_CELL_ACKNOWLEDGED;
 }
 
+//  When the attempt RESULT answers was dispatched (monotonic), or 0.
+static int64_t
+s_dispatched_ms (broker_t *self, const proto_msg_t *result)
+{
+    const sched_job_t *job = sched_job (self->sched, result->job);
+    ssize_t index = job && job->cells && result->step < job->step_count
+                        ? sched_job_node_index (job, result->node) : -1;
+    if (index < 0)
+        return 0;
+    const sched_cell_t *cell
+        = &job->cells [result->step * job->expected_count + (size_t) index];
+    return cell->attempt == result->attempt ? cell->dispatched_ms : 0;
+}
+
 //  Stores a piece of a cell's output (after the session check): only
 //  for a cell of the sending node, within max_output; else counted.
 static void
@@ -1444,6 +1463,7 @@ s_on_agent_message (broker_t *self, int64_t now_ms)
         s_send_agent_error (self, routing, routing_size, code, why);
         return;
     }
+    metrics_agent_message (self->metrics, in->type);
     //  Who sent it: the key of the connection, never the body (auth.h).
     //  The ROUTER's routing id frame carries no metadata; the body does.
     const char *refusal_code = NULL;
@@ -1521,6 +1541,7 @@ s_on_agent_message (broker_t *self, int64_t now_ms)
         case PROTO_RESULT: {
             int64_t submitted_ms = 0;
             bool first = s_first_start (self, in, &submitted_ms);
+            int64_t sent_ms = s_dispatched_ms (self, in);
             rc = sched_on_result (self->sched, in, now_ms);
             if (rc < 0 && !sched_job (self->sched, in->job)) {
                 //  A late result for a step the broker ended (the job was
@@ -1533,6 +1554,7 @@ s_on_agent_message (broker_t *self, int64_t now_ms)
                     rc = 1;
             }
             if (rc == 0) {
+                metrics_result (self->metrics, sent_ms ? now_ms - sent_ms : -1);
                 int64_t duration_ms = in->duration_ms > INT32_MAX
                                           ? INT32_MAX
                                           : (int64_t) in->duration_ms;
@@ -1843,8 +1865,12 @@ s_on_client_message (broker_t *self, zmsg_t *msg)
     const void *answer = NULL;
     size_t answer_size = 0;
     bool same_pass = false;
-    if (proto_request_decode (zframe_data (body), zframe_size (body), &request,
-                              &code, &id, why, sizeof why) != 0) {
+    bool decoded = proto_request_decode (zframe_data (body), zframe_size (body),
+                                         &request, &code, &id, why,
+                                         sizeof why) == 0;
+    if (decoded)
+        metrics_request (self->metrics, request->type);
+    if (!decoded) {
         self->counters.malformed++;
         proto_reply_error (reply, id ? id : "", code, why, NULL, 0);
     }
@@ -2504,6 +2530,8 @@ broker_new (const broker_config_t *config, char *err, size_t err_len)
                       self->config.limit_count);
     self->wait_samples = qstats_new ();
     self->run_samples = qstats_new ();
+    self->metrics = metrics_new ();
+    assert (self->metrics);
     self->node_stats = zhashx_new ();
     zhashx_set_destructor (self->node_stats, (zhashx_destructor_fn *) zstr_free);
     if (self->sched)
@@ -2599,6 +2627,7 @@ broker_destroy (broker_t **self_p)
     zhashx_destroy (&self->node_stats);
     qstats_destroy (&self->wait_samples);
     qstats_destroy (&self->run_samples);
+    metrics_destroy (&self->metrics);
     zhashx_destroy (&self->replies);
     zhashx_destroy (&self->schedules);
     zlistx_destroy (&self->reply_order);

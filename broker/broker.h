@@ -28,6 +28,7 @@
 #include "../proto/pw.h"
 #include "../store/store.h"
 #include "auth.h"
+#include "metrics.h"
 #include "qstats.h"
 #include "registry.h"
 #include "sched.h"
@@ -188,6 +189,7 @@ struct _broker_t {
     uint64_t finished_by_priority [BROKER_PRIORITIES];  //  Jobs finished since start, by priority + 100
     qstats_t *wait_samples;      //  Submitted -> first step started, per node (ms)
     qstats_t *run_samples;       //  Attempt durations the agents measured (ms)
+    metrics_t *metrics;          //  Histograms and counters for metrics.get
     zhashx_t *node_stats;        //  Node id -> broker_node_stats_t
     int64_t started_ms;          //  Monotonic start time
     bool maintenance;            //  Drained: no new jobs admitted (persisted)
@@ -239,6 +241,12 @@ void broker_pass_end (broker_t *self);
 //  api.c: handles one decoded client request; writes the whole reply
 //  (ok or error) into REPLY.
 void api_handle (broker_t *self, const proto_request_t *request, pw_t *reply);
+
+//  api.c: the broker's state (serving, draining, maintenance) and its
+//  store's (ok, nearly_full, full, error; INFO from store_info), as
+//  status says them.
+const char *api_broker_state (const broker_t *self);
+const char *api_store_state (const broker_t *self, const store_info_t *info);
 
 //  job.watch: how often JOB_ID changed in this broker's run (a number the
 //  broker bumps whenever the scheduler acts on the job; 0 before the

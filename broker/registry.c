@@ -784,6 +784,19 @@ registry_online_count (registry_t *self)
     return count;
 }
 
+size_t
+registry_drained_count (registry_t *self)
+{
+    size_t count = 0;
+    registry_node_t *node = (registry_node_t *) zhashx_first (self->nodes);
+    while (node) {
+        if (node->drained)
+            count++;
+        node = (registry_node_t *) zhashx_next (self->nodes);
+    }
+    return count;
+}
+
 static int
 s_compare_nodes (const void *a, const void *b)
 {

@@ -153,6 +153,9 @@ const proto_action_spec_t *registry_find_action (registry_t *self,
 size_t registry_size (registry_t *self);
 size_t registry_online_count (registry_t *self);
 
+//  How many registered nodes are drained (online or not).
+size_t registry_drained_count (registry_t *self);
+
 //  How many distinct backend lists the registered nodes declare (each is
 //  kept once, whatever the number of nodes that declare it).
 size_t registry_backend_sets (registry_t *self);

@@ -1473,6 +1473,8 @@ s_cell_set (sched_t *self, s_jobx_t *jobx, size_t step, size_t node,
     bool was_final = sched_cell_status_final (cell->status);
     if (cell->status != status)
         cell->since_ms = self->now_ms;
+    if (status == SCHED_CELL_DISPATCHED)
+        cell->dispatched_ms = self->now_ms;
     cell->status = status;
     //  The node's in-flight figure (loads, R17) follows the cell
     bool flying = s_in_flight (status);
@@ -1488,6 +1490,7 @@ s_cell_set (sched_t *self, s_jobx_t *jobx, size_t step, size_t node,
         cell->counted = flying;
     }
     if (!was_final && sched_cell_status_final (status)) {
+        self->counters.cells_final [status]++;
         //  Cells of batches not started yet are counted when theirs starts
         if (node < jobx->batch_hi) {
             jobx->step_final [step]++;
@@ -3450,6 +3453,7 @@ sched_submit (sched_t *self, sched_job_t **job_p, int64_t now_ms,
                             ? self->config.max_concurrent - self->running_count
                             : 0;
     if (self->queue_size + 1 > self->config.max_pending + free_slots) {
+        self->counters.queue_full++;
         s_reason (reason, reason_len,
                   "queue full: %zu jobs pending (max_pending)",
                   self->queue_size);
@@ -3467,6 +3471,7 @@ sched_submit (sched_t *self, sched_job_t **job_p, int64_t now_ms,
     job->priv = jobx;
     job->status = SCHED_JOB_PENDING;
     job->submitted_ms = now_ms;
+    self->counters.submitted++;
     jobx->seq = self->seq++;
     s_hash_insert (self, jobx);
     s_queue_push (self, jobx);

@@ -105,6 +105,7 @@ typedef struct {
     uint32_t resends;             //  Private: direct re-sends of this attempt
     int64_t started_ms;           //  Private: when this attempt started running (monotonic), 0 before
     int64_t since_ms;             //  Monotonic time of its latest status change
+    int64_t dispatched_ms;        //  Monotonic time its attempt was last (re)dispatched, 0 never
     int64_t renewed_ms;           //  Private: any-node lease, last renewal (monotonic)
     uint32_t claims;              //  Private: any-node claims of this cell (lease generation)
     bool counted;                 //  Private: counted in its node's in-flight figure
@@ -198,6 +199,9 @@ typedef struct {
     uint64_t reclaims;            //  Any-node steps taken back from a node
     uint64_t lease_expirations;   //  Leases that ran out unrenewed
     uint64_t late_results;        //  Results from a node the step was taken from
+    uint64_t submitted;           //  Jobs admitted by sched_submit
+    uint64_t queue_full;          //  Submits refused: the queue was full
+    uint64_t cells_final [SCHED_CELL_RETRY_WAIT + 1];  //  Cells that became final, by status
 } sched_counters_t;
 
 //  Per-node figures.

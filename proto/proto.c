@@ -1641,6 +1641,7 @@ static const s_request_t s_requests [] = {
     S_REQUEST_BARE ("queue.stats"),
     S_REQUEST ("node.workers", s_req_node),
     S_REQUEST ("node.history", s_req_node_history),
+    S_REQUEST_BARE ("metrics.get"),
     S_REQUEST ("schedule.add", s_req_schedule_add),
     S_REQUEST_BARE ("schedule.list"),
     S_REQUEST ("schedule.get", s_req_schedule),
@@ -1649,6 +1650,12 @@ static const s_request_t s_requests [] = {
     S_REQUEST ("schedule.delete", s_req_schedule),
     S_REQUEST ("schedule.run", s_req_schedule),
 };
+
+const char *
+proto_request_type_at (size_t index)
+{
+    return index < S_COUNT_OF (s_requests) ? s_requests [index].type : NULL;
+}
 
 //  Is VALUE a client request id: a string of 1..PROTO_MAX_REQUEST_ID
 //  bytes without NUL?

@@ -234,6 +234,10 @@ int proto_request_decode (const void *data, size_t size,
 //  Frees a request; NULL-safe, nulls *req_p.
 void proto_request_destroy (proto_request_t **req_p);
 
+//  The request type at INDEX of the closed set proto_request_decode
+//  accepts (a static string), or NULL past the last one.
+const char *proto_request_type_at (size_t index);
+
 //  Starts a request: writes {v, type, id, and then FIELD_COUNT more pairs
 //  that the caller writes (key, value, key, value...)}.
 void proto_request_begin (pw_t *writer, const char *type, const char *id,
