@@ -247,10 +247,11 @@ fuzz: deps fuzz-deps
 # systemd-analyze, man and the Debian tools, for the packaging checks.
 PY_PKGS := python3 python3-zmq python3-msgpack
 # Debian's chromium for the browser test, driven from Node: Debian's nodejs
-# and npm, unless a node (or npm) is already installed.
+# and npm, unless a node (or npm) is already installed. Debian's prometheus
+# for promtool, which checks the metrics text.
 BROWSER_PKGS := chromium $(if $(shell command -v node 2>/dev/null),,nodejs) \
 	$(if $(shell command -v npm 2>/dev/null),,npm)
-TEST_PKGS = $(PY_PKGS) systemd man-db $(DEB_TOOLS) $(BROWSER_PKGS)
+TEST_PKGS = $(PY_PKGS) systemd man-db prometheus $(DEB_TOOLS) $(BROWSER_PKGS)
 
 test-deps:
 	@sh test/deps.sh $(TEST_PKGS)

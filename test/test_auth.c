@@ -167,6 +167,7 @@ test_auth_roles (void **state)
     assert_int_equal (auth_role_needed ("job.cancel"), AUTH_ROLE_OPERATOR);
     assert_int_equal (auth_role_needed ("schedule.list"), AUTH_ROLE_VIEWER);
     assert_int_equal (auth_role_needed ("schedule.get"), AUTH_ROLE_VIEWER);
+    assert_int_equal (auth_role_needed ("metrics.get"), AUTH_ROLE_VIEWER);
     const char *changes [] = {"schedule.add", "schedule.pause",
                               "schedule.resume", "schedule.delete",
                               "schedule.run"};

@@ -1435,8 +1435,8 @@ test_proto_request_each_type_accepted (void **state)
     proto_request_begin (w, "status", "req-1", 0);
     s_expect_request_ok (w, "status");
 
-    const char *plain [] = { "queue.stats", "dlq.list" };
-    for (size_t index = 0; index < 2; index++) {
+    const char *plain [] = { "queue.stats", "dlq.list", "metrics.get" };
+    for (size_t index = 0; index < 3; index++) {
         w = pw_new ();
         proto_request_begin (w, plain [index], "req-1", 0);
         s_expect_request_ok (w, plain [index]);
