@@ -63,7 +63,7 @@ ALL_CFLAGS = -std=c11 -D_GNU_SOURCE -DGRID_VERSION=\"$(VERSION)\" \
 ALL_LDFLAGS = $(SANFLAGS) $(LDFLAGS)
 
 # Library: everything but the three mains.
-LIB_SRC := $(wildcard proto/*.c store/*.c backends/*.c) \
+LIB_SRC := $(wildcard proto/*.c store/*.c backends/*.c client/*.c) \
 	$(filter-out broker/main.c,$(wildcard broker/*.c)) \
 	$(filter-out agent/main.c,$(wildcard agent/*.c)) \
 	$(filter-out cli/main.c,$(wildcard cli/*.c))

@@ -700,17 +700,16 @@ agent_config_parse (agent_config_t *config, int argc, char *argv [],
             const char *bad = optind > 0 && optind <= argc
                             ? argv [optind - 1] : "?";
             if (optopt && optopt >= S_OPT_ID)
-                s_err (err, err_len, "%s needs a value (see --help)", bad);
+                s_err (err, err_len, "option %s needs a value", bad);
             else
-                s_err (err, err_len, "unknown option '%s' (see --help)", bad);
-            return -1;
+                s_err (err, err_len, "unknown option '%s'", bad);
+            return -2;
         }
         values [option - S_OPT_ID] = optarg;
     }
     if (optind < argc) {
-        s_err (err, err_len, "unexpected argument '%s' (see --help)",
-               argv [optind]);
-        return -1;
+        s_err (err, err_len, "unexpected argument '%s'", argv [optind]);
+        return -2;
     }
     //  No --config: the system's file when there is one; "none": no file
     const char *file = values [S_OPT_CONFIG - S_OPT_ID];

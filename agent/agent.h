@@ -116,7 +116,8 @@ int agent_config_load (agent_config_t *config, const char *path, char *err,
 //  outlive CONFIG) for a reload. Checks the result (agent_config_check).
 //  Returns
 //  0 to run, 1 when --help or --version was printed to OUT (exit 0), -1
-//  with a sentence in ERR (exit 2).
+//  with a sentence in ERR (exit 2), -2 with a sentence in ERR about a
+//  mistake on the command line (exit 2 after cmdline_usage_sentence).
 int agent_config_parse (agent_config_t *config, int argc, char *argv [],
                         FILE *out, char *err, size_t err_len);
 

@@ -7,6 +7,7 @@
 */
 #include <stdio.h>
 
+#include "../proto/cmdline.h"
 #include "../proto/keys.h"
 #include "../proto/log.h"
 #include "agent.h"
@@ -28,6 +29,9 @@ main (int argc, char *argv [])
     int rc = agent_config_parse (&config, argc, argv, stdout, err,
                                  sizeof (err));
     if (rc != 0) {
+        if (rc == -2)
+            cmdline_usage_sentence (stderr, "gridagent", NULL, err);
+        else
         if (rc < 0)
             fprintf (stderr, "gridagent: %s\n", err);
         agent_config_clear (&config);

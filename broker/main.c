@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <signal.h>
 
+#include "../proto/cmdline.h"
 #include "../proto/conf.h"
 #include "../proto/keys.h"
 #include "../proto/log.h"
@@ -72,13 +73,11 @@ static const char *s_usage =
     "client keys, allowlist, auto_accept, log level and verbose change at\n"
     "once.\n";
 
+//  A mistake on the command line (proto/cmdline.h): exit 2.
 static int
 s_bad (const char *format, const char *value)
 {
-    fprintf (stderr, "gridbroker: ");
-    fprintf (stderr, format, value);
-    fprintf (stderr, "\nrun 'gridbroker --help' for the options\n");
-    return 2;
+    return cmdline_usage_error (stderr, "gridbroker", NULL, format, value);
 }
 
 static int
@@ -445,7 +444,7 @@ s_config_read (broker_config_t *config, int argc, char *argv [],
             return 1;
         }
         if (option == ':' || option == '?')
-            return s_bad (option == ':' ? "%s needs a value"
+            return s_bad (option == ':' ? "option %s needs a value"
                                         : "unknown option '%s'",
                           s_refused (argc, argv));
         if (option == S_OPT_CONFIG)

@@ -91,7 +91,12 @@ typedef enum {
     CLI_CMD_SCHEDULE_PAUSE,   //  schedule pause NAME
     CLI_CMD_SCHEDULE_RESUME,  //  schedule resume NAME
     CLI_CMD_SCHEDULE_DELETE,  //  schedule delete NAME
-    CLI_CMD_SCHEDULE_RUN      //  schedule run NAME
+    CLI_CMD_SCHEDULE_RUN,     //  schedule run NAME
+    CLI_CMD_TOKEN_ADD,        //  token add NAME --role R
+    CLI_CMD_TOKEN_LIST,       //  token list
+    CLI_CMD_TOKEN_REVOKE,     //  token revoke NAME
+    CLI_CMD_METRICS,          //  metrics
+    CLI_CMD_RELAY_LIST        //  relay list
 } cli_command_t;
 
 typedef enum {
@@ -163,6 +168,12 @@ typedef struct {
     const char *overlap;          //  --overlap skip|queue|allow, or NULL
     const char *catch_up;         //  --catch-up one|none, or NULL
     const char *catch_up_window;  //  --catch-up-window D, or NULL
+    //  token add
+    const char *role;             //  --role viewer|operator|admin, or NULL
+    //  job run: the job options that had only job files before
+    const char *limits;           //  --limits SPEC, or NULL
+    int64_t lease_ms;             //  --lease D, 0 when not given
+    int64_t stall_timeout_ms;     //  --stall-timeout D, 0 when not given
 } cli_args_t;
 
 //  Parses ARGC/ARGV (ARGV[0] is the program name) into ARGS, which it
@@ -191,6 +202,7 @@ typedef struct {
     char *broker_key;             //  The file's broker_key, or NULL (owned)
     bool insecure;                //  The config file's insecure
     cli_keys_t keys;              //  Loaded by cli_keys_load (owned)
+    struct _client_t *client;     //  Made by cli_run from the above (owned)
 } cli_settings_t;
 
 //  Merges settings: flags in ARGS win over the config file, the file over

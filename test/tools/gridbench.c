@@ -72,6 +72,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../../client/client.h"
 #include "../../proto/keys.h"
 #include "../../proto/names.h"
 #include "../../proto/proto.h"
@@ -420,7 +421,8 @@ s_cpu_ms (pid_t pid)
 //  Talking to the broker and the swarm
 
 typedef struct {
-    void *socket;               //  DEALER (zsock_t)
+    client_t *client;           //  Its pipeline (client/client.h)
+    void *socket;               //  The client's DEALER (zsock_t), to poll
     pw_t *writer;
     char tag [32];              //  Prefix of request ids
     uint64_t seq;
@@ -430,15 +432,14 @@ static int
 s_peer_open (s_peer_t *peer, const char *endpoint, const char *tag)
 {
     memset (peer, 0, sizeof *peer);
-    peer->socket = zsock_new (ZMQ_DEALER);
-    if (!peer->socket)
+    peer->client = client_new (endpoint);
+    if (!peer->client)
         return -1;
-    zsock_set_sndhwm (peer->socket, 0);
-    zsock_set_rcvhwm (peer->socket, 0);
-    zsock_set_maxmsgsize (peer->socket, -1);
-    zsock_set_linger (peer->socket, 0);
-    if (zsock_connect (peer->socket, "%s", endpoint) != 0) {
-        zsock_destroy ((zsock_t **) &peer->socket);
+    //  Job records of thousands of nodes: no limit on a reply's size
+    client_set_max_frame (peer->client, -1);
+    peer->socket = client_dealer (peer->client);
+    if (!peer->socket) {
+        client_destroy (&peer->client);
         return -1;
     }
     peer->writer = pw_new ();
@@ -446,10 +447,22 @@ s_peer_open (s_peer_t *peer, const char *endpoint, const char *tag)
     return 0;
 }
 
+//  Speaks CURVE with the key pair CERT to the broker whose public key is
+//  BROKER_PUBLIC, on a fresh connection. Returns 0 or -1.
+static int
+s_peer_secure (s_peer_t *peer, zcert_t *cert, const char *broker_public)
+{
+    if (client_set_curve (peer->client, cert, broker_public) != 0)
+        return -1;
+    peer->socket = client_dealer (peer->client);
+    return peer->socket ? 0 : -1;
+}
+
 static void
 s_peer_close (s_peer_t *peer)
 {
-    zsock_destroy ((zsock_t **) &peer->socket);
+    client_destroy (&peer->client);
+    peer->socket = NULL;
     pw_destroy (&peer->writer);
 }
 
@@ -457,10 +470,8 @@ s_peer_close (s_peer_t *peer)
 static int
 s_peer_send (s_peer_t *peer)
 {
-    zmsg_t *msg = zmsg_new ();
-    zmsg_addmem (msg, "", 0);
-    zmsg_addmem (msg, pw_data (peer->writer), pw_size (peer->writer));
-    return zmsg_send (&msg, peer->socket);
+    return client_send (peer->client, pw_data (peer->writer),
+                        pw_size (peer->writer));
 }
 
 //  Receives one reply body, waiting up to TIMEOUT_MS. Returns a decoded
@@ -468,16 +479,7 @@ s_peer_send (s_peer_t *peer)
 static pv_doc_t *
 s_peer_recv (s_peer_t *peer, int timeout_ms)
 {
-    zsock_set_rcvtimeo (peer->socket, timeout_ms);
-    zmsg_t *msg = zmsg_recv (peer->socket);
-    if (!msg)
-        return NULL;
-    zframe_t *body = zmsg_last (msg);
-    pv_doc_t *doc = NULL;
-    if (body)
-        pv_doc_decode (zframe_data (body), zframe_size (body), &doc, NULL, 0);
-    zmsg_destroy (&msg);
-    return doc;
+    return client_recv (peer->client, timeout_ms);
 }
 
 static void
@@ -798,14 +800,10 @@ s_stage_broker (s_stage_t *stage, const s_options_t *options,
     if (stage->broker_pid < 0
         || s_peer_open (&stage->broker, stage->client_ep, "bench") != 0)
         return -1;
-    if (s_security.curve) {
-        zcert_apply (s_security.client, stage->broker.socket);
-        zsock_set_curve_serverkey (stage->broker.socket,
-                                   s_security.broker_public);
-    }
-    //  The socket options apply to connections made from now on
-    zsock_disconnect (stage->broker.socket, "%s", stage->client_ep);
-    zsock_connect (stage->broker.socket, "%s", stage->client_ep);
+    if (s_security.curve
+        && s_peer_secure (&stage->broker, s_security.client,
+                          s_security.broker_public) != 0)
+        return -1;
     //  Up when it answers status
     int64_t deadline = s_now_ms () + 15000;
     while (s_now_ms () < deadline && !s_interrupted
@@ -2758,11 +2756,14 @@ s_queue_measure (const s_options_t *options, s_queue_run_t *run)
         free (ids);
         return;
     }
-    if (s_security.curve) {
-        zcert_apply (s_security.client, side.socket);
-        zsock_set_curve_serverkey (side.socket, s_security.broker_public);
-        zsock_disconnect (side.socket, "%s", stage.client_ep);
-        zsock_connect (side.socket, "%s", stage.client_ep);
+    if (s_security.curve
+        && s_peer_secure (&side, s_security.client,
+                          s_security.broker_public) != 0) {
+        snprintf (run->error, sizeof run->error, "cannot connect to the broker");
+        s_peer_close (&side);
+        s_stage_stop (&stage, true);
+        free (ids);
+        return;
     }
     int64_t deadline = first_ms + 120000 + (int64_t) run->jobs;
     while (!s_interrupted && s_now_ms () < deadline

@@ -1,0 +1,186 @@
+/*  =========================================================================
+    cli - gridcli key: list, accept, reject, delete (admin)
+    =========================================================================
+*/
+#include "cmd.h"
+
+#include <czmq.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../proto/keys.h"
+#include "../proto/proto.h"
+
+
+//  key list: KEY KIND STATUS NODE/ROLE HOSTNAME/NAME SINCE
+static int
+s_render_keys (const pv_t *data, FILE *out)
+{
+    const pv_t *keys = pv_map_get (data, "keys");
+    if (pv_type (keys) != PV_ARRAY)
+        return -2;
+    if (pv_size (keys) == 0) {
+        fprintf (out, "no keys\n");
+        return 0;
+    }
+    const char *headers [] = {
+        "KEY", "KIND", "STATUS", "NODE/ROLE", "HOST/NAME", "SINCE"
+    };
+    cli_table_t *table = cli_table_new (6, true, headers);
+    for (size_t index = 0; index < pv_size (keys); index++) {
+        const pv_t *key = pv_array_at (keys, index);
+        char text [128], kind [32], status [32], who [128], host [256];
+        char since [64];
+        bool client = pv_str_eq (pv_map_get (key, "kind"), "client");
+        const pv_t *when = pv_map_get (key, "accepted_at");
+        if (!when)
+            when = pv_map_get (key, "first_seen");
+        const char *row [] = {
+            cli_field (key, "key", text, sizeof text),
+            cli_field (key, "kind", kind, sizeof kind),
+            cli_field (key, "status", status, sizeof status),
+            cli_field (key, client ? "role" : "node", who, sizeof who),
+            cli_field (key, client ? "name" : "hostname", host, sizeof host),
+            when ? cli_time (when, false, since, sizeof since) : "-"
+        };
+        cli_table_add (table, pv_str_eq (pv_map_get (key, "status"),
+                                         "pending"), row);
+    }
+    cli_table_print (table, out, false);
+    cli_table_destroy (&table);
+    return 0;
+}
+
+//  key accept / reject / delete: one line.
+static int
+s_render_key (const pv_t *data, FILE *out)
+{
+    char key [128], status [64], node [128];
+    if (pv_type (pv_map_get (data, "key")) != PV_STR)
+        return -2;
+    cli_field (data, "key", key, sizeof key);
+    if (pv_map_get (data, "deleted"))
+        snprintf (status, sizeof status, "deleted");
+    else
+        cli_field (data, "status", status, sizeof status);
+    const pv_t *node_value = pv_map_get (data, "node");
+    if (node_value)
+        cli_field (data, "node", node, sizeof node);
+    char *text = cli_printable (key, strlen (key), SIZE_MAX, false);
+    fprintf (out, "key %s %s%s%s%s\n", text, status,
+             node_value ? " (node " : "", node_value ? node : "",
+             node_value ? ")" : "");
+    free (text);
+    return 0;
+}
+
+static const char s_help_key [] =
+"gridcli key - enrol agents' keys, revoke keys (admin role)\n"
+"\n"
+"Usage:\n"
+"  gridcli key list\n"
+"  gridcli key accept NODE|KEY\n"
+"  gridcli key reject NODE|KEY\n"
+"  gridcli key delete NODE|KEY\n"
+"  gridcli keygen [--out DIR] [--name NAME] [--force]\n"
+"\n"
+"A new agent's key waits as pending until an admin accepts it; then the\n"
+"key is bound to the node id it registered with, and no other key may\n"
+"speak for that node. NODE names the key bound to that node (or the one\n"
+"pending key that claims it); KEY is the 40-character public key.\n"
+"\n"
+"key list     KEY KIND STATUS NODE/ROLE HOST/NAME SINCE: agent keys\n"
+"             (pending rows marked !) and the client keys of the\n"
+"             broker's config with their roles\n"
+"key accept   enrol a pending key (a KEY never seen before is enrolled\n"
+"             ahead of its agent); a client key revoked by key reject\n"
+"             may connect again\n"
+"key reject   refuse the key, now and at every later connection; its node\n"
+"             goes offline\n"
+"key delete   forget the key: its node goes offline and the next key\n"
+"             that says hello for it waits as pending (a rebuilt host)\n"
+"keygen       write this client's key pair and print its public key\n"
+"\n"
+"Global options and exit codes: gridcli --help. See docs/SECURITY.md.\n"
+"\n"
+"Examples:\n"
+"  gridcli key list\n"
+"  gridcli key accept web-01\n";
+
+//  ---------------------------------------------------------------------
+//  Checks and requests
+
+static int
+s_check (cli_args_t *args, char *err, size_t err_len)
+{
+    if (!args->id)
+        return cli_fail (err, err_len, "%s needs a node id or a public key "
+                         "(see gridcli key list)",
+                         cli_command_name (args->command));
+    if (!keys_z85_valid (args->id) && !name_valid (args->id))
+        return cli_fail (err, err_len, "'%s' is neither a node id nor a "
+                         "public key (40 characters of Z85)", args->id);
+    return 0;
+}
+
+static int
+s_build_list (const cli_args_t *args, const job_spec_t *file_spec,
+              const char *id, pw_t *writer, job_errors_t *errors)
+{
+    proto_request_begin (writer, "key.list", id, 0);
+    return 0;
+}
+
+//  key.TYPE of a key, or of the key bound to a node
+static void
+s_build_key (const cli_args_t *args, const char *type, const char *id,
+             pw_t *writer)
+{
+    proto_request_begin (writer, type, id, 1);
+    pw_str (writer, keys_z85_valid (args->id) ? "key" : "node");
+    pw_str (writer, args->id);
+}
+
+static int
+s_build_accept (const cli_args_t *args, const job_spec_t *file_spec,
+                const char *id, pw_t *writer, job_errors_t *errors)
+{
+    s_build_key (args, "key.accept", id, writer);
+    return 0;
+}
+
+static int
+s_build_reject (const cli_args_t *args, const job_spec_t *file_spec,
+                const char *id, pw_t *writer, job_errors_t *errors)
+{
+    s_build_key (args, "key.reject", id, writer);
+    return 0;
+}
+
+static int
+s_build_delete (const cli_args_t *args, const job_spec_t *file_spec,
+                const char *id, pw_t *writer, job_errors_t *errors)
+{
+    s_build_key (args, "key.delete", id, writer);
+    return 0;
+}
+
+static const cli_cmd_t s_cmds [] = {
+    {.name = "list", .command = CLI_CMD_KEY_LIST, .build = s_build_list,
+     .render = s_render_keys},
+    {.name = "accept", .command = CLI_CMD_KEY_ACCEPT,
+     .args = CLI_ARG_ID | CLI_ARG_KEY, .check = s_check,
+     .build = s_build_accept, .render = s_render_key},
+    {.name = "reject", .command = CLI_CMD_KEY_REJECT,
+     .args = CLI_ARG_ID | CLI_ARG_KEY, .check = s_check,
+     .build = s_build_reject, .render = s_render_key},
+    {.name = "delete", .command = CLI_CMD_KEY_DELETE,
+     .args = CLI_ARG_ID | CLI_ARG_KEY, .check = s_check,
+     .build = s_build_delete, .render = s_render_key},
+    {.command = CLI_CMD_NONE}
+};
+
+const cli_topic_t cli_topic_key = {"key", s_help_key, s_cmds};
