@@ -2,16 +2,19 @@
     cli - gridcli: argument parsing, requests, transport, rendering
 
     gridcli is the operator's command line. It turns argv into a plain
-    cli_args_t (a pure parser that reports problems as sentences), resolves
-    the broker endpoint and output settings from flags, environment and a
-    YAML config file, builds one client API request (proto/PROTOCOL.md)
-    with pw, sends it on a ZeroMQ REQ socket with the Lazy Pirate pattern
-    (same client request id on every try, so the broker deduplicates), and
+    cli_args_t (a pure parser over getopt_long that reports problems as
+    sentences), resolves the broker endpoint and output settings from
+    flags, environment and a YAML config file, builds one client API
+    request (proto/PROTOCOL.md) with pw, sends it through the client
+    library (client/client.h: a REQ socket, Lazy Pirate retries with the
+    same client request id on every try, so the broker deduplicates), and
     renders the reply's data as aligned tables or as JSON.
 
     The parts are kept apart so each can be tested alone: parsing and
     settings touch no socket, request building writes bytes only, rendering
-    reads a decoded pv_t and writes to a FILE *. docs/CLI.md is the
+    reads a decoded pv_t and writes to a FILE *. Each command is a row of
+    the table in cmd.h, kept with its topic's help, options, request and
+    renderer in cli/cmd_<topic>.c (docs/DESIGN.md). docs/CLI.md is the
     operator's reference; cli_print_help prints the same contract.
 
     Exit codes are the program's public interface (scripts branch on them):

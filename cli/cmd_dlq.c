@@ -13,7 +13,6 @@
 
 #include "../proto/proto.h"
 
-
 //  The first line of TEXT, printable and cut to WIDTH.
 static char *
 s_first_line (const pv_t *text, size_t width)
@@ -80,8 +79,8 @@ s_render_dlq_entry (const pv_t *data, FILE *out)
         if (pv_map_get (data, fields [index]))
             cli_print_field (out, fields [index],
                              cli_field (data, fields [index], buf, sizeof buf));
-    cli_print_field (out, "time", cli_time (pv_map_get (data, "time"), false, buf,
-                                            sizeof buf));
+    cli_print_field (out, "time", cli_time (pv_map_get (data, "time"), false,
+                                            buf, sizeof buf));
     static const char *texts [] = {"error", "output"};
     for (size_t index = 0; index < 2; index++) {
         size_t len = 0;

@@ -13,7 +13,6 @@
 
 #include "../proto/proto.h"
 
-
 #define S_MIN_PRIORITY -100
 #define S_MAX_PRIORITY 100
 #define S_WAIT_FIRST_MS 250      //  First --wait poll interval
@@ -32,7 +31,8 @@ static const char *s_job_statuses [] = {
 enum {
     S_OPT_WAIT = CLI_OPT_COMMAND, S_OPT_CHECK, S_OPT_TARGET, S_OPT_TIMEOUT,
     S_OPT_JOB_TIMEOUT, S_OPT_RETRIES, S_OPT_STRATEGY, S_OPT_PRIORITY,
-    S_OPT_BATCH, S_OPT_MAX_FAILURES, S_OPT_CANARY,
+    S_OPT_BATCH, S_OPT_MAX_FAILURES, S_OPT_CANARY, S_OPT_LIMITS, S_OPT_LEASE,
+    S_OPT_STALL_TIMEOUT,
     //  Of the other job commands
     S_OPT_STATUS = CLI_OPT_COMMAND + 40, S_OPT_LIMIT, S_OPT_SCHEDULE,
     S_OPT_FAILED_ONLY, S_OPT_REASON, S_OPT_NODE, S_OPT_STEP, S_OPT_STDERR
@@ -52,8 +52,60 @@ const struct option cli_run_options [] = {
     {"batch", required_argument, NULL, S_OPT_BATCH},
     {"max-failures", required_argument, NULL, S_OPT_MAX_FAILURES},
     {"canary", required_argument, NULL, S_OPT_CANARY},
+    {"limits", required_argument, NULL, S_OPT_LIMITS},
+    {"lease", required_argument, NULL, S_OPT_LEASE},
+    {"stall-timeout", required_argument, NULL, S_OPT_STALL_TIMEOUT},
     {NULL, 0, NULL, 0}
 };
+
+//  Reads the first PATTERN=N of TEXT (up to a comma or the end) into
+//  PATTERN and *MAX_P. Returns where the next one starts, or NULL when
+//  it is not one.
+static const char *
+s_limit_next (const char *text, char *pattern, size_t pattern_len,
+              int *max_p)
+{
+    const char *end = strchr (text, ',');
+    size_t len = end ? (size_t) (end - text) : strlen (text);
+    const char *equals = memchr (text, '=', len);
+    if (!equals || (size_t) (equals - text) >= pattern_len)
+        return NULL;
+    memcpy (pattern, text, (size_t) (equals - text));
+    pattern [equals - text] = 0;
+    char number [16];
+    size_t number_len = len - (size_t) (equals - text) - 1;
+    if (number_len == 0 || number_len >= sizeof number)
+        return NULL;
+    memcpy (number, equals + 1, number_len);
+    number [number_len] = 0;
+    if (!job_limit_pattern_valid (pattern)
+        || cli_parse_int (number, 1, 1000000, max_p))
+        return NULL;
+    return end ? end + 1 : text + len;
+}
+
+//  --limits PATTERN=N[,PATTERN=N...]: a job's own concurrency limits
+static int
+s_limits_check (const char *text, char *err, size_t err_len)
+{
+    size_t count = 0;
+    const char *cursor = text;
+    while (*cursor) {
+        char pattern [NAME_MAX_LEN * 2 + 2];
+        int max = 0;
+        cursor = s_limit_next (cursor, pattern, sizeof pattern, &max);
+        if (!cursor || ++count > JOB_MAX_LIMITS)
+            return cli_fail (err, err_len, "--limits must be up to %d "
+                             "BACKEND.ACTION=N separated by commas (either "
+                             "part may be *, N at least 1), e.g. "
+                             "apt.install=2,rke2.*=1; not '%s'",
+                             JOB_MAX_LIMITS, text);
+    }
+    if (count == 0)
+        return cli_fail (err, err_len, "--limits needs BACKEND.ACTION=N, "
+                         "e.g. apt.install=2");
+    return 0;
+}
 
 int
 cli_run_option (cli_args_t *args, int option, const char *value, char *err,
@@ -119,6 +171,23 @@ cli_run_option (cli_args_t *args, int option, const char *value, char *err,
                                  JOB_MAX_BATCH, value);
             args->canary = (uint32_t) canary;
             return 0;
+        case S_OPT_LIMITS:
+            if (s_limits_check (value, err, err_len))
+                return -1;
+            args->limits = value;
+            return 0;
+        case S_OPT_LEASE:
+            if (cli_opt_duration ("--lease", value, &args->lease_ms, err,
+                                  err_len))
+                return -1;
+            if (args->lease_ms < JOB_MIN_LEASE_MS
+                || args->lease_ms > JOB_MAX_LEASE_MS)
+                return cli_fail (err, err_len, "--lease must be from %dms "
+                                 "to 1d, not '%s'", JOB_MIN_LEASE_MS, value);
+            return 0;
+        case S_OPT_STALL_TIMEOUT:
+            return cli_opt_duration ("--stall-timeout", value,
+                                     &args->stall_timeout_ms, err, err_len);
         default:
             return cli_fail (err, err_len, "unknown option");
     }
@@ -129,7 +198,8 @@ cli_job_inline_given (const cli_args_t *args)
 {
     return args->target_text || args->backend || args->param_count
         || args->task_timeout_ms || args->retries >= 0 || args->strategy
-        || args->priority_given || args->job_timeout_ms;
+        || args->priority_given || args->job_timeout_ms || args->limits
+        || args->lease_ms || args->stall_timeout_ms;
 }
 
 static int
@@ -273,7 +343,10 @@ cli_job_write (const cli_args_t *args, pw_t *writer)
                   + (args->priority_given ? 1 : 0)
                   + (args->batch.set ? 1 : 0)
                   + (args->max_failures.set ? 1 : 0)
-                  + (args->canary ? 1 : 0);
+                  + (args->canary ? 1 : 0)
+                  + (args->limits ? 1 : 0)
+                  + (args->lease_ms ? 1 : 0)
+                  + (args->stall_timeout_ms ? 1 : 0);
     pw_map (writer, fields);
     pw_str (writer, "target");
     s_write_target (writer, &args->target);
@@ -331,6 +404,28 @@ cli_job_write (const cli_args_t *args, pw_t *writer)
     if (args->canary) {
         pw_str (writer, "canary");
         pw_int (writer, args->canary);
+    }
+    if (args->limits) {
+        size_t count = 0;
+        char pattern [NAME_MAX_LEN * 2 + 2];
+        int max = 0;
+        for (const char *cursor = args->limits; cursor && *cursor; count++)
+            cursor = s_limit_next (cursor, pattern, sizeof pattern, &max);
+        pw_str (writer, "limits");
+        pw_map (writer, count);
+        for (const char *cursor = args->limits; cursor && *cursor;) {
+            cursor = s_limit_next (cursor, pattern, sizeof pattern, &max);
+            pw_str (writer, pattern);
+            pw_int (writer, max);
+        }
+    }
+    if (args->lease_ms) {
+        pw_str (writer, "lease_ms");
+        pw_int (writer, args->lease_ms);
+    }
+    if (args->stall_timeout_ms) {
+        pw_str (writer, "stall_timeout");
+        s_write_duration (writer, args->stall_timeout_ms);
     }
 }
 
@@ -501,7 +596,8 @@ s_render_submitted (const pv_t *data, FILE *out)
     cli_field (data, "job", job, sizeof job);
     cli_field (data, "status", status, sizeof status);
     char *job_text = cli_printable (job, strlen (job), SIZE_MAX, false);
-    char *status_text = cli_printable (status, strlen (status), SIZE_MAX, false);
+    char *status_text = cli_printable (status, strlen (status), SIZE_MAX,
+                                       false);
     fprintf (out, "job %s submitted (%s)\n", job_text, status_text);
     fprintf (out, "follow it with: gridcli job status %s\n", job_text);
     free (job_text);
@@ -518,7 +614,8 @@ s_render_cancelled (const pv_t *data, FILE *out)
     cli_field (data, "job", job, sizeof job);
     cli_field (data, "status", status, sizeof status);
     char *job_text = cli_printable (job, strlen (job), SIZE_MAX, false);
-    char *status_text = cli_printable (status, strlen (status), SIZE_MAX, false);
+    char *status_text = cli_printable (status, strlen (status), SIZE_MAX,
+                                       false);
     fprintf (out, "job %s %s\n", job_text, status_text);
     free (job_text);
     free (status_text);
@@ -972,8 +1069,8 @@ s_output_cell (const cli_settings_t *settings, const cli_args_t *args,
     if (rc == CLI_EXIT_OK && !args->step_given) {
         const pv_t *results = pv_map_get (record, "results");
         *step_p = -1;
-        for (int64_t step = cli_step_count (record) - 1; step >= 0 && *step_p < 0;
-             step--) {
+        for (int64_t step = cli_step_count (record) - 1;
+             step >= 0 && *step_p < 0; step--) {
             char key [24];
             snprintf (key, sizeof key, "%" PRId64, step);
             const pv_t *cell = pv_map_get (pv_map_get (results, key), node);
@@ -1120,7 +1217,15 @@ static const char s_help_job [] =
 "                      continue)\n"
 "  --canary N          the first batch is N nodes, whatever --batch says\n"
 "                      (--batch, --max-failures and --canary also go with\n"
-"                      -f FILE, over what the file says)\n""  --check             a dry run (job.check): the nodes it would run on,\n"
+"                      -f FILE, over what the file says)\n"
+"  --limits P=N[,P=N]  the job's own concurrency limits, lower than the\n"
+"                      broker's: P is BACKEND.ACTION (either part may be\n"
+"                      *), N how many of its steps run at once\n"
+"  --lease D           an any job's lease on a node (100ms to 1d; default\n"
+"                      the broker's)\n"
+"  --stall-timeout D   a running task the broker hears nothing of for D\n"
+"                      reads timeout\n"
+"  --check             a dry run (job.check): the nodes it would run on,\n"
 "                      those it would not and why (offline, drained,\n"
 "                      lacking the action), the plan (phases or DAG\n"
 "                      order) and the batches, every param checked; runs\n"

@@ -14,7 +14,6 @@
 #include "../proto/keys.h"
 #include "../proto/proto.h"
 
-
 //  key list: KEY KIND STATUS NODE/ROLE HOSTNAME/NAME SINCE
 static int
 s_render_keys (const pv_t *data, FILE *out)

@@ -13,7 +13,6 @@
 
 #include "../proto/proto.h"
 
-
 static int
 s_render_node_state (const pv_t *data, FILE *out)
 {
@@ -23,11 +22,13 @@ s_render_node_state (const pv_t *data, FILE *out)
     cli_field (data, "id", id, sizeof id);
     cli_field (data, "status", status, sizeof status);
     char *id_text = cli_printable (id, strlen (id), SIZE_MAX, false);
-    char *status_text = cli_printable (status, strlen (status), SIZE_MAX, false);
+    char *status_text = cli_printable (status, strlen (status), SIZE_MAX,
+                                       false);
     bool drained = false;
     pv_get_bool (pv_map_get (data, "drained"), &drained);
     fprintf (out, "node %s %s%s\n", id_text, status_text,
-             drained ? " (takes no new jobs; gridcli node resume ends it)" : "");
+             drained ? " (takes no new jobs; gridcli node resume ends it)"
+                     : "");
     free (id_text);
     free (status_text);
     return 0;
@@ -83,21 +84,28 @@ s_render_node_info (const pv_t *data, FILE *out)
     cli_print_field (out, "id", cli_field (data, "id", buf, sizeof buf));
     cli_print_field (out, "hostname",
                      cli_field (data, "hostname", buf, sizeof buf));
-    cli_print_field (out, "status", cli_field (data, "status", buf, sizeof buf));
+    cli_print_field (out, "status",
+                     cli_field (data, "status", buf, sizeof buf));
     char *joined = cli_join (pv_map_get (data, "groups"));
     cli_print_field (out, "groups", joined);
     free (joined);
     joined = cli_join (pv_map_get (data, "labels"));
     cli_print_field (out, "labels", joined);
     free (joined);
-    cli_print_field (out, "version", cli_field (data, "version", buf, sizeof buf));
+    cli_print_field (out, "version",
+                     cli_field (data, "version", buf, sizeof buf));
     cli_print_field (out, "concurrency",
                      cli_field (data, "concurrency", buf, sizeof buf));
-    cli_print_field (out, "running", cli_field (data, "running", buf, sizeof buf));
+    cli_print_field (out, "running",
+                     cli_field (data, "running", buf, sizeof buf));
     cli_print_field (out, "registered", cli_time (pv_map_get (data,
                        "registered_at"), false, buf, sizeof buf));
     cli_print_field (out, "last seen", cli_time (pv_map_get (data, "last_seen"),
                        false, buf, sizeof buf));
+    //  A node that came through a gridrelay
+    if (pv_map_get (data, "relay"))
+        cli_print_field (out, "relay",
+                         cli_field (data, "relay", buf, sizeof buf));
     const pv_t *duplicate = pv_map_get (data, "duplicate");
     if (duplicate) {
         //  Second agents refused this node (duplicate_node)
@@ -169,10 +177,12 @@ s_render_node_workers (const pv_t *data, FILE *out)
         return -2;
     char buf [256];
     cli_print_field (out, "node", cli_field (data, "node", buf, sizeof buf));
-    cli_print_field (out, "status", cli_field (data, "status", buf, sizeof buf));
+    cli_print_field (out, "status",
+                     cli_field (data, "status", buf, sizeof buf));
     snprintf (buf, sizeof buf, "%" PRId64 " running, %" PRId64
               " queued (heartbeat), %" PRId64 " slots",
-              cli_field_int (data, "running", 0), cli_field_int (data, "queued", 0),
+              cli_field_int (data, "running", 0),
+              cli_field_int (data, "queued", 0),
               cli_field_int (data, "concurrency", 0));
     cli_print_field (out, "load", buf);
     char *text = cli_counters (pv_map_get (data, "counters"));

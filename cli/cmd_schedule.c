@@ -14,7 +14,6 @@
 #include "../proto/cron.h"
 #include "../proto/proto.h"
 
-
 //  Options of schedule add that job run does not have (it takes job run's
 //  too: cli_run_options)
 enum {
@@ -150,7 +149,8 @@ s_render_schedule (const pv_t *data, FILE *out)
     pv_get_bool (pv_map_get (data, "paused"), &paused);
     cli_header_line (out, "name", cli_field (data, "name", buf, sizeof buf));
     cli_header_line (out, "when", s_schedule_when (data, buf, sizeof buf));
-    cli_header_line (out, "target", cli_field (data, "target", buf, sizeof buf));
+    cli_header_line (out, "target",
+                     cli_field (data, "target", buf, sizeof buf));
     cli_header_line (out, "state", paused ? "paused" : "active");
     cli_header_line (out, "overlap", cli_field (data, "overlap", buf,
                                                 sizeof buf));
@@ -179,7 +179,8 @@ s_render_schedule (const pv_t *data, FILE *out)
                                                         buf, sizeof buf)
                                              : "-");
     snprintf (buf, sizeof buf, "%" PRId64 " started, %" PRId64 " skipped",
-              cli_field_int (data, "runs", 0), cli_field_int (data, "skipped", 0));
+              cli_field_int (data, "runs", 0),
+              cli_field_int (data, "skipped", 0));
     cli_header_line (out, "runs", buf);
     return 0;
 }

@@ -13,7 +13,6 @@
 
 #include "../proto/proto.h"
 
-
 static int
 s_render_broker_state (const pv_t *data, FILE *out)
 {
@@ -72,9 +71,11 @@ static int
 s_render_status (const pv_t *data, FILE *out)
 {
     char buf [256];
-    cli_print_field (out, "version", cli_field (data, "version", buf, sizeof buf));
+    cli_print_field (out, "version",
+                     cli_field (data, "version", buf, sizeof buf));
     if (pv_map_get (data, "state"))
-        cli_print_field (out, "state", cli_field (data, "state", buf, sizeof buf));
+        cli_print_field (out, "state",
+                         cli_field (data, "state", buf, sizeof buf));
     int64_t uptime_ms = cli_field_int (data, "uptime_ms", -1);
     cli_print_field (out, "uptime", cli_human_ms (uptime_ms, buf, sizeof buf));
     const char *groups [] = { "nodes", "jobs", "queue", "dropped" };

@@ -6,7 +6,6 @@
 
 #include <string.h>
 
-
 //  gridcli --help
 static const char s_help_main [] =
 "gridcli - run actions on grid nodes; inspect jobs, nodes and the broker\n"
@@ -56,7 +55,14 @@ static const char s_help_main [] =
 "  schedule list | show NAME | pause NAME | resume NAME | delete NAME\n"
 "  schedule run NAME     start one run now\n"
 "  status                broker version, uptime, node and job counts, store\n"
-"  help [job|node|broker|key|dlq|queue|schedule|status]\n"
+"  metrics               the broker's figures, Prometheus text format\n"
+"  relay list            the relays and the agents they carry\n"
+"  token add NAME --role R\n"
+"                        a bearer token for the HTTP API, shown only once\n"
+"                        (admin)\n"
+"  token list | revoke NAME\n"
+"                        the tokens (never their values); refuse one\n"
+"  help [job|node|broker|key|dlq|queue|schedule|status|token|metrics|relay]\n"
 "                        this help, or a command's (also -h, --help,\n"
 "                        and COMMAND --help, e.g. gridcli job --help)\n"
 "\n"
@@ -102,6 +108,10 @@ static const char s_help_main [] =
 "  --batch N|P%          roll through the nodes N (or P% of them) at a time\n"
 "  --max-failures N|P%   failed nodes allowed before no new batch starts\n"
 "  --canary N            the first batch is N nodes\n"
+"  --limits P=N[,P=N]    the job's own concurrency limits (P is\n"
+"                        BACKEND.ACTION, either part may be *)\n"
+"  --lease D             an any job's lease on a node\n"
+"  --stall-timeout D     a task silent for D reads timeout\n"
 "  --check               a dry run: the nodes, the plan and the batches;\n"
 "                        runs nothing\n"
 "\n"
@@ -140,7 +150,8 @@ static const char s_help_main [] =
 //  The topics, in the order of the help
 const cli_topic_t *const cli_topics [] = {
     &cli_topic_job, &cli_topic_node, &cli_topic_broker, &cli_topic_key,
-    &cli_topic_dlq, &cli_topic_queue, &cli_topic_schedule, &cli_topic_status
+    &cli_topic_dlq, &cli_topic_queue, &cli_topic_schedule, &cli_topic_status,
+    &cli_topic_token, &cli_topic_metrics, &cli_topic_relay
 };
 const size_t cli_topic_count = sizeof cli_topics / sizeof cli_topics [0];
 

@@ -24,7 +24,6 @@
 
 #include "../proto/keys.h"
 
-
 int
 cli_fail (char *err, size_t err_len, const char *format, ...)
 {

@@ -13,7 +13,6 @@
 
 #include "../proto/proto.h"
 
-
 //  Display columns of LEN bytes of UTF-8: one per character.
 size_t
 cli_columns (const char *text, size_t len)

@@ -13,7 +13,6 @@
 
 #include "../proto/proto.h"
 
-
 static const char *s_final_job [] = {
     "completed", "partial_failure", "failed", "cancelled", NULL
 };
@@ -412,10 +411,12 @@ cli_render_job (const pv_t *record, FILE *out, bool color)
     if (pv_size (idempotency_key))
         cli_header_line (out, "key", cli_scalar (idempotency_key, buf,
                                                  sizeof buf));
-    cli_header_line (out, "created", cli_time (pv_map_get (record, "created_at"),
-                       false, buf, sizeof buf));
-    cli_header_line (out, "updated", cli_time (pv_map_get (record, "updated_at"),
-                       false, buf, sizeof buf));
+    cli_header_line (out, "created",
+                     cli_time (pv_map_get (record, "created_at"), false, buf,
+                               sizeof buf));
+    cli_header_line (out, "updated",
+                     cli_time (pv_map_get (record, "updated_at"), false, buf,
+                               sizeof buf));
     const pv_t *reason = pv_map_get (record, "reason");
     if (pv_size (reason))
         cli_header_line (out, "reason", cli_scalar (reason, buf, sizeof buf));
@@ -535,7 +536,8 @@ cli_render_check (const pv_t *data, FILE *out)
         || pv_type (plan) != PV_ARRAY || pv_type (batches) != PV_ARRAY)
         return -2;
     char buf [1024];
-    cli_header_line (out, "target", cli_field (data, "target", buf, sizeof buf));
+    cli_header_line (out, "target",
+                     cli_field (data, "target", buf, sizeof buf));
     cli_header_line (out, "strategy",
                      cli_field (data, "strategy", buf, sizeof buf));
     char *list = cli_join (nodes);
@@ -577,7 +579,8 @@ cli_render_check (const pv_t *data, FILE *out)
         const pv_t *item = pv_array_at (plan, index);
         char step [32], phase [48], name [80], task [160], condition [32];
         char needs [512] = "-";
-        snprintf (step, sizeof step, "%" PRId64, cli_field_int (item, "step", 0));
+        snprintf (step, sizeof step, "%" PRId64,
+                  cli_field_int (item, "step", 0));
         int64_t sub = cli_field_int (item, "sub", -1);
         if (sub >= 0)
             snprintf (phase, sizeof phase, "%" PRId64 ".%" PRId64,
@@ -628,7 +631,8 @@ cli_task_progress_format (const pv_t *task, char *buf, size_t buf_len)
     cli_field (task, "node", node, sizeof node);
     int64_t percent = cli_field_int (task, "percent", -1);
     const char *text = pv_map_get (task, "message")
-                           ? cli_field (task, "message", message, sizeof message)
+                           ? cli_field (task, "message", message,
+                                        sizeof message)
                            : cli_field (task, "kind", kind, sizeof kind);
     if (percent >= 0)
         snprintf (buf, buf_len, "%s %" PRId64 "%%%s%s", node, percent,

@@ -18,7 +18,6 @@
 #define GRID_VERSION "0.0.0-dev"
 #endif
 
-
 static int
 s_settings_load (const char *path, cli_settings_t *settings, char *err,
                  size_t err_len)

@@ -2258,6 +2258,376 @@ s_setup (void **state)
     return mkdtemp (s_dir) ? 0 : -1;
 }
 
+//  ---------------------------------------------------------------------
+//  token, metrics, relay: parsing, requests, and rendering of canned
+//  replies shaped as PROTOCOL.md 5.1 says
+
+//  The request the command line ARGS builds, decoded; asserts its type.
+static pv_doc_t *
+s_request_of (const char *type, ...)
+{
+    char *argv [32];
+    int argc = 0;
+    argv [argc++] = "gridcli";
+    va_list list;
+    va_start (list, type);
+    char *word;
+    while ((word = va_arg (list, char *)) && argc < 31)
+        argv [argc++] = word;
+    va_end (list);
+    argv [argc] = NULL;
+    cli_args_t args;
+    char err [512] = "";
+    int rc = cli_args_parse (&args, argc, argv, err, sizeof err);
+    if (rc != 0)
+        fprintf (stderr, "parse: %s\n", err);
+    assert_int_equal (rc, 0);
+    pw_t *writer = pw_new ();
+    assert_int_equal (cli_request_build (&args, NULL, "r1", writer, NULL), 0);
+    pv_doc_t *doc = s_decode (writer);
+    pw_destroy (&writer);
+    cli_args_clear (&args);
+    assert_true (pv_str_eq (pv_map_get (pv_doc_root (doc), "type"), type));
+    return doc;
+}
+
+//  Renders DATA (the bytes in W) as COMMAND's table into a new string.
+static char *
+s_render_text (cli_command_t command, pw_t *w, int expect_rc)
+{
+    pv_doc_t *doc = s_decode (w);
+    s_capture_t out;
+    s_capture_open (&out);
+    assert_int_equal (cli_render (command, pv_doc_root (doc),
+                                  CLI_OUTPUT_TABLE, out.file), expect_rc);
+    s_capture_close (&out);
+    pv_doc_destroy (&doc);
+    return out.text;
+}
+
+static void
+test_cli_token_commands (void **state)
+{
+    cli_args_t args;
+    char err [512];
+    //  Parsing: a name and a role are needed, the role is one of three
+    assert_int_equal (s_parse (&args, err, sizeof err, "token", "add", "ci",
+                               NULL), -1);
+    assert_non_null (strstr (err, "--role"));
+    cli_args_clear (&args);
+    assert_int_equal (s_parse (&args, err, sizeof err, "token", "add", "ci",
+                               "--role", "root", NULL), -1);
+    assert_non_null (strstr (err, "viewer, operator or admin"));
+    cli_args_clear (&args);
+    assert_int_equal (s_parse (&args, err, sizeof err, "token", "add",
+                               "c/i", "--role", "admin", NULL), -1);
+    assert_non_null (strstr (err, "not a token name"));
+    cli_args_clear (&args);
+    assert_int_equal (s_parse (&args, err, sizeof err, "token", "revoke",
+                               NULL), -1);
+    assert_non_null (strstr (err, "needs a token name"));
+    cli_args_clear (&args);
+    assert_int_equal (s_parse (&args, err, sizeof err, "token", "drop",
+                               NULL), -1);
+    assert_non_null (strstr (err, "add, list, revoke"));
+    cli_args_clear (&args);
+
+    //  Requests
+    pv_doc_t *doc = s_request_of ("token.add", "token", "add", "ci",
+                                  "--role=operator", NULL);
+    assert_true (pv_str_eq (pv_map_get (pv_doc_root (doc), "name"), "ci"));
+    assert_true (pv_str_eq (pv_map_get (pv_doc_root (doc), "role"),
+                            "operator"));
+    pv_doc_destroy (&doc);
+    doc = s_request_of ("token.list", "token", "list", NULL);
+    assert_int_equal (pv_size (pv_doc_root (doc)), 3);
+    pv_doc_destroy (&doc);
+    doc = s_request_of ("token.revoke", "token", "revoke", "ci", NULL);
+    assert_true (pv_str_eq (pv_map_get (pv_doc_root (doc), "name"), "ci"));
+    pv_doc_destroy (&doc);
+
+    //  token.add: the token once, and that it cannot be shown again
+    pw_t *w = pw_new ();
+    pw_map (w, 4);
+    pw_str (w, "name");
+    pw_str (w, "ci");
+    pw_str (w, "role");
+    pw_str (w, "operator");
+    pw_str (w, "token");
+    pw_str (w, "gt_4f2c9a\x1b[2Jrest");
+    pw_str (w, "created");
+    pw_str (w, "2026-11-27T05:00:01.000Z");
+    char *text = s_render_text (CLI_CMD_TOKEN_ADD, w, 0);
+    assert_non_null (strstr (text, "token ci added (role operator, "
+                                   "2026-11-27 05:00:01)"));
+    //  Control characters never reach the terminal
+    assert_non_null (strstr (text, "  gt_4f2c9a?[2Jrest\n"));
+    assert_non_null (strstr (text, "cannot show it again"));
+    assert_non_null (strstr (text, "gridcli token revoke ci"));
+    free (text);
+    //  No token in the reply: malformed
+    pw_reset (w);
+    pw_map (w, 1);
+    pw_str (w, "name");
+    pw_str (w, "ci");
+    free (s_render_text (CLI_CMD_TOKEN_ADD, w, -2));
+
+    //  token.list
+    pw_reset (w);
+    pw_map (w, 1);
+    pw_str (w, "tokens");
+    pw_array (w, 2);
+    pw_map (w, 4);
+    pw_str (w, "name");
+    pw_str (w, "ci");
+    pw_str (w, "role");
+    pw_str (w, "operator");
+    pw_str (w, "created");
+    pw_str (w, "2026-11-27T05:00:01.000Z");
+    pw_str (w, "last_used");
+    pw_str (w, "2026-11-27T06:10:00.000Z");
+    pw_map (w, 3);
+    pw_str (w, "name");
+    pw_str (w, "dashboard");
+    pw_str (w, "role");
+    pw_str (w, "viewer");
+    pw_str (w, "created");
+    pw_str (w, "2026-11-27T05:02:00.000Z");
+    text = s_render_text (CLI_CMD_TOKEN_LIST, w, 0);
+    assert_string_equal (text,
+        "NAME       ROLE      CREATED              LAST-USED\n"
+        "ci         operator  2026-11-27 05:00:01  2026-11-27 06:10:00\n"
+        "dashboard  viewer    2026-11-27 05:02:00  -\n");
+    //  The tokens themselves never appear in a list
+    assert_null (strstr (text, "gt_"));
+    free (text);
+    pw_reset (w);
+    pw_map (w, 1);
+    pw_str (w, "tokens");
+    pw_array (w, 0);
+    text = s_render_text (CLI_CMD_TOKEN_LIST, w, 0);
+    assert_non_null (strstr (text, "no tokens"));
+    free (text);
+    pw_reset (w);
+    pw_map (w, 1);
+    pw_str (w, "tokens");
+    pw_str (w, "none");
+    free (s_render_text (CLI_CMD_TOKEN_LIST, w, -2));
+
+    //  token.revoke
+    pw_reset (w);
+    pw_map (w, 2);
+    pw_str (w, "name");
+    pw_str (w, "ci");
+    pw_str (w, "revoked");
+    pw_bool (w, true);
+    text = s_render_text (CLI_CMD_TOKEN_REVOKE, w, 0);
+    assert_string_equal (text, "token ci revoked\n");
+    free (text);
+    pw_destroy (&w);
+}
+
+static void
+test_cli_metrics_command (void **state)
+{
+    cli_args_t args;
+    char err [512];
+    assert_int_equal (s_parse (&args, err, sizeof err, "metrics", "now",
+                               NULL), -1);
+    assert_non_null (strstr (err, "unexpected argument 'now'"));
+    cli_args_clear (&args);
+    pv_doc_t *doc = s_request_of ("metrics.get", "metrics", NULL);
+    pv_doc_destroy (&doc);
+
+    //  The text as it is, control characters but line breaks and tabs
+    //  made harmless; a missing last newline is added
+    pw_t *w = pw_new ();
+    pw_map (w, 1);
+    pw_str (w, "text");
+    pw_str (w, "# HELP grid_nodes Nodes by status.\n"
+               "# TYPE grid_nodes gauge\n"
+               "grid_nodes{status=\"online\"} 3\n"
+               "grid_jobs_total\t7\x07");
+    char *text = s_render_text (CLI_CMD_METRICS, w, 0);
+    assert_string_equal (text, "# HELP grid_nodes Nodes by status.\n"
+                               "# TYPE grid_nodes gauge\n"
+                               "grid_nodes{status=\"online\"} 3\n"
+                               "grid_jobs_total\t7?\n");
+    free (text);
+    pw_reset (w);
+    pw_map (w, 1);
+    pw_str (w, "text");
+    pw_int (w, 3);
+    free (s_render_text (CLI_CMD_METRICS, w, -2));
+    pw_destroy (&w);
+}
+
+static void
+test_cli_relay_command (void **state)
+{
+    pv_doc_t *doc = s_request_of ("relay.list", "relay", "list", NULL);
+    pv_doc_destroy (&doc);
+
+    pw_t *w = pw_new ();
+    pw_map (w, 1);
+    pw_str (w, "relays");
+    pw_array (w, 2);
+    pw_map (w, 5);
+    pw_str (w, "name");
+    pw_str (w, "rack-1");
+    pw_str (w, "key");
+    pw_str (w, "Yne@$w-vo<fVvi]a<NY6T1ed:M$fCG*[IaLV{hID");
+    pw_str (w, "agents");
+    pw_int (w, 4800);
+    pw_str (w, "connected");
+    pw_bool (w, true);
+    pw_str (w, "last_seen");
+    pw_str (w, "2026-11-27T06:00:00.500Z");
+    pw_map (w, 5);
+    pw_str (w, "name");
+    pw_str (w, "rack-2");
+    pw_str (w, "key");
+    pw_str (w, "rq:rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf7");
+    pw_str (w, "agents");
+    pw_int (w, 0);
+    pw_str (w, "connected");
+    pw_bool (w, false);
+    pw_str (w, "last_seen");
+    pw_str (w, "2026-11-27T05:40:00.000Z");
+    char *text = s_render_text (CLI_CMD_RELAY_LIST, w, 0);
+    assert_string_equal (text,
+        "  NAME    KEY                                       AGENTS  "
+        "CONNECTED  LAST-SEEN\n"
+        "  rack-1  Yne@$w-vo<fVvi]a<NY6T1ed:M$fCG*[IaLV{hID  4800    "
+        "yes        2026-11-27 06:00:00\n"
+        "! rack-2  rq:rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf7  0       "
+        "no         2026-11-27 05:40:00\n");
+    free (text);
+
+    //  A relay behind another: an UPSTREAM column
+    pw_reset (w);
+    pw_map (w, 1);
+    pw_str (w, "relays");
+    pw_array (w, 1);
+    pw_map (w, 6);
+    pw_str (w, "name");
+    pw_str (w, "edge");
+    pw_str (w, "key");
+    pw_str (w, "k");
+    pw_str (w, "agents");
+    pw_int (w, 2);
+    pw_str (w, "connected");
+    pw_bool (w, true);
+    pw_str (w, "last_seen");
+    pw_str (w, "2026-11-27T06:00:00.000Z");
+    pw_str (w, "upstream");
+    pw_str (w, "rack-1");
+    text = s_render_text (CLI_CMD_RELAY_LIST, w, 0);
+    assert_non_null (strstr (text, "UPSTREAM"));
+    assert_non_null (strstr (text, "rack-1"));
+    free (text);
+
+    //  A revoked relay, on a broker that knows relays by name only
+    pw_reset (w);
+    pw_map (w, 1);
+    pw_str (w, "relays");
+    pw_array (w, 1);
+    pw_map (w, 7);
+    pw_str (w, "name");
+    pw_str (w, "old");
+    pw_str (w, "key");
+    pw_str (w, "");
+    pw_str (w, "agents");
+    pw_int (w, 0);
+    pw_str (w, "connected");
+    pw_bool (w, false);
+    pw_str (w, "last_seen");
+    pw_nil (w);
+    pw_str (w, "refused");
+    pw_int (w, 2);
+    pw_str (w, "revoked");
+    pw_bool (w, true);
+    text = s_render_text (CLI_CMD_RELAY_LIST, w, 0);
+    assert_non_null (strstr (text, "! old   -    0       revoked    -\n"));
+    free (text);
+
+    pw_reset (w);
+    pw_map (w, 1);
+    pw_str (w, "relays");
+    pw_array (w, 0);
+    text = s_render_text (CLI_CMD_RELAY_LIST, w, 0);
+    assert_string_equal (text, "no relays\n");
+    free (text);
+    pw_reset (w);
+    pw_map (w, 0);
+    free (s_render_text (CLI_CMD_RELAY_LIST, w, -2));
+
+    //  node info names the relay a node came through
+    pw_reset (w);
+    pw_map (w, 3);
+    pw_str (w, "id");
+    pw_str (w, "web-01");
+    pw_str (w, "status");
+    pw_str (w, "online");
+    pw_str (w, "relay");
+    pw_str (w, "rack-1");
+    text = s_render_text (CLI_CMD_NODE_INFO, w, 0);
+    assert_non_null (strstr (text, "relay"));
+    assert_non_null (strstr (text, "rack-1"));
+    free (text);
+    pw_destroy (&w);
+}
+
+//  job run --limits, --lease, --stall-timeout: the job file fields
+static void
+test_cli_run_job_controls (void **state)
+{
+    pv_doc_t *doc = s_request_of ("job.submit", "job", "run", "--target",
+                                  "any", "--limits", "apt.*=1,test.echo=2",
+                                  "--lease", "2s", "--stall-timeout", "1m",
+                                  "test", "echo", "--msg", "hi", NULL);
+    const pv_t *job = pv_map_get (pv_doc_root (doc), "job");
+    const pv_t *limits = pv_map_get (job, "limits");
+    int64_t value = 0;
+    assert_int_equal (pv_get_int (pv_map_get (limits, "apt.*"), &value), 0);
+    assert_int_equal (value, 1);
+    assert_int_equal (pv_get_int (pv_map_get (limits, "test.echo"), &value),
+                      0);
+    assert_int_equal (value, 2);
+    assert_int_equal (pv_get_int (pv_map_get (job, "lease_ms"), &value), 0);
+    assert_int_equal (value, 2000);
+    assert_true (pv_str_eq (pv_map_get (job, "stall_timeout"), "1m"));
+    //  The broker's own decoder takes it
+    job_spec_t *spec = NULL;
+    job_errors_t errors = { .count = 0 };
+    assert_int_equal (job_spec_decode (job, &spec, &errors), 0);
+    assert_int_equal (spec->lease_ms, 2000);
+    assert_int_equal (spec->stall_timeout_ms, 60000);
+    job_spec_destroy (&spec);
+    job_errors_clear (&errors);
+    pv_doc_destroy (&doc);
+
+    cli_args_t args;
+    char err [512];
+    const char *bad [][2] = {
+        {"--limits", "apt.install"}, {"--limits", "apt=2"},
+        {"--limits", "apt.install=0"}, {"--lease", "10ms"},
+        {"--lease", "2d"}, {"--stall-timeout", "soon"}
+    };
+    for (size_t index = 0; index < sizeof bad / sizeof bad [0]; index++) {
+        assert_int_equal (s_parse (&args, err, sizeof err, "job", "run",
+                                   "--target", "all", bad [index][0],
+                                   bad [index][1], "test", "echo", NULL), -1);
+        assert_non_null (strstr (err, bad [index][0]));
+        cli_args_clear (&args);
+    }
+    //  A job file has its own
+    assert_int_equal (s_parse (&args, err, sizeof err, "job", "run", "-f",
+                               "x.yaml", "--lease", "1s", NULL), -1);
+    assert_non_null (strstr (err, "-f FILE"));
+    cli_args_clear (&args);
+}
+
 static int
 s_teardown (void **state)
 {
@@ -2309,6 +2679,10 @@ main (void)
         cmocka_unit_test (test_cli_run_usage_errors),
         cmocka_unit_test (test_cli_key_commands),
         cmocka_unit_test (test_cli_keys_load),
+        cmocka_unit_test (test_cli_token_commands),
+        cmocka_unit_test (test_cli_metrics_command),
+        cmocka_unit_test (test_cli_relay_command),
+        cmocka_unit_test (test_cli_run_job_controls),
     };
     return cmocka_run_group_tests (tests, s_setup, s_teardown);
 }
