@@ -1605,7 +1605,7 @@ views.keys = (ctx) => {
                     h('td', { text: k.role || '' }),
                     h('td', null, k.first_seen ? timeEl(k.first_seen, true) : ''),
                     h('td', null, k.accepted_at ? timeEl(k.accepted_at, true) : ''),
-                    h('td', { class: 'actions' },
+                    h('td', { class: 'row-actions' },
                       status !== 'accepted' ? roleButton('admin', 'Accept', () => keyAction(k, 'accept'), { class: 'small-btn' }) : null,
                       status !== 'rejected' ? roleButton('admin', 'Reject', () => keyAction(k, 'reject'), { class: 'small-btn danger' }) : null))))));
         }

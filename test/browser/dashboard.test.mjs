@@ -98,6 +98,13 @@ function wire(type, fields) {
     return JSON.parse(out);
 }
 
+// The public key (Z85) of a CZMQ certificate file.
+function publicKey(file) {
+    const m = /public-key\s*=\s*"(.{40})"/.exec(fs.readFileSync(file, 'utf8'));
+    assert.ok(m, file + ' holds no public key');
+    return m[1];
+}
+
 async function shot(name) {
     await page.screenshot({ path: path.join(ARTIFACTS, 'dashboard-' + name + '.png'), fullPage: true });
 }
@@ -135,15 +142,18 @@ before(async () => {
         '--publish', publish, '--heartbeat', '300ms',
         '--key', path.join(keys, 'broker.key'),
         '--client-key', 'admin:' + path.join(keys, 'admin.key'),
-        '--auto-accept', '--http', '127.0.0.1:' + port]);
+        '--http', '127.0.0.1:' + port]);
+    await until('the HTTP face', async () => (await fetch(base + '/readyz')).status === 200);
+    // Three agents enrolled ahead (key.accept of their keys), one left pending
     for (const [node, group, tier] of [['web-01', 'web', 'web.prod'], ['web-02', 'web', 'web.dev'],
-                                       ['db-01', 'db', 'db.prod']]) {
+                                       ['db-01', 'db', 'db.prod'], ['late-01', 'late', 'late.x']]) {
         run('gridagent', ['keygen', '--out', keys, '--name', node]);
+        if (node !== 'late-01')
+            wire('key.accept', { key: publicKey(path.join(keys, node + '.key')) });
         start(node, 'gridagent', ['--id', node, '--groups', group, '--labels', 'tier=' + tier,
             '--broker', agents, '--publish', publish, '--state-dir', path.join(dir, node),
             '--key', path.join(keys, node + '.key'), '--broker-key', path.join(keys, 'broker.key')]);
     }
-    await until('the HTTP face', async () => (await fetch(base + '/readyz')).status === 200);
     tokens.admin = wire('token.add', { name: 'dash-admin', role: 'admin' }).token;
     tokens.viewer = wire('token.add', { name: 'dash-viewer', role: 'viewer' }).token;
     tokens.doomed = wire('token.add', { name: 'dash-doomed', role: 'operator' }).token;
@@ -294,13 +304,45 @@ test('a failed job shows its reason and the failing cell its stderr', async () =
     assert.equal(await page.locator('#retry-failed').count(), 1);
 });
 
-test('the keys page shows the enrolled agent keys to an admin', async () => {
+test('an operator cancels a running job, then retries it', async () => {
+    const r = await api('POST', '/jobs', tokens.admin, { target: 'node:web-01',
+        tasks: [{ backend: 'test', action: 'sleep', params: { seconds: 60, msg: 'long' } }] });
+    assert.equal(r.status, 201, JSON.stringify(r.body));
+    await page.goto(base + '/#/jobs/' + encodeURIComponent(r.body.job));
+    await page.waitForSelector('#grid .cellbtn[data-node="web-01"][data-status="running"]');
+    page.once('dialog', (d) => d.accept());
+    await page.click('#cancel');
+    await page.waitForSelector('body[data-job-status="cancelled"]');
+    await page.waitForSelector('#events tr.ev-cancelled');
+    await page.click('#retry');
+    await page.waitForURL((url) => url.hash.startsWith('#/jobs/') && !url.hash.endsWith(r.body.job));
+    await page.waitForSelector('.jobhead dd a');
+    assert.equal(await page.textContent('.jobhead dd a'), r.body.job);
+    const retried = decodeURIComponent(page.url().split('#/jobs/')[1]);
+    await until('the retry to run', async () =>
+        (await api('GET', '/jobs/' + retried, tokens.admin)).body.status === 'running');
+    assert.equal((await api('POST', '/jobs/' + retried + '/cancel', tokens.admin, {})).status, 200);
+});
+
+test('an admin accepts a pending agent key on the keys page, then rejects it', async () => {
     await page.click('#nav a[data-view="keys"]');
-    await page.waitForSelector('table[data-keys="accepted"] tr[data-key]');
-    const text = await page.textContent('table[data-keys="accepted"]');
+    await page.waitForSelector('table[data-keys="pending"] tr[data-key]');
+    const enrolled = await page.textContent('table[data-keys="accepted"]');
     for (const node of ['web-01', 'web-02', 'db-01'])
-        assert.ok(text.includes(node), node + ' missing from: ' + text);
+        assert.ok(enrolled.includes(node), node + ' missing from: ' + enrolled);
+    const row = page.locator('table[data-keys="pending"] tr[data-key]', { hasText: 'late-01' });
+    assert.equal(await row.count(), 1);
+    const key = await row.getAttribute('data-key');
     await shot('keys');
+    await row.locator('button', { hasText: 'Accept' }).click();
+    await page.waitForSelector(`table[data-keys="accepted"] tr[data-key="${key}"]`);
+    await until('late-01 online', async () =>
+        (await api('GET', '/nodes/late-01', tokens.admin)).body.status === 'online');
+    page.once('dialog', (d) => d.accept());
+    await page.locator(`table[data-keys="accepted"] tr[data-key="${key}"] button`, { hasText: 'Reject' }).click();
+    await page.waitForSelector(`table[data-keys="rejected"] tr[data-key="${key}"]`);
+    await until('late-01 offline', async () =>
+        (await api('GET', '/nodes/late-01', tokens.admin)).body.status === 'offline');
 });
 
 test('a viewer can read but not act: buttons off or a clear 403', async () => {
