@@ -30,6 +30,7 @@ let base;
 let browser;
 let page;
 const tokens = {};
+const pageErrors = [];   // uncaught script errors and CSP refusals, on any page
 
 function freePort() {
     return new Promise((resolve, reject) => {
@@ -171,7 +172,11 @@ before(async () => {
     });
     page = browser.pages()[0] || await browser.newPage();
     page.setDefaultTimeout(WAIT_MS);
-    page.on('pageerror', (e) => console.log('# page error: ' + e.message));
+    page.on('pageerror', (e) => pageErrors.push(e.message));
+    page.on('console', (m) => {
+        if (m.type() === 'error' && /Content Security Policy|Uncaught/.test(m.text()))
+            pageErrors.push(m.text());
+    });
 });
 
 after(async () => {
@@ -380,4 +385,8 @@ test('a revoked token sends the dashboard back to the login page', async () => {
     await page.waitForSelector('#login-error:not([hidden])');
     assert.match(await page.textContent('#login-error'), /refused the token/);
     assert.equal(await page.evaluate(() => sessionStorage.getItem('grid.token')), null);
+});
+
+test('no page threw a script error or broke its content security policy', () => {
+    assert.deepEqual(pageErrors, []);
 });
