@@ -572,7 +572,7 @@ views.jobs = (ctx) => {
     drawFilters();
     const tbody = h('tbody');
     const foot = h('p', { class: 'muted' });
-    const more = h('button', { type: 'button', hidden: true, onclick: () => {
+    const more = h('button', { type: 'button', id: 'more-jobs', hidden: true, onclick: () => {
         limit = Math.min(limit + 50, 1000);
         refresh();
     } }, 'Show older jobs');

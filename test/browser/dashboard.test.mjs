@@ -203,6 +203,7 @@ after(async () => {
 test('without a token the dashboard asks for one, and a wrong token is refused', async () => {
     await page.goto(base + '/');
     await page.waitForSelector('#token');
+    assert.equal(await page.locator('#logout').isVisible(), false);
     await shot('login');
     await page.fill('#token', 'grid_' + '0'.repeat(64));
     await page.click('#login-submit');
@@ -230,6 +231,8 @@ test('the jobs page lists jobs and filters them by status', async () => {
     await page.waitForSelector(`#jobs tr[data-job="${id}"][data-status="completed"]`);
     await page.click('.filters a[data-status="all"]');
     await page.waitForSelector(`#jobs tr[data-job="${id}"]`);
+    assert.equal(await page.locator('#more-jobs').isVisible(), false, 'one job, nothing older');
+    assert.equal(await page.locator('#logout').isVisible(), true);
     await shot('jobs');
 });
 
