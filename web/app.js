@@ -21,6 +21,7 @@ const session = {
     role: null,        // 'viewer' | 'operator' | 'admin' | null (unknown)
     name: null,        // the token's name, when the broker says it
     open: false,       // the broker asked for no token at all
+    via: null,         // how the broker knows the caller: 'token', 'key', 'insecure'
     checked: false,    // whoami (or status) answered for this token
 };
 
@@ -304,6 +305,7 @@ async function whoami() {
         const me = await api('GET', '/whoami', undefined, { noRedirect: true });
         session.role = me && ROLE_RANK[me.role] !== undefined ? me.role : null;
         session.name = me && typeof me.name === 'string' ? me.name : null;
+        session.via = me && typeof me.via === 'string' ? me.via : null;
         session.checked = true;
         return;
     } catch (err) {
@@ -371,6 +373,9 @@ function renderWho() {
         who.append(h('span', { class: 'who-name', text: session.name }), ' ');
     if (session.role)
         who.append(h('span', { class: 'badge role', id: 'role', text: session.role }));
+    if (session.via === 'insecure')
+        who.append(' ', h('span', { class: 'badge st-failed', title: 'the broker runs --insecure: every caller is admin',
+                                    text: 'insecure broker' }));
     out.hidden = false;
 }
 
@@ -380,6 +385,7 @@ function loggedOut(message) {
     session.token = '';
     session.role = null;
     session.name = null;
+    session.via = null;
     session.checked = false;
     sessionStorage.removeItem(TOKEN_KEY);
     loginMessage = message || '';

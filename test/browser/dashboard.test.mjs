@@ -4,8 +4,8 @@
 //
 // Run by `make test` through test/browser.sh with GRID_BIN (the programs),
 // GRID_SRC (the source tree) and GRID_ARTIFACTS (where the screenshots go).
-// Tokens are made with the wire request token.add, sent by the Python
-// module with the admin key. Every process started is killed by pid.
+// Tokens are made as an admin makes them, with gridcli token add (the admin
+// key's CURVE client). Every process started is killed by pid.
 
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -21,7 +21,6 @@ const SRC = process.env.GRID_SRC || fileURLToPath(new URL('../..', import.meta.u
 const BIN = process.env.GRID_BIN || path.join(SRC, 'build', 'bin');
 const ARTIFACTS = process.env.GRID_ARTIFACTS || path.join(SRC, 'build', 'test-artifacts');
 const CHROMIUM = process.env.GRID_CHROMIUM || '/usr/bin/chromium';
-const PYTHON = fs.existsSync('/usr/bin/python3') ? '/usr/bin/python3' : 'python3';
 const WAIT_MS = 60000;
 
 const procs = [];
@@ -83,20 +82,12 @@ async function api(method, route, token, body) {
     return { status: res.status, body: text ? JSON.parse(text) : null };
 }
 
-// A wire request with the admin key, through the Python module.
-function wire(type, fields) {
-    const script = [
-        'import json, sys',
-        'sys.path.insert(0, sys.argv[1])',
-        'import grid',
-        'c = grid.Client(sys.argv[2], broker_key=sys.argv[3], key=sys.argv[4])',
-        'print(json.dumps(c.request(sys.argv[5], **json.loads(sys.argv[6]))))',
-    ].join('\n');
-    const out = execFileSync(PYTHON, ['-c', script, path.join(SRC, 'python'),
-        'ipc://' + path.join(dir, 'client'), path.join(dir, 'keys', 'broker.key'),
-        path.join(dir, 'keys', 'admin.key'), type, JSON.stringify(fields)],
-        { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] });
-    return JSON.parse(out);
+// gridcli with the admin key: its answer's data (--output json).
+function gridcli(...args) {
+    const out = execFileSync(path.join(BIN, 'gridcli'), ['--broker', 'ipc://' + path.join(dir, 'client'),
+        '--broker-key', path.join(dir, 'keys', 'broker.key'), '--key', path.join(dir, 'keys', 'admin.key'),
+        '--output', 'json', ...args], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] });
+    return out.trim() ? JSON.parse(out) : null;
 }
 
 // The public key (Z85) of a CZMQ certificate file.
@@ -150,14 +141,14 @@ before(async () => {
                                        ['db-01', 'db', 'db.prod'], ['late-01', 'late', 'late.x']]) {
         run('gridagent', ['keygen', '--out', keys, '--name', node]);
         if (node !== 'late-01')
-            wire('key.accept', { key: publicKey(path.join(keys, node + '.key')) });
+            gridcli('key', 'accept', publicKey(path.join(keys, node + '.key')));
         start(node, 'gridagent', ['--id', node, '--groups', group, '--labels', 'tier=' + tier,
             '--broker', agents, '--publish', publish, '--state-dir', path.join(dir, node),
             '--key', path.join(keys, node + '.key'), '--broker-key', path.join(keys, 'broker.key')]);
     }
-    tokens.admin = wire('token.add', { name: 'dash-admin', role: 'admin' }).token;
-    tokens.viewer = wire('token.add', { name: 'dash-viewer', role: 'viewer' }).token;
-    tokens.doomed = wire('token.add', { name: 'dash-doomed', role: 'operator' }).token;
+    tokens.admin = gridcli('token', 'add', 'dash-admin', '--role', 'admin').token;
+    tokens.viewer = gridcli('token', 'add', 'dash-viewer', '--role', 'viewer').token;
+    tokens.doomed = gridcli('token', 'add', 'dash-doomed', '--role', 'operator').token;
     await until('three online nodes', async () => {
         const r = await api('GET', '/nodes', tokens.admin);
         return r.status === 200 && r.body.nodes.filter((n) => n.status === 'online').length === 3;
@@ -383,7 +374,7 @@ test('a revoked token sends the dashboard back to the login page', async () => {
     await login(tokens.doomed);
     await page.waitForSelector('#jobs tbody tr[data-job]');
     assert.equal(await page.textContent('#role'), 'operator');
-    wire('token.revoke', { name: 'dash-doomed' });
+    gridcli('token', 'revoke', 'dash-doomed');
     await page.click('#nav a[data-view="nodes"]');
     await page.waitForSelector('#login-error:not([hidden])');
     assert.match(await page.textContent('#login-error'), /refused the token/);
