@@ -671,11 +671,14 @@ s_job_get (api_call_t *call)
     char *job_id = NULL;
     if (s_job_id_field (call, &job_id) != 0)
         return;
+    broker_t *self = (broker_t *) call->self;
     store_txn_t *txn = s_txn (call);
     if (txn) {
         pw_reset (call->reply);
         proto_reply_ok_begin (call->reply, call->request->id);
-        int rc = jobrec_write_record (txn, job_id, call->reply);
+        int rc = jobrec_write_record (txn, job_id,
+                                      sched_job (self->sched, job_id),
+                                      call->reply);
         if (rc == STORE_ENOTFOUND)
             s_error (call, PROTO_ERR_NOT_FOUND, "no job %s", job_id);
         else if (rc != 0)

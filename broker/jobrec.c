@@ -218,9 +218,9 @@ s_write_attempt (pw_t *writer, const sched_attempt_t *attempt)
     }
 }
 
-static int
-s_put_cell (store_txn_t *txn, const char *job_id, uint32_t step,
-            const char *node, const sched_cell_t *cell, pw_t *scratch)
+//  The stored form of CELL, into SCRATCH (reset first).
+static void
+s_encode_cell (const sched_cell_t *cell, pw_t *scratch)
 {
     pw_reset (scratch);
     pw_map (scratch, 3 + (cell->reason ? 1 : 0) + (cell->waiting ? 1 : 0));
@@ -240,6 +240,13 @@ s_put_cell (store_txn_t *txn, const char *job_id, uint32_t step,
     pw_array (scratch, cell->attempt_count);
     for (size_t a = 0; a < cell->attempt_count; a++)
         s_write_attempt (scratch, &cell->attempts [a]);
+}
+
+static int
+s_put_cell (store_txn_t *txn, const char *job_id, uint32_t step,
+            const char *node, const sched_cell_t *cell, pw_t *scratch)
+{
+    s_encode_cell (cell, scratch);
     uint8_t key [JOBREC_MAX_KEY];
     size_t key_len = jobrec_cell_key (job_id, step, node, key);
     return store_put (txn, STORE_DB_RESULTS, key, key_len, pw_data (scratch),
@@ -526,8 +533,45 @@ s_write_pending_cell (pw_t *writer)
     pw_int (writer, 0);
 }
 
+//  The cell of LIVE at STEP and NODE when the scheduler has it in a
+//  status it did not store (a broadcast's dispatch, R16), else NULL.
+static const sched_cell_t *
+s_live_cell (const sched_job_t *live, int64_t step, const char *node,
+             size_t node_len)
+{
+    if (!live || !live->cells || !node || node_len > NAME_MAX_LEN
+        || step < 0 || (size_t) step >= live->step_count)
+        return NULL;
+    char name [NAME_MAX_LEN + 1];
+    memcpy (name, node, node_len);
+    name [node_len] = 0;
+    ssize_t index = sched_job_node_index (live, name);
+    if (index < 0)
+        return NULL;
+    const sched_cell_t *cell
+        = &live->cells [(size_t) step * live->expected_count + (size_t) index];
+    return cell->status == SCHED_CELL_PENDING ? NULL : cell;
+}
+
+//  Writes CELL of the scheduler as a stored cell reads.
+static void
+s_write_live_cell (pw_t *writer, const sched_cell_t *cell)
+{
+    pw_t *scratch = pw_new ();
+    pv_doc_t *doc = NULL;
+    s_encode_cell (cell, scratch);
+    if (pv_doc_decode (pw_data (scratch), pw_size (scratch), &doc, NULL, 0)
+        == 0)
+        s_write_cell (writer, pv_doc_root (doc));
+    else
+        s_write_pending_cell (writer);
+    pv_doc_destroy (&doc);
+    pw_destroy (&scratch);
+}
+
 int
-jobrec_write_record (store_txn_t *txn, const char *job_id, pw_t *writer)
+jobrec_write_record (store_txn_t *txn, const char *job_id,
+                     const sched_job_t *live, pw_t *writer)
 {
     pv_doc_t *doc = NULL;
     int rc = s_get_doc (txn, STORE_DB_JOBS, job_id, strlen (job_id), &doc);
@@ -667,6 +711,11 @@ jobrec_write_record (store_txn_t *txn, const char *job_id, pw_t *writer)
                 if (cmp == 0)
                     break;
             }
+            const sched_cell_t *live_cell
+                = written ? NULL : s_live_cell (live, step, node_id, node_len);
+            if (live_cell)
+                s_write_live_cell (writer, live_cell);
+            else
             if (!written)
                 s_write_pending_cell (writer);
         }
@@ -972,7 +1021,8 @@ jobrec_load (store_txn_t *txn, const char *job_id, sched_job_t **job_p)
         }
     }
     pv_doc_destroy (&doc);
-    //  Cells that were never written stay pending.
+    //  Cells that were never written stay pending, with stored false: the
+    //  scheduler's restore tells a broadcast's unsaved dispatch by it (R16).
     store_cursor_t *cursor = rc == 0 ? store_cursor_new (txn, STORE_DB_RESULTS)
                                      : NULL;
     uint8_t prefix [JOBREC_MAX_KEY];
@@ -997,10 +1047,12 @@ jobrec_load (store_txn_t *txn, const char *job_id, sched_job_t **job_p)
         ssize_t index = sched_job_node_index (job, node);
         if (index >= 0) {
             pv_doc_t *cell = NULL;
+            sched_cell_t *slot
+                = &job->cells [cell_step * node_count + (size_t) index];
             if (pv_doc_decode (v, v_len, &cell, NULL, 0) != 0
-                || s_load_cell (&job->cells [cell_step * node_count + (size_t) index],
-                                pv_doc_root (cell)) != 0)
+                || s_load_cell (slot, pv_doc_root (cell)) != 0)
                 rc = -2;
+            slot->stored = true;
             pv_doc_destroy (&cell);
         }
         crc = store_cursor_next (cursor, &k, &k_len, &v, &v_len);

@@ -1463,10 +1463,11 @@ s_step_update (sched_t *self, s_jobx_t *jobx)
     }
 }
 
-//  Sets a cell's status (SAVE_CELL); keeps the final counters.
+//  Sets a cell's status, with a SAVE_CELL when SAVE; keeps the final
+//  counters.
 static void
-s_cell_set (sched_t *self, s_jobx_t *jobx, size_t step, size_t node,
-            sched_cell_status_t status)
+s_cell_change (sched_t *self, s_jobx_t *jobx, size_t step, size_t node,
+               sched_cell_status_t status, bool save)
 {
     sched_job_t *job = jobx->job;
     sched_cell_t *cell = s_cell (job, step, node);
@@ -1501,9 +1502,18 @@ s_cell_set (sched_t *self, s_jobx_t *jobx, size_t step, size_t node,
         s_waiting_clear (self, cell);
         s_progress_clear (cell);
     }
-    s_save_cell (self, job, step, node);
+    if (save)
+        s_save_cell (self, job, step, node);
     if (!was_final && sched_cell_status_final (status))
         s_step_update (self, jobx);
+}
+
+//  Sets a cell's status (SAVE_CELL); keeps the final counters.
+static void
+s_cell_set (sched_t *self, s_jobx_t *jobx, size_t step, size_t node,
+            sched_cell_status_t status)
+{
+    s_cell_change (self, jobx, step, node, status, true);
 }
 
 //  Records a finished attempt on a cell (R11: every attempt is kept).
@@ -2069,7 +2079,10 @@ s_dispatch_node (sched_t *self, s_jobx_t *jobx, size_t step, size_t node,
 
 //  R4: one DISPATCH of a barrier step to every participant at once. Over
 //  a limit (R21), the nodes it leaves no room for wait, with one EVENT
-//  waiting for them all, and go as slots free.
+//  waiting for them all, and go as slots free. Outside DAG jobs only the
+//  first node's dispatched cell is saved: it marks the step as sent, and
+//  a restore reads the step's cells that have no record as dispatched
+//  (R16), so a broadcast costs one cell write instead of one per node.
 static void
 s_dispatch_barrier (sched_t *self, s_jobx_t *jobx, size_t step,
                     const size_t *nodes, size_t count)
@@ -2097,7 +2110,8 @@ s_dispatch_barrier (sched_t *self, s_jobx_t *jobx, size_t step,
         cell->started_ms = 0;
         cell->deadline_ms = deadline_ms;
         jobx->node_flags [node] |= S_NODE_TOOK_PART;
-        s_cell_set (self, jobx, step, node, SCHED_CELL_DISPATCHED);
+        s_cell_change (self, jobx, step, node, SCHED_CELL_DISPATCHED,
+                       sent == 0 || jobx->graph);
         s_due_push (self, jobx, S_DUE_ACK, deadline_ms, step, node);
         names [sent++] = job->expected [node];
     }
@@ -3554,6 +3568,30 @@ s_dag_resume (sched_t *self, s_jobx_t *jobx)
     s_resume_end (self, jobx);
 }
 
+//  R16: a broadcast saves the dispatched cell of its first node only
+//  (s_dispatch_barrier). When a cell of barrier STEP in the current batch
+//  was sent, the step's cells with no record were sent with it: they read
+//  dispatched, attempt 1, and are re-sent like any cell in flight.
+static void
+s_resume_broadcast (s_jobx_t *jobx, size_t step)
+{
+    sched_job_t *job = jobx->job;
+    bool sent = false;
+    for (size_t node = jobx->batch_lo; node < jobx->batch_hi && !sent; node++)
+        sent = s_cell (job, step, node)->attempt > 0;
+    for (size_t node = jobx->batch_lo; node < jobx->batch_hi && sent;
+         node++) {
+        sched_cell_t *cell = s_cell (job, step, node);
+        if (cell->stored || cell->attempt > 0
+            || cell->status != SCHED_CELL_PENDING
+            || (jobx->node_flags [node] & S_NODE_ABSENT))
+            continue;
+        cell->attempt = 1;
+        cell->status = SCHED_CELL_DISPATCHED;
+        jobx->node_flags [node] |= S_NODE_TOOK_PART;
+    }
+}
+
 //  R16: rebuilds the walker's state of a running job from its cells and
 //  picks up where it stopped.
 static void
@@ -3665,6 +3703,8 @@ s_resume (sched_t *self, s_jobx_t *jobx)
                             && !(jobx->node_flags [node] & S_NODE_DROPPED))))
                     started = true;
             }
+        if (started && !phase->branch && !jobx->any)
+            s_resume_broadcast (jobx, phase->first);
         if (started) {
             jobx->phase_started = true;
             jobx->pipe_stop_all = phase->branch && failed_here

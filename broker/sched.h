@@ -109,6 +109,7 @@ typedef struct {
     int64_t renewed_ms;           //  Private: any-node lease, last renewal (monotonic)
     uint32_t claims;              //  Private: any-node claims of this cell (lease generation)
     bool counted;                 //  Private: counted in its node's in-flight figure
+    bool stored;                  //  Restore: the store held a record of it (jobrec_load)
 } sched_cell_t;
 
 //  A node the target names or covers that the job did not run on.

@@ -135,7 +135,7 @@ test_jobrec_record_has_grid_shape (void **state)
     sched_job_t *job = s_job ();
     s_save (fixture, job);
     pw_t *writer = pw_new ();
-    assert_int_equal (jobrec_write_record (fixture->txn, job->id, writer), 0);
+    assert_int_equal (jobrec_write_record (fixture->txn, job->id, NULL, writer), 0);
     pv_doc_t *doc = NULL;
     assert_int_equal (pv_doc_decode (pw_data (writer), pw_size (writer), &doc, NULL, 0), 0);
     const pv_t *record = pv_doc_root (doc);
@@ -196,6 +196,49 @@ test_jobrec_load_rebuilds_the_job (void **state)
     sched_job_destroy (&job);
     assert_int_equal (jobrec_load (fixture->txn, "j-000000000000-0000", &copy),
                       STORE_ENOTFOUND);
+}
+
+//  A broadcast's dispatched cells are not stored (docs/SCHEDULING.md
+//  R16): the record of a live job takes them from the scheduler's job,
+//  and a load tells a cell with a record from one without.
+static void
+test_jobrec_record_shows_unsaved_live_cells (void **state)
+{
+    fixture_t *fixture = (fixture_t *) *state;
+    sched_job_t *job = s_job ();
+    s_save (fixture, job);
+    //  Step 1 went out to both nodes after the save
+    for (int n = 0; n < 2; n++) {
+        job->cells [1 * 2 + n].status = SCHED_CELL_DISPATCHED;
+        job->cells [1 * 2 + n].attempt = 1;
+    }
+    const char *read [] = {"pending", "dispatched"};
+    for (int live = 0; live < 2; live++) {
+        pw_t *writer = pw_new ();
+        assert_int_equal (jobrec_write_record (fixture->txn, job->id,
+                                               live ? job : NULL, writer),
+                          0);
+        pv_doc_t *doc = NULL;
+        assert_int_equal (pv_doc_decode (pw_data (writer), pw_size (writer),
+                                         &doc, NULL, 0), 0);
+        const pv_t *results = pv_map_get (pv_doc_root (doc), "results");
+        const pv_t *cell = pv_map_get (pv_map_get (results, "1"), "web-02");
+        assert_true (pv_str_eq (pv_map_get (cell, "status"), read [live]));
+        assert_non_null (pv_map_get (cell, "exit_code"));
+        //  Stored cells read from the store either way
+        cell = pv_map_get (pv_map_get (results, "2"), "web-01");
+        assert_true (pv_str_eq (pv_map_get (cell, "status"), "running"));
+        pv_doc_destroy (&doc);
+        pw_destroy (&writer);
+    }
+    sched_job_t *copy = NULL;
+    assert_int_equal (jobrec_load (fixture->txn, job->id, &copy), 0);
+    assert_true (copy->cells [0].stored);
+    assert_false (copy->cells [1 * 2 + 1].stored);
+    assert_int_equal (copy->cells [1 * 2 + 1].status, SCHED_CELL_PENDING);
+    assert_true (copy->cells [2 * 2 + 0].stored);
+    sched_job_destroy (&copy);
+    sched_job_destroy (&job);
 }
 
 static void
@@ -279,7 +322,7 @@ test_jobrec_delete_removes_everything (void **state)
                                          fixture->scratch), 0);
     assert_int_equal (jobrec_delete (fixture->txn, job->id), 0);
     pw_t *writer = pw_new ();
-    assert_int_equal (jobrec_write_record (fixture->txn, job->id, writer),
+    assert_int_equal (jobrec_write_record (fixture->txn, job->id, NULL, writer),
                       STORE_ENOTFOUND);
     assert_int_equal (store_count (fixture->txn, STORE_DB_RESULTS), 0);
     assert_int_equal (store_count (fixture->txn, STORE_DB_EVENTS), 0);
@@ -400,7 +443,7 @@ test_jobrec_not_run_survives_reload (void **state)
     //  The client record: the named node's rows carry the reason; only
     //  the member is in not_run
     pw_reset (writer);
-    assert_int_equal (jobrec_write_record (fixture->txn, job->id, writer), 0);
+    assert_int_equal (jobrec_write_record (fixture->txn, job->id, NULL, writer), 0);
     assert_int_equal (pv_doc_decode (pw_data (writer), pw_size (writer), &doc,
                                      NULL, 0), 0);
     const pv_t *record = pv_doc_root (doc);
@@ -537,7 +580,7 @@ test_jobrec_any_node_history (void **state)
                                         fixture->scratch), 0);
     s_save (fixture, job);
     pw_t *writer = pw_new ();
-    assert_int_equal (jobrec_write_record (fixture->txn, job->id, writer), 0);
+    assert_int_equal (jobrec_write_record (fixture->txn, job->id, NULL, writer), 0);
     pv_doc_t *doc = NULL;
     assert_int_equal (pv_doc_decode (pw_data (writer), pw_size (writer), &doc,
                                      NULL, 0), 0);
@@ -733,6 +776,7 @@ main (void)
         cmocka_unit_test_setup_teardown (test_jobrec_idempotency_index, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_jobrec_record_has_grid_shape, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_jobrec_load_rebuilds_the_job, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_jobrec_record_shows_unsaved_live_cells, s_setup, s_teardown),
         cmocka_unit_test (test_jobrec_progress_counts_without_outputs),
         cmocka_unit_test_setup_teardown (test_jobrec_events_append_in_order, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_jobrec_delete_removes_everything, s_setup, s_teardown),

@@ -960,7 +960,10 @@ test_sched_start_actions (void **state)
     assert_int_equal (h->log [2].type, SCHED_ACTION_SAVE_JOB);
     assert_int_equal (h->log [3].type, SCHED_ACTION_EVENT);
     assert_string_equal (h->log [3].event, "started");
-    assert_int_equal (s_type_count (h, 0, SCHED_ACTION_SAVE_CELL), 3);
+    //  A broadcast saves its first node's dispatched cell only (R16)
+    assert_int_equal (s_type_count (h, 0, SCHED_ACTION_SAVE_CELL), 1);
+    assert_int_equal (h->log [4].type, SCHED_ACTION_SAVE_CELL);
+    assert_string_equal (h->log [4].node, "web-01");
     assert_int_equal (s_type_count (h, 0, SCHED_ACTION_DISPATCH), 1);
     //  One dispatched event for the broadcast: job-level, "to N nodes"
     assert_int_equal (s_events (h, 0, "dispatched", NULL, 0), 1);
@@ -1055,9 +1058,10 @@ test_sched_grid_flat_example (void **state)
     assert_string_equal (h->log [n - 2].event, "finished");
     assert_string_equal (h->log [n - 2].detail, "completed");
     assert_int_equal (h->log [n - 1].type, SCHED_ACTION_FINISHED);
-    //  Every cell change was saved: 6 cells x (dispatched, acknowledged,
-    //  success)
-    assert_int_equal (s_type_count (h, 0, SCHED_ACTION_SAVE_CELL), 18);
+    //  Every cell change was saved but a broadcast's dispatch, which
+    //  saves its first node's cell only (R16): 6 cells x (acknowledged,
+    //  success) and 2 dispatched
+    assert_int_equal (s_type_count (h, 0, SCHED_ACTION_SAVE_CELL), 14);
     assert_int_equal (s_events (h, 0, "acknowledged", NULL, -1), 6);
     assert_int_equal (s_events (h, 0, "succeeded", NULL, -1), 6);
     assert_int_equal (s_events (h, 0, "finished", NULL, -1), 1);
@@ -1935,8 +1939,25 @@ test_sched_stale_and_duplicate (void **state)
 }
 
 //  A deep copy of a job as the store would have it (no private fields).
+//  Was the cell of JOB_ID at STEP on NODE ever saved (SAVE_CELL)?
+static bool
+s_saved (const harness_t *h, const char *job_id, size_t step,
+         const char *node)
+{
+    for (size_t index = 0; index < h->log_count; index++) {
+        const record_t *rec = &h->log [index];
+        if (rec->type == SCHED_ACTION_SAVE_CELL && rec->step == step
+            && strcmp (rec->job, job_id) == 0 && rec->node
+            && strcmp (rec->node, node) == 0)
+            return true;
+    }
+    return false;
+}
+
+//  The job as the store holds it: cells never saved read pending, with
+//  no record (stored false), as jobrec_load gives them.
 static sched_job_t *
-s_persisted (const sched_job_t *src, job_spec_t *spec)
+s_persisted (const harness_t *h, const sched_job_t *src, job_spec_t *spec)
 {
     sched_job_t *job = sched_job_new (src->id, &spec);
     assert_non_null (job);
@@ -1959,6 +1980,10 @@ s_persisted (const sched_job_t *src, job_spec_t *spec)
     for (size_t index = 0; index < cells; index++) {
         const sched_cell_t *from = &src->cells [index];
         sched_cell_t *to = &job->cells [index];
+        if (!s_saved (h, src->id, index / src->expected_count,
+                      src->expected [index % src->expected_count]))
+            continue;
+        to->stored = true;
         to->status = from->status;
         to->attempt = from->attempt;
         to->reason = s_dup (from->reason);
@@ -1989,7 +2014,7 @@ s_barrier_spec (void)
 static void
 s_restart (harness_t *h, const char *job_id, job_spec_t *spec)
 {
-    sched_job_t *job = s_persisted (sched_job (h->sched, job_id), spec);
+    sched_job_t *job = s_persisted (h, sched_job (h->sched, job_id), spec);
     sched_destroy (&h->sched);
     s_start (h);
     assert_int_equal (sched_restore (h->sched, &job, h->now), 0);
@@ -2591,7 +2616,7 @@ test_sched_scale_10k_nodes (void **state)
     assert_int_equal (snap->status, SCHED_JOB_COMPLETED);
     assert_int_equal (snap->expected_count, NODES);
     assert_int_equal (h->counts [SCHED_ACTION_DISPATCH], 3);
-    assert_int_equal (h->counts [SCHED_ACTION_SAVE_CELL], 3 * 3 * NODES);
+    assert_int_equal (h->counts [SCHED_ACTION_SAVE_CELL], 3 * (2 * NODES + 1));
     s_harness_destroy (&h);
 }
 
@@ -3180,6 +3205,59 @@ test_sched_limit_fleet_batches (void **state)
     s_harness_destroy (&h);
 }
 
+static job_spec_t *
+s_install_all_spec (void)
+{
+    job_spec_t *spec = s_spec (TARGET_ALL, NULL, false, JOB_STRATEGY_CONTINUE);
+    s_leaf (spec, "apt", "install", JOB_COND_ALWAYS);
+    return spec;
+}
+
+//  R16, R21: a broadcast saves its first node's dispatched cell only. A
+//  restore reads the step's cells that have no record as dispatched and
+//  re-sends them, while the cells that waited for a slot (saved) wait
+//  again; a result for an unsaved cell after the restore counts.
+static void
+test_sched_restore_broadcast_unsaved (void **state)
+{
+    harness_t *h = s_harness_new (s_web3, 4);
+    s_start (h);
+    s_set_limits (h, "apt.install", 2, NULL, 0);
+    s_submit (h, "j-1", s_install_all_spec ());
+    assert_string_equal (s_sends (h, 0, NULL), "0/1 all/ db-01,web-01");
+    assert_true (s_saved (h, "j-1", 0, "db-01"));
+    assert_false (s_saved (h, "j-1", 0, "web-01"));
+    assert_true (s_saved (h, "j-1", 0, "web-02"));
+    assert_true (s_saved (h, "j-1", 0, "web-03"));
+    h->now = 1000;
+    sched_job_t *job = s_persisted (h, sched_job (h->sched, "j-1"),
+                                    s_install_all_spec ());
+    assert_false (job->cells [1].stored);
+    assert_int_equal (job->cells [1].attempt, 0);
+    sched_destroy (&h->sched);
+    s_start (h);
+    s_set_limits (h, "apt.install", 2, NULL, 0);
+    size_t mark = h->log_count;
+    assert_int_equal (sched_restore (h->sched, &job, h->now), 0);
+    s_drain (h);
+    assert_string_equal (s_sends (h, mark, NULL),
+                         "resend 0/1 db-01; resend 0/1 web-01");
+    assert_cell (h, "j-1", 0, "web-01", SCHED_CELL_DISPATCHED);
+    assert_cell (h, "j-1", 0, "web-02", SCHED_CELL_PENDING);
+    assert_int_equal (sched_waiting_count (h->sched), 2);
+    //  web-01's result, on its way during the restart, counts
+    assert_int_equal (s_result (h, "j-1", 0, 1, "web-01", "success", NULL),
+                      0);
+    assert_string_equal (s_sends (h, mark, NULL),
+                         "resend 0/1 db-01; resend 0/1 web-01; "
+                         "0/1 - web-02");
+    s_run (h, "j-1", 0, "db-01", "success");
+    s_run (h, "j-1", 0, "web-02", "success");
+    s_run (h, "j-1", 0, "web-03", "success");
+    s_assert_outcome (h, "j-1", SCHED_JOB_COMPLETED, NULL);
+    s_harness_destroy (&h);
+}
+
 //  R21: waiting cells start in priority, then submission order; a
 //  per-node limit holds a node's cells while others run elsewhere.
 static void
@@ -3450,6 +3528,7 @@ main (void)
         cmocka_unit_test (test_sched_offline_between_phases),
         cmocka_unit_test (test_sched_stale_and_duplicate),
         cmocka_unit_test (test_sched_restore_barrier),
+        cmocka_unit_test (test_sched_restore_broadcast_unsaved),
         cmocka_unit_test (test_sched_restore_pipeline),
         cmocka_unit_test (test_sched_dag_join),
         cmocka_unit_test (test_sched_dag_barrier),
