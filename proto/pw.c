@@ -1,8 +1,13 @@
 /*  =========================================================================
-    pw - msgpack writer over msgpack_sbuffer + msgpack_packer
+    pw - msgpack writer
 
-    The packer writes through s_write, which aborts when the buffer cannot
-    grow: callers never check a write, as with CZMQ's allocations.
+    Maps, arrays, strings, integers, booleans and nil are written straight
+    into the buffer, in the encodings msgpack-c's packer chooses (the
+    shortest; str8 for strings of 32 to 255 bytes), so the bytes are the
+    ones msgpack_pack_* would give. Floats, binaries and re-encoded decoded
+    values go through a msgpack_packer that appends to the same buffer.
+    A buffer that cannot grow aborts: callers never check a write, as with
+    CZMQ's allocations.
     =========================================================================
 */
 #include "pw.h"
@@ -13,9 +18,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define S_FIRST_BYTES 8192      //  First allocation, as msgpack_sbuffer's
+
 struct _pw_t {
-    msgpack_sbuffer buffer;     //  The bytes written so far
-    msgpack_packer packer;      //  Writes into buffer
+    uint8_t *data;              //  The bytes written so far, NULL before any
+    size_t size;                //  How many
+    size_t max;                 //  Bytes allocated
+    msgpack_packer packer;      //  Appends to data (floats, bin, pv values)
 };
 
 static void
@@ -25,12 +34,84 @@ s_out_of_memory (void)
     abort ();
 }
 
+//  Makes room for LEN more bytes.
+static void
+s_grow (pw_t *self, size_t len)
+{
+    size_t max = self->max ? self->max : S_FIRST_BYTES;
+    while (max - self->size < len) {
+        if (max > SIZE_MAX / 2)
+            s_out_of_memory ();
+        max *= 2;
+    }
+    uint8_t *data = (uint8_t *) realloc (self->data, max);
+    if (!data)
+        s_out_of_memory ();
+    self->data = data;
+    self->max = max;
+}
+
+//  LEN bytes at the end of the buffer, counted as written.
+static inline uint8_t *
+s_append (pw_t *self, size_t len)
+{
+    if (self->max - self->size < len)
+        s_grow (self, len);
+    uint8_t *at = self->data + self->size;
+    self->size += len;
+    return at;
+}
+
 static int
 s_write (void *data, const char *buf, size_t len)
 {
-    if (len > 0 && msgpack_sbuffer_write (data, buf, len) != 0)
-        s_out_of_memory ();
+    if (len > 0)
+        memcpy (s_append ((pw_t *) data, len), buf, len);
     return 0;
+}
+
+static inline void
+s_store16 (uint8_t *at, uint16_t value)
+{
+    at [0] = (uint8_t) (value >> 8);
+    at [1] = (uint8_t) value;
+}
+
+static inline void
+s_store32 (uint8_t *at, uint32_t value)
+{
+    at [0] = (uint8_t) (value >> 24);
+    at [1] = (uint8_t) (value >> 16);
+    at [2] = (uint8_t) (value >> 8);
+    at [3] = (uint8_t) value;
+}
+
+static inline void
+s_store64 (uint8_t *at, uint64_t value)
+{
+    s_store32 (at, (uint32_t) (value >> 32));
+    s_store32 (at + 4, (uint32_t) value);
+}
+
+//  A map or array header: FIX | count below 16, else the 16- or 32-bit
+//  form.
+static void
+s_container (pw_t *self, size_t count, uint8_t fix, uint8_t tag16,
+             uint8_t tag32)
+{
+    if (count < 16)
+        *s_append (self, 1) = (uint8_t) (fix | count);
+    else
+    if (count < 65536) {
+        uint8_t *at = s_append (self, 3);
+        at [0] = tag16;
+        s_store16 (at + 1, (uint16_t) count);
+    }
+    else {
+        uint8_t *at = s_append (self, 5);
+        at [0] = tag32;
+        s_store32 (at + 1, (uint32_t) count);
+    }
 }
 
 pw_t *
@@ -39,8 +120,7 @@ pw_new (void)
     pw_t *self = calloc (1, sizeof *self);
     if (!self)
         s_out_of_memory ();
-    msgpack_sbuffer_init (&self->buffer);
-    msgpack_packer_init (&self->packer, &self->buffer, s_write);
+    msgpack_packer_init (&self->packer, self, s_write);
     return self;
 }
 
@@ -51,7 +131,7 @@ pw_destroy (pw_t **self_p)
     pw_t *self = *self_p;
     if (!self)
         return;
-    msgpack_sbuffer_destroy (&self->buffer);
+    free (self->data);
     free (self);
     *self_p = NULL;
 }
@@ -60,7 +140,7 @@ void
 pw_reset (pw_t *self)
 {
     assert (self);
-    msgpack_sbuffer_clear (&self->buffer);
+    self->size = 0;
 }
 
 void
@@ -68,7 +148,7 @@ pw_map (pw_t *self, size_t count)
 {
     assert (self);
     assert (count <= UINT32_MAX);
-    msgpack_pack_map (&self->packer, count);
+    s_container (self, count, 0x80, 0xde, 0xdf);
 }
 
 void
@@ -76,7 +156,7 @@ pw_array (pw_t *self, size_t count)
 {
     assert (self);
     assert (count <= UINT32_MAX);
-    msgpack_pack_array (&self->packer, count);
+    s_container (self, count, 0x90, 0xdc, 0xdd);
 }
 
 void
@@ -95,26 +175,96 @@ pw_strn (pw_t *self, const char *text, size_t len)
     assert (self);
     assert (text || len == 0);
     assert (len <= UINT32_MAX);
-    msgpack_pack_str (&self->packer, len);
+    uint8_t *at;
+    if (len < 32) {
+        at = s_append (self, 1 + len);
+        *at++ = (uint8_t) (0xa0 | len);
+    }
+    else
+    if (len < 256) {
+        at = s_append (self, 2 + len);
+        *at++ = 0xd9;
+        *at++ = (uint8_t) len;
+    }
+    else
+    if (len < 65536) {
+        at = s_append (self, 3 + len);
+        *at++ = 0xda;
+        s_store16 (at, (uint16_t) len);
+        at += 2;
+    }
+    else {
+        at = s_append (self, 5 + len);
+        *at++ = 0xdb;
+        s_store32 (at, (uint32_t) len);
+        at += 4;
+    }
     if (len > 0)
-        msgpack_pack_str_body (&self->packer, text, len);
+        memcpy (at, text, len);
 }
 
 void
 pw_int (pw_t *self, int64_t value)
 {
     assert (self);
-    msgpack_pack_int64 (&self->packer, value);
+    uint8_t *at;
+    if (value >= -32 && value < 128)
+        *s_append (self, 1) = (uint8_t) value;
+    else
+    if (value < 0) {
+        if (value >= -128) {
+            at = s_append (self, 2);
+            at [0] = 0xd0;
+            at [1] = (uint8_t) value;
+        }
+        else
+        if (value >= -32768) {
+            at = s_append (self, 3);
+            at [0] = 0xd1;
+            s_store16 (at + 1, (uint16_t) value);
+        }
+        else
+        if (value >= INT32_MIN) {
+            at = s_append (self, 5);
+            at [0] = 0xd2;
+            s_store32 (at + 1, (uint32_t) value);
+        }
+        else {
+            at = s_append (self, 9);
+            at [0] = 0xd3;
+            s_store64 (at + 1, (uint64_t) value);
+        }
+    }
+    else
+    if (value < 256) {
+        at = s_append (self, 2);
+        at [0] = 0xcc;
+        at [1] = (uint8_t) value;
+    }
+    else
+    if (value < 65536) {
+        at = s_append (self, 3);
+        at [0] = 0xcd;
+        s_store16 (at + 1, (uint16_t) value);
+    }
+    else
+    if (value <= UINT32_MAX) {
+        at = s_append (self, 5);
+        at [0] = 0xce;
+        s_store32 (at + 1, (uint32_t) value);
+    }
+    else {
+        at = s_append (self, 9);
+        at [0] = 0xcf;
+        s_store64 (at + 1, (uint64_t) value);
+    }
 }
 
 void
 pw_bool (pw_t *self, bool value)
 {
     assert (self);
-    if (value)
-        msgpack_pack_true (&self->packer);
-    else
-        msgpack_pack_false (&self->packer);
+    *s_append (self, 1) = value ? 0xc3 : 0xc2;
 }
 
 void
@@ -128,7 +278,7 @@ void
 pw_nil (pw_t *self)
 {
     assert (self);
-    msgpack_pack_nil (&self->packer);
+    *s_append (self, 1) = 0xc0;
 }
 
 void
@@ -147,7 +297,7 @@ pw_raw (pw_t *self, const void *data, size_t len)
 {
     assert (self);
     assert (data || len == 0);
-    s_write (&self->buffer, data, len);
+    s_write (self, data, len);
 }
 
 void
@@ -230,12 +380,12 @@ const void *
 pw_data (const pw_t *self)
 {
     assert (self);
-    return self->buffer.data;
+    return self->data;
 }
 
 size_t
 pw_size (const pw_t *self)
 {
     assert (self);
-    return self->buffer.size;
+    return self->size;
 }

@@ -824,6 +824,109 @@ test_pv_writer_basics (void **state)
     pw_destroy (&w);
 }
 
+//  The writer picks msgpack-c's packer encodings (the shortest, str8 for
+//  strings of 32 to 255 bytes) at every boundary, and pw_pv gives back
+//  the bytes it was decoded from.
+static void
+test_pv_writer_encodings (void **state)
+{
+    struct {
+        int64_t value;
+        size_t size;
+        unsigned char bytes [9];
+    } ints [] = {
+        {0, 1, {0x00}}, {127, 1, {0x7f}}, {128, 2, {0xcc, 0x80}},
+        {255, 2, {0xcc, 0xff}}, {256, 3, {0xcd, 0x01, 0x00}},
+        {65535, 3, {0xcd, 0xff, 0xff}},
+        {65536, 5, {0xce, 0x00, 0x01, 0x00, 0x00}},
+        {4294967295LL, 5, {0xce, 0xff, 0xff, 0xff, 0xff}},
+        {4294967296LL, 9, {0xcf, 0, 0, 0, 1, 0, 0, 0, 0}},
+        {INT64_MAX, 9, {0xcf, 0x7f, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}},
+        {-1, 1, {0xff}}, {-32, 1, {0xe0}}, {-33, 2, {0xd0, 0xdf}},
+        {-128, 2, {0xd0, 0x80}}, {-129, 3, {0xd1, 0xff, 0x7f}},
+        {-32768, 3, {0xd1, 0x80, 0x00}},
+        {-32769, 5, {0xd2, 0xff, 0xff, 0x7f, 0xff}},
+        {INT32_MIN, 5, {0xd2, 0x80, 0x00, 0x00, 0x00}},
+        {(int64_t) INT32_MIN - 1, 9, {0xd3, 0xff, 0xff, 0xff, 0xff, 0x7f,
+                                      0xff, 0xff, 0xff}},
+        {INT64_MIN, 9, {0xd3, 0x80, 0, 0, 0, 0, 0, 0, 0}},
+    };
+    pw_t *w = pw_new ();
+    for (size_t index = 0; index < sizeof ints / sizeof ints [0]; index++) {
+        pw_reset (w);
+        pw_int (w, ints [index].value);
+        assert_int_equal (pw_size (w), ints [index].size);
+        assert_memory_equal (pw_data (w), ints [index].bytes,
+                             ints [index].size);
+    }
+    //  Strings: fixstr, str8, str16, str32 headers
+    size_t lens [] = {0, 31, 32, 255, 256, 65535, 65536};
+    unsigned char heads [][5] = {
+        {0xa0}, {0xbf}, {0xd9, 32}, {0xd9, 255}, {0xda, 0x01, 0x00},
+        {0xda, 0xff, 0xff}, {0xdb, 0x00, 0x01, 0x00, 0x00}
+    };
+    size_t head_sizes [] = {1, 1, 2, 2, 3, 3, 5};
+    char *text = (char *) malloc (65536);
+    memset (text, 'g', 65536);
+    for (size_t index = 0; index < sizeof lens / sizeof lens [0]; index++) {
+        pw_reset (w);
+        pw_strn (w, text, lens [index]);
+        assert_int_equal (pw_size (w), head_sizes [index] + lens [index]);
+        assert_memory_equal (pw_data (w), heads [index], head_sizes [index]);
+        assert_memory_equal ((const char *) pw_data (w) + head_sizes [index],
+                             text, lens [index]);
+    }
+    free (text);
+    //  Map and array headers
+    size_t counts [] = {15, 16, 65535, 65536};
+    unsigned char maps [][5] = {
+        {0x8f}, {0xde, 0x00, 0x10}, {0xde, 0xff, 0xff},
+        {0xdf, 0x00, 0x01, 0x00, 0x00}
+    };
+    unsigned char arrays [][5] = {
+        {0x9f}, {0xdc, 0x00, 0x10}, {0xdc, 0xff, 0xff},
+        {0xdd, 0x00, 0x01, 0x00, 0x00}
+    };
+    size_t container_sizes [] = {1, 3, 3, 5};
+    for (size_t index = 0; index < 4; index++) {
+        pw_reset (w);
+        pw_map (w, counts [index]);
+        pw_array (w, counts [index]);
+        size_t size = container_sizes [index];
+        assert_int_equal (pw_size (w), 2 * size);
+        assert_memory_equal (pw_data (w), maps [index], size);
+        assert_memory_equal ((const char *) pw_data (w) + size, arrays [index],
+                             size);
+    }
+    //  A document written by calls reads back, and pw_pv gives its bytes
+    pw_reset (w);
+    pw_map (w, 5);
+    pw_str (w, "status");
+    pw_str (w, "success");
+    pw_str (w, "exit_code");
+    pw_int (w, -1);
+    pw_str (w, "duration_ms");
+    pw_int (w, 70000);
+    pw_str (w, "truncated");
+    pw_bool (w, false);
+    pw_str (w, "error");
+    pw_nil (w);
+    pv_doc_t *doc = NULL;
+    assert_int_equal (pv_doc_decode (pw_data (w), pw_size (w), &doc, NULL, 0),
+                      0);
+    int64_t value = 0;
+    assert_int_equal (pv_get_int (pv_map_get (pv_doc_root (doc), "duration_ms"),
+                                  &value), 0);
+    assert_int_equal (value, 70000);
+    pw_t *again = pw_new ();
+    pw_pv (again, pv_doc_root (doc));
+    assert_int_equal (pw_size (again), pw_size (w));
+    assert_memory_equal (pw_data (again), pw_data (w), pw_size (w));
+    pw_destroy (&again);
+    pv_doc_destroy (&doc);
+    pw_destroy (&w);
+}
+
 //  Two encodings of one meaning (keys in another order, an int written
 //  as int64, a float32) give the same canonical bytes; another meaning
 //  does not.
@@ -893,6 +996,7 @@ main (void)
         cmocka_unit_test (test_pv_first_duplicate_reported),
         cmocka_unit_test (test_pv_json_output),
         cmocka_unit_test (test_pv_writer_basics),
+        cmocka_unit_test (test_pv_writer_encodings),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }
