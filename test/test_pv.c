@@ -335,6 +335,23 @@ test_pv_nul_in_string (void **state)
     pw_reset (w);
     pw_strn (w, big, sizeof big);
     assert_int_equal (s_decode (pw_data (w), pw_size (w), NULL, 0), -2);
+    //  At every offset, wherever eight-byte steps of the check stop
+    for (size_t at = 0; at < 21; at++) {
+        char text [21];
+        memset (text, 'y', sizeof text);
+        text [at] = 0;
+        pw_reset (w);
+        pw_strn (w, text, sizeof text);
+        assert_int_equal (s_decode (pw_data (w), pw_size (w), NULL, 0), -2);
+        text [at] = (char) 0x80;
+        pw_reset (w);
+        pw_strn (w, text, sizeof text);
+        assert_int_equal (s_decode (pw_data (w), pw_size (w), NULL, 0), -2);
+        text [at] = '~';
+        pw_reset (w);
+        pw_strn (w, text, sizeof text);
+        assert_int_equal (s_decode (pw_data (w), pw_size (w), NULL, 0), 0);
+    }
     //  Binary may hold anything
     pw_reset (w);
     pw_bin (w, "ab\0\xff", 4);
