@@ -1568,14 +1568,9 @@ s_on_agent_message (broker_t *self, int64_t now_ms)
             //  drains; the ack goes out after the commit, and not at all
             //  when it fails: the agent keeps the result and sends it
             //  again.
-            proto_msg_t ack;
-            memset (&ack, 0, sizeof ack);
-            ack.type = PROTO_RESULT_ACK;
-            ack.job = in->job;
-            ack.step = in->step;
-            ack.attempt = in->attempt;
             pw_reset (self->body);
-            int erc = proto_msg_encode (&ack, self->body);
+            int erc = proto_result_ack_encode (in->job, in->step,
+                                               in->attempt, self->body);
             assert (erc == 0);
             s_send_to_node (self, node, true);
             break;

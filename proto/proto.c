@@ -1508,6 +1508,28 @@ proto_msg_encode (const proto_msg_t *msg, pw_t *writer)
     return PROTO_OK;
 }
 
+int
+proto_result_ack_encode (const char *job, uint32_t step, uint32_t attempt,
+                         pw_t *writer)
+{
+    assert (writer);
+    //  The rules of s_result_ack_fields (S_JOB, S_STEP, S_ATTEMPT)
+    if (!job || !job_id_valid (job) || step > JOB_MAX_STEPS - 1
+        || attempt < 1 || attempt > PROTO_MAX_ATTEMPT)
+        return PROTO_EMALFORMED;
+    pw_map (writer, 5);
+    pw_strn (writer, "v", 1);
+    pw_int (writer, PROTO_VERSION);
+    pw_strn (writer, "type", 4);
+    pw_strn (writer, "result_ack", 10);
+    pw_strn (writer, "job", 3);
+    pw_str (writer, job);
+    pw_strn (writer, "step", 4);
+    pw_int (writer, step);
+    pw_strn (writer, "attempt", 7);
+    pw_int (writer, attempt);
+    return PROTO_OK;
+}
 
 //  ---------------------------------------------------------------------
 //  Client requests. Each request type lists the keys it may carry besides

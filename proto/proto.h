@@ -183,6 +183,12 @@ const char *proto_type_name (proto_type_t type);
 //  message on the wire.
 int proto_msg_encode (const proto_msg_t *msg, pw_t *writer);
 
+//  Appends a result_ack for JOB, STEP and ATTEMPT to WRITER: the bytes
+//  proto_msg_encode writes for it, without building a message. Returns 0,
+//  or -2 when a field breaks the protocol's rules.
+int proto_result_ack_encode (const char *job, uint32_t step,
+                             uint32_t attempt, pw_t *writer);
+
 //  Decodes one body frame. Returns 0 and a new message in *MSG_P, or -2
 //  (malformed: wrong version, unknown type, missing/extra/mistyped field,
 //  bad name, out-of-range value, trailing bytes...) with a short reason in

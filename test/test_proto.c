@@ -1268,6 +1268,42 @@ test_proto_hostile_bytes_refused (void **state)
     assert_null (msg);
 }
 
+//  proto_result_ack_encode writes what proto_msg_encode writes for the
+//  same result_ack, and refuses what it refuses.
+static void
+test_proto_result_ack_encode (void **state)
+{
+    pw_t *expected = pw_new ();
+    pw_t *writer = pw_new ();
+    const char *job = "j-0193a1b2c3d4-0001";
+    uint32_t steps [] = {0, 7, 1023, 1024, 0};
+    uint32_t attempts [] = {1, 3, 1000, 1, 0};
+    for (size_t at = 0; at < 5; at++) {
+        proto_msg_t msg;
+        memset (&msg, 0, sizeof msg);
+        msg.type = PROTO_RESULT_ACK;
+        msg.job = (char *) job;
+        msg.step = steps [at];
+        msg.attempt = attempts [at];
+        pw_reset (expected);
+        pw_reset (writer);
+        int rc = proto_msg_encode (&msg, expected);
+        assert_int_equal (proto_result_ack_encode (job, steps [at],
+                                                   attempts [at], writer),
+                          rc);
+        if (rc == 0) {
+            assert_int_equal (pw_size (writer), pw_size (expected));
+            assert_memory_equal (pw_data (writer), pw_data (expected),
+                                 pw_size (expected));
+        }
+    }
+    assert_int_equal (proto_result_ack_encode ("not a job", 0, 1, writer),
+                      -2);
+    assert_int_equal (proto_result_ack_encode (NULL, 0, 1, writer), -2);
+    pw_destroy (&expected);
+    pw_destroy (&writer);
+}
+
 static void
 test_proto_encode_refuses_bad_messages (void **state)
 {
@@ -1740,6 +1776,7 @@ main (void)
         cmocka_unit_test (test_proto_bad_text_refused),
         cmocka_unit_test (test_proto_hostile_bytes_refused),
         cmocka_unit_test (test_proto_encode_refuses_bad_messages),
+        cmocka_unit_test (test_proto_result_ack_encode),
         cmocka_unit_test (test_proto_request_each_type_accepted),
         cmocka_unit_test (test_proto_request_errors),
         cmocka_unit_test (test_proto_replies),
