@@ -1118,10 +1118,9 @@ broker_drain (broker_t *self)
             case SCHED_ACTION_SAVE_CELL:
                 s_job_touched (self, action.job, false);
                 if (txn)
-                    s_store_error (self, jobrec_save_cell (txn, action.job,
-                                                           action.step,
-                                                           action.node,
-                                                           self->scratch),
+                    s_store_error (self, jobrec_save_cell_at (txn, action.job,
+                                                              action.cell,
+                                                              self->scratch),
                                    "a result");
                 if (txn && action.job->spec->dead_letter)
                     s_dead_letter (self, txn, &action, wall_ms);

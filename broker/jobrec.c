@@ -260,9 +260,22 @@ jobrec_save_cell (store_txn_t *txn, const sched_job_t *job, uint32_t step,
     ssize_t index = sched_job_node_index (job, node);
     if (index < 0 || step >= job->step_count)
         return STORE_EINVAL;
-    return s_put_cell (txn, job->id, step, node,
-                       &job->cells [step * job->expected_count + (size_t) index],
-                       scratch);
+    return jobrec_save_cell_at (txn, job,
+                                step * job->expected_count + (size_t) index,
+                                scratch);
+}
+
+int
+jobrec_save_cell_at (store_txn_t *txn, const sched_job_t *job, size_t cell,
+                     pw_t *scratch)
+{
+    if (!job->cells || job->expected_count == 0
+        || cell >= job->step_count * job->expected_count)
+        return STORE_EINVAL;
+    size_t step = cell / job->expected_count;
+    return s_put_cell (txn, job->id, (uint32_t) step,
+                       job->expected [cell % job->expected_count],
+                       &job->cells [cell], scratch);
 }
 
 int

@@ -89,6 +89,11 @@ size_t jobrec_prefix (const char *job_id, uint8_t *key);
 int jobrec_save_header (store_txn_t *txn, const sched_job_t *job, pw_t *scratch);
 int jobrec_save_cell (store_txn_t *txn, const sched_job_t *job, uint32_t step,
                       const char *node, pw_t *scratch);
+
+//  Writes cell CELL of JOB (its index in job->cells, as a SAVE_CELL action
+//  gives it) into TXN. Returns 0 or a STORE_ error.
+int jobrec_save_cell_at (store_txn_t *txn, const sched_job_t *job,
+                         size_t cell, pw_t *scratch);
 //  Deletes JOB's cells stored under NODE (an any-node job moved to another
 //  node). Returns 0 or a STORE_ error.
 int jobrec_forget_cells (store_txn_t *txn, const sched_job_t *job,

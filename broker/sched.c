@@ -540,6 +540,7 @@ s_save_cell (sched_t *self, sched_job_t *job, size_t step, size_t node)
     sched_action_t *action = s_action (self, SCHED_ACTION_SAVE_CELL, job);
     action->step = (uint32_t) step;
     action->node = job->expected [node];
+    action->cell = step * job->expected_count + node;
 }
 
 //  EVENT for NODE (SIZE_MAX: job-level) at STEP; DETAIL is taken (kept
@@ -3830,10 +3831,8 @@ s_stall_ms (const s_jobx_t *jobx, size_t step)
 
 //  The running job, step and node of an agent event, or NULL.
 static s_jobx_t *
-s_find (sched_t *self, const char *job_id, uint32_t step, const char *node,
-        size_t *node_p)
+s_find_in (s_jobx_t *jobx, uint32_t step, const char *node, size_t *node_p)
 {
-    s_jobx_t *jobx = s_lookup (self, job_id);
     if (!jobx || !jobx->running || jobx->finished)
         return NULL;
     if (step >= jobx->job->step_count)
@@ -3843,6 +3842,13 @@ s_find (sched_t *self, const char *job_id, uint32_t step, const char *node,
         return NULL;
     *node_p = (size_t) index;
     return jobx;
+}
+
+static s_jobx_t *
+s_find (sched_t *self, const char *job_id, uint32_t step, const char *node,
+        size_t *node_p)
+{
+    return s_find_in (s_lookup (self, job_id), step, node, node_p);
 }
 
 //  Agent events for an attempt that is not the cell's current one, or a
@@ -4056,8 +4062,7 @@ sched_on_result (sched_t *self, const proto_msg_t *result, int64_t now_ms)
         }
     }
     size_t index;
-    s_jobx_t *jobx = s_find (self, result->job, result->step, result->node,
-                             &index);
+    s_jobx_t *jobx = s_find_in (owner, result->step, result->node, &index);
     if (!jobx)
         return -1;
     sched_job_t *job = jobx->job;

@@ -230,6 +230,7 @@ typedef struct {
     uint32_t step;                //  DISPATCH, RESEND, SAVE_CELL, EVENT (when step-related)
     uint32_t attempt;             //  DISPATCH, RESEND
     const char *node;             //  RESEND, SAVE_CELL, EVENT (NULL = job-level event), FORGET_CELLS
+    size_t cell;                  //  SAVE_CELL: the cell's index in job->cells (an any-node cell is saved under its holder when drained)
     const char *topic;            //  DISPATCH: broadcast topic, or NULL
     char *const *nodes;           //  DISPATCH, CANCEL: the nodes meant
     size_t node_count;            //  How many

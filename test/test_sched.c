@@ -302,6 +302,15 @@ s_drain (harness_t *h)
                      && action.type <= SCHED_ACTION_FORGET_CELLS);
         assert_non_null (action.job);
         h->counts [action.type]++;
+        if (action.type == SCHED_ACTION_SAVE_CELL) {
+            //  The cell's index names the same cell as step and node
+            //  (an any-node step may have moved on to another node since)
+            ssize_t index = sched_job_node_index (action.job, action.node);
+            assert_true (index >= 0 || action.job->expected_count == 1);
+            assert_int_equal (action.cell,
+                              action.step * action.job->expected_count
+                                  + (size_t) (index > 0 ? index : 0));
+        }
         if (action.type == SCHED_ACTION_FINISHED)
             s_snapshot (h, action.job);
         if (h->quiet)
