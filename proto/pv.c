@@ -222,17 +222,15 @@ s_text_end (const unsigned char *p, size_t len)
     const uint64_t high = UINT64_C (0x8080808080808080);
     const uint64_t ones = UINT64_C (0x0101010101010101);
     size_t index = 0;
-    while (index < len) {
-        //  Eight bytes at a time while they are ASCII and none is NUL
-        while (len - index >= 8) {
-            uint64_t word;
-            memcpy (&word, p + index, 8);
-            if ((word & high) || ((word - ones) & ~word & high))
-                break;
-            index += 8;
-        }
-        if (index == len)
+    //  Eight bytes at a time while they are ASCII and none is NUL
+    while (len - index >= 8) {
+        uint64_t word;
+        memcpy (&word, p + index, 8);
+        if ((word & high) || ((word - ones) & ~word & high))
             break;
+        index += 8;
+    }
+    while (index < len) {
         if (p [index] - 1u < 0x7fu) {
             index++;
             continue;
