@@ -1192,7 +1192,9 @@ s_status (api_call_t *call)
     pw_str (reply, "queue");
     s_write_any_node (self, reply);
     pw_str (reply, "dropped");
-    pw_map (reply, 5 + AUTH_COUNTER_COUNT);
+    pw_map (reply, 6 + AUTH_COUNTER_COUNT);
+    pw_str (reply, "relay_refused");
+    pw_int (reply, (int64_t) relays_refused (self->relays));
     pw_str (reply, "malformed");
     pw_int (reply, (int64_t) self->counters.malformed);
     pw_str (reply, "unknown_node");
@@ -2051,6 +2053,8 @@ api_handle (broker_t *self, const proto_request_t *request, pw_t *reply)
 {
     api_call_t call = {self, request, reply};
     if (schedrun_handle (self, request, reply))
+        return;
+    if (relays_handle (self, request, reply))
         return;
     for (size_t index = 0; index < sizeof s_routes / sizeof s_routes [0];
          index++)

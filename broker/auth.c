@@ -26,6 +26,7 @@
 #include "../proto/log.h"
 #include "../proto/names.h"
 #include "broker.h"
+#include "relays.h"
 
 #define S_ZAP_ENDPOINT "inproc://zeromq.zap.01"
 #define S_BATCH 256                  //  Messages read per wake-up
@@ -373,6 +374,7 @@ typedef struct {
 //  job.submit needs operator as soon as one of its actions is "modify".
 static const s_need_t s_needs [] = {
     {"status", AUTH_ROLE_VIEWER},       {"node.list", AUTH_ROLE_VIEWER},
+    {"relay.list", AUTH_ROLE_VIEWER},
     {"node.get", AUTH_ROLE_VIEWER},     {"job.get", AUTH_ROLE_VIEWER},
     {"job.list", AUTH_ROLE_VIEWER},     {"job.events", AUTH_ROLE_VIEWER},
     {"job.submit", AUTH_ROLE_VIEWER},   {"job.cancel", AUTH_ROLE_OPERATOR},
@@ -464,7 +466,8 @@ auth_topic_allowed (const char *node_id, const registry_node_t *node,
 void
 auth_key_encode (const auth_key_t *key, pw_t *writer)
 {
-    pw_map (writer, 4 + (key->node ? 1 : 0) + (key->hostname ? 1 : 0));
+    pw_map (writer, 4 + (key->node ? 1 : 0) + (key->hostname ? 1 : 0)
+                    + (key->pool ? 1 : 0));
     pw_str (writer, "status");
     pw_str (writer, auth_key_status_name (key->status));
     if (key->node) {
@@ -474,6 +477,10 @@ auth_key_encode (const auth_key_t *key, pw_t *writer)
     if (key->hostname) {
         pw_str (writer, "hostname");
         pw_str (writer, key->hostname);
+    }
+    if (key->pool) {
+        pw_str (writer, "pool");
+        pw_str (writer, key->pool);
     }
     pw_str (writer, "first_seen_ms");
     pw_int (writer, key->first_seen_ms);
@@ -508,8 +515,17 @@ auth_key_decode (const pv_t *record, auth_key_t *key)
     }
     char *host_text = hostname && pv_size (hostname) <= PROTO_MAX_TEXT
                           ? pv_strdup (hostname) : NULL;
+    const pv_t *pool = pv_map_get (record, "pool");
+    char *pool_text = pool ? pv_strdup (pool) : NULL;
+    if (pool && (!pool_text || !name_valid (pool_text))) {
+        free (node_text);
+        free (host_text);
+        free (pool_text);
+        return -1;
+    }
     key->node = node_text;
     key->hostname = host_text;
+    key->pool = pool_text;
     int64_t value = 0;
     if (pv_get_int (pv_map_get (record, "first_seen_ms"), &value) == 0)
         key->first_seen_ms = value;
@@ -530,6 +546,7 @@ s_key_destroy (void **item_p)
     if (key) {
         free (key->node);
         free (key->hostname);
+        free (key->pool);
         free (key);
         *item_p = NULL;
     }
@@ -788,6 +805,12 @@ s_client (const auth_t *self, const char *key)
     return NULL;
 }
 
+bool
+auth_is_client (const auth_t *self, const char *key)
+{
+    return s_client (self, key) != NULL;
+}
+
 //  ---------------------------------------------------------------------
 //  ZAP handler (RFC 27)
 
@@ -894,6 +917,10 @@ s_grant (broker_t *broker, zframe_t *frame, const char *topic, size_t len)
     if (self->config->insecure)
         return true;
     const char *key = zframe_meta (frame, "User-Id");
+    //  A relay gets the topics of the nodes it connects (relays.h)
+    int relayed = relays_grant (broker, key, topic, len);
+    if (relayed >= 0)
+        return relayed == 1;
     const auth_key_t *record = s_key_lookup (self, key);
     //  Keys not (yet) accepted get nothing; their agent subscribes again
     //  once it is welcomed.
@@ -1003,9 +1030,36 @@ s_refuse (const char **code, const char *with, char *why, size_t why_len,
     return -1;
 }
 
+//  A key that a relay of POOL speaks for must have first come through a
+//  relay of that pool (relays.h). Returns 0, or -1 with the refusal.
 static int
-s_agent_hello (broker_t *broker, const char *text, const proto_msg_t *hello,
-               int64_t wall_ms, const char **code, char *why, size_t why_len)
+s_relayed_refused (auth_t *self, const auth_key_t *key, const char *text,
+                   const char *pool, const char **code, char *why,
+                   size_t why_len)
+{
+    if (!pool || !key || (key->pool && strcmp (key->pool, pool) == 0))
+        return 0;
+    //  Accepted or rejected ahead of its first hello: not yet bound to a way in
+    if (!key->pool && !key->first_seen_ms && !key->node)
+        return 0;
+    char brief [12];
+    s_short (text, brief);
+    self->counters.impersonation++;
+    if (s_may_log (self, text))
+        s_log ("refused key %s through relays of pool %s: it enrolled %s%s",
+               text, pool, key->pool ? "through pool " : "directly",
+               key->pool ? key->pool : "");
+    return s_refuse (code, PROTO_ERR_FORBIDDEN, why, why_len,
+                     "key %s enrolled %s%s: relays of pool %s may not speak "
+                     "for it", brief, key->pool ? "through relays of pool "
+                                                : "directly",
+                     key->pool ? key->pool : "", pool);
+}
+
+static int
+s_agent_hello (broker_t *broker, const char *text, const char *pool,
+               const proto_msg_t *hello, int64_t wall_ms, const char **code,
+               char *why, size_t why_len)
 {
     auth_t *self = broker->auth;
     auth_key_t *key = s_key_lookup (self, text);
@@ -1020,6 +1074,10 @@ s_agent_hello (broker_t *broker, const char *text, const proto_msg_t *hello,
                          "(an admin can run gridcli key delete on it to let "
                          "it enrol again)", brief);
     }
+    if (s_relayed_refused (self, key, text, pool, code, why, why_len) != 0)
+        return -1;
+    if (key && pool && !key->pool)
+        key->pool = strdup (pool);   //  Saved with its first hello below
     if (holder && holder != key) {
         self->counters.impersonation++;
         if (s_may_log (self, text))
@@ -1070,6 +1128,8 @@ s_agent_hello (broker_t *broker, const char *text, const proto_msg_t *hello,
         }
         key = s_key_new (self, text, AUTH_KEY_PENDING, wall_ms);
         key->first_seen_ms = wall_ms;
+        if (pool)
+            key->pool = strdup (pool);
     }
     bool changed = fresh || !key->node || strcmp (key->node, node) != 0
                    || !key->hostname
@@ -1114,8 +1174,22 @@ auth_agent_check (broker_t *broker, const zmq_msg_t *body,
         return s_refuse (code, PROTO_ERR_UNAUTHORIZED, why, why_len,
                          "no authenticated key");
     }
+    return auth_agent_check_relayed (broker, text, NULL, msg, wall_ms, code,
+                                     why, why_len);
+}
+
+int
+auth_agent_check_relayed (broker_t *broker, const char *text,
+                          const char *pool, const proto_msg_t *msg,
+                          int64_t wall_ms, const char **code, char *why,
+                          size_t why_len)
+{
+    auth_t *self = broker->auth;
+    *code = NULL;
+    if (self->config->insecure)
+        return 0;
     if (msg->type == PROTO_HELLO)
-        return s_agent_hello (broker, text, msg, wall_ms, code, why,
+        return s_agent_hello (broker, text, pool, msg, wall_ms, code, why,
                               why_len);
     const auth_key_t *key = s_key_lookup (self, text);
     char brief [12];
@@ -1129,6 +1203,8 @@ auth_agent_check (broker_t *broker, const zmq_msg_t *body,
             *code = NULL;
         return -1;
     }
+    if (s_relayed_refused (self, key, text, pool, code, why, why_len) != 0)
+        return -1;
     //  Messages without a node (not sent by agents) are refused further on
     if (msg->node && (!key->node || strcmp (key->node, msg->node) != 0)) {
         self->counters.impersonation++;

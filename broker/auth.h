@@ -101,6 +101,9 @@ typedef struct {
     int64_t first_seen_ms;       //  Wall clock of its first hello, or 0
     int64_t accepted_at_ms;      //  Wall clock of its acceptance, or 0
     int64_t updated_at_ms;       //  Wall clock of its last change
+    char *pool;                  //  The relay pool it first came through
+                                 //  (relays.h), or NULL: it came directly,
+                                 //  and no relay may speak for it
 } auth_key_t;
 
 typedef struct {
@@ -219,6 +222,18 @@ void auth_attach (broker_t *broker);
 int auth_agent_check (broker_t *broker, const zmq_msg_t *body,
                       const proto_msg_t *msg, int64_t wall_ms,
                       const char **code, char *why, size_t why_len);
+
+//  auth_agent_check for a message whose sender's key KEY (Z85) a relay of
+//  POOL attested (relays.h): the same rules, and a key that first came
+//  directly, or through relays of another pool, is refused (forbidden).
+//  A new key remembers POOL.
+int auth_agent_check_relayed (broker_t *broker, const char *key,
+                              const char *pool, const proto_msg_t *msg,
+                              int64_t wall_ms, const char **code, char *why,
+                              size_t why_len);
+
+//  True when KEY (Z85) is a configured client key.
+bool auth_is_client (const auth_t *self, const char *key);
 
 //  Judges a client request that arrived in BODY against the client's role
 //  and the allowlist, and serves the key.* requests. Returns true when it

@@ -29,13 +29,15 @@
 #define STORE_PROBE_MS 1000      //  While failing, the tick tries a write this often
 #define META_PROBE "store_probe"
 
-//  A two-frame message (routing id or topic, then body) that waits for
-//  the pass's commit. Its bytes lie in broker_io_t.bytes: the first
-//  frame, the body, then for agent sends the node id and a NUL.
+//  A two-frame message (routing id or topic, then body), or three with
+//  a relay's via frame between them (relays.h), that waits for the
+//  pass's commit. Its bytes lie in broker_io_t.bytes: the first frame,
+//  the via frame, the body, then for agent sends the node id and a NUL.
 typedef struct {
     zsock_t *socket;             //  Agent ROUTER or commands XPUB
     size_t offset;               //  Where its bytes start
     size_t first_size;           //  Routing id or topic
+    size_t via_size;             //  Via frame (0: none)
     size_t body_size;            //  msgpack body
     size_t node_size;            //  Node id (agent sends, for logs), or 0
     bool needs_commit;           //  Dropped when the pass's commit fails
@@ -69,6 +71,8 @@ s_pending_destroy (s_pending_t **self_p)
 //  path allocates nothing once the buffers have grown.
 struct _broker_io_t {
     zmq_msg_t routing;           //  Agent socket: routing id frame
+    zmq_msg_t via;               //  Agent socket: a relay's via frame
+    size_t answer_size;          //  Bytes of via that reach the sender
     zmq_msg_t body;              //  Agent socket: body frame
     uint8_t *bytes;              //  Queued sends' bytes, back to back
     size_t bytes_size;           //  Bytes used
@@ -85,6 +89,7 @@ s_io_new (void)
 {
     broker_io_t *io = (broker_io_t *) zmalloc (sizeof (broker_io_t));
     zmq_msg_init (&io->routing);
+    zmq_msg_init (&io->via);
     zmq_msg_init (&io->body);
     return io;
 }
@@ -95,6 +100,7 @@ s_io_destroy (broker_io_t **io_p)
     broker_io_t *io = *io_p;
     if (io) {
         zmq_msg_close (&io->routing);
+        zmq_msg_close (&io->via);
         zmq_msg_close (&io->body);
         free (io->bytes);
         free (io->sends);
@@ -167,6 +173,7 @@ broker_config_clear (broker_config_t *config)
     config->agents_ep = config->publish_ep = NULL;
     config->log_level = config->log_format = NULL;
     auth_config_clear (&config->auth);
+    relays_config_clear (&config->relays);
     job_limits_free (config->limits, config->limit_count);
     config->limits = NULL;
     config->limit_count = 0;
@@ -183,6 +190,7 @@ s_copy_config (broker_config_t *dest, const broker_config_t *src)
     dest->log_level = src->log_level ? strdup (src->log_level) : NULL;
     dest->log_format = src->log_format ? strdup (src->log_format) : NULL;
     auth_config_copy (&dest->auth, &src->auth);
+    relays_config_copy (&dest->relays, &src->relays);
     dest->limits = NULL;
     if (src->limit_count) {
         dest->limits = (job_limit_t *) calloc (src->limit_count,
@@ -303,7 +311,9 @@ broker_config_load (broker_config_t *config, const char *path, char *err,
         "results",
         //  Read by auth_config_load
         "key", "insecure", "auto_accept", "max_pending_keys", "clients",
-        "allow", NULL};
+        "allow",
+        //  Read by relays_config_load
+        "relays", NULL};
     pv_doc_t *doc = NULL;
     char why [512];
     if (conf_load_file (path, &doc, err, err_len) != 0)
@@ -401,6 +411,9 @@ broker_config_load (broker_config_t *config, const char *path, char *err,
         rc = s_load_results (config, root, why, sizeof why);
     if (rc == 0)
         rc = auth_config_load (&config->auth, root, why, sizeof why);
+    if (rc == 0)
+        rc = relays_config_load (&config->relays, pv_map_get (root, "relays"),
+                                 why, sizeof why);
     if (rc == 0 && (max_concurrent < 1 || max_pending < 0 || ack_resends < 0
                     || map_mb < 1 || max_map_mb < 0
                     || config->missed_heartbeats < 1
@@ -450,16 +463,19 @@ broker_txn (broker_t *self)
     return self->txn;
 }
 
-//  Queues FIRST, then the body in self->body, to SOCKET until the commit.
-//  NODE (agent sends) names the receiver for the logs, or is NULL.
+//  Queues FIRST, then VIA (VIA_SIZE bytes, 0: no such frame), then the
+//  body in self->body, to SOCKET until the commit. NODE (agent sends)
+//  names the receiver for the logs, or is NULL.
 static void
 s_queue_send (broker_t *self, zsock_t *socket, const void *first,
-              size_t first_size, const char *node, bool needs_commit)
+              size_t first_size, const void *via, size_t via_size,
+              const char *node, bool needs_commit)
 {
     broker_io_t *io = self->io;
     size_t body_size = pw_size (self->body);
     size_t node_size = node ? strlen (node) : 0;
-    size_t need = first_size + body_size + (node ? node_size + 1 : 0);
+    size_t need = first_size + via_size + body_size
+                  + (node ? node_size + 1 : 0);
     if (io->bytes_max - io->bytes_size < need) {
         size_t max = io->bytes_max ? io->bytes_max : 65536;
         while (max - io->bytes_size < need)
@@ -478,11 +494,16 @@ s_queue_send (broker_t *self, zsock_t *socket, const void *first,
     send->socket = socket;
     send->offset = io->bytes_size;
     send->first_size = first_size;
+    send->via_size = via_size;
     send->body_size = body_size;
     send->node_size = node_size;
     send->needs_commit = needs_commit;
     uint8_t *at = io->bytes + io->bytes_size;
     memcpy (at, first, first_size);
+    if (via_size) {
+        memcpy (at + first_size, via, via_size);
+        at += via_size;
+    }
     memcpy (at + first_size, pw_data (self->body), body_size);
     if (node) {
         memcpy (at + first_size + body_size, node, node_size);
@@ -501,14 +522,16 @@ s_send_to_node (broker_t *self, const registry_node_t *node,
     if (!node || !node->online || node->routing_id_size == 0)
         return;
     s_queue_send (self, self->agents, node->routing_id,
-                  node->routing_id_size, node->id, needs_commit);
+                  node->routing_id_size, node->via, node->via_size, node->id,
+                  needs_commit);
 }
 
 //  Queues the body in self->body on the commands PUB under TOPIC.
 static void
 s_publish (broker_t *self, const char *topic)
 {
-    s_queue_send (self, self->publish, topic, strlen (topic), NULL, true);
+    s_queue_send (self, self->publish, topic, strlen (topic), NULL, 0, NULL,
+                  true);
 }
 
 //  A queued send failed with ERROR; NODE_ID names the agent it was for,
@@ -545,13 +568,15 @@ s_flush (broker_t *self)
         int rc = handle ? zmq_send (handle, at, send->first_size,
                                     ZMQ_SNDMORE | ZMQ_DONTWAIT)
                         : -1;
+        if (rc >= 0 && send->via_size)
+            rc = zmq_send (handle, at + send->first_size, send->via_size,
+                           ZMQ_SNDMORE | ZMQ_DONTWAIT);
+        const uint8_t *body = at + send->first_size + send->via_size;
         if (rc >= 0)
-            rc = zmq_send (handle, at + send->first_size, send->body_size,
-                           ZMQ_DONTWAIT);
+            rc = zmq_send (handle, body, send->body_size, ZMQ_DONTWAIT);
         if (rc < 0)
             s_send_failed (self, send->node_size
-                                     ? (const char *) at + send->first_size
-                                           + send->body_size
+                                     ? (const char *) body + send->body_size
                                      : NULL,
                            handle ? zmq_errno () : ENOTSOCK);
     }
@@ -1207,12 +1232,16 @@ s_encode_agent_error (broker_t *self, const char *code, const char *message)
     return proto_msg_encode (&msg, self->body);
 }
 
+//  Queues an error to the connection ROUTING, through the via frame of
+//  the message being handled (up to the bytes that reach its sender).
 static void
 s_send_agent_error (broker_t *self, const void *routing, size_t routing_size,
                     const char *code, const char *message)
 {
     if (s_encode_agent_error (self, code, message) == 0)
-        s_queue_send (self, self->agents, routing, routing_size, NULL, false);
+        s_queue_send (self, self->agents, routing, routing_size,
+                      zmq_msg_data (&self->io->via), self->io->answer_size,
+                      NULL, false);
 }
 
 void
@@ -1234,16 +1263,21 @@ broker_save_node (broker_t *self, const registry_node_t *node)
 //  routing id it no longer knows, so this tells whether the connection is
 //  still up. Returns false only when it is gone.
 static bool
-s_probe_session (broker_t *self, const void *routing, size_t routing_size,
+s_probe_session (broker_t *self, const registry_node_t *node,
                  const char *notice)
 {
     if (s_encode_agent_error (self, PROTO_ERR_DUPLICATE_NODE, notice) != 0)
         return true;
     void *handle = zsock_resolve (self->agents);
-    if (zmq_send (handle, routing, routing_size, ZMQ_SNDMORE | ZMQ_DONTWAIT)
-        < 0)
+    if (zmq_send (handle, node->routing_id, node->routing_id_size,
+                  ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0)
         //  EAGAIN (its queue is full) cannot tell: count it as up
         return errno != EHOSTUNREACH;
+    //  Through relays only the relay's connection can be probed: a node
+    //  behind it counts as up while it is heard from
+    if (node->via_size)
+        zmq_send (handle, node->via, node->via_size,
+                  ZMQ_SNDMORE | ZMQ_DONTWAIT);
     zmq_send (handle, pw_data (self->body), pw_size (self->body),
               ZMQ_DONTWAIT);
     return true;
@@ -1265,8 +1299,12 @@ s_duplicate_refused (broker_t *self, registry_node_t *node,
 {
     if (!node->online || !node->hello || node->routing_id_size == 0)
         return false;
+    const void *via = zmq_msg_data (&self->io->via);
+    size_t via_size = self->io->answer_size;
     if (node->routing_id_size == routing_size
-    &&  memcmp (node->routing_id, routing, routing_size) == 0)
+    &&  memcmp (node->routing_id, routing, routing_size) == 0
+    &&  node->via_size == via_size
+    &&  memcmp (node->via, via, via_size) == 0)
         return false;
     const char *ours = node->hello->instance;
     if (ours && hello->instance && strcmp (ours, hello->instance) == 0)
@@ -1285,8 +1323,7 @@ s_duplicate_refused (broker_t *self, registry_node_t *node,
     snprintf (text, sizeof text, "another agent (%s) tried to register as "
               "node %s and was refused: this session stays", theirs,
               node->id);
-    if (!s_probe_session (self, node->routing_id, node->routing_id_size,
-                          text))
+    if (!s_probe_session (self, node, text))
         return false;
     int64_t wall_ms = broker_wall_ms ();
     int64_t quiet_ms = node->duplicates ? wall_ms - node->duplicate_wall_ms
@@ -1336,7 +1373,7 @@ s_duplicate_refused (broker_t *self, registry_node_t *node,
 
 static void
 s_on_hello (broker_t *self, const void *routing, size_t routing_size,
-            proto_msg_t **msg_p, int64_t now_ms)
+            const relays_path_t *path, proto_msg_t **msg_p, int64_t now_ms)
 {
     proto_msg_t *hello = *msg_p;
     registry_node_t *before = registry_lookup (self->registry, hello->node);
@@ -1358,6 +1395,10 @@ s_on_hello (broker_t *self, const void *routing, size_t routing_size,
     registry_node_t *node = registry_hello (self->registry, msg_p, routing,
                                             routing_size, now_ms,
                                             broker_wall_ms ());
+    //  Through relays: the way back, and whose node it now is
+    node->via_size = self->io->answer_size;
+    memcpy (node->via, zmq_msg_data (&self->io->via), node->via_size);
+    relays_on_hello (self, node, path);
     broker_save_node (self, node);
     s_log ("node %s %s (%s, %zu group%s, %zu backend%s)", node->id,
            was_online ? "re-registered" : "registered",
@@ -1453,6 +1494,9 @@ s_on_agent_message (broker_t *self, int64_t now_ms)
     size_t body_size = zmq_msg_size (&io->body);
     proto_msg_t *in = NULL;
     char why [256];
+    //  Errors go back the way the message came (a relay's via frame)
+    size_t via_size = zmq_msg_size (&io->via);
+    io->answer_size = via_size % KEYS_Z85_LEN == 0 ? via_size : 0;
     if (proto_msg_decode (body, body_size, &in, why, sizeof why) != 0) {
         self->counters.malformed++;
         if (self->config.verbose)
@@ -1467,16 +1511,39 @@ s_on_agent_message (broker_t *self, int64_t now_ms)
     //  The ROUTER's routing id frame carries no metadata; the body does.
     const char *refusal_code = NULL;
     char refusal [512];
-    if (auth_agent_check (self, &io->body, in, broker_wall_ms (),
-                          &refusal_code, refusal, sizeof refusal) != 0) {
-        if (refusal_code)
+    //  Through relays, the key is the one they attest (relays.h)
+    relays_path_t path;
+    const char *conn_key = self->config.auth.insecure
+                               ? NULL
+                               : zmq_msg_gets (&io->body, "User-Id");
+    int checked = relays_attest (self, routing, routing_size, conn_key,
+                                 zmq_msg_data (&io->via), via_size, &path,
+                                 &refusal_code, refusal, sizeof refusal);
+    if (checked == 0) {
+        io->answer_size = path.answer_size;
+        if (path.self)
+            checked = relays_on_own (self, &path, in, now_ms, &refusal_code,
+                                     refusal, sizeof refusal);
+        else
+        if (via_size)
+            checked = auth_agent_check_relayed (self, path.key, path.pool, in,
+                                                broker_wall_ms (),
+                                                &refusal_code, refusal,
+                                                sizeof refusal);
+        else
+            checked = auth_agent_check (self, &io->body, in,
+                                        broker_wall_ms (), &refusal_code,
+                                        refusal, sizeof refusal);
+    }
+    if (checked != 0 || path.self) {
+        if (checked != 0 && refusal_code)
             s_send_agent_error (self, routing, routing_size, refusal_code,
                                 refusal);
         proto_msg_destroy (&in);
         return;
     }
     if (in->type == PROTO_HELLO) {
-        s_on_hello (self, routing, routing_size, &in, now_ms);
+        s_on_hello (self, routing, routing_size, &path, &in, now_ms);
         proto_msg_destroy (&in);
         return;
     }
@@ -1494,6 +1561,12 @@ s_on_agent_message (broker_t *self, int64_t now_ms)
     }
     registry_node_t *node = registry_session (self->registry, in->node,
                                               routing, routing_size);
+    //  Through relays the path is part of the session
+    if (node
+        && (node->via_size != io->answer_size
+            || memcmp (node->via, zmq_msg_data (&io->via), node->via_size)
+                   != 0))
+        node = NULL;
     if (!node) {
         //  Unknown session (broker restarted, or node marked offline):
         //  the agent says hello again, then re-sends what is unacked.
@@ -1618,6 +1691,7 @@ static int
 s_agent_recv (broker_t *self, void *handle)
 {
     broker_io_t *io = self->io;
+    io->answer_size = 0;
     if (zmq_msg_recv (&io->routing, handle, ZMQ_DONTWAIT) < 0)
         return -1;
     //  A ROUTER always prepends the routing id, so a lone frame cannot
@@ -1626,6 +1700,14 @@ s_agent_recv (broker_t *self, void *handle)
                   && zmq_msg_recv (&io->body, handle, ZMQ_DONTWAIT) >= 0;
     if (framed && !zmq_msg_more (&io->body))
         return 1;
+    //  A relay's message: the via frame, then the body (relays.h)
+    if (framed) {
+        zmq_msg_move (&io->via, &io->body);
+        framed = zmq_msg_recv (&io->body, handle, ZMQ_DONTWAIT) >= 0;
+        if (framed && !zmq_msg_more (&io->body)
+            && zmq_msg_size (&io->via) <= RELAYS_VIA_MAX)
+            return 1;
+    }
     //  Parts of one message arrive together: read the rest of it.
     zmq_msg_t *part = framed ? &io->body : &io->routing;
     while (zmq_msg_more (part)
@@ -1641,8 +1723,10 @@ static void
 s_agent_release (broker_io_t *io)
 {
     zmq_msg_close (&io->routing);
+    zmq_msg_close (&io->via);
     zmq_msg_close (&io->body);
     zmq_msg_init (&io->routing);
+    zmq_msg_init (&io->via);
     zmq_msg_init (&io->body);
 }
 
@@ -2069,6 +2153,7 @@ s_on_tick (zloop_t *loop, int timer_id, void *arg)
         sched_on_node_down (self->sched, offline [index], deadline_ms);
     }
     free (offline);
+    relays_tick (self, now_ms);
     s_report_offline (self, deadline_ms);
     s_check_room (self, now_ms);
     if (self->hold_until_ms && now_ms >= self->hold_until_ms) {
@@ -2552,6 +2637,8 @@ broker_new (const broker_config_t *config, char *err, size_t err_len)
         broker_destroy (&self);
         return NULL;
     }
+    self->relays = relays_new (&self->config.relays,
+                               self->config.auth.insecure);
     self->client = s_bind (self->auth, ZMQ_ROUTER, KEYS_DOMAIN_CLIENTS,
                            self->config.client_ep, err, err_len);
     self->agents = self->client
@@ -2609,6 +2696,7 @@ broker_destroy (broker_t **self_p)
     zsock_destroy (&self->client);
     zsock_destroy (&self->agents);
     zsock_destroy (&self->publish);
+    relays_destroy (&self->relays);
     auth_destroy (&self->auth);
     store_abort (&self->txn);
     sched_destroy (&self->sched);

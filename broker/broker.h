@@ -31,6 +31,7 @@
 #include "metrics.h"
 #include "qstats.h"
 #include "registry.h"
+#include "relays.h"
 #include "sched.h"
 
 #define BROKER_DEFAULT_MAX_OUTPUT ((uint64_t) 16 << 20)  //  results.max_output
@@ -55,6 +56,7 @@ typedef struct {
     char *log_level;             //  error, warn, info or debug (NULL: info)
     char *log_format;            //  text or json (NULL: text)
     auth_config_t auth;          //  Keys, roles, allowlist (auth.h)
+    relays_config_t relays;      //  Enrolled relays (relays.h)
     job_limit_t *limits;         //  Concurrency limits (`limits:`), fleet-wide and per node
     size_t limit_count;          //  How many
 } broker_config_t;
@@ -156,6 +158,7 @@ struct _broker_t {
     zsock_t *agents;             //  Agent ROUTER
     zsock_t *publish;            //  Commands XPUB (subscriptions granted by auth)
     auth_t *auth;                //  ZAP handler, key store, roles
+    relays_t *relays;            //  Relays and the nodes behind them
     store_lock_t *lock;          //  The data dir's lock (one broker per dir)
     store_t *store;              //  Jobs, results, events, nodes
     registry_t *registry;        //  Nodes

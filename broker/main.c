@@ -56,6 +56,8 @@ static const char *s_usage =
     "                         [/etc/grid/keys/broker.key]\n"
     "  --client-key ROLE:KEY  a client key (Z85 or key file) with its role,\n"
     "                         viewer, operator or admin; repeatable\n"
+    "  --relay-key NAME[@POOL]:KEY  enrol a gridrelay (its key, Z85 or key\n"
+    "                         file) under NAME, in POOL [NAME]; repeatable\n"
     "  --auto-accept          enrol every new agent key at once (labs only)\n"
     "  --allow LIST           allowlist: backend.action,backend.*,... [all]\n"
     "  --insecure             plaintext, no keys, every client is admin:\n"
@@ -121,7 +123,8 @@ enum {
     S_OPT_ACK_RESENDS, S_OPT_TASK_TIMEOUT, S_OPT_GRACE, S_OPT_RETRY_BASE,
     S_OPT_RETRY_CAP, S_OPT_LEASE, S_OPT_RETENTION, S_OPT_STORE_MAX, S_OPT_MAP_MB,
     S_OPT_MAX_MAP_MB, S_OPT_VERBOSE, S_OPT_LOG_LEVEL, S_OPT_LOG_FORMAT,
-    S_OPT_KEY, S_OPT_CLIENT_KEY, S_OPT_AUTO_ACCEPT, S_OPT_ALLOW,
+    S_OPT_KEY, S_OPT_CLIENT_KEY, S_OPT_RELAY_KEY, S_OPT_AUTO_ACCEPT,
+    S_OPT_ALLOW,
     S_OPT_INSECURE, S_OPT_VERSION, S_OPT_PRINT_CONFIG, S_OPT_END
 };
 
@@ -152,6 +155,7 @@ static const struct option s_options [] = {
     {"log-format", required_argument, NULL, S_OPT_LOG_FORMAT},
     {"key", required_argument, NULL, S_OPT_KEY},
     {"client-key", required_argument, NULL, S_OPT_CLIENT_KEY},
+    {"relay-key", required_argument, NULL, S_OPT_RELAY_KEY},
     {"auto-accept", no_argument, NULL, S_OPT_AUTO_ACCEPT},
     {"allow", required_argument, NULL, S_OPT_ALLOW},
     {"insecure", no_argument, NULL, S_OPT_INSECURE},
@@ -190,6 +194,13 @@ s_apply (broker_config_t *config, int option, const char *flag,
             s_set (level ? &config->log_level : &config->log_format, value);
             return 0;
         }
+        case S_OPT_RELAY_KEY:
+            if (relays_config_add (&config->relays, value, err, sizeof err)
+                != 0) {
+                fprintf (stderr, "gridbroker: %s\n", err);
+                return 2;
+            }
+            return 0;
         case S_OPT_CLIENT_KEY:
         case S_OPT_ALLOW:
             if ((option == S_OPT_ALLOW
@@ -371,6 +382,19 @@ s_print_config (const broker_config_t *config, const bool *given,
         snprintf (list + used, sizeof list - used, "]");
     conf_print_setting (o, "clients", list, false, "--client-key",
                         S_GIVEN (S_OPT_CLIENT_KEY));
+    used = (size_t) snprintf (list, sizeof list, "[");
+    for (size_t index = 0; index < config->relays.count && used < sizeof list;
+         index++) {
+        const relays_entry_t *relay = &config->relays.entries [index];
+        used += (size_t) snprintf (list + used, sizeof list - used,
+                                   "%s{ key: \"%s\", name: %s, pool: %s }",
+                                   index ? ", " : "", relay->key, relay->name,
+                                   relay->pool);
+    }
+    if (used < sizeof list)
+        snprintf (list + used, sizeof list - used, "]");
+    conf_print_setting (o, "relays", list, false, "--relay-key",
+                        S_GIVEN (S_OPT_RELAY_KEY));
     used = (size_t) snprintf (list, sizeof list, "[");
     for (size_t index = 0; index < auth->allow_count && used < sizeof list;
          index++)

@@ -411,6 +411,8 @@ registry_hello (registry_t *self, proto_msg_t **hello_p,
         routing_id_size = 0;    //  Cannot happen with ZeroMQ (255 max)
     memcpy (node->routing_id, routing_id, routing_id_size);
     node->routing_id_size = routing_id_size;
+    node->via_size = 0;
+    node->relay [0] = 0;
     registry_touch (node, now_ms, wall_ms);
     return node;
 }
@@ -841,7 +843,7 @@ registry_node_encode (const registry_node_t *node, pw_t *writer,
 {
     const proto_msg_t *hello = node->hello;
     pw_map (writer, 11 + (with_backends ? 1 : 0)
-                    + (node->duplicates ? 1 : 0));
+                    + (node->duplicates ? 1 : 0) + (node->relay [0] ? 1 : 0));
     pw_str (writer, "id");
     pw_str (writer, node->id);
     pw_str (writer, "hostname");
@@ -883,6 +885,10 @@ registry_node_encode (const registry_node_t *node, pw_t *writer,
         pw_str (writer, "hostname");
         pw_str (writer, node->duplicate_hostname ? node->duplicate_hostname
                                                  : "");
+    }
+    if (node->relay [0]) {
+        pw_str (writer, "relay");
+        pw_str (writer, node->relay);
     }
     if (with_backends) {
         pw_str (writer, "backends");

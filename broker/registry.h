@@ -37,6 +37,7 @@
 #include "sched.h"
 
 #define REGISTRY_MAX_ROUTING_ID 256  //  Longest ROUTER identity kept
+#define REGISTRY_MAX_VIA 160         //  Longest relay path kept (relays.h)
 
 //  One distinct backend declaration, shared by the nodes that send it.
 typedef struct _registry_backend_set_t registry_backend_set_t;
@@ -57,6 +58,10 @@ typedef struct {
     bool offline_reported;       //  Its work was declared lost (after the grace)
     uint8_t routing_id [REGISTRY_MAX_ROUTING_ID];  //  ROUTER identity of its connection
     size_t routing_id_size;      //  Bytes in routing_id (0 = none)
+    uint8_t via [REGISTRY_MAX_VIA];  //  Through relays: the via frame that
+                                 //  reaches it from the relay at routing_id
+    size_t via_size;             //  Bytes in via (0 = it connected directly)
+    char relay [NAME_MAX_LEN + 1];  //  The relay it came through ("" = none)
     uint32_t duplicates;         //  Second agents refused (duplicate_node)
     int64_t duplicate_wall_ms;   //  Wall clock of the last such refusal
     char *duplicate_hostname;    //  Its hostname (owned), or NULL
@@ -165,8 +170,9 @@ size_t registry_backend_sets (registry_t *self);
 size_t registry_list (registry_t *self, registry_node_t ***nodes_p);
 
 //  Writes NODE as a map: id, hostname, groups, labels, status, last_seen,
-//  registered_at, version, concurrency, running, drained and, when
-//  WITH_BACKENDS, backends (the node.get shape of proto/PROTOCOL.md).
+//  registered_at, version, concurrency, running, drained, relay (when it
+//  came through one) and, when WITH_BACKENDS, backends (the node.get
+//  shape of proto/PROTOCOL.md).
 void registry_node_encode (const registry_node_t *node, pw_t *writer,
                            bool with_backends);
 

@@ -1652,6 +1652,7 @@ static const s_request_t s_requests [] = {
     S_REQUEST_BARE ("broker.drain"),
     S_REQUEST_BARE ("broker.resume"),
     S_REQUEST_BARE ("key.list"),
+    S_REQUEST_BARE ("relay.list"),
     S_REQUEST ("key.accept", s_req_key),
     S_REQUEST ("key.reject", s_req_key),
     S_REQUEST ("key.delete", s_req_key),

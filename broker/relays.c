@@ -1,0 +1,720 @@
+/*  =========================================================================
+    relays - the broker's side of gridrelay (see relays.h)
+    =========================================================================
+*/
+#include "relays.h"
+
+#include <stdarg.h>
+
+#include "../proto/conf.h"
+#include "../proto/log.h"
+#include "../proto/names.h"
+#include "auth.h"
+#include "broker.h"
+
+//  One relay the broker knows: enrolled (secure), or seen (insecure).
+typedef struct {
+    char *id;                    //  Its key (secure) or its path (insecure)
+    const relays_entry_t *entry; //  Its enrolment, or NULL (insecure)
+    char name [NAME_MAX_LEN + 1];  //  Its name ("" until it says, insecure)
+    char upstream [NAME_MAX_LEN + 1];  //  The relay it comes through, or ""
+    int64_t last_seen_ms;        //  Monotonic: its last own message
+    int64_t last_seen_wall_ms;   //  Wall clock of the same, 0 never
+    zhashx_t *topics;            //  Topic -> count (char *) of the nodes it
+                                 //  connects: what it may subscribe to
+    uint64_t refused;            //  Attestations of it refused
+    bool revoked;                //  Its key was rejected: its nodes went
+} s_relay_t;
+
+//  Which relays a node came through.
+typedef struct {
+    s_relay_t *connect;          //  The relay connected to the broker
+    s_relay_t *next;             //  The relay next to the node
+    char **topics;               //  Its topics (granted to connect)
+    size_t topic_count;
+} s_member_t;
+
+struct _relays_t {
+    const relays_config_t *config;  //  Enrolled relays (borrowed)
+    bool insecure;               //  Nothing is authenticated
+    zhashx_t *relays;            //  id -> s_relay_t
+    zhashx_t *members;           //  node id -> s_member_t
+    uint64_t refused;            //  Attestations refused
+};
+
+static void
+s_err (char *err, size_t err_len, const char *format, ...)
+    __attribute__ ((format (printf, 3, 4)));
+
+static void
+s_err (char *err, size_t err_len, const char *format, ...)
+{
+    va_list args;
+    va_start (args, format);
+    vsnprintf (err, err_len, format, args);
+    va_end (args);
+}
+
+//  ---------------------------------------------------------------------
+//  Configuration
+
+void
+relays_config_clear (relays_config_t *config)
+{
+    for (size_t index = 0; index < config->count; index++) {
+        free (config->entries [index].name);
+        free (config->entries [index].pool);
+    }
+    free (config->entries);
+    config->entries = NULL;
+    config->count = 0;
+}
+
+void
+relays_config_copy (relays_config_t *dest, const relays_config_t *src)
+{
+    dest->count = src->count;
+    dest->entries = src->count ? (relays_entry_t *) calloc (
+                                     src->count, sizeof (relays_entry_t))
+                               : NULL;
+    for (size_t index = 0; index < src->count; index++) {
+        dest->entries [index] = src->entries [index];
+        dest->entries [index].name = strdup (src->entries [index].name);
+        dest->entries [index].pool = strdup (src->entries [index].pool);
+    }
+}
+
+const relays_entry_t *
+relays_config_find (const relays_config_t *config, const char *key)
+{
+    for (size_t index = 0; key && index < config->count; index++)
+        if (strcmp (config->entries [index].key, key) == 0)
+            return &config->entries [index];
+    return NULL;
+}
+
+static int
+s_config_add (relays_config_t *config, const char *key_text, const char *name,
+              const char *pool, char *err, size_t err_len)
+{
+    char key [KEYS_TEXT_SIZE];
+    char why [512];
+    if (!name_valid (name)) {
+        s_err (err, err_len, "relay name '%s' is not a name "
+               "([A-Za-z0-9_-], 1 to 64)", name);
+        return -1;
+    }
+    if (pool && !name_valid (pool)) {
+        s_err (err, err_len, "relay %s: pool '%s' is not a name", name, pool);
+        return -1;
+    }
+    if (keys_read_public (key_text, key, why, sizeof why) != 0) {
+        s_err (err, err_len, "relay %s: %s", name, why);
+        return -1;
+    }
+    for (size_t index = 0; index < config->count; index++) {
+        if (strcmp (config->entries [index].key, key) == 0) {
+            s_err (err, err_len, "relay %s: its key is already relay %s's",
+                   name, config->entries [index].name);
+            return -1;
+        }
+        if (strcmp (config->entries [index].name, name) == 0) {
+            s_err (err, err_len, "relay %s is enrolled twice", name);
+            return -1;
+        }
+    }
+    relays_entry_t *entries = (relays_entry_t *) realloc (
+        config->entries, (config->count + 1) * sizeof (relays_entry_t));
+    assert (entries);
+    config->entries = entries;
+    relays_entry_t *entry = &entries [config->count++];
+    memset (entry, 0, sizeof *entry);
+    memcpy (entry->key, key, sizeof entry->key);
+    entry->name = strdup (name);
+    entry->pool = strdup (pool ? pool : name);
+    return 0;
+}
+
+int
+relays_config_load (relays_config_t *config, const pv_t *list, char *err,
+                    size_t err_len)
+{
+    if (!list)
+        return 0;
+    if (pv_type (list) != PV_ARRAY) {
+        s_err (err, err_len, "relays: expected a list of {key, name, pool}");
+        return -1;
+    }
+    static const char *const known [] = {"key", "name", "pool", NULL};
+    for (size_t index = 0; index < pv_size (list); index++) {
+        const pv_t *entry = pv_array_at (list, index);
+        char why [600];
+        char *key = NULL, *name = NULL, *pool = NULL;
+        int rc = pv_type (entry) == PV_MAP ? 0 : -1;
+        if (rc != 0)
+            snprintf (why, sizeof why, "expected a map {key, name, pool}");
+        if (rc == 0)
+            rc = conf_check_keys (entry, known, why, sizeof why);
+        if (rc == 0)
+            rc = conf_get_str (entry, "key", &key, why, sizeof why);
+        if (rc == 0)
+            rc = conf_get_str (entry, "name", &name, why, sizeof why);
+        if (rc == 0)
+            rc = conf_get_str (entry, "pool", &pool, why, sizeof why);
+        if (rc == 0 && (!key || !name)) {
+            snprintf (why, sizeof why, "key and name are required");
+            rc = -1;
+        }
+        if (rc == 0)
+            rc = s_config_add (config, key, name, pool, why, sizeof why);
+        free (key);
+        free (name);
+        free (pool);
+        if (rc != 0) {
+            s_err (err, err_len, "relays[%zu]: %s", index, why);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+int
+relays_config_add (relays_config_t *config, const char *text, char *err,
+                   size_t err_len)
+{
+    const char *colon = strchr (text, ':');
+    if (!colon || colon == text || !colon [1]) {
+        s_err (err, err_len, "--relay-key: expected NAME[@POOL]:KEY, got "
+               "'%s'", text);
+        return -1;
+    }
+    char name [NAME_MAX_LEN + 2] = "", pool [NAME_MAX_LEN + 2] = "";
+    size_t len = (size_t) (colon - text);
+    const char *at = memchr (text, '@', len);
+    size_t name_len = at ? (size_t) (at - text) : len;
+    size_t pool_len = at ? len - name_len - 1 : 0;
+    if (name_len > NAME_MAX_LEN || pool_len > NAME_MAX_LEN) {
+        s_err (err, err_len, "--relay-key: the name or pool in '%s' is too "
+               "long", text);
+        return -1;
+    }
+    memcpy (name, text, name_len);
+    name [name_len] = 0;
+    if (at) {
+        memcpy (pool, at + 1, pool_len);
+        pool [pool_len] = 0;
+    }
+    return s_config_add (config, colon + 1, name, at ? pool : NULL, err,
+                         err_len);
+}
+
+//  ---------------------------------------------------------------------
+//  The table
+
+static void
+s_relay_destroy (void **item_p)
+{
+    s_relay_t *relay = (s_relay_t *) *item_p;
+    if (relay) {
+        zhashx_destroy (&relay->topics);
+        free (relay->id);
+        free (relay);
+        *item_p = NULL;
+    }
+}
+
+static s_relay_t *
+s_relay_new (relays_t *self, const char *id, const relays_entry_t *entry)
+{
+    s_relay_t *relay = (s_relay_t *) zmalloc (sizeof (s_relay_t));
+    relay->id = strdup (id);
+    relay->entry = entry;
+    if (entry)
+        snprintf (relay->name, sizeof relay->name, "%s", entry->name);
+    relay->topics = zhashx_new ();
+    zhashx_set_destructor (relay->topics, (zhashx_destructor_fn *) zstr_free);
+    zhashx_insert (self->relays, id, relay);
+    return relay;
+}
+
+static void
+s_member_destroy (void **item_p)
+{
+    s_member_t *member = (s_member_t *) *item_p;
+    if (member) {
+        for (size_t index = 0; index < member->topic_count; index++)
+            free (member->topics [index]);
+        free (member->topics);
+        free (member);
+        *item_p = NULL;
+    }
+}
+
+relays_t *
+relays_new (const relays_config_t *config, bool insecure)
+{
+    relays_t *self = (relays_t *) zmalloc (sizeof (relays_t));
+    self->config = config;
+    self->insecure = insecure;
+    self->relays = zhashx_new ();
+    zhashx_set_destructor (self->relays, s_relay_destroy);
+    self->members = zhashx_new ();
+    zhashx_set_destructor (self->members, s_member_destroy);
+    for (size_t index = 0; !insecure && index < config->count; index++)
+        s_relay_new (self, config->entries [index].key,
+                     &config->entries [index]);
+    return self;
+}
+
+void
+relays_destroy (relays_t **self_p)
+{
+    relays_t *self = *self_p;
+    if (self) {
+        //  Members point into relays: free them first
+        zhashx_destroy (&self->members);
+        zhashx_destroy (&self->relays);
+        free (self);
+        *self_p = NULL;
+    }
+}
+
+uint64_t
+relays_refused (const relays_t *self)
+{
+    return self->refused;
+}
+
+//  ---------------------------------------------------------------------
+//  Attestation
+
+static int
+s_refuse (relays_t *self, s_relay_t *relay, const char **code,
+          const char *with, char *why, size_t why_len, const char *format,
+          ...) __attribute__ ((format (printf, 7, 8)));
+
+static int
+s_refuse (relays_t *self, s_relay_t *relay, const char **code,
+          const char *with, char *why, size_t why_len, const char *format,
+          ...)
+{
+    self->refused++;
+    if (relay)
+        relay->refused++;
+    *code = with;
+    va_list args;
+    va_start (args, format);
+    vsnprintf (why, why_len, format, args);
+    va_end (args);
+    return -1;
+}
+
+//  The enrolled relay of KEY when it may attest now, else NULL.
+static s_relay_t *
+s_live_relay (broker_t *broker, const char *key)
+{
+    s_relay_t *relay = (s_relay_t *) zhashx_lookup (broker->relays->relays,
+                                                    key);
+    if (!relay || !relay->entry)
+        return NULL;
+    const auth_key_t *record = auth_key (broker->auth, key);
+    if (record && record->status == AUTH_KEY_REJECTED)
+        return NULL;
+    return relay;
+}
+
+//  Insecure: the relay that sent on ROUTING through the first PREFIX
+//  bytes of the via frame, made at first sight (NULL when too many).
+static s_relay_t *
+s_path_relay (relays_t *self, const void *routing, size_t routing_size,
+              const void *via, size_t prefix)
+{
+    char id [2 * (REGISTRY_MAX_ROUTING_ID + RELAYS_VIA_MAX) + 2];
+    size_t at = 0;
+    for (size_t index = 0; index < routing_size && at + 3 < sizeof id;
+         index++)
+        at += (size_t) snprintf (id + at, sizeof id - at, "%02x",
+                                 ((const uint8_t *) routing) [index]);
+    id [at++] = '/';
+    memcpy (id + at, via, prefix);
+    id [at + prefix] = 0;
+    s_relay_t *relay = (s_relay_t *) zhashx_lookup (self->relays, id);
+    if (!relay && zhashx_size (self->relays) < RELAYS_MAX_INSECURE)
+        relay = s_relay_new (self, id, NULL);
+    return relay;
+}
+
+int
+relays_attest (broker_t *broker, const void *routing, size_t routing_size,
+               const char *conn_key, const void *via, size_t via_size,
+               relays_path_t *path, const char **code, char *why,
+               size_t why_len)
+{
+    relays_t *self = broker->relays;
+    memset (path, 0, sizeof *path);
+    path->relay = "";
+    *code = NULL;
+    if (via_size == 0) {
+        //  Directly connected. A relay key speaks only through a via frame
+        //  (its own messages end with RELAYS_SELF): nothing else may
+        //  enrol it as an agent.
+        if (conn_key && self->config->count
+            && zhashx_lookup (self->relays, conn_key))
+            return s_refuse (self, NULL, code, PROTO_ERR_BAD_REQUEST, why,
+                             why_len, "a relay sends its agents' messages "
+                             "behind a via frame (PROTOCOL.md section 4.3)");
+        if (conn_key)
+            memcpy (path->key, conn_key, KEYS_TEXT_SIZE);
+        return 0;
+    }
+    const char *hops = (const char *) via;
+    size_t count = via_size / KEYS_Z85_LEN;
+    if (via_size % KEYS_Z85_LEN != 0 || count > RELAYS_MAX_PATH)
+        return s_refuse (self, NULL, code, PROTO_ERR_MALFORMED, why, why_len,
+                         "a via frame holds 1 to %d keys of 40 characters",
+                         RELAYS_MAX_PATH);
+    char keys [RELAYS_MAX_PATH][KEYS_TEXT_SIZE];
+    for (size_t index = 0; index < count; index++) {
+        memcpy (keys [index], hops + index * KEYS_Z85_LEN, KEYS_Z85_LEN);
+        keys [index][KEYS_Z85_LEN] = 0;
+        if (!keys_z85_valid (keys [index]))
+            return s_refuse (self, NULL, code, PROTO_ERR_MALFORMED, why,
+                             why_len, "the via frame holds something that "
+                             "is not a key");
+    }
+    path->self = strcmp (keys [count - 1], RELAYS_SELF) == 0;
+    path->answer_size = path->self ? via_size - KEYS_Z85_LEN : via_size;
+    if (self->insecure) {
+        //  Nothing is authenticated: the relay next to the speaker is told
+        //  apart by its path
+        s_relay_t *next = s_path_relay (self, routing, routing_size, via,
+                                        (count - 1) * KEYS_Z85_LEN);
+        path->relay = next ? next->name : "";
+        path->connect = path->next = next;
+        return 0;
+    }
+    //  The connection and every key but the last are enrolled relays of
+    //  one pool
+    s_relay_t *connect = conn_key ? s_live_relay (broker, conn_key) : NULL;
+    if (!connect) {
+        s_relay_t *known = conn_key ? (s_relay_t *) zhashx_lookup (
+                                          self->relays, conn_key)
+                                    : NULL;
+        if (!known) {
+            char brief [12];
+            snprintf (brief, sizeof brief, "%.8s", conn_key ? conn_key : "-");
+            log_warn ("refused a message attested by key %s: it is not an "
+                      "enrolled relay", conn_key ? conn_key : "(none)");
+            return s_refuse (self, NULL, code, PROTO_ERR_FORBIDDEN, why,
+                             why_len, "key %s... is not an enrolled relay: "
+                             "it may not speak for other keys", brief);
+        }
+        return s_refuse (self, known, code, PROTO_ERR_UNAUTHORIZED, why,
+                         why_len, "relay %s was revoked (its key was "
+                         "rejected)", known->name);
+    }
+    const char *pool = connect->entry->pool;
+    s_relay_t *next = connect;
+    s_relay_t *above = NULL;
+    for (size_t index = 0; index + 1 < count; index++) {
+        s_relay_t *relay = s_live_relay (broker, keys [index]);
+        if (!relay)
+            return s_refuse (self, connect, code, PROTO_ERR_FORBIDDEN, why,
+                             why_len, "relay %s attests key %.8s... as a "
+                             "relay, which it is not (or no longer)",
+                             next->name, keys [index]);
+        if (strcmp (relay->entry->pool, pool) != 0)
+            return s_refuse (self, connect, code, PROTO_ERR_FORBIDDEN, why,
+                             why_len, "relay %s (pool %s) may not carry "
+                             "relay %s (pool %s)", next->name, pool,
+                             relay->name, relay->entry->pool);
+        above = next;
+        next = relay;
+    }
+    if (path->self) {
+        snprintf (next->upstream, sizeof next->upstream, "%s",
+                  above ? above->name : "");
+        path->relay = next->name;
+        path->pool = pool;
+        path->connect = connect;
+        path->next = next;
+        return 0;
+    }
+    const char *agent = keys [count - 1];
+    if (zhashx_lookup (self->relays, agent)
+        || auth_is_client (broker->auth, agent)) {
+        if (log_enabled (LOG_LEVEL_WARN))
+            log_warn ("refused relay %s: it attests key %s, which is not an "
+                      "agent's", next->name, agent);
+        return s_refuse (self, next, code, PROTO_ERR_FORBIDDEN, why,
+                         why_len, "relay %s may not speak as a relay's or "
+                         "a client's key", next->name);
+    }
+    memcpy (path->key, agent, KEYS_TEXT_SIZE);
+    path->pool = pool;
+    path->relay = next->name;
+    path->connect = connect;
+    path->next = next;
+    return 0;
+}
+
+int
+relays_on_own (broker_t *broker, const relays_path_t *path,
+               const proto_msg_t *msg, int64_t now_ms, const char **code,
+               char *why, size_t why_len)
+{
+    *code = NULL;
+    if (msg->type != PROTO_HEARTBEAT) {
+        s_err (why, why_len, "a relay sends heartbeats of its own, nothing "
+               "else");
+        *code = PROTO_ERR_BAD_REQUEST;
+        return -1;
+    }
+    s_relay_t *relay = (s_relay_t *) path->next;
+    //  Insecure: named by what it says
+    if (relay && !relay->entry && msg->node)
+        snprintf (relay->name, sizeof relay->name, "%s", msg->node);
+    if (!relay)
+        return 0;
+    if (!relay->last_seen_wall_ms)
+        log_info ("relay %s connected%s%s", relay->name,
+                  relay->upstream [0] ? " through relay " : "",
+                  relay->upstream);
+    relay->last_seen_ms = now_ms;
+    relay->last_seen_wall_ms = broker_wall_ms ();
+    return 0;
+}
+
+//  ---------------------------------------------------------------------
+//  Nodes and topics
+
+static void
+s_topic_add (char ***list_p, size_t *count_p, const char *format, ...)
+    __attribute__ ((format (printf, 3, 4)));
+
+static void
+s_topic_add (char ***list_p, size_t *count_p, const char *format, ...)
+{
+    char topic [512];
+    va_list args;
+    va_start (args, format);
+    vsnprintf (topic, sizeof topic, format, args);
+    va_end (args);
+    char **list = (char **) realloc (*list_p, (*count_p + 1) * sizeof (char *));
+    assert (list);
+    list [(*count_p)++] = strdup (topic);
+    *list_p = list;
+}
+
+//  The topics of HELLO's node, as its agent subscribes (PROTOCOL.md 3).
+static void
+s_hello_topics (const proto_msg_t *hello, char ***list_p, size_t *count_p)
+{
+    s_topic_add (list_p, count_p, "all/");
+    s_topic_add (list_p, count_p, "node/%s/", hello->node);
+    for (size_t index = 0; index < hello->group_count; index++)
+        s_topic_add (list_p, count_p, "group/%s/", hello->groups [index]);
+    for (size_t index = 0; index < hello->label_count; index++) {
+        const char *value = hello->labels [index].value;
+        for (const char *dot = value; dot;) {
+            dot = strchr (dot, '.');
+            size_t prefix = dot ? (size_t) (dot - value) : strlen (value);
+            s_topic_add (list_p, count_p, "label/%s/%.*s/",
+                         hello->labels [index].key, (int) prefix, value);
+            if (dot)
+                dot++;
+        }
+    }
+}
+
+static void
+s_topics_count (s_relay_t *relay, const s_member_t *member, int delta)
+{
+    for (size_t index = 0; relay && index < member->topic_count; index++) {
+        const char *topic = member->topics [index];
+        char *count = (char *) zhashx_lookup (relay->topics, topic);
+        long long value = (count ? atoll (count) : 0) + delta;
+        if (value <= 0)
+            zhashx_delete (relay->topics, topic);
+        else
+            zhashx_update (relay->topics, topic,
+                           zsys_sprintf ("%lld", value));
+    }
+}
+
+void
+relays_on_hello (broker_t *broker, registry_node_t *node,
+                 const relays_path_t *path)
+{
+    relays_t *self = broker->relays;
+    s_member_t *member = (s_member_t *) zhashx_lookup (self->members,
+                                                       node->id);
+    if (member) {
+        s_topics_count (member->connect, member, -1);
+        zhashx_delete (self->members, node->id);
+    }
+    snprintf (node->relay, sizeof node->relay, "%s",
+              path && path->relay ? path->relay : "");
+    if (!node->via_size || !node->hello)
+        return;
+    s_relay_t *connect = (s_relay_t *) path->connect;
+    s_relay_t *next = (s_relay_t *) path->next;
+    member = (s_member_t *) zmalloc (sizeof (s_member_t));
+    member->connect = connect;
+    member->next = next;
+    s_hello_topics (node->hello, &member->topics, &member->topic_count);
+    s_topics_count (connect, member, 1);
+    zhashx_insert (self->members, node->id, member);
+}
+
+int
+relays_grant (broker_t *broker, const char *key, const char *topic,
+              size_t len)
+{
+    relays_t *self = broker->relays;
+    s_relay_t *relay = key ? (s_relay_t *) zhashx_lookup (self->relays, key)
+                           : NULL;
+    if (!relay || self->insecure)
+        return -1;
+    if (relay->revoked || !s_live_relay (broker, key))
+        return 0;
+    char want [1024];
+    if (len >= sizeof want)
+        return 0;
+    memcpy (want, topic, len);
+    want [len] = 0;
+    if (zhashx_lookup (relay->topics, want))
+        return 1;
+    self->refused++;
+    relay->refused++;
+    return 0;
+}
+
+void
+relays_tick (broker_t *broker, int64_t now_ms)
+{
+    relays_t *self = broker->relays;
+    if (self->insecure)
+        return;
+    for (s_relay_t *relay = (s_relay_t *) zhashx_first (self->relays); relay;
+         relay = (s_relay_t *) zhashx_next (self->relays)) {
+        const auth_key_t *record = auth_key (broker->auth, relay->id);
+        bool rejected = record && record->status == AUTH_KEY_REJECTED;
+        if (rejected == relay->revoked)
+            continue;
+        relay->revoked = rejected;
+        if (!rejected)
+            continue;
+        //  Every node that came through it goes offline now
+        size_t dropped = 0;
+        for (s_member_t *member = (s_member_t *) zhashx_first (self->members);
+             member; member = (s_member_t *) zhashx_next (self->members)) {
+            if (member->connect != relay && member->next != relay)
+                continue;
+            const char *id = (const char *) zhashx_cursor (self->members);
+            registry_node_t *node = registry_lookup (broker->registry, id);
+            if (!node || !node->online)
+                continue;
+            registry_set_offline (node, now_ms);
+            broker_save_node (broker, node);
+            sched_on_node_offline (broker->sched, id, now_ms);
+            dropped++;
+        }
+        log_warn ("relay %s was revoked: %zu node%s that came through it "
+                  "%s offline", relay->name, dropped, dropped == 1 ? "" : "s",
+                  dropped == 1 ? "is" : "are");
+    }
+}
+
+//  ---------------------------------------------------------------------
+//  relay.list
+
+static void
+s_write_time (pw_t *writer, int64_t wall_ms)
+{
+    if (wall_ms <= 0) {
+        pw_nil (writer);
+        return;
+    }
+    char text [TIME_TEXT_LEN];
+    time_format (wall_ms, text, sizeof text);
+    pw_str (writer, text);
+}
+
+static int
+s_compare_relays (const void *a, const void *b)
+{
+    const s_relay_t *left = *(const s_relay_t *const *) a;
+    const s_relay_t *right = *(const s_relay_t *const *) b;
+    int rc = strcmp (left->name, right->name);
+    return rc ? rc : strcmp (left->id, right->id);
+}
+
+bool
+relays_handle (broker_t *broker, const proto_request_t *request, pw_t *reply)
+{
+    if (strcmp (request->type, "relay.list") != 0)
+        return false;
+    relays_t *self = broker->relays;
+    size_t count = 0;
+    s_relay_t **list = (s_relay_t **) calloc (zhashx_size (self->relays) + 1,
+                                              sizeof (s_relay_t *));
+    assert (list);
+    for (s_relay_t *relay = (s_relay_t *) zhashx_first (self->relays); relay;
+         relay = (s_relay_t *) zhashx_next (self->relays))
+        if (relay->entry || relay->name [0])
+            list [count++] = relay;
+    qsort (list, count, sizeof (s_relay_t *), s_compare_relays);
+    int64_t now_ms = broker_now_ms ();
+    int64_t window_ms = broker->config.heartbeat_ms
+                        * broker->config.missed_heartbeats;
+    pw_reset (reply);
+    proto_reply_ok_begin (reply, request->id);
+    pw_map (reply, 1);
+    pw_str (reply, "relays");
+    pw_array (reply, count);
+    for (size_t index = 0; index < count; index++) {
+        s_relay_t *relay = list [index];
+        size_t agents = 0;
+        for (s_member_t *member = (s_member_t *) zhashx_first (self->members);
+             member; member = (s_member_t *) zhashx_next (self->members)) {
+            if (member->next != relay)
+                continue;
+            registry_node_t *node = registry_lookup (
+                broker->registry,
+                (const char *) zhashx_cursor (self->members));
+            if (node && node->online)
+                agents++;
+        }
+        bool connected = !relay->revoked && relay->last_seen_wall_ms
+                         && now_ms - relay->last_seen_ms <= window_ms;
+        pw_map (reply, 6 + (relay->upstream [0] ? 1 : 0)
+                       + (relay->entry ? 1 : 0) + (relay->revoked ? 1 : 0));
+        pw_str (reply, "name");
+        pw_str (reply, relay->name);
+        pw_str (reply, "key");
+        pw_str (reply, relay->entry ? relay->entry->key : "");
+        pw_str (reply, "agents");
+        pw_int (reply, (int64_t) agents);
+        pw_str (reply, "connected");
+        pw_bool (reply, connected);
+        pw_str (reply, "last_seen");
+        s_write_time (reply, relay->last_seen_wall_ms);
+        pw_str (reply, "refused");
+        pw_int (reply, (int64_t) relay->refused);
+        if (relay->upstream [0]) {
+            pw_str (reply, "upstream");
+            pw_str (reply, relay->upstream);
+        }
+        if (relay->entry) {
+            pw_str (reply, "pool");
+            pw_str (reply, relay->entry->pool);
+        }
+        if (relay->revoked) {
+            pw_str (reply, "revoked");
+            pw_bool (reply, true);
+        }
+    }
+    free (list);
+    return true;
+}

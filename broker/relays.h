@@ -1,0 +1,156 @@
+/*  =========================================================================
+    relays - the broker's side of gridrelay: enrolled relays, the
+    identities they attest, their command subscriptions, relay.list
+
+    A relay (relay/relay.h) is a broker to its agents and one agent-like
+    connection pair to its upstream (the broker, or another relay). It
+    forwards each message of a downstream peer with one frame in front of
+    the body, the via frame: the peer's CURVE key (Z85, 40 bytes), after
+    the via frame that peer sent itself, if any (a relay below). So the
+    broker reads, from a connection whose key is C:
+
+        [routing] [via = K1 K2 ... Kn] [body]
+
+    where C attested K1, K1 attested K2, and so on; Kn is who speaks: an
+    agent's key, or RELAYS_SELF when the relay Kn-1 (or C) speaks for
+    itself (its heartbeat). Replies go back the same way: the broker sends
+    [routing] [via] [body] and each relay takes the first key off the via
+    frame to find its downstream connection.
+
+    Trust (docs/SECURITY.md): C and every K1..Kn-1 must be relay keys the
+    admin enrolled (`relays:` in the config, or --relay-key), not rejected,
+    all of one pool; Kn must not be a relay key. The agent key Kn is then
+    judged by auth as if it had connected directly, plus: a key first seen
+    through relays is bound to their pool, and a key that enrolled directly
+    is never taken from a relay (auth.h). What is refused is answered with
+    an error through the same via frame, and counted.
+
+    The commands socket grants a relay (its key is the subscriber's
+    User-Id) exactly the topics of the nodes that came through it; a relay
+    whose key is rejected (gridcli key reject) loses its nodes at once.
+
+    With --insecure nothing is authenticated: relays are told apart by the
+    path they came on and named by their own heartbeats.
+
+    Threading: the broker's thread only.
+    =========================================================================
+*/
+#ifndef GRID_RELAYS_H
+#define GRID_RELAYS_H
+
+#include <czmq.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../proto/keys.h"
+#include "../proto/proto.h"
+#include "../proto/pv.h"
+#include "../proto/pw.h"
+#include "registry.h"
+
+#define RELAYS_MAX_PATH 4            //  Keys in a via frame, at most
+#define RELAYS_VIA_MAX (RELAYS_MAX_PATH * KEYS_Z85_LEN)
+//  The last key of a relay's own message: 32 zero bytes, a key no peer
+//  can hold (the identity point of Curve25519)
+#define RELAYS_SELF "0000000000000000000000000000000000000000"
+#define RELAYS_MAX_INSECURE 4096     //  Relays told apart in --insecure mode
+
+//  One enrolled relay (from the config).
+typedef struct {
+    char key [KEYS_TEXT_SIZE];   //  Its public key (Z85): what it connects as
+    char *name;                  //  Its name (a grid name)
+    char *pool;                  //  Relays of one pool may carry each other's
+                                 //  agents (failover, stacking); default name
+} relays_entry_t;
+
+typedef struct {
+    relays_entry_t *entries;     //  Enrolled relays
+    size_t count;                //  How many
+} relays_config_t;
+
+typedef struct _relays_t relays_t;
+typedef struct _broker_t broker_t;
+
+//  What relays_attest found out about one message.
+typedef struct {
+    char key [KEYS_TEXT_SIZE];   //  Who speaks: the agent's key ("" insecure)
+    const char *pool;            //  Pool of the relays on its path, or NULL
+    const char *relay;           //  Name of the relay next to it ("" none)
+    bool self;                   //  A relay speaks for itself
+    size_t answer_size;          //  Bytes of the via frame that reach it
+    void *connect;               //  relays.c's: the relay connected to the
+    void *next;                  //  broker, the one next to the speaker
+} relays_path_t;
+
+//  ---------------------------------------------------------------------
+//  Configuration
+
+//  Frees what CONFIG owns and zeroes it.
+void relays_config_clear (relays_config_t *config);
+
+//  Deep copy of SRC into DEST (which holds nothing).
+void relays_config_copy (relays_config_t *dest, const relays_config_t *src);
+
+//  Reads the config's `relays:` list LIST ({key, name, ?pool} maps) into
+//  CONFIG (adding). Returns 0, or -1 with "relays: reason" in ERR.
+int relays_config_load (relays_config_t *config, const pv_t *list, char *err,
+                        size_t err_len);
+
+//  Adds a relay from "NAME[@POOL]:KEY" (KEY is Z85 or a key file), as
+//  --relay-key gives it. Returns 0, or -1 with a sentence in ERR.
+int relays_config_add (relays_config_t *config, const char *text, char *err,
+                       size_t err_len);
+
+//  The enrolled relay whose key is KEY, or NULL.
+const relays_entry_t *relays_config_find (const relays_config_t *config,
+                                          const char *key);
+
+//  ---------------------------------------------------------------------
+//  The broker's relays
+
+//  A new table for the relays of CONFIG (borrowed; must outlive it).
+//  INSECURE: the broker authenticates nobody.
+relays_t *relays_new (const relays_config_t *config, bool insecure);
+
+//  Frees everything; NULL-safe.
+void relays_destroy (relays_t **self_p);
+
+//  Judges the path of a message from the connection ROUTING (whose key is
+//  CONN_KEY, NULL when insecure) with the via frame VIA (VIA_SIZE bytes,
+//  0 when it had none). Fills PATH. Returns 0 to go on, or -1 with the
+//  error (*CODE, WHY) to answer through PATH->answer_size bytes of VIA.
+int relays_attest (broker_t *broker, const void *routing, size_t routing_size,
+                   const char *conn_key, const void *via, size_t via_size,
+                   relays_path_t *path, const char **code, char *why,
+                   size_t why_len);
+
+//  A relay's own message MSG (PATH->self): a heartbeat renews it. Returns
+//  0, or -1 with an error to answer (*CODE, WHY).
+int relays_on_own (broker_t *broker, const relays_path_t *path,
+                   const proto_msg_t *msg, int64_t now_ms, const char **code,
+                   char *why, size_t why_len);
+
+//  NODE said hello (accepted) on PATH: it now belongs to the relays of
+//  that path (or to none when it connected directly), and its topics are
+//  granted to the relay that connects it. Sets NODE's relay name.
+void relays_on_hello (broker_t *broker, registry_node_t *node,
+                      const relays_path_t *path);
+
+//  Commands socket: returns 1 to grant TOPIC (LEN bytes) to the
+//  subscriber whose key is KEY, 0 to refuse it (counted), -1 when KEY is
+//  no relay's (auth decides).
+int relays_grant (broker_t *broker, const char *key, const char *topic,
+                  size_t len);
+
+//  Once a tick: relays whose key was rejected lose their nodes.
+void relays_tick (broker_t *broker, int64_t now_ms);
+
+//  Handles relay.list; returns false when REQUEST is not one.
+bool relays_handle (broker_t *broker, const proto_request_t *request,
+                    pw_t *reply);
+
+//  Attestations refused since the start.
+uint64_t relays_refused (const relays_t *self);
+
+#endif
