@@ -66,11 +66,13 @@ ALL_LDFLAGS = $(SANFLAGS) $(LDFLAGS)
 LIB_SRC := $(wildcard proto/*.c store/*.c backends/*.c client/*.c) \
 	$(filter-out broker/main.c,$(wildcard broker/*.c)) \
 	$(filter-out agent/main.c,$(wildcard agent/*.c)) \
-	$(filter-out cli/main.c,$(wildcard cli/*.c))
+	$(filter-out cli/main.c,$(wildcard cli/*.c)) \
+	$(filter-out relay/main.c,$(wildcard relay/*.c))
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/gen/webfiles_data.o
 LIB := $(BUILD)/libgrid.a
 
-BINS := $(BUILD)/bin/gridbroker $(BUILD)/bin/gridagent $(BUILD)/bin/gridcli
+BINS := $(BUILD)/bin/gridbroker $(BUILD)/bin/gridagent $(BUILD)/bin/gridcli \
+	$(BUILD)/bin/gridrelay
 
 TEST_LIB_SRC := $(wildcard test/lib/*.c)
 TEST_LIB_OBJ := $(TEST_LIB_SRC:%.c=$(BUILD)/obj/%.o)
@@ -166,6 +168,11 @@ $(BUILD)/bin/gridagent: $(BUILD)/obj/agent/main.o $(LIB)
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(PKG_LIBS) -lm
 
 $(BUILD)/bin/gridcli: $(BUILD)/obj/cli/main.o $(LIB)
+	@mkdir -p $(dir $@)
+	$(call say,LD,$@)
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(PKG_LIBS) -lm
+
+$(BUILD)/bin/gridrelay: $(BUILD)/obj/relay/main.o $(LIB)
 	@mkdir -p $(dir $@)
 	$(call say,LD,$@)
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(PKG_LIBS) -lm

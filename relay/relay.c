@@ -1,0 +1,1557 @@
+/*  =========================================================================
+    relay - gridrelay (see relay.h)
+    =========================================================================
+*/
+#include "relay.h"
+
+#include <getopt.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+
+#include "../broker/relays.h"
+#include "../proto/conf.h"
+#include "../proto/keys.h"
+#include "../proto/log.h"
+#include "../proto/names.h"
+#include "../proto/proto.h"
+#include "../proto/pw.h"
+#include "../proto/service.h"
+
+#define S_ZAP_ENDPOINT "inproc://zeromq.zap.01"
+#define S_DOMAIN_CLIENTS "clients"
+#define S_PEER_TIMEOUT_MIN_MS 15000  //  A silent peer is forgotten after
+                                     //  3 heartbeats, at least this
+#define S_SWEEP_MS 1000              //  Peers are checked this often
+#define S_BATCH 1024                 //  Messages read per socket event
+#define S_PEERS_MAX 200000           //  Downstream peers at most
+
+//  One downstream peer (an agent, or a relay below), by its key.
+typedef struct {
+    char token [KEYS_TEXT_SIZE];     //  Its key (Z85), or its routing id
+                                     //  as a key (--insecure)
+    uint8_t routing [256];           //  Its connection's routing id
+    size_t routing_size;
+    int64_t last_seen_ms;            //  Monotonic: its last message
+    int64_t heartbeat_ms;            //  From the welcomes it got (0: none)
+    zhashx_t *hellos;                //  Via (text) -> topics (zlistx) of
+                                     //  the last hello it passed up
+    zhashx_t *entitled;              //  Topics it was welcomed for (set)
+    zhashx_t *granted;               //  Topics granted to it now (set)
+    bool welcomed;                   //  An agent of its own was welcomed
+} s_peer_t;
+
+struct _relay_t {
+    const relay_config_t *config;
+    zloop_t *loop;
+    zsock_t *down;                   //  Agents (ROUTER)
+    zsock_t *down_pub;               //  Commands to agents (XPUB)
+    zsock_t *client;                 //  Status requests (ROUTER), or NULL
+    zsock_t *up;                     //  To upstream (DEALER)
+    zsock_t *up_sub;                 //  From upstream (XSUB)
+    zsock_t *zap;                    //  ZAP handler (REP), secure mode
+    zsock_t *monitor;                //  Upstream connection events (PAIR)
+    char monitor_ep [128];
+    zcert_t *cert;                   //  Our key pair (upstream identity)
+    zcert_t *server_cert;            //  Downstream server key pair
+    char upstream_key [KEYS_TEXT_SIZE];
+    bool serving;                    //  Downstream endpoints are bound
+    bool up_ready;                   //  The upstream handshake succeeded
+    int64_t up_since_ms;             //  Monotonic: up_ready changed
+    zhashx_t *peers;                 //  token -> s_peer_t
+    zhashx_t *topics;                //  topic -> holders (char *): upstream
+                                     //  subscriptions
+    pw_t *writer;
+    int signal_fd;
+    int64_t started_ms;
+    struct {
+        uint64_t up;                 //  Messages forwarded upstream
+        uint64_t down;               //  Messages forwarded downstream
+        uint64_t commands;           //  Commands republished
+        uint64_t malformed;          //  Frames of a wrong shape, dropped
+        uint64_t unroutable;         //  For a peer that is gone, dropped
+        uint64_t dropped;            //  Not sent (upstream full or down)
+        uint64_t refused_topics;     //  Subscriptions not granted
+        uint64_t refused;            //  Errors the upstream sent us
+    } counters;
+};
+
+static int64_t
+s_now_ms (void)
+{
+    struct timespec ts;
+    clock_gettime (CLOCK_MONOTONIC, &ts);
+    return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void
+s_err (char *err, size_t err_len, const char *format, ...)
+    __attribute__ ((format (printf, 3, 4)));
+
+static void
+s_err (char *err, size_t err_len, const char *format, ...)
+{
+    va_list args;
+    va_start (args, format);
+    vsnprintf (err, err_len, format, args);
+    va_end (args);
+}
+
+static void
+s_set (char **field, const char *value)
+{
+    free (*field);
+    *field = value ? strdup (value) : NULL;
+}
+
+//  ---------------------------------------------------------------------
+//  Configuration
+
+void
+relay_config_init (relay_config_t *config)
+{
+    memset (config, 0, sizeof *config);
+    char host [HOST_NAME_MAX + 1] = "relay";
+    if (gethostname (host, sizeof host) != 0)
+        snprintf (host, sizeof host, "relay");
+    host [HOST_NAME_MAX] = 0;
+    //  A host name's first label, made a grid name
+    char name [NAME_MAX_LEN + 1];
+    size_t len = 0;
+    for (const char *at = host; *at && *at != '.' && len < NAME_MAX_LEN; at++)
+        name [len++] = (isalnum ((unsigned char) *at) || *at == '-'
+                        || *at == '_') ? *at : '-';
+    name [len] = 0;
+    config->name = strdup (len ? name : "relay");
+    config->agents_ep = strdup ("tcp://127.0.0.1:7712");
+    config->publish_ep = strdup ("tcp://127.0.0.1:7713");
+    config->upstream_ep = strdup ("tcp://127.0.0.1:7702");
+    config->upstream_publish_ep = strdup ("tcp://127.0.0.1:7703");
+    config->key_file = strdup (RELAY_DEFAULT_KEY);
+    config->upstream_key = strdup (RELAY_DEFAULT_UPSTREAM_KEY);
+    config->heartbeat_ms = 5000;
+}
+
+void
+relay_config_clear (relay_config_t *config)
+{
+    free (config->name);
+    free (config->agents_ep);
+    free (config->publish_ep);
+    free (config->client_ep);
+    free (config->upstream_ep);
+    free (config->upstream_publish_ep);
+    free (config->key_file);
+    free (config->server_key_file);
+    free (config->upstream_key);
+    for (size_t index = 0; index < config->client_key_count; index++)
+        free (config->client_keys [index]);
+    free (config->client_keys);
+    free (config->log_level);
+    free (config->log_format);
+    memset (config, 0, sizeof *config);
+}
+
+static int
+s_add_client_key (relay_config_t *config, const char *text, char *err,
+                  size_t err_len)
+{
+    char key [KEYS_TEXT_SIZE], why [512];
+    if (keys_read_public (text, key, why, sizeof why) != 0) {
+        s_err (err, err_len, "client key: %s", why);
+        return -1;
+    }
+    char **keys = (char **) realloc (config->client_keys,
+                                     (config->client_key_count + 1)
+                                         * sizeof (char *));
+    assert (keys);
+    config->client_keys = keys;
+    keys [config->client_key_count++] = strdup (key);
+    return 0;
+}
+
+int
+relay_config_load (relay_config_t *config, const char *path, char *err,
+                   size_t err_len)
+{
+    static const char *const known [] = {
+        "name", "agents", "publish", "client", "upstream", "upstream_publish",
+        "key", "server_key", "upstream_key", "client_keys", "insecure",
+        "heartbeat", "verbose", "log_level", "log_format", NULL};
+    pv_doc_t *doc = NULL;
+    char why [600];
+    if (conf_load_file (path, &doc, err, err_len) != 0)
+        return -1;
+    const pv_t *root = pv_doc_root (doc);
+    int rc = pv_type (root) == PV_MAP ? 0 : -1;
+    if (rc != 0)
+        snprintf (why, sizeof why, "expected a map of settings");
+    if (rc == 0)
+        rc = conf_check_keys (root, known, why, sizeof why);
+    if (rc == 0)
+        rc = conf_get_str (root, "name", &config->name, why, sizeof why)
+             || conf_get_str (root, "agents", &config->agents_ep, why,
+                              sizeof why)
+             || conf_get_str (root, "publish", &config->publish_ep, why,
+                              sizeof why)
+             || conf_get_str (root, "client", &config->client_ep, why,
+                              sizeof why)
+             || conf_get_str (root, "upstream", &config->upstream_ep, why,
+                              sizeof why)
+             || conf_get_str (root, "upstream_publish",
+                              &config->upstream_publish_ep, why, sizeof why)
+             || conf_get_str (root, "key", &config->key_file, why, sizeof why)
+             || conf_get_str (root, "server_key", &config->server_key_file,
+                              why, sizeof why)
+             || conf_get_str (root, "upstream_key", &config->upstream_key, why,
+                              sizeof why)
+             || conf_get_bool (root, "insecure", &config->insecure, why,
+                               sizeof why)
+             || conf_get_duration (root, "heartbeat", &config->heartbeat_ms,
+                                   why, sizeof why)
+             || conf_get_bool (root, "verbose", &config->verbose, why,
+                               sizeof why)
+             || conf_get_str (root, "log_level", &config->log_level, why,
+                              sizeof why)
+             || conf_get_str (root, "log_format", &config->log_format, why,
+                              sizeof why)
+                 ? -1 : 0;
+    const pv_t *clients = rc == 0 ? pv_map_get (root, "client_keys") : NULL;
+    if (clients && pv_type (clients) != PV_ARRAY) {
+        snprintf (why, sizeof why, "client_keys: expected a list of keys");
+        rc = -1;
+    }
+    for (size_t index = 0; rc == 0 && clients && index < pv_size (clients);
+         index++) {
+        char *text = pv_strdup (pv_array_at (clients, index));
+        rc = text ? s_add_client_key (config, text, why, sizeof why) : -1;
+        if (!text)
+            snprintf (why, sizeof why, "client_keys: expected a list of keys");
+        free (text);
+    }
+    pv_doc_destroy (&doc);
+    if (rc != 0) {
+        s_err (err, err_len, "%s: %s", path, why);
+        return -1;
+    }
+    return 0;
+}
+
+static const char *s_usage =
+    "usage: gridrelay [options]\n"
+    "       gridrelay keygen [--out DIR] [--name NAME] [--force]\n"
+    "\n"
+    "Stands between agents and the broker: a broker to its agents (the same\n"
+    "protocol and endpoints), one connection pair to the broker or to\n"
+    "another relay, with each agent's key passed up with its messages.\n"
+    "\n"
+    "options (flags override --config, which overrides the defaults):\n"
+    "  --config FILE          YAML config (see conf/gridrelay.yaml); default\n"
+    "                         " RELAY_DEFAULT_CONFIG " when it exists,\n"
+    "                         none: no file\n"
+    "  --name NAME            this relay's name, for logs [host name]\n"
+    "  --agents EP            agent endpoint it binds    [tcp://127.0.0.1:7712]\n"
+    "  --publish EP           commands endpoint it binds [tcp://127.0.0.1:7713]\n"
+    "  --client EP            status endpoint it binds (gridcli status) [none]\n"
+    "  --upstream EP          the broker's (or a relay's) agent endpoint\n"
+    "                                                    [tcp://127.0.0.1:7702]\n"
+    "  --upstream-publish EP  the broker's (or a relay's) commands endpoint\n"
+    "                                                    [tcp://127.0.0.1:7703]\n"
+    "  --heartbeat D          own heartbeat to the broker            [5s]\n"
+    "  --verbose              log every peer event (--log-level debug)\n"
+    "  --log-level LEVEL      error, warn, info or debug             [info]\n"
+    "  --log-format FORMAT    text (journal-style under systemd) or json\n"
+    "\n"
+    "security (see docs/SECURITY.md; CURVE is on unless --insecure):\n"
+    "  --key FILE             this relay's key pair, enrolled on the broker\n"
+    "                         as a relay       [" RELAY_DEFAULT_KEY "]\n"
+    "  --server-key FILE      the key pair agents see instead (one for a\n"
+    "                         pair of relays agents fail over between) [--key]\n"
+    "  --upstream-key KEY     the upstream's public key: a key file or 40\n"
+    "                         characters of Z85 [" RELAY_DEFAULT_UPSTREAM_KEY "]\n"
+    "  --client-key KEY       a key that may ask for status; repeatable\n"
+    "  --insecure             plaintext on both sides: only on a trusted,\n"
+    "                         isolated network, with an --insecure broker\n"
+    "  keygen                 write a key pair (gridrelay keygen --help)\n"
+    "\n"
+    "  --print-config         print the settings as they would be used, each\n"
+    "                         with where it came from (flag, file, default)\n"
+    "  --version              print the version\n"
+    "  -h, --help             this text\n"
+    "\n"
+    "EP is a ZeroMQ endpoint (tcp://0.0.0.0:7702, ipc:///run/grid/agents).\n"
+    "D is a duration: 500ms, 10s, 30m.\n";
+
+enum {
+    S_OPT_CONFIG = 256, S_OPT_NAME, S_OPT_AGENTS, S_OPT_PUBLISH, S_OPT_CLIENT,
+    S_OPT_UPSTREAM, S_OPT_UPSTREAM_PUBLISH, S_OPT_HEARTBEAT, S_OPT_KEY,
+    S_OPT_SERVER_KEY, S_OPT_UPSTREAM_KEY, S_OPT_CLIENT_KEY, S_OPT_LOG_LEVEL,
+    S_OPT_LOG_FORMAT, S_OPT_VERBOSE, S_OPT_INSECURE, S_OPT_PRINT_CONFIG,
+    S_OPT_VERSION, S_OPT_END
+};
+
+static const struct option s_options [] = {
+    {"config", required_argument, NULL, S_OPT_CONFIG},
+    {"name", required_argument, NULL, S_OPT_NAME},
+    {"agents", required_argument, NULL, S_OPT_AGENTS},
+    {"publish", required_argument, NULL, S_OPT_PUBLISH},
+    {"client", required_argument, NULL, S_OPT_CLIENT},
+    {"upstream", required_argument, NULL, S_OPT_UPSTREAM},
+    {"upstream-publish", required_argument, NULL, S_OPT_UPSTREAM_PUBLISH},
+    {"heartbeat", required_argument, NULL, S_OPT_HEARTBEAT},
+    {"key", required_argument, NULL, S_OPT_KEY},
+    {"server-key", required_argument, NULL, S_OPT_SERVER_KEY},
+    {"upstream-key", required_argument, NULL, S_OPT_UPSTREAM_KEY},
+    {"client-key", required_argument, NULL, S_OPT_CLIENT_KEY},
+    {"log-level", required_argument, NULL, S_OPT_LOG_LEVEL},
+    {"log-format", required_argument, NULL, S_OPT_LOG_FORMAT},
+    {"verbose", no_argument, NULL, S_OPT_VERBOSE},
+    {"insecure", no_argument, NULL, S_OPT_INSECURE},
+    {"print-config", no_argument, NULL, S_OPT_PRINT_CONFIG},
+    {"version", no_argument, NULL, S_OPT_VERSION},
+    {"help", no_argument, NULL, 'h'},
+    {NULL, 0, NULL, 0}
+};
+
+static int
+s_apply (relay_config_t *config, int option, const char *value, char *err,
+         size_t err_len)
+{
+    switch (option) {
+        case S_OPT_NAME: s_set (&config->name, value); return 0;
+        case S_OPT_AGENTS: s_set (&config->agents_ep, value); return 0;
+        case S_OPT_PUBLISH: s_set (&config->publish_ep, value); return 0;
+        case S_OPT_CLIENT: s_set (&config->client_ep, value); return 0;
+        case S_OPT_UPSTREAM: s_set (&config->upstream_ep, value); return 0;
+        case S_OPT_UPSTREAM_PUBLISH:
+            s_set (&config->upstream_publish_ep, value);
+            return 0;
+        case S_OPT_KEY: s_set (&config->key_file, value); return 0;
+        case S_OPT_SERVER_KEY: s_set (&config->server_key_file, value); return 0;
+        case S_OPT_UPSTREAM_KEY: s_set (&config->upstream_key, value); return 0;
+        case S_OPT_CLIENT_KEY:
+            return s_add_client_key (config, value, err, err_len);
+        case S_OPT_LOG_LEVEL: s_set (&config->log_level, value); return 0;
+        case S_OPT_LOG_FORMAT: s_set (&config->log_format, value); return 0;
+        case S_OPT_HEARTBEAT:
+            if (duration_parse (value, &config->heartbeat_ms) != 0) {
+                s_err (err, err_len, "--heartbeat: '%s' is not a duration "
+                       "(like 500ms, 5s)", value);
+                return -1;
+            }
+            return 0;
+        default:
+            return 0;
+    }
+}
+
+static int
+s_check (relay_config_t *config, char *err, size_t err_len)
+{
+    if (!config->name || !name_valid (config->name)) {
+        s_err (err, err_len, "name '%s' is not a name ([A-Za-z0-9_-], 1 to "
+               "64)", config->name ? config->name : "");
+        return -1;
+    }
+    if (!config->agents_ep || !*config->agents_ep || !config->publish_ep
+        || !*config->publish_ep || !config->upstream_ep
+        || !*config->upstream_ep || !config->upstream_publish_ep
+        || !*config->upstream_publish_ep) {
+        s_err (err, err_len, "the agents, publish, upstream and "
+               "upstream_publish endpoints are required");
+        return -1;
+    }
+    if (config->heartbeat_ms < 100 || config->heartbeat_ms > 3600000) {
+        s_err (err, err_len, "heartbeat: expected 100ms to 1h");
+        return -1;
+    }
+    return log_check (config->log_level, config->log_format, err, err_len);
+}
+
+static void
+s_print_config (const relay_config_t *config, const char *const *values,
+                bool verbose, bool insecure, const char *file, FILE *out)
+{
+    pv_doc_t *doc = NULL;
+    char ignored [256];
+    if (file)
+        conf_load_file (file, &doc, ignored, sizeof ignored);
+    conf_origin_t origin = {out, doc ? pv_doc_root (doc) : NULL, file};
+    const conf_origin_t *o = &origin;
+#define S_GIVEN(option) (values [(option) - S_OPT_CONFIG] != NULL)
+    fprintf (out, "# gridrelay %s: config file %s\n", GRID_VERSION,
+             file ? file : "(none)");
+    conf_print_setting (o, "name", config->name, true, "--name",
+                        S_GIVEN (S_OPT_NAME));
+    conf_print_setting (o, "agents", config->agents_ep, true, "--agents",
+                        S_GIVEN (S_OPT_AGENTS));
+    conf_print_setting (o, "publish", config->publish_ep, true, "--publish",
+                        S_GIVEN (S_OPT_PUBLISH));
+    conf_print_setting (o, "client", config->client_ep ? config->client_ep
+                                                       : "",
+                        true, "--client", S_GIVEN (S_OPT_CLIENT));
+    conf_print_setting (o, "upstream", config->upstream_ep, true,
+                        "--upstream", S_GIVEN (S_OPT_UPSTREAM));
+    conf_print_setting (o, "upstream_publish", config->upstream_publish_ep,
+                        true, "--upstream-publish",
+                        S_GIVEN (S_OPT_UPSTREAM_PUBLISH));
+    conf_print_duration (o, "heartbeat", config->heartbeat_ms, "--heartbeat",
+                         S_GIVEN (S_OPT_HEARTBEAT));
+    conf_print_setting (o, "key", config->key_file, true, "--key",
+                        S_GIVEN (S_OPT_KEY));
+    conf_print_setting (o, "server_key",
+                        config->server_key_file ? config->server_key_file
+                                                : "",
+                        true, "--server-key", S_GIVEN (S_OPT_SERVER_KEY));
+    conf_print_setting (o, "upstream_key", config->upstream_key, true,
+                        "--upstream-key", S_GIVEN (S_OPT_UPSTREAM_KEY));
+    char list [4096];
+    size_t used = (size_t) snprintf (list, sizeof list, "[");
+    for (size_t index = 0; index < config->client_key_count
+                           && used < sizeof list; index++)
+        used += (size_t) snprintf (list + used, sizeof list - used,
+                                   "%s\"%s\"", index ? ", " : "",
+                                   config->client_keys [index]);
+    if (used < sizeof list)
+        snprintf (list + used, sizeof list - used, "]");
+    conf_print_setting (o, "client_keys", list, false, "--client-key",
+                        S_GIVEN (S_OPT_CLIENT_KEY));
+    conf_print_setting (o, "insecure", config->insecure ? "true" : "false",
+                        false, "--insecure", insecure);
+    conf_print_setting (o, "verbose", config->verbose ? "true" : "false",
+                        false, "--verbose", verbose);
+    conf_print_setting (o, "log_level",
+                        config->log_level ? config->log_level : "info", true,
+                        "--log-level", S_GIVEN (S_OPT_LOG_LEVEL));
+    conf_print_setting (o, "log_format",
+                        config->log_format ? config->log_format : "text", true,
+                        "--log-format", S_GIVEN (S_OPT_LOG_FORMAT));
+#undef S_GIVEN
+    pv_doc_destroy (&doc);
+}
+
+int
+relay_config_parse (relay_config_t *config, int argc, char *argv [],
+                    FILE *out, char *err, size_t err_len)
+{
+    //  Flags are collected first: the config file they name is read
+    //  before them, whatever their order. --client-key repeats: kept apart.
+    const char *values [S_OPT_END - S_OPT_CONFIG];
+    memset (values, 0, sizeof values);
+    const char **client_keys = (const char **) calloc ((size_t) argc + 1,
+                                                       sizeof (char *));
+    size_t client_key_count = 0;
+    bool verbose = false, insecure = false, print_config = false;
+    optind = 0;
+    opterr = 0;
+    int option, rc = 0;
+    while ((option = getopt_long (argc, argv, "h", s_options, NULL)) != -1) {
+        if (option == 'h') {
+            fputs (s_usage, out);
+            free (client_keys);
+            return 1;
+        }
+        if (option == S_OPT_VERSION) {
+            fprintf (out, "gridrelay %s (protocol %d)\n", GRID_VERSION,
+                     PROTO_VERSION);
+            free (client_keys);
+            return 1;
+        }
+        if (option == S_OPT_VERBOSE)
+            verbose = true;
+        else
+        if (option == S_OPT_INSECURE)
+            insecure = true;
+        else
+        if (option == S_OPT_PRINT_CONFIG)
+            print_config = true;
+        else
+        if (option == '?' || option == ':') {
+            const char *bad = optind > 0 && optind <= argc
+                            ? argv [optind - 1] : "?";
+            if (optopt && optopt >= S_OPT_CONFIG)
+                s_err (err, err_len, "%s needs a value (see --help)", bad);
+            else
+                s_err (err, err_len, "unknown option '%s' (see --help)", bad);
+            free (client_keys);
+            return -1;
+        }
+        else {
+            if (option == S_OPT_CLIENT_KEY)
+                client_keys [client_key_count++] = optarg;
+            values [option - S_OPT_CONFIG] = optarg;
+        }
+    }
+    if (optind < argc) {
+        s_err (err, err_len, "unexpected argument '%s' (see --help)",
+               argv [optind]);
+        free (client_keys);
+        return -1;
+    }
+    const char *file = values [0];
+    if (!file && access (RELAY_DEFAULT_CONFIG, F_OK) == 0)
+        file = RELAY_DEFAULT_CONFIG;
+    if (file && strcmp (file, "none") == 0)
+        file = NULL;
+    if (file && relay_config_load (config, file, err, err_len) != 0)
+        rc = -1;
+    for (int index = 1; rc == 0 && index < S_OPT_END - S_OPT_CONFIG; index++)
+        if (values [index] && index + S_OPT_CONFIG != S_OPT_CLIENT_KEY)
+            rc = s_apply (config, index + S_OPT_CONFIG, values [index], err,
+                          err_len);
+    for (size_t index = 0; rc == 0 && index < client_key_count; index++)
+        rc = s_apply (config, S_OPT_CLIENT_KEY, client_keys [index], err,
+                      err_len);
+    free (client_keys);
+    if (rc != 0)
+        return -1;
+    if (verbose)
+        config->verbose = true;
+    if (insecure)
+        config->insecure = true;
+    if (s_check (config, err, err_len) != 0)
+        return -1;
+    if (print_config) {
+        s_print_config (config, values, verbose, insecure, file, out);
+        return 1;
+    }
+    return 0;
+}
+
+//  ---------------------------------------------------------------------
+//  Peers and topics
+
+static void
+s_peer_destroy (void **item_p)
+{
+    s_peer_t *peer = (s_peer_t *) *item_p;
+    if (peer) {
+        zhashx_destroy (&peer->hellos);
+        zhashx_destroy (&peer->entitled);
+        zhashx_destroy (&peer->granted);
+        free (peer);
+        *item_p = NULL;
+    }
+}
+
+static s_peer_t *
+s_peer_new (const char *token)
+{
+    s_peer_t *peer = (s_peer_t *) zmalloc (sizeof (s_peer_t));
+    memcpy (peer->token, token, KEYS_TEXT_SIZE);
+    peer->hellos = zhashx_new ();
+    zhashx_set_destructor (peer->hellos, (zhashx_destructor_fn *) zlistx_destroy);
+    peer->entitled = zhashx_new ();
+    peer->granted = zhashx_new ();
+    return peer;
+}
+
+//  Subscribes (ON) or unsubscribes TOPIC on the upstream XSUB.
+static void
+s_upstream_subscribe (relay_t *self, const char *topic, bool on)
+{
+    size_t len = strlen (topic);
+    zframe_t *frame = zframe_new (NULL, len + 1);
+    uint8_t *data = zframe_data (frame);
+    data [0] = on ? 1 : 0;
+    memcpy (data + 1, topic, len);
+    if (zframe_send (&frame, self->up_sub, ZFRAME_DONTWAIT) != 0) {
+        self->counters.dropped++;
+        zframe_destroy (&frame);
+    }
+}
+
+//  One more (DELTA 1) or one fewer (-1) holder of TOPIC; the first
+//  subscribes it upstream, the last unsubscribes it.
+static void
+s_topic_count (relay_t *self, const char *topic, int delta)
+{
+    char *count = (char *) zhashx_lookup (self->topics, topic);
+    long long before = count ? atoll (count) : 0;
+    long long after = before + delta;
+    if (after <= 0) {
+        if (before > 0) {
+            zhashx_delete (self->topics, topic);
+            s_upstream_subscribe (self, topic, false);
+        }
+        return;
+    }
+    zhashx_update (self->topics, topic, zsys_sprintf ("%lld", after));
+    if (before == 0)
+        s_upstream_subscribe (self, topic, true);
+}
+
+//  Forgets PEER: the topics granted to it lose a holder.
+static void
+s_peer_forget (relay_t *self, s_peer_t *peer)
+{
+    for (void *item = zhashx_first (peer->granted); item;
+         item = zhashx_next (peer->granted))
+        s_topic_count (self, (const char *) zhashx_cursor (peer->granted), -1);
+    zhashx_purge (peer->granted);
+    zhashx_delete (self->peers, peer->token);
+}
+
+//  The topics of HELLO, as its agent subscribes (PROTOCOL.md section 3).
+static zlistx_t *
+s_hello_topics (const proto_msg_t *hello)
+{
+    zlistx_t *topics = zlistx_new ();
+    zlistx_set_destructor (topics, (zlistx_destructor_fn *) zstr_free);
+    zlistx_add_end (topics, strdup ("all/"));
+    zlistx_add_end (topics, zsys_sprintf ("node/%s/", hello->node));
+    for (size_t index = 0; index < hello->group_count; index++)
+        zlistx_add_end (topics, zsys_sprintf ("group/%s/",
+                                              hello->groups [index]));
+    for (size_t index = 0; index < hello->label_count; index++) {
+        const char *value = hello->labels [index].value;
+        for (const char *dot = value; dot;) {
+            dot = strchr (dot, '.');
+            int prefix = dot ? (int) (dot - value) : (int) strlen (value);
+            zlistx_add_end (topics, zsys_sprintf ("label/%s/%.*s/",
+                                                  hello->labels [index].key,
+                                                  prefix, value));
+            if (dot)
+                dot++;
+        }
+    }
+    return topics;
+}
+
+//  True when BODY (SIZE bytes) may be a message of TYPE: its name as a
+//  msgpack string appears in it. Cheap, so only candidates are decoded.
+static bool
+s_may_be (const void *body, size_t size, const char *type)
+{
+    uint8_t pattern [16];
+    size_t len = strlen (type);
+    pattern [0] = (uint8_t) (0xa0 | len);
+    memcpy (pattern + 1, type, len);
+    return memmem (body, size, pattern, len + 1) != NULL;
+}
+
+static proto_msg_t *
+s_decode_if (const void *body, size_t size, proto_type_t type,
+             const char *name)
+{
+    if (!s_may_be (body, size, name))
+        return NULL;
+    proto_msg_t *msg = NULL;
+    if (proto_msg_decode (body, size, &msg, NULL, 0) != 0)
+        return NULL;
+    if (msg->type != type)
+        proto_msg_destroy (&msg);
+    return msg;
+}
+
+//  ---------------------------------------------------------------------
+//  Downstream: agents (and relays below) to upstream
+
+//  The token of a peer in --insecure mode: its routing id as a key.
+static bool
+s_insecure_token (const void *routing, size_t size, char *token)
+{
+    if (size > 32)
+        return false;
+    uint8_t bytes [32];
+    memset (bytes, 0, sizeof bytes);
+    memcpy (bytes, routing, size);
+    bytes [31] = (uint8_t) size;   //  Never all zero: never RELAYS_SELF
+    zmq_z85_encode (token, bytes, 32);
+    return true;
+}
+
+static void
+s_on_down_message (relay_t *self, zmq_msg_t *routing, zmq_msg_t *via,
+                   zmq_msg_t *body, int64_t now_ms)
+{
+    size_t via_size = via ? zmq_msg_size (via) : 0;
+    if (via_size % KEYS_Z85_LEN != 0
+        || via_size + KEYS_Z85_LEN > RELAYS_VIA_MAX
+        || zmq_msg_size (routing) > sizeof ((s_peer_t *) 0)->routing) {
+        self->counters.malformed++;
+        return;
+    }
+    char token [KEYS_TEXT_SIZE];
+    if (self->config->insecure) {
+        if (!s_insecure_token (zmq_msg_data (routing), zmq_msg_size (routing),
+                               token)) {
+            self->counters.malformed++;
+            return;
+        }
+    }
+    else {
+        const char *key = zmq_msg_gets (body, "User-Id");
+        if (!key || strlen (key) != KEYS_Z85_LEN) {
+            self->counters.malformed++;
+            return;
+        }
+        memcpy (token, key, KEYS_TEXT_SIZE);
+    }
+    s_peer_t *peer = (s_peer_t *) zhashx_lookup (self->peers, token);
+    if (!peer) {
+        if (zhashx_size (self->peers) >= S_PEERS_MAX) {
+            self->counters.dropped++;
+            return;
+        }
+        peer = s_peer_new (token);
+        zhashx_insert (self->peers, token, peer);
+    }
+    peer->routing_size = zmq_msg_size (routing);
+    memcpy (peer->routing, zmq_msg_data (routing), peer->routing_size);
+    peer->last_seen_ms = now_ms;
+    //  A hello's topics wait for its welcome; a bye ends an agent's grants
+    const void *data = zmq_msg_data (body);
+    size_t size = zmq_msg_size (body);
+    char path [RELAYS_VIA_MAX + 1];
+    memcpy (path, via ? zmq_msg_data (via) : "", via_size);
+    path [via_size] = 0;
+    proto_msg_t *hello = s_decode_if (data, size, PROTO_HELLO, "hello");
+    if (hello) {
+        zhashx_update (peer->hellos, path, s_hello_topics (hello));
+        proto_msg_destroy (&hello);
+    }
+    proto_msg_t *bye = via_size ? NULL
+                                : s_decode_if (data, size, PROTO_BYE, "bye");
+    bool leaving = bye != NULL;
+    proto_msg_destroy (&bye);
+    //  Up: [token + via] [body]
+    zmq_msg_t frame;
+    zmq_msg_init_size (&frame, KEYS_Z85_LEN + via_size);
+    memcpy (zmq_msg_data (&frame), token, KEYS_Z85_LEN);
+    if (via_size)
+        memcpy ((uint8_t *) zmq_msg_data (&frame) + KEYS_Z85_LEN,
+                zmq_msg_data (via), via_size);
+    void *up = zsock_resolve (self->up);
+    if (zmq_msg_send (&frame, up, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0) {
+        zmq_msg_close (&frame);
+        self->counters.dropped++;
+        return;
+    }
+    if (zmq_msg_send (body, up, ZMQ_DONTWAIT) < 0)
+        self->counters.dropped++;
+    else
+        self->counters.up++;
+    //  An agent that said bye holds no topic any more
+    if (leaving)
+        s_peer_forget (self, peer);
+}
+
+static int
+s_on_down (zloop_t *loop, zsock_t *sock, void *arg)
+{
+    relay_t *self = (relay_t *) arg;
+    void *handle = zsock_resolve (sock);
+    int64_t now_ms = s_now_ms ();
+    for (int count = 0; count < S_BATCH; count++) {
+        zmq_msg_t parts [3];
+        size_t got = 0;
+        bool more = true;
+        while (more && got < 3) {
+            zmq_msg_init (&parts [got]);
+            if (zmq_msg_recv (&parts [got], handle, ZMQ_DONTWAIT) < 0) {
+                zmq_msg_close (&parts [got]);
+                break;
+            }
+            more = zmq_msg_more (&parts [got]);
+            got++;
+        }
+        if (got == 0)
+            break;
+        if (more) {
+            //  More than three frames: read the rest and drop it whole
+            zmq_msg_t rest;
+            zmq_msg_init (&rest);
+            while (zmq_msg_recv (&rest, handle, ZMQ_DONTWAIT) >= 0
+                   && zmq_msg_more (&rest))
+                ;
+            zmq_msg_close (&rest);
+            self->counters.malformed++;
+        }
+        else
+        if (got == 2)
+            s_on_down_message (self, &parts [0], NULL, &parts [1], now_ms);
+        else
+        if (got == 3)
+            s_on_down_message (self, &parts [0], &parts [1], &parts [2],
+                               now_ms);
+        else
+            self->counters.malformed++;
+        for (size_t index = 0; index < got; index++)
+            zmq_msg_close (&parts [index]);
+    }
+    return 0;
+}
+
+//  ---------------------------------------------------------------------
+//  Upstream to downstream
+
+//  A welcome for the agent behind PEER at PATH (its remaining via):
+//  the topics of the hello it answers become PEER's to hold, and those
+//  already held are subscribed again upstream, for a broker that
+//  granted them to none of our nodes before (it restarted).
+static void
+s_on_welcome (relay_t *self, s_peer_t *peer, const char *path,
+              const proto_msg_t *welcome)
+{
+    if (welcome->heartbeat_ms)
+        peer->heartbeat_ms = welcome->heartbeat_ms;
+    zlistx_t *topics = (zlistx_t *) zhashx_lookup (peer->hellos, path);
+    if (!topics)
+        return;
+    if (!*path)
+        peer->welcomed = true;
+    for (const char *topic = (const char *) zlistx_first (topics); topic;
+         topic = (const char *) zlistx_next (topics)) {
+        zhashx_update (peer->entitled, topic, (void *) 1);
+        if (zhashx_lookup (self->topics, topic)) {
+            s_upstream_subscribe (self, topic, false);
+            s_upstream_subscribe (self, topic, true);
+        }
+    }
+}
+
+//  A message for the relay itself (no via frame): an error is logged.
+static void
+s_on_own (relay_t *self, zmq_msg_t *body)
+{
+    proto_msg_t *msg = NULL;
+    if (proto_msg_decode (zmq_msg_data (body), zmq_msg_size (body), &msg,
+                          NULL, 0) != 0) {
+        self->counters.malformed++;
+        return;
+    }
+    if (msg->type == PROTO_ERROR) {
+        self->counters.refused++;
+        //  Once a minute at most
+        static int64_t logged_ms = 0;
+        int64_t now_ms = s_now_ms ();
+        if (!logged_ms || now_ms - logged_ms >= 60000) {
+            logged_ms = now_ms;
+            log_warn ("upstream says %s: %s", msg->code, msg->message);
+        }
+    }
+    proto_msg_destroy (&msg);
+}
+
+static void
+s_on_up_message (relay_t *self, zmq_msg_t *via, zmq_msg_t *body)
+{
+    size_t via_size = zmq_msg_size (via);
+    if (via_size < KEYS_Z85_LEN || via_size % KEYS_Z85_LEN != 0
+        || via_size > RELAYS_VIA_MAX) {
+        self->counters.malformed++;
+        return;
+    }
+    char token [KEYS_TEXT_SIZE];
+    memcpy (token, zmq_msg_data (via), KEYS_Z85_LEN);
+    token [KEYS_Z85_LEN] = 0;
+    s_peer_t *peer = (s_peer_t *) zhashx_lookup (self->peers, token);
+    if (!peer) {
+        self->counters.unroutable++;
+        return;
+    }
+    size_t rest = via_size - KEYS_Z85_LEN;
+    char path [RELAYS_VIA_MAX + 1];
+    memcpy (path, (const uint8_t *) zmq_msg_data (via) + KEYS_Z85_LEN, rest);
+    path [rest] = 0;
+    proto_msg_t *welcome = s_decode_if (zmq_msg_data (body),
+                                        zmq_msg_size (body), PROTO_WELCOME,
+                                        "welcome");
+    if (welcome) {
+        s_on_welcome (self, peer, path, welcome);
+        proto_msg_destroy (&welcome);
+    }
+    void *down = zsock_resolve (self->down);
+    int rc = zmq_send (down, peer->routing, peer->routing_size,
+                       ZMQ_SNDMORE | ZMQ_DONTWAIT);
+    if (rc >= 0 && rest)
+        rc = zmq_send (down, path, rest, ZMQ_SNDMORE | ZMQ_DONTWAIT);
+    if (rc >= 0)
+        rc = zmq_msg_send (body, down, ZMQ_DONTWAIT);
+    if (rc < 0) {
+        if (zmq_errno () == EHOSTUNREACH) {
+            //  Its connection is gone: it comes back with its next message
+            self->counters.unroutable++;
+            s_peer_forget (self, peer);
+        }
+        else
+            self->counters.dropped++;
+        return;
+    }
+    self->counters.down++;
+}
+
+static int
+s_on_up (zloop_t *loop, zsock_t *sock, void *arg)
+{
+    relay_t *self = (relay_t *) arg;
+    void *handle = zsock_resolve (sock);
+    for (int count = 0; count < S_BATCH; count++) {
+        zmq_msg_t parts [2];
+        size_t got = 0;
+        bool more = true;
+        while (more && got < 2) {
+            zmq_msg_init (&parts [got]);
+            if (zmq_msg_recv (&parts [got], handle, ZMQ_DONTWAIT) < 0) {
+                zmq_msg_close (&parts [got]);
+                break;
+            }
+            more = zmq_msg_more (&parts [got]);
+            got++;
+        }
+        if (got == 0)
+            break;
+        if (more) {
+            zmq_msg_t rest;
+            zmq_msg_init (&rest);
+            while (zmq_msg_recv (&rest, handle, ZMQ_DONTWAIT) >= 0
+                   && zmq_msg_more (&rest))
+                ;
+            zmq_msg_close (&rest);
+            self->counters.malformed++;
+        }
+        else
+        if (got == 1)
+            s_on_own (self, &parts [0]);
+        else
+            s_on_up_message (self, &parts [0], &parts [1]);
+        for (size_t index = 0; index < got; index++)
+            zmq_msg_close (&parts [index]);
+    }
+    return 0;
+}
+
+//  Commands: whatever upstream publishes goes to the downstream XPUB,
+//  which sends it to the peers holding its topic.
+static int
+s_on_up_sub (zloop_t *loop, zsock_t *sock, void *arg)
+{
+    relay_t *self = (relay_t *) arg;
+    void *handle = zsock_resolve (sock);
+    void *down = zsock_resolve (self->down_pub);
+    for (int count = 0; count < S_BATCH; count++) {
+        zmq_msg_t part;
+        zmq_msg_init (&part);
+        if (zmq_msg_recv (&part, handle, ZMQ_DONTWAIT) < 0) {
+            zmq_msg_close (&part);
+            break;
+        }
+        bool more = zmq_msg_more (&part);
+        if (!self->serving || zmq_msg_send (&part, down,
+                                            (more ? ZMQ_SNDMORE : 0)
+                                                | ZMQ_DONTWAIT) < 0)
+            zmq_msg_close (&part);
+        if (!more)
+            self->counters.commands++;
+    }
+    return 0;
+}
+
+//  Subscriptions of the downstream XPUB. Secure: each is granted only
+//  when its key was welcomed for the topic (ZMQ_XPUB_MANUAL), and the
+//  granted ones are counted into the upstream subscriptions. Insecure:
+//  the XPUB reports the first and last holder of each topic itself, and
+//  that goes upstream as it is.
+static int
+s_on_down_pub (zloop_t *loop, zsock_t *sock, void *arg)
+{
+    relay_t *self = (relay_t *) arg;
+    void *handle = zsock_resolve (sock);
+    for (int count = 0; count < S_BATCH; count++) {
+        zmq_msg_t frame;
+        zmq_msg_init (&frame);
+        if (zmq_msg_recv (&frame, handle, ZMQ_DONTWAIT) < 0) {
+            zmq_msg_close (&frame);
+            break;
+        }
+        const char *data = (const char *) zmq_msg_data (&frame);
+        size_t size = zmq_msg_size (&frame);
+        if (size < 1 || (data [0] != 0 && data [0] != 1) || size > 1024
+            || zmq_msg_more (&frame)) {
+            zmq_msg_close (&frame);
+            continue;
+        }
+        if (self->config->insecure) {
+            if (zmq_msg_send (&frame, zsock_resolve (self->up_sub),
+                              ZMQ_DONTWAIT) < 0) {
+                self->counters.dropped++;
+                zmq_msg_close (&frame);
+            }
+            continue;
+        }
+        char topic [1025];
+        memcpy (topic, data + 1, size - 1);
+        topic [size - 1] = 0;
+        //  A grant applies to the connection of the message just read,
+        //  so it comes before the next read
+        const char *key = zmq_msg_gets (&frame, "User-Id");
+        s_peer_t *peer = key ? (s_peer_t *) zhashx_lookup (self->peers, key)
+                             : NULL;
+        if (data [0] == 0) {
+            zmq_setsockopt (handle, ZMQ_UNSUBSCRIBE, data + 1, size - 1);
+            if (peer && zhashx_lookup (peer->granted, topic)) {
+                zhashx_delete (peer->granted, topic);
+                s_topic_count (self, topic, -1);
+            }
+        }
+        else
+        if (peer && zhashx_lookup (peer->entitled, topic)) {
+            zmq_setsockopt (handle, ZMQ_SUBSCRIBE, data + 1, size - 1);
+            if (!zhashx_lookup (peer->granted, topic)) {
+                zhashx_insert (peer->granted, topic, (void *) 1);
+                s_topic_count (self, topic, 1);
+            }
+        }
+        else
+            self->counters.refused_topics++;
+        zmq_msg_close (&frame);
+    }
+    return 0;
+}
+
+//  ---------------------------------------------------------------------
+//  Serving downstream while upstream is there
+
+static zsock_t *
+s_bind_socket (relay_t *self, int type, const char *domain,
+               const char *endpoint, char *err, size_t err_len)
+{
+    zsock_t *sock = zsock_new (type);
+    if (!sock) {
+        s_err (err, err_len, "cannot create a socket");
+        return NULL;
+    }
+    zsock_set_maxmsgsize (sock, PROTO_MAX_FRAME);
+    zsock_set_sndhwm (sock, 100000);
+    zsock_set_rcvhwm (sock, 100000);
+    zsock_set_linger (sock, 1000);
+    zsock_set_handshake_ivl (sock, 10000);
+    zsock_set_backlog (sock, 4096);
+    if (type == ZMQ_ROUTER) {
+        zsock_set_router_mandatory (sock, 1);
+        zsock_set_sndtimeo (sock, 0);
+        zsock_set_rcvtimeo (sock, 0);
+    }
+    if (type == ZMQ_XPUB && !self->config->insecure)
+        zsock_set_xpub_manual (sock, 1);
+    if (!self->config->insecure
+        && keys_curve_server (sock, self->server_cert, domain, err, err_len)
+               != 0) {
+        zsock_destroy (&sock);
+        return NULL;
+    }
+    if (zsock_bind (sock, "%s", endpoint) < 0) {
+        s_err (err, err_len, "cannot bind %s: %s", endpoint,
+               zmq_strerror (zmq_errno ()));
+        zsock_destroy (&sock);
+    }
+    return sock;
+}
+
+//  Binds the downstream endpoints (upstream is there). Returns 0 or -1.
+static int
+s_serve (relay_t *self)
+{
+    if (self->serving)
+        return 0;
+    char err [512];
+    self->down = s_bind_socket (self, ZMQ_ROUTER, KEYS_DOMAIN_AGENTS,
+                                self->config->agents_ep, err, sizeof err);
+    self->down_pub = self->down
+                         ? s_bind_socket (self, ZMQ_XPUB, KEYS_DOMAIN_COMMANDS,
+                                          self->config->publish_ep, err,
+                                          sizeof err)
+                         : NULL;
+    if (!self->down_pub) {
+        zsock_destroy (&self->down);
+        log_error ("cannot serve agents: %s", err);
+        return -1;
+    }
+    zloop_reader (self->loop, self->down, s_on_down, self);
+    zloop_reader (self->loop, self->down_pub, s_on_down_pub, self);
+    self->serving = true;
+    log_info ("serving agents on %s, commands on %s",
+              self->config->agents_ep, self->config->publish_ep);
+    return 0;
+}
+
+//  Closes the downstream endpoints: every peer's connection drops, so
+//  agents fail over to their next endpoint. Every peer is forgotten.
+static void
+s_unserve (relay_t *self)
+{
+    if (!self->serving)
+        return;
+    zloop_reader_end (self->loop, self->down);
+    zloop_reader_end (self->loop, self->down_pub);
+    zsock_set_linger (self->down, 0);
+    zsock_set_linger (self->down_pub, 0);
+    zsock_destroy (&self->down);
+    zsock_destroy (&self->down_pub);
+    size_t peers = zhashx_size (self->peers);
+    s_peer_t *peer;
+    while ((peer = (s_peer_t *) zhashx_first (self->peers)))
+        s_peer_forget (self, peer);
+    self->serving = false;
+    log_warn ("stopped serving agents (%zu peer%s dropped): no upstream",
+              peers, peers == 1 ? "" : "s");
+}
+
+//  Upstream connection events.
+static int
+s_on_monitor (zloop_t *loop, zsock_t *sock, void *arg)
+{
+    relay_t *self = (relay_t *) arg;
+    zmsg_t *msg = zmsg_recv (sock);
+    if (!msg)
+        return 0;
+    zframe_t *first = zmsg_first (msg);
+    uint16_t event = 0;
+    if (first && zframe_size (first) >= 2)
+        memcpy (&event, zframe_data (first), 2);
+    zmsg_destroy (&msg);
+    bool secure = !self->config->insecure;
+    if ((secure && event == ZMQ_EVENT_HANDSHAKE_SUCCEEDED)
+        || (!secure && event == ZMQ_EVENT_CONNECTED)) {
+        if (!self->up_ready)
+            log_info ("connected upstream to %s", self->config->upstream_ep);
+        self->up_ready = true;
+        self->up_since_ms = s_now_ms ();
+        s_serve (self);
+        service_notify_ready ("serving agents");
+    }
+    else
+    if (event == ZMQ_EVENT_DISCONNECTED) {
+        if (self->up_ready)
+            log_warn ("lost the upstream %s", self->config->upstream_ep);
+        self->up_ready = false;
+        self->up_since_ms = s_now_ms ();
+        s_unserve (self);
+    }
+    else
+    if (event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) {
+        static int64_t logged_ms = 0;
+        int64_t now_ms = s_now_ms ();
+        if (!logged_ms || now_ms - logged_ms >= 60000) {
+            logged_ms = now_ms;
+            log_error ("the upstream %s refused this relay's key %s: enrol "
+                       "it on the broker (relays: in gridbroker.yaml, or "
+                       "--relay-key)", self->config->upstream_ep,
+                       zcert_public_txt (self->cert));
+        }
+    }
+    return 0;
+}
+
+//  ---------------------------------------------------------------------
+//  Timers
+
+static int
+s_on_heartbeat (zloop_t *loop, int timer_id, void *arg)
+{
+    relay_t *self = (relay_t *) arg;
+    if (!self->up_ready)
+        return 0;
+    size_t agents = 0;
+    for (s_peer_t *peer = (s_peer_t *) zhashx_first (self->peers); peer;
+         peer = (s_peer_t *) zhashx_next (self->peers))
+        if (peer->welcomed)
+            agents++;
+    proto_msg_t beat;
+    memset (&beat, 0, sizeof beat);
+    beat.type = PROTO_HEARTBEAT;
+    beat.node = self->config->name;
+    beat.running = (uint32_t) agents;
+    pw_reset (self->writer);
+    if (proto_msg_encode (&beat, self->writer) != 0)
+        return 0;
+    zmsg_t *msg = zmsg_new ();
+    zmsg_addmem (msg, RELAYS_SELF, KEYS_Z85_LEN);
+    zmsg_addmem (msg, pw_data (self->writer), pw_size (self->writer));
+    if (zmsg_send (&msg, self->up) != 0) {
+        zmsg_destroy (&msg);
+        self->counters.dropped++;
+    }
+    return 0;
+}
+
+//  Forgets peers not heard from for three of their heartbeats.
+static int
+s_on_sweep (zloop_t *loop, int timer_id, void *arg)
+{
+    relay_t *self = (relay_t *) arg;
+    int64_t now_ms = s_now_ms ();
+    zlistx_t *gone = zlistx_new ();
+    for (s_peer_t *peer = (s_peer_t *) zhashx_first (self->peers); peer;
+         peer = (s_peer_t *) zhashx_next (self->peers)) {
+        int64_t timeout_ms = 3 * (peer->heartbeat_ms ? peer->heartbeat_ms
+                                                     : self->config->heartbeat_ms);
+        if (timeout_ms < S_PEER_TIMEOUT_MIN_MS)
+            timeout_ms = S_PEER_TIMEOUT_MIN_MS;
+        if (now_ms - peer->last_seen_ms > timeout_ms)
+            zlistx_add_end (gone, peer);
+    }
+    for (s_peer_t *peer = (s_peer_t *) zlistx_first (gone); peer;
+         peer = (s_peer_t *) zlistx_next (gone))
+        s_peer_forget (self, peer);
+    zlistx_destroy (&gone);
+    return 0;
+}
+
+//  ---------------------------------------------------------------------
+//  Status requests and ZAP
+
+static void
+s_write_status (relay_t *self, const char *id, pw_t *writer)
+{
+    size_t agents = 0;
+    for (s_peer_t *peer = (s_peer_t *) zhashx_first (self->peers); peer;
+         peer = (s_peer_t *) zhashx_next (self->peers))
+        if (peer->welcomed)
+            agents++;
+    proto_reply_ok_begin (writer, id);
+    pw_map (writer, 8);
+    pw_str (writer, "name");
+    pw_str (writer, self->config->name);
+    pw_str (writer, "version");
+    pw_str (writer, GRID_VERSION);
+    pw_str (writer, "uptime_ms");
+    pw_int (writer, s_now_ms () - self->started_ms);
+    pw_str (writer, "upstream");
+    pw_map (writer, 3);
+    pw_str (writer, "endpoint");
+    pw_str (writer, self->config->upstream_ep);
+    pw_str (writer, "connected");
+    pw_bool (writer, self->up_ready);
+    pw_str (writer, "since_ms");
+    pw_int (writer, s_now_ms () - self->up_since_ms);
+    pw_str (writer, "serving");
+    pw_bool (writer, self->serving);
+    pw_str (writer, "agents");
+    pw_int (writer, (int64_t) agents);
+    pw_str (writer, "topics");
+    pw_int (writer, (int64_t) zhashx_size (self->topics));
+    pw_str (writer, "counters");
+    pw_map (writer, 9);
+    pw_str (writer, "peers");
+    pw_int (writer, (int64_t) zhashx_size (self->peers));
+    pw_str (writer, "up");
+    pw_int (writer, (int64_t) self->counters.up);
+    pw_str (writer, "down");
+    pw_int (writer, (int64_t) self->counters.down);
+    pw_str (writer, "commands");
+    pw_int (writer, (int64_t) self->counters.commands);
+    pw_str (writer, "malformed");
+    pw_int (writer, (int64_t) self->counters.malformed);
+    pw_str (writer, "unroutable");
+    pw_int (writer, (int64_t) self->counters.unroutable);
+    pw_str (writer, "dropped");
+    pw_int (writer, (int64_t) self->counters.dropped);
+    pw_str (writer, "refused_topics");
+    pw_int (writer, (int64_t) self->counters.refused_topics);
+    pw_str (writer, "refused");
+    pw_int (writer, (int64_t) self->counters.refused);
+}
+
+static int
+s_on_client (zloop_t *loop, zsock_t *sock, void *arg)
+{
+    relay_t *self = (relay_t *) arg;
+    for (int count = 0; count < 64; count++) {
+        zmsg_t *msg = zmsg_recv (sock);
+        if (!msg)
+            break;
+        //  [routing] [empty] [body] (REQ), or [routing] [body]
+        zframe_t *routing = zmsg_pop (msg);
+        zframe_t *body = zmsg_pop (msg);
+        bool delimited = body && zframe_size (body) == 0;
+        if (delimited) {
+            zframe_destroy (&body);
+            body = zmsg_pop (msg);
+        }
+        if (!routing || !body || zmsg_size (msg) != 0) {
+            self->counters.malformed++;
+            zframe_destroy (&routing);
+            zframe_destroy (&body);
+            zmsg_destroy (&msg);
+            continue;
+        }
+        proto_request_t *request = NULL;
+        const char *code = NULL;
+        char *id = NULL;
+        char why [256];
+        pw_reset (self->writer);
+        if (proto_request_decode (zframe_data (body), zframe_size (body),
+                                  &request, &code, &id, why, sizeof why)
+            != 0)
+            proto_reply_error (self->writer, id ? id : "", code, why, NULL,
+                               0);
+        else
+        if (strcmp (request->type, "status") == 0)
+            s_write_status (self, request->id, self->writer);
+        else
+            proto_reply_error (self->writer, request->id,
+                               PROTO_ERR_UNKNOWN_TYPE,
+                               "a relay answers status only", NULL, 0);
+        free (id);
+        proto_request_destroy (&request);
+        zmsg_t *reply = zmsg_new ();
+        zmsg_append (reply, &routing);
+        if (delimited)
+            zmsg_addmem (reply, "", 0);
+        zmsg_addmem (reply, pw_data (self->writer), pw_size (self->writer));
+        if (zmsg_send (&reply, sock) != 0)
+            zmsg_destroy (&reply);
+        zframe_destroy (&body);
+        zmsg_destroy (&msg);
+    }
+    return 0;
+}
+
+//  ZAP (RFC 27): agents and relays below connect with any CURVE key (the
+//  broker judges each one); status clients only with a listed key.
+static int
+s_on_zap (zloop_t *loop, zsock_t *sock, void *arg)
+{
+    relay_t *self = (relay_t *) arg;
+    zmsg_t *request = zmsg_recv (sock);
+    if (!request)
+        return 0;
+    zframe_t *version = zmsg_first (request);
+    zframe_t *request_id = zmsg_next (request);
+    zframe_t *domain = zmsg_next (request);
+    zmsg_next (request);                         //  Address
+    zmsg_next (request);                         //  Identity
+    zframe_t *mechanism = zmsg_next (request);
+    zframe_t *credentials = zmsg_next (request);
+    char key [KEYS_TEXT_SIZE] = "";
+    const char *status = "400";
+    if (version && zframe_streq (version, "1.0") && credentials
+        && zframe_streq (mechanism, "CURVE")
+        && zframe_size (credentials) == 32) {
+        zmq_z85_encode (key, zframe_data (credentials), 32);
+        if (zframe_streq (domain, KEYS_DOMAIN_AGENTS)
+            || zframe_streq (domain, KEYS_DOMAIN_COMMANDS))
+            status = "200";
+        else
+        if (zframe_streq (domain, S_DOMAIN_CLIENTS))
+            for (size_t index = 0; index < self->config->client_key_count;
+                 index++)
+                if (strcmp (self->config->client_keys [index], key) == 0)
+                    status = "200";
+    }
+    zmsg_t *reply = zmsg_new ();
+    zmsg_addstr (reply, "1.0");
+    if (request_id)
+        zmsg_addmem (reply, zframe_data (request_id),
+                     zframe_size (request_id));
+    else
+        zmsg_addmem (reply, "", 0);
+    zmsg_addstr (reply, status);
+    zmsg_addstr (reply, streq (status, "200") ? "OK" : "refused");
+    zmsg_addstr (reply, streq (status, "200") ? key : "");
+    zmsg_addmem (reply, "", 0);
+    zmsg_send (&reply, sock);
+    zmsg_destroy (&request);
+    return 0;
+}
+
+static int
+s_on_signal (zloop_t *loop, zmq_pollitem_t *item, void *arg)
+{
+    relay_t *self = (relay_t *) arg;
+    struct signalfd_siginfo info;
+    if (read (self->signal_fd, &info, sizeof info) != sizeof info)
+        return 0;
+    if (info.ssi_signo == SIGHUP)
+        return 0;
+    log_info ("signal %u: stopping", info.ssi_signo);
+    service_notify_stopping ();
+    return -1;
+}
+
+//  ---------------------------------------------------------------------
+//  Lifecycle
+
+relay_t *
+relay_new (const relay_config_t *config, char *err, size_t err_len)
+{
+    relay_t *self = (relay_t *) zmalloc (sizeof (relay_t));
+    self->config = config;
+    self->started_ms = self->up_since_ms = s_now_ms ();
+    self->writer = pw_new ();
+    self->peers = zhashx_new ();
+    zhashx_set_destructor (self->peers, s_peer_destroy);
+    self->topics = zhashx_new ();
+    zhashx_set_destructor (self->topics, (zhashx_destructor_fn *) zstr_free);
+    self->loop = zloop_new ();
+    self->signal_fd = -1;
+    if (!config->insecure) {
+        self->cert = keys_load_pair (config->key_file, err, err_len);
+        if (!self->cert) {
+            relay_destroy (&self);
+            return NULL;
+        }
+        if (config->server_key_file) {
+            self->server_cert = keys_load_pair (config->server_key_file, err,
+                                                err_len);
+            if (!self->server_cert) {
+                relay_destroy (&self);
+                return NULL;
+            }
+        }
+        else
+            self->server_cert = zcert_dup (self->cert);
+        char why [512];
+        if (keys_read_public (config->upstream_key, self->upstream_key, why,
+                              sizeof why) != 0) {
+            s_err (err, err_len, "upstream key: %s", why);
+            relay_destroy (&self);
+            return NULL;
+        }
+        self->zap = zsock_new (ZMQ_REP);
+        if (!self->zap || zsock_bind (self->zap, S_ZAP_ENDPOINT) != 0) {
+            s_err (err, err_len, "cannot start the ZAP handler: %s",
+                   zmq_strerror (zmq_errno ()));
+            relay_destroy (&self);
+            return NULL;
+        }
+        zloop_reader (self->loop, self->zap, s_on_zap, self);
+    }
+    //  Upstream: a DEALER and an XSUB, as an agent connects
+    self->up = zsock_new (ZMQ_DEALER);
+    self->up_sub = zsock_new (ZMQ_XSUB);
+    if (!self->up || !self->up_sub) {
+        s_err (err, err_len, "cannot create the upstream sockets");
+        relay_destroy (&self);
+        return NULL;
+    }
+    zsock_t *ups [2] = {self->up, self->up_sub};
+    for (int index = 0; index < 2; index++) {
+        zsock_set_maxmsgsize (ups [index], PROTO_MAX_FRAME);
+        zsock_set_sndhwm (ups [index], 100000);
+        zsock_set_rcvhwm (ups [index], 100000);
+        zsock_set_linger (ups [index], 2000);
+        zsock_set_reconnect_ivl (ups [index], 100);
+        zsock_set_reconnect_ivl_max (ups [index], 2000);
+        //  A dead upstream is noticed in seconds, not at the next send
+        zsock_set_heartbeat_ivl (ups [index], 1000);
+        zsock_set_heartbeat_timeout (ups [index], 3000);
+        if (self->cert)
+            keys_curve_client (ups [index], self->cert, self->upstream_key);
+    }
+    snprintf (self->monitor_ep, sizeof self->monitor_ep,
+              "inproc://gridrelay-monitor-%d", (int) getpid ());
+    if (zmq_socket_monitor (zsock_resolve (self->up), self->monitor_ep,
+                            ZMQ_EVENT_CONNECTED | ZMQ_EVENT_DISCONNECTED
+                                | ZMQ_EVENT_HANDSHAKE_SUCCEEDED
+                                | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)
+        != 0) {
+        s_err (err, err_len, "cannot watch the upstream connection");
+        relay_destroy (&self);
+        return NULL;
+    }
+    self->monitor = zsock_new (ZMQ_PAIR);
+    if (!self->monitor
+        || zsock_connect (self->monitor, "%s", self->monitor_ep) != 0) {
+        s_err (err, err_len, "cannot watch the upstream connection");
+        relay_destroy (&self);
+        return NULL;
+    }
+    if (zsock_connect (self->up, "%s", config->upstream_ep) != 0
+        || zsock_connect (self->up_sub, "%s", config->upstream_publish_ep)
+               != 0) {
+        s_err (err, err_len, "cannot connect to %s or %s",
+               config->upstream_ep, config->upstream_publish_ep);
+        relay_destroy (&self);
+        return NULL;
+    }
+    if (config->client_ep) {
+        self->client = zsock_new (ZMQ_ROUTER);
+        if (self->client) {
+            zsock_set_maxmsgsize (self->client, 1 << 20);
+            zsock_set_linger (self->client, 0);
+            zsock_set_rcvtimeo (self->client, 0);
+            zsock_set_sndtimeo (self->client, 0);
+        }
+        if (!self->client
+            || (!config->insecure
+                && keys_curve_server (self->client, self->server_cert,
+                                      S_DOMAIN_CLIENTS, err, err_len) != 0)
+            || zsock_bind (self->client, "%s", config->client_ep) < 0) {
+            if (!*err)
+                s_err (err, err_len, "cannot bind %s: %s", config->client_ep,
+                       zmq_strerror (zmq_errno ()));
+            relay_destroy (&self);
+            return NULL;
+        }
+        zloop_reader (self->loop, self->client, s_on_client, self);
+    }
+    //  main () blocked these before any thread started
+    sigset_t mask;
+    sigemptyset (&mask);
+    sigaddset (&mask, SIGTERM);
+    sigaddset (&mask, SIGINT);
+    sigaddset (&mask, SIGHUP);
+    self->signal_fd = signalfd (-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
+    if (self->signal_fd < 0) {
+        s_err (err, err_len, "cannot read signals: %s", strerror (errno));
+        relay_destroy (&self);
+        return NULL;
+    }
+    zmq_pollitem_t item = {NULL, self->signal_fd, ZMQ_POLLIN, 0};
+    zloop_poller (self->loop, &item, s_on_signal, self);
+    zloop_reader (self->loop, self->monitor, s_on_monitor, self);
+    zloop_reader (self->loop, self->up, s_on_up, self);
+    zloop_reader (self->loop, self->up_sub, s_on_up_sub, self);
+    zloop_timer (self->loop, (size_t) config->heartbeat_ms, 0, s_on_heartbeat,
+                 self);
+    zloop_timer (self->loop, S_SWEEP_MS, 0, s_on_sweep, self);
+    service_watchdog_attach (self->loop);
+    log_info ("relay %s %s: upstream %s (commands %s)%s%s", config->name,
+              GRID_VERSION, config->upstream_ep, config->upstream_publish_ep,
+              config->insecure ? "; WARNING: --insecure, plaintext and no "
+                                 "authentication"
+                               : "; key ",
+              config->insecure ? "" : zcert_public_txt (self->cert));
+    return self;
+}
+
+int
+relay_run (relay_t *self)
+{
+    zloop_start (self->loop);
+    return 0;
+}
+
+void
+relay_destroy (relay_t **self_p)
+{
+    relay_t *self = *self_p;
+    if (!self)
+        return;
+    if (self->serving) {
+        zsock_destroy (&self->down);
+        zsock_destroy (&self->down_pub);
+    }
+    zloop_destroy (&self->loop);
+    if (self->up)
+        zmq_socket_monitor (zsock_resolve (self->up), NULL, 0);
+    zsock_destroy (&self->monitor);
+    zsock_destroy (&self->client);
+    zsock_destroy (&self->up);
+    zsock_destroy (&self->up_sub);
+    zsock_destroy (&self->zap);
+    zcert_destroy (&self->cert);
+    zcert_destroy (&self->server_cert);
+    zhashx_destroy (&self->peers);
+    zhashx_destroy (&self->topics);
+    pw_destroy (&self->writer);
+    if (self->signal_fd >= 0)
+        close (self->signal_fd);
+    free (self);
+    *self_p = NULL;
+}
