@@ -53,6 +53,8 @@ man_pages_cover_every_flag() {
     flags_in_page "$man/gridbroker.8.scd" "$bin/gridbroker" keygen --help &&
     flags_in_page "$man/gridagent.8.scd" "$bin/gridagent" --help &&
     flags_in_page "$man/gridagent.8.scd" "$bin/gridagent" keygen --help &&
+    flags_in_page "$man/gridrelay.8.scd" "$bin/gridrelay" --help &&
+    flags_in_page "$man/gridrelay.8.scd" "$bin/gridrelay" keygen --help &&
     flags_in_page "$man/gridcli.1.scd" "$bin/gridcli" --help &&
     flags_in_page "$man/gridcli.1.scd" "$bin/gridcli" keygen --help || return 1
     for topic in $("$bin/gridcli" --help | sed -n 's/^  help \[\(.*\)\]$/\1/p' | tr '|' ' '); do

@@ -240,6 +240,110 @@ grid_spawn_agent (grid_t *grid, const char *id, const char *groups,
     return slot;
 }
 
+int
+grid_relay_keygen (grid_t *grid, const char *name, char *path,
+                   size_t path_len, char *public_txt)
+{
+    char key_name [100];
+    snprintf (key_name, sizeof key_name, "relay-%s", name);
+    return grid_keygen (grid, key_name, path, path_len, public_txt);
+}
+
+int
+grid_start_relay (grid_t *grid, const char *name, int upstream, bool wait,
+                  const char *const *extra)
+{
+    int slot = -1;
+    for (size_t index = 0; index < grid->relay_count; index++)
+        if (strcmp (grid->relay_names [index], name) == 0)
+            slot = (int) index;
+    if (slot < 0) {
+        if (grid->relay_count >= GRID_MAX_RELAYS)
+            return -1;
+        slot = (int) grid->relay_count++;
+        snprintf (grid->relay_names [slot], sizeof grid->relay_names [slot],
+                  "%s", name);
+        char dir [sizeof grid->dir];
+        memcpy (dir, grid->dir, sizeof dir);
+        snprintf (grid->relay_agents_ep [slot],
+                  sizeof grid->relay_agents_ep [slot],
+                  "ipc://%s/relay-%s-agents.ipc", dir, name);
+        snprintf (grid->relay_publish_ep [slot],
+                  sizeof grid->relay_publish_ep [slot],
+                  "ipc://%s/relay-%s-publish.ipc", dir, name);
+        snprintf (grid->relay_client_ep [slot],
+                  sizeof grid->relay_client_ep [slot],
+                  "ipc://%s/relay-%s-client.ipc", dir, name);
+        if (grid_relay_keygen (grid, name, grid->relay_key [slot],
+                               sizeof grid->relay_key [slot], NULL) != 0)
+            return -1;
+    }
+    bool to_relay = upstream >= 0 && (size_t) upstream < grid->relay_count;
+    char log_name [100];
+    snprintf (log_name, sizeof log_name, "relay-%s.log", name);
+    const char *argv [64] = {
+        "gridrelay", "--config", "none", "--name", name, "--agents",
+        grid->relay_agents_ep [slot], "--publish",
+        grid->relay_publish_ep [slot], "--client",
+        grid->relay_client_ep [slot], "--upstream",
+        to_relay ? grid->relay_agents_ep [upstream] : grid->agents_ep,
+        "--upstream-publish",
+        to_relay ? grid->relay_publish_ep [upstream] : grid->publish_ep,
+        "--heartbeat", "200ms"};
+    size_t argc = 17;
+    if (grid->insecure)
+        argv [argc++] = "--insecure";
+    else {
+        argv [argc++] = "--key";
+        argv [argc++] = grid->relay_key [slot];
+        argv [argc++] = "--upstream-key";
+        argv [argc++] = to_relay ? grid->relay_key [upstream]
+                                 : grid->broker_key;
+        argv [argc++] = "--client-key";
+        argv [argc++] = grid->admin_key;
+    }
+    for (size_t index = 0; extra && extra [index] && argc < 62; index++)
+        argv [argc++] = extra [index];
+    argv [argc] = NULL;
+    //  A log of an earlier run of this relay must not count
+    char log_path [400];
+    snprintf (log_path, sizeof log_path, "%s/%s", grid->dir, log_name);
+    char *before = grid_slurp (log_path);
+    size_t skip = strlen (before);
+    free (before);
+    grid->relay_pids [slot] = s_spawn (grid, "gridrelay", log_name,
+                                       (char *const *) argv);
+    long long deadline = grid_now_ms () + 15000;
+    while (wait && grid_now_ms () < deadline) {
+        char *log = grid_slurp (log_path);
+        bool serving = strlen (log) > skip
+                       && strstr (log + skip, "serving agents") != NULL;
+        free (log);
+        if (serving)
+            return slot;
+        if (waitpid (grid->relay_pids [slot], NULL, WNOHANG)
+            == grid->relay_pids [slot]) {
+            grid->relay_pids [slot] = 0;
+            break;
+        }
+        s_nap (20);
+    }
+    if (!wait)
+        return slot;
+    fprintf (stderr, "gridrelay %s did not start serving\n", name);
+    grid_dump_logs (grid);
+    return -1;
+}
+
+void
+grid_stop_relay (grid_t *grid, int slot, bool hard)
+{
+    if (slot < 0 || (size_t) slot >= grid->relay_count)
+        return;
+    grid_kill (grid->relay_pids [slot], hard ? SIGKILL : SIGTERM);
+    grid->relay_pids [slot] = 0;
+}
+
 void
 grid_stop_broker (grid_t *grid, bool hard)
 {
@@ -261,6 +365,8 @@ grid_stop (grid_t *grid)
 {
     for (size_t index = 0; index < grid->agent_count; index++)
         grid_stop_agent (grid, (int) index, false);
+    for (size_t index = 0; index < grid->relay_count; index++)
+        grid_stop_relay (grid, (int) index, false);
     grid_stop_broker (grid, false);
     //  GRID_KEEP=1 keeps the directory (logs, stores) for a post-mortem.
     const char *keep = getenv ("GRID_KEEP");

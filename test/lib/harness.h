@@ -29,6 +29,7 @@
 #include "../../proto/pw.h"
 
 #define GRID_MAX_AGENTS 32
+#define GRID_MAX_RELAYS 8
 
 typedef struct {
     char dir [256];                          //  Temporary directory
@@ -46,6 +47,13 @@ typedef struct {
     char admin_key [320];                    //  An admin client's key pair
     bool insecure;                           //  Run everything --insecure
     bool manual_accept;                      //  Broker without --auto-accept
+    pid_t relay_pids [GRID_MAX_RELAYS];      //  gridrelays (0: not running)
+    char relay_names [GRID_MAX_RELAYS][65];  //  Their names
+    char relay_agents_ep [GRID_MAX_RELAYS][320];   //  Their agent endpoints
+    char relay_publish_ep [GRID_MAX_RELAYS][320];  //  Their commands endpoints
+    char relay_client_ep [GRID_MAX_RELAYS][320];   //  Their status endpoints
+    char relay_key [GRID_MAX_RELAYS][320];   //  Their key pairs
+    size_t relay_count;                      //  Slots used
 } grid_t;
 
 //  Makes the directory and endpoints (nothing started). Returns 0 or -1.
@@ -72,6 +80,24 @@ int grid_spawn_agent (grid_t *grid, const char *id, const char *groups,
 //  public key (41 bytes). Returns 0 or -1.
 int grid_keygen (grid_t *grid, const char *name, char *path, size_t path_len,
                  char *public_txt);
+
+//  Starts gridrelay NAME (key pair <keys_dir>/relay-NAME.key, made when
+//  missing; endpoints ipc://<dir>/relay-NAME-*.ipc) connected to the
+//  relay in slot UPSTREAM, or to the broker when UPSTREAM is -1, with
+//  EXTRA args; waits until it serves agents (WAIT), which needs its
+//  upstream. Its key must be enrolled on the broker first (--relay-key,
+//  grid_relay_keygen). Returns its slot (the same one again for a name
+//  already used) or -1.
+int grid_start_relay (grid_t *grid, const char *name, int upstream,
+                      bool wait, const char *const *extra);
+
+//  The key pair of relay NAME (made when missing): its public file's path
+//  into PATH and, when PUBLIC_TXT is not NULL, its public key.
+int grid_relay_keygen (grid_t *grid, const char *name, char *path,
+                       size_t path_len, char *public_txt);
+
+//  Kills the relay in SLOT (SIGKILL when HARD, else SIGTERM) and reaps it.
+void grid_stop_relay (grid_t *grid, int slot, bool hard);
 
 //  Kills process PID with SIGNAL and, for SIGKILL/SIGTERM, reaps it
 //  (waiting up to 10 s). Returns 0.

@@ -1,0 +1,537 @@
+/*  =========================================================================
+    test_it_relay - gridrelay between agents and the broker, with CURVE on
+    every hop: jobs through one relay and through two stacked relays,
+    identities attested end to end, forged attestations refused and
+    counted, a revoked relay, and the relay's command subscriptions.
+    =========================================================================
+*/
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include <czmq.h>
+#include <signal.h>
+
+#include "../broker/relays.h"
+#include "../proto/keys.h"
+#include "../proto/proto.h"
+#include "lib/harness.h"
+
+static int
+s_setup (void **state)
+{
+    grid_t *grid = (grid_t *) calloc (1, sizeof (grid_t));
+    if (grid_init (grid) != 0)
+        return -1;
+    *state = grid;
+    return 0;
+}
+
+static int
+s_teardown (void **state)
+{
+    grid_t *grid = (grid_t *) *state;
+    grid_stop (grid);
+    free (grid);
+    return 0;
+}
+
+static const pv_t *
+s_data (pv_doc_t *doc)
+{
+    const pv_t *data = NULL;
+    assert_true (grid_reply_ok (doc, &data));
+    return data;
+}
+
+//  Every (step, expected node) cell of RECORD succeeded, with exactly one
+//  attempt: nothing missing, nothing run or counted twice.
+static void
+s_assert_once (const pv_t *record)
+{
+    const pv_t *expected = pv_map_get (record, "expected");
+    int64_t steps = 0;
+    assert_int_equal (pv_get_int (pv_map_get (record, "steps"), &steps), 0);
+    assert_true (pv_size (expected) > 0);
+    for (int64_t step = 0; step < steps; step++)
+        for (size_t n = 0; n < pv_size (expected); n++) {
+            char *node = pv_strdup (pv_array_at (expected, n));
+            const pv_t *cell = grid_cell (record, (int) step, node);
+            if (!cell || !grid_str_is (cell, "status", "success")) {
+                fprintf (stderr, "step %d node %s: ", (int) step, node);
+                pv_write_json (cell, stderr, 0);
+                fprintf (stderr, "\n");
+            }
+            assert_non_null (cell);
+            assert_true (grid_str_is (cell, "status", "success"));
+            int64_t attempts = 0;
+            pv_get_int (pv_map_get (cell, "attempts"), &attempts);
+            assert_int_equal (attempts, 1);
+            free (node);
+        }
+}
+
+//  "--relay-key NAME@POOL:FILE" for relay NAME, in ARG (ARG_LEN bytes).
+static const char *
+s_relay_arg (grid_t *grid, const char *name, const char *pool, char *arg,
+             size_t arg_len)
+{
+    char path [400];
+    assert_int_equal (grid_relay_keygen (grid, name, path, sizeof path, NULL),
+                      0);
+    snprintf (arg, arg_len, "%s%s%s:%s", name, pool ? "@" : "",
+              pool ? pool : "", path);
+    return arg;
+}
+
+//  Agent ID's extra args to connect through the relay in SLOT.
+static void
+s_through (grid_t *grid, int slot, const char **extra)
+{
+    extra [0] = "--broker";
+    extra [1] = grid->relay_agents_ep [slot];
+    extra [2] = "--publish";
+    extra [3] = grid->relay_publish_ep [slot];
+    extra [4] = "--broker-key";
+    extra [5] = grid->relay_key [slot];
+    extra [6] = NULL;
+}
+
+static int
+s_start_agent_via (grid_t *grid, const char *id, const char *groups,
+                   int relay)
+{
+    const char *extra [8];
+    s_through (grid, relay, extra);
+    return grid_start_agent (grid, id, groups, NULL, extra);
+}
+
+//  The same, logging every command it takes (--verbose).
+static int
+s_start_verbose_agent_via (grid_t *grid, const char *id, const char *groups,
+                           int relay)
+{
+    const char *extra [8];
+    s_through (grid, relay, extra);
+    extra [6] = "--verbose";
+    extra [7] = NULL;
+    return grid_start_agent (grid, id, groups, NULL, extra);
+}
+
+//  The node record of ID (node.get), as a reply document.
+static pv_doc_t *
+s_node (grid_t *grid, const char *id)
+{
+    return grid_call (grid, "node.get", "node", id, NULL);
+}
+
+//  The relay.list entry NAME in the reply DOC, or NULL.
+static const pv_t *
+s_relay_entry (pv_doc_t *doc, const char *name)
+{
+    const pv_t *data = s_data (doc);
+    const pv_t *relays = pv_map_get (data, "relays");
+    for (size_t index = 0; index < pv_size (relays); index++)
+        if (grid_str_is (pv_array_at (relays, index), "name", name))
+            return pv_array_at (relays, index);
+    return NULL;
+}
+
+//  Polls relay.list until relay NAME reads AGENTS agents and CONNECTED.
+static bool
+s_wait_relay (grid_t *grid, const char *name, int64_t agents, bool connected)
+{
+    long long deadline = grid_now_ms () + 15000;
+    while (grid_now_ms () < deadline) {
+        pv_doc_t *doc = grid_call (grid, "relay.list", NULL);
+        const pv_t *entry = grid_reply_ok (doc, NULL)
+                                ? s_relay_entry (doc, name) : NULL;
+        int64_t count = -1;
+        bool up = false;
+        if (entry) {
+            pv_get_int (pv_map_get (entry, "agents"), &count);
+            pv_get_bool (pv_map_get (entry, "connected"), &up);
+        }
+        pv_doc_destroy (&doc);
+        if (count == agents && up == connected)
+            return true;
+        zclock_sleep (50);
+    }
+    pv_doc_t *doc = grid_call (grid, "relay.list", NULL);
+    fprintf (stderr, "relay.list: ");
+    pv_write_json (pv_doc_root (doc), stderr, 0);
+    fprintf (stderr, "\n");
+    pv_doc_destroy (&doc);
+    return false;
+}
+
+//  The relay's own status (its status endpoint), as a reply document.
+static pv_doc_t *
+s_relay_status (grid_t *grid, int slot)
+{
+    zsock_t *req = zsock_new (ZMQ_REQ);
+    assert_non_null (req);
+    char why [512], server [KEYS_TEXT_SIZE];
+    zcert_t *cert = keys_load_pair (grid->admin_key, why, sizeof why);
+    assert_non_null (cert);
+    assert_int_equal (keys_read_public (grid->relay_key [slot], server, why,
+                                        sizeof why), 0);
+    keys_curve_client (req, cert, server);
+    zcert_destroy (&cert);
+    zsock_set_linger (req, 0);
+    zsock_set_rcvtimeo (req, 5000);
+    assert_int_equal (zsock_connect (req, "%s", grid->relay_client_ep [slot]),
+                      0);
+    pw_t *writer = pw_new ();
+    proto_request_begin (writer, "status", "s-1", 0);
+    zframe_t *frame = zframe_new (pw_data (writer), pw_size (writer));
+    pw_destroy (&writer);
+    assert_int_equal (zframe_send (&frame, req, 0), 0);
+    zframe_t *reply = zframe_recv (req);
+    zsock_destroy (&req);
+    assert_non_null (reply);
+    pv_doc_t *doc = NULL;
+    assert_int_equal (pv_doc_decode (zframe_data (reply), zframe_size (reply),
+                                     &doc, NULL, 0), 0);
+    zframe_destroy (&reply);
+    return doc;
+}
+
+static int64_t
+s_relay_topics (grid_t *grid, int slot)
+{
+    pv_doc_t *doc = s_relay_status (grid, slot);
+    int64_t topics = -1;
+    pv_get_int (pv_map_get (s_data (doc), "topics"), &topics);
+    pv_doc_destroy (&doc);
+    return topics;
+}
+
+static int64_t
+s_relay_counter (grid_t *grid, int slot, const char *name)
+{
+    pv_doc_t *doc = s_relay_status (grid, slot);
+    int64_t value = -1;
+    pv_get_int (pv_map_get (pv_map_get (s_data (doc), "counters"), name),
+                &value);
+    pv_doc_destroy (&doc);
+    return value;
+}
+
+static int64_t
+s_dropped (grid_t *grid, const char *name)
+{
+    pv_doc_t *doc = grid_call (grid, "status", NULL);
+    int64_t value = -1;
+    pv_get_int (pv_map_get (pv_map_get (s_data (doc), "dropped"), name),
+                &value);
+    pv_doc_destroy (&doc);
+    return value;
+}
+
+static char *
+s_run (grid_t *grid, const char *yaml)
+{
+    char *job_id = grid_submit_id (grid, yaml);
+    assert_non_null (job_id);
+    pv_doc_t *doc = grid_wait_job (grid, job_id, 30000);
+    const pv_t *record = s_data (doc);
+    if (!grid_str_is (record, "status", "completed"))
+        pv_write_json (record, stderr, 2);
+    assert_true (grid_str_is (record, "status", "completed"));
+    s_assert_once (record);
+    pv_doc_destroy (&doc);
+    return job_id;
+}
+
+static const char *s_two_steps =
+    "target: all\n"
+    "tasks:\n"
+    "  - {backend: test, action: echo, params: {msg: one}}\n"
+    "  - {backend: test, action: echo, params: {msg: two}}\n";
+
+//  A job over a direct agent and two agents behind one relay: every
+//  result arrives once, node.get names the relay, relay.list counts its
+//  agents, and the commands came through the relay's subscriptions.
+static void
+test_it_relay_one_relay (void **state)
+{
+    grid_t *grid = (grid_t *) *state;
+    char arg [600];
+    const char *broker_extra [] = {"--relay-key",
+                                   s_relay_arg (grid, "r1", NULL, arg,
+                                                sizeof arg), NULL};
+    assert_int_equal (grid_start_broker (grid, broker_extra), 0);
+    int relay = grid_start_relay (grid, "r1", -1, true, NULL);
+    assert_true (relay >= 0);
+    assert_true (s_start_agent_via (grid, "web-01", "web", relay) >= 0);
+    assert_true (s_start_agent_via (grid, "web-02", "web", relay) >= 0);
+    assert_true (grid_start_agent (grid, "db-01", "db", NULL, NULL) >= 0);
+    assert_true (s_wait_relay (grid, "r1", 2, true));
+    free (s_run (grid, s_two_steps));
+
+    pv_doc_t *doc = s_node (grid, "web-01");
+    assert_true (grid_str_is (s_data (doc), "relay", "r1"));
+    pv_doc_destroy (&doc);
+    doc = s_node (grid, "db-01");
+    assert_null (pv_map_get (s_data (doc), "relay"));
+    pv_doc_destroy (&doc);
+
+    doc = grid_call (grid, "relay.list", NULL);
+    const pv_t *entry = s_relay_entry (doc, "r1");
+    assert_non_null (entry);
+    char key [KEYS_TEXT_SIZE], why [256];
+    assert_int_equal (keys_read_public (grid->relay_key [relay], key, why,
+                                        sizeof why), 0);
+    assert_true (grid_str_is (entry, "key", key));
+    assert_null (pv_map_get (entry, "upstream"));
+    pv_doc_destroy (&doc);
+    //  The commands went out on the relay's subscription, not one by one
+    assert_true (s_relay_counter (grid, relay, "commands") >= 2);
+    assert_int_equal (s_relay_counter (grid, relay, "malformed"), 0);
+}
+
+//  Two relays stacked (agents -> rb -> ra -> broker), one pool: the job
+//  runs once everywhere; relay.list shows rb above ra.
+static void
+test_it_relay_stacked (void **state)
+{
+    grid_t *grid = (grid_t *) *state;
+    char arg_a [600], arg_b [600];
+    const char *broker_extra [] = {
+        "--relay-key", s_relay_arg (grid, "ra", "dc1", arg_a, sizeof arg_a),
+        "--relay-key", s_relay_arg (grid, "rb", "dc1", arg_b, sizeof arg_b),
+        NULL};
+    assert_int_equal (grid_start_broker (grid, broker_extra), 0);
+    int ra = grid_start_relay (grid, "ra", -1, true, NULL);
+    assert_true (ra >= 0);
+    int rb = grid_start_relay (grid, "rb", ra, true, NULL);
+    assert_true (rb >= 0);
+    assert_true (s_start_agent_via (grid, "web-01", "web", rb) >= 0);
+    assert_true (s_start_agent_via (grid, "web-02", "web", rb) >= 0);
+    assert_true (s_start_agent_via (grid, "db-01", "db", ra) >= 0);
+    assert_true (s_wait_relay (grid, "rb", 2, true));
+    assert_true (s_wait_relay (grid, "ra", 1, true));
+    free (s_run (grid, s_two_steps));
+    free (s_run (grid, "target: {scope: group, value: web}\n"
+                       "tasks:\n"
+                       "  - {backend: test, action: echo, params: {msg: w}}\n"));
+    pv_doc_t *doc = grid_call (grid, "relay.list", NULL);
+    assert_true (grid_str_is (s_relay_entry (doc, "rb"), "upstream", "ra"));
+    pv_doc_destroy (&doc);
+    doc = s_node (grid, "web-02");
+    assert_true (grid_str_is (s_data (doc), "relay", "rb"));
+    pv_doc_destroy (&doc);
+    assert_true (s_relay_counter (grid, rb, "commands") >= 2);
+}
+
+//  Sends [via] [body] on DEALER and returns the error code of the answer
+//  (caller frees), or NULL when none came. The answer comes back through
+//  the via frame, or to the relay itself when the via frame is unusable.
+static char *
+s_attest (zsock_t *dealer, const char *via, const proto_msg_t *msg)
+{
+    pw_t *writer = pw_new ();
+    assert_int_equal (proto_msg_encode (msg, writer), 0);
+    zmsg_t *out = zmsg_new ();
+    zmsg_addmem (out, via, strlen (via));
+    zmsg_addmem (out, pw_data (writer), pw_size (writer));
+    pw_destroy (&writer);
+    assert_int_equal (zmsg_send (&out, dealer), 0);
+    zsock_set_rcvtimeo (dealer, 5000);
+    zmsg_t *in = zmsg_recv (dealer);
+    if (!in)
+        return NULL;
+    char *code = NULL;
+    zframe_t *body = zmsg_last (in);
+    proto_msg_t *reply = NULL;
+    if (zmsg_size (in) >= 1 && zmsg_size (in) <= 2
+        && proto_msg_decode (zframe_data (body), zframe_size (body), &reply,
+                             NULL, 0) == 0) {
+        code = strdup (reply->type == PROTO_ERROR ? reply->code
+                                                  : proto_type_name (
+                                                        reply->type));
+        proto_msg_destroy (&reply);
+    }
+    zmsg_destroy (&in);
+    return code;
+}
+
+//  An enrolled relay may speak only for keys that came through relays of
+//  its pool: one that forges a direct agent's key is refused and counted,
+//  and so is a key that is no relay's sending a via frame at all.
+static void
+test_it_relay_forged_attestation_refused (void **state)
+{
+    grid_t *grid = (grid_t *) *state;
+    char arg [600];
+    const char *broker_extra [] = {"--relay-key",
+                                   s_relay_arg (grid, "rogue", NULL, arg,
+                                                sizeof arg), NULL};
+    assert_int_equal (grid_start_broker (grid, broker_extra), 0);
+    assert_true (grid_start_agent (grid, "web-01", "web", NULL, NULL) >= 0);
+    char victim [KEYS_TEXT_SIZE], path [400];
+    assert_int_equal (grid_keygen (grid, "agent-web-01", path, sizeof path,
+                                   victim), 0);
+    char rogue_key [400];
+    assert_int_equal (grid_relay_keygen (grid, "rogue", rogue_key,
+                                         sizeof rogue_key, NULL), 0);
+    zsock_t *rogue = grid_dealer (grid, grid->agents_ep, rogue_key);
+    assert_non_null (rogue);
+    proto_msg_t hello;
+    memset (&hello, 0, sizeof hello);
+    hello.type = PROTO_HELLO;
+    hello.node = "web-01";
+    hello.hostname = "forged";
+    hello.version = "0.1.0";
+    hello.concurrency = 1;
+    int64_t before = s_dropped (grid, "impersonation");
+    char *code = s_attest (rogue, victim, &hello);
+    assert_non_null (code);
+    assert_string_equal (code, PROTO_ERR_FORBIDDEN);
+    free (code);
+    assert_true (s_dropped (grid, "impersonation") > before);
+    //  Nor may it speak as a heartbeat of that node
+    proto_msg_t beat;
+    memset (&beat, 0, sizeof beat);
+    beat.type = PROTO_HEARTBEAT;
+    beat.node = "web-01";
+    code = s_attest (rogue, victim, &beat);
+    assert_non_null (code);
+    assert_string_equal (code, PROTO_ERR_FORBIDDEN);
+    free (code);
+    //  The victim stays where it was
+    pv_doc_t *doc = s_node (grid, "web-01");
+    assert_false (grid_str_is (s_data (doc), "hostname", "forged"));
+    assert_null (pv_map_get (s_data (doc), "relay"));
+    assert_true (grid_str_is (s_data (doc), "status", "online"));
+    pv_doc_destroy (&doc);
+    //  Malformed via frames are refused whole
+    code = s_attest (rogue, "short", &beat);
+    assert_non_null (code);
+    assert_string_equal (code, PROTO_ERR_MALFORMED);
+    free (code);
+    zsock_destroy (&rogue);
+    //  An agent's key is no relay: its via frame is refused and counted
+    int64_t refused = s_dropped (grid, "relay_refused");
+    zsock_t *agent = grid_dealer (grid, grid->agents_ep, path);
+    assert_non_null (agent);
+    char stranger [KEYS_TEXT_SIZE], other [400];
+    assert_int_equal (grid_keygen (grid, "stranger", other, sizeof other,
+                                   stranger), 0);
+    hello.node = "stranger";
+    code = s_attest (agent, stranger, &hello);
+    assert_non_null (code);
+    assert_string_equal (code, PROTO_ERR_FORBIDDEN);
+    free (code);
+    zsock_destroy (&agent);
+    assert_true (s_dropped (grid, "relay_refused") > refused);
+    doc = s_node (grid, "stranger");
+    assert_false (grid_reply_ok (doc, NULL));
+    pv_doc_destroy (&doc);
+}
+
+//  Rejecting a relay's key takes every node behind it offline at once;
+//  its agents' messages are refused from then on.
+static void
+test_it_relay_revoked (void **state)
+{
+    grid_t *grid = (grid_t *) *state;
+    char arg [600];
+    const char *broker_extra [] = {"--relay-key",
+                                   s_relay_arg (grid, "r1", NULL, arg,
+                                                sizeof arg), NULL};
+    assert_int_equal (grid_start_broker (grid, broker_extra), 0);
+    int relay = grid_start_relay (grid, "r1", -1, true, NULL);
+    assert_true (relay >= 0);
+    assert_true (s_start_agent_via (grid, "web-01", "web", relay) >= 0);
+    assert_true (s_start_agent_via (grid, "web-02", "web", relay) >= 0);
+    assert_true (s_wait_relay (grid, "r1", 2, true));
+    char key [KEYS_TEXT_SIZE], why [256];
+    assert_int_equal (keys_read_public (grid->relay_key [relay], key, why,
+                                        sizeof why), 0);
+    pv_doc_t *doc = grid_call (grid, "key.reject", "key", key, NULL);
+    assert_true (grid_reply_ok (doc, NULL));
+    pv_doc_destroy (&doc);
+    assert_true (grid_wait_node (grid, "web-01", "offline", 5000));
+    assert_true (grid_wait_node (grid, "web-02", "offline", 5000));
+    doc = grid_call (grid, "relay.list", NULL);
+    const pv_t *entry = s_relay_entry (doc, "r1");
+    bool revoked = false, connected = true;
+    pv_get_bool (pv_map_get (entry, "revoked"), &revoked);
+    pv_get_bool (pv_map_get (entry, "connected"), &connected);
+    assert_true (revoked);
+    assert_false (connected);
+    pv_doc_destroy (&doc);
+    //  They do not come back through it
+    zclock_sleep (1000);
+    assert_true (grid_wait_node (grid, "web-01", "offline", 100));
+}
+
+//  The relay subscribes upstream to exactly the topics its agents hold,
+//  and a group broadcast reaches only that group's agents.
+static void
+test_it_relay_subscriptions (void **state)
+{
+    grid_t *grid = (grid_t *) *state;
+    char arg [600];
+    const char *broker_extra [] = {"--relay-key",
+                                   s_relay_arg (grid, "r1", NULL, arg,
+                                                sizeof arg), NULL};
+    assert_int_equal (grid_start_broker (grid, broker_extra), 0);
+    int relay = grid_start_relay (grid, "r1", -1, true, NULL);
+    assert_true (relay >= 0);
+    int web = s_start_verbose_agent_via (grid, "web-01", "web", relay);
+    assert_true (web >= 0);
+    int db = s_start_verbose_agent_via (grid, "db-01", "db", relay);
+    assert_true (db >= 0);
+    //  all/, node/web-01/, group/web/, node/db-01/, group/db/
+    long long deadline = grid_now_ms () + 10000;
+    while (s_relay_topics (grid, relay) != 5 && grid_now_ms () < deadline)
+        zclock_sleep (50);
+    assert_int_equal (s_relay_topics (grid, relay), 5);
+    char *job_id = s_run (grid, "target: {scope: group, value: web}\n"
+                                "tasks:\n"
+                                "  - {backend: test, action: echo, params: "
+                                "{msg: w}}\n");
+    pv_doc_t *doc = grid_call (grid, "job.get", "job", job_id, NULL);
+    const pv_t *expected = pv_map_get (s_data (doc), "expected");
+    assert_int_equal (pv_size (expected), 1);
+    assert_null (grid_cell (s_data (doc), 0, "db-01"));
+    pv_doc_destroy (&doc);
+    free (job_id);
+    //  db-01's agent never saw the command
+    char log_path [400];
+    snprintf (log_path, sizeof log_path, "%s/agent-db-01.log", grid->dir);
+    char *log = grid_slurp (log_path);
+    assert_null (strstr (log, "test.echo"));
+    free (log);
+    //  When db-01 leaves, its topics go; the shared all/ stays
+    grid_stop_agent (grid, db, false);
+    deadline = grid_now_ms () + 10000;
+    while (s_relay_topics (grid, relay) != 3 && grid_now_ms () < deadline)
+        zclock_sleep (50);
+    assert_int_equal (s_relay_topics (grid, relay), 3);
+    free (s_run (grid, "target: all\n"
+                       "tasks:\n"
+                       "  - {backend: test, action: echo, params: {msg: a}}\n"));
+}
+
+int
+main (void)
+{
+    const struct CMUnitTest tests [] = {
+        cmocka_unit_test_setup_teardown (test_it_relay_one_relay, s_setup,
+                                         s_teardown),
+        cmocka_unit_test_setup_teardown (test_it_relay_stacked, s_setup,
+                                         s_teardown),
+        cmocka_unit_test_setup_teardown (
+            test_it_relay_forged_attestation_refused, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_it_relay_revoked, s_setup,
+                                         s_teardown),
+        cmocka_unit_test_setup_teardown (test_it_relay_subscriptions, s_setup,
+                                         s_teardown),
+    };
+    return cmocka_run_group_tests (tests, NULL, NULL);
+}
