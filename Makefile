@@ -327,8 +327,8 @@ sysusersdir ?= $(PREFIX)/lib/sysusers.d
 completiondir ?= $(PREFIX)/share/bash-completion/completions
 INSTALL ?= install
 
-UNITS := gridbroker.service gridagent.service
-CONFS := gridbroker.yaml gridagent.yaml gridcli.yaml
+UNITS := gridbroker.service gridagent.service gridrelay.service
+CONFS := gridbroker.yaml gridagent.yaml gridcli.yaml gridrelay.yaml
 PY_FILES := $(notdir $(wildcard python/grid/*.py))
 
 install: all
@@ -340,7 +340,8 @@ install: all
 		$(DESTDIR)$(sysusersdir) $(DESTDIR)$(completiondir) \
 		$(DESTDIR)$(pythondir)/grid
 	$(INSTALL) -m 0755 $(BUILD)/bin/gridcli $(DESTDIR)$(bindir)/gridcli
-	$(INSTALL) -m 0755 $(BUILD)/bin/gridbroker $(BUILD)/bin/gridagent $(DESTDIR)$(sbindir)/
+	$(INSTALL) -m 0755 $(BUILD)/bin/gridbroker $(BUILD)/bin/gridagent \
+		$(BUILD)/bin/gridrelay $(DESTDIR)$(sbindir)/
 	for page in $(MAN_PAGES); do \
 		section=$${page##*.}; \
 		$(INSTALL) -m 0644 $$page $(DESTDIR)$(mandir)/man$$section/ || exit 1; \
@@ -365,7 +366,7 @@ install: all
 
 uninstall:
 	rm -f $(DESTDIR)$(bindir)/gridcli $(DESTDIR)$(sbindir)/gridbroker \
-		$(DESTDIR)$(sbindir)/gridagent
+		$(DESTDIR)$(sbindir)/gridagent $(DESTDIR)$(sbindir)/gridrelay
 	rm -f $(addprefix $(DESTDIR)$(mandir)/man,$(foreach p,$(notdir $(MAN_PAGES)),$(subst .,,$(suffix $(p)))/$(p)))
 	rm -f $(addprefix $(DESTDIR)$(unitdir)/,$(UNITS))
 	rm -f $(DESTDIR)$(sysusersdir)/grid.conf $(DESTDIR)$(completiondir)/gridcli

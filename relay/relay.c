@@ -1523,6 +1523,9 @@ relay_new (const relay_config_t *config, char *err, size_t err_len)
 int
 relay_run (relay_t *self)
 {
+    //  Ready once it runs: it serves agents as soon as the upstream
+    //  answers, which may be long after a boot
+    service_notify_ready ("waiting for the upstream");
     zloop_start (self->loop);
     return 0;
 }

@@ -80,12 +80,13 @@ units_verify() {
         mkdir -p "$root/man/man$section"
         cp "$page" "$root/man/man$section/"
     done
-    for unit in gridbroker gridagent; do
+    for unit in gridbroker gridagent gridrelay; do
         sed -e "s|@sbindir@|$bin|g" -e "s|@sysconfdir@|$root/etc|g" \
             "$src/packaging/systemd/$unit.service.in" >"$root/$unit.service"
     done
     MANPATH="$root/man" SYSTEMD_LOG_LEVEL=notice \
         systemd-analyze verify "$root/gridbroker.service" "$root/gridagent.service" \
+        "$root/gridrelay.service" \
         >"$root/verify.log" 2>&1
     rc=$?
     cat "$root/verify.log"
@@ -96,6 +97,8 @@ install_and_uninstall() {
     dest="$tmp/dest"
     make -s -C "$src" BUILD="$build" install PREFIX=/usr DESTDIR="$dest" >/dev/null || return 1
     for f in usr/sbin/gridbroker usr/sbin/gridagent usr/bin/gridcli \
+        usr/sbin/gridrelay etc/grid/gridrelay.yaml \
+        lib/systemd/system/gridrelay.service usr/share/man/man8/gridrelay.8 \
         etc/grid/gridbroker.yaml etc/grid/gridagent.yaml etc/grid/gridcli.yaml \
         lib/systemd/system/gridbroker.service lib/systemd/system/gridagent.service \
         usr/share/man/man1/gridcli.1 usr/share/man/man8/gridbroker.8 \
@@ -123,7 +126,7 @@ debian_packages() {
     make -s -C "$src" BUILD="$build" deb >"$tmp/deb.log" 2>&1 || { cat "$tmp/deb.log"; return 1; }
     root="$tmp/root"
     mkdir -p "$root"
-    for deb in grid-broker grid-agent grid-cli; do
+    for deb in grid-broker grid-agent grid-cli grid-relay; do
         file=$(ls "$build"/deb/${deb}_*.deb) || return 1
         dpkg-deb -x "$file" "$root" || return 1
         dpkg-deb -f "$file" Depends | grep -q 'libzmq5' || { echo "$deb: no shlibs depends"; return 1; }
@@ -132,6 +135,7 @@ debian_packages() {
     dpkg-deb --ctrl-tarfile "$build"/deb/grid-broker_*.deb | tar -xOf - ./conffiles \
         | grep -q '^/etc/grid/gridbroker.yaml$' || { echo "no conffile"; return 1; }
     "$root/usr/sbin/gridbroker" --version && "$root/usr/sbin/gridagent" --version &&
+    "$root/usr/sbin/gridrelay" --version &&
     "$root/usr/bin/gridcli" --version || return 1
     PYTHONPATH="$root/usr/lib/python3/dist-packages" /usr/bin/python3 -c \
         'import grid; print("python3-grid", grid.__version__)'
@@ -140,7 +144,7 @@ debian_packages() {
 # --print-config names every key of the example config, and says where
 # each value came from: a flag, the file, or the default.
 print_config_names_every_key() {
-    for prog in gridbroker gridagent; do
+    for prog in gridbroker gridagent gridrelay; do
         printf 'verbose: true\n' >"$tmp/$prog.yaml"
         "$bin/$prog" --config "$tmp/$prog.yaml" --log-level warn --print-config \
             >"$tmp/$prog.out" || { echo "$prog --print-config failed"; return 1; }
