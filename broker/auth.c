@@ -467,7 +467,7 @@ void
 auth_key_encode (const auth_key_t *key, pw_t *writer)
 {
     pw_map (writer, 4 + (key->node ? 1 : 0) + (key->hostname ? 1 : 0)
-                    + (key->pool ? 1 : 0));
+                    + (key->pool ? 1 : 0) + (key->relay ? 1 : 0));
     pw_str (writer, "status");
     pw_str (writer, auth_key_status_name (key->status));
     if (key->node) {
@@ -481,6 +481,10 @@ auth_key_encode (const auth_key_t *key, pw_t *writer)
     if (key->pool) {
         pw_str (writer, "pool");
         pw_str (writer, key->pool);
+    }
+    if (key->relay) {
+        pw_str (writer, "kind");
+        pw_str (writer, "relay");
     }
     pw_str (writer, "first_seen_ms");
     pw_int (writer, key->first_seen_ms);
@@ -526,6 +530,7 @@ auth_key_decode (const pv_t *record, auth_key_t *key)
     key->node = node_text;
     key->hostname = host_text;
     key->pool = pool_text;
+    key->relay = pv_str_eq (pv_map_get (record, "kind"), "relay");
     int64_t value = 0;
     if (pv_get_int (pv_map_get (record, "first_seen_ms"), &value) == 0)
         key->first_seen_ms = value;
@@ -811,6 +816,36 @@ auth_is_client (const auth_t *self, const char *key)
     return s_client (self, key) != NULL;
 }
 
+const auth_key_t *
+auth_relay_seen (broker_t *broker, const char *text, const char *name,
+                 int64_t wall_ms)
+{
+    auth_t *self = broker->auth;
+    auth_key_t *key = s_key_lookup (self, text);
+    if (key && !key->relay)
+        //  Known as an agent's key (or rejected ahead of time): a relay
+        //  key is enrolled as one from the start
+        return key->status == AUTH_KEY_REJECTED && !key->node ? key : NULL;
+    if (!key) {
+        if (self->pending >= self->config->max_pending_keys)
+            return NULL;
+        key = s_key_new (self, text, AUTH_KEY_PENDING, wall_ms);
+        key->relay = true;
+        key->first_seen_ms = wall_ms;
+        s_set_text (&key->hostname, name);
+        s_key_save (broker, key);
+        s_log ("relay key %s (relay %s) waits for acceptance: gridcli key "
+               "accept %s", text, name, text);
+    }
+    else
+    if (!key->hostname || strcmp (key->hostname, name) != 0) {
+        s_set_text (&key->hostname, name);
+        key->updated_at_ms = wall_ms;
+        s_key_save (broker, key);
+    }
+    return key;
+}
+
 //  ---------------------------------------------------------------------
 //  ZAP handler (RFC 27)
 
@@ -1074,6 +1109,11 @@ s_agent_hello (broker_t *broker, const char *text, const char *pool,
                          "(an admin can run gridcli key delete on it to let "
                          "it enrol again)", brief);
     }
+    if (key && key->relay) {
+        self->counters.impersonation++;
+        return s_refuse (code, PROTO_ERR_FORBIDDEN, why, why_len,
+                         "key %s is a relay's: it registers no node", brief);
+    }
     if (s_relayed_refused (self, key, text, pool, code, why, why_len) != 0)
         return -1;
     if (key && pool && !key->pool)
@@ -1202,6 +1242,11 @@ auth_agent_check_relayed (broker_t *broker, const char *text,
         if (msg->type == PROTO_BYE)
             *code = NULL;
         return -1;
+    }
+    if (key->relay) {
+        self->counters.impersonation++;
+        return s_refuse (code, PROTO_ERR_FORBIDDEN, why, why_len,
+                         "key %s is a relay's: it speaks for no node", brief);
     }
     if (s_relayed_refused (self, key, text, pool, code, why, why_len) != 0)
         return -1;
@@ -1414,12 +1459,15 @@ s_key_accept (broker_t *broker, const proto_request_t *request, pw_t *reply)
     if (!text)
         return;
     int64_t wall_ms = broker_wall_ms ();
-    if (s_client (self, text)) {
-        //  A client key's role is in the config: accepting it only lifts a
-        //  revocation
+    bool configured_relay = relays_config_find (&broker->config.relays,
+                                                text) != NULL;
+    if (s_client (self, text) || configured_relay) {
+        //  A client key's role (a relay's enrolment) is in the config:
+        //  accepting it only lifts a revocation
         if (key)
             s_key_forget (broker, key);
-        s_log ("client key %s may connect again", text);
+        s_log ("%s key %s may connect again",
+               configured_relay ? "relay" : "client", text);
         s_reply_key (reply, request->id, text, "accepted", NULL);
         return;
     }
@@ -1449,8 +1497,12 @@ s_key_accept (broker_t *broker, const proto_request_t *request, pw_t *reply)
     key->updated_at_ms = wall_ms;
     s_index (self, key);
     s_key_save (broker, key);
-    s_log ("key %s accepted%s%s", key->key, key->node ? " for node " : "",
-           key->node ? key->node : " (bound at its first hello)");
+    if (key->relay)
+        s_log ("relay key %s accepted (relay %s)", key->key,
+               key->hostname ? key->hostname : "?");
+    else
+        s_log ("key %s accepted%s%s", key->key, key->node ? " for node " : "",
+               key->node ? key->node : " (bound at its first hello)");
     s_reply_key (reply, request->id, key->key, "accepted", key->node);
 }
 
@@ -1543,16 +1595,34 @@ s_key_list (broker_t *broker, const proto_request_t *request, pw_t *reply)
     auth_key_t **agents = (auth_key_t **) calloc (zhashx_size (self->keys) + 1,
                                                   sizeof (auth_key_t *));
     assert (agents);
+    const relays_config_t *relays = &broker->config.relays;
     for (auth_key_t *key = (auth_key_t *) zhashx_first (self->keys); key;
          key = (auth_key_t *) zhashx_next (self->keys))
-        if (!s_client (self, key->key))
+        if (!s_client (self, key->key)
+            && !relays_config_find (relays, key->key))
             agents [count++] = key;
     qsort (agents, count, sizeof (auth_key_t *), s_compare_keys);
     pw_reset (reply);
     proto_reply_ok_begin (reply, request->id);
     pw_map (reply, 1);
     pw_str (reply, "keys");
-    pw_array (reply, self->config->client_count + count);
+    pw_array (reply, self->config->client_count + relays->count + count);
+    for (size_t index = 0; index < relays->count; index++) {
+        const relays_entry_t *relay = &relays->entries [index];
+        const auth_key_t *record = s_key_lookup (self, relay->key);
+        bool revoked = record && record->status == AUTH_KEY_REJECTED;
+        pw_map (reply, 5);
+        pw_str (reply, "key");
+        pw_str (reply, relay->key);
+        pw_str (reply, "kind");
+        pw_str (reply, "relay");
+        pw_str (reply, "status");
+        pw_str (reply, revoked ? "rejected" : "accepted");
+        pw_str (reply, "name");
+        pw_str (reply, relay->name);
+        pw_str (reply, "pool");
+        pw_str (reply, relay->pool);
+    }
     for (size_t index = 0; index < self->config->client_count; index++) {
         const auth_client_t *client = &self->config->clients [index];
         const auth_key_t *record = s_key_lookup (self, client->key);
@@ -1573,20 +1643,27 @@ s_key_list (broker_t *broker, const proto_request_t *request, pw_t *reply)
     }
     for (size_t index = 0; index < count; index++) {
         const auth_key_t *key = agents [index];
-        pw_map (reply, 3 + (key->node ? 1 : 0) + (key->hostname ? 1 : 0)
+        bool named = key->relay && key->hostname;
+        pw_map (reply, 3 + (key->node ? 1 : 0)
+                           + (key->hostname && !named ? 1 : 0)
+                           + (named ? 1 : 0)
                            + (key->first_seen_ms ? 1 : 0)
                            + (key->accepted_at_ms ? 1 : 0));
         pw_str (reply, "key");
         pw_str (reply, key->key);
         pw_str (reply, "kind");
-        pw_str (reply, "agent");
+        pw_str (reply, key->relay ? "relay" : "agent");
+        if (named) {
+            pw_str (reply, "name");
+            pw_str (reply, key->hostname);
+        }
         pw_str (reply, "status");
         pw_str (reply, auth_key_status_name (key->status));
         if (key->node) {
             pw_str (reply, "node");
             pw_str (reply, key->node);
         }
-        if (key->hostname) {
+        if (key->hostname && !named) {
             pw_str (reply, "hostname");
             pw_str (reply, key->hostname);
         }

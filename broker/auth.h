@@ -101,6 +101,8 @@ typedef struct {
     int64_t first_seen_ms;       //  Wall clock of its first hello, or 0
     int64_t accepted_at_ms;      //  Wall clock of its acceptance, or 0
     int64_t updated_at_ms;       //  Wall clock of its last change
+    bool relay;                  //  A relay's key (kind relay): hostname holds
+                                 //  the name the relay gives itself
     char *pool;                  //  The relay pool it first came through
                                  //  (relays.h), or NULL: it came directly,
                                  //  and no relay may speak for it
@@ -231,6 +233,14 @@ int auth_agent_check_relayed (broker_t *broker, const char *key,
                               const char *pool, const proto_msg_t *msg,
                               int64_t wall_ms, const char **code, char *why,
                               size_t why_len);
+
+//  A relay whose key is not in the config introduced itself as NAME
+//  (its own heartbeat, relays.h): its key is kept as a relay key, pending
+//  until an admin accepts it (key.accept; never auto-accepted). Returns
+//  its record (borrowed until the next change), or NULL when it may not
+//  even wait (rejected as an agent key, or too many keys pending).
+const auth_key_t *auth_relay_seen (broker_t *broker, const char *key,
+                                   const char *name, int64_t wall_ms);
 
 //  True when KEY (Z85) is a configured client key.
 bool auth_is_client (const auth_t *self, const char *key);

@@ -15,7 +15,10 @@
 //  One relay the broker knows: enrolled (secure), or seen (insecure).
 typedef struct {
     char *id;                    //  Its key (secure) or its path (insecure)
-    const relays_entry_t *entry; //  Its enrolment, or NULL (insecure)
+    const relays_entry_t *entry; //  Its enrolment (the config's, or own),
+                                 //  or NULL (insecure)
+    bool configured;             //  Enrolled in the config (else by key.accept)
+    relays_entry_t own;          //  Enrolled by key.accept: its enrolment
     char name [NAME_MAX_LEN + 1];  //  Its name ("" until it says, insecure)
     char upstream [NAME_MAX_LEN + 1];  //  The relay it comes through, or ""
     int64_t last_seen_ms;        //  Monotonic: its last own message
@@ -217,6 +220,8 @@ s_relay_destroy (void **item_p)
     s_relay_t *relay = (s_relay_t *) *item_p;
     if (relay) {
         zhashx_destroy (&relay->topics);
+        free (relay->own.name);
+        free (relay->own.pool);
         free (relay->id);
         free (relay);
         *item_p = NULL;
@@ -229,6 +234,7 @@ s_relay_new (relays_t *self, const char *id, const relays_entry_t *entry)
     s_relay_t *relay = (s_relay_t *) zmalloc (sizeof (s_relay_t));
     relay->id = strdup (id);
     relay->entry = entry;
+    relay->configured = entry != NULL;
     if (entry)
         snprintf (relay->name, sizeof relay->name, "%s", entry->name);
     relay->topics = zhashx_new ();
@@ -309,17 +315,31 @@ s_refuse (relays_t *self, s_relay_t *relay, const char **code,
     return -1;
 }
 
-//  The enrolled relay of KEY when it may attest now, else NULL.
+//  The enrolled relay of KEY when it may attest now, else NULL: one of
+//  the config whose key is not rejected, or one an admin accepted
+//  (key.accept), made at first use, named as it names itself, in a pool
+//  of its own.
 static s_relay_t *
 s_live_relay (broker_t *broker, const char *key)
 {
-    s_relay_t *relay = (s_relay_t *) zhashx_lookup (broker->relays->relays,
-                                                    key);
-    if (!relay || !relay->entry)
-        return NULL;
+    relays_t *self = broker->relays;
+    s_relay_t *relay = (s_relay_t *) zhashx_lookup (self->relays, key);
     const auth_key_t *record = auth_key (broker->auth, key);
-    if (record && record->status == AUTH_KEY_REJECTED)
+    if (relay && relay->configured)
+        return record && record->status == AUTH_KEY_REJECTED ? NULL : relay;
+    if (self->insecure || !record || !record->relay
+        || record->status != AUTH_KEY_ACCEPTED)
         return NULL;
+    if (!relay) {
+        const char *name = record->hostname && name_valid (record->hostname)
+                               ? record->hostname : "relay";
+        relay = s_relay_new (self, key, NULL);
+        memcpy (relay->own.key, key, KEYS_TEXT_SIZE);
+        relay->own.name = strdup (name);
+        relay->own.pool = strdup (name);
+        relay->entry = &relay->own;
+        snprintf (relay->name, sizeof relay->name, "%s", name);
+    }
     return relay;
 }
 
@@ -396,6 +416,12 @@ relays_attest (broker_t *broker, const void *routing, size_t routing_size,
     //  The connection and every key but the last are enrolled relays of
     //  one pool
     s_relay_t *connect = conn_key ? s_live_relay (broker, conn_key) : NULL;
+    if (!connect && conn_key && count == 1 && path->self) {
+        //  A relay that is not enrolled introduces itself: relays_on_own
+        //  keeps its key pending for an admin
+        memcpy (path->key, conn_key, KEYS_TEXT_SIZE);
+        return 0;
+    }
     if (!connect) {
         s_relay_t *known = conn_key ? (s_relay_t *) zhashx_lookup (
                                           self->relays, conn_key)
@@ -471,6 +497,24 @@ relays_on_own (broker_t *broker, const relays_path_t *path,
         return -1;
     }
     s_relay_t *relay = (s_relay_t *) path->next;
+    if (!relay && !broker->relays->insecure) {
+        //  Not enrolled: it waits for key.accept
+        const auth_key_t *record = auth_relay_seen (broker, path->key,
+                                                    msg->node,
+                                                    broker_wall_ms ());
+        broker->relays->refused++;
+        if (record && record->status == AUTH_KEY_PENDING) {
+            *code = "pending";
+            s_err (why, why_len, "relay key %s waits for acceptance: an "
+                   "admin runs gridcli key accept %s", path->key, path->key);
+        }
+        else {
+            *code = PROTO_ERR_UNAUTHORIZED;
+            s_err (why, why_len, "key %.8s... is not an enrolled relay%s",
+                   path->key, record ? " (it was rejected)" : "");
+        }
+        return -1;
+    }
     //  Insecure: named by what it says
     if (relay && !relay->entry && msg->node)
         snprintf (relay->name, sizeof relay->name, "%s", msg->node);
@@ -572,11 +616,13 @@ relays_grant (broker_t *broker, const char *key, const char *topic,
               size_t len)
 {
     relays_t *self = broker->relays;
-    s_relay_t *relay = key ? (s_relay_t *) zhashx_lookup (self->relays, key)
-                           : NULL;
-    if (!relay || self->insecure)
+    if (!key || self->insecure)
         return -1;
-    if (relay->revoked || !s_live_relay (broker, key))
+    const auth_key_t *record = auth_key (broker->auth, key);
+    if (!zhashx_lookup (self->relays, key) && !(record && record->relay))
+        return -1;
+    s_relay_t *relay = s_live_relay (broker, key);
+    if (!relay || relay->revoked)
         return 0;
     char want [1024];
     if (len >= sizeof want)
@@ -599,7 +645,9 @@ relays_tick (broker_t *broker, int64_t now_ms)
     for (s_relay_t *relay = (s_relay_t *) zhashx_first (self->relays); relay;
          relay = (s_relay_t *) zhashx_next (self->relays)) {
         const auth_key_t *record = auth_key (broker->auth, relay->id);
-        bool rejected = record && record->status == AUTH_KEY_REJECTED;
+        bool rejected = relay->configured
+                            ? record && record->status == AUTH_KEY_REJECTED
+                            : !record || record->status != AUTH_KEY_ACCEPTED;
         if (rejected == relay->revoked)
             continue;
         relay->revoked = rejected;

@@ -68,6 +68,17 @@ s_restart_only (const broker_config_t *running, const broker_config_t *fresh,
     if (running->map_bytes != fresh->map_bytes
     ||  running->max_map_bytes != fresh->max_map_bytes)
         names [count++] = "store size";
+    bool relays_differ = running->relays.count != fresh->relays.count;
+    for (size_t index = 0; !relays_differ && index < fresh->relays.count;
+         index++) {
+        const relays_entry_t *a = &running->relays.entries [index];
+        const relays_entry_t *b = &fresh->relays.entries [index];
+        relays_differ = strcmp (a->key, b->key) != 0
+                        || strcmp (a->name, b->name) != 0
+                        || strcmp (a->pool, b->pool) != 0;
+    }
+    if (relays_differ)
+        names [count++] = "relays";
     text [0] = 0;
     size_t used = 0;
     for (size_t index = 0; index < count && used < text_len; index++)
