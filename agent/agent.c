@@ -60,6 +60,7 @@
 #define S_ZMTP_TIMEOUT_MS 15000
 #define S_HANDSHAKE_MS 10000
 #define S_RECONNECT_MS 100          //  First reconnect (plus jitter)
+#define S_FAILOVER_CHECK_MS 250     //  How often failover is considered
 #define S_RECONNECT_MAX_MS 10000    //  Backoff cap
 #define S_LINGER_MS 2000            //  Queued messages get this long at close
 #define S_READ_BATCH 64             //  Messages per socket wake-up
@@ -111,6 +112,51 @@ s_free_labels (proto_kv_t **labels_p, size_t *count_p)
     *count_p = 0;
 }
 
+//  s_err, returning -1.
+static int
+s_err_rc (char *err, size_t err_len, const char *format, ...)
+    __attribute__ ((format (printf, 3, 4)));
+
+static int
+s_err_rc (char *err, size_t err_len, const char *format, ...)
+{
+    va_list args;
+    va_start (args, format);
+    vsnprintf (err, err_len, format, args);
+    va_end (args);
+    return -1;
+}
+
+//  The comma-separated items of TEXT, trimmed of blanks, empty ones
+//  left out: a malloc'd array of malloc'd strings in *LIST_P (free with
+//  s_free_list). Returns how many.
+static size_t
+s_split (const char *text, char ***list_p)
+{
+    *list_p = NULL;
+    size_t count = 0;
+    for (const char *at = text; at && *at;) {
+        const char *comma = strchr (at, ',');
+        size_t len = comma ? (size_t) (comma - at) : strlen (at);
+        while (len && isspace ((unsigned char) *at)) {
+            at++;
+            len--;
+        }
+        while (len && isspace ((unsigned char) at [len - 1]))
+            len--;
+        if (len) {
+            char **list = (char **) realloc (*list_p,
+                                             (count + 2) * sizeof (char *));
+            assert (list);
+            list [count++] = strndup (at, len);
+            list [count] = NULL;
+            *list_p = list;
+        }
+        at = comma ? comma + 1 : NULL;
+    }
+    return count;
+}
+
 static void
 s_set_str (char **field, const char *value)
 {
@@ -133,6 +179,7 @@ agent_config_init (agent_config_t *config)
     config->progress_ms = AGENT_DEFAULT_PROGRESS_MS;
     config->key_file = strdup (KEYS_DEFAULT_AGENT_KEY);
     config->broker_key = strdup (KEYS_DEFAULT_BROKER_KEY);
+    config->failover_ms = AGENT_DEFAULT_FAILOVER_MS;
 }
 
 void
@@ -293,7 +340,7 @@ s_conf_list (const pv_t *map, const char *key, char ***list_p,
 static const char *const s_config_keys [] = {
     "id", "groups", "labels", "broker", "publish", "state_dir",
     "concurrency", "tool_dir", "output_cap_bytes", "disabled_backends",
-    "resolv_conf", "kill_grace", "drain", "progress_interval", "verbose", "key", "broker_key",
+    "resolv_conf", "kill_grace", "drain", "progress_interval", "verbose", "key", "broker_key", "failover",
     "insecure", "log_level", "log_format", NULL
 };
 
@@ -322,6 +369,8 @@ s_conf_apply (agent_config_t *config, const pv_t *root, char *err,
     ||  conf_get_bool (root, "verbose", &config->verbose, err, err_len)
     ||  conf_get_str (root, "key", &config->key_file, err, err_len)
     ||  conf_get_str (root, "broker_key", &config->broker_key, err, err_len)
+    ||  conf_get_duration (root, "failover", &config->failover_ms, err,
+                           err_len)
     ||  conf_get_bool (root, "insecure", &config->insecure, err, err_len)
     ||  conf_get_str (root, "log_level", &config->log_level, err, err_len)
     ||  conf_get_str (root, "log_format", &config->log_format, err, err_len)
@@ -421,8 +470,14 @@ s_usage (FILE *out)
 "  --id ID                 node id (default: the short hostname)\n"
 "  --groups G1,G2          groups this node belongs to\n"
 "  --labels K=V,K2=V2      labels; dotted values nest (tier=web.dev)\n"
-"  --broker ENDPOINT       broker agent endpoint (default %s)\n"
-"  --publish ENDPOINT      broker commands endpoint (default %s)\n"
+"  --broker ENDPOINT       broker agent endpoint (default %s); a relay's\n"
+"                          is the same; several, comma-separated, are\n"
+"                          tried in order (failover)\n"
+"  --publish ENDPOINT      broker commands endpoint (default %s); one\n"
+"                          per --broker endpoint, in the same order\n"
+"  --failover DURATION     with several endpoints: not welcomed and\n"
+"                          nothing heard for DURATION, the next one\n"
+"                          (default 10s)\n"
 "  --state-dir DIR         spool directory (default %s)\n"
 "  --config FILE           YAML config file (see conf/gridagent.yaml);\n"
 "                          default " AGENT_DEFAULT_CONFIG "\n"
@@ -448,7 +503,8 @@ s_usage (FILE *out)
 "  --key FILE              this agent's key pair\n"
 "                          (default " KEYS_DEFAULT_AGENT_KEY ")\n"
 "  --broker-key KEY        the broker's public key: a key file or 40\n"
-"                          characters of Z85\n"
+"                          characters of Z85; or one per --broker\n"
+"                          endpoint, comma-separated\n"
 "                          (default " KEYS_DEFAULT_BROKER_KEY ")\n"
 "  --insecure              no CURVE: plaintext, for a broker that runs\n"
 "                          --insecure on a trusted network only\n"
@@ -472,7 +528,7 @@ typedef enum {
     S_OPT_OUTPUT_CAP, S_OPT_DISABLE, S_OPT_RESOLV_CONF, S_OPT_KILL_GRACE,
     S_OPT_DRAIN, S_OPT_PROGRESS, S_OPT_VERBOSE, S_OPT_VERSION, S_OPT_HELP, S_OPT_KEY,
     S_OPT_BROKER_KEY, S_OPT_INSECURE, S_OPT_LOG_LEVEL, S_OPT_LOG_FORMAT,
-    S_OPT_PRINT_CONFIG, S_OPT_END
+    S_OPT_PRINT_CONFIG, S_OPT_FAILOVER, S_OPT_END
 } s_option_t;
 
 static const struct option s_options [] = {
@@ -494,6 +550,7 @@ static const struct option s_options [] = {
     { "verbose", no_argument, NULL, S_OPT_VERBOSE },
     { "key", required_argument, NULL, S_OPT_KEY },
     { "broker-key", required_argument, NULL, S_OPT_BROKER_KEY },
+    { "failover", required_argument, NULL, S_OPT_FAILOVER },
     { "insecure", no_argument, NULL, S_OPT_INSECURE },
     { "log-level", required_argument, NULL, S_OPT_LOG_LEVEL },
     { "log-format", required_argument, NULL, S_OPT_LOG_FORMAT },
@@ -570,6 +627,13 @@ s_apply_flag (agent_config_t *config, int option, const char *value,
             else
                 config->kill_grace_ms = ms;
             return 0;
+        case S_OPT_FAILOVER:
+            if (duration_parse (value, &config->failover_ms)) {
+                s_err (err, err_len, "--failover: '%s' is not a duration "
+                       "(like 500ms, 5s, 1m)", value);
+                return -1;
+            }
+            return 0;
         default:
             return 0;
     }
@@ -623,6 +687,8 @@ s_print_config (const agent_config_t *config, const char *const *values,
                         S_GIVEN (S_OPT_BROKER));
     conf_print_setting (o, "publish", config->publish, true, "--publish",
                         S_GIVEN (S_OPT_PUBLISH));
+    conf_print_duration (o, "failover", config->failover_ms, "--failover",
+                         S_GIVEN (S_OPT_FAILOVER));
     conf_print_setting (o, "state_dir", config->state_dir, true,
                         "--state-dir", S_GIVEN (S_OPT_STATE_DIR));
     conf_print_int (o, "concurrency", config->concurrency, "--concurrency",
@@ -850,6 +916,33 @@ agent_config_check (agent_config_t *config, char *err, size_t err_len)
         s_err (err, err_len, "broker and publish endpoints are required");
         return -1;
     }
+    char **brokers = NULL, **publishes = NULL, **keys = NULL;
+    size_t broker_count = s_split (config->broker, &brokers);
+    size_t publish_count = s_split (config->publish, &publishes);
+    size_t key_count = s_split (config->broker_key ? config->broker_key : "",
+                                &keys);
+    int bad = 0;
+    if (!broker_count || broker_count > AGENT_MAX_ENDPOINTS)
+        bad = s_err_rc (err, err_len, "broker: 1 to %d endpoints, "
+                        "comma-separated", AGENT_MAX_ENDPOINTS);
+    else
+    if (publish_count != broker_count)
+        bad = s_err_rc (err, err_len, "publish: one commands endpoint per "
+                        "broker endpoint (%zu given for %zu)", publish_count,
+                        broker_count);
+    else
+    if (!config->insecure && key_count != 1 && key_count != broker_count)
+        bad = s_err_rc (err, err_len, "broker_key: one key for every broker "
+                        "endpoint, or one per endpoint (%zu given for %zu)",
+                        key_count, broker_count);
+    else
+    if (config->failover_ms < 100)
+        bad = s_err_rc (err, err_len, "failover must be at least 100ms");
+    s_free_list (&brokers, &broker_count);
+    s_free_list (&publishes, &publish_count);
+    s_free_list (&keys, &key_count);
+    if (bad)
+        return -1;
     if (!config->state_dir || !*config->state_dir) {
         s_err (err, err_len, "state_dir is required");
         return -1;
@@ -985,7 +1078,15 @@ struct _agent_t {
     uint64_t malformed;         //  Frames that did not decode
     zcert_t *cert;              //  Our key pair (NULL when insecure)
     char broker_key [KEYS_TEXT_SIZE];  //  The broker's public key
-    zsock_t *monitor;           //  Failed handshakes of the dealer
+    zsock_t *monitor;           //  Failed handshakes and losses of the dealer
+    char **endpoints;           //  Agent endpoints (--broker), in order
+    char **publishes;           //  Their commands endpoints
+    char (*server_keys) [KEYS_TEXT_SIZE];  //  Their public keys (secure)
+    size_t endpoint_count;
+    size_t endpoint;            //  The one in use
+    int64_t quiet_since_ms;     //  Monotonic: last heard from it, connected
+                                //  to it, or lost it
+    int failover_timer;
     char last_refusal [512];    //  Last handshake or enrolment refusal logged
 };
 
@@ -1986,6 +2087,8 @@ static int
 s_dealer_ready (zloop_t *loop, zsock_t *sock, void *arg)
 {
     agent_t *self = (agent_t *) arg;
+    //  Whatever it says, the endpoint is there
+    self->quiet_since_ms = zclock_mono ();
     for (int count = 0; count < S_READ_BATCH; count++) {
         zmsg_t *msg = zmsg_recv (sock);
         if (!msg)
@@ -2114,14 +2217,24 @@ s_load_keys (agent_t *self, char *err, size_t err_len)
                "pass --insecure", why, KEYS_DEFAULT_DIR, config->id);
         return -1;
     }
-    if (keys_read_public (config->broker_key, self->broker_key, why,
-                          sizeof (why))) {
-        s_err (err, err_len, "no broker public key: %s\n"
-               "  copy the broker's public key file (broker.key) here and "
-               "pass --broker-key FILE, or pass its 40 characters", why);
-        return -1;
-    }
-    return 0;
+    char **keys = NULL;
+    size_t count = s_split (config->broker_key, &keys);
+    self->server_keys = (char (*) [KEYS_TEXT_SIZE]) calloc (
+        self->endpoint_count, KEYS_TEXT_SIZE);
+    int rc = self->server_keys && count ? 0 : -1;
+    for (size_t index = 0; rc == 0 && index < self->endpoint_count; index++)
+        if (keys_read_public (keys [count == 1 ? 0 : index],
+                              self->server_keys [index], why, sizeof (why))) {
+            s_err (err, err_len, "no broker public key: %s\n"
+                   "  copy the broker's public key file (broker.key) here "
+                   "and pass --broker-key FILE, or pass its 40 characters",
+                   why);
+            rc = -1;
+        }
+    s_free_list (&keys, &count);
+    if (rc == 0)
+        memcpy (self->broker_key, self->server_keys [0], KEYS_TEXT_SIZE);
+    return rc;
 }
 
 //  A failed handshake says why the broker is silent: log it once.
@@ -2138,6 +2251,96 @@ s_monitor_ready (zloop_t *loop, zsock_t *sock, void *arg)
         s_log (self, "%s", why);
         snprintf (self->last_refusal, sizeof (self->last_refusal), "%s", why);
     }
+    if (rc == 4) {
+        //  The broker (or relay) went away: register again when it is
+        //  back, or fail over to the next endpoint
+        self->quiet_since_ms = zclock_mono ();
+        if (self->welcomed) {
+            s_log (self, "lost the connection to %s: registering again",
+                   self->endpoints [self->endpoint]);
+            s_unwelcome (self);
+        }
+    }
+    return 0;
+}
+
+//  Closes the sockets to the current endpoint.
+static void
+s_disconnect (agent_t *self)
+{
+    if (self->monitor) {
+        zloop_reader_end (self->loop, self->monitor);
+        zmq_socket_monitor (zsock_resolve (self->dealer), NULL, 0);
+        zsock_destroy (&self->monitor);
+    }
+    zsock_t **sockets [2] = {&self->dealer, &self->sub};
+    for (int index = 0; index < 2; index++)
+        if (*sockets [index]) {
+            zloop_reader_end (self->loop, *sockets [index]);
+            //  What waits for a peer that is gone is re-sent from the spool
+            zsock_set_linger (*sockets [index], 0);
+            zsock_destroy (sockets [index]);
+        }
+}
+
+static int s_dealer_ready (zloop_t *loop, zsock_t *sock, void *arg);
+static int s_sub_ready (zloop_t *loop, zsock_t *sock, void *arg);
+
+//  Connects to endpoint INDEX: subscribes first, then the DEALER (rule 1
+//  of the protocol). Returns 0, or -1 with a sentence in ERR.
+static int
+s_connect (agent_t *self, size_t index, char *err, size_t err_len)
+{
+    s_disconnect (self);
+    self->endpoint = index;
+    if (self->server_keys)
+        memcpy (self->broker_key, self->server_keys [index], KEYS_TEXT_SIZE);
+    char **topics = agent_topics (self->config, NULL);
+    self->sub = topics ? s_socket (self, ZMQ_SUB, self->publishes [index],
+                                   topics, err, err_len) : NULL;
+    agent_topics_free (&topics);
+    if (self->sub)
+        self->dealer = s_socket (self, ZMQ_DEALER, self->endpoints [index],
+                                 NULL, err, err_len);
+    if (!self->sub || !self->dealer)
+        return -1;
+    self->monitor = keys_monitor_new_lossy (self->dealer);
+    if (self->monitor)
+        zloop_reader (self->loop, self->monitor, s_monitor_ready, self);
+    zloop_reader (self->loop, self->dealer, s_dealer_ready, self);
+    zloop_reader (self->loop, self->sub, s_sub_ready, self);
+    zloop_reader_set_tolerant (self->loop, self->dealer);
+    zloop_reader_set_tolerant (self->loop, self->sub);
+    self->quiet_since_ms = zclock_mono ();
+    return 0;
+}
+
+//  With several endpoints: an agent not welcomed that heard nothing from
+//  its endpoint for failover_ms moves to the next one, in order (after
+//  the last, the first again). A broker that answers, even to refuse
+//  (a pending key), keeps it. It stays where it is welcomed.
+static int
+s_failover_fired (zloop_t *loop, int timer_id, void *arg)
+{
+    agent_t *self = (agent_t *) arg;
+    if (self->endpoint_count < 2 || self->welcomed || self->stopping)
+        return 0;
+    int64_t now_ms = zclock_mono ();
+    if (now_ms - self->quiet_since_ms < self->config->failover_ms)
+        return 0;
+    size_t next = (self->endpoint + 1) % self->endpoint_count;
+    s_log (self, "nothing from %s for %lld ms: trying %s",
+           self->endpoints [self->endpoint],
+           (long long) (now_ms - self->quiet_since_ms),
+           self->endpoints [next]);
+    char err [512] = "";
+    if (s_connect (self, next, err, sizeof err) != 0) {
+        log_error ("cannot connect to %s: %s", self->endpoints [next], err);
+        self->quiet_since_ms = now_ms;
+        return 0;
+    }
+    s_send_hello (self);
+    s_arm_hello (self, true);
     return 0;
 }
 
@@ -2308,6 +2511,13 @@ agent_new (agent_config_t *config, char *err, size_t err_len)
     zmq_pollitem_t item = { NULL, self->signal_fd, ZMQ_POLLIN, 0 };
     zloop_poller (self->loop, &item, s_signal_ready, self);
     zloop_poller_set_tolerant (self->loop, &item);
+    self->endpoint_count = s_split (config->broker, &self->endpoints);
+    size_t publish_count = s_split (config->publish, &self->publishes);
+    if (!self->endpoint_count || publish_count != self->endpoint_count) {
+        s_err (err, err_len, "one commands endpoint per broker endpoint");
+        agent_destroy (&self);
+        return NULL;
+    }
     if (!config->insecure && s_load_keys (self, err, err_len)) {
         agent_destroy (&self);
         return NULL;
@@ -2315,24 +2525,12 @@ agent_new (agent_config_t *config, char *err, size_t err_len)
 
     //  Subscribe before connecting, and both before the first hello, so
     //  no command published after our welcome can miss us
-    char **topics = agent_topics (config, NULL);
-    self->sub = topics ? s_socket (self, ZMQ_SUB, config->publish, topics,
-                                   err, err_len) : NULL;
-    agent_topics_free (&topics);
-    if (self->sub)
-        self->dealer = s_socket (self, ZMQ_DEALER, config->broker, NULL, err,
-                                 err_len);
-    if (!self->sub || !self->dealer) {
+    if (s_connect (self, 0, err, err_len) != 0) {
         agent_destroy (&self);
         return NULL;
     }
-    self->monitor = self->cert ? keys_monitor_new (self->dealer) : NULL;
-    if (self->monitor)
-        zloop_reader (self->loop, self->monitor, s_monitor_ready, self);
-    zloop_reader (self->loop, self->dealer, s_dealer_ready, self);
-    zloop_reader (self->loop, self->sub, s_sub_ready, self);
-    zloop_reader_set_tolerant (self->loop, self->dealer);
-    zloop_reader_set_tolerant (self->loop, self->sub);
+    self->failover_timer = zloop_timer (self->loop, S_FAILOVER_CHECK_MS, 0,
+                                        s_failover_fired, self);
     return self;
 }
 
@@ -2580,6 +2778,9 @@ agent_destroy (agent_t **self_p)
     zsock_destroy (&self->dealer);
     zsock_destroy (&self->sub);
     zloop_destroy (&self->loop);
+    agent_topics_free (&self->endpoints);
+    agent_topics_free (&self->publishes);
+    free (self->server_keys);
     zcert_destroy (&self->cert);
     zhashx_destroy (&self->work);
     zlistx_destroy (&self->held_order);

@@ -67,6 +67,8 @@
 #define AGENT_DEFAULT_GRACE_MS 5000      //  SIGTERM -> SIGKILL for a task
 #define AGENT_DEFAULT_DRAIN_MS 5000      //  Shutdown: running work may finish
 #define AGENT_DEFAULT_PROGRESS_MS 1000   //  At most one progress message per task this often
+#define AGENT_DEFAULT_FAILOVER_MS 10000  //  Silence before the next endpoint
+#define AGENT_MAX_ENDPOINTS 16           //  Broker endpoints listed at most
 #define AGENT_MAX_CONCURRENCY 256
 
 //  Everything gridagent can be told, by flags or by the config file.
@@ -76,8 +78,12 @@ typedef struct {
     size_t group_count;
     proto_kv_t *labels;          //  key -> dotted value
     size_t label_count;
-    char *broker;                //  Broker agent endpoint (DEALER connects)
-    char *publish;               //  Broker commands endpoint (SUB connects)
+    char *broker;                //  Broker agent endpoint (DEALER connects),
+                                 //  or several, comma-separated, in order
+    char *publish;               //  Broker commands endpoint (SUB connects),
+                                 //  one per broker endpoint
+    int64_t failover_ms;         //  With several endpoints: not welcomed and
+                                 //  nothing heard this long, the next one
     char *state_dir;             //  Spool lives in <state_dir>/spool
     char *config_file;           //  The file read, or NULL
     uint32_t concurrency;        //  Executor pool size
@@ -93,7 +99,8 @@ typedef struct {
     char *log_level;             //  error, warn, info or debug (NULL: info)
     char *log_format;            //  text or json (NULL: text)
     char *key_file;              //  This agent's key pair (either file)
-    char *broker_key;            //  The broker's public key: Z85 or a key file
+    char *broker_key;            //  The broker's public key: Z85 or a key
+                                 //  file; or one per endpoint, comma-separated
     bool insecure;               //  Plaintext, no keys (--insecure)
     int argc;                    //  The command line parsed (borrowed),
     char **argv;                 //  read again on SIGHUP

@@ -273,23 +273,36 @@ keys_curve_server (zsock_t *sock, zcert_t *cert, const char *domain,
     return 0;
 }
 
-zsock_t *
-keys_monitor_new (zsock_t *sock)
+static zsock_t *
+s_monitor_new (zsock_t *sock, int events)
 {
     static int sequence = 0;
     char endpoint [128];
     snprintf (endpoint, sizeof endpoint, "inproc://grid-keys-monitor-%d-%d",
               (int) getpid (), ++sequence);
-    int events = ZMQ_EVENT_HANDSHAKE_FAILED_AUTH
-                 | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL
-                 | ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL
-                 | ZMQ_EVENT_HANDSHAKE_SUCCEEDED;
     if (zmq_socket_monitor (zsock_resolve (sock), endpoint, events) != 0)
         return NULL;
     zsock_t *monitor = zsock_new (ZMQ_PAIR);
     if (monitor && zsock_connect (monitor, "%s", endpoint) != 0)
         zsock_destroy (&monitor);
     return monitor;
+}
+
+#define S_HANDSHAKE_EVENTS (ZMQ_EVENT_HANDSHAKE_FAILED_AUTH \
+                            | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL \
+                            | ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL \
+                            | ZMQ_EVENT_HANDSHAKE_SUCCEEDED)
+
+zsock_t *
+keys_monitor_new (zsock_t *sock)
+{
+    return s_monitor_new (sock, S_HANDSHAKE_EVENTS);
+}
+
+zsock_t *
+keys_monitor_new_lossy (zsock_t *sock)
+{
+    return s_monitor_new (sock, S_HANDSHAKE_EVENTS | ZMQ_EVENT_DISCONNECTED);
 }
 
 //  An errno that says the connection itself failed, not the handshake's
@@ -317,6 +330,9 @@ keys_monitor_read (zsock_t *monitor, char *why, size_t why_len)
         memcpy (&value, zframe_data (frame) + 2, 4);
         if (event == ZMQ_EVENT_HANDSHAKE_SUCCEEDED)
             rc = 3;
+        else
+        if (event == ZMQ_EVENT_DISCONNECTED)
+            rc = 4;
         else
         if (event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) {
             s_err (why, why_len, "the broker refused this key (ZAP status "

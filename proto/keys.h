@@ -87,12 +87,17 @@ int keys_curve_server (zsock_t *sock, zcert_t *cert, const char *domain,
 //  before SOCK), or NULL.
 zsock_t *keys_monitor_new (zsock_t *sock);
 
+//  As keys_monitor_new, and also for connections that are lost (a peer
+//  that went away), which keys_monitor_read reports as 4.
+zsock_t *keys_monitor_new_lossy (zsock_t *sock);
+
 //  Reads one event from MONITOR and writes what it means into WHY (e.g.
 //  "the broker refused this key"). Returns 1 for a refused key, 2 for
 //  another handshake failure (wrong broker key, CURVE on one side only,
 //  or a connection lost mid-handshake, which blames no key), 3 for a
-//  handshake that succeeded, 0 for an event that is no failure, -1 when
-//  nothing could be read.
+//  handshake that succeeded, 4 for a connection lost (keys_monitor_new_lossy
+//  only), 0 for an event that is no failure, -1 when nothing could be
+//  read.
 int keys_monitor_read (zsock_t *monitor, char *why, size_t why_len);
 
 //  The "keygen" command of the three programs. ARGV[0] is "keygen";

@@ -518,6 +518,160 @@ test_it_relay_subscriptions (void **state)
                        "  - {backend: test, action: echo, params: {msg: a}}\n"));
 }
 
+//  A relay whose key is not in the config waits as a pending relay key
+//  (key.list, kind relay) until an admin accepts it; then it carries
+//  agents like an enrolled one.
+static void
+test_it_relay_accepted_by_key (void **state)
+{
+    grid_t *grid = (grid_t *) *state;
+    assert_int_equal (grid_start_broker (grid, NULL), 0);
+    int relay = grid_start_relay (grid, "late", -1, true, NULL);
+    assert_true (relay >= 0);
+    char key [KEYS_TEXT_SIZE], why [256];
+    assert_int_equal (keys_read_public (grid->relay_key [relay], key, why,
+                                        sizeof why), 0);
+    //  It said who it is: pending, as a relay
+    long long deadline = grid_now_ms () + 10000;
+    bool pending = false;
+    while (!pending && grid_now_ms () < deadline) {
+        pv_doc_t *doc = grid_call (grid, "key.list", NULL);
+        const pv_t *keys = pv_map_get (s_data (doc), "keys");
+        for (size_t index = 0; index < pv_size (keys); index++) {
+            const pv_t *entry = pv_array_at (keys, index);
+            if (grid_str_is (entry, "key", key)) {
+                assert_true (grid_str_is (entry, "kind", "relay"));
+                assert_true (grid_str_is (entry, "name", "late"));
+                pending = grid_str_is (entry, "status", "pending");
+            }
+        }
+        pv_doc_destroy (&doc);
+        if (!pending)
+            zclock_sleep (50);
+    }
+    assert_true (pending);
+    //  Its agents wait meanwhile
+    int slot = grid_spawn_agent (grid, "web-01", "web", NULL, (const char *[]) {
+        "--broker", grid->relay_agents_ep [relay], "--publish",
+        grid->relay_publish_ep [relay], "--broker-key",
+        grid->relay_key [relay], NULL});
+    assert_true (slot >= 0);
+    zclock_sleep (500);
+    pv_doc_t *doc = s_node (grid, "web-01");
+    assert_false (grid_reply_ok (doc, NULL));
+    pv_doc_destroy (&doc);
+    doc = grid_call (grid, "key.accept", "key", key, NULL);
+    assert_true (grid_reply_ok (doc, NULL));
+    pv_doc_destroy (&doc);
+    assert_true (grid_wait_node (grid, "web-01", "online", 10000));
+    assert_true (s_wait_relay (grid, "late", 1, true));
+    free (s_run (grid, s_two_steps));
+    doc = s_node (grid, "web-01");
+    assert_true (grid_str_is (s_data (doc), "relay", "late"));
+    pv_doc_destroy (&doc);
+}
+
+//  Agents list two relays; the first dies with SIGKILL while every agent
+//  runs a step. They fail over to the second, re-send what they spooled,
+//  the broker re-sends what was not acknowledged: every result arrives,
+//  once.
+static void
+test_it_relay_killed_mid_job (void **state)
+{
+    grid_t *grid = (grid_t *) *state;
+    char arg_1 [600], arg_2 [600];
+    const char *broker_extra [] = {
+        "--relay-key", s_relay_arg (grid, "r1", "dc1", arg_1, sizeof arg_1),
+        "--relay-key", s_relay_arg (grid, "r2", "dc1", arg_2, sizeof arg_2),
+        //  Long enough for a failover: running steps of a node that comes
+        //  back within it are not lost
+        "--offline-grace", "15s", NULL};
+    assert_int_equal (grid_start_broker (grid, broker_extra), 0);
+    int r1 = grid_start_relay (grid, "r1", -1, true, NULL);
+    assert_true (r1 >= 0);
+    int r2 = grid_start_relay (grid, "r2", -1, true, NULL);
+    assert_true (r2 >= 0);
+    char brokers [700], publishes [700], keys [700];
+    snprintf (brokers, sizeof brokers, "%s,%s", grid->relay_agents_ep [r1],
+              grid->relay_agents_ep [r2]);
+    snprintf (publishes, sizeof publishes, "%s,%s",
+              grid->relay_publish_ep [r1], grid->relay_publish_ep [r2]);
+    snprintf (keys, sizeof keys, "%s,%s", grid->relay_key [r1],
+              grid->relay_key [r2]);
+    const char *extra [] = {"--broker", brokers, "--publish", publishes,
+                            "--broker-key", keys, "--failover", "1s", NULL};
+    const char *ids [] = {"web-01", "web-02", "web-03"};
+    for (size_t index = 0; index < 3; index++)
+        assert_true (grid_start_agent (grid, ids [index], "web", NULL, extra)
+                     >= 0);
+    assert_true (s_wait_relay (grid, "r1", 3, true));
+    char *job_id = grid_submit_id (grid,
+        "target: all\n"
+        "tasks:\n"
+        "  - {backend: test, action: sleep, params: {seconds: 2}}\n"
+        "  - tasks:\n"
+        "      - {backend: test, action: echo, params: {msg: one}}\n"
+        "      - {backend: test, action: echo, params: {msg: two}}\n"
+        "  - {backend: test, action: echo, params: {msg: three}}\n");
+    assert_non_null (job_id);
+    //  Every agent runs step 0, then r1 dies under them
+    long long deadline = grid_now_ms () + 10000;
+    size_t running = 0;
+    while (running < 3 && grid_now_ms () < deadline) {
+        pv_doc_t *doc = grid_call (grid, "job.get", "job", job_id, NULL);
+        const pv_t *record = NULL;
+        running = 0;
+        if (grid_reply_ok (doc, &record))
+            for (size_t index = 0; index < 3; index++)
+                running += grid_str_is (grid_cell (record, 0, ids [index]),
+                                        "status", "running");
+        pv_doc_destroy (&doc);
+        if (running < 3)
+            zclock_sleep (20);
+    }
+    assert_int_equal (running, 3);
+    grid_stop_relay (grid, r1, true);
+    pv_doc_t *doc = grid_wait_job (grid, job_id, 30000);
+    const pv_t *record = s_data (doc);
+    if (!grid_str_is (record, "status", "completed"))
+        pv_write_json (record, stderr, 2);
+    assert_true (grid_str_is (record, "status", "completed"));
+    s_assert_once (record);
+    assert_true (grid_str_is (grid_cell (record, 3, "web-02"), "output",
+                              "three\n"));
+    pv_doc_destroy (&doc);
+    free (job_id);
+    for (size_t index = 0; index < 3; index++) {
+        doc = s_node (grid, ids [index]);
+        assert_true (grid_str_is (s_data (doc), "relay", "r2"));
+        pv_doc_destroy (&doc);
+    }
+    assert_true (s_wait_relay (grid, "r2", 3, true));
+    assert_true (s_wait_relay (grid, "r1", 0, false));
+}
+
+//  Plaintext on every hop (--insecure): the relay is named by its own
+//  heartbeat and the job runs through it.
+static void
+test_it_relay_insecure (void **state)
+{
+    grid_t *grid = (grid_t *) *state;
+    grid->insecure = true;
+    assert_int_equal (grid_start_broker (grid, NULL), 0);
+    int relay = grid_start_relay (grid, "plain", -1, true, NULL);
+    assert_true (relay >= 0);
+    const char *extra [] = {"--broker", grid->relay_agents_ep [relay],
+                            "--publish", grid->relay_publish_ep [relay],
+                            NULL};
+    assert_true (grid_start_agent (grid, "web-01", "web", NULL, extra) >= 0);
+    assert_true (grid_start_agent (grid, "web-02", "web", NULL, extra) >= 0);
+    assert_true (s_wait_relay (grid, "plain", 2, true));
+    free (s_run (grid, s_two_steps));
+    pv_doc_t *doc = s_node (grid, "web-02");
+    assert_true (grid_str_is (s_data (doc), "relay", "plain"));
+    pv_doc_destroy (&doc);
+}
+
 int
 main (void)
 {
@@ -531,6 +685,12 @@ main (void)
         cmocka_unit_test_setup_teardown (test_it_relay_revoked, s_setup,
                                          s_teardown),
         cmocka_unit_test_setup_teardown (test_it_relay_subscriptions, s_setup,
+                                         s_teardown),
+        cmocka_unit_test_setup_teardown (test_it_relay_accepted_by_key,
+                                         s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_it_relay_killed_mid_job,
+                                         s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_it_relay_insecure, s_setup,
                                          s_teardown),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
