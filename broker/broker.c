@@ -1513,12 +1513,20 @@ s_on_agent_message (broker_t *self, int64_t now_ms)
     char refusal [512];
     //  Through relays, the key is the one they attest (relays.h)
     relays_path_t path;
-    const char *conn_key = self->config.auth.insecure
-                               ? NULL
-                               : zmq_msg_gets (&io->body, "User-Id");
-    int checked = relays_attest (self, routing, routing_size, conn_key,
+    int checked = 0;
+    //  A direct agent's message needs no path, unless relays are enrolled
+    //  in the config (whose keys must not speak as agents)
+    bool direct = via_size == 0 && self->config.relays.count == 0;
+    if (direct)
+        memset (&path, 0, sizeof path);
+    else {
+        const char *conn_key = self->config.auth.insecure
+                                   ? NULL
+                                   : zmq_msg_gets (&io->body, "User-Id");
+        checked = relays_attest (self, routing, routing_size, conn_key,
                                  zmq_msg_data (&io->via), via_size, &path,
                                  &refusal_code, refusal, sizeof refusal);
+    }
     if (checked == 0) {
         io->answer_size = path.answer_size;
         if (path.self)
@@ -1700,12 +1708,15 @@ s_agent_recv (broker_t *self, void *handle)
                   && zmq_msg_recv (&io->body, handle, ZMQ_DONTWAIT) >= 0;
     if (framed && !zmq_msg_more (&io->body))
         return 1;
-    //  A relay's message: the via frame, then the body (relays.h)
+    //  A relay's message: the via frame, then the body (relays.h). A
+    //  via frame is 1 to RELAYS_MAX_PATH keys; anything else in front of
+    //  the body (an empty delimiter, as a REQ sends) is malformed.
     if (framed) {
         zmq_msg_move (&io->via, &io->body);
         framed = zmq_msg_recv (&io->body, handle, ZMQ_DONTWAIT) >= 0;
-        if (framed && !zmq_msg_more (&io->body)
-            && zmq_msg_size (&io->via) <= RELAYS_VIA_MAX)
+        size_t via_size = zmq_msg_size (&io->via);
+        if (framed && !zmq_msg_more (&io->body) && via_size > 0
+            && via_size % KEYS_Z85_LEN == 0 && via_size <= RELAYS_VIA_MAX)
             return 1;
     }
     //  Parts of one message arrive together: read the rest of it.

@@ -339,7 +339,8 @@ s_attest (zsock_t *dealer, const char *via, const proto_msg_t *msg)
     zmsg_addmem (out, pw_data (writer), pw_size (writer));
     pw_destroy (&writer);
     assert_int_equal (zmsg_send (&out, dealer), 0);
-    zsock_set_rcvtimeo (dealer, 5000);
+    if (zsock_rcvtimeo (dealer) <= 0)
+        zsock_set_rcvtimeo (dealer, 5000);
     zmsg_t *in = zmsg_recv (dealer);
     if (!in)
         return NULL;
@@ -407,11 +408,13 @@ test_it_relay_forged_attestation_refused (void **state)
     assert_null (pv_map_get (s_data (doc), "relay"));
     assert_true (grid_str_is (s_data (doc), "status", "online"));
     pv_doc_destroy (&doc);
-    //  Malformed via frames are refused whole
+    //  A via frame that holds no whole keys is dropped, counted, and
+    //  answered by nothing
+    int64_t malformed = s_dropped (grid, "malformed");
+    zsock_set_rcvtimeo (rogue, 300);
     code = s_attest (rogue, "short", &beat);
-    assert_non_null (code);
-    assert_string_equal (code, PROTO_ERR_MALFORMED);
-    free (code);
+    assert_null (code);
+    assert_int_equal (s_dropped (grid, "malformed"), malformed + 1);
     zsock_destroy (&rogue);
     //  An agent's key is no relay: its via frame is refused and counted
     int64_t refused = s_dropped (grid, "relay_refused");
