@@ -63,6 +63,8 @@ struct _relay_t {
     zhashx_t *peers;                 //  token -> s_peer_t
     zhashx_t *topics;                //  topic -> holders (char *): upstream
                                      //  subscriptions
+    zhashx_t *renewed;               //  Topics subscribed again since the
+                                     //  upstream connected (set)
     pw_t *writer;
     int signal_fd;
     int64_t started_ms;
@@ -621,7 +623,12 @@ s_hello_topics (const proto_msg_t *hello)
 }
 
 //  True when BODY (SIZE bytes) may be a message of TYPE: its name as a
-//  msgpack string appears in it. Cheap, so only candidates are decoded.
+//  msgpack string appears in it. Cheap, so only candidates are decoded:
+//  a small body is searched whole, a large one (results with output) at
+//  its start, where encoders put v and type.
+#define S_PEEK_WHOLE 16384
+#define S_PEEK_START 256
+
 static bool
 s_may_be (const void *body, size_t size, const char *type)
 {
@@ -629,7 +636,8 @@ s_may_be (const void *body, size_t size, const char *type)
     size_t len = strlen (type);
     pattern [0] = (uint8_t) (0xa0 | len);
     memcpy (pattern + 1, type, len);
-    return memmem (body, size, pattern, len + 1) != NULL;
+    size_t window = size <= S_PEEK_WHOLE ? size : S_PEEK_START;
+    return memmem (body, window, pattern, len + 1) != NULL;
 }
 
 static proto_msg_t *
@@ -789,9 +797,10 @@ s_on_down (zloop_t *loop, zsock_t *sock, void *arg)
 //  Upstream to downstream
 
 //  A welcome for the agent behind PEER at PATH (its remaining via):
-//  the topics of the hello it answers become PEER's to hold, and those
-//  already held are subscribed again upstream, for a broker that
-//  granted them to none of our nodes before (it restarted).
+//  the topics of the hello it answers become PEER's to hold. Those
+//  already held are subscribed again upstream, once per upstream
+//  connection, in case the upstream refused them before it knew any of
+//  our nodes (its XSUB sends them again by itself when it reconnects).
 static void
 s_on_welcome (relay_t *self, s_peer_t *peer, const char *path,
               const proto_msg_t *welcome)
@@ -806,9 +815,11 @@ s_on_welcome (relay_t *self, s_peer_t *peer, const char *path,
     for (const char *topic = (const char *) zlistx_first (topics); topic;
          topic = (const char *) zlistx_next (topics)) {
         zhashx_update (peer->entitled, topic, (void *) 1);
-        if (zhashx_lookup (self->topics, topic)) {
+        if (zhashx_lookup (self->topics, topic)
+            && !zhashx_lookup (self->renewed, topic)) {
             s_upstream_subscribe (self, topic, false);
             s_upstream_subscribe (self, topic, true);
+            zhashx_insert (self->renewed, topic, (void *) 1);
         }
     }
 }
@@ -1119,6 +1130,7 @@ s_on_monitor (zloop_t *loop, zsock_t *sock, void *arg)
         if (!self->up_ready)
             log_info ("connected upstream to %s", self->config->upstream_ep);
         self->up_ready = true;
+        zhashx_purge (self->renewed);
         self->up_since_ms = s_now_ms ();
         s_serve (self);
         service_notify_ready ("serving agents");
@@ -1387,6 +1399,7 @@ relay_new (const relay_config_t *config, char *err, size_t err_len)
     zhashx_set_destructor (self->peers, s_peer_destroy);
     self->topics = zhashx_new ();
     zhashx_set_destructor (self->topics, (zhashx_destructor_fn *) zstr_free);
+    self->renewed = zhashx_new ();
     self->loop = zloop_new ();
     self->signal_fd = -1;
     if (!config->insecure) {
@@ -1552,6 +1565,7 @@ relay_destroy (relay_t **self_p)
     zcert_destroy (&self->server_cert);
     zhashx_destroy (&self->peers);
     zhashx_destroy (&self->topics);
+    zhashx_destroy (&self->renewed);
     pw_destroy (&self->writer);
     if (self->signal_fd >= 0)
         close (self->signal_fd);
