@@ -93,7 +93,7 @@ s_check_key (const pv_t *value)
     auth_key_t key;
     memset (&key, 0, sizeof key);
     if (auth_key_decode (value, &key) != 0) {
-        if (key.node || key.hostname)
+        if (key.node || key.hostname || key.pool)
             s_broken ("a refused key record left memory behind");
         return;
     }
@@ -108,15 +108,20 @@ s_check_key (const pv_t *value)
         s_broken ("an encoded key record is refused");
     if (again.status != key.status || !again.node != !key.node
         || (key.node && strcmp (again.node, key.node) != 0)
+        || !again.pool != !key.pool
+        || (key.pool && strcmp (again.pool, key.pool) != 0)
+        || again.relay != key.relay
         || again.first_seen_ms != key.first_seen_ms
         || again.accepted_at_ms != key.accepted_at_ms)
         s_broken ("a key record changed on a round trip");
     free (again.node);
     free (again.hostname);
+    free (again.pool);
     pv_doc_destroy (&doc);
     pw_destroy (&writer);
     free (key.node);
     free (key.hostname);
+    free (key.pool);
 }
 
 int
