@@ -2244,8 +2244,16 @@ s_monitor_ready (zloop_t *loop, zsock_t *sock, void *arg)
     agent_t *self = (agent_t *) arg;
     char why [512] = "";
     int rc = keys_monitor_read (sock, why, sizeof (why));
-    if (rc == 3)
+    if (rc == 3) {
         self->last_refusal [0] = 0;
+        //  Connected (again): say hello now, not at the next backed-off
+        //  retry, so a restarted broker or relay has us back at once
+        self->quiet_since_ms = zclock_mono ();
+        if (!self->welcomed && !self->stopping) {
+            s_send_hello (self);
+            s_arm_hello (self, true);
+        }
+    }
     else
     if ((rc == 1 || rc == 2) && strcmp (why, self->last_refusal) != 0) {
         s_log (self, "%s", why);
