@@ -515,9 +515,23 @@ relays_on_own (broker_t *broker, const relays_path_t *path,
         }
         return -1;
     }
-    //  Insecure: named by what it says
-    if (relay && !relay->entry && msg->node)
+    //  Insecure: named by what it says, and so are the nodes next to it
+    if (relay && !relay->entry && msg->node
+        && strcmp (relay->name, msg->node) != 0) {
         snprintf (relay->name, sizeof relay->name, "%s", msg->node);
+        relays_t *self = broker->relays;
+        for (s_member_t *member = (s_member_t *) zhashx_first (self->members);
+             member; member = (s_member_t *) zhashx_next (self->members)) {
+            if (member->next != relay)
+                continue;
+            registry_node_t *node = registry_lookup (
+                broker->registry,
+                (const char *) zhashx_cursor (self->members));
+            if (node)
+                snprintf (node->relay, sizeof node->relay, "%s",
+                          relay->name);
+        }
+    }
     if (!relay)
         return 0;
     if (!relay->last_seen_wall_ms)

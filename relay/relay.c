@@ -953,8 +953,11 @@ s_on_up_sub (zloop_t *loop, zsock_t *sock, void *arg)
         bool more = zmq_msg_more (&part);
         if (!self->serving || zmq_msg_send (&part, down,
                                             (more ? ZMQ_SNDMORE : 0)
-                                                | ZMQ_DONTWAIT) < 0)
+                                                | ZMQ_DONTWAIT) < 0) {
             zmq_msg_close (&part);
+            if (!more)
+                self->counters.dropped++;
+        }
         if (!more)
             self->counters.commands++;
     }
@@ -1111,6 +1114,8 @@ s_unserve (relay_t *self)
               peers, peers == 1 ? "" : "s");
 }
 
+static int s_on_heartbeat (zloop_t *loop, int timer_id, void *arg);
+
 //  Upstream connection events.
 static int
 s_on_monitor (zloop_t *loop, zsock_t *sock, void *arg)
@@ -1132,6 +1137,8 @@ s_on_monitor (zloop_t *loop, zsock_t *sock, void *arg)
         self->up_ready = true;
         zhashx_purge (self->renewed);
         self->up_since_ms = s_now_ms ();
+        //  Say who we are before any agent of ours does
+        s_on_heartbeat (self->loop, 0, self);
         s_serve (self);
         service_notify_ready ("serving agents");
     }
