@@ -27,6 +27,7 @@ typedef struct {
                                  //  connects: what it may subscribe to
     uint64_t refused;            //  Attestations of it refused
     bool revoked;                //  Its key was rejected: its nodes went
+    size_t agents;               //  relay.list: online nodes next to it
 } s_relay_t;
 
 //  Which relays a node came through.
@@ -727,6 +728,21 @@ relays_handle (broker_t *broker, const proto_request_t *request, pw_t *reply)
         if (relay->entry || relay->name [0])
             list [count++] = relay;
     qsort (list, count, sizeof (s_relay_t *), s_compare_relays);
+    //  One pass over the nodes behind relays counts every relay's agents
+    for (s_relay_t *relay = (s_relay_t *) zhashx_first (self->relays); relay;
+         relay = (s_relay_t *) zhashx_next (self->relays))
+        relay->agents = 0;
+    for (s_member_t *member = (s_member_t *) zhashx_first (self->members);
+         member; member = (s_member_t *) zhashx_next (self->members)) {
+        registry_node_t *node = member->next
+                                    ? registry_lookup (
+                                          broker->registry,
+                                          (const char *) zhashx_cursor (
+                                              self->members))
+                                    : NULL;
+        if (node && node->online)
+            member->next->agents++;
+    }
     int64_t now_ms = broker_now_ms ();
     int64_t window_ms = broker->config.heartbeat_ms
                         * broker->config.missed_heartbeats;
@@ -737,17 +753,7 @@ relays_handle (broker_t *broker, const proto_request_t *request, pw_t *reply)
     pw_array (reply, count);
     for (size_t index = 0; index < count; index++) {
         s_relay_t *relay = list [index];
-        size_t agents = 0;
-        for (s_member_t *member = (s_member_t *) zhashx_first (self->members);
-             member; member = (s_member_t *) zhashx_next (self->members)) {
-            if (member->next != relay)
-                continue;
-            registry_node_t *node = registry_lookup (
-                broker->registry,
-                (const char *) zhashx_cursor (self->members));
-            if (node && node->online)
-                agents++;
-        }
+        size_t agents = relay->agents;
         bool connected = !relay->revoked && relay->last_seen_wall_ms
                          && now_ms - relay->last_seen_ms <= window_ms;
         pw_map (reply, 6 + (relay->upstream [0] ? 1 : 0)
