@@ -290,6 +290,18 @@ test_it_relay_one_relay (void **state)
     //  The commands went out on the relay's subscription, not one by one
     assert_true (s_relay_counter (grid, relay, "commands") >= 2);
     assert_int_equal (s_relay_counter (grid, relay, "malformed"), 0);
+    //  As an operator sees it
+    char *out = NULL, *err = NULL;
+    assert_int_equal (grid_cli (grid, &out, &err, 15000, "relay", "list",
+                                NULL), 0);
+    assert_true (grid_line_with (out, "r1", key, "2", NULL));
+    free (out);
+    free (err);
+    assert_int_equal (grid_cli (grid, &out, &err, 15000, "node", "info",
+                                "web-01", NULL), 0);
+    assert_true (grid_line_with (out, "relay", "r1", NULL));
+    free (out);
+    free (err);
 }
 
 //  Two relays stacked (agents -> rb -> ra -> broker), one pool: the job
