@@ -21,7 +21,8 @@ const SRC = process.env.GRID_SRC || fileURLToPath(new URL('../..', import.meta.u
 const BIN = process.env.GRID_BIN || path.join(SRC, 'build', 'bin');
 const ARTIFACTS = process.env.GRID_ARTIFACTS || path.join(SRC, 'build', 'test-artifacts');
 const CHROMIUM = process.env.GRID_CHROMIUM || '/usr/bin/chromium';
-const WAIT_MS = 60000;
+const WAIT_MS = 60000;            // the longest wait for one thing to show
+const LIMIT = { timeout: 180000 }; // a test that hangs fails instead
 
 const procs = [];
 let dir;
@@ -168,7 +169,7 @@ before(async () => {
         if (m.type() === 'error' && /Content Security Policy|Uncaught/.test(m.text()))
             pageErrors.push(m.text());
     });
-});
+}, { timeout: 180000 });
 
 after(async () => {
     if (browser)
@@ -191,7 +192,7 @@ after(async () => {
         fs.rmSync(dir, { recursive: true, force: true });
 });
 
-test('without a token the dashboard asks for one, and a wrong token is refused', async () => {
+test('without a token the dashboard asks for one, and a wrong token is refused', LIMIT, async () => {
     await page.goto(base + '/');
     await page.waitForSelector('#token');
     assert.equal(await page.locator('#logout').isVisible(), false);
@@ -204,7 +205,7 @@ test('without a token the dashboard asks for one, and a wrong token is refused',
     assert.equal(await page.evaluate(() => sessionStorage.getItem('grid.token')), null);
 });
 
-test('the jobs page lists jobs and filters them by status', async () => {
+test('the jobs page lists jobs and filters them by status', LIMIT, async () => {
     const submitted = await api('POST', '/jobs', tokens.admin,
         { target: 'group:db', tasks: [{ backend: 'test', action: 'echo', params: { msg: 'listed' } }] });
     assert.equal(submitted.status, 201, JSON.stringify(submitted.body));
@@ -230,7 +231,7 @@ test('the jobs page lists jobs and filters them by status', async () => {
 let jobId;
 const MESSAGE = 'hello <b>grid</b> <img src=x onerror="window.__pwned=1">';
 
-test('a job run from the form turns completed on its page without a reload', async () => {
+test('a job run from the form turns completed on its page without a reload', LIMIT, async () => {
     await page.click('#nav a[data-view="run"]');
     await page.waitForSelector('#backend option[value="test"]', { state: 'attached' });
     await page.fill('#target', 'group:web');
@@ -257,7 +258,7 @@ test('a job run from the form turns completed on its page without a reload', asy
     assert.equal(await page.locator('#retry').isEnabled(), true);
 });
 
-test('a cell opens its output, shown as text', async () => {
+test('a cell opens its output, shown as text', LIMIT, async () => {
     await page.click('#grid .cellbtn[data-node="web-02"][data-step="0"]');
     await page.waitForSelector('#output-stdout');
     const out = await page.textContent('#output-stdout');
@@ -268,7 +269,7 @@ test('a cell opens its output, shown as text', async () => {
     await shot('job');
 });
 
-test('the nodes page shows every agent, and an admin drains and resumes one', async () => {
+test('the nodes page shows every agent, and an admin drains and resumes one', LIMIT, async () => {
     await page.click('#nav a[data-view="nodes"]');
     await page.waitForSelector('#nodes tr[data-node="db-01"]');
     assert.deepEqual(await page.locator('#nodes tr[data-node]').evaluateAll(
@@ -287,9 +288,10 @@ test('the nodes page shows every agent, and an admin drains and resumes one', as
     await page.click('#nodes a[href="#/nodes/web-01"]');
     await page.waitForSelector('#backends');
     assert.match(await page.textContent('#backends'), /test.*echo.*print a message/s);
+    await shot('node');
 });
 
-test('a failed job shows its reason and the failing cell its stderr', async () => {
+test('a failed job shows its reason and the failing cell its stderr', LIMIT, async () => {
     const r = await api('POST', '/jobs', tokens.admin, { target: 'node:db-01',
         tasks: [{ backend: 'test', action: 'fail', params: { msg: 'disk on fire' } }] });
     assert.equal(r.status, 201, JSON.stringify(r.body));
@@ -303,7 +305,7 @@ test('a failed job shows its reason and the failing cell its stderr', async () =
     assert.equal(await page.locator('#retry-failed').count(), 1);
 });
 
-test('an operator cancels a running job, then retries it', async () => {
+test('an operator cancels a running job, then retries it', LIMIT, async () => {
     const r = await api('POST', '/jobs', tokens.admin, { target: 'node:web-01',
         tasks: [{ backend: 'test', action: 'sleep', params: { seconds: 60, msg: 'long' } }] });
     assert.equal(r.status, 201, JSON.stringify(r.body));
@@ -323,7 +325,7 @@ test('an operator cancels a running job, then retries it', async () => {
     assert.equal((await api('POST', '/jobs/' + retried + '/cancel', tokens.admin, {})).status, 200);
 });
 
-test('an admin accepts a pending agent key on the keys page, then rejects it', async () => {
+test('an admin accepts a pending agent key on the keys page, then rejects it', LIMIT, async () => {
     await page.click('#nav a[data-view="keys"]');
     await page.waitForSelector('table[data-keys="pending"] tr[data-key]');
     const enrolled = await page.textContent('table[data-keys="accepted"]');
@@ -344,7 +346,7 @@ test('an admin accepts a pending agent key on the keys page, then rejects it', a
         (await api('GET', '/nodes/late-01', tokens.admin)).body.status === 'offline');
 });
 
-test('a viewer can read but not act: buttons off or a clear 403', async () => {
+test('a viewer can read but not act: buttons off or a clear 403', LIMIT, async () => {
     await page.click('#logout');
     await page.waitForSelector('#token');
     await login(tokens.viewer);
@@ -369,7 +371,7 @@ test('a viewer can read but not act: buttons off or a clear 403', async () => {
     assert.match(await page.textContent('#keys-forbidden'), /admin role/);
 });
 
-test('a revoked token sends the dashboard back to the login page', async () => {
+test('a revoked token sends the dashboard back to the login page', LIMIT, async () => {
     await page.click('#logout');
     await login(tokens.doomed);
     await page.waitForSelector('#jobs tbody tr[data-job]');
@@ -381,6 +383,6 @@ test('a revoked token sends the dashboard back to the login page', async () => {
     assert.equal(await page.evaluate(() => sessionStorage.getItem('grid.token')), null);
 });
 
-test('no page threw a script error or broke its content security policy', () => {
+test('no page threw a script error or broke its content security policy', LIMIT, () => {
     assert.deepEqual(pageErrors, []);
 });
