@@ -663,6 +663,8 @@ function jobView(ctx, id) {
     let stopPoll = null;
     let refetchTimer = null;
     let showAllRows = false;
+    let drawnCell = '';            // what the open cell panel shows (JSON)
+    const fullOutputs = new Map(); // whole streams loaded: step/node/stream/attempt -> text
     const gridFilter = h('input', { type: 'search', id: 'grid-filter', placeholder: 'filter nodes',
                                     hidden: true });
 
@@ -808,10 +810,17 @@ function jobView(ctx, id) {
     const drawCell = () => {
         if (!selected || !record) {
             cellBox.hidden = true;
+            drawnCell = '';
             return;
         }
         const { step, node } = selected;
         const cell = ((record.results || {})[String(step)] || {})[node];
+        // Redrawn only when the cell changed (a redraw would lose the scroll
+        // position and what the user selected)
+        const now = JSON.stringify([step, node, cell || null]);
+        if (now === drawnCell && !cellBox.hidden)
+            return;
+        drawnCell = now;
         clear(cellBox);
         cellBox.hidden = false;
         const leaf = (flattenSteps(record.tasks)[step] || {}).leaf || {};
@@ -860,20 +869,25 @@ function jobView(ctx, id) {
     };
 
     const streamBlock = (stream, text, size, dropped, step, node, cell) => {
+        const whole = fullOutputs.get(step + '/' + node + '/' + stream + '/' + cell.attempts);
         const pre = h('pre', { class: 'output' + (stream === 'stderr' ? ' stderr' : ''),
-                               id: 'output-' + stream, text: text || '' });
+                               id: 'output-' + stream, text: whole !== undefined ? whole : text || '' });
         if (!text)
             pre.append(h('span', { class: 'muted', text: '(empty)' }));
         const block = h('div', { class: 'stream' }, h('h3', null, stream), pre);
         const shown = new TextEncoder().encode(text || '').length;
-        if (size && size > shown) {
+        if (whole !== undefined) {
+            block.append(h('p', { class: 'muted' }, 'All ' + fmtBytes(size) + '.'));
+        } else if (size && size > shown) {
             const note = h('p', { class: 'muted' },
                 'Showing the first ' + fmtBytes(shown) + ' of ' + fmtBytes(size)
                 + (dropped ? ' (' + fmtBytes(dropped) + ' dropped from the middle by the cap)' : '') + '. ');
             note.append(h('button', { type: 'button', class: 'link', text: 'Load all', onclick: async (ev) => {
                 ev.target.disabled = true;
                 try {
-                    pre.textContent = await loadOutput(id, node, step, stream, cell.attempts, size);
+                    const all = await loadOutput(id, node, step, stream, cell.attempts, size);
+                    fullOutputs.set(step + '/' + node + '/' + stream + '/' + cell.attempts, all);
+                    pre.textContent = all;
                     note.textContent = 'All ' + fmtBytes(size) + '.';
                 } catch (err) {
                     ev.target.disabled = false;

@@ -269,6 +269,22 @@ test('a cell opens its output, shown as text', LIMIT, async () => {
     await shot('job');
 });
 
+test('a large output shows its start, and all of it on demand', LIMIT, async () => {
+    const r = await api('POST', '/jobs', tokens.admin, { target: 'node:web-01',
+        tasks: [{ backend: 'test', action: 'output', params: { bytes: 300000 } }] });
+    assert.equal(r.status, 201, JSON.stringify(r.body));
+    await page.goto(base + '/#/jobs/' + encodeURIComponent(r.body.job));
+    await page.waitForSelector('body[data-job-status="completed"]');
+    await page.click('#grid .cellbtn[data-node="web-01"]');
+    await page.waitForSelector('#output-stdout');
+    const shown = (await page.textContent('#output-stdout')).length;
+    assert.ok(shown > 0 && shown < 300000, 'inline: ' + shown);
+    assert.match(await page.textContent('#cell .stream p'), /Showing the first .* of 293\.0 KiB/);
+    await page.click('#cell .stream button');
+    await page.waitForFunction(() => document.querySelector('#output-stdout').textContent.length === 300000);
+    assert.match(await page.textContent('#cell .stream p'), /All 293\.0 KiB/);
+});
+
 test('the nodes page shows every agent, and an admin drains and resumes one', LIMIT, async () => {
     await page.click('#nav a[data-view="nodes"]');
     await page.waitForSelector('#nodes tr[data-node="db-01"]');
