@@ -1114,10 +1114,15 @@ broker_drain (broker_t *self)
 {
     sched_action_t action;
     int64_t wall_ms = broker_wall_ms ();
+    //  One version step per run of actions of one job: nothing reads the
+    //  versions while a drain runs (a result's cell and event are a run).
+    //  A finished job's handling may call the scheduler, which may free it.
+    const sched_job_t *changed = NULL;
     while (sched_next_action (self->sched, &action)) {
         store_txn_t *txn = broker_txn (self);
-        if (action.job)
+        if (action.job && action.job != changed)
             s_job_changed (self, action.job->id);
+        changed = action.type == SCHED_ACTION_FINISHED ? NULL : action.job;
         switch (action.type) {
             case SCHED_ACTION_DISPATCH:
                 s_dispatch (self, &action);
