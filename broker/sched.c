@@ -70,6 +70,9 @@
 //  Longest event detail taken from agent text (errors can be 1 MiB).
 #define S_DETAIL_MAX 200
 
+//  Jobs of this many nodes or more find a node's index by hash.
+#define S_NODE_SLOTS_MIN 16
+
 //  Per-node flags inside one job.
 #define S_NODE_DROPPED 0x01      //  Takes no part in later phases
 #define S_NODE_UNREACHABLE 0x02  //  Lost or offline: no more work at all
@@ -147,6 +150,9 @@ struct _s_jobx_t {
     bool pipe_stop_all;          //  Fail-fast fired inside this pipeline
     int64_t job_deadline_ms;     //  Job timeout, 0 when none
     s_node_t **nodes;            //  Node-table entry per expected node
+    uint32_t *node_slots;        //  Expected index + 1 by hash of the id
+                                 //  (0: empty), NULL for few nodes
+    size_t node_slot_mask;       //  Slots - 1 (a power of two)
     bool any;                    //  Any-node job: one column, its holder may change
     bool claimed;                //  Any: some step was given to a node
     bool fresh_pick;             //  Any: expected[0] was just picked with a free slot
@@ -697,7 +703,9 @@ s_node_get (sched_t *self, const char *id)
     return node;
 }
 
-//  Entries for every expected node of JOB.
+//  Entries for every expected node of JOB, and for a job of many nodes
+//  their hashed index (sched_job_node_index reads it: every agent event
+//  names its node).
 static void
 s_nodes_bind (sched_t *self, s_jobx_t *jobx)
 {
@@ -707,6 +715,21 @@ s_nodes_bind (sched_t *self, s_jobx_t *jobx)
         (job->expected_count ? job->expected_count : 1) * sizeof (s_node_t *));
     for (size_t index = 0; index < job->expected_count; index++)
         jobx->nodes [index] = s_node_get (self, job->expected [index]);
+    free (jobx->node_slots);
+    jobx->node_slots = NULL;
+    if (job->expected_count < S_NODE_SLOTS_MIN)
+        return;
+    size_t slots = 64;
+    while (slots < job->expected_count * 2)
+        slots *= 2;
+    jobx->node_slots = (uint32_t *) s_alloc (slots * sizeof (uint32_t));
+    jobx->node_slot_mask = slots - 1;
+    for (size_t index = 0; index < job->expected_count; index++) {
+        size_t slot = s_hash (job->expected [index]) & jobx->node_slot_mask;
+        while (jobx->node_slots [slot])
+            slot = (slot + 1) & jobx->node_slot_mask;
+        jobx->node_slots [slot] = (uint32_t) index + 1;
+    }
 }
 
 //  ---------------------------------------------------------------------
@@ -1054,6 +1077,7 @@ s_jobx_release (s_jobx_t *jobx)
     free (jobx->phase_final);
     free (jobx->node_flags);
     free (jobx->nodes);
+    free (jobx->node_slots);
     free (jobx->target_text);
     free (jobx->step_limits);
     free (jobx->step_job_limits);
@@ -1171,6 +1195,17 @@ sched_job_node_index (const sched_job_t *job, const char *node)
 {
     if (!node || !job->expected)
         return -1;
+    const s_jobx_t *jobx = (const s_jobx_t *) job->priv;
+    if (jobx && jobx->node_slots) {
+        size_t mask = jobx->node_slot_mask;
+        for (size_t slot = s_hash (node) & mask; jobx->node_slots [slot];
+             slot = (slot + 1) & mask) {
+            size_t index = jobx->node_slots [slot] - 1;
+            if (strcmp (job->expected [index], node) == 0)
+                return (ssize_t) index;
+        }
+        return -1;
+    }
     char *const *found = (char *const *) bsearch (
         &node, job->expected, job->expected_count, sizeof (char *),
         s_compare_ids);
@@ -1792,6 +1827,8 @@ s_any_move (sched_t *self, s_jobx_t *jobx, const char *node)
     sched_action_t *action = s_action (self, SCHED_ACTION_FORGET_CELLS, job);
     action->node = old;
     job->expected [0] = s_strdup (node);
+    free (jobx->node_slots);     //  Not built for one node; never stale
+    jobx->node_slots = NULL;
     jobx->nodes [0] = s_node_get (self, node);
     s_save_job (self, job);
     for (size_t step = 0; step < job->step_count; step++) {

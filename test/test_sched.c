@@ -2606,6 +2606,15 @@ test_sched_scale_10k_nodes (void **state)
     s_leaf (spec, "test", "three", JOB_COND_ALWAYS);
     s_submit (h, "j-big", spec);
     char node [16];
+    //  Every node's index, by hash in a job this large
+    const sched_job_t *live = sched_job (h->sched, "j-big");
+    assert_non_null (live);
+    for (size_t index = 0; index < NODES; index++)
+        assert_int_equal (sched_job_node_index (live, live->expected [index]),
+                          (ssize_t) index);
+    assert_int_equal (sched_job_node_index (live, "n99999"), -1);
+    assert_int_equal (sched_job_node_index (live, "n0000"), -1);
+    assert_int_equal (sched_job_node_index (live, ""), -1);
     for (uint32_t step = 0; step < 3; step++) {
         assert_int_equal (h->counts [SCHED_ACTION_DISPATCH], step + 1);
         for (size_t index = 0; index < NODES; index++) {
