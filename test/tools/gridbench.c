@@ -136,12 +136,15 @@ typedef struct {
     char *relay_args [16];          //  Extra gridrelay arguments
     size_t relay_arg_count;
     bool scale;                     //  The bench-scale run
+    size_t swarm_ramp;              //  Agents started per second over all
+                                    //  swarm processes, 0: all at once
 } s_options_t;
 
 //  CPU time of the broker and of every relay together, in ms.
 typedef struct {
     double broker_ms;
     double relays_ms;
+    double swarms_ms;           //  ...and of the swarm processes
 } s_cpu_t;
 
 //  One relay's memory in a run.
@@ -177,6 +180,7 @@ typedef struct {
     size_t relay_count;             //  gridrelays in front of the broker
     s_relay_figures_t relays [S_MAX_RELAYS];
     double libzmq_bytes_per_agent;  //  gridsink's RSS per agent, -1: none
+    double libzmq_cpu_us_per_agent; //  ...and its CPU to take them in
     size_t libzmq_agents;           //  ...measured with this many agents
     s_cpu_t cpu_register;           //  CPU spent while the swarm registered
     s_cpu_t cpu_broadcast;          //  ...over the broadcast rounds
@@ -871,10 +875,13 @@ s_cpu_take (s_stage_t *stage, s_cpu_t *cpu)
 {
     cpu->broker_ms = stage->broker_pid > 0 ? s_cpu_ms (stage->broker_pid)
                                            : 0;
-    cpu->relays_ms = 0;
+    cpu->relays_ms = cpu->swarms_ms = 0;
     for (size_t at = 0; at < stage->relay_count; at++)
         if (stage->relays [at].pid > 0)
             cpu->relays_ms += s_cpu_ms (stage->relays [at].pid);
+    for (size_t at = 0; at < stage->swarm_count; at++)
+        if (stage->swarms [at].pid > 0)
+            cpu->swarms_ms += s_cpu_ms (stage->swarms [at].pid);
 }
 
 //  The CPU used since BEFORE, into SPENT.
@@ -885,6 +892,7 @@ s_cpu_since (s_stage_t *stage, const s_cpu_t *before, s_cpu_t *spent)
     s_cpu_take (stage, &now);
     spent->broker_ms = now.broker_ms - before->broker_ms;
     spent->relays_ms = now.relays_ms - before->relays_ms;
+    spent->swarms_ms = now.swarms_ms - before->swarms_ms;
 }
 
 //  SIGTERM to every swarm and relay process at once (each takes seconds
@@ -1169,6 +1177,13 @@ s_stage_swarm (s_stage_t *stage, const s_options_t *options, size_t agents)
         if (s_security.curve) {
             argv [argc++] = "--curve";
             argv [argc++] = relay ? relay->key : s_security.broker_key;
+        }
+        char ramp [32];
+        if (options->swarm_ramp) {
+            snprintf (ramp, sizeof ramp, "%zu",
+                      options->swarm_ramp * swarm->count / agents + 1);
+            argv [argc++] = "--ramp";
+            argv [argc++] = ramp;
         }
         for (size_t arg = 0; arg < options->swarm_arg_count; arg++)
             argv [argc++] = options->swarm_args [arg];
@@ -1809,6 +1824,7 @@ s_measure_libzmq (const s_options_t *options, size_t agents, s_run_t *run)
     usleep (500 * 1000);
     size_t base_kib = s_rss_kib (stage.broker_pid);
     size_t base_sockets = s_socket_count (stage.broker_pid);
+    double base_cpu_ms = s_cpu_ms (stage.broker_pid);
     bool connected = false;
     if (base_kib && s_stage_swarm (&stage, options, agents) == 0) {
         deadline = s_now_ms () + 60000 + (int64_t) agents * 2;
@@ -1826,6 +1842,9 @@ s_measure_libzmq (const s_options_t *options, size_t agents, s_run_t *run)
         size_t kib = s_rss_kib (stage.broker_pid);
         run->libzmq_bytes_per_agent = ((double) kib - (double) base_kib)
                                       * 1024.0 / (double) agents;
+        run->libzmq_cpu_us_per_agent = (s_cpu_ms (stage.broker_pid)
+                                        - base_cpu_ms) * 1000.0
+                                       / (double) agents;
         s_say ("libzmq's own cost: %.0f B per agent (two connections)",
                run->libzmq_bytes_per_agent);
     }
@@ -2158,6 +2177,8 @@ s_scale_goals (const s_run_t *run, s_scale_goals_t *goals)
 static void
 s_cpu_per_agent (const s_run_t *run, double *figures)
 {
+    //  0, 1: broker, relays while registering; 2, 3: the same per round;
+    //  4, 5: the swarm's, while registering and per round
     bool registered = run->register_s >= 0 && run->agents;
     bool rounds = run->broadcast_jobs && run->agents;
     double per_round = rounds ? 1000.0 / (double) run->broadcast_jobs
@@ -2170,6 +2191,9 @@ s_cpu_per_agent (const s_run_t *run, double *figures)
     figures [2] = rounds ? run->cpu_broadcast.broker_ms * per_round : -1;
     figures [3] = rounds && run->relay_count
                       ? run->cpu_broadcast.relays_ms * per_round : -1;
+    figures [4] = registered ? run->cpu_register.swarms_ms * 1000.0
+                                   / (double) run->agents : -1;
+    figures [5] = rounds ? run->cpu_broadcast.swarms_ms * per_round : -1;
 }
 
 static const char *
@@ -2187,12 +2211,14 @@ s_json_scale (FILE *file, const s_run_t *run)
     s_json_number (file, "relays", (double) run->relay_count, true);
     fprintf (file, ",\n    \"load_average_after\": [%.2f, %.2f, %.2f]",
              run->load_after [0], run->load_after [1], run->load_after [2]);
-    double cpu [4];
+    double cpu [6];
     s_cpu_per_agent (run, cpu);
     s_json_number (file, "broker_cpu_register_us_per_agent", cpu [0], false);
     s_json_number (file, "relays_cpu_register_us_per_agent", cpu [1], false);
     s_json_number (file, "broker_cpu_broadcast_us_per_agent", cpu [2], false);
     s_json_number (file, "relays_cpu_broadcast_us_per_agent", cpu [3], false);
+    s_json_number (file, "swarm_cpu_register_us_per_agent", cpu [4], false);
+    s_json_number (file, "swarm_cpu_broadcast_us_per_agent", cpu [5], false);
     if (!run->relay_count)
         return;
     fprintf (file, ",\n    \"relay_memory\": [");
@@ -2209,6 +2235,8 @@ s_json_scale (FILE *file, const s_run_t *run)
     fprintf (file, "\n    ]");
     s_json_number (file, "libzmq_bytes_per_agent", run->libzmq_bytes_per_agent,
                    true);
+    s_json_number (file, "libzmq_cpu_us_per_agent",
+                   run->libzmq_cpu_us_per_agent, false);
     s_json_number (file, "libzmq_agents", (double) run->libzmq_agents, true);
     s_scale_goals_t goals;
     s_scale_goals (run, &goals);
@@ -2241,12 +2269,14 @@ s_print_scale (const s_run_t *runs, size_t count)
         "broker CPU/agent, register (us)",
         "relays CPU/agent, register (us)",
         "broker CPU/agent, broadcast (us)",
-        "relays CPU/agent, broadcast (us)"
+        "relays CPU/agent, broadcast (us)",
+        "swarm CPU/agent, register (us)",
+        "swarm CPU/agent, broadcast (us)"
     };
-    for (size_t row = 0; row < 4; row++) {
+    for (size_t row = 0; row < 6; row++) {
         printf ("\n%-34s", names [row]);
         for (size_t at = 0; at < count; at++) {
-            double cpu [4];
+            double cpu [6];
             char cell [32];
             s_cpu_per_agent (&runs [at], cpu);
             s_cell (cell, sizeof cell, "%.1f", cpu [row]);
@@ -2279,8 +2309,11 @@ s_print_scale (const s_run_t *runs, size_t count)
                     figures->rss_registered_kib, figures->rss_end_kib, cell);
         }
         s_cell (cell, sizeof cell, "%.0f", run->libzmq_bytes_per_agent);
-        printf ("  libzmq's own cost: %s B per agent (gridsink, %zu agents, "
-                "two connections each)\n", cell, run->libzmq_agents);
+        char cpu [32];
+        s_cell (cpu, sizeof cpu, "%.0f", run->libzmq_cpu_us_per_agent);
+        printf ("  libzmq's own cost: %s B and %s us of CPU per agent "
+                "(gridsink, %zu agents, two connections each)\n", cell, cpu,
+                run->libzmq_agents);
         s_scale_goals_t goals;
         s_scale_goals (run, &goals);
         printf ("  goals:\n");
@@ -3098,6 +3131,8 @@ static const char *s_usage =
     "  --relay PATH         gridrelay                [<bin>/gridrelay]\n"
     "  --relay-arg ARG      one more gridrelay argument (repeatable)\n"
     "  --sink PATH          gridsink                 [<this dir>/gridsink]\n"
+    "  --swarm-ramp N       start N agents a second over all swarm\n"
+    "                       processes (0: all at once)               [0]\n"
     "  --scale              the bench-scale run: the first count direct,\n"
     "                       the others through --relays (default 8),\n"
     "                       no real agent; scale goals; writes\n"
@@ -3185,6 +3220,7 @@ s_parse (s_options_t *options, int argc, char *argv [])
         {"relay-arg", required_argument, NULL, 'Z'},
         {"sink", required_argument, NULL, 'G'},
         {"scale", no_argument, NULL, 'C'},
+        {"swarm-ramp", required_argument, NULL, 'M'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0}
     };
@@ -3220,6 +3256,9 @@ s_parse (s_options_t *options, int argc, char *argv [])
                 break;
             case 'C':
                 options->scale = true;
+                break;
+            case 'M':
+                options->swarm_ramp = strtoul (optarg, &end, 10);
                 break;
             case 'a':
                 counts_given = true;
@@ -3368,7 +3407,7 @@ s_run_init (s_run_t *run, size_t agents)
     run->broadcast_max_ms = run->single_jobs_per_s = run->results_per_s = -1;
     run->single_p50_ms = run->single_p99_ms = -1;
     run->broker_bytes_per_agent = run->swarm_bytes_per_agent = -1;
-    run->libzmq_bytes_per_agent = -1;
+    run->libzmq_bytes_per_agent = run->libzmq_cpu_us_per_agent = -1;
     run->load_after [0] = run->load_after [1] = run->load_after [2] = -1;
     for (size_t at = 0; at < S_MAX_RELAYS; at++) {
         run->relays [at].bytes_per_agent = -1;

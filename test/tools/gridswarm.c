@@ -24,7 +24,9 @@
     (each agent costs four descriptors: two connections and two socket
     mailboxes). Many agents from one address run out of ephemeral ports
     (about 28,000 per broker port on Linux); --source-ips spreads the
-    connections over several loopback addresses.
+    connections over several loopback addresses. --ramp N starts N agents
+    a second instead of all at once, as a fleet coming up over some
+    seconds would.
 
     Commands that reach every agent arrive as identical bytes on every SUB;
     a shard decodes such a body once and reuses it. That saves the swarm's
@@ -156,6 +158,7 @@ typedef struct {
     char **source_ips;          //  Local addresses to connect from
     size_t source_ip_count;
     bool verbose;               //  Log agent events
+    size_t ramp;                //  Agents started per second, 0: at once
 } s_config_t;
 
 //  ---------------------------------------------------------------------
@@ -394,6 +397,7 @@ typedef struct {
     size_t count;               //  How many
     size_t base;                //  Agent number of agents [0]
     size_t created;             //  Agents whose sockets exist
+    int64_t started_ms;         //  When the shard began making agents
     pthread_t thread;
     int epoll_fd;
     int wake_fd;                //  eventfd: stop now
@@ -1442,11 +1446,30 @@ s_run_timers (s_shard_t *shard, int64_t now_ms)
     }
 }
 
+//  Agents the shard may have made by NOW_MS: all of them, or with --ramp
+//  its share of the rate times the time since it began.
+static size_t
+s_ramp_allowed (s_shard_t *shard, int64_t now_ms)
+{
+    const s_config_t *config = &shard->swarm->config;
+    if (!config->ramp)
+        return shard->count;
+    double per_ms = (double) config->ramp / 1000.0
+                    * (double) shard->count / (double) config->agents;
+    size_t allowed = (size_t) ((double) (now_ms - shard->started_ms + 1)
+                               * per_ms) + 1;
+    return allowed < shard->count ? allowed : shard->count;
+}
+
 static int
 s_next_wait_ms (s_shard_t *shard, int64_t now_ms)
 {
-    if (shard->created < shard->count || shard->dirty_count)
+    if (shard->dirty_count
+        || (shard->created < shard->count
+            && shard->created < s_ramp_allowed (shard, now_ms)))
         return 0;
+    if (shard->created < shard->count)
+        return 5;
     int64_t due_ms = shard->next_resend_ms;
     if (shard->timers.count && shard->timers.items [0].due_ms < due_ms)
         due_ms = shard->timers.items [0].due_ms;
@@ -1490,12 +1513,14 @@ s_shard_run (void *arg)
     zmq_setsockopt (shard->notify, ZMQ_SNDHWM, &hwm, sizeof hwm);
     zmq_connect (shard->notify, S_NOTIFY_EP);
     struct epoll_event events [S_EPOLL_BATCH];
+    shard->started_ms = s_now_ms ();
     while (!atomic_load (&swarm->stopping)) {
         int64_t now_ms = s_now_ms ();
         //  Create agents a batch at a time, so the first ones register
-        //  while the rest are still being made
+        //  while the rest are still being made (at --ramp's pace)
+        size_t allowed = s_ramp_allowed (shard, now_ms);
         for (size_t made = 0; made < S_CREATE_BATCH
-                              && shard->created < shard->count; made++) {
+                              && shard->created < allowed; made++) {
             if (s_agent_start (shard, (uint32_t) shard->created, now_ms) != 0) {
                 atomic_store (&swarm->stopping, true);
                 break;
@@ -1823,6 +1848,7 @@ static const char *s_usage =
     "  --source-ips A,B     connect from these local addresses in turn\n"
     "                       (past ~28,000 agents per broker port)\n"
     "  --control EP         bind a control ROUTER (stats, job figures)\n"
+    "  --ramp N             start N agents a second (0: all at once)   [0]\n"
     "  --verbose            log agent events\n"
     "  -h, --help           this text\n";
 
@@ -1902,6 +1928,7 @@ s_parse (s_config_t *config, int argc, char *argv [])
         {"source-ips", required_argument, NULL, 's'},
         {"control", required_argument, NULL, 'C'},
         {"verbose", no_argument, NULL, 'v'},
+        {"ramp", required_argument, NULL, 'r'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0}
     };
@@ -1911,6 +1938,9 @@ s_parse (s_config_t *config, int argc, char *argv [])
         switch (option) {
             case 'n':
                 config->agents = strtoul (optarg, &end, 10);
+                break;
+            case 'r':
+                config->ramp = strtoul (optarg, &end, 10);
                 break;
             case 'f':
                 config->first = strtoul (optarg, &end, 10);
