@@ -4,7 +4,10 @@
 
     100 agents over two gridswarm processes: every agent registers, the
     broadcast, single-node and ingest jobs all complete with nothing lost
-    or duplicated, and the figures of both processes are summed. Then the
+    or duplicated, and the figures of both processes are summed. The same
+    through two real gridrelays, each swarm process behind one: each relay
+    carries its 50 agents (the broker lists them so), and gridsink's
+    libzmq figure is there to set the relays' memory beside. Then the
     options that shape such a run: bad counts and relay counts are refused,
     and a run through relays whose gridrelay is missing says so in its
     results instead of measuring anything. No timing is asserted.
@@ -95,6 +98,50 @@ test_two_swarm_processes (void **state)
 }
 
 static void
+test_through_relays (void **state)
+{
+    char out [400];
+    snprintf (out, sizeof out, "%s/relays.json", s_grid.dir);
+    char *stdout_text = NULL, *stderr_text = NULL;
+    int code = grid_run (&s_grid, S_BENCH, &stdout_text, &stderr_text,
+                         S_RUN_MS, "--agents", "100", "--relays", "2",
+                         "--rounds", "3", "--single-s", "0.5",
+                         "--ingest-results", "200", "--no-agent", "--out",
+                         out, NULL);
+    char *json = grid_slurp (out);
+    bool clean = code == 0 && !strstr (json, "\"error\"");
+    if (!clean)
+        fprintf (stderr, "exit %d\n%s\n%s\n%s\n", code, json, stdout_text,
+                 stderr_text);
+    free (stdout_text);
+    free (stderr_text);
+    assert_true (clean);
+    assert_true (s_number (json, "agents") == 100);
+    assert_true (s_number (json, "relays") == 2);
+    assert_true (s_number (json, "swarm_processes") == 2);
+    assert_true (s_number (json, "register_s") >= 0);
+    assert_true (s_number (json, "broadcast_jobs") == 3);
+    assert_true (s_number (json, "ingest_results") >= 200);
+    assert_true (s_number (json, "lost_results") == 0);
+    assert_true (s_number (json, "duplicate_results") == 0);
+    assert_true (s_number (json, "libzmq_bytes_per_agent") > 0);
+    //  Both relays, each with its half, as the broker's relay.list has it
+    const char *relay = strstr (json, "\"relay_memory\"");
+    assert_non_null (relay);
+    for (int at = 1; at <= 2; at++) {
+        char name [32];
+        snprintf (name, sizeof name, "\"name\": \"relay-%d\"", at);
+        const char *entry = strstr (relay, name);
+        assert_non_null (entry);
+        assert_true (s_number (entry, "agents") == 50);
+        assert_true (s_number (entry, "listed_agents") == 50);
+        assert_true (s_number (entry, "rss_registered_kib")
+                     > s_number (entry, "rss_base_kib"));
+    }
+    free (json);
+}
+
+static void
 test_bad_options (void **state)
 {
     const char *cases [][2] = {
@@ -146,6 +193,7 @@ main (void)
 {
     const struct CMUnitTest tests [] = {
         cmocka_unit_test (test_two_swarm_processes),
+        cmocka_unit_test (test_through_relays),
         cmocka_unit_test (test_bad_options),
         cmocka_unit_test (test_missing_relay),
     };

@@ -102,6 +102,9 @@
 #define S_GOAL_SCALE_REGISTER_S 20
 #define S_GOAL_SCALE_BROADCAST_MS 3000
 #define S_GOAL_SCALE_RELAY_OVER 0.10    //  Relay RSS per agent over libzmq's
+//  --scale starts the swarm behind relays at this many agents a second
+//  (all 50,000 within the registration goal), unless --swarm-ramp says
+#define S_SCALE_RAMP 2500
 
 typedef struct {
     size_t counts [S_MAX_COUNTS];   //  Agent counts to measure
@@ -177,6 +180,7 @@ typedef struct {
     double load_before;             //  1-minute load average at the start
     double load_after [3];          //  1, 5, 15-minute loads at the end
     size_t swarm_processes;         //  gridswarm processes started
+    size_t swarm_ramp;              //  Agents they started a second, 0: all
     size_t relay_count;             //  gridrelays in front of the broker
     s_relay_figures_t relays [S_MAX_RELAYS];
     double libzmq_bytes_per_agent;  //  gridsink's RSS per agent, -1: none
@@ -858,6 +862,15 @@ s_swarm_processes (const s_stage_t *stage, const s_options_t *options,
     return processes > agents ? agents : processes;
 }
 
+//  Agents a second the swarm starts, 0: all at once.
+static size_t
+s_swarm_rate (const s_stage_t *stage, const s_options_t *options)
+{
+    if (options->swarm_ramp)
+        return options->swarm_ramp;
+    return options->scale && stage->relay_count ? S_SCALE_RAMP : 0;
+}
+
 //  Agents the swarm processes of STAGE point at relay AT.
 static size_t
 s_relay_share (const s_stage_t *stage, size_t at)
@@ -1179,9 +1192,10 @@ s_stage_swarm (s_stage_t *stage, const s_options_t *options, size_t agents)
             argv [argc++] = relay ? relay->key : s_security.broker_key;
         }
         char ramp [32];
-        if (options->swarm_ramp) {
-            snprintf (ramp, sizeof ramp, "%zu",
-                      options->swarm_ramp * swarm->count / agents + 1);
+        size_t rate = s_swarm_rate (stage, options);
+        if (rate) {
+            snprintf (ramp, sizeof ramp, "%zu", rate * swarm->count / agents
+                                                    + 1);
             argv [argc++] = "--ramp";
             argv [argc++] = ramp;
         }
@@ -1902,6 +1916,7 @@ s_measure (const s_options_t *options, size_t agents, s_run_t *run)
         return;
     }
     run->swarm_processes = stage.swarm_count;
+    run->swarm_ramp = s_swarm_rate (&stage, options);
     s_say ("%zu agents: registering (%zu swarm process%s)", agents,
            stage.swarm_count, stage.swarm_count == 1 ? "" : "es");
     if (s_register (&stage, run, agents, start_ms) == 0) {
@@ -2209,6 +2224,7 @@ s_json_scale (FILE *file, const s_run_t *run)
     s_json_number (file, "swarm_processes", (double) run->swarm_processes,
                    true);
     s_json_number (file, "relays", (double) run->relay_count, true);
+    s_json_number (file, "swarm_ramp_per_s", (double) run->swarm_ramp, true);
     fprintf (file, ",\n    \"load_average_after\": [%.2f, %.2f, %.2f]",
              run->load_after [0], run->load_after [1], run->load_after [2]);
     double cpu [6];
@@ -2265,6 +2281,9 @@ s_print_scale (const s_run_t *runs, size_t count)
     printf ("\n%-34s", "relays");
     for (size_t at = 0; at < count; at++)
         printf (" %12zu", runs [at].relay_count);
+    printf ("\n%-34s", "swarm started per s (0: at once)");
+    for (size_t at = 0; at < count; at++)
+        printf (" %12zu", runs [at].swarm_ramp);
     const char *names [] = {
         "broker CPU/agent, register (us)",
         "relays CPU/agent, register (us)",
@@ -3132,7 +3151,8 @@ static const char *s_usage =
     "  --relay-arg ARG      one more gridrelay argument (repeatable)\n"
     "  --sink PATH          gridsink                 [<this dir>/gridsink]\n"
     "  --swarm-ramp N       start N agents a second over all swarm\n"
-    "                       processes (0: all at once)               [0]\n"
+    "                       processes (0: all at once; --scale behind\n"
+    "                       relays: 2500)                            [0]\n"
     "  --scale              the bench-scale run: the first count direct,\n"
     "                       the others through --relays (default 8),\n"
     "                       no real agent; scale goals; writes\n"
