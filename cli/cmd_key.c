@@ -34,6 +34,9 @@ s_render_keys (const pv_t *data, FILE *out)
         char text [128], kind [32], status [32], who [128], host [256];
         char since [64];
         bool client = pv_str_eq (pv_map_get (key, "kind"), "client");
+        //  A relay's key: its pool (the relays that may speak for the same
+        //  agents, docs/SECURITY.md) and its name
+        bool relay = pv_str_eq (pv_map_get (key, "kind"), "relay");
         const pv_t *when = pv_map_get (key, "accepted_at");
         if (!when)
             when = pv_map_get (key, "first_seen");
@@ -41,8 +44,10 @@ s_render_keys (const pv_t *data, FILE *out)
             cli_field (key, "key", text, sizeof text),
             cli_field (key, "kind", kind, sizeof kind),
             cli_field (key, "status", status, sizeof status),
-            cli_field (key, client ? "role" : "node", who, sizeof who),
-            cli_field (key, client ? "name" : "hostname", host, sizeof host),
+            cli_field (key, client ? "role" : relay ? "pool" : "node", who,
+                       sizeof who),
+            cli_field (key, client || relay ? "name" : "hostname", host,
+                       sizeof host),
             when ? cli_time (when, false, since, sizeof since) : "-"
         };
         cli_table_add (table, pv_str_eq (pv_map_get (key, "status"),
@@ -92,8 +97,9 @@ static const char s_help_key [] =
 "pending key that claims it); KEY is the 40-character public key.\n"
 "\n"
 "key list     KEY KIND STATUS NODE/ROLE HOST/NAME SINCE: agent keys\n"
-"             (pending rows marked !) and the client keys of the\n"
-"             broker's config with their roles\n"
+"             (pending rows marked !), the client keys of the broker's\n"
+"             config with their roles, and its relays' keys with\n"
+"             their pools and names\n"
 "key accept   enrol a pending key (a KEY never seen before is enrolled\n"
 "             ahead of its agent); a client key revoked by key reject\n"
 "             may connect again\n"

@@ -2562,6 +2562,27 @@ test_cli_relay_command (void **state)
     pw_map (w, 0);
     free (s_render_text (CLI_CMD_RELAY_LIST, w, -2));
 
+    //  key list: a relay's key shows its pool and its name
+    pw_reset (w);
+    pw_map (w, 1);
+    pw_str (w, "keys");
+    pw_array (w, 1);
+    pw_map (w, 5);
+    pw_str (w, "key");
+    pw_str (w, "Yne@$w-vo<fVvi]a<NY6T1ed:M$fCG*[IaLV{hID");
+    pw_str (w, "kind");
+    pw_str (w, "relay");
+    pw_str (w, "status");
+    pw_str (w, "accepted");
+    pw_str (w, "name");
+    pw_str (w, "rack-1");
+    pw_str (w, "pool");
+    pw_str (w, "rack1-*");
+    text = s_render_text (CLI_CMD_KEY_LIST, w, 0);
+    assert_true (strstr (text, "relay  accepted  rack1-*    rack-1")
+                 != NULL);
+    free (text);
+
     //  node info names the relay a node came through
     pw_reset (w);
     pw_map (w, 3);
