@@ -39,6 +39,7 @@
 #include <unistd.h>
 
 #include "../backends/backend.h"
+#include "../proto/cmdline.h"
 #include "../proto/conf.h"
 #include "../proto/keys.h"
 #include "../proto/names.h"
@@ -746,8 +747,7 @@ agent_config_parse (agent_config_t *config, int argc, char *argv [],
             return 1;
         }
         if (option == S_OPT_VERSION) {
-            fprintf (out, "gridagent %s (protocol %d)\n", GRID_VERSION,
-                     PROTO_VERSION);
+            cmdline_print_version (out, "gridagent");
             return 1;
         }
         if (option == S_OPT_VERBOSE) {

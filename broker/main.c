@@ -463,8 +463,7 @@ s_config_read (broker_config_t *config, int argc, char *argv [],
             return 1;
         }
         if (option == S_OPT_VERSION) {
-            printf ("gridbroker %s (protocol %d)\n", GRID_VERSION,
-                    PROTO_VERSION);
+            cmdline_print_version (stdout, "gridbroker");
             return 1;
         }
         if (option == ':' || option == '?')
