@@ -1,7 +1,8 @@
 /*  =========================================================================
     test_it_cli - gridcli's newer commands end to end: a real gridbroker
-    (CURVE, an admin and a viewer key) and a real gridagent, driven by the
-    real gridcli as an operator would type it
+    (CURVE, an admin and a viewer key, an enrolled relay), a real gridagent
+    and a real gridrelay, driven by the real gridcli as an operator would
+    type it
     =========================================================================
 */
 #include <setjmp.h>
@@ -11,6 +12,7 @@
 
 #include <czmq.h>
 
+#include "../proto/keys.h"
 #include "../proto/proto.h"
 #include "lib/harness.h"
 
@@ -18,6 +20,7 @@
 
 static grid_t s_grid;
 static char s_viewer [400];      //  Key pair with the viewer role
+static char s_relay_key [400];   //  Relay r1's key pair
 
 static int
 s_setup (void **state)
@@ -25,9 +28,15 @@ s_setup (void **state)
     if (grid_init (&s_grid) != 0
         || grid_keygen (&s_grid, "viewer", s_viewer, sizeof s_viewer, NULL))
         return -1;
-    char viewer [500];
+    char viewer [500], relay [500];
     snprintf (viewer, sizeof viewer, "viewer:%s", s_viewer);
-    const char *extra [] = {"--client-key", viewer, NULL};
+    if (grid_relay_keygen (&s_grid, "r1", s_relay_key, sizeof s_relay_key,
+                           NULL))
+        return -1;
+    //  Relay r1, of pool dc1, is enrolled (started by the relay test)
+    snprintf (relay, sizeof relay, "r1@dc1:%s", s_relay_key);
+    const char *extra [] = {"--client-key", viewer, "--relay-key", relay,
+                            NULL};
     if (grid_start_broker (&s_grid, extra) != 0
         || grid_start_agent (&s_grid, "c-01", "web", NULL, NULL) < 0) {
         grid_dump_logs (&s_grid);
@@ -114,12 +123,71 @@ test_cli_metrics (void **state)
     free (err);
 }
 
+//  gridcli relay list: a relay while it runs and after it stopped; its
+//  key in key list
+static void
+test_cli_relays (void **state)
+{
+    char *out = NULL, *err = NULL;
+    char key [KEYS_TEXT_SIZE], why [256];
+    assert_int_equal (keys_read_public (s_relay_key, key, why, sizeof why),
+                      0);
+    int relay = grid_start_relay (&s_grid, "r1", -1, true, NULL);
+    assert_true (relay >= 0);
+    //  Connected once it has been heard from
+    bool seen = false;
+    long long deadline = grid_now_ms () + 15000;
+    while (!seen && grid_now_ms () < deadline) {
+        assert_int_equal (grid_cli_as (&s_grid, s_viewer, &out, &err,
+                                       S_CLI_MS, "relay", "list", NULL), 0);
+        seen = grid_line_with (out, "r1", key, "yes", NULL);
+        if (!seen)
+            zclock_sleep (100);
+        if (seen) {
+            assert_true (grid_line_with (out, "NAME", "KEY", "AGENTS",
+                                         "CONNECTED", "LAST-SEEN", NULL));
+            //  No row marked: it is connected
+            assert_null (strstr (out, "\n! "));
+        }
+        free (out);
+        free (err);
+    }
+    assert_true (seen);
+    assert_int_equal (grid_cli (&s_grid, &out, &err, S_CLI_MS, "--output",
+                                "json", "relay", "list", NULL), 0);
+    assert_non_null (strstr (out, "\"connected\": true"));
+    free (out);
+    free (err);
+    assert_int_equal (grid_cli (&s_grid, &out, &err, S_CLI_MS, "key", "list",
+                                NULL), 0);
+    assert_true (grid_line_with (out, key, "relay", "accepted", "dc1", "r1",
+                                 NULL));
+    free (out);
+    free (err);
+
+    //  Stopped: not connected, marked
+    grid_stop_relay (&s_grid, relay, true);
+    bool gone = false;
+    deadline = grid_now_ms () + 15000;
+    while (!gone && grid_now_ms () < deadline) {
+        assert_int_equal (grid_cli (&s_grid, &out, &err, S_CLI_MS, "relay",
+                                    "list", NULL), 0);
+        gone = grid_line_with (out, "! r1", key, "no", NULL);
+        if (!gone)
+            zclock_sleep (100);
+        free (out);
+        free (err);
+    }
+    assert_true (gone);
+}
+
 int
 main (void)
 {
     const struct CMUnitTest tests [] = {
         cmocka_unit_test (test_cli_job_run_controls),
         cmocka_unit_test (test_cli_metrics),
+        cmocka_unit_test (test_cli_relays),
     };
     return cmocka_run_group_tests (tests, s_setup, s_teardown);
 }
