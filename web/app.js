@@ -1183,7 +1183,7 @@ views.nodes = (ctx) => {
                   n.duplicate ? h('span', { class: 'warn small', title: 'a second agent was refused '
                     + n.duplicate.count + ' times, last ' + fmtTime(n.duplicate.last_at) + ' from ' + n.duplicate.hostname,
                   text: ' duplicate!' }) : null),
-                h('td', { text: n.hostname }),
+                h('td', null, n.hostname, n.relay ? h('div', { class: 'small muted', text: 'via relay ' + n.relay }) : null),
                 h('td', null, (n.groups || []).map((g) => h('a', { class: 'chip', href: '#/run?target=' + enc('group:' + g), text: g }))),
                 h('td', null, labels.map(([k, v]) => h('span', { class: 'chip label', text: k + '=' + v }))),
                 h('td', { text: n.running + ' / ' + n.concurrency }),
