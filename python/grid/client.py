@@ -293,6 +293,10 @@ class Client:
     def status(self):
         return self.request("status")
 
+    def metrics(self):
+        """The broker's figures in the Prometheus text format (a str)."""
+        return self.request("metrics.get")["text"]
+
     def keys(self):
         return self.request("key.list")["keys"]
 

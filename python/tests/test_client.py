@@ -162,6 +162,7 @@ class ClientTest(unittest.TestCase):
     def test_roles_are_enforced(self):
         viewer = self.cluster.client("viewer")
         self.assertEqual(viewer.status()["nodes"]["online"], 2)
+        self.assertIn('grid_nodes{state="online"} 2\n', viewer.metrics())
         with self.assertRaises(grid.GridError) as caught:
             viewer.drain("web-01")
         self.assertEqual(caught.exception.code, "forbidden")
