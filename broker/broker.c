@@ -1444,18 +1444,27 @@ s_first_start (broker_t *self, const proto_msg_t *in, int64_t *submitted_ms)
            || status == SCHED_CELL_ACKNOWLEDGED;
 }
 
-//  When the attempt RESULT answers was dispatched (monotonic), or 0.
-static int64_t
-s_dispatched_ms (broker_t *self, const proto_msg_t *result)
+//  s_first_start for a result IN, with one look-up of its job: also
+//  *DISPATCHED_MS, when the attempt IN answers was dispatched (monotonic;
+//  0 when unknown), for its dispatch-to-result latency (metrics).
+static bool
+s_result_start (broker_t *self, const proto_msg_t *in, int64_t *submitted_ms,
+                int64_t *dispatched_ms)
 {
-    const sched_job_t *job = sched_job (self->sched, result->job);
-    ssize_t index = job && job->cells && result->step < job->step_count
-                        ? sched_job_node_index (job, result->node) : -1;
+    *dispatched_ms = 0;
+    const sched_job_t *job = sched_job (self->sched, in->job);
+    ssize_t index = job && job->cells && in->step < job->step_count
+                        ? sched_job_node_index (job, in->node) : -1;
     if (index < 0)
-        return 0;
+        return false;
     const sched_cell_t *cell
-        = &job->cells [result->step * job->expected_count + (size_t) index];
-    return cell->attempt == result->attempt ? cell->dispatched_ms : 0;
+        = &job->cells [in->step * job->expected_count + (size_t) index];
+    if (cell->attempt == in->attempt)
+        *dispatched_ms = cell->dispatched_ms;
+    *submitted_ms = job->submitted_ms;
+    return in->step == 0 && in->attempt == 1
+           && (cell->status == SCHED_CELL_DISPATCHED
+               || cell->status == SCHED_CELL_ACKNOWLEDGED);
 }
 
 //  Stores a piece of a cell's output (after the session check): only
@@ -1624,9 +1633,8 @@ s_on_agent_message (broker_t *self, int64_t now_ms)
             break;
         }
         case PROTO_RESULT: {
-            int64_t submitted_ms = 0;
-            bool first = s_first_start (self, in, &submitted_ms);
-            int64_t sent_ms = s_dispatched_ms (self, in);
+            int64_t submitted_ms = 0, sent_ms = 0;
+            bool first = s_result_start (self, in, &submitted_ms, &sent_ms);
             rc = sched_on_result (self->sched, in, now_ms);
             if (rc < 0 && !sched_job (self->sched, in->job)) {
                 //  A late result for a step the broker ended (the job was
