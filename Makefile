@@ -50,7 +50,7 @@ SANFLAGS :=
 OPT := -O2
 endif
 
-PKGS := libczmq libzmq msgpack lmdb yaml-0.1 libsystemd
+PKGS := libczmq libzmq msgpack lmdb yaml-0.1 libsystemd libmicrohttpd jansson gnutls
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 CMOCKA_LIBS = $(shell pkg-config --libs cmocka 2>/dev/null)
@@ -60,7 +60,9 @@ ALL_CFLAGS = -std=c11 -D_GNU_SOURCE -DGRID_VERSION=\"$(VERSION)\" \
 	-DGRID_SYSCONFDIR=\"$(sysconfdir)\" \
 	-Wall -Wextra -Werror -Wshadow -Wno-unused-parameter \
 	$(SANFLAGS) $(CFLAGS) $(PKG_CFLAGS) -MMD -MP
-ALL_LDFLAGS = $(SANFLAGS) $(LDFLAGS)
+# --as-needed: each program records only the libraries it uses (gridagent
+# and gridcli need no HTTP library), so its package depends on no more.
+ALL_LDFLAGS = $(SANFLAGS) -Wl,--as-needed $(LDFLAGS)
 
 # Library: everything but the three mains.
 LIB_SRC := $(wildcard proto/*.c store/*.c backends/*.c client/*.c) \
@@ -68,7 +70,10 @@ LIB_SRC := $(wildcard proto/*.c store/*.c backends/*.c client/*.c) \
 	$(filter-out agent/main.c,$(wildcard agent/*.c)) \
 	$(filter-out cli/main.c,$(wildcard cli/*.c)) \
 	$(filter-out relay/main.c,$(wildcard relay/*.c))
-LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/gen/webfiles_data.o
+# Assembler files that build data into the library (the OpenAPI text)
+LIB_ASM := broker/openapi.S
+LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/gen/webfiles_data.o \
+	$(LIB_ASM:%.S=$(BUILD)/obj/%.o)
 LIB := $(BUILD)/libgrid.a
 
 BINS := $(BUILD)/bin/gridbroker $(BUILD)/bin/gridagent $(BUILD)/bin/gridcli \
@@ -82,7 +87,8 @@ TEST_TOOL_SRC := $(wildcard test/tools/*.c)
 TEST_TOOLS := $(TEST_TOOL_SRC:test/tools/%.c=$(BUILD)/test/tools/%)
 
 DEB_PKGS := gcc make pkg-config libzmq3-dev libczmq-dev libmsgpack-dev \
-	liblmdb-dev libyaml-dev libcmocka-dev libsystemd-dev scdoc
+	liblmdb-dev libyaml-dev libcmocka-dev libsystemd-dev scdoc \
+	libmicrohttpd-dev libjansson-dev libgnutls28-dev
 
 # Fuzzing: clang's libFuzzer with ASan and UBSan. Only make fuzz and make
 # test need these packages.
@@ -93,7 +99,8 @@ FUZZ_SHORT_SECONDS ?= 10
 FUZZ_DIR := $(BUILD)/fuzz
 FUZZ_TARGETS := $(filter-out fuzz_seeds,$(filter fuzz_%,$(TEST_TOOL_SRC:test/tools/%.c=%)))
 FUZZ_BINS := $(FUZZ_TARGETS:%=$(FUZZ_DIR)/bin/%)
-FUZZ_LIB_OBJ := $(LIB_SRC:%.c=$(FUZZ_DIR)/obj/%.o) $(FUZZ_DIR)/obj/gen/webfiles_data.o
+FUZZ_LIB_OBJ := $(LIB_SRC:%.c=$(FUZZ_DIR)/obj/%.o) $(FUZZ_DIR)/obj/gen/webfiles_data.o \
+	$(LIB_ASM:%.S=$(FUZZ_DIR)/obj/%.o)
 FUZZ_SANITIZE := -fsanitize=address,undefined -fno-sanitize-recover=undefined
 FUZZ_CFLAGS = -std=c11 -D_GNU_SOURCE -DGRID_VERSION=\"$(VERSION)\" \
 	-DGRID_SYSCONFDIR=\"$(sysconfdir)\" \
@@ -151,6 +158,14 @@ $(BUILD)/obj/gen/webfiles_data.o: $(WEB_GEN) broker/webfiles.h
 	$(call say,CC,$<)
 	$(Q)$(CC) $(ALL_CFLAGS) -I. -c $< -o $@
 
+# .incbin reads the file at assembly time: the object depends on it
+$(BUILD)/obj/%.o: %.S
+	@mkdir -p $(dir $@)
+	$(call say,AS,$<)
+	$(Q)$(CC) -c $< -o $@
+
+$(BUILD)/obj/broker/openapi.o $(FUZZ_DIR)/obj/broker/openapi.o: docs/openapi.json
+
 $(LIB): $(LIB_OBJ)
 	@mkdir -p $(dir $@)
 	@rm -f $@
@@ -199,6 +214,11 @@ $(FUZZ_DIR)/obj/gen/webfiles_data.o: $(WEB_GEN) broker/webfiles.h
 	@mkdir -p $(dir $@)
 	$(call say,FUZZCC,$<)
 	$(Q)$(FUZZ_CC) $(FUZZ_CFLAGS) -I. -c $< -o $@
+
+$(FUZZ_DIR)/obj/%.o: %.S
+	@mkdir -p $(dir $@)
+	$(call say,FUZZAS,$<)
+	$(Q)$(FUZZ_CC) -c $< -o $@
 
 $(FUZZ_DIR)/libgrid.a: $(FUZZ_LIB_OBJ)
 	@rm -f $@
@@ -251,14 +271,16 @@ fuzz: deps fuzz-deps
 	@sh test/fuzz.sh $(FUZZ_DIR) $(FUZZ_SECONDS) $(FUZZ_SEEDS)
 
 # Debian's python3 with pyzmq and msgpack, for the Python module's tests;
-# systemd-analyze, man and the Debian tools, for the packaging checks.
+# systemd-analyze, man and the Debian tools, for the packaging checks;
+# curl and openssl, for the HTTP tests (requests, a self-signed TLS cert).
 PY_PKGS := python3 python3-zmq python3-msgpack
 # Debian's chromium for the browser test, driven from Node: Debian's nodejs
 # and npm, unless a node (or npm) is already installed. Debian's prometheus
 # for promtool, which checks the metrics text.
 BROWSER_PKGS := chromium $(if $(shell command -v node 2>/dev/null),,nodejs) \
 	$(if $(shell command -v npm 2>/dev/null),,npm)
-TEST_PKGS = $(PY_PKGS) systemd man-db prometheus $(DEB_TOOLS) $(BROWSER_PKGS)
+TEST_PKGS = $(PY_PKGS) systemd man-db prometheus curl openssl $(DEB_TOOLS) \
+	$(BROWSER_PKGS)
 
 test-deps:
 	@sh test/deps.sh $(TEST_PKGS)

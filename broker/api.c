@@ -814,10 +814,12 @@ s_job_list (api_call_t *call)
         return;
     }
     char *schedule = s_field (call, "schedule");
+    char *before = s_field (call, "before");
     store_txn_t *txn = s_txn (call);
     if (!txn) {
         free (status_name);
         free (schedule);
+        free (before);
         return;
     }
     //  Newest first: walk the time-sorted ids backwards. Two passes, since
@@ -827,8 +829,17 @@ s_job_list (api_call_t *call)
     store_cursor_t *cursor = store_cursor_new (txn, STORE_DB_JOBS);
     const void *k, *v;
     size_t k_len, v_len;
-    int rc = cursor ? store_cursor_last (cursor, &k, &k_len, &v, &v_len)
-                    : STORE_EIO;
+    int rc = STORE_EIO;
+    if (cursor && before) {
+        //  Paging: only ids older (smaller) than BEFORE
+        rc = store_cursor_seek (cursor, before, strlen (before), &k, &k_len,
+                                &v, &v_len);
+        rc = rc == 0 ? store_cursor_prev (cursor, &k, &k_len, &v, &v_len)
+                     : store_cursor_last (cursor, &k, &k_len, &v, &v_len);
+    }
+    else
+    if (cursor)
+        rc = store_cursor_last (cursor, &k, &k_len, &v, &v_len);
     while (rc == 0) {
         pv_doc_t *doc = NULL;
         if (pv_doc_decode (v, v_len, &doc, NULL, 0) == 0) {
@@ -861,6 +872,7 @@ s_job_list (api_call_t *call)
     pw_destroy (&items);
     free (status_name);
     free (schedule);
+    free (before);
 }
 
 static void

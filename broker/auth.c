@@ -27,6 +27,7 @@
 #include "../proto/names.h"
 #include "broker.h"
 #include "relays.h"
+#include "token.h"
 
 #define S_ZAP_ENDPOINT "inproc://zeromq.zap.01"
 #define S_BATCH 256                  //  Messages read per wake-up
@@ -42,6 +43,7 @@ struct _auth_t {
     size_t pending;              //  Keys waiting for acceptance
     zhashx_t *logged;            //  Key -> wall ms of its last refusal log line
     auth_counters_t counters;    //  Refusals
+    token_store_t *tokens;       //  HTTP bearer tokens
 };
 
 static void
@@ -729,6 +731,11 @@ auth_new (const auth_config_t *config, store_t *store, char *err,
         auth_destroy (&self);
         return NULL;
     }
+    self->tokens = token_store_new (store, err, err_len);
+    if (!self->tokens) {
+        auth_destroy (&self);
+        return NULL;
+    }
     return self;
 }
 
@@ -743,6 +750,7 @@ auth_destroy (auth_t **self_p)
     zhashx_destroy (&self->bound);
     zhashx_destroy (&self->keys);
     zhashx_destroy (&self->logged);
+    token_store_destroy (&self->tokens);
     free (self);
     *self_p = NULL;
 }
@@ -777,6 +785,16 @@ auth_write_counters (const auth_t *self, pw_t *writer)
     pw_int (writer, (int64_t) self->counters.forbidden);
     pw_str (writer, "refused_topics");
     pw_int (writer, (int64_t) self->counters.refused_topics);
+    pw_str (writer, "http_unauthorized");
+    pw_int (writer, (int64_t) self->counters.http_unauthorized);
+    pw_str (writer, "http_forbidden");
+    pw_int (writer, (int64_t) self->counters.http_forbidden);
+}
+
+token_store_t *
+auth_tokens (auth_t *self)
+{
+    return self->tokens;
 }
 
 const auth_key_t *
@@ -1676,14 +1694,34 @@ s_key_list (broker_t *broker, const proto_request_t *request, pw_t *reply)
 }
 
 bool
-auth_client_handle (broker_t *broker, zframe_t *body,
+auth_client_handle (broker_t *broker, const auth_caller_t *caller,
                     const proto_request_t *request, pw_t *reply)
 {
     auth_t *self = broker->auth;
     auth_role_t role = AUTH_ROLE_ADMIN;
     const char *name = "this client";
+    if (caller->http && caller->public_metrics
+        && streq (request->type, "metrics.get")) {
+        role = AUTH_ROLE_VIEWER;
+        name = "a public /metrics reader";
+    }
+    else
+    if (caller->http) {
+        //  HTTP always needs a token, also on a broker without CURVE
+        if (!token_check (self->tokens, caller->token, broker_wall_ms (),
+                          &role, &name)) {
+            self->counters.http_unauthorized++;
+            s_reply_error (reply, request->id, PROTO_ERR_UNAUTHORIZED,
+                           caller->token ? "this token is not known to the "
+                                           "broker, or it was revoked"
+                                         : "this request needs a token "
+                                           "(Authorization: Bearer TOKEN)");
+            return true;
+        }
+    }
+    else
     if (!self->config->insecure) {
-        const char *text = zframe_meta (body, "User-Id");
+        const char *text = caller->key;
         const auth_client_t *client = s_client (self, text);
         const auth_key_t *record = s_key_lookup (self, text);
         if (!client || (record && record->status == AUTH_KEY_REJECTED)) {
@@ -1700,6 +1738,8 @@ auth_client_handle (broker_t *broker, zframe_t *body,
     auth_role_t needed = auth_role_needed (request->type);
     if (role < needed) {
         self->counters.forbidden++;
+        if (caller->http)
+            self->counters.http_forbidden++;
         s_reply_error (reply, request->id, PROTO_ERR_FORBIDDEN,
                        "%s needs the %s role; %s has the %s role",
                        request->type, auth_role_name (needed), name,
@@ -1721,6 +1761,6 @@ auth_client_handle (broker_t *broker, zframe_t *body,
     if (streq (request->type, "key.delete"))
         s_key_delete (broker, request, reply);
     else
-        return false;
+        return token_handle (broker, self->tokens, request, reply);
     return true;
 }

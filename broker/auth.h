@@ -57,7 +57,7 @@
 #include "registry.h"
 
 #define AUTH_DEFAULT_MAX_PENDING_KEYS 10000
-#define AUTH_COUNTER_COUNT 5         //  Pairs auth_write_counters writes
+#define AUTH_COUNTER_COUNT 7         //  Pairs auth_write_counters writes
 
 typedef enum {
     AUTH_ROLE_NONE = 0,          //  No access
@@ -114,7 +114,21 @@ typedef struct {
     uint64_t impersonation;      //  A key speaking for another key's node
     uint64_t forbidden;          //  Requests beyond a role or the allowlist
     uint64_t refused_topics;     //  Subscriptions refused to an accepted key
+    uint64_t http_unauthorized;  //  HTTP requests without a valid token (401)
+    uint64_t http_forbidden;     //  HTTP requests beyond their token's role (403)
 } auth_counters_t;
+
+//  Who sent a client request: the face it came through and what that face
+//  vouches for. Each request is judged by this alone, never by its body.
+typedef struct {
+    const char *key;             //  ZeroMQ: the CURVE client key (Z85) of
+                                 //  the body frame's User-Id, or NULL
+    const char *token;           //  HTTP: the bearer token sent, or NULL
+    bool http;                   //  Came through the HTTP face: a token is
+                                 //  needed whatever the ZeroMQ security
+    bool public_metrics;         //  HTTP with http.metrics_public: a
+                                 //  metrics.get needs no token
+} auth_caller_t;
 
 typedef struct _auth_t auth_t;
 typedef struct _broker_t broker_t;
@@ -245,11 +259,15 @@ const auth_key_t *auth_relay_seen (broker_t *broker, const char *key,
 //  True when KEY (Z85) is a configured client key.
 bool auth_is_client (const auth_t *self, const char *key);
 
-//  Judges a client request that arrived in BODY against the client's role
-//  and the allowlist, and serves the key.* requests. Returns true when it
-//  wrote the whole reply into REPLY (a refusal, or a key request served);
-//  false when the request goes on to the API.
-bool auth_client_handle (broker_t *broker, zframe_t *body,
+//  Judges a client request sent by CALLER against the caller's role (a
+//  CURVE key's from the config; an HTTP token's from the token store) and
+//  the allowlist, and serves the key.* and token.* requests. Returns true
+//  when it wrote the whole reply into REPLY (a refusal, or a key or token
+//  request served); false when the request goes on to the API.
+bool auth_client_handle (broker_t *broker, const auth_caller_t *caller,
                          const proto_request_t *request, pw_t *reply);
+
+//  The HTTP tokens (token.h), read from the store by auth_new.
+struct _token_store_t *auth_tokens (auth_t *self);
 
 #endif

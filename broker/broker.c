@@ -12,6 +12,7 @@
 #include "jobrec.h"
 #include "nodehist.h"
 #include "schedule.h"
+#include "token.h"
 
 #define CLIENT_BATCH_MAX 512     //  Client requests read per pass
 #define AGENT_PASS_MAX 8192      //  Agent messages read per pass at most...
@@ -47,6 +48,8 @@ typedef struct {
 //  commit needs to answer for it: the request (replayed after the map
 //  grew), its id, and whether handling it wrote to the store.
 typedef struct {
+    zsock_t *socket;             //  Where it goes: the client ROUTER, or the
+                                 //  HTTP face's bridge
     zmsg_t *reply;               //  Envelope and reply body
     zmsg_t *request;             //  The request as it came
     char *id;                    //  Its request id ("" when unreadable)
@@ -158,6 +161,7 @@ broker_config_defaults (broker_config_t *config)
     config->max_output = BROKER_DEFAULT_MAX_OUTPUT;
     sched_config_defaults (&config->sched);
     auth_config_defaults (&config->auth);
+    http_config_defaults (&config->http);
 }
 
 void
@@ -174,6 +178,7 @@ broker_config_clear (broker_config_t *config)
     config->log_level = config->log_format = NULL;
     auth_config_clear (&config->auth);
     relays_config_clear (&config->relays);
+    http_config_clear (&config->http);
     job_limits_free (config->limits, config->limit_count);
     config->limits = NULL;
     config->limit_count = 0;
@@ -191,6 +196,7 @@ s_copy_config (broker_config_t *dest, const broker_config_t *src)
     dest->log_format = src->log_format ? strdup (src->log_format) : NULL;
     auth_config_copy (&dest->auth, &src->auth);
     relays_config_copy (&dest->relays, &src->relays);
+    http_config_copy (&dest->http, &src->http);
     dest->limits = NULL;
     if (src->limit_count) {
         dest->limits = (job_limit_t *) calloc (src->limit_count,
@@ -308,7 +314,7 @@ broker_config_load (broker_config_t *config, const char *path, char *err,
         "lease", "limits",
         "map_size_mb", "max_map_size_mb", "retention", "offline_grace",
         "verbose", "dlq_retention", "store", "log_level", "log_format",
-        "results",
+        "results", "http",
         //  Read by auth_config_load
         "key", "insecure", "auto_accept", "max_pending_keys", "clients",
         "allow",
@@ -414,6 +420,8 @@ broker_config_load (broker_config_t *config, const char *path, char *err,
     if (rc == 0)
         rc = relays_config_load (&config->relays, pv_map_get (root, "relays"),
                                  why, sizeof why);
+    if (rc == 0)
+        rc = http_config_load (&config->http, root, why, sizeof why);
     if (rc == 0 && (max_concurrent < 1 || max_pending < 0 || ack_resends < 0
                     || map_mb < 1 || max_map_mb < 0
                     || config->missed_heartbeats < 1
@@ -593,13 +601,13 @@ s_flush (broker_t *self)
     }
     s_pending_t *pending;
     while ((pending = (s_pending_t *) zlistx_detach (self->outbox, NULL))) {
-        if (zmsg_send (&pending->reply, self->client) != 0)
+        if (zmsg_send (&pending->reply, pending->socket) != 0)
             self->counters.send_failed++;
         s_pending_destroy (&pending);
     }
 }
 
-static void s_on_client_message (broker_t *self, zmsg_t *msg);
+static void s_on_face_message (broker_t *self, zsock_t *socket, zmsg_t *msg);
 static void s_reload (broker_t *self);
 static int s_on_agents (zloop_t *loop, zsock_t *socket, void *arg);
 
@@ -713,9 +721,7 @@ s_pass_failed (broker_t *self, int code, zlistx_t *replays)
     s_pending_t *pending;
     while ((pending = (s_pending_t *) zlistx_detach (self->outbox, NULL))) {
         if (pending->wrote && grow && replays) {
-            zlistx_add_end (replays, pending->request);
-            pending->request = NULL;
-            s_pending_destroy (&pending);
+            zlistx_add_end (replays, pending);
             continue;
         }
         if (pending->wrote) {
@@ -775,7 +781,7 @@ s_pass_end (broker_t *self)
 {
     broker_drain (self);
     zlistx_t *replays = zlistx_new ();
-    zlistx_set_destructor (replays, (zlistx_destructor_fn *) zmsg_destroy);
+    zlistx_set_destructor (replays, (zlistx_destructor_fn *) s_pending_destroy);
     int replayed = 0;
     for (int round = 0; round < 4; round++) {
         broker_drain (self);
@@ -797,10 +803,10 @@ s_pass_end (broker_t *self)
             //  Their replies wait for the replayed pass's commit
             replayed++;
             round = -1;
-            zmsg_t *request;
-            while ((request = (zmsg_t *) zlistx_detach (replays, NULL))) {
-                s_on_client_message (self, request);
-                zmsg_destroy (&request);
+            s_pending_t *replay;
+            while ((replay = (s_pending_t *) zlistx_detach (replays, NULL))) {
+                s_on_face_message (self, replay->socket, replay->request);
+                s_pending_destroy (&replay);
             }
             continue;
         }
@@ -998,6 +1004,7 @@ s_count_node_event (broker_t *self, const char *node, const char *event)
 
 //  One parked job.watch request.
 typedef struct {
+    zsock_t *socket;             //  Where its answer goes (client or HTTP)
     zmsg_t *envelope;            //  Its routing frames (owned)
     char *id;                    //  Its request id (owned)
     char job [JOB_ID_LEN + 1];   //  The job it watches
@@ -1076,9 +1083,9 @@ broker_watch_park (broker_t *self, const char *job_id, uint64_t after,
     self->park_timeout_ms = timeout_ms;
 }
 
-static void s_reply (broker_t *self, zmsg_t *envelope, const void *data,
-                     size_t size, zmsg_t *request, const char *id,
-                     bool wrote);
+static void s_reply (broker_t *self, zsock_t *socket, zmsg_t *envelope,
+                     const void *data, size_t size, zmsg_t *request,
+                     const char *id, bool wrote);
 
 //  Answers the watchers whose job changed or ended, and those whose time
 //  is up. Their replies go out with the pass's, after its commit.
@@ -1098,8 +1105,9 @@ s_watch_wake (broker_t *self, int64_t now_ms)
                 reply = pw_new ();
             api_write_watch (self, watcher->id, watcher->job, version,
                              changed, reply);
-            s_reply (self, watcher->envelope, pw_data (reply),
-                     pw_size (reply), NULL, watcher->id, false);
+            s_reply (self, watcher->socket, watcher->envelope,
+                     pw_data (reply), pw_size (reply), NULL, watcher->id,
+                     false);
             //  Detaching moves the cursor back, so the walk goes on
             zlistx_detach_cur (self->watchers);
             s_watcher_destroy (&watcher);
@@ -1892,14 +1900,15 @@ s_recall_reply (broker_t *self, const char *id, const void **reply_p,
     return 1;
 }
 
-//  Queues the reply DATA/SIZE to the client whose envelope is ENVELOPE,
-//  sent after the pass commits. REQUEST is the message it answers, ID its
-//  request id, WROTE whether handling it changed the store.
+//  Queues the reply DATA/SIZE to the client whose envelope is ENVELOPE
+//  on SOCKET, sent after the pass commits. REQUEST is the message it
+//  answers, ID its request id, WROTE whether handling it changed the store.
 static void
-s_reply (broker_t *self, zmsg_t *envelope, const void *data, size_t size,
-         zmsg_t *request, const char *id, bool wrote)
+s_reply (broker_t *self, zsock_t *socket, zmsg_t *envelope, const void *data,
+         size_t size, zmsg_t *request, const char *id, bool wrote)
 {
     s_pending_t *pending = (s_pending_t *) zmalloc (sizeof (s_pending_t));
+    pending->socket = socket;
     pending->reply = zmsg_dup (envelope);
     zmsg_addmem (pending->reply, data, size);
     pending->request = wrote ? zmsg_dup (request) : NULL;
@@ -1933,32 +1942,27 @@ s_client_envelope_refused (broker_t *self, zmsg_t *msg)
               "this message had %zu frames", frames);
     pw_t *reply = pw_new ();
     proto_reply_error (reply, "", PROTO_ERR_MALFORMED, why, NULL, 0);
-    s_reply (self, envelope, pw_data (reply), pw_size (reply), msg, "", false);
+    s_reply (self, self->client, envelope, pw_data (reply), pw_size (reply),
+             msg, "", false);
     pw_destroy (&reply);
     zmsg_destroy (&envelope);
     return true;
 }
 
+//  Handles one client request, whatever face it came through: BODY is its
+//  body frame, *ENVELOPE_P (taken) the frames its reply goes back with on
+//  SOCKET, CALLER who sent it, and MSG the whole message as it came (kept
+//  to run again should the pass's commit fail on a map that grows).
 static void
-s_on_client_message (broker_t *self, zmsg_t *msg)
+s_on_request (broker_t *self, zsock_t *socket, zmsg_t **envelope_p,
+              zframe_t *body, const auth_caller_t *caller, zmsg_t *msg)
 {
-    //  Everything before the last frame is the envelope (REQ adds an
-    //  empty delimiter; a DEALER may not).
-    zframe_t *body = zmsg_last (msg);
-    if (!body || zmsg_size (msg) < 2) {
-        self->counters.malformed++;
-        return;
-    }
-    if (s_client_envelope_refused (self, msg))
-        return;
+    zmsg_t *envelope = *envelope_p;
+    *envelope_p = NULL;
     //  What this request writes is told apart from what came before it
     broker_drain (self);
     size_t changes_before = store_txn_changes (self->txn);
     bool had_txn = self->txn != NULL;
-    zmsg_t *envelope = zmsg_dup (msg);
-    zframe_t *last = zmsg_last (envelope);
-    zmsg_remove (envelope, last);
-    zframe_destroy (&last);
     proto_request_t *request = NULL;
     const char *code = NULL;
     char *id = NULL;
@@ -1976,8 +1980,8 @@ s_on_client_message (broker_t *self, zmsg_t *msg)
         self->counters.malformed++;
         proto_reply_error (reply, id ? id : "", code, why, NULL, 0);
     }
-    else if (auth_client_handle (self, body, request, reply))
-        ;   //  Refused by role or allowlist, or a key.* request it served
+    else if (auth_client_handle (self, caller, request, reply))
+        ;   //  Refused by role or allowlist, or a key.* or token.* request
     else {
         bool mutation = s_is_mutation (request->type);
         //  A retry carries the same request: what it says is compared by
@@ -2022,6 +2026,7 @@ s_on_client_message (broker_t *self, zmsg_t *msg)
         //  job.watch: answered when the job changes (s_watch_wake)
         if (zlistx_size (self->watchers) < WATCHERS_MAX) {
             s_watcher_t *watcher = (s_watcher_t *) zmalloc (sizeof *watcher);
+            watcher->socket = socket;
             watcher->envelope = envelope;
             envelope = NULL;
             watcher->id = strdup (request->id);
@@ -2052,12 +2057,108 @@ s_on_client_message (broker_t *self, zmsg_t *msg)
                      && (store_txn_changes (self->txn)
                              > (had_txn ? changes_before : 0)
                          || store_txn_failed (self->txn)));
-    s_reply (self, envelope, answer, answer_size, msg,
+    s_reply (self, socket, envelope, answer, answer_size, msg,
              request ? request->id : id, wrote);
     pw_destroy (&reply);
     free (id);
     proto_request_destroy (&request);
     zmsg_destroy (&envelope);
+}
+
+//  A request on the client ROUTER: the routing id, at most one empty
+//  delimiter and the body, sent by the CURVE key of its body frame.
+static void
+s_on_client_message (broker_t *self, zmsg_t *msg)
+{
+    //  Everything before the last frame is the envelope (REQ adds an
+    //  empty delimiter; a DEALER may not).
+    zframe_t *body = zmsg_last (msg);
+    if (!body || zmsg_size (msg) < 2) {
+        self->counters.malformed++;
+        return;
+    }
+    if (s_client_envelope_refused (self, msg))
+        return;
+    zmsg_t *envelope = zmsg_dup (msg);
+    zframe_t *last = zmsg_last (envelope);
+    zmsg_remove (envelope, last);
+    zframe_destroy (&last);
+    auth_caller_t caller = { NULL, NULL, false, false };
+    if (!self->config.auth.insecure)
+        caller.key = zframe_meta (body, "User-Id");
+    s_on_request (self, self->client, &envelope, body, &caller, msg);
+}
+
+//  The HTTP face's probe (GET /healthz, /readyz): answered at once, from
+//  the reactor, with what readiness needs.
+static void
+s_http_probe (broker_t *self, zmsg_t **envelope_p)
+{
+    pw_t *probe = pw_new ();
+    bool failing = self->storage.code != 0;
+    pw_map (probe, 3 + (failing ? 1 : 0));
+    pw_str (probe, "maintenance");
+    pw_bool (probe, self->maintenance);
+    pw_str (probe, "storage");
+    pw_str (probe, !failing ? "ok"
+                   : self->storage.code == STORE_EFULL ? "full" : "error");
+    pw_str (probe, "uptime_ms");
+    pw_int (probe, broker_now_ms () - self->started_ms);
+    if (failing) {
+        pw_str (probe, "error");
+        pw_str (probe, self->storage.error);
+    }
+    zmsg_addmem (*envelope_p, pw_data (probe), pw_size (probe));
+    if (zmsg_send (envelope_p, self->http) != 0)
+        self->counters.send_failed++;
+    zmsg_destroy (envelope_p);
+    pw_destroy (&probe);
+}
+
+//  A request from the HTTP face's bridge (http.h): the routing id, the
+//  bridge's tag, the kind (HTTP_KIND_REQUEST or HTTP_KIND_PROBE), the
+//  bearer token ("" when none was sent) and the body. The reply goes
+//  back with the routing id and the tag.
+static void
+s_on_http_message (broker_t *self, zmsg_t *msg)
+{
+    if (zmsg_size (msg) != 5) {
+        self->counters.malformed++;
+        return;
+    }
+    zframe_t *routing = zmsg_first (msg);
+    zframe_t *tag = zmsg_next (msg);
+    zframe_t *kind = zmsg_next (msg);
+    zframe_t *token = zmsg_next (msg);
+    zframe_t *body = zmsg_next (msg);
+    zmsg_t *envelope = zmsg_new ();
+    zmsg_addmem (envelope, zframe_data (routing), zframe_size (routing));
+    zmsg_addmem (envelope, zframe_data (tag), zframe_size (tag));
+    if (zframe_streq (kind, HTTP_KIND_PROBE)) {
+        s_http_probe (self, &envelope);
+        return;
+    }
+    //  A token is 69 bytes: anything much longer is no token at all
+    char text [HTTP_MAX_TOKEN + 1];
+    size_t size = zframe_size (token);
+    if (size > HTTP_MAX_TOKEN)
+        size = 0;
+    memcpy (text, zframe_data (token), size);
+    text [size] = 0;
+    auth_caller_t caller = { NULL, size ? text : NULL, true,
+                             zframe_streq (kind, HTTP_KIND_PUBLIC) };
+    if (zframe_size (token) > HTTP_MAX_TOKEN)
+        caller.token = "-";
+    s_on_request (self, self->http, &envelope, body, &caller, msg);
+}
+
+static void
+s_on_face_message (broker_t *self, zsock_t *socket, zmsg_t *msg)
+{
+    if (socket == self->http)
+        s_on_http_message (self, msg);
+    else
+        s_on_client_message (self, msg);
 }
 
 static int
@@ -2068,7 +2169,7 @@ s_on_client (zloop_t *loop, zsock_t *socket, void *arg)
         zmsg_t *msg = zmsg_recv (socket);
         if (!msg)
             break;
-        s_on_client_message (self, msg);
+        s_on_face_message (self, socket, msg);
         zmsg_destroy (&msg);
         //  A transaction that failed (a full map) ends the pass here, so
         //  that the requests after it get a fresh one
@@ -2545,6 +2646,9 @@ s_reload (broker_t *self)
     }
     store_abort (&txn);
     zlistx_destroy (&ids);
+    //  Tokens, too, are what the store holds
+    if (self->auth)
+        token_store_reload (auth_tokens (self->auth), self->store);
     if (self->config.verbose)
         s_log ("store: %zu live job%s read back from the store", resumed,
                resumed == 1 ? "" : "s");
@@ -2679,8 +2783,32 @@ broker_new (const broker_config_t *config, char *err, size_t err_len)
         broker_destroy (&self);
         return NULL;
     }
+    if (self->config.http.listen) {
+        //  The HTTP face's requests come in by message, as a client's do
+        char bridge_ep [64];
+        snprintf (bridge_ep, sizeof bridge_ep, "inproc://grid-http-%p",
+                  (void *) self);
+        self->http = zsock_new (ZMQ_ROUTER);
+        zsock_set_sndhwm (self->http, 100000);
+        zsock_set_rcvhwm (self->http, 100000);
+        zsock_set_sndtimeo (self->http, 0);
+        zsock_set_rcvtimeo (self->http, 0);
+        if (zsock_bind (self->http, "%s", bridge_ep) != 0) {
+            snprintf (err, err_len, "cannot bind %s", bridge_ep);
+            broker_destroy (&self);
+            return NULL;
+        }
+        self->http_face = http_new (&self->config.http, bridge_ep, err,
+                                    err_len);
+        if (!self->http_face) {
+            broker_destroy (&self);
+            return NULL;
+        }
+    }
     self->loop = zloop_new ();
     zloop_reader (self->loop, self->client, s_on_client, self);
+    if (self->http)
+        zloop_reader (self->loop, self->http, s_on_client, self);
     zloop_reader (self->loop, self->agents, s_on_agents, self);
     auth_attach (self);
     zloop_timer (self->loop, (size_t) self->config.tick_ms, 0, s_on_tick, self);
@@ -2717,6 +2845,8 @@ broker_destroy (broker_t **self_p)
         s_pass_end (self);
     broker_reload_destroy (self);
     zloop_destroy (&self->loop);
+    http_destroy (&self->http_face);
+    zsock_destroy (&self->http);
     zsock_destroy (&self->client);
     zsock_destroy (&self->agents);
     zsock_destroy (&self->publish);

@@ -28,6 +28,7 @@
 #include "../proto/pw.h"
 #include "../store/store.h"
 #include "auth.h"
+#include "http.h"
 #include "metrics.h"
 #include "qstats.h"
 #include "registry.h"
@@ -59,6 +60,7 @@ typedef struct {
     relays_config_t relays;      //  Enrolled relays (relays.h)
     job_limit_t *limits;         //  Concurrency limits (`limits:`), fleet-wide and per node
     size_t limit_count;          //  How many
+    http_config_t http;          //  The HTTP face (`http:`), off by default
 } broker_config_t;
 
 //  The config file read when no --config is given and it exists
@@ -157,6 +159,8 @@ struct _broker_t {
     zsock_t *client;             //  Client API ROUTER
     zsock_t *agents;             //  Agent ROUTER
     zsock_t *publish;            //  Commands XPUB (subscriptions granted by auth)
+    zsock_t *http;               //  The HTTP face's bridge (inproc ROUTER), or NULL
+    http_t *http_face;           //  The HTTP server (http.h), or NULL
     auth_t *auth;                //  ZAP handler, key store, roles
     relays_t *relays;            //  Relays and the nodes behind them
     store_lock_t *lock;          //  The data dir's lock (one broker per dir)

@@ -64,6 +64,14 @@ static const char *s_usage =
     "                         only on a trusted, isolated network\n"
     "  keygen                 write a key pair (gridbroker keygen --help)\n"
     "\n"
+    "HTTP API (see docs/HTTP.md; off unless --http or http.listen):\n"
+    "  --http ADDR:PORT       serve the REST API, /metrics, /healthz and\n"
+    "                         /readyz there (127.0.0.1:7780, [::1]:7780)\n"
+    "  --http-cert FILE       TLS certificate (PEM); with --http-key: HTTPS\n"
+    "  --http-key FILE        TLS private key (PEM)\n"
+    "  --http-insecure        allow plain HTTP on a non-loopback address\n"
+    "                         (a trusted network only)\n"
+    "\n"
     "  --print-config         print the settings as they would be used, each\n"
     "                         with where it came from (flag, file, default)\n"
     "  --version              print the version\n"
@@ -125,7 +133,8 @@ enum {
     S_OPT_MAX_MAP_MB, S_OPT_VERBOSE, S_OPT_LOG_LEVEL, S_OPT_LOG_FORMAT,
     S_OPT_KEY, S_OPT_CLIENT_KEY, S_OPT_RELAY_KEY, S_OPT_AUTO_ACCEPT,
     S_OPT_ALLOW,
-    S_OPT_INSECURE, S_OPT_VERSION, S_OPT_PRINT_CONFIG, S_OPT_END
+    S_OPT_INSECURE, S_OPT_VERSION, S_OPT_PRINT_CONFIG, S_OPT_HTTP,
+    S_OPT_HTTP_CERT, S_OPT_HTTP_KEY, S_OPT_HTTP_INSECURE, S_OPT_END
 };
 
 static const struct option s_options [] = {
@@ -161,6 +170,10 @@ static const struct option s_options [] = {
     {"insecure", no_argument, NULL, S_OPT_INSECURE},
     {"version", no_argument, NULL, S_OPT_VERSION},
     {"print-config", no_argument, NULL, S_OPT_PRINT_CONFIG},
+    {"http", required_argument, NULL, S_OPT_HTTP},
+    {"http-cert", required_argument, NULL, S_OPT_HTTP_CERT},
+    {"http-key", required_argument, NULL, S_OPT_HTTP_KEY},
+    {"http-insecure", no_argument, NULL, S_OPT_HTTP_INSECURE},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0}
 };
@@ -183,6 +196,10 @@ s_apply (broker_config_t *config, int option, const char *flag,
         case S_OPT_VERBOSE: config->verbose = true; return 0;
         case S_OPT_INSECURE: config->auth.insecure = true; return 0;
         case S_OPT_AUTO_ACCEPT: config->auth.auto_accept = true; return 0;
+        case S_OPT_HTTP: s_set (&config->http.listen, value); return 0;
+        case S_OPT_HTTP_CERT: s_set (&config->http.cert, value); return 0;
+        case S_OPT_HTTP_KEY: s_set (&config->http.key, value); return 0;
+        case S_OPT_HTTP_INSECURE: config->http.insecure = true; return 0;
         case S_OPT_LOG_LEVEL:
         case S_OPT_LOG_FORMAT: {
             bool level = option == S_OPT_LOG_LEVEL;
@@ -430,6 +447,25 @@ s_print_config (const broker_config_t *config, const bool *given,
         snprintf (list + used, sizeof list - used, "%s}",
                   per_node ? "}" : "");
     conf_print_setting (o, "limits", list, false, NULL, false);
+    const http_config_t *http = &config->http;
+    conf_print_setting (o, "http.listen", http->listen ? http->listen : "null",
+                        http->listen != NULL, "--http", S_GIVEN (S_OPT_HTTP));
+    conf_print_setting (o, "http.insecure", http->insecure ? "true" : "false",
+                        false, "--http-insecure",
+                        S_GIVEN (S_OPT_HTTP_INSECURE));
+    conf_print_setting (o, "http.cert", http->cert ? http->cert : "null",
+                        http->cert != NULL, "--http-cert",
+                        S_GIVEN (S_OPT_HTTP_CERT));
+    conf_print_setting (o, "http.key", http->key ? http->key : "null",
+                        http->key != NULL, "--http-key",
+                        S_GIVEN (S_OPT_HTTP_KEY));
+    conf_print_setting (o, "http.metrics_public",
+                        http->metrics_public ? "true" : "false", false, NULL,
+                        false);
+    s_size_text ((size_t) http->max_body, size, sizeof size);
+    conf_print_setting (o, "http.max_body", size, true, NULL, false);
+    conf_print_duration (o, "http.idle_timeout", http->idle_timeout_ms, NULL,
+                         false);
 #undef S_GIVEN
     pv_doc_destroy (&doc);
 }
@@ -500,6 +536,11 @@ s_config_read (broker_config_t *config, int argc, char *argv [],
     }
     if (rc == 0 && config->heartbeat_ms < 10) {
         fprintf (stderr, "gridbroker: --heartbeat must be at least 10ms\n");
+        rc = 2;
+    }
+    char why [512];
+    if (rc == 0 && http_config_check (&config->http, why, sizeof why) != 0) {
+        fprintf (stderr, "gridbroker: %s\n", why);
         rc = 2;
     }
     if (rc == 0 && config->sched.lease_ms < JOB_MIN_LEASE_MS) {

@@ -1562,6 +1562,7 @@ static const s_request_field_t s_req_job_list [] = {
     { "status", PV_STR, false, 1, PROTO_MAX_TEXT },
     { "limit", PV_INT, false, 1, 10000 },
     { "schedule", PV_STR, false, 1, NAME_MAX_LEN },
+    { "before", PV_STR, false, 1, PROTO_MAX_TEXT },
 };
 static const s_request_field_t s_req_job_cancel [] = {
     S_REQ_JOB,
@@ -1630,6 +1631,14 @@ static const s_request_field_t s_req_schedule_add [] = {
     { "catch_up_window", PV_STR, false, 1, 64 },
 };
 
+static const s_request_field_t s_req_token_add [] = {
+    { "name", PV_STR, true, 1, NAME_MAX_LEN },
+    { "role", PV_STR, true, 1, 16 },
+};
+static const s_request_field_t s_req_token_revoke [] = {
+    { "name", PV_STR, true, 1, NAME_MAX_LEN },
+};
+
 #define S_REQUEST(type, fields) { type, fields, S_COUNT_OF (fields) }
 #define S_REQUEST_BARE(type) { type, NULL, 0 }
 
@@ -1672,6 +1681,9 @@ static const s_request_t s_requests [] = {
     S_REQUEST ("schedule.resume", s_req_schedule),
     S_REQUEST ("schedule.delete", s_req_schedule),
     S_REQUEST ("schedule.run", s_req_schedule),
+    S_REQUEST ("token.add", s_req_token_add),
+    S_REQUEST_BARE ("token.list"),
+    S_REQUEST ("token.revoke", s_req_token_revoke),
 };
 
 const char *

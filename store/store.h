@@ -64,6 +64,7 @@ typedef enum {
     STORE_DB_IDEMPOTENCY, //  idempotency key -> job id | spec digest
     STORE_DB_OUTPUTS,    //  job id | step | node | attempt | stream | offset -> bytes
     STORE_DB_SCHEDULES,  //  schedule name -> schedule record
+    STORE_DB_TOKENS,     //  HTTP token name -> {role, hash, created}
     STORE_DB_COUNT
 } store_db_t;
 

@@ -1,0 +1,69 @@
+/*  =========================================================================
+    token - bearer tokens for the HTTP face: each a name and a role, kept
+    in the store only as a SHA-256 hash
+
+    A token is "grid_" and 64 hex digits of 32 bytes from getrandom(2); it
+    is shown once, in the token.add reply, and never stored: the store
+    (STORE_DB_TOKENS) keeps name -> {role, hash, created}, and memory a
+    table hash -> token for the check of each HTTP request. Roles are the
+    client key roles (auth.h). last_used is kept in memory only (since the
+    broker started), so a read never writes the store.
+
+    token.add, token.list and token.revoke are admin requests; their
+    handlers write into the broker's pass transaction, like auth.c's key
+    requests, and the tables follow only what was committed: after a
+    failed commit the broker calls token_store_reload.
+
+    Threading: the broker's thread only.
+    =========================================================================
+*/
+#ifndef GRID_TOKEN_H
+#define GRID_TOKEN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../proto/proto.h"
+#include "../proto/pw.h"
+#include "../store/store.h"
+#include "auth.h"
+
+#define TOKEN_PREFIX "grid_"
+#define TOKEN_TEXT_LEN (5 + 64)      //  "grid_" and 64 hex digits
+#define TOKEN_MAX 1000               //  Tokens at most
+
+typedef struct _token_store_t token_store_t;
+typedef struct _broker_t broker_t;
+
+//  Reads the tokens of STORE into a new table. Returns NULL with a
+//  sentence in ERR when the store cannot be read.
+token_store_t *token_store_new (store_t *store, char *err, size_t err_len);
+
+//  Frees the table; NULL-safe, nulls *self_p.
+void token_store_destroy (token_store_t **self_p);
+
+//  Reads the table again from STORE (after a failed commit). Returns 0 or
+//  -1 (the table is unchanged).
+int token_store_reload (token_store_t *self, store_t *store);
+
+//  Checks TOKEN (the text an HTTP client sent, NUL-terminated) at WALL_MS:
+//  true with its role and name (*NAME_P borrowed until the next change)
+//  when it is a live token; false otherwise.
+bool token_check (token_store_t *self, const char *token, int64_t wall_ms,
+                  auth_role_t *role_p, const char **name_p);
+
+//  How many tokens there are.
+size_t token_count (const token_store_t *self);
+
+//  Serves token.add, token.list or token.revoke (REQUEST, already judged
+//  admin) into REPLY, writing through the broker's pass transaction.
+//  Returns false when REQUEST is none of them.
+bool token_handle (broker_t *broker, token_store_t *self,
+                   const proto_request_t *request, pw_t *reply);
+
+//  Writes the SHA-256 hash of TEXT (LEN bytes) into HASH (32 bytes).
+//  Returns 0, or -1 when the hash cannot be computed.
+int token_hash (const char *text, size_t len, uint8_t *hash);
+
+#endif

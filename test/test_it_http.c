@@ -1,0 +1,908 @@
+/*  =========================================================================
+    test_it_http - the broker's HTTP face through a real gridbroker and
+    gridagent, with curl as the client: tokens and roles, every route,
+    errors as JSON, bad and oversized bodies, the job event stream,
+    /healthz and /readyz, TLS, the OpenAPI description against the
+    routes, and hostile clients (one that never reads, one that sends
+    half a request and stalls) that must not slow anyone else down
+    =========================================================================
+*/
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include <arpa/inet.h>
+#include <czmq.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+
+#include "../broker/http.h"
+#include "../proto/proto.h"
+#include "lib/harness.h"
+
+#define S_WAIT_MS 20000
+
+typedef struct {
+    grid_t grid;                 //  Broker and agent
+    int port;                    //  The HTTP port
+    char base [64];              //  http://127.0.0.1:PORT
+    char admin [128];            //  Tokens of each role
+    char operator [128];
+    char viewer [128];
+} s_fixture_t;
+
+//  An HTTP answer.
+typedef struct {
+    int status;                  //  0 when curl failed
+    char *body;                  //  The body (owned)
+    char *headers;               //  The headers (owned)
+    json_t *json;                //  The body as JSON, or NULL
+} s_answer_t;
+
+static void
+s_answer_clear (s_answer_t *answer)
+{
+    free (answer->body);
+    free (answer->headers);
+    json_decref (answer->json);
+    memset (answer, 0, sizeof *answer);
+}
+
+//  A free TCP port on loopback.
+static int
+s_free_port (void)
+{
+    int fd = socket (AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in addr;
+    memset (&addr, 0, sizeof addr);
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl (INADDR_LOOPBACK);
+    socklen_t len = sizeof addr;
+    assert_int_equal (bind (fd, (struct sockaddr *) &addr, sizeof addr), 0);
+    assert_int_equal (getsockname (fd, (struct sockaddr *) &addr, &len), 0);
+    close (fd);
+    return ntohs (addr.sin_port);
+}
+
+//  Runs ARGV (argv [0] found in PATH) with stdout into OUT_PATH; returns
+//  its exit code, or -1 when it ran past TIMEOUT_MS (it is killed).
+static int
+s_exec (const char *const *argv, const char *out_path, int timeout_ms)
+{
+    pid_t pid = fork ();
+    if (pid == 0) {
+        prctl (PR_SET_PDEATHSIG, SIGKILL);
+        int out = open (out_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        dup2 (out, 1);
+        close (out);
+        int null_fd = open ("/dev/null", O_RDWR);
+        dup2 (null_fd, 0);
+        dup2 (null_fd, 2);
+        close (null_fd);
+        execvp (argv [0], (char *const *) argv);
+        _exit (127);
+    }
+    long long deadline = grid_now_ms () + timeout_ms;
+    int status = 0;
+    while (true) {
+        if (waitpid (pid, &status, WNOHANG) == pid)
+            return WIFEXITED (status) ? WEXITSTATUS (status) : -1;
+        if (grid_now_ms () > deadline) {
+            kill (pid, SIGKILL);
+            waitpid (pid, NULL, 0);
+            return -1;
+        }
+        zclock_sleep (5);
+    }
+}
+
+//  curl METHOD BASE+PATH with TOKEN (NULL: none) and BODY (NULL: none),
+//  and the extra curl arguments that follow (NULL-terminated).
+static void
+s_curl (const char *base, s_answer_t *answer, const char *token,
+        const char *method, const char *path, const char *body, ...)
+{
+    static int seq;
+    char dir [] = "/tmp/grid-http-XXXXXX";
+    assert_non_null (mkdtemp (dir));
+    char out [64], head [64], status [64], data [64], url [512], auth [300];
+    snprintf (out, sizeof out, "%s/body", dir);
+    snprintf (head, sizeof head, "%s/head", dir);
+    snprintf (status, sizeof status, "%s/status", dir);
+    snprintf (data, sizeof data, "%s/data", dir);
+    snprintf (url, sizeof url, "%s%s", base, path);
+    const char *argv [48] = {"curl", "-s", "-o", out, "-D", head, "-w",
+                             "%{http_code}", "-X", method, "--max-time",
+                             "20"};
+    size_t argc = 12;
+    if (token) {
+        snprintf (auth, sizeof auth, "Authorization: Bearer %s", token);
+        argv [argc++] = "-H";
+        argv [argc++] = auth;
+    }
+    if (body) {
+        FILE *file = fopen (data, "wb");
+        fwrite (body, 1, strlen (body), file);
+        fclose (file);
+        argv [argc++] = "-H";
+        argv [argc++] = "Content-Type: application/json";
+        argv [argc++] = "--data-binary";
+        static char at [80];
+        snprintf (at, sizeof at, "@%s", data);
+        argv [argc++] = at;
+    }
+    va_list args;
+    va_start (args, body);
+    const char *arg;
+    while ((arg = va_arg (args, const char *)) && argc < 46)
+        argv [argc++] = arg;
+    va_end (args);
+    argv [argc++] = url;
+    argv [argc] = NULL;
+    memset (answer, 0, sizeof *answer);
+    s_exec (argv, status, 25000);
+    char *code = grid_slurp (status);
+    answer->status = atoi (code);
+    free (code);
+    answer->body = grid_slurp (out);
+    answer->headers = grid_slurp (head);
+    answer->json = json_loads (answer->body, 0, NULL);
+    char command [200];
+    snprintf (command, sizeof command, "rm -rf %s", dir);
+    if (system (command) != 0)
+        fprintf (stderr, "cannot remove %s\n", dir);
+    seq++;
+}
+
+static const char *
+s_str (json_t *object, const char *key)
+{
+    return json_string_value (json_object_get (object, key));
+}
+
+//  The error code of an answer's JSON body, or "".
+static const char *
+s_code (const s_answer_t *answer)
+{
+    const char *code = s_str (answer->json, "code");
+    return code ? code : "";
+}
+
+//  Makes a token of ROLE over the ZeroMQ API into TOKEN.
+static void
+s_token (grid_t *grid, const char *name, const char *role, char *token,
+         size_t token_len)
+{
+    pv_doc_t *reply = grid_call (grid, "token.add", "name", name, "role", role,
+                                 NULL);
+    const pv_t *data = NULL;
+    assert_true (grid_reply_ok (reply, &data));
+    char *text = pv_strdup (pv_map_get (data, "token"));
+    assert_non_null (text);
+    assert_int_equal (strncmp (text, "grid_", 5), 0);
+    snprintf (token, token_len, "%s", text);
+    free (text);
+    pv_doc_destroy (&reply);
+}
+
+//  A status counter of section dropped.
+static int64_t
+s_dropped (grid_t *grid, const char *key)
+{
+    pv_doc_t *reply = grid_call (grid, "status", NULL);
+    const pv_t *data = NULL;
+    assert_true (grid_reply_ok (reply, &data));
+    int64_t value = -1;
+    assert_int_equal (pv_get_int (pv_map_get (pv_map_get (data, "dropped"),
+                                              key),
+                                  &value),
+                      0);
+    pv_doc_destroy (&reply);
+    return value;
+}
+
+static int
+s_setup (void **state)
+{
+    s_fixture_t *fixture = (s_fixture_t *) calloc (1, sizeof (s_fixture_t));
+    assert_int_equal (grid_init (&fixture->grid), 0);
+    fixture->port = s_free_port ();
+    snprintf (fixture->base, sizeof fixture->base, "http://127.0.0.1:%d",
+              fixture->port);
+    //  The http: section through a config file, flags for the rest
+    char config [400], text [300];
+    snprintf (config, sizeof config, "%s/broker.yaml", fixture->grid.dir);
+    snprintf (text, sizeof text,
+              "http:\n  listen: \"127.0.0.1:%d\"\n  max_body: 64KiB\n"
+              "  idle_timeout: 2s\n", fixture->port);
+    FILE *file = fopen (config, "w");
+    fputs (text, file);
+    fclose (file);
+    const char *extra [] = {"--config", config, NULL};
+    assert_int_equal (grid_start_broker (&fixture->grid, extra), 0);
+    assert_true (grid_start_agent (&fixture->grid, "w-01", "web", NULL, NULL)
+                 >= 0);
+    s_token (&fixture->grid, "root", "admin", fixture->admin,
+             sizeof fixture->admin);
+    s_token (&fixture->grid, "ops", "operator", fixture->operator,
+             sizeof fixture->operator);
+    s_token (&fixture->grid, "eyes", "viewer", fixture->viewer,
+             sizeof fixture->viewer);
+    *state = fixture;
+    return 0;
+}
+
+static int
+s_teardown (void **state)
+{
+    s_fixture_t *fixture = (s_fixture_t *) *state;
+    grid_stop (&fixture->grid);
+    free (fixture);
+    return 0;
+}
+
+//  ---------------------------------------------------------------------
+
+static void
+test_http_health_and_ready (void **state)
+{
+    s_fixture_t *f = (s_fixture_t *) *state;
+    s_answer_t answer;
+    s_curl (f->base, &answer, NULL, "GET", "/healthz", NULL, NULL);
+    assert_int_equal (answer.status, 200);
+    assert_string_equal (s_str (answer.json, "status"), "ok");
+    s_answer_clear (&answer);
+    s_curl (f->base, &answer, NULL, "GET", "/readyz", NULL, NULL);
+    assert_int_equal (answer.status, 200);
+    assert_string_equal (s_str (answer.json, "status"), "ready");
+    s_answer_clear (&answer);
+    //  Drained: not ready, and it says why
+    s_curl (f->base, &answer, f->admin, "POST", "/api/v1/broker/drain", NULL,
+            NULL);
+    assert_int_equal (answer.status, 200);
+    s_answer_clear (&answer);
+    s_curl (f->base, &answer, NULL, "GET", "/readyz", NULL, NULL);
+    assert_int_equal (answer.status, 503);
+    assert_string_equal (s_str (answer.json, "status"), "not_ready");
+    assert_non_null (strstr (answer.body, "maintenance"));
+    s_answer_clear (&answer);
+    //  A submit now: 503 maintenance
+    s_curl (f->base, &answer, f->operator, "POST", "/api/v1/jobs",
+            "{\"target\": \"all\", \"tasks\": [{\"backend\": \"test\", "
+            "\"action\": \"echo\", \"params\": {\"msg\": \"hi\"}}]}",
+            NULL);
+    assert_int_equal (answer.status, 503);
+    assert_string_equal (s_code (&answer), "maintenance");
+    s_answer_clear (&answer);
+    s_curl (f->base, &answer, f->admin, "POST", "/api/v1/broker/resume",
+            NULL, NULL);
+    assert_int_equal (answer.status, 200);
+    assert_string_equal (s_str (answer.json, "state"), "serving");
+    s_answer_clear (&answer);
+    s_curl (f->base, &answer, NULL, "GET", "/readyz", NULL, NULL);
+    assert_int_equal (answer.status, 200);
+    s_answer_clear (&answer);
+}
+
+static void
+test_http_tokens_and_roles (void **state)
+{
+    s_fixture_t *f = (s_fixture_t *) *state;
+    s_answer_t answer;
+    int64_t refused = s_dropped (&f->grid, "http_unauthorized");
+    int64_t forbidden = s_dropped (&f->grid, "http_forbidden");
+    //  No token, another scheme, a wrong token: 401, counted
+    s_curl (f->base, &answer, NULL, "GET", "/api/v1/status", NULL, NULL);
+    assert_int_equal (answer.status, 401);
+    assert_string_equal (s_code (&answer), "unauthorized");
+    assert_non_null (strstr (answer.headers, "WWW-Authenticate: Bearer"));
+    assert_non_null (json_object_get (answer.json, "details"));
+    s_answer_clear (&answer);
+    s_curl (f->base, &answer, NULL, "GET", "/api/v1/status", NULL, "-H",
+            "Authorization: Basic dXNlcjpwYXNz", NULL);
+    assert_int_equal (answer.status, 401);
+    s_answer_clear (&answer);
+    s_curl (f->base, &answer, "grid_0000000000000000000000000000000000000000"
+            "000000000000000000000000", "GET", "/api/v1/status", NULL, NULL);
+    assert_int_equal (answer.status, 401);
+    s_answer_clear (&answer);
+    assert_int_equal (s_dropped (&f->grid, "http_unauthorized"), refused + 3);
+    //  A viewer reads, and may not drain or make tokens: 403, counted
+    s_curl (f->base, &answer, f->viewer, "GET", "/api/v1/status", NULL, NULL);
+    assert_int_equal (answer.status, 200);
+    assert_non_null (json_object_get (answer.json, "nodes"));
+    s_answer_clear (&answer);
+    s_curl (f->base, &answer, f->viewer, "POST", "/api/v1/nodes/w-01/drain",
+            NULL, NULL);
+    assert_int_equal (answer.status, 403);
+    assert_string_equal (s_code (&answer), "forbidden");
+    s_answer_clear (&answer);
+    s_curl (f->base, &answer, f->operator, "POST", "/api/v1/tokens",
+            "{\"name\": \"x\", \"role\": \"admin\"}", NULL);
+    assert_int_equal (answer.status, 403);
+    s_answer_clear (&answer);
+    assert_int_equal (s_dropped (&f->grid, "http_forbidden"), forbidden + 2);
+    //  An admin makes, lists and revokes tokens; only a hash is kept
+    s_curl (f->base, &answer, f->admin, "POST", "/api/v1/tokens",
+            "{\"name\": \"temp\", \"role\": \"viewer\"}", NULL);
+    assert_int_equal (answer.status, 201);
+    assert_string_equal (s_str (answer.json, "role"), "viewer");
+    char temp [128];
+    snprintf (temp, sizeof temp, "%s", s_str (answer.json, "token"));
+    s_answer_clear (&answer);
+    s_curl (f->base, &answer, f->admin, "POST", "/api/v1/tokens",
+            "{\"name\": \"temp\", \"role\": \"viewer\"}", NULL);
+    assert_int_equal (answer.status, 409);
+    assert_string_equal (s_code (&answer), "conflict");
+    s_answer_clear (&answer);
+    s_curl (f->base, &answer, f->admin, "POST", "/api/v1/tokens",
+            "{\"name\": \"bad\", \"role\": \"king\"}", NULL);
+    assert_int_equal (answer.status, 400);
+    s_answer_clear (&answer);
+    s_curl (f->base, &answer, temp, "GET", "/api/v1/nodes", NULL, NULL);
+    assert_int_equal (answer.status, 200);
+    s_answer_clear (&answer);
+    s_curl (f->base, &answer, f->admin, "GET", "/api/v1/tokens", NULL, NULL);
+    assert_int_equal (answer.status, 200);
+    assert_null (strstr (answer.body, temp));
+    assert_null (strstr (answer.body, "grid_"));
+    json_t *tokens = json_object_get (answer.json, "tokens");
+    bool listed = false;
+    for (size_t index = 0; index < json_array_size (tokens); index++) {
+        json_t *token = json_array_get (tokens, index);
+        if (strcmp (s_str (token, "name"), "temp") == 0) {
+            listed = true;
+            assert_non_null (s_str (token, "last_used"));
+            assert_non_null (s_str (token, "created"));
+        }
+    }
+    assert_true (listed);
+    s_answer_clear (&answer);
+    s_curl (f->base, &answer, f->admin, "DELETE", "/api/v1/tokens/temp", NULL,
+            NULL);
+    assert_int_equal (answer.status, 200);
+    assert_true (json_is_true (json_object_get (answer.json, "revoked")));
+    s_answer_clear (&answer);
+    s_curl (f->base, &answer, temp, "GET", "/api/v1/nodes", NULL, NULL);
+    assert_int_equal (answer.status, 401);
+    s_answer_clear (&answer);
+    s_curl (f->base, &answer, f->admin, "DELETE", "/api/v1/tokens/temp", NULL,
+            NULL);
+    assert_int_equal (answer.status, 404);
+    s_answer_clear (&answer);
+    //  The store holds no token text
+    char command [600];
+    snprintf (command, sizeof command, "grep -rq '%s' %s/broker-data", temp,
+              f->grid.dir);
+    assert_int_not_equal (system (command), 0);
+}
+
+static void
+test_http_jobs (void **state)
+{
+    s_fixture_t *f = (s_fixture_t *) *state;
+    s_answer_t answer;
+    const char *spec = "{\"target\": \"node:w-01\", \"tasks\": [{\"backend\": "
+                       "\"test\", \"action\": \"echo\", \"params\": "
+                       "{\"msg\": \"hello http\"}}]}";
+    s_curl (f->base, &answer, f->operator, "POST", "/api/v1/jobs", spec,
+            "-H", "X-Request-Id: http-submit-1", NULL);
+    assert_int_equal (answer.status, 201);
+    char job [64];
+    snprintf (job, sizeof job, "%s", s_str (answer.json, "job"));
+    s_answer_clear (&answer);
+    //  The same request again (a retry) makes no second job
+    s_curl (f->base, &answer, f->operator, "POST", "/api/v1/jobs", spec,
+            "-H", "X-Request-Id: http-submit-1", NULL);
+    assert_int_equal (answer.status, 201);
+    assert_string_equal (s_str (answer.json, "job"), job);
+    s_answer_clear (&answer);
+    //  Another request under that id: conflict
+    s_curl (f->base, &answer, f->operator, "POST", "/api/v1/jobs",
+            "{\"target\": \"all\", \"tasks\": [{\"backend\": \"test\", "
+            "\"action\": \"echo\", \"params\": {\"msg\": \"other\"}}]}",
+            "-H", "X-Request-Id: http-submit-1", NULL);
+    assert_int_equal (answer.status, 409);
+    assert_string_equal (s_code (&answer), "conflict");
+    s_answer_clear (&answer);
+    pv_doc_t *done = grid_wait_job (&f->grid, job, S_WAIT_MS);
+    pv_doc_destroy (&done);
+    char path [200];
+    snprintf (path, sizeof path, "/api/v1/jobs/%s", job);
+    s_curl (f->base, &answer, f->viewer, "GET", path, NULL, NULL);
+    assert_int_equal (answer.status, 200);
+    assert_string_equal (s_str (answer.json, "status"), "completed");
+    assert_string_equal (s_str (answer.json, "id"), job);
+    s_answer_clear (&answer);
+    snprintf (path, sizeof path, "/api/v1/jobs/%s/progress", job);
+    s_curl (f->base, &answer, f->viewer, "GET", path, NULL, NULL);
+    assert_int_equal (answer.status, 200);
+    assert_int_equal (json_integer_value (json_object_get (answer.json,
+                                                           "steps")), 1);
+    s_answer_clear (&answer);
+    snprintf (path, sizeof path, "/api/v1/jobs/%s/events?after=1", job);
+    s_curl (f->base, &answer, f->viewer, "GET", path, NULL, NULL);
+    assert_int_equal (answer.status, 200);
+    json_t *events = json_object_get (answer.json, "events");
+    assert_true (json_array_size (events) > 0);
+    assert_true (json_integer_value (json_object_get (
+                     json_array_get (events, 0), "seq")) > 1);
+    s_answer_clear (&answer);
+    snprintf (path, sizeof path, "/api/v1/jobs/%s/output?node=w-01&step=0",
+              job);
+    s_curl (f->base, &answer, f->viewer, "GET", path, NULL, NULL);
+    assert_int_equal (answer.status, 200);
+    //  Output bytes are binary: base64 in JSON ("hello http\n")
+    assert_string_equal (s_str (answer.json, "data"), "aGVsbG8gaHR0cAo=");
+    s_answer_clear (&answer);
+    //  Listing, paging with before
+    //  (a viewer may submit a job of query actions, such as test.echo)
+    s_curl (f->base, &answer, f->viewer, "POST", "/api/v1/jobs", spec, NULL);
+    assert_int_equal (answer.status, 201);
+    char newer [64];
+    snprintf (newer, sizeof newer, "%s", s_str (answer.json, "job"));
+    s_answer_clear (&answer);
+    s_curl (f->base, &answer, f->viewer, "GET", "/api/v1/jobs?limit=1", NULL,
+            NULL);
+    assert_int_equal (answer.status, 200);
+    json_t *jobs = json_object_get (answer.json, "jobs");
+    assert_int_equal (json_array_size (jobs), 1);
+    assert_string_equal (s_str (json_array_get (jobs, 0), "id"), newer);
+    s_answer_clear (&answer);
+    snprintf (path, sizeof path, "/api/v1/jobs?limit=1&before=%s", newer);
+    s_curl (f->base, &answer, f->viewer, "GET", path, NULL, NULL);
+    assert_int_equal (answer.status, 200);
+    jobs = json_object_get (answer.json, "jobs");
+    assert_int_equal (json_array_size (jobs), 1);
+    assert_string_equal (s_str (json_array_get (jobs, 0), "id"), job);
+    s_answer_clear (&answer);
+    //  Cancel a finished job: conflict; delete it; then it is gone
+    snprintf (path, sizeof path, "/api/v1/jobs/%s/cancel", job);
+    s_curl (f->base, &answer, f->operator, "POST", path,
+            "{\"reason\": \"test\"}", NULL);
+    assert_int_equal (answer.status, 409);
+    s_answer_clear (&answer);
+    snprintf (path, sizeof path, "/api/v1/jobs/%s", job);
+    s_curl (f->base, &answer, f->operator, "DELETE", path, NULL, NULL);
+    assert_int_equal (answer.status, 200);
+    assert_true (json_is_true (json_object_get (answer.json, "deleted")));
+    s_answer_clear (&answer);
+    s_curl (f->base, &answer, f->viewer, "GET", path, NULL, NULL);
+    assert_int_equal (answer.status, 404);
+    assert_string_equal (s_code (&answer), "not_found");
+    s_answer_clear (&answer);
+    //  Nodes
+    s_curl (f->base, &answer, f->viewer, "GET", "/api/v1/nodes/w-01", NULL,
+            NULL);
+    assert_int_equal (answer.status, 200);
+    assert_string_equal (s_str (answer.json, "id"), "w-01");
+    s_answer_clear (&answer);
+    s_curl (f->base, &answer, f->admin, "POST", "/api/v1/nodes/w-01/drain",
+            NULL, NULL);
+    assert_int_equal (answer.status, 200);
+    assert_true (json_is_true (json_object_get (answer.json, "drained")));
+    s_answer_clear (&answer);
+    s_curl (f->base, &answer, f->admin, "POST", "/api/v1/nodes/w-01/resume",
+            NULL, NULL);
+    assert_int_equal (answer.status, 200);
+    assert_true (json_is_false (json_object_get (answer.json, "drained")));
+    s_answer_clear (&answer);
+    s_curl (f->base, &answer, f->viewer, "GET", "/api/v1/nodes/nobody", NULL,
+            NULL);
+    assert_int_equal (answer.status, 404);
+    s_answer_clear (&answer);
+}
+
+static void
+test_http_bad_requests (void **state)
+{
+    s_fixture_t *f = (s_fixture_t *) *state;
+    s_answer_t answer;
+    //  Bad JSON: malformed, with where
+    s_curl (f->base, &answer, f->operator, "POST", "/api/v1/jobs",
+            "{\"target\": \"all\",\n \"tasks\": [}", NULL);
+    assert_int_equal (answer.status, 400);
+    assert_string_equal (s_code (&answer), "malformed");
+    json_t *position = json_object_get (answer.json, "position");
+    assert_int_equal (json_integer_value (json_object_get (position, "line")),
+                      2);
+    s_answer_clear (&answer);
+    s_curl (f->base, &answer, f->operator, "POST", "/api/v1/jobs", "[1, 2]",
+            NULL);
+    assert_int_equal (answer.status, 400);
+    assert_string_equal (s_code (&answer), "bad_request");
+    s_answer_clear (&answer);
+    s_curl (f->base, &answer, f->operator, "POST", "/api/v1/jobs",
+            "{\"a\": 1, \"a\": 2}", NULL);
+    assert_int_equal (answer.status, 400);
+    s_answer_clear (&answer);
+    //  A job that fails validation: invalid_job with details
+    s_curl (f->base, &answer, f->operator, "POST", "/api/v1/jobs",
+            "{\"target\": \"all\", \"tasks\": [], \"strategy\": \"yolo\"}",
+            NULL);
+    assert_int_equal (answer.status, 400);
+    assert_string_equal (s_code (&answer), "invalid_job");
+    assert_true (json_array_size (json_object_get (answer.json, "details"))
+                 > 0);
+    s_answer_clear (&answer);
+    //  Unknown field (the wire's check), reserved field, no body
+    s_curl (f->base, &answer, f->operator, "POST", "/api/v1/jobs/j-x/cancel",
+            "{\"why\": \"x\"}", NULL);
+    assert_int_equal (answer.status, 400);
+    assert_string_equal (s_code (&answer), "bad_request");
+    s_answer_clear (&answer);
+    s_curl (f->base, &answer, f->operator, "POST", "/api/v1/jobs/j-x/cancel",
+            "{\"type\": \"job.delete\"}", NULL);
+    assert_int_equal (answer.status, 400);
+    s_answer_clear (&answer);
+    s_curl (f->base, &answer, f->operator, "POST", "/api/v1/jobs", NULL, NULL);
+    assert_int_equal (answer.status, 400);
+    s_answer_clear (&answer);
+    //  Query parameters: unknown, not a number
+    s_curl (f->base, &answer, f->viewer, "GET", "/api/v1/jobs?colour=red",
+            NULL, NULL);
+    assert_int_equal (answer.status, 400);
+    assert_non_null (strstr (s_str (answer.json, "message"), "colour"));
+    s_answer_clear (&answer);
+    s_curl (f->base, &answer, f->viewer, "GET", "/api/v1/jobs?limit=ten",
+            NULL, NULL);
+    assert_int_equal (answer.status, 400);
+    s_answer_clear (&answer);
+    s_curl (f->base, &answer, f->viewer, "GET", "/api/v1/jobs?limit=0", NULL,
+            NULL);
+    assert_int_equal (answer.status, 400);
+    s_answer_clear (&answer);
+    //  Unknown routes and methods
+    s_curl (f->base, &answer, f->viewer, "GET", "/api/v1/frobnicate", NULL,
+            NULL);
+    assert_int_equal (answer.status, 404);
+    assert_string_equal (s_code (&answer), "not_found");
+    s_answer_clear (&answer);
+    s_curl (f->base, &answer, f->viewer, "PATCH", "/api/v1/jobs", NULL, NULL);
+    assert_int_equal (answer.status, 405);
+    assert_non_null (strstr (answer.headers, "Allow: "));
+    s_answer_clear (&answer);
+    //  Outside the API: the dashboard's files, else 404 as JSON
+    s_curl (f->base, &answer, NULL, "GET", "/", NULL, NULL);
+    assert_int_equal (answer.status, 200);
+    assert_non_null (strstr (answer.headers, "text/html"));
+    s_answer_clear (&answer);
+    s_curl (f->base, &answer, NULL, "GET", "/no-such-file.txt", NULL, NULL);
+    assert_int_equal (answer.status, 404);
+    assert_string_equal (s_code (&answer), "not_found");
+    s_answer_clear (&answer);
+    //  Bodies past max_body (64 KiB here): 413, declared or streamed
+    size_t size = 100 * 1024;
+    char *big = (char *) malloc (size + 1);
+    memset (big, ' ', size);
+    big [0] = '{';
+    big [size - 1] = '}';
+    big [size] = 0;
+    s_curl (f->base, &answer, f->operator, "POST", "/api/v1/jobs", big, NULL);
+    assert_int_equal (answer.status, 413);
+    assert_string_equal (s_code (&answer), "payload_too_large");
+    s_answer_clear (&answer);
+    s_curl (f->base, &answer, f->operator, "POST", "/api/v1/jobs", big, "-H",
+            "Transfer-Encoding: chunked", NULL);
+    assert_int_equal (answer.status, 413);
+    s_answer_clear (&answer);
+    free (big);
+    //  And the broker is well
+    s_curl (f->base, &answer, f->viewer, "GET", "/api/v1/status", NULL, NULL);
+    assert_int_equal (answer.status, 200);
+    s_answer_clear (&answer);
+}
+
+//  Every route answers with its own handler: no route is unwired, and
+//  the OpenAPI description lists exactly the routes there are.
+static void
+test_http_routes_and_openapi (void **state)
+{
+    s_fixture_t *f = (s_fixture_t *) *state;
+    s_answer_t answer;
+    s_curl (f->base, &answer, NULL, "GET", "/api/v1/openapi.json", NULL,
+            NULL);
+    assert_int_equal (answer.status, 200);
+    char path [600];
+    snprintf (path, sizeof path, "%s/docs/openapi.json",
+              getenv ("GRID_SRC") ? getenv ("GRID_SRC") : ".");
+    json_t *kept = json_load_file (path, 0, NULL);
+    assert_non_null (kept);
+    assert_non_null (answer.json);
+    assert_true (json_equal (kept, answer.json));
+    s_answer_clear (&answer);
+    json_t *paths = json_object_get (kept, "paths");
+    size_t documented = 0;
+    const char *key;
+    json_t *item;
+    json_object_foreach (paths, key, item)
+        documented += json_object_size (item);
+    const char *method, *route;
+    size_t count = 0;
+    for (size_t index = 0; http_route_at (index, &method, &route); index++) {
+        count++;
+        char lower [16];
+        size_t len = strlen (method);
+        for (size_t at = 0; at <= len; at++)
+            lower [at] = (char) tolower ((unsigned char) method [at]);
+        json_t *ops = json_object_get (paths, route);
+        if (!ops || !json_object_get (ops, lower))
+            fail_msg ("route %s %s is not in docs/openapi.json", method,
+                      route);
+        //  And it is served: a request gets an answer of the API, never
+        //  "no route" or "method not allowed"
+        char url [300];
+        snprintf (url, sizeof url, "%s", route);
+        char *brace = strchr (route, '{');
+        if (brace)
+            snprintf (url + (brace - route), sizeof url - (size_t) (brace - route),
+                      "none-such%s", strchr (brace, '}') + 1);
+        const char *body = strcmp (method, "POST") == 0 ? "{}" : NULL;
+        if (strstr (route, "/stream"))
+            continue;    //  test_http_stream
+        s_curl (f->base, &answer, f->admin, method, url, body, NULL);
+        assert_true (answer.status >= 200);
+        bool unrouted = (answer.status == 404
+                         && strstr (answer.body, "no route"))
+                        || answer.status == 405;
+        if (unrouted)
+            fail_msg ("%s %s is not routed: %s", method, url, answer.body);
+        s_answer_clear (&answer);
+    }
+    assert_int_equal (count, documented);
+    json_decref (kept);
+}
+
+//  GET /api/v1/jobs/{id}/stream: progress and events until the end.
+static void
+test_http_stream (void **state)
+{
+    s_fixture_t *f = (s_fixture_t *) *state;
+    s_answer_t answer;
+    s_curl (f->base, &answer, f->operator, "POST", "/api/v1/jobs",
+            "{\"target\": \"node:w-01\", \"tasks\": [{\"backend\": \"test\", "
+            "\"action\": \"sleep\", \"params\": {\"seconds\": 2}}, "
+            "{\"backend\": \"test\", \"action\": \"echo\", \"params\": "
+            "{\"msg\": \"second\"}}]}", NULL);
+    assert_int_equal (answer.status, 201);
+    char job [64];
+    snprintf (job, sizeof job, "%s", s_str (answer.json, "job"));
+    s_answer_clear (&answer);
+    char path [200];
+    snprintf (path, sizeof path, "/api/v1/jobs/%s/stream", job);
+    long long started = grid_now_ms ();
+    s_curl (f->base, &answer, f->viewer, "GET", path, NULL, "-N", NULL);
+    assert_int_equal (answer.status, 200);
+    assert_true (grid_now_ms () - started >= 1000);   //  It followed the job
+    assert_non_null (strstr (answer.headers, "text/event-stream"));
+    assert_non_null (strstr (answer.body, "event: progress\ndata: {"));
+    assert_non_null (strstr (answer.body, "event: event\ndata: {"));
+    assert_non_null (strstr (answer.body, "\"event\":\"submitted\""));
+    assert_non_null (strstr (answer.body, "\"status\":\"completed\""));
+    const char *end = strstr (answer.body, "event: end\n");
+    assert_non_null (end);
+    assert_non_null (strstr (end, "\"status\":\"completed\""));
+    assert_null (strstr (end + 1, "event: "));    //  The end is last
+    //  Event ids are the seqs, in order
+    assert_non_null (strstr (answer.body, "id: 1\nevent: event"));
+    s_answer_clear (&answer);
+    //  Resuming after a seq gives only the later events
+    snprintf (path, sizeof path, "/api/v1/jobs/%s/stream?after=3", job);
+    s_curl (f->base, &answer, f->viewer, "GET", path, NULL, "-N", NULL);
+    assert_int_equal (answer.status, 200);
+    assert_null (strstr (answer.body, "id: 1\n"));
+    assert_null (strstr (answer.body, "id: 3\n"));
+    assert_non_null (strstr (answer.body, "id: 4\n"));
+    s_answer_clear (&answer);
+    //  No such job, no token: plain JSON errors
+    s_curl (f->base, &answer, f->viewer, "GET",
+            "/api/v1/jobs/j-000000000000-0000/stream", NULL, NULL);
+    assert_int_equal (answer.status, 404);
+    assert_string_equal (s_code (&answer), "not_found");
+    s_answer_clear (&answer);
+    s_curl (f->base, &answer, NULL, "GET", path, NULL, NULL);
+    assert_int_equal (answer.status, 401);
+    s_answer_clear (&answer);
+}
+
+static void
+test_http_metrics (void **state)
+{
+    s_fixture_t *f = (s_fixture_t *) *state;
+    s_answer_t answer;
+    //  What the reactor answers to metrics.get, as text
+    pv_doc_t *reply = grid_call (&f->grid, "metrics.get", NULL);
+    const pv_t *data = NULL;
+    bool served = grid_reply_ok (reply, &data);
+    s_curl (f->base, &answer, NULL, "GET", "/metrics", NULL, NULL);
+    if (served)
+        assert_int_equal (answer.status, 401);
+    s_answer_clear (&answer);
+    s_curl (f->base, &answer, f->viewer, "GET", "/metrics", NULL, NULL);
+    if (served) {
+        assert_int_equal (answer.status, 200);
+        assert_non_null (strstr (answer.headers, "text/plain"));
+        assert_non_null (strstr (answer.body, "# TYPE "));
+    }
+    else {
+        char *code = grid_reply_code (reply);
+        assert_non_null (code);
+        assert_string_equal (s_code (&answer), code);
+        free (code);
+    }
+    pv_doc_destroy (&reply);
+    s_answer_clear (&answer);
+}
+
+//  Connects a raw TCP socket to the face.
+static int
+s_connect (int port)
+{
+    int fd = socket (AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in addr;
+    memset (&addr, 0, sizeof addr);
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons ((uint16_t) port);
+    addr.sin_addr.s_addr = htonl (INADDR_LOOPBACK);
+    assert_int_equal (connect (fd, (struct sockaddr *) &addr, sizeof addr), 0);
+    return fd;
+}
+
+//  True when the server closes FD within TIMEOUT_MS (reads till EOF).
+static bool
+s_closed_within (int fd, int timeout_ms)
+{
+    long long deadline = grid_now_ms () + timeout_ms;
+    char buffer [65536];
+    while (grid_now_ms () < deadline) {
+        struct pollfd item = {fd, POLLIN, 0};
+        if (poll (&item, 1, 100) > 0) {
+            ssize_t got = recv (fd, buffer, sizeof buffer, 0);
+            if (got <= 0)
+                return true;
+        }
+    }
+    return false;
+}
+
+//  A client that never reads its answers and one that sends half a
+//  request: everyone else is answered at once, and both are closed after
+//  the idle timeout (2 s here).
+static void
+test_http_hostile_clients (void **state)
+{
+    s_fixture_t *f = (s_fixture_t *) *state;
+    //  Never reads: asks for the 60 KB OpenAPI text again and again
+    int greedy = s_connect (f->port);
+    int size = 4096;
+    setsockopt (greedy, SOL_SOCKET, SO_RCVBUF, &size, sizeof size);
+    const char *ask = "GET /api/v1/openapi.json HTTP/1.1\r\nHost: x\r\n\r\n";
+    fcntl (greedy, F_SETFL, O_NONBLOCK);
+    for (int count = 0; count < 200; count++)
+        if (send (greedy, ask, strlen (ask), MSG_NOSIGNAL) < 0)
+            break;
+    //  Half a request, then nothing
+    int half = s_connect (f->port);
+    const char *part = "POST /api/v1/jobs HTTP/1.1\r\nHost: x\r\n"
+                       "Content-Length: 500\r\n\r\n{\"target\":";
+    assert_true (send (half, part, strlen (part), MSG_NOSIGNAL) > 0);
+    int stalled = s_connect (f->port);
+    assert_true (send (stalled, "GET /api/v1/st", 14, MSG_NOSIGNAL) > 0);
+    //  Everyone else is served
+    for (int count = 0; count < 5; count++) {
+        s_answer_t answer;
+        long long started = grid_now_ms ();
+        s_curl (f->base, &answer, f->viewer, "GET", "/api/v1/status", NULL,
+                NULL);
+        assert_int_equal (answer.status, 200);
+        assert_true (grid_now_ms () - started < 5000);
+        s_answer_clear (&answer);
+    }
+    pv_doc_t *reply = grid_call (&f->grid, "status", NULL);
+    assert_true (grid_reply_ok (reply, NULL));
+    pv_doc_destroy (&reply);
+    //  The stalled ones are let go
+    assert_true (s_closed_within (half, 10000));
+    assert_true (s_closed_within (stalled, 10000));
+    close (half);
+    close (stalled);
+    close (greedy);
+    s_answer_t answer;
+    s_curl (f->base, &answer, NULL, "GET", "/healthz", NULL, NULL);
+    assert_int_equal (answer.status, 200);
+    s_answer_clear (&answer);
+}
+
+//  HTTPS with a self-signed certificate; plain HTTP beyond loopback is
+//  refused at start.
+static void
+test_http_tls (void **state)
+{
+    grid_t grid;
+    assert_int_equal (grid_init (&grid), 0);
+    char cert [400], key [400], out [400];
+    snprintf (cert, sizeof cert, "%s/cert.pem", grid.dir);
+    snprintf (key, sizeof key, "%s/key.pem", grid.dir);
+    snprintf (out, sizeof out, "%s/openssl.out", grid.dir);
+    const char *openssl [] = {"openssl", "req", "-x509", "-newkey", "rsa:2048",
+                              "-nodes", "-keyout", key, "-out", cert,
+                              "-days", "1", "-subj", "/CN=localhost",
+                              "-addext", "subjectAltName=DNS:localhost,"
+                              "IP:127.0.0.1", NULL};
+    assert_int_equal (s_exec (openssl, out, 60000), 0);
+    int port = s_free_port ();
+    char listen [64];
+    snprintf (listen, sizeof listen, "127.0.0.1:%d", port);
+    const char *extra [] = {"--http", listen, "--http-cert", cert,
+                            "--http-key", key, NULL};
+    assert_int_equal (grid_start_broker (&grid, extra), 0);
+    char base [64];
+    snprintf (base, sizeof base, "https://localhost:%d", port);
+    s_answer_t answer;
+    s_curl (base, &answer, NULL, "GET", "/healthz", NULL, "--cacert", cert,
+            NULL);
+    assert_int_equal (answer.status, 200);
+    s_answer_clear (&answer);
+    char token [128];
+    s_token (&grid, "tls", "viewer", token, sizeof token);
+    s_curl (base, &answer, token, "GET", "/api/v1/status", NULL, "--cacert",
+            cert, NULL);
+    assert_int_equal (answer.status, 200);
+    s_answer_clear (&answer);
+    //  Without trusting the certificate, or in plain text: nothing
+    s_curl (base, &answer, NULL, "GET", "/healthz", NULL, NULL);
+    assert_int_equal (answer.status, 0);
+    s_answer_clear (&answer);
+    snprintf (base, sizeof base, "http://127.0.0.1:%d", port);
+    s_curl (base, &answer, NULL, "GET", "/healthz", NULL, NULL);
+    assert_int_not_equal (answer.status, 200);
+    s_answer_clear (&answer);
+    grid_stop_broker (&grid, false);
+    //  Plain HTTP on every interface: refused, unless --http-insecure
+    char *err = NULL;
+    int rc = grid_run (&grid, "gridbroker", NULL, &err, 10000, "--config",
+                       "none", "--insecure", "--http", "0.0.0.0:1",
+                       "--print-config", NULL);
+    assert_int_equal (rc, 2);
+    assert_non_null (strstr (err, "--http-insecure"));
+    free (err);
+    char *text = NULL;
+    rc = grid_run (&grid, "gridbroker", &text, NULL, 10000, "--config",
+                   "none", "--insecure", "--http", "0.0.0.0:1",
+                   "--http-insecure", "--print-config", NULL);
+    assert_int_equal (rc, 0);
+    assert_true (grid_line_with (text, "http.listen:", "0.0.0.0:1",
+                                 "# flag --http", NULL));
+    assert_true (grid_line_with (text, "http.insecure: true",
+                                 "# flag --http-insecure", NULL));
+    free (text);
+    rc = grid_run (&grid, "gridbroker", NULL, &err, 10000, "--config", "none",
+                   "--insecure", "--http", "127.0.0.1:1", "--http-cert",
+                   cert, "--print-config", NULL);
+    assert_int_equal (rc, 2);
+    free (err);
+    grid_stop (&grid);
+}
+
+int
+main (void)
+{
+    const struct CMUnitTest tests [] = {
+        cmocka_unit_test (test_http_health_and_ready),
+        cmocka_unit_test (test_http_tokens_and_roles),
+        cmocka_unit_test (test_http_jobs),
+        cmocka_unit_test (test_http_bad_requests),
+        cmocka_unit_test (test_http_routes_and_openapi),
+        cmocka_unit_test (test_http_stream),
+        cmocka_unit_test (test_http_metrics),
+        cmocka_unit_test (test_http_hostile_clients),
+        cmocka_unit_test (test_http_tls),
+    };
+    return cmocka_run_group_tests (tests, s_setup, s_teardown);
+}
