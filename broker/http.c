@@ -496,6 +496,7 @@ struct _s_server_t {
     bool stopping;               //  $TERM came
     int idle_timeout_s;          //  Connection timeout
     int64_t watch_ms;            //  A stream's heartbeat
+    int64_t next_expire_ms;      //  Overdue replies are looked for then
 };
 
 static void
@@ -1665,7 +1666,11 @@ s_actor (zsock_t *pipe, void *args)
         }
         if (items [1].revents & ZMQ_POLLIN)
             s_on_bridge (self);
-        s_expire (self, zclock_mono ());
+        int64_t now_ms = zclock_mono ();
+        if (now_ms >= self->next_expire_ms) {
+            s_expire (self, now_ms);
+            self->next_expire_ms = now_ms + 100;
+        }
         MHD_run (self->daemon);
     }
     s_server_destroy (&self);

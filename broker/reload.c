@@ -79,6 +79,15 @@ s_restart_only (const broker_config_t *running, const broker_config_t *fresh,
     }
     if (relays_differ)
         names [count++] = "relays";
+    const http_config_t *http = &running->http, *next = &fresh->http;
+    if (s_text_differs (http->listen, next->listen)
+    ||  s_text_differs (http->cert, next->cert)
+    ||  s_text_differs (http->key, next->key)
+    ||  http->insecure != next->insecure
+    ||  http->metrics_public != next->metrics_public
+    ||  http->max_body != next->max_body
+    ||  http->idle_timeout_ms != next->idle_timeout_ms)
+        names [count++] = "http";
     text [0] = 0;
     size_t used = 0;
     for (size_t index = 0; index < count && used < text_len; index++)

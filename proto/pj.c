@@ -69,62 +69,12 @@ pj_write (pw_t *writer, const json_t *value, char *why, size_t why_len)
     return s_write (writer, value, 1, why, why_len);
 }
 
-//  The length of the valid UTF-8 sequence at TEXT (LEN bytes left), or 0.
-static size_t
-s_utf8_length (const unsigned char *text, size_t len)
-{
-    unsigned char first = text [0];
-    size_t need;
-    uint32_t least;
-    if (first < 0x80)
-        return first ? 1 : 0;
-    else if ((first & 0xE0) == 0xC0) { need = 2; least = 0x80; }
-    else if ((first & 0xF0) == 0xE0) { need = 3; least = 0x800; }
-    else if ((first & 0xF8) == 0xF0) { need = 4; least = 0x10000; }
-    else
-        return 0;
-    if (len < need)
-        return 0;
-    uint32_t code = first & (0x7F >> need);
-    for (size_t index = 1; index < need; index++) {
-        if ((text [index] & 0xC0) != 0x80)
-            return 0;
-        code = (code << 6) | (text [index] & 0x3F);
-    }
-    if (code < least || code > 0x10FFFF || (code >= 0xD800 && code <= 0xDFFF))
-        return 0;
-    return need;
-}
-
-//  A JSON string of TEXT (LEN bytes): bad bytes and NULs become U+FFFD.
+//  A JSON string of TEXT (LEN bytes). A decoded pv string is UTF-8 text
+//  without NUL (pv refuses anything else), which jansson takes as it is.
 static json_t *
 s_string (const char *text, size_t len)
 {
     json_t *string = json_stringn (text, len);
-    if (string)
-        return string;
-    char *clean = (char *) malloc (len * 3 + 1);
-    if (!clean)
-        return json_null ();
-    size_t used = 0;
-    const unsigned char *at = (const unsigned char *) text;
-    size_t left = len;
-    while (left) {
-        size_t size = s_utf8_length (at, left);
-        if (size) {
-            memcpy (clean + used, at, size);
-            used += size;
-        }
-        else {
-            memcpy (clean + used, "\xEF\xBF\xBD", 3);
-            used += 3;
-            size = 1;
-        }
-        at += size;
-        left -= size;
-    }
-    string = json_stringn (clean, used);
-    free (clean);
     return string ? string : json_null ();
 }
 

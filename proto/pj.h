@@ -5,8 +5,7 @@
     through a pw_t writer and comes in as a decoded pv_t. A JSON object
     becomes a msgpack map with its keys in the order they were written,
     an integer an int, a real a float; a msgpack binary becomes a base64
-    string, and a string that is not UTF-8 keeps its valid bytes with each
-    bad byte as U+FFFD. The request that comes out is then checked by the
+    string. The request that comes out is then checked by the
     wire codec exactly as one that came over ZeroMQ.
 
     Threading: no state; any thread.
