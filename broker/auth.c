@@ -393,6 +393,7 @@ static const s_need_t s_needs [] = {
     {"schedule.resume", AUTH_ROLE_OPERATOR},
     {"schedule.delete", AUTH_ROLE_OPERATOR},
     {"schedule.run", AUTH_ROLE_OPERATOR},
+    {"whoami", AUTH_ROLE_VIEWER},
 };
 
 auth_role_t
@@ -1749,6 +1750,22 @@ auth_client_handle (broker_t *broker, const auth_caller_t *caller,
     if (streq (request->type, "job.submit")
         && s_submit_refused (broker, request, role, reply))
         return true;
+    if (streq (request->type, "whoami")) {
+        pw_reset (reply);
+        proto_reply_ok_begin (reply, request->id);
+        pw_map (reply, 3);
+        pw_str (reply, "name");
+        if (strcmp (name, "this client") != 0)
+            pw_str (reply, name);
+        else
+            pw_nil (reply);
+        pw_str (reply, "role");
+        pw_str (reply, auth_role_name (role));
+        pw_str (reply, "via");
+        pw_str (reply, caller->http ? "token"
+                       : self->config->insecure ? "insecure" : "key");
+        return true;
+    }
     if (streq (request->type, "key.list"))
         s_key_list (broker, request, reply);
     else

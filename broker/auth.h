@@ -261,7 +261,7 @@ bool auth_is_client (const auth_t *self, const char *key);
 
 //  Judges a client request sent by CALLER against the caller's role (a
 //  CURVE key's from the config; an HTTP token's from the token store) and
-//  the allowlist, and serves the key.* and token.* requests. Returns true
+//  the allowlist, and serves the key.*, token.* and whoami requests. Returns true
 //  when it wrote the whole reply into REPLY (a refusal, or a key or token
 //  request served); false when the request goes on to the API.
 bool auth_client_handle (broker_t *broker, const auth_caller_t *caller,

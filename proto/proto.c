@@ -1683,6 +1683,7 @@ static const s_request_t s_requests [] = {
     S_REQUEST ("schedule.run", s_req_schedule),
     S_REQUEST ("token.add", s_req_token_add),
     S_REQUEST_BARE ("token.list"),
+    S_REQUEST_BARE ("whoami"),
     S_REQUEST ("token.revoke", s_req_token_revoke),
 };
 

@@ -313,6 +313,13 @@ test_http_tokens_and_roles (void **state)
     assert_int_equal (answer.status, 401);
     s_answer_clear (&answer);
     assert_int_equal (s_dropped (&f->grid, "http_unauthorized"), refused + 3);
+    //  Who a token is
+    s_curl (f->base, &answer, f->operator, "GET", "/api/v1/whoami", NULL, NULL);
+    assert_int_equal (answer.status, 200);
+    assert_string_equal (s_str (answer.json, "name"), "ops");
+    assert_string_equal (s_str (answer.json, "role"), "operator");
+    assert_string_equal (s_str (answer.json, "via"), "token");
+    s_answer_clear (&answer);
     //  A viewer reads, and may not drain or make tokens: 403, counted
     s_curl (f->base, &answer, f->viewer, "GET", "/api/v1/status", NULL, NULL);
     assert_int_equal (answer.status, 200);
@@ -890,6 +897,153 @@ test_http_tls (void **state)
     grid_stop (&grid);
 }
 
+//  Threads of process PID (/proc), or -1.
+static int
+s_threads (pid_t pid)
+{
+    char path [64];
+    snprintf (path, sizeof path, "/proc/%d/status", (int) pid);
+    char *text = grid_slurp (path);
+    const char *line = strstr (text, "Threads:");
+    int threads = line ? atoi (line + 8) : -1;
+    free (text);
+    return threads;
+}
+
+#define S_STREAMS 200
+
+//  Many streams at once cost no thread each: each is answered to its end
+//  while the broker's thread count stays as it was.
+static void
+test_http_many_streams (void **state)
+{
+    s_fixture_t *f = (s_fixture_t *) *state;
+    s_answer_t answer;
+    s_curl (f->base, &answer, f->operator, "POST", "/api/v1/jobs",
+            "{\"target\": \"node:w-01\", \"tasks\": [{\"backend\": \"test\", "
+            "\"action\": \"sleep\", \"params\": {\"seconds\": 3}}]}", NULL);
+    assert_int_equal (answer.status, 201);
+    char job [64];
+    snprintf (job, sizeof job, "%s", s_str (answer.json, "job"));
+    s_answer_clear (&answer);
+    int threads = s_threads (f->grid.broker_pid);
+    assert_true (threads > 0);
+    char request [512];
+    snprintf (request, sizeof request,
+              "GET /api/v1/jobs/%s/stream HTTP/1.1\r\nHost: x\r\n"
+              "Authorization: Bearer %s\r\n\r\n", job, f->viewer);
+    static int fds [S_STREAMS];
+    static char *got [S_STREAMS];
+    static size_t got_size [S_STREAMS];
+    static bool ended [S_STREAMS];
+    for (int index = 0; index < S_STREAMS; index++) {
+        fds [index] = s_connect (f->port);
+        assert_true (send (fds [index], request, strlen (request),
+                           MSG_NOSIGNAL) > 0);
+        got [index] = (char *) calloc (1, 1);
+        got_size [index] = 0;
+        ended [index] = false;
+    }
+    int open_streams = S_STREAMS;
+    int most_threads = threads;
+    long long deadline = grid_now_ms () + 30000;
+    while (open_streams > 0 && grid_now_ms () < deadline) {
+        struct pollfd items [S_STREAMS];
+        for (int index = 0; index < S_STREAMS; index++) {
+            items [index].fd = ended [index] ? -1 : fds [index];
+            items [index].events = POLLIN;
+            items [index].revents = 0;
+        }
+        poll (items, S_STREAMS, 200);
+        for (int index = 0; index < S_STREAMS; index++) {
+            if (!(items [index].revents & (POLLIN | POLLHUP)))
+                continue;
+            char buffer [8192];
+            ssize_t size = recv (fds [index], buffer, sizeof buffer, 0);
+            if (size > 0) {
+                got [index] = (char *) realloc (got [index],
+                                                got_size [index] + size + 1);
+                memcpy (got [index] + got_size [index], buffer, size);
+                got_size [index] += size;
+                got [index][got_size [index]] = 0;
+            }
+            if (size <= 0 || strstr (got [index], "event: end")) {
+                ended [index] = true;
+                open_streams--;
+            }
+        }
+        int now = s_threads (f->grid.broker_pid);
+        if (now > most_threads)
+            most_threads = now;
+    }
+    int complete = 0;
+    for (int index = 0; index < S_STREAMS; index++) {
+        if (strstr (got [index], "200 OK")
+            && strstr (got [index], "event: progress")
+            && strstr (got [index], "event: end"))
+            complete++;
+        close (fds [index]);
+        free (got [index]);
+    }
+    assert_int_equal (complete, S_STREAMS);
+    assert_int_equal (most_threads, threads);
+}
+
+//  A broker stopped with streams open and requests waiting stops cleanly.
+static void
+test_http_stop_with_open_streams (void **state)
+{
+    s_fixture_t *f = (s_fixture_t *) *state;
+    s_answer_t answer;
+    s_curl (f->base, &answer, f->operator, "POST", "/api/v1/jobs",
+            "{\"target\": \"node:w-01\", \"tasks\": [{\"backend\": \"test\", "
+            "\"action\": \"sleep\", \"params\": {\"seconds\": 30}}]}", NULL);
+    assert_int_equal (answer.status, 201);
+    char job [64];
+    snprintf (job, sizeof job, "%s", s_str (answer.json, "job"));
+    s_answer_clear (&answer);
+    char request [512];
+    snprintf (request, sizeof request,
+              "GET /api/v1/jobs/%s/stream HTTP/1.1\r\nHost: x\r\n"
+              "Authorization: Bearer %s\r\n\r\n", job, f->viewer);
+    int streams [5];
+    for (int index = 0; index < 5; index++) {
+        streams [index] = s_connect (f->port);
+        assert_true (send (streams [index], request, strlen (request),
+                           MSG_NOSIGNAL) > 0);
+    }
+    snprintf (request, sizeof request,
+              "GET /api/v1/jobs/%s/watch?timeout_ms=60000&after=1 HTTP/1.1\r\n"
+              "Host: x\r\nAuthorization: Bearer %s\r\n\r\n", job, f->viewer);
+    int watcher = s_connect (f->port);
+    assert_true (send (watcher, request, strlen (request), MSG_NOSIGNAL) > 0);
+    //  Every stream has begun
+    for (int index = 0; index < 5; index++) {
+        char buffer [4096];
+        struct pollfd item = {streams [index], POLLIN, 0};
+        assert_true (poll (&item, 1, 10000) > 0);
+        assert_true (recv (streams [index], buffer, sizeof buffer, 0) > 0);
+    }
+    pid_t pid = f->grid.broker_pid;
+    kill (pid, SIGTERM);
+    long long deadline = grid_now_ms () + 15000;
+    int status = -1;
+    while (grid_now_ms () < deadline)
+        if (waitpid (pid, &status, WNOHANG) == pid)
+            break;
+        else
+            zclock_sleep (20);
+    assert_true (WIFEXITED (status));
+    assert_int_equal (WEXITSTATUS (status), 0);
+    f->grid.broker_pid = 0;
+    for (int index = 0; index < 5; index++) {
+        assert_true (s_closed_within (streams [index], 5000));
+        close (streams [index]);
+    }
+    assert_true (s_closed_within (watcher, 5000));
+    close (watcher);
+}
+
 int
 main (void)
 {
@@ -902,7 +1056,9 @@ main (void)
         cmocka_unit_test (test_http_stream),
         cmocka_unit_test (test_http_metrics),
         cmocka_unit_test (test_http_hostile_clients),
+        cmocka_unit_test (test_http_many_streams),
         cmocka_unit_test (test_http_tls),
+        cmocka_unit_test (test_http_stop_with_open_streams),
     };
     return cmocka_run_group_tests (tests, s_setup, s_teardown);
 }
