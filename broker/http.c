@@ -483,6 +483,9 @@ typedef struct {
     size_t answer_size;          //  Its bytes
     const char *content_type;    //  Its type
     char allow [64];             //  405: the methods the path takes
+    const char *etag;            //  A dashboard file's ETag (static), or NULL
+    const char *method;          //  The request's method and path (MHD's,
+    const char *url;             //  valid until the request is over)
     s_stream_t *stream;          //  A stream's state, or NULL
 } s_call_t;
 
@@ -1329,7 +1332,14 @@ s_dispatch (s_server_t *self, s_call_t *call, const char *url,
         const char *type = NULL;
         if (strncmp (url, "/api/", 5) != 0 && !strcmp (as, "GET")
             && s_webfile_find (url, &data, &size, &type) == 0) {
-            s_answer_text (call, 200, type, data, size);
+            //  The set's ETag: a browser that has it gets 304
+            call->etag = webfiles_etag ();
+            const char *match = MHD_lookup_connection_value (
+                call->connection, MHD_HEADER_KIND, "If-None-Match");
+            if (match && call->etag && strcmp (match, call->etag) == 0)
+                s_answer_text (call, 304, type, "", 0);
+            else
+                s_answer_text (call, 200, type, data, size);
             return;
         }
         s_answer_error (call, 404, PROTO_ERR_NOT_FOUND, "no route %s %s "
@@ -1420,7 +1430,12 @@ s_queue (s_call_t *call)
         MHD_add_response_header (response, "Content-Type",
                                  call->content_type ? call->content_type
                                                     : "application/json");
-        MHD_add_response_header (response, "Cache-Control", "no-store");
+        //  Dashboard files are checked (ETag) before each use; API
+        //  answers are never kept
+        MHD_add_response_header (response, "Cache-Control",
+                                 call->etag ? "no-cache" : "no-store");
+        if (call->etag)
+            MHD_add_response_header (response, "ETag", call->etag);
         if (call->status == 401)
             MHD_add_response_header (response, "WWW-Authenticate",
                                      "Bearer realm=\"grid\"");
@@ -1432,6 +1447,9 @@ s_queue (s_call_t *call)
             MHD_add_response_header (response, "Connection", "close");
     }
     MHD_add_response_header (response, "X-Content-Type-Options", "nosniff");
+    if (log_enabled (LOG_LEVEL_DEBUG))
+        log_write (LOG_LEVEL_DEBUG, NULL, "http: %s %s: %d", call->method,
+                   call->url, call->status);
     enum MHD_Result rc = MHD_queue_response (call->connection,
                                              (unsigned int) call->status,
                                              response);
@@ -1452,6 +1470,8 @@ s_access (void *cls, struct MHD_Connection *connection, const char *url,
         call->connection = connection;
         call->refs = 1;
         call->stage = S_READING;
+        call->method = method;
+        call->url = url;
         *con_cls = call;
         //  A body declared too large is refused before it is read
         const char *length = MHD_lookup_connection_value (

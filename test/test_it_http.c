@@ -579,6 +579,15 @@ test_http_bad_requests (void **state)
     s_curl (f->base, &answer, NULL, "GET", "/", NULL, NULL);
     assert_int_equal (answer.status, 200);
     assert_non_null (strstr (answer.headers, "text/html"));
+    //  A browser that has the files is told they did not change
+    const char *etag = strstr (answer.headers, "ETag: ");
+    assert_non_null (etag);
+    char match [128];
+    snprintf (match, sizeof match, "If-None-Match: %.*s", (int) strcspn (
+                  etag + 6, "\r\n"), etag + 6);
+    s_answer_clear (&answer);
+    s_curl (f->base, &answer, NULL, "GET", "/", NULL, "-H", match, NULL);
+    assert_int_equal (answer.status, 304);
     s_answer_clear (&answer);
     s_curl (f->base, &answer, NULL, "GET", "/no-such-file.txt", NULL, NULL);
     assert_int_equal (answer.status, 404);
