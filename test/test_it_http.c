@@ -390,6 +390,46 @@ test_http_tokens_and_roles (void **state)
     assert_int_not_equal (system (command), 0);
 }
 
+//  As the README has it: gridcli token add, curl with the token, gridcli
+//  token revoke.
+static void
+test_http_gridcli_tokens (void **state)
+{
+    s_fixture_t *f = (s_fixture_t *) *state;
+    char *out = NULL, *err = NULL;
+    int rc = grid_cli (&f->grid, &out, &err, S_WAIT_MS, "token", "add",
+                       "from-cli", "--role", "viewer", NULL);
+    assert_int_equal (rc, 0);
+    const char *at = strstr (out, "grid_");
+    assert_non_null (at);
+    char token [128];
+    snprintf (token, sizeof token, "%.*s", (int) strspn (at,
+              "grid_0123456789abcdef"), at);
+    assert_int_equal (strlen (token), 69);
+    free (out);
+    free (err);
+    s_answer_t answer;
+    s_curl (f->base, &answer, token, "GET", "/api/v1/whoami", NULL, NULL);
+    assert_int_equal (answer.status, 200);
+    assert_string_equal (s_str (answer.json, "name"), "from-cli");
+    assert_string_equal (s_str (answer.json, "role"), "viewer");
+    s_answer_clear (&answer);
+    rc = grid_cli (&f->grid, &out, &err, S_WAIT_MS, "token", "list", NULL);
+    assert_int_equal (rc, 0);
+    assert_true (grid_line_with (out, "from-cli", "viewer", NULL));
+    assert_null (strstr (out, token));
+    free (out);
+    free (err);
+    rc = grid_cli (&f->grid, &out, &err, S_WAIT_MS, "token", "revoke",
+                   "from-cli", NULL);
+    assert_int_equal (rc, 0);
+    free (out);
+    free (err);
+    s_curl (f->base, &answer, token, "GET", "/api/v1/whoami", NULL, NULL);
+    assert_int_equal (answer.status, 401);
+    s_answer_clear (&answer);
+}
+
 static void
 test_http_jobs (void **state)
 {
@@ -1059,6 +1099,7 @@ main (void)
     const struct CMUnitTest tests [] = {
         cmocka_unit_test (test_http_health_and_ready),
         cmocka_unit_test (test_http_tokens_and_roles),
+        cmocka_unit_test (test_http_gridcli_tokens),
         cmocka_unit_test (test_http_jobs),
         cmocka_unit_test (test_http_bad_requests),
         cmocka_unit_test (test_http_routes_and_openapi),
