@@ -21,6 +21,7 @@
 */
 #include <arpa/inet.h>
 #include <czmq.h>
+#include <gnutls/gnutls.h>
 #include <jansson.h>
 #include <microhttpd.h>
 #include <netdb.h>
@@ -1642,10 +1643,8 @@ s_server_new (s_start_t *start, zsock_t *pipe, char *err, size_t err_len)
         MHD_OPTION_ARRAY, start->cert_pem ? tls : tls + 2,
         MHD_OPTION_END);
     if (!self->daemon) {
-        snprintf (err, err_len, "http: cannot serve %s: %s%s",
-                  self->config.listen, strerror (errno),
-                  start->cert_pem ? " (or the certificate and key do not "
-                                    "load)" : "");
+        snprintf (err, err_len, "http: cannot serve %s: %s",
+                  self->config.listen, strerror (errno));
         s_server_destroy (&self);
         return NULL;
     }
@@ -1724,6 +1723,32 @@ s_read_file (const char *path, const char *what, char *err, size_t err_len)
     return text;
 }
 
+//  Checks that CERT_PEM and KEY_PEM load as a pair. Returns 0, or -1 with
+//  GnuTLS's reason in ERR.
+static int
+s_check_pair (const char *cert_pem, const char *key_pem, char *err,
+              size_t err_len)
+{
+    gnutls_certificate_credentials_t credentials;
+    if (gnutls_certificate_allocate_credentials (&credentials) < 0) {
+        snprintf (err, err_len, "http: cannot check the certificate");
+        return -1;
+    }
+    gnutls_datum_t cert = {(unsigned char *) cert_pem,
+                           (unsigned int) strlen (cert_pem)};
+    gnutls_datum_t key = {(unsigned char *) key_pem,
+                          (unsigned int) strlen (key_pem)};
+    int rc = gnutls_certificate_set_x509_key_mem (credentials, &cert, &key,
+                                                  GNUTLS_X509_FMT_PEM);
+    gnutls_certificate_free_credentials (credentials);
+    if (rc < 0) {
+        snprintf (err, err_len, "http: the certificate and key do not load "
+                  "as a pair (PEM): %s", gnutls_strerror (rc));
+        return -1;
+    }
+    return 0;
+}
+
 http_t *
 http_new (const http_config_t *config, const char *bridge_ep, char *err,
           size_t err_len)
@@ -1738,7 +1763,12 @@ http_new (const http_config_t *config, const char *bridge_ep, char *err,
         && (!(start.cert_pem = s_read_file (config->cert, "certificate", err,
                                             err_len))
             || !(start.key_pem = s_read_file (config->key, "key", err,
-                                              err_len)))) {
+                                              err_len))
+            || s_check_pair (start.cert_pem, start.key_pem, err, err_len)
+                   != 0)) {
+        if (start.key_pem)
+            explicit_bzero (start.key_pem, strlen (start.key_pem));
+        free (start.key_pem);
         free (start.cert_pem);
         return NULL;
     }

@@ -943,6 +943,21 @@ test_http_tls (void **state)
                    cert, "--print-config", NULL);
     assert_int_equal (rc, 2);
     free (err);
+    //  A key that is no key for the certificate: a clear refusal at start
+    char data [400], endpoint [3][420];
+    snprintf (data, sizeof data, "%s/other-data", grid.dir);
+    const char *names [3] = {"c", "a", "p"};
+    for (int index = 0; index < 3; index++)
+        snprintf (endpoint [index], sizeof endpoint [index], "ipc://%s/o%s",
+                  grid.dir, names [index]);
+    rc = grid_run (&grid, "gridbroker", NULL, &err, 20000, "--config", "none",
+                   "--insecure", "--data-dir", data, "--client", endpoint [0],
+                   "--agents", endpoint [1], "--publish", endpoint [2],
+                   "--http", listen, "--http-cert", cert, "--http-key", cert,
+                   NULL);
+    assert_int_equal (rc, 1);
+    assert_non_null (strstr (err, "do not load as a pair"));
+    free (err);
     grid_stop (&grid);
 }
 
