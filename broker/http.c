@@ -314,6 +314,8 @@ static const s_route_t s_routes [] = {
            S_BODY_FIELDS, NULL, 200),
     S_API ("GET", "/api/v1/queue/stats", "queue.stats", NULL, NULL,
            S_BODY_NONE, NULL, 200),
+    S_API ("GET", "/api/v1/relays", "relay.list", NULL, NULL, S_BODY_NONE,
+           NULL, 200),
     S_API ("GET", "/api/v1/dlq", "dlq.list", NULL, "job:s,limit:i",
            S_BODY_NONE, NULL, 200),
     S_API ("POST", "/api/v1/dlq/retry", "dlq.retry", NULL, NULL,
