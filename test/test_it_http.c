@@ -850,6 +850,23 @@ test_http_hostile_clients (void **state)
     assert_true (send (half, part, strlen (part), MSG_NOSIGNAL) > 0);
     int stalled = s_connect (f->port);
     assert_true (send (stalled, "GET /api/v1/st", 14, MSG_NOSIGNAL) > 0);
+    //  Headers far past what a request needs: refused, nothing else hurt
+    int bloated = s_connect (f->port);
+    const char *start = "GET /api/v1/status HTTP/1.1\r\nHost: x\r\nX-Pad: ";
+    assert_true (send (bloated, start, strlen (start), MSG_NOSIGNAL) > 0);
+    char pad [4096];
+    memset (pad, 'a', sizeof pad);
+    for (int count = 0; count < 32; count++)
+        if (send (bloated, pad, sizeof pad, MSG_NOSIGNAL) < 0)
+            break;
+    send (bloated, "\r\n\r\n", 4, MSG_NOSIGNAL);
+    char head [256] = "";
+    struct pollfd item = {bloated, POLLIN, 0};
+    if (poll (&item, 1, 10000) > 0)
+        recv (bloated, head, sizeof head - 1, 0);
+    assert_true (strncmp (head, "HTTP/1.1 431", 12) == 0 || head [0] == 0);
+    assert_true (s_closed_within (bloated, 10000));
+    close (bloated);
     //  Everyone else is served
     for (int count = 0; count < 5; count++) {
         s_answer_t answer;
