@@ -181,6 +181,80 @@ test_cli_relays (void **state)
     assert_true (gone);
 }
 
+//  gridcli token add, list, revoke: the token is shown once, never listed,
+//  and refused once revoked; only an admin manages tokens
+static void
+test_cli_tokens (void **state)
+{
+    char *out = NULL, *err = NULL;
+    int rc = grid_cli (&s_grid, &out, &err, S_CLI_MS, "token", "add", "ci",
+                       "--role", "operator", NULL);
+    if (rc != 0)
+        fprintf (stderr, "err: %s\n", err);
+    assert_int_equal (rc, 0);
+    assert_non_null (strstr (out, "token ci added (role operator"));
+    assert_non_null (strstr (out, "cannot show it again"));
+    //  The token is the indented line after the first blank one
+    const char *line = strstr (out, "\n\n  ");
+    assert_non_null (line);
+    char token [256];
+    assert_int_equal (sscanf (line + 4, "%255s", token), 1);
+    assert_true (strlen (token) >= 20);
+    free (out);
+    free (err);
+
+    //  Listed by name and role, never by value
+    rc = grid_cli (&s_grid, &out, &err, S_CLI_MS, "token", "list", NULL);
+    assert_int_equal (rc, 0);
+    assert_true (grid_line_with (out, "NAME", "ROLE", "CREATED", "LAST-USED",
+                                 NULL));
+    assert_true (grid_line_with (out, "ci", "operator", NULL));
+    assert_null (strstr (out, token));
+    free (out);
+    free (err);
+    rc = grid_cli (&s_grid, &out, &err, S_CLI_MS, "--output", "json", "token",
+                   "list", NULL);
+    assert_int_equal (rc, 0);
+    assert_null (strstr (out, token));
+    free (out);
+    free (err);
+
+    //  The name is taken
+    rc = grid_cli (&s_grid, &out, &err, S_CLI_MS, "token", "add", "ci",
+                   "--role", "viewer", NULL);
+    assert_int_equal (rc, 4);
+    assert_non_null (strstr (err, "conflict"));
+    free (out);
+    free (err);
+
+    //  A viewer may not manage tokens
+    rc = grid_cli_as (&s_grid, s_viewer, &out, &err, S_CLI_MS, "token",
+                      "list", NULL);
+    assert_int_equal (rc, 4);
+    assert_non_null (strstr (err, "forbidden"));
+    free (out);
+    free (err);
+
+    //  Revoked: gone from the list; a second revoke finds nothing
+    rc = grid_cli (&s_grid, &out, &err, S_CLI_MS, "token", "revoke", "ci",
+                   NULL);
+    assert_int_equal (rc, 0);
+    assert_string_equal (out, "token ci revoked\n");
+    free (out);
+    free (err);
+    rc = grid_cli (&s_grid, &out, &err, S_CLI_MS, "token", "list", NULL);
+    assert_int_equal (rc, 0);
+    assert_false (grid_line_with (out, "ci", "operator", NULL));
+    free (out);
+    free (err);
+    rc = grid_cli (&s_grid, &out, &err, S_CLI_MS, "token", "revoke", "ci",
+                   NULL);
+    assert_int_equal (rc, 4);
+    assert_non_null (strstr (err, "not_found"));
+    free (out);
+    free (err);
+}
+
 int
 main (void)
 {
@@ -188,6 +262,7 @@ main (void)
         cmocka_unit_test (test_cli_job_run_controls),
         cmocka_unit_test (test_cli_metrics),
         cmocka_unit_test (test_cli_relays),
+        cmocka_unit_test (test_cli_tokens),
     };
     return cmocka_run_group_tests (tests, s_setup, s_teardown);
 }
