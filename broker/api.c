@@ -1184,7 +1184,7 @@ s_status (api_call_t *call)
     size_t online = registry_online_count (self->registry);
     pw_reset (reply);
     proto_reply_ok_begin (reply, call->request->id);
-    pw_map (reply, 8);
+    pw_map (reply, 8 + (self->http_face ? 1 : 0));
     pw_str (reply, "version");
     pw_str (reply, GRID_VERSION);
     pw_str (reply, "state");
@@ -1219,6 +1219,28 @@ s_status (api_call_t *call)
     pw_int (reply, (int64_t) self->counters.output_refused);
     auth_write_counters (self->auth, reply);
     s_write_store (self, reply);
+    if (self->http_face) {
+        http_stats_t http;
+        http_stats (self->http_face, &http);
+        pw_str (reply, "http");
+        pw_map (reply, 8);
+        pw_str (reply, "listen");
+        pw_str (reply, self->config.http.listen);
+        pw_str (reply, "requests");
+        pw_int (reply, (int64_t) http.requests);
+        pw_str (reply, "client_errors");
+        pw_int (reply, (int64_t) http.client_errors);
+        pw_str (reply, "server_errors");
+        pw_int (reply, (int64_t) http.server_errors);
+        pw_str (reply, "too_large");
+        pw_int (reply, (int64_t) http.too_large);
+        pw_str (reply, "late");
+        pw_int (reply, (int64_t) http.late);
+        pw_str (reply, "connections");
+        pw_int (reply, (int64_t) http.connections);
+        pw_str (reply, "streams");
+        pw_int (reply, (int64_t) http.streams);
+    }
 }
 
 //  ---------------------------------------------------------------------

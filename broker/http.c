@@ -494,6 +494,7 @@ typedef struct {
 
 struct _s_server_t {
     http_config_t config;        //  Copied configuration
+    http_stats_t *stats;         //  The face's figures (http_t's; atomic)
     struct MHD_Daemon *daemon;   //  The HTTP server
     zsock_t *pipe;               //  The actor's pipe
     zsock_t *bridge;             //  DEALER to the reactor
@@ -840,10 +841,19 @@ s_stream_read (void *cls, uint64_t pos, char *buf, size_t max)
     return 0;
 }
 
+//  Adds DELTA to a figure (read by the broker's thread).
+static void
+s_count (uint64_t *figure, int64_t delta)
+{
+    __atomic_add_fetch (figure, (uint64_t) delta, __ATOMIC_RELAXED);
+}
+
 static void
 s_stream_free (void *cls)
 {
-    s_call_unref ((s_call_t *) cls);
+    s_call_t *call = (s_call_t *) cls;
+    s_count (&call->server->stats->streams, -1);
+    s_call_unref (call);
 }
 
 //  ---------------------------------------------------------------------
@@ -983,6 +993,7 @@ s_expire (s_server_t *self, int64_t now_ms)
         return;
     for (s_call_t *call = (s_call_t *) zlistx_first (late); call;
          call = (s_call_t *) zlistx_next (late)) {
+        s_count (&self->stats->late, 1);
         zhashx_delete (self->awaited, call->tag);
         call->tag [0] = 0;
         if (call->connection) {
@@ -1420,6 +1431,7 @@ s_queue (s_call_t *call)
         if (!response)
             return MHD_NO;
         call->refs++;
+        s_count (&call->server->stats->streams, 1);
         MHD_add_response_header (response, "Content-Type",
                                  "text/event-stream");
         MHD_add_response_header (response, "Cache-Control", "no-cache");
@@ -1453,6 +1465,14 @@ s_queue (s_call_t *call)
     if (log_enabled (LOG_LEVEL_DEBUG))
         log_write (LOG_LEVEL_DEBUG, NULL, "http: %s %s: %d", call->method,
                    call->url, call->status);
+    http_stats_t *stats = call->server->stats;
+    s_count (&stats->requests, 1);
+    if (call->status >= 400 && call->status < 500)
+        s_count (&stats->client_errors, 1);
+    if (call->status >= 500)
+        s_count (&stats->server_errors, 1);
+    if (call->status == 413)
+        s_count (&stats->too_large, 1);
     enum MHD_Result rc = MHD_queue_response (call->connection,
                                              (unsigned int) call->status,
                                              response);
@@ -1546,6 +1566,15 @@ s_completed (void *cls, struct MHD_Connection *connection, void **con_cls,
 }
 
 static void
+s_connection (void *cls, struct MHD_Connection *connection,
+              void **socket_context, enum MHD_ConnectionNotificationCode toe)
+{
+    s_server_t *self = (s_server_t *) cls;
+    s_count (&self->stats->connections,
+             toe == MHD_CONNECTION_NOTIFY_STARTED ? 1 : -1);
+}
+
+static void
 s_mhd_log (void *cls, const char *format, va_list args)
 {
     char line [512];
@@ -1561,6 +1590,7 @@ s_mhd_log (void *cls, const char *format, va_list args)
 
 typedef struct {
     const http_config_t *config; //  Borrowed during the start
+    http_stats_t *stats;         //  The face's figures
     const char *bridge_ep;       //  The reactor's ROUTER
     char *cert_pem;              //  TLS certificate text, or NULL
     char *key_pem;               //  TLS key text, or NULL
@@ -1601,6 +1631,7 @@ s_server_new (s_start_t *start, zsock_t *pipe, char *err, size_t err_len)
 {
     s_server_t *self = (s_server_t *) zmalloc (sizeof (s_server_t));
     http_config_copy (&self->config, start->config);
+    self->stats = start->stats;
     self->pipe = pipe;
     self->awaited = zhashx_new ();
     self->idle_timeout_s = (int) ((self->config.idle_timeout_ms + 999) / 1000);
@@ -1640,6 +1671,7 @@ s_server_new (s_start_t *start, zsock_t *pipe, char *err, size_t err_len)
         MHD_OPTION_CONNECTION_LIMIT, (unsigned int) S_CONNECTIONS_MAX,
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int) self->idle_timeout_s,
         MHD_OPTION_NOTIFY_COMPLETED, s_completed, self,
+        MHD_OPTION_NOTIFY_CONNECTION, s_connection, self,
         MHD_OPTION_EXTERNAL_LOGGER, s_mhd_log, self,
         MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned int) 0,
         MHD_OPTION_ARRAY, start->cert_pem ? tls : tls + 2,
@@ -1701,6 +1733,7 @@ s_actor (zsock_t *pipe, void *args)
 
 struct _http_t {
     zactor_t *actor;             //  The face's thread
+    http_stats_t stats;          //  Its figures (atomic)
 };
 
 //  The whole file at PATH (caller frees), or NULL with a sentence in ERR.
@@ -1780,6 +1813,7 @@ http_new (const http_config_t *config, const char *bridge_ep, char *err,
         return NULL;
     }
     http_t *self = (http_t *) zmalloc (sizeof (http_t));
+    start.stats = &self->stats;
     self->actor = zactor_new (s_actor, &start);
     char *status = self->actor ? zstr_recv (self->actor) : NULL;
     if (!status || *status) {
@@ -1796,6 +1830,15 @@ http_new (const http_config_t *config, const char *bridge_ep, char *err,
         log_info ("serving HTTP%s on %s", config->cert ? "S" : "",
                   config->listen);
     return self;
+}
+
+void
+http_stats (const http_t *self, http_stats_t *stats)
+{
+    const uint64_t *from = (const uint64_t *) &self->stats;
+    uint64_t *to = (uint64_t *) stats;
+    for (size_t index = 0; index < sizeof *stats / sizeof (uint64_t); index++)
+        to [index] = __atomic_load_n (from + index, __ATOMIC_RELAXED);
 }
 
 void

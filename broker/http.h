@@ -83,6 +83,17 @@ int http_config_check (const http_config_t *config, char *err,
 
 typedef struct _http_t http_t;
 
+//  What the face did since it started, and what is open now.
+typedef struct {
+    uint64_t requests;           //  Requests answered (a stream once)
+    uint64_t client_errors;      //  ... with a 4xx status
+    uint64_t server_errors;      //  ... with a 5xx status
+    uint64_t too_large;          //  Bodies refused for max_body (413)
+    uint64_t late;               //  Replies the broker owed past their time
+    uint64_t connections;        //  Connections open now
+    uint64_t streams;            //  Event streams open now
+} http_stats_t;
+
 //  Starts the HTTP face on CONFIG's listen address (copied), talking to
 //  the reactor through the ROUTER bound at BRIDGE_EP. Returns NULL with
 //  a sentence in ERR when the address cannot be served (bad address, port
@@ -92,6 +103,10 @@ http_t *http_new (const http_config_t *config, const char *bridge_ep,
 
 //  Stops the face: open connections are closed, its thread ends; NULL-safe.
 void http_destroy (http_t **self_p);
+
+//  Reads the face's figures into STATS (from any thread: the counters are
+//  atomic, and a read sees each one whole).
+void http_stats (const http_t *self, http_stats_t *stats);
 
 //  The API's routes, for the OpenAPI check: route INDEX's METHOD and
 //  PATH ("/api/v1/jobs/{id}"). Returns false past the last one.

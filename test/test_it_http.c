@@ -207,6 +207,21 @@ s_dropped (grid_t *grid, const char *key)
     return value;
 }
 
+//  A figure of status's http section.
+static int64_t
+s_http_stat (grid_t *grid, const char *key)
+{
+    pv_doc_t *reply = grid_call (grid, "status", NULL);
+    const pv_t *data = NULL;
+    assert_true (grid_reply_ok (reply, &data));
+    int64_t value = -1;
+    assert_int_equal (pv_get_int (pv_map_get (pv_map_get (data, "http"), key),
+                                  &value),
+                      0);
+    pv_doc_destroy (&reply);
+    return value;
+}
+
 static int
 s_setup (void **state)
 {
@@ -649,6 +664,11 @@ test_http_bad_requests (void **state)
     assert_int_equal (answer.status, 413);
     s_answer_clear (&answer);
     free (big);
+    //  Counted in status
+    assert_true (s_http_stat (&f->grid, "too_large") >= 2);
+    assert_true (s_http_stat (&f->grid, "client_errors") >= 10);
+    assert_true (s_http_stat (&f->grid, "requests")
+                 > s_http_stat (&f->grid, "client_errors"));
     //  And the broker is well
     s_curl (f->base, &answer, f->viewer, "GET", "/api/v1/status", NULL, NULL);
     assert_int_equal (answer.status, 200);
@@ -1068,6 +1088,11 @@ test_http_many_streams (void **state)
     }
     assert_int_equal (complete, S_STREAMS);
     assert_int_equal (most_threads, threads);
+    //  Every stream is gone from the figures
+    long long until = grid_now_ms () + 10000;
+    while (s_http_stat (&f->grid, "streams") != 0 && grid_now_ms () < until)
+        zclock_sleep (50);
+    assert_int_equal (s_http_stat (&f->grid, "streams"), 0);
 }
 
 //  A broker stopped with streams open and requests waiting stops cleanly.
