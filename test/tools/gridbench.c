@@ -38,9 +38,11 @@
     summed over them. With --relays K, K gridrelays (each with its own
     key pair, enrolled with the broker in the relay role on CURVE runs)
     stand between the broker and the swarm, each swarm process talking to
-    one relay; before such a run gridsink, a ROUTER and an XPUB that keep
-    nothing, takes one relay's share of agents, so that each relay's RSS
-    per agent can be set beside libzmq's own cost of the two connections.
+    one relay (the swarm at nice 10, so that its many threads leave the
+    relays and the broker their CPU); before such a run gridsink, a
+    ROUTER and an XPUB that keep nothing, takes one relay's share of
+    agents, so that each relay's RSS per agent can be set beside libzmq's
+    own cost of the two connections.
     --scale is make bench-scale: the first agent count direct, the others
     through relays, with the scale goals printed as met or not met.
 
@@ -105,6 +107,10 @@
 //  --scale starts the swarm behind relays at this many agents a second
 //  (all 50,000 within the registration goal), unless --swarm-ramp says
 #define S_SCALE_RAMP 2500
+//  Behind relays the swarm runs at this nice value: its dozens of threads
+//  must not starve the relays' and the broker's few (a fleet's agents run
+//  on hosts of their own)
+#define S_SWARM_NICE "10"
 
 typedef struct {
     size_t counts [S_MAX_COUNTS];   //  Agent counts to measure
@@ -1156,8 +1162,13 @@ s_stage_swarm (s_stage_t *stage, const s_options_t *options, size_t agents)
         snprintf (log, sizeof log, "%s/swarm-%zu.log", stage->dir, at + 1);
         snprintf (control, sizeof control, "ipc://%s/swarm-%zu.ctl",
                   stage->dir, at + 1);
-        char *argv [48];
+        char *argv [52];
         size_t argc = 0;
+        if (stage->relay_count && access ("/usr/bin/nice", X_OK) == 0) {
+            argv [argc++] = "/usr/bin/nice";
+            argv [argc++] = "-n";
+            argv [argc++] = S_SWARM_NICE;
+        }
         argv [argc++] = options->swarm;
         argv [argc++] = "--agents";
         argv [argc++] = count;
