@@ -549,7 +549,9 @@ s_answer_json (s_call_t *call, int status, json_t *value)
     call->answer = json_dumps (value, JSON_COMPACT | JSON_ENSURE_ASCII);
     json_decref (value);
     if (!call->answer)
-        call->answer = strdup ("{}");
+        call->answer = strdup ("{\"code\":\"internal\",\"message\":"
+                               "\"the answer could not be encoded\","
+                               "\"details\":[]}");
     //  One line, as curl users like it
     size_t len = strlen (call->answer);
     char *line = (char *) realloc (call->answer, len + 2);
@@ -566,11 +568,26 @@ s_answer_json (s_call_t *call, int status, json_t *value)
     s_resume (call);
 }
 
-//  The error {code, message, details} (DETAILS taken, may be NULL).
+//  The error {code, message, details} (DETAILS taken, may be NULL). A
+//  MESSAGE that is not UTF-8 (it quotes a path or a query value, whose
+//  bytes are the client's) has its bytes past ASCII shown as '?'.
 static json_t *
 s_error_json (const char *code, const char *message, json_t *details)
 {
-    return json_pack ("{s:s, s:s, s:o}", "code", code, "message", message,
+    json_t *text = json_string (message);
+    if (!text) {
+        char *ascii = strdup (message);
+        if (ascii) {
+            for (char *byte = ascii; *byte; byte++)
+                if ((unsigned char) *byte >= 0x80)
+                    *byte = '?';
+            text = json_string (ascii);
+            free (ascii);
+        }
+    }
+    if (!text)
+        text = json_string ("(the message could not be shown)");
+    return json_pack ("{s:s, s:o, s:o}", "code", code, "message", text,
                       "details", details ? details : json_array ());
 }
 
