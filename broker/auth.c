@@ -854,7 +854,7 @@ auth_relay_seen (broker_t *broker, const char *text, const char *name,
         s_set_text (&key->hostname, name);
         s_key_save (broker, key);
         s_log ("relay key %s (relay %s) waits for acceptance: gridcli key "
-               "accept %s", text, name, text);
+               "accept '%s'", text, name, text);
     }
     else
     if (!key->hostname || strcmp (key->hostname, name) != 0) {

@@ -507,7 +507,7 @@ relays_on_own (broker_t *broker, const relays_path_t *path,
         if (record && record->status == AUTH_KEY_PENDING) {
             *code = "pending";
             s_err (why, why_len, "relay key %s waits for acceptance: an "
-                   "admin runs gridcli key accept %s", path->key, path->key);
+                   "admin runs gridcli key accept '%s'", path->key, path->key);
         }
         else {
             *code = PROTO_ERR_UNAUTHORIZED;
