@@ -1293,6 +1293,20 @@ static void
 s_start_stream (s_server_t *self, s_call_t *call)
 {
     int64_t after = 0;
+    s_query_t query;
+    memset (&query, 0, sizeof query);
+    MHD_get_connection_values (call->connection, MHD_GET_ARGUMENT_KIND,
+                               s_query_item, &query);
+    //  Its one query parameter is after, as for the other routes an
+    //  unknown one is refused
+    if (query.overflow || query.count > 1
+        || (query.count == 1 && strcmp (query.key [0], "after") != 0)) {
+        s_answer_error (call, 400, PROTO_ERR_BAD_REQUEST,
+                        "the stream takes one query parameter, after (got "
+                        "'%.64s'%s)", query.key [0],
+                        query.count > 1 ? " and more" : "");
+        return;
+    }
     const char *text = MHD_lookup_connection_value (call->connection,
                                                     MHD_GET_ARGUMENT_KIND,
                                                     "after");

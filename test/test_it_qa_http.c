@@ -241,12 +241,34 @@ test_qa_http_hostile_bodies (void **state)
     json_decref (answer.json);
 }
 
+//  The event stream refuses a query parameter it does not take, as the
+//  other routes do, before it looks for the job
+static void
+test_qa_http_stream_query (void **state)
+{
+    s_fixture_t *f = (s_fixture_t *) *state;
+    s_answer_t answer;
+    s_get (f, "GET", "/api/v1/jobs/j-000000000000-0000/stream?bogus=1",
+           &answer);
+    s_expect_error (&answer, 400, "bad_request");
+    s_get (f, "GET", "/api/v1/jobs/j-000000000000-0000/stream?after=1&after=2",
+           &answer);
+    s_expect_error (&answer, 400, "bad_request");
+    s_get (f, "GET", "/api/v1/jobs/j-000000000000-0000/stream?after=-1",
+           &answer);
+    s_expect_error (&answer, 400, "bad_request");
+    s_get (f, "GET", "/api/v1/jobs/j-000000000000-0000/stream?after=1",
+           &answer);
+    s_expect_error (&answer, 404, "not_found");
+}
+
 int
 main (void)
 {
     const struct CMUnitTest tests [] = {
         cmocka_unit_test (test_qa_http_not_utf8),
         cmocka_unit_test (test_qa_http_hostile_bodies),
+        cmocka_unit_test (test_qa_http_stream_query),
     };
     return cmocka_run_group_tests (tests, s_setup, s_teardown);
 }
