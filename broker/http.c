@@ -1628,6 +1628,33 @@ typedef struct {
     struct addrinfo *addr;       //  The address to listen on
 } s_start_t;
 
+//  Decodes the %HH escapes of a path or query value in place, as
+//  libmicrohttpd does, but for %00: it stays as written, since the
+//  path and values are read as C strings, and a NUL would cut them
+//  (/api/v1/tokens/ci%00x must not mean /api/v1/tokens/ci).
+static size_t
+s_unescape (void *cls, struct MHD_Connection *connection, char *text)
+{
+    (void) cls;
+    (void) connection;
+    char *read = text, *write = text;
+    while (*read) {
+        if (read [0] == '%' && isxdigit ((unsigned char) read [1])
+            && isxdigit ((unsigned char) read [2])) {
+            char hex [3] = {read [1], read [2], 0};
+            char byte = (char) strtol (hex, NULL, 16);
+            if (byte) {
+                *write++ = byte;
+                read += 3;
+                continue;
+            }
+        }
+        *write++ = *read++;
+    }
+    *write = 0;
+    return (size_t) (write - text);
+}
+
 static void
 s_server_destroy (s_server_t **self_p)
 {
@@ -1704,6 +1731,7 @@ s_server_new (s_start_t *start, zsock_t *pipe, char *err, size_t err_len)
         MHD_OPTION_NOTIFY_COMPLETED, s_completed, self,
         MHD_OPTION_NOTIFY_CONNECTION, s_connection, self,
         MHD_OPTION_EXTERNAL_LOGGER, s_mhd_log, self,
+        MHD_OPTION_UNESCAPE_CALLBACK, s_unescape, self,
         MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned int) 0,
         MHD_OPTION_ARRAY, start->cert_pem ? tls : tls + 2,
         MHD_OPTION_END);

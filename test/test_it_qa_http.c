@@ -262,6 +262,30 @@ test_qa_http_stream_query (void **state)
     s_expect_error (&answer, 404, "not_found");
 }
 
+//  An escaped NUL does not cut a path or a value short: the request is
+//  refused as written, not run as its part before the NUL
+static void
+test_qa_http_escaped_nul (void **state)
+{
+    s_fixture_t *f = (s_fixture_t *) *state;
+    s_answer_t answer;
+    s_get (f, "GET", "/api/v1/jobs%00/anything", &answer);
+    s_expect_error (&answer, 404, "not_found");
+    s_get (f, "GET", "/api/v1/status%00", &answer);
+    s_expect_error (&answer, 404, "not_found");
+    s_get (f, "GET", "/index.html%00.js", &answer);
+    s_expect_error (&answer, 404, "not_found");
+    s_get (f, "GET", "/api/v1/jobs?limit=1%00x", &answer);
+    s_expect_error (&answer, 400, "bad_request");
+    //  Other escapes still decode
+    s_get (f, "GET", "/api/v1/st%61tus", &answer);
+    assert_int_equal (answer.status, 200);
+    json_decref (answer.json);
+    s_get (f, "GET", "/api/v1/jobs?limit=%31", &answer);
+    assert_int_equal (answer.status, 200);
+    json_decref (answer.json);
+}
+
 int
 main (void)
 {
@@ -269,6 +293,7 @@ main (void)
         cmocka_unit_test (test_qa_http_not_utf8),
         cmocka_unit_test (test_qa_http_hostile_bodies),
         cmocka_unit_test (test_qa_http_stream_query),
+        cmocka_unit_test (test_qa_http_escaped_nul),
     };
     return cmocka_run_group_tests (tests, s_setup, s_teardown);
 }
