@@ -160,16 +160,6 @@ pw_array (pw_t *self, size_t count)
 }
 
 void
-pw_str (pw_t *self, const char *text)
-{
-    assert (self);
-    if (text)
-        pw_strn (self, text, strlen (text));
-    else
-        pw_nil (self);
-}
-
-void
 pw_strn (pw_t *self, const char *text, size_t len)
 {
     assert (self);

@@ -15,6 +15,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "pv.h"
 
@@ -35,13 +36,22 @@ void pw_array (pw_t *self, size_t count);
 
 //  Scalars. pw_str writes a NUL-terminated string (NULL writes nil);
 //  pw_strn writes LEN bytes.
-void pw_str (pw_t *self, const char *text);
 void pw_strn (pw_t *self, const char *text, size_t len);
 void pw_int (pw_t *self, int64_t value);
 void pw_bool (pw_t *self, bool value);
 void pw_float (pw_t *self, double value);
 void pw_nil (pw_t *self);
 void pw_bin (pw_t *self, const void *data, size_t len);
+
+//  Inline, so that a literal's length is known where it is written (keys).
+static inline void
+pw_str (pw_t *self, const char *text)
+{
+    if (text)
+        pw_strn (self, text, strlen (text));
+    else
+        pw_nil (self);
+}
 
 //  Appends LEN bytes that already hold exactly one encoded msgpack object.
 void pw_raw (pw_t *self, const void *data, size_t len);
