@@ -243,6 +243,37 @@ s_text_end (const unsigned char *p, size_t len)
     return len;
 }
 
+//  Whether the LEN (at most 31) bytes at P are ASCII text without a NUL,
+//  read a word at a time; AVAIL bytes from P may be read (at least LEN).
+//  False means "not known": s_text_check decides. Little-endian only.
+static inline bool
+s_short_ascii (const unsigned char *p, size_t len, size_t avail)
+{
+#if defined (__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    const uint64_t high = UINT64_C (0x8080808080808080);
+    const uint64_t ones = UINT64_C (0x0101010101010101);
+    if (avail < ((len + 7) & ~(size_t) 7))
+        return false;
+    for (size_t at = 0; at < len; at += 8) {
+        uint64_t word;
+        memcpy (&word, p + at, 8);
+        //  Bytes past the string read as 0x01: ASCII, not NUL
+        size_t left = len - at;
+        uint64_t mask = left >= 8 ? ~UINT64_C (0)
+                                  : (UINT64_C (1) << (8 * left)) - 1;
+        word = (word & mask) | (ones & ~mask);
+        if ((word & high) || ((word - ones) & ~word & high))
+            return false;
+    }
+    return true;
+#else
+    (void) p;
+    (void) len;
+    (void) avail;
+    return false;
+#endif
+}
+
 //  Checks that the string of LEN bytes at P (whose header is at byte
 //  START) is text. Returns 0, or -2 with a reason in WHY.
 static int
@@ -407,7 +438,8 @@ s_walk (const unsigned char *data, size_t size, s_build_t *build,
                        "but only %zu remain", start, len, size - pos);
                 return -2;
             }
-            if (s_text_check (data + pos, len, start, why, why_len))
+            if (!s_short_ascii (data + pos, len, size - pos)
+                && s_text_check (data + pos, len, start, why, why_len))
                 return -2;
             if (build) {
                 msgpack_object *target = level.next++;

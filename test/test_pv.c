@@ -335,23 +335,30 @@ test_pv_nul_in_string (void **state)
     pw_reset (w);
     pw_strn (w, big, sizeof big);
     assert_int_equal (s_decode (pw_data (w), pw_size (w), NULL, 0), -2);
-    //  At every offset, wherever eight-byte steps of the check stop
-    for (size_t at = 0; at < 21; at++) {
-        char text [21];
-        memset (text, 'y', sizeof text);
-        text [at] = 0;
-        pw_reset (w);
-        pw_strn (w, text, sizeof text);
-        assert_int_equal (s_decode (pw_data (w), pw_size (w), NULL, 0), -2);
-        text [at] = (char) 0x80;
-        pw_reset (w);
-        pw_strn (w, text, sizeof text);
-        assert_int_equal (s_decode (pw_data (w), pw_size (w), NULL, 0), -2);
-        text [at] = '~';
-        pw_reset (w);
-        pw_strn (w, text, sizeof text);
-        assert_int_equal (s_decode (pw_data (w), pw_size (w), NULL, 0), 0);
-    }
+    //  At every offset, wherever eight-byte steps of the check stop: a
+    //  string alone, and a key with bytes after it (read a word at a time)
+    char after [40];
+    memset (after, 'z', sizeof after);
+    for (size_t len = 1; len < 24; len++)
+        for (size_t at = 0; at < len; at++) {
+            char text [24];
+            const char bytes [] = {0, (char) 0x80, (char) 0xff, '~'};
+            for (size_t kind = 0; kind < 4; kind++) {
+                int expect = bytes [kind] == '~' ? 0 : -2;
+                memset (text, 'y', sizeof text);
+                text [at] = bytes [kind];
+                pw_reset (w);
+                pw_strn (w, text, len);
+                assert_int_equal (s_decode (pw_data (w), pw_size (w), NULL, 0),
+                                  expect);
+                pw_reset (w);
+                pw_map (w, 1);
+                pw_strn (w, text, len);
+                pw_strn (w, after, sizeof after);
+                assert_int_equal (s_decode (pw_data (w), pw_size (w), NULL, 0),
+                                  expect);
+            }
+        }
     //  Binary may hold anything
     pw_reset (w);
     pw_bin (w, "ab\0\xff", 4);
