@@ -327,16 +327,12 @@ s_check_target (api_call_t *call, const job_spec_t *spec)
     broker_t *self = (broker_t *) call->self;
     if (s_check_known_nodes (call, &spec->target) != 0)
         return -1;
-    char **ids = NULL;
-    size_t matched = registry_resolve (self->registry, &spec->target, &ids);
+    size_t matched = registry_resolve (self->registry, &spec->target, NULL);
     sched_not_run_t *list = NULL;
     size_t listed = registry_unavailable (self->registry, spec,
                                           broker_wall_ms (), &list);
     //  What the scheduler will run: resolved (online, not drained), less
     //  the nodes among them that lack an action of the job
-    for (size_t index = 0; index < matched; index++)
-        free (ids [index]);
-    free (ids);
     size_t runnable = matched;
     for (size_t index = 0; index < listed; index++)
         if (list [index].status == SCHED_CELL_UNSUPPORTED && runnable > 0)

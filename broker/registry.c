@@ -573,37 +573,33 @@ s_compare_strings (const void *a, const void *b)
 size_t
 registry_resolve (registry_t *self, const target_t *target, char ***ids_p)
 {
-    *ids_p = NULL;
+    if (ids_p)
+        *ids_p = NULL;
     size_t count = 0, room = 0;
     //  A node list is looked up id by id instead of scanning every node.
-    if (target->scope == TARGET_NODE) {
-        for (size_t index = 0; index < target->node_count; index++) {
-            registry_node_t *node = registry_lookup (self, target->nodes [index]);
-            if (!node || !node->online || node->drained)
-                continue;
+    bool listed = target->scope == TARGET_NODE;
+    size_t index = 0;
+    registry_node_t *node = listed ? NULL
+                          : (registry_node_t *) zhashx_first (self->nodes);
+    while (listed ? index < target->node_count : node != NULL) {
+        if (listed)
+            node = registry_lookup (self, target->nodes [index++]);
+        bool match = node && node->online && !node->drained
+                     && (listed || s_matches (node, target));
+        if (match && ids_p) {
             if (count == room) {
-                room = room ? room * 2 : 16;
+                room = room ? room * 2 : 64;
                 *ids_p = (char **) realloc (*ids_p, room * sizeof (char *));
                 assert (*ids_p);
             }
-            (*ids_p) [count++] = strdup (node->id);
+            (*ids_p) [count] = strdup (node->id);
         }
-    }
-    else {
-        registry_node_t *node = (registry_node_t *) zhashx_first (self->nodes);
-        while (node) {
-            if (node->online && !node->drained && s_matches (node, target)) {
-                if (count == room) {
-                    room = room ? room * 2 : 64;
-                    *ids_p = (char **) realloc (*ids_p, room * sizeof (char *));
-                    assert (*ids_p);
-                }
-                (*ids_p) [count++] = strdup (node->id);
-            }
+        if (match)
+            count++;
+        if (!listed)
             node = (registry_node_t *) zhashx_next (self->nodes);
-        }
     }
-    if (count > 1)
+    if (count > 1 && ids_p)
         qsort (*ids_p, count, sizeof (char *), s_compare_strings);
     return count;
 }

@@ -124,7 +124,8 @@ size_t registry_overdue (registry_t *self, int64_t now_ms, int64_t grace_ms,
 
 //  Ids of the online, non-drained nodes matching TARGET (ignoring "any"),
 //  sorted. Returns the count; *IDS_P gets a malloc'd array of malloc'd
-//  strings (the caller frees both), NULL when none.
+//  strings (the caller frees both), NULL when none. With IDS_P NULL it
+//  only counts them.
 size_t registry_resolve (registry_t *self, const target_t *target,
                          char ***ids_p);
 

@@ -3227,7 +3227,11 @@ s_job_start (sched_t *self, s_jobx_t *jobx)
         if (ids [index])
             ids [kept++] = ids [index];
     count = kept;
-    if (count > 0)
+    //  Resolvers usually give them sorted: check in one pass first
+    bool sorted = true;
+    for (size_t index = 1; index < count && sorted; index++)
+        sorted = strcmp (ids [index - 1], ids [index]) < 0;
+    if (!sorted)
         qsort (ids, count, sizeof (char *), s_compare_ids);
     kept = 0;
     for (size_t index = 0; index < count; index++)

@@ -171,6 +171,8 @@ s_resolve_text (registry_t *registry, const char *target_text)
     assert_int_equal (target_parse (target_text, &target, err, sizeof err), 0);
     char **ids = NULL;
     size_t count = registry_resolve (registry, &target, &ids);
+    //  Counting alone gives the same count
+    assert_int_equal (registry_resolve (registry, &target, NULL), count);
     char *text = (char *) calloc (1, 512);
     for (size_t index = 0; index < count; index++) {
         if (index)
