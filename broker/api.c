@@ -1188,13 +1188,15 @@ s_status (api_call_t *call)
     pw_str (reply, "uptime_ms");
     pw_int (reply, broker_now_ms () - self->started_ms);
     pw_str (reply, "nodes");
-    pw_map (reply, 3);
+    pw_map (reply, 4);
     pw_str (reply, "total");
     pw_int (reply, (int64_t) total);
     pw_str (reply, "online");
     pw_int (reply, (int64_t) online);
     pw_str (reply, "offline");
     pw_int (reply, (int64_t) (total - online));
+    pw_str (reply, "repeated_hellos");
+    pw_int (reply, (int64_t) self->counters.repeated_hellos);
     pw_str (reply, "jobs");
     s_write_job_counts (self, reply);
     pw_str (reply, "queue");

@@ -1384,12 +1384,77 @@ s_duplicate_refused (broker_t *self, registry_node_t *node,
     return true;
 }
 
+//  FNV-1a over SIZE bytes at DATA: tells a hello sent again unchanged
+//  from one that changed (the sender only ever harms itself by a clash).
+static uint64_t
+s_hello_digest (const void *data, size_t size)
+{
+    const uint8_t *bytes = (const uint8_t *) data;
+    uint64_t digest = 14695981039346656037ULL;
+    for (size_t index = 0; index < size; index++) {
+        digest ^= bytes [index];
+        digest *= 1099511628211ULL;
+    }
+    return digest;
+}
+
+//  Sends NODE its welcome.
+static void
+s_send_welcome (broker_t *self, registry_node_t *node)
+{
+    proto_msg_t welcome;
+    memset (&welcome, 0, sizeof welcome);
+    welcome.type = PROTO_WELCOME;
+    welcome.node = node->id;
+    welcome.heartbeat_ms = (uint32_t) self->config.heartbeat_ms;
+    welcome.max_output = self->config.max_output;
+    pw_reset (self->body);
+    int rc = proto_msg_encode (&welcome, self->body);
+    assert (rc == 0);
+    s_send_to_node (self, node, false);
+}
+
+//  True when HELLO (DIGEST over SIZE bytes) repeats the hello that NODE
+//  registered with, on the same session: the node is online, from the
+//  same connection and path (so the same key), the same agent process
+//  (instance), with the same bytes. An agent that did not hear its
+//  welcome in time says hello again; registering it again would cost as
+//  much as the first time, and under load the repeats pile up.
+static bool
+s_hello_repeated (broker_t *self, const registry_node_t *node,
+                  const void *routing, size_t routing_size,
+                  const proto_msg_t *hello, uint64_t digest, size_t size)
+{
+    if (!node->online || !node->hello || node->hello_size == 0
+    ||  node->hello_size != size || node->hello_digest != digest)
+        return false;
+    if (!node->hello->instance || !hello->instance
+    ||  strcmp (node->hello->instance, hello->instance) != 0)
+        return false;
+    const void *via = zmq_msg_data (&self->io->via);
+    size_t via_size = self->io->answer_size;
+    return node->routing_id_size == routing_size
+        && memcmp (node->routing_id, routing, routing_size) == 0
+        && node->via_size == via_size
+        && memcmp (node->via, via, via_size) == 0;
+}
+
 static void
 s_on_hello (broker_t *self, const void *routing, size_t routing_size,
             const relays_path_t *path, proto_msg_t **msg_p, int64_t now_ms)
 {
     proto_msg_t *hello = *msg_p;
+    size_t hello_size = zmq_msg_size (&self->io->body);
+    uint64_t digest = s_hello_digest (zmq_msg_data (&self->io->body),
+                                      hello_size);
     registry_node_t *before = registry_lookup (self->registry, hello->node);
+    if (before && s_hello_repeated (self, before, routing, routing_size,
+                                    hello, digest, hello_size)) {
+        self->counters.repeated_hellos++;
+        registry_touch (before, now_ms, broker_wall_ms ());
+        s_send_welcome (self, before);
+        return;
+    }
     if (before && s_duplicate_refused (self, before, routing, routing_size,
                                        hello, now_ms))
         return;
@@ -1412,6 +1477,8 @@ s_on_hello (broker_t *self, const void *routing, size_t routing_size,
     node->via_size = self->io->answer_size;
     memcpy (node->via, zmq_msg_data (&self->io->via), node->via_size);
     relays_on_hello (self, node, path);
+    node->hello_digest = digest;
+    node->hello_size = hello_size;
     broker_save_node (self, node);
     s_log ("node %s %s (%s, %zu group%s, %zu backend%s)", node->id,
            was_online ? "re-registered" : "registered",
@@ -1419,19 +1486,10 @@ s_on_hello (broker_t *self, const void *routing, size_t routing_size,
            node->hello->group_count == 1 ? "" : "s",
            node->hello->backend_count,
            node->hello->backend_count == 1 ? "" : "s");
-    proto_msg_t welcome;
-    memset (&welcome, 0, sizeof welcome);
-    welcome.type = PROTO_WELCOME;
-    welcome.node = node->id;
-    welcome.heartbeat_ms = (uint32_t) self->config.heartbeat_ms;
-    welcome.max_output = self->config.max_output;
-    pw_reset (self->body);
-    int rc = proto_msg_encode (&welcome, self->body);
-    assert (rc == 0);
     //  A welcome stands for no stored change: it goes out even when the
     //  node's record could not be saved (it is saved again at its next
     //  hello, and the registry serves from memory)
-    s_send_to_node (self, node, false);
+    s_send_welcome (self, node);
 }
 
 //  True when IN (started, or a result standing for it) would start a

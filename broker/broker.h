@@ -136,6 +136,7 @@ typedef struct _broker_reload_t broker_reload_t;
 
 typedef struct {
     uint64_t malformed;          //  Undecodable or invalid frames
+    uint64_t repeated_hellos;    //  Hellos repeated on their session, welcomed again
     uint64_t unknown_node;       //  Messages from unregistered sessions
     uint64_t stale;              //  Acks/results matching no live cell
     uint64_t send_failed;        //  Sends to vanished agents

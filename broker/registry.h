@@ -65,6 +65,8 @@ typedef struct {
     uint32_t duplicates;         //  Second agents refused (duplicate_node)
     int64_t duplicate_wall_ms;   //  Wall clock of the last such refusal
     char *duplicate_hostname;    //  Its hostname (owned), or NULL
+    uint64_t hello_digest;       //  Digest of its last hello's bytes (broker.c)
+    size_t hello_size;           //  Their length (0 = unknown: loaded, or none)
 } registry_node_t;
 
 typedef struct _registry_t registry_t;

@@ -556,19 +556,29 @@ test_it_edges_restarted_agent_stops_what_a_killed_one_left (void **state)
 //  ---------------------------------------------------------------------
 //  One session per node
 
-//  Sends a hello as NODE with INSTANCE (NULL: none) on DEALER.
+//  Sends a hello as NODE with INSTANCE (NULL: none) declaring CONCURRENCY
+//  on DEALER.
 static void
-s_raw_hello (zsock_t *dealer, const char *node, const char *instance)
+s_raw_hello_with (zsock_t *dealer, const char *node, const char *instance,
+                  uint32_t concurrency)
 {
     proto_msg_t hello = {
         .type = PROTO_HELLO, .node = (char *) node, .hostname = "raw-host",
-        .version = "0.1.0", .concurrency = 1, .instance = (char *) instance
+        .version = "0.1.0", .concurrency = concurrency,
+        .instance = (char *) instance
     };
     pw_t *writer = pw_new ();
     assert_int_equal (proto_msg_encode (&hello, writer), 0);
     assert_int_equal (zsock_send (dealer, "b", pw_data (writer),
                                   pw_size (writer)), 0);
     pw_destroy (&writer);
+}
+
+//  Sends a hello as NODE with INSTANCE (NULL: none) on DEALER.
+static void
+s_raw_hello (zsock_t *dealer, const char *node, const char *instance)
+{
+    s_raw_hello_with (dealer, node, instance, 1);
 }
 
 //  The next message on DEALER within S_WAIT_MS, decoded, or NULL.
@@ -667,6 +677,81 @@ test_it_edges_live_session_keeps_its_node (void **state)
     zsock_destroy (&other);
 }
 
+//  status's nodes.repeated_hellos.
+static int64_t
+s_repeated_hellos (grid_t *grid)
+{
+    pv_doc_t *reply = grid_call (grid, "status", NULL);
+    const pv_t *data = NULL;
+    int64_t count = -1;
+    if (grid_reply_ok (reply, &data))
+        pv_get_int (pv_map_get (pv_map_get (data, "nodes"),
+                                "repeated_hellos"), &count);
+    pv_doc_destroy (&reply);
+    return count;
+}
+
+//  Says hello as NODE (INSTANCE, CONCURRENCY) on DEALER and expects a
+//  welcome.
+static void
+s_raw_welcomed (zsock_t *dealer, const char *node, const char *instance,
+                uint32_t concurrency)
+{
+    s_raw_hello_with (dealer, node, instance, concurrency);
+    proto_msg_t *answer = s_raw_recv (dealer);
+    assert_non_null (answer);
+    assert_int_equal (answer->type, PROTO_WELCOME);
+    assert_string_equal (answer->node, node);
+    proto_msg_destroy (&answer);
+}
+
+static void
+test_it_edges_repeated_hello_is_welcomed_again (void **state)
+{
+    char key_file [400], log [400];
+    snprintf (log, sizeof log, "%s/broker.log", s_grid.dir);
+    assert_int_equal (grid_keygen (&s_grid, "echo", key_file,
+                                   sizeof key_file, NULL), 0);
+    zsock_t *dealer = grid_dealer (&s_grid, s_grid.agents_ep, key_file);
+    zsock_t *other = grid_dealer (&s_grid, s_grid.agents_ep, key_file);
+    assert_non_null (dealer);
+    assert_non_null (other);
+    s_raw_welcomed (dealer, "echo-01", "eeee5555", 2);
+    assert_true (s_wait_file_has (log, "node echo-01 registered"));
+    int64_t before = s_repeated_hellos (&s_grid);
+    assert_true (before >= 0);
+
+    //  The same hello on the same session: welcomed again, not registered
+    s_raw_welcomed (dealer, "echo-01", "eeee5555", 2);
+    s_raw_welcomed (dealer, "echo-01", "eeee5555", 2);
+    assert_int_equal (s_repeated_hellos (&s_grid), before + 2);
+    assert_int_equal (s_file_count (log, "node echo-01 re-registered"), 0);
+
+    //  A changed declaration registers again
+    s_raw_welcomed (dealer, "echo-01", "eeee5555", 3);
+    assert_true (s_wait_file_has (log, "node echo-01 re-registered"));
+    assert_int_equal (s_file_count (log, "node echo-01 re-registered"), 1);
+    //  ... and so does a new process (a restart) on the same connection
+    s_raw_welcomed (dealer, "echo-01", "ffff6666", 3);
+    assert_int_equal (s_file_count (log, "node echo-01 re-registered"), 2);
+    //  ... and the same process on a new connection (a new session)
+    s_raw_welcomed (other, "echo-01", "ffff6666", 3);
+    assert_int_equal (s_file_count (log, "node echo-01 re-registered"), 3);
+    assert_int_equal (s_repeated_hellos (&s_grid), before + 2);
+    //  The node is online, from its newest session, with its newest hello
+    pv_doc_t *reply = grid_call (&s_grid, "node.get", "node", "echo-01",
+                                 NULL);
+    const pv_t *data = NULL;
+    assert_true (grid_reply_ok (reply, &data));
+    int64_t concurrency = 0;
+    assert_int_equal (pv_get_int (pv_map_get (data, "concurrency"),
+                                  &concurrency), 0);
+    assert_int_equal (concurrency, 3);
+    pv_doc_destroy (&reply);
+    zsock_destroy (&dealer);
+    zsock_destroy (&other);
+}
+
 static void
 test_it_edges_second_agent_is_refused_until_the_first_dies (void **state)
 {
@@ -735,6 +820,7 @@ main (void)
         cmocka_unit_test (
             test_it_edges_restarted_agent_stops_what_a_killed_one_left),
         cmocka_unit_test (test_it_edges_live_session_keeps_its_node),
+        cmocka_unit_test (test_it_edges_repeated_hello_is_welcomed_again),
         cmocka_unit_test (
             test_it_edges_second_agent_is_refused_until_the_first_dies),
     };
