@@ -51,7 +51,8 @@
 #include "spool.h"
 
 #define S_HELLO_FIRST_MS 100        //  First hello retry, doubling...
-#define S_HELLO_MS 2000             //  ...up to this, until welcomed
+#define S_HELLO_MS 30000            //  ...up to this, until welcomed;
+#define S_HELLO_ANSWERED_MS 2000    //  up to this while the broker refuses
 #define S_RESEND_MS 5000            //  Unacknowledged results again
 #define S_RESEND_BATCH 256          //  Most results re-sent per round
 #define S_FLUSH_MS 2000             //  Shutdown: wait for result_acks
@@ -1061,6 +1062,7 @@ struct _agent_t {
     uint32_t heartbeat_ms;      //  From the welcome
     int hello_timer;            //  -1 when none
     uint32_t hello_delay_ms;    //  Next hello retry delay
+    bool hello_answered;        //  The broker refused a hello (it is not busy)
     int heartbeat_timer;
     int resend_timer;
     int progress_timer;         //  Reports running tasks' progress
@@ -1337,16 +1339,21 @@ static int
 s_hello_fired (zloop_t *loop, int timer_id, void *arg);
 
 //  Hello retries start fast (a hello sent before the connection is up is
-//  dropped, not queued) and back off to every S_HELLO_MS.
+//  dropped, not queued) and back off to every S_HELLO_MS, give or take a
+//  fifth: a busy broker is not asked ever more often by a whole fleet (a
+//  new connection says hello at once, s_monitor_ready). A broker that
+//  answers with a refusal (pending, duplicate_node) is not busy: it is
+//  asked every S_HELLO_ANSWERED_MS, so that an accepted key or a freed
+//  node is taken up soon.
 static void
 s_arm_hello (agent_t *self, bool first)
 {
+    uint32_t most = self->hello_answered ? S_HELLO_ANSWERED_MS : S_HELLO_MS;
     if (first || self->hello_delay_ms == 0)
         self->hello_delay_ms = S_HELLO_FIRST_MS;
     else
-    if (self->hello_delay_ms < S_HELLO_MS)
-        self->hello_delay_ms = self->hello_delay_ms * 2 < S_HELLO_MS
-                             ? self->hello_delay_ms * 2 : S_HELLO_MS;
+        self->hello_delay_ms = self->hello_delay_ms * 2 < most
+                             ? self->hello_delay_ms * 2 : most;
     if (self->hello_timer >= 0)
         zloop_timer_end (self->loop, self->hello_timer);
     self->hello_timer = zloop_timer (self->loop,
@@ -1954,6 +1961,7 @@ s_on_welcome (agent_t *self, const proto_msg_t *welcome)
         beat = S_HEARTBEAT_MAX_MS;
     bool changed = !self->welcomed || beat != self->heartbeat_ms;
     self->welcomed = true;
+    self->hello_answered = false;
     if (self->hello_timer >= 0)
         zloop_timer_end (self->loop, self->hello_timer);
     self->hello_timer = -1;
@@ -2004,6 +2012,12 @@ s_on_error (agent_t *self, const proto_msg_t *error)
     if (!self->welcomed)
         snprintf (self->last_refusal, sizeof self->last_refusal, "%s",
                   error->message);
+    //  A refused hello: the broker answers, so ask again at the short pace
+    if (!self->welcomed && !self->hello_answered) {
+        self->hello_answered = true;
+        if (self->hello_delay_ms > S_HELLO_ANSWERED_MS)
+            s_arm_hello (self, false);
+    }
     if (strcmp (error->code, "pending") == 0)
         return;
     if (strcmp (error->code, "unknown_node") == 0) {

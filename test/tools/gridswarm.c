@@ -75,7 +75,8 @@
 #define S_HWM 1000                  //  Messages queued per socket at most
 #define S_KERNEL_BUFFER 65536       //  SO_SNDBUF / SO_RCVBUF per connection
 #define S_LINGER_MS 1000            //  Byes get this long at close
-#define S_HELLO_RETRY_MS 2000       //  Hello again until welcomed
+#define S_HELLO_RETRY_MS 2000       //  Hello again until welcomed, after this,
+#define S_HELLO_RETRY_MAX_MS 30000  //  doubling up to this (as gridagent)
 #define S_RESEND_MS 5000            //  Unacknowledged results again
 #define S_RESEND_CHECK_MS 1000      //  How often to look for them
 #define S_ZMTP_HEARTBEAT_MS 5000    //  As gridagent
@@ -364,6 +365,7 @@ typedef struct {
     bool hello_pending;         //  Hello waits for the connection
     uint16_t running;           //  Delayed answers not sent yet
     uint32_t heartbeat_ms;      //  From the welcome
+    uint32_t hello_delay_ms;    //  Wait before the next hello retry
     int64_t due_ms;             //  Next hello retry or heartbeat
 } s_agent_t;
 
@@ -637,14 +639,23 @@ s_arm (s_shard_t *shard, uint32_t index, int64_t due_ms)
 
 //  Says hello as soon as the DEALER can send (ZMQ_IMMEDIATE refuses a
 //  send before the connection is up; the socket's mailbox wakes the shard
-//  when it is), and again every S_HELLO_RETRY_MS until welcomed. gridagent
+//  when it is), and again until welcomed: after S_HELLO_RETRY_MS, the wait
+//  doubling at each RETRY up to S_HELLO_RETRY_MAX_MS, give or take a
+//  fifth, so that a slow broker is not asked ever more often. gridagent
 //  retries on a timer instead; waiting for the connection itself keeps the
 //  registration figure about the broker, not about a retry delay.
 static void
-s_hello (s_shard_t *shard, uint32_t index, int64_t now_ms)
+s_hello (s_shard_t *shard, uint32_t index, int64_t now_ms, bool retry)
 {
     s_agent_t *agent = &shard->agents [index];
     agent->state = S_AGENT_HELLO;
+    if (!retry || agent->hello_delay_ms == 0)
+        agent->hello_delay_ms = S_HELLO_RETRY_MS;
+    else
+    if (agent->hello_delay_ms < S_HELLO_RETRY_MAX_MS)
+        agent->hello_delay_ms = agent->hello_delay_ms * 2 < S_HELLO_RETRY_MAX_MS
+                              ? agent->hello_delay_ms * 2
+                              : S_HELLO_RETRY_MAX_MS;
     proto_msg_t hello = *shard->swarm->hello;
     hello.node = agent->id;
     pw_reset (shard->writer);
@@ -655,7 +666,7 @@ s_hello (s_shard_t *shard, uint32_t index, int64_t now_ms)
     s_mark_dirty (shard, index, 1);
     agent->hello_pending = rc < 0;
     s_count (shard, rc < 0 ? C_HELLO_DEFERRED : C_HELLOS);
-    s_arm (shard, index, now_ms + s_jitter (shard, S_HELLO_RETRY_MS));
+    s_arm (shard, index, now_ms + s_jitter (shard, agent->hello_delay_ms));
 }
 
 //  ---------------------------------------------------------------------
@@ -1114,7 +1125,7 @@ s_on_error (s_shard_t *shard, uint32_t index, const proto_msg_t *error,
             //  Re-registration: it no longer counts as welcomed
             atomic_fetch_sub_explicit (&shard->counters [C_WELCOMED], 1,
                                        memory_order_relaxed);
-            s_hello (shard, index, now_ms);
+            s_hello (shard, index, now_ms, false);
         }
     }
 }
@@ -1277,7 +1288,7 @@ s_socket_ready (s_shard_t *shard, uint32_t index, uint8_t which,
     if (zmq_getsockopt (socket, ZMQ_EVENTS, &events, &len) != 0)
         return;
     if (which == 1 && agent->hello_pending && (events & ZMQ_POLLOUT))
-        s_hello (shard, index, now_ms);
+        s_hello (shard, index, now_ms, false);
     if (events & ZMQ_POLLIN)
         s_drain (shard, index, which, now_ms);
 }
@@ -1390,7 +1401,7 @@ s_agent_start (s_shard_t *shard, uint32_t index, int64_t now_ms)
         return -1;
     }
     s_count (shard, C_CREATED);
-    s_hello (shard, index, now_ms);
+    s_hello (shard, index, now_ms, false);
     return 0;
 }
 
@@ -1408,7 +1419,7 @@ s_run_timers (s_shard_t *shard, int64_t now_ms)
         if (agent->due_ms != due.due_ms)
             continue;       //  Re-armed since
         if (agent->state == S_AGENT_HELLO)
-            s_hello (shard, index, now_ms);
+            s_hello (shard, index, now_ms, true);
         else if (agent->state == S_AGENT_WELCOMED) {
             proto_msg_t beat;
             memset (&beat, 0, sizeof beat);
@@ -2130,6 +2141,12 @@ s_hello_template (const s_config_t *config)
     hello->hostname = strdup (hostname);
     hello->version = strdup ("0.1.0-swarm");
     hello->concurrency = 1;
+    //  This process's id, as a real agent's: a hello repeated on its
+    //  session is then welcomed again rather than registered again
+    char instance [24];
+    snprintf (instance, sizeof instance, "%08x%08x", (unsigned) getpid (),
+              (unsigned) (zclock_usecs () & 0xffffffffu));
+    hello->instance = strdup (instance);
     for (size_t at = 0; at < config->group_count; at++) {
         hello->groups = (char **) realloc (hello->groups,
                                            (at + 1) * sizeof (char *));
