@@ -134,6 +134,7 @@ relay_config_init (relay_config_t *config)
     config->key_file = strdup (RELAY_DEFAULT_KEY);
     config->upstream_key = strdup (RELAY_DEFAULT_UPSTREAM_KEY);
     config->heartbeat_ms = 5000;
+    config->upstream_timeout_ms = RELAY_DEFAULT_UPSTREAM_TIMEOUT_MS;
 }
 
 void
@@ -181,7 +182,7 @@ relay_config_load (relay_config_t *config, const char *path, char *err,
     static const char *const known [] = {
         "name", "agents", "publish", "client", "upstream", "upstream_publish",
         "key", "server_key", "upstream_key", "client_keys", "insecure",
-        "heartbeat", "verbose", "log_level", "log_format", NULL};
+        "heartbeat", "upstream_timeout", "verbose", "log_level", "log_format", NULL};
     pv_doc_t *doc = NULL;
     char why [600];
     if (conf_load_file (path, &doc, err, err_len) != 0)
@@ -213,6 +214,9 @@ relay_config_load (relay_config_t *config, const char *path, char *err,
                                sizeof why)
              || conf_get_duration (root, "heartbeat", &config->heartbeat_ms,
                                    why, sizeof why)
+             || conf_get_duration (root, "upstream_timeout",
+                                   &config->upstream_timeout_ms, why,
+                                   sizeof why)
              || conf_get_bool (root, "verbose", &config->verbose, why,
                                sizeof why)
              || conf_get_str (root, "log_level", &config->log_level, why,
@@ -262,6 +266,8 @@ static const char *s_usage =
     "  --upstream-publish EP  the broker's (or a relay's) commands endpoint\n"
     "                                                    [tcp://127.0.0.1:7703]\n"
     "  --heartbeat D          own heartbeat to the broker            [5s]\n"
+    "  --upstream-timeout D   upstream silent this long: lost, agents\n"
+    "                         dropped until it is back               [15s]\n"
     "  --verbose              log every peer event (--log-level debug)\n"
     "  --log-level LEVEL      error, warn, info or debug             [info]\n"
     "  --log-format FORMAT    text (journal-style under systemd) or json\n"
@@ -288,7 +294,8 @@ static const char *s_usage =
 
 enum {
     S_OPT_CONFIG = 256, S_OPT_NAME, S_OPT_AGENTS, S_OPT_PUBLISH, S_OPT_CLIENT,
-    S_OPT_UPSTREAM, S_OPT_UPSTREAM_PUBLISH, S_OPT_HEARTBEAT, S_OPT_KEY,
+    S_OPT_UPSTREAM, S_OPT_UPSTREAM_PUBLISH, S_OPT_HEARTBEAT,
+    S_OPT_UPSTREAM_TIMEOUT, S_OPT_KEY,
     S_OPT_SERVER_KEY, S_OPT_UPSTREAM_KEY, S_OPT_CLIENT_KEY, S_OPT_LOG_LEVEL,
     S_OPT_LOG_FORMAT, S_OPT_VERBOSE, S_OPT_INSECURE, S_OPT_PRINT_CONFIG,
     S_OPT_VERSION, S_OPT_END
@@ -303,6 +310,7 @@ static const struct option s_options [] = {
     {"upstream", required_argument, NULL, S_OPT_UPSTREAM},
     {"upstream-publish", required_argument, NULL, S_OPT_UPSTREAM_PUBLISH},
     {"heartbeat", required_argument, NULL, S_OPT_HEARTBEAT},
+    {"upstream-timeout", required_argument, NULL, S_OPT_UPSTREAM_TIMEOUT},
     {"key", required_argument, NULL, S_OPT_KEY},
     {"server-key", required_argument, NULL, S_OPT_SERVER_KEY},
     {"upstream-key", required_argument, NULL, S_OPT_UPSTREAM_KEY},
@@ -344,6 +352,13 @@ s_apply (relay_config_t *config, int option, const char *value, char *err,
                 return -1;
             }
             return 0;
+        case S_OPT_UPSTREAM_TIMEOUT:
+            if (duration_parse (value, &config->upstream_timeout_ms) != 0) {
+                s_err (err, err_len, "--upstream-timeout: '%s' is not a "
+                       "duration (like 15s, 1m)", value);
+                return -1;
+            }
+            return 0;
         default:
             return 0;
     }
@@ -367,6 +382,12 @@ s_check (relay_config_t *config, char *err, size_t err_len)
     }
     if (config->heartbeat_ms < 100 || config->heartbeat_ms > 3600000) {
         s_err (err, err_len, "heartbeat: expected 100ms to 1h");
+        return -1;
+    }
+    //  Above the ZMTP ping interval (1 s), within what libzmq holds (int)
+    if (config->upstream_timeout_ms < 2000
+        || config->upstream_timeout_ms > 3600000) {
+        s_err (err, err_len, "upstream_timeout: expected 2s to 1h");
         return -1;
     }
     return log_check (config->log_level, config->log_format, err, err_len);
@@ -401,6 +422,9 @@ s_print_config (const relay_config_t *config, const char *const *values,
                         S_GIVEN (S_OPT_UPSTREAM_PUBLISH));
     conf_print_duration (o, "heartbeat", config->heartbeat_ms, "--heartbeat",
                          S_GIVEN (S_OPT_HEARTBEAT));
+    conf_print_duration (o, "upstream_timeout", config->upstream_timeout_ms,
+                         "--upstream-timeout",
+                         S_GIVEN (S_OPT_UPSTREAM_TIMEOUT));
     conf_print_setting (o, "key", config->key_file, true, "--key",
                         S_GIVEN (S_OPT_KEY));
     conf_print_setting (o, "server_key",
@@ -1457,9 +1481,13 @@ relay_new (const relay_config_t *config, char *err, size_t err_len)
         zsock_set_linger (ups [index], 2000);
         zsock_set_reconnect_ivl (ups [index], 100);
         zsock_set_reconnect_ivl_max (ups [index], 2000);
-        //  A dead upstream is noticed in seconds, not at the next send
+        //  A dead upstream is noticed in seconds, not at the next send;
+        //  a busy one (a broker registering thousands of agents reads
+        //  late, pings too) is waited for, rather than every agent
+        //  dropped and registered again
         zsock_set_heartbeat_ivl (ups [index], 1000);
-        zsock_set_heartbeat_timeout (ups [index], 3000);
+        zsock_set_heartbeat_timeout (ups [index],
+                                     (int) config->upstream_timeout_ms);
         if (self->cert)
             keys_curve_client (ups [index], self->cert, self->upstream_key);
     }

@@ -24,8 +24,10 @@
     the first holder subscribes it, the last one leaving unsubscribes it.
     A broadcast costs the broker one send per relay.
 
-    Upstream loss: while the relay has no upstream connection it does not
-    serve its agents at all (its downstream endpoints are unbound), so
+    Upstream loss: the connection closed, or nothing came back for
+    upstream_timeout (ZMTP pings every second; 15 s by default, so that a
+    broker busy registering thousands of agents is waited for). While the
+    relay has no upstream connection it does not serve its agents at all (its downstream endpoints are unbound), so
     their connections drop and they fail over to their next endpoint; it
     binds again once the upstream handshake succeeds.
 
@@ -43,6 +45,7 @@
 #define RELAY_DEFAULT_CONFIG GRID_SYSCONFDIR "/grid/gridrelay.yaml"
 #define RELAY_DEFAULT_KEY "/etc/grid/keys/relay.key"
 #define RELAY_DEFAULT_UPSTREAM_KEY "/etc/grid/keys/broker.key"
+#define RELAY_DEFAULT_UPSTREAM_TIMEOUT_MS 15000  //  As agents wait for a broker
 
 typedef struct {
     char *name;                  //  This relay's name (default: host name)
@@ -59,6 +62,8 @@ typedef struct {
     size_t client_key_count;
     bool insecure;               //  Plaintext on both sides
     int64_t heartbeat_ms;        //  Own heartbeat upstream
+    int64_t upstream_timeout_ms; //  Upstream silent this long: lost (ZMTP
+                                 //  pings every second), agents dropped
     bool verbose;                //  --log-level debug
     char *log_level;             //  NULL: info
     char *log_format;            //  NULL: text
