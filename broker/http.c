@@ -1732,7 +1732,6 @@ s_server_new (s_start_t *start, zsock_t *pipe, char *err, size_t err_len)
         MHD_OPTION_NOTIFY_CONNECTION, s_connection, self,
         MHD_OPTION_EXTERNAL_LOGGER, s_mhd_log, self,
         MHD_OPTION_UNESCAPE_CALLBACK, s_unescape, self,
-        MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned int) 0,
         MHD_OPTION_ARRAY, start->cert_pem ? tls : tls + 2,
         MHD_OPTION_END);
     if (!self->daemon) {
