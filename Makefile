@@ -18,6 +18,10 @@
 #                   through 8 gridrelays, swarms of several processes;
 #                   scale goals and relay memory (docs/SIZING.md); writes
 #                   build/bench/scale.json
+#   make bench-http    the HTTP face: job submits per second over HTTP
+#                   (httpload, 64 keep-alive connections) and over ZeroMQ,
+#                   and gridcli --wait on a real agent; writes
+#                   build/bench/http.json
 #                   BENCH_ARGS adds gridbench options (gridbench --help)
 #   make install    programs, man pages, configs, units, completion, Python
 #                   module (PREFIX=/usr/local, DESTDIR); make uninstall
@@ -115,7 +119,7 @@ FUZZ_SEEDS := $(BUILD)/test/tools/fuzz_seeds
 
 .PHONY: all man deps test test-build test-deps demo format clean \
 	check-deps fuzz fuzz-build fuzz-deps bench bench-quick bench-queue \
-	bench-scale install \
+	bench-scale bench-http install \
 	uninstall deb
 .DEFAULT_GOAL := all
 
@@ -325,6 +329,10 @@ bench-queue: deps
 bench-scale: deps
 	@$(MAKE) --no-print-directory $(BINS) $(BENCH_TOOLS)
 	@$(BUILD)/test/tools/gridbench --scale --out $(BUILD)/bench/scale.json $(BENCH_ARGS)
+
+bench-http: deps
+	@$(MAKE) --no-print-directory $(BINS) $(BENCH_TOOLS) $(BUILD)/test/tools/httpload
+	@$(BUILD)/test/tools/gridbench --http --out $(BUILD)/bench/http.json $(BENCH_ARGS)
 
 # ---------------------------------------------------------------------
 # Install: make install [PREFIX=/usr/local] [DESTDIR=...]. The daemons go

@@ -147,6 +147,11 @@ typedef struct {
     bool scale;                     //  The bench-scale run
     size_t swarm_ramp;              //  Agents started per second over all
                                     //  swarm processes, 0: all at once
+    bool http;                      //  The HTTP face figures only
+    size_t http_connections;        //  Their HTTP connections
+    double http_s;                  //  Each submit phase, seconds
+    size_t cli_runs;                //  gridcli --wait runs
+    char *httpload;                 //  httpload
 } s_options_t;
 
 //  CPU time of the broker and of every relay together, in ms.
@@ -3114,6 +3119,464 @@ s_queue_json (const char *path, const s_queue_run_t *run)
 }
 
 //  ---------------------------------------------------------------------
+//  HTTP figures (--http)
+//
+//  One broker with its HTTP face on loopback, a swarm of a few agents and
+//  one real gridagent. Three figures, one after the other, with the
+//  machine's load before each:
+//
+//    http submits    POST /api/v1/jobs with an operator token over
+//                    HTTP_CONNECTIONS keep-alive connections for HTTP_S
+//                    seconds (httpload): answers per second, latency
+//    zmq submits     the same job.submit over one DEALER, HTTP_CONNECTIONS
+//                    in flight, for as long: replies per second, latency
+//    gridcli --wait  `gridcli job run --wait` of one `test echo` on the
+//                    real agent, CLI_RUNS times: wall time of the whole
+//                    command (start, connect, submit, watch, exit)
+//
+//  The submitted jobs run on one swarm agent; the broker works them off
+//  between the phases, so each phase starts with an empty queue.
+
+#define S_HTTP_AGENTS 10            //  Swarm agents of the --http run
+#define S_HTTP_NODE "swarm-000001"  //  The node the submitted jobs run on
+
+typedef struct {
+    char error [256];               //  Why the run stopped, "" when it did not
+    size_t connections;             //  Concurrent HTTP connections / ZeroMQ window
+    double seconds;                 //  Each submit phase
+    double http_per_s, http_p50_ms, http_p99_ms;
+    uint64_t http_answers, http_ok;
+    double zmq_per_s, zmq_p50_ms, zmq_p99_ms;
+    uint64_t zmq_ok, zmq_refused;
+    size_t cli_runs;
+    double cli_p50_ms, cli_p99_ms, cli_max_ms;
+    double load [3];                //  1-minute load before each phase
+} s_http_run_t;
+
+//  Runs ARGV with stdout to OUT (NULL: /dev/null) and stderr to LOG,
+//  waits up to TIMEOUT_MS. Returns its exit code, or -1 (killed when it
+//  ran too long).
+static int
+s_http_exec (char *const argv [], const char *out, const char *log,
+             int timeout_ms)
+{
+    pid_t pid = fork ();
+    if (pid < 0)
+        return -1;
+    if (pid == 0) {
+        prctl (PR_SET_PDEATHSIG, SIGKILL);
+        int fd = open (out ? out : "/dev/null",
+                       O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        int err = open (log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+        if (fd >= 0)
+            dup2 (fd, STDOUT_FILENO);
+        if (err >= 0)
+            dup2 (err, STDERR_FILENO);
+        execv (argv [0], argv);
+        _exit (127);
+    }
+    int64_t deadline = s_now_ms () + timeout_ms;
+    int status = 0;
+    while (waitpid (pid, &status, WNOHANG) == 0) {
+        if (s_now_ms () > deadline || s_interrupted) {
+            kill (pid, SIGKILL);
+            waitpid (pid, &status, 0);
+            return -1;
+        }
+        usleep (1000);
+    }
+    return WIFEXITED (status) ? WEXITSTATUS (status) : -1;
+}
+
+//  The whole file at PATH (caller frees), or NULL.
+static char *
+s_http_slurp (const char *path)
+{
+    FILE *file = fopen (path, "r");
+    if (!file)
+        return NULL;
+    char *text = NULL;
+    size_t size = 0;
+    FILE *out = open_memstream (&text, &size);
+    char buffer [4096];
+    size_t got;
+    while (out && (got = fread (buffer, 1, sizeof buffer, file)) > 0)
+        fwrite (buffer, 1, got, out);
+    fclose (file);
+    if (out)
+        fclose (out);
+    return text;
+}
+
+//  The number after "KEY": in the JSON text TEXT, or -1.
+static double
+s_http_number (const char *text, const char *key)
+{
+    char quoted [64];
+    snprintf (quoted, sizeof quoted, "\"%s\": ", key);
+    const char *at = text ? strstr (text, quoted) : NULL;
+    return at ? strtod (at + strlen (quoted), NULL) : -1;
+}
+
+//  status: nodes online, jobs pending and running. Returns 0 or -1.
+static int
+s_http_status (s_stage_t *stage, int64_t *online, int64_t *live)
+{
+    uint64_t seq = s_request (&stage->broker, "status", NULL);
+    pv_doc_t *doc = s_peer_wait (&stage->broker, seq, S_CALL_TIMEOUT_MS);
+    char code [64];
+    const pv_t *data = s_ok_data (doc, code, sizeof code);
+    if (data) {
+        *online = s_int (pv_map_get (data, "nodes"), "online");
+        const pv_t *jobs = pv_map_get (data, "jobs");
+        *live = s_int (jobs, "pending") + s_int (jobs, "running");
+    }
+    pv_doc_destroy (&doc);
+    return data ? 0 : -1;
+}
+
+//  Waits until ONLINE nodes are online and no job is pending or running.
+static int
+s_http_settle (s_stage_t *stage, int64_t online, int timeout_ms)
+{
+    int64_t deadline = s_now_ms () + timeout_ms;
+    while (s_now_ms () < deadline && !s_interrupted) {
+        int64_t now_online = 0, live = 0;
+        if (s_http_status (stage, &now_online, &live) == 0
+            && now_online >= online && live == 0)
+            return 0;
+        usleep (50 * 1000);
+    }
+    return -1;
+}
+
+//  token.add of an operator token into TOKEN. Returns 0 or -1.
+static int
+s_http_token (s_stage_t *stage, char *token, size_t token_len)
+{
+    char id [64];
+    s_next_id (&stage->broker, id, sizeof id);
+    pw_reset (stage->broker.writer);
+    proto_request_begin (stage->broker.writer, "token.add", id, 2);
+    pw_str (stage->broker.writer, "name");
+    pw_str (stage->broker.writer, "bench");
+    pw_str (stage->broker.writer, "role");
+    pw_str (stage->broker.writer, "operator");
+    s_peer_send (&stage->broker);
+    pv_doc_t *doc = s_peer_wait (&stage->broker, stage->broker.seq,
+                                 S_CALL_TIMEOUT_MS);
+    char code [64];
+    const pv_t *data = s_ok_data (doc, code, sizeof code);
+    char *text = data ? pv_strdup (pv_map_get (data, "token")) : NULL;
+    if (text)
+        snprintf (token, token_len, "%s", text);
+    free (text);
+    pv_doc_destroy (&doc);
+    return text ? 0 : -1;
+}
+
+//  The HTTP submit phase: httpload against the face on PORT.
+static void
+s_http_submits (s_stage_t *stage, const s_options_t *options, int port,
+                const char *token, s_http_run_t *run)
+{
+    char body [400], out [400], log [400], url [128], auth [400], conns [32],
+         seconds [32], program [600];
+    snprintf (body, sizeof body, "%s/job.json", stage->dir);
+    snprintf (out, sizeof out, "%s/httpload.json", stage->dir);
+    snprintf (log, sizeof log, "%s/httpload.log", stage->dir);
+    FILE *file = fopen (body, "w");
+    if (!file) {
+        snprintf (run->error, sizeof run->error, "cannot write job.json");
+        return;
+    }
+    fprintf (file, "{\"target\": \"node:%s\", \"tasks\": [{\"backend\": "
+             "\"test\", \"action\": \"echo\", \"params\": {\"msg\": "
+             "\"bench\"}}]}\n", S_HTTP_NODE);
+    fclose (file);
+    snprintf (url, sizeof url, "http://127.0.0.1:%d/api/v1/jobs", port);
+    snprintf (auth, sizeof auth, "Authorization: Bearer %s", token);
+    snprintf (conns, sizeof conns, "%zu", options->http_connections);
+    snprintf (seconds, sizeof seconds, "%.3f", options->http_s);
+    snprintf (program, sizeof program, "%s", options->httpload);
+    char *argv [] = {program, "--url", url, "--method", "POST", "--header",
+                     auth, "--header", "Content-Type: application/json",
+                     "--body-file", body, "--connections", conns,
+                     "--duration", seconds, "--json", NULL};
+    int code = s_http_exec (argv, out, log,
+                            (int) (options->http_s * 1000) + 60000);
+    char *json = s_http_slurp (out);
+    run->http_answers = (uint64_t) s_http_number (json, "answers");
+    run->http_ok = (uint64_t) s_http_number (json, "ok");
+    run->http_per_s = s_http_number (json, "per_second");
+    run->http_p50_ms = s_http_number (json, "p50_ms");
+    run->http_p99_ms = s_http_number (json, "p99_ms");
+    if (code != 0 || !json || run->http_ok == 0)
+        snprintf (run->error, sizeof run->error, "httpload: %s (see "
+                  "httpload.log)", code == 1 ? "some answers were not 2xx"
+                                             : "it failed");
+    free (json);
+}
+
+//  The ZeroMQ submit phase: job.submit pipelined over one DEALER, as many
+//  in flight as HTTP has connections, for as long.
+static void
+s_http_zmq_submits (s_stage_t *stage, const s_options_t *options,
+                    s_http_run_t *run)
+{
+    size_t room = 65536, count = 0, in_flight = 0;
+    double *latency = (double *) calloc (room, sizeof (double));
+    zhashx_t *sent = zhashx_new ();     //  seq -> submit time (us, boxed)
+    zhashx_set_destructor (sent, (zhashx_destructor_fn *) zstr_free);
+    assert (latency && sent);
+    double start_us = s_now_us ();
+    double end_us = start_us + options->http_s * 1e6;
+    double last_us = start_us;
+    char key [32];
+    while (!s_interrupted && (s_now_us () < end_us || in_flight > 0)
+           && s_now_us () < end_us + 60e6) {
+        while (s_now_us () < end_us && in_flight < options->http_connections) {
+            uint64_t seq = s_submit (&stage->broker, "node", S_HTTP_NODE,
+                                     "test", "echo", "bench");
+            snprintf (key, sizeof key, "%" PRIu64, seq);
+            zhashx_insert (sent, key, zsys_sprintf ("%.0f", s_now_us ()));
+            in_flight++;
+        }
+        pv_doc_t *doc = s_peer_recv (&stage->broker, 10);
+        if (!doc)
+            continue;
+        snprintf (key, sizeof key, "%" PRIu64,
+                  s_reply_seq (&stage->broker, pv_doc_root (doc)));
+        char *at = (char *) zhashx_lookup (sent, key);
+        if (at) {
+            double now_us = s_now_us ();
+            char code [64];
+            if (s_ok_data (doc, code, sizeof code)) {
+                if (count == room) {
+                    room *= 2;
+                    latency = (double *) realloc (latency,
+                                                  room * sizeof (double));
+                    assert (latency);
+                }
+                latency [count++] = (now_us - atof (at)) / 1000.0;
+                last_us = now_us;
+            }
+            else
+                run->zmq_refused++;
+            zhashx_delete (sent, key);
+            in_flight--;
+        }
+        pv_doc_destroy (&doc);
+    }
+    if (in_flight && !run->error [0])
+        snprintf (run->error, sizeof run->error,
+                  "%zu ZeroMQ submits got no reply", in_flight);
+    qsort (latency, count, sizeof (double), s_compare_doubles);
+    run->zmq_ok = count;
+    run->zmq_per_s = last_us > start_us
+                         ? (double) count / ((last_us - start_us) / 1e6) : -1;
+    run->zmq_p50_ms = s_percentile (latency, count, 50);
+    run->zmq_p99_ms = s_percentile (latency, count, 99);
+    zhashx_destroy (&sent);
+    free (latency);
+}
+
+//  The gridcli --wait phase: one real gridagent, CLI_RUNS one-node jobs.
+static void
+s_http_cli_wait (s_stage_t *stage, const s_options_t *options,
+                 s_http_run_t *run)
+{
+    char program [600], state [400], log [400], cli [600], cli_log [400];
+    snprintf (program, sizeof program, "%s/gridagent", options->bin);
+    snprintf (state, sizeof state, "%s/agent-state", stage->dir);
+    snprintf (log, sizeof log, "%s/agent.log", stage->dir);
+    snprintf (cli, sizeof cli, "%s/gridcli", options->bin);
+    snprintf (cli_log, sizeof cli_log, "%s/gridcli.log", stage->dir);
+    char *agent [] = {program, "--id", "bench-agent", "--state-dir", state,
+                      "--broker", stage->agents_ep, "--publish",
+                      stage->publish_ep, "--insecure", NULL};
+    stage->agent_pid = s_spawn (agent, log);
+    if (stage->agent_pid < 0
+        || s_http_settle (stage, S_HTTP_AGENTS + 1, 30000) != 0) {
+        snprintf (run->error, sizeof run->error,
+                  "the real agent did not come online (see agent.log)");
+        return;
+    }
+    double *walls = (double *) calloc (options->cli_runs, sizeof (double));
+    assert (walls);
+    size_t done = 0;
+    for (size_t at = 0; at < options->cli_runs && !s_interrupted; at++) {
+        char *argv [] = {cli, "--broker", stage->client_ep, "--insecure",
+                         "job", "run", "--target", "node:bench-agent", "test",
+                         "echo", "--msg", "bench", "--wait", NULL};
+        double start_us = s_now_us ();
+        int code = s_http_exec (argv, NULL, cli_log, 30000);
+        if (code != 0) {
+            snprintf (run->error, sizeof run->error,
+                      "gridcli --wait exited %d (see gridcli.log)", code);
+            break;
+        }
+        walls [done++] = (s_now_us () - start_us) / 1000.0;
+    }
+    qsort (walls, done, sizeof (double), s_compare_doubles);
+    run->cli_runs = done;
+    run->cli_p50_ms = s_percentile (walls, done, 50);
+    run->cli_p99_ms = s_percentile (walls, done, 99);
+    run->cli_max_ms = done ? walls [done - 1] : -1;
+    free (walls);
+}
+
+static void
+s_http_measure (const s_options_t *options, s_http_run_t *run)
+{
+    s_stage_t stage;
+    memset (&stage, 0, sizeof stage);
+    snprintf (stage.dir, sizeof stage.dir, "%s", s_tmpdir);
+    int port = s_free_port ();
+    static char listen [64];
+    snprintf (listen, sizeof listen, "127.0.0.1:%d", port);
+    //  Every submit is admitted: the figure is what the face takes
+    s_options_t http_options = *options;
+    char *extra [] = {"--http", listen, "--max-pending", "10000000"};
+    for (size_t at = 0; at < sizeof extra / sizeof extra [0]
+                        && http_options.broker_arg_count < 16; at++)
+        http_options.broker_args [http_options.broker_arg_count++]
+            = extra [at];
+    s_say ("http: starting a broker with its HTTP face on %s, %d swarm "
+           "agents", listen, S_HTTP_AGENTS);
+    char token [128];
+    if (port < 0 || s_stage_broker (&stage, &http_options, "http") != 0
+        || s_stage_swarm (&stage, &http_options, S_HTTP_AGENTS) != 0
+        || s_http_settle (&stage, S_HTTP_AGENTS, 30000) != 0
+        || s_http_token (&stage, token, sizeof token) != 0) {
+        snprintf (run->error, sizeof run->error,
+                  "the broker, its HTTP face or the swarm did not start (see "
+                  "broker.log)");
+        s_stage_stop (&stage, true);
+        return;
+    }
+    run->load [0] = s_load_average ();
+    s_say ("http: %zu connections for %.1f s (load %.2f)",
+           options->http_connections, options->http_s, run->load [0]);
+    s_http_submits (&stage, options, port, token, run);
+    if (!run->error [0] && s_http_settle (&stage, 0, 300000) != 0)
+        snprintf (run->error, sizeof run->error,
+                  "the jobs submitted over HTTP did not end");
+    run->load [1] = s_load_average ();
+    if (!run->error [0]) {
+        s_say ("zmq: %zu in flight for %.1f s (load %.2f)",
+               options->http_connections, options->http_s, run->load [1]);
+        s_http_zmq_submits (&stage, options, run);
+    }
+    if (!run->error [0] && s_http_settle (&stage, 0, 300000) != 0)
+        snprintf (run->error, sizeof run->error,
+                  "the jobs submitted over ZeroMQ did not end");
+    run->load [2] = s_load_average ();
+    if (!run->error [0]) {
+        s_say ("gridcli --wait: %zu runs on a real agent (load %.2f)",
+               options->cli_runs, run->load [2]);
+        s_http_cli_wait (&stage, options, run);
+    }
+    s_stage_stop (&stage, options->keep || run->error [0]);
+}
+
+static void
+s_http_print (const s_http_run_t *run)
+{
+    printf ("\nHTTP face: %zu keep-alive connections (ZeroMQ: as many "
+            "requests in flight on one DEALER), %.1f s each\n",
+            run->connections, run->seconds);
+    if (run->error [0])
+        printf ("  error: %s\n", run->error);
+    printf ("  http submits        %.0f jobs/s (%" PRIu64 " of %" PRIu64
+            " answers 2xx); latency p50 %.2f ms, p99 %.2f ms; load %.2f\n",
+            run->http_per_s, run->http_ok, run->http_answers,
+            run->http_p50_ms, run->http_p99_ms, run->load [0]);
+    printf ("  zmq submits         %.0f jobs/s (%" PRIu64 " ok, %" PRIu64
+            " refused); latency p50 %.2f ms, p99 %.2f ms; load %.2f\n",
+            run->zmq_per_s, run->zmq_ok, run->zmq_refused, run->zmq_p50_ms,
+            run->zmq_p99_ms, run->load [1]);
+    printf ("  gridcli --wait      p50 %.1f ms, p99 %.1f ms, max %.1f ms "
+            "over %zu one-node jobs; load %.2f\n", run->cli_p50_ms,
+            run->cli_p99_ms, run->cli_max_ms, run->cli_runs, run->load [2]);
+}
+
+static int
+s_http_json (const char *path, const s_http_run_t *run)
+{
+    char *copy = strdup (path);
+    char command [600];
+    snprintf (command, sizeof command, "mkdir -p '%s'", dirname (copy));
+    int rc = system (command);
+    free (copy);
+    FILE *file = rc == 0 ? fopen (path, "w") : NULL;
+    if (!file)
+        return -1;
+    char cpu [256], kernel [256];
+    long cores = 0;
+    double mem_gib = 0;
+    s_machine (cpu, sizeof cpu, &cores, &mem_gib, kernel, sizeof kernel);
+    fprintf (file,
+             "{\"http\": {\"connections\": %zu, \"seconds\": %.3f, "
+             "\"http_submits_per_s\": %.1f, \"http_answers\": %" PRIu64 ", "
+             "\"http_ok\": %" PRIu64 ", \"http_p50_ms\": %.3f, "
+             "\"http_p99_ms\": %.3f, \"zmq_submits_per_s\": %.1f, "
+             "\"zmq_ok\": %" PRIu64 ", \"zmq_refused\": %" PRIu64 ", "
+             "\"zmq_p50_ms\": %.3f, \"zmq_p99_ms\": %.3f, "
+             "\"cli_wait_runs\": %zu, \"cli_wait_p50_ms\": %.1f, "
+             "\"cli_wait_p99_ms\": %.1f, \"cli_wait_max_ms\": %.1f, "
+             "\"load_http\": %.2f, \"load_zmq\": %.2f, \"load_cli\": %.2f, "
+             "\"cpu\": \"%s\", \"cores\": %ld, \"error\": \"%s\"}}\n",
+             run->connections, run->seconds, run->http_per_s,
+             run->http_answers, run->http_ok, run->http_p50_ms,
+             run->http_p99_ms, run->zmq_per_s, run->zmq_ok, run->zmq_refused,
+             run->zmq_p50_ms, run->zmq_p99_ms, run->cli_runs,
+             run->cli_p50_ms, run->cli_p99_ms, run->cli_max_ms,
+             run->load [0], run->load [1], run->load [2], cpu, cores,
+             run->error);
+    return fclose (file) == 0 ? 0 : -1;
+}
+
+//  gridbench --http. Returns the exit code.
+static int
+s_http_main (const s_options_t *options)
+{
+    if (access (options->httpload, X_OK) != 0) {
+        s_say ("cannot find %s (build it, or use --httpload)",
+               options->httpload);
+        return 2;
+    }
+    if (options->curve)
+        s_say ("--http runs in plaintext: --curve is not used");
+    s_http_run_t run;
+    memset (&run, 0, sizeof run);
+    run.connections = options->http_connections;
+    run.seconds = options->http_s;
+    run.http_per_s = run.http_p50_ms = run.http_p99_ms = -1;
+    run.zmq_per_s = run.zmq_p50_ms = run.zmq_p99_ms = -1;
+    run.cli_p50_ms = run.cli_p99_ms = run.cli_max_ms = -1;
+    s_http_measure (options, &run);
+    s_stop_all ();
+    if (run.error [0] || options->keep)
+        s_say ("logs kept in %s", s_tmpdir);
+    else
+        s_remove_tree (s_tmpdir);
+    if (s_interrupted) {
+        s_say ("interrupted: no results written");
+        return 1;
+    }
+    s_http_print (&run);
+    const char *out = strcmp (options->out, "build/bench/results.json") == 0
+                          ? "build/bench/http.json" : options->out;
+    if (s_http_json (out, &run) != 0) {
+        s_say ("cannot write %s", out);
+        return 1;
+    }
+    s_say ("results in %s", out);
+    return run.error [0] ? 1 : 0;
+}
+
+//  ---------------------------------------------------------------------
 //  Main
 
 static const char *s_usage =
@@ -3168,6 +3631,15 @@ static const char *s_usage =
     "                       the others through --relays (default 8),\n"
     "                       no real agent; scale goals; writes\n"
     "                       build/bench/scale.json   [--agents 10000,50000]\n"
+    "  --http               only the HTTP figures: job submits per second\n"
+    "                       over the broker's HTTP face (keep-alive,\n"
+    "                       httpload) and over ZeroMQ, and the time of\n"
+    "                       gridcli --wait on a real agent; writes\n"
+    "                       build/bench/http.json\n"
+    "  --http-connections N HTTP connections (ZeroMQ: requests in flight) [64]\n"
+    "  --http-s S           each submit phase (seconds)             [5]\n"
+    "  --cli-runs N         gridcli --wait runs                    [20]\n"
+    "  --httpload PATH      httpload             [<this dir>/httpload]\n"
     "  -h, --help           this text\n";
 
 static int
@@ -3252,6 +3724,11 @@ s_parse (s_options_t *options, int argc, char *argv [])
         {"sink", required_argument, NULL, 'G'},
         {"scale", no_argument, NULL, 'C'},
         {"swarm-ramp", required_argument, NULL, 'M'},
+        {"http", no_argument, NULL, 'H'},
+        {"http-connections", required_argument, NULL, 'O'},
+        {"http-s", required_argument, NULL, 'T'},
+        {"cli-runs", required_argument, NULL, 'U'},
+        {"httpload", required_argument, NULL, 'V'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0}
     };
@@ -3290,6 +3767,22 @@ s_parse (s_options_t *options, int argc, char *argv [])
                 break;
             case 'M':
                 options->swarm_ramp = strtoul (optarg, &end, 10);
+                break;
+            case 'H':
+                options->http = true;
+                break;
+            case 'O':
+                options->http_connections = strtoul (optarg, &end, 10);
+                break;
+            case 'T':
+                options->http_s = strtod (optarg, &end);
+                break;
+            case 'U':
+                options->cli_runs = strtoul (optarg, &end, 10);
+                break;
+            case 'V':
+                free (options->httpload);
+                options->httpload = strdup (optarg);
                 break;
             case 'a':
                 counts_given = true;
@@ -3398,6 +3891,12 @@ s_parse (s_options_t *options, int argc, char *argv [])
                  "positive, and --queue-agents more than --queue-kill\n");
         return -1;
     }
+    if (options->http_connections < 1 || options->http_s <= 0
+        || options->cli_runs < 1) {
+        fprintf (stderr, "gridbench: --http-connections, --http-s and "
+                 "--cli-runs must be positive\n");
+        return -1;
+    }
     if (options->rounds < 1 || options->window < 1 || options->single_s <= 0
         || options->idle_s < 1 || options->agent_runs < 1) {
         fprintf (stderr, "gridbench: --rounds, --window, --single-s, "
@@ -3465,6 +3964,9 @@ main (int argc, char *argv [])
     options.queue_agents = 1000;
     options.queue_killed = 50;
     options.queue_limit = 800;
+    options.http_connections = 64;
+    options.http_s = 5;
+    options.cli_runs = 20;
     char self [1024];
     ssize_t len = readlink ("/proc/self/exe", self, sizeof self - 1);
     self [len > 0 ? len : 0] = 0;
@@ -3472,11 +3974,13 @@ main (int argc, char *argv [])
     options.bin = zsys_sprintf ("%s/../../bin", here);
     options.swarm = zsys_sprintf ("%s/gridswarm", here);
     options.sink = zsys_sprintf ("%s/gridsink", here);
+    options.httpload = zsys_sprintf ("%s/httpload", here);
     options.out = strdup ("build/bench/results.json");
     if (s_parse (&options, argc, argv) != 0) {
         free (options.bin);
         free (options.swarm);
         free (options.sink);
+        free (options.httpload);
         free (options.relay);
         free (options.out);
         return 2;
@@ -3510,6 +4014,16 @@ main (int argc, char *argv [])
         s_remove_tree (s_tmpdir);
         return 1;
     }
+    if (options.http) {
+        int rc = s_http_main (&options);
+        free (options.bin);
+        free (options.swarm);
+        free (options.out);
+        free (options.relay);
+        free (options.sink);
+        free (options.httpload);
+        return rc;
+    }
     if (options.queue) {
         int rc = s_queue_main (&options);
         free (options.bin);
@@ -3517,6 +4031,7 @@ main (int argc, char *argv [])
         free (options.out);
         free (options.relay);
         free (options.sink);
+        free (options.httpload);
         return rc;
     }
     s_run_t runs [S_MAX_COUNTS];
@@ -3600,5 +4115,6 @@ main (int argc, char *argv [])
     free (options.out);
     free (options.relay);
     free (options.sink);
+    free (options.httpload);
     return rc == 0 ? 0 : 1;
 }
