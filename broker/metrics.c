@@ -538,21 +538,32 @@ s_write_security (const metrics_figures_t *figures, FILE *out)
                "agent key).", figures->auth.refused_handshakes);
     metrics_write_family (out, "grid_auth_failures_total", "counter",
                           "Requests and messages refused by authentication "
-                          "or authorisation, by face and reason: "
-                          "unauthorized (key unknown or revoked), forbidden "
-                          "(beyond the role or the allowlist), "
-                          "impersonation (a key speaking for another key's "
-                          "node).");
+                          "or authorisation, by face (zmq, http) and reason: "
+                          "unauthorized (key or token unknown or revoked; "
+                          "HTTP 401), forbidden (beyond the role or the "
+                          "allowlist; HTTP 403), impersonation (a key "
+                          "speaking for another key's node).");
+    const auth_counters_t *auth = &figures->auth;
+    //  auth counts forbidden requests of every face; HTTP's are its share
+    uint64_t zmq_forbidden = auth->forbidden > auth->http_forbidden
+                                 ? auth->forbidden - auth->http_forbidden : 0;
     const char *labels [] = {"face", "zmq", "reason", NULL, NULL};
     labels [3] = "unauthorized";
     metrics_write_uint (out, "grid_auth_failures_total", labels,
-                        figures->auth.unauthorized);
+                        auth->unauthorized);
     labels [3] = "forbidden";
     metrics_write_uint (out, "grid_auth_failures_total", labels,
-                        figures->auth.forbidden);
+                        zmq_forbidden);
     labels [3] = "impersonation";
     metrics_write_uint (out, "grid_auth_failures_total", labels,
-                        figures->auth.impersonation);
+                        auth->impersonation);
+    labels [1] = "http";
+    labels [3] = "unauthorized";
+    metrics_write_uint (out, "grid_auth_failures_total", labels,
+                        auth->http_unauthorized);
+    labels [3] = "forbidden";
+    metrics_write_uint (out, "grid_auth_failures_total", labels,
+                        auth->http_forbidden);
     s_counter (out, "grid_subscriptions_refused_total",
                "Command topic subscriptions refused to an accepted agent key.",
                figures->auth.refused_topics);

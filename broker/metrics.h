@@ -132,7 +132,7 @@ typedef struct {
     uint64_t stale;              //  Acks and results for no live cell
     uint64_t send_failed;        //  Sends to vanished agents
     uint64_t output_refused;     //  Output pieces refused
-    auth_counters_t auth;        //  ZeroMQ security counters
+    auth_counters_t auth;        //  Security counters, ZeroMQ and HTTP
     uint64_t watchers;           //  job.watch requests parked
     uint64_t schedules;          //  Schedules
     uint64_t schedules_paused;   //  ... of which paused

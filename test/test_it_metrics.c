@@ -3,7 +3,8 @@
     real gridagents over ipc://, jobs that succeed and fail, hostile and
     refused input; the figures of the Prometheus text move as they should,
     and Debian's promtool (`promtool check metrics`) finds nothing wrong
-    with the text.
+    with the text. Over the HTTP face: GET /metrics with a token serves
+    the same text, and 401 and 403 answers are counted by face.
 
     The fleet: web-01 and web-02 (group web). The broker knows a viewer
     client key besides the harness's admin.
@@ -14,8 +15,11 @@
 #include <stddef.h>
 #include <cmocka.h>
 
+#include <arpa/inet.h>
 #include <czmq.h>
 #include <math.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 
 #include "../proto/proto.h"
@@ -27,6 +31,8 @@
 static grid_t s_grid;
 static char s_viewer [400];     //  Key pair with the viewer role
 static char s_viewer_arg [500];
+static int s_port;              //  The broker's HTTP face
+static char s_token [128];      //  An HTTP token with the viewer role
 
 //  ---------------------------------------------------------------------
 //  Helpers
@@ -354,6 +360,86 @@ test_it_metrics_request_is_strict (void **state)
     free (text);
 }
 
+//  One HTTP request on a fresh connection to the broker's HTTP face:
+//  METHOD PATH with TOKEN (NULL: none). Returns the status (0 when
+//  nothing came) and the whole answer in *ANSWER_P (caller frees).
+static int
+s_http (const char *method, const char *path, const char *token,
+        char **answer_p)
+{
+    *answer_p = NULL;
+    int fd = socket (AF_INET, SOCK_STREAM, 0);
+    assert_true (fd >= 0);
+    struct sockaddr_in address;
+    memset (&address, 0, sizeof address);
+    address.sin_family = AF_INET;
+    address.sin_port = htons ((uint16_t) s_port);
+    address.sin_addr.s_addr = htonl (INADDR_LOOPBACK);
+    struct timeval timeout = {10, 0};
+    setsockopt (fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
+    if (connect (fd, (struct sockaddr *) &address, sizeof address) != 0) {
+        close (fd);
+        return 0;
+    }
+    char request [512], auth [300] = "";
+    if (token)
+        snprintf (auth, sizeof auth, "Authorization: Bearer %s\r\n", token);
+    snprintf (request, sizeof request, "%s %s HTTP/1.1\r\nHost: x\r\n%s"
+              "Connection: close\r\nContent-Length: 0\r\n\r\n", method, path,
+              auth);
+    assert_int_equal (send (fd, request, strlen (request), MSG_NOSIGNAL),
+                      (ssize_t) strlen (request));
+    char *answer = NULL;
+    size_t size = 0;
+    FILE *out = open_memstream (&answer, &size);
+    char buffer [8192];
+    ssize_t got;
+    while ((got = recv (fd, buffer, sizeof buffer, 0)) > 0)
+        fwrite (buffer, 1, (size_t) got, out);
+    fclose (out);
+    close (fd);
+    *answer_p = answer;
+    return strncmp (answer, "HTTP/1.1 ", 9) == 0 ? atoi (answer + 9) : 0;
+}
+
+static void
+test_it_metrics_over_http (void **state)
+{
+    char *before = s_scrape ();
+    char *answer = NULL;
+    //  No token, and a token beyond its role: refused and counted by face
+    assert_int_equal (s_http ("GET", "/metrics", NULL, &answer), 401);
+    free (answer);
+    assert_int_equal (s_http ("GET", "/api/v1/status", "grid_nope", &answer),
+                      401);
+    free (answer);
+    assert_int_equal (s_http ("POST", "/api/v1/broker/drain", s_token,
+                              &answer), 403);
+    free (answer);
+    //  The text over HTTP, with its content type
+    int status = s_http ("GET", "/metrics", s_token, &answer);
+    if (status != 200)
+        fprintf (stderr, "%s\n", answer);
+    assert_int_equal (status, 200);
+    assert_non_null (strstr (answer, "text/plain; version=0.0.4"));
+    char *text = strstr (answer, "\r\n\r\n");
+    assert_non_null (text);
+    text += 4;
+    s_expect_delta (before, text, "grid_auth_failures_total{face=\"http\","
+                                  "reason=\"unauthorized\"}", 2);
+    s_expect_delta (before, text, "grid_auth_failures_total{face=\"http\","
+                                  "reason=\"forbidden\"}", 1);
+    s_expect_delta (before, text, "grid_auth_failures_total{face=\"zmq\","
+                                  "reason=\"forbidden\"}", 0);
+    //  HTTP requests are client requests like any other
+    s_expect_delta (before, text,
+                    "grid_client_requests_total{type=\"broker.drain\"}", 1);
+    s_expect_unique (text);
+    s_expect_promtool_clean (text);
+    free (answer);
+    free (before);
+}
+
 //  ---------------------------------------------------------------------
 
 static int
@@ -364,11 +450,36 @@ s_setup (void **state)
     if (grid_keygen (&s_grid, "viewer", s_viewer, sizeof s_viewer, NULL))
         return -1;
     snprintf (s_viewer_arg, sizeof s_viewer_arg, "viewer:%s", s_viewer);
-    const char *extra [] = {"--client-key", s_viewer_arg, NULL};
+    //  A free port for the HTTP face
+    int fd = socket (AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in address;
+    memset (&address, 0, sizeof address);
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl (INADDR_LOOPBACK);
+    socklen_t len = sizeof address;
+    if (fd < 0 || bind (fd, (struct sockaddr *) &address, sizeof address)
+        || getsockname (fd, (struct sockaddr *) &address, &len))
+        return -1;
+    close (fd);
+    s_port = ntohs (address.sin_port);
+    char listen [64];
+    snprintf (listen, sizeof listen, "127.0.0.1:%d", s_port);
+    const char *extra [] = {"--client-key", s_viewer_arg, "--http", listen,
+                            NULL};
     if (grid_start_broker (&s_grid, extra) != 0
         || grid_start_agent (&s_grid, "web-01", "web", NULL, NULL) < 0
         || grid_start_agent (&s_grid, "web-02", "web", NULL, NULL) < 0)
         return -1;
+    pv_doc_t *reply = grid_call (&s_grid, "token.add", "name", "scraper",
+                                 "role", "viewer", NULL);
+    const pv_t *data = NULL;
+    char *token = grid_reply_ok (reply, &data)
+                      ? pv_strdup (pv_map_get (data, "token")) : NULL;
+    pv_doc_destroy (&reply);
+    if (!token)
+        return -1;
+    snprintf (s_token, sizeof s_token, "%s", token);
+    free (token);
     return 0;
 }
 
@@ -386,6 +497,7 @@ main (void)
         cmocka_unit_test (test_it_metrics_figures_move),
         cmocka_unit_test (test_it_metrics_drain_and_dead_letter),
         cmocka_unit_test (test_it_metrics_request_is_strict),
+        cmocka_unit_test (test_it_metrics_over_http),
     };
     return cmocka_run_group_tests (tests, s_setup, s_teardown);
 }
