@@ -3146,6 +3146,7 @@ typedef struct {
     double seconds;                 //  Each submit phase
     double http_per_s, http_p50_ms, http_p99_ms;
     uint64_t http_answers, http_ok;
+    uint64_t http_reconnects;       //  Connections opened again (keep-alive lost)
     double zmq_per_s, zmq_p50_ms, zmq_p99_ms;
     uint64_t zmq_ok, zmq_refused;
     size_t cli_runs;
@@ -3308,6 +3309,7 @@ s_http_submits (s_stage_t *stage, const s_options_t *options, int port,
     char *json = s_http_slurp (out);
     run->http_answers = (uint64_t) s_http_number (json, "answers");
     run->http_ok = (uint64_t) s_http_number (json, "ok");
+    run->http_reconnects = (uint64_t) s_http_number (json, "reconnects");
     run->http_per_s = s_http_number (json, "per_second");
     run->http_p50_ms = s_http_number (json, "p50_ms");
     run->http_p99_ms = s_http_number (json, "p99_ms");
@@ -3489,8 +3491,9 @@ s_http_print (const s_http_run_t *run)
     if (run->error [0])
         printf ("  error: %s\n", run->error);
     printf ("  http submits        %.0f jobs/s (%" PRIu64 " of %" PRIu64
-            " answers 2xx); latency p50 %.2f ms, p99 %.2f ms; load %.2f\n",
-            run->http_per_s, run->http_ok, run->http_answers,
+            " answers 2xx, %" PRIu64 " connections reopened); latency p50 "
+            "%.2f ms, p99 %.2f ms; load %.2f\n", run->http_per_s,
+            run->http_ok, run->http_answers, run->http_reconnects,
             run->http_p50_ms, run->http_p99_ms, run->load [0]);
     printf ("  zmq submits         %.0f jobs/s (%" PRIu64 " ok, %" PRIu64
             " refused); latency p50 %.2f ms, p99 %.2f ms; load %.2f\n",
@@ -3519,7 +3522,8 @@ s_http_json (const char *path, const s_http_run_t *run)
     fprintf (file,
              "{\"http\": {\"connections\": %zu, \"seconds\": %.3f, "
              "\"http_submits_per_s\": %.1f, \"http_answers\": %" PRIu64 ", "
-             "\"http_ok\": %" PRIu64 ", \"http_p50_ms\": %.3f, "
+             "\"http_ok\": %" PRIu64 ", \"http_reconnects\": %" PRIu64 ", "
+             "\"http_p50_ms\": %.3f, "
              "\"http_p99_ms\": %.3f, \"zmq_submits_per_s\": %.1f, "
              "\"zmq_ok\": %" PRIu64 ", \"zmq_refused\": %" PRIu64 ", "
              "\"zmq_p50_ms\": %.3f, \"zmq_p99_ms\": %.3f, "
@@ -3528,7 +3532,8 @@ s_http_json (const char *path, const s_http_run_t *run)
              "\"load_http\": %.2f, \"load_zmq\": %.2f, \"load_cli\": %.2f, "
              "\"cpu\": \"%s\", \"cores\": %ld, \"error\": \"%s\"}}\n",
              run->connections, run->seconds, run->http_per_s,
-             run->http_answers, run->http_ok, run->http_p50_ms,
+             run->http_answers, run->http_ok, run->http_reconnects,
+             run->http_p50_ms,
              run->http_p99_ms, run->zmq_per_s, run->zmq_ok, run->zmq_refused,
              run->zmq_p50_ms, run->zmq_p99_ms, run->cli_runs,
              run->cli_p50_ms, run->cli_p99_ms, run->cli_max_ms,
