@@ -569,6 +569,36 @@ s_write_security (const metrics_figures_t *figures, FILE *out)
                figures->auth.refused_topics);
 }
 
+//  The HTTP face's figures (only when it is on).
+static void
+s_write_http (const metrics_figures_t *figures, FILE *out)
+{
+    if (!figures->have_http)
+        return;
+    const http_stats_t *http = &figures->http;
+    s_counter (out, "grid_http_requests_total",
+               "Requests the HTTP face answered (an event stream once).",
+               http->requests);
+    metrics_write_family (out, "grid_http_errors_total", "counter",
+                          "HTTP answers with an error status, by class: 4xx "
+                          "(the request's fault) or 5xx (the broker's).");
+    s_labelled (out, "grid_http_errors_total", "class", "4xx",
+                http->client_errors);
+    s_labelled (out, "grid_http_errors_total", "class", "5xx",
+                http->server_errors);
+    s_counter (out, "grid_http_bodies_refused_total",
+               "HTTP request bodies refused for http.max_body (413).",
+               http->too_large);
+    s_counter (out, "grid_http_late_replies_total",
+               "Replies the reactor owed the HTTP face past their time.",
+               http->late);
+    s_gauge (out, "grid_http_connections", "HTTP connections open.",
+             http->connections);
+    s_gauge (out, "grid_http_streams",
+             "Job event streams (GET /api/v1/jobs/{id}/stream) open.",
+             http->streams);
+}
+
 static void
 s_write_store (const metrics_t *self, const metrics_figures_t *figures,
                FILE *out)
@@ -636,6 +666,7 @@ metrics_render (const metrics_t *self, const metrics_figures_t *figures,
     s_write_nodes (figures, out);
     s_write_messages (self, figures, out);
     s_write_security (figures, out);
+    s_write_http (figures, out);
     s_write_store (self, figures, out);
     s_gauge (out, "grid_schedules", "Schedules kept by the broker.",
              figures->schedules);
@@ -759,6 +790,10 @@ s_collect (broker_t *broker, store_txn_t *txn, metrics_figures_t *figures)
     figures->send_failed = broker->counters.send_failed;
     figures->output_refused = broker->counters.output_refused;
     figures->auth = *auth_counters (broker->auth);
+    if (broker->http_face) {
+        figures->have_http = true;
+        http_stats (broker->http_face, &figures->http);
+    }
     figures->watchers = zlistx_size (broker->watchers);
     figures->schedules = zhashx_size (broker->schedules);
     for (schedule_t *schedule = (schedule_t *) zhashx_first (broker->schedules);

@@ -38,6 +38,7 @@
 #include "../proto/proto.h"
 #include "../store/store.h"
 #include "auth.h"
+#include "http.h"
 #include "sched.h"
 
 #define METRICS_HIST_MAX_BOUNDS 20       //  Finite buckets a histogram may have
@@ -133,6 +134,8 @@ typedef struct {
     uint64_t send_failed;        //  Sends to vanished agents
     uint64_t output_refused;     //  Output pieces refused
     auth_counters_t auth;        //  Security counters, ZeroMQ and HTTP
+    bool have_http;              //  The HTTP face is on: http holds
+    http_stats_t http;           //  The HTTP face's figures
     uint64_t watchers;           //  job.watch requests parked
     uint64_t schedules;          //  Schedules
     uint64_t schedules_paused;   //  ... of which paused

@@ -434,6 +434,12 @@ test_it_metrics_over_http (void **state)
     //  HTTP requests are client requests like any other
     s_expect_delta (before, text,
                     "grid_client_requests_total{type=\"broker.drain\"}", 1);
+    //  The face's own figures: the three refusals before are 4xx answers
+    assert_true (s_value (text, "grid_http_requests_total") >= 3);
+    assert_true (s_value (text, "grid_http_errors_total{class=\"4xx\"}")
+                 >= 3);
+    assert_true (s_value (text, "grid_http_connections") >= 1);
+    assert_true (s_value (text, "grid_http_streams") == 0);
     s_expect_unique (text);
     s_expect_promtool_clean (text);
     free (answer);

@@ -221,6 +221,10 @@ s_render_busy (void)
     figures.store_state = "full";
     figures.schedules = 4;
     figures.schedules_paused = 1;
+    figures.have_http = true;
+    figures.http.requests = 1200;
+    figures.http.client_errors = 7;
+    figures.http.streams = 1000;
     char *text = NULL;
     size_t size = 0;
     FILE *out = open_memstream (&text, &size);
