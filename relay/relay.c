@@ -28,19 +28,28 @@
 #define S_BATCH 1024                 //  Messages read per socket event
 #define S_PEERS_MAX 200000           //  Downstream peers at most
 
+//  A few topics (an agent holds about five): a plain array, so that a
+//  relay of many agents spends little memory on each.
+typedef struct {
+    char **items;                    //  Topics (owned)
+    size_t count;
+} s_topics_t;
+
 //  One downstream peer (an agent, or a relay below), by its key.
 typedef struct {
     char token [KEYS_TEXT_SIZE];     //  Its key (Z85), or its routing id
                                      //  as a key (--insecure)
-    uint8_t routing [256];           //  Its connection's routing id
-    size_t routing_size;
+    uint8_t routing [32];            //  Its connection's routing id
+    uint8_t routing_size;
+    bool welcomed;                   //  An agent of its own was welcomed
     int64_t last_seen_ms;            //  Monotonic: its last message
     int64_t heartbeat_ms;            //  From the welcomes it got (0: none)
-    zhashx_t *hellos;                //  Via (text) -> topics (zlistx) of
-                                     //  the last hello it passed up
-    zhashx_t *entitled;              //  Topics it was welcomed for (set)
-    zhashx_t *granted;               //  Topics granted to it now (set)
-    bool welcomed;                   //  An agent of its own was welcomed
+    s_topics_t hello;                //  Topics of its own last hello
+    zhashx_t *behind;                //  A relay below: via (text) -> topics
+                                     //  (s_topics_t) of the last hello it
+                                     //  passed up for each; NULL until one
+    s_topics_t entitled;             //  Topics it was welcomed for
+    s_topics_t granted;              //  Topics granted to it now
 } s_peer_t;
 
 struct _relay_t {
@@ -549,14 +558,72 @@ relay_config_parse (relay_config_t *config, int argc, char *argv [],
 //  ---------------------------------------------------------------------
 //  Peers and topics
 
+static bool
+s_topics_has (const s_topics_t *topics, const char *topic)
+{
+    for (size_t index = 0; index < topics->count; index++)
+        if (strcmp (topics->items [index], topic) == 0)
+            return true;
+    return false;
+}
+
+//  Adds TOPIC unless it is there. Returns true when it was added.
+static bool
+s_topics_add (s_topics_t *topics, const char *topic)
+{
+    if (s_topics_has (topics, topic))
+        return false;
+    char **items = (char **) realloc (topics->items,
+                                      (topics->count + 1) * sizeof (char *));
+    assert (items);
+    items [topics->count++] = strdup (topic);
+    topics->items = items;
+    return true;
+}
+
+//  Removes TOPIC. Returns true when it was there.
+static bool
+s_topics_remove (s_topics_t *topics, const char *topic)
+{
+    for (size_t index = 0; index < topics->count; index++)
+        if (strcmp (topics->items [index], topic) == 0) {
+            free (topics->items [index]);
+            topics->items [index] = topics->items [--topics->count];
+            return true;
+        }
+    return false;
+}
+
+static void
+s_topics_clear (s_topics_t *topics)
+{
+    for (size_t index = 0; index < topics->count; index++)
+        free (topics->items [index]);
+    free (topics->items);
+    topics->items = NULL;
+    topics->count = 0;
+}
+
+static void
+s_topics_destroy (void **item_p)
+{
+    s_topics_t *topics = (s_topics_t *) *item_p;
+    if (topics) {
+        s_topics_clear (topics);
+        free (topics);
+        *item_p = NULL;
+    }
+}
+
 static void
 s_peer_destroy (void **item_p)
 {
     s_peer_t *peer = (s_peer_t *) *item_p;
     if (peer) {
-        zhashx_destroy (&peer->hellos);
-        zhashx_destroy (&peer->entitled);
-        zhashx_destroy (&peer->granted);
+        s_topics_clear (&peer->hello);
+        zhashx_destroy (&peer->behind);
+        s_topics_clear (&peer->entitled);
+        s_topics_clear (&peer->granted);
         free (peer);
         *item_p = NULL;
     }
@@ -567,11 +634,28 @@ s_peer_new (const char *token)
 {
     s_peer_t *peer = (s_peer_t *) zmalloc (sizeof (s_peer_t));
     memcpy (peer->token, token, KEYS_TEXT_SIZE);
-    peer->hellos = zhashx_new ();
-    zhashx_set_destructor (peer->hellos, (zhashx_destructor_fn *) zlistx_destroy);
-    peer->entitled = zhashx_new ();
-    peer->granted = zhashx_new ();
     return peer;
+}
+
+//  The topics of the last hello PEER passed up from PATH ("": its own),
+//  made empty at first use when MAKE, else NULL when none.
+static s_topics_t *
+s_peer_hello (s_peer_t *peer, const char *path, bool make)
+{
+    if (!*path)
+        return &peer->hello;
+    s_topics_t *topics = peer->behind ? (s_topics_t *) zhashx_lookup (
+                                            peer->behind, path)
+                                      : NULL;
+    if (!topics && make) {
+        if (!peer->behind) {
+            peer->behind = zhashx_new ();
+            zhashx_set_destructor (peer->behind, s_topics_destroy);
+        }
+        topics = (s_topics_t *) zmalloc (sizeof (s_topics_t));
+        zhashx_insert (peer->behind, path, topics);
+    }
+    return topics;
 }
 
 //  Subscribes (ON) or unsubscribes TOPIC on the upstream XSUB.
@@ -613,37 +697,38 @@ s_topic_count (relay_t *self, const char *topic, int delta)
 static void
 s_peer_forget (relay_t *self, s_peer_t *peer)
 {
-    for (void *item = zhashx_first (peer->granted); item;
-         item = zhashx_next (peer->granted))
-        s_topic_count (self, (const char *) zhashx_cursor (peer->granted), -1);
-    zhashx_purge (peer->granted);
+    for (size_t index = 0; index < peer->granted.count; index++)
+        s_topic_count (self, peer->granted.items [index], -1);
+    s_topics_clear (&peer->granted);
     zhashx_delete (self->peers, peer->token);
 }
 
-//  The topics of HELLO, as its agent subscribes (PROTOCOL.md section 3).
-static zlistx_t *
-s_hello_topics (const proto_msg_t *hello)
+//  TOPICS become those of HELLO, as its agent subscribes (PROTOCOL.md
+//  section 3).
+static void
+s_hello_topics (const proto_msg_t *hello, s_topics_t *topics)
 {
-    zlistx_t *topics = zlistx_new ();
-    zlistx_set_destructor (topics, (zlistx_destructor_fn *) zstr_free);
-    zlistx_add_end (topics, strdup ("all/"));
-    zlistx_add_end (topics, zsys_sprintf ("node/%s/", hello->node));
-    for (size_t index = 0; index < hello->group_count; index++)
-        zlistx_add_end (topics, zsys_sprintf ("group/%s/",
-                                              hello->groups [index]));
+    char topic [512];
+    s_topics_clear (topics);
+    s_topics_add (topics, "all/");
+    snprintf (topic, sizeof topic, "node/%s/", hello->node);
+    s_topics_add (topics, topic);
+    for (size_t index = 0; index < hello->group_count; index++) {
+        snprintf (topic, sizeof topic, "group/%s/", hello->groups [index]);
+        s_topics_add (topics, topic);
+    }
     for (size_t index = 0; index < hello->label_count; index++) {
         const char *value = hello->labels [index].value;
         for (const char *dot = value; dot;) {
             dot = strchr (dot, '.');
             int prefix = dot ? (int) (dot - value) : (int) strlen (value);
-            zlistx_add_end (topics, zsys_sprintf ("label/%s/%.*s/",
-                                                  hello->labels [index].key,
-                                                  prefix, value));
+            snprintf (topic, sizeof topic, "label/%s/%.*s/",
+                      hello->labels [index].key, prefix, value);
+            s_topics_add (topics, topic);
             if (dot)
                 dot++;
         }
     }
-    return topics;
 }
 
 //  True when BODY (SIZE bytes) may be a message of TYPE: its name as a
@@ -731,7 +816,7 @@ s_on_down_message (relay_t *self, zmq_msg_t *routing, zmq_msg_t *via,
         peer = s_peer_new (token);
         zhashx_insert (self->peers, token, peer);
     }
-    peer->routing_size = zmq_msg_size (routing);
+    peer->routing_size = (uint8_t) zmq_msg_size (routing);
     memcpy (peer->routing, zmq_msg_data (routing), peer->routing_size);
     peer->last_seen_ms = now_ms;
     //  A hello's topics wait for its welcome; a bye ends an agent's grants
@@ -742,7 +827,7 @@ s_on_down_message (relay_t *self, zmq_msg_t *routing, zmq_msg_t *via,
     path [via_size] = 0;
     proto_msg_t *hello = s_decode_if (data, size, PROTO_HELLO, "hello");
     if (hello) {
-        zhashx_update (peer->hellos, path, s_hello_topics (hello));
+        s_hello_topics (hello, s_peer_hello (peer, path, true));
         proto_msg_destroy (&hello);
     }
     proto_msg_t *bye = via_size ? NULL
@@ -831,14 +916,14 @@ s_on_welcome (relay_t *self, s_peer_t *peer, const char *path,
 {
     if (welcome->heartbeat_ms)
         peer->heartbeat_ms = welcome->heartbeat_ms;
-    zlistx_t *topics = (zlistx_t *) zhashx_lookup (peer->hellos, path);
-    if (!topics)
+    s_topics_t *topics = s_peer_hello (peer, path, false);
+    if (!topics || !topics->count)
         return;
     if (!*path)
         peer->welcomed = true;
-    for (const char *topic = (const char *) zlistx_first (topics); topic;
-         topic = (const char *) zlistx_next (topics)) {
-        zhashx_update (peer->entitled, topic, (void *) 1);
+    for (size_t index = 0; index < topics->count; index++) {
+        const char *topic = topics->items [index];
+        s_topics_add (&peer->entitled, topic);
         if (zhashx_lookup (self->topics, topic)
             && !zhashx_lookup (self->renewed, topic)) {
             s_upstream_subscribe (self, topic, false);
@@ -1030,18 +1115,14 @@ s_on_down_pub (zloop_t *loop, zsock_t *sock, void *arg)
                              : NULL;
         if (data [0] == 0) {
             zmq_setsockopt (handle, ZMQ_UNSUBSCRIBE, data + 1, size - 1);
-            if (peer && zhashx_lookup (peer->granted, topic)) {
-                zhashx_delete (peer->granted, topic);
+            if (peer && s_topics_remove (&peer->granted, topic))
                 s_topic_count (self, topic, -1);
-            }
         }
         else
-        if (peer && zhashx_lookup (peer->entitled, topic)) {
+        if (peer && s_topics_has (&peer->entitled, topic)) {
             zmq_setsockopt (handle, ZMQ_SUBSCRIBE, data + 1, size - 1);
-            if (!zhashx_lookup (peer->granted, topic)) {
-                zhashx_insert (peer->granted, topic, (void *) 1);
+            if (s_topics_add (&peer->granted, topic))
                 s_topic_count (self, topic, 1);
-            }
         }
         else
             self->counters.refused_topics++;
