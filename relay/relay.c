@@ -5,6 +5,7 @@
 #include "relay.h"
 
 #include <getopt.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -1380,6 +1381,87 @@ s_write_status (relay_t *self, const char *id, pw_t *writer)
     pw_int (writer, (int64_t) self->counters.refused);
 }
 
+//  Appends the formatted text to BUF (a growing string).
+static void
+s_text (zchunk_t *buf, const char *format, ...)
+    __attribute__ ((format (printf, 2, 3)));
+
+static void
+s_text (zchunk_t *buf, const char *format, ...)
+{
+    char line [512];
+    va_list args;
+    va_start (args, format);
+    int len = vsnprintf (line, sizeof line, format, args);
+    va_end (args);
+    if (len > 0)
+        zchunk_extend (buf, line, (size_t) len < sizeof line
+                                      ? (size_t) len : sizeof line - 1);
+}
+
+static void
+s_metric (zchunk_t *buf, const char *name, const char *type,
+          const char *help, uint64_t value)
+{
+    s_text (buf, "# HELP %s %s\n# TYPE %s %s\n%s %" PRIu64 "\n", name, help,
+            name, type, name, value);
+}
+
+//  metrics.get: the relay's figures in the Prometheus text format, as the
+//  broker gives its own (docs/METRICS.md): {text}.
+static void
+s_write_metrics (relay_t *self, const char *id, pw_t *writer)
+{
+    size_t agents = 0;
+    for (s_peer_t *peer = (s_peer_t *) zhashx_first (self->peers); peer;
+         peer = (s_peer_t *) zhashx_next (self->peers))
+        if (peer->welcomed)
+            agents++;
+    zchunk_t *buf = zchunk_new (NULL, 4096);
+    s_metric (buf, "gridrelay_upstream_connected", "gauge",
+              "1 while the upstream handshake stands, else 0",
+              self->up_ready ? 1 : 0);
+    s_metric (buf, "gridrelay_serving", "gauge",
+              "1 while the agent and commands endpoints are bound, else 0",
+              self->serving ? 1 : 0);
+    s_metric (buf, "gridrelay_agents", "gauge",
+              "Agents connected directly that the broker welcomed", agents);
+    s_metric (buf, "gridrelay_peers", "gauge",
+              "Downstream peers (agents and relays below) heard from",
+              zhashx_size (self->peers));
+    s_metric (buf, "gridrelay_topics", "gauge",
+              "Topics subscribed upstream", zhashx_size (self->topics));
+    s_text (buf, "# HELP gridrelay_messages_total Messages forwarded, by "
+            "direction\n# TYPE gridrelay_messages_total counter\n"
+            "gridrelay_messages_total{direction=\"up\"} %" PRIu64 "\n"
+            "gridrelay_messages_total{direction=\"down\"} %" PRIu64 "\n",
+            self->counters.up, self->counters.down);
+    s_metric (buf, "gridrelay_commands_total", "counter",
+              "Commands received from upstream to republish",
+              self->counters.commands);
+    s_text (buf, "# HELP gridrelay_dropped_total Messages and subscriptions "
+            "dropped, by reason\n# TYPE gridrelay_dropped_total counter\n"
+            "gridrelay_dropped_total{reason=\"malformed\"} %" PRIu64 "\n"
+            "gridrelay_dropped_total{reason=\"unroutable\"} %" PRIu64 "\n"
+            "gridrelay_dropped_total{reason=\"not_sent\"} %" PRIu64 "\n"
+            "gridrelay_dropped_total{reason=\"refused_topic\"} %" PRIu64
+            "\n",
+            self->counters.malformed, self->counters.unroutable,
+            self->counters.dropped, self->counters.refused_topics);
+    s_metric (buf, "gridrelay_upstream_errors_total", "counter",
+              "Errors the upstream sent to the relay itself",
+              self->counters.refused);
+    s_text (buf, "# HELP gridrelay_uptime_seconds Seconds since the relay "
+            "started\n# TYPE gridrelay_uptime_seconds gauge\n"
+            "gridrelay_uptime_seconds %.3f\n",
+            (double) (s_now_ms () - self->started_ms) / 1000.0);
+    proto_reply_ok_begin (writer, id);
+    pw_map (writer, 1);
+    pw_str (writer, "text");
+    pw_strn (writer, (const char *) zchunk_data (buf), zchunk_size (buf));
+    zchunk_destroy (&buf);
+}
+
 static int
 s_on_client (zloop_t *loop, zsock_t *sock, void *arg)
 {
@@ -1417,9 +1499,13 @@ s_on_client (zloop_t *loop, zsock_t *sock, void *arg)
         if (strcmp (request->type, "status") == 0)
             s_write_status (self, request->id, self->writer);
         else
+        if (strcmp (request->type, "metrics.get") == 0)
+            s_write_metrics (self, request->id, self->writer);
+        else
             proto_reply_error (self->writer, request->id,
                                PROTO_ERR_UNKNOWN_TYPE,
-                               "a relay answers status only", NULL, 0);
+                               "a relay answers status and metrics.get only",
+                               NULL, 0);
         free (id);
         proto_request_destroy (&request);
         zmsg_t *reply = zmsg_new ();

@@ -166,9 +166,10 @@ s_wait_relay (grid_t *grid, const char *name, int64_t agents, bool connected)
     return false;
 }
 
-//  The relay's own status (its status endpoint), as a reply document.
+//  A request of TYPE (no fields) to the relay's status endpoint, as a
+//  reply document.
 static pv_doc_t *
-s_relay_status (grid_t *grid, int slot)
+s_relay_request (grid_t *grid, int slot, const char *type)
 {
     zsock_t *req = zsock_new (ZMQ_REQ);
     assert_non_null (req);
@@ -184,7 +185,7 @@ s_relay_status (grid_t *grid, int slot)
     assert_int_equal (zsock_connect (req, "%s", grid->relay_client_ep [slot]),
                       0);
     pw_t *writer = pw_new ();
-    proto_request_begin (writer, "status", "s-1", 0);
+    proto_request_begin (writer, type, "s-1", 0);
     zframe_t *frame = zframe_new (pw_data (writer), pw_size (writer));
     pw_destroy (&writer);
     assert_int_equal (zframe_send (&frame, req, 0), 0);
@@ -196,6 +197,13 @@ s_relay_status (grid_t *grid, int slot)
                                      &doc, NULL, 0), 0);
     zframe_destroy (&reply);
     return doc;
+}
+
+//  The relay's own status (its status endpoint), as a reply document.
+static pv_doc_t *
+s_relay_status (grid_t *grid, int slot)
+{
+    return s_relay_request (grid, slot, "status");
 }
 
 static int64_t
@@ -290,6 +298,32 @@ test_it_relay_one_relay (void **state)
     //  The commands went out on the relay's subscription, not one by one
     assert_true (s_relay_counter (grid, relay, "commands") >= 2);
     assert_int_equal (s_relay_counter (grid, relay, "malformed"), 0);
+    //  Its metrics, in the Prometheus text format
+    doc = s_relay_request (grid, relay, "metrics.get");
+    char *text = pv_strdup (pv_map_get (s_data (doc), "text"));
+    pv_doc_destroy (&doc);
+    assert_non_null (text);
+    assert_non_null (strstr (text, "\ngridrelay_upstream_connected 1\n"));
+    assert_non_null (strstr (text, "\ngridrelay_agents 2\n"));
+    assert_non_null (strstr (text, "gridrelay_messages_total{direction=\"up\"}"));
+    if (system ("command -v promtool >/dev/null 2>&1") == 0) {
+        char path [400], command [900];
+        snprintf (path, sizeof path, "%s/relay-metrics.txt", grid->dir);
+        FILE *file = fopen (path, "w");
+        assert_non_null (file);
+        fputs (text, file);
+        fclose (file);
+        snprintf (command, sizeof command,
+                  "promtool check metrics <'%s' >'%s.out' 2>&1", path, path);
+        int rc = system (command);
+        if (rc != 0) {
+            char *said = grid_slurp (strcat (path, ".out"));
+            fprintf (stderr, "promtool: %s\n", said);
+            free (said);
+        }
+        assert_int_equal (rc, 0);
+    }
+    free (text);
     //  As an operator sees it
     char *out = NULL, *err = NULL;
     assert_int_equal (grid_cli (grid, &out, &err, 15000, "relay", "list",
