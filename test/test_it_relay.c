@@ -699,6 +699,59 @@ test_it_relay_killed_mid_job (void **state)
     assert_true (s_wait_relay (grid, "r1", 0, false));
 }
 
+//  The only relay of its agents dies with SIGKILL mid-job and comes back:
+//  they reconnect to it, re-send what they spooled, and every result
+//  arrives once. The relay kept nothing.
+static void
+test_it_relay_restarted_mid_job (void **state)
+{
+    grid_t *grid = (grid_t *) *state;
+    char arg [600];
+    const char *broker_extra [] = {"--relay-key",
+                                   s_relay_arg (grid, "r1", NULL, arg,
+                                                sizeof arg),
+                                   "--offline-grace", "15s", NULL};
+    assert_int_equal (grid_start_broker (grid, broker_extra), 0);
+    int relay = grid_start_relay (grid, "r1", -1, true, NULL);
+    assert_true (relay >= 0);
+    assert_true (s_start_agent_via (grid, "web-01", "web", relay) >= 0);
+    assert_true (s_start_agent_via (grid, "web-02", "web", relay) >= 0);
+    char *job_id = grid_submit_id (grid,
+        "target: all\n"
+        "tasks:\n"
+        "  - {backend: test, action: sleep, params: {seconds: 2}}\n"
+        "  - {backend: test, action: echo, params: {msg: after}}\n");
+    assert_non_null (job_id);
+    long long deadline = grid_now_ms () + 10000;
+    bool running = false;
+    while (!running && grid_now_ms () < deadline) {
+        pv_doc_t *doc = grid_call (grid, "job.get", "job", job_id, NULL);
+        const pv_t *record = NULL;
+        running = grid_reply_ok (doc, &record)
+                  && grid_str_is (grid_cell (record, 0, "web-01"), "status",
+                                  "running")
+                  && grid_str_is (grid_cell (record, 0, "web-02"), "status",
+                                  "running");
+        pv_doc_destroy (&doc);
+        if (!running)
+            zclock_sleep (20);
+    }
+    assert_true (running);
+    grid_stop_relay (grid, relay, true);
+    assert_int_equal (grid_start_relay (grid, "r1", -1, true, NULL), relay);
+    pv_doc_t *doc = grid_wait_job (grid, job_id, 30000);
+    const pv_t *record = s_data (doc);
+    if (!grid_str_is (record, "status", "completed"))
+        pv_write_json (record, stderr, 2);
+    assert_true (grid_str_is (record, "status", "completed"));
+    s_assert_once (record);
+    assert_true (grid_str_is (grid_cell (record, 1, "web-02"), "output",
+                              "after\n"));
+    pv_doc_destroy (&doc);
+    free (job_id);
+    assert_true (s_wait_relay (grid, "r1", 2, true));
+}
+
 //  Plaintext on every hop (--insecure): the relay is named by its own
 //  heartbeat and the job runs through it.
 static void
@@ -738,6 +791,8 @@ main (void)
         cmocka_unit_test_setup_teardown (test_it_relay_accepted_by_key,
                                          s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_it_relay_killed_mid_job,
+                                         s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_it_relay_restarted_mid_job,
                                          s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_it_relay_insecure, s_setup,
                                          s_teardown),
