@@ -9,6 +9,7 @@
 #include <signal.h>
 #include <stdio.h>
 
+#include "../proto/cmdline.h"
 #include "../proto/keys.h"
 #include "../proto/log.h"
 #include "relay.h"
@@ -36,10 +37,13 @@ main (int argc, char *argv [])
     int rc = relay_config_parse (&config, argc, argv, stdout, err,
                                  sizeof err);
     if (rc != 0) {
+        if (rc == -2)
+            cmdline_usage_sentence (stderr, "gridrelay", NULL, err);
+        else
         if (rc < 0)
             fprintf (stderr, "gridrelay: %s\n", err);
         relay_config_clear (&config);
-        return rc < 0 ? 2 : 0;
+        return rc < 0 ? CMDLINE_EXIT_USAGE : 0;
     }
     log_init ("gridrelay");
     log_set_instance (config.name);

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "../broker/relays.h"
+#include "../proto/cmdline.h"
 #include "../proto/conf.h"
 #include "../proto/keys.h"
 #include "../proto/log.h"
@@ -490,8 +491,7 @@ relay_config_parse (relay_config_t *config, int argc, char *argv [],
             return 1;
         }
         if (option == S_OPT_VERSION) {
-            fprintf (out, "gridrelay %s (protocol %d)\n", GRID_VERSION,
-                     PROTO_VERSION);
+            cmdline_print_version (out, "gridrelay");
             free (client_keys);
             return 1;
         }
@@ -508,11 +508,11 @@ relay_config_parse (relay_config_t *config, int argc, char *argv [],
             const char *bad = optind > 0 && optind <= argc
                             ? argv [optind - 1] : "?";
             if (optopt && optopt >= S_OPT_CONFIG)
-                s_err (err, err_len, "%s needs a value (see --help)", bad);
+                s_err (err, err_len, "option %s needs a value", bad);
             else
-                s_err (err, err_len, "unknown option '%s' (see --help)", bad);
+                s_err (err, err_len, "unknown option '%s'", bad);
             free (client_keys);
-            return -1;
+            return -2;
         }
         else {
             if (option == S_OPT_CLIENT_KEY)
@@ -521,10 +521,9 @@ relay_config_parse (relay_config_t *config, int argc, char *argv [],
         }
     }
     if (optind < argc) {
-        s_err (err, err_len, "unexpected argument '%s' (see --help)",
-               argv [optind]);
+        s_err (err, err_len, "unexpected argument '%s'", argv [optind]);
         free (client_keys);
-        return -1;
+        return -2;
     }
     const char *file = values [0];
     if (!file && access (RELAY_DEFAULT_CONFIG, F_OK) == 0)

@@ -83,9 +83,10 @@ int relay_config_load (relay_config_t *config, const char *path, char *err,
                        size_t err_len);
 
 //  Parses the command line (the config file it names, or the default
-//  one, first; then the flags). Returns 0 to run, 1 when it printed what
-//  was asked (--help, --version, --print-config) to OUT, -1 with a
-//  sentence in ERR on a bad flag or config.
+//  one, first; then the flags), with the conventions of proto/cmdline.h.
+//  Returns 0 to run, 1 when it printed what was asked (--help, --version,
+//  --print-config) to OUT, -2 with a sentence in ERR for a mistake on the
+//  command line (an unknown option), -1 with one for a bad setting.
 int relay_config_parse (relay_config_t *config, int argc, char *argv [],
                         FILE *out, char *err, size_t err_len);
 
