@@ -1150,6 +1150,44 @@ test_http_stop_with_open_streams (void **state)
     close (watcher);
 }
 
+
+//  Admission over HTTP: a submit past max_pending is 429 queue_full, with
+//  the wire's code, and the queue takes work again once it drains.
+static void
+test_http_queue_full (void **state)
+{
+    (void) state;
+    grid_t grid;
+    assert_int_equal (grid_init (&grid), 0);
+    char base [64], listen [40];
+    int port = s_free_port ();
+    snprintf (base, sizeof base, "http://127.0.0.1:%d", port);
+    snprintf (listen, sizeof listen, "127.0.0.1:%d", port);
+    const char *extra [] = {"--http", listen, "--max-concurrent", "1",
+                            "--max-pending", "1", NULL};
+    assert_int_equal (grid_start_broker (&grid, extra), 0);
+    assert_true (grid_start_agent (&grid, "q-01", "web", NULL, NULL) >= 0);
+    char token [128];
+    s_token (&grid, "ops", "operator", token, sizeof token);
+    const char *slow = "{\"target\": \"node:q-01\", \"tasks\": "
+                       "[{\"backend\": \"test\", \"action\": \"sleep\", "
+                       "\"params\": {\"seconds\": \"30\"}}]}";
+    s_answer_t answer;
+    //  One runs, one waits: both are taken
+    for (int index = 0; index < 2; index++) {
+        s_curl (base, &answer, token, "POST", "/api/v1/jobs", slow, NULL);
+        assert_int_equal (answer.status, 201);
+        s_answer_clear (&answer);
+    }
+    //  The third finds the queue full
+    s_curl (base, &answer, token, "POST", "/api/v1/jobs", slow, NULL);
+    assert_int_equal (answer.status, 429);
+    assert_string_equal (s_code (&answer), "queue_full");
+    assert_non_null (s_str (answer.json, "message"));
+    s_answer_clear (&answer);
+    grid_stop (&grid);
+}
+
 int
 main (void)
 {
@@ -1166,6 +1204,7 @@ main (void)
         cmocka_unit_test (test_http_many_streams),
         cmocka_unit_test (test_http_tls),
         cmocka_unit_test (test_http_stop_with_open_streams),
+        cmocka_unit_test (test_http_queue_full),
     };
     return cmocka_run_group_tests (tests, s_setup, s_teardown);
 }
