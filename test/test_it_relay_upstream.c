@@ -18,7 +18,7 @@
 
 #include "lib/harness.h"
 
-#define S_WAIT_MS 20000
+#define S_WAIT_MS 40000     //  Generous: the machine may be busy
 #define S_STALL_MS 5000     //  Longer than the 3 s the relay once waited
 
 static int
