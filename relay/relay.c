@@ -856,6 +856,36 @@ s_on_down_message (relay_t *self, zmq_msg_t *routing, zmq_msg_t *via,
         s_peer_forget (self, peer);
 }
 
+//  Reads the frames of one waiting message into PARTS (at most MAX),
+//  without blocking. Returns how many it read (0: nothing waiting); the
+//  caller closes them. A message of more than MAX frames is read to its
+//  end, the rest dropped, and *TOO_LONG set.
+static size_t
+s_recv_parts (void *handle, zmq_msg_t *parts, size_t max, bool *too_long)
+{
+    size_t got = 0;
+    bool more = true;
+    while (more && got < max) {
+        zmq_msg_init (&parts [got]);
+        if (zmq_msg_recv (&parts [got], handle, ZMQ_DONTWAIT) < 0) {
+            zmq_msg_close (&parts [got]);
+            break;
+        }
+        more = zmq_msg_more (&parts [got]);
+        got++;
+    }
+    if (got > 0 && more) {
+        zmq_msg_t rest;
+        zmq_msg_init (&rest);
+        while (zmq_msg_recv (&rest, handle, ZMQ_DONTWAIT) >= 0
+               && zmq_msg_more (&rest))
+            ;
+        zmq_msg_close (&rest);
+        *too_long = true;
+    }
+    return got;
+}
+
 static int
 s_on_down (zloop_t *loop, zsock_t *sock, void *arg)
 {
@@ -864,29 +894,12 @@ s_on_down (zloop_t *loop, zsock_t *sock, void *arg)
     int64_t now_ms = s_now_ms ();
     for (int count = 0; count < S_BATCH; count++) {
         zmq_msg_t parts [3];
-        size_t got = 0;
-        bool more = true;
-        while (more && got < 3) {
-            zmq_msg_init (&parts [got]);
-            if (zmq_msg_recv (&parts [got], handle, ZMQ_DONTWAIT) < 0) {
-                zmq_msg_close (&parts [got]);
-                break;
-            }
-            more = zmq_msg_more (&parts [got]);
-            got++;
-        }
+        bool too_long = false;
+        size_t got = s_recv_parts (handle, parts, 3, &too_long);
         if (got == 0)
             break;
-        if (more) {
-            //  More than three frames: read the rest and drop it whole
-            zmq_msg_t rest;
-            zmq_msg_init (&rest);
-            while (zmq_msg_recv (&rest, handle, ZMQ_DONTWAIT) >= 0
-                   && zmq_msg_more (&rest))
-                ;
-            zmq_msg_close (&rest);
+        if (too_long)
             self->counters.malformed++;
-        }
         else
         if (got == 2)
             s_on_down_message (self, &parts [0], NULL, &parts [1], now_ms);
@@ -1011,28 +1024,12 @@ s_on_up (zloop_t *loop, zsock_t *sock, void *arg)
     void *handle = zsock_resolve (sock);
     for (int count = 0; count < S_BATCH; count++) {
         zmq_msg_t parts [2];
-        size_t got = 0;
-        bool more = true;
-        while (more && got < 2) {
-            zmq_msg_init (&parts [got]);
-            if (zmq_msg_recv (&parts [got], handle, ZMQ_DONTWAIT) < 0) {
-                zmq_msg_close (&parts [got]);
-                break;
-            }
-            more = zmq_msg_more (&parts [got]);
-            got++;
-        }
+        bool too_long = false;
+        size_t got = s_recv_parts (handle, parts, 2, &too_long);
         if (got == 0)
             break;
-        if (more) {
-            zmq_msg_t rest;
-            zmq_msg_init (&rest);
-            while (zmq_msg_recv (&rest, handle, ZMQ_DONTWAIT) >= 0
-                   && zmq_msg_more (&rest))
-                ;
-            zmq_msg_close (&rest);
+        if (too_long)
             self->counters.malformed++;
-        }
         else
         if (got == 1)
             s_on_own (self, &parts [0]);
