@@ -87,8 +87,10 @@ TEST_LIB_SRC := $(wildcard test/lib/*.c)
 TEST_LIB_OBJ := $(TEST_LIB_SRC:%.c=$(BUILD)/obj/%.o)
 TEST_SRC := $(wildcard test/test_*.c)
 TEST_BINS := $(TEST_SRC:test/%.c=$(BUILD)/test/%)
-TEST_TOOL_SRC := $(wildcard test/tools/*.c)
+# test/tools/zmtp.c is a module of gridswarm (and of test_zmtp), not a tool
+TEST_TOOL_SRC := $(filter-out test/tools/zmtp.c,$(wildcard test/tools/*.c))
 TEST_TOOLS := $(TEST_TOOL_SRC:test/tools/%.c=$(BUILD)/test/tools/%)
+ZMTP_OBJ := $(BUILD)/obj/test/tools/zmtp.o
 
 DEB_PKGS := gcc make pkg-config libzmq3-dev libczmq-dev libmsgpack-dev \
 	liblmdb-dev libyaml-dev libcmocka-dev libsystemd-dev scdoc \
@@ -205,6 +207,8 @@ $(BUILD)/test/tools/%: $(BUILD)/obj/test/tools/%.o $(LIB)
 	@mkdir -p $(dir $@)
 	$(call say,LD,$@)
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(PKG_LIBS) -lm
+
+$(BUILD)/test/tools/gridswarm $(BUILD)/test/test_zmtp: $(ZMTP_OBJ)
 
 test-build: $(BINS) $(TEST_BINS) $(TEST_TOOLS) $(BUILD)/test/test_python \
 	$(BUILD)/test/test_packaging $(BUILD)/test/test_it_browser man
@@ -430,4 +434,5 @@ MAIN_DEPS := $(BUILD)/obj/broker/main.d $(BUILD)/obj/agent/main.d \
 	$(BUILD)/obj/cli/main.d
 -include $(LIB_OBJ:.o=.d) $(TEST_LIB_OBJ:.o=.d) $(TEST_SRC:test/%.c=$(BUILD)/obj/test/%.d) $(MAIN_DEPS)
 -include $(TEST_TOOL_SRC:test/tools/%.c=$(BUILD)/obj/test/tools/%.d)
+-include $(ZMTP_OBJ:.o=.d)
 -include $(FUZZ_LIB_OBJ:.o=.d) $(FUZZ_TARGETS:%=$(FUZZ_DIR)/obj/test/tools/%.d)

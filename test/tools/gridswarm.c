@@ -46,8 +46,18 @@
     Times in replies are CLOCK_MONOTONIC milliseconds, comparable with any
     other process on the machine.
 
+    Transport. --transport libzmq (the default, and the only one for
+    CURVE) gives each agent the two libzmq sockets above. --transport zmtp
+    speaks ZMTP 3.0 itself (zmtp.h): each agent's DEALER and SUB are plain
+    TCP or ipc:// connections in the shard's own epoll, with no ZeroMQ I/O
+    thread and no socket mailbox; everything an agent queued in one loop
+    pass leaves in one write. The session above is the same code for both:
+    only sending, subscribing, reading frames and connecting differ. The
+    broker and relays still run libzmq; only the load generator is cheaper
+    (BENCHMARKS.md, "The swarm's own cost").
+
     Threading: one control thread (main) and --threads shard threads; each
-    zmq socket belongs to one thread. Per-job figures are shared under one
+    zmq socket and ZMTP connection belongs to one thread. Per-job figures are shared under one
     mutex; counters are atomics.
     =========================================================================
 */
@@ -70,6 +80,7 @@
 #include "../../proto/proto.h"
 #include "../../proto/pv.h"
 #include "../../proto/pw.h"
+#include "zmtp.h"
 
 #define S_ID_MAX (NAME_MAX_LEN + 1)
 #define S_HWM 1000                  //  Messages queued per socket at most
@@ -121,6 +132,10 @@ typedef enum {
     C_MALFORMED,        //  Frames that did not decode
     C_SEND_FAILED,      //  Sends refused by ZeroMQ (not connected, HWM)
     C_BYES,             //  Byes sent at shutdown
+    C_CONNECTED,        //  ZMTP handshakes completed (--transport zmtp)
+    C_DISCONNECTS,      //  ZMTP connections lost, refused ones included
+    C_PROTOCOL_ERRORS,  //  ...of which the peer broke ZMTP
+    C_PONGS,            //  PONGs for our ZMTP PINGs
     C_COUNT
 } s_counter_t;
 
@@ -129,7 +144,8 @@ static const char *const s_counter_names [C_COUNT] = {
     "dup_commands", "stale_commands", "not_for_us", "unwelcomed", "reruns",
     "acks", "started", "results", "result_acks", "dup_result_acks",
     "resent", "cancels", "errors", "unknown_node", "malformed",
-    "send_failed", "byes"
+    "send_failed", "byes", "connected", "disconnects", "protocol_errors",
+    "pongs"
 };
 
 //  ---------------------------------------------------------------------
@@ -155,11 +171,13 @@ typedef struct {
     bool test_only;             //  Declare only the test backend
     int zmtp_heartbeat_ms;      //  ZMTP PING interval, 0 for none
     int zmtp_ttl_ms;            //  TTL our PINGs ask the broker to keep
+    int zmtp_timeout_ms;        //  Silence that drops a connection
     char curve_server [41];     //  Broker public key (Z85), "" for none
     char **source_ips;          //  Local addresses to connect from
     size_t source_ip_count;
     bool verbose;               //  Log agent events
     size_t ramp;                //  Agents started per second, 0: at once
+    bool zmtp;                  //  --transport zmtp: ZMTP spoken here
 } s_config_t;
 
 //  ---------------------------------------------------------------------
@@ -424,6 +442,12 @@ typedef struct {
     zhashx_t *cache_nodes;      //  Its nodes list as a set, or NULL
     _Atomic uint64_t counters [C_COUNT];
     _Atomic uint64_t pending;   //  Results not yet acknowledged
+    //  --transport zmtp: agent I's DEALER is conns [2 I], its SUB
+    //  conns [2 I + 1], all in this shard's epoll
+    zmtp_ctx_t zmtp;
+    zmtp_t *conns;
+    s_heap_t conn_timers;       //  (due, epoll tag): reconnects, PINGs
+    int64_t now_ms;             //  This loop pass's time, for handlers
 } s_shard_t;
 
 //  Figures per job, for the control socket.
@@ -446,6 +470,9 @@ struct _s_swarm_t {
     void *context;              //  ZeroMQ context
     s_shard_t *shards;
     proto_msg_t *hello;         //  Template: every field but the node id
+    zmtp_endpoint_t broker_peer;    //  --transport zmtp: where to connect
+    zmtp_endpoint_t publish_peer;
+    zmtp_endpoint_t *sources;   //  --source-ips, parsed
     pthread_mutex_t lock;       //  Guards jobs
     zhashx_t *jobs;             //  Job id -> s_job_t
     atomic_bool stopping;
@@ -586,15 +613,28 @@ s_mark_dirty (s_shard_t *shard, uint32_t index, uint8_t which)
     agent->dirty |= which;
 }
 
+//  The transport: sends one message of agent INDEX to the broker. Refused
+//  while the connection is not up (ZMQ_IMMEDIATE, or ZMTP not ready).
+static int
+s_transport_send (s_shard_t *shard, uint32_t index, const void *data,
+                  size_t size)
+{
+    int rc = shard->conns
+                 ? zmtp_send (&shard->conns [2 * index], data, size, false)
+                 : zmq_send (shard->agents [index].dealer, data, size,
+                             ZMQ_DONTWAIT);
+    //  libzmq: a send may swallow the mailbox signal of messages that
+    //  arrived meanwhile, so look at the socket again before sleeping.
+    //  ZMTP: what was queued is written once, before sleeping.
+    s_mark_dirty (shard, index, 1);
+    return rc < 0 ? -1 : 0;
+}
+
 static int
 s_send_bytes (s_shard_t *shard, uint32_t index, const void *data,
               size_t size)
 {
-    s_agent_t *agent = &shard->agents [index];
-    int rc = zmq_send (agent->dealer, data, size, ZMQ_DONTWAIT);
-    //  A send may swallow the mailbox signal of messages that arrived
-    //  meanwhile: look at the socket again before sleeping.
-    s_mark_dirty (shard, index, 1);
+    int rc = s_transport_send (shard, index, data, size);
     if (rc < 0) {
         s_count (shard, C_SEND_FAILED);
         return -1;
@@ -661,9 +701,8 @@ s_hello (s_shard_t *shard, uint32_t index, int64_t now_ms, bool retry)
     pw_reset (shard->writer);
     int rc = proto_msg_encode (&hello, shard->writer);
     assert (rc == 0);
-    rc = zmq_send (agent->dealer, pw_data (shard->writer),
-                   pw_size (shard->writer), ZMQ_DONTWAIT);
-    s_mark_dirty (shard, index, 1);
+    rc = s_transport_send (shard, index, pw_data (shard->writer),
+                           pw_size (shard->writer));
     agent->hello_pending = rc < 0;
     s_count (shard, rc < 0 ? C_HELLO_DEFERRED : C_HELLOS);
     s_arm (shard, index, now_ms + s_jitter (shard, agent->hello_delay_ms));
@@ -1039,14 +1078,25 @@ s_on_cancel (s_shard_t *shard, uint32_t index, const proto_msg_t *cancel,
     }
 }
 
-//  Subscribes SOCKET to TOPIC; AGAIN: unsubscribe first, so that the
-//  subscription is sent again.
+//  The transport: subscribes agent INDEX's SUB to TOPIC; AGAIN:
+//  unsubscribe first, so that the subscription is sent again.
 static void
-s_subscribe (void *socket, const char *topic, bool again)
+s_subscribe (s_shard_t *shard, uint32_t index, const char *topic,
+             bool again)
 {
+    size_t size = strlen (topic);
+    if (shard->conns) {
+        zmtp_t *conn = &shard->conns [2 * index + 1];
+        if (again)
+            zmtp_subscribe (conn, topic, size, false);
+        zmtp_subscribe (conn, topic, size, true);
+        s_mark_dirty (shard, index, 2);
+        return;
+    }
+    void *socket = shard->agents [index].sub;
     if (again)
-        zmq_setsockopt (socket, ZMQ_UNSUBSCRIBE, topic, strlen (topic));
-    zmq_setsockopt (socket, ZMQ_SUBSCRIBE, topic, strlen (topic));
+        zmq_setsockopt (socket, ZMQ_UNSUBSCRIBE, topic, size);
+    zmq_setsockopt (socket, ZMQ_SUBSCRIBE, topic, size);
 }
 
 //  Subscribes agent INDEX to its topics: all/, its groups, every prefix of
@@ -1057,10 +1107,10 @@ s_subscribe_all (s_shard_t *shard, uint32_t index, bool again)
     const s_config_t *config = &shard->swarm->config;
     s_agent_t *agent = &shard->agents [index];
     char topic [NAME_MAX_LEN * 3 + 32];
-    s_subscribe (agent->sub, "all/", again);
+    s_subscribe (shard, index, "all/", again);
     for (size_t at = 0; at < config->group_count; at++) {
         snprintf (topic, sizeof topic, "group/%s/", config->groups [at]);
-        s_subscribe (agent->sub, topic, again);
+        s_subscribe (shard, index, topic, again);
     }
     for (size_t at = 0; at < config->label_count; at++) {
         const char *value = config->labels [at].value;
@@ -1070,13 +1120,13 @@ s_subscribe_all (s_shard_t *shard, uint32_t index, bool again)
             int len = dot ? (int) (dot - value) : (int) strlen (value);
             snprintf (topic, sizeof topic, "label/%s/%.*s/",
                       config->labels [at].key, len, value);
-            s_subscribe (agent->sub, topic, again);
+            s_subscribe (shard, index, topic, again);
             if (dot)
                 dot++;
         }
     }
     snprintf (topic, sizeof topic, "node/%s/", agent->id);
-    s_subscribe (agent->sub, topic, again);
+    s_subscribe (shard, index, topic, again);
 }
 
 static void
@@ -1230,6 +1280,34 @@ s_on_sub (s_shard_t *shard, uint32_t index, const void *data, size_t size,
         s_count (shard, C_MALFORMED);
 }
 
+//  A message of COUNT frames (COUNT < 0: more than FRAMES holds) for
+//  agent INDEX from its DEALER (WHICH 1) or SUB (2), from either
+//  transport.
+static void
+s_on_frames (s_shard_t *shard, uint32_t index, uint8_t which,
+             const zmtp_frame_t *frames, int count, int64_t now_ms)
+{
+    if (which == 1) {
+        //  One body frame; tolerate an empty delimiter before it
+        int body = count == 1 ? 0
+                   : count == 2 && frames [0].size == 0 ? 1
+                                                        : -1;
+        if (body < 0)
+            s_count (shard, C_MALFORMED);
+        else
+            s_on_dealer (shard, index, frames [body].data,
+                         frames [body].size, now_ms);
+    }
+    else {
+        //  The topic, then the body
+        if (count != 2)
+            s_count (shard, C_MALFORMED);
+        else
+            s_on_sub (shard, index, frames [1].data, frames [1].size,
+                      now_ms);
+    }
+}
+
 //  Reads what waits on one socket of agent INDEX (WHICH: 1 DEALER, 2 SUB).
 static void
 s_drain (s_shard_t *shard, uint32_t index, uint8_t which, int64_t now_ms)
@@ -1247,24 +1325,12 @@ s_drain (s_shard_t *shard, uint32_t index, uint8_t which, int64_t now_ms)
         if (count == 0)
             break;
         read++;
-        if (which == 1) {
-            //  One body frame; tolerate an empty delimiter before it
-            int body = count == 1 ? 0
-                       : count == 2 && zmq_msg_size (&frames [0]) == 0 ? 1
-                                                                       : -1;
-            if (body < 0)
-                s_count (shard, C_MALFORMED);
-            else
-                s_on_dealer (shard, index, zmq_msg_data (&frames [body]),
-                             zmq_msg_size (&frames [body]), now_ms);
+        zmtp_frame_t views [3];
+        for (int at = 0; at < count && at < 3; at++) {
+            views [at].data = (const uint8_t *) zmq_msg_data (&frames [at]);
+            views [at].size = zmq_msg_size (&frames [at]);
         }
-        else {
-            if (count != 2)
-                s_count (shard, C_MALFORMED);
-            else
-                s_on_sub (shard, index, zmq_msg_data (&frames [1]),
-                          zmq_msg_size (&frames [1]), now_ms);
-        }
+        s_on_frames (shard, index, which, views, count, now_ms);
     }
     for (int at = 0; at < 3; at++)
         zmq_msg_close (&frames [at]);
@@ -1314,7 +1380,7 @@ s_socket_new (s_shard_t *shard, int type, zcert_t *cert)
     if (config->zmtp_heartbeat_ms > 0) {
         value = config->zmtp_heartbeat_ms;
         zmq_setsockopt (socket, ZMQ_HEARTBEAT_IVL, &value, sizeof value);
-        value = S_ZMTP_TIMEOUT_MS;
+        value = config->zmtp_timeout_ms;
         zmq_setsockopt (socket, ZMQ_HEARTBEAT_TIMEOUT, &value, sizeof value);
         value = config->zmtp_ttl_ms;
         zmq_setsockopt (socket, ZMQ_HEARTBEAT_TTL, &value, sizeof value);
@@ -1371,11 +1437,121 @@ s_watch_fd (s_shard_t *shard, void *socket, uint32_t index, uint8_t which)
     return epoll_ctl (shard->epoll_fd, EPOLL_CTL_ADD, fd, &event);
 }
 
+//  ---------------------------------------------------------------------
+//  The ZMTP transport (--transport zmtp): the connections of agent I are
+//  shard->conns [2 I] (DEALER, epoll tag I << 2 | 1) and [2 I + 1] (SUB,
+//  tag I << 2 | 2)
+
+static zmtp_t *
+s_conn (s_shard_t *shard, uint64_t tag)
+{
+    return &shard->conns [2 * (tag >> 2) + ((tag & 3) == 2 ? 1 : 0)];
+}
+
+//  Schedules CONN's timer when it is due earlier than the one set (a
+//  later one runs, finds nothing due and schedules the new time).
+static void
+s_conn_arm (s_shard_t *shard, zmtp_t *conn)
+{
+    if (conn->due_ms < conn->armed_ms) {
+        conn->armed_ms = conn->due_ms;
+        s_heap_push (&shard->conn_timers, conn->due_ms, conn->tag);
+    }
+}
+
+//  The handshake ended: the SUB subscribes (again, after a reconnect), the
+//  DEALER says a hello that waited for it.
+static void
+s_zmtp_on_ready (void *arg, zmtp_t *conn)
+{
+    s_shard_t *shard = (s_shard_t *) arg;
+    uint32_t index = (uint32_t) (conn->tag >> 2);
+    if ((conn->tag & 3) == 2)
+        s_subscribe_all (shard, index, false);
+    else
+    if (shard->agents [index].hello_pending)
+        s_hello (shard, index, shard->now_ms, false);
+}
+
+static void
+s_zmtp_on_message (void *arg, zmtp_t *conn, const zmtp_frame_t *frames,
+                   size_t count)
+{
+    s_shard_t *shard = (s_shard_t *) arg;
+    s_on_frames (shard, (uint32_t) (conn->tag >> 2), (uint8_t) (conn->tag & 3),
+                 frames, count > ZMTP_MAX_FRAMES ? -1 : (int) count,
+                 shard->now_ms);
+}
+
+static void
+s_zmtp_on_drop (void *arg, zmtp_t *conn, const char *reason)
+{
+    s_shard_t *shard = (s_shard_t *) arg;
+    if (shard->swarm->config.verbose)
+        s_log ("%s: %s connection lost: %s",
+               shard->agents [conn->tag >> 2].id,
+               (conn->tag & 3) == 2 ? "SUB" : "DEALER", reason);
+}
+
+//  The connection counters, where "stats" reads them.
+static void
+s_zmtp_publish (s_shard_t *shard)
+{
+    const zmtp_stats_t *stats = &shard->zmtp.stats;
+    atomic_store_explicit (&shard->counters [C_CONNECTED], stats->ready,
+                           memory_order_relaxed);
+    atomic_store_explicit (&shard->counters [C_DISCONNECTS], stats->drops,
+                           memory_order_relaxed);
+    atomic_store_explicit (&shard->counters [C_PROTOCOL_ERRORS],
+                           stats->protocol_errors, memory_order_relaxed);
+    atomic_store_explicit (&shard->counters [C_PONGS], stats->pongs_received,
+                           memory_order_relaxed);
+}
+
+//  Opens agent INDEX's two connections; the hello waits for the DEALER's
+//  handshake, the subscriptions for the SUB's.
+static int
+s_agent_start_zmtp (s_shard_t *shard, uint32_t index, int64_t now_ms)
+{
+    s_swarm_t *swarm = shard->swarm;
+    const s_config_t *config = &swarm->config;
+    size_t number = shard->base + index;
+    const zmtp_endpoint_t *source
+        = config->source_ip_count
+              ? &swarm->sources [number % config->source_ip_count]
+              : NULL;
+    zmtp_t *dealer = &shard->conns [2 * index];
+    zmtp_t *sub = &shard->conns [2 * index + 1];
+    if (zmtp_open (sub, &shard->zmtp, ZMTP_SUB, ((uint64_t) index << 2) | 2,
+                   &swarm->publish_peer, source, now_ms)
+        != 0) {
+        s_log ("cannot start agent %s: %s", shard->agents [index].id,
+               strerror (errno));
+        return -1;
+    }
+    if (zmtp_open (dealer, &shard->zmtp, ZMTP_DEALER,
+                   ((uint64_t) index << 2) | 1, &swarm->broker_peer, source,
+                   now_ms)
+        != 0) {
+        s_log ("cannot start agent %s: %s", shard->agents [index].id,
+               strerror (errno));
+        zmtp_close (sub);
+        return -1;
+    }
+    s_conn_arm (shard, sub);
+    s_conn_arm (shard, dealer);
+    s_count (shard, C_CREATED);
+    s_hello (shard, index, now_ms, false);
+    return 0;
+}
+
 //  Creates agent INDEX's sockets: subscribe first, then connect the
 //  DEALER and say hello (PROTOCOL.md 4.1 rule 1).
 static int
 s_agent_start (s_shard_t *shard, uint32_t index, int64_t now_ms)
 {
+    if (shard->conns)
+        return s_agent_start_zmtp (shard, index, now_ms);
     const s_config_t *config = &shard->swarm->config;
     s_agent_t *agent = &shard->agents [index];
     size_t number = shard->base + index;
@@ -1411,6 +1587,18 @@ s_agent_start (s_shard_t *shard, uint32_t index, int64_t now_ms)
 static void
 s_run_timers (s_shard_t *shard, int64_t now_ms)
 {
+    while (shard->conn_timers.count
+           && shard->conn_timers.items [0].due_ms <= now_ms) {
+        s_due_t due = shard->conn_timers.items [0];
+        s_heap_pop (&shard->conn_timers);
+        zmtp_t *conn = s_conn (shard, due.item);
+        if (conn->armed_ms != due.due_ms)
+            continue;       //  Re-armed since
+        conn->armed_ms = INT64_MAX;
+        if (conn->due_ms <= now_ms)
+            zmtp_tick (conn, now_ms);
+        s_conn_arm (shard, conn);
+    }
     while (shard->timers.count && shard->timers.items [0].due_ms <= now_ms) {
         s_due_t due = shard->timers.items [0];
         s_heap_pop (&shard->timers);
@@ -1486,6 +1674,9 @@ s_next_wait_ms (s_shard_t *shard, int64_t now_ms)
         due_ms = shard->timers.items [0].due_ms;
     if (shard->delayed.count && shard->delayed.items [0].due_ms < due_ms)
         due_ms = shard->delayed.items [0].due_ms;
+    if (shard->conn_timers.count
+        && shard->conn_timers.items [0].due_ms < due_ms)
+        due_ms = shard->conn_timers.items [0].due_ms;
     int64_t wait_ms = due_ms - now_ms;
     return wait_ms < 0 ? 0 : wait_ms > S_MAX_WAIT_MS ? S_MAX_WAIT_MS
                                                      : (int) wait_ms;
@@ -1505,6 +1696,13 @@ s_shard_stop (s_shard_t *shard)
             bye.reason = "shutdown";
             if (s_send_msg (shard, (uint32_t) index, &bye) == 0)
                 s_count (shard, C_BYES);
+        }
+        if (shard->conns) {
+            //  The bye leaves now; the kernel delivers it after close
+            zmtp_flush (&shard->conns [2 * index]);
+            zmtp_close (&shard->conns [2 * index]);
+            zmtp_close (&shard->conns [2 * index + 1]);
+            continue;
         }
         if (agent->dealer)
             zmq_close (agent->dealer);
@@ -1527,6 +1725,7 @@ s_shard_run (void *arg)
     shard->started_ms = s_now_ms ();
     while (!atomic_load (&swarm->stopping)) {
         int64_t now_ms = s_now_ms ();
+        shard->now_ms = now_ms;
         //  Create agents a batch at a time, so the first ones register
         //  while the rest are still being made (at --ramp's pace)
         size_t allowed = s_ramp_allowed (shard, now_ms);
@@ -1544,6 +1743,16 @@ s_shard_run (void *arg)
             uint32_t index = shard->dirty [--shard->dirty_count];
             uint8_t which = shard->agents [index].dirty;
             shard->agents [index].dirty = 0;
+            if (shard->conns) {
+                //  Everything queued this pass, in one write each
+                for (uint8_t one = 1; one <= 2; one++)
+                    if (which & one) {
+                        zmtp_t *conn = &shard->conns [2 * index + one - 1];
+                        zmtp_flush (conn);
+                        s_conn_arm (shard, conn);
+                    }
+                continue;
+            }
             if (which & 1)
                 s_socket_ready (shard, index, 1, now_ms);
             if (which & 2)
@@ -1552,6 +1761,7 @@ s_shard_run (void *arg)
         int count = epoll_wait (shard->epoll_fd, events, S_EPOLL_BATCH,
                                 s_next_wait_ms (shard, s_now_ms ()));
         now_ms = s_now_ms ();
+        shard->now_ms = now_ms;
         for (int at = 0; at < count; at++) {
             uint64_t data = events [at].data.u64;
             if (data == UINT64_MAX) {
@@ -1560,11 +1770,21 @@ s_shard_run (void *arg)
                     value = 0;
                 continue;
             }
+            if (shard->conns) {
+                zmtp_t *conn = s_conn (shard, data);
+                zmtp_on_event (conn, events [at].events, now_ms);
+                s_conn_arm (shard, conn);
+                continue;
+            }
             s_socket_ready (shard, (uint32_t) (data >> 2),
                             (uint8_t) (data & 3), now_ms);
         }
+        if (shard->conns)
+            s_zmtp_publish (shard);
     }
     s_shard_stop (shard);
+    if (shard->conns)
+        s_zmtp_publish (shard);
     zmq_close (shard->notify);
     return NULL;
 }
@@ -1853,6 +2073,8 @@ static const char *s_usage =
     "  --zmtp-heartbeat-ms MS  ZMTP PING interval, 0 for none    [5000]\n"
     "  --zmtp-ttl-ms MS     TTL carried in the PINGs (0, as gridagent) [0]\n"
     "                       (both as gridagent sets them)\n"
+    "  --zmtp-timeout-ms MS a pinged connection silent this long is\n"
+    "                       dropped and made again              [15000]\n"
     "  --curve KEY|FILE     CURVE: the broker's public key (Z85 text, or a\n"
     "                       certificate or key file); every agent gets its\n"
     "                       own keypair, made in memory\n"
@@ -1860,6 +2082,10 @@ static const char *s_usage =
     "                       (past ~28,000 agents per broker port)\n"
     "  --control EP         bind a control ROUTER (stats, job figures)\n"
     "  --ramp N             start N agents a second (0: all at once)   [0]\n"
+    "  --transport T        libzmq: two libzmq sockets per agent; zmtp:\n"
+    "                       ZMTP 3.0 spoken here over plain TCP or ipc://\n"
+    "                       in the shard threads (much cheaper; plaintext\n"
+    "                       only, not with --curve)             [libzmq]\n"
     "  --verbose            log agent events\n"
     "  -h, --help           this text\n";
 
@@ -1935,11 +2161,13 @@ s_parse (s_config_t *config, int argc, char *argv [])
         {"test-only", no_argument, NULL, 'T'},
         {"zmtp-heartbeat-ms", required_argument, NULL, 'H'},
         {"zmtp-ttl-ms", required_argument, NULL, 'L'},
+        {"zmtp-timeout-ms", required_argument, NULL, 'O'},
         {"curve", required_argument, NULL, 'c'},
         {"source-ips", required_argument, NULL, 's'},
         {"control", required_argument, NULL, 'C'},
         {"verbose", no_argument, NULL, 'v'},
         {"ramp", required_argument, NULL, 'r'},
+        {"transport", required_argument, NULL, 'X'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0}
     };
@@ -2024,6 +2252,9 @@ s_parse (s_config_t *config, int argc, char *argv [])
             case 'L':
                 config->zmtp_ttl_ms = (int) strtol (optarg, &end, 10);
                 break;
+            case 'O':
+                config->zmtp_timeout_ms = (int) strtol (optarg, &end, 10);
+                break;
             case 'c':
                 if (s_curve_key (optarg, config->curve_server) != 0) {
                     fprintf (stderr, "gridswarm: --curve: '%s' is neither a "
@@ -2041,6 +2272,15 @@ s_parse (s_config_t *config, int argc, char *argv [])
                 break;
             case 'v':
                 config->verbose = true;
+                break;
+            case 'X':
+                if (strcmp (optarg, "zmtp") != 0
+                    && strcmp (optarg, "libzmq") != 0) {
+                    fprintf (stderr, "gridswarm: --transport: expected "
+                             "zmtp or libzmq, not '%s'\n", optarg);
+                    return -1;
+                }
+                config->zmtp = strcmp (optarg, "zmtp") == 0;
                 break;
             case 'h':
                 fputs (s_usage, stdout);
@@ -2063,10 +2303,16 @@ s_parse (s_config_t *config, int argc, char *argv [])
         || config->io_threads < 0 || config->delay_ms < 0
         || config->progress_hold_ms < 0
         || config->zmtp_heartbeat_ms < 0 || config->zmtp_ttl_ms < 0
+        || config->zmtp_timeout_ms < 0
         || config->fail_rate < 0 || config->fail_rate > 1) {
         fprintf (stderr, "gridswarm: --agents and --threads must be at "
                  "least 1; --io-threads, --delay-ms, --progress-hold-ms and "
                  "the ZMTP times at least 0; --fail-rate within 0..1\n");
+        return -1;
+    }
+    if (config->zmtp && config->curve_server [0]) {
+        fprintf (stderr, "gridswarm: --transport zmtp speaks only "
+                 "plaintext; CURVE runs use --transport libzmq\n");
         return -1;
     }
     if (config->threads > config->agents)
@@ -2204,6 +2450,9 @@ s_shard_destroy (s_shard_t *shard)
     }
     free (shard->timers.items);
     free (shard->delayed.items);
+    free (shard->conn_timers.items);
+    free (shard->conns);
+    zmtp_ctx_fini (&shard->zmtp);
     s_map_free (&shard->seen);
     s_map_free (&shard->outstanding);
     s_cache_clear (shard);
@@ -2228,12 +2477,14 @@ main (int argc, char *argv [])
     config->progress_hold_ms = S_PROGRESS_HOLD_MS;
     config->zmtp_heartbeat_ms = S_ZMTP_HEARTBEAT_MS;
     config->zmtp_ttl_ms = 0;      //  As gridagent: no per-connection broker timer
+    config->zmtp_timeout_ms = S_ZMTP_TIMEOUT_MS;
     if (s_parse (config, argc, argv) != 0) {
         s_config_clear (config);
         return 2;
     }
     //  Two connections and two socket mailboxes per agent, plus slack
-    rlim_t wanted = (rlim_t) config->agents * 4 + 64;
+    //  (ZMTP: the two connections only)
+    rlim_t wanted = (rlim_t) config->agents * (config->zmtp ? 2 : 4) + 64;
     if (s_raise_fd_limit (wanted) != 0) {
         s_log ("%zu agents need %llu open files; the limit is lower and "
                "cannot be raised (run as root, or raise ulimit -n)",
@@ -2260,10 +2511,33 @@ main (int argc, char *argv [])
     //  every ZMTP heartbeat cancels one: spread the connections over I/O
     //  threads so that the swarm does not choke on its own heartbeats
     if (config->io_threads == 0)
-        config->io_threads = (int) (config->agents / 2500) + 1;
+        config->io_threads = config->zmtp ? 1
+                                          : (int) (config->agents / 2500) + 1;
+    if (config->zmtp) {
+        char err [300];
+        if (zmtp_endpoint_parse (config->broker_ep, false, &swarm.broker_peer,
+                                 err, sizeof err) != 0
+            || zmtp_endpoint_parse (config->publish_ep, false,
+                                    &swarm.publish_peer, err, sizeof err)
+                   != 0) {
+            s_log ("--transport zmtp: %s", err);
+            return 1;
+        }
+        swarm.sources = (zmtp_endpoint_t *) zmalloc (
+            (config->source_ip_count + 1) * sizeof (zmtp_endpoint_t));
+        for (size_t at = 0; at < config->source_ip_count; at++)
+            if (zmtp_endpoint_parse (config->source_ips [at], true,
+                                     &swarm.sources [at], err, sizeof err)
+                != 0) {
+                s_log ("--source-ips: %s", err);
+                return 1;
+            }
+    }
     swarm.context = zmq_ctx_new ();
     zmq_ctx_set (swarm.context, ZMQ_IO_THREADS, config->io_threads);
-    int max_sockets = (int) (config->agents * 2 + config->threads + 16);
+    int max_sockets = config->zmtp ? (int) (config->threads + 16)
+                                   : (int) (config->agents * 2
+                                            + config->threads + 16);
     zmq_ctx_set (swarm.context, ZMQ_MAX_SOCKETS, max_sockets);
     if (zmq_ctx_get (swarm.context, ZMQ_MAX_SOCKETS) < max_sockets) {
         s_log ("ZeroMQ allows only %d sockets, %d needed",
@@ -2319,15 +2593,41 @@ main (int argc, char *argv [])
         event.events = EPOLLIN;
         event.data.u64 = UINT64_MAX;
         epoll_ctl (shard->epoll_fd, EPOLL_CTL_ADD, shard->wake_fd, &event);
+        if (config->zmtp) {
+            zmtp_options_t options;
+            zmtp_options_default (&options);
+            options.heartbeat_ms = config->zmtp_heartbeat_ms;
+            options.timeout_ms = config->zmtp_timeout_ms;
+            options.ttl_ms = config->zmtp_ttl_ms;
+            options.handshake_ms = S_HANDSHAKE_MS;
+            options.reconnect_ms = S_RECONNECT_MS;
+            options.reconnect_max_ms = S_RECONNECT_MAX_MS;
+            options.kernel_buffer = S_KERNEL_BUFFER;
+            options.max_frame = PROTO_MAX_FRAME;
+            zmtp_handlers_t handlers = {
+                .on_ready = s_zmtp_on_ready,
+                .on_message = s_zmtp_on_message,
+                .on_drop = s_zmtp_on_drop
+            };
+            shard->conns = (zmtp_t *) zmalloc (2 * count * sizeof (zmtp_t));
+            if (zmtp_ctx_init (&shard->zmtp, shard->epoll_fd, &options,
+                               &handlers, shard)
+                != 0) {
+                s_log ("out of memory");
+                return 1;
+            }
+        }
         base += count;
     }
     for (size_t at = 0; at < config->threads; at++)
         pthread_create (&swarm.shards [at].thread, NULL, s_shard_run,
                         &swarm.shards [at]);
-    s_log ("%zu agents (%s-%06zu..) on %zu thread%s: broker %s, commands %s%s",
-           config->agents, config->prefix, config->first, config->threads,
-           config->threads == 1 ? "" : "s", config->broker_ep,
-           config->publish_ep, config->curve_server [0] ? ", CURVE" : "");
+    s_log ("%zu agents (%s-%06zu..) on %zu thread%s: broker %s, commands %s%s"
+           "%s", config->agents, config->prefix, config->first,
+           config->threads, config->threads == 1 ? "" : "s",
+           config->broker_ep, config->publish_ep,
+           config->curve_server [0] ? ", CURVE" : "",
+           config->zmtp ? ", transport zmtp" : "");
 
     //  Control loop: requests, watch notifications, signals
     zlistx_t *waiters = zlistx_new ();
@@ -2419,6 +2719,7 @@ main (int argc, char *argv [])
     zhashx_destroy (&swarm.jobs);
     pthread_mutex_destroy (&swarm.lock);
     proto_msg_destroy (&swarm.hello);
+    free (swarm.sources);
     s_config_clear (config);
     close (signal_fd);
     return 0;
