@@ -46,6 +46,11 @@
     --scale is make bench-scale: the first agent count direct, the others
     through relays, with the scale goals printed as met or not met.
 
+    The swarm speaks ZMTP itself (gridswarm --transport zmtp) on plaintext
+    runs, so that the load generator takes as little of the machine as it
+    can, and runs on libzmq on CURVE runs; --swarm-transport chooses, and
+    the JSON names the one used (swarm_transport).
+
     It prints a table and writes a JSON list, one object per agent count.
     Every process it starts runs in a temporary directory ($TMPDIR or
     /tmp), is stopped (SIGTERM, then SIGKILL past a deadline) and reaped,
@@ -152,6 +157,8 @@ typedef struct {
     double http_s;                  //  Each submit phase, seconds
     size_t cli_runs;                //  gridcli --wait runs
     char *httpload;                 //  httpload
+    char *swarm_transport;          //  zmtp or libzmq; NULL: zmtp unless
+                                    //  --curve (zmtp speaks no CURVE)
 } s_options_t;
 
 //  CPU time of the broker and of every relay together, in ms.
@@ -199,6 +206,8 @@ typedef struct {
     size_t libzmq_agents;           //  ...measured with this many agents
     s_cpu_t cpu_register;           //  CPU spent while the swarm registered
     s_cpu_t cpu_broadcast;          //  ...over the broadcast rounds
+    s_cpu_t cpu_ingest;             //  ...over the ingest run
+    const char *swarm_transport;    //  gridswarm --transport
 } s_run_t;
 
 //  Figures of the real agent.
@@ -851,9 +860,20 @@ s_fd_limit (void)
 //  ---------------------------------------------------------------------
 //  Several swarm processes, and relays in front of the broker
 
+//  gridswarm's --transport: --swarm-transport, else zmtp (the cheap
+//  load generator) for plaintext runs and libzmq for CURVE runs.
+static const char *
+s_swarm_transport (const s_options_t *options)
+{
+    if (options->swarm_transport)
+        return options->swarm_transport;
+    return options->curve ? "libzmq" : "zmtp";
+}
+
 //  How many swarm processes carry AGENTS: as few as fit under the
-//  open-file limit (a simulated agent holds four descriptors: two
-//  connections and two socket mailboxes), at least --swarm-procs, and,
+//  open-file limit (a simulated agent holds four descriptors on libzmq:
+//  two connections and two socket mailboxes; two on zmtp), at least
+//  --swarm-procs, and,
 //  through relays, a multiple of their count, so that process N talks to
 //  relay N % K and every relay gets the same share.
 static size_t
@@ -863,7 +883,9 @@ s_swarm_processes (const s_stage_t *stage, const s_options_t *options,
     rlim_t limit = s_fd_limit ();
     if (limit < 512)
         return 0;
-    size_t per_process = (size_t) (limit - 256) / 4;
+    size_t per_process
+        = (size_t) (limit - 256)
+          / (strcmp (s_swarm_transport (options), "zmtp") == 0 ? 2 : 4);
     size_t processes = (agents + per_process - 1) / per_process;
     if (processes < options->swarm_procs)
         processes = options->swarm_procs;
@@ -1191,6 +1213,8 @@ s_stage_swarm (s_stage_t *stage, const s_options_t *options, size_t agents)
         argv [argc++] = relay ? relay->publish_ep : stage->publish_ep;
         argv [argc++] = "--control";
         argv [argc++] = control;
+        argv [argc++] = "--transport";
+        argv [argc++] = (char *) s_swarm_transport (options);
         //  Past ~28,000 connections per broker port one source address
         //  runs out of ephemeral ports; every 127/8 address is loopback
         char sources [256] = "";
@@ -1933,6 +1957,7 @@ s_measure (const s_options_t *options, size_t agents, s_run_t *run)
     }
     run->swarm_processes = stage.swarm_count;
     run->swarm_ramp = s_swarm_rate (&stage, options);
+    run->swarm_transport = s_swarm_transport (options);
     s_say ("%zu agents: registering (%zu swarm process%s)", agents,
            stage.swarm_count, stage.swarm_count == 1 ? "" : "es");
     if (s_register (&stage, run, agents, start_ms) == 0) {
@@ -1953,7 +1978,10 @@ s_measure (const s_options_t *options, size_t agents, s_run_t *run)
         }
         if (!run->error [0] && !s_interrupted) {
             s_say ("%zu agents: result ingest", agents);
+            s_cpu_t cpu_ingest;
+            s_cpu_take (&stage, &cpu_ingest);
             s_ingest (&stage, options, run);
+            s_cpu_since (&stage, &cpu_ingest, &run->cpu_ingest);
         }
         s_swarm_totals (&stage, run);
         run->broker_rss_end_kib = s_rss_kib (stage.broker_pid);
@@ -2418,6 +2446,20 @@ s_write_json (const char *path, const s_run_t *runs, size_t count,
         s_json_number (file, "results_per_s", run->results_per_s, true);
         s_json_number (file, "ingest_results", (double) run->ingest_results,
                        true);
+        //  CPU per result over the ingest run (its submits included)
+        double results = (double) run->ingest_results;
+        s_json_number (file, "broker_cpu_ingest_us_per_result",
+                       results > 0 ? run->cpu_ingest.broker_ms * 1000.0
+                                         / results
+                                   : -1,
+                       false);
+        s_json_number (file, "swarm_cpu_ingest_us_per_result",
+                       results > 0 ? run->cpu_ingest.swarms_ms * 1000.0
+                                         / results
+                                   : -1,
+                       false);
+        if (run->swarm_transport)
+            s_json_string (file, "swarm_transport", run->swarm_transport);
         s_json_number (file, "broker_rss_bytes_per_agent",
                        run->broker_bytes_per_agent, true);
         s_json_number (file, "broker_rss_base_kib",
@@ -2675,6 +2717,8 @@ s_queue_swarm (s_stage_t *stage, const s_options_t *options, size_t count,
     argv [argc++] = stage->publish_ep;
     argv [argc++] = "--control";
     argv [argc++] = control;
+    argv [argc++] = "--transport";
+    argv [argc++] = (char *) s_swarm_transport (options);
     if (s_security.curve) {
         argv [argc++] = "--curve";
         argv [argc++] = s_security.broker_key;
@@ -3622,13 +3666,17 @@ static const char *s_usage =
     "  --queue-limit N      broker limit on test.echo cells running\n"
     "                       at once across the fleet, 0: none       [800]\n"
     "  --swarm-procs N      swarm processes at least (0: as few as the\n"
-    "                       open-file limit allows, 4 per agent)     [0]\n"
+    "                       open-file limit allows, 4 per agent on\n"
+    "                       libzmq, 2 on zmtp)                       [0]\n"
     "  --relays K           K gridrelays in front of the broker, each\n"
     "                       swarm process talking to one; then first\n"
     "                       libzmq's own cost per agent (gridsink)   [0]\n"
     "  --relay PATH         gridrelay                [<bin>/gridrelay]\n"
     "  --relay-arg ARG      one more gridrelay argument (repeatable)\n"
     "  --sink PATH          gridsink                 [<this dir>/gridsink]\n"
+    "  --swarm-transport T  gridswarm's transport: zmtp (ZMTP spoken by\n"
+    "                       the swarm itself, cheap) or libzmq   [zmtp;\n"
+    "                       libzmq with --curve]\n"
     "  --swarm-ramp N       start N agents a second over all swarm\n"
     "                       processes (0: all at once; --scale behind\n"
     "                       relays: 2500)                            [0]\n"
@@ -3734,6 +3782,7 @@ s_parse (s_options_t *options, int argc, char *argv [])
         {"http-s", required_argument, NULL, 'T'},
         {"cli-runs", required_argument, NULL, 'U'},
         {"httpload", required_argument, NULL, 'V'},
+        {"swarm-transport", required_argument, NULL, 'x'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0}
     };
@@ -3871,6 +3920,15 @@ s_parse (s_options_t *options, int argc, char *argv [])
             case 'L':
                 options->queue_limit = strtoul (optarg, &end, 10);
                 break;
+            case 'x':
+                if (strcmp (optarg, "zmtp") != 0
+                    && strcmp (optarg, "libzmq") != 0) {
+                    fprintf (stderr, "gridbench: --swarm-transport: zmtp "
+                             "or libzmq\n");
+                    return -1;
+                }
+                options->swarm_transport = optarg;
+                break;
             case 'h':
                 fputs (s_usage, stdout);
                 exit (0);
@@ -3890,6 +3948,12 @@ s_parse (s_options_t *options, int argc, char *argv [])
     }
     if (s_parse_scale (options, counts_given, relays) != 0)
         return -1;
+    if (options->curve && options->swarm_transport
+        && strcmp (options->swarm_transport, "zmtp") == 0) {
+        fprintf (stderr, "gridbench: --swarm-transport zmtp speaks no "
+                 "CURVE; --curve runs use libzmq\n");
+        return -1;
+    }
     if (options->queue_jobs < 1 || options->queue_killed < 1
         || options->queue_agents <= options->queue_killed) {
         fprintf (stderr, "gridbench: --queue-jobs and --queue-kill must be "
