@@ -67,10 +67,41 @@ s_render_store (const pv_t *store, FILE *out)
     }
 }
 
+//  A relay's own status (gridrelay --client): its upstream, its agents
+//  and topics, its counters.
+static void
+s_render_relay_status (const pv_t *data, FILE *out)
+{
+    const pv_t *upstream = pv_map_get (data, "upstream");
+    char buf [256], endpoint [200], since [32];
+    bool connected = false;
+    pv_get_bool (pv_map_get (upstream, "connected"), &connected);
+    cli_human_ms (cli_field_int (upstream, "since_ms", 0), since,
+                  sizeof since);
+    snprintf (buf, sizeof buf, "%s, %s for %s",
+              cli_field (upstream, "endpoint", endpoint, sizeof endpoint),
+              connected ? "connected" : "not connected", since);
+    cli_print_field (out, "upstream", buf);
+    bool serving = false;
+    pv_get_bool (pv_map_get (data, "serving"), &serving);
+    cli_print_field (out, "serving", serving ? "yes" : "no (upstream lost)");
+    snprintf (buf, sizeof buf, "%" PRId64, cli_field_int (data, "agents", 0));
+    cli_print_field (out, "agents", buf);
+    snprintf (buf, sizeof buf, "%" PRId64, cli_field_int (data, "topics", 0));
+    cli_print_field (out, "topics", buf);
+    char *text = cli_counters (pv_map_get (data, "counters"));
+    cli_print_field (out, "counters", *text ? text : "-");
+    free (text);
+}
+
 static int
 s_render_status (const pv_t *data, FILE *out)
 {
     char buf [256];
+    bool relay = pv_type (pv_map_get (data, "upstream")) == PV_MAP;
+    if (relay)
+        cli_print_field (out, "relay",
+                         cli_field (data, "name", buf, sizeof buf));
     cli_print_field (out, "version",
                      cli_field (data, "version", buf, sizeof buf));
     if (pv_map_get (data, "state"))
@@ -87,6 +118,8 @@ s_render_status (const pv_t *data, FILE *out)
         free (text);
     }
     s_render_store (pv_map_get (data, "store"), out);
+    if (relay)
+        s_render_relay_status (data, out);
     return 0;
 }
 
@@ -256,13 +289,16 @@ static const char s_help_status [] =
 "see docs/SECURITY.md), then its store: state (ok, nearly_full, full,\n"
 "error), what it uses of store.max_size, the disk's free space, and after\n"
 "failed commits how many there were and why. Exits 0 when the broker\n"
-"answers.\n"
+"answers. At a relay's status endpoint (gridrelay --client, with\n"
+"--broker-key its key) it prints the relay's name, upstream, agents,\n"
+"topics and counters instead.\n"
 "\n"
 "Global options and exit codes: gridcli --help.\n"
 "\n"
 "Examples:\n"
 "  gridcli status\n"
-"  gridcli --broker tcp://grid-ctl:7701 --output json status\n";
+"  gridcli --broker tcp://grid-ctl:7701 --output json status\n"
+"  gridcli --broker tcp://relay-a:7714 --broker-key relay-a.key status\n";
 
 static const char s_help_queue [] =
 "gridcli queue - the broker's work queue at a glance\n"

@@ -362,7 +362,8 @@ void
 cli_header_line (FILE *out, const char *label, const char *value)
 {
     char *text = cli_printable (value, strlen (value), SIZE_MAX, false);
-    fprintf (out, "%-10s%s\n", label, text);
+    //  At least one space after the label, however long it is
+    fprintf (out, "%-9s %s\n", label, text);
     free (text);
 }
 

@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "../cli/cli.h"
+#include "../cli/cmd.h"
 #include "../proto/conf.h"
 #include "../proto/job.h"
 #include "../proto/keys.h"
@@ -1520,6 +1521,21 @@ test_cli_render_progress (void **state)
     pw_destroy (&w);
 }
 
+//  A header label of ten characters or more keeps a space before its value
+static void
+test_cli_header_line_long_label (void **state)
+{
+    (void) state;
+    s_capture_t out;
+    s_capture_open (&out);
+    cli_header_line (out.file, "job", "j-1");
+    cli_header_line (out.file, "last status", "completed");
+    const char *text = s_capture_close (&out);
+    assert_string_equal (text, "job       j-1\n"
+                               "last status completed\n");
+    free (out.text);
+}
+
 static void
 test_cli_render_lists (void **state)
 {
@@ -1714,6 +1730,46 @@ test_cli_render_lists (void **state)
     assert_non_null (strstr (text, "1h30m"));
     assert_non_null (strstr (text, "2 online"));
     assert_non_null (strstr (text, "4 malformed"));
+    free (out.text);
+    pv_doc_destroy (&doc);
+
+    //  status from a relay (gridrelay --client): its upstream, agents
+    //  and counters are shown, not only its version
+    pw_reset (w);
+    pw_map (w, 7);
+    pw_str (w, "name");
+    pw_str (w, "relay-a");
+    pw_str (w, "version");
+    pw_str (w, "0.1.0");
+    pw_str (w, "uptime_ms");
+    pw_int (w, 60000);
+    pw_str (w, "upstream");
+    pw_map (w, 3);
+    pw_str (w, "endpoint");
+    pw_str (w, "tcp://broker:7702");
+    pw_str (w, "connected");
+    pw_bool (w, true);
+    pw_str (w, "since_ms");
+    pw_int (w, 30000);
+    pw_str (w, "serving");
+    pw_bool (w, true);
+    pw_str (w, "agents");
+    pw_int (w, 12);
+    pw_str (w, "counters");
+    pw_map (w, 2);
+    pw_str (w, "up");
+    pw_int (w, 139);
+    pw_str (w, "malformed");
+    pw_int (w, 7);
+    doc = s_decode (w);
+    s_capture_open (&out);
+    assert_int_equal (cli_render (CLI_CMD_STATUS, pv_doc_root (doc),
+                                  CLI_OUTPUT_TABLE, out.file), 0);
+    text = s_capture_close (&out);
+    assert_non_null (strstr (text, "relay-a"));
+    assert_non_null (strstr (text, "tcp://broker:7702, connected for 30s"));
+    assert_non_null (strstr (text, "agents       12"));
+    assert_non_null (strstr (text, "139 up, 7 malformed"));
     free (out.text);
     pv_doc_destroy (&doc);
     pw_destroy (&w);
@@ -2690,6 +2746,7 @@ main (void)
         cmocka_unit_test (test_cli_render_job_not_run),
         cmocka_unit_test (test_cli_render_job_json),
         cmocka_unit_test (test_cli_render_progress),
+        cmocka_unit_test (test_cli_header_line_long_label),
         cmocka_unit_test (test_cli_render_lists),
         cmocka_unit_test (test_cli_render_malformed),
         cmocka_unit_test (test_cli_reply_envelope),
