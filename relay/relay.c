@@ -10,6 +10,8 @@
 #include <signal.h>
 #include <stdarg.h>
 #include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "../broker/relays.h"
@@ -69,6 +71,8 @@ struct _relay_t {
     zcert_t *server_cert;            //  Downstream server key pair
     char upstream_key [KEYS_TEXT_SIZE];
     bool serving;                    //  Downstream endpoints are bound
+    bool serve_failed;               //  The last bind failed (logged once;
+                                     //  tried again every sweep)
     bool up_ready;                   //  The upstream handshake succeeded
     int64_t up_since_ms;             //  Monotonic: up_ready changed
     zhashx_t *peers;                 //  token -> s_peer_t
@@ -1131,10 +1135,37 @@ s_on_down_pub (zloop_t *loop, zsock_t *sock, void *arg)
 //  ---------------------------------------------------------------------
 //  Serving downstream while upstream is there
 
+//  True when ENDPOINT is ipc:// and a process listens on its path (a
+//  bind would take the path from it without a word).
+static bool
+s_ipc_in_use (const char *endpoint)
+{
+    const char *path = strncmp (endpoint, "ipc://", 6) == 0 ? endpoint + 6
+                                                            : NULL;
+    struct sockaddr_un address;
+    if (!path || *path == '@' || strlen (path) >= sizeof address.sun_path)
+        return false;
+    memset (&address, 0, sizeof address);
+    address.sun_family = AF_UNIX;
+    memcpy (address.sun_path, path, strlen (path));
+    int fd = socket (AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return false;
+    bool listening = connect (fd, (struct sockaddr *) &address,
+                              sizeof address) == 0;
+    close (fd);
+    return listening;
+}
+
 static zsock_t *
 s_bind_socket (relay_t *self, int type, const char *domain,
                const char *endpoint, char *err, size_t err_len)
 {
+    if (s_ipc_in_use (endpoint)) {
+        s_err (err, err_len, "cannot bind %s: a process listens on it",
+               endpoint);
+        return NULL;
+    }
     zsock_t *sock = zsock_new (type);
     if (!sock) {
         s_err (err, err_len, "cannot create a socket");
@@ -1183,12 +1214,16 @@ s_serve (relay_t *self)
                          : NULL;
     if (!self->down_pub) {
         zsock_destroy (&self->down);
-        log_error ("cannot serve agents: %s", err);
+        if (!self->serve_failed)
+            log_error ("cannot serve agents (trying again every second): "
+                       "%s", err);
+        self->serve_failed = true;
         return -1;
     }
     zloop_reader (self->loop, self->down, s_on_down, self);
     zloop_reader (self->loop, self->down_pub, s_on_down_pub, self);
     self->serving = true;
+    self->serve_failed = false;
     log_info ("serving agents on %s, commands on %s",
               self->config->agents_ep, self->config->publish_ep);
     return 0;
@@ -1241,8 +1276,8 @@ s_on_monitor (zloop_t *loop, zsock_t *sock, void *arg)
         self->up_since_ms = s_now_ms ();
         //  Say who we are before any agent of ours does
         s_on_heartbeat (self->loop, 0, self);
-        s_serve (self);
-        service_notify_ready ("serving agents");
+        if (s_serve (self) == 0)
+            service_notify_ready ("serving agents");
     }
     else
     if (event == ZMQ_EVENT_DISCONNECTED) {
@@ -1304,6 +1339,9 @@ static int
 s_on_sweep (zloop_t *loop, int timer_id, void *arg)
 {
     relay_t *self = (relay_t *) arg;
+    //  Endpoints that could not be bound (taken meanwhile) are tried again
+    if (self->up_ready && !self->serving && s_serve (self) == 0)
+        service_notify_ready ("serving agents");
     int64_t now_ms = s_now_ms ();
     zlistx_t *gone = zlistx_new ();
     for (s_peer_t *peer = (s_peer_t *) zhashx_first (self->peers); peer;
@@ -1671,6 +1709,27 @@ relay_new (const relay_config_t *config, char *err, size_t err_len)
         s_err (err, err_len, "cannot watch the upstream connection");
         relay_destroy (&self);
         return NULL;
+    }
+    //  Endpoints another process holds (a second gridrelay on them) stop
+    //  the start before the upstream hears of this relay. They are bound
+    //  for good only while the upstream is there.
+    const char *endpoints [2] = {config->agents_ep, config->publish_ep};
+    const int types [2] = {ZMQ_ROUTER, ZMQ_XPUB};
+    for (int index = 0; index < 2; index++) {
+        char why [512];
+        zsock_t *probe = s_bind_socket (self, types [index],
+                                        KEYS_DOMAIN_AGENTS,
+                                        endpoints [index], why, sizeof why);
+        if (!probe) {
+            bool taken = strstr (why, zmq_strerror (EADDRINUSE))
+                         || strstr (why, "a process listens on it");
+            s_err (err, err_len, "%s%s", why,
+                   taken ? " (is another gridrelay serving it?)" : "");
+            relay_destroy (&self);
+            return NULL;
+        }
+        zsock_set_linger (probe, 0);
+        zsock_destroy (&probe);
     }
     if (zsock_connect (self->up, "%s", config->upstream_ep) != 0
         || zsock_connect (self->up_sub, "%s", config->upstream_publish_ep)

@@ -3,7 +3,10 @@
     for the first time: a relay whose key is not enrolled says how to
     accept it with a command that a shell runs as written (the key's
     Z85 holds ( ) ! & < > and the like), and an agent whose key is not
-    enrolled gets nothing through an enrolled relay until it is accepted
+    enrolled gets nothing through an enrolled relay until it is accepted.
+    A second gridrelay on a relay's endpoints refuses to start and leaves
+    the first one serving; a relay whose endpoint another process holds
+    when its upstream comes says so and serves once it is free.
     =========================================================================
 */
 #include <setjmp.h>
@@ -12,6 +15,8 @@
 #include <cmocka.h>
 
 #include <czmq.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 
 #include "../proto/keys.h"
 #include "../proto/proto.h"
@@ -118,6 +123,116 @@ test_qa_relay_unenrolled_agent (void **state)
     pv_doc_destroy (&doc);
 }
 
+//  The relay in SLOT is accepted (its key, by key.accept) and agent ID
+//  comes online through it and runs a job there.
+static void
+s_agent_runs_through (grid_t *grid, int slot, const char *id)
+{
+    char key [KEYS_TEXT_SIZE], why [256];
+    assert_int_equal (keys_read_public (grid->relay_key [slot], key, why,
+                                        sizeof why), 0);
+    pv_doc_t *doc = grid_call (grid, "key.accept", "key", key, NULL);
+    assert_true (grid_reply_ok (doc, NULL));
+    pv_doc_destroy (&doc);
+    assert_true (grid_start_agent (grid, id, "web", NULL, (const char *[]) {
+        "--broker", grid->relay_agents_ep [slot], "--publish",
+        grid->relay_publish_ep [slot], "--broker-key",
+        grid->relay_key [slot], NULL}) >= 0);
+    assert_true (grid_wait_node (grid, id, "online", 20000));
+    char target [80];
+    snprintf (target, sizeof target, "node:%s", id);
+    char *out = NULL, *err = NULL;
+    int rc = grid_cli (grid, &out, &err, 30000, "job", "run", "--target",
+                       target, "--wait", "test", "echo", "--msg", "through",
+                       NULL);
+    if (rc != 0)
+        fprintf (stderr, "job run: %s%s", out, err);
+    assert_int_equal (rc, 0);
+    assert_non_null (strstr (out, "through"));
+    free (out);
+    free (err);
+}
+
+//  A second gridrelay started on the endpoints of one that serves stops
+//  at once with an error that says so, before it goes upstream; the
+//  first one's agents go on as before
+static void
+test_qa_relay_started_twice (void **state)
+{
+    grid_t *grid = (grid_t *) *state;
+    assert_int_equal (grid_start_broker (grid, NULL), 0);
+    int relay = grid_start_relay (grid, "twin", -1, true, NULL);
+    assert_true (relay >= 0);
+    char *out = NULL, *err = NULL;
+    int rc = grid_run (grid, "gridrelay", &out, &err, 10000, "--config",
+                       "none", "--name", "twin", "--agents",
+                       grid->relay_agents_ep [relay], "--publish",
+                       grid->relay_publish_ep [relay], "--upstream",
+                       grid->agents_ep, "--upstream-publish",
+                       grid->publish_ep, "--key", grid->relay_key [relay],
+                       "--upstream-key", grid->broker_key, NULL);
+    assert_int_equal (rc, 1);
+    assert_non_null (strstr (err, "is another gridrelay serving it?"));
+    assert_non_null (strstr (err, grid->relay_agents_ep [relay]));
+    free (out);
+    free (err);
+    //  The publish endpoint alone is checked too
+    char other [400];
+    snprintf (other, sizeof other, "ipc://%s/other-agents.ipc", grid->dir);
+    rc = grid_run (grid, "gridrelay", &out, &err, 10000, "--config", "none",
+                   "--name", "twin", "--agents", other, "--publish",
+                   grid->relay_publish_ep [relay], "--upstream",
+                   grid->agents_ep, "--upstream-publish", grid->publish_ep,
+                   "--key", grid->relay_key [relay], "--upstream-key",
+                   grid->broker_key, NULL);
+    assert_int_equal (rc, 1);
+    assert_non_null (strstr (err, grid->relay_publish_ep [relay]));
+    free (out);
+    free (err);
+    s_agent_runs_through (grid, relay, "web-01");
+}
+
+//  An endpoint that another process took while the relay waited for its
+//  upstream: the relay says it cannot serve, keeps trying, and serves
+//  once the endpoint is free
+static void
+test_qa_relay_endpoint_taken (void **state)
+{
+    grid_t *grid = (grid_t *) *state;
+    int relay = grid_start_relay (grid, "slow", -1, false, NULL);
+    assert_true (relay >= 0);
+    //  It has started (its endpoints were free then)
+    assert_true (s_log_has (grid, "relay-slow.log", "relay slow ", 20000));
+    //  Someone listens on the relay's agent endpoint
+    const char *path = grid->relay_agents_ep [relay] + strlen ("ipc://");
+    int fd = socket (AF_UNIX, SOCK_STREAM, 0);
+    assert_true (fd >= 0);
+    struct sockaddr_un address;
+    memset (&address, 0, sizeof address);
+    address.sun_family = AF_UNIX;
+    snprintf (address.sun_path, sizeof address.sun_path, "%s", path);
+    unlink (path);
+    assert_int_equal (bind (fd, (struct sockaddr *) &address,
+                            sizeof address), 0);
+    assert_int_equal (listen (fd, 4), 0);
+    assert_int_equal (grid_start_broker (grid, NULL), 0);
+    bool said = s_log_has (grid, "relay-slow.log",
+                           "cannot serve agents (trying again every second)",
+                           20000);
+    if (!said)
+        grid_dump_logs (grid);
+    assert_true (said);
+    //  The listener was left alone
+    struct stat info;
+    assert_int_equal (stat (path, &info), 0);
+    assert_true (S_ISSOCK (info.st_mode));
+    close (fd);
+    unlink (path);
+    assert_true (s_log_has (grid, "relay-slow.log", "serving agents on",
+                            20000));
+    s_agent_runs_through (grid, relay, "web-02");
+}
+
 int
 main (void)
 {
@@ -125,6 +240,10 @@ main (void)
         cmocka_unit_test_setup_teardown (test_qa_relay_pending_says_how,
                                          s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_qa_relay_unenrolled_agent,
+                                         s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_qa_relay_started_twice,
+                                         s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_qa_relay_endpoint_taken,
                                          s_setup, s_teardown),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
