@@ -665,6 +665,8 @@ s_load (auth_t *self, store_t *store, char *err, size_t err_len)
             s_unindex (self, key);
             key->node = record.node;
             key->hostname = record.hostname;
+            key->pool = record.pool;
+            key->relay = record.relay;
             key->first_seen_ms = record.first_seen_ms;
             key->accepted_at_ms = record.accepted_at_ms;
             key->updated_at_ms = record.updated_at_ms;

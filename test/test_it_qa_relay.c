@@ -7,6 +7,9 @@
     A second gridrelay on a relay's endpoints refuses to start and leaves
     the first one serving; a relay whose endpoint another process holds
     when its upstream comes says so and serves once it is free.
+    What an admin accepted stays accepted across a broker restart: a relay
+    accepted by its key, and an agent key first seen through a relay,
+    come back through it.
     =========================================================================
 */
 #include <setjmp.h>
@@ -233,6 +236,67 @@ test_qa_relay_endpoint_taken (void **state)
     s_agent_runs_through (grid, relay, "web-02");
 }
 
+//  A relay enrolled with key.accept (not in the config) and an agent key
+//  that enrolled through it, accepted by an admin: after a broker
+//  restart, the relay is still a relay, the agent still of its pool, and
+//  the agent comes back through it and runs a job
+static void
+test_qa_relay_accepted_survives_restart (void **state)
+{
+    grid_t *grid = (grid_t *) *state;
+    grid->manual_accept = true;
+    assert_int_equal (grid_start_broker (grid, NULL), 0);
+    int relay = grid_start_relay (grid, "kept", -1, true, NULL);
+    assert_true (relay >= 0);
+    char key [KEYS_TEXT_SIZE], why [256];
+    assert_int_equal (keys_read_public (grid->relay_key [relay], key, why,
+                                        sizeof why), 0);
+    pv_doc_t *doc = grid_call (grid, "key.accept", "key", key, NULL);
+    assert_true (grid_reply_ok (doc, NULL));
+    pv_doc_destroy (&doc);
+    int slot = grid_spawn_agent (grid, "web-03", "web", NULL, (const char *[]) {
+        "--broker", grid->relay_agents_ep [relay], "--publish",
+        grid->relay_publish_ep [relay], "--broker-key",
+        grid->relay_key [relay], NULL});
+    assert_true (slot >= 0);
+    assert_true (s_log_has (grid, "agent-web-03.log", "pending", 20000));
+    doc = grid_call (grid, "key.accept", "node", "web-03", NULL);
+    assert_true (grid_reply_ok (doc, NULL));
+    pv_doc_destroy (&doc);
+    assert_true (grid_wait_node (grid, "web-03", "online", 20000));
+
+    grid_stop_broker (grid, false);
+    assert_int_equal (grid_start_broker (grid, NULL), 0);
+    bool back = grid_wait_node (grid, "web-03", "online", 30000);
+    if (!back)
+        grid_dump_logs (grid);
+    assert_true (back);
+    doc = grid_call (grid, "node.get", "node", "web-03", NULL);
+    const pv_t *data = NULL;
+    assert_true (grid_reply_ok (doc, &data));
+    assert_true (grid_str_is (data, "relay", "kept"));
+    pv_doc_destroy (&doc);
+    char *out = NULL, *err = NULL;
+    assert_int_equal (grid_cli (grid, &out, &err, 30000, "job", "run",
+                                "--target", "node:web-03", "--wait", "test",
+                                "echo", "--msg", "again", NULL), 0);
+    assert_non_null (strstr (out, "again"));
+    free (out);
+    free (err);
+    //  The relay's key reads as a relay's still
+    doc = grid_call (grid, "key.list", NULL);
+    assert_true (grid_reply_ok (doc, &data));
+    const pv_t *keys = pv_map_get (data, "keys");
+    bool relay_kind = false;
+    for (size_t index = 0; index < pv_size (keys); index++) {
+        const pv_t *entry = pv_array_at (keys, index);
+        if (grid_str_is (entry, "key", key))
+            relay_kind = grid_str_is (entry, "kind", "relay");
+    }
+    assert_true (relay_kind);
+    pv_doc_destroy (&doc);
+}
+
 int
 main (void)
 {
@@ -245,6 +309,8 @@ main (void)
                                          s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_qa_relay_endpoint_taken,
                                          s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (
+            test_qa_relay_accepted_survives_restart, s_setup, s_teardown),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }
