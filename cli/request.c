@@ -113,6 +113,35 @@ cli_exchange_keys (const cli_keys_t *keys, const char *endpoint,
 //  ---------------------------------------------------------------------
 //  The reply envelope
 
+//  For a detail "...params.NAME: unknown param ...", where --NAME is an
+//  option of job run or a global one given after BACKEND ACTION (so read
+//  as a param), prints where it goes instead.
+static void
+s_print_option_hint (const char *detail, FILE *err)
+{
+    static const char *const globals [] = {
+        "output", "broker", "request-timeout", "config", "key", "broker-key",
+        "insecure", NULL
+    };
+    const char *start = strstr (detail, ".params.");
+    const char *colon = start ? strchr (start, ':') : NULL;
+    if (!colon || strncmp (colon, ": unknown param", 15) != 0)
+        return;
+    start += strlen (".params.");
+    size_t len = (size_t) (colon - start);
+    bool option = false;
+    for (size_t index = 0; !option && cli_run_options [index].name; index++)
+        option = strlen (cli_run_options [index].name) == len
+                 && strncmp (cli_run_options [index].name, start, len) == 0;
+    for (size_t index = 0; !option && globals [index]; index++)
+        option = strlen (globals [index]) == len
+                 && strncmp (globals [index], start, len) == 0;
+    if (option)
+        fprintf (err, "  (--%.*s after BACKEND ACTION is read as a param: "
+                 "give job run's options before BACKEND)\n", (int) len,
+                 start);
+}
+
 //  Prints an error reply: "gridcli: <message> (<code>)" and each detail
 //  indented.
 static void
@@ -128,6 +157,7 @@ s_print_refusal (const client_reply_t *reply, FILE *err)
                                     &len);
         char *detail = cli_printable (bytes, len, CLI_PRINTABLE_ALL, false);
         fprintf (err, "  %s\n", detail);
+        s_print_option_hint (detail, err);
         free (detail);
     }
 }

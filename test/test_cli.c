@@ -1818,6 +1818,30 @@ test_cli_reply_envelope (void **state)
     free (err.text);
     pv_doc_destroy (&doc);
 
+    //  A job run option given after BACKEND ACTION came back as an unknown
+    //  param: the error says where it goes; a param unknown by itself
+    //  gets no such line
+    pw_reset (w);
+    char *unknown [] = { "tasks[0].params.timeout: unknown param of test echo",
+                         "tasks[0].params.tmeout: unknown param of test echo" };
+    proto_reply_error (w, "req-5", PROTO_ERR_INVALID_JOB, "the job is invalid",
+                       unknown, 2);
+    doc = s_decode (w);
+    s_capture_open (&err);
+    assert_int_equal (cli_reply_data (doc, "req-5", &data, err.file),
+                      CLI_EXIT_REFUSED);
+    text = s_capture_close (&err);
+    assert_string_equal (text, "gridcli: the job is invalid (invalid_job)\n"
+                               "  tasks[0].params.timeout: unknown param of "
+                               "test echo\n"
+                               "  (--timeout after BACKEND ACTION is read as a "
+                               "param: give job run's options before "
+                               "BACKEND)\n"
+                               "  tasks[0].params.tmeout: unknown param of "
+                               "test echo\n");
+    free (err.text);
+    pv_doc_destroy (&doc);
+
     //  An ok reply for another request id is malformed
     pw_reset (w);
     proto_reply_ok_begin (w, "req-other");
