@@ -1090,6 +1090,8 @@ struct _agent_t {
                                 //  to it, or lost it
     int failover_timer;
     char last_refusal [512];    //  Last handshake or enrolment refusal logged
+    unsigned failed_handshakes; //  In a row, since the last one that went
+                                //  through
 };
 
 //  One command the executor holds.
@@ -2251,6 +2253,9 @@ s_load_keys (agent_t *self, char *err, size_t err_len)
     return rc;
 }
 
+#define S_HANDSHAKES_SAID 10     //  Failed handshakes in a row that are
+                                 //  worth a warning
+
 //  A failed handshake says why the broker is silent: log it once.
 static int
 s_monitor_ready (zloop_t *loop, zsock_t *sock, void *arg)
@@ -2260,6 +2265,7 @@ s_monitor_ready (zloop_t *loop, zsock_t *sock, void *arg)
     int rc = keys_monitor_read (sock, why, sizeof (why));
     if (rc == 3) {
         self->last_refusal [0] = 0;
+        self->failed_handshakes = 0;
         //  Connected (again): say hello now, not at the next backed-off
         //  retry, so a restarted broker or relay has us back at once
         self->quiet_since_ms = zclock_mono ();
@@ -2273,6 +2279,14 @@ s_monitor_ready (zloop_t *loop, zsock_t *sock, void *arg)
         s_log (self, "%s", why);
         snprintf (self->last_refusal, sizeof (self->last_refusal), "%s", why);
     }
+    //  A broker that cannot read our hello (we hold a wrong public key for
+    //  it) closes the connection without a word, as a restarting one does:
+    //  many failures in a row are said once, with what to check
+    if (rc == 2 && ++self->failed_handshakes == S_HANDSHAKES_SAID)
+        log_warn ("no handshake with %s went through in %u tries (last: "
+                  "%s): if a broker or relay serves there, check that "
+                  "--broker-key is its public key",
+                  self->endpoints [self->endpoint], S_HANDSHAKES_SAID, why);
     if (rc == 4) {
         //  The broker (or relay) went away: register again when it is
         //  back, or fail over to the next endpoint

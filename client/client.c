@@ -339,6 +339,10 @@ client_exchange (client_t *self, const void *request, size_t size,
                 if (event == 2)
                     snprintf (self->handshake, sizeof self->handshake, "%s",
                               why);
+                else
+                if (event == 3)
+                    //  A handshake went through: the key is not to blame
+                    self->handshake [0] = 0;
             }
             else
             if (zpoller_terminated (poller) || zsys_interrupted)
@@ -354,9 +358,21 @@ client_exchange (client_t *self, const void *request, size_t size,
     }
     char waited [32];
     duration_format (timeout_ms, waited, sizeof waited);
-    if (*self->handshake)
+    if (*self->handshake) {
+        //  No handshake went through in all that time: a wrong broker key
+        //  looks so (the broker closes what it cannot read, without a word)
+        size_t len = strlen (self->handshake);
+        const char *retrying = ": retrying";
+        if (len > strlen (retrying)
+            && streq (self->handshake + len - strlen (retrying), retrying))
+            self->handshake [len - strlen (retrying)] = 0;
         return s_fail (self, CLIENT_ERR_NO_ANSWER, "no answer from the "
-                       "broker at %s: %s", self->endpoint, self->handshake);
+                       "broker at %s after %s: no handshake went through "
+                       "(%s); check that the broker's public key "
+                       "(--broker-key or GRID_BROKER_KEY) is that of the "
+                       "broker at this endpoint", self->endpoint, waited,
+                       self->handshake);
+    }
     return s_fail (self, CLIENT_ERR_NO_ANSWER, "no answer from the broker "
                    "at %s after %s", self->endpoint, waited);
 }

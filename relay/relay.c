@@ -74,6 +74,7 @@ struct _relay_t {
     bool serve_failed;               //  The last bind failed (logged once;
                                      //  tried again every sweep)
     bool up_ready;                   //  The upstream handshake succeeded
+    unsigned failed_handshakes;      //  Upstream, in a row
     int64_t up_since_ms;             //  Monotonic: up_ready changed
     zhashx_t *peers;                 //  token -> s_peer_t
     zhashx_t *topics;                //  topic -> holders (char *): upstream
@@ -1271,6 +1272,7 @@ s_on_monitor (zloop_t *loop, zsock_t *sock, void *arg)
         || (!secure && event == ZMQ_EVENT_CONNECTED)) {
         if (!self->up_ready)
             log_info ("connected upstream to %s", self->config->upstream_ep);
+        self->failed_handshakes = 0;
         self->up_ready = true;
         zhashx_purge (self->renewed);
         self->up_since_ms = s_now_ms ();
@@ -1286,6 +1288,16 @@ s_on_monitor (zloop_t *loop, zsock_t *sock, void *arg)
         self->up_ready = false;
         self->up_since_ms = s_now_ms ();
         s_unserve (self);
+    }
+    else
+    if (event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL
+        || event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL) {
+        //  An upstream that cannot read our hello (a wrong --upstream-key)
+        //  closes the connection without a word: said once, after a few
+        if (++self->failed_handshakes == 10)
+            log_warn ("no handshake with the upstream %s went through in 10 "
+                      "tries: if it runs, check that --upstream-key is its "
+                      "public key", self->config->upstream_ep);
     }
     else
     if (event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) {
@@ -1697,7 +1709,9 @@ relay_new (const relay_config_t *config, char *err, size_t err_len)
     if (zmq_socket_monitor (zsock_resolve (self->up), self->monitor_ep,
                             ZMQ_EVENT_CONNECTED | ZMQ_EVENT_DISCONNECTED
                                 | ZMQ_EVENT_HANDSHAKE_SUCCEEDED
-                                | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)
+                                | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH
+                                | ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL
+                                | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL)
         != 0) {
         s_err (err, err_len, "cannot watch the upstream connection");
         relay_destroy (&self);

@@ -123,6 +123,28 @@ test_cli_metrics (void **state)
     free (err);
 }
 
+//  gridcli with a wrong broker public key (another key's public file):
+//  the broker cannot read its hello and closes the connection; gridcli
+//  gives up after --request-timeout, exit 3, and says which key to check
+static void
+test_cli_wrong_broker_key (void **state)
+{
+    char *out = NULL, *err = NULL;
+    int rc = grid_cli (&s_grid, &out, &err, S_CLI_MS, "--broker-key",
+                       s_viewer, "--request-timeout", "2s", "status", NULL);
+    assert_int_equal (rc, 3);
+    assert_non_null (strstr (err, "no handshake went through"));
+    assert_non_null (strstr (err, "--broker-key"));
+    assert_null (strstr (err, "retrying"));
+    free (out);
+    free (err);
+    //  The right key: answered
+    rc = grid_cli (&s_grid, &out, &err, S_CLI_MS, "status", NULL);
+    assert_int_equal (rc, 0);
+    free (out);
+    free (err);
+}
+
 //  gridcli relay list: a relay while it runs and after it stopped; its
 //  key in key list
 static void
@@ -261,6 +283,7 @@ main (void)
     const struct CMUnitTest tests [] = {
         cmocka_unit_test (test_cli_job_run_controls),
         cmocka_unit_test (test_cli_metrics),
+        cmocka_unit_test (test_cli_wrong_broker_key),
         cmocka_unit_test (test_cli_relays),
         cmocka_unit_test (test_cli_tokens),
     };
