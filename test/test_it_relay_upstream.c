@@ -62,6 +62,27 @@ s_wait_file_has (const char *path, const char *text, int timeout_ms)
     return s_file_has (path, text);
 }
 
+//  Polls PATH until TEXT appears in it COUNT times; true when it did.
+static bool
+s_wait_file_count (const char *path, const char *text, int count,
+                   int timeout_ms)
+{
+    long long deadline = grid_now_ms () + timeout_ms;
+    while (true) {
+        char *content = grid_slurp (path);
+        int seen = 0;
+        for (const char *at = content; at && (at = strstr (at, text));
+             at += strlen (text))
+            seen++;
+        free (content);
+        if (seen >= count)
+            return true;
+        if (grid_now_ms () > deadline)
+            return false;
+        zclock_sleep (50);
+    }
+}
+
 //  Agent ID through the relay in SLOT.
 static int
 s_start_agent_via (grid_t *grid, const char *id, int slot)
@@ -118,6 +139,12 @@ test_it_relay_upstream_busy_broker (void **state)
     assert_true (grid_wait_node (grid, "rush-01", "online", S_WAIT_MS));
     assert_true (s_wait_file_has (hasty_log, "serving agents on",
                                   S_WAIT_MS));
+    //  The dropped agent is welcomed again (the broker may not yet have
+    //  noticed it was gone: online alone does not say it is back)
+    char rush_log [400];
+    snprintf (rush_log, sizeof rush_log, "%s/agent-rush-01.log", grid->dir);
+    assert_true (s_wait_file_count (rush_log, "welcomed by the broker", 2,
+                                    S_WAIT_MS));
     char *id = grid_submit_id (grid,
         "target: all\n"
         "tasks:\n"
