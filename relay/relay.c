@@ -1726,17 +1726,29 @@ relay_new (const relay_config_t *config, char *err, size_t err_len)
     }
     //  Endpoints another process holds (a second gridrelay on them) stop
     //  the start before the upstream hears of this relay. They are bound
-    //  for good only while the upstream is there.
+    //  for good only while the upstream is there. An ipc:// path is only
+    //  looked at: a probe's listener, closed in the background, would
+    //  remove the path of the bind that follows.
     const char *endpoints [2] = {config->agents_ep, config->publish_ep};
     const int types [2] = {ZMQ_ROUTER, ZMQ_XPUB};
     for (int index = 0; index < 2; index++) {
         char why [512];
-        zsock_t *probe = s_bind_socket (self, types [index],
-                                        KEYS_DOMAIN_AGENTS,
-                                        endpoints [index], why, sizeof why);
+        bool ipc = strncmp (endpoints [index], "ipc://", 6) == 0;
+        if (ipc && s_ipc_in_use (endpoints [index])) {
+            s_err (err, err_len, "cannot bind %s: a process listens on it "
+                   "(is another gridrelay serving it?)", endpoints [index]);
+            relay_destroy (&self);
+            return NULL;
+        }
+        zsock_t *probe = ipc ? NULL
+                             : s_bind_socket (self, types [index],
+                                              KEYS_DOMAIN_AGENTS,
+                                              endpoints [index], why,
+                                              sizeof why);
+        if (ipc)
+            continue;
         if (!probe) {
-            bool taken = strstr (why, zmq_strerror (EADDRINUSE))
-                         || strstr (why, "a process listens on it");
+            bool taken = strstr (why, zmq_strerror (EADDRINUSE)) != NULL;
             s_err (err, err_len, "%s%s", why,
                    taken ? " (is another gridrelay serving it?)" : "");
             relay_destroy (&self);
