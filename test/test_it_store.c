@@ -12,10 +12,14 @@
 #include <stddef.h>
 #include <cmocka.h>
 
+#include <arpa/inet.h>
 #include <czmq.h>
+#include <netinet/in.h>
 #include <sys/mount.h>
+#include <sys/socket.h>
 
 #include "../proto/proto.h"
+#include "../store/store.h"
 #include "lib/harness.h"
 
 static int
@@ -159,6 +163,90 @@ s_fill_disk (const char *path)
     return 0;
 }
 
+//  A snapshot of the store in DIR that this process holds: while its read
+//  transaction is open, LMDB reuses no page that a later commit freed, so
+//  every commit needs pages it has never used before (a full disk then
+//  refuses every write, small or large, not only those that outgrow the
+//  pages freed so far).
+typedef struct {
+    store_t *store;
+    store_txn_t *txn;
+} s_snapshot_t;
+
+static void
+s_snapshot_hold (s_snapshot_t *snapshot, const char *dir)
+{
+    char err [256] = "";
+    snapshot->store = store_open (dir, 0, 0, err, sizeof err);
+    if (!snapshot->store)
+        fprintf (stderr, "store_open %s: %s\n", dir, err);
+    assert_non_null (snapshot->store);
+    snapshot->txn = store_begin (snapshot->store, false);
+    assert_non_null (snapshot->txn);
+}
+
+static void
+s_snapshot_release (s_snapshot_t *snapshot)
+{
+    if (snapshot->txn)
+        store_commit (&snapshot->txn);
+    store_destroy (&snapshot->store);
+}
+
+//  A free TCP port on loopback.
+static int
+s_free_port (void)
+{
+    int fd = socket (AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in addr;
+    memset (&addr, 0, sizeof addr);
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl (INADDR_LOOPBACK);
+    socklen_t len = sizeof addr;
+    assert_int_equal (bind (fd, (struct sockaddr *) &addr, sizeof addr), 0);
+    assert_int_equal (getsockname (fd, (struct sockaddr *) &addr, &len), 0);
+    close (fd);
+    return ntohs (addr.sin_port);
+}
+
+//  GET PATH from the HTTP face on 127.0.0.1:PORT: the status (0 when
+//  there was no answer within 5 s), the body into BODY (BODY_LEN bytes).
+static int
+s_http_get (int port, const char *path, char *body, size_t body_len)
+{
+    int fd = socket (AF_INET, SOCK_STREAM, 0);
+    assert_true (fd >= 0);
+    struct timeval timeout = {5, 0};
+    setsockopt (fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
+    struct sockaddr_in addr;
+    memset (&addr, 0, sizeof addr);
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl (INADDR_LOOPBACK);
+    addr.sin_port = htons ((uint16_t) port);
+    int status = 0;
+    body [0] = 0;
+    if (connect (fd, (struct sockaddr *) &addr, sizeof addr) == 0) {
+        char request [256];
+        int len = snprintf (request, sizeof request, "GET %s HTTP/1.1\r\n"
+                            "Host: 127.0.0.1\r\nConnection: close\r\n\r\n",
+                            path);
+        assert_int_equal (write (fd, request, (size_t) len), len);
+        char answer [8192];
+        size_t size = 0;
+        ssize_t got;
+        while (size < sizeof answer - 1
+               && (got = read (fd, answer + size, sizeof answer - 1 - size))
+                      > 0)
+            size += (size_t) got;
+        answer [size] = 0;
+        sscanf (answer, "HTTP/1.1 %d", &status);
+        const char *start = strstr (answer, "\r\n\r\n");
+        snprintf (body, body_len, "%s", start ? start + 4 : "");
+    }
+    close (fd);
+    return status;
+}
+
 static char *
 s_job_status (grid_t *grid, const char *id)
 {
@@ -194,9 +282,10 @@ s_watch (grid_t *grid, const char *job, int64_t after, int64_t timeout_ms)
 //  The broker's data dir and the agent's state dir on a 4 MiB tmpfs,
 //  filled up while one job is
 //  acknowledged, one runs and one is submitted: the submit is refused
-//  with storage_full, the running job's result is not acknowledged until
-//  the space is back, then it completes without a restart; after a
-//  restart every acknowledged job is there and the refused one is not.
+//  with storage_full, /readyz answers 503, the running job's result is
+//  not acknowledged until the space is back, then it completes without a
+//  restart and /readyz answers 200 again; after a restart every
+//  acknowledged job is there and the refused one is not.
 static void
 test_it_store_full_disk_loses_nothing (void **state)
 {
@@ -215,8 +304,17 @@ test_it_store_full_disk_loses_nothing (void **state)
                  strerror (errno));
         return;
     }
-    const char *extra [] = {"--data-dir", data_dir, NULL};
+    int port = s_free_port ();
+    char http [64];
+    snprintf (http, sizeof http, "127.0.0.1:%d", port);
+    const char *extra [] = {"--data-dir", data_dir, "--http", http, NULL};
     assert_int_equal (grid_start_broker (grid, extra), 0);
+    //  From here on no commit reuses a page (see s_snapshot_hold): the
+    //  pages freed before are few and the first commits take them
+    s_snapshot_t snapshot = {NULL, NULL};
+    s_snapshot_hold (&snapshot, data_dir);
+    char body [8192];
+    assert_int_equal (s_http_get (port, "/readyz", body, sizeof body), 200);
     //  The agent's spool is on the same disk, as on a single host: a
     //  result it cannot spool is kept in memory until the broker has it
     char state_dir [420];
@@ -228,8 +326,6 @@ test_it_store_full_disk_loses_nothing (void **state)
 
     const char *echo = "target: {scope: node, value: web-01}\n"
                        "tasks:\n  - {backend: test, action: echo, params: {msg: hi}}\n";
-    //  Its second result needs new pages (a small change fits in the
-    //  pages LMDB frees and reuses, full disk or not)
     const char *sleepy = "target: {scope: node, value: web-01}\n"
                          "tasks:\n"
                          "  - {backend: test, action: sleep, params: {seconds: 1}}\n"
@@ -242,10 +338,10 @@ test_it_store_full_disk_loses_nothing (void **state)
     char *running = grid_submit_id (grid, sleepy);
     assert_non_null (running);
 
-    //  The disk fills while the sleep runs. Small changes may still fit
-    //  in pages the store freed before (then they are stored and answered
-    //  ok, and must be there in the end); submits go on until one is
-    //  refused.
+    //  The disk fills while the sleep runs. A change may still fit in
+    //  what is left of pages freed before the snapshot (then it is stored
+    //  and answered ok, and must be there in the end); submits go on
+    //  until one is refused.
     assert_int_equal (s_fill_disk (filler), 0);
     char *accepted [200];
     size_t accepted_count = 0;
@@ -279,6 +375,14 @@ test_it_store_full_disk_loses_nothing (void **state)
         usleep (50 * 1000);
     assert_true (s_store_int (grid, "failed_commits") >= 2);
     assert_true (s_store_state_is (grid, "full"));
+    //  The broker is not ready: /readyz says 503 and why; /healthz is 200
+    int ready = s_http_get (port, "/readyz", body, sizeof body);
+    if (ready != 503)
+        fprintf (stderr, "/readyz on a full disk: %d %s\n", ready, body);
+    assert_int_equal (ready, 503);
+    assert_non_null (strstr (body, "\"storage\":\"full\""));
+    assert_non_null (strstr (body, "the store is full"));
+    assert_int_equal (s_http_get (port, "/healthz", body, sizeof body), 200);
     //  gridcli status says so
     char *out = NULL, *err = NULL;
     assert_int_equal (grid_cli (grid, &out, &err, 10000, "status", NULL), 0);
@@ -308,6 +412,7 @@ test_it_store_full_disk_loses_nothing (void **state)
     }
 
     //  Space comes back: the job completes, no restart needed
+    s_snapshot_release (&snapshot);
     assert_int_equal (unlink (filler), 0);
     doc = grid_wait_job (grid, running, 20000);
     assert_true (grid_str_is (s_data (doc), "status", "completed"));
@@ -325,6 +430,8 @@ test_it_store_full_disk_loses_nothing (void **state)
         usleep (100 * 1000);
     assert_true (s_store_state_is (grid, "ok"));
     assert_true (s_store_int (grid, "episodes") >= 1);
+    assert_int_equal (s_http_get (port, "/readyz", body, sizeof body), 200);
+    assert_non_null (strstr (body, "\"storage\":\"ok\""));
 
     for (size_t index = 0; index < accepted_count; index++) {
         doc = grid_wait_job (grid, accepted [index], 20000);
