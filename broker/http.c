@@ -365,6 +365,13 @@ static const s_route_t s_routes [] = {
 
 #define S_ROUTE_COUNT (sizeof s_routes / sizeof s_routes [0])
 
+//  A known path asked with a method it does not take: when the path needs
+//  a token, whoami checks the caller's first, so that only a caller who
+//  may use the path learns which methods it takes (405); any other gets
+//  the 401 an unknown token gets.
+static const s_route_t s_method_check = S_API ("", "", "whoami", NULL, NULL,
+                                               S_BODY_NONE, NULL, 405);
+
 bool
 http_route_at (size_t index, const char **method_p, const char **path_p)
 {
@@ -882,6 +889,12 @@ s_on_api_reply (s_call_t *call, const pv_t *reply)
 {
     if (pv_str_eq (pv_map_get (reply, "type"), "ok")) {
         const pv_t *data = pv_map_get (reply, "data");
+        if (call->route == &s_method_check) {
+            s_answer_error (call, 405, "method_not_allowed",
+                            "%s %s: this path takes %s", call->method,
+                            call->url, call->allow);
+            return;
+        }
         if (call->route->kind == S_ROUTE_METRICS) {
             size_t len = 0;
             const char *text = pv_str (pv_map_get (data, "text"), &len);
@@ -1090,6 +1103,15 @@ s_query_type (const char *list, const char *name)
     return 0;
 }
 
+//  True when TEXT is UTF-8 text (what the wire's strings must be).
+static bool
+s_is_utf8 (const char *text)
+{
+    json_t *string = json_string (text);
+    json_decref (string);
+    return string != NULL;
+}
+
 //  Writes the value TEXT of query parameter NAME, of TYPE, to REQUEST.
 //  Returns 0, or -1 after answering 400.
 static int
@@ -1123,6 +1145,12 @@ s_query_write (s_call_t *call, pw_t *request, const char *name, char type,
         pw_bool (request, strcmp (text, "true") == 0);
     }
     else {
+        if (!s_is_utf8 (text)) {
+            s_answer_error (call, 400, PROTO_ERR_BAD_REQUEST,
+                            "query parameter '%s': its value is not UTF-8 "
+                            "text", name);
+            return -1;
+        }
         pw_str (request, name);
         pw_str (request, text);
     }
@@ -1230,12 +1258,18 @@ s_start_api (s_server_t *self, s_call_t *call)
     const char *given = MHD_lookup_connection_value (connection,
                                                      MHD_HEADER_KIND,
                                                      "X-Request-Id");
-    if (given && *given && strlen (given) <= S_REQUEST_ID_MAX)
+    if (given && *given && strlen (given) <= S_REQUEST_ID_MAX
+        && s_is_utf8 (given))
         snprintf (id, sizeof id, "%s", given);
     else
     if (given && *given) {
-        s_answer_error (call, 400, PROTO_ERR_BAD_REQUEST,
-                        "X-Request-Id: at most %d bytes", S_REQUEST_ID_MAX);
+        if (strlen (given) > S_REQUEST_ID_MAX)
+            s_answer_error (call, 400, PROTO_ERR_BAD_REQUEST,
+                            "X-Request-Id: at most %d bytes",
+                            S_REQUEST_ID_MAX);
+        else
+            s_answer_error (call, 400, PROTO_ERR_BAD_REQUEST,
+                            "X-Request-Id: not UTF-8 text");
         json_decref (body);
         return;
     }
@@ -1348,6 +1382,7 @@ s_dispatch (s_server_t *self, s_call_t *call, const char *url,
     bool head = strcmp (method, "HEAD") == 0;
     const char *as = head ? "GET" : method;
     bool path_known = false;
+    bool path_public = false;
     char *allow = call->allow;
     allow [0] = 0;
     for (size_t index = 0; index < S_ROUTE_COUNT; index++) {
@@ -1362,11 +1397,30 @@ s_dispatch (s_server_t *self, s_call_t *call, const char *url,
         }
         free (param);
         path_known = true;
+        s_route_kind_t kind = s_routes [index].kind;
+        if (kind == S_ROUTE_HEALTHZ || kind == S_ROUTE_READYZ
+            || kind == S_ROUTE_OPENAPI
+            || (kind == S_ROUTE_METRICS && self->config.metrics_public))
+            path_public = true;
         size_t used = strlen (allow);
         snprintf (allow + used, sizeof call->allow - used, "%s%s",
                   used ? ", " : "", s_routes [index].method);
     }
     if (!call->route) {
+        if (path_known && !path_public) {
+            call->route = &s_method_check;
+            char id [96];
+            s_request_id (self, id, sizeof id);
+            pw_t *request = pw_new ();
+            proto_request_begin (request, "whoami", id, 0);
+            if (s_send (self, call, HTTP_KIND_REQUEST, request,
+                        S_CALL_TIMEOUT_MS) != 0)
+                s_answer_error (call, 503, "unavailable", "the broker is busy");
+            else
+                call->stage = S_WAITING;
+            pw_destroy (&request);
+            return;
+        }
         if (path_known) {
             s_answer_error (call, 405, "method_not_allowed",
                             "%s %s: this path takes %s", method, url, allow);
@@ -1396,6 +1450,12 @@ s_dispatch (s_server_t *self, s_call_t *call, const char *url,
         s_answer_error (call, 413, "payload_too_large",
                         "the body is larger than %" PRIu64 " bytes "
                         "(http.max_body)", self->config.max_body);
+        return;
+    }
+    if (call->param && !s_is_utf8 (call->param)) {
+        s_answer_error (call, 400, PROTO_ERR_BAD_REQUEST,
+                        "%s (in the path): not UTF-8 text",
+                        call->route->param ? call->route->param : "the path");
         return;
     }
     switch (call->route->kind) {

@@ -629,6 +629,62 @@ test_http_bad_requests (void **state)
     s_curl (f->base, &answer, f->viewer, "PATCH", "/api/v1/jobs", NULL, NULL);
     assert_int_equal (answer.status, 405);
     assert_non_null (strstr (answer.headers, "Allow: "));
+    assert_non_null (strstr (s_str (answer.json, "message"),
+                             "PATCH /api/v1/jobs: this path takes POST, GET"));
+    s_answer_clear (&answer);
+    //  Without a token, or with one the broker does not know, a path that
+    //  needs one answers 401 whatever the method: which methods it takes
+    //  is for callers who may use it
+    const char *methods [] = {"PATCH", "OPTIONS", "PUT"};
+    for (size_t index = 0; index < 3; index++) {
+        s_curl (f->base, &answer, NULL, methods [index], "/api/v1/jobs/j-x",
+                NULL, NULL);
+        assert_int_equal (answer.status, 401);
+        assert_string_equal (s_code (&answer), "unauthorized");
+        assert_non_null (strstr (answer.headers, "WWW-Authenticate: Bearer"));
+        assert_null (strstr (answer.headers, "Allow: "));
+        s_answer_clear (&answer);
+    }
+    s_curl (f->base, &answer, "grid_0123456789", "OPTIONS", "/api/v1/status",
+            NULL, NULL);
+    assert_int_equal (answer.status, 401);
+    assert_null (strstr (answer.headers, "Allow: "));
+    s_answer_clear (&answer);
+    s_curl (f->base, &answer, NULL, "POST", "/metrics", NULL, NULL);
+    assert_int_equal (answer.status, 401);
+    s_answer_clear (&answer);
+    //  The probes and the API's description need no token: 405 as before
+    s_curl (f->base, &answer, NULL, "POST", "/healthz", NULL, NULL);
+    assert_int_equal (answer.status, 405);
+    assert_non_null (strstr (answer.headers, "Allow: GET"));
+    s_answer_clear (&answer);
+    s_curl (f->base, &answer, NULL, "DELETE", "/api/v1/openapi.json", NULL,
+            NULL);
+    assert_int_equal (answer.status, 405);
+    s_answer_clear (&answer);
+    //  Text that is not UTF-8 is named where it was: a header, the path,
+    //  a query parameter
+    s_curl (f->base, &answer, f->viewer, "GET", "/api/v1/status", NULL,
+            "-H", "X-Request-Id: r-\xff\xfe", NULL);
+    assert_int_equal (answer.status, 400);
+    assert_string_equal (s_code (&answer), "bad_request");
+    assert_string_equal (s_str (answer.json, "message"),
+                         "X-Request-Id: not UTF-8 text");
+    s_answer_clear (&answer);
+    s_curl (f->base, &answer, f->viewer, "GET", "/api/v1/jobs/j-%ff", NULL,
+            NULL);
+    assert_int_equal (answer.status, 400);
+    assert_string_equal (s_code (&answer), "bad_request");
+    assert_string_equal (s_str (answer.json, "message"),
+                         "job (in the path): not UTF-8 text");
+    s_answer_clear (&answer);
+    s_curl (f->base, &answer, f->viewer, "GET", "/api/v1/jobs?status=%c3",
+            NULL, NULL);
+    assert_int_equal (answer.status, 400);
+    assert_string_equal (s_code (&answer), "bad_request");
+    assert_string_equal (s_str (answer.json, "message"),
+                         "query parameter 'status': its value is not UTF-8 "
+                         "text");
     s_answer_clear (&answer);
     //  Outside the API: the dashboard's files, else 404 as JSON
     s_curl (f->base, &answer, NULL, "GET", "/", NULL, NULL);

@@ -188,9 +188,9 @@ test_qa_http_not_utf8 (void **state)
         strcat (path, "%c3%a9");
     s_get (f, "GET", path, &answer);
     s_expect_error (&answer, 400, "bad_request");
-    //  The same bytes in a job id reach the decoder, which says why
+    //  The same bytes in a job id are named as the path's job
     s_get (f, "GET", "/api/v1/jobs/%ff", &answer);
-    s_expect_error (&answer, 400, "malformed");
+    s_expect_error (&answer, 400, "bad_request");
     //  And the broker answers as before
     s_get (f, "GET", "/api/v1/status", &answer);
     assert_int_equal (answer.status, 200);
