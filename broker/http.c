@@ -37,6 +37,7 @@
 
 #define S_CONNECTIONS_MAX 4096   //  Open HTTP connections at most
 #define S_IDLE_TIMEOUT_S 30      //  A connection idle this long is closed
+#define S_PER_IP_DEFAULT 1024    //  Connections from one address at most
 #define S_CALL_TIMEOUT_MS 30000  //  A reply the reactor owes this long: 503
 #define S_PROBE_TIMEOUT_MS 1000  //  /healthz: the reactor answers within this
 #define S_WATCH_MS 15000         //  A stream's job.watch waits at most this long
@@ -57,6 +58,7 @@ http_config_defaults (http_config_t *config)
     memset (config, 0, sizeof *config);
     config->max_body = HTTP_DEFAULT_MAX_BODY;
     config->idle_timeout_ms = S_IDLE_TIMEOUT_S * 1000;
+    config->max_connections_per_ip = S_PER_IP_DEFAULT;
 }
 
 void
@@ -89,14 +91,16 @@ http_config_load (http_config_t *config, const pv_t *root, char *err,
 {
     static const char *known [] = {"listen", "insecure", "cert", "key",
                                    "metrics_public", "max_body",
-                                   "idle_timeout", NULL};
+                                   "idle_timeout", "max_connections_per_ip",
+                                   NULL};
     const pv_t *http = pv_map_get (root, "http");
     if (!http || pv_type (http) == PV_NIL)
         return 0;
     char why [512];
     if (pv_type (http) != PV_MAP) {
-            snprintf (err, err_len, "http: expected a mapping (listen, insecure, "
-                  "cert, key, metrics_public, max_body, idle_timeout)");
+        snprintf (err, err_len, "http: expected a mapping (listen, insecure, "
+                  "cert, key, metrics_public, max_body, idle_timeout, "
+                  "max_connections_per_ip)");
         return -1;
     }
     uint64_t max_body = config->max_body;
@@ -119,6 +123,15 @@ http_config_load (http_config_t *config, const pv_t *root, char *err,
     if (rc == 0)
         rc = conf_get_duration (http, "idle_timeout", &idle_ms, why,
                                 sizeof why);
+    int64_t per_ip = config->max_connections_per_ip;
+    if (rc == 0)
+        rc = conf_get_int (http, "max_connections_per_ip", &per_ip, why,
+                           sizeof why);
+    if (rc == 0 && (per_ip < 0 || per_ip > S_CONNECTIONS_MAX)) {
+        snprintf (why, sizeof why, "max_connections_per_ip: expected 0 (no "
+                  "limit) to %d", S_CONNECTIONS_MAX);
+        rc = -1;
+    }
     if (rc == 0 && (idle_ms < 1000 || idle_ms > 3600000)) {
         snprintf (why, sizeof why, "idle_timeout: expected 1s to 1h");
         rc = -1;
@@ -133,6 +146,7 @@ http_config_load (http_config_t *config, const pv_t *root, char *err,
     }
     config->max_body = max_body;
     config->idle_timeout_ms = idle_ms;
+    config->max_connections_per_ip = per_ip;
     return 0;
 }
 
@@ -1787,6 +1801,8 @@ s_server_new (s_start_t *start, zsock_t *pipe, char *err, size_t err_len)
         flags, 0, NULL, NULL, s_access, self,
         MHD_OPTION_SOCK_ADDR, start->addr->ai_addr,
         MHD_OPTION_CONNECTION_LIMIT, (unsigned int) S_CONNECTIONS_MAX,
+        MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+        (unsigned int) self->config.max_connections_per_ip,
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int) self->idle_timeout_s,
         MHD_OPTION_NOTIFY_COMPLETED, s_completed, self,
         MHD_OPTION_NOTIFY_CONNECTION, s_connection, self,

@@ -58,9 +58,13 @@ typedef struct {
     bool metrics_public;         //  GET /metrics needs no token
     uint64_t max_body;           //  Larger request bodies get 413
     int64_t idle_timeout_ms;     //  A connection silent this long is closed
+    int64_t max_connections_per_ip;  //  Open at once from one client address
+                                 //  (0: no limit but the face's 4,096)
 } http_config_t;
 
-//  Fills CONFIG with the defaults: off, max_body 1 MiB, idle_timeout 30 s.
+//  Fills CONFIG with the defaults: off, max_body 1 MiB, idle_timeout 30 s,
+//  max_connections_per_ip 1024 (a quarter of the face's connections, so
+//  that one client cannot hold every slot and starve /healthz).
 void http_config_defaults (http_config_t *config);
 
 //  Frees what CONFIG owns (its strings become NULL).
@@ -70,7 +74,8 @@ void http_config_clear (http_config_t *config);
 void http_config_copy (http_config_t *dest, const http_config_t *src);
 
 //  Reads the `http:` map of the config ROOT (keys listen, insecure, cert,
-//  key, metrics_public, max_body, idle_timeout) into CONFIG. Returns 0, or -1 with
+//  key, metrics_public, max_body, idle_timeout, max_connections_per_ip)
+//  into CONFIG. Returns 0, or -1 with
 //  "http.KEY: reason" in ERR.
 int http_config_load (http_config_t *config, const pv_t *root, char *err,
                       size_t err_len);

@@ -466,6 +466,8 @@ s_print_config (const broker_config_t *config, const bool *given,
     conf_print_setting (o, "http.max_body", size, true, NULL, false);
     conf_print_duration (o, "http.idle_timeout", http->idle_timeout_ms, NULL,
                          false);
+    conf_print_int (o, "http.max_connections_per_ip",
+                    http->max_connections_per_ip, NULL, false);
 #undef S_GIVEN
     pv_doc_destroy (&doc);
 }

@@ -86,7 +86,8 @@ s_restart_only (const broker_config_t *running, const broker_config_t *fresh,
     ||  http->insecure != next->insecure
     ||  http->metrics_public != next->metrics_public
     ||  http->max_body != next->max_body
-    ||  http->idle_timeout_ms != next->idle_timeout_ms)
+    ||  http->idle_timeout_ms != next->idle_timeout_ms
+    ||  http->max_connections_per_ip != next->max_connections_per_ip)
         names [count++] = "http";
     text [0] = 0;
     size_t used = 0;

@@ -968,6 +968,117 @@ test_http_hostile_clients (void **state)
     s_answer_clear (&answer);
 }
 
+//  A TCP connection to 127.0.0.1:PORT from the loopback address FROM,
+//  that sends nothing.
+static int
+s_connect_from (const char *from, int port)
+{
+    int fd = socket (AF_INET, SOCK_STREAM, 0);
+    assert_true (fd >= 0);
+    struct sockaddr_in addr;
+    memset (&addr, 0, sizeof addr);
+    addr.sin_family = AF_INET;
+    assert_int_equal (inet_pton (AF_INET, from, &addr.sin_addr), 1);
+    assert_int_equal (bind (fd, (struct sockaddr *) &addr, sizeof addr), 0);
+    addr.sin_addr.s_addr = htonl (INADDR_LOOPBACK);
+    addr.sin_port = htons ((uint16_t) port);
+    assert_int_equal (connect (fd, (struct sockaddr *) &addr, sizeof addr), 0);
+    return fd;
+}
+
+//  One client that opens many connections and sends nothing on them gets
+//  http.max_connections_per_ip of them; the others are closed at once, and
+//  /healthz from another address is answered without waiting for the
+//  idle timeout. A limit out of range is refused at start.
+static void
+test_http_probes_past_a_connection_hog (void **state)
+{
+    grid_t grid;
+    assert_int_equal (grid_init (&grid), 0);
+    int port = s_free_port ();
+    char config [400], text [300];
+    snprintf (config, sizeof config, "%s/broker.yaml", grid.dir);
+    snprintf (text, sizeof text,
+              "http:\n  listen: \"127.0.0.1:%d\"\n  idle_timeout: 60s\n"
+              "  max_connections_per_ip: 16\n", port);
+    FILE *file = fopen (config, "w");
+    fputs (text, file);
+    fclose (file);
+    char *out = NULL;
+    int rc = grid_run (&grid, "gridbroker", &out, NULL, 10000, "--config",
+                       config, "--insecure", "--print-config", NULL);
+    assert_int_equal (rc, 0);
+    assert_true (grid_line_with (out, "http.max_connections_per_ip:", "16",
+                                 NULL));
+    free (out);
+    const char *extra [] = {"--config", config, NULL};
+    assert_int_equal (grid_start_broker (&grid, extra), 0);
+    char base [64];
+    snprintf (base, sizeof base, "http://127.0.0.1:%d", port);
+    s_answer_t answer;
+    s_curl (base, &answer, NULL, "GET", "/healthz", NULL, NULL);
+    assert_int_equal (answer.status, 200);
+    s_answer_clear (&answer);
+    //  The hog, from 127.0.0.2: 16 connections stay, the rest are closed
+    enum { S_HOG = 64, S_KEPT = 16 };
+    int hog [S_HOG];
+    bool closed [S_HOG];
+    for (int index = 0; index < S_HOG; index++) {
+        hog [index] = s_connect_from ("127.0.0.2", port);
+        closed [index] = false;
+    }
+    int closed_count = 0;
+    long long deadline = grid_now_ms () + 15000;
+    while (closed_count < S_HOG - S_KEPT && grid_now_ms () < deadline) {
+        for (int index = 0; index < S_HOG; index++) {
+            struct pollfd item = {hog [index], POLLIN, 0};
+            char byte;
+            if (!closed [index] && poll (&item, 1, 0) > 0
+                && recv (hog [index], &byte, 1, 0) <= 0) {
+                closed [index] = true;
+                closed_count++;
+            }
+        }
+        zclock_sleep (20);
+    }
+    assert_int_equal (closed_count, S_HOG - S_KEPT);
+    //  The probe, from 127.0.0.1, is answered at once
+    long long asked_ms = grid_now_ms ();
+    s_curl (base, &answer, NULL, "GET", "/healthz", NULL, NULL);
+    assert_int_equal (answer.status, 200);
+    assert_true (grid_now_ms () - asked_ms < 10000);
+    s_answer_clear (&answer);
+    s_curl (base, &answer, NULL, "GET", "/readyz", NULL, NULL);
+    assert_int_equal (answer.status, 200);
+    s_answer_clear (&answer);
+    //  The kept ones are still open (idle_timeout is 60 s)
+    int open_count = 0;
+    for (int index = 0; index < S_HOG; index++) {
+        struct pollfd item = {hog [index], POLLIN, 0};
+        if (!closed [index] && poll (&item, 1, 0) == 0)
+            open_count++;
+        close (hog [index]);
+    }
+    assert_int_equal (open_count, S_KEPT);
+    grid_stop_broker (&grid, false);
+    //  Out of range: a clear error at start
+    file = fopen (config, "w");
+    fputs ("http:\n  listen: \"127.0.0.1:1\"\n"
+           "  max_connections_per_ip: 5000\n", file);
+    fclose (file);
+    char *err = NULL;
+    rc = grid_run (&grid, "gridbroker", NULL, &err, 10000, "--config", config,
+                   "--insecure", "--print-config", NULL);
+    assert_int_not_equal (rc, 0);
+    if (!strstr (err, "http.max_connections_per_ip: expected 0 (no limit) "
+                      "to 4096"))
+        fprintf (stderr, "%s", err);
+    assert_non_null (strstr (err, "http.max_connections_per_ip: expected 0 "
+                                  "(no limit) to 4096"));
+    free (err);
+    grid_stop (&grid);
+}
+
 //  HTTPS with a self-signed certificate; plain HTTP beyond loopback is
 //  refused at start.
 static void
@@ -1259,6 +1370,7 @@ main (void)
         cmocka_unit_test (test_http_hostile_clients),
         cmocka_unit_test (test_http_many_streams),
         cmocka_unit_test (test_http_tls),
+        cmocka_unit_test (test_http_probes_past_a_connection_hog),
         cmocka_unit_test (test_http_stop_with_open_streams),
         cmocka_unit_test (test_http_queue_full),
     };
