@@ -1384,7 +1384,8 @@ s_submit_refused (broker_t *broker, const proto_request_t *request,
 }
 
 //  Which key a key.* request means: by "key" (Z85) or by "node" (the key
-//  bound to that node, else the one pending key that claims it). Sets
+//  bound to that node, else the one pending key that claims it, or the
+//  one relay key whose relay goes by that name). Sets
 //  *TEXT_P to the key text (borrowed from the request or the record).
 //  Returns the record (NULL when the key has none), or writes an error into
 //  REPLY and returns NULL with *TEXT_P NULL.
@@ -1428,22 +1429,25 @@ s_key_target (auth_t *self, const proto_request_t *request, pw_t *reply,
     }
     auth_key_t *found = (auth_key_t *) zhashx_lookup (self->bound, node);
     size_t claims = 0;
+    //  A relay's name is the one its heartbeats gave (relays.h)
     if (!found)
         for (auth_key_t *key = (auth_key_t *) zhashx_first (self->keys); key;
              key = (auth_key_t *) zhashx_next (self->keys))
-            if (key->status != AUTH_KEY_ACCEPTED && key->node
-                && strcmp (key->node, node) == 0) {
+            if ((key->status != AUTH_KEY_ACCEPTED && key->node
+                 && strcmp (key->node, node) == 0)
+                || (key->relay && key->hostname
+                    && strcmp (key->hostname, node) == 0)) {
                 claims++;
                 found = key;
             }
     if (!found)
         s_reply_error (reply, request->id, PROTO_ERR_NOT_FOUND,
-                       "no key speaks for node %s (see gridcli key list)",
-                       node);
+                       "no key speaks for node or relay %s (see gridcli key "
+                       "list)", node);
     else
     if (claims > 1) {
         s_reply_error (reply, request->id, PROTO_ERR_CONFLICT,
-                       "%zu keys claim node %s: name the key itself (see "
+                       "%zu keys claim the name %s: name the key itself (see "
                        "gridcli key list)", claims, node);
         found = NULL;
     }

@@ -80,8 +80,8 @@ static const char *s_usage =
     "EP is a ZeroMQ endpoint (tcp://127.0.0.1:7701, ipc:///run/grid/client).\n"
     "D is a duration: 500ms, 10s, 30m, 1h30m.\n"
     "SIGHUP reads the config file and flags again, keeping every session:\n"
-    "client keys, allowlist, auto_accept, log level and verbose change at\n"
-    "once.\n";
+    "client keys, relays, allowlist, auto_accept, log level and verbose\n"
+    "change at once.\n";
 
 //  A mistake on the command line (proto/cmdline.h): exit 2.
 static int

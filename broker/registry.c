@@ -445,6 +445,15 @@ registry_load (registry_t *self, const pv_t *record)
     bool drained = false;
     if (pv_get_bool (pv_map_get (record, "drained"), &drained) == 0)
         node->drained = drained;
+    size_t relay_len = 0;
+    const char *relay = pv_str (pv_map_get (record, "relay"), &relay_len);
+    node->relay [0] = 0;
+    if (relay && relay_len < sizeof node->relay) {
+        memcpy (node->relay, relay, relay_len);
+        node->relay [relay_len] = 0;
+        if (!name_valid (node->relay))
+            node->relay [0] = 0;
+    }
     return 0;
 }
 
@@ -943,9 +952,14 @@ registry_node_encode_record (const registry_node_t *node, pw_t *writer)
     assert (hello != writer);
     pw_reset (hello);
     s_write_wire_hello (hello, node->hello, set);
-    pw_map (writer, 4);
+    pw_map (writer, 4 + (node->relay [0] ? 1 : 0));
     pw_str (writer, "hello");
     pw_bin (writer, pw_data (hello), pw_size (hello));
+    if (node->relay [0]) {
+        //  Its relay as of its last hello: shown while it is offline
+        pw_str (writer, "relay");
+        pw_str (writer, node->relay);
+    }
     pw_str (writer, "registered_at_ms");
     pw_int (writer, node->registered_wall_ms);
     pw_str (writer, "last_seen_ms");

@@ -61,7 +61,8 @@ typedef struct {
     uint8_t via [REGISTRY_MAX_VIA];  //  Through relays: the via frame that
                                  //  reaches it from the relay at routing_id
     size_t via_size;             //  Bytes in via (0 = it connected directly)
-    char relay [NAME_MAX_LEN + 1];  //  The relay it came through ("" = none)
+    char relay [NAME_MAX_LEN + 1];  //  The relay its last hello came through
+                                 //  ("" = none); kept in its record
     uint32_t duplicates;         //  Second agents refused (duplicate_node)
     int64_t duplicate_wall_ms;   //  Wall clock of the last such refusal
     char *duplicate_hostname;    //  Its hostname (owned), or NULL

@@ -286,6 +286,65 @@ relays_destroy (relays_t **self_p)
     }
 }
 
+void
+relays_reload (relays_t *self, relays_config_t *running,
+                relays_config_t *fresh, size_t *added_p, size_t *removed_p)
+{
+    assert (running == self->config);
+    relays_config_t old = *running;
+    *running = *fresh;
+    fresh->entries = NULL;
+    fresh->count = 0;
+    size_t added = 0, removed = 0;
+    for (size_t index = 0; index < old.count; index++)
+        if (!relays_config_find (running, old.entries [index].key))
+            removed++;
+    for (size_t index = 0; index < running->count; index++)
+        if (!relays_config_find (&old, running->entries [index].key))
+            added++;
+    if (!self->insecure) {
+        //  Entries point into the old list: point them at the new one
+        for (s_relay_t *relay = (s_relay_t *) zhashx_first (self->relays);
+             relay; relay = (s_relay_t *) zhashx_next (self->relays)) {
+            if (!relay->configured)
+                continue;
+            const relays_entry_t *entry = relays_config_find (running,
+                                                              relay->id);
+            if (entry) {
+                relay->entry = entry;
+                snprintf (relay->name, sizeof relay->name, "%s", entry->name);
+                continue;
+            }
+            //  No longer in the list: it stands by its own enrolment, if
+            //  an admin accepted its key, with what it had
+            free (relay->own.name);
+            free (relay->own.pool);
+            memcpy (relay->own.key, relay->entry->key, KEYS_TEXT_SIZE);
+            relay->own.name = strdup (relay->entry->name);
+            relay->own.pool = strdup (relay->entry->pool);
+            relay->entry = &relay->own;
+            relay->configured = false;
+        }
+        for (size_t index = 0; index < running->count; index++) {
+            relays_entry_t *entry = &running->entries [index];
+            s_relay_t *relay = (s_relay_t *) zhashx_lookup (self->relays,
+                                                            entry->key);
+            if (!relay)
+                s_relay_new (self, entry->key, entry);
+            else
+            if (!relay->configured) {
+                relay->configured = true;
+                relay->entry = entry;
+                snprintf (relay->name, sizeof relay->name, "%s",
+                          entry->name);
+            }
+        }
+    }
+    relays_config_clear (&old);
+    *added_p = added;
+    *removed_p = removed;
+}
+
 uint64_t
 relays_refused (const relays_t *self)
 {

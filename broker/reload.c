@@ -3,7 +3,9 @@
     what can change while the broker runs, without dropping a session
 
     What is applied: the client keys and their roles (a key file named by
-    --client-key or clients: is read again), the allowlist, auto_accept,
+    --client-key or clients: is read again), the enrolled relays
+    (relays: and --relay-key: a relay taken out is refused from then on
+    and its nodes go offline), the allowlist, auto_accept,
     max_pending_keys, log_level and verbose. Everything else (endpoints,
     data dir, the broker's own key, insecure, log_format, timers and
     limits) takes effect at the next start; a reload that changes it says
@@ -68,17 +70,6 @@ s_restart_only (const broker_config_t *running, const broker_config_t *fresh,
     if (running->map_bytes != fresh->map_bytes
     ||  running->max_map_bytes != fresh->max_map_bytes)
         names [count++] = "store size";
-    bool relays_differ = running->relays.count != fresh->relays.count;
-    for (size_t index = 0; !relays_differ && index < fresh->relays.count;
-         index++) {
-        const relays_entry_t *a = &running->relays.entries [index];
-        const relays_entry_t *b = &fresh->relays.entries [index];
-        relays_differ = strcmp (a->key, b->key) != 0
-                        || strcmp (a->name, b->name) != 0
-                        || strcmp (a->pool, b->pool) != 0;
-    }
-    if (relays_differ)
-        names [count++] = "relays";
     const http_config_t *http = &running->http, *next = &fresh->http;
     if (s_text_differs (http->listen, next->listen)
     ||  s_text_differs (http->cert, next->cert)
@@ -104,6 +95,9 @@ broker_reload (broker_t *self, broker_config_t *fresh)
     s_restart_only (&self->config, fresh, later, sizeof later);
     size_t allow_before = running->allow_count;
     size_t clients_before = running->client_count;
+    size_t relays_added = 0, relays_removed = 0;
+    relays_reload (self->relays, &self->config.relays, &fresh->relays,
+                   &relays_added, &relays_removed);
 
     //  Move the reloadable parts of FRESH in, and the old ones out
     auth_config_t old = *running;
@@ -131,10 +125,12 @@ broker_reload (broker_t *self, broker_config_t *fresh)
                   log_level_name (log_level ()));
 
     log_info ("SIGHUP: configuration reloaded: %zu client key%s (were "
-              "%zu), allowlist %zu item%s (were %zu)%s, auto_accept %s, log "
-              "level %s",
+              "%zu), %zu relay%s (%zu added, %zu removed), allowlist %zu "
+              "item%s (were %zu)%s, auto_accept %s, log level %s",
               running->client_count, running->client_count == 1 ? "" : "s",
-              clients_before, running->allow_count,
+              clients_before, self->config.relays.count,
+              self->config.relays.count == 1 ? "" : "s", relays_added,
+              relays_removed, running->allow_count,
               running->allow_count == 1 ? "" : "s", allow_before,
               running->allow_count ? "" : " (every action allowed)",
               running->auto_accept ? "on" : "off",

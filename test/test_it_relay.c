@@ -568,10 +568,11 @@ test_it_relay_subscriptions (void **state)
 }
 
 //  A relay whose key is not in the config waits as a pending relay key
-//  (key.list, kind relay) until an admin accepts it; then it carries
-//  agents like an enrolled one.
+//  (key.list, kind relay) until an admin accepts it, by the name it gave
+//  (gridcli key accept NAME) as by its key; then it carries agents like
+//  an enrolled one.
 static void
-test_it_relay_accepted_by_key (void **state)
+test_it_relay_accepted_by_name (void **state)
 {
     grid_t *grid = (grid_t *) *state;
     assert_int_equal (grid_start_broker (grid, NULL), 0);
@@ -609,14 +610,96 @@ test_it_relay_accepted_by_key (void **state)
     pv_doc_t *doc = s_node (grid, "web-01");
     assert_false (grid_reply_ok (doc, NULL));
     pv_doc_destroy (&doc);
-    doc = grid_call (grid, "key.accept", "key", key, NULL);
-    assert_true (grid_reply_ok (doc, NULL));
-    pv_doc_destroy (&doc);
+    //  A name nobody goes by is not found
+    char *out = NULL, *err = NULL;
+    assert_int_not_equal (grid_cli (grid, &out, &err, 10000, "key", "accept",
+                                    "early", NULL), 0);
+    if (!strstr (err, "no key speaks for node or relay early"))
+        fprintf (stderr, "%s", err);
+    assert_non_null (strstr (err, "no key speaks for node or relay early"));
+    free (out);
+    free (err);
+    assert_int_equal (grid_cli (grid, &out, &err, 10000, "key", "accept",
+                                "late", NULL), 0);
+    assert_non_null (strstr (out, key));
+    free (out);
+    free (err);
     assert_true (grid_wait_node (grid, "web-01", "online", 10000));
     assert_true (s_wait_relay (grid, "late", 1, true));
     free (s_run (grid, s_two_steps));
     doc = s_node (grid, "web-01");
     assert_true (grid_str_is (s_data (doc), "relay", "late"));
+    pv_doc_destroy (&doc);
+}
+
+//  Writes the broker's config at PATH: relays: with the one relay NAME
+//  whose public key file is KEY.
+static void
+s_write_relays (const char *path, const char *name, const char *key)
+{
+    FILE *file = fopen (path, "w");
+    assert_non_null (file);
+    fprintf (file, "relays:\n  - {key: \"%s\", name: %s}\n", key, name);
+    fclose (file);
+}
+
+//  SIGHUP reads relays: again: a relay taken out is refused and its nodes
+//  go offline, one put in carries agents at once. A node keeps the name
+//  of its relay across a broker restart, while it is offline.
+static void
+test_it_relay_reloaded_by_sighup (void **state)
+{
+    grid_t *grid = (grid_t *) *state;
+    char key_1 [400], key_2 [400], config [400];
+    assert_int_equal (grid_relay_keygen (grid, "r1", key_1, sizeof key_1,
+                                         NULL), 0);
+    assert_int_equal (grid_relay_keygen (grid, "r2", key_2, sizeof key_2,
+                                         NULL), 0);
+    snprintf (config, sizeof config, "%s/broker.yaml", grid->dir);
+    s_write_relays (config, "r1", key_1);
+    const char *extra [] = {"--config", config, NULL};
+    assert_int_equal (grid_start_broker (grid, extra), 0);
+    int r1 = grid_start_relay (grid, "r1", -1, true, NULL);
+    assert_true (r1 >= 0);
+    int r2 = grid_start_relay (grid, "r2", -1, true, NULL);
+    assert_true (r2 >= 0);
+    assert_true (s_start_agent_via (grid, "web-01", "web", r1) >= 0);
+    assert_true (s_wait_relay (grid, "r1", 1, true));
+
+    //  r1 out, r2 in
+    s_write_relays (config, "r2", key_2);
+    assert_int_equal (kill (grid->broker_pid, SIGHUP), 0);
+    assert_true (grid_wait_node (grid, "web-01", "offline", 15000));
+    int slot = s_start_agent_via (grid, "web-02", "web", r2);
+    assert_true (slot >= 0);
+    assert_true (s_wait_relay (grid, "r2", 1, true));
+    pv_doc_t *doc = s_node (grid, "web-02");
+    assert_true (grid_str_is (s_data (doc), "relay", "r2"));
+    pv_doc_destroy (&doc);
+    //  web-01 stays out: r1 speaks for nobody now
+    doc = s_node (grid, "web-01");
+    assert_true (grid_str_is (s_data (doc), "status", "offline"));
+    pv_doc_destroy (&doc);
+    char path [400];
+    snprintf (path, sizeof path, "%s/broker.log", grid->dir);
+    char *log = grid_slurp (path);
+    assert_non_null (log);
+    if (!strstr (log, "1 relay (1 added, 1 removed)"))
+        fprintf (stderr, "%s", log);
+    assert_non_null (strstr (log, "1 relay (1 added, 1 removed)"));
+    assert_null (strstr (log, "take effect at the next start: relays"));
+    free (log);
+
+    //  After a restart, offline nodes still name their relay
+    grid_stop_agent (grid, slot, false);
+    grid_stop_broker (grid, true);
+    assert_int_equal (grid_start_broker (grid, extra), 0);
+    doc = s_node (grid, "web-02");
+    assert_true (grid_str_is (s_data (doc), "status", "offline"));
+    assert_true (grid_str_is (s_data (doc), "relay", "r2"));
+    pv_doc_destroy (&doc);
+    doc = s_node (grid, "web-01");
+    assert_true (grid_str_is (s_data (doc), "relay", "r1"));
     pv_doc_destroy (&doc);
 }
 
@@ -788,7 +871,9 @@ main (void)
                                          s_teardown),
         cmocka_unit_test_setup_teardown (test_it_relay_subscriptions, s_setup,
                                          s_teardown),
-        cmocka_unit_test_setup_teardown (test_it_relay_accepted_by_key,
+        cmocka_unit_test_setup_teardown (test_it_relay_accepted_by_name,
+                                         s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_it_relay_reloaded_by_sighup,
                                          s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_it_relay_killed_mid_job,
                                          s_setup, s_teardown),

@@ -284,6 +284,7 @@ test_registry_record_round_trip (void **state)
     registry_t *registry = s_fleet ();
     registry_node_t *node = registry_lookup (registry, "web-01");
     node->drained = true;
+    snprintf (node->relay, sizeof node->relay, "dc1-a");
     pw_t *writer = pw_new ();
     registry_node_encode_record (node, writer);
     pv_doc_t *doc = NULL;
@@ -294,6 +295,7 @@ test_registry_record_round_trip (void **state)
     assert_non_null (copy);
     assert_false (copy->online);       //  Offline until it says hello
     assert_true (copy->drained);
+    assert_string_equal (copy->relay, "dc1-a");   //  As of its last hello
     assert_int_equal (copy->registered_wall_ms, 5000);
     assert_string_equal (copy->hello->groups [0], "web");
     assert_string_equal (copy->hello->labels [0].value, "web.dev.us-east");
