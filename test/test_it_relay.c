@@ -630,6 +630,12 @@ test_it_relay_accepted_by_name (void **state)
     doc = s_node (grid, "web-01");
     assert_true (grid_str_is (s_data (doc), "relay", "late"));
     pv_doc_destroy (&doc);
+    //  After a broker restart the key is still a relay's, and its agent,
+    //  bound to the relay's pool, is taken through it again
+    grid_stop_broker (grid, true);
+    assert_int_equal (grid_start_broker (grid, NULL), 0);
+    assert_true (grid_wait_node (grid, "web-01", "online", 20000));
+    assert_true (s_wait_relay (grid, "late", 1, true));
 }
 
 //  Writes the broker's config at PATH: relays: with the one relay NAME
