@@ -63,6 +63,7 @@
 #define S_HANDSHAKE_MS 10000
 #define S_RECONNECT_MS 100          //  First reconnect (plus jitter)
 #define S_FAILOVER_CHECK_MS 250     //  How often failover is considered
+#define S_PROBE_MS 3000             //  Failback: a handshake takes this at most
 #define S_RECONNECT_MAX_MS 10000    //  Backoff cap
 #define S_LINGER_MS 2000            //  Queued messages get this long at close
 #define S_READ_BATCH 64             //  Messages per socket wake-up
@@ -182,6 +183,7 @@ agent_config_init (agent_config_t *config)
     config->key_file = strdup (KEYS_DEFAULT_AGENT_KEY);
     config->broker_key = strdup (KEYS_DEFAULT_BROKER_KEY);
     config->failover_ms = AGENT_DEFAULT_FAILOVER_MS;
+    config->failback_ms = AGENT_DEFAULT_FAILBACK_MS;
 }
 
 void
@@ -342,7 +344,7 @@ s_conf_list (const pv_t *map, const char *key, char ***list_p,
 static const char *const s_config_keys [] = {
     "id", "groups", "labels", "broker", "publish", "state_dir",
     "concurrency", "tool_dir", "output_cap_bytes", "disabled_backends",
-    "resolv_conf", "kill_grace", "drain", "progress_interval", "verbose", "key", "broker_key", "failover",
+    "resolv_conf", "kill_grace", "drain", "progress_interval", "verbose", "key", "broker_key", "failover", "failback",
     "insecure", "log_level", "log_format", NULL
 };
 
@@ -371,6 +373,8 @@ s_conf_apply (agent_config_t *config, const pv_t *root, char *err,
     ||  conf_get_bool (root, "verbose", &config->verbose, err, err_len)
     ||  conf_get_str (root, "key", &config->key_file, err, err_len)
     ||  conf_get_str (root, "broker_key", &config->broker_key, err, err_len)
+    ||  conf_get_duration (root, "failback", &config->failback_ms, err,
+                           err_len)
     ||  conf_get_duration (root, "failover", &config->failover_ms, err,
                            err_len)
     ||  conf_get_bool (root, "insecure", &config->insecure, err, err_len)
@@ -480,6 +484,10 @@ s_usage (FILE *out)
 "  --failover DURATION     with several endpoints: not welcomed and\n"
 "                          nothing heard for DURATION, the next one\n"
 "                          (default 10s)\n"
+"  --failback DURATION     welcomed on a later endpoint: try the first\n"
+"                          ones again every DURATION (+-20%%), and go\n"
+"                          back to the first that answers (default 1m;\n"
+"                          0: stay)\n"
 "  --state-dir DIR         spool directory (default %s)\n"
 "  --config FILE           YAML config file (see conf/gridagent.yaml);\n"
 "                          default " AGENT_DEFAULT_CONFIG "\n"
@@ -530,7 +538,7 @@ typedef enum {
     S_OPT_OUTPUT_CAP, S_OPT_DISABLE, S_OPT_RESOLV_CONF, S_OPT_KILL_GRACE,
     S_OPT_DRAIN, S_OPT_PROGRESS, S_OPT_VERBOSE, S_OPT_VERSION, S_OPT_HELP, S_OPT_KEY,
     S_OPT_BROKER_KEY, S_OPT_INSECURE, S_OPT_LOG_LEVEL, S_OPT_LOG_FORMAT,
-    S_OPT_PRINT_CONFIG, S_OPT_FAILOVER, S_OPT_END
+    S_OPT_PRINT_CONFIG, S_OPT_FAILOVER, S_OPT_FAILBACK, S_OPT_END
 } s_option_t;
 
 static const struct option s_options [] = {
@@ -553,6 +561,7 @@ static const struct option s_options [] = {
     { "key", required_argument, NULL, S_OPT_KEY },
     { "broker-key", required_argument, NULL, S_OPT_BROKER_KEY },
     { "failover", required_argument, NULL, S_OPT_FAILOVER },
+    { "failback", required_argument, NULL, S_OPT_FAILBACK },
     { "insecure", no_argument, NULL, S_OPT_INSECURE },
     { "log-level", required_argument, NULL, S_OPT_LOG_LEVEL },
     { "log-format", required_argument, NULL, S_OPT_LOG_FORMAT },
@@ -636,6 +645,13 @@ s_apply_flag (agent_config_t *config, int option, const char *value,
                 return -1;
             }
             return 0;
+        case S_OPT_FAILBACK:
+            if (duration_parse (value, &config->failback_ms)) {
+                s_err (err, err_len, "--failback: '%s' is not a duration "
+                       "(like 30s, 1m; 0: never)", value);
+                return -1;
+            }
+            return 0;
         default:
             return 0;
     }
@@ -691,6 +707,8 @@ s_print_config (const agent_config_t *config, const char *const *values,
                         S_GIVEN (S_OPT_PUBLISH));
     conf_print_duration (o, "failover", config->failover_ms, "--failover",
                          S_GIVEN (S_OPT_FAILOVER));
+    conf_print_duration (o, "failback", config->failback_ms, "--failback",
+                         S_GIVEN (S_OPT_FAILBACK));
     conf_print_setting (o, "state_dir", config->state_dir, true,
                         "--state-dir", S_GIVEN (S_OPT_STATE_DIR));
     conf_print_int (o, "concurrency", config->concurrency, "--concurrency",
@@ -939,6 +957,9 @@ agent_config_check (agent_config_t *config, char *err, size_t err_len)
     else
     if (config->failover_ms < 100)
         bad = s_err_rc (err, err_len, "failover must be at least 100ms");
+    if (config->failback_ms != 0 && config->failback_ms < 1000)
+        bad = s_err_rc (err, err_len, "failback must be 0 (never) or at "
+                        "least 1s");
     s_free_list (&brokers, &broker_count);
     s_free_list (&publishes, &publish_count);
     s_free_list (&keys, &key_count);
@@ -1089,6 +1110,13 @@ struct _agent_t {
     int64_t quiet_since_ms;     //  Monotonic: last heard from it, connected
                                 //  to it, or lost it
     int failover_timer;
+    zsock_t *probe;             //  Failback: a DEALER that only shakes hands
+    zsock_t *probe_monitor;     //  ... and its handshake events
+    size_t probe_endpoint;      //  ... with this earlier endpoint
+    int64_t probe_deadline_ms;  //  ... given up then (monotonic)
+    int64_t failback_at_ms;     //  Next failback probe (monotonic), 0: none
+    uint32_t failover_spread;   //  0..1000: this agent waits failover_ms and
+                                //  this many thousandths of a fifth more
     char last_refusal [512];    //  Last handshake or enrolment refusal logged
     unsigned failed_handshakes; //  In a row, since the last one that went
                                 //  through
@@ -2268,6 +2296,7 @@ s_monitor_ready (zloop_t *loop, zsock_t *sock, void *arg)
         self->failed_handshakes = 0;
         //  Connected (again): say hello now, not at the next backed-off
         //  retry, so a restarted broker or relay has us back at once
+        s_debug (self, "connected to %s", self->endpoints [self->endpoint]);
         self->quiet_since_ms = zclock_mono ();
         if (!self->welcomed && !self->stopping) {
             s_send_hello (self);
@@ -2351,18 +2380,143 @@ s_connect (agent_t *self, size_t index, char *err, size_t err_len)
     return 0;
 }
 
+//  Failback: closes the probe, if any.
+static void
+s_probe_end (agent_t *self)
+{
+    if (self->probe_monitor) {
+        zmq_socket_monitor (zsock_resolve (self->probe), NULL, 0);
+        zsock_destroy (&self->probe_monitor);
+    }
+    zsock_destroy (&self->probe);
+}
+
+//  Failback: the next probe FAILBACK_MS from NOW_MS, +-20 % so that the
+//  agents a relay lost do not all come back to it in the same moment.
+static void
+s_failback_arm (agent_t *self, int64_t now_ms)
+{
+    int64_t ms = self->config->failback_ms;
+    self->failback_at_ms = now_ms + (int64_t) s_jitter (
+        (uint32_t) (ms > INT32_MAX ? INT32_MAX : ms));
+}
+
+//  Failback: a DEALER to endpoint INDEX that only shakes hands (it says
+//  nothing, so nothing registers); its monitor tells whether it answers.
+static void
+s_probe_start (agent_t *self, size_t index, int64_t now_ms)
+{
+    char saved [KEYS_TEXT_SIZE];
+    memcpy (saved, self->broker_key, KEYS_TEXT_SIZE);
+    if (self->server_keys)
+        memcpy (self->broker_key, self->server_keys [index], KEYS_TEXT_SIZE);
+    char err [512] = "";
+    self->probe = s_socket (self, ZMQ_DEALER, self->endpoints [index], NULL,
+                            err, sizeof err);
+    memcpy (self->broker_key, saved, KEYS_TEXT_SIZE);
+    if (self->probe) {
+        zsock_set_linger (self->probe, 0);
+        self->probe_monitor = keys_monitor_new (self->probe);
+    }
+    if (!self->probe || !self->probe_monitor) {
+        s_probe_end (self);
+        s_failback_arm (self, now_ms);
+        return;
+    }
+    self->probe_endpoint = index;
+    self->probe_deadline_ms = now_ms + S_PROBE_MS;
+}
+
+//  Moves the session to endpoint INDEX: as after a failover, hello there
+//  (what is spooled is sent again once welcomed).
+static void
+s_switch (agent_t *self, size_t index, int64_t now_ms)
+{
+    self->welcomed = false;
+    if (self->heartbeat_timer >= 0)
+        zloop_timer_end (self->loop, self->heartbeat_timer);
+    self->heartbeat_timer = -1;
+    self->failback_at_ms = 0;
+    char err [512] = "";
+    if (s_connect (self, index, err, sizeof err) != 0) {
+        log_error ("cannot connect to %s: %s", self->endpoints [index], err);
+        self->quiet_since_ms = now_ms;
+        return;
+    }
+    s_send_hello (self);
+    s_arm_hello (self, true);
+}
+
+//  Welcomed on a later endpoint: every failback_ms (jittered) the earlier
+//  ones are tried in order with a probe that only shakes hands, and the
+//  first that answers is taken. A relay serves agents only while it has
+//  its upstream, so one that answers can carry us; one that then does not
+//  welcome us is left again by the failover.
+static void
+s_failback_check (agent_t *self, int64_t now_ms)
+{
+    if (self->endpoint == 0 || self->config->failback_ms == 0) {
+        s_probe_end (self);
+        self->failback_at_ms = 0;
+        return;
+    }
+    if (!self->probe) {
+        if (!self->failback_at_ms)
+            s_failback_arm (self, now_ms);
+        else
+        if (now_ms >= self->failback_at_ms)
+            s_probe_start (self, 0, now_ms);
+        return;
+    }
+    bool refused = false;
+    while (!refused && (zsock_events (self->probe_monitor) & ZMQ_POLLIN)) {
+        char why [512];
+        int rc = keys_monitor_read (self->probe_monitor, why, sizeof why);
+        if (rc == 3) {
+            size_t back = self->probe_endpoint;
+            s_probe_end (self);
+            s_log (self, "%s answers again: going back to it from %s",
+                   self->endpoints [back], self->endpoints [self->endpoint]);
+            s_switch (self, back, now_ms);
+            return;
+        }
+        refused = rc == 1 || rc == 2 || rc < 0;
+    }
+    if (!refused && now_ms < self->probe_deadline_ms)
+        return;
+    size_t next = self->probe_endpoint + 1;
+    s_probe_end (self);
+    if (next < self->endpoint)
+        s_probe_start (self, next, now_ms);
+    else
+        s_failback_arm (self, now_ms);
+}
+
 //  With several endpoints: an agent not welcomed that heard nothing from
 //  its endpoint for failover_ms moves to the next one, in order (after
 //  the last, the first again). A broker that answers, even to refuse
-//  (a pending key), keeps it. It stays where it is welcomed.
+//  (a pending key), keeps it. It stays where it is welcomed, but for a
+//  failback to an earlier endpoint (s_failback_check).
 static int
 s_failover_fired (zloop_t *loop, int timer_id, void *arg)
 {
     agent_t *self = (agent_t *) arg;
-    if (self->endpoint_count < 2 || self->welcomed || self->stopping)
+    if (self->endpoint_count < 2 || self->stopping)
         return 0;
     int64_t now_ms = zclock_mono ();
-    if (now_ms - self->quiet_since_ms < self->config->failover_ms)
+    if (self->welcomed) {
+        s_failback_check (self, now_ms);
+        return 0;
+    }
+    s_probe_end (self);
+    self->failback_at_ms = 0;
+    //  The agents of a relay that went away all lost it at once: each
+    //  waits its own share longer, so the next one is not hit by all of
+    //  them in the same moment
+    int64_t wait_ms = self->config->failover_ms
+                      + self->config->failover_ms / 5
+                            * (int64_t) self->failover_spread / 1000;
+    if (now_ms - self->quiet_since_ms < wait_ms)
         return 0;
     size_t next = (self->endpoint + 1) % self->endpoint_count;
     s_log (self, "nothing from %s for %lld ms: trying %s",
@@ -2434,6 +2588,7 @@ agent_new (agent_config_t *config, char *err, size_t err_len)
     self->context.tool_dir = config->tool_dir;
     self->context.resolv_conf = config->resolv_conf;
     srandom ((unsigned) (getpid () ^ zclock_time ()));
+    self->failover_spread = (uint32_t) randof (1001);
     //  Tells this process from a restarted one in hello (duplicate_node)
     uint8_t random_bytes [8];
     if (getrandom (random_bytes, sizeof (random_bytes), 0)
@@ -2810,6 +2965,7 @@ agent_destroy (agent_t **self_p)
     }
     if (self->signal_fd >= 0)
         close (self->signal_fd);
+    s_probe_end (self);
     zsock_destroy (&self->monitor);
     zsock_destroy (&self->dealer);
     zsock_destroy (&self->sub);

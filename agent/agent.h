@@ -68,6 +68,7 @@
 #define AGENT_DEFAULT_DRAIN_MS 5000      //  Shutdown: running work may finish
 #define AGENT_DEFAULT_PROGRESS_MS 1000   //  At most one progress message per task this often
 #define AGENT_DEFAULT_FAILOVER_MS 10000  //  Silence before the next endpoint
+#define AGENT_DEFAULT_FAILBACK_MS 60000  //  How often the first is tried again
 #define AGENT_MAX_ENDPOINTS 16           //  Broker endpoints listed at most
 #define AGENT_MAX_CONCURRENCY 256
 
@@ -84,6 +85,9 @@ typedef struct {
                                  //  one per broker endpoint
     int64_t failover_ms;         //  With several endpoints: not welcomed and
                                  //  nothing heard this long, the next one
+    int64_t failback_ms;         //  Welcomed on a later endpoint: an earlier
+                                 //  one is tried again this often (jittered),
+                                 //  and taken when it answers (0: never)
     char *state_dir;             //  Spool lives in <state_dir>/spool
     char *config_file;           //  The file read, or NULL
     uint32_t concurrency;        //  Executor pool size

@@ -1,0 +1,260 @@
+/*  =========================================================================
+    test_it_failback - agents with several endpoints return to the first
+    once it is back, and the agents a relay dropped do not come back to
+    it in the same moment: through real gridbrokers, gridrelays and
+    gridagents on ipc://
+    =========================================================================
+*/
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include <czmq.h>
+#include <time.h>
+
+#include "../proto/proto.h"
+#include "lib/harness.h"
+
+#define S_AGENTS 5
+
+static int
+s_setup (void **state)
+{
+    grid_t *grid = (grid_t *) calloc (1, sizeof (grid_t));
+    if (grid_init (grid) != 0)
+        return -1;
+    *state = grid;
+    return 0;
+}
+
+static int
+s_teardown (void **state)
+{
+    grid_t *grid = (grid_t *) *state;
+    grid_stop (grid);
+    free (grid);
+    return 0;
+}
+
+//  "--relay-key NAME@POOL:FILE" for relay NAME, in ARG (ARG_LEN bytes).
+static const char *
+s_relay_arg (grid_t *grid, const char *name, const char *pool, char *arg,
+             size_t arg_len)
+{
+    char path [400];
+    assert_int_equal (grid_relay_keygen (grid, name, path, sizeof path, NULL),
+                      0);
+    snprintf (arg, arg_len, "%s@%s:%s", name, pool, path);
+    return arg;
+}
+
+//  True when node ID's relay is RELAY.
+static bool
+s_node_relay_is (grid_t *grid, const char *id, const char *relay)
+{
+    pv_doc_t *doc = grid_call (grid, "node.get", "node", id, NULL);
+    const pv_t *data = NULL;
+    bool is = grid_reply_ok (doc, &data) && grid_str_is (data, "relay", relay)
+              && grid_str_is (data, "status", "online");
+    pv_doc_destroy (&doc);
+    return is;
+}
+
+//  Waits until every agent web-01.. is online through RELAY.
+static bool
+s_wait_all_through (grid_t *grid, const char *relay, int timeout_ms)
+{
+    long long deadline = grid_now_ms () + timeout_ms;
+    while (grid_now_ms () < deadline) {
+        int count = 0;
+        for (int index = 1; index <= S_AGENTS; index++) {
+            char id [16];
+            snprintf (id, sizeof id, "web-%02d", index);
+            count += s_node_relay_is (grid, id, relay);
+        }
+        if (count == S_AGENTS)
+            return true;
+        zclock_sleep (100);
+    }
+    return false;
+}
+
+//  The wall-clock ms of the last line of agent ID's log that holds TEXT
+//  (its RFC 3339 stamp), or -1.
+static int64_t
+s_log_stamp (grid_t *grid, const char *id, const char *text)
+{
+    char path [400];
+    snprintf (path, sizeof path, "%s/agent-%s.log", grid->dir, id);
+    char *log = grid_slurp (path);
+    if (!log)
+        return -1;
+    int64_t stamp = -1;
+    for (char *line = log; line && *line;) {
+        char *end = strchr (line, '\n');
+        if (end)
+            *end = 0;
+        struct tm tm;
+        memset (&tm, 0, sizeof tm);
+        int millis = 0;
+        if (strstr (line, text)
+            && sscanf (line, "%d-%d-%dT%d:%d:%d.%dZ", &tm.tm_year, &tm.tm_mon,
+                       &tm.tm_mday, &tm.tm_hour, &tm.tm_min, &tm.tm_sec,
+                       &millis) == 7) {
+            tm.tm_year -= 1900;
+            tm.tm_mon -= 1;
+            stamp = (int64_t) timegm (&tm) * 1000 + millis;
+        }
+        line = end ? end + 1 : NULL;
+    }
+    free (log);
+    return stamp;
+}
+
+//  How far apart, in ms, the agents' last lines with TEXT are (fails the
+//  test when one has none).
+static int64_t
+s_spread_ms (grid_t *grid, const char *text)
+{
+    int64_t first = INT64_MAX, last = 0;
+    for (int index = 1; index <= S_AGENTS; index++) {
+        char id [16];
+        snprintf (id, sizeof id, "web-%02d", index);
+        int64_t stamp = s_log_stamp (grid, id, text);
+        if (stamp < 0)
+            fprintf (stderr, "agent %s never logged '%s'\n", id, text);
+        assert_true (stamp >= 0);
+        if (stamp < first)
+            first = stamp;
+        if (stamp > last)
+            last = stamp;
+    }
+    fprintf (stderr, "    '%s': %d agents within %lld ms\n", text, S_AGENTS,
+             (long long) (last - first));
+    return last - first;
+}
+
+//  Agents list r1 then r2. r1 stops: they fail over to r2. r1 comes back:
+//  each returns to it after its own failback delay (1 s here, +-20 %), so
+//  not all in the same moment, and a job then runs through r1.
+static void
+test_it_failback_to_the_first_relay (void **state)
+{
+    grid_t *grid = (grid_t *) *state;
+    char arg_1 [600], arg_2 [600];
+    const char *broker_extra [] = {
+        "--relay-key", s_relay_arg (grid, "r1", "dc1", arg_1, sizeof arg_1),
+        "--relay-key", s_relay_arg (grid, "r2", "dc1", arg_2, sizeof arg_2),
+        "--offline-grace", "15s", NULL};
+    assert_int_equal (grid_start_broker (grid, broker_extra), 0);
+    int r1 = grid_start_relay (grid, "r1", -1, true, NULL);
+    assert_true (r1 >= 0);
+    int r2 = grid_start_relay (grid, "r2", -1, true, NULL);
+    assert_true (r2 >= 0);
+    char brokers [700], publishes [700], keys [700];
+    snprintf (brokers, sizeof brokers, "%s,%s", grid->relay_agents_ep [r1],
+              grid->relay_agents_ep [r2]);
+    snprintf (publishes, sizeof publishes, "%s,%s",
+              grid->relay_publish_ep [r1], grid->relay_publish_ep [r2]);
+    snprintf (keys, sizeof keys, "%s,%s", grid->relay_key [r1],
+              grid->relay_key [r2]);
+    const char *extra [] = {"--broker", brokers, "--publish", publishes,
+                            "--broker-key", keys, "--failover", "1s",
+                            "--failback", "1s", NULL};
+    for (int index = 1; index <= S_AGENTS; index++) {
+        char id [16];
+        snprintf (id, sizeof id, "web-%02d", index);
+        assert_true (grid_start_agent (grid, id, "web", NULL, extra) >= 0);
+    }
+    assert_true (s_wait_all_through (grid, "r1", 15000));
+    //  Welcomed on the first endpoint: no failback probes
+    assert_int_equal (s_log_stamp (grid, "web-01", "answers again"), -1);
+
+    grid_stop_relay (grid, r1, false);
+    assert_true (s_wait_all_through (grid, "r2", 30000));
+    //  They lost r1 together; each waited its own share past --failover
+    assert_true (s_spread_ms (grid, "ms: trying ") >= 20);
+    assert_int_equal (grid_start_relay (grid, "r1", -1, true, NULL), r1);
+    assert_true (s_wait_all_through (grid, "r1", 30000));
+    assert_true (s_spread_ms (grid, "answers again: going back to it") >= 20);
+    char *job = grid_submit_id (grid,
+                                "target: {scope: group, value: web}\n"
+                                "tasks:\n"
+                                "  - {backend: test, action: echo, params: "
+                                "{msg: back}}\n");
+    assert_non_null (job);
+    pv_doc_t *doc = grid_wait_job (grid, job, 30000);
+    const pv_t *data = NULL;
+    assert_true (grid_reply_ok (doc, &data));
+    assert_true (grid_str_is (data, "status", "completed"));
+    pv_doc_destroy (&doc);
+    free (job);
+    //  --failback 0 keeps an agent where it is; less than 1 s is refused
+    char *err = NULL;
+    int rc = grid_run (grid, "gridagent", NULL, &err, 10000, "--config",
+                       "none", "--insecure", "--failback", "500ms",
+                       "--print-config", NULL);
+    assert_int_not_equal (rc, 0);
+    assert_non_null (strstr (err, "failback must be 0 (never) or at least "
+                                  "1s"));
+    free (err);
+}
+
+//  A relay whose upstream goes away drops its agents; when the upstream
+//  is back, they reconnect each at its own backed-off, jittered time, not
+//  all at once.
+static void
+test_it_failback_dropped_agents_come_back_spread (void **state)
+{
+    grid_t *grid = (grid_t *) *state;
+    char arg_1 [600];
+    const char *broker_extra [] = {
+        "--relay-key", s_relay_arg (grid, "r1", "dc1", arg_1, sizeof arg_1),
+        NULL};
+    assert_int_equal (grid_start_broker (grid, broker_extra), 0);
+    int r1 = grid_start_relay (grid, "r1", -1, true, NULL);
+    assert_true (r1 >= 0);
+    const char *extra [] = {"--broker", grid->relay_agents_ep [r1],
+                            "--publish", grid->relay_publish_ep [r1],
+                            "--broker-key", grid->relay_key [r1],
+                            "--log-level", "debug", NULL};
+    for (int index = 1; index <= S_AGENTS; index++) {
+        char id [16];
+        snprintf (id, sizeof id, "web-%02d", index);
+        assert_true (grid_start_agent (grid, id, "web", NULL, extra) >= 0);
+    }
+    assert_true (s_wait_all_through (grid, "r1", 15000));
+    grid_stop_broker (grid, true);
+    //  Every agent lost the relay
+    long long deadline = grid_now_ms () + 15000;
+    bool all_lost = false;
+    while (!all_lost && grid_now_ms () < deadline) {
+        all_lost = true;
+        for (int index = 1; index <= S_AGENTS; index++) {
+            char id [16];
+            snprintf (id, sizeof id, "web-%02d", index);
+            if (s_log_stamp (grid, id, "lost the connection") < 0)
+                all_lost = false;
+        }
+        if (!all_lost)
+            zclock_sleep (100);
+    }
+    assert_true (all_lost);
+    assert_int_equal (grid_start_broker (grid, broker_extra), 0);
+    assert_true (s_wait_all_through (grid, "r1", 30000));
+    assert_true (s_spread_ms (grid, "connected to ") >= 20);
+}
+
+int
+main (void)
+{
+    const struct CMUnitTest tests [] = {
+        cmocka_unit_test_setup_teardown (test_it_failback_to_the_first_relay,
+                                         s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (
+            test_it_failback_dropped_agents_come_back_spread, s_setup,
+            s_teardown),
+    };
+    return cmocka_run_group_tests (tests, NULL, NULL);
+}
