@@ -201,6 +201,14 @@ s_add_client (auth_config_t *config, const char *key_text, const char *role,
     return 0;
 }
 
+//  One item of clients: (conf_get_string_maps): key, role, name.
+static int
+s_client_item (void *arg, char **values, char *why, size_t why_len)
+{
+    return s_add_client ((auth_config_t *) arg, values [0], values [1],
+                         values [2], why, why_len);
+}
+
 int
 auth_config_add_client (auth_config_t *config, const char *text, char *err,
                         size_t err_len)
@@ -305,41 +313,12 @@ auth_config_load (auth_config_t *config, const pv_t *root, char *err,
         return -1;
     }
     config->max_pending_keys = (size_t) max_pending;
-    const pv_t *clients = pv_map_get (root, "clients");
-    if (clients && pv_type (clients) != PV_ARRAY) {
-        s_err (err, err_len, "clients: expected a list of {key, role, name}");
+    static const char *const client_fields [] = {"key", "role", "name",
+                                                  NULL};
+    if (conf_get_string_maps (pv_map_get (root, "clients"), "clients",
+                              client_fields, 2, s_client_item, config, err,
+                              err_len) != 0)
         return -1;
-    }
-    static const char *const client_keys [] = {"key", "role", "name", NULL};
-    for (size_t index = 0; clients && index < pv_size (clients); index++) {
-        const pv_t *entry = pv_array_at (clients, index);
-        char why [600];
-        char *key = NULL, *role = NULL, *name = NULL;
-        int rc = pv_type (entry) == PV_MAP ? 0 : -1;
-        if (rc != 0)
-            snprintf (why, sizeof why, "expected a map {key, role, name}");
-        if (rc == 0)
-            rc = conf_check_keys (entry, client_keys, why, sizeof why);
-        if (rc == 0)
-            rc = conf_get_str (entry, "key", &key, why, sizeof why);
-        if (rc == 0)
-            rc = conf_get_str (entry, "role", &role, why, sizeof why);
-        if (rc == 0)
-            rc = conf_get_str (entry, "name", &name, why, sizeof why);
-        if (rc == 0 && (!key || !role)) {
-            snprintf (why, sizeof why, "key and role are required");
-            rc = -1;
-        }
-        if (rc == 0)
-            rc = s_add_client (config, key, role, name, why, sizeof why);
-        free (key);
-        free (role);
-        free (name);
-        if (rc != 0) {
-            s_err (err, err_len, "clients[%zu]: %s", index, why);
-            return -1;
-        }
-    }
     const pv_t *allow = pv_map_get (root, "allow");
     if (allow) {
         if (pv_type (allow) != PV_ARRAY) {

@@ -139,47 +139,21 @@ s_config_add (relays_config_t *config, const char *key_text, const char *name,
     return 0;
 }
 
+//  One item of relays: (conf_get_string_maps): key, name, pool.
+static int
+s_relay_item (void *arg, char **values, char *why, size_t why_len)
+{
+    return s_config_add ((relays_config_t *) arg, values [0], values [1],
+                         values [2], why, why_len);
+}
+
 int
 relays_config_load (relays_config_t *config, const pv_t *list, char *err,
                     size_t err_len)
 {
-    if (!list)
-        return 0;
-    if (pv_type (list) != PV_ARRAY) {
-        s_err (err, err_len, "relays: expected a list of {key, name, pool}");
-        return -1;
-    }
-    static const char *const known [] = {"key", "name", "pool", NULL};
-    for (size_t index = 0; index < pv_size (list); index++) {
-        const pv_t *entry = pv_array_at (list, index);
-        char why [600];
-        char *key = NULL, *name = NULL, *pool = NULL;
-        int rc = pv_type (entry) == PV_MAP ? 0 : -1;
-        if (rc != 0)
-            snprintf (why, sizeof why, "expected a map {key, name, pool}");
-        if (rc == 0)
-            rc = conf_check_keys (entry, known, why, sizeof why);
-        if (rc == 0)
-            rc = conf_get_str (entry, "key", &key, why, sizeof why);
-        if (rc == 0)
-            rc = conf_get_str (entry, "name", &name, why, sizeof why);
-        if (rc == 0)
-            rc = conf_get_str (entry, "pool", &pool, why, sizeof why);
-        if (rc == 0 && (!key || !name)) {
-            snprintf (why, sizeof why, "key and name are required");
-            rc = -1;
-        }
-        if (rc == 0)
-            rc = s_config_add (config, key, name, pool, why, sizeof why);
-        free (key);
-        free (name);
-        free (pool);
-        if (rc != 0) {
-            s_err (err, err_len, "relays[%zu]: %s", index, why);
-            return -1;
-        }
-    }
-    return 0;
+    static const char *const fields [] = {"key", "name", "pool", NULL};
+    return conf_get_string_maps (list, "relays", fields, 2, s_relay_item,
+                                 config, err, err_len);
 }
 
 int

@@ -15,6 +15,7 @@
 */
 #include "conf.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -976,6 +977,64 @@ conf_check_keys (const pv_t *map, const char *const *known, char *err,
         if (used >= 0 && (size_t) used < err_len)
             snprintf (err + used, err_len - (size_t) used, ")");
         return -1;
+    }
+    return 0;
+}
+
+int
+conf_get_string_maps (const pv_t *list, const char *name,
+                      const char *const *fields, size_t required,
+                      conf_item_fn *each, void *arg, char *err,
+                      size_t err_len)
+{
+    char shape [256] = "{";
+    size_t count = 0;
+    for (; fields [count] && count < 8; count++)
+        snprintf (shape + strlen (shape), sizeof shape - strlen (shape),
+                  "%s%s", count ? ", " : "", fields [count]);
+    assert (count > 0 && !fields [count] && required <= count);
+    snprintf (shape + strlen (shape), sizeof shape - strlen (shape), "}");
+    if (!list)
+        return 0;
+    if (pv_type (list) != PV_ARRAY) {
+        s_err (err, err_len, "%s: expected a list of %s", name, shape);
+        return -1;
+    }
+    for (size_t index = 0; index < pv_size (list); index++) {
+        const pv_t *entry = pv_array_at (list, index);
+        char why [600] = "";
+        char *values [8] = {NULL};
+        int rc = pv_type (entry) == PV_MAP ? 0 : -1;
+        if (rc != 0)
+            snprintf (why, sizeof why, "expected a map %s", shape);
+        if (rc == 0)
+            rc = conf_check_keys (entry, fields, why, sizeof why);
+        for (size_t field = 0; rc == 0 && field < count; field++)
+            rc = conf_get_str (entry, fields [field], &values [field], why,
+                               sizeof why);
+        bool missing = false;
+        for (size_t field = 0; rc == 0 && field < required; field++)
+            missing = missing || !values [field];
+        if (missing) {
+            //  "key and role are required", "a, b and c are required"
+            why [0] = 0;
+            for (size_t field = 0; field < required; field++)
+                snprintf (why + strlen (why), sizeof why - strlen (why),
+                          "%s%s", field == 0 ? ""
+                                  : field + 1 == required ? " and " : ", ",
+                          fields [field]);
+            snprintf (why + strlen (why), sizeof why - strlen (why), " %s "
+                      "required", required == 1 ? "is" : "are");
+            rc = -1;
+        }
+        if (rc == 0)
+            rc = each (arg, values, why, sizeof why);
+        for (size_t field = 0; field < count; field++)
+            free (values [field]);
+        if (rc != 0) {
+            s_err (err, err_len, "%s[%zu]: %s", name, index, why);
+            return -1;
+        }
     }
     return 0;
 }

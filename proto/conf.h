@@ -65,6 +65,23 @@ int conf_get_size (const pv_t *map, const char *key, uint64_t *out,
 int conf_check_keys (const pv_t *map, const char *const *known,
                      char *err, size_t err_len);
 
+//  Called by conf_get_string_maps for one item: VALUES holds its fields'
+//  strings in the order of FIELDS (NULL where absent), lent for the call.
+//  Returns 0, or -1 with the reason in WHY.
+typedef int (conf_item_fn) (void *arg, char **values, char *why,
+                            size_t why_len);
+
+//  Reads LIST, the config's NAME (NULL when absent: nothing), as a list of
+//  maps of strings with the keys FIELDS (NULL-terminated, at most 8; no
+//  other key is allowed), the first REQUIRED of them required, and calls
+//  EACH for every item in order. Returns 0, or -1 with "NAME: expected a
+//  list of {a, b, c}" or "NAME[I]: reason" in ERR (as the clients: and
+//  relays: sections read).
+int conf_get_string_maps (const pv_t *list, const char *name,
+                          const char *const *fields, size_t required,
+                          conf_item_fn *each, void *arg, char *err,
+                          size_t err_len);
+
 //  --print-config: where a program's settings came from. One is made per
 //  run, from the config file that was read (or none) and the flags given.
 typedef struct {

@@ -553,6 +553,87 @@ test_conf_check_keys (void **state)
     pv_doc_destroy (&doc);
 }
 
+//  conf_get_string_maps: collects what EACH saw, and refuses a name "bad".
+typedef struct {
+    char seen [256];
+    int calls;
+} s_maps_t;
+
+static int
+s_maps_item (void *arg, char **values, char *why, size_t why_len)
+{
+    s_maps_t *maps = (s_maps_t *) arg;
+    if (strcmp (values [1], "bad") == 0) {
+        snprintf (why, why_len, "name '%s' is refused", values [1]);
+        return -1;
+    }
+    snprintf (maps->seen + strlen (maps->seen),
+              sizeof maps->seen - strlen (maps->seen), "%s/%s/%s;",
+              values [0], values [1], values [2] ? values [2] : "-");
+    maps->calls++;
+    return 0;
+}
+
+//  One reader for lists of string maps (clients:, relays:): each item in
+//  order, unknown keys, missing required ones, wrong shapes and the
+//  item's own refusal, each named with the list and the index.
+static void
+test_conf_string_maps (void **state)
+{
+    const char *const fields [] = {"key", "name", "pool", NULL};
+    s_maps_t maps;
+    memset (&maps, 0, sizeof maps);
+    char err [256] = "";
+    assert_int_equal (conf_get_string_maps (NULL, "relays", fields, 2,
+                                            s_maps_item, &maps, err,
+                                            sizeof err), 0);
+    assert_int_equal (maps.calls, 0);
+    pv_doc_t *doc = s_parse ("relays:\n  - {key: k1, name: a}\n"
+                             "  - {key: k2, name: b, pool: p}\n");
+    const pv_t *list = pv_map_get (pv_doc_root (doc), "relays");
+    assert_int_equal (conf_get_string_maps (list, "relays", fields, 2,
+                                            s_maps_item, &maps, err,
+                                            sizeof err), 0);
+    assert_string_equal (maps.seen, "k1/a/-;k2/b/p;");
+    pv_doc_destroy (&doc);
+    struct {
+        const char *yaml;
+        const char *err;
+    } cases [] = {
+        {"relays: {key: k}\n", "relays: expected a list of {key, name, pool}"},
+        {"relays: [x]\n", "relays[0]: expected a map {key, name, pool}"},
+        {"relays: [{key: k, name: a}, {key: k}]\n",
+         "relays[1]: key and name are required"},
+        {"relays: [{key: k, name: a, port: 1}]\n",
+         "relays[0]: unknown key 'port' (known: key, name, pool)"},
+        {"relays: [{key: k, name: 7}]\n", "relays[0]: name: expected"},
+        {"relays: [{key: k, name: bad}]\n", "relays[0]: name 'bad' is "
+                                              "refused"},
+    };
+    for (size_t index = 0; index < sizeof cases / sizeof cases [0]; index++) {
+        doc = s_parse (cases [index].yaml);
+        list = pv_map_get (pv_doc_root (doc), "relays");
+        int rc = conf_get_string_maps (list, "relays", fields, 2, s_maps_item,
+                                       &maps, err, sizeof err);
+        if (rc != -1 || strncmp (err, cases [index].err,
+                                 strlen (cases [index].err)) != 0)
+            print_error ("%s: rc %d, '%s'\n", cases [index].yaml, rc, err);
+        assert_int_equal (rc, -1);
+        assert_memory_equal (err, cases [index].err,
+                             strlen (cases [index].err));
+        pv_doc_destroy (&doc);
+    }
+    //  One required field
+    const char *const one [] = {"key", NULL};
+    doc = s_parse ("clients: [{}]\n");
+    assert_int_equal (conf_get_string_maps (pv_map_get (pv_doc_root (doc),
+                                                        "clients"),
+                                            "clients", one, 1, s_maps_item,
+                                            &maps, err, sizeof err), -1);
+    assert_string_equal (err, "clients[0]: key is required");
+    pv_doc_destroy (&doc);
+}
+
 static void
 test_conf_sizes (void **state)
 {
@@ -609,6 +690,7 @@ main (void)
         cmocka_unit_test (test_conf_load_file),
         cmocka_unit_test (test_conf_get_values),
         cmocka_unit_test (test_conf_check_keys),
+        cmocka_unit_test (test_conf_string_maps),
         cmocka_unit_test (test_conf_sizes),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
