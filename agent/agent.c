@@ -2295,7 +2295,9 @@ s_monitor_ready (zloop_t *loop, zsock_t *sock, void *arg)
         self->last_refusal [0] = 0;
         self->failed_handshakes = 0;
         //  Connected (again): say hello now, not at the next backed-off
-        //  retry, so a restarted broker or relay has us back at once
+        //  retry, so a restarted broker or relay has us back at once (the
+        //  agents that lost it together find it again at their own
+        //  jittered reconnect times, s_socket)
         s_debug (self, "connected to %s", self->endpoints [self->endpoint]);
         self->quiet_since_ms = zclock_mono ();
         if (!self->welcomed && !self->stopping) {
@@ -2587,8 +2589,6 @@ agent_new (agent_config_t *config, char *err, size_t err_len)
     self->held_timer = -1;
     self->context.tool_dir = config->tool_dir;
     self->context.resolv_conf = config->resolv_conf;
-    srandom ((unsigned) (getpid () ^ zclock_time ()));
-    self->failover_spread = (uint32_t) randof (1001);
     //  Tells this process from a restarted one in hello (duplicate_node)
     uint8_t random_bytes [8];
     if (getrandom (random_bytes, sizeof (random_bytes), 0)
@@ -2611,6 +2611,16 @@ agent_new (agent_config_t *config, char *err, size_t err_len)
     //  CZMQ's own SIGINT/SIGTERM handler would stop the loop behind our
     //  back; we read those signals through a signalfd instead
     zsys_handler_set (NULL);
+    //  Every jitter comes from random (): seeded per process, after
+    //  zsys_init, which seeds it with the time in seconds (agents started
+    //  in the same second would otherwise draw the same jitter, and a
+    //  fleet would retry, fail over and come back in lockstep)
+    zsys_init ();
+    unsigned seed = 0;
+    if (getrandom (&seed, sizeof seed, 0) != (ssize_t) sizeof seed)
+        seed = (unsigned) (getpid () ^ zclock_time ());
+    srandom (seed);
+    self->failover_spread = (uint32_t) randof (1001);
 
     //  One agent per state dir: two would share one spool and run every
     //  command twice.
