@@ -22,7 +22,7 @@
     epoll and keeps one timer heap for hellos, heartbeats and delayed
     answers. The open-file limit and ZeroMQ's socket limit are raised to fit
     (each agent costs four descriptors: two connections and two socket
-    mailboxes). Many agents from one address run out of ephemeral ports
+    mailboxes; two with --transport zmtp). Many agents from one address run out of ephemeral ports
     (about 28,000 per broker port on Linux); --source-ips spreads the
     connections over several loopback addresses. --ramp N starts N agents
     a second instead of all at once, as a fleet coming up over some
