@@ -12,6 +12,8 @@
     - after the broker is killed and started again, every connection is
       made again, the SUBs subscribe again, and a new broadcast reaches
       every agent;
+    - a swarm pointed at a CURVE broker has every handshake refused with a
+      clear reason, counted and retried;
     - CURVE and unknown transports are refused with a clear error.
     =========================================================================
 */
@@ -292,6 +294,29 @@ test_zmtp_swarm_broker_restart (void **state)
     grid_stop (&grid);
 }
 
+//  Pointed at a CURVE broker by mistake: every handshake is refused with
+//  a clear reason, counted, retried with backoff; nothing crashes.
+static void
+test_zmtp_swarm_at_curve_broker (void **state)
+{
+    grid_t grid;
+    assert_int_equal (grid_init (&grid), 0);
+    assert_int_equal (grid_start_broker (&grid, NULL), 0);
+    s_swarm_t swarm;
+    s_swarm_start (&swarm, &grid, 2, grid.agents_ep, grid.publish_ep);
+    assert_true (s_wait_stat (&swarm, "protocol_errors", 8, 20000));
+    assert_int_equal (s_stat (&swarm, "connected"), 0);
+    assert_int_equal (s_stat (&swarm, "welcomed"), 0);
+    assert_true (s_stat (&swarm, "disconnects") >= 8);
+    char path [400];
+    snprintf (path, sizeof path, "%s/swarm.log", grid.dir);
+    char *log = grid_slurp (path);
+    assert_non_null (strstr (log, "(does it want CURVE?)"));
+    free (log);
+    s_swarm_stop (&swarm);
+    grid_stop (&grid);
+}
+
 //  Runs gridswarm with ARGS (NULL-terminated) and returns its exit code;
 //  its stderr into ERR.
 static int
@@ -369,6 +394,8 @@ main (void)
         cmocka_unit_test_teardown (test_zmtp_swarm_direct, s_teardown),
         cmocka_unit_test_teardown (test_zmtp_swarm_through_relay, s_teardown),
         cmocka_unit_test_teardown (test_zmtp_swarm_broker_restart,
+                                   s_teardown),
+        cmocka_unit_test_teardown (test_zmtp_swarm_at_curve_broker,
                                    s_teardown),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);

@@ -512,6 +512,24 @@ test_zmtp_refuses_bad_handshakes (void **state)
     s_pump (self);
     assert_int_equal (self->conn.state, ZMTP_WAITING);
     assert_string_equal (self->reason, "not a ZMTP peer");
+    zmtp_close (&self->conn);
+    close (self->peer);
+    self->peer = -1;
+    //  A libzmq peer that wants CURVE sends its signature and closes
+    uint64_t errors = self->ctx.stats.protocol_errors;
+    s_open (self, ZMTP_DEALER);
+    uint8_t signature [ZMTP_GREETING_SIZE];
+    s_greeting (signature, "CURVE");
+    s_peer_write (self, signature, 11);
+    close (self->peer);
+    self->peer = -1;
+    for (int round = 0; round < 3 && self->conn.state != ZMTP_WAITING;
+         round++)
+        s_pump (self);
+    assert_int_equal (self->conn.state, ZMTP_WAITING);
+    assert_string_equal (self->reason, "the peer closed during the greeting "
+                         "(does it want CURVE?)");
+    assert_int_equal (self->ctx.stats.protocol_errors, errors + 1);
 }
 
 static void

@@ -134,7 +134,8 @@ typedef enum {
     C_BYES,             //  Byes sent at shutdown
     C_CONNECTED,        //  ZMTP handshakes completed (--transport zmtp)
     C_DISCONNECTS,      //  ZMTP connections lost, refused ones included
-    C_PROTOCOL_ERRORS,  //  ...of which the peer broke ZMTP
+    C_PROTOCOL_ERRORS,  //  ...of which the peer broke ZMTP or refused
+                        //  the handshake
     C_PONGS,            //  PONGs for our ZMTP PINGs
     C_COUNT
 } s_counter_t;
@@ -1483,11 +1484,17 @@ s_zmtp_on_message (void *arg, zmtp_t *conn, const zmtp_frame_t *frames,
                  shard->now_ms);
 }
 
+//  A connection dropped; the first that broke ZMTP is always told (say, a
+//  broker that wants CURVE), the rest with --verbose.
 static void
 s_zmtp_on_drop (void *arg, zmtp_t *conn, const char *reason)
 {
+    static atomic_bool told;
     s_shard_t *shard = (s_shard_t *) arg;
-    if (shard->swarm->config.verbose)
+    bool tell = shard->swarm->config.verbose
+                || (shard->zmtp.stats.protocol_errors
+                    && !atomic_exchange (&told, true));
+    if (tell)
         s_log ("%s: %s connection lost: %s",
                shard->agents [conn->tag >> 2].id,
                (conn->tag & 3) == 2 ? "SUB" : "DEALER", reason);

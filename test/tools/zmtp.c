@@ -887,7 +887,13 @@ s_read (zmtp_t *conn, int64_t now_ms)
         }
         ssize_t got = recv (conn->fd, into, room, MSG_DONTWAIT);
         if (got == 0) {
-            s_drop (conn, "closed by the peer", now_ms);
+            //  libzmq closes at once, before the rest of its greeting
+            //  leaves, when the mechanisms differ
+            if (conn->state == ZMTP_GREETING)
+                s_protocol_error (conn, "the peer closed during the greeting "
+                                  "(does it want CURVE?)", now_ms);
+            else
+                s_drop (conn, "closed by the peer", now_ms);
             return -1;
         }
         if (got < 0) {

@@ -15,7 +15,9 @@
     - frames short and long, the MORE flag, commands; a frame larger than
       max_frame, a reserved flag bit, a command in the middle of a message
       or a malformed command drops the connection (counted in
-      zmtp_stats_t.protocol_errors, reason in the drop callback);
+      zmtp_stats_t.protocol_errors, reason in the drop callback), as does
+      a peer that closes during the greeting (libzmq does that when it
+      wants another mechanism, CURVE);
     - PING is answered with PONG carrying its context; with
       heartbeat_ms > 0 the client sends its own PINGs (TTL ttl_ms) and
       drops a connection that brought nothing for timeout_ms;
@@ -115,7 +117,8 @@ typedef struct {
     uint64_t ready;             //  Handshakes completed
     uint64_t drops;             //  Connections lost (any reason)
     uint64_t refused;           //  ...of which connects refused or failed
-    uint64_t protocol_errors;   //  ...of which the peer broke ZMTP
+    uint64_t protocol_errors;   //  ...of which the peer broke ZMTP or
+                                //  refused the handshake
     uint64_t pings_sent;
     uint64_t pongs_received;
     uint64_t pings_answered;    //  PONGs sent for the peer's PINGs
