@@ -33,7 +33,7 @@
 
     Past one process. The swarm runs as several gridswarm processes when
     one would pass the open-file limit (four descriptors per simulated
-    agent), or when --swarm-procs asks for more; each runs its own range
+    agent on libzmq, two on zmtp), or when --swarm-procs asks for more; each runs its own range
     of node ids and answers its own control socket, and the figures are
     summed over them. With --relays K, K gridrelays (each with its own
     key pair, enrolled with the broker in the relay role on CURVE runs)
@@ -1167,7 +1167,8 @@ s_relay_rss (s_stage_t *stage, s_run_t *run, int when)
 }
 
 //  Starts the swarm for AGENTS: one process when the open-file limit
-//  allows (4 descriptors per agent), else as few as fit under it.
+//  allows (4 descriptors per agent on libzmq, 2 on zmtp), else as few as
+//  fit under it.
 static int
 s_stage_swarm (s_stage_t *stage, const s_options_t *options, size_t agents)
 {
