@@ -22,11 +22,11 @@
     epoll and keeps one timer heap for hellos, heartbeats and delayed
     answers. The open-file limit and ZeroMQ's socket limit are raised to fit
     (each agent costs four descriptors: two connections and two socket
-    mailboxes; two with --transport zmtp). Many agents from one address run out of ephemeral ports
-    (about 28,000 per broker port on Linux); --source-ips spreads the
-    connections over several loopback addresses. --ramp N starts N agents
-    a second instead of all at once, as a fleet coming up over some
-    seconds would.
+    mailboxes; two with --transport zmtp). Many agents from one address
+    run out of ephemeral ports (about 28,000 per broker port on Linux);
+    --source-ips spreads the connections over several loopback addresses.
+    --ramp N starts N agents a second instead of all at once, as a fleet
+    coming up over some seconds would.
 
     Commands that reach every agent arrive as identical bytes on every SUB;
     a shard decodes such a body once and reuses it. That saves the swarm's
@@ -57,8 +57,8 @@
     (BENCHMARKS.md, "The swarm's own cost").
 
     Threading: one control thread (main) and --threads shard threads; each
-    zmq socket and ZMTP connection belongs to one thread. Per-job figures are shared under one
-    mutex; counters are atomics.
+    zmq socket and ZMTP connection belongs to one thread. Per-job figures
+    are shared under one mutex; counters are atomics.
     =========================================================================
 */
 #include <czmq.h>
