@@ -32,7 +32,7 @@ static const int64_t s_commit_bounds [] = {
 };
 
 #define S_COUNT_OF(array) (sizeof (array) / sizeof ((array) [0]))
-#define S_AGENT_TYPES (PROTO_OUTPUT_ACK + 1)
+#define S_AGENT_TYPES (PROTO_RESULT_ACKS + 1)
 #define S_JOB_STATUSES (SCHED_JOB_CANCELLED + 1)
 #define S_CELL_STATUSES (SCHED_CELL_RETRY_WAIT + 1)
 

@@ -257,7 +257,8 @@ typedef enum {
     S_LIST,         //  char ** + size_t count: array of strings
     S_MAP,          //  proto_kv_t * + size_t count: map of strings
     S_STRUCTS,      //  array of structs + size_t count, with a schema
-    S_BIN           //  uint8_t * + size_t count: binary, min..max bytes
+    S_BIN,          //  uint8_t * + size_t count: binary, min..max bytes
+    S_ACKS          //  proto_ack_t * + size_t count: [[job, step, attempt]]
 } s_kind_t;
 
 typedef struct s_schema_s s_schema_t;
@@ -432,6 +433,8 @@ static const s_field_t s_hello_fields [] = {
     S_TEXT (proto_msg_t, version, S_TEXT_SHORT),
     S_INT (proto_msg_t, concurrency, S_U32, 1, PROTO_MAX_CONCURRENCY),
     S_TEXT_OPT (proto_msg_t, "instance", instance, S_TEXT_NAME),
+    S_LIST_OF (proto_msg_t, features, feature_count, S_TEXT_NAME, false, 1,
+               PROTO_MAX_FEATURES),
 };
 
 static const s_field_t s_heartbeat_fields [] = {
@@ -537,6 +540,13 @@ static const s_field_t s_result_ack_fields [] = {
     S_JOB, S_STEP, S_ATTEMPT,
 };
 
+static const s_field_t s_result_acks_fields [] = {
+    { S_KEY ("acks"), .kind = S_ACKS, .required = true,
+      .offset = offsetof (proto_msg_t, acks),
+      .count_offset = offsetof (proto_msg_t, ack_count), .min = 1,
+      .max = PROTO_MAX_ACKS },
+};
+
 //  "parallel" is written only when true (steps of a DAG job)
 static bool
 s_command_parallel (const void *item)
@@ -607,6 +617,7 @@ static const s_message_t s_messages [] = {
     S_MESSAGE_CHECKED (PROTO_OUTPUT, "output", s_output_fields,
                        s_output_check),
     S_MESSAGE (PROTO_OUTPUT_ACK, "output_ack", s_output_ack_fields),
+    S_MESSAGE (PROTO_RESULT_ACKS, "result_acks", s_result_acks_fields),
 };
 
 static const s_message_t *
@@ -670,10 +681,11 @@ s_free_field (void *item, const s_field_t *field)
             *count = 0;
             break;
         }
-        case S_BIN: {
-            uint8_t **bytes = S_MEMBER (item, field->offset, uint8_t *);
-            free (*bytes);
-            *bytes = NULL;
+        case S_BIN:
+        case S_ACKS: {
+            void **block = S_MEMBER (item, field->offset, void *);
+            free (*block);
+            *block = NULL;
             *count = 0;
             break;
         }
@@ -727,6 +739,8 @@ proto_msg_destroy (proto_msg_t **self_p)
     free (self->backends);
     free (self->version);
     free (self->instance);
+    s_free_strings (self->features, self->feature_count);
+    free ((void *) self->acks);
     free (self->job);
     free (self->status);
     free (self->output);
@@ -1002,6 +1016,90 @@ s_decode_structs (const pv_t *value, const s_field_t *field, void *item,
                            path, why, why_len);
 }
 
+//  Longest job id an ack may name (job_id_valid says the rest)
+#define S_ACK_JOB_MAX 63
+
+//  Checks one [job, step, attempt] of a result_acks; gives the job's
+//  bytes, the step and the attempt.
+static int
+s_ack_read (const pv_t *entry, const s_path_t *path, const char **job,
+            size_t *job_len, uint32_t *step, uint32_t *attempt, char *why,
+            size_t why_len)
+{
+    char show [S_SHOW_MAX + 4];
+    if (pv_type (entry) != PV_ARRAY || pv_size (entry) != 3) {
+        s_fail (why, why_len, path, "expected [job, step, attempt]");
+        return -2;
+    }
+    const pv_t *job_value = pv_array_at (entry, 0);
+    *job = pv_type (job_value) == PV_STR ? pv_str (job_value, job_len) : NULL;
+    char text [S_ACK_JOB_MAX + 1];
+    if (*job && *job_len <= S_ACK_JOB_MAX) {
+        memcpy (text, *job, *job_len);
+        text [*job_len] = 0;
+    }
+    if (!*job || *job_len > S_ACK_JOB_MAX || !job_id_valid (text)) {
+        s_fail (why, why_len, path, "invalid job id '%s'",
+                *job ? s_show (*job, *job_len, show) : "");
+        return -2;
+    }
+    int64_t number [2];
+    if (pv_get_int (pv_array_at (entry, 1), &number [0])
+        || pv_get_int (pv_array_at (entry, 2), &number [1])
+        || number [0] < 0 || number [0] > JOB_MAX_STEPS - 1
+        || number [1] < 1 || number [1] > PROTO_MAX_ATTEMPT) {
+        s_fail (why, why_len, path, "step (0..%d) and attempt (1..%d) "
+                "expected", JOB_MAX_STEPS - 1, PROTO_MAX_ATTEMPT);
+        return -2;
+    }
+    *step = (uint32_t) number [0];
+    *attempt = (uint32_t) number [1];
+    return 0;
+}
+
+//  result_acks' acks: checked whole first, then copied into one block
+//  that holds the entries and, after them, their job ids.
+static int
+s_decode_acks (const pv_t *value, const s_field_t *field, void *item,
+               const s_path_t *path, char *why, size_t why_len)
+{
+    size_t count;
+    if (s_array_size (value, field->min, field->max, path, &count, why,
+                      why_len))
+        return -2;
+    size_t text_size = 0;
+    for (size_t index = 0; index < count; index++) {
+        s_path_t item_path = { path, NULL, 0, index, false };
+        const char *job;
+        size_t job_len;
+        uint32_t step, attempt;
+        if (s_ack_read (pv_array_at (value, index), &item_path, &job,
+                        &job_len, &step, &attempt, why, why_len))
+            return -2;
+        text_size += job_len + 1;
+    }
+    proto_ack_t *acks = (proto_ack_t *) malloc (count * sizeof (proto_ack_t)
+                                                + text_size);
+    if (!acks) {
+        s_fail (why, why_len, path, "out of memory");
+        return -2;
+    }
+    char *text = (char *) (acks + count);
+    for (size_t index = 0; index < count; index++) {
+        const char *job;
+        size_t job_len;
+        s_ack_read (pv_array_at (value, index), path, &job, &job_len,
+                    &acks [index].step, &acks [index].attempt, NULL, 0);
+        memcpy (text, job, job_len);
+        text [job_len] = 0;
+        acks [index].job = text;
+        text += job_len + 1;
+    }
+    *S_MEMBER (item, field->offset, proto_ack_t *) = acks;
+    *S_MEMBER (item, field->count_offset, size_t) = count;
+    return 0;
+}
+
 static int
 s_decode_field (const pv_t *value, const s_field_t *field, void *item,
                 const s_path_t *path, char *why, size_t why_len)
@@ -1041,6 +1139,8 @@ s_decode_field (const pv_t *value, const s_field_t *field, void *item,
             return s_decode_map (value, field, item, path, why, why_len);
         case S_STRUCTS:
             return s_decode_structs (value, field, item, path, why, why_len);
+        case S_ACKS:
+            return s_decode_acks (value, field, item, path, why, why_len);
         case S_BIN: {
             if (pv_type (value) != PV_BIN) {
                 s_fail (why, why_len, path, "expected binary, got %s",
@@ -1303,6 +1403,27 @@ s_check_field (const void *item, const s_field_t *field,
         case S_BOOL:
         case S_KIND:
             return 0;
+        case S_ACKS: {
+            const proto_ack_t *acks = *S_MEMBER (item, field->offset,
+                                                 proto_ack_t *);
+            if ((int64_t) *count < field->min || (int64_t) *count > field->max
+                || !acks) {
+                s_fail (why, why_len, path, "%zu entries (%" PRId64 "..%"
+                        PRId64 ")", *count, field->min, field->max);
+                return -2;
+            }
+            for (size_t index = 0; index < *count; index++) {
+                s_path_t item_path = { path, NULL, 0, index, false };
+                if (!acks [index].job || !job_id_valid (acks [index].job)
+                    || acks [index].step > JOB_MAX_STEPS - 1
+                    || acks [index].attempt < 1
+                    || acks [index].attempt > PROTO_MAX_ATTEMPT) {
+                    s_fail (why, why_len, &item_path, "invalid entry");
+                    return -2;
+                }
+            }
+            return 0;
+        }
         case S_BIN: {
             const uint8_t *bytes = *S_MEMBER (item, field->offset, uint8_t *);
             if ((int64_t) *count < field->min || (int64_t) *count > field->max
@@ -1441,6 +1562,18 @@ s_write_field (pw_t *writer, const void *item, const s_field_t *field)
         case S_BIN:
             pw_bin (writer, *S_MEMBER (item, field->offset, uint8_t *), count);
             break;
+        case S_ACKS: {
+            const proto_ack_t *acks = *S_MEMBER (item, field->offset,
+                                                 proto_ack_t *);
+            pw_array (writer, count);
+            for (size_t index = 0; index < count; index++) {
+                pw_array (writer, 3);
+                pw_str (writer, acks [index].job);
+                pw_int (writer, acks [index].step);
+                pw_int (writer, acks [index].attempt);
+            }
+            break;
+        }
         case S_STRUCTS: {
             const char *array = *S_MEMBER (item, field->offset, char *);
             pw_array (writer, count);
@@ -1529,6 +1662,45 @@ proto_result_ack_encode (const char *job, uint32_t step, uint32_t attempt,
     pw_strn (writer, "attempt", 7);
     pw_int (writer, attempt);
     return PROTO_OK;
+}
+
+int
+proto_result_acks_encode (const proto_ack_t *acks, size_t count,
+                          pw_t *writer)
+{
+    assert (writer);
+    //  The rules of s_result_acks_fields
+    if (!acks || count < 1 || count > PROTO_MAX_ACKS)
+        return PROTO_EMALFORMED;
+    for (size_t index = 0; index < count; index++)
+        if (!acks [index].job || !job_id_valid (acks [index].job)
+            || acks [index].step > JOB_MAX_STEPS - 1
+            || acks [index].attempt < 1
+            || acks [index].attempt > PROTO_MAX_ATTEMPT)
+            return PROTO_EMALFORMED;
+    pw_map (writer, 3);
+    pw_strn (writer, "v", 1);
+    pw_int (writer, PROTO_VERSION);
+    pw_strn (writer, "type", 4);
+    pw_strn (writer, "result_acks", 11);
+    pw_strn (writer, "acks", 4);
+    pw_array (writer, count);
+    for (size_t index = 0; index < count; index++) {
+        pw_array (writer, 3);
+        pw_str (writer, acks [index].job);
+        pw_int (writer, acks [index].step);
+        pw_int (writer, acks [index].attempt);
+    }
+    return PROTO_OK;
+}
+
+bool
+proto_hello_has_feature (const proto_msg_t *hello, const char *feature)
+{
+    for (size_t index = 0; hello && index < hello->feature_count; index++)
+        if (strcmp (hello->features [index], feature) == 0)
+            return true;
+    return false;
 }
 
 //  ---------------------------------------------------------------------

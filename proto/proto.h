@@ -8,7 +8,8 @@
 
     Agent session (agent DEALER <-> broker ROUTER):
         session = HELLO WELCOME *(HEARTBEAT / ACK / STARTED / PROGRESS /
-                  RESULT / RESULT-ACK / COMMAND / CANCEL / ERROR) [BYE]
+                  RESULT / RESULT-ACK / RESULT-ACKS / COMMAND / CANCEL /
+                  ERROR) [BYE]
     Commands socket (broker PUB -> agent SUB), topic frame first:
         feed    = *(COMMAND / CANCEL)
     Client API (client REQ/DEALER <-> broker ROUTER):
@@ -48,6 +49,12 @@
 #define PROTO_MAX_CHUNK (1024 * 1024)       //  Most bytes in one output chunk
 #define PROTO_MAX_STREAM ((int64_t) 1 << 30)  //  Largest kept stream (1 GiB)
 #define PROTO_MAX_PAGE (4 * 1024 * 1024)    //  Most bytes in one job.output page
+#define PROTO_MAX_ACKS 4096                 //  Most results one result_acks covers
+#define PROTO_MAX_FEATURES 64               //  Most names in hello's features
+
+//  Features an agent may name in hello (PROTOCOL.md 4.2): the broker sends
+//  it a message only once it said it understands it.
+#define PROTO_FEATURE_RESULT_ACKS "result_acks"  //  batched result acks
 
 //  Codec returns (STYLE: 0 ok, -1 I/O, -2 malformed)
 #define PROTO_OK 0
@@ -68,8 +75,16 @@ typedef enum {
     PROTO_ERROR,         //  broker -> agent: refusal with code and sentence
     PROTO_PROGRESS,      //  agent -> broker: how far a running task has come
     PROTO_OUTPUT,        //  agent -> broker: a piece of a result's output
-    PROTO_OUTPUT_ACK     //  broker -> agent: output piece committed
+    PROTO_OUTPUT_ACK,    //  broker -> agent: output piece committed
+    PROTO_RESULT_ACKS    //  broker -> agent: several results committed at once
 } proto_type_t;
+
+//  One result a result_acks message acknowledges.
+typedef struct {
+    const char *job;     //  Job id (decoded: in the same allocation as acks)
+    uint32_t step;       //  Flat step index
+    uint32_t attempt;    //  1-based attempt number
+} proto_ack_t;
 
 typedef struct {
     char *key;      //  A name
@@ -121,6 +136,8 @@ typedef struct {
     char *version;               //  Agent software version
     uint32_t concurrency;        //  Executor pool size (>= 1)
     char *instance;              //  This agent process's id, or NULL (optional)
+    char **features;             //  Optional messages it understands
+    size_t feature_count;        //  (PROTO_FEATURE_...), may be 0
     //  heartbeat
     uint32_t running;            //  Tasks running now
     uint32_t queued;             //  Tasks waiting in the executor
@@ -147,6 +164,10 @@ typedef struct {
     uint8_t *chunk;              //  output: the piece's bytes
     size_t chunk_len;            //  output: how many (1..PROTO_MAX_CHUNK)
     uint64_t size;               //  output: the stream's kept size
+    //  result_acks: one allocation, the entries then their job ids, so
+    //  that free (acks) frees all of it
+    proto_ack_t *acks;
+    size_t ack_count;            //  1..PROTO_MAX_ACKS
     //  welcome
     uint64_t max_output;         //  Bytes kept per stream (0: not said)
     //  command
@@ -188,6 +209,15 @@ int proto_msg_encode (const proto_msg_t *msg, pw_t *writer);
 //  or -2 when a field breaks the protocol's rules.
 int proto_result_ack_encode (const char *job, uint32_t step,
                              uint32_t attempt, pw_t *writer);
+
+//  Appends a result_acks for the COUNT results in ACKS to WRITER (the
+//  bytes proto_msg_encode writes for it). Returns 0, or -2 when COUNT is
+//  0 or above PROTO_MAX_ACKS or an entry breaks the protocol's rules.
+int proto_result_acks_encode (const proto_ack_t *acks, size_t count,
+                              pw_t *writer);
+
+//  Whether HELLO names FEATURE (a PROTO_FEATURE_ name) in its features.
+bool proto_hello_has_feature (const proto_msg_t *hello, const char *feature);
 
 //  Decodes one body frame. Returns 0 and a new message in *MSG_P, or -2
 //  (malformed: wrong version, unknown type, missing/extra/mistyped field,

@@ -71,6 +71,8 @@ s_hello (void)
     msg->version = s_dup ("0.1.0");
     msg->concurrency = 4;
     msg->instance = s_dup ("9f2c4e81a07b3d55");
+    msg->features = s_list (1, PROTO_FEATURE_RESULT_ACKS);
+    msg->feature_count = 1;
     msg->backend_count = 2;
     msg->backends = calloc (2, sizeof (proto_backend_spec_t));
     assert_non_null (msg->backends);
@@ -346,6 +348,26 @@ s_output_ack (void)
     return msg;
 }
 
+//  Results of two jobs, as the broker acknowledges them after a commit
+#define JOB_B "j-0193a1b2c3d4-0002"
+
+static proto_msg_t *
+s_result_acks (void)
+{
+    proto_msg_t *msg = proto_msg_new (PROTO_RESULT_ACKS);
+    const char *jobs = JOB_A "\0" JOB_B;
+    size_t jobs_size = 2 * (strlen (JOB_A) + 1);
+    msg->ack_count = 3;
+    msg->acks = malloc (3 * sizeof (proto_ack_t) + jobs_size);
+    assert_non_null (msg->acks);
+    char *text = (char *) (msg->acks + 3);
+    memcpy (text, jobs, jobs_size);
+    msg->acks [0] = (proto_ack_t) { text, 2, 1 };
+    msg->acks [1] = (proto_ack_t) { text + strlen (JOB_A) + 1, 0, 1000 };
+    msg->acks [2] = (proto_ack_t) { text, 1023, 3 };
+    return msg;
+}
+
 typedef proto_msg_t *(s_builder_fn) (void);
 
 static s_builder_fn *s_builders [] = {
@@ -353,6 +375,7 @@ static s_builder_fn *s_builders [] = {
     s_bye, s_welcome, s_result_ack, s_command, s_command_broadcast,
     s_cancel, s_cancel_all, s_error, s_task_progress, s_task_progress_bare,
     s_result_pieces, s_welcome_capped, s_output, s_output_ack,
+    s_result_acks,
 };
 #define S_BUILDER_COUNT (sizeof s_builders / sizeof s_builders [0])
 
@@ -475,6 +498,14 @@ s_assert_same (const proto_msg_t *a, const proto_msg_t *b)
     assert_int_equal (a->chunk_len, b->chunk_len);
     if (a->chunk_len)
         assert_memory_equal (a->chunk, b->chunk, a->chunk_len);
+    s_assert_strings (a->features, a->feature_count, b->features,
+                      b->feature_count);
+    assert_int_equal (a->ack_count, b->ack_count);
+    for (size_t index = 0; index < a->ack_count; index++) {
+        s_assert_text (a->acks [index].job, b->acks [index].job);
+        assert_int_equal (a->acks [index].step, b->acks [index].step);
+        assert_int_equal (a->acks [index].attempt, b->acks [index].attempt);
+    }
 }
 
 
@@ -1268,6 +1299,236 @@ test_proto_hostile_bytes_refused (void **state)
     assert_null (msg);
 }
 
+//  proto_result_acks_encode writes what proto_msg_encode writes for the
+//  same result_acks, and refuses what it refuses.
+static void
+test_proto_result_acks_encode (void **state)
+{
+    proto_msg_t *msg = s_result_acks ();
+    pw_t *expected = pw_new ();
+    assert_int_equal (proto_msg_encode (msg, expected), 0);
+    pw_t *writer = pw_new ();
+    assert_int_equal (proto_result_acks_encode (msg->acks, msg->ack_count,
+                                                writer), 0);
+    assert_int_equal (pw_size (writer), pw_size (expected));
+    assert_memory_equal (pw_data (writer), pw_data (expected),
+                         pw_size (writer));
+    pw_reset (writer);
+    assert_int_equal (proto_result_acks_encode (msg->acks, 0, writer), -2);
+    proto_ack_t bad = { "not a job", 0, 1 };
+    assert_int_equal (proto_result_acks_encode (&bad, 1, writer), -2);
+    bad = (proto_ack_t) { JOB_A, 1024, 1 };
+    assert_int_equal (proto_result_acks_encode (&bad, 1, writer), -2);
+    bad = (proto_ack_t) { JOB_A, 0, 0 };
+    assert_int_equal (proto_result_acks_encode (&bad, 1, writer), -2);
+    assert_int_equal (pw_size (writer), 0);
+    //  The most one message covers, and one more
+    proto_ack_t *many = calloc (PROTO_MAX_ACKS + 1, sizeof (proto_ack_t));
+    assert_non_null (many);
+    for (size_t index = 0; index <= PROTO_MAX_ACKS; index++)
+        many [index] = (proto_ack_t) { JOB_A, (uint32_t) (index % 1024),
+                                       (uint32_t) (1 + index / 1024) };
+    assert_int_equal (proto_result_acks_encode (many, PROTO_MAX_ACKS + 1,
+                                                writer), -2);
+    assert_int_equal (proto_result_acks_encode (many, PROTO_MAX_ACKS,
+                                                writer), 0);
+    proto_msg_t *got = NULL;
+    assert_int_equal (proto_msg_decode (pw_data (writer), pw_size (writer),
+                                        &got, NULL, 0), 0);
+    assert_int_equal (got->ack_count, PROTO_MAX_ACKS);
+    assert_string_equal (got->acks [PROTO_MAX_ACKS - 1].job, JOB_A);
+    assert_int_equal (got->acks [PROTO_MAX_ACKS - 1].step, 1023);
+    assert_int_equal (got->acks [PROTO_MAX_ACKS - 1].attempt, 4);
+    proto_msg_destroy (&got);
+    free (many);
+    pw_destroy (&writer);
+    pw_destroy (&expected);
+    proto_msg_destroy (&msg);
+}
+
+//  Writes a result_acks whose acks are the COUNT values that WRITE_ENTRY
+//  writes, and returns what decoding it says.
+static int
+s_decode_acks_with (void (*write_entry) (pw_t *, size_t), size_t count,
+                    char *why, size_t why_len)
+{
+    pw_t *writer = pw_new ();
+    pw_map (writer, 3);
+    pw_str (writer, "v");
+    pw_int (writer, 1);
+    pw_str (writer, "type");
+    pw_str (writer, "result_acks");
+    pw_str (writer, "acks");
+    pw_array (writer, count);
+    for (size_t index = 0; index < count; index++)
+        write_entry (writer, index);
+    proto_msg_t *msg = NULL;
+    int rc = proto_msg_decode (pw_data (writer), pw_size (writer), &msg, why,
+                               why_len);
+    if (rc == 0)
+        assert_non_null (msg);
+    else
+        assert_null (msg);
+    proto_msg_destroy (&msg);
+    pw_destroy (&writer);
+    return rc;
+}
+
+static void
+s_entry_good (pw_t *writer, size_t index)
+{
+    pw_array (writer, 3);
+    pw_str (writer, JOB_A);
+    pw_int (writer, (int64_t) (index % 1024));
+    pw_int (writer, 1);
+}
+
+static void
+s_entry_two (pw_t *writer, size_t index)
+{
+    pw_array (writer, 2);
+    pw_str (writer, JOB_A);
+    pw_int (writer, 1);
+}
+
+static void
+s_entry_map (pw_t *writer, size_t index)
+{
+    pw_map (writer, 1);
+    pw_str (writer, "job");
+    pw_str (writer, JOB_A);
+}
+
+static void
+s_entry_bad_job (pw_t *writer, size_t index)
+{
+    pw_array (writer, 3);
+    pw_str (writer, index ? "j-0193a1b2c3d4-00zz" : JOB_A);
+    pw_int (writer, 0);
+    pw_int (writer, 1);
+}
+
+static void
+s_entry_long_job (pw_t *writer, size_t index)
+{
+    char job [200];
+    memset (job, 'a', sizeof job);
+    pw_array (writer, 3);
+    pw_strn (writer, job, sizeof job);
+    pw_int (writer, 0);
+    pw_int (writer, 1);
+}
+
+static void
+s_entry_step (pw_t *writer, size_t index)
+{
+    pw_array (writer, 3);
+    pw_str (writer, JOB_A);
+    pw_int (writer, 1024);
+    pw_int (writer, 1);
+}
+
+static void
+s_entry_attempt (pw_t *writer, size_t index)
+{
+    pw_array (writer, 3);
+    pw_str (writer, JOB_A);
+    pw_int (writer, 0);
+    pw_int (writer, 0);
+}
+
+static void
+s_entry_text_step (pw_t *writer, size_t index)
+{
+    pw_array (writer, 3);
+    pw_str (writer, JOB_A);
+    pw_str (writer, "1");
+    pw_int (writer, 1);
+}
+
+//  Hostile result_acks are refused whole: empty, oversized, entries of
+//  the wrong shape, bad job ids, steps or attempts out of range.
+static void
+test_proto_result_acks_refused (void **state)
+{
+    char why [256];
+    assert_int_equal (s_decode_acks_with (s_entry_good, PROTO_MAX_ACKS, why,
+                                          sizeof why), 0);
+    assert_int_equal (s_decode_acks_with (s_entry_good, PROTO_MAX_ACKS + 1,
+                                          why, sizeof why), -2);
+    assert_non_null (strstr (why, "result_acks.acks: more than 4096"));
+    assert_int_equal (s_decode_acks_with (s_entry_good, 0, why, sizeof why),
+                      -2);
+    assert_non_null (strstr (why, "result_acks.acks: at least 1"));
+    assert_int_equal (s_decode_acks_with (s_entry_two, 1, why, sizeof why),
+                      -2);
+    assert_non_null (strstr (why, "result_acks.acks[0]: expected [job"));
+    assert_int_equal (s_decode_acks_with (s_entry_map, 1, why, sizeof why),
+                      -2);
+    assert_int_equal (s_decode_acks_with (s_entry_bad_job, 3, why,
+                                          sizeof why), -2);
+    assert_non_null (strstr (why, "result_acks.acks[1]: invalid job id"));
+    assert_int_equal (s_decode_acks_with (s_entry_long_job, 1, why,
+                                          sizeof why), -2);
+    assert_int_equal (s_decode_acks_with (s_entry_step, 1, why, sizeof why),
+                      -2);
+    assert_non_null (strstr (why, "step (0..1023)"));
+    assert_int_equal (s_decode_acks_with (s_entry_attempt, 1, why,
+                                          sizeof why), -2);
+    assert_int_equal (s_decode_acks_with (s_entry_text_step, 1, why,
+                                          sizeof why), -2);
+    //  acks missing, or not an array; an unknown key next to it
+    s_expect_refused (s_result_acks, "acks", NULL, "result_acks.acks: "
+                      "required");
+    s_expect_refused (s_result_acks, "acks", s_value_int (1),
+                      "expected array");
+    s_expect_refused (s_result_acks, "job", s_value_str (JOB_A, 19),
+                      "unknown key 'job'");
+    //  hello's features: names, at most 64, no duplicates
+    s_expect_refused (s_hello, "features", s_value_str ("x", 1),
+                      "hello.features: expected array");
+    pw_t *list = pw_new ();
+    pw_array (list, 2);
+    pw_str (list, "result_acks");
+    pw_str (list, "result_acks");
+    s_expect_refused (s_hello, "features", list, "appears twice");
+    list = pw_new ();
+    pw_array (list, 0);
+    s_expect_refused (s_hello, "features", list, "at least 1");
+    list = pw_new ();
+    pw_array (list, 65);
+    for (int index = 0; index < 65; index++) {
+        char name [16];
+        snprintf (name, sizeof name, "f%d", index);
+        pw_str (list, name);
+    }
+    s_expect_refused (s_hello, "features", list, "more than 64");
+}
+
+static void
+test_proto_hello_features (void **state)
+{
+    proto_msg_t *hello = s_hello ();
+    assert_true (proto_hello_has_feature (hello, PROTO_FEATURE_RESULT_ACKS));
+    assert_false (proto_hello_has_feature (hello, "result"));
+    assert_false (proto_hello_has_feature (NULL, PROTO_FEATURE_RESULT_ACKS));
+    proto_msg_destroy (&hello);
+    //  An older agent's hello names none, and says nothing about them
+    hello = s_hello ();
+    char **features = hello->features;
+    size_t count = hello->feature_count;
+    hello->features = NULL;
+    hello->feature_count = 0;
+    assert_false (proto_hello_has_feature (hello, PROTO_FEATURE_RESULT_ACKS));
+    pw_t *writer = pw_new ();
+    assert_int_equal (proto_msg_encode (hello, writer), 0);
+    assert_null (memmem (pw_data (writer), pw_size (writer), "features", 8));
+    pw_destroy (&writer);
+    hello->features = features;
+    hello->feature_count = count;
+    proto_msg_destroy (&hello);
+}
+
 //  proto_result_ack_encode writes what proto_msg_encode writes for the
 //  same result_ack, and refuses what it refuses.
 static void
@@ -1777,6 +2038,9 @@ main (void)
         cmocka_unit_test (test_proto_hostile_bytes_refused),
         cmocka_unit_test (test_proto_encode_refuses_bad_messages),
         cmocka_unit_test (test_proto_result_ack_encode),
+        cmocka_unit_test (test_proto_result_acks_encode),
+        cmocka_unit_test (test_proto_result_acks_refused),
+        cmocka_unit_test (test_proto_hello_features),
         cmocka_unit_test (test_proto_request_each_type_accepted),
         cmocka_unit_test (test_proto_request_errors),
         cmocka_unit_test (test_proto_replies),

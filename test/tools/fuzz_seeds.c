@@ -136,11 +136,15 @@ main (int argc, char *argv [])
     char *nodes [] = {"web-01", "web-02"};
     proto_kv_t command_params [] = {{"package", "nginx"}};
     proto_kv_t facts [] = {{"uptime", "12345"}};
+    proto_ack_t acks [] = {{"j-0193a1b2c3d4-0001", 2, 1},
+                           {"j-0193a1b2c3d4-0002", 0, 3}};
+    char *features [] = {PROTO_FEATURE_RESULT_ACKS};
     proto_msg_t messages [] = {
         {.type = PROTO_HELLO, .node = "web-01", .hostname = "web-01.lan",
          .groups = groups, .group_count = 2, .labels = labels,
          .label_count = 1, .backends = backends, .backend_count = 1,
-         .version = "0.1.0", .concurrency = 4},
+         .version = "0.1.0", .concurrency = 4, .features = features,
+         .feature_count = 1},
         {.type = PROTO_HEARTBEAT, .node = "web-01", .running = 1, .queued = 2},
         {.type = PROTO_ACK, .node = "web-01", .job = "j-0193a1b2c3d4-0001",
          .step = 2, .attempt = 1},
@@ -179,6 +183,7 @@ main (int argc, char *argv [])
          .size = 3000000},
         {.type = PROTO_OUTPUT_ACK, .job = "j-0193a1b2c3d4-0001", .step = 2,
          .attempt = 1, .stream = "stderr", .offset = 0},
+        {.type = PROTO_RESULT_ACKS, .acks = acks, .ack_count = 2},
     };
     for (size_t index = 0; index < sizeof messages / sizeof messages [0];
          index++)
