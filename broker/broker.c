@@ -69,6 +69,24 @@ s_pending_destroy (s_pending_t **self_p)
     }
 }
 
+//  A result to acknowledge once the pass commits (s_acks_queue).
+typedef struct {
+    registry_node_t *node;       //  Who sent it (nodes live as long as the
+                                 //  registry)
+    char job [32];               //  Its job id (job_id_valid: 19 chars)
+    uint32_t step;
+    uint32_t attempt;
+    uint32_t next;               //  The node's next one, or UINT32_MAX
+} s_ack_t;
+
+//  The acks of one node in a pass: a slot of an open-addressing table
+//  keyed by the node's address.
+typedef struct {
+    registry_node_t *node;       //  NULL: free
+    uint32_t head;               //  Its first ack
+    uint32_t tail;               //  Its last ack
+} s_ack_slot_t;
+
 //  The agent socket's receive frames and the queue of two-frame sends.
 //  Both are reused from message to message and pass to pass: the hot
 //  path allocates nothing once the buffers have grown.
@@ -85,6 +103,14 @@ struct _broker_io_t {
     size_t send_max;             //  Sends allocated
     int64_t agents_empty_ms;     //  Monotonic: a pass that began then found
                                  //  the agent socket empty
+    s_ack_t *acks;               //  Results of this pass to acknowledge
+    size_t ack_count;
+    size_t ack_max;
+    s_ack_slot_t *ack_slots;     //  Their nodes (ack_slot_max, a power of 2)
+    size_t ack_slot_max;
+    uint32_t *ack_order;         //  Used slots, in the order nodes came
+    size_t ack_node_count;
+    proto_ack_t *ack_batch;      //  One result_acks being written
 };
 
 static broker_io_t *
@@ -107,6 +133,10 @@ s_io_destroy (broker_io_t **io_p)
         zmq_msg_close (&io->body);
         free (io->bytes);
         free (io->sends);
+        free (io->acks);
+        free (io->ack_slots);
+        free (io->ack_order);
+        free (io->ack_batch);
         free (io);
         *io_p = NULL;
     }
@@ -534,6 +564,123 @@ s_send_to_node (broker_t *self, const registry_node_t *node,
                   needs_commit);
 }
 
+//  The slot of NODE in the pass's ack table, made when new.
+static s_ack_slot_t *
+s_ack_slot (broker_io_t *io, registry_node_t *node)
+{
+    if ((io->ack_node_count + 1) * 2 > io->ack_slot_max) {
+        //  Grow, and place the nodes seen so far again
+        size_t max = io->ack_slot_max ? io->ack_slot_max * 2 : 1024;
+        s_ack_slot_t *slots = (s_ack_slot_t *) calloc (max, sizeof *slots);
+        uint32_t *order = (uint32_t *) malloc (max / 2 * sizeof *order);
+        assert (slots && order);
+        for (size_t index = 0; index < io->ack_node_count; index++) {
+            const s_ack_slot_t *old = &io->ack_slots [io->ack_order [index]];
+            size_t at = ((uintptr_t) old->node >> 4) * 0x9E3779B97F4A7C15ull
+                        >> 7 & (max - 1);
+            while (slots [at].node)
+                at = (at + 1) & (max - 1);
+            slots [at] = *old;
+            order [index] = (uint32_t) at;
+        }
+        free (io->ack_slots);
+        free (io->ack_order);
+        io->ack_slots = slots;
+        io->ack_order = order;
+        io->ack_slot_max = max;
+    }
+    size_t mask = io->ack_slot_max - 1;
+    size_t at = ((uintptr_t) node >> 4) * 0x9E3779B97F4A7C15ull >> 7 & mask;
+    while (io->ack_slots [at].node && io->ack_slots [at].node != node)
+        at = (at + 1) & mask;
+    s_ack_slot_t *slot = &io->ack_slots [at];
+    if (!slot->node) {
+        slot->node = node;
+        slot->head = slot->tail = UINT32_MAX;
+        io->ack_order [io->ack_node_count++] = (uint32_t) at;
+    }
+    return slot;
+}
+
+//  Notes that NODE's result (JOB, STEP, ATTEMPT) is acknowledged once the
+//  pass commits: s_acks_queue writes one result_acks per node that said
+//  in hello it understands them, one result_ack per result for the rest.
+static void
+s_ack_add (broker_t *self, registry_node_t *node, const char *job,
+           uint32_t step, uint32_t attempt)
+{
+    broker_io_t *io = self->io;
+    if (io->ack_count == io->ack_max) {
+        io->ack_max = io->ack_max ? io->ack_max * 2 : 1024;
+        io->acks = (s_ack_t *) realloc (io->acks,
+                                        io->ack_max * sizeof (s_ack_t));
+        assert (io->acks);
+    }
+    uint32_t index = (uint32_t) io->ack_count++;
+    s_ack_t *ack = &io->acks [index];
+    ack->node = node;
+    snprintf (ack->job, sizeof ack->job, "%s", job);
+    ack->step = step;
+    ack->attempt = attempt;
+    ack->next = UINT32_MAX;
+    s_ack_slot_t *slot = s_ack_slot (io, node);
+    if (slot->tail == UINT32_MAX)
+        slot->head = index;
+    else
+        io->acks [slot->tail].next = index;
+    slot->tail = index;
+}
+
+//  Queues the acks of the pass, node by node, to go out after its commit
+//  (and not at all when it fails: the agents keep their results and send
+//  them again). A node that said hello again on another connection during
+//  the pass is answered there: its results are committed all the same.
+static void
+s_acks_queue (broker_t *self)
+{
+    broker_io_t *io = self->io;
+    if (io->ack_count == 0)
+        return;
+    if (!io->ack_batch) {
+        io->ack_batch = (proto_ack_t *) malloc (PROTO_MAX_ACKS
+                                                * sizeof (proto_ack_t));
+        assert (io->ack_batch);
+    }
+    for (size_t index = 0; index < io->ack_node_count; index++) {
+        s_ack_slot_t *slot = &io->ack_slots [io->ack_order [index]];
+        registry_node_t *node = slot->node;
+        bool batched = proto_hello_has_feature (node->hello,
+                                                PROTO_FEATURE_RESULT_ACKS);
+        uint32_t at = slot->head;
+        while (at != UINT32_MAX && node->routing_id_size) {
+            size_t count = 0;
+            do {
+                const s_ack_t *ack = &io->acks [at];
+                io->ack_batch [count].job = ack->job;
+                io->ack_batch [count].step = ack->step;
+                io->ack_batch [count].attempt = ack->attempt;
+                count++;
+                at = ack->next;
+            } while (batched && at != UINT32_MAX && count < PROTO_MAX_ACKS);
+            pw_reset (self->body);
+            int rc = batched
+                   ? proto_result_acks_encode (io->ack_batch, count,
+                                               self->body)
+                   : proto_result_ack_encode (io->ack_batch [0].job,
+                                              io->ack_batch [0].step,
+                                              io->ack_batch [0].attempt,
+                                              self->body);
+            assert (rc == 0);
+            s_queue_send (self, self->agents, node->routing_id,
+                          node->routing_id_size, node->via, node->via_size,
+                          node->id, true);
+        }
+        slot->node = NULL;
+    }
+    io->ack_count = 0;
+    io->ack_node_count = 0;
+}
+
 //  Queues the body in self->body on the commands PUB under TOPIC.
 static void
 s_publish (broker_t *self, const char *topic)
@@ -785,6 +932,7 @@ s_pass_end (broker_t *self)
     int replayed = 0;
     for (int round = 0; round < 4; round++) {
         broker_drain (self);
+        s_acks_queue (self);
         if (self->txn || self->pass_broken) {
             bool wrote = store_txn_changes (self->txn) > 0;
             int64_t commit_us = zclock_usecs ();
@@ -1727,11 +1875,7 @@ s_on_agent_message (broker_t *self, int64_t now_ms)
             //  drains; the ack goes out after the commit, and not at all
             //  when it fails: the agent keeps the result and sends it
             //  again.
-            pw_reset (self->body);
-            int erc = proto_result_ack_encode (in->job, in->step,
-                                               in->attempt, self->body);
-            assert (erc == 0);
-            s_send_to_node (self, node, true);
+            s_ack_add (self, node, in->job, in->step, in->attempt);
             break;
         }
         case PROTO_OUTPUT: {
