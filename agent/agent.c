@@ -1099,6 +1099,9 @@ struct _agent_t {
     int64_t drain_deadline;     //  Shutdown: monotonic
     int64_t stop_deadline;      //  Shutdown: give up waiting
     uint64_t malformed;         //  Frames that did not decode
+    uint64_t stale_acks;        //  result_acks entries for no waiting result
+    bool plain_hello;           //  Say hello without features (an older
+                                //  broker refused them)
     zcert_t *cert;              //  Our key pair (NULL when insecure)
     char broker_key [KEYS_TEXT_SIZE];  //  The broker's public key
     zsock_t *monitor;           //  Failed handshakes and losses of the dealer
@@ -2022,6 +2025,8 @@ s_on_welcome (agent_t *self, const proto_msg_t *welcome)
     s_resend_results (self);
 }
 
+static int s_build_hello (agent_t *self, char *err, size_t err_len);
+
 static void
 s_on_error (agent_t *self, const proto_msg_t *error)
 {
@@ -2050,6 +2055,20 @@ s_on_error (agent_t *self, const proto_msg_t *error)
     }
     if (strcmp (error->code, "pending") == 0)
         return;
+    //  A broker older than hello's features refuses the key: say hello
+    //  without it, and take one result_ack per result
+    if (!self->welcomed && !self->plain_hello
+        && strcmp (error->code, PROTO_ERR_MALFORMED) == 0
+        && strstr (error->message, "'features'")) {
+        char why [256];
+        self->plain_hello = true;
+        if (s_build_hello (self, why, sizeof why) == 0) {
+            s_log (self, "the broker does not know hello's features: "
+                   "registering without them");
+            s_send_hello (self);
+        }
+        return;
+    }
     if (strcmp (error->code, "unknown_node") == 0) {
         s_log (self, "the broker does not know this node: registering again");
         s_unwelcome (self);
@@ -2059,6 +2078,36 @@ s_on_error (agent_t *self, const proto_msg_t *error)
         s_log (self, "this node's key is no longer enrolled: registering "
                "again");
         s_unwelcome (self);
+    }
+}
+
+//  Several results committed at once: they leave the spool in one
+//  transaction. Entries for no waiting result (acknowledged already, never
+//  sent, repeated) change nothing and are counted.
+static void
+s_on_result_acks (agent_t *self, const proto_msg_t *msg)
+{
+    for (size_t index = 0; index < msg->ack_count; index++) {
+        char key [SPOOL_KEY_MAX];
+        spool_key (msg->acks [index].job, msg->acks [index].step,
+                   msg->acks [index].attempt, key, sizeof (key));
+        zhashx_delete (self->unspooled, key);
+    }
+    size_t unknown = 0;
+    if (spool_ack_many (self->spool, msg->acks, msg->ack_count, &unknown)) {
+        log_warn ("cannot record a result_acks of %zu results",
+                  msg->ack_count);
+        return;
+    }
+    s_debug (self, "%zu results acknowledged", msg->ack_count - unknown);
+    if (unknown) {
+        self->stale_acks += unknown;
+        //  Hostile input must not flood the log: the first, then every 100th
+        if (self->stale_acks == unknown || self->stale_acks / 100
+                                               != (self->stale_acks - unknown) / 100)
+            log_warn ("result_acks named %zu results this agent does not "
+                      "wait for (%llu so far)", unknown,
+                      (unsigned long long) self->stale_acks);
     }
 }
 
@@ -2108,6 +2157,10 @@ s_handle (agent_t *self, zframe_t *body, bool from_sub)
                              "acknowledged", msg->job, msg->step,
                              msg->attempt);
             }
+            break;
+        case PROTO_RESULT_ACKS:
+            if (!from_sub)
+                s_on_result_acks (self, msg);
             break;
         case PROTO_OUTPUT_ACK:
             if (!from_sub
@@ -2550,6 +2603,15 @@ s_build_hello (agent_t *self, char *err, size_t err_len)
     hello->version = strdup (GRID_VERSION);
     hello->instance = strdup (self->instance);
     hello->concurrency = config->concurrency;
+    //  Acks of several results in one message (PROTOCOL.md 4.1 rule 8)
+    char *features [] = { PROTO_FEATURE_RESULT_ACKS };
+    if (!self->plain_hello) {
+        hello->features = (char **) malloc (sizeof features);
+        if (hello->features) {
+            hello->features [0] = strdup (features [0]);
+            hello->feature_count = hello->features [0] ? 1 : 0;
+        }
+    }
     for (size_t index = 0; index < config->group_count; index++)
         s_list_add (&hello->groups, &hello->group_count,
                     config->groups [index]);

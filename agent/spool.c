@@ -356,31 +356,62 @@ spool_result (spool_t *self, const char *job, uint32_t step,
 int
 spool_ack (spool_t *self, const char *job, uint32_t step, uint32_t attempt)
 {
-    char key [SPOOL_KEY_MAX];
-    spool_key (job, step, attempt, key, sizeof (key));
-    spool_state_t state = (spool_state_t) (uintptr_t) zhashx_lookup (
-        self->index, key);
-    if (state != SPOOL_RESULT)
-        return 0;
-    char done_key [SPOOL_KEY_MAX + S_DONE_PREFIX_LEN];
-    snprintf (done_key, sizeof (done_key), S_DONE_PREFIX "%s", key);
-    unsigned char seq [8];
-    s_seq_encode (self->done_seq + 1, seq);
+    proto_ack_t ack = { job, step, attempt };
+    return spool_ack_many (self, &ack, 1, NULL);
+}
 
-    store_txn_t *txn = store_begin (self->store, true);
-    if (!txn)
-        return -1;
-    int rc = store_del (txn, STORE_DB_SPOOL, key, strlen (key));
-    if (rc == STORE_ENOTFOUND)
-        rc = 0;
-    if (rc == 0)
-        rc = store_put (txn, STORE_DB_SPOOL, done_key, strlen (done_key), seq,
-                        sizeof (seq));
+int
+spool_ack_many (spool_t *self, const proto_ack_t *acks, size_t count,
+                size_t *unknown_p)
+{
+    size_t unknown = 0;
+    if (unknown_p)
+        *unknown_p = 0;
+    store_txn_t *txn = NULL;
+    //  Keys taken by this call: out of the index at once, so that a
+    //  repeated entry counts as unknown; put back should the commit fail
+    char (*taken) [SPOOL_KEY_MAX] = NULL;
+    size_t taken_count = 0;
+    int rc = 0;
+    for (size_t index = 0; rc == 0 && index < count; index++) {
+        char key [SPOOL_KEY_MAX];
+        spool_key (acks [index].job, acks [index].step, acks [index].attempt,
+                   key, sizeof (key));
+        if ((spool_state_t) (uintptr_t) zhashx_lookup (self->index, key)
+            != SPOOL_RESULT) {
+            unknown++;
+            continue;
+        }
+        if (!txn) {
+            txn = store_begin (self->store, true);
+            taken = malloc (count * SPOOL_KEY_MAX);
+            if (!txn || !taken) {
+                rc = -1;
+                break;
+            }
+        }
+        char done_key [SPOOL_KEY_MAX + S_DONE_PREFIX_LEN];
+        snprintf (done_key, sizeof (done_key), S_DONE_PREFIX "%s", key);
+        unsigned char seq [8];
+        s_seq_encode (self->done_seq + 1 + taken_count, seq);
+        rc = store_del (txn, STORE_DB_SPOOL, key, strlen (key));
+        if (rc == STORE_ENOTFOUND)
+            rc = 0;
+        if (rc == 0)
+            rc = store_put (txn, STORE_DB_SPOOL, done_key, strlen (done_key),
+                            seq, sizeof (seq));
+        memcpy (taken [taken_count++], key, SPOOL_KEY_MAX);
+        s_index_set (self, key, SPOOL_NONE);
+    }
     //  Forget the oldest done records beyond the bound
-    size_t excess = zlistx_size (self->done_order) + 1 > self->done_keep
-                  ? zlistx_size (self->done_order) + 1 - self->done_keep : 0;
+    size_t kept = zlistx_size (self->done_order);
+    size_t excess = kept + taken_count > self->done_keep
+                  ? kept + taken_count - self->done_keep : 0;
+    if (excess > kept)
+        excess = kept;
     char *oldest = (char *) zlistx_first (self->done_order);
-    for (size_t index = 0; rc == 0 && index < excess && oldest; index++) {
+    for (size_t index = 0; rc == 0 && txn && index < excess && oldest;
+         index++) {
         char old_key [SPOOL_KEY_MAX + S_DONE_PREFIX_LEN];
         snprintf (old_key, sizeof (old_key), S_DONE_PREFIX "%s", oldest);
         rc = store_del (txn, STORE_DB_SPOOL, old_key, strlen (old_key));
@@ -388,22 +419,29 @@ spool_ack (spool_t *self, const char *job, uint32_t step, uint32_t attempt)
             rc = 0;
         oldest = (char *) zlistx_next (self->done_order);
     }
-    if (rc == 0)
+    if (rc == 0 && txn)
         rc = store_commit (&txn);
     else
         store_abort (&txn);
-    if (rc)
+    if (rc) {
+        for (size_t index = 0; index < taken_count; index++)
+            s_index_set (self, taken [index], SPOOL_RESULT);
+        free (taken);
         return -1;
-    self->done_seq++;
-    for (size_t index = 0; index < excess; index++) {
+    }
+    self->done_seq += taken_count;
+    for (size_t index = 0; taken_count && index < excess; index++) {
         char *first = (char *) zlistx_first (self->done_order);
         if (!first)
             break;
         zhashx_delete (self->done, first);
         zlistx_delete (self->done_order, zlistx_cursor (self->done_order));
     }
-    s_index_set (self, key, SPOOL_NONE);
-    s_done_remember (self, key);
+    for (size_t index = 0; index < taken_count; index++)
+        s_done_remember (self, taken [index]);
+    free (taken);
+    if (unknown_p)
+        *unknown_p = unknown;
     return 0;
 }
 

@@ -96,6 +96,13 @@ int spool_result (spool_t *self, const char *job, uint32_t step,
 int spool_ack (spool_t *self, const char *job, uint32_t step,
                uint32_t attempt);
 
+//  spool_ack for the COUNT results in ACKS (a result_acks), in one
+//  transaction. *UNKNOWN_P (may be NULL) gets how many named no result
+//  waiting for its ack (unknown, already acknowledged, or repeated).
+//  Returns 0, or -1 on a store failure (then nothing changed).
+int spool_ack_many (spool_t *self, const proto_ack_t *acks, size_t count,
+                    size_t *unknown_p);
+
 //  The broker has the output piece: deletes it. Returns 0 (also when
 //  there was none: a duplicate output_ack), or -1 on a store failure.
 int spool_ack_output (spool_t *self, const char *job, uint32_t step,
