@@ -170,6 +170,8 @@ typedef struct {
     bool send_started;          //  Send `started` (as gridagent does)
     int64_t progress_hold_ms;   //  Ack and started wait this long, 0: never
     bool test_only;             //  Declare only the test backend
+    bool single_acks;           //  Hello without features: one result_ack
+                                //  per result, as an older agent
     int zmtp_heartbeat_ms;      //  ZMTP PING interval, 0 for none
     int zmtp_ttl_ms;            //  TTL our PINGs ask the broker to keep
     int zmtp_timeout_ms;        //  Silence that drops a connection
@@ -860,7 +862,7 @@ s_result_send (s_shard_t *shard, s_result_t *result, int64_t now_ms)
 }
 
 static void
-s_on_result_ack (s_shard_t *shard, uint32_t index, const proto_msg_t *ack,
+s_on_result_ack (s_shard_t *shard, uint32_t index, const proto_ack_t *ack,
                  int64_t now_ms)
 {
     uint32_t number = (uint32_t) (shard->base + index);
@@ -1219,8 +1221,14 @@ s_on_dealer (s_shard_t *shard, uint32_t index, const void *data,
         case PROTO_WELCOME:
             s_on_welcome (shard, index, msg, now_ms);
             break;
-        case PROTO_RESULT_ACK:
-            s_on_result_ack (shard, index, msg, now_ms);
+        case PROTO_RESULT_ACK: {
+            proto_ack_t ack = { msg->job, msg->step, msg->attempt };
+            s_on_result_ack (shard, index, &ack, now_ms);
+            break;
+        }
+        case PROTO_RESULT_ACKS:
+            for (size_t at = 0; at < msg->ack_count; at++)
+                s_on_result_ack (shard, index, &msg->acks [at], now_ms);
             break;
         case PROTO_COMMAND:
             s_on_command (shard, index, msg, false, now_ms);
@@ -2077,6 +2085,8 @@ static const char *s_usage =
     "                       0 sends them at once                 [20]\n"
     "  --test-only          declare only the test backend (default: every\n"
     "                       built-in backend, as a real agent does)\n"
+    "  --single-acks        ask for one result_ack per result (as an agent\n"
+    "                       older than result_acks)\n"
     "  --zmtp-heartbeat-ms MS  ZMTP PING interval, 0 for none    [5000]\n"
     "  --zmtp-ttl-ms MS     TTL carried in the PINGs (0, as gridagent) [0]\n"
     "                       (both as gridagent sets them)\n"
@@ -2166,6 +2176,7 @@ s_parse (s_config_t *config, int argc, char *argv [])
         {"no-started", no_argument, NULL, 'S'},
         {"progress-hold-ms", required_argument, NULL, 'R'},
         {"test-only", no_argument, NULL, 'T'},
+        {"single-acks", no_argument, NULL, 'A'},
         {"zmtp-heartbeat-ms", required_argument, NULL, 'H'},
         {"zmtp-ttl-ms", required_argument, NULL, 'L'},
         {"zmtp-timeout-ms", required_argument, NULL, 'O'},
@@ -2252,6 +2263,9 @@ s_parse (s_config_t *config, int argc, char *argv [])
                 break;
             case 'T':
                 config->test_only = true;
+                break;
+            case 'A':
+                config->single_acks = true;
                 break;
             case 'H':
                 config->zmtp_heartbeat_ms = (int) strtol (optarg, &end, 10);
@@ -2400,6 +2414,12 @@ s_hello_template (const s_config_t *config)
     snprintf (instance, sizeof instance, "%08x%08x", (unsigned) getpid (),
               (unsigned) (zclock_usecs () & 0xffffffffu));
     hello->instance = strdup (instance);
+    if (!config->single_acks) {
+        hello->features = (char **) malloc (sizeof (char *));
+        assert (hello->features);
+        hello->features [0] = strdup (PROTO_FEATURE_RESULT_ACKS);
+        hello->feature_count = 1;
+    }
     for (size_t at = 0; at < config->group_count; at++) {
         hello->groups = (char **) realloc (hello->groups,
                                            (at + 1) * sizeof (char *));
