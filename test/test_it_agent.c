@@ -424,6 +424,8 @@ test_it_agent_hello_advertises_schemas (void **state)
     assert_string_equal (hello->node, S_NODE);
     assert_int_equal (hello->group_count, 1);
     assert_string_equal (hello->groups [0], "edge");
+    //  It takes several results' acks in one message
+    assert_true (proto_hello_has_feature (hello, PROTO_FEATURE_RESULT_ACKS));
     //  Every built-in backend but the one switched off here
     const char *offered [] = {"test", "system", "ping", "network", "apt",
                               "systemd"};
@@ -629,6 +631,242 @@ test_it_agent_long_step_acks_first (void **state)
     s_long_step (job, true);
 }
 
+//  Runs `test echo` as a new job and returns its id in JOB; the result is
+//  left unacknowledged.
+static void
+s_unacked_echo (char *job, size_t len)
+{
+    s_new_job (job, len);
+    const char *keys [] = {"msg"};
+    const char *values [] = {"hi"};
+    s_command (job, 0, 1, "test", "echo", 1, keys, values, NULL);
+    proto_msg_t *msg = s_result_of (job, 0, 1, NULL);
+    proto_msg_destroy (&msg);
+}
+
+//  Makes the agent say hello again (as after a broker restart) and
+//  welcomes it: it then sends every result of its spool again. Reads
+//  until the result of WANTED comes (NULL: none is wanted) and for a
+//  moment after; fails when the result of any of the COUNT jobs of GONE
+//  comes back.
+static void
+s_spool_holds (const char *wanted, char gone [][32], size_t count)
+{
+    proto_msg_t error = {
+        .type = PROTO_ERROR, .code = "unknown_node",
+        .message = "this broker does not know this session: send hello"
+    };
+    s_send (&error);
+    proto_msg_t *msg = s_recv ();
+    assert_non_null (msg);
+    assert_int_equal (msg->type, PROTO_HELLO);
+    proto_msg_destroy (&msg);
+    proto_msg_t welcome = {
+        .type = PROTO_WELCOME, .node = S_NODE, .heartbeat_ms = 1000
+    };
+    s_send (&welcome);
+    bool found = wanted == NULL;
+    long long quiet_until = grid_now_ms () + S_WAIT_MS;
+    while (grid_now_ms () < quiet_until) {
+        zsock_set_rcvtimeo (s_router, 100);
+        zmsg_t *in = zmsg_recv (s_router);
+        if (!in)
+            continue;
+        zframe_t *body = zmsg_last (in);
+        proto_msg_t *got = NULL;
+        if (proto_msg_decode (zframe_data (body), zframe_size (body), &got,
+                              NULL, 0) == 0 && got->type == PROTO_RESULT) {
+            for (size_t index = 0; index < count; index++)
+                if (strcmp (got->job, gone [index]) == 0)
+                    fail_msg ("the result of %s is still spooled", got->job);
+            if (wanted && strcmp (got->job, wanted) == 0 && !found) {
+                found = true;
+                quiet_until = grid_now_ms () + 700;
+            }
+        }
+        proto_msg_destroy (&got);
+        zmsg_destroy (&in);
+        if (found && quiet_until > grid_now_ms () + 700)
+            quiet_until = grid_now_ms () + 700;
+    }
+    assert_true (found);
+}
+
+//  One result_acks acknowledges results of several jobs: they leave the
+//  spool, the one it does not name stays (and a single result_ack still
+//  works).
+static void
+test_it_agent_result_acks_batched (void **state)
+{
+    char jobs [3][32];
+    for (size_t index = 0; index < 3; index++)
+        s_unacked_echo (jobs [index], sizeof jobs [index]);
+    proto_ack_t acks [] = {
+        { jobs [0], 0, 1 }, { jobs [1], 0, 1 }
+    };
+    proto_msg_t batch = {
+        .type = PROTO_RESULT_ACKS, .acks = acks, .ack_count = 2
+    };
+    s_send (&batch);
+    s_spool_holds (jobs [2], jobs, 2);
+    proto_msg_t ack = {
+        .type = PROTO_RESULT_ACK, .job = jobs [2], .step = 0, .attempt = 1
+    };
+    s_send (&ack);
+    s_spool_holds (NULL, jobs, 3);
+}
+
+//  Sends the bytes in WRITER to the agent as they are.
+static void
+s_send_raw (pw_t *writer)
+{
+    zmsg_t *out = zmsg_new ();
+    zmsg_addmem (out, zframe_data (s_routing), zframe_size (s_routing));
+    zmsg_addmem (out, pw_data (writer), pw_size (writer));
+    assert_int_equal (zmsg_send (&out, s_router), 0);
+}
+
+//  Starts a result_acks of COUNT entries in WRITER.
+static void
+s_acks_begin (pw_t *writer, size_t count)
+{
+    pw_reset (writer);
+    pw_map (writer, 3);
+    pw_str (writer, "v");
+    pw_int (writer, 1);
+    pw_str (writer, "type");
+    pw_str (writer, "result_acks");
+    pw_str (writer, "acks");
+    pw_array (writer, count);
+}
+
+static void
+s_acks_entry (pw_t *writer, const char *job, int64_t step, int64_t attempt)
+{
+    pw_array (writer, 3);
+    pw_str (writer, job);
+    pw_int (writer, step);
+    pw_int (writer, attempt);
+}
+
+//  Hostile result_acks: malformed, oversized, and naming results the
+//  agent never sent. Each is dropped and counted (the log says so), none
+//  acknowledges anything, and the agent goes on working.
+static void
+test_it_agent_result_acks_hostile (void **state)
+{
+    char job [32];
+    s_unacked_echo (job, sizeof job);
+    pw_t *writer = pw_new ();
+    //  An entry of two values, naming the waiting result
+    s_acks_begin (writer, 2);
+    s_acks_entry (writer, job, 0, 1);
+    pw_array (writer, 2);
+    pw_str (writer, job);
+    pw_int (writer, 0);
+    s_send_raw (writer);
+    //  A step out of range, a job id that is none, a map for an entry
+    s_acks_begin (writer, 2);
+    s_acks_entry (writer, job, 0, 1);
+    s_acks_entry (writer, job, 5000, 1);
+    s_send_raw (writer);
+    s_acks_begin (writer, 2);
+    s_acks_entry (writer, job, 0, 1);
+    s_acks_entry (writer, "../../etc/passwd", 0, 1);
+    s_send_raw (writer);
+    s_acks_begin (writer, 1);
+    pw_map (writer, 1);
+    pw_str (writer, "job");
+    pw_str (writer, job);
+    s_send_raw (writer);
+    //  One more entry than a message may hold, the first naming it
+    s_acks_begin (writer, PROTO_MAX_ACKS + 1);
+    for (size_t index = 0; index <= PROTO_MAX_ACKS; index++)
+        s_acks_entry (writer, job, (int64_t) (index % 1024),
+                      1 + (int64_t) (index / 1024));
+    s_send_raw (writer);
+    //  Empty
+    s_acks_begin (writer, 0);
+    s_send_raw (writer);
+    //  Well formed, for results it never sent (some twice)
+    s_acks_begin (writer, 4);
+    s_acks_entry (writer, "j-0000000000ff-0001", 0, 1);
+    s_acks_entry (writer, "j-0000000000ff-0001", 0, 1);
+    s_acks_entry (writer, job, 3, 1);
+    s_acks_entry (writer, job, 0, 2);
+    s_send_raw (writer);
+    pw_destroy (&writer);
+    //  Nothing of it acknowledged the waiting result
+    char none [1][32] = { "" };
+    s_spool_holds (job, none, 0);
+    //  The agent still works, and its log counted what it dropped
+    char other [32];
+    s_new_job (other, sizeof other);
+    const char *keys [] = {"msg"};
+    const char *values [] = {"still here"};
+    proto_msg_t *msg = s_run (other, 1, "test", "echo", 1, keys, values,
+                              NULL);
+    assert_string_equal (msg->output, "still here\n");
+    proto_msg_destroy (&msg);
+    char path [400];
+    snprintf (path, sizeof path, "%s/agent-%s.log", s_grid.dir, S_NODE);
+    char *log = grid_slurp (path);
+    assert_true (grid_line_with (log, "dropped a malformed message (1 so far)",
+                                 "result_acks.acks[1]", NULL));
+    assert_true (grid_line_with (log, "result_acks named 4 results", NULL));
+    free (log);
+    //  A good one after all that
+    proto_ack_t ack = { job, 0, 1 };
+    proto_msg_t batch = {
+        .type = PROTO_RESULT_ACKS, .acks = &ack, .ack_count = 1
+    };
+    s_send (&batch);
+    char gone [1][32];
+    snprintf (gone [0], sizeof gone [0], "%s", job);
+    s_spool_holds (NULL, gone, 1);
+}
+
+//  A broker older than hello's features refuses the key as malformed: the
+//  agent says hello again without it (and takes single result_acks).
+static void
+test_it_agent_older_broker_hello (void **state)
+{
+    proto_msg_t error = {
+        .type = PROTO_ERROR, .code = "unknown_node",
+        .message = "this broker does not know this session: send hello"
+    };
+    s_send (&error);
+    proto_msg_t *hello = s_recv ();
+    assert_non_null (hello);
+    assert_int_equal (hello->type, PROTO_HELLO);
+    assert_true (proto_hello_has_feature (hello, PROTO_FEATURE_RESULT_ACKS));
+    proto_msg_destroy (&hello);
+    proto_msg_t refusal = {
+        .type = PROTO_ERROR, .code = "malformed",
+        .message = "hello: unknown key 'features'"
+    };
+    s_send (&refusal);
+    hello = s_recv ();
+    assert_non_null (hello);
+    assert_int_equal (hello->type, PROTO_HELLO);
+    assert_int_equal (hello->feature_count, 0);
+    assert_int_equal (hello->backend_count, 6);
+    proto_msg_destroy (&hello);
+    proto_msg_t welcome = {
+        .type = PROTO_WELCOME, .node = S_NODE, .heartbeat_ms = 1000
+    };
+    s_send (&welcome);
+    char job [32];
+    s_new_job (job, sizeof job);
+    const char *keys [] = {"msg"};
+    const char *values [] = {"old"};
+    proto_msg_t *msg = s_run (job, 1, "test", "echo", 1, keys, values, NULL);
+    proto_msg_destroy (&msg);
+    char gone [1][32];
+    snprintf (gone [0], sizeof gone [0], "%s", job);
+    s_spool_holds (NULL, gone, 1);
+}
+
 int
 main (void)
 {
@@ -640,6 +878,9 @@ main (void)
         cmocka_unit_test (test_it_agent_duplicates_and_filters),
         cmocka_unit_test (test_it_agent_in_loop_result_goes_alone),
         cmocka_unit_test (test_it_agent_long_step_acks_first),
+        cmocka_unit_test (test_it_agent_result_acks_batched),
+        cmocka_unit_test (test_it_agent_result_acks_hostile),
+        cmocka_unit_test (test_it_agent_older_broker_hello),
     };
     return cmocka_run_group_tests (tests, s_setup, s_teardown);
 }
