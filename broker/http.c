@@ -386,6 +386,11 @@ static const s_route_t s_routes [] = {
 static const s_route_t s_method_check = S_API ("", "", "whoami", NULL, NULL,
                                                S_BODY_NONE, NULL, 405);
 
+//  The same for a path under /api/ that is no route: 404 only for a known
+//  token, so that which paths exist is not told to just anyone.
+static const s_route_t s_path_check = S_API ("", "", "whoami", NULL, NULL,
+                                             S_BODY_NONE, NULL, 404);
+
 bool
 http_route_at (size_t index, const char **method_p, const char **path_p)
 {
@@ -909,6 +914,12 @@ s_on_api_reply (s_call_t *call, const pv_t *reply)
                             call->url, call->allow);
             return;
         }
+        if (call->route == &s_path_check) {
+            s_answer_error (call, 404, PROTO_ERR_NOT_FOUND, "no route %s %s "
+                            "(the API is under /api/v1: see "
+                            "/api/v1/openapi.json)", call->method, call->url);
+            return;
+        }
         if (call->route->kind == S_ROUTE_METRICS) {
             size_t len = 0;
             const char *text = pv_str (pv_map_get (data, "text"), &len);
@@ -1421,8 +1432,9 @@ s_dispatch (s_server_t *self, s_call_t *call, const char *url,
                   used ? ", " : "", s_routes [index].method);
     }
     if (!call->route) {
-        if (path_known && !path_public) {
-            call->route = &s_method_check;
+        bool api = strncmp (url, "/api/", 5) == 0;
+        if ((path_known && !path_public) || (!path_known && api)) {
+            call->route = path_known ? &s_method_check : &s_path_check;
             char id [96];
             s_request_id (self, id, sizeof id);
             pw_t *request = pw_new ();

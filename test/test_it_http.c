@@ -653,6 +653,20 @@ test_http_bad_requests (void **state)
     s_curl (f->base, &answer, NULL, "POST", "/metrics", NULL, NULL);
     assert_int_equal (answer.status, 401);
     s_answer_clear (&answer);
+    //  Nor which paths under /api/ exist
+    s_curl (f->base, &answer, NULL, "GET", "/api/v1/frobnicate", NULL, NULL);
+    assert_int_equal (answer.status, 401);
+    assert_string_equal (s_code (&answer), "unauthorized");
+    s_answer_clear (&answer);
+    s_curl (f->base, &answer, "grid_0123456789", "GET", "/api/v2/jobs", NULL,
+            NULL);
+    assert_int_equal (answer.status, 401);
+    s_answer_clear (&answer);
+    s_curl (f->base, &answer, f->viewer, "GET", "/api/v2/jobs", NULL, NULL);
+    assert_int_equal (answer.status, 404);
+    assert_non_null (strstr (s_str (answer.json, "message"),
+                             "no route GET /api/v2/jobs"));
+    s_answer_clear (&answer);
     //  The probes and the API's description need no token: 405 as before
     s_curl (f->base, &answer, NULL, "POST", "/healthz", NULL, NULL);
     assert_int_equal (answer.status, 405);
