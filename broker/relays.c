@@ -260,10 +260,33 @@ relays_destroy (relays_t **self_p)
     }
 }
 
-void
-relays_reload (relays_t *self, relays_config_t *running,
-                relays_config_t *fresh, size_t *added_p, size_t *removed_p)
+//  RELAY's name is now NAME: so say the nodes next to it.
+static void
+s_relay_rename (broker_t *broker, s_relay_t *relay, const char *name)
 {
+    if (strcmp (relay->name, name) == 0)
+        return;
+    snprintf (relay->name, sizeof relay->name, "%s", name);
+    relays_t *self = broker->relays;
+    for (s_member_t *member = (s_member_t *) zhashx_first (self->members);
+         member; member = (s_member_t *) zhashx_next (self->members)) {
+        if (member->next != relay)
+            continue;
+        registry_node_t *node = registry_lookup (
+            broker->registry, (const char *) zhashx_cursor (self->members));
+        if (node) {
+            snprintf (node->relay, sizeof node->relay, "%s", relay->name);
+            broker_save_node (broker, node);
+        }
+    }
+}
+
+void
+relays_reload (broker_t *broker, relays_config_t *fresh, size_t *added_p,
+               size_t *removed_p)
+{
+    relays_t *self = broker->relays;
+    relays_config_t *running = &broker->config.relays;
     assert (running == self->config);
     relays_config_t old = *running;
     *running = *fresh;
@@ -286,7 +309,7 @@ relays_reload (relays_t *self, relays_config_t *running,
                                                               relay->id);
             if (entry) {
                 relay->entry = entry;
-                snprintf (relay->name, sizeof relay->name, "%s", entry->name);
+                s_relay_rename (broker, relay, entry->name);
                 continue;
             }
             //  No longer in the list: it stands by its own enrolment, if
@@ -309,8 +332,7 @@ relays_reload (relays_t *self, relays_config_t *running,
             if (!relay->configured) {
                 relay->configured = true;
                 relay->entry = entry;
-                snprintf (relay->name, sizeof relay->name, "%s",
-                          entry->name);
+                s_relay_rename (broker, relay, entry->name);
             }
         }
     }

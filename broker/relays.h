@@ -116,16 +116,16 @@ relays_t *relays_new (const relays_config_t *config, bool insecure);
 //  Frees everything; NULL-safe.
 void relays_destroy (relays_t **self_p);
 
-//  The config (the one given to relays_new) now holds the relays of
-//  FRESH, taken (FRESH is left empty); the old entries are freed. A relay
-//  still enrolled takes its new name and pool; a new one may connect; one
-//  no longer in the list stands as a relay an admin accepted if it was
-//  (key.accept), else it is refused from now on and its nodes go offline
-//  at the next relays_tick. Returns how many relays were added and
-//  removed, into *ADDED_P and *REMOVED_P.
-void relays_reload (relays_t *self, relays_config_t *running,
-                    relays_config_t *fresh, size_t *added_p,
-                    size_t *removed_p);
+//  The broker's config (the one given to relays_new) now holds the relays
+//  of FRESH, taken (FRESH is left empty); the old entries are freed. A
+//  relay still enrolled takes its new name (its nodes say it at once, and
+//  are saved in the pass: the caller ends it) and
+//  pool; a new one may connect; one no longer in the list stands as a
+//  relay an admin accepted if it was (key.accept), else it is refused from
+//  now on and its nodes go offline at the next relays_tick. Returns how
+//  many relays were added and removed, into *ADDED_P and *REMOVED_P.
+void relays_reload (broker_t *broker, relays_config_t *fresh,
+                    size_t *added_p, size_t *removed_p);
 
 //  Judges the path of a message from the connection ROUTING (whose key is
 //  CONN_KEY, NULL when insecure) with the via frame VIA (VIA_SIZE bytes,

@@ -96,8 +96,7 @@ broker_reload (broker_t *self, broker_config_t *fresh)
     size_t allow_before = running->allow_count;
     size_t clients_before = running->client_count;
     size_t relays_added = 0, relays_removed = 0;
-    relays_reload (self->relays, &self->config.relays, &fresh->relays,
-                   &relays_added, &relays_removed);
+    relays_reload (self, &fresh->relays, &relays_added, &relays_removed);
 
     //  Move the reloadable parts of FRESH in, and the old ones out
     auth_config_t old = *running;
@@ -157,8 +156,11 @@ s_signal_ready (zloop_t *loop, zmq_pollitem_t *item, void *arg)
     if (self->reload->read (&fresh, self->reload->arg, err, sizeof err) != 0)
         log_error ("SIGHUP: reload failed, the running configuration "
                    "stays: %s", *err ? err : "see above");
-    else
+    else {
         broker_reload (self, &fresh);
+        //  A renamed relay's nodes were saved with its new name
+        broker_pass_end (self);
+    }
     broker_config_clear (&fresh);
     return 0;
 }

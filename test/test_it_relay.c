@@ -650,8 +650,9 @@ s_write_relays (const char *path, const char *name, const char *key)
 }
 
 //  SIGHUP reads relays: again: a relay taken out is refused and its nodes
-//  go offline, one put in carries agents at once. A node keeps the name
-//  of its relay across a broker restart, while it is offline.
+//  go offline, one put in carries agents at once, one renamed is named so
+//  by its nodes. A node keeps the name of its relay across a broker
+//  restart, while it is offline.
 static void
 test_it_relay_reloaded_by_sighup (void **state)
 {
@@ -695,6 +696,13 @@ test_it_relay_reloaded_by_sighup (void **state)
     assert_non_null (strstr (log, "1 relay (1 added, 1 removed)"));
     assert_null (strstr (log, "take effect at the next start: relays"));
     free (log);
+    //  r2 renamed: its node says the new name at once
+    s_write_relays (config, "r2-east", key_2);
+    assert_int_equal (kill (grid->broker_pid, SIGHUP), 0);
+    assert_true (s_wait_relay (grid, "r2-east", 1, true));
+    doc = s_node (grid, "web-02");
+    assert_true (grid_str_is (s_data (doc), "relay", "r2-east"));
+    pv_doc_destroy (&doc);
 
     //  After a restart, offline nodes still name their relay
     grid_stop_agent (grid, slot, false);
@@ -702,7 +710,7 @@ test_it_relay_reloaded_by_sighup (void **state)
     assert_int_equal (grid_start_broker (grid, extra), 0);
     doc = s_node (grid, "web-02");
     assert_true (grid_str_is (s_data (doc), "status", "offline"));
-    assert_true (grid_str_is (s_data (doc), "relay", "r2"));
+    assert_true (grid_str_is (s_data (doc), "relay", "r2-east"));
     pv_doc_destroy (&doc);
     doc = s_node (grid, "web-01");
     assert_true (grid_str_is (s_data (doc), "relay", "r1"));
