@@ -2659,6 +2659,7 @@ typedef struct {
     int64_t lease_expirations;
     uint64_t lost;
     uint64_t duplicates;
+    const char *swarm_transport;    //  gridswarm --transport
     char error [256];
 } s_queue_run_t;
 
@@ -3080,6 +3081,7 @@ s_queue_main (const s_options_t *options)
     run.limit_running = -1;
     run.wait_p50_ms = run.wait_p99_ms = run.run_p50_ms = -1;
     run.reclaim_p50_ms = run.reclaim_max_ms = -1;
+    run.swarm_transport = s_swarm_transport (options);
     s_queue_measure (&queue_options, &run);
     s_stop_all ();
     if (run.error [0] || options->keep)
@@ -3152,14 +3154,15 @@ s_queue_json (const char *path, const s_queue_run_t *run)
              "\"reclaim_p50_ms\": %.0f, \"reclaim_max_ms\": %.0f, "
              "\"claims\": %" PRId64 ", \"reclaims\": %" PRId64 ", "
              "\"lease_expirations\": %" PRId64 ", \"lost\": %" PRIu64 ", "
-             "\"duplicated\": %" PRIu64 ", \"error\": \"%s\"}}\n",
+             "\"duplicated\": %" PRIu64 ", \"swarm_transport\": \"%s\", "
+             "\"error\": \"%s\"}}\n",
              run->jobs, run->agents, run->doomed, run->limit,
              run->limit_running, run->accepted, run->refused,
              run->seconds, run->steps_per_s, run->wait_p50_ms,
              run->wait_p99_ms, run->run_p50_ms, run->held, run->reclaimed,
              run->reclaim_p50_ms, run->reclaim_max_ms, run->claims,
              run->reclaims, run->lease_expirations, run->lost,
-             run->duplicates, run->error);
+             run->duplicates, run->swarm_transport, run->error);
     return fclose (file) == 0 ? 0 : -1;
 }
 
