@@ -7,13 +7,17 @@
     or duplicated, and the figures of both processes are summed. The same
     through two real gridrelays, each swarm process behind one: each relay
     carries its 50 agents (the broker lists them so), and gridsink's
-    libzmq figure is there to set the relays' memory beside. Then the
+    libzmq figure is there to set the relays' memory beside. A swarm
+    whose processes stall (SIGSTOP) for longer than a ZMTP heartbeat
+    allows, over and over: every watch is still answered, so every job
+    completes. Then the
     options that shape such a run: bad counts and relay counts are refused,
     and a run through relays whose gridrelay is missing says so in its
     results instead of measuring anything. No timing is asserted.
     =========================================================================
 */
 #include <setjmp.h>
+#include <sys/stat.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <cmocka.h>
@@ -141,6 +145,63 @@ test_through_relays (void **state)
     free (json);
 }
 
+//  A gridswarm that stops (SIGSTOP) for 4 s in every 5: its control
+//  socket stays silent longer than a ZMTP heartbeat timeout (3 s), as a
+//  swarm starved of CPU behind relays does. SIGTERM goes on to it, and
+//  the script ends after it. Its agents answer after 1.5 s, so that
+//  every job spans a stall.
+static void
+s_write_stalling_swarm (const char *path, const char *real)
+{
+    FILE *file = fopen (path, "w");
+    assert_non_null (file);
+    fprintf (file,
+             "#!/bin/sh\n"
+             "'%s' \"$@\" &\n"
+             "pid=$!\n"
+             "trap 'kill -CONT $pid; kill -TERM $pid' TERM INT\n"
+             "( while kill -0 $pid 2>/dev/null; do sleep 1; "
+             "kill -STOP $pid 2>/dev/null; sleep 4; "
+             "kill -CONT $pid 2>/dev/null; done ) &\n"
+             "stall=$!\n"
+             "while kill -0 $pid 2>/dev/null; do wait $pid; done\n"
+             "kill $stall 2>/dev/null\n", real);
+    fclose (file);
+    assert_int_equal (chmod (path, 0755), 0);
+}
+
+static void
+test_stalling_swarm (void **state)
+{
+    char out [400], swarm [400], real [700];
+    snprintf (out, sizeof out, "%s/stall.json", s_grid.dir);
+    snprintf (swarm, sizeof swarm, "%s/stalling-swarm", s_grid.dir);
+    snprintf (real, sizeof real, "%s/../test/tools/gridswarm", s_grid.bin);
+    s_write_stalling_swarm (swarm, real);
+    char *stdout_text = NULL, *stderr_text = NULL;
+    int code = grid_run (&s_grid, S_BENCH, &stdout_text, &stderr_text,
+                         S_RUN_MS, "--agents", "100", "--swarm-procs", "2",
+                         "--swarm", swarm, "--swarm-arg", "--delay-ms",
+                         "--swarm-arg", "1500", "--rounds", "2",
+                         "--single-s", "0.5", "--ingest-results", "200",
+                         "--no-agent", "--broker-arg", "--ack-timeout",
+                         "--broker-arg", "10s", "--out", out, NULL);
+    char *json = grid_slurp (out);
+    bool clean = code == 0 && !strstr (json, "\"error\"");
+    if (!clean)
+        fprintf (stderr, "exit %d\n%s\n%s\n%s\n", code, json, stdout_text,
+                 stderr_text);
+    free (stdout_text);
+    free (stderr_text);
+    assert_true (clean);
+    assert_true (s_number (json, "broadcast_jobs") == 2);
+    assert_true (s_number (json, "single_node_jobs") > 0);
+    assert_true (s_number (json, "ingest_results") >= 200);
+    assert_true (s_number (json, "lost_results") == 0);
+    assert_true (s_number (json, "duplicate_results") == 0);
+    free (json);
+}
+
 static void
 test_bad_options (void **state)
 {
@@ -194,6 +255,7 @@ main (void)
     const struct CMUnitTest tests [] = {
         cmocka_unit_test (test_two_swarm_processes),
         cmocka_unit_test (test_through_relays),
+        cmocka_unit_test (test_stalling_swarm),
         cmocka_unit_test (test_bad_options),
         cmocka_unit_test (test_missing_relay),
     };

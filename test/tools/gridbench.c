@@ -449,8 +449,9 @@ s_cpu_ms (pid_t pid)
 //  Talking to the broker and the swarm
 
 typedef struct {
-    client_t *client;           //  Its pipeline (client/client.h)
-    void *socket;               //  The client's DEALER (zsock_t), to poll
+    client_t *client;           //  Its pipeline (client/client.h), or NULL
+    zsock_t *local;             //  A swarm's control: a DEALER of our own
+    void *socket;               //  The DEALER (zsock_t), to poll
     pw_t *writer;
     char tag [32];              //  Prefix of request ids
     uint64_t seq;
@@ -475,6 +476,33 @@ s_peer_open (s_peer_t *peer, const char *endpoint, const char *tag)
     return 0;
 }
 
+//  A swarm process's control socket (ipc://, a child of ours): a DEALER
+//  without ZMTP heartbeats. A swarm starved of CPU (nice 10 among dozens
+//  of busy threads) may not answer a ping in seconds; a connection
+//  dropped for that comes back with a new routing id, and the replies
+//  the swarm still owes the old one (watches) would be dropped by its
+//  ROUTER. The swarm's liveness is its pid's. Returns 0 or -1.
+static int
+s_peer_open_local (s_peer_t *peer, const char *endpoint, const char *tag)
+{
+    memset (peer, 0, sizeof *peer);
+    peer->local = zsock_new (ZMQ_DEALER);
+    if (!peer->local)
+        return -1;
+    zsock_set_linger (peer->local, 0);
+    zsock_set_sndhwm (peer->local, 0);
+    zsock_set_rcvhwm (peer->local, 0);
+    zsock_set_maxmsgsize (peer->local, -1);
+    if (zsock_connect (peer->local, "%s", endpoint) != 0) {
+        zsock_destroy (&peer->local);
+        return -1;
+    }
+    peer->socket = peer->local;
+    peer->writer = pw_new ();
+    snprintf (peer->tag, sizeof peer->tag, "%s", tag);
+    return 0;
+}
+
 //  Speaks CURVE with the key pair CERT to the broker whose public key is
 //  BROKER_PUBLIC, on a fresh connection. Returns 0 or -1.
 static int
@@ -490,6 +518,7 @@ static void
 s_peer_close (s_peer_t *peer)
 {
     client_destroy (&peer->client);
+    zsock_destroy (&peer->local);
     peer->socket = NULL;
     pw_destroy (&peer->writer);
 }
@@ -498,8 +527,17 @@ s_peer_close (s_peer_t *peer)
 static int
 s_peer_send (s_peer_t *peer)
 {
-    return client_send (peer->client, pw_data (peer->writer),
-                        pw_size (peer->writer));
+    if (!peer->local)
+        return client_send (peer->client, pw_data (peer->writer),
+                            pw_size (peer->writer));
+    zmsg_t *msg = zmsg_new ();
+    zmsg_addmem (msg, "", 0);
+    zmsg_addmem (msg, pw_data (peer->writer), pw_size (peer->writer));
+    if (zmsg_send (&msg, peer->local) != 0) {
+        zmsg_destroy (&msg);
+        return -1;
+    }
+    return 0;
 }
 
 //  Receives one reply body, waiting up to TIMEOUT_MS. Returns a decoded
@@ -507,7 +545,16 @@ s_peer_send (s_peer_t *peer)
 static pv_doc_t *
 s_peer_recv (s_peer_t *peer, int timeout_ms)
 {
-    return client_recv (peer->client, timeout_ms);
+    if (!peer->local)
+        return client_recv (peer->client, timeout_ms);
+    zsock_set_rcvtimeo (peer->local, timeout_ms);
+    zmsg_t *msg = zmsg_recv (peer->local);
+    zframe_t *body = msg ? zmsg_last (msg) : NULL;
+    pv_doc_t *doc = NULL;
+    if (body)
+        pv_doc_decode (zframe_data (body), zframe_size (body), &doc, NULL, 0);
+    zmsg_destroy (&msg);
+    return doc;
 }
 
 static void
@@ -1247,7 +1294,7 @@ s_stage_swarm (s_stage_t *stage, const s_options_t *options, size_t agents)
         char tag [32];
         snprintf (tag, sizeof tag, "swarm%zu", at + 1);
         if (swarm->pid < 0
-            || s_peer_open (&swarm->control, control, tag) != 0)
+            || s_peer_open_local (&swarm->control, control, tag) != 0)
             return -1;
         stage->swarm_count++;
     }
@@ -1426,39 +1473,114 @@ s_register (s_stage_t *stage, s_run_t *run, size_t agents, int64_t start_ms)
     return -1;
 }
 
-//  Asks every swarm process to report when it holds all its agents'
-//  result_acks of JOB; the request numbers go to SEQS.
+//  A job watched on every swarm process: which of them hold all their
+//  agents' result_acks of it, and when.
+typedef struct {
+    const char *job;
+    bool done [S_MAX_SWARMS];
+    size_t done_count;
+    int64_t asked_ms;           //  When the watches last went out
+    int64_t first_result_ms;    //  The first result sent, over those done
+    int64_t last_ack_ms;        //  The last result_ack, over those done
+} s_watch_t;
+
+//  A watch not answered in this long is asked again: a reply is owed to
+//  the connection that asked, and one dropped on the way (a ROUTER drops
+//  what it cannot route) would otherwise be waited for until the deadline
+#define S_REWATCH_MS 5000
+
+//  Asks every swarm process not done with WATCH's job to report when it
+//  holds all its agents' result_acks of it (at once when it does).
 static void
-s_watch_all (s_stage_t *stage, const char *job, uint64_t *seqs)
+s_watch_all (s_stage_t *stage, s_watch_t *watch)
 {
     for (size_t at = 0; at < stage->swarm_count; at++)
-        seqs [at] = s_control (&stage->swarms [at].control, "watch", job,
-                               stage->swarms [at].count);
+        if (!watch->done [at])
+            s_control (&stage->swarms [at].control, "watch", watch->job,
+                       stage->swarms [at].count);
+    watch->asked_ms = s_now_ms ();
 }
 
-//  Waits for the watch replies SEQS of every process: the first result
-//  sent and the last result_ack of the job, over the whole swarm.
-static int
-s_wait_all (s_stage_t *stage, const uint64_t *seqs, int timeout_ms,
-            int64_t *first_result_ms, int64_t *last_ack_ms)
+//  Starts watching JOB on every swarm process.
+static void
+s_watch_start (s_stage_t *stage, s_watch_t *watch, const char *job)
 {
-    *first_result_ms = INT64_MAX;
-    *last_ack_ms = 0;
-    int64_t deadline = s_now_ms () + timeout_ms;
-    for (size_t at = 0; at < stage->swarm_count; at++) {
-        int64_t left = deadline - s_now_ms ();
-        pv_doc_t *doc = s_peer_wait (&stage->swarms [at].control, seqs [at],
-                                     left > 0 ? (int) left : 1);
-        if (!doc)
-            return -1;
-        const pv_t *root = pv_doc_root (doc);
+    memset (watch, 0, sizeof *watch);
+    watch->job = job;
+    watch->first_result_ms = INT64_MAX;
+    s_watch_all (stage, watch);
+}
+
+//  A reply of swarm process AT: a job's figures count when they show all
+//  its result_acks, whichever request (or repeat) they answer.
+static void
+s_watch_reply (s_stage_t *stage, size_t at, const pv_t *root,
+               s_watch_t *watches, size_t count)
+{
+    if (!pv_str_eq (pv_map_get (root, "type"), "job"))
+        return;
+    const pv_t *job = pv_map_get (root, "job");
+    for (size_t index = 0; index < count; index++) {
+        s_watch_t *watch = &watches [index];
+        if (!watch->job || watch->done [at] || !pv_str_eq (job, watch->job)
+            || s_int (root, "acked") < (int64_t) stage->swarms [at].count)
+            continue;
+        watch->done [at] = true;
+        watch->done_count++;
         int64_t first = s_int (root, "first_result_ms");
         int64_t last = s_int (root, "last_ack_ms");
-        *first_result_ms = first < *first_result_ms ? first : *first_result_ms;
-        *last_ack_ms = last > *last_ack_ms ? last : *last_ack_ms;
-        pv_doc_destroy (&doc);
+        if (first < watch->first_result_ms)
+            watch->first_result_ms = first;
+        if (last > watch->last_ack_ms)
+            watch->last_ack_ms = last;
     }
-    return 0;
+}
+
+//  Waits up to TIMEOUT_MS until every swarm process holds all the
+//  result_acks of every job of WATCHES (COUNT of them; those without a
+//  job are skipped), asking again those that are slow to answer.
+//  Returns how many jobs finished.
+static size_t
+s_watch_wait (s_stage_t *stage, s_watch_t *watches, size_t count,
+              int timeout_ms)
+{
+    zpoller_t *poller = zpoller_new (NULL);
+    for (size_t at = 0; at < stage->swarm_count; at++)
+        zpoller_add (poller, stage->swarms [at].control.socket);
+    int64_t deadline = s_now_ms () + timeout_ms;
+    size_t finished = 0;
+    while (!s_interrupted) {
+        finished = 0;
+        size_t watched = 0;
+        for (size_t index = 0; index < count; index++)
+            if (watches [index].job) {
+                watched++;
+                if (watches [index].done_count == stage->swarm_count)
+                    finished++;
+            }
+        int64_t now_ms = s_now_ms ();
+        if (finished == watched || now_ms >= deadline)
+            break;
+        for (size_t index = 0; index < count; index++) {
+            s_watch_t *watch = &watches [index];
+            if (watch->job && watch->done_count < stage->swarm_count
+                && now_ms - watch->asked_ms >= S_REWATCH_MS)
+                s_watch_all (stage, watch);
+        }
+        void *ready = zpoller_wait (poller, 200);
+        for (size_t at = 0; ready && at < stage->swarm_count; at++) {
+            s_peer_t *control = &stage->swarms [at].control;
+            if (ready != control->socket)
+                continue;
+            pv_doc_t *doc;
+            while ((doc = s_peer_recv (control, 0))) {
+                s_watch_reply (stage, at, pv_doc_root (doc), watches, count);
+                pv_doc_destroy (&doc);
+            }
+        }
+    }
+    zpoller_destroy (&poller);
+    return finished;
 }
 
 static void
@@ -1491,16 +1613,17 @@ s_broadcast (s_stage_t *stage, const s_options_t *options, s_run_t *run)
         snprintf (jobs [round], JOB_ID_LEN + 1, "%s", job);
         submitted++;
         free (job);
-        uint64_t seqs [S_MAX_SWARMS];
-        int64_t first_ms = 0, last_ms = 0;
-        s_watch_all (stage, jobs [round], seqs);
-        if (s_wait_all (stage, seqs, timeout_ms, &first_ms, &last_ms) != 0) {
+        s_watch_t watch;
+        s_watch_start (stage, &watch, jobs [round]);
+        if (s_watch_wait (stage, &watch, 1, timeout_ms) != 1) {
             snprintf (run->error, sizeof run->error,
-                      "broadcast %s did not finish in %d ms", jobs [round],
-                      timeout_ms);
+                      "broadcast %s did not finish in %d ms (%zu of %zu "
+                      "swarm processes hold all their result_acks)",
+                      jobs [round], timeout_ms, watch.done_count,
+                      stage->swarm_count);
             break;
         }
-        latency [done++] = (double) (last_ms - submit_ms);
+        latency [done++] = (double) (watch.last_ack_ms - submit_ms);
     }
     s_cpu_since (stage, &cpu_before, &run->cpu_broadcast);
     qsort (latency, done, sizeof (double), s_compare_doubles);
@@ -1518,6 +1641,8 @@ typedef struct {
     char job [JOB_ID_LEN + 1];
     int64_t submit_ms;
     int64_t done_ms;            //  0 until its result_ack
+    int64_t asked_ms;           //  Its watch went out (0: not yet)
+    size_t owner;               //  The swarm process of its node
 } s_single_t;
 
 //  The swarm process that runs agent NUMBER (from 1).
@@ -1536,7 +1661,7 @@ s_single_node (s_stage_t *stage, const s_options_t *options, s_run_t *run)
     size_t room = 1024, count = 0;
     s_single_t *jobs = (s_single_t *) calloc (room, sizeof (s_single_t));
     assert (jobs);
-    //  "b<broker seq>" and "w<swarm>.<swarm seq>" -> slot + 1
+    //  "b<broker seq>" and "w<job id>" -> slot + 1
     zhashx_t *slots = zhashx_new ();
     size_t in_flight = 0, completed = 0, refused = 0;
     int64_t first_ms = s_now_ms ();
@@ -1547,9 +1672,22 @@ s_single_node (s_stage_t *stage, const s_options_t *options, s_run_t *run)
     zpoller_t *poller = zpoller_new (stage->broker.socket, NULL);
     for (size_t at = 0; at < stage->swarm_count; at++)
         zpoller_add (poller, stage->swarms [at].control.socket);
-    char key [48];
+    char key [JOB_ID_LEN + 48];
+    int64_t rewatch_ms = first_ms + S_REWATCH_MS;
     while (!s_interrupted && !run->error [0] && s_now_ms () < deadline
            && (s_now_ms () < end_ms || in_flight > 0)) {
+        //  Watches unanswered for long are asked again (s_watch_wait)
+        if (s_now_ms () >= rewatch_ms) {
+            int64_t now_ms = s_now_ms ();
+            for (size_t at = 0; at < count; at++)
+                if (jobs [at].asked_ms && !jobs [at].done_ms
+                    && now_ms - jobs [at].asked_ms >= S_REWATCH_MS) {
+                    s_control (&stage->swarms [jobs [at].owner].control,
+                               "watch", jobs [at].job, 1);
+                    jobs [at].asked_ms = now_ms;
+                }
+            rewatch_ms = now_ms + 1000;
+        }
         while (s_now_ms () < end_ms && in_flight < options->window) {
             if (count == room) {
                 room *= 2;
@@ -1587,11 +1725,12 @@ s_single_node (s_stage_t *stage, const s_options_t *options, s_run_t *run)
                 char *job = data ? pv_strdup (pv_map_get (data, "job")) : NULL;
                 if (job) {
                     snprintf (slot->job, sizeof slot->job, "%s", job);
-                    size_t owner = s_owner (stage,
-                                            (index - 1) % run->agents + 1);
-                    s_peer_t *control = &stage->swarms [owner].control;
-                    uint64_t seq = s_control (control, "watch", job, 1);
-                    snprintf (key, sizeof key, "w%zu.%" PRIu64, owner, seq);
+                    slot->owner = s_owner (stage,
+                                           (index - 1) % run->agents + 1);
+                    s_control (&stage->swarms [slot->owner].control, "watch",
+                               job, 1);
+                    slot->asked_ms = s_now_ms ();
+                    snprintf (key, sizeof key, "w%s", job);
                     zhashx_insert (slots, key, (void *) (uintptr_t) index);
                     free (job);
                 }
@@ -1613,10 +1752,18 @@ s_single_node (s_stage_t *stage, const s_options_t *options, s_run_t *run)
             if (ready != control->socket)
                 continue;
             pv_doc_t *doc = s_peer_recv (control, 0);
-            snprintf (key, sizeof key, "w%zu.%" PRIu64, owner,
-                      doc ? s_reply_seq (control, pv_doc_root (doc)) : 0);
+            //  Whichever watch of the job it answers (one asked again too)
+            const pv_t *root = doc ? pv_doc_root (doc) : NULL;
+            size_t len = 0;
+            const char *job = root && pv_str_eq (pv_map_get (root, "type"),
+                                                 "job")
+                                  ? pv_str (pv_map_get (root, "job"), &len)
+                                  : NULL;
+            snprintf (key, sizeof key, "w%.*s",
+                      job && len <= JOB_ID_LEN ? (int) len : 0,
+                      job ? job : "");
             size_t index = (size_t) (uintptr_t) zhashx_lookup (slots, key);
-            if (doc && index) {
+            if (doc && index && s_int (root, "acked") >= 1) {
                 zhashx_delete (slots, key);
                 s_single_t *slot = &jobs [index - 1];
                 slot->done_ms = s_int (pv_doc_root (doc), "last_ack_ms");
@@ -1667,9 +1814,8 @@ s_ingest (s_stage_t *stage, const s_options_t *options, s_run_t *run)
     count = count < 2 ? 2 : count > 48 ? 48 : count;
     char (*jobs) [JOB_ID_LEN + 1]
         = (char (*) [JOB_ID_LEN + 1]) calloc (count, JOB_ID_LEN + 1);
-    uint64_t (*seqs) [S_MAX_SWARMS]
-        = (uint64_t (*) [S_MAX_SWARMS]) calloc (count, sizeof *seqs);
-    assert (jobs && seqs);
+    s_watch_t *watches = (s_watch_t *) calloc (count, sizeof (s_watch_t));
+    assert (jobs && watches);
     uint64_t first_seq = stage->broker.seq + 1;
     for (size_t at = 0; at < count; at++)
         s_submit (&stage->broker, "all", NULL, "test", "echo", "ingest");
@@ -1681,22 +1827,22 @@ s_ingest (s_stage_t *stage, const s_options_t *options, s_run_t *run)
         char *job = data ? pv_strdup (pv_map_get (data, "job")) : NULL;
         if (job) {
             snprintf (jobs [at], JOB_ID_LEN + 1, "%s", job);
-            s_watch_all (stage, job, seqs [at]);
+            s_watch_start (stage, &watches [at], jobs [at]);
         }
         free (job);
         pv_doc_destroy (&doc);
     }
-    int64_t first_ms = INT64_MAX, last_ms = 0;
-    size_t finished = 0;
+    //  The jobs run at once: their replies come in any order
     int timeout_ms = 60000 + (int) (count * run->agents / 10);
-    for (size_t at = 0; at < count && !s_interrupted; at++) {
-        int64_t first = 0, last = 0;
-        if (!jobs [at][0]
-            || s_wait_all (stage, seqs [at], timeout_ms, &first, &last) != 0)
+    size_t finished = s_watch_wait (stage, watches, count, timeout_ms);
+    int64_t first_ms = INT64_MAX, last_ms = 0;
+    for (size_t at = 0; at < count; at++) {
+        if (!watches [at].job || watches [at].done_count < stage->swarm_count)
             continue;
-        finished++;
-        first_ms = first < first_ms ? first : first_ms;
-        last_ms = last > last_ms ? last : last_ms;
+        if (watches [at].first_result_ms < first_ms)
+            first_ms = watches [at].first_result_ms;
+        if (watches [at].last_ack_ms > last_ms)
+            last_ms = watches [at].last_ack_ms;
     }
     run->ingest_jobs = finished;
     run->ingest_results = finished * run->agents;
@@ -1710,7 +1856,7 @@ s_ingest (s_stage_t *stage, const s_options_t *options, s_run_t *run)
                              : -1;
     s_verify (stage, jobs, count, run->agents, run);
     free (jobs);
-    free (seqs);
+    free (watches);
 }
 
 //  Results still unacknowledged on the swarm's side get the swarm's
@@ -2730,7 +2876,8 @@ s_queue_swarm (s_stage_t *stage, const s_options_t *options, size_t count,
     argv [argc] = NULL;
     swarm->pid = s_spawn (argv, log);
     if (swarm->pid < 0
-        || s_peer_open (&swarm->control, control, (char *) prefix) != 0)
+        || s_peer_open_local (&swarm->control, control, (char *) prefix)
+               != 0)
         return -1;
     stage->swarm_count++;
     return 0;
