@@ -6,6 +6,7 @@
 
 #include "../proto/conf.h"
 #include "../proto/log.h"
+#include "../proto/mpscan.h"
 #include "../proto/service.h"
 #include "broker.h"
 #include "dlq.h"
@@ -1587,9 +1588,12 @@ s_hello_repeated (broker_t *self, const registry_node_t *node,
         && memcmp (node->via, via, via_size) == 0;
 }
 
+//  KNOWN: the hello was decoded without its backends, which are that
+//  interned list (s_agent_decode).
 static void
 s_on_hello (broker_t *self, const void *routing, size_t routing_size,
-            const relays_path_t *path, proto_msg_t **msg_p, int64_t now_ms)
+            const relays_path_t *path, proto_msg_t **msg_p,
+            const registry_backend_set_t *known, int64_t now_ms)
 {
     proto_msg_t *hello = *msg_p;
     size_t hello_size = zmq_msg_size (&self->io->body);
@@ -1610,17 +1614,27 @@ s_on_hello (broker_t *self, const void *routing, size_t routing_size,
     //  What changed since its last hello, judged before the registry
     //  lets go of that hello
     pw_reset (self->scratch);
+    //  The known list is lent to the hello for the comparison only: the
+    //  registry gives it for good
+    if (known)
+        hello->backends = (proto_backend_spec_t *) registry_backends_list (
+            known, &hello->backend_count);
     bool changed = nodehist_diff (before ? before->hello : NULL, hello,
                                   broker_wall_ms (), self->scratch);
+    if (known) {
+        hello->backends = NULL;
+        hello->backend_count = 0;
+    }
     store_txn_t *txn = changed ? broker_txn (self) : NULL;
     if (txn)
         s_store_error (self, nodehist_append (txn, hello->node,
                                               pw_data (self->scratch),
                                               pw_size (self->scratch)),
                        "a node's history");
-    registry_node_t *node = registry_hello (self->registry, msg_p, routing,
-                                            routing_size, now_ms,
-                                            broker_wall_ms ());
+    registry_node_t *node = registry_hello_declaring (self->registry, msg_p,
+                                                      known, routing,
+                                                      routing_size, now_ms,
+                                                      broker_wall_ms ());
     //  Through relays: the way back, and whose node it now is
     node->via_size = self->io->answer_size;
     memcpy (node->via, zmq_msg_data (&self->io->via), node->via_size);
@@ -1711,6 +1725,45 @@ s_on_output (broker_t *self, const proto_msg_t *piece)
                        "an output piece");
 }
 
+//  Decodes an agent message BODY (SIZE bytes) into *MSG_P as
+//  proto_msg_decode does. A hello whose "backends" value is, byte for
+//  byte, the encoding of a list the registry holds (so one that decoded
+//  whole before: nearly every hello of a fleet) is decoded without it,
+//  most of its bytes, and *KNOWN_P gets that list; its own list stays
+//  empty. Otherwise *KNOWN_P is NULL.
+static int
+s_agent_decode (broker_t *self, const void *body, size_t size,
+                proto_msg_t **msg_p, const registry_backend_set_t **known_p,
+                char *why, size_t why_len)
+{
+    *known_p = NULL;
+    const uint8_t *bytes = (const uint8_t *) body;
+    size_t at = 0, len = 0;
+    const registry_backend_set_t *known = NULL;
+    if (mpscan_map_find (bytes, size, "type", true, &at, &len) == 0
+        && mpscan_str_is (bytes + at, len, "hello")
+        && mpscan_map_find (bytes, size, "backends", false, &at, &len) == 0)
+        known = registry_backends_find (self->registry, bytes + at, len);
+    if (known) {
+        static const uint8_t empty_list = 0x90;
+        uint8_t *rest = (uint8_t *) malloc (size);
+        assert (rest);
+        size_t rest_size = mpscan_replace (bytes, size, at, len, &empty_list,
+                                           1, rest, size);
+        int rc = rest_size ? proto_msg_decode (rest, rest_size, msg_p, NULL,
+                                               0)
+                           : -2;
+        free (rest);
+        if (rc == 0 && (*msg_p)->type == PROTO_HELLO) {
+            *known_p = known;
+            return 0;
+        }
+        proto_msg_destroy (msg_p);
+        //  Refused: the whole decode gives its verdict and its words
+    }
+    return proto_msg_decode (body, size, msg_p, why, why_len);
+}
+
 //  Handles the message in self->io's frames (a routing id and a body).
 static void
 s_on_agent_message (broker_t *self, int64_t now_ms)
@@ -1725,7 +1778,9 @@ s_on_agent_message (broker_t *self, int64_t now_ms)
     //  Errors go back the way the message came (a relay's via frame)
     size_t via_size = zmq_msg_size (&io->via);
     io->answer_size = via_size % KEYS_Z85_LEN == 0 ? via_size : 0;
-    if (proto_msg_decode (body, body_size, &in, why, sizeof why) != 0) {
+    const registry_backend_set_t *known = NULL;
+    if (s_agent_decode (self, body, body_size, &in, &known, why, sizeof why)
+        != 0) {
         self->counters.malformed++;
         if (self->config.verbose)
             s_log ("dropped a malformed agent message: %s", why);
@@ -1779,7 +1834,7 @@ s_on_agent_message (broker_t *self, int64_t now_ms)
         return;
     }
     if (in->type == PROTO_HELLO) {
-        s_on_hello (self, routing, routing_size, &path, &in, now_ms);
+        s_on_hello (self, routing, routing_size, &path, &in, known, now_ms);
         proto_msg_destroy (&in);
         return;
     }

@@ -81,17 +81,27 @@ bool
 nodehist_diff (const proto_msg_t *older, const proto_msg_t *newer,
                int64_t wall_ms, pw_t *writer)
 {
+    //  A first registration names no action, and two lists of one
+    //  interned declaration (registry.h) are one pointer and differ in
+    //  nothing: only a hello that brings another list is compared by name
+    bool compare = older && (older->backends != newer->backends
+                             || older->backend_count != newer->backend_count);
     char **was = NULL, **now = NULL;
-    size_t was_count = s_actions (older, &was);
-    size_t now_count = s_actions (newer, &now);
-    qsort (was, was_count, sizeof (char *), s_compare);
-    qsort (now, now_count, sizeof (char *), s_compare);
+    size_t was_count = compare ? s_actions (older, &was) : 0;
+    size_t now_count = compare ? s_actions (newer, &now) : 0;
+    if (!compare)
+        for (size_t b = 0; newer && b < newer->backend_count; b++)
+            now_count += newer->backends [b].action_count;
+    if (compare) {
+        qsort (was, was_count, sizeof (char *), s_compare);
+        qsort (now, now_count, sizeof (char *), s_compare);
+    }
     //  Merge: what only one side has
     char **added = (char **) calloc (now_count + 1, sizeof (char *));
     char **removed = (char **) calloc (was_count + 1, sizeof (char *));
     assert (added && removed);
     size_t added_count = 0, removed_count = 0, i = 0, j = 0;
-    while (i < was_count || j < now_count) {
+    while (compare && (i < was_count || j < now_count)) {
         int cmp = i == was_count ? 1 : j == now_count ? -1
                                      : strcmp (was [i], now [j]);
         if (cmp < 0)
@@ -160,8 +170,10 @@ nodehist_diff (const proto_msg_t *older, const proto_msg_t *newer,
     }
     free (added);
     free (removed);
-    s_free_list (was, was_count);
-    s_free_list (now, now_count);
+    if (compare) {
+        s_free_list (was, was_count);
+        s_free_list (now, now_count);
+    }
     return wrote;
 }
 

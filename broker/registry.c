@@ -9,6 +9,8 @@
 struct _registry_t {
     zhashx_t *nodes;     //  id -> registry_node_t (owned)
     zhashx_t *backend_sets;  //  registry_backend_set_t -> itself (owned)
+    zhashx_t *sets_by_bytes; //  The same sets, keyed by their encoding
+                             //  (registry_backends_find)
     pw_t *scratch;       //  A node's hello, while its record is written
     bool seen_known;     //  oldest_seen_ms holds a bound
     int64_t oldest_seen_ms;  //  No online node was last seen before this
@@ -25,6 +27,7 @@ struct _registry_backend_set_t {
     size_t size;                         //  Bytes in bytes
     size_t refs;                         //  Nodes that declare it
     registry_t *owner;                   //  Registry that keeps it
+    uint64_t bytes_hash;                 //  s_hash_bytes of bytes
 };
 
 
@@ -238,6 +241,26 @@ s_write_wire_backends (pw_t *writer, const proto_backend_spec_t *backends,
     }
 }
 
+//  The index of sets by their encoding: a lookup passes a set of its own
+//  that holds only bytes, size and bytes_hash.
+static size_t
+s_set_bytes_hash (const void *key)
+{
+    return (size_t) ((const registry_backend_set_t *) key)->bytes_hash;
+}
+
+static int
+s_set_bytes_compare (const void *a, const void *b)
+{
+    const registry_backend_set_t *one = (const registry_backend_set_t *) a;
+    const registry_backend_set_t *other = (const registry_backend_set_t *) b;
+    if (one->bytes_hash != other->bytes_hash)
+        return one->bytes_hash < other->bytes_hash ? -1 : 1;
+    if (one->size != other->size)
+        return one->size < other->size ? -1 : 1;
+    return memcmp (one->bytes, other->bytes, one->size);
+}
+
 static void
 s_set_destroy (void **item_p)
 {
@@ -288,7 +311,12 @@ s_intern (registry_t *self, proto_msg_t *hello)
         set->bytes = (uint8_t *) malloc (set->size);
         assert (set->bytes);
         memcpy (set->bytes, pw_data (self->scratch), set->size);
+        set->bytes_hash = s_hash_bytes (S_HASH_SEED, set->bytes, set->size);
         int rc = zhashx_insert (self->backend_sets, set, set);
+        assert (rc == 0);
+        //  Lists that decode alike encode alike: at most one set per
+        //  encoding
+        rc = zhashx_insert (self->sets_by_bytes, set, set);
         assert (rc == 0);
     }
     set->refs++;
@@ -309,18 +337,29 @@ s_node_release_hello (registry_node_t *node)
         proto_msg_destroy (&node->hello);
     }
     node->backend_set = NULL;
-    if (set && --set->refs == 0)
+    if (set && --set->refs == 0) {
+        zhashx_delete (set->owner->sets_by_bytes, set);
         zhashx_delete (set->owner->backend_sets, set);
+    }
 }
 
-//  Gives NODE the hello taken from *HELLO_P, its backends interned.
+//  Gives NODE the hello taken from *HELLO_P, its backends interned; or,
+//  when KNOWN, the hello has no list of its own and declares KNOWN.
 static void
 s_node_set_hello (registry_t *self, registry_node_t *node,
-                  proto_msg_t **hello_p)
+                  proto_msg_t **hello_p, registry_backend_set_t *known)
 {
     //  Interned first: a node that says hello again with the same
     //  backends keeps their list instead of freeing and rebuilding it
-    registry_backend_set_t *set = s_intern (self, *hello_p);
+    registry_backend_set_t *set = known;
+    if (set) {
+        assert ((*hello_p)->backends == NULL);
+        set->refs++;
+        (*hello_p)->backends = set->backends;
+        (*hello_p)->backend_count = set->backend_count;
+    }
+    else
+        set = s_intern (self, *hello_p);
     s_node_release_hello (node);
     node->hello = *hello_p;
     node->backend_set = set;
@@ -362,6 +401,11 @@ registry_new (void)
     zhashx_set_key_duplicator (self->backend_sets, NULL);
     zhashx_set_key_destructor (self->backend_sets, NULL);
     zhashx_set_destructor (self->backend_sets, s_set_destroy);
+    self->sets_by_bytes = zhashx_new ();
+    zhashx_set_key_hasher (self->sets_by_bytes, s_set_bytes_hash);
+    zhashx_set_key_comparator (self->sets_by_bytes, s_set_bytes_compare);
+    zhashx_set_key_duplicator (self->sets_by_bytes, NULL);
+    zhashx_set_key_destructor (self->sets_by_bytes, NULL);
     self->scratch = pw_new ();
     return self;
 }
@@ -374,6 +418,7 @@ registry_destroy (registry_t **self_p)
         //  Nodes first: each gives its backend list back
         zhashx_destroy (&self->nodes);
         assert (zhashx_size (self->backend_sets) == 0);
+        zhashx_destroy (&self->sets_by_bytes);
         zhashx_destroy (&self->backend_sets);
         pw_destroy (&self->scratch);
         free (self);
@@ -393,14 +438,44 @@ s_node_get_or_new (registry_t *self, const char *id)
     return node;
 }
 
+const registry_backend_set_t *
+registry_backends_find (registry_t *self, const void *bytes, size_t size)
+{
+    registry_backend_set_t probe;
+    memset (&probe, 0, sizeof probe);
+    probe.bytes = (uint8_t *) bytes;
+    probe.size = size;
+    probe.bytes_hash = s_hash_bytes (S_HASH_SEED, bytes, size);
+    return (const registry_backend_set_t *) zhashx_lookup (
+        self->sets_by_bytes, &probe);
+}
+
+const proto_backend_spec_t *
+registry_backends_list (const registry_backend_set_t *set, size_t *count_p)
+{
+    *count_p = set->backend_count;
+    return set->backends;
+}
+
 registry_node_t *
 registry_hello (registry_t *self, proto_msg_t **hello_p,
                 const void *routing_id, size_t routing_id_size,
                 int64_t now_ms, int64_t wall_ms)
 {
+    return registry_hello_declaring (self, hello_p, NULL, routing_id,
+                                     routing_id_size, now_ms, wall_ms);
+}
+
+registry_node_t *
+registry_hello_declaring (registry_t *self, proto_msg_t **hello_p,
+                          const registry_backend_set_t *known,
+                          const void *routing_id, size_t routing_id_size,
+                          int64_t now_ms, int64_t wall_ms)
+{
     assert (hello_p && *hello_p && (*hello_p)->node);
     registry_node_t *node = s_node_get_or_new (self, (*hello_p)->node);
-    s_node_set_hello (self, node, hello_p);
+    //  The set is the registry's own: lent back to it as it was found
+    s_node_set_hello (self, node, hello_p, (registry_backend_set_t *) known);
     if (!node->registered_wall_ms)
         node->registered_wall_ms = wall_ms;
     node->online = true;
@@ -432,7 +507,7 @@ registry_load (registry_t *self, const pv_t *record)
         return -1;
     }
     registry_node_t *node = s_node_get_or_new (self, hello->node);
-    s_node_set_hello (self, node, &hello);
+    s_node_set_hello (self, node, &hello, NULL);
     node->online = false;
     //  Restored work on a node that never returns ends through the
     //  scheduler's ack timeouts; no grace timer runs from before the start.

@@ -87,6 +87,30 @@ registry_node_t *registry_hello (registry_t *self, proto_msg_t **hello_p,
                                  const void *routing_id, size_t routing_id_size,
                                  int64_t now_ms, int64_t wall_ms);
 
+//  The interned backend list whose encoding is the SIZE bytes at BYTES,
+//  as the codec writes a hello's "backends" value, or NULL when no node
+//  declares that list. A hello whose backends are those very bytes
+//  declares that list: its receiver may decode the rest of it only
+//  (mpscan.h) and give it to registry_hello_declaring. Borrowed: valid
+//  until the next registry_hello, registry_load or destroy.
+const registry_backend_set_t *registry_backends_find (registry_t *self,
+                                                      const void *bytes,
+                                                      size_t size);
+
+//  The decoded list of SET and its length (borrowed, as SET is).
+const proto_backend_spec_t *registry_backends_list (
+    const registry_backend_set_t *set, size_t *count_p);
+
+//  registry_hello for a hello decoded without its backends (it has none of
+//  its own) whose backends list is KNOWN, from registry_backends_find.
+//  KNOWN NULL: exactly registry_hello.
+registry_node_t *registry_hello_declaring (registry_t *self,
+                                           proto_msg_t **hello_p,
+                                           const registry_backend_set_t *known,
+                                           const void *routing_id,
+                                           size_t routing_id_size,
+                                           int64_t now_ms, int64_t wall_ms);
+
 //  Adds a node read from the store (offline until it says hello). RECORD
 //  is the map written by registry_node_encode_record (or by an earlier
 //  version, which kept the hello as received: the same map). Its backends

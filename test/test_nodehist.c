@@ -108,6 +108,22 @@ test_nodehist_diff_names_what_changed (void **state)
     assert_int_equal (pv_type (pv_map_get (pv_array_at (versions, 0), "to")),
                       PV_NIL);
     pv_doc_destroy (&doc);
+    //  Two hellos of one interned list (registry.h) hold the same pointer:
+    //  nothing changed in it, whatever it holds; the agent's own version
+    //  is still compared
+    proto_msg_t shared = first;
+    pw_reset (writer);
+    assert_false (nodehist_diff (&first, &shared, 5000, writer));
+    shared.version = "0.3.0";
+    assert_true (nodehist_diff (&first, &shared, 5000, writer));
+    doc = s_decode (writer);
+    entry = pv_doc_root (doc);
+    assert_int_equal (pv_size (pv_map_get (entry, "added")), 0);
+    assert_int_equal (pv_size (pv_map_get (entry, "removed")), 0);
+    assert_int_equal (pv_size (pv_map_get (entry, "versions")), 0);
+    pv_get_int (pv_map_get (entry, "actions"), &actions);
+    assert_int_equal (actions, 3);
+    pv_doc_destroy (&doc);
     pw_destroy (&writer);
 }
 

@@ -13,6 +13,7 @@
 
 #include "../backends/backend.h"
 #include "../broker/registry.h"
+#include "../proto/mpscan.h"
 
 static proto_msg_t *
 s_hello (const char *id, const char *group, const char *label_key,
@@ -418,6 +419,89 @@ test_registry_other_backends_make_another_list (void **state)
     registry_destroy (&registry);
 }
 
+//  A hello whose "backends" value is, byte for byte, the encoding of a
+//  list a node declares is found by its bytes, and a hello decoded
+//  without them declares that list: the same record as a whole decode
+//  gives, and the list goes with its last node.
+static void
+test_registry_known_backends_by_their_bytes (void **state)
+{
+    registry_t *registry = registry_new ();
+    proto_msg_t *hello = s_hello ("web-01", "web", "tier", "web.dev");
+    s_add_backend (hello, "pkg", "install", "Install a package");
+    pw_t *writer = pw_new ();
+    s_encode (hello, writer);
+    //  The "backends" value of the encoded hello
+    size_t at = 0, len = 0;
+    assert_int_equal (mpscan_map_find (pw_data (writer), pw_size (writer),
+                                       "backends", false, &at, &len), 0);
+    const uint8_t *list = (const uint8_t *) pw_data (writer) + at;
+    //  Nobody declares it yet
+    assert_null (registry_backends_find (registry, list, len));
+    proto_msg_t *expected = s_copy (hello);
+    s_say_hello (registry, &hello, 1000);
+    const registry_backend_set_t *known
+        = registry_backends_find (registry, list, len);
+    assert_non_null (known);
+    size_t count = 0;
+    const proto_backend_spec_t *specs = registry_backends_list (known, &count);
+    assert_int_equal (count, 2);
+    assert_ptr_equal (specs, registry_lookup (registry, "web-01")->hello->backends);
+    //  One byte off, or one byte short: not that list
+    uint8_t *other = (uint8_t *) malloc (len);
+    memcpy (other, list, len);
+    other [len - 1] ^= 1;
+    assert_null (registry_backends_find (registry, other, len));
+    assert_null (registry_backends_find (registry, list, len - 1));
+    free (other);
+    //  web-02's hello, decoded without its backends, declares the list
+    proto_msg_t *named = s_copy (expected);
+    free (named->node);
+    named->node = strdup ("web-02");
+    s_encode (named, writer);
+    assert_int_equal (mpscan_map_find (pw_data (writer), pw_size (writer),
+                                       "backends", false, &at, &len), 0);
+    assert_ptr_equal (registry_backends_find (
+                          registry, (const uint8_t *) pw_data (writer) + at,
+                          len),
+                      known);
+    uint8_t *rest = (uint8_t *) malloc (pw_size (writer));
+    const uint8_t empty_list = 0x90;
+    size_t rest_size = mpscan_replace (pw_data (writer), pw_size (writer), at,
+                                       len, &empty_list, 1, rest,
+                                       pw_size (writer));
+    proto_msg_t *bare = NULL;
+    assert_int_equal (proto_msg_decode (rest, rest_size, &bare, NULL, 0), 0);
+    free (rest);
+    assert_int_equal (bare->backend_count, 0);
+    registry_node_t *node = registry_hello_declaring (registry, &bare, known,
+                                                      "r2", 2, 1000, 5000);
+    assert_non_null (node);
+    assert_null (bare);
+    assert_int_equal (registry_backend_sets (registry), 1);
+    assert_ptr_equal (node->hello->backends, specs);
+    //  Its record holds the hello as it came, as after a whole decode
+    pv_doc_t *doc = NULL;
+    const pv_t *record = s_record (node, &doc);
+    size_t size = 0;
+    const char *bytes = pv_str (pv_map_get (record, "hello"), &size);
+    assert_int_equal (size, pw_size (writer));
+    assert_memory_equal (bytes, pw_data (writer), size);
+    pv_doc_destroy (&doc);
+    //  Both nodes move to echo alone: the list goes, and its bytes with it
+    proto_msg_t *plain = s_hello ("web-01", "web", NULL, NULL);
+    s_say_hello (registry, &plain, 2000);
+    assert_non_null (registry_backends_find (registry, list, len));
+    plain = s_hello ("web-02", "web", NULL, NULL);
+    s_say_hello (registry, &plain, 2000);
+    assert_int_equal (registry_backend_sets (registry), 1);
+    assert_null (registry_backends_find (registry, list, len));
+    proto_msg_destroy (&named);
+    proto_msg_destroy (&expected);
+    pw_destroy (&writer);
+    registry_destroy (&registry);
+}
+
 static void
 test_registry_record_holds_the_hello_as_encoded (void **state)
 {
@@ -720,6 +804,7 @@ main (void)
         cmocka_unit_test (test_registry_lists_nodes_sorted_and_encodes_them),
         cmocka_unit_test (test_registry_equal_backends_are_kept_once),
         cmocka_unit_test (test_registry_other_backends_make_another_list),
+        cmocka_unit_test (test_registry_known_backends_by_their_bytes),
         cmocka_unit_test (test_registry_record_holds_the_hello_as_encoded),
         cmocka_unit_test (test_registry_restores_records_of_the_earlier_layout),
         cmocka_unit_test (test_registry_record_of_every_built_in_backend),
