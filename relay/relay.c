@@ -19,6 +19,7 @@
 #include "../proto/conf.h"
 #include "../proto/keys.h"
 #include "../proto/log.h"
+#include "../proto/mpscan.h"
 #include "../proto/names.h"
 #include "../proto/proto.h"
 #include "../proto/pw.h"
@@ -736,22 +737,40 @@ s_hello_topics (const proto_msg_t *hello, s_topics_t *topics)
     }
 }
 
-//  True when BODY (SIZE bytes) may be a message of TYPE: its name as a
-//  msgpack string appears in it. Cheap, so only candidates are decoded:
-//  a small body is searched whole, a large one (results with output) at
-//  its start, where encoders put v and type.
-#define S_PEEK_WHOLE 16384
-#define S_PEEK_START 256
-
+//  True when BODY (SIZE bytes) may be a message of TYPE: the first "type"
+//  of its map says so (encoders put v and type first, so little is read).
+//  Cheap, so only candidates are decoded.
 static bool
 s_may_be (const void *body, size_t size, const char *type)
 {
-    uint8_t pattern [16];
-    size_t len = strlen (type);
-    pattern [0] = (uint8_t) (0xa0 | len);
-    memcpy (pattern + 1, type, len);
-    size_t window = size <= S_PEEK_WHOLE ? size : S_PEEK_START;
-    return memmem (body, window, pattern, len + 1) != NULL;
+    size_t at = 0, len = 0;
+    return mpscan_map_find (body, size, "type", true, &at, &len) == 0
+           && mpscan_str_is ((const uint8_t *) body + at, len, type);
+}
+
+//  The hello in BODY (SIZE bytes) decoded without its backends, or NULL
+//  when it is none. The relay needs its node, groups and labels (its
+//  topics); the backends are most of its bytes and nearly all the cost of
+//  decoding it, and the broker decodes and judges them. A hello the broker
+//  refuses is never welcomed, so its topics are never granted.
+static proto_msg_t *
+s_decode_hello (const void *body, size_t size)
+{
+    size_t at = 0, len = 0;
+    if (!s_may_be (body, size, "hello")
+        || mpscan_map_find (body, size, "backends", false, &at, &len) != 0)
+        return NULL;
+    static const uint8_t empty_list = 0x90;
+    uint8_t *rest = (uint8_t *) malloc (size);
+    assert (rest);
+    size_t rest_size = mpscan_replace (body, size, at, len, &empty_list, 1,
+                                       rest, size);
+    proto_msg_t *msg = NULL;
+    if (rest_size && proto_msg_decode (rest, rest_size, &msg, NULL, 0) == 0
+        && msg->type != PROTO_HELLO)
+        proto_msg_destroy (&msg);
+    free (rest);
+    return msg;
 }
 
 static proto_msg_t *
@@ -830,7 +849,7 @@ s_on_down_message (relay_t *self, zmq_msg_t *routing, zmq_msg_t *via,
     char path [RELAYS_VIA_MAX + 1];
     memcpy (path, via ? zmq_msg_data (via) : "", via_size);
     path [via_size] = 0;
-    proto_msg_t *hello = s_decode_if (data, size, PROTO_HELLO, "hello");
+    proto_msg_t *hello = s_decode_hello (data, size);
     if (hello) {
         s_hello_topics (hello, s_peer_hello (peer, path, true));
         proto_msg_destroy (&hello);
@@ -936,6 +955,13 @@ s_on_welcome (relay_t *self, s_peer_t *peer, const char *path,
         peer->heartbeat_ms = welcome->heartbeat_ms;
     s_topics_t *topics = s_peer_hello (peer, path, false);
     if (!topics || !topics->count)
+        return;
+    //  It answers the last hello passed up only when it names that hello's
+    //  node: a welcome of an earlier hello for another node entitles to
+    //  nothing (the last one gets its own welcome, or is refused)
+    char own [NAME_MAX_LEN + 8];
+    snprintf (own, sizeof own, "node/%s/", welcome->node ? welcome->node : "");
+    if (!s_topics_has (topics, own))
         return;
     if (!*path)
         peer->welcomed = true;
