@@ -116,6 +116,14 @@
 //  must not starve the relays' and the broker's few (a fleet's agents run
 //  on hosts of their own)
 #define S_SWARM_NICE "10"
+//  Extra broker arguments: 16 from --broker-arg, the relays' enrolment
+//  (two each, CURVE runs) and the --scale broker flags below
+#define S_MAX_BROKER_ARGS (16 + 2 * S_MAX_RELAYS + 4)
+//  --scale, through relays: the broker as docs/SIZING.md lays out a fleet
+//  of tens of thousands (heartbeats every 15 s instead of 5; a broadcast
+//  fans out to every relay before the first acks come back)
+#define S_SCALE_HEARTBEAT "15s"
+#define S_SCALE_ACK_TIMEOUT "10s"
 
 typedef struct {
     size_t counts [S_MAX_COUNTS];   //  Agent counts to measure
@@ -132,7 +140,7 @@ typedef struct {
     char *swarm;                    //  gridswarm
     char *out;                      //  results.json
     bool curve;                     //  CURVE on every connection
-    char *broker_args [16];         //  Extra broker arguments
+    char *broker_args [S_MAX_BROKER_ARGS];  //  Extra broker arguments
     size_t broker_arg_count;
     char *swarm_args [16];          //  Extra swarm arguments
     size_t swarm_arg_count;
@@ -1068,7 +1076,7 @@ s_relay_broker_args (s_stage_t *stage, s_options_t *options)
 {
     static char enrol [S_MAX_RELAYS][512];
     for (size_t at = 0; at < stage->relay_count && s_security.curve; at++) {
-        if (options->broker_arg_count + 2 > 16)
+        if (options->broker_arg_count + 2 > S_MAX_BROKER_ARGS)
             return -1;
         snprintf (enrol [at], sizeof enrol [at], "%s:%s",
                   stage->relays [at].name, stage->relays [at].key);
@@ -1076,6 +1084,36 @@ s_relay_broker_args (s_stage_t *stage, s_options_t *options)
         options->broker_args [options->broker_arg_count++] = enrol [at];
     }
     return 0;
+}
+
+//  True when ARGS (COUNT of them) hold FLAG, as a flag or as FLAG=VALUE.
+static bool
+s_args_have (char *const *args, size_t count, const char *flag)
+{
+    size_t len = strlen (flag);
+    for (size_t at = 0; at < count; at++)
+        if (strncmp (args [at], flag, len) == 0
+            && (args [at][len] == 0 || args [at][len] == '='))
+            return true;
+    return false;
+}
+
+//  --scale through relays: the broker flags of docs/SIZING.md for a fleet
+//  of that size, each unless --broker-arg gives it.
+static void
+s_scale_broker_args (s_options_t *options)
+{
+    if (!s_args_have (options->broker_args, options->broker_arg_count,
+                      "--heartbeat")) {
+        options->broker_args [options->broker_arg_count++] = "--heartbeat";
+        options->broker_args [options->broker_arg_count++] = S_SCALE_HEARTBEAT;
+    }
+    if (!s_args_have (options->broker_args, options->broker_arg_count,
+                      "--ack-timeout")) {
+        options->broker_args [options->broker_arg_count++] = "--ack-timeout";
+        options->broker_args [options->broker_arg_count++]
+            = S_SCALE_ACK_TIMEOUT;
+    }
 }
 
 //  Relays the broker lists as connected (relay.list), or -1 when it does
@@ -1950,6 +1988,8 @@ s_relay_prepare (s_stage_t *stage, s_options_t *options, s_run_t *run)
         return -1;
     }
     stage->relay_count = run->relay_count;
+    if (options->scale)
+        s_scale_broker_args (options);
     if (s_relay_keys (stage, stage->relay_count) != 0
         || s_relay_broker_args (stage, options) != 0) {
         snprintf (run->error, sizeof run->error, "cannot set up the relays' "
@@ -2078,7 +2118,15 @@ s_measure (const s_options_t *options, size_t agents, s_run_t *run)
     if (run->relay_count)
         s_measure_libzmq (options, (agents + run->relay_count - 1)
                                        / run->relay_count, run);
-    s_say ("%zu agents: starting a broker", agents);
+    char flags [512] = "";
+    for (size_t at = 0; at < relayed.broker_arg_count; at++)
+        if (strcmp (relayed.broker_args [at], "--relay-key") != 0
+            && (at == 0
+                || strcmp (relayed.broker_args [at - 1], "--relay-key") != 0))
+            snprintf (flags + strlen (flags), sizeof flags - strlen (flags),
+                      " %s", relayed.broker_args [at]);
+    s_say ("%zu agents: starting a broker%s%s", agents,
+           flags [0] ? ":" : "", flags);
     if (s_stage_broker (&stage, &relayed, name) != 0) {
         snprintf (run->error, sizeof run->error, "the broker did not start");
         s_stage_stop (&stage, options->keep);
@@ -3198,7 +3246,8 @@ s_queue_main (const s_options_t *options)
                       "--heartbeat", "500ms", "--missed-heartbeats", "3",
                       "--retention", "30d"};
     for (size_t at = 0; at < sizeof extra / sizeof extra [0]
-                        && queue_options.broker_arg_count < 16; at++)
+                        && queue_options.broker_arg_count
+                               < S_MAX_BROKER_ARGS; at++)
         queue_options.broker_args [queue_options.broker_arg_count++]
             = extra [at];
     //  The limit, in a config file of its own
@@ -3212,7 +3261,7 @@ s_queue_main (const s_options_t *options)
         }
         fprintf (file, "limits:\n  test.echo: %zu\n", options->queue_limit);
         fclose (file);
-        if (queue_options.broker_arg_count + 2 <= 16) {
+        if (queue_options.broker_arg_count + 2 <= S_MAX_BROKER_ARGS) {
             queue_options.broker_args [queue_options.broker_arg_count++]
                 = "--config";
             queue_options.broker_args [queue_options.broker_arg_count++]
@@ -3636,7 +3685,8 @@ s_http_measure (const s_options_t *options, s_http_run_t *run)
     s_options_t http_options = *options;
     char *extra [] = {"--http", listen, "--max-pending", "10000000"};
     for (size_t at = 0; at < sizeof extra / sizeof extra [0]
-                        && http_options.broker_arg_count < 16; at++)
+                        && http_options.broker_arg_count
+                               < S_MAX_BROKER_ARGS; at++)
         http_options.broker_args [http_options.broker_arg_count++]
             = extra [at];
     s_say ("http: starting a broker with its HTTP face on %s, %d swarm "
@@ -3832,7 +3882,9 @@ static const char *s_usage =
     "                       processes (0: all at once; --scale behind\n"
     "                       relays: 2500)                            [0]\n"
     "  --scale              the bench-scale run: the first count direct,\n"
-    "                       the others through --relays (default 8),\n"
+    "                       the others through --relays (default 8) to a\n"
+    "                       broker at --heartbeat 15s --ack-timeout 10s\n"
+    "                       (docs/SIZING.md; --broker-arg overrides),\n"
     "                       no real agent; scale goals; writes\n"
     "                       build/bench/scale.json   [--agents 10000,50000]\n"
     "  --http               only the HTTP figures: job submits per second\n"
@@ -4044,6 +4096,7 @@ s_parse (s_options_t *options, int argc, char *argv [])
                 options->curve = true;
                 break;
             case 'B':
+                //  Room is kept for what --scale and the relays add
                 if (options->broker_arg_count == 16)
                     return -1;
                 options->broker_args [options->broker_arg_count++] = optarg;
