@@ -54,6 +54,61 @@ s_show (const char *text, size_t len, char *buf)
     return name_show (text, len, buf, S_SHOW_MAX + 4);
 }
 
+//  A decoded message other than hello is one allocation: the proto_msg_t,
+//  then its strings and arrays, handed out in order (an arena); what does
+//  not fit goes in further chunks, linked from the message. S_ARENA is the
+//  arena of the decode under way on this thread, or NULL: then each
+//  string and array is an allocation of its own, as in a hello (the
+//  registry passes a hello's backends from message to message) and in
+//  messages built by hand.
+typedef struct s_chunk_s s_chunk_t;
+struct s_chunk_s {
+    s_chunk_t *next;            //  The chunk made before it
+    uint64_t align;             //  Keeps what follows 16-byte aligned
+};
+
+typedef struct {
+    char *next;                 //  Free space
+    char *end;                  //  Its end
+    s_chunk_t **chunks;         //  Where further chunks are linked
+} s_arena_t;
+
+static _Thread_local s_arena_t *s_arena;
+
+//  SIZE bytes aligned to ALIGN (a power of 2 up to 16), from the arena of
+//  the decode under way, else from malloc. Zeroed when ZERO.
+static void *
+s_alloc (size_t size, size_t align, bool zero)
+{
+    s_arena_t *arena = s_arena;
+    if (!arena)
+        return zero ? calloc (1, size ? size : 1) : malloc (size ? size : 1);
+    uintptr_t at = ((uintptr_t) arena->next + align - 1) & ~(uintptr_t) (align - 1);
+    if (at > (uintptr_t) arena->end || size > (uintptr_t) arena->end - at) {
+        size_t room = size > 4096 ? size : 4096;
+        s_chunk_t *chunk = (s_chunk_t *) malloc (sizeof (s_chunk_t) + room);
+        if (!chunk)
+            return NULL;
+        chunk->next = *arena->chunks;
+        *arena->chunks = chunk;
+        arena->next = (char *) (chunk + 1);
+        arena->end = arena->next + room;
+        at = (uintptr_t) arena->next;
+    }
+    arena->next = (char *) at + size;
+    if (zero)
+        memset ((void *) at, 0, size);
+    return (void *) at;
+}
+
+//  Gives back what s_alloc gave, when it was not from an arena.
+static void
+s_release (void *block)
+{
+    if (!s_arena)
+        free (block);
+}
+
 //  Where a value sits, for error messages: "hello.backends[0].name". Each
 //  level of the decode (or of the check before an encode) holds one link
 //  on its stack, and the text is written only when an error is reported.
@@ -227,7 +282,7 @@ s_text_read (const pv_t *value, s_text_t rule, const s_path_t *path,
         s_fail (why, why_len, path, "contains a NUL byte");
         return -2;
     }
-    char *text = malloc (len + 1);
+    char *text = (char *) s_alloc (len + 1, 1, false);
     if (!text) {
         s_fail (why, why_len, path, "out of memory");
         return -2;
@@ -235,7 +290,7 @@ s_text_read (const pv_t *value, s_text_t rule, const s_path_t *path,
     memcpy (text, bytes, len);
     text [len] = 0;
     if (s_text_check (rule, text, len, path, why, why_len)) {
-        free (text);
+        s_release (text);
         return -2;
     }
     *out = text;
@@ -727,6 +782,17 @@ proto_msg_destroy (proto_msg_t **self_p)
     proto_msg_t *self = *self_p;
     if (!self)
         return;
+    if (self->packed) {
+        s_chunk_t *chunk = (s_chunk_t *) self->chunks;
+        while (chunk) {
+            s_chunk_t *next = chunk->next;
+            free (chunk);
+            chunk = next;
+        }
+        free (self);
+        *self_p = NULL;
+        return;
+    }
     //  Free every member whatever the type: a caller may have set fields
     //  that its message type does not use
     free (self->node);
@@ -928,7 +994,7 @@ s_decode_list (const pv_t *value, const s_field_t *field, void *item,
     size_t *list_count = S_MEMBER (item, field->count_offset, size_t);
     if (count == 0)
         return 0;
-    *list = calloc (count, sizeof (char *));
+    *list = (char **) s_alloc (count * sizeof (char *), 8, true);
     if (!*list) {
         s_fail (why, why_len, path, "out of memory");
         return -2;
@@ -963,7 +1029,7 @@ s_decode_map (const pv_t *value, const s_field_t *field, void *item,
     size_t *pair_count = S_MEMBER (item, field->count_offset, size_t);
     if (count == 0)
         return 0;
-    *pairs = calloc (count, sizeof (proto_kv_t));
+    *pairs = (proto_kv_t *) s_alloc (count * sizeof (proto_kv_t), 8, true);
     if (!*pairs) {
         s_fail (why, why_len, path, "out of memory");
         return -2;
@@ -999,7 +1065,7 @@ s_decode_structs (const pv_t *value, const s_field_t *field, void *item,
     size_t *array_count = S_MEMBER (item, field->count_offset, size_t);
     if (count == 0)
         return 0;
-    *array = calloc (count, schema->size);
+    *array = (char *) s_alloc (count * schema->size, 8, true);
     if (!*array) {
         s_fail (why, why_len, path, "out of memory");
         return -2;
@@ -1078,8 +1144,8 @@ s_decode_acks (const pv_t *value, const s_field_t *field, void *item,
             return -2;
         text_size += job_len + 1;
     }
-    proto_ack_t *acks = (proto_ack_t *) malloc (count * sizeof (proto_ack_t)
-                                                + text_size);
+    proto_ack_t *acks = (proto_ack_t *) s_alloc (count * sizeof (proto_ack_t)
+                                                 + text_size, 8, false);
     if (!acks) {
         s_fail (why, why_len, path, "out of memory");
         return -2;
@@ -1154,7 +1220,7 @@ s_decode_field (const pv_t *value, const s_field_t *field, void *item,
                         PRId64 ")", len, field->min, field->max);
                 return -2;
             }
-            uint8_t *copy = (uint8_t *) malloc (len ? len : 1);
+            uint8_t *copy = (uint8_t *) s_alloc (len ? len : 1, 1, false);
             if (!copy) {
                 s_fail (why, why_len, path, "out of memory");
                 return -2;
@@ -1316,14 +1382,34 @@ proto_msg_decode (const void *data, size_t size, proto_msg_t **msg_p,
                   s_show (type_text, type_len, show));
         goto done;
     }
-    msg = proto_msg_new (message->type);
+    //  One allocation holds the message and, nearly always, all it owns:
+    //  their bytes are at most the frame's, plus NULs and arrays
+    s_arena_t arena;
+    if (message->type == PROTO_HELLO)
+        msg = proto_msg_new (message->type);
+    else {
+        size_t head = (sizeof (proto_msg_t) + 15) & ~(size_t) 15;
+        size_t room = size + 256;
+        msg = (proto_msg_t *) malloc (head + room);
+        if (msg) {
+            memset (msg, 0, sizeof (proto_msg_t));
+            msg->type = message->type;
+            msg->packed = true;
+            arena.next = (char *) msg + head;
+            arena.end = arena.next + room;
+            arena.chunks = (s_chunk_t **) &msg->chunks;
+            s_arena = &arena;
+        }
+    }
     if (!msg) {
         s_format (why, why_len, "out of memory");
         goto done;
     }
     s_path_t path = { NULL, message->name, message->name_len, 0, false };
-    if (s_decode_fields (root, &message->schema, msg, &path, true, why,
-                         why_len))
+    int decoded = s_decode_fields (root, &message->schema, msg, &path, true,
+                                   why, why_len);
+    s_arena = NULL;
+    if (decoded)
         goto done;
     *msg_p = msg;
     msg = NULL;

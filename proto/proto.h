@@ -121,7 +121,11 @@ typedef struct {
 
 //  One message of any agent-session or commands-socket type. Only the
 //  fields of its type are meaningful; the rest are zero/NULL. Every pointer
-//  is owned by the message.
+//  is owned by the message. A message made by proto_msg_new owns each
+//  string and array on its own: a caller may free or replace one. A
+//  message proto_msg_decode made of any type but hello is one allocation
+//  (packed): its strings and arrays live inside it, so they must never
+//  be freed, replaced or kept past proto_msg_destroy, which frees them all.
 typedef struct {
     proto_type_t type;           //  Which message
     char *node;                  //  hello, heartbeat, ack, started, result, bye, welcome
@@ -188,6 +192,8 @@ typedef struct {
     char *reason;                //  bye: why; cancel: why
     char *code;                  //  error: stable code
     char *message;               //  error: a sentence; progress: what it does now (optional)
+    bool packed;                 //  Decoded into one allocation (see above)
+    void *chunks;                //  packed: further chunks, the codec's own
 } proto_msg_t;
 
 //  A new zeroed message of TYPE.
