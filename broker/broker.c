@@ -675,6 +675,7 @@ s_acks_queue (broker_t *self)
             s_queue_send (self, self->agents, node->routing_id,
                           node->routing_id_size, node->via, node->via_size,
                           node->id, true);
+            metrics_result_ack (self->metrics, batched, count);
         }
         slot->node = NULL;
     }

@@ -43,6 +43,8 @@ struct _metrics_t {
     uint64_t finished [S_JOB_STATUSES];  //  Jobs finished, by status
     uint64_t results;                //  Results applied to their cell
     uint64_t agent_messages [S_AGENT_TYPES];  //  Decoded, by type
+    uint64_t ack_messages [2];       //  result_ack, result_acks sent
+    uint64_t acked_results;          //  Results they acknowledged
     zhashx_t *requests;              //  Request type -> uint64_t count
 };
 
@@ -115,6 +117,13 @@ metrics_agent_message (metrics_t *self, proto_type_t type)
 {
     if ((int) type >= 0 && (int) type < S_AGENT_TYPES)
         self->agent_messages [type]++;
+}
+
+void
+metrics_result_ack (metrics_t *self, bool batched, size_t count)
+{
+    self->ack_messages [batched]++;
+    self->acked_results += count;
 }
 
 void
@@ -507,6 +516,17 @@ s_write_messages (const metrics_t *self, const metrics_figures_t *figures,
         s_labelled (out, "grid_agent_messages_total", "type",
                     proto_type_name (types [index]),
                     self->agent_messages [types [index]]);
+    metrics_write_family (out, "grid_result_ack_messages_total", "counter",
+                          "Acknowledgements sent to agents after a commit: "
+                          "one result_ack per result, or one result_acks "
+                          "per agent and commit to agents that asked.");
+    s_labelled (out, "grid_result_ack_messages_total", "type", "result_ack",
+                self->ack_messages [0]);
+    s_labelled (out, "grid_result_ack_messages_total", "type", "result_acks",
+                self->ack_messages [1]);
+    s_counter (out, "grid_acknowledged_results_total",
+               "Results those acknowledgements covered.",
+               self->acked_results);
     s_write_requests (self, out);
     s_counter (out, "grid_malformed_messages_total",
                "Messages refused as malformed (undecodable, invalid, or of a "

@@ -77,6 +77,10 @@ void metrics_destroy (metrics_t **self_p);
 //  An agent message of TYPE was decoded (whatever became of it).
 void metrics_agent_message (metrics_t *self, proto_type_t type);
 
+//  One acknowledgement message went to an agent for COUNT results: a
+//  result_acks when BATCHED, else a result_ack (COUNT 1).
+void metrics_result_ack (metrics_t *self, bool batched, size_t count);
+
 //  A client request of TYPE (a request type proto_request_decode
 //  accepted) arrived, from any face.
 void metrics_request (metrics_t *self, const char *type);
