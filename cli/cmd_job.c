@@ -1077,10 +1077,24 @@ s_output_cell (const cli_settings_t *settings, const cli_args_t *args,
             if (cli_field_int (cell, "attempts", 0) > 0)
                 *step_p = (int) step;
         }
+        bool listed = false;
+        for (size_t index = 0; index < pv_size (expected); index++)
+            listed = listed
+                     || pv_str_eq (pv_array_at (expected, index), node);
+        //  As the broker answers for a cell it does not hold (not_found)
+        if (*step_p < 0 && !listed) {
+            char *list = cli_join (expected);
+            fprintf (err, "gridcli: node %s is not a node of job %s (it "
+                     "runs on %s)\n", node, args->id,
+                     *list ? list : "no node");
+            free (list);
+            rc = CLI_EXIT_REFUSED;
+        }
+        else
         if (*step_p < 0) {
             fprintf (err, "gridcli: node %s has run no step of job %s yet\n",
                      node, args->id);
-            rc = CLI_EXIT_JOB_FAILED;
+            rc = CLI_EXIT_REFUSED;
         }
     }
     client_reply_clear (&reply);

@@ -75,6 +75,16 @@ test_cli_job_run_controls (void **state)
     free (out);
     free (err);
 
+    //  job output of a node the job does not have: refused (exit 4), and
+    //  the error names the job's nodes
+    rc = grid_cli (&s_grid, &out, &err, S_CLI_MS, "job", "output", job,
+                   "--node", "nosuch", NULL);
+    assert_int_equal (rc, 4);
+    assert_non_null (strstr (err, "node nosuch is not a node of job"));
+    assert_non_null (strstr (err, "c-01"));
+    free (out);
+    free (err);
+
     //  The broker keeps them with the job
     rc = grid_cli (&s_grid, &out, &err, S_CLI_MS, "--output", "json", "job",
                    "status", job, NULL);
