@@ -1080,15 +1080,21 @@ s_relayed_refused (auth_t *self, const auth_key_t *key, const char *text,
     char brief [12];
     s_short (text, brief);
     self->counters.impersonation++;
+    //  What an admin runs to move the host (docs/SECURITY.md, Pools)
+    char move [200] = "";
+    if (key->node)
+        snprintf (move, sizeof move, " (to move node %s here, an admin runs "
+                  "gridcli key delete %s, then accepts its key again)",
+                  key->node, key->node);
     if (s_may_log (self, text))
-        s_log ("refused key %s through relays of pool %s: it enrolled %s%s",
+        s_log ("refused key %s through relays of pool %s: it enrolled %s%s%s",
                text, pool, key->pool ? "through pool " : "directly",
-               key->pool ? key->pool : "");
+               key->pool ? key->pool : "", move);
     return s_refuse (code, PROTO_ERR_FORBIDDEN, why, why_len,
                      "key %s enrolled %s%s: relays of pool %s may not speak "
-                     "for it", brief, key->pool ? "through relays of pool "
-                                                : "directly",
-                     key->pool ? key->pool : "", pool);
+                     "for it%s", brief, key->pool ? "through relays of pool "
+                                                  : "directly",
+                     key->pool ? key->pool : "", pool, move);
 }
 
 static int

@@ -9,7 +9,8 @@
     when its upstream comes says so and serves once it is free.
     What an admin accepted stays accepted across a broker restart: a relay
     accepted by its key, and an agent key first seen through a relay,
-    come back through it.
+    come back through it. A host that enrolled directly, pointed at a
+    relay, is told how an admin moves it, and that works.
     =========================================================================
 */
 #include <setjmp.h>
@@ -56,6 +57,30 @@ s_log_has (grid_t *grid, const char *name, const char *text, int timeout_ms)
         bool found = log && strstr (log, text) != NULL;
         free (log);
         if (found)
+            return true;
+        if (grid_now_ms () > deadline)
+            return false;
+        zclock_sleep (50);
+    }
+}
+
+//  True when the log NAME in the grid's directory holds TEXT at least
+//  COUNT times within TIMEOUT_MS.
+static bool
+s_log_count (grid_t *grid, const char *name, const char *text, int count,
+             int timeout_ms)
+{
+    char path [400];
+    snprintf (path, sizeof path, "%s/%s", grid->dir, name);
+    long long deadline = grid_now_ms () + timeout_ms;
+    while (true) {
+        char *log = grid_slurp (path);
+        int seen = 0;
+        for (const char *at = log; at && (at = strstr (at, text));
+             at += strlen (text))
+            seen++;
+        free (log);
+        if (seen >= count)
             return true;
         if (grid_now_ms () > deadline)
             return false;
@@ -297,6 +322,69 @@ test_qa_relay_accepted_survives_restart (void **state)
     pv_doc_destroy (&doc);
 }
 
+//  A node that enrolled directly, restarted behind a relay: refused, and
+//  the refusal (the agent's log) says what an admin runs; once run, the
+//  node comes back through the relay
+static void
+test_qa_relay_move_direct_node (void **state)
+{
+    grid_t *grid = (grid_t *) *state;
+    grid->manual_accept = true;
+    assert_int_equal (grid_start_broker (grid, NULL), 0);
+    int relay = grid_start_relay (grid, "site", -1, true, NULL);
+    assert_true (relay >= 0);
+    char key [KEYS_TEXT_SIZE], why [256];
+    assert_int_equal (keys_read_public (grid->relay_key [relay], key, why,
+                                        sizeof why), 0);
+    pv_doc_t *doc = grid_call (grid, "key.accept", "key", key, NULL);
+    assert_true (grid_reply_ok (doc, NULL));
+    pv_doc_destroy (&doc);
+    //  Directly first
+    int slot = grid_spawn_agent (grid, "db-01", "db", NULL, NULL);
+    assert_true (slot >= 0);
+    assert_true (s_log_has (grid, "agent-db-01.log", "pending", 20000));
+    doc = grid_call (grid, "key.accept", "node", "db-01", NULL);
+    assert_true (grid_reply_ok (doc, NULL));
+    pv_doc_destroy (&doc);
+    assert_true (grid_wait_node (grid, "db-01", "online", 20000));
+    assert_int_equal (grid_kill (grid->agent_pids [slot], SIGTERM), 0);
+    grid->agent_pids [slot] = 0;
+    //  Then behind the relay (same key, same state dir)
+    slot = grid_spawn_agent (grid, "db-01", "db", NULL, (const char *[]) {
+        "--broker", grid->relay_agents_ep [relay], "--publish",
+        grid->relay_publish_ep [relay], "--broker-key",
+        grid->relay_key [relay], NULL});
+    assert_true (slot >= 0);
+    bool said = s_log_has (grid, "agent-db-01.log",
+                           "an admin runs gridcli key delete db-01, then "
+                           "accepts its key again", 20000);
+    if (!said)
+        grid_dump_logs (grid);
+    assert_true (said);
+    //  As it says
+    doc = grid_call (grid, "key.delete", "node", "db-01", NULL);
+    assert_true (grid_reply_ok (doc, NULL));
+    pv_doc_destroy (&doc);
+    assert_true (s_log_count (grid, "broker.log",
+                              "waits for acceptance: gridcli key accept db-01",
+                              2, 20000));
+    doc = grid_call (grid, "key.accept", "node", "db-01", NULL);
+    assert_true (grid_reply_ok (doc, NULL));
+    pv_doc_destroy (&doc);
+    bool back = false;
+    long long deadline = grid_now_ms () + 20000;
+    while (!back && grid_now_ms () < deadline) {
+        doc = grid_call (grid, "node.get", "node", "db-01", NULL);
+        const pv_t *data = NULL;
+        back = grid_reply_ok (doc, &data) && grid_str_is (data, "relay", "site")
+               && grid_str_is (data, "status", "online");
+        pv_doc_destroy (&doc);
+        if (!back)
+            zclock_sleep (100);
+    }
+    assert_true (back);
+}
+
 int
 main (void)
 {
@@ -311,6 +399,8 @@ main (void)
                                          s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (
             test_qa_relay_accepted_survives_restart, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_qa_relay_move_direct_node,
+                                         s_setup, s_teardown),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }
