@@ -1811,6 +1811,9 @@ relay_new (const relay_config_t *config, char *err, size_t err_len)
             return NULL;
         }
         zloop_reader (self->loop, self->client, s_on_client, self);
+        if (!config->insecure && config->client_key_count == 0)
+            log_warn ("status endpoint %s: no --client-key given, so every "
+                      "key that asks is refused", config->client_ep);
     }
     //  main () blocked these before any thread started
     sigset_t mask;

@@ -10,7 +10,8 @@
     What an admin accepted stays accepted across a broker restart: a relay
     accepted by its key, and an agent key first seen through a relay,
     come back through it. A host that enrolled directly, pointed at a
-    relay, is told how an admin moves it, and that works.
+    relay, is told how an admin moves it, and that works. A status
+    endpoint without a key that may use it is warned about.
     =========================================================================
 */
 #include <setjmp.h>
@@ -385,6 +386,33 @@ test_qa_relay_move_direct_node (void **state)
     assert_true (back);
 }
 
+//  --client without --client-key: every key would be refused, and the
+//  relay says so when it starts
+static void
+test_qa_relay_status_without_keys (void **state)
+{
+    grid_t *grid = (grid_t *) *state;
+    char key [400], agents [400], publish [400], client [400];
+    assert_int_equal (grid_relay_keygen (grid, "lone", key, sizeof key,
+                                         NULL), 0);
+    snprintf (agents, sizeof agents, "ipc://%s/lone-agents.ipc", grid->dir);
+    snprintf (publish, sizeof publish, "ipc://%s/lone-publish.ipc",
+              grid->dir);
+    snprintf (client, sizeof client, "ipc://%s/lone-client.ipc", grid->dir);
+    char *out = NULL, *err = NULL;
+    //  It runs until killed: the warning is in what it wrote meanwhile
+    grid_run (grid, "gridrelay", &out, &err, 2000, "--config", "none",
+              "--name", "lone", "--agents", agents, "--publish", publish,
+              "--client", client, "--upstream", grid->agents_ep,
+              "--upstream-publish", grid->publish_ep, "--key", key,
+              "--upstream-key", grid->broker_key, NULL);
+    assert_non_null (err);
+    assert_non_null (strstr (err, "no --client-key given, so every key "
+                                  "that asks is refused"));
+    free (out);
+    free (err);
+}
+
 int
 main (void)
 {
@@ -400,6 +428,8 @@ main (void)
         cmocka_unit_test_setup_teardown (
             test_qa_relay_accepted_survives_restart, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_qa_relay_move_direct_node,
+                                         s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_qa_relay_status_without_keys,
                                          s_setup, s_teardown),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
