@@ -573,17 +573,24 @@ s_topics_has (const s_topics_t *topics, const char *topic)
     return false;
 }
 
+//  Adds TOPIC, whether or not it is there.
+static void
+s_topics_append (s_topics_t *topics, const char *topic)
+{
+    char **items = (char **) realloc (topics->items,
+                                      (topics->count + 1) * sizeof (char *));
+    assert (items);
+    items [topics->count++] = strdup (topic);
+    topics->items = items;
+}
+
 //  Adds TOPIC unless it is there. Returns true when it was added.
 static bool
 s_topics_add (s_topics_t *topics, const char *topic)
 {
     if (s_topics_has (topics, topic))
         return false;
-    char **items = (char **) realloc (topics->items,
-                                      (topics->count + 1) * sizeof (char *));
-    assert (items);
-    items [topics->count++] = strdup (topic);
-    topics->items = items;
+    s_topics_append (topics, topic);
     return true;
 }
 
@@ -710,18 +717,21 @@ s_peer_forget (relay_t *self, s_peer_t *peer)
 }
 
 //  TOPICS become those of HELLO, as its agent subscribes (PROTOCOL.md
-//  section 3).
+//  section 3). Appended as they come, never searched: a hello is read
+//  before its key is judged, and one of 4096 groups and labels of eight
+//  segments makes some 37,000 topics (a duplicate, from a repeated group,
+//  is harmless: a welcome adds each topic once).
 static void
 s_hello_topics (const proto_msg_t *hello, s_topics_t *topics)
 {
     char topic [512];
     s_topics_clear (topics);
-    s_topics_add (topics, "all/");
+    s_topics_append (topics, "all/");
     snprintf (topic, sizeof topic, "node/%s/", hello->node);
-    s_topics_add (topics, topic);
+    s_topics_append (topics, topic);
     for (size_t index = 0; index < hello->group_count; index++) {
         snprintf (topic, sizeof topic, "group/%s/", hello->groups [index]);
-        s_topics_add (topics, topic);
+        s_topics_append (topics, topic);
     }
     for (size_t index = 0; index < hello->label_count; index++) {
         const char *value = hello->labels [index].value;
@@ -730,7 +740,7 @@ s_hello_topics (const proto_msg_t *hello, s_topics_t *topics)
             int prefix = dot ? (int) (dot - value) : (int) strlen (value);
             snprintf (topic, sizeof topic, "label/%s/%.*s/",
                       hello->labels [index].key, prefix, value);
-            s_topics_add (topics, topic);
+            s_topics_append (topics, topic);
             if (dot)
                 dot++;
         }
