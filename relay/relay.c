@@ -34,10 +34,14 @@
 #define S_PEERS_MAX 200000           //  Downstream peers at most
 
 //  A few topics (an agent holds about five): a plain array, so that a
-//  relay of many agents spends little memory on each.
+//  relay of many agents spends little memory on each. Past
+//  S_TOPICS_INDEXED of them (a hello may make some 37,000) they are
+//  indexed too, so that finding one does not cost a search of them all.
+#define S_TOPICS_INDEXED 64
 typedef struct {
     char **items;                    //  Topics (owned)
     size_t count;
+    zhashx_t *index;                 //  Topic -> its position + 1, or NULL
 } s_topics_t;
 
 //  One downstream peer (an agent, or a relay below), by its key.
@@ -564,16 +568,27 @@ relay_config_parse (relay_config_t *config, int argc, char *argv [],
 //  ---------------------------------------------------------------------
 //  Peers and topics
 
+//  The position of TOPIC in TOPICS, or -1.
+static ssize_t
+s_topics_find (const s_topics_t *topics, const char *topic)
+{
+    if (topics->index) {
+        uintptr_t at = (uintptr_t) zhashx_lookup (topics->index, topic);
+        return at ? (ssize_t) at - 1 : -1;
+    }
+    for (size_t index = 0; index < topics->count; index++)
+        if (strcmp (topics->items [index], topic) == 0)
+            return (ssize_t) index;
+    return -1;
+}
+
 static bool
 s_topics_has (const s_topics_t *topics, const char *topic)
 {
-    for (size_t index = 0; index < topics->count; index++)
-        if (strcmp (topics->items [index], topic) == 0)
-            return true;
-    return false;
+    return s_topics_find (topics, topic) >= 0;
 }
 
-//  Adds TOPIC, whether or not it is there.
+//  Adds TOPIC, whether or not it is there (the index keeps the first).
 static void
 s_topics_append (s_topics_t *topics, const char *topic)
 {
@@ -582,6 +597,16 @@ s_topics_append (s_topics_t *topics, const char *topic)
     assert (items);
     items [topics->count++] = strdup (topic);
     topics->items = items;
+    if (topics->index)
+        zhashx_insert (topics->index, topic, (void *) (uintptr_t)
+                                                 topics->count);
+    else
+    if (topics->count > S_TOPICS_INDEXED) {
+        topics->index = zhashx_new ();
+        for (size_t index = 0; index < topics->count; index++)
+            zhashx_insert (topics->index, topics->items [index],
+                           (void *) (uintptr_t) (index + 1));
+    }
 }
 
 //  Adds TOPIC unless it is there. Returns true when it was added.
@@ -598,13 +623,20 @@ s_topics_add (s_topics_t *topics, const char *topic)
 static bool
 s_topics_remove (s_topics_t *topics, const char *topic)
 {
-    for (size_t index = 0; index < topics->count; index++)
-        if (strcmp (topics->items [index], topic) == 0) {
-            free (topics->items [index]);
-            topics->items [index] = topics->items [--topics->count];
-            return true;
-        }
-    return false;
+    ssize_t at = s_topics_find (topics, topic);
+    if (at < 0)
+        return false;
+    if (topics->index)
+        zhashx_delete (topics->index, topic);
+    free (topics->items [at]);
+    topics->items [at] = topics->items [--topics->count];
+    //  The last one moved into its place
+    if (topics->index && (size_t) at < topics->count
+        && (uintptr_t) zhashx_lookup (topics->index, topics->items [at])
+               == topics->count + 1)
+        zhashx_update (topics->index, topics->items [at],
+                       (void *) (uintptr_t) (at + 1));
+    return true;
 }
 
 static void
@@ -613,6 +645,7 @@ s_topics_clear (s_topics_t *topics)
     for (size_t index = 0; index < topics->count; index++)
         free (topics->items [index]);
     free (topics->items);
+    zhashx_destroy (&topics->index);
     topics->items = NULL;
     topics->count = 0;
 }
