@@ -589,14 +589,21 @@ s_topics_has (const s_topics_t *topics, const char *topic)
 }
 
 //  Adds TOPIC, whether or not it is there (the index keeps the first).
+//  Up to 8 topics the array is as long as it needs; past that it grows
+//  by doubling, at each power of two, so that tens of thousands cost no
+//  copy of the array per topic.
 static void
 s_topics_append (s_topics_t *topics, const char *topic)
 {
-    char **items = (char **) realloc (topics->items,
-                                      (topics->count + 1) * sizeof (char *));
-    assert (items);
-    items [topics->count++] = strdup (topic);
-    topics->items = items;
+    size_t count = topics->count;
+    if (count < 8 || (count & (count - 1)) == 0) {
+        size_t room = count < 8 ? count + 1 : count * 2;
+        char **items = (char **) realloc (topics->items,
+                                          room * sizeof (char *));
+        assert (items);
+        topics->items = items;
+    }
+    topics->items [topics->count++] = strdup (topic);
     if (topics->index)
         zhashx_insert (topics->index, topic, (void *) (uintptr_t)
                                                  topics->count);

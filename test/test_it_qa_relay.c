@@ -475,8 +475,8 @@ s_relay_figure_reaches (grid_t *grid, int slot, const char *name,
 
 //  Ten hellos of 4096 groups and 4096 labels of eight segments (36,866
 //  topics each): from a key nobody enrolled (the broker says pending),
-//  then, accepted, welcomed ten times: all of it for a fraction of a
-//  second of the relay's CPU
+//  then, accepted, three welcomed: all of it for a fraction of a second
+//  of the relay's CPU
 static void
 test_qa_relay_big_hello (void **state)
 {
@@ -544,20 +544,21 @@ test_qa_relay_big_hello (void **state)
     //  Once about 2 s each here; now about 10 ms each
     assert_true (used_ms < 5000);
 
-    //  Accepted: ten more, each welcomed
+    //  Accepted: three more, each welcomed (the broker's part of each is
+    //  slow under the sanitizers: few, and time to wait)
     assert_true (s_log_has (grid, "broker.log",
                             "gridcli key accept big-01", 20000));
     doc = grid_call (grid, "key.accept", "node", "big-01", NULL);
     assert_true (grid_reply_ok (doc, NULL));
     pv_doc_destroy (&doc);
     cpu_before = s_cpu_ms (grid->relay_pids [relay]);
-    for (int count = 0; count < 10; count++) {
+    for (int count = 0; count < 3; count++) {
         zframe_t *frame = zframe_new (pw_data (w), pw_size (w));
         assert_int_equal (zframe_send (&frame, dealer, 0), 0);
     }
     int welcomes = 0;
-    zsock_set_rcvtimeo (dealer, 60000);
-    while (welcomes < 10) {
+    zsock_set_rcvtimeo (dealer, 120000);
+    while (welcomes < 3) {
         char *reply = zstr_recv (dealer);
         assert_non_null (reply);
         if (strstr (reply, "welcome"))
@@ -565,9 +566,9 @@ test_qa_relay_big_hello (void **state)
         zstr_free (&reply);
     }
     used_ms = s_cpu_ms (grid->relay_pids [relay]) - cpu_before;
-    fprintf (stderr, "relay CPU for ten welcomes: %lld ms\n", used_ms);
+    fprintf (stderr, "relay CPU for three welcomes: %lld ms\n", used_ms);
     //  Once about 2 s a welcome
-    assert_true (used_ms < 5000);
+    assert_true (used_ms < 3000);
     zsock_destroy (&dealer);
     zcert_destroy (&cert);
     pw_destroy (&w);
