@@ -4129,6 +4129,11 @@ sched_on_result (sched_t *self, const proto_msg_t *result, int64_t now_ms)
     int64_t duration_ms = result->duration_ms > (uint64_t) INT64_MAX
                               ? INT64_MAX
                               : (int64_t) result->duration_ms;
+    //  A restarted agent reports an interrupted step without knowing how
+    //  long it ran: record the time since its started, as for a cancel
+    //  or a loss (0 when it never started)
+    if (status == SCHED_CELL_INTERRUPTED && duration_ms == 0)
+        duration_ms = s_ran_ms (self, cell);
     s_attempt_add (cell, s_attempt_node (jobx, index), status,
                    result->output, result->error,
                    result->exit_code, duration_ms, result->truncated);

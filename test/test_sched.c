@@ -2888,6 +2888,68 @@ test_sched_cancel_records_run_time (void **state)
     s_harness_destroy (&h);
 }
 
+//  An interrupted result from a restarted agent carries no run time: the
+//  attempt records the time since its started (0 when it never started);
+//  a run time the agent did report stands.
+static void
+test_sched_interrupted_records_run_time (void **state)
+{
+    harness_t *h = s_harness_new (s_web3, 4);
+    s_start (h);
+    job_spec_t *spec = s_spec (TARGET_GROUP, "web", false,
+                               JOB_STRATEGY_CONTINUE);
+    s_leaf (spec, "test", "sleep", JOB_COND_ALWAYS);
+    s_submit (h, "j-1", spec);
+    assert_int_equal (s_ack (h, "j-1", 0, 1, "web-01"), 0);
+    assert_int_equal (s_started (h, "j-1", 0, 1, "web-01"), 0);
+    assert_int_equal (s_ack (h, "j-1", 0, 1, "web-02"), 0);
+    assert_int_equal (s_ack (h, "j-1", 0, 1, "web-03"), 0);
+    assert_int_equal (s_started (h, "j-1", 0, 1, "web-03"), 0);
+    h->now += 4200;
+    proto_msg_t msg;
+    memset (&msg, 0, sizeof (msg));
+    msg.type = PROTO_RESULT;
+    msg.job = (char *) "j-1";
+    msg.step = 0;
+    msg.attempt = 1;
+    msg.status = (char *) "interrupted";
+    msg.output = (char *) "";
+    msg.error = (char *) "agent restarted while the task ran";
+    msg.exit_code = -1;
+    msg.node = (char *) "web-01";
+    assert_int_equal (sched_on_result (h->sched, &msg, h->now), 0);
+    s_drain (h);
+    msg.node = (char *) "web-02";
+    msg.error = (char *) "agent restarted before the task ran";
+    assert_int_equal (sched_on_result (h->sched, &msg, h->now), 0);
+    s_drain (h);
+    const sched_cell_t *cell = s_live_cell (h, "j-1", 0, "web-01");
+    assert_int_equal (cell->attempt_count, 1);
+    assert_int_equal (cell->attempts [0].status, SCHED_CELL_INTERRUPTED);
+    assert_int_equal (cell->attempts [0].duration_ms, 4200);
+    cell = s_live_cell (h, "j-1", 0, "web-02");
+    assert_int_equal (cell->attempt_count, 1);
+    assert_int_equal (cell->attempts [0].status, SCHED_CELL_INTERRUPTED);
+    assert_int_equal (cell->attempts [0].duration_ms, 0);
+    msg.node = (char *) "web-03";
+    msg.duration_ms = 3900;
+    assert_int_equal (sched_on_result (h->sched, &msg, h->now), 0);
+    //  The last cell ends the job: read the record as FINISHED left it
+    sched_action_t action;
+    const sched_job_t *job = NULL;
+    while (!job && sched_next_action (h->sched, &action))
+        if (action.type == SCHED_ACTION_FINISHED)
+            job = action.job;
+    assert_non_null (job);
+    ssize_t web03 = sched_job_node_index (job, "web-03");
+    assert_true (web03 >= 0);
+    assert_int_equal (job->cells [web03].attempts [0].status,
+                      SCHED_CELL_INTERRUPTED);
+    assert_int_equal (job->cells [web03].attempts [0].duration_ms, 3900);
+    s_drain (h);
+    s_harness_destroy (&h);
+}
+
 //  ---------------------------------------------------------------------
 //  Any-node claims, leases and reclaims (R17-R20)
 
@@ -3566,6 +3628,7 @@ main (void)
         cmocka_unit_test (test_sched_queued_named_node_offline),
         cmocka_unit_test (test_sched_restore_named_not_run),
         cmocka_unit_test (test_sched_cancel_records_run_time),
+        cmocka_unit_test (test_sched_interrupted_records_run_time),
         cmocka_unit_test (test_sched_any_least_loaded),
         cmocka_unit_test (test_sched_lease_expiry_reclaims),
         cmocka_unit_test (test_sched_reclaim_after_started),
