@@ -110,8 +110,11 @@
 #define S_GOAL_SCALE_BROADCAST_MS 3000
 #define S_GOAL_SCALE_RELAY_OVER 0.10    //  Relay RSS per agent over libzmq's
 //  --scale starts the swarm behind relays at this many agents a second
-//  (all 50,000 within the registration goal), unless --swarm-ramp says
-#define S_SCALE_RAMP 2500
+//  unless --swarm-ramp says: all 50,000 in 10 s, about what broker,
+//  relays and swarm register a second on two cores (400 us of CPU per
+//  agent), so that no queue builds up; all at once, 6,250 connections
+//  at each relay's two endpoints would pass their listen backlog (4,096)
+#define S_SCALE_RAMP 5000
 //  Behind relays the swarm runs at this nice value: its dozens of threads
 //  must not starve the relays' and the broker's few (a fleet's agents run
 //  on hosts of their own)
@@ -3880,7 +3883,7 @@ static const char *s_usage =
     "                       libzmq with --curve]\n"
     "  --swarm-ramp N       start N agents a second over all swarm\n"
     "                       processes (0: all at once; --scale behind\n"
-    "                       relays: 2500)                            [0]\n"
+    "                       relays: 5000)                            [0]\n"
     "  --scale              the bench-scale run: the first count direct,\n"
     "                       the others through --relays (default 8) to a\n"
     "                       broker at --heartbeat 15s --ack-timeout 10s\n"
