@@ -871,6 +871,89 @@ test_it_relay_insecure (void **state)
     pv_doc_destroy (&doc);
 }
 
+//  A welcome entitles an agent's key, at the relay, to the topics of its
+//  last hello only when it names that hello's node: a key that says hello
+//  as x-01 and at once as y-01 (which the broker refuses) gets nothing of
+//  y-01's from x-01's welcome, so its SUB cannot take y-01's commands.
+static void
+test_it_relay_welcome_names_the_hello (void **state)
+{
+    grid_t *grid = (grid_t *) *state;
+    char arg [600];
+    const char *broker_extra [] = {"--relay-key",
+                                   s_relay_arg (grid, "r1", NULL, arg,
+                                                sizeof arg), NULL};
+    assert_int_equal (grid_start_broker (grid, broker_extra), 0);
+    int relay = grid_start_relay (grid, "r1", -1, true, NULL);
+    assert_true (relay >= 0);
+    //  A raw agent of its own key, speaking CURVE to the relay
+    char path [400], public_txt [KEYS_TEXT_SIZE], server [KEYS_TEXT_SIZE];
+    char why [256];
+    assert_int_equal (grid_keygen (grid, "agent-x-01", path, sizeof path,
+                                   public_txt), 0);
+    assert_int_equal (keys_read_public (grid->relay_key [relay], server, why,
+                                        sizeof why), 0);
+    zcert_t *cert = keys_load_pair (path, why, sizeof why);
+    assert_non_null (cert);
+    zsock_t *dealer = zsock_new (ZMQ_DEALER);
+    zsock_t *sub = zsock_new (ZMQ_SUB);
+    keys_curve_client (dealer, cert, server);
+    keys_curve_client (sub, cert, server);
+    zcert_destroy (&cert);
+    zsock_set_linger (dealer, 0);
+    zsock_set_linger (sub, 0);
+    zsock_set_rcvtimeo (dealer, 10000);
+    assert_int_equal (zsock_connect (dealer, "%s",
+                                     grid->relay_agents_ep [relay]), 0);
+    assert_int_equal (zsock_connect (sub, "%s",
+                                     grid->relay_publish_ep [relay]), 0);
+    proto_msg_t hello;
+    memset (&hello, 0, sizeof hello);
+    hello.type = PROTO_HELLO;
+    hello.hostname = "raw";
+    hello.version = "0.1.0";
+    hello.concurrency = 1;
+    const char *ids [] = {"x-01", "y-01"};
+    pw_t *writer = pw_new ();
+    for (int at = 0; at < 2; at++) {
+        hello.node = (char *) ids [at];
+        pw_reset (writer);
+        assert_int_equal (proto_msg_encode (&hello, writer), 0);
+        assert_int_equal (zsock_send (dealer, "b", pw_data (writer),
+                                      pw_size (writer)), 0);
+    }
+    pw_destroy (&writer);
+    //  x-01's welcome comes back
+    bool welcomed = false;
+    for (int count = 0; count < 4 && !welcomed; count++) {
+        zframe_t *frame = zframe_recv (dealer);
+        if (!frame)
+            break;
+        proto_msg_t *msg = NULL;
+        if (proto_msg_decode (zframe_data (frame), zframe_size (frame), &msg,
+                              NULL, 0) == 0)
+            welcomed = msg->type == PROTO_WELCOME
+                       && strcmp (msg->node, "x-01") == 0;
+        proto_msg_destroy (&msg);
+        zframe_destroy (&frame);
+    }
+    assert_true (welcomed);
+    //  Its SUB asks for y-01's commands: refused and counted
+    int64_t refused = s_relay_counter (grid, relay, "refused_topics");
+    zsock_set_subscribe (sub, "node/y-01/");
+    int64_t deadline = zclock_mono () + 10000;
+    while (s_relay_counter (grid, relay, "refused_topics") <= refused
+           && zclock_mono () < deadline)
+        zclock_sleep (50);
+    assert_true (s_relay_counter (grid, relay, "refused_topics") > refused);
+    //  The broker never sends y-01 a command through it: no such node
+    pv_doc_t *doc = s_node (grid, "y-01");
+    assert_false (grid_reply_ok (doc, NULL));
+    pv_doc_destroy (&doc);
+    zsock_destroy (&sub);
+    zsock_destroy (&dealer);
+}
+
 int
 main (void)
 {
@@ -892,6 +975,8 @@ main (void)
         cmocka_unit_test_setup_teardown (test_it_relay_killed_mid_job,
                                          s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_it_relay_restarted_mid_job,
+                                         s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_it_relay_welcome_names_the_hello,
                                          s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_it_relay_insecure, s_setup,
                                          s_teardown),
