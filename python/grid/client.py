@@ -34,10 +34,15 @@ class GridError(Exception):
 class Unreachable(GridError):
     """No reply from the broker after every try (code ``unreachable``)."""
 
-    def __init__(self, endpoint, request_type, tries):
-        super().__init__("unreachable",
-                         f"no reply to {request_type} from {endpoint} "
-                         f"after {tries} tries")
+    def __init__(self, endpoint, request_type, tries, curve=False):
+        text = f"no reply to {request_type} from {endpoint} after {tries} tries"
+        if curve:
+            # The broker drops a handshake it cannot read without a word:
+            # a wrong server key looks just like a broker that is not there
+            text += ("; a wrong broker key looks like this too: check that "
+                     "broker_key is the public key of the broker at this "
+                     "endpoint, and that the endpoint is right")
+        super().__init__("unreachable", text)
         self.endpoint = endpoint
 
 
@@ -151,7 +156,8 @@ class Client:
                     return self._data(reply, request_id, type_)
             finally:
                 sock.close()
-        raise Unreachable(self.endpoint, type_, self.tries)
+        raise Unreachable(self.endpoint, type_, self.tries,
+                          curve=self._curve is not None)
 
     @staticmethod
     def _data(reply, request_id, type_):

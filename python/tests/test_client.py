@@ -15,6 +15,8 @@ import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
+import zmq  # noqa: E402
+
 import grid  # noqa: E402
 
 BIN = os.environ.get("GRID_BIN", os.path.join(os.path.dirname(__file__),
@@ -188,6 +190,26 @@ class ClientTest(unittest.TestCase):
         with self.assertRaises(grid.Unreachable) as caught:
             client.status()
         self.assertEqual(caught.exception.code, "unreachable")
+        self.assertIn("after 2 tries", str(caught.exception))
+        self.assertIn("wrong broker key", str(caught.exception))
+        # Without CURVE there is no key to blame
+        client = grid.Client("ipc://" + self.cluster.dir + "/nobody",
+                             insecure=True, timeout=0.2, tries=1)
+        with self.assertRaises(grid.Unreachable) as caught:
+            client.status()
+        self.assertNotIn("broker key", str(caught.exception))
+
+    def test_wrong_broker_key_is_named(self):
+        # The real broker, another broker's key: the handshake never
+        # completes and the broker says nothing
+        other, _ = zmq.curve_keypair()
+        client = grid.Client(self.cluster.client_ep, broker_key=other,
+                             key=self.cluster.key("admin"),
+                             timeout=0.2, tries=2)
+        with self.assertRaises(grid.Unreachable) as caught:
+            client.status()
+        self.assertIn(self.cluster.client_ep, str(caught.exception))
+        self.assertIn("broker_key is the public key", str(caught.exception))
 
     def test_targets_and_keys_are_checked_locally(self):
         self.assertEqual(grid.parse_target("any:group:web"),
