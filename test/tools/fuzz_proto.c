@@ -8,6 +8,9 @@
     that decode again, a decoded message re-encodes (decode and encode
     apply the same rules) to the very bytes a second decode re-encodes to,
     and an accepted job spec re-encodes to a spec that is accepted again.
+    The header-only scanner (mpscan) never reads past its input, agrees
+    with the decoder on where an accepted value ends, and what it finds
+    or cuts out is a whole value again.
     A broken invariant aborts, which the fuzzer reports as a crash.
 
     Built with -DGRID_FUZZ_LIBFUZZER and -fsanitize=fuzzer it is a libFuzzer
@@ -22,6 +25,7 @@
 #include <string.h>
 
 #include "../../proto/job.h"
+#include "../../proto/mpscan.h"
 #include "../../proto/proto.h"
 #include "../../proto/pv.h"
 #include "../../proto/pw.h"
@@ -146,9 +150,54 @@ s_check_request (const uint8_t *data, size_t size)
     proto_request_destroy (&req);
 }
 
+//  mpscan against the decoder: on any input it stays within DATA; on a
+//  value pv_doc_decode accepts (one value, no trailing bytes) it skips
+//  exactly the whole of it; a key it finds is a whole value inside DATA,
+//  and cutting that value out for an empty array leaves a map that
+//  scans whole again.
+static void
+s_check_scan (const uint8_t *data, size_t size)
+{
+    size_t skip = mpscan_skip (data, size);
+    if (skip > size)
+        s_broken ("mpscan_skip ran past its input");
+    pv_doc_t *doc = NULL;
+    char why [256];
+    bool accepted = pv_doc_decode (data, size, &doc, why, sizeof why) == 0;
+    pv_doc_destroy (&doc);
+    if (accepted && skip != size)
+        s_broken ("mpscan_skip disagrees with the decoder on a value's end");
+
+    const char *keys [] = { "backends", "type", "node" };
+    for (size_t index = 0; index < 3; index++) {
+        for (int first = 0; first < 2; first++) {
+            size_t at = 0, len = 0;
+            if (mpscan_map_find (data, size, keys [index], first != 0, &at,
+                                 &len) != 0)
+                continue;
+            if (at > size || len > size - at || len == 0)
+                s_broken ("mpscan_map_find gave a value outside its input");
+            if (mpscan_skip (data + at, len) != len)
+                s_broken ("mpscan_map_find gave a value that is not whole");
+            uint8_t *out = malloc (size + 1);
+            if (!out)
+                return;
+            const uint8_t empty = 0x90;
+            size_t cut = mpscan_replace (data, size, at, len, &empty, 1, out,
+                                         size + 1);
+            if (cut != size - len + 1)
+                s_broken ("mpscan_replace gave the wrong size");
+            if (accepted && mpscan_skip (out, cut) != cut)
+                s_broken ("a map with a value replaced does not scan whole");
+            free (out);
+        }
+    }
+}
+
 int
 LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
 {
+    s_check_scan (data, size);
     s_check_value (data, size);
     s_check_message (data, size);
     s_check_request (data, size);
