@@ -93,6 +93,20 @@ s_log_count (grid_t *grid, const char *name, const char *text, int count,
     }
 }
 
+//  Accepts the relay in SLOT by its key (key.accept), as an admin does
+//  for a relay not in the config; its public key goes into KEY.
+static void
+s_relay_accept (grid_t *grid, int slot, char *key)
+{
+    char why [256];
+    assert_true (slot >= 0);
+    assert_int_equal (keys_read_public (grid->relay_key [slot], key, why,
+                                        sizeof why), 0);
+    pv_doc_t *doc = grid_call (grid, "key.accept", "key", key, NULL);
+    assert_true (grid_reply_ok (doc, NULL));
+    pv_doc_destroy (&doc);
+}
+
 //  A pending relay's logs (the broker's and its own) give the command
 //  that accepts it with the key quoted for a shell
 static void
@@ -127,13 +141,9 @@ test_qa_relay_unenrolled_agent (void **state)
     grid->manual_accept = true;
     assert_int_equal (grid_start_broker (grid, NULL), 0);
     int relay = grid_start_relay (grid, "late", -1, true, NULL);
-    assert_true (relay >= 0);
-    char key [KEYS_TEXT_SIZE], why [256];
-    assert_int_equal (keys_read_public (grid->relay_key [relay], key, why,
-                                        sizeof why), 0);
-    pv_doc_t *doc = grid_call (grid, "key.accept", "key", key, NULL);
-    assert_true (grid_reply_ok (doc, NULL));
-    pv_doc_destroy (&doc);
+    char key [KEYS_TEXT_SIZE];
+    s_relay_accept (grid, relay, key);
+    pv_doc_t *doc = NULL;
     //  The broker accepts no agent key by itself here
     int slot = grid_spawn_agent (grid, "web-01", "web", NULL, (const char *[]) {
         "--broker", grid->relay_agents_ep [relay], "--publish",
@@ -161,12 +171,8 @@ test_qa_relay_unenrolled_agent (void **state)
 static void
 s_agent_runs_through (grid_t *grid, int slot, const char *id)
 {
-    char key [KEYS_TEXT_SIZE], why [256];
-    assert_int_equal (keys_read_public (grid->relay_key [slot], key, why,
-                                        sizeof why), 0);
-    pv_doc_t *doc = grid_call (grid, "key.accept", "key", key, NULL);
-    assert_true (grid_reply_ok (doc, NULL));
-    pv_doc_destroy (&doc);
+    char key [KEYS_TEXT_SIZE];
+    s_relay_accept (grid, slot, key);
     assert_true (grid_start_agent (grid, id, "web", NULL, (const char *[]) {
         "--broker", grid->relay_agents_ep [slot], "--publish",
         grid->relay_publish_ep [slot], "--broker-key",
@@ -277,13 +283,9 @@ test_qa_relay_accepted_survives_restart (void **state)
     grid->manual_accept = true;
     assert_int_equal (grid_start_broker (grid, NULL), 0);
     int relay = grid_start_relay (grid, "kept", -1, true, NULL);
-    assert_true (relay >= 0);
-    char key [KEYS_TEXT_SIZE], why [256];
-    assert_int_equal (keys_read_public (grid->relay_key [relay], key, why,
-                                        sizeof why), 0);
-    pv_doc_t *doc = grid_call (grid, "key.accept", "key", key, NULL);
-    assert_true (grid_reply_ok (doc, NULL));
-    pv_doc_destroy (&doc);
+    char key [KEYS_TEXT_SIZE];
+    s_relay_accept (grid, relay, key);
+    pv_doc_t *doc = NULL;
     int slot = grid_spawn_agent (grid, "web-03", "web", NULL, (const char *[]) {
         "--broker", grid->relay_agents_ep [relay], "--publish",
         grid->relay_publish_ep [relay], "--broker-key",
@@ -337,13 +339,9 @@ test_qa_relay_move_direct_node (void **state)
     grid->manual_accept = true;
     assert_int_equal (grid_start_broker (grid, NULL), 0);
     int relay = grid_start_relay (grid, "site", -1, true, NULL);
-    assert_true (relay >= 0);
-    char key [KEYS_TEXT_SIZE], why [256];
-    assert_int_equal (keys_read_public (grid->relay_key [relay], key, why,
-                                        sizeof why), 0);
-    pv_doc_t *doc = grid_call (grid, "key.accept", "key", key, NULL);
-    assert_true (grid_reply_ok (doc, NULL));
-    pv_doc_destroy (&doc);
+    char key [KEYS_TEXT_SIZE];
+    s_relay_accept (grid, relay, key);
+    pv_doc_t *doc = NULL;
     //  Directly first
     int slot = grid_spawn_agent (grid, "db-01", "db", NULL, NULL);
     assert_true (slot >= 0);
@@ -484,13 +482,9 @@ test_qa_relay_big_hello (void **state)
     grid->manual_accept = true;
     assert_int_equal (grid_start_broker (grid, NULL), 0);
     int relay = grid_start_relay (grid, "big", -1, true, NULL);
-    assert_true (relay >= 0);
-    char relay_key [KEYS_TEXT_SIZE], why [256];
-    assert_int_equal (keys_read_public (grid->relay_key [relay], relay_key,
-                                        why, sizeof why), 0);
-    pv_doc_t *doc = grid_call (grid, "key.accept", "key", relay_key, NULL);
-    assert_true (grid_reply_ok (doc, NULL));
-    pv_doc_destroy (&doc);
+    char relay_key [KEYS_TEXT_SIZE];
+    s_relay_accept (grid, relay, relay_key);
+    pv_doc_t *doc = NULL;
     pw_t *w = pw_new ();
     pw_map (w, 9);
     pw_str (w, "v");
