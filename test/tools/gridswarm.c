@@ -43,6 +43,17 @@
                                         swarm holds COUNT result_acks of JOB
         {type: "forget", ?id}        -> {type: "forget", ?id, jobs}: drops
                                         the per-job figures
+        {type: "hold", ?id}          -> {type: "hold", ?id, held}: from now
+                                        on results are made and spooled,
+                                        not sent (commands are still taken,
+                                        acked and started at once)
+        {type: "release", ?id}       -> {type: "release", ?id, held}: sends
+                                        every spooled result at once and
+                                        sends again as they come
+    "stats" tells "holding" (1 after hold), "held" (results spooled and not
+    yet handed to the transport: 0 once a release has written them) and
+    "unsent_bytes" (zmtp: what the kernel did not take at the last release,
+    its buffers full; 0 on libzmq, whose I/O thread writes).
     Times in replies are CLOCK_MONOTONIC milliseconds, comparable with any
     other process on the machine.
 
@@ -434,6 +445,10 @@ typedef struct {
     s_map_t outstanding;        //  Result fingerprint -> s_result_t *
     s_result_t *unacked_head;   //  Sent, not acknowledged: oldest first
     s_result_t *unacked_tail;
+    s_result_t *held_head;      //  Spooled by "hold", not sent: oldest
+    s_result_t *held_tail;      //  first (linked by next)
+    _Atomic uint64_t held;      //  ...how many, until handed to the transport
+    _Atomic uint64_t unsent_bytes;  //  zmtp: queued, unwritten at release
     uint32_t *dirty;            //  Agents to look at before sleeping
     size_t dirty_count;
     int64_t next_resend_ms;
@@ -479,6 +494,7 @@ struct _s_swarm_t {
     pthread_mutex_t lock;       //  Guards jobs
     zhashx_t *jobs;             //  Job id -> s_job_t
     atomic_bool stopping;
+    atomic_bool holding;        //  "hold": results are spooled, not sent
     _Atomic int64_t last_welcome_ms;
     int64_t started_ms;
 };
@@ -840,10 +856,21 @@ s_result_new (s_shard_t *shard, uint32_t index, const proto_msg_t *command,
                           command->attempt, failed);
 }
 
-//  Sends RESULT for the first time and keeps it until its result_ack.
+//  Sends RESULT for the first time and keeps it until its result_ack;
+//  while the swarm holds results, spools it instead (s_release sends it).
 static void
 s_result_send (s_shard_t *shard, s_result_t *result, int64_t now_ms)
 {
+    if (atomic_load_explicit (&shard->swarm->holding, memory_order_relaxed)) {
+        result->next = NULL;
+        if (shard->held_tail)
+            shard->held_tail->next = result;
+        else
+            shard->held_head = result;
+        shard->held_tail = result;
+        atomic_fetch_add_explicit (&shard->held, 1, memory_order_relaxed);
+        return;
+    }
     result->sent_ms = now_ms;
     *s_map_insert (&shard->outstanding, result->key) = (uintptr_t) result;
     s_unacked_link (shard, result);
@@ -859,6 +886,25 @@ s_result_send (s_shard_t *shard, s_result_t *result, int64_t now_ms)
         *seen |= S_SEEN_ANSWERED;
     if (shard->agents [result->agent].state == S_AGENT_WELCOMED)
         s_send_bytes (shard, result->agent, result->data, result->size);
+}
+
+//  After "release": sends every spooled result, oldest first (the loop
+//  pass then writes them out and s_release_done tells the control thread).
+//  Returns how many it sent.
+static uint64_t
+s_release (s_shard_t *shard, int64_t now_ms)
+{
+    //  Another hold may come meanwhile: it spools onto a list of its own
+    s_result_t *result = shard->held_head;
+    shard->held_head = shard->held_tail = NULL;
+    uint64_t sent = 0;
+    while (result) {
+        s_result_t *next = result->next;
+        s_result_send (shard, result, now_ms);
+        result = next;
+        sent++;
+    }
+    return sent;
 }
 
 static void
@@ -956,6 +1002,9 @@ s_take (s_shard_t *shard, uint32_t index, const proto_msg_t *command,
         int64_t now_ms)
 {
     int64_t hold_ms = shard->swarm->config.progress_hold_ms;
+    //  A result held back comes late: its ack and started go at once
+    if (atomic_load_explicit (&shard->swarm->holding, memory_order_relaxed))
+        hold_ms = 0;
     if (hold_ms == 0)
         s_send_ack_started (shard, index, command->job, command->step,
                             command->attempt);
@@ -1523,6 +1572,20 @@ s_zmtp_publish (s_shard_t *shard)
                            memory_order_relaxed);
 }
 
+//  After a release's pass wrote what it sent: "held" drops to 0 and, on
+//  zmtp, "unsent_bytes" tells what the kernel did not take (its buffers
+//  full while the broker reads nothing).
+static void
+s_release_done (s_shard_t *shard, uint64_t sent)
+{
+    uint64_t unsent = 0;
+    for (size_t index = 0; shard->conns && index < shard->created; index++)
+        unsent += zmtp_queued (&shard->conns [2 * index]);
+    atomic_store_explicit (&shard->unsent_bytes, unsent,
+                           memory_order_relaxed);
+    atomic_fetch_sub_explicit (&shard->held, sent, memory_order_relaxed);
+}
+
 //  Opens agent INDEX's two connections; the hello waits for the DEALER's
 //  handshake, the subscriptions for the SUB's.
 static int
@@ -1753,6 +1816,10 @@ s_shard_run (void *arg)
             shard->created++;
         }
         s_run_timers (shard, now_ms);
+        uint64_t released = 0;
+        if (shard->held_head
+            && !atomic_load_explicit (&swarm->holding, memory_order_relaxed))
+            released = s_release (shard, now_ms);
         //  Marked sockets: a send happened, or a read stopped at its batch
         while (shard->dirty_count) {
             uint32_t index = shard->dirty [--shard->dirty_count];
@@ -1773,6 +1840,8 @@ s_shard_run (void *arg)
             if (which & 2)
                 s_socket_ready (shard, index, 2, now_ms);
         }
+        if (released)
+            s_release_done (shard, released);
         int count = epoll_wait (shard->epoll_fd, events, S_EPOLL_BATCH,
                                 s_next_wait_ms (shard, s_now_ms ()));
         now_ms = s_now_ms ();
@@ -1909,15 +1978,19 @@ s_reply_stats (s_swarm_t *swarm, void *control, s_peer_t *peer,
 {
     uint64_t totals [C_COUNT];
     memset (totals, 0, sizeof totals);
-    uint64_t pending = 0;
+    uint64_t pending = 0, held = 0, unsent = 0;
     for (size_t shard = 0; shard < swarm->config.threads; shard++) {
         for (int at = 0; at < C_COUNT; at++)
             totals [at] += atomic_load_explicit (
                 &swarm->shards [shard].counters [at], memory_order_relaxed);
         pending += atomic_load_explicit (&swarm->shards [shard].pending,
                                          memory_order_relaxed);
+        held += atomic_load_explicit (&swarm->shards [shard].held,
+                                      memory_order_relaxed);
+        unsent += atomic_load_explicit (&swarm->shards [shard].unsent_bytes,
+                                        memory_order_relaxed);
     }
-    s_reply_begin (writer, "stats", id, C_COUNT + 5);
+    s_reply_begin (writer, "stats", id, C_COUNT + 8);
     for (int at = 0; at < C_COUNT; at++) {
         pw_str (writer, s_counter_names [at]);
         pw_int (writer, (int64_t) totals [at]);
@@ -1932,6 +2005,12 @@ s_reply_stats (s_swarm_t *swarm, void *control, s_peer_t *peer,
     pw_int (writer, swarm->started_ms);
     pw_str (writer, "last_welcome_ms");
     pw_int (writer, atomic_load (&swarm->last_welcome_ms));
+    pw_str (writer, "holding");
+    pw_int (writer, atomic_load (&swarm->holding) ? 1 : 0);
+    pw_str (writer, "held");
+    pw_int (writer, (int64_t) held);
+    pw_str (writer, "unsent_bytes");
+    pw_int (writer, (int64_t) unsent);
     s_reply (control, peer, writer);
 }
 
@@ -2004,6 +2083,23 @@ s_on_control (s_swarm_t *swarm, void *control, zlistx_t *waiters,
             }
             pthread_mutex_unlock (&swarm->lock);
         }
+        else if (pv_str_eq (type, "hold") || pv_str_eq (type, "release")) {
+            bool hold = pv_str_eq (type, "hold");
+            atomic_store (&swarm->holding, hold);
+            uint64_t held = 0;
+            for (size_t at = 0; at < swarm->config.threads; at++) {
+                held += atomic_load (&swarm->shards [at].held);
+                //  Each shard sends what it holds on its next pass
+                uint64_t one = 1;
+                if (!hold && write (swarm->shards [at].wake_fd, &one,
+                                    sizeof one) < 0)
+                    s_log ("cannot wake shard %zu", at);
+            }
+            s_reply_begin (writer, hold ? "hold" : "release", id, 1);
+            pw_str (writer, "held");
+            pw_int (writer, (int64_t) held);
+            s_reply (control, &peer, writer);
+        }
         else if (pv_str_eq (type, "forget")) {
             pthread_mutex_lock (&swarm->lock);
             size_t jobs = zhashx_size (swarm->jobs);
@@ -2017,7 +2113,8 @@ s_on_control (s_swarm_t *swarm, void *control, zlistx_t *waiters,
         else {
             s_reply_begin (writer, "error", id, 1);
             pw_str (writer, "message");
-            pw_str (writer, "expected stats, job, watch or forget");
+            pw_str (writer,
+                    "expected stats, job, watch, forget, hold or release");
             s_reply (control, &peer, writer);
         }
         free (id);
@@ -2097,7 +2194,8 @@ static const char *s_usage =
     "                       own keypair, made in memory\n"
     "  --source-ips A,B     connect from these local addresses in turn\n"
     "                       (past ~28,000 agents per broker port)\n"
-    "  --control EP         bind a control ROUTER (stats, job figures)\n"
+    "  --control EP         bind a control ROUTER (stats, job figures,\n"
+    "                       hold and release of results)\n"
     "  --ramp N             start N agents a second (0: all at once)   [0]\n"
     "  --transport T        libzmq: two libzmq sockets per agent; zmtp:\n"
     "                       ZMTP 3.0 spoken here over plain TCP or ipc://\n"
@@ -2462,11 +2560,14 @@ s_shard_destroy (s_shard_t *shard)
         close (shard->epoll_fd);
     if (shard->wake_fd >= 0)
         close (shard->wake_fd);
-    s_result_t *result = shard->unacked_head;
-    while (result) {
-        s_result_t *next = result->next;
-        s_result_free (&result);
-        result = next;
+    s_result_t *lists [2] = {shard->unacked_head, shard->held_head};
+    for (int list = 0; list < 2; list++) {
+        s_result_t *result = lists [list];
+        while (result) {
+            s_result_t *next = result->next;
+            s_result_free (&result);
+            result = next;
+        }
     }
     for (size_t at = 0; at < shard->delayed.count; at++) {
         if (shard->delayed.items [at].item & S_DUE_PROGRESS)
