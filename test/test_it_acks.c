@@ -18,29 +18,10 @@
 #include <czmq.h>
 
 #include "../proto/proto.h"
-#include "lib/harness.h"
+#include "lib/fixture.h"
 
 #define S_WAIT_MS 20000         //  Deadline for anything that should happen
 #define S_RESULTS_MAX 256       //  Results one test follows
-
-static int
-s_setup (void **state)
-{
-    grid_t *grid = (grid_t *) calloc (1, sizeof (grid_t));
-    if (grid_init (grid) != 0)
-        return -1;
-    *state = grid;
-    return 0;
-}
-
-static int
-s_teardown (void **state)
-{
-    grid_t *grid = (grid_t *) *state;
-    grid_stop (grid);
-    free (grid);
-    return 0;
-}
 
 //  Encodes MSG and sends it on DEALER.
 static void
@@ -308,11 +289,10 @@ static void
 test_it_acks_through_relay (void **state)
 {
     grid_t *grid = (grid_t *) *state;
-    char path [400], arg [600];
-    assert_int_equal (grid_relay_keygen (grid, "r1", path, sizeof path,
-                                         NULL), 0);
-    snprintf (arg, sizeof arg, "r1:%s", path);
-    const char *broker_extra [] = {"--relay-key", arg, NULL};
+    char arg [600];
+    const char *broker_extra [] = {
+        "--relay-key", fixture_relay_arg (grid, "r1", NULL, arg, sizeof arg),
+        NULL};
     assert_int_equal (grid_start_broker (grid, broker_extra), 0);
     int relay = grid_start_relay (grid, "r1", -1, true, NULL);
     assert_true (relay >= 0);
@@ -443,10 +423,15 @@ int
 main (void)
 {
     const struct CMUnitTest tests [] = {
-        cmocka_unit_test_setup_teardown (test_it_acks_batched_to_new_agent, s_setup, s_teardown),
-        cmocka_unit_test_setup_teardown (test_it_acks_single_to_old_agent, s_setup, s_teardown),
-        cmocka_unit_test_setup_teardown (test_it_acks_through_relay, s_setup, s_teardown),
-        cmocka_unit_test_setup_teardown (test_it_acks_broker_killed_between_commit_and_ack, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_it_acks_batched_to_new_agent,
+                                         fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown (test_it_acks_single_to_old_agent,
+                                         fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown (test_it_acks_through_relay,
+                                         fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown (
+            test_it_acks_broker_killed_between_commit_and_ack, fixture_setup,
+            fixture_teardown),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }

@@ -16,26 +16,7 @@
 #include <signal.h>
 
 #include "../proto/proto.h"
-#include "lib/harness.h"
-
-static int
-s_setup (void **state)
-{
-    grid_t *grid = (grid_t *) calloc (1, sizeof (grid_t));
-    if (grid_init (grid) != 0)
-        return -1;
-    *state = grid;
-    return 0;
-}
-
-static int
-s_teardown (void **state)
-{
-    grid_t *grid = (grid_t *) *state;
-    grid_stop (grid);
-    free (grid);
-    return 0;
-}
+#include "lib/fixture.h"
 
 static void
 s_start_fleet (grid_t *grid, const char *const *broker_extra)
@@ -44,48 +25,6 @@ s_start_fleet (grid_t *grid, const char *const *broker_extra)
     assert_true (grid_start_agent (grid, "web-01", "web", NULL, NULL) >= 0);
     assert_true (grid_start_agent (grid, "web-02", "web", NULL, NULL) >= 0);
     assert_true (grid_start_agent (grid, "db-01", "db", NULL, NULL) >= 0);
-}
-
-static const pv_t *
-s_data (pv_doc_t *doc)
-{
-    const pv_t *data = NULL;
-    assert_true (grid_reply_ok (doc, &data));
-    return data;
-}
-
-//  Every (step, expected node) cell of RECORD has STATUS and exactly one
-//  attempt: nothing missing, nothing counted twice.
-static void
-s_assert_cells (const pv_t *record, const char *status)
-{
-    const pv_t *results = pv_map_get (record, "results");
-    const pv_t *expected = pv_map_get (record, "expected");
-    int64_t steps = 0;
-    assert_int_equal (pv_get_int (pv_map_get (record, "steps"), &steps), 0);
-    assert_int_equal (pv_size (results), (size_t) steps);
-    for (int64_t step = 0; step < steps; step++)
-        for (size_t n = 0; n < pv_size (expected); n++) {
-            char *node = pv_strdup (pv_array_at (expected, n));
-            const pv_t *cell = grid_cell (record, (int) step, node);
-            if (!cell || !grid_str_is (cell, "status", status)) {
-                fprintf (stderr, "step %d node %s: ", (int) step, node);
-                pv_write_json (cell, stderr, 0);
-                fprintf (stderr, "\n");
-            }
-            assert_non_null (cell);
-            assert_true (grid_str_is (cell, "status", status));
-            int64_t attempts = 0;
-            pv_get_int (pv_map_get (cell, "attempts"), &attempts);
-            assert_int_equal (attempts, 1);
-            free (node);
-        }
-}
-
-static void
-s_nap (int ms)
-{
-    zclock_sleep (ms);
 }
 
 //  Polls until the job's cell (STEP, NODE) reads one of the in-flight
@@ -106,7 +45,7 @@ s_wait_cell_busy (grid_t *grid, const char *job_id, int step, const char *node)
         pv_doc_destroy (&doc);
         if (busy)
             return true;
-        s_nap (20);
+        zclock_sleep (20);
     }
     return false;
 }
@@ -128,9 +67,9 @@ test_it_delivery_broker_killed_during_barrier (void **state)
     grid_stop_broker (grid, true);
     assert_int_equal (grid_start_broker (grid, NULL), 0);
     pv_doc_t *doc = grid_wait_job (grid, job_id, 30000);
-    const pv_t *record = s_data (doc);
+    const pv_t *record = fixture_data (doc);
     assert_true (grid_str_is (record, "status", "completed"));
-    s_assert_cells (record, "success");
+    fixture_assert_cells (record, "success");
     pv_doc_destroy (&doc);
     free (job_id);
 }
@@ -153,9 +92,9 @@ test_it_delivery_broker_killed_during_pipeline (void **state)
     grid_stop_broker (grid, true);
     assert_int_equal (grid_start_broker (grid, NULL), 0);
     pv_doc_t *doc = grid_wait_job (grid, job_id, 30000);
-    const pv_t *record = s_data (doc);
+    const pv_t *record = fixture_data (doc);
     assert_true (grid_str_is (record, "status", "completed"));
-    s_assert_cells (record, "success");
+    fixture_assert_cells (record, "success");
     assert_true (grid_str_is (grid_cell (record, 3, "web-01"), "output", "barrier\n"));
     pv_doc_destroy (&doc);
     free (job_id);
@@ -188,7 +127,7 @@ test_it_delivery_agent_killed_reads_interrupted (void **state)
     grid_stop_agent (grid, 0, true);
     assert_true (grid_start_agent (grid, "web-01", "web", NULL, NULL) >= 0);
     pv_doc_t *doc = grid_wait_job (grid, job_id, 30000);
-    const pv_t *record = s_data (doc);
+    const pv_t *record = fixture_data (doc);
     const pv_t *cell = grid_cell (record, 0, "web-01");
     if (!grid_str_is (cell, "status", "interrupted"))
         pv_write_json (record, stderr, 2);
@@ -219,9 +158,9 @@ test_it_delivery_slow_joiner_runs_once (void **state)
         char *job_id = grid_submit_id (grid, yaml);
         assert_non_null (job_id);
         pv_doc_t *doc = grid_wait_job (grid, job_id, 20000);
-        const pv_t *record = s_data (doc);
+        const pv_t *record = fixture_data (doc);
         assert_true (grid_str_is (record, "status", "completed"));
-        s_assert_cells (record, "success");
+        fixture_assert_cells (record, "success");
         pv_doc_destroy (&doc);
         free (job_id);
     }
@@ -242,7 +181,7 @@ test_it_delivery_stopped_agent_counts_once (void **state)
     kill (grid->agent_pids [1], SIGSTOP);
     pv_doc_t *doc = grid_wait_job (grid, job_id, 30000);
     kill (grid->agent_pids [1], SIGCONT);
-    const pv_t *record = s_data (doc);
+    const pv_t *record = fixture_data (doc);
     const pv_t *cell = grid_cell (record, 0, "web-02");
     assert_true (grid_str_is (cell, "status", "lost")
                  || grid_str_is (cell, "status", "timeout"));
@@ -255,13 +194,13 @@ test_it_delivery_stopped_agent_counts_once (void **state)
     int64_t stale = 0;
     while (stale == 0 && grid_now_ms () < deadline) {
         pv_doc_t *status = grid_call (grid, "status", NULL);
-        pv_get_int (pv_map_get (pv_map_get (s_data (status), "dropped"), "stale"),
+        pv_get_int (pv_map_get (pv_map_get (fixture_data (status), "dropped"), "stale"),
                     &stale);
         pv_doc_destroy (&status);
-        s_nap (50);
+        zclock_sleep (50);
     }
     doc = grid_call (grid, "job.get", "job", job_id, NULL);
-    record = s_data (doc);
+    record = fixture_data (doc);
     cell = grid_cell (record, 0, "web-02");
     assert_true (grid_str_is (cell, "status", "lost")
                  || grid_str_is (cell, "status", "timeout"));
@@ -291,7 +230,7 @@ test_it_delivery_node_drain (void **state)
     free (err);
     //  Running work finishes; the node then reads drained.
     pv_doc_t *doc = grid_wait_job (grid, job_id, 20000);
-    assert_true (grid_str_is (s_data (doc), "status", "completed"));
+    assert_true (grid_str_is (fixture_data (doc), "status", "completed"));
     pv_doc_destroy (&doc);
     free (job_id);
     assert_true (grid_wait_node (grid, "web-01", "drained", 10000));
@@ -300,7 +239,7 @@ test_it_delivery_node_drain (void **state)
         "target: {scope: group, value: web}\n"
         "tasks:\n  - {backend: test, action: echo, params: {msg: x}}\n");
     doc = grid_wait_job (grid, job_id, 20000);
-    const pv_t *expected = pv_map_get (s_data (doc), "expected");
+    const pv_t *expected = pv_map_get (fixture_data (doc), "expected");
     assert_int_equal (pv_size (expected), 1);
     assert_true (pv_str_eq (pv_array_at (expected, 0), "web-02"));
     pv_doc_destroy (&doc);
@@ -338,30 +277,30 @@ test_it_delivery_broker_drain_with_queue (void **state)
     pv_doc_destroy (&doc);
     //  The running job finishes, the queued one waits.
     doc = grid_wait_job (grid, first, 20000);
-    assert_true (grid_str_is (s_data (doc), "status", "completed"));
+    assert_true (grid_str_is (fixture_data (doc), "status", "completed"));
     pv_doc_destroy (&doc);
     long long deadline = grid_now_ms () + 5000;
     bool maintenance = false;
     while (!maintenance && grid_now_ms () < deadline) {
         doc = grid_call (grid, "status", NULL);
-        maintenance = grid_str_is (s_data (doc), "state", "maintenance");
+        maintenance = grid_str_is (fixture_data (doc), "state", "maintenance");
         pv_doc_destroy (&doc);
     }
     assert_true (maintenance);
     doc = grid_call (grid, "job.get", "job", second, NULL);
-    assert_true (grid_str_is (s_data (doc), "status", "pending"));
+    assert_true (grid_str_is (fixture_data (doc), "status", "pending"));
     pv_doc_destroy (&doc);
     //  Maintenance survives a restart.
     grid_stop_broker (grid, false);
     assert_int_equal (grid_start_broker (grid, extra), 0);
     doc = grid_call (grid, "status", NULL);
-    assert_true (grid_str_is (s_data (doc), "state", "maintenance"));
+    assert_true (grid_str_is (fixture_data (doc), "state", "maintenance"));
     pv_doc_destroy (&doc);
     assert_int_equal (grid_cli (grid, &out, &err, 10000, "broker", "resume", NULL), 0);
     free (out);
     free (err);
     doc = grid_wait_job (grid, second, 20000);
-    assert_true (grid_str_is (s_data (doc), "status", "completed"));
+    assert_true (grid_str_is (fixture_data (doc), "status", "completed"));
     pv_doc_destroy (&doc);
     free (first);
     free (second);
@@ -402,7 +341,7 @@ test_it_delivery_full_store_refuses_and_keeps_data (void **state)
     //  Everything accepted reads back intact, and reads still work.
     for (size_t index = 0; index < count; index++) {
         pv_doc_t *doc = grid_call (grid, "job.get", "job", ids [index], NULL);
-        const pv_t *record = s_data (doc);
+        const pv_t *record = fixture_data (doc);
         assert_true (grid_str_is (record, "status", "completed"));
         const pv_t *cell = grid_cell (record, 0, "bulk-01");
         assert_true (grid_str_is (cell, "status", "success"));
@@ -449,12 +388,12 @@ test_it_delivery_retried_submit_makes_one_job (void **state)
         pv_write_json (first ? pv_doc_root (first) : NULL, stderr, 0);
         pv_write_json (second ? pv_doc_root (second) : NULL, stderr, 0);
     }
-    char *a = pv_strdup (pv_map_get (s_data (first), "job"));
-    char *b = pv_strdup (pv_map_get (s_data (second), "job"));
+    char *a = pv_strdup (pv_map_get (fixture_data (first), "job"));
+    char *b = pv_strdup (pv_map_get (fixture_data (second), "job"));
     assert_string_equal (a, b);
     pv_doc_t *list = grid_call (grid, "job.list", NULL);
     int64_t total = 0;
-    pv_get_int (pv_map_get (s_data (list), "total"), &total);
+    pv_get_int (pv_map_get (fixture_data (list), "total"), &total);
     assert_int_equal (total, 1);
     pv_doc_destroy (&list);
     free (a);
@@ -510,7 +449,7 @@ test_it_delivery_retention_and_delete (void **state)
     char *job_id = grid_submit_id (grid, echo);
     assert_non_null (job_id);
     doc = grid_wait_job (grid, job_id, 20000);
-    assert_true (grid_str_is (s_data (doc), "status", "completed"));
+    assert_true (grid_str_is (fixture_data (doc), "status", "completed"));
     pv_doc_destroy (&doc);
     long long deadline = grid_now_ms () + 20000;
     bool purged = false;
@@ -520,7 +459,7 @@ test_it_delivery_retention_and_delete (void **state)
         purged = code && strcmp (code, "not_found") == 0;
         free (code);
         pv_doc_destroy (&doc);
-        s_nap (100);
+        zclock_sleep (100);
     }
     assert_true (purged);
     free (job_id);
@@ -548,7 +487,7 @@ test_it_delivery_broker_crash_loop (void **state)
     assert_non_null (ids [0]);
     unsigned int seed = 42;
     for (int cycle = 0; cycle < 20; cycle++) {
-        s_nap (100 + rand_r (&seed) % 300);
+        zclock_sleep (100 + rand_r (&seed) % 300);
         grid_stop_broker (grid, true);
         assert_int_equal (grid_start_broker (grid, NULL), 0);
         if (cycle % 5 == 4 && count < 8) {
@@ -563,17 +502,17 @@ test_it_delivery_broker_crash_loop (void **state)
                     ids [count++] = id;
                     break;
                 }
-                s_nap (50);
+                zclock_sleep (50);
             }
         }
     }
     for (size_t index = 0; index < count; index++) {
         pv_doc_t *doc = grid_wait_job (grid, ids [index], 60000);
-        const pv_t *record = s_data (doc);
+        const pv_t *record = fixture_data (doc);
         if (!grid_str_is (record, "status", "completed"))
             pv_write_json (record, stderr, 2);
         assert_true (grid_str_is (record, "status", "completed"));
-        s_assert_cells (record, "success");
+        fixture_assert_cells (record, "success");
         pv_doc_destroy (&doc);
         free (ids [index]);
     }
@@ -583,17 +522,35 @@ int
 main (void)
 {
     const struct CMUnitTest tests [] = {
-        cmocka_unit_test_setup_teardown (test_it_delivery_broker_killed_during_barrier, s_setup, s_teardown),
-        cmocka_unit_test_setup_teardown (test_it_delivery_broker_killed_during_pipeline, s_setup, s_teardown),
-        cmocka_unit_test_setup_teardown (test_it_delivery_agent_killed_reads_interrupted, s_setup, s_teardown),
-        cmocka_unit_test_setup_teardown (test_it_delivery_slow_joiner_runs_once, s_setup, s_teardown),
-        cmocka_unit_test_setup_teardown (test_it_delivery_stopped_agent_counts_once, s_setup, s_teardown),
-        cmocka_unit_test_setup_teardown (test_it_delivery_node_drain, s_setup, s_teardown),
-        cmocka_unit_test_setup_teardown (test_it_delivery_broker_drain_with_queue, s_setup, s_teardown),
-        cmocka_unit_test_setup_teardown (test_it_delivery_full_store_refuses_and_keeps_data, s_setup, s_teardown),
-        cmocka_unit_test_setup_teardown (test_it_delivery_retried_submit_makes_one_job, s_setup, s_teardown),
-        cmocka_unit_test_setup_teardown (test_it_delivery_retention_and_delete, s_setup, s_teardown),
-        cmocka_unit_test_setup_teardown (test_it_delivery_broker_crash_loop, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (
+            test_it_delivery_broker_killed_during_barrier, fixture_setup,
+            fixture_teardown),
+        cmocka_unit_test_setup_teardown (
+            test_it_delivery_broker_killed_during_pipeline, fixture_setup,
+            fixture_teardown),
+        cmocka_unit_test_setup_teardown (
+            test_it_delivery_agent_killed_reads_interrupted, fixture_setup,
+            fixture_teardown),
+        cmocka_unit_test_setup_teardown (test_it_delivery_slow_joiner_runs_once,
+                                         fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown (
+            test_it_delivery_stopped_agent_counts_once, fixture_setup,
+            fixture_teardown),
+        cmocka_unit_test_setup_teardown (test_it_delivery_node_drain,
+                                         fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown (
+            test_it_delivery_broker_drain_with_queue, fixture_setup,
+            fixture_teardown),
+        cmocka_unit_test_setup_teardown (
+            test_it_delivery_full_store_refuses_and_keeps_data, fixture_setup,
+            fixture_teardown),
+        cmocka_unit_test_setup_teardown (
+            test_it_delivery_retried_submit_makes_one_job, fixture_setup,
+            fixture_teardown),
+        cmocka_unit_test_setup_teardown (test_it_delivery_retention_and_delete,
+                                         fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown (test_it_delivery_broker_crash_loop,
+                                         fixture_setup, fixture_teardown),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }

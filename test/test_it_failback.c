@@ -14,40 +14,9 @@
 #include <time.h>
 
 #include "../proto/proto.h"
-#include "lib/harness.h"
+#include "lib/fixture.h"
 
 #define S_AGENTS 5
-
-static int
-s_setup (void **state)
-{
-    grid_t *grid = (grid_t *) calloc (1, sizeof (grid_t));
-    if (grid_init (grid) != 0)
-        return -1;
-    *state = grid;
-    return 0;
-}
-
-static int
-s_teardown (void **state)
-{
-    grid_t *grid = (grid_t *) *state;
-    grid_stop (grid);
-    free (grid);
-    return 0;
-}
-
-//  "--relay-key NAME@POOL:FILE" for relay NAME, in ARG (ARG_LEN bytes).
-static const char *
-s_relay_arg (grid_t *grid, const char *name, const char *pool, char *arg,
-             size_t arg_len)
-{
-    char path [400];
-    assert_int_equal (grid_relay_keygen (grid, name, path, sizeof path, NULL),
-                      0);
-    snprintf (arg, arg_len, "%s@%s:%s", name, pool, path);
-    return arg;
-}
 
 //  True when node ID's relay is RELAY.
 static bool
@@ -144,24 +113,20 @@ test_it_failback_to_the_first_relay (void **state)
     grid_t *grid = (grid_t *) *state;
     char arg_1 [600], arg_2 [600];
     const char *broker_extra [] = {
-        "--relay-key", s_relay_arg (grid, "r1", "dc1", arg_1, sizeof arg_1),
-        "--relay-key", s_relay_arg (grid, "r2", "dc1", arg_2, sizeof arg_2),
+        "--relay-key",
+        fixture_relay_arg (grid, "r1", "dc1", arg_1, sizeof arg_1),
+        "--relay-key",
+        fixture_relay_arg (grid, "r2", "dc1", arg_2, sizeof arg_2),
         "--offline-grace", "15s", NULL};
     assert_int_equal (grid_start_broker (grid, broker_extra), 0);
     int r1 = grid_start_relay (grid, "r1", -1, true, NULL);
     assert_true (r1 >= 0);
     int r2 = grid_start_relay (grid, "r2", -1, true, NULL);
     assert_true (r2 >= 0);
-    char brokers [700], publishes [700], keys [700];
-    snprintf (brokers, sizeof brokers, "%s,%s", grid->relay_agents_ep [r1],
-              grid->relay_agents_ep [r2]);
-    snprintf (publishes, sizeof publishes, "%s,%s",
-              grid->relay_publish_ep [r1], grid->relay_publish_ep [r2]);
-    snprintf (keys, sizeof keys, "%s,%s", grid->relay_key [r1],
-              grid->relay_key [r2]);
-    const char *extra [] = {"--broker", brokers, "--publish", publishes,
-                            "--broker-key", keys, "--failover", "1s",
-                            "--failback", "1s", NULL};
+    fixture_via_t via;
+    const int relays [] = {r1, r2};
+    const char *timers [] = {"--failover", "1s", "--failback", "1s", NULL};
+    const char *const *extra = fixture_via (grid, &via, relays, 2, timers);
     for (int index = 1; index <= S_AGENTS; index++) {
         char id [16];
         snprintf (id, sizeof id, "web-%02d", index);
@@ -209,15 +174,15 @@ test_it_failback_dropped_agents_come_back_spread (void **state)
     grid_t *grid = (grid_t *) *state;
     char arg_1 [600];
     const char *broker_extra [] = {
-        "--relay-key", s_relay_arg (grid, "r1", "dc1", arg_1, sizeof arg_1),
+        "--relay-key",
+        fixture_relay_arg (grid, "r1", "dc1", arg_1, sizeof arg_1),
         NULL};
     assert_int_equal (grid_start_broker (grid, broker_extra), 0);
     int r1 = grid_start_relay (grid, "r1", -1, true, NULL);
     assert_true (r1 >= 0);
-    const char *extra [] = {"--broker", grid->relay_agents_ep [r1],
-                            "--publish", grid->relay_publish_ep [r1],
-                            "--broker-key", grid->relay_key [r1],
-                            "--log-level", "debug", NULL};
+    fixture_via_t via;
+    const char *debug [] = {"--log-level", "debug", NULL};
+    const char *const *extra = fixture_via (grid, &via, &r1, 1, debug);
     for (int index = 1; index <= S_AGENTS; index++) {
         char id [16];
         snprintf (id, sizeof id, "web-%02d", index);
@@ -254,10 +219,10 @@ main (void)
 {
     const struct CMUnitTest tests [] = {
         cmocka_unit_test_setup_teardown (test_it_failback_to_the_first_relay,
-                                         s_setup, s_teardown),
+                                         fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown (
-            test_it_failback_dropped_agents_come_back_spread, s_setup,
-            s_teardown),
+            test_it_failback_dropped_agents_come_back_spread, fixture_setup,
+            fixture_teardown),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }

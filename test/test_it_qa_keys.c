@@ -14,47 +14,9 @@
 
 #include <czmq.h>
 
-#include "lib/harness.h"
+#include "lib/fixture.h"
 
 #define S_WAIT_MS 30000
-
-static int
-s_setup (void **state)
-{
-    grid_t *grid = (grid_t *) calloc (1, sizeof (grid_t));
-    assert_int_equal (grid_init (grid), 0);
-    *state = grid;
-    return 0;
-}
-
-static int
-s_teardown (void **state)
-{
-    grid_t *grid = (grid_t *) *state;
-    grid_stop (grid);
-    free (grid);
-    return 0;
-}
-
-//  True when the log NAME in the grid's directory holds TEXT within
-//  TIMEOUT_MS.
-static bool
-s_log_has (grid_t *grid, const char *name, const char *text, int timeout_ms)
-{
-    char path [400];
-    snprintf (path, sizeof path, "%s/%s", grid->dir, name);
-    long long deadline = grid_now_ms () + timeout_ms;
-    while (true) {
-        char *log = grid_slurp (path);
-        bool found = log && strstr (log, text) != NULL;
-        free (log);
-        if (found)
-            return true;
-        if (grid_now_ms () > deadline)
-            return false;
-        zclock_sleep (50);
-    }
-}
 
 //  An agent given the admin's public key as the broker's: warned once
 //  about --broker-key, never a node; the same agent with the right key
@@ -67,9 +29,9 @@ test_qa_keys_agent_wrong_broker_key (void **state)
     int slot = grid_spawn_agent (grid, "wk-01", NULL, NULL, (const char *[]) {
         "--broker-key", grid->admin_key, NULL});
     assert_true (slot >= 0);
-    bool said = s_log_has (grid, "agent-wk-01.log",
-                           "check that --broker-key is its public key",
-                           S_WAIT_MS);
+    bool said = fixture_log_has (grid, "agent-wk-01.log",
+                                 "check that --broker-key is its public key",
+                                 S_WAIT_MS);
     if (!said)
         grid_dump_logs (grid);
     assert_true (said);
@@ -89,9 +51,9 @@ test_qa_keys_relay_wrong_upstream_key (void **state)
     int relay = grid_start_relay (grid, "wk", -1, false, (const char *[]) {
         "--upstream-key", grid->admin_key, NULL});
     assert_true (relay >= 0);
-    bool said = s_log_has (grid, "relay-wk.log",
-                           "check that --upstream-key is its public key",
-                           S_WAIT_MS);
+    bool said = fixture_log_has (grid, "relay-wk.log",
+                                 "check that --upstream-key is its public key",
+                                 S_WAIT_MS);
     if (!said)
         grid_dump_logs (grid);
     assert_true (said);
@@ -107,9 +69,9 @@ main (void)
 {
     const struct CMUnitTest tests [] = {
         cmocka_unit_test_setup_teardown (test_qa_keys_agent_wrong_broker_key,
-                                         s_setup, s_teardown),
-        cmocka_unit_test_setup_teardown (
-            test_qa_keys_relay_wrong_upstream_key, s_setup, s_teardown),
+                                         fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown (test_qa_keys_relay_wrong_upstream_key,
+                                         fixture_setup, fixture_teardown),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }

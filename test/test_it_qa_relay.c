@@ -29,69 +29,7 @@
 #include "../proto/keys.h"
 #include "../proto/proto.h"
 #include "../proto/pw.h"
-#include "lib/harness.h"
-
-static int
-s_setup (void **state)
-{
-    grid_t *grid = (grid_t *) calloc (1, sizeof (grid_t));
-    assert_int_equal (grid_init (grid), 0);
-    *state = grid;
-    return 0;
-}
-
-static int
-s_teardown (void **state)
-{
-    grid_t *grid = (grid_t *) *state;
-    grid_stop (grid);
-    free (grid);
-    return 0;
-}
-
-//  True when the log NAME in the grid's directory holds TEXT within
-//  TIMEOUT_MS.
-static bool
-s_log_has (grid_t *grid, const char *name, const char *text, int timeout_ms)
-{
-    char path [400];
-    snprintf (path, sizeof path, "%s/%s", grid->dir, name);
-    long long deadline = grid_now_ms () + timeout_ms;
-    while (true) {
-        char *log = grid_slurp (path);
-        bool found = log && strstr (log, text) != NULL;
-        free (log);
-        if (found)
-            return true;
-        if (grid_now_ms () > deadline)
-            return false;
-        zclock_sleep (50);
-    }
-}
-
-//  True when the log NAME in the grid's directory holds TEXT at least
-//  COUNT times within TIMEOUT_MS.
-static bool
-s_log_count (grid_t *grid, const char *name, const char *text, int count,
-             int timeout_ms)
-{
-    char path [400];
-    snprintf (path, sizeof path, "%s/%s", grid->dir, name);
-    long long deadline = grid_now_ms () + timeout_ms;
-    while (true) {
-        char *log = grid_slurp (path);
-        int seen = 0;
-        for (const char *at = log; at && (at = strstr (at, text));
-             at += strlen (text))
-            seen++;
-        free (log);
-        if (seen >= count)
-            return true;
-        if (grid_now_ms () > deadline)
-            return false;
-        zclock_sleep (50);
-    }
-}
+#include "lib/fixture.h"
 
 //  Accepts the relay in SLOT by its key (key.accept), as an admin does
 //  for a relay not in the config; its public key goes into KEY.
@@ -121,11 +59,11 @@ test_qa_relay_pending_says_how (void **state)
                                         sizeof why), 0);
     char command [KEYS_TEXT_SIZE + 40];
     snprintf (command, sizeof command, "gridcli key accept '%s'", key);
-    bool said = s_log_has (grid, "broker.log", command, 10000);
+    bool said = fixture_log_has (grid, "broker.log", command, 10000);
     if (!said)
         grid_dump_logs (grid);
     assert_true (said);
-    assert_true (s_log_has (grid, "relay-late.log", command, 10000));
+    assert_true (fixture_log_has (grid, "relay-late.log", command, 10000));
     //  The command works as shown (gridcli's argument, unquoted)
     pv_doc_t *doc = grid_call (grid, "key.accept", "key", key, NULL);
     assert_true (grid_reply_ok (doc, NULL));
@@ -150,7 +88,7 @@ test_qa_relay_unenrolled_agent (void **state)
         grid->relay_publish_ep [relay], "--broker-key",
         grid->relay_key [relay], NULL});
     assert_true (slot >= 0);
-    assert_true (s_log_has (grid, "agent-web-01.log", "pending", 10000));
+    assert_true (fixture_log_has (grid, "agent-web-01.log", "pending", 10000));
     doc = grid_call (grid, "node.get", "node", "web-01", NULL);
     assert_false (grid_reply_ok (doc, NULL));
     pv_doc_destroy (&doc);
@@ -241,7 +179,8 @@ test_qa_relay_endpoint_taken (void **state)
     int relay = grid_start_relay (grid, "slow", -1, false, NULL);
     assert_true (relay >= 0);
     //  It has started (its endpoints were free then)
-    assert_true (s_log_has (grid, "relay-slow.log", "relay slow ", 20000));
+    assert_true (fixture_log_has (grid, "relay-slow.log", "relay slow ",
+                                  20000));
     //  Someone listens on the relay's agent endpoint
     const char *path = grid->relay_agents_ep [relay] + strlen ("ipc://");
     int fd = socket (AF_UNIX, SOCK_STREAM, 0);
@@ -255,9 +194,9 @@ test_qa_relay_endpoint_taken (void **state)
                             sizeof address), 0);
     assert_int_equal (listen (fd, 4), 0);
     assert_int_equal (grid_start_broker (grid, NULL), 0);
-    bool said = s_log_has (grid, "relay-slow.log",
-                           "cannot serve agents (trying again every second)",
-                           20000);
+    bool said = fixture_log_has (
+        grid, "relay-slow.log",
+        "cannot serve agents (trying again every second)", 20000);
     if (!said)
         grid_dump_logs (grid);
     assert_true (said);
@@ -267,8 +206,8 @@ test_qa_relay_endpoint_taken (void **state)
     assert_true (S_ISSOCK (info.st_mode));
     close (fd);
     unlink (path);
-    assert_true (s_log_has (grid, "relay-slow.log", "serving agents on",
-                            20000));
+    assert_true (fixture_log_has (grid, "relay-slow.log", "serving agents on",
+                                  20000));
     s_agent_runs_through (grid, relay, "web-02");
 }
 
@@ -291,7 +230,7 @@ test_qa_relay_accepted_survives_restart (void **state)
         grid->relay_publish_ep [relay], "--broker-key",
         grid->relay_key [relay], NULL});
     assert_true (slot >= 0);
-    assert_true (s_log_has (grid, "agent-web-03.log", "pending", 20000));
+    assert_true (fixture_log_has (grid, "agent-web-03.log", "pending", 20000));
     doc = grid_call (grid, "key.accept", "node", "web-03", NULL);
     assert_true (grid_reply_ok (doc, NULL));
     pv_doc_destroy (&doc);
@@ -345,7 +284,7 @@ test_qa_relay_move_direct_node (void **state)
     //  Directly first
     int slot = grid_spawn_agent (grid, "db-01", "db", NULL, NULL);
     assert_true (slot >= 0);
-    assert_true (s_log_has (grid, "agent-db-01.log", "pending", 20000));
+    assert_true (fixture_log_has (grid, "agent-db-01.log", "pending", 20000));
     doc = grid_call (grid, "key.accept", "node", "db-01", NULL);
     assert_true (grid_reply_ok (doc, NULL));
     pv_doc_destroy (&doc);
@@ -358,9 +297,9 @@ test_qa_relay_move_direct_node (void **state)
         grid->relay_publish_ep [relay], "--broker-key",
         grid->relay_key [relay], NULL});
     assert_true (slot >= 0);
-    bool said = s_log_has (grid, "agent-db-01.log",
-                           "an admin runs gridcli key delete db-01, then "
-                           "accepts its key again", 20000);
+    bool said = fixture_log_has (grid, "agent-db-01.log",
+                                 "an admin runs gridcli key delete db-01, then "
+                                 "accepts its key again", 20000);
     if (!said)
         grid_dump_logs (grid);
     assert_true (said);
@@ -368,9 +307,9 @@ test_qa_relay_move_direct_node (void **state)
     doc = grid_call (grid, "key.delete", "node", "db-01", NULL);
     assert_true (grid_reply_ok (doc, NULL));
     pv_doc_destroy (&doc);
-    assert_true (s_log_count (grid, "broker.log",
-                              "waits for acceptance: gridcli key accept db-01",
-                              2, 20000));
+    assert_true (fixture_log_count (
+        grid, "broker.log", "waits for acceptance: gridcli key accept db-01",
+        2, 20000));
     doc = grid_call (grid, "key.accept", "node", "db-01", NULL);
     assert_true (grid_reply_ok (doc, NULL));
     pv_doc_destroy (&doc);
@@ -540,8 +479,8 @@ test_qa_relay_big_hello (void **state)
 
     //  Accepted: three more, each welcomed (the broker's part of each is
     //  slow under the sanitizers: few, and time to wait)
-    assert_true (s_log_has (grid, "broker.log",
-                            "gridcli key accept big-01", 20000));
+    assert_true (fixture_log_has (grid, "broker.log",
+                                  "gridcli key accept big-01", 20000));
     doc = grid_call (grid, "key.accept", "node", "big-01", NULL);
     assert_true (grid_reply_ok (doc, NULL));
     pv_doc_destroy (&doc);
@@ -573,21 +512,22 @@ main (void)
 {
     const struct CMUnitTest tests [] = {
         cmocka_unit_test_setup_teardown (test_qa_relay_pending_says_how,
-                                         s_setup, s_teardown),
+                                         fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown (test_qa_relay_unenrolled_agent,
-                                         s_setup, s_teardown),
+                                         fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown (test_qa_relay_started_twice,
-                                         s_setup, s_teardown),
+                                         fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown (test_qa_relay_endpoint_taken,
-                                         s_setup, s_teardown),
+                                         fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown (
-            test_qa_relay_accepted_survives_restart, s_setup, s_teardown),
+            test_qa_relay_accepted_survives_restart, fixture_setup,
+            fixture_teardown),
         cmocka_unit_test_setup_teardown (test_qa_relay_move_direct_node,
-                                         s_setup, s_teardown),
+                                         fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown (test_qa_relay_status_without_keys,
-                                         s_setup, s_teardown),
-        cmocka_unit_test_setup_teardown (test_qa_relay_big_hello, s_setup,
-                                         s_teardown),
+                                         fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown (test_qa_relay_big_hello, fixture_setup,
+                                         fixture_teardown),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }

@@ -16,108 +16,7 @@
 #include "../broker/relays.h"
 #include "../proto/keys.h"
 #include "../proto/proto.h"
-#include "lib/harness.h"
-
-static int
-s_setup (void **state)
-{
-    grid_t *grid = (grid_t *) calloc (1, sizeof (grid_t));
-    if (grid_init (grid) != 0)
-        return -1;
-    *state = grid;
-    return 0;
-}
-
-static int
-s_teardown (void **state)
-{
-    grid_t *grid = (grid_t *) *state;
-    grid_stop (grid);
-    free (grid);
-    return 0;
-}
-
-static const pv_t *
-s_data (pv_doc_t *doc)
-{
-    const pv_t *data = NULL;
-    assert_true (grid_reply_ok (doc, &data));
-    return data;
-}
-
-//  Every (step, expected node) cell of RECORD succeeded, with exactly one
-//  attempt: nothing missing, nothing run or counted twice.
-static void
-s_assert_once (const pv_t *record)
-{
-    const pv_t *expected = pv_map_get (record, "expected");
-    int64_t steps = 0;
-    assert_int_equal (pv_get_int (pv_map_get (record, "steps"), &steps), 0);
-    assert_true (pv_size (expected) > 0);
-    for (int64_t step = 0; step < steps; step++)
-        for (size_t n = 0; n < pv_size (expected); n++) {
-            char *node = pv_strdup (pv_array_at (expected, n));
-            const pv_t *cell = grid_cell (record, (int) step, node);
-            if (!cell || !grid_str_is (cell, "status", "success")) {
-                fprintf (stderr, "step %d node %s: ", (int) step, node);
-                pv_write_json (cell, stderr, 0);
-                fprintf (stderr, "\n");
-            }
-            assert_non_null (cell);
-            assert_true (grid_str_is (cell, "status", "success"));
-            int64_t attempts = 0;
-            pv_get_int (pv_map_get (cell, "attempts"), &attempts);
-            assert_int_equal (attempts, 1);
-            free (node);
-        }
-}
-
-//  "--relay-key NAME@POOL:FILE" for relay NAME, in ARG (ARG_LEN bytes).
-static const char *
-s_relay_arg (grid_t *grid, const char *name, const char *pool, char *arg,
-             size_t arg_len)
-{
-    char path [400];
-    assert_int_equal (grid_relay_keygen (grid, name, path, sizeof path, NULL),
-                      0);
-    snprintf (arg, arg_len, "%s%s%s:%s", name, pool ? "@" : "",
-              pool ? pool : "", path);
-    return arg;
-}
-
-//  Agent ID's extra args to connect through the relay in SLOT.
-static void
-s_through (grid_t *grid, int slot, const char **extra)
-{
-    extra [0] = "--broker";
-    extra [1] = grid->relay_agents_ep [slot];
-    extra [2] = "--publish";
-    extra [3] = grid->relay_publish_ep [slot];
-    extra [4] = "--broker-key";
-    extra [5] = grid->relay_key [slot];
-    extra [6] = NULL;
-}
-
-static int
-s_start_agent_via (grid_t *grid, const char *id, const char *groups,
-                   int relay)
-{
-    const char *extra [8];
-    s_through (grid, relay, extra);
-    return grid_start_agent (grid, id, groups, NULL, extra);
-}
-
-//  The same, logging every command it takes (--verbose).
-static int
-s_start_verbose_agent_via (grid_t *grid, const char *id, const char *groups,
-                           int relay)
-{
-    const char *extra [8];
-    s_through (grid, relay, extra);
-    extra [6] = "--verbose";
-    extra [7] = NULL;
-    return grid_start_agent (grid, id, groups, NULL, extra);
-}
+#include "lib/fixture.h"
 
 //  The node record of ID (node.get), as a reply document.
 static pv_doc_t *
@@ -126,11 +25,23 @@ s_node (grid_t *grid, const char *id)
     return grid_call (grid, "node.get", "node", id, NULL);
 }
 
+//  Agent ID through the relay in SLOT, logging every command it takes
+//  (--verbose).
+static int
+s_start_verbose_agent_via (grid_t *grid, const char *id, const char *groups,
+                           int slot)
+{
+    fixture_via_t via;
+    const char *verbose [] = {"--verbose", NULL};
+    return grid_start_agent (grid, id, groups, NULL,
+                             fixture_via (grid, &via, &slot, 1, verbose));
+}
+
 //  The relay.list entry NAME in the reply DOC, or NULL.
 static const pv_t *
 s_relay_entry (pv_doc_t *doc, const char *name)
 {
-    const pv_t *data = s_data (doc);
+    const pv_t *data = fixture_data (doc);
     const pv_t *relays = pv_map_get (data, "relays");
     for (size_t index = 0; index < pv_size (relays); index++)
         if (grid_str_is (pv_array_at (relays, index), "name", name))
@@ -211,7 +122,7 @@ s_relay_topics (grid_t *grid, int slot)
 {
     pv_doc_t *doc = s_relay_status (grid, slot);
     int64_t topics = -1;
-    pv_get_int (pv_map_get (s_data (doc), "topics"), &topics);
+    pv_get_int (pv_map_get (fixture_data (doc), "topics"), &topics);
     pv_doc_destroy (&doc);
     return topics;
 }
@@ -221,7 +132,7 @@ s_relay_counter (grid_t *grid, int slot, const char *name)
 {
     pv_doc_t *doc = s_relay_status (grid, slot);
     int64_t value = -1;
-    pv_get_int (pv_map_get (pv_map_get (s_data (doc), "counters"), name),
+    pv_get_int (pv_map_get (pv_map_get (fixture_data (doc), "counters"), name),
                 &value);
     pv_doc_destroy (&doc);
     return value;
@@ -232,7 +143,7 @@ s_dropped (grid_t *grid, const char *name)
 {
     pv_doc_t *doc = grid_call (grid, "status", NULL);
     int64_t value = -1;
-    pv_get_int (pv_map_get (pv_map_get (s_data (doc), "dropped"), name),
+    pv_get_int (pv_map_get (pv_map_get (fixture_data (doc), "dropped"), name),
                 &value);
     pv_doc_destroy (&doc);
     return value;
@@ -244,11 +155,11 @@ s_run (grid_t *grid, const char *yaml)
     char *job_id = grid_submit_id (grid, yaml);
     assert_non_null (job_id);
     pv_doc_t *doc = grid_wait_job (grid, job_id, 30000);
-    const pv_t *record = s_data (doc);
+    const pv_t *record = fixture_data (doc);
     if (!grid_str_is (record, "status", "completed"))
         pv_write_json (record, stderr, 2);
     assert_true (grid_str_is (record, "status", "completed"));
-    s_assert_once (record);
+    fixture_assert_cells (record, "success");
     pv_doc_destroy (&doc);
     return job_id;
 }
@@ -267,23 +178,23 @@ test_it_relay_one_relay (void **state)
 {
     grid_t *grid = (grid_t *) *state;
     char arg [600];
-    const char *broker_extra [] = {"--relay-key",
-                                   s_relay_arg (grid, "r1", NULL, arg,
-                                                sizeof arg), NULL};
+    const char *broker_extra [] = {
+        "--relay-key", fixture_relay_arg (grid, "r1", NULL, arg, sizeof arg),
+        NULL};
     assert_int_equal (grid_start_broker (grid, broker_extra), 0);
     int relay = grid_start_relay (grid, "r1", -1, true, NULL);
     assert_true (relay >= 0);
-    assert_true (s_start_agent_via (grid, "web-01", "web", relay) >= 0);
-    assert_true (s_start_agent_via (grid, "web-02", "web", relay) >= 0);
+    assert_true (fixture_start_agent_via (grid, "web-01", "web", relay) >= 0);
+    assert_true (fixture_start_agent_via (grid, "web-02", "web", relay) >= 0);
     assert_true (grid_start_agent (grid, "db-01", "db", NULL, NULL) >= 0);
     assert_true (s_wait_relay (grid, "r1", 2, true));
     free (s_run (grid, s_two_steps));
 
     pv_doc_t *doc = s_node (grid, "web-01");
-    assert_true (grid_str_is (s_data (doc), "relay", "r1"));
+    assert_true (grid_str_is (fixture_data (doc), "relay", "r1"));
     pv_doc_destroy (&doc);
     doc = s_node (grid, "db-01");
-    assert_null (pv_map_get (s_data (doc), "relay"));
+    assert_null (pv_map_get (fixture_data (doc), "relay"));
     pv_doc_destroy (&doc);
 
     doc = grid_call (grid, "relay.list", NULL);
@@ -300,7 +211,7 @@ test_it_relay_one_relay (void **state)
     assert_int_equal (s_relay_counter (grid, relay, "malformed"), 0);
     //  Its metrics, in the Prometheus text format
     doc = s_relay_request (grid, relay, "metrics.get");
-    char *text = pv_strdup (pv_map_get (s_data (doc), "text"));
+    char *text = pv_strdup (pv_map_get (fixture_data (doc), "text"));
     pv_doc_destroy (&doc);
     assert_non_null (text);
     assert_non_null (strstr (text, "\ngridrelay_upstream_connected 1\n"));
@@ -346,17 +257,19 @@ test_it_relay_stacked (void **state)
     grid_t *grid = (grid_t *) *state;
     char arg_a [600], arg_b [600];
     const char *broker_extra [] = {
-        "--relay-key", s_relay_arg (grid, "ra", "dc1", arg_a, sizeof arg_a),
-        "--relay-key", s_relay_arg (grid, "rb", "dc1", arg_b, sizeof arg_b),
+        "--relay-key",
+        fixture_relay_arg (grid, "ra", "dc1", arg_a, sizeof arg_a),
+        "--relay-key",
+        fixture_relay_arg (grid, "rb", "dc1", arg_b, sizeof arg_b),
         NULL};
     assert_int_equal (grid_start_broker (grid, broker_extra), 0);
     int ra = grid_start_relay (grid, "ra", -1, true, NULL);
     assert_true (ra >= 0);
     int rb = grid_start_relay (grid, "rb", ra, true, NULL);
     assert_true (rb >= 0);
-    assert_true (s_start_agent_via (grid, "web-01", "web", rb) >= 0);
-    assert_true (s_start_agent_via (grid, "web-02", "web", rb) >= 0);
-    assert_true (s_start_agent_via (grid, "db-01", "db", ra) >= 0);
+    assert_true (fixture_start_agent_via (grid, "web-01", "web", rb) >= 0);
+    assert_true (fixture_start_agent_via (grid, "web-02", "web", rb) >= 0);
+    assert_true (fixture_start_agent_via (grid, "db-01", "db", ra) >= 0);
     assert_true (s_wait_relay (grid, "rb", 2, true));
     assert_true (s_wait_relay (grid, "ra", 1, true));
     free (s_run (grid, s_two_steps));
@@ -367,7 +280,7 @@ test_it_relay_stacked (void **state)
     assert_true (grid_str_is (s_relay_entry (doc, "rb"), "upstream", "ra"));
     pv_doc_destroy (&doc);
     doc = s_node (grid, "web-02");
-    assert_true (grid_str_is (s_data (doc), "relay", "rb"));
+    assert_true (grid_str_is (fixture_data (doc), "relay", "rb"));
     pv_doc_destroy (&doc);
     assert_true (s_relay_counter (grid, rb, "commands") >= 2);
 }
@@ -413,9 +326,9 @@ test_it_relay_forged_attestation_refused (void **state)
 {
     grid_t *grid = (grid_t *) *state;
     char arg [600];
-    const char *broker_extra [] = {"--relay-key",
-                                   s_relay_arg (grid, "rogue", NULL, arg,
-                                                sizeof arg), NULL};
+    const char *broker_extra [] = {
+        "--relay-key", fixture_relay_arg (grid, "rogue", NULL, arg, sizeof arg),
+        NULL};
     assert_int_equal (grid_start_broker (grid, broker_extra), 0);
     assert_true (grid_start_agent (grid, "web-01", "web", NULL, NULL) >= 0);
     char victim [KEYS_TEXT_SIZE], path [400];
@@ -450,9 +363,9 @@ test_it_relay_forged_attestation_refused (void **state)
     free (code);
     //  The victim stays where it was
     pv_doc_t *doc = s_node (grid, "web-01");
-    assert_false (grid_str_is (s_data (doc), "hostname", "forged"));
-    assert_null (pv_map_get (s_data (doc), "relay"));
-    assert_true (grid_str_is (s_data (doc), "status", "online"));
+    assert_false (grid_str_is (fixture_data (doc), "hostname", "forged"));
+    assert_null (pv_map_get (fixture_data (doc), "relay"));
+    assert_true (grid_str_is (fixture_data (doc), "status", "online"));
     pv_doc_destroy (&doc);
     //  A via frame that holds no whole keys is dropped, counted, and
     //  answered by nothing
@@ -488,14 +401,14 @@ test_it_relay_revoked (void **state)
 {
     grid_t *grid = (grid_t *) *state;
     char arg [600];
-    const char *broker_extra [] = {"--relay-key",
-                                   s_relay_arg (grid, "r1", NULL, arg,
-                                                sizeof arg), NULL};
+    const char *broker_extra [] = {
+        "--relay-key", fixture_relay_arg (grid, "r1", NULL, arg, sizeof arg),
+        NULL};
     assert_int_equal (grid_start_broker (grid, broker_extra), 0);
     int relay = grid_start_relay (grid, "r1", -1, true, NULL);
     assert_true (relay >= 0);
-    assert_true (s_start_agent_via (grid, "web-01", "web", relay) >= 0);
-    assert_true (s_start_agent_via (grid, "web-02", "web", relay) >= 0);
+    assert_true (fixture_start_agent_via (grid, "web-01", "web", relay) >= 0);
+    assert_true (fixture_start_agent_via (grid, "web-02", "web", relay) >= 0);
     assert_true (s_wait_relay (grid, "r1", 2, true));
     char key [KEYS_TEXT_SIZE], why [256];
     assert_int_equal (keys_read_public (grid->relay_key [relay], key, why,
@@ -525,9 +438,9 @@ test_it_relay_subscriptions (void **state)
 {
     grid_t *grid = (grid_t *) *state;
     char arg [600];
-    const char *broker_extra [] = {"--relay-key",
-                                   s_relay_arg (grid, "r1", NULL, arg,
-                                                sizeof arg), NULL};
+    const char *broker_extra [] = {
+        "--relay-key", fixture_relay_arg (grid, "r1", NULL, arg, sizeof arg),
+        NULL};
     assert_int_equal (grid_start_broker (grid, broker_extra), 0);
     int relay = grid_start_relay (grid, "r1", -1, true, NULL);
     assert_true (relay >= 0);
@@ -545,9 +458,9 @@ test_it_relay_subscriptions (void **state)
                                 "  - {backend: test, action: echo, params: "
                                 "{msg: w}}\n");
     pv_doc_t *doc = grid_call (grid, "job.get", "job", job_id, NULL);
-    const pv_t *expected = pv_map_get (s_data (doc), "expected");
+    const pv_t *expected = pv_map_get (fixture_data (doc), "expected");
     assert_int_equal (pv_size (expected), 1);
-    assert_null (grid_cell (s_data (doc), 0, "db-01"));
+    assert_null (grid_cell (fixture_data (doc), 0, "db-01"));
     pv_doc_destroy (&doc);
     free (job_id);
     //  db-01's agent never saw the command
@@ -586,7 +499,7 @@ test_it_relay_accepted_by_name (void **state)
     bool pending = false;
     while (!pending && grid_now_ms () < deadline) {
         pv_doc_t *doc = grid_call (grid, "key.list", NULL);
-        const pv_t *keys = pv_map_get (s_data (doc), "keys");
+        const pv_t *keys = pv_map_get (fixture_data (doc), "keys");
         for (size_t index = 0; index < pv_size (keys); index++) {
             const pv_t *entry = pv_array_at (keys, index);
             if (grid_str_is (entry, "key", key)) {
@@ -628,7 +541,7 @@ test_it_relay_accepted_by_name (void **state)
     assert_true (s_wait_relay (grid, "late", 1, true));
     free (s_run (grid, s_two_steps));
     doc = s_node (grid, "web-01");
-    assert_true (grid_str_is (s_data (doc), "relay", "late"));
+    assert_true (grid_str_is (fixture_data (doc), "relay", "late"));
     pv_doc_destroy (&doc);
     //  After a broker restart the key is still a relay's, and its agent,
     //  bound to the relay's pool, is taken through it again
@@ -670,22 +583,22 @@ test_it_relay_reloaded_by_sighup (void **state)
     assert_true (r1 >= 0);
     int r2 = grid_start_relay (grid, "r2", -1, true, NULL);
     assert_true (r2 >= 0);
-    assert_true (s_start_agent_via (grid, "web-01", "web", r1) >= 0);
+    assert_true (fixture_start_agent_via (grid, "web-01", "web", r1) >= 0);
     assert_true (s_wait_relay (grid, "r1", 1, true));
 
     //  r1 out, r2 in
     s_write_relays (config, "r2", key_2);
     assert_int_equal (kill (grid->broker_pid, SIGHUP), 0);
     assert_true (grid_wait_node (grid, "web-01", "offline", 15000));
-    int slot = s_start_agent_via (grid, "web-02", "web", r2);
+    int slot = fixture_start_agent_via (grid, "web-02", "web", r2);
     assert_true (slot >= 0);
     assert_true (s_wait_relay (grid, "r2", 1, true));
     pv_doc_t *doc = s_node (grid, "web-02");
-    assert_true (grid_str_is (s_data (doc), "relay", "r2"));
+    assert_true (grid_str_is (fixture_data (doc), "relay", "r2"));
     pv_doc_destroy (&doc);
     //  web-01 stays out: r1 speaks for nobody now
     doc = s_node (grid, "web-01");
-    assert_true (grid_str_is (s_data (doc), "status", "offline"));
+    assert_true (grid_str_is (fixture_data (doc), "status", "offline"));
     pv_doc_destroy (&doc);
     char path [400];
     snprintf (path, sizeof path, "%s/broker.log", grid->dir);
@@ -701,7 +614,7 @@ test_it_relay_reloaded_by_sighup (void **state)
     assert_int_equal (kill (grid->broker_pid, SIGHUP), 0);
     assert_true (s_wait_relay (grid, "r2-east", 1, true));
     doc = s_node (grid, "web-02");
-    assert_true (grid_str_is (s_data (doc), "relay", "r2-east"));
+    assert_true (grid_str_is (fixture_data (doc), "relay", "r2-east"));
     pv_doc_destroy (&doc);
 
     //  After a restart, offline nodes still name their relay
@@ -709,11 +622,11 @@ test_it_relay_reloaded_by_sighup (void **state)
     grid_stop_broker (grid, true);
     assert_int_equal (grid_start_broker (grid, extra), 0);
     doc = s_node (grid, "web-02");
-    assert_true (grid_str_is (s_data (doc), "status", "offline"));
-    assert_true (grid_str_is (s_data (doc), "relay", "r2-east"));
+    assert_true (grid_str_is (fixture_data (doc), "status", "offline"));
+    assert_true (grid_str_is (fixture_data (doc), "relay", "r2-east"));
     pv_doc_destroy (&doc);
     doc = s_node (grid, "web-01");
-    assert_true (grid_str_is (s_data (doc), "relay", "r1"));
+    assert_true (grid_str_is (fixture_data (doc), "relay", "r1"));
     pv_doc_destroy (&doc);
 }
 
@@ -727,8 +640,10 @@ test_it_relay_killed_mid_job (void **state)
     grid_t *grid = (grid_t *) *state;
     char arg_1 [600], arg_2 [600];
     const char *broker_extra [] = {
-        "--relay-key", s_relay_arg (grid, "r1", "dc1", arg_1, sizeof arg_1),
-        "--relay-key", s_relay_arg (grid, "r2", "dc1", arg_2, sizeof arg_2),
+        "--relay-key",
+        fixture_relay_arg (grid, "r1", "dc1", arg_1, sizeof arg_1),
+        "--relay-key",
+        fixture_relay_arg (grid, "r2", "dc1", arg_2, sizeof arg_2),
         //  Long enough for a failover: running steps of a node that comes
         //  back within it are not lost
         "--offline-grace", "15s", NULL};
@@ -737,15 +652,10 @@ test_it_relay_killed_mid_job (void **state)
     assert_true (r1 >= 0);
     int r2 = grid_start_relay (grid, "r2", -1, true, NULL);
     assert_true (r2 >= 0);
-    char brokers [700], publishes [700], keys [700];
-    snprintf (brokers, sizeof brokers, "%s,%s", grid->relay_agents_ep [r1],
-              grid->relay_agents_ep [r2]);
-    snprintf (publishes, sizeof publishes, "%s,%s",
-              grid->relay_publish_ep [r1], grid->relay_publish_ep [r2]);
-    snprintf (keys, sizeof keys, "%s,%s", grid->relay_key [r1],
-              grid->relay_key [r2]);
-    const char *extra [] = {"--broker", brokers, "--publish", publishes,
-                            "--broker-key", keys, "--failover", "1s", NULL};
+    fixture_via_t via;
+    const int relays [] = {r1, r2};
+    const char *failover [] = {"--failover", "1s", NULL};
+    const char *const *extra = fixture_via (grid, &via, relays, 2, failover);
     const char *ids [] = {"web-01", "web-02", "web-03"};
     for (size_t index = 0; index < 3; index++)
         assert_true (grid_start_agent (grid, ids [index], "web", NULL, extra)
@@ -778,18 +688,18 @@ test_it_relay_killed_mid_job (void **state)
     assert_int_equal (running, 3);
     grid_stop_relay (grid, r1, true);
     pv_doc_t *doc = grid_wait_job (grid, job_id, 30000);
-    const pv_t *record = s_data (doc);
+    const pv_t *record = fixture_data (doc);
     if (!grid_str_is (record, "status", "completed"))
         pv_write_json (record, stderr, 2);
     assert_true (grid_str_is (record, "status", "completed"));
-    s_assert_once (record);
+    fixture_assert_cells (record, "success");
     assert_true (grid_str_is (grid_cell (record, 3, "web-02"), "output",
                               "three\n"));
     pv_doc_destroy (&doc);
     free (job_id);
     for (size_t index = 0; index < 3; index++) {
         doc = s_node (grid, ids [index]);
-        assert_true (grid_str_is (s_data (doc), "relay", "r2"));
+        assert_true (grid_str_is (fixture_data (doc), "relay", "r2"));
         pv_doc_destroy (&doc);
     }
     assert_true (s_wait_relay (grid, "r2", 3, true));
@@ -804,15 +714,14 @@ test_it_relay_restarted_mid_job (void **state)
 {
     grid_t *grid = (grid_t *) *state;
     char arg [600];
-    const char *broker_extra [] = {"--relay-key",
-                                   s_relay_arg (grid, "r1", NULL, arg,
-                                                sizeof arg),
-                                   "--offline-grace", "15s", NULL};
+    const char *broker_extra [] = {
+        "--relay-key", fixture_relay_arg (grid, "r1", NULL, arg, sizeof arg),
+        "--offline-grace", "15s", NULL};
     assert_int_equal (grid_start_broker (grid, broker_extra), 0);
     int relay = grid_start_relay (grid, "r1", -1, true, NULL);
     assert_true (relay >= 0);
-    assert_true (s_start_agent_via (grid, "web-01", "web", relay) >= 0);
-    assert_true (s_start_agent_via (grid, "web-02", "web", relay) >= 0);
+    assert_true (fixture_start_agent_via (grid, "web-01", "web", relay) >= 0);
+    assert_true (fixture_start_agent_via (grid, "web-02", "web", relay) >= 0);
     char *job_id = grid_submit_id (grid,
         "target: all\n"
         "tasks:\n"
@@ -837,11 +746,11 @@ test_it_relay_restarted_mid_job (void **state)
     grid_stop_relay (grid, relay, true);
     assert_int_equal (grid_start_relay (grid, "r1", -1, true, NULL), relay);
     pv_doc_t *doc = grid_wait_job (grid, job_id, 30000);
-    const pv_t *record = s_data (doc);
+    const pv_t *record = fixture_data (doc);
     if (!grid_str_is (record, "status", "completed"))
         pv_write_json (record, stderr, 2);
     assert_true (grid_str_is (record, "status", "completed"));
-    s_assert_once (record);
+    fixture_assert_cells (record, "success");
     assert_true (grid_str_is (grid_cell (record, 1, "web-02"), "output",
                               "after\n"));
     pv_doc_destroy (&doc);
@@ -867,7 +776,7 @@ test_it_relay_insecure (void **state)
     assert_true (s_wait_relay (grid, "plain", 2, true));
     free (s_run (grid, s_two_steps));
     pv_doc_t *doc = s_node (grid, "web-02");
-    assert_true (grid_str_is (s_data (doc), "relay", "plain"));
+    assert_true (grid_str_is (fixture_data (doc), "relay", "plain"));
     pv_doc_destroy (&doc);
 }
 
@@ -880,9 +789,9 @@ test_it_relay_welcome_names_the_hello (void **state)
 {
     grid_t *grid = (grid_t *) *state;
     char arg [600];
-    const char *broker_extra [] = {"--relay-key",
-                                   s_relay_arg (grid, "r1", NULL, arg,
-                                                sizeof arg), NULL};
+    const char *broker_extra [] = {
+        "--relay-key", fixture_relay_arg (grid, "r1", NULL, arg, sizeof arg),
+        NULL};
     assert_int_equal (grid_start_broker (grid, broker_extra), 0);
     int relay = grid_start_relay (grid, "r1", -1, true, NULL);
     assert_true (relay >= 0);
@@ -958,28 +867,29 @@ int
 main (void)
 {
     const struct CMUnitTest tests [] = {
-        cmocka_unit_test_setup_teardown (test_it_relay_one_relay, s_setup,
-                                         s_teardown),
-        cmocka_unit_test_setup_teardown (test_it_relay_stacked, s_setup,
-                                         s_teardown),
+        cmocka_unit_test_setup_teardown (test_it_relay_one_relay, fixture_setup,
+                                         fixture_teardown),
+        cmocka_unit_test_setup_teardown (test_it_relay_stacked, fixture_setup,
+                                         fixture_teardown),
         cmocka_unit_test_setup_teardown (
-            test_it_relay_forged_attestation_refused, s_setup, s_teardown),
-        cmocka_unit_test_setup_teardown (test_it_relay_revoked, s_setup,
-                                         s_teardown),
-        cmocka_unit_test_setup_teardown (test_it_relay_subscriptions, s_setup,
-                                         s_teardown),
+            test_it_relay_forged_attestation_refused, fixture_setup,
+            fixture_teardown),
+        cmocka_unit_test_setup_teardown (test_it_relay_revoked, fixture_setup,
+                                         fixture_teardown),
+        cmocka_unit_test_setup_teardown (test_it_relay_subscriptions,
+                                         fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown (test_it_relay_accepted_by_name,
-                                         s_setup, s_teardown),
+                                         fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown (test_it_relay_reloaded_by_sighup,
-                                         s_setup, s_teardown),
+                                         fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown (test_it_relay_killed_mid_job,
-                                         s_setup, s_teardown),
+                                         fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown (test_it_relay_restarted_mid_job,
-                                         s_setup, s_teardown),
+                                         fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown (test_it_relay_welcome_names_the_hello,
-                                         s_setup, s_teardown),
-        cmocka_unit_test_setup_teardown (test_it_relay_insecure, s_setup,
-                                         s_teardown),
+                                         fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown (test_it_relay_insecure, fixture_setup,
+                                         fixture_teardown),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }

@@ -16,105 +16,30 @@
 #include <czmq.h>
 #include <signal.h>
 
-#include "lib/harness.h"
+#include "lib/fixture.h"
 
 #define S_WAIT_MS 40000     //  Generous: the machine may be busy
 #define S_STALL_MS 5000     //  Longer than the 3 s the relay once waited
-
-static int
-s_setup (void **state)
-{
-    grid_t *grid = (grid_t *) calloc (1, sizeof (grid_t));
-    if (grid_init (grid) != 0)
-        return -1;
-    *state = grid;
-    return 0;
-}
-
-static int
-s_teardown (void **state)
-{
-    grid_t *grid = (grid_t *) *state;
-    if (grid->broker_pid)
-        kill (grid->broker_pid, SIGCONT);
-    grid_stop (grid);
-    free (grid);
-    return 0;
-}
-
-//  True when the file at PATH holds TEXT.
-static bool
-s_file_has (const char *path, const char *text)
-{
-    char *content = grid_slurp (path);
-    bool found = content && strstr (content, text);
-    free (content);
-    return found;
-}
-
-//  Polls PATH for TEXT until the deadline; true when it appeared.
-static bool
-s_wait_file_has (const char *path, const char *text, int timeout_ms)
-{
-    long long deadline = grid_now_ms () + timeout_ms;
-    while (!s_file_has (path, text) && grid_now_ms () < deadline)
-        zclock_sleep (50);
-    return s_file_has (path, text);
-}
-
-//  Polls PATH until TEXT appears in it COUNT times; true when it did.
-static bool
-s_wait_file_count (const char *path, const char *text, int count,
-                   int timeout_ms)
-{
-    long long deadline = grid_now_ms () + timeout_ms;
-    while (true) {
-        char *content = grid_slurp (path);
-        int seen = 0;
-        for (const char *at = content; at && (at = strstr (at, text));
-             at += strlen (text))
-            seen++;
-        free (content);
-        if (seen >= count)
-            return true;
-        if (grid_now_ms () > deadline)
-            return false;
-        zclock_sleep (50);
-    }
-}
-
-//  Agent ID through the relay in SLOT.
-static int
-s_start_agent_via (grid_t *grid, const char *id, int slot)
-{
-    const char *extra [] = {"--broker", grid->relay_agents_ep [slot],
-                            "--publish", grid->relay_publish_ep [slot],
-                            "--broker-key", grid->relay_key [slot], NULL};
-    return grid_start_agent (grid, id, NULL, NULL, extra);
-}
 
 static void
 test_it_relay_upstream_busy_broker (void **state)
 {
     grid_t *grid = (grid_t *) *state;
-    char patient_key [400], hasty_key [400];
-    assert_int_equal (grid_relay_keygen (grid, "patient", patient_key,
-                                         sizeof patient_key, NULL), 0);
-    assert_int_equal (grid_relay_keygen (grid, "hasty", hasty_key,
-                                         sizeof hasty_key, NULL), 0);
-    char patient_arg [500], hasty_arg [500];
-    snprintf (patient_arg, sizeof patient_arg, "patient:%s", patient_key);
-    snprintf (hasty_arg, sizeof hasty_arg, "hasty:%s", hasty_key);
-    const char *broker_extra [] = {"--relay-key", patient_arg,
-                                   "--relay-key", hasty_arg, NULL};
+    char patient_arg [600], hasty_arg [600];
+    const char *broker_extra [] = {
+        "--relay-key", fixture_relay_arg (grid, "patient", NULL, patient_arg,
+                                          sizeof patient_arg),
+        "--relay-key", fixture_relay_arg (grid, "hasty", NULL, hasty_arg,
+                                          sizeof hasty_arg),
+        NULL};
     assert_int_equal (grid_start_broker (grid, broker_extra), 0);
     int patient = grid_start_relay (grid, "patient", -1, true, NULL);
     const char *hasty_extra [] = {"--upstream-timeout", "2s", NULL};
     int hasty = grid_start_relay (grid, "hasty", -1, true, hasty_extra);
     assert_true (patient >= 0);
     assert_true (hasty >= 0);
-    assert_true (s_start_agent_via (grid, "calm-01", patient) >= 0);
-    assert_true (s_start_agent_via (grid, "rush-01", hasty) >= 0);
+    assert_true (fixture_start_agent_via (grid, "calm-01", NULL, patient) >= 0);
+    assert_true (fixture_start_agent_via (grid, "rush-01", NULL, hasty) >= 0);
     char patient_log [400], hasty_log [400];
     snprintf (patient_log, sizeof patient_log, "%s/relay-patient.log",
               grid->dir);
@@ -124,26 +49,26 @@ test_it_relay_upstream_busy_broker (void **state)
     long long stopped_ms = grid_now_ms ();
     assert_int_equal (kill (grid->broker_pid, SIGSTOP), 0);
     //  The short timeout gives up and drops its agents...
-    assert_true (s_wait_file_has (hasty_log, "stopped serving agents",
-                                  S_WAIT_MS));
+    assert_true (fixture_wait_file (hasty_log, "stopped serving agents", 1,
+                                    S_WAIT_MS));
     //  ... the default one waits the stall out
     long long left = stopped_ms + S_STALL_MS - grid_now_ms ();
     if (left > 0)
         zclock_sleep ((int) left);
     assert_int_equal (kill (grid->broker_pid, SIGCONT), 0);
-    assert_false (s_file_has (patient_log, "stopped serving agents"));
-    assert_false (s_file_has (patient_log, "lost the upstream"));
+    assert_false (fixture_file_has (patient_log, "stopped serving agents", 1));
+    assert_false (fixture_file_has (patient_log, "lost the upstream", 1));
 
     //  Both relays' agents are online, the dropped one after coming back
     assert_true (grid_wait_node (grid, "calm-01", "online", S_WAIT_MS));
     assert_true (grid_wait_node (grid, "rush-01", "online", S_WAIT_MS));
-    assert_true (s_wait_file_has (hasty_log, "serving agents on",
-                                  S_WAIT_MS));
+    assert_true (fixture_wait_file (hasty_log, "serving agents on", 1,
+                                    S_WAIT_MS));
     //  The dropped agent is welcomed again (the broker may not yet have
     //  noticed it was gone: online alone does not say it is back)
     char rush_log [400];
     snprintf (rush_log, sizeof rush_log, "%s/agent-rush-01.log", grid->dir);
-    assert_true (s_wait_file_count (rush_log, "welcomed by the broker", 2,
+    assert_true (fixture_wait_file (rush_log, "welcomed by the broker", 2,
                                     S_WAIT_MS));
     char *id = grid_submit_id (grid,
         "target: all\n"
@@ -159,7 +84,7 @@ test_it_relay_upstream_busy_broker (void **state)
                               "success"));
     pv_doc_destroy (&record);
     free (id);
-    assert_false (s_file_has (patient_log, "stopped serving agents"));
+    assert_false (fixture_file_has (patient_log, "stopped serving agents", 1));
 }
 
 static void
@@ -218,9 +143,9 @@ main (void)
 {
     const struct CMUnitTest tests [] = {
         cmocka_unit_test_setup_teardown (test_it_relay_upstream_setting,
-                                         s_setup, s_teardown),
+                                         fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown (test_it_relay_upstream_busy_broker,
-                                         s_setup, s_teardown),
+                                         fixture_setup, fixture_teardown),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }

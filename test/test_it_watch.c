@@ -13,27 +13,19 @@
 #include <czmq.h>
 
 #include "../proto/proto.h"
-#include "lib/harness.h"
+#include "lib/fixture.h"
 
 #define S_WAIT_MS 20000
 
+//  One broker and one agent, w-01, for the whole suite.
 static int
 s_setup (void **state)
 {
-    grid_t *grid = (grid_t *) calloc (1, sizeof (grid_t));
-    assert_int_equal (grid_init (grid), 0);
+    if (fixture_setup (state) != 0)
+        return -1;
+    grid_t *grid = (grid_t *) *state;
     assert_int_equal (grid_start_broker (grid, NULL), 0);
     assert_true (grid_start_agent (grid, "w-01", NULL, NULL, NULL) >= 0);
-    *state = grid;
-    return 0;
-}
-
-static int
-s_teardown (void **state)
-{
-    grid_t *grid = (grid_t *) *state;
-    grid_stop (grid);
-    free (grid);
     return 0;
 }
 
@@ -269,5 +261,5 @@ main (void)
         cmocka_unit_test (test_watch_many_watchers_answered),
         cmocka_unit_test (test_watch_refuses_what_it_cannot_watch),
     };
-    return cmocka_run_group_tests (tests, s_setup, s_teardown);
+    return cmocka_run_group_tests (tests, s_setup, fixture_teardown);
 }

@@ -1,0 +1,177 @@
+/*  =========================================================================
+    fixture - what the integration suites share (see fixture.h)
+    =========================================================================
+*/
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include <czmq.h>
+#include <signal.h>
+
+#include "fixture.h"
+
+int
+fixture_setup (void **state)
+{
+    grid_t *grid = (grid_t *) calloc (1, sizeof (grid_t));
+    if (!grid)
+        return -1;
+    if (grid_init (grid) != 0) {
+        free (grid);
+        return -1;
+    }
+    *state = grid;
+    return 0;
+}
+
+int
+fixture_teardown (void **state)
+{
+    grid_t *grid = (grid_t *) *state;
+    //  A stopped broker would hold SIGTERM until grid_stop gives up on it
+    if (grid->broker_pid)
+        kill (grid->broker_pid, SIGCONT);
+    grid_stop (grid);
+    free (grid);
+    return 0;
+}
+
+const pv_t *
+fixture_data (const pv_doc_t *doc)
+{
+    const pv_t *data = NULL;
+    assert_true (grid_reply_ok (doc, &data));
+    return data;
+}
+
+void
+fixture_assert_cells (const pv_t *record, const char *status)
+{
+    const pv_t *results = pv_map_get (record, "results");
+    const pv_t *expected = pv_map_get (record, "expected");
+    int64_t steps = 0;
+    assert_int_equal (pv_get_int (pv_map_get (record, "steps"), &steps), 0);
+    assert_int_equal (pv_size (results), (size_t) steps);
+    assert_true (pv_size (expected) > 0);
+    for (int64_t step = 0; step < steps; step++)
+        for (size_t n = 0; n < pv_size (expected); n++) {
+            char *node = pv_strdup (pv_array_at (expected, n));
+            const pv_t *cell = grid_cell (record, (int) step, node);
+            if (!cell || !grid_str_is (cell, "status", status)) {
+                fprintf (stderr, "step %d node %s: ", (int) step, node);
+                pv_write_json (cell, stderr, 0);
+                fprintf (stderr, "\n");
+            }
+            assert_non_null (cell);
+            assert_true (grid_str_is (cell, "status", status));
+            int64_t attempts = 0;
+            pv_get_int (pv_map_get (cell, "attempts"), &attempts);
+            assert_int_equal (attempts, 1);
+            free (node);
+        }
+}
+
+const char *
+fixture_relay_arg (grid_t *grid, const char *name, const char *pool,
+                   char *arg, size_t arg_len)
+{
+    char path [400];
+    assert_int_equal (grid_relay_keygen (grid, name, path, sizeof path, NULL),
+                      0);
+    snprintf (arg, arg_len, "%s%s%s:%s", name, pool ? "@" : "",
+              pool ? pool : "", path);
+    return arg;
+}
+
+//  Appends TEXT to the comma-separated LIST (LIST_LEN bytes).
+static void
+s_list_add (char *list, size_t list_len, const char *text)
+{
+    size_t used = strlen (list);
+    snprintf (list + used, list_len - used, "%s%s", used ? "," : "", text);
+}
+
+const char *const *
+fixture_via (grid_t *grid, fixture_via_t *via, const int *slots,
+             size_t count, const char *const *more)
+{
+    memset (via, 0, sizeof *via);
+    assert_true (count > 0 && count <= FIXTURE_VIA_MAX);
+    for (size_t index = 0; index < count; index++) {
+        int slot = slots [index];
+        assert_true (slot >= 0 && (size_t) slot < grid->relay_count);
+        s_list_add (via->brokers, sizeof via->brokers,
+                    grid->relay_agents_ep [slot]);
+        s_list_add (via->publishes, sizeof via->publishes,
+                    grid->relay_publish_ep [slot]);
+        s_list_add (via->keys, sizeof via->keys, grid->relay_key [slot]);
+    }
+    size_t argc = 0;
+    via->extra [argc++] = "--broker";
+    via->extra [argc++] = via->brokers;
+    via->extra [argc++] = "--publish";
+    via->extra [argc++] = via->publishes;
+    via->extra [argc++] = "--broker-key";
+    via->extra [argc++] = via->keys;
+    size_t max = sizeof via->extra / sizeof via->extra [0] - 1;
+    for (size_t index = 0; more && more [index]; index++) {
+        assert_true (argc < max);
+        via->extra [argc++] = more [index];
+    }
+    via->extra [argc] = NULL;
+    return via->extra;
+}
+
+int
+fixture_start_agent_via (grid_t *grid, const char *id, const char *groups,
+                         int slot)
+{
+    fixture_via_t via;
+    return grid_start_agent (grid, id, groups, NULL,
+                             fixture_via (grid, &via, &slot, 1, NULL));
+}
+
+bool
+fixture_file_has (const char *path, const char *text, int count)
+{
+    char *content = grid_slurp (path);
+    int seen = 0;
+    size_t text_len = strlen (text);
+    for (const char *at = content; at && text_len && seen < count
+                                   && (at = strstr (at, text));
+         at += text_len)
+        seen++;
+    free (content);
+    return seen >= count;
+}
+
+bool
+fixture_wait_file (const char *path, const char *text, int count,
+                   int timeout_ms)
+{
+    long long deadline = grid_now_ms () + timeout_ms;
+    while (!fixture_file_has (path, text, count)) {
+        if (grid_now_ms () > deadline)
+            return false;
+        zclock_sleep (50);
+    }
+    return true;
+}
+
+bool
+fixture_log_count (grid_t *grid, const char *name, const char *text,
+                   int count, int timeout_ms)
+{
+    char path [400];
+    snprintf (path, sizeof path, "%s/%s", grid->dir, name);
+    return fixture_wait_file (path, text, count, timeout_ms);
+}
+
+bool
+fixture_log_has (grid_t *grid, const char *name, const char *text,
+                 int timeout_ms)
+{
+    return fixture_log_count (grid, name, text, 1, timeout_ms);
+}
