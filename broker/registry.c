@@ -6,14 +6,32 @@
 
 #include "registry.h"
 
+//  Nodes in order of one of their times, through one of their links. A
+//  node is (re)queued from the back: its time is nearly always the
+//  latest, so the walk to its place stops at once.
+typedef struct {
+    registry_node_t *head;  //  Earliest time
+    registry_node_t *tail;  //  Latest time
+    size_t link;            //  Offset of the registry_link_t in a node
+    size_t key;             //  Offset of the int64_t time in a node
+} s_queue_t;
+
 struct _registry_t {
     zhashx_t *nodes;     //  id -> registry_node_t (owned)
     zhashx_t *backend_sets;  //  registry_backend_set_t -> itself (owned)
     zhashx_t *sets_by_bytes; //  The same sets, keyed by their encoding
                              //  (registry_backends_find)
     pw_t *scratch;       //  A node's hello, while its record is written
-    bool seen_known;     //  oldest_seen_ms holds a bound
-    int64_t oldest_seen_ms;  //  No online node was last seen before this
+    //  Liveness deadlines in order, so that a check costs one look at the
+    //  front plus one per node whose deadline passed, never a walk of
+    //  every node: a node's deadline is its last_seen_ms (or its
+    //  offline_since_ms) plus a timeout the same for all.
+    s_queue_t by_seen;      //  Online nodes, oldest last_seen_ms first
+    s_queue_t by_offline;   //  Offline nodes whose grace runs, oldest
+                            //  offline_since_ms first
+    s_queue_t by_unsaved;   //  Nodes heard from since their last-seen time
+                            //  was saved, oldest unsaved_since_ms first
+    uint64_t deadline_visits;  //  Nodes the liveness checks looked at
 };
 
 //  The first three fields are the set's key: a lookup passes a set of its
@@ -366,6 +384,77 @@ s_node_set_hello (registry_t *self, registry_node_t *node,
     *hello_p = NULL;
 }
 
+//  ---------------------------------------------------------------------
+//  Queues of nodes by time
+
+static void
+s_queue_init (s_queue_t *queue, size_t link, size_t key)
+{
+    queue->head = queue->tail = NULL;
+    queue->link = link;
+    queue->key = key;
+}
+
+static inline registry_link_t *
+s_link (const s_queue_t *queue, registry_node_t *node)
+{
+    return (registry_link_t *) ((char *) node + queue->link);
+}
+
+static inline int64_t
+s_key (const s_queue_t *queue, const registry_node_t *node)
+{
+    int64_t key;
+    memcpy (&key, (const char *) node + queue->key, sizeof key);
+    return key;
+}
+
+static void
+s_queue_remove (s_queue_t *queue, registry_node_t *node)
+{
+    registry_link_t *link = s_link (queue, node);
+    if (!link->queued)
+        return;
+    if (link->prev)
+        s_link (queue, link->prev)->next = link->next;
+    else
+        queue->head = link->next;
+    if (link->next)
+        s_link (queue, link->next)->prev = link->prev;
+    else
+        queue->tail = link->prev;
+    link->prev = link->next = NULL;
+    link->queued = false;
+}
+
+//  Puts NODE (queued or not) at its place by its time: after every node
+//  whose time is not later, so equal times keep their arrival order.
+static void
+s_queue_place (s_queue_t *queue, registry_node_t *node)
+{
+    registry_link_t *link = s_link (queue, node);
+    int64_t key = s_key (queue, node);
+    //  Already last and in order: the common case of a message
+    if (link->queued && !link->next
+        && (!link->prev || s_key (queue, link->prev) <= key))
+        return;
+    s_queue_remove (queue, node);
+    registry_node_t *after = queue->tail;
+    while (after && s_key (queue, after) > key)
+        after = s_link (queue, after)->prev;
+    link->prev = after;
+    link->next = after ? s_link (queue, after)->next : queue->head;
+    if (link->next)
+        s_link (queue, link->next)->prev = node;
+    else
+        queue->tail = node;
+    if (after)
+        s_link (queue, after)->next = node;
+    else
+        queue->head = node;
+    link->queued = true;
+}
+
 static void
 s_node_destroy (void **item_p)
 {
@@ -407,6 +496,12 @@ registry_new (void)
     zhashx_set_key_duplicator (self->sets_by_bytes, NULL);
     zhashx_set_key_destructor (self->sets_by_bytes, NULL);
     self->scratch = pw_new ();
+    s_queue_init (&self->by_seen, offsetof (registry_node_t, by_seen),
+                  offsetof (registry_node_t, last_seen_ms));
+    s_queue_init (&self->by_offline, offsetof (registry_node_t, by_offline),
+                  offsetof (registry_node_t, offline_since_ms));
+    s_queue_init (&self->by_unsaved, offsetof (registry_node_t, by_unsaved),
+                  offsetof (registry_node_t, unsaved_since_ms));
     return self;
 }
 
@@ -433,6 +528,7 @@ s_node_get_or_new (registry_t *self, const char *id)
     if (!node) {
         node = (registry_node_t *) zmalloc (sizeof (registry_node_t));
         node->id = strdup (id);
+        node->owner = self;
         zhashx_insert (self->nodes, id, node);
     }
     return node;
@@ -480,6 +576,7 @@ registry_hello_declaring (registry_t *self, proto_msg_t **hello_p,
         node->registered_wall_ms = wall_ms;
     node->online = true;
     node->offline_reported = false;
+    s_queue_remove (&self->by_offline, node);
     node->running = 0;
     node->queued = 0;
     if (routing_id_size > REGISTRY_MAX_ROUTING_ID)
@@ -509,6 +606,8 @@ registry_load (registry_t *self, const pv_t *record)
     registry_node_t *node = s_node_get_or_new (self, hello->node);
     s_node_set_hello (self, node, &hello, NULL);
     node->online = false;
+    s_queue_remove (&self->by_seen, node);
+    s_queue_remove (&self->by_offline, node);
     //  Restored work on a node that never returns ends through the
     //  scheduler's ack timeouts; no grace timer runs from before the start.
     node->offline_reported = true;
@@ -556,16 +655,38 @@ registry_touch (registry_node_t *node, int64_t now_ms, int64_t wall_ms)
 {
     node->last_seen_ms = now_ms;
     node->last_seen_wall_ms = wall_ms;
+    registry_t *self = node->owner;
+    if (node->online)
+        s_queue_place (&self->by_seen, node);
+    if (!node->by_unsaved.queued) {
+        node->unsaved_since_ms = now_ms;
+        s_queue_place (&self->by_unsaved, node);
+    }
 }
 
 void
 registry_set_offline (registry_node_t *node, int64_t now_ms)
 {
-    if (node->online)
+    registry_t *self = node->owner;
+    if (node->online) {
         node->offline_since_ms = now_ms;
+        s_queue_remove (&self->by_seen, node);
+        s_queue_place (&self->by_offline, node);
+    }
     node->online = false;
     node->running = 0;
     node->queued = 0;
+}
+
+static void
+s_ids_add (const char ***ids_p, size_t *count, size_t *room, const char *id)
+{
+    if (*count == *room) {
+        *room = *room ? *room * 2 : 16;
+        *ids_p = (const char **) realloc (*ids_p, *room * sizeof (char *));
+        assert (*ids_p);
+    }
+    (*ids_p) [(*count)++] = id;
 }
 
 size_t
@@ -573,30 +694,16 @@ registry_expire (registry_t *self, int64_t now_ms, int64_t timeout_ms,
                  const char ***ids_p)
 {
     *ids_p = NULL;
-    //  Called every tick, and a scan visits every node. Last-seen times
-    //  only move forward (registry_touch and registry_hello take the
-    //  monotonic clock), so the oldest one of the last scan bounds them
-    //  all: until the timeout passes that bound, nothing can expire.
-    if (self->seen_known && now_ms - self->oldest_seen_ms <= timeout_ms)
-        return 0;
     size_t count = 0, room = 0;
-    self->seen_known = true;
-    self->oldest_seen_ms = now_ms;
-    registry_node_t *node = (registry_node_t *) zhashx_first (self->nodes);
-    while (node) {
-        if (node->online && node->last_seen_ms < self->oldest_seen_ms
-            && now_ms - node->last_seen_ms <= timeout_ms)
-            self->oldest_seen_ms = node->last_seen_ms;
-        if (node->online && now_ms - node->last_seen_ms > timeout_ms) {
-            registry_set_offline (node, now_ms);
-            if (count == room) {
-                room = room ? room * 2 : 16;
-                *ids_p = (const char **) realloc (*ids_p, room * sizeof (char *));
-                assert (*ids_p);
-            }
-            (*ids_p) [count++] = node->id;
-        }
-        node = (registry_node_t *) zhashx_next (self->nodes);
+    //  Online nodes by last_seen_ms: the first one still within the
+    //  timeout ends the check
+    registry_node_t *node;
+    while ((node = self->by_seen.head) != NULL) {
+        self->deadline_visits++;
+        if (now_ms - node->last_seen_ms <= timeout_ms)
+            break;
+        registry_set_offline (node, now_ms);
+        s_ids_add (ids_p, &count, &room, node->id);
     }
     return count;
 }
@@ -607,21 +714,39 @@ registry_overdue (registry_t *self, int64_t now_ms, int64_t grace_ms,
 {
     *ids_p = NULL;
     size_t count = 0, room = 0;
-    registry_node_t *node = (registry_node_t *) zhashx_first (self->nodes);
-    while (node) {
-        if (!node->online && !node->offline_reported && node->hello
-            && now_ms - node->offline_since_ms >= grace_ms) {
+    //  Offline nodes by offline_since_ms. A node whose work was declared
+    //  lost otherwise (a bye) stays queued until its grace ends, and
+    //  leaves then with nothing to report.
+    registry_node_t *node;
+    while ((node = self->by_offline.head) != NULL) {
+        self->deadline_visits++;
+        if (now_ms - node->offline_since_ms < grace_ms)
+            break;
+        s_queue_remove (&self->by_offline, node);
+        if (!node->online && !node->offline_reported && node->hello) {
             node->offline_reported = true;
-            if (count == room) {
-                room = room ? room * 2 : 16;
-                *ids_p = (const char **) realloc (*ids_p, room * sizeof (char *));
-                assert (*ids_p);
-            }
-            (*ids_p) [count++] = node->id;
+            s_ids_add (ids_p, &count, &room, node->id);
         }
-        node = (registry_node_t *) zhashx_next (self->nodes);
     }
     return count;
+}
+
+uint64_t
+registry_deadline_visits (registry_t *self)
+{
+    return self->deadline_visits;
+}
+
+registry_node_t *
+registry_unsaved_first (registry_t *self)
+{
+    return self->by_unsaved.head;
+}
+
+void
+registry_seen_saved (registry_node_t *node)
+{
+    s_queue_remove (&node->owner->by_unsaved, node);
 }
 
 static bool

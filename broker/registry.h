@@ -42,7 +42,17 @@
 //  One distinct backend declaration, shared by the nodes that send it.
 typedef struct _registry_backend_set_t registry_backend_set_t;
 
+typedef struct _registry_t registry_t;
+typedef struct _registry_node_t registry_node_t;
+
+//  A node's place in one of the registry's queues (registry.c).
 typedef struct {
+    registry_node_t *prev;       //  Earlier in the queue, or NULL
+    registry_node_t *next;       //  Later in the queue, or NULL
+    bool queued;                 //  In the queue
+} registry_link_t;
+
+struct _registry_node_t {
     char *id;                    //  Node id
     //  Its last hello (owned; its backends are lent by backend_set)
     proto_msg_t *hello;
@@ -68,9 +78,15 @@ typedef struct {
     char *duplicate_hostname;    //  Its hostname (owned), or NULL
     uint64_t hello_digest;       //  Digest of its last hello's bytes (broker.c)
     size_t hello_size;           //  Their length (0 = unknown: loaded, or none)
-} registry_node_t;
-
-typedef struct _registry_t registry_t;
+    //  Kept by the registry alone (callers read them at most):
+    registry_t *owner;           //  The registry that holds it
+    registry_link_t by_seen;     //  Online: its place by last_seen_ms
+    registry_link_t by_offline;  //  Offline, work not yet declared lost:
+                                 //  its place by offline_since_ms
+    registry_link_t by_unsaved;  //  Heard from since its last-seen time
+                                 //  was last saved: its place by then
+    int64_t unsaved_since_ms;    //  Monotonic: its first message since
+};
 
 //  A new, empty registry.
 registry_t *registry_new (void);
@@ -139,15 +155,33 @@ void registry_set_offline (registry_node_t *node, int64_t now_ms);
 
 //  Marks every online node not heard from since NOW_MS - TIMEOUT_MS as
 //  offline. Returns how many and gives *IDS_P a malloc'd array of their ids
-//  (borrowed strings, valid while the nodes exist; free only the array).
+//  (borrowed strings, valid while the nodes exist; free only the array),
+//  oldest last message first. Costs one look plus one per node marked:
+//  online nodes are kept in order of their last message.
 size_t registry_expire (registry_t *self, int64_t now_ms, int64_t timeout_ms,
                         const char ***ids_p);
 
 //  Offline nodes whose grace ran out since they went offline and whose
 //  work was not yet declared lost: marks them reported and returns how
-//  many, with *IDS_P as registry_expire gives it.
+//  many, with *IDS_P as registry_expire gives it. Costs one look plus one
+//  per node whose grace ran out (offline nodes are kept in order of when
+//  they went offline).
 size_t registry_overdue (registry_t *self, int64_t now_ms, int64_t grace_ms,
                          const char ***ids_p);
+
+//  How many nodes registry_expire and registry_overdue have looked at
+//  since the registry was made: at most one per call, plus one per node
+//  whose deadline had passed.
+uint64_t registry_deadline_visits (registry_t *self);
+
+//  The node whose last-seen time has gone unsaved the longest, or NULL
+//  when every node's is saved: registry_touch queues a node, at its first
+//  message since registry_seen_saved, with unsaved_since_ms the time of
+//  that message. Borrowed.
+registry_node_t *registry_unsaved_first (registry_t *self);
+
+//  Notes that NODE's last-seen time, as it is now, is in the store.
+void registry_seen_saved (registry_node_t *node);
 
 //  Ids of the online, non-drained nodes matching TARGET (ignoring "any"),
 //  sorted. Returns the count; *IDS_P gets a malloc'd array of malloc'd

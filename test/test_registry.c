@@ -186,6 +186,12 @@ s_resolve_text (registry_t *registry, const char *target_text)
     return text;
 }
 
+static int
+s_compare_ids (const void *a, const void *b)
+{
+    return strcmp (*(const char *const *) a, *(const char *const *) b);
+}
+
 static void
 test_registry_resolves_targets_exactly (void **state)
 {
@@ -276,6 +282,188 @@ test_registry_expires_silent_nodes (void **state)
     count = registry_expire (registry, 9000, 3000, &ids);
     assert_int_equal (count, 1);
     free (ids);
+    registry_destroy (&registry);
+}
+
+//  The ids in IDS (COUNT of them), sorted and joined by commas.
+static char *
+s_ids_text (const char **ids, size_t count)
+{
+    if (count > 1)
+        qsort (ids, count, sizeof (char *), s_compare_ids);
+    char *text = (char *) calloc (1, count * 16 + 1);
+    assert_non_null (text);
+    for (size_t index = 0; index < count; index++) {
+        if (index)
+            strcat (text, ",");
+        strcat (text, ids [index]);
+    }
+    return text;
+}
+
+//  What a walk of every node finds due, as the checks did before they
+//  kept deadlines in order: online nodes silent past TIMEOUT_MS
+//  (EXPIRED), or offline ones past the grace with work not yet declared
+//  lost.
+static char *
+s_scan (registry_t *registry, int64_t now_ms, int64_t timeout_ms,
+        bool expired)
+{
+    registry_node_t **nodes = NULL;
+    size_t count = registry_list (registry, &nodes);
+    const char **ids = (const char **) calloc (count + 1, sizeof (char *));
+    size_t due = 0;
+    for (size_t index = 0; index < count; index++) {
+        registry_node_t *node = nodes [index];
+        if (expired ? node->online && now_ms - node->last_seen_ms > timeout_ms
+                    : !node->online && !node->offline_reported && node->hello
+                          && now_ms - node->offline_since_ms >= timeout_ms)
+            ids [due++] = node->id;
+    }
+    char *text = s_ids_text (ids, due);
+    free (ids);
+    free (nodes);
+    return text;
+}
+
+//  Random refreshes, hellos, byes, lost connections and checks (with a
+//  clock that lags, as the broker's deadline clock does, and messages
+//  whose times arrive slightly out of order): the ordered checks find
+//  exactly what a walk of every node finds.
+static void
+test_registry_deadlines_match_a_full_walk (void **state)
+{
+    registry_t *registry = registry_new ();
+    unsigned seed = 20261127;
+    int64_t clock_ms = 1000;
+    const int64_t timeout_ms = 900, grace_ms = 1500;
+    size_t expired = 0, overdue = 0;
+    for (int round = 0; round < 20000; round++) {
+        char id [16];
+        snprintf (id, sizeof id, "n-%02d", rand_r (&seed) % 40);
+        registry_node_t *node = registry_lookup (registry, id);
+        int64_t jitter_ms = rand_r (&seed) % 60 - 30;
+        int op = rand_r (&seed) % 100;
+        if (op < 10 || !node) {
+            proto_msg_t *hello = s_hello (id, "web", NULL, NULL);
+            registry_hello (registry, &hello, "rr", 2, clock_ms + jitter_ms,
+                            clock_ms + 4000);
+        }
+        else
+        if (op < 70)
+            registry_touch (node, clock_ms + jitter_ms, clock_ms + 4000);
+        else
+        if (op < 74)
+            registry_set_offline (node, clock_ms);
+        else
+        if (op < 77 && node->online) {
+            //  A bye: offline, its work declared lost at once
+            registry_set_offline (node, clock_ms);
+            node->offline_reported = true;
+        }
+        else
+        if (op < 90) {
+            int64_t now_ms = clock_ms - rand_r (&seed) % 300;
+            char *want = s_scan (registry, now_ms, timeout_ms, true);
+            const char **ids = NULL;
+            size_t count = registry_expire (registry, now_ms, timeout_ms, &ids);
+            char *got = s_ids_text (ids, count);
+            assert_string_equal (got, want);
+            expired += count;
+            free (got);
+            free (want);
+            free (ids);
+        }
+        else {
+            int64_t now_ms = clock_ms - rand_r (&seed) % 300;
+            char *want = s_scan (registry, now_ms, grace_ms, false);
+            const char **ids = NULL;
+            size_t count = registry_overdue (registry, now_ms, grace_ms, &ids);
+            char *got = s_ids_text (ids, count);
+            assert_string_equal (got, want);
+            overdue += count;
+            free (got);
+            free (want);
+            free (ids);
+            //  Reported once only
+            char *again = s_scan (registry, now_ms, grace_ms, false);
+            assert_string_equal (again, "");
+            free (again);
+        }
+        clock_ms += rand_r (&seed) % 40;
+    }
+    //  Every path was taken
+    assert_true (expired > 100);
+    assert_true (overdue > 20);
+    registry_destroy (&registry);
+}
+
+//  A check looks at the first node in line and at the nodes whose
+//  deadline passed, whatever the size of the fleet: 10,000 nodes
+//  checked every 100 ms for a minute cost a look per check until their
+//  deadline passes, then one each.
+static void
+test_registry_deadlines_cost_only_what_passed (void **state)
+{
+    registry_t *registry = registry_new ();
+    for (int index = 0; index < 10000; index++) {
+        char id [16];
+        snprintf (id, sizeof id, "n-%05d", index);
+        proto_msg_t *hello = s_hello (id, "web", NULL, NULL);
+        registry_hello (registry, &hello, "rr", 2, 1000 + index, 5000);
+    }
+    const int64_t timeout_ms = 15000, grace_ms = 15000;
+    uint64_t before = registry_deadline_visits (registry);
+    size_t expired = 0, overdue = 0;
+    for (int64_t now_ms = 1000; now_ms < 61000; now_ms += 100) {
+        //  Everyone but n-00000 keeps beating every 5 s
+        if (now_ms % 5000 == 0)
+            for (int index = 1; index < 10000; index++) {
+                char id [16];
+                snprintf (id, sizeof id, "n-%05d", index);
+                registry_touch (registry_lookup (registry, id), now_ms, now_ms);
+            }
+        const char **ids = NULL;
+        expired += registry_expire (registry, now_ms, timeout_ms, &ids);
+        free (ids);
+        overdue += registry_overdue (registry, now_ms, grace_ms, &ids);
+        free (ids);
+    }
+    assert_int_equal (expired, 1);
+    assert_int_equal (overdue, 1);
+    assert_false (registry_lookup (registry, "n-00000")->online);
+    assert_true (registry_lookup (registry, "n-00001")->online);
+    //  600 checks of each kind, two nodes whose deadline passed
+    uint64_t visits = registry_deadline_visits (registry) - before;
+    assert_true (visits <= 2 * 600 + 2);
+    registry_destroy (&registry);
+}
+
+//  A node heard from queues for a save of its last-seen time once, at its
+//  first message since its last save, in the order of those messages.
+static void
+test_registry_unsaved_nodes_in_order (void **state)
+{
+    registry_t *registry = s_fleet ();
+    //  Every hello counts as a message
+    registry_node_t *first = registry_unsaved_first (registry);
+    assert_non_null (first);
+    while ((first = registry_unsaved_first (registry)))
+        registry_seen_saved (first);
+    registry_touch (registry_lookup (registry, "db-01"), 2000, 6000);
+    registry_touch (registry_lookup (registry, "web-02"), 2100, 6100);
+    registry_touch (registry_lookup (registry, "db-01"), 2200, 6200);
+    first = registry_unsaved_first (registry);
+    assert_string_equal (first->id, "db-01");
+    assert_int_equal (first->unsaved_since_ms, 2000);
+    registry_seen_saved (first);
+    first = registry_unsaved_first (registry);
+    assert_string_equal (first->id, "web-02");
+    registry_seen_saved (first);
+    assert_null (registry_unsaved_first (registry));
+    //  Saved twice: no harm
+    registry_seen_saved (first);
+    assert_null (registry_unsaved_first (registry));
     registry_destroy (&registry);
 }
 
@@ -800,6 +988,9 @@ main (void)
         cmocka_unit_test (test_registry_offline_and_drained_nodes_are_not_resolved),
         cmocka_unit_test (test_registry_sessions_are_bound_to_their_connection),
         cmocka_unit_test (test_registry_expires_silent_nodes),
+        cmocka_unit_test (test_registry_deadlines_match_a_full_walk),
+        cmocka_unit_test (test_registry_deadlines_cost_only_what_passed),
+        cmocka_unit_test (test_registry_unsaved_nodes_in_order),
         cmocka_unit_test (test_registry_record_round_trip),
         cmocka_unit_test (test_registry_lists_nodes_sorted_and_encodes_them),
         cmocka_unit_test (test_registry_equal_backends_are_kept_once),
