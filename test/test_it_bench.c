@@ -4,7 +4,13 @@
 
     100 agents over two gridswarm processes: every agent registers, the
     broadcast, single-node and ingest jobs all complete with nothing lost
-    or duplicated, and the figures of both processes are summed. The same
+    or duplicated, and the figures of both processes are summed; the
+    drain (the swarm holds its results, the broker is stopped while they
+    are released, then resumed) reports a figure and its CPU per result,
+    on the swarm's ZMTP transport and on libzmq. Interrupted (SIGINT)
+    while the drain has the broker stopped, gridbench resumes it, stops
+    everything and exits; a broker killed then ends the run with an error
+    that says so. The same
     through two real gridrelays, each swarm process behind one: each relay
     carries its 50 agents (the broker lists them so), and gridsink's
     libzmq figure is there to set the relays' memory beside. A swarm
@@ -93,7 +99,17 @@ test_two_swarm_processes (void **state)
     assert_true (s_number (json, "lost_results") == 0);
     assert_true (s_number (json, "duplicate_results") == 0);
     assert_non_null (strstr (json, "\"load_average_after\": ["));
-    //  The table names the processes
+    //  The drain ran on the same jobs and reports the broker alone
+    assert_true (s_number (json, "results_per_s_drain") > 0);
+    assert_true (s_number (json, "drain_results") >= 200);
+    assert_true (s_number (json, "broker_cpu_drain_us_per_result") > 0);
+    assert_true (s_number (json, "swarm_cpu_drain_us_per_result") >= 0);
+    assert_true (s_number (json, "drain_unsent_bytes") >= 0);
+    //  The table names the processes, and the drain beside its goal
+    assert_true (grid_line_with (stdout_text, "the broker alone (drain)",
+                                 "over 200000", NULL));
+    assert_false (grid_line_with (stdout_text, "the broker alone (drain)",
+                                  " - ", NULL));
     assert_true (grid_line_with (stdout_text, "swarm processes", "2", NULL));
     assert_true (grid_line_with (stdout_text, "lost results", "0", NULL));
     free (json);
@@ -129,6 +145,8 @@ test_through_relays (void **state)
     assert_true (s_number (json, "lost_results") == 0);
     assert_true (s_number (json, "duplicate_results") == 0);
     assert_true (s_number (json, "libzmq_bytes_per_agent") > 0);
+    //  Through relays the results would wait in the relays: no drain
+    assert_true (s_number (json, "results_per_s_drain") < 0);
     //  Both relays, each with its half, as the broker's relay.list has it
     const char *relay = strstr (json, "\"relay_memory\"");
     assert_non_null (relay);
@@ -184,8 +202,9 @@ test_stalling_swarm (void **state)
                          "--swarm", swarm, "--swarm-arg", "--delay-ms",
                          "--swarm-arg", "1500", "--rounds", "2",
                          "--single-s", "0.5", "--ingest-results", "200",
-                         "--no-agent", "--broker-arg", "--ack-timeout",
-                         "--broker-arg", "10s", "--out", out, NULL);
+                         "--no-agent", "--no-drain", "--broker-arg",
+                         "--ack-timeout", "--broker-arg", "10s", "--out",
+                         out, NULL);
     char *json = grid_slurp (out);
     bool clean = code == 0 && !strstr (json, "\"error\"");
     if (!clean)
@@ -199,7 +218,151 @@ test_stalling_swarm (void **state)
     assert_true (s_number (json, "ingest_results") >= 200);
     assert_true (s_number (json, "lost_results") == 0);
     assert_true (s_number (json, "duplicate_results") == 0);
+    //  --no-drain: not measured
+    assert_true (s_number (json, "results_per_s_drain") < 0);
     free (json);
+}
+
+//  The drain with the swarm on libzmq: the results wait in libzmq's
+//  queues and the kernel's, and every one is committed once.
+static void
+test_drain_libzmq (void **state)
+{
+    char out [400];
+    snprintf (out, sizeof out, "%s/drain.json", s_grid.dir);
+    char *stdout_text = NULL, *stderr_text = NULL;
+    int code = grid_run (&s_grid, S_BENCH, &stdout_text, &stderr_text,
+                         S_RUN_MS, "--agents", "100", "--rounds", "1",
+                         "--single-s", "0.2", "--ingest-results", "400",
+                         "--swarm-transport", "libzmq", "--no-agent",
+                         "--out", out, NULL);
+    char *json = grid_slurp (out);
+    bool clean = code == 0 && !strstr (json, "\"error\"");
+    if (!clean)
+        fprintf (stderr, "exit %d\n%s\n%s\n%s\n", code, json, stdout_text,
+                 stderr_text);
+    free (stdout_text);
+    free (stderr_text);
+    assert_true (clean);
+    assert_non_null (strstr (json, "\"swarm_transport\": \"libzmq\""));
+    assert_true (s_number (json, "results_per_s_drain") > 0);
+    assert_true (s_number (json, "drain_results") == 400);
+    assert_true (s_number (json, "broker_cpu_drain_us_per_result") > 0);
+    assert_true (s_number (json, "lost_results") == 0);
+    assert_true (s_number (json, "duplicate_results") == 0);
+    free (json);
+}
+
+//  A gridswarm whose wrapper watches the broker (gridbench's other
+//  child): once the drain has it stopped, the wrapper runs ACTION (shell:
+//  $pid is the real swarm, $bench gridbench, $broker the broker) and
+//  writes to REPORT whether the broker runs again within 5 s ("thawed",
+//  "gone" or "stuck").
+static void
+s_write_watching_swarm (const char *path, const char *real,
+                        const char *report, const char *action)
+{
+    FILE *file = fopen (path, "w");
+    assert_non_null (file);
+    fprintf (file,
+             "#!/bin/sh\n"
+             "'%s' \"$@\" &\n"
+             "pid=$!\n"
+             "bench=$PPID\n"
+             "trap 'kill -CONT $pid; kill -TERM $pid' TERM INT\n"
+             "state () { read -r line < /proc/$1/stat || return 1; "
+             "rest=${line##*) }; echo ${rest%%%% *}; }\n"
+             "( broker=\n"
+             "  for f in /proc/[0-9]*/stat; do\n"
+             "    read -r line < $f 2>/dev/null || continue\n"
+             "    case \"$line\" in *'(gridbroker) '*)\n"
+             "      set -- ${line##*) }\n"
+             "      [ \"$2\" = \"$bench\" ] && broker=${line%%%% *};;\n"
+             "    esac\n"
+             "  done\n"
+             "  [ -n \"$broker\" ] || { echo 'no broker' > '%s'; exit 0; }\n"
+             "  while s=$(state $broker) && [ \"$s\" != T ]; do "
+             "sleep 0.01; done\n"
+             "  [ \"$s\" = T ] || { echo gone > '%s'; exit 0; }\n"
+             "  %s\n"
+             "  result=stuck\n"
+             "  for n in $(seq 500); do\n"
+             "    s=$(state $broker) || { result=gone; break; }\n"
+             "    [ \"$s\" = T ] || { result=thawed; break; }\n"
+             "    sleep 0.01\n"
+             "  done\n"
+             "  echo $result > '%s'\n"
+             "  kill -CONT $pid ) &\n"
+             "watcher=$!\n"
+             "while kill -0 $pid 2>/dev/null; do wait $pid; done\n"
+             "kill $watcher 2>/dev/null\n", real, report, report, action,
+             report);
+    fclose (file);
+    assert_int_equal (chmod (path, 0755), 0);
+}
+
+static void
+test_drain_interrupted (void **state)
+{
+    char out [400], swarm [400], real [700], report [400];
+    snprintf (out, sizeof out, "%s/interrupted.json", s_grid.dir);
+    snprintf (swarm, sizeof swarm, "%s/interrupting-swarm", s_grid.dir);
+    snprintf (real, sizeof real, "%s/../test/tools/gridswarm", s_grid.bin);
+    snprintf (report, sizeof report, "%s/interrupted.txt", s_grid.dir);
+    //  The real swarm stopped too, so that the broker stays stopped
+    s_write_watching_swarm (swarm, real, report,
+                            "kill -STOP $pid; kill -INT $bench");
+    char *stdout_text = NULL, *stderr_text = NULL;
+    int code = grid_run (&s_grid, S_BENCH, &stdout_text, &stderr_text,
+                         S_RUN_MS, "--agents", "100", "--rounds", "1",
+                         "--single-s", "0.2", "--ingest-results", "200",
+                         "--swarm", swarm, "--no-agent", "--out", out, NULL);
+    char *text = grid_slurp (report);
+    bool thawed = strncmp (text, "thawed", 6) == 0;
+    if (code != 1 || !thawed)
+        fprintf (stderr, "exit %d, broker %s\n%s\n%s\n", code, text,
+                 stdout_text, stderr_text);
+    //  Interrupted: no results, and the broker was running again before
+    //  gridbench stopped it
+    assert_int_equal (code, 1);
+    assert_non_null (strstr (stderr_text, "interrupted"));
+    assert_true (thawed);
+    free (text);
+    free (stdout_text);
+    free (stderr_text);
+}
+
+//  The broker killed (SIGKILL) while the drain has it stopped: the run
+//  ends with an error that says so, within the suite's time.
+static void
+test_drain_broker_killed (void **state)
+{
+    char out [400], swarm [400], real [700], report [400];
+    snprintf (out, sizeof out, "%s/killed.json", s_grid.dir);
+    snprintf (swarm, sizeof swarm, "%s/killing-swarm", s_grid.dir);
+    snprintf (real, sizeof real, "%s/../test/tools/gridswarm", s_grid.bin);
+    snprintf (report, sizeof report, "%s/killed.txt", s_grid.dir);
+    s_write_watching_swarm (swarm, real, report, "kill -KILL $broker");
+    char *stdout_text = NULL, *stderr_text = NULL;
+    int code = grid_run (&s_grid, S_BENCH, &stdout_text, &stderr_text,
+                         S_RUN_MS, "--agents", "100", "--rounds", "1",
+                         "--single-s", "0.2", "--ingest-results", "200",
+                         "--swarm", swarm, "--no-agent", "--out", out, NULL);
+    char *json = grid_slurp (out);
+    bool said = strstr (json, "drain: the broker exited") != NULL;
+    if (code != 0 || !said)
+        fprintf (stderr, "exit %d\n%s\n%s\n%s\n", code, json, stdout_text,
+                 stderr_text);
+    assert_int_equal (code, 0);
+    assert_true (said);
+    assert_true (s_number (json, "results_per_s_drain") < 0);
+    assert_true (grid_line_with (stdout_text, "drain: the broker exited",
+                                 NULL));
+    //  The steady figure before it stands
+    assert_true (s_number (json, "results_per_s") > 0);
+    free (json);
+    free (stdout_text);
+    free (stderr_text);
 }
 
 static void
@@ -256,6 +419,9 @@ main (void)
         cmocka_unit_test (test_two_swarm_processes),
         cmocka_unit_test (test_through_relays),
         cmocka_unit_test (test_stalling_swarm),
+        cmocka_unit_test (test_drain_libzmq),
+        cmocka_unit_test (test_drain_interrupted),
+        cmocka_unit_test (test_drain_broker_killed),
         cmocka_unit_test (test_bad_options),
         cmocka_unit_test (test_missing_relay),
     };

@@ -15,6 +15,12 @@
                     the last result_ack
       ingest        several broadcast jobs at once: results per second from
                     the first result sent to the last result_ack
+      drain         the broker alone on the same results (runs without
+                    relays): the swarm holds its results back, the jobs go
+                    out, the broker is stopped (SIGSTOP) and the swarm
+                    releases every result into the sockets; results per
+                    second and broker CPU per result from the SIGCONT to
+                    the last result_ack (see s_drain)
       memory        broker RSS growth per registered agent; the swarm's own
                     RSS per simulated agent
       lost / dup    every job read back (job.get): it must be completed with
@@ -95,6 +101,11 @@
 #define S_STOP_GRACE_MS 60000       //  SIGTERM to SIGKILL (a broker that
                                     //  held 10,000 agents takes ~30 s)
 #define S_POLL_MS 20                //  Polling interval while waiting
+//  The drain: the broker stays stopped at most this long while the swarm
+//  hands out what it held (well under the 15 s of missed heartbeats that
+//  take a node offline, and the swarm's ZMTP silence limit)
+#define S_DRAIN_HANDOFF_MS 8000
+#define S_DRAIN_QUIET_MS 30000      //  Waits for the broker to go idle
 
 //  Goals from the benchmark issue, printed next to the figures
 #define S_GOAL_BROADCAST_1K_MS 50
@@ -139,6 +150,7 @@ typedef struct {
     size_t agent_runs;              //  Hostname / echo runs
     size_t swarm_threads;           //  Shards, 0 = by size
     bool skip_agent;                //  No real agent phase
+    bool skip_drain;                //  No drain after the ingest run
     char *bin;                      //  gridbroker, gridagent
     char *swarm;                    //  gridswarm
     char *out;                      //  results.json
@@ -201,6 +213,9 @@ typedef struct {
     size_t single_jobs, single_refused;
     double results_per_s;
     size_t ingest_jobs, ingest_results;
+    double results_per_s_drain;     //  The broker alone (s_drain)
+    size_t drain_results;
+    uint64_t drain_unsent_bytes;    //  Left in the swarm at the SIGCONT
     double broker_bytes_per_agent;
     size_t broker_rss_base_kib, broker_rss_registered_kib, broker_rss_end_kib;
     double swarm_bytes_per_agent;
@@ -218,6 +233,7 @@ typedef struct {
     s_cpu_t cpu_register;           //  CPU spent while the swarm registered
     s_cpu_t cpu_broadcast;          //  ...over the broadcast rounds
     s_cpu_t cpu_ingest;             //  ...over the ingest run
+    s_cpu_t cpu_drain;              //  ...from the drain's SIGCONT to its end
     const char *swarm_transport;    //  gridswarm --transport
 } s_run_t;
 
@@ -235,6 +251,9 @@ typedef struct {
 } s_agent_figures_t;
 
 static volatile sig_atomic_t s_interrupted = 0;
+//  A broker stopped by the drain (SIGSTOP), 0 when none: every way out,
+//  a signal to us included, sends it SIGCONT
+static volatile sig_atomic_t s_frozen = 0;
 static pid_t s_children [S_MAX_CHILDREN];
 static char s_tmpdir [256];
 
@@ -272,6 +291,8 @@ static void
 s_on_signal (int signo)
 {
     s_interrupted = 1;
+    if (s_frozen > 0)
+        kill ((pid_t) s_frozen, SIGCONT);
 }
 
 //  ---------------------------------------------------------------------
@@ -325,6 +346,7 @@ s_stop (pid_t *pid_p, int grace_ms)
     if (pid <= 0)
         return;
     kill (pid, SIGTERM);
+    kill (pid, SIGCONT);        //  A stopped process takes it only then
     int64_t deadline = s_now_ms () + grace_ms;
     int status;
     while (waitpid (pid, &status, WNOHANG) == 0) {
@@ -339,6 +361,17 @@ s_stop (pid_t *pid_p, int grace_ms)
     }
     for (size_t slot = 0; slot < S_MAX_CHILDREN; slot++)
         if (s_children [slot] == pid)
+            s_children [slot] = 0;
+    *pid_p = 0;
+}
+
+//  Drops *PID_P, a child that exited and was reaped (s_alive), so that
+//  nothing signals its pid again.
+static void
+s_forget (pid_t *pid_p)
+{
+    for (size_t slot = 0; slot < S_MAX_CHILDREN; slot++)
+        if (s_children [slot] == *pid_p)
             s_children [slot] = 0;
     *pid_p = 0;
 }
@@ -1848,18 +1881,26 @@ s_single_node (s_stage_t *stage, const s_options_t *options, s_run_t *run)
     free (jobs);
 }
 
-static void
-s_ingest (s_stage_t *stage, const s_options_t *options, s_run_t *run)
+//  Jobs of an ingest run: enough broadcasts for the results aimed for,
+//  2 to 48.
+static size_t
+s_ingest_count (const s_options_t *options, const s_run_t *run)
 {
     size_t count = (options->ingest_results + run->agents - 1) / run->agents;
-    count = count < 2 ? 2 : count > 48 ? 48 : count;
-    char (*jobs) [JOB_ID_LEN + 1]
-        = (char (*) [JOB_ID_LEN + 1]) calloc (count, JOB_ID_LEN + 1);
-    s_watch_t *watches = (s_watch_t *) calloc (count, sizeof (s_watch_t));
-    assert (jobs && watches);
+    return count < 2 ? 2 : count > 48 ? 48 : count;
+}
+
+//  Submits COUNT broadcast `test echo` jobs at once; JOBS gets their ids
+//  ("" for one refused) and, when WATCHES is not NULL, each is watched
+//  from its reply on. Returns how many the broker took.
+static size_t
+s_ingest_submit (s_stage_t *stage, size_t count,
+                 char (*jobs) [JOB_ID_LEN + 1], s_watch_t *watches)
+{
     uint64_t first_seq = stage->broker.seq + 1;
     for (size_t at = 0; at < count; at++)
         s_submit (&stage->broker, "all", NULL, "test", "echo", "ingest");
+    size_t accepted = 0;
     for (size_t at = 0; at < count && !s_interrupted; at++) {
         pv_doc_t *doc = s_peer_wait (&stage->broker, first_seq + at,
                                      S_CALL_TIMEOUT_MS);
@@ -1868,23 +1909,48 @@ s_ingest (s_stage_t *stage, const s_options_t *options, s_run_t *run)
         char *job = data ? pv_strdup (pv_map_get (data, "job")) : NULL;
         if (job) {
             snprintf (jobs [at], JOB_ID_LEN + 1, "%s", job);
-            s_watch_start (stage, &watches [at], jobs [at]);
+            if (watches)
+                s_watch_start (stage, &watches [at], jobs [at]);
+            accepted++;
         }
         free (job);
         pv_doc_destroy (&doc);
     }
-    //  The jobs run at once: their replies come in any order
-    int timeout_ms = 60000 + (int) (count * run->agents / 10);
-    size_t finished = s_watch_wait (stage, watches, count, timeout_ms);
-    int64_t first_ms = INT64_MAX, last_ms = 0;
+    return accepted;
+}
+
+//  The first result sent and the last result_ack over the jobs of
+//  WATCHES that every swarm process finished.
+static void
+s_watch_span (s_stage_t *stage, const s_watch_t *watches, size_t count,
+              int64_t *first_ms, int64_t *last_ms)
+{
+    *first_ms = INT64_MAX;
+    *last_ms = 0;
     for (size_t at = 0; at < count; at++) {
         if (!watches [at].job || watches [at].done_count < stage->swarm_count)
             continue;
-        if (watches [at].first_result_ms < first_ms)
-            first_ms = watches [at].first_result_ms;
-        if (watches [at].last_ack_ms > last_ms)
-            last_ms = watches [at].last_ack_ms;
+        if (watches [at].first_result_ms < *first_ms)
+            *first_ms = watches [at].first_result_ms;
+        if (watches [at].last_ack_ms > *last_ms)
+            *last_ms = watches [at].last_ack_ms;
     }
+}
+
+static void
+s_ingest (s_stage_t *stage, const s_options_t *options, s_run_t *run)
+{
+    size_t count = s_ingest_count (options, run);
+    char (*jobs) [JOB_ID_LEN + 1]
+        = (char (*) [JOB_ID_LEN + 1]) calloc (count, JOB_ID_LEN + 1);
+    s_watch_t *watches = (s_watch_t *) calloc (count, sizeof (s_watch_t));
+    assert (jobs && watches);
+    s_ingest_submit (stage, count, jobs, watches);
+    //  The jobs run at once: their replies come in any order
+    int timeout_ms = 60000 + (int) (count * run->agents / 10);
+    size_t finished = s_watch_wait (stage, watches, count, timeout_ms);
+    int64_t first_ms, last_ms;
+    s_watch_span (stage, watches, count, &first_ms, &last_ms);
     run->ingest_jobs = finished;
     run->ingest_results = finished * run->agents;
     if (finished < count && !run->error [0])
@@ -1900,6 +1966,280 @@ s_ingest (s_stage_t *stage, const s_options_t *options, s_run_t *run)
     free (watches);
 }
 
+//  ---------------------------------------------------------------------
+//  The drain: the broker alone on the results
+//
+//  In the ingest run above the swarm makes its results while the broker
+//  commits them, on the same two cores, so the figure mixes the load
+//  generator's cost into the broker's and swings with the scheduler. Here
+//  the swarm holds its results back ("hold"), the same broadcast jobs go
+//  out, and once the swarm holds every result and the broker has gone idle
+//  (the commands' acks and started taken in) the broker is stopped
+//  (SIGSTOP). The swarm then releases every result into its sockets, the
+//  kernel's buffers between the two holding them, and once it has handed
+//  them all over (or waits on full buffers) and gone idle the broker gets
+//  SIGCONT: from then to the last result_ack the broker works through
+//  results that are all there already; the swarm only reads the
+//  result_acks (and writes what the full buffers held back). Broker CPU
+//  per result is taken over the same span.
+
+//  The state letter of process PID (field 3 of /proc/PID/stat), 0 when
+//  it cannot be read.
+static char
+s_proc_state (pid_t pid)
+{
+    char path [64], line [512] = "";
+    snprintf (path, sizeof path, "/proc/%d/stat", (int) pid);
+    FILE *file = fopen (path, "r");
+    if (!file)
+        return 0;
+    if (!fgets (line, sizeof line, file))
+        line [0] = 0;
+    fclose (file);
+    char *cursor = strrchr (line, ')');
+    return cursor && cursor [1] == ' ' ? cursor [2] : 0;
+}
+
+//  Asks every swarm process TYPE at once ("stats", "hold", "release") and
+//  waits for their replies until DEADLINE_MS; DOCS gets each reply (NULL
+//  for none; the caller frees them). Returns how many answered.
+static size_t
+s_swarm_ask (s_stage_t *stage, const char *type, int64_t deadline_ms,
+             pv_doc_t **docs)
+{
+    uint64_t seqs [S_MAX_SWARMS];
+    for (size_t at = 0; at < stage->swarm_count; at++)
+        seqs [at] = s_control (&stage->swarms [at].control, type, NULL, 0);
+    size_t answered = 0;
+    for (size_t at = 0; at < stage->swarm_count; at++) {
+        int64_t left = deadline_ms - s_now_ms ();
+        docs [at] = s_peer_wait (&stage->swarms [at].control, seqs [at],
+                                 left > 1 ? (int) left : 1);
+        if (docs [at]
+            && !pv_str_eq (pv_map_get (pv_doc_root (docs [at]), "type"),
+                           type))
+            pv_doc_destroy (&docs [at]);
+        if (docs [at])
+            answered++;
+    }
+    return answered;
+}
+
+//  Sends TYPE ("hold" or "release") to every swarm process. Returns 0
+//  when each answered by DEADLINE_MS.
+static int
+s_swarm_all (s_stage_t *stage, const char *type, int64_t deadline_ms)
+{
+    pv_doc_t *docs [S_MAX_SWARMS];
+    size_t answered = s_swarm_ask (stage, type, deadline_ms, docs);
+    s_stats_free (stage, docs);
+    return answered == stage->swarm_count ? 0 : -1;
+}
+
+//  The sum of stats counter KEY over the swarm processes, -1 when one of
+//  them did not answer by DEADLINE_MS.
+static int64_t
+s_swarm_sum (s_stage_t *stage, const char *key, int64_t deadline_ms)
+{
+    pv_doc_t *stats [S_MAX_SWARMS];
+    size_t answered = s_swarm_ask (stage, "stats", deadline_ms, stats);
+    int64_t sum = answered == stage->swarm_count
+                      ? s_sum (stats, stage->swarm_count, key)
+                      : -1;
+    s_stats_free (stage, stats);
+    return sum;
+}
+
+//  Waits until the broker (or, SWARM, the swarm processes together) used
+//  under a tenth of a core over 200 ms, up to TIMEOUT_MS. Returns 0 when
+//  it did, -1 when it did not in time.
+static int
+s_quiet (s_stage_t *stage, bool swarm, int timeout_ms)
+{
+    int64_t deadline = s_now_ms () + timeout_ms;
+    s_cpu_t before;
+    s_cpu_take (stage, &before);
+    while (!s_interrupted && s_now_ms () < deadline) {
+        usleep (200 * 1000);
+        s_cpu_t spent;
+        s_cpu_since (stage, &before, &spent);
+        if ((swarm ? spent.swarms_ms : spent.broker_ms) < 20)
+            return 0;
+        s_cpu_take (stage, &before);
+    }
+    return -1;
+}
+
+//  Sends the stopped broker SIGCONT (when it is stopped).
+static void
+s_thaw (void)
+{
+    pid_t pid = (pid_t) s_frozen;
+    if (pid > 0)
+        kill (pid, SIGCONT);
+    s_frozen = 0;
+}
+
+//  Holds, submits, waits until the swarm holds every result; stops the
+//  broker, releases, starts WATCHES on the jobs, resumes the broker.
+//  Returns the CLOCK_MONOTONIC ms of the SIGCONT with CPU_BEFORE taken
+//  just before it, or -1 with REASON set (the caller resumes the broker
+//  and releases the swarm).
+static int64_t
+s_drain_start (s_stage_t *stage, s_run_t *run, size_t count,
+               char (*jobs) [JOB_ID_LEN + 1], s_watch_t *watches,
+               s_cpu_t *cpu_before, char *reason, size_t reason_len)
+{
+    if (s_swarm_all (stage, "hold", s_now_ms () + 10000) != 0) {
+        snprintf (reason, reason_len, "a swarm process did not answer hold");
+        return -1;
+    }
+    size_t accepted = s_ingest_submit (stage, count, jobs, NULL);
+    if (accepted < count) {
+        snprintf (reason, reason_len, "the broker took %zu of %zu jobs",
+                  accepted, count);
+        return -1;
+    }
+    //  Every result made and held in the swarm
+    int64_t expected = (int64_t) (count * run->agents), held = 0;
+    int64_t deadline = s_now_ms () + 30000 + expected / 10;
+    while (!s_interrupted && s_now_ms () < deadline) {
+        if (!s_alive (stage->broker_pid) || !s_swarms_alive (stage))
+            break;
+        held = s_swarm_sum (stage, "held", s_now_ms () + 5000);
+        if (held >= expected)
+            break;
+        usleep (S_POLL_MS * 1000);
+    }
+    if (held < expected) {
+        snprintf (reason, reason_len, "the swarm held %" PRId64 " of %"
+                  PRId64 " results (the %s)", held, expected,
+                  !s_alive (stage->broker_pid) ? "broker exited"
+                  : !s_swarms_alive (stage)    ? "swarm exited"
+                                               : "deadline passed");
+        return -1;
+    }
+    //  The commands' acks and started taken in: the broker idle
+    if (s_quiet (stage, false, S_DRAIN_QUIET_MS) != 0)
+        s_say ("%zu agents: drain: the broker did not go idle within %d s; "
+               "stopping it anyway", run->agents, S_DRAIN_QUIET_MS / 1000);
+    //  From here the broker stays stopped S_DRAIN_HANDOFF_MS at most
+    s_frozen = stage->broker_pid;
+    kill (stage->broker_pid, SIGSTOP);
+    deadline = s_now_ms () + S_DRAIN_HANDOFF_MS;
+    while (s_proc_state (stage->broker_pid) != 'T' && s_now_ms () < deadline)
+        usleep (1000);
+    if (s_proc_state (stage->broker_pid) != 'T') {
+        snprintf (reason, reason_len, "the broker did not stop (state %c)",
+                  s_proc_state (stage->broker_pid)
+                      ? s_proc_state (stage->broker_pid) : '-');
+        return -1;
+    }
+    if (s_swarm_all (stage, "release", deadline) != 0) {
+        snprintf (reason, reason_len,
+                  "a swarm process did not answer release");
+        return -1;
+    }
+    //  Everything handed to the sockets (or waiting on full ones), the
+    //  swarm idle
+    bool handed = false;
+    int64_t unsent = -1;
+    while (!s_interrupted && s_now_ms () < deadline && !handed) {
+        if (!s_swarms_alive (stage))
+            break;
+        handed = s_swarm_sum (stage, "held", deadline) == 0
+                 && s_quiet (stage, true, (int) (deadline - s_now_ms ())) == 0
+                 && (unsent = s_swarm_sum (stage, "unsent_bytes", deadline))
+                        >= 0;
+        if (!handed)
+            usleep (S_POLL_MS * 1000);
+    }
+    if (!handed) {
+        snprintf (reason, reason_len, "the swarm did not hand its results "
+                  "to its sockets within %d s of the broker's stop",
+                  S_DRAIN_HANDOFF_MS / 1000);
+        return -1;
+    }
+    run->drain_unsent_bytes = unsent > 0 ? (uint64_t) unsent : 0;
+    for (size_t at = 0; at < count; at++)
+        s_watch_start (stage, &watches [at], jobs [at]);
+    s_cpu_take (stage, cpu_before);
+    int64_t resumed_ms = s_now_ms ();
+    s_thaw ();
+    return resumed_ms;
+}
+
+//  The drain figure (see above): the same jobs as the ingest run.
+static void
+s_drain (s_stage_t *stage, const s_options_t *options, s_run_t *run)
+{
+    size_t count = s_ingest_count (options, run);
+    char (*jobs) [JOB_ID_LEN + 1]
+        = (char (*) [JOB_ID_LEN + 1]) calloc (count, JOB_ID_LEN + 1);
+    s_watch_t *watches = (s_watch_t *) calloc (count, sizeof (s_watch_t));
+    assert (jobs && watches);
+    char reason [200] = "";
+    s_cpu_t cpu_before;
+    int64_t resumed_ms = s_drain_start (stage, run, count, jobs, watches,
+                                        &cpu_before, reason, sizeof reason);
+    //  Whatever happened: the broker runs, the swarm sends
+    s_thaw ();
+    if (s_swarm_all (stage, "release", s_now_ms () + 10000) != 0
+        && !reason [0])
+        snprintf (reason, sizeof reason,
+                  "a swarm process did not answer release");
+    size_t accepted = 0;
+    for (size_t at = 0; at < count; at++)
+        if (jobs [at][0]) {
+            if (!watches [at].job)
+                s_watch_start (stage, &watches [at], jobs [at]);
+            accepted++;
+        }
+    //  Until the last result_ack (also after a failure: the jobs are
+    //  read back below), the broker's exit or the deadline
+    int timeout_ms = 60000 + (int) (count * run->agents / 10);
+    int64_t deadline = s_now_ms () + timeout_ms;
+    size_t finished = 0;
+    bool broker_alive = s_alive (stage->broker_pid);
+    while (!s_interrupted && accepted && broker_alive) {
+        finished = s_watch_wait (stage, watches, count, 1000);
+        if (finished == accepted || s_now_ms () >= deadline)
+            break;
+        broker_alive = s_alive (stage->broker_pid);
+    }
+    if (!broker_alive)
+        s_forget (&stage->broker_pid);
+    if (resumed_ms > 0)
+        s_cpu_since (stage, &cpu_before, &run->cpu_drain);
+    if (!broker_alive && !reason [0])
+        snprintf (reason, sizeof reason, "the broker exited during the "
+                  "drain");
+    if (finished < count && !reason [0])
+        snprintf (reason, sizeof reason, "%zu of %zu jobs did not finish "
+                  "within %d s", count - finished, count, timeout_ms / 1000);
+    int64_t first_ms, last_ms;
+    s_watch_span (stage, watches, count, &first_ms, &last_ms);
+    run->drain_results = finished * run->agents;
+    run->results_per_s_drain
+        = !reason [0] && last_ms > resumed_ms
+              ? (double) run->drain_results * 1000.0
+                    / (double) (last_ms - resumed_ms)
+              : -1;
+    if (!reason [0])
+        s_say ("%zu agents: drain: %zu results in %" PRId64 " ms from the "
+               "SIGCONT (%" PRIu64 " bytes still in the swarm then)",
+               run->agents, run->drain_results, last_ms - resumed_ms,
+               run->drain_unsent_bytes);
+    if (reason [0] && !run->error [0])
+        snprintf (run->error, sizeof run->error, "drain: %s", reason);
+    if (broker_alive)
+        s_verify (stage, jobs, count, run->agents, run);
+    else
+        run->lost += (count - finished) * run->agents;
+    free (jobs);
+    free (watches);
+}
+
 //  Results still unacknowledged on the swarm's side get the swarm's
 //  re-send interval (and a margin) to drain; what remains is lost.
 static void
@@ -1910,8 +2250,9 @@ s_swarm_totals (s_stage_t *stage, s_run_t *run)
         pv_doc_t *stats [S_MAX_SWARMS];
         size_t answered = s_stats (stage, stats);
         int64_t unacked = s_sum (stats, stage->swarm_count, "unacked");
+        //  No broker (it exited in the drain): nothing more is acked
         bool over = answered < stage->swarm_count || unacked == 0
-                    || s_now_ms () > deadline;
+                    || s_now_ms () > deadline || !stage->broker_pid;
         if (over) {
             size_t n = stage->swarm_count;
             run->unacked_end = (uint64_t) unacked;
@@ -2180,6 +2521,14 @@ s_measure (const s_options_t *options, size_t agents, s_run_t *run)
             s_cpu_take (&stage, &cpu_ingest);
             s_ingest (&stage, options, run);
             s_cpu_since (&stage, &cpu_ingest, &run->cpu_ingest);
+        }
+        //  Through relays the results would wait in the relays' queues,
+        //  not the broker's sockets: the drain runs direct only
+        if (!run->error [0] && !s_interrupted && !run->relay_count
+            && !options->skip_drain) {
+            s_say ("%zu agents: result ingest, the broker alone (drain)",
+                   agents);
+            s_drain (&stage, options, run);
         }
         s_swarm_totals (&stage, run);
         run->broker_rss_end_kib = s_rss_kib (stage.broker_pid);
@@ -2656,6 +3005,25 @@ s_write_json (const char *path, const s_run_t *runs, size_t count,
                                          / results
                                    : -1,
                        false);
+        //  The broker alone (the drain): from the SIGCONT to the last
+        //  result_ack
+        s_json_number (file, "results_per_s_drain", run->results_per_s_drain,
+                       true);
+        double drained = (double) run->drain_results;
+        bool drain_ran = run->results_per_s_drain >= 0 && drained > 0;
+        s_json_number (file, "drain_results",
+                       drain_ran ? drained : -1, true);
+        s_json_number (file, "broker_cpu_drain_us_per_result",
+                       drain_ran ? run->cpu_drain.broker_ms * 1000.0 / drained
+                                 : -1,
+                       false);
+        s_json_number (file, "swarm_cpu_drain_us_per_result",
+                       drain_ran ? run->cpu_drain.swarms_ms * 1000.0 / drained
+                                 : -1,
+                       false);
+        s_json_number (file, "drain_unsent_bytes",
+                       drain_ran ? (double) run->drain_unsent_bytes : -1,
+                       true);
         if (run->swarm_transport)
             s_json_string (file, "swarm_transport", run->swarm_transport);
         s_json_number (file, "broker_rss_bytes_per_agent",
@@ -2735,7 +3103,12 @@ s_print_row (const char *name, const s_run_t *runs, size_t count,
             run->single_jobs_per_s, run->single_p50_ms, run->results_per_s,
             run->broker_bytes_per_agent, run->swarm_bytes_per_agent,
             ran ? (double) run->lost : -1, ran ? (double) run->duplicates : -1,
-            ran ? (double) run->dup_commands : -1
+            ran ? (double) run->dup_commands : -1,
+            run->results_per_s_drain,
+            run->results_per_s_drain >= 0 && run->drain_results
+                ? run->cpu_drain.broker_ms * 1000.0
+                      / (double) run->drain_results
+                : -1
         };
         char cell [32];
         s_cell (cell, sizeof cell, format, values [field]);
@@ -2772,6 +3145,10 @@ s_print (const s_run_t *runs, size_t count, const s_agent_figures_t *agent)
     snprintf (goal, sizeof goal, "over %d", S_GOAL_RESULTS_PER_S);
     s_print_row ("results committed per second", runs, count, 5, "%.0f",
                  goal);
+    s_print_row ("  the broker alone (drain)", runs, count, 11, "%.0f",
+                 goal);
+    s_print_row ("  broker CPU per result (us)", runs, count, 12, "%.2f",
+                 "");
     snprintf (goal, sizeof goal, "under %d", S_GOAL_BROKER_BYTES);
     s_print_row ("broker RSS per agent (bytes)", runs, count, 6, "%.0f", goal);
     s_print_row ("swarm RSS per simulated agent (B)", runs, count, 7, "%.0f",
@@ -3851,6 +4228,9 @@ static const char *s_usage =
     "  --idle-s S           real agent idle window (seconds)       [60]\n"
     "  --agent-runs N       hostname and echo jobs on the agent    [20]\n"
     "  --no-agent           skip the real agent\n"
+    "  --no-drain           skip the drain (the broker alone on the ingest\n"
+    "                       run's results, while the swarm holds them and\n"
+    "                       the broker is stopped; direct runs only)\n"
     "  --swarm-threads N    swarm shard threads (0: by size)       [0]\n"
     "  --bin DIR            gridbroker and gridagent [<this dir>/../../bin]\n"
     "  --swarm PATH         gridswarm                [<this dir>/gridswarm]\n"
@@ -3963,6 +4343,7 @@ s_parse (s_options_t *options, int argc, char *argv [])
         {"idle-s", required_argument, NULL, 'I'},
         {"agent-runs", required_argument, NULL, 'R'},
         {"no-agent", no_argument, NULL, 'N'},
+        {"no-drain", no_argument, NULL, 'D'},
         {"swarm-threads", required_argument, NULL, 't'},
         {"bin", required_argument, NULL, 'b'},
         {"swarm", required_argument, NULL, 'S'},
@@ -4079,6 +4460,9 @@ s_parse (s_options_t *options, int argc, char *argv [])
                 break;
             case 'N':
                 options->skip_agent = true;
+                break;
+            case 'D':
+                options->skip_drain = true;
                 break;
             case 't':
                 options->swarm_threads = strtoul (optarg, &end, 10);
@@ -4211,6 +4595,7 @@ s_run_init (s_run_t *run, size_t agents)
     run->agents = agents;
     run->register_s = run->broadcast_p50_ms = run->broadcast_p99_ms = -1;
     run->broadcast_max_ms = run->single_jobs_per_s = run->results_per_s = -1;
+    run->results_per_s_drain = -1;
     run->single_p50_ms = run->single_p99_ms = -1;
     run->broker_bytes_per_agent = run->swarm_bytes_per_agent = -1;
     run->libzmq_bytes_per_agent = run->libzmq_cpu_us_per_agent = -1;
@@ -4274,10 +4659,10 @@ main (int argc, char *argv [])
     s_security.broker_insecure = s_has_flag (broker, "--insecure");
     s_security.agent_insecure = s_has_flag (agent, "--insecure");
 
-    signal (SIGINT, s_on_signal);
-    signal (SIGTERM, s_on_signal);
     signal (SIGPIPE, SIG_IGN);
     zsys_init ();
+    //  Ours, not CZMQ's (zsys_init puts its own in place)
+    zsys_handler_set (s_on_signal);
     zsys_set_logsender (NULL);
     const char *tmp = getenv ("TMPDIR");
     snprintf (s_tmpdir, sizeof s_tmpdir, "%s/gridbench-XXXXXX",
