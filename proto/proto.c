@@ -313,7 +313,9 @@ typedef enum {
     S_MAP,          //  proto_kv_t * + size_t count: map of strings
     S_STRUCTS,      //  array of structs + size_t count, with a schema
     S_BIN,          //  uint8_t * + size_t count: binary, min..max bytes
-    S_ACKS          //  proto_ack_t * + size_t count: [[job, step, attempt]]
+    S_ACKS,         //  proto_ack_t * + size_t count: [[job, step, attempt]]
+    S_RESULTS       //  proto_msg_t * + size_t count: results' entries, each
+                    //  decoded on its own (a bad one is marked, not fatal)
 } s_kind_t;
 
 typedef struct s_schema_s s_schema_t;
@@ -589,6 +591,23 @@ static const s_field_t s_welcome_fields [] = {
     S_NODE,
     S_INT (proto_msg_t, heartbeat_ms, S_U32, 1, PROTO_MAX_HEARTBEAT_MS),
     S_COUNT_OPT (max_output, 1, PROTO_MAX_STREAM),
+    S_LIST_OF (proto_msg_t, features, feature_count, S_TEXT_NAME, false, 1,
+               PROTO_MAX_FEATURES),
+};
+
+//  An entry of a results: a result's fields but its node (s_result_fields
+//  starts with S_NODE), under the same rules
+static const s_schema_t s_result_entry_schema = {
+    s_result_fields + 1, S_COUNT_OF (s_result_fields) - 1,
+    sizeof (proto_msg_t), 0, s_result_check
+};
+
+static const s_field_t s_results_fields [] = {
+    S_NODE,
+    { S_KEY ("results"), .kind = S_RESULTS, .required = true,
+      .offset = offsetof (proto_msg_t, results),
+      .count_offset = offsetof (proto_msg_t, result_count), .min = 1,
+      .max = PROTO_MAX_RESULTS, .schema = &s_result_entry_schema },
 };
 
 static const s_field_t s_result_ack_fields [] = {
@@ -673,6 +692,7 @@ static const s_message_t s_messages [] = {
                        s_output_check),
     S_MESSAGE (PROTO_OUTPUT_ACK, "output_ack", s_output_ack_fields),
     S_MESSAGE (PROTO_RESULT_ACKS, "result_acks", s_result_acks_fields),
+    S_MESSAGE (PROTO_RESULTS, "results", s_results_fields),
 };
 
 static const s_message_t *
@@ -692,6 +712,7 @@ s_message_for (proto_type_t type)
 //  Freeing
 
 static void s_free_struct (void *item, const s_schema_t *schema);
+static void s_free_members (proto_msg_t *self);
 
 static void
 s_free_strings (char **list, size_t count)
@@ -744,6 +765,16 @@ s_free_field (void *item, const s_field_t *field)
             *count = 0;
             break;
         }
+        case S_RESULTS: {
+            proto_msg_t **entries = S_MEMBER (item, field->offset,
+                                              proto_msg_t *);
+            for (size_t index = 0; *entries && index < *count; index++)
+                s_free_members (&(*entries) [index]);
+            free (*entries);
+            *entries = NULL;
+            *count = 0;
+            break;
+        }
         case S_STRUCTS: {
             char **array = S_MEMBER (item, field->offset, char *);
             for (size_t index = 0; *array && index < *count; index++)
@@ -793,8 +824,21 @@ proto_msg_destroy (proto_msg_t **self_p)
         *self_p = NULL;
         return;
     }
+    s_free_members (self);
+    free (self);
+    *self_p = NULL;
+}
+
+//  Frees what an unpacked message owns (not the message itself).
+static void
+s_free_members (proto_msg_t *self)
+{
     //  Free every member whatever the type: a caller may have set fields
     //  that its message type does not use
+    for (size_t index = 0; self->results && index < self->result_count;
+         index++)
+        s_free_members (&self->results [index]);
+    free (self->results);
     free (self->node);
     free (self->hostname);
     s_free_strings (self->groups, self->group_count);
@@ -822,8 +866,6 @@ proto_msg_destroy (proto_msg_t **self_p)
     free (self->kind);
     free (self->stream);
     free (self->chunk);
-    free (self);
-    *self_p = NULL;
 }
 
 const char *
@@ -1166,6 +1208,53 @@ s_decode_acks (const pv_t *value, const s_field_t *field, void *item,
     return 0;
 }
 
+//  results' entries: the array's bounds are the message's (a breach
+//  refuses it whole); each entry is decoded on its own, and one that
+//  breaks a rule of result is kept as type 0 with its reason in message.
+static int
+s_decode_results (const pv_t *value, const s_field_t *field, void *item,
+                  const s_path_t *path, char *why, size_t why_len)
+{
+    size_t count;
+    if (s_array_size (value, field->min, field->max, path, &count, why,
+                      why_len))
+        return -2;
+    proto_msg_t *entries = (proto_msg_t *) s_alloc (count
+                                                    * sizeof (proto_msg_t),
+                                                    16, true);
+    if (!entries) {
+        s_fail (why, why_len, path, "out of memory");
+        return -2;
+    }
+    proto_msg_t *batch = (proto_msg_t *) item;
+    *S_MEMBER (item, field->offset, proto_msg_t *) = entries;
+    *S_MEMBER (item, field->count_offset, size_t) = count;
+    for (size_t index = 0; index < count; index++) {
+        proto_msg_t *entry = &entries [index];
+        s_path_t item_path = { path, NULL, 0, index, false };
+        char reason [256];
+        if (s_decode_fields (pv_array_at (value, index), field->schema,
+                             entry, &item_path, false, reason,
+                             sizeof reason) == 0) {
+            entry->type = PROTO_RESULT;
+            entry->node = batch->node;
+            continue;
+        }
+        //  What the entry got before its error goes with the arena, or now
+        if (!s_arena)
+            s_free_members (entry);
+        memset (entry, 0, sizeof *entry);
+        size_t len = strlen (reason);
+        entry->message = (char *) s_alloc (len + 1, 1, false);
+        if (!entry->message) {
+            s_fail (why, why_len, path, "out of memory");
+            return -2;
+        }
+        memcpy (entry->message, reason, len + 1);
+    }
+    return 0;
+}
+
 static int
 s_decode_field (const pv_t *value, const s_field_t *field, void *item,
                 const s_path_t *path, char *why, size_t why_len)
@@ -1207,6 +1296,8 @@ s_decode_field (const pv_t *value, const s_field_t *field, void *item,
             return s_decode_structs (value, field, item, path, why, why_len);
         case S_ACKS:
             return s_decode_acks (value, field, item, path, why, why_len);
+        case S_RESULTS:
+            return s_decode_results (value, field, item, path, why, why_len);
         case S_BIN: {
             if (pv_type (value) != PV_BIN) {
                 s_fail (why, why_len, path, "expected binary, got %s",
@@ -1510,6 +1601,25 @@ s_check_field (const void *item, const s_field_t *field,
             }
             return 0;
         }
+        case S_RESULTS: {
+            const proto_msg_t *entries = *S_MEMBER (item, field->offset,
+                                                    proto_msg_t *);
+            if ((int64_t) *count < field->min || (int64_t) *count > field->max
+                || !entries) {
+                s_fail (why, why_len, path, "%zu entries (%" PRId64 "..%"
+                        PRId64 ")", *count, field->min, field->max);
+                return -2;
+            }
+            for (size_t index = 0; index < *count; index++) {
+                s_path_t item_path = { path, NULL, 0, index, false };
+                if (s_check_struct (&entries [index], field->schema,
+                                    &item_path, why, why_len)
+                    || field->schema->check (&entries [index], NULL,
+                                             &item_path, why, why_len))
+                    return -2;
+            }
+            return 0;
+        }
         case S_BIN: {
             const uint8_t *bytes = *S_MEMBER (item, field->offset, uint8_t *);
             if ((int64_t) *count < field->min || (int64_t) *count > field->max
@@ -1660,6 +1770,14 @@ s_write_field (pw_t *writer, const void *item, const s_field_t *field)
             }
             break;
         }
+        case S_RESULTS: {
+            const proto_msg_t *entries = *S_MEMBER (item, field->offset,
+                                                    proto_msg_t *);
+            pw_array (writer, count);
+            for (size_t index = 0; index < count; index++)
+                s_write_struct (writer, &entries [index], field->schema);
+            break;
+        }
         case S_STRUCTS: {
             const char *array = *S_MEMBER (item, field->offset, char *);
             pw_array (writer, count);
@@ -1778,6 +1896,46 @@ proto_result_acks_encode (const proto_ack_t *acks, size_t count,
         pw_int (writer, acks [index].attempt);
     }
     return PROTO_OK;
+}
+
+int
+proto_results_begin (const char *node, size_t count, pw_t *writer)
+{
+    assert (writer);
+    if (!node || !name_valid (node) || count < 1 || count > PROTO_MAX_RESULTS)
+        return PROTO_EMALFORMED;
+    pw_map (writer, 4);
+    pw_strn (writer, "v", 1);
+    pw_int (writer, PROTO_VERSION);
+    pw_strn (writer, "type", 4);
+    pw_strn (writer, "results", 7);
+    pw_strn (writer, "node", 4);
+    pw_str (writer, node);
+    pw_strn (writer, "results", 7);
+    pw_array (writer, count);
+    return PROTO_OK;
+}
+
+int
+proto_results_entry_encode (const proto_msg_t *result, pw_t *writer)
+{
+    assert (writer);
+    if (!result || result->type != PROTO_RESULT)
+        return PROTO_EMALFORMED;
+    char why [256];
+    s_path_t path = { NULL, "results", 7, 0, false };
+    if (s_check_struct (result, &s_result_entry_schema, &path, why,
+                        sizeof why)
+        || s_result_check (result, NULL, &path, why, sizeof why))
+        return PROTO_EMALFORMED;
+    s_write_struct (writer, result, &s_result_entry_schema);
+    return PROTO_OK;
+}
+
+bool
+proto_msg_has_feature (const proto_msg_t *msg, const char *feature)
+{
+    return proto_hello_has_feature (msg, feature);
 }
 
 bool

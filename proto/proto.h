@@ -8,8 +8,8 @@
 
     Agent session (agent DEALER <-> broker ROUTER):
         session = HELLO WELCOME *(HEARTBEAT / ACK / STARTED / PROGRESS /
-                  RESULT / RESULT-ACK / RESULT-ACKS / COMMAND / CANCEL /
-                  ERROR) [BYE]
+                  RESULT / RESULTS / RESULT-ACK / RESULT-ACKS / COMMAND /
+                  CANCEL / ERROR) [BYE]
     Commands socket (broker PUB -> agent SUB), topic frame first:
         feed    = *(COMMAND / CANCEL)
     Client API (client REQ/DEALER <-> broker ROUTER):
@@ -51,10 +51,16 @@
 #define PROTO_MAX_PAGE (4 * 1024 * 1024)    //  Most bytes in one job.output page
 #define PROTO_MAX_ACKS 4096                 //  Most results one result_acks covers
 #define PROTO_MAX_FEATURES 64               //  Most names in hello's features
+#define PROTO_MAX_RESULTS 4096              //  Most entries in one results
+#define PROTO_RESULTS_BYTES (4 * 1024 * 1024)  //  A sender's cap on one
+                                            //  results body (the frame's
+                                            //  own limit is PROTO_MAX_FRAME)
 
 //  Features an agent may name in hello (PROTOCOL.md 4.2): the broker sends
 //  it a message only once it said it understands it.
 #define PROTO_FEATURE_RESULT_ACKS "result_acks"  //  batched result acks
+#define PROTO_FEATURE_RESULTS "results"  //  batched results (agent -> broker),
+                                         //  once welcome grants it
 
 //  Codec returns (STYLE: 0 ok, -1 I/O, -2 malformed)
 #define PROTO_OK 0
@@ -76,7 +82,8 @@ typedef enum {
     PROTO_PROGRESS,      //  agent -> broker: how far a running task has come
     PROTO_OUTPUT,        //  agent -> broker: a piece of a result's output
     PROTO_OUTPUT_ACK,    //  broker -> agent: output piece committed
-    PROTO_RESULT_ACKS    //  broker -> agent: several results committed at once
+    PROTO_RESULT_ACKS,   //  broker -> agent: several results committed at once
+    PROTO_RESULTS        //  agent -> broker: several finished attempts at once
 } proto_type_t;
 
 //  One result a result_acks message acknowledges.
@@ -126,7 +133,8 @@ typedef struct {
 //  message proto_msg_decode made of any type but hello is one allocation
 //  (packed): its strings and arrays live inside it, so they must never
 //  be freed, replaced or kept past proto_msg_destroy, which frees them all.
-typedef struct {
+typedef struct proto_msg_s proto_msg_t;
+struct proto_msg_s {
     proto_type_t type;           //  Which message
     char *node;                  //  hello, heartbeat, ack, started, result, bye, welcome
     //  hello
@@ -140,8 +148,9 @@ typedef struct {
     char *version;               //  Agent software version
     uint32_t concurrency;        //  Executor pool size (>= 1)
     char *instance;              //  This agent process's id, or NULL (optional)
-    char **features;             //  Optional messages it understands
-    size_t feature_count;        //  (PROTO_FEATURE_...), may be 0
+    char **features;             //  hello: optional messages it understands;
+    size_t feature_count;        //  welcome: those granted (PROTO_FEATURE_...),
+                                 //  may be 0
     //  heartbeat
     uint32_t running;            //  Tasks running now
     uint32_t queued;             //  Tasks waiting in the executor
@@ -172,6 +181,13 @@ typedef struct {
     //  that free (acks) frees all of it
     proto_ack_t *acks;
     size_t ack_count;            //  1..PROTO_MAX_ACKS
+    //  results: the entries, in order, each a whole PROTO_RESULT whose
+    //  node is this message's. A decoded entry that broke a rule of result
+    //  has type 0 and its reason in message ("results[2].status: ..."),
+    //  so the receiver takes the others and counts it. In a message made
+    //  by proto_msg_new the entries and what they hold are owned by it
+    struct proto_msg_s *results;
+    size_t result_count;         //  1..PROTO_MAX_RESULTS
     //  welcome
     uint64_t max_output;         //  Bytes kept per stream (0: not said)
     //  command
@@ -194,7 +210,7 @@ typedef struct {
     char *message;               //  error: a sentence; progress: what it does now (optional)
     bool packed;                 //  Decoded into one allocation (see above)
     void *chunks;                //  packed: further chunks, the codec's own
-} proto_msg_t;
+};
 
 //  A new zeroed message of TYPE.
 proto_msg_t *proto_msg_new (proto_type_t type);
@@ -221,6 +237,20 @@ int proto_result_ack_encode (const char *job, uint32_t step,
 //  0 or above PROTO_MAX_ACKS or an entry breaks the protocol's rules.
 int proto_result_acks_encode (const proto_ack_t *acks, size_t count,
                               pw_t *writer);
+
+//  Appends the start of a results from NODE with COUNT entries to WRITER:
+//  the caller then appends COUNT entries with proto_results_entry_encode.
+//  Returns 0, or -2 when NODE is not a name or COUNT is 0 or above
+//  PROTO_MAX_RESULTS.
+int proto_results_begin (const char *node, size_t count, pw_t *writer);
+
+//  Appends RESULT (a PROTO_RESULT; its node is not written) to WRITER as
+//  one entry of a results. Returns 0, or -2 when RESULT breaks the rules
+//  of result (then nothing was appended).
+int proto_results_entry_encode (const proto_msg_t *result, pw_t *writer);
+
+//  Whether MSG (a hello or a welcome) names FEATURE in its features.
+bool proto_msg_has_feature (const proto_msg_t *msg, const char *feature);
 
 //  Whether HELLO names FEATURE (a PROTO_FEATURE_ name) in its features.
 bool proto_hello_has_feature (const proto_msg_t *hello, const char *feature);

@@ -368,6 +368,46 @@ s_result_acks (void)
     return msg;
 }
 
+//  Moves the result built by BUILDER into ENTRY (an entry of a results).
+static void
+s_entry_take (proto_msg_t *entry, proto_msg_t *(*builder) (void))
+{
+    proto_msg_t *result = builder ();
+    *entry = *result;
+    free (result);
+}
+
+//  Three results of one agent in one message: with data, plain, and one
+//  whose streams went in output pieces
+static proto_msg_t *
+s_results (void)
+{
+    proto_msg_t *msg = proto_msg_new (PROTO_RESULTS);
+    msg->node = s_dup ("web-01");
+    msg->result_count = 3;
+    msg->results = calloc (3, sizeof (proto_msg_t));
+    assert_non_null (msg->results);
+    s_entry_take (&msg->results [0], s_result);
+    s_entry_take (&msg->results [1], s_result_plain);
+    s_entry_take (&msg->results [2], s_result_pieces);
+    //  Each entry speaks for the message's node
+    for (size_t index = 0; index < 3; index++) {
+        free (msg->results [index].node);
+        msg->results [index].node = s_dup ("web-01");
+    }
+    return msg;
+}
+
+//  A welcome that grants batched results
+static proto_msg_t *
+s_welcome_features (void)
+{
+    proto_msg_t *msg = s_welcome_capped ();
+    msg->features = s_list (1, PROTO_FEATURE_RESULTS);
+    msg->feature_count = 1;
+    return msg;
+}
+
 typedef proto_msg_t *(s_builder_fn) (void);
 
 static s_builder_fn *s_builders [] = {
@@ -375,7 +415,7 @@ static s_builder_fn *s_builders [] = {
     s_bye, s_welcome, s_result_ack, s_command, s_command_broadcast,
     s_cancel, s_cancel_all, s_error, s_task_progress, s_task_progress_bare,
     s_result_pieces, s_welcome_capped, s_output, s_output_ack,
-    s_result_acks,
+    s_result_acks, s_results, s_welcome_features,
 };
 #define S_BUILDER_COUNT (sizeof s_builders / sizeof s_builders [0])
 
@@ -458,6 +498,9 @@ static void
 s_assert_same (const proto_msg_t *a, const proto_msg_t *b)
 {
     assert_int_equal (a->type, b->type);
+    assert_int_equal (a->result_count, b->result_count);
+    for (size_t index = 0; index < a->result_count; index++)
+        s_assert_same (&a->results [index], &b->results [index]);
     s_assert_text (a->node, b->node);
     s_assert_text (a->hostname, b->hostname);
     s_assert_strings (a->groups, a->group_count, b->groups, b->group_count);
@@ -1529,6 +1572,188 @@ test_proto_hello_features (void **state)
     proto_msg_destroy (&hello);
 }
 
+//  Writes a results from "web-01" with COUNT entries, each written by
+//  ENTRY (given its index), and decodes it; returns the decoder's code.
+static int
+s_decode_results_with (void (*entry) (pw_t *, size_t), size_t count,
+                       proto_msg_t **msg_p, char *why, size_t why_len)
+{
+    pw_t *writer = pw_new ();
+    pw_map (writer, 4);
+    pw_str (writer, "v");
+    pw_int (writer, 1);
+    pw_str (writer, "type");
+    pw_str (writer, "results");
+    pw_str (writer, "node");
+    pw_str (writer, "web-01");
+    pw_str (writer, "results");
+    pw_array (writer, count);
+    for (size_t index = 0; index < count; index++)
+        entry (writer, index);
+    int rc = proto_msg_decode (pw_data (writer), pw_size (writer), msg_p,
+                               why, why_len);
+    pw_destroy (&writer);
+    return rc;
+}
+
+//  A good entry: result step INDEX % 1024
+static void
+s_results_good (pw_t *writer, size_t index)
+{
+    proto_msg_t *result = s_result_plain ();
+    result->step = (uint32_t) (index % 1024);
+    assert_int_equal (proto_results_entry_encode (result, writer), 0);
+    proto_msg_destroy (&result);
+}
+
+//  Entries 1 and 3 break a rule each (a status that is none, a node key
+//  an entry may not carry), entry 4 is no map; 0 and 2 are good
+static void
+s_results_mixed (pw_t *writer, size_t index)
+{
+    if (index == 0 || index == 2) {
+        s_results_good (writer, index);
+        return;
+    }
+    if (index == 4) {
+        pw_str (writer, "result");
+        return;
+    }
+    proto_msg_t *result = s_result_plain ();
+    pw_t *entry = pw_new ();
+    assert_int_equal (proto_results_entry_encode (result, entry), 0);
+    proto_msg_destroy (&result);
+    pv_doc_t *doc = NULL;
+    assert_int_equal (pv_doc_decode (pw_data (entry), pw_size (entry), &doc,
+                                     NULL, 0), 0);
+    const pv_t *map = pv_doc_root (doc);
+    pw_map (writer, pv_size (map) + (index == 3 ? 1 : 0));
+    for (size_t at = 0; at < pv_size (map); at++) {
+        const char *key;
+        size_t key_len;
+        const pv_t *value = pv_map_entry (map, at, &key, &key_len);
+        pw_strn (writer, key, key_len);
+        if (index == 1 && key_len == 6 && memcmp (key, "status", 6) == 0)
+            pw_str (writer, "done");
+        else
+            pw_pv (writer, value);
+    }
+    if (index == 3) {
+        pw_str (writer, "node");
+        pw_str (writer, "web-02");
+    }
+    pv_doc_destroy (&doc);
+    pw_destroy (&entry);
+}
+
+//  A results: written by proto_results_begin and proto_results_entry_encode
+//  as proto_msg_encode writes it; a bad entry is kept marked with its
+//  reason, the others whole; a bad envelope refuses the message whole.
+static void
+test_proto_results (void **state)
+{
+    proto_msg_t *msg = s_results ();
+    pw_t *whole = pw_new ();
+    assert_int_equal (proto_msg_encode (msg, whole), 0);
+    pw_t *parts = pw_new ();
+    assert_int_equal (proto_results_begin ("web-01", 3, parts), 0);
+    for (size_t index = 0; index < 3; index++)
+        assert_int_equal (proto_results_entry_encode (&msg->results [index],
+                                                      parts), 0);
+    assert_int_equal (pw_size (parts), pw_size (whole));
+    assert_memory_equal (pw_data (parts), pw_data (whole), pw_size (whole));
+    //  An entry that breaks a rule of result is not written
+    size_t before = pw_size (parts);
+    free (msg->results [1].status);
+    msg->results [1].status = s_dup ("done");
+    assert_int_equal (proto_results_entry_encode (&msg->results [1], parts),
+                      -2);
+    assert_int_equal (proto_msg_encode (msg, parts), -2);
+    assert_int_equal (pw_size (parts), before);
+    assert_int_equal (proto_results_entry_encode (NULL, parts), -2);
+    msg->results [0].type = PROTO_ACK;
+    assert_int_equal (proto_results_entry_encode (&msg->results [0], parts),
+                      -2);
+    assert_int_equal (proto_results_begin ("web-01", 0, parts), -2);
+    assert_int_equal (proto_results_begin ("web-01", PROTO_MAX_RESULTS + 1,
+                                           parts), -2);
+    assert_int_equal (proto_results_begin ("web 01", 1, parts), -2);
+    assert_int_equal (proto_results_begin (NULL, 1, parts), -2);
+    assert_int_equal (pw_size (parts), before);
+    pw_destroy (&parts);
+    pw_destroy (&whole);
+    proto_msg_destroy (&msg);
+
+    //  The most entries, and one more
+    char why [256] = "";
+    assert_int_equal (s_decode_results_with (s_results_good,
+                                             PROTO_MAX_RESULTS, &msg, why,
+                                             sizeof why), 0);
+    assert_int_equal (msg->result_count, PROTO_MAX_RESULTS);
+    for (size_t index = 0; index < msg->result_count; index++) {
+        assert_int_equal (msg->results [index].type, PROTO_RESULT);
+        assert_string_equal (msg->results [index].node, "web-01");
+        assert_int_equal (msg->results [index].step, index % 1024);
+    }
+    proto_msg_destroy (&msg);
+    assert_int_equal (s_decode_results_with (s_results_good,
+                                             PROTO_MAX_RESULTS + 1, &msg, why,
+                                             sizeof why), -2);
+    assert_null (msg);
+    assert_non_null (strstr (why, "results.results: more than 4096"));
+    assert_int_equal (s_decode_results_with (s_results_good, 0, &msg, why,
+                                             sizeof why), -2);
+    assert_non_null (strstr (why, "results.results: at least 1"));
+
+    //  Bad entries among good ones: marked, each with its reason
+    assert_int_equal (s_decode_results_with (s_results_mixed, 5, &msg, why,
+                                             sizeof why), 0);
+    assert_int_equal (msg->result_count, 5);
+    assert_int_equal (msg->results [0].type, PROTO_RESULT);
+    assert_int_equal (msg->results [2].type, PROTO_RESULT);
+    assert_int_equal (msg->results [2].step, 2);
+    assert_string_equal (msg->results [2].status, "success");
+    assert_int_equal (msg->results [1].type, 0);
+    assert_null (msg->results [1].job);
+    assert_non_null (strstr (msg->results [1].message,
+                             "results.results[1].status"));
+    assert_int_equal (msg->results [3].type, 0);
+    assert_non_null (strstr (msg->results [3].message, "unknown key 'node'"));
+    assert_int_equal (msg->results [4].type, 0);
+    assert_non_null (strstr (msg->results [4].message, "expected map"));
+    proto_msg_destroy (&msg);
+
+    //  The envelope: node and results required, results an array, no
+    //  other key; an entry's own keys are a result's but node
+    s_expect_refused (s_results, "node", NULL, "results.node: required");
+    s_expect_refused (s_results, "node", s_value_str ("a b", 3),
+                      "results.node");
+    s_expect_refused (s_results, "results", NULL, "results.results: "
+                      "required");
+    s_expect_refused (s_results, "results", s_value_int (3),
+                      "expected array");
+    s_expect_refused (s_results, "job", s_value_str (JOB_A, 19),
+                      "unknown key 'job'");
+    //  A welcome's features: names, at most 64, no duplicates
+    s_expect_refused (s_welcome_features, "features", s_value_str ("x", 1),
+                      "welcome.features: expected array");
+    pw_t *list = pw_new ();
+    pw_array (list, 0);
+    s_expect_refused (s_welcome_features, "features", list, "at least 1");
+    msg = s_welcome_features ();
+    assert_true (proto_msg_has_feature (msg, PROTO_FEATURE_RESULTS));
+    assert_false (proto_msg_has_feature (msg, PROTO_FEATURE_RESULT_ACKS));
+    proto_msg_destroy (&msg);
+    //  A welcome that grants nothing says nothing of features (an agent
+    //  before them refuses the key)
+    msg = s_welcome ();
+    pw_t *writer = pw_new ();
+    assert_int_equal (proto_msg_encode (msg, writer), 0);
+    assert_null (memmem (pw_data (writer), pw_size (writer), "features", 8));
+    pw_destroy (&writer);
+    proto_msg_destroy (&msg);
+}
+
 //  proto_result_ack_encode writes what proto_msg_encode writes for the
 //  same result_ack, and refuses what it refuses.
 static void
@@ -2041,6 +2266,7 @@ main (void)
         cmocka_unit_test (test_proto_result_acks_encode),
         cmocka_unit_test (test_proto_result_acks_refused),
         cmocka_unit_test (test_proto_hello_features),
+        cmocka_unit_test (test_proto_results),
         cmocka_unit_test (test_proto_request_each_type_accepted),
         cmocka_unit_test (test_proto_request_errors),
         cmocka_unit_test (test_proto_replies),

@@ -110,6 +110,27 @@ s_check_message (const uint8_t *data, size_t size)
     char why [256];
     if (proto_msg_decode (data, size, &msg, why, sizeof why))
         return;
+    //  A results keeps its bad entries marked, each with a reason; the
+    //  good ones, kept in order, make a message that round-trips
+    if (msg->type == PROTO_RESULTS) {
+        size_t kept = 0;
+        for (size_t index = 0; index < msg->result_count; index++) {
+            proto_msg_t *entry = &msg->results [index];
+            if (entry->type == PROTO_RESULT) {
+                if (!entry->node || strcmp (entry->node, msg->node) != 0)
+                    s_broken ("a results entry does not speak for its node");
+                msg->results [kept++] = *entry;
+            }
+            else
+            if (entry->type != 0 || !entry->message || !*entry->message)
+                s_broken ("a bad results entry has no reason");
+        }
+        msg->result_count = kept;
+        if (kept == 0) {
+            proto_msg_destroy (&msg);
+            return;
+        }
+    }
     pw_t *writer = pw_new ();
     if (proto_msg_encode (msg, writer))
         s_broken ("a decoded message does not encode");

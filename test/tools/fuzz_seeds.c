@@ -138,13 +138,23 @@ main (int argc, char *argv [])
     proto_kv_t facts [] = {{"uptime", "12345"}};
     proto_ack_t acks [] = {{"j-0193a1b2c3d4-0001", 2, 1},
                            {"j-0193a1b2c3d4-0002", 0, 3}};
-    char *features [] = {PROTO_FEATURE_RESULT_ACKS};
+    char *features [] = {PROTO_FEATURE_RESULT_ACKS, PROTO_FEATURE_RESULTS};
+    char *granted [] = {PROTO_FEATURE_RESULTS};
+    proto_msg_t entries [] = {
+        {.type = PROTO_RESULT, .job = "j-0193a1b2c3d4-0001", .step = 2,
+         .attempt = 1, .status = "success", .output = "done\n", .error = "",
+         .exit_code = 0, .duration_ms = 812, .data = facts, .data_count = 1},
+        {.type = PROTO_RESULT, .job = "j-0193a1b2c3d4-0002", .step = 0,
+         .attempt = 3, .status = "failed", .output = "head", .error = "E",
+         .exit_code = 1, .duration_ms = 5, .truncated = true,
+         .output_size = 3000000, .output_dropped = 1000},
+    };
     proto_msg_t messages [] = {
         {.type = PROTO_HELLO, .node = "web-01", .hostname = "web-01.lan",
          .groups = groups, .group_count = 2, .labels = labels,
          .label_count = 1, .backends = backends, .backend_count = 1,
          .version = "0.1.0", .concurrency = 4, .features = features,
-         .feature_count = 1},
+         .feature_count = 2},
         {.type = PROTO_HEARTBEAT, .node = "web-01", .running = 1, .queued = 2},
         {.type = PROTO_ACK, .node = "web-01", .job = "j-0193a1b2c3d4-0001",
          .step = 2, .attempt = 1},
@@ -184,6 +194,10 @@ main (int argc, char *argv [])
         {.type = PROTO_OUTPUT_ACK, .job = "j-0193a1b2c3d4-0001", .step = 2,
          .attempt = 1, .stream = "stderr", .offset = 0},
         {.type = PROTO_RESULT_ACKS, .acks = acks, .ack_count = 2},
+        {.type = PROTO_RESULTS, .node = "web-01", .results = entries,
+         .result_count = 2},
+        {.type = PROTO_WELCOME, .node = "web-01", .heartbeat_ms = 5000,
+         .max_output = 16777216, .features = granted, .feature_count = 1},
     };
     for (size_t index = 0; index < sizeof messages / sizeof messages [0];
          index++)
