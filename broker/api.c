@@ -1202,7 +1202,7 @@ s_status (api_call_t *call)
     pw_str (reply, "queue");
     s_write_any_node (self, reply);
     pw_str (reply, "dropped");
-    pw_map (reply, 6 + AUTH_COUNTER_COUNT);
+    pw_map (reply, 7 + AUTH_COUNTER_COUNT);
     pw_str (reply, "relay_refused");
     pw_int (reply, (int64_t) relays_refused (self->relays));
     pw_str (reply, "malformed");
@@ -1215,6 +1215,8 @@ s_status (api_call_t *call)
     pw_int (reply, (int64_t) self->counters.send_failed);
     pw_str (reply, "output_refused");
     pw_int (reply, (int64_t) self->counters.output_refused);
+    pw_str (reply, "bad_entries");
+    pw_int (reply, (int64_t) self->counters.bad_entries);
     auth_write_counters (self->auth, reply);
     s_write_store (self, reply);
     if (self->http_face) {

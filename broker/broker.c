@@ -1558,6 +1558,16 @@ s_send_welcome (broker_t *self, registry_node_t *node)
     welcome.node = node->id;
     welcome.heartbeat_ms = (uint32_t) self->config.heartbeat_ms;
     welcome.max_output = self->config.max_output;
+    //  Granted only to an agent whose hello named features (an agent
+    //  before them refuses a welcome with an unknown key), and not through
+    //  relays: a relay of an earlier release decodes each welcome to grant
+    //  its agent's topics, and would refuse one with this key
+    char *granted [] = { PROTO_FEATURE_RESULTS };
+    if (node->via_size == 0
+        && proto_hello_has_feature (node->hello, PROTO_FEATURE_RESULTS)) {
+        welcome.features = granted;
+        welcome.feature_count = 1;
+    }
     pw_reset (self->body);
     int rc = proto_msg_encode (&welcome, self->body);
     assert (rc == 0);
@@ -1765,6 +1775,84 @@ s_agent_decode (broker_t *self, const void *body, size_t size,
     return proto_msg_decode (body, size, msg_p, why, why_len);
 }
 
+//  Takes one RESULT of NODE (a result message, or an entry of a
+//  results): the scheduler, or the stored cell of a job that ended; its
+//  ack is noted to go out after the pass's commit. Returns the
+//  scheduler's verdict (< 0: it matched no live cell).
+static int
+s_on_result (broker_t *self, registry_node_t *node, const proto_msg_t *in,
+             int64_t now_ms)
+{
+    int64_t submitted_ms = 0, sent_ms = 0;
+    bool first = s_result_start (self, in, &submitted_ms, &sent_ms);
+    int rc = sched_on_result (self->sched, in, now_ms);
+    if (rc < 0 && !sched_job (self->sched, in->job)) {
+        //  A late result for a step the broker ended (the job was
+        //  cancelled or its node lost): keep what the step printed
+        store_txn_t *txn = broker_txn (self);
+        int frc = txn ? jobrec_fill_cell (txn, in, self->scratch) : 0;
+        if (frc < 0)
+            s_store_error (self, frc, "a late result");
+        if (frc == 1)
+            rc = 1;
+    }
+    if (rc == 0) {
+        metrics_result (self->metrics, sent_ms ? now_ms - sent_ms : -1);
+        int64_t duration_ms = in->duration_ms > INT32_MAX
+                                  ? INT32_MAX
+                                  : (int64_t) in->duration_ms;
+        qstats_add (self->run_samples, now_ms, duration_ms);
+        //  A result that stands for its started
+        if (first)
+            qstats_add (self->wait_samples, now_ms,
+                        now_ms - duration_ms - submitted_ms);
+    }
+    //  Acknowledge even unknown results so the agent's spool drains; the
+    //  ack goes out after the commit, and not at all when it fails: the
+    //  agent keeps the result and sends it again.
+    s_ack_add (self, node, in->job, in->step, in->attempt);
+    return rc;
+}
+
+//  Takes the entries of a results of NODE in order, as that many result
+//  messages: one session lookup for all (done by the caller), the
+//  scheduler's actions drained once after them. An entry that broke a
+//  rule of result is dropped and counted (and logged at most once a
+//  minute), the others are taken. When the pass's commit can no longer
+//  succeed the rest wait: unacknowledged, the agent sends them again.
+static void
+s_on_results (broker_t *self, registry_node_t *node, const proto_msg_t *in,
+              int64_t now_ms)
+{
+    size_t bad = 0;
+    const char *first_bad = NULL;
+    metrics_results_batch (self->metrics, in->result_count);
+    for (size_t index = 0; index < in->result_count; index++) {
+        const proto_msg_t *entry = &in->results [index];
+        if (entry->type != PROTO_RESULT) {
+            if (!bad++)
+                first_bad = entry->message;
+            continue;
+        }
+        if (s_on_result (self, node, entry, now_ms) < 0)
+            self->counters.stale++;
+        if (self->pass_broken || (self->txn && store_txn_failed (self->txn)))
+            break;
+    }
+    if (bad) {
+        self->counters.bad_entries += bad;
+        int64_t mono_ms = broker_now_ms ();
+        if (!self->bad_entry_logged_ms
+            || mono_ms - self->bad_entry_logged_ms >= 60000) {
+            self->bad_entry_logged_ms = mono_ms;
+            log_warn ("node %s sent %zu bad result entr%s in a results of "
+                      "%zu (dropped; %" PRIu64 " in all): %s", node->id, bad,
+                      bad == 1 ? "y" : "ies", in->result_count,
+                      self->counters.bad_entries, first_bad ? first_bad : "");
+        }
+    }
+}
+
 //  Handles the message in self->io's frames (a routing id and a body).
 static void
 s_on_agent_message (broker_t *self, int64_t now_ms)
@@ -1842,12 +1930,12 @@ s_on_agent_message (broker_t *self, int64_t now_ms)
     bool from_agent = in->type == PROTO_HEARTBEAT || in->type == PROTO_ACK
                       || in->type == PROTO_STARTED || in->type == PROTO_RESULT
                       || in->type == PROTO_PROGRESS || in->type == PROTO_OUTPUT
-                      || in->type == PROTO_BYE;
+                      || in->type == PROTO_RESULTS || in->type == PROTO_BYE;
     if (!from_agent) {
         self->counters.malformed++;
         s_send_agent_error (self, routing, routing_size, PROTO_ERR_BAD_REQUEST,
                             "agents send hello, heartbeat, ack, started, "
-                            "progress, result, output or bye");
+                            "progress, result, results, output or bye");
         proto_msg_destroy (&in);
         return;
     }
@@ -1902,38 +1990,12 @@ s_on_agent_message (broker_t *self, int64_t now_ms)
                 qstats_add (self->wait_samples, now_ms, now_ms - submitted_ms);
             break;
         }
-        case PROTO_RESULT: {
-            int64_t submitted_ms = 0, sent_ms = 0;
-            bool first = s_result_start (self, in, &submitted_ms, &sent_ms);
-            rc = sched_on_result (self->sched, in, now_ms);
-            if (rc < 0 && !sched_job (self->sched, in->job)) {
-                //  A late result for a step the broker ended (the job was
-                //  cancelled or its node lost): keep what the step printed
-                store_txn_t *txn = broker_txn (self);
-                int frc = txn ? jobrec_fill_cell (txn, in, self->scratch) : 0;
-                if (frc < 0)
-                    s_store_error (self, frc, "a late result");
-                if (frc == 1)
-                    rc = 1;
-            }
-            if (rc == 0) {
-                metrics_result (self->metrics, sent_ms ? now_ms - sent_ms : -1);
-                int64_t duration_ms = in->duration_ms > INT32_MAX
-                                          ? INT32_MAX
-                                          : (int64_t) in->duration_ms;
-                qstats_add (self->run_samples, now_ms, duration_ms);
-                //  A result that stands for its started
-                if (first)
-                    qstats_add (self->wait_samples, now_ms,
-                                now_ms - duration_ms - submitted_ms);
-            }
-            //  Acknowledge even unknown results so the agent's spool
-            //  drains; the ack goes out after the commit, and not at all
-            //  when it fails: the agent keeps the result and sends it
-            //  again.
-            s_ack_add (self, node, in->job, in->step, in->attempt);
+        case PROTO_RESULT:
+            rc = s_on_result (self, node, in, now_ms);
             break;
-        }
+        case PROTO_RESULTS:
+            s_on_results (self, node, in, now_ms);
+            break;
         case PROTO_OUTPUT: {
             s_on_output (self, in);
             //  Acknowledged once committed (not when the commit fails:

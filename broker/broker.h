@@ -142,6 +142,8 @@ typedef struct {
     uint64_t send_failed;        //  Sends to vanished agents
     uint64_t output_refused;     //  Output pieces past max_output or for
                                  //  no cell of their node
+    uint64_t bad_entries;        //  Entries of results that broke a rule
+                                 //  of result (the rest were taken)
 } broker_counters_t;
 
 //  What one node did since the broker started (node.workers).
@@ -178,6 +180,7 @@ struct _broker_t {
     zhashx_t *replies;           //  Recent client request id -> reply (zchunk_t)
     zlistx_t *reply_order;       //  Request ids in arrival order, for eviction
     broker_counters_t counters;  //  Dropped things
+    int64_t bad_entry_logged_ms; //  When a bad results entry was last logged
     broker_storage_t storage;    //  The store's health
     zhashx_t *live_jobs;         //  Ids of the pending and running jobs
     zhashx_t *pass_jobs;         //  Ids of jobs this pass changed

@@ -32,7 +32,7 @@ static const int64_t s_commit_bounds [] = {
 };
 
 #define S_COUNT_OF(array) (sizeof (array) / sizeof ((array) [0]))
-#define S_AGENT_TYPES (PROTO_RESULT_ACKS + 1)
+#define S_AGENT_TYPES (PROTO_RESULTS + 1)
 #define S_JOB_STATUSES (SCHED_JOB_CANCELLED + 1)
 #define S_CELL_STATUSES (SCHED_CELL_RETRY_WAIT + 1)
 
@@ -45,6 +45,7 @@ struct _metrics_t {
     uint64_t agent_messages [S_AGENT_TYPES];  //  Decoded, by type
     uint64_t ack_messages [2];       //  result_ack, result_acks sent
     uint64_t acked_results;          //  Results they acknowledged
+    uint64_t batched_results;        //  Entries of results messages
     zhashx_t *requests;              //  Request type -> uint64_t count
 };
 
@@ -117,6 +118,12 @@ metrics_agent_message (metrics_t *self, proto_type_t type)
 {
     if ((int) type >= 0 && (int) type < S_AGENT_TYPES)
         self->agent_messages [type]++;
+}
+
+void
+metrics_results_batch (metrics_t *self, size_t count)
+{
+    self->batched_results += count;
 }
 
 void
@@ -511,7 +518,7 @@ s_write_messages (const metrics_t *self, const metrics_figures_t *figures,
                           "are counted in grid_malformed_messages_total).");
     const proto_type_t types [] = {PROTO_HELLO, PROTO_HEARTBEAT, PROTO_ACK,
                                    PROTO_STARTED, PROTO_PROGRESS, PROTO_RESULT,
-                                   PROTO_OUTPUT, PROTO_BYE};
+                                   PROTO_RESULTS, PROTO_OUTPUT, PROTO_BYE};
     for (size_t index = 0; index < S_COUNT_OF (types); index++)
         s_labelled (out, "grid_agent_messages_total", "type",
                     proto_type_name (types [index]),
@@ -524,6 +531,10 @@ s_write_messages (const metrics_t *self, const metrics_figures_t *figures,
                 self->ack_messages [0]);
     s_labelled (out, "grid_result_ack_messages_total", "type", "result_acks",
                 self->ack_messages [1]);
+    s_counter (out, "grid_batched_results_total",
+               "Result entries that came in results messages (divide by "
+               "grid_agent_messages_total{type=\"results\"} for the "
+               "results per message).", self->batched_results);
     s_counter (out, "grid_acknowledged_results_total",
                "Results those acknowledgements covered.",
                self->acked_results);
@@ -535,14 +546,17 @@ s_write_messages (const metrics_t *self, const metrics_figures_t *figures,
                           "Messages dropped for another reason: from a "
                           "session the broker does not know (unknown_node), "
                           "matching no live cell (stale), output refused "
-                          "(output_refused), or sends to vanished agents "
-                          "(send_failed).");
+                          "(output_refused), entries of results that broke "
+                          "a rule of result (bad_entry), or sends to "
+                          "vanished agents (send_failed).");
     s_labelled (out, "grid_dropped_messages_total", "reason", "unknown_node",
                 figures->unknown_node);
     s_labelled (out, "grid_dropped_messages_total", "reason", "stale",
                 figures->stale);
     s_labelled (out, "grid_dropped_messages_total", "reason",
                 "output_refused", figures->output_refused);
+    s_labelled (out, "grid_dropped_messages_total", "reason", "bad_entry",
+                figures->bad_entries);
     s_labelled (out, "grid_dropped_messages_total", "reason", "send_failed",
                 figures->send_failed);
     s_gauge (out, "grid_watchers",
@@ -809,6 +823,7 @@ s_collect (broker_t *broker, store_txn_t *txn, metrics_figures_t *figures)
     figures->stale = broker->counters.stale;
     figures->send_failed = broker->counters.send_failed;
     figures->output_refused = broker->counters.output_refused;
+    figures->bad_entries = broker->counters.bad_entries;
     figures->auth = *auth_counters (broker->auth);
     if (broker->http_face) {
         figures->have_http = true;

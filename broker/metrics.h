@@ -77,6 +77,9 @@ void metrics_destroy (metrics_t **self_p);
 //  An agent message of TYPE was decoded (whatever became of it).
 void metrics_agent_message (metrics_t *self, proto_type_t type);
 
+//  Counts a results message of COUNT entries.
+void metrics_results_batch (metrics_t *self, size_t count);
+
 //  One acknowledgement message went to an agent for COUNT results: a
 //  result_acks when BATCHED, else a result_ack (COUNT 1).
 void metrics_result_ack (metrics_t *self, bool batched, size_t count);
@@ -137,6 +140,7 @@ typedef struct {
     uint64_t stale;              //  Acks and results for no live cell
     uint64_t send_failed;        //  Sends to vanished agents
     uint64_t output_refused;     //  Output pieces refused
+    uint64_t bad_entries;        //  Entries of results dropped
     auth_counters_t auth;        //  Security counters, ZeroMQ and HTTP
     bool have_http;              //  The HTTP face is on: http holds
     http_stats_t http;           //  The HTTP face's figures
