@@ -1102,6 +1102,12 @@ struct _agent_t {
     uint64_t stale_acks;        //  result_acks entries for no waiting result
     bool plain_hello;           //  Say hello without features (an older
                                 //  broker refused them)
+    bool batch_results;         //  The last welcome granted results
+    pw_t *batch;                //  Entries of the results not yet sent
+    size_t batch_count;         //  How many
+    pw_t *entry;                //  One entry being encoded
+    int batch_timer;            //  Sends the batch after this loop turn,
+                                //  -1 when none is armed
     zcert_t *cert;              //  Our key pair (NULL when insecure)
     char broker_key [KEYS_TEXT_SIZE];  //  The broker's public key
     zsock_t *monitor;           //  Failed handshakes and losses of the dealer
@@ -1331,10 +1337,76 @@ s_held_flush (agent_t *self)
         s_held_send (self, held);
 }
 
+//  Sends the results gathered in the batch as one results message.
+static void
+s_batch_flush (agent_t *self)
+{
+    if (self->batch_count == 0)
+        return;
+    pw_reset (self->writer);
+    if (proto_results_begin (self->config->id, self->batch_count,
+                             self->writer) == 0) {
+        pw_raw (self->writer, pw_data (self->batch), pw_size (self->batch));
+        s_send_bytes (self, pw_data (self->writer), pw_size (self->writer));
+    }
+    s_debug (self, "sent %zu result(s) in one results", self->batch_count);
+    pw_reset (self->batch);
+    self->batch_count = 0;
+}
+
+static int
+s_batch_fired (zloop_t *loop, int timer_id, void *arg)
+{
+    agent_t *self = (agent_t *) arg;
+    if (timer_id == self->batch_timer)
+        self->batch_timer = -1;
+    s_batch_flush (self);
+    return 0;
+}
+
+//  Adds RESULT to the batch that goes out once this loop turn has run
+//  (results that finish together travel together). A batch stays within
+//  PROTO_MAX_RESULTS entries and PROTO_RESULTS_BYTES; a result that would
+//  pass either sends the batch first. Returns 0, -1 when RESULT does not
+//  encode.
+static int
+s_batch_add (agent_t *self, const proto_msg_t *result)
+{
+    pw_reset (self->entry);
+    if (proto_results_entry_encode (result, self->entry)) {
+        log_error ("internal: the result of %s step %u does not encode",
+                   result->job, result->step);
+        return -1;
+    }
+    //  Room for the envelope: its keys, the node and the array's header
+    size_t envelope = 64 + strlen (self->config->id);
+    if (self->batch_count == PROTO_MAX_RESULTS
+        || pw_size (self->batch) + pw_size (self->entry) + envelope
+               > PROTO_RESULTS_BYTES)
+        s_batch_flush (self);
+    pw_raw (self->batch, pw_data (self->entry), pw_size (self->entry));
+    self->batch_count++;
+    if (self->batch_timer < 0)
+        self->batch_timer = zloop_timer (self->loop, 0, 1, s_batch_fired,
+                                         self);
+    return 0;
+}
+
+//  Sends a spooled result or output piece again: a result joins the
+//  batch when the broker takes batches, anything else goes as it is.
 static void
 s_resend_one (void *arg, const char *key, const void *data, size_t size)
 {
-    s_send_bytes ((agent_t *) arg, data, size);
+    agent_t *self = (agent_t *) arg;
+    proto_msg_t *result = NULL;
+    if (self->batch_results
+        && proto_msg_decode (data, size, &result, NULL, 0) == 0
+        && result->type == PROTO_RESULT && s_batch_add (self, result) == 0) {
+        proto_msg_destroy (&result);
+        return;
+    }
+    proto_msg_destroy (&result);
+    s_send_bytes (self, data, size);
 }
 
 //  Results not yet acknowledged: the spool's and those kept in memory.
@@ -1347,13 +1419,18 @@ s_unacked (agent_t *self)
 static void
 s_resend_results (agent_t *self)
 {
+    //  What waits in the batch goes first (it is in the spool as well: the
+    //  broker takes a repeat as a duplicate)
+    s_batch_flush (self);
     size_t count = spool_each_result (self->spool, s_resend_one, self,
                                       S_RESEND_BATCH);
     for (zchunk_t *kept = (zchunk_t *) zhashx_first (self->unspooled); kept;
          kept = (zchunk_t *) zhashx_next (self->unspooled)) {
-        s_send_bytes (self, zchunk_data (kept), zchunk_size (kept));
+        s_resend_one (self, NULL, zchunk_data (kept), zchunk_size (kept));
         count++;
     }
+    //  Output pieces went as they came, so before the results they belong to
+    s_batch_flush (self);
     if (count)
         s_debug (self, "re-sent %zu unacknowledged result(s)", count);
 }
@@ -1437,6 +1514,7 @@ s_resend_fired (zloop_t *loop, int timer_id, void *arg)
 static void
 s_unwelcome (agent_t *self)
 {
+    s_batch_flush (self);
     self->welcomed = false;
     if (self->heartbeat_timer >= 0)
         zloop_timer_end (self->loop, self->heartbeat_timer);
@@ -1577,6 +1655,16 @@ s_finish (agent_t *self, proto_msg_t *result)
     spool_key (result->job, result->step, result->attempt, key,
                sizeof (key));
     s_held_drop (self, key);
+    if (self->batch_results && self->welcomed) {
+        //  Kept in memory in the single form, which a re-send batches
+        pw_reset (self->writer);
+        if (!spooled && proto_msg_encode (result, self->writer) == 0)
+            zhashx_update (self->unspooled, key,
+                           zchunk_new (pw_data (self->writer),
+                                       pw_size (self->writer)));
+        s_batch_add (self, result);
+    }
+    else
     if (s_send (self, result) == 0 && !spooled)
         zhashx_update (self->unspooled, key,
                        zchunk_new (pw_data (self->writer),
@@ -2010,8 +2098,13 @@ s_on_welcome (agent_t *self, const proto_msg_t *welcome)
     if (welcome->max_output && welcome->max_output < cap)
         cap = (size_t) welcome->max_output;
     executor_set_output_cap (self->executor, cap);
+    //  Results in batches only when this broker said it takes them
+    s_batch_flush (self);
+    self->batch_results = proto_msg_has_feature (welcome,
+                                                 PROTO_FEATURE_RESULTS);
     s_log (self, "welcomed by the broker (heartbeat every %u ms, %zu "
-           "result(s) to deliver)", beat, s_unacked (self));
+           "result(s) to deliver%s)", beat, s_unacked (self),
+           self->batch_results ? ", in batches" : "");
     self->last_refusal [0] = 0;
     //  The broker grants topics only to a node it knows: ask again now
     if (self->cert) {
@@ -2603,13 +2696,16 @@ s_build_hello (agent_t *self, char *err, size_t err_len)
     hello->version = strdup (GRID_VERSION);
     hello->instance = strdup (self->instance);
     hello->concurrency = config->concurrency;
-    //  Acks of several results in one message (PROTOCOL.md 4.1 rule 8)
-    char *features [] = { PROTO_FEATURE_RESULT_ACKS };
+    //  Acks of several results in one message, and results in batches
+    //  once a welcome grants them (PROTOCOL.md 4.1 rule 8)
+    char *features [] = { PROTO_FEATURE_RESULT_ACKS, PROTO_FEATURE_RESULTS };
     if (!self->plain_hello) {
-        hello->features = (char **) malloc (sizeof features);
+        hello->features = (char **) calloc (2, sizeof (char *));
         if (hello->features) {
             hello->features [0] = strdup (features [0]);
-            hello->feature_count = hello->features [0] ? 1 : 0;
+            hello->features [1] = strdup (features [1]);
+            hello->feature_count = hello->features [0] && hello->features [1]
+                                 ? 2 : 0;
         }
     }
     for (size_t index = 0; index < config->group_count; index++)
@@ -2729,6 +2825,9 @@ agent_new (agent_config_t *config, char *err, size_t err_len)
         log_error ("cannot record interrupted tasks in the spool");
 
     self->writer = pw_new ();
+    self->batch = pw_new ();
+    self->entry = pw_new ();
+    self->batch_timer = -1;
     self->unspooled = zhashx_new ();
     zhashx_set_destructor (self->unspooled,
                            (zhashx_destructor_fn *) zchunk_destroy);
@@ -3003,6 +3102,7 @@ agent_run (agent_t *self)
         zloop_start (self->loop);
         zloop_timer_end (self->loop, check);
     }
+    s_batch_flush (self);
     proto_msg_t bye = {
         .type = PROTO_BYE, .node = config->id, .reason = "shutdown"
     };
@@ -3055,6 +3155,8 @@ agent_destroy (agent_t **self_p)
     zhashx_destroy (&self->unspooled);
     store_unlock (&self->lock);
     pw_destroy (&self->writer);
+    pw_destroy (&self->batch);
+    pw_destroy (&self->entry);
     free (self->hello);
     free (self);
     *self_p = NULL;
