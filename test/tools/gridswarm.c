@@ -181,6 +181,7 @@ typedef struct {
     bool send_started;          //  Send `started` (as gridagent does)
     int64_t progress_hold_ms;   //  Ack and started wait this long, 0: never
     bool test_only;             //  Declare only the test backend
+    bool single_results;        //  One result per message, even when granted
     bool single_acks;           //  Hello without features: one result_ack
                                 //  per result, as an older agent
     int zmtp_heartbeat_ms;      //  ZMTP PING interval, 0 for none
@@ -396,9 +397,12 @@ typedef struct {
     uint8_t dirty;              //  1: DEALER, 2: SUB needs a look
     bool hello_pending;         //  Hello waits for the connection
     uint16_t running;           //  Delayed answers not sent yet
+    bool batch_results;         //  The welcome granted results
     uint32_t heartbeat_ms;      //  From the welcome
     uint32_t hello_delay_ms;    //  Wait before the next hello retry
     int64_t due_ms;             //  Next hello retry or heartbeat
+    struct _s_result_t *batch;  //  Results to send in one results, newest
+                                //  first (through batch_next)
 } s_agent_t;
 
 //  A result: waiting for its delay, or sent and not yet acknowledged.
@@ -416,6 +420,8 @@ struct _s_result_t {
     size_t size;
     s_result_t *prev;           //  Unacknowledged list, oldest send first
     s_result_t *next;
+    s_result_t *batch_next;     //  Its agent's batch
+    bool in_batch;              //  Waits in its agent's batch
 };
 
 //  Values of the shard's seen table (key: fingerprint of the step): the
@@ -451,6 +457,8 @@ typedef struct {
     _Atomic uint64_t unsent_bytes;  //  zmtp: queued, unwritten at release
     uint32_t *dirty;            //  Agents to look at before sleeping
     size_t dirty_count;
+    uint32_t *batching;         //  Agents with results in their batch
+    size_t batching_count;
     int64_t next_resend_ms;
     //  The last command body decoded from a SUB, reused while the next
     //  bodies are the same bytes (one broadcast reaches every agent)
@@ -766,6 +774,108 @@ s_result_free (s_result_t **result_p)
     }
 }
 
+//  Sends RESULT of its agent now, or in the agent's batch when the
+//  broker granted results: the batches go out at the end of this pass,
+//  one results per agent (as gridagent sends what finished in one turn).
+static void s_send_or_batch (s_shard_t *shard, s_result_t *result);
+
+//  The bytes of RESULT's encoding after its v, type and node, and the
+//  count of its other keys: an entry of a results is that map. False when
+//  the encoding does not start the way proto_msg_encode writes it.
+static bool
+s_entry_tail (const s_shard_t *shard, const s_result_t *result,
+              size_t *keys, size_t *offset)
+{
+    static const char prefix [] = "\xa1v\x01\xa4type\xa6result\xa4node";
+    const uint8_t *bytes = (const uint8_t *) result->data;
+    size_t at = 1;
+    if (result->size > 0 && (bytes [0] & 0xf0) == 0x80)
+        *keys = bytes [0] & 0x0f;
+    else
+    if (result->size > 3 && bytes [0] == 0xde) {
+        *keys = ((size_t) bytes [1] << 8) | bytes [2];
+        at = 3;
+    }
+    else
+        return false;
+    const char *id = shard->agents [result->agent].id;
+    size_t id_len = strlen (id);
+    size_t head = sizeof prefix - 1;
+    if (*keys < 4 || id_len >= 32
+        || result->size < at + head + 1 + id_len
+        || memcmp (bytes + at, prefix, head) != 0
+        || bytes [at + head] != (0xa0 | id_len)
+        || memcmp (bytes + at + head + 1, id, id_len) != 0)
+        return false;
+    *keys -= 3;
+    *offset = at + head + 1 + id_len;
+    return true;
+}
+
+static void
+s_send_or_batch (s_shard_t *shard, s_result_t *result)
+{
+    s_agent_t *agent = &shard->agents [result->agent];
+    size_t keys, offset;
+    if (result->in_batch)
+        return;
+    if (!agent->batch_results || shard->swarm->config.single_results
+        || !s_entry_tail (shard, result, &keys, &offset)) {
+        s_send_bytes (shard, result->agent, result->data, result->size);
+        return;
+    }
+    if (!agent->batch)
+        shard->batching [shard->batching_count++] = result->agent;
+    result->in_batch = true;
+    result->batch_next = agent->batch;
+    agent->batch = result;
+}
+
+//  Sends every agent's batch: one results each, oldest result first, at
+//  most PROTO_MAX_RESULTS entries and PROTO_RESULTS_BYTES a message.
+static void
+s_batches_flush (s_shard_t *shard)
+{
+    static _Thread_local s_result_t *order [PROTO_MAX_RESULTS];
+    for (size_t at = 0; at < shard->batching_count; at++) {
+        uint32_t index = shard->batching [at];
+        s_agent_t *agent = &shard->agents [index];
+        s_result_t *result = agent->batch;
+        agent->batch = NULL;
+        while (result) {
+            //  The newest PROTO_MAX_RESULTS, or fewer to fit the bytes
+            size_t count = 0, bytes = 64;
+            while (result && count < PROTO_MAX_RESULTS
+                   && bytes + result->size < PROTO_RESULTS_BYTES) {
+                bytes += result->size;
+                order [count++] = result;
+                result->in_batch = false;
+                result = result->batch_next;
+            }
+            if (count == 0) {
+                result->in_batch = false;
+                s_send_bytes (shard, index, result->data, result->size);
+                result = result->batch_next;
+                continue;
+            }
+            pw_reset (shard->writer);
+            int rc = proto_results_begin (agent->id, count, shard->writer);
+            assert (rc == 0);
+            while (count--) {
+                size_t keys, offset;
+                s_entry_tail (shard, order [count], &keys, &offset);
+                pw_map (shard->writer, keys);
+                pw_raw (shard->writer,
+                        (const uint8_t *) order [count]->data + offset,
+                        order [count]->size - offset);
+            }
+            s_send_bytes (shard, index, pw_data (shard->writer),
+                          pw_size (shard->writer));
+        }
+    }
+    shard->batching_count = 0;
+}
+
 //  The answer of the built-in backend to COMMAND.
 static void
 s_answer (s_shard_t *shard, const proto_msg_t *command, proto_msg_t *result)
@@ -885,7 +995,7 @@ s_result_send (s_shard_t *shard, s_result_t *result, int64_t now_ms)
     if (seen && (uint32_t) *seen == result->attempt)
         *seen |= S_SEEN_ANSWERED;
     if (shard->agents [result->agent].state == S_AGENT_WELCOMED)
-        s_send_bytes (shard, result->agent, result->data, result->size);
+        s_send_or_batch (shard, result);
 }
 
 //  After "release": sends every spooled result, oldest first (the loop
@@ -937,7 +1047,7 @@ s_resend_agent (s_shard_t *shard, uint32_t index, int64_t now_ms)
     while (result) {
         s_result_t *next = result->next;
         if (result->agent == index) {
-            s_send_bytes (shard, index, result->data, result->size);
+            s_send_or_batch (shard, result);
             s_count (shard, C_RESENT);
             result->sent_ms = now_ms;
             s_unacked_unlink (shard, result);
@@ -1192,6 +1302,8 @@ s_on_welcome (s_shard_t *shard, uint32_t index, const proto_msg_t *welcome,
     agent->state = S_AGENT_WELCOMED;
     agent->heartbeat_ms = welcome->heartbeat_ms < 100 ? 100
                                                       : welcome->heartbeat_ms;
+    agent->batch_results = proto_msg_has_feature (welcome,
+                                                  PROTO_FEATURE_RESULTS);
     s_arm (shard, index, now_ms + agent->heartbeat_ms);
     if (first) {
         s_count (shard, C_WELCOMED);
@@ -1741,7 +1853,7 @@ s_ramp_allowed (s_shard_t *shard, int64_t now_ms)
 static int
 s_next_wait_ms (s_shard_t *shard, int64_t now_ms)
 {
-    if (shard->dirty_count
+    if (shard->dirty_count || shard->batching_count
         || (shard->created < shard->count
             && shard->created < s_ramp_allowed (shard, now_ms)))
         return 0;
@@ -1820,6 +1932,8 @@ s_shard_run (void *arg)
         if (shard->held_head
             && !atomic_load_explicit (&swarm->holding, memory_order_relaxed))
             released = s_release (shard, now_ms);
+        //  Results that came due or were answered in this pass
+        s_batches_flush (shard);
         //  Marked sockets: a send happened, or a read stopped at its batch
         while (shard->dirty_count) {
             uint32_t index = shard->dirty [--shard->dirty_count];
@@ -2184,6 +2298,8 @@ static const char *s_usage =
     "                       built-in backend, as a real agent does)\n"
     "  --single-acks        ask for one result_ack per result (as an agent\n"
     "                       older than result_acks)\n"
+    "  --single-results     one result per message even when the broker\n"
+    "                       grants results (as an agent older than them)\n"
     "  --zmtp-heartbeat-ms MS  ZMTP PING interval, 0 for none    [5000]\n"
     "  --zmtp-ttl-ms MS     TTL carried in the PINGs (0, as gridagent) [0]\n"
     "                       (both as gridagent sets them)\n"
@@ -2275,6 +2391,7 @@ s_parse (s_config_t *config, int argc, char *argv [])
         {"progress-hold-ms", required_argument, NULL, 'R'},
         {"test-only", no_argument, NULL, 'T'},
         {"single-acks", no_argument, NULL, 'A'},
+        {"single-results", no_argument, NULL, 'B'},
         {"zmtp-heartbeat-ms", required_argument, NULL, 'H'},
         {"zmtp-ttl-ms", required_argument, NULL, 'L'},
         {"zmtp-timeout-ms", required_argument, NULL, 'O'},
@@ -2364,6 +2481,9 @@ s_parse (s_config_t *config, int argc, char *argv [])
                 break;
             case 'A':
                 config->single_acks = true;
+                break;
+            case 'B':
+                config->single_results = true;
                 break;
             case 'H':
                 config->zmtp_heartbeat_ms = (int) strtol (optarg, &end, 10);
@@ -2512,11 +2632,16 @@ s_hello_template (const s_config_t *config)
     snprintf (instance, sizeof instance, "%08x%08x", (unsigned) getpid (),
               (unsigned) (zclock_usecs () & 0xffffffffu));
     hello->instance = strdup (instance);
+    //  --single-acks: no features at all (an agent before them);
+    //  --single-results: result_acks only (the release before results)
     if (!config->single_acks) {
-        hello->features = (char **) malloc (sizeof (char *));
+        hello->features = (char **) calloc (2, sizeof (char *));
         assert (hello->features);
-        hello->features [0] = strdup (PROTO_FEATURE_RESULT_ACKS);
-        hello->feature_count = 1;
+        hello->features [hello->feature_count++]
+            = strdup (PROTO_FEATURE_RESULT_ACKS);
+        if (!config->single_results)
+            hello->features [hello->feature_count++]
+                = strdup (PROTO_FEATURE_RESULTS);
     }
     for (size_t at = 0; at < config->group_count; at++) {
         hello->groups = (char **) realloc (hello->groups,
@@ -2586,6 +2711,7 @@ s_shard_destroy (s_shard_t *shard)
     s_cache_clear (shard);
     pw_destroy (&shard->writer);
     free (shard->dirty);
+    free (shard->batching);
 }
 
 int
@@ -2709,6 +2835,7 @@ main (int argc, char *argv [])
             snprintf (shard->agents [index].id, S_ID_MAX, "%s-%06zu",
                       config->prefix, config->first + base + index);
         shard->dirty = (uint32_t *) zmalloc (count * sizeof (uint32_t));
+        shard->batching = (uint32_t *) zmalloc (count * sizeof (uint32_t));
         shard->writer = pw_new ();
         shard->random = 0x9e3779b97f4a7c15ULL ^ ((uint64_t) getpid () << 16)
                         ^ (uint64_t) at;
