@@ -16,7 +16,8 @@
 #include "token.h"
 
 #define CLIENT_BATCH_MAX 512     //  Client requests read per pass
-#define AGENT_PASS_MAX 8192      //  Agent messages read per pass at most...
+#define AGENT_PASS_MAX 8192      //  Agent messages read per pass at most
+                                 //  (a results counts its entries)...
 #define AGENT_PASS_MS 50         //  ...or for this long, then one commit
 #define TICK_PASSES 4            //  Agent socket passes before each tick
 #define BACKLOG_LAG_MAX_MS 30000 //  Deadlines wait for a backlog at most this
@@ -1854,7 +1855,9 @@ s_on_results (broker_t *self, registry_node_t *node, const proto_msg_t *in,
 }
 
 //  Handles the message in self->io's frames (a routing id and a body).
-static void
+//  Returns how many messages' work it was: the entries of a results, else
+//  1.
+static int
 s_on_agent_message (broker_t *self, int64_t now_ms)
 {
     broker_io_t *io = self->io;
@@ -1876,7 +1879,7 @@ s_on_agent_message (broker_t *self, int64_t now_ms)
         const char *code = strstr (why, "version") ? PROTO_ERR_VERSION
                                                    : PROTO_ERR_MALFORMED;
         s_send_agent_error (self, routing, routing_size, code, why);
-        return;
+        return 1;
     }
     metrics_agent_message (self->metrics, in->type);
     //  Who sent it: the key of the connection, never the body (auth.h).
@@ -1920,12 +1923,12 @@ s_on_agent_message (broker_t *self, int64_t now_ms)
             s_send_agent_error (self, routing, routing_size, refusal_code,
                                 refusal);
         proto_msg_destroy (&in);
-        return;
+        return 1;
     }
     if (in->type == PROTO_HELLO) {
         s_on_hello (self, routing, routing_size, &path, &in, known, now_ms);
         proto_msg_destroy (&in);
-        return;
+        return 1;
     }
     bool from_agent = in->type == PROTO_HEARTBEAT || in->type == PROTO_ACK
                       || in->type == PROTO_STARTED || in->type == PROTO_RESULT
@@ -1937,7 +1940,7 @@ s_on_agent_message (broker_t *self, int64_t now_ms)
                             "agents send hello, heartbeat, ack, started, "
                             "progress, result, results, output or bye");
         proto_msg_destroy (&in);
-        return;
+        return 1;
     }
     registry_node_t *node = registry_session (self->registry, in->node,
                                               routing, routing_size);
@@ -1956,7 +1959,7 @@ s_on_agent_message (broker_t *self, int64_t now_ms)
                                 "this broker does not know this session: "
                                 "send hello");
         proto_msg_destroy (&in);
-        return;
+        return 1;
     }
     registry_touch (node, now_ms, broker_wall_ms ());
     //  Any word renews the node's leases (a heartbeat also brings its load)
@@ -2029,7 +2032,9 @@ s_on_agent_message (broker_t *self, int64_t now_ms)
     }
     if (rc < 0)
         self->counters.stale++;
+    int weight = in->type == PROTO_RESULTS ? (int) in->result_count : 1;
     proto_msg_destroy (&in);
+    return weight;
 }
 
 //  Receives the next message of the agent socket into self->io's frames.
@@ -2096,8 +2101,10 @@ s_agents_pass (broker_t *self)
     int64_t now_ms = start_ms;
     void *handle = zsock_resolve (self->agents);
     bool empty = false;
-    for (int count = 0; count < AGENT_PASS_MAX; count++) {
-        if ((count & 63) == 63) {
+    int checked = 0;
+    for (int count = 0; count < AGENT_PASS_MAX; ) {
+        if (count - checked >= 64) {
+            checked = count;
             now_ms = broker_now_ms ();
             if (now_ms - start_ms >= AGENT_PASS_MS)
                 break;
@@ -2107,8 +2114,7 @@ s_agents_pass (broker_t *self)
             empty = zmq_errno () == EAGAIN;
             break;
         }
-        if (rc > 0)
-            s_on_agent_message (self, now_ms);
+        count += rc > 0 ? s_on_agent_message (self, now_ms) : 1;
         s_agent_release (self->io);
         broker_drain (self);
         if (self->pass_broken || (self->txn && store_txn_failed (self->txn)))
