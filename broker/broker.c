@@ -12,6 +12,7 @@
 #include "dlq.h"
 #include "jobrec.h"
 #include "nodehist.h"
+#include "nodeseen.h"
 #include "schedule.h"
 #include "token.h"
 
@@ -185,6 +186,7 @@ broker_config_defaults (broker_config_t *config)
     config->heartbeat_ms = 5000;
     config->missed_heartbeats = 3;
     config->offline_grace_ms = 15000;
+    config->last_seen_save_ms = NODESEEN_DEFAULT_MS;
     config->tick_ms = 100;
     config->map_bytes = (size_t) 64 << 20;
     config->max_map_bytes = (size_t) 8 << 30;
@@ -345,6 +347,7 @@ broker_config_load (broker_config_t *config, const char *path, char *err,
         "ack_resends", "task_timeout", "grace", "retry_base", "retry_cap",
         "lease", "limits",
         "map_size_mb", "max_map_size_mb", "retention", "offline_grace",
+        "last_seen_save",
         "verbose", "dlq_retention", "store", "log_level", "log_format",
         "results", "http",
         //  Read by auth_config_load
@@ -435,6 +438,14 @@ broker_config_load (broker_config_t *config, const char *path, char *err,
         rc = conf_get_duration (root, "retention", &config->retention_ms, why, sizeof why);
     if (rc == 0)
         rc = conf_get_duration (root, "offline_grace", &config->offline_grace_ms, why, sizeof why);
+    if (rc == 0)
+        rc = conf_get_duration (root, "last_seen_save",
+                                &config->last_seen_save_ms, why, sizeof why);
+    if (rc == 0 && config->last_seen_save_ms <= 0) {
+        snprintf (why, sizeof why, "last_seen_save: a duration of at least "
+                  "1ms");
+        rc = -1;
+    }
     if (rc == 0)
         rc = conf_get_duration (root, "dlq_retention", &config->dlq_retention_ms, why, sizeof why);
     if (rc == 0)
@@ -1409,17 +1420,19 @@ s_send_agent_error (broker_t *self, const void *routing, size_t routing_size,
 }
 
 void
-broker_save_node (broker_t *self, const registry_node_t *node)
+broker_save_node (broker_t *self, registry_node_t *node)
 {
     store_txn_t *txn = broker_txn (self);
     if (!txn)
         return;
     pw_reset (self->scratch);
     registry_node_encode_record (node, self->scratch);
-    s_store_error (self, store_put (txn, STORE_DB_NODES, node->id,
-                                    strlen (node->id), pw_data (self->scratch),
-                                    pw_size (self->scratch)),
-                   "a node");
+    int rc = store_put (txn, STORE_DB_NODES, node->id, strlen (node->id),
+                        pw_data (self->scratch), pw_size (self->scratch));
+    s_store_error (self, rc, "a node");
+    //  The record holds its last-seen time
+    if (rc == 0)
+        registry_seen_saved (node);
 }
 
 //  Sends the error NOTICE (duplicate_node) to the connection ROUTING at
@@ -2543,6 +2556,25 @@ s_deadline_clock (broker_t *self, int64_t now_ms)
     return clock_ms < now_ms ? clock_ms : now_ms;
 }
 
+//  Saves the last-seen times of the nodes heard from, at or before
+//  BEFORE_MS, since theirs were saved: at most LIMIT of them, in the
+//  pass's transaction (nodeseen.h). Returns how many.
+static size_t
+s_save_seen (broker_t *self, int64_t before_ms, size_t limit)
+{
+    if (!nodeseen_due (self->registry, before_ms))
+        return 0;
+    store_txn_t *txn = broker_txn (self);
+    if (!txn)
+        return 0;
+    int64_t saved = nodeseen_save (txn, self->registry, before_ms, limit);
+    if (saved < 0) {
+        s_store_error (self, (int) saved, "last-seen times");
+        return 0;
+    }
+    return (size_t) saved;
+}
+
 //  Warns once when the store passes STORE_NEARLY_FULL percent of
 //  store.max_size (again after it fell below STORE_REARM_PERCENT).
 static void
@@ -2604,6 +2636,15 @@ s_on_tick (zloop_t *loop, int timer_id, void *arg)
         sched_on_node_down (self->sched, offline [index], deadline_ms);
     }
     free (offline);
+    //  Last-seen times lag at most last_seen_save, plus a pass, plus two
+    //  heartbeats (nodeseen.h)
+    if (now_ms >= self->next_seen_save_ms) {
+        int64_t every_ms = self->config.last_seen_save_ms;
+        every_ms = every_ms < NODESEEN_EVERY_MS ? every_ms : NODESEEN_EVERY_MS;
+        self->next_seen_save_ms = now_ms + every_ms;
+        s_save_seen (self, now_ms - self->config.last_seen_save_ms,
+                     NODESEEN_BATCH);
+    }
     relays_tick (self, now_ms);
     s_report_offline (self, deadline_ms);
     s_check_room (self, now_ms);
@@ -2819,6 +2860,8 @@ s_restore (broker_t *self, char *err, size_t err_len)
         rc = store_cursor_next (cursor, &k, &k_len, &v, &v_len);
     }
     store_cursor_destroy (&cursor);
+    //  Their last-seen times saved since their records
+    nodeseen_restore (txn, self->registry);
     //  Collect unfinished job ids first: loading reads other databases.
     zlistx_t *live = zlistx_new ();
     zlistx_set_destructor (live, (zlistx_destructor_fn *) zstr_free);
@@ -3158,6 +3201,12 @@ broker_run (broker_t *self)
     zloop_start (self->loop);
     service_notify_stopping ();
     s_log ("stopping");
+    //  Every node's last-seen time, in one commit
+    size_t saved = s_save_seen (self, INT64_MAX, SIZE_MAX);
+    s_pass_end (self);
+    if (saved)
+        s_log ("saved the last-seen time of %zu node%s", saved,
+               saved == 1 ? "" : "s");
     return 0;
 }
 

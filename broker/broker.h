@@ -45,6 +45,8 @@ typedef struct {
     int64_t heartbeat_ms;        //  Agents beat this often
     int64_t missed_heartbeats;   //  Offline after this many missed beats
     int64_t offline_grace_ms;    //  Offline this long: its running steps read lost
+    int64_t last_seen_save_ms;   //  A node's saved last-seen time lags at most
+                                 //  about this much (nodeseen.h)
     int64_t tick_ms;             //  Scheduler/liveness tick
     size_t map_bytes;            //  Initial LMDB map size
     size_t max_map_bytes;        //  LMDB map may grow to this
@@ -206,6 +208,7 @@ struct _broker_t {
     bool maintenance;            //  Drained: no new jobs admitted (persisted)
     int64_t hold_until_ms;       //  Queued jobs wait for agents after a restart
     int64_t next_sweep_ms;       //  Next retention sweep
+    int64_t next_seen_save_ms;   //  Next save of last-seen times
     int64_t last_id_ms;          //  Job id state
     uint32_t id_seq;             //  Job id state
     broker_reload_t *reload;     //  SIGHUP reload, or NULL
@@ -235,7 +238,7 @@ void broker_set_maintenance (broker_t *self, bool on);
 broker_node_stats_t *broker_node_stats (broker_t *self, const char *node);
 
 //  Writes NODE's store record into the pass's transaction.
-void broker_save_node (broker_t *self, const registry_node_t *node);
+void broker_save_node (broker_t *self, registry_node_t *node);
 
 //  Purges finished jobs older than the retention (at most LIMIT per
 //  call). Returns how many were purged.

@@ -333,6 +333,8 @@ s_print_config (const broker_config_t *config, const bool *given,
                     "--missed-heartbeats", S_GIVEN (S_OPT_MISSED));
     conf_print_duration (o, "offline_grace", config->offline_grace_ms,
                          "--offline-grace", S_GIVEN (S_OPT_GRACE_OFFLINE));
+    conf_print_duration (o, "last_seen_save", config->last_seen_save_ms,
+                         NULL, false);
     conf_print_int (o, "max_concurrent", (int64_t) config->sched.max_concurrent,
                     "--max-concurrent", S_GIVEN (S_OPT_MAX_CONCURRENT));
     conf_print_int (o, "max_pending", (int64_t) config->sched.max_pending,

@@ -113,6 +113,7 @@ broker_reload (broker_t *self, broker_config_t *fresh)
     old.key_file = NULL;             //  Still the running one's
     auth_config_clear (&old);
     self->config.verbose = fresh->verbose;
+    self->config.last_seen_save_ms = fresh->last_seen_save_ms;
     char *level = self->config.log_level;
     self->config.log_level = fresh->log_level;
     fresh->log_level = level;

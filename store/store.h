@@ -65,6 +65,7 @@ typedef enum {
     STORE_DB_OUTPUTS,    //  job id | step | node | attempt | stream | offset -> bytes
     STORE_DB_SCHEDULES,  //  schedule name -> schedule record
     STORE_DB_TOKENS,     //  HTTP token name -> {role, hash, created}
+    STORE_DB_SEEN,       //  node id -> last seen, wall ms (8 bytes BE)
     STORE_DB_COUNT
 } store_db_t;
 
