@@ -2070,6 +2070,31 @@ s_quiet (s_stage_t *stage, bool swarm, int timeout_ms)
     return -1;
 }
 
+//  How many acks and started the broker has decoded
+//  (grid_agent_messages_total in metrics.get), -1 when it did not answer.
+static int64_t
+s_broker_progress (s_stage_t *stage)
+{
+    uint64_t seq = s_request (&stage->broker, "metrics.get", NULL);
+    pv_doc_t *doc = s_peer_wait (&stage->broker, seq, S_CALL_TIMEOUT_MS);
+    char code [64];
+    const pv_t *data = s_ok_data (doc, code, sizeof code);
+    char *text = data ? pv_strdup (pv_map_get (data, "text")) : NULL;
+    pv_doc_destroy (&doc);
+    if (!text)
+        return -1;
+    int64_t count = 0;
+    const char *keys [] = {"grid_agent_messages_total{type=\"ack\"} ",
+                           "grid_agent_messages_total{type=\"started\"} "};
+    for (size_t at = 0; at < 2; at++) {
+        const char *line = strstr (text, keys [at]);
+        if (line)
+            count += strtoll (line + strlen (keys [at]), NULL, 10);
+    }
+    free (text);
+    return count;
+}
+
 //  Sends the stopped broker SIGCONT (when it is stopped).
 static void
 s_thaw (void)
@@ -2119,7 +2144,27 @@ s_drain_start (s_stage_t *stage, s_run_t *run, size_t count,
                                                : "deadline passed");
         return -1;
     }
-    //  The commands' acks and started taken in: the broker idle
+    //  The commands' acks and started taken in (every one the swarm got
+    //  out), then the broker idle
+    deadline = s_now_ms () + S_DRAIN_QUIET_MS;
+    int64_t sent = -1, taken = -1;
+    while (!s_interrupted && s_now_ms () < deadline) {
+        int64_t acks = s_swarm_sum (stage, "acks", s_now_ms () + 5000);
+        int64_t started = s_swarm_sum (stage, "started", s_now_ms () + 5000);
+        int64_t failed = s_swarm_sum (stage, "send_failed",
+                                      s_now_ms () + 5000);
+        sent = acks >= 0 && started >= 0 && failed >= 0
+                   ? acks + started - failed
+                   : -1;
+        taken = s_broker_progress (stage);
+        if (sent >= 0 && taken >= sent)
+            break;
+        usleep (S_POLL_MS * 1000);
+    }
+    if (sent < 0 || taken < sent)
+        s_say ("%zu agents: drain: the broker took %" PRId64 " of %" PRId64
+               " acks and started within %d s; stopping it anyway",
+               run->agents, taken, sent, S_DRAIN_QUIET_MS / 1000);
     if (s_quiet (stage, false, S_DRAIN_QUIET_MS) != 0)
         s_say ("%zu agents: drain: the broker did not go idle within %d s; "
                "stopping it anyway", run->agents, S_DRAIN_QUIET_MS / 1000);
