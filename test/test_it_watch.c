@@ -17,7 +17,9 @@
 
 #define S_WAIT_MS 20000
 
-//  One broker and one agent, w-01, for the whole suite.
+//  One broker and one agent, w-01, for the whole suite. The agent sends
+//  no progress reports (test sleep's would come every second): a running
+//  job changes only when it starts and when it ends.
 static int
 s_setup (void **state)
 {
@@ -25,7 +27,8 @@ s_setup (void **state)
         return -1;
     grid_t *grid = (grid_t *) *state;
     assert_int_equal (grid_start_broker (grid, NULL), 0);
-    assert_true (grid_start_agent (grid, "w-01", NULL, NULL, NULL) >= 0);
+    const char *quiet [] = {"--progress-interval", "1h", NULL};
+    assert_true (grid_start_agent (grid, "w-01", NULL, NULL, quiet) >= 0);
     return 0;
 }
 
@@ -134,15 +137,16 @@ test_watch_follows_a_job_to_its_end (void **state)
 }
 
 //  gridcli --wait on a job that stays unchanged longer than one try of a
-//  request (--request-timeout 1500ms: 500 ms a try) waits for its end.
+//  request (--request-timeout 9s: 3 s a try, which a CURVE handshake on a
+//  busy machine needs) waits for its end.
 static void
 test_watch_cli_waits_out_a_quiet_job (void **state)
 {
     grid_t *grid = (grid_t *) *state;
     char *out = NULL, *err = NULL;
-    int code = grid_cli (grid, &out, &err, 20000, "--request-timeout",
-                         "1500ms", "job", "run", "--target", "node:w-01",
-                         "test", "sleep", "--seconds", "2", "--wait", NULL);
+    int code = grid_cli (grid, &out, &err, 60000, "--request-timeout",
+                         "9s", "job", "run", "--target", "node:w-01",
+                         "test", "sleep", "--seconds", "4", "--wait", NULL);
     if (code != 0)
         fprintf (stderr, "%s%s", out ? out : "", err ? err : "");
     assert_int_equal (code, 0);
@@ -157,7 +161,13 @@ test_watch_times_out_unchanged (void **state)
 {
     grid_t *grid = (grid_t *) *state;
     char *job = s_sleep_job (grid, "30");
-    //  Until it runs, the job changes (dispatched, started)
+    //  Until it runs, the job changes (dispatched, started). On a busy
+    //  machine the agent's start may come later than one quiet wait, so
+    //  wait for it: from then on nothing changes for 30 s (no progress
+    //  reports, see s_setup).
+    assert_true (fixture_wait_cells (grid, job, 0,
+                                     (const char *[]) {"w-01", NULL},
+                                     "running", S_WAIT_MS));
     pv_doc_t *reply = NULL;
     const pv_t *data = NULL;
     int64_t version = -1;

@@ -133,18 +133,63 @@ fixture_start_agent_via (grid_t *grid, const char *id, const char *groups,
                              fixture_via (grid, &via, &slot, 1, NULL));
 }
 
+//  True when STATUS is one of STATUSES ("a|b").
+static bool
+s_one_of (const pv_t *status, const char *statuses)
+{
+    char *text = pv_strdup (status);
+    bool found = false;
+    size_t len = text ? strlen (text) : 0;
+    for (const char *at = statuses; text && *at && !found;) {
+        const char *end = strchr (at, '|');
+        size_t at_len = end ? (size_t) (end - at) : strlen (at);
+        found = at_len == len && memcmp (at, text, len) == 0;
+        at += at_len + (end ? 1 : 0);
+    }
+    free (text);
+    return found;
+}
+
 bool
-fixture_file_has (const char *path, const char *text, int count)
+fixture_wait_cells (grid_t *grid, const char *job_id, int step,
+                    const char *const *nodes, const char *statuses,
+                    int timeout_ms)
+{
+    long long deadline = grid_now_ms () + timeout_ms;
+    while (true) {
+        pv_doc_t *doc = grid_call (grid, "job.get", "job", job_id, NULL);
+        const pv_t *record = NULL;
+        bool all = grid_reply_ok (doc, &record);
+        for (size_t index = 0; all && nodes [index]; index++)
+            all = s_one_of (pv_map_get (grid_cell (record, step,
+                                                   nodes [index]),
+                                        "status"), statuses);
+        pv_doc_destroy (&doc);
+        if (all)
+            return true;
+        if (grid_now_ms () > deadline)
+            return false;
+        zclock_sleep (20);
+    }
+}
+
+int
+fixture_file_count (const char *path, const char *text)
 {
     char *content = grid_slurp (path);
     int seen = 0;
     size_t text_len = strlen (text);
-    for (const char *at = content; at && text_len && seen < count
-                                   && (at = strstr (at, text));
+    for (const char *at = content; at && text_len && (at = strstr (at, text));
          at += text_len)
         seen++;
     free (content);
-    return seen >= count;
+    return seen;
+}
+
+bool
+fixture_file_has (const char *path, const char *text)
+{
+    return fixture_file_count (path, text) > 0;
 }
 
 bool
@@ -152,7 +197,7 @@ fixture_wait_file (const char *path, const char *text, int count,
                    int timeout_ms)
 {
     long long deadline = grid_now_ms () + timeout_ms;
-    while (!fixture_file_has (path, text, count)) {
+    while (fixture_file_count (path, text) < count) {
         if (grid_now_ms () > deadline)
             return false;
         zclock_sleep (50);

@@ -64,8 +64,19 @@ const char *const *fixture_via (grid_t *grid, fixture_via_t *via,
 int fixture_start_agent_via (grid_t *grid, const char *id,
                              const char *groups, int slot);
 
-//  True when the file at PATH holds TEXT at least COUNT times now.
-bool fixture_file_has (const char *path, const char *text, int count);
+//  Polls job JOB_ID until the cell (STEP, NODE) of every node of NODES
+//  (NULL-terminated) has one of STATUSES ("running|acknowledged").
+//  Returns true when they did within TIMEOUT_MS.
+bool fixture_wait_cells (grid_t *grid, const char *job_id, int step,
+                         const char *const *nodes, const char *statuses,
+                         int timeout_ms);
+
+//  How many times the file at PATH holds TEXT now (0 when it cannot be
+//  read).
+int fixture_file_count (const char *path, const char *text);
+
+//  True when the file at PATH holds TEXT now.
+bool fixture_file_has (const char *path, const char *text);
 
 //  Polls the file at PATH until it holds TEXT at least COUNT times.
 //  Returns true when it did within TIMEOUT_MS.

@@ -159,7 +159,7 @@ grid_start_broker (grid_t *grid, const char *const *extra)
     argv [argc] = NULL;
     grid->broker_pid = s_spawn (grid, "gridbroker", "broker.log",
                                 (char *const *) argv);
-    long long deadline = grid_now_ms () + 15000;
+    long long deadline = grid_now_ms () + GRID_START_MS;
     while (grid_now_ms () < deadline) {
         pv_doc_t *reply = grid_call (grid, "status", NULL);
         bool ok = grid_reply_ok (reply, NULL);
@@ -183,7 +183,7 @@ grid_start_agent (grid_t *grid, const char *id, const char *groups,
     int slot = grid_spawn_agent (grid, id, groups, labels, extra);
     if (slot < 0)
         return -1;
-    if (!grid_wait_node (grid, id, "online", 15000)) {
+    if (!grid_wait_node (grid, id, "online", GRID_START_MS)) {
         fprintf (stderr, "gridagent %s did not come online\n", id);
         grid_dump_logs (grid);
         return -1;
@@ -313,7 +313,7 @@ grid_start_relay (grid_t *grid, const char *name, int upstream, bool wait,
     free (before);
     grid->relay_pids [slot] = s_spawn (grid, "gridrelay", log_name,
                                        (char *const *) argv);
-    long long deadline = grid_now_ms () + 15000;
+    long long deadline = grid_now_ms () + GRID_START_MS;
     while (wait && grid_now_ms () < deadline) {
         char *log = grid_slurp (log_path);
         bool serving = strlen (log) > skip
@@ -462,7 +462,7 @@ s_call_v (grid_t *grid, const char *key_file, const char *type, va_list list)
     }
     va_end (args);
     pv_doc_t *doc = grid_call_raw_as (grid, key_file, pw_data (writer),
-                                      pw_size (writer), 3000);
+                                      pw_size (writer), GRID_CALL_MS);
     pw_destroy (&writer);
     return doc;
 }
@@ -505,7 +505,7 @@ grid_submit (grid_t *grid, const char *yaml)
     pw_str (writer, "job");
     pw_pv (writer, pv_doc_root (job));
     pv_doc_t *reply = grid_call_raw (grid, pw_data (writer), pw_size (writer),
-                                     5000);
+                                     GRID_CALL_MS);
     pw_destroy (&writer);
     pv_doc_destroy (&job);
     return reply;

@@ -29,6 +29,12 @@
 #include "../../proto/pw.h"
 
 #define GRID_MAX_AGENTS 32
+//  How long the harness waits for a process it started to be ready, and
+//  for one request's answer: generous, as a loaded machine (six builds and
+//  test runs on two cores) once took 15 s to start a broker and over
+//  500 ms for a CURVE handshake. Only a failing test waits that long.
+#define GRID_START_MS 60000
+#define GRID_CALL_MS 10000
 #define GRID_MAX_RELAYS 8
 
 typedef struct {
@@ -60,13 +66,14 @@ typedef struct {
 int grid_init (grid_t *grid);
 
 //  Starts gridbroker with the standard endpoints and --data-dir, then
-//  EXTRA (NULL-terminated, may be NULL); waits until it answers `status`.
+//  EXTRA (NULL-terminated, may be NULL); waits until it answers `status`
+//  (up to GRID_START_MS).
 //  Returns 0 or -1 (the log is printed).
 int grid_start_broker (grid_t *grid, const char *const *extra);
 
 //  Starts gridagent ID with GROUPS ("web,prod" or NULL), LABELS
 //  ("tier=web.dev" or NULL) and EXTRA args; waits until the broker lists
-//  it online. Returns its slot or -1.
+//  it online (up to GRID_START_MS). Returns its slot or -1.
 int grid_start_agent (grid_t *grid, const char *id, const char *groups,
                       const char *labels, const char *const *extra);
 
@@ -84,7 +91,8 @@ int grid_keygen (grid_t *grid, const char *name, char *path, size_t path_len,
 //  Starts gridrelay NAME (key pair <keys_dir>/relay-NAME.key, made when
 //  missing; endpoints ipc://<dir>/relay-NAME-*.ipc) connected to the
 //  relay in slot UPSTREAM, or to the broker when UPSTREAM is -1, with
-//  EXTRA args; waits until it serves agents (WAIT), which needs its
+//  EXTRA args; waits until it serves agents (WAIT, up to GRID_START_MS),
+//  which needs its
 //  upstream. Its key must be enrolled on the broker first (--relay-key,
 //  grid_relay_keygen). Returns its slot (the same one again for a name
 //  already used) or -1.
@@ -118,7 +126,8 @@ pv_doc_t *grid_call_raw (grid_t *grid, const void *request, size_t size,
                          int timeout_ms);
 
 //  Sends {type, id, key1: value1, ...} (string fields, NULL-terminated
-//  pairs) and returns the decoded reply or NULL.
+//  pairs) and returns the decoded reply, or NULL when none came within
+//  GRID_CALL_MS.
 pv_doc_t *grid_call (grid_t *grid, const char *type, ...);
 
 //  A DEALER connected to ENDPOINT as the key pair KEY_FILE (CURVE with the
@@ -134,7 +143,8 @@ pv_doc_t *grid_call_as (grid_t *grid, const char *key_file,
                         const char *type, ...);
 
 //  Submits the job written in YAML (the job-file form) and returns the
-//  reply document (NULL when nothing answered; malformed YAML aborts).
+//  reply document (NULL when nothing answered within GRID_CALL_MS, in one
+//  try: a submit is not sent twice; malformed YAML aborts).
 pv_doc_t *grid_submit (grid_t *grid, const char *yaml);
 
 //  Submits and returns the new job's id (caller frees), or NULL with the
