@@ -289,13 +289,10 @@ static void
 test_it_acks_through_relay (void **state)
 {
     grid_t *grid = (grid_t *) *state;
-    char arg [600];
-    const char *broker_extra [] = {
-        "--relay-key", fixture_relay_arg (grid, "r1", NULL, arg, sizeof arg),
-        NULL};
-    assert_int_equal (grid_start_broker (grid, broker_extra), 0);
-    int relay = grid_start_relay (grid, "r1", -1, true, NULL);
-    assert_true (relay >= 0);
+    fixture_broker_t broker;
+    int relay;
+    fixture_start_relays (grid, &broker, NULL, (const char *[]) {"r1", NULL},
+                          NULL, &relay);
     //  The relay is the server this DEALER speaks CURVE with
     char broker_key [sizeof grid->broker_key];
     memcpy (broker_key, grid->broker_key, sizeof broker_key);

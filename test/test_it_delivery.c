@@ -18,6 +18,10 @@
 #include "../proto/proto.h"
 #include "lib/fixture.h"
 
+#define S_WAIT_MS 20000     //  Deadline for anything that should happen
+//  The statuses of a cell whose work an agent has
+#define S_BUSY "running|acknowledged"
+
 static void
 s_start_fleet (grid_t *grid, const char *const *broker_extra)
 {
@@ -25,29 +29,6 @@ s_start_fleet (grid_t *grid, const char *const *broker_extra)
     assert_true (grid_start_agent (grid, "web-01", "web", NULL, NULL) >= 0);
     assert_true (grid_start_agent (grid, "web-02", "web", NULL, NULL) >= 0);
     assert_true (grid_start_agent (grid, "db-01", "db", NULL, NULL) >= 0);
-}
-
-//  Polls until the job's cell (STEP, NODE) reads one of the in-flight
-//  statuses, i.e. an agent has the work.
-static bool
-s_wait_cell_busy (grid_t *grid, const char *job_id, int step, const char *node)
-{
-    long long deadline = grid_now_ms () + 10000;
-    while (grid_now_ms () < deadline) {
-        pv_doc_t *doc = grid_call (grid, "job.get", "job", job_id, NULL);
-        const pv_t *record = NULL;
-        bool busy = false;
-        if (grid_reply_ok (doc, &record)) {
-            const pv_t *cell = grid_cell (record, step, node);
-            busy = grid_str_is (cell, "status", "running")
-                   || grid_str_is (cell, "status", "acknowledged");
-        }
-        pv_doc_destroy (&doc);
-        if (busy)
-            return true;
-        zclock_sleep (20);
-    }
-    return false;
 }
 
 static const char *s_two_barriers =
@@ -63,7 +44,9 @@ test_it_delivery_broker_killed_during_barrier (void **state)
     s_start_fleet (grid, NULL);
     char *job_id = grid_submit_id (grid, s_two_barriers);
     assert_non_null (job_id);
-    assert_true (s_wait_cell_busy (grid, job_id, 0, "web-01"));
+    assert_true (fixture_wait_cells (grid, job_id, 0,
+                                     (const char *[]) {"web-01", NULL},
+                                     S_BUSY, S_WAIT_MS));
     grid_stop_broker (grid, true);
     assert_int_equal (grid_start_broker (grid, NULL), 0);
     pv_doc_t *doc = grid_wait_job (grid, job_id, 30000);
@@ -88,7 +71,9 @@ test_it_delivery_broker_killed_during_pipeline (void **state)
         "      - {backend: test, action: echo, params: {msg: three}}\n"
         "  - {backend: test, action: echo, params: {msg: barrier}}\n");
     assert_non_null (job_id);
-    assert_true (s_wait_cell_busy (grid, job_id, 1, "web-02"));
+    assert_true (fixture_wait_cells (grid, job_id, 1,
+                                     (const char *[]) {"web-02", NULL},
+                                     S_BUSY, S_WAIT_MS));
     grid_stop_broker (grid, true);
     assert_int_equal (grid_start_broker (grid, NULL), 0);
     pv_doc_t *doc = grid_wait_job (grid, job_id, 30000);
@@ -110,7 +95,9 @@ test_it_delivery_agent_killed_reads_interrupted (void **state)
         "tasks:\n"
         "  - {backend: test, action: sleep, params: {seconds: 3}}\n");
     assert_non_null (job_id);
-    assert_true (s_wait_cell_busy (grid, job_id, 0, "web-01"));
+    assert_true (fixture_wait_cells (grid, job_id, 0,
+                                     (const char *[]) {"web-01", NULL},
+                                     S_BUSY, S_WAIT_MS));
     //  Wait for `running` (the agent has started it), then kill it and
     //  bring it straight back: the restarted agent reports `interrupted`.
     long long deadline = grid_now_ms () + 5000;
@@ -176,7 +163,9 @@ test_it_delivery_stopped_agent_counts_once (void **state)
         "tasks:\n"
         "  - {backend: test, action: sleep, params: {seconds: 1}, timeout: 1500ms}\n");
     assert_non_null (job_id);
-    assert_true (s_wait_cell_busy (grid, job_id, 0, "web-02"));
+    assert_true (fixture_wait_cells (grid, job_id, 0,
+                                     (const char *[]) {"web-02", NULL},
+                                     S_BUSY, S_WAIT_MS));
     //  Frozen past its deadline and past the offline grace, then thawed.
     kill (grid->agent_pids [1], SIGSTOP);
     pv_doc_t *doc = grid_wait_job (grid, job_id, 30000);
@@ -221,7 +210,9 @@ test_it_delivery_node_drain (void **state)
         "tasks:\n"
         "  - {backend: test, action: sleep, params: {seconds: 1}}\n");
     assert_non_null (job_id);
-    assert_true (s_wait_cell_busy (grid, job_id, 0, "web-01"));
+    assert_true (fixture_wait_cells (grid, job_id, 0,
+                                     (const char *[]) {"web-01", NULL},
+                                     S_BUSY, S_WAIT_MS));
     char *out = NULL, *err = NULL;
     assert_int_equal (grid_cli (grid, &out, &err, 10000, "node", "drain",
                                 "web-01", NULL), 0);

@@ -111,20 +111,14 @@ static void
 test_it_failback_to_the_first_relay (void **state)
 {
     grid_t *grid = (grid_t *) *state;
-    char arg_1 [600], arg_2 [600];
-    const char *broker_extra [] = {
-        "--relay-key",
-        fixture_relay_arg (grid, "r1", "dc1", arg_1, sizeof arg_1),
-        "--relay-key",
-        fixture_relay_arg (grid, "r2", "dc1", arg_2, sizeof arg_2),
-        "--offline-grace", "15s", NULL};
-    assert_int_equal (grid_start_broker (grid, broker_extra), 0);
-    int r1 = grid_start_relay (grid, "r1", -1, true, NULL);
-    assert_true (r1 >= 0);
-    int r2 = grid_start_relay (grid, "r2", -1, true, NULL);
-    assert_true (r2 >= 0);
+    fixture_broker_t broker;
+    int relays [2];
+    fixture_start_relays (grid, &broker, "dc1",
+                          (const char *[]) {"r1", "r2", NULL},
+                          (const char *[]) {"--offline-grace", "15s", NULL},
+                          relays);
+    int r1 = relays [0];
     fixture_via_t via;
-    const int relays [] = {r1, r2};
     const char *timers [] = {"--failover", "1s", "--failback", "1s", NULL};
     const char *const *extra = fixture_via (grid, &via, relays, 2, timers);
     for (int index = 1; index <= S_AGENTS; index++) {
@@ -172,14 +166,10 @@ static void
 test_it_failback_dropped_agents_come_back_spread (void **state)
 {
     grid_t *grid = (grid_t *) *state;
-    char arg_1 [600];
-    const char *broker_extra [] = {
-        "--relay-key",
-        fixture_relay_arg (grid, "r1", "dc1", arg_1, sizeof arg_1),
-        NULL};
-    assert_int_equal (grid_start_broker (grid, broker_extra), 0);
-    int r1 = grid_start_relay (grid, "r1", -1, true, NULL);
-    assert_true (r1 >= 0);
+    fixture_broker_t broker;
+    int r1;
+    fixture_start_relays (grid, &broker, "dc1", (const char *[]) {"r1", NULL},
+                          NULL, &r1);
     fixture_via_t via;
     const char *debug [] = {"--log-level", "debug", NULL};
     const char *const *extra = fixture_via (grid, &via, &r1, 1, debug);
@@ -205,7 +195,7 @@ test_it_failback_dropped_agents_come_back_spread (void **state)
             zclock_sleep (100);
     }
     assert_true (all_lost);
-    assert_int_equal (grid_start_broker (grid, broker_extra), 0);
+    assert_int_equal (grid_start_broker (grid, broker.args), 0);
     assert_true (s_wait_all_through (grid, "r1", 30000));
     //  Each finds it again at its own jittered, backed-off reconnect time
     //  (the same for all when agents started in the same second seeded

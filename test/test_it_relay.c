@@ -177,13 +177,10 @@ static void
 test_it_relay_one_relay (void **state)
 {
     grid_t *grid = (grid_t *) *state;
-    char arg [600];
-    const char *broker_extra [] = {
-        "--relay-key", fixture_relay_arg (grid, "r1", NULL, arg, sizeof arg),
-        NULL};
-    assert_int_equal (grid_start_broker (grid, broker_extra), 0);
-    int relay = grid_start_relay (grid, "r1", -1, true, NULL);
-    assert_true (relay >= 0);
+    fixture_broker_t broker;
+    int relay;
+    fixture_start_relays (grid, &broker, NULL, (const char *[]) {"r1", NULL},
+                          NULL, &relay);
     assert_true (fixture_start_agent_via (grid, "web-01", "web", relay) >= 0);
     assert_true (fixture_start_agent_via (grid, "web-02", "web", relay) >= 0);
     assert_true (grid_start_agent (grid, "db-01", "db", NULL, NULL) >= 0);
@@ -400,13 +397,10 @@ static void
 test_it_relay_revoked (void **state)
 {
     grid_t *grid = (grid_t *) *state;
-    char arg [600];
-    const char *broker_extra [] = {
-        "--relay-key", fixture_relay_arg (grid, "r1", NULL, arg, sizeof arg),
-        NULL};
-    assert_int_equal (grid_start_broker (grid, broker_extra), 0);
-    int relay = grid_start_relay (grid, "r1", -1, true, NULL);
-    assert_true (relay >= 0);
+    fixture_broker_t broker;
+    int relay;
+    fixture_start_relays (grid, &broker, NULL, (const char *[]) {"r1", NULL},
+                          NULL, &relay);
     assert_true (fixture_start_agent_via (grid, "web-01", "web", relay) >= 0);
     assert_true (fixture_start_agent_via (grid, "web-02", "web", relay) >= 0);
     assert_true (s_wait_relay (grid, "r1", 2, true));
@@ -437,13 +431,10 @@ static void
 test_it_relay_subscriptions (void **state)
 {
     grid_t *grid = (grid_t *) *state;
-    char arg [600];
-    const char *broker_extra [] = {
-        "--relay-key", fixture_relay_arg (grid, "r1", NULL, arg, sizeof arg),
-        NULL};
-    assert_int_equal (grid_start_broker (grid, broker_extra), 0);
-    int relay = grid_start_relay (grid, "r1", -1, true, NULL);
-    assert_true (relay >= 0);
+    fixture_broker_t broker;
+    int relay;
+    fixture_start_relays (grid, &broker, NULL, (const char *[]) {"r1", NULL},
+                          NULL, &relay);
     int web = s_start_verbose_agent_via (grid, "web-01", "web", relay);
     assert_true (web >= 0);
     int db = s_start_verbose_agent_via (grid, "db-01", "db", relay);
@@ -638,54 +629,37 @@ static void
 test_it_relay_killed_mid_job (void **state)
 {
     grid_t *grid = (grid_t *) *state;
-    char arg_1 [600], arg_2 [600];
-    const char *broker_extra [] = {
-        "--relay-key",
-        fixture_relay_arg (grid, "r1", "dc1", arg_1, sizeof arg_1),
-        "--relay-key",
-        fixture_relay_arg (grid, "r2", "dc1", arg_2, sizeof arg_2),
-        //  Long enough for a failover: running steps of a node that comes
-        //  back within it are not lost
-        "--offline-grace", "15s", NULL};
-    assert_int_equal (grid_start_broker (grid, broker_extra), 0);
-    int r1 = grid_start_relay (grid, "r1", -1, true, NULL);
-    assert_true (r1 >= 0);
-    int r2 = grid_start_relay (grid, "r2", -1, true, NULL);
-    assert_true (r2 >= 0);
+    fixture_broker_t broker;
+    int relays [2];
+    //  A grace long enough for a failover: running steps of a node that
+    //  comes back within it are not lost
+    fixture_start_relays (grid, &broker, "dc1",
+                          (const char *[]) {"r1", "r2", NULL},
+                          (const char *[]) {"--offline-grace", "15s", NULL},
+                          relays);
+    int r1 = relays [0];
     fixture_via_t via;
-    const int relays [] = {r1, r2};
     const char *failover [] = {"--failover", "1s", NULL};
     const char *const *extra = fixture_via (grid, &via, relays, 2, failover);
-    const char *ids [] = {"web-01", "web-02", "web-03"};
+    const char *ids [] = {"web-01", "web-02", "web-03", NULL};
     for (size_t index = 0; index < 3; index++)
         assert_true (grid_start_agent (grid, ids [index], "web", NULL, extra)
                      >= 0);
     assert_true (s_wait_relay (grid, "r1", 3, true));
+    //  Step 0 lasts long enough for all three to be seen running at once
+    //  on a busy machine
     char *job_id = grid_submit_id (grid,
         "target: all\n"
         "tasks:\n"
-        "  - {backend: test, action: sleep, params: {seconds: 2}}\n"
+        "  - {backend: test, action: sleep, params: {seconds: 4}}\n"
         "  - tasks:\n"
         "      - {backend: test, action: echo, params: {msg: one}}\n"
         "      - {backend: test, action: echo, params: {msg: two}}\n"
         "  - {backend: test, action: echo, params: {msg: three}}\n");
     assert_non_null (job_id);
     //  Every agent runs step 0, then r1 dies under them
-    long long deadline = grid_now_ms () + 10000;
-    size_t running = 0;
-    while (running < 3 && grid_now_ms () < deadline) {
-        pv_doc_t *doc = grid_call (grid, "job.get", "job", job_id, NULL);
-        const pv_t *record = NULL;
-        running = 0;
-        if (grid_reply_ok (doc, &record))
-            for (size_t index = 0; index < 3; index++)
-                running += grid_str_is (grid_cell (record, 0, ids [index]),
-                                        "status", "running");
-        pv_doc_destroy (&doc);
-        if (running < 3)
-            zclock_sleep (20);
-    }
-    assert_int_equal (running, 3);
+    assert_true (fixture_wait_cells (grid, job_id, 0, ids, "running",
+                                     20000));
     grid_stop_relay (grid, r1, true);
     pv_doc_t *doc = grid_wait_job (grid, job_id, 30000);
     const pv_t *record = fixture_data (doc);
@@ -713,36 +687,25 @@ static void
 test_it_relay_restarted_mid_job (void **state)
 {
     grid_t *grid = (grid_t *) *state;
-    char arg [600];
-    const char *broker_extra [] = {
-        "--relay-key", fixture_relay_arg (grid, "r1", NULL, arg, sizeof arg),
-        "--offline-grace", "15s", NULL};
-    assert_int_equal (grid_start_broker (grid, broker_extra), 0);
-    int relay = grid_start_relay (grid, "r1", -1, true, NULL);
-    assert_true (relay >= 0);
+    fixture_broker_t broker;
+    int relay;
+    fixture_start_relays (grid, &broker, NULL, (const char *[]) {"r1", NULL},
+                          (const char *[]) {"--offline-grace", "15s", NULL},
+                          &relay);
     assert_true (fixture_start_agent_via (grid, "web-01", "web", relay) >= 0);
     assert_true (fixture_start_agent_via (grid, "web-02", "web", relay) >= 0);
     char *job_id = grid_submit_id (grid,
         "target: all\n"
         "tasks:\n"
-        "  - {backend: test, action: sleep, params: {seconds: 2}}\n"
+        "  - {backend: test, action: sleep, params: {seconds: 4}}\n"
         "  - {backend: test, action: echo, params: {msg: after}}\n");
     assert_non_null (job_id);
-    long long deadline = grid_now_ms () + 10000;
-    bool running = false;
-    while (!running && grid_now_ms () < deadline) {
-        pv_doc_t *doc = grid_call (grid, "job.get", "job", job_id, NULL);
-        const pv_t *record = NULL;
-        running = grid_reply_ok (doc, &record)
-                  && grid_str_is (grid_cell (record, 0, "web-01"), "status",
-                                  "running")
-                  && grid_str_is (grid_cell (record, 0, "web-02"), "status",
-                                  "running");
-        pv_doc_destroy (&doc);
-        if (!running)
-            zclock_sleep (20);
-    }
-    assert_true (running);
+    //  Both run step 0 (long enough to be seen running at once on a busy
+    //  machine) when the relay dies
+    assert_true (fixture_wait_cells (grid, job_id, 0,
+                                     (const char *[]) {"web-01", "web-02",
+                                                       NULL},
+                                     "running", 20000));
     grid_stop_relay (grid, relay, true);
     assert_int_equal (grid_start_relay (grid, "r1", -1, true, NULL), relay);
     pv_doc_t *doc = grid_wait_job (grid, job_id, 30000);
@@ -788,13 +751,10 @@ static void
 test_it_relay_welcome_names_the_hello (void **state)
 {
     grid_t *grid = (grid_t *) *state;
-    char arg [600];
-    const char *broker_extra [] = {
-        "--relay-key", fixture_relay_arg (grid, "r1", NULL, arg, sizeof arg),
-        NULL};
-    assert_int_equal (grid_start_broker (grid, broker_extra), 0);
-    int relay = grid_start_relay (grid, "r1", -1, true, NULL);
-    assert_true (relay >= 0);
+    fixture_broker_t broker;
+    int relay;
+    fixture_start_relays (grid, &broker, NULL, (const char *[]) {"r1", NULL},
+                          NULL, &relay);
     //  A raw agent of its own key, speaking CURVE to the relay
     char path [400], public_txt [KEYS_TEXT_SIZE], server [KEYS_TEXT_SIZE];
     char why [256];

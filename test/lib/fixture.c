@@ -85,6 +85,33 @@ fixture_relay_arg (grid_t *grid, const char *name, const char *pool,
     return arg;
 }
 
+void
+fixture_start_relays (grid_t *grid, fixture_broker_t *broker,
+                      const char *pool, const char *const *names,
+                      const char *const *broker_extra, int *slots)
+{
+    memset (broker, 0, sizeof *broker);
+    size_t argc = 0, count = 0;
+    size_t max = sizeof broker->args / sizeof broker->args [0] - 1;
+    for (; names [count]; count++) {
+        assert_true (count < FIXTURE_RELAYS_MAX);
+        broker->args [argc++] = "--relay-key";
+        broker->args [argc++] = fixture_relay_arg (
+            grid, names [count], pool, broker->keys [count],
+            sizeof broker->keys [count]);
+    }
+    for (size_t index = 0; broker_extra && broker_extra [index]; index++) {
+        assert_true (argc < max);
+        broker->args [argc++] = broker_extra [index];
+    }
+    broker->args [argc] = NULL;
+    assert_int_equal (grid_start_broker (grid, broker->args), 0);
+    for (size_t index = 0; index < count; index++) {
+        slots [index] = grid_start_relay (grid, names [index], -1, true, NULL);
+        assert_true (slots [index] >= 0);
+    }
+}
+
 //  Appends TEXT to the comma-separated LIST (LIST_LEN bytes).
 static void
 s_list_add (char *list, size_t list_len, const char *text)

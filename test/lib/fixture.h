@@ -25,6 +25,15 @@ typedef struct {
     const char *extra [32];                    //  NULL-terminated args
 } fixture_via_t;
 
+#define FIXTURE_RELAYS_MAX 4  //  Relays fixture_start_relays enrols
+
+//  The broker's arguments that enrol relays (fixture_start_relays), kept
+//  for a restart with the same ones.
+typedef struct {
+    char keys [FIXTURE_RELAYS_MAX][600];       //  NAME[@POOL]:FILE each
+    const char *args [64];                     //  NULL-terminated args
+} fixture_broker_t;
+
 //  cmocka setup: a new grid_t (grid_init: directory and endpoints,
 //  nothing started) into *STATE. Returns 0, or -1 when it cannot.
 int fixture_setup (void **state);
@@ -49,6 +58,16 @@ void fixture_assert_cells (const pv_t *record, const char *status);
 //  (ARG_LEN bytes). Returns ARG.
 const char *fixture_relay_arg (grid_t *grid, const char *name,
                                const char *pool, char *arg, size_t arg_len);
+
+//  Starts the broker with --relay-key for each relay of NAMES
+//  (NULL-terminated; fixture_relay_arg with POOL) then BROKER_EXTRA (may
+//  be NULL), all kept in BROKER (grid_start_broker (grid, broker->args)
+//  starts it again alike); then each relay connected to the broker,
+//  waiting until it serves agents. Their slots into SLOTS, one per name.
+//  Asserts that everything started.
+void fixture_start_relays (grid_t *grid, fixture_broker_t *broker,
+                           const char *pool, const char *const *names,
+                           const char *const *broker_extra, int *slots);
 
 //  Fills VIA with an agent's --broker, --publish and --broker-key for the
 //  COUNT relays in SLOTS (in that order: the agent fails over down the
