@@ -19,180 +19,18 @@
 #include <czmq.h>
 
 #include "../proto/proto.h"
-#include "lib/harness.h"
+#include "lib/fixture.h"
 
 #define S_WAIT_MS 20000         //  Deadline for anything that should happen
 #define S_RESULTS_MAX 64        //  Results one test follows
 
-static int
-s_setup (void **state)
+//  True when the last message read holds TEXT.
+static bool
+s_body_has (const char *text)
 {
-    grid_t *grid = (grid_t *) calloc (1, sizeof (grid_t));
-    if (grid_init (grid) != 0)
-        return -1;
-    *state = grid;
-    return 0;
-}
-
-static int
-s_teardown (void **state)
-{
-    grid_t *grid = (grid_t *) *state;
-    grid_stop (grid);
-    free (grid);
-    return 0;
-}
-
-//  Sends the LEN bytes at DATA on DEALER.
-static void
-s_send_bytes (zsock_t *dealer, const void *data, size_t len)
-{
-    assert_int_equal (zsock_send (dealer, "b", data, len), 0);
-}
-
-//  Encodes MSG and sends it on DEALER.
-static void
-s_send (zsock_t *dealer, const proto_msg_t *msg)
-{
-    pw_t *writer = pw_new ();
-    assert_int_equal (proto_msg_encode (msg, writer), 0);
-    s_send_bytes (dealer, pw_data (writer), pw_size (writer));
-    pw_destroy (&writer);
-}
-
-//  The nodes the hand-made agents speak for, beating while the test
-//  waits (the broker marks a silent node offline within a second here).
-typedef struct {
-    zsock_t *dealer;
-    const char *node;
-} s_beater_t;
-
-static s_beater_t s_beaters [4];
-static size_t s_beater_count;
-static int64_t s_beat_ms;
-
-static void
-s_beat (bool now)
-{
-    if (!now && grid_now_ms () - s_beat_ms < 200)
-        return;
-    s_beat_ms = grid_now_ms ();
-    for (size_t index = 0; index < s_beater_count; index++) {
-        proto_msg_t beat = {
-            .type = PROTO_HEARTBEAT, .node = (char *) s_beaters [index].node
-        };
-        s_send (s_beaters [index].dealer, &beat);
-    }
-}
-
-//  The body of the last message s_recv read (for byte checks).
-static char s_last_body [4096];
-static size_t s_last_size;
-
-//  The next message on DEALER within TIMEOUT_MS, decoded, or NULL.
-static proto_msg_t *
-s_recv (zsock_t *dealer, int timeout_ms)
-{
-    zpoller_t *poller = zpoller_new (dealer, NULL);
-    proto_msg_t *decoded = NULL;
-    int64_t deadline = grid_now_ms () + timeout_ms;
-    void *ready = NULL;
-    while (!ready && grid_now_ms () < deadline) {
-        s_beat (false);
-        int64_t left = deadline - grid_now_ms ();
-        ready = zpoller_wait (poller, left < 100 ? (int) left : 100);
-    }
-    if (ready == dealer) {
-        zmsg_t *msg = zmsg_recv (dealer);
-        zframe_t *body = msg ? zmsg_last (msg) : NULL;
-        if (body) {
-            s_last_size = zframe_size (body) < sizeof s_last_body
-                        ? zframe_size (body) : sizeof s_last_body;
-            memcpy (s_last_body, zframe_data (body), s_last_size);
-            proto_msg_decode (zframe_data (body), zframe_size (body),
-                              &decoded, NULL, 0);
-        }
-        zmsg_destroy (&msg);
-    }
-    zpoller_destroy (&poller);
-    return decoded;
-}
-
-//  The next message of TYPE on DEALER (others are skipped), or NULL.
-static proto_msg_t *
-s_recv_type (zsock_t *dealer, proto_type_t type)
-{
-    int64_t deadline = grid_now_ms () + S_WAIT_MS;
-    while (grid_now_ms () < deadline) {
-        proto_msg_t *msg = s_recv (dealer, (int) (deadline - grid_now_ms ()));
-        if (msg && msg->type == type)
-            return msg;
-        proto_msg_destroy (&msg);
-    }
-    return NULL;
-}
-
-//  Sends hello as NODE naming FEATURE_COUNT of result_acks and results,
-//  and declaring the test backend's echo (so that jobs may target it).
-static void
-s_hello (zsock_t *dealer, const char *node, size_t feature_count)
-{
-    proto_param_spec_t param = {
-        .name = "msg", .required = true, .type = "text", .help = "text"
-    };
-    proto_action_spec_t action = {
-        .name = "echo", .modify = false, .help = "print a message",
-        .params = &param, .param_count = 1
-    };
-    proto_backend_spec_t backend = {
-        .name = "test", .actions = &action, .action_count = 1
-    };
-    char *names [] = { PROTO_FEATURE_RESULT_ACKS, PROTO_FEATURE_RESULTS };
-    proto_msg_t hello = {
-        .type = PROTO_HELLO, .node = (char *) node, .hostname = "hand-made",
-        .version = "0.1.0", .concurrency = 64, .instance = "0123456789abcdef",
-        .backends = &backend, .backend_count = 1,
-        .features = feature_count ? names : NULL,
-        .feature_count = feature_count
-    };
-    s_send (dealer, &hello);
-}
-
-//  A DEALER registered as NODE at ENDPOINT (NULL: the broker's) with
-//  FEATURE_COUNT features (s_hello); its welcome in *WELCOME_P when that
-//  is not NULL (caller destroys).
-static zsock_t *
-s_agent (grid_t *grid, const char *node, size_t feature_count,
-         const char *endpoint, proto_msg_t **welcome_p)
-{
-    char key_file [400], name [100];
-    snprintf (name, sizeof name, "agent-%s", node);
-    assert_int_equal (grid_keygen (grid, name, key_file, sizeof key_file,
-                                   NULL), 0);
-    zsock_t *dealer = grid_dealer (grid, endpoint ? endpoint
-                                                  : grid->agents_ep,
-                                   key_file);
-    assert_non_null (dealer);
-    s_hello (dealer, node, feature_count);
-    proto_msg_t *welcome = s_recv_type (dealer, PROTO_WELCOME);
-    assert_non_null (welcome);
-    if (welcome_p)
-        *welcome_p = welcome;
-    else
-        proto_msg_destroy (&welcome);
-    assert_true (s_beater_count < 4);
-    s_beaters [s_beater_count].dealer = dealer;
-    s_beaters [s_beater_count].node = node;
-    s_beater_count++;
-    return dealer;
-}
-
-static void
-s_agents_forget (void)
-{
-    for (size_t index = 0; index < s_beater_count; index++)
-        zsock_destroy (&s_beaters [index].dealer);
-    s_beater_count = 0;
+    size_t size = 0;
+    const void *body = fixture_last_body (&size);
+    return memmem (body, size, text, strlen (text)) != NULL;
 }
 
 //  A result entry of JOB, step 0, attempt 1, printing OUTPUT.
@@ -216,7 +54,7 @@ s_results_send (zsock_t *dealer, const char *node, proto_msg_t *entries,
         .type = PROTO_RESULTS, .node = (char *) node, .results = entries,
         .result_count = count
     };
-    s_send (dealer, &msg);
+    fixture_send (dealer, &msg);
 }
 
 //  Acknowledgements seen, by job (step 0, attempt 1).
@@ -262,7 +100,8 @@ s_book_wait (zsock_t *dealer, s_book_t *book, int wait_ms)
             return true;
         if (grid_now_ms () >= deadline)
             return false;
-        proto_msg_t *msg = s_recv (dealer, (int) (deadline - grid_now_ms ()));
+        proto_msg_t *msg = fixture_recv (dealer,
+                                         (int) (deadline - grid_now_ms ()));
         if (msg && msg->type == PROTO_RESULT_ACK) {
             book->singles++;
             s_book_ack (book, msg->job);
@@ -287,52 +126,6 @@ s_submit (grid_t *grid, const char *node, char jobs [][32], size_t count)
         assert_non_null (id);
         snprintf (jobs [index], 32, "%s", id);
         free (id);
-    }
-}
-
-//  Waits for the commands of JOBS over DEALER (the broker re-sends them
-//  there after its ack timeout: this agent subscribes to nothing).
-static void
-s_take_commands (zsock_t *dealer, char jobs [][32], size_t count)
-{
-    size_t taken = 0;
-    bool seen [16] = { false };
-    assert_true (count <= 16);
-    int64_t deadline = grid_now_ms () + S_WAIT_MS;
-    while (taken < count && grid_now_ms () < deadline) {
-        proto_msg_t *msg = s_recv (dealer, 500);
-        for (size_t index = 0; msg && msg->type == PROTO_COMMAND
-                               && index < count; index++)
-            if (!seen [index] && strcmp (msg->job, jobs [index]) == 0) {
-                seen [index] = true;
-                taken++;
-            }
-        proto_msg_destroy (&msg);
-    }
-    assert_int_equal (taken, count);
-}
-
-//  Each job completed, its one cell of NODE success with the job's id as
-//  its output (when OUTPUT) and exactly one attempt.
-static void
-s_assert_jobs (grid_t *grid, char jobs [][32], size_t count,
-               const char *node, bool output)
-{
-    for (size_t index = 0; index < count; index++) {
-        pv_doc_t *doc = grid_wait_job (grid, jobs [index], S_WAIT_MS);
-        const pv_t *record = NULL;
-        assert_true (grid_reply_ok (doc, &record));
-        assert_true (grid_str_is (record, "status", "completed"));
-        const pv_t *cell = grid_cell (record, 0, node);
-        assert_non_null (cell);
-        assert_true (grid_str_is (cell, "status", "success"));
-        if (output)
-            assert_true (grid_str_is (cell, "output", jobs [index]));
-        int64_t attempts = 0;
-        assert_int_equal (pv_get_int (pv_map_get (cell, "attempts"),
-                                      &attempts), 0);
-        assert_int_equal (attempts, 1);
-        pv_doc_destroy (&doc);
     }
 }
 
@@ -380,34 +173,34 @@ test_it_results_negotiated (void **state)
     grid_t *grid = (grid_t *) *state;
     assert_int_equal (grid_start_broker (grid, NULL), 0);
     proto_msg_t *welcome = NULL;
-    zsock_t *dealer = s_agent (grid, "new-01", 2, NULL, &welcome);
+    zsock_t *dealer = fixture_agent (grid, "new-01", 2, NULL, &welcome);
     assert_int_equal (welcome->feature_count, 1);
     assert_string_equal (welcome->features [0], PROTO_FEATURE_RESULTS);
     proto_msg_destroy (&welcome);
     //  The release before: result_acks only
-    zsock_t *acks_only = s_agent (grid, "acks-01", 1, NULL, &welcome);
+    zsock_t *acks_only = fixture_agent (grid, "acks-01", 1, NULL, &welcome);
     assert_int_equal (welcome->feature_count, 0);
-    assert_null (memmem (s_last_body, s_last_size, "features", 8));
+    assert_false (s_body_has ("features"));
     proto_msg_destroy (&welcome);
     //  Before any feature
-    zsock_t *old = s_agent (grid, "old-01", 0, NULL, &welcome);
+    zsock_t *old = fixture_agent (grid, "old-01", 0, NULL, &welcome);
     assert_int_equal (welcome->feature_count, 0);
-    assert_null (memmem (s_last_body, s_last_size, "features", 8));
+    assert_false (s_body_has ("features"));
     proto_msg_destroy (&welcome);
     //  The old agent's result is taken and acknowledged as ever
     char jobs [1][32];
     s_submit (grid, "old-01", jobs, 1);
-    s_take_commands (old, jobs, 1);
+    fixture_take_commands (old, jobs, 1, S_WAIT_MS);
     proto_msg_t result = s_entry (jobs [0], jobs [0]);
     result.node = "old-01";
-    s_send (old, &result);
+    fixture_send (old, &result);
     s_book_t book;
     memset (&book, 0, sizeof book);
     s_book_add (&book, jobs [0]);
     assert_true (s_book_wait (old, &book, S_WAIT_MS));
     assert_int_equal (book.singles, 1);
-    s_assert_jobs (grid, jobs, 1, "old-01", true);
-    s_agents_forget ();
+    fixture_assert_jobs (grid, jobs, 1, "old-01", true, S_WAIT_MS);
+    fixture_agents_forget ();
     (void) dealer;
     (void) acks_only;
 }
@@ -419,10 +212,10 @@ test_it_results_batch_acked (void **state)
 {
     grid_t *grid = (grid_t *) *state;
     assert_int_equal (grid_start_broker (grid, NULL), 0);
-    zsock_t *dealer = s_agent (grid, "b-01", 2, NULL, NULL);
+    zsock_t *dealer = fixture_agent (grid, "b-01", 2, NULL, NULL);
     char jobs [4][32];
     s_submit (grid, "b-01", jobs, 4);
-    s_take_commands (dealer, jobs, 4);
+    fixture_take_commands (dealer, jobs, 4, S_WAIT_MS);
     proto_msg_t entries [4];
     s_book_t book;
     memset (&book, 0, sizeof book);
@@ -434,7 +227,7 @@ test_it_results_batch_acked (void **state)
     assert_true (s_book_wait (dealer, &book, S_WAIT_MS));
     assert_int_equal (book.strays, 0);
     assert_int_equal (book.singles, 0);
-    s_assert_jobs (grid, jobs, 4, "b-01", true);
+    fixture_assert_jobs (grid, jobs, 4, "b-01", true, S_WAIT_MS);
     //  Again, and with an entry twice
     memset (book.acked, 0, sizeof book.acked);
     s_results_send (dealer, "b-01", entries, 4);
@@ -442,12 +235,12 @@ test_it_results_batch_acked (void **state)
     s_results_send (dealer, "b-01", twice, 3);
     assert_true (s_book_wait (dealer, &book, S_WAIT_MS));
     assert_int_equal (book.strays, 0);
-    s_assert_jobs (grid, jobs, 4, "b-01", true);
+    fixture_assert_jobs (grid, jobs, 4, "b-01", true, S_WAIT_MS);
     assert_int_equal (s_metric (grid, "grid_agent_messages_total{type="
                                       "\"results\"}"), 3);
     assert_int_equal (s_metric (grid, "grid_batched_results_total"), 11);
     assert_int_equal (s_dropped (grid, "bad_entries"), 0);
-    s_agents_forget ();
+    fixture_agents_forget ();
 }
 
 //  Writes a results of NODE with COUNT good entries of JOB to WRITER.
@@ -465,8 +258,8 @@ static void
 s_expect_error (zsock_t *dealer, pw_t *bytes, const char *code,
                 const char *text)
 {
-    s_send_bytes (dealer, pw_data (bytes), pw_size (bytes));
-    proto_msg_t *error = s_recv_type (dealer, PROTO_ERROR);
+    fixture_send_bytes (dealer, pw_data (bytes), pw_size (bytes));
+    proto_msg_t *error = fixture_recv_type (dealer, PROTO_ERROR, S_WAIT_MS);
     assert_non_null (error);
     assert_string_equal (error->code, code);
     if (!strstr (error->message, text))
@@ -484,8 +277,8 @@ test_it_results_hostile (void **state)
 {
     grid_t *grid = (grid_t *) *state;
     assert_int_equal (grid_start_broker (grid, NULL), 0);
-    zsock_t *dealer = s_agent (grid, "h-01", 2, NULL, NULL);
-    zsock_t *other = s_agent (grid, "o-01", 2, NULL, NULL);
+    zsock_t *dealer = fixture_agent (grid, "h-01", 2, NULL, NULL);
+    zsock_t *other = fixture_agent (grid, "o-01", 2, NULL, NULL);
     pw_t *writer = pw_new ();
 
     //  No entries; one more than 4096; not a list
@@ -529,8 +322,8 @@ test_it_results_hostile (void **state)
     char jobs [2][32], theirs [1][32];
     s_submit (grid, "h-01", jobs, 2);
     s_submit (grid, "o-01", theirs, 1);
-    s_take_commands (dealer, jobs, 2);
-    s_take_commands (other, theirs, 1);
+    fixture_take_commands (dealer, jobs, 2, S_WAIT_MS);
+    fixture_take_commands (other, theirs, 1, S_WAIT_MS);
     pw_reset (writer);
     assert_int_equal (proto_results_begin ("h-01", 6, writer), 0);
     entry = s_entry (jobs [0], jobs [0]);
@@ -560,14 +353,14 @@ test_it_results_hostile (void **state)
     assert_int_equal (proto_results_entry_encode (&entry, writer), 0);
     entry = s_entry (jobs [1], jobs [1]);
     assert_int_equal (proto_results_entry_encode (&entry, writer), 0);
-    s_send_bytes (dealer, pw_data (writer), pw_size (writer));
+    fixture_send_bytes (dealer, pw_data (writer), pw_size (writer));
     s_book_t book;
     memset (&book, 0, sizeof book);
     s_book_add (&book, jobs [0]);
     s_book_add (&book, jobs [1]);
     s_book_add (&book, theirs [0]);
     assert_true (s_book_wait (dealer, &book, S_WAIT_MS));
-    s_assert_jobs (grid, jobs, 2, "h-01", true);
+    fixture_assert_jobs (grid, jobs, 2, "h-01", true, S_WAIT_MS);
     assert_int_equal (s_dropped (grid, "bad_entries"), 3);
     char path [600];
     snprintf (path, sizeof path, "%s/broker.log", grid->dir);
@@ -583,7 +376,7 @@ test_it_results_hostile (void **state)
     pv_doc_destroy (&doc);
     entry = s_entry (theirs [0], theirs [0]);
     s_results_send (other, "o-01", &entry, 1);
-    s_assert_jobs (grid, theirs, 1, "o-01", true);
+    fixture_assert_jobs (grid, theirs, 1, "o-01", true, S_WAIT_MS);
 
     //  h-01's key speaks for h-01 only
     pw_reset (writer);
@@ -603,12 +396,12 @@ test_it_results_hostile (void **state)
     //  The broker carries on
     char more [1][32];
     s_submit (grid, "o-01", more, 1);
-    s_take_commands (other, more, 1);
+    fixture_take_commands (other, more, 1, S_WAIT_MS);
     entry = s_entry (more [0], more [0]);
     s_results_send (other, "o-01", &entry, 1);
-    s_assert_jobs (grid, more, 1, "o-01", true);
+    fixture_assert_jobs (grid, more, 1, "o-01", true, S_WAIT_MS);
     pw_destroy (&writer);
-    s_agents_forget ();
+    fixture_agents_forget ();
 }
 
 //  Through a relay the broker grants nothing (a relay of the release
@@ -618,29 +411,19 @@ static void
 test_it_results_through_relay (void **state)
 {
     grid_t *grid = (grid_t *) *state;
-    char path [400], arg [600];
-    assert_int_equal (grid_relay_keygen (grid, "r1", path, sizeof path,
-                                         NULL), 0);
-    snprintf (arg, sizeof arg, "r1:%s", path);
-    const char *broker_extra [] = {"--relay-key", arg, NULL};
-    assert_int_equal (grid_start_broker (grid, broker_extra), 0);
-    int relay = grid_start_relay (grid, "r1", -1, true, NULL);
-    assert_true (relay >= 0);
-    char broker_key [sizeof grid->broker_key];
-    memcpy (broker_key, grid->broker_key, sizeof broker_key);
-    snprintf (grid->broker_key, sizeof grid->broker_key, "%s",
-              grid->relay_key [relay]);
+    fixture_broker_t broker;
+    int relay;
+    fixture_start_relays (grid, &broker, NULL, (const char *[]) {"r1", NULL},
+                          NULL, &relay);
     proto_msg_t *welcome = NULL;
-    zsock_t *dealer = s_agent (grid, "far-01", 2,
-                               grid->relay_agents_ep [relay], &welcome);
-    memcpy (grid->broker_key, broker_key, sizeof broker_key);
+    zsock_t *dealer = fixture_agent_via (grid, "far-01", 2, relay, &welcome);
     assert_int_equal (welcome->feature_count, 0);
-    assert_null (memmem (s_last_body, s_last_size, "features", 8));
+    assert_false (s_body_has ("features"));
     proto_msg_destroy (&welcome);
     assert_true (grid_wait_node (grid, "far-01", "online", S_WAIT_MS));
     char jobs [3][32];
     s_submit (grid, "far-01", jobs, 3);
-    s_take_commands (dealer, jobs, 3);
+    fixture_take_commands (dealer, jobs, 3, S_WAIT_MS);
     proto_msg_t entries [3];
     s_book_t book;
     memset (&book, 0, sizeof book);
@@ -650,29 +433,8 @@ test_it_results_through_relay (void **state)
     }
     s_results_send (dealer, "far-01", entries, 3);
     assert_true (s_book_wait (dealer, &book, S_WAIT_MS));
-    s_assert_jobs (grid, jobs, 3, "far-01", true);
-    s_agents_forget ();
-}
-
-//  Polls the file at PATH until TEXT occurs COUNT times in it (true) or
-//  S_WAIT_MS passed (false).
-static bool
-s_wait_log (const char *path, const char *text, int count)
-{
-    int64_t deadline = grid_now_ms () + S_WAIT_MS;
-    while (true) {
-        char *log = grid_slurp (path);
-        int seen = 0;
-        for (const char *line = strstr (log, text); line;
-             line = strstr (line + 1, text))
-            seen++;
-        free (log);
-        if (seen >= count)
-            return true;
-        if (grid_now_ms () >= deadline)
-            return false;
-        zclock_sleep (50);
-    }
+    fixture_assert_jobs (grid, jobs, 3, "far-01", true, S_WAIT_MS);
+    fixture_agents_forget ();
 }
 
 //  gridagent: its results are sent while the broker is down; once the
@@ -689,7 +451,8 @@ test_it_results_gridagent_resend (void **state)
     assert_true (slot >= 0);
     char path [600];
     snprintf (path, sizeof path, "%s/agent-a-01.log", grid->dir);
-    assert_true (s_wait_log (path, "result(s) to deliver, in batches)", 1));
+    assert_true (fixture_wait_file (path, "result(s) to deliver, in batches)",
+                                    1, S_WAIT_MS));
     char jobs [4][32];
     for (size_t index = 0; index < 4; index++) {
         char *id = grid_submit_id (grid,
@@ -703,13 +466,14 @@ test_it_results_gridagent_resend (void **state)
     }
     //  All four running, then the broker is killed; they finish while it
     //  is away
-    assert_true (s_wait_log (path, "test.sleep started", 4));
+    assert_true (fixture_wait_file (path, "test.sleep started", 4, S_WAIT_MS));
     grid_stop_broker (grid, true);
-    assert_true (s_wait_log (path, "attempt 1: success", 4));
+    assert_true (fixture_wait_file (path, "attempt 1: success", 4, S_WAIT_MS));
     assert_int_equal (grid_start_broker (grid, NULL), 0);
-    s_assert_jobs (grid, jobs, 4, "a-01", false);
+    fixture_assert_jobs (grid, jobs, 4, "a-01", false, S_WAIT_MS);
     //  After the welcome, the spool's four in one results
-    assert_true (s_wait_log (path, "sent 4 result(s) in one results", 1));
+    assert_true (fixture_wait_file (path, "sent 4 result(s) in one results",
+                                    1, S_WAIT_MS));
     assert_true (s_metric (grid, "grid_batched_results_total") >= 4);
     assert_int_equal (s_dropped (grid, "bad_entries"), 0);
 }
@@ -725,11 +489,11 @@ test_it_results_broker_killed (void **state)
     grid_t *grid = (grid_t *) *state;
     const char *broker_extra [] = {"--ack-timeout", "300ms", NULL};
     assert_int_equal (grid_start_broker (grid, broker_extra), 0);
-    zsock_t *dealer = s_agent (grid, "crash-01", 2, NULL, NULL);
+    zsock_t *dealer = fixture_agent (grid, "crash-01", 2, NULL, NULL);
     for (int round = 0; round < 2; round++) {
         char jobs [3][32];
         s_submit (grid, "crash-01", jobs, 3);
-        s_take_commands (dealer, jobs, 3);
+        fixture_take_commands (dealer, jobs, 3, S_WAIT_MS);
         proto_msg_t entries [3];
         s_book_t book;
         memset (&book, 0, sizeof book);
@@ -742,13 +506,14 @@ test_it_results_broker_killed (void **state)
             assert_true (s_book_wait (dealer, &book, S_WAIT_MS));
         grid_stop_broker (grid, true);
         assert_int_equal (grid_start_broker (grid, broker_extra), 0);
-        s_beat (true);
-        proto_msg_t *error = s_recv_type (dealer, PROTO_ERROR);
+        fixture_beat (true);
+        proto_msg_t *error = fixture_recv_type (dealer, PROTO_ERROR, S_WAIT_MS);
         assert_non_null (error);
         assert_string_equal (error->code, "unknown_node");
         proto_msg_destroy (&error);
-        s_hello (dealer, "crash-01", 2);
-        proto_msg_t *welcome = s_recv_type (dealer, PROTO_WELCOME);
+        fixture_hello (dealer, "crash-01", 2);
+        proto_msg_t *welcome =
+            fixture_recv_type (dealer, PROTO_WELCOME, S_WAIT_MS);
         assert_non_null (welcome);
         assert_true (proto_msg_has_feature (welcome, PROTO_FEATURE_RESULTS));
         proto_msg_destroy (&welcome);
@@ -756,21 +521,27 @@ test_it_results_broker_killed (void **state)
         s_results_send (dealer, "crash-01", entries, 3);
         assert_true (s_book_wait (dealer, &book, S_WAIT_MS));
         assert_int_equal (book.strays, 0);
-        s_assert_jobs (grid, jobs, 3, "crash-01", true);
+        fixture_assert_jobs (grid, jobs, 3, "crash-01", true, S_WAIT_MS);
     }
-    s_agents_forget ();
+    fixture_agents_forget ();
 }
 
 int
 main (void)
 {
     const struct CMUnitTest tests [] = {
-        cmocka_unit_test_setup_teardown (test_it_results_negotiated, s_setup, s_teardown),
-        cmocka_unit_test_setup_teardown (test_it_results_batch_acked, s_setup, s_teardown),
-        cmocka_unit_test_setup_teardown (test_it_results_hostile, s_setup, s_teardown),
-        cmocka_unit_test_setup_teardown (test_it_results_through_relay, s_setup, s_teardown),
-        cmocka_unit_test_setup_teardown (test_it_results_gridagent_resend, s_setup, s_teardown),
-        cmocka_unit_test_setup_teardown (test_it_results_broker_killed, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_it_results_negotiated,
+                                         fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown (test_it_results_batch_acked,
+                                         fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown (test_it_results_hostile, fixture_setup,
+                                         fixture_teardown),
+        cmocka_unit_test_setup_teardown (test_it_results_through_relay,
+                                         fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown (test_it_results_gridagent_resend,
+                                         fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown (test_it_results_broker_killed,
+                                         fixture_setup, fixture_teardown),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }

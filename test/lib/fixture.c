@@ -30,6 +30,7 @@ int
 fixture_teardown (void **state)
 {
     grid_t *grid = (grid_t *) *state;
+    fixture_agents_forget ();
     //  A stopped broker would hold SIGTERM until grid_stop gives up on it
     if (grid->broker_pid)
         kill (grid->broker_pid, SIGCONT);
@@ -246,4 +247,215 @@ fixture_log_has (grid_t *grid, const char *name, const char *text,
                  int timeout_ms)
 {
     return fixture_log_count (grid, name, text, 1, timeout_ms);
+}
+
+//  ---------------------------------------------------------------------
+//  Hand-made agents
+
+typedef struct {
+    zsock_t *dealer;            //  Its connection
+    char node [65];             //  The node it speaks for
+} s_agent_t;
+
+static s_agent_t s_agents [FIXTURE_AGENTS_MAX];
+static size_t s_agent_count;
+static int64_t s_beat_ms;       //  When they last beat
+static char s_last_body [4096]; //  The last message fixture_recv read
+static size_t s_last_size;
+
+void
+fixture_send_bytes (zsock_t *dealer, const void *data, size_t size)
+{
+    assert_int_equal (zsock_send (dealer, "b", data, size), 0);
+}
+
+void
+fixture_send (zsock_t *dealer, const proto_msg_t *msg)
+{
+    pw_t *writer = pw_new ();
+    assert_int_equal (proto_msg_encode (msg, writer), 0);
+    fixture_send_bytes (dealer, pw_data (writer), pw_size (writer));
+    pw_destroy (&writer);
+}
+
+void
+fixture_beat (bool now)
+{
+    if (!now && grid_now_ms () - s_beat_ms < 200)
+        return;
+    s_beat_ms = grid_now_ms ();
+    for (size_t index = 0; index < s_agent_count; index++) {
+        proto_msg_t beat = {
+            .type = PROTO_HEARTBEAT, .node = s_agents [index].node
+        };
+        fixture_send (s_agents [index].dealer, &beat);
+    }
+}
+
+proto_msg_t *
+fixture_recv (zsock_t *dealer, int timeout_ms)
+{
+    zpoller_t *poller = zpoller_new (dealer, NULL);
+    proto_msg_t *decoded = NULL;
+    int64_t deadline = grid_now_ms () + timeout_ms;
+    void *ready = NULL;
+    while (!ready && grid_now_ms () < deadline) {
+        fixture_beat (false);
+        int64_t left = deadline - grid_now_ms ();
+        ready = zpoller_wait (poller, left < 100 ? (int) left : 100);
+    }
+    if (ready == dealer) {
+        zmsg_t *msg = zmsg_recv (dealer);
+        zframe_t *body = msg ? zmsg_last (msg) : NULL;
+        if (body) {
+            s_last_size = zframe_size (body) < sizeof s_last_body
+                        ? zframe_size (body) : sizeof s_last_body;
+            memcpy (s_last_body, zframe_data (body), s_last_size);
+            proto_msg_decode (zframe_data (body), zframe_size (body),
+                              &decoded, NULL, 0);
+        }
+        zmsg_destroy (&msg);
+    }
+    zpoller_destroy (&poller);
+    return decoded;
+}
+
+const void *
+fixture_last_body (size_t *size_p)
+{
+    *size_p = s_last_size;
+    return s_last_body;
+}
+
+proto_msg_t *
+fixture_recv_type (zsock_t *dealer, proto_type_t type, int timeout_ms)
+{
+    int64_t deadline = grid_now_ms () + timeout_ms;
+    while (grid_now_ms () < deadline) {
+        proto_msg_t *msg = fixture_recv (dealer,
+                                         (int) (deadline - grid_now_ms ()));
+        if (msg && msg->type == type)
+            return msg;
+        proto_msg_destroy (&msg);
+    }
+    return NULL;
+}
+
+void
+fixture_hello (zsock_t *dealer, const char *node, size_t feature_count)
+{
+    proto_param_spec_t param = {
+        .name = "msg", .required = true, .type = "text", .help = "text"
+    };
+    proto_action_spec_t action = {
+        .name = "echo", .modify = false, .help = "print a message",
+        .params = &param, .param_count = 1
+    };
+    proto_backend_spec_t backend = {
+        .name = "test", .actions = &action, .action_count = 1
+    };
+    char *names [] = { PROTO_FEATURE_RESULT_ACKS, PROTO_FEATURE_RESULTS };
+    assert_true (feature_count <= sizeof names / sizeof names [0]);
+    proto_msg_t hello = {
+        .type = PROTO_HELLO, .node = (char *) node, .hostname = "hand-made",
+        .version = "0.1.0", .concurrency = 64, .instance = "0123456789abcdef",
+        .backends = &backend, .backend_count = 1,
+        .features = feature_count ? names : NULL,
+        .feature_count = feature_count
+    };
+    fixture_send (dealer, &hello);
+}
+
+zsock_t *
+fixture_agent (grid_t *grid, const char *node, size_t feature_count,
+               const char *endpoint, proto_msg_t **welcome_p)
+{
+    char key_file [400], name [100];
+    snprintf (name, sizeof name, "agent-%s", node);
+    assert_int_equal (grid_keygen (grid, name, key_file, sizeof key_file,
+                                   NULL), 0);
+    zsock_t *dealer = grid_dealer (grid, endpoint ? endpoint
+                                                  : grid->agents_ep,
+                                   key_file);
+    assert_non_null (dealer);
+    fixture_hello (dealer, node, feature_count);
+    proto_msg_t *welcome = fixture_recv_type (dealer, PROTO_WELCOME, 20000);
+    assert_non_null (welcome);
+    if (welcome_p)
+        *welcome_p = welcome;
+    else
+        proto_msg_destroy (&welcome);
+    assert_true (s_agent_count < FIXTURE_AGENTS_MAX);
+    s_agents [s_agent_count].dealer = dealer;
+    snprintf (s_agents [s_agent_count].node,
+              sizeof s_agents [s_agent_count].node, "%s", node);
+    s_agent_count++;
+    return dealer;
+}
+
+zsock_t *
+fixture_agent_via (grid_t *grid, const char *node, size_t feature_count,
+                   int slot, proto_msg_t **welcome_p)
+{
+    assert_true (slot >= 0 && (size_t) slot < grid->relay_count);
+    //  The relay is the server the DEALER speaks CURVE with
+    char broker_key [sizeof grid->broker_key];
+    memcpy (broker_key, grid->broker_key, sizeof broker_key);
+    snprintf (grid->broker_key, sizeof grid->broker_key, "%s",
+              grid->relay_key [slot]);
+    zsock_t *dealer = fixture_agent (grid, node, feature_count,
+                                     grid->relay_agents_ep [slot], welcome_p);
+    memcpy (grid->broker_key, broker_key, sizeof broker_key);
+    return dealer;
+}
+
+void
+fixture_take_commands (zsock_t *dealer, char jobs [][32], size_t count,
+                       int timeout_ms)
+{
+    size_t taken = 0;
+    bool seen [16] = { false };
+    assert_true (count <= 16);
+    int64_t deadline = grid_now_ms () + timeout_ms;
+    while (taken < count && grid_now_ms () < deadline) {
+        proto_msg_t *msg = fixture_recv (dealer, 500);
+        for (size_t index = 0; msg && msg->type == PROTO_COMMAND
+                               && index < count; index++)
+            if (!seen [index] && strcmp (msg->job, jobs [index]) == 0) {
+                seen [index] = true;
+                taken++;
+            }
+        proto_msg_destroy (&msg);
+    }
+    assert_int_equal (taken, count);
+}
+
+void
+fixture_assert_jobs (grid_t *grid, char jobs [][32], size_t count,
+                     const char *node, bool output, int timeout_ms)
+{
+    for (size_t index = 0; index < count; index++) {
+        pv_doc_t *doc = grid_wait_job (grid, jobs [index], timeout_ms);
+        const pv_t *record = NULL;
+        assert_true (grid_reply_ok (doc, &record));
+        assert_true (grid_str_is (record, "status", "completed"));
+        const pv_t *cell = grid_cell (record, 0, node);
+        assert_non_null (cell);
+        assert_true (grid_str_is (cell, "status", "success"));
+        if (output)
+            assert_true (grid_str_is (cell, "output", jobs [index]));
+        int64_t attempts = 0;
+        assert_int_equal (pv_get_int (pv_map_get (cell, "attempts"),
+                                      &attempts), 0);
+        assert_int_equal (attempts, 1);
+        pv_doc_destroy (&doc);
+    }
+}
+
+void
+fixture_agents_forget (void)
+{
+    for (size_t index = 0; index < s_agent_count; index++)
+        zsock_destroy (&s_agents [index].dealer);
+    s_agent_count = 0;
 }

@@ -1,8 +1,10 @@
 /*  =========================================================================
     fixture - what the integration suites share on top of the harness:
     one grid per test as cmocka setup and teardown, replies asserted ok,
-    logs polled for a line, job records checked cell by cell, and relays
-    (their enrolment argument, agents that connect through one or more).
+    logs polled for a line, job records checked cell by cell, relays
+    (their enrolment argument, agents that connect through one or more),
+    and hand-made agents: DEALERs that speak the agent protocol message by
+    message, beating while the test waits for an answer.
 
     Functions that assert fail the calling test the cmocka way, so call
     them only from a test (or its setup). Polling always has a deadline.
@@ -14,6 +16,7 @@
 #define GRID_FIXTURE_H
 
 #include "harness.h"
+#include "../../proto/proto.h"
 
 #define FIXTURE_VIA_MAX 4   //  Relays one agent may list
 
@@ -111,5 +114,66 @@ bool fixture_log_has (grid_t *grid, const char *name, const char *text,
 //  The same until the log holds TEXT at least COUNT times.
 bool fixture_log_count (grid_t *grid, const char *name, const char *text,
                         int count, int timeout_ms);
+
+//  Hand-made agents. Each one fixture_agent makes sends a heartbeat every
+//  200 ms while fixture_recv waits on any of them (the harness's broker
+//  marks a node silent for a second offline); fixture_teardown forgets
+//  them all.
+#define FIXTURE_AGENTS_MAX 4
+
+//  Encodes MSG and sends it on DEALER (asserts both went).
+void fixture_send (zsock_t *dealer, const proto_msg_t *msg);
+
+//  Sends the SIZE bytes at DATA on DEALER as one message.
+void fixture_send_bytes (zsock_t *dealer, const void *data, size_t size);
+
+//  Sends every hand-made agent's heartbeat: at once when NOW, else only
+//  when 200 ms passed since the last ones.
+void fixture_beat (bool now);
+
+//  The next message on DEALER within TIMEOUT_MS, decoded (caller
+//  destroys), or NULL; hand-made agents beat meanwhile.
+proto_msg_t *fixture_recv (zsock_t *dealer, int timeout_ms);
+
+//  The body of the last message fixture_recv read (its first SIZE_P
+//  bytes, at most 4096), valid until the next fixture_recv.
+const void *fixture_last_body (size_t *size_p);
+
+//  The next message of TYPE on DEALER within TIMEOUT_MS (others are
+//  skipped and destroyed), or NULL.
+proto_msg_t *fixture_recv_type (zsock_t *dealer, proto_type_t type,
+                                int timeout_ms);
+
+//  Sends hello as NODE declaring the test backend's echo (so that jobs
+//  may target it) and naming the first FEATURE_COUNT of result_acks and
+//  results (0: an older agent that names none).
+void fixture_hello (zsock_t *dealer, const char *node, size_t feature_count);
+
+//  A DEALER (key pair agent-NODE) that said hello as NODE (fixture_hello)
+//  at ENDPOINT (NULL: the broker's agent endpoint) and was welcomed; its
+//  welcome into *WELCOME_P when that is not NULL (caller destroys). It
+//  beats from now on; it belongs to the fixture (fixture_agents_forget).
+zsock_t *fixture_agent (grid_t *grid, const char *node, size_t feature_count,
+                        const char *endpoint, proto_msg_t **welcome_p);
+
+//  fixture_agent through the relay in SLOT (its agent endpoint, CURVE
+//  with its key).
+zsock_t *fixture_agent_via (grid_t *grid, const char *node,
+                            size_t feature_count, int slot,
+                            proto_msg_t **welcome_p);
+
+//  Reads DEALER until it took a command of each of the COUNT jobs JOBS
+//  (at most 16; others are skipped), asserting it did within TIMEOUT_MS.
+void fixture_take_commands (zsock_t *dealer, char jobs [][32], size_t count,
+                            int timeout_ms);
+
+//  Asserts that each of the COUNT jobs JOBS completed within TIMEOUT_MS,
+//  its one cell of NODE success with exactly one attempt and, when OUTPUT,
+//  the job's id as its output (what the tests' hand-made agents send).
+void fixture_assert_jobs (grid_t *grid, char jobs [][32], size_t count,
+                          const char *node, bool output, int timeout_ms);
+
+//  Destroys every hand-made agent's DEALER; they beat no more.
+void fixture_agents_forget (void);
 
 #endif
