@@ -1414,8 +1414,8 @@ s_decode_fields (const pv_t *map, const s_schema_t *schema, void *item,
 }
 
 int
-proto_msg_decode (const void *data, size_t size, proto_msg_t **msg_p,
-                  char *why, size_t why_len)
+proto_msg_decode_schema (const void *data, size_t size, proto_msg_t **msg_p,
+                         char *why, size_t why_len)
 {
     assert (msg_p);
     *msg_p = NULL;
@@ -1509,6 +1509,331 @@ done:
     proto_msg_destroy (&msg);
     pv_doc_destroy (&doc);
     return rc;
+}
+
+
+//  ---------------------------------------------------------------------
+//  The direct decode of flat messages
+//
+//  Results are nearly all the broker reads. The schema decode below
+//  first builds a tree of the whole frame (pv), then reads the tree into
+//  the message. The direct decode reads a message whose fields are all
+//  strings, ints, bools and maps of strings (result, ack, started,
+//  heartbeat, bye...) straight from the bytes into the message, under the
+//  same field tables, in the shape encoders write it: "v" and "type"
+//  first, then the type's fields in any order. It accepts a frame only
+//  when every rule of the schema decode holds (pv's grammar, text and
+//  duplicate-key rules included). At the first thing it does not read (a
+//  hello, a list, a float, a duplicate, a value out of range, anything
+//  malformed) it declines and proto_msg_decode gives the frame to the
+//  schema decode, which accepts it or says why not: every error comes
+//  from one place. fuzz_proto checks on every input that the direct
+//  decode accepts nothing the schema decode refuses and that both give
+//  the same message.
+
+typedef struct {
+    const uint8_t *data;        //  The frame
+    size_t size;                //  Its bytes
+    size_t pos;                 //  Next byte to read (at most size)
+} s_reader_t;
+
+//  Reads a map header of at most 65535 entries into *COUNT. -1 when the
+//  next value is not one.
+static int
+s_read_map (s_reader_t *reader, size_t *count)
+{
+    size_t left = reader->size - reader->pos;
+    const uint8_t *at = reader->data + reader->pos;
+    if (left >= 1 && (at [0] & 0xf0) == 0x80) {
+        *count = at [0] & 0x0f;
+        reader->pos += 1;
+        return 0;
+    }
+    if (left >= 3 && at [0] == 0xde) {
+        *count = ((size_t) at [1] << 8) | at [2];
+        reader->pos += 3;
+        return 0;
+    }
+    return -1;
+}
+
+//  Reads a string: its bytes (not checked as text) in *TEXT and *LEN. -1
+//  when the next value is not a whole string.
+static int
+s_read_str (s_reader_t *reader, const char **text, size_t *len)
+{
+    size_t left = reader->size - reader->pos;
+    const uint8_t *at = reader->data + reader->pos;
+    size_t head;
+    size_t bytes;
+    if (left >= 1 && (at [0] & 0xe0) == 0xa0) {
+        head = 1;
+        bytes = at [0] & 0x1f;
+    }
+    else
+    if (left >= 2 && at [0] == 0xd9) {
+        head = 2;
+        bytes = at [1];
+    }
+    else
+    if (left >= 3 && at [0] == 0xda) {
+        head = 3;
+        bytes = ((size_t) at [1] << 8) | at [2];
+    }
+    else
+    if (left >= 5 && at [0] == 0xdb) {
+        head = 5;
+        bytes = ((size_t) at [1] << 24) | ((size_t) at [2] << 16)
+                | ((size_t) at [3] << 8) | at [4];
+    }
+    else
+        return -1;
+    if (bytes > left - head)
+        return -1;
+    *text = (const char *) at + head;
+    *len = bytes;
+    reader->pos += head + bytes;
+    return 0;
+}
+
+//  Reads an integer of any msgpack encoding that fits int64_t, as pv
+//  reads it. -1 when the next value is not one.
+static int
+s_read_int (s_reader_t *reader, int64_t *value)
+{
+    size_t left = reader->size - reader->pos;
+    const uint8_t *at = reader->data + reader->pos;
+    if (left == 0)
+        return -1;
+    uint8_t byte = at [0];
+    if (byte <= 0x7f || byte >= 0xe0) {
+        *value = (int8_t) byte;
+        reader->pos += 1;
+        return 0;
+    }
+    bool is_signed = byte >= 0xd0 && byte <= 0xd3;
+    if (!is_signed && (byte < 0xcc || byte > 0xcf))
+        return -1;
+    size_t width = (size_t) 1 << (byte - (is_signed ? 0xd0 : 0xcc));
+    if (left - 1 < width)
+        return -1;
+    uint64_t bits = 0;
+    for (size_t index = 1; index <= width; index++)
+        bits = (bits << 8) | at [index];
+    if (!is_signed) {
+        if (bits > (uint64_t) INT64_MAX)
+            return -1;
+        *value = (int64_t) bits;
+    }
+    else
+    if (width == 1)
+        *value = (int8_t) bits;
+    else
+    if (width == 2)
+        *value = (int16_t) bits;
+    else
+    if (width == 4)
+        *value = (int32_t) bits;
+    else
+        *value = (int64_t) bits;
+    reader->pos += 1 + width;
+    return 0;
+}
+
+//  Reads a string under RULE into a fresh copy in *OUT (from the arena of
+//  the decode). -1 when the next value is not a string that rule accepts.
+static int
+s_direct_text (s_reader_t *reader, s_text_t rule, char **out)
+{
+    const char *bytes;
+    size_t len;
+    if (s_read_str (reader, &bytes, &len) || len > s_text_max (rule)
+    ||  !pv_text_valid (bytes, len))
+        return -1;
+    char *text = (char *) s_alloc (len + 1, 1, false);
+    if (!text)
+        return -1;
+    memcpy (text, bytes, len);
+    text [len] = 0;
+    static const s_path_t path = { NULL, "", 0, 0, false };
+    if (s_text_check (rule, text, len, &path, NULL, 0))
+        return -1;
+    *out = text;
+    return 0;
+}
+
+//  Reads a map of strings into FIELD of ITEM. -1 when the schema decode
+//  might not take it as it is.
+static int
+s_direct_map (s_reader_t *reader, const s_field_t *field, void *item)
+{
+    size_t count;
+    if (s_read_map (reader, &count) || (int64_t) count > field->max)
+        return -1;
+    if (count == 0)
+        return 0;
+    proto_kv_t *pairs = (proto_kv_t *) s_alloc (count * sizeof (proto_kv_t),
+                                                8, true);
+    if (!pairs)
+        return -1;
+    for (size_t index = 0; index < count; index++)
+        if (s_direct_text (reader, field->key_text, &pairs [index].key)
+        ||  s_direct_text (reader, field->text, &pairs [index].value))
+            return -1;
+    if (count > 1) {
+        qsort (pairs, count, sizeof (proto_kv_t), s_compare_pairs);
+        //  pv refuses a map that holds a key twice
+        for (size_t index = 1; index < count; index++)
+            if (strcmp (pairs [index].key, pairs [index - 1].key) == 0)
+                return -1;
+    }
+    *S_MEMBER (item, field->offset, proto_kv_t *) = pairs;
+    *S_MEMBER (item, field->count_offset, size_t) = count;
+    return 0;
+}
+
+//  Reads the value of FIELD into ITEM. -1 when the schema decode might
+//  not take it as it is.
+static int
+s_direct_field (s_reader_t *reader, const s_field_t *field, void *item)
+{
+    int64_t number;
+    switch (field->kind) {
+        case S_STR:
+            return s_direct_text (reader, field->text,
+                                  S_MEMBER (item, field->offset, char *));
+        case S_U32:
+        case S_I32:
+        case S_U64:
+        case S_I64:
+            if (s_read_int (reader, &number) || number < field->min
+            ||  number > field->max)
+                return -1;
+            if (field->kind == S_U32)
+                *S_MEMBER (item, field->offset, uint32_t) = (uint32_t) number;
+            else
+            if (field->kind == S_I32)
+                *S_MEMBER (item, field->offset, int32_t) = (int32_t) number;
+            else
+            if (field->kind == S_I64)
+                *S_MEMBER (item, field->offset, int64_t) = number;
+            else
+                *S_MEMBER (item, field->offset, uint64_t) = (uint64_t) number;
+            return 0;
+        case S_BOOL:
+            if (reader->pos == reader->size
+            ||  (reader->data [reader->pos] & 0xfe) != 0xc2)
+                return -1;
+            *S_MEMBER (item, field->offset, bool) =
+                reader->data [reader->pos++] == 0xc3;
+            return 0;
+        case S_MAP:
+            return s_direct_map (reader, field, item);
+        default:
+            return -1;
+    }
+}
+
+//  The direct decode of the SIZE bytes at DATA. Returns 0 and a new
+//  message in *MSG_P, or 1 when it declines the frame (see above).
+static int
+s_decode_direct (const void *data, size_t size, proto_msg_t **msg_p)
+{
+    s_reader_t reader = { (const uint8_t *) data, size, 0 };
+    size_t count;
+    const char *key;
+    size_t key_len;
+    int64_t version;
+    const char *type_text;
+    size_t type_len;
+    //  {"v": 1, "type": name, ...}
+    if (!data || s_read_map (&reader, &count) || count < 2
+    ||  s_read_str (&reader, &key, &key_len) || key_len != 1 || key [0] != 'v'
+    ||  s_read_int (&reader, &version) || version != PROTO_VERSION
+    ||  s_read_str (&reader, &key, &key_len) || key_len != 4
+    ||  memcmp (key, "type", 4) != 0
+    ||  s_read_str (&reader, &type_text, &type_len))
+        return 1;
+    const s_message_t *message = NULL;
+    for (size_t index = 0; index < S_COUNT_OF (s_messages) && !message;
+         index++)
+        if (s_messages [index].name_len == type_len
+        &&  memcmp (s_messages [index].name, type_text, type_len) == 0)
+            message = &s_messages [index];
+    //  A hello's parts are allocations of their own (see proto_msg_t)
+    if (!message || message->type == PROTO_HELLO)
+        return 1;
+    const s_schema_t *schema = &message->schema;
+    assert (schema->count <= S_FIELDS_MAX);
+
+    size_t head = (sizeof (proto_msg_t) + 15) & ~(size_t) 15;
+    size_t room = size + 256;
+    proto_msg_t *msg = (proto_msg_t *) malloc (head + room);
+    if (!msg)
+        return 1;
+    memset (msg, 0, sizeof (proto_msg_t));
+    msg->type = message->type;
+    msg->packed = true;
+    s_arena_t arena;
+    arena.next = (char *) msg + head;
+    arena.end = arena.next + room;
+    arena.chunks = (s_chunk_t **) &msg->chunks;
+    s_arena = &arena;
+
+    uint32_t seen = 0;
+    size_t next = 0;
+    int rc = 1;
+    for (size_t index = 2; index < count; index++) {
+        if (s_read_str (&reader, &key, &key_len) || key_len == 0)
+            goto done;
+        size_t found = s_field_find (schema, key, key_len, next);
+        //  Unknown keys, "v" or "type" again, a field twice: declined
+        if (found == schema->count || (seen & (UINT32_C (1) << found)))
+            goto done;
+        if (s_direct_field (&reader, &schema->fields [found], msg))
+            goto done;
+        seen |= UINT32_C (1) << found;
+        next = found + 1;
+    }
+    if (reader.pos != size)
+        goto done;
+    for (size_t index = 0; index < schema->count; index++)
+        if (schema->fields [index].required
+        &&  !(seen & (UINT32_C (1) << index)))
+            goto done;
+    //  Message-level rules use no wire values (as in proto_msg_encode)
+    static const s_path_t path = { NULL, "", 0, 0, false };
+    if (schema->check && schema->check (msg, NULL, &path, NULL, 0))
+        goto done;
+    *msg_p = msg;
+    msg = NULL;
+    rc = 0;
+done:
+    s_arena = NULL;
+    proto_msg_destroy (&msg);
+    return rc;
+}
+
+int
+proto_msg_decode_direct (const void *data, size_t size, proto_msg_t **msg_p)
+{
+    assert (msg_p);
+    *msg_p = NULL;
+    return s_decode_direct (data, size, msg_p);
+}
+
+int
+proto_msg_decode (const void *data, size_t size, proto_msg_t **msg_p,
+                  char *why, size_t why_len)
+{
+    assert (msg_p);
+    *msg_p = NULL;
+    if (s_decode_direct (data, size, msg_p) == 0) {
+        if (why && why_len > 0)
+            why [0] = 0;
+        return PROTO_OK;
+    }
+    return proto_msg_decode_schema (data, size, msg_p, why, why_len);
 }
 
 

@@ -262,6 +262,21 @@ bool proto_hello_has_feature (const proto_msg_t *hello, const char *feature);
 int proto_msg_decode (const void *data, size_t size, proto_msg_t **msg_p,
                       char *why, size_t why_len);
 
+//  The two ways proto_msg_decode reads a frame, apart for tests and the
+//  fuzzer. The direct decode reads messages of strings, ints, bools and
+//  maps of strings (result, ack, heartbeat...) straight from the bytes:
+//  it returns 0 and a new message in *MSG_P exactly as proto_msg_decode
+//  would give it, or 1 when it declines the frame (another type, another
+//  shape, anything malformed), leaving *MSG_P NULL. It never accepts what
+//  the schema decode refuses. The schema decode reads every frame through
+//  a tree of its values and gives every error; proto_msg_decode uses it
+//  for whatever the direct decode declines. Same returns as
+//  proto_msg_decode.
+int proto_msg_decode_direct (const void *data, size_t size,
+                             proto_msg_t **msg_p);
+int proto_msg_decode_schema (const void *data, size_t size,
+                             proto_msg_t **msg_p, char *why, size_t why_len);
+
 //  ---------------------------------------------------------------------
 //  Client API. A request is {v, type, id, ...fields}; the reply is
 //  {v, type: "ok", id, data: {...}} or {v, type: "error", id, code,

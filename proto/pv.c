@@ -274,6 +274,12 @@ s_short_ascii (const unsigned char *p, size_t len, size_t avail)
 #endif
 }
 
+bool
+pv_text_valid (const void *bytes, size_t len)
+{
+    return s_text_end ((const unsigned char *) bytes, len) == len;
+}
+
 //  Checks that the string of LEN bytes at P (whose header is at byte
 //  START) is text. Returns 0, or -2 with a reason in WHY.
 static int

@@ -123,6 +123,11 @@ typedef struct {
 int pv_map_check (const pv_t *map, const pv_field_t *fields, size_t count,
                   char *why, size_t why_len);
 
+//  Whether the LEN bytes at BYTES are text as the decoder accepts it in a
+//  string: valid UTF-8 (no overlong forms, surrogates or code points past
+//  U+10FFFF) without a NUL byte.
+bool pv_text_valid (const void *bytes, size_t len);
+
 //  Writes VALUE as JSON to FILE. INDENT > 0 pretty-prints with that many
 //  spaces per level; 0 writes one line. Binary is written as a base64
 //  string. Returns 0 or -1 on a write error.

@@ -1342,6 +1342,308 @@ test_proto_hostile_bytes_refused (void **state)
     assert_null (msg);
 }
 
+//  ---------------------------------------------------------------------
+//  The direct decode (flat messages straight from the bytes)
+
+//  Encodes a result as the encoder does and then puts RAW in place of
+//  KEY's value (see s_mutate).
+static pw_t *
+s_result_with (const char *key, const void *raw, size_t raw_len)
+{
+    pw_t *valid = s_encoded (s_result);
+    pw_t *bad = s_mutate (valid, key, raw, raw_len);
+    pw_destroy (&valid);
+    return bad;
+}
+
+//  The direct decode of WRITER's bytes accepts them and reads what the
+//  schema decode reads; returns the message.
+static proto_msg_t *
+s_direct_same (const pw_t *writer)
+{
+    proto_msg_t *direct = NULL;
+    proto_msg_t *schema = NULL;
+    char why [256] = "";
+    assert_int_equal (proto_msg_decode_direct (pw_data (writer),
+                                               pw_size (writer), &direct), 0);
+    assert_non_null (direct);
+    if (proto_msg_decode_schema (pw_data (writer), pw_size (writer), &schema,
+                                 why, sizeof why))
+        fail_msg ("schema decode refuses: %s", why);
+    s_assert_same (direct, schema);
+    proto_msg_destroy (&schema);
+    return direct;
+}
+
+//  The direct decode declines the SIZE bytes at DATA, and proto_msg_decode
+//  refuses them with the schema decode's very reason.
+static void
+s_direct_declines_bad (const void *data, size_t size)
+{
+    proto_msg_t *msg = NULL;
+    assert_int_equal (proto_msg_decode_direct (data, size, &msg), 1);
+    assert_null (msg);
+    char schema_why [256] = "";
+    char why [256] = "";
+    assert_int_equal (proto_msg_decode_schema (data, size, &msg, schema_why,
+                                               sizeof schema_why), -2);
+    assert_null (msg);
+    assert_int_equal (proto_msg_decode (data, size, &msg, why, sizeof why),
+                      -2);
+    assert_null (msg);
+    assert_true (strlen (why) > 0);
+    assert_string_equal (why, schema_why);
+}
+
+static void
+test_proto_direct_decode_reads_flat_messages (void **state)
+{
+    for (size_t index = 0; index < S_BUILDER_COUNT; index++) {
+        proto_msg_t *sent = s_builders [index] ();
+        pw_t *writer = pw_new ();
+        assert_int_equal (proto_msg_encode (sent, writer), 0);
+        proto_msg_t *direct = NULL;
+        int rc = proto_msg_decode_direct (pw_data (writer), pw_size (writer),
+                                          &direct);
+        switch (sent->type) {
+            case PROTO_RESULT:
+            case PROTO_ACK:
+            case PROTO_STARTED:
+            case PROTO_HEARTBEAT:
+            case PROTO_BYE:
+            case PROTO_RESULT_ACK:
+            case PROTO_PROGRESS:
+                //  What the broker reads most never takes the schema path
+                if (rc != 0)
+                    fail_msg ("%s declined", proto_type_name (sent->type));
+                break;
+            case PROTO_HELLO:
+            case PROTO_OUTPUT:
+            case PROTO_RESULT_ACKS:
+                //  A hello's parts are allocations of their own; binary
+                //  and lists are the schema decode's
+                assert_int_equal (rc, 1);
+                break;
+            default:
+                break;
+        }
+        if (rc == 0) {
+            proto_msg_destroy (&direct);
+            direct = s_direct_same (writer);
+            s_assert_same (sent, direct);
+            assert_true (direct->packed);
+        }
+        else
+            assert_null (direct);
+        proto_msg_destroy (&direct);
+        pw_destroy (&writer);
+        proto_msg_destroy (&sent);
+    }
+}
+
+static void
+test_proto_direct_decode_reads_every_encoding (void **state)
+{
+    //  Data keys out of order on the wire come out sorted, as the schema
+    //  decode sorts them
+    const unsigned char data [] = { 0x83, 0xa1, 'z', 0xa1, '1', 0xa1, 'a',
+                                    0xd9, 0x01, '2', 0xa1, 'm', 0xa0 };
+    pw_t *writer = s_result_with ("data", data, sizeof data);
+    proto_msg_t *msg = s_direct_same (writer);
+    assert_int_equal (msg->data_count, 3);
+    assert_string_equal (msg->data [0].key, "a");
+    assert_string_equal (msg->data [0].value, "2");
+    assert_string_equal (msg->data [1].key, "m");
+    assert_string_equal (msg->data [1].value, "");
+    assert_string_equal (msg->data [2].key, "z");
+    proto_msg_destroy (&msg);
+    pw_destroy (&writer);
+
+    //  An empty data map is no data
+    const unsigned char none [] = { 0x80 };
+    writer = s_result_with ("data", none, sizeof none);
+    msg = s_direct_same (writer);
+    assert_null (msg->data);
+    assert_int_equal (msg->data_count, 0);
+    proto_msg_destroy (&msg);
+    pw_destroy (&writer);
+
+    //  Ints in wider and signed encodings than needed
+    const struct {
+        const char *key;
+        unsigned char raw [9];
+        size_t len;
+        int64_t value;
+    } ints [] = {
+        { "step", { 0xcd, 0x03, 0xff }, 3, 1023 },
+        { "step", { 0xd0, 0x07 }, 2, 7 },
+        { "attempt", { 0xd3, 0, 0, 0, 0, 0, 0, 0x03, 0xe8 }, 9, 1000 },
+        { "attempt", { 0xce, 0, 0, 0, 0x02 }, 5, 2 },
+        { "exit_code", { 0xd2, 0x80, 0, 0, 0 }, 5, INT32_MIN },
+        { "exit_code", { 0xd1, 0xff, 0x85 }, 3, -123 },
+        { "exit_code", { 0xf0 }, 1, -16 },
+        { "exit_code", { 0xce, 0x7f, 0xff, 0xff, 0xff }, 5, INT32_MAX },
+        { "duration_ms", { 0xcf, 0x7f, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+                           0xff }, 9, INT64_MAX },
+        { "duration_ms", { 0xcc, 0x00 }, 2, 0 },
+    };
+    for (size_t index = 0; index < sizeof ints / sizeof ints [0]; index++) {
+        writer = s_result_with (ints [index].key, ints [index].raw,
+                                ints [index].len);
+        msg = s_direct_same (writer);
+        int64_t got = strcmp (ints [index].key, "step") == 0
+                      ? (int64_t) msg->step
+                      : strcmp (ints [index].key, "attempt") == 0
+                        ? (int64_t) msg->attempt
+                        : strcmp (ints [index].key, "exit_code") == 0
+                          ? (int64_t) msg->exit_code
+                          : (int64_t) msg->duration_ms;
+        assert_true (got == ints [index].value);
+        proto_msg_destroy (&msg);
+        pw_destroy (&writer);
+    }
+
+    //  Strings in wider encodings; the optional counts
+    const unsigned char output [] = { 0xda, 0x00, 0x02, 'o', 'k' };
+    writer = s_result_with ("output", output, sizeof output);
+    msg = s_direct_same (writer);
+    assert_string_equal (msg->output, "ok");
+    proto_msg_destroy (&msg);
+    pw_destroy (&writer);
+    const unsigned char size [] = { 0xcd, 0x10, 0x00 };
+    pw_t *sized = s_result_with ("output_size", size, sizeof size);
+    const unsigned char dropped [] = { 0x05 };
+    writer = s_mutate (sized, "output_dropped", dropped, sizeof dropped);
+    msg = s_direct_same (writer);
+    assert_true (msg->output_size == 4096);
+    assert_true (msg->output_dropped == 5);
+    proto_msg_destroy (&msg);
+    pw_destroy (&writer);
+    pw_destroy (&sized);
+
+    //  What the direct decode does not read still decodes: a map32,
+    //  "type" before "v"
+    const unsigned char wide [] = { 0xdf, 0, 0, 0, 1, 0xa1, 'k', 0xa1, 'v' };
+    writer = s_result_with ("data", wide, sizeof wide);
+    assert_int_equal (proto_msg_decode_direct (pw_data (writer),
+                                               pw_size (writer), &msg), 1);
+    char why [256];
+    assert_int_equal (proto_msg_decode (pw_data (writer), pw_size (writer),
+                                        &msg, why, sizeof why), 0);
+    assert_int_equal (msg->type, PROTO_RESULT);
+    proto_msg_destroy (&msg);
+    pw_destroy (&writer);
+    pw_t *plain = s_encoded (s_result);
+    pw_t *no_v = s_mutate (plain, "v", NULL, 0);
+    const unsigned char one [] = { 0x01 };
+    writer = s_mutate (no_v, "v", one, sizeof one);
+    assert_int_equal (proto_msg_decode_direct (pw_data (writer),
+                                               pw_size (writer), &msg), 1);
+    assert_int_equal (proto_msg_decode (pw_data (writer), pw_size (writer),
+                                        &msg, why, sizeof why), 0);
+    proto_msg_destroy (&msg);
+    pw_destroy (&writer);
+    pw_destroy (&no_v);
+    pw_destroy (&plain);
+}
+
+static void
+test_proto_direct_decode_declines_hostile (void **state)
+{
+    const struct {
+        const char *key;
+        const char *raw;
+        size_t len;
+    } bad [] = {
+        { "output", "\xa2\xc3\x28", 3 },               //  not UTF-8
+        { "output", "\xa2" "a\x00", 3 },               //  NUL
+        { "output", "\xa3\xed\xa0\x80", 4 },           //  a surrogate
+        { "output", "\xc4\x01" "a", 3 },               //  binary
+        { "status", "\xa4nope", 5 },
+        { "status", "\xa6succes", 7 },                 //  cut short
+        { "step", "\xcd\x04\x00", 3 },                 //  1024
+        { "step", "\xff", 1 },                         //  -1
+        { "attempt", "\x00", 1 },
+        { "attempt", "\xcb\x3f\xf0\x00\x00\x00\x00\x00\x00", 9 },  //  1.0
+        { "exit_code", "\xce\x80\x00\x00\x00", 5 },    //  2^31
+        { "exit_code", "\xcf\x80\x00\x00\x00\x00\x00\x00\x00", 9 },
+        { "duration_ms", "\xd0\xff", 2 },
+        { "node", "\xa3" "a b", 4 },
+        { "job", "\xa3" "abc", 4 },
+        { "truncated", "\x01", 1 },
+        { "truncated", "\xc0", 1 },
+        { "data", "\x82\xa1k\xa1v\xa1k\xa1w", 9 },     //  key twice
+        { "data", "\x81\xa1k\x01", 4 },                //  not a string
+        { "data", "\x81\xa1k\x81\xa1k\xa1v", 7 },      //  nested
+        { "data", "\x91\xa1k", 3 },                    //  an array
+        { "data", "\x81\xa2k\x00\xa1v", 6 },           //  key with a NUL
+        { "zzz", "\x01", 1 },                          //  unknown key
+        { "output_dropped", "\x05", 1 },               //  without its size
+        { "output_size", "\x00", 1 },
+        { "error_size", "\xcf\x00\x00\x00\x00\x40\x00\x00\x01", 9 },
+        { "v", "\x02", 1 },
+        { "type", "\xa7results", 8 },
+        { "type", "\xa5hello", 6 },
+        { "node", NULL, 0 },                           //  required
+        { "status", NULL, 0 },
+        { "truncated", NULL, 0 },
+        { "type", NULL, 0 },
+    };
+    for (size_t index = 0; index < sizeof bad / sizeof bad [0]; index++) {
+        pw_t *writer = s_result_with (bad [index].key, bad [index].raw,
+                                      bad [index].len);
+        s_direct_declines_bad (pw_data (writer), pw_size (writer));
+        pw_destroy (&writer);
+    }
+
+    //  Output longer than PROTO_MAX_OUTPUT
+    size_t long_len = PROTO_MAX_OUTPUT + 1;
+    char *text = malloc (long_len);
+    assert_non_null (text);
+    memset (text, 'x', long_len);
+    pw_t *value = s_value_str (text, long_len);
+    pw_t *writer = s_result_with ("error", pw_data (value), pw_size (value));
+    s_direct_declines_bad (pw_data (writer), pw_size (writer));
+    pw_destroy (&writer);
+    pw_destroy (&value);
+    free (text);
+
+    pw_t *valid = s_encoded (s_result);
+    const unsigned char *bytes = pw_data (valid);
+    size_t size = pw_size (valid);
+    assert_true ((bytes [0] & 0xf0) == 0x80 && bytes [0] < 0x8f);
+    unsigned char *copy = malloc (size + 16);
+    assert_non_null (copy);
+
+    //  A key twice: the map claims one more pair, which repeats "node"
+    memcpy (copy, bytes, size);
+    copy [0]++;
+    memcpy (copy + size, "\xa4node\xa6web-01", 12);
+    s_direct_declines_bad (copy, size + 12);
+    //  "v" twice
+    memcpy (copy + size, "\xa1v\x01", 3);
+    s_direct_declines_bad (copy, size + 3);
+    //  A map that claims more pairs than it holds, or fewer
+    memcpy (copy, bytes, size);
+    copy [0]++;
+    s_direct_declines_bad (copy, size);
+    copy [0] -= 2;
+    s_direct_declines_bad (copy, size);
+    //  Trailing bytes
+    memcpy (copy, bytes, size);
+    copy [size] = 0;
+    s_direct_declines_bad (copy, size + 1);
+    //  Every truncation
+    for (size_t cut = 0; cut < size; cut++)
+        s_direct_declines_bad (bytes, cut);
+    free (copy);
+    pw_destroy (&valid);
+
+    proto_msg_t *msg = NULL;
+    assert_int_equal (proto_msg_decode_direct (NULL, 0, &msg), 1);
+    assert_null (msg);
+}
+
 //  proto_result_acks_encode writes what proto_msg_encode writes for the
 //  same result_acks, and refuses what it refuses.
 static void
@@ -2261,6 +2563,9 @@ main (void)
         cmocka_unit_test (test_proto_bad_names_refused),
         cmocka_unit_test (test_proto_bad_text_refused),
         cmocka_unit_test (test_proto_hostile_bytes_refused),
+        cmocka_unit_test (test_proto_direct_decode_reads_flat_messages),
+        cmocka_unit_test (test_proto_direct_decode_reads_every_encoding),
+        cmocka_unit_test (test_proto_direct_decode_declines_hostile),
         cmocka_unit_test (test_proto_encode_refuses_bad_messages),
         cmocka_unit_test (test_proto_result_ack_encode),
         cmocka_unit_test (test_proto_result_acks_encode),

@@ -1,7 +1,8 @@
 /*  =========================================================================
     fuzz_proto - libFuzzer target for every decoder of wire bytes
 
-    Feeds one input to pv_doc_decode, proto_msg_decode and
+    Feeds one input to pv_doc_decode, proto_msg_decode (and apart to its
+    direct and its schema decode, which must agree) and
     proto_request_decode, and a decoded map (or a submit's job) to
     job_spec_decode. Beyond "no crash, no leak" it checks that what was
     accepted survives a round trip: a decoded value re-encodes to bytes
@@ -19,6 +20,7 @@
     replays a corpus or a crash.
     =========================================================================
 */
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -150,6 +152,72 @@ s_check_message (const uint8_t *data, size_t size)
     proto_msg_destroy (&msg);
 }
 
+//  Whether A and B encode to the same bytes (both NULL, or both messages
+//  of one type whose fields are equal).
+static bool
+s_same_message (const proto_msg_t *a, const proto_msg_t *b)
+{
+    if (!a || !b)
+        return a == b;
+    if (a->type != b->type)
+        return false;
+    pw_t *left = pw_new ();
+    pw_t *right = pw_new ();
+    int left_rc = proto_msg_encode (a, left);
+    int right_rc = proto_msg_encode (b, right);
+    bool same = left_rc == right_rc && pw_size (left) == pw_size (right)
+                && memcmp (pw_data (left), pw_data (right),
+                           pw_size (left)) == 0;
+    pw_destroy (&left);
+    pw_destroy (&right);
+    return same;
+}
+
+//  proto_msg_decode reads flat messages directly and gives the rest to
+//  the schema decode: the direct decode accepts nothing the schema decode
+//  refuses, both give the same message, and proto_msg_decode answers as
+//  the schema decode does (code, reason and message). What the encoder
+//  writes for a result, the direct decode reads.
+static void
+s_check_decode_paths (const uint8_t *data, size_t size)
+{
+    proto_msg_t *direct = NULL;
+    proto_msg_t *schema = NULL;
+    proto_msg_t *decoded = NULL;
+    char schema_why [256] = "unset";
+    char why [256] = "unset";
+    int direct_rc = proto_msg_decode_direct (data, size, &direct);
+    int schema_rc = proto_msg_decode_schema (data, size, &schema, schema_why,
+                                             sizeof schema_why);
+    int rc = proto_msg_decode (data, size, &decoded, why, sizeof why);
+    if (direct_rc != 0 && direct_rc != 1)
+        s_broken ("the direct decode returned neither 0 nor 1");
+    if ((direct_rc == 0) != (direct != NULL))
+        s_broken ("the direct decode's message does not match its return");
+    if (direct_rc == 0 && schema_rc != 0)
+        s_broken ("the direct decode accepted what the schema decode "
+                  "refuses");
+    if (direct_rc == 0 && !s_same_message (direct, schema))
+        s_broken ("the direct and the schema decode read different "
+                  "messages");
+    if (rc != schema_rc || strcmp (why, schema_why) != 0
+    ||  !s_same_message (decoded, schema))
+        s_broken ("proto_msg_decode does not answer as the schema decode");
+    if (schema_rc == 0 && schema->type == PROTO_RESULT) {
+        pw_t *writer = pw_new ();
+        proto_msg_t *again = NULL;
+        if (proto_msg_encode (schema, writer) == 0
+        &&  proto_msg_decode_direct (pw_data (writer), pw_size (writer),
+                                     &again) != 0)
+            s_broken ("the direct decode declines an encoded result");
+        proto_msg_destroy (&again);
+        pw_destroy (&writer);
+    }
+    proto_msg_destroy (&direct);
+    proto_msg_destroy (&schema);
+    proto_msg_destroy (&decoded);
+}
+
 static void
 s_check_request (const uint8_t *data, size_t size)
 {
@@ -221,6 +289,7 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
     s_check_scan (data, size);
     s_check_value (data, size);
     s_check_message (data, size);
+    s_check_decode_paths (data, size);
     s_check_request (data, size);
     return 0;
 }
