@@ -51,11 +51,23 @@ s_streq (const char *a, const char *b)
     return strcmp (a, b) == 0;
 }
 
+//  Classes of bytes, for the checks of names and job ids below
+#define S_NAME_CHAR 1           //  [A-Za-z0-9_-]
+#define S_HEX_CHAR 2            //  [0-9a-f]
+#define S_RANGE(from, to, class_) [from ... to] = class_
+static const unsigned char s_char_class [256] = {
+    S_RANGE ('0', '9', S_NAME_CHAR | S_HEX_CHAR),
+    S_RANGE ('a', 'f', S_NAME_CHAR | S_HEX_CHAR),
+    S_RANGE ('g', 'z', S_NAME_CHAR),
+    S_RANGE ('A', 'Z', S_NAME_CHAR),
+    ['_'] = S_NAME_CHAR,
+    ['-'] = S_NAME_CHAR,
+};
+
 static bool
 s_name_char (char c)
 {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')
-        || (c >= '0' && c <= '9') || c == '_' || c == '-';
+    return s_char_class [(unsigned char) c] & S_NAME_CHAR;
 }
 
 //  True when the LEN bytes at TEXT form a valid name segment.
@@ -1020,13 +1032,10 @@ job_id_valid (const char *text)
     if (!text || strlen (text) != JOB_ID_CHARS || text [0] != 'j'
         || text [1] != '-' || text [14] != '-')
         return false;
-    for (size_t i = 2; i < JOB_ID_CHARS; i++) {
-        if (i == 14)
-            continue;
-        char c = text [i];
-        if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f')))
+    for (size_t i = 2; i < JOB_ID_CHARS; i++)
+        if (i != 14
+        &&  !(s_char_class [(unsigned char) text [i]] & S_HEX_CHAR))
             return false;
-    }
     return true;
 }
 

@@ -1537,9 +1537,42 @@ typedef struct {
     size_t pos;                 //  Next byte to read (at most size)
 } s_reader_t;
 
+//  Whether the LEN bytes at A and B are the same (short keys: no call).
+static inline bool
+s_same_bytes (const char *a, const char *b, size_t len)
+{
+    uint64_t x, y;
+    if (len >= 8 && len <= 16) {
+        //  Two words that may overlap
+        memcpy (&x, a, 8);
+        memcpy (&y, b, 8);
+        if (x != y)
+            return false;
+        memcpy (&x, a + len - 8, 8);
+        memcpy (&y, b + len - 8, 8);
+        return x == y;
+    }
+    if (len > 16)
+        return memcmp (a, b, len) == 0;
+    if (len >= 4) {
+        uint32_t u, w;
+        memcpy (&u, a, 4);
+        memcpy (&w, b, 4);
+        if (u != w)
+            return false;
+        memcpy (&u, a + len - 4, 4);
+        memcpy (&w, b + len - 4, 4);
+        return u == w;
+    }
+    for (size_t index = 0; index < len; index++)
+        if (a [index] != b [index])
+            return false;
+    return true;
+}
+
 //  Reads a map header of at most 65535 entries into *COUNT. -1 when the
 //  next value is not one.
-static int
+static inline int
 s_read_map (s_reader_t *reader, size_t *count)
 {
     size_t left = reader->size - reader->pos;
@@ -1559,7 +1592,7 @@ s_read_map (s_reader_t *reader, size_t *count)
 
 //  Reads a string: its bytes (not checked as text) in *TEXT and *LEN. -1
 //  when the next value is not a whole string.
-static int
+static inline int
 s_read_str (s_reader_t *reader, const char **text, size_t *len)
 {
     size_t left = reader->size - reader->pos;
@@ -1598,7 +1631,7 @@ s_read_str (s_reader_t *reader, const char **text, size_t *len)
 
 //  Reads an integer of any msgpack encoding that fits int64_t, as pv
 //  reads it. -1 when the next value is not one.
-static int
+static inline int
 s_read_int (s_reader_t *reader, int64_t *value)
 {
     size_t left = reader->size - reader->pos;
@@ -1647,16 +1680,29 @@ s_direct_text (s_reader_t *reader, s_text_t rule, char **out)
 {
     const char *bytes;
     size_t len;
+    //  Names, job ids and the words of a closed set are ASCII letters,
+    //  digits and a few marks: checked below, they are text
+    bool named = rule == S_TEXT_NAME || rule == S_TEXT_LABEL
+                 || rule == S_TEXT_JOB || rule == S_TEXT_STATUS
+                 || rule == S_TEXT_STREAM;
     if (s_read_str (reader, &bytes, &len) || len > s_text_max (rule)
-    ||  !pv_text_valid (bytes, len))
+    ||  (!named && !pv_text_valid (bytes, len)))
         return -1;
-    char *text = (char *) s_alloc (len + 1, 1, false);
-    if (!text)
+    //  The arena's free space, else s_alloc's next chunk
+    s_arena_t *arena = s_arena;
+    char *text = arena->next;
+    if (len + 1 <= (size_t) (arena->end - text))
+        arena->next = text + len + 1;
+    else
+    if (!(text = (char *) s_alloc (len + 1, 1, false)))
         return -1;
     memcpy (text, bytes, len);
     text [len] = 0;
+    //  The other rules are the length, checked above. A NUL inside
+    //  would end the text those checks read before its end
     static const s_path_t path = { NULL, "", 0, 0, false };
-    if (s_text_check (rule, text, len, &path, NULL, 0))
+    if (named && (strlen (text) != len
+                  || s_text_check (rule, text, len, &path, NULL, 0)))
         return -1;
     *out = text;
     return 0;
@@ -1786,7 +1832,13 @@ s_decode_direct (const void *data, size_t size, proto_msg_t **msg_p)
     for (size_t index = 2; index < count; index++) {
         if (s_read_str (&reader, &key, &key_len) || key_len == 0)
             goto done;
-        size_t found = s_field_find (schema, key, key_len, next);
+        //  Encoders write the fields in schema order
+        const s_field_t *guess = &schema->fields [next < schema->count
+                                                  ? next : 0];
+        size_t found = guess->key_len == key_len
+                       && s_same_bytes (guess->key, key, key_len)
+                           ? (size_t) (guess - schema->fields)
+                           : s_field_find (schema, key, key_len, next);
         //  Unknown keys, "v" or "type" again, a field twice: declined
         if (found == schema->count || (seen & (UINT32_C (1) << found)))
             goto done;
@@ -1797,9 +1849,9 @@ s_decode_direct (const void *data, size_t size, proto_msg_t **msg_p)
     }
     if (reader.pos != size)
         goto done;
-    for (size_t index = 0; index < schema->count; index++)
-        if (schema->fields [index].required
-        &&  !(seen & (UINT32_C (1) << index)))
+    uint32_t missing = ~seen & ((UINT32_C (1) << schema->count) - 1);
+    for (; missing; missing &= missing - 1)
+        if (schema->fields [__builtin_ctz (missing)].required)
             goto done;
     //  Message-level rules use no wire values (as in proto_msg_encode)
     static const s_path_t path = { NULL, "", 0, 0, false };
