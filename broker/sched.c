@@ -304,8 +304,13 @@ s_strdup (const char *text)
 {
     if (!text)
         return NULL;
+    //  Every byte is written: no need for s_alloc's zeroing
     size_t len = strlen (text);
-    char *copy = (char *) s_alloc (len + 1);
+    char *copy = (char *) malloc (len + 1);
+    if (!copy) {
+        fprintf (stderr, "sched: out of memory (%zu bytes)\n", len + 1);
+        abort ();
+    }
     memcpy (copy, text, len + 1);
     return copy;
 }

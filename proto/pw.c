@@ -21,9 +21,7 @@
 #define S_FIRST_BYTES 8192      //  First allocation, as msgpack_sbuffer's
 
 struct _pw_t {
-    uint8_t *data;              //  The bytes written so far, NULL before any
-    size_t size;                //  How many
-    size_t max;                 //  Bytes allocated
+    pw_buffer_t buffer;         //  First: pw.h's inline writers read it
     msgpack_packer packer;      //  Appends to data (floats, bin, pv values)
 };
 
@@ -38,27 +36,27 @@ s_out_of_memory (void)
 static void
 s_grow (pw_t *self, size_t len)
 {
-    size_t max = self->max ? self->max : S_FIRST_BYTES;
-    while (max - self->size < len) {
+    size_t max = self->buffer.max ? self->buffer.max : S_FIRST_BYTES;
+    while (max - self->buffer.size < len) {
         if (max > SIZE_MAX / 2)
             s_out_of_memory ();
         max *= 2;
     }
-    uint8_t *data = (uint8_t *) realloc (self->data, max);
+    uint8_t *data = (uint8_t *) realloc (self->buffer.data, max);
     if (!data)
         s_out_of_memory ();
-    self->data = data;
-    self->max = max;
+    self->buffer.data = data;
+    self->buffer.max = max;
 }
 
 //  LEN bytes at the end of the buffer, counted as written.
 static inline uint8_t *
 s_append (pw_t *self, size_t len)
 {
-    if (self->max - self->size < len)
+    if (self->buffer.max - self->buffer.size < len)
         s_grow (self, len);
-    uint8_t *at = self->data + self->size;
-    self->size += len;
+    uint8_t *at = self->buffer.data + self->buffer.size;
+    self->buffer.size += len;
     return at;
 }
 
@@ -131,7 +129,7 @@ pw_destroy (pw_t **self_p)
     pw_t *self = *self_p;
     if (!self)
         return;
-    free (self->data);
+    free (self->buffer.data);
     free (self);
     *self_p = NULL;
 }
@@ -140,11 +138,11 @@ void
 pw_reset (pw_t *self)
 {
     assert (self);
-    self->size = 0;
+    self->buffer.size = 0;
 }
 
 void
-pw_map (pw_t *self, size_t count)
+pw_map_any (pw_t *self, size_t count)
 {
     assert (self);
     assert (count <= UINT32_MAX);
@@ -194,7 +192,7 @@ pw_strn (pw_t *self, const char *text, size_t len)
 }
 
 void
-pw_int (pw_t *self, int64_t value)
+pw_int_any (pw_t *self, int64_t value)
 {
     assert (self);
     uint8_t *at;
@@ -251,7 +249,7 @@ pw_int (pw_t *self, int64_t value)
 }
 
 void
-pw_bool (pw_t *self, bool value)
+pw_bool_any (pw_t *self, bool value)
 {
     assert (self);
     *s_append (self, 1) = value ? 0xc3 : 0xc2;
@@ -370,12 +368,12 @@ const void *
 pw_data (const pw_t *self)
 {
     assert (self);
-    return self->data;
+    return self->buffer.data;
 }
 
 size_t
 pw_size (const pw_t *self)
 {
     assert (self);
-    return self->size;
+    return self->buffer.size;
 }
