@@ -3099,6 +3099,12 @@ broker_new (const broker_config_t *config, char *err, size_t err_len)
     zlistx_set_comparator (self->pass_replies, (zlistx_comparator_fn *) strcmp);
     self->pass_logs = zlistx_new ();
     zlistx_set_destructor (self->pass_logs, (zlistx_destructor_fn *) zstr_free);
+    //  Tables looked up by job id several times per result
+    zhashx_set_key_hasher (self->event_seq, id_hash);
+    zhashx_set_key_hasher (self->live_jobs, id_hash);
+    zhashx_set_key_hasher (self->pass_jobs, id_hash);
+    zhashx_set_key_hasher (self->job_versions, id_hash);
+    zhashx_set_key_hasher (self->pass_versions, id_hash);
     self->registry = registry_new ();
     self->sched = sched_new (&self->config.sched, s_resolve, self);
     sched_set_unavailable (self->sched, s_unavailable, self);
@@ -3110,6 +3116,7 @@ broker_new (const broker_config_t *config, char *err, size_t err_len)
     assert (self->metrics);
     self->node_stats = zhashx_new ();
     zhashx_set_destructor (self->node_stats, (zhashx_destructor_fn *) zstr_free);
+    zhashx_set_key_hasher (self->node_stats, id_hash);
     if (self->sched)
         sched_set_fleet (self->sched, s_node_load, s_action_idempotent, self);
     self->schedules = zhashx_new ();

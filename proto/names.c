@@ -1039,6 +1039,26 @@ job_id_valid (const char *text)
     return true;
 }
 
+size_t
+id_hash (const void *key)
+{
+    const unsigned char *text = (const unsigned char *) key;
+    size_t len = strlen ((const char *) text);
+    uint64_t hash = UINT64_C (0x9e3779b97f4a7c15) ^ len;
+    for (; len >= 8; text += 8, len -= 8) {
+        uint64_t word;
+        memcpy (&word, text, 8);
+        hash = (hash ^ word) * UINT64_C (0xff51afd7ed558ccd);
+        hash ^= hash >> 32;
+    }
+    uint64_t tail = 0;
+    for (size_t index = 0; index < len; index++)
+        tail |= (uint64_t) text [index] << (8 * index);
+    hash = (hash ^ tail) * UINT64_C (0xc4ceb9fe1a85ec53);
+    hash ^= hash >> 29;
+    return (size_t) hash;
+}
+
 void
 time_format (int64_t wall_ms, char *buf, size_t buf_len)
 {

@@ -140,6 +140,11 @@ void job_id_make (int64_t wall_ms, int64_t *last_ms, uint32_t *seq,
 //  True when TEXT has the form of a job id.
 bool job_id_valid (const char *text);
 
+//  A hash of the NUL-terminated KEY (an id or a name) for hash tables
+//  (zhashx_set_key_hasher): eight bytes a step, where CZMQ's default
+//  takes one.
+size_t id_hash (const void *key);
+
 //  Copies LEN bytes of untrusted TEXT into BUF (BUF_LEN bytes; NAME_SHOW_LEN
 //  holds any cut) for quoting in an error sentence: control bytes and NUL
 //  become '?', and text past 48 bytes is cut on a UTF-8 boundary and marked

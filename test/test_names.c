@@ -719,6 +719,64 @@ test_names_duration_format (void **state)
     }
 }
 
+//  Names and job ids take exactly their bytes, whatever the byte
+static void
+test_names_every_byte (void **state)
+{
+    for (int c = 1; c < 256; c++) {
+        bool name_char = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')
+                         || (c >= '0' && c <= '9') || c == '_' || c == '-';
+        bool hex_char = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+        char name [] = { 'a', (char) c, 'b', 0 };
+        assert_int_equal (name_valid (name), name_char);
+        char job [] = "j-0193a1b2c3d4-0001";
+        job [5] = (char) c;
+        assert_int_equal (job_id_valid (job), hex_char);
+        job [5] = '3';
+        job [17] = (char) c;
+        assert_int_equal (job_id_valid (job), hex_char);
+    }
+}
+
+//  Equal keys hash alike wherever they lie; a key is read up to its NUL
+//  only; one byte changed at any place of any length changes the hash;
+//  job ids spread over a table's buckets.
+static void
+test_names_id_hash (void **state)
+{
+    char text [41];
+    for (size_t len = 0; len <= 40; len++) {
+        for (size_t index = 0; index < len; index++)
+            text [index] = (char) ('a' + (index * 7) % 26);
+        text [len] = 0;
+        char *copy = malloc (len + 1);
+        assert_non_null (copy);
+        memcpy (copy, text, len + 1);
+        size_t hash = id_hash (text);
+        assert_true (id_hash (copy) == hash);
+        for (size_t index = 0; index < len; index++) {
+            copy [index] ^= 1;
+            assert_true (id_hash (copy) != hash);
+            copy [index] ^= 1;
+        }
+        free (copy);
+    }
+    enum { IDS = 10000, BUCKETS = 1021 };
+    size_t counts [BUCKETS] = { 0 };
+    int64_t last_ms = 0;
+    uint32_t seq = 0;
+    for (int i = 0; i < IDS; i++) {
+        char id [JOB_ID_LEN + 1];
+        job_id_make (0x0193a1b2c3d4LL + i / 3, &last_ms, &seq, id, sizeof id);
+        counts [id_hash (id) % BUCKETS]++;
+    }
+    size_t most = 0;
+    for (size_t bucket = 0; bucket < BUCKETS; bucket++)
+        most = counts [bucket] > most ? counts [bucket] : most;
+    //  About 10 a bucket: a poor hash piles them up
+    assert_true (most < 40);
+}
+
 static void
 test_names_job_ids (void **state)
 {
@@ -828,6 +886,8 @@ main (void)
         cmocka_unit_test (test_names_duration_parse),
         cmocka_unit_test (test_names_duration_format),
         cmocka_unit_test (test_names_job_ids),
+        cmocka_unit_test (test_names_every_byte),
+        cmocka_unit_test (test_names_id_hash),
         cmocka_unit_test (test_names_name_show),
         cmocka_unit_test (test_names_time_format),
     };
