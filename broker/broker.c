@@ -632,7 +632,9 @@ s_ack_add (broker_t *self, registry_node_t *node, const char *job,
     uint32_t index = (uint32_t) io->ack_count++;
     s_ack_t *ack = &io->acks [index];
     ack->node = node;
-    snprintf (ack->job, sizeof ack->job, "%s", job);
+    size_t job_len = strnlen (job, sizeof ack->job - 1);
+    memcpy (ack->job, job, job_len);
+    ack->job [job_len] = 0;
     ack->step = step;
     ack->attempt = attempt;
     ack->next = UINT32_MAX;
@@ -1762,6 +1764,9 @@ s_agent_decode (broker_t *self, const void *body, size_t size,
                 char *why, size_t why_len)
 {
     *known_p = NULL;
+    //  Nearly every message is read directly: only a hello needs the scan
+    if (proto_msg_decode_direct (body, size, msg_p) == 0)
+        return 0;
     const uint8_t *bytes = (const uint8_t *) body;
     size_t at = 0, len = 0;
     const registry_backend_set_t *known = NULL;
