@@ -600,10 +600,7 @@ s_excerpt (const char *prefix, const char *text)
 static size_t
 s_hash (const char *text)
 {
-    uint64_t hash = UINT64_C (14695981039346656037);
-    for (; *text; text++)
-        hash = (hash ^ (uint8_t) *text) * UINT64_C (1099511628211);
-    return (size_t) hash;
+    return id_hash (text);
 }
 
 static s_jobx_t *
