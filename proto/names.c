@@ -1044,18 +1044,37 @@ id_hash (const void *key)
 {
     const unsigned char *text = (const unsigned char *) key;
     size_t len = strlen ((const char *) text);
+    const unsigned char *end = text + len;
     uint64_t hash = UINT64_C (0x9e3779b97f4a7c15) ^ len;
-    for (; len >= 8; text += 8, len -= 8) {
-        uint64_t word;
+    uint64_t word;
+    for (; end - text > 8; text += 8) {
         memcpy (&word, text, 8);
         hash = (hash ^ word) * UINT64_C (0xff51afd7ed558ccd);
         hash ^= hash >> 32;
     }
+    //  The last one to eight bytes, read as whole words that may overlap
+    //  the bytes before them
     uint64_t tail = 0;
-    for (size_t index = 0; index < len; index++)
-        tail |= (uint64_t) text [index] << (8 * index);
-    hash = (hash ^ tail) * UINT64_C (0xc4ceb9fe1a85ec53);
-    hash ^= hash >> 29;
+    if (len >= 8)
+        memcpy (&tail, end - 8, 8);
+    else
+    if (len >= 4) {
+        uint32_t first, last;
+        memcpy (&first, text, 4);
+        memcpy (&last, end - 4, 4);
+        tail = ((uint64_t) first << 32) | last;
+    }
+    else
+        for (; text < end; text++)
+            tail = (tail << 8) | *text;
+    //  Every bit of the input moves the low bits too (tables that mask
+    //  them): MurmurHash3's finaliser
+    hash ^= tail;
+    hash ^= hash >> 33;
+    hash *= UINT64_C (0xff51afd7ed558ccd);
+    hash ^= hash >> 33;
+    hash *= UINT64_C (0xc4ceb9fe1a85ec53);
+    hash ^= hash >> 33;
     return (size_t) hash;
 }
 
