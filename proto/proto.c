@@ -1519,13 +1519,14 @@ done:
 //  first builds a tree of the whole frame (pv), then reads the tree into
 //  the message. The direct decode reads a message whose fields are all
 //  strings, ints, bools and maps of strings (result, ack, started,
-//  heartbeat, bye...) straight from the bytes into the message, under the
-//  same field tables, in the shape encoders write it: "v" and "type"
-//  first, then the type's fields in any order. It accepts a frame only
+//  heartbeat, bye...), and a results whose entries are such maps,
+//  straight from the bytes into the message, under the same field
+//  tables, in the shape encoders write it: "v" and "type" first, then
+//  the type's fields in any order. It accepts a frame only
 //  when every rule of the schema decode holds (pv's grammar, text and
 //  duplicate-key rules included). At the first thing it does not read (a
-//  hello, a list, a float, a duplicate, a value out of range, anything
-//  malformed) it declines and proto_msg_decode gives the frame to the
+//  hello, a list, a float, a duplicate, a value out of range, a results
+//  entry that breaks a rule, anything malformed) it declines and proto_msg_decode gives the frame to the
 //  schema decode, which accepts it or says why not: every error comes
 //  from one place. fuzz_proto checks on every input that the direct
 //  decode accepts nothing the schema decode refuses and that both give
@@ -1738,6 +1739,9 @@ s_direct_map (s_reader_t *reader, const s_field_t *field, void *item)
     return 0;
 }
 
+static int s_direct_entries (s_reader_t *reader, const s_field_t *field,
+                             void *item);
+
 //  Reads the value of FIELD into ITEM. -1 when the schema decode might
 //  not take it as it is.
 static int
@@ -1775,9 +1779,93 @@ s_direct_field (s_reader_t *reader, const s_field_t *field, void *item)
             return 0;
         case S_MAP:
             return s_direct_map (reader, field, item);
+        case S_RESULTS:
+            return s_direct_entries (reader, field, item);
         default:
             return -1;
     }
+}
+
+//  Reads the PAIRS key/value pairs of a map of SCHEMA's fields into ITEM:
+//  each field at most once, every required one, then the schema's own
+//  rule. -1 when the schema decode might not take them as they are.
+static int
+s_direct_fields (s_reader_t *reader, const s_schema_t *schema, void *item,
+                 size_t pairs)
+{
+    assert (schema->count <= S_FIELDS_MAX);
+    uint32_t seen = 0;
+    size_t next = 0;
+    for (size_t index = 0; index < pairs; index++) {
+        const char *key;
+        size_t key_len;
+        if (s_read_str (reader, &key, &key_len) || key_len == 0)
+            return -1;
+        //  Encoders write the fields in schema order
+        const s_field_t *guess = &schema->fields [next < schema->count
+                                                  ? next : 0];
+        size_t found = guess->key_len == key_len
+                       && s_same_bytes (guess->key, key, key_len)
+                           ? (size_t) (guess - schema->fields)
+                           : s_field_find (schema, key, key_len, next);
+        //  Unknown keys, "v" or "type" again, a field twice: declined
+        if (found == schema->count || (seen & (UINT32_C (1) << found)))
+            return -1;
+        if (s_direct_field (reader, &schema->fields [found], item))
+            return -1;
+        seen |= UINT32_C (1) << found;
+        next = found + 1;
+    }
+    uint32_t missing = ~seen & ((UINT32_C (1) << schema->count) - 1);
+    for (; missing; missing &= missing - 1)
+        if (schema->fields [__builtin_ctz (missing)].required)
+            return -1;
+    //  Struct-level rules use no wire values (as in proto_msg_encode)
+    static const s_path_t path = { NULL, "", 0, 0, false };
+    if (schema->check && schema->check (item, NULL, &path, NULL, 0))
+        return -1;
+    return 0;
+}
+
+//  Reads results' entries into FIELD of ITEM: all good, or -1 (an entry
+//  that breaks a rule is the schema decode's to mark).
+static int
+s_direct_entries (s_reader_t *reader, const s_field_t *field, void *item)
+{
+    size_t left = reader->size - reader->pos;
+    const uint8_t *at = reader->data + reader->pos;
+    size_t count, head;
+    if (left >= 1 && (at [0] & 0xf0) == 0x90) {
+        count = at [0] & 0x0f;
+        head = 1;
+    }
+    else
+    if (left >= 3 && at [0] == 0xdc) {
+        count = ((size_t) at [1] << 8) | at [2];
+        head = 3;
+    }
+    else
+        return -1;
+    //  Each entry takes a byte at least: no allocation for a false count
+    if ((int64_t) count < field->min || (int64_t) count > field->max
+    ||  count > left - head)
+        return -1;
+    reader->pos += head;
+    proto_msg_t *entries = (proto_msg_t *) s_alloc (count
+                                                    * sizeof (proto_msg_t),
+                                                    16, true);
+    if (!entries)
+        return -1;
+    for (size_t index = 0; index < count; index++) {
+        size_t pairs;
+        if (s_read_map (reader, &pairs)
+        ||  s_direct_fields (reader, field->schema, &entries [index], pairs))
+            return -1;
+        entries [index].type = PROTO_RESULT;
+    }
+    *S_MEMBER (item, field->offset, proto_msg_t *) = entries;
+    *S_MEMBER (item, field->count_offset, size_t) = count;
+    return 0;
 }
 
 //  The direct decode of the SIZE bytes at DATA. Returns 0 and a new
@@ -1826,37 +1914,13 @@ s_decode_direct (const void *data, size_t size, proto_msg_t **msg_p)
     arena.chunks = (s_chunk_t **) &msg->chunks;
     s_arena = &arena;
 
-    uint32_t seen = 0;
-    size_t next = 0;
     int rc = 1;
-    for (size_t index = 2; index < count; index++) {
-        if (s_read_str (&reader, &key, &key_len) || key_len == 0)
-            goto done;
-        //  Encoders write the fields in schema order
-        const s_field_t *guess = &schema->fields [next < schema->count
-                                                  ? next : 0];
-        size_t found = guess->key_len == key_len
-                       && s_same_bytes (guess->key, key, key_len)
-                           ? (size_t) (guess - schema->fields)
-                           : s_field_find (schema, key, key_len, next);
-        //  Unknown keys, "v" or "type" again, a field twice: declined
-        if (found == schema->count || (seen & (UINT32_C (1) << found)))
-            goto done;
-        if (s_direct_field (&reader, &schema->fields [found], msg))
-            goto done;
-        seen |= UINT32_C (1) << found;
-        next = found + 1;
-    }
-    if (reader.pos != size)
+    if (s_direct_fields (&reader, schema, msg, count - 2)
+    ||  reader.pos != size)
         goto done;
-    uint32_t missing = ~seen & ((UINT32_C (1) << schema->count) - 1);
-    for (; missing; missing &= missing - 1)
-        if (schema->fields [__builtin_ctz (missing)].required)
-            goto done;
-    //  Message-level rules use no wire values (as in proto_msg_encode)
-    static const s_path_t path = { NULL, "", 0, 0, false };
-    if (schema->check && schema->check (msg, NULL, &path, NULL, 0))
-        goto done;
+    //  results' entries speak for the message's node, whatever came first
+    for (size_t index = 0; index < msg->result_count; index++)
+        msg->results [index].node = msg->node;
     *msg_p = msg;
     msg = NULL;
     rc = 0;

@@ -264,7 +264,8 @@ int proto_msg_decode (const void *data, size_t size, proto_msg_t **msg_p,
 
 //  The two ways proto_msg_decode reads a frame, apart for tests and the
 //  fuzzer. The direct decode reads messages of strings, ints, bools and
-//  maps of strings (result, ack, heartbeat...) straight from the bytes:
+//  maps of strings (result, ack, heartbeat...) and results whose entries
+//  are all good straight from the bytes:
 //  it returns 0 and a new message in *MSG_P exactly as proto_msg_decode
 //  would give it, or 1 when it declines the frame (another type, another
 //  shape, anything malformed), leaving *MSG_P NULL. It never accepts what

@@ -1413,6 +1413,7 @@ test_proto_direct_decode_reads_flat_messages (void **state)
             case PROTO_BYE:
             case PROTO_RESULT_ACK:
             case PROTO_PROGRESS:
+            case PROTO_RESULTS:
                 //  What the broker reads most never takes the schema path
                 if (rc != 0)
                     fail_msg ("%s declined", proto_type_name (sent->type));
@@ -1946,6 +1947,83 @@ s_results_mixed (pw_t *writer, size_t index)
     }
     pv_doc_destroy (&doc);
     pw_destroy (&entry);
+}
+
+//  The bytes of a results from "web-01" with COUNT entries written by
+//  ENTRY, with "node" before "results" or after it.
+static pw_t *
+s_results_bytes (void (*entry) (pw_t *, size_t), size_t count,
+                 bool node_first)
+{
+    pw_t *writer = pw_new ();
+    pw_map (writer, 4);
+    pw_str (writer, "v");
+    pw_int (writer, 1);
+    pw_str (writer, "type");
+    pw_str (writer, "results");
+    if (node_first) {
+        pw_str (writer, "node");
+        pw_str (writer, "web-01");
+    }
+    pw_str (writer, "results");
+    pw_array (writer, count);
+    for (size_t index = 0; index < count; index++)
+        entry (writer, index);
+    if (!node_first) {
+        pw_str (writer, "node");
+        pw_str (writer, "web-01");
+    }
+    return writer;
+}
+
+//  A results of good entries is read directly, each entry speaking for
+//  the message's node wherever "node" came; one bad entry leaves the
+//  whole message to the schema decode, which marks it.
+static void
+test_proto_direct_decode_reads_results (void **state)
+{
+    for (int node_first = 0; node_first < 2; node_first++) {
+        pw_t *writer = s_results_bytes (s_results_good, 20, node_first);
+        proto_msg_t *msg = s_direct_same (writer);
+        assert_int_equal (msg->type, PROTO_RESULTS);
+        assert_int_equal (msg->result_count, 20);
+        for (size_t index = 0; index < msg->result_count; index++) {
+            assert_int_equal (msg->results [index].type, PROTO_RESULT);
+            assert_ptr_equal (msg->results [index].node, msg->node);
+            assert_int_equal (msg->results [index].step, index);
+        }
+        proto_msg_destroy (&msg);
+        pw_destroy (&writer);
+    }
+    pw_t *writer = s_results_bytes (s_results_mixed, 5, true);
+    proto_msg_t *direct = NULL;
+    assert_int_equal (proto_msg_decode_direct (pw_data (writer),
+                                               pw_size (writer), &direct), 1);
+    assert_null (direct);
+    proto_msg_t *schema = NULL;
+    proto_msg_t *msg = NULL;
+    char why [256];
+    assert_int_equal (proto_msg_decode_schema (pw_data (writer),
+                                               pw_size (writer), &schema, why,
+                                               sizeof why), 0);
+    assert_int_equal (proto_msg_decode (pw_data (writer), pw_size (writer),
+                                        &msg, why, sizeof why), 0);
+    s_assert_same (msg, schema);
+    assert_int_equal (msg->results [1].type, 0);
+    assert_non_null (msg->results [1].message);
+    proto_msg_destroy (&msg);
+    proto_msg_destroy (&schema);
+    pw_destroy (&writer);
+
+    //  Counts the bytes cannot hold, or past the bound, are declined
+    const unsigned char claims [] = { 0x84, 0xa1, 'v', 0x01, 0xa4, 't', 'y',
+        'p', 'e', 0xa7, 'r', 'e', 's', 'u', 'l', 't', 's', 0xa4, 'n', 'o',
+        'd', 'e', 0xa2, 'w', '1', 0xa7, 'r', 'e', 's', 'u', 'l', 't', 's',
+        0xdc, 0xff, 0xff, 0x80 };
+    s_direct_declines_bad (claims, sizeof claims);
+    writer = s_results_bytes (s_results_good, PROTO_MAX_RESULTS + 1, true);
+    s_direct_declines_bad (pw_data (writer), pw_size (writer));
+    pw_destroy (&writer);
 }
 
 //  A results: written by proto_results_begin and proto_results_entry_encode
@@ -2566,6 +2644,7 @@ main (void)
         cmocka_unit_test (test_proto_direct_decode_reads_flat_messages),
         cmocka_unit_test (test_proto_direct_decode_reads_every_encoding),
         cmocka_unit_test (test_proto_direct_decode_declines_hostile),
+        cmocka_unit_test (test_proto_direct_decode_reads_results),
         cmocka_unit_test (test_proto_encode_refuses_bad_messages),
         cmocka_unit_test (test_proto_result_ack_encode),
         cmocka_unit_test (test_proto_result_acks_encode),
