@@ -2172,12 +2172,18 @@ s_drain_start (s_stage_t *stage, s_run_t *run, size_t count,
     s_frozen = stage->broker_pid;
     kill (stage->broker_pid, SIGSTOP);
     deadline = s_now_ms () + S_DRAIN_HANDOFF_MS;
-    while (s_proc_state (stage->broker_pid) != 'T' && s_now_ms () < deadline)
+    char state;
+    while ((state = s_proc_state (stage->broker_pid)) != 'T' && state != 'Z'
+           && state != 0 && s_now_ms () < deadline)
         usleep (1000);
-    if (s_proc_state (stage->broker_pid) != 'T') {
-        snprintf (reason, reason_len, "the broker did not stop (state %c)",
-                  s_proc_state (stage->broker_pid)
-                      ? s_proc_state (stage->broker_pid) : '-');
+    if (state != 'T') {
+        if (!s_alive (stage->broker_pid))
+            snprintf (reason, reason_len,
+                      "the broker exited during the drain");
+        else
+            snprintf (reason, reason_len,
+                      "the broker did not stop (state %c)",
+                      state ? state : '-');
         return -1;
     }
     if (s_swarm_all (stage, "release", deadline) != 0) {
