@@ -1723,23 +1723,42 @@ s_result_start (broker_t *self, const proto_msg_t *in, int64_t *submitted_ms,
 }
 
 //  Stores a piece of a cell's output (after the session check): only
-//  for a cell of the sending node, within max_output; else counted.
+//  for a cell of the sending node, at an offset where the agent cuts its
+//  pieces (a multiple of PROTO_MAX_CHUNK), within max_output, and, while
+//  the job runs, for an attempt the cell was given; else counted. So one
+//  agent stores at most max_output per stream and attempt it ran.
 static void
 s_on_output (broker_t *self, const proto_msg_t *piece)
 {
     store_txn_t *txn = broker_txn (self);
     const sched_job_t *job = sched_job (self->sched, piece->job);
-    bool known = job ? piece->step < job->step_count
-                           && sched_job_node_index (job, piece->node) >= 0
+    int index = job && piece->step < job->step_count
+                    ? sched_job_node_index (job, piece->node)
+                    : -1;
+    bool known = job ? index >= 0
                      : txn && jobrec_expects (txn, piece->job, piece->step,
                                               piece->node);
-    if (!known || piece->offset + piece->chunk_len > self->config.max_output) {
+    const char *refused = NULL;
+    if (!known)
+        refused = "no such cell";
+    else
+    if (piece->offset % PROTO_MAX_CHUNK != 0)
+        refused = "not at a piece boundary";
+    else
+    if (piece->offset + piece->chunk_len > self->config.max_output)
+        refused = "past results.max_output";
+    else
+    if (job
+        && piece->attempt
+               > job->cells [piece->step * job->expected_count
+                             + (size_t) index].attempt)
+        refused = "an attempt the step was never given";
+    if (refused) {
         self->counters.output_refused++;
         if (self->config.verbose)
-            s_log ("refused output of %s step %u from node %s at %" PRIu64
-                   ": %s", piece->job, piece->step, piece->node,
-                   piece->offset, known ? "past results.max_output"
-                                        : "no such cell");
+            s_log ("refused output of %s step %u attempt %u from node %s at "
+                   "%" PRIu64 ": %s", piece->job, piece->step, piece->attempt,
+                   piece->node, piece->offset, refused);
         return;
     }
     if (txn)
