@@ -446,6 +446,12 @@ keys_keygen_main (const char *program, const char *default_dir,
         fprintf (err, "%s keygen: no directory: pass --out DIR\n", program);
         return 2;
     }
+    if (!name_valid (name)) {
+        fprintf (err, "%s keygen: --name: '%s' is not a valid key name "
+                 "(letters, digits, '_' and '-', 1 to %d)\n", program, name,
+                 NAME_MAX_LEN);
+        return 2;
+    }
     char public_txt [KEYS_TEXT_SIZE];
     char why [PATH_MAX + 256];
     const char *meta [] = {"program", program, NULL};

@@ -223,6 +223,13 @@ test_keys_keygen_command (void **state)
     char *bad [] = {"keygen", "--bogus", NULL};
     assert_int_equal (keys_keygen_main ("gridcli", "/nowhere", "client", 2,
                                         bad, out, err), 2);
+    //  A bad --name is a usage error, like a bad flag, and writes nothing
+    char *bad_name [] = {"keygen", "--out", dir, "--name", "../x", NULL};
+    assert_int_equal (keys_keygen_main ("gridcli", "/nowhere", "client", 5,
+                                        bad_name, out, err), 2);
+    char x_path [PATH_MAX];
+    snprintf (x_path, sizeof x_path, "%s/../x.key", dir);
+    assert_int_equal (access (x_path, F_OK), -1);
     char *help [] = {"keygen", "--help", NULL};
     assert_int_equal (keys_keygen_main ("gridcli", "/nowhere", "client", 2,
                                         help, out, err), 0);
