@@ -69,6 +69,9 @@
 
 //  Longest event detail taken from agent text (errors can be 1 MiB).
 #define S_DETAIL_MAX 200
+//  Least time between two progress reports of a cell for the second to be
+//  logged as an event (an agent's least progress_interval)
+#define S_PROGRESS_EVENT_MS 100
 
 //  Jobs of this many nodes or more find a node's index by hash.
 #define S_NODE_SLOTS_MIN 16
@@ -3981,6 +3984,11 @@ sched_on_progress (sched_t *self, const proto_msg_t *progress, int64_t now_ms)
     if (progress->attempt == 0 || progress->attempt != cell->attempt
         || !s_in_flight (cell->status))
         return -1;
+    //  An agent reports at most every 100 ms (its least progress_interval):
+    //  a kind that changes sooner is kept but not logged, so that a flood
+    //  cannot grow the job's event log without bound
+    bool spaced = cell->progress_ms == 0
+                  || now_ms - cell->progress_ms >= S_PROGRESS_EVENT_MS;
     cell->renewed_ms = now_ms;
     cell->progress_ms = now_ms;
     cell->percent = progress->percent >= 0 && progress->percent <= 100
@@ -3993,7 +4001,7 @@ sched_on_progress (sched_t *self, const proto_msg_t *progress, int64_t now_ms)
     free (cell->progress);
     cell->progress_kind = s_strdup (progress->kind);
     cell->progress = s_strdup (progress->message);
-    if (new_kind && progress->kind)
+    if (new_kind && progress->kind && spaced)
         s_event (self, job, "progress", index, progress->step,
                  s_excerpt (progress->kind, progress->message));
     return 0;

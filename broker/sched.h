@@ -322,7 +322,8 @@ int sched_on_node_down (sched_t *self, const char *node, int64_t now_ms);
 //  A progress message from an agent (PROTO_PROGRESS): the cell keeps the
 //  latest percent, kind and message (in memory: no SAVE_CELL), its lease
 //  and stall clock are renewed, and an EVENT progress is emitted only when
-//  the kind changes. Returns 0, or -1 when it matches no cell in flight.
+//  the kind changes, at least 100 ms after the cell's previous report.
+//  Returns 0, or -1 when it matches no cell in flight.
 int sched_on_progress (sched_t *self, const proto_msg_t *progress,
                        int64_t now_ms);
 

@@ -3476,6 +3476,7 @@ test_sched_progress_in_memory (void **state)
     assert_string_equal (cell->progress_kind, "downloading");
     assert_string_equal (cell->progress, "downloading nginx");
     assert_true (cell->progress_ms > 0);
+    h->now += 1000;
     assert_int_equal (s_progress_msg (h, "j-1", 0, 1, "web-01", -1,
                                       "configuring", "setting up nginx"),
                       0);
@@ -3483,6 +3484,22 @@ test_sched_progress_in_memory (void **state)
     assert_string_equal (s_event_detail (h, mark, "progress", "web-01"),
                          "configuring: setting up nginx");
     assert_int_equal (cell->percent, -1);
+    //  A flood of changing kinds (faster than any agent reports) is kept
+    //  in memory but not logged: the event log stays bounded
+    for (int round = 0; round < 1000; round++) {
+        h->now += 1;
+        assert_int_equal (s_progress_msg (h, "j-1", 0, 1, "web-01", 50,
+                                          round % 2 ? "a" : "b", "flood"),
+                          0);
+    }
+    assert_int_equal (s_events (h, mark, "progress", "web-01", 0), 2);
+    assert_string_equal (cell->progress_kind, "a");
+    //  A change 100 ms after the last report is logged again
+    h->now += 100;
+    assert_int_equal (s_progress_msg (h, "j-1", 0, 1, "web-01", 60,
+                                      "configuring", "setting up nginx"),
+                      0);
+    assert_int_equal (s_events (h, mark, "progress", "web-01", 0), 3);
     //  Stale: another attempt, another node
     assert_int_equal (s_progress_msg (h, "j-1", 0, 2, "web-01", 5, NULL, NULL),
                       -1);
