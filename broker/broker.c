@@ -2414,6 +2414,27 @@ s_on_request (broker_t *self, zsock_t *socket, zmsg_t **envelope_p,
         answer = pw_data (reply);
         answer_size = pw_size (reply);
     }
+    //  A reply past ZMQ_MAXMSGSIZE would be dropped by the client's socket
+    //  (which closes the connection: the client hears nothing and retries
+    //  in vain); it gets an error that says why instead. The HTTP face
+    //  has no such bound.
+    if (socket == self->client && answer_size > PROTO_MAX_FRAME) {
+        char too_large [400];
+        snprintf (too_large, sizeof too_large,
+                  "the reply is %.1f MiB, more than the %d MiB a message may "
+                  "hold: ask for less (a lower limit, events after a seq, "
+                  "one node's output with job.output), or use the HTTP "
+                  "API, whose replies have no such bound",
+                  (double) answer_size / (1024 * 1024),
+                  PROTO_MAX_FRAME / (1024 * 1024));
+        log_warn ("%s: %s", request ? request->type : "a request",
+                  too_large);
+        pw_reset (reply);
+        proto_reply_error (reply, request ? request->id : id ? id : "",
+                           PROTO_ERR_TOO_LARGE, too_large, NULL, 0);
+        answer = pw_data (reply);
+        answer_size = pw_size (reply);
+    }
     //  A transaction begun by this request starts from zero changes
     bool wrote = self->pass_broken || same_pass
                  || (self->txn

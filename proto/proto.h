@@ -301,6 +301,7 @@ int proto_msg_decode_schema (const void *data, size_t size,
 #define PROTO_ERR_FORBIDDEN "forbidden"            //  role may not do this
 #define PROTO_ERR_MAINTENANCE "maintenance"        //  broker drained
 #define PROTO_ERR_INTERNAL "internal"              //  a bug; logged
+#define PROTO_ERR_TOO_LARGE "too_large"            //  the reply would pass PROTO_MAX_FRAME
 #define PROTO_ERR_DUPLICATE_NODE "duplicate_node"  //  node online from another live agent
 
 typedef struct {

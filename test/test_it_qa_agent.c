@@ -5,7 +5,10 @@
     1 MiB grid an agent cuts its streams on, or for an attempt its step
     was never given, are acknowledged (so a spool drains) and counted,
     never stored: before, one agent could store 1 MiB at every byte
-    offset of every attempt and fill the broker's store.
+    offset of every attempt and fill the broker's store. A reply larger
+    than a message may hold (a job record with 17 MiB of outputs) is
+    answered too_large, where the client's socket used to drop it and
+    gridcli said the broker did not answer.
     =========================================================================
 */
 #include <setjmp.h>
@@ -224,11 +227,84 @@ test_it_qa_agent_output_pieces_bounded (void **state)
     free (job);
 }
 
+//  A job record past the 16 MiB a message may hold (17 nodes, each with
+//  a 1 MiB output in its result) is answered too_large over ZeroMQ, with
+//  what to do, where the client's socket would have dropped it and the
+//  client heard nothing; gridcli says so and exits 4.
+static void
+test_it_qa_agent_reply_too_large (void **state)
+{
+    grid_t *grid = (grid_t *) *state;
+    enum { NODES = 17 };
+    zsock_t *dealers [NODES];
+    char target [NODES * 12 + 16] = "node:";
+    for (int index = 0; index < NODES; index++) {
+        char node [16];
+        snprintf (node, sizeof node, "big-%02d", index);
+        dealers [index] = s_rogue (grid, node);
+        strcat (target, index ? "," : "");
+        strcat (target, node);
+    }
+    char yaml [512];
+    snprintf (yaml, sizeof yaml,
+              "target: %s\n"
+              "tasks:\n"
+              "  - {backend: test, action: echo, params: {msg: hi}}\n",
+              target);
+    char *job = grid_submit_id (grid, yaml);
+    assert_non_null (job);
+    size_t output_len = 1000000;
+    char *output = (char *) malloc (output_len + 1);
+    assert_non_null (output);
+    memset (output, 'y', output_len);
+    output [output_len] = 0;
+    for (int index = 0; index < NODES; index++) {
+        char node [16];
+        snprintf (node, sizeof node, "big-%02d", index);
+        proto_msg_t result = {
+            .type = PROTO_RESULT, .node = node, .job = job, .step = 0,
+            .attempt = 1, .status = "success", .output = output,
+            .error = "", .exit_code = 0, .duration_ms = 1
+        };
+        s_send_msg (dealers [index], &result);
+        proto_msg_t *result_ack = s_next_of (dealers [index],
+                                             PROTO_RESULT_ACK);
+        assert_non_null (result_ack);
+        proto_msg_destroy (&result_ack);
+    }
+    free (output);
+
+    pv_doc_t *reply = grid_call (grid, "job.get", "job", job, NULL);
+    assert_non_null (reply);
+    char *code = grid_reply_code (reply);
+    assert_non_null (code);
+    assert_string_equal (code, "too_large");
+    free (code);
+    pv_doc_destroy (&reply);
+    //  The broker serves on: a small request is answered
+    reply = grid_call (grid, "job.progress", "job", job, NULL);
+    assert_true (grid_reply_ok (reply, NULL));
+    pv_doc_destroy (&reply);
+
+    char *out = NULL, *err = NULL;
+    int rc = grid_cli (grid, &out, &err, S_WAIT_MS, "job", "status", job,
+                       NULL);
+    assert_int_equal (rc, 4);
+    assert_non_null (strstr (err, "more than the 16 MiB"));
+    assert_non_null (strstr (err, "too_large"));
+    free (out);
+    free (err);
+    for (int index = 0; index < NODES; index++)
+        zsock_destroy (&dealers [index]);
+    free (job);
+}
+
 int
 main (void)
 {
     const struct CMUnitTest tests [] = {
         cmocka_unit_test (test_it_qa_agent_output_pieces_bounded),
+        cmocka_unit_test (test_it_qa_agent_reply_too_large),
     };
     return cmocka_run_group_tests (tests, s_setup, s_teardown);
 }
