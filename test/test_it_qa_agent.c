@@ -20,32 +20,18 @@
 
 #include "../proto/proto.h"
 #include "../proto/pw.h"
-#include "lib/harness.h"
+#include "lib/fixture.h"
 
 #define S_WAIT_MS 20000         //  Deadline for anything that should happen
 
-static int
-s_setup (void **state)
-{
-    grid_t *grid = (grid_t *) calloc (1, sizeof (grid_t));
-    assert_non_null (grid);
-    if (grid_init (grid) != 0 || grid_start_broker (grid, NULL) != 0) {
-        grid_dump_logs (grid);
-        grid_stop (grid);
-        free (grid);
-        return -1;
-    }
-    *state = grid;
-    return 0;
-}
-
-static int
-s_teardown (void **state)
+//  The grid of fixture_setup with its broker started.
+static grid_t *
+s_grid (void **state)
 {
     grid_t *grid = (grid_t *) *state;
-    grid_stop (grid);
-    free (grid);
-    return 0;
+    if (grid_start_broker (grid, NULL) != 0)
+        fail_msg ("the broker did not start");
+    return grid;
 }
 
 //  The value of counter NAME in `status` dropped, or -1.
@@ -154,7 +140,7 @@ s_piece (zsock_t *dealer, const char *node, const char *job,
 static void
 test_it_qa_agent_output_pieces_bounded (void **state)
 {
-    grid_t *grid = (grid_t *) *state;
+    grid_t *grid = s_grid (state);
     zsock_t *dealer = s_rogue (grid, "rogue-01");
     char *job = grid_submit_id (grid,
                                 "target: node:rogue-01\n"
@@ -234,7 +220,7 @@ test_it_qa_agent_output_pieces_bounded (void **state)
 static void
 test_it_qa_agent_reply_too_large (void **state)
 {
-    grid_t *grid = (grid_t *) *state;
+    grid_t *grid = s_grid (state);
     enum { NODES = 17 };
     zsock_t *dealers [NODES];
     char target [NODES * 12 + 16] = "node:";
@@ -303,8 +289,11 @@ int
 main (void)
 {
     const struct CMUnitTest tests [] = {
-        cmocka_unit_test (test_it_qa_agent_output_pieces_bounded),
-        cmocka_unit_test (test_it_qa_agent_reply_too_large),
+        cmocka_unit_test_setup_teardown (
+            test_it_qa_agent_output_pieces_bounded, fixture_setup,
+            fixture_teardown),
+        cmocka_unit_test_setup_teardown (test_it_qa_agent_reply_too_large,
+                                         fixture_setup, fixture_teardown),
     };
-    return cmocka_run_group_tests (tests, s_setup, s_teardown);
+    return cmocka_run_group_tests (tests, NULL, NULL);
 }
