@@ -2913,7 +2913,16 @@ s_restore (broker_t *self, char *err, size_t err_len)
     cursor = store_cursor_new (txn, STORE_DB_JOBS);
     rc = cursor ? store_cursor_seek (cursor, NULL, 0, &k, &k_len, &v, &v_len)
                 : STORE_EIO;
+    char newest [JOB_ID_LEN + 1] = "";
     while (rc == 0) {
+        //  Keys sort as ids do: the last valid one is the newest
+        if (k_len <= JOB_ID_LEN) {
+            char id [JOB_ID_LEN + 1];
+            memcpy (id, k, k_len);
+            id [k_len] = 0;
+            if (job_id_valid (id))
+                memcpy (newest, id, sizeof newest);
+        }
         pv_doc_t *doc = NULL;
         if (pv_doc_decode (v, v_len, &doc, NULL, 0) == 0) {
             int status = jobrec_header_status (pv_doc_root (doc));
@@ -2931,6 +2940,13 @@ s_restore (broker_t *self, char *err, size_t err_len)
         rc = store_cursor_next (cursor, &k, &k_len, &v, &v_len);
     }
     store_cursor_destroy (&cursor);
+    //  New ids never go below the newest stored one, even when the clock
+    //  is behind it (stepped back while the broker was down): an id of a
+    //  kept job must never be made again, its records would be replaced
+    if (*newest) {
+        self->last_id_ms = (int64_t) strtoll (newest + 2, NULL, 16);
+        self->id_seq = (uint32_t) strtoul (newest + 15, NULL, 16);
+    }
     int64_t now_ms = broker_now_ms ();
     char *job_id = (char *) zlistx_first (live);
     while (job_id) {
