@@ -465,17 +465,31 @@ broker_config_load (broker_config_t *config, const char *path, char *err,
                                  why, sizeof why);
     if (rc == 0)
         rc = http_config_load (&config->http, root, why, sizeof why);
-    if (rc == 0 && (max_concurrent < 1 || max_pending < 0 || ack_resends < 0
-                    || map_mb < 1 || max_map_mb < 0
-                    || config->missed_heartbeats < 1
-                    || config->heartbeat_ms < 10
-                    || config->sched.lease_ms < JOB_MIN_LEASE_MS)) {
-        snprintf (why, sizeof why, "a number is out of range (max_concurrent "
-                  ">= 1, max_pending >= 0, ack_resends >= 0, map_size_mb >= 1, "
-                  "missed_heartbeats >= 1, heartbeat >= 10ms, lease >= "
-                  "100ms)");
-        rc = -1;
-    }
+    //  The first number out of range, named with its bound
+    const struct {
+        const char *key;      //  Its key in the file
+        int64_t value;        //  What the file (or the default) gave
+        int64_t least;        //  Its least allowed value
+        const char *unit;     //  "ms" for durations
+    } bounds [] = {
+        {"max_concurrent", max_concurrent, 1, ""},
+        {"max_pending", max_pending, 0, ""},
+        {"ack_resends", ack_resends, 0, ""},
+        {"map_size_mb", map_mb, 1, ""},
+        {"max_map_size_mb", max_map_mb, 0, ""},
+        {"missed_heartbeats", config->missed_heartbeats, 1, ""},
+        {"heartbeat", config->heartbeat_ms, 10, "ms"},
+        {"lease", config->sched.lease_ms, JOB_MIN_LEASE_MS, "ms"},
+    };
+    for (size_t index = 0;
+         rc == 0 && index < sizeof bounds / sizeof bounds [0]; index++)
+        if (bounds [index].value < bounds [index].least) {
+            snprintf (why, sizeof why, "%s: %" PRId64 "%s is out of range "
+                      "(at least %" PRId64 "%s)", bounds [index].key,
+                      bounds [index].value, bounds [index].unit,
+                      bounds [index].least, bounds [index].unit);
+            rc = -1;
+        }
     if (rc == 0) {
         config->sched.max_concurrent = (size_t) max_concurrent;
         config->sched.max_pending = (size_t) max_pending;
