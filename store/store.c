@@ -304,6 +304,45 @@ s_open_databases (store_t *self, const char *dir, char *err, size_t err_len)
     return 0;
 }
 
+//  Bytes of LMDB's lock file with its default 126 reader slots
+#define S_LOCK_BYTES 8192
+
+//  LMDB sizes a new lock file with ftruncate and then writes it through a
+//  shared map: on a full disk, a page of that hole has no block behind it
+//  and the first write to it kills the process with SIGBUS. So the file's
+//  blocks are reserved first (kept as they are when it is larger); a new
+//  lock file on a disk without room for them is an error (one in use
+//  before has the blocks LMDB wrote, and starts as it did). Returns 0 or
+//  -1 (ERR set).
+static int
+s_lock_reserve (const char *dir, char *err, size_t err_len)
+{
+    char path[PATH_MAX];
+    if (snprintf (path, sizeof path, "%s/lock.mdb", dir) >= (int) sizeof path) {
+        snprintf (err, err_len, "%s: path too long", dir);
+        return -1;
+    }
+    int fd = open (path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        snprintf (err, err_len, "%s: %s", path, strerror (errno));
+        return -1;
+    }
+    struct stat info;
+    bool fresh = fstat (fd, &info) == 0 && info.st_size == 0;
+    off_t size = !fresh && info.st_size > S_LOCK_BYTES ? info.st_size
+                                                       : S_LOCK_BYTES;
+    int rc = posix_fallocate (fd, 0, size);
+    close (fd);
+    //  A file system that cannot reserve blocks leaves it to LMDB
+    if (rc != 0 && fresh && rc != EOPNOTSUPP && rc != EINVAL) {
+        snprintf (err, err_len, "%s: cannot reserve %lld bytes: %s (free "
+                  "some space, then start again)", path, (long long) size,
+                  strerror (rc));
+        return -1;
+    }
+    return 0;
+}
+
 store_t *
 store_open (const char *dir, size_t map_bytes, size_t max_map_bytes,
             char *err, size_t err_len)
@@ -314,7 +353,7 @@ store_open (const char *dir, size_t map_bytes, size_t max_map_bytes,
         err_len = sizeof scratch;
     }
     *err = '\0';
-    if (s_mkdir_p (dir, err, err_len))
+    if (s_mkdir_p (dir, err, err_len) || s_lock_reserve (dir, err, err_len))
         return NULL;
 
     store_t *self = calloc (1, sizeof *self);
