@@ -3284,9 +3284,11 @@ broker_run (broker_t *self)
     service_notify_stopping ();
     s_log ("stopping");
     //  Every node's last-seen time, in one commit
+    uint64_t failed = self->storage.failed_commits;
     size_t saved = s_save_seen (self, INT64_MAX, SIZE_MAX);
     s_pass_end (self);
-    if (saved)
+    //  A failed commit saved nothing (and logged why)
+    if (saved && self->storage.failed_commits == failed)
         s_log ("saved the last-seen time of %zu node%s", saved,
                saved == 1 ? "" : "s");
     return 0;
