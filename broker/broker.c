@@ -2404,7 +2404,7 @@ s_on_tick (zloop_t *loop, int timer_id, void *arg)
 //  ---------------------------------------------------------------------
 //  Maintenance and retention
 
-#define META_MAINTENANCE "maintenance"
+
 
 void
 broker_set_maintenance (broker_t *self, bool on)
@@ -2413,8 +2413,8 @@ broker_set_maintenance (broker_t *self, bool on)
     sched_set_paused (self->sched, on || self->hold_until_ms != 0);
     store_txn_t *txn = broker_txn (self);
     if (txn)
-        s_store_error (self, store_put (txn, STORE_DB_META, META_MAINTENANCE,
-                                        strlen (META_MAINTENANCE),
+        s_store_error (self, store_put (txn, STORE_DB_META, CTX_META_MAINTENANCE,
+                                        strlen (CTX_META_MAINTENANCE),
                                         on ? "1" : "0", 1),
                        "the maintenance flag");
     s_log (on ? "maintenance: no new jobs are admitted; running jobs finish"
@@ -2649,8 +2649,8 @@ s_restore (broker_t *self, char *err, size_t err_len)
     zlistx_destroy (&live);
     const void *flag = NULL;
     size_t flag_len = 0;
-    if (store_get (txn, STORE_DB_META, META_MAINTENANCE,
-                   strlen (META_MAINTENANCE), &flag, &flag_len) == 0
+    if (store_get (txn, STORE_DB_META, CTX_META_MAINTENANCE,
+                   strlen (CTX_META_MAINTENANCE), &flag, &flag_len) == 0
         && flag_len == 1 && *(const char *) flag == '1')
         self->maintenance = true;
     store_abort (&txn);
@@ -2701,8 +2701,8 @@ s_reload_flags (broker_t *self, store_txn_t *txn)
     store_cursor_destroy (&cursor);
     const void *flag = NULL;
     size_t flag_len = 0;
-    self->maintenance = store_get (txn, STORE_DB_META, META_MAINTENANCE,
-                                   strlen (META_MAINTENANCE), &flag,
+    self->maintenance = store_get (txn, STORE_DB_META, CTX_META_MAINTENANCE,
+                                   strlen (CTX_META_MAINTENANCE), &flag,
                                    &flag_len) == 0
                         && flag_len == 1 && *(const char *) flag == '1';
 }

@@ -29,6 +29,8 @@
 #include "../store/store.h"
 #include "auth.h"
 #include "config.h"
+#include "ctx.h"
+#include "stats.h"
 #include "http.h"
 #include "metrics.h"
 #include "qstats.h"
@@ -73,46 +75,8 @@ int broker_reload (broker_t *self, broker_config_t *fresh);
 //  broker.c's own state for the agent and commands sockets.
 typedef struct _broker_io_t broker_io_t;
 
-//  The store's health, for status and the logs. An episode begins with
-//  the first commit that fails and ends with the next one that succeeds.
-#define STORE_NEARLY_FULL 90       //  Percent of store.max_size: warned, "nearly_full"
-
-typedef struct {
-    int code;                    //  STORE_EFULL or STORE_EIO while failing, else 0
-    int64_t since_ms;            //  Wall clock: the episode began
-    int64_t failed_ms;           //  Monotonic: the last failed commit
-    int64_t written_ms;          //  Monotonic: the last commit that wrote
-    uint64_t failed_commits;     //  Commits that failed, ever
-    uint64_t refused;            //  Requests answered storage_full/storage_error
-    uint64_t episodes;           //  Episodes, ever
-    char error [256];            //  The last failure's text
-    bool warned;                 //  The 90% warning was logged
-} broker_storage_t;
-
 //  reload.c's SIGHUP state.
 typedef struct _broker_reload_t broker_reload_t;
-
-typedef struct {
-    uint64_t malformed;          //  Undecodable or invalid frames
-    uint64_t repeated_hellos;    //  Hellos repeated on their session, welcomed again
-    uint64_t unknown_node;       //  Messages from unregistered sessions
-    uint64_t stale;              //  Acks/results matching no live cell
-    uint64_t send_failed;        //  Sends to vanished agents
-    uint64_t output_refused;     //  Output pieces past max_output or for
-                                 //  no cell of their node
-    uint64_t bad_entries;        //  Entries of results that broke a rule
-                                 //  of result (the rest were taken)
-} broker_counters_t;
-
-//  What one node did since the broker started (node.workers).
-typedef struct {
-    uint64_t run;                //  Attempts that ended with a result
-    uint64_t failed;             //  ... of which failed, timed out or were interrupted
-    uint64_t lost;               //  Cells that read lost
-    uint64_t retried;            //  Retries it was given
-} broker_node_stats_t;
-
-#define BROKER_PRIORITIES 201    //  -100..100
 
 struct _broker_t {
     broker_config_t config;      //  Copied configuration
