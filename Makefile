@@ -70,7 +70,7 @@ ALL_LDFLAGS = $(SANFLAGS) -Wl,--as-needed $(LDFLAGS)
 
 # Library: everything but the three mains.
 LIB_SRC := $(wildcard proto/*.c store/*.c backends/*.c client/*.c) \
-	$(filter-out broker/main.c,$(wildcard broker/*.c)) \
+	$(filter-out broker/main.c,$(wildcard broker/*.c)) $(wildcard broker/req/*.c) \
 	$(filter-out agent/main.c,$(wildcard agent/*.c)) \
 	$(filter-out cli/main.c,$(wildcard cli/*.c)) \
 	$(filter-out relay/main.c,$(wildcard relay/*.c))
