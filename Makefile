@@ -27,6 +27,7 @@
 #                   module (PREFIX=/usr/local, DESTDIR); make uninstall
 #   make deb        Debian packages in build/deb, checked by lintian
 #   make format     clang-format every source file
+#   make check-layers   the include rules between folders (test/check_layers.sh)
 #   make clean      remove build/ and build-asan/
 #   V=1             show the full compiler command lines
 #
@@ -120,8 +121,8 @@ FUZZ_SEEDS := $(BUILD)/test/tools/fuzz_seeds
 .SECONDARY:
 
 .PHONY: all man deps test test-build test-deps demo format clean \
-	check-deps fuzz fuzz-build fuzz-deps bench bench-quick bench-queue \
-	bench-scale bench-http install \
+	check-deps check-layers fuzz fuzz-build fuzz-deps bench bench-quick \
+	bench-queue bench-scale bench-http install \
 	uninstall deb
 .DEFAULT_GOAL := all
 
@@ -421,6 +422,11 @@ deb: deps
 	@sh test/deps.sh $(DEB_TOOLS)
 	@$(MAKE) --no-print-directory all
 	@sh packaging/deb.sh $(BUILD)
+
+# The include rules between folders, after the check's own test.
+check-layers:
+	@sh test/check_layers_selftest.sh
+	@sh test/check_layers.sh
 
 format:
 	clang-format -i $(wildcard */*.c */*.h test/*/*.c test/*/*.h)
