@@ -72,29 +72,29 @@ s_text_read (const pv_t *value, s_text_t rule, const s_path_t *path,
              char **out, char *why, size_t why_len)
 {
     if (pv_type (value) != PV_STR) {
-        s_fail (why, why_len, path, "expected string, got %s",
-                pv_type_name (pv_type (value)));
+        proto_fail (why, why_len, path, "expected string, got %s",
+                    pv_type_name (pv_type (value)));
         return -2;
     }
     size_t len = 0;
     const char *bytes = pv_str (value, &len);
-    if (len > s_text_max (rule)) {
-        s_fail (why, why_len, path, "longer than %zu bytes",
-                s_text_max (rule));
+    if (len > proto_text_max (rule)) {
+        proto_fail (why, why_len, path, "longer than %zu bytes",
+                    proto_text_max (rule));
         return -2;
     }
     if (len > 0 && memchr (bytes, 0, len)) {
-        s_fail (why, why_len, path, "contains a NUL byte");
+        proto_fail (why, why_len, path, "contains a NUL byte");
         return -2;
     }
     char *text = (char *) s_alloc (len + 1, 1, false);
     if (!text) {
-        s_fail (why, why_len, path, "out of memory");
+        proto_fail (why, why_len, path, "out of memory");
         return -2;
     }
     memcpy (text, bytes, len);
     text [len] = 0;
-    if (s_text_check (rule, text, len, path, why, why_len)) {
+    if (proto_text_check (rule, text, len, path, why, why_len)) {
         s_release (text);
         return -2;
     }
@@ -123,13 +123,13 @@ s_decode_int (const pv_t *value, const s_field_t *field, void *item,
 {
     int64_t number;
     if (pv_get_int (value, &number)) {
-        s_fail (why, why_len, path, "expected int, got %s",
-                pv_type_name (pv_type (value)));
+        proto_fail (why, why_len, path, "expected int, got %s",
+                    pv_type_name (pv_type (value)));
         return -2;
     }
     if (number < field->min || number > field->max) {
-        s_fail (why, why_len, path, "%" PRId64 " is out of range %" PRId64
-                "..%" PRId64, number, field->min, field->max);
+        proto_fail (why, why_len, path, "%" PRId64 " is out of range %" PRId64
+                    "..%" PRId64, number, field->min, field->max);
         return -2;
     }
     if (field->kind == S_U32)
@@ -152,18 +152,18 @@ s_array_size (const pv_t *value, int64_t min, int64_t max,
               const s_path_t *path, size_t *count, char *why, size_t why_len)
 {
     if (pv_type (value) != PV_ARRAY) {
-        s_fail (why, why_len, path, "expected array, got %s",
-                pv_type_name (pv_type (value)));
+        proto_fail (why, why_len, path, "expected array, got %s",
+                    pv_type_name (pv_type (value)));
         return -2;
     }
     *count = pv_size (value);
     if ((int64_t) *count > max) {
-        s_fail (why, why_len, path, "more than %" PRId64 " entries", max);
+        proto_fail (why, why_len, path, "more than %" PRId64 " entries", max);
         return -2;
     }
     if ((int64_t) *count < min) {
-        s_fail (why, why_len, path, "at least %" PRId64 " %s needed", min,
-                min == 1 ? "entry is" : "entries are");
+        proto_fail (why, why_len, path, "at least %" PRId64 " %s needed", min,
+                    min == 1 ? "entry is" : "entries are");
         return -2;
     }
     return 0;
@@ -183,7 +183,7 @@ s_decode_list (const pv_t *value, const s_field_t *field, void *item,
         return 0;
     *list = (char **) s_alloc (count * sizeof (char *), 8, true);
     if (!*list) {
-        s_fail (why, why_len, path, "out of memory");
+        proto_fail (why, why_len, path, "out of memory");
         return -2;
     }
     *list_count = count;
@@ -193,8 +193,8 @@ s_decode_list (const pv_t *value, const s_field_t *field, void *item,
                          &(*list) [index], why, why_len))
             return -2;
     }
-    return s_check_unique (*list, count, sizeof (char *), 0, path, why,
-                           why_len);
+    return proto_check_unique (*list, count, sizeof (char *), 0, path, why,
+                               why_len);
 }
 
 static int
@@ -202,14 +202,14 @@ s_decode_map (const pv_t *value, const s_field_t *field, void *item,
               const s_path_t *path, char *why, size_t why_len)
 {
     if (pv_type (value) != PV_MAP) {
-        s_fail (why, why_len, path, "expected map, got %s",
-                pv_type_name (pv_type (value)));
+        proto_fail (why, why_len, path, "expected map, got %s",
+                    pv_type_name (pv_type (value)));
         return -2;
     }
     size_t count = pv_size (value);
     if ((int64_t) count > field->max) {
-        s_fail (why, why_len, path, "more than %" PRId64 " entries",
-                field->max);
+        proto_fail (why, why_len, path, "more than %" PRId64 " entries",
+                    field->max);
         return -2;
     }
     proto_kv_t **pairs = S_MEMBER (item, field->offset, proto_kv_t *);
@@ -218,7 +218,7 @@ s_decode_map (const pv_t *value, const s_field_t *field, void *item,
         return 0;
     *pairs = (proto_kv_t *) s_alloc (count * sizeof (proto_kv_t), 8, true);
     if (!*pairs) {
-        s_fail (why, why_len, path, "out of memory");
+        proto_fail (why, why_len, path, "out of memory");
         return -2;
     }
     *pair_count = count;
@@ -254,7 +254,7 @@ s_decode_structs (const pv_t *value, const s_field_t *field, void *item,
         return 0;
     *array = (char *) s_alloc (count * schema->size, 8, true);
     if (!*array) {
-        s_fail (why, why_len, path, "out of memory");
+        proto_fail (why, why_len, path, "out of memory");
         return -2;
     }
     *array_count = count;
@@ -265,8 +265,8 @@ s_decode_structs (const pv_t *value, const s_field_t *field, void *item,
                              false, why, why_len))
             return -2;
     }
-    return s_check_unique (*array, count, schema->size, schema->name_offset,
-                           path, why, why_len);
+    return proto_check_unique (*array, count, schema->size, schema->name_offset,
+                               path, why, why_len);
 }
 
 //  Longest job id an ack may name (job_id_valid says the rest)
@@ -281,7 +281,7 @@ s_ack_read (const pv_t *entry, const s_path_t *path, const char **job,
 {
     char show [S_SHOW_MAX + 4];
     if (pv_type (entry) != PV_ARRAY || pv_size (entry) != 3) {
-        s_fail (why, why_len, path, "expected [job, step, attempt]");
+        proto_fail (why, why_len, path, "expected [job, step, attempt]");
         return -2;
     }
     const pv_t *job_value = pv_array_at (entry, 0);
@@ -292,8 +292,8 @@ s_ack_read (const pv_t *entry, const s_path_t *path, const char **job,
         text [*job_len] = 0;
     }
     if (!*job || *job_len > S_ACK_JOB_MAX || !job_id_valid (text)) {
-        s_fail (why, why_len, path, "invalid job id '%s'",
-                *job ? s_show (*job, *job_len, show) : "");
+        proto_fail (why, why_len, path, "invalid job id '%s'",
+                    *job ? proto_show (*job, *job_len, show) : "");
         return -2;
     }
     int64_t number [2];
@@ -301,8 +301,8 @@ s_ack_read (const pv_t *entry, const s_path_t *path, const char **job,
         || pv_get_int (pv_array_at (entry, 2), &number [1])
         || number [0] < 0 || number [0] > JOB_MAX_STEPS - 1
         || number [1] < 1 || number [1] > PROTO_MAX_ATTEMPT) {
-        s_fail (why, why_len, path, "step (0..%d) and attempt (1..%d) "
-                "expected", JOB_MAX_STEPS - 1, PROTO_MAX_ATTEMPT);
+        proto_fail (why, why_len, path, "step (0..%d) and attempt (1..%d) "
+                    "expected", JOB_MAX_STEPS - 1, PROTO_MAX_ATTEMPT);
         return -2;
     }
     *step = (uint32_t) number [0];
@@ -334,7 +334,7 @@ s_decode_acks (const pv_t *value, const s_field_t *field, void *item,
     proto_ack_t *acks = (proto_ack_t *) s_alloc (count * sizeof (proto_ack_t)
                                                  + text_size, 8, false);
     if (!acks) {
-        s_fail (why, why_len, path, "out of memory");
+        proto_fail (why, why_len, path, "out of memory");
         return -2;
     }
     char *text = (char *) (acks + count);
@@ -368,7 +368,7 @@ s_decode_results (const pv_t *value, const s_field_t *field, void *item,
                                                     * sizeof (proto_msg_t),
                                                     16, true);
     if (!entries) {
-        s_fail (why, why_len, path, "out of memory");
+        proto_fail (why, why_len, path, "out of memory");
         return -2;
     }
     proto_msg_t *batch = (proto_msg_t *) item;
@@ -387,12 +387,12 @@ s_decode_results (const pv_t *value, const s_field_t *field, void *item,
         }
         //  What the entry got before its error goes with the arena, or now
         if (!s_arena)
-            s_free_members (entry);
+            proto_msg_free_members (entry);
         memset (entry, 0, sizeof *entry);
         size_t len = strlen (reason);
         entry->message = (char *) s_alloc (len + 1, 1, false);
         if (!entry->message) {
-            s_fail (why, why_len, path, "out of memory");
+            proto_fail (why, why_len, path, "out of memory");
             return -2;
         }
         memcpy (entry->message, reason, len + 1);
@@ -416,8 +416,8 @@ s_decode_field (const pv_t *value, const s_field_t *field, void *item,
             return s_decode_int (value, field, item, path, why, why_len);
         case S_BOOL:
             if (pv_get_bool (value, S_MEMBER (item, field->offset, bool))) {
-                s_fail (why, why_len, path, "expected bool, got %s",
-                        pv_type_name (pv_type (value)));
+                proto_fail (why, why_len, path, "expected bool, got %s",
+                            pv_type_name (pv_type (value)));
                 return -2;
             }
             return 0;
@@ -428,8 +428,8 @@ s_decode_field (const pv_t *value, const s_field_t *field, void *item,
             if (pv_str_eq (value, "query"))
                 *S_MEMBER (item, field->offset, bool) = false;
             else {
-                s_fail (why, why_len, path,
-                        "expected \"query\" or \"modify\"");
+                proto_fail (why, why_len, path,
+                            "expected \"query\" or \"modify\"");
                 return -2;
             }
             return 0;
@@ -445,20 +445,20 @@ s_decode_field (const pv_t *value, const s_field_t *field, void *item,
             return s_decode_results (value, field, item, path, why, why_len);
         case S_BIN: {
             if (pv_type (value) != PV_BIN) {
-                s_fail (why, why_len, path, "expected binary, got %s",
-                        pv_type_name (pv_type (value)));
+                proto_fail (why, why_len, path, "expected binary, got %s",
+                            pv_type_name (pv_type (value)));
                 return -2;
             }
             size_t len = 0;
             const char *bytes = pv_str (value, &len);
             if ((int64_t) len < field->min || (int64_t) len > field->max) {
-                s_fail (why, why_len, path, "%zu bytes (%" PRId64 "..%"
-                        PRId64 ")", len, field->min, field->max);
+                proto_fail (why, why_len, path, "%zu bytes (%" PRId64 "..%"
+                            PRId64 ")", len, field->min, field->max);
                 return -2;
             }
             uint8_t *copy = (uint8_t *) s_alloc (len ? len : 1, 1, false);
             if (!copy) {
-                s_fail (why, why_len, path, "out of memory");
+                proto_fail (why, why_len, path, "out of memory");
                 return -2;
             }
             if (len)
@@ -513,8 +513,8 @@ s_decode_fields (const pv_t *map, const s_schema_t *schema, void *item,
 {
     char show [S_SHOW_MAX + 4];
     if (pv_type (map) != PV_MAP) {
-        s_fail (why, why_len, path, "expected map, got %s",
-                pv_type_name (pv_type (map)));
+        proto_fail (why, why_len, path, "expected map, got %s",
+                    pv_type_name (pv_type (map)));
         return -2;
     }
     assert (schema->count <= S_FIELDS_MAX);
@@ -531,8 +531,8 @@ s_decode_fields (const pv_t *map, const s_schema_t *schema, void *item,
                                                    next)
                                    : schema->count;
         if (found == schema->count) {
-            s_fail (why, why_len, path, "unknown key '%s'",
-                    s_show (key, key_len, show));
+            proto_fail (why, why_len, path, "unknown key '%s'",
+                        proto_show (key, key_len, show));
             return -2;
         }
         //  The document has no duplicate keys: each field comes once
@@ -544,7 +544,7 @@ s_decode_fields (const pv_t *map, const s_schema_t *schema, void *item,
         s_path_t field_path = { path, field->key, field->key_len, 0, false };
         if (!values [index]) {
             if (field->required) {
-                s_fail (why, why_len, &field_path, "required");
+                proto_fail (why, why_len, &field_path, "required");
                 return -2;
             }
             continue;
@@ -574,48 +574,43 @@ proto_msg_decode_schema (const void *data, size_t size, proto_msg_t **msg_p,
     proto_msg_t *msg = NULL;
     const pv_t *root = pv_doc_root (doc);
     if (pv_type (root) != PV_MAP) {
-        s_format (why, why_len, "expected a map, got %s",
-                  pv_type_name (pv_type (root)));
+        proto_format (why, why_len, "expected a map, got %s",
+                      pv_type_name (pv_type (root)));
         goto done;
     }
     const pv_t *version = pv_map_get (root, "v");
     int64_t number;
     if (!version) {
-        s_format (why, why_len, "v: required (protocol version, speaks %d)",
-                  PROTO_VERSION);
+        proto_format (why, why_len, "v: required (protocol version, speaks %d)",
+                      PROTO_VERSION);
         goto done;
     }
     if (pv_get_int (version, &number)) {
-        s_format (why, why_len, "v: expected int, got %s",
-                  pv_type_name (pv_type (version)));
+        proto_format (why, why_len, "v: expected int, got %s",
+                      pv_type_name (pv_type (version)));
         goto done;
     }
     if (number != PROTO_VERSION) {
-        s_format (why, why_len, "unsupported version %" PRId64 " (speaks %d)",
-                  number, PROTO_VERSION);
+        proto_format (why, why_len, "unsupported version %" PRId64
+                      " (speaks %d)", number, PROTO_VERSION);
         goto done;
     }
     const pv_t *type = pv_map_get (root, "type");
     if (!type) {
-        s_format (why, why_len, "type: required");
+        proto_format (why, why_len, "type: required");
         goto done;
     }
     if (pv_type (type) != PV_STR) {
-        s_format (why, why_len, "type: expected string, got %s",
-                  pv_type_name (pv_type (type)));
+        proto_format (why, why_len, "type: expected string, got %s",
+                      pv_type_name (pv_type (type)));
         goto done;
     }
     size_t type_len = 0;
     const char *type_text = pv_str (type, &type_len);
-    const s_message_t *message = NULL;
-    for (size_t index = 0; index < S_COUNT_OF (s_messages) && !message;
-         index++)
-        if (s_messages [index].name_len == type_len
-        &&  memcmp (s_messages [index].name, type_text, type_len) == 0)
-            message = &s_messages [index];
+    const s_message_t *message = proto_message_named (type_text, type_len);
     if (!message) {
-        s_format (why, why_len, "unknown type '%s'",
-                  s_show (type_text, type_len, show));
+        proto_format (why, why_len, "unknown type '%s'",
+                      proto_show (type_text, type_len, show));
         goto done;
     }
     //  One allocation holds the message and, nearly always, all it owns:
@@ -638,7 +633,7 @@ proto_msg_decode_schema (const void *data, size_t size, proto_msg_t **msg_p,
         }
     }
     if (!msg) {
-        s_format (why, why_len, "out of memory");
+        proto_format (why, why_len, "out of memory");
         goto done;
     }
     s_path_t path = { NULL, message->name, message->name_len, 0, false };
@@ -660,7 +655,7 @@ done:
 //  ---------------------------------------------------------------------
 //  The direct decode of flat messages
 //
-//  Results are nearly all the broker reads. The schema decode below
+//  Results are nearly all the broker reads. The schema decode above
 //  first builds a tree of the whole frame (pv), then reads the tree into
 //  the message. The direct decode reads a message whose fields are all
 //  strings, ints, bools and maps of strings (result, ack, started,
@@ -671,9 +666,9 @@ done:
 //  when every rule of the schema decode holds (pv's grammar, text and
 //  duplicate-key rules included). At the first thing it does not read (a
 //  hello, a list, a float, a duplicate, a value out of range, a results
-//  entry that breaks a rule, anything malformed) it declines and proto_msg_decode gives the frame to the
-//  schema decode, which accepts it or says why not: every error comes
-//  from one place. fuzz_proto checks on every input that the direct
+//  entry that breaks a rule, anything malformed) it declines and
+//  proto_msg_decode gives the frame to the schema decode, which accepts
+//  it or says why not: every error comes from one place. fuzz_proto checks on every input that the direct
 //  decode accepts nothing the schema decode refuses and that both give
 //  the same message.
 
@@ -831,7 +826,7 @@ s_direct_text (s_reader_t *reader, s_text_t rule, char **out)
     bool named = rule == S_TEXT_NAME || rule == S_TEXT_LABEL
                  || rule == S_TEXT_JOB || rule == S_TEXT_STATUS
                  || rule == S_TEXT_STREAM;
-    if (s_read_str (reader, &bytes, &len) || len > s_text_max (rule)
+    if (s_read_str (reader, &bytes, &len) || len > proto_text_max (rule)
     ||  (!named && !pv_text_valid (bytes, len)))
         return -1;
     //  The arena's free space, else s_alloc's next chunk
@@ -848,7 +843,7 @@ s_direct_text (s_reader_t *reader, s_text_t rule, char **out)
     //  would end the text those checks read before its end
     static const s_path_t path = { NULL, "", 0, 0, false };
     if (named && (strlen (text) != len
-                  || s_text_check (rule, text, len, &path, NULL, 0)))
+                  || proto_text_check (rule, text, len, &path, NULL, 0)))
         return -1;
     *out = text;
     return 0;
@@ -1033,12 +1028,7 @@ s_decode_direct (const void *data, size_t size, proto_msg_t **msg_p)
     ||  memcmp (key, "type", 4) != 0
     ||  s_read_str (&reader, &type_text, &type_len))
         return 1;
-    const s_message_t *message = NULL;
-    for (size_t index = 0; index < S_COUNT_OF (s_messages) && !message;
-         index++)
-        if (s_messages [index].name_len == type_len
-        &&  memcmp (s_messages [index].name, type_text, type_len) == 0)
-            message = &s_messages [index];
+    const s_message_t *message = proto_message_named (type_text, type_len);
     //  A hello's parts are allocations of their own (see proto_msg_t)
     if (!message || message->type == PROTO_HELLO)
         return 1;

@@ -3,9 +3,9 @@
 
     Each message type is a schema: a table of fields, each naming its wire
     key, its storage in proto_msg_t (by offset), its shape and its bounds.
-    One generic walker decodes a map against a schema, another checks and
-    writes a struct against it, so decode and encode apply the very same
-    rules and a new field is one table line. Backend specs in hello are
+    One generic walker decodes a map against a schema (decode.c), another
+    checks and writes a struct against it, so decode and encode apply the
+    very same rules and a new field is one table line. Backend specs in hello are
     arrays of structs with their own schemas.
     =========================================================================
 */
@@ -25,7 +25,7 @@
 //  Formats into BUF when there is one (reasons, paths); output that does
 //  not fit is cut.
 void
-s_format (char *buf, size_t buf_len, const char *format, ...)
+proto_format (char *buf, size_t buf_len, const char *format, ...)
 {
     if (!buf || buf_len == 0)
         return;
@@ -33,15 +33,6 @@ s_format (char *buf, size_t buf_len, const char *format, ...)
     va_start (args, format);
     vsnprintf (buf, buf_len, format, args);
     va_end (args);
-}
-
-//  Copies LEN bytes of user text into BUF (S_SHOW_MAX + 4 bytes) for an
-//  error message, with anything unprintable replaced so that a hostile
-//  value cannot break a log line.
-const char *
-s_show (const char *text, size_t len, char *buf)
-{
-    return name_show (text, len, buf, S_SHOW_MAX + 4);
 }
 
 //  Writes PATH into BUF, cut to BUF_LEN - 1 bytes and NUL-terminated;
@@ -60,7 +51,7 @@ s_path_write (const s_path_t *path, char *buf, size_t buf_len)
     }
     else {
         if (path->from_wire) {
-            part = s_show (path->key, path->key_len, text);
+            part = proto_show (path->key, path->key_len, text);
             part_len = strlen (part);
         }
         if (path->up && used + 1 < buf_len)
@@ -76,8 +67,8 @@ s_path_write (const s_path_t *path, char *buf, size_t buf_len)
 
 //  Writes "PATH: " and then FORMAT into WHY.
 void
-s_fail (char *why, size_t why_len, const s_path_t *path, const char *format,
-        ...)
+proto_fail (char *why, size_t why_len, const s_path_t *path, const char *format,
+            ...)
 {
     if (!why || why_len == 0)
         return;
@@ -88,7 +79,7 @@ s_fail (char *why, size_t why_len, const s_path_t *path, const char *format,
     va_start (args, format);
     vsnprintf (what, sizeof what, format, args);
     va_end (args);
-    s_format (why, why_len, "%s: %s", where, what);
+    proto_format (why, why_len, "%s: %s", where, what);
 }
 
 
@@ -100,49 +91,38 @@ static const char *s_statuses [] = {
 };
 #define S_STATUS_COUNT (sizeof s_statuses / sizeof s_statuses [0])
 
-size_t
-s_text_max (s_text_t rule)
-{
-    switch (rule) {
-        case S_TEXT_OUTPUT: return PROTO_MAX_OUTPUT;
-        case S_TEXT_PROGRESS: return PROTO_MAX_PROGRESS;
-        case S_TEXT_PARAM: return PROTO_MAX_PARAM_VALUE;
-        default: return PROTO_MAX_TEXT;
-    }
-}
-
 //  Checks TEXT (LEN bytes, NUL-terminated) against RULE. Returns 0, or -2
 //  with "PATH: problem" in WHY.
 int
-s_text_check (s_text_t rule, const char *text, size_t len,
-              const s_path_t *path, char *why, size_t why_len)
+proto_text_check (s_text_t rule, const char *text, size_t len,
+                  const s_path_t *path, char *why, size_t why_len)
 {
     char show [S_SHOW_MAX + 4];
-    if (len > s_text_max (rule)) {
-        s_fail (why, why_len, path, "longer than %zu bytes",
-                s_text_max (rule));
+    if (len > proto_text_max (rule)) {
+        proto_fail (why, why_len, path, "longer than %zu bytes",
+                    proto_text_max (rule));
         return -2;
     }
     switch (rule) {
         case S_TEXT_NAME:
             if (!name_valid (text)) {
-                s_fail (why, why_len, path, "invalid name '%s' (letters, "
-                        "digits, '_' and '-', 1 to %d)",
-                        s_show (text, len, show), NAME_MAX_LEN);
+                proto_fail (why, why_len, path, "invalid name '%s' (letters, "
+                            "digits, '_' and '-', 1 to %d)",
+                            proto_show (text, len, show), NAME_MAX_LEN);
                 return -2;
             }
             break;
         case S_TEXT_LABEL:
             if (!name_label_value_valid (text)) {
-                s_fail (why, why_len, path, "invalid label value '%s'",
-                        s_show (text, len, show));
+                proto_fail (why, why_len, path, "invalid label value '%s'",
+                            proto_show (text, len, show));
                 return -2;
             }
             break;
         case S_TEXT_JOB:
             if (!job_id_valid (text)) {
-                s_fail (why, why_len, path, "invalid job id '%s'",
-                        s_show (text, len, show));
+                proto_fail (why, why_len, path, "invalid job id '%s'",
+                            proto_show (text, len, show));
                 return -2;
             }
             break;
@@ -150,15 +130,15 @@ s_text_check (s_text_t rule, const char *text, size_t len,
             for (size_t index = 0; index < S_STATUS_COUNT; index++)
                 if (strcmp (text, s_statuses [index]) == 0)
                     return 0;
-            s_fail (why, why_len, path, "unknown status '%s' (success, "
-                    "failed, timeout, cancelled, interrupted, refused)",
-                    s_show (text, len, show));
+            proto_fail (why, why_len, path, "unknown status '%s' (success, "
+                        "failed, timeout, cancelled, interrupted, refused)",
+                        proto_show (text, len, show));
             return -2;
         }
         case S_TEXT_STREAM:
             if (strcmp (text, "stdout") != 0 && strcmp (text, "stderr") != 0) {
-                s_fail (why, why_len, path, "unknown stream '%s' (stdout, "
-                        "stderr)", s_show (text, len, show));
+                proto_fail (why, why_len, path, "unknown stream '%s' (stdout, "
+                            "stderr)", proto_show (text, len, show));
                 return -2;
             }
             break;
@@ -225,11 +205,11 @@ s_param_check (const void *item, const pv_t *const *values,
     bool has_min = values [S_PARAM_MIN] != NULL;
     bool has_max = values [S_PARAM_MAX] != NULL;
     if (has_min != has_max) {
-        s_fail (why, why_len, path, "min and max come together");
+        proto_fail (why, why_len, path, "min and max come together");
         return -2;
     }
     if (has_min && param->min_value >= param->max_value) {
-        s_fail (why, why_len, path, "min must be below max");
+        proto_fail (why, why_len, path, "min must be below max");
         return -2;
     }
     return 0;
@@ -362,8 +342,8 @@ s_result_check (const void *item, const pv_t *const *values,
     const proto_msg_t *msg = (const proto_msg_t *) item;
     if ((msg->output_dropped && !msg->output_size)
         || (msg->error_dropped && !msg->error_size)) {
-        s_fail (why, why_len, path, "a dropped count needs its stream's "
-                "size");
+        proto_fail (why, why_len, path, "a dropped count needs its stream's "
+                    "size");
         return -2;
     }
     return 0;
@@ -387,9 +367,9 @@ s_output_check (const void *item, const pv_t *const *values,
 {
     const proto_msg_t *msg = (const proto_msg_t *) item;
     if (msg->offset + msg->chunk_len > msg->size) {
-        s_fail (why, why_len, path, "offset %" PRIu64 " + %zu bytes is past "
-                "the stream's size %" PRIu64, msg->offset, msg->chunk_len,
-                msg->size);
+        proto_fail (why, why_len, path, "offset %" PRIu64 " + %zu bytes is "
+                    "past the stream's size %" PRIu64, msg->offset,
+                    msg->chunk_len, msg->size);
         return -2;
     }
     return 0;
@@ -486,7 +466,7 @@ static const s_field_t s_error_fields [] = {
     { type, name, sizeof (name) - 1, \
       { fields, S_COUNT_OF (fields), sizeof (proto_msg_t), 0, check } }
 
-const s_message_t s_messages [] = {
+const s_message_t proto_messages [] = {
     S_MESSAGE (PROTO_HELLO, "hello", s_hello_fields),
     S_MESSAGE (PROTO_HEARTBEAT, "heartbeat", s_heartbeat_fields),
     S_MESSAGE (PROTO_ACK, "ack", s_progress_fields),
@@ -506,13 +486,15 @@ const s_message_t s_messages [] = {
     S_MESSAGE (PROTO_RESULT_ACKS, "result_acks", s_result_acks_fields),
     S_MESSAGE (PROTO_RESULTS, "results", s_results_fields),
 };
+_Static_assert (S_COUNT_OF (proto_messages) == PROTO_MESSAGE_COUNT,
+                "PROTO_MESSAGE_COUNT counts proto_messages");
 
 static const s_message_t *
 s_message_for (proto_type_t type)
 {
-    for (size_t index = 0; index < S_COUNT_OF (s_messages); index++)
-        if (s_messages [index].type == type)
-            return &s_messages [index];
+    for (size_t index = 0; index < S_COUNT_OF (proto_messages); index++)
+        if (proto_messages [index].type == type)
+            return &proto_messages [index];
     return NULL;
 }
 
@@ -577,7 +559,7 @@ s_free_field (void *item, const s_field_t *field)
             proto_msg_t **entries = S_MEMBER (item, field->offset,
                                               proto_msg_t *);
             for (size_t index = 0; *entries && index < *count; index++)
-                s_free_members (&(*entries) [index]);
+                proto_msg_free_members (&(*entries) [index]);
             free (*entries);
             *entries = NULL;
             *count = 0;
@@ -632,20 +614,20 @@ proto_msg_destroy (proto_msg_t **self_p)
         *self_p = NULL;
         return;
     }
-    s_free_members (self);
+    proto_msg_free_members (self);
     free (self);
     *self_p = NULL;
 }
 
 //  Frees what an unpacked message owns (not the message itself).
 void
-s_free_members (proto_msg_t *self)
+proto_msg_free_members (proto_msg_t *self)
 {
     //  Free every member whatever the type: a caller may have set fields
     //  that its message type does not use
     for (size_t index = 0; self->results && index < self->result_count;
          index++)
-        s_free_members (&self->results [index]);
+        proto_msg_free_members (&self->results [index]);
     free (self->results);
     free (self->node);
     free (self->hostname);
@@ -746,20 +728,21 @@ s_duplicate (const void *base, size_t count, size_t stride, size_t offset,
 }
 
 int
-s_check_unique (const void *base, size_t count, size_t stride, size_t offset,
-                const s_path_t *path, char *why, size_t why_len)
+proto_check_unique (const void *base, size_t count, size_t stride,
+                    size_t offset, const s_path_t *path, char *why,
+                    size_t why_len)
 {
     char show [S_SHOW_MAX + 4];
     bool out_of_memory;
     const char *found = s_duplicate (base, count, stride, offset,
                                      &out_of_memory);
     if (out_of_memory) {
-        s_fail (why, why_len, path, "out of memory");
+        proto_fail (why, why_len, path, "out of memory");
         return -2;
     }
     if (found) {
-        s_fail (why, why_len, path, "'%s' appears twice",
-                s_show (found, strlen (found), show));
+        proto_fail (why, why_len, path, "'%s' appears twice",
+                    proto_show (found, strlen (found), show));
         return -2;
     }
     return 0;
@@ -797,10 +780,10 @@ s_check_text (const char *text, s_text_t rule, const s_path_t *path,
               char *why, size_t why_len)
 {
     if (!text) {
-        s_fail (why, why_len, path, "required");
+        proto_fail (why, why_len, path, "required");
         return -2;
     }
-    return s_text_check (rule, text, strlen (text), path, why, why_len);
+    return proto_text_check (rule, text, strlen (text), path, why, why_len);
 }
 
 static int
@@ -822,8 +805,8 @@ s_check_field (const void *item, const s_field_t *field,
         case S_U64: {
             uint64_t wide = *S_MEMBER (item, field->offset, uint64_t);
             if (wide > INT64_MAX) {
-                s_fail (why, why_len, path, "%" PRIu64 " does not fit int64",
-                        wide);
+                proto_fail (why, why_len, path, "%" PRIu64 " does not fit "
+                            "int64", wide);
                 return -2;
             }
             number = (int64_t) wide;
@@ -840,8 +823,8 @@ s_check_field (const void *item, const s_field_t *field,
                                                  proto_ack_t *);
             if ((int64_t) *count < field->min || (int64_t) *count > field->max
                 || !acks) {
-                s_fail (why, why_len, path, "%zu entries (%" PRId64 "..%"
-                        PRId64 ")", *count, field->min, field->max);
+                proto_fail (why, why_len, path, "%zu entries (%" PRId64 "..%"
+                            PRId64 ")", *count, field->min, field->max);
                 return -2;
             }
             for (size_t index = 0; index < *count; index++) {
@@ -850,7 +833,7 @@ s_check_field (const void *item, const s_field_t *field,
                     || acks [index].step > JOB_MAX_STEPS - 1
                     || acks [index].attempt < 1
                     || acks [index].attempt > PROTO_MAX_ATTEMPT) {
-                    s_fail (why, why_len, &item_path, "invalid entry");
+                    proto_fail (why, why_len, &item_path, "invalid entry");
                     return -2;
                 }
             }
@@ -861,8 +844,8 @@ s_check_field (const void *item, const s_field_t *field,
                                                     proto_msg_t *);
             if ((int64_t) *count < field->min || (int64_t) *count > field->max
                 || !entries) {
-                s_fail (why, why_len, path, "%zu entries (%" PRId64 "..%"
-                        PRId64 ")", *count, field->min, field->max);
+                proto_fail (why, why_len, path, "%zu entries (%" PRId64 "..%"
+                            PRId64 ")", *count, field->min, field->max);
                 return -2;
             }
             for (size_t index = 0; index < *count; index++) {
@@ -879,8 +862,8 @@ s_check_field (const void *item, const s_field_t *field,
             const uint8_t *bytes = *S_MEMBER (item, field->offset, uint8_t *);
             if ((int64_t) *count < field->min || (int64_t) *count > field->max
                 || (*count > 0 && !bytes)) {
-                s_fail (why, why_len, path, "%zu bytes (%" PRId64 "..%"
-                        PRId64 ")", *count, field->min, field->max);
+                proto_fail (why, why_len, path, "%zu bytes (%" PRId64 "..%"
+                            PRId64 ")", *count, field->min, field->max);
                 return -2;
             }
             return 0;
@@ -889,8 +872,8 @@ s_check_field (const void *item, const s_field_t *field,
             char **list = *S_MEMBER (item, field->offset, char **);
             if ((int64_t) *count > field->max
             ||  (int64_t) *count < field->min || (*count > 0 && !list)) {
-                s_fail (why, why_len, path, "%zu entries (%" PRId64 "..%"
-                        PRId64 ")", *count, field->min, field->max);
+                proto_fail (why, why_len, path, "%zu entries (%" PRId64 "..%"
+                            PRId64 ")", *count, field->min, field->max);
                 return -2;
             }
             for (size_t index = 0; index < *count; index++) {
@@ -899,14 +882,14 @@ s_check_field (const void *item, const s_field_t *field,
                                   why_len))
                     return -2;
             }
-            return s_check_unique (list, *count, sizeof (char *), 0, path,
-                                   why, why_len);
+            return proto_check_unique (list, *count, sizeof (char *), 0, path,
+                                       why, why_len);
         }
         case S_MAP: {
             proto_kv_t *pairs = *S_MEMBER (item, field->offset, proto_kv_t *);
             if ((int64_t) *count > field->max || (*count > 0 && !pairs)) {
-                s_fail (why, why_len, path, "%zu entries (at most %" PRId64
-                        ")", *count, field->max);
+                proto_fail (why, why_len, path, "%zu entries (at most %" PRId64
+                            ")", *count, field->max);
                 return -2;
             }
             for (size_t index = 0; index < *count; index++) {
@@ -917,16 +900,16 @@ s_check_field (const void *item, const s_field_t *field,
                                   &item_path, why, why_len))
                     return -2;
             }
-            return s_check_unique (pairs, *count, sizeof (proto_kv_t),
-                                   offsetof (proto_kv_t, key), path, why,
-                                   why_len);
+            return proto_check_unique (pairs, *count, sizeof (proto_kv_t),
+                                       offsetof (proto_kv_t, key), path, why,
+                                       why_len);
         }
         case S_STRUCTS: {
             const s_schema_t *schema = field->schema;
             const char *array = *S_MEMBER (item, field->offset, char *);
             if ((int64_t) *count > field->max || (*count > 0 && !array)) {
-                s_fail (why, why_len, path, "%zu entries (at most %" PRId64
-                        ")", *count, field->max);
+                proto_fail (why, why_len, path, "%zu entries (at most %" PRId64
+                            ")", *count, field->max);
                 return -2;
             }
             for (size_t index = 0; index < *count; index++) {
@@ -935,13 +918,13 @@ s_check_field (const void *item, const s_field_t *field,
                                     &item_path, why, why_len))
                     return -2;
             }
-            return s_check_unique (array, *count, schema->size,
-                                   schema->name_offset, path, why, why_len);
+            return proto_check_unique (array, *count, schema->size,
+                                       schema->name_offset, path, why, why_len);
         }
     }
     if (number < field->min || number > field->max) {
-        s_fail (why, why_len, path, "%" PRId64 " is out of range %" PRId64
-                "..%" PRId64, number, field->min, field->max);
+        proto_fail (why, why_len, path, "%" PRId64 " is out of range %" PRId64
+                    "..%" PRId64, number, field->min, field->max);
         return -2;
     }
     return 0;

@@ -6,12 +6,16 @@
     direct decode of agent messages) and request.c (client requests and
     replies). This header holds the schema types and the helpers they
     share. Only proto's own files include it; everyone else uses
-    proto.h.
+    proto.h. Nothing here keeps state: the one decode under way on a
+    thread keeps its arena in a thread-local of decode.c.
     =========================================================================
 */
 #ifndef PROTO_INT_H_INCLUDED
 #define PROTO_INT_H_INCLUDED
 
+#include <string.h>
+
+#include "names.h"
 #include "proto.h"
 
 #define S_PATH_MAX 160      //  Longest field path in an error
@@ -33,7 +37,7 @@ struct s_path_s {
     const char *key;        //  Its key (or the message name); NULL: index
     size_t key_len;         //  Bytes in key
     size_t index;           //  Array index, when key is NULL
-    bool from_wire;         //  KEY is user text: shown through s_show
+    bool from_wire;         //  KEY is user text: shown through proto_show
 };
 
 typedef enum {
@@ -111,24 +115,67 @@ typedef struct {
 //  Member access by offset
 #define S_MEMBER(base, offset, type) ((type *) ((char *) (base) + (offset)))
 
-void
-s_format (char *buf, size_t buf_len, const char *format, ...)
+//  Formats into BUF when there is one (reasons, paths); output that does
+//  not fit is cut.
+void proto_format (char *buf, size_t buf_len, const char *format, ...)
     __attribute__ ((format (printf, 3, 4)));
-const char *
-s_show (const char *text, size_t len, char *buf);
-void
-s_fail (char *why, size_t why_len, const s_path_t *path, const char *format,
-        ...) __attribute__ ((format (printf, 4, 5)));
-size_t
-s_text_max (s_text_t rule);
-int
-s_text_check (s_text_t rule, const char *text, size_t len,
-              const s_path_t *path, char *why, size_t why_len);
-int
-s_check_unique (const void *base, size_t count, size_t stride, size_t offset,
-                const s_path_t *path, char *why, size_t why_len);
-void
-s_free_members (proto_msg_t *self);
-extern const s_message_t s_messages [PROTO_RESULTS];
+
+//  Writes "PATH: " and then FORMAT into WHY, when there is one.
+void proto_fail (char *why, size_t why_len, const s_path_t *path,
+                 const char *format, ...)
+    __attribute__ ((format (printf, 4, 5)));
+
+//  Copies LEN bytes of user text into BUF (S_SHOW_MAX + 4 bytes) for an
+//  error message, with anything unprintable replaced so that a hostile
+//  value cannot break a log line. Returns BUF.
+static inline const char *
+proto_show (const char *text, size_t len, char *buf)
+{
+    return name_show (text, len, buf, S_SHOW_MAX + 4);
+}
+
+//  The most bytes a string under RULE may hold (the direct decode asks
+//  for every string it reads).
+static inline size_t
+proto_text_max (s_text_t rule)
+{
+    switch (rule) {
+        case S_TEXT_OUTPUT: return PROTO_MAX_OUTPUT;
+        case S_TEXT_PROGRESS: return PROTO_MAX_PROGRESS;
+        case S_TEXT_PARAM: return PROTO_MAX_PARAM_VALUE;
+        default: return PROTO_MAX_TEXT;
+    }
+}
+
+//  Checks TEXT (LEN bytes, NUL-terminated) against RULE. Returns 0, or -2
+//  with "PATH: problem" in WHY.
+int proto_text_check (s_text_t rule, const char *text, size_t len,
+                      const s_path_t *path, char *why, size_t why_len);
+
+//  Checks that no string occurs twice among COUNT strings, each at BASE +
+//  index * STRIDE + OFFSET. Returns 0, or -2 with the first duplicate (in
+//  strcmp order) in WHY.
+int proto_check_unique (const void *base, size_t count, size_t stride,
+                        size_t offset, const s_path_t *path, char *why,
+                        size_t why_len);
+
+//  Frees what an unpacked message owns (not the message itself).
+void proto_msg_free_members (proto_msg_t *self);
+
+//  Every message type: its wire name and schema (proto.c)
+#define PROTO_MESSAGE_COUNT 16
+extern const s_message_t proto_messages [];
+
+//  The message whose wire name is the NAME_LEN bytes at NAME, or NULL.
+//  Inline: the direct decode asks for every frame it reads.
+static inline const s_message_t *
+proto_message_named (const char *name, size_t name_len)
+{
+    for (size_t index = 0; index < PROTO_MESSAGE_COUNT; index++)
+        if (proto_messages [index].name_len == name_len
+        &&  memcmp (proto_messages [index].name, name, name_len) == 0)
+            return &proto_messages [index];
+    return NULL;
+}
 
 #endif

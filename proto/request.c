@@ -1,8 +1,10 @@
 /*  =========================================================================
     request - client requests and replies (part of proto)
 
-    Client requests have a second, simpler table: per request type, the
-    keys it may carry with their types and bounds.
+    Client requests have a simpler table than agent messages' schemas
+    (proto.c): per request type, the keys it may carry with their types
+    and bounds. A request is checked on its pv tree and handed over as
+    that tree.
     =========================================================================
 */
 #include "proto_int.h"
@@ -195,17 +197,18 @@ s_request_field_check (const pv_t *value, const s_request_field_t *field,
 {
     pv_type_t actual = pv_type (value);
     if (actual != field->type) {
-        s_format (why, why_len, "%s: %s: expected %s, got %s", type, field->key,
-                  pv_type_name (field->type), pv_type_name (actual));
+        proto_format (why, why_len, "%s: %s: expected %s, got %s", type,
+                      field->key, pv_type_name (field->type),
+                      pv_type_name (actual));
         return -2;
     }
     if (actual == PV_INT) {
         int64_t number = 0;
         pv_get_int (value, &number);
         if (number < field->min || number > field->max) {
-            s_format (why, why_len, "%s: %s: %" PRId64 " is out of range %"
-                      PRId64 "..%" PRId64, type, field->key, number,
-                      field->min, field->max);
+            proto_format (why, why_len, "%s: %s: %" PRId64 " is out of range %"
+                          PRId64 "..%" PRId64, type, field->key, number,
+                          field->min, field->max);
             return -2;
         }
     }
@@ -213,14 +216,14 @@ s_request_field_check (const pv_t *value, const s_request_field_t *field,
         size_t len = 0;
         const char *text = pv_str (value, &len);
         if ((int64_t) len < field->min || (int64_t) len > field->max) {
-            s_format (why, why_len, "%s: %s: length %zu is out of range %"
-                      PRId64 "..%" PRId64, type, field->key, len, field->min,
-                      field->max);
+            proto_format (why, why_len, "%s: %s: length %zu is out of range %"
+                          PRId64 "..%" PRId64, type, field->key, len,
+                          field->min, field->max);
             return -2;
         }
         if (len > 0 && memchr (text, 0, len)) {
-            s_format (why, why_len, "%s: %s: contains a NUL byte", type,
-                      field->key);
+            proto_format (why, why_len, "%s: %s: contains a NUL byte", type,
+                          field->key);
             return -2;
         }
     }
@@ -244,13 +247,13 @@ proto_request_decode (const void *data, size_t size, proto_request_t **req_p,
     char reason [200];
 
     if (pv_doc_decode (data, size, &doc, reason, sizeof reason)) {
-        s_format (why, why_len, "malformed frame: %s", reason);
+        proto_format (why, why_len, "malformed frame: %s", reason);
         goto failed;
     }
     const pv_t *root = pv_doc_root (doc);
     if (pv_type (root) != PV_MAP) {
-        s_format (why, why_len, "a request is a map, got %s",
-                  pv_type_name (pv_type (root)));
+        proto_format (why, why_len, "a request is a map, got %s",
+                      pv_type_name (pv_type (root)));
         goto failed;
     }
     //  Take the id first, so that even a refusal can echo it
@@ -259,7 +262,7 @@ proto_request_decode (const void *data, size_t size, proto_request_t **req_p,
         id = pv_strdup (id_value);
         if (!id) {
             error = PROTO_ERR_INTERNAL;
-            s_format (why, why_len, "out of memory");
+            proto_format (why, why_len, "out of memory");
             goto failed;
         }
     }
@@ -268,16 +271,16 @@ proto_request_decode (const void *data, size_t size, proto_request_t **req_p,
     if (!version || pv_get_int (version, &number) || number != PROTO_VERSION) {
         error = PROTO_ERR_VERSION;
         if (!version)
-            s_format (why, why_len, "the request has no version 'v'; this "
-                      "broker speaks version %d", PROTO_VERSION);
+            proto_format (why, why_len, "the request has no version 'v'; this "
+                          "broker speaks version %d", PROTO_VERSION);
         else
         if (pv_type (version) != PV_INT)
-            s_format (why, why_len, "v: expected int, got %s; this broker "
-                      "speaks version %d", pv_type_name (pv_type (version)),
-                      PROTO_VERSION);
+            proto_format (why, why_len, "v: expected int, got %s; this broker "
+                          "speaks version %d", pv_type_name (pv_type (version)),
+                          PROTO_VERSION);
         else
-            s_format (why, why_len, "unsupported version %" PRId64
-                      " (speaks %d)", number, PROTO_VERSION);
+            proto_format (why, why_len, "unsupported version %" PRId64
+                          " (speaks %d)", number, PROTO_VERSION);
         goto failed;
     }
     const pv_t *type = pv_map_get (root, "type");
@@ -291,20 +294,20 @@ proto_request_decode (const void *data, size_t size, proto_request_t **req_p,
         size_t len = 0;
         const char *text = pv_str (type, &len);
         if (!type)
-            s_format (why, why_len, "the request has no 'type'");
+            proto_format (why, why_len, "the request has no 'type'");
         else
         if (pv_type (type) != PV_STR)
-            s_format (why, why_len, "type: expected string, got %s",
-                      pv_type_name (pv_type (type)));
+            proto_format (why, why_len, "type: expected string, got %s",
+                          pv_type_name (pv_type (type)));
         else
-            s_format (why, why_len, "unknown type '%s'",
-                      s_show (text, len, show));
+            proto_format (why, why_len, "unknown type '%s'",
+                          proto_show (text, len, show));
         goto failed;
     }
     error = PROTO_ERR_BAD_REQUEST;
     if (!id) {
-        s_format (why, why_len, "id: required, a string of 1 to %d bytes",
-                  PROTO_MAX_REQUEST_ID);
+        proto_format (why, why_len, "id: required, a string of 1 to %d bytes",
+                      PROTO_MAX_REQUEST_ID);
         goto failed;
     }
     for (size_t index = 0; index < pv_size (root); index++) {
@@ -316,8 +319,8 @@ proto_request_decode (const void *data, size_t size, proto_request_t **req_p,
         if (!known) {
             size_t len = 0;
             const char *text = pv_str (key, &len);
-            s_format (why, why_len, "%s: unknown key '%s'", request->type,
-                      s_show (text, len, show));
+            proto_format (why, why_len, "%s: unknown key '%s'", request->type,
+                          proto_show (text, len, show));
             goto failed;
         }
     }
@@ -326,8 +329,8 @@ proto_request_decode (const void *data, size_t size, proto_request_t **req_p,
         const pv_t *value = pv_map_get (root, field->key);
         if (!value) {
             if (field->required) {
-                s_format (why, why_len, "%s: %s: required", request->type,
-                          field->key);
+                proto_format (why, why_len, "%s: %s: required", request->type,
+                              field->key);
                 goto failed;
             }
             continue;
@@ -339,7 +342,7 @@ proto_request_decode (const void *data, size_t size, proto_request_t **req_p,
     req = calloc (1, sizeof *req);
     if (!req || !(req->type = strdup (request->type))) {
         error = PROTO_ERR_INTERNAL;
-        s_format (why, why_len, "out of memory");
+        proto_format (why, why_len, "out of memory");
         goto failed;
     }
     req->id = id;
