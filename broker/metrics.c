@@ -9,10 +9,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-#include "broker.h"
-#include "dlq.h"
 #include "metrics.h"
-#include "schedule.h"
 
 //  Bucket bounds, microseconds. Jobs run from a fraction of a second to
 //  hours; a result comes milliseconds to minutes after its dispatch; a
@@ -710,11 +707,10 @@ metrics_render (const metrics_t *self, const metrics_figures_t *figures,
 }
 
 //  ---------------------------------------------------------------------
-//  Reading the broker
+//  The process's own figures
 
-//  The process_ figures from /proc/self; false when it cannot be read.
-static bool
-s_read_process (metrics_figures_t *figures)
+bool
+metrics_read_process (metrics_figures_t *figures)
 {
     FILE *file = fopen ("/proc/self/stat", "r");
     if (!file)
