@@ -6,20 +6,20 @@
 #include "../jobrec.h"
 #include "req.h"
 
-static void
-s_dlq_list (api_call_t *call)
+void
+req_dlq_list (req_call_t *call)
 {
-    char *job_id = s_field (call, "job");
+    char *job_id = req_field (call, "job");
     if (job_id && !job_id_valid (job_id)) {
-        s_error (call, PROTO_ERR_BAD_REQUEST,
-                 "job: '%s' is not a job id (like j-0193a1b2c3d4-0001)",
-                 job_id);
+        req_error (call, PROTO_ERR_BAD_REQUEST,
+                   "job: '%s' is not a job id (like j-0193a1b2c3d4-0001)",
+                   job_id);
         free (job_id);
         return;
     }
-    int64_t limit = LIST_DEFAULT;
+    int64_t limit = REQ_LIST_DEFAULT;
     pv_get_int (pv_map_get (call->request->body, "limit"), &limit);
-    store_txn_t *txn = s_txn (call);
+    store_txn_t *txn = req_txn (call);
     if (txn) {
         size_t total = 0;
         pw_reset (call->reply);
@@ -36,37 +36,37 @@ s_dlq_list (api_call_t *call)
 //  The entry id of the request's "entry" field into JOB, STEP, NODE.
 //  Returns 0, or -1 with an error reply.
 static int
-s_entry_field (api_call_t *call, char *job, uint32_t *step, char *node)
+s_entry_field (req_call_t *call, char *job, uint32_t *step, char *node)
 {
-    char *text = s_field (call, "entry");
+    char *text = req_field (call, "entry");
     int rc = dlq_id_parse (text, job, step, node);
     if (rc != 0) {
         char shown [NAME_SHOW_LEN];
-        s_error (call, PROTO_ERR_BAD_REQUEST,
-                 "entry: '%s' is not a dead-letter entry id (JOB/STEP/NODE, "
-                 "like j-0193a1b2c3d4-0001/0/web-01)",
-                 name_show (text ? text : "", text ? strlen (text) : 0,
-                            shown, sizeof shown));
+        req_error (call, PROTO_ERR_BAD_REQUEST,
+                   "entry: '%s' is not a dead-letter entry id (JOB/STEP/NODE, "
+                   "like j-0193a1b2c3d4-0001/0/web-01)",
+                   name_show (text ? text : "", text ? strlen (text) : 0,
+                              shown, sizeof shown));
     }
     free (text);
     return rc;
 }
 
-static void
-s_dlq_get (api_call_t *call)
+void
+req_dlq_get (req_call_t *call)
 {
     char job [JOB_ID_LEN + 1], node [NAME_MAX_LEN + 1];
     uint32_t step = 0;
     if (s_entry_field (call, job, &step, node) != 0)
         return;
-    store_txn_t *txn = s_txn (call);
+    store_txn_t *txn = req_txn (call);
     if (!txn)
         return;
     pv_doc_t *doc = NULL;
     int rc = dlq_get (txn, job, step, node, &doc);
     if (rc == STORE_ENOTFOUND)
-        s_error (call, PROTO_ERR_NOT_FOUND, "no dead-letter entry %s/%u/%s",
-                 job, step, node);
+        req_error (call, PROTO_ERR_NOT_FOUND, "no dead-letter entry %s/%u/%s",
+                   job, step, node);
     else
     if (rc == 0) {
         pw_reset (call->reply);
@@ -74,17 +74,17 @@ s_dlq_get (api_call_t *call)
         rc = dlq_write_entry (pv_doc_root (doc), call->reply);
     }
     if (rc != 0 && rc != STORE_ENOTFOUND)
-        s_error (call, PROTO_ERR_STORE, "dead-letter entry %s/%u/%s is "
-                 "unreadable", job, step, node);
+        req_error (call, PROTO_ERR_STORE, "dead-letter entry %s/%u/%s is "
+                   "unreadable", job, step, node);
     pv_doc_destroy (&doc);
 }
 
-static void
-s_dlq_retry (api_call_t *call)
+void
+req_dlq_retry (req_call_t *call)
 {
     char job [JOB_ID_LEN + 1], node [NAME_MAX_LEN + 1];
     uint32_t step = 0;
-    char *text = s_field (call, "entry");
+    char *text = req_field (call, "entry");
     //  An entry id, or a job id for all of the job's entries
     if (text && job_id_valid (text))
         snprintf (job, sizeof job, "%s", text);
@@ -94,54 +94,54 @@ s_dlq_retry (api_call_t *call)
         return;
     }
     free (text);
-    store_txn_t *txn = s_txn (call);
+    store_txn_t *txn = req_txn (call);
     if (!txn)
         return;
     if (!dlq_has_job (txn, job)) {
-        s_error (call, PROTO_ERR_NOT_FOUND, "job %s has no dead-letter entry",
-                 job);
+        req_error (call, PROTO_ERR_NOT_FOUND, "job %s has no dead-letter entry",
+                   job);
         return;
     }
-    s_retry (call, job, true, NULL);
+    req_retry (call, job, true, NULL);
 }
 
-static void
-s_dlq_purge (api_call_t *call)
+void
+req_dlq_purge (req_call_t *call)
 {
     const pv_t *body = call->request->body;
     bool all = false;
     pv_get_bool (pv_map_get (body, "all"), &all);
-    char *older = s_field (call, "older_than");
-    char *job_id = s_field (call, "job");
+    char *older = req_field (call, "older_than");
+    char *job_id = req_field (call, "job");
     bool by_entry = pv_map_get (body, "entry") != NULL;
     int64_t older_ms = 0;
     char job [JOB_ID_LEN + 1], node [NAME_MAX_LEN + 1];
     uint32_t step = 0;
     int rc = 0;
     if (!all && !older && !job_id && !by_entry) {
-        s_error (call, PROTO_ERR_BAD_REQUEST,
-                 "dlq.purge needs entry, job, older_than or all: true");
+        req_error (call, PROTO_ERR_BAD_REQUEST,
+                   "dlq.purge needs entry, job, older_than or all: true");
         rc = -1;
     }
     else
     if (older && duration_parse (older, &older_ms) != 0) {
-        s_error (call, PROTO_ERR_BAD_REQUEST,
-                 "older_than: expected a duration like 10s, 30m or 7d");
+        req_error (call, PROTO_ERR_BAD_REQUEST,
+                   "older_than: expected a duration like 10s, 30m or 7d");
         rc = -1;
     }
     else
     if (job_id && !job_id_valid (job_id)) {
-        s_error (call, PROTO_ERR_BAD_REQUEST,
-                 "job: not a job id (like j-0193a1b2c3d4-0001)");
+        req_error (call, PROTO_ERR_BAD_REQUEST,
+                   "job: not a job id (like j-0193a1b2c3d4-0001)");
         rc = -1;
     }
     else
     if (by_entry)
         rc = s_entry_field (call, job, &step, node);
-    store_txn_t *txn = rc == 0 ? s_txn (call) : NULL;
+    store_txn_t *txn = rc == 0 ? req_txn (call) : NULL;
     if (txn) {
         int purged = 0;
-        int64_t before = older ? broker_wall_ms () - older_ms : 0;
+        int64_t before = older ? ctx_wall_ms (call->ctx) - older_ms : 0;
         if (by_entry) {
             uint8_t key [JOBREC_MAX_KEY];
             size_t key_len = jobrec_cell_key (job, step, node, key);
@@ -150,8 +150,8 @@ s_dlq_purge (api_call_t *call)
         else
             purged = dlq_purge (txn, job_id, before);
         if (purged < 0)
-            s_error (call, PROTO_ERR_STORE, "the dead-letter queue: %s",
-                     store_strerror (purged));
+            req_error (call, PROTO_ERR_STORE, "the dead-letter queue: %s",
+                       store_strerror (purged));
         else {
             pw_reset (call->reply);
             proto_reply_ok_begin (call->reply, call->request->id);

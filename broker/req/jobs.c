@@ -7,18 +7,17 @@
 #include "../jobrec.h"
 #include "req.h"
 
-#define LIST_DEFAULT 50
 #define LIST_MAX 10000
 #define EVENTS_MAX 100000
 
 static int
-s_job_id_field (api_call_t *call, char **job_id_p)
+s_job_id_field (req_call_t *call, char **job_id_p)
 {
-    *job_id_p = s_field (call, "job");
+    *job_id_p = req_field (call, "job");
     if (!*job_id_p || !job_id_valid (*job_id_p)) {
-        s_error (call, PROTO_ERR_BAD_REQUEST,
-                 "job: '%s' is not a job id (like j-0193a1b2c3d4-0001)",
-                 *job_id_p ? *job_id_p : "");
+        req_error (call, PROTO_ERR_BAD_REQUEST,
+                   "job: '%s' is not a job id (like j-0193a1b2c3d4-0001)",
+                   *job_id_p ? *job_id_p : "");
         free (*job_id_p);
         *job_id_p = NULL;
         return -1;
@@ -32,13 +31,13 @@ s_job_id_field (api_call_t *call, char **job_id_p)
 //  Checks every leaf against what the registered nodes offer. Adds
 //  "path: reason" sentences to DETAILS.
 static void
-s_check_leaf (broker_t *self, const job_phase_t *leaf, const char *path,
+s_check_leaf (ctx_t *ctx, const job_phase_t *leaf, const char *path,
               zlistx_t *details)
 {
     //  An action that only offline nodes offer is still a valid job: the
     //  target check that follows says whether any node can run it now.
     const proto_action_spec_t *spec
-        = registry_find_action (self->registry, leaf->backend, leaf->action,
+        = registry_find_action (ctx->registry, leaf->backend, leaf->action,
                                 true);
     if (!spec) {
         zlistx_add_end (details,
@@ -97,8 +96,8 @@ s_check_leaf (broker_t *self, const job_phase_t *leaf, const char *path,
         zlistx_add_end (details, zsys_sprintf ("%s.params: %s", path, why));
 }
 
-static void
-s_check_actions (broker_t *self, const job_spec_t *spec, zlistx_t *details)
+void
+req_check_actions (ctx_t *ctx, const job_spec_t *spec, zlistx_t *details)
 {
     for (size_t p = 0; p < spec->phase_count; p++) {
         const job_phase_t *phase = &spec->phases [p];
@@ -106,24 +105,18 @@ s_check_actions (broker_t *self, const job_spec_t *spec, zlistx_t *details)
         if (phase->tasks) {
             for (size_t t = 0; t < phase->task_count; t++) {
                 snprintf (path, sizeof path, "tasks[%zu].tasks[%zu]", p, t);
-                s_check_leaf (self, &phase->tasks [t], path, details);
+                s_check_leaf (ctx, &phase->tasks [t], path, details);
             }
         }
         else {
             snprintf (path, sizeof path, "tasks[%zu]", p);
-            s_check_leaf (self, phase, path, details);
+            s_check_leaf (ctx, phase, path, details);
         }
     }
 }
 
-void
-api_check_actions (broker_t *self, const job_spec_t *spec, zlistx_t *details)
-{
-    s_check_actions (self, spec, details);
-}
-
 static void
-s_invalid_job (api_call_t *call, zlistx_t *details)
+s_invalid_job (req_call_t *call, zlistx_t *details)
 {
     size_t count = zlistx_size (details);
     char **items = (char **) calloc (count + 1, sizeof (char *));
@@ -140,18 +133,18 @@ s_invalid_job (api_call_t *call, zlistx_t *details)
     free (items);
 }
 
-static int s_admit (api_call_t *call, job_spec_t **spec_p,
+static int s_admit (req_call_t *call, job_spec_t **spec_p,
                     const char *retry_of, char *id);
 
 //  True (and the error reply) when the broker admits no new jobs.
 static bool
-s_refused_in_maintenance (api_call_t *call)
+s_refused_in_maintenance (req_call_t *call)
 {
-    if (!call->self->maintenance)
+    if (!call->ctx->state.maintenance)
         return false;
-    s_error (call, PROTO_ERR_MAINTENANCE,
-             "the broker is in maintenance: no new jobs are admitted "
-             "until 'gridcli broker resume'");
+    req_error (call, PROTO_ERR_MAINTENANCE,
+               "the broker is in maintenance: no new jobs are admitted "
+               "until 'gridcli broker resume'");
     return true;
 }
 
@@ -159,10 +152,10 @@ s_refused_in_maintenance (api_call_t *call)
 //  (DECODED false, ERRORS) or *SPEC_P asks for what the nodes do not offer
 //  (then *SPEC_P is destroyed); else returns 0. Clears ERRORS.
 static int
-s_job_validate (api_call_t *call, bool decoded, job_spec_t **spec_p,
+s_job_validate (req_call_t *call, bool decoded, job_spec_t **spec_p,
                 job_errors_t *errors)
 {
-    broker_t *self = (broker_t *) call->self;
+    ctx_t *ctx = call->ctx;
     zlistx_t *details = zlistx_new ();
     zlistx_set_destructor (details, (zlistx_destructor_fn *) zstr_free);
     if (!decoded) {
@@ -172,7 +165,7 @@ s_job_validate (api_call_t *call, bool decoded, job_spec_t **spec_p,
             zlistx_add_end (details, strdup ("(more problems not shown)"));
     }
     else
-        s_check_actions (self, *spec_p, details);
+        req_check_actions (ctx, *spec_p, details);
     job_errors_clear (errors);
     int rc = 0;
     if (zlistx_size (details)) {
@@ -187,7 +180,7 @@ s_job_validate (api_call_t *call, bool decoded, job_spec_t **spec_p,
 //  The request's job, decoded and checked against what the nodes offer.
 //  Returns 0 and a new spec in *SPEC_P, or -1 after an invalid_job reply.
 static int
-s_job_decode (api_call_t *call, job_spec_t **spec_p)
+s_job_decode (req_call_t *call, job_spec_t **spec_p)
 {
     job_errors_t errors;
     memset (&errors, 0, sizeof errors);
@@ -197,32 +190,32 @@ s_job_decode (api_call_t *call, job_spec_t **spec_p)
     return s_job_validate (call, decoded, spec_p, &errors);
 }
 
-static int s_stored_status (api_call_t *call, const char *job_id);
+static int s_stored_status (req_call_t *call, const char *job_id);
 
 //  The job an earlier submit with SPEC's idempotency key made, if it is
 //  still kept: replies with its id and status (or conflict, when SPEC is
 //  not the spec it was made from) and returns 1; returns 0 when the key
 //  made no job that is kept, so the submit goes on. DIGEST is SPEC's.
 static int
-s_idempotent_submit (api_call_t *call, const job_spec_t *spec,
+s_idempotent_submit (req_call_t *call, const job_spec_t *spec,
                      const uint8_t *digest)
 {
-    broker_t *self = (broker_t *) call->self;
-    store_txn_t *txn = broker_txn (self);
+    ctx_t *ctx = call->ctx;
+    store_txn_t *txn = ctx_txn (ctx);
     char job_id [JOB_ID_LEN + 1];
     uint8_t first [JOBREC_DIGEST_LEN];
     if (!txn
         || jobrec_idempotency_get (txn, spec->idempotency_key, job_id,
                                    first) != 0)
         return 0;
-    const sched_job_t *live = sched_job (self->sched, job_id);
+    const sched_job_t *live = sched_job (ctx->sched, job_id);
     int status = live ? (int) live->status : s_stored_status (call, job_id);
     if (status < 0)
         return 0;    //  Deleted or purged: the key is free again
     if (memcmp (first, digest, JOBREC_DIGEST_LEN) != 0) {
-        s_error (call, PROTO_ERR_CONFLICT,
-                 "idempotency key '%s' already made job %s from another "
-                 "spec", spec->idempotency_key, job_id);
+        req_error (call, PROTO_ERR_CONFLICT,
+                   "idempotency key '%s' already made job %s from another "
+                   "spec", spec->idempotency_key, job_id);
         return 1;
     }
     pw_reset (call->reply);
@@ -238,15 +231,15 @@ s_idempotent_submit (api_call_t *call, const job_spec_t *spec,
 //  Refuses a node list naming an id that is not registered (a typo must
 //  never run a partial job): unknown_node, one detail per id.
 static int
-s_check_known_nodes (api_call_t *call, const target_t *target)
+s_check_known_nodes (req_call_t *call, const target_t *target)
 {
-    broker_t *self = (broker_t *) call->self;
+    ctx_t *ctx = call->ctx;
     if (target->scope != TARGET_NODE)
         return 0;
     zlistx_t *unknown = zlistx_new ();
     zlistx_set_destructor (unknown, (zlistx_destructor_fn *) zstr_free);
     for (size_t index = 0; index < target->node_count; index++)
-        if (!registry_lookup (self->registry, target->nodes [index]))
+        if (!registry_lookup (ctx->registry, target->nodes [index]))
             zlistx_add_end (unknown, zsys_sprintf ("%s: not registered",
                                                    target->nodes [index]));
     size_t count = zlistx_size (unknown);
@@ -281,15 +274,15 @@ s_check_known_nodes (api_call_t *call, const target_t *target)
 //  Refuses a job that no node of its target can run now (no_nodes),
 //  naming each node the target names or covers and why it cannot.
 static int
-s_check_target (api_call_t *call, const job_spec_t *spec)
+s_check_target (req_call_t *call, const job_spec_t *spec)
 {
-    broker_t *self = (broker_t *) call->self;
+    ctx_t *ctx = call->ctx;
     if (s_check_known_nodes (call, &spec->target) != 0)
         return -1;
-    size_t matched = registry_resolve (self->registry, &spec->target, NULL);
+    size_t matched = registry_resolve (ctx->registry, &spec->target, NULL);
     sched_not_run_t *list = NULL;
-    size_t listed = registry_unavailable (self->registry, spec,
-                                          broker_wall_ms (), &list);
+    size_t listed = registry_unavailable (ctx->registry, spec,
+                                          ctx_wall_ms (ctx), &list);
     //  What the scheduler will run: resolved (online, not drained), less
     //  the nodes among them that lack an action of the job
     size_t runnable = matched;
@@ -302,10 +295,10 @@ s_check_target (api_call_t *call, const job_spec_t *spec)
     }
     char *text = target_format (&spec->target);
     if (listed == 0) {
-        s_error (call, PROTO_ERR_NO_NODES,
-                 "no online node matches %s (%zu registered, %zu online)",
-                 text, registry_size (self->registry),
-                 registry_online_count (self->registry));
+        req_error (call, PROTO_ERR_NO_NODES,
+                   "no online node matches %s (%zu registered, %zu online)",
+                   text, registry_size (ctx->registry),
+                   registry_online_count (ctx->registry));
         free (text);
         return -1;
     }
@@ -342,10 +335,14 @@ s_check_target (api_call_t *call, const job_spec_t *spec)
     return -1;
 }
 
-static void
-s_job_submit (api_call_t *call)
+void
+req_job_submit (req_call_t *call)
 {
-    broker_t *self = (broker_t *) call->self;
+    ctx_t *ctx = call->ctx;
+    //  The allowlist, and the viewer role's query actions only
+    if (auth_submit_refused (ctx->auth, ctx->registry, call->request,
+                             call->role, call->reply))
+        return;
     job_spec_t *spec = NULL;
     job_errors_t errors;
     memset (&errors, 0, sizeof errors);
@@ -373,7 +370,7 @@ s_job_submit (api_call_t *call)
     char id [JOB_ID_LEN + 1];
     char *key = spec->idempotency_key ? strdup (spec->idempotency_key) : NULL;
     if (s_admit (call, &spec, NULL, id) == 0 && key) {
-        store_txn_t *txn = broker_txn (self);
+        store_txn_t *txn = ctx_txn (ctx);
         int rc = txn ? jobrec_idempotency_put (txn, key, id, digest)
                      : STORE_EIO;
         //  A full or failing store fails the pass, logged once there
@@ -390,9 +387,9 @@ s_job_submit (api_call_t *call)
 //  status, ?retry_of}) and returns 0 with the new id in ID (JOB_ID_LEN + 1
 //  bytes), or -1.
 static int
-s_admit (api_call_t *call, job_spec_t **spec_p, const char *retry_of, char *id)
+s_admit (req_call_t *call, job_spec_t **spec_p, const char *retry_of, char *id)
 {
-    broker_t *self = (broker_t *) call->self;
+    ctx_t *ctx = call->ctx;
     job_spec_t *spec = *spec_p;
     *spec_p = NULL;
     if (s_refused_in_maintenance (call)) {
@@ -404,33 +401,32 @@ s_admit (api_call_t *call, job_spec_t **spec_p, const char *retry_of, char *id)
         return -1;
     }
     size_t used = 0, map = 0;
-    store_usage (self->store, &map, &used);
-    size_t limit = self->config.max_map_bytes > map ? self->config.max_map_bytes
-                                                    : map;
+    store_usage (ctx->store, &map, &used);
+    size_t limit = ctx->config->max_map_bytes > map
+                       ? ctx->config->max_map_bytes : map;
     if (limit && used > limit / 100 * 95) {
-        s_error (call, PROTO_ERR_STORAGE_FULL,
-                 "the store is full (%zu of %zu MiB used, store.max_size): "
-                 "new jobs are refused until old ones are purged; reads "
-                 "still work", used >> 20, limit >> 20);
-        self->storage.refused++;
+        req_error (call, PROTO_ERR_STORAGE_FULL,
+                   "the store is full (%zu of %zu MiB used, store.max_size): "
+                   "new jobs are refused until old ones are purged; reads "
+                   "still work", used >> 20, limit >> 20);
+        ctx->stats->storage.refused++;
         job_spec_destroy (&spec);
         return -1;
     }
-    int64_t wall_ms = broker_wall_ms ();
-    job_id_make (wall_ms, &self->last_id_ms, &self->id_seq, id,
-                 JOB_ID_LEN + 1);
+    int64_t wall_ms = ctx_wall_ms (ctx);
+    ctx_job_id (ctx, wall_ms, id);
     sched_job_t *job = sched_job_new (id, &spec);
     job->created_at_ms = wall_ms;
     job->updated_at_ms = wall_ms;
     job->retry_of = retry_of ? strdup (retry_of) : NULL;
     char reason [256];
-    if (sched_submit (self->sched, &job, broker_now_ms (), reason,
+    if (sched_submit (ctx->sched, &job, ctx_now_ms (ctx), reason,
                       sizeof reason) != 0) {
-        s_error (call, PROTO_ERR_QUEUE_FULL, "%s", reason);
+        req_error (call, PROTO_ERR_QUEUE_FULL, "%s", reason);
         sched_job_destroy (&job);
         return -1;
     }
-    const sched_job_t *live = sched_job (self->sched, id);
+    const sched_job_t *live = sched_job (ctx->sched, id);
     pw_reset (call->reply);
     proto_reply_ok_begin (call->reply, call->request->id);
     pw_map (call->reply, retry_of ? 3 : 2);
@@ -507,10 +503,10 @@ s_write_plan_step (pw_t *writer, const job_spec_t *spec,
     }
 }
 
-static void
-s_job_check (api_call_t *call)
+void
+req_job_check (req_call_t *call)
 {
-    broker_t *self = (broker_t *) call->self;
+    ctx_t *ctx = call->ctx;
     job_spec_t *spec = NULL;
     if (s_job_decode (call, &spec) != 0)
         return;
@@ -518,10 +514,10 @@ s_job_check (api_call_t *call)
     //  As the scheduler will start it (R2): the online, non-drained nodes
     //  of the target, less those lacking an action of the job
     char **ids = NULL;
-    size_t matched = registry_resolve (self->registry, target, &ids);
+    size_t matched = registry_resolve (ctx->registry, target, &ids);
     sched_not_run_t *skip = NULL;
-    size_t skip_count = registry_unavailable (self->registry, spec,
-                                              broker_wall_ms (), &skip);
+    size_t skip_count = registry_unavailable (ctx->registry, spec,
+                                              ctx_wall_ms (ctx), &skip);
     if (skip_count > 1)
         qsort (skip, skip_count, sizeof (sched_not_run_t), s_compare_not_run);
     char **run = (char **) calloc (matched + 1, sizeof (char *));
@@ -620,39 +616,39 @@ s_job_check (api_call_t *call)
 //  ---------------------------------------------------------------------
 //  job.get, job.list, job.events, job.cancel, job.delete
 
-static void
-s_job_get (api_call_t *call)
+void
+req_job_get (req_call_t *call)
 {
     char *job_id = NULL;
     if (s_job_id_field (call, &job_id) != 0)
         return;
-    broker_t *self = (broker_t *) call->self;
-    store_txn_t *txn = s_txn (call);
+    ctx_t *ctx = call->ctx;
+    store_txn_t *txn = req_txn (call);
     if (txn) {
         pw_reset (call->reply);
         proto_reply_ok_begin (call->reply, call->request->id);
         int rc = jobrec_write_record (txn, job_id,
-                                      sched_job (self->sched, job_id),
+                                      sched_job (ctx->sched, job_id),
                                       call->reply);
         if (rc == STORE_ENOTFOUND)
-            s_error (call, PROTO_ERR_NOT_FOUND, "no job %s", job_id);
+            req_error (call, PROTO_ERR_NOT_FOUND, "no job %s", job_id);
         else if (rc != 0)
-            s_error (call, PROTO_ERR_STORE, "job %s: its record is unreadable",
-                     job_id);
+            req_error (call, PROTO_ERR_STORE,
+                       "job %s: its record is unreadable", job_id);
     }
     free (job_id);
 }
 
 //  A live job is counted from the scheduler's memory; a finished one is
 //  rebuilt from the store once (its cells decoded, nothing rendered).
-static void
-s_job_progress (api_call_t *call)
+void
+req_job_progress (req_call_t *call)
 {
     char *job_id = NULL;
     if (s_job_id_field (call, &job_id) != 0)
         return;
-    broker_t *self = (broker_t *) call->self;
-    const sched_job_t *live = sched_job (self->sched, job_id);
+    ctx_t *ctx = call->ctx;
+    const sched_job_t *live = sched_job (ctx->sched, job_id);
     if (live) {
         pw_reset (call->reply);
         proto_reply_ok_begin (call->reply, call->request->id);
@@ -660,16 +656,16 @@ s_job_progress (api_call_t *call)
         free (job_id);
         return;
     }
-    store_txn_t *txn = s_txn (call);
+    store_txn_t *txn = req_txn (call);
     if (txn) {
         sched_job_t *job = NULL;
         int rc = jobrec_load (txn, job_id, &job);
         if (rc == STORE_ENOTFOUND)
-            s_error (call, PROTO_ERR_NOT_FOUND, "no job %s", job_id);
+            req_error (call, PROTO_ERR_NOT_FOUND, "no job %s", job_id);
         else
         if (rc != 0)
-            s_error (call, PROTO_ERR_STORE, "job %s: its record is unreadable",
-                     job_id);
+            req_error (call, PROTO_ERR_STORE,
+                       "job %s: its record is unreadable", job_id);
         else {
             pw_reset (call->reply);
             proto_reply_ok_begin (call->reply, call->request->id);
@@ -681,14 +677,14 @@ s_job_progress (api_call_t *call)
 }
 
 void
-api_write_watch (broker_t *self, const char *request_id, const char *job_id,
+req_write_watch (ctx_t *ctx, const char *request_id, const char *job_id,
                  uint64_t version, bool changed, pw_t *reply)
 {
     pw_reset (reply);
-    const sched_job_t *live = sched_job (self->sched, job_id);
+    const sched_job_t *live = sched_job (ctx->sched, job_id);
     sched_job_t *stored = NULL;
     if (!live) {
-        store_txn_t *txn = broker_txn (self);
+        store_txn_t *txn = ctx_txn (ctx);
         int rc = txn ? jobrec_load (txn, job_id, &stored) : STORE_EIO;
         if (rc == STORE_ENOTFOUND) {
             proto_reply_error (reply, request_id, PROTO_ERR_NOT_FOUND,
@@ -716,13 +712,13 @@ api_write_watch (broker_t *self, const char *request_id, const char *job_id,
 //  caller saw (at once when it already has, when the job is finished, or
 //  without AFTER); else the request waits in the broker, parked, until it
 //  does or TIMEOUT_MS (30 s by default) passes.
-static void
-s_job_watch (api_call_t *call)
+void
+req_job_watch (req_call_t *call)
 {
     char *job_id = NULL;
     if (s_job_id_field (call, &job_id) != 0)
         return;
-    broker_t *self = (broker_t *) call->self;
+    ctx_t *ctx = call->ctx;
     int64_t after = -1, timeout_ms = 30000;
     const pv_t *value = pv_map_get (call->request->body, "after");
     if (value)
@@ -730,47 +726,50 @@ s_job_watch (api_call_t *call)
     value = pv_map_get (call->request->body, "timeout_ms");
     if (value)
         pv_get_int (value, &timeout_ms);
-    uint64_t version = broker_job_version (self, job_id);
-    bool live = sched_job (self->sched, job_id) != NULL;
-    if (live)
+    uint64_t version = ctx_job_version (ctx, job_id);
+    bool live = sched_job (ctx->sched, job_id) != NULL;
+    if (live) {
         //  Answered at the end of the pass, after its commit, even when it
         //  is due at once (no AFTER, a job that moved on, no TIMEOUT_MS):
-        //  a watcher hears only what is stored
-        broker_watch_park (self, job_id, after >= 0 ? (uint64_t) after
-                                                    : UINT64_MAX,
-                           timeout_ms);
+        //  a watcher hears only what is stored. The reply stays empty.
+        call->park = true;
+        snprintf (call->park_job, sizeof call->park_job, "%s", job_id);
+        call->park_after = after >= 0 ? (uint64_t) after : UINT64_MAX;
+        call->park_timeout_ms = timeout_ms;
+    }
     else
-        api_write_watch (self, call->request->id, job_id, version,
+        req_write_watch (ctx, call->request->id, job_id, version,
                          after < 0 || (uint64_t) after != version || !live,
                          call->reply);
     free (job_id);
 }
 
-static void
-s_job_list (api_call_t *call)
+void
+req_job_list (req_call_t *call)
 {
-    char *status_name = s_field (call, "status");
+    char *status_name = req_field (call, "status");
     sched_job_status_t wanted = SCHED_JOB_PENDING;
     if (status_name && sched_job_status_parse (status_name, &wanted) != 0) {
-        s_error (call, PROTO_ERR_BAD_REQUEST,
-                 "status: unknown job status '%s' (pending, running, "
-                 "completed, partial_failure, failed, cancelled)", status_name);
+        req_error (call, PROTO_ERR_BAD_REQUEST,
+                   "status: unknown job status '%s' (pending, running, "
+                   "completed, partial_failure, failed, cancelled)",
+                   status_name);
         free (status_name);
         return;
     }
-    int64_t limit = LIST_DEFAULT;
+    int64_t limit = REQ_LIST_DEFAULT;
     const pv_t *limit_value = pv_map_get (call->request->body, "limit");
     if (limit_value
         && (pv_get_int (limit_value, &limit) != 0 || limit < 1
             || limit > LIST_MAX)) {
-        s_error (call, PROTO_ERR_BAD_REQUEST, "limit: expected 1 to %d",
-                 LIST_MAX);
+        req_error (call, PROTO_ERR_BAD_REQUEST, "limit: expected 1 to %d",
+                   LIST_MAX);
         free (status_name);
         return;
     }
-    char *schedule = s_field (call, "schedule");
-    char *before = s_field (call, "before");
-    store_txn_t *txn = s_txn (call);
+    char *schedule = req_field (call, "schedule");
+    char *before = req_field (call, "before");
+    store_txn_t *txn = req_txn (call);
     if (!txn) {
         free (status_name);
         free (schedule);
@@ -830,8 +829,8 @@ s_job_list (api_call_t *call)
     free (before);
 }
 
-static void
-s_job_events (api_call_t *call)
+void
+req_job_events (req_call_t *call)
 {
     char *job_id = NULL;
     if (s_job_id_field (call, &job_id) != 0)
@@ -840,17 +839,17 @@ s_job_events (api_call_t *call)
     const pv_t *after_value = pv_map_get (call->request->body, "after");
     if (after_value && (pv_get_int (after_value, &after) != 0 || after < 0
                         || after > UINT32_MAX)) {
-        s_error (call, PROTO_ERR_BAD_REQUEST, "after: expected an event seq");
+        req_error (call, PROTO_ERR_BAD_REQUEST, "after: expected an event seq");
         free (job_id);
         return;
     }
-    store_txn_t *txn = s_txn (call);
+    store_txn_t *txn = req_txn (call);
     if (txn) {
         const void *value;
         size_t value_len;
         if (store_get (txn, STORE_DB_JOBS, job_id, strlen (job_id), &value,
                        &value_len) != 0)
-            s_error (call, PROTO_ERR_NOT_FOUND, "no job %s", job_id);
+            req_error (call, PROTO_ERR_NOT_FOUND, "no job %s", job_id);
         else {
             pw_reset (call->reply);
             proto_reply_ok_begin (call->reply, call->request->id);
@@ -865,9 +864,9 @@ s_job_events (api_call_t *call)
 
 //  The stored status of a job that the scheduler no longer holds, or -1.
 static int
-s_stored_status (api_call_t *call, const char *job_id)
+s_stored_status (req_call_t *call, const char *job_id)
 {
-    store_txn_t *txn = s_txn (call);
+    store_txn_t *txn = req_txn (call);
     const void *value;
     size_t value_len;
     if (!txn
@@ -882,17 +881,17 @@ s_stored_status (api_call_t *call, const char *job_id)
     return status;
 }
 
-static void
-s_job_cancel (api_call_t *call)
+void
+req_job_cancel (req_call_t *call)
 {
-    broker_t *self = (broker_t *) call->self;
+    ctx_t *ctx = call->ctx;
     char *job_id = NULL;
     if (s_job_id_field (call, &job_id) != 0)
         return;
-    char *reason = s_field (call, "reason");
+    char *reason = req_field (call, "reason");
     char *text = zsys_sprintf ("cancelled by operator%s%s",
                                reason ? ": " : "", reason ? reason : "");
-    if (sched_cancel (self->sched, job_id, text, broker_now_ms ()) == 0) {
+    if (sched_cancel (ctx->sched, job_id, text, ctx_now_ms (ctx)) == 0) {
         pw_reset (call->reply);
         proto_reply_ok_begin (call->reply, call->request->id);
         pw_map (call->reply, 2);
@@ -904,38 +903,40 @@ s_job_cancel (api_call_t *call)
     else {
         int status = s_stored_status (call, job_id);
         if (status >= 0)
-            s_error (call, PROTO_ERR_CONFLICT, "job %s already ended (%s)",
-                     job_id, sched_job_status_name ((sched_job_status_t) status));
+            req_error (call, PROTO_ERR_CONFLICT, "job %s already ended (%s)",
+                       job_id,
+                       sched_job_status_name ((sched_job_status_t) status));
         else
-            s_error (call, PROTO_ERR_NOT_FOUND, "no job %s", job_id);
+            req_error (call, PROTO_ERR_NOT_FOUND, "no job %s", job_id);
     }
     zstr_free (&text);
     free (reason);
     free (job_id);
 }
 
-static void
-s_job_delete (api_call_t *call)
+void
+req_job_delete (req_call_t *call)
 {
-    broker_t *self = (broker_t *) call->self;
+    ctx_t *ctx = call->ctx;
     char *job_id = NULL;
     if (s_job_id_field (call, &job_id) != 0)
         return;
-    if (sched_job (self->sched, job_id))
-        s_error (call, PROTO_ERR_CONFLICT,
-                 "job %s has not ended: cancel it first", job_id);
+    if (sched_job (ctx->sched, job_id))
+        req_error (call, PROTO_ERR_CONFLICT,
+                   "job %s has not ended: cancel it first", job_id);
     else if (s_stored_status (call, job_id) < 0)
-        s_error (call, PROTO_ERR_NOT_FOUND, "no job %s", job_id);
+        req_error (call, PROTO_ERR_NOT_FOUND, "no job %s", job_id);
     else {
-        int rc = jobrec_delete (self->txn, job_id);
+        store_txn_t *txn = ctx_txn (ctx);
+        int rc = jobrec_delete (txn, job_id);
         //  Its dead-letter entries go with it
         if (rc == 0) {
-            int purged = dlq_purge (self->txn, job_id, 0);
+            int purged = dlq_purge (txn, job_id, 0);
             rc = purged < 0 ? purged : 0;
         }
         if (rc != 0)
-            s_error (call, PROTO_ERR_STORE, "job %s: %s", job_id,
-                     store_strerror (rc));
+            req_error (call, PROTO_ERR_STORE, "job %s: %s", job_id,
+                       store_strerror (rc));
         else {
             pw_reset (call->reply);
             proto_reply_ok_begin (call->reply, call->request->id);
@@ -950,30 +951,30 @@ s_job_delete (api_call_t *call)
 }
 
 //  One page of a cell's whole stdout or stderr (jobrec.h).
-static void
-s_job_output (api_call_t *call)
+void
+req_job_output (req_call_t *call)
 {
     char *job_id = NULL;
     if (s_job_id_field (call, &job_id) != 0)
         return;
     const pv_t *body = call->request->body;
-    char *node = s_field (call, "node");
-    char *stream = s_field (call, "stream");
+    char *node = req_field (call, "node");
+    char *stream = req_field (call, "stream");
     int64_t step = 0, attempt = 0, offset = 0, limit = 1024 * 1024;
     pv_get_int (pv_map_get (body, "step"), &step);
     pv_get_int (pv_map_get (body, "attempt"), &attempt);
     pv_get_int (pv_map_get (body, "offset"), &offset);
     pv_get_int (pv_map_get (body, "limit"), &limit);
     if (!node || !name_valid (node))
-        s_error (call, PROTO_ERR_BAD_REQUEST, "node: '%s' is not a node id",
-                 node ? node : "");
+        req_error (call, PROTO_ERR_BAD_REQUEST, "node: '%s' is not a node id",
+                   node ? node : "");
     else
     if (stream && strcmp (stream, "stdout") != 0
         && strcmp (stream, "stderr") != 0)
-        s_error (call, PROTO_ERR_BAD_REQUEST,
-                 "stream: '%s' is neither stdout nor stderr", stream);
+        req_error (call, PROTO_ERR_BAD_REQUEST,
+                   "stream: '%s' is neither stdout nor stderr", stream);
     else {
-        store_txn_t *txn = s_txn (call);
+        store_txn_t *txn = req_txn (call);
         if (txn) {
             pw_reset (call->reply);
             proto_reply_ok_begin (call->reply, call->request->id);
@@ -984,17 +985,17 @@ s_job_output (api_call_t *call)
             if (rc == STORE_ENOTFOUND
                 && store_get (txn, STORE_DB_JOBS, job_id, strlen (job_id),
                               NULL, NULL) != 0)
-                s_error (call, PROTO_ERR_NOT_FOUND, "no job %s", job_id);
+                req_error (call, PROTO_ERR_NOT_FOUND, "no job %s", job_id);
             else
             if (rc == STORE_ENOTFOUND)
-                s_error (call, PROTO_ERR_NOT_FOUND,
-                         "job %s: node %s has no output for step %d%s yet",
-                         job_id, node, (int) step,
-                         attempt ? " at that attempt" : "");
+                req_error (call, PROTO_ERR_NOT_FOUND,
+                           "job %s: node %s has no output for step %d%s yet",
+                           job_id, node, (int) step,
+                           attempt ? " at that attempt" : "");
             else
             if (rc != 0)
-                s_error (call, PROTO_ERR_STORE,
-                         "job %s: a result record is unreadable", job_id);
+                req_error (call, PROTO_ERR_STORE,
+                           "job %s: a result record is unreadable", job_id);
         }
     }
     free (stream);
@@ -1003,7 +1004,7 @@ s_job_output (api_call_t *call)
 }
 
 //  ---------------------------------------------------------------------
-//  job.retry, dlq.list, dlq.get, dlq.retry, dlq.purge
+//  job.retry (and dlq.retry)
 
 //  Cell statuses that make a node's work worth a --failed-only retry:
 //  every failure kind, and cancelled (stopped before it was done). A node
@@ -1016,18 +1017,18 @@ s_cell_retried (sched_cell_status_t status)
 
 //  Adds RETRY_ID to the retried_by list of JOB and saves its header.
 static void
-s_link_retry (api_call_t *call, sched_job_t *job, const char *retry_id)
+s_link_retry (req_call_t *call, sched_job_t *job, const char *retry_id)
 {
-    broker_t *self = (broker_t *) call->self;
+    ctx_t *ctx = call->ctx;
     char **grown = (char **) realloc (job->retried_by,
                                       (job->retried_by_count + 1)
                                           * sizeof (char *));
     assert (grown);
     job->retried_by = grown;
     job->retried_by [job->retried_by_count++] = strdup (retry_id);
-    store_txn_t *txn = broker_txn (self);
+    store_txn_t *txn = ctx_txn (ctx);
     if (txn)
-        jobrec_save_header (txn, job, self->scratch);
+        jobrec_save_header (txn, job, ctx->scratch);
 }
 
 //  The ids of JOB's nodes with a cell worth retrying, joined by ','
@@ -1056,31 +1057,25 @@ s_failed_nodes (const sched_job_t *job, size_t *count_p)
     return list;
 }
 
-//  Makes a new job that retries JOB_ID (the same tasks; PROTOCOL.md
-//  job.retry) and links the two both ways. FAILED_ONLY: only the nodes
-//  whose cells failed (for an `any` job, the same `any` target, since the
-//  work failed, not a node). TARGET_TEXT, when given, replaces the target.
-//  The job's dead-letter entries are marked with the new job, which
-//  clears them when it completes.
-static void
-s_retry (api_call_t *call, const char *job_id, bool failed_only,
-         const char *target_text)
+void
+req_retry (req_call_t *call, const char *job_id, bool failed_only,
+           const char *target_text)
 {
-    broker_t *self = (broker_t *) call->self;
+    ctx_t *ctx = call->ctx;
     sched_job_t *loaded = NULL;
-    const sched_job_t *job = sched_job (self->sched, job_id);
-    store_txn_t *txn = job ? NULL : s_txn (call);
+    const sched_job_t *job = sched_job (ctx->sched, job_id);
+    store_txn_t *txn = job ? NULL : req_txn (call);
     if (!job && !txn)
         return;
     if (!job) {
         int rc = jobrec_load (txn, job_id, &loaded);
         if (rc == STORE_ENOTFOUND) {
-            s_error (call, PROTO_ERR_NOT_FOUND, "no job %s", job_id);
+            req_error (call, PROTO_ERR_NOT_FOUND, "no job %s", job_id);
             return;
         }
         if (rc != 0) {
-            s_error (call, PROTO_ERR_STORE, "job %s: its record is unreadable",
-                     job_id);
+            req_error (call, PROTO_ERR_STORE,
+                       "job %s: its record is unreadable", job_id);
             return;
         }
         job = loaded;
@@ -1093,21 +1088,21 @@ s_retry (api_call_t *call, const char *job_id, bool failed_only,
     target_t target;
     memset (&target, 0, sizeof target);
     if (!spec)
-        s_error (call, PROTO_ERR_INTERNAL, "job %s: its spec cannot be copied",
-                 job_id);
+        req_error (call, PROTO_ERR_INTERNAL,
+                   "job %s: its spec cannot be copied", job_id);
     else
     if (failed_only && failed == 0)
-        s_error (call, PROTO_ERR_CONFLICT,
-                 "job %s has no failed node to retry", job_id);
+        req_error (call, PROTO_ERR_CONFLICT,
+                   "job %s has no failed node to retry", job_id);
     else
     if (target_text && target_parse (target_text, &target, err, sizeof err))
-        s_error (call, PROTO_ERR_BAD_REQUEST, "target: %s", err);
+        req_error (call, PROTO_ERR_BAD_REQUEST, "target: %s", err);
     else
     if (!target_text && failed_only && !spec->target.any
         && target_from_parts ("node", nodes, false, &target, err, sizeof err))
-        s_error (call, PROTO_ERR_CONFLICT,
-                 "job %s: its %zu failed nodes do not fit a node list (%s); "
-                 "retry it with --target", job_id, failed, err);
+        req_error (call, PROTO_ERR_CONFLICT,
+                   "job %s: its %zu failed nodes do not fit a node list (%s); "
+                   "retry it with --target", job_id, failed, err);
     else {
         if (target_text || (failed_only && !spec->target.any)) {
             target_clear (&spec->target);
@@ -1120,11 +1115,11 @@ s_retry (api_call_t *call, const char *job_id, bool failed_only,
         //  The allowlist binds retries as it binds submits
         for (size_t step = 0; step < job_spec_step_count (spec); step++) {
             const job_phase_t *leaf = job_spec_step (spec, step, NULL, NULL);
-            if (!auth_allowed (&self->config.auth, leaf->backend,
+            if (!auth_allowed (&ctx->config->auth, leaf->backend,
                                leaf->action)) {
-                s_error (call, PROTO_ERR_FORBIDDEN,
-                         "%s.%s is not in this broker's allowlist",
-                         leaf->backend, leaf->action);
+                req_error (call, PROTO_ERR_FORBIDDEN,
+                           "%s.%s is not in this broker's allowlist",
+                           leaf->backend, leaf->action);
                 job_spec_destroy (&spec);
                 break;
             }
@@ -1132,9 +1127,9 @@ s_retry (api_call_t *call, const char *job_id, bool failed_only,
         char id [JOB_ID_LEN + 1];
         if (spec && s_admit (call, &spec, job_id, id) == 0) {
             //  Link the original (live in the scheduler, or in the store)
-            sched_job_t *original = (sched_job_t *) sched_job (self->sched,
+            sched_job_t *original = (sched_job_t *) sched_job (ctx->sched,
                                                                job_id);
-            txn = broker_txn (self);
+            txn = ctx_txn (ctx);
             if (original)
                 s_link_retry (call, original, id);
             else
@@ -1143,7 +1138,7 @@ s_retry (api_call_t *call, const char *job_id, bool failed_only,
                 sched_job_destroy (&loaded);
             }
             if (txn)
-                dlq_mark_retry (txn, job_id, id, self->scratch);
+                dlq_mark_retry (txn, job_id, id, ctx->scratch);
         }
     }
     target_clear (&target);
@@ -1151,8 +1146,8 @@ s_retry (api_call_t *call, const char *job_id, bool failed_only,
     free (nodes);
 }
 
-static void
-s_job_retry (api_call_t *call)
+void
+req_job_retry (req_call_t *call)
 {
     char *job_id = NULL;
     if (s_job_id_field (call, &job_id) != 0)
@@ -1160,8 +1155,8 @@ s_job_retry (api_call_t *call)
     bool failed_only = false;
     pv_get_bool (pv_map_get (call->request->body, "failed_only"),
                  &failed_only);
-    char *target = s_field (call, "target");
-    s_retry (call, job_id, failed_only, target);
+    char *target = req_field (call, "target");
+    req_retry (call, job_id, failed_only, target);
     free (target);
     free (job_id);
 }

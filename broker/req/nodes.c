@@ -6,13 +6,13 @@
 #include "req.h"
 
 //  ---------------------------------------------------------------------
-//  node.list, node.get, status
+//  node.list, node.get
 
-static void
-s_node_list (api_call_t *call)
+void
+req_node_list (req_call_t *call)
 {
     registry_node_t **nodes = NULL;
-    size_t count = registry_list (call->self->registry, &nodes);
+    size_t count = registry_list (call->ctx->registry, &nodes);
     pw_reset (call->reply);
     proto_reply_ok_begin (call->reply, call->request->id);
     pw_map (call->reply, 1);
@@ -23,15 +23,15 @@ s_node_list (api_call_t *call)
     free (nodes);
 }
 
-static void
-s_node_get (api_call_t *call)
+void
+req_node_get (req_call_t *call)
 {
-    char *id = s_field (call, "node");
+    char *id = req_field (call, "node");
     registry_node_t *node = id && name_valid (id)
-                                ? registry_lookup (call->self->registry, id)
+                                ? registry_lookup (call->ctx->registry, id)
                                 : NULL;
     if (!node)
-        s_error (call, PROTO_ERR_NOT_FOUND, "no node '%s'", id ? id : "");
+        req_error (call, PROTO_ERR_NOT_FOUND, "no node '%s'", id ? id : "");
     else {
         pw_reset (call->reply);
         proto_reply_ok_begin (call->reply, call->request->id);
@@ -40,24 +40,22 @@ s_node_get (api_call_t *call)
     free (id);
 }
 
-//  The any-node figures: steps waiting for a slot now, and since the
-//  broker started claims, reclaims, lease expirations and late results.
 //  ---------------------------------------------------------------------
-//  node.drain, node.resume, broker.drain, broker.resume
+//  node.drain, node.resume
 
 static void
-s_node_set_drained (api_call_t *call, bool drained)
+s_node_set_drained (req_call_t *call, bool drained)
 {
-    broker_t *self = (broker_t *) call->self;
-    char *id = s_field (call, "node");
+    ctx_t *ctx = call->ctx;
+    char *id = req_field (call, "node");
     registry_node_t *node = id && name_valid (id)
-                                ? registry_lookup (self->registry, id)
+                                ? registry_lookup (ctx->registry, id)
                                 : NULL;
     if (!node)
-        s_error (call, PROTO_ERR_NOT_FOUND, "no node '%s'", id ? id : "");
+        req_error (call, PROTO_ERR_NOT_FOUND, "no node '%s'", id ? id : "");
     else {
         node->drained = drained;
-        broker_save_node (self, node);
+        ctx_save_node (ctx, node);
         pw_reset (call->reply);
         proto_reply_ok_begin (call->reply, call->request->id);
         registry_node_encode (node, call->reply, false);
@@ -65,32 +63,34 @@ s_node_set_drained (api_call_t *call, bool drained)
     free (id);
 }
 
-static void
-s_node_drain (api_call_t *call)
+void
+req_node_drain (req_call_t *call)
 {
     s_node_set_drained (call, true);
 }
 
-static void
-s_node_resume (api_call_t *call)
+void
+req_node_resume (req_call_t *call)
 {
     s_node_set_drained (call, false);
 }
 
+//  ---------------------------------------------------------------------
+//  node.workers, node.history
 
 //  The node of the request's "node" field, or NULL with a not_found reply.
 static registry_node_t *
-s_node_field (api_call_t *call)
+s_node_field (req_call_t *call)
 {
-    char *id = s_field (call, "node");
+    char *id = req_field (call, "node");
     registry_node_t *node = id && name_valid (id)
-                                ? registry_lookup (call->self->registry, id)
+                                ? registry_lookup (call->ctx->registry, id)
                                 : NULL;
     if (!node) {
         char shown [NAME_SHOW_LEN];
-        s_error (call, PROTO_ERR_NOT_FOUND, "no node '%s'",
-                 name_show (id ? id : "", id ? strlen (id) : 0, shown,
-                            sizeof shown));
+        req_error (call, PROTO_ERR_NOT_FOUND, "no node '%s'",
+                   name_show (id ? id : "", id ? strlen (id) : 0, shown,
+                              sizeof shown));
     }
     free (id);
     return node;
@@ -116,17 +116,17 @@ s_compare_slots (const void *a, const void *b)
            : one->cell->since_ms > other->cell->since_ms;
 }
 
-static void
-s_node_workers (api_call_t *call)
+void
+req_node_workers (req_call_t *call)
 {
-    broker_t *self = (broker_t *) call->self;
+    ctx_t *ctx = call->ctx;
     registry_node_t *node = s_node_field (call);
     if (!node)
         return;
-    int64_t now_ms = broker_now_ms ();
-    int64_t wall_ms = broker_wall_ms ();
+    int64_t now_ms = ctx_now_ms (ctx);
+    int64_t wall_ms = ctx_wall_ms (ctx);
     const sched_job_t **live = NULL;
-    size_t live_count = sched_live_jobs (self->sched, &live);
+    size_t live_count = sched_live_jobs (ctx->sched, &live);
     s_slot_t *slots = NULL;
     size_t slot_count = 0, slot_max = 0;
     for (size_t index = 0; index < live_count; index++) {
@@ -213,9 +213,10 @@ s_node_workers (api_call_t *call)
         }
     }
     free (slots);
-    const broker_node_stats_t *stats = broker_node_stats (self, node->id);
+    const broker_node_stats_t *stats = broker_stats_node (ctx->stats,
+                                                           node->id);
     sched_node_counters_t any;
-    sched_node_counters (self->sched, node->id, &any);
+    sched_node_counters (ctx->sched, node->id, &any);
     pw_str (reply, "counters");
     pw_map (reply, 7);
     pw_str (reply, "claims");
@@ -234,15 +235,15 @@ s_node_workers (api_call_t *call)
     pw_int (reply, (int64_t) stats->retried);
 }
 
-static void
-s_node_history (api_call_t *call)
+void
+req_node_history (req_call_t *call)
 {
     registry_node_t *node = s_node_field (call);
     if (!node)
         return;
-    int64_t limit = LIST_DEFAULT;
+    int64_t limit = REQ_LIST_DEFAULT;
     pv_get_int (pv_map_get (call->request->body, "limit"), &limit);
-    store_txn_t *txn = s_txn (call);
+    store_txn_t *txn = req_txn (call);
     if (!txn)
         return;
     pw_reset (call->reply);

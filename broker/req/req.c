@@ -1,17 +1,11 @@
 /*  =========================================================================
-    req - what every request handler file uses (see req.h and proto/PROTOCOL.md)
+    req - what every request handler file uses (see req.h)
     =========================================================================
 */
 #include "req.h"
 
-typedef struct {
-    const broker_t *self;
-    const proto_request_t *request;
-    pw_t *reply;
-} api_call_t;
-
-static void
-s_error (api_call_t *call, const char *code, const char *format, ...)
+void
+req_error (req_call_t *call, const char *code, const char *format, ...)
 {
     char message [1024];
     va_list args;
@@ -22,19 +16,18 @@ s_error (api_call_t *call, const char *code, const char *format, ...)
     proto_reply_error (call->reply, call->request->id, code, message, NULL, 0);
 }
 
-//  The string field KEY of the request (borrowed copy freed by caller).
-static char *
-s_field (const api_call_t *call, const char *key)
+char *
+req_field (const req_call_t *call, const char *key)
 {
     return pv_strdup (pv_map_get (call->request->body, key));
 }
 
-static store_txn_t *
-s_txn (api_call_t *call)
+store_txn_t *
+req_txn (req_call_t *call)
 {
-    store_txn_t *txn = broker_txn ((broker_t *) call->self);
+    store_txn_t *txn = ctx_txn (call->ctx);
     if (!txn)
-        s_error (call, PROTO_ERR_STORE, "the store cannot be read: %s",
-                 store_last_error (call->self->store));
+        req_error (call, PROTO_ERR_STORE, "the store cannot be read: %s",
+                   store_last_error (call->ctx->store));
     return txn;
 }

@@ -8,14 +8,19 @@
 #include "../schedule.h"
 #include "req.h"
 
+//  ---------------------------------------------------------------------
+//  status, whoami
+
+//  The any-node figures: steps waiting for a slot now, and since the
+//  broker started claims, reclaims, lease expirations and late results.
 static void
-s_write_any_node (const broker_t *self, pw_t *reply)
+s_write_any_node (const ctx_t *ctx, pw_t *reply)
 {
     sched_counters_t counters;
-    sched_counters (self->sched, &counters);
+    sched_counters (ctx->sched, &counters);
     pw_map (reply, 5);
     pw_str (reply, "waiting");
-    pw_int (reply, (int64_t) sched_waiting_count (self->sched));
+    pw_int (reply, (int64_t) sched_waiting_count (ctx->sched));
     pw_str (reply, "claims");
     pw_int (reply, (int64_t) counters.claims);
     pw_str (reply, "reclaims");
@@ -26,28 +31,14 @@ s_write_any_node (const broker_t *self, pw_t *reply)
     pw_int (reply, (int64_t) counters.late_results);
 }
 
-static const char *s_broker_state (const broker_t *self);
-
-const char *
-api_store_state (const broker_t *self, const store_info_t *info)
-{
-    const broker_storage_t *storage = &self->storage;
-    return storage->code == STORE_EFULL ? "full"
-         : storage->code ? "error"
-         : info->max_bytes
-           && info->used_bytes / 100 * 100
-                  >= info->max_bytes / 100 * STORE_NEARLY_FULL
-         ? "nearly_full" : "ok";
-}
-
 //  status.store: the store's state, size and room (PROTOCOL.md).
 static void
-s_write_store (const broker_t *self, pw_t *reply)
+s_write_store (const ctx_t *ctx, pw_t *reply)
 {
-    const broker_storage_t *storage = &self->storage;
+    const broker_storage_t *storage = &ctx->stats->storage;
     store_info_t info;
-    store_info (self->store, &info);
-    const char *state = api_store_state (self, &info);
+    store_info (ctx->store, &info);
+    const char *state = ctx_store_state (ctx, &info);
     bool failing = storage->code != 0;
     pw_str (reply, "store");
     pw_map (reply, failing ? 12 : 10);
@@ -81,40 +72,39 @@ s_write_store (const broker_t *self, pw_t *reply)
     }
 }
 
-
 //  {pending, running, completed, partial_failure, failed, cancelled}: jobs
 //  queued and running now, and finished since the broker started.
 static void
-s_write_job_counts (const broker_t *self, pw_t *reply)
+s_write_job_counts (const ctx_t *ctx, pw_t *reply)
 {
     pw_map (reply, 6);
     pw_str (reply, "pending");
-    pw_int (reply, (int64_t) sched_pending_count (self->sched));
+    pw_int (reply, (int64_t) sched_pending_count (ctx->sched));
     pw_str (reply, "running");
-    pw_int (reply, (int64_t) sched_running_count (self->sched));
+    pw_int (reply, (int64_t) sched_running_count (ctx->sched));
     for (int status = SCHED_JOB_COMPLETED; status <= SCHED_JOB_CANCELLED;
          status++) {
         pw_str (reply, sched_job_status_name ((sched_job_status_t) status));
-        pw_int (reply, (int64_t) self->finished [status]);
+        pw_int (reply, (int64_t) ctx->stats->finished [status]);
     }
 }
 
-static void
-s_status (api_call_t *call)
+void
+req_status (req_call_t *call)
 {
-    const broker_t *self = call->self;
+    ctx_t *ctx = call->ctx;
     pw_t *reply = call->reply;
-    size_t total = registry_size (self->registry);
-    size_t online = registry_online_count (self->registry);
+    size_t total = registry_size (ctx->registry);
+    size_t online = registry_online_count (ctx->registry);
     pw_reset (reply);
     proto_reply_ok_begin (reply, call->request->id);
-    pw_map (reply, 8 + (self->http_face ? 1 : 0));
+    pw_map (reply, 8 + (ctx->http_face ? 1 : 0));
     pw_str (reply, "version");
     pw_str (reply, GRID_VERSION);
     pw_str (reply, "state");
-    pw_str (reply, s_broker_state (self));
+    pw_str (reply, ctx_broker_state (ctx));
     pw_str (reply, "uptime_ms");
-    pw_int (reply, broker_now_ms () - self->started_ms);
+    pw_int (reply, ctx_now_ms (ctx) - ctx->stats->started_ms);
     pw_str (reply, "nodes");
     pw_map (reply, 4);
     pw_str (reply, "total");
@@ -124,36 +114,36 @@ s_status (api_call_t *call)
     pw_str (reply, "offline");
     pw_int (reply, (int64_t) (total - online));
     pw_str (reply, "repeated_hellos");
-    pw_int (reply, (int64_t) self->counters.repeated_hellos);
+    pw_int (reply, (int64_t) ctx->stats->counters.repeated_hellos);
     pw_str (reply, "jobs");
-    s_write_job_counts (self, reply);
+    s_write_job_counts (ctx, reply);
     pw_str (reply, "queue");
-    s_write_any_node (self, reply);
+    s_write_any_node (ctx, reply);
     pw_str (reply, "dropped");
     pw_map (reply, 7 + AUTH_COUNTER_COUNT);
     pw_str (reply, "relay_refused");
-    pw_int (reply, (int64_t) relays_refused (self->relays));
+    pw_int (reply, (int64_t) relays_refused (ctx->relays));
     pw_str (reply, "malformed");
-    pw_int (reply, (int64_t) self->counters.malformed);
+    pw_int (reply, (int64_t) ctx->stats->counters.malformed);
     pw_str (reply, "unknown_node");
-    pw_int (reply, (int64_t) self->counters.unknown_node);
+    pw_int (reply, (int64_t) ctx->stats->counters.unknown_node);
     pw_str (reply, "stale");
-    pw_int (reply, (int64_t) self->counters.stale);
+    pw_int (reply, (int64_t) ctx->stats->counters.stale);
     pw_str (reply, "send_failed");
-    pw_int (reply, (int64_t) self->counters.send_failed);
+    pw_int (reply, (int64_t) ctx->stats->counters.send_failed);
     pw_str (reply, "output_refused");
-    pw_int (reply, (int64_t) self->counters.output_refused);
+    pw_int (reply, (int64_t) ctx->stats->counters.output_refused);
     pw_str (reply, "bad_entries");
-    pw_int (reply, (int64_t) self->counters.bad_entries);
-    auth_write_counters (self->auth, reply);
-    s_write_store (self, reply);
-    if (self->http_face) {
+    pw_int (reply, (int64_t) ctx->stats->counters.bad_entries);
+    auth_write_counters (ctx->auth, reply);
+    s_write_store (ctx, reply);
+    if (ctx->http_face) {
         http_stats_t http;
-        http_stats (self->http_face, &http);
+        http_stats (ctx->http_face, &http);
         pw_str (reply, "http");
         pw_map (reply, 8);
         pw_str (reply, "listen");
-        pw_str (reply, self->config.http.listen);
+        pw_str (reply, ctx->config->http.listen);
         pw_str (reply, "requests");
         pw_int (reply, (int64_t) http.requests);
         pw_str (reply, "client_errors");
@@ -171,56 +161,65 @@ s_status (api_call_t *call)
     }
 }
 
-static const char *
-s_broker_state (const broker_t *self)
+//  whoami: the caller as the broker sees it: {name (nil for a client
+//  without one), role, via (token over HTTP; insecure, or key)}.
+void
+req_whoami (req_call_t *call)
 {
-    if (!self->maintenance)
-        return "serving";
-    return sched_running_count (self->sched) ? "draining" : "maintenance";
+    pw_t *reply = call->reply;
+    pw_reset (reply);
+    proto_reply_ok_begin (reply, call->request->id);
+    pw_map (reply, 3);
+    pw_str (reply, "name");
+    if (strcmp (call->name, "this client") != 0)
+        pw_str (reply, call->name);
+    else
+        pw_nil (reply);
+    pw_str (reply, "role");
+    pw_str (reply, auth_role_name (call->role));
+    pw_str (reply, "via");
+    pw_str (reply, call->caller->http ? "token"
+                   : call->ctx->config->auth.insecure ? "insecure" : "key");
 }
 
-const char *
-api_broker_state (const broker_t *self)
-{
-    return s_broker_state (self);
-}
+//  ---------------------------------------------------------------------
+//  broker.drain, broker.resume
 
 static void
-s_broker_reply (api_call_t *call)
+s_broker_reply (req_call_t *call)
 {
-    const broker_t *self = call->self;
+    ctx_t *ctx = call->ctx;
     pw_reset (call->reply);
     proto_reply_ok_begin (call->reply, call->request->id);
     pw_map (call->reply, 3);
     pw_str (call->reply, "state");
-    pw_str (call->reply, s_broker_state (self));
+    pw_str (call->reply, ctx_broker_state (ctx));
     pw_str (call->reply, "running");
-    pw_int (call->reply, (int64_t) sched_running_count (self->sched));
+    pw_int (call->reply, (int64_t) sched_running_count (ctx->sched));
     pw_str (call->reply, "pending");
-    pw_int (call->reply, (int64_t) sched_pending_count (self->sched));
+    pw_int (call->reply, (int64_t) sched_pending_count (ctx->sched));
 }
 
-static void
-s_broker_drain (api_call_t *call)
+void
+req_broker_drain (req_call_t *call)
 {
-    broker_t *self = (broker_t *) call->self;
-    if (!self->maintenance)
-        broker_set_maintenance (self, true);
+    ctx_t *ctx = call->ctx;
+    if (!ctx->state.maintenance)
+        ctx_set_maintenance (ctx, true);
     s_broker_reply (call);
 }
 
-static void
-s_broker_resume (api_call_t *call)
+void
+req_broker_resume (req_call_t *call)
 {
-    broker_t *self = (broker_t *) call->self;
-    if (self->maintenance)
-        broker_set_maintenance (self, false);
+    ctx_t *ctx = call->ctx;
+    if (ctx->state.maintenance)
+        ctx_set_maintenance (ctx, false);
     s_broker_reply (call);
 }
-
 
 //  ---------------------------------------------------------------------
-//  queue.stats, node.workers, node.history
+//  queue.stats
 
 typedef struct {
     uint64_t pending;            //  Pending, or waiting out a retry backoff
@@ -284,11 +283,11 @@ s_compare_keys (const void *a, const void *b)
     return strcmp (*(const char *const *) a, *(const char *const *) b);
 }
 
-static void
-s_queue_stats (api_call_t *call)
+void
+req_queue_stats (req_call_t *call)
 {
-    broker_t *self = (broker_t *) call->self;
-    int64_t now_ms = broker_now_ms ();
+    ctx_t *ctx = call->ctx;
+    int64_t now_ms = ctx_now_ms (ctx);
     s_counts_t jobs [BROKER_PRIORITIES], cells [BROKER_PRIORITIES];
     memset (jobs, 0, sizeof jobs);
     memset (cells, 0, sizeof cells);
@@ -296,7 +295,7 @@ s_queue_stats (api_call_t *call)
     zhashx_t *by_action = zhashx_new ();
     zhashx_set_destructor (by_action, (zhashx_destructor_fn *) zstr_free);
     const sched_job_t **live = NULL;
-    size_t live_count = sched_live_jobs (self->sched, &live);
+    size_t live_count = sched_live_jobs (ctx->sched, &live);
     const sched_job_t *oldest = NULL;
     for (size_t index = 0; index < live_count; index++) {
         const sched_job_t *job = live [index];
@@ -339,8 +338,8 @@ s_queue_stats (api_call_t *call)
     }
     free (live);
     for (int priority = 0; priority < BROKER_PRIORITIES; priority++)
-        jobs [priority].finished = self->finished_by_priority [priority];
-    store_txn_t *txn = s_txn (call);
+        jobs [priority].finished = ctx->stats->finished_by_priority [priority];
+    store_txn_t *txn = req_txn (call);
     if (!txn) {
         zhashx_destroy (&by_action);
         return;
@@ -350,7 +349,7 @@ s_queue_stats (api_call_t *call)
     proto_reply_ok_begin (reply, call->request->id);
     pw_map (reply, 10);
     pw_str (reply, "jobs");
-    s_write_job_counts (self, reply);
+    s_write_job_counts (ctx, reply);
     pw_str (reply, "cells");
     s_write_counts (reply, &all_cells);
     //  Highest priority first, only priorities with something to show
@@ -405,15 +404,15 @@ s_queue_stats (api_call_t *call)
     else
         pw_nil (reply);
     pw_str (reply, "wait_ms");
-    s_write_windows (reply, self->wait_samples, now_ms);
+    s_write_windows (reply, ctx->stats->wait_samples, now_ms);
     pw_str (reply, "run_ms");
-    s_write_windows (reply, self->run_samples, now_ms);
+    s_write_windows (reply, ctx->stats->run_samples, now_ms);
     pw_str (reply, "dead_letter");
     pw_int (reply, (int64_t) dlq_size (txn));
     pw_str (reply, "any_node");
-    s_write_any_node (self, reply);
+    s_write_any_node (ctx, reply);
     sched_limit_use_t uses [JOB_MAX_LIMITS];
-    size_t limit_count = sched_limits (self->sched, uses, JOB_MAX_LIMITS);
+    size_t limit_count = sched_limits (ctx->sched, uses, JOB_MAX_LIMITS);
     pw_str (reply, "limits");
     pw_array (reply, limit_count);
     for (size_t index = 0; index < limit_count; index++) {
@@ -428,35 +427,16 @@ s_queue_stats (api_call_t *call)
         pw_int (reply, uses [index].running);
     }
 }
+
 //  ---------------------------------------------------------------------
 //  metrics.get
 
-static void
-s_metrics_get (api_call_t *call)
-{
-    store_txn_t *txn = s_txn (call);
-    if (!txn)
-        return;
-    char *text = NULL;
-    size_t size = 0;
-    if (metrics_text ((broker_t *) call->self, txn, &text, &size) != 0) {
-        s_error (call, PROTO_ERR_INTERNAL, "metrics: out of memory");
-        return;
-    }
-    pw_reset (call->reply);
-    proto_reply_ok_begin (call->reply, call->request->id);
-    pw_map (call->reply, 1);
-    pw_str (call->reply, "text");
-    pw_strn (call->reply, text, size);
-    free (text);
-}
-
 //  The live jobs: pending and running cells, the oldest queued job.
 static void
-s_read_live (broker_t *broker, int64_t now_ms, metrics_figures_t *figures)
+s_read_live (ctx_t *ctx, int64_t now_ms, metrics_figures_t *figures)
 {
     const sched_job_t **live = NULL;
-    size_t count = sched_live_jobs (broker->sched, &live);
+    size_t count = sched_live_jobs (ctx->sched, &live);
     int64_t oldest_ms = 0;
     for (size_t index = 0; index < count; index++) {
         const sched_job_t *job = live [index];
@@ -487,71 +467,73 @@ s_read_live (broker_t *broker, int64_t now_ms, metrics_figures_t *figures)
                                     : 0;
 }
 
+//  Every figure of the exposition but metrics_t's, read from CTX (TXN: the
+//  pass's transaction, for the dead-letter count).
 static void
-s_collect (broker_t *broker, store_txn_t *txn, metrics_figures_t *figures)
+s_collect (ctx_t *ctx, store_txn_t *txn, metrics_figures_t *figures)
 {
     memset (figures, 0, sizeof *figures);
-    int64_t now_ms = broker_now_ms ();
+    int64_t now_ms = ctx_now_ms (ctx);
     figures->version = GRID_VERSION;
     figures->start_time_s
-        = (double) (broker_wall_ms () - (now_ms - broker->started_ms))
+        = (double) (ctx_wall_ms (ctx) - (now_ms - ctx->stats->started_ms))
           / 1000.0;
-    figures->have_process = s_read_process (figures);
-    figures->state = api_broker_state (broker);
-    figures->jobs_pending = sched_pending_count (broker->sched);
-    figures->jobs_running = sched_running_count (broker->sched);
-    s_read_live (broker, now_ms, figures);
-    figures->cells_waiting = sched_waiting_count (broker->sched);
+    figures->have_process = metrics_read_process (figures);
+    figures->state = ctx_broker_state (ctx);
+    figures->jobs_pending = sched_pending_count (ctx->sched);
+    figures->jobs_running = sched_running_count (ctx->sched);
+    s_read_live (ctx, now_ms, figures);
+    figures->cells_waiting = sched_waiting_count (ctx->sched);
     const int64_t window_ms = 5 * 60 * 1000;
-    qstats_percentiles (broker->wait_samples, now_ms, window_ms,
+    qstats_percentiles (ctx->stats->wait_samples, now_ms, window_ms,
                         &figures->wait_p50_ms, &figures->wait_p99_ms);
-    qstats_percentiles (broker->run_samples, now_ms, window_ms,
+    qstats_percentiles (ctx->stats->run_samples, now_ms, window_ms,
                         &figures->run_p50_ms, &figures->run_p99_ms);
-    sched_counters (broker->sched, &figures->sched);
-    figures->limit_count = sched_limits (broker->sched, figures->limits,
+    sched_counters (ctx->sched, &figures->sched);
+    figures->limit_count = sched_limits (ctx->sched, figures->limits,
                                          JOB_MAX_LIMITS);
     figures->dead_letter = txn ? dlq_size (txn) : 0;
-    size_t total = registry_size (broker->registry);
-    figures->nodes_online = registry_online_count (broker->registry);
+    size_t total = registry_size (ctx->registry);
+    figures->nodes_online = registry_online_count (ctx->registry);
     figures->nodes_offline = total - figures->nodes_online;
-    figures->nodes_drained = registry_drained_count (broker->registry);
-    figures->malformed = broker->counters.malformed;
-    figures->unknown_node = broker->counters.unknown_node;
-    figures->stale = broker->counters.stale;
-    figures->send_failed = broker->counters.send_failed;
-    figures->output_refused = broker->counters.output_refused;
-    figures->bad_entries = broker->counters.bad_entries;
-    figures->auth = *auth_counters (broker->auth);
-    if (broker->http_face) {
+    figures->nodes_drained = registry_drained_count (ctx->registry);
+    figures->malformed = ctx->stats->counters.malformed;
+    figures->unknown_node = ctx->stats->counters.unknown_node;
+    figures->stale = ctx->stats->counters.stale;
+    figures->send_failed = ctx->stats->counters.send_failed;
+    figures->output_refused = ctx->stats->counters.output_refused;
+    figures->bad_entries = ctx->stats->counters.bad_entries;
+    figures->auth = *auth_counters (ctx->auth);
+    if (ctx->http_face) {
         figures->have_http = true;
-        http_stats (broker->http_face, &figures->http);
+        http_stats (ctx->http_face, &figures->http);
     }
-    figures->watchers = zlistx_size (broker->watchers);
-    figures->schedules = zhashx_size (broker->schedules);
-    for (schedule_t *schedule = (schedule_t *) zhashx_first (broker->schedules);
-         schedule;
-         schedule = (schedule_t *) zhashx_next (broker->schedules))
+    figures->watchers = ctx_watcher_count (ctx);
+    figures->schedules = zhashx_size (ctx->schedules);
+    for (schedule_t *schedule = (schedule_t *) zhashx_first (ctx->schedules);
+         schedule; schedule = (schedule_t *) zhashx_next (ctx->schedules))
         figures->schedules_paused += schedule->paused;
-    store_info (broker->store, &figures->store);
-    figures->store_state = api_store_state (broker, &figures->store);
-    const broker_storage_t *storage = &broker->storage;
+    store_info (ctx->store, &figures->store);
+    figures->store_state = ctx_store_state (ctx, &figures->store);
+    const broker_storage_t *storage = &ctx->stats->storage;
     figures->failed_commits = storage->failed_commits;
     figures->storage_refused = storage->refused;
     figures->storage_episodes = storage->episodes;
 }
 
-int
-metrics_text (broker_t *broker, store_txn_t *txn, char **text_p,
-              size_t *size_p)
+//  The whole exposition into a new string: *TEXT_P (caller frees) of
+//  *SIZE_P bytes. Returns 0, or -1 when out of memory.
+static int
+s_metrics_text (ctx_t *ctx, store_txn_t *txn, char **text_p, size_t *size_p)
 {
     *text_p = NULL;
     *size_p = 0;
     metrics_figures_t figures;
-    s_collect (broker, txn, &figures);
+    s_collect (ctx, txn, &figures);
     FILE *out = open_memstream (text_p, size_p);
     if (!out)
         return -1;
-    int rc = metrics_render (broker->metrics, &figures, out);
+    int rc = metrics_render (ctx->stats->metrics, &figures, out);
     if (fclose (out) != 0)
         rc = -1;
     if (rc != 0) {
@@ -560,4 +542,24 @@ metrics_text (broker_t *broker, store_txn_t *txn, char **text_p,
         *size_p = 0;
     }
     return rc;
+}
+
+void
+req_metrics_get (req_call_t *call)
+{
+    store_txn_t *txn = req_txn (call);
+    if (!txn)
+        return;
+    char *text = NULL;
+    size_t size = 0;
+    if (s_metrics_text (call->ctx, txn, &text, &size) != 0) {
+        req_error (call, PROTO_ERR_INTERNAL, "metrics: out of memory");
+        return;
+    }
+    pw_reset (call->reply);
+    proto_reply_ok_begin (call->reply, call->request->id);
+    pw_map (call->reply, 1);
+    pw_str (call->reply, "text");
+    pw_strn (call->reply, text, size);
+    free (text);
 }
