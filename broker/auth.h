@@ -259,6 +259,12 @@ const auth_key_t *auth_relay_seen (broker_t *broker, const char *key,
 //  True when KEY (Z85) is a configured client key.
 bool auth_is_client (const auth_t *self, const char *key);
 
+//  Returns true (and the forbidden error in REPLY) when the submitted job
+//  holds an action that the allowlist or ROLE forbids.
+bool auth_submit_refused (auth_t *self, const registry_t *registry,
+                          const proto_request_t *request, auth_role_t role,
+                          pw_t *reply);
+
 //  Judges a client request sent by CALLER against the caller's role (a
 //  CURVE key's from the config; an HTTP token's from the token store) and
 //  the allowlist, and serves the key.*, token.* and whoami requests. Returns true

@@ -54,6 +54,8 @@ typedef struct {
     //  the server bumps whenever the scheduler acts on the job; 0 before
     //  the first change.
     uint64_t (*job_version) (ctx_t *ctx, const char *job_id);
+    //  How many job.watch requests wait parked now (metrics.get).
+    size_t (*watcher_count) (ctx_t *ctx);
 } ctx_ops_t;
 
 //  The broker's small state that handlers read and change.
@@ -115,6 +117,13 @@ static inline uint64_t
 ctx_job_version (ctx_t *ctx, const char *job_id)
 {
     return ctx->ops->job_version (ctx, job_id);
+}
+
+//  How many job.watch requests wait parked now (ops->watcher_count).
+static inline size_t
+ctx_watcher_count (ctx_t *ctx)
+{
+    return ctx->ops->watcher_count (ctx);
 }
 
 //  Logs a store write that failed for another reason than a full or

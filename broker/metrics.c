@@ -9,10 +9,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-#include "broker.h"
-#include "dlq.h"
 #include "metrics.h"
-#include "schedule.h"
 
 //  Bucket bounds, microseconds. Jobs run from a fraction of a second to
 //  hours; a result comes milliseconds to minutes after its dispatch; a
@@ -710,11 +707,10 @@ metrics_render (const metrics_t *self, const metrics_figures_t *figures,
 }
 
 //  ---------------------------------------------------------------------
-//  Reading the broker
+//  The process's own figures
 
-//  The process_ figures from /proc/self; false when it cannot be read.
-static bool
-s_read_process (metrics_figures_t *figures)
+bool
+metrics_read_process (metrics_figures_t *figures)
 {
     FILE *file = fopen ("/proc/self/stat", "r");
     if (!file)
@@ -752,115 +748,4 @@ s_read_process (metrics_figures_t *figures)
         figures->max_fds = limit.rlim_cur == RLIM_INFINITY
                                ? UINT64_MAX : (uint64_t) limit.rlim_cur;
     return true;
-}
-
-//  The live jobs: pending and running cells, the oldest queued job.
-static void
-s_read_live (broker_t *broker, int64_t now_ms, metrics_figures_t *figures)
-{
-    const sched_job_t **live = NULL;
-    size_t count = sched_live_jobs (broker->sched, &live);
-    int64_t oldest_ms = 0;
-    for (size_t index = 0; index < count; index++) {
-        const sched_job_t *job = live [index];
-        if (job->status == SCHED_JOB_PENDING) {
-            if (!oldest_ms || job->submitted_ms < oldest_ms)
-                oldest_ms = job->submitted_ms;
-            //  Its cells are not made yet: one pending cell per step
-            figures->cells_pending += job->step_count;
-            continue;
-        }
-        if (!job->cells)
-            continue;
-        size_t cells = job->step_count * job->expected_count;
-        for (size_t cell = 0; cell < cells; cell++) {
-            sched_cell_status_t status = job->cells [cell].status;
-            if (sched_cell_status_final (status))
-                continue;
-            if (status == SCHED_CELL_PENDING
-                || status == SCHED_CELL_RETRY_WAIT)
-                figures->cells_pending++;
-            else
-                figures->cells_running++;
-        }
-    }
-    free (live);
-    figures->oldest_pending_s = oldest_ms && now_ms > oldest_ms
-                                    ? (double) (now_ms - oldest_ms) / 1000.0
-                                    : 0;
-}
-
-static void
-s_collect (broker_t *broker, store_txn_t *txn, metrics_figures_t *figures)
-{
-    memset (figures, 0, sizeof *figures);
-    int64_t now_ms = broker_now_ms ();
-    figures->version = GRID_VERSION;
-    figures->start_time_s
-        = (double) (broker_wall_ms () - (now_ms - broker->started_ms))
-          / 1000.0;
-    figures->have_process = s_read_process (figures);
-    figures->state = api_broker_state (broker);
-    figures->jobs_pending = sched_pending_count (broker->sched);
-    figures->jobs_running = sched_running_count (broker->sched);
-    s_read_live (broker, now_ms, figures);
-    figures->cells_waiting = sched_waiting_count (broker->sched);
-    const int64_t window_ms = 5 * 60 * 1000;
-    qstats_percentiles (broker->wait_samples, now_ms, window_ms,
-                        &figures->wait_p50_ms, &figures->wait_p99_ms);
-    qstats_percentiles (broker->run_samples, now_ms, window_ms,
-                        &figures->run_p50_ms, &figures->run_p99_ms);
-    sched_counters (broker->sched, &figures->sched);
-    figures->limit_count = sched_limits (broker->sched, figures->limits,
-                                         JOB_MAX_LIMITS);
-    figures->dead_letter = txn ? dlq_size (txn) : 0;
-    size_t total = registry_size (broker->registry);
-    figures->nodes_online = registry_online_count (broker->registry);
-    figures->nodes_offline = total - figures->nodes_online;
-    figures->nodes_drained = registry_drained_count (broker->registry);
-    figures->malformed = broker->counters.malformed;
-    figures->unknown_node = broker->counters.unknown_node;
-    figures->stale = broker->counters.stale;
-    figures->send_failed = broker->counters.send_failed;
-    figures->output_refused = broker->counters.output_refused;
-    figures->bad_entries = broker->counters.bad_entries;
-    figures->auth = *auth_counters (broker->auth);
-    if (broker->http_face) {
-        figures->have_http = true;
-        http_stats (broker->http_face, &figures->http);
-    }
-    figures->watchers = zlistx_size (broker->watchers);
-    figures->schedules = zhashx_size (broker->schedules);
-    for (schedule_t *schedule = (schedule_t *) zhashx_first (broker->schedules);
-         schedule;
-         schedule = (schedule_t *) zhashx_next (broker->schedules))
-        figures->schedules_paused += schedule->paused;
-    store_info (broker->store, &figures->store);
-    figures->store_state = api_store_state (broker, &figures->store);
-    const broker_storage_t *storage = &broker->storage;
-    figures->failed_commits = storage->failed_commits;
-    figures->storage_refused = storage->refused;
-    figures->storage_episodes = storage->episodes;
-}
-
-int
-metrics_text (broker_t *broker, store_txn_t *txn, char **text_p,
-              size_t *size_p)
-{
-    *text_p = NULL;
-    *size_p = 0;
-    metrics_figures_t figures;
-    s_collect (broker, txn, &figures);
-    FILE *out = open_memstream (text_p, size_p);
-    if (!out)
-        return -1;
-    int rc = metrics_render (broker->metrics, &figures, out);
-    if (fclose (out) != 0)
-        rc = -1;
-    if (rc != 0) {
-        free (*text_p);
-        *text_p = NULL;
-        *size_p = 0;
-    }
-    return rc;
 }

@@ -22,7 +22,8 @@
     - the writer: families (# HELP and # TYPE lines), samples with escaped
       label values, histograms; metrics_render writes a whole exposition
       from a metrics_figures_t snapshot (pure: unit-tested without a
-      broker), and metrics_text takes that snapshot from a broker.
+      broker). metrics.get's handler (req/status.c) takes that snapshot
+      from the broker's context.
 
     Threading: the broker's thread only.
     =========================================================================
@@ -159,14 +160,10 @@ typedef struct {
 int metrics_render (const metrics_t *self, const metrics_figures_t *figures,
                     FILE *out);
 
-typedef struct _broker_t broker_t;
-
-//  Reads the figures of BROKER (TXN: a transaction of its store, for the
-//  dead-letter count) and writes the exposition into a new string:
-//  *TEXT_P (caller frees) of *SIZE_P bytes. Returns 0, or -1 when out of
-//  memory.
-int metrics_text (broker_t *broker, store_txn_t *txn, char **text_p,
-                  size_t *size_p);
+//  Reads the process_ figures of FIGURES, which starts zeroed (cpu_s,
+//  resident_bytes, virtual_bytes, open_fds, max_fds), from /proc/self and
+//  getrlimit. Returns false when /proc/self cannot be read.
+bool metrics_read_process (metrics_figures_t *figures);
 
 //  ---------------------------------------------------------------------
 //  The writer (used by metrics_render; public for tests and other faces)

@@ -74,6 +74,10 @@ char *req_field (const req_call_t *call, const char *key);
 //  The pass's transaction; NULL after writing a storage_error reply.
 store_txn_t *req_txn (req_call_t *call);
 
+//  Items a list request (job.list, dlq.list, node.history) returns when
+//  it names no limit.
+#define REQ_LIST_DEFAULT 50
+
 //  ---------------------------------------------------------------------
 //  Shared with the server and other handler files
 
@@ -87,6 +91,16 @@ void req_check_actions (ctx_t *ctx, const job_spec_t *spec, zlistx_t *details);
 //  not_found / storage_error.
 void req_write_watch (ctx_t *ctx, const char *request_id, const char *job_id,
                       uint64_t version, bool changed, pw_t *reply);
+
+//  jobs.c: makes a new job that retries JOB_ID (the same tasks;
+//  PROTOCOL.md job.retry) and links the two both ways, replying as
+//  job.retry does. FAILED_ONLY: only the nodes whose cells failed (for an
+//  `any` job, the same `any` target, since the work failed, not a node).
+//  TARGET_TEXT, when given, replaces the target. The job's dead-letter
+//  entries are marked with the new job, which clears them when it
+//  completes. dlq.retry is served by it too.
+void req_retry (req_call_t *call, const char *job_id, bool failed_only,
+                const char *target_text);
 
 //  ---------------------------------------------------------------------
 //  The handlers (one per request type; requests.c names each once)

@@ -1,0 +1,1162 @@
+/*  =========================================================================
+    jobs - the job.* requests (see req.h and proto/PROTOCOL.md)
+    =========================================================================
+*/
+#include "../../backends/backend.h"
+#include "../dlq.h"
+#include "../jobrec.h"
+#include "req.h"
+
+#define LIST_MAX 10000
+#define EVENTS_MAX 100000
+
+static int
+s_job_id_field (req_call_t *call, char **job_id_p)
+{
+    *job_id_p = req_field (call, "job");
+    if (!*job_id_p || !job_id_valid (*job_id_p)) {
+        req_error (call, PROTO_ERR_BAD_REQUEST,
+                   "job: '%s' is not a job id (like j-0193a1b2c3d4-0001)",
+                   *job_id_p ? *job_id_p : "");
+        free (*job_id_p);
+        *job_id_p = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+//  ---------------------------------------------------------------------
+//  job.submit
+
+//  Checks every leaf against what the registered nodes offer. Adds
+//  "path: reason" sentences to DETAILS.
+static void
+s_check_leaf (ctx_t *ctx, const job_phase_t *leaf, const char *path,
+              zlistx_t *details)
+{
+    //  An action that only offline nodes offer is still a valid job: the
+    //  target check that follows says whether any node can run it now.
+    const proto_action_spec_t *spec
+        = registry_find_action (ctx->registry, leaf->backend, leaf->action,
+                                true);
+    if (!spec) {
+        zlistx_add_end (details,
+                        zsys_sprintf ("%s: no registered node offers %s %s",
+                                      path, leaf->backend, leaf->action));
+        return;
+    }
+    //  One "path.params.NAME: reason" per problem, so that an operator
+    //  fixes them all in one go
+    size_t problems = zlistx_size (details);
+    char why [512];
+    for (size_t index = 0; index < leaf->param_count; index++) {
+        const char *name = leaf->params [index].name;
+        const char *value = leaf->params [index].value;
+        const proto_param_spec_t *param = NULL;
+        for (size_t known = 0; known < spec->param_count && !param; known++)
+            if (streq (spec->params [known].name, name))
+                param = &spec->params [known];
+        if (!param) {
+            zlistx_add_end (details,
+                            zsys_sprintf ("%s.params.%s: unknown param of "
+                                          "%s %s", path, name, leaf->backend,
+                                          leaf->action));
+            continue;
+        }
+        if (backend_value_check (param, value, strlen (value), why,
+                                 sizeof why) == 0)
+            continue;
+        //  The path names the param already
+        char prefix [96];
+        snprintf (prefix, sizeof prefix, "param '%s': ", name);
+        const char *reason = strncmp (why, prefix, strlen (prefix)) == 0
+                           ? why + strlen (prefix) : why;
+        zlistx_add_end (details, zsys_sprintf ("%s.params.%s: %s", path, name,
+                                               reason));
+    }
+    for (size_t known = 0; known < spec->param_count; known++) {
+        const proto_param_spec_t *param = &spec->params [known];
+        bool given = false;
+        for (size_t index = 0; index < leaf->param_count && !given; index++)
+            given = streq (leaf->params [index].name, param->name);
+        if (param->required && !given)
+            zlistx_add_end (details, zsys_sprintf ("%s.params.%s: required",
+                                                   path, param->name));
+    }
+    if (zlistx_size (details) > problems)
+        return;
+    //  Whatever rule the per-param checks above do not cover
+    proto_kv_t params [JOB_MAX_PARAMS];
+    for (size_t index = 0; index < leaf->param_count; index++) {
+        params [index].key = leaf->params [index].name;
+        params [index].value = leaf->params [index].value;
+    }
+    if (backend_params_check (spec, params, leaf->param_count, why,
+                              sizeof why) != 0)
+        zlistx_add_end (details, zsys_sprintf ("%s.params: %s", path, why));
+}
+
+void
+req_check_actions (ctx_t *ctx, const job_spec_t *spec, zlistx_t *details)
+{
+    for (size_t p = 0; p < spec->phase_count; p++) {
+        const job_phase_t *phase = &spec->phases [p];
+        char path [64];
+        if (phase->tasks) {
+            for (size_t t = 0; t < phase->task_count; t++) {
+                snprintf (path, sizeof path, "tasks[%zu].tasks[%zu]", p, t);
+                s_check_leaf (ctx, &phase->tasks [t], path, details);
+            }
+        }
+        else {
+            snprintf (path, sizeof path, "tasks[%zu]", p);
+            s_check_leaf (ctx, phase, path, details);
+        }
+    }
+}
+
+static void
+s_invalid_job (req_call_t *call, zlistx_t *details)
+{
+    size_t count = zlistx_size (details);
+    char **items = (char **) calloc (count + 1, sizeof (char *));
+    assert (items);
+    size_t index = 0;
+    for (char *item = (char *) zlistx_first (details); item;
+         item = (char *) zlistx_next (details))
+        items [index++] = item;
+    pw_reset (call->reply);
+    proto_reply_error (call->reply, call->request->id, PROTO_ERR_INVALID_JOB,
+                       count == 1 ? "the job is not valid"
+                                  : "the job is not valid (see details)",
+                       items, count);
+    free (items);
+}
+
+static int s_admit (req_call_t *call, job_spec_t **spec_p,
+                    const char *retry_of, char *id);
+
+//  True (and the error reply) when the broker admits no new jobs.
+static bool
+s_refused_in_maintenance (req_call_t *call)
+{
+    if (!call->ctx->state.maintenance)
+        return false;
+    req_error (call, PROTO_ERR_MAINTENANCE,
+               "the broker is in maintenance: no new jobs are admitted "
+               "until 'gridcli broker resume'");
+    return true;
+}
+
+//  Replies invalid_job and returns -1 when decoding found problems
+//  (DECODED false, ERRORS) or *SPEC_P asks for what the nodes do not offer
+//  (then *SPEC_P is destroyed); else returns 0. Clears ERRORS.
+static int
+s_job_validate (req_call_t *call, bool decoded, job_spec_t **spec_p,
+                job_errors_t *errors)
+{
+    ctx_t *ctx = call->ctx;
+    zlistx_t *details = zlistx_new ();
+    zlistx_set_destructor (details, (zlistx_destructor_fn *) zstr_free);
+    if (!decoded) {
+        for (size_t index = 0; index < errors->count; index++)
+            zlistx_add_end (details, zsys_sprintf ("%s", errors->items [index]));
+        if (errors->truncated)
+            zlistx_add_end (details, strdup ("(more problems not shown)"));
+    }
+    else
+        req_check_actions (ctx, *spec_p, details);
+    job_errors_clear (errors);
+    int rc = 0;
+    if (zlistx_size (details)) {
+        s_invalid_job (call, details);
+        job_spec_destroy (spec_p);
+        rc = -1;
+    }
+    zlistx_destroy (&details);
+    return rc;
+}
+
+//  The request's job, decoded and checked against what the nodes offer.
+//  Returns 0 and a new spec in *SPEC_P, or -1 after an invalid_job reply.
+static int
+s_job_decode (req_call_t *call, job_spec_t **spec_p)
+{
+    job_errors_t errors;
+    memset (&errors, 0, sizeof errors);
+    *spec_p = NULL;
+    bool decoded = job_spec_decode (pv_map_get (call->request->body, "job"),
+                                    spec_p, &errors) == 0;
+    return s_job_validate (call, decoded, spec_p, &errors);
+}
+
+static int s_stored_status (req_call_t *call, const char *job_id);
+
+//  The job an earlier submit with SPEC's idempotency key made, if it is
+//  still kept: replies with its id and status (or conflict, when SPEC is
+//  not the spec it was made from) and returns 1; returns 0 when the key
+//  made no job that is kept, so the submit goes on. DIGEST is SPEC's.
+static int
+s_idempotent_submit (req_call_t *call, const job_spec_t *spec,
+                     const uint8_t *digest)
+{
+    ctx_t *ctx = call->ctx;
+    store_txn_t *txn = ctx_txn (ctx);
+    char job_id [JOB_ID_LEN + 1];
+    uint8_t first [JOBREC_DIGEST_LEN];
+    if (!txn
+        || jobrec_idempotency_get (txn, spec->idempotency_key, job_id,
+                                   first) != 0)
+        return 0;
+    const sched_job_t *live = sched_job (ctx->sched, job_id);
+    int status = live ? (int) live->status : s_stored_status (call, job_id);
+    if (status < 0)
+        return 0;    //  Deleted or purged: the key is free again
+    if (memcmp (first, digest, JOBREC_DIGEST_LEN) != 0) {
+        req_error (call, PROTO_ERR_CONFLICT,
+                   "idempotency key '%s' already made job %s from another "
+                   "spec", spec->idempotency_key, job_id);
+        return 1;
+    }
+    pw_reset (call->reply);
+    proto_reply_ok_begin (call->reply, call->request->id);
+    pw_map (call->reply, 2);
+    pw_str (call->reply, "job");
+    pw_str (call->reply, job_id);
+    pw_str (call->reply, "status");
+    pw_str (call->reply, sched_job_status_name ((sched_job_status_t) status));
+    return 1;
+}
+
+//  Refuses a node list naming an id that is not registered (a typo must
+//  never run a partial job): unknown_node, one detail per id.
+static int
+s_check_known_nodes (req_call_t *call, const target_t *target)
+{
+    ctx_t *ctx = call->ctx;
+    if (target->scope != TARGET_NODE)
+        return 0;
+    zlistx_t *unknown = zlistx_new ();
+    zlistx_set_destructor (unknown, (zlistx_destructor_fn *) zstr_free);
+    for (size_t index = 0; index < target->node_count; index++)
+        if (!registry_lookup (ctx->registry, target->nodes [index]))
+            zlistx_add_end (unknown, zsys_sprintf ("%s: not registered",
+                                                   target->nodes [index]));
+    size_t count = zlistx_size (unknown);
+    if (count > 0) {
+        char **items = (char **) calloc (count, sizeof (char *));
+        assert (items);
+        size_t index = 0;
+        for (char *item = (char *) zlistx_first (unknown); item;
+             item = (char *) zlistx_next (unknown))
+            items [index++] = item;
+        char *first = zsys_sprintf ("%s", items [0]);
+        first [strcspn (first, ":")] = 0;
+        char message [256];
+        if (count == 1)
+            snprintf (message, sizeof message,
+                      "unknown node %s: no such node is registered (see "
+                      "'gridcli node list')", first);
+        else
+            snprintf (message, sizeof message,
+                      "%zu unknown nodes, first %s: no such node is "
+                      "registered (see details)", count, first);
+        zstr_free (&first);
+        pw_reset (call->reply);
+        proto_reply_error (call->reply, call->request->id,
+                           PROTO_ERR_UNKNOWN_NODE, message, items, count);
+        free (items);
+    }
+    zlistx_destroy (&unknown);
+    return count > 0 ? -1 : 0;
+}
+
+//  Refuses a job that no node of its target can run now (no_nodes),
+//  naming each node the target names or covers and why it cannot.
+static int
+s_check_target (req_call_t *call, const job_spec_t *spec)
+{
+    ctx_t *ctx = call->ctx;
+    if (s_check_known_nodes (call, &spec->target) != 0)
+        return -1;
+    size_t matched = registry_resolve (ctx->registry, &spec->target, NULL);
+    sched_not_run_t *list = NULL;
+    size_t listed = registry_unavailable (ctx->registry, spec,
+                                          ctx_wall_ms (ctx), &list);
+    //  What the scheduler will run: resolved (online, not drained), less
+    //  the nodes among them that lack an action of the job
+    size_t runnable = matched;
+    for (size_t index = 0; index < listed; index++)
+        if (list [index].status == SCHED_CELL_UNSUPPORTED && runnable > 0)
+            runnable--;
+    if (runnable > 0) {
+        sched_not_run_free (list, listed);
+        return 0;
+    }
+    char *text = target_format (&spec->target);
+    if (listed == 0) {
+        req_error (call, PROTO_ERR_NO_NODES,
+                   "no online node matches %s (%zu registered, %zu online)",
+                   text, registry_size (ctx->registry),
+                   registry_online_count (ctx->registry));
+        free (text);
+        return -1;
+    }
+    //  "no node of node:db-01,db-02 can run it: db-01 offline since
+    //  12:01:07, db-02 drained"; details: one "node: why" per node
+    char **items = (char **) calloc (listed, sizeof (char *));
+    assert (items);
+    char message [1024];
+    int used = snprintf (message, sizeof message, "no node of %s can run it: ",
+                         text);
+    for (size_t index = 0; index < listed; index++) {
+        items [index] = zsys_sprintf ("%s: %s", list [index].node,
+                                      list [index].reason);
+        if (used > 0 && (size_t) used < sizeof message) {
+            if (index == 3 && listed > 4)
+                used += snprintf (message + used, sizeof message - (size_t) used,
+                                  ", and %zu more (see details)",
+                                  listed - index);
+            else
+            if (index < 3 || listed == 4)
+                used += snprintf (message + used, sizeof message - (size_t) used,
+                                  "%s%s %s", index ? ", " : "",
+                                  list [index].node, list [index].reason);
+        }
+    }
+    pw_reset (call->reply);
+    proto_reply_error (call->reply, call->request->id, PROTO_ERR_NO_NODES,
+                       message, items, listed);
+    for (size_t index = 0; index < listed; index++)
+        zstr_free (&items [index]);
+    free (items);
+    free (text);
+    sched_not_run_free (list, listed);
+    return -1;
+}
+
+void
+req_job_submit (req_call_t *call)
+{
+    ctx_t *ctx = call->ctx;
+    //  The allowlist, and the viewer role's query actions only
+    if (auth_submit_refused (ctx->auth, ctx->registry, call->request,
+                             call->role, call->reply))
+        return;
+    job_spec_t *spec = NULL;
+    job_errors_t errors;
+    memset (&errors, 0, sizeof errors);
+    //  The same idempotency key answers with its job even in maintenance
+    uint8_t digest [JOBREC_DIGEST_LEN];
+    bool decoded = job_spec_decode (pv_map_get (call->request->body, "job"),
+                                    &spec, &errors) == 0;
+    if (decoded && spec->idempotency_key) {
+        pw_t *form = pw_new ();
+        job_spec_encode (spec, form);
+        jobrec_digest (pw_data (form), pw_size (form), digest);
+        pw_destroy (&form);
+        if (s_idempotent_submit (call, spec, digest)) {
+            job_spec_destroy (&spec);
+            return;
+        }
+    }
+    if (s_refused_in_maintenance (call)) {
+        job_spec_destroy (&spec);
+        job_errors_clear (&errors);
+        return;
+    }
+    if (s_job_validate (call, decoded, &spec, &errors) != 0)
+        return;
+    char id [JOB_ID_LEN + 1];
+    char *key = spec->idempotency_key ? strdup (spec->idempotency_key) : NULL;
+    if (s_admit (call, &spec, NULL, id) == 0 && key) {
+        store_txn_t *txn = ctx_txn (ctx);
+        int rc = txn ? jobrec_idempotency_put (txn, key, id, digest)
+                     : STORE_EIO;
+        //  A full or failing store fails the pass, logged once there
+        if (rc != 0 && rc != STORE_EFULL && rc != STORE_EIO)
+            zsys_error ("store: cannot save the idempotency key of %s: %s",
+                        id, store_strerror (rc));
+    }
+    free (key);
+}
+
+//  Admits SPEC (taken: *spec_p is nulled) as a new job, a retry of
+//  RETRY_OF when not NULL: its target must match an online node, the store
+//  must have room, the queue must take it. Writes the reply (ok: {job,
+//  status, ?retry_of}) and returns 0 with the new id in ID (JOB_ID_LEN + 1
+//  bytes), or -1.
+static int
+s_admit (req_call_t *call, job_spec_t **spec_p, const char *retry_of, char *id)
+{
+    ctx_t *ctx = call->ctx;
+    job_spec_t *spec = *spec_p;
+    *spec_p = NULL;
+    if (s_refused_in_maintenance (call)) {
+        job_spec_destroy (&spec);
+        return -1;
+    }
+    if (s_check_target (call, spec) != 0) {
+        job_spec_destroy (&spec);
+        return -1;
+    }
+    size_t used = 0, map = 0;
+    store_usage (ctx->store, &map, &used);
+    size_t limit = ctx->config->max_map_bytes > map
+                       ? ctx->config->max_map_bytes : map;
+    if (limit && used > limit / 100 * 95) {
+        req_error (call, PROTO_ERR_STORAGE_FULL,
+                   "the store is full (%zu of %zu MiB used, store.max_size): "
+                   "new jobs are refused until old ones are purged; reads "
+                   "still work", used >> 20, limit >> 20);
+        ctx->stats->storage.refused++;
+        job_spec_destroy (&spec);
+        return -1;
+    }
+    int64_t wall_ms = ctx_wall_ms (ctx);
+    ctx_job_id (ctx, wall_ms, id);
+    sched_job_t *job = sched_job_new (id, &spec);
+    job->created_at_ms = wall_ms;
+    job->updated_at_ms = wall_ms;
+    job->retry_of = retry_of ? strdup (retry_of) : NULL;
+    char reason [256];
+    if (sched_submit (ctx->sched, &job, ctx_now_ms (ctx), reason,
+                      sizeof reason) != 0) {
+        req_error (call, PROTO_ERR_QUEUE_FULL, "%s", reason);
+        sched_job_destroy (&job);
+        return -1;
+    }
+    const sched_job_t *live = sched_job (ctx->sched, id);
+    pw_reset (call->reply);
+    proto_reply_ok_begin (call->reply, call->request->id);
+    pw_map (call->reply, retry_of ? 3 : 2);
+    pw_str (call->reply, "job");
+    pw_str (call->reply, id);
+    pw_str (call->reply, "status");
+    //  A job can finish inside its own submit (e.g. nothing to run).
+    pw_str (call->reply, live ? sched_job_status_name (live->status)
+                              : "running");
+    if (retry_of) {
+        pw_str (call->reply, "retry_of");
+        pw_str (call->reply, retry_of);
+    }
+    return 0;
+}
+
+//  ---------------------------------------------------------------------
+//  job.check: the dry run. Everything job.submit checks, the nodes the
+//  job would run on and those it would not (and why), the plan and the
+//  batches. Nothing runs, nothing is written, no job id is taken.
+
+static int
+s_compare_strings (const void *a, const void *b)
+{
+    return strcmp (*(char *const *) a, *(char *const *) b);
+}
+
+static int
+s_compare_not_run (const void *a, const void *b)
+{
+    return strcmp (((const sched_not_run_t *) a)->node,
+                   ((const sched_not_run_t *) b)->node);
+}
+
+//  One step of the plan: {step, task, phase, ?sub, condition, ?name,
+//  ?needs, ?barrier}.
+static void
+s_write_plan_step (pw_t *writer, const job_spec_t *spec,
+                   const job_graph_t *graph, size_t step)
+{
+    size_t phase = 0;
+    int sub = -1;
+    const job_phase_t *leaf = job_spec_step (spec, step, &phase, &sub);
+    const job_step_needs_t *needs = graph ? &graph->steps [step] : NULL;
+    pw_map (writer, 4 + (sub >= 0 ? 1 : 0) + (leaf->name ? 1 : 0)
+                        + (needs ? 1 : 0) + (needs && needs->barrier ? 1 : 0));
+    pw_str (writer, "step");
+    pw_int (writer, (int64_t) step);
+    char task [2 * NAME_MAX_LEN + 2];
+    snprintf (task, sizeof task, "%s %s", leaf->backend, leaf->action);
+    pw_str (writer, "task");
+    pw_str (writer, task);
+    pw_str (writer, "phase");
+    pw_int (writer, (int64_t) phase);
+    if (sub >= 0) {
+        pw_str (writer, "sub");
+        pw_int (writer, sub);
+    }
+    pw_str (writer, "condition");
+    pw_str (writer, job_condition_name (leaf->condition));
+    if (leaf->name) {
+        pw_str (writer, "name");
+        pw_str (writer, leaf->name);
+    }
+    if (needs) {
+        pw_str (writer, "needs");
+        pw_array (writer, needs->need_count);
+        for (size_t k = 0; k < needs->need_count; k++)
+            pw_int (writer, (int64_t) needs->needs [k]);
+        if (needs->barrier) {
+            pw_str (writer, "barrier");
+            pw_bool (writer, true);
+        }
+    }
+}
+
+void
+req_job_check (req_call_t *call)
+{
+    ctx_t *ctx = call->ctx;
+    job_spec_t *spec = NULL;
+    if (s_job_decode (call, &spec) != 0)
+        return;
+    const target_t *target = &spec->target;
+    //  As the scheduler will start it (R2): the online, non-drained nodes
+    //  of the target, less those lacking an action of the job
+    char **ids = NULL;
+    size_t matched = registry_resolve (ctx->registry, target, &ids);
+    sched_not_run_t *skip = NULL;
+    size_t skip_count = registry_unavailable (ctx->registry, spec,
+                                              ctx_wall_ms (ctx), &skip);
+    if (skip_count > 1)
+        qsort (skip, skip_count, sizeof (sched_not_run_t), s_compare_not_run);
+    char **run = (char **) calloc (matched + 1, sizeof (char *));
+    assert (run);
+    size_t run_count = 0;
+    for (size_t index = 0; index < matched; index++) {
+        bool lacking = false;
+        for (size_t at = 0; at < skip_count && !lacking; at++)
+            lacking = streq (skip [at].node, ids [index]);
+        if (lacking)
+            free (ids [index]);
+        else
+            run [run_count++] = ids [index];
+    }
+    free (ids);
+    bool dag = job_spec_is_dag (spec);
+    job_graph_t *graph = dag ? job_graph_new (spec) : NULL;
+    size_t steps = job_spec_step_count (spec);
+    char *target_text = target_format (target);
+    //  The batches, as the scheduler would cut them (its own functions,
+    //  on a record that never reaches it): over the nodes it runs and the
+    //  named nodes that get a row without running
+    char **expected = (char **) calloc (run_count + skip_count + 1,
+                                        sizeof (char *));
+    assert (expected);
+    size_t expected_count = 0;
+    for (size_t index = 0; index < run_count; index++)
+        expected [expected_count++] = strdup (run [index]);
+    for (size_t index = 0; index < skip_count && run_count; index++)
+        if (skip [index].named)
+            expected [expected_count++] = strdup (skip [index].node);
+    qsort (expected, expected_count, sizeof (char *), s_compare_strings);
+    sched_job_t *job = sched_job_new ("j-check", &spec);
+    assert (job);
+    job->expected = expected;
+    job->expected_count = expected_count;
+    size_t batches = run_count ? sched_job_batch_count (job) : 0;
+    size_t budget = sched_job_budget (job);
+
+    pw_t *reply = call->reply;
+    pw_reset (reply);
+    proto_reply_ok_begin (reply, call->request->id);
+    pw_map (reply, 9 + (budget != SIZE_MAX ? 1 : 0));
+    pw_str (reply, "target");
+    pw_str (reply, target_text ? target_text : "");
+    pw_str (reply, "any");
+    pw_bool (reply, target->any);
+    pw_str (reply, "nodes");
+    pw_array (reply, run_count);
+    for (size_t index = 0; index < run_count; index++)
+        pw_str (reply, run [index]);
+    pw_str (reply, "not_run");
+    pw_array (reply, skip_count);
+    for (size_t index = 0; index < skip_count; index++) {
+        pw_map (reply, 3);
+        pw_str (reply, "node");
+        pw_str (reply, skip [index].node);
+        pw_str (reply, "status");
+        pw_str (reply, sched_cell_status_name (skip [index].status));
+        pw_str (reply, "reason");
+        pw_str (reply, skip [index].reason);
+    }
+    pw_str (reply, "steps");
+    pw_int (reply, (int64_t) steps);
+    pw_str (reply, "order");
+    pw_str (reply, dag ? "dag" : "phases");
+    pw_str (reply, "plan");
+    pw_array (reply, steps);
+    for (size_t at = 0; at < steps; at++)
+        s_write_plan_step (reply, job->spec, graph,
+                           graph ? graph->order [at] : at);
+    pw_str (reply, "batches");
+    pw_array (reply, batches);
+    for (size_t batch = 0; batch < batches; batch++) {
+        size_t lo = batch ? sched_job_batch_end (job, batch - 1) : 0;
+        size_t hi = sched_job_batch_end (job, batch);
+        pw_array (reply, hi - lo);
+        for (size_t node = lo; node < hi; node++)
+            pw_str (reply, expected [node]);
+    }
+    pw_str (reply, "strategy");
+    pw_str (reply, job_strategy_name (job->spec->strategy));
+    if (budget != SIZE_MAX) {
+        pw_str (reply, "max_failures");
+        pw_int (reply, (int64_t) budget);
+    }
+    sched_not_run_free (skip, skip_count);
+    for (size_t index = 0; index < run_count; index++)
+        free (run [index]);
+    free (run);
+    free (target_text);
+    job_graph_destroy (&graph);
+    sched_job_destroy (&job);       //  Frees the spec and EXPECTED
+}
+
+//  ---------------------------------------------------------------------
+//  job.get, job.list, job.events, job.cancel, job.delete
+
+void
+req_job_get (req_call_t *call)
+{
+    char *job_id = NULL;
+    if (s_job_id_field (call, &job_id) != 0)
+        return;
+    ctx_t *ctx = call->ctx;
+    store_txn_t *txn = req_txn (call);
+    if (txn) {
+        pw_reset (call->reply);
+        proto_reply_ok_begin (call->reply, call->request->id);
+        int rc = jobrec_write_record (txn, job_id,
+                                      sched_job (ctx->sched, job_id),
+                                      call->reply);
+        if (rc == STORE_ENOTFOUND)
+            req_error (call, PROTO_ERR_NOT_FOUND, "no job %s", job_id);
+        else if (rc != 0)
+            req_error (call, PROTO_ERR_STORE,
+                       "job %s: its record is unreadable", job_id);
+    }
+    free (job_id);
+}
+
+//  A live job is counted from the scheduler's memory; a finished one is
+//  rebuilt from the store once (its cells decoded, nothing rendered).
+void
+req_job_progress (req_call_t *call)
+{
+    char *job_id = NULL;
+    if (s_job_id_field (call, &job_id) != 0)
+        return;
+    ctx_t *ctx = call->ctx;
+    const sched_job_t *live = sched_job (ctx->sched, job_id);
+    if (live) {
+        pw_reset (call->reply);
+        proto_reply_ok_begin (call->reply, call->request->id);
+        jobrec_write_progress (live, call->reply);
+        free (job_id);
+        return;
+    }
+    store_txn_t *txn = req_txn (call);
+    if (txn) {
+        sched_job_t *job = NULL;
+        int rc = jobrec_load (txn, job_id, &job);
+        if (rc == STORE_ENOTFOUND)
+            req_error (call, PROTO_ERR_NOT_FOUND, "no job %s", job_id);
+        else
+        if (rc != 0)
+            req_error (call, PROTO_ERR_STORE,
+                       "job %s: its record is unreadable", job_id);
+        else {
+            pw_reset (call->reply);
+            proto_reply_ok_begin (call->reply, call->request->id);
+            jobrec_write_progress (job, call->reply);
+        }
+        sched_job_destroy (&job);
+    }
+    free (job_id);
+}
+
+void
+req_write_watch (ctx_t *ctx, const char *request_id, const char *job_id,
+                 uint64_t version, bool changed, pw_t *reply)
+{
+    pw_reset (reply);
+    const sched_job_t *live = sched_job (ctx->sched, job_id);
+    sched_job_t *stored = NULL;
+    if (!live) {
+        store_txn_t *txn = ctx_txn (ctx);
+        int rc = txn ? jobrec_load (txn, job_id, &stored) : STORE_EIO;
+        if (rc == STORE_ENOTFOUND) {
+            proto_reply_error (reply, request_id, PROTO_ERR_NOT_FOUND,
+                               "no such job", NULL, 0);
+            return;
+        }
+        if (rc != 0) {
+            proto_reply_error (reply, request_id, PROTO_ERR_STORE,
+                               "the job's record is unreadable", NULL, 0);
+            return;
+        }
+    }
+    proto_reply_ok_begin (reply, request_id);
+    pw_map (reply, 3);
+    pw_str (reply, "version");
+    pw_int (reply, (int64_t) version);
+    pw_str (reply, "changed");
+    pw_bool (reply, changed);
+    pw_str (reply, "progress");
+    jobrec_write_progress (live ? live : stored, reply);
+    sched_job_destroy (&stored);
+}
+
+//  job.watch: the job's progress once it changes past the version the
+//  caller saw (at once when it already has, when the job is finished, or
+//  without AFTER); else the request waits in the broker, parked, until it
+//  does or TIMEOUT_MS (30 s by default) passes.
+void
+req_job_watch (req_call_t *call)
+{
+    char *job_id = NULL;
+    if (s_job_id_field (call, &job_id) != 0)
+        return;
+    ctx_t *ctx = call->ctx;
+    int64_t after = -1, timeout_ms = 30000;
+    const pv_t *value = pv_map_get (call->request->body, "after");
+    if (value)
+        pv_get_int (value, &after);
+    value = pv_map_get (call->request->body, "timeout_ms");
+    if (value)
+        pv_get_int (value, &timeout_ms);
+    uint64_t version = ctx_job_version (ctx, job_id);
+    bool live = sched_job (ctx->sched, job_id) != NULL;
+    if (live) {
+        //  Answered at the end of the pass, after its commit, even when it
+        //  is due at once (no AFTER, a job that moved on, no TIMEOUT_MS):
+        //  a watcher hears only what is stored. The reply stays empty.
+        call->park = true;
+        snprintf (call->park_job, sizeof call->park_job, "%s", job_id);
+        call->park_after = after >= 0 ? (uint64_t) after : UINT64_MAX;
+        call->park_timeout_ms = timeout_ms;
+    }
+    else
+        req_write_watch (ctx, call->request->id, job_id, version,
+                         after < 0 || (uint64_t) after != version || !live,
+                         call->reply);
+    free (job_id);
+}
+
+void
+req_job_list (req_call_t *call)
+{
+    char *status_name = req_field (call, "status");
+    sched_job_status_t wanted = SCHED_JOB_PENDING;
+    if (status_name && sched_job_status_parse (status_name, &wanted) != 0) {
+        req_error (call, PROTO_ERR_BAD_REQUEST,
+                   "status: unknown job status '%s' (pending, running, "
+                   "completed, partial_failure, failed, cancelled)",
+                   status_name);
+        free (status_name);
+        return;
+    }
+    int64_t limit = REQ_LIST_DEFAULT;
+    const pv_t *limit_value = pv_map_get (call->request->body, "limit");
+    if (limit_value
+        && (pv_get_int (limit_value, &limit) != 0 || limit < 1
+            || limit > LIST_MAX)) {
+        req_error (call, PROTO_ERR_BAD_REQUEST, "limit: expected 1 to %d",
+                   LIST_MAX);
+        free (status_name);
+        return;
+    }
+    char *schedule = req_field (call, "schedule");
+    char *before = req_field (call, "before");
+    store_txn_t *txn = req_txn (call);
+    if (!txn) {
+        free (status_name);
+        free (schedule);
+        free (before);
+        return;
+    }
+    //  Newest first: walk the time-sorted ids backwards. Two passes, since
+    //  msgpack wants the count before the items.
+    pw_t *items = pw_new ();
+    size_t count = 0, total = 0;
+    store_cursor_t *cursor = store_cursor_new (txn, STORE_DB_JOBS);
+    const void *k, *v;
+    size_t k_len, v_len;
+    int rc = STORE_EIO;
+    if (cursor && before) {
+        //  Paging: only ids older (smaller) than BEFORE
+        rc = store_cursor_seek (cursor, before, strlen (before), &k, &k_len,
+                                &v, &v_len);
+        rc = rc == 0 ? store_cursor_prev (cursor, &k, &k_len, &v, &v_len)
+                     : store_cursor_last (cursor, &k, &k_len, &v, &v_len);
+    }
+    else
+    if (cursor)
+        rc = store_cursor_last (cursor, &k, &k_len, &v, &v_len);
+    while (rc == 0) {
+        pv_doc_t *doc = NULL;
+        if (pv_doc_decode (v, v_len, &doc, NULL, 0) == 0) {
+            const pv_t *header = pv_doc_root (doc);
+            if ((!status_name
+                 || jobrec_header_status (header) == (int) wanted)
+                && (!schedule
+                    || pv_str_eq (pv_map_get (header, "schedule"),
+                                  schedule))) {
+                total++;
+                if ((int64_t) count < limit) {
+                    jobrec_write_summary (header, items);
+                    count++;
+                }
+            }
+        }
+        pv_doc_destroy (&doc);
+        rc = store_cursor_prev (cursor, &k, &k_len, &v, &v_len);
+    }
+    store_cursor_destroy (&cursor);
+    pw_reset (call->reply);
+    proto_reply_ok_begin (call->reply, call->request->id);
+    pw_map (call->reply, 2);
+    pw_str (call->reply, "jobs");
+    pw_array (call->reply, count);
+    if (count)
+        pw_raw (call->reply, pw_data (items), pw_size (items));
+    pw_str (call->reply, "total");
+    pw_int (call->reply, (int64_t) total);
+    pw_destroy (&items);
+    free (status_name);
+    free (schedule);
+    free (before);
+}
+
+void
+req_job_events (req_call_t *call)
+{
+    char *job_id = NULL;
+    if (s_job_id_field (call, &job_id) != 0)
+        return;
+    int64_t after = 0;
+    const pv_t *after_value = pv_map_get (call->request->body, "after");
+    if (after_value && (pv_get_int (after_value, &after) != 0 || after < 0
+                        || after > UINT32_MAX)) {
+        req_error (call, PROTO_ERR_BAD_REQUEST, "after: expected an event seq");
+        free (job_id);
+        return;
+    }
+    store_txn_t *txn = req_txn (call);
+    if (txn) {
+        const void *value;
+        size_t value_len;
+        if (store_get (txn, STORE_DB_JOBS, job_id, strlen (job_id), &value,
+                       &value_len) != 0)
+            req_error (call, PROTO_ERR_NOT_FOUND, "no job %s", job_id);
+        else {
+            pw_reset (call->reply);
+            proto_reply_ok_begin (call->reply, call->request->id);
+            pw_map (call->reply, 1);
+            pw_str (call->reply, "events");
+            jobrec_write_events (txn, job_id, (uint32_t) after, EVENTS_MAX,
+                                 call->reply);
+        }
+    }
+    free (job_id);
+}
+
+//  The stored status of a job that the scheduler no longer holds, or -1.
+static int
+s_stored_status (req_call_t *call, const char *job_id)
+{
+    store_txn_t *txn = req_txn (call);
+    const void *value;
+    size_t value_len;
+    if (!txn
+        || store_get (txn, STORE_DB_JOBS, job_id, strlen (job_id), &value,
+                      &value_len) != 0)
+        return -1;
+    pv_doc_t *doc = NULL;
+    int status = -1;
+    if (pv_doc_decode (value, value_len, &doc, NULL, 0) == 0)
+        status = jobrec_header_status (pv_doc_root (doc));
+    pv_doc_destroy (&doc);
+    return status;
+}
+
+void
+req_job_cancel (req_call_t *call)
+{
+    ctx_t *ctx = call->ctx;
+    char *job_id = NULL;
+    if (s_job_id_field (call, &job_id) != 0)
+        return;
+    char *reason = req_field (call, "reason");
+    char *text = zsys_sprintf ("cancelled by operator%s%s",
+                               reason ? ": " : "", reason ? reason : "");
+    if (sched_cancel (ctx->sched, job_id, text, ctx_now_ms (ctx)) == 0) {
+        pw_reset (call->reply);
+        proto_reply_ok_begin (call->reply, call->request->id);
+        pw_map (call->reply, 2);
+        pw_str (call->reply, "job");
+        pw_str (call->reply, job_id);
+        pw_str (call->reply, "status");
+        pw_str (call->reply, "cancelled");
+    }
+    else {
+        int status = s_stored_status (call, job_id);
+        if (status >= 0)
+            req_error (call, PROTO_ERR_CONFLICT, "job %s already ended (%s)",
+                       job_id,
+                       sched_job_status_name ((sched_job_status_t) status));
+        else
+            req_error (call, PROTO_ERR_NOT_FOUND, "no job %s", job_id);
+    }
+    zstr_free (&text);
+    free (reason);
+    free (job_id);
+}
+
+void
+req_job_delete (req_call_t *call)
+{
+    ctx_t *ctx = call->ctx;
+    char *job_id = NULL;
+    if (s_job_id_field (call, &job_id) != 0)
+        return;
+    if (sched_job (ctx->sched, job_id))
+        req_error (call, PROTO_ERR_CONFLICT,
+                   "job %s has not ended: cancel it first", job_id);
+    else if (s_stored_status (call, job_id) < 0)
+        req_error (call, PROTO_ERR_NOT_FOUND, "no job %s", job_id);
+    else {
+        store_txn_t *txn = ctx_txn (ctx);
+        int rc = jobrec_delete (txn, job_id);
+        //  Its dead-letter entries go with it
+        if (rc == 0) {
+            int purged = dlq_purge (txn, job_id, 0);
+            rc = purged < 0 ? purged : 0;
+        }
+        if (rc != 0)
+            req_error (call, PROTO_ERR_STORE, "job %s: %s", job_id,
+                       store_strerror (rc));
+        else {
+            pw_reset (call->reply);
+            proto_reply_ok_begin (call->reply, call->request->id);
+            pw_map (call->reply, 2);
+            pw_str (call->reply, "job");
+            pw_str (call->reply, job_id);
+            pw_str (call->reply, "deleted");
+            pw_bool (call->reply, true);
+        }
+    }
+    free (job_id);
+}
+
+//  One page of a cell's whole stdout or stderr (jobrec.h).
+void
+req_job_output (req_call_t *call)
+{
+    char *job_id = NULL;
+    if (s_job_id_field (call, &job_id) != 0)
+        return;
+    const pv_t *body = call->request->body;
+    char *node = req_field (call, "node");
+    char *stream = req_field (call, "stream");
+    int64_t step = 0, attempt = 0, offset = 0, limit = 1024 * 1024;
+    pv_get_int (pv_map_get (body, "step"), &step);
+    pv_get_int (pv_map_get (body, "attempt"), &attempt);
+    pv_get_int (pv_map_get (body, "offset"), &offset);
+    pv_get_int (pv_map_get (body, "limit"), &limit);
+    if (!node || !name_valid (node))
+        req_error (call, PROTO_ERR_BAD_REQUEST, "node: '%s' is not a node id",
+                   node ? node : "");
+    else
+    if (stream && strcmp (stream, "stdout") != 0
+        && strcmp (stream, "stderr") != 0)
+        req_error (call, PROTO_ERR_BAD_REQUEST,
+                   "stream: '%s' is neither stdout nor stderr", stream);
+    else {
+        store_txn_t *txn = req_txn (call);
+        if (txn) {
+            pw_reset (call->reply);
+            proto_reply_ok_begin (call->reply, call->request->id);
+            int rc = jobrec_write_output_page (
+                txn, job_id, (uint32_t) step, node, (uint32_t) attempt,
+                stream && strcmp (stream, "stderr") == 0, (uint64_t) offset,
+                (size_t) limit, call->reply);
+            if (rc == STORE_ENOTFOUND
+                && store_get (txn, STORE_DB_JOBS, job_id, strlen (job_id),
+                              NULL, NULL) != 0)
+                req_error (call, PROTO_ERR_NOT_FOUND, "no job %s", job_id);
+            else
+            if (rc == STORE_ENOTFOUND)
+                req_error (call, PROTO_ERR_NOT_FOUND,
+                           "job %s: node %s has no output for step %d%s yet",
+                           job_id, node, (int) step,
+                           attempt ? " at that attempt" : "");
+            else
+            if (rc != 0)
+                req_error (call, PROTO_ERR_STORE,
+                           "job %s: a result record is unreadable", job_id);
+        }
+    }
+    free (stream);
+    free (node);
+    free (job_id);
+}
+
+//  ---------------------------------------------------------------------
+//  job.retry (and dlq.retry)
+
+//  Cell statuses that make a node's work worth a --failed-only retry:
+//  every failure kind, and cancelled (stopped before it was done). A node
+//  with only skipped cells is left out: it did not fail.
+static bool
+s_cell_retried (sched_cell_status_t status)
+{
+    return dlq_status_lands (status) || status == SCHED_CELL_CANCELLED;
+}
+
+//  Adds RETRY_ID to the retried_by list of JOB and saves its header.
+static void
+s_link_retry (req_call_t *call, sched_job_t *job, const char *retry_id)
+{
+    ctx_t *ctx = call->ctx;
+    char **grown = (char **) realloc (job->retried_by,
+                                      (job->retried_by_count + 1)
+                                          * sizeof (char *));
+    assert (grown);
+    job->retried_by = grown;
+    job->retried_by [job->retried_by_count++] = strdup (retry_id);
+    store_txn_t *txn = ctx_txn (ctx);
+    if (txn)
+        jobrec_save_header (txn, job, ctx->scratch);
+}
+
+//  The ids of JOB's nodes with a cell worth retrying, joined by ','
+//  (caller frees), or NULL when there is none. *COUNT_P gets how many.
+static char *
+s_failed_nodes (const sched_job_t *job, size_t *count_p)
+{
+    size_t nodes = job->expected_count, size = 0;
+    *count_p = 0;
+    char *list = NULL;
+    for (size_t node = 0; node < nodes && job->cells; node++) {
+        bool failed = false;
+        for (size_t step = 0; step < job->step_count && !failed; step++)
+            failed = s_cell_retried (job->cells [step * nodes + node].status);
+        if (!failed)
+            continue;
+        size_t len = strlen (job->expected [node]);
+        list = (char *) realloc (list, size + len + 2);
+        assert (list);
+        if (size)
+            list [size++] = ',';
+        memcpy (list + size, job->expected [node], len + 1);
+        size += len;
+        (*count_p)++;
+    }
+    return list;
+}
+
+void
+req_retry (req_call_t *call, const char *job_id, bool failed_only,
+           const char *target_text)
+{
+    ctx_t *ctx = call->ctx;
+    sched_job_t *loaded = NULL;
+    const sched_job_t *job = sched_job (ctx->sched, job_id);
+    store_txn_t *txn = job ? NULL : req_txn (call);
+    if (!job && !txn)
+        return;
+    if (!job) {
+        int rc = jobrec_load (txn, job_id, &loaded);
+        if (rc == STORE_ENOTFOUND) {
+            req_error (call, PROTO_ERR_NOT_FOUND, "no job %s", job_id);
+            return;
+        }
+        if (rc != 0) {
+            req_error (call, PROTO_ERR_STORE,
+                       "job %s: its record is unreadable", job_id);
+            return;
+        }
+        job = loaded;
+    }
+    size_t failed = 0;
+    char *nodes = failed_only ? s_failed_nodes (job, &failed) : NULL;
+    job_spec_t *spec = job_spec_dup (job->spec);
+    sched_job_destroy (&loaded);
+    char err [256] = "";
+    target_t target;
+    memset (&target, 0, sizeof target);
+    if (!spec)
+        req_error (call, PROTO_ERR_INTERNAL,
+                   "job %s: its spec cannot be copied", job_id);
+    else
+    if (failed_only && failed == 0)
+        req_error (call, PROTO_ERR_CONFLICT,
+                   "job %s has no failed node to retry", job_id);
+    else
+    if (target_text && target_parse (target_text, &target, err, sizeof err))
+        req_error (call, PROTO_ERR_BAD_REQUEST, "target: %s", err);
+    else
+    if (!target_text && failed_only && !spec->target.any
+        && target_from_parts ("node", nodes, false, &target, err, sizeof err))
+        req_error (call, PROTO_ERR_CONFLICT,
+                   "job %s: its %zu failed nodes do not fit a node list (%s); "
+                   "retry it with --target", job_id, failed, err);
+    else {
+        if (target_text || (failed_only && !spec->target.any)) {
+            target_clear (&spec->target);
+            spec->target = target;
+            memset (&target, 0, sizeof target);
+        }
+        //  The same key would name the original
+        free (spec->idempotency_key);
+        spec->idempotency_key = NULL;
+        //  The allowlist binds retries as it binds submits
+        for (size_t step = 0; step < job_spec_step_count (spec); step++) {
+            const job_phase_t *leaf = job_spec_step (spec, step, NULL, NULL);
+            if (!auth_allowed (&ctx->config->auth, leaf->backend,
+                               leaf->action)) {
+                req_error (call, PROTO_ERR_FORBIDDEN,
+                           "%s.%s is not in this broker's allowlist",
+                           leaf->backend, leaf->action);
+                job_spec_destroy (&spec);
+                break;
+            }
+        }
+        char id [JOB_ID_LEN + 1];
+        if (spec && s_admit (call, &spec, job_id, id) == 0) {
+            //  Link the original (live in the scheduler, or in the store)
+            sched_job_t *original = (sched_job_t *) sched_job (ctx->sched,
+                                                               job_id);
+            txn = ctx_txn (ctx);
+            if (original)
+                s_link_retry (call, original, id);
+            else
+            if (txn && jobrec_load (txn, job_id, &loaded) == 0) {
+                s_link_retry (call, loaded, id);
+                sched_job_destroy (&loaded);
+            }
+            if (txn)
+                dlq_mark_retry (txn, job_id, id, ctx->scratch);
+        }
+    }
+    target_clear (&target);
+    job_spec_destroy (&spec);
+    free (nodes);
+}
+
+void
+req_job_retry (req_call_t *call)
+{
+    char *job_id = NULL;
+    if (s_job_id_field (call, &job_id) != 0)
+        return;
+    bool failed_only = false;
+    pv_get_bool (pv_map_get (call->request->body, "failed_only"),
+                 &failed_only);
+    char *target = req_field (call, "target");
+    req_retry (call, job_id, failed_only, target);
+    free (target);
+    free (job_id);
+}
