@@ -55,16 +55,10 @@
 #include "../proto/pw.h"
 #include "../store/store.h"
 #include "registry.h"
+#include "role.h"
 
 #define AUTH_DEFAULT_MAX_PENDING_KEYS 10000
 #define AUTH_COUNTER_COUNT 7         //  Pairs auth_write_counters writes
-
-typedef enum {
-    AUTH_ROLE_NONE = 0,          //  No access
-    AUTH_ROLE_VIEWER,            //  Reads; submits of query actions
-    AUTH_ROLE_OPERATOR,          //  Also modify actions, cancel, delete
-    AUTH_ROLE_ADMIN              //  Also keys, drain
-} auth_role_t;
 
 typedef enum {
     AUTH_KEY_PENDING = 0,        //  Waits for key.accept
@@ -163,12 +157,6 @@ int auth_config_add_client (auth_config_t *config, const char *text,
 //  --allow gives it. Returns 0, or -1 with a sentence in ERR.
 int auth_config_set_allow (auth_config_t *config, const char *text,
                            char *err, size_t err_len);
-
-//  "viewer", "operator", "admin" (or "none").
-const char *auth_role_name (auth_role_t role);
-
-//  Parses a role name; returns AUTH_ROLE_NONE when TEXT is none of them.
-auth_role_t auth_role_parse (const char *text);
 
 //  "pending", "accepted", "rejected".
 const char *auth_key_status_name (auth_key_status_t status);

@@ -6,7 +6,7 @@
     is shown once, in the token.add reply, and never stored: the store
     (STORE_DB_TOKENS) keeps name -> {role, hash, created}, and memory a
     table hash -> token for the check of each HTTP request. Roles are the
-    client key roles (auth.h). last_used is kept in memory only (since the
+    client key roles (role.h). last_used is kept in memory only (since the
     broker started), so a read never writes the store.
 
     token.add, token.list and token.revoke are admin requests; their
@@ -27,7 +27,7 @@
 #include "../proto/proto.h"
 #include "../proto/pw.h"
 #include "../store/store.h"
-#include "auth.h"
+#include "role.h"
 
 #define TOKEN_PREFIX "grid_"
 #define TOKEN_TEXT_LEN (5 + 64)      //  "grid_" and 64 hex digits
