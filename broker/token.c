@@ -9,7 +9,8 @@
 
 #include "../proto/log.h"
 #include "../proto/names.h"
-#include "broker.h"
+#include "../proto/proto.h"
+#include "../proto/pw.h"
 #include "token.h"
 
 #define S_HASH_LEN 32
@@ -215,4 +216,130 @@ size_t
 token_count (const token_store_t *self)
 {
     return zhashx_size (self->by_name);
+}
+
+//  ---------------------------------------------------------------------
+//  Changes
+
+static int
+s_refuse (const char **code_p, const char *code, char *why, size_t why_len,
+          const char *format, ...) __attribute__ ((format (printf, 5, 6)));
+
+static int
+s_refuse (const char **code_p, const char *code, char *why, size_t why_len,
+          const char *format, ...)
+{
+    *code_p = code;
+    va_list args;
+    va_start (args, format);
+    vsnprintf (why, why_len, format, args);
+    va_end (args);
+    return -1;
+}
+
+int
+token_add (token_store_t *self, store_txn_t *txn, const char *name,
+           auth_role_t role, int64_t wall_ms, char *text,
+           const char **code_p, char *why, size_t why_len)
+{
+    uint8_t random [32];
+    int rc = -1;
+    if (zhashx_lookup (self->by_name, name))
+        s_refuse (code_p, PROTO_ERR_CONFLICT, why, why_len,
+                  "a token named '%s' exists: revoke it first, or choose "
+                  "another name", name);
+    else
+    if (zhashx_size (self->by_name) >= TOKEN_MAX)
+        s_refuse (code_p, PROTO_ERR_CONFLICT, why, why_len,
+                  "the broker holds %d tokens, its most: revoke some first",
+                  TOKEN_MAX);
+    else
+    if (getrandom (random, sizeof random, 0) != (ssize_t) sizeof random)
+        s_refuse (code_p, PROTO_ERR_INTERNAL, why, why_len,
+                  "no random bytes for a token: %s", strerror (errno));
+    else
+    if (!txn)
+        s_refuse (code_p, PROTO_ERR_STORE, why, why_len,
+                  "the store cannot be written");
+    else {
+        memcpy (text, TOKEN_PREFIX, 5);
+        s_hex (random, sizeof random, text + 5);
+        s_token_t *token = (s_token_t *) zmalloc (sizeof (s_token_t));
+        token->name = strdup (name);
+        token->role = role;
+        token->created_ms = wall_ms;
+        rc = token_hash (text, TOKEN_TEXT_LEN, token->hash);
+        if (rc == 0) {
+            pw_t *writer = pw_new ();
+            s_encode (token, writer);
+            rc = store_put (txn, STORE_DB_TOKENS, name, strlen (name),
+                            pw_data (writer), pw_size (writer));
+            pw_destroy (&writer);
+        }
+        if (rc != 0) {
+            s_refuse (code_p, PROTO_ERR_STORE, why, why_len,
+                      "the token cannot be stored: %s", store_strerror (rc));
+            explicit_bzero (text, TOKEN_TEXT_LEN + 1);
+            free (token->name);
+            free (token);
+            rc = -1;
+        }
+        else {
+            s_add (self, token);
+            log_info ("token '%s' (%s) added", name, auth_role_name (role));
+        }
+    }
+    explicit_bzero (random, sizeof random);
+    return rc;
+}
+
+int
+token_revoke (token_store_t *self, store_txn_t *txn, const char *name,
+              const char **code_p, char *why, size_t why_len)
+{
+    s_token_t *token = name ? (s_token_t *) zhashx_lookup (self->by_name, name)
+                            : NULL;
+    if (!token)
+        return s_refuse (code_p, PROTO_ERR_NOT_FOUND, why, why_len,
+                         "no token '%s'", name ? name : "");
+    if (!txn)
+        return s_refuse (code_p, PROTO_ERR_STORE, why, why_len,
+                         "the store cannot be written");
+    int rc = store_del (txn, STORE_DB_TOKENS, name, strlen (name));
+    if (rc != 0 && rc != STORE_ENOTFOUND)
+        return s_refuse (code_p, PROTO_ERR_STORE, why, why_len,
+                         "the token cannot be removed: %s",
+                         store_strerror (rc));
+    zhashx_delete (self->by_hash, token->hash_hex);
+    zhashx_delete (self->by_name, name);
+    log_info ("token '%s' revoked", name);
+    return 0;
+}
+
+static int
+s_compare_infos (const void *a, const void *b)
+{
+    return strcmp (((const token_info_t *) a)->name,
+                   ((const token_info_t *) b)->name);
+}
+
+token_info_t *
+token_list (token_store_t *self, size_t *count_p)
+{
+    size_t count = zhashx_size (self->by_name);
+    token_info_t *infos = (token_info_t *) calloc (count + 1,
+                                                   sizeof (token_info_t));
+    assert (infos);
+    size_t index = 0;
+    for (s_token_t *token = (s_token_t *) zhashx_first (self->by_name); token;
+         token = (s_token_t *) zhashx_next (self->by_name)) {
+        infos [index].name = token->name;
+        infos [index].role = token->role;
+        infos [index].created_ms = token->created_ms;
+        infos [index].last_used_ms = token->last_used_ms;
+        index++;
+    }
+    qsort (infos, count, sizeof (token_info_t), s_compare_infos);
+    *count_p = count;
+    return infos;
 }
