@@ -15,7 +15,8 @@
 
     Any other agent message passes only from an accepted key bound to the
     node it names. key.accept / key.reject / key.delete move keys between
-    these rows; rejecting or deleting a bound key takes its node offline.
+    these rows; rejecting or deleting a bound key takes its node offline
+    (the handler's business: req/keys.c).
     =========================================================================
 */
 #include "auth.h"
@@ -25,8 +26,6 @@
 #include "../proto/conf.h"
 #include "../proto/log.h"
 #include "../proto/names.h"
-#include "broker.h"
-#include "relays.h"
 #include "token.h"
 
 #define S_ZAP_ENDPOINT "inproc://zeromq.zap.01"
@@ -44,6 +43,7 @@ struct _auth_t {
     zhashx_t *logged;            //  Key -> wall ms of its last refusal log line
     auth_counters_t counters;    //  Refusals
     token_store_t *tokens;       //  HTTP bearer tokens
+    pw_t *scratch;               //  Encoding buffer for key records
 };
 
 static void
@@ -133,29 +133,6 @@ auth_config_copy (auth_config_t *dest, const auth_config_t *src)
         for (size_t index = 0; index < src->allow_count; index++)
             dest->allow [index] = strdup (src->allow [index]);
     }
-}
-
-const char *
-auth_role_name (auth_role_t role)
-{
-    switch (role) {
-        case AUTH_ROLE_VIEWER: return "viewer";
-        case AUTH_ROLE_OPERATOR: return "operator";
-        case AUTH_ROLE_ADMIN: return "admin";
-        default: return "none";
-    }
-}
-
-auth_role_t
-auth_role_parse (const char *text)
-{
-    if (text && strcmp (text, "viewer") == 0)
-        return AUTH_ROLE_VIEWER;
-    if (text && strcmp (text, "operator") == 0)
-        return AUTH_ROLE_OPERATOR;
-    if (text && strcmp (text, "admin") == 0)
-        return AUTH_ROLE_ADMIN;
-    return AUTH_ROLE_NONE;
 }
 
 const char *
@@ -345,45 +322,6 @@ auth_config_load (auth_config_t *config, const pv_t *root, char *err,
 
 //  ---------------------------------------------------------------------
 //  Pure rules
-
-typedef struct {
-    const char *type;            //  Request type
-    auth_role_t role;            //  Least role it needs
-} s_need_t;
-
-//  Request types a viewer or an operator may send; all others need admin.
-//  job.submit needs operator as soon as one of its actions is "modify".
-static const s_need_t s_needs [] = {
-    {"status", AUTH_ROLE_VIEWER},       {"node.list", AUTH_ROLE_VIEWER},
-    {"relay.list", AUTH_ROLE_VIEWER},
-    {"node.get", AUTH_ROLE_VIEWER},     {"job.get", AUTH_ROLE_VIEWER},
-    {"job.list", AUTH_ROLE_VIEWER},     {"job.events", AUTH_ROLE_VIEWER},
-    {"job.submit", AUTH_ROLE_VIEWER},   {"job.cancel", AUTH_ROLE_OPERATOR},
-    {"job.delete", AUTH_ROLE_OPERATOR}, {"job.progress", AUTH_ROLE_VIEWER},
-    {"job.watch", AUTH_ROLE_VIEWER},    {"job.check", AUTH_ROLE_VIEWER},
-    {"job.retry", AUTH_ROLE_OPERATOR},  {"dlq.list", AUTH_ROLE_VIEWER},
-    {"dlq.get", AUTH_ROLE_VIEWER},      {"dlq.retry", AUTH_ROLE_OPERATOR},
-    {"dlq.purge", AUTH_ROLE_OPERATOR},  {"queue.stats", AUTH_ROLE_VIEWER},
-    {"node.workers", AUTH_ROLE_VIEWER}, {"node.history", AUTH_ROLE_VIEWER},
-    {"job.output", AUTH_ROLE_VIEWER},   {"metrics.get", AUTH_ROLE_VIEWER},
-    {"schedule.list", AUTH_ROLE_VIEWER}, {"schedule.get", AUTH_ROLE_VIEWER},
-    {"schedule.add", AUTH_ROLE_OPERATOR},
-    {"schedule.pause", AUTH_ROLE_OPERATOR},
-    {"schedule.resume", AUTH_ROLE_OPERATOR},
-    {"schedule.delete", AUTH_ROLE_OPERATOR},
-    {"schedule.run", AUTH_ROLE_OPERATOR},
-    {"whoami", AUTH_ROLE_VIEWER},
-};
-
-auth_role_t
-auth_role_needed (const char *type)
-{
-    for (size_t index = 0; index < sizeof s_needs / sizeof s_needs [0];
-         index++)
-        if (strcmp (s_needs [index].type, type) == 0)
-            return s_needs [index].role;
-    return AUTH_ROLE_ADMIN;
-}
 
 bool
 auth_allowed (const auth_config_t *config, const char *backend,
@@ -586,26 +524,22 @@ s_set_text (char **field, const char *value)
     *field = value ? strdup (value) : NULL;
 }
 
-//  Writes KEY into the pass's transaction.
-static void
-s_key_save (broker_t *broker, const auth_key_t *key)
+void
+auth_key_save (auth_t *self, store_txn_t *txn, const auth_key_t *key)
 {
-    store_txn_t *txn = broker_txn (broker);
     if (!txn)
         return;
-    pw_reset (broker->scratch);
-    auth_key_encode (key, broker->scratch);
+    pw_reset (self->scratch);
+    auth_key_encode (key, self->scratch);
     int rc = store_put (txn, STORE_DB_KEYS, key->key, strlen (key->key),
-                        pw_data (broker->scratch), pw_size (broker->scratch));
+                        pw_data (self->scratch), pw_size (self->scratch));
     if (rc != 0)
         s_log ("store: cannot save a key: %s", store_strerror (rc));
 }
 
 static void
-s_key_forget (broker_t *broker, auth_key_t *key)
+s_key_forget (auth_t *self, store_txn_t *txn, auth_key_t *key)
 {
-    auth_t *self = broker->auth;
-    store_txn_t *txn = broker_txn (broker);
     if (txn) {
         int rc = store_del (txn, STORE_DB_KEYS, key->key, strlen (key->key));
         if (rc != 0 && rc != STORE_ENOTFOUND)
@@ -685,6 +619,7 @@ auth_new (const auth_config_t *config, store_t *store, char *err,
     self->bound = zhashx_new ();
     self->logged = zhashx_new ();
     zhashx_set_destructor (self->logged, (zhashx_destructor_fn *) zstr_free);
+    self->scratch = pw_new ();
     if (!config->insecure) {
         char why [1024];
         const char *file = config->key_file ? config->key_file
@@ -733,6 +668,7 @@ auth_destroy (auth_t **self_p)
     zhashx_destroy (&self->keys);
     zhashx_destroy (&self->logged);
     token_store_destroy (&self->tokens);
+    pw_destroy (&self->scratch);
     free (self);
     *self_p = NULL;
 }
@@ -790,7 +726,7 @@ auth_key (auth_t *self, const char *key)
 static bool
 s_may_log (auth_t *self, const char *key)
 {
-    int64_t now_ms = broker_now_ms ();
+    int64_t now_ms = zclock_mono ();
     char *last = (char *) zhashx_lookup (self->logged, key ? key : "-");
     if (last && now_ms - atoll (last) < S_LOG_EVERY_MS)
         return false;
@@ -817,10 +753,10 @@ auth_is_client (const auth_t *self, const char *key)
 }
 
 const auth_key_t *
-auth_relay_seen (broker_t *broker, const char *text, const char *name,
-                 int64_t wall_ms)
+auth_relay_seen (auth_t *self, const char *text, const char *name,
+                 int64_t wall_ms, bool *changed_p)
 {
-    auth_t *self = broker->auth;
+    *changed_p = false;
     auth_key_t *key = s_key_lookup (self, text);
     if (key && !key->relay)
         //  Known as an agent's key (or rejected ahead of time): a relay
@@ -833,7 +769,7 @@ auth_relay_seen (broker_t *broker, const char *text, const char *name,
         key->relay = true;
         key->first_seen_ms = wall_ms;
         s_set_text (&key->hostname, name);
-        s_key_save (broker, key);
+        *changed_p = true;
         s_log ("relay key %s (relay %s) waits for acceptance: gridcli key "
                "accept '%s'", text, name, text);
     }
@@ -841,7 +777,7 @@ auth_relay_seen (broker_t *broker, const char *text, const char *name,
     if (!key->hostname || strcmp (key->hostname, name) != 0) {
         s_set_text (&key->hostname, name);
         key->updated_at_ms = wall_ms;
-        s_key_save (broker, key);
+        *changed_p = true;
     }
     return key;
 }
@@ -926,42 +862,41 @@ s_zap_serve (auth_t *self, zsock_t *zap, zmsg_t *request)
     free (address);
 }
 
-static int
-s_on_zap (zloop_t *loop, zsock_t *sock, void *arg)
+zsock_t *
+auth_zap_socket (auth_t *self)
 {
-    broker_t *broker = (broker_t *) arg;
+    return self->zap;
+}
+
+void
+auth_zap_serve (auth_t *self, zsock_t *zap)
+{
     for (int count = 0; count < S_BATCH; count++) {
-        if (count > 0 && !(zsock_events (sock) & ZMQ_POLLIN))
+        if (count > 0 && !(zsock_events (zap) & ZMQ_POLLIN))
             break;
-        zmsg_t *request = zmsg_recv (sock);
+        zmsg_t *request = zmsg_recv (zap);
         if (!request)
             break;
-        s_zap_serve (broker->auth, sock, request);
+        s_zap_serve (self, zap, request);
         zmsg_destroy (&request);
     }
-    return 0;
 }
 
 //  ---------------------------------------------------------------------
 //  Commands socket: grant each subscription, or refuse it
 
-static bool
-s_grant (broker_t *broker, zframe_t *frame, const char *topic, size_t len)
+bool
+auth_topic_grant (auth_t *self, registry_t *registry, const char *key,
+                  const char *topic, size_t len)
 {
-    auth_t *self = broker->auth;
     if (self->config->insecure)
         return true;
-    const char *key = zframe_meta (frame, "User-Id");
-    //  A relay gets the topics of the nodes it connects (relays.h)
-    int relayed = relays_grant (broker, key, topic, len);
-    if (relayed >= 0)
-        return relayed == 1;
     const auth_key_t *record = s_key_lookup (self, key);
     //  Keys not (yet) accepted get nothing; their agent subscribes again
     //  once it is welcomed.
     if (!record || record->status != AUTH_KEY_ACCEPTED || !record->node)
         return false;
-    registry_node_t *node = registry_lookup (broker->registry, record->node);
+    const registry_node_t *node = registry_lookup (registry, record->node);
     if (auth_topic_allowed (record->node, node, topic, len))
         return true;
     self->counters.refused_topics++;
@@ -973,39 +908,9 @@ s_grant (broker_t *broker, zframe_t *frame, const char *topic, size_t len)
     return false;
 }
 
-static int
-s_on_commands (zloop_t *loop, zsock_t *sock, void *arg)
-{
-    broker_t *broker = (broker_t *) arg;
-    void *handle = zsock_resolve (sock);
-    for (int count = 0; count < S_BATCH; count++) {
-        if (count > 0 && !(zsock_events (sock) & ZMQ_POLLIN))
-            break;
-        zframe_t *frame = zframe_recv (sock);
-        if (!frame)
-            break;
-        const char *data = (const char *) zframe_data (frame);
-        size_t size = zframe_size (frame);
-        //  A grant applies to the connection of the message just read, so
-        //  it must come before the next read.
-        if (size >= 1 && data [0] == 0)
-            zmq_setsockopt (handle, ZMQ_UNSUBSCRIBE, data + 1, size - 1);
-        else
-        if (size >= 1 && data [0] == 1
-            && s_grant (broker, frame, data + 1, size - 1))
-            zmq_setsockopt (handle, ZMQ_SUBSCRIBE, data + 1, size - 1);
-        zframe_destroy (&frame);
-    }
-    return 0;
-}
-
 void
-auth_attach (broker_t *broker)
+auth_log_start (const auth_t *self)
 {
-    auth_t *self = broker->auth;
-    if (self->zap)
-        zloop_reader (broker->loop, self->zap, s_on_zap, broker);
-    zloop_reader (broker->loop, broker->publish, s_on_commands, broker);
     const auth_config_t *config = self->config;
     if (config->insecure) {
         s_log ("WARNING: --insecure: plaintext and no authentication on "
@@ -1034,20 +939,6 @@ auth_attach (broker_t *broker)
 
 //  ---------------------------------------------------------------------
 //  Agents
-
-//  Takes node ID offline at once, as when its key is revoked.
-static void
-s_revoke_node (broker_t *broker, const char *id, const char *why)
-{
-    registry_node_t *node = registry_lookup (broker->registry, id);
-    if (!node || !node->online)
-        return;
-    int64_t now_ms = broker_now_ms ();
-    s_log ("node %s is offline: %s", id, why);
-    registry_set_offline (node, now_ms);
-    broker_save_node (broker, node);
-    sched_on_node_offline (broker->sched, id, now_ms);
-}
 
 static int
 s_refuse (const char **code, const char *with, char *why, size_t why_len,
@@ -1098,11 +989,11 @@ s_relayed_refused (auth_t *self, const auth_key_t *key, const char *text,
 }
 
 static int
-s_agent_hello (broker_t *broker, const char *text, const char *pool,
-               const proto_msg_t *hello, int64_t wall_ms, const char **code,
-               char *why, size_t why_len)
+s_agent_hello (auth_t *self, const char *text, const char *pool,
+               const proto_msg_t *hello, int64_t wall_ms,
+               const auth_key_t **changed_p, const char **code, char *why,
+               size_t why_len)
 {
-    auth_t *self = broker->auth;
     auth_key_t *key = s_key_lookup (self, text);
     const char *node = hello->node;
     auth_key_t *holder = (auth_key_t *) zhashx_lookup (self->bound, node);
@@ -1158,7 +1049,7 @@ s_agent_hello (broker_t *broker, const char *text, const char *pool,
             if (!key->first_seen_ms)
                 key->first_seen_ms = wall_ms;
             key->updated_at_ms = wall_ms;
-            s_key_save (broker, key);
+            *changed_p = key;
         }
         return 0;
     }
@@ -1193,7 +1084,7 @@ s_agent_hello (broker_t *broker, const char *text, const char *pool,
     s_index (self, key);
     if (changed) {
         key->updated_at_ms = wall_ms;
-        s_key_save (broker, key);
+        *changed_p = key;
     }
     if (key->status == AUTH_KEY_ACCEPTED)
         return 0;
@@ -1206,11 +1097,12 @@ s_agent_hello (broker_t *broker, const char *text, const char *pool,
 }
 
 int
-auth_agent_check (broker_t *broker, const zmq_msg_t *body,
-                  const proto_msg_t *msg, int64_t wall_ms, const char **code,
-                  char *why, size_t why_len)
+auth_agent_check (auth_t *self, const zmq_msg_t *body,
+                  const proto_msg_t *msg, int64_t wall_ms,
+                  const auth_key_t **changed_p, const char **code, char *why,
+                  size_t why_len)
 {
-    auth_t *self = broker->auth;
+    *changed_p = NULL;
     *code = NULL;
     if (self->config->insecure)
         return 0;
@@ -1220,23 +1112,23 @@ auth_agent_check (broker_t *broker, const zmq_msg_t *body,
         return s_refuse (code, PROTO_ERR_UNAUTHORIZED, why, why_len,
                          "no authenticated key");
     }
-    return auth_agent_check_relayed (broker, text, NULL, msg, wall_ms, code,
-                                     why, why_len);
+    return auth_agent_check_relayed (self, text, NULL, msg, wall_ms,
+                                     changed_p, code, why, why_len);
 }
 
 int
-auth_agent_check_relayed (broker_t *broker, const char *text,
-                          const char *pool, const proto_msg_t *msg,
-                          int64_t wall_ms, const char **code, char *why,
-                          size_t why_len)
+auth_agent_check_relayed (auth_t *self, const char *text, const char *pool,
+                          const proto_msg_t *msg, int64_t wall_ms,
+                          const auth_key_t **changed_p, const char **code,
+                          char *why, size_t why_len)
 {
-    auth_t *self = broker->auth;
+    *changed_p = NULL;
     *code = NULL;
     if (self->config->insecure)
         return 0;
     if (msg->type == PROTO_HELLO)
-        return s_agent_hello (broker, text, pool, msg, wall_ms, code, why,
-                              why_len);
+        return s_agent_hello (self, text, pool, msg, wall_ms, changed_p, code,
+                              why, why_len);
     const auth_key_t *key = s_key_lookup (self, text);
     char brief [12];
     s_short (text, brief);
@@ -1294,20 +1186,20 @@ s_reply_error (pw_t *reply, const char *id, const char *code,
 //  Checks one leaf of a job.submit against the allowlist and ROLE; adds a
 //  sentence to DETAILS for each problem.
 static void
-s_check_leaf (broker_t *broker, const pv_t *leaf, const char *path,
-              auth_role_t role, zlistx_t *details)
+s_check_leaf (auth_t *self, registry_t *registry, const pv_t *leaf,
+              const char *path, auth_role_t role, zlistx_t *details)
 {
     char *backend = pv_strdup (pv_map_get (leaf, "backend"));
     char *action = pv_strdup (pv_map_get (leaf, "action"));
     //  Leaves that are not well formed are the API's to refuse
     if (backend && action && name_valid (backend) && name_valid (action)) {
-        if (!auth_allowed (broker->auth->config, backend, action))
+        if (!auth_allowed (self->config, backend, action))
             zlistx_add_end (details,
                             zsys_sprintf ("%s: %s.%s is not in this broker's "
                                           "allowlist", path, backend,
                                           action));
         const proto_action_spec_t *spec = role < AUTH_ROLE_OPERATOR
-            ? registry_find_action (broker->registry, backend, action, true)
+            ? registry_find_action (registry, backend, action, true)
             : NULL;
         if (spec && spec->modify)
             zlistx_add_end (details,
@@ -1320,11 +1212,10 @@ s_check_leaf (broker_t *broker, const pv_t *leaf, const char *path,
     free (action);
 }
 
-//  Returns true (and an error in REPLY) when the submitted job holds an
-//  action that the allowlist or ROLE forbids.
-static bool
-s_submit_refused (broker_t *broker, const proto_request_t *request,
-                  auth_role_t role, pw_t *reply)
+bool
+auth_submit_refused (auth_t *self, registry_t *registry,
+                     const proto_request_t *request, auth_role_t role,
+                     pw_t *reply)
 {
     const pv_t *tasks = pv_map_get (pv_map_get (request->body, "job"),
                                     "tasks");
@@ -1339,12 +1230,12 @@ s_submit_refused (broker_t *broker, const proto_request_t *request,
         if (pv_type (inner) == PV_ARRAY)
             for (size_t t = 0; t < pv_size (inner); t++) {
                 snprintf (path, sizeof path, "tasks[%zu].tasks[%zu]", p, t);
-                s_check_leaf (broker, pv_array_at (inner, t), path, role,
-                              details);
+                s_check_leaf (self, registry, pv_array_at (inner, t), path,
+                              role, details);
             }
         else {
             snprintf (path, sizeof path, "tasks[%zu]", p);
-            s_check_leaf (broker, phase, path, role, details);
+            s_check_leaf (self, registry, phase, path, role, details);
         }
     }
     size_t count = zlistx_size (details);
@@ -1362,56 +1253,90 @@ s_submit_refused (broker_t *broker, const proto_request_t *request,
                                         "may not run (see details)",
                            count == 1 ? NULL : items, count == 1 ? 0 : count);
         free (items);
-        broker->auth->counters.forbidden++;
+        self->counters.forbidden++;
     }
     zlistx_destroy (&details);
     return count > 0;
 }
 
-//  Which key a key.* request means: by "key" (Z85) or by "node" (the key
-//  bound to that node, else the one pending key that claims it, or the
-//  one relay key whose relay goes by that name). Sets
-//  *TEXT_P to the key text (borrowed from the request or the record).
-//  Returns the record (NULL when the key has none), or writes an error into
-//  REPLY and returns NULL with *TEXT_P NULL.
-static auth_key_t *
-s_key_target (auth_t *self, const proto_request_t *request, pw_t *reply,
-              const char **text_p, char *buf)
+int
+auth_identify (auth_t *self, const auth_caller_t *caller,
+               const proto_request_t *request, int64_t wall_ms,
+               auth_role_t *role_p, const char **name_p, pw_t *reply)
 {
-    *text_p = NULL;
-    const pv_t *key_value = pv_map_get (request->body, "key");
-    const pv_t *node_value = pv_map_get (request->body, "node");
-    if ((key_value != NULL) == (node_value != NULL)) {
-        s_reply_error (reply, request->id, PROTO_ERR_BAD_REQUEST,
-                       "%s: give exactly one of key (40 characters of Z85) "
-                       "and node", request->type);
-        return NULL;
+    auth_role_t role = AUTH_ROLE_ADMIN;
+    const char *name = "this client";
+    if (caller->http && caller->public_metrics
+        && streq (request->type, "metrics.get")) {
+        role = AUTH_ROLE_VIEWER;
+        name = "a public /metrics reader";
     }
-    if (key_value) {
-        size_t len = 0;
-        const char *text = pv_str (key_value, &len);
-        if (len != KEYS_Z85_LEN) {
-            s_reply_error (reply, request->id, PROTO_ERR_BAD_REQUEST,
-                           "key: expected 40 characters of Z85");
-            return NULL;
+    else
+    if (caller->http) {
+        //  HTTP always needs a token, also on a broker without CURVE
+        if (!token_check (self->tokens, caller->token, wall_ms, &role,
+                          &name)) {
+            self->counters.http_unauthorized++;
+            s_reply_error (reply, request->id, PROTO_ERR_UNAUTHORIZED,
+                           caller->token ? "this token is not known to the "
+                                           "broker, or it was revoked"
+                                         : "this request needs a token "
+                                           "(Authorization: Bearer TOKEN)");
+            return -1;
         }
-        memcpy (buf, text, len);
-        buf [len] = 0;
-        if (!keys_z85_valid (buf)) {
-            s_reply_error (reply, request->id, PROTO_ERR_BAD_REQUEST,
-                           "key: expected 40 characters of Z85");
-            return NULL;
+    }
+    else
+    if (!self->config->insecure) {
+        const char *text = caller->key;
+        const auth_client_t *client = s_client (self, text);
+        const auth_key_t *record = s_key_lookup (self, text);
+        if (!client || (record && record->status == AUTH_KEY_REJECTED)) {
+            self->counters.unauthorized++;
+            s_reply_error (reply, request->id, PROTO_ERR_UNAUTHORIZED,
+                           "this client's key is not known to the broker, "
+                           "or it was revoked");
+            return -1;
         }
-        *text_p = buf;
-        return s_key_lookup (self, buf);
+        role = client->role;
+        if (client->name)
+            name = client->name;
     }
-    char *node = pv_strdup (node_value);
-    if (!node || !name_valid (node)) {
-        s_reply_error (reply, request->id, PROTO_ERR_BAD_REQUEST,
-                       "node: expected a node id");
-        free (node);
-        return NULL;
-    }
+    *role_p = role;
+    *name_p = name;
+    return 0;
+}
+
+void
+auth_forbid (auth_t *self, const auth_caller_t *caller,
+             const proto_request_t *request, auth_role_t needed,
+             auth_role_t role, const char *name, pw_t *reply)
+{
+    self->counters.forbidden++;
+    if (caller->http)
+        self->counters.http_forbidden++;
+    s_reply_error (reply, request->id, PROTO_ERR_FORBIDDEN,
+                   "%s needs the %s role; %s has the %s role", request->type,
+                   auth_role_name (needed), name, auth_role_name (role));
+}
+
+//  ---------------------------------------------------------------------
+//  The key store's changes (key.* requests)
+
+const auth_key_t *
+auth_key_first (auth_t *self)
+{
+    return (const auth_key_t *) zhashx_first (self->keys);
+}
+
+const auth_key_t *
+auth_key_next (auth_t *self)
+{
+    return (const auth_key_t *) zhashx_next (self->keys);
+}
+
+const auth_key_t *
+auth_key_of_node (auth_t *self, const char *node, size_t *claims_p)
+{
     auth_key_t *found = (auth_key_t *) zhashx_lookup (self->bound, node);
     size_t claims = 0;
     //  A relay's name is the one its heartbeats gave (relays.h)
@@ -1425,350 +1350,96 @@ s_key_target (auth_t *self, const proto_request_t *request, pw_t *reply,
                 claims++;
                 found = key;
             }
-    if (!found)
-        s_reply_error (reply, request->id, PROTO_ERR_NOT_FOUND,
-                       "no key speaks for node or relay %s (see gridcli key "
-                       "list)", node);
-    else
-    if (claims > 1) {
-        s_reply_error (reply, request->id, PROTO_ERR_CONFLICT,
-                       "%zu keys claim the name %s: name the key itself (see "
-                       "gridcli key list)", claims, node);
-        found = NULL;
-    }
-    free (node);
-    if (found)
-        *text_p = found->key;
-    return found;
+    if (claims_p)
+        *claims_p = claims;
+    return claims > 1 ? NULL : found;
 }
 
-static void
-s_reply_key (pw_t *reply, const char *id, const char *key, const char *status,
-             const char *node)
+int
+auth_key_accept (auth_t *self, store_txn_t *txn, const char *text,
+                 bool enrolled_relay, int64_t wall_ms,
+                 const auth_key_t **record_p, char *why, size_t why_len)
 {
-    pw_reset (reply);
-    proto_reply_ok_begin (reply, id);
-    pw_map (reply, node ? 3 : 2);
-    pw_str (reply, "key");
-    pw_str (reply, key);
-    pw_str (reply, "status");
-    pw_str (reply, status);
-    if (node) {
-        pw_str (reply, "node");
-        pw_str (reply, node);
-    }
-}
-
-static void
-s_key_accept (broker_t *broker, const proto_request_t *request, pw_t *reply)
-{
-    auth_t *self = broker->auth;
-    char buf [KEYS_TEXT_SIZE];
-    const char *text = NULL;
-    auth_key_t *key = s_key_target (self, request, reply, &text, buf);
-    if (!text)
-        return;
-    int64_t wall_ms = broker_wall_ms ();
-    bool configured_relay = relays_config_find (&broker->config.relays,
-                                                text) != NULL;
-    if (s_client (self, text) || configured_relay) {
+    *record_p = NULL;
+    auth_key_t *key = s_key_lookup (self, text);
+    if (s_client (self, text) || enrolled_relay) {
         //  A client key's role (a relay's enrolment) is in the config:
         //  accepting it only lifts a revocation
         if (key)
-            s_key_forget (broker, key);
+            s_key_forget (self, txn, key);
         s_log ("%s key %s may connect again",
-               configured_relay ? "relay" : "client", text);
-        s_reply_key (reply, request->id, text, "accepted", NULL);
-        return;
+               enrolled_relay ? "relay" : "client", text);
+        return 0;
     }
     if (!key) {
         //  Enrolled before its agent ever connects: bound at its first hello
         key = s_key_new (self, text, AUTH_KEY_PENDING, wall_ms);
     }
-    if (key->status == AUTH_KEY_ACCEPTED) {
-        s_reply_key (reply, request->id, key->key, "accepted", key->node);
-        return;
-    }
+    *record_p = key;
+    if (key->status == AUTH_KEY_ACCEPTED)
+        return 0;
     auth_key_t *holder = key->node ? (auth_key_t *) zhashx_lookup (
                                          self->bound, key->node)
                                    : NULL;
     if (holder && holder != key) {
-        s_reply_error (reply, request->id, PROTO_ERR_CONFLICT,
-                       "node %s is bound to key %s: delete that key first "
-                       "(gridcli key delete %s)", key->node, holder->key,
-                       key->node);
-        if (key->status == AUTH_KEY_PENDING && !key->first_seen_ms)
-            s_key_forget (broker, key);
-        return;
+        s_err (why, why_len, "node %s is bound to key %s: delete that key "
+               "first (gridcli key delete %s)", key->node, holder->key,
+               key->node);
+        if (key->status == AUTH_KEY_PENDING && !key->first_seen_ms) {
+            s_key_forget (self, txn, key);
+            *record_p = NULL;
+        }
+        return -1;
     }
     s_unindex (self, key);
     key->status = AUTH_KEY_ACCEPTED;
     key->accepted_at_ms = wall_ms;
     key->updated_at_ms = wall_ms;
     s_index (self, key);
-    s_key_save (broker, key);
+    auth_key_save (self, txn, key);
     if (key->relay)
         s_log ("relay key %s accepted (relay %s)", key->key,
                key->hostname ? key->hostname : "?");
     else
         s_log ("key %s accepted%s%s", key->key, key->node ? " for node " : "",
                key->node ? key->node : " (bound at its first hello)");
-    s_reply_key (reply, request->id, key->key, "accepted", key->node);
+    return 0;
 }
 
-static void
-s_key_reject (broker_t *broker, const proto_request_t *request, pw_t *reply)
+const auth_key_t *
+auth_key_reject (auth_t *self, store_txn_t *txn, const char *text,
+                 int64_t wall_ms, bool *was_bound_p)
 {
-    auth_t *self = broker->auth;
-    char buf [KEYS_TEXT_SIZE];
-    const char *text = NULL;
-    auth_key_t *key = s_key_target (self, request, reply, &text, buf);
-    if (!text)
-        return;
-    int64_t wall_ms = broker_wall_ms ();
+    auth_key_t *key = s_key_lookup (self, text);
     if (!key)
         key = s_key_new (self, text, AUTH_KEY_REJECTED, wall_ms);
-    bool was_bound = key->status == AUTH_KEY_ACCEPTED && key->node;
+    *was_bound_p = key->status == AUTH_KEY_ACCEPTED && key->node;
     s_unindex (self, key);
     key->status = AUTH_KEY_REJECTED;
     key->updated_at_ms = wall_ms;
     s_index (self, key);
-    s_key_save (broker, key);
+    auth_key_save (self, txn, key);
     s_log ("key %s rejected%s%s%s", key->key, key->node ? " (node " : "",
            key->node ? key->node : "", key->node ? ")" : "");
-    if (was_bound)
-        s_revoke_node (broker, key->node, "its key was rejected");
-    s_reply_key (reply, request->id, key->key, "rejected", key->node);
+    return key;
 }
 
-static void
-s_key_delete (broker_t *broker, const proto_request_t *request, pw_t *reply)
+int
+auth_key_delete (auth_t *self, store_txn_t *txn, const char *text,
+                 char **node_p, bool *was_bound_p)
 {
-    auth_t *self = broker->auth;
-    char buf [KEYS_TEXT_SIZE];
-    const char *text = NULL;
-    auth_key_t *key = s_key_target (self, request, reply, &text, buf);
-    if (!text)
-        return;
-    if (!key) {
-        s_reply_error (reply, request->id, PROTO_ERR_NOT_FOUND,
-                       "no key %s in the key store", text);
-        return;
-    }
+    *node_p = NULL;
+    *was_bound_p = false;
+    auth_key_t *key = s_key_lookup (self, text);
+    if (!key)
+        return -1;
     char *node = key->node ? strdup (key->node) : NULL;
-    bool was_bound = key->status == AUTH_KEY_ACCEPTED && node;
+    *was_bound_p = key->status == AUTH_KEY_ACCEPTED && node;
     char deleted [KEYS_TEXT_SIZE];
     snprintf (deleted, sizeof deleted, "%s", key->key);
-    s_key_forget (broker, key);
+    s_key_forget (self, txn, key);
     s_log ("key %s deleted%s%s%s", deleted, node ? " (node " : "",
            node ? node : "", node ? ")" : "");
-    if (was_bound)
-        s_revoke_node (broker, node, "its key was deleted");
-    pw_reset (reply);
-    proto_reply_ok_begin (reply, request->id);
-    pw_map (reply, node ? 3 : 2);
-    pw_str (reply, "key");
-    pw_str (reply, deleted);
-    pw_str (reply, "deleted");
-    pw_bool (reply, true);
-    if (node) {
-        pw_str (reply, "node");
-        pw_str (reply, node);
-    }
-    free (node);
-}
-
-static int
-s_compare_keys (const void *a, const void *b)
-{
-    const auth_key_t *left = *(const auth_key_t *const *) a;
-    const auth_key_t *right = *(const auth_key_t *const *) b;
-    int rc = strcmp (left->node ? left->node : "", right->node ? right->node
-                                                               : "");
-    return rc ? rc : strcmp (left->key, right->key);
-}
-
-static void
-s_write_time (pw_t *writer, const char *name, int64_t wall_ms)
-{
-    char text [TIME_TEXT_LEN];
-    time_format (wall_ms, text, sizeof text);
-    pw_str (writer, name);
-    pw_str (writer, text);
-}
-
-static void
-s_key_list (broker_t *broker, const proto_request_t *request, pw_t *reply)
-{
-    auth_t *self = broker->auth;
-    size_t count = 0;
-    auth_key_t **agents = (auth_key_t **) calloc (zhashx_size (self->keys) + 1,
-                                                  sizeof (auth_key_t *));
-    assert (agents);
-    const relays_config_t *relays = &broker->config.relays;
-    for (auth_key_t *key = (auth_key_t *) zhashx_first (self->keys); key;
-         key = (auth_key_t *) zhashx_next (self->keys))
-        if (!s_client (self, key->key)
-            && !relays_config_find (relays, key->key))
-            agents [count++] = key;
-    qsort (agents, count, sizeof (auth_key_t *), s_compare_keys);
-    pw_reset (reply);
-    proto_reply_ok_begin (reply, request->id);
-    pw_map (reply, 1);
-    pw_str (reply, "keys");
-    pw_array (reply, self->config->client_count + relays->count + count);
-    for (size_t index = 0; index < relays->count; index++) {
-        const relays_entry_t *relay = &relays->entries [index];
-        const auth_key_t *record = s_key_lookup (self, relay->key);
-        bool revoked = record && record->status == AUTH_KEY_REJECTED;
-        pw_map (reply, 5);
-        pw_str (reply, "key");
-        pw_str (reply, relay->key);
-        pw_str (reply, "kind");
-        pw_str (reply, "relay");
-        pw_str (reply, "status");
-        pw_str (reply, revoked ? "rejected" : "accepted");
-        pw_str (reply, "name");
-        pw_str (reply, relay->name);
-        pw_str (reply, "pool");
-        pw_str (reply, relay->pool);
-    }
-    for (size_t index = 0; index < self->config->client_count; index++) {
-        const auth_client_t *client = &self->config->clients [index];
-        const auth_key_t *record = s_key_lookup (self, client->key);
-        bool revoked = record && record->status == AUTH_KEY_REJECTED;
-        pw_map (reply, client->name ? 5 : 4);
-        pw_str (reply, "key");
-        pw_str (reply, client->key);
-        pw_str (reply, "kind");
-        pw_str (reply, "client");
-        pw_str (reply, "status");
-        pw_str (reply, revoked ? "rejected" : "accepted");
-        pw_str (reply, "role");
-        pw_str (reply, auth_role_name (client->role));
-        if (client->name) {
-            pw_str (reply, "name");
-            pw_str (reply, client->name);
-        }
-    }
-    for (size_t index = 0; index < count; index++) {
-        const auth_key_t *key = agents [index];
-        bool named = key->relay && key->hostname;
-        pw_map (reply, 3 + (key->node ? 1 : 0)
-                           + (key->hostname && !named ? 1 : 0)
-                           + (named ? 1 : 0)
-                           + (key->first_seen_ms ? 1 : 0)
-                           + (key->accepted_at_ms ? 1 : 0));
-        pw_str (reply, "key");
-        pw_str (reply, key->key);
-        pw_str (reply, "kind");
-        pw_str (reply, key->relay ? "relay" : "agent");
-        if (named) {
-            pw_str (reply, "name");
-            pw_str (reply, key->hostname);
-        }
-        pw_str (reply, "status");
-        pw_str (reply, auth_key_status_name (key->status));
-        if (key->node) {
-            pw_str (reply, "node");
-            pw_str (reply, key->node);
-        }
-        if (key->hostname && !named) {
-            pw_str (reply, "hostname");
-            pw_str (reply, key->hostname);
-        }
-        if (key->first_seen_ms)
-            s_write_time (reply, "first_seen", key->first_seen_ms);
-        if (key->accepted_at_ms)
-            s_write_time (reply, "accepted_at", key->accepted_at_ms);
-    }
-    free (agents);
-}
-
-bool
-auth_client_handle (broker_t *broker, const auth_caller_t *caller,
-                    const proto_request_t *request, pw_t *reply)
-{
-    auth_t *self = broker->auth;
-    auth_role_t role = AUTH_ROLE_ADMIN;
-    const char *name = "this client";
-    if (caller->http && caller->public_metrics
-        && streq (request->type, "metrics.get")) {
-        role = AUTH_ROLE_VIEWER;
-        name = "a public /metrics reader";
-    }
-    else
-    if (caller->http) {
-        //  HTTP always needs a token, also on a broker without CURVE
-        if (!token_check (self->tokens, caller->token, broker_wall_ms (),
-                          &role, &name)) {
-            self->counters.http_unauthorized++;
-            s_reply_error (reply, request->id, PROTO_ERR_UNAUTHORIZED,
-                           caller->token ? "this token is not known to the "
-                                           "broker, or it was revoked"
-                                         : "this request needs a token "
-                                           "(Authorization: Bearer TOKEN)");
-            return true;
-        }
-    }
-    else
-    if (!self->config->insecure) {
-        const char *text = caller->key;
-        const auth_client_t *client = s_client (self, text);
-        const auth_key_t *record = s_key_lookup (self, text);
-        if (!client || (record && record->status == AUTH_KEY_REJECTED)) {
-            self->counters.unauthorized++;
-            s_reply_error (reply, request->id, PROTO_ERR_UNAUTHORIZED,
-                           "this client's key is not known to the broker, "
-                           "or it was revoked");
-            return true;
-        }
-        role = client->role;
-        if (client->name)
-            name = client->name;
-    }
-    auth_role_t needed = auth_role_needed (request->type);
-    if (role < needed) {
-        self->counters.forbidden++;
-        if (caller->http)
-            self->counters.http_forbidden++;
-        s_reply_error (reply, request->id, PROTO_ERR_FORBIDDEN,
-                       "%s needs the %s role; %s has the %s role",
-                       request->type, auth_role_name (needed), name,
-                       auth_role_name (role));
-        return true;
-    }
-    if (streq (request->type, "job.submit")
-        && s_submit_refused (broker, request, role, reply))
-        return true;
-    if (streq (request->type, "whoami")) {
-        pw_reset (reply);
-        proto_reply_ok_begin (reply, request->id);
-        pw_map (reply, 3);
-        pw_str (reply, "name");
-        if (strcmp (name, "this client") != 0)
-            pw_str (reply, name);
-        else
-            pw_nil (reply);
-        pw_str (reply, "role");
-        pw_str (reply, auth_role_name (role));
-        pw_str (reply, "via");
-        pw_str (reply, caller->http ? "token"
-                       : self->config->insecure ? "insecure" : "key");
-        return true;
-    }
-    if (streq (request->type, "key.list"))
-        s_key_list (broker, request, reply);
-    else
-    if (streq (request->type, "key.accept"))
-        s_key_accept (broker, request, reply);
-    else
-    if (streq (request->type, "key.reject"))
-        s_key_reject (broker, request, reply);
-    else
-    if (streq (request->type, "key.delete"))
-        s_key_delete (broker, request, reply);
-    else
-        return token_handle (broker, self->tokens, request, reply);
-    return true;
+    *node_p = node;
+    return 0;
 }

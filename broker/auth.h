@@ -7,9 +7,10 @@
     message is judged by the User-Id metadata of its body frame
     (zmq_msg_gets, or zframe_meta), never by what its body claims.
 
-    The handler is the broker's own, served in the broker's zloop on
-    inproc://zeromq.zap.01, bound before any other socket binds; the
-    endpoints enforce ZAP, so without it every handshake fails. Domains:
+    The handler is the broker's own: auth_new binds it on
+    inproc://zeromq.zap.01 before any other socket binds, and the server's
+    loop reads it and calls auth_zap_serve; the endpoints enforce ZAP, so
+    without it every handshake fails. Domains:
 
         clients    keys configured with a role, and not revoked
         agents     any key not rejected (a new key must be able to connect
@@ -22,17 +23,27 @@
     with auto_accept); an accepted key is bound to the node id of its first
     hello, and no other key may speak for that node until it is deleted.
     Agent messages other than hello pass only from an accepted key bound to
-    the node they name. Key requests (key.list, key.accept, key.reject,
-    key.delete) are admin requests.
+    the node they name. The key requests (key.list, key.accept,
+    key.reject, key.delete: req/keys.c) move keys between these states
+    through the functions at the end of this header.
 
-    Client roles come from the config: viewer (reads, and submits of query
-    actions), operator (also modify actions, cancel, delete), admin (also
-    keys and drain). A key revoked with key.reject loses its role.
+    Client roles (role.h) come from the config: viewer (reads, and submits
+    of query actions), operator (also modify actions, cancel, delete),
+    admin (also keys and drain). A key revoked with key.reject loses its
+    role. Which role a request needs is the request table's (requests.h):
+    the server identifies the caller (auth_identify), compares, and has
+    auth write the refusal (auth_forbid).
 
     The commands socket is an XPUB with ZMQ_XPUB_MANUAL: each subscription
     is granted only when its User-Id is an accepted key and the topic is
     all/, node/<its node>/, or a group or label topic of that node's last
     hello; anything else is refused (and counted, from an accepted key).
+    The server reads the subscriptions and asks relays_grant, then
+    auth_topic_grant.
+
+    Auth writes the store only into a transaction its caller gives (the
+    pass's), and its agent checks not at all: they return the record that
+    changed, for the caller to save.
 
     With insecure set (--insecure) nothing is encrypted or authenticated:
     every client is admin, agents are not enrolled, every subscription is
@@ -55,16 +66,10 @@
 #include "../proto/pw.h"
 #include "../store/store.h"
 #include "registry.h"
+#include "role.h"
 
 #define AUTH_DEFAULT_MAX_PENDING_KEYS 10000
 #define AUTH_COUNTER_COUNT 7         //  Pairs auth_write_counters writes
-
-typedef enum {
-    AUTH_ROLE_NONE = 0,          //  No access
-    AUTH_ROLE_VIEWER,            //  Reads; submits of query actions
-    AUTH_ROLE_OPERATOR,          //  Also modify actions, cancel, delete
-    AUTH_ROLE_ADMIN              //  Also keys, drain
-} auth_role_t;
 
 typedef enum {
     AUTH_KEY_PENDING = 0,        //  Waits for key.accept
@@ -131,7 +136,6 @@ typedef struct {
 } auth_caller_t;
 
 typedef struct _auth_t auth_t;
-typedef struct _broker_t broker_t;
 
 //  ---------------------------------------------------------------------
 //  Configuration
@@ -164,21 +168,11 @@ int auth_config_add_client (auth_config_t *config, const char *text,
 int auth_config_set_allow (auth_config_t *config, const char *text,
                            char *err, size_t err_len);
 
-//  "viewer", "operator", "admin" (or "none").
-const char *auth_role_name (auth_role_t role);
-
-//  Parses a role name; returns AUTH_ROLE_NONE when TEXT is none of them.
-auth_role_t auth_role_parse (const char *text);
-
 //  "pending", "accepted", "rejected".
 const char *auth_key_status_name (auth_key_status_t status);
 
 //  ---------------------------------------------------------------------
 //  Pure rules (no socket, no store)
-
-//  The least role a client request of TYPE needs. Request types not known
-//  here need admin.
-auth_role_t auth_role_needed (const char *type);
 
 //  True when BACKEND/ACTION passes the allowlist of CONFIG.
 bool auth_allowed (const auth_config_t *config, const char *backend,
@@ -199,9 +193,9 @@ int auth_key_decode (const pv_t *record, auth_key_t *key);
 //  The broker's security state
 
 //  Loads the broker's key pair and binds the ZAP handler (unless
-//  insecure), and reads the key store. Call before any socket binds.
-//  CONFIG is borrowed and must outlive the result. Returns NULL with a
-//  sentence in ERR.
+//  insecure), and reads the key store and the tokens. Call before any
+//  socket binds. CONFIG is borrowed and must outlive the result. Returns
+//  NULL with a sentence in ERR.
 auth_t *auth_new (const auth_config_t *config, store_t *store, char *err,
                   size_t err_len);
 
@@ -214,66 +208,150 @@ void auth_destroy (auth_t **self_p);
 int auth_secure_socket (auth_t *self, zsock_t *sock, const char *domain,
                         char *err, size_t err_len);
 
+//  Logs the security mode once the sockets exist: CURVE with the broker's
+//  key and how many clients, nodes and pending keys, or the insecure
+//  warning; warnings for no client keys and auto_accept; the allowlist.
+void auth_log_start (const auth_t *self);
+
 //  The counters; writes them as AUTH_COUNTER_COUNT map pairs.
 const auth_counters_t *auth_counters (const auth_t *self);
 void auth_write_counters (const auth_t *self, pw_t *writer);
 
-//  The key record of KEY (Z85), or NULL. Borrowed until the next change.
-const auth_key_t *auth_key (auth_t *self, const char *key);
+//  The HTTP tokens (token.h), read from the store by auth_new.
+struct _token_store_t *auth_tokens (auth_t *self);
+
+//  True when KEY (Z85) is a configured client key.
+bool auth_is_client (const auth_t *self, const char *key);
 
 //  ---------------------------------------------------------------------
-//  Broker hooks (broker.c calls these; each takes the broker)
+//  The ZAP handler and the commands socket (the server reads the sockets)
 
-//  Registers the ZAP handler and the commands socket's subscriptions in
-//  the broker's loop, and logs the security mode. Call once the loop and
-//  the sockets exist.
-void auth_attach (broker_t *broker);
+//  The ZAP handler's socket, for the server's loop to read; NULL when
+//  insecure (there is none).
+zsock_t *auth_zap_socket (auth_t *self);
+
+//  Answers the ZAP requests that wait on ZAP (auth_zap_socket), a batch
+//  at most; never blocks past the first.
+void auth_zap_serve (auth_t *self, zsock_t *zap);
+
+//  Commands socket: true to grant TOPIC (LEN bytes) to the subscriber
+//  whose key is KEY (the frame's User-Id; NULL when it had none): always
+//  when insecure, else when KEY is accepted and bound to a node of
+//  REGISTRY that may receive TOPIC (refusals counted and logged). The
+//  server asks relays_grant first, and auth only when KEY is no relay's.
+bool auth_topic_grant (auth_t *self, registry_t *registry, const char *key,
+                       const char *topic, size_t len);
+
+//  ---------------------------------------------------------------------
+//  Agents. A check never writes the store: when it changed the sender's
+//  key record (a new pending key, a binding, a new hostname), *CHANGED_P
+//  gets that record, also when it refuses, and the caller writes it into
+//  its pass with auth_key_save.
 
 //  Judges an agent message MSG that was decoded from the received frame
 //  BODY: the sender's key is BODY's User-Id metadata (zmq_msg_gets),
 //  read only when the broker is secure. BODY is borrowed for the call.
 //  Returns 0 to go on, or -1 to drop the message; then *CODE (when not
-//  NULL) and WHY are the error to send back. May change the key store
-//  (in the pass's transaction).
-int auth_agent_check (broker_t *broker, const zmq_msg_t *body,
+//  NULL) and WHY are the error to send back. WALL_MS dates key changes.
+int auth_agent_check (auth_t *self, const zmq_msg_t *body,
                       const proto_msg_t *msg, int64_t wall_ms,
-                      const char **code, char *why, size_t why_len);
+                      const auth_key_t **changed_p, const char **code,
+                      char *why, size_t why_len);
 
 //  auth_agent_check for a message whose sender's key KEY (Z85) a relay of
 //  POOL attested (relays.h): the same rules, and a key that first came
 //  directly, or through relays of another pool, is refused (forbidden).
 //  A new key remembers POOL.
-int auth_agent_check_relayed (broker_t *broker, const char *key,
+int auth_agent_check_relayed (auth_t *self, const char *key,
                               const char *pool, const proto_msg_t *msg,
-                              int64_t wall_ms, const char **code, char *why,
-                              size_t why_len);
+                              int64_t wall_ms, const auth_key_t **changed_p,
+                              const char **code, char *why, size_t why_len);
 
 //  A relay whose key is not in the config introduced itself as NAME
 //  (its own heartbeat, relays.h): its key is kept as a relay key, pending
 //  until an admin accepts it (key.accept; never auto-accepted). Returns
 //  its record (borrowed until the next change), or NULL when it may not
 //  even wait (rejected as an agent key, or too many keys pending).
-const auth_key_t *auth_relay_seen (broker_t *broker, const char *key,
-                                   const char *name, int64_t wall_ms);
+//  *CHANGED_P is set true when the record is new or renamed: the caller
+//  saves it (auth_key_save).
+const auth_key_t *auth_relay_seen (auth_t *self, const char *key,
+                                   const char *name, int64_t wall_ms,
+                                   bool *changed_p);
 
-//  True when KEY (Z85) is a configured client key.
-bool auth_is_client (const auth_t *self, const char *key);
+//  Writes KEY's record into TXN (the caller's pass), logging a store
+//  error; nothing when TXN is NULL.
+void auth_key_save (auth_t *self, store_txn_t *txn, const auth_key_t *key);
 
-//  Returns true (and the forbidden error in REPLY) when the submitted job
-//  holds an action that the allowlist or ROLE forbids.
-bool auth_submit_refused (auth_t *self, const registry_t *registry,
+//  ---------------------------------------------------------------------
+//  Clients
+
+//  Who CALLER is, for REQUEST: an HTTP token's role and name (token.h; a
+//  public /metrics reader is a viewer), a CURVE client key's from the
+//  config, or admin "this client" when insecure. Returns 0 with *ROLE_P
+//  and *NAME_P (borrowed until the next config or token change), or -1
+//  after counting and writing the unauthorized error into REPLY.
+int auth_identify (auth_t *self, const auth_caller_t *caller,
+                   const proto_request_t *request, int64_t wall_ms,
+                   auth_role_t *role_p, const char **name_p, pw_t *reply);
+
+//  Counts REQUEST as forbidden (and as http_forbidden from the HTTP face)
+//  and writes the error into REPLY: the request needs role NEEDED, and
+//  the caller NAME has ROLE.
+void auth_forbid (auth_t *self, const auth_caller_t *caller,
+                  const proto_request_t *request, auth_role_t needed,
+                  auth_role_t role, const char *name, pw_t *reply);
+
+//  job.submit: true, with the forbidden error in REPLY (counted), when
+//  REQUEST's job holds an action that the allowlist forbids, or a modify
+//  action (as REGISTRY's nodes declare it) that ROLE may not submit.
+//  Leaves that are not well formed pass: they are the handler's to refuse.
+bool auth_submit_refused (auth_t *self, registry_t *registry,
                           const proto_request_t *request, auth_role_t role,
                           pw_t *reply);
 
-//  Judges a client request sent by CALLER against the caller's role (a
-//  CURVE key's from the config; an HTTP token's from the token store) and
-//  the allowlist, and serves the key.*, token.* and whoami requests. Returns true
-//  when it wrote the whole reply into REPLY (a refusal, or a key or token
-//  request served); false when the request goes on to the API.
-bool auth_client_handle (broker_t *broker, const auth_caller_t *caller,
-                         const proto_request_t *request, pw_t *reply);
+//  ---------------------------------------------------------------------
+//  The key store, for the key.* requests (req/keys.c). Records are
+//  borrowed until the next change; the changes are logged, and written
+//  into TXN (the caller's pass; NULL: memory only).
 
-//  The HTTP tokens (token.h), read from the store by auth_new.
-struct _token_store_t *auth_tokens (auth_t *self);
+//  The key record of KEY (Z85), or NULL.
+const auth_key_t *auth_key (auth_t *self, const char *key);
+
+//  Iterates the key records in no order; NULL at the end. No change may
+//  happen between first and the last next.
+const auth_key_t *auth_key_first (auth_t *self);
+const auth_key_t *auth_key_next (auth_t *self);
+
+//  The record that speaks for NODE: the accepted key bound to it, else
+//  the one key not accepted that claims it, or the one relay key whose
+//  relay goes by that name. NULL when none does, or when several claim
+//  it; *CLAIMS_P (when not NULL) gets how many claim it (0 when bound).
+const auth_key_t *auth_key_of_node (auth_t *self, const char *node,
+                                    size_t *claims_p);
+
+//  Accepts KEY at WALL_MS (made pending first when unknown: bound at its
+//  first hello). A client key, or a relay enrolled in the config
+//  (ENROLLED_RELAY), is only lifted out of a revocation: *RECORD_P is
+//  then NULL. Returns 0 with the record in *RECORD_P, or -1 with a
+//  sentence in WHY when the record's node is bound to another key (a
+//  conflict): the record is left as it was, or dropped when it is a
+//  pending one that no hello brought (*RECORD_P is then NULL).
+int auth_key_accept (auth_t *self, store_txn_t *txn, const char *key,
+                     bool enrolled_relay, int64_t wall_ms,
+                     const auth_key_t **record_p, char *why, size_t why_len);
+
+//  Rejects KEY at WALL_MS (a record is made when it has none): it may no
+//  longer connect. Returns its record; *WAS_BOUND_P is true when it was
+//  accepted and bound to a node, which the caller then takes offline.
+const auth_key_t *auth_key_reject (auth_t *self, store_txn_t *txn,
+                                   const char *key, int64_t wall_ms,
+                                   bool *was_bound_p);
+
+//  Deletes KEY's record. Returns 0 with the node it named in *NODE_P (a
+//  new string the caller frees, or NULL) and *WAS_BOUND_P true when it was
+//  accepted and bound to that node (the caller takes it offline), or -1
+//  when KEY has no record.
+int auth_key_delete (auth_t *self, store_txn_t *txn, const char *key,
+                     char **node_p, bool *was_bound_p);
 
 #endif

@@ -10,7 +10,6 @@
 #include "../proto/log.h"
 #include "../proto/names.h"
 #include "auth.h"
-#include "broker.h"
 
 //  One relay the broker knows: enrolled (secure), or seen (insecure).
 typedef struct {
@@ -262,31 +261,32 @@ relays_destroy (relays_t **self_p)
 
 //  RELAY's name is now NAME: so say the nodes next to it.
 static void
-s_relay_rename (broker_t *broker, s_relay_t *relay, const char *name)
+s_relay_rename (relays_t *self, s_relay_t *relay, const char *name,
+                registry_t *registry, relays_save_node_fn *save_node,
+                void *arg)
 {
     if (strcmp (relay->name, name) == 0)
         return;
     snprintf (relay->name, sizeof relay->name, "%s", name);
-    relays_t *self = broker->relays;
     for (s_member_t *member = (s_member_t *) zhashx_first (self->members);
          member; member = (s_member_t *) zhashx_next (self->members)) {
         if (member->next != relay)
             continue;
         registry_node_t *node = registry_lookup (
-            broker->registry, (const char *) zhashx_cursor (self->members));
+            registry, (const char *) zhashx_cursor (self->members));
         if (node) {
             snprintf (node->relay, sizeof node->relay, "%s", relay->name);
-            broker_save_node (broker, node);
+            save_node (arg, node);
         }
     }
 }
 
 void
-relays_reload (broker_t *broker, relays_config_t *fresh, size_t *added_p,
+relays_reload (relays_t *self, relays_config_t *running,
+               relays_config_t *fresh, registry_t *registry,
+               relays_save_node_fn *save_node, void *arg, size_t *added_p,
                size_t *removed_p)
 {
-    relays_t *self = broker->relays;
-    relays_config_t *running = &broker->config.relays;
     assert (running == self->config);
     relays_config_t old = *running;
     *running = *fresh;
@@ -309,7 +309,8 @@ relays_reload (broker_t *broker, relays_config_t *fresh, size_t *added_p,
                                                               relay->id);
             if (entry) {
                 relay->entry = entry;
-                s_relay_rename (broker, relay, entry->name);
+                s_relay_rename (self, relay, entry->name, registry, save_node,
+                                arg);
                 continue;
             }
             //  No longer in the list: it stands by its own enrolment, if
@@ -332,7 +333,8 @@ relays_reload (broker_t *broker, relays_config_t *fresh, size_t *added_p,
             if (!relay->configured) {
                 relay->configured = true;
                 relay->entry = entry;
-                s_relay_rename (broker, relay, entry->name);
+                s_relay_rename (self, relay, entry->name, registry, save_node,
+                                arg);
             }
         }
     }
@@ -371,16 +373,14 @@ s_refuse (relays_t *self, s_relay_t *relay, const char **code,
     return -1;
 }
 
-//  The enrolled relay of KEY when it may attest now, else NULL: one of
-//  the config whose key is not rejected, or one an admin accepted
-//  (key.accept), made at first use, named as it names itself, in a pool
-//  of its own.
+//  The enrolled relay of KEY, whose key record is RECORD (auth_key), when
+//  it may attest now, else NULL: one of the config whose key is not
+//  rejected, or one an admin accepted (key.accept), made at first use,
+//  named as it names itself, in a pool of its own.
 static s_relay_t *
-s_live_relay (broker_t *broker, const char *key)
+s_live_relay (relays_t *self, const char *key, const auth_key_t *record)
 {
-    relays_t *self = broker->relays;
     s_relay_t *relay = (s_relay_t *) zhashx_lookup (self->relays, key);
-    const auth_key_t *record = auth_key (broker->auth, key);
     if (relay && relay->configured)
         return record && record->status == AUTH_KEY_REJECTED ? NULL : relay;
     if (self->insecure || !record || !record->relay
@@ -421,12 +421,11 @@ s_path_relay (relays_t *self, const void *routing, size_t routing_size,
 }
 
 int
-relays_attest (broker_t *broker, const void *routing, size_t routing_size,
-               const char *conn_key, const void *via, size_t via_size,
-               relays_path_t *path, const char **code, char *why,
-               size_t why_len)
+relays_attest (relays_t *self, auth_t *auth, const void *routing,
+               size_t routing_size, const char *conn_key, const void *via,
+               size_t via_size, relays_path_t *path, const char **code,
+               char *why, size_t why_len)
 {
-    relays_t *self = broker->relays;
     memset (path, 0, sizeof *path);
     path->relay = "";
     *code = NULL;
@@ -471,7 +470,9 @@ relays_attest (broker_t *broker, const void *routing, size_t routing_size,
     }
     //  The connection and every key but the last are enrolled relays of
     //  one pool
-    s_relay_t *connect = conn_key ? s_live_relay (broker, conn_key) : NULL;
+    s_relay_t *connect = conn_key ? s_live_relay (self, conn_key,
+                                                  auth_key (auth, conn_key))
+                                  : NULL;
     if (!connect && conn_key && count == 1 && path->self) {
         //  A relay that is not enrolled introduces itself: relays_on_own
         //  keeps its key pending for an admin
@@ -499,7 +500,8 @@ relays_attest (broker_t *broker, const void *routing, size_t routing_size,
     s_relay_t *next = connect;
     s_relay_t *above = NULL;
     for (size_t index = 0; index + 1 < count; index++) {
-        s_relay_t *relay = s_live_relay (broker, keys [index]);
+        s_relay_t *relay = s_live_relay (self, keys [index],
+                                         auth_key (auth, keys [index]));
         if (!relay)
             return s_refuse (self, connect, code, PROTO_ERR_FORBIDDEN, why,
                              why_len, "relay %s attests key %.8s... as a "
@@ -524,7 +526,7 @@ relays_attest (broker_t *broker, const void *routing, size_t routing_size,
     }
     const char *agent = keys [count - 1];
     if (zhashx_lookup (self->relays, agent)
-        || auth_is_client (broker->auth, agent)) {
+        || auth_is_client (auth, agent)) {
         if (log_enabled (LOG_LEVEL_WARN))
             log_warn ("refused relay %s: it attests key %s, which is not an "
                       "agent's", next->name, agent);
@@ -541,10 +543,12 @@ relays_attest (broker_t *broker, const void *routing, size_t routing_size,
 }
 
 int
-relays_on_own (broker_t *broker, const relays_path_t *path,
-               const proto_msg_t *msg, int64_t now_ms, const char **code,
-               char *why, size_t why_len)
+relays_on_own (relays_t *self, auth_t *auth, registry_t *registry,
+               const relays_path_t *path, const proto_msg_t *msg,
+               int64_t now_ms, int64_t wall_ms, const auth_key_t **changed_p,
+               const char **code, char *why, size_t why_len)
 {
+    *changed_p = NULL;
     *code = NULL;
     if (msg->type != PROTO_HEARTBEAT) {
         s_err (why, why_len, "a relay sends heartbeats of its own, nothing "
@@ -553,12 +557,15 @@ relays_on_own (broker_t *broker, const relays_path_t *path,
         return -1;
     }
     s_relay_t *relay = (s_relay_t *) path->next;
-    if (!relay && !broker->relays->insecure) {
+    if (!relay && !self->insecure) {
         //  Not enrolled: it waits for key.accept
-        const auth_key_t *record = auth_relay_seen (broker, path->key,
-                                                    msg->node,
-                                                    broker_wall_ms ());
-        broker->relays->refused++;
+        bool changed = false;
+        const auth_key_t *record = auth_relay_seen (auth, path->key,
+                                                    msg->node, wall_ms,
+                                                    &changed);
+        if (changed)
+            *changed_p = record;
+        self->refused++;
         if (record && record->status == AUTH_KEY_PENDING) {
             *code = "pending";
             s_err (why, why_len, "relay key %s waits for acceptance: an "
@@ -575,14 +582,12 @@ relays_on_own (broker_t *broker, const relays_path_t *path,
     if (relay && !relay->entry && msg->node
         && strcmp (relay->name, msg->node) != 0) {
         snprintf (relay->name, sizeof relay->name, "%s", msg->node);
-        relays_t *self = broker->relays;
         for (s_member_t *member = (s_member_t *) zhashx_first (self->members);
              member; member = (s_member_t *) zhashx_next (self->members)) {
             if (member->next != relay)
                 continue;
             registry_node_t *node = registry_lookup (
-                broker->registry,
-                (const char *) zhashx_cursor (self->members));
+                registry, (const char *) zhashx_cursor (self->members));
             if (node)
                 snprintf (node->relay, sizeof node->relay, "%s",
                           relay->name);
@@ -595,7 +600,7 @@ relays_on_own (broker_t *broker, const relays_path_t *path,
                   relay->upstream [0] ? " through relay " : "",
                   relay->upstream);
     relay->last_seen_ms = now_ms;
-    relay->last_seen_wall_ms = broker_wall_ms ();
+    relay->last_seen_wall_ms = wall_ms;
     return 0;
 }
 
@@ -657,10 +662,9 @@ s_topics_count (s_relay_t *relay, const s_member_t *member, int delta)
 }
 
 void
-relays_on_hello (broker_t *broker, registry_node_t *node,
+relays_on_hello (relays_t *self, registry_node_t *node,
                  const relays_path_t *path)
 {
-    relays_t *self = broker->relays;
     s_member_t *member = (s_member_t *) zhashx_lookup (self->members,
                                                        node->id);
     if (member) {
@@ -682,16 +686,15 @@ relays_on_hello (broker_t *broker, registry_node_t *node,
 }
 
 int
-relays_grant (broker_t *broker, const char *key, const char *topic,
-              size_t len)
+relays_grant (relays_t *self, auth_t *auth, const char *key,
+              const char *topic, size_t len)
 {
-    relays_t *self = broker->relays;
     if (!key || self->insecure)
         return -1;
-    const auth_key_t *record = auth_key (broker->auth, key);
+    const auth_key_t *record = auth_key (auth, key);
     if (!zhashx_lookup (self->relays, key) && !(record && record->relay))
         return -1;
-    s_relay_t *relay = s_live_relay (broker, key);
+    s_relay_t *relay = s_live_relay (self, key, record);
     if (!relay || relay->revoked)
         return 0;
     char want [1024];
@@ -707,14 +710,15 @@ relays_grant (broker_t *broker, const char *key, const char *topic,
 }
 
 void
-relays_tick (broker_t *broker, int64_t now_ms)
+relays_tick (relays_t *self, auth_t *auth, registry_t *registry,
+             sched_t *sched, int64_t now_ms, relays_save_node_fn *save_node,
+             void *arg)
 {
-    relays_t *self = broker->relays;
     if (self->insecure)
         return;
     for (s_relay_t *relay = (s_relay_t *) zhashx_first (self->relays); relay;
          relay = (s_relay_t *) zhashx_next (self->relays)) {
-        const auth_key_t *record = auth_key (broker->auth, relay->id);
+        const auth_key_t *record = auth_key (auth, relay->id);
         bool rejected = relay->configured
                             ? record && record->status == AUTH_KEY_REJECTED
                             : !record || record->status != AUTH_KEY_ACCEPTED;
@@ -730,12 +734,13 @@ relays_tick (broker_t *broker, int64_t now_ms)
             if (member->connect != relay && member->next != relay)
                 continue;
             const char *id = (const char *) zhashx_cursor (self->members);
-            registry_node_t *node = registry_lookup (broker->registry, id);
+            registry_node_t *node = registry_lookup (registry, id);
             if (!node || !node->online)
                 continue;
             registry_set_offline (node, now_ms);
-            broker_save_node (broker, node);
-            sched_on_node_offline (broker->sched, id, now_ms);
+            save_node (arg, node);
+            if (sched)
+                sched_on_node_offline (sched, id, now_ms);
             dropped++;
         }
         log_warn ("relay %s was revoked: %zu node%s that came through it "
@@ -747,42 +752,18 @@ relays_tick (broker_t *broker, int64_t now_ms)
 //  ---------------------------------------------------------------------
 //  relay.list
 
-static void
-s_write_time (pw_t *writer, int64_t wall_ms)
-{
-    if (wall_ms <= 0) {
-        pw_nil (writer);
-        return;
-    }
-    char text [TIME_TEXT_LEN];
-    time_format (wall_ms, text, sizeof text);
-    pw_str (writer, text);
-}
-
 static int
-s_compare_relays (const void *a, const void *b)
+s_compare_infos (const void *a, const void *b)
 {
-    const s_relay_t *left = *(const s_relay_t *const *) a;
-    const s_relay_t *right = *(const s_relay_t *const *) b;
+    const relays_info_t *left = (const relays_info_t *) a;
+    const relays_info_t *right = (const relays_info_t *) b;
     int rc = strcmp (left->name, right->name);
     return rc ? rc : strcmp (left->id, right->id);
 }
 
-bool
-relays_handle (broker_t *broker, const proto_request_t *request, pw_t *reply)
+relays_info_t *
+relays_list (relays_t *self, registry_t *registry, size_t *count_p)
 {
-    if (strcmp (request->type, "relay.list") != 0)
-        return false;
-    relays_t *self = broker->relays;
-    size_t count = 0;
-    s_relay_t **list = (s_relay_t **) calloc (zhashx_size (self->relays) + 1,
-                                              sizeof (s_relay_t *));
-    assert (list);
-    for (s_relay_t *relay = (s_relay_t *) zhashx_first (self->relays); relay;
-         relay = (s_relay_t *) zhashx_next (self->relays))
-        if (relay->entry || relay->name [0])
-            list [count++] = relay;
-    qsort (list, count, sizeof (s_relay_t *), s_compare_relays);
     //  One pass over the nodes behind relays counts every relay's agents
     for (s_relay_t *relay = (s_relay_t *) zhashx_first (self->relays); relay;
          relay = (s_relay_t *) zhashx_next (self->relays))
@@ -791,53 +772,34 @@ relays_handle (broker_t *broker, const proto_request_t *request, pw_t *reply)
          member; member = (s_member_t *) zhashx_next (self->members)) {
         registry_node_t *node = member->next
                                     ? registry_lookup (
-                                          broker->registry,
+                                          registry,
                                           (const char *) zhashx_cursor (
                                               self->members))
                                     : NULL;
         if (node && node->online)
             member->next->agents++;
     }
-    int64_t now_ms = broker_now_ms ();
-    int64_t window_ms = broker->config.heartbeat_ms
-                        * broker->config.missed_heartbeats;
-    pw_reset (reply);
-    proto_reply_ok_begin (reply, request->id);
-    pw_map (reply, 1);
-    pw_str (reply, "relays");
-    pw_array (reply, count);
-    for (size_t index = 0; index < count; index++) {
-        s_relay_t *relay = list [index];
-        size_t agents = relay->agents;
-        bool connected = !relay->revoked && relay->last_seen_wall_ms
-                         && now_ms - relay->last_seen_ms <= window_ms;
-        pw_map (reply, 6 + (relay->upstream [0] ? 1 : 0)
-                       + (relay->entry ? 1 : 0) + (relay->revoked ? 1 : 0));
-        pw_str (reply, "name");
-        pw_str (reply, relay->name);
-        pw_str (reply, "key");
-        pw_str (reply, relay->entry ? relay->entry->key : "");
-        pw_str (reply, "agents");
-        pw_int (reply, (int64_t) agents);
-        pw_str (reply, "connected");
-        pw_bool (reply, connected);
-        pw_str (reply, "last_seen");
-        s_write_time (reply, relay->last_seen_wall_ms);
-        pw_str (reply, "refused");
-        pw_int (reply, (int64_t) relay->refused);
-        if (relay->upstream [0]) {
-            pw_str (reply, "upstream");
-            pw_str (reply, relay->upstream);
-        }
-        if (relay->entry) {
-            pw_str (reply, "pool");
-            pw_str (reply, relay->entry->pool);
-        }
-        if (relay->revoked) {
-            pw_str (reply, "revoked");
-            pw_bool (reply, true);
-        }
+    size_t count = 0;
+    relays_info_t *list = (relays_info_t *) calloc (
+        zhashx_size (self->relays) + 1, sizeof (relays_info_t));
+    assert (list);
+    for (s_relay_t *relay = (s_relay_t *) zhashx_first (self->relays); relay;
+         relay = (s_relay_t *) zhashx_next (self->relays)) {
+        if (!relay->entry && !relay->name [0])
+            continue;
+        relays_info_t *info = &list [count++];
+        info->id = relay->id;
+        info->name = relay->name;
+        info->key = relay->entry ? relay->entry->key : "";
+        info->pool = relay->entry ? relay->entry->pool : NULL;
+        info->upstream = relay->upstream;
+        info->agents = relay->agents;
+        info->last_seen_ms = relay->last_seen_ms;
+        info->last_seen_wall_ms = relay->last_seen_wall_ms;
+        info->refused = relay->refused;
+        info->revoked = relay->revoked;
     }
-    free (list);
-    return true;
+    qsort (list, count, sizeof (relays_info_t), s_compare_infos);
+    *count_p = count;
+    return list;
 }

@@ -32,6 +32,11 @@
     With --insecure nothing is authenticated: relays are told apart by the
     path they came on and named by their own heartbeats.
 
+    Relays read auth's key records (auth.h) and never write the store:
+    a node record they change goes to the caller's save_node, a key record
+    auth_relay_seen changed back to the caller (relays_on_own). relay.list
+    is served by req/relays.c from relays_list.
+
     Threading: the broker's thread only.
     =========================================================================
 */
@@ -47,6 +52,7 @@
 #include "../proto/proto.h"
 #include "../proto/pv.h"
 #include "../proto/pw.h"
+#include "auth.h"
 #include "registry.h"
 
 #define RELAYS_MAX_PATH 4            //  Keys in a via frame, at most
@@ -70,7 +76,10 @@ typedef struct {
 } relays_config_t;
 
 typedef struct _relays_t relays_t;
-typedef struct _broker_t broker_t;
+
+//  Writes NODE's record into the caller's pass (ctx_save_node, with the
+//  context as ARG).
+typedef void (relays_save_node_fn) (void *arg, registry_node_t *node);
 
 //  What relays_attest found out about one message.
 typedef struct {
@@ -82,6 +91,21 @@ typedef struct {
     void *connect;               //  relays.c's: the relay connected to the
     void *next;                  //  broker, the one next to the speaker
 } relays_path_t;
+
+//  One relay as relay.list shows it; the strings are borrowed until the
+//  next call into relays.
+typedef struct {
+    const char *id;              //  Its key (secure) or its path (insecure)
+    const char *name;            //  Its name
+    const char *key;             //  Its enrolled key (Z85), or "" (insecure)
+    const char *pool;            //  Its pool, or NULL (insecure)
+    const char *upstream;        //  The relay it comes through, or ""
+    size_t agents;               //  Online nodes next to it
+    int64_t last_seen_ms;        //  Monotonic: its last own message
+    int64_t last_seen_wall_ms;   //  Wall clock of the same, 0 never
+    uint64_t refused;            //  Attestations of it refused
+    bool revoked;                //  Its key was rejected: its nodes went
+} relays_info_t;
 
 //  ---------------------------------------------------------------------
 //  Configuration
@@ -116,50 +140,66 @@ relays_t *relays_new (const relays_config_t *config, bool insecure);
 //  Frees everything; NULL-safe.
 void relays_destroy (relays_t **self_p);
 
-//  The broker's config (the one given to relays_new) now holds the relays
-//  of FRESH, taken (FRESH is left empty); the old entries are freed. A
-//  relay still enrolled takes its new name (its nodes say it at once, and
-//  are saved in the pass: the caller ends it) and
-//  pool; a new one may connect; one no longer in the list stands as a
-//  relay an admin accepted if it was (key.accept), else it is refused from
-//  now on and its nodes go offline at the next relays_tick. Returns how
-//  many relays were added and removed, into *ADDED_P and *REMOVED_P.
-void relays_reload (broker_t *broker, relays_config_t *fresh,
+//  RUNNING (the config given to relays_new) now holds the relays of
+//  FRESH, taken (FRESH is left empty); the old entries are freed. A relay
+//  still enrolled takes its new name (its nodes of REGISTRY say it at
+//  once, and are saved through SAVE_NODE with ARG) and pool; a new one
+//  may connect; one no longer in the list stands as a relay an admin
+//  accepted if it was (key.accept), else it is refused from now on and
+//  its nodes go offline at the next relays_tick. Returns how many relays
+//  were added and removed, into *ADDED_P and *REMOVED_P.
+void relays_reload (relays_t *self, relays_config_t *running,
+                    relays_config_t *fresh, registry_t *registry,
+                    relays_save_node_fn *save_node, void *arg,
                     size_t *added_p, size_t *removed_p);
 
 //  Judges the path of a message from the connection ROUTING (whose key is
 //  CONN_KEY, NULL when insecure) with the via frame VIA (VIA_SIZE bytes,
-//  0 when it had none). Fills PATH. Returns 0 to go on, or -1 with the
-//  error (*CODE, WHY) to answer through PATH->answer_size bytes of VIA.
-int relays_attest (broker_t *broker, const void *routing, size_t routing_size,
-                   const char *conn_key, const void *via, size_t via_size,
-                   relays_path_t *path, const char **code, char *why,
-                   size_t why_len);
+//  0 when it had none), reading the keys' records in AUTH. Fills PATH.
+//  Returns 0 to go on, or -1 with the error (*CODE, WHY) to answer
+//  through PATH->answer_size bytes of VIA.
+int relays_attest (relays_t *self, auth_t *auth, const void *routing,
+                   size_t routing_size, const char *conn_key,
+                   const void *via, size_t via_size, relays_path_t *path,
+                   const char **code, char *why, size_t why_len);
 
-//  A relay's own message MSG (PATH->self): a heartbeat renews it. Returns
-//  0, or -1 with an error to answer (*CODE, WHY).
-int relays_on_own (broker_t *broker, const relays_path_t *path,
-                   const proto_msg_t *msg, int64_t now_ms, const char **code,
+//  A relay's own message MSG (PATH->self) at NOW_MS / WALL_MS: a heartbeat
+//  renews it (insecure: it names the relay, and so its nodes in
+//  REGISTRY). A relay not enrolled is kept pending in AUTH
+//  (auth_relay_seen): when that changed its key record, *CHANGED_P gets
+//  it, for the caller to save (auth_key_save). Returns 0, or -1 with an
+//  error to answer (*CODE, WHY).
+int relays_on_own (relays_t *self, auth_t *auth, registry_t *registry,
+                   const relays_path_t *path, const proto_msg_t *msg,
+                   int64_t now_ms, int64_t wall_ms,
+                   const auth_key_t **changed_p, const char **code,
                    char *why, size_t why_len);
 
 //  NODE said hello (accepted) on PATH: it now belongs to the relays of
 //  that path (or to none when it connected directly), and its topics are
-//  granted to the relay that connects it. Sets NODE's relay name.
-void relays_on_hello (broker_t *broker, registry_node_t *node,
+//  granted to the relay that connects it. Sets NODE's relay name (the
+//  caller saves NODE).
+void relays_on_hello (relays_t *self, registry_node_t *node,
                       const relays_path_t *path);
 
 //  Commands socket: returns 1 to grant TOPIC (LEN bytes) to the
-//  subscriber whose key is KEY, 0 to refuse it (counted), -1 when KEY is
-//  no relay's (auth decides).
-int relays_grant (broker_t *broker, const char *key, const char *topic,
-                  size_t len);
+//  subscriber whose key is KEY (read in AUTH), 0 to refuse it (counted),
+//  -1 when KEY is no relay's (then auth_topic_grant decides).
+int relays_grant (relays_t *self, auth_t *auth, const char *key,
+                  const char *topic, size_t len);
 
-//  Once a tick: relays whose key was rejected lose their nodes.
-void relays_tick (broker_t *broker, int64_t now_ms);
+//  Once a tick: relays whose key AUTH says is rejected lose their nodes:
+//  each goes offline in REGISTRY at NOW_MS, is saved through SAVE_NODE
+//  with ARG, and its cells are handed to SCHED (when not NULL).
+void relays_tick (relays_t *self, auth_t *auth, registry_t *registry,
+                  sched_t *sched, int64_t now_ms,
+                  relays_save_node_fn *save_node, void *arg);
 
-//  Handles relay.list; returns false when REQUEST is not one.
-bool relays_handle (broker_t *broker, const proto_request_t *request,
-                    pw_t *reply);
+//  relay.list: the relays that have a name, sorted by name, with their
+//  online agents in REGISTRY counted, as a new array of *COUNT_P items
+//  (the caller frees the array).
+relays_info_t *relays_list (relays_t *self, registry_t *registry,
+                            size_t *count_p);
 
 //  Attestations refused since the start.
 uint64_t relays_refused (const relays_t *self);

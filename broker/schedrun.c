@@ -1,26 +1,16 @@
 /*  =========================================================================
-    schedrun - the broker's schedules: kept in the store, fired from the
-    reactor on the wall clock, and the schedule.* requests
-
-    One zloop timer, set for the earliest due schedule (at most a minute
-    ahead, so a wall clock that jumps is followed within a minute), never
-    one per schedule. A run is an ordinary job whose record carries the
-    schedule's name. The rules (overlap, catch-up) live in schedule.c;
-    this file only applies them to the scheduler, the registry and the
-    store.
+    schedrun - the broker's schedules (see schedrun.h)
     =========================================================================
 */
 #include "../proto/log.h"
-#include "broker.h"
-#include "jobrec.h"
-#include "schedule.h"
+#include "schedrun.h"
 
 #define S_MAX_WAIT_MS 60000
 
-static void
-s_save (broker_t *self, const schedule_t *schedule)
+void
+schedrun_save (ctx_t *ctx, const schedule_t *schedule)
 {
-    store_txn_t *txn = broker_txn (self);
+    store_txn_t *txn = ctx_txn (ctx);
     if (!txn)
         return;
     pw_t *writer = pw_new ();
@@ -36,24 +26,21 @@ s_save (broker_t *self, const schedule_t *schedule)
 
 //  Is the schedule's last run still pending or running?
 static bool
-s_running (broker_t *self, const schedule_t *schedule)
+s_running (ctx_t *ctx, const schedule_t *schedule)
 {
     if (!schedule->last_job)
         return false;
-    const sched_job_t *job = sched_job (self->sched, schedule->last_job);
+    const sched_job_t *job = sched_job (ctx->sched, schedule->last_job);
     return job && !sched_job_status_final (job->status);
 }
 
-//  Submits one run of SCHEDULE as a job. Returns 0 with its id in ID
-//  (JOB_ID_LEN + 1 bytes), or -1 with a PROTO_ERR_ code in *CODE_P and a
-//  sentence in WHY (also kept as the schedule's last status).
-static int
-s_start_run (broker_t *self, schedule_t *schedule, int64_t wall_ms, char *id,
-             const char **code_p, char *why, size_t why_len)
+int
+schedrun_start (ctx_t *ctx, schedule_t *schedule, int64_t wall_ms, char *id,
+                const char **code_p, char *why, size_t why_len)
 {
     *code_p = PROTO_ERR_INTERNAL;
     job_spec_t *spec = NULL;
-    if (self->maintenance) {
+    if (ctx->state.maintenance) {
         *code_p = PROTO_ERR_MAINTENANCE;
         snprintf (why, why_len, "not run: the broker is in maintenance");
         goto refused;
@@ -64,7 +51,7 @@ s_start_run (broker_t *self, schedule_t *schedule, int64_t wall_ms, char *id,
         goto refused;
     }
     char **ids = NULL;
-    size_t matched = registry_resolve (self->registry, &spec->target, &ids);
+    size_t matched = registry_resolve (ctx->registry, &spec->target, &ids);
     for (size_t index = 0; index < matched; index++)
         free (ids [index]);
     free (ids);
@@ -74,15 +61,14 @@ s_start_run (broker_t *self, schedule_t *schedule, int64_t wall_ms, char *id,
                   schedule->target);
         goto refused;
     }
-    job_id_make (wall_ms, &self->last_id_ms, &self->id_seq, id,
-                 JOB_ID_LEN + 1);
+    ctx_job_id (ctx, wall_ms, id);
     sched_job_t *job = sched_job_new (id, &spec);
     job->schedule = strdup (schedule->name);
     job->created_at_ms = wall_ms;
     job->updated_at_ms = wall_ms;
     char reason [256];
     if (!job->schedule
-        || sched_submit (self->sched, &job, broker_now_ms (), reason,
+        || sched_submit (ctx->sched, &job, ctx_now_ms (ctx), reason,
                          sizeof reason)
                != 0) {
         sched_job_destroy (&job);
@@ -100,23 +86,23 @@ refused:
 
 //  Applies the rules to every schedule at WALL_MS.
 static void
-s_fire_due (broker_t *self, int64_t wall_ms)
+s_fire_due (ctx_t *ctx, int64_t wall_ms)
 {
-    for (schedule_t *schedule = (schedule_t *) zhashx_first (self->schedules);
-         schedule; schedule = (schedule_t *) zhashx_next (self->schedules)) {
+    for (schedule_t *schedule = (schedule_t *) zhashx_first (ctx->schedules);
+         schedule; schedule = (schedule_t *) zhashx_next (ctx->schedules)) {
         schedule_decision_t decision
-            = schedule_due (schedule, wall_ms, s_running (self, schedule));
+            = schedule_due (schedule, wall_ms, s_running (ctx, schedule));
         if (decision == SCHEDULE_IDLE)
             continue;
         char id [JOB_ID_LEN + 1], why [512];
         const char *code = NULL;
         if (decision == SCHEDULE_FIRE) {
-            if (s_start_run (self, schedule, wall_ms, id, &code, why,
-                             sizeof why)
+            if (schedrun_start (ctx, schedule, wall_ms, id, &code, why,
+                                sizeof why)
                 == 0) {
-                log_ctx_t ctx = {.job = id};
-                log_write (LOG_LEVEL_DEBUG, &ctx, "schedule %s started job %s",
-                           schedule->name, id);
+                log_ctx_t log_ctx = {.job = id};
+                log_write (LOG_LEVEL_DEBUG, &log_ctx,
+                           "schedule %s started job %s", schedule->name, id);
             }
         }
         else
@@ -126,86 +112,72 @@ s_fire_due (broker_t *self, int64_t wall_ms)
                       schedule->last_job);
             schedule_set_status (schedule, why);
         }
-        s_save (self, schedule);
+        schedrun_save (ctx, schedule);
     }
 }
 
-static int s_on_timer (zloop_t *loop, int timer_id, void *arg);
-
-void
-schedrun_arm (broker_t *self)
+int64_t
+schedrun_next_ms (ctx_t *ctx)
 {
-    if (self->schedule_timer) {
-        zloop_timer_end (self->loop, self->schedule_timer);
-        self->schedule_timer = 0;
-    }
-    int64_t wall_ms = broker_wall_ms ();
+    int64_t wall_ms = ctx_wall_ms (ctx);
     int64_t wake_ms = INT64_MAX;
-    for (schedule_t *schedule = (schedule_t *) zhashx_first (self->schedules);
-         schedule; schedule = (schedule_t *) zhashx_next (self->schedules)) {
+    for (schedule_t *schedule = (schedule_t *) zhashx_first (ctx->schedules);
+         schedule; schedule = (schedule_t *) zhashx_next (ctx->schedules)) {
         if (schedule->paused)
             continue;
-        if (schedule->pending_run && !s_running (self, schedule))
+        if (schedule->pending_run && !s_running (ctx, schedule))
             wake_ms = wall_ms;
         else
         if (schedule->next_ms >= 0 && schedule->next_ms < wake_ms)
             wake_ms = schedule->next_ms;
     }
     if (wake_ms == INT64_MAX)
-        return;
+        return -1;
+    int64_t now_ms = ctx_now_ms (ctx);
     int64_t delay_ms = wake_ms - wall_ms;
     //  Runs wait, like queued jobs, until the agents said hello again
-    int64_t hold_ms = self->hold_until_ms ? self->hold_until_ms
-                                                - broker_now_ms () + 1
-                                          : 0;
+    int64_t hold_ms = ctx->state.hold_until_ms
+                          ? ctx->state.hold_until_ms - now_ms + 1
+                          : 0;
     if (delay_ms < hold_ms)
         delay_ms = hold_ms;
     delay_ms = delay_ms < 1 ? 1 : delay_ms > S_MAX_WAIT_MS ? S_MAX_WAIT_MS
                                                            : delay_ms;
-    self->schedule_timer = zloop_timer (self->loop, (size_t) delay_ms, 1,
-                                        s_on_timer, self);
-}
-
-static int
-s_on_timer (zloop_t *loop, int timer_id, void *arg)
-{
-    broker_t *self = (broker_t *) arg;
-    self->schedule_timer = 0;        //  A one-shot timer ends by itself
-    if (!self->hold_until_ms)
-        s_fire_due (self, broker_wall_ms ());
-    broker_pass_end (self);
-    schedrun_arm (self);
-    return 0;
+    return now_ms + delay_ms;
 }
 
 void
-schedrun_on_finished (broker_t *self, const sched_job_t *job)
+schedrun_fire_due (ctx_t *ctx)
+{
+    if (!ctx->state.hold_until_ms)
+        s_fire_due (ctx, ctx_wall_ms (ctx));
+}
+
+void
+schedrun_on_finished (ctx_t *ctx, const sched_job_t *job)
 {
     schedule_t *schedule = job->schedule ? (schedule_t *) zhashx_lookup (
-                                               self->schedules, job->schedule)
+                                               ctx->schedules, job->schedule)
                                          : NULL;
     if (!schedule || !schedule->last_job
         || strcmp (schedule->last_job, job->id) != 0)
         return;
     schedule_set_status (schedule, sched_job_status_name (job->status));
-    s_save (self, schedule);
-    //  A queued run may go now
-    if (schedule->pending_run)
-        schedrun_arm (self);
+    schedrun_save (ctx, schedule);
 }
 
 int
-schedrun_restore (broker_t *self, char *err, size_t err_len)
+schedrun_restore (ctx_t *ctx, char *err, size_t err_len)
 {
-    store_txn_t *txn = store_begin (self->store, false);
+    store_txn_t *txn = store_begin (ctx->store, false);
     if (!txn) {
         snprintf (err, err_len, "cannot read the store: %s",
-                  store_last_error (self->store));
+                  store_last_error (ctx->store));
         return -1;
     }
     zlistx_t *changed = zlistx_new ();
     size_t loaded = 0, broken = 0, catch_up = 0;
-    int64_t wall_ms = broker_wall_ms ();
+    int64_t wall_ms = ctx_wall_ms (ctx);
     store_cursor_t *cursor = store_cursor_new (txn, STORE_DB_SCHEDULES);
     const void *k, *v;
     size_t k_len, v_len;
@@ -218,13 +190,13 @@ schedrun_restore (broker_t *self, char *err, size_t err_len)
         if (pv_doc_decode (v, v_len, &doc, NULL, 0) == 0)
             schedule = schedule_decode (pv_doc_root (doc));
         pv_doc_destroy (&doc);
-        if (schedule && !zhashx_lookup (self->schedules, schedule->name)) {
+        if (schedule && !zhashx_lookup (ctx->schedules, schedule->name)) {
             int64_t next_ms = schedule->next_ms;
             if (schedule_restart (schedule, wall_ms))
                 catch_up++;
             if (schedule->next_ms != next_ms)
                 zlistx_add_end (changed, schedule);
-            zhashx_insert (self->schedules, schedule->name, schedule);
+            zhashx_insert (ctx->schedules, schedule->name, schedule);
             loaded++;
         }
         else {
@@ -237,7 +209,7 @@ schedrun_restore (broker_t *self, char *err, size_t err_len)
     store_abort (&txn);
     for (schedule_t *schedule = (schedule_t *) zlistx_first (changed);
          schedule; schedule = (schedule_t *) zlistx_next (changed))
-        s_save (self, schedule);
+        schedrun_save (ctx, schedule);
     zlistx_destroy (&changed);
     if (loaded || broken)
         log_write (LOG_LEVEL_INFO, NULL, "restored %zu schedule%s (%zu catch-up "
@@ -245,273 +217,5 @@ schedrun_restore (broker_t *self, char *err, size_t err_len)
                    loaded, loaded == 1 ? "" : "s", catch_up,
                    catch_up == 1 ? "" : "s",
                    broken ? "; some records were unreadable" : "");
-    broker_pass_end (self);
-    schedrun_arm (self);
     return 0;
-}
-
-//  ---------------------------------------------------------------------
-//  schedule.* requests
-
-static void
-s_error (pw_t *reply, const proto_request_t *request, const char *code,
-         const char *format, ...)
-{
-    char message [1024];
-    va_list args;
-    va_start (args, format);
-    vsnprintf (message, sizeof message, format, args);
-    va_end (args);
-    pw_reset (reply);
-    proto_reply_error (reply, request->id, code, message, NULL, 0);
-}
-
-//  The schedule named by the request's "name", or NULL (error written).
-static schedule_t *
-s_named (broker_t *self, const proto_request_t *request, pw_t *reply)
-{
-    char *name = pv_strdup (pv_map_get (request->body, "name"));
-    schedule_t *schedule
-        = name ? (schedule_t *) zhashx_lookup (self->schedules, name) : NULL;
-    if (!schedule) {
-        char show [NAME_SHOW_LEN];
-        s_error (reply, request, PROTO_ERR_NOT_FOUND, "no schedule '%s'",
-                 name ? name_show (name, strlen (name), show, sizeof show)
-                      : "");
-    }
-    free (name);
-    return schedule;
-}
-
-static void
-s_reply_view (pw_t *reply, const proto_request_t *request,
-              const schedule_t *schedule)
-{
-    pw_reset (reply);
-    proto_reply_ok_begin (reply, request->id);
-    schedule_write_view (schedule, reply);
-}
-
-//  Refuses a schedule whose job the registered nodes cannot run, or whose
-//  actions the allowlist forbids. Returns 0 or -1 (error written).
-static int
-s_check_job (broker_t *self, const proto_request_t *request, pw_t *reply,
-             const schedule_t *schedule)
-{
-    job_spec_t *spec = schedule_job_spec (schedule);
-    if (!spec) {
-        s_error (reply, request, PROTO_ERR_INTERNAL, "the job does not "
-                                                     "encode");
-        return -1;
-    }
-    size_t steps = job_spec_step_count (spec);
-    for (size_t step = 0; step < steps; step++) {
-        const job_phase_t *leaf = job_spec_step (spec, step, NULL, NULL);
-        if (leaf && !auth_allowed (&self->config.auth, leaf->backend,
-                                   leaf->action)) {
-            s_error (reply, request, PROTO_ERR_FORBIDDEN,
-                     "%s %s is not in the broker's allowlist", leaf->backend,
-                     leaf->action);
-            job_spec_destroy (&spec);
-            return -1;
-        }
-    }
-    zlistx_t *details = zlistx_new ();
-    zlistx_set_destructor (details, (zlistx_destructor_fn *) zstr_free);
-    api_check_actions (self, spec, details);
-    job_spec_destroy (&spec);
-    size_t count = zlistx_size (details);
-    if (count) {
-        char **items = (char **) calloc (count, sizeof (char *));
-        assert (items);
-        size_t index = 0;
-        for (char *item = (char *) zlistx_first (details); item;
-             item = (char *) zlistx_next (details))
-            items [index++] = zsys_sprintf ("job.%s", item);
-        pw_reset (reply);
-        proto_reply_error (reply, request->id, PROTO_ERR_INVALID_JOB,
-                           "the schedule's job is not valid (see details)",
-                           items, count);
-        for (index = 0; index < count; index++)
-            zstr_free (&items [index]);
-        free (items);
-    }
-    zlistx_destroy (&details);
-    return count ? -1 : 0;
-}
-
-static void
-s_add (broker_t *self, const proto_request_t *request, pw_t *reply)
-{
-    job_errors_t errors;
-    memset (&errors, 0, sizeof errors);
-    schedule_t *schedule = schedule_from_request (request->body,
-                                                  broker_wall_ms (), &errors);
-    if (!schedule) {
-        pw_reset (reply);
-        proto_reply_error (reply, request->id, PROTO_ERR_BAD_REQUEST,
-                           errors.count == 1 ? errors.items [0]
-                                             : "the schedule is not valid "
-                                               "(see details)",
-                           errors.items, errors.count);
-        job_errors_clear (&errors);
-        return;
-    }
-    if (zhashx_lookup (self->schedules, schedule->name))
-        s_error (reply, request, PROTO_ERR_CONFLICT,
-                 "schedule %s exists (delete it first, or pick another name)",
-                 schedule->name);
-    else
-    if (zhashx_size (self->schedules) >= SCHEDULE_MAX)
-        s_error (reply, request, PROTO_ERR_CONFLICT,
-                 "too many schedules (at most %d)", SCHEDULE_MAX);
-    else
-    if (s_check_job (self, request, reply, schedule) == 0) {
-        zhashx_insert (self->schedules, schedule->name, schedule);
-        s_save (self, schedule);
-        s_reply_view (reply, request, schedule);
-        schedrun_arm (self);
-        if (log_enabled (LOG_LEVEL_DEBUG)) {
-            char next [TIME_TEXT_LEN];
-            time_format (schedule->next_ms, next, sizeof next);
-            log_write (LOG_LEVEL_DEBUG, NULL, "schedule %s added, next run %s",
-                       schedule->name, next);
-        }
-        return;
-    }
-    schedule_destroy (&schedule);
-}
-
-static int
-s_compare_names (const void *a, const void *b)
-{
-    return strcmp ((*(schedule_t *const *) a)->name,
-                   (*(schedule_t *const *) b)->name);
-}
-
-static void
-s_list (broker_t *self, const proto_request_t *request, pw_t *reply)
-{
-    size_t count = zhashx_size (self->schedules);
-    schedule_t **all = (schedule_t **) calloc (count + 1,
-                                               sizeof (schedule_t *));
-    assert (all);
-    size_t index = 0;
-    for (schedule_t *schedule = (schedule_t *) zhashx_first (self->schedules);
-         schedule; schedule = (schedule_t *) zhashx_next (self->schedules))
-        all [index++] = schedule;
-    qsort (all, count, sizeof (schedule_t *), s_compare_names);
-    pw_reset (reply);
-    proto_reply_ok_begin (reply, request->id);
-    pw_map (reply, 1);
-    pw_str (reply, "schedules");
-    pw_array (reply, count);
-    for (index = 0; index < count; index++)
-        schedule_write_view (all [index], reply);
-    free (all);
-}
-
-static void
-s_pause (broker_t *self, const proto_request_t *request, pw_t *reply,
-         bool paused)
-{
-    schedule_t *schedule = s_named (self, request, reply);
-    if (!schedule)
-        return;
-    schedule_set_paused (schedule, paused, broker_wall_ms ());
-    s_save (self, schedule);
-    s_reply_view (reply, request, schedule);
-    schedrun_arm (self);
-}
-
-static void
-s_delete (broker_t *self, const proto_request_t *request, pw_t *reply)
-{
-    schedule_t *schedule = s_named (self, request, reply);
-    if (!schedule)
-        return;
-    store_txn_t *txn = broker_txn (self);
-    if (!txn
-        || store_del (txn, STORE_DB_SCHEDULES, schedule->name,
-                      strlen (schedule->name))
-               == STORE_EIO) {
-        s_error (reply, request, PROTO_ERR_STORE, "the store cannot be "
-                                                  "written: %s",
-                 store_last_error (self->store));
-        return;
-    }
-    pw_reset (reply);
-    proto_reply_ok_begin (reply, request->id);
-    pw_map (reply, 2);
-    pw_str (reply, "name");
-    pw_str (reply, schedule->name);
-    pw_str (reply, "deleted");
-    pw_bool (reply, true);
-    char name [NAME_MAX_LEN + 1];
-    snprintf (name, sizeof name, "%s", schedule->name);
-    zhashx_delete (self->schedules, name);
-    schedrun_arm (self);
-}
-
-static void
-s_run_now (broker_t *self, const proto_request_t *request, pw_t *reply)
-{
-    schedule_t *schedule = s_named (self, request, reply);
-    if (!schedule)
-        return;
-    char id [JOB_ID_LEN + 1], why [512];
-    const char *code = NULL;
-    int rc = s_start_run (self, schedule, broker_wall_ms (), id, &code, why,
-                          sizeof why);
-    s_save (self, schedule);
-    if (rc != 0) {
-        //  The reply says why without the "not run: " of the last status
-        const char *sentence = strncmp (why, "not run: ", 9) == 0 ? why + 9
-                                                                  : why;
-        s_error (reply, request, code, "schedule %s: %s", schedule->name,
-                 sentence);
-        return;
-    }
-    pw_reset (reply);
-    proto_reply_ok_begin (reply, request->id);
-    pw_map (reply, 3);
-    pw_str (reply, "job");
-    pw_str (reply, id);
-    pw_str (reply, "schedule");
-    pw_str (reply, schedule->name);
-    pw_str (reply, "status");
-    const sched_job_t *live = sched_job (self->sched, id);
-    pw_str (reply, live ? sched_job_status_name (live->status) : "running");
-}
-
-bool
-schedrun_handle (broker_t *self, const proto_request_t *request, pw_t *reply)
-{
-    const char *type = request->type;
-    if (streq (type, "schedule.add"))
-        s_add (self, request, reply);
-    else
-    if (streq (type, "schedule.list"))
-        s_list (self, request, reply);
-    else
-    if (streq (type, "schedule.get")) {
-        schedule_t *schedule = s_named (self, request, reply);
-        if (schedule)
-            s_reply_view (reply, request, schedule);
-    }
-    else
-    if (streq (type, "schedule.pause"))
-        s_pause (self, request, reply, true);
-    else
-    if (streq (type, "schedule.resume"))
-        s_pause (self, request, reply, false);
-    else
-    if (streq (type, "schedule.delete"))
-        s_delete (self, request, reply);
-    else
-    if (streq (type, "schedule.run"))
-        s_run_now (self, request, reply);
-    else
-        return false;
-    return true;
 }
