@@ -63,6 +63,12 @@ int broker_config_load (broker_config_t *config, const char *path,
 //  Frees the strings of CONFIG.
 void broker_config_clear (broker_config_t *config);
 
+//  Reads the whole configuration again (config file, then flags) into
+//  CONFIG, which holds the defaults. Returns 0, or -1 with a sentence in
+//  ERR (ERR_LEN bytes).
+typedef int (broker_config_fn) (broker_config_t *config, void *arg,
+                                char *err, size_t err_len);
+
 //  Copies SRC into DEST (a deep copy: DEST owns its strings). Returns 0,
 //  or -1 when out of memory.
 int broker_config_copy (broker_config_t *dest, const broker_config_t *src);

@@ -401,6 +401,12 @@ http_route_at (size_t index, const char **method_p, const char **path_p)
     return true;
 }
 
+const char *
+http_route_type (size_t index)
+{
+    return index < S_ROUTE_COUNT ? s_routes [index].type : NULL;
+}
+
 //  The OpenAPI text, built in from docs/openapi.json (openapi.S).
 extern const char grid_openapi_json [];
 

@@ -117,6 +117,10 @@ void http_stats (const http_t *self, http_stats_t *stats);
 //  PATH ("/api/v1/jobs/{id}"). Returns false past the last one.
 bool http_route_at (size_t index, const char **method_p, const char **path_p);
 
+//  The wire request type route INDEX serves (a row of requests.h), or
+//  NULL for a route of its own (probes, the OpenAPI text) or past the last.
+const char *http_route_type (size_t index);
+
 //  The OpenAPI description served at /api/v1/openapi.json (a NUL-terminated
 //  JSON text built into the program from docs/openapi.json).
 const char *http_openapi (void);

@@ -1,30 +1,9 @@
 /*  =========================================================================
-    reload - gridbroker's SIGHUP: read the configuration again and apply
-    what can change while the broker runs, without dropping a session
-
-    What is applied: the client keys and their roles (a key file named by
-    --client-key or clients: is read again), the enrolled relays
-    (relays: and --relay-key: a relay taken out is refused from then on
-    and its nodes go offline), the allowlist, auto_accept,
-    max_pending_keys, log_level and verbose. Everything else (endpoints,
-    data dir, the broker's own key, insecure, log_format, timers and
-    limits) takes effect at the next start; a reload that changes it says
-    so in the log. A reload that fails (a bad file, an unreadable key) is
-    logged and changes nothing.
+    reload - gridbroker's SIGHUP (see reload.h)
     =========================================================================
 */
-#include <signal.h>
-#include <sys/signalfd.h>
-#include <unistd.h>
-
 #include "../proto/log.h"
-#include "broker.h"
-
-struct _broker_reload_t {
-    broker_config_fn *read;      //  Reads a fresh configuration
-    void *arg;                   //  For READ
-    int signal_fd;               //  SIGHUP
-};
+#include "reload.h"
 
 static bool
 s_text_differs (const char *a, const char *b)
@@ -87,16 +66,25 @@ s_restart_only (const broker_config_t *running, const broker_config_t *fresh,
                                    index ? ", " : "", names [index]);
 }
 
-int
-broker_reload (broker_t *self, broker_config_t *fresh)
+static void
+s_save_node (void *arg, registry_node_t *node)
 {
-    auth_config_t *running = &self->config.auth;
+    ctx_save_node ((ctx_t *) arg, node);
+}
+
+int
+reload_apply (ctx_t *ctx, broker_config_t *fresh)
+{
+    broker_config_t *config = ctx->config;
+    auth_config_t *running = &config->auth;
     char later [256];
-    s_restart_only (&self->config, fresh, later, sizeof later);
+    s_restart_only (config, fresh, later, sizeof later);
     size_t allow_before = running->allow_count;
     size_t clients_before = running->client_count;
     size_t relays_added = 0, relays_removed = 0;
-    relays_reload (self, &fresh->relays, &relays_added, &relays_removed);
+    relays_reload (ctx->relays, &config->relays, &fresh->relays,
+                   ctx->registry, s_save_node, ctx, &relays_added,
+                   &relays_removed);
 
     //  Move the reloadable parts of FRESH in, and the old ones out
     auth_config_t old = *running;
@@ -112,15 +100,15 @@ broker_reload (broker_t *self, broker_config_t *fresh)
     fresh->auth.allow_count = 0;
     old.key_file = NULL;             //  Still the running one's
     auth_config_clear (&old);
-    self->config.verbose = fresh->verbose;
-    self->config.last_seen_save_ms = fresh->last_seen_save_ms;
-    char *level = self->config.log_level;
-    self->config.log_level = fresh->log_level;
+    config->verbose = fresh->verbose;
+    config->last_seen_save_ms = fresh->last_seen_save_ms;
+    char *level = config->log_level;
+    config->log_level = fresh->log_level;
     fresh->log_level = level;
     char err [256];
-    if (log_configure (self->config.log_level ? self->config.log_level
+    if (log_configure (config->log_level ? config->log_level
                                               : "info",
-                       NULL, self->config.verbose, err, sizeof err))
+                       NULL, config->verbose, err, sizeof err))
         log_warn ("SIGHUP: %s: the log level stays %s", err,
                   log_level_name (log_level ()));
 
@@ -128,8 +116,8 @@ broker_reload (broker_t *self, broker_config_t *fresh)
               "%zu), %zu relay%s (%zu added, %zu removed), allowlist %zu "
               "item%s (were %zu)%s, auto_accept %s, log level %s",
               running->client_count, running->client_count == 1 ? "" : "s",
-              clients_before, self->config.relays.count,
-              self->config.relays.count == 1 ? "" : "s", relays_added,
+              clients_before, config->relays.count,
+              config->relays.count == 1 ? "" : "s", relays_added,
               relays_removed, running->allow_count,
               running->allow_count == 1 ? "" : "s", allow_before,
               running->allow_count ? "" : " (every action allowed)",
@@ -139,63 +127,4 @@ broker_reload (broker_t *self, broker_config_t *fresh)
         log_warn ("SIGHUP: changed settings that take effect at the next "
                   "start: %s", later);
     return 0;
-}
-
-static int
-s_signal_ready (zloop_t *loop, zmq_pollitem_t *item, void *arg)
-{
-    broker_t *self = (broker_t *) arg;
-    struct signalfd_siginfo info;
-    bool hangup = false;
-    while (read (self->reload->signal_fd, &info, sizeof info) == sizeof info)
-        hangup = hangup || info.ssi_signo == SIGHUP;
-    if (!hangup)
-        return 0;
-    broker_config_t fresh;
-    broker_config_defaults (&fresh);
-    char err [1024] = "";
-    if (self->reload->read (&fresh, self->reload->arg, err, sizeof err) != 0)
-        log_error ("SIGHUP: reload failed, the running configuration "
-                   "stays: %s", *err ? err : "see above");
-    else {
-        broker_reload (self, &fresh);
-        //  A renamed relay's nodes were saved with its new name
-        broker_pass_end (self);
-    }
-    broker_config_clear (&fresh);
-    return 0;
-}
-
-int
-broker_reload_on_sighup (broker_t *self, broker_config_fn *read, void *arg)
-{
-    assert (self && read && !self->reload);
-    sigset_t mask;
-    sigemptyset (&mask);
-    sigaddset (&mask, SIGHUP);
-    int fd = signalfd (-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
-    if (fd < 0)
-        return -1;
-    self->reload = (broker_reload_t *) zmalloc (sizeof (broker_reload_t));
-    self->reload->read = read;
-    self->reload->arg = arg;
-    self->reload->signal_fd = fd;
-    zmq_pollitem_t item = { NULL, fd, ZMQ_POLLIN, 0 };
-    zloop_poller (self->loop, &item, s_signal_ready, self);
-    zloop_poller_set_tolerant (self->loop, &item);
-    return 0;
-}
-
-void
-broker_reload_destroy (broker_t *self)
-{
-    if (!self->reload)
-        return;
-    if (self->loop) {
-        zmq_pollitem_t item = { NULL, self->reload->signal_fd, ZMQ_POLLIN, 0 };
-        zloop_poller_end (self->loop, &item);
-    }
-    close (self->reload->signal_fd);
-    free (self->reload);
-    self->reload = NULL;
 }

@@ -24,6 +24,8 @@ typedef struct {
     bool mutates;                //  It changes state: its reply is kept
                                  //  for retries of the same request id
     req_handler_fn *handler;     //  Serves it
+    bool (*refused) (req_call_t *call);  //  Or NULL: a check before the
+                                 //  reply cache (true: it wrote the error)
 } requests_row_t;
 
 //  The row of request TYPE, or NULL when there is none.
@@ -32,10 +34,11 @@ const requests_row_t *requests_find (const char *type);
 //  Every row, in the table's order; *COUNT_P gets how many.
 const requests_row_t *requests_rows (size_t *count_p);
 
-//  Serves one decoded request: identifies the caller (CALL's caller) and
-//  checks its role against the row, then calls the handler. Writes the
-//  whole reply (ok, or unauthorized / forbidden / unknown_type) into
-//  call->reply, unless the handler parks the request (call->park).
-void requests_handle (req_call_t *call);
+//  Admits one decoded request (call->request from call->caller): finds
+//  its row, identifies the caller (call->role, call->name) and checks its
+//  role and the row's own check. Returns the row, or NULL after writing
+//  the whole error reply (unauthorized, forbidden, unknown_type) into
+//  call->reply. Nothing is changed before a request is admitted.
+const requests_row_t *requests_admit (req_call_t *call);
 
 #endif

@@ -1,0 +1,866 @@
+/*  =========================================================================
+    broker_agents - the agent socket: hello and its checks, then one row
+    per message type (heartbeat, ack, started, progress, result,
+    results, output, bye)
+
+    One of the server's rooms: it shares the server's struct through
+    broker_int.h, and no handler includes that header.
+    =========================================================================
+*/
+#include "broker.h"
+#include "broker_int.h"
+
+//  ---------------------------------------------------------------------
+//  Agent socket
+
+//  Encodes an agent error message into self->body. Returns 0 or -1.
+static int
+s_encode_agent_error (broker_t *self, const char *code, const char *message)
+{
+    proto_msg_t msg;
+    memset (&msg, 0, sizeof msg);
+    msg.type = PROTO_ERROR;
+    msg.code = (char *) code;
+    msg.message = (char *) message;
+    pw_reset (self->body);
+    return proto_msg_encode (&msg, self->body);
+}
+
+//  Queues an error to the connection ROUTING, through the via frame of
+//  the message being handled (up to the bytes that reach its sender).
+static void
+s_send_agent_error (broker_t *self, const void *routing, size_t routing_size,
+                    const char *code, const char *message)
+{
+    if (s_encode_agent_error (self, code, message) == 0)
+        broker_queue_send (self, self->agents, routing, routing_size,
+                      zmq_msg_data (&self->io->via), self->io->answer_size,
+                      NULL, false);
+}
+
+//  Sends the error NOTICE (duplicate_node) to the connection ROUTING at
+//  once, past the outbox: a ROUTER with ZMQ_ROUTER_MANDATORY refuses a
+//  routing id it no longer knows, so this tells whether the connection is
+//  still up. Returns false only when it is gone.
+static bool
+s_probe_session (broker_t *self, const registry_node_t *node,
+                 const char *notice)
+{
+    if (s_encode_agent_error (self, PROTO_ERR_DUPLICATE_NODE, notice) != 0)
+        return true;
+    void *handle = zsock_resolve (self->agents);
+    if (zmq_send (handle, node->routing_id, node->routing_id_size,
+                  ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0)
+        //  EAGAIN (its queue is full) cannot tell: count it as up
+        return errno != EHOSTUNREACH;
+    //  Through relays only the relay's connection can be probed: a node
+    //  behind it counts as up while it is heard from
+    if (node->via_size)
+        zmq_send (handle, node->via, node->via_size,
+                  ZMQ_SNDMORE | ZMQ_DONTWAIT);
+    zmq_send (handle, pw_data (self->body), pw_size (self->body),
+              ZMQ_DONTWAIT);
+    return true;
+}
+
+//  A hello for NODE, which is online from another connection. Only a live
+//  session keeps a node: the newcomer is refused (duplicate_node) while
+//  the session it would replace was heard from within the liveness window,
+//  comes from another agent process (the hellos' instance ids differ, or
+//  one has none), and its connection is still up. The same process on a
+//  new connection (a network blip), or an agent restarted after its old
+//  process died, gets in. The incumbent hears of the refusal; the broker
+//  logs it at most once a minute per node, and node.get counts it.
+//  Returns true when HELLO was refused.
+static bool
+s_duplicate_refused (broker_t *self, registry_node_t *node,
+                     const void *routing, size_t routing_size,
+                     const proto_msg_t *hello, int64_t now_ms)
+{
+    if (!node->online || !node->hello || node->routing_id_size == 0)
+        return false;
+    const void *via = zmq_msg_data (&self->io->via);
+    size_t via_size = self->io->answer_size;
+    if (node->routing_id_size == routing_size
+    &&  memcmp (node->routing_id, routing, routing_size) == 0
+    &&  node->via_size == via_size
+    &&  memcmp (node->via, via, via_size) == 0)
+        return false;
+    const char *ours = node->hello->instance;
+    if (ours && hello->instance && strcmp (ours, hello->instance) == 0)
+        return false;
+    int64_t silent_ms = now_ms - node->last_seen_ms;
+    if (silent_ms > self->config.heartbeat_ms * self->config.missed_heartbeats)
+        return false;
+    char theirs [200], incumbent [200];
+    snprintf (theirs, sizeof theirs, "host %s%s%s", hello->hostname,
+              hello->instance ? ", instance " : "",
+              hello->instance ? hello->instance : "");
+    snprintf (incumbent, sizeof incumbent, "host %s%s%s",
+              node->hello->hostname, ours ? ", instance " : "",
+              ours ? ours : "");
+    char text [600];
+    snprintf (text, sizeof text, "another agent (%s) tried to register as "
+              "node %s and was refused: this session stays", theirs,
+              node->id);
+    if (!s_probe_session (self, node, text))
+        return false;
+    int64_t wall_ms = broker_wall_ms ();
+    int64_t quiet_ms = node->duplicates ? wall_ms - node->duplicate_wall_ms
+                                        : INT64_MAX;
+    if (quiet_ms > 60000)
+        log_info ("node %s: refused a second agent (%s): the node is online "
+               "from %s", node->id, theirs, incumbent);
+    //  The node's history gets one entry per episode, not per retry
+    store_txn_t *txn = quiet_ms > S_DUPLICATE_EPISODE_MS ? broker_txn (self)
+                                                          : NULL;
+    if (txn) {
+        pw_reset (self->ctx.scratch);
+        pw_map (self->ctx.scratch, 9);
+        pw_str (self->ctx.scratch, "time_ms");
+        pw_int (self->ctx.scratch, wall_ms);
+        pw_str (self->ctx.scratch, "event");
+        pw_str (self->ctx.scratch, "refused_duplicate");
+        pw_str (self->ctx.scratch, "agent_version");
+        pw_str (self->ctx.scratch, hello->version);
+        pw_str (self->ctx.scratch, "hostname");
+        pw_str (self->ctx.scratch, hello->hostname);
+        pw_str (self->ctx.scratch, "instance");
+        pw_str (self->ctx.scratch, hello->instance ? hello->instance : "");
+        pw_str (self->ctx.scratch, "actions");
+        pw_int (self->ctx.scratch, 0);
+        pw_str (self->ctx.scratch, "added");
+        pw_array (self->ctx.scratch, 0);
+        pw_str (self->ctx.scratch, "removed");
+        pw_array (self->ctx.scratch, 0);
+        pw_str (self->ctx.scratch, "versions");
+        pw_array (self->ctx.scratch, 0);
+        ctx_store_error (nodehist_append (txn, node->id,
+                                              pw_data (self->ctx.scratch),
+                                              pw_size (self->ctx.scratch)),
+                       "a node's history");
+    }
+    registry_note_duplicate (node, hello->hostname, wall_ms);
+    //  The same words for every retry, so that the agent says it once
+    snprintf (text, sizeof text, "node %s is online from another agent "
+              "(%s): this agent is refused while that session lives; stop "
+              "the other agent, or give this one another id (--id)",
+              node->id, incumbent);
+    s_send_agent_error (self, routing, routing_size,
+                        PROTO_ERR_DUPLICATE_NODE, text);
+    return true;
+}
+
+//  FNV-1a over SIZE bytes at DATA: tells a hello sent again unchanged
+//  from one that changed (the sender only ever harms itself by a clash).
+static uint64_t
+s_hello_digest (const void *data, size_t size)
+{
+    const uint8_t *bytes = (const uint8_t *) data;
+    uint64_t digest = 14695981039346656037ULL;
+    for (size_t index = 0; index < size; index++) {
+        digest ^= bytes [index];
+        digest *= 1099511628211ULL;
+    }
+    return digest;
+}
+
+//  Sends NODE its welcome.
+static void
+s_send_welcome (broker_t *self, registry_node_t *node)
+{
+    proto_msg_t welcome;
+    memset (&welcome, 0, sizeof welcome);
+    welcome.type = PROTO_WELCOME;
+    welcome.node = node->id;
+    welcome.heartbeat_ms = (uint32_t) self->config.heartbeat_ms;
+    welcome.max_output = self->config.max_output;
+    //  Granted only to an agent whose hello named features (an agent
+    //  before them refuses a welcome with an unknown key), and not through
+    //  relays: a relay of an earlier release decodes each welcome to grant
+    //  its agent's topics, and would refuse one with this key
+    char *granted [] = { PROTO_FEATURE_RESULTS };
+    if (node->via_size == 0
+        && proto_hello_has_feature (node->hello, PROTO_FEATURE_RESULTS)) {
+        welcome.features = granted;
+        welcome.feature_count = 1;
+    }
+    pw_reset (self->body);
+    int rc = proto_msg_encode (&welcome, self->body);
+    assert (rc == 0);
+    broker_send_to_node (self, node, false);
+}
+
+//  True when HELLO (DIGEST over SIZE bytes) repeats the hello that NODE
+//  registered with, on the same session: the node is online, from the
+//  same connection and path (so the same key), the same agent process
+//  (instance), with the same bytes. An agent that did not hear its
+//  welcome in time says hello again; registering it again would cost as
+//  much as the first time, and under load the repeats pile up.
+static bool
+s_hello_repeated (broker_t *self, const registry_node_t *node,
+                  const void *routing, size_t routing_size,
+                  const proto_msg_t *hello, uint64_t digest, size_t size)
+{
+    if (!node->online || !node->hello || node->hello_size == 0
+    ||  node->hello_size != size || node->hello_digest != digest)
+        return false;
+    if (!node->hello->instance || !hello->instance
+    ||  strcmp (node->hello->instance, hello->instance) != 0)
+        return false;
+    const void *via = zmq_msg_data (&self->io->via);
+    size_t via_size = self->io->answer_size;
+    return node->routing_id_size == routing_size
+        && memcmp (node->routing_id, routing, routing_size) == 0
+        && node->via_size == via_size
+        && memcmp (node->via, via, via_size) == 0;
+}
+
+//  KNOWN: the hello was decoded without its backends, which are that
+//  interned list (s_agent_decode).
+static void
+s_on_hello (broker_t *self, const void *routing, size_t routing_size,
+            const relays_path_t *path, proto_msg_t **msg_p,
+            const registry_backend_set_t *known, int64_t now_ms)
+{
+    proto_msg_t *hello = *msg_p;
+    size_t hello_size = zmq_msg_size (&self->io->body);
+    uint64_t digest = s_hello_digest (zmq_msg_data (&self->io->body),
+                                      hello_size);
+    registry_node_t *before = registry_lookup (self->ctx.registry, hello->node);
+    if (before && s_hello_repeated (self, before, routing, routing_size,
+                                    hello, digest, hello_size)) {
+        self->stats->counters.repeated_hellos++;
+        registry_touch (before, now_ms, broker_wall_ms ());
+        s_send_welcome (self, before);
+        return;
+    }
+    if (before && s_duplicate_refused (self, before, routing, routing_size,
+                                       hello, now_ms))
+        return;
+    bool was_online = before && before->online;
+    //  What changed since its last hello, judged before the registry
+    //  lets go of that hello
+    pw_reset (self->ctx.scratch);
+    //  The known list is lent to the hello for the comparison only: the
+    //  registry gives it for good
+    if (known)
+        hello->backends = (proto_backend_spec_t *) registry_backends_list (
+            known, &hello->backend_count);
+    bool changed = nodehist_diff (before ? before->hello : NULL, hello,
+                                  broker_wall_ms (), self->ctx.scratch);
+    if (known) {
+        hello->backends = NULL;
+        hello->backend_count = 0;
+    }
+    store_txn_t *txn = changed ? broker_txn (self) : NULL;
+    if (txn)
+        ctx_store_error (nodehist_append (txn, hello->node,
+                                              pw_data (self->ctx.scratch),
+                                              pw_size (self->ctx.scratch)),
+                       "a node's history");
+    registry_node_t *node = registry_hello_declaring (self->ctx.registry, msg_p,
+                                                      known, routing,
+                                                      routing_size, now_ms,
+                                                      broker_wall_ms ());
+    //  Through relays: the way back, and whose node it now is
+    node->via_size = self->io->answer_size;
+    memcpy (node->via, zmq_msg_data (&self->io->via), node->via_size);
+    relays_on_hello (self->ctx.relays, node, path);
+    node->hello_digest = digest;
+    node->hello_size = hello_size;
+    ctx_save_node (&self->ctx, node);
+    log_info ("node %s %s (%s, %zu group%s, %zu backend%s)", node->id,
+           was_online ? "re-registered" : "registered",
+           node->hello->hostname, node->hello->group_count,
+           node->hello->group_count == 1 ? "" : "s",
+           node->hello->backend_count,
+           node->hello->backend_count == 1 ? "" : "s");
+    //  A welcome stands for no stored change: it goes out even when the
+    //  node's record could not be saved (it is saved again at its next
+    //  hello, and the registry serves from memory)
+    s_send_welcome (self, node);
+}
+
+//  True when IN (started, or a result standing for it) would start a
+//  job's first step on its node for the first time: the end of that
+//  node's wait (queue.stats). *SUBMITTED_MS gets the job's submit time.
+static bool
+s_first_start (broker_t *self, const proto_msg_t *in, int64_t *submitted_ms)
+{
+    if (in->step != 0 || in->attempt != 1)
+        return false;
+    const sched_job_t *job = sched_job (self->ctx.sched, in->job);
+    ssize_t index = job ? sched_job_node_index (job, in->node) : -1;
+    if (index < 0 || !job->cells)
+        return false;
+    sched_cell_status_t status = job->cells [index].status;
+    *submitted_ms = job->submitted_ms;
+    return status == SCHED_CELL_DISPATCHED
+           || status == SCHED_CELL_ACKNOWLEDGED;
+}
+
+//  s_first_start for a result IN, with one look-up of its job: also
+//  *DISPATCHED_MS, when the attempt IN answers was dispatched (monotonic;
+//  0 when unknown), for its dispatch-to-result latency (metrics).
+static bool
+s_result_start (broker_t *self, const proto_msg_t *in, int64_t *submitted_ms,
+                int64_t *dispatched_ms)
+{
+    *dispatched_ms = 0;
+    const sched_job_t *job = sched_job (self->ctx.sched, in->job);
+    ssize_t index = job && job->cells && in->step < job->step_count
+                        ? sched_job_node_index (job, in->node) : -1;
+    if (index < 0)
+        return false;
+    const sched_cell_t *cell
+        = &job->cells [in->step * job->expected_count + (size_t) index];
+    if (cell->attempt == in->attempt)
+        *dispatched_ms = cell->dispatched_ms;
+    *submitted_ms = job->submitted_ms;
+    return in->step == 0 && in->attempt == 1
+           && (cell->status == SCHED_CELL_DISPATCHED
+               || cell->status == SCHED_CELL_ACKNOWLEDGED);
+}
+
+//  Stores a piece of a cell's output (after the session check): only
+//  for a cell of the sending node, at an offset where the agent cuts its
+//  pieces (a multiple of PROTO_MAX_CHUNK), within max_output, and, while
+//  the job runs, for an attempt the cell was given; else counted. So one
+//  agent stores at most max_output per stream and attempt it ran.
+static void
+s_on_output (broker_t *self, const proto_msg_t *piece)
+{
+    store_txn_t *txn = broker_txn (self);
+    const sched_job_t *job = sched_job (self->ctx.sched, piece->job);
+    int index = job && piece->step < job->step_count
+                    ? sched_job_node_index (job, piece->node)
+                    : -1;
+    bool known = job ? index >= 0
+                     : txn && jobrec_expects (txn, piece->job, piece->step,
+                                              piece->node);
+    const char *refused = NULL;
+    if (!known)
+        refused = "no such cell";
+    else
+    if (piece->offset % PROTO_MAX_CHUNK != 0)
+        refused = "not at a piece boundary";
+    else
+    if (piece->offset + piece->chunk_len > self->config.max_output)
+        refused = "past results.max_output";
+    else
+    if (job
+        && piece->attempt
+               > job->cells [piece->step * job->expected_count
+                             + (size_t) index].attempt)
+        refused = "an attempt the step was never given";
+    if (refused) {
+        self->stats->counters.output_refused++;
+        if (self->config.verbose)
+            log_info ("refused output of %s step %u attempt %u from node %s at "
+                   "%" PRIu64 ": %s", piece->job, piece->step, piece->attempt,
+                   piece->node, piece->offset, refused);
+        return;
+    }
+    if (txn)
+        ctx_store_error (jobrec_save_output (txn, piece->job, piece->step,
+                                                 piece->node, piece->attempt,
+                                                 strcmp (piece->stream,
+                                                         "stderr") == 0,
+                                                 piece->offset, piece->chunk,
+                                                 piece->chunk_len),
+                       "an output piece");
+}
+
+//  Decodes an agent message BODY (SIZE bytes) into *MSG_P as
+//  proto_msg_decode does. A hello whose "backends" value is, byte for
+//  byte, the encoding of a list the registry holds (so one that decoded
+//  whole before: nearly every hello of a fleet) is decoded without it,
+//  most of its bytes, and *KNOWN_P gets that list; its own list stays
+//  empty. Otherwise *KNOWN_P is NULL.
+static int
+s_agent_decode (broker_t *self, const void *body, size_t size,
+                proto_msg_t **msg_p, const registry_backend_set_t **known_p,
+                char *why, size_t why_len)
+{
+    *known_p = NULL;
+    //  Nearly every message is read directly: only a hello needs the scan
+    if (proto_msg_decode_direct (body, size, msg_p) == 0)
+        return 0;
+    const uint8_t *bytes = (const uint8_t *) body;
+    size_t at = 0, len = 0;
+    const registry_backend_set_t *known = NULL;
+    if (mpscan_map_find (bytes, size, "type", true, &at, &len) == 0
+        && mpscan_str_is (bytes + at, len, "hello")
+        && mpscan_map_find (bytes, size, "backends", false, &at, &len) == 0)
+        known = registry_backends_find (self->ctx.registry, bytes + at, len);
+    if (known) {
+        static const uint8_t empty_list = 0x90;
+        uint8_t *rest = (uint8_t *) malloc (size);
+        assert (rest);
+        size_t rest_size = mpscan_replace (bytes, size, at, len, &empty_list,
+                                           1, rest, size);
+        int rc = rest_size ? proto_msg_decode (rest, rest_size, msg_p, NULL,
+                                               0)
+                           : -2;
+        free (rest);
+        if (rc == 0 && (*msg_p)->type == PROTO_HELLO) {
+            *known_p = known;
+            return 0;
+        }
+        proto_msg_destroy (msg_p);
+        //  Refused: the whole decode gives its verdict and its words
+    }
+    return proto_msg_decode (body, size, msg_p, why, why_len);
+}
+
+//  Takes one RESULT of NODE (a result message, or an entry of a
+//  results): the scheduler, or the stored cell of a job that ended; its
+//  ack is noted to go out after the pass's commit. Returns the
+//  scheduler's verdict (< 0: it matched no live cell).
+static int
+s_on_result (broker_t *self, registry_node_t *node, const proto_msg_t *in,
+             int64_t now_ms)
+{
+    int64_t submitted_ms = 0, sent_ms = 0;
+    bool first = s_result_start (self, in, &submitted_ms, &sent_ms);
+    int rc = sched_on_result (self->ctx.sched, in, now_ms);
+    if (rc < 0 && !sched_job (self->ctx.sched, in->job)) {
+        //  A late result for a step the broker ended (the job was
+        //  cancelled or its node lost): keep what the step printed
+        store_txn_t *txn = broker_txn (self);
+        int frc = txn ? jobrec_fill_cell (txn, in, self->ctx.scratch) : 0;
+        if (frc < 0)
+            ctx_store_error (frc, "a late result");
+        if (frc == 1)
+            rc = 1;
+    }
+    if (rc == 0) {
+        metrics_result (self->stats->metrics, sent_ms ? now_ms - sent_ms : -1);
+        int64_t duration_ms = in->duration_ms > INT32_MAX
+                                  ? INT32_MAX
+                                  : (int64_t) in->duration_ms;
+        qstats_add (self->stats->run_samples, now_ms, duration_ms);
+        //  A result that stands for its started
+        if (first)
+            qstats_add (self->stats->wait_samples, now_ms,
+                        now_ms - duration_ms - submitted_ms);
+    }
+    //  Acknowledge even unknown results so the agent's spool drains; the
+    //  ack goes out after the commit, and not at all when it fails: the
+    //  agent keeps the result and sends it again.
+    broker_ack_add (self, node, in->job, in->step, in->attempt);
+    return rc;
+}
+
+//  Takes the entries of a results of NODE in order, as that many result
+//  messages: one session lookup for all (done by the caller), the
+//  scheduler's actions drained once after them. An entry that broke a
+//  rule of result is dropped and counted (and logged at most once a
+//  minute), the others are taken. When the pass's commit can no longer
+//  succeed the rest wait: unacknowledged, the agent sends them again.
+static void
+s_on_results (broker_t *self, registry_node_t *node, const proto_msg_t *in,
+              int64_t now_ms)
+{
+    size_t bad = 0;
+    const char *first_bad = NULL;
+    metrics_results_batch (self->stats->metrics, in->result_count);
+    for (size_t index = 0; index < in->result_count; index++) {
+        const proto_msg_t *entry = &in->results [index];
+        if (entry->type != PROTO_RESULT) {
+            if (!bad++)
+                first_bad = entry->message;
+            continue;
+        }
+        if (s_on_result (self, node, entry, now_ms) < 0)
+            self->stats->counters.stale++;
+        if (self->pass_broken || (self->txn && store_txn_failed (self->txn)))
+            break;
+    }
+    if (bad) {
+        self->stats->counters.bad_entries += bad;
+        int64_t mono_ms = broker_now_ms ();
+        if (!self->stats->bad_entry_logged_ms
+            || mono_ms - self->stats->bad_entry_logged_ms >= 60000) {
+            self->stats->bad_entry_logged_ms = mono_ms;
+            log_warn ("node %s sent %zu bad result entr%s in a results of "
+                      "%zu (dropped; %" PRIu64 " in all): %s", node->id, bad,
+                      bad == 1 ? "y" : "ies", in->result_count,
+                      self->stats->counters.bad_entries, first_bad ? first_bad : "");
+        }
+    }
+}
+
+
+//  ---------------------------------------------------------------------
+//  One row per message type an agent sends once it has a session (hello
+//  comes first, before any: s_on_hello). Each handler returns 0, or -1
+//  when the message matched no live cell (counted stale).
+
+typedef int (s_agent_fn) (broker_t *self, registry_node_t *node,
+                          const proto_msg_t *in, int64_t now_ms);
+
+static int
+s_on_heartbeat (broker_t *self, registry_node_t *node, const proto_msg_t *in,
+                int64_t now_ms)
+{
+    node->running = in->running;
+    node->queued = in->queued;
+    return 0;
+}
+
+//  Kept in memory by the scheduler; nothing to commit. Those who watch
+//  the job (gridcli --wait) see it move.
+static int
+s_on_progress (broker_t *self, registry_node_t *node, const proto_msg_t *in,
+               int64_t now_ms)
+{
+    int rc = sched_on_progress (self->ctx.sched, in, now_ms);
+    if (rc == 0)
+        broker_job_changed (self, in->job);
+    return rc;
+}
+
+static int
+s_on_ack (broker_t *self, registry_node_t *node, const proto_msg_t *in,
+          int64_t now_ms)
+{
+    return sched_on_ack (self->ctx.sched, in->job, in->step, in->attempt,
+                         in->node, now_ms);
+}
+
+static int
+s_on_started (broker_t *self, registry_node_t *node, const proto_msg_t *in,
+              int64_t now_ms)
+{
+    int64_t submitted_ms = 0;
+    bool first = s_first_start (self, in, &submitted_ms);
+    int rc = sched_on_started (self->ctx.sched, in->job, in->step, in->attempt,
+                               in->node, now_ms);
+    if (rc == 0 && first)
+        qstats_add (self->stats->wait_samples, now_ms, now_ms - submitted_ms);
+    return rc;
+}
+
+static int
+s_on_result_row (broker_t *self, registry_node_t *node, const proto_msg_t *in,
+                 int64_t now_ms)
+{
+    return s_on_result (self, node, in, now_ms);
+}
+
+static int
+s_on_results_row (broker_t *self, registry_node_t *node,
+                  const proto_msg_t *in, int64_t now_ms)
+{
+    s_on_results (self, node, in, now_ms);
+    return 0;
+}
+
+//  Acknowledged once committed (not when the commit fails: the agent
+//  sends it again), or refused for good: either way the agent may drop
+//  it from its spool.
+static int
+s_on_output_row (broker_t *self, registry_node_t *node, const proto_msg_t *in,
+                 int64_t now_ms)
+{
+    s_on_output (self, in);
+    proto_msg_t ack;
+    memset (&ack, 0, sizeof ack);
+    ack.type = PROTO_OUTPUT_ACK;
+    ack.job = in->job;
+    ack.step = in->step;
+    ack.attempt = in->attempt;
+    ack.stream = in->stream;
+    ack.offset = in->offset;
+    pw_reset (self->body);
+    int rc = proto_msg_encode (&ack, self->body);
+    assert (rc == 0);
+    broker_send_to_node (self, node, true);
+    return 0;
+}
+
+//  A graceful stop hands its work back first: nothing to wait for.
+static int
+s_on_bye (broker_t *self, registry_node_t *node, const proto_msg_t *in,
+          int64_t now_ms)
+{
+    log_info ("node %s said bye (%s)", node->id, in->reason ? in->reason : "");
+    registry_set_offline (node, now_ms);
+    node->offline_reported = true;
+    ctx_save_node (&self->ctx, node);
+    sched_on_node_offline (self->ctx.sched, node->id, now_ms);
+    return 0;
+}
+
+typedef struct {
+    proto_type_t type;           //  What the agent sent
+    s_agent_fn *handler;         //  Serves it
+} s_agent_row_t;
+
+static const s_agent_row_t s_agent_rows [] = {
+    {PROTO_HEARTBEAT, s_on_heartbeat},
+    {PROTO_ACK, s_on_ack},
+    {PROTO_STARTED, s_on_started},
+    {PROTO_PROGRESS, s_on_progress},
+    {PROTO_RESULT, s_on_result_row},
+    {PROTO_RESULTS, s_on_results_row},
+    {PROTO_OUTPUT, s_on_output_row},
+    {PROTO_BYE, s_on_bye},
+};
+
+#define S_AGENT_ROWS (sizeof s_agent_rows / sizeof s_agent_rows [0])
+
+static const s_agent_row_t *
+s_agent_row (proto_type_t type)
+{
+    for (size_t index = 0; index < S_AGENT_ROWS; index++)
+        if (s_agent_rows [index].type == type)
+            return &s_agent_rows [index];
+    return NULL;
+}
+
+//  What agents send, for the error to one that sent something else:
+//  "agents send hello, heartbeat, ..., or bye", from the rows.
+static const char *
+s_agent_types (void)
+{
+    static char text [256];
+    if (*text)
+        return text;
+    size_t used = (size_t) snprintf (text, sizeof text, "agents send %s",
+                                     proto_type_name (PROTO_HELLO));
+    for (size_t index = 0; index < S_AGENT_ROWS && used < sizeof text;
+         index++)
+        used += (size_t) snprintf (text + used, sizeof text - used, "%s%s",
+                                   index + 1 < S_AGENT_ROWS ? ", " : " or ",
+                                   proto_type_name (s_agent_rows [index].type));
+    return text;
+}
+
+//  Handles the message in self->io's frames (a routing id and a body).
+//  Returns how many messages' work it was: the entries of a results, else
+//  1.
+static int
+s_on_agent_message (broker_t *self, int64_t now_ms)
+{
+    broker_io_t *io = self->io;
+    const void *routing = zmq_msg_data (&io->routing);
+    size_t routing_size = zmq_msg_size (&io->routing);
+    const void *body = zmq_msg_data (&io->body);
+    size_t body_size = zmq_msg_size (&io->body);
+    proto_msg_t *in = NULL;
+    char why [256];
+    //  Errors go back the way the message came (a relay's via frame)
+    size_t via_size = zmq_msg_size (&io->via);
+    io->answer_size = via_size % KEYS_Z85_LEN == 0 ? via_size : 0;
+    const registry_backend_set_t *known = NULL;
+    if (s_agent_decode (self, body, body_size, &in, &known, why, sizeof why)
+        != 0) {
+        self->stats->counters.malformed++;
+        if (self->config.verbose)
+            log_info ("dropped a malformed agent message: %s", why);
+        const char *code = strstr (why, "version") ? PROTO_ERR_VERSION
+                                                   : PROTO_ERR_MALFORMED;
+        s_send_agent_error (self, routing, routing_size, code, why);
+        return 1;
+    }
+    metrics_agent_message (self->stats->metrics, in->type);
+    //  Who sent it: the key of the connection, never the body (auth.h).
+    //  The ROUTER's routing id frame carries no metadata; the body does.
+    const char *refusal_code = NULL;
+    char refusal [512];
+    //  Through relays, the key is the one they attest (relays.h)
+    relays_path_t path;
+    int checked = 0;
+    //  A direct agent's message needs no path, unless relays are enrolled
+    //  in the config (whose keys must not speak as agents)
+    bool direct = via_size == 0 && self->config.relays.count == 0;
+    if (direct)
+        memset (&path, 0, sizeof path);
+    else {
+        const char *conn_key = self->config.auth.insecure
+                                   ? NULL
+                                   : zmq_msg_gets (&io->body, "User-Id");
+        checked = relays_attest (self->ctx.relays, self->ctx.auth, routing,
+                                 routing_size, conn_key,
+                                 zmq_msg_data (&io->via), via_size, &path,
+                                 &refusal_code, refusal, sizeof refusal);
+    }
+    //  The checks change key records (first seen, last seen) but write
+    //  nothing: their changes are saved here, refused or not
+    const auth_key_t *changed = NULL;
+    if (checked == 0) {
+        io->answer_size = path.answer_size;
+        if (path.self)
+            checked = relays_on_own (self->ctx.relays, self->ctx.auth,
+                                     self->ctx.registry, &path, in, now_ms,
+                                     broker_wall_ms (), &changed,
+                                     &refusal_code, refusal, sizeof refusal);
+        else
+        if (via_size)
+            checked = auth_agent_check_relayed (self->ctx.auth, path.key,
+                                                path.pool, in,
+                                                broker_wall_ms (), &changed,
+                                                &refusal_code, refusal,
+                                                sizeof refusal);
+        else
+            checked = auth_agent_check (self->ctx.auth, &io->body, in,
+                                        broker_wall_ms (), &changed,
+                                        &refusal_code, refusal,
+                                        sizeof refusal);
+    }
+    if (changed)
+        auth_key_save (self->ctx.auth, broker_txn (self), changed);
+    if (checked != 0 || path.self) {
+        if (checked != 0 && refusal_code)
+            s_send_agent_error (self, routing, routing_size, refusal_code,
+                                refusal);
+        proto_msg_destroy (&in);
+        return 1;
+    }
+    if (in->type == PROTO_HELLO) {
+        s_on_hello (self, routing, routing_size, &path, &in, known, now_ms);
+        proto_msg_destroy (&in);
+        return 1;
+    }
+    const s_agent_row_t *row = s_agent_row (in->type);
+    if (!row) {
+        self->stats->counters.malformed++;
+        s_send_agent_error (self, routing, routing_size, PROTO_ERR_BAD_REQUEST,
+                            s_agent_types ());
+        proto_msg_destroy (&in);
+        return 1;
+    }
+    registry_node_t *node = registry_session (self->ctx.registry, in->node,
+                                              routing, routing_size);
+    //  Through relays the path is part of the session
+    if (node
+        && (node->via_size != io->answer_size
+            || memcmp (node->via, zmq_msg_data (&io->via), node->via_size)
+                   != 0))
+        node = NULL;
+    if (!node) {
+        //  Unknown session (broker restarted, or node marked offline):
+        //  the agent says hello again, then re-sends what is unacked.
+        self->stats->counters.unknown_node++;
+        if (in->type != PROTO_BYE)
+            s_send_agent_error (self, routing, routing_size, "unknown_node",
+                                "this broker does not know this session: "
+                                "send hello");
+        proto_msg_destroy (&in);
+        return 1;
+    }
+    registry_touch (node, now_ms, broker_wall_ms ());
+    //  Any word renews the node's leases (a heartbeat also brings its load)
+    if (in->type != PROTO_BYE)
+        sched_on_heartbeat (self->ctx.sched, node->id, now_ms);
+    int rc = row->handler (self, node, in, now_ms);
+    if (rc < 0)
+        self->stats->counters.stale++;
+    int weight = in->type == PROTO_RESULTS ? (int) in->result_count : 1;
+    proto_msg_destroy (&in);
+    return weight;
+}
+
+//  Receives the next message of the agent socket into self->io's frames.
+//  Returns 1 for a routing id and a body, 0 for a message of any other
+//  shape (read whole, counted malformed), -1 when nothing was read: with
+//  errno EAGAIN when the socket is empty.
+static int
+s_agent_recv (broker_t *self, void *handle)
+{
+    broker_io_t *io = self->io;
+    io->answer_size = 0;
+    if (zmq_msg_recv (&io->routing, handle, ZMQ_DONTWAIT) < 0)
+        return -1;
+    //  A ROUTER always prepends the routing id, so a lone frame cannot
+    //  come from a peer; it is malformed all the same.
+    bool framed = zmq_msg_more (&io->routing)
+                  && zmq_msg_recv (&io->body, handle, ZMQ_DONTWAIT) >= 0;
+    if (framed && !zmq_msg_more (&io->body))
+        return 1;
+    //  A relay's message: the via frame, then the body (relays.h). A
+    //  via frame is 1 to RELAYS_MAX_PATH keys; anything else in front of
+    //  the body (an empty delimiter, as a REQ sends) is malformed.
+    if (framed) {
+        zmq_msg_move (&io->via, &io->body);
+        framed = zmq_msg_recv (&io->body, handle, ZMQ_DONTWAIT) >= 0;
+        size_t via_size = zmq_msg_size (&io->via);
+        if (framed && !zmq_msg_more (&io->body) && via_size > 0
+            && via_size % KEYS_Z85_LEN == 0 && via_size <= RELAYS_VIA_MAX)
+            return 1;
+    }
+    //  Parts of one message arrive together: read the rest of it.
+    zmq_msg_t *part = framed ? &io->body : &io->routing;
+    while (zmq_msg_more (part)
+           && zmq_msg_recv (&io->body, handle, ZMQ_DONTWAIT) >= 0)
+        part = &io->body;
+    self->stats->counters.malformed++;
+    return 0;
+}
+
+//  Lets go of the frames of the last message, so libzmq may reuse the
+//  buffers they point into.
+static void
+s_agent_release (broker_io_t *io)
+{
+    zmq_msg_close (&io->routing);
+    zmq_msg_close (&io->via);
+    zmq_msg_close (&io->body);
+    zmq_msg_init (&io->routing);
+    zmq_msg_init (&io->via);
+    zmq_msg_init (&io->body);
+}
+
+//  One pass over the agent socket: until it is empty, AGENT_PASS_MAX
+//  messages or AGENT_PASS_MS, then the commit and the sends. A commit
+//  costs a disk flush, so under load a pass takes in what it can: at
+//  512 messages per pass the broker committed 66,000 to 78,000 results
+//  per second (1,000 agents), at 8,192 about 135,000. The time bound
+//  keeps replies and timers from waiting behind a long pass. Returns
+//  true when it found the socket empty.
+bool
+broker_agents_pass (broker_t *self)
+{
+    int64_t start_ms = broker_now_ms ();
+    int64_t now_ms = start_ms;
+    void *handle = zsock_resolve (self->agents);
+    bool empty = false;
+    int checked = 0;
+    for (int count = 0; count < AGENT_PASS_MAX; ) {
+        if (count - checked >= 64) {
+            checked = count;
+            now_ms = broker_now_ms ();
+            if (now_ms - start_ms >= AGENT_PASS_MS)
+                break;
+        }
+        int rc = s_agent_recv (self, handle);
+        if (rc < 0) {
+            empty = zmq_errno () == EAGAIN;
+            break;
+        }
+        count += rc > 0 ? s_on_agent_message (self, now_ms) : 1;
+        s_agent_release (self->io);
+        broker_drain (self);
+        if (self->pass_broken || (self->txn && store_txn_failed (self->txn)))
+            broker_pass_end (self);
+        //  A failed commit rests the agent socket: read no more now
+        if (self->agents_resting)
+            break;
+    }
+    //  Everything queued when the pass began has been read
+    if (empty)
+        self->io->agents_empty_ms = start_ms;
+    broker_pass_end (self);
+    return empty;
+}
+
+int
+broker_on_agents (zloop_t *loop, zsock_t *socket, void *arg)
+{
+    broker_agents_pass ((broker_t *) arg);
+    return 0;
+}
+

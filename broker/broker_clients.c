@@ -1,0 +1,401 @@
+/*  =========================================================================
+    broker_clients - the client socket and the HTTP face's bridge:
+    envelopes, the reply cache of requests that change state, and the
+    dispatch through the request table (requests.h)
+
+    One of the server's rooms: it shares the server's struct through
+    broker_int.h, and no handler includes that header.
+    =========================================================================
+*/
+#include "broker.h"
+#include "broker_int.h"
+
+//  ---------------------------------------------------------------------
+//  Client socket
+
+//  Keeps REPLY to request ID, whose body has digest DIGEST, for retries:
+//  in memory (digest, then the reply) and, for a submit, in the store
+//  (jobrec.h's request record).
+static void
+s_remember_reply (broker_t *self, const char *id, const char *type,
+                  const uint8_t *digest, const pw_t *reply)
+{
+    if (zhashx_lookup (self->replies, id))
+        return;
+    if (zhashx_size (self->replies) >= REPLY_CACHE_MAX) {
+        char *oldest = (char *) zlistx_first (self->reply_order);
+        if (oldest) {
+            zhashx_delete (self->replies, oldest);
+            zlistx_delete (self->reply_order, zlistx_cursor (self->reply_order));
+        }
+    }
+    zchunk_t *chunk = zchunk_new (digest, JOBREC_DIGEST_LEN);
+    zchunk_extend (chunk, pw_data (reply), pw_size (reply));
+    zhashx_insert (self->replies, id, chunk);
+    zlistx_add_end (self->reply_order, strdup (id));
+    zlistx_add_end (self->pass_replies, strdup (id));
+    if (strcmp (type, "job.submit") != 0 || !self->txn)
+        return;
+    size_t size = 8 + 1 + JOBREC_DIGEST_LEN + pw_size (reply);
+    uint8_t *record = (uint8_t *) malloc (size);
+    assert (record);
+    uint64_t stamp = (uint64_t) broker_wall_ms ();
+    for (int index = 0; index < 8; index++)
+        record [index] = (uint8_t) (stamp >> (56 - 8 * index));
+    record [8] = JOBREC_DIGEST_LEN;
+    memcpy (record + 9, digest, JOBREC_DIGEST_LEN);
+    memcpy (record + 9 + JOBREC_DIGEST_LEN, pw_data (reply), pw_size (reply));
+    ctx_store_error (store_put (self->txn, STORE_DB_REQUESTS, id,
+                                    strlen (id), record, size),
+                   "a request id");
+    free (record);
+}
+
+//  The reply remembered for request ID, from memory or the store: 1 with
+//  the reply in *REPLY_P / *SIZE_P (valid until the pass ends) and, when
+//  it was kept with one, the request's digest in *DIGEST_P (else NULL);
+//  0 when none is kept.
+static int
+s_recall_reply (broker_t *self, const char *id, const void **reply_p,
+                size_t *size_p, const uint8_t **digest_p)
+{
+    zchunk_t *cached = (zchunk_t *) zhashx_lookup (self->replies, id);
+    if (cached) {
+        *digest_p = zchunk_data (cached);
+        *reply_p = zchunk_data (cached) + JOBREC_DIGEST_LEN;
+        *size_p = zchunk_size (cached) - JOBREC_DIGEST_LEN;
+        return 1;
+    }
+    const void *stored = NULL;
+    size_t stored_len = 0;
+    if (!broker_txn (self)
+        || store_get (self->txn, STORE_DB_REQUESTS, id, strlen (id), &stored,
+                      &stored_len) != 0
+        || stored_len <= 8)
+        return 0;
+    const uint8_t *bytes = (const uint8_t *) stored + 8;
+    size_t len = stored_len - 8;
+    *digest_p = NULL;
+    if (bytes [0] == JOBREC_DIGEST_LEN) {
+        if (len <= 1 + JOBREC_DIGEST_LEN)
+            return 0;
+        *digest_p = bytes + 1;
+        bytes += 1 + JOBREC_DIGEST_LEN;
+        len -= 1 + JOBREC_DIGEST_LEN;
+    }
+    *reply_p = bytes;
+    *size_p = len;
+    return 1;
+}
+
+//  Queues the reply DATA/SIZE to the client whose envelope is ENVELOPE
+//  on SOCKET, sent after the pass commits. REQUEST is the message it
+//  answers, ID its request id, WROTE whether handling it changed the store.
+void
+broker_reply (broker_t *self, zsock_t *socket, zmsg_t *envelope, const void *data,
+         size_t size, zmsg_t *request, const char *id, bool wrote)
+{
+    s_pending_t *pending = (s_pending_t *) zmalloc (sizeof (s_pending_t));
+    pending->socket = socket;
+    pending->reply = zmsg_dup (envelope);
+    zmsg_addmem (pending->reply, data, size);
+    pending->request = wrote ? zmsg_dup (request) : NULL;
+    pending->id = strdup (id ? id : "");
+    pending->wrote = wrote;
+    zlistx_add_end (self->outbox, pending);
+}
+
+//  A client request is the routing id, at most one empty delimiter (REQ
+//  adds it, a DEALER need not) and one body frame. A message with more
+//  frames is refused whole and counted malformed: its extra frames are
+//  never echoed, so the error goes back to the routing id (and delimiter)
+//  alone. Returns true when MSG was refused.
+static bool
+s_client_envelope_refused (broker_t *self, zmsg_t *msg)
+{
+    size_t frames = zmsg_size (msg);
+    zframe_t *routing = zmsg_first (msg);
+    zframe_t *second = zmsg_next (msg);
+    bool delimited = second && zframe_size (second) == 0;
+    if (frames == 2 || (frames == 3 && delimited))
+        return false;
+    self->stats->counters.malformed++;
+    zmsg_t *envelope = zmsg_new ();
+    zmsg_addmem (envelope, zframe_data (routing), zframe_size (routing));
+    if (delimited)
+        zmsg_addmem (envelope, NULL, 0);
+    char why [160];
+    snprintf (why, sizeof why, "a request is one body frame after the "
+              "envelope (the routing id and at most one empty delimiter); "
+              "this message had %zu frames", frames);
+    pw_t *reply = pw_new ();
+    proto_reply_error (reply, "", PROTO_ERR_MALFORMED, why, NULL, 0);
+    broker_reply (self, self->client, envelope, pw_data (reply), pw_size (reply),
+             msg, "", false);
+    pw_destroy (&reply);
+    zmsg_destroy (&envelope);
+    return true;
+}
+
+//  Handles one client request, whatever face it came through: BODY is its
+//  body frame, *ENVELOPE_P (taken) the frames its reply goes back with on
+//  SOCKET, CALLER who sent it, and MSG the whole message as it came (kept
+//  to run again should the pass's commit fail on a map that grows).
+static void
+s_on_request (broker_t *self, zsock_t *socket, zmsg_t **envelope_p,
+              zframe_t *body, const auth_caller_t *caller, zmsg_t *msg)
+{
+    zmsg_t *envelope = *envelope_p;
+    *envelope_p = NULL;
+    //  What this request writes is told apart from what came before it
+    broker_drain (self);
+    size_t changes_before = store_txn_changes (self->txn);
+    bool had_txn = self->txn != NULL;
+    proto_request_t *request = NULL;
+    const char *code = NULL;
+    char *id = NULL;
+    char why [512];
+    pw_t *reply = pw_new ();
+    const void *answer = NULL;
+    size_t answer_size = 0;
+    bool same_pass = false;
+    req_call_t call;
+    memset (&call, 0, sizeof call);
+    const requests_row_t *row = NULL;
+    bool decoded = proto_request_decode (zframe_data (body), zframe_size (body),
+                                         &request, &code, &id, why,
+                                         sizeof why) == 0;
+    if (decoded)
+        metrics_request (self->stats->metrics, request->type);
+    if (!decoded) {
+        self->stats->counters.malformed++;
+        proto_reply_error (reply, id ? id : "", code, why, NULL, 0);
+    }
+    else {
+        //  Refused (unauthorized, forbidden, not a request type) before
+        //  anything is looked up or changed
+        call.ctx = &self->ctx;
+        call.request = request;
+        call.caller = caller;
+        call.reply = reply;
+        row = requests_admit (&call);
+    }
+    if (row) {
+        bool mutation = row->mutates;
+        //  A retry carries the same request: what it says is compared by
+        //  the digest of its canonical form (key order does not matter).
+        uint8_t digest [JOBREC_DIGEST_LEN];
+        if (mutation) {
+            pw_reset (self->ctx.scratch);
+            pw_pv_canonical (self->ctx.scratch, request->body);
+            jobrec_digest (pw_data (self->ctx.scratch), pw_size (self->ctx.scratch),
+                           digest);
+        }
+        const void *kept = NULL;
+        size_t kept_size = 0;
+        const uint8_t *kept_digest = NULL;
+        if (mutation
+            && s_recall_reply (self, request->id, &kept, &kept_size,
+                               &kept_digest)) {
+            //  The same request twice in one pass: it stands or falls
+            //  with the first
+            same_pass = zlistx_find (self->pass_replies, request->id) != NULL;
+            if (!kept_digest
+                || memcmp (kept_digest, digest, JOBREC_DIGEST_LEN) == 0) {
+                answer = kept;
+                answer_size = kept_size;
+            }
+            else
+                proto_reply_error (reply, request->id, PROTO_ERR_CONFLICT,
+                                   "this request id was already used for "
+                                   "another request: a retry must resend "
+                                   "the same request, a new request needs "
+                                   "a new id", NULL, 0);
+        }
+        else {
+            row->handler (&call);
+            broker_drain (self);
+            if (mutation)
+                s_remember_reply (self, request->id, request->type, digest,
+                                  reply);
+        }
+    }
+    if (call.park) {
+        //  job.watch: answered when the job changes (broker_watch_wake)
+        if (zlistx_size (self->watchers) < WATCHERS_MAX) {
+            s_watcher_t *watcher = (s_watcher_t *) zmalloc (sizeof *watcher);
+            watcher->socket = socket;
+            watcher->envelope = envelope;
+            envelope = NULL;
+            watcher->id = strdup (request->id);
+            snprintf (watcher->job, sizeof watcher->job, "%s", call.park_job);
+            watcher->after = call.park_after;
+            watcher->deadline_ms = broker_now_ms () + call.park_timeout_ms;
+            zlistx_add_end (self->watchers, watcher);
+        }
+        else
+            req_write_watch (&self->ctx, request->id, call.park_job,
+                             broker_job_version (self, call.park_job),
+                             false, reply);
+        if (!envelope) {
+            pw_destroy (&reply);
+            free (id);
+            proto_request_destroy (&request);
+            return;
+        }
+    }
+    if (!answer) {
+        answer = pw_data (reply);
+        answer_size = pw_size (reply);
+    }
+    //  A reply past ZMQ_MAXMSGSIZE would be dropped by the client's socket
+    //  (which closes the connection: the client hears nothing and retries
+    //  in vain); it gets an error that says why instead. The HTTP face
+    //  has no such bound.
+    if (socket == self->client && answer_size > PROTO_MAX_FRAME) {
+        char too_large [400];
+        snprintf (too_large, sizeof too_large,
+                  "the reply is %.1f MiB, more than the %d MiB a message may "
+                  "hold: ask for less (a lower limit, events after a seq, "
+                  "one node's output with job.output), or use the HTTP "
+                  "API, whose replies have no such bound",
+                  (double) answer_size / (1024 * 1024),
+                  PROTO_MAX_FRAME / (1024 * 1024));
+        log_warn ("%s: %s", request ? request->type : "a request",
+                  too_large);
+        pw_reset (reply);
+        proto_reply_error (reply, request ? request->id : id ? id : "",
+                           PROTO_ERR_TOO_LARGE, too_large, NULL, 0);
+        answer = pw_data (reply);
+        answer_size = pw_size (reply);
+    }
+    //  A transaction begun by this request starts from zero changes
+    bool wrote = self->pass_broken || same_pass
+                 || (self->txn
+                     && (store_txn_changes (self->txn)
+                             > (had_txn ? changes_before : 0)
+                         || store_txn_failed (self->txn)));
+    broker_reply (self, socket, envelope, answer, answer_size, msg,
+             request ? request->id : id, wrote);
+    pw_destroy (&reply);
+    free (id);
+    proto_request_destroy (&request);
+    zmsg_destroy (&envelope);
+}
+
+//  A request on the client ROUTER: the routing id, at most one empty
+//  delimiter and the body, sent by the CURVE key of its body frame.
+static void
+s_on_client_message (broker_t *self, zmsg_t *msg)
+{
+    //  Everything before the last frame is the envelope (REQ adds an
+    //  empty delimiter; a DEALER may not).
+    zframe_t *body = zmsg_last (msg);
+    if (!body || zmsg_size (msg) < 2) {
+        self->stats->counters.malformed++;
+        return;
+    }
+    if (s_client_envelope_refused (self, msg))
+        return;
+    zmsg_t *envelope = zmsg_dup (msg);
+    zframe_t *last = zmsg_last (envelope);
+    zmsg_remove (envelope, last);
+    zframe_destroy (&last);
+    auth_caller_t caller = { NULL, NULL, false, false };
+    if (!self->config.auth.insecure)
+        caller.key = zframe_meta (body, "User-Id");
+    s_on_request (self, self->client, &envelope, body, &caller, msg);
+}
+
+//  The HTTP face's probe (GET /healthz, /readyz): answered at once, from
+//  the reactor, with what readiness needs.
+static void
+s_http_probe (broker_t *self, zmsg_t **envelope_p)
+{
+    pw_t *probe = pw_new ();
+    bool failing = self->stats->storage.code != 0;
+    pw_map (probe, 3 + (failing ? 1 : 0));
+    pw_str (probe, "maintenance");
+    pw_bool (probe, self->ctx.state.maintenance);
+    pw_str (probe, "storage");
+    pw_str (probe, !failing ? "ok"
+                   : self->stats->storage.code == STORE_EFULL ? "full" : "error");
+    pw_str (probe, "uptime_ms");
+    pw_int (probe, broker_now_ms () - self->stats->started_ms);
+    if (failing) {
+        pw_str (probe, "error");
+        pw_str (probe, self->stats->storage.error);
+    }
+    zmsg_addmem (*envelope_p, pw_data (probe), pw_size (probe));
+    if (zmsg_send (envelope_p, self->http) != 0)
+        self->stats->counters.send_failed++;
+    zmsg_destroy (envelope_p);
+    pw_destroy (&probe);
+}
+
+//  A request from the HTTP face's bridge (http.h): the routing id, the
+//  bridge's tag, the kind (HTTP_KIND_REQUEST or HTTP_KIND_PROBE), the
+//  bearer token ("" when none was sent) and the body. The reply goes
+//  back with the routing id and the tag.
+static void
+s_on_http_message (broker_t *self, zmsg_t *msg)
+{
+    if (zmsg_size (msg) != 5) {
+        self->stats->counters.malformed++;
+        return;
+    }
+    zframe_t *routing = zmsg_first (msg);
+    zframe_t *tag = zmsg_next (msg);
+    zframe_t *kind = zmsg_next (msg);
+    zframe_t *token = zmsg_next (msg);
+    zframe_t *body = zmsg_next (msg);
+    zmsg_t *envelope = zmsg_new ();
+    zmsg_addmem (envelope, zframe_data (routing), zframe_size (routing));
+    zmsg_addmem (envelope, zframe_data (tag), zframe_size (tag));
+    if (zframe_streq (kind, HTTP_KIND_PROBE)) {
+        s_http_probe (self, &envelope);
+        return;
+    }
+    //  A token is 69 bytes: anything much longer is no token at all
+    char text [HTTP_MAX_TOKEN + 1];
+    size_t size = zframe_size (token);
+    if (size > HTTP_MAX_TOKEN)
+        size = 0;
+    memcpy (text, zframe_data (token), size);
+    text [size] = 0;
+    auth_caller_t caller = { NULL, size ? text : NULL, true,
+                             zframe_streq (kind, HTTP_KIND_PUBLIC) };
+    if (zframe_size (token) > HTTP_MAX_TOKEN)
+        caller.token = "-";
+    s_on_request (self, self->http, &envelope, body, &caller, msg);
+}
+
+void
+broker_on_face_message (broker_t *self, zsock_t *socket, zmsg_t *msg)
+{
+    if (socket == self->http)
+        s_on_http_message (self, msg);
+    else
+        s_on_client_message (self, msg);
+}
+
+int
+broker_on_client (zloop_t *loop, zsock_t *socket, void *arg)
+{
+    broker_t *self = (broker_t *) arg;
+    for (int count = 0; count < CLIENT_BATCH_MAX; count++) {
+        zmsg_t *msg = zmsg_recv (socket);
+        if (!msg)
+            break;
+        broker_on_face_message (self, socket, msg);
+        zmsg_destroy (&msg);
+        //  A transaction that failed (a full map) ends the pass here, so
+        //  that the requests after it get a fresh one
+        if (self->pass_broken || (self->txn && store_txn_failed (self->txn)))
+            broker_pass_end (self);
+    }
+    broker_pass_end (self);
+    broker_schedules_arm (self);
+    return 0;
+}
+

@@ -1,0 +1,289 @@
+/*  =========================================================================
+    broker_int - the server's own struct and what its rooms share
+
+    The server is split by concern into rooms that share one struct:
+    broker.c (the loop, its timers and signals, the tick, start and stop),
+    broker_pass.c (the pass: transaction, outbox, commit or undo, the
+    scheduler's drain), broker_agents.c (the agent socket),
+    broker_clients.c (the client socket and the HTTP bridge) and
+    broker_restore.c (start-up reading, rebuild, retention). Only these
+    files include this header; handlers see the context (ctx.h).
+
+    Threading: the broker's thread only.
+    =========================================================================
+*/
+#ifndef GRID_BROKER_INT_H
+#define GRID_BROKER_INT_H
+
+#include <signal.h>
+#include <sys/signalfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../proto/conf.h"
+#include "../proto/log.h"
+#include "../proto/mpscan.h"
+#include "../proto/service.h"
+#include "dlq.h"
+#include "jobrec.h"
+#include "nodehist.h"
+#include "nodeseen.h"
+#include "reload.h"
+#include "requests.h"
+#include "schedrun.h"
+#include "schedule.h"
+#include "token.h"
+
+#define CLIENT_BATCH_MAX 512     //  Client requests read per pass
+#define AGENT_PASS_MAX 8192      //  Agent messages read per pass at most
+                                 //  (a results counts its entries)...
+#define AGENT_PASS_MS 50         //  ...or for this long, then one commit
+#define TICK_PASSES 4            //  Agent socket passes before each tick
+#define BACKLOG_LAG_MAX_MS 30000 //  Deadlines wait for a backlog at most this
+#define REPLY_CACHE_MAX 10000    //  Client replies kept for retries
+#define S_DUPLICATE_EPISODE_MS 600000  //  duplicate_node refusals this far
+                                 //  apart are separate entries in history
+#define SEND_BYTES_KEEP (1 << 20) //  Larger send buffers are freed after use
+#define REPLAY_MAX 8             //  Passes replayed after a full map grew
+#define STORE_REARM_PERCENT 85   //  The nearly-full warning again below this
+#define STORE_COOLDOWN_MS 1000   //  After a failed commit the agent socket rests
+#define STORE_QUIET_MS 3000      //  A failure episode ends after this without one
+#define STORE_PROBE_MS 1000      //  While failing, the tick tries a write this often
+#define META_PROBE "store_probe"
+
+//  A two-frame message (routing id or topic, then body), or three with
+//  a relay's via frame between them (relays.h), that waits for the
+//  pass's commit. Its bytes lie in broker_io_t.bytes: the first frame,
+//  the via frame, the body, then for agent sends the node id and a NUL.
+typedef struct {
+    zsock_t *socket;             //  Agent ROUTER or commands XPUB
+    size_t offset;               //  Where its bytes start
+    size_t first_size;           //  Routing id or topic
+    size_t via_size;             //  Via frame (0: none)
+    size_t body_size;            //  msgpack body
+    size_t node_size;            //  Node id (agent sends, for logs), or 0
+    bool needs_commit;           //  Dropped when the pass's commit fails
+} s_send_t;
+
+//  A client reply waiting for the pass's commit, with what a failed
+//  commit needs to answer for it: the request (replayed after the map
+//  grew), its id, and whether handling it wrote to the store.
+typedef struct {
+    zsock_t *socket;             //  Where it goes: the client ROUTER, or the
+                                 //  HTTP face's bridge
+    zmsg_t *reply;               //  Envelope and reply body
+    zmsg_t *request;             //  The request as it came
+    char *id;                    //  Its request id ("" when unreadable)
+    bool wrote;                  //  Its handling changed the store
+} s_pending_t;
+
+//  Frees a pending reply; NULL-safe.
+void broker_pending_destroy (s_pending_t **self_p);
+
+
+//  A result to acknowledge once the pass commits (s_acks_queue).
+typedef struct {
+    registry_node_t *node;       //  Who sent it (nodes live as long as the
+                                 //  registry)
+    char job [32];               //  Its job id (job_id_valid: 19 chars)
+    uint32_t step;
+    uint32_t attempt;
+    uint32_t next;               //  The node's next one, or UINT32_MAX
+} s_ack_t;
+
+//  The acks of one node in a pass: a slot of an open-addressing table
+//  keyed by the node's address.
+typedef struct {
+    registry_node_t *node;       //  NULL: free
+    uint32_t head;               //  Its first ack
+    uint32_t tail;               //  Its last ack
+} s_ack_slot_t;
+
+//  The agent socket's receive frames and the queue of two-frame sends.
+//  Both are reused from message to message and pass to pass: the hot
+//  path allocates nothing once the buffers have grown.
+typedef struct _broker_io_t broker_io_t;
+
+struct _broker_io_t {
+    zmq_msg_t routing;           //  Agent socket: routing id frame
+    zmq_msg_t via;               //  Agent socket: a relay's via frame
+    size_t answer_size;          //  Bytes of via that reach the sender
+    zmq_msg_t body;              //  Agent socket: body frame
+    uint8_t *bytes;              //  Queued sends' bytes, back to back
+    size_t bytes_size;           //  Bytes used
+    size_t bytes_max;            //  Bytes allocated
+    s_send_t *sends;             //  Queued sends, in order
+    size_t send_count;           //  Sends queued
+    size_t send_max;             //  Sends allocated
+    int64_t agents_empty_ms;     //  Monotonic: a pass that began then found
+                                 //  the agent socket empty
+    s_ack_t *acks;               //  Results of this pass to acknowledge
+    size_t ack_count;
+    size_t ack_max;
+    s_ack_slot_t *ack_slots;     //  Their nodes (ack_slot_max, a power of 2)
+    size_t ack_slot_max;
+    uint32_t *ack_order;         //  Used slots, in the order nodes came
+    size_t ack_node_count;
+    proto_ack_t *ack_batch;      //  One result_acks being written
+};
+
+//  reload: SIGHUP's state.
+typedef struct {
+    broker_config_fn *read;      //  Reads a fresh configuration
+    void *arg;                   //  For READ
+    int signal_fd;               //  SIGHUP
+} s_sighup_t;
+
+#define WATCHERS_MAX 10000       //  Parked requests at most; beyond, answered at once
+
+//  One parked job.watch request.
+typedef struct {
+    zsock_t *socket;             //  Where its answer goes (client or HTTP)
+    zmsg_t *envelope;            //  Its routing frames (owned)
+    char *id;                    //  Its request id (owned)
+    char job [JOB_ID_LEN + 1];   //  The job it watches
+    uint64_t after;              //  The version the caller has seen
+    int64_t deadline_ms;         //  Answered unchanged at this time (monotonic)
+} s_watcher_t;
+
+typedef struct _broker_t broker_t;
+
+struct _broker_t {
+    ctx_t ctx;                   //  What handlers see (first: broker_of)
+    broker_config_t config;      //  Copied configuration
+    zloop_t *loop;               //  The reactor
+    zsock_t *client;             //  Client API ROUTER
+    zsock_t *agents;             //  Agent ROUTER
+    zsock_t *publish;            //  Commands XPUB (subscriptions granted by auth)
+    zsock_t *http;               //  The HTTP face's bridge (inproc ROUTER), or NULL
+    store_lock_t *lock;          //  The data dir's lock (one broker per dir)
+    store_txn_t *txn;            //  This pass's write transaction, or NULL
+    zlistx_t *outbox;            //  Client replies to send after commit
+    broker_io_t *io;             //  Agent socket frames, and the agent and
+                                 //  command sends that wait for the commit
+    pw_t *body;                  //  Encoding buffer for messages
+    broker_stats_t *stats;       //  Counters and figures (ctx.stats too)
+    zhashx_t *event_seq;         //  Job id -> next event seq (uint32_t *)
+    zhashx_t *replies;           //  Recent client request id -> reply (zchunk_t)
+    zlistx_t *reply_order;       //  Request ids in arrival order, for eviction
+    zhashx_t *live_jobs;         //  Ids of the pending and running jobs
+    zhashx_t *pass_jobs;         //  Ids of jobs this pass changed
+    zlistx_t *pass_replies;      //  Request ids this pass added to replies
+    zlistx_t *watchers;          //  Parked job.watch requests (s_watcher_t)
+    zhashx_t *job_versions;      //  Job id -> how often it changed in this run
+    zhashx_t *pass_versions;     //  Job id -> its version before this pass
+                                 //  (uint64_t *; 0: it had none)
+    zlistx_t *pass_logs;         //  Log lines that wait for this pass's commit
+    uint64_t pass_finished [6];  //  finished[] when this pass began
+    bool pass_broken;            //  This pass could not begin a transaction
+    bool agents_resting;         //  The agent socket is not read (a cooldown)
+    int64_t next_sweep_ms;       //  Next retention sweep
+    int64_t next_seen_save_ms;   //  Next save of last-seen times
+    s_sighup_t *sighup;     //  SIGHUP reload, or NULL
+    int schedule_timer;          //  The one zloop timer of schedules, or 0
+    int64_t schedule_due_ms;     //  Monotonic: when it fires
+};
+
+//  The pass's write transaction, begun on first use; NULL when the
+//  store cannot begin one (logged; the pass is marked broken).
+store_txn_t *broker_txn (broker_t *self);
+
+//  Queues FIRST, then VIA (VIA_SIZE bytes, 0: no such frame), then the
+//  body in self->body, to SOCKET until the commit. NODE (agent sends)
+//  names the receiver for the logs, or is NULL.
+void broker_queue_send (broker_t *self, zsock_t *socket, const void *first,
+                        size_t first_size, const void *via, size_t via_size,
+                        const char *node, bool needs_commit);
+
+//  Queues the body in self->body to a node over the agent ROUTER.
+//  NEEDS_COMMIT: it stands for what this pass stores (an ack, a command),
+//  so a failed commit drops it.
+void broker_send_to_node (broker_t *self, const registry_node_t *node,
+                          bool needs_commit);
+
+//  Notes that NODE's result (JOB, STEP, ATTEMPT) is acknowledged once the
+//  pass commits: s_acks_queue writes one result_acks per node that said
+//  in hello it understands them, one result_ack per result for the rest.
+void broker_ack_add (broker_t *self, registry_node_t *node, const char *job,
+                     uint32_t step, uint32_t attempt);
+
+//  Ends a loop pass: drains the scheduler, commits, then sends the
+//  outbox; a failed commit is undone (replies become storage errors).
+void broker_pass_end (broker_t *self);
+
+//  Frees a parked job.watch request; NULL-safe.
+void broker_watcher_destroy (s_watcher_t **self_p);
+
+//  The scheduler acted on JOB_ID: its version moves on.
+void broker_job_changed (broker_t *self, const char *job_id);
+
+//  How often JOB_ID changed in this run (ctx.h's job_version).
+uint64_t broker_job_version (broker_t *self, const char *job_id);
+
+//  Answers the watchers whose job changed or ended, and those whose time
+//  is up. Their replies go out with the pass's, after its commit.
+void broker_watch_wake (broker_t *self, int64_t now_ms);
+
+//  Drains the scheduler's actions into the pass: records, events,
+//  commands and cancels to send after the commit.
+void broker_drain (broker_t *self);
+
+//  One pass over the agent socket: until it is empty, AGENT_PASS_MAX
+//  messages or AGENT_PASS_MS, then the commit and the sends. A commit
+//  costs a disk flush, so under load a pass takes in what it can: at
+//  512 messages per pass the broker committed 66,000 to 78,000 results
+//  per second (1,000 agents), at 8,192 about 135,000. The time bound
+//  keeps replies and timers from waiting behind a long pass. Returns
+//  true when it found the socket empty.
+bool broker_agents_pass (broker_t *self);
+
+//  The agent ROUTER's reader (zloop).
+int broker_on_agents (zloop_t *loop, zsock_t *socket, void *arg);
+
+//  Queues the reply DATA/SIZE to the client whose envelope is ENVELOPE
+//  on SOCKET, sent after the pass commits. REQUEST is the message it
+//  answers, ID its request id, WROTE whether handling it changed the store.
+void broker_reply (broker_t *self, zsock_t *socket, zmsg_t *envelope, const void *data,
+                   size_t size, zmsg_t *request, const char *id, bool wrote);
+
+//  One message from the client ROUTER or the HTTP bridge.
+void broker_on_face_message (broker_t *self, zsock_t *socket, zmsg_t *msg);
+
+//  The client ROUTER's and the HTTP bridge's reader (zloop).
+int broker_on_client (zloop_t *loop, zsock_t *socket, void *arg);
+
+//  Purges finished jobs older than the retention, and dead letters
+//  older than theirs, at most LIMIT per call. Returns how many.
+size_t broker_sweep (broker_t *self, int64_t wall_ms, size_t limit);
+
+//  The scheduler's target resolution, from the registry (sched.h).
+size_t broker_resolve (void *arg, const target_t *target, char ***ids_p);
+
+//  The nodes of a target that cannot run SPEC, and why (sched.h).
+size_t broker_unavailable (void *arg, const job_spec_t *spec, sched_not_run_t **list_p);
+
+//  The load figures of a node for any-node claims (sched.h).
+bool broker_node_load (void *arg, const char *id, sched_load_t *load);
+
+//  Whether an action may run twice: a query, or declared idempotent.
+bool broker_action_idempotent (void *arg, const char *backend, const char *action);
+
+//  Reads nodes, jobs, flags and counters back from the store at start.
+//  Returns 0, or -1 with a sentence in ERR.
+int broker_restore (broker_t *self, char *err, size_t err_len);
+
+//  Rebuilds the scheduler from the store after a failed commit: every
+//  job that was live, or that the failed pass touched, is read back as it
+//  stands on disk (a job that is not there is gone; one that is final
+//  there stays final) and resumed as after a restart (in-flight steps are
+//  re-sent; agents deduplicate them, and re-send results the broker has
+//  not acknowledged).
+void broker_rebuild (broker_t *self);
+
+//  Sets the one schedules timer for the earliest due time (schedrun.h).
+//  Schedules change by request and as their jobs end, so the client
+//  socket's passes and the tick call this; the timer moves only when the
+//  earliest due time did.
+void broker_schedules_arm (broker_t *self);
+
+#endif

@@ -1,0 +1,261 @@
+/*  =========================================================================
+    broker_restore - the store read back at start, the rebuild of the
+    scheduler after a failed commit, and the retention sweep
+
+    One of the server's rooms: it shares the server's struct through
+    broker_int.h, and no handler includes that header.
+    =========================================================================
+*/
+#include "broker.h"
+#include "broker_int.h"
+
+//  ---------------------------------------------------------------------
+//  Start-up
+
+size_t
+broker_resolve (void *arg, const target_t *target, char ***ids_p)
+{
+    broker_t *self = (broker_t *) arg;
+    return registry_resolve (self->ctx.registry, target, ids_p);
+}
+
+size_t
+broker_unavailable (void *arg, const job_spec_t *spec, sched_not_run_t **list_p)
+{
+    broker_t *self = (broker_t *) arg;
+    return registry_unavailable (self->ctx.registry, spec, broker_wall_ms (),
+                                 list_p);
+}
+
+//  The load figures of a node for any-node claims (sched.h).
+bool
+broker_node_load (void *arg, const char *id, sched_load_t *load)
+{
+    broker_t *self = (broker_t *) arg;
+    const registry_node_t *node = registry_lookup (self->ctx.registry, id);
+    if (!node)
+        return false;
+    load->online = node->online && !node->drained;
+    load->slots = node->hello && node->hello->concurrency
+                      ? node->hello->concurrency
+                      : 1;
+    load->running = node->running;
+    load->queued = node->queued;
+    return true;
+}
+
+//  Whether an action may run twice: a query, or declared idempotent.
+bool
+broker_action_idempotent (void *arg, const char *backend, const char *action)
+{
+    broker_t *self = (broker_t *) arg;
+    const proto_action_spec_t *spec
+        = registry_find_action (self->ctx.registry, backend, action, true);
+    return spec && (!spec->modify || spec->idempotent);
+}
+
+int
+broker_restore (broker_t *self, char *err, size_t err_len)
+{
+    store_txn_t *txn = store_begin (self->ctx.store, false);
+    if (!txn) {
+        snprintf (err, err_len, "cannot read the store: %s",
+                  store_last_error (self->ctx.store));
+        return -1;
+    }
+    size_t nodes = 0, resumed = 0, broken = 0;
+    store_cursor_t *cursor = store_cursor_new (txn, STORE_DB_NODES);
+    const void *k, *v;
+    size_t k_len, v_len;
+    int rc = cursor ? store_cursor_seek (cursor, NULL, 0, &k, &k_len, &v, &v_len)
+                    : STORE_EIO;
+    while (rc == 0) {
+        pv_doc_t *doc = NULL;
+        if (pv_doc_decode (v, v_len, &doc, NULL, 0) == 0
+            && registry_load (self->ctx.registry, pv_doc_root (doc)) == 0)
+            nodes++;
+        else
+            broken++;
+        pv_doc_destroy (&doc);
+        rc = store_cursor_next (cursor, &k, &k_len, &v, &v_len);
+    }
+    store_cursor_destroy (&cursor);
+    //  Their last-seen times saved since their records
+    nodeseen_restore (txn, self->ctx.registry);
+    //  Collect unfinished job ids first: loading reads other databases.
+    zlistx_t *live = zlistx_new ();
+    zlistx_set_destructor (live, (zlistx_destructor_fn *) zstr_free);
+    cursor = store_cursor_new (txn, STORE_DB_JOBS);
+    rc = cursor ? store_cursor_seek (cursor, NULL, 0, &k, &k_len, &v, &v_len)
+                : STORE_EIO;
+    char newest [JOB_ID_LEN + 1] = "";
+    while (rc == 0) {
+        //  Keys sort as ids do: the last valid one is the newest
+        if (k_len <= JOB_ID_LEN) {
+            char id [JOB_ID_LEN + 1];
+            memcpy (id, k, k_len);
+            id [k_len] = 0;
+            if (job_id_valid (id))
+                memcpy (newest, id, sizeof newest);
+        }
+        pv_doc_t *doc = NULL;
+        if (pv_doc_decode (v, v_len, &doc, NULL, 0) == 0) {
+            int status = jobrec_header_status (pv_doc_root (doc));
+            if (status >= 0 && sched_job_status_final ((sched_job_status_t) status))
+                self->stats->finished [status]++;
+            else if (status >= 0 && k_len <= JOB_ID_LEN)
+                zlistx_add_end (live, zsys_sprintf ("%.*s", (int) k_len,
+                                                    (const char *) k));
+            else
+                broken++;
+        }
+        else
+            broken++;
+        pv_doc_destroy (&doc);
+        rc = store_cursor_next (cursor, &k, &k_len, &v, &v_len);
+    }
+    store_cursor_destroy (&cursor);
+    //  New ids never go below the newest stored one, even when the clock
+    //  is behind it (stepped back while the broker was down): an id of a
+    //  kept job must never be made again, its records would be replaced
+    if (*newest) {
+        self->ctx.state.last_id_ms = (int64_t) strtoll (newest + 2, NULL, 16);
+        self->ctx.state.id_seq = (uint32_t) strtoul (newest + 15, NULL, 16);
+    }
+    int64_t now_ms = broker_now_ms ();
+    char *job_id = (char *) zlistx_first (live);
+    while (job_id) {
+        sched_job_t *job = NULL;
+        if (jobrec_load (txn, job_id, &job) == 0
+            && sched_restore (self->ctx.sched, &job, now_ms) == 0) {
+            zhashx_update (self->live_jobs, job_id, (void *) "");
+            resumed++;
+        }
+        else {
+            log_info ("job %s could not be restored from the store", job_id);
+            sched_job_destroy (&job);
+            broken++;
+        }
+        job_id = (char *) zlistx_next (live);
+    }
+    zlistx_destroy (&live);
+    const void *flag = NULL;
+    size_t flag_len = 0;
+    if (store_get (txn, STORE_DB_META, CTX_META_MAINTENANCE,
+                   strlen (CTX_META_MAINTENANCE), &flag, &flag_len) == 0
+        && flag_len == 1 && *(const char *) flag == '1')
+        self->ctx.state.maintenance = true;
+    store_abort (&txn);
+    //  Queued jobs wait until the known agents have had time to say hello
+    //  again; otherwise they would start on an empty registry.
+    if (nodes) {
+        self->ctx.state.hold_until_ms = broker_now_ms ()
+                              + self->config.heartbeat_ms
+                                    * self->config.missed_heartbeats;
+    }
+    sched_set_paused (self->ctx.sched, self->ctx.state.maintenance || self->ctx.state.hold_until_ms);
+    if (self->ctx.state.maintenance)
+        log_info ("in maintenance (gridcli broker resume ends it)");
+    if (nodes || resumed || broken)
+        log_info ("restored %zu node%s (offline until they say hello) and %zu "
+               "unfinished job%s%s", nodes, nodes == 1 ? "" : "s", resumed,
+               resumed == 1 ? "" : "s", broken ? "; some records were unreadable" : "");
+    //  Restored jobs emit re-deliveries; they wait for the agents' hellos
+    //  through the scheduler's ack timeouts.
+    broker_pass_end (self);
+    return 0;
+}
+
+//  Reads the node records' drained flags and the maintenance flag back
+//  from TXN (a failed commit may have changed them in memory only).
+static void
+s_reload_flags (broker_t *self, store_txn_t *txn)
+{
+    store_cursor_t *cursor = store_cursor_new (txn, STORE_DB_NODES);
+    const void *k, *v;
+    size_t k_len, v_len;
+    int rc = cursor ? store_cursor_seek (cursor, NULL, 0, &k, &k_len, &v, &v_len)
+                    : STORE_EIO;
+    while (rc == 0) {
+        pv_doc_t *doc = NULL;
+        bool drained = false;
+        char *id = zsys_sprintf ("%.*s", (int) k_len, (const char *) k);
+        registry_node_t *node = id ? registry_lookup (self->ctx.registry, id)
+                                   : NULL;
+        if (node && pv_doc_decode (v, v_len, &doc, NULL, 0) == 0
+            && pv_get_bool (pv_map_get (pv_doc_root (doc), "drained"),
+                            &drained) == 0)
+            node->drained = drained;
+        zstr_free (&id);
+        pv_doc_destroy (&doc);
+        rc = store_cursor_next (cursor, &k, &k_len, &v, &v_len);
+    }
+    store_cursor_destroy (&cursor);
+    const void *flag = NULL;
+    size_t flag_len = 0;
+    self->ctx.state.maintenance = store_get (txn, STORE_DB_META, CTX_META_MAINTENANCE,
+                                   strlen (CTX_META_MAINTENANCE), &flag,
+                                   &flag_len) == 0
+                        && flag_len == 1 && *(const char *) flag == '1';
+}
+
+//  Rebuilds the scheduler from the store after a failed commit: every
+//  job that was live, or that the failed pass touched, is read back as it
+//  stands on disk (a job that is not there is gone; one that is final
+//  there stays final) and resumed as after a restart (in-flight steps are
+//  re-sent; agents deduplicate them, and re-send results the broker has
+//  not acknowledged).
+void
+broker_rebuild (broker_t *self)
+{
+    zlistx_t *ids = zlistx_new ();
+    zlistx_set_destructor (ids, (zlistx_destructor_fn *) zstr_free);
+    for (void *id = zhashx_first (self->live_jobs); id;
+         id = zhashx_next (self->live_jobs))
+        zlistx_add_end (ids, strdup ((const char *) zhashx_cursor (self->live_jobs)));
+    for (void *id = zhashx_first (self->pass_jobs); id;
+         id = zhashx_next (self->pass_jobs)) {
+        const char *key = (const char *) zhashx_cursor (self->pass_jobs);
+        if (!zhashx_lookup (self->live_jobs, key))
+            zlistx_add_end (ids, strdup (key));
+    }
+    zhashx_purge (self->pass_jobs);
+    zhashx_purge (self->live_jobs);
+    zhashx_purge (self->event_seq);
+    bool paused = sched_paused (self->ctx.sched);
+    sched_destroy (&self->ctx.sched);
+    self->ctx.sched = sched_new (&self->config.sched, broker_resolve, self);
+    sched_set_paused (self->ctx.sched, paused);
+    store_txn_t *txn = store_begin (self->ctx.store, false);
+    if (!txn) {
+        //  Nothing can be read: the jobs come back at the next start
+        log_error ("store: cannot read the jobs back: %s",
+               store_last_error (self->ctx.store));
+        zlistx_destroy (&ids);
+        return;
+    }
+    s_reload_flags (self, txn);
+    sched_set_paused (self->ctx.sched, self->ctx.state.maintenance || self->ctx.state.hold_until_ms);
+    int64_t now_ms = broker_now_ms ();
+    size_t resumed = 0;
+    for (char *id = (char *) zlistx_first (ids); id;
+         id = (char *) zlistx_next (ids)) {
+        sched_job_t *job = NULL;
+        if (jobrec_load (txn, id, &job) == 0
+            && !sched_job_status_final (job->status)
+            && sched_restore (self->ctx.sched, &job, now_ms) == 0) {
+            zhashx_update (self->live_jobs, id, (void *) "");
+            resumed++;
+        }
+        sched_job_destroy (&job);
+    }
+    store_abort (&txn);
+    zlistx_destroy (&ids);
+    //  Tokens, too, are what the store holds
+    if (self->ctx.auth)
+        token_store_reload (auth_tokens (self->ctx.auth), self->ctx.store);
+    if (self->config.verbose)
+        log_info ("store: %zu live job%s read back from the store", resumed,
+               resumed == 1 ? "" : "s");
+}
+
