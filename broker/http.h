@@ -9,7 +9,7 @@
     ZeroMQ client sends (proto/pj.h converts), goes to the reactor over
     an inproc socket with the caller's bearer token, and runs through the
     same path as the client socket's requests (decode, the token's role,
-    dedup of retried mutations, api_handle, job.watch parking, a reply
+    dedup of retried mutations, the request table, job.watch parking, a reply
     only after the commit). The reply comes back as JSON; an error is
     {code, message, details} with the HTTP status its code maps to.
 

@@ -1,7 +1,7 @@
 /*  =========================================================================
     nodeseen - nodes' last-seen times in the store, between their records
 
-    A node's record (broker_save_node) is written when it registers, says
+    A node's record (ctx_save_node) is written when it registers, says
     bye, goes offline or is drained; its last-seen time moves with every
     message. Writing the record at every heartbeat would cost a write per
     heartbeat (and a record holds the node's whole hello, kilobytes); never
