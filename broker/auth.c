@@ -605,6 +605,36 @@ s_load (auth_t *self, store_t *store, char *err, size_t err_len)
     return 0;
 }
 
+int
+auth_reload (auth_t *self, store_t *store)
+{
+    zhashx_t *keys = self->keys, *bound = self->bound;
+    size_t pending = self->pending;
+    self->keys = zhashx_new ();
+    zhashx_set_destructor (self->keys, s_key_destroy);
+    self->bound = zhashx_new ();
+    self->pending = 0;
+    char err [256];
+    int rc = 0;
+    if (s_load (self, store, err, sizeof err) == 0) {
+        zhashx_destroy (&bound);
+        zhashx_destroy (&keys);
+    }
+    else {
+        //  Nothing could be read: the keys stay as they were
+        s_log ("store: %s", err);
+        zhashx_destroy (&self->keys);
+        zhashx_destroy (&self->bound);
+        self->keys = keys;
+        self->bound = bound;
+        self->pending = pending;
+        rc = -1;
+    }
+    if (self->tokens && token_store_reload (self->tokens, store) != 0)
+        rc = -1;
+    return rc;
+}
+
 //  ---------------------------------------------------------------------
 //  Life cycle
 

@@ -220,6 +220,13 @@ void auth_write_counters (const auth_t *self, pw_t *writer);
 //  The HTTP tokens (token.h), read from the store by auth_new.
 struct _token_store_t *auth_tokens (auth_t *self);
 
+//  Reads the key records and the HTTP tokens back from STORE, dropping
+//  what memory holds beyond them: the server calls it after a failed
+//  commit, whose key.accept, key.reject, key.delete, new pending keys or
+//  token changes reached memory but not the store. Returns 0, or -1 when
+//  the store cannot be read (what could not be read stays as it was).
+int auth_reload (auth_t *self, store_t *store);
+
 //  True when KEY (Z85) is a configured client key.
 bool auth_is_client (const auth_t *self, const char *key);
 

@@ -606,12 +606,7 @@ broker_new (const broker_config_t *config, char *err, size_t err_len)
     zhashx_set_key_hasher (self->job_versions, id_hash);
     zhashx_set_key_hasher (self->pass_versions, id_hash);
     self->ctx.registry = registry_new ();
-    self->ctx.sched = sched_new (&self->config.sched, broker_resolve, self);
-    sched_set_unavailable (self->ctx.sched, broker_unavailable, self);
-    sched_set_limits (self->ctx.sched, self->config.limits,
-                      self->config.limit_count);
-    if (self->ctx.sched)
-        sched_set_fleet (self->ctx.sched, broker_node_load, broker_action_idempotent, self);
+    self->ctx.sched = broker_sched_new (self);
     self->ctx.schedules = zhashx_new ();
     zhashx_set_destructor (self->ctx.schedules,
                            (zhashx_destructor_fn *) schedule_destroy);

@@ -256,17 +256,11 @@ int broker_on_client (zloop_t *loop, zsock_t *socket, void *arg);
 //  older than theirs, at most LIMIT per call. Returns how many.
 size_t broker_sweep (broker_t *self, int64_t wall_ms, size_t limit);
 
-//  The scheduler's target resolution, from the registry (sched.h).
-size_t broker_resolve (void *arg, const target_t *target, char ***ids_p);
-
-//  The nodes of a target that cannot run SPEC, and why (sched.h).
-size_t broker_unavailable (void *arg, const job_spec_t *spec, sched_not_run_t **list_p);
-
-//  The load figures of a node for any-node claims (sched.h).
-bool broker_node_load (void *arg, const char *id, sched_load_t *load);
-
-//  Whether an action may run twice: a query, or declared idempotent.
-bool broker_action_idempotent (void *arg, const char *backend, const char *action);
+//  A new scheduler wired to the registry (target resolution, the nodes
+//  that cannot run a job, the load figures of any-node claims, the
+//  idempotent actions) with the configured limits: the one recipe for
+//  the start and for the rebuild after a failed commit.
+sched_t *broker_sched_new (broker_t *self);
 
 //  Reads nodes, jobs, flags and counters back from the store at start.
 //  Returns 0, or -1 with a sentence in ERR.

@@ -12,15 +12,15 @@
 //  ---------------------------------------------------------------------
 //  Start-up
 
-size_t
-broker_resolve (void *arg, const target_t *target, char ***ids_p)
+static size_t
+s_resolve (void *arg, const target_t *target, char ***ids_p)
 {
     broker_t *self = (broker_t *) arg;
     return registry_resolve (self->ctx.registry, target, ids_p);
 }
 
-size_t
-broker_unavailable (void *arg, const job_spec_t *spec, sched_not_run_t **list_p)
+static size_t
+s_unavailable (void *arg, const job_spec_t *spec, sched_not_run_t **list_p)
 {
     broker_t *self = (broker_t *) arg;
     return registry_unavailable (self->ctx.registry, spec, broker_wall_ms (),
@@ -28,8 +28,8 @@ broker_unavailable (void *arg, const job_spec_t *spec, sched_not_run_t **list_p)
 }
 
 //  The load figures of a node for any-node claims (sched.h).
-bool
-broker_node_load (void *arg, const char *id, sched_load_t *load)
+static bool
+s_node_load (void *arg, const char *id, sched_load_t *load)
 {
     broker_t *self = (broker_t *) arg;
     const registry_node_t *node = registry_lookup (self->ctx.registry, id);
@@ -45,13 +45,23 @@ broker_node_load (void *arg, const char *id, sched_load_t *load)
 }
 
 //  Whether an action may run twice: a query, or declared idempotent.
-bool
-broker_action_idempotent (void *arg, const char *backend, const char *action)
+static bool
+s_action_idempotent (void *arg, const char *backend, const char *action)
 {
     broker_t *self = (broker_t *) arg;
     const proto_action_spec_t *spec
         = registry_find_action (self->ctx.registry, backend, action, true);
     return spec && (!spec->modify || spec->idempotent);
+}
+
+sched_t *
+broker_sched_new (broker_t *self)
+{
+    sched_t *sched = sched_new (&self->config.sched, s_resolve, self);
+    sched_set_unavailable (sched, s_unavailable, self);
+    sched_set_limits (sched, self->config.limits, self->config.limit_count);
+    sched_set_fleet (sched, s_node_load, s_action_idempotent, self);
+    return sched;
 }
 
 int
@@ -224,7 +234,7 @@ broker_rebuild (broker_t *self)
     zhashx_purge (self->event_seq);
     bool paused = sched_paused (self->ctx.sched);
     sched_destroy (&self->ctx.sched);
-    self->ctx.sched = sched_new (&self->config.sched, broker_resolve, self);
+    self->ctx.sched = broker_sched_new (self);
     sched_set_paused (self->ctx.sched, paused);
     store_txn_t *txn = store_begin (self->ctx.store, false);
     if (!txn) {
@@ -251,9 +261,10 @@ broker_rebuild (broker_t *self)
     }
     store_abort (&txn);
     zlistx_destroy (&ids);
-    //  Tokens, too, are what the store holds
+    //  Keys, tokens and schedules, too, are what the store holds
     if (self->ctx.auth)
-        token_store_reload (auth_tokens (self->ctx.auth), self->ctx.store);
+        auth_reload (self->ctx.auth, self->ctx.store);
+    schedrun_reload (&self->ctx);
     if (self->config.verbose)
         log_info ("store: %zu live job%s read back from the store", resumed,
                resumed == 1 ? "" : "s");

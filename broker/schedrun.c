@@ -166,8 +166,14 @@ schedrun_on_finished (ctx_t *ctx, const sched_job_t *job)
     schedrun_save (ctx, schedule);
 }
 
-int
-schedrun_restore (ctx_t *ctx, char *err, size_t err_len)
+//  Reads the stored schedules into TABLE (name -> schedule_t), counting
+//  the unreadable records in *BROKEN_P; with WALL_MS >= 0 each one's
+//  catch-up is applied and those whose next time moved are listed in
+//  CHANGED. Returns how many were read, or -1 with a sentence in ERR when
+//  the store cannot be read.
+static ssize_t
+s_read (ctx_t *ctx, zhashx_t *table, int64_t wall_ms, zlistx_t *changed,
+        size_t *catch_up_p, size_t *broken_p, char *err, size_t err_len)
 {
     store_txn_t *txn = store_begin (ctx->store, false);
     if (!txn) {
@@ -175,9 +181,7 @@ schedrun_restore (ctx_t *ctx, char *err, size_t err_len)
                   store_last_error (ctx->store));
         return -1;
     }
-    zlistx_t *changed = zlistx_new ();
-    size_t loaded = 0, broken = 0, catch_up = 0;
-    int64_t wall_ms = ctx_wall_ms (ctx);
+    ssize_t loaded = 0;
     store_cursor_t *cursor = store_cursor_new (txn, STORE_DB_SCHEDULES);
     const void *k, *v;
     size_t k_len, v_len;
@@ -190,32 +194,63 @@ schedrun_restore (ctx_t *ctx, char *err, size_t err_len)
         if (pv_doc_decode (v, v_len, &doc, NULL, 0) == 0)
             schedule = schedule_decode (pv_doc_root (doc));
         pv_doc_destroy (&doc);
-        if (schedule && !zhashx_lookup (ctx->schedules, schedule->name)) {
+        if (schedule && !zhashx_lookup (table, schedule->name)) {
             int64_t next_ms = schedule->next_ms;
-            if (schedule_restart (schedule, wall_ms))
-                catch_up++;
-            if (schedule->next_ms != next_ms)
+            if (wall_ms >= 0 && schedule_restart (schedule, wall_ms))
+                (*catch_up_p)++;
+            if (changed && schedule->next_ms != next_ms)
                 zlistx_add_end (changed, schedule);
-            zhashx_insert (ctx->schedules, schedule->name, schedule);
+            zhashx_insert (table, schedule->name, schedule);
             loaded++;
         }
         else {
             schedule_destroy (&schedule);
-            broken++;
+            (*broken_p)++;
         }
         rc = store_cursor_next (cursor, &k, &k_len, &v, &v_len);
     }
     store_cursor_destroy (&cursor);
     store_abort (&txn);
+    return loaded;
+}
+
+int
+schedrun_restore (ctx_t *ctx, char *err, size_t err_len)
+{
+    zlistx_t *changed = zlistx_new ();
+    size_t catch_up = 0, broken = 0;
+    ssize_t loaded = s_read (ctx, ctx->schedules, ctx_wall_ms (ctx), changed,
+                             &catch_up, &broken, err, err_len);
+    if (loaded < 0) {
+        zlistx_destroy (&changed);
+        return -1;
+    }
     for (schedule_t *schedule = (schedule_t *) zlistx_first (changed);
          schedule; schedule = (schedule_t *) zlistx_next (changed))
         schedrun_save (ctx, schedule);
     zlistx_destroy (&changed);
     if (loaded || broken)
-        log_write (LOG_LEVEL_INFO, NULL, "restored %zu schedule%s (%zu catch-up "
+        log_write (LOG_LEVEL_INFO, NULL, "restored %zd schedule%s (%zu catch-up "
                    "run%s due)%s",
                    loaded, loaded == 1 ? "" : "s", catch_up,
                    catch_up == 1 ? "" : "s",
                    broken ? "; some records were unreadable" : "");
+    return 0;
+}
+
+int
+schedrun_reload (ctx_t *ctx)
+{
+    zhashx_t *table = zhashx_new ();
+    zhashx_set_destructor (table, (zhashx_destructor_fn *) schedule_destroy);
+    size_t catch_up = 0, broken = 0;
+    char err [256];
+    if (s_read (ctx, table, -1, NULL, &catch_up, &broken, err, sizeof err) < 0) {
+        log_write (LOG_LEVEL_ERROR, NULL, "store: schedules: %s", err);
+        zhashx_destroy (&table);
+        return -1;
+    }
+    zhashx_destroy (&ctx->schedules);
+    ctx->schedules = table;
     return 0;
 }

@@ -31,6 +31,13 @@
 //  -1 with a sentence in ERR when the store cannot be read.
 int schedrun_restore (ctx_t *ctx, char *err, size_t err_len);
 
+//  Replaces ctx->schedules with the records as the store holds them, no
+//  catch-up applied: the server calls it after a failed commit, whose
+//  schedule.set, schedule.delete or fired runs reached memory only.
+//  Returns 0, or -1 (logged) when the store cannot be read, memory then
+//  kept as it was.
+int schedrun_reload (ctx_t *ctx);
+
 //  The monotonic ms at which the server should call schedrun_fire_due
 //  next: the earliest due time of a schedule not paused (now for a queued
 //  run whose previous one ended), not before the restart hold ends

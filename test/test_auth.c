@@ -1,7 +1,7 @@
 /*  =========================================================================
     test_auth - the broker's security rules that need no socket: config
     (client roles, allowlist), role names, which topics a node may
-    receive, and key records (which role a request needs is the request
+    receive, key records and their reload from the store (which role a request needs is the request
     table's, requests.h). The handshakes and refusals themselves are
     tested end to end in test_it_security.
     =========================================================================
@@ -10,6 +10,8 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <cmocka.h>
+
+#include <sys/stat.h>
 
 #include "../broker/auth.h"
 #include "../proto/conf.h"
@@ -246,6 +248,56 @@ test_auth_key_records (void **state)
     pw_destroy (&writer);
 }
 
+//  After a failed commit the server reads the keys back: what a pass
+//  changed in memory only (a reject, a new accepted key) is gone, what
+//  was committed before stays.
+static void
+test_auth_reload_after_a_failed_commit (void **state)
+{
+    char dir [300], err [256];
+    snprintf (dir, sizeof dir, "%s/store", s_dir);
+    assert_int_equal (mkdir (dir, 0700), 0);
+    store_t *store = store_open (dir, 1 << 20, 1 << 24, err, sizeof err);
+    assert_non_null (store);
+    auth_config_t config;
+    auth_config_defaults (&config);
+    config.insecure = true;
+    auth_t *auth = auth_new (&config, store, err, sizeof err);
+    assert_non_null (auth);
+
+    const auth_key_t *record = NULL;
+    char why [256];
+    store_txn_t *txn = store_begin (store, true);
+    assert_int_equal (auth_key_accept (auth, txn, s_key, false, 1000, &record,
+                                       why, sizeof why), 0);
+    assert_int_equal (store_commit (&txn), 0);
+
+    //  A pass that rejects the first key and accepts a second, then fails
+    txn = store_begin (store, true);
+    bool was_bound = false;
+    assert_non_null (auth_key_reject (auth, txn, s_key, 2000, &was_bound));
+    assert_int_equal (auth_key_accept (auth, txn, s_key2, false, 2000,
+                                       &record, why, sizeof why), 0);
+    store_abort (&txn);
+    assert_int_equal (auth_key (auth, s_key)->status, AUTH_KEY_REJECTED);
+    assert_non_null (auth_key (auth, s_key2));
+
+    assert_int_equal (auth_reload (auth, store), 0);
+    assert_non_null (auth_key (auth, s_key));
+    assert_int_equal (auth_key (auth, s_key)->status, AUTH_KEY_ACCEPTED);
+    assert_int_equal (auth_key (auth, s_key)->accepted_at_ms, 1000);
+    assert_null (auth_key (auth, s_key2));
+    size_t keys = 0;
+    for (const auth_key_t *key = auth_key_first (auth); key;
+         key = auth_key_next (auth))
+        keys++;
+    assert_int_equal (keys, 1);
+
+    auth_destroy (&auth);
+    auth_config_clear (&config);
+    store_destroy (&store);
+}
+
 int
 main (void)
 {
@@ -255,6 +307,7 @@ main (void)
         cmocka_unit_test (test_auth_roles),
         cmocka_unit_test (test_auth_topics_of_a_node),
         cmocka_unit_test (test_auth_key_records),
+        cmocka_unit_test (test_auth_reload_after_a_failed_commit),
     };
     return cmocka_run_group_tests (tests, s_setup, s_teardown);
 }
