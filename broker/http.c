@@ -33,11 +33,9 @@
 #include "../proto/proto.h"
 #include "../proto/pw.h"
 #include "http.h"
+#include "http_int.h"
 #include "webfiles.h"
 
-#define S_CONNECTIONS_MAX 4096   //  Open HTTP connections at most
-#define S_IDLE_TIMEOUT_S 30      //  A connection idle this long is closed
-#define S_PER_IP_DEFAULT 1024    //  Connections from one address at most
 #define S_CALL_TIMEOUT_MS 30000  //  A reply the reactor owes this long: 503
 #define S_PROBE_TIMEOUT_MS 1000  //  /healthz: the reactor answers within this
 #define S_WATCH_MS 15000         //  A stream's job.watch waits at most this long
@@ -48,201 +46,6 @@
                                  //  this many times max_body, then the connection
                                  //  is closed
 #define S_REQUEST_ID_MAX 128     //  X-Request-Id: bytes at most
-
-//  ---------------------------------------------------------------------
-//  Configuration
-
-void
-http_config_defaults (http_config_t *config)
-{
-    memset (config, 0, sizeof *config);
-    config->max_body = HTTP_DEFAULT_MAX_BODY;
-    config->idle_timeout_ms = S_IDLE_TIMEOUT_S * 1000;
-    config->max_connections_per_ip = S_PER_IP_DEFAULT;
-}
-
-void
-http_config_clear (http_config_t *config)
-{
-    free (config->listen);
-    free (config->cert);
-    free (config->key);
-    config->listen = config->cert = config->key = NULL;
-}
-
-static char *
-s_dup (const char *text)
-{
-    return text ? strdup (text) : NULL;
-}
-
-void
-http_config_copy (http_config_t *dest, const http_config_t *src)
-{
-    *dest = *src;
-    dest->listen = s_dup (src->listen);
-    dest->cert = s_dup (src->cert);
-    dest->key = s_dup (src->key);
-}
-
-int
-http_config_load (http_config_t *config, const pv_t *root, char *err,
-                  size_t err_len)
-{
-    static const char *known [] = {"listen", "insecure", "cert", "key",
-                                   "metrics_public", "max_body",
-                                   "idle_timeout", "max_connections_per_ip",
-                                   NULL};
-    const pv_t *http = pv_map_get (root, "http");
-    if (!http || pv_type (http) == PV_NIL)
-        return 0;
-    char why [512];
-    if (pv_type (http) != PV_MAP) {
-        snprintf (err, err_len, "http: expected a mapping (listen, insecure, "
-                  "cert, key, metrics_public, max_body, idle_timeout, "
-                  "max_connections_per_ip)");
-        return -1;
-    }
-    uint64_t max_body = config->max_body;
-    int rc = conf_check_keys (http, known, why, sizeof why);
-    if (rc == 0)
-        rc = conf_get_str (http, "listen", &config->listen, why, sizeof why);
-    if (rc == 0)
-        rc = conf_get_bool (http, "insecure", &config->insecure, why,
-                            sizeof why);
-    if (rc == 0)
-        rc = conf_get_str (http, "cert", &config->cert, why, sizeof why);
-    if (rc == 0)
-        rc = conf_get_str (http, "key", &config->key, why, sizeof why);
-    if (rc == 0)
-        rc = conf_get_bool (http, "metrics_public", &config->metrics_public,
-                            why, sizeof why);
-    if (rc == 0)
-        rc = conf_get_size (http, "max_body", &max_body, why, sizeof why);
-    int64_t idle_ms = config->idle_timeout_ms;
-    if (rc == 0)
-        rc = conf_get_duration (http, "idle_timeout", &idle_ms, why,
-                                sizeof why);
-    int64_t per_ip = config->max_connections_per_ip;
-    if (rc == 0)
-        rc = conf_get_int (http, "max_connections_per_ip", &per_ip, why,
-                           sizeof why);
-    if (rc == 0 && (per_ip < 0 || per_ip > S_CONNECTIONS_MAX)) {
-        snprintf (why, sizeof why, "max_connections_per_ip: expected 0 (no "
-                  "limit) to %d", S_CONNECTIONS_MAX);
-        rc = -1;
-    }
-    if (rc == 0 && (idle_ms < 1000 || idle_ms > 3600000)) {
-        snprintf (why, sizeof why, "idle_timeout: expected 1s to 1h");
-        rc = -1;
-    }
-    if (rc == 0 && (max_body < 1024 || max_body > ((uint64_t) 64 << 20))) {
-        snprintf (why, sizeof why, "max_body: expected 1KiB to 64MiB");
-        rc = -1;
-    }
-    if (rc != 0) {
-        snprintf (err, err_len, "http.%s", why);
-        return -1;
-    }
-    config->max_body = max_body;
-    config->idle_timeout_ms = idle_ms;
-    config->max_connections_per_ip = per_ip;
-    return 0;
-}
-
-//  Splits "ADDR:PORT" or "[V6]:PORT" into HOST and PORT. Returns 0 or -1.
-static int
-s_split_listen (const char *listen, char *host, size_t host_len, char *port,
-                size_t port_len)
-{
-    const char *colon = strrchr (listen, ':');
-    if (!colon || colon == listen || !colon [1])
-        return -1;
-    const char *start = listen;
-    size_t len = (size_t) (colon - listen);
-    if (*listen == '[') {
-        if (colon [-1] != ']' || len < 3)
-            return -1;
-        start++;
-        len -= 2;
-    }
-    if (len >= host_len || strlen (colon + 1) >= port_len)
-        return -1;
-    memcpy (host, start, len);
-    host [len] = 0;
-    snprintf (port, port_len, "%s", colon + 1);
-    for (const char *at = port; *at; at++)
-        if (*at < '0' || *at > '9')
-            return -1;
-    long number = strtol (port, NULL, 10);
-    return number >= 1 && number <= 65535 ? 0 : -1;
-}
-
-//  Resolves LISTEN into *ADDR_P (caller frees with freeaddrinfo).
-static int
-s_resolve (const char *listen, struct addrinfo **addr_p, char *err,
-           size_t err_len)
-{
-    char host [256], port [16];
-    if (s_split_listen (listen, host, sizeof host, port, sizeof port) != 0) {
-        snprintf (err, err_len, "http.listen: '%s' is not ADDR:PORT (like "
-                  "127.0.0.1:7780 or [::1]:7780)", listen);
-        return -1;
-    }
-    struct addrinfo hints;
-    memset (&hints, 0, sizeof hints);
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
-    int rc = getaddrinfo (host, port, &hints, addr_p);
-    if (rc != 0) {
-        snprintf (err, err_len, "http.listen: cannot resolve '%s': %s", host,
-                  gai_strerror (rc));
-        return -1;
-    }
-    return 0;
-}
-
-static bool
-s_loopback (const struct sockaddr *addr)
-{
-    if (addr->sa_family == AF_INET) {
-        const struct sockaddr_in *in = (const struct sockaddr_in *) addr;
-        return (ntohl (in->sin_addr.s_addr) >> 24) == 127;
-    }
-    if (addr->sa_family == AF_INET6) {
-        const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *) addr;
-        return IN6_IS_ADDR_LOOPBACK (&in6->sin6_addr);
-    }
-    return false;
-}
-
-int
-http_config_check (const http_config_t *config, char *err, size_t err_len)
-{
-    if (!config->listen)
-        return 0;
-    if (!config->cert != !config->key) {
-        snprintf (err, err_len, "http: TLS needs both a certificate and a "
-                  "key (--http-cert and --http-key, or http.cert and "
-                  "http.key)");
-        return -1;
-    }
-    struct addrinfo *addr = NULL;
-    if (s_resolve (config->listen, &addr, err, err_len) != 0)
-        return -1;
-    bool loopback = s_loopback (addr->ai_addr);
-    freeaddrinfo (addr);
-    if (!config->cert && !loopback && !config->insecure) {
-        snprintf (err, err_len, "http: plain HTTP on %s would carry tokens "
-                  "unencrypted beyond this host: give a certificate and key "
-                  "(--http-cert, --http-key) for TLS, listen on a loopback "
-                  "address, or pass --http-insecure (a trusted network only)",
-                  config->listen);
-        return -1;
-    }
-    return 0;
-}
 
 //  ---------------------------------------------------------------------
 //  Routes
@@ -1818,7 +1621,7 @@ s_server_new (s_start_t *start, zsock_t *pipe, char *err, size_t err_len)
     self->daemon = MHD_start_daemon (
         flags, 0, NULL, NULL, s_access, self,
         MHD_OPTION_SOCK_ADDR, start->addr->ai_addr,
-        MHD_OPTION_CONNECTION_LIMIT, (unsigned int) S_CONNECTIONS_MAX,
+        MHD_OPTION_CONNECTION_LIMIT, (unsigned int) HTTP_CONNECTIONS_MAX,
         MHD_OPTION_PER_IP_CONNECTION_LIMIT,
         (unsigned int) self->config.max_connections_per_ip,
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int) self->idle_timeout_s,
@@ -1959,7 +1762,7 @@ http_new (const http_config_t *config, const char *bridge_ep, char *err,
         free (start.cert_pem);
         return NULL;
     }
-    if (s_resolve (config->listen, &start.addr, err, err_len) != 0) {
+    if (http_listen_resolve (config->listen, &start.addr, err, err_len) != 0) {
         free (start.cert_pem);
         free (start.key_pem);
         return NULL;
