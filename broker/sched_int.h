@@ -326,6 +326,18 @@ sched_cell_t *sched_cell (sched_job_t *job, size_t step, size_t node);
 
 int sched_compare_ids (const void *a, const void *b);
 
+//  May a cell's status go from FROM to TO? The one table of moves
+//  (s_cell_moves in sched_job.c). Final statuses have no way out, but
+//  for the skip of named nodes that could not run in a batch that never
+//  starts (R26). False for a status out of range.
+bool sched_cell_move_allowed (sched_cell_status_t from,
+                              sched_cell_status_t to);
+
+//  Sets CELL's status to STATUS: every write of a cell's status goes
+//  through here. Asserts the move is in the table (unless NDEBUG). Keeps
+//  no counter: sched_cell_change does that for live cells.
+void sched_cell_move (sched_cell_t *cell, sched_cell_status_t status);
+
 //  The cell's progress is gone (a new attempt, or the end).
 void sched_progress_clear (sched_cell_t *cell);
 

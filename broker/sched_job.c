@@ -447,6 +447,68 @@ sched_job_node_index (const sched_job_t *job, const char *node)
 //  ---------------------------------------------------------------------
 //  Cells
 
+//  The moves a cell's status may make: one row per status it leaves,
+//  naming the statuses it may go to. sched_cell_move is the only write of
+//  a cell's status and checks its move against this table. Besides the
+//  moves of the cell x event table at the top of sched.c:
+//  - a restore (R16) reads a cell in flight again as dispatched, and an
+//    open cell that was never sent (attempt 0) as pending;
+//  - a reclaim (R19) puts an any-node cell in flight back to pending;
+//  - a node that becomes unreachable, a failed condition, a stop or a
+//    spent failure budget skip its open cells, those in flight too in a
+//    DAG job, whose tasks run side by side;
+//  - a spent failure budget (R26) also skips the cells of named nodes
+//    that could not run (offline, drained, unsupported) in batches that
+//    never start.
+#define S_TO(status) (1u << SCHED_CELL_##status)
+//  The final statuses an open cell may end in
+#define S_TO_ENDS                                                           \
+    (S_TO (SUCCESS) | S_TO (FAILED) | S_TO (TIMEOUT) | S_TO (SKIPPED)       \
+     | S_TO (LOST) | S_TO (CANCELLED) | S_TO (INTERRUPTED))
+//  Where a cell in flight (dispatched, acknowledged, running) may go
+#define S_TO_FLYING                                                         \
+    (S_TO_ENDS | S_TO (RETRY_WAIT) | S_TO (PENDING) | S_TO (DISPATCHED))
+
+static const uint32_t s_cell_moves [SCHED_CELL_RETRY_WAIT + 1] = {
+    [SCHED_CELL_PENDING] = S_TO (PENDING) | S_TO (DISPATCHED)
+                           | S_TO (SKIPPED) | S_TO (CANCELLED)
+                           | S_TO (OFFLINE) | S_TO (DRAINED)
+                           | S_TO (UNSUPPORTED),
+    [SCHED_CELL_DISPATCHED] = S_TO_FLYING | S_TO (ACKNOWLEDGED)
+                              | S_TO (RUNNING),
+    [SCHED_CELL_ACKNOWLEDGED] = S_TO_FLYING | S_TO (RUNNING),
+    [SCHED_CELL_RUNNING] = S_TO_FLYING,
+    [SCHED_CELL_RETRY_WAIT] = S_TO (DISPATCHED) | S_TO (PENDING)
+                              | S_TO (SKIPPED) | S_TO (LOST)
+                              | S_TO (CANCELLED),
+    [SCHED_CELL_SUCCESS] = 0,
+    [SCHED_CELL_FAILED] = 0,
+    [SCHED_CELL_TIMEOUT] = 0,
+    [SCHED_CELL_SKIPPED] = 0,
+    [SCHED_CELL_LOST] = 0,
+    [SCHED_CELL_CANCELLED] = 0,
+    [SCHED_CELL_INTERRUPTED] = 0,
+    [SCHED_CELL_OFFLINE] = S_TO (SKIPPED),
+    [SCHED_CELL_DRAINED] = S_TO (SKIPPED),
+    [SCHED_CELL_UNSUPPORTED] = S_TO (SKIPPED)
+};
+
+bool
+sched_cell_move_allowed (sched_cell_status_t from, sched_cell_status_t to)
+{
+    if ((unsigned) from > SCHED_CELL_RETRY_WAIT
+        || (unsigned) to > SCHED_CELL_RETRY_WAIT)
+        return false;
+    return (s_cell_moves [from] & (1u << to)) != 0;
+}
+
+void
+sched_cell_move (sched_cell_t *cell, sched_cell_status_t status)
+{
+    assert (sched_cell_move_allowed (cell->status, status));
+    cell->status = status;
+}
+
 //  The cell's progress is gone (a new attempt, or the end).
 void
 sched_progress_clear (sched_cell_t *cell)
@@ -501,7 +563,7 @@ sched_cell_change (sched_t *self, s_jobx_t *jobx, size_t step, size_t node,
         cell->since_ms = self->now_ms;
     if (status == SCHED_CELL_DISPATCHED)
         cell->dispatched_ms = self->now_ms;
-    cell->status = status;
+    sched_cell_move (cell, status);
     //  The node's in-flight figure (loads, R17) follows the cell
     bool flying = sched_in_flight (status);
     if (flying != cell->counted && jobx->nodes) {

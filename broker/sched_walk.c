@@ -1205,7 +1205,7 @@ s_dag_resume (sched_t *self, s_jobx_t *jobx)
         for (size_t node = jobx->batch_lo; node < jobx->batch_hi; node++) {
             sched_cell_t *cell = sched_cell (job, step, node);
             if (!sched_cell_status_final (cell->status) && cell->attempt == 0)
-                cell->status = SCHED_CELL_PENDING;  //  Never sent
+                sched_cell_move (cell, SCHED_CELL_PENDING);  //  Never sent
             if (cell->status == SCHED_CELL_PENDING)
                 pending = true;
             else
@@ -1259,7 +1259,7 @@ s_resume_broadcast (s_jobx_t *jobx, size_t step)
             || (jobx->node_flags [node] & S_NODE_ABSENT))
             continue;
         cell->attempt = 1;
-        cell->status = SCHED_CELL_DISPATCHED;
+        sched_cell_move (cell, SCHED_CELL_DISPATCHED);
         jobx->node_flags [node] |= S_NODE_TOOK_PART;
     }
 }
@@ -1396,7 +1396,7 @@ sched_resume (sched_t *self, s_jobx_t *jobx)
                     if (sched_cell_status_final (cell->status))
                         continue;
                     if (cell->attempt == 0)
-                        cell->status = SCHED_CELL_PENDING;  //  Never sent
+                        sched_cell_move (cell, SCHED_CELL_PENDING);  //  Never sent
                     if (sched_in_flight (cell->status)) {
                         //  Same attempt again: the agent dedupes it and
                         //  re-sends a result it already has
