@@ -517,6 +517,29 @@ test_sched_cells_walk_named_not_run (void **state)
     }
 }
 
+//  A spent failure budget (R26) skips the batches it never starts, the
+//  cells of a named node that could not run (drained) included: the one
+//  move out of a final status the table allows.
+static void
+test_sched_cells_walk_budget_skips_absent (void **state)
+{
+    harness_t *h = s_harness_new ();
+    h->absent = true;
+    h->absent_status = SCHED_CELL_DRAINED;
+    job_spec_t *spec = s_spec ("n1,n2,n3", 1, JOB_STRATEGY_CONTINUE);
+    spec->batch = (job_amount_t) {true, false, 1};
+    spec->max_failures = (job_amount_t) {true, false, 0};
+    s_submit (h, "j-1", spec);
+    assert_live (h, "j-1", 0, "n3", SCHED_CELL_DRAINED);
+    assert_live (h, "j-1", 0, "n2", SCHED_CELL_PENDING);
+    s_run (h, "j-1", 0, "n1", "failed");
+    assert_int_equal (h->job_status, SCHED_JOB_FAILED);
+    assert_final (h, 0, "n1", SCHED_CELL_FAILED);
+    assert_final (h, 0, "n2", SCHED_CELL_SKIPPED);
+    assert_final (h, 0, "n3", SCHED_CELL_SKIPPED);
+    s_harness_destroy (&h);
+}
+
 int
 main (void)
 {
@@ -530,6 +553,7 @@ main (void)
         cmocka_unit_test (test_sched_cells_walk_lost_offline),
         cmocka_unit_test (test_sched_cells_walk_cancelled),
         cmocka_unit_test (test_sched_cells_walk_named_not_run),
+        cmocka_unit_test (test_sched_cells_walk_budget_skips_absent),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }
