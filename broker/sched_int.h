@@ -334,7 +334,8 @@ bool sched_cell_move_allowed (sched_cell_status_t from,
                               sched_cell_status_t to);
 
 //  Sets CELL's status to STATUS: every write of a cell's status goes
-//  through here. Asserts the move is in the table (unless NDEBUG). Keeps
+//  through here. Asserts the move is in the table in debug builds
+//  (GRID_DEBUG); a release build makes the move regardless. Keeps
 //  no counter: sched_cell_change does that for live cells.
 void sched_cell_move (sched_cell_t *cell, sched_cell_status_t status);
 

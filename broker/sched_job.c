@@ -505,7 +505,12 @@ sched_cell_move_allowed (sched_cell_status_t from, sched_cell_status_t to)
 void
 sched_cell_move (sched_cell_t *cell, sched_cell_status_t status)
 {
+#ifdef GRID_DEBUG
+    //  Debug builds (make SANITIZE=1) stop at a move outside the table;
+    //  a running broker never aborts over one (a damaged stored record
+    //  could ask for it) and keeps the move, as it did before the table.
     assert (sched_cell_move_allowed (cell->status, status));
+#endif
     cell->status = status;
 }
 

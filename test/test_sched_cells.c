@@ -2,12 +2,12 @@
     test_sched_cells - the table of a cell's status moves (sched_int.h)
 
     Every write of a cell's status goes through sched_cell_move, which
-    asserts its move is in one table; sched_cell_move_allowed reads that
-    table. The first tests read the table itself: final statuses have no
+    asserts its move is in one table in debug builds (GRID_DEBUG, as make
+    SANITIZE=1 builds); sched_cell_move_allowed reads that table. The first tests read the table itself: final statuses have no
     way out, open ones reach the moves the rules need and no others. The
     walks then drive jobs through the public API into every final status
     a cell can have, so a move the scheduler makes and the table lacks
-    stops the test (the library is built with assertions).
+    stops the test in a debug build.
     =========================================================================
 */
 #include <setjmp.h>
