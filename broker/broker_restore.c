@@ -270,3 +270,101 @@ broker_rebuild (broker_t *self)
                resumed == 1 ? "" : "s");
 }
 
+//  ---------------------------------------------------------------------
+//  The retention sweep
+
+//  Wall-clock ms encoded in a job id ("j-" + 12 hex digits), or -1.
+static int64_t
+s_job_id_ms (const void *key, size_t key_len)
+{
+    if (key_len < 14 || memcmp (key, "j-", 2) != 0)
+        return -1;
+    int64_t ms = 0;
+    for (size_t index = 2; index < 14; index++) {
+        char c = ((const char *) key) [index];
+        int digit = c >= '0' && c <= '9' ? c - '0'
+                    : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+        if (digit < 0)
+            return -1;
+        ms = ms * 16 + digit;
+    }
+    return ms;
+}
+
+size_t
+broker_sweep (broker_t *self, int64_t wall_ms, size_t limit)
+{
+    store_txn_t *txn = broker_txn (self);
+    if (txn && self->config.dlq_retention_ms > 0) {
+        int purged = dlq_purge (txn, NULL,
+                                wall_ms - self->config.dlq_retention_ms);
+        if (purged > 0)
+            log_info ("dead-letter: purged %d entr%s older than the dlq "
+                   "retention", purged, purged == 1 ? "y" : "ies");
+    }
+    if (!txn || self->config.retention_ms <= 0)
+        return 0;
+    int64_t cutoff = wall_ms - self->config.retention_ms;
+    //  Ids sort by submission time: walk from the oldest and stop at the
+    //  first job submitted after the cutoff. Collect first, delete after.
+    zlistx_t *doomed = zlistx_new ();
+    zlistx_set_destructor (doomed, (zlistx_destructor_fn *) zstr_free);
+    store_cursor_t *cursor = store_cursor_new (txn, STORE_DB_JOBS);
+    const void *k, *v;
+    size_t k_len, v_len;
+    int rc = cursor ? store_cursor_seek (cursor, NULL, 0, &k, &k_len, &v, &v_len)
+                    : STORE_EIO;
+    while (rc == 0 && zlistx_size (doomed) < limit) {
+        int64_t submitted = s_job_id_ms (k, k_len);
+        if (submitted < 0 || submitted > cutoff)
+            break;
+        pv_doc_t *doc = NULL;
+        if (pv_doc_decode (v, v_len, &doc, NULL, 0) == 0) {
+            const pv_t *header = pv_doc_root (doc);
+            int status = jobrec_header_status (header);
+            int64_t updated = 0;
+            pv_get_int (pv_map_get (header, "updated_at_ms"), &updated);
+            if (status >= 0 && sched_job_status_final ((sched_job_status_t) status)
+                && updated <= cutoff && k_len <= JOB_ID_LEN)
+                zlistx_add_end (doomed, zsys_sprintf ("%.*s", (int) k_len,
+                                                      (const char *) k));
+            //  A job with dead-letter entries stays until they go: a
+            //  retry needs its spec
+            char *last = (char *) zlistx_last (doomed);
+            if (last && strlen (last) == k_len && memcmp (last, k, k_len) == 0
+                && dlq_has_job (txn, last))
+                zlistx_delete (doomed, zlistx_cursor (doomed));
+        }
+        pv_doc_destroy (&doc);
+        rc = store_cursor_next (cursor, &k, &k_len, &v, &v_len);
+    }
+    store_cursor_destroy (&cursor);
+    size_t purged = 0;
+    for (char *id = (char *) zlistx_first (doomed); id;
+         id = (char *) zlistx_next (doomed))
+        if (jobrec_delete (txn, id) == 0)
+            purged++;
+    zlistx_destroy (&doomed);
+    //  Remembered submit replies older than the retention go too.
+    zlistx_t *old_requests = zlistx_new ();
+    zlistx_set_destructor (old_requests, (zlistx_destructor_fn *) zstr_free);
+    cursor = store_cursor_new (txn, STORE_DB_REQUESTS);
+    rc = cursor ? store_cursor_seek (cursor, NULL, 0, &k, &k_len, &v, &v_len)
+                : STORE_EIO;
+    while (rc == 0 && zlistx_size (old_requests) < limit) {
+        int64_t stamp = 0;
+        if (v_len >= 8)
+            for (int index = 0; index < 8; index++)
+                stamp = stamp << 8 | ((const uint8_t *) v) [index];
+        if (v_len < 8 || stamp <= cutoff)
+            zlistx_add_end (old_requests, zsys_sprintf ("%.*s", (int) k_len,
+                                                        (const char *) k));
+        rc = store_cursor_next (cursor, &k, &k_len, &v, &v_len);
+    }
+    store_cursor_destroy (&cursor);
+    for (char *id = (char *) zlistx_first (old_requests); id;
+         id = (char *) zlistx_next (old_requests))
+        store_del (txn, STORE_DB_REQUESTS, id, strlen (id));
+    zlistx_destroy (&old_requests);
+    return purged;
+}
