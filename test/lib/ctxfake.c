@@ -24,6 +24,7 @@ struct _ctxfake_t {
     char keys [3][KEYS_TEXT_SIZE];  //  Clients: viewer, operator, admin
     pw_t *request;               //  The request being written
     unsigned request_seq;        //  For request ids
+    zhashx_t *jobs_seen;         //  Ids of the jobs saved by drains
 };
 
 static ctxfake_t *
@@ -84,6 +85,7 @@ s_drain (ctx_t *ctx)
                 self->sends++;
                 break;
             case SCHED_ACTION_SAVE_JOB:
+                zhashx_update (self->jobs_seen, action.job->id, (void *) "");
                 action.job->updated_at_ms = self->wall_ms;
                 if (txn)
                     ctx_store_error (jobrec_save_header (txn, action.job,
@@ -235,6 +237,7 @@ ctxfake_new (ctxfake_configure_fn *configure, void *arg)
     self->ops.job_version = s_job_version;
     self->ops.watcher_count = s_watcher_count;
     self->request = pw_new ();
+    self->jobs_seen = zhashx_new ();
     ctx_t *ctx = &self->ctx;
     ctx->ops = &self->ops;
     ctx->config = &self->config;
@@ -290,6 +293,7 @@ ctxfake_destroy (ctxfake_t **self_p)
     broker_stats_destroy (&ctx->stats);
     pw_destroy (&ctx->scratch);
     pw_destroy (&self->request);
+    zhashx_destroy (&self->jobs_seen);
     broker_config_clear (&self->config);
     if (*self->dir) {
         char command [400];
@@ -360,6 +364,18 @@ size_t
 ctxfake_sends (ctxfake_t *self)
 {
     return self->sends;
+}
+
+zlistx_t *
+ctxfake_jobs_seen (ctxfake_t *self)
+{
+    zlistx_t *ids = zlistx_new ();
+    zlistx_set_destructor (ids, (zlistx_destructor_fn *) zstr_free);
+    for (void *item = zhashx_first (self->jobs_seen); item;
+         item = zhashx_next (self->jobs_seen))
+        zlistx_add_end (ids,
+                        strdup ((const char *) zhashx_cursor (self->jobs_seen)));
+    return ids;
 }
 
 //  ---------------------------------------------------------------------

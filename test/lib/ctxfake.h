@@ -95,6 +95,11 @@ void ctxfake_abort (ctxfake_t *self);
 //  dispatches, re-sends and cancels counted by ctx_drain.
 size_t ctxfake_sends (ctxfake_t *self);
 
+//  The ids of every job the scheduler's actions saved since the fake was
+//  made (what the server tracks as live or touched by a pass), as a new
+//  list of strings the caller destroys.
+zlistx_t *ctxfake_jobs_seen (ctxfake_t *self);
+
 //  Starts a request as a client does (proto_request_begin): {v, type:
 //  TYPE, id} with room for FIELD_COUNT more pairs, which the caller
 //  writes into the returned writer (lent until the next begin). The id
