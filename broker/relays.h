@@ -52,14 +52,15 @@
 #include "../proto/proto.h"
 #include "../proto/pv.h"
 #include "../proto/pw.h"
+#include "../proto/relaywire.h"
 #include "auth.h"
 #include "registry.h"
 
-#define RELAYS_MAX_PATH 4            //  Keys in a via frame, at most
-#define RELAYS_VIA_MAX (RELAYS_MAX_PATH * KEYS_Z85_LEN)
-//  The last key of a relay's own message: 32 zero bytes, a key no peer
-//  can hold (the identity point of Curve25519)
-#define RELAYS_SELF "0000000000000000000000000000000000000000"
+//  The via frame's limits and the self marker live with the wire
+//  (proto/relaywire.h); these names are the broker's for them.
+#define RELAYS_MAX_PATH PROTO_RELAY_MAX_PATH
+#define RELAYS_VIA_MAX PROTO_RELAY_VIA_MAX
+#define RELAYS_SELF PROTO_RELAY_SELF
 #define RELAYS_MAX_INSECURE 4096     //  Relays told apart in --insecure mode
 
 //  One enrolled relay (from the config).

@@ -117,6 +117,7 @@ typedef struct {
 //  by cli_args_clear.
 typedef struct {
     cli_command_t command;        //  What to do
+    char command_name [64];       //  How messages name it: "job run"
     const char *help_topic;       //  "job", "node", "status" or NULL: its help
     //  Global options (NULL / 0 / false when not given)
     const char *broker;           //  --broker EP
@@ -221,6 +222,11 @@ int cli_settings_resolve (const cli_args_t *args, const char *env_broker,
 
 //  Frees what SETTINGS owns and zeroes it.
 void cli_settings_clear (cli_settings_t *settings);
+
+//  --print-config: the settings as flags, environment and the config
+//  file made them (settings.c).
+void cli_print_config (const cli_args_t *args,
+                       const cli_settings_t *settings, FILE *out);
 
 //  Renders the answer to job.check (a dry run) for people: the target,
 //  the nodes it would run on, those it would not and why, the plan and

@@ -12,6 +12,9 @@
 #include <unistd.h>
 
 #include "../proto/proto.h"
+#include "render.h"
+#include "render_job.h"
+#include "util.h"
 
 //  The first line of TEXT, printable and cut to WIDTH.
 static char *
@@ -193,7 +196,7 @@ s_check_entry (cli_args_t *args, char *err, size_t err_len)
     if (!args->id)
         return cli_fail (err, err_len, "%s needs an entry id (JOB/STEP/NODE, "
                          "see gridcli dlq list)%s",
-                         cli_command_name (args->command),
+                         args->command_name,
                          args->command == CLI_CMD_DLQ_RETRY ? " or a job id"
                                                            : "");
     return 0;

@@ -13,6 +13,8 @@
 
 #include "../proto/keys.h"
 #include "../proto/proto.h"
+#include "render.h"
+#include "util.h"
 
 //  key list: KEY KIND STATUS NODE/ROLE HOSTNAME/NAME SINCE
 static int
@@ -125,7 +127,7 @@ s_check (cli_args_t *args, char *err, size_t err_len)
     if (!args->id)
         return cli_fail (err, err_len, "%s needs a node id or a public key "
                          "(see gridcli key list)",
-                         cli_command_name (args->command));
+                         args->command_name);
     if (!keys_z85_valid (args->id) && !name_valid (args->id))
         return cli_fail (err, err_len, "'%s' is neither a node id nor a "
                          "public key (40 characters of Z85)", args->id);

@@ -12,6 +12,8 @@
 #include <unistd.h>
 
 #include "../proto/proto.h"
+#include "render.h"
+#include "util.h"
 
 static int
 s_render_node_state (const pv_t *data, FILE *out)

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "../proto/proto.h"
+#include "render.h"
 
 static const char s_help_relay [] =
 "gridcli relay - the relays between the broker and its agents\n"

@@ -13,6 +13,9 @@
 
 #include "../proto/cron.h"
 #include "../proto/proto.h"
+#include "jobopts.h"
+#include "render.h"
+#include "util.h"
 
 //  Options of schedule add that job run does not have (it takes job run's
 //  too: cli_run_options)

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "../proto/proto.h"
+#include "render.h"
 
 static int
 s_render_broker_state (const pv_t *data, FILE *out)

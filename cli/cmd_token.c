@@ -10,6 +10,8 @@
 #include <string.h>
 
 #include "../proto/proto.h"
+#include "render.h"
+#include "util.h"
 
 static const char s_help_token [] =
 "gridcli token - bearer tokens for the broker's HTTP API (admin role)\n"

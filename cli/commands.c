@@ -2,9 +2,12 @@
     cli - the table of topics and the main help
     =========================================================================
 */
-#include "cmd.h"
+#include "commands.h"
 
 #include <string.h>
+
+#include "render.h"
+#include "request.h"
 
 //  gridcli --help
 static const char s_help_main [] =
@@ -200,4 +203,36 @@ cli_print_help (const char *topic_name, FILE *out)
     const cli_topic_t *topic = topic_name ? cli_topic_find (topic_name)
                                           : NULL;
     fputs (topic ? topic->help : s_help_main, out);
+}
+
+int
+cli_render (cli_command_t command, const pv_t *data, cli_output_t output,
+            FILE *out)
+{
+    return cli_render_cmd (cli_cmd_find (command, NULL), data, output, out);
+}
+
+int
+cli_request_build (const cli_args_t *args, const job_spec_t *file_spec,
+                   const char *id, pw_t *writer, job_errors_t *errors)
+{
+    return cli_request_build_cmd (cli_cmd_find (args->command, NULL), args,
+                                  file_spec, id, writer, errors);
+}
+
+int
+cli_request (const cli_args_t *args, const job_spec_t *file_spec,
+             const cli_settings_t *settings, pv_doc_t **reply_p,
+             const pv_t **data_p, FILE *err)
+{
+    return cli_request_cmd (cli_cmd_find (args->command, NULL), args,
+                            file_spec, settings, reply_p, data_p, err);
+}
+
+int
+cli_show (const cli_args_t *args, const cli_settings_t *settings,
+          const pv_t *data, FILE *out, FILE *err)
+{
+    return cli_show_cmd (cli_cmd_find (args->command, NULL), args, settings,
+                         data, out, err);
 }

@@ -1,8 +1,8 @@
 /*  =========================================================================
-    cli - rendering: printable text, aligned tables, fields, JSON (cmd.h)
+    cli - rendering: printable text, aligned tables, fields, JSON (render.h)
     =========================================================================
 */
-#include "cmd.h"
+#include "render.h"
 
 #include <czmq.h>
 #include <errno.h>
@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "../proto/proto.h"
+#include "util.h"
 
 //  Display columns of LEN bytes of UTF-8: one per character.
 size_t
@@ -402,8 +403,8 @@ cli_color (FILE *file)
 }
 
 int
-cli_render (cli_command_t command, const pv_t *data, cli_output_t output,
-            FILE *out)
+cli_render_cmd (const cli_cmd_t *cmd, const pv_t *data, cli_output_t output,
+                FILE *out)
 {
     if (pv_type (data) != PV_MAP)
         return -2;
@@ -413,7 +414,6 @@ cli_render (cli_command_t command, const pv_t *data, cli_output_t output,
         fputc ('\n', out);
         return 0;
     }
-    const cli_cmd_t *cmd = cli_cmd_find (command, NULL);
     if (!cmd || !cmd->render)
         return -2;
     return cmd->render (data, out);

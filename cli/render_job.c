@@ -1,8 +1,8 @@
 /*  =========================================================================
-    cli - rendering of job records, dry runs and progress (cli.h)
+    cli - rendering of job records, dry runs and progress (cli.h, render_job.h)
     =========================================================================
 */
-#include "cmd.h"
+#include "render_job.h"
 
 #include <czmq.h>
 #include <errno.h>
@@ -12,6 +12,8 @@
 #include <unistd.h>
 
 #include "../proto/proto.h"
+#include "render.h"
+#include "util.h"
 
 static const char *s_final_job [] = {
     "completed", "partial_failure", "failed", "cancelled", NULL
@@ -679,4 +681,33 @@ cli_progress_format (const pv_t *progress, char *buf, size_t buf_len)
     for (char *cursor = buf; *cursor; cursor++)
         if ((unsigned char) *cursor < 0x20 || *cursor == 0x7F)
             *cursor = '?';
+}
+
+int
+cli_render_submitted (const pv_t *data, FILE *out)
+{
+    char job [128], status [64];
+    if (pv_type (pv_map_get (data, "job")) != PV_STR)
+        return -2;
+    cli_field (data, "job", job, sizeof job);
+    cli_field (data, "status", status, sizeof status);
+    char *job_text = cli_printable (job, strlen (job), SIZE_MAX, false);
+    char *status_text = cli_printable (status, strlen (status), SIZE_MAX,
+                                       false);
+    fprintf (out, "job %s submitted (%s)\n", job_text, status_text);
+    fprintf (out, "follow it with: gridcli job status %s\n", job_text);
+    free (job_text);
+    free (status_text);
+    return 0;
+}
+
+int
+cli_render_retry (const pv_t *data, FILE *out)
+{
+    char retry_of [128];
+    if (cli_render_submitted (data, out) != 0)
+        return -2;
+    fprintf (out, "it retries job %s\n",
+             cli_field (data, "retry_of", retry_of, sizeof retry_of));
+    return 0;
 }

@@ -1,9 +1,9 @@
 /*  =========================================================================
     cli - requests: ids, the request of each command, calls through the
-    client library, the reply envelope (see cli.h, cmd.h)
+    client library, the reply envelope (see cli.h, request.h)
     =========================================================================
 */
-#include "cmd.h"
+#include "request.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -11,6 +11,8 @@
 #include <string.h>
 
 #include "../proto/proto.h"
+#include "jobopts.h"
+#include "render.h"
 
 void
 cli_request_id_make (char *buf, size_t buf_len)
@@ -19,10 +21,10 @@ cli_request_id_make (char *buf, size_t buf_len)
 }
 
 int
-cli_request_build (const cli_args_t *args, const job_spec_t *file_spec,
-                   const char *id, pw_t *writer, job_errors_t *errors)
+cli_request_build_cmd (const cli_cmd_t *cmd, const cli_args_t *args,
+                       const job_spec_t *file_spec, const char *id,
+                       pw_t *writer, job_errors_t *errors)
 {
-    const cli_cmd_t *cmd = cli_cmd_find (args->command, NULL);
     if (!cmd || !cmd->build)
         return -1;               //  Help and version send nothing
     job_errors_t local = { .count = 0 };
@@ -227,9 +229,9 @@ cli_call (const cli_settings_t *settings, const pw_t *request,
 }
 
 int
-cli_request (const cli_args_t *args, const job_spec_t *file_spec,
-             const cli_settings_t *settings, pv_doc_t **reply_p,
-             const pv_t **data_p, FILE *err)
+cli_request_cmd (const cli_cmd_t *cmd, const cli_args_t *args,
+                 const job_spec_t *file_spec, const cli_settings_t *settings,
+                 pv_doc_t **reply_p, const pv_t **data_p, FILE *err)
 {
     *reply_p = NULL;
     *data_p = NULL;
@@ -238,7 +240,8 @@ cli_request (const cli_args_t *args, const job_spec_t *file_spec,
     pw_t *writer = pw_new ();
     job_errors_t errors = { .count = 0 };
     int rc;
-    if (cli_request_build (args, file_spec, id, writer, &errors) != 0) {
+    if (cli_request_build_cmd (cmd, args, file_spec, id, writer, &errors)
+        != 0) {
         cli_print_job_errors (err, NULL, &errors);
         rc = CLI_EXIT_USAGE;
     }
@@ -250,14 +253,15 @@ cli_request (const cli_args_t *args, const job_spec_t *file_spec,
 }
 
 int
-cli_show (const cli_args_t *args, const cli_settings_t *settings,
-          const pv_t *data, FILE *out, FILE *err)
+cli_show_cmd (const cli_cmd_t *cmd, const cli_args_t *args,
+              const cli_settings_t *settings, const pv_t *data, FILE *out,
+              FILE *err)
 {
-    int rc = cli_render (args->command, data, settings->output, out);
+    int rc = cli_render_cmd (cmd, data, settings->output, out);
     if (rc == -2) {
         fprintf (err, "gridcli: the broker's answer is malformed (its data "
                  "does not have the shape of a %s answer)\n",
-                 cli_command_name (args->command));
+                 args->command_name);
         return CLI_EXIT_UNREACHABLE;
     }
     if (rc != 0) {

@@ -2,7 +2,7 @@
     cli - settings: flags > environment > config file > defaults
     =========================================================================
 */
-#include "cmd.h"
+#include "cli.h"
 
 #include <czmq.h>
 #include <errno.h>
@@ -11,8 +11,10 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../client/client.h"
 #include "../proto/conf.h"
 #include "../proto/keys.h"
+#include "util.h"
 
 #ifndef GRID_VERSION
 #define GRID_VERSION "0.0.0-dev"

@@ -14,7 +14,6 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "../broker/relays.h"
 #include "../proto/cmdline.h"
 #include "../proto/conf.h"
 #include "../proto/keys.h"
@@ -23,6 +22,7 @@
 #include "../proto/names.h"
 #include "../proto/proto.h"
 #include "../proto/pw.h"
+#include "../proto/relaywire.h"
 #include "../proto/service.h"
 
 #define S_ZAP_ENDPOINT "inproc://zeromq.zap.01"
@@ -849,7 +849,7 @@ s_insecure_token (const void *routing, size_t size, char *token)
     uint8_t bytes [32];
     memset (bytes, 0, sizeof bytes);
     memcpy (bytes, routing, size);
-    bytes [31] = (uint8_t) size;   //  Never all zero: never RELAYS_SELF
+    bytes [31] = (uint8_t) size;   //  Never all zero: never PROTO_RELAY_SELF
     zmq_z85_encode (token, bytes, 32);
     return true;
 }
@@ -860,7 +860,7 @@ s_on_down_message (relay_t *self, zmq_msg_t *routing, zmq_msg_t *via,
 {
     size_t via_size = via ? zmq_msg_size (via) : 0;
     if (via_size % KEYS_Z85_LEN != 0
-        || via_size + KEYS_Z85_LEN > RELAYS_VIA_MAX
+        || via_size + KEYS_Z85_LEN > PROTO_RELAY_VIA_MAX
         || zmq_msg_size (routing) > sizeof ((s_peer_t *) 0)->routing) {
         self->counters.malformed++;
         return;
@@ -896,7 +896,7 @@ s_on_down_message (relay_t *self, zmq_msg_t *routing, zmq_msg_t *via,
     //  A hello's topics wait for its welcome; a bye ends an agent's grants
     const void *data = zmq_msg_data (body);
     size_t size = zmq_msg_size (body);
-    char path [RELAYS_VIA_MAX + 1];
+    char path [PROTO_RELAY_VIA_MAX + 1];
     memcpy (path, via ? zmq_msg_data (via) : "", via_size);
     path [via_size] = 0;
     proto_msg_t *hello = s_decode_hello (data, size);
@@ -1055,7 +1055,7 @@ s_on_up_message (relay_t *self, zmq_msg_t *via, zmq_msg_t *body)
 {
     size_t via_size = zmq_msg_size (via);
     if (via_size < KEYS_Z85_LEN || via_size % KEYS_Z85_LEN != 0
-        || via_size > RELAYS_VIA_MAX) {
+        || via_size > PROTO_RELAY_VIA_MAX) {
         self->counters.malformed++;
         return;
     }
@@ -1068,7 +1068,7 @@ s_on_up_message (relay_t *self, zmq_msg_t *via, zmq_msg_t *body)
         return;
     }
     size_t rest = via_size - KEYS_Z85_LEN;
-    char path [RELAYS_VIA_MAX + 1];
+    char path [PROTO_RELAY_VIA_MAX + 1];
     memcpy (path, (const uint8_t *) zmq_msg_data (via) + KEYS_Z85_LEN, rest);
     path [rest] = 0;
     proto_msg_t *welcome = s_decode_if (zmq_msg_data (body),
@@ -1413,7 +1413,7 @@ s_on_heartbeat (zloop_t *loop, int timer_id, void *arg)
     if (proto_msg_encode (&beat, self->writer) != 0)
         return 0;
     zmsg_t *msg = zmsg_new ();
-    zmsg_addmem (msg, RELAYS_SELF, KEYS_Z85_LEN);
+    zmsg_addmem (msg, PROTO_RELAY_SELF, KEYS_Z85_LEN);
     zmsg_addmem (msg, pw_data (self->writer), pw_size (self->writer));
     if (zmsg_send (&msg, self->up) != 0) {
         zmsg_destroy (&msg);

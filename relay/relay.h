@@ -14,7 +14,7 @@
     sends one; an agent none). Every message from upstream carries a via
     frame whose first key names the downstream peer it is for: the relay
     takes that key off and sends the rest on. The relay's own heartbeat
-    goes up as [RELAYS_SELF] [heartbeat]. The relay keeps no job state:
+    goes up as [PROTO_RELAY_SELF] [heartbeat]. The relay keeps no job state:
     acks, results and re-sends stay between the agents and the broker.
 
     Commands: the relay grants each downstream subscription only when the

@@ -23,6 +23,7 @@
 
 #include "../cli/cli.h"
 #include "../cli/cmd.h"
+#include "../cli/render.h"
 #include "../proto/conf.h"
 #include "../proto/job.h"
 #include "../proto/keys.h"

@@ -7,12 +7,13 @@
     its own run, or one request and its table.
     =========================================================================
 */
-#include "cmd.h"
+#include "commands.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 #include "../proto/cmdline.h"
+#include "jobopts.h"
 
 int
 cli_run (int argc, char **argv, FILE *out, FILE *err)
