@@ -20,6 +20,10 @@
     sent: a result implies both (PROTOCOL.md 4.1 rules 4 and 7), so the
     many actions that finish within the hold cost the broker one message
     instead of three. The spool records them at once all the same.
+
+    The link to the broker (the sockets, hello, heartbeats, failover) is
+    link.c's: it hands every frame it receives to s_handle, and hears
+    from here of a welcome, a refusal and a forgotten node.
     =========================================================================
 */
 #include "agent.h"
@@ -1160,37 +1164,39 @@ s_handle (agent_t *self, const void *data, size_t size, bool from_sub)
 //  ---------------------------------------------------------------------
 //  What the link asks
 
-const void *
-agent_link_hello (agent_t *self, size_t *size_p)
+static const void *
+s_link_hello (void *arg, size_t *size_p)
 {
+    agent_t *self = (agent_t *) arg;
     *size_p = self->hello_size;
     return self->hello;
 }
 
-void
-agent_link_load (agent_t *self, uint32_t *running_p, uint32_t *queued_p)
+static void
+s_link_load (void *arg, uint32_t *running_p, uint32_t *queued_p)
 {
+    agent_t *self = (agent_t *) arg;
     *running_p = (uint32_t) executor_running (self->executor);
     *queued_p = (uint32_t) executor_queued (self->executor);
 }
 
-void
-agent_link_down (agent_t *self)
+//  What waits in the batch goes before the session ends
+static void
+s_link_down (void *arg)
 {
-    s_batch_flush (self);
+    s_batch_flush ((agent_t *) arg);
 }
 
-void
-agent_link_message (agent_t *self, const void *data, size_t size,
-                    bool from_sub)
+static void
+s_link_message (void *arg, const void *data, size_t size, bool from_sub)
 {
-    s_handle (self, data, size, from_sub);
+    s_handle ((agent_t *) arg, data, size, from_sub);
 }
 
-void
-agent_link_malformed (agent_t *self, const char *why)
+static void
+s_link_malformed (void *arg, const char *why)
 {
-    s_malformed (self, why);
+    s_malformed ((agent_t *) arg, why);
 }
 
 static int
@@ -1413,7 +1419,15 @@ agent_new (agent_config_t *config, char *err, size_t err_len)
     zmq_pollitem_t item = { NULL, self->signal_fd, ZMQ_POLLIN, 0 };
     zloop_poller (self->loop, &item, s_signal_ready, self);
     zloop_poller_set_tolerant (self->loop, &item);
-    self->link = link_new (self->loop, config, self, err, err_len);
+    link_callbacks_t callbacks = {
+        .on_message = s_link_message,
+        .on_malformed = s_link_malformed,
+        .on_down = s_link_down,
+        .hello = s_link_hello,
+        .load = s_link_load
+    };
+    self->link = link_new (self->loop, config, &callbacks, self, err,
+                           err_len);
     if (!self->link) {
         agent_destroy (&self);
         return NULL;

@@ -46,7 +46,8 @@
 struct _link_t {
     agent_config_t *config;     //  Borrowed from the agent
     zloop_t *loop;              //  Borrowed from the agent
-    struct _agent_t *agent;     //  Told what the broker says
+    link_callbacks_t callbacks; //  To the loop...
+    void *arg;                  //  ... with this
     zsock_t *dealer;            //  To the broker's agent endpoint
     zsock_t *sub;               //  From the broker's commands endpoint
     pw_t *writer;               //  Reused for every send
@@ -142,7 +143,7 @@ static void
 s_send_hello (link_t *self)
 {
     size_t size = 0;
-    const void *hello = agent_link_hello (self->agent, &size);
+    const void *hello = self->callbacks.hello (self->arg, &size);
     link_send_bytes (self, hello, size);
 }
 
@@ -200,7 +201,7 @@ s_heartbeat_fired (zloop_t *loop, int timer_id, void *arg)
     proto_msg_t msg = {
         .type = PROTO_HEARTBEAT, .node = self->config->id,
     };
-    agent_link_load (self->agent, &msg.running, &msg.queued);
+    self->callbacks.load (self->arg, &msg.running, &msg.queued);
     link_send (self, &msg);
     return 0;
 }
@@ -235,11 +236,11 @@ s_dealer_ready (zloop_t *loop, zsock_t *sock, void *arg)
         if (zmsg_size (msg) != 1)
             body = NULL;
         if (body)
-            agent_link_message (self->agent, zframe_data (body),
-                                zframe_size (body), false);
+            self->callbacks.on_message (self->arg, zframe_data (body),
+                                       zframe_size (body), false);
         else
-            agent_link_malformed (self->agent,
-                                  "unexpected frames from the broker");
+            self->callbacks.on_malformed (
+                self->arg, "unexpected frames from the broker");
         zmsg_destroy (&msg);
     }
     return 0;
@@ -257,12 +258,12 @@ s_sub_ready (zloop_t *loop, zsock_t *sock, void *arg)
         if (zmsg_size (msg) == 2) {
             zmsg_first (msg);
             zframe_t *body = zmsg_next (msg);
-            agent_link_message (self->agent, zframe_data (body),
-                                zframe_size (body), true);
+            self->callbacks.on_message (self->arg, zframe_data (body),
+                                       zframe_size (body), true);
         }
         else
-            agent_link_malformed (self->agent,
-                                  "commands message without topic and body");
+            self->callbacks.on_malformed (
+                self->arg, "commands message without topic and body");
         zmsg_destroy (&msg);
     }
     return 0;
@@ -392,7 +393,7 @@ s_monitor_ready (zloop_t *loop, zsock_t *sock, void *arg)
         if (self->welcomed) {
             s_log (self, "lost the connection to %s: registering again",
                    self->endpoints [self->endpoint]);
-            agent_link_down (self->agent);
+            self->callbacks.on_down (self->arg);
             link_unwelcome (self);
         }
     }
@@ -606,8 +607,9 @@ s_failover_fired (zloop_t *loop, int timer_id, void *arg)
 //  The link
 
 link_t *
-link_new (zloop_t *loop, agent_config_t *config, struct _agent_t *agent,
-          char *err, size_t err_len)
+link_new (zloop_t *loop, agent_config_t *config,
+          const link_callbacks_t *callbacks, void *arg, char *err,
+          size_t err_len)
 {
     link_t *self = (link_t *) calloc (1, sizeof (link_t));
     if (!self) {
@@ -616,7 +618,8 @@ link_new (zloop_t *loop, agent_config_t *config, struct _agent_t *agent,
     }
     self->config = config;
     self->loop = loop;
-    self->agent = agent;
+    self->callbacks = *callbacks;
+    self->arg = arg;
     self->hello_timer = self->heartbeat_timer = self->failover_timer = -1;
     self->failover_spread = (uint32_t) randof (1001);
     self->writer = pw_new ();

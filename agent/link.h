@@ -17,10 +17,15 @@
     the earlier ones every failback_ms and moves back to the first that
     answers.
 
-    The link does not read what the broker says: every frame it receives
-    goes to the agent, which decodes it and tells the link of a welcome
+    The link does not read what the broker says, and never calls into the
+    agent: every frame it receives goes to the loop through on_message,
+    and the loop, which decodes it, tells the link of a welcome
     (link_welcome), a refusal (link_refused) or a broker that forgot it
-    (link_unwelcome).
+    (link_unwelcome). What the link needs from the loop it asks through
+    the other callbacks (link_callbacks_t): the hello to say, the load a
+    heartbeat reports, and on_down when a welcomed session is lost.
+    Callbacks run on the loop thread, from the link's loop handlers or
+    from within a link_ call, never after link_destroy.
 
     The link registers on the agent's zloop, and removes in link_destroy,
     its readers (the DEALER, the SUB, the DEALER's monitor) and its timers
@@ -42,22 +47,36 @@
 
 typedef struct _link_t link_t;
 
-//  What the link needs from the agent, implemented in agent.c.
-struct _agent_t;
-const void *agent_link_hello (struct _agent_t *agent, size_t *size_p);
-void agent_link_load (struct _agent_t *agent, uint32_t *running_p,
-                      uint32_t *queued_p);
-void agent_link_down (struct _agent_t *agent);
-void agent_link_message (struct _agent_t *agent, const void *data,
-                         size_t size, bool from_sub);
-void agent_link_malformed (struct _agent_t *agent, const char *why);
+//  What the link tells the loop and asks of it. Each gets the ARG given to
+//  link_new. All are required.
+typedef struct {
+    //  A frame from the broker, DATA and SIZE (valid only during the
+    //  call): from the commands endpoint (the SUB) when FROM_SUB, else from
+    //  the agent endpoint (the DEALER). Up to 64 per socket wake-up.
+    void (*on_message) (void *arg, const void *data, size_t size,
+                        bool from_sub);
+    //  A message from the broker that does not have the frames the
+    //  protocol allows, dropped; WHY says how.
+    void (*on_malformed) (void *arg, const char *why);
+    //  The connection of a welcomed session was lost. Called before the
+    //  link drops the session and says hello again (in the same call), so
+    //  the loop can send what it holds for the session first.
+    void (*on_down) (void *arg);
+    //  The encoded hello to say now: its bytes, with the size in *SIZE_P.
+    //  Borrowed: valid until the loop changes it, and the link sends it
+    //  before it returns to the loop.
+    const void *(*hello) (void *arg, size_t *size_p);
+    //  The work a heartbeat reports: tasks running and queued.
+    void (*load) (void *arg, uint32_t *running_p, uint32_t *queued_p);
+} link_callbacks_t;
 
 //  Splits CONFIG's endpoints, loads the keys (unless insecure) and
 //  connects to the first endpoint on LOOP. CONFIG and LOOP are borrowed
-//  and must outlive the link. Says no hello yet (link_hello). Returns
-//  NULL with a sentence in ERR.
+//  and must outlive the link; CALLBACKS is copied. Says no hello yet
+//  (link_hello). Returns NULL with a sentence in ERR.
 link_t *link_new (zloop_t *loop, agent_config_t *config,
-                  struct _agent_t *agent, char *err, size_t err_len);
+                  const link_callbacks_t *callbacks, void *arg, char *err,
+                  size_t err_len);
 
 //  Ends the link's readers and timers and closes its sockets (with
 //  linger: what was sent last still goes out); NULL-safe, nulls *self_p.
