@@ -199,7 +199,7 @@ s_heartbeat_fired (zloop_t *loop, int timer_id, void *arg)
     if (timer_id != self->heartbeat_timer || !self->welcomed)
         return 0;
     proto_msg_t msg = {
-        .type = PROTO_HEARTBEAT, .node = self->config->id,
+        .type = PROTO_HEARTBEAT, .node = self->config->id
     };
     self->callbacks.load (self->arg, &msg.running, &msg.queued);
     link_send (self, &msg);
@@ -217,6 +217,10 @@ link_unwelcome (link_t *self)
     s_send_hello (self);
     s_arm_hello (self, true);
 }
+
+
+//  ---------------------------------------------------------------------
+//  Reading: every frame goes to the loop (on_message)
 
 static int
 s_dealer_ready (zloop_t *loop, zsock_t *sock, void *arg)
