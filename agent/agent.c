@@ -20,6 +20,10 @@
     sent: a result implies both (PROTOCOL.md 4.1 rules 4 and 7), so the
     many actions that finish within the hold cost the broker one message
     instead of three. The spool records them at once all the same.
+
+    The link to the broker (the sockets, hello, heartbeats, failover) is
+    link.c's: it hands every frame it receives to s_handle, and hears
+    from here of a welcome, a refusal and a forgotten node.
     =========================================================================
 */
 #include "agent.h"
@@ -47,29 +51,15 @@
 #include "../proto/service.h"
 #include "../store/store.h"
 #include "executor.h"
+#include "link.h"
 #include "orphans.h"
 #include "spool.h"
 
-#define S_HELLO_FIRST_MS 100        //  First hello retry, doubling...
-#define S_HELLO_MS 30000            //  ...up to this, until welcomed;
-#define S_HELLO_ANSWERED_MS 2000    //  up to this while the broker refuses
 #define S_RESEND_MS 5000            //  Unacknowledged results again
 #define S_RESEND_BATCH 256          //  Most results re-sent per round
 #define S_FLUSH_MS 2000             //  Shutdown: wait for result_acks
 #define S_STOP_CHECK_MS 20          //  Shutdown: how often to look
-#define S_HWM 10000                 //  Socket high-water marks
-#define S_ZMTP_HEARTBEAT_MS 5000    //  ZMTP-level heartbeats
-#define S_ZMTP_TIMEOUT_MS 15000
-#define S_HANDSHAKE_MS 10000
-#define S_RECONNECT_MS 100          //  First reconnect (plus jitter)
-#define S_FAILOVER_CHECK_MS 250     //  How often failover is considered
-#define S_PROBE_MS 3000             //  Failback: a handshake takes this at most
-#define S_RECONNECT_MAX_MS 10000    //  Backoff cap
-#define S_LINGER_MS 2000            //  Queued messages get this long at close
-#define S_READ_BATCH 64             //  Messages per socket wake-up
 #define S_CANCELLED_KEEP 1024       //  Recently cancelled jobs remembered
-#define S_HEARTBEAT_MIN_MS 100
-#define S_HEARTBEAT_MAX_MS 600000
 #define S_MAX_TIMEOUT_MS (30ULL * 24 * 3600 * 1000)  //  30 days
 #define S_PROGRESS_HOLD_MS 20       //  Acks and starteds wait this long at
                                     //  most for a result that implies them
@@ -118,8 +108,7 @@ struct _agent_t {
     agent_config_t *config;     //  Borrowed; a reload updates it
     char hostname [HOST_NAME_MAX + 1];
     zloop_t *loop;
-    zsock_t *dealer;            //  To the broker's agent endpoint
-    zsock_t *sub;               //  From the broker's commands endpoint
+    link_t *link;               //  To the broker
     executor_t *executor;
     store_lock_t *lock;         //  The state dir's lock (one agent per dir)
     spool_t *spool;
@@ -134,12 +123,6 @@ struct _agent_t {
     pw_t *writer;               //  Reused for every send
     void *hello;                //  Encoded hello (built once)
     size_t hello_size;
-    bool welcomed;              //  The broker knows us
-    uint32_t heartbeat_ms;      //  From the welcome
-    int hello_timer;            //  -1 when none
-    uint32_t hello_delay_ms;    //  Next hello retry delay
-    bool hello_answered;        //  The broker refused a hello (it is not busy)
-    int heartbeat_timer;
     int resend_timer;
     int progress_timer;         //  Reports running tasks' progress
     zhashx_t *work;             //  key -> s_work_t, queued or running
@@ -163,27 +146,6 @@ struct _agent_t {
     pw_t *entry;                //  One entry being encoded
     int batch_timer;            //  Sends the batch after this loop turn,
                                 //  -1 when none is armed
-    zcert_t *cert;              //  Our key pair (NULL when insecure)
-    char broker_key [KEYS_TEXT_SIZE];  //  The broker's public key
-    zsock_t *monitor;           //  Failed handshakes and losses of the dealer
-    char **endpoints;           //  Agent endpoints (--broker), in order
-    char **publishes;           //  Their commands endpoints
-    char (*server_keys) [KEYS_TEXT_SIZE];  //  Their public keys (secure)
-    size_t endpoint_count;
-    size_t endpoint;            //  The one in use
-    int64_t quiet_since_ms;     //  Monotonic: last heard from it, connected
-                                //  to it, or lost it
-    int failover_timer;
-    zsock_t *probe;             //  Failback: a DEALER that only shakes hands
-    zsock_t *probe_monitor;     //  ... and its handshake events
-    size_t probe_endpoint;      //  ... with this earlier endpoint
-    int64_t probe_deadline_ms;  //  ... given up then (monotonic)
-    int64_t failback_at_ms;     //  Next failback probe (monotonic), 0: none
-    uint32_t failover_spread;   //  0..1000: this agent waits failover_ms and
-                                //  this many thousandths of a fifth more
-    char last_refusal [512];    //  Last handshake or enrolment refusal logged
-    unsigned failed_handshakes; //  In a row, since the last one that went
-                                //  through
 };
 
 //  One command the executor holds.
@@ -242,33 +204,6 @@ s_jitter (uint32_t ms)
 }
 
 
-//  ---------------------------------------------------------------------
-//  Sending
-
-static void
-s_send_bytes (agent_t *self, const void *data, size_t size)
-{
-    zframe_t *frame = zframe_new (data, size);
-    if (!frame)
-        return;
-    if (zframe_send (&frame, self->dealer, ZFRAME_DONTWAIT))
-        s_debug (self, "send to broker dropped: %s", zmq_strerror (errno));
-    zframe_destroy (&frame);
-}
-
-static int
-s_send (agent_t *self, const proto_msg_t *msg)
-{
-    pw_reset (self->writer);
-    if (proto_msg_encode (msg, self->writer)) {
-        log_error ("internal: a %s message does not encode",
-               proto_type_name (msg->type));
-        return -1;
-    }
-    s_send_bytes (self, pw_data (self->writer), pw_size (self->writer));
-    return 0;
-}
-
 //  ack or started for (job, step, attempt), sent now.
 static void
 s_send_progress (agent_t *self, proto_type_t type, const char *job,
@@ -278,7 +213,7 @@ s_send_progress (agent_t *self, proto_type_t type, const char *job,
         .type = type, .node = self->config->id, .job = (char *) job,
         .step = step, .attempt = attempt
     };
-    s_send (self, &msg);
+    link_send (self->link, &msg);
 }
 
 
@@ -402,7 +337,8 @@ s_batch_flush (agent_t *self)
     if (proto_results_begin (self->config->id, self->batch_count,
                              self->writer) == 0) {
         pw_raw (self->writer, pw_data (self->batch), pw_size (self->batch));
-        s_send_bytes (self, pw_data (self->writer), pw_size (self->writer));
+        link_send_bytes (self->link, pw_data (self->writer),
+                         pw_size (self->writer));
     }
     s_debug (self, "sent %zu result(s) in one results", self->batch_count);
     pw_reset (self->batch);
@@ -461,7 +397,7 @@ s_resend_one (void *arg, const char *key, const void *data, size_t size)
         return;
     }
     proto_msg_destroy (&result);
-    s_send_bytes (self, data, size);
+    link_send_bytes (self->link, data, size);
 }
 
 //  Results not yet acknowledged: the spool's and those kept in memory.
@@ -493,74 +429,14 @@ s_resend_results (agent_t *self)
 static void
 s_send_hello (agent_t *self)
 {
-    s_send_bytes (self, self->hello, self->hello_size);
-}
-
-
-//  ---------------------------------------------------------------------
-//  Timers
-
-static int
-s_hello_fired (zloop_t *loop, int timer_id, void *arg);
-
-//  Hello retries start fast (a hello sent before the connection is up is
-//  dropped, not queued) and back off to every S_HELLO_MS, give or take a
-//  fifth: a busy broker is not asked ever more often by a whole fleet (a
-//  new connection says hello at once, s_monitor_ready). A broker that
-//  answers with a refusal (pending, duplicate_node) is not busy: it is
-//  asked every S_HELLO_ANSWERED_MS, so that an accepted key or a freed
-//  node is taken up soon.
-static void
-s_arm_hello (agent_t *self, bool first)
-{
-    uint32_t most = self->hello_answered ? S_HELLO_ANSWERED_MS : S_HELLO_MS;
-    if (first || self->hello_delay_ms == 0)
-        self->hello_delay_ms = S_HELLO_FIRST_MS;
-    else
-        self->hello_delay_ms = self->hello_delay_ms * 2 < most
-                             ? self->hello_delay_ms * 2 : most;
-    if (self->hello_timer >= 0)
-        zloop_timer_end (self->loop, self->hello_timer);
-    self->hello_timer = zloop_timer (self->loop,
-                                     s_jitter (self->hello_delay_ms), 1,
-                                     s_hello_fired, self);
-}
-
-static int
-s_hello_fired (zloop_t *loop, int timer_id, void *arg)
-{
-    agent_t *self = (agent_t *) arg;
-    if (timer_id != self->hello_timer)
-        return 0;
-    self->hello_timer = -1;
-    if (!self->welcomed) {
-        s_debug (self, "no welcome yet: hello again");
-        s_send_hello (self);
-        s_arm_hello (self, false);
-    }
-    return 0;
-}
-
-static int
-s_heartbeat_fired (zloop_t *loop, int timer_id, void *arg)
-{
-    agent_t *self = (agent_t *) arg;
-    if (timer_id != self->heartbeat_timer || !self->welcomed)
-        return 0;
-    proto_msg_t msg = {
-        .type = PROTO_HEARTBEAT, .node = self->config->id,
-        .running = (uint32_t) executor_running (self->executor),
-        .queued = (uint32_t) executor_queued (self->executor)
-    };
-    s_send (self, &msg);
-    return 0;
+    link_send_bytes (self->link, self->hello, self->hello_size);
 }
 
 static int
 s_resend_fired (zloop_t *loop, int timer_id, void *arg)
 {
     agent_t *self = (agent_t *) arg;
-    if (self->welcomed)
+    if (link_welcomed (self->link))
         s_resend_results (self);
     return 0;
 }
@@ -570,12 +446,7 @@ static void
 s_unwelcome (agent_t *self)
 {
     s_batch_flush (self);
-    self->welcomed = false;
-    if (self->heartbeat_timer >= 0)
-        zloop_timer_end (self->loop, self->heartbeat_timer);
-    self->heartbeat_timer = -1;
-    s_send_hello (self);
-    s_arm_hello (self, true);
+    link_unwelcome (self->link);
 }
 
 
@@ -690,7 +561,7 @@ s_stream_head (agent_t *self, const proto_msg_t *result, const char *stream,
             s_log (self, "cannot record the %s of %s step %u: %s (sent "
                    "anyway, not kept)", stream, result->job, result->step,
                    err);
-        s_send (self, &piece);
+        link_send (self->link, &piece);
     }
     return head;
 }
@@ -710,7 +581,7 @@ s_finish (agent_t *self, proto_msg_t *result)
     spool_key (result->job, result->step, result->attempt, key,
                sizeof (key));
     s_held_drop (self, key);
-    if (self->batch_results && self->welcomed) {
+    if (self->batch_results && link_welcomed (self->link)) {
         //  Kept in memory in the single form, which a re-send batches
         pw_reset (self->writer);
         if (!spooled && proto_msg_encode (result, self->writer) == 0)
@@ -720,7 +591,7 @@ s_finish (agent_t *self, proto_msg_t *result)
         s_batch_add (self, result);
     }
     else
-    if (s_send (self, result) == 0 && !spooled)
+    if (link_send (self->link, result) == 0 && !spooled)
         zhashx_update (self->unspooled, key,
                        zchunk_new (pw_data (self->writer),
                                    pw_size (self->writer)));
@@ -791,7 +662,7 @@ static int
 s_progress_fired (zloop_t *loop, int timer_id, void *arg)
 {
     agent_t *self = (agent_t *) arg;
-    if (!self->welcomed)
+    if (!link_welcomed (self->link))
         return 0;
     int64_t now = zclock_mono ();
     for (s_work_t *work = (s_work_t *) zhashx_first (self->work); work;
@@ -818,7 +689,7 @@ s_progress_fired (zloop_t *loop, int timer_id, void *arg)
                         : NULL,
             .message = progress.message [0] ? progress.message : NULL
         };
-        s_send (self, &msg);
+        link_send (self->link, &msg);
         work->sent = progress;
     }
     return 0;
@@ -1049,7 +920,7 @@ s_on_command (agent_t *self, const proto_msg_t *command)
 {
     if (!s_meant_for_us (self, command->nodes, command->node_count))
         return;
-    if (!self->welcomed || self->stopping) {
+    if (!link_welcomed (self->link) || self->stopping) {
         s_debug (self, "job %s step %u: ignored (%s)", command->job,
                  command->step, self->stopping ? "stopping"
                                                : "not welcomed yet");
@@ -1075,7 +946,8 @@ s_on_command (agent_t *self, const proto_msg_t *command)
         //  Finished, its result only in memory: never run again
         s_send_progress (self, PROTO_ACK, command->job, command->step,
                          command->attempt);
-        s_send_bytes (self, zchunk_data (kept), zchunk_size (kept));
+        link_send_bytes (self->link, zchunk_data (kept),
+                         zchunk_size (kept));
         return;
     }
     spool_state_t state = spool_state (self->spool, command->job,
@@ -1092,7 +964,7 @@ s_on_command (agent_t *self, const proto_msg_t *command)
         size_t size = 0;
         if (spool_result (self->spool, command->job, command->step,
                           command->attempt, &data, &size) == 0)
-            s_send_bytes (self, data, size);
+            link_send_bytes (self->link, data, size);
         free (data);
     }
     s_debug (self, "job %s step %u attempt %u: duplicate, not run again",
@@ -1130,24 +1002,7 @@ s_on_welcome (agent_t *self, const proto_msg_t *welcome)
         s_log (self, "ignored a welcome for node '%s'", welcome->node);
         return;
     }
-    uint32_t beat = welcome->heartbeat_ms;
-    if (beat < S_HEARTBEAT_MIN_MS)
-        beat = S_HEARTBEAT_MIN_MS;
-    if (beat > S_HEARTBEAT_MAX_MS)
-        beat = S_HEARTBEAT_MAX_MS;
-    bool changed = !self->welcomed || beat != self->heartbeat_ms;
-    self->welcomed = true;
-    self->hello_answered = false;
-    if (self->hello_timer >= 0)
-        zloop_timer_end (self->loop, self->hello_timer);
-    self->hello_timer = -1;
-    if (changed) {
-        if (self->heartbeat_timer >= 0)
-            zloop_timer_end (self->loop, self->heartbeat_timer);
-        self->heartbeat_ms = beat;
-        self->heartbeat_timer = zloop_timer (self->loop, beat, 0,
-                                             s_heartbeat_fired, self);
-    }
+    link_welcome (self->link, welcome->heartbeat_ms);
     //  Keep no more output per stream than the broker keeps
     size_t cap = self->config->output_cap_bytes;
     if (welcome->max_output && welcome->max_output < cap)
@@ -1158,18 +1013,8 @@ s_on_welcome (agent_t *self, const proto_msg_t *welcome)
     self->batch_results = proto_msg_has_feature (welcome,
                                                  PROTO_FEATURE_RESULTS);
     s_log (self, "welcomed by the broker (heartbeat every %u ms, %zu "
-           "result(s) to deliver%s)", beat, s_unacked (self),
-           self->batch_results ? ", in batches" : "");
-    self->last_refusal [0] = 0;
-    //  The broker grants topics only to a node it knows: ask again now
-    if (self->cert) {
-        char **topics = agent_topics (self->config, NULL);
-        for (size_t index = 0; topics && topics [index]; index++) {
-            zsock_set_unsubscribe (self->sub, topics [index]);
-            zsock_set_subscribe (self->sub, topics [index]);
-        }
-        agent_topics_free (&topics);
-    }
+           "result(s) to deliver%s)", link_heartbeat_ms (self->link),
+           s_unacked (self), self->batch_results ? ", in batches" : "");
     s_resend_results (self);
 }
 
@@ -1180,32 +1025,19 @@ s_on_error (agent_t *self, const proto_msg_t *error)
 {
     //  A second agent that claims this node was refused: say so once
     if (strcmp (error->code, PROTO_ERR_DUPLICATE_NODE) == 0
-    &&  self->welcomed) {
+    &&  link_welcomed (self->link)) {
         if (strcmp (self->last_notice, error->message) != 0)
             s_log (self, "%s", error->message);
         snprintf (self->last_notice, sizeof self->last_notice, "%s",
                   error->message);
         return;
     }
-    //  Until a welcome, the same refusal answers every hello: say it once
-    bool repeated = !self->welcomed
-                    && strcmp (self->last_refusal, error->message) == 0;
-    if (!repeated)
-        s_log (self, "broker says %s: %s", error->code, error->message);
-    if (!self->welcomed)
-        snprintf (self->last_refusal, sizeof self->last_refusal, "%s",
-                  error->message);
-    //  A refused hello: the broker answers, so ask again at the short pace
-    if (!self->welcomed && !self->hello_answered) {
-        self->hello_answered = true;
-        if (self->hello_delay_ms > S_HELLO_ANSWERED_MS)
-            s_arm_hello (self, false);
-    }
+    link_refused (self->link, error->code, error->message);
     if (strcmp (error->code, "pending") == 0)
         return;
     //  A broker older than hello's features refuses the key: say hello
     //  without it, and take one result_ack per result
-    if (!self->welcomed && !self->plain_hello
+    if (!link_welcomed (self->link) && !self->plain_hello
         && strcmp (error->code, PROTO_ERR_MALFORMED) == 0
         && strstr (error->message, "'features'")) {
         char why [256];
@@ -1222,7 +1054,8 @@ s_on_error (agent_t *self, const proto_msg_t *error)
         s_unwelcome (self);
     }
     else
-    if (strcmp (error->code, PROTO_ERR_UNAUTHORIZED) == 0 && self->welcomed) {
+    if (strcmp (error->code, PROTO_ERR_UNAUTHORIZED) == 0
+        && link_welcomed (self->link)) {
         s_log (self, "this node's key is no longer enrolled: registering "
                "again");
         s_unwelcome (self);
@@ -1270,12 +1103,11 @@ s_malformed (agent_t *self, const char *why)
 }
 
 static void
-s_handle (agent_t *self, zframe_t *body, bool from_sub)
+s_handle (agent_t *self, const void *data, size_t size, bool from_sub)
 {
     proto_msg_t *msg = NULL;
     char why [256];
-    if (proto_msg_decode (zframe_data (body), zframe_size (body), &msg, why,
-                          sizeof (why))) {
+    if (proto_msg_decode (data, size, &msg, why, sizeof (why))) {
         s_malformed (self, why);
         return;
     }
@@ -1328,50 +1160,43 @@ s_handle (agent_t *self, zframe_t *body, bool from_sub)
     proto_msg_destroy (&msg);
 }
 
-static int
-s_dealer_ready (zloop_t *loop, zsock_t *sock, void *arg)
+
+//  ---------------------------------------------------------------------
+//  What the link asks
+
+static const void *
+s_link_hello (void *arg, size_t *size_p)
 {
     agent_t *self = (agent_t *) arg;
-    //  Whatever it says, the endpoint is there
-    self->quiet_since_ms = zclock_mono ();
-    for (int count = 0; count < S_READ_BATCH; count++) {
-        zmsg_t *msg = zmsg_recv (sock);
-        if (!msg)
-            break;
-        //  One body frame; tolerate an empty delimiter before it
-        zframe_t *body = zmsg_first (msg);
-        if (zmsg_size (msg) == 2 && zframe_size (body) == 0)
-            body = zmsg_next (msg);
-        else
-        if (zmsg_size (msg) != 1)
-            body = NULL;
-        if (body)
-            s_handle (self, body, false);
-        else
-            s_malformed (self, "unexpected frames from the broker");
-        zmsg_destroy (&msg);
-    }
-    return 0;
+    *size_p = self->hello_size;
+    return self->hello;
 }
 
-static int
-s_sub_ready (zloop_t *loop, zsock_t *sock, void *arg)
+static void
+s_link_load (void *arg, uint32_t *running_p, uint32_t *queued_p)
 {
     agent_t *self = (agent_t *) arg;
-    for (int count = 0; count < S_READ_BATCH; count++) {
-        zmsg_t *msg = zmsg_recv (sock);
-        if (!msg)
-            break;
-        //  Topic frame, body frame
-        if (zmsg_size (msg) == 2) {
-            zmsg_first (msg);
-            s_handle (self, zmsg_next (msg), true);
-        }
-        else
-            s_malformed (self, "commands message without topic and body");
-        zmsg_destroy (&msg);
-    }
-    return 0;
+    *running_p = (uint32_t) executor_running (self->executor);
+    *queued_p = (uint32_t) executor_queued (self->executor);
+}
+
+//  What waits in the batch goes before the session ends
+static void
+s_link_down (void *arg)
+{
+    s_batch_flush ((agent_t *) arg);
+}
+
+static void
+s_link_message (void *arg, const void *data, size_t size, bool from_sub)
+{
+    s_handle ((agent_t *) arg, data, size, from_sub);
+}
+
+static void
+s_link_malformed (void *arg, const char *why)
+{
+    s_malformed ((agent_t *) arg, why);
 }
 
 static int
@@ -1394,6 +1219,7 @@ s_signal_ready (zloop_t *loop, zmq_pollitem_t *item, void *arg)
     if (!self->stopping) {
         s_log (self, "%s: stopping", strsignal (signo));
         self->stopping = true;
+        link_stop (self->link);
         return -1;
     }
     s_log (self, "%s again: cancelling running work now", strsignal (signo));
@@ -1402,340 +1228,6 @@ s_signal_ready (zloop_t *loop, zmq_pollitem_t *item, void *arg)
     return 0;
 }
 
-
-//  ---------------------------------------------------------------------
-//  Lifecycle
-
-static zsock_t *
-s_socket (agent_t *self, int type, const char *endpoint, char **topics,
-          char *err, size_t err_len)
-{
-    zsock_t *sock = zsock_new (type);
-    if (!sock) {
-        s_err (err, err_len, "cannot create a socket");
-        return NULL;
-    }
-    zsock_set_maxmsgsize (sock, PROTO_MAX_FRAME);
-    zsock_set_sndhwm (sock, S_HWM);
-    zsock_set_rcvhwm (sock, S_HWM);
-    zsock_set_heartbeat_ivl (sock, S_ZMTP_HEARTBEAT_MS);
-    zsock_set_heartbeat_timeout (sock, S_ZMTP_TIMEOUT_MS);
-    //  No TTL: the broker then keeps no timer per agent connection
-    zsock_set_handshake_ivl (sock, S_HANDSHAKE_MS);
-    //  Jittered, backed-off reconnects: a restarted broker is not hit by
-    //  the whole fleet in the same millisecond
-    zsock_set_reconnect_ivl (sock, (int) (S_RECONNECT_MS
-                                          + randof (2 * S_RECONNECT_MS)));
-    zsock_set_reconnect_ivl_max (sock, S_RECONNECT_MAX_MS);
-    zsock_set_linger (sock, S_LINGER_MS);
-    zsock_set_rcvtimeo (sock, 0);
-    zsock_set_sndtimeo (sock, 0);
-    //  The DEALER queues nothing for a broker that is not connected: a
-    //  hello or heartbeat queued for hours would arrive as a stale burst,
-    //  and results are re-sent from the spool anyway
-    if (type == ZMQ_DEALER)
-        zsock_set_immediate (sock, 1);
-    if (self->cert)
-        keys_curve_client (sock, self->cert, self->broker_key);
-    for (size_t index = 0; topics && topics [index]; index++)
-        zsock_set_subscribe (sock, topics [index]);
-    if (zsock_connect (sock, "%s", endpoint)) {
-        s_err (err, err_len, "cannot connect to '%s': %s", endpoint,
-               zmq_strerror (zmq_errno ()));
-        zsock_destroy (&sock);
-    }
-    return sock;
-}
-
-//  Loads our key pair and the broker's public key.
-static int
-s_load_keys (agent_t *self, char *err, size_t err_len)
-{
-    const agent_config_t *config = self->config;
-    char why [1024];
-    self->cert = keys_load_pair (config->key_file, why, sizeof (why));
-    if (!self->cert) {
-        s_err (err, err_len, "no usable agent key: %s\n"
-               "  create one with: gridagent keygen --out %s (then an admin "
-               "runs gridcli key accept %s)\n"
-               "  or pass --key FILE; against a broker that runs --insecure, "
-               "pass --insecure", why, KEYS_DEFAULT_DIR, config->id);
-        return -1;
-    }
-    char **keys = NULL;
-    size_t count = agent_config_split (config->broker_key, &keys);
-    self->server_keys = (char (*) [KEYS_TEXT_SIZE]) calloc (
-        self->endpoint_count, KEYS_TEXT_SIZE);
-    int rc = self->server_keys && count ? 0 : -1;
-    for (size_t index = 0; rc == 0 && index < self->endpoint_count; index++)
-        if (keys_read_public (keys [count == 1 ? 0 : index],
-                              self->server_keys [index], why, sizeof (why))) {
-            s_err (err, err_len, "no broker public key: %s\n"
-                   "  copy the broker's public key file (broker.key) here "
-                   "and pass --broker-key FILE, or pass its 40 characters",
-                   why);
-            rc = -1;
-        }
-    agent_config_list_free (&keys, &count);
-    if (rc == 0)
-        memcpy (self->broker_key, self->server_keys [0], KEYS_TEXT_SIZE);
-    return rc;
-}
-
-#define S_HANDSHAKES_SAID 10     //  Failed handshakes in a row that are
-                                 //  worth a warning
-
-//  A failed handshake says why the broker is silent: log it once.
-static int
-s_monitor_ready (zloop_t *loop, zsock_t *sock, void *arg)
-{
-    agent_t *self = (agent_t *) arg;
-    char why [512] = "";
-    int rc = keys_monitor_read (sock, why, sizeof (why));
-    if (rc == 3) {
-        self->last_refusal [0] = 0;
-        self->failed_handshakes = 0;
-        //  Connected (again): say hello now, not at the next backed-off
-        //  retry, so a restarted broker or relay has us back at once (the
-        //  agents that lost it together find it again at their own
-        //  jittered reconnect times, s_socket)
-        s_debug (self, "connected to %s", self->endpoints [self->endpoint]);
-        self->quiet_since_ms = zclock_mono ();
-        if (!self->welcomed && !self->stopping) {
-            s_send_hello (self);
-            s_arm_hello (self, true);
-        }
-    }
-    else
-    if ((rc == 1 || rc == 2) && strcmp (why, self->last_refusal) != 0) {
-        s_log (self, "%s", why);
-        snprintf (self->last_refusal, sizeof (self->last_refusal), "%s", why);
-    }
-    //  A broker that cannot read our hello (we hold a wrong public key for
-    //  it) closes the connection without a word, as a restarting one does:
-    //  many failures in a row are said once, with what to check
-    if (rc == 2 && ++self->failed_handshakes == S_HANDSHAKES_SAID)
-        log_warn ("no handshake with %s went through in %u tries (last: "
-                  "%s): if a broker or relay serves there, check that "
-                  "--broker-key is its public key",
-                  self->endpoints [self->endpoint], S_HANDSHAKES_SAID, why);
-    if (rc == 4) {
-        //  The broker (or relay) went away: register again when it is
-        //  back, or fail over to the next endpoint
-        self->quiet_since_ms = zclock_mono ();
-        if (self->welcomed) {
-            s_log (self, "lost the connection to %s: registering again",
-                   self->endpoints [self->endpoint]);
-            s_unwelcome (self);
-        }
-    }
-    return 0;
-}
-
-//  Closes the sockets to the current endpoint.
-static void
-s_disconnect (agent_t *self)
-{
-    if (self->monitor) {
-        zloop_reader_end (self->loop, self->monitor);
-        zmq_socket_monitor (zsock_resolve (self->dealer), NULL, 0);
-        zsock_destroy (&self->monitor);
-    }
-    zsock_t **sockets [2] = {&self->dealer, &self->sub};
-    for (int index = 0; index < 2; index++)
-        if (*sockets [index]) {
-            zloop_reader_end (self->loop, *sockets [index]);
-            //  What waits for a peer that is gone is re-sent from the spool
-            zsock_set_linger (*sockets [index], 0);
-            zsock_destroy (sockets [index]);
-        }
-}
-
-static int s_dealer_ready (zloop_t *loop, zsock_t *sock, void *arg);
-static int s_sub_ready (zloop_t *loop, zsock_t *sock, void *arg);
-
-//  Connects to endpoint INDEX: subscribes first, then the DEALER (rule 1
-//  of the protocol). Returns 0, or -1 with a sentence in ERR.
-static int
-s_connect (agent_t *self, size_t index, char *err, size_t err_len)
-{
-    s_disconnect (self);
-    self->endpoint = index;
-    if (self->server_keys)
-        memcpy (self->broker_key, self->server_keys [index], KEYS_TEXT_SIZE);
-    char **topics = agent_topics (self->config, NULL);
-    self->sub = topics ? s_socket (self, ZMQ_SUB, self->publishes [index],
-                                   topics, err, err_len) : NULL;
-    agent_topics_free (&topics);
-    if (self->sub)
-        self->dealer = s_socket (self, ZMQ_DEALER, self->endpoints [index],
-                                 NULL, err, err_len);
-    if (!self->sub || !self->dealer)
-        return -1;
-    self->monitor = keys_monitor_new_lossy (self->dealer);
-    if (self->monitor)
-        zloop_reader (self->loop, self->monitor, s_monitor_ready, self);
-    zloop_reader (self->loop, self->dealer, s_dealer_ready, self);
-    zloop_reader (self->loop, self->sub, s_sub_ready, self);
-    zloop_reader_set_tolerant (self->loop, self->dealer);
-    zloop_reader_set_tolerant (self->loop, self->sub);
-    self->quiet_since_ms = zclock_mono ();
-    return 0;
-}
-
-//  Failback: closes the probe, if any.
-static void
-s_probe_end (agent_t *self)
-{
-    if (self->probe_monitor) {
-        zmq_socket_monitor (zsock_resolve (self->probe), NULL, 0);
-        zsock_destroy (&self->probe_monitor);
-    }
-    zsock_destroy (&self->probe);
-}
-
-//  Failback: the next probe FAILBACK_MS from NOW_MS, +-20 % so that the
-//  agents a relay lost do not all come back to it in the same moment.
-static void
-s_failback_arm (agent_t *self, int64_t now_ms)
-{
-    int64_t ms = self->config->failback_ms;
-    self->failback_at_ms = now_ms + (int64_t) s_jitter (
-        (uint32_t) (ms > INT32_MAX ? INT32_MAX : ms));
-}
-
-//  Failback: a DEALER to endpoint INDEX that only shakes hands (it says
-//  nothing, so nothing registers); its monitor tells whether it answers.
-static void
-s_probe_start (agent_t *self, size_t index, int64_t now_ms)
-{
-    char saved [KEYS_TEXT_SIZE];
-    memcpy (saved, self->broker_key, KEYS_TEXT_SIZE);
-    if (self->server_keys)
-        memcpy (self->broker_key, self->server_keys [index], KEYS_TEXT_SIZE);
-    char err [512] = "";
-    self->probe = s_socket (self, ZMQ_DEALER, self->endpoints [index], NULL,
-                            err, sizeof err);
-    memcpy (self->broker_key, saved, KEYS_TEXT_SIZE);
-    if (self->probe) {
-        zsock_set_linger (self->probe, 0);
-        self->probe_monitor = keys_monitor_new (self->probe);
-    }
-    if (!self->probe || !self->probe_monitor) {
-        s_probe_end (self);
-        s_failback_arm (self, now_ms);
-        return;
-    }
-    self->probe_endpoint = index;
-    self->probe_deadline_ms = now_ms + S_PROBE_MS;
-}
-
-//  Moves the session to endpoint INDEX: as after a failover, hello there
-//  (what is spooled is sent again once welcomed).
-static void
-s_switch (agent_t *self, size_t index, int64_t now_ms)
-{
-    self->welcomed = false;
-    if (self->heartbeat_timer >= 0)
-        zloop_timer_end (self->loop, self->heartbeat_timer);
-    self->heartbeat_timer = -1;
-    self->failback_at_ms = 0;
-    char err [512] = "";
-    if (s_connect (self, index, err, sizeof err) != 0) {
-        log_error ("cannot connect to %s: %s", self->endpoints [index], err);
-        self->quiet_since_ms = now_ms;
-        return;
-    }
-    s_send_hello (self);
-    s_arm_hello (self, true);
-}
-
-//  Welcomed on a later endpoint: every failback_ms (jittered) the earlier
-//  ones are tried in order with a probe that only shakes hands, and the
-//  first that answers is taken. A relay serves agents only while it has
-//  its upstream, so one that answers can carry us; one that then does not
-//  welcome us is left again by the failover.
-static void
-s_failback_check (agent_t *self, int64_t now_ms)
-{
-    if (self->endpoint == 0 || self->config->failback_ms == 0) {
-        s_probe_end (self);
-        self->failback_at_ms = 0;
-        return;
-    }
-    if (!self->probe) {
-        if (!self->failback_at_ms)
-            s_failback_arm (self, now_ms);
-        else
-        if (now_ms >= self->failback_at_ms)
-            s_probe_start (self, 0, now_ms);
-        return;
-    }
-    bool refused = false;
-    while (!refused && (zsock_events (self->probe_monitor) & ZMQ_POLLIN)) {
-        char why [512];
-        int rc = keys_monitor_read (self->probe_monitor, why, sizeof why);
-        if (rc == 3) {
-            size_t back = self->probe_endpoint;
-            s_probe_end (self);
-            s_log (self, "%s answers again: going back to it from %s",
-                   self->endpoints [back], self->endpoints [self->endpoint]);
-            s_switch (self, back, now_ms);
-            return;
-        }
-        refused = rc == 1 || rc == 2 || rc < 0;
-    }
-    if (!refused && now_ms < self->probe_deadline_ms)
-        return;
-    size_t next = self->probe_endpoint + 1;
-    s_probe_end (self);
-    if (next < self->endpoint)
-        s_probe_start (self, next, now_ms);
-    else
-        s_failback_arm (self, now_ms);
-}
-
-//  With several endpoints: an agent not welcomed that heard nothing from
-//  its endpoint for failover_ms moves to the next one, in order (after
-//  the last, the first again). A broker that answers, even to refuse
-//  (a pending key), keeps it. It stays where it is welcomed, but for a
-//  failback to an earlier endpoint (s_failback_check).
-static int
-s_failover_fired (zloop_t *loop, int timer_id, void *arg)
-{
-    agent_t *self = (agent_t *) arg;
-    if (self->endpoint_count < 2 || self->stopping)
-        return 0;
-    int64_t now_ms = zclock_mono ();
-    if (self->welcomed) {
-        s_failback_check (self, now_ms);
-        return 0;
-    }
-    s_probe_end (self);
-    self->failback_at_ms = 0;
-    //  The agents of a relay that went away all lost it at once: each
-    //  waits its own share longer, so the next one is not hit by all of
-    //  them in the same moment
-    int64_t wait_ms = self->config->failover_ms
-                      + self->config->failover_ms / 5
-                            * (int64_t) self->failover_spread / 1000;
-    if (now_ms - self->quiet_since_ms < wait_ms)
-        return 0;
-    size_t next = (self->endpoint + 1) % self->endpoint_count;
-    s_log (self, "nothing from %s for %lld ms: trying %s",
-           self->endpoints [self->endpoint],
-           (long long) (now_ms - self->quiet_since_ms),
-           self->endpoints [next]);
-    char err [512] = "";
-    if (s_connect (self, next, err, sizeof err) != 0) {
-        log_error ("cannot connect to %s: %s", self->endpoints [next], err);
-        self->quiet_since_ms = now_ms;
-        return 0;
-    }
-    s_send_hello (self);
-    s_arm_hello (self, true);
-    return 0;
-}
 
 //  Encodes the hello: once at start, and again when a reload changes
 //  what it offers.
@@ -1798,7 +1290,7 @@ agent_new (agent_config_t *config, char *err, size_t err_len)
     }
     self->config = config;
     self->signal_fd = -1;
-    self->hello_timer = self->heartbeat_timer = self->resend_timer = -1;
+    self->resend_timer = -1;
     self->held_timer = -1;
     self->context.tool_dir = config->tool_dir;
     self->context.resolv_conf = config->resolv_conf;
@@ -1833,7 +1325,6 @@ agent_new (agent_config_t *config, char *err, size_t err_len)
     if (getrandom (&seed, sizeof seed, 0) != (ssize_t) sizeof seed)
         seed = (unsigned) (getpid () ^ zclock_time ());
     srandom (seed);
-    self->failover_spread = (uint32_t) randof (1001);
 
     //  One agent per state dir: two would share one spool and run every
     //  command twice.
@@ -1928,26 +1419,19 @@ agent_new (agent_config_t *config, char *err, size_t err_len)
     zmq_pollitem_t item = { NULL, self->signal_fd, ZMQ_POLLIN, 0 };
     zloop_poller (self->loop, &item, s_signal_ready, self);
     zloop_poller_set_tolerant (self->loop, &item);
-    self->endpoint_count = agent_config_split (config->broker, &self->endpoints);
-    size_t publish_count = agent_config_split (config->publish, &self->publishes);
-    if (!self->endpoint_count || publish_count != self->endpoint_count) {
-        s_err (err, err_len, "one commands endpoint per broker endpoint");
+    link_callbacks_t callbacks = {
+        .on_message = s_link_message,
+        .on_malformed = s_link_malformed,
+        .on_down = s_link_down,
+        .hello = s_link_hello,
+        .load = s_link_load
+    };
+    self->link = link_new (self->loop, config, &callbacks, self, err,
+                           err_len);
+    if (!self->link) {
         agent_destroy (&self);
         return NULL;
     }
-    if (!config->insecure && s_load_keys (self, err, err_len)) {
-        agent_destroy (&self);
-        return NULL;
-    }
-
-    //  Subscribe before connecting, and both before the first hello, so
-    //  no command published after our welcome can miss us
-    if (s_connect (self, 0, err, err_len) != 0) {
-        agent_destroy (&self);
-        return NULL;
-    }
-    self->failover_timer = zloop_timer (self->loop, S_FAILOVER_CHECK_MS, 0,
-                                        s_failover_fired, self);
     return self;
 }
 
@@ -2073,7 +1557,7 @@ agent_reload (agent_t *self)
         log_warn ("SIGHUP: changed settings that take effect at the next "
                   "start: %s", later);
     //  The broker learns the new offer from a hello on the live session
-    if (offers && self->welcomed)
+    if (offers && link_welcomed (self->link))
         s_send_hello (self);
     agent_config_clear (&fresh);
     return 0;
@@ -2113,8 +1597,7 @@ agent_run (agent_t *self)
            GRID_VERSION, config->broker, config->publish,
            config->concurrency, config->tool_dir ? ", tools in " : "",
            config->tool_dir ? config->tool_dir : "");
-    s_send_hello (self);
-    s_arm_hello (self, true);
+    link_hello (self->link);
     self->resend_timer = zloop_timer (self->loop, s_jitter (S_RESEND_MS), 0,
                                       s_resend_fired, self);
     self->progress_timer = zloop_timer (self->loop,
@@ -2161,7 +1644,7 @@ agent_run (agent_t *self)
     proto_msg_t bye = {
         .type = PROTO_BYE, .node = config->id, .reason = "shutdown"
     };
-    s_send (self, &bye);
+    link_send (self->link, &bye);
     s_log (self, "stopped (%zu result(s) not yet acknowledged stay in the "
            "spool)", spool_unacked (self->spool));
     if (zhashx_size (self->unspooled))
@@ -2179,12 +1662,6 @@ agent_destroy (agent_t **self_p)
     agent_t *self = *self_p;
     executor_destroy (&self->executor);
     if (self->loop) {
-        if (self->monitor)
-            zloop_reader_end (self->loop, self->monitor);
-        if (self->dealer)
-            zloop_reader_end (self->loop, self->dealer);
-        if (self->sub)
-            zloop_reader_end (self->loop, self->sub);
         if (self->signal_fd >= 0) {
             zmq_pollitem_t item = { NULL, self->signal_fd, ZMQ_POLLIN, 0 };
             zloop_poller_end (self->loop, &item);
@@ -2192,15 +1669,8 @@ agent_destroy (agent_t **self_p)
     }
     if (self->signal_fd >= 0)
         close (self->signal_fd);
-    s_probe_end (self);
-    zsock_destroy (&self->monitor);
-    zsock_destroy (&self->dealer);
-    zsock_destroy (&self->sub);
+    link_destroy (&self->link);
     zloop_destroy (&self->loop);
-    agent_topics_free (&self->endpoints);
-    agent_topics_free (&self->publishes);
-    free (self->server_keys);
-    zcert_destroy (&self->cert);
     zhashx_destroy (&self->work);
     zlistx_destroy (&self->held_order);
     zhashx_destroy (&self->held);

@@ -1,0 +1,763 @@
+/*  =========================================================================
+    link - gridagent's link to the broker (link.h)
+
+    Session on one endpoint:
+
+        connected (monitor)    -> hello now, again with backoff
+        welcome (link_welcome) -> hello stops, heartbeats start
+        error (link_refused)   -> hello at the short pace, if not welcomed
+        unknown_node, lost     -> heartbeats stop, hello again
+
+    Across endpoints (several configured), checked every
+    S_FAILOVER_CHECK_MS:
+
+        not welcomed, quiet failover_ms (+ spread) -> the next endpoint
+        welcomed on a later one, every failback_ms -> probe the earlier
+            ones in order; the first whose handshake goes through is taken
+    =========================================================================
+*/
+#include "link.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../proto/keys.h"
+#include "../proto/log.h"
+
+#define S_HELLO_FIRST_MS 100        //  First hello retry, doubling...
+#define S_HELLO_MS 30000            //  ...up to this, until welcomed;
+#define S_HELLO_ANSWERED_MS 2000    //  up to this while the broker refuses
+#define S_HWM 10000                 //  Socket high-water marks
+#define S_ZMTP_HEARTBEAT_MS 5000    //  ZMTP-level heartbeats
+#define S_ZMTP_TIMEOUT_MS 15000
+#define S_HANDSHAKE_MS 10000
+#define S_RECONNECT_MS 100          //  First reconnect (plus jitter)
+#define S_FAILOVER_CHECK_MS 250     //  How often failover is considered
+#define S_PROBE_MS 3000             //  Failback: a handshake takes this at most
+#define S_RECONNECT_MAX_MS 10000    //  Backoff cap
+#define S_LINGER_MS 2000            //  Queued messages get this long at close
+#define S_READ_BATCH 64             //  Messages per socket wake-up
+#define S_HEARTBEAT_MIN_MS 100
+#define S_HEARTBEAT_MAX_MS 600000
+
+struct _link_t {
+    agent_config_t *config;     //  Borrowed from the agent
+    zloop_t *loop;              //  Borrowed from the agent
+    link_callbacks_t callbacks; //  To the loop...
+    void *arg;                  //  ... with this
+    zsock_t *dealer;            //  To the broker's agent endpoint
+    zsock_t *sub;               //  From the broker's commands endpoint
+    pw_t *writer;               //  Reused for every send
+    bool stopping;              //  No hello on connect, no failover
+    bool welcomed;              //  The broker knows us
+    uint32_t heartbeat_ms;      //  From the welcome
+    int hello_timer;            //  -1 when none
+    uint32_t hello_delay_ms;    //  Next hello retry delay
+    bool hello_answered;        //  The broker refused a hello (it is not busy)
+    int heartbeat_timer;
+    zcert_t *cert;              //  Our key pair (NULL when insecure)
+    char broker_key [KEYS_TEXT_SIZE];  //  The broker's public key
+    zsock_t *monitor;           //  Failed handshakes and losses of the dealer
+    char **endpoints;           //  Agent endpoints (--broker), in order
+    char **publishes;           //  Their commands endpoints
+    char (*server_keys) [KEYS_TEXT_SIZE];  //  Their public keys (secure)
+    size_t endpoint_count;
+    size_t endpoint;            //  The one in use
+    int64_t quiet_since_ms;     //  Monotonic: last heard from it, connected
+                                //  to it, or lost it
+    int failover_timer;
+    zsock_t *probe;             //  Failback: a DEALER that only shakes hands
+    zsock_t *probe_monitor;     //  ... and its handshake events
+    size_t probe_endpoint;      //  ... with this earlier endpoint
+    int64_t probe_deadline_ms;  //  ... given up then (monotonic)
+    int64_t failback_at_ms;     //  Next failback probe (monotonic), 0: none
+    uint32_t failover_spread;   //  0..1000: this agent waits failover_ms and
+                                //  this many thousandths of a fifth more
+    char last_refusal [512];    //  Last handshake or enrolment refusal logged
+    unsigned failed_handshakes; //  In a row, since the last one that went
+                                //  through
+};
+
+static void
+s_err (char *err, size_t err_len, const char *format, ...)
+    __attribute__ ((format (printf, 3, 4)));
+
+static void
+s_err (char *err, size_t err_len, const char *format, ...)
+{
+    if (!err || err_len == 0)
+        return;
+    va_list args;
+    va_start (args, format);
+    vsnprintf (err, err_len, format, args);
+    va_end (args);
+}
+
+//  The agent's lines (log.h), as agent.c writes them
+#define s_log(self, ...) \
+    log_write (LOG_LEVEL_INFO, NULL, __VA_ARGS__)
+#define s_debug(self, ...) \
+    log_write (LOG_LEVEL_DEBUG, NULL, __VA_ARGS__)
+
+//  Jitter: a value in [MS - MS/5, MS + MS/5], so a fleet that restarts
+//  together does not hello or fail back in lockstep.
+static size_t
+s_jitter (uint32_t ms)
+{
+    uint32_t spread = ms / 5;
+    return (size_t) (ms - spread + (spread ? randof (2 * spread + 1) : 0));
+}
+
+
+//  ---------------------------------------------------------------------
+//  Sending
+
+void
+link_send_bytes (link_t *self, const void *data, size_t size)
+{
+    zframe_t *frame = zframe_new (data, size);
+    if (!frame)
+        return;
+    if (zframe_send (&frame, self->dealer, ZFRAME_DONTWAIT))
+        s_debug (self, "send to broker dropped: %s", zmq_strerror (errno));
+    zframe_destroy (&frame);
+}
+
+int
+link_send (link_t *self, const proto_msg_t *msg)
+{
+    pw_reset (self->writer);
+    if (proto_msg_encode (msg, self->writer)) {
+        log_error ("internal: a %s message does not encode",
+               proto_type_name (msg->type));
+        return -1;
+    }
+    link_send_bytes (self, pw_data (self->writer), pw_size (self->writer));
+    return 0;
+}
+
+static void
+s_send_hello (link_t *self)
+{
+    size_t size = 0;
+    const void *hello = self->callbacks.hello (self->arg, &size);
+    link_send_bytes (self, hello, size);
+}
+
+
+//  ---------------------------------------------------------------------
+//  Timers
+
+static int
+s_hello_fired (zloop_t *loop, int timer_id, void *arg);
+
+//  Hello retries start fast (a hello sent before the connection is up is
+//  dropped, not queued) and back off to every S_HELLO_MS, give or take a
+//  fifth: a busy broker is not asked ever more often by a whole fleet (a
+//  new connection says hello at once, s_monitor_ready). A broker that
+//  answers with a refusal (pending, duplicate_node) is not busy: it is
+//  asked every S_HELLO_ANSWERED_MS, so that an accepted key or a freed
+//  node is taken up soon.
+static void
+s_arm_hello (link_t *self, bool first)
+{
+    uint32_t most = self->hello_answered ? S_HELLO_ANSWERED_MS : S_HELLO_MS;
+    if (first || self->hello_delay_ms == 0)
+        self->hello_delay_ms = S_HELLO_FIRST_MS;
+    else
+        self->hello_delay_ms = self->hello_delay_ms * 2 < most
+                             ? self->hello_delay_ms * 2 : most;
+    if (self->hello_timer >= 0)
+        zloop_timer_end (self->loop, self->hello_timer);
+    self->hello_timer = zloop_timer (self->loop,
+                                     s_jitter (self->hello_delay_ms), 1,
+                                     s_hello_fired, self);
+}
+
+static int
+s_hello_fired (zloop_t *loop, int timer_id, void *arg)
+{
+    link_t *self = (link_t *) arg;
+    if (timer_id != self->hello_timer)
+        return 0;
+    self->hello_timer = -1;
+    if (!self->welcomed) {
+        s_debug (self, "no welcome yet: hello again");
+        s_send_hello (self);
+        s_arm_hello (self, false);
+    }
+    return 0;
+}
+
+static int
+s_heartbeat_fired (zloop_t *loop, int timer_id, void *arg)
+{
+    link_t *self = (link_t *) arg;
+    if (timer_id != self->heartbeat_timer || !self->welcomed)
+        return 0;
+    proto_msg_t msg = {
+        .type = PROTO_HEARTBEAT, .node = self->config->id
+    };
+    self->callbacks.load (self->arg, &msg.running, &msg.queued);
+    link_send (self, &msg);
+    return 0;
+}
+
+//  The broker does not know us (any more): register again.
+void
+link_unwelcome (link_t *self)
+{
+    self->welcomed = false;
+    if (self->heartbeat_timer >= 0)
+        zloop_timer_end (self->loop, self->heartbeat_timer);
+    self->heartbeat_timer = -1;
+    s_send_hello (self);
+    s_arm_hello (self, true);
+}
+
+
+//  ---------------------------------------------------------------------
+//  Reading: every frame goes to the loop (on_message)
+
+static int
+s_dealer_ready (zloop_t *loop, zsock_t *sock, void *arg)
+{
+    link_t *self = (link_t *) arg;
+    //  Whatever it says, the endpoint is there
+    self->quiet_since_ms = zclock_mono ();
+    for (int count = 0; count < S_READ_BATCH; count++) {
+        zmsg_t *msg = zmsg_recv (sock);
+        if (!msg)
+            break;
+        //  One body frame; tolerate an empty delimiter before it
+        zframe_t *body = zmsg_first (msg);
+        if (zmsg_size (msg) == 2 && zframe_size (body) == 0)
+            body = zmsg_next (msg);
+        else
+        if (zmsg_size (msg) != 1)
+            body = NULL;
+        if (body)
+            self->callbacks.on_message (self->arg, zframe_data (body),
+                                       zframe_size (body), false);
+        else
+            self->callbacks.on_malformed (
+                self->arg, "unexpected frames from the broker");
+        zmsg_destroy (&msg);
+    }
+    return 0;
+}
+
+static int
+s_sub_ready (zloop_t *loop, zsock_t *sock, void *arg)
+{
+    link_t *self = (link_t *) arg;
+    for (int count = 0; count < S_READ_BATCH; count++) {
+        zmsg_t *msg = zmsg_recv (sock);
+        if (!msg)
+            break;
+        //  Topic frame, body frame
+        if (zmsg_size (msg) == 2) {
+            zmsg_first (msg);
+            zframe_t *body = zmsg_next (msg);
+            self->callbacks.on_message (self->arg, zframe_data (body),
+                                       zframe_size (body), true);
+        }
+        else
+            self->callbacks.on_malformed (
+                self->arg, "commands message without topic and body");
+        zmsg_destroy (&msg);
+    }
+    return 0;
+}
+
+
+//  ---------------------------------------------------------------------
+//  Connections
+
+static zsock_t *
+s_socket (link_t *self, int type, const char *endpoint, char **topics,
+          char *err, size_t err_len)
+{
+    zsock_t *sock = zsock_new (type);
+    if (!sock) {
+        s_err (err, err_len, "cannot create a socket");
+        return NULL;
+    }
+    zsock_set_maxmsgsize (sock, PROTO_MAX_FRAME);
+    zsock_set_sndhwm (sock, S_HWM);
+    zsock_set_rcvhwm (sock, S_HWM);
+    zsock_set_heartbeat_ivl (sock, S_ZMTP_HEARTBEAT_MS);
+    zsock_set_heartbeat_timeout (sock, S_ZMTP_TIMEOUT_MS);
+    //  No TTL: the broker then keeps no timer per agent connection
+    zsock_set_handshake_ivl (sock, S_HANDSHAKE_MS);
+    //  Jittered, backed-off reconnects: a restarted broker is not hit by
+    //  the whole fleet in the same millisecond
+    zsock_set_reconnect_ivl (sock, (int) (S_RECONNECT_MS
+                                          + randof (2 * S_RECONNECT_MS)));
+    zsock_set_reconnect_ivl_max (sock, S_RECONNECT_MAX_MS);
+    zsock_set_linger (sock, S_LINGER_MS);
+    zsock_set_rcvtimeo (sock, 0);
+    zsock_set_sndtimeo (sock, 0);
+    //  The DEALER queues nothing for a broker that is not connected: a
+    //  hello or heartbeat queued for hours would arrive as a stale burst,
+    //  and results are re-sent from the spool anyway
+    if (type == ZMQ_DEALER)
+        zsock_set_immediate (sock, 1);
+    if (self->cert)
+        keys_curve_client (sock, self->cert, self->broker_key);
+    for (size_t index = 0; topics && topics [index]; index++)
+        zsock_set_subscribe (sock, topics [index]);
+    if (zsock_connect (sock, "%s", endpoint)) {
+        s_err (err, err_len, "cannot connect to '%s': %s", endpoint,
+               zmq_strerror (zmq_errno ()));
+        zsock_destroy (&sock);
+    }
+    return sock;
+}
+
+//  Loads our key pair and the broker's public key.
+static int
+s_load_keys (link_t *self, char *err, size_t err_len)
+{
+    const agent_config_t *config = self->config;
+    char why [1024];
+    self->cert = keys_load_pair (config->key_file, why, sizeof (why));
+    if (!self->cert) {
+        s_err (err, err_len, "no usable agent key: %s\n"
+               "  create one with: gridagent keygen --out %s (then an admin "
+               "runs gridcli key accept %s)\n"
+               "  or pass --key FILE; against a broker that runs --insecure, "
+               "pass --insecure", why, KEYS_DEFAULT_DIR, config->id);
+        return -1;
+    }
+    char **keys = NULL;
+    size_t count = agent_config_split (config->broker_key, &keys);
+    self->server_keys = (char (*) [KEYS_TEXT_SIZE]) calloc (
+        self->endpoint_count, KEYS_TEXT_SIZE);
+    int rc = self->server_keys && count ? 0 : -1;
+    for (size_t index = 0; rc == 0 && index < self->endpoint_count; index++)
+        if (keys_read_public (keys [count == 1 ? 0 : index],
+                              self->server_keys [index], why, sizeof (why))) {
+            s_err (err, err_len, "no broker public key: %s\n"
+                   "  copy the broker's public key file (broker.key) here "
+                   "and pass --broker-key FILE, or pass its 40 characters",
+                   why);
+            rc = -1;
+        }
+    agent_config_list_free (&keys, &count);
+    if (rc == 0)
+        memcpy (self->broker_key, self->server_keys [0], KEYS_TEXT_SIZE);
+    return rc;
+}
+
+#define S_HANDSHAKES_SAID 10     //  Failed handshakes in a row that are
+                                 //  worth a warning
+
+//  A failed handshake says why the broker is silent: log it once.
+static int
+s_monitor_ready (zloop_t *loop, zsock_t *sock, void *arg)
+{
+    link_t *self = (link_t *) arg;
+    char why [512] = "";
+    int rc = keys_monitor_read (sock, why, sizeof (why));
+    if (rc == 3) {
+        self->last_refusal [0] = 0;
+        self->failed_handshakes = 0;
+        //  Connected (again): say hello now, not at the next backed-off
+        //  retry, so a restarted broker or relay has us back at once (the
+        //  agents that lost it together find it again at their own
+        //  jittered reconnect times, s_socket)
+        s_debug (self, "connected to %s", self->endpoints [self->endpoint]);
+        self->quiet_since_ms = zclock_mono ();
+        if (!self->welcomed && !self->stopping) {
+            s_send_hello (self);
+            s_arm_hello (self, true);
+        }
+    }
+    else
+    if ((rc == 1 || rc == 2) && strcmp (why, self->last_refusal) != 0) {
+        s_log (self, "%s", why);
+        snprintf (self->last_refusal, sizeof (self->last_refusal), "%s", why);
+    }
+    //  A broker that cannot read our hello (we hold a wrong public key for
+    //  it) closes the connection without a word, as a restarting one does:
+    //  many failures in a row are said once, with what to check
+    if (rc == 2 && ++self->failed_handshakes == S_HANDSHAKES_SAID)
+        log_warn ("no handshake with %s went through in %u tries (last: "
+                  "%s): if a broker or relay serves there, check that "
+                  "--broker-key is its public key",
+                  self->endpoints [self->endpoint], S_HANDSHAKES_SAID, why);
+    if (rc == 4) {
+        //  The broker (or relay) went away: register again when it is
+        //  back, or fail over to the next endpoint
+        self->quiet_since_ms = zclock_mono ();
+        if (self->welcomed) {
+            s_log (self, "lost the connection to %s: registering again",
+                   self->endpoints [self->endpoint]);
+            self->callbacks.on_down (self->arg);
+            link_unwelcome (self);
+        }
+    }
+    return 0;
+}
+
+//  Closes the sockets to the current endpoint.
+static void
+s_disconnect (link_t *self)
+{
+    if (self->monitor) {
+        zloop_reader_end (self->loop, self->monitor);
+        zmq_socket_monitor (zsock_resolve (self->dealer), NULL, 0);
+        zsock_destroy (&self->monitor);
+    }
+    zsock_t **sockets [2] = {&self->dealer, &self->sub};
+    for (int index = 0; index < 2; index++)
+        if (*sockets [index]) {
+            zloop_reader_end (self->loop, *sockets [index]);
+            //  What waits for a peer that is gone is re-sent from the spool
+            zsock_set_linger (*sockets [index], 0);
+            zsock_destroy (sockets [index]);
+        }
+}
+
+//  Connects to endpoint INDEX: subscribes first, then the DEALER (rule 1
+//  of the protocol). Returns 0, or -1 with a sentence in ERR.
+static int
+s_connect (link_t *self, size_t index, char *err, size_t err_len)
+{
+    s_disconnect (self);
+    self->endpoint = index;
+    if (self->server_keys)
+        memcpy (self->broker_key, self->server_keys [index], KEYS_TEXT_SIZE);
+    char **topics = agent_topics (self->config, NULL);
+    self->sub = topics ? s_socket (self, ZMQ_SUB, self->publishes [index],
+                                   topics, err, err_len) : NULL;
+    agent_topics_free (&topics);
+    if (self->sub)
+        self->dealer = s_socket (self, ZMQ_DEALER, self->endpoints [index],
+                                 NULL, err, err_len);
+    if (!self->sub || !self->dealer)
+        return -1;
+    self->monitor = keys_monitor_new_lossy (self->dealer);
+    if (self->monitor)
+        zloop_reader (self->loop, self->monitor, s_monitor_ready, self);
+    zloop_reader (self->loop, self->dealer, s_dealer_ready, self);
+    zloop_reader (self->loop, self->sub, s_sub_ready, self);
+    zloop_reader_set_tolerant (self->loop, self->dealer);
+    zloop_reader_set_tolerant (self->loop, self->sub);
+    self->quiet_since_ms = zclock_mono ();
+    return 0;
+}
+
+//  Failback: closes the probe, if any.
+static void
+s_probe_end (link_t *self)
+{
+    if (self->probe_monitor) {
+        zmq_socket_monitor (zsock_resolve (self->probe), NULL, 0);
+        zsock_destroy (&self->probe_monitor);
+    }
+    zsock_destroy (&self->probe);
+}
+
+//  Failback: the next probe FAILBACK_MS from NOW_MS, +-20 % so that the
+//  agents a relay lost do not all come back to it in the same moment.
+static void
+s_failback_arm (link_t *self, int64_t now_ms)
+{
+    int64_t ms = self->config->failback_ms;
+    self->failback_at_ms = now_ms + (int64_t) s_jitter (
+        (uint32_t) (ms > INT32_MAX ? INT32_MAX : ms));
+}
+
+//  Failback: a DEALER to endpoint INDEX that only shakes hands (it says
+//  nothing, so nothing registers); its monitor tells whether it answers.
+static void
+s_probe_start (link_t *self, size_t index, int64_t now_ms)
+{
+    char saved [KEYS_TEXT_SIZE];
+    memcpy (saved, self->broker_key, KEYS_TEXT_SIZE);
+    if (self->server_keys)
+        memcpy (self->broker_key, self->server_keys [index], KEYS_TEXT_SIZE);
+    char err [512] = "";
+    self->probe = s_socket (self, ZMQ_DEALER, self->endpoints [index], NULL,
+                            err, sizeof err);
+    memcpy (self->broker_key, saved, KEYS_TEXT_SIZE);
+    if (self->probe) {
+        zsock_set_linger (self->probe, 0);
+        self->probe_monitor = keys_monitor_new (self->probe);
+    }
+    if (!self->probe || !self->probe_monitor) {
+        s_probe_end (self);
+        s_failback_arm (self, now_ms);
+        return;
+    }
+    self->probe_endpoint = index;
+    self->probe_deadline_ms = now_ms + S_PROBE_MS;
+}
+
+//  Moves the session to endpoint INDEX: as after a failover, hello there
+//  (what is spooled is sent again once welcomed).
+static void
+s_switch (link_t *self, size_t index, int64_t now_ms)
+{
+    self->welcomed = false;
+    if (self->heartbeat_timer >= 0)
+        zloop_timer_end (self->loop, self->heartbeat_timer);
+    self->heartbeat_timer = -1;
+    self->failback_at_ms = 0;
+    char err [512] = "";
+    if (s_connect (self, index, err, sizeof err) != 0) {
+        log_error ("cannot connect to %s: %s", self->endpoints [index], err);
+        self->quiet_since_ms = now_ms;
+        return;
+    }
+    s_send_hello (self);
+    s_arm_hello (self, true);
+}
+
+//  Welcomed on a later endpoint: every failback_ms (jittered) the earlier
+//  ones are tried in order with a probe that only shakes hands, and the
+//  first that answers is taken. A relay serves agents only while it has
+//  its upstream, so one that answers can carry us; one that then does not
+//  welcome us is left again by the failover.
+static void
+s_failback_check (link_t *self, int64_t now_ms)
+{
+    if (self->endpoint == 0 || self->config->failback_ms == 0) {
+        s_probe_end (self);
+        self->failback_at_ms = 0;
+        return;
+    }
+    if (!self->probe) {
+        if (!self->failback_at_ms)
+            s_failback_arm (self, now_ms);
+        else
+        if (now_ms >= self->failback_at_ms)
+            s_probe_start (self, 0, now_ms);
+        return;
+    }
+    bool refused = false;
+    while (!refused && (zsock_events (self->probe_monitor) & ZMQ_POLLIN)) {
+        char why [512];
+        int rc = keys_monitor_read (self->probe_monitor, why, sizeof why);
+        if (rc == 3) {
+            size_t back = self->probe_endpoint;
+            s_probe_end (self);
+            s_log (self, "%s answers again: going back to it from %s",
+                   self->endpoints [back], self->endpoints [self->endpoint]);
+            s_switch (self, back, now_ms);
+            return;
+        }
+        refused = rc == 1 || rc == 2 || rc < 0;
+    }
+    if (!refused && now_ms < self->probe_deadline_ms)
+        return;
+    size_t next = self->probe_endpoint + 1;
+    s_probe_end (self);
+    if (next < self->endpoint)
+        s_probe_start (self, next, now_ms);
+    else
+        s_failback_arm (self, now_ms);
+}
+
+//  With several endpoints: an agent not welcomed that heard nothing from
+//  its endpoint for failover_ms moves to the next one, in order (after
+//  the last, the first again). A broker that answers, even to refuse
+//  (a pending key), keeps it. It stays where it is welcomed, but for a
+//  failback to an earlier endpoint (s_failback_check).
+static int
+s_failover_fired (zloop_t *loop, int timer_id, void *arg)
+{
+    link_t *self = (link_t *) arg;
+    if (self->endpoint_count < 2 || self->stopping)
+        return 0;
+    int64_t now_ms = zclock_mono ();
+    if (self->welcomed) {
+        s_failback_check (self, now_ms);
+        return 0;
+    }
+    s_probe_end (self);
+    self->failback_at_ms = 0;
+    //  The agents of a relay that went away all lost it at once: each
+    //  waits its own share longer, so the next one is not hit by all of
+    //  them in the same moment
+    int64_t wait_ms = self->config->failover_ms
+                      + self->config->failover_ms / 5
+                            * (int64_t) self->failover_spread / 1000;
+    if (now_ms - self->quiet_since_ms < wait_ms)
+        return 0;
+    size_t next = (self->endpoint + 1) % self->endpoint_count;
+    s_log (self, "nothing from %s for %lld ms: trying %s",
+           self->endpoints [self->endpoint],
+           (long long) (now_ms - self->quiet_since_ms),
+           self->endpoints [next]);
+    char err [512] = "";
+    if (s_connect (self, next, err, sizeof err) != 0) {
+        log_error ("cannot connect to %s: %s", self->endpoints [next], err);
+        self->quiet_since_ms = now_ms;
+        return 0;
+    }
+    s_send_hello (self);
+    s_arm_hello (self, true);
+    return 0;
+}
+
+
+//  ---------------------------------------------------------------------
+//  The link
+
+link_t *
+link_new (zloop_t *loop, agent_config_t *config,
+          const link_callbacks_t *callbacks, void *arg, char *err,
+          size_t err_len)
+{
+    link_t *self = (link_t *) calloc (1, sizeof (link_t));
+    if (!self) {
+        s_err (err, err_len, "out of memory");
+        return NULL;
+    }
+    self->config = config;
+    self->loop = loop;
+    self->callbacks = *callbacks;
+    self->arg = arg;
+    self->hello_timer = self->heartbeat_timer = self->failover_timer = -1;
+    self->failover_spread = (uint32_t) randof (1001);
+    self->writer = pw_new ();
+    if (!self->writer) {
+        s_err (err, err_len, "out of memory");
+        link_destroy (&self);
+        return NULL;
+    }
+    self->endpoint_count = agent_config_split (config->broker, &self->endpoints);
+    size_t publish_count = agent_config_split (config->publish, &self->publishes);
+    if (!self->endpoint_count || publish_count != self->endpoint_count) {
+        s_err (err, err_len, "one commands endpoint per broker endpoint");
+        link_destroy (&self);
+        return NULL;
+    }
+    if (!config->insecure && s_load_keys (self, err, err_len)) {
+        link_destroy (&self);
+        return NULL;
+    }
+
+    //  Subscribe before connecting, and both before the first hello, so
+    //  no command published after our welcome can miss us
+    if (s_connect (self, 0, err, err_len) != 0) {
+        link_destroy (&self);
+        return NULL;
+    }
+    self->failover_timer = zloop_timer (self->loop, S_FAILOVER_CHECK_MS, 0,
+                                        s_failover_fired, self);
+    return self;
+}
+
+void
+link_destroy (link_t **self_p)
+{
+    if (!self_p || !*self_p)
+        return;
+    link_t *self = *self_p;
+    int *timers [3] = {&self->hello_timer, &self->heartbeat_timer,
+                       &self->failover_timer};
+    for (int index = 0; index < 3; index++)
+        if (*timers [index] >= 0)
+            zloop_timer_end (self->loop, *timers [index]);
+    if (self->monitor)
+        zloop_reader_end (self->loop, self->monitor);
+    if (self->dealer)
+        zloop_reader_end (self->loop, self->dealer);
+    if (self->sub)
+        zloop_reader_end (self->loop, self->sub);
+    s_probe_end (self);
+    zsock_destroy (&self->monitor);
+    zsock_destroy (&self->dealer);
+    zsock_destroy (&self->sub);
+    agent_topics_free (&self->endpoints);
+    agent_topics_free (&self->publishes);
+    free (self->server_keys);
+    zcert_destroy (&self->cert);
+    pw_destroy (&self->writer);
+    free (self);
+    *self_p = NULL;
+}
+
+void
+link_hello (link_t *self)
+{
+    s_send_hello (self);
+    s_arm_hello (self, true);
+}
+
+void
+link_welcome (link_t *self, uint32_t heartbeat_ms)
+{
+    uint32_t beat = heartbeat_ms;
+    if (beat < S_HEARTBEAT_MIN_MS)
+        beat = S_HEARTBEAT_MIN_MS;
+    if (beat > S_HEARTBEAT_MAX_MS)
+        beat = S_HEARTBEAT_MAX_MS;
+    bool changed = !self->welcomed || beat != self->heartbeat_ms;
+    self->welcomed = true;
+    self->hello_answered = false;
+    if (self->hello_timer >= 0)
+        zloop_timer_end (self->loop, self->hello_timer);
+    self->hello_timer = -1;
+    if (changed) {
+        if (self->heartbeat_timer >= 0)
+            zloop_timer_end (self->loop, self->heartbeat_timer);
+        self->heartbeat_ms = beat;
+        self->heartbeat_timer = zloop_timer (self->loop, beat, 0,
+                                             s_heartbeat_fired, self);
+    }
+    self->last_refusal [0] = 0;
+    //  The broker grants topics only to a node it knows: ask again now
+    if (self->cert) {
+        char **topics = agent_topics (self->config, NULL);
+        for (size_t index = 0; topics && topics [index]; index++) {
+            zsock_set_unsubscribe (self->sub, topics [index]);
+            zsock_set_subscribe (self->sub, topics [index]);
+        }
+        agent_topics_free (&topics);
+    }
+}
+
+uint32_t
+link_heartbeat_ms (link_t *self)
+{
+    return self->heartbeat_ms;
+}
+
+void
+link_refused (link_t *self, const char *code, const char *message)
+{
+    //  Until a welcome, the same refusal answers every hello: say it once
+    bool repeated = !self->welcomed
+                    && strcmp (self->last_refusal, message) == 0;
+    if (!repeated)
+        s_log (self, "broker says %s: %s", code, message);
+    if (!self->welcomed)
+        snprintf (self->last_refusal, sizeof self->last_refusal, "%s",
+                  message);
+    //  A refused hello: the broker answers, so ask again at the short pace
+    if (!self->welcomed && !self->hello_answered) {
+        self->hello_answered = true;
+        if (self->hello_delay_ms > S_HELLO_ANSWERED_MS)
+            s_arm_hello (self, false);
+    }
+}
+
+bool
+link_welcomed (link_t *self)
+{
+    return self->welcomed;
+}
+
+void
+link_stop (link_t *self)
+{
+    self->stopping = true;
+}
