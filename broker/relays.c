@@ -619,10 +619,16 @@ s_topic_add (char ***list_p, size_t *count_p, const char *format, ...)
     va_start (args, format);
     vsnprintf (topic, sizeof topic, format, args);
     va_end (args);
-    char **list = (char **) realloc (*list_p, (*count_p + 1) * sizeof (char *));
-    assert (list);
-    list [(*count_p)++] = strdup (topic);
-    *list_p = list;
+    //  The list doubles (4, 8, 16, ...): a hello of thousands of groups
+    //  and labels makes tens of thousands of topics
+    size_t count = *count_p;
+    if (count == 0 || (count >= 4 && (count & (count - 1)) == 0)) {
+        char **list = (char **) realloc (*list_p,
+                                         (count ? count * 2 : 4) * sizeof (char *));
+        assert (list);
+        *list_p = list;
+    }
+    (*list_p) [(*count_p)++] = strdup (topic);
 }
 
 //  The topics of HELLO's node, as its agent subscribes (PROTOCOL.md 3).
