@@ -327,9 +327,8 @@ sched_cell_t *sched_cell (sched_job_t *job, size_t step, size_t node);
 int sched_compare_ids (const void *a, const void *b);
 
 //  May a cell's status go from FROM to TO? The one table of moves
-//  (s_cell_moves in sched_job.c). Final statuses have no way out, but
-//  for the skip of named nodes that could not run in a batch that never
-//  starts (R26). False for a status out of range.
+//  (s_cell_moves in sched_job.c). Final statuses have no way out. False
+//  for a status out of range.
 bool sched_cell_move_allowed (sched_cell_status_t from,
                               sched_cell_status_t to);
 
@@ -347,7 +346,8 @@ void sched_waiting_clear (sched_t *self, sched_cell_t *cell);
 
 //  R15: job->step is the lowest step with a cell not yet final, which is
 //  the lowest step some node still works on. Cells never leave a final
-//  status, so the pointer only moves forward: O(1) amortised.
+//  status, so the pointer only moves forward: O(1) amortised. Cells of
+//  batches not started yet count as not final (R26).
 void sched_step_update (sched_t *self, s_jobx_t *jobx);
 
 //  Sets a cell's status, with a SAVE_CELL when SAVE; keeps the final

@@ -456,10 +456,10 @@ sched_job_node_index (const sched_job_t *job, const char *node)
 //  - a reclaim (R19) puts an any-node cell in flight back to pending;
 //  - a node that becomes unreachable, a failed condition, a stop or a
 //    spent failure budget skip its open cells, those in flight too in a
-//    DAG job, whose tasks run side by side;
-//  - a spent failure budget (R26) also skips the cells of named nodes
-//    that could not run (offline, drained, unsupported) in batches that
-//    never start.
+//    DAG job, whose tasks run side by side.
+//  A final status has no way out: the cells of a named node that could
+//  not run (offline, drained, unsupported) keep their status and reason
+//  even in a batch a spent failure budget never starts (R26).
 #define S_TO(status) (1u << SCHED_CELL_##status)
 //  The final statuses an open cell may end in
 #define S_TO_ENDS                                                           \
@@ -488,9 +488,9 @@ static const uint32_t s_cell_moves [SCHED_CELL_RETRY_WAIT + 1] = {
     [SCHED_CELL_LOST] = 0,
     [SCHED_CELL_CANCELLED] = 0,
     [SCHED_CELL_INTERRUPTED] = 0,
-    [SCHED_CELL_OFFLINE] = S_TO (SKIPPED),
-    [SCHED_CELL_DRAINED] = S_TO (SKIPPED),
-    [SCHED_CELL_UNSUPPORTED] = S_TO (SKIPPED)
+    [SCHED_CELL_OFFLINE] = 0,
+    [SCHED_CELL_DRAINED] = 0,
+    [SCHED_CELL_UNSUPPORTED] = 0
 };
 
 bool
@@ -538,12 +538,18 @@ sched_waiting_clear (sched_t *self, sched_cell_t *cell)
 
 //  R15: job->step is the lowest step with a cell not yet final, which is
 //  the lowest step some node still works on. Cells never leave a final
-//  status, so the pointer only moves forward: O(1) amortised.
+//  status, so the pointer only moves forward: O(1) amortised. The cells
+//  of batches not started yet are open (R26): the step stays put until
+//  the last batch starts, or a spent failure budget closes them all.
 void
 sched_step_update (sched_t *self, s_jobx_t *jobx)
 {
     sched_job_t *job = jobx->job;
     if (jobx->ending)
+        return;
+    //  While a later batch may still start, its nodes' cells are not
+    //  final: no step is done on every node yet (R26)
+    if (jobx->batch_hi < job->expected_count && !jobx->budget_exceeded)
         return;
     size_t step = job->step;
     while (step < job->step_count

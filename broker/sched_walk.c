@@ -107,6 +107,8 @@ sched_job_budget (const sched_job_t *job)
 
 //  R26: named nodes that could not run (R2) count as failed nodes once
 //  their batch starts: those of the current batch from node FROM on.
+//  Members of a group, label or `all` that could not run belong to no
+//  batch: they count from the start, in the first batch (FROM 0).
 static void
 s_batch_count_absent (s_jobx_t *jobx, size_t from)
 {
@@ -116,6 +118,8 @@ s_batch_count_absent (s_jobx_t *jobx, size_t from)
             jobx->node_flags [node] |= S_NODE_FAILED;
             jobx->failed_nodes++;
         }
+    if (from == 0)
+        jobx->failed_nodes += sched_not_run_count (jobx->job, false);
 }
 
 //  Sets the node range of batch BATCH.
@@ -686,9 +690,13 @@ s_batch_next (sched_t *self, s_jobx_t *jobx)
         jobx->budget_exceeded = true;
         char *why = sched_printf ("not started: failure budget %zu exceeded in "
                               "batch %zu", jobx->budget, jobx->batch + 1);
+        //  A named node that could not run keeps its status and reason:
+        //  only the nodes that could have run read skipped
         size_t untouched = 0;
         for (size_t node = jobx->batch_hi; node < job->expected_count;
              node++) {
+            if (jobx->node_flags [node] & S_NODE_ABSENT)
+                continue;
             for (size_t step = 0; step < job->step_count; step++) {
                 sched_cell_set (self, jobx, step, node, SCHED_CELL_SKIPPED);
                 if (jobx->blocked)
@@ -696,14 +704,19 @@ s_batch_next (sched_t *self, s_jobx_t *jobx)
             }
             untouched++;
         }
-        sched_event (self, job, "skipped", SIZE_MAX, job->step,
-                 sched_printf ("%zu node%s %s", untouched,
-                           untouched == 1 ? "" : "s", why));
+        //  The skipped nodes miss every step, from step 0
+        if (untouched > 0)
+            sched_event (self, job, "skipped", SIZE_MAX, 0,
+                     sched_printf ("%zu node%s %s", untouched,
+                               untouched == 1 ? "" : "s", why));
         free (why);
+        //  Every cell is final now (R15)
+        sched_step_update (self, jobx);
         return false;
     }
     size_t from = jobx->batch_hi;
     s_batch_set (jobx, jobx->batch + 1);
+    s_batch_count_absent (jobx, from);
     //  Cells of the new batch that are final already count from now on
     for (size_t step = 0; step < job->step_count; step++)
         for (size_t node = from; node < jobx->batch_hi; node++)
@@ -955,6 +968,16 @@ s_job_complete (sched_t *self, s_jobx_t *jobx)
     }
     free (first_bad);
     free (first_failure);
+    //  Named nodes that could not run, in batches never started, are not
+    //  run rather than not started: they keep their status (R26)
+    size_t not_started = 0;
+    for (size_t node = ran; node < nodes; node++)
+        if (jobx->node_flags [node] & S_NODE_ABSENT) {
+            bad++;
+            absent++;
+        }
+        else
+            not_started++;
     bool over_budget = jobx->failed_nodes > jobx->budget;
     if (bad == 0 && !over_budget) {
         sched_job_finish (self, jobx, SCHED_JOB_COMPLETED, NULL);
@@ -990,13 +1013,27 @@ s_job_complete (sched_t *self, s_jobx_t *jobx)
         free (reason);
         reason = text;
     }
+    size_t members = sched_not_run_count (job, false);
+    if (over_budget && members > 0) {
+        //  R26: members that could not run count in the budget too
+        char *list = sched_not_run_text (job, false);
+        char *text = *reason ? sched_printf ("%s; %zu member%s not run: %s",
+                                         reason, members,
+                                         members == 1 ? "" : "s", list)
+                             : sched_printf ("%zu member%s not run: %s",
+                                         members, members == 1 ? "" : "s",
+                                         list);
+        free (list);
+        free (reason);
+        reason = text;
+    }
     if (over_budget) {
         //  R26: "2 nodes not started: failure budget 1 exceeded in batch 2"
-        char *budget = ran < nodes
+        char *budget = not_started > 0
                            ? sched_printf ("%zu node%s not started: failure "
                                        "budget %zu exceeded in batch %zu",
-                                       nodes - ran,
-                                       nodes - ran == 1 ? "" : "s",
+                                       not_started,
+                                       not_started == 1 ? "" : "s",
                                        jobx->budget, jobx->batch + 1)
                            : sched_printf ("failure budget %zu exceeded",
                                        jobx->budget);
