@@ -2582,6 +2582,176 @@ test_sched_batch_zero_and_restore (void **state)
     s_harness_destroy (&h);
 }
 
+//  R26: a named node that could not run counts as a failed node in its
+//  batch. With max_failures 0, the offline n2 of batch 2 spends the
+//  budget: batches 3 and 4 never start, their nodes read skipped, n2
+//  keeps its status and reason, and the verdict carries the budget. With
+//  max_failures 1 the same job runs to the end.
+static void
+test_sched_batch_budget_named_offline (void **state)
+{
+    harness_t *h = s_harness_new (s_six, 4);
+    h->fleet [1].online = false;                //  n2
+    s_start (h);
+    const char *yaml = "target: node:n1,n2,n3,n4\nbatch: 1\n"
+                       "max_failures: 0\nstrategy: continue\n"
+                       "tasks: [{backend: test, action: one}]\n";
+    size_t mark = h->log_count;
+    s_submit (h, "j-1", s_yaml_spec (yaml));
+    s_run (h, "j-1", 0, "n1", "success");
+    assert_string_equal (s_sends (h, mark, "j-1"), "0/1 - n1");
+    assert_string_equal (s_event_detail (h, mark, "skipped", NULL),
+                         "2 nodes not started: failure budget 0 exceeded "
+                         "in batch 2");
+    snapshot_t *snap = s_finished (h, "j-1");
+    assert_non_null (snap);
+    assert_int_equal (snap->cells [1], SCHED_CELL_OFFLINE);
+    assert_int_equal (snap->cells [2], SCHED_CELL_SKIPPED);
+    assert_int_equal (snap->cells [3], SCHED_CELL_SKIPPED);
+    s_assert_outcome (h, "j-1", SCHED_JOB_FAILED,
+                      "1 of 4 nodes not run: n2 offline since 12:01:07; "
+                      "2 nodes not started: failure budget 0 exceeded in "
+                      "batch 2");
+
+    //  One offline node within a budget of 1: every batch runs
+    s_submit (h, "j-2", s_yaml_spec (
+        "target: node:n1,n2,n3,n4\nbatch: 1\nmax_failures: 1\n"
+        "strategy: continue\ntasks: [{backend: test, action: one}]\n"));
+    s_run (h, "j-2", 0, "n1", "success");
+    s_run (h, "j-2", 0, "n3", "success");
+    s_run (h, "j-2", 0, "n4", "success");
+    s_assert_outcome (h, "j-2", SCHED_JOB_PARTIAL_FAILURE,
+                      "1 of 4 nodes not run: n2 offline since 12:01:07");
+    s_harness_destroy (&h);
+}
+
+//  R26: two offline named nodes against a budget of 1: n2 (batch 2)
+//  holds, n3 (batch 3) spends it, so n4's batch never starts; with a
+//  budget of 0, a first batch of offline nodes (n1, n2) stops the job
+//  before anything is sent.
+static void
+test_sched_batch_budget_two_offline (void **state)
+{
+    harness_t *h = s_harness_new (s_six, 4);
+    h->fleet [1].online = false;                //  n2
+    h->fleet [2].online = false;                //  n3
+    s_start (h);
+    size_t mark = h->log_count;
+    s_submit (h, "j-1", s_yaml_spec (
+        "target: node:n1,n2,n3,n4\nbatch: 1\nmax_failures: 1\n"
+        "strategy: continue\ntasks: [{backend: test, action: one}]\n"));
+    s_run (h, "j-1", 0, "n1", "success");
+    assert_string_equal (s_sends (h, mark, "j-1"), "0/1 - n1");
+    snapshot_t *snap = s_finished (h, "j-1");
+    assert_non_null (snap);
+    assert_int_equal (snap->cells [3], SCHED_CELL_SKIPPED);
+    s_assert_outcome (h, "j-1", SCHED_JOB_FAILED,
+                      "2 of 4 nodes not run: n2 offline since 12:01:07, "
+                      "n3 offline since 12:01:07; 1 node not started: "
+                      "failure budget 1 exceeded in batch 3");
+
+    h->fleet [0].online = false;                //  n1
+    h->fleet [2].online = true;                 //  n3
+    mark = h->log_count;
+    s_submit (h, "j-2", s_yaml_spec (
+        "target: node:n1,n2,n3,n4\nbatch: 2\nmax_failures: 0\n"
+        "tasks: [{backend: test, action: one}]\n"));
+    assert_string_equal (s_sends (h, mark, "j-2"), "");
+    s_assert_outcome (h, "j-2", SCHED_JOB_FAILED,
+                      "2 of 4 nodes not run: n1 offline since 12:01:07, "
+                      "n2 offline since 12:01:07; 2 nodes not started: "
+                      "failure budget 0 exceeded in batch 1");
+    s_harness_destroy (&h);
+}
+
+//  R26: a member of a group that could not run belongs to no batch and
+//  counts as a failed node from the first batch: with max_failures 0 the
+//  second batch never starts.
+static void
+test_sched_batch_budget_member_offline (void **state)
+{
+    harness_t *h = s_harness_new (s_six, 6);
+    h->fleet [1].online = false;                //  n2
+    s_start (h);
+    size_t mark = h->log_count;
+    s_submit (h, "j-1", s_yaml_spec (
+        "target: group:web\nbatch: 2\nmax_failures: 0\nstrategy: continue\n"
+        "tasks: [{backend: test, action: one}]\n"));
+    assert_int_equal (sched_job (h->sched, "j-1")->expected_count, 5);
+    s_run (h, "j-1", 0, "n1", "success");
+    s_run (h, "j-1", 0, "n3", "success");
+    assert_string_equal (s_sends (h, mark, "j-1"), "0/1 group/web/ n1,n3");
+    assert_string_equal (s_event_detail (h, mark, "skipped", NULL),
+                         "3 nodes not started: failure budget 0 exceeded "
+                         "in batch 1");
+    s_assert_outcome (h, "j-1", SCHED_JOB_FAILED,
+                      "1 member not run: n2 offline since 12:01:07; 3 nodes "
+                      "not started: failure budget 0 exceeded in batch 1");
+    s_harness_destroy (&h);
+}
+
+//  R15, R26: job->step does not read as done while a batch remains: the
+//  cells of the batches not started yet are open. It moves on in the last
+//  batch and reads step_count at the end.
+static void
+test_sched_batch_step (void **state)
+{
+    harness_t *h = s_harness_new (s_six, 6);
+    s_start (h);
+    s_submit (h, "j-1", s_yaml_spec (
+        "target: all\nbatch: 3\n"
+        "tasks:\n"
+        "  - {backend: test, action: one}\n"
+        "  - {backend: test, action: two}\n"));
+    const sched_job_t *job = sched_job (h->sched, "j-1");
+    const char *first [] = {"n1", "n2", "n3"}, *last [] = {"n4", "n5", "n6"};
+    for (size_t step = 0; step < 2; step++)
+        for (size_t index = 0; index < 3; index++)
+            s_run (h, "j-1", (uint32_t) step, first [index], "success");
+    assert_int_equal (job->batch, 1);
+    assert_int_equal (job->step, 0);
+    for (size_t index = 0; index < 3; index++)
+        s_run (h, "j-1", 0, last [index], "success");
+    assert_int_equal (job->step, 1);
+    for (size_t index = 0; index < 3; index++)
+        s_run (h, "j-1", 1, last [index], "success");
+    s_assert_outcome (h, "j-1", SCHED_JOB_COMPLETED, NULL);
+    assert_int_equal (s_finished (h, "j-1")->step, 2);
+    s_harness_destroy (&h);
+}
+
+//  R26: the job-level EVENT skipped of a spent budget names step 0 (the
+//  untouched nodes miss every step), never a step past the last; the job
+//  then reads every step behind it.
+static void
+test_sched_batch_budget_event_step (void **state)
+{
+    harness_t *h = s_harness_new (s_six, 6);
+    s_start (h);
+    size_t mark = h->log_count;
+    s_submit (h, "j-1", s_yaml_spec (
+        "target: all\nbatch: 3\nmax_failures: 0\nstrategy: continue\n"
+        "tasks:\n"
+        "  - {backend: test, action: one}\n"
+        "  - {backend: test, action: two}\n"));
+    s_run (h, "j-1", 0, "n1", "failed");
+    s_run (h, "j-1", 0, "n2", "success");
+    s_run (h, "j-1", 0, "n3", "success");
+    s_run (h, "j-1", 1, "n2", "success");
+    s_run (h, "j-1", 1, "n3", "success");
+    assert_int_equal (s_events (h, mark, "skipped", NULL, -1), 2);
+    assert_int_equal (s_events (h, mark, "skipped", "n1", 1), 1);
+    assert_int_equal (s_events (h, mark, "skipped", NULL, 0), 1);
+    assert_string_equal (s_event_detail (h, mark, "skipped", NULL),
+                         "3 nodes not started: failure budget 0 exceeded "
+                         "in batch 1");
+    s_assert_outcome (h, "j-1", SCHED_JOB_FAILED,
+                      "1 of 6 nodes failed at step 0 (test one); 3 nodes "
+                      "not started: failure budget 0 exceeded in batch 1");
+    assert_int_equal (s_finished (h, "j-1")->step, 2);
+    s_harness_destroy (&h);
+}
+
 //  Performance rules: one barrier job over 10,000 nodes with 3 steps runs
 //  to completion (no timing assertion).
 static void
@@ -3638,6 +3808,11 @@ main (void)
         cmocka_unit_test (test_sched_batch_rolling),
         cmocka_unit_test (test_sched_batch_budget),
         cmocka_unit_test (test_sched_batch_zero_and_restore),
+        cmocka_unit_test (test_sched_batch_budget_named_offline),
+        cmocka_unit_test (test_sched_batch_budget_two_offline),
+        cmocka_unit_test (test_sched_batch_budget_member_offline),
+        cmocka_unit_test (test_sched_batch_step),
+        cmocka_unit_test (test_sched_batch_budget_event_step),
         cmocka_unit_test (test_sched_scale_10k_nodes),
         cmocka_unit_test (test_sched_named_nodes_not_run),
         cmocka_unit_test (test_sched_named_node_and_failure),
