@@ -725,6 +725,7 @@ s_batch_next (sched_t *self, s_jobx_t *jobx)
                 jobx->phase_final [jobx->steps [step].phase]++;
                 jobx->final_total++;
             }
+    sched_step_update (self, jobx);
     jobx->phase = 0;
     jobx->phase_started = false;
     jobx->any_failure = false;

@@ -2717,6 +2717,16 @@ test_sched_batch_step (void **state)
         s_run (h, "j-1", 1, last [index], "success");
     s_assert_outcome (h, "j-1", SCHED_JOB_COMPLETED, NULL);
     assert_int_equal (s_finished (h, "j-1")->step, 2);
+    //  A last batch of a named node that could not run is done at once
+    h->fleet [1].online = false;                //  n2
+    s_submit (h, "j-2", s_yaml_spec (
+        "target: node:n1,n2\nbatch: 1\nmax_failures: 1\n"
+        "tasks: [{backend: test, action: one}]\n"));
+    assert_int_equal (sched_job (h->sched, "j-2")->step, 0);
+    s_run (h, "j-2", 0, "n1", "success");
+    s_assert_outcome (h, "j-2", SCHED_JOB_PARTIAL_FAILURE,
+                      "1 of 2 nodes not run: n2 offline since 12:01:07");
+    assert_int_equal (s_finished (h, "j-2")->step, 1);
     s_harness_destroy (&h);
 }
 
