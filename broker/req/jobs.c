@@ -1000,6 +1000,53 @@ req_job_delete (req_call_t *call)
     free (job_id);
 }
 
+//  How many steps job JOB_ID has (the scheduler's, else its stored
+//  header's), or -1 when it is neither held nor stored.
+static int64_t
+s_job_steps (req_call_t *call, const char *job_id)
+{
+    const sched_job_t *live = sched_job (call->ctx->sched, job_id);
+    if (live)
+        return (int64_t) live->step_count;
+    store_txn_t *txn = req_txn (call);
+    const void *value;
+    size_t value_len;
+    if (!txn
+        || store_get (txn, STORE_DB_JOBS, job_id, strlen (job_id), &value,
+                      &value_len) != 0)
+        return -1;
+    pv_doc_t *doc = NULL;
+    int64_t steps = -1;
+    if (pv_doc_decode (value, value_len, &doc, NULL, 0) != 0
+        || pv_get_int (pv_map_get (pv_doc_root (doc), "steps"), &steps) != 0)
+        steps = -1;
+    pv_doc_destroy (&doc);
+    return steps;
+}
+
+//  Refuses a STEP job JOB_ID does not have (not_found, saying how many
+//  it has) and returns true; false when it has it or is not known (the
+//  page lookup then answers "no job").
+static bool
+s_job_step_missing (req_call_t *call, const char *job_id, int64_t step)
+{
+    int64_t steps = s_job_steps (call, job_id);
+    if (steps < 0 || (step >= 0 && step < steps))
+        return false;
+    if (steps == 0)
+        req_error (call, PROTO_ERR_NOT_FOUND, "job %s has no step", job_id);
+    else
+    if (steps == 1)
+        req_error (call, PROTO_ERR_NOT_FOUND,
+                   "job %s has 1 step (step 0): there is no step %" PRId64,
+                   job_id, step);
+    else
+        req_error (call, PROTO_ERR_NOT_FOUND,
+                   "job %s has %" PRId64 " steps (0 to %" PRId64 "): there "
+                   "is no step %" PRId64, job_id, steps, steps - 1, step);
+    return true;
+}
+
 //  One page of a cell's whole stdout or stderr (jobrec.h).
 void
 req_job_output (req_call_t *call)
@@ -1023,6 +1070,9 @@ req_job_output (req_call_t *call)
         && strcmp (stream, "stderr") != 0)
         req_error (call, PROTO_ERR_BAD_REQUEST,
                    "stream: '%s' is neither stdout nor stderr", stream);
+    else
+    if (s_job_step_missing (call, job_id, step))
+        ;   //  Answered
     else {
         store_txn_t *txn = req_txn (call);
         if (txn) {
