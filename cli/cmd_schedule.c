@@ -144,6 +144,16 @@ s_schedule_when (const pv_t *schedule, char *buf, size_t buf_len)
     return buf;
 }
 
+//  "schedule show"'s line: LABEL, then VALUE made printable, every value
+//  in the column after the widest label ("last status").
+static void
+s_show_line (FILE *out, const char *label, const char *value)
+{
+    char *text = cli_printable (value, strlen (value), SIZE_MAX, false);
+    fprintf (out, "%-11s %s\n", label, text);
+    free (text);
+}
+
 static int
 s_render_schedule (const pv_t *data, FILE *out)
 {
@@ -152,41 +162,39 @@ s_render_schedule (const pv_t *data, FILE *out)
     char buf [512];
     bool paused = false;
     pv_get_bool (pv_map_get (data, "paused"), &paused);
-    cli_header_line (out, "name", cli_field (data, "name", buf, sizeof buf));
-    cli_header_line (out, "when", s_schedule_when (data, buf, sizeof buf));
-    cli_header_line (out, "target",
-                     cli_field (data, "target", buf, sizeof buf));
-    cli_header_line (out, "state", paused ? "paused" : "active");
-    cli_header_line (out, "overlap", cli_field (data, "overlap", buf,
-                                                sizeof buf));
+    s_show_line (out, "name", cli_field (data, "name", buf, sizeof buf));
+    s_show_line (out, "when", s_schedule_when (data, buf, sizeof buf));
+    s_show_line (out, "target", cli_field (data, "target", buf, sizeof buf));
+    s_show_line (out, "state", paused ? "paused" : "active");
+    s_show_line (out, "overlap", cli_field (data, "overlap", buf, sizeof buf));
     char window [64];
     cli_field (data, "catch_up_window", window, sizeof window);
     char catch_up [128];
     snprintf (catch_up, sizeof catch_up, "%s (window %s)",
               cli_field (data, "catch_up", buf, sizeof buf), window);
-    cli_header_line (out, "catch-up", catch_up);
-    cli_header_line (out, "next run",
-                     pv_map_get (data, "next_run")
-                         ? cli_time (pv_map_get (data, "next_run"), false, buf,
-                                   sizeof buf)
-                         : "-");
-    cli_header_line (out, "last run",
-                     pv_map_get (data, "last_run")
-                         ? cli_time (pv_map_get (data, "last_run"), false, buf,
-                                   sizeof buf)
-                         : "-");
-    cli_header_line (out, "last job", pv_map_get (data, "last_job")
-                                          ? cli_field (data, "last_job", buf,
-                                                     sizeof buf)
-                                          : "-");
-    cli_header_line (out, "last status", pv_map_get (data, "last_status")
-                                             ? cli_field (data, "last_status",
-                                                        buf, sizeof buf)
-                                             : "-");
+    s_show_line (out, "catch-up", catch_up);
+    s_show_line (out, "next run",
+                 pv_map_get (data, "next_run")
+                     ? cli_time (pv_map_get (data, "next_run"), false, buf,
+                                 sizeof buf)
+                     : "-");
+    s_show_line (out, "last run",
+                 pv_map_get (data, "last_run")
+                     ? cli_time (pv_map_get (data, "last_run"), false, buf,
+                                 sizeof buf)
+                     : "-");
+    s_show_line (out, "last job",
+                 pv_map_get (data, "last_job")
+                     ? cli_field (data, "last_job", buf, sizeof buf)
+                     : "-");
+    s_show_line (out, "last status",
+                 pv_map_get (data, "last_status")
+                     ? cli_field (data, "last_status", buf, sizeof buf)
+                     : "-");
     snprintf (buf, sizeof buf, "%" PRId64 " started, %" PRId64 " skipped",
               cli_field_int (data, "runs", 0),
               cli_field_int (data, "skipped", 0));
-    cli_header_line (out, "runs", buf);
+    s_show_line (out, "runs", buf);
     return 0;
 }
 
