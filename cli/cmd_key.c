@@ -76,9 +76,11 @@ s_render_key (const pv_t *data, FILE *out)
     if (node_value)
         cli_field (data, "node", node, sizeof node);
     char *text = cli_printable (key, strlen (key), SIZE_MAX, false);
-    fprintf (out, "key %s %s%s%s%s\n", text, status,
-             node_value ? " (node " : "", node_value ? node : "",
-             node_value ? ")" : "");
+    bool already = false;
+    pv_get_bool (pv_map_get (data, "already"), &already);
+    fprintf (out, "key %s %s%s%s%s%s%s\n", text, already ? "was already " : "",
+             status, node_value ? " (node " : "", node_value ? node : "",
+             node_value ? ")" : "", already ? ": nothing changed" : "");
     free (text);
     return 0;
 }
@@ -105,7 +107,8 @@ static const char s_help_key [] =
 "             their pools and names\n"
 "key accept   enrol a pending key (a KEY never seen before is enrolled\n"
 "             ahead of its agent); a client key revoked by key reject\n"
-"             may connect again\n"
+"             may connect again. A key accepted already is left as\n"
+"             it is (\"was already accepted\")\n"
 "key reject   refuse the key, now and at every later connection; its node\n"
 "             goes offline\n"
 "key delete   forget the key: its node goes offline and the next key\n"

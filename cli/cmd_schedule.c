@@ -89,6 +89,8 @@ s_schedule_check (cli_args_t *args, char *err, size_t err_len)
                          args->every);
     if (args->tz && args->every)
         return cli_fail (err, err_len, "--tz goes with --cron only");
+    if (args->tz && cron_tz_check (args->tz, why, sizeof why) != 0)
+        return cli_fail (err, err_len, "bad --tz: %s", why);
     const char *overlaps [] = {"skip", "queue", "allow", NULL};
     const char *catch_ups [] = {"one", "none", NULL};
     if (args->overlap && !cli_in_list (args->overlap, overlaps))
@@ -142,6 +144,16 @@ s_schedule_when (const pv_t *schedule, char *buf, size_t buf_len)
     return buf;
 }
 
+//  "schedule show"'s line: LABEL, then VALUE made printable, every value
+//  in the column after the widest label ("last status").
+static void
+s_show_line (FILE *out, const char *label, const char *value)
+{
+    char *text = cli_printable (value, strlen (value), SIZE_MAX, false);
+    fprintf (out, "%-11s %s\n", label, text);
+    free (text);
+}
+
 static int
 s_render_schedule (const pv_t *data, FILE *out)
 {
@@ -150,41 +162,39 @@ s_render_schedule (const pv_t *data, FILE *out)
     char buf [512];
     bool paused = false;
     pv_get_bool (pv_map_get (data, "paused"), &paused);
-    cli_header_line (out, "name", cli_field (data, "name", buf, sizeof buf));
-    cli_header_line (out, "when", s_schedule_when (data, buf, sizeof buf));
-    cli_header_line (out, "target",
-                     cli_field (data, "target", buf, sizeof buf));
-    cli_header_line (out, "state", paused ? "paused" : "active");
-    cli_header_line (out, "overlap", cli_field (data, "overlap", buf,
-                                                sizeof buf));
+    s_show_line (out, "name", cli_field (data, "name", buf, sizeof buf));
+    s_show_line (out, "when", s_schedule_when (data, buf, sizeof buf));
+    s_show_line (out, "target", cli_field (data, "target", buf, sizeof buf));
+    s_show_line (out, "state", paused ? "paused" : "active");
+    s_show_line (out, "overlap", cli_field (data, "overlap", buf, sizeof buf));
     char window [64];
     cli_field (data, "catch_up_window", window, sizeof window);
     char catch_up [128];
     snprintf (catch_up, sizeof catch_up, "%s (window %s)",
               cli_field (data, "catch_up", buf, sizeof buf), window);
-    cli_header_line (out, "catch-up", catch_up);
-    cli_header_line (out, "next run",
-                     pv_map_get (data, "next_run")
-                         ? cli_time (pv_map_get (data, "next_run"), false, buf,
-                                   sizeof buf)
-                         : "-");
-    cli_header_line (out, "last run",
-                     pv_map_get (data, "last_run")
-                         ? cli_time (pv_map_get (data, "last_run"), false, buf,
-                                   sizeof buf)
-                         : "-");
-    cli_header_line (out, "last job", pv_map_get (data, "last_job")
-                                          ? cli_field (data, "last_job", buf,
-                                                     sizeof buf)
-                                          : "-");
-    cli_header_line (out, "last status", pv_map_get (data, "last_status")
-                                             ? cli_field (data, "last_status",
-                                                        buf, sizeof buf)
-                                             : "-");
+    s_show_line (out, "catch-up", catch_up);
+    s_show_line (out, "next run",
+                 pv_map_get (data, "next_run")
+                     ? cli_time (pv_map_get (data, "next_run"), false, buf,
+                                 sizeof buf)
+                     : "-");
+    s_show_line (out, "last run",
+                 pv_map_get (data, "last_run")
+                     ? cli_time (pv_map_get (data, "last_run"), false, buf,
+                                 sizeof buf)
+                     : "-");
+    s_show_line (out, "last job",
+                 pv_map_get (data, "last_job")
+                     ? cli_field (data, "last_job", buf, sizeof buf)
+                     : "-");
+    s_show_line (out, "last status",
+                 pv_map_get (data, "last_status")
+                     ? cli_field (data, "last_status", buf, sizeof buf)
+                     : "-");
     snprintf (buf, sizeof buf, "%" PRId64 " started, %" PRId64 " skipped",
               cli_field_int (data, "runs", 0),
               cli_field_int (data, "skipped", 0));
-    cli_header_line (out, "runs", buf);
+    s_show_line (out, "runs", buf);
     return 0;
 }
 
@@ -253,9 +263,11 @@ static const char s_help_schedule [] =
 "                        restricted: either matches (as Vixie cron)\n"
 "  --every D             an interval from 1s, counted from the add\n"
 "  --tz ZONE             the cron's time zone, e.g. Europe/Berlin (default\n"
-"                        UTC). A time skipped by daylight saving runs once\n"
-"                        at the end of the gap; a repeated time runs once\n"
-"                        (with * in minute or hour: on both passes)\n"
+"                        UTC), as /usr/share/zoneinfo names it (checked\n"
+"                        before sending). A time skipped by daylight\n"
+"                        saving runs once at the end of the gap; a\n"
+"                        repeated time runs once (with * in minute or\n"
+"                        hour: on both passes)\n"
 "  --overlap O           when the previous run still goes: skip (default),\n"
 "                        queue (one run waits for it) or allow\n"
 "  --catch-up C          after the broker was down: one (default; one run\n"

@@ -8,6 +8,7 @@
 */
 #include "names.h"
 
+#include <assert.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -803,6 +804,44 @@ target_copy (target_t *dest, const target_t *src)
 fail:
     target_clear (dest);
     return -1;
+}
+
+//  Appends the ids of EXPR's node terms to *IDS_P (*COUNT of *ROOM).
+static void
+s_expr_named_nodes (const target_expr_t *expr, const char ***ids_p,
+                    size_t *count, size_t *room)
+{
+    if (expr->op != S_EXPR_TERM) {
+        for (size_t i = 0; i < expr->kid_count; i++)
+            s_expr_named_nodes (expr->kids [i], ids_p, count, room);
+        return;
+    }
+    if (expr->term.scope != TARGET_NODE)
+        return;
+    if (*count + expr->term.node_count > *room) {
+        *room = *count + expr->term.node_count + *room;
+        *ids_p = (const char **) realloc (*ids_p, *room * sizeof (char *));
+        assert (*ids_p);
+    }
+    for (size_t i = 0; i < expr->term.node_count; i++)
+        (*ids_p) [(*count)++] = expr->term.nodes [i];
+}
+
+size_t
+target_named_nodes (const target_t *target, const char ***ids_p)
+{
+    *ids_p = NULL;
+    size_t count = 0, room = 0;
+    if (target->scope == TARGET_EXPR && target->expr)
+        s_expr_named_nodes (target->expr, ids_p, &count, &room);
+    else
+    if (target->scope == TARGET_NODE && target->node_count > 0) {
+        *ids_p = (const char **) calloc (target->node_count, sizeof (char *));
+        assert (*ids_p);
+        for (size_t i = 0; i < target->node_count; i++)
+            (*ids_p) [count++] = target->nodes [i];
+    }
+    return count;
 }
 
 const char *

@@ -99,6 +99,13 @@ void target_clear (target_t *target);
 //  Deep copy; returns 0 or -1 (out of memory).
 int target_copy (target_t *dest, const target_t *src);
 
+//  The node ids TARGET names: a node list's ids, or those of every node:
+//  term of an expression (under "not" too), in the order written; an id
+//  two terms name comes twice. Returns how many and sets *IDS_P to a new
+//  array (caller frees the array only: the ids are lent, valid while
+//  TARGET is), or NULL when there are none.
+size_t target_named_nodes (const target_t *target, const char ***ids_p);
+
 //  "all", "group", "node", "label" or "expr".
 const char *target_scope_name (target_scope_t scope);
 

@@ -970,6 +970,15 @@ test_cli_parse_schedule_errors (void **state)
         { { "schedule", "add", "x", "--every", "1m", "--tz", "UTC", "-f",
             "j.yaml", NULL },
           "--tz goes with --cron only" },
+        { { "schedule", "add", "x", "--cron", "0 3 * * *", "--tz",
+            "Mars/Olympus", "-f", "j.yaml", NULL },
+          "bad --tz: unknown time zone 'Mars/Olympus'" },
+        { { "schedule", "add", "x", "--cron", "0 3 * * *", "--tz",
+            "../../../etc/passwd", "-f", "j.yaml", NULL },
+          "bad --tz: time zone '../../../etc/passwd' is not a zone name" },
+        { { "schedule", "add", "x", "--cron", "0 3 * * *", "--tz",
+            "/etc/localtime", "-f", "j.yaml", NULL },
+          "bad --tz: time zone '/etc/localtime' is not a zone name" },
         { { "schedule", "add", "x", "--every", "1m", "--overlap", "never",
             "-f", "j.yaml", NULL },
           "--overlap must be skip, queue or allow" },
@@ -1535,6 +1544,64 @@ test_cli_header_line_long_label (void **state)
     assert_string_equal (text, "job       j-1\n"
                                "last status completed\n");
     free (out.text);
+}
+
+//  schedule show puts every value in one column, "last status"'s too
+static void
+test_cli_render_schedule_show (void **state)
+{
+    (void) state;
+    pw_t *w = pw_new ();
+    pw_map (w, 14);
+    pw_str (w, "name");
+    pw_str (w, "nightly");
+    pw_str (w, "cron");
+    pw_str (w, "0 3 * * *");
+    pw_str (w, "tz");
+    pw_str (w, "Europe/Berlin");
+    pw_str (w, "target");
+    pw_str (w, "group:web");
+    pw_str (w, "paused");
+    pw_bool (w, false);
+    pw_str (w, "overlap");
+    pw_str (w, "skip");
+    pw_str (w, "catch_up");
+    pw_str (w, "one");
+    pw_str (w, "catch_up_window");
+    pw_str (w, "1h");
+    pw_str (w, "next_run");
+    pw_str (w, "2026-11-27T02:00:00.000Z");
+    pw_str (w, "last_run");
+    pw_str (w, "2026-11-26T02:00:00.000Z");
+    pw_str (w, "last_job");
+    pw_str (w, JOB_ID);
+    pw_str (w, "last_status");
+    pw_str (w, "completed");
+    pw_str (w, "runs");
+    pw_int (w, 3);
+    pw_str (w, "skipped");
+    pw_int (w, 1);
+    pv_doc_t *doc = s_decode (w);
+    s_capture_t out;
+    s_capture_open (&out);
+    assert_int_equal (cli_render (CLI_CMD_SCHEDULE_SHOW, pv_doc_root (doc),
+                                  CLI_OUTPUT_TABLE, out.file), 0);
+    const char *text = s_capture_close (&out);
+    assert_string_equal (text,
+                         "name        nightly\n"
+                         "when        0 3 * * * (Europe/Berlin)\n"
+                         "target      group:web\n"
+                         "state       active\n"
+                         "overlap     skip\n"
+                         "catch-up    one (window 1h)\n"
+                         "next run    2026-11-27 02:00:00\n"
+                         "last run    2026-11-26 02:00:00\n"
+                         "last job    " JOB_ID "\n"
+                         "last status completed\n"
+                         "runs        3 started, 1 skipped\n");
+    free (out.text);
+    pv_doc_destroy (&doc);
+    pw_destroy (&w);
 }
 
 static void
@@ -2772,6 +2839,7 @@ main (void)
         cmocka_unit_test (test_cli_render_job_json),
         cmocka_unit_test (test_cli_render_progress),
         cmocka_unit_test (test_cli_header_line_long_label),
+        cmocka_unit_test (test_cli_render_schedule_show),
         cmocka_unit_test (test_cli_render_lists),
         cmocka_unit_test (test_cli_render_malformed),
         cmocka_unit_test (test_cli_reply_envelope),

@@ -233,6 +233,49 @@ test_it_nodes_typo_is_refused (void **state)
     assert_int_equal (s_job_total (), before);
 }
 
+//  A node: term of a target expression is held to the same rule: an
+//  unknown id refuses the submit (not a quiet run on the rest), and the
+//  dry run lists it as not registered.
+static void
+test_it_nodes_typo_in_expression_is_refused (void **state)
+{
+    size_t before = s_job_total ();
+    pv_doc_t *doc = s_refused (
+        "target: group:web or node:nope\n"
+        "tasks: [{backend: test, action: echo, params: {msg: hi}}]\n",
+        PROTO_ERR_UNKNOWN_NODE);
+    assert_true (s_detail_has (doc, "nope: not registered"));
+    assert_true (s_message_has (doc, "unknown node nope"));
+    pv_doc_destroy (&doc);
+    //  Under not, and named twice: one detail
+    doc = s_refused ("target: group:web and not node:web-0l,db-01 or "
+                     "(node:web-0l and group:db)\n"
+                     "tasks: [{backend: test, action: echo, params: "
+                     "{msg: hi}}]\n", PROTO_ERR_UNKNOWN_NODE);
+    assert_true (s_detail_has (doc, "web-0l: not registered"));
+    assert_false (s_detail_has (doc, "db-01"));
+    assert_true (s_message_has (doc, "unknown node web-0l"));
+    pv_doc_destroy (&doc);
+    assert_int_equal (s_job_total (), before);
+    char *out = NULL, *err = NULL;
+    int code = grid_cli (&s_grid, &out, &err, 10000, "job", "run", "--target",
+                         "group:web or node:nope", "--wait", "test", "echo",
+                         "--msg", "hi", NULL);
+    s_cli_expect (4, out, err, code);
+    assert_true (grid_line_with (err, "unknown node nope", NULL));
+    free (out);
+    free (err);
+    assert_int_equal (s_job_total (), before);
+    code = grid_cli (&s_grid, &out, &err, 10000, "job", "run", "--check",
+                     "--target", "group:web or node:nope", "test", "echo",
+                     "--msg", "hi", NULL);
+    s_cli_expect (0, out, err, code);
+    assert_true (grid_line_with (out, "nope", "not registered", NULL));
+    free (out);
+    free (err);
+    assert_int_equal (s_job_total (), before);
+}
+
 //  An offline node of a list gets a row in every step that says since
 //  when; the job runs on the others, ends partial_failure, --wait exits
 //  1; alone, the node is refused with the same reason.
@@ -499,6 +542,7 @@ main (void)
 {
     const struct CMUnitTest tests [] = {
         cmocka_unit_test (test_it_nodes_typo_is_refused),
+        cmocka_unit_test (test_it_nodes_typo_in_expression_is_refused),
         cmocka_unit_test (test_it_nodes_offline_in_list),
         cmocka_unit_test (test_it_nodes_drained_in_list),
         cmocka_unit_test (test_it_nodes_group_members_not_run),

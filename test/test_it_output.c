@@ -409,6 +409,38 @@ test_it_output_whole_stdout (void **state)
     free (job);
 }
 
+//  A step the one-step job JOB does not have is refused, saying how many
+//  it has, through the API and gridcli (not "no output for step 5 yet").
+static void
+s_assert_step_refused (const char *job)
+{
+    pw_t *writer = pw_new ();
+    proto_request_begin (writer, "job.output", "step-5", 3);
+    pw_str (writer, "job");
+    pw_str (writer, job);
+    pw_str (writer, "node");
+    pw_str (writer, "web-01");
+    pw_str (writer, "step");
+    pw_int (writer, 5);
+    pv_doc_t *reply = grid_call_raw (&s_grid, pw_data (writer),
+                                     pw_size (writer), 5000);
+    pw_destroy (&writer);
+    char *message = pv_strdup (pv_map_get (pv_doc_root (reply), "message"));
+    assert_non_null (message);
+    assert_non_null (strstr (message, "has 1 step (step 0): there is no "
+                                      "step 5"));
+    free (message);
+    s_assert_error (reply, "not_found");
+    char *out = NULL, *err = NULL;
+    int code = grid_cli (&s_grid, &out, &err, 10000, "job", "output", job,
+                         "--node", "web-01", "--step", "5", NULL);
+    assert_int_equal (code, 4);
+    assert_non_null (strstr (err, "has 1 step (step 0): there is no step 5"));
+    assert_null (strstr (err, "yet"));
+    free (out);
+    free (err);
+}
+
 //  Standard error is kept whole the same way, and a short output without
 //  pieces is served from the record.
 static void
@@ -445,6 +477,7 @@ test_it_output_whole_stderr (void **state)
     assert_string_equal (got, want);
     free (got);
     free (want);
+    s_assert_step_refused (job);
     free (job);
 }
 

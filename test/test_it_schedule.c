@@ -227,7 +227,7 @@ test_it_schedule_bad_input_is_refused (void **state)
          2, "needs BACKEND and ACTION"},
         {{"schedule", "add", "x", "--cron", "* * * * *", "--tz",
           "Mars/Olympus", "--target", "all", "test", "echo"},
-         4, "tz: unknown time zone 'Mars/Olympus'"},
+         2, "bad --tz: unknown time zone 'Mars/Olympus'"},
         {{"schedule", "add", "x", "--every", "1m", "--target", "all", "nope",
           "echo"},
          4, "no registered node offers nope echo"},

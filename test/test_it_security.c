@@ -179,6 +179,25 @@ s_listed_key (grid_t *grid, const char *node, const char *status)
     return found;
 }
 
+//  The accepted_at key.list gives NODE's key, or NULL. Caller frees.
+static char *
+s_accepted_at (grid_t *grid, const char *node)
+{
+    pv_doc_t *reply = grid_call (grid, "key.list", NULL);
+    const pv_t *data = NULL;
+    char *found = NULL;
+    if (grid_reply_ok (reply, &data)) {
+        const pv_t *keys = pv_map_get (data, "keys");
+        for (size_t index = 0; index < pv_size (keys) && !found; index++) {
+            const pv_t *key = pv_array_at (keys, index);
+            if (grid_str_is (key, "node", node))
+                found = pv_strdup (pv_map_get (key, "accepted_at"));
+        }
+    }
+    pv_doc_destroy (&reply);
+    return found;
+}
+
 //  Polls until key.list shows NODE's key with STATUS; returns the key.
 static char *
 s_wait_listed_key (grid_t *grid, const char *node, const char *status)
@@ -737,10 +756,41 @@ test_it_security_pending_agent_waits_and_revoked_key_stops (void **state)
     assert_true (grid_str_is (data, "status", "completed"));
     pv_doc_destroy (&record);
 
+    //  Accepted again: it says so and changes nothing (accepted_at stays)
+    char *first_at = s_accepted_at (&grid, "new-01");
+    assert_non_null (first_at);
+    code = grid_cli (&grid, &out, &err, 15000, "key", "accept", "new-01",
+                     NULL);
+    assert_int_equal (code, 0);
+    assert_non_null (strstr (out, "was already accepted (node new-01): "
+                                  "nothing changed"));
+    free (out);
+    free (err);
+    reply = grid_call (&grid, "key.accept", "node", "new-01", NULL);
+    assert_true (grid_reply_ok (reply, &data));
+    assert_true (grid_str_is (data, "status", "accepted"));
+    bool already = false;
+    assert_int_equal (pv_get_bool (pv_map_get (data, "already"), &already),
+                      0);
+    assert_true (already);
+    pv_doc_destroy (&reply);
+    char *again_at = s_accepted_at (&grid, "new-01");
+    assert_non_null (again_at);
+    assert_string_equal (again_at, first_at);
+    free (again_at);
+    free (first_at);
+
     //  An operator connection that is already open...
     char operator_public [KEYS_TEXT_SIZE], why [256], server [KEYS_TEXT_SIZE];
     assert_int_equal (keys_read_public (op, operator_public, why, sizeof why),
                       0);
+    //  A client key never revoked is accepted already, too
+    code = grid_cli (&grid, &out, &err, 15000, "key", "accept",
+                     operator_public, NULL);
+    assert_int_equal (code, 0);
+    assert_non_null (strstr (out, "was already accepted: nothing changed"));
+    free (out);
+    free (err);
     zcert_t *cert = keys_load_pair (op, why, sizeof why);
     assert_non_null (cert);
     assert_int_equal (keys_read_public (grid.broker_key, server, why,

@@ -558,6 +558,41 @@ test_names_target_expression_matches (void **state)
     assert_false (s_expr_hits ("all and not group:a", "n", "a", NULL, NULL));
 }
 
+//  The ids a target names: a node list's, or every node: term's of an
+//  expression, under not too; other scopes name none.
+static void
+test_names_target_named_nodes (void **state)
+{
+    target_t target;
+    const char **ids = NULL;
+    char err [256];
+    assert_int_equal (target_parse ("node:a,b", &target, err, sizeof err), 0);
+    assert_int_equal (target_named_nodes (&target, &ids), 2);
+    assert_string_equal (ids [0], "a");
+    assert_string_equal (ids [1], "b");
+    free (ids);
+    target_clear (&target);
+    assert_int_equal (target_parse ("(group:web or node:x,y) and not node:z "
+                                    "or label:k=v", &target, err, sizeof err),
+                      0);
+    assert_int_equal (target.scope, TARGET_EXPR);
+    assert_int_equal (target_named_nodes (&target, &ids), 3);
+    assert_string_equal (ids [0], "x");
+    assert_string_equal (ids [1], "y");
+    assert_string_equal (ids [2], "z");
+    free (ids);
+    target_clear (&target);
+    assert_int_equal (target_parse ("group:web or label:k=v", &target, err,
+                                    sizeof err), 0);
+    assert_int_equal (target_named_nodes (&target, &ids), 0);
+    assert_null (ids);
+    target_clear (&target);
+    assert_int_equal (target_parse ("all", &target, err, sizeof err), 0);
+    assert_int_equal (target_named_nodes (&target, &ids), 0);
+    assert_null (ids);
+    target_clear (&target);
+}
+
 static void
 test_names_target_expression_errors (void **state)
 {
@@ -899,6 +934,7 @@ main (void)
         cmocka_unit_test (test_names_target_format_and_copy),
         cmocka_unit_test (test_names_target_expressions),
         cmocka_unit_test (test_names_target_expression_matches),
+        cmocka_unit_test (test_names_target_named_nodes),
         cmocka_unit_test (test_names_target_expression_errors),
         cmocka_unit_test (test_names_target_expression_bounds),
         cmocka_unit_test (test_names_duration_parse),

@@ -228,20 +228,42 @@ s_idempotent_submit (req_call_t *call, const job_spec_t *spec,
     return 1;
 }
 
-//  Refuses a node list naming an id that is not registered (a typo must
-//  never run a partial job): unknown_node, one detail per id.
+//  The ids TARGET names (a node list, or the node: terms of an
+//  expression) that are not registered, each once, in the order written.
+//  Returns a new list of lent ids (valid while TARGET is).
+static zlistx_t *
+s_unknown_nodes (ctx_t *ctx, const target_t *target)
+{
+    zlistx_t *unknown = zlistx_new ();
+    assert (unknown);
+    const char **ids = NULL;
+    size_t named = target_named_nodes (target, &ids);
+    zhashx_t *seen = named > 1 ? zhashx_new () : NULL;
+    for (size_t index = 0; index < named; index++) {
+        if (registry_lookup (ctx->registry, ids [index]))
+            continue;
+        if (seen && zhashx_insert (seen, ids [index], (void *) ids [index]))
+            continue;       //  Named by an earlier term too
+        zlistx_add_end (unknown, (void *) ids [index]);
+    }
+    zhashx_destroy (&seen);
+    free (ids);
+    return unknown;
+}
+
+//  Refuses a target naming an id that is not registered, in a node list
+//  or a node: term of an expression (a typo must never run a partial
+//  job, nor quietly run on the rest): unknown_node, one detail per id.
 static int
 s_check_known_nodes (req_call_t *call, const target_t *target)
 {
-    ctx_t *ctx = call->ctx;
-    if (target->scope != TARGET_NODE)
-        return 0;
+    zlistx_t *ids = s_unknown_nodes (call->ctx, target);
     zlistx_t *unknown = zlistx_new ();
     zlistx_set_destructor (unknown, (zlistx_destructor_fn *) zstr_free);
-    for (size_t index = 0; index < target->node_count; index++)
-        if (!registry_lookup (ctx->registry, target->nodes [index]))
-            zlistx_add_end (unknown, zsys_sprintf ("%s: not registered",
-                                                   target->nodes [index]));
+    for (const char *id = (const char *) zlistx_first (ids); id;
+         id = (const char *) zlistx_next (ids))
+        zlistx_add_end (unknown, zsys_sprintf ("%s: not registered", id));
+    zlistx_destroy (&ids);
     size_t count = zlistx_size (unknown);
     if (count > 0) {
         char **items = (char **) calloc (count, sizeof (char *));
@@ -501,6 +523,35 @@ s_write_plan_step (pw_t *writer, const job_spec_t *spec,
     }
 }
 
+//  Appends to *SKIP_P (COUNT entries) the ids an expression's node: terms
+//  name that are not registered, as "not registered" (registry_unavailable
+//  lists those of a node list already). Returns the new count.
+static size_t
+s_check_unknown (ctx_t *ctx, const target_t *target, sched_not_run_t **skip_p,
+                 size_t count)
+{
+    if (target->scope != TARGET_EXPR)
+        return count;
+    zlistx_t *ids = s_unknown_nodes (ctx, target);
+    size_t more = zlistx_size (ids);
+    if (more > 0) {
+        *skip_p = (sched_not_run_t *) realloc (
+            *skip_p, (count + more) * sizeof (sched_not_run_t));
+        assert (*skip_p);
+    }
+    for (const char *id = (const char *) zlistx_first (ids); id;
+         id = (const char *) zlistx_next (ids)) {
+        sched_not_run_t *entry = &(*skip_p) [count++];
+        entry->node = strdup (id);
+        entry->reason = strdup ("not registered");
+        assert (entry->node && entry->reason);
+        entry->status = SCHED_CELL_OFFLINE;
+        entry->named = false;
+    }
+    zlistx_destroy (&ids);
+    return count;
+}
+
 void
 req_job_check (req_call_t *call)
 {
@@ -516,6 +567,7 @@ req_job_check (req_call_t *call)
     sched_not_run_t *skip = NULL;
     size_t skip_count = registry_unavailable (ctx->registry, spec,
                                               ctx_wall_ms (ctx), &skip);
+    skip_count = s_check_unknown (ctx, target, &skip, skip_count);
     if (skip_count > 1)
         qsort (skip, skip_count, sizeof (sched_not_run_t), s_compare_not_run);
     char **run = (char **) calloc (matched + 1, sizeof (char *));
@@ -948,6 +1000,53 @@ req_job_delete (req_call_t *call)
     free (job_id);
 }
 
+//  How many steps job JOB_ID has (the scheduler's, else its stored
+//  header's), or -1 when it is neither held nor stored.
+static int64_t
+s_job_steps (req_call_t *call, const char *job_id)
+{
+    const sched_job_t *live = sched_job (call->ctx->sched, job_id);
+    if (live)
+        return (int64_t) live->step_count;
+    store_txn_t *txn = req_txn (call);
+    const void *value;
+    size_t value_len;
+    if (!txn
+        || store_get (txn, STORE_DB_JOBS, job_id, strlen (job_id), &value,
+                      &value_len) != 0)
+        return -1;
+    pv_doc_t *doc = NULL;
+    int64_t steps = -1;
+    if (pv_doc_decode (value, value_len, &doc, NULL, 0) != 0
+        || pv_get_int (pv_map_get (pv_doc_root (doc), "steps"), &steps) != 0)
+        steps = -1;
+    pv_doc_destroy (&doc);
+    return steps;
+}
+
+//  Refuses a STEP job JOB_ID does not have (not_found, saying how many
+//  it has) and returns true; false when it has it or is not known (the
+//  page lookup then answers "no job").
+static bool
+s_job_step_missing (req_call_t *call, const char *job_id, int64_t step)
+{
+    int64_t steps = s_job_steps (call, job_id);
+    if (steps < 0 || (step >= 0 && step < steps))
+        return false;
+    if (steps == 0)
+        req_error (call, PROTO_ERR_NOT_FOUND, "job %s has no step", job_id);
+    else
+    if (steps == 1)
+        req_error (call, PROTO_ERR_NOT_FOUND,
+                   "job %s has 1 step (step 0): there is no step %" PRId64,
+                   job_id, step);
+    else
+        req_error (call, PROTO_ERR_NOT_FOUND,
+                   "job %s has %" PRId64 " steps (0 to %" PRId64 "): there "
+                   "is no step %" PRId64, job_id, steps, steps - 1, step);
+    return true;
+}
+
 //  One page of a cell's whole stdout or stderr (jobrec.h).
 void
 req_job_output (req_call_t *call)
@@ -971,6 +1070,9 @@ req_job_output (req_call_t *call)
         && strcmp (stream, "stderr") != 0)
         req_error (call, PROTO_ERR_BAD_REQUEST,
                    "stream: '%s' is neither stdout nor stderr", stream);
+    else
+    if (s_job_step_missing (call, job_id, step))
+        ;   //  Answered
     else {
         store_txn_t *txn = req_txn (call);
         if (txn) {

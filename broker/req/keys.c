@@ -92,6 +92,18 @@ s_reply_key (pw_t *reply, const char *id, const char *key, const char *status,
     }
 }
 
+//  Is key TEXT accepted already, so that key.accept would change nothing?
+//  A client key or a relay enrolled in the config (LIFTED_ONLY) is when
+//  no revocation is kept for it; any other when its record is accepted.
+static bool
+s_key_already_accepted (auth_t *auth, const char *text, bool lifted_only)
+{
+    const auth_key_t *key = auth_key (auth, text);
+    if (lifted_only)
+        return key == NULL;
+    return key && key->status == AUTH_KEY_ACCEPTED;
+}
+
 void
 req_key_accept (req_call_t *call)
 {
@@ -104,6 +116,26 @@ req_key_accept (req_call_t *call)
     bool configured_relay = relays_config_find (&ctx->config->relays, text)
                             != NULL;
     const auth_key_t *key = NULL;
+    bool lifted_only = configured_relay || auth_is_client (ctx->auth, text);
+    if (s_key_already_accepted (ctx->auth, text, lifted_only)) {
+        //  Nothing to change: no write, accepted_at stays the first one
+        key = lifted_only ? NULL : auth_key (ctx->auth, text);
+        const char *node = key ? key->node : NULL;
+        pw_reset (call->reply);
+        proto_reply_ok_begin (call->reply, call->request->id);
+        pw_map (call->reply, node ? 4 : 3);
+        pw_str (call->reply, "key");
+        pw_str (call->reply, text);
+        pw_str (call->reply, "status");
+        pw_str (call->reply, "accepted");
+        if (node) {
+            pw_str (call->reply, "node");
+            pw_str (call->reply, node);
+        }
+        pw_str (call->reply, "already");
+        pw_bool (call->reply, true);
+        return;
+    }
     char why [512];
     if (auth_key_accept (ctx->auth, ctx_txn (ctx), text, configured_relay,
                          ctx_wall_ms (ctx), &key, why, sizeof why)
