@@ -89,7 +89,12 @@ s_schedule_check (cli_args_t *args, char *err, size_t err_len)
                          args->every);
     if (args->tz && args->every)
         return cli_fail (err, err_len, "--tz goes with --cron only");
-    if (args->tz && cron_tz_check (args->tz, why, sizeof why) != 0)
+    //  The zone is looked up here when this machine has the time zone
+    //  database; the broker's own check stays the last word
+    if (args->tz
+        && (cron_tz_local () ? cron_tz_check (args->tz, why, sizeof why)
+                             : cron_tz_name_check (args->tz, why, sizeof why))
+               != 0)
         return cli_fail (err, err_len, "bad --tz: %s", why);
     const char *overlaps [] = {"skip", "queue", "allow", NULL};
     const char *catch_ups [] = {"one", "none", NULL};
@@ -264,10 +269,10 @@ static const char s_help_schedule [] =
 "  --every D             an interval from 1s, counted from the add\n"
 "  --tz ZONE             the cron's time zone, e.g. Europe/Berlin (default\n"
 "                        UTC), as /usr/share/zoneinfo names it (checked\n"
-"                        before sending). A time skipped by daylight\n"
-"                        saving runs once at the end of the gap; a\n"
-"                        repeated time runs once (with * in minute or\n"
-"                        hour: on both passes)\n"
+"                        before sending where that database is). A time\n"
+"                        skipped by daylight saving runs once at the end\n"
+"                        of the gap; a repeated time runs once (with * in\n"
+"                        minute or hour: on both passes)\n"
 "  --overlap O           when the previous run still goes: skip (default),\n"
 "                        queue (one run waits for it) or allow\n"
 "  --catch-up C          after the broker was down: one (default; one run\n"

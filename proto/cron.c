@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #define S_ZONEINFO "/usr/share/zoneinfo/"
@@ -233,7 +234,7 @@ cron_parse (const char *text, cron_t *cron, char *err, size_t err_len)
 //  Time zones
 
 int
-cron_tz_check (const char *tz, char *err, size_t err_len)
+cron_tz_name_check (const char *tz, char *err, size_t err_len)
 {
     if (!tz || !*tz || strcmp (tz, "UTC") == 0)
         return 0;
@@ -260,6 +261,23 @@ cron_tz_check (const char *tz, char *err, size_t err_len)
                              "Europe/Berlin or UTC)", tz);
         return -1;
     }
+    return 0;
+}
+
+bool
+cron_tz_local (void)
+{
+    struct stat info;
+    return stat (S_ZONEINFO "UTC", &info) == 0;
+}
+
+int
+cron_tz_check (const char *tz, char *err, size_t err_len)
+{
+    if (cron_tz_name_check (tz, err, err_len) != 0)
+        return -1;
+    if (!tz || !*tz || strcmp (tz, "UTC") == 0)
+        return 0;
     char path [sizeof S_ZONEINFO + CRON_TZ_MAX_LEN];
     snprintf (path, sizeof path, "%s%s", S_ZONEINFO, tz);
     FILE *file = fopen (path, "rb");

@@ -74,6 +74,15 @@ int cron_parse (const char *text, cron_t *cron, char *err, size_t err_len);
 //  0, or -1 with a sentence in ERR.
 int cron_tz_check (const char *tz, char *err, size_t err_len);
 
+//  The name part of cron_tz_check alone (no file read): what a client
+//  can check of a zone that the broker's machine resolves. Returns 0, or
+//  -1 with a sentence in ERR.
+int cron_tz_name_check (const char *tz, char *err, size_t err_len);
+
+//  True when this machine has the time zone database (zoneinfo's UTC),
+//  so that cron_tz_check can tell a known zone from an unknown one here.
+bool cron_tz_local (void);
+
 //  The first time CRON fires strictly after AFTER_MS (Unix epoch ms) in
 //  zone TZ (NULL or "" = UTC), in Unix epoch ms (whole minutes, or the
 //  instant a DST gap ends). -1 when it never fires within

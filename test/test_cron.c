@@ -321,6 +321,16 @@ test_cron_time_zones (void **state)
     memset (long_name, 'a', sizeof long_name);
     long_name [sizeof long_name - 1] = '\0';
     assert_int_equal (cron_tz_check (long_name, err, sizeof err), -1);
+    //  The name alone: well formed passes, whatever the database holds
+    assert_true (cron_tz_local ());
+    assert_int_equal (cron_tz_name_check ("Mars/Olympus", err, sizeof err), 0);
+    assert_int_equal (cron_tz_name_check ("Europe/Berlin", err, sizeof err), 0);
+    const char *malformed [] = {"../../etc/passwd", "/etc/passwd",
+                                "Europe/../UTC", "Europe//Berlin", "Europe/",
+                                "Europe/Berlin\n", long_name};
+    for (size_t i = 0; i < sizeof malformed / sizeof malformed [0]; i++)
+        assert_int_equal (cron_tz_name_check (malformed [i], err, sizeof err),
+                          -1);
     //  A bad zone never fires
     cron_t cron = s_cron ("* * * * *");
     assert_int_equal (cron_next (&cron, "Mars/Olympus", 0), -1);
