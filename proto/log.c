@@ -155,16 +155,34 @@ log_enabled (log_level_t level)
     return level <= s_level;
 }
 
-//  Appends TEXT to BUF (of SIZE, used *USED) as a JSON string body:
-//  quotes, backslashes and control characters escaped; invalid UTF-8 is
-//  passed as it is (the message came from our own code).
+//  The length of the well-formed UTF-8 sequence at C (1 to 4), or 0
+//  when C starts none (a stray, overlong or surrogate byte, a cut).
+static size_t
+s_utf8_length (const unsigned char *c)
+{
+    size_t len = *c < 0x80 ? 1 : *c >= 0xc2 && *c <= 0xdf ? 2
+               : *c >= 0xe0 && *c <= 0xef ? 3
+               : *c >= 0xf0 && *c <= 0xf4 ? 4 : 0;
+    for (size_t index = 1; index < len; index++)
+        if ((c [index] & 0xc0) != 0x80)
+            return 0;
+    if ((*c == 0xe0 && c [1] < 0xa0) || (*c == 0xed && c [1] > 0x9f)
+    ||  (*c == 0xf0 && c [1] < 0x90) || (*c == 0xf4 && c [1] > 0x8f))
+        return 0;
+    return len;
+}
+
+//  Appends TEXT to BUF (of SIZE, used *USED) as a JSON string body, in
+//  whole pieces while they fit: quotes, backslashes and control
+//  characters escaped, a byte that is not UTF-8 as U+FFFD (a task's
+//  output may hold anything), so the line is always valid JSON.
 static void
 s_json_append (char *buf, size_t size, size_t *used, const char *text)
 {
-    for (const unsigned char *c = (const unsigned char *) text; *c; c++) {
+    for (const unsigned char *c = (const unsigned char *) text; *c; ) {
         char esc [8];
         const char *piece = esc;
-        size_t len;
+        size_t len, taken = 1;
         if (*c == '"' || *c == '\\') {
             esc [0] = '\\';
             esc [1] = (char) *c;
@@ -178,15 +196,47 @@ s_json_append (char *buf, size_t size, size_t *used, const char *text)
             piece = "\\t";
             len = 2;
         }
-        else if (*c < 0x20) {
+        else if (*c < 0x20 || *c == 0x7f) {
             len = (size_t) snprintf (esc, sizeof esc, "\\u%04x", *c);
         }
+        else if ((taken = s_utf8_length (c)) == 0) {
+            piece = "\\ufffd";
+            len = 6;
+            taken = 1;
+        }
         else {
-            esc [0] = (char) *c;
-            len = 1;
+            piece = (const char *) c;
+            len = taken;
         }
         if (*used + len + 1 >= size)
-            return;
+            break;
+        memcpy (buf + *used, piece, len);
+        *used += len;
+        c += taken;
+    }
+    buf [*used] = 0;
+}
+
+//  Appends TEXT to BUF (of SIZE, used *USED) for a text line, in whole
+//  pieces while they fit: a control byte is written escaped (\n, \t,
+//  \r, \xHH; ESC as \x1b), so what a task printed can neither start a
+//  line of its own nor drive the operator's terminal.
+static void
+s_text_append (char *buf, size_t size, size_t *used, const char *text)
+{
+    for (const unsigned char *c = (const unsigned char *) text; *c; c++) {
+        char piece [8] = {(char) *c, 0};
+        if (*c == '\n')
+            strcpy (piece, "\\n");
+        else if (*c == '\t')
+            strcpy (piece, "\\t");
+        else if (*c == '\r')
+            strcpy (piece, "\\r");
+        else if (*c < 0x20 || *c == 0x7f)
+            snprintf (piece, sizeof piece, "\\x%02x", *c);
+        size_t len = strlen (piece);
+        if (*used + len + 1 >= size)
+            break;
         memcpy (buf + *used, piece, len);
         *used += len;
     }
@@ -224,17 +274,24 @@ s_find_job (const char *text, char *id)
     return false;
 }
 
+//  Appends ,"KEY":"VALUE" to BUF when VALUE is not NULL and the whole
+//  field fits (a field is never cut, so the line stays valid JSON).
 static void
 s_json_field (char *buf, size_t size, size_t *used, const char *key,
               const char *value)
 {
     if (!value)
         return;
-    s_append (buf, size, used, ",\"");
-    s_append (buf, size, used, key);
-    s_append (buf, size, used, "\":\"");
-    s_json_append (buf, size, used, value);
-    s_append (buf, size, used, "\"");
+    char field [1024];
+    size_t len = 0;
+    field [0] = 0;
+    s_append (field, sizeof field, &len, ",\"");
+    s_append (field, sizeof field, &len, key);
+    s_append (field, sizeof field, &len, "\":\"");
+    s_json_append (field, sizeof field - 1, &len, value);
+    s_append (field, sizeof field, &len, "\"");
+    if (*used + len + 1 < size)
+        s_append (buf, size, used, field);
 }
 
 void
@@ -255,29 +312,39 @@ log_writev (log_level_t level, const log_ctx_t *ctx, const char *format,
     size_t used = 0;
     line [0] = 0;
     if (s_format == LOG_FORMAT_JSON) {
+        //  The fields after msg first, so a long message is cut to leave
+        //  them room and the object always closes
+        char tail [4096];
+        size_t tail_used = 0;
+        tail [0] = 0;
+        const char *node = ctx && ctx->node ? ctx->node
+                         : *s_instance ? s_instance : NULL;
+        char found [JOB_ID_LEN + 1];
+        const char *job = ctx && ctx->job ? ctx->job
+                        : s_find_job (msg, found) ? found : NULL;
+        s_json_field (tail, sizeof tail, &tail_used, "job", job);
+        s_json_field (tail, sizeof tail, &tail_used, "node", node);
+        if (ctx)
+            s_json_field (tail, sizeof tail, &tail_used, "request",
+                          ctx->request);
+        s_append (tail, sizeof tail, &tail_used, "}\n");
+
         s_append (line, sizeof line, &used, "{\"ts\":\"");
         s_append (line, sizeof line, &used, stamp);
         s_append (line, sizeof line, &used, "\",\"level\":\"");
         s_append (line, sizeof line, &used, log_level_name (level));
         s_append (line, sizeof line, &used, "\"");
         s_json_field (line, sizeof line, &used, "program", s_program);
-        s_json_field (line, sizeof line, &used, "msg", msg);
-        const char *node = ctx && ctx->node ? ctx->node
-                         : *s_instance ? s_instance : NULL;
-        char found [JOB_ID_LEN + 1];
-        const char *job = ctx && ctx->job ? ctx->job
-                        : s_find_job (msg, found) ? found : NULL;
-        s_json_field (line, sizeof line, &used, "job", job);
-        s_json_field (line, sizeof line, &used, "node", node);
-        if (ctx)
-            s_json_field (line, sizeof line, &used, "request", ctx->request);
-        s_append (line, sizeof line, &used, "}\n");
+        s_append (line, sizeof line, &used, ",\"msg\":\"");
+        s_json_append (line, sizeof line - tail_used - 1, &used, msg);
+        s_append (line, sizeof line, &used, "\"");
+        s_append (line, sizeof line, &used, tail);
     }
     else if (s_journal) {
         char prefix [8];
         snprintf (prefix, sizeof prefix, "<%d>", s_priority [level]);
         s_append (line, sizeof line, &used, prefix);
-        s_append (line, sizeof line, &used, msg);
+        s_text_append (line, sizeof line - 1, &used, msg);
         s_append (line, sizeof line, &used, "\n");
     }
     else {
@@ -292,12 +359,25 @@ log_writev (log_level_t level, const log_ctx_t *ctx, const char *format,
         s_append (line, sizeof line, &used, " ");
         s_append (line, sizeof line, &used, log_level_name (level));
         s_append (line, sizeof line, &used, ": ");
-        s_append (line, sizeof line, &used, msg);
+        s_text_append (line, sizeof line - 1, &used, msg);
         s_append (line, sizeof line, &used, "\n");
     }
     //  One write, so concurrent writers never split a line
     ssize_t written = write (STDERR_FILENO, line, used);
     (void) written;
+}
+
+void
+log_lines (log_level_t level, const log_ctx_t *ctx, const char *text)
+{
+    while (text && *text) {
+        size_t len = strcspn (text, "\n");
+        if (len > 0)
+            log_write (level, ctx, "%.*s", (int) len, text);
+        text += len;
+        if (*text == '\n')
+            text++;
+    }
 }
 
 void

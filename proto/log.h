@@ -17,9 +17,18 @@
                one (a line whose words name a job id carries it as job
                even when the caller passed none)
 
+    A message is one line whatever it holds: in the text and journal forms
+    its control bytes are written escaped (\n, \t, \r, \xHH: ESC reads
+    \x1b), so a task's output neither starts a line of its own nor drives
+    a terminal; a JSON line is always one valid object (control bytes as
+    \u00HH, a byte that is not UTF-8 as U+FFFD, a long message cut so the
+    fields after it still fit).
+
     The level and the format come from --log-level / --log-format (and the
     config files' log_level / log_format); the level may change at run time
-    (SIGHUP reload). Messages keep their words whatever the form.
+    (SIGHUP reload). Messages keep their words whatever the form. The
+    programs set both before they start, so an error that stops a start
+    is a line like any other (log_lines).
 
     Threading: the settings are process-wide; set them from the main thread
     before other threads log. Each line is written with one write(2), so
@@ -95,6 +104,10 @@ void log_write (log_level_t level, const log_ctx_t *ctx, const char *format,
 void log_writev (log_level_t level, const log_ctx_t *ctx, const char *format,
                  va_list args);
 
+//  Writes TEXT, a message of one line or more (a start-up error and the
+//  hints under it), as one line at LEVEL per line of TEXT.
+void log_lines (log_level_t level, const log_ctx_t *ctx, const char *text);
+
 #define log_error(...) log_write (LOG_LEVEL_ERROR, NULL, __VA_ARGS__)
 #define log_warn(...) log_write (LOG_LEVEL_WARN, NULL, __VA_ARGS__)
 #define log_info(...) log_write (LOG_LEVEL_INFO, NULL, __VA_ARGS__)
@@ -103,5 +116,9 @@ void log_writev (log_level_t level, const log_ctx_t *ctx, const char *format,
 //  A line about job JOB (and NODE, may be NULL).
 #define log_job(level, job, node, ...) \
     log_write ((level), &(log_ctx_t) {(job), (node), NULL}, __VA_ARGS__)
+
+//  A line about node NODE (carried as "node" in the JSON form).
+#define log_node(level, node, ...) \
+    log_write ((level), &(log_ctx_t) {NULL, (node), NULL}, __VA_ARGS__)
 
 #endif

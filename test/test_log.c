@@ -15,6 +15,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <jansson.h>
+
 #include "../proto/log.h"
 
 static char s_path [64];
@@ -171,6 +173,125 @@ test_log_journal_prefix_and_instance (void **state)
     free (text);
 }
 
+//  What a task printed (newlines, tabs, terminal escapes) stays on its
+//  own stamped line, its control bytes written escaped.
+static void
+test_log_text_escapes_control_bytes (void **state)
+{
+    int saved = s_capture ();
+    log_info ("out: %s", "one\n2026-01-01T00:00:00.000Z gridagent info: "
+              "forged\tx\x1b[31mred\r\x7f\x01");
+    char *text = s_release (saved);
+    assert_non_null (strstr (text, " gridtest info: out: one\\n2026-01-01T"
+                                   "00:00:00.000Z gridagent info: forged\\tx"
+                                   "\\x1b[31mred\\r\\x7f\\x01\n"));
+    assert_int_equal (strchr (text, '\n') - text, (long) strlen (text) - 1);
+    assert_null (strchr (text, '\x1b'));
+    free (text);
+    //  A long message of escapes is cut, the newline kept
+    char long_msg [8000];
+    memset (long_msg, '\x1b', sizeof long_msg - 1);
+    long_msg [sizeof long_msg - 1] = 0;
+    saved = s_capture ();
+    log_info ("%s", long_msg);
+    log_info ("after");
+    text = s_release (saved);
+    char *second = strchr (text, '\n');
+    assert_non_null (second);
+    assert_non_null (strstr (second + 1, " gridtest info: after\n"));
+    free (text);
+}
+
+//  Decodes the JSON line LINE (up to its newline); asserts it is valid.
+static json_t *
+s_json_line (const char *line)
+{
+    const char *end = strchr (line, '\n');
+    assert_non_null (end);
+    json_error_t error;
+    json_t *object = json_loadb (line, (size_t) (end - line), 0, &error);
+    if (!object)
+        fprintf (stderr, "not JSON (%s): %.*s\n", error.text,
+                 (int) (end - line), line);
+    assert_non_null (object);
+    return object;
+}
+
+//  Whatever a message holds (escapes, bytes that are not UTF-8, more than
+//  a line holds), a JSON line is one valid object with every field.
+static void
+test_log_json_lines_are_always_valid (void **state)
+{
+    log_set_format (LOG_FORMAT_JSON);
+    char long_msg [8000];
+    memset (long_msg, '\x1b', sizeof long_msg - 1);
+    long_msg [sizeof long_msg - 1] = 0;
+    int saved = s_capture ();
+    log_info ("out: %s", "a\nb\x1b[0m\x7f caf\xc3\xa9 \xff\xc3 end");
+    log_node (LOG_LEVEL_WARN, "db-01", "%s", long_msg);
+    char *text = s_release (saved);
+    json_t *first = s_json_line (text);
+    assert_string_equal (json_string_value (json_object_get (first, "msg")),
+                         "out: a\nb\x1b[0m\x7f caf\xc3\xa9 \xef\xbf\xbd"
+                         "\xef\xbf\xbd end");
+    json_decref (first);
+    char *next = strchr (text, '\n') + 1;
+    json_t *second = s_json_line (next);
+    assert_string_equal (json_string_value (json_object_get (second, "node")),
+                         "db-01");
+    assert_string_equal (json_string_value (json_object_get (second, "level")),
+                         "warn");
+    assert_true (json_string_length (json_object_get (second, "msg")) > 1000);
+    json_decref (second);
+    assert_int_equal (*(strchr (next, '\n') + 1), 0);
+    free (text);
+}
+
+//  log_node names the node a line is about: a field in JSON, the same
+//  words in text.
+static void
+test_log_node_lines_carry_the_node (void **state)
+{
+    int saved = s_capture ();
+    log_node (LOG_LEVEL_INFO, "web-01", "node %s registered", "web-01");
+    log_set_format (LOG_FORMAT_JSON);
+    log_node (LOG_LEVEL_INFO, "web-01", "node %s registered", "web-01");
+    char *text = s_release (saved);
+    assert_non_null (strstr (text, " gridtest info: node web-01 "
+                                   "registered\n{"));
+    assert_non_null (strstr (text, "\"msg\":\"node web-01 registered\","
+                                   "\"node\":\"web-01\"}\n"));
+    free (text);
+}
+
+//  A start-up error and its hints: one stamped line each, at error.
+static void
+test_log_lines_stamps_every_line (void **state)
+{
+    int saved = s_capture ();
+    log_lines (LOG_LEVEL_ERROR, NULL, "no usable agent key: none\n"
+               "  create one with: gridagent keygen\n");
+    log_set_format (LOG_FORMAT_JSON);
+    log_lines (LOG_LEVEL_ERROR, NULL, "cannot bind tcp://127.0.0.1:7701: "
+               "Address already in use");
+    char *text = s_release (saved);
+    char *second = strchr (text, '\n') + 1;
+    char *third = strchr (second, '\n') + 1;
+    assert_non_null (strstr (text, " gridtest error: no usable agent key: "
+                                   "none\n"));
+    assert_int_equal (second [10], 'T');
+    assert_non_null (strstr (second, " gridtest error:   create one with: "
+                                     "gridagent keygen\n{"));
+    json_t *object = s_json_line (third);
+    assert_string_equal (json_string_value (json_object_get (object, "level")),
+                         "error");
+    assert_string_equal (json_string_value (json_object_get (object, "msg")),
+                         "cannot bind tcp://127.0.0.1:7701: Address already "
+                         "in use");
+    json_decref (object);
+    free (text);
+}
+
 int
 main (void)
 {
@@ -180,6 +301,10 @@ main (void)
         cmocka_unit_test_setup (test_log_parse_and_configure, s_setup),
         cmocka_unit_test_setup (test_log_json_carries_job_node_and_escapes, s_setup),
         cmocka_unit_test_setup (test_log_journal_prefix_and_instance, s_setup),
+        cmocka_unit_test_setup (test_log_text_escapes_control_bytes, s_setup),
+        cmocka_unit_test_setup (test_log_json_lines_are_always_valid, s_setup),
+        cmocka_unit_test_setup (test_log_node_lines_carry_the_node, s_setup),
+        cmocka_unit_test_setup (test_log_lines_stamps_every_line, s_setup),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }
