@@ -48,7 +48,9 @@ main (int argc, char *argv [])
     }
     agent_t *agent = agent_new (&config, err, sizeof (err));
     if (!agent) {
-        fprintf (stderr, "gridagent[%s]: cannot start: %s\n", config.id, err);
+        char line [1100];
+        snprintf (line, sizeof line, "cannot start: %s", err);
+        log_lines (LOG_LEVEL_ERROR, NULL, line);
         agent_config_clear (&config);
         return 1;
     }

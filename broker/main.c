@@ -612,13 +612,13 @@ main (int argc, char *argv [])
     broker_t *broker = broker_new (&config, err, sizeof err);
     broker_config_clear (&config);
     if (!broker) {
-        fprintf (stderr, "gridbroker: %s\n", err);
+        log_lines (LOG_LEVEL_ERROR, NULL, err);
         return 1;
     }
     s_args_t args = { argc, argv };
     if (broker_reload_on_sighup (broker, s_config_reread, &args) != 0)
-        fprintf (stderr, "gridbroker: cannot catch SIGHUP: %s; a SIGHUP "
-                 "will not reload the configuration\n", strerror (errno));
+        log_warn ("cannot catch SIGHUP: %s; a SIGHUP will not reload the "
+                  "configuration", strerror (errno));
     broker_run (broker);
     broker_destroy (&broker);
     return 0;

@@ -57,8 +57,9 @@ main (int argc, char *argv [])
     zsys_handler_set (NULL);
     relay_t *relay = relay_new (&config, err, sizeof err);
     if (!relay) {
-        fprintf (stderr, "gridrelay[%s]: cannot start: %s\n", config.name,
-                 err);
+        char line [1100];
+        snprintf (line, sizeof line, "cannot start: %s", err);
+        log_lines (LOG_LEVEL_ERROR, NULL, line);
         relay_config_clear (&config);
         return 1;
     }

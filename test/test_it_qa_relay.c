@@ -151,9 +151,11 @@ test_qa_relay_started_twice (void **state)
     assert_int_equal (rc, 1);
     assert_non_null (strstr (err, "is another gridrelay serving it?"));
     assert_non_null (strstr (err, grid->relay_agents_ep [relay]));
+    //  A log line at error, like every other line
+    assert_non_null (strstr (err, " gridrelay[twin] error: cannot start: "));
     free (out);
     free (err);
-    //  The publish endpoint alone is checked too
+    //  The publish endpoint alone is checked too; in JSON, a JSON line
     char other [400];
     snprintf (other, sizeof other, "ipc://%s/other-agents.ipc", grid->dir);
     rc = grid_run (grid, "gridrelay", &out, &err, 10000, "--config", "none",
@@ -161,9 +163,12 @@ test_qa_relay_started_twice (void **state)
                    grid->relay_publish_ep [relay], "--upstream",
                    grid->agents_ep, "--upstream-publish", grid->publish_ep,
                    "--key", grid->relay_key [relay], "--upstream-key",
-                   grid->broker_key, NULL);
+                   grid->broker_key, "--log-format", "json", NULL);
     assert_int_equal (rc, 1);
     assert_non_null (strstr (err, grid->relay_publish_ep [relay]));
+    assert_int_equal (strncmp (err, "{\"ts\":\"", 7), 0);
+    assert_non_null (strstr (err, "\"level\":\"error\",\"program\":"
+                                  "\"gridrelay\",\"msg\":\"cannot start: "));
     free (out);
     free (err);
     s_agent_runs_through (grid, relay, "web-01");

@@ -52,8 +52,30 @@ s_teardown (void **state)
 //  ---------------------------------------------------------------------
 //  One owner per directory
 
+//  True when every line of TEXT is a JSON log line at error ("{"ts":...,
+//  "level":"error",...}") and one of them says WORDS.
+static bool
+s_json_error_lines (const char *text, const char *words)
+{
+    bool said = false;
+    for (const char *line = text; *line; ) {
+        const char *end = strchr (line, '\n');
+        if (!end || strncmp (line, "{\"ts\":\"", 7) != 0
+        ||  end [-1] != '}')
+            return false;
+        const char *level = strstr (line, "\"level\":\"error\"");
+        if (!level || level > end)
+            return false;
+        const char *found = strstr (line, words);
+        said = said || (found && found < end);
+        line = end + 1;
+    }
+    return said;
+}
+
 //  A second broker on a running broker's data dir refuses to start and
-//  names the first one; the first goes on serving.
+//  names the first one; the first goes on serving. It says so in a log
+//  line at error, in the log format it was given.
 static void
 test_it_store_second_broker_is_refused (void **state)
 {
@@ -76,6 +98,17 @@ test_it_store_second_broker_is_refused (void **state)
     if (!strstr (err, expected))
         fprintf (stderr, "stderr: %s\n", err);
     assert_non_null (strstr (err, expected));
+    assert_non_null (strstr (err, " gridbroker error: data dir "));
+    free (out);
+    free (err);
+    code = grid_run (grid, "gridbroker", &out, &err, 10000, "--data-dir",
+                     data_dir, "--client", client, "--agents", agents,
+                     "--publish", publish, "--insecure", "--log-format",
+                     "json", NULL);
+    assert_int_equal (code, 1);
+    if (!s_json_error_lines (err, expected))
+        fprintf (stderr, "stderr: %s\n", err);
+    assert_true (s_json_error_lines (err, expected));
     free (out);
     free (err);
     pv_doc_t *reply = grid_call (grid, "status", NULL);
@@ -109,6 +142,17 @@ test_it_store_second_agent_is_refused (void **state)
     if (!strstr (err, expected))
         fprintf (stderr, "stderr: %s\n", err);
     assert_non_null (strstr (err, expected));
+    assert_non_null (strstr (err, " gridagent[web-02] error: cannot start: "));
+    free (out);
+    free (err);
+    code = grid_run (grid, "gridagent", &out, &err, 10000, "--id", "web-02",
+                     "--broker", grid->agents_ep, "--publish",
+                     grid->publish_ep, "--state-dir", state_dir,
+                     "--insecure", "--log-format", "json", NULL);
+    assert_int_not_equal (code, 0);
+    if (!s_json_error_lines (err, expected))
+        fprintf (stderr, "stderr: %s\n", err);
+    assert_true (s_json_error_lines (err, expected));
     free (out);
     free (err);
     assert_true (grid_wait_node (grid, "web-01", "online", 5000));
