@@ -62,6 +62,22 @@ s_log (const char *format, ...)
     va_end (args);
 }
 
+//  The same about node NODE (a hello's, or the node a message claims).
+static void
+s_log_node (const char *node, const char *format, ...)
+    __attribute__ ((format (printf, 2, 3)));
+
+static void
+s_log_node (const char *node, const char *format, ...)
+{
+    va_list args;
+    va_start (args, format);
+    log_writev (strncmp (format, "WARNING", 7) == 0 ? LOG_LEVEL_WARN
+                                                  : LOG_LEVEL_INFO,
+                &(log_ctx_t) {NULL, node, NULL}, format, args);
+    va_end (args);
+}
+
 static void
 s_err (char *err, size_t err_len, const char *format, ...)
     __attribute__ ((format (printf, 3, 4)));
@@ -932,8 +948,9 @@ auth_topic_grant (auth_t *self, registry_t *registry, const char *key,
     self->counters.refused_topics++;
     if (s_may_log (self, key)) {
         char show [NAME_SHOW_LEN];
-        s_log ("refused node %s a subscription to '%s': not its topic",
-               record->node, name_show (topic, len, show, sizeof show));
+        s_log_node (record->node, "refused node %s a subscription to '%s': "
+                    "not its topic", record->node,
+                    name_show (topic, len, show, sizeof show));
     }
     return false;
 }
@@ -1048,8 +1065,8 @@ s_agent_hello (auth_t *self, const char *text, const char *pool,
     if (holder && holder != key) {
         self->counters.impersonation++;
         if (s_may_log (self, text))
-            s_log ("refused key %s: it speaks for node %s, which is bound "
-                   "to key %s", text, node, holder->key);
+            s_log_node (node, "refused key %s: it speaks for node %s, "
+                        "which is bound to key %s", text, node, holder->key);
         return s_refuse (code, PROTO_ERR_FORBIDDEN, why, why_len,
                          "node %s is bound to another key (%s); if this host "
                          "was rebuilt, an admin must first run: gridcli key "
@@ -1060,8 +1077,8 @@ s_agent_hello (auth_t *self, const char *text, const char *pool,
         if (key->node && strcmp (key->node, node) != 0) {
             self->counters.impersonation++;
             if (s_may_log (self, text))
-                s_log ("refused key %s: it is bound to node %s and speaks "
-                       "for node %s", text, key->node, node);
+                s_log_node (node, "refused key %s: it is bound to node %s "
+                            "and speaks for node %s", text, key->node, node);
             return s_refuse (code, PROTO_ERR_FORBIDDEN, why, why_len,
                              "key %s is bound to node %s: it cannot "
                              "register as %s", brief, key->node, node);
@@ -1072,7 +1089,7 @@ s_agent_hello (auth_t *self, const char *text, const char *pool,
             s_unindex (self, key);
             s_set_text (&key->node, node);
             s_index (self, key);
-            s_log ("key %s is now bound to node %s", text, node);
+            s_log_node (node, "key %s is now bound to node %s", text, node);
         }
         if (changed) {
             s_set_text (&key->hostname, hello->hostname);
@@ -1108,8 +1125,8 @@ s_agent_hello (auth_t *self, const char *text, const char *pool,
         key->status = AUTH_KEY_ACCEPTED;
         key->accepted_at_ms = wall_ms;
         changed = true;
-        s_log ("WARNING: auto-accepted key %s for node %s (auto_accept is "
-               "on)", text, node);
+        s_log_node (node, "WARNING: auto-accepted key %s for node %s "
+                    "(auto_accept is on)", text, node);
     }
     s_index (self, key);
     if (changed) {
@@ -1119,8 +1136,9 @@ s_agent_hello (auth_t *self, const char *text, const char *pool,
     if (key->status == AUTH_KEY_ACCEPTED)
         return 0;
     if (changed)
-        s_log ("key %s of node %s (%s) waits for acceptance: gridcli key "
-               "accept %s", text, node, hello->hostname, node);
+        s_log_node (node, "key %s of node %s (%s) waits for acceptance: "
+                    "gridcli key accept %s", text, node, hello->hostname,
+                    node);
     return s_refuse (code, "pending", why, why_len,
                      "key %s is waiting for acceptance: an admin runs "
                      "gridcli key accept %s", brief, node);
@@ -1182,10 +1200,11 @@ auth_agent_check_relayed (auth_t *self, const char *text, const char *pool,
     if (msg->node && (!key->node || strcmp (key->node, msg->node) != 0)) {
         self->counters.impersonation++;
         if (s_may_log (self, text))
-            s_log ("refused a %s from key %s: it is bound to node %s and "
-                   "speaks for node %s", proto_type_name (msg->type), text,
-                   key->node ? key->node : "(none)",
-                   msg->node ? msg->node : "(none)");
+            s_log_node (msg->node, "refused a %s from key %s: it is bound "
+                        "to node %s and speaks for node %s",
+                        proto_type_name (msg->type), text,
+                        key->node ? key->node : "(none)",
+                        msg->node ? msg->node : "(none)");
         return s_refuse (code, PROTO_ERR_FORBIDDEN, why, why_len,
                          "key %s may only speak for node %s", brief,
                          key->node ? key->node : "(none yet: say hello)");

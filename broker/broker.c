@@ -74,8 +74,8 @@ s_report_offline (broker_t *self, int64_t now_ms)
                                      self->config.offline_grace_ms, &ids);
     for (size_t index = 0; index < count; index++) {
         if (self->config.verbose)
-            log_info ("node %s: offline past the grace, its running steps are lost",
-                   ids [index]);
+            log_node (LOG_LEVEL_INFO, ids [index], "node %s: offline past "
+                      "the grace, its running steps are lost", ids [index]);
         sched_on_node_offline (self->ctx.sched, ids [index], now_ms);
     }
     free (ids);
@@ -167,8 +167,9 @@ s_on_tick (zloop_t *loop, int timer_id, void *arg)
                                         * self->config.missed_heartbeats,
                                     &offline);
     for (size_t index = 0; index < count; index++) {
-        log_info ("node %s is offline (no heartbeat for %" PRId64 " ms)",
-               offline [index],
+        log_node (LOG_LEVEL_INFO, offline [index],
+                  "node %s is offline (no heartbeat for %" PRId64 " ms)",
+                  offline [index],
                self->config.heartbeat_ms * self->config.missed_heartbeats);
         registry_node_t *node = registry_lookup (self->ctx.registry, offline [index]);
         if (node)

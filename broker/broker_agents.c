@@ -109,8 +109,9 @@ s_duplicate_refused (broker_t *self, registry_node_t *node,
     int64_t quiet_ms = node->duplicates ? wall_ms - node->duplicate_wall_ms
                                         : INT64_MAX;
     if (quiet_ms > 60000)
-        log_info ("node %s: refused a second agent (%s): the node is online "
-               "from %s", node->id, theirs, incumbent);
+        log_node (LOG_LEVEL_INFO, node->id, "node %s: refused a second "
+                  "agent (%s): the node is online from %s", node->id, theirs,
+                  incumbent);
     //  The node's history gets one entry per episode, not per retry
     store_txn_t *txn = quiet_ms > S_DUPLICATE_EPISODE_MS ? broker_txn (self)
                                                           : NULL;
@@ -270,7 +271,8 @@ s_on_hello (broker_t *self, const void *routing, size_t routing_size,
     node->hello_digest = digest;
     node->hello_size = hello_size;
     ctx_save_node (&self->ctx, node);
-    log_info ("node %s %s (%s, %zu group%s, %zu backend%s)", node->id,
+    log_node (LOG_LEVEL_INFO, node->id,
+              "node %s %s (%s, %zu group%s, %zu backend%s)", node->id,
            was_online ? "re-registered" : "registered",
            node->hello->hostname, node->hello->group_count,
            node->hello->group_count == 1 ? "" : "s",
@@ -357,7 +359,8 @@ s_on_output (broker_t *self, const proto_msg_t *piece)
     if (refused) {
         self->stats->counters.output_refused++;
         if (self->config.verbose)
-            log_info ("refused output of %s step %u attempt %u from node %s at "
+            log_job (LOG_LEVEL_INFO, piece->job, piece->node,
+                     "refused output of %s step %u attempt %u from node %s at "
                    "%" PRIu64 ": %s", piece->job, piece->step, piece->attempt,
                    piece->node, piece->offset, refused);
         return;
@@ -484,7 +487,8 @@ s_on_results (broker_t *self, registry_node_t *node, const proto_msg_t *in,
         if (!self->stats->bad_entry_logged_ms
             || mono_ms - self->stats->bad_entry_logged_ms >= 60000) {
             self->stats->bad_entry_logged_ms = mono_ms;
-            log_warn ("node %s sent %zu bad result entr%s in a results of "
+            log_node (LOG_LEVEL_WARN, node->id,
+                      "node %s sent %zu bad result entr%s in a results of "
                       "%zu (dropped; %" PRIu64 " in all): %s", node->id, bad,
                       bad == 1 ? "y" : "ies", in->result_count,
                       self->stats->counters.bad_entries, first_bad ? first_bad : "");
@@ -586,7 +590,8 @@ static int
 s_on_bye (broker_t *self, registry_node_t *node, const proto_msg_t *in,
           int64_t now_ms)
 {
-    log_info ("node %s said bye (%s)", node->id, in->reason ? in->reason : "");
+    log_node (LOG_LEVEL_INFO, node->id, "node %s said bye (%s)", node->id,
+              in->reason ? in->reason : "");
     registry_set_offline (node, now_ms);
     node->offline_reported = true;
     ctx_save_node (&self->ctx, node);

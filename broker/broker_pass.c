@@ -250,14 +250,16 @@ s_send_failed (broker_t *self, const char *node_id, int error)
     if (node_id && error == EHOSTUNREACH) {
         registry_node_t *node = registry_lookup (self->ctx.registry, node_id);
         if (node && node->online) {
-            log_info ("node %s is unreachable: marking it offline", node_id);
+            log_node (LOG_LEVEL_INFO, node_id,
+                      "node %s is unreachable: marking it offline", node_id);
             registry_set_offline (node, broker_now_ms ());
             sched_on_node_down (self->ctx.sched, node_id, broker_now_ms ());
         }
     }
     else
     if (node_id && self->config.verbose)
-        log_warn ("send to node %s failed: %s", node_id, zmq_strerror (error));
+        log_node (LOG_LEVEL_WARN, node_id, "send to node %s failed: %s",
+                  node_id, zmq_strerror (error));
 }
 
 static void
@@ -627,7 +629,9 @@ s_dead_letter (broker_t *self, store_txn_t *txn, const sched_action_t *action,
     int rc = dlq_add (txn, job, action->step, action->node, wall_ms,
                       self->ctx.scratch);
     if (rc == 1 && self->config.verbose)
-        log_info ("dead-letter: job %s step %u on %s (%s)", job->id, action->step,
+        log_job (LOG_LEVEL_INFO, job->id, action->node,
+                 "dead-letter: job %s step %u on %s (%s)", job->id,
+                 action->step,
                action->node, sched_cell_status_name (cell->status));
     ctx_store_error (rc < 0 ? rc : 0, "a dead-letter entry");
 }
@@ -822,7 +826,8 @@ broker_drain (broker_t *self)
                 if (action.node)
                     s_count_node_event (self, action.node, action.event);
                 if (self->config.verbose)
-                    log_info ("job %s: %s%s%s%s%s", action.job->id, action.event,
+                    log_job (LOG_LEVEL_INFO, action.job->id, action.node,
+                             "job %s: %s%s%s%s%s", action.job->id, action.event,
                            action.node ? " node " : "",
                            action.node ? action.node : "",
                            action.detail ? ": " : "",

@@ -36,7 +36,7 @@ ctx_node_offline (ctx_t *ctx, const char *id, const char *why)
     if (!node || !node->online)
         return;
     int64_t now_ms = ctx_now_ms (ctx);
-    log_info ("node %s is offline: %s", id, why);
+    log_node (LOG_LEVEL_INFO, id, "node %s is offline: %s", id, why);
     registry_set_offline (node, now_ms);
     ctx_save_node (ctx, node);
     if (ctx->sched)

@@ -19,6 +19,10 @@
 #include <sys/socket.h>
 #include <sys/un.h>
 
+#include <jansson.h>
+
+
+#include "lib/fixture.h"
 #include "lib/harness.h"
 
 #define S_WAIT_MS 20000
@@ -227,6 +231,102 @@ test_service_json_logs_carry_the_job (void **state)
     grid_stop (&grid);
 }
 
+//  Decodes each line of the log PATH as JSON (fails on one that is not)
+//  and returns the "node" of the first whose "msg" starts with PREFIX
+//  ("" when it has none; caller frees), or NULL when no line does.
+static char *
+s_json_log_node (const char *path, const char *prefix)
+{
+    char *text = s_slurp (path);
+    assert_non_null (text);
+    char *node = NULL;
+    for (char *line = strtok (text, "\n"); line; line = strtok (NULL, "\n")) {
+        json_error_t error;
+        json_t *object = json_loads (line, 0, &error);
+        if (!object)
+            fail_msg ("%s: not a JSON line (%s): %s", path, error.text, line);
+        const char *msg = json_string_value (json_object_get (object, "msg"));
+        const char *its = json_string_value (json_object_get (object, "node"));
+        if (!node && msg && strncmp (msg, prefix, strlen (prefix)) == 0)
+            node = strdup (its ? its : "");
+        json_decref (object);
+    }
+    free (text);
+    return node;
+}
+
+//  --verbose: what a task printed on stderr (a newline, a terminal
+//  escape) is logged escaped, on the line that reports its step, in
+//  either format. The broker's JSON lines about one node carry it as
+//  "node": registration, a node's failed step, a drain, going offline.
+static void
+test_service_logs_escape_output_and_name_nodes (void **state)
+{
+    grid_t grid;
+    assert_int_equal (grid_init (&grid), 0);
+    const char *broker_extra [] = {"--log-format", "json", "--verbose", NULL};
+    assert_int_equal (grid_start_broker (&grid, broker_extra), 0);
+    const char *text_extra [] = {"--verbose", NULL};
+    const char *json_extra [] = {"--verbose", "--log-format", "json", NULL};
+    assert_true (grid_start_agent (&grid, "esc-01", NULL, NULL, text_extra) >= 0);
+    assert_true (grid_start_agent (&grid, "esc-02", NULL, NULL, json_extra) >= 0);
+    char *job = grid_submit_id (&grid, "target: { scope: all }\n"
+                                       "tasks: [ { backend: test, action: fail, "
+                                       "params: { msg: \"one\\ntwo \\e[31mred\" } } ]\n");
+    assert_non_null (job);
+    pv_doc_t *record = grid_wait_job (&grid, job, S_WAIT_MS);
+    assert_non_null (record);
+    pv_doc_destroy (&record);
+    assert_true (fixture_log_has (&grid, "agent-esc-01.log",
+                                  ": one\\ntwo \\x1b[31mred", S_WAIT_MS));
+    pv_doc_t *reply = grid_call (&grid, "node.drain", "node", "esc-01", NULL);
+    assert_true (grid_reply_ok (reply, NULL));
+    pv_doc_destroy (&reply);
+    grid_stop_agent (&grid, 1, false);
+    assert_true (grid_wait_node (&grid, "esc-02", "offline", S_WAIT_MS));
+    grid_stop_agent (&grid, 0, false);
+    grid_stop_broker (&grid, false);
+
+    char path [512];
+    snprintf (path, sizeof path, "%s/agent-esc-01.log", grid.dir);
+    char *text = s_slurp (path);
+    assert_non_null (text);
+    if (strchr (text, '\x1b'))
+        fail_msg ("agent-esc-01.log holds a raw ESC: %s", text);
+    for (char *line = strtok (text, "\n"); line; line = strtok (NULL, "\n"))
+        if (strncmp (line, "20", 2) != 0 || line [10] != 'T')
+            fail_msg ("agent-esc-01.log: a line without a stamp: %s", line);
+    free (text);
+    snprintf (path, sizeof path, "%s/agent-esc-02.log", grid.dir);
+    char *node = s_json_log_node (path, "job ");
+    assert_non_null (node);
+    free (node);
+    snprintf (path, sizeof path, "%s/broker.log", grid.dir);
+    const char *lines [][2] = {
+        {"node esc-01 registered", "esc-01"},
+        {"node esc-02 registered", "esc-02"},
+        {"node esc-01 drained", "esc-01"},
+        {"node esc-02 said bye", "esc-02"},
+    };
+    for (size_t index = 0; index < sizeof lines / sizeof lines [0]; index++) {
+        node = s_json_log_node (path, lines [index][0]);
+        if (!node || strcmp (node, lines [index][1]) != 0)
+            fail_msg ("broker.log: '%s...' has node '%s', not '%s'",
+                      lines [index][0], node ? node : "(no such line)",
+                      lines [index][1]);
+        free (node);
+    }
+    char prefix [128];
+    snprintf (prefix, sizeof prefix, "job %s: failed node esc-01", job);
+    node = s_json_log_node (path, prefix);
+    if (!node || strcmp (node, "esc-01") != 0)
+        fail_msg ("broker.log: '%s' has node '%s'", prefix,
+                  node ? node : "(no such line)");
+    free (node);
+    free (job);
+    grid_stop (&grid);
+}
+
 int
 main (void)
 {
@@ -235,6 +335,7 @@ main (void)
         cmocka_unit_test (test_service_agent_says_ready_watchdog_stopping),
         cmocka_unit_test (test_service_watchdog_for_another_pid_is_ignored),
         cmocka_unit_test (test_service_json_logs_carry_the_job),
+        cmocka_unit_test (test_service_logs_escape_output_and_name_nodes),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }

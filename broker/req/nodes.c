@@ -2,6 +2,7 @@
     nodes - the node.* requests (see req.h and proto/PROTOCOL.md)
     =========================================================================
 */
+#include "../../proto/log.h"
 #include "../nodehist.h"
 #include "req.h"
 
@@ -54,6 +55,10 @@ s_node_set_drained (req_call_t *call, bool drained)
     if (!node)
         req_error (call, PROTO_ERR_NOT_FOUND, "no node '%s'", id ? id : "");
     else {
+        if (node->drained != drained)
+            log_node (LOG_LEVEL_INFO, node->id, "node %s %s", node->id,
+                      drained ? "drained: it takes no new work"
+                              : "resumed: it takes new work again");
         node->drained = drained;
         ctx_save_node (ctx, node);
         pw_reset (call->reply);
