@@ -40,6 +40,7 @@ struct _auth_t {
     zhashx_t *keys;              //  Z85 -> auth_key_t (owned)
     zhashx_t *bound;             //  Node id -> its accepted key (borrowed)
     size_t pending;              //  Keys waiting for acceptance
+    size_t refused;              //  Refused claims kept for key.list
     zhashx_t *logged;            //  Key -> wall ms of its last refusal log line
     auth_counters_t counters;    //  Refusals
     token_store_t *tokens;       //  HTTP bearer tokens
@@ -157,6 +158,7 @@ auth_key_status_name (auth_key_status_t status)
     switch (status) {
         case AUTH_KEY_ACCEPTED: return "accepted";
         case AUTH_KEY_REJECTED: return "rejected";
+        case AUTH_KEY_REFUSED: return "refused";
         default: return "pending";
     }
 }
@@ -500,6 +502,8 @@ s_unindex (auth_t *self, auth_key_t *key)
 {
     if (key->status == AUTH_KEY_PENDING && self->pending > 0)
         self->pending--;
+    if (key->status == AUTH_KEY_REFUSED && self->refused > 0)
+        self->refused--;
     if (key->status == AUTH_KEY_ACCEPTED && key->node
         && zhashx_lookup (self->bound, key->node) == key)
         zhashx_delete (self->bound, key->node);
@@ -510,6 +514,8 @@ s_index (auth_t *self, auth_key_t *key)
 {
     if (key->status == AUTH_KEY_PENDING)
         self->pending++;
+    if (key->status == AUTH_KEY_REFUSED)
+        self->refused++;
     if (key->status == AUTH_KEY_ACCEPTED && key->node)
         zhashx_update (self->bound, key->node, key);
 }
@@ -1035,6 +1041,27 @@ s_relayed_refused (auth_t *self, const auth_key_t *key, const char *text,
                      key->pool ? key->pool : "", pool, move);
 }
 
+//  A hello from key TEXT (record KEY, or NULL) claimed a node bound to
+//  another key: a key with no record is kept as a refused claim, for
+//  key.list to show, in memory only and never bound (at most
+//  max_pending_keys of them, so that a flood of keys costs nothing).
+static void
+s_keep_refused (auth_t *self, auth_key_t *key, const char *text,
+                const proto_msg_t *hello, int64_t wall_ms)
+{
+    if (!key) {
+        if (self->refused >= self->config->max_pending_keys)
+            return;
+        key = s_key_new (self, text, AUTH_KEY_REFUSED, wall_ms);
+        key->first_seen_ms = wall_ms;
+    }
+    if (key->status != AUTH_KEY_REFUSED)
+        return;
+    s_set_text (&key->node, hello->node);
+    s_set_text (&key->hostname, hello->hostname);
+    key->updated_at_ms = wall_ms;
+}
+
 static int
 s_agent_hello (auth_t *self, const char *text, const char *pool,
                const proto_msg_t *hello, int64_t wall_ms,
@@ -1065,8 +1092,10 @@ s_agent_hello (auth_t *self, const char *text, const char *pool,
     if (holder && holder != key) {
         self->counters.impersonation++;
         if (s_may_log (self, text))
-            s_log_node (node, "refused key %s: it speaks for node %s, "
-                        "which is bound to key %s", text, node, holder->key);
+            s_log_node (node, "WARNING: refused key %s: it speaks for node "
+                        "%s, which is bound to key %s", text, node,
+                        holder->key);
+        s_keep_refused (self, key, text, hello, wall_ms);
         return s_refuse (code, PROTO_ERR_FORBIDDEN, why, why_len,
                          "node %s is bound to another key (%s); if this host "
                          "was rebuilt, an admin must first run: gridcli key "
@@ -1077,8 +1106,9 @@ s_agent_hello (auth_t *self, const char *text, const char *pool,
         if (key->node && strcmp (key->node, node) != 0) {
             self->counters.impersonation++;
             if (s_may_log (self, text))
-                s_log_node (node, "refused key %s: it is bound to node %s "
-                            "and speaks for node %s", text, key->node, node);
+                s_log_node (node, "WARNING: refused key %s: it is bound to "
+                            "node %s and speaks for node %s", text, key->node,
+                            node);
             return s_refuse (code, PROTO_ERR_FORBIDDEN, why, why_len,
                              "key %s is bound to node %s: it cannot "
                              "register as %s", brief, key->node, node);
@@ -1100,7 +1130,12 @@ s_agent_hello (auth_t *self, const char *text, const char *pool,
         }
         return 0;
     }
-    //  Unknown or pending
+    //  Unknown or pending: a claim refused while the node was bound to
+    //  another key starts over as a new key
+    if (key && key->status == AUTH_KEY_REFUSED) {
+        s_key_forget (self, NULL, key);
+        key = NULL;
+    }
     bool fresh = !key;
     if (fresh) {
         if (!self->config->auto_accept
@@ -1200,8 +1235,8 @@ auth_agent_check_relayed (auth_t *self, const char *text, const char *pool,
     if (msg->node && (!key->node || strcmp (key->node, msg->node) != 0)) {
         self->counters.impersonation++;
         if (s_may_log (self, text))
-            s_log_node (msg->node, "refused a %s from key %s: it is bound "
-                        "to node %s and speaks for node %s",
+            s_log_node (msg->node, "WARNING: refused a %s from key %s: it is "
+                        "bound to node %s and speaks for node %s",
                         proto_type_name (msg->type), text,
                         key->node ? key->node : "(none)",
                         msg->node ? msg->node : "(none)");
@@ -1392,7 +1427,8 @@ auth_key_of_node (auth_t *self, const char *node, size_t *claims_p)
     if (!found)
         for (auth_key_t *key = (auth_key_t *) zhashx_first (self->keys); key;
              key = (auth_key_t *) zhashx_next (self->keys))
-            if ((key->status != AUTH_KEY_ACCEPTED && key->node
+            if ((key->status != AUTH_KEY_ACCEPTED
+                 && key->status != AUTH_KEY_REFUSED && key->node
                  && strcmp (key->node, node) == 0)
                 || (key->relay && key->hostname
                     && strcmp (key->hostname, node) == 0)) {

@@ -74,7 +74,9 @@
 typedef enum {
     AUTH_KEY_PENDING = 0,        //  Waits for key.accept
     AUTH_KEY_ACCEPTED,           //  Enrolled
-    AUTH_KEY_REJECTED            //  Refused, also at the handshake
+    AUTH_KEY_REJECTED,           //  Refused, also at the handshake
+    AUTH_KEY_REFUSED             //  Claimed a node bound to another key:
+                                 //  listed, never bound, never stored
 } auth_key_status_t;
 
 //  A client key with its role (from the config).

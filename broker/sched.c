@@ -634,6 +634,12 @@ sched_waiting_count (sched_t *self)
     return self->waiting_count;
 }
 
+size_t
+sched_waiting_any_count (sched_t *self)
+{
+    return self->waiting_any_count;
+}
+
 void
 sched_counters (sched_t *self, sched_counters_t *counters)
 {

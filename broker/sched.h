@@ -97,6 +97,7 @@ typedef struct {
     size_t attempt_count;         //  How many
     char *reason;                 //  Why it did not run (offline, drained, unsupported), or NULL (owned)
     char *waiting;                //  Why a pending cell waits for a slot (owned), or NULL
+    bool waiting_any;             //  Private: ... for an any-node slot (R17), not a limit
     int64_t progress_ms;          //  When the attempt in flight last reported progress (monotonic), 0 never
     int32_t percent;              //  Its percent: 0..100, -1 none
     char *progress_kind;          //  Its kind ("downloading"), or NULL (owned)
@@ -375,6 +376,10 @@ size_t sched_live_jobs (sched_t *self, const sched_job_t ***jobs_p);
 //  cells over a concurrency limit).
 size_t sched_waiting_count (sched_t *self);
 
+//  Of those, the any-node steps that wait for a free node (R17); the rest
+//  wait for a concurrency limit (R21).
+size_t sched_waiting_any_count (sched_t *self);
+
 //  Sets the concurrency limits (R21): LIMITS (COUNT of them, at most
 //  JOB_MAX_LIMITS) are copied. Only before any job is handed over (the
 //  broker sets them at start). Returns 0, or -1.
@@ -387,6 +392,8 @@ typedef struct {
     uint32_t max;                 //  The limit
     bool per_node;                //  Per node, else fleet-wide
     uint32_t running;             //  Cells in flight it covers, fleet-wide
+    uint32_t busiest;             //  Per node: the most that one node runs
+    const char *busiest_node;     //  ... which node (borrowed), or NULL if none
 } sched_limit_use_t;
 
 //  Fills USES (room for MAX) with the limits and how many cells each

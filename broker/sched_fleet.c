@@ -518,6 +518,10 @@ sched_wait_add (sched_t *self, s_jobx_t *jobx, size_t step, size_t node,
     s_wait_push (class_, &entry);
     cell->waiting = why;
     self->waiting_count++;
+    //  Its class is the job's target when no node is free (sched_gate)
+    cell->waiting_any = jobx->any && strcmp (key, s_target_text (jobx)) == 0;
+    if (cell->waiting_any)
+        self->waiting_any_count++;
     sched_save_cell (self, job, step, node);
     if (!quiet)
         sched_event (self, job, "waiting", node, step, sched_strdup (why));
@@ -880,6 +884,25 @@ sched_limits (sched_t *self, sched_limit_use_t *uses, size_t max)
         uses [index].max = self->limits [index].max;
         uses [index].per_node = self->limits [index].per_node;
         uses [index].running = self->limit_running [index];
+        uses [index].busiest = 0;
+        uses [index].busiest_node = NULL;
     }
+    //  Per-node limits: the busiest node, so that the figure compares
+    //  with the limit (the fleet-wide sum may well exceed it)
+    for (size_t bucket = 0; bucket < self->node_bucket_count; bucket++)
+        for (s_node_t *node = self->node_buckets [bucket]; node;
+             node = node->hash_next) {
+            if (!node->limit_running)
+                continue;
+            for (size_t index = 0; index < count; index++)
+                if (uses [index].per_node && node->limit_running [index]
+                    && (node->limit_running [index] > uses [index].busiest
+                        || (node->limit_running [index] == uses [index].busiest
+                            && strcmp (node->id, uses [index].busiest_node)
+                                   < 0))) {
+                    uses [index].busiest = node->limit_running [index];
+                    uses [index].busiest_node = node->id;
+                }
+        }
     return count;
 }

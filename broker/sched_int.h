@@ -186,6 +186,7 @@ struct _sched_t {
     size_t class_count;
     size_t class_cap;
     size_t waiting_count;        //  Cells waiting
+    size_t waiting_any_count;    //  ... of them for an any-node slot (R17)
     uint64_t wait_seq;           //  Next enqueue number
     bool wait_dirty;             //  Capacity may have appeared
     bool in_wait_pass;           //  Inside sched_wait_pass (no re-entry)

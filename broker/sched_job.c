@@ -533,6 +533,9 @@ sched_waiting_clear (sched_t *self, sched_cell_t *cell)
         free (cell->waiting);
         cell->waiting = NULL;
         self->waiting_count--;
+        if (cell->waiting_any)
+            self->waiting_any_count--;
+        cell->waiting_any = false;
     }
 }
 

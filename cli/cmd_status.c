@@ -217,19 +217,30 @@ s_render_queue_stats (const pv_t *data, FILE *out)
         cli_table_print (table, out, false);
     }
     cli_table_destroy (&table);
-    const char *limit_headers [] = {"LIMIT", "SCOPE", "RUNNING", "MAX"};
-    table = cli_table_new (4, false, limit_headers);
+    //  A per-node limit's RUNNING is its busiest node's count, which is
+    //  what MAX bounds; TOTAL is the sum over the fleet
+    const char *limit_headers [] = {"LIMIT", "SCOPE", "RUNNING", "MAX",
+                                    "TOTAL"};
+    table = cli_table_new (5, false, limit_headers);
     const pv_t *limits = pv_map_get (data, "limits");
     for (size_t index = 0; index < pv_size (limits); index++) {
         const pv_t *row_data = pv_array_at (limits, index);
         bool per_node = false;
         pv_get_bool (pv_map_get (row_data, "per_node"), &per_node);
-        char cols [3][160];
+        char cols [4][160], node [128];
         cli_field (row_data, "pattern", cols [0], sizeof cols [0]);
-        cli_field (row_data, "running", cols [1], sizeof cols [1]);
         cli_field (row_data, "max", cols [2], sizeof cols [2]);
+        cli_field (row_data, "running", cols [3], sizeof cols [3]);
+        if (per_node && pv_map_get (row_data, "busiest_node"))
+            snprintf (cols [1], sizeof cols [1], "%" PRId64 " on %s",
+                      cli_field_int (row_data, "busiest", 0),
+                      cli_field (row_data, "busiest_node", node,
+                                 sizeof node));
+        else
+            cli_field (row_data, per_node ? "busiest" : "running", cols [1],
+                       sizeof cols [1]);
         const char *row [] = {cols [0], per_node ? "per node" : "fleet",
-                              cols [1], cols [2]};
+                              cols [1], cols [2], cols [3]};
         cli_table_add (table, false, row);
     }
     if (table->rows > 1) {
@@ -311,9 +322,12 @@ static const char s_help_queue [] =
 "oldest pending job, wait times (submit to a job's first step starting,\n"
 "per node) and run times (per attempt) at p50 and p99 over the last 5\n"
 "minutes and the last hour, the dead-letter queue's size, the any-node\n"
-"figures (waiting, claims, reclaims, lease expirations, late results),\n"
-"then tables by priority, of the concurrency limits in use (LIMIT SCOPE\n"
-"RUNNING MAX) and by backend.action. --output json gives every figure.\n"
+"figures (any-node steps waiting for a free node, claims, reclaims, lease\n"
+"expirations, late results), the cells waiting for a concurrency limit\n"
+"(limit_waiting), then tables by priority, of the concurrency limits in\n"
+"use (LIMIT SCOPE RUNNING MAX TOTAL: a per-node limit's RUNNING is its\n"
+"busiest node's count, TOTAL the sum over all nodes) and by\n"
+"backend.action. --output json gives every figure.\n"
 "\n"
 "Global options and exit codes: gridcli --help.\n";
 

@@ -728,7 +728,6 @@ s_check_level (s_ctx_t *ctx, const job_spec_t *spec, int sub_level,
         free (edge_count);
         return;
     }
-    bool resolved = true;
     for (size_t index = 0; index < count; index++) {
         const job_phase_t *task = s_level_task (spec, sub_level, index);
         size_t top = sub_level < 0 ? index : (size_t) sub_level;
@@ -738,7 +737,6 @@ s_check_level (s_ctx_t *ctx, const job_spec_t *spec, int sub_level,
         if (task->need_count && !(edges [index] = calloc (task->need_count,
                                                          sizeof (size_t)))) {
             s_problem (ctx, path, "out of memory");
-            resolved = false;
             continue;
         }
         for (size_t k = 0; k < task->need_count; k++) {
@@ -775,13 +773,12 @@ s_check_level (s_ctx_t *ctx, const job_spec_t *spec, int sub_level,
             }
             else
                 target = sub_level < 0 ? found->top : (size_t) found->sub;
-            if (target == SIZE_MAX)
-                resolved = false;
             edges [index][edge_count [index]++] = target;
         }
     }
-    if (resolved)
-        s_check_cycles (ctx, spec, sub_level, count, edges, edge_count);
+    //  The needs that did not resolve are left out (SIZE_MAX): a cycle
+    //  among the others is reported with their mistakes, not after them
+    s_check_cycles (ctx, spec, sub_level, count, edges, edge_count);
     for (size_t index = 0; index < count; index++)
         free (edges [index]);
     free (edges);

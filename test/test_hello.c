@@ -193,8 +193,9 @@ test_hello_new_key_waits (void **state)
 
 //  Another key says hello for a node bound to a key: refused forbidden,
 //  counted as impersonation, naming the rebuild's remedy; the intruder
-//  gets no record, the node stays with its session, the store is
-//  unchanged.
+//  is kept as a refused claim for key.list (in memory, not bound, not
+//  found by the node's name), the node stays with its session, the store
+//  is unchanged.
 static void
 test_hello_other_key_refused (void **state)
 {
@@ -217,7 +218,13 @@ test_hello_other_key_refused (void **state)
     assert_false (out.changed);
     assert_int_equal (auth_counters (ctx->auth)->impersonation,
                       impersonation + 1);
-    assert_null (auth_key (ctx->auth, intruder));
+    const auth_key_t *claim = auth_key (ctx->auth, intruder);
+    assert_non_null (claim);
+    assert_int_equal (claim->status, AUTH_KEY_REFUSED);
+    assert_string_equal (claim->node, "web-01");
+    assert_string_equal (auth_key_status_name (claim->status), "refused");
+    assert_string_equal (auth_key_of_node (ctx->auth, "web-01", NULL)->key,
+                         key);
     registry_node_t *node = registry_lookup (ctx->registry, "web-01");
     assert_ptr_equal (registry_session (ctx->registry, "web-01", "r-a", 3),
                       node);

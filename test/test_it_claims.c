@@ -304,6 +304,84 @@ test_it_claims_limit_holds_cells (void **state)
     grid_stop (&grid);
 }
 
+//  queue.stats under a per-node limit: the figure to hold against MAX is
+//  the busiest node's (the fleet-wide sum is its own column), and cells
+//  held by a limit are limit_waiting, not any-node steps waiting for a
+//  free node.
+static void
+test_it_claims_queue_stats_per_node_limit (void **state)
+{
+    grid_t grid;
+    assert_int_equal (grid_init (&grid), 0);
+    char path [400];
+    snprintf (path, sizeof path, "%s/limits.yaml", grid.dir);
+    FILE *file = fopen (path, "w");
+    assert_non_null (file);
+    fprintf (file, "limits:\n  per_node:\n    test.sleep: 1\n");
+    fclose (file);
+    const char *broker [] = {"--config", path, NULL};
+    assert_int_equal (grid_start_broker (&grid, broker), 0);
+    assert_true (grid_start_agent (&grid, "lim-01", "lim", NULL, NULL) >= 0);
+    assert_true (grid_start_agent (&grid, "lim-02", "lim", NULL, NULL) >= 0);
+    const char *spec = "target: group:lim\n"
+                       "tasks: [{backend: test, action: sleep, params: "
+                       "{seconds: 3}}]\n";
+    char *first = grid_submit_id (&grid, spec);
+    char *second = grid_submit_id (&grid, spec);
+    assert_non_null (first);
+    assert_non_null (second);
+    //  The first runs on both nodes, the second waits on both
+    bool seen = false;
+    long long deadline = grid_now_ms () + S_WAIT_MS;
+    pv_doc_t *doc = NULL;
+    const pv_t *data = NULL;
+    while (!seen && grid_now_ms () < deadline) {
+        doc = grid_call (&grid, "queue.stats", NULL);
+        data = s_data (doc);
+        int64_t waiting = 0;
+        pv_get_int (pv_map_get (data, "limit_waiting"), &waiting);
+        const pv_t *limit = pv_array_at (pv_map_get (data, "limits"), 0);
+        int64_t running = 0;
+        pv_get_int (pv_map_get (limit, "running"), &running);
+        seen = waiting == 2 && running == 2;
+        if (!seen) {
+            pv_doc_destroy (&doc);
+            zclock_sleep (20);
+        }
+    }
+    assert_true (seen);
+    const pv_t *limit = pv_array_at (pv_map_get (data, "limits"), 0);
+    int64_t busiest = 0, max = 0, any_waiting = -1;
+    pv_get_int (pv_map_get (limit, "busiest"), &busiest);
+    pv_get_int (pv_map_get (limit, "max"), &max);
+    assert_int_equal (busiest, 1);
+    assert_int_equal (max, 1);
+    assert_true (grid_str_is (limit, "busiest_node", "lim-01"));
+    pv_get_int (pv_map_get (pv_map_get (data, "any_node"), "waiting"),
+                &any_waiting);
+    assert_int_equal (any_waiting, 0);
+    pv_doc_destroy (&doc);
+    char *out = NULL, *err = NULL;
+    assert_int_equal (grid_cli (&grid, &out, &err, S_WAIT_MS, "queue",
+                                "stats", NULL),
+                      0);
+    assert_true (grid_line_with (out, "test.sleep", "per node", "1 on lim-01",
+                                 NULL));
+    assert_true (grid_line_with (out, "RUNNING", "MAX", "TOTAL", NULL));
+    assert_true (grid_line_with (out, "limit_waiting", "2", NULL));
+    assert_true (grid_line_with (out, "any_node", "0 waiting", NULL));
+    free (out);
+    free (err);
+    for (int index = 0; index < 2; index++) {
+        doc = grid_wait_job (&grid, index ? second : first, S_WAIT_MS);
+        assert_true (grid_str_is (s_data (doc), "status", "completed"));
+        pv_doc_destroy (&doc);
+    }
+    free (first);
+    free (second);
+    grid_stop (&grid);
+}
+
 //  A running `test sleep` reports its progress: job.progress lists the
 //  task with its percent and message, gridcli job status prints it, and
 //  the event log has one progress event (the kind changed once).
@@ -408,6 +486,7 @@ main (void)
         cmocka_unit_test (test_it_claims_progress_while_sleeping),
         cmocka_unit_test (test_it_claims_stall_timeout),
         cmocka_unit_test (test_it_claims_limit_holds_cells),
+        cmocka_unit_test (test_it_claims_queue_stats_per_node_limit),
     };
     return cmocka_run_group_tests (tests, s_setup, s_teardown);
 }

@@ -911,6 +911,70 @@ test_it_jobs_admission_queue_full_and_priority (void **state)
     grid_stop (&grid);
 }
 
+//  A cancel names who asked for it: the caller's key name and role, as the
+//  broker identified them, in the job's reason and its cancelled event
+static void
+test_it_jobs_cancel_names_the_caller (void **state)
+{
+    grid_t grid;
+    assert_int_equal (grid_init (&grid), 0);
+    char alice [400], conf [400];
+    assert_int_equal (grid_keygen (&grid, "alice", alice, sizeof alice, NULL),
+                      0);
+    snprintf (conf, sizeof conf, "%s/broker.yaml", grid.dir);
+    FILE *file = fopen (conf, "w");
+    assert_non_null (file);
+    fprintf (file, "clients:\n  - {key: %s, role: admin, name: alice}\n",
+             alice);
+    fclose (file);
+    const char *extra [] = {"--config", conf, NULL};
+    assert_int_equal (grid_start_broker (&grid, extra), 0);
+    assert_true (s_start_agent (&grid, "web-01", "web", NULL, "") >= 0);
+    const char *spec =
+        "target: node:web-01\n"
+        "tasks: [{backend: test, action: sleep, params: {seconds: 60}}]\n";
+    char *job_id = s_submit (&grid, spec);
+    char *other = s_submit (&grid, spec);
+
+    char *out = NULL, *err = NULL;
+    int rc = grid_cli_as (&grid, alice, &out, &err, 10000, "job", "cancel",
+                          job_id, "--reason", "wrong package", NULL);
+    s_cli_expect (0, out, err, rc);
+    free (out);
+    free (err);
+    pv_doc_t *doc = s_get (&grid, job_id);
+    char *reason = s_field (s_data (doc), "reason");
+    assert_string_equal (reason, "cancelled by alice (admin): wrong package");
+    free (reason);
+    pv_doc_destroy (&doc);
+    rc = grid_cli_as (&grid, alice, &out, &err, 10000, "job", "status",
+                      job_id, NULL);
+    s_cli_expect (1, out, err, rc);
+    assert_non_null (strstr (out, "cancelled by alice (admin): wrong package"));
+    free (out);
+    free (err);
+    rc = grid_cli_as (&grid, alice, &out, &err, 10000, "job", "events",
+                      job_id, NULL);
+    s_cli_expect (0, out, err, rc);
+    assert_non_null (strstr (out, "cancelled by alice (admin): wrong package"));
+    free (out);
+    free (err);
+
+    //  A key with no name is named by the start of the key
+    doc = grid_call (&grid, "job.cancel", "job", other, NULL);
+    s_data (doc);
+    pv_doc_destroy (&doc);
+    doc = s_get (&grid, other);
+    reason = s_field (s_data (doc), "reason");
+    assert_non_null (strstr (reason, "cancelled by key "));
+    assert_non_null (strstr (reason, "... (admin)"));
+    free (reason);
+    pv_doc_destroy (&doc);
+    free (other);
+    free (job_id);
+    grid_stop (&grid);
+}
+
 //  ---------------------------------------------------------------------
 //  Targets
 
@@ -1234,6 +1298,7 @@ main (void)
         cmocka_unit_test (test_it_jobs_job_timeout_cancels_the_rest),
         cmocka_unit_test (test_it_jobs_cancel_running_job),
         cmocka_unit_test (test_it_jobs_admission_queue_full_and_priority),
+        cmocka_unit_test (test_it_jobs_cancel_names_the_caller),
         cmocka_unit_test (test_it_jobs_label_targets_are_hierarchical),
         cmocka_unit_test (test_it_jobs_validation_errors_have_paths),
         cmocka_unit_test (test_it_jobs_cli_wait_table_events_and_json),

@@ -608,6 +608,30 @@ test_it_security_agent_cannot_speak_for_another_node (void **state)
     assert_string_equal (answer->code, "forbidden");
     assert_non_null (strstr (answer->message, "gridcli key delete web-01"));
     proto_msg_destroy (&answer);
+    //  ...which is logged at warn, with the node and the key, and listed
+    //  as a refused key that claims web-01 without taking it
+    char log_path [400];
+    snprintf (log_path, sizeof log_path, "%s/broker.log", s_grid.dir);
+    char *log = grid_slurp (log_path);
+    char claim [200];
+    snprintf (claim, sizeof claim, "refused key %s", other.key);
+    assert_true (grid_line_with (log, "warn", claim, "node web-01", NULL));
+    free (log);
+    char *out = NULL, *err = NULL;
+    int code = grid_cli (&s_grid, &out, &err, 15000, "key", "list", NULL);
+    assert_int_equal (code, 0);
+    assert_true (grid_line_with (out, other.key, "agent", "refused",
+                                 "web-01", NULL));
+    free (out);
+    free (err);
+    pv_doc_t *keys = grid_call (&s_grid, "key.accept", "node", "web-01",
+                                NULL);
+    assert_true (grid_reply_ok (keys, NULL));
+    pv_doc_destroy (&keys);
+    assert_true (grid_wait_node (&s_grid, "web-01", "online", 1000));
+    keys = grid_call (&s_grid, "key.accept", "key", other.key, NULL);
+    assert_false (grid_reply_ok (keys, NULL));
+    pv_doc_destroy (&keys);
     s_raw_close (&other);
     s_raw_close (&raw);
 }

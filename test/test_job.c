@@ -1207,6 +1207,8 @@ test_job_dag_invalid (void **state)
         "tasks[3].tasks[0].needs[0]: 'a' (tasks[0]) is outside this "
         "pipeline: a need cannot cross a pipeline boundary; put the need "
         "on the pipeline tasks[3]",
+        //  The cycle among the needs that resolved, with the rest
+        "tasks: needs form a cycle: a -> c -> b -> a",
     };
     for (size_t i = 0; i < sizeof (expected) / sizeof (expected [0]); i++) {
         if (!s_has_error (&errors, expected [i])) {

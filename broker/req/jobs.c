@@ -931,6 +931,24 @@ s_stored_status (req_call_t *call, const char *job_id)
     return status;
 }
 
+//  Who sent CALL, as a job's record names them: "alice (admin)" for a
+//  named client key, "token ci (operator)" for an HTTP token, "key
+//  Abc12345... (admin)" for a key with no name. The request table's
+//  admission identified the caller (requests_admit).
+static char *
+s_caller_text (const req_call_t *call)
+{
+    const char *role = auth_role_name (call->role);
+    bool named = call->name && strcmp (call->name, "this client") != 0;
+    if (call->caller->http)
+        return zsys_sprintf ("token %s (%s)", named ? call->name : "?", role);
+    if (named)
+        return zsys_sprintf ("%s (%s)", call->name, role);
+    if (call->caller->key)
+        return zsys_sprintf ("key %.8s... (%s)", call->caller->key, role);
+    return zsys_sprintf ("a client of an insecure broker (%s)", role);
+}
+
 void
 req_job_cancel (req_call_t *call)
 {
@@ -939,8 +957,10 @@ req_job_cancel (req_call_t *call)
     if (s_job_id_field (call, &job_id) != 0)
         return;
     char *reason = req_field (call, "reason");
-    char *text = zsys_sprintf ("cancelled by operator%s%s",
+    char *who = s_caller_text (call);
+    char *text = zsys_sprintf ("cancelled by %s%s%s", who,
                                reason ? ": " : "", reason ? reason : "");
+    zstr_free (&who);
     if (sched_cancel (ctx->sched, job_id, text, ctx_now_ms (ctx)) == 0) {
         pw_reset (call->reply);
         proto_reply_ok_begin (call->reply, call->request->id);

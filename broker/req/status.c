@@ -11,8 +11,9 @@
 //  ---------------------------------------------------------------------
 //  status, whoami
 
-//  The any-node figures: steps waiting for a slot now, and since the
-//  broker started claims, reclaims, lease expirations and late results.
+//  The any-node figures: any-node steps waiting for a free node now (not
+//  those over a concurrency limit), and since the broker started claims,
+//  reclaims, lease expirations and late results.
 static void
 s_write_any_node (const ctx_t *ctx, pw_t *reply)
 {
@@ -20,7 +21,7 @@ s_write_any_node (const ctx_t *ctx, pw_t *reply)
     sched_counters (ctx->sched, &counters);
     pw_map (reply, 5);
     pw_str (reply, "waiting");
-    pw_int (reply, (int64_t) sched_waiting_count (ctx->sched));
+    pw_int (reply, (int64_t) sched_waiting_any_count (ctx->sched));
     pw_str (reply, "claims");
     pw_int (reply, (int64_t) counters.claims);
     pw_str (reply, "reclaims");
@@ -347,7 +348,7 @@ req_queue_stats (req_call_t *call)
     pw_t *reply = call->reply;
     pw_reset (reply);
     proto_reply_ok_begin (reply, call->request->id);
-    pw_map (reply, 10);
+    pw_map (reply, 11);
     pw_str (reply, "jobs");
     s_write_job_counts (ctx, reply);
     pw_str (reply, "cells");
@@ -411,12 +412,17 @@ req_queue_stats (req_call_t *call)
     pw_int (reply, (int64_t) dlq_size (txn));
     pw_str (reply, "any_node");
     s_write_any_node (ctx, reply);
+    pw_str (reply, "limit_waiting");
+    pw_int (reply, (int64_t) (sched_waiting_count (ctx->sched)
+                              - sched_waiting_any_count (ctx->sched)));
     sched_limit_use_t uses [JOB_MAX_LIMITS];
     size_t limit_count = sched_limits (ctx->sched, uses, JOB_MAX_LIMITS);
     pw_str (reply, "limits");
     pw_array (reply, limit_count);
     for (size_t index = 0; index < limit_count; index++) {
-        pw_map (reply, 4);
+        const sched_limit_use_t *use = &uses [index];
+        pw_map (reply, 4 + (use->per_node ? 1 : 0)
+                         + (use->busiest_node ? 1 : 0));
         pw_str (reply, "pattern");
         pw_str (reply, uses [index].pattern);
         pw_str (reply, "per_node");
@@ -425,6 +431,14 @@ req_queue_stats (req_call_t *call)
         pw_int (reply, uses [index].max);
         pw_str (reply, "running");
         pw_int (reply, uses [index].running);
+        if (use->per_node) {
+            pw_str (reply, "busiest");
+            pw_int (reply, use->busiest);
+        }
+        if (use->busiest_node) {
+            pw_str (reply, "busiest_node");
+            pw_str (reply, use->busiest_node);
+        }
     }
 }
 
