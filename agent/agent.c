@@ -194,16 +194,6 @@ s_log (agent_t *self, const char *format, ...)
 #define s_debug(self, ...) \
     log_write (LOG_LEVEL_DEBUG, NULL, __VA_ARGS__)
 
-//  Jitter: a value in [MS - MS/5, MS + MS/5], so a fleet that restarts
-//  together does not hello or re-send in lockstep.
-static size_t
-s_jitter (uint32_t ms)
-{
-    uint32_t spread = ms / 5;
-    return (size_t) (ms - spread + (spread ? randof (2 * spread + 1) : 0));
-}
-
-
 //  ack or started for (job, step, attempt), sent now.
 static void
 s_send_progress (agent_t *self, proto_type_t type, const char *job,
@@ -1598,7 +1588,7 @@ agent_run (agent_t *self)
            config->concurrency, config->tool_dir ? ", tools in " : "",
            config->tool_dir ? config->tool_dir : "");
     link_hello (self->link);
-    self->resend_timer = zloop_timer (self->loop, s_jitter (S_RESEND_MS), 0,
+    self->resend_timer = zloop_timer (self->loop, link_jitter (S_RESEND_MS), 0,
                                       s_resend_fired, self);
     self->progress_timer = zloop_timer (self->loop,
                                         (size_t) config->progress_ms, 0,

@@ -102,10 +102,8 @@ s_err (char *err, size_t err_len, const char *format, ...)
 #define s_debug(self, ...) \
     log_write (LOG_LEVEL_DEBUG, NULL, __VA_ARGS__)
 
-//  Jitter: a value in [MS - MS/5, MS + MS/5], so a fleet that restarts
-//  together does not hello or fail back in lockstep.
-static size_t
-s_jitter (uint32_t ms)
+size_t
+link_jitter (uint32_t ms)
 {
     uint32_t spread = ms / 5;
     return (size_t) (ms - spread + (spread ? randof (2 * spread + 1) : 0));
@@ -173,7 +171,7 @@ s_arm_hello (link_t *self, bool first)
     if (self->hello_timer >= 0)
         zloop_timer_end (self->loop, self->hello_timer);
     self->hello_timer = zloop_timer (self->loop,
-                                     s_jitter (self->hello_delay_ms), 1,
+                                     link_jitter (self->hello_delay_ms), 1,
                                      s_hello_fired, self);
 }
 
@@ -469,7 +467,7 @@ static void
 s_failback_arm (link_t *self, int64_t now_ms)
 {
     int64_t ms = self->config->failback_ms;
-    self->failback_at_ms = now_ms + (int64_t) s_jitter (
+    self->failback_at_ms = now_ms + (int64_t) link_jitter (
         (uint32_t) (ms > INT32_MAX ? INT32_MAX : ms));
 }
 

@@ -114,4 +114,8 @@ void link_stop (link_t *self);
 int link_send (link_t *self, const proto_msg_t *msg);
 void link_send_bytes (link_t *self, const void *data, size_t size);
 
+//  Jitter: a value in [MS - MS/5, MS + MS/5], so a fleet that restarts
+//  together does not hello, fail back or re-send in lockstep.
+size_t link_jitter (uint32_t ms);
+
 #endif

@@ -196,23 +196,6 @@ s_write_duration (pw_t *writer, int64_t ms)
     pw_str (writer, text);
 }
 
-static void
-s_write_target (pw_t *writer, const target_t *target)
-{
-    bool has_value = target->scope != TARGET_ALL && target->value;
-    pw_map (writer, 1 + (has_value ? 1 : 0) + (target->any ? 1 : 0));
-    pw_str (writer, "scope");
-    pw_str (writer, target_scope_name (target->scope));
-    if (has_value) {
-        pw_str (writer, "value");
-        pw_str (writer, target->value);
-    }
-    if (target->any) {
-        pw_str (writer, "any");
-        pw_bool (writer, true);
-    }
-}
-
 void
 cli_job_write (const cli_args_t *args, pw_t *writer)
 {
@@ -227,7 +210,7 @@ cli_job_write (const cli_args_t *args, pw_t *writer)
                   + (args->stall_timeout_ms ? 1 : 0);
     pw_map (writer, fields);
     pw_str (writer, "target");
-    s_write_target (writer, &args->target);
+    job_target_encode (&args->target, writer);
 
     pw_str (writer, "tasks");
     pw_array (writer, 1);

@@ -1061,8 +1061,8 @@ job_spec_load_file (const char *path, job_spec_t **spec_p,
 //  ---------------------------------------------------------------------
 //  Writing
 
-static void
-s_write_target (const target_t *target, pw_t *writer)
+void
+job_target_encode (const target_t *target, pw_t *writer)
 {
     bool has_value = target->scope != TARGET_ALL && target->value;
     pw_map (writer, 1 + (has_value ? 1 : 0) + (target->any ? 1 : 0));
@@ -1191,7 +1191,7 @@ job_spec_encode (const job_spec_t *spec, pw_t *writer)
                         + (spec->max_failures.set ? 1 : 0)
                         + (spec->canary ? 1 : 0));
     pw_str (writer, "target");
-    s_write_target (&spec->target, writer);
+    job_target_encode (&spec->target, writer);
     pw_str (writer, "tasks");
     pw_array (writer, spec->phase_count);
     for (size_t i = 0; i < spec->phase_count; i++)

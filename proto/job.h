@@ -176,6 +176,9 @@ int job_spec_load_file (const char *path, job_spec_t **spec_p,
 //  Writes SPEC in the wire form (durations as text, target as a map).
 void job_spec_encode (const job_spec_t *spec, pw_t *writer);
 
+//  Writes TARGET in the wire form: {scope, ?value, ?any}.
+void job_target_encode (const target_t *target, pw_t *writer);
+
 //  A deep copy of SPEC (through its wire form), or NULL.
 job_spec_t *job_spec_dup (const job_spec_t *spec);
 

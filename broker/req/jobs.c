@@ -912,21 +912,29 @@ req_job_events (req_call_t *call)
     free (job_id);
 }
 
-//  The stored status of a job that the scheduler no longer holds, or -1.
-static int
-s_stored_status (req_call_t *call, const char *job_id)
+//  The decoded header record of job JOB_ID as stored, or NULL when it
+//  is not stored (or cannot be read). The caller destroys it.
+static pv_doc_t *
+s_stored_header (req_call_t *call, const char *job_id)
 {
     store_txn_t *txn = req_txn (call);
     const void *value;
     size_t value_len;
+    pv_doc_t *doc = NULL;
     if (!txn
         || store_get (txn, STORE_DB_JOBS, job_id, strlen (job_id), &value,
-                      &value_len) != 0)
-        return -1;
-    pv_doc_t *doc = NULL;
-    int status = -1;
-    if (pv_doc_decode (value, value_len, &doc, NULL, 0) == 0)
-        status = jobrec_header_status (pv_doc_root (doc));
+                      &value_len) != 0
+        || pv_doc_decode (value, value_len, &doc, NULL, 0) != 0)
+        pv_doc_destroy (&doc);
+    return doc;
+}
+
+//  The stored status of a job that the scheduler no longer holds, or -1.
+static int
+s_stored_status (req_call_t *call, const char *job_id)
+{
+    pv_doc_t *doc = s_stored_header (call, job_id);
+    int status = doc ? jobrec_header_status (pv_doc_root (doc)) : -1;
     pv_doc_destroy (&doc);
     return status;
 }
@@ -1028,17 +1036,9 @@ s_job_steps (req_call_t *call, const char *job_id)
     const sched_job_t *live = sched_job (call->ctx->sched, job_id);
     if (live)
         return (int64_t) live->step_count;
-    store_txn_t *txn = req_txn (call);
-    const void *value;
-    size_t value_len;
-    if (!txn
-        || store_get (txn, STORE_DB_JOBS, job_id, strlen (job_id), &value,
-                      &value_len) != 0)
-        return -1;
-    pv_doc_t *doc = NULL;
+    pv_doc_t *doc = s_stored_header (call, job_id);
     int64_t steps = -1;
-    if (pv_doc_decode (value, value_len, &doc, NULL, 0) != 0
-        || pv_get_int (pv_map_get (pv_doc_root (doc), "steps"), &steps) != 0)
+    if (!doc || pv_get_int (pv_map_get (pv_doc_root (doc), "steps"), &steps) != 0)
         steps = -1;
     pv_doc_destroy (&doc);
     return steps;
