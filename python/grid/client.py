@@ -1,58 +1,122 @@
-"""The client: one request, one reply, Lazy Pirate retries (PROTOCOL.md 5)."""
+"""The client: one request, one reply, Lazy Pirate retries (PROTOCOL.md 5).
+
+Client has one method per request type of the client API (the table of
+PROTOCOL.md 5.1; REQUEST_METHODS maps each type to its method), plus
+helpers built on them: ``run`` (one task, optionally waited for),
+``wait`` (until a job ends, with a progress callback), ``cells`` (walk a
+JOB RECORD) and ``read_output`` (a cell's whole stream, page by page).
+Replies are the wire's ``data`` maps, as plain dicts and lists; the type
+names below (JobRecord, Node...) say which shape of PROTOCOL.md 5.3 each
+method returns.
+"""
 
 import os
 import re
 import time
 import uuid
+from typing import (Any, Callable, Dict, Iterator, List, Mapping, Optional,
+                    Tuple, Union)
 
 import msgpack
 import zmq
 
+from . import config as _config
+from .errors import (ConfigError, GridError, TargetError, Unreachable,
+                     UsageError)
+
 PROTOCOL_VERSION = 1
-DEFAULT_ENDPOINT = "tcp://127.0.0.1:7701"
+DEFAULT_ENDPOINT = _config.DEFAULT_ENDPOINT
 FINISHED = frozenset({"completed", "partial_failure", "failed", "cancelled"})
+
+# The shapes of PROTOCOL.md 5.2 and 5.3, for the reader: the module hands
+# the wire's maps over as dicts without converting them.
+Job = Dict[str, Any]            # JOB (5.2): target, tasks, ...
+Target = Union[str, Dict[str, Any]]   # "group:web and not node:web-01", or TARGET
+Duration = Union[str, int, float]     # "30s", "1h30m", or seconds
+Submitted = Dict[str, Any]      # {job, status, ?retry_of, ?schedule}
+JobRecord = Dict[str, Any]      # JOB RECORD
+Progress = Dict[str, Any]       # PROGRESS
+Watch = Dict[str, Any]          # WATCH: {version, changed, progress}
+Check = Dict[str, Any]          # CHECK
+Summary = Dict[str, Any]        # SUMMARY (job.list)
+Event = Dict[str, Any]          # EVENT
+OutputPage = Dict[str, Any]     # OUTPUT PAGE (data: bytes)
+DlqEntry = Dict[str, Any]       # DLQ ENTRY
+Node = Dict[str, Any]           # NODE
+Workers = Dict[str, Any]        # WORKERS
+HistoryEntry = Dict[str, Any]   # HISTORY ENTRY
+Status = Dict[str, Any]         # STATUS
+QueueStats = Dict[str, Any]     # QUEUE STATS
+BrokerState = Dict[str, Any]    # {state, running, pending}
+Key = Dict[str, Any]            # KEY
+Relay = Dict[str, Any]          # RELAY
+Schedule = Dict[str, Any]       # SCHEDULE (5.6)
+Token = Dict[str, Any]          # {name, role, created, ?last_used}
+Whoami = Dict[str, Any]         # {name, role, via}
+
+# Every request type of PROTOCOL.md 5.1 and the method that sends it
+REQUEST_METHODS = {
+    "job.submit": "submit",
+    "job.check": "check",
+    "job.get": "get",
+    "job.progress": "progress",
+    "job.watch": "watch",
+    "job.list": "list",
+    "job.cancel": "cancel",
+    "job.events": "events",
+    "job.delete": "delete",
+    "job.output": "output",
+    "job.retry": "retry",
+    "dlq.list": "dlq_list",
+    "dlq.get": "dlq_get",
+    "dlq.retry": "dlq_retry",
+    "dlq.purge": "dlq_purge",
+    "queue.stats": "queue_stats",
+    "node.workers": "workers",
+    "node.history": "node_history",
+    "node.list": "nodes",
+    "node.get": "node",
+    "status": "status",
+    "metrics.get": "metrics",
+    "node.drain": "drain",
+    "node.resume": "resume",
+    "broker.drain": "broker_drain",
+    "broker.resume": "broker_resume",
+    "key.list": "keys",
+    "relay.list": "relays",
+    "key.accept": "key_accept",
+    "key.reject": "key_reject",
+    "key.delete": "key_delete",
+    "schedule.add": "schedule_add",
+    "schedule.list": "schedules",
+    "schedule.get": "schedule",
+    "schedule.pause": "schedule_pause",
+    "schedule.resume": "schedule_resume",
+    "schedule.delete": "schedule_delete",
+    "schedule.run": "schedule_run",
+    "token.add": "token_add",
+    "token.list": "tokens",
+    "token.revoke": "token_revoke",
+    "whoami": "whoami",
+}
 
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 _Z85_KEY = re.compile(r"^[0-9A-Za-z.\-:+=^!/*?&<>()\[\]{}@%$#]{40}$")
+_SIMPLE_TARGET = re.compile(r"^(group|node|label):[^\s()]+$")
 
 
-class GridError(Exception):
-    """The broker refused a request: ``code`` is the wire's error code,
-    ``message`` its sentence, ``details`` its list of lines (may be empty)."""
-
-    def __init__(self, code, message, details=None, request=None):
-        self.code = code
-        self.message = message
-        self.details = list(details or [])
-        self.request = request
-        text = f"{code}: {message}"
-        if self.details:
-            text += "".join("\n  " + line for line in self.details)
-        super().__init__(text)
-
-
-class Unreachable(GridError):
-    """No reply from the broker after every try (code ``unreachable``)."""
-
-    def __init__(self, endpoint, request_type, tries, curve=False):
-        text = f"no reply to {request_type} from {endpoint} after {tries} tries"
-        if curve:
-            # The broker drops a handshake it cannot read without a word:
-            # a wrong server key looks just like a broker that is not there
-            text += ("; a wrong broker key looks like this too: check that "
-                     "broker_key is the public key of the broker at this "
-                     "endpoint, and that the endpoint is right")
-        super().__init__("unreachable", text)
-        self.endpoint = endpoint
-
-
-def read_cert_key(path, which):
+def read_cert_key(path: str, which: str) -> bytes:
     """A Z85 key from a CZMQ certificate file: ``which`` is "public-key" or
-    "secret-key". Raises ValueError when the file holds no such key."""
-    with open(os.path.expanduser(path), encoding="utf-8") as cert:
-        found = re.search(which + r'\s*=\s*"(.{40})"', cert.read())
+    "secret-key". Raises ConfigError (a ValueError) when the file holds no
+    such key."""
+    try:
+        with open(os.path.expanduser(path), encoding="utf-8") as cert:
+            found = re.search(which + r'\s*=\s*"(.{40})"', cert.read())
+    except OSError as error:
+        raise ConfigError(f"cannot read the key file {path}: "
+                          f"{error.strerror}") from None
     if not found:
-        raise ValueError(f"{path}: no {which} in this certificate")
+        raise ConfigError(f"{path}: no {which} in this certificate")
     return found.group(1).encode()
 
 
@@ -71,58 +135,102 @@ def _broker_public_key(broker_key):
     return read_cert_key(broker_key, "public-key")
 
 
-def parse_target(text):
-    """A target's text form (``all``, ``group:web``, ``node:a,b``,
-    ``label:tier=web.prod``, ``any``, ``any:group:web``) as the wire's
-    TARGET map (PROTOCOL.md 5.2). A dict is returned as it is. Raises
-    ValueError for any other text."""
+def parse_target(text: Target) -> Dict[str, Any]:
+    """A target in its text form as the wire's TARGET map (PROTOCOL.md
+    5.2): ``all``, ``group:web``, ``node:a,b``, ``label:tier=web.prod``
+    become that scope; anything else (``group:web and not node:web-01``,
+    ``(group:a or group:b)``) is an ``expr`` target that the broker parses
+    and checks. ``any``/``any:...`` sets ``any``. A dict is returned as it
+    is. Raises TargetError (a GridError and a ValueError) for what is no
+    target at all: empty text, a single term of an unknown kind.
+
+    >>> parse_target("any:group:web")
+    {'scope': 'group', 'value': 'web', 'any': True}
+    """
     if isinstance(text, dict):
         return text
+    if not isinstance(text, str):
+        raise TargetError(f"expected a target's text or a TARGET map, not "
+                          f"{type(text).__name__}")
     body = text.strip()
     any_ = body == "any" or body.startswith("any:")
     if any_:
-        body = body[4:] or "all"
+        body = body[4:].strip() or "all"
+    if not body:
+        raise TargetError(f"bad target {text!r}: empty")
     if body == "all":
         target = {"scope": "all"}
-    else:
+    elif _SIMPLE_TARGET.match(body):
         scope, _, value = body.partition(":")
-        if scope not in ("group", "node", "label") or not value:
-            raise ValueError(f"bad target {text!r}: expected all, group:G, "
-                             "node:ID[,ID...], label:KEY=VALUE, any or any:T")
         target = {"scope": scope, "value": value}
+    elif re.search(r"[\s()]", body) or body.startswith("not"):
+        target = {"scope": "expr", "value": body}
+    else:
+        raise TargetError(f"bad target {text!r}: expected all, group:G, "
+                          "node:ID[,ID...], label:KEY=VALUE, an expression "
+                          "of them with and, or, not and parentheses, or "
+                          "any:TARGET")
     if any_:
         target["any"] = True
     return target
 
 
+def _target_field(target):
+    """A target as the wire takes it: text is sent as it is (the broker
+    parses the whole grammar and says where it is wrong), a map as it is."""
+    if isinstance(target, (str, dict)):
+        return target
+    raise TargetError(f"expected a target's text or a TARGET map, not "
+                      f"{type(target).__name__}")
+
+
 class Client:
     """A connection to one broker's client API.
 
-    ``endpoint``: the broker's client endpoint. ``broker_key``: the broker's
-    public key (its ``broker.key`` file, or the 40 characters).
+    Every argument is optional: what is not given is found as gridcli
+    finds it (grid.config: the ``GRID_BROKER``, ``GRID_KEY``,
+    ``GRID_BROKER_KEY`` and ``GRID_CONFIG`` environment, the config file
+    ``/etc/grid/gridcli.yaml``, and the keys in ``~/.config/grid/`` and
+    ``/etc/grid/keys/``), so on a host where gridcli works,
+    ``Client()`` works.
+
+    ``endpoint``: the broker's client endpoint. ``broker_key``: the
+    broker's public key (its ``broker.key`` file, or the 40 characters).
     ``key``: this client's key pair (``NAME.key`` or ``NAME.key_secret``;
-    the secret file is read). Leave both keys out (or pass
-    ``insecure=True``) against a broker that runs ``--insecure``.
-    ``timeout``: seconds to wait for one reply; ``tries``: Lazy Pirate tries,
-    each on a fresh socket with the same request id, so a retried submit
-    still makes one job.
+    the secret file is read). ``insecure=True``: plaintext, against a
+    broker that runs ``--insecure``. ``config``: a gridcli config file
+    (``"none"``: none). ``timeout``: seconds to wait for one reply (default
+    the file's ``request_timeout`` shared among the tries, else 5);
+    ``tries``: Lazy Pirate tries, each on a fresh socket with the same
+    request id, so a retried submit still makes one job. Raises
+    ConfigError (a GridError) when no key or config can be read.
+
+        client = Client()                       # gridcli's settings
+        client = Client("tcp://broker:7701", broker_key="/etc/grid/keys/broker.key",
+                        key="~/.config/grid/client.key")
     """
 
-    def __init__(self, endpoint=None, broker_key=None, key=None,
-                 timeout=5.0, tries=3, insecure=False, context=None):
-        self.endpoint = endpoint or os.environ.get("GRID_BROKER",
-                                                   DEFAULT_ENDPOINT)
-        self.timeout = float(timeout)
+    def __init__(self, endpoint: Optional[str] = None,
+                 broker_key: Optional[Union[str, bytes]] = None,
+                 key: Optional[str] = None, timeout: Optional[float] = None,
+                 tries: int = 3, insecure: bool = False,
+                 context: Optional[zmq.Context] = None,
+                 config: Optional[str] = None):
+        settings = _config.resolve(endpoint, broker_key, key, insecure,
+                                   config)
+        self.endpoint = settings["endpoint"]
+        self.config = settings["config"]
         self.tries = max(1, int(tries))
+        if timeout is None:
+            total_ms = settings["request_timeout_ms"]
+            timeout = 5.0 if total_ms is None else total_ms / 1000 / self.tries
+        self.timeout = float(timeout)
         self._context = context or zmq.Context.instance()
         self._watch = True   # False once the broker says it lacks job.watch
         self._curve = None
-        if not insecure and (broker_key or key):
-            if not (broker_key and key):
-                raise ValueError("CURVE needs both broker_key and key "
-                                 "(or insecure=True)")
-            secret = _secret_path(key)
-            self._curve = (_broker_public_key(broker_key),
+        if not settings["insecure"]:
+            secret = _secret_path(settings["key"])
+            self._curve = (_broker_public_key(settings["broker_key"]),
                            read_cert_key(secret, "public-key"),
                            read_cert_key(secret, "secret-key"))
 
@@ -138,10 +246,15 @@ class Client:
         sock.connect(self.endpoint)
         return sock
 
-    def request(self, type_, timeout=None, **fields):
-        """Sends one request (fields as in PROTOCOL.md 5.1; None values are
-        left out) and returns the ok reply's ``data``. Raises GridError when
-        the broker refuses it, Unreachable when it does not answer."""
+    def request(self, type_: str, timeout: Optional[float] = None,
+                **fields: Any) -> Dict[str, Any]:
+        """Sends one request of any type (fields as in PROTOCOL.md 5.1;
+        None values are left out) and returns the ok reply's ``data``.
+        Raises GridError when the broker refuses it, Unreachable when it
+        does not answer.
+
+            client.request("job.list", status="running", limit=20)
+        """
         request_id = uuid.uuid4().hex
         body = {"v": PROTOCOL_VERSION, "type": type_, "id": request_id}
         body.update({k: v for k, v in fields.items() if v is not None})
@@ -178,16 +291,46 @@ class Client:
 
     # -- jobs ------------------------------------------------------------
 
-    def submit(self, job):
-        """Submits a JOB map (PROTOCOL.md 5.2); returns the job id."""
+    def submit(self, job: Job) -> str:
+        """Submits a JOB map (PROTOCOL.md 5.2); returns the job id. The
+        target may be text in the whole expression grammar.
+
+            job_id = client.submit({"target": "group:web and not node:web-01",
+                                    "tasks": [{"backend": "apt", "action": "update"}]})
+        """
         return self.request("job.submit", job=job)["job"]
 
-    def run(self, target, backend, action, params=None, wait=False,
-            timeout=None, retries=None, strategy=None, priority=None,
-            job_timeout=None, wait_timeout=None):
-        """One task on a target (``"group:web"``, ``"node:a,b"``, ``"all"``,
-        ``"any:group:web"``, or a TARGET map). Params are sent as text.
-        Returns the job id, or with ``wait=True`` the finished JOB RECORD."""
+    def check(self, job: Job) -> Check:
+        """A dry run of a JOB map (``job.check``): validated as a submit,
+        the target resolved now, nothing run or stored. Returns CHECK:
+        ``{target, any, nodes, not_run, steps, order, plan, batches,
+        strategy, ?max_failures}``.
+
+            plan = client.check({"target": "group:web",
+                                 "tasks": [{"backend": "system", "action": "hostname"}]})
+            print(plan["nodes"], plan["not_run"])
+        """
+        return self.request("job.check", job=job)
+
+    def run(self, target: Target, backend: str, action: str,
+            params: Optional[Mapping[str, Any]] = None, wait: bool = False,
+            timeout: Optional[Duration] = None, retries: Optional[int] = None,
+            strategy: Optional[str] = None, priority: Optional[int] = None,
+            job_timeout: Optional[Duration] = None,
+            wait_timeout: Optional[float] = None,
+            progress: Optional[Callable[[Progress], Any]] = None
+            ) -> Union[str, JobRecord]:
+        """One task on a target: its text form (``"group:web"``,
+        ``"node:a,b"``, ``"all"``, ``"any:group:web"``, ``"group:web and
+        not node:web-01"``: sent as it is, so the broker reads the whole
+        grammar, as for ``submit`` and gridcli) or a TARGET map. Params are
+        sent as text. Returns the job id, or with ``wait=True`` the
+        finished JOB RECORD (``progress`` as in ``wait``). A bad target is
+        a GridError ``invalid_job`` naming the column.
+
+            record = client.run("group:web and not node:web-01", "system",
+                                "hostname", wait=True)
+        """
         task = {"backend": backend, "action": action}
         if params:
             task["params"] = {str(k): v if isinstance(v, (bool, int)) else
@@ -196,7 +339,7 @@ class Client:
             task["timeout"] = _duration(timeout)
         if retries is not None:
             task["max_retries"] = int(retries)
-        job = {"target": parse_target(target), "tasks": [task]}
+        job = {"target": _target_field(target), "tasks": [task]}
         if strategy is not None:
             job["strategy"] = strategy
         if priority is not None:
@@ -204,32 +347,56 @@ class Client:
         if job_timeout is not None:
             job["timeout"] = _duration(job_timeout)
         job_id = self.submit(job)
-        return self.wait(job_id, timeout=wait_timeout) if wait else job_id
+        if not wait:
+            return job_id
+        return self.wait(job_id, timeout=wait_timeout, progress=progress)
 
-    def get(self, job_id):
-        """The JOB RECORD (every node's result of every step)."""
+    def get(self, job_id: str) -> JobRecord:
+        """The JOB RECORD (every node's result of every step).
+
+            record = client.get("j-0193a1b2c3d4-0001")
+            print(record["status"], record["results"]["0"]["web-01"]["output"])
+        """
         return self.request("job.get", job=job_id)
 
-    def progress(self, job_id):
-        """PROGRESS: counts only, cheap to poll."""
+    def progress(self, job_id: str) -> Progress:
+        """PROGRESS: counts only, cheap to poll.
+
+            p = client.progress(job_id)
+            print(f"{p['done']}/{p['nodes']} nodes, step {p['step']}/{p['steps']}")
+        """
         return self.request("job.progress", job=job_id)
 
-    def watch(self, job_id, after=None, timeout_ms=None):
+    def watch(self, job_id: str, after: Optional[int] = None,
+              timeout_ms: Optional[int] = None) -> Watch:
         """``{version, changed, progress}`` once the job changes past
         ``after`` (a version from an earlier answer; None: at once), or
         after ``timeout_ms`` (broker default 30 s) with ``changed`` false.
-        Keep ``timeout_ms`` below this client's request timeout."""
-        wait = None if timeout_ms is None else timeout_ms / 1000
+        The request waits ``timeout_ms`` more than this client's timeout.
+
+            state = client.watch(job_id)
+            state = client.watch(job_id, after=state["version"], timeout_ms=2000)
+        """
+        wait = 30.0 if timeout_ms is None else timeout_ms / 1000
         return self.request("job.watch", job=job_id, after=after,
                             timeout_ms=timeout_ms,
-                            timeout=None if wait is None else wait + self.timeout)
+                            timeout=wait + self.timeout)
 
-    def wait(self, job_id, timeout=None, poll=0.25):
+    def wait(self, job_id: str, timeout: Optional[float] = None,
+             poll: float = 0.25,
+             progress: Optional[Callable[[Progress], Any]] = None
+             ) -> JobRecord:
         """Waits until the job is finished and returns its JOB RECORD.
         Uses ``job.watch``, which the broker answers as soon as the job
         changes; against a broker without it, polls ``job.progress`` every
-        ``poll`` seconds. ``timeout`` in seconds (None: no limit) raises
-        TimeoutError."""
+        ``poll`` seconds. ``progress``, when given, is called with each
+        new PROGRESS seen (the first at once, the last one final).
+        ``timeout`` in seconds (None: no limit) raises TimeoutError.
+
+            def show(p):
+                print(p["status"], p["done"], "/", p["nodes"])
+            record = client.wait(job_id, timeout=600, progress=show)
+        """
         deadline = None if timeout is None else time.monotonic() + timeout
         version = None
         while True:
@@ -237,6 +404,7 @@ class Client:
             if left is not None and left <= 0:
                 raise TimeoutError(f"job {job_id} did not finish in "
                                    f"{timeout} s")
+            changed = True
             if self._watch:
                 # Parked in the broker: answered on change, or after the
                 # wait asked for, which stays inside the request timeout
@@ -251,76 +419,394 @@ class Client:
                     self._watch = False
                     continue
                 version = state["version"]
-                progress = state["progress"]
+                changed = state["changed"]
+                seen = state["progress"]
             else:
-                progress = self.progress(job_id)
-            if progress["status"] in FINISHED:
+                seen = self.progress(job_id)
+            if progress is not None and changed:
+                progress(seen)
+            if seen["status"] in FINISHED:
                 return self.get(job_id)
             if not self._watch:
                 time.sleep(poll if left is None else max(0.0, min(poll, left)))
 
-    def list(self, status=None, limit=None):
-        """Job summaries, newest first (``{jobs: [...], total}``)."""
-        return self.request("job.list", status=status, limit=limit)["jobs"]
+    def list(self, status: Optional[str] = None, limit: Optional[int] = None,
+             schedule: Optional[str] = None,
+             before: Optional[str] = None) -> List[Summary]:
+        """Job summaries, newest first: only ``status``, at most ``limit``
+        (broker default 50), only the runs of ``schedule``, only jobs older
+        than the job id ``before`` (paging). ``request("job.list")`` gives
+        ``total`` too.
 
-    def events(self, job_id, after=None):
-        """The job's event log, oldest first (seq > ``after``)."""
+            for job in client.list(status="running", limit=20):
+                print(job["id"], job["target"], job["status"])
+        """
+        return self.request("job.list", status=status, limit=limit,
+                            schedule=schedule, before=before)["jobs"]
+
+    def events(self, job_id: str, after: Optional[int] = None) -> List[Event]:
+        """The job's event log, oldest first (seq > ``after``).
+
+            for event in client.events(job_id):
+                print(event["seq"], event["event"], event.get("node", ""))
+        """
         return self.request("job.events", job=job_id, after=after)["events"]
 
-    def cancel(self, job_id, reason=None):
+    def cancel(self, job_id: str,
+               reason: Optional[str] = None) -> Dict[str, Any]:
+        """Cancels a job: ``{job, status: "cancelled"}``.
+
+            client.cancel(job_id, reason="wrong package")
+        """
         return self.request("job.cancel", job=job_id, reason=reason)
 
-    def delete(self, job_id):
+    def delete(self, job_id: str) -> Dict[str, Any]:
+        """Deletes a finished job, its outputs and dead-letter entries:
+        ``{job, deleted: true}``.
+
+            client.delete(job_id)
+        """
         return self.request("job.delete", job=job_id)
 
+    def output(self, job_id: str, node: str, step: int,
+               stream: Optional[str] = None, attempt: Optional[int] = None,
+               offset: Optional[int] = None,
+               limit: Optional[int] = None) -> OutputPage:
+        """One page of a cell's whole stream (``job.output``): ``{job,
+        node, step, attempt, stream, offset, data: bytes, next, size,
+        dropped}``. ``stream`` is ``"stdout"`` (default) or ``"stderr"``;
+        ``attempt`` defaults to the latest. ``read_output`` reads it all.
+
+            page = client.output(job_id, "web-01", 0, limit=65536)
+            print(page["data"].decode(errors="replace"), page["size"])
+        """
+        return self.request("job.output", job=job_id, node=node,
+                            step=int(step), stream=stream, attempt=attempt,
+                            offset=offset, limit=limit)
+
+    def read_output(self, job_id: str, node: str, step: int,
+                    stream: Optional[str] = None,
+                    attempt: Optional[int] = None) -> bytes:
+        """A cell's whole stream as bytes, asked page by page until
+        ``next`` reaches ``size`` (or a page comes back empty: the rest
+        has not reached the broker yet). Where the agent dropped the middle
+        of a long stream, the bytes are its start and its end.
+
+            text = client.read_output(job_id, "web-01", 0).decode()
+        """
+        data = bytearray()
+        offset = 0
+        while True:
+            page = self.output(job_id, node, step, stream=stream,
+                               attempt=attempt, offset=offset)
+            data += page["data"]
+            if page["next"] >= page["size"] or not page["data"]:
+                return bytes(data)
+            offset = page["next"]
+            attempt = page["attempt"]   # every page from the same attempt
+
+    def retry(self, job_id: str, failed_only: Optional[bool] = None,
+              target: Optional[str] = None) -> Submitted:
+        """A new job with the job's tasks (``job.retry``): ``{job: NEW ID,
+        status, retry_of}``. ``failed_only``: only on the nodes that
+        failed; ``target``: another target, in its text form.
+
+            new = client.retry(job_id, failed_only=True)["job"]
+        """
+        if target is not None and not isinstance(target, str):
+            raise TargetError("a retry's target is its text form")
+        return self.request("job.retry", job=job_id, failed_only=failed_only,
+                            target=target)
+
     @staticmethod
-    def cells(record):
+    def cells(record: JobRecord) -> Iterator[Tuple[int, str, Dict[str, Any]]]:
         """(step, node, cell) for every cell of a JOB RECORD, in step then
-        node order."""
+        node order.
+
+            for step, node, cell in client.cells(record):
+                print(step, node, cell["status"], cell["exit_code"])
+        """
         for step, nodes in sorted(record.get("results", {}).items(),
                                   key=lambda kv: int(kv[0])):
             for node, cell in sorted(nodes.items()):
                 yield int(step), node, cell
 
-    # -- nodes, keys, broker ---------------------------------------------
+    # -- the dead-letter queue -------------------------------------------
 
-    def nodes(self):
+    def dlq_list(self, job: Optional[str] = None,
+                 limit: Optional[int] = None) -> List[DlqEntry]:
+        """Dead-letter entries, oldest job first: only ``job``'s, at most
+        ``limit`` (broker default 50). ``request("dlq.list")`` gives
+        ``total`` too.
+
+            for entry in client.dlq_list():
+                print(entry["id"], entry["status"], entry["error"])
+        """
+        return self.request("dlq.list", job=job, limit=limit)["entries"]
+
+    def dlq_get(self, entry: str) -> DlqEntry:
+        """One dead-letter entry by its id ``"<job>/<step>/<node>"``.
+
+            entry = client.dlq_get("j-0193a1b2c3d4-0001/0/web-02")
+        """
+        return self.request("dlq.get", entry=entry)
+
+    def dlq_retry(self, entry: str) -> Submitted:
+        """Retries an entry (or every entry of a job, given its id) as a
+        new job: ``{job, status, retry_of}``.
+
+            client.dlq_retry("j-0193a1b2c3d4-0001")
+        """
+        return self.request("dlq.retry", entry=entry)
+
+    def dlq_purge(self, entry: Optional[str] = None, job: Optional[str] = None,
+                  older_than: Optional[Duration] = None,
+                  all: Optional[bool] = None) -> int:
+        """Removes dead-letter entries (at least one of ``entry``, ``job``,
+        ``older_than`` (a duration), ``all=True``); returns how many.
+
+            client.dlq_purge(older_than="7d")
+        """
+        if older_than is not None:
+            older_than = _duration(older_than)
+        return self.request("dlq.purge", entry=entry, job=job,
+                            older_than=older_than, all=all)["purged"]
+
+    # -- nodes, queue, broker --------------------------------------------
+
+    def nodes(self) -> List[Node]:
+        """Every node, sorted by id.
+
+            online = [n["id"] for n in client.nodes() if n["status"] == "online"]
+        """
         return self.request("node.list")["nodes"]
 
-    def node(self, node_id):
+    def node(self, node_id: str) -> Node:
+        """One NODE with its ``backends`` (their actions and params).
+
+            actions = [b["name"] for b in client.node("web-01")["backends"]]
+        """
         return self.request("node.get", node=node_id)
 
-    def drain(self, node_id):
+    def workers(self, node_id: str) -> Workers:
+        """What the node runs now (``slots``) and its counters.
+
+            for slot in client.workers("web-01")["slots"]:
+                print(slot["job"], slot["action"], slot["status"])
+        """
+        return self.request("node.workers", node=node_id)
+
+    def node_history(self, node_id: str,
+                     limit: Optional[int] = None) -> List[HistoryEntry]:
+        """The node's registrations, newest first: actions added and
+        removed, versions changed, refused duplicates.
+
+            for entry in client.node_history("web-01", limit=10):
+                print(entry["time"], entry["event"], entry["added"])
+        """
+        return self.request("node.history", node=node_id,
+                            limit=limit)["history"]
+
+    def drain(self, node_id: str) -> Node:
+        """The node takes no new jobs (admin); returns its NODE.
+
+            client.drain("web-01")["drained"]      # True
+        """
         return self.request("node.drain", node=node_id)
 
-    def resume(self, node_id):
+    def resume(self, node_id: str) -> Node:
+        """The node takes jobs again (admin); returns its NODE.
+
+            client.resume("web-01")
+        """
         return self.request("node.resume", node=node_id)
 
-    def status(self):
+    def status(self) -> Status:
+        """The broker's STATUS: version, state, nodes, jobs, store...
+
+            print(client.status()["nodes"]["online"])
+        """
         return self.request("status")
 
-    def metrics(self):
-        """The broker's figures in the Prometheus text format (a str)."""
+    def whoami(self) -> Whoami:
+        """The caller as the broker sees it: ``{name, role, via}``.
+
+            client.whoami()["role"]                # "admin"
+        """
+        return self.request("whoami")
+
+    def queue_stats(self) -> QueueStats:
+        """QUEUE STATS: jobs and cells by state, priority and action, wait
+        and run times, limits.
+
+            stats = client.queue_stats()
+            print(stats["jobs"]["pending"], stats["wait_ms"]["5m"]["p99"])
+        """
+        return self.request("queue.stats")
+
+    def metrics(self) -> str:
+        """The broker's figures in the Prometheus text format (a str).
+
+            text = client.metrics()
+        """
         return self.request("metrics.get")["text"]
 
-    def keys(self):
+    def broker_drain(self) -> BrokerState:
+        """No new job is admitted; running ones finish (admin):
+        ``{state, running, pending}``.
+
+            client.broker_drain()["state"]         # "draining"
+        """
+        return self.request("broker.drain")
+
+    def broker_resume(self) -> BrokerState:
+        """The broker admits jobs again (admin): ``{state: "serving",
+        running, pending}``.
+
+            client.broker_resume()
+        """
+        return self.request("broker.resume")
+
+    def relays(self) -> List[Relay]:
+        """The relays, sorted by name.
+
+            for relay in client.relays():
+                print(relay["name"], relay["agents"], relay["connected"])
+        """
+        return self.request("relay.list")["relays"]
+
+    # -- keys and tokens (admin) -----------------------------------------
+
+    def keys(self) -> List[Key]:
+        """Every key the broker knows (clients, agents, relays).
+
+            pending = [k["key"] for k in client.keys() if k["status"] == "pending"]
+        """
         return self.request("key.list")["keys"]
 
-    def key_accept(self, key=None, node=None):
+    def key_accept(self, key: Optional[str] = None,
+                   node: Optional[str] = None) -> Dict[str, Any]:
+        """Accepts a key, by its 40 characters or by the node it claims:
+        ``{key, status: "accepted", ?node, ?already}``.
+
+            client.key_accept(node="web-03")
+        """
         return self.request("key.accept", **_key_or_node(key, node))
 
-    def key_reject(self, key=None, node=None):
+    def key_reject(self, key: Optional[str] = None,
+                   node: Optional[str] = None) -> Dict[str, Any]:
+        """Refuses a key from now on; its node goes offline:
+        ``{key, status: "rejected", ?node}``.
+
+            client.key_reject(node="web-03")
+        """
         return self.request("key.reject", **_key_or_node(key, node))
 
-    def key_delete(self, key=None, node=None):
+    def key_delete(self, key: Optional[str] = None,
+                   node: Optional[str] = None) -> Dict[str, Any]:
+        """Forgets a key; its node is free for another key:
+        ``{key, deleted: true, ?node}``.
+
+            client.key_delete(node="web-03")
+        """
         return self.request("key.delete", **_key_or_node(key, node))
+
+    def token_add(self, name: str, role: str) -> Token:
+        """A bearer token for the HTTP API: ``{name, role, token,
+        created}``; ``token`` is shown only here.
+
+            secret = client.token_add("ci", "operator")["token"]
+        """
+        return self.request("token.add", name=name, role=role)
+
+    def tokens(self) -> List[Token]:
+        """The tokens, sorted by name (never the tokens themselves).
+
+            names = [t["name"] for t in client.tokens()]
+        """
+        return self.request("token.list")["tokens"]
+
+    def token_revoke(self, name: str) -> Dict[str, Any]:
+        """Revokes a token: ``{name, revoked: true}``.
+
+            client.token_revoke("ci")
+        """
+        return self.request("token.revoke", name=name)
+
+    # -- schedules -------------------------------------------------------
+
+    def schedule_add(self, name: str, job: Job, cron: Optional[str] = None,
+                     every: Optional[Duration] = None, tz: Optional[str] = None,
+                     overlap: Optional[str] = None,
+                     catch_up: Optional[str] = None,
+                     catch_up_window: Optional[Duration] = None) -> Schedule:
+        """A schedule that submits ``job`` on ``cron`` (5 fields, with
+        ``tz``) or ``every`` (a duration); ``overlap`` skip|queue|allow,
+        ``catch_up`` one|none (PROTOCOL.md 5.6). Returns the SCHEDULE.
+
+            client.schedule_add("nightly-update",
+                                {"target": "group:web",
+                                 "tasks": [{"backend": "apt", "action": "update"}]},
+                                cron="0 3 * * *", tz="Europe/Berlin")
+        """
+        return self.request(
+            "schedule.add", name=name, job=job, cron=cron,
+            every=None if every is None else _duration(every), tz=tz,
+            overlap=overlap, catch_up=catch_up,
+            catch_up_window=None if catch_up_window is None
+            else _duration(catch_up_window))
+
+    def schedules(self) -> List[Schedule]:
+        """Every schedule, sorted by name.
+
+            for s in client.schedules():
+                print(s["name"], s.get("next_run"), s["last_status"])
+        """
+        return self.request("schedule.list")["schedules"]
+
+    def schedule(self, name: str) -> Schedule:
+        """One SCHEDULE.
+
+            client.schedule("nightly-update")["runs"]
+        """
+        return self.request("schedule.get", name=name)
+
+    def schedule_pause(self, name: str) -> Schedule:
+        """No run starts until resumed; returns the SCHEDULE.
+
+            client.schedule_pause("nightly-update")["paused"]   # True
+        """
+        return self.request("schedule.pause", name=name)
+
+    def schedule_resume(self, name: str) -> Schedule:
+        """Runs again from the next due time; returns the SCHEDULE.
+
+            client.schedule_resume("nightly-update")
+        """
+        return self.request("schedule.resume", name=name)
+
+    def schedule_delete(self, name: str) -> Dict[str, Any]:
+        """Deletes a schedule (the jobs it started stay):
+        ``{name, deleted: true}``.
+
+            client.schedule_delete("nightly-update")
+        """
+        return self.request("schedule.delete", name=name)
+
+    def schedule_run(self, name: str) -> Submitted:
+        """One run now, whatever the time, overlap or pause:
+        ``{job, schedule, status}``.
+
+            job_id = client.schedule_run("nightly-update")["job"]
+        """
+        return self.request("schedule.run", name=name)
 
 
 def _key_or_node(key, node):
     if (key is None) == (node is None):
-        raise ValueError("give exactly one of key and node")
+        raise UsageError("give exactly one of key and node")
     if node is not None and not _NAME.match(node):
-        raise ValueError(f"bad node id {node!r}")
+        raise UsageError(f"bad node id {node!r}")
     return {"key": key} if key is not None else {"node": node}
 
 

@@ -1,95 +1,19 @@
 """The grid Python module against a real gridbroker and two gridagents.
 
-Run by `make test` (through test/test_python.sh) with GRID_BIN pointing
-at the built programs; everything speaks CURVE on ipc:// endpoints in a
-temporary directory, and every process started is killed by pid.
+Run by `make test` (through test/python.sh) with GRID_BIN pointing at the
+built programs (tests/cluster.py starts them).
 """
 
 import os
+import re
 import shutil
-import subprocess
-import sys
-import tempfile
-import time
 import unittest
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+import zmq
 
-import zmq  # noqa: E402
+from tests.cluster import SRC, Cluster, until
 
-import grid  # noqa: E402
-
-BIN = os.environ.get("GRID_BIN", os.path.join(os.path.dirname(__file__),
-                                              "..", "..", "build", "bin"))
-
-
-def until(predicate, seconds=20.0, every=0.05):
-    """Polls PREDICATE until it returns a true value or SECONDS pass."""
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(every)
-    raise AssertionError(f"timed out after {seconds} s waiting for "
-                         f"{predicate.__name__}")
-
-
-class Cluster:
-    """A broker, a viewer key, and agents web-01 (group web) and db-01."""
-
-    def __init__(self):
-        self.dir = tempfile.mkdtemp(prefix="grid-py-")
-        self.procs = []
-        self.keys = os.path.join(self.dir, "keys")
-        run = lambda *argv: subprocess.run(argv, check=True,  # noqa: E731
-                                           stdout=subprocess.DEVNULL)
-        run(os.path.join(BIN, "gridbroker"), "keygen", "--out", self.keys)
-        for name in ("admin", "viewer"):
-            run(os.path.join(BIN, "gridcli"), "keygen", "--out", self.keys,
-                "--name", name)
-        self.client_ep = f"ipc://{self.dir}/client"
-        agents_ep = f"ipc://{self.dir}/agents"
-        publish_ep = f"ipc://{self.dir}/publish"
-        self.broker_key = os.path.join(self.keys, "broker.key")
-        self.start("broker", "gridbroker", "--data-dir",
-                   os.path.join(self.dir, "data"), "--client", self.client_ep,
-                   "--agents", agents_ep, "--publish", publish_ep,
-                   "--heartbeat", "200ms", "--key", self.broker_key,
-                   "--client-key", "admin:" + self.key("admin"),
-                   "--client-key", "viewer:" + self.key("viewer"),
-                   "--auto-accept")
-        for node, group in (("web-01", "web"), ("db-01", "db")):
-            run(os.path.join(BIN, "gridagent"), "keygen", "--out", self.keys,
-                "--name", node)
-            self.start(node, "gridagent", "--id", node, "--groups", group,
-                       "--broker", agents_ep, "--publish", publish_ep,
-                       "--state-dir", os.path.join(self.dir, node),
-                       "--key", self.key(node), "--broker-key", self.broker_key)
-
-    def key(self, name):
-        return os.path.join(self.keys, name + ".key")
-
-    def start(self, name, program, *argv):
-        log = open(os.path.join(self.dir, name + ".log"), "wb")
-        self.procs.append(subprocess.Popen((os.path.join(BIN, program),) + argv,
-                                           stdout=log, stderr=log))
-        log.close()
-
-    def client(self, name="admin", **kwargs):
-        return grid.Client(self.client_ep, broker_key=self.broker_key,
-                           key=self.key(name), **kwargs)
-
-    def stop(self):
-        for proc in self.procs:
-            proc.terminate()
-        for proc in self.procs:
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-        shutil.rmtree(self.dir, ignore_errors=True)
+import grid
 
 
 class ClientTest(unittest.TestCase):
@@ -97,14 +21,7 @@ class ClientTest(unittest.TestCase):
     def setUpClass(cls):
         cls.cluster = Cluster()
         cls.client = cls.cluster.client()
-
-        def both_online():
-            try:
-                nodes = cls.client.nodes()
-            except grid.Unreachable:
-                return False
-            return sum(n["status"] == "online" for n in nodes) == 2
-        until(both_online)
+        cls.cluster.wait_online(cls.client)
 
     @classmethod
     def tearDownClass(cls):
@@ -136,6 +53,36 @@ class ClientTest(unittest.TestCase):
         kinds = [e["event"] for e in self.client.events(job_id)]
         self.assertEqual(kinds[0], "submitted")
         self.assertEqual(kinds[-1], "finished")
+        later = self.client.events(job_id, after=1)
+        self.assertTrue(all(e["seq"] > 1 for e in later))
+
+    def test_run_takes_a_target_expression(self):
+        # The text goes to the broker as it is, as submit and gridcli send it
+        record = self.client.run("all and not node:web-01", "test", "echo",
+                                 {"msg": "expr"}, wait=True, wait_timeout=30)
+        self.assertEqual(record["expected"], ["db-01"])
+        self.assertEqual(record["target"]["scope"], "expr")
+        record = self.client.run("(group:web)", "test", "echo",
+                                 {"msg": "one term"}, wait=True,
+                                 wait_timeout=30)
+        self.assertEqual(record["target"], {"scope": "group", "value": "web"})
+        self.assertEqual(grid.parse_target("group:web and not node:web-01"),
+                         {"scope": "expr",
+                          "value": "group:web and not node:web-01"})
+
+    def test_a_bad_target_is_a_grid_error(self):
+        with self.assertRaises(grid.GridError) as caught:
+            self.client.run("group:web and", "test", "echo", {"msg": "x"})
+        self.assertEqual(caught.exception.code, "invalid_job")
+        self.assertIn("column", str(caught.exception))
+        with self.assertRaises(grid.GridError) as caught:
+            self.client.run(42, "test", "echo", {"msg": "x"})
+        self.assertEqual(caught.exception.code, "invalid_job")
+        with self.assertRaises(grid.GridError):
+            grid.parse_target("grop:web")
+        # Still a ValueError for code written against the older module
+        with self.assertRaises(ValueError):
+            grid.parse_target("")
 
     def test_a_failing_job_reads_failed(self):
         record = self.client.run("node:db-01", "test", "fail", wait=True,
@@ -151,6 +98,167 @@ class ClientTest(unittest.TestCase):
                          "cancelled")
         self.assertEqual(self.client.wait(job_id, timeout=30)["status"],
                          "cancelled")
+        self.assertTrue(self.client.delete(job_id)["deleted"])
+        with self.assertRaises(grid.GridError) as caught:
+            self.client.get(job_id)
+        self.assertEqual(caught.exception.code, "not_found")
+
+    def test_wait_reports_progress(self):
+        seen = []
+        job_id = self.client.run("all", "test", "echo", {"msg": "p"})
+        record = self.client.wait(job_id, timeout=30, progress=seen.append)
+        self.assertTrue(seen)
+        self.assertEqual(seen[-1]["status"], record["status"])
+        for progress in seen:
+            self.assertEqual(progress["id"], job_id)
+            self.assertIn("done", progress)
+        seen = []
+        self.client.run("node:web-01", "test", "echo", {"msg": "q"},
+                        wait=True, wait_timeout=30, progress=seen.append)
+        self.assertEqual(seen[-1]["status"], "completed")
+
+    def test_watch_and_check(self):
+        job_id = self.client.run("node:db-01", "test", "echo", {"msg": "w"})
+        state = self.client.watch(job_id)
+        self.assertIn("version", state)
+        self.client.wait(job_id, timeout=30)
+        state = self.client.watch(job_id, after=state["version"],
+                                  timeout_ms=100)
+        self.assertEqual(state["progress"]["status"], "completed")
+        plan = self.client.check({"target": "all and not node:db-01",
+                                  "tasks": [{"backend": "test",
+                                             "action": "echo",
+                                             "params": {"msg": "c"}}]})
+        self.assertEqual(plan["nodes"], ["web-01"])
+        self.assertEqual(plan["steps"], 1)
+
+    def test_output_pages(self):
+        record = self.client.run("node:web-01", "test", "output",
+                                 {"bytes": 10000}, wait=True, wait_timeout=30)
+        cell = record["results"]["0"]["web-01"]
+        self.assertEqual(cell["output_size"], 10000)
+        page = self.client.output(record["id"], "web-01", 0, limit=4000)
+        self.assertEqual((page["offset"], page["next"], page["size"]),
+                         (0, 4000, 10000))
+        self.assertIsInstance(page["data"], bytes)
+        whole = self.client.read_output(record["id"], "web-01", 0)
+        self.assertEqual(len(whole), 10000)
+        self.assertEqual(whole[:4000], page["data"])
+        self.assertEqual(self.client.read_output(record["id"], "web-01", 0,
+                                                 stream="stderr"), b"")
+
+    def test_retry_and_the_dead_letter_queue(self):
+        record = self.client.wait(self.client.submit({
+            "target": "node:db-01", "dead_letter": True,
+            "tasks": [{"backend": "test", "action": "fail",
+                       "params": {"msg": "boom"}}]}), timeout=30)
+        job_id = record["id"]
+        entries = self.client.dlq_list(job=job_id)
+        self.assertEqual([e["id"] for e in entries], [job_id + "/0/db-01"])
+        entry = self.client.dlq_get(entries[0]["id"])
+        self.assertEqual(entry["status"], "failed")
+        retried = self.client.retry(job_id, failed_only=True)
+        self.assertEqual(retried["retry_of"], job_id)
+        self.client.wait(retried["job"], timeout=30)
+        again = self.client.dlq_retry(entry["id"])
+        self.assertEqual(again["retry_of"], job_id)
+        self.client.wait(again["job"], timeout=30)
+        other = self.client.retry(job_id, target="node:web-01")
+        self.assertEqual(self.client.wait(other["job"], timeout=30)
+                         ["expected"], ["web-01"])
+        self.assertGreaterEqual(self.client.dlq_purge(job=job_id), 1)
+        self.assertEqual(self.client.dlq_list(job=job_id), [])
+        self.assertEqual(self.client.dlq_purge(older_than=3600), 0)
+
+    def test_schedules(self):
+        job = {"target": "group:web",
+               "tasks": [{"backend": "test", "action": "echo",
+                          "params": {"msg": "s"}}]}
+        added = self.client.schedule_add("py-hourly", job, every="1h")
+        self.assertEqual(added["name"], "py-hourly")
+        self.assertFalse(added["paused"])
+        self.assertIn("py-hourly", [s["name"] for s in self.client.schedules()])
+        self.assertTrue(self.client.schedule_pause("py-hourly")["paused"])
+        self.assertFalse(self.client.schedule_resume("py-hourly")["paused"])
+        run = self.client.schedule_run("py-hourly")
+        self.assertEqual(run["schedule"], "py-hourly")
+        self.client.wait(run["job"], timeout=30)
+        self.assertEqual([j["id"] for j in
+                          self.client.list(schedule="py-hourly")], [run["job"]])
+        self.assertEqual(self.client.schedule("py-hourly")["runs"], 1)
+        self.assertTrue(self.client.schedule_delete("py-hourly")["deleted"])
+        with self.assertRaises(grid.GridError) as caught:
+            self.client.schedule("py-hourly")
+        self.assertEqual(caught.exception.code, "not_found")
+        cron = self.client.schedule_add("py-cron", job, cron="0 3 * * *",
+                                        tz="UTC", overlap="queue")
+        self.assertEqual(cron["overlap"], "queue")
+        self.client.schedule_delete("py-cron")
+
+    def test_tokens_and_whoami(self):
+        me = self.client.whoami()
+        self.assertEqual((me["role"], me["via"]), ("admin", "key"))
+        token = self.client.token_add("py-ci", "operator")
+        self.assertTrue(token["token"].startswith("grid_"))
+        self.assertEqual([(t["name"], t["role"]) for t in self.client.tokens()
+                          if t["name"] == "py-ci"], [("py-ci", "operator")])
+        self.assertTrue(self.client.token_revoke("py-ci")["revoked"])
+        self.assertNotIn("py-ci", [t["name"] for t in self.client.tokens()])
+
+    def test_roles_are_enforced(self):
+        viewer = self.cluster.client("viewer")
+        self.assertEqual(viewer.status()["nodes"]["online"], 2)
+        self.assertIn('grid_nodes{state="online"} 2\n', viewer.metrics())
+        self.assertEqual(viewer.whoami()["role"], "viewer")
+        with self.assertRaises(grid.GridError) as caught:
+            viewer.drain("web-01")
+        self.assertEqual(caught.exception.code, "forbidden")
+
+    def test_nodes_queue_and_keys(self):
+        nodes = {n["id"]: n for n in self.client.nodes()}
+        self.assertEqual(nodes["web-01"]["groups"], ["web"])
+        self.assertIn("backends", self.client.node("db-01"))
+        self.assertIn("jobs", self.client.status())
+        agents = [k for k in self.client.keys() if k["kind"] == "agent"]
+        self.assertEqual(sorted(k.get("node") for k in agents),
+                         ["db-01", "web-01"])
+        workers = self.client.workers("web-01")
+        self.assertEqual(workers["node"], "web-01")
+        self.assertIn("counters", workers)
+        history = self.client.node_history("web-01", limit=5)
+        self.assertEqual(history[-1]["event"], "registered")
+        self.assertIn("cells", self.client.queue_stats())
+        self.assertEqual(self.client.relays(), [])
+
+    def test_drain_and_resume(self):
+        self.assertTrue(self.client.drain("db-01")["drained"])
+        self.assertFalse(self.client.resume("db-01")["drained"])
+
+    def test_broker_drain_and_resume(self):
+        try:
+            self.assertIn(self.client.broker_drain()["state"],
+                          ("draining", "maintenance"))
+            with self.assertRaises(grid.GridError) as caught:
+                self.client.run("all", "test", "echo", {"msg": "no"})
+            self.assertEqual(caught.exception.code, "maintenance")
+        finally:
+            self.assertEqual(self.client.broker_resume()["state"], "serving")
+
+    def test_keys_by_node(self):
+        # An agent key by its node: accepting an accepted one changes nothing
+        accepted = self.client.key_accept(node="web-01")
+        self.assertEqual((accepted["node"], accepted["status"]),
+                         ("web-01", "accepted"))
+        # A key enrolled ahead of its agent, then rejected and forgotten
+        public, _ = zmq.curve_keypair()
+        public = public.decode()
+        self.assertEqual(self.client.key_accept(key=public)["key"], public)
+        self.assertEqual(self.client.key_reject(key=public)["status"],
+                         "rejected")
+        self.assertTrue(self.client.key_delete(key=public)["deleted"])
+        with self.assertRaises(grid.GridError) as caught:
+            self.client.key_delete(node="nobody-here")
+        self.assertEqual(caught.exception.code, "not_found")
 
     def test_errors_carry_the_wire_code(self):
         with self.assertRaises(grid.GridError) as caught:
@@ -160,27 +268,6 @@ class ClientTest(unittest.TestCase):
             self.client.submit({"target": {"scope": "all"}, "tasks": []})
         self.assertEqual(caught.exception.code, "invalid_job")
         self.assertTrue(caught.exception.details)
-
-    def test_roles_are_enforced(self):
-        viewer = self.cluster.client("viewer")
-        self.assertEqual(viewer.status()["nodes"]["online"], 2)
-        self.assertIn('grid_nodes{state="online"} 2\n', viewer.metrics())
-        with self.assertRaises(grid.GridError) as caught:
-            viewer.drain("web-01")
-        self.assertEqual(caught.exception.code, "forbidden")
-
-    def test_nodes_status_and_keys(self):
-        nodes = {n["id"]: n for n in self.client.nodes()}
-        self.assertEqual(nodes["web-01"]["groups"], ["web"])
-        self.assertIn("backends", self.client.node("db-01"))
-        self.assertIn("jobs", self.client.status())
-        agents = [k for k in self.client.keys() if k["kind"] == "agent"]
-        self.assertEqual(sorted(k.get("node") for k in agents),
-                         ["db-01", "web-01"])
-
-    def test_drain_and_resume(self):
-        self.assertTrue(self.client.drain("db-01")["drained"])
-        self.assertFalse(self.client.resume("db-01")["drained"])
 
     def test_unreachable_broker(self):
         client = grid.Client("ipc://" + self.cluster.dir + "/nobody",
@@ -211,17 +298,150 @@ class ClientTest(unittest.TestCase):
         self.assertIn(self.cluster.client_ep, str(caught.exception))
         self.assertIn("broker_key is the public key", str(caught.exception))
 
-    def test_targets_and_keys_are_checked_locally(self):
+    def test_arguments_are_checked_locally(self):
         self.assertEqual(grid.parse_target("any:group:web"),
                          {"scope": "group", "value": "web", "any": True})
         self.assertEqual(grid.parse_target("label:tier=web.prod"),
                          {"scope": "label", "value": "tier=web.prod"})
-        with self.assertRaises(ValueError):
-            grid.parse_target("grop:web")
-        with self.assertRaises(ValueError):
-            grid.Client(self.cluster.client_ep, key=self.cluster.key("admin"))
-        with self.assertRaises(ValueError):
+        with self.assertRaises(grid.GridError) as caught:
             self.client.key_accept()
+        self.assertEqual(caught.exception.code, "bad_request")
+        self.assertIsInstance(caught.exception, ValueError)
+
+
+class SettingsTest(unittest.TestCase):
+    """Client() finds what gridcli finds: environment, config file, keys."""
+
+    NAMES = ("GRID_BROKER", "GRID_KEY", "GRID_BROKER_KEY", "GRID_CONFIG",
+             "HOME")
+
+    @classmethod
+    def setUpClass(cls):
+        cls.cluster = Cluster()
+        cls.cluster.wait_online(cls.cluster.client())
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.cluster.stop()
+
+    def setUp(self):
+        self.saved = {name: os.environ.pop(name, None) for name in self.NAMES}
+        self.home = os.path.join(self.cluster.dir, "home-" + self.id()
+                                 .rsplit(".", 1)[-1])
+        os.makedirs(self.home)
+        os.environ["HOME"] = self.home
+        os.environ["GRID_CONFIG"] = "none"   # never the host's own file
+
+    def tearDown(self):
+        for name, value in self.saved.items():
+            os.environ.pop(name, None)
+            if value is not None:
+                os.environ[name] = value
+
+    def install_keys(self, broker=True):
+        """The admin pair as ~/.config/grid/client.key, as `gridcli keygen`
+        leaves it, and the broker's public key beside it."""
+        directory = os.path.join(self.home, ".config", "grid")
+        os.makedirs(directory, mode=0o700)
+        for suffix in (".key", ".key_secret"):
+            shutil.copy2(self.cluster.key("admin")[:-4] + suffix,
+                         os.path.join(directory, "client" + suffix))
+        if broker:
+            shutil.copy2(self.cluster.broker_key,
+                         os.path.join(directory, "broker.key"))
+
+    def test_no_arguments_use_gridcli_default_keys(self):
+        self.install_keys()
+        os.environ["GRID_BROKER"] = self.cluster.client_ep
+        client = grid.Client()
+        self.assertEqual(client.endpoint, self.cluster.client_ep)
+        self.assertEqual(client.whoami()["role"], "admin")
+
+    def test_the_config_file(self):
+        self.install_keys(broker=False)
+        path = os.path.join(self.home, "gridcli.yaml")
+        with open(path, "w") as handle:
+            handle.write("# as conf/gridcli.yaml\n"
+                         f"broker: {self.cluster.client_ep}   # ipc\n"
+                         "output: json\n"
+                         "request_timeout: 6s\n"
+                         f"broker_key: \"{self.cluster.broker_key}\"\n"
+                         "insecure: false\n")
+        os.environ["GRID_CONFIG"] = path
+        client = grid.Client(tries=3)
+        self.assertEqual(client.config, path)
+        self.assertEqual(client.timeout, 2.0)    # 6 s over 3 tries
+        self.assertEqual(client.whoami()["role"], "admin")
+        # The environment wins over the file, arguments over both
+        os.environ["GRID_BROKER"] = "ipc:///nowhere"
+        self.assertEqual(grid.Client().endpoint, "ipc:///nowhere")
+        self.assertEqual(grid.Client(self.cluster.client_ep).endpoint,
+                         self.cluster.client_ep)
+        # The file's own key, in a place gridcli would not look by itself
+        moved = os.path.join(self.home, "elsewhere.key")
+        for suffix in ("", "_secret"):
+            os.rename(os.path.join(self.home, ".config", "grid",
+                                   "client.key" + suffix), moved + suffix)
+        with self.assertRaises(grid.ConfigError):
+            grid.Client(config=path)
+        with open(path, "a") as handle:
+            handle.write(f"key: '{moved}'\n")
+        self.assertEqual(grid.Client(self.cluster.client_ep)
+                         .whoami()["role"], "admin")
+
+    def test_insecure_in_the_config_file(self):
+        path = os.path.join(self.home, "gridcli.yaml")
+        with open(path, "w") as handle:
+            handle.write("insecure: true\n")
+        client = grid.Client(config=path)
+        self.assertIsNone(client._curve)
+        self.assertEqual(client.endpoint, "tcp://127.0.0.1:7701")
+
+    def test_what_gridcli_refuses_is_refused(self):
+        with self.assertRaises(grid.ConfigError) as caught:
+            grid.Client(self.cluster.client_ep)      # no key anywhere
+        self.assertIn("gridcli keygen", str(caught.exception))
+        self.assertEqual(caught.exception.code, "config")
+        path = os.path.join(self.home, "gridcli.yaml")
+        for text, why in (("brokr: x\n", "unknown key 'brokr'"),
+                          ("request_timeout: soon\n", "request_timeout"),
+                          ("output: xml\n", "expected table or json"),
+                          ("insecure: maybe\n", "true or false")):
+            with open(path, "w") as handle:
+                handle.write(text)
+            with self.assertRaises(grid.ConfigError) as caught:
+                grid.Client(config=path)
+            self.assertIn(why, str(caught.exception))
+        with self.assertRaises(grid.ConfigError):
+            grid.Client(config=os.path.join(self.home, "missing.yaml"))
+
+
+class CoverageTest(unittest.TestCase):
+    """A typed, documented method for every request type of the protocol."""
+
+    def request_types(self):
+        with open(os.path.join(SRC, "proto", "PROTOCOL.md")) as handle:
+            text = handle.read()
+        table = text[text.index("### 5.1 Requests"):
+                     text.index("### 5.2 The job spec")]
+        return set(re.findall(r"^\| `([a-z]+(?:\.[a-z]+)?)` \|", table, re.M))
+
+    def test_every_request_of_the_protocol_has_a_method(self):
+        documented = self.request_types()
+        self.assertGreaterEqual(len(documented), 40)
+        with open(os.path.join(SRC, "broker", "requests.c")) as handle:
+            served = set(re.findall(r'^\s*\{"([a-z.]+)",\s+[VOA],',
+                                    handle.read(), re.M))
+        self.assertEqual(documented, served)
+        self.assertEqual(set(grid.REQUEST_METHODS), documented)
+        for type_, name in grid.REQUEST_METHODS.items():
+            method = getattr(grid.Client, name, None)
+            self.assertTrue(callable(method), f"{type_}: no Client.{name}")
+            self.assertTrue(method.__doc__, f"Client.{name} has no docstring")
+            self.assertRegex(method.__doc__, r"\n {12}[^\n]*client\.",
+                             f"Client.{name}'s docstring has no example")
+            self.assertIn("return", method.__annotations__,
+                          f"Client.{name} has no return type")
 
 
 if __name__ == "__main__":
