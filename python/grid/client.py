@@ -12,6 +12,7 @@ method returns.
 
 import os
 import re
+import stat
 import time
 import uuid
 from typing import (Any, Callable, Dict, Iterator, List, Mapping, Optional,
@@ -126,6 +127,23 @@ def _secret_path(path):
     return path if path.endswith("_secret") else path + "_secret"
 
 
+def _check_secret_mode(path):
+    """Refuses a secret key file that group or others may read, or that
+    is not a regular file, as gridcli does (proto/keys.c)."""
+    try:
+        info = os.stat(path)
+    except OSError as error:
+        raise ConfigError(f"cannot read the secret key {path}: "
+                          f"{error.strerror}") from None
+    if not stat.S_ISREG(info.st_mode):
+        raise ConfigError(f"{path} is not a regular file")
+    if info.st_mode & 0o077:
+        mode = stat.S_IMODE(info.st_mode)
+        raise ConfigError(f"{path} is readable by others (mode {mode:04o}): "
+                          f"run 'chmod 600 {path}', and replace the key pair "
+                          "if anyone may have copied it")
+
+
 def _broker_public_key(broker_key):
     """The broker's public key from a certificate file or 40 Z85 chars."""
     if isinstance(broker_key, bytes):
@@ -230,6 +248,7 @@ class Client:
         self._curve = None
         if not settings["insecure"]:
             secret = _secret_path(settings["key"])
+            _check_secret_mode(secret)
             self._curve = (_broker_public_key(settings["broker_key"]),
                            read_cert_key(secret, "public-key"),
                            read_cert_key(secret, "secret-key"))
@@ -399,6 +418,7 @@ class Client:
         """
         deadline = None if timeout is None else time.monotonic() + timeout
         version = None
+        last = None
         while True:
             left = None if deadline is None else deadline - time.monotonic()
             if left is not None and left <= 0:
@@ -423,6 +443,8 @@ class Client:
                 seen = state["progress"]
             else:
                 seen = self.progress(job_id)
+                changed = seen != last
+            last = seen
             if progress is not None and changed:
                 progress(seen)
             if seen["status"] in FINISHED:

@@ -116,6 +116,14 @@ class ClientTest(unittest.TestCase):
         self.client.run("node:web-01", "test", "echo", {"msg": "q"},
                         wait=True, wait_timeout=30, progress=seen.append)
         self.assertEqual(seen[-1]["status"], "completed")
+        # Polling, as against a broker without job.watch: each new state once
+        polling = self.cluster.client()
+        polling._watch = False
+        seen = []
+        job_id = self.client.run("node:db-01", "test", "echo", {"msg": "r"})
+        polling.wait(job_id, timeout=30, poll=0.05, progress=seen.append)
+        self.assertEqual(seen[-1]["status"], "completed")
+        self.assertEqual(len(seen), len({repr(p) for p in seen}))
 
     def test_watch_and_check(self):
         job_id = self.client.run("node:db-01", "test", "echo", {"msg": "w"})
@@ -414,6 +422,13 @@ class SettingsTest(unittest.TestCase):
             self.assertIn(why, str(caught.exception))
         with self.assertRaises(grid.ConfigError):
             grid.Client(config=os.path.join(self.home, "missing.yaml"))
+        # A secret key others may read is refused, as gridcli refuses it
+        self.install_keys()
+        secret = os.path.join(self.home, ".config", "grid", "client.key_secret")
+        os.chmod(secret, 0o644)
+        with self.assertRaises(grid.ConfigError) as caught:
+            grid.Client(self.cluster.client_ep, config="none")
+        self.assertIn("chmod 600", str(caught.exception))
 
 
 class CoverageTest(unittest.TestCase):
