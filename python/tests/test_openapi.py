@@ -28,7 +28,7 @@ class OpenApiTest(unittest.TestCase):
             cls.client = cls.cluster.client()
             cls.cluster.wait_online(cls.client)
             cls.token = cls.client.token_add("api-admin", "admin")["token"]
-            until(lambda: cls.call("GET", "/readyz")[0] == 200)
+            until(cls.ready)
             cls.answers = []          # (method, template, status, body)
             cls.ask_every_route()
         except BaseException:
@@ -38,6 +38,13 @@ class OpenApiTest(unittest.TestCase):
     @classmethod
     def tearDownClass(cls):
         cls.cluster.stop()
+
+    @classmethod
+    def ready(cls):
+        try:
+            return cls.call("GET", "/readyz")[0] == 200
+        except OSError:          # not listening yet
+            return False
 
     @classmethod
     def call(cls, method, path, body=None):
