@@ -66,6 +66,11 @@ class ClientTest(unittest.TestCase):
                                  {"msg": "one term"}, wait=True,
                                  wait_timeout=30)
         self.assertEqual(record["target"], {"scope": "group", "value": "web"})
+        record = self.client.run("any:group:web or group:db and not "
+                                 "node:db-01", "test", "echo", {"msg": "a"},
+                                 wait=True, wait_timeout=30)
+        self.assertEqual(record["expected"], ["web-01"])
+        self.assertTrue(record["target"]["any"])
         self.assertEqual(grid.parse_target("group:web and not node:web-01"),
                          {"scope": "expr",
                           "value": "group:web and not node:web-01"})
