@@ -76,6 +76,12 @@ class OpenApiTest(unittest.TestCase):
         ask("GET", "/healthz")
         ask("GET", "/readyz")
         ask("GET", "/api/v1/openapi.json")
+        flaky = ask("POST", "/api/v1/jobs", body={
+            "target": "node:web-01",
+            "tasks": [{"backend": "test", "action": "flaky", "max_retries": 1,
+                       "params": {"failures": 1}},
+                      {"backend": "system", "action": "hostname"}]},
+            status=201)["job"]
         failed = ask("POST", "/api/v1/jobs", body={
             "target": "all", "dead_letter": True,
             "tasks": [{"backend": "test", "action": "fail",
@@ -89,11 +95,12 @@ class OpenApiTest(unittest.TestCase):
             "tasks": [{"backend": "test", "action": "sleep",
                        "params": {"seconds": 60}}]}, status=201)["job"]
         cls.client.wait(failed, timeout=30)
+        cls.client.wait(flaky, timeout=30)
         cls.client.wait(output, timeout=30)
         until(lambda: cls.client.progress(running)["status"] == "running")
         ask("GET", "/api/v1/jobs")
         ask("GET", "/api/v1/jobs", "/api/v1/jobs?status=failed&limit=5")
-        for one in (failed, output, running):
+        for one in (flaky, failed, output, running):
             ask("GET", job, f"/api/v1/jobs/{one}")
             ask("GET", job + "/progress", f"/api/v1/jobs/{one}/progress")
             ask("GET", job + "/events", f"/api/v1/jobs/{one}/events")
@@ -176,6 +183,19 @@ class OpenApiTest(unittest.TestCase):
                 self.assertNotEqual(schema, {"type": "object"},
                                     "a bare object is no schema")
                 self.assertEqual(validate(self.doc, schema, body), [])
+
+    def test_the_answers_hold_what_the_schemas_describe(self):
+        # Retried attempts, structured data: the parts of a record that
+        # only some jobs have are validated too
+        record = self.answer("/api/v1/jobs/{id}",
+                             lambda b: len(b.get("tasks", ())) == 2 and
+                             b["tasks"][0]["action"] == "flaky")
+        cell = record["results"]["0"]["web-01"]
+        self.assertEqual(cell["history"][0]["status"], "failed")
+        self.assertIn("hostname", record["results"]["1"]["web-01"]["data"])
+        workers = self.answer("/api/v1/nodes/{id}/workers",
+                              lambda b: b["node"] == "db-01")
+        self.assertEqual(workers["slots"][0]["status"], "running")
 
     def test_every_json_route_was_asked(self):
         asked = {(m.lower(), t) for m, t, s, _ in self.answers
