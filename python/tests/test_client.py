@@ -366,6 +366,9 @@ class SettingsTest(unittest.TestCase):
     def test_no_arguments_use_gridcli_default_keys(self):
         self.install_keys()
         os.environ["GRID_BROKER"] = self.cluster.client_ep
+        if os.access(grid.config.DEFAULT_BROKER_KEY, os.R_OK):
+            # This host's broker key comes before ~/.config/grid/broker.key
+            os.environ["GRID_BROKER_KEY"] = self.cluster.broker_key
         client = grid.Client()
         self.assertEqual(client.endpoint, self.cluster.client_ep)
         self.assertEqual(client.whoami()["role"], "admin")
