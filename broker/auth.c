@@ -1349,7 +1349,7 @@ auth_identify (auth_t *self, const auth_caller_t *caller,
                auth_role_t *role_p, const char **name_p, pw_t *reply)
 {
     auth_role_t role = AUTH_ROLE_ADMIN;
-    const char *name = "this client";
+    const char *name = AUTH_UNNAMED;
     if (caller->http && caller->public_metrics
         && streq (request->type, "metrics.get")) {
         role = AUTH_ROLE_VIEWER;

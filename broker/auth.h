@@ -294,9 +294,13 @@ void auth_key_save (auth_t *self, store_txn_t *txn, const auth_key_t *key);
 //  ---------------------------------------------------------------------
 //  Clients
 
+//  The name auth_identify gives a caller the config names not (an
+//  unnamed client key, or any client when insecure).
+#define AUTH_UNNAMED "this client"
+
 //  Who CALLER is, for REQUEST: an HTTP token's role and name (token.h; a
 //  public /metrics reader is a viewer), a CURVE client key's from the
-//  config, or admin "this client" when insecure. Returns 0 with *ROLE_P
+//  config, or admin AUTH_UNNAMED when insecure. Returns 0 with *ROLE_P
 //  and *NAME_P (borrowed until the next config or token change), or -1
 //  after counting and writing the unauthorized error into REPLY.
 int auth_identify (auth_t *self, const auth_caller_t *caller,

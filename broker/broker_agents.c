@@ -644,6 +644,83 @@ s_agent_types (void)
     return text;
 }
 
+//  Who sent the agent message in self->io that is being dropped, for the
+//  log: the node its body names when it is a map with a valid "node"
+//  (the rest of the map unchecked), else the node the connection's key is bound to (or claims),
+//  else NULL. Writes into BUF.
+static const char *
+s_dropped_sender (broker_t *self, char *buf, size_t buf_len)
+{
+    broker_io_t *io = self->io;
+    const char *found = NULL;
+    //  Only the node's value is decoded (and so checked): the rest of
+    //  the message may be what is wrong with it
+    const uint8_t *body = zmq_msg_data (&io->body);
+    size_t at = 0, len = 0;
+    pv_doc_t *doc = NULL;
+    if (mpscan_map_find (body, zmq_msg_size (&io->body), "node", false, &at,
+                         &len)
+            == 0
+        && pv_doc_decode (body + at, len, &doc, NULL, 0) == 0) {
+        size_t text_len = 0;
+        const char *text = pv_str (pv_doc_root (doc), &text_len);
+        if (text && text_len < buf_len) {
+            memcpy (buf, text, text_len);
+            buf [text_len] = 0;
+            if (name_valid (buf))
+                found = buf;
+        }
+    }
+    pv_doc_destroy (&doc);
+    if (!found && !self->config.auth.insecure
+        && zmq_msg_size (&io->body) > 0) {
+        const char *key = zmq_msg_gets (&io->body, "User-Id");
+        const auth_key_t *record = key ? auth_key (self->ctx.auth, key) : NULL;
+        if (record && record->node
+            && snprintf (buf, buf_len, "%s", record->node) < (int) buf_len)
+            found = buf;
+    }
+    return found;
+}
+
+//  Says at warn level that the broker dropped an agent's message, WHY,
+//  and which node sent it, at most once a minute (the line counts those
+//  dropped since the last one); with --verbose every one at debug.
+static void
+s_log_dropped (broker_t *self, const char *why)
+{
+    broker_stats_t *stats = self->stats;
+    int64_t mono_ms = broker_now_ms ();
+    bool due = !stats->dropped_logged_ms
+               || mono_ms - stats->dropped_logged_ms >= 60000;
+    if (!due && !self->config.verbose) {
+        stats->dropped_unlogged++;
+        return;
+    }
+    char node [NAME_MAX_LEN + 1];
+    const char *sender = s_dropped_sender (self, node, sizeof node);
+    if (!due) {
+        stats->dropped_unlogged++;
+        log_node (LOG_LEVEL_DEBUG, sender,
+                  "dropped a message from %s%s: %s",
+                  sender ? "node " : "an unknown agent",
+                  sender ? sender : "", why);
+        return;
+    }
+    char earlier [96] = "";
+    if (stats->dropped_unlogged)
+        snprintf (earlier, sizeof earlier,
+                  " (and %" PRIu64 " more since the last such line)",
+                  stats->dropped_unlogged);
+    stats->dropped_logged_ms = mono_ms;
+    stats->dropped_unlogged = 0;
+    log_node (LOG_LEVEL_WARN, sender,
+              "dropped a message from %s%s: %s%s; at most one such line a "
+              "minute, all counted as malformed in status",
+              sender ? "node " : "an unknown agent", sender ? sender : "",
+              why, earlier);
+}
+
 //  Handles the message in self->io's frames (a routing id and a body).
 //  Returns how many messages' work it was: the entries of a results, else
 //  1.
@@ -664,8 +741,7 @@ s_on_agent_message (broker_t *self, int64_t now_ms)
     if (s_agent_decode (self, body, body_size, &in, &known, why, sizeof why)
         != 0) {
         self->stats->counters.malformed++;
-        if (self->config.verbose)
-            log_info ("dropped a malformed agent message: %s", why);
+        s_log_dropped (self, why);
         const char *code = strstr (why, "version") ? PROTO_ERR_VERSION
                                                    : PROTO_ERR_MALFORMED;
         s_send_agent_error (self, routing, routing_size, code, why);
@@ -733,6 +809,10 @@ s_on_agent_message (broker_t *self, int64_t now_ms)
     const s_agent_row_t *row = s_agent_row (in->type);
     if (!row) {
         self->stats->counters.malformed++;
+        char why_type [96];
+        snprintf (why_type, sizeof why_type, "a %s is not an agent's message",
+                  proto_type_name (in->type));
+        s_log_dropped (self, why_type);
         s_send_agent_error (self, routing, routing_size, PROTO_ERR_BAD_REQUEST,
                             s_agent_types ());
         proto_msg_destroy (&in);
@@ -846,6 +926,9 @@ broker_agents_pass (broker_t *self)
             empty = zmq_errno () == EAGAIN;
             break;
         }
+        if (rc == 0)
+            s_log_dropped (self, "its frames are not a routing id and a "
+                                 "body (or a relay's path and a body)");
         count += rc > 0 ? s_on_agent_message (self, now_ms) : 1;
         s_agent_release (self->io);
         broker_drain (self);

@@ -137,6 +137,19 @@ s_client_envelope_refused (broker_t *self, zmsg_t *msg)
     return true;
 }
 
+//  Names the client request CALL admitted as the scope of the log lines
+//  its work writes (log.h): its id, who sent it (the client's or token's
+//  name; an unnamed key by the key) and the role.
+static void
+s_log_scope (const req_call_t *call)
+{
+    const char *caller = call->name;
+    if (caller && streq (caller, AUTH_UNNAMED))
+        caller = call->caller->key ? call->caller->key : "an insecure client";
+    log_scope_set (&(log_scope_t) {call->request->id, caller,
+                                   auth_role_name (call->role)});
+}
+
 //  Handles one client request, whatever face it came through: BODY is its
 //  body frame, *ENVELOPE_P (taken) the frames its reply goes back with on
 //  SOCKET, CALLER who sent it, and MSG the whole message as it came (kept
@@ -178,7 +191,10 @@ s_on_request (broker_t *self, zsock_t *socket, zmsg_t **envelope_p,
         call.request = request;
         call.caller = caller;
         call.reply = reply;
+        log_scope_set (&(log_scope_t) {request->id, NULL, NULL});
         row = requests_admit (&call);
+        if (row)
+            s_log_scope (&call);
     }
     if (row) {
         bool mutation = row->mutates;
@@ -215,11 +231,13 @@ s_on_request (broker_t *self, zsock_t *socket, zmsg_t **envelope_p,
         else {
             row->handler (&call);
             broker_drain (self);
+            log_scope_set (NULL);
             if (mutation)
                 s_remember_reply (self, request->id, request->type, digest,
                                   reply);
         }
     }
+    log_scope_set (NULL);
     if (call.park) {
         //  job.watch: answered when the job changes (broker_watch_wake)
         if (zlistx_size (self->watchers) < WATCHERS_MAX) {

@@ -70,6 +70,8 @@ typedef struct {
     zhashx_t *node_stats;        //  Node id -> broker_node_stats_t
     int64_t started_ms;          //  Monotonic: the broker started
     int64_t bad_entry_logged_ms; //  When a bad results entry was last logged
+    int64_t dropped_logged_ms;   //  When a dropped agent message was last logged
+    uint64_t dropped_unlogged;   //  Dropped agent messages since that line
 } broker_stats_t;
 
 //  A new, zeroed set of figures (samples and metrics made); NULL when out

@@ -22,6 +22,10 @@ static log_level_t s_level = LOG_LEVEL_INFO;
 static log_format_t s_format = LOG_FORMAT_TEXT;
 static bool s_journal;           //  stderr is the systemd journal
 static char s_instance [72];     //  The agent's node id, or ""
+//  The scope (log_scope_set): "" when not set
+static char s_scope_request [128];
+static char s_scope_caller [128];
+static char s_scope_role [16];
 
 static const char *s_names [] = {"error", "warn", "info", "debug"};
 static const int s_priority [] = {3, 4, 6, 7};    //  syslog's
@@ -295,6 +299,17 @@ s_json_field (char *buf, size_t size, size_t *used, const char *key,
 }
 
 void
+log_scope_set (const log_scope_t *scope)
+{
+    snprintf (s_scope_request, sizeof s_scope_request, "%s",
+              scope && scope->request ? scope->request : "");
+    snprintf (s_scope_caller, sizeof s_scope_caller, "%s",
+              scope && scope->caller ? scope->caller : "");
+    snprintf (s_scope_role, sizeof s_scope_role, "%s",
+              scope && scope->role ? scope->role : "");
+}
+
+void
 log_writev (log_level_t level, const log_ctx_t *ctx, const char *format,
             va_list args)
 {
@@ -324,9 +339,13 @@ log_writev (log_level_t level, const log_ctx_t *ctx, const char *format,
                         : s_find_job (msg, found) ? found : NULL;
         s_json_field (tail, sizeof tail, &tail_used, "job", job);
         s_json_field (tail, sizeof tail, &tail_used, "node", node);
-        if (ctx)
-            s_json_field (tail, sizeof tail, &tail_used, "request",
-                          ctx->request);
+        const char *request = ctx && ctx->request ? ctx->request
+                            : *s_scope_request ? s_scope_request : NULL;
+        s_json_field (tail, sizeof tail, &tail_used, "request", request);
+        s_json_field (tail, sizeof tail, &tail_used, "caller",
+                      *s_scope_caller ? s_scope_caller : NULL);
+        s_json_field (tail, sizeof tail, &tail_used, "role",
+                      *s_scope_role ? s_scope_role : NULL);
         s_append (tail, sizeof tail, &tail_used, "}\n");
 
         s_append (line, sizeof line, &used, "{\"ts\":\"");

@@ -15,7 +15,9 @@
                one object per line, so logs can be joined with a job's
                events; job, node and request appear when the line is about
                one (a line whose words name a job id carries it as job
-               even when the caller passed none)
+               even when the caller passed none), and a line a client's
+               request caused carries its request, caller and role
+               (log_scope_set)
 
     A message is one line whatever it holds: in the text and journal forms
     its control bytes are written escaped (\n, \t, \r, \xHH: ESC reads
@@ -60,6 +62,23 @@ typedef struct {
     const char *node;        //  A node id
     const char *request;     //  A client request id
 } log_ctx_t;
+
+//  Who caused the lines written until the scope is cleared: a client
+//  request (its id), and who sent it (the client key's name, a token's
+//  name, or the key itself) with that caller's role. Any field may be
+//  NULL.
+typedef struct {
+    const char *request;     //  The request's id
+    const char *caller;      //  Who sent it
+    const char *role;        //  The caller's role ("viewer", "operator", "admin")
+} log_scope_t;
+
+//  Sets the scope of the lines that follow (copied), or clears it (NULL).
+//  JSON lines carry its fields as request (unless the line names its
+//  own), caller and role; the text and journal forms are unchanged (their
+//  words already say who did what where it matters). The broker sets it
+//  around one client request's work. Main thread only.
+void log_scope_set (const log_scope_t *scope);
 
 //  Names the program in every line ("gridbroker"); PROGRAM is borrowed
 //  for the life of the process. Also detects the journal.

@@ -255,9 +255,31 @@ test_it_edges_agent_bad_text_is_dropped (void **state)
     assert_true (patched);
     assert_int_equal (zsock_send (dealer, "b", pw_data (writer),
                                   pw_size (writer)), 0);
-    pw_destroy (&writer);
     assert_true (s_counter_reaches (&s_grid, "malformed", before + 1)
                  >= before + 1);
+    //  Said at warn level with the node's name, once a minute at most:
+    //  two more within the minute add no line
+    char path [512];
+    snprintf (path, sizeof path, "%s/broker.log", s_grid.dir);
+    char *log = grid_slurp (path);
+    assert_non_null (log);
+    assert_true (grid_line_with (log, "warn:", "dropped a message from node "
+                                 "rogue-01", "not valid UTF-8", NULL));
+    free (log);
+    for (int index = 0; index < 2; index++)
+        assert_int_equal (zsock_send (dealer, "b", pw_data (writer),
+                                      pw_size (writer)), 0);
+    pw_destroy (&writer);
+    assert_true (s_counter_reaches (&s_grid, "malformed", before + 3)
+                 >= before + 3);
+    log = grid_slurp (path);
+    assert_non_null (log);
+    size_t lines = 0;
+    for (const char *at = log; (at = strstr (at, "dropped a message from"));
+         at++)
+        lines++;
+    free (log);
+    assert_int_equal (lines, 1);
     pv_doc_t *reply = grid_call (&s_grid, "node.get", "node", "rogue-01",
                                  NULL);
     char *code = grid_reply_code (reply);

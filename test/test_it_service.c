@@ -232,10 +232,10 @@ test_service_json_logs_carry_the_job (void **state)
 }
 
 //  Decodes each line of the log PATH as JSON (fails on one that is not)
-//  and returns the "node" of the first whose "msg" starts with PREFIX
+//  and returns the FIELD of the first whose "msg" starts with PREFIX
 //  ("" when it has none; caller frees), or NULL when no line does.
 static char *
-s_json_log_node (const char *path, const char *prefix)
+s_json_log_field (const char *path, const char *prefix, const char *field)
 {
     char *text = s_slurp (path);
     assert_non_null (text);
@@ -246,13 +246,19 @@ s_json_log_node (const char *path, const char *prefix)
         if (!object)
             fail_msg ("%s: not a JSON line (%s): %s", path, error.text, line);
         const char *msg = json_string_value (json_object_get (object, "msg"));
-        const char *its = json_string_value (json_object_get (object, "node"));
+        const char *its = json_string_value (json_object_get (object, field));
         if (!node && msg && strncmp (msg, prefix, strlen (prefix)) == 0)
             node = strdup (its ? its : "");
         json_decref (object);
     }
     free (text);
     return node;
+}
+
+static char *
+s_json_log_node (const char *path, const char *prefix)
+{
+    return s_json_log_field (path, prefix, "node");
 }
 
 //  --verbose: what a task printed on stderr (a newline, a terminal
@@ -315,6 +321,26 @@ test_service_logs_escape_output_and_name_nodes (void **state)
                       lines [index][0], node ? node : "(no such line)",
                       lines [index][1]);
         free (node);
+    }
+    //  The drain was a client's request: its line says which and who;
+    //  a registration was nobody's request
+    const char *scoped [][2] = {
+        {"request", NULL}, {"caller", NULL}, {"role", "admin"},
+    };
+    for (size_t index = 0; index < 3; index++) {
+        char *value = s_json_log_field (path, "node esc-01 drained",
+                                        scoped [index][0]);
+        if (!value || !*value
+            || (scoped [index][1] && strcmp (value, scoped [index][1]) != 0))
+            fail_msg ("broker.log: the drain's line has %s '%s'",
+                      scoped [index][0], value ? value : "(no such line)");
+        free (value);
+        value = s_json_log_field (path, "node esc-02 registered",
+                                  scoped [index][0]);
+        if (!value || *value)
+            fail_msg ("broker.log: a registration has %s '%s'",
+                      scoped [index][0], value ? value : "(no such line)");
+        free (value);
     }
     char prefix [128];
     snprintf (prefix, sizeof prefix, "job %s: failed node esc-01", job);

@@ -947,7 +947,7 @@ static char *
 s_caller_text (const req_call_t *call)
 {
     const char *role = auth_role_name (call->role);
-    bool named = call->name && strcmp (call->name, "this client") != 0;
+    bool named = call->name && strcmp (call->name, AUTH_UNNAMED) != 0;
     if (call->caller->http)
         return zsys_sprintf ("token %s (%s)", named ? call->name : "?", role);
     if (named)

@@ -172,7 +172,7 @@ req_whoami (req_call_t *call)
     proto_reply_ok_begin (reply, call->request->id);
     pw_map (reply, 3);
     pw_str (reply, "name");
-    if (strcmp (call->name, "this client") != 0)
+    if (strcmp (call->name, AUTH_UNNAMED) != 0)
         pw_str (reply, call->name);
     else
         pw_nil (reply);
