@@ -141,6 +141,18 @@ debian_packages() {
         'import grid; print("python3-grid", grid.__version__)'
 }
 
+# gridcli's bash completion: targets (node:, group:, label:) across the
+# colon word break, job ids and node ids from the broker, with
+# bash-completion's helpers and without them (test/completion.bash).
+bash_completion() {
+    helpers=/usr/share/bash-completion/bash_completion
+    [ -r "$helpers" ] || { echo "no $helpers: install bash-completion (make test-deps)"; return 1; }
+    echo "with bash-completion:" &&
+    bash "$src/test/completion.bash" "$src/packaging/completion/gridcli" "$helpers" &&
+    echo "without:" &&
+    bash "$src/test/completion.bash" "$src/packaging/completion/gridcli"
+}
+
 # --print-config names every key of the example config, and says where
 # each value came from: a flag, the file, or the default.
 print_config_names_every_key() {
@@ -179,6 +191,7 @@ check man_pages_build man_pages_build
 check units_verify units_verify
 check install_and_uninstall install_and_uninstall
 check debian_packages debian_packages
+check bash_completion bash_completion
 echo "[  PASSED  ] $passed test(s)."
 [ "$failed" != 0 ] && echo "[  FAILED  ] $failed test(s), listed above."
 [ "$failed" = 0 ]
