@@ -124,6 +124,11 @@ install_and_uninstall() {
 
 debian_packages() {
     make -s -C "$src" BUILD="$build" deb >"$tmp/deb.log" 2>&1 || { cat "$tmp/deb.log"; return 1; }
+    # lintian clean: no error and no warning either
+    if grep -E '^[EW]: ' "$build/deb/lintian.log"; then
+        echo "lintian: the tags above"
+        return 1
+    fi
     root="$tmp/root"
     mkdir -p "$root"
     for deb in grid-broker grid-agent grid-cli grid-relay; do

@@ -474,6 +474,7 @@ async function ensureSession() {
 // The header's line about the broker: from the last /status, with the
 // node counts of whatever answered last (a /status or the node list).
 let brokerState = null;
+let brokerStateAt = 0;     // when a /status last answered (Date.now())
 
 function drawBrokerState(st) {
     if (st && st.nodes)
@@ -495,18 +496,26 @@ function drawNodeCounts(nodes) {
         { nodes: Object.assign({}, brokerState.nodes, { online, total: nodes.length }) }));
 }
 
+// A /status answer, from the header's own poll or a view's.
+function statusCame(st) {
+    brokerStateAt = Date.now();
+    drawBrokerState(st);
+}
+
 async function refreshBrokerState() {
     try {
-        drawBrokerState(await api('GET', '/status', undefined, { noRedirect: true }));
+        statusCame(await api('GET', '/status', undefined, { noRedirect: true }));
     } catch (e) { /* the header line is a nicety */ }
 }
 
 // The header stays current on every page (nodes come and go): it asks
-// again every few seconds while someone is logged in.
+// again every few seconds while someone is logged in, unless a view (the
+// jobs page) just asked.
 const BROKER_STATE_MS = 5000;
 (function pollBrokerState() {
     setTimeout(async () => {
-        if (session.checked && !location.hash.startsWith('#/login'))
+        if (session.checked && !location.hash.startsWith('#/login')
+            && Date.now() - brokerStateAt >= BROKER_STATE_MS - 100)
             await refreshBrokerState();
         pollBrokerState();
     }, document.hidden ? BROKER_STATE_MS * 3 : BROKER_STATE_MS);
@@ -640,7 +649,7 @@ views.jobs = (ctx) => {
             drawFilters();
         }
         if (st)
-            drawBrokerState(st);
+            statusCame(st);
         const jobs = (list && list.jobs) || [];
         clear(tbody);
         for (const j of jobs) {
