@@ -261,7 +261,8 @@ $(BUILD)/test/test_layers: test/check_layers.sh test/check_layers_selftest.sh
 		"$(abspath .)" >$@
 	@chmod +x $@
 
-# The packaging checks (man pages, units, install, deb), one more suite.
+# The packaging checks (man pages, units, install, deb, purge in a
+# throwaway root, bash completion), one more suite.
 $(BUILD)/test/test_packaging: test/packaging.sh
 	@mkdir -p $(dir $@)
 	@printf '#!/bin/sh\nexec sh "%s" "%s" "%s"\n' "$(abspath test/packaging.sh)" \
