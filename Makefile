@@ -261,7 +261,8 @@ $(BUILD)/test/test_layers: test/check_layers.sh test/check_layers_selftest.sh
 		"$(abspath .)" >$@
 	@chmod +x $@
 
-# The packaging checks (man pages, units, install, deb), one more suite.
+# The packaging checks (man pages, units, install, deb, purge in a
+# throwaway root, bash completion), one more suite.
 $(BUILD)/test/test_packaging: test/packaging.sh
 	@mkdir -p $(dir $@)
 	@printf '#!/bin/sh\nexec sh "%s" "%s" "%s"\n' "$(abspath test/packaging.sh)" \
@@ -293,7 +294,8 @@ fuzz: deps fuzz-deps
 
 # Debian's python3 with pyzmq and msgpack, for the Python module's tests;
 # systemd-analyze, man and the Debian tools, for the packaging checks;
-# curl and openssl, for the HTTP tests (requests, a self-signed TLS cert).
+# curl and openssl, for the HTTP tests (requests, a self-signed TLS cert);
+# bash-completion, whose helpers gridcli's completion is checked with.
 PY_PKGS := python3 python3-zmq python3-msgpack
 # Debian's chromium for the browser test, driven from Node: Debian's nodejs
 # and npm, unless a node (or npm) is already installed. Debian's prometheus
@@ -301,7 +303,7 @@ PY_PKGS := python3 python3-zmq python3-msgpack
 BROWSER_PKGS := chromium $(if $(shell command -v node 2>/dev/null),,nodejs) \
 	$(if $(shell command -v npm 2>/dev/null),,npm)
 TEST_PKGS = $(PY_PKGS) systemd man-db prometheus curl openssl $(DEB_TOOLS) \
-	$(BROWSER_PKGS)
+	bash-completion $(BROWSER_PKGS)
 
 test-deps:
 	@sh test/deps.sh $(TEST_PKGS)

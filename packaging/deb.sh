@@ -1,8 +1,9 @@
 #!/bin/sh
-# make deb: the Debian packages grid-broker, grid-agent, grid-cli and
-# python3-grid, built the Debian way (debhelper: dh, with shlibs and
-# systemd handled by dh_shlibdeps and dh_installsystemd) in a copy of
-# the tree under BUILD/deb, so the source tree gets no debian/ debris.
+# make deb: the Debian packages grid-broker, grid-agent, grid-relay,
+# grid-cli and python3-grid, built the Debian way (debhelper: dh, with
+# shlibs and systemd handled by dh_shlibdeps and dh_installsystemd) in a
+# copy of the tree under BUILD/deb, so the source tree gets no debian/
+# debris.
 # The copy keeps the objects `make` already built. Then lintian checks
 # them; an error fails (warnings are printed).
 #

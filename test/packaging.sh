@@ -124,6 +124,11 @@ install_and_uninstall() {
 
 debian_packages() {
     make -s -C "$src" BUILD="$build" deb >"$tmp/deb.log" 2>&1 || { cat "$tmp/deb.log"; return 1; }
+    # lintian clean: no error and no warning either
+    if grep -E '^[EW]: ' "$build/deb/lintian.log"; then
+        echo "lintian: the tags above"
+        return 1
+    fi
     root="$tmp/root"
     mkdir -p "$root"
     for deb in grid-broker grid-agent grid-cli grid-relay; do
@@ -139,6 +144,171 @@ debian_packages() {
     "$root/usr/bin/gridcli" --version || return 1
     PYTHONPATH="$root/usr/lib/python3/dist-packages" /usr/bin/python3 -c \
         'import grid; print("python3-grid", grid.__version__)'
+}
+
+# The packages installed into a throwaway root by dpkg itself (--root; the
+# maintainer scripts run with DPKG_ROOT: --force-script-chrootless), then
+# purged: purge takes away what the postinst made (keys, state, the grid
+# user once no package needs it) and leaves nothing in the root but
+# dpkg's own database. adduser, deluser and the systemd helpers cannot
+# act on a root: stubs on PATH stand in for them, the users in a file of
+# their own. The host's users, packages and units are checked unchanged.
+install_and_purge() {
+    root="$tmp/proot"
+    stubs="$tmp/stubs"
+    [ -n "$tmp" ] && [ -d "$tmp" ] || return 1
+    GRID_FAKE_PASSWD="$tmp/passwd"
+    GRID_FAKE_ROOT="$root"
+    export GRID_FAKE_PASSWD GRID_FAKE_ROOT
+    mkdir -p "$root/var/lib/dpkg/updates" "$root/var/lib/dpkg/info" "$stubs" || return 1
+    : >"$root/var/lib/dpkg/status"
+    : >"$GRID_FAKE_PASSWD"
+    # adduser: as the real one, it warns about a --no-create-home home it
+    # cannot see; the user goes to the file
+    cat >"$stubs/adduser" <<'STUB'
+#!/bin/sh
+home="" user="" nocreate=false
+while [ $# -gt 0 ]; do
+    case $1 in
+        --home) home=$2; shift ;;
+        --gecos|--shell|--uid|--gid|--ingroup) shift ;;
+        --no-create-home) nocreate=true ;;
+        -*) ;;
+        *) user=$1 ;;
+    esac
+    shift
+done
+if $nocreate && [ -n "$home" ] && [ ! -d "$GRID_FAKE_ROOT$home" ]; then
+    echo "adduser: Warning: The home dir $home you specified can't be accessed: No such file or directory" >&2
+fi
+echo "$user:x:999:999::$home:/usr/sbin/nologin" >>"$GRID_FAKE_PASSWD"
+echo "group $user" >>"$GRID_FAKE_PASSWD"
+STUB
+    cat >"$stubs/deluser" <<'STUB'
+#!/bin/sh
+for user; do :; done
+grep -v "^$user:" "$GRID_FAKE_PASSWD" >"$GRID_FAKE_PASSWD.new"
+mv "$GRID_FAKE_PASSWD.new" "$GRID_FAKE_PASSWD"
+STUB
+    cat >"$stubs/delgroup" <<'STUB'
+#!/bin/sh
+for group; do :; done
+grep -v "^group $group$" "$GRID_FAKE_PASSWD" >"$GRID_FAKE_PASSWD.new"
+mv "$GRID_FAKE_PASSWD.new" "$GRID_FAKE_PASSWD"
+STUB
+    cat >"$stubs/getent" <<'STUB'
+#!/bin/sh
+case $1 in
+    passwd) grep "^$2:" "$GRID_FAKE_PASSWD" ;;
+    group) grep "^group $2$" "$GRID_FAKE_PASSWD" ;;
+    *) exit 2 ;;
+esac
+STUB
+    # chown to a user the file does not hold fails, as it would
+    cat >"$stubs/chown" <<'STUB'
+#!/bin/sh
+grep -q "^${1%%:*}:" "$GRID_FAKE_PASSWD" || { echo "chown: invalid user: '$1'" >&2; exit 1; }
+STUB
+    for helper in systemctl deb-systemd-helper deb-systemd-invoke; do
+        printf '#!/bin/sh\nexit 0\n' >"$stubs/$helper"
+    done
+    chmod +x "$stubs/adduser" "$stubs/deluser" "$stubs/delgroup" "$stubs/getent" \
+        "$stubs/chown" "$stubs/systemctl" "$stubs/deb-systemd-helper" \
+        "$stubs/deb-systemd-invoke" || return 1
+    host_state() {
+        cat /etc/passwd /etc/group /var/lib/dpkg/status 2>/dev/null | md5sum
+        ls -la /var/lib/systemd/deb-systemd-helper-enabled /etc/systemd/system \
+            /etc/grid /var/lib/grid 2>&1 | md5sum
+    }
+    before=$(host_state)
+    debs=""
+    for deb in grid-broker grid-agent grid-cli grid-relay; do
+        file=$(ls "$build"/deb/${deb}_*.deb) || return 1
+        debs="$debs $file"
+    done
+    # Run outside a chroot, a maintainer script that names /etc or /var
+    # without $DPKG_ROOT would act on this host: refuse to run it
+    for file in $debs; do
+        rm -rf "$tmp/ctrl" && dpkg-deb -e "$file" "$tmp/ctrl" || return 1
+        for script in "$tmp"/ctrl/preinst "$tmp"/ctrl/postinst "$tmp"/ctrl/prerm "$tmp"/ctrl/postrm; do
+            [ -e "$script" ] || continue
+            if grep -v '^ *#' "$script" | grep -E '(^|[^}T])/(etc|var)/' | grep -v -e '--home /var/lib/grid'; then
+                echo "$(basename "$file") $(basename "$script"): paths without \$DPKG_ROOT (above)"
+                return 1
+            fi
+        done
+    done
+    in_root() {
+        PATH="$stubs:$PATH" dpkg --root="$root" --force-script-chrootless \
+            --force-depends --log="$tmp/dpkg.log" "$@" >>"$tmp/dpkg.out" 2>&1 || {
+            cat "$tmp/dpkg.out"
+            return 1
+        }
+    }
+    warned() {
+        if grep -i -e 'warning' -e "can't be accessed" "$tmp/dpkg.out" |
+            grep -v -e '--force' -e 'dependency problems'; then
+            echo "dpkg -i printed the warnings above"
+            return 0
+        fi
+        return 1
+    }
+    nothing_left() {
+        [ ! -s "$GRID_FAKE_PASSWD" ] || { echo "users left:"; cat "$GRID_FAKE_PASSWD"; return 1; }
+        left=$(cd "$root" && find . -mindepth 1 ! -path ./var ! -path ./var/lib \
+            ! -path ./var/lib/dpkg ! -path './var/lib/dpkg/*' | sort)
+        [ -z "$left" ] || { echo "the purge left:"; echo "$left"; return 1; }
+    }
+    # The relay alone makes the user too, and takes it with it
+    in_root -i "$(ls "$build"/deb/grid-relay_*.deb)" || return 1
+    ! warned || return 1
+    grep -q '^grid:' "$GRID_FAKE_PASSWD" || { echo "grid-relay made no grid user"; return 1; }
+    in_root --purge grid-relay || return 1
+    nothing_left || return 1
+    # All four
+    # shellcheck disable=SC2086
+    in_root -i $debs || return 1
+    ! warned || return 1
+    for f in etc/grid/keys/broker.key etc/grid/keys/broker.key_secret \
+        etc/grid/keys/agent.key etc/grid/keys/agent.key_secret \
+        etc/grid/keys/relay.key etc/grid/keys/relay.key_secret \
+        etc/grid/gridbroker.yaml var/lib/grid/broker var/lib/grid/agent; do
+        [ -e "$root/$f" ] || { echo "the install did not make $f"; return 1; }
+    done
+    grep -q '^grid:' "$GRID_FAKE_PASSWD" || { echo "no grid user made"; return 1; }
+    # Something in the agent's spool and the broker's store, as on a
+    # system that ran
+    echo spooled >"$root/var/lib/grid/agent/result" &&
+    echo stored >"$root/var/lib/grid/broker/data.mdb" || return 1
+    # The broker purged, the relay still here: the user stays
+    in_root --purge grid-broker || return 1
+    [ ! -e "$root/etc/grid/keys/broker.key_secret" ] && [ ! -e "$root/var/lib/grid/broker" ] &&
+    [ ! -e "$root/etc/grid/gridbroker.yaml" ] ||
+        { echo "purging grid-broker left its key, store or config"; return 1; }
+    [ -e "$root/etc/grid/keys/relay.key_secret" ] ||
+        { echo "purging grid-broker took the relay's key"; return 1; }
+    grep -q '^grid:' "$GRID_FAKE_PASSWD" ||
+        { echo "the grid user went while grid-relay needs it"; return 1; }
+    # Removed, not purged: keys, spool and user stay
+    in_root --remove grid-relay grid-agent || return 1
+    [ -e "$root/etc/grid/keys/relay.key_secret" ] && [ -e "$root/var/lib/grid/agent/result" ] &&
+    grep -q '^grid:' "$GRID_FAKE_PASSWD" ||
+        { echo "a remove (not a purge) took keys, spool or the user"; return 1; }
+    in_root --purge grid-relay grid-agent grid-cli || return 1
+    nothing_left || return 1
+    [ "$(host_state)" = "$before" ] || { echo "the host's users, packages or units changed"; return 1; }
+}
+
+# gridcli's bash completion: targets (node:, group:, label:) across the
+# colon word break, job ids and node ids from the broker, with
+# bash-completion's helpers and without them (test/completion.bash).
+bash_completion() {
+    helpers=/usr/share/bash-completion/bash_completion
+    [ -r "$helpers" ] || { echo "no $helpers: install bash-completion (make test-deps)"; return 1; }
+    echo "with bash-completion:" &&
+    bash "$src/test/completion.bash" "$src/packaging/completion/gridcli" "$helpers" &&
+    echo "without:" &&
+    bash "$src/test/completion.bash" "$src/packaging/completion/gridcli"
 }
 
 # --print-config names every key of the example config, and says where
@@ -179,6 +349,8 @@ check man_pages_build man_pages_build
 check units_verify units_verify
 check install_and_uninstall install_and_uninstall
 check debian_packages debian_packages
+check install_and_purge install_and_purge
+check bash_completion bash_completion
 echo "[  PASSED  ] $passed test(s)."
 [ "$failed" != 0 ] && echo "[  FAILED  ] $failed test(s), listed above."
 [ "$failed" = 0 ]

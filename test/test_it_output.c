@@ -119,6 +119,22 @@ s_job_total (void)
     return total;
 }
 
+//  How many stored jobs job.list counts with STATUS (its by_status).
+static int64_t
+s_job_count (const char *status)
+{
+    pv_doc_t *reply = grid_call (&s_grid, "job.list", NULL);
+    const pv_t *data = NULL;
+    assert_true (grid_reply_ok (reply, &data));
+    int64_t count = -1;
+    assert_int_equal (
+        pv_get_int (pv_map_get (pv_map_get (data, "by_status"), status),
+                    &count),
+        0);
+    pv_doc_destroy (&reply);
+    return count;
+}
+
 static const char *s_echo_a =
     "target: node:web-01\n"
     "tasks:\n"
@@ -220,10 +236,13 @@ test_it_output_idempotency_key (void **state)
     s_assert_error (s_submit_as ("key-5", s_keyed_b, false), "conflict");
     assert_int_equal (s_job_total (), total);
 
-    //  Deleting the job frees the key: the next submit makes a new job
+    //  Deleting the job frees the key: the next submit makes a new job.
+    //  It is no longer counted by status either.
+    int64_t completed = s_job_count ("completed");
     reply = grid_call (&s_grid, "job.delete", "job", job, NULL);
     assert_true (grid_reply_ok (reply, NULL));
     pv_doc_destroy (&reply);
+    assert_int_equal (s_job_count ("completed"), completed - 1);
     assert_true (grid_wait_node (&s_grid, "web-01", "online", S_WAIT_MS));
     char *fresh = s_job_of (s_submit_as ("key-6", s_keyed_b, false));
     assert_string_not_equal (fresh, job);

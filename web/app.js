@@ -389,6 +389,8 @@ function loggedOut(message) {
     session.checked = false;
     sessionStorage.removeItem(TOKEN_KEY);
     loginMessage = message || '';
+    brokerState = null;
+    drawBrokerState(null);
     renderWho();
     const here = location.hash;
     if (!here.startsWith('#/login'))
@@ -469,15 +471,55 @@ async function ensureSession() {
     refreshBrokerState();
 }
 
+// The header's line about the broker: from the last /status, with the
+// node counts of whatever answered last (a /status or the node list).
+let brokerState = null;
+let brokerStateAt = 0;     // when a /status last answered (Date.now())
+
+function drawBrokerState(st) {
+    if (st && st.nodes)
+        brokerState = st;
+    const el = clear(document.getElementById('broker-state'));
+    if (!brokerState || !session.checked)
+        return;
+    const b = brokerState;
+    el.append('broker ' + (b.version || '') + ' \u00b7 ' + (b.state || '')
+              + ' \u00b7 ' + b.nodes.online + '/' + b.nodes.total + ' nodes online');
+}
+
+// The node list came: the header counts what it shows.
+function drawNodeCounts(nodes) {
+    if (!brokerState)
+        return;
+    const online = nodes.filter((n) => n.status === 'online').length;
+    drawBrokerState(Object.assign({}, brokerState,
+        { nodes: Object.assign({}, brokerState.nodes, { online, total: nodes.length }) }));
+}
+
+// A /status answer, from the header's own poll or a view's.
+function statusCame(st) {
+    brokerStateAt = Date.now();
+    drawBrokerState(st);
+}
+
 async function refreshBrokerState() {
     try {
-        const st = await api('GET', '/status', undefined, { noRedirect: true });
-        const el = clear(document.getElementById('broker-state'));
-        if (st && st.nodes)
-            el.append('broker ' + (st.version || '') + ' \u00b7 ' + (st.state || '')
-                      + ' \u00b7 ' + st.nodes.online + '/' + st.nodes.total + ' nodes online');
+        statusCame(await api('GET', '/status', undefined, { noRedirect: true }));
     } catch (e) { /* the header line is a nicety */ }
 }
+
+// The header stays current on every page (nodes come and go): it asks
+// again every few seconds while someone is logged in, unless a view (the
+// jobs page) just asked.
+const BROKER_STATE_MS = 5000;
+(function pollBrokerState() {
+    setTimeout(async () => {
+        if (session.checked && !location.hash.startsWith('#/login')
+            && Date.now() - brokerStateAt >= BROKER_STATE_MS - 100)
+            await refreshBrokerState();
+        pollBrokerState();
+    }, document.hidden ? BROKER_STATE_MS * 3 : BROKER_STATE_MS);
+})();
 
 // Calls fn now and every ms while the view is live; returns a stop().
 function every(ctx, ms, fn) {
@@ -599,10 +641,15 @@ views.jobs = (ctx) => {
         ]);
         if (!ctx.live())
             return;
-        if (st && st.jobs) {
-            Object.assign(counts, st.jobs);
+        // The chips count the stored jobs (the list's by_status), as the
+        // list shows them; /status counts what finished since the broker
+        // started, deleted jobs too.
+        if (list && list.by_status) {
+            Object.assign(counts, list.by_status);
             drawFilters();
         }
+        if (st)
+            statusCame(st);
         const jobs = (list && list.jobs) || [];
         clear(tbody);
         for (const j of jobs) {
@@ -664,6 +711,7 @@ function jobView(ctx, id) {
     let refetchTimer = null;
     let showAllRows = false;
     let drawnCell = '';            // what the open cell panel shows (JSON)
+    let tasks = new Map();         // step/node -> the running task's latest progress
     const fullOutputs = new Map(); // whole streams loaded: step/node/stream/attempt -> text
     const gridFilter = h('input', { type: 'search', id: 'grid-filter', placeholder: 'filter nodes',
                                     hidden: true });
@@ -727,6 +775,41 @@ function jobView(ctx, id) {
         }
     };
 
+    // The latest progress of a running cell's attempt (job.progress tasks),
+    // or null.
+    const cellTask = (step, node, cell) => {
+        if (!cell || cell.status !== 'running')
+            return null;
+        const task = tasks.get(step + '/' + node);
+        if (!task || (typeof task.attempt === 'number' && typeof cell.attempts === 'number'
+                      && task.attempt !== cell.attempts))
+            return null;
+        return task;
+    };
+
+    // A job.progress answer (or a stream's progress event): its tasks go to
+    // their cells at once, without fetching the job's record.
+    const setProgress = (p) => {
+        tasks = new Map();
+        for (const t of (p && Array.isArray(p.tasks) ? p.tasks : []))
+            if (t && typeof t.node === 'string' && typeof t.step === 'number')
+                tasks.set(t.step + '/' + t.node, t);
+        if (!record)
+            return;
+        for (const btn of gridBox.querySelectorAll('.cellbtn[data-status="running"]')) {
+            const step = Number(btn.dataset.step);
+            const cell = ((record.results || {})[String(step)] || {})[btn.dataset.node];
+            const task = cellTask(step, btn.dataset.node, cell);
+            for (const old of btn.querySelectorAll('.cprogress, progress'))
+                old.remove();
+            btn.dataset.percent = task && task.percent >= 0 ? String(task.percent) : '';
+            if (task)
+                append(btn, [progressEls(task)]);
+        }
+        if (selected && record)
+            drawCell();
+    };
+
     const drawGrid = () => {
         const r = record;
         const steps = flattenSteps(r.tasks);
@@ -763,6 +846,7 @@ function jobView(ctx, id) {
                     continue;
                 }
                 const isSel = selected && selected.step === s && selected.node === node;
+                const task = cellTask(s, node, cell);
                 const info = [];
                 if (cell.attempts > 1)
                     info.push('\u00d7' + cell.attempts);
@@ -774,8 +858,10 @@ function jobView(ctx, id) {
                         class: 'cellbtn st-' + cssName(cell.status) + (isSel ? ' selected' : ''),
                         title: node + ' \u00b7 step ' + s + ': ' + cell.status
                             + (cell.reason ? ' (' + cell.reason + ')' : '')
-                            + (cell.waiting ? ' (' + cell.waiting + ')' : ''),
-                        dataset: { node, step: String(s), status: cell.status },
+                            + (cell.waiting ? ' (' + cell.waiting + ')' : '')
+                            + (task ? ' \u00b7 ' + progressText(task) : ''),
+                        dataset: { node, step: String(s), status: cell.status,
+                                   percent: task && task.percent >= 0 ? String(task.percent) : '' },
                         onclick: () => {
                             selected = { step: s, node };
                             drawGrid();
@@ -783,7 +869,8 @@ function jobView(ctx, id) {
                         },
                     },
                     h('span', { class: 'cstatus', text: CELL_SHORT[cell.status] || cell.status }),
-                    info.length ? h('span', { class: 'cinfo', text: info.join(' \u00b7 ') }) : null)));
+                    info.length ? h('span', { class: 'cinfo', text: info.join(' \u00b7 ') }) : null,
+                    task ? progressEls(task) : null)));
             }
             tbody.append(row);
         }
@@ -817,7 +904,7 @@ function jobView(ctx, id) {
         const cell = ((record.results || {})[String(step)] || {})[node];
         // Redrawn only when the cell changed (a redraw would lose the scroll
         // position and what the user selected)
-        const now = JSON.stringify([step, node, cell || null]);
+        const now = JSON.stringify([step, node, cell || null, cellTask(step, node, cell)]);
         if (now === drawnCell && !cellBox.hidden)
             return;
         drawnCell = now;
@@ -845,7 +932,8 @@ function jobView(ctx, id) {
             fact('Duration', fmtDuration(cell.duration_ms)),
             params ? fact('Params', h('span', { class: 'mono', text: params })) : null,
             cell.reason ? fact('Reason', cell.reason) : null,
-            cell.waiting ? fact('Waiting', cell.waiting) : null));
+            cell.waiting ? fact('Waiting', cell.waiting) : null,
+            cellTask(step, node, cell) ? fact('Progress', progressText(cellTask(step, node, cell))) : null));
         cellBox.append(streamBlock('stdout', cell.output, cell.output_size, cell.output_dropped, step, node, cell));
         if (cell.error || cell.error_size)
             cellBox.append(streamBlock('stderr', cell.error, cell.error_size, cell.error_dropped, step, node, cell));
@@ -946,6 +1034,12 @@ function jobView(ctx, id) {
             addEvents((r && r.events) || []);
     };
 
+    const fetchProgress = async () => {
+        const p = await api('GET', '/jobs/' + enc(id) + '/progress', undefined, { signal: abort.signal });
+        if (ctx.live())
+            setProgress(p);
+    };
+
     const onError = (err) => {
         if (err && err.name === 'AbortError')
             return;
@@ -975,8 +1069,10 @@ function jobView(ctx, id) {
                     }
                     if (name === 'event' && obj)
                         addEvents([obj]);
-                    else if (name === 'progress')
+                    else if (name === 'progress') {
+                        setProgress(obj);
                         scheduleRefetch();
+                    }
                     else if (name === 'end')
                         ended = true;
                     else if (name === 'error')
@@ -1007,7 +1103,7 @@ function jobView(ctx, id) {
         if (record && !FINAL.has(record.status)) {
             setLive('\u25cf live (polling)');
             stopPoll = every(ctx, 2000, async () => {
-                await Promise.all([refetch(), fetchEvents()]);
+                await Promise.all([refetch(), fetchEvents(), fetchProgress()]);
                 if (FINAL.has(record.status)) {
                     stopPoll();
                     setLive('');
@@ -1065,6 +1161,8 @@ function jobView(ctx, id) {
             }
             return flashError(err);
         }
+        if (!FINAL.has(record.status))
+            fetchProgress().catch(onError);
         follow();
     })();
 
@@ -1094,6 +1192,26 @@ function legend() {
     const list = ['pending', 'dispatched', 'running', 'success', 'failed', 'timeout', 'skipped',
                   'lost', 'cancelled'];
     return h('p', { class: 'legend small' }, list.map((s) => badge(s)));
+}
+
+// A running task's progress as text: "42% · sleeping 1 of 60 s".
+function progressText(task) {
+    const parts = [];
+    if (typeof task.percent === 'number' && task.percent >= 0)
+        parts.push(task.percent + '%');
+    if (task.message)
+        parts.push(task.message);
+    else if (task.kind)
+        parts.push(task.kind);
+    return parts.join(' \u00b7 ');
+}
+
+// What a running cell shows of its progress: a bar when the percent is
+// known, and the text.
+function progressEls(task) {
+    const known = typeof task.percent === 'number' && task.percent >= 0;
+    return [known ? h('progress', { max: 100, value: Math.min(100, task.percent) }) : null,
+            h('span', { class: 'cprogress', text: progressText(task) })];
 }
 
 // Reads a whole output stream, a page at a time (job.output).
@@ -1206,6 +1324,7 @@ views.nodes = (ctx) => {
             return;
         nodes = (r && r.nodes) || [];
         draw();
+        drawNodeCounts(nodes);
     };
 
     const nodeAction = async (nodeId, what) => {

@@ -827,9 +827,12 @@ req_job_list (req_call_t *call)
         return;
     }
     //  Newest first: walk the time-sorted ids backwards. Two passes, since
-    //  msgpack wants the count before the items.
+    //  msgpack wants the count before the items. The same walk counts the
+    //  stored jobs by status, whatever STATUS asks for: what a status
+    //  filter would find now (a deleted job is no longer counted).
     pw_t *items = pw_new ();
     size_t count = 0, total = 0;
+    size_t by_status [SCHED_JOB_CANCELLED + 1] = {0};
     store_cursor_t *cursor = store_cursor_new (txn, STORE_DB_JOBS);
     const void *k, *v;
     size_t k_len, v_len;
@@ -848,11 +851,13 @@ req_job_list (req_call_t *call)
         pv_doc_t *doc = NULL;
         if (pv_doc_decode (v, v_len, &doc, NULL, 0) == 0) {
             const pv_t *header = pv_doc_root (doc);
-            if ((!status_name
-                 || jobrec_header_status (header) == (int) wanted)
-                && (!schedule
-                    || pv_str_eq (pv_map_get (header, "schedule"),
-                                  schedule))) {
+            int status = jobrec_header_status (header);
+            bool of_schedule = !schedule
+                || pv_str_eq (pv_map_get (header, "schedule"), schedule);
+            if (of_schedule && status >= SCHED_JOB_PENDING
+                && status <= SCHED_JOB_CANCELLED)
+                by_status [status]++;
+            if (of_schedule && (!status_name || status == (int) wanted)) {
                 total++;
                 if ((int64_t) count < limit) {
                     jobrec_write_summary (header, items);
@@ -866,13 +871,21 @@ req_job_list (req_call_t *call)
     store_cursor_destroy (&cursor);
     pw_reset (call->reply);
     proto_reply_ok_begin (call->reply, call->request->id);
-    pw_map (call->reply, 2);
+    pw_map (call->reply, 3);
     pw_str (call->reply, "jobs");
     pw_array (call->reply, count);
     if (count)
         pw_raw (call->reply, pw_data (items), pw_size (items));
     pw_str (call->reply, "total");
     pw_int (call->reply, (int64_t) total);
+    pw_str (call->reply, "by_status");
+    pw_map (call->reply, SCHED_JOB_CANCELLED + 1);
+    for (int status = SCHED_JOB_PENDING; status <= SCHED_JOB_CANCELLED;
+         status++) {
+        pw_str (call->reply,
+                sched_job_status_name ((sched_job_status_t) status));
+        pw_int (call->reply, (int64_t) by_status [status]);
+    }
     pw_destroy (&items);
     free (status_name);
     free (schedule);

@@ -228,6 +228,27 @@ test('the jobs page lists jobs and filters them by status', LIMIT, async () => {
     await shot('jobs');
 });
 
+test('the status chips count the stored jobs: a deleted one is gone from its chip', LIMIT, async () => {
+    const ids = [];
+    for (const msg of ['kept', 'deleted']) {
+        const r = await api('POST', '/jobs', tokens.admin,
+            { target: 'node:db-01', tasks: [{ backend: 'test', action: 'echo', params: { msg } }] });
+        assert.equal(r.status, 201, JSON.stringify(r.body));
+        ids.push(r.body.job);
+    }
+    for (const id of ids)
+        await until(id + ' to end', async () =>
+            (await api('GET', '/jobs/' + id, tokens.admin)).body.status === 'completed');
+    assert.equal((await api('DELETE', '/jobs/' + ids[1], tokens.admin)).status, 200);
+    await page.goto(base + '/#/jobs?status=completed');
+    await page.waitForSelector(`#jobs tr[data-job="${ids[0]}"]`);
+    // The chips and the rows come from the same answer
+    const rows = await page.locator('#jobs tbody tr[data-job]').count();
+    assert.equal(await page.locator(`#jobs tr[data-job="${ids[1]}"]`).count(), 0);
+    assert.equal(await page.textContent('.filters a[data-status="completed"] .count'), String(rows));
+    assert.equal(await page.textContent('.filters a[data-status="failed"] .count'), '0');
+});
+
 let jobId;
 const MESSAGE = 'hello <b>grid</b> <img src=x onerror="window.__pwned=1">';
 
@@ -305,6 +326,70 @@ test('the nodes page shows every agent, and an admin drains and resumes one', LI
     await page.waitForSelector('#backends');
     assert.match(await page.textContent('#backends'), /test.*echo.*print a message/s);
     await shot('node');
+});
+
+test('the header counts the nodes online, and follows one going offline', LIMIT, async () => {
+    // A page that polls nothing of its own: the header keeps itself current.
+    await page.click('#nav a[data-view="run"]');
+    await page.waitForSelector('#run-submit');
+    await page.evaluate(() => {
+        window.__sameDocument = true;
+    });
+    const keys = path.join(dir, 'keys');
+    run('gridagent', ['keygen', '--out', keys, '--name', 'extra-01']);
+    gridcli('key', 'accept', publicKey(path.join(keys, 'extra-01.key')));
+    const agent = start('extra-01', 'gridagent', ['--id', 'extra-01', '--groups', 'extra',
+        '--broker', 'ipc://' + path.join(dir, 'agents'), '--publish', 'ipc://' + path.join(dir, 'publish'),
+        '--state-dir', path.join(dir, 'extra-01'), '--key', path.join(keys, 'extra-01.key'),
+        '--broker-key', path.join(keys, 'broker.key')]);
+    const header = async (online) => {
+        const st = (await api('GET', '/status', tokens.admin)).body;
+        if (st.nodes.online !== online)
+            return false;
+        const text = await page.textContent('#broker-state');
+        return text.includes(' ' + st.nodes.online + '/' + st.nodes.total + ' nodes online') ? text : false;
+    };
+    await until('extra-01 online', async () =>
+        (await api('GET', '/nodes/extra-01', tokens.admin)).body.status === 'online');
+    const online = (await api('GET', '/status', tokens.admin)).body.nodes.online;
+    await until('the header to count extra-01', () => header(online));
+    agent.kill('SIGTERM');
+    await until('extra-01 offline', async () =>
+        (await api('GET', '/nodes/extra-01', tokens.admin)).body.status === 'offline');
+    await until('the header to see extra-01 go', () => header(online - 1));
+    // On the nodes page, the header counts what the list shows
+    await page.click('#nav a[data-view="nodes"]');
+    await page.waitForSelector('#nodes tr[data-node="extra-01"][data-state="offline"]');
+    const shown = await page.locator('#nodes tr[data-node]').count();
+    const up = await page.locator('#nodes tr[data-node][data-state="online"]').count();
+    assert.match(await page.textContent('#broker-state'), new RegExp(' ' + up + '/' + shown + ' nodes online'));
+    assert.equal(await page.evaluate(() => window.__sameDocument), true, 'the page was reloaded');
+});
+
+test('a running cell shows its progress, and it moves on live', LIMIT, async () => {
+    const r = await api('POST', '/jobs', tokens.admin, { target: 'node:web-02',
+        tasks: [{ backend: 'test', action: 'sleep', params: { seconds: 30, msg: 'slow' } }] });
+    assert.equal(r.status, 201, JSON.stringify(r.body));
+    await page.goto(base + '/#/jobs/' + encodeURIComponent(r.body.job));
+    const cell = '#grid .cellbtn[data-node="web-02"][data-step="0"]';
+    await page.waitForSelector(cell + '[data-status="running"] .cprogress');
+    await page.evaluate(() => {
+        window.__sameDocument = true;
+    });
+    const first = Number(await page.getAttribute(cell, 'data-percent'));
+    assert.match(await page.textContent(cell + ' .cprogress'), /^\d+% · sleeping \d+ of 30 s$/);
+    assert.equal(await page.locator(cell + ' progress').count(), 1);
+    await page.waitForFunction(([sel, was]) => {
+        const el = document.querySelector(sel);
+        return el && el.dataset.percent !== '' && Number(el.dataset.percent) > was;
+    }, [cell, first]);
+    assert.equal(await page.evaluate(() => window.__sameDocument), true, 'the page was reloaded');
+    await page.click(cell);
+    await page.waitForSelector('#cell dd');
+    assert.match(await page.textContent('#cell'), /Progress\s*\d+% · sleeping/);
+    assert.equal((await api('POST', '/jobs/' + r.body.job + '/cancel', tokens.admin, {})).status, 200);
+    await page.waitForSelector('body[data-job-status="cancelled"]');
+    assert.equal(await page.locator('#grid .cprogress').count(), 0);
 });
 
 test('a failed job shows its reason and the failing cell its stderr', LIMIT, async () => {
