@@ -233,6 +233,7 @@ $(BUILD)/test/tools/%: $(BUILD)/obj/test/tools/%.o $(LIB)
 $(BUILD)/test/tools/gridswarm $(BUILD)/test/test_zmtp: $(ZMTP_OBJ)
 
 test-build: $(BINS) $(TEST_BINS) $(TEST_TOOLS) $(BUILD)/test/test_python \
+	$(BUILD)/test/test_it_upgrade \
 	$(BUILD)/test/test_packaging $(BUILD)/test/test_it_browser \
 	$(BUILD)/test/test_layers man
 
@@ -283,6 +284,14 @@ $(BUILD)/test/test_layers: test/check_layers.sh test/check_layers_selftest.sh
 $(BUILD)/test/test_packaging: test/packaging.sh
 	@mkdir -p $(dir $@)
 	@printf '#!/bin/sh\nexec sh "%s" "%s" "%s"\n' "$(abspath test/packaging.sh)" \
+		"$(abspath .)" "$(abspath $(BUILD))" >$@
+	@chmod +x $@
+
+# Mixed releases (test/upgrade.sh): the previous release of RELEASES,
+# built once into ~/.cache/grid/releases, against this tree's programs.
+$(BUILD)/test/test_it_upgrade: test/upgrade.sh RELEASES
+	@mkdir -p $(dir $@)
+	@printf '#!/bin/sh\nexec sh "%s" "%s" "%s"\n' "$(abspath test/upgrade.sh)" \
 		"$(abspath .)" "$(abspath $(BUILD))" >$@
 	@chmod +x $@
 
