@@ -43,7 +43,13 @@ else
 Q := @
 say = @echo "  $(1) $(2)"
 endif
-VERSION := 0.1.0
+# The release (VERSION, one line), the commit it was built from and the
+# build date, for --version. A tree without git history (a tarball, the
+# packages' copy) passes GRID_COMMIT in, else reads "unknown"; the date
+# is SOURCE_DATE_EPOCH's when set (reproducible builds), else today.
+VERSION := $(shell cat VERSION 2>/dev/null || echo 0.0.0)
+GRID_COMMIT ?= $(shell git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
+GRID_BUILD_DATE ?= $(shell date -u -d @$${SOURCE_DATE_EPOCH:-$$(date +%s)} +%Y-%m-%d)
 
 ifeq ($(SANITIZE),1)
 BUILD ?= build-asan
@@ -123,7 +129,7 @@ FUZZ_SEEDS := $(BUILD)/test/tools/fuzz_seeds
 # rules, which make would otherwise delete).
 .SECONDARY:
 
-.PHONY: all man deps test test-build test-deps demo format clean \
+.PHONY: all man deps test test-build test-deps demo format clean FORCE \
 	check-deps check-layers fuzz fuzz-build fuzz-deps bench bench-quick \
 	bench-queue bench-scale bench-http install \
 	uninstall deb
@@ -167,6 +173,18 @@ $(BUILD)/obj/gen/webfiles_data.o: $(WEB_GEN) broker/webfiles.h
 	@mkdir -p $(dir $@)
 	$(call say,CC,$<)
 	$(Q)$(CC) $(ALL_CFLAGS) -I. -c $< -o $@
+
+# The commit and date reach only proto/cmdline.c, through a stamp file
+# rewritten when they change (so a new commit rebuilds one object).
+BUILDINFO := $(BUILD)/gen/buildinfo
+$(BUILDINFO): FORCE
+	@mkdir -p $(dir $@)
+	@echo "$(VERSION) $(GRID_COMMIT) $(GRID_BUILD_DATE)" >$@.new; \
+	if cmp -s $@.new $@; then rm -f $@.new; else mv $@.new $@; fi
+$(BUILD)/obj/proto/cmdline.o: $(BUILDINFO)
+$(BUILD)/obj/proto/cmdline.o: ALL_CFLAGS += -DGRID_COMMIT=\"$(GRID_COMMIT)\" \
+	-DGRID_BUILD_DATE=\"$(GRID_BUILD_DATE)\"
+FORCE:
 
 # .incbin reads the file at assembly time: the object depends on it
 $(BUILD)/obj/%.o: %.S
@@ -215,6 +233,7 @@ $(BUILD)/test/tools/%: $(BUILD)/obj/test/tools/%.o $(LIB)
 $(BUILD)/test/tools/gridswarm $(BUILD)/test/test_zmtp: $(ZMTP_OBJ)
 
 test-build: $(BINS) $(TEST_BINS) $(TEST_TOOLS) $(BUILD)/test/test_python \
+	$(BUILD)/test/test_it_upgrade \
 	$(BUILD)/test/test_packaging $(BUILD)/test/test_it_browser \
 	$(BUILD)/test/test_layers man
 
@@ -266,6 +285,14 @@ $(BUILD)/test/test_layers: test/check_layers.sh test/check_layers_selftest.sh
 $(BUILD)/test/test_packaging: test/packaging.sh
 	@mkdir -p $(dir $@)
 	@printf '#!/bin/sh\nexec sh "%s" "%s" "%s"\n' "$(abspath test/packaging.sh)" \
+		"$(abspath .)" "$(abspath $(BUILD))" >$@
+	@chmod +x $@
+
+# Mixed releases (test/upgrade.sh): the previous release of RELEASES,
+# built once into ~/.cache/grid/releases, against this tree's programs.
+$(BUILD)/test/test_it_upgrade: test/upgrade.sh RELEASES
+	@mkdir -p $(dir $@)
+	@printf '#!/bin/sh\nexec sh "%s" "%s" "%s"\n' "$(abspath test/upgrade.sh)" \
 		"$(abspath .)" "$(abspath $(BUILD))" >$@
 	@chmod +x $@
 

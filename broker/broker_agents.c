@@ -592,10 +592,13 @@ s_on_bye (broker_t *self, registry_node_t *node, const proto_msg_t *in,
 {
     log_node (LOG_LEVEL_INFO, node->id, "node %s said bye (%s)", node->id,
               in->reason ? in->reason : "");
+    //  A node stopped on purpose is most often restarted (an upgrade, a
+    //  config change): like one that missed its heartbeats, its any-node
+    //  steps go elsewhere at once and its other work waits offline_grace
+    //  for it to come back before it reads lost
     registry_set_offline (node, now_ms);
-    node->offline_reported = true;
     ctx_save_node (&self->ctx, node);
-    sched_on_node_offline (self->ctx.sched, node->id, now_ms);
+    sched_on_node_down (self->ctx.sched, node->id, now_ms);
     return 0;
 }
 

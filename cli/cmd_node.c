@@ -47,12 +47,14 @@ s_render_node_list (const pv_t *data, FILE *out)
         return 0;
     }
     const char *headers [] = {
-        "ID", "HOSTNAME", "STATUS", "GROUPS", "LABELS", "LAST-SEEN", "RUNNING"
+        "ID", "HOSTNAME", "STATUS", "GROUPS", "LABELS", "LAST-SEEN", "RUNNING",
+        "VERSION"
     };
-    cli_table_t *table = cli_table_new (7, false, headers);
+    cli_table_t *table = cli_table_new (8, false, headers);
     for (size_t index = 0; index < pv_size (nodes); index++) {
         const pv_t *node = pv_array_at (nodes, index);
         char id [128], hostname [256], status [64], seen [64], running [64];
+        char version [64];
         char number [32];
         char *groups = cli_join (pv_map_get (node, "groups"));
         char *labels = cli_join (pv_map_get (node, "labels"));
@@ -66,7 +68,8 @@ s_render_node_list (const pv_t *data, FILE *out)
             cli_field (node, "status", status, sizeof status),
             groups, labels,
             cli_time (pv_map_get (node, "last_seen"), false, seen, sizeof seen),
-            running
+            running,
+            cli_field (node, "version", version, sizeof version)
         };
         cli_table_add (table, false, row);
         free (groups);
@@ -318,8 +321,9 @@ static const char s_help_node [] =
 "  gridcli node workers ID\n"
 "  gridcli node history ID [--limit N]\n"
 "\n"
-"node list    ID HOSTNAME STATUS GROUPS LABELS LAST-SEEN RUNNING, sorted by\n"
-"             id (RUNNING is tasks running / concurrency)\n"
+"node list    ID HOSTNAME STATUS GROUPS LABELS LAST-SEEN RUNNING VERSION,\n"
+"             sorted by id (RUNNING is tasks running / concurrency; VERSION\n"
+"             the gridagent release, to follow an upgrade)\n"
 "node info    the node's fields, then BACKEND VERSION ACTION KIND PARAMS\n"
 "             for each action it offers (KIND query only reads, modify\n"
 "             changes the host; a param marked * is required)\n"

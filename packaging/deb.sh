@@ -14,6 +14,9 @@ out=$(mkdir -p "$build/deb" && cd "$build/deb" && pwd)
 src="$out/src"
 rm -rf "$src" "$out"/*.deb
 mkdir -p "$src"
+# The copy has no git history: --version's commit is read here
+GRID_COMMIT=${GRID_COMMIT:-$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)}
+export GRID_COMMIT
 # The sources, then the build directory with its timestamps
 tar --exclude=./build --exclude=./build-asan --exclude=./.git \
     --exclude='./build-*' -cf - . | tar -C "$src" -xf -

@@ -13,6 +13,12 @@
 #ifndef GRID_VERSION
 #define GRID_VERSION "0.0.0-dev"
 #endif
+#ifndef GRID_COMMIT
+#define GRID_COMMIT "unknown"
+#endif
+#ifndef GRID_BUILD_DATE
+#define GRID_BUILD_DATE "unknown"
+#endif
 
 const char *
 cmdline_refused (int argc, char *const *argv)
@@ -46,4 +52,6 @@ cmdline_print_version (FILE *out, const char *program)
 {
     fprintf (out, "%s %s (protocol %d)\n", program, GRID_VERSION,
              PROTO_VERSION);
+    fprintf (out, "commit %s, built %s\n", GRID_COMMIT, GRID_BUILD_DATE);
+    fprintf (out, "features: %s\n", PROTO_FEATURES_TEXT);
 }

@@ -6,7 +6,8 @@
     "Command lines"): getopt_long, long options written --name VALUE or
     --name=VALUE (or an unambiguous prefix of the name), -h and --help
     print the usage to stdout and exit 0, --version prints "PROGRAM
-    VERSION (protocol N)" and exits 0, --config FILE names the YAML file
+    VERSION (protocol N)", then the commit and build date and the
+    protocol's feature names, and exits 0, --config FILE names the YAML file
     that flags override ("none": no file), --print-config shows every
     setting with where it came from. A mistake on the command line prints
     one sentence naming it, "PROGRAM: unknown option '--x'", then "run

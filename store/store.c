@@ -34,6 +34,12 @@
 #define STORE_GROW_PERCENT 80
 
 #define STORE_SCHEMA_KEY "schema_version"
+//  The release of the last program that opened the store (text), so that
+//  an older one it refuses can say which release to install
+#define STORE_RELEASE_KEY "release"
+#ifndef GRID_VERSION
+#define GRID_VERSION "0.0.0-dev"
+#endif
 
 //  Names of the databases, indexed by store_db_t.
 static const char *s_db_names[STORE_DB_COUNT] = {
@@ -244,9 +250,24 @@ s_check_schema (MDB_txn *txn, MDB_dbi meta, char *err, size_t err_len)
     uint32_t version = (uint32_t) bytes[0] << 24 | (uint32_t) bytes[1] << 16
                      | (uint32_t) bytes[2] << 8 | (uint32_t) bytes[3];
     if (version > STORE_SCHEMA_VERSION) {
+        MDB_val release_key = { strlen (STORE_RELEASE_KEY),
+                                (void *) STORE_RELEASE_KEY };
+        char release [64] = "";
+        if (mdb_get (txn, meta, &release_key, &value) == MDB_SUCCESS
+            && value.mv_size < sizeof release) {
+            memcpy (release, value.mv_data, value.mv_size);
+            release [value.mv_size] = 0;
+            for (char *at = release; *at; at++)
+                if (*at < 0x20 || *at > 0x7e)
+                    *at = '?';
+        }
         snprintf (err, err_len,
-                  "schema version %u is newer than this program (%d)",
-                  (unsigned) version, STORE_SCHEMA_VERSION);
+                  "schema version %u is newer than this release's (%s reads "
+                  "%d): the store was written by %s%s; install that release "
+                  "or a later one (this one leaves the store as it is)",
+                  (unsigned) version, GRID_VERSION, STORE_SCHEMA_VERSION,
+                  *release ? "release " : "a later release",
+                  release);
         return -1;
     }
     if (version < STORE_SCHEMA_VERSION) {
@@ -279,9 +300,19 @@ s_open_databases (store_t *self, const char *dir, char *err, size_t err_len)
         mdb_txn_abort (txn);
         return -1;
     }
-    char why[200];
+    char why[400];
     if (s_check_schema (txn, self->dbi[STORE_DB_META], why, sizeof why)) {
         snprintf (err, err_len, "%s: %s", dir, why);
+        mdb_txn_abort (txn);
+        return -1;
+    }
+    MDB_val release_key = { strlen (STORE_RELEASE_KEY),
+                            (void *) STORE_RELEASE_KEY };
+    MDB_val release = { strlen (GRID_VERSION), (void *) GRID_VERSION };
+    rc = mdb_put (txn, self->dbi[STORE_DB_META], &release_key, &release, 0);
+    if (rc != MDB_SUCCESS) {
+        snprintf (err, err_len, "%s: cannot write the release: %s", dir,
+                  mdb_strerror (rc));
         mdb_txn_abort (txn);
         return -1;
     }

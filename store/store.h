@@ -75,9 +75,12 @@ typedef struct _store_cursor_t store_cursor_t;
 
 //  Opens (creating if needed, mode 0700) the environment in directory DIR
 //  with an initial map of MAP_BYTES that may grow up to MAX_MAP_BYTES
-//  (0 = never grow). Checks/writes the schema version. Returns the store, or
-//  NULL with a sentence in ERR (e.g. "/x: Permission denied", "schema
-//  version 7 is newer than this program (1)").
+//  (0 = never grow). Checks/writes the schema version, and writes this
+//  program's release (GRID_VERSION) as the last to open it. Returns the
+//  store, or NULL with a sentence in ERR (e.g. "/x: Permission denied",
+//  "schema version 7 is newer than this release's (0.1.0 reads 1): the
+//  store was written by release 0.4.0; install that release or a later
+//  one (this one leaves the store as it is)").
 //  MAP_BYTES 0 keeps the size an existing environment was last given (10
 //  MiB, LMDB's default, for a new one); a map smaller than the data already
 //  stored is widened to fit it.

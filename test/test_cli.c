@@ -1686,6 +1686,9 @@ test_cli_render_lists (void **state)
     assert_non_null (strstr (text, "web,prod"));
     assert_non_null (strstr (text, "tier=web.dev"));
     assert_non_null (strstr (text, "1/4"));
+    //  The release each node runs, to follow an upgrade
+    assert_non_null (strstr (text, "VERSION"));
+    assert_non_null (strstr (text, " 0.1.0"));
     free (out.text);
     pv_doc_destroy (&doc);
 

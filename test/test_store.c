@@ -704,15 +704,34 @@ test_store_schema_version (void **state)
     s_fixture_t *fixture = *state;
     store_t *store = s_open (fixture, MIB, 0);
     s_put_str (store, STORE_DB_JOBS, "j-1", "job");
+    //  Opening wrote this release as the last to open it
+    store_txn_t *txn = store_begin (store, false);
+    const void *value = NULL;
+    size_t size = 0;
+    assert_int_equal (store_get (txn, STORE_DB_META, "release", 7, &value,
+                                 &size), 0);
+    assert_int_equal (size, strlen (GRID_VERSION));
+    assert_memory_equal (value, GRID_VERSION, size);
+    store_abort (&txn);
     s_set_schema (store, 7);
+    txn = store_begin (store, true);
+    assert_int_equal (store_put (txn, STORE_DB_META, "release", 7, "9.1.0", 5),
+                      0);
+    assert_int_equal (store_commit (&txn), 0);
     store_destroy (&store);
 
-    char err[256] = "";
+    char err[512] = "";
     store = store_open (fixture->data, MIB, 0, err, sizeof err);
     assert_null (store);
     assert_non_null (strstr (err, "schema version 7 is newer than this "
-                                  "program (1)"));
+                                  "release's"));
+    assert_non_null (strstr (err, "written by release 9.1.0; install that "
+                                  "release or a later one"));
     assert_non_null (strstr (err, fixture->data));
+    //  Refused, and left as it was
+    char again[512] = "";
+    assert_null (store_open (fixture->data, MIB, 0, again, sizeof again));
+    assert_string_equal (err, again);
 
     //  ERR may be left out
     assert_null (store_open (fixture->data, MIB, 0, NULL, 0));

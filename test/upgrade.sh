@@ -1,0 +1,346 @@
+#!/bin/sh
+# Mixed releases, through the real programs: the previous release (the
+# newest line of RELEASES that is not this tree's own commit) is built
+# from its commit, once, into a cache outside the tree, and run against
+# this tree's programs as a fleet meets them during an upgrade: old
+# agents and a new broker, old gridcli and the old Python module against
+# a new broker, an old broker's store and an old agent's spool opened by
+# the new programs, and five agents upgraded one at a time while a job
+# runs on them. Without git history (a tarball) or without the release's
+# commit, it says so and checks nothing.
+#
+# usage: sh test/upgrade.sh SRC_DIR BUILD_DIR
+# GRID_RELEASE_CACHE: where built releases are kept
+#                     [${XDG_CACHE_HOME:-~/.cache}/grid/releases]
+# Prints cmocka-style lines, so test/run_tests.sh counts each check.
+set -u
+src=$(cd "$1" && pwd)
+build=$(cd "$2" && pwd)
+new="$build/bin"
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/grid-upgrade-XXXXXX")
+pids=""
+passed=0
+failed=0
+
+cleanup() {
+    for pid in $pids; do
+        kill -CONT "$pid" 2>/dev/null
+        kill -KILL "$pid" 2>/dev/null
+    done
+    for pid in $pids; do
+        wait "$pid" 2>/dev/null
+    done
+    rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+finish() {
+    echo "[==========] $((passed + failed)) test(s) run."
+    echo "[  PASSED  ] $passed test(s)."
+    [ "$failed" = 0 ] || echo "[  FAILED  ] $failed test(s), listed above."
+    [ "$failed" = 0 ]
+    exit $?
+}
+
+# The previous release: the newest line of RELEASES ("VERSION COMMIT
+# PROTOCOL", # comments) whose commit is not HEAD.
+head=$(git -C "$src" rev-parse HEAD 2>/dev/null || echo none)
+release=""
+commit=""
+while read -r r_version r_commit r_protocol; do
+    case "$r_version" in ''|'#'*) continue ;; esac
+    case "$head" in "$r_commit"*) continue ;; esac
+    release=$r_version
+    commit=$r_commit
+done <"$src/RELEASES"
+if [ -z "$release" ]; then
+    echo "upgrade: RELEASES names no release before this tree: nothing to mix"
+    finish
+fi
+if ! git -C "$src" cat-file -e "$commit^{commit}" 2>/dev/null; then
+    echo "upgrade: skipped: release $release's commit $commit is not in this"
+    echo "tree's git history (a tarball, or a shallow clone): the mixed-release"
+    echo "checks need it (git fetch --unshallow)"
+    finish
+fi
+
+# The release, built once per commit into the cache
+cache_root=${GRID_RELEASE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/grid/releases}
+old_dir="$cache_root/$release-$commit"
+old="$old_dir/bin"
+if [ ! -x "$old/gridagent" ] || [ ! -x "$old/gridbroker" ]; then
+    echo "upgrade: building release $release ($commit) into $old_dir"
+    mkdir -p "$cache_root" || finish
+    work="$tmp/release-src"
+    mkdir -p "$work"
+    if ! git -C "$src" archive "$commit" | tar -x -C "$work"; then
+        echo "upgrade: cannot unpack release $release from git" >&2
+        failed=1
+        finish
+    fi
+    if ! (cd "$work" && make -j2 BUILD=build GRID_COMMIT="$(echo "$commit" | cut -c1-12)" \
+            CFLAGS="-O1 -g0" build/bin/gridbroker build/bin/gridagent \
+            build/bin/gridcli) >"$tmp/release-build.log" 2>&1; then
+        tail -n 30 "$tmp/release-build.log" >&2
+        echo "upgrade: release $release does not build" >&2
+        failed=1
+        finish
+    fi
+    # Into place whole (another run may have built it meanwhile)
+    fresh="$old_dir.new.$$"
+    mkdir -p "$fresh"
+    cp -r "$work/build/bin" "$fresh/bin"
+    cp -r "$work/python" "$fresh/python"
+    [ -x "$old/gridagent" ] || rm -rf "$old_dir"
+    mv -T "$fresh" "$old_dir" 2>/dev/null || rm -rf "$fresh"
+    rm -rf "$work"
+fi
+echo "upgrade: release $release ($commit) against this tree ($head)"
+
+check() {
+    name=$1
+    shift
+    # GRID_UPGRADE_ONLY=NAME runs only that check
+    case "${GRID_UPGRADE_ONLY:-$name}" in "$name") ;; *) return 0 ;; esac
+    echo "[ RUN      ] $name"
+    if "$@" >"$tmp/log" 2>&1; then
+        passed=$((passed + 1))
+        echo "[       OK ] $name"
+    else
+        failed=$((failed + 1))
+        sed 's/^/    /' "$tmp/log" | tail -n 40
+        for log in "$run"/*.log; do
+            [ -f "$log" ] || continue
+            echo "    --- $log"
+            tail -n 15 "$log" | sed 's/^/    /'
+        done
+        echo "[  FAILED  ] $name"
+    fi
+    stop_all
+}
+
+# A run's processes (plaintext, ipc:// endpoints in $tmp/run-N, a new
+# directory for each check)
+runs=1
+run="$tmp/run-$runs"
+broker_pid=""
+
+stop_all() {
+    for pid in $pids; do
+        kill -CONT "$pid" 2>/dev/null
+        kill -TERM "$pid" 2>/dev/null
+    done
+    # Agents started in $(...) are not this shell's children: wait by pid
+    for pid in $pids; do
+        for i in $(seq 1 100); do
+            kill -0 "$pid" 2>/dev/null || break
+            sleep 0.1
+        done
+        kill -KILL "$pid" 2>/dev/null
+        wait "$pid" 2>/dev/null
+    done
+    pids=""
+    broker_pid=""
+    rm -rf "$run"
+    runs=$((runs + 1))
+    run="$tmp/run-$runs"
+}
+
+# start_broker BIN: a broker of BIN on $run's endpoints and data dir
+start_broker() {
+    mkdir -p "$run"
+    "$1/gridbroker" --config none --insecure --data-dir "$run/broker" \
+        --client "ipc://$run/client" --agents "ipc://$run/agents" \
+        --publish "ipc://$run/publish" --heartbeat 1s \
+        >>"$run/broker.log" 2>&1 &
+    broker_pid=$!
+    pids="$pids $broker_pid"
+    for i in $(seq 1 100); do
+        cli "$new" status >/dev/null 2>&1 && return 0
+        sleep 0.1
+    done
+    echo "the broker did not start"
+    return 1
+}
+
+# start_agent BIN ID: an agent of BIN named ID (state in $run/ID);
+# prints its pid
+start_agent() {
+    "$1/gridagent" --config none --insecure --id "$2" --groups up \
+        --broker "ipc://$run/agents" --publish "ipc://$run/publish" \
+        --state-dir "$run/$2" >>"$run/agent-$2.log" 2>&1 &
+    echo $!
+}
+
+# The job id in gridcli's JSON answer on stdin (a submit's "job", a
+# record's "id")
+job_id() {
+    /usr/bin/python3 -c 'import json, sys
+answer = json.load(sys.stdin)
+print(answer.get("job") or answer.get("id") or "")'
+}
+
+cli() {
+    bin=$1
+    shift
+    "$bin/gridcli" --config none --insecure --broker "ipc://$run/client" \
+        --request-timeout 5s "$@"
+}
+
+# wait_online N: until N nodes read online
+wait_online() {
+    for i in $(seq 1 150); do
+        count=$(cli "$new" node list 2>/dev/null | grep -c ' online ')
+        [ "$count" -ge "$1" ] && return 0
+        sleep 0.1
+    done
+    cli "$new" node list
+    echo "not $1 nodes online"
+    return 1
+}
+
+old_agents_run_jobs_on_a_new_broker() {
+    start_broker "$new" || return 1
+    pids="$pids $(start_agent "$old" old-01) $(start_agent "$old" old-02)"
+    wait_online 2 || return 1
+    cli "$new" job run --target group:up --wait test echo --msg mixed \
+        >"$run/out" 2>&1 || { cat "$run/out"; return 1; }
+    cat "$run/out"
+    [ "$(grep -c 'success' "$run/out")" -ge 2 ] || return 1
+    grep -q 'mixed' "$run/out"
+}
+
+old_clients_talk_to_a_new_broker() {
+    start_broker "$new" || return 1
+    pids="$pids $(start_agent "$new" new-01)"
+    wait_online 1 || return 1
+    cli "$old" status || return 1
+    cli "$old" job run --target node:new-01 --wait test echo --msg old-cli \
+        >"$run/out" 2>&1 || { cat "$run/out"; return 1; }
+    grep -q 'old-cli' "$run/out" || { cat "$run/out"; return 1; }
+    cli "$old" --output json node list | grep -q '"new-01"' || return 1
+    # The old Python module, from the release's tree
+    PYTHONPATH="$old_dir/python" PYTHONDONTWRITEBYTECODE=1 /usr/bin/python3 - \
+        "ipc://$run/client" <<'EOF'
+import sys
+import grid
+try:
+    client = grid.Client(sys.argv[1], insecure=True)
+except TypeError:
+    client = grid.Client(sys.argv[1])
+record = client.run("node:new-01", "test", "echo", {"msg": "old-py"},
+                    wait=True)
+statuses = [cell["status"] for _, _, cell in client.cells(record)]
+print(record["status"], statuses)
+assert statuses == ["success"], statuses
+EOF
+}
+
+an_old_store_opens_in_a_new_broker() {
+    start_broker "$old" || return 1
+    pids="$pids $(start_agent "$old" st-01)"
+    wait_online 1 || return 1
+    id=$(cli "$old" --output json job run --target node:st-01 --wait \
+        test echo --msg kept | job_id)
+    [ -n "$id" ] || { echo "no job id"; return 1; }
+    kill -TERM "$broker_pid"
+    wait "$broker_pid" 2>/dev/null
+    start_broker "$new" || return 1
+    wait_online 1 || return 1
+    cli "$new" job status "$id" >"$run/out" 2>&1 || { cat "$run/out"; return 1; }
+    cat "$run/out"
+    grep -q 'kept' "$run/out" && grep -q 'success' "$run/out" || return 1
+    # and the new broker still runs jobs on the old agent
+    cli "$new" job run --target node:st-01 --wait test echo --msg again \
+        | grep -q again
+}
+
+# A result the old agent spooled while its broker could not take it is
+# delivered by the new agent started on the same state dir.
+an_old_spool_is_delivered_by_a_new_agent() {
+    start_broker "$new" || return 1
+    agent=$(start_agent "$old" sp-01)
+    pids="$pids $agent"
+    wait_online 1 || return 1
+    id=$(cli "$new" --output json job run --target node:sp-01 \
+        test sleep --seconds 2 | job_id)
+    [ -n "$id" ] || { echo "no job id"; return 1; }
+    for i in $(seq 1 50); do
+        cli "$new" job status "$id" | grep -q running && break
+        sleep 0.1
+    done
+    kill -STOP "$broker_pid"
+    sleep 3
+    # The task ended with no broker to hear it: its result is spooled
+    kill -TERM "$agent"
+    for i in $(seq 1 100); do
+        kill -0 "$agent" 2>/dev/null || break
+        sleep 0.1
+    done
+    kill -KILL "$agent" 2>/dev/null
+    wait "$agent" 2>/dev/null
+    kill -CONT "$broker_pid"
+    pids="$pids $(start_agent "$new" sp-01)"
+    for i in $(seq 1 200); do
+        cli "$new" job status "$id" >"$run/out" 2>&1
+        grep -q '^status *\(completed\|failed\|partial_failure\)' \
+            "$run/out" && break
+        sleep 0.1
+    done
+    cat "$run/out"
+    grep -q ' success ' "$run/out"
+}
+
+# Five old agents replaced one at a time by new ones (each stopped the
+# way a package upgrade stops it) while a job of several steps runs on
+# all five: every cell ends success.
+five_agents_upgrade_one_at_a_time_under_a_job() {
+    start_broker "$new" || return 1
+    agents=""
+    for n in 1 2 3 4 5; do
+        pid=$(start_agent "$old" ru-0$n)
+        agents="$agents $pid"
+        pids="$pids $pid"
+    done
+    wait_online 5 || return 1
+    cat >"$run/job.yaml" <<'EOF'
+target: { scope: group, value: up }
+tasks:
+  - { backend: test, action: sleep, params: { seconds: 1 } }
+  - { backend: test, action: sleep, params: { seconds: 1 } }
+  - { backend: test, action: sleep, params: { seconds: 1 } }
+  - { backend: test, action: sleep, params: { seconds: 1 } }
+  - { backend: test, action: echo, params: { msg: done } }
+EOF
+    id=$(cli "$new" --output json job run -f "$run/job.yaml" \
+        | job_id)
+    [ -n "$id" ] || { echo "no job id"; return 1; }
+    n=0
+    for pid in $agents; do
+        n=$((n + 1))
+        kill -TERM "$pid"
+        for i in $(seq 1 150); do
+            kill -0 "$pid" 2>/dev/null || break
+            sleep 0.1
+        done
+        wait "$pid" 2>/dev/null
+        pids="$pids $(start_agent "$new" ru-0$n)"
+    done
+    for i in $(seq 1 600); do
+        cli "$new" job status "$id" >"$run/out" 2>&1
+        grep -q '^status *\(completed\|failed\|partial_failure\|cancelled\)' \
+            "$run/out" && break
+        sleep 0.1
+    done
+    cat "$run/out"
+    [ "$(grep -c ' success ' "$run/out")" = 25 ]
+}
+
+check old_agents_run_jobs_on_a_new_broker old_agents_run_jobs_on_a_new_broker
+check old_clients_talk_to_a_new_broker old_clients_talk_to_a_new_broker
+check an_old_store_opens_in_a_new_broker an_old_store_opens_in_a_new_broker
+check an_old_spool_is_delivered_by_a_new_agent an_old_spool_is_delivered_by_a_new_agent
+check five_agents_upgrade_one_at_a_time_under_a_job \
+    five_agents_upgrade_one_at_a_time_under_a_job
+finish
