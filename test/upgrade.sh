@@ -5,8 +5,9 @@
 # this tree's programs as a fleet meets them during an upgrade: old
 # agents and a new broker, old gridcli and the old Python module against
 # a new broker, an old broker's store and an old agent's spool opened by
-# the new programs, and five agents upgraded one at a time while a job
-# runs on them. Without git history (a tarball) or without the release's
+# the new programs (and the new store by the old broker: a downgrade
+# within one store schema), and five agents upgraded one at a time while
+# a job runs on them. Without git history (a tarball) or without the release's
 # commit, it says so and checks nothing.
 #
 # usage: sh test/upgrade.sh SRC_DIR BUILD_DIR
@@ -256,6 +257,23 @@ an_old_store_opens_in_a_new_broker() {
         | grep -q again
 }
 
+# A downgrade within one store schema: the store the new broker wrote
+# opens in the old one, its jobs readable.
+a_new_store_opens_in_the_old_broker() {
+    start_broker "$new" || return 1
+    pids="$pids $(start_agent "$new" dn-01)"
+    wait_online 1 || return 1
+    id=$(cli "$new" --output json job run --target node:dn-01 --wait \
+        test echo --msg back | job_id)
+    [ -n "$id" ] || { echo "no job id"; return 1; }
+    kill -TERM "$broker_pid"
+    wait "$broker_pid" 2>/dev/null
+    start_broker "$old" || return 1
+    cli "$old" job status "$id" >"$run/out" 2>&1 || { cat "$run/out"; return 1; }
+    cat "$run/out"
+    grep -q 'back' "$run/out" && grep -q 'success' "$run/out"
+}
+
 # A result the old agent spooled while its broker could not take it is
 # delivered by the new agent started on the same state dir.
 an_old_spool_is_delivered_by_a_new_agent() {
@@ -340,6 +358,7 @@ EOF
 check old_agents_run_jobs_on_a_new_broker old_agents_run_jobs_on_a_new_broker
 check old_clients_talk_to_a_new_broker old_clients_talk_to_a_new_broker
 check an_old_store_opens_in_a_new_broker an_old_store_opens_in_a_new_broker
+check a_new_store_opens_in_the_old_broker a_new_store_opens_in_the_old_broker
 check an_old_spool_is_delivered_by_a_new_agent an_old_spool_is_delivered_by_a_new_agent
 check five_agents_upgrade_one_at_a_time_under_a_job \
     five_agents_upgrade_one_at_a_time_under_a_job
