@@ -221,6 +221,8 @@ old_clients_talk_to_a_new_broker() {
         >"$run/out" 2>&1 || { cat "$run/out"; return 1; }
     grep -q 'old-cli' "$run/out" || { cat "$run/out"; return 1; }
     cli "$old" --output json node list | grep -q '"new-01"' || return 1
+    cli "$old" job list | grep -q completed || return 1
+    cli "$old" queue stats >/dev/null || return 1
     # The old Python module, from the release's tree
     PYTHONPATH="$old_dir/python" PYTHONDONTWRITEBYTECODE=1 /usr/bin/python3 - \
         "ipc://$run/client" <<'EOF'
