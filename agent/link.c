@@ -30,6 +30,8 @@
 #define S_HELLO_FIRST_MS 100        //  First hello retry, doubling...
 #define S_HELLO_MS 30000            //  ...up to this, until welcomed;
 #define S_HELLO_ANSWERED_MS 2000    //  up to this while the broker refuses
+#define S_HELLO_INCOMPATIBLE_MS 60000  //  every this while it speaks
+                                    //  another protocol (another release)
 #define S_HWM 10000                 //  Socket high-water marks
 #define S_ZMTP_HEARTBEAT_MS 5000    //  ZMTP-level heartbeats
 #define S_ZMTP_TIMEOUT_MS 15000
@@ -57,6 +59,7 @@ struct _link_t {
     int hello_timer;            //  -1 when none
     uint32_t hello_delay_ms;    //  Next hello retry delay
     bool hello_answered;        //  The broker refused a hello (it is not busy)
+    bool incompatible;          //  ... because it speaks another protocol
     int heartbeat_timer;
     zcert_t *cert;              //  Our key pair (NULL when insecure)
     char broker_key [KEYS_TEXT_SIZE];  //  The broker's public key
@@ -162,7 +165,11 @@ s_hello_fired (zloop_t *loop, int timer_id, void *arg);
 static void
 s_arm_hello (link_t *self, bool first)
 {
-    uint32_t most = self->hello_answered ? S_HELLO_ANSWERED_MS : S_HELLO_MS;
+    uint32_t most = self->incompatible ? S_HELLO_INCOMPATIBLE_MS
+                  : self->hello_answered ? S_HELLO_ANSWERED_MS : S_HELLO_MS;
+    if (self->incompatible)
+        self->hello_delay_ms = most;
+    else
     if (first || self->hello_delay_ms == 0)
         self->hello_delay_ms = S_HELLO_FIRST_MS;
     else
@@ -428,6 +435,8 @@ s_connect (link_t *self, size_t index, char *err, size_t err_len)
 {
     s_disconnect (self);
     self->endpoint = index;
+    //  Another broker may speak our protocol
+    self->incompatible = false;
     if (self->server_keys)
         memcpy (self->broker_key, self->server_keys [index], KEYS_TEXT_SIZE);
     char **topics = agent_topics (self->config, NULL);
@@ -701,6 +710,7 @@ link_welcome (link_t *self, uint32_t heartbeat_ms)
     bool changed = !self->welcomed || beat != self->heartbeat_ms;
     self->welcomed = true;
     self->hello_answered = false;
+    self->incompatible = false;
     if (self->hello_timer >= 0)
         zloop_timer_end (self->loop, self->hello_timer);
     self->hello_timer = -1;
@@ -735,11 +745,32 @@ link_refused (link_t *self, const char *code, const char *message)
     //  Until a welcome, the same refusal answers every hello: say it once
     bool repeated = !self->welcomed
                     && strcmp (self->last_refusal, message) == 0;
+    //  A broker of another release: it refuses our protocol version, or
+    //  a hello key it does not know. Waiting will not help, an upgrade
+    //  will: say so at error level, and ask again only once a minute
+    bool incompatible = !self->welcomed
+        && (strcmp (code, PROTO_ERR_VERSION) == 0
+            || (strcmp (code, PROTO_ERR_MALFORMED) == 0
+                && strstr (message, "hello: unknown key")));
+    if (!repeated && incompatible)
+        log_error ("the broker at %s does not speak this agent's protocol "
+                   "(release %s, protocol %d): %s: %s. Upgrade gridagent or the "
+                   "broker so that their releases are at most one apart; "
+                   "asking again every %d s", self->endpoints [self->endpoint],
+                   GRID_VERSION, PROTO_VERSION, code, message,
+                   S_HELLO_INCOMPATIBLE_MS / 1000);
+    else
     if (!repeated)
         s_log (self, "broker says %s: %s", code, message);
     if (!self->welcomed)
         snprintf (self->last_refusal, sizeof self->last_refusal, "%s",
                   message);
+    if (incompatible && !self->incompatible) {
+        self->incompatible = true;
+        self->hello_answered = true;
+        s_arm_hello (self, false);
+    }
+    else
     //  A refused hello: the broker answers, so ask again at the short pace
     if (!self->welcomed && !self->hello_answered) {
         self->hello_answered = true;

@@ -3,7 +3,9 @@
     does not welcome them: a real gridagent and a gridswarm agent against
     a stand-in broker (a ROUTER that never answers) back off, the wait
     doubling up to 30 s, while a gridagent whose hellos the broker refuses
-    (pending) keeps asking every 2 s or so.
+    (pending) keeps asking every 2 s or so, and one whose broker speaks
+    another protocol (unsupported_version) says so once at error level
+    and asks again only once a minute.
     =========================================================================
 */
 #include <setjmp.h>
@@ -63,10 +65,11 @@ test_it_hello_backoff_paces (void **state)
     assert_true (grid_spawn_agent (&grid, "quiet-01", NULL, NULL, NULL) >= 0);
     assert_true (grid_spawn_agent (&grid, "refused-01", NULL, NULL, NULL)
                  >= 0);
+    assert_true (grid_spawn_agent (&grid, "old-01", NULL, NULL, NULL) >= 0);
     pid_t swarm = s_spawn_swarm (&grid);
     assert_true (swarm > 0);
 
-    int quiet = 0, refused = 0, swarmed = 0, other = 0;
+    int quiet = 0, refused = 0, swarmed = 0, other = 0, incompatible = 0;
     long long deadline = grid_now_ms () + S_WATCH_MS;
     zpoller_t *poller = zpoller_new (router, NULL);
     while (grid_now_ms () < deadline) {
@@ -99,6 +102,21 @@ test_it_hello_backoff_paces (void **state)
                 pw_destroy (&writer);
             }
             else
+            if (strcmp (in->node, "old-01") == 0) {
+                incompatible++;
+                proto_msg_t error = {
+                    .type = PROTO_ERROR, .code = PROTO_ERR_VERSION,
+                    .message = "unsupported version 1 (speaks 2)"
+                };
+                pw_t *writer = pw_new ();
+                assert_int_equal (proto_msg_encode (&error, writer), 0);
+                zmsg_t *reply = zmsg_new ();
+                zmsg_append (reply, &(zframe_t *) {zframe_dup (routing)});
+                zmsg_addmem (reply, pw_data (writer), pw_size (writer));
+                assert_int_equal (zmsg_send (&reply, router), 0);
+                pw_destroy (&writer);
+            }
+            else
             if (strncmp (in->node, "swarm-", 6) == 0) {
                 swarmed++;
                 //  A process id, as a real agent's: repeats can be told
@@ -113,7 +131,8 @@ test_it_hello_backoff_paces (void **state)
     zpoller_destroy (&poller);
     grid_kill (swarm, SIGKILL);
     fprintf (stderr, "hellos in %d ms: gridagent %d, refused gridagent %d, "
-             "gridswarm %d\n", S_WATCH_MS, quiet, refused, swarmed);
+             "incompatible gridagent %d, gridswarm %d\n", S_WATCH_MS, quiet,
+             refused, incompatible, swarmed);
     //  Each keeps asking...
     assert_true (quiet >= 5);
     assert_true (swarmed >= 2);
@@ -122,6 +141,20 @@ test_it_hello_backoff_paces (void **state)
     assert_true (swarmed <= 6);
     //  ... but not from a broker that answers
     assert_true (refused >= 10);
+    //  ... unless it speaks another protocol: once a minute, said once
+    assert_true (incompatible >= 1);
+    assert_true (incompatible <= 3);
+    char path [512];
+    snprintf (path, sizeof path, "%s/agent-old-01.log", grid.dir);
+    char *log = grid_slurp (path);
+    assert_non_null (log);
+    assert_true (grid_line_with (log, "error:", "does not speak this agent's "
+                                 "protocol", "unsupported_version", NULL));
+    size_t said = 0;
+    for (const char *at = log; (at = strstr (at, "does not speak")); at++)
+        said++;
+    assert_int_equal (said, 1);
+    free (log);
     assert_int_equal (other, 0);
     zsock_destroy (&router);
     zsock_destroy (&publisher);
