@@ -280,6 +280,33 @@ s_check_schema (MDB_txn *txn, MDB_dbi meta, char *err, size_t err_len)
     return 0;
 }
 
+//  Notes this program's release as the last to open the store, when it
+//  is another, in a transaction of its own: a hint for an older program
+//  that refuses the store, so a store that cannot take the write (a full
+//  disk) opens all the same.
+static void
+s_note_release (store_t *self)
+{
+    MDB_txn *txn;
+    if (mdb_txn_begin (self->env, NULL, 0, &txn) != MDB_SUCCESS)
+        return;
+    MDB_val key = { strlen (STORE_RELEASE_KEY), (void *) STORE_RELEASE_KEY };
+    MDB_val value;
+    if (mdb_get (txn, self->dbi[STORE_DB_META], &key, &value) == MDB_SUCCESS
+        && value.mv_size == strlen (GRID_VERSION)
+        && memcmp (value.mv_data, GRID_VERSION, value.mv_size) == 0) {
+        mdb_txn_abort (txn);
+        return;
+    }
+    value.mv_size = strlen (GRID_VERSION);
+    value.mv_data = (void *) GRID_VERSION;
+    if (mdb_put (txn, self->dbi[STORE_DB_META], &key, &value, 0)
+        == MDB_SUCCESS)
+        mdb_txn_commit (txn);
+    else
+        mdb_txn_abort (txn);
+}
+
 //  Opens every database in one write transaction (the meta database and
 //  its schema version first, so a newer store is refused before anything
 //  else is touched) and commits. Returns 0 or -1 with ERR.
@@ -306,16 +333,7 @@ s_open_databases (store_t *self, const char *dir, char *err, size_t err_len)
         mdb_txn_abort (txn);
         return -1;
     }
-    MDB_val release_key = { strlen (STORE_RELEASE_KEY),
-                            (void *) STORE_RELEASE_KEY };
-    MDB_val release = { strlen (GRID_VERSION), (void *) GRID_VERSION };
-    rc = mdb_put (txn, self->dbi[STORE_DB_META], &release_key, &release, 0);
-    if (rc != MDB_SUCCESS) {
-        snprintf (err, err_len, "%s: cannot write the release: %s", dir,
-                  mdb_strerror (rc));
-        mdb_txn_abort (txn);
-        return -1;
-    }
+
     for (int db = 0; db < STORE_DB_COUNT; db++) {
         if (db == STORE_DB_META)
             continue;
@@ -332,6 +350,7 @@ s_open_databases (store_t *self, const char *dir, char *err, size_t err_len)
         snprintf (err, err_len, "%s: %s", dir, mdb_strerror (rc));
         return -1;
     }
+    s_note_release (self);
     return 0;
 }
 
