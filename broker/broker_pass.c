@@ -588,6 +588,14 @@ s_cancel (broker_t *self, const sched_action_t *action)
     msg.job = (char *) action->job->id;
     msg.reason = (char *) (action->job->reason ? action->job->reason
                                                : "cancelled");
+    if (action->attempt > 0) {
+        //  One attempt only (a reclaim, a timeout): agents before this
+        //  field stop the whole job's work there, as they always did
+        msg.step = action->step;
+        msg.attempt = action->attempt;
+        if (action->detail)
+            msg.reason = (char *) action->detail;
+    }
     pw_reset (self->body);
     int rc = proto_msg_encode (&msg, self->body);
     assert (rc == 0);

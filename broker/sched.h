@@ -217,7 +217,7 @@ typedef struct {
 typedef enum {
     SCHED_ACTION_DISPATCH = 1,    //  Send STEP/ATTEMPT of JOB to NODES; on TOPIC when not NULL, else on each node's own topic
     SCHED_ACTION_RESEND,          //  Send STEP/ATTEMPT of JOB to NODE directly (agent ROUTER)
-    SCHED_ACTION_CANCEL,          //  Tell NODES to stop JOB's work
+    SCHED_ACTION_CANCEL,          //  Tell NODES to stop JOB's work; with ATTEMPT > 0 only that attempt of STEP (DETAIL: why)
     SCHED_ACTION_SAVE_JOB,        //  Persist JOB's header (status, step, expected, reason)
     SCHED_ACTION_SAVE_CELL,       //  Persist the cell (STEP, NODE) of JOB
     SCHED_ACTION_EVENT,           //  Append EVENT (with NODE, STEP, DETAIL) to JOB's log
@@ -229,14 +229,14 @@ typedef struct {
     sched_action_type_t type;     //  What to do
     sched_job_t *job;             //  The job (borrowed)
     uint32_t step;                //  DISPATCH, RESEND, SAVE_CELL, EVENT (when step-related)
-    uint32_t attempt;             //  DISPATCH, RESEND
+    uint32_t attempt;             //  DISPATCH, RESEND, CANCEL (0: the whole job)
     const char *node;             //  RESEND, SAVE_CELL, EVENT (NULL = job-level event), FORGET_CELLS
     size_t cell;                  //  SAVE_CELL: the cell's index in job->cells (an any-node cell is saved under its holder when drained)
     const char *topic;            //  DISPATCH: broadcast topic, or NULL
     char *const *nodes;           //  DISPATCH, CANCEL: the nodes meant
     size_t node_count;            //  How many
     const char *event;            //  EVENT: submitted, started, dispatched, acknowledged, running, succeeded, failed, timeout, lost, offline, interrupted, retried, skipped, cancelled, finished
-    const char *detail;           //  EVENT: a sentence or NULL
+    const char *detail;           //  EVENT, CANCEL: a sentence or NULL
 } sched_action_t;
 
 //  A new scheduler. CONFIG is copied. RESOLVE/ARG resolve targets when a

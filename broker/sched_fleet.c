@@ -634,9 +634,14 @@ sched_reclaim (sched_t *self, s_jobx_t *jobx, size_t step, const char *why)
     sched_attempt_add (cell, from, SCHED_CELL_LOST, NULL, error, -1, 0, false);
     char **names = (char **) sched_keep (self, sched_alloc (sizeof (char *)));
     names [0] = from;
+    //  Only this attempt stops on the old holder, never the job: a later
+    //  attempt may come back to it
     sched_action_t *cancel = sched_action (self, SCHED_ACTION_CANCEL, job);
     cancel->nodes = names;
     cancel->node_count = 1;
+    cancel->step = (uint32_t) step;
+    cancel->attempt = cell->attempt;
+    cancel->detail = (const char *) sched_keep (self, sched_strdup (error));
     const job_phase_t *leaf = jobx->steps [step].leaf;
     uint32_t max_retries = leaf->max_retries > 0 ? (uint32_t) leaf->max_retries
                                                  : 0;

@@ -247,7 +247,7 @@ s_due_fire (sched_t *self, const s_due_t *entry)
         sched_attempt_add (cell, sched_attempt_node (jobx, node), SCHED_CELL_TIMEOUT,
                        NULL, error, -1,
                        timeout_ms + self->config.grace_ms, false);
-        sched_cancel_node (self, job, node);
+        sched_cancel_node (self, job, node, step, error);
         sched_cell_failed (self, jobx, step, node, SCHED_CELL_TIMEOUT, true,
                        error);
         return;
@@ -265,7 +265,7 @@ s_due_fire (sched_t *self, const s_due_t *entry)
         char *error = sched_printf ("no progress for %s (stall_timeout)", text);
         sched_attempt_add (cell, sched_attempt_node (jobx, node), SCHED_CELL_TIMEOUT,
                        NULL, error, -1, sched_ran_ms (self, cell), false);
-        sched_cancel_node (self, job, node);
+        sched_cancel_node (self, job, node, step, error);
         sched_cell_failed (self, jobx, step, node, SCHED_CELL_TIMEOUT, true,
                        error);
         return;

@@ -421,7 +421,8 @@ void sched_resend (sched_t *self, s_jobx_t *jobx, size_t step, size_t node,
                    char *detail);
 
 //  CANCEL to a single node.
-void sched_cancel_node (sched_t *self, sched_job_t *job, size_t node);
+void sched_cancel_node (sched_t *self, sched_job_t *job, size_t node,
+                        size_t step, const char *why);
 
 //  R7, R12: bookkeeping after a cell of NODE ended in failure.
 void sched_node_failed (sched_t *self, s_jobx_t *jobx, size_t step,

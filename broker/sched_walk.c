@@ -271,13 +271,19 @@ sched_resend (sched_t *self, s_jobx_t *jobx, size_t step, size_t node,
     sched_event (self, job, "dispatched", node, step, detail);
 }
 
-//  CANCEL to a single node.
+//  CANCEL to a single node of the current attempt of its cell (STEP,
+//  NODE) only: the job's other work there goes on. WHY is the reason.
 void
-sched_cancel_node (sched_t *self, sched_job_t *job, size_t node)
+sched_cancel_node (sched_t *self, sched_job_t *job, size_t node, size_t step,
+                   const char *why)
 {
     sched_action_t *action = sched_action (self, SCHED_ACTION_CANCEL, job);
     action->nodes = &job->expected [node];
     action->node_count = 1;
+    action->step = (uint32_t) step;
+    action->attempt = sched_cell (job, step, node)->attempt;
+    action->detail = why ? (const char *) sched_keep (self, sched_strdup (why))
+                         : NULL;
 }
 
 //  ---------------------------------------------------------------------
