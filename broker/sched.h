@@ -111,6 +111,7 @@ typedef struct {
     uint32_t claims;              //  Private: any-node claims of this cell (lease generation)
     bool counted;                 //  Private: counted in its node's in-flight figure
     bool stored;                  //  Restore: the store held a record of it (jobrec_load)
+    bool awaiting_node;           //  Private: restored in flight; its ack clock waits for its node's first word (R16)
 } sched_cell_t;
 
 //  A node the target names or covers that the job did not run on.
@@ -155,6 +156,7 @@ typedef struct {
     int64_t retry_base_ms;        //  First retry backoff (default 1000)
     int64_t retry_cap_ms;         //  Largest backoff (default 60000)
     int64_t lease_ms;             //  Any-node lease when the job sets none (default 30000)
+    int64_t restore_wait_ms;      //  R16: how long a restored in-flight cell waits for its node's first word (default 20000; broker: restart hold + offline_grace)
     uint64_t seed;                //  Jitter PRNG seed
 } sched_config_t;
 

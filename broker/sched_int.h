@@ -59,6 +59,7 @@ struct _s_node_t {
     uint64_t reclaims;           //  Any-node steps taken back from it
     uint64_t lease_expirations;  //  Its leases that ran out
     uint32_t *limit_running;     //  Its cells in flight per per-node limit (lazy)
+    uint32_t awaiting;           //  Restored cells waiting for its first word (R16)
 };
 
 //  Where a step sits in the spec.
