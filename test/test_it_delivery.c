@@ -57,6 +57,46 @@ test_it_delivery_broker_killed_during_barrier (void **state)
     free (job_id);
 }
 
+//  The broker is SIGKILLed while tasks run, and its agents are slow to
+//  come back after the restart (frozen here for longer than the ack
+//  timeout and its re-sends take): the steps they were running wait for
+//  them and end with their real results, never "no acknowledgement".
+static void
+test_it_delivery_broker_killed_agents_back_late (void **state)
+{
+    grid_t *grid = (grid_t *) *state;
+    s_start_fleet (grid, NULL);
+    char *job_id = grid_submit_id (grid,
+        "target: {scope: group, value: web}\n"
+        "tasks:\n"
+        "  - {backend: test, action: sleep, params: {seconds: 2}}\n");
+    assert_non_null (job_id);
+    assert_true (fixture_wait_cells (grid, job_id, 0,
+                                     (const char *[]) {"web-01", "web-02",
+                                                       NULL},
+                                     "running", S_WAIT_MS));
+    grid_stop_broker (grid, true);
+    kill (grid->agent_pids [0], SIGSTOP);
+    kill (grid->agent_pids [1], SIGSTOP);
+    //  The harness's ack timeout (500ms, 3 re-sends) runs out in 2s; the
+    //  offline grace leaves the agents longer to come back
+    const char *extra [] = {"--offline-grace", "8s", NULL};
+    assert_int_equal (grid_start_broker (grid, extra), 0);
+    zclock_sleep (3000);    //  The agents' reconnect back-off, made long
+    kill (grid->agent_pids [0], SIGCONT);
+    kill (grid->agent_pids [1], SIGCONT);
+    pv_doc_t *doc = grid_wait_job (grid, job_id, 30000);
+    const pv_t *record = fixture_data (doc);
+    if (!grid_str_is (record, "status", "completed")) {
+        pv_write_json (record, stderr, 2);
+        grid_dump_logs (grid);
+    }
+    assert_true (grid_str_is (record, "status", "completed"));
+    fixture_assert_cells (record, "success");
+    pv_doc_destroy (&doc);
+    free (job_id);
+}
+
 static void
 test_it_delivery_broker_killed_during_pipeline (void **state)
 {
@@ -515,6 +555,9 @@ main (void)
     const struct CMUnitTest tests [] = {
         cmocka_unit_test_setup_teardown (
             test_it_delivery_broker_killed_during_barrier, fixture_setup,
+            fixture_teardown),
+        cmocka_unit_test_setup_teardown (
+            test_it_delivery_broker_killed_agents_back_late, fixture_setup,
             fixture_teardown),
         cmocka_unit_test_setup_teardown (
             test_it_delivery_broker_killed_during_pipeline, fixture_setup,
