@@ -87,6 +87,10 @@ typedef struct {
     uint64_t error_size;          //  store's outputs (0: output / error is all)
     uint64_t output_dropped;      //  Bytes the cap dropped from their middle
     uint64_t error_dropped;
+    bool has_late;                //  The agent's result came after the broker's verdict on this attempt, and said otherwise:
+    sched_cell_status_t late_status;  //  what it said (the verdict's status, exit code and duration stay)
+    int32_t late_exit_code;       //  Its exit code
+    int64_t late_at_ms;           //  Wall clock it came at (0 until the broker stamps it when it saves the cell)
 } sched_attempt_t;
 
 //  The state of one (step, node).
@@ -348,13 +352,22 @@ int64_t sched_next_deadline_ms (sched_t *self);
 //  Pops the next action into *ACTION. Returns false when there is none.
 bool sched_next_action (sched_t *self, sched_action_t *action);
 
-//  Fills the attempt the broker ended on CELL (lost or cancelled, with no
-//  output and no exit code yet) from the agent's late RESULT for that
-//  same attempt: output, exit code, duration, truncation and data; the
-//  cell's status and the broker's error stay. Returns true when it
-//  changed the cell. sched_on_result does this for live jobs (and
+//  The agent's late RESULT for the attempt the broker ended on CELL (lost,
+//  cancelled or timeout). When it says what the verdict says (a cancelled
+//  step reporting `cancelled`), it fills the attempt, once: output, exit
+//  code, duration, truncation and data; the broker's error stays. When it
+//  says otherwise (a `success` after `lost`), the verdict stands whole
+//  (status, exit code, duration, output) and the result is recorded beside
+//  it, once: has_late, late_status, late_exit_code, and late_at_ms =
+//  AT_MS (0: the broker stamps it when it saves the cell). Returns
+//  SCHED_FILL_NONE when it changed nothing, SCHED_FILL_OUTPUT or
+//  SCHED_FILL_LATE. sched_on_result does this for live jobs (and
 //  returns 1); the broker does it on the stored cell of a finished job.
-bool sched_attempt_fill (sched_cell_t *cell, const proto_msg_t *result);
+#define SCHED_FILL_NONE 0
+#define SCHED_FILL_OUTPUT 1
+#define SCHED_FILL_LATE 2
+int sched_attempt_fill (sched_cell_t *cell, const proto_msg_t *result,
+                        int64_t at_ms);
 
 //  A live (pending or running) job, or NULL. Borrowed.
 const sched_job_t *sched_job (sched_t *self, const char *job_id);

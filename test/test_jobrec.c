@@ -97,7 +97,7 @@ s_job (void)
         cell->attempts [0] = (sched_attempt_t) {1, SCHED_CELL_SUCCESS,
                                                 strdup ("hi\n"), strdup (""), 0,
                                                 12, false, NULL, 0, NULL, false,
-                                            0, 0, 0, 0};
+                                            0, 0, 0, 0, false, 0, 0, 0};
         cell->attempts [0].data = (proto_kv_t *) calloc (1, sizeof (proto_kv_t));
         cell->attempts [0].data [0].key = strdup ("hostname");
         cell->attempts [0].data [0].value = strdup (n ? "web-02.lan" : "web-01.lan");
@@ -111,7 +111,7 @@ s_job (void)
     cell->attempts [0] = (sched_attempt_t) {1, SCHED_CELL_FAILED, strdup (""),
                                             strdup ("boom"), 1, 3, false, NULL, 0,
                                             NULL, false,
-                                            0, 0, 0, 0};
+                                            0, 0, 0, 0, false, 0, 0, 0};
     return job;
 }
 
@@ -511,7 +511,7 @@ test_jobrec_fill_cell_from_late_result (void **state)
     cell->attempts [1] = (sched_attempt_t) {2, SCHED_CELL_CANCELLED, NULL,
                                             strdup ("cancelled by request"),
                                             -1, 0, false, NULL, 0, NULL, false,
-                                            0, 0, 0, 0};
+                                            0, 0, 0, 0, false, 0, 0, 0};
     cell->attempt_count = 2;
     s_save (fixture, job);
     proto_msg_t result;
@@ -526,17 +526,17 @@ test_jobrec_fill_cell_from_late_result (void **state)
     result.exit_code = 143;
     result.duration_ms = 1234;
     //  Another attempt: nothing
-    assert_int_equal (jobrec_fill_cell (fixture->txn, &result,
+    assert_int_equal (jobrec_fill_cell (fixture->txn, &result, 1000,
                                         fixture->scratch), 0);
     result.attempt = 2;
-    assert_int_equal (jobrec_fill_cell (fixture->txn, &result,
+    assert_int_equal (jobrec_fill_cell (fixture->txn, &result, 1000,
                                         fixture->scratch), 1);
-    assert_int_equal (jobrec_fill_cell (fixture->txn, &result,
+    assert_int_equal (jobrec_fill_cell (fixture->txn, &result, 1000,
                                         fixture->scratch), 0);
     //  A cell the agent finished itself: nothing
     result.step = 0;
     result.attempt = 1;
-    assert_int_equal (jobrec_fill_cell (fixture->txn, &result,
+    assert_int_equal (jobrec_fill_cell (fixture->txn, &result, 1000,
                                         fixture->scratch), 0);
     sched_job_t *copy = NULL;
     assert_int_equal (jobrec_load (fixture->txn, job->id, &copy), 0);
@@ -567,13 +567,13 @@ test_jobrec_any_node_history (void **state)
     cell->attempt_count = 3;
     cell->attempts [0] = (sched_attempt_t) {1, SCHED_CELL_LOST, strdup (""),
         strdup ("reclaimed from web-02 (lease expired)"), -1, 0, false, NULL,
-        0, strdup ("web-02"), false, 0, 0, 0, 0};
+        0, strdup ("web-02"), false, 0, 0, 0, 0, false, 0, 0, 0};
     cell->attempts [1] = (sched_attempt_t) {1, SCHED_CELL_SUCCESS,
         strdup ("mine\n"), strdup (""), 0, 5, false, NULL, 0,
-        strdup ("web-01"), false, 0, 0, 0, 0};
+        strdup ("web-01"), false, 0, 0, 0, 0, false, 0, 0, 0};
     cell->attempts [2] = (sched_attempt_t) {1, SCHED_CELL_SUCCESS,
         strdup ("late\n"), strdup (""), 0, 9, false, NULL, 0,
-        strdup ("web-02"), true, 0, 0, 0, 0};
+        strdup ("web-02"), true, 0, 0, 0, 0, false, 0, 0, 0};
     sched_cell_t *waiting = &job->cells [2 * 2 + 1];  //  Step 2, web-02
     waiting->waiting = strdup ("waiting: test.fail 1/1 running");
     assert_int_equal (jobrec_save_cell (fixture->txn, job, 2, "web-02",
@@ -644,10 +644,10 @@ test_jobrec_late_result_of_moved_job (void **state)
     cell->attempt_count = 2;
     cell->attempts [0] = (sched_attempt_t) {1, SCHED_CELL_LOST, strdup (""),
         strdup ("reclaimed from web-02 (node offline)"), -1, 0, false, NULL,
-        0, strdup ("web-02"), false, 0, 0, 0, 0};
+        0, strdup ("web-02"), false, 0, 0, 0, 0, false, 0, 0, 0};
     cell->attempts [1] = (sched_attempt_t) {1, SCHED_CELL_SUCCESS,
         strdup ("mine\n"), strdup (""), 0, 5, false, NULL, 0,
-        strdup ("web-01"), false, 0, 0, 0, 0};
+        strdup ("web-01"), false, 0, 0, 0, 0, false, 0, 0, 0};
     assert_int_equal (jobrec_save_header (fixture->txn, job, fixture->scratch), 0);
     assert_int_equal (jobrec_save_cell (fixture->txn, job, 0, "web-01",
                                         fixture->scratch), 0);
@@ -661,13 +661,13 @@ test_jobrec_late_result_of_moved_job (void **state)
     result.status = (char *) "success";
     result.output = (char *) "late\n";
     result.error = (char *) "";
-    assert_int_equal (jobrec_fill_cell (fixture->txn, &result,
+    assert_int_equal (jobrec_fill_cell (fixture->txn, &result, 1000,
                                         fixture->scratch), 1);
-    assert_int_equal (jobrec_fill_cell (fixture->txn, &result,
+    assert_int_equal (jobrec_fill_cell (fixture->txn, &result, 1000,
                                         fixture->scratch), 1);
     //  A node that never held it: nothing
     result.node = (char *) "web-03";
-    assert_int_equal (jobrec_fill_cell (fixture->txn, &result,
+    assert_int_equal (jobrec_fill_cell (fixture->txn, &result, 1000,
                                         fixture->scratch), 0);
     sched_job_t *back = NULL;
     assert_int_equal (jobrec_load (fixture->txn, job->id, &back), 0);

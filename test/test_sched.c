@@ -3086,23 +3086,33 @@ test_sched_cancel_records_run_time (void **state)
     s_drain (h);
     const sched_cell_t *lost = s_live_cell (h, "j-1", 0, "web-02");
     assert_int_equal (lost->attempts [0].duration_ms, 700);
-    //  The agent's late result for that attempt brings what it printed
-    //  and how long it ran; the broker's verdict stays
+    //  The agent's late result for that attempt tells another story: the
+    //  broker's verdict stands whole (status, exit code, duration, no
+    //  output of the other account) and the result is recorded beside it,
+    //  with an event
     size_t mark = h->log_count;
-    assert_int_equal (s_result (h, "j-1", 0, 1, "web-02", "cancelled", NULL),
+    assert_int_equal (s_result (h, "j-1", 0, 1, "web-02", "success", NULL),
                       1);
     assert_int_equal (s_type_count (h, mark, SCHED_ACTION_SAVE_CELL), 1);
+    assert_int_equal (s_events (h, mark, "late", "web-02", 0), 1);
+    assert_string_equal (s_event_detail (h, mark, "late", "web-02"),
+                         "late result: success from web-02");
     lost = s_live_cell (h, "j-1", 0, "web-02");
     assert_int_equal (lost->status, SCHED_CELL_LOST);
     assert_int_equal (lost->attempt_count, 1);
-    assert_string_equal (lost->attempts [0].output, "out");
+    assert_null (lost->attempts [0].output);
+    assert_int_equal (lost->attempts [0].exit_code, -1);
     assert_string_equal (lost->attempts [0].error, "node went offline");
-    assert_int_equal (lost->attempts [0].duration_ms, 25);
+    assert_int_equal (lost->attempts [0].duration_ms, 700);
+    assert_true (lost->attempts [0].has_late);
+    assert_int_equal (lost->attempts [0].late_status, SCHED_CELL_SUCCESS);
+    assert_int_equal (lost->attempts [0].late_exit_code, 0);
     //  Only once
     mark = h->log_count;
-    assert_int_equal (s_result (h, "j-1", 0, 1, "web-02", "cancelled", NULL),
+    assert_int_equal (s_result (h, "j-1", 0, 1, "web-02", "failed", NULL),
                       1);
     assert_int_equal (s_type_count (h, mark, SCHED_ACTION_SAVE_CELL), 0);
+    assert_int_equal (lost->attempts [0].late_status, SCHED_CELL_SUCCESS);
     h->now += 300;
     assert_int_equal (sched_cancel (h->sched, "j-1", NULL, h->now), 0);
     //  Read the record as the FINISHED action left it
