@@ -880,7 +880,8 @@ s_take (agent_t *self, const proto_msg_t *command, const char *key)
                        ? (int64_t) S_MAX_TIMEOUT_MS
                        : (int64_t) command->timeout_ms;
     executor_task_t task = {
-        .job = command->job, .step = command->step, .timeout_ms = timeout_ms,
+        .job = command->job, .step = command->step,
+        .attempt = command->attempt, .timeout_ms = timeout_ms,
         .parallel = command->parallel, .arg = work, .arg_free = s_work_free
     };
     if (plan->run == BACKEND_RUN_PROGRAM) {
@@ -966,6 +967,17 @@ s_on_cancel (agent_t *self, const proto_msg_t *cancel)
 {
     if (!s_meant_for_us (self, cancel->nodes, cancel->node_count))
         return;
+    if (cancel->attempt > 0) {
+        //  One attempt taken back (a reclaim): the job goes on, and a later
+        //  attempt of this step or another step may still come here
+        int count = executor_cancel_attempt (self->executor, cancel->job,
+                                             cancel->step, cancel->attempt,
+                                             cancel->reason);
+        s_log (self, "cancel of job %s step %u attempt %u (%s): %d task(s) "
+               "stopped", cancel->job, cancel->step, cancel->attempt,
+               cancel->reason, count);
+        return;
+    }
     if (!zhashx_lookup (self->cancelled, cancel->job)) {
         char *copy = strdup (cancel->job);
         if (copy) {

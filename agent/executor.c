@@ -62,6 +62,7 @@ typedef struct {
     s_state_t state;            //  Where it is
     char *job;                  //  Job id
     uint32_t step;              //  Order within the job
+    uint32_t attempt;           //  The caller's attempt number, 0 = none
     bool parallel;              //  May run alongside its job's other tasks
     int64_t timeout_ms;         //  0 = none
     char *path;                 //  Program path, or NULL
@@ -144,6 +145,7 @@ s_task_new (const executor_task_t *spec)
     task->timeout_timer = -1;
     task->grace_timer = -1;
     task->step = spec->step;
+    task->attempt = spec->attempt;
     task->parallel = spec->parallel;
     task->timeout_ms = spec->timeout_ms > 0 ? spec->timeout_ms : 0;
     task->child = spec->child;
@@ -1086,10 +1088,11 @@ s_cancel_task (executor_t *self, s_task_t *task, const char *reason)
     return 1;
 }
 
-//  Cancels tasks of JOB (NULL: all) in LIST.
+//  Cancels tasks of JOB (NULL: all) in LIST; with STEP, only its task of
+//  ATTEMPT.
 static int
 s_cancel_in (executor_t *self, zlistx_t *list, const char *job,
-             const char *reason)
+             const uint32_t *step, uint32_t attempt, const char *reason)
 {
     //  Collect first: cancelling moves queued tasks between lists
     zlistx_t *picked = zlistx_new ();
@@ -1097,7 +1100,9 @@ s_cancel_in (executor_t *self, zlistx_t *list, const char *job,
         return 0;
     s_task_t *task = (s_task_t *) zlistx_first (list);
     while (task) {
-        if (!job || strcmp (task->job, job) == 0)
+        if (!job
+        ||  (strcmp (task->job, job) == 0
+             && (!step || (task->step == *step && task->attempt == attempt))))
             zlistx_add_end (picked, task);
         task = (s_task_t *) zlistx_next (list);
     }
@@ -1115,21 +1120,31 @@ executor_cancel_job (executor_t *self, const char *job, const char *reason)
 {
     if (!job)
         return 0;
-    return s_cancel_in (self, self->queued, job, reason)
-         + s_cancel_in (self, self->running, job, reason);
+    return s_cancel_in (self, self->queued, job, NULL, 0, reason)
+         + s_cancel_in (self, self->running, job, NULL, 0, reason);
+}
+
+int
+executor_cancel_attempt (executor_t *self, const char *job, uint32_t step,
+                         uint32_t attempt, const char *reason)
+{
+    if (!job)
+        return 0;
+    return s_cancel_in (self, self->queued, job, &step, attempt, reason)
+         + s_cancel_in (self, self->running, job, &step, attempt, reason);
 }
 
 int
 executor_cancel_queued (executor_t *self, const char *reason)
 {
-    return s_cancel_in (self, self->queued, NULL, reason);
+    return s_cancel_in (self, self->queued, NULL, NULL, 0, reason);
 }
 
 int
 executor_cancel_all (executor_t *self, const char *reason)
 {
-    return s_cancel_in (self, self->queued, NULL, reason)
-         + s_cancel_in (self, self->running, NULL, reason);
+    return s_cancel_in (self, self->queued, NULL, NULL, 0, reason)
+         + s_cancel_in (self, self->running, NULL, NULL, 0, reason);
 }
 
 size_t

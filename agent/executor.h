@@ -111,6 +111,8 @@ typedef struct {
 typedef struct {
     const char *job;             //  Job id: one task per job at a time
     uint32_t step;               //  Order within the job
+    uint32_t attempt;            //  Which attempt it is (0: not said), for
+                                 //  executor_cancel_attempt
     bool parallel;               //  May run alongside the job's other tasks
     int64_t timeout_ms;          //  0 = no timeout
     const char *path;            //  Program: absolute path
@@ -148,6 +150,12 @@ int executor_submit (executor_t *self, const executor_task_t *task);
 //  the error text. Returns how many tasks were affected.
 int executor_cancel_job (executor_t *self, const char *job,
                          const char *reason);
+
+//  Cancels only JOB's task STEP of ATTEMPT (queued or running), as
+//  executor_cancel_job does; the job's other tasks go on. Returns how many
+//  tasks were affected (0 or 1).
+int executor_cancel_attempt (executor_t *self, const char *job, uint32_t step,
+                             uint32_t attempt, const char *reason);
 
 //  Cancels every queued task (running ones go on). Returns how many.
 int executor_cancel_queued (executor_t *self, const char *reason);

@@ -432,10 +432,25 @@ s_on_result (broker_t *self, registry_node_t *node, const proto_msg_t *in,
         //  A late result for a step the broker ended (the job was
         //  cancelled or its node lost): keep what the step printed
         store_txn_t *txn = broker_txn (self);
-        int frc = txn ? jobrec_fill_cell (txn, in, self->ctx.scratch) : 0;
+        int64_t wall_ms = broker_wall_ms ();
+        int frc = txn ? jobrec_fill_cell (txn, in, wall_ms, self->ctx.scratch)
+                      : 0;
         if (frc < 0)
             ctx_store_error (frc, "a late result");
-        if (frc == 1)
+        if (frc == 2) {
+            //  It told another story than the verdict: said in the events
+            char detail [200];
+            snprintf (detail, sizeof detail, "late result: %s from %s",
+                      in->status, in->node);
+            uint32_t seq = broker_next_event_seq (self, in->job);
+            ctx_store_error (jobrec_save_event (txn, in->job, seq, wall_ms,
+                                                "late", in->node,
+                                                (int64_t) in->step, detail,
+                                                self->ctx.scratch),
+                             "an event");
+            broker_job_changed (self, in->job);
+        }
+        if (frc >= 1)
             rc = 1;
     }
     if (rc == 0) {

@@ -188,6 +188,10 @@ struct _broker_t {
 //  store cannot begin one (logged; the pass is marked broken).
 store_txn_t *broker_txn (broker_t *self);
 
+//  The next event seq of JOB_ID (cached per job; read from the store the
+//  first time).
+uint32_t broker_next_event_seq (broker_t *self, const char *job_id);
+
 //  Queues FIRST, then VIA (VIA_SIZE bytes, 0: no such frame), then the
 //  body in self->body, to SOCKET until the commit. NODE (agent sends)
 //  names the receiver for the logs, or is NULL.

@@ -588,6 +588,14 @@ s_cancel (broker_t *self, const sched_action_t *action)
     msg.job = (char *) action->job->id;
     msg.reason = (char *) (action->job->reason ? action->job->reason
                                                : "cancelled");
+    if (action->attempt > 0) {
+        //  One attempt only (a reclaim, a timeout): agents before this
+        //  field stop the whole job's work there, as they always did
+        msg.step = action->step;
+        msg.attempt = action->attempt;
+        if (action->detail)
+            msg.reason = (char *) action->detail;
+    }
     pw_reset (self->body);
     int rc = proto_msg_encode (&msg, self->body);
     assert (rc == 0);
@@ -598,8 +606,21 @@ s_cancel (broker_t *self, const sched_action_t *action)
     }
 }
 
-static uint32_t
-s_next_event_seq (broker_t *self, const char *job_id)
+//  A late result the scheduler recorded beside a verdict came now: the
+//  scheduler keeps no wall clock, so its time is stamped as it is saved.
+static void
+s_stamp_late (sched_job_t *job, size_t index, int64_t wall_ms)
+{
+    if (!job->cells || index >= job->step_count * job->expected_count)
+        return;
+    sched_cell_t *cell = &job->cells [index];
+    for (size_t at = 0; at < cell->attempt_count; at++)
+        if (cell->attempts [at].has_late && cell->attempts [at].late_at_ms == 0)
+            cell->attempts [at].late_at_ms = wall_ms;
+}
+
+uint32_t
+broker_next_event_seq (broker_t *self, const char *job_id)
 {
     uint32_t *seq = (uint32_t *) zhashx_lookup (self->event_seq, job_id);
     if (!seq) {
@@ -803,6 +824,7 @@ broker_drain (broker_t *self)
                 break;
             case SCHED_ACTION_SAVE_CELL:
                 s_job_touched (self, action.job, false);
+                s_stamp_late (action.job, action.cell, wall_ms);
                 if (txn)
                     ctx_store_error (jobrec_save_cell_at (txn, action.job,
                                                               action.cell,
@@ -815,7 +837,7 @@ broker_drain (broker_t *self)
                 bool step_event = action.node != NULL
                                   || strcmp (action.event, "dispatched") == 0
                                   || strcmp (action.event, "skipped") == 0;
-                uint32_t seq = s_next_event_seq (self, action.job->id);
+                uint32_t seq = broker_next_event_seq (self, action.job->id);
                 if (txn)
                     ctx_store_error (jobrec_save_event (
                                              txn, action.job->id, seq, wall_ms,

@@ -57,7 +57,14 @@ s_action_idempotent (void *arg, const char *backend, const char *action)
 sched_t *
 broker_sched_new (broker_t *self)
 {
-    sched_t *sched = sched_new (&self->config.sched, s_resolve, self);
+    //  R16: a step in flight when the broker stopped waits for its node's
+    //  hello for the restart hold, then the offline grace, before its
+    //  node is taken for gone
+    sched_config_t config = self->config.sched;
+    config.restore_wait_ms = self->config.heartbeat_ms
+                                 * self->config.missed_heartbeats
+                             + self->config.offline_grace_ms;
+    sched_t *sched = sched_new (&config, s_resolve, self);
     sched_set_unavailable (sched, s_unavailable, self);
     sched_set_limits (sched, self->config.limits, self->config.limit_count);
     sched_set_fleet (sched, s_node_load, s_action_idempotent, self);

@@ -182,7 +182,18 @@ s_write_attempt (pw_t *writer, const sched_attempt_t *attempt)
         if (counts [index])
             present++;
     pw_map (writer, 8 + present + (attempt->node ? 1 : 0)
-                    + (attempt->late ? 1 : 0));
+                    + (attempt->late ? 1 : 0) + (attempt->has_late ? 1 : 0));
+    if (attempt->has_late) {
+        //  Beside the verdict, never in it (older brokers skip the key)
+        pw_str (writer, "late_result");
+        pw_map (writer, 3);
+        pw_str (writer, "status");
+        pw_str (writer, sched_cell_status_name (attempt->late_status));
+        pw_str (writer, "exit_code");
+        pw_int (writer, attempt->late_exit_code);
+        pw_str (writer, "at_ms");
+        pw_int (writer, attempt->late_at_ms);
+    }
     if (attempt->node) {
         pw_str (writer, "node");
         pw_str (writer, attempt->node);
@@ -506,8 +517,12 @@ s_write_cell (pw_t *writer, const pv_t *cell)
     bool has_waiting = pv_type (waiting) == PV_STR;
     const pv_t *reason = pv_map_get (cell, "reason");
     bool has_reason = pv_type (reason) == PV_STR;
+    const pv_t *late = pv_type (pv_map_get (last, "late_result")) == PV_MAP
+                           ? pv_map_get (last, "late_result")
+                           : NULL;
     pw_map (writer, 8 + (count > 1 ? 1 : 0) + (has_reason ? 1 : 0)
-                        + (has_waiting ? 1 : 0) + s_count_fields (last));
+                        + (has_waiting ? 1 : 0) + s_count_fields (last)
+                        + (late ? 1 : 0));
     pw_str (writer, "status");
     pw_pv (writer, pv_map_get (cell, "status"));
     if (has_reason) {
@@ -515,6 +530,16 @@ s_write_cell (pw_t *writer, const pv_t *cell)
         pw_pv (writer, reason);
     }
     s_write_attempt_fields (writer, last);
+    if (late) {
+        //  The agent's result that came after the verdict, beside it
+        pw_str (writer, "late");
+        pw_map (writer, 3);
+        pw_str (writer, "status");
+        pw_pv (writer, pv_map_get (late, "status"));
+        pw_str (writer, "exit_code");
+        pw_pv (writer, pv_map_get (late, "exit_code"));
+        s_write_time_field (writer, "at", pv_map_get (late, "at_ms"));
+    }
     pw_str (writer, "attempts");
     int64_t attempt = 0;
     pv_get_int (pv_map_get (cell, "attempt"), &attempt);
@@ -903,6 +928,21 @@ s_load_cell (sched_cell_t *cell, const pv_t *record)
         slot->error = pv_strdup (pv_map_get (item, "error"));
         slot->node = pv_strdup (pv_map_get (item, "node"));
         pv_get_bool (pv_map_get (item, "late"), &slot->late);
+        const pv_t *late = pv_map_get (item, "late_result");
+        char *late_status = pv_type (late) == PV_MAP
+                                ? pv_strdup (pv_map_get (late, "status"))
+                                : NULL;
+        if (late_status
+            && sched_cell_status_parse (late_status, &slot->late_status) == 0) {
+            int64_t value = -1;
+            pv_get_int (pv_map_get (late, "exit_code"), &value);
+            slot->late_exit_code = (int32_t) value;
+            value = 0;
+            pv_get_int (pv_map_get (late, "at_ms"), &value);
+            slot->late_at_ms = value;
+            slot->has_late = true;
+        }
+        free (late_status);
         const pv_t *data = pv_map_get (item, "data");
         size_t data_count = pv_type (data) == PV_MAP ? pv_size (data) : 0;
         if (data_count) {
@@ -1346,7 +1386,8 @@ s_fill_moved_cell (store_txn_t *txn, const proto_msg_t *result, pw_t *scratch)
 }
 
 int
-jobrec_fill_cell (store_txn_t *txn, const proto_msg_t *result, pw_t *scratch)
+jobrec_fill_cell (store_txn_t *txn, const proto_msg_t *result, int64_t wall_ms,
+                  pw_t *scratch)
 {
     if (!result->job || !job_id_valid (result->job) || !result->node
         || !name_valid (result->node) || result->step > 0xFFFF)
@@ -1364,11 +1405,13 @@ jobrec_fill_cell (store_txn_t *txn, const proto_msg_t *result, pw_t *scratch)
     memset (&cell, 0, sizeof cell);
     rc = s_load_cell (&cell, pv_doc_root (doc));
     pv_doc_destroy (&doc);
-    if (rc == 0 && sched_attempt_fill (&cell, result)) {
+    int filled = rc == 0 ? sched_attempt_fill (&cell, result, wall_ms)
+                         : SCHED_FILL_NONE;
+    if (filled != SCHED_FILL_NONE) {
         rc = s_put_cell (txn, result->job, result->step, result->node, &cell,
                          scratch);
         if (rc == 0)
-            rc = 1;
+            rc = filled == SCHED_FILL_LATE ? 2 : 1;
     }
     sched_cell_clear (&cell);
     return rc;

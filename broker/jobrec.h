@@ -18,9 +18,13 @@
     schedule names the schedule that started the job).
     Cell record: {status, ?reason, ?waiting, attempt, attempts: [{attempt,
     status, output, data, error, exit_code, duration_ms, truncated, ?node,
-    ?late, ?output_size, ?error_size, ?output_dropped, ?error_dropped}]}
+    ?late, ?late_result, ?output_size, ?error_size, ?output_dropped,
+    ?error_dropped}]}
     (node: which node ran an any-node job's attempt; late: a result that
-    came after the step was reclaimed from that node). An attempt with
+    came after the step was reclaimed from that node; late_result:
+    {status, exit_code, at_ms}, the agent's result that came after the
+    broker's verdict on this attempt and told another story, kept beside
+    the verdict, which stands; older brokers skip it). An attempt with
     output_size (or error_size) keeps only the head of that stream in
     output (error); the whole stream lies in outputs, in pieces keyed by
     their offset.
@@ -140,15 +144,17 @@ int jobrec_header_status (const pv_t *header);
 void jobrec_write_progress (const sched_job_t *job, pw_t *writer);
 
 //  The agent's late RESULT for an attempt the broker already ended (lost,
-//  or cancelled) of a job no longer live: fills the stored cell's
-//  attempt with the output, exit code and duration the agent sent
-//  (sched_attempt_fill). A late result of an any-node job from a node its
-//  step was taken from joins the history of the cell of the node that
-//  held it last, marked late (sched_attempt_late). Returns 1 when the
-//  result was taken (or already was), 0 when there was nothing to fill,
-//  or a STORE_ error / -2 (a malformed record).
+//  cancelled, timeout) of a job no longer live: fills the stored cell's
+//  attempt with the output, exit code and duration the agent sent when it
+//  tells the verdict's story, else records it beside the verdict, which
+//  stands, with WALL_MS as the time it came (sched_attempt_fill). A late
+//  result of an any-node job from a node its step was taken from joins
+//  the history of the cell of the node that held it last, marked late
+//  (sched_attempt_late). Returns 2 when it was recorded beside the
+//  verdict, 1 when it filled the attempt (or already was taken), 0 when
+//  there was nothing to do, or a STORE_ error / -2 (a malformed record).
 int jobrec_fill_cell (store_txn_t *txn, const proto_msg_t *result,
-                      pw_t *scratch);
+                      int64_t wall_ms, pw_t *scratch);
 
 //  Stores a piece of the output of (JOB_ID, STEP, NODE, ATTEMPT), stream
 //  stdout or (STDERR) stderr, that starts at OFFSET. Returns 0 or a STORE_

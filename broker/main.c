@@ -552,6 +552,14 @@ s_config_read (broker_config_t *config, int argc, char *argv [],
                  JOB_MIN_LEASE_MS);
         rc = 2;
     }
+    if (rc == 0 && config->sched.lease_ms < 2 * config->heartbeat_ms) {
+        //  R18: heartbeats renew leases; a shorter one bounces every step
+        fprintf (stderr, "gridbroker: lease %" PRId64 "ms is shorter than "
+                 "the heartbeats can renew (at least %" PRId64 "ms, twice "
+                 "the heartbeat)\n", config->sched.lease_ms,
+                 2 * config->heartbeat_ms);
+        rc = 2;
+    }
     return rc;
 }
 

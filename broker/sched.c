@@ -157,6 +157,7 @@ sched_config_defaults (sched_config_t *config)
     config->retry_base_ms = 1000;
     config->retry_cap_ms = 60000;
     config->lease_ms = 30000;
+    config->restore_wait_ms = 20000;
     config->seed = 0;
 }
 
@@ -354,6 +355,8 @@ sched_new (const sched_config_t *config, sched_resolve_fn *resolve,
         self->config.grace_ms = 0;
     if (self->config.lease_ms < 1)
         self->config.lease_ms = 1;
+    if (self->config.restore_wait_ms < self->config.ack_timeout_ms)
+        self->config.restore_wait_ms = self->config.ack_timeout_ms;
     self->resolve = resolve;
     self->resolve_arg = arg;
     //  xorshift needs a non-zero state

@@ -87,6 +87,10 @@ typedef struct {
     uint64_t error_size;          //  store's outputs (0: output / error is all)
     uint64_t output_dropped;      //  Bytes the cap dropped from their middle
     uint64_t error_dropped;
+    bool has_late;                //  The agent's result came after the broker's verdict on this attempt, and said otherwise:
+    sched_cell_status_t late_status;  //  what it said (the verdict's status, exit code and duration stay)
+    int32_t late_exit_code;       //  Its exit code
+    int64_t late_at_ms;           //  Wall clock it came at (0 until the broker stamps it when it saves the cell)
 } sched_attempt_t;
 
 //  The state of one (step, node).
@@ -111,6 +115,7 @@ typedef struct {
     uint32_t claims;              //  Private: any-node claims of this cell (lease generation)
     bool counted;                 //  Private: counted in its node's in-flight figure
     bool stored;                  //  Restore: the store held a record of it (jobrec_load)
+    bool awaiting_node;           //  Private: restored in flight; its ack clock waits for its node's first word (R16)
 } sched_cell_t;
 
 //  A node the target names or covers that the job did not run on.
@@ -155,6 +160,7 @@ typedef struct {
     int64_t retry_base_ms;        //  First retry backoff (default 1000)
     int64_t retry_cap_ms;         //  Largest backoff (default 60000)
     int64_t lease_ms;             //  Any-node lease when the job sets none (default 30000)
+    int64_t restore_wait_ms;      //  R16: how long a restored in-flight cell waits for its node's first word (default 20000; broker: restart hold + offline_grace)
     uint64_t seed;                //  Jitter PRNG seed
 } sched_config_t;
 
@@ -217,7 +223,7 @@ typedef struct {
 typedef enum {
     SCHED_ACTION_DISPATCH = 1,    //  Send STEP/ATTEMPT of JOB to NODES; on TOPIC when not NULL, else on each node's own topic
     SCHED_ACTION_RESEND,          //  Send STEP/ATTEMPT of JOB to NODE directly (agent ROUTER)
-    SCHED_ACTION_CANCEL,          //  Tell NODES to stop JOB's work
+    SCHED_ACTION_CANCEL,          //  Tell NODES to stop JOB's work; with ATTEMPT > 0 only that attempt of STEP (DETAIL: why)
     SCHED_ACTION_SAVE_JOB,        //  Persist JOB's header (status, step, expected, reason)
     SCHED_ACTION_SAVE_CELL,       //  Persist the cell (STEP, NODE) of JOB
     SCHED_ACTION_EVENT,           //  Append EVENT (with NODE, STEP, DETAIL) to JOB's log
@@ -229,14 +235,14 @@ typedef struct {
     sched_action_type_t type;     //  What to do
     sched_job_t *job;             //  The job (borrowed)
     uint32_t step;                //  DISPATCH, RESEND, SAVE_CELL, EVENT (when step-related)
-    uint32_t attempt;             //  DISPATCH, RESEND
+    uint32_t attempt;             //  DISPATCH, RESEND, CANCEL (0: the whole job)
     const char *node;             //  RESEND, SAVE_CELL, EVENT (NULL = job-level event), FORGET_CELLS
     size_t cell;                  //  SAVE_CELL: the cell's index in job->cells (an any-node cell is saved under its holder when drained)
     const char *topic;            //  DISPATCH: broadcast topic, or NULL
     char *const *nodes;           //  DISPATCH, CANCEL: the nodes meant
     size_t node_count;            //  How many
     const char *event;            //  EVENT: submitted, started, dispatched, acknowledged, running, succeeded, failed, timeout, lost, offline, interrupted, retried, skipped, cancelled, finished
-    const char *detail;           //  EVENT: a sentence or NULL
+    const char *detail;           //  EVENT, CANCEL: a sentence or NULL
 } sched_action_t;
 
 //  A new scheduler. CONFIG is copied. RESOLVE/ARG resolve targets when a
@@ -346,13 +352,22 @@ int64_t sched_next_deadline_ms (sched_t *self);
 //  Pops the next action into *ACTION. Returns false when there is none.
 bool sched_next_action (sched_t *self, sched_action_t *action);
 
-//  Fills the attempt the broker ended on CELL (lost or cancelled, with no
-//  output and no exit code yet) from the agent's late RESULT for that
-//  same attempt: output, exit code, duration, truncation and data; the
-//  cell's status and the broker's error stay. Returns true when it
-//  changed the cell. sched_on_result does this for live jobs (and
+//  The agent's late RESULT for the attempt the broker ended on CELL (lost,
+//  cancelled or timeout). When it says what the verdict says (a cancelled
+//  step reporting `cancelled`), it fills the attempt, once: output, exit
+//  code, duration, truncation and data; the broker's error stays. When it
+//  says otherwise (a `success` after `lost`), the verdict stands whole
+//  (status, exit code, duration, output) and the result is recorded beside
+//  it, once: has_late, late_status, late_exit_code, and late_at_ms =
+//  AT_MS (0: the broker stamps it when it saves the cell). Returns
+//  SCHED_FILL_NONE when it changed nothing, SCHED_FILL_OUTPUT or
+//  SCHED_FILL_LATE. sched_on_result does this for live jobs (and
 //  returns 1); the broker does it on the stored cell of a finished job.
-bool sched_attempt_fill (sched_cell_t *cell, const proto_msg_t *result);
+#define SCHED_FILL_NONE 0
+#define SCHED_FILL_OUTPUT 1
+#define SCHED_FILL_LATE 2
+int sched_attempt_fill (sched_cell_t *cell, const proto_msg_t *result,
+                        int64_t at_ms);
 
 //  A live (pending or running) job, or NULL. Borrowed.
 const sched_job_t *sched_job (sched_t *self, const char *job_id);

@@ -634,9 +634,14 @@ sched_reclaim (sched_t *self, s_jobx_t *jobx, size_t step, const char *why)
     sched_attempt_add (cell, from, SCHED_CELL_LOST, NULL, error, -1, 0, false);
     char **names = (char **) sched_keep (self, sched_alloc (sizeof (char *)));
     names [0] = from;
+    //  Only this attempt stops on the old holder, never the job: a later
+    //  attempt may come back to it
     sched_action_t *cancel = sched_action (self, SCHED_ACTION_CANCEL, job);
     cancel->nodes = names;
     cancel->node_count = 1;
+    cancel->step = (uint32_t) step;
+    cancel->attempt = cell->attempt;
+    cancel->detail = (const char *) sched_keep (self, sched_strdup (error));
     const job_phase_t *leaf = jobx->steps [step].leaf;
     uint32_t max_retries = leaf->max_retries > 0 ? (uint32_t) leaf->max_retries
                                                  : 0;
@@ -773,6 +778,34 @@ sched_on_node_down (sched_t *self, const char *node, int64_t now_ms)
     return 0;
 }
 
+//  R16: NODE speaks again after a broker restart: each of its restored
+//  cells still waiting for that is sent again, and its ack clock starts
+//  now, with its re-sends counted from zero.
+static void
+s_node_back (sched_t *self, const char *node)
+{
+    for (s_jobx_t *jobx = self->running_head; jobx; jobx = jobx->next) {
+        if (jobx->finished || jobx->ending)
+            continue;
+        sched_job_t *job = jobx->job;
+        ssize_t index = sched_job_node_index (job, node);
+        if (index < 0)
+            continue;
+        for (size_t step = 0; step < job->step_count; step++) {
+            sched_cell_t *cell = sched_cell (job, step, (size_t) index);
+            if (!cell->awaiting_node)
+                continue;
+            cell->awaiting_node = false;
+            if (cell->status != SCHED_CELL_DISPATCHED)
+                continue;
+            cell->resends = 0;
+            sched_resend (self, jobx, step, (size_t) index,
+                          sched_printf ("re-sent: %s is back after a broker "
+                                        "restart", node));
+        }
+    }
+}
+
 int
 sched_on_heartbeat (sched_t *self, const char *node, int64_t now_ms)
 {
@@ -786,6 +819,10 @@ sched_on_heartbeat (sched_t *self, const char *node, int64_t now_ms)
         //  fall due)
         entry->heard_ms = now_ms;
         entry->down = false;
+        if (entry->awaiting > 0) {
+            entry->awaiting = 0;
+            s_node_back (self, node);
+        }
     }
     //  Its load may have dropped, or it is back
     self->wait_dirty = true;

@@ -212,6 +212,21 @@ s_due_fire (sched_t *self, const s_due_t *entry)
     }
     size_t step = entry->step, node = entry->node;
     sched_cell_t *cell = sched_cell (job, step, node);
+    if (entry->kind == S_DUE_ACK && cell->awaiting_node) {
+        //  R16: restored in flight, and its node never spoke again
+        cell->awaiting_node = false;
+        const char *error = "node did not come back after a broker restart";
+        if (jobx->any) {
+            sched_reclaim (self, jobx, step, error);
+            return;
+        }
+        sched_attempt_add (cell, sched_attempt_node (jobx, node),
+                           SCHED_CELL_LOST, NULL, error, -1,
+                           sched_ran_ms (self, cell), false);
+        sched_cell_failed (self, jobx, step, node, SCHED_CELL_LOST, false,
+                           sched_strdup (error));
+        return;
+    }
     if (entry->kind == S_DUE_ACK) {
         //  R9: re-send directly, then give up
         if (cell->resends < self->config.ack_resends) {
@@ -247,7 +262,7 @@ s_due_fire (sched_t *self, const s_due_t *entry)
         sched_attempt_add (cell, sched_attempt_node (jobx, node), SCHED_CELL_TIMEOUT,
                        NULL, error, -1,
                        timeout_ms + self->config.grace_ms, false);
-        sched_cancel_node (self, job, node);
+        sched_cancel_node (self, job, node, step, error);
         sched_cell_failed (self, jobx, step, node, SCHED_CELL_TIMEOUT, true,
                        error);
         return;
@@ -265,7 +280,7 @@ s_due_fire (sched_t *self, const s_due_t *entry)
         char *error = sched_printf ("no progress for %s (stall_timeout)", text);
         sched_attempt_add (cell, sched_attempt_node (jobx, node), SCHED_CELL_TIMEOUT,
                        NULL, error, -1, sched_ran_ms (self, cell), false);
-        sched_cancel_node (self, job, node);
+        sched_cancel_node (self, job, node, step, error);
         sched_cell_failed (self, jobx, step, node, SCHED_CELL_TIMEOUT, true,
                        error);
         return;

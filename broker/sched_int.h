@@ -59,6 +59,7 @@ struct _s_node_t {
     uint64_t reclaims;           //  Any-node steps taken back from it
     uint64_t lease_expirations;  //  Its leases that ran out
     uint32_t *limit_running;     //  Its cells in flight per per-node limit (lazy)
+    uint32_t awaiting;           //  Restored cells waiting for its first word (R16)
 };
 
 //  Where a step sits in the spec.
@@ -421,7 +422,8 @@ void sched_resend (sched_t *self, s_jobx_t *jobx, size_t step, size_t node,
                    char *detail);
 
 //  CANCEL to a single node.
-void sched_cancel_node (sched_t *self, sched_job_t *job, size_t node);
+void sched_cancel_node (sched_t *self, sched_job_t *job, size_t node,
+                        size_t step, const char *why);
 
 //  R7, R12: bookkeeping after a cell of NODE ended in failure.
 void sched_node_failed (sched_t *self, s_jobx_t *jobx, size_t step,

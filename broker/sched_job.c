@@ -656,21 +656,41 @@ sched_ran_ms (const sched_t *self, const sched_cell_t *cell)
     return self->now_ms - cell->started_ms;
 }
 
-bool
-sched_attempt_fill (sched_cell_t *cell, const proto_msg_t *result)
+static int s_result_status (const char *text, sched_cell_status_t *status,
+                            bool *retryable);
+
+int
+sched_attempt_fill (sched_cell_t *cell, const proto_msg_t *result,
+                    int64_t at_ms)
 {
     if ((cell->status != SCHED_CELL_LOST
-         && cell->status != SCHED_CELL_CANCELLED)
+         && cell->status != SCHED_CELL_CANCELLED
+         && cell->status != SCHED_CELL_TIMEOUT)
         || cell->attempt_count == 0)
-        return false;
+        return SCHED_FILL_NONE;
     sched_attempt_t *attempt = &cell->attempts [cell->attempt_count - 1];
+    sched_cell_status_t said;
+    bool retryable;
+    if (attempt->attempt != result->attempt || attempt->late
+        || !result->status
+        || s_result_status (result->status, &said, &retryable) != 0)
+        return SCHED_FILL_NONE;
+    if (said != attempt->status) {
+        //  Another account than the verdict's: never mixed into it
+        if (attempt->has_late)
+            return SCHED_FILL_NONE;
+        attempt->has_late = true;
+        attempt->late_status = said;
+        attempt->late_exit_code = result->exit_code;
+        attempt->late_at_ms = at_ms;
+        return SCHED_FILL_LATE;
+    }
     //  Stored records keep a missing output as ""
-    if (attempt->attempt != result->attempt
-        || (attempt->output && *attempt->output) || attempt->exit_code >= 0
+    if ((attempt->output && *attempt->output) || attempt->exit_code >= 0
         || attempt->data_count
         || ((!result->output || !*result->output) && result->exit_code < 0
             && result->duration_ms == 0))
-        return false;
+        return SCHED_FILL_NONE;
     free (attempt->output);
     attempt->output = sched_strdup (result->output ? result->output : "");
     attempt->exit_code = result->exit_code;
@@ -693,7 +713,7 @@ sched_attempt_fill (sched_cell_t *cell, const proto_msg_t *result)
         }
         attempt->data_count = result->data_count;
     }
-    return true;
+    return SCHED_FILL_OUTPUT;
 }
 
 //  The node an attempt of JOB on column NODE names: any-node jobs only.
@@ -1162,10 +1182,19 @@ sched_on_result (sched_t *self, const proto_msg_t *result, int64_t now_ms)
         return -1;
     if (!sched_in_flight (cell->status)) {
         //  This attempt already has its outcome. When the broker decided
-        //  it (lost, cancelled) the agent's late result still brings what
-        //  the step printed and how long it ran
-        if (sched_attempt_fill (cell, result))
+        //  it (lost, cancelled, timeout) the agent's late result still
+        //  brings what the step printed, or, when it tells another story,
+        //  is recorded beside the verdict, which stands
+        int filled = sched_attempt_fill (cell, result, 0);
+        if (filled != SCHED_FILL_NONE)
             sched_save_cell (self, job, step, index);
+        if (filled == SCHED_FILL_LATE) {
+            self->counters.late_results++;
+            sched_event_named (self, job, "late", job->expected [index], step,
+                               sched_printf ("late result: %s from %s",
+                                             sched_cell_status_name (status),
+                                             result->node));
+        }
         return 1;
     }
 

@@ -271,13 +271,19 @@ sched_resend (sched_t *self, s_jobx_t *jobx, size_t step, size_t node,
     sched_event (self, job, "dispatched", node, step, detail);
 }
 
-//  CANCEL to a single node.
+//  CANCEL to a single node of the current attempt of its cell (STEP,
+//  NODE) only: the job's other work there goes on. WHY is the reason.
 void
-sched_cancel_node (sched_t *self, sched_job_t *job, size_t node)
+sched_cancel_node (sched_t *self, sched_job_t *job, size_t node, size_t step,
+                   const char *why)
 {
     sched_action_t *action = sched_action (self, SCHED_ACTION_CANCEL, job);
     action->nodes = &job->expected [node];
     action->node_count = 1;
+    action->step = (uint32_t) step;
+    action->attempt = sched_cell (job, step, node)->attempt;
+    action->detail = why ? (const char *) sched_keep (self, sched_strdup (why))
+                         : NULL;
 }
 
 //  ---------------------------------------------------------------------
@@ -1226,6 +1232,27 @@ s_resume_end (sched_t *self, s_jobx_t *jobx)
     s_walk (self, jobx);
 }
 
+//  R16: a cell that was in flight when the broker stopped goes out again
+//  as the same attempt (the agent dedupes it and re-sends a result it
+//  already has), but its ack clock does not run yet: its node has not had
+//  its chance to say hello again (its session died with the old broker).
+//  Its first word starts the clock (sched_on_heartbeat); a node silent for
+//  restore_wait_ms is taken for gone (s_due_fire).
+static void
+s_resend_restored (sched_t *self, s_jobx_t *jobx, size_t step, size_t node)
+{
+    sched_cell_t *cell = sched_cell (jobx->job, step, node);
+    sched_resend (self, jobx, step, node,
+                  sched_strdup ("re-sent after a broker restart"));
+    //  The ACK deadline just pushed is stale; this one only ends the wait
+    //  of a node that never comes back
+    cell->deadline_ms = self->now_ms + self->config.restore_wait_ms;
+    sched_due_push (self, jobx, S_DUE_ACK, cell->deadline_ms, step, node);
+    cell->awaiting_node = true;
+    if (jobx->nodes && jobx->nodes [node])
+        jobx->nodes [node]->awaiting++;
+}
+
 //  R16 for a DAG job: which skips were caused by failures (replayed from
 //  the cells), which barriers were handled, then in-flight cells are
 //  re-sent, retries dispatched, and every node pumped.
@@ -1264,10 +1291,8 @@ s_dag_resume (sched_t *self, s_jobx_t *jobx)
             sched_cell_t *cell = sched_cell (job, step, node);
             if (sched_in_flight (cell->status)) {
                 cell->resends = 0;
-                cell->deadline_ms = self->now_ms + self->config.ack_timeout_ms;
                 sched_cell_set (self, jobx, step, node, SCHED_CELL_DISPATCHED);
-                sched_resend (self, jobx, step, node,
-                          sched_strdup ("re-sent after a broker restart"));
+                s_resend_restored (self, jobx, step, node);
             }
             else
             if (cell->status == SCHED_CELL_RETRY_WAIT)
@@ -1443,8 +1468,7 @@ sched_resume (sched_t *self, s_jobx_t *jobx)
                             = self->now_ms + self->config.ack_timeout_ms;
                         sched_cell_set (self, jobx, step, node,
                                     SCHED_CELL_DISPATCHED);
-                        sched_resend (self, jobx, step, node,
-                                  sched_strdup ("re-sent after a broker restart"));
+                        s_resend_restored (self, jobx, step, node);
                         if (jobx->any) {
                             //  The lease starts again from the restore
                             cell->claims++;

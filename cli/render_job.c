@@ -209,6 +209,30 @@ s_cell_output (const pv_t *cell, bool bad)
     return cli_printable (bytes, len, CLI_OUTPUT_COLUMNS, true);
 }
 
+//  A result that came after the broker's verdict ("late": {status,
+//  exit_code, at}) said before the cell's OUTPUT: "late: success at
+//  22:41:07; node went offline". Takes OUTPUT; returns a new string.
+static char *
+s_with_late (const pv_t *cell, char *output)
+{
+    const pv_t *late = pv_map_get (cell, "late");
+    if (pv_type (late) != PV_MAP)
+        return output;
+    char status [64], at [40], clock [16] = "";
+    cli_scalar (pv_map_get (late, "status"), status, sizeof status);
+    cli_scalar (pv_map_get (late, "at"), at, sizeof at);
+    //  "2026-12-02T22:41:07.123Z": the time of day
+    if (strlen (at) >= 19 && at [10] == 'T')
+        snprintf (clock, sizeof clock, "%.8s", at + 11);
+    char *text = NULL;
+    if (asprintf (&text, "late: %s%s%s%s%s", status, *clock ? " at " : "",
+                  clock, output && *output ? "; " : "",
+                  output ? output : "") < 0)
+        return output;
+    free (output);
+    return text;
+}
+
 #define S_NOT_RUN_SHOWN 10
 
 //  "2 nodes not run: web-07 offline since 12:01:07, web-09 drained": the
@@ -498,7 +522,7 @@ cli_render_job (const pv_t *record, FILE *out, bool color)
             const pv_t *waiting = pv_map_get (cell, "waiting");
             char *output = pv_type (waiting) == PV_STR
                                ? pv_strdup (waiting)
-                               : s_cell_output (cell, bad);
+                               : s_with_late (cell, s_cell_output (cell, bad));
             const char *row [] = {
                 grid->nodes [node], step_text, task, status_text, exit_text,
                 duration, output

@@ -440,10 +440,24 @@ static const s_field_t s_command_fields [] = {
       .present = s_command_parallel },
 };
 
+//  A cancel that names one attempt (a reclaim) carries step and attempt;
+//  without them it stops the whole job's work
+static bool
+s_cancel_targeted (const void *item)
+{
+    return ((const proto_msg_t *) item)->attempt > 0;
+}
+
 static const s_field_t s_cancel_fields [] = {
     S_JOB,
     S_TEXT (proto_msg_t, reason, S_TEXT_SHORT),
     S_NODES,
+    { S_KEY ("step"), .kind = S_U32, .required = false,
+      .offset = offsetof (proto_msg_t, step), .min = 0,
+      .max = JOB_MAX_STEPS - 1, .present = s_cancel_targeted },
+    { S_KEY ("attempt"), .kind = S_U32, .required = false,
+      .offset = offsetof (proto_msg_t, attempt), .min = 1,
+      .max = PROTO_MAX_ATTEMPT, .present = s_cancel_targeted },
 };
 
 //  progress: how far a running attempt has come

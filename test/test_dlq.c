@@ -90,7 +90,7 @@ s_job (const char *id, const char *error)
         cell->attempts [index] = (sched_attempt_t) {
             (uint32_t) index + 1, SCHED_CELL_FAILED, strdup (""),
             strdup (error), 100, 5, false, NULL, 0, NULL, false,
-                                            0, 0, 0, 0};
+                                            0, 0, 0, 0, false, 0, 0, 0};
     return job;
 }
 

@@ -566,6 +566,30 @@ test_executor_cancel_stops (void **unused)
     s_assert_no_zombies ();
 }
 
+//  A cancel of one attempt stops that task only: the job's next step runs
+//  after it, and another attempt number matches nothing.
+static void
+test_executor_cancel_attempt_only (void **unused)
+{
+    zloop_t *loop = zloop_new ();
+    s_state_t state;
+    s_executor (loop, &state, 1, 65536, 1000);
+    s_submit_child (&state, 0, "j-1", 0, s_child_sleep, 60000, 0);
+    s_submit_child (&state, 1, "j-1", 1, s_child_sleep, 50, 0);
+    s_run_until_started (loop, &state.records [0]);
+    assert_int_equal (executor_cancel_attempt (state.executor, "j-1", 0, 5,
+                                               "reclaimed"), 0);
+    assert_int_equal (executor_cancel_attempt (state.executor, "j-1", 0, 0,
+                                               "reclaimed"), 1);
+    s_run (loop, &state, 2);
+    assert_int_equal (state.records [0].status, EXECUTOR_CANCELLED);
+    assert_int_equal (state.records [1].status, EXECUTOR_SUCCESS);
+    assert_true (executor_idle (state.executor));
+    s_cleanup (&state);
+    zloop_destroy (&loop);
+    s_assert_no_zombies ();
+}
+
 static void
 test_executor_pool_bounded (void **unused)
 {
@@ -736,6 +760,7 @@ main (void)
         cmocka_unit_test (test_executor_cap_truncates),
         cmocka_unit_test (test_executor_timeout_kills_group),
         cmocka_unit_test (test_executor_cancel_stops),
+        cmocka_unit_test (test_executor_cancel_attempt_only),
         cmocka_unit_test (test_executor_groups_recorded),
         cmocka_unit_test (test_executor_pool_bounded),
         cmocka_unit_test (test_executor_steps_ordered),

@@ -477,6 +477,179 @@ test_it_claims_stall_timeout (void **state)
     free (id);
 }
 
+//  A broker-side timeout cancels that attempt only: the agent must not
+//  take it for a cancel of the job, so the retry on the same node runs
+//  (and stalls again) instead of ending "cancelled before this step
+//  started".
+static void
+test_it_claims_stall_cancel_keeps_job (void **state)
+{
+    const char *node = NULL;
+    for (size_t index = 0; !node && index < S_NODES; index++)
+        if (grid_wait_node (&s_grid, s_ids [index], "online", 0))
+            node = s_ids [index];
+    assert_non_null (node);
+    char yaml [512];
+    snprintf (yaml, sizeof yaml,
+              "target: node:%s\n"
+              "stall_timeout: 300ms\n"
+              "tasks:\n"
+              "  - backend: test\n"
+              "    action: sleep\n"
+              "    max_retries: 1\n"
+              "    params: {seconds: 30}\n", node);
+    char *id = grid_submit_id (&s_grid, yaml);
+    assert_non_null (id);
+    pv_doc_t *doc = grid_wait_job (&s_grid, id, S_WAIT_MS);
+    const pv_t *record = s_data (doc);
+    const pv_t *cell = grid_cell (record, 0, node);
+    if (!grid_str_is (cell, "status", "timeout")) {
+        pv_write_json (record, stderr, 2);
+        grid_dump_logs (&s_grid);
+    }
+    assert_true (grid_str_is (cell, "status", "timeout"));
+    assert_true (grid_str_is (cell, "error",
+                              "no progress for 300ms (stall_timeout)"));
+    int64_t attempts = 0;
+    pv_get_int (pv_map_get (cell, "attempts"), &attempts);
+    assert_int_equal (attempts, 2);
+    pv_doc_destroy (&doc);
+    free (id);
+}
+
+//  A lease the heartbeats cannot renew is refused at submit, with the
+//  bound (twice the broker's 200ms heartbeat).
+static void
+test_it_claims_short_lease_refused (void **state)
+{
+    pv_doc_t *doc = grid_submit (&s_grid,
+                                 "target: any:group:x\n"
+                                 "lease_ms: 300\n"
+                                 "tasks:\n"
+                                 "  - backend: test\n"
+                                 "    action: echo\n"
+                                 "    params: {msg: hi}\n");
+    assert_false (grid_reply_ok (doc, NULL));
+    char *code = grid_reply_code (doc);
+    assert_non_null (code);
+    assert_string_equal (code, "invalid_job");
+    free (code);
+    pv_doc_destroy (&doc);
+    char *out = NULL, *err = NULL;
+    int rc = grid_cli (&s_grid, &out, &err, S_WAIT_MS, "job", "run",
+                       "--target", "any:group:x", "--lease", "300ms", "test",
+                       "echo", "--msg", "hi", NULL);
+    assert_int_not_equal (rc, 0);
+    if (!strstr (err, "lease_ms: 300ms is shorter than the agents' "
+                      "heartbeats can renew (at least 400ms"))
+        fprintf (stderr, "%s", err);
+    assert_non_null (strstr (err, "lease_ms: 300ms is shorter than the "
+                                  "agents' heartbeats can renew (at least "
+                                  "400ms"));
+    free (out);
+    free (err);
+    //  At the bound it is taken
+    char *id = grid_submit_id (&s_grid,
+                               "target: any:group:x\n"
+                               "lease_ms: 400\n"
+                               "tasks:\n"
+                               "  - backend: test\n"
+                               "    action: echo\n"
+                               "    params: {msg: hi}\n");
+    assert_non_null (id);
+    doc = grid_wait_job (&s_grid, id, S_WAIT_MS);
+    assert_true (grid_str_is (s_data (doc), "status", "completed"));
+    pv_doc_destroy (&doc);
+    free (id);
+}
+
+//  Two nodes, a step bounced A -> B -> A: each reclaim cancels the attempt
+//  it takes back, never the job, so the attempt that comes back to A runs
+//  there and succeeds.
+static void
+test_it_claims_reclaim_comes_back (void **state)
+{
+    grid_t grid;
+    assert_int_equal (grid_init (&grid), 0);
+    const char *broker [] = {"--heartbeat", "200ms", "--missed-heartbeats",
+                             "3", "--offline-grace", "30s", NULL};
+    assert_int_equal (grid_start_broker (&grid, broker), 0);
+    assert_true (grid_start_agent (&grid, "rc-01", "rc", NULL, NULL) >= 0);
+    assert_true (grid_start_agent (&grid, "rc-02", "rc", NULL, NULL) >= 0);
+    char *id = grid_submit_id (&grid,
+                               "target: any:group:rc\n"
+                               "tasks:\n"
+                               "  - backend: test\n"
+                               "    action: sleep\n"
+                               "    max_retries: 3\n"
+                               "    params: {seconds: 2}\n");
+    assert_non_null (id);
+    //  Runs on A; A freezes, the step goes to B
+    char first [80], now [80];
+    *first = '\0';
+    long long deadline = grid_now_ms () + S_WAIT_MS;
+    while (grid_now_ms () < deadline) {
+        pv_doc_t *doc = grid_call (&grid, "job.get", "job", id, NULL);
+        const pv_t *record = s_data (doc);
+        size_t len = 0;
+        const char *text = pv_str (pv_array_at (pv_map_get (record,
+                                                            "expected"), 0),
+                                   &len);
+        snprintf (first, sizeof first, "%.*s", text ? (int) len : 0,
+                  text ? text : "");
+        const pv_t *cell = *first ? grid_cell (record, 0, first) : NULL;
+        bool running = cell && grid_str_is (cell, "status", "running");
+        if (!running)
+            *first = '\0';
+        pv_doc_destroy (&doc);
+        if (running)
+            break;
+        zclock_sleep (20);
+    }
+    assert_true (*first);
+    int a = strcmp (first, "rc-01") == 0 ? 0 : 1;
+    kill (grid.agent_pids [a], SIGSTOP);
+    //  Wait for the other node to run it
+    bool moved = false;
+    deadline = grid_now_ms () + S_WAIT_MS;
+    while (!moved && grid_now_ms () < deadline) {
+        pv_doc_t *doc = grid_call (&grid, "job.get", "job", id, NULL);
+        const pv_t *record = s_data (doc);
+        size_t len = 0;
+        const char *text = pv_str (pv_array_at (pv_map_get (record,
+                                                            "expected"), 0),
+                                   &len);
+        snprintf (now, sizeof now, "%.*s", text ? (int) len : 0,
+                  text ? text : "");
+        const pv_t *cell = grid_cell (record, 0, now);
+        moved = strcmp (now, first) != 0 && cell
+                && grid_str_is (cell, "status", "running");
+        pv_doc_destroy (&doc);
+        if (!moved)
+            zclock_sleep (20);
+    }
+    assert_true (moved);
+    //  A thaws (and hears the cancel of its attempt); then B freezes and
+    //  the step comes back to A
+    kill (grid.agent_pids [a], SIGCONT);
+    assert_true (grid_wait_node (&grid, first, "online", S_WAIT_MS));
+    kill (grid.agent_pids [1 - a], SIGSTOP);
+    pv_doc_t *doc = grid_wait_job (&grid, id, S_WAIT_MS);
+    kill (grid.agent_pids [1 - a], SIGCONT);
+    const pv_t *record = s_data (doc);
+    if (!grid_str_is (record, "status", "completed")) {
+        pv_write_json (record, stderr, 2);
+        grid_dump_logs (&grid);
+    }
+    assert_true (grid_str_is (record, "status", "completed"));
+    const pv_t *cell = grid_cell (record, 0, first);
+    assert_non_null (cell);
+    assert_true (grid_str_is (cell, "status", "success"));
+    pv_doc_destroy (&doc);
+    free (id);
+    grid_stop (&grid);
+}
+
 int
 main (void)
 {
@@ -485,6 +658,9 @@ main (void)
         cmocka_unit_test (test_it_claims_reclaim_after_kill),
         cmocka_unit_test (test_it_claims_progress_while_sleeping),
         cmocka_unit_test (test_it_claims_stall_timeout),
+        cmocka_unit_test (test_it_claims_stall_cancel_keeps_job),
+        cmocka_unit_test (test_it_claims_short_lease_refused),
+        cmocka_unit_test (test_it_claims_reclaim_comes_back),
         cmocka_unit_test (test_it_claims_limit_holds_cells),
         cmocka_unit_test (test_it_claims_queue_stats_per_node_limit),
     };

@@ -57,6 +57,46 @@ test_it_delivery_broker_killed_during_barrier (void **state)
     free (job_id);
 }
 
+//  The broker is SIGKILLed while tasks run, and its agents are slow to
+//  come back after the restart (frozen here for longer than the ack
+//  timeout and its re-sends take): the steps they were running wait for
+//  them and end with their real results, never "no acknowledgement".
+static void
+test_it_delivery_broker_killed_agents_back_late (void **state)
+{
+    grid_t *grid = (grid_t *) *state;
+    s_start_fleet (grid, NULL);
+    char *job_id = grid_submit_id (grid,
+        "target: {scope: group, value: web}\n"
+        "tasks:\n"
+        "  - {backend: test, action: sleep, params: {seconds: 2}}\n");
+    assert_non_null (job_id);
+    assert_true (fixture_wait_cells (grid, job_id, 0,
+                                     (const char *[]) {"web-01", "web-02",
+                                                       NULL},
+                                     "running", S_WAIT_MS));
+    grid_stop_broker (grid, true);
+    kill (grid->agent_pids [0], SIGSTOP);
+    kill (grid->agent_pids [1], SIGSTOP);
+    //  The harness's ack timeout (500ms, 3 re-sends) runs out in 2s; the
+    //  offline grace leaves the agents longer to come back
+    const char *extra [] = {"--offline-grace", "8s", NULL};
+    assert_int_equal (grid_start_broker (grid, extra), 0);
+    zclock_sleep (3000);    //  The agents' reconnect back-off, made long
+    kill (grid->agent_pids [0], SIGCONT);
+    kill (grid->agent_pids [1], SIGCONT);
+    pv_doc_t *doc = grid_wait_job (grid, job_id, 30000);
+    const pv_t *record = fixture_data (doc);
+    if (!grid_str_is (record, "status", "completed")) {
+        pv_write_json (record, stderr, 2);
+        grid_dump_logs (grid);
+    }
+    assert_true (grid_str_is (record, "status", "completed"));
+    fixture_assert_cells (record, "success");
+    pv_doc_destroy (&doc);
+    free (job_id);
+}
+
 static void
 test_it_delivery_broker_killed_during_pipeline (void **state)
 {
@@ -197,6 +237,84 @@ test_it_delivery_stopped_agent_counts_once (void **state)
     pv_get_int (pv_map_get (cell, "attempts"), &attempts);
     assert_int_equal (attempts, 1);
     pv_doc_destroy (&doc);
+    free (job_id);
+}
+
+//  A node frozen until its step is declared lost, then thawed: its
+//  agent's success comes late. The verdict stands whole (lost, no exit
+//  code, the time until the verdict) and the late result is recorded
+//  beside it, in the record, the events and the table.
+static void
+test_it_delivery_late_result_beside_verdict (void **state)
+{
+    grid_t *grid = (grid_t *) *state;
+    s_start_fleet (grid, NULL);
+    char *job_id = grid_submit_id (grid,
+        "target: {scope: group, value: web}\n"
+        "tasks:\n"
+        "  - {backend: test, action: sleep, params: {seconds: 2}}\n");
+    assert_non_null (job_id);
+    assert_true (fixture_wait_cells (grid, job_id, 0,
+                                     (const char *[]) {"web-02", NULL},
+                                     "running", S_WAIT_MS));
+    kill (grid->agent_pids [1], SIGSTOP);
+    pv_doc_t *doc = grid_wait_job (grid, job_id, 30000);
+    kill (grid->agent_pids [1], SIGCONT);
+    assert_true (grid_str_is (grid_cell (fixture_data (doc), 0, "web-02"),
+                              "status", "lost"));
+    pv_doc_destroy (&doc);
+    //  The thawed agent delivers its success
+    const pv_t *cell = NULL, *late = NULL;
+    long long deadline = grid_now_ms () + S_WAIT_MS;
+    while (grid_now_ms () < deadline) {
+        doc = grid_call (grid, "job.get", "job", job_id, NULL);
+        cell = grid_cell (fixture_data (doc), 0, "web-02");
+        late = pv_map_get (cell, "late");
+        if (late)
+            break;
+        pv_doc_destroy (&doc);
+        zclock_sleep (50);
+    }
+    assert_non_null (late);
+    assert_true (grid_str_is (cell, "status", "lost"));
+    int64_t exit_code = 0, late_exit = -1;
+    pv_get_int (pv_map_get (cell, "exit_code"), &exit_code);
+    assert_int_equal (exit_code, -1);
+    assert_true (grid_str_is (late, "status", "success"));
+    pv_get_int (pv_map_get (late, "exit_code"), &late_exit);
+    assert_int_equal (late_exit, 0);
+    size_t at_len = 0;
+    const char *at = pv_str (pv_map_get (late, "at"), &at_len);
+    assert_non_null (at);
+    char clock [16];
+    assert_true (at_len >= 19);
+    snprintf (clock, sizeof clock, "%.8s", at + 11);
+    pv_doc_destroy (&doc);
+    //  The events say so
+    doc = grid_call (grid, "job.events", "job", job_id, NULL);
+    const pv_t *events = pv_map_get (fixture_data (doc), "events");
+    bool seen = false;
+    for (size_t index = 0; index < pv_size (events); index++) {
+        const pv_t *event = pv_array_at (events, index);
+        if (grid_str_is (event, "event", "late")
+            && grid_str_is (event, "node", "web-02")
+            && grid_str_is (event, "detail",
+                            "late result: success from web-02"))
+            seen = true;
+    }
+    assert_true (seen);
+    pv_doc_destroy (&doc);
+    //  And the table
+    char *out = NULL, *err = NULL;
+    grid_cli (grid, &out, &err, S_WAIT_MS, "job", "status", job_id, NULL);
+    char want [64];
+    snprintf (want, sizeof want, "late: success at %s", clock);
+    if (!out || !strstr (out, want))
+        fprintf (stderr, "%s\n%s\n", out ? out : "", err ? err : "");
+    assert_non_null (out);
+    assert_non_null (strstr (out, want));
+    free (out);
+    free (err);
     free (job_id);
 }
 
@@ -517,6 +635,9 @@ main (void)
             test_it_delivery_broker_killed_during_barrier, fixture_setup,
             fixture_teardown),
         cmocka_unit_test_setup_teardown (
+            test_it_delivery_broker_killed_agents_back_late, fixture_setup,
+            fixture_teardown),
+        cmocka_unit_test_setup_teardown (
             test_it_delivery_broker_killed_during_pipeline, fixture_setup,
             fixture_teardown),
         cmocka_unit_test_setup_teardown (
@@ -526,6 +647,9 @@ main (void)
                                          fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown (
             test_it_delivery_stopped_agent_counts_once, fixture_setup,
+            fixture_teardown),
+        cmocka_unit_test_setup_teardown (
+            test_it_delivery_late_result_beside_verdict, fixture_setup,
             fixture_teardown),
         cmocka_unit_test_setup_teardown (test_it_delivery_node_drain,
                                          fixture_setup, fixture_teardown),

@@ -97,7 +97,7 @@ s_job (void)
         cell->attempts [0] = (sched_attempt_t) {1, SCHED_CELL_SUCCESS,
                                                 strdup ("hi\n"), strdup (""), 0,
                                                 12, false, NULL, 0, NULL, false,
-                                            0, 0, 0, 0};
+                                            0, 0, 0, 0, false, 0, 0, 0};
         cell->attempts [0].data = (proto_kv_t *) calloc (1, sizeof (proto_kv_t));
         cell->attempts [0].data [0].key = strdup ("hostname");
         cell->attempts [0].data [0].value = strdup (n ? "web-02.lan" : "web-01.lan");
@@ -111,7 +111,7 @@ s_job (void)
     cell->attempts [0] = (sched_attempt_t) {1, SCHED_CELL_FAILED, strdup (""),
                                             strdup ("boom"), 1, 3, false, NULL, 0,
                                             NULL, false,
-                                            0, 0, 0, 0};
+                                            0, 0, 0, 0, false, 0, 0, 0};
     return job;
 }
 
@@ -511,7 +511,7 @@ test_jobrec_fill_cell_from_late_result (void **state)
     cell->attempts [1] = (sched_attempt_t) {2, SCHED_CELL_CANCELLED, NULL,
                                             strdup ("cancelled by request"),
                                             -1, 0, false, NULL, 0, NULL, false,
-                                            0, 0, 0, 0};
+                                            0, 0, 0, 0, false, 0, 0, 0};
     cell->attempt_count = 2;
     s_save (fixture, job);
     proto_msg_t result;
@@ -526,17 +526,17 @@ test_jobrec_fill_cell_from_late_result (void **state)
     result.exit_code = 143;
     result.duration_ms = 1234;
     //  Another attempt: nothing
-    assert_int_equal (jobrec_fill_cell (fixture->txn, &result,
+    assert_int_equal (jobrec_fill_cell (fixture->txn, &result, 1000,
                                         fixture->scratch), 0);
     result.attempt = 2;
-    assert_int_equal (jobrec_fill_cell (fixture->txn, &result,
+    assert_int_equal (jobrec_fill_cell (fixture->txn, &result, 1000,
                                         fixture->scratch), 1);
-    assert_int_equal (jobrec_fill_cell (fixture->txn, &result,
+    assert_int_equal (jobrec_fill_cell (fixture->txn, &result, 1000,
                                         fixture->scratch), 0);
     //  A cell the agent finished itself: nothing
     result.step = 0;
     result.attempt = 1;
-    assert_int_equal (jobrec_fill_cell (fixture->txn, &result,
+    assert_int_equal (jobrec_fill_cell (fixture->txn, &result, 1000,
                                         fixture->scratch), 0);
     sched_job_t *copy = NULL;
     assert_int_equal (jobrec_load (fixture->txn, job->id, &copy), 0);
@@ -548,6 +548,76 @@ test_jobrec_fill_cell_from_late_result (void **state)
     assert_int_equal (filled->duration_ms, 1234);
     assert_string_equal (copy->cells [0].attempts [0].output, "hi\n");
     sched_job_destroy (&copy);
+    sched_job_destroy (&job);
+}
+
+//  A finished job's cell the broker declared lost: the agent's success
+//  that comes afterwards is recorded beside the verdict, once, with the
+//  time it came; the verdict's status, exit code, duration and output
+//  stay, and the record survives a reload and reads as late: {...}.
+static void
+test_jobrec_late_result_beside_verdict (void **state)
+{
+    fixture_t *fixture = (fixture_t *) *state;
+    sched_job_t *job = s_job ();
+    sched_cell_t *cell = &job->cells [2 * 2 + 0];       //  Step 2, web-01
+    cell->status = SCHED_CELL_LOST;
+    cell->attempts = (sched_attempt_t *) realloc (cell->attempts,
+                                                  2 * sizeof (sched_attempt_t));
+    cell->attempts [1] = (sched_attempt_t) {2, SCHED_CELL_LOST, NULL,
+                                            strdup ("node went offline"),
+                                            -1, 700, false, NULL, 0, NULL,
+                                            false, 0, 0, 0, 0, false, 0, 0, 0};
+    cell->attempt_count = 2;
+    s_save (fixture, job);
+    proto_msg_t result;
+    memset (&result, 0, sizeof result);
+    result.type = PROTO_RESULT;
+    result.job = job->id;
+    result.node = (char *) "web-01";
+    result.step = 2;
+    result.attempt = 2;
+    result.status = (char *) "success";
+    result.output = (char *) "all done\n";
+    result.exit_code = 0;
+    result.duration_ms = 20000;
+    assert_int_equal (jobrec_fill_cell (fixture->txn, &result,
+                                        1764715267000, fixture->scratch), 2);
+    //  Once
+    result.status = (char *) "failed";
+    assert_int_equal (jobrec_fill_cell (fixture->txn, &result, 1764715268000,
+                                        fixture->scratch), 0);
+    sched_job_t *copy = NULL;
+    assert_int_equal (jobrec_load (fixture->txn, job->id, &copy), 0);
+    const sched_attempt_t *verdict = &copy->cells [2 * 2].attempts [1];
+    assert_int_equal (copy->cells [2 * 2].status, SCHED_CELL_LOST);
+    assert_int_equal (verdict->status, SCHED_CELL_LOST);
+    assert_int_equal (verdict->exit_code, -1);
+    assert_int_equal (verdict->duration_ms, 700);
+    assert_true (!verdict->output || !*verdict->output);
+    assert_true (verdict->has_late);
+    assert_int_equal (verdict->late_status, SCHED_CELL_SUCCESS);
+    assert_int_equal (verdict->late_exit_code, 0);
+    assert_int_equal (verdict->late_at_ms, 1764715267000);
+    sched_job_destroy (&copy);
+    pw_t *writer = pw_new ();
+    assert_int_equal (jobrec_write_record (fixture->txn, job->id, NULL,
+                                           writer), 0);
+    pv_doc_t *doc = NULL;
+    assert_int_equal (pv_doc_decode (pw_data (writer), pw_size (writer), &doc,
+                                     NULL, 0), 0);
+    const pv_t *shown = pv_map_get (pv_map_get (pv_map_get (pv_doc_root (doc),
+                                                            "results"),
+                                                "2"),
+                                    "web-01");
+    assert_true (pv_str_eq (pv_map_get (shown, "status"), "lost"));
+    const pv_t *late = pv_map_get (shown, "late");
+    assert_non_null (late);
+    assert_true (pv_str_eq (pv_map_get (late, "status"), "success"));
+    assert_true (pv_str_eq (pv_map_get (late, "at"),
+                            "2025-12-02T22:41:07.000Z"));
+    pv_doc_destroy (&doc);
+    pw_destroy (&writer);
     sched_job_destroy (&job);
 }
 
@@ -567,13 +637,13 @@ test_jobrec_any_node_history (void **state)
     cell->attempt_count = 3;
     cell->attempts [0] = (sched_attempt_t) {1, SCHED_CELL_LOST, strdup (""),
         strdup ("reclaimed from web-02 (lease expired)"), -1, 0, false, NULL,
-        0, strdup ("web-02"), false, 0, 0, 0, 0};
+        0, strdup ("web-02"), false, 0, 0, 0, 0, false, 0, 0, 0};
     cell->attempts [1] = (sched_attempt_t) {1, SCHED_CELL_SUCCESS,
         strdup ("mine\n"), strdup (""), 0, 5, false, NULL, 0,
-        strdup ("web-01"), false, 0, 0, 0, 0};
+        strdup ("web-01"), false, 0, 0, 0, 0, false, 0, 0, 0};
     cell->attempts [2] = (sched_attempt_t) {1, SCHED_CELL_SUCCESS,
         strdup ("late\n"), strdup (""), 0, 9, false, NULL, 0,
-        strdup ("web-02"), true, 0, 0, 0, 0};
+        strdup ("web-02"), true, 0, 0, 0, 0, false, 0, 0, 0};
     sched_cell_t *waiting = &job->cells [2 * 2 + 1];  //  Step 2, web-02
     waiting->waiting = strdup ("waiting: test.fail 1/1 running");
     assert_int_equal (jobrec_save_cell (fixture->txn, job, 2, "web-02",
@@ -644,10 +714,10 @@ test_jobrec_late_result_of_moved_job (void **state)
     cell->attempt_count = 2;
     cell->attempts [0] = (sched_attempt_t) {1, SCHED_CELL_LOST, strdup (""),
         strdup ("reclaimed from web-02 (node offline)"), -1, 0, false, NULL,
-        0, strdup ("web-02"), false, 0, 0, 0, 0};
+        0, strdup ("web-02"), false, 0, 0, 0, 0, false, 0, 0, 0};
     cell->attempts [1] = (sched_attempt_t) {1, SCHED_CELL_SUCCESS,
         strdup ("mine\n"), strdup (""), 0, 5, false, NULL, 0,
-        strdup ("web-01"), false, 0, 0, 0, 0};
+        strdup ("web-01"), false, 0, 0, 0, 0, false, 0, 0, 0};
     assert_int_equal (jobrec_save_header (fixture->txn, job, fixture->scratch), 0);
     assert_int_equal (jobrec_save_cell (fixture->txn, job, 0, "web-01",
                                         fixture->scratch), 0);
@@ -661,13 +731,13 @@ test_jobrec_late_result_of_moved_job (void **state)
     result.status = (char *) "success";
     result.output = (char *) "late\n";
     result.error = (char *) "";
-    assert_int_equal (jobrec_fill_cell (fixture->txn, &result,
+    assert_int_equal (jobrec_fill_cell (fixture->txn, &result, 1000,
                                         fixture->scratch), 1);
-    assert_int_equal (jobrec_fill_cell (fixture->txn, &result,
+    assert_int_equal (jobrec_fill_cell (fixture->txn, &result, 1000,
                                         fixture->scratch), 1);
     //  A node that never held it: nothing
     result.node = (char *) "web-03";
-    assert_int_equal (jobrec_fill_cell (fixture->txn, &result,
+    assert_int_equal (jobrec_fill_cell (fixture->txn, &result, 1000,
                                         fixture->scratch), 0);
     sched_job_t *back = NULL;
     assert_int_equal (jobrec_load (fixture->txn, job->id, &back), 0);
@@ -785,6 +855,7 @@ main (void)
         cmocka_unit_test_setup_teardown (test_jobrec_events_leave_out_optional_fields, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_jobrec_any_node_history, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_jobrec_late_result_of_moved_job, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_jobrec_late_result_beside_verdict, s_setup, s_teardown),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }

@@ -288,6 +288,20 @@ s_cancel_all (void)
     return msg;
 }
 
+//  A reclaim: one attempt of one step on one node
+static proto_msg_t *
+s_cancel_attempt (void)
+{
+    proto_msg_t *msg = proto_msg_new (PROTO_CANCEL);
+    msg->job = s_dup (JOB_A);
+    msg->reason = s_dup ("reclaimed from web-02 (lease expired)");
+    msg->nodes = s_list (1, "web-02");
+    msg->node_count = 1;
+    msg->step = 3;
+    msg->attempt = 2;
+    return msg;
+}
+
 static proto_msg_t *
 s_error (void)
 {
@@ -413,7 +427,7 @@ typedef proto_msg_t *(s_builder_fn) (void);
 static s_builder_fn *s_builders [] = {
     s_hello, s_heartbeat, s_ack, s_started, s_result, s_result_plain,
     s_bye, s_welcome, s_result_ack, s_command, s_command_broadcast,
-    s_cancel, s_cancel_all, s_error, s_task_progress, s_task_progress_bare,
+    s_cancel, s_cancel_all, s_cancel_attempt, s_error, s_task_progress, s_task_progress_bare,
     s_result_pieces, s_welcome_capped, s_output, s_output_ack,
     s_result_acks, s_results, s_welcome_features,
 };

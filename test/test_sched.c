@@ -2049,8 +2049,9 @@ test_sched_restore_barrier (void **state)
                          "resend 0/1 web-02; resend 0/1 web-03");
     assert_cell (h, "j-1", 0, "web-01", SCHED_CELL_SUCCESS);
     assert_cell (h, "j-1", 0, "web-02", SCHED_CELL_DISPATCHED);
+    //  No ack clock until the nodes speak again (R16)
     assert_int_equal (sched_next_deadline_ms (h->sched),
-                      50000 + h->config.ack_timeout_ms);
+                      50000 + h->config.restore_wait_ms);
     assert_int_equal (sched_running_count (h->sched), 1);
     //  The agents dedupe and answer for attempt 1
     assert_int_equal (s_ack (h, "j-1", 0, 1, "web-02"), 0);
@@ -2076,6 +2077,55 @@ test_sched_restore_barrier (void **state)
     assert_string_equal (s_sends (h, mark, NULL),
                          "resend 1/1 web-01; resend 1/1 web-02; "
                          "resend 1/1 web-03");
+    s_harness_destroy (&h);
+}
+
+//  R16: a cell in flight at the restart has no ack clock until its node
+//  speaks again (the agents reconnect after the broker restarts, with
+//  back-off): no re-sends, never "no acknowledgement". The node's first
+//  word sends it again and starts the clock; a node silent for
+//  restore_wait_ms is taken for gone.
+static void
+test_sched_restore_waits_for_node (void **state)
+{
+    harness_t *h = s_harness_new (s_web3, 4);
+    h->config.restore_wait_ms = 30000;
+    s_start (h);
+    h->now = 0;
+    s_submit (h, "j-1", s_barrier_spec ());
+    assert_int_equal (s_started (h, "j-1", 0, 1, "web-01"), 0);
+    assert_int_equal (s_started (h, "j-1", 0, 1, "web-02"), 0);
+    assert_int_equal (s_started (h, "j-1", 0, 1, "web-03"), 0);
+    h->now = 50000;
+    s_restart (h, "j-1", s_barrier_spec ());
+    size_t mark = h->log_count;
+    //  Far past every ack deadline and re-send: nothing happens
+    s_tick (h, 50000 + 10 * h->config.ack_timeout_ms);
+    assert_string_equal (s_sends (h, mark, NULL), "");
+    assert_cell (h, "j-1", 0, "web-01", SCHED_CELL_DISPATCHED);
+    assert_cell (h, "j-1", 0, "web-02", SCHED_CELL_DISPATCHED);
+    //  web-01 is back: the step goes to it again, and it answers
+    assert_int_equal (sched_on_heartbeat (h->sched, "web-01", h->now), 0);
+    s_drain (h);
+    assert_string_equal (s_sends (h, mark, NULL), "resend 0/1 web-01");
+    assert_int_equal (s_ack (h, "j-1", 0, 1, "web-01"), 0);
+    assert_int_equal (s_result (h, "j-1", 0, 1, "web-01", "success", NULL), 0);
+    assert_cell (h, "j-1", 0, "web-01", SCHED_CELL_SUCCESS);
+    //  web-02 is back but silent after that: its clock runs from its word
+    mark = h->log_count;
+    assert_int_equal (sched_on_heartbeat (h->sched, "web-02", h->now), 0);
+    s_drain (h);
+    assert_string_equal (s_sends (h, mark, NULL), "resend 0/1 web-02");
+    s_tick (h, h->now + h->config.ack_timeout_ms);
+    assert_string_equal (s_sends (h, mark, NULL),
+                         "resend 0/1 web-02; resend 0/1 web-02");
+    //  web-03 never comes back: lost once the wait is over
+    s_tick (h, 50000 + 30000);
+    assert_cell (h, "j-1", 0, "web-03", SCHED_CELL_LOST);
+    const sched_cell_t *cell = s_live_cell (h, "j-1", 0, "web-03");
+    assert_non_null (cell);
+    assert_string_equal (cell->attempts [cell->attempt_count - 1].error,
+                         "node did not come back after a broker restart");
     s_harness_destroy (&h);
 }
 
@@ -3036,23 +3086,33 @@ test_sched_cancel_records_run_time (void **state)
     s_drain (h);
     const sched_cell_t *lost = s_live_cell (h, "j-1", 0, "web-02");
     assert_int_equal (lost->attempts [0].duration_ms, 700);
-    //  The agent's late result for that attempt brings what it printed
-    //  and how long it ran; the broker's verdict stays
+    //  The agent's late result for that attempt tells another story: the
+    //  broker's verdict stands whole (status, exit code, duration, no
+    //  output of the other account) and the result is recorded beside it,
+    //  with an event
     size_t mark = h->log_count;
-    assert_int_equal (s_result (h, "j-1", 0, 1, "web-02", "cancelled", NULL),
+    assert_int_equal (s_result (h, "j-1", 0, 1, "web-02", "success", NULL),
                       1);
     assert_int_equal (s_type_count (h, mark, SCHED_ACTION_SAVE_CELL), 1);
+    assert_int_equal (s_events (h, mark, "late", "web-02", 0), 1);
+    assert_string_equal (s_event_detail (h, mark, "late", "web-02"),
+                         "late result: success from web-02");
     lost = s_live_cell (h, "j-1", 0, "web-02");
     assert_int_equal (lost->status, SCHED_CELL_LOST);
     assert_int_equal (lost->attempt_count, 1);
-    assert_string_equal (lost->attempts [0].output, "out");
+    assert_null (lost->attempts [0].output);
+    assert_int_equal (lost->attempts [0].exit_code, -1);
     assert_string_equal (lost->attempts [0].error, "node went offline");
-    assert_int_equal (lost->attempts [0].duration_ms, 25);
+    assert_int_equal (lost->attempts [0].duration_ms, 700);
+    assert_true (lost->attempts [0].has_late);
+    assert_int_equal (lost->attempts [0].late_status, SCHED_CELL_SUCCESS);
+    assert_int_equal (lost->attempts [0].late_exit_code, 0);
     //  Only once
     mark = h->log_count;
-    assert_int_equal (s_result (h, "j-1", 0, 1, "web-02", "cancelled", NULL),
+    assert_int_equal (s_result (h, "j-1", 0, 1, "web-02", "failed", NULL),
                       1);
     assert_int_equal (s_type_count (h, mark, SCHED_ACTION_SAVE_CELL), 0);
+    assert_int_equal (lost->attempts [0].late_status, SCHED_CELL_SUCCESS);
     h->now += 300;
     assert_int_equal (sched_cancel (h->sched, "j-1", NULL, h->now), 0);
     //  Read the record as the FINISHED action left it
@@ -3754,12 +3814,12 @@ test_sched_restore_any_node (void **state)
     assert_int_equal (s_result (h, "j-1", 0, 1, "web-01", "success", NULL), 0);
     assert_int_equal (s_events (h, mark, "late", "web-01", 0), 1);
     assert_cell (h, "j-1", 0, "web-02", SCHED_CELL_DISPATCHED);
-    //  Silent past the lease from the restore (one direct re-send on the
-    //  way): taken back again
+    //  Silent past the lease from the restore (no re-send on the way: its
+    //  ack clock waits for its first word): taken back again
     mark = h->log_count;
     s_tick (h, h->now + 10000);
     assert_string_equal (s_sends (h, mark, NULL),
-                         "resend 0/1 web-02; cancel web-02; 0/1 - web-03");
+                         "cancel web-02; 0/1 - web-03");
     assert_string_equal (s_event_detail (h, mark, "reclaimed", "web-02"),
                          "reclaimed from web-02 (lease expired) \xe2\x86\x92 "
                          "web-03");
@@ -3841,6 +3901,7 @@ main (void)
         cmocka_unit_test (test_sched_progress_in_memory),
         cmocka_unit_test (test_sched_stall_timeout),
         cmocka_unit_test (test_sched_restore_any_node),
+        cmocka_unit_test (test_sched_restore_waits_for_node),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }

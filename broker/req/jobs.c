@@ -115,6 +115,25 @@ req_check_actions (ctx_t *ctx, const job_spec_t *spec, zlistx_t *details)
     }
 }
 
+//  R18: a lease the holder's heartbeats cannot renew would expire while
+//  the node works on, and bounce the step between nodes: a lease_ms below
+//  twice the agents' heartbeat is refused, with the bound.
+static void
+s_check_lease (ctx_t *ctx, const job_spec_t *spec, zlistx_t *details)
+{
+    int64_t least_ms = 2 * ctx->config->heartbeat_ms;
+    if (spec->lease_ms <= 0 || spec->lease_ms >= least_ms)
+        return;
+    char lease [32], least [32], beat [32];
+    duration_format (spec->lease_ms, lease, sizeof lease);
+    duration_format (least_ms, least, sizeof least);
+    duration_format (ctx->config->heartbeat_ms, beat, sizeof beat);
+    zlistx_add_end (details,
+                    zsys_sprintf ("lease_ms: %s is shorter than the agents' "
+                                  "heartbeats can renew (at least %s, twice "
+                                  "the heartbeat of %s)", lease, least, beat));
+}
+
 static void
 s_invalid_job (req_call_t *call, zlistx_t *details)
 {
@@ -164,8 +183,10 @@ s_job_validate (req_call_t *call, bool decoded, job_spec_t **spec_p,
         if (errors->truncated)
             zlistx_add_end (details, strdup ("(more problems not shown)"));
     }
-    else
+    else {
         req_check_actions (ctx, *spec_p, details);
+        s_check_lease (ctx, *spec_p, details);
+    }
     job_errors_clear (errors);
     int rc = 0;
     if (zlistx_size (details)) {
