@@ -450,9 +450,13 @@ s_count_fields (const pv_t *attempt)
 }
 
 //  Writes the 6 result fields of ATTEMPT (defaults when NULL or absent),
-//  then the optional counts it holds.
+//  then the optional counts it holds. An empty error reads WHY when given
+//  (a skipped cell's reason: it never ran, so it has no error of its own).
+//  NO_EXIT: the broker decided the outcome (lost), so the exit code reads
+//  -1 whatever a late result brought, as for every status but a run's.
 static void
-s_write_attempt_fields (pw_t *writer, const pv_t *attempt)
+s_write_attempt_fields (pw_t *writer, const pv_t *attempt, const pv_t *why,
+                        bool no_exit)
 {
     for (size_t index = 0; index < S_COUNT_KEYS; index++) {
         const pv_t *value = pv_map_get (attempt, s_count_keys [index]);
@@ -466,6 +470,12 @@ s_write_attempt_fields (pw_t *writer, const pv_t *attempt)
     for (size_t index = 0; index < 6; index++) {
         pw_str (writer, fields [index]);
         const pv_t *value = pv_map_get (attempt, fields [index]);
+        if (index == 1 && why && !pv_size (value))
+            pw_pv (writer, why);
+        else
+        if (index == 2 && no_exit)
+            pw_int (writer, -1);
+        else
         if (value)
             pw_pv (writer, value);
         else if (index < 2)
@@ -514,7 +524,11 @@ s_write_cell (pw_t *writer, const pv_t *cell)
         pw_str (writer, "reason");
         pw_pv (writer, reason);
     }
-    s_write_attempt_fields (writer, last);
+    const pv_t *status = pv_map_get (cell, "status");
+    s_write_attempt_fields (writer, last,
+                            has_reason && pv_str_eq (status, "skipped")
+                                ? reason : NULL,
+                            pv_str_eq (status, "lost"));
     pw_str (writer, "attempts");
     int64_t attempt = 0;
     pv_get_int (pv_map_get (cell, "attempt"), &attempt);
@@ -541,7 +555,7 @@ s_write_pending_cell (pw_t *writer)
     pw_map (writer, 8);
     pw_str (writer, "status");
     pw_str (writer, "pending");
-    s_write_attempt_fields (writer, NULL);
+    s_write_attempt_fields (writer, NULL, NULL, false);
     pw_str (writer, "attempts");
     pw_int (writer, 0);
 }
@@ -582,6 +596,27 @@ s_write_live_cell (pw_t *writer, const sched_cell_t *cell)
     pw_destroy (&scratch);
 }
 
+//  The text form of SPEC's target ("group:web"), or NULL. Caller frees.
+static char *
+s_target_text (const pv_t *spec)
+{
+    const pv_t *target = pv_map_get (spec, "target");
+    char *scope = pv_strdup (pv_map_get (target, "scope"));
+    char *value = pv_strdup (pv_map_get (target, "value"));
+    bool any = false;
+    pv_get_bool (pv_map_get (target, "any"), &any);
+    target_t parsed;
+    memset (&parsed, 0, sizeof parsed);
+    char *text = NULL;
+    if (scope
+        && target_from_parts (scope, value, any, &parsed, NULL, 0) == 0)
+        text = target_format (&parsed);
+    target_clear (&parsed);
+    free (scope);
+    free (value);
+    return text;
+}
+
 int
 jobrec_write_record (store_txn_t *txn, const char *job_id,
                      const sched_job_t *live, pw_t *writer)
@@ -619,11 +654,23 @@ jobrec_write_record (store_txn_t *txn, const char *job_id,
         if (!named)
             members++;
     }
-    pw_map (writer, 9 + s_spec_field_count (spec) + (has_reason ? 1 : 0)
+    char *target_text = s_target_text (spec);
+    pw_map (writer, 11 + s_spec_field_count (spec) + (has_reason ? 1 : 0)
                         + (has_retry_of ? 1 : 0) + (has_retried_by ? 1 : 0)
-                        + (members ? 1 : 0) + (has_schedule ? 1 : 0));
+                        + (members ? 1 : 0) + (has_schedule ? 1 : 0)
+                        + (live ? 1 : 0));
     pw_str (writer, "id");
     pw_str (writer, job_id);
+    pw_str (writer, "target_text");
+    pw_str (writer, target_text ? target_text : "?");
+    free (target_text);
+    pw_str (writer, "nodes");
+    pw_int (writer, (int64_t) pv_size (expected));
+    if (live) {
+        //  What job.progress says of it: the batch, the running tasks
+        pw_str (writer, "progress");
+        jobrec_write_progress (live, writer);
+    }
     if (has_schedule) {
         pw_str (writer, "schedule");
         pw_pv (writer, schedule);
@@ -743,24 +790,14 @@ jobrec_write_record (store_txn_t *txn, const char *job_id,
 int
 jobrec_write_summary (const pv_t *header, pw_t *writer)
 {
-    const pv_t *spec = pv_map_get (header, "spec");
-    const pv_t *target = pv_map_get (spec, "target");
-    char *scope = pv_strdup (pv_map_get (target, "scope"));
-    char *value = pv_strdup (pv_map_get (target, "value"));
-    bool any = false;
-    pv_get_bool (pv_map_get (target, "any"), &any);
-    target_t parsed;
-    memset (&parsed, 0, sizeof parsed);
-    char *text = NULL;
-    if (scope
-        && target_from_parts (scope, value, any, &parsed, NULL, 0) == 0)
-        text = target_format (&parsed);
-    target_clear (&parsed);
-    free (scope);
-    free (value);
+    char *text = s_target_text (pv_map_get (header, "spec"));
     const pv_t *schedule = pv_map_get (header, "schedule");
     bool has_schedule = pv_type (schedule) == PV_STR;
-    pw_map (writer, 8 + (has_schedule ? 1 : 0));
+    size_t nodes = pv_size (pv_map_get (header, "expected"));
+    //  target and expected keep their first shapes (a text, a count) for
+    //  the clients that read them; target_text and nodes are the names
+    //  every reply shares (PROTOCOL.md, one shape per fact)
+    pw_map (writer, 10 + (has_schedule ? 1 : 0));
     pw_str (writer, "id");
     pw_pv (writer, pv_map_get (header, "id"));
     if (has_schedule) {
@@ -768,6 +805,8 @@ jobrec_write_summary (const pv_t *header, pw_t *writer)
         pw_pv (writer, schedule);
     }
     pw_str (writer, "target");
+    pw_str (writer, text ? text : "?");
+    pw_str (writer, "target_text");
     pw_str (writer, text ? text : "?");
     free (text);
     pw_str (writer, "status");
@@ -777,7 +816,9 @@ jobrec_write_summary (const pv_t *header, pw_t *writer)
     pw_str (writer, "steps");
     pw_pv (writer, pv_map_get (header, "steps"));
     pw_str (writer, "expected");
-    pw_int (writer, (int64_t) pv_size (pv_map_get (header, "expected")));
+    pw_int (writer, (int64_t) nodes);
+    pw_str (writer, "nodes");
+    pw_int (writer, (int64_t) nodes);
     s_write_time_field (writer, "created_at", pv_map_get (header, "created_at_ms"));
     s_write_time_field (writer, "updated_at", pv_map_get (header, "updated_at_ms"));
     return 0;

@@ -62,8 +62,9 @@ s_run_check (cli_args_t *args, char *err, size_t err_len)
             return cli_fail (err, err_len,
                              "job run -f FILE takes the target, tasks and "
                              "options from the file; only --wait, --check, "
-                             "--batch, --max-failures, --canary and global "
-                             "options may be added");
+                             "--batch, --max-failures, --canary, "
+                             "--idempotency-key and global options may be "
+                             "added");
         return 0;
     }
     if (!args->target_text)
@@ -444,7 +445,8 @@ s_final_line (const pv_t *record, FILE *out)
 }
 
 //  job status of a job not yet finished: its running tasks' progress
-//  (job.progress; nothing when the broker has none to give).
+//  (the record's own progress; from a broker whose records have none,
+//  job.progress; nothing when the broker has none to give).
 static void
 s_print_task_progress (const cli_settings_t *settings, const pv_t *record,
                        FILE *out)
@@ -454,9 +456,15 @@ s_print_task_progress (const cli_settings_t *settings, const pv_t *record,
     if (!job_id_valid (job))
         return;
     client_reply_t reply;
-    int rc = client_job_progress (settings->client, job, &reply);
-    const pv_t *tasks = rc == CLIENT_OK && reply.ok
-                      ? pv_map_get (reply.data, "tasks") : NULL;
+    memset (&reply, 0, sizeof reply);
+    const pv_t *tasks = NULL;
+    if (pv_map_get (record, "progress"))
+        tasks = pv_map_get (pv_map_get (record, "progress"), "tasks");
+    else {
+        int rc = client_job_progress (settings->client, job, &reply);
+        tasks = rc == CLIENT_OK && reply.ok
+                    ? pv_map_get (reply.data, "tasks") : NULL;
+    }
     if (pv_size (tasks) > 0)
         fputc ('\n', out);
     for (size_t index = 0; index < pv_size (tasks); index++) {
@@ -876,6 +884,11 @@ static const char s_help_job [] =
 "                      the broker's)\n"
 "  --stall-timeout D   a running task the broker hears nothing of for D\n"
 "                      reads timeout\n"
+"  --idempotency-key K the job's idempotency key (also with -f FILE, over\n"
+"                      the file's): a second run with the same K and job\n"
+"                      makes no new job and prints \"job ID already\n"
+"                      submitted with key K (STATUS)\" (JSON: existing\n"
+"                      true); the same K with another job is a conflict\n"
 "  --check             a dry run (job.check): the nodes it would run on,\n"
 "                      those it would not and why (offline, drained,\n"
 "                      lacking the action), the plan (phases or DAG\n"

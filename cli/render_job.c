@@ -446,6 +446,14 @@ cli_render_job (const pv_t *record, FILE *out, bool color)
                       "max_failures %s", batch, budget);
         cli_header_line (out, "batches", buf);
     }
+    //  The batch now running, from the progress a live job's record holds
+    const pv_t *progress = pv_map_get (record, "progress");
+    if (cli_field_int (progress, "batches", 0) > 1) {
+        snprintf (buf, sizeof buf, "%" PRId64 "/%" PRId64,
+                  cli_field_int (progress, "batch", 1),
+                  cli_field_int (progress, "batches", 0));
+        cli_header_line (out, "batch", buf);
+    }
 
     s_grid_t *grid = s_grid_new (record);
     if (spec && job_spec_is_dag (spec))
@@ -694,7 +702,18 @@ cli_render_submitted (const pv_t *data, FILE *out)
     char *job_text = cli_printable (job, strlen (job), SIZE_MAX, false);
     char *status_text = cli_printable (status, strlen (status), SIZE_MAX,
                                        false);
-    fprintf (out, "job %s submitted (%s)\n", job_text, status_text);
+    bool existing = false;
+    pv_get_bool (pv_map_get (data, "existing"), &existing);
+    if (existing) {
+        char key [300];
+        cli_field (data, "idempotency_key", key, sizeof key);
+        char *key_text = cli_printable (key, strlen (key), SIZE_MAX, false);
+        fprintf (out, "job %s already submitted with key %s (%s)\n",
+                 job_text, key_text, status_text);
+        free (key_text);
+    }
+    else
+        fprintf (out, "job %s submitted (%s)\n", job_text, status_text);
     fprintf (out, "follow it with: gridcli job status %s\n", job_text);
     free (job_text);
     free (status_text);
