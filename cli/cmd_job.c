@@ -343,6 +343,62 @@ s_render_job_list (const pv_t *data, FILE *out)
     return 0;
 }
 
+//  job list --output json: each job in the job record's shapes (one
+//  shape per fact, PROTOCOL.md): target the {scope, value} map and
+//  target_text its text, nodes the count (job.list's wire keeps the
+//  text in target and the count in expected for older clients).
+static void
+s_json_job_list (const pv_t *data, pw_t *writer)
+{
+    pw_map (writer, pv_size (data));
+    for (size_t index = 0; index < pv_size (data); index++) {
+        const pv_t *key = pv_map_key_at (data, index);
+        const pv_t *value = pv_map_value_at (data, index);
+        pw_pv (writer, key);
+        if (!pv_str_eq (key, "jobs") || pv_type (value) != PV_ARRAY) {
+            pw_pv (writer, value);
+            continue;
+        }
+        pw_array (writer, pv_size (value));
+        for (size_t at = 0; at < pv_size (value); at++) {
+            const pv_t *job = pv_array_at (value, at);
+            const pv_t *target = pv_map_get (job, "target");
+            char *text = pv_type (target) == PV_STR ? pv_strdup (target)
+                                                    : NULL;
+            target_t parsed;
+            memset (&parsed, 0, sizeof parsed);
+            bool object = text && target_parse (text, &parsed, NULL, 0) == 0;
+            bool has_text = pv_map_get (job, "target_text") != NULL;
+            bool has_nodes = pv_map_get (job, "nodes") != NULL;
+            const pv_t *expected = pv_map_get (job, "expected");
+            size_t fields = pv_size (job) + (text && !has_text ? 1 : 0)
+                            + (!has_nodes && expected ? 1 : 0)
+                            - (expected ? 1 : 0);
+            pw_map (writer, fields);
+            for (size_t field = 0; field < pv_size (job); field++) {
+                const pv_t *name = pv_map_key_at (job, field);
+                if (pv_str_eq (name, "expected"))
+                    continue;
+                pw_pv (writer, name);
+                if (pv_str_eq (name, "target") && object)
+                    job_target_encode (&parsed, writer);
+                else
+                    pw_pv (writer, pv_map_value_at (job, field));
+                if (pv_str_eq (name, "target") && text && !has_text) {
+                    pw_str (writer, "target_text");
+                    pw_str (writer, text);
+                }
+            }
+            if (!has_nodes && expected) {
+                pw_str (writer, "nodes");
+                pw_pv (writer, expected);
+            }
+            target_clear (&parsed);
+            free (text);
+        }
+    }
+}
+
 //  EVENTS holds COUNT event maps, possibly from several replies.
 static void
 s_render_events (const pv_t *const *events, size_t count, FILE *out)
@@ -1062,7 +1118,8 @@ static const cli_cmd_t s_cmds [] = {
      .check = cli_check_job_id, .build = s_build_status,
      .render = s_render_status, .run = s_run_status},
     {.name = "list", .command = CLI_CMD_JOB_LIST, .options = s_list_options,
-     .option = s_option, .build = s_build_list, .render = s_render_job_list},
+     .option = s_option, .build = s_build_list, .render = s_render_job_list,
+     .json = s_json_job_list},
     {.name = "cancel", .command = CLI_CMD_JOB_CANCEL, .args = CLI_ARG_ID,
      .options = s_cancel_options, .option = s_option,
      .check = cli_check_job_id, .build = s_build_cancel,

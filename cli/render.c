@@ -409,7 +409,18 @@ cli_render_cmd (const cli_cmd_t *cmd, const pv_t *data, cli_output_t output,
     if (pv_type (data) != PV_MAP)
         return -2;
     if (output == CLI_OUTPUT_JSON) {
-        if (pv_write_json (data, out, 2) != 0)
+        pv_doc_t *doc = NULL;
+        if (cmd && cmd->json) {
+            pw_t *writer = pw_new ();
+            cmd->json (data, writer);
+            if (pv_doc_decode (pw_data (writer), pw_size (writer), &doc,
+                               NULL, 0) == 0)
+                data = pv_doc_root (doc);
+            pw_destroy (&writer);
+        }
+        int rc = pv_write_json (data, out, 2);
+        pv_doc_destroy (&doc);
+        if (rc != 0)
             return -1;
         fputc ('\n', out);
         return 0;

@@ -377,7 +377,7 @@ req_job_submit (req_call_t *call)
                                     &spec, &errors) == 0;
     if (decoded && spec->idempotency_key) {
         pw_t *form = pw_new ();
-        job_spec_encode (spec, form);
+        job_spec_encode_digest (spec, form);
         jobrec_digest (pw_data (form), pw_size (form), digest);
         pw_destroy (&form);
         if (s_idempotent_submit (call, spec, digest)) {
