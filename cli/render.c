@@ -372,7 +372,8 @@ void
 cli_print_field (FILE *out, const char *label, const char *value)
 {
     char *text = cli_printable (value, strlen (value), SIZE_MAX, false);
-    fprintf (out, "%-13s%s\n", label, text);
+    //  At least one space after the label, however long it is
+    fprintf (out, "%-12s %s\n", label, text);
     free (text);
 }
 
