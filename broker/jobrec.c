@@ -489,11 +489,60 @@ s_write_attempt_fields (pw_t *writer, const pv_t *attempt, const pv_t *why,
     }
 }
 
+//  Where a stored cell lives, to read its streams' stored bytes
+typedef struct {
+    store_txn_t *txn;       //  The read transaction
+    const char *job_id;     //  Its job
+    uint32_t step;          //  Its step
+    const char *node;       //  Its node
+} s_cell_at_t;
+
+static size_t s_output_prefix (const char *job_id, uint32_t step,
+                               const char *node, uint32_t attempt,
+                               bool stderr_, uint8_t *key);
+static uint8_t *s_read_pieces (store_txn_t *txn, const uint8_t *prefix,
+                               size_t prefix_len, uint64_t offset,
+                               size_t limit, size_t *len_p);
+
+//  True when ATTEMPT's stream (stdout, or stderr with STDERR_) went in
+//  pieces and its head is not its first bytes: the agent put '?' for
+//  bytes that are not UTF-8 text (or NUL), so the stream is binary.
+static bool
+s_stream_binary (const s_cell_at_t *at, const pv_t *attempt, bool stderr_)
+{
+    int64_t size = 0, number = 0;
+    size_t head_len = 0;
+    const char *head = pv_str (pv_map_get (attempt, stderr_ ? "error"
+                                                            : "output"),
+                               &head_len);
+    if (!at || !head
+        || pv_get_int (pv_map_get (attempt, stderr_ ? "error_size"
+                                                    : "output_size"),
+                       &size) != 0
+        || size <= 0
+        || pv_get_int (pv_map_get (attempt, "attempt"), &number) != 0
+        || number < 1 || number > UINT16_MAX)
+        return false;
+    size_t want = (uint64_t) size < head_len ? (size_t) size : head_len;
+    uint8_t prefix [JOBREC_MAX_OUTPUT_KEY];
+    size_t prefix_len = s_output_prefix (at->job_id, at->step, at->node,
+                                         (uint32_t) number, stderr_, prefix);
+    size_t len = 0;
+    uint8_t *bytes = s_read_pieces (at->txn, prefix, prefix_len, 0, want,
+                                    &len);
+    //  Pieces not all stored yet say nothing either way
+    bool binary = len == want && memcmp (bytes, head, want) != 0;
+    free (bytes);
+    return binary;
+}
+
 //  One cell in the client shape: the outcome's fields (the latest attempt
 //  that is not a late result from a node the step was taken from), the
 //  count, every other attempt as history, and why it waits, if it does.
+//  AT (NULL for a cell of the scheduler's memory) lets it say that a
+//  stream is binary (output_binary, error_binary).
 static void
-s_write_cell (pw_t *writer, const pv_t *cell)
+s_write_cell (pw_t *writer, const pv_t *cell, const s_cell_at_t *at)
 {
     const pv_t *attempts = pv_map_get (cell, "attempts");
     const pv_t *waiting = pv_map_get (cell, "waiting");
@@ -516,8 +565,19 @@ s_write_cell (pw_t *writer, const pv_t *cell)
     bool has_waiting = pv_type (waiting) == PV_STR;
     const pv_t *reason = pv_map_get (cell, "reason");
     bool has_reason = pv_type (reason) == PV_STR;
+    bool output_binary = s_stream_binary (at, last, false);
+    bool error_binary = s_stream_binary (at, last, true);
     pw_map (writer, 8 + (count > 1 ? 1 : 0) + (has_reason ? 1 : 0)
-                        + (has_waiting ? 1 : 0) + s_count_fields (last));
+                        + (has_waiting ? 1 : 0) + s_count_fields (last)
+                        + (output_binary ? 1 : 0) + (error_binary ? 1 : 0));
+    if (output_binary) {
+        pw_str (writer, "output_binary");
+        pw_bool (writer, true);
+    }
+    if (error_binary) {
+        pw_str (writer, "error_binary");
+        pw_bool (writer, true);
+    }
     pw_str (writer, "status");
     pw_pv (writer, pv_map_get (cell, "status"));
     if (has_reason) {
@@ -589,7 +649,7 @@ s_write_live_cell (pw_t *writer, const sched_cell_t *cell)
     s_encode_cell (cell, scratch);
     if (pv_doc_decode (pw_data (scratch), pw_size (scratch), &doc, NULL, 0)
         == 0)
-        s_write_cell (writer, pv_doc_root (doc));
+        s_write_cell (writer, pv_doc_root (doc), NULL);
     else
         s_write_pending_cell (writer);
     pv_doc_destroy (&doc);
@@ -761,8 +821,13 @@ jobrec_write_record (store_txn_t *txn, const char *job_id,
                     break;
                 if (cmp == 0) {
                     pv_doc_t *cell = NULL;
+                    char node_name [NAME_MAX_LEN + 1];
+                    snprintf (node_name, sizeof node_name, "%.*s",
+                              (int) node_len, node_id ? node_id : "");
+                    s_cell_at_t at = {txn, job_id, (uint32_t) step,
+                                      node_name};
                     if (pv_doc_decode (v, v_len, &cell, NULL, 0) == 0) {
-                        s_write_cell (writer, pv_doc_root (cell));
+                        s_write_cell (writer, pv_doc_root (cell), &at);
                         written = true;
                     }
                     pv_doc_destroy (&cell);

@@ -331,12 +331,34 @@ test_json_idempotency_and_params (void **state)
     free (err);
 }
 
+//  Output that is not UTF-8 text says so: output_binary; text does not
+static void
+test_json_binary_output (void **state)
+{
+    char *json = NULL, *err = NULL;
+    assert_int_equal (grid_cli (&s_grid, &json, &err, S_CLI_MS, "--output",
+                                "json", "job", "run", "--target",
+                                "node:db-01", "--wait", "test", "output",
+                                "--bytes", "64", "--seed", "7", NULL), 0);
+    assert_non_null (strstr (json, "\"output_binary\": true"));
+    free (json);
+    free (err);
+    assert_int_equal (grid_cli (&s_grid, &json, &err, S_CLI_MS, "--output",
+                                "json", "job", "run", "--target",
+                                "node:db-01", "--wait", "test", "output",
+                                "--bytes", "64", NULL), 0);
+    assert_null (strstr (json, "output_binary"));
+    free (json);
+    free (err);
+}
+
 int
 main (void)
 {
     const struct CMUnitTest tests [] = {
         cmocka_unit_test (test_json_running_job),
         cmocka_unit_test (test_json_idempotency_and_params),
+        cmocka_unit_test (test_json_binary_output),
         cmocka_unit_test (test_json_superset_of_text),
     };
     return cmocka_run_group_tests (tests, s_setup, s_teardown);
