@@ -3,6 +3,7 @@
     =========================================================================
 */
 #include <assert.h>
+#include <inttypes.h>
 #include <czmq.h>
 #include <stdlib.h>
 #include <string.h>
@@ -214,7 +215,10 @@ s_write_attempt (pw_t *writer, const sched_attempt_t *attempt)
     pw_map (writer, attempt->data_count);
     for (size_t item = 0; item < attempt->data_count; item++) {
         pw_str (writer, attempt->data [item].key);
-        pw_str (writer, attempt->data [item].value);
+        if (attempt->data [item].number)
+            pw_int (writer, strtoll (attempt->data [item].value, NULL, 10));
+        else
+            pw_str (writer, attempt->data [item].value);
     }
 }
 
@@ -1015,8 +1019,19 @@ s_load_cell (sched_cell_t *cell, const pv_t *record)
             slot->data = (proto_kv_t *) calloc (data_count, sizeof (proto_kv_t));
             assert (slot->data);
             for (size_t entry = 0; entry < data_count; entry++) {
+                const pv_t *value = pv_map_value_at (data, entry);
+                int64_t whole = 0;
                 slot->data [entry].key = pv_strdup (pv_map_key_at (data, entry));
-                slot->data [entry].value = pv_strdup (pv_map_value_at (data, entry));
+                if (pv_type (value) == PV_INT
+                    && pv_get_int (value, &whole) == 0) {
+                    //  A whole number an agent sent as one (typed_data)
+                    if (asprintf (&slot->data [entry].value, "%" PRId64,
+                                  whole) < 0)
+                        slot->data [entry].value = NULL;
+                    slot->data [entry].number = true;
+                }
+                else
+                    slot->data [entry].value = pv_strdup (value);
                 slot->data_count = entry + 1;
                 if (!slot->data [entry].key || !slot->data [entry].value)
                     status_rc = -1;

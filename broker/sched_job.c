@@ -700,6 +700,7 @@ sched_attempt_fill (sched_cell_t *cell, const proto_msg_t *result)
         for (size_t item = 0; item < result->data_count; item++) {
             attempt->data [item].key = sched_strdup (result->data [item].key);
             attempt->data [item].value = sched_strdup (result->data [item].value);
+            attempt->data [item].number = result->data [item].number;
         }
         attempt->data_count = result->data_count;
     }
@@ -1202,6 +1203,7 @@ sched_on_result (sched_t *self, const proto_msg_t *result, int64_t now_ms)
         for (size_t item = 0; item < result->data_count; item++) {
             attempt->data [item].key = sched_strdup (result->data [item].key);
             attempt->data [item].value = sched_strdup (result->data [item].value);
+            attempt->data [item].number = result->data [item].number;
         }
         attempt->data_count = result->data_count;
     }

@@ -352,6 +352,22 @@ test_json_binary_output (void **state)
     free (err);
 }
 
+//  A backend's numbers stay numbers: system memory's data
+static void
+test_json_data_numbers (void **state)
+{
+    char *json = NULL, *err = NULL;
+    assert_int_equal (grid_cli (&s_grid, &json, &err, S_CLI_MS, "--output",
+                                "json", "job", "run", "--target",
+                                "node:db-01", "--wait", "system", "memory",
+                                NULL), 0);
+    const char *value = strstr (json, "\"available_kib\": ");
+    assert_non_null (value);
+    assert_true (isdigit ((unsigned char) value [strlen ("\"available_kib\": ")]));
+    free (json);
+    free (err);
+}
+
 int
 main (void)
 {
@@ -359,6 +375,7 @@ main (void)
         cmocka_unit_test (test_json_running_job),
         cmocka_unit_test (test_json_idempotency_and_params),
         cmocka_unit_test (test_json_binary_output),
+        cmocka_unit_test (test_json_data_numbers),
         cmocka_unit_test (test_json_superset_of_text),
     };
     return cmocka_run_group_tests (tests, s_setup, s_teardown);

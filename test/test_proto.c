@@ -1574,7 +1574,7 @@ test_proto_direct_decode_declines_hostile (void **state)
         { "truncated", "\x01", 1 },
         { "truncated", "\xc0", 1 },
         { "data", "\x82\xa1k\xa1v\xa1k\xa1w", 9 },     //  key twice
-        { "data", "\x81\xa1k\x01", 4 },                //  not a string
+        { "data", "\x81\xa1k\xca\x3f\x80\x00\x00", 8 },  //  a float
         { "data", "\x81\xa1k\x81\xa1k\xa1v", 7 },      //  nested
         { "data", "\x91\xa1k", 3 },                    //  an array
         { "data", "\x81\xa2k\x00\xa1v", 6 },           //  key with a NUL
