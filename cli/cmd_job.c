@@ -1043,8 +1043,12 @@ s_run_run (const cli_args_t *args, const job_spec_t *file_spec,
             rc = CLI_EXIT_UNREACHABLE;
         }
         else {
-            fprintf (err, "job %s submitted; waiting (Ctrl-C stops waiting, "
-                     "the job goes on)\n", job);
+            bool existing = false;
+            pv_get_bool (pv_map_get (data, "existing"), &existing);
+            fprintf (err, "job %s %s; waiting (Ctrl-C stops waiting, "
+                     "the job goes on)\n", job,
+                     existing ? "already submitted with this key"
+                              : "submitted");
             rc = s_wait (settings, job, out, err);
         }
     }
