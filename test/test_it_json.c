@@ -234,6 +234,20 @@ static void
 test_json_superset_of_text (void **state)
 {
     s_compare (NULL, "job", "status", s_done);
+    //  The skipped step says why in both forms
+    char *text = NULL, *json = NULL, *err = NULL;
+    assert_int_equal (grid_cli (&s_grid, &text, &err, S_CLI_MS, "job",
+                                "status", s_done, NULL), 1);
+    free (err);
+    assert_true (grid_line_with (text, "web-01", "2", "skipped",
+                                 "fail-fast: an earlier step failed", NULL));
+    assert_int_equal (grid_cli (&s_grid, &json, &err, S_CLI_MS, "--output",
+                                "json", "job", "status", s_done, NULL), 1);
+    assert_non_null (strstr (json, "\"error\": \"fail-fast: an earlier step "
+                                   "failed\""));
+    free (text);
+    free (json);
+    free (err);
     //  A running task's percent moves between the two calls: its line is
     //  checked by test_json_running_job, the rest here
     s_compare ("progress", "job", "status", s_running);
