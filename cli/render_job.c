@@ -245,7 +245,8 @@ s_print_not_run (const pv_t *not_run, FILE *out)
 }
 
 //  One line per stream that the table shows only the start of: "(… 2.3
-//  MiB more: gridcli job output ID --node N)".
+//  MiB more: gridcli job output ID --node N)", or that is binary:
+//  "(binary output, 64 B: gridcli job output ID --node N)".
 static void
 s_more_output_notes (const pv_t *record, const s_grid_t *grid, FILE *out)
 {
@@ -259,17 +260,30 @@ s_more_output_notes (const pv_t *record, const s_grid_t *grid, FILE *out)
                                                            : "output_size", 0);
                 int64_t shown = (int64_t) pv_size (
                     pv_map_get (cell, stream ? "error" : "output"));
-                if (size <= shown)
+                bool binary = false;
+                pv_get_bool (pv_map_get (cell, stream ? "error_binary"
+                                                      : "output_binary"),
+                             &binary);
+                if (size <= shown && !binary)
                     continue;
                 char more [32], step_text [32] = "";
                 if (grid->step_count > 1)
                     snprintf (step_text, sizeof step_text, " --step %" PRId64,
                               step);
-                fprintf (out, "(\u2026 %s more: gridcli job output %s --node "
-                         "%s%s%s)\n",
-                         cli_human_bytes (size - shown, more, sizeof more), job,
-                         grid->nodes [node], step_text,
-                         stream ? " --stderr" : "");
+                if (binary)
+                    fprintf (out, "(binary %s, %s: gridcli job output %s "
+                             "--node %s%s%s)\n",
+                             stream ? "error" : "output",
+                             cli_human_bytes (size, more, sizeof more), job,
+                             grid->nodes [node], step_text,
+                             stream ? " --stderr" : "");
+                else
+                    fprintf (out, "(\u2026 %s more: gridcli job output %s "
+                             "--node %s%s%s)\n",
+                             cli_human_bytes (size - shown, more,
+                                              sizeof more), job,
+                             grid->nodes [node], step_text,
+                             stream ? " --stderr" : "");
             }
         }
 }
