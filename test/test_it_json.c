@@ -357,6 +357,14 @@ test_json_binary_output (void **state)
     assert_non_null (strstr (json, "\"output_binary\": true"));
     free (json);
     free (err);
+    char *text = NULL;
+    assert_int_equal (grid_cli (&s_grid, &text, &err, S_CLI_MS, "job", "run",
+                                "--target", "node:db-01", "--wait", "test",
+                                "output", "--bytes", "64", "--seed", "7",
+                                NULL), 0);
+    assert_true (grid_line_with (text, "(binary output, 64 B:", NULL));
+    free (text);
+    free (err);
     assert_int_equal (grid_cli (&s_grid, &json, &err, S_CLI_MS, "--output",
                                 "json", "job", "run", "--target",
                                 "node:db-01", "--wait", "test", "output",
