@@ -246,7 +246,8 @@ s_print_not_run (const pv_t *not_run, FILE *out)
 
 //  One line per stream that the table shows only the start of: "(… 2.3
 //  MiB more: gridcli job output ID --node N)", or that is binary:
-//  "(binary output, 64 B: gridcli job output ID --node N)".
+//  "(binary output, 64 B: gridcli job output ID --node N)", "(… 2.3 MiB
+//  more: gridcli job output ID --node N; binary output)".
 static void
 s_more_output_notes (const pv_t *record, const s_grid_t *grid, FILE *out)
 {
@@ -270,6 +271,15 @@ s_more_output_notes (const pv_t *record, const s_grid_t *grid, FILE *out)
                 if (grid->step_count > 1)
                     snprintf (step_text, sizeof step_text, " --step %" PRId64,
                               step);
+                if (binary && size > shown)
+                    fprintf (out, "(\u2026 %s more: gridcli job output %s "
+                             "--node %s%s%s; binary %s)\n",
+                             cli_human_bytes (size - shown, more,
+                                              sizeof more),
+                             job, grid->nodes [node], step_text,
+                             stream ? " --stderr" : "",
+                             stream ? "error" : "output");
+                else
                 if (binary)
                     fprintf (out, "(binary %s, %s: gridcli job output %s "
                              "--node %s%s%s)\n",
