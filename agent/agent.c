@@ -141,6 +141,7 @@ struct _agent_t {
     bool plain_hello;           //  Say hello without features (an older
                                 //  broker refused them)
     bool batch_results;         //  The last welcome granted results
+    bool typed_data;            //  The last welcome granted typed_data
     pw_t *batch;                //  Entries of the results not yet sent
     size_t batch_count;         //  How many
     pw_t *entry;                //  One entry being encoded
@@ -740,6 +741,9 @@ s_work_done (void *arg, executor_result_t *done)
         for (size_t index = 0; index < result->data_count; index++) {
             proto_kv_t *fact = &result->data [index];
             bool cut_fact = false;
+            //  Numbers as ints only to a broker that takes them
+            if (!self->typed_data)
+                fact->number = false;
             if (fact->key)
                 fact->key = s_clean_text (fact->key, strlen (fact->key),
                                           PROTO_MAX_TEXT, &cut_fact);
@@ -1014,6 +1018,8 @@ s_on_welcome (agent_t *self, const proto_msg_t *welcome)
     s_batch_flush (self);
     self->batch_results = proto_msg_has_feature (welcome,
                                                  PROTO_FEATURE_RESULTS);
+    self->typed_data = proto_msg_has_feature (welcome,
+                                              PROTO_FEATURE_TYPED_DATA);
     s_log (self, "welcomed by the broker (heartbeat every %u ms, %zu "
            "result(s) to deliver%s)", link_heartbeat_ms (self->link),
            s_unacked (self), self->batch_results ? ", in batches" : "");
@@ -1247,14 +1253,17 @@ s_build_hello (agent_t *self, char *err, size_t err_len)
     hello->concurrency = config->concurrency;
     //  Acks of several results in one message, and results in batches
     //  once a welcome grants them (PROTOCOL.md 4.1 rule 8)
-    char *features [] = { PROTO_FEATURE_RESULT_ACKS, PROTO_FEATURE_RESULTS };
+    //  (and data values that are ints, PROTO_FEATURE_TYPED_DATA)
+    char *features [] = { PROTO_FEATURE_RESULT_ACKS, PROTO_FEATURE_RESULTS,
+                          PROTO_FEATURE_TYPED_DATA };
     if (!self->plain_hello) {
-        hello->features = (char **) calloc (2, sizeof (char *));
+        hello->features = (char **) calloc (3, sizeof (char *));
         if (hello->features) {
             hello->features [0] = strdup (features [0]);
             hello->features [1] = strdup (features [1]);
+            hello->features [2] = strdup (features [2]);
             hello->feature_count = hello->features [0] && hello->features [1]
-                                 ? 2 : 0;
+                                   && hello->features [2] ? 3 : 0;
         }
     }
     for (size_t index = 0; index < config->group_count; index++)

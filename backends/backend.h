@@ -264,6 +264,10 @@ int backend_tool_path (const char *tool_dir, const char *name,
 //  Adds KEY=VALUE to OUTCOME's data (both copied). Returns 0 or -1.
 int backend_outcome_data (backend_outcome_t *outcome, const char *key,
                           const char *value);
+//  Adds KEY=VALUE, a whole number: sent as a msgpack int to a broker that
+//  takes typed data, so that JSON readers get a number. Returns 0 or -1.
+int backend_outcome_data_int (backend_outcome_t *outcome, const char *key,
+                              int64_t value);
 
 //  Sets OUTCOME's output / error to a formatted string (replacing any).
 void backend_outcome_output (backend_outcome_t *outcome, const char *format,

@@ -851,7 +851,20 @@ backend_outcome_data (backend_outcome_t *outcome, const char *key,
     }
     data [outcome->data_count].key = key_copy;
     data [outcome->data_count].value = value_copy;
+    data [outcome->data_count].number = false;
     outcome->data_count++;
+    return 0;
+}
+
+int
+backend_outcome_data_int (backend_outcome_t *outcome, const char *key,
+                          int64_t value)
+{
+    char text [24];
+    snprintf (text, sizeof text, "%" PRId64, value);
+    if (backend_outcome_data (outcome, key, text) != 0)
+        return -1;
+    outcome->data [outcome->data_count - 1].number = true;
     return 0;
 }
 

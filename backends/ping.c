@@ -24,10 +24,8 @@ s_parse (const backend_plan_t *plan, const char *output,
         char text [32];
         if (sscanf (line, "%ld packets transmitted, %ld received",
                     &transmitted, &received) == 2) {
-            snprintf (text, sizeof (text), "%ld", transmitted);
-            backend_outcome_data (outcome, "transmitted", text);
-            snprintf (text, sizeof (text), "%ld", received);
-            backend_outcome_data (outcome, "received", text);
+            backend_outcome_data_int (outcome, "transmitted", transmitted);
+            backend_outcome_data_int (outcome, "received", received);
             const char *percent = strstr (line, "% packet loss");
             const char *start = percent;
             while (start && start > line && start [-1] != ' ')

@@ -64,14 +64,12 @@ s_uptime (const backend_plan_t *plan, backend_outcome_t *outcome)
         return;
     }
     int64_t whole = (int64_t) seconds;
-    char text [32];
-    snprintf (text, sizeof (text), "%" PRId64, whole);
     backend_outcome_output (outcome, "up %" PRId64 " days, %02d:%02d:%02d "
                             "(%" PRId64 " s)\n", whole / 86400,
                             (int) (whole % 86400 / 3600),
                             (int) (whole % 3600 / 60), (int) (whole % 60),
                             whole);
-    backend_outcome_data (outcome, "uptime_s", text);
+    backend_outcome_data_int (outcome, "uptime_s", whole);
     outcome->ok = true;
 }
 
@@ -142,17 +140,13 @@ s_disk (const backend_plan_t *plan, backend_outcome_t *outcome)
     uint64_t usable = used + free_bytes;
     unsigned percent = usable
         ? (unsigned) ((used * 100 + usable - 1) / usable) : 0;
-    char text [32];
     backend_outcome_output (outcome, "%s: %.1f GiB free of %.1f GiB "
                             "(%u%% used)\n", path,
                             (double) free_bytes / (1 << 30),
                             (double) total / (1 << 30), percent);
-    snprintf (text, sizeof (text), "%" PRIu64, total);
-    backend_outcome_data (outcome, "total_bytes", text);
-    snprintf (text, sizeof (text), "%" PRIu64, free_bytes);
-    backend_outcome_data (outcome, "free_bytes", text);
-    snprintf (text, sizeof (text), "%u", percent);
-    backend_outcome_data (outcome, "used_percent", text);
+    backend_outcome_data_int (outcome, "total_bytes", (int64_t) total);
+    backend_outcome_data_int (outcome, "free_bytes", (int64_t) free_bytes);
+    backend_outcome_data_int (outcome, "used_percent", percent);
     backend_outcome_data (outcome, "path", path);
     outcome->ok = true;
 }
@@ -182,14 +176,11 @@ s_memory (const backend_plan_t *plan, backend_outcome_t *outcome)
                                S_PROC_MEMINFO);
         return;
     }
-    char text [32];
     backend_outcome_output (outcome, "%.1f GiB available of %.1f GiB\n",
                             (double) available / (1 << 20),
                             (double) total / (1 << 20));
-    snprintf (text, sizeof (text), "%lld", total);
-    backend_outcome_data (outcome, "total_kib", text);
-    snprintf (text, sizeof (text), "%lld", available);
-    backend_outcome_data (outcome, "available_kib", text);
+    backend_outcome_data_int (outcome, "total_kib", total);
+    backend_outcome_data_int (outcome, "available_kib", available);
     outcome->ok = true;
 }
 

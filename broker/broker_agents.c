@@ -180,11 +180,19 @@ s_send_welcome (broker_t *self, registry_node_t *node)
     //  before them refuses a welcome with an unknown key), and not through
     //  relays: a relay of an earlier release decodes each welcome to grant
     //  its agent's topics, and would refuse one with this key
-    char *granted [] = { PROTO_FEATURE_RESULTS };
+    char *granted [2];
+    size_t granted_count = 0;
     if (node->via_size == 0
-        && proto_hello_has_feature (node->hello, PROTO_FEATURE_RESULTS)) {
+        && proto_hello_has_feature (node->hello, PROTO_FEATURE_RESULTS))
+        granted [granted_count++] = PROTO_FEATURE_RESULTS;
+    //  Result data may hold ints: an earlier broker refuses a result
+    //  whose data is not all strings, so only when granted
+    if (node->via_size == 0
+        && proto_hello_has_feature (node->hello, PROTO_FEATURE_TYPED_DATA))
+        granted [granted_count++] = PROTO_FEATURE_TYPED_DATA;
+    if (granted_count) {
         welcome.features = granted;
-        welcome.feature_count = 1;
+        welcome.feature_count = granted_count;
     }
     pw_reset (self->body);
     int rc = proto_msg_encode (&welcome, self->body);

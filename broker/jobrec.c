@@ -3,6 +3,7 @@
     =========================================================================
 */
 #include <assert.h>
+#include <inttypes.h>
 #include <czmq.h>
 #include <stdlib.h>
 #include <string.h>
@@ -225,7 +226,10 @@ s_write_attempt (pw_t *writer, const sched_attempt_t *attempt)
     pw_map (writer, attempt->data_count);
     for (size_t item = 0; item < attempt->data_count; item++) {
         pw_str (writer, attempt->data [item].key);
-        pw_str (writer, attempt->data [item].value);
+        if (attempt->data [item].number)
+            pw_int (writer, strtoll (attempt->data [item].value, NULL, 10));
+        else
+            pw_str (writer, attempt->data [item].value);
     }
 }
 
@@ -461,9 +465,13 @@ s_count_fields (const pv_t *attempt)
 }
 
 //  Writes the 6 result fields of ATTEMPT (defaults when NULL or absent),
-//  then the optional counts it holds.
+//  then the optional counts it holds. An empty error reads WHY when given
+//  (a skipped cell's reason: it never ran, so it has no error of its own).
+//  NO_EXIT: the broker decided the outcome (lost), so the exit code reads
+//  -1 whatever a late result brought, as for every status but a run's.
 static void
-s_write_attempt_fields (pw_t *writer, const pv_t *attempt)
+s_write_attempt_fields (pw_t *writer, const pv_t *attempt, const pv_t *why,
+                        bool no_exit)
 {
     for (size_t index = 0; index < S_COUNT_KEYS; index++) {
         const pv_t *value = pv_map_get (attempt, s_count_keys [index]);
@@ -477,6 +485,12 @@ s_write_attempt_fields (pw_t *writer, const pv_t *attempt)
     for (size_t index = 0; index < 6; index++) {
         pw_str (writer, fields [index]);
         const pv_t *value = pv_map_get (attempt, fields [index]);
+        if (index == 1 && why && !pv_size (value))
+            pw_pv (writer, why);
+        else
+        if (index == 2 && no_exit)
+            pw_int (writer, -1);
+        else
         if (value)
             pw_pv (writer, value);
         else if (index < 2)
@@ -490,11 +504,60 @@ s_write_attempt_fields (pw_t *writer, const pv_t *attempt)
     }
 }
 
+//  Where a stored cell lives, to read its streams' stored bytes
+typedef struct {
+    store_txn_t *txn;       //  The read transaction
+    const char *job_id;     //  Its job
+    uint32_t step;          //  Its step
+    const char *node;       //  Its node
+} s_cell_at_t;
+
+static size_t s_output_prefix (const char *job_id, uint32_t step,
+                               const char *node, uint32_t attempt,
+                               bool stderr_, uint8_t *key);
+static uint8_t *s_read_pieces (store_txn_t *txn, const uint8_t *prefix,
+                               size_t prefix_len, uint64_t offset,
+                               size_t limit, size_t *len_p);
+
+//  True when ATTEMPT's stream (stdout, or stderr with STDERR_) went in
+//  pieces and its head is not its first bytes: the agent put '?' for
+//  bytes that are not UTF-8 text (or NUL), so the stream is binary.
+static bool
+s_stream_binary (const s_cell_at_t *at, const pv_t *attempt, bool stderr_)
+{
+    int64_t size = 0, number = 0;
+    size_t head_len = 0;
+    const char *head = pv_str (pv_map_get (attempt, stderr_ ? "error"
+                                                            : "output"),
+                               &head_len);
+    if (!at || !head
+        || pv_get_int (pv_map_get (attempt, stderr_ ? "error_size"
+                                                    : "output_size"),
+                       &size) != 0
+        || size <= 0
+        || pv_get_int (pv_map_get (attempt, "attempt"), &number) != 0
+        || number < 1 || number > UINT16_MAX)
+        return false;
+    size_t want = (uint64_t) size < head_len ? (size_t) size : head_len;
+    uint8_t prefix [JOBREC_MAX_OUTPUT_KEY];
+    size_t prefix_len = s_output_prefix (at->job_id, at->step, at->node,
+                                         (uint32_t) number, stderr_, prefix);
+    size_t len = 0;
+    uint8_t *bytes = s_read_pieces (at->txn, prefix, prefix_len, 0, want,
+                                    &len);
+    //  Pieces not all stored yet say nothing either way
+    bool binary = len == want && memcmp (bytes, head, want) != 0;
+    free (bytes);
+    return binary;
+}
+
 //  One cell in the client shape: the outcome's fields (the latest attempt
 //  that is not a late result from a node the step was taken from), the
 //  count, every other attempt as history, and why it waits, if it does.
+//  AT (NULL for a cell of the scheduler's memory) lets it say that a
+//  stream is binary (output_binary, error_binary).
 static void
-s_write_cell (pw_t *writer, const pv_t *cell)
+s_write_cell (pw_t *writer, const pv_t *cell, const s_cell_at_t *at)
 {
     const pv_t *attempts = pv_map_get (cell, "attempts");
     const pv_t *waiting = pv_map_get (cell, "waiting");
@@ -520,16 +583,31 @@ s_write_cell (pw_t *writer, const pv_t *cell)
     const pv_t *late = pv_type (pv_map_get (last, "late_result")) == PV_MAP
                            ? pv_map_get (last, "late_result")
                            : NULL;
+    bool output_binary = s_stream_binary (at, last, false);
+    bool error_binary = s_stream_binary (at, last, true);
     pw_map (writer, 8 + (count > 1 ? 1 : 0) + (has_reason ? 1 : 0)
                         + (has_waiting ? 1 : 0) + s_count_fields (last)
-                        + (late ? 1 : 0));
+                        + (late ? 1 : 0)
+                        + (output_binary ? 1 : 0) + (error_binary ? 1 : 0));
+    if (output_binary) {
+        pw_str (writer, "output_binary");
+        pw_bool (writer, true);
+    }
+    if (error_binary) {
+        pw_str (writer, "error_binary");
+        pw_bool (writer, true);
+    }
     pw_str (writer, "status");
     pw_pv (writer, pv_map_get (cell, "status"));
     if (has_reason) {
         pw_str (writer, "reason");
         pw_pv (writer, reason);
     }
-    s_write_attempt_fields (writer, last);
+    const pv_t *status = pv_map_get (cell, "status");
+    s_write_attempt_fields (writer, last,
+                            has_reason && pv_str_eq (status, "skipped")
+                                ? reason : NULL,
+                            pv_str_eq (status, "lost"));
     if (late) {
         //  The agent's result that came after the verdict, beside it
         pw_str (writer, "late");
@@ -566,7 +644,7 @@ s_write_pending_cell (pw_t *writer)
     pw_map (writer, 8);
     pw_str (writer, "status");
     pw_str (writer, "pending");
-    s_write_attempt_fields (writer, NULL);
+    s_write_attempt_fields (writer, NULL, NULL, false);
     pw_str (writer, "attempts");
     pw_int (writer, 0);
 }
@@ -600,11 +678,32 @@ s_write_live_cell (pw_t *writer, const sched_cell_t *cell)
     s_encode_cell (cell, scratch);
     if (pv_doc_decode (pw_data (scratch), pw_size (scratch), &doc, NULL, 0)
         == 0)
-        s_write_cell (writer, pv_doc_root (doc));
+        s_write_cell (writer, pv_doc_root (doc), NULL);
     else
         s_write_pending_cell (writer);
     pv_doc_destroy (&doc);
     pw_destroy (&scratch);
+}
+
+//  The text form of SPEC's target ("group:web"), or NULL. Caller frees.
+static char *
+s_target_text (const pv_t *spec)
+{
+    const pv_t *target = pv_map_get (spec, "target");
+    char *scope = pv_strdup (pv_map_get (target, "scope"));
+    char *value = pv_strdup (pv_map_get (target, "value"));
+    bool any = false;
+    pv_get_bool (pv_map_get (target, "any"), &any);
+    target_t parsed;
+    memset (&parsed, 0, sizeof parsed);
+    char *text = NULL;
+    if (scope
+        && target_from_parts (scope, value, any, &parsed, NULL, 0) == 0)
+        text = target_format (&parsed);
+    target_clear (&parsed);
+    free (scope);
+    free (value);
+    return text;
 }
 
 int
@@ -644,11 +743,23 @@ jobrec_write_record (store_txn_t *txn, const char *job_id,
         if (!named)
             members++;
     }
-    pw_map (writer, 9 + s_spec_field_count (spec) + (has_reason ? 1 : 0)
+    char *target_text = s_target_text (spec);
+    pw_map (writer, 11 + s_spec_field_count (spec) + (has_reason ? 1 : 0)
                         + (has_retry_of ? 1 : 0) + (has_retried_by ? 1 : 0)
-                        + (members ? 1 : 0) + (has_schedule ? 1 : 0));
+                        + (members ? 1 : 0) + (has_schedule ? 1 : 0)
+                        + (live ? 1 : 0));
     pw_str (writer, "id");
     pw_str (writer, job_id);
+    pw_str (writer, "target_text");
+    pw_str (writer, target_text ? target_text : "?");
+    free (target_text);
+    pw_str (writer, "nodes");
+    pw_int (writer, (int64_t) pv_size (expected));
+    if (live) {
+        //  What job.progress says of it: the batch, the running tasks
+        pw_str (writer, "progress");
+        jobrec_write_progress (live, writer);
+    }
     if (has_schedule) {
         pw_str (writer, "schedule");
         pw_pv (writer, schedule);
@@ -739,8 +850,13 @@ jobrec_write_record (store_txn_t *txn, const char *job_id,
                     break;
                 if (cmp == 0) {
                     pv_doc_t *cell = NULL;
+                    char node_name [NAME_MAX_LEN + 1];
+                    snprintf (node_name, sizeof node_name, "%.*s",
+                              (int) node_len, node_id ? node_id : "");
+                    s_cell_at_t at = {txn, job_id, (uint32_t) step,
+                                      node_name};
                     if (pv_doc_decode (v, v_len, &cell, NULL, 0) == 0) {
-                        s_write_cell (writer, pv_doc_root (cell));
+                        s_write_cell (writer, pv_doc_root (cell), &at);
                         written = true;
                     }
                     pv_doc_destroy (&cell);
@@ -768,24 +884,14 @@ jobrec_write_record (store_txn_t *txn, const char *job_id,
 int
 jobrec_write_summary (const pv_t *header, pw_t *writer)
 {
-    const pv_t *spec = pv_map_get (header, "spec");
-    const pv_t *target = pv_map_get (spec, "target");
-    char *scope = pv_strdup (pv_map_get (target, "scope"));
-    char *value = pv_strdup (pv_map_get (target, "value"));
-    bool any = false;
-    pv_get_bool (pv_map_get (target, "any"), &any);
-    target_t parsed;
-    memset (&parsed, 0, sizeof parsed);
-    char *text = NULL;
-    if (scope
-        && target_from_parts (scope, value, any, &parsed, NULL, 0) == 0)
-        text = target_format (&parsed);
-    target_clear (&parsed);
-    free (scope);
-    free (value);
+    char *text = s_target_text (pv_map_get (header, "spec"));
     const pv_t *schedule = pv_map_get (header, "schedule");
     bool has_schedule = pv_type (schedule) == PV_STR;
-    pw_map (writer, 8 + (has_schedule ? 1 : 0));
+    size_t nodes = pv_size (pv_map_get (header, "expected"));
+    //  target and expected keep their first shapes (a text, a count) for
+    //  the clients that read them; target_text and nodes are the names
+    //  every reply shares (PROTOCOL.md, one shape per fact)
+    pw_map (writer, 10 + (has_schedule ? 1 : 0));
     pw_str (writer, "id");
     pw_pv (writer, pv_map_get (header, "id"));
     if (has_schedule) {
@@ -793,6 +899,8 @@ jobrec_write_summary (const pv_t *header, pw_t *writer)
         pw_pv (writer, schedule);
     }
     pw_str (writer, "target");
+    pw_str (writer, text ? text : "?");
+    pw_str (writer, "target_text");
     pw_str (writer, text ? text : "?");
     free (text);
     pw_str (writer, "status");
@@ -802,7 +910,9 @@ jobrec_write_summary (const pv_t *header, pw_t *writer)
     pw_str (writer, "steps");
     pw_pv (writer, pv_map_get (header, "steps"));
     pw_str (writer, "expected");
-    pw_int (writer, (int64_t) pv_size (pv_map_get (header, "expected")));
+    pw_int (writer, (int64_t) nodes);
+    pw_str (writer, "nodes");
+    pw_int (writer, (int64_t) nodes);
     s_write_time_field (writer, "created_at", pv_map_get (header, "created_at_ms"));
     s_write_time_field (writer, "updated_at", pv_map_get (header, "updated_at_ms"));
     return 0;
@@ -949,8 +1059,19 @@ s_load_cell (sched_cell_t *cell, const pv_t *record)
             slot->data = (proto_kv_t *) calloc (data_count, sizeof (proto_kv_t));
             assert (slot->data);
             for (size_t entry = 0; entry < data_count; entry++) {
+                const pv_t *value = pv_map_value_at (data, entry);
+                int64_t whole = 0;
                 slot->data [entry].key = pv_strdup (pv_map_key_at (data, entry));
-                slot->data [entry].value = pv_strdup (pv_map_value_at (data, entry));
+                if (pv_type (value) == PV_INT
+                    && pv_get_int (value, &whole) == 0) {
+                    //  A whole number an agent sent as one (typed_data)
+                    if (asprintf (&slot->data [entry].value, "%" PRId64,
+                                  whole) < 0)
+                        slot->data [entry].value = NULL;
+                    slot->data [entry].number = true;
+                }
+                else
+                    slot->data [entry].value = pv_strdup (value);
                 slot->data_count = entry + 1;
                 if (!slot->data [entry].key || !slot->data [entry].value)
                     status_rc = -1;

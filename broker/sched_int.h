@@ -360,6 +360,11 @@ void sched_cell_change (sched_t *self, s_jobx_t *jobx, size_t step,
 //  Sets a cell's status (SAVE_CELL); keeps the final counters.
 void sched_cell_set (sched_t *self, s_jobx_t *jobx, size_t step, size_t node,
                      sched_cell_status_t status);
+//  Skips a cell (SAVE_CELL) and keeps WHY (borrowed) as its reason, so
+//  that the record says why it did not run: a condition, a stop after a
+//  failure, fail-fast, the failure budget.
+void sched_cell_skip (sched_t *self, s_jobx_t *jobx, size_t step, size_t node,
+                      const char *why);
 
 //  Records a finished attempt on a cell (R11: every attempt is kept).
 //  NODE names the node that ran it on any-node jobs (NULL otherwise).

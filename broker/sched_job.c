@@ -609,6 +609,16 @@ sched_cell_change (sched_t *self, s_jobx_t *jobx, size_t step, size_t node,
         sched_step_update (self, jobx);
 }
 
+void
+sched_cell_skip (sched_t *self, s_jobx_t *jobx, size_t step, size_t node,
+                 const char *why)
+{
+    sched_cell_t *cell = sched_cell (jobx->job, step, node);
+    if (why && !cell->reason)
+        cell->reason = sched_strdup (why);
+    sched_cell_set (self, jobx, step, node, SCHED_CELL_SKIPPED);
+}
+
 //  Sets a cell's status (SAVE_CELL); keeps the final counters.
 void
 sched_cell_set (sched_t *self, s_jobx_t *jobx, size_t step, size_t node,
@@ -710,6 +720,7 @@ sched_attempt_fill (sched_cell_t *cell, const proto_msg_t *result,
         for (size_t item = 0; item < result->data_count; item++) {
             attempt->data [item].key = sched_strdup (result->data [item].key);
             attempt->data [item].value = sched_strdup (result->data [item].value);
+            attempt->data [item].number = result->data [item].number;
         }
         attempt->data_count = result->data_count;
     }
@@ -738,7 +749,7 @@ sched_skip_node (sched_t *self, s_jobx_t *jobx, size_t node, size_t from,
             continue;
         if (skipped++ == 0)
             first = step;
-        sched_cell_set (self, jobx, step, node, SCHED_CELL_SKIPPED);
+        sched_cell_skip (self, jobx, step, node, why);
         if (jobx->blocked)
             jobx->blocked [step * job->expected_count + node] = 1;
     }
@@ -1221,6 +1232,7 @@ sched_on_result (sched_t *self, const proto_msg_t *result, int64_t now_ms)
         for (size_t item = 0; item < result->data_count; item++) {
             attempt->data [item].key = sched_strdup (result->data [item].key);
             attempt->data [item].value = sched_strdup (result->data [item].value);
+            attempt->data [item].number = result->data [item].number;
         }
         attempt->data_count = result->data_count;
     }

@@ -319,12 +319,12 @@ s_pipe_advance (sched_t *self, s_jobx_t *jobx, size_t node, size_t from)
             sched_dispatch_node (self, jobx, step, node, 1);
             return;
         }
-        sched_cell_set (self, jobx, step, node, SCHED_CELL_SKIPPED);
-        sched_event (self, job, "skipped", node, step,
-                 stopped && sched_condition_met (condition, node_failed)
-                     ? sched_strdup ("pipeline stopped after a failure")
-                     : sched_printf ("condition %s not met",
-                                 job_condition_name (condition)));
+        char *why = stopped && sched_condition_met (condition, node_failed)
+                        ? sched_strdup ("pipeline stopped after a failure")
+                        : sched_printf ("condition %s not met",
+                                        job_condition_name (condition));
+        sched_cell_skip (self, jobx, step, node, why);
+        sched_event (self, job, "skipped", node, step, why);
     }
 }
 
@@ -357,7 +357,7 @@ s_phase_start (sched_t *self, s_jobx_t *jobx)
                  node++) {
                 sched_cell_t *cell = sched_cell (job, step, node);
                 if (!sched_cell_status_final (cell->status)) {
-                    sched_cell_set (self, jobx, step, node, SCHED_CELL_SKIPPED);
+                    sched_cell_skip (self, jobx, step, node, why);
                     skipped++;
                 }
             }
@@ -512,7 +512,7 @@ s_dag_skip (sched_t *self, s_jobx_t *jobx, size_t step, size_t node,
             bool block, const char *why)
 {
     sched_job_t *job = jobx->job;
-    sched_cell_set (self, jobx, step, node, SCHED_CELL_SKIPPED);
+    sched_cell_skip (self, jobx, step, node, why);
     jobx->blocked [step * job->expected_count + node] = block ? 1 : 0;
     sched_event (self, job, "skipped", node, step, sched_strdup (why));
 }
@@ -704,7 +704,7 @@ s_batch_next (sched_t *self, s_jobx_t *jobx)
             if (jobx->node_flags [node] & S_NODE_ABSENT)
                 continue;
             for (size_t step = 0; step < job->step_count; step++) {
-                sched_cell_set (self, jobx, step, node, SCHED_CELL_SKIPPED);
+                sched_cell_skip (self, jobx, step, node, why);
                 if (jobx->blocked)
                     jobx->blocked [step * job->expected_count + node] = 1;
             }

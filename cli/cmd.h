@@ -75,6 +75,10 @@ typedef struct {
     //  Renders its reply's data as a table. Returns 0, -1 (writing
     //  failed) or -2 (DATA lacks the reply's shape).
     int (*render) (const pv_t *data, FILE *out);
+    //  Rewrites its reply's data for --output json where the broker's
+    //  wire keeps an older shape (docs/CLI.md): writes the document to
+    //  WRITER. NULL: the data as it came.
+    void (*json) (const pv_t *data, pw_t *writer);
     //  Commands that are more than one request and a table (job run,
     //  status, events, output): the whole run, FILE_SPEC as for build.
     //  Returns the exit code. NULL: cli_request, then cli_show.

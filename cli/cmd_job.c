@@ -62,8 +62,9 @@ s_run_check (cli_args_t *args, char *err, size_t err_len)
             return cli_fail (err, err_len,
                              "job run -f FILE takes the target, tasks and "
                              "options from the file; only --wait, --check, "
-                             "--batch, --max-failures, --canary and global "
-                             "options may be added");
+                             "--batch, --max-failures, --canary, "
+                             "--idempotency-key and global options may be "
+                             "added");
         return 0;
     }
     if (!args->target_text)
@@ -342,6 +343,62 @@ s_render_job_list (const pv_t *data, FILE *out)
     return 0;
 }
 
+//  job list --output json: each job in the job record's shapes (one
+//  shape per fact, PROTOCOL.md): target the {scope, value} map and
+//  target_text its text, nodes the count (job.list's wire keeps the
+//  text in target and the count in expected for older clients).
+static void
+s_json_job_list (const pv_t *data, pw_t *writer)
+{
+    pw_map (writer, pv_size (data));
+    for (size_t index = 0; index < pv_size (data); index++) {
+        const pv_t *key = pv_map_key_at (data, index);
+        const pv_t *value = pv_map_value_at (data, index);
+        pw_pv (writer, key);
+        if (!pv_str_eq (key, "jobs") || pv_type (value) != PV_ARRAY) {
+            pw_pv (writer, value);
+            continue;
+        }
+        pw_array (writer, pv_size (value));
+        for (size_t at = 0; at < pv_size (value); at++) {
+            const pv_t *job = pv_array_at (value, at);
+            const pv_t *target = pv_map_get (job, "target");
+            char *text = pv_type (target) == PV_STR ? pv_strdup (target)
+                                                    : NULL;
+            target_t parsed;
+            memset (&parsed, 0, sizeof parsed);
+            bool object = text && target_parse (text, &parsed, NULL, 0) == 0;
+            bool has_text = pv_map_get (job, "target_text") != NULL;
+            bool has_nodes = pv_map_get (job, "nodes") != NULL;
+            const pv_t *expected = pv_map_get (job, "expected");
+            size_t fields = pv_size (job) + (text && !has_text ? 1 : 0)
+                            + (!has_nodes && expected ? 1 : 0)
+                            - (expected ? 1 : 0);
+            pw_map (writer, fields);
+            for (size_t field = 0; field < pv_size (job); field++) {
+                const pv_t *name = pv_map_key_at (job, field);
+                if (pv_str_eq (name, "expected"))
+                    continue;
+                pw_pv (writer, name);
+                if (pv_str_eq (name, "target") && object)
+                    job_target_encode (&parsed, writer);
+                else
+                    pw_pv (writer, pv_map_value_at (job, field));
+                if (pv_str_eq (name, "target") && text && !has_text) {
+                    pw_str (writer, "target_text");
+                    pw_str (writer, text);
+                }
+            }
+            if (!has_nodes && expected) {
+                pw_str (writer, "nodes");
+                pw_pv (writer, expected);
+            }
+            target_clear (&parsed);
+            free (text);
+        }
+    }
+}
+
 //  EVENTS holds COUNT event maps, possibly from several replies.
 static void
 s_render_events (const pv_t *const *events, size_t count, FILE *out)
@@ -444,7 +501,8 @@ s_final_line (const pv_t *record, FILE *out)
 }
 
 //  job status of a job not yet finished: its running tasks' progress
-//  (job.progress; nothing when the broker has none to give).
+//  (the record's own progress; from a broker whose records have none,
+//  job.progress; nothing when the broker has none to give).
 static void
 s_print_task_progress (const cli_settings_t *settings, const pv_t *record,
                        FILE *out)
@@ -454,9 +512,15 @@ s_print_task_progress (const cli_settings_t *settings, const pv_t *record,
     if (!job_id_valid (job))
         return;
     client_reply_t reply;
-    int rc = client_job_progress (settings->client, job, &reply);
-    const pv_t *tasks = rc == CLIENT_OK && reply.ok
-                      ? pv_map_get (reply.data, "tasks") : NULL;
+    memset (&reply, 0, sizeof reply);
+    const pv_t *tasks = NULL;
+    if (pv_map_get (record, "progress"))
+        tasks = pv_map_get (pv_map_get (record, "progress"), "tasks");
+    else {
+        int rc = client_job_progress (settings->client, job, &reply);
+        tasks = rc == CLIENT_OK && reply.ok
+                    ? pv_map_get (reply.data, "tasks") : NULL;
+    }
     if (pv_size (tasks) > 0)
         fputc ('\n', out);
     for (size_t index = 0; index < pv_size (tasks); index++) {
@@ -876,6 +940,11 @@ static const char s_help_job [] =
 "                      the broker's)\n"
 "  --stall-timeout D   a running task the broker hears nothing of for D\n"
 "                      reads timeout\n"
+"  --idempotency-key K the job's idempotency key (also with -f FILE, over\n"
+"                      the file's): a second run with the same K and job\n"
+"                      makes no new job and prints \"job ID already\n"
+"                      submitted with key K (STATUS)\" (JSON: existing\n"
+"                      true); the same K with another job is a conflict\n"
 "  --check             a dry run (job.check): the nodes it would run on,\n"
 "                      those it would not and why (offline, drained,\n"
 "                      lacking the action), the plan (phases or DAG\n"
@@ -974,8 +1043,12 @@ s_run_run (const cli_args_t *args, const job_spec_t *file_spec,
             rc = CLI_EXIT_UNREACHABLE;
         }
         else {
-            fprintf (err, "job %s submitted; waiting (Ctrl-C stops waiting, "
-                     "the job goes on)\n", job);
+            bool existing = false;
+            pv_get_bool (pv_map_get (data, "existing"), &existing);
+            fprintf (err, "job %s %s; waiting (Ctrl-C stops waiting, "
+                     "the job goes on)\n", job,
+                     existing ? "already submitted with this key"
+                              : "submitted");
             rc = s_wait (settings, job, out, err);
         }
     }
@@ -1049,7 +1122,8 @@ static const cli_cmd_t s_cmds [] = {
      .check = cli_check_job_id, .build = s_build_status,
      .render = s_render_status, .run = s_run_status},
     {.name = "list", .command = CLI_CMD_JOB_LIST, .options = s_list_options,
-     .option = s_option, .build = s_build_list, .render = s_render_job_list},
+     .option = s_option, .build = s_build_list, .render = s_render_job_list,
+     .json = s_json_job_list},
     {.name = "cancel", .command = CLI_CMD_JOB_CANCEL, .args = CLI_ARG_ID,
      .options = s_cancel_options, .option = s_option,
      .check = cli_check_job_id, .build = s_build_cancel,

@@ -75,6 +75,9 @@ s_schedule_check (cli_args_t *args, char *err, size_t err_len)
         return cli_fail (err, err_len, "'%s' is not a schedule name (letters, "
                          "digits, '_' and '-', at most %d)", args->id,
                          NAME_MAX_LEN);
+    if (args->idempotency_key)
+        return cli_fail (err, err_len, "schedule add takes no "
+                         "--idempotency-key: each run is a new job");
     if (!args->cron == !args->every)
         return cli_fail (err, err_len, "schedule add needs one of --cron EXPR "
                          "and --every D");

@@ -21,7 +21,7 @@ enum {
     S_OPT_WAIT = CLI_OPT_COMMAND, S_OPT_CHECK, S_OPT_TARGET, S_OPT_TIMEOUT,
     S_OPT_JOB_TIMEOUT, S_OPT_RETRIES, S_OPT_STRATEGY, S_OPT_PRIORITY,
     S_OPT_BATCH, S_OPT_MAX_FAILURES, S_OPT_CANARY, S_OPT_LIMITS, S_OPT_LEASE,
-    S_OPT_STALL_TIMEOUT
+    S_OPT_STALL_TIMEOUT, S_OPT_IDEMPOTENCY_KEY
 };
 
 //  Options of job run, read only before BACKEND (also schedule add's)
@@ -41,6 +41,7 @@ const struct option cli_run_options [] = {
     {"limits", required_argument, NULL, S_OPT_LIMITS},
     {"lease", required_argument, NULL, S_OPT_LEASE},
     {"stall-timeout", required_argument, NULL, S_OPT_STALL_TIMEOUT},
+    {"idempotency-key", required_argument, NULL, S_OPT_IDEMPOTENCY_KEY},
     {NULL, 0, NULL, 0}
 };
 
@@ -174,6 +175,19 @@ cli_run_option (cli_args_t *args, int option, const char *value, char *err,
         case S_OPT_STALL_TIMEOUT:
             return cli_opt_duration ("--stall-timeout", value,
                                      &args->stall_timeout_ms, err, err_len);
+        case S_OPT_IDEMPOTENCY_KEY: {
+            //  The broker's rule (job spec idempotency_key)
+            size_t len = strlen (value);
+            bool printable = len > 0 && len <= 256;
+            for (size_t at = 0; at < len && printable; at++)
+                printable = (unsigned char) value [at] >= 0x20
+                            && value [at] != 0x7f;
+            if (!printable)
+                return cli_fail (err, err_len, "--idempotency-key must be 1 "
+                                 "to 256 bytes of printable text");
+            args->idempotency_key = value;
+            return 0;
+        }
         default:
             return cli_fail (err, err_len, "unknown option");
     }
@@ -207,7 +221,8 @@ cli_job_write (const cli_args_t *args, pw_t *writer)
                   + (args->canary ? 1 : 0)
                   + (args->limits ? 1 : 0)
                   + (args->lease_ms ? 1 : 0)
-                  + (args->stall_timeout_ms ? 1 : 0);
+                  + (args->stall_timeout_ms ? 1 : 0)
+                  + (args->idempotency_key ? 1 : 0);
     pw_map (writer, fields);
     pw_str (writer, "target");
     job_target_encode (&args->target, writer);
@@ -288,6 +303,10 @@ cli_job_write (const cli_args_t *args, pw_t *writer)
         pw_str (writer, "stall_timeout");
         s_write_duration (writer, args->stall_timeout_ms);
     }
+    if (args->idempotency_key) {
+        pw_str (writer, "idempotency_key");
+        pw_str (writer, args->idempotency_key);
+    }
 }
 
 void
@@ -299,6 +318,10 @@ cli_job_apply_options (const cli_args_t *args, job_spec_t *spec)
         spec->max_failures = args->max_failures;
     if (args->canary)
         spec->canary = args->canary;
+    if (args->idempotency_key) {
+        free (spec->idempotency_key);
+        spec->idempotency_key = cli_strdup (args->idempotency_key);
+    }
 }
 
 //  Runs the inline job through the same validation the broker applies, so

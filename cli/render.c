@@ -372,7 +372,8 @@ void
 cli_print_field (FILE *out, const char *label, const char *value)
 {
     char *text = cli_printable (value, strlen (value), SIZE_MAX, false);
-    fprintf (out, "%-13s%s\n", label, text);
+    //  At least one space after the label, however long it is
+    fprintf (out, "%-12s %s\n", label, text);
     free (text);
 }
 
@@ -409,7 +410,18 @@ cli_render_cmd (const cli_cmd_t *cmd, const pv_t *data, cli_output_t output,
     if (pv_type (data) != PV_MAP)
         return -2;
     if (output == CLI_OUTPUT_JSON) {
-        if (pv_write_json (data, out, 2) != 0)
+        pv_doc_t *doc = NULL;
+        if (cmd && cmd->json) {
+            pw_t *writer = pw_new ();
+            cmd->json (data, writer);
+            if (pv_doc_decode (pw_data (writer), pw_size (writer), &doc,
+                               NULL, 0) == 0)
+                data = pv_doc_root (doc);
+            pw_destroy (&writer);
+        }
+        int rc = pv_write_json (data, out, 2);
+        pv_doc_destroy (&doc);
+        if (rc != 0)
             return -1;
         fputc ('\n', out);
         return 0;

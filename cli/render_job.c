@@ -269,7 +269,9 @@ s_print_not_run (const pv_t *not_run, FILE *out)
 }
 
 //  One line per stream that the table shows only the start of: "(… 2.3
-//  MiB more: gridcli job output ID --node N)".
+//  MiB more: gridcli job output ID --node N)", or that is binary:
+//  "(binary output, 64 B: gridcli job output ID --node N)", "(… 2.3 MiB
+//  more: gridcli job output ID --node N; binary output)".
 static void
 s_more_output_notes (const pv_t *record, const s_grid_t *grid, FILE *out)
 {
@@ -283,17 +285,39 @@ s_more_output_notes (const pv_t *record, const s_grid_t *grid, FILE *out)
                                                            : "output_size", 0);
                 int64_t shown = (int64_t) pv_size (
                     pv_map_get (cell, stream ? "error" : "output"));
-                if (size <= shown)
+                bool binary = false;
+                pv_get_bool (pv_map_get (cell, stream ? "error_binary"
+                                                      : "output_binary"),
+                             &binary);
+                if (size <= shown && !binary)
                     continue;
                 char more [32], step_text [32] = "";
                 if (grid->step_count > 1)
                     snprintf (step_text, sizeof step_text, " --step %" PRId64,
                               step);
-                fprintf (out, "(\u2026 %s more: gridcli job output %s --node "
-                         "%s%s%s)\n",
-                         cli_human_bytes (size - shown, more, sizeof more), job,
-                         grid->nodes [node], step_text,
-                         stream ? " --stderr" : "");
+                if (binary && size > shown)
+                    fprintf (out, "(\u2026 %s more: gridcli job output %s "
+                             "--node %s%s%s; binary %s)\n",
+                             cli_human_bytes (size - shown, more,
+                                              sizeof more),
+                             job, grid->nodes [node], step_text,
+                             stream ? " --stderr" : "",
+                             stream ? "error" : "output");
+                else
+                if (binary)
+                    fprintf (out, "(binary %s, %s: gridcli job output %s "
+                             "--node %s%s%s)\n",
+                             stream ? "error" : "output",
+                             cli_human_bytes (size, more, sizeof more), job,
+                             grid->nodes [node], step_text,
+                             stream ? " --stderr" : "");
+                else
+                    fprintf (out, "(\u2026 %s more: gridcli job output %s "
+                             "--node %s%s%s)\n",
+                             cli_human_bytes (size - shown, more,
+                                              sizeof more), job,
+                             grid->nodes [node], step_text,
+                             stream ? " --stderr" : "");
             }
         }
 }
@@ -469,6 +493,14 @@ cli_render_job (const pv_t *record, FILE *out, bool color)
             snprintf (buf, sizeof buf, "%s of the nodes at a time; "
                       "max_failures %s", batch, budget);
         cli_header_line (out, "batches", buf);
+    }
+    //  The batch now running, from the progress a live job's record holds
+    const pv_t *progress = pv_map_get (record, "progress");
+    if (cli_field_int (progress, "batches", 0) > 1) {
+        snprintf (buf, sizeof buf, "%" PRId64 "/%" PRId64,
+                  cli_field_int (progress, "batch", 1),
+                  cli_field_int (progress, "batches", 0));
+        cli_header_line (out, "batch", buf);
     }
 
     s_grid_t *grid = s_grid_new (record);
@@ -718,7 +750,18 @@ cli_render_submitted (const pv_t *data, FILE *out)
     char *job_text = cli_printable (job, strlen (job), SIZE_MAX, false);
     char *status_text = cli_printable (status, strlen (status), SIZE_MAX,
                                        false);
-    fprintf (out, "job %s submitted (%s)\n", job_text, status_text);
+    bool existing = false;
+    pv_get_bool (pv_map_get (data, "existing"), &existing);
+    if (existing) {
+        char key [300];
+        cli_field (data, "idempotency_key", key, sizeof key);
+        char *key_text = cli_printable (key, strlen (key), SIZE_MAX, false);
+        fprintf (out, "job %s already submitted with key %s (%s)\n",
+                 job_text, key_text, status_text);
+        free (key_text);
+    }
+    else
+        fprintf (out, "job %s submitted (%s)\n", job_text, status_text);
     fprintf (out, "follow it with: gridcli job status %s\n", job_text);
     free (job_text);
     free (status_text);

@@ -229,8 +229,24 @@ s_decode_map (const pv_t *value, const s_field_t *field, void *item,
         if (s_text_read (key, field->key_text, &item_path,
                          &(*pairs) [index].key, why, why_len))
             return -2;
-        if (s_text_read (pv_map_value_at (value, index), field->text,
-                         &item_path, &(*pairs) [index].value, why, why_len))
+        const pv_t *item_value = pv_map_value_at (value, index);
+        int64_t number = 0;
+        if (field->numbers && pv_type (item_value) == PV_INT
+            && pv_get_int (item_value, &number) == 0) {
+            char text [24];
+            int len = snprintf (text, sizeof text, "%" PRId64, number);
+            char *copy = (char *) s_alloc ((size_t) len + 1, 1, false);
+            if (!copy) {
+                proto_fail (why, why_len, &item_path, "out of memory");
+                return -2;
+            }
+            memcpy (copy, text, (size_t) len + 1);
+            (*pairs) [index].value = copy;
+            (*pairs) [index].number = true;
+        }
+        else
+        if (s_text_read (item_value, field->text, &item_path,
+                         &(*pairs) [index].value, why, why_len))
             return -2;
     }
     //  Keys are unique (the decoder refuses duplicates); keep them sorted

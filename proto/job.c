@@ -296,6 +296,7 @@ s_read_params (s_ctx_t *ctx, const pv_t *value, const char *prefix,
         int64_t number = 0;
         bool flag = false;
         size_t len = 0;
+        job_param_kind_t kind = JOB_PARAM_STR;
         switch (pv_type (item)) {
         case PV_STR:
             pv_str (item, &len);
@@ -310,10 +311,12 @@ s_read_params (s_ctx_t *ctx, const pv_t *value, const char *prefix,
             pv_get_int (item, &number);
             if (asprintf (&text, "%" PRId64, number) < 0)
                 text = NULL;
+            kind = JOB_PARAM_INT;
             break;
         case PV_BOOL:
             pv_get_bool (item, &flag);
             text = strdup (flag ? "true" : "false");
+            kind = JOB_PARAM_BOOL;
             break;
         default:
             s_problem (ctx, item_path,
@@ -327,6 +330,7 @@ s_read_params (s_ctx_t *ctx, const pv_t *value, const char *prefix,
         }
         leaf->params [leaf->param_count].name = name;
         leaf->params [leaf->param_count].value = text;
+        leaf->params [leaf->param_count].kind = kind;
         leaf->param_count++;
     }
     qsort (leaf->params, leaf->param_count, sizeof (job_param_t),
@@ -1127,8 +1131,9 @@ s_write_amount (pw_t *writer, const char *key, const job_amount_t *amount)
         pw_int (writer, amount->value);
 }
 
+//  PARAMS_TEXT: every param as a string, as before params kept their type
 static void
-s_write_phase (const job_phase_t *phase, pw_t *writer)
+s_write_phase (const job_phase_t *phase, pw_t *writer, bool params_text)
 {
     bool has_condition = phase->condition != JOB_COND_ALWAYS;
     if (phase->tasks) {
@@ -1136,7 +1141,7 @@ s_write_phase (const job_phase_t *phase, pw_t *writer)
         pw_str (writer, "tasks");
         pw_array (writer, phase->task_count);
         for (size_t i = 0; i < phase->task_count; i++)
-            s_write_phase (&phase->tasks [i], writer);
+            s_write_phase (&phase->tasks [i], writer, params_text);
     }
     else {
         pw_map (writer, 2 + (phase->param_count > 0 ? 1 : 0)
@@ -1152,8 +1157,18 @@ s_write_phase (const job_phase_t *phase, pw_t *writer)
             pw_str (writer, "params");
             pw_map (writer, phase->param_count);
             for (size_t i = 0; i < phase->param_count; i++) {
-                pw_str (writer, phase->params [i].name);
-                pw_str (writer, phase->params [i].value);
+                const job_param_t *param = &phase->params [i];
+                pw_str (writer, param->name);
+                if (params_text)
+                    pw_str (writer, param->value);
+                else
+                if (param->kind == JOB_PARAM_INT)
+                    pw_int (writer, strtoll (param->value, NULL, 10));
+                else
+                if (param->kind == JOB_PARAM_BOOL)
+                    pw_bool (writer, strcmp (param->value, "true") == 0);
+                else
+                    pw_str (writer, param->value);
             }
         }
         if (phase->timeout_ms > 0)
@@ -1173,8 +1188,8 @@ s_write_phase (const job_phase_t *phase, pw_t *writer)
     s_write_links (phase, writer);
 }
 
-void
-job_spec_encode (const job_spec_t *spec, pw_t *writer)
+static void
+s_spec_encode (const job_spec_t *spec, pw_t *writer, bool params_text)
 {
     bool has_strategy = spec->strategy != JOB_STRATEGY_FAIL_FAST;
     //  Written only when it differs from its default, so older readers
@@ -1195,7 +1210,7 @@ job_spec_encode (const job_spec_t *spec, pw_t *writer)
     pw_str (writer, "tasks");
     pw_array (writer, spec->phase_count);
     for (size_t i = 0; i < spec->phase_count; i++)
-        s_write_phase (&spec->phases [i], writer);
+        s_write_phase (&spec->phases [i], writer, params_text);
     if (has_strategy) {
         pw_str (writer, "strategy");
         pw_str (writer, job_strategy_name (spec->strategy));
@@ -1236,6 +1251,18 @@ job_spec_encode (const job_spec_t *spec, pw_t *writer)
         pw_str (writer, "canary");
         pw_int (writer, spec->canary);
     }
+}
+
+void
+job_spec_encode (const job_spec_t *spec, pw_t *writer)
+{
+    s_spec_encode (spec, writer, false);
+}
+
+void
+job_spec_encode_digest (const job_spec_t *spec, pw_t *writer)
+{
+    s_spec_encode (spec, writer, true);
 }
 
 job_spec_t *
@@ -1444,7 +1471,7 @@ job_phase_param (const job_phase_t *leaf, const char *name)
 {
     if (!leaf || !name || leaf->param_count == 0)
         return NULL;
-    job_param_t key = {(char *) name, NULL};
+    job_param_t key = {(char *) name, NULL, JOB_PARAM_STR};
     const job_param_t *found =
         bsearch (&key, leaf->params, leaf->param_count, sizeof (job_param_t),
                  s_compare_params);

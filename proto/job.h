@@ -81,9 +81,18 @@ typedef enum {
     JOB_STRATEGY_CONTINUE
 } job_strategy_t;
 
+//  The msgpack type a param was submitted as: an action reads its text,
+//  but the spec keeps the type so that a 30 comes back as 30, not "30".
+typedef enum {
+    JOB_PARAM_STR = 0,
+    JOB_PARAM_INT,
+    JOB_PARAM_BOOL
+} job_param_kind_t;
+
 typedef struct {
-    char *name;     //  Parameter name (a valid name)
-    char *value;    //  Its value as text
+    char *name;               //  Parameter name (a valid name)
+    char *value;              //  Its value as text
+    job_param_kind_t kind;    //  What it was submitted as
 } job_param_t;
 
 typedef struct job_phase_s job_phase_t;
@@ -175,6 +184,11 @@ int job_spec_load_file (const char *path, job_spec_t **spec_p,
 
 //  Writes SPEC in the wire form (durations as text, target as a map).
 void job_spec_encode (const job_spec_t *spec, pw_t *writer);
+
+//  Writes SPEC as job_spec_encode does, but every param as a string: the
+//  form an idempotency digest is taken of, the same as before params kept
+//  their type, so a key stored by an older broker still matches.
+void job_spec_encode_digest (const job_spec_t *spec, pw_t *writer);
 
 //  Writes TARGET in the wire form: {scope, ?value, ?any}.
 void job_target_encode (const target_t *target, pw_t *writer);

@@ -326,8 +326,11 @@ static const s_field_t s_result_fields [] = {
     S_INT (proto_msg_t, exit_code, S_I32, INT32_MIN, INT32_MAX),
     S_INT (proto_msg_t, duration_ms, S_U64, 0, INT64_MAX),
     S_FLAG (proto_msg_t, truncated),
-    S_MAP_OF (proto_msg_t, data, data_count, S_TEXT_SHORT, S_TEXT_SHORT,
-              false),
+    { S_KEY ("data"), .kind = S_MAP, .text = S_TEXT_SHORT,
+      .key_text = S_TEXT_SHORT, .required = false,
+      .offset = offsetof (proto_msg_t, data),
+      .count_offset = offsetof (proto_msg_t, data_count),
+      .max = PROTO_MAX_LIST, .numbers = true },
     S_COUNT_OPT (output_size, 1, PROTO_MAX_STREAM),
     S_COUNT_OPT (error_size, 1, PROTO_MAX_STREAM),
     S_COUNT_OPT (output_dropped, 1, INT64_MAX),
@@ -1003,7 +1006,10 @@ s_write_field (pw_t *writer, const void *item, const s_field_t *field)
             pw_map (writer, count);
             for (size_t index = 0; index < count; index++) {
                 pw_str (writer, pairs [index].key);
-                pw_str (writer, pairs [index].value);
+                if (field->numbers && pairs [index].number)
+                    pw_int (writer, strtoll (pairs [index].value, NULL, 10));
+                else
+                    pw_str (writer, pairs [index].value);
             }
             break;
         }

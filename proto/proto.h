@@ -59,6 +59,8 @@
 //  Features an agent may name in hello (PROTOCOL.md 4.2): the broker sends
 //  it a message only once it said it understands it.
 #define PROTO_FEATURE_RESULT_ACKS "result_acks"  //  batched result acks
+#define PROTO_FEATURE_TYPED_DATA "typed_data"  //  result data values may be
+                                               //  ints (agent -> broker)
 #define PROTO_FEATURE_RESULTS "results"  //  batched results (agent -> broker),
                                          //  once welcome grants it
 //  All of them, as --version lists them
@@ -98,6 +100,8 @@ typedef struct {
 typedef struct {
     char *key;      //  A name
     char *value;    //  Text
+    bool number;    //  result data: VALUE is a whole number, sent as an int
+                    //  (only to a broker that granted typed_data)
 } proto_kv_t;
 
 typedef struct {

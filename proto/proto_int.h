@@ -77,6 +77,7 @@ typedef struct {
     s_kind_t kind;              //  Storage and wire shape
     s_text_t text;              //  Rule for strings, list items, map values
     s_text_t key_text;          //  S_MAP: rule for keys
+    bool numbers;               //  S_MAP: values may be ints too
     bool required;              //  Must be present
     size_t offset;              //  Member in the struct
     size_t count_offset;        //  Lists, maps, structs: the count member

@@ -179,7 +179,7 @@ test_backends_hello_specs (void **unused)
     assert_int_equal (sleep->params [0].min_value, 0);
     assert_int_equal (sleep->params [0].max_value, 86400);
     //  The copy is checkable exactly like the built-in form
-    proto_kv_t good = { "seconds", "5" }, bad = { "seconds", "86401" };
+    proto_kv_t good = { "seconds", "5", false }, bad = { "seconds", "86401", false };
     char err [256];
     assert_int_equal (backend_params_check (sleep, &good, 1, err,
                                             sizeof (err)), 0);
@@ -211,7 +211,7 @@ test_backends_hostile_values_refused (void **unused)
     char err [256];
     for (size_t index = 0; index < sizeof (hostile) / sizeof (hostile [0]);
          index++) {
-        proto_kv_t param = { "package", (char *) hostile [index] };
+        proto_kv_t param = { "package", (char *) hostile [index], false };
         err [0] = 0;
         assert_int_equal (backend_params_check (install, &param, 1, err,
                                                 sizeof (err)), -1);
@@ -224,10 +224,10 @@ test_backends_hostile_values_refused (void **unused)
                                            sizeof (err)), -1);
     assert_non_null (strstr (err, "NUL"));
     //  The good one passes
-    proto_kv_t nginx = { "package", "nginx" };
+    proto_kv_t nginx = { "package", "nginx", false };
     assert_int_equal (backend_params_check (install, &nginx, 1, err,
                                             sizeof (err)), 0);
-    proto_kv_t dotted = { "package", "libstdc++6" };
+    proto_kv_t dotted = { "package", "libstdc++6", false };
     assert_int_equal (backend_params_check (install, &dotted, 1, err,
                                             sizeof (err)), 0);
 
@@ -242,20 +242,20 @@ test_backends_hostile_values_refused (void **unused)
          index++) {
         if (strcmp (hostile [index], "Nginx") == 0)
             continue;       //  A fine unit name and host name
-        proto_kv_t unit = { "unit", (char *) hostile [index] };
+        proto_kv_t unit = { "unit", (char *) hostile [index], false };
         assert_int_equal (backend_params_check (start, &unit, 1, err,
                                                 sizeof (err)), -1);
-        proto_kv_t address = { "address", (char *) hostile [index] };
+        proto_kv_t address = { "address", (char *) hostile [index], false };
         assert_int_equal (backend_params_check (ping, &address, 1, err,
                                                 sizeof (err)), -1);
-        proto_kv_t path = { "path", (char *) hostile [index] };
+        proto_kv_t path = { "path", (char *) hostile [index], false };
         assert_int_equal (backend_params_check (disk, &path, 1, err,
                                                 sizeof (err)), -1);
     }
-    proto_kv_t escape = { "path", "/var/../etc" };
+    proto_kv_t escape = { "path", "/var/../etc", false };
     assert_int_equal (backend_params_check (disk, &escape, 1, err,
                                             sizeof (err)), -1);
-    proto_kv_t dot = { "path", "/var/./log" };
+    proto_kv_t dot = { "path", "/var/./log", false };
     assert_int_equal (backend_params_check (disk, &dot, 1, err,
                                             sizeof (err)), -1);
 }
@@ -267,7 +267,7 @@ test_backends_params_rules (void **unused)
     const proto_action_spec_t *install
         = backend_action_spec (s_action ("apt", "install"));
     //  Unknown param
-    proto_kv_t extra [] = { { "package", "nginx" }, { "force", "yes" } };
+    proto_kv_t extra [] = { { "package", "nginx", false }, { "force", "yes", false } };
     assert_int_equal (backend_params_check (install, extra, 2, err,
                                             sizeof (err)), -1);
     assert_non_null (strstr (err, "unknown param 'force'"));
@@ -276,7 +276,7 @@ test_backends_params_rules (void **unused)
                                             sizeof (err)), -1);
     assert_non_null (strstr (err, "'package' is required"));
     //  Twice
-    proto_kv_t twice [] = { { "package", "nginx" }, { "package", "curl" } };
+    proto_kv_t twice [] = { { "package", "nginx", false }, { "package", "curl", false } };
     assert_int_equal (backend_params_check (install, twice, 2, err,
                                             sizeof (err)), -1);
 
@@ -287,25 +287,25 @@ test_backends_params_rules (void **unused)
                                 "99999999999999999999", "" };
     for (size_t index = 0; index < sizeof (bad_ints) / sizeof (bad_ints [0]);
          index++) {
-        proto_kv_t seconds = { "seconds", (char *) bad_ints [index] };
+        proto_kv_t seconds = { "seconds", (char *) bad_ints [index], false };
         assert_int_equal (backend_params_check (sleep, &seconds, 1, err,
                                                 sizeof (err)), -1);
     }
-    proto_kv_t zero = { "seconds", "0" }, max = { "seconds", "86400" };
+    proto_kv_t zero = { "seconds", "0", false }, max = { "seconds", "86400", false };
     assert_int_equal (backend_params_check (sleep, &zero, 1, err,
                                             sizeof (err)), 0);
     assert_int_equal (backend_params_check (sleep, &max, 1, err,
                                             sizeof (err)), 0);
     const proto_action_spec_t *output
         = backend_action_spec (s_action ("test", "output"));
-    proto_kv_t too_many = { "bytes", "67108865" };
+    proto_kv_t too_many = { "bytes", "67108865", false };
     assert_int_equal (backend_params_check (output, &too_many, 1, err,
                                             sizeof (err)), -1);
 
     //  Free text takes shell-looking text but not NUL or 5000 bytes
     const proto_action_spec_t *echo
         = backend_action_spec (s_action ("test", "echo"));
-    proto_kv_t text = { "msg", "hello; rm -rf / | `id` $(x) -n" };
+    proto_kv_t text = { "msg", "hello; rm -rf / | `id` $(x) -n", false };
     assert_int_equal (backend_params_check (echo, &text, 1, err,
                                             sizeof (err)), 0);
     assert_int_equal (backend_value_check (&echo->params [0], "a\0b", 3, err,
@@ -313,7 +313,7 @@ test_backends_params_rules (void **unused)
     char long_text [5001];
     memset (long_text, 'a', 5000);
     long_text [5000] = 0;
-    proto_kv_t too_long = { "msg", long_text };
+    proto_kv_t too_long = { "msg", long_text, false };
     assert_int_equal (backend_params_check (echo, &too_long, 1, err,
                                             sizeof (err)), -1);
 
@@ -323,18 +323,18 @@ test_backends_params_rules (void **unused)
     const char *good_hosts [] = { "127.0.0.1", "::1", "fe80::1",
                                   "web-01.example.com", "localhost" };
     for (size_t index = 0; index < 5; index++) {
-        proto_kv_t address = { "address", (char *) good_hosts [index] };
+        proto_kv_t address = { "address", (char *) good_hosts [index], false };
         assert_int_equal (backend_params_check (ping, &address, 1, err,
                                                 sizeof (err)), 0);
     }
     const char *bad_hosts [] = { "web..example", "-web", "web-", "a_b",
                                  "1.2.3.4/8", "host name" };
     for (size_t index = 0; index < 6; index++) {
-        proto_kv_t address = { "address", (char *) bad_hosts [index] };
+        proto_kv_t address = { "address", (char *) bad_hosts [index], false };
         assert_int_equal (backend_params_check (ping, &address, 1, err,
                                                 sizeof (err)), -1);
     }
-    proto_kv_t count [] = { { "address", "::1" }, { "count", "21" } };
+    proto_kv_t count [] = { { "address", "::1", false }, { "count", "21", false } };
     assert_int_equal (backend_params_check (ping, count, 2, err,
                                             sizeof (err)), -1);
 
@@ -611,7 +611,7 @@ test_backends_path_canonical (void **unused)
     };
     backend_action_t action = { "probe", false, "test", params, 1,
                                 s_plan_nothing, false };
-    proto_kv_t param = { "path", inside };
+    proto_kv_t param = { "path", inside, false };
     plan = backend_plan_new (&action, &context, &param, 1, err, sizeof (err));
     assert_null (plan);
     assert_non_null (strstr (err, "leads outside"));

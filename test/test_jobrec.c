@@ -838,6 +838,63 @@ test_jobrec_output_pieces (void **state)
     sched_job_destroy (&job);
 }
 
+//  One contract for cells: a lost cell's exit code reads -1 whatever a
+//  late result brought; a skipped cell's reason is its error; whole
+//  numbers in data stay ints, also once loaded again.
+static void
+test_jobrec_cell_contract (void **state)
+{
+    fixture_t *fixture = (fixture_t *) *state;
+    sched_job_t *job = s_job ();
+    //  web-02's step 0 was lost, then its result came late: exit 0
+    sched_cell_t *lost = &job->cells [1];
+    lost->status = SCHED_CELL_LOST;
+    lost->attempts [0].status = SCHED_CELL_LOST;
+    lost->attempts [0].exit_code = 0;
+    free (lost->attempts [0].data [0].value);
+    lost->attempts [0].data [0].value = strdup ("23639456");
+    lost->attempts [0].data [0].number = true;
+    //  web-02's step 1 was skipped, with why
+    sched_cell_t *skipped = &job->cells [1 * 2 + 1];
+    skipped->status = SCHED_CELL_SKIPPED;
+    skipped->reason = strdup ("fail-fast: an earlier step failed");
+    s_save (fixture, job);
+    pw_t *writer = pw_new ();
+    assert_int_equal (jobrec_write_record (fixture->txn, job->id, NULL,
+                                           writer), 0);
+    pv_doc_t *doc = NULL;
+    assert_int_equal (pv_doc_decode (pw_data (writer), pw_size (writer), &doc,
+                                     NULL, 0), 0);
+    const pv_t *results = pv_map_get (pv_doc_root (doc), "results");
+    const pv_t *cell = pv_map_get (pv_map_get (results, "0"), "web-02");
+    int64_t number = 0;
+    assert_int_equal (pv_get_int (pv_map_get (cell, "exit_code"), &number),
+                      0);
+    assert_int_equal (number, -1);
+    const pv_t *fact = pv_map_get (pv_map_get (cell, "data"), "hostname");
+    assert_int_equal (pv_type (fact), PV_INT);
+    assert_int_equal (pv_get_int (fact, &number), 0);
+    assert_int_equal (number, 23639456);
+    cell = pv_map_get (pv_map_get (results, "1"), "web-02");
+    assert_true (pv_str_eq (pv_map_get (cell, "status"), "skipped"));
+    assert_true (pv_str_eq (pv_map_get (cell, "error"),
+                            "fail-fast: an earlier step failed"));
+    assert_int_equal (pv_get_int (pv_map_get (cell, "exit_code"), &number),
+                      0);
+    assert_int_equal (number, -1);
+    pv_doc_destroy (&doc);
+    pw_destroy (&writer);
+    sched_job_t *copy = NULL;
+    assert_int_equal (jobrec_load (fixture->txn, job->id, &copy), 0);
+    assert_true (copy->cells [1].attempts [0].data [0].number);
+    assert_string_equal (copy->cells [1].attempts [0].data [0].value,
+                         "23639456");
+    assert_string_equal (copy->cells [3].reason,
+                         "fail-fast: an earlier step failed");
+    sched_job_destroy (&copy);
+    sched_job_destroy (&job);
+}
+
 int
 main (void)
 {
@@ -856,6 +913,7 @@ main (void)
         cmocka_unit_test_setup_teardown (test_jobrec_any_node_history, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_jobrec_late_result_of_moved_job, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_jobrec_late_result_beside_verdict, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_jobrec_cell_contract, s_setup, s_teardown),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }

@@ -1588,7 +1588,7 @@ test_proto_direct_decode_declines_hostile (void **state)
         { "truncated", "\x01", 1 },
         { "truncated", "\xc0", 1 },
         { "data", "\x82\xa1k\xa1v\xa1k\xa1w", 9 },     //  key twice
-        { "data", "\x81\xa1k\x01", 4 },                //  not a string
+        { "data", "\x81\xa1k\xca\x3f\x80\x00\x00", 8 },  //  a float
         { "data", "\x81\xa1k\x81\xa1k\xa1v", 7 },      //  nested
         { "data", "\x91\xa1k", 3 },                    //  an array
         { "data", "\x81\xa2k\x00\xa1v", 6 },           //  key with a NUL
@@ -2638,6 +2638,38 @@ test_proto_replies (void **state)
     pw_destroy (&w);
 }
 
+//  typed_data: a data value marked a number goes as an int and comes
+//  back marked; labels and params never take ints
+static void
+test_proto_data_numbers (void **state)
+{
+    proto_msg_t *sent = s_result ();
+    sent->data [0].number = false;
+    free (sent->data [1].value);
+    sent->data [1].value = s_dup ("23639456");
+    sent->data [1].number = true;
+    pw_t *writer = pw_new ();
+    assert_int_equal (proto_msg_encode (sent, writer), 0);
+    proto_msg_t *got = NULL;
+    char why [256];
+    assert_int_equal (proto_msg_decode (pw_data (writer), pw_size (writer),
+                                        &got, why, sizeof why), 0);
+    assert_int_equal (got->data_count, 2);
+    assert_false (got->data [0].number);
+    assert_true (got->data [1].number);
+    assert_string_equal (got->data [1].value, "23639456");
+    //  On the wire it is an int: "\xce" (uint32) after its key
+    const uint8_t *bytes = pw_data (writer);
+    bool found = false;
+    for (size_t at = 0; at + 3 < pw_size (writer); at++)
+        if (memcmp (bytes + at, "\xa2os\xce", 4) == 0)
+            found = true;
+    assert_true (found);
+    proto_msg_destroy (&got);
+    proto_msg_destroy (&sent);
+    pw_destroy (&writer);
+}
+
 int
 main (void)
 {
@@ -2669,6 +2701,7 @@ main (void)
         cmocka_unit_test (test_proto_request_errors),
         cmocka_unit_test (test_proto_replies),
         cmocka_unit_test (test_proto_output_pieces_refused),
+        cmocka_unit_test (test_proto_data_numbers),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }

@@ -241,11 +241,16 @@ s_idempotent_submit (req_call_t *call, const job_spec_t *spec,
     }
     pw_reset (call->reply);
     proto_reply_ok_begin (call->reply, call->request->id);
-    pw_map (call->reply, 2);
+    //  existing: this submit made no job, the key's earlier one answers
+    pw_map (call->reply, 4);
     pw_str (call->reply, "job");
     pw_str (call->reply, job_id);
     pw_str (call->reply, "status");
     pw_str (call->reply, sched_job_status_name ((sched_job_status_t) status));
+    pw_str (call->reply, "existing");
+    pw_bool (call->reply, true);
+    pw_str (call->reply, "idempotency_key");
+    pw_str (call->reply, spec->idempotency_key);
     return 1;
 }
 
@@ -393,7 +398,7 @@ req_job_submit (req_call_t *call)
                                     &spec, &errors) == 0;
     if (decoded && spec->idempotency_key) {
         pw_t *form = pw_new ();
-        job_spec_encode (spec, form);
+        job_spec_encode_digest (spec, form);
         jobrec_digest (pw_data (form), pw_size (form), digest);
         pw_destroy (&form);
         if (s_idempotent_submit (call, spec, digest)) {
@@ -470,13 +475,15 @@ s_admit (req_call_t *call, job_spec_t **spec_p, const char *retry_of, char *id)
     const sched_job_t *live = sched_job (ctx->sched, id);
     pw_reset (call->reply);
     proto_reply_ok_begin (call->reply, call->request->id);
-    pw_map (call->reply, retry_of ? 3 : 2);
+    pw_map (call->reply, retry_of ? 4 : 3);
     pw_str (call->reply, "job");
     pw_str (call->reply, id);
     pw_str (call->reply, "status");
     //  A job can finish inside its own submit (e.g. nothing to run).
     pw_str (call->reply, live ? sched_job_status_name (live->status)
                               : "running");
+    pw_str (call->reply, "existing");
+    pw_bool (call->reply, false);
     if (retry_of) {
         pw_str (call->reply, "retry_of");
         pw_str (call->reply, retry_of);

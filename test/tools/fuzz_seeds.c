@@ -122,7 +122,7 @@ main (int argc, char *argv [])
 
     //  Every message type
     char *groups [] = {"web", "prod"};
-    proto_kv_t labels [] = {{"tier", "web.dev.us-east"}};
+    proto_kv_t labels [] = {{"tier", "web.dev.us-east", false}};
     proto_param_spec_t params [] = {
         {"package", true, "string", "^[a-z0-9.+-]+$", NULL, "Package name",
          0, 0},
@@ -134,8 +134,8 @@ main (int argc, char *argv [])
     };
     proto_backend_spec_t backends [] = {{"apt", actions, 2, "1.0"}};
     char *nodes [] = {"web-01", "web-02"};
-    proto_kv_t command_params [] = {{"package", "nginx"}};
-    proto_kv_t facts [] = {{"uptime", "12345"}};
+    proto_kv_t command_params [] = {{"package", "nginx", false}};
+    proto_kv_t facts [] = {{"uptime", "12345", false}};
     proto_ack_t acks [] = {{"j-0193a1b2c3d4-0001", 2, 1},
                            {"j-0193a1b2c3d4-0002", 0, 3}};
     char *features [] = {PROTO_FEATURE_RESULT_ACKS, PROTO_FEATURE_RESULTS};
