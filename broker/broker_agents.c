@@ -709,6 +709,69 @@ s_dropped_sender (broker_t *self, char *buf, size_t buf_len)
     return found;
 }
 
+//  The text of the msgpack string value of KEY in the map BODY (SIZE
+//  bytes) into BUF, or NULL when there is none that is valid text.
+static const char *
+s_peek_str (const uint8_t *body, size_t size, const char *key, char *buf,
+            size_t buf_len)
+{
+    size_t at = 0, len = 0;
+    pv_doc_t *doc = NULL;
+    const char *found = NULL;
+    if (mpscan_map_find (body, size, key, false, &at, &len) == 0
+        && pv_doc_decode (body + at, len, &doc, NULL, 0) == 0) {
+        size_t text_len = 0;
+        const char *text = pv_str (pv_doc_root (doc), &text_len);
+        if (text && text_len < buf_len) {
+            memcpy (buf, text, text_len);
+            buf [text_len] = 0;
+            found = buf;
+        }
+    }
+    pv_doc_destroy (&doc);
+    return found;
+}
+
+//  A hello in self->io refused for its protocol version (WHY): a node the
+//  broker knows, offline, whose bound key sent it (any sender when
+//  insecure), reads incompatible until a hello is welcomed; said at warn
+//  level once per reason. Unknown nodes are only logged (s_log_dropped),
+//  so that no one can fill the registry with names.
+static void
+s_note_incompatible (broker_t *self, const char *why)
+{
+    broker_io_t *io = self->io;
+    const uint8_t *body = zmq_msg_data (&io->body);
+    size_t size = zmq_msg_size (&io->body);
+    char type [16], id [NAME_MAX_LEN + 1], release [64];
+    if (!s_peek_str (body, size, "type", type, sizeof type)
+        || strcmp (type, "hello") != 0
+        || !s_peek_str (body, size, "node", id, sizeof id) || !name_valid (id))
+        return;
+    registry_node_t *node = registry_lookup (self->ctx.registry, id);
+    if (!node || node->online)
+        return;
+    if (!self->config.auth.insecure) {
+        const char *key = zmq_msg_gets (&io->body, "User-Id");
+        const auth_key_t *record = key ? auth_key (self->ctx.auth, key) : NULL;
+        if (!record || record->status != AUTH_KEY_ACCEPTED || !record->node
+            || strcmp (record->node, id) != 0)
+            return;
+    }
+    const char *version = s_peek_str (body, size, "version", release,
+                                      sizeof release);
+    char text [400];
+    snprintf (text, sizeof text, "its agent%s%s was refused: %s; this broker "
+              "is release %s (protocol %d): upgrade gridagent",
+              version && pv_text_valid (version, strlen (version))
+                  ? " of release " : "",
+              version && pv_text_valid (version, strlen (version))
+                  ? version : "", why, GRID_VERSION, PROTO_VERSION);
+    if (registry_note_incompatible (node, text))
+        log_node (LOG_LEVEL_WARN, id, "node %s is incompatible: %s", id,
+                  text);
+}
+
 //  Says at warn level that the broker dropped an agent's message, WHY,
 //  and which node sent it, at most once a minute (the line counts those
 //  dropped since the last one); with --verbose every one at debug.
@@ -770,6 +833,8 @@ s_on_agent_message (broker_t *self, int64_t now_ms)
         s_log_dropped (self, why);
         const char *code = strstr (why, "version") ? PROTO_ERR_VERSION
                                                    : PROTO_ERR_MALFORMED;
+        if (strncmp (why, "unsupported version", 19) == 0)
+            s_note_incompatible (self, why);
         s_send_agent_error (self, routing, routing_size, code, why);
         return 1;
     }

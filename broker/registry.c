@@ -463,6 +463,7 @@ s_node_destroy (void **item_p)
         s_node_release_hello (node);
         free (node->id);
         free (node->duplicate_hostname);
+        free (node->incompatible);
         free (node);
         *item_p = NULL;
     }
@@ -576,6 +577,8 @@ registry_hello_declaring (registry_t *self, proto_msg_t **hello_p,
         node->registered_wall_ms = wall_ms;
     node->online = true;
     node->offline_reported = false;
+    free (node->incompatible);
+    node->incompatible = NULL;
     s_queue_remove (&self->by_offline, node);
     node->running = 0;
     node->queued = 0;
@@ -852,6 +855,10 @@ static char *
 s_unavailable_reason (const registry_node_t *node, const job_spec_t *spec,
                       int64_t wall_ms, sched_cell_status_t *status)
 {
+    if (!node->online && node->incompatible) {
+        *status = SCHED_CELL_UNSUPPORTED;
+        return zsys_sprintf ("incompatible: %s", node->incompatible);
+    }
     if (!node->online) {
         *status = SCHED_CELL_OFFLINE;
         if (node->last_seen_wall_ms <= 0)
@@ -1042,13 +1049,38 @@ s_write_time (pw_t *writer, int64_t wall_ms)
     pw_str (writer, text);
 }
 
+bool
+registry_note_incompatible (registry_node_t *node, const char *why)
+{
+    if (node->online || !why)
+        return false;
+    if (node->incompatible && strcmp (node->incompatible, why) == 0)
+        return false;
+    free (node->incompatible);
+    node->incompatible = strdup (why);
+    return true;
+}
+
+size_t
+registry_incompatible_count (registry_t *self)
+{
+    size_t count = 0;
+    for (registry_node_t *node = (registry_node_t *) zhashx_first (self->nodes);
+         node; node = (registry_node_t *) zhashx_next (self->nodes))
+        if (!node->online && node->incompatible)
+            count++;
+    return count;
+}
+
 void
 registry_node_encode (const registry_node_t *node, pw_t *writer,
                       bool with_backends)
 {
     const proto_msg_t *hello = node->hello;
+    bool incompatible = !node->online && node->incompatible;
     pw_map (writer, 11 + (with_backends ? 1 : 0)
-                    + (node->duplicates ? 1 : 0) + (node->relay [0] ? 1 : 0));
+                    + (node->duplicates ? 1 : 0) + (node->relay [0] ? 1 : 0)
+                    + (incompatible ? 1 : 0));
     pw_str (writer, "id");
     pw_str (writer, node->id);
     pw_str (writer, "hostname");
@@ -1065,7 +1097,8 @@ registry_node_encode (const registry_node_t *node, pw_t *writer,
     }
     pw_str (writer, "status");
     //  A drained node reads draining while it still runs work.
-    pw_str (writer, !node->online ? "offline"
+    pw_str (writer, incompatible ? "incompatible"
+                    : !node->online ? "offline"
                     : !node->drained ? "online"
                     : node->running || node->queued ? "draining" : "drained");
     pw_str (writer, "last_seen");
@@ -1094,6 +1127,10 @@ registry_node_encode (const registry_node_t *node, pw_t *writer,
     if (node->relay [0]) {
         pw_str (writer, "relay");
         pw_str (writer, node->relay);
+    }
+    if (incompatible) {
+        pw_str (writer, "incompatible");
+        pw_str (writer, node->incompatible);
     }
     if (with_backends) {
         pw_str (writer, "backends");

@@ -76,6 +76,9 @@ struct _registry_node_t {
     uint32_t duplicates;         //  Second agents refused (duplicate_node)
     int64_t duplicate_wall_ms;   //  Wall clock of the last such refusal
     char *duplicate_hostname;    //  Its hostname (owned), or NULL
+    char *incompatible;          //  Offline, its agent refused for the
+                                 //  protocol it speaks: why (owned), or
+                                 //  NULL; a welcomed hello clears it
     uint64_t hello_digest;       //  Digest of its last hello's bytes (broker.c)
     size_t hello_size;           //  Their length (0 = unknown: loaded, or none)
     //  Kept by the registry alone (callers read them at most):
@@ -144,6 +147,16 @@ registry_node_t *registry_session (registry_t *self, const char *id,
 
 //  Marks NODE as heard from now.
 void registry_touch (registry_node_t *node, int64_t now_ms, int64_t wall_ms);
+
+//  Notes that NODE's agent was refused for the protocol it speaks, and
+//  WHY (copied): until a hello is welcomed, node.list and node.get read
+//  status "incompatible" with the reason as "incompatible", and a job
+//  names it unsupported with that reason. Returns true when WHY is news
+//  (the first refusal, or another reason), for the caller to log.
+bool registry_note_incompatible (registry_node_t *node, const char *why);
+
+//  Nodes whose status reads incompatible.
+size_t registry_incompatible_count (registry_t *self);
 
 //  Counts a second agent refused as NODE (duplicate_node) from HOSTNAME at
 //  WALL_MS; node.get shows the count, the last time and that hostname.

@@ -699,6 +699,123 @@ test_it_edges_live_session_keeps_its_node (void **state)
     zsock_destroy (&other);
 }
 
+//  A known node whose agent comes back speaking another protocol reads
+//  incompatible (node.get, status), a job names it unsupported with the
+//  reason, and a welcomed hello of its clears it.
+static void
+test_it_edges_incompatible_agent_is_named (void **state)
+{
+    char key_file [400], code [64];
+    assert_int_equal (grid_keygen (&s_grid, "oldver", key_file,
+                                   sizeof key_file, NULL), 0);
+    zsock_t *dealer = grid_dealer (&s_grid, s_grid.agents_ep, key_file);
+    assert_non_null (dealer);
+    assert_int_equal (s_raw_register (dealer, "oldver-01", "bbbb2222", code,
+                                      sizeof code), PROTO_WELCOME);
+    proto_msg_t bye = {
+        .type = PROTO_BYE, .node = "oldver-01", .reason = "shutdown"
+    };
+    pw_t *writer = pw_new ();
+    assert_int_equal (proto_msg_encode (&bye, writer), 0);
+    assert_int_equal (zsock_send (dealer, "b", pw_data (writer),
+                                  pw_size (writer)), 0);
+    assert_true (grid_wait_node (&s_grid, "oldver-01", "offline", S_WAIT_MS));
+
+    //  Back, speaking protocol 9: refused, and named
+    proto_msg_t hello = {
+        .type = PROTO_HELLO, .node = "oldver-01", .hostname = "raw-host",
+        .version = "9.0.0", .concurrency = 1, .instance = "bbbb2222"
+    };
+    pw_reset (writer);
+    assert_int_equal (proto_msg_encode (&hello, writer), 0);
+    unsigned char *bytes = (unsigned char *) pw_data (writer);
+    bool patched = false;
+    for (size_t index = 0; index + 2 < pw_size (writer) && !patched; index++)
+        if (bytes [index] == 0xa1 && bytes [index + 1] == 'v'
+            && bytes [index + 2] == PROTO_VERSION) {
+            bytes [index + 2] = 9;
+            patched = true;
+        }
+    assert_true (patched);
+    assert_int_equal (zsock_send (dealer, "b", pw_data (writer),
+                                  pw_size (writer)), 0);
+    proto_msg_t *answer = s_raw_recv (dealer);
+    assert_non_null (answer);
+    assert_int_equal (answer->type, PROTO_ERROR);
+    assert_string_equal (answer->code, PROTO_ERR_VERSION);
+    proto_msg_destroy (&answer);
+    pv_doc_t *reply = grid_call (&s_grid, "node.get", "node", "oldver-01",
+                                 NULL);
+    const pv_t *data = NULL;
+    assert_true (grid_reply_ok (reply, &data));
+    assert_true (grid_str_is (data, "status", "incompatible"));
+    char *why = pv_strdup (pv_map_get (data, "incompatible"));
+    assert_non_null (why);
+    assert_non_null (strstr (why, "release 9.0.0"));
+    assert_non_null (strstr (why, "unsupported version 9"));
+    assert_non_null (strstr (why, "upgrade gridagent"));
+    free (why);
+    pv_doc_destroy (&reply);
+    reply = grid_call (&s_grid, "status", NULL);
+    assert_true (grid_reply_ok (reply, &data));
+    int64_t count = 0;
+    assert_int_equal (pv_get_int (pv_map_get (pv_map_get (data, "nodes"),
+                                              "incompatible"), &count), 0);
+    assert_int_equal (count, 1);
+    pv_doc_destroy (&reply);
+    char path [512];
+    snprintf (path, sizeof path, "%s/broker.log", s_grid.dir);
+    char *log = grid_slurp (path);
+    assert_non_null (log);
+    assert_true (grid_line_with (log, "warn:", "node oldver-01 is "
+                                 "incompatible", NULL));
+    free (log);
+
+    //  A job on it (an agent elsewhere offers the action): not run,
+    //  unsupported, with the reason
+    int peer = grid_start_agent (&s_grid, "peer-01", NULL, NULL, NULL);
+    assert_true (peer >= 0);
+    assert_true (grid_wait_node (&s_grid, "peer-01", "online", S_WAIT_MS));
+    pv_doc_t *refused = grid_submit (&s_grid,
+                                     "target: { scope: node, value: oldver-01 }\n"
+                                     "tasks: [ { backend: test, action: echo, "
+                                     "params: { msg: x } } ]\n");
+    char *refusal = grid_reply_code (refused);
+    assert_non_null (refusal);
+    assert_string_equal (refusal, "no_nodes");
+    free (refusal);
+    pv_doc_destroy (&refused);
+    char *job = grid_submit_id (&s_grid,
+                                "target: { scope: node, value: \"oldver-01,peer-01\" }\n"
+                                "tasks: [ { backend: test, action: echo, "
+                                "params: { msg: x } } ]\n");
+    assert_non_null (job);
+    pv_doc_t *record = grid_wait_job (&s_grid, job, S_WAIT_MS);
+    assert_non_null (record);
+    const pv_t *cell = grid_cell (pv_map_get (pv_doc_root (record), "data"),
+                                  0, "oldver-01");
+    assert_non_null (cell);
+    assert_true (grid_str_is (cell, "status", "unsupported"));
+    char *reason = pv_strdup (pv_map_get (cell, "reason"));
+    assert_non_null (reason);
+    assert_non_null (strstr (reason, "incompatible"));
+    free (reason);
+    pv_doc_destroy (&record);
+    free (job);
+    grid_stop_agent (&s_grid, peer, false);
+
+    //  Upgraded: welcomed, and no longer incompatible
+    assert_int_equal (s_raw_register (dealer, "oldver-01", "cccc3333", code,
+                                      sizeof code), PROTO_WELCOME);
+    reply = grid_call (&s_grid, "node.get", "node", "oldver-01", NULL);
+    assert_true (grid_reply_ok (reply, &data));
+    assert_true (grid_str_is (data, "status", "online"));
+    assert_null (pv_map_get (data, "incompatible"));
+    pv_doc_destroy (&reply);
+    pw_destroy (&writer);
+    zsock_destroy (&dealer);
+}
+
 //  status's nodes.repeated_hellos.
 static int64_t
 s_repeated_hellos (grid_t *grid)
@@ -843,6 +960,7 @@ main (void)
             test_it_edges_restarted_agent_stops_what_a_killed_one_left),
         cmocka_unit_test (test_it_edges_live_session_keeps_its_node),
         cmocka_unit_test (test_it_edges_repeated_hello_is_welcomed_again),
+        cmocka_unit_test (test_it_edges_incompatible_agent_is_named),
         cmocka_unit_test (
             test_it_edges_second_agent_is_refused_until_the_first_dies),
     };

@@ -332,11 +332,18 @@ s_check_target (req_call_t *call, const job_spec_t *spec)
     size_t listed = registry_unavailable (ctx->registry, spec,
                                           ctx_wall_ms (ctx), &list);
     //  What the scheduler will run: resolved (online, not drained), less
-    //  the nodes among them that lack an action of the job
+    //  the nodes among them that lack an action of the job (an offline
+    //  node of an incompatible release reads unsupported too, but was
+    //  never among them)
     size_t runnable = matched;
-    for (size_t index = 0; index < listed; index++)
-        if (list [index].status == SCHED_CELL_UNSUPPORTED && runnable > 0)
+    for (size_t index = 0; index < listed; index++) {
+        const registry_node_t *node
+            = list [index].status == SCHED_CELL_UNSUPPORTED
+                  ? registry_lookup (ctx->registry, list [index].node)
+                  : NULL;
+        if (node && node->online && runnable > 0)
             runnable--;
+    }
     if (runnable > 0) {
         sched_not_run_free (list, listed);
         return 0;

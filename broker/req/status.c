@@ -107,7 +107,7 @@ req_status (req_call_t *call)
     pw_str (reply, "uptime_ms");
     pw_int (reply, ctx_now_ms (ctx) - ctx->stats->started_ms);
     pw_str (reply, "nodes");
-    pw_map (reply, 4);
+    pw_map (reply, 5);
     pw_str (reply, "total");
     pw_int (reply, (int64_t) total);
     pw_str (reply, "online");
@@ -116,6 +116,8 @@ req_status (req_call_t *call)
     pw_int (reply, (int64_t) (total - online));
     pw_str (reply, "repeated_hellos");
     pw_int (reply, (int64_t) ctx->stats->counters.repeated_hellos);
+    pw_str (reply, "incompatible");
+    pw_int (reply, (int64_t) registry_incompatible_count (ctx->registry));
     pw_str (reply, "jobs");
     s_write_job_counts (ctx, reply);
     pw_str (reply, "queue");
