@@ -1265,7 +1265,7 @@ views.nodes = (ctx) => {
     const filterInput = h('input', { type: 'search', placeholder: 'filter by id, group or label',
                                      id: 'node-filter', value: ctx.query.get('q') || '' });
     let nodes = [];
-    const filters = h('nav', { class: 'filters' }, ['all', 'online', 'offline', 'drained'].map((s) =>
+    const filters = h('nav', { class: 'filters' }, ['all', 'online', 'offline', 'drained', 'incompatible'].map((s) =>
         h('a', { href: '#/nodes' + (s === 'all' ? '' : '?show=' + s),
                  class: 'filter' + (s === show ? ' active' : ''), dataset: { show: s } }, s)));
     ctx.main.append(h('div', { class: 'titlebar' }, h('h1', null, 'Nodes'), filterInput),
@@ -1396,7 +1396,8 @@ function nodeView(ctx, id) {
               fact('Running', n.running + ' / ' + n.concurrency),
               fact('Last seen', timeEl(n.last_seen, true)),
               fact('Registered', timeEl(n.registered_at)),
-              n.relay ? fact('Relay', n.relay) : null));
+              n.relay ? fact('Relay', n.relay) : null,
+              n.incompatible ? fact('Incompatible', n.incompatible) : null));
         clear(actions).append(n.drained
             ? roleButton('admin', 'Resume', () => act('resume'), { id: 'node-resume' })
             : roleButton('admin', 'Drain', () => act('drain'), { id: 'node-drain' }),
