@@ -670,45 +670,6 @@ s_agent_types (void)
     return text;
 }
 
-//  Who sent the agent message in self->io that is being dropped, for the
-//  log: the node its body names when it is a map with a valid "node"
-//  (the rest of the map unchecked), else the node the connection's key is bound to (or claims),
-//  else NULL. Writes into BUF.
-static const char *
-s_dropped_sender (broker_t *self, char *buf, size_t buf_len)
-{
-    broker_io_t *io = self->io;
-    const char *found = NULL;
-    //  Only the node's value is decoded (and so checked): the rest of
-    //  the message may be what is wrong with it
-    const uint8_t *body = zmq_msg_data (&io->body);
-    size_t at = 0, len = 0;
-    pv_doc_t *doc = NULL;
-    if (mpscan_map_find (body, zmq_msg_size (&io->body), "node", false, &at,
-                         &len)
-            == 0
-        && pv_doc_decode (body + at, len, &doc, NULL, 0) == 0) {
-        size_t text_len = 0;
-        const char *text = pv_str (pv_doc_root (doc), &text_len);
-        if (text && text_len < buf_len) {
-            memcpy (buf, text, text_len);
-            buf [text_len] = 0;
-            if (name_valid (buf))
-                found = buf;
-        }
-    }
-    pv_doc_destroy (&doc);
-    if (!found && !self->config.auth.insecure
-        && zmq_msg_size (&io->body) > 0) {
-        const char *key = zmq_msg_gets (&io->body, "User-Id");
-        const auth_key_t *record = key ? auth_key (self->ctx.auth, key) : NULL;
-        if (record && record->node
-            && snprintf (buf, buf_len, "%s", record->node) < (int) buf_len)
-            found = buf;
-    }
-    return found;
-}
-
 //  The text of the msgpack string value of KEY in the map BODY (SIZE
 //  bytes) into BUF, or NULL when there is none that is valid text.
 static const char *
@@ -729,6 +690,32 @@ s_peek_str (const uint8_t *body, size_t size, const char *key, char *buf,
         }
     }
     pv_doc_destroy (&doc);
+    return found;
+}
+
+//  Who sent the agent message in self->io that is being dropped, for the
+//  log: the node its body names when it is a map with a valid "node"
+//  (the rest of the map unchecked), else the node the connection's key is bound to (or claims),
+//  else NULL. Writes into BUF.
+static const char *
+s_dropped_sender (broker_t *self, char *buf, size_t buf_len)
+{
+    broker_io_t *io = self->io;
+    //  Only the node's value is decoded (and so checked): the rest of
+    //  the message may be what is wrong with it
+    const char *found = s_peek_str (zmq_msg_data (&io->body),
+                                    zmq_msg_size (&io->body), "node", buf,
+                                    buf_len);
+    if (found && !name_valid (found))
+        found = NULL;
+    if (!found && !self->config.auth.insecure
+        && zmq_msg_size (&io->body) > 0) {
+        const char *key = zmq_msg_gets (&io->body, "User-Id");
+        const auth_key_t *record = key ? auth_key (self->ctx.auth, key) : NULL;
+        if (record && record->node
+            && snprintf (buf, buf_len, "%s", record->node) < (int) buf_len)
+            found = buf;
+    }
     return found;
 }
 
@@ -763,10 +750,8 @@ s_note_incompatible (broker_t *self, const char *why)
     char text [400];
     snprintf (text, sizeof text, "its agent%s%s was refused: %s; this broker "
               "is release %s (protocol %d): upgrade gridagent",
-              version && pv_text_valid (version, strlen (version))
-                  ? " of release " : "",
-              version && pv_text_valid (version, strlen (version))
-                  ? version : "", why, GRID_VERSION, PROTO_VERSION);
+              version ? " of release " : "", version ? version : "", why,
+              GRID_VERSION, PROTO_VERSION);
     if (registry_note_incompatible (node, text))
         log_node (LOG_LEVEL_WARN, id, "node %s is incompatible: %s", id,
                   text);

@@ -49,6 +49,23 @@ s_spawn_swarm (grid_t *grid)
     return pid;
 }
 
+//  Answers the hello that came from ROUTING on ROUTER with an error CODE.
+static void
+s_refuse (zsock_t *router, zframe_t *routing, const char *code,
+          const char *message)
+{
+    proto_msg_t error = {
+        .type = PROTO_ERROR, .code = (char *) code, .message = (char *) message
+    };
+    pw_t *writer = pw_new ();
+    assert_int_equal (proto_msg_encode (&error, writer), 0);
+    zmsg_t *reply = zmsg_new ();
+    zmsg_append (reply, &(zframe_t *) {zframe_dup (routing)});
+    zmsg_addmem (reply, pw_data (writer), pw_size (writer));
+    assert_int_equal (zmsg_send (&reply, router), 0);
+    pw_destroy (&writer);
+}
+
 static void
 test_it_hello_backoff_paces (void **state)
 {
@@ -89,32 +106,14 @@ test_it_hello_backoff_paces (void **state)
             else
             if (strcmp (in->node, "refused-01") == 0) {
                 refused++;
-                proto_msg_t error = {
-                    .type = PROTO_ERROR, .code = "pending",
-                    .message = "this key waits for acceptance"
-                };
-                pw_t *writer = pw_new ();
-                assert_int_equal (proto_msg_encode (&error, writer), 0);
-                zmsg_t *reply = zmsg_new ();
-                zmsg_append (reply, &(zframe_t *) {zframe_dup (routing)});
-                zmsg_addmem (reply, pw_data (writer), pw_size (writer));
-                assert_int_equal (zmsg_send (&reply, router), 0);
-                pw_destroy (&writer);
+                s_refuse (router, routing, "pending",
+                          "this key waits for acceptance");
             }
             else
             if (strcmp (in->node, "old-01") == 0) {
                 incompatible++;
-                proto_msg_t error = {
-                    .type = PROTO_ERROR, .code = PROTO_ERR_VERSION,
-                    .message = "unsupported version 1 (speaks 2)"
-                };
-                pw_t *writer = pw_new ();
-                assert_int_equal (proto_msg_encode (&error, writer), 0);
-                zmsg_t *reply = zmsg_new ();
-                zmsg_append (reply, &(zframe_t *) {zframe_dup (routing)});
-                zmsg_addmem (reply, pw_data (writer), pw_size (writer));
-                assert_int_equal (zmsg_send (&reply, router), 0);
-                pw_destroy (&writer);
+                s_refuse (router, routing, PROTO_ERR_VERSION,
+                          "unsupported version 1 (speaks 2)");
             }
             else
             if (strncmp (in->node, "swarm-", 6) == 0) {
