@@ -127,19 +127,25 @@ runs=1
 run="$tmp/run-$runs"
 broker_pid=""
 
+# wait_gone PID TENTHS: until PID has exited, at most TENTHS tenths of a
+# second, then SIGKILL. Agents started in $(...) are not this shell's
+# children, so it waits by pid.
+wait_gone() {
+    for i in $(seq 1 "$2"); do
+        kill -0 "$1" 2>/dev/null || break
+        sleep 0.1
+    done
+    kill -KILL "$1" 2>/dev/null
+    wait "$1" 2>/dev/null
+}
+
 stop_all() {
     for pid in $pids; do
         kill -CONT "$pid" 2>/dev/null
         kill -TERM "$pid" 2>/dev/null
     done
-    # Agents started in $(...) are not this shell's children: wait by pid
     for pid in $pids; do
-        for i in $(seq 1 100); do
-            kill -0 "$pid" 2>/dev/null || break
-            sleep 0.1
-        done
-        kill -KILL "$pid" 2>/dev/null
-        wait "$pid" 2>/dev/null
+        wait_gone "$pid" 100
     done
     pids=""
     broker_pid=""
@@ -240,21 +246,28 @@ assert statuses == ["success"], statuses
 EOF
 }
 
-an_old_store_opens_in_a_new_broker() {
-    start_broker "$old" || return 1
-    pids="$pids $(start_agent "$old" st-01)"
+# store_crosses FROM TO NODE MSG: a broker and an agent of release FROM
+# run a job echoing MSG on NODE, then a broker of release TO opens the
+# same store and shows that job, succeeded, to its own gridcli.
+store_crosses() {
+    start_broker "$1" || return 1
+    pids="$pids $(start_agent "$1" "$3")"
     wait_online 1 || return 1
-    id=$(cli "$old" --output json job run --target node:st-01 --wait \
-        test echo --msg kept | job_id)
+    id=$(cli "$1" --output json job run --target "node:$3" --wait \
+        test echo --msg "$4" | job_id)
     [ -n "$id" ] || { echo "no job id"; return 1; }
     kill -TERM "$broker_pid"
     wait "$broker_pid" 2>/dev/null
-    start_broker "$new" || return 1
-    wait_online 1 || return 1
-    cli "$new" job status "$id" >"$run/out" 2>&1 || { cat "$run/out"; return 1; }
+    start_broker "$2" || return 1
+    cli "$2" job status "$id" >"$run/out" 2>&1 || { cat "$run/out"; return 1; }
     cat "$run/out"
-    grep -q 'kept' "$run/out" && grep -q 'success' "$run/out" || return 1
+    grep -q "$4" "$run/out" && grep -q 'success' "$run/out"
+}
+
+an_old_store_opens_in_a_new_broker() {
+    store_crosses "$old" "$new" st-01 kept || return 1
     # and the new broker still runs jobs on the old agent
+    wait_online 1 || return 1
     cli "$new" job run --target node:st-01 --wait test echo --msg again \
         | grep -q again
 }
@@ -262,18 +275,7 @@ an_old_store_opens_in_a_new_broker() {
 # A downgrade within one store schema: the store the new broker wrote
 # opens in the old one, its jobs readable.
 a_new_store_opens_in_the_old_broker() {
-    start_broker "$new" || return 1
-    pids="$pids $(start_agent "$new" dn-01)"
-    wait_online 1 || return 1
-    id=$(cli "$new" --output json job run --target node:dn-01 --wait \
-        test echo --msg back | job_id)
-    [ -n "$id" ] || { echo "no job id"; return 1; }
-    kill -TERM "$broker_pid"
-    wait "$broker_pid" 2>/dev/null
-    start_broker "$old" || return 1
-    cli "$old" job status "$id" >"$run/out" 2>&1 || { cat "$run/out"; return 1; }
-    cat "$run/out"
-    grep -q 'back' "$run/out" && grep -q 'success' "$run/out"
+    store_crosses "$new" "$old" dn-01 back
 }
 
 # A result the old agent spooled while its broker could not take it is
@@ -294,12 +296,7 @@ an_old_spool_is_delivered_by_a_new_agent() {
     sleep 3
     # The task ended with no broker to hear it: its result is spooled
     kill -TERM "$agent"
-    for i in $(seq 1 100); do
-        kill -0 "$agent" 2>/dev/null || break
-        sleep 0.1
-    done
-    kill -KILL "$agent" 2>/dev/null
-    wait "$agent" 2>/dev/null
+    wait_gone "$agent" 100
     kill -CONT "$broker_pid"
     pids="$pids $(start_agent "$new" sp-01)"
     for i in $(seq 1 200); do
@@ -309,7 +306,9 @@ an_old_spool_is_delivered_by_a_new_agent() {
         sleep 0.1
     done
     cat "$run/out"
-    grep -q ' success ' "$run/out"
+    grep -q ' success ' "$run/out" || return 1
+    # ... and it came from the spool, not from a run of its own
+    grep -q '1 result(s) to deliver' "$run/agent-sp-01.log"
 }
 
 # Five old agents replaced one at a time by new ones (each stopped the
@@ -340,11 +339,7 @@ EOF
     for pid in $agents; do
         n=$((n + 1))
         kill -TERM "$pid"
-        for i in $(seq 1 150); do
-            kill -0 "$pid" 2>/dev/null || break
-            sleep 0.1
-        done
-        wait "$pid" 2>/dev/null
+        wait_gone "$pid" 150
         pids="$pids $(start_agent "$new" ru-0$n)"
     done
     for i in $(seq 1 600); do
