@@ -254,6 +254,24 @@ test_it_claims_reclaim_after_kill (void **state)
     free (id);
 }
 
+//  Starts GRID: a broker whose config file holds LIMITS (YAML), and two
+//  agents lim-01 and lim-02 in group lim.
+static void
+s_start_limited (grid_t *grid, const char *limits)
+{
+    assert_int_equal (grid_init (grid), 0);
+    char path [400];
+    snprintf (path, sizeof path, "%s/limits.yaml", grid->dir);
+    FILE *file = fopen (path, "w");
+    assert_non_null (file);
+    fputs (limits, file);
+    fclose (file);
+    const char *broker [] = {"--config", path, NULL};
+    assert_int_equal (grid_start_broker (grid, broker), 0);
+    assert_true (grid_start_agent (grid, "lim-01", "lim", NULL, NULL) >= 0);
+    assert_true (grid_start_agent (grid, "lim-02", "lim", NULL, NULL) >= 0);
+}
+
 //  A broker limit holds cells pending, with the reason, and lets them go
 //  as slots free: a broadcast of `test sleep` under `test.sleep: 1` runs
 //  on one node at a time and completes everywhere.
@@ -261,17 +279,8 @@ static void
 test_it_claims_limit_holds_cells (void **state)
 {
     grid_t grid;
-    assert_int_equal (grid_init (&grid), 0);
-    char path [400];
-    snprintf (path, sizeof path, "%s/limits.yaml", grid.dir);
-    FILE *file = fopen (path, "w");
-    assert_non_null (file);
-    fprintf (file, "limits:\n  test.sleep: 1\n  per_node:\n    apt.*: 1\n");
-    fclose (file);
-    const char *broker [] = {"--config", path, NULL};
-    assert_int_equal (grid_start_broker (&grid, broker), 0);
-    assert_true (grid_start_agent (&grid, "lim-01", "lim", NULL, NULL) >= 0);
-    assert_true (grid_start_agent (&grid, "lim-02", "lim", NULL, NULL) >= 0);
+    s_start_limited (&grid, "limits:\n  test.sleep: 1\n  per_node:\n"
+                            "    apt.*: 1\n");
     char *id = grid_submit_id (&grid,
                                "target: group:lim\n"
                                "tasks:\n"
@@ -312,17 +321,7 @@ static void
 test_it_claims_queue_stats_per_node_limit (void **state)
 {
     grid_t grid;
-    assert_int_equal (grid_init (&grid), 0);
-    char path [400];
-    snprintf (path, sizeof path, "%s/limits.yaml", grid.dir);
-    FILE *file = fopen (path, "w");
-    assert_non_null (file);
-    fprintf (file, "limits:\n  per_node:\n    test.sleep: 1\n");
-    fclose (file);
-    const char *broker [] = {"--config", path, NULL};
-    assert_int_equal (grid_start_broker (&grid, broker), 0);
-    assert_true (grid_start_agent (&grid, "lim-01", "lim", NULL, NULL) >= 0);
-    assert_true (grid_start_agent (&grid, "lim-02", "lim", NULL, NULL) >= 0);
+    s_start_limited (&grid, "limits:\n  per_node:\n    test.sleep: 1\n");
     const char *spec = "target: group:lim\n"
                        "tasks: [{backend: test, action: sleep, params: "
                        "{seconds: 3}}]\n";
