@@ -48,8 +48,13 @@ endif
 # packages' copy) passes GRID_COMMIT in, else reads "unknown"; the date
 # is SOURCE_DATE_EPOCH's when set (reproducible builds), else today.
 VERSION := $(shell cat VERSION 2>/dev/null || echo 0.0.0)
-GRID_COMMIT ?= $(shell git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
-GRID_BUILD_DATE ?= $(shell date -u -d @$${SOURCE_DATE_EPOCH:-$$(date +%s)} +%Y-%m-%d)
+# (read once per make, not at each use)
+ifndef GRID_COMMIT
+GRID_COMMIT := $(shell git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
+endif
+ifndef GRID_BUILD_DATE
+GRID_BUILD_DATE := $(shell date -u -d @$${SOURCE_DATE_EPOCH:-$$(date +%s)} +%Y-%m-%d)
+endif
 
 ifeq ($(SANITIZE),1)
 BUILD ?= build-asan
