@@ -521,7 +521,8 @@ static uint8_t *s_read_pieces (store_txn_t *txn, const uint8_t *prefix,
 
 //  True when ATTEMPT's stream (stdout, or stderr with STDERR_) went in
 //  pieces and its head is not its first bytes: the agent put '?' for
-//  bytes that are not UTF-8 text (or NUL), so the stream is binary.
+//  bytes that are not UTF-8 text (or NUL), so the stream is binary. Only
+//  a head with a '?' costs a read of the stored pieces.
 static bool
 s_stream_binary (const s_cell_at_t *at, const pv_t *attempt, bool stderr_)
 {
@@ -530,7 +531,8 @@ s_stream_binary (const s_cell_at_t *at, const pv_t *attempt, bool stderr_)
     const char *head = pv_str (pv_map_get (attempt, stderr_ ? "error"
                                                             : "output"),
                                &head_len);
-    if (!at || !head
+    //  A head without '?' is the stream's own bytes: no read needed
+    if (!at || !head || !memchr (head, '?', head_len)
         || pv_get_int (pv_map_get (attempt, stderr_ ? "error_size"
                                                     : "output_size"),
                        &size) != 0
