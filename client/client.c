@@ -416,11 +416,11 @@ client_reply_decode (const pv_doc_t *answer, const char *id,
     ||  pv_get_int (pv_map_get (root, "v"), &version) != 0)
         return s_malformed (why, why_len, "the broker's answer is not a grid "
                             "protocol message");
-    if (version != PROTO_VERSION) {
+    if (!proto_version_spoken (version)) {
         char sentence [200];
         snprintf (sentence, sizeof sentence, "the broker answered in "
-                  "protocol version %" PRId64 "; this client speaks %d",
-                  version, PROTO_VERSION);
+                  "protocol version %" PRId64 "; this client speaks %d to %d",
+                  version, PROTO_VERSION_MIN, PROTO_VERSION);
         return s_malformed (why, why_len, sentence);
     }
     const pv_t *type = pv_map_get (root, "type");

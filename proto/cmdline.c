@@ -50,8 +50,8 @@ cmdline_usage_error (FILE *err, const char *program, const char *topic,
 void
 cmdline_print_version (FILE *out, const char *program)
 {
-    fprintf (out, "%s %s (protocol %d)\n", program, GRID_VERSION,
-             PROTO_VERSION);
+    fprintf (out, "%s %s (protocol %d, reads %d to %d)\n", program,
+             GRID_VERSION, PROTO_VERSION, PROTO_VERSION_MIN, PROTO_VERSION);
     fprintf (out, "commit %s, built %s\n", GRID_COMMIT, GRID_BUILD_DATE);
     fprintf (out, "features: %s\n", PROTO_FEATURES_TEXT);
 }

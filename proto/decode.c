@@ -597,8 +597,8 @@ proto_msg_decode_schema (const void *data, size_t size, proto_msg_t **msg_p,
     const pv_t *version = pv_map_get (root, "v");
     int64_t number;
     if (!version) {
-        proto_format (why, why_len, "v: required (protocol version, speaks %d)",
-                      PROTO_VERSION);
+        proto_format (why, why_len, "v: required (protocol version, speaks "
+                      "%d to %d)", PROTO_VERSION_MIN, PROTO_VERSION);
         goto done;
     }
     if (pv_get_int (version, &number)) {
@@ -606,9 +606,8 @@ proto_msg_decode_schema (const void *data, size_t size, proto_msg_t **msg_p,
                       pv_type_name (pv_type (version)));
         goto done;
     }
-    if (number != PROTO_VERSION) {
-        proto_format (why, why_len, "unsupported version %" PRId64
-                      " (speaks %d)", number, PROTO_VERSION);
+    if (!proto_version_spoken (number)) {
+        proto_version_refusal (number, why, why_len);
         goto done;
     }
     const pv_t *type = pv_map_get (root, "type");
@@ -658,6 +657,7 @@ proto_msg_decode_schema (const void *data, size_t size, proto_msg_t **msg_p,
     s_arena = NULL;
     if (decoded)
         goto done;
+    msg->protocol = (int) number;
     *msg_p = msg;
     msg = NULL;
     rc = PROTO_OK;
@@ -1039,7 +1039,7 @@ s_decode_direct (const void *data, size_t size, proto_msg_t **msg_p)
     //  {"v": 1, "type": name, ...}
     if (!data || s_read_map (&reader, &count) || count < 2
     ||  s_read_str (&reader, &key, &key_len) || key_len != 1 || key [0] != 'v'
-    ||  s_read_int (&reader, &version) || version != PROTO_VERSION
+    ||  s_read_int (&reader, &version) || !proto_version_spoken (version)
     ||  s_read_str (&reader, &key, &key_len) || key_len != 4
     ||  memcmp (key, "type", 4) != 0
     ||  s_read_str (&reader, &type_text, &type_len))
@@ -1058,6 +1058,7 @@ s_decode_direct (const void *data, size_t size, proto_msg_t **msg_p)
         return 1;
     memset (msg, 0, sizeof (proto_msg_t));
     msg->type = message->type;
+    msg->protocol = (int) version;
     msg->packed = true;
     s_arena_t arena;
     arena.next = (char *) msg + head;

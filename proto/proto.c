@@ -1096,16 +1096,43 @@ proto_msg_encode (const proto_msg_t *msg, pw_t *writer)
         return PROTO_EMALFORMED;
     pw_map (writer, 2 + s_present_count (msg, &message->schema));
     pw_str (writer, "v");
-    pw_int (writer, PROTO_VERSION);
+    pw_int (writer, msg->protocol ? msg->protocol : PROTO_VERSION);
     pw_str (writer, "type");
     pw_str (writer, message->name);
     s_write_pairs (writer, msg, &message->schema);
     return PROTO_OK;
 }
 
+bool
+proto_version_spoken (int64_t version)
+{
+    return version >= PROTO_VERSION_MIN && version <= PROTO_VERSION;
+}
+
+int
+proto_version_for (int64_t version)
+{
+    return version > PROTO_VERSION ? PROTO_VERSION
+         : version < PROTO_VERSION_MIN ? PROTO_VERSION_MIN
+         : (int) version;
+}
+
+const char *
+proto_version_refusal (int64_t version, char *text, size_t len)
+{
+    if (PROTO_VERSION_MIN == PROTO_VERSION)
+        proto_format (text, len, "unsupported version %" PRId64
+                      " (speaks %d)", version, PROTO_VERSION);
+    else
+        proto_format (text, len, "unsupported version %" PRId64
+                      " (speaks %d to %d)", version, PROTO_VERSION_MIN,
+                      PROTO_VERSION);
+    return text;
+}
+
 int
 proto_result_ack_encode (const char *job, uint32_t step, uint32_t attempt,
-                         pw_t *writer)
+                         int version, pw_t *writer)
 {
     assert (writer);
     //  The rules of s_result_ack_fields (S_JOB, S_STEP, S_ATTEMPT)
@@ -1114,7 +1141,7 @@ proto_result_ack_encode (const char *job, uint32_t step, uint32_t attempt,
         return PROTO_EMALFORMED;
     pw_map (writer, 5);
     pw_strn (writer, "v", 1);
-    pw_int (writer, PROTO_VERSION);
+    pw_int (writer, version ? version : PROTO_VERSION);
     pw_strn (writer, "type", 4);
     pw_strn (writer, "result_ack", 10);
     pw_strn (writer, "job", 3);
@@ -1128,7 +1155,7 @@ proto_result_ack_encode (const char *job, uint32_t step, uint32_t attempt,
 
 int
 proto_result_acks_encode (const proto_ack_t *acks, size_t count,
-                          pw_t *writer)
+                          int version, pw_t *writer)
 {
     assert (writer);
     //  The rules of s_result_acks_fields
@@ -1142,7 +1169,7 @@ proto_result_acks_encode (const proto_ack_t *acks, size_t count,
             return PROTO_EMALFORMED;
     pw_map (writer, 3);
     pw_strn (writer, "v", 1);
-    pw_int (writer, PROTO_VERSION);
+    pw_int (writer, version ? version : PROTO_VERSION);
     pw_strn (writer, "type", 4);
     pw_strn (writer, "result_acks", 11);
     pw_strn (writer, "acks", 4);

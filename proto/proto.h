@@ -1,5 +1,5 @@
 /*  =========================================================================
-    proto - grid's wire messages (protocol version 1)
+    proto - grid's wire messages (protocol version 2, reads 1 and 2)
 
     Every ZeroMQ message is its routing frames, a topic frame on the
     commands socket, and exactly one msgpack body frame: a map with "v"
@@ -32,7 +32,14 @@
 #include "pv.h"
 #include "pw.h"
 
-#define PROTO_VERSION 1
+//  The protocol this release writes, and the oldest it still reads: a
+//  receiver takes bodies of any v from PROTO_VERSION_MIN to PROTO_VERSION
+//  (PROTOCOL.md section 6). A sender writes to one peer at that peer's
+//  version (the v of its hello, request or relay heartbeat), and what
+//  many peers or a later release read (the commands socket, the store,
+//  the spool) at PROTO_VERSION_MIN, so that every reader takes it.
+#define PROTO_VERSION 2
+#define PROTO_VERSION_MIN 1
 #define PROTO_MAX_FRAME (16 * 1024 * 1024)  //  ZMQ_MAXMSGSIZE on every socket
 #define PROTO_MAX_OUTPUT (1024 * 1024)      //  Longest result output / error
 #define PROTO_MAX_TEXT 4096                 //  Longest other string field
@@ -143,6 +150,9 @@ typedef struct {
 typedef struct proto_msg_s proto_msg_t;
 struct proto_msg_s {
     proto_type_t type;           //  Which message
+    int protocol;                //  Decoded: the body's v. Encoded: the v
+                                 //  to write (0: PROTO_VERSION); the
+                                 //  caller writes only keys it carries
     char *node;                  //  hello, heartbeat, ack, started, result, bye, welcome
     //  hello
     char *hostname;              //  Host's name
@@ -233,17 +243,33 @@ const char *proto_type_name (proto_type_t type);
 //  message on the wire.
 int proto_msg_encode (const proto_msg_t *msg, pw_t *writer);
 
-//  Appends a result_ack for JOB, STEP and ATTEMPT to WRITER: the bytes
-//  proto_msg_encode writes for it, without building a message. Returns 0,
-//  or -2 when a field breaks the protocol's rules.
+//  Appends a result_ack for JOB, STEP and ATTEMPT to WRITER, at protocol
+//  VERSION (0: PROTO_VERSION): the bytes proto_msg_encode writes for it,
+//  without building a message. Returns 0, or -2 when a field breaks the
+//  protocol's rules.
 int proto_result_ack_encode (const char *job, uint32_t step,
-                             uint32_t attempt, pw_t *writer);
+                             uint32_t attempt, int version, pw_t *writer);
 
-//  Appends a result_acks for the COUNT results in ACKS to WRITER (the
-//  bytes proto_msg_encode writes for it). Returns 0, or -2 when COUNT is
-//  0 or above PROTO_MAX_ACKS or an entry breaks the protocol's rules.
+//  Appends a result_acks for the COUNT results in ACKS to WRITER, at
+//  protocol VERSION (0: PROTO_VERSION; the bytes proto_msg_encode writes
+//  for it). Returns 0, or -2 when COUNT is 0 or above PROTO_MAX_ACKS or an
+//  entry breaks the protocol's rules.
 int proto_result_acks_encode (const proto_ack_t *acks, size_t count,
-                              pw_t *writer);
+                              int version, pw_t *writer);
+
+//  Whether protocol version VERSION is one this release reads.
+bool proto_version_spoken (int64_t version);
+
+//  The version to write to a peer that sent VERSION: VERSION itself when
+//  this release speaks it, else the spoken one nearest to it (a refusal
+//  to a newer peer at PROTO_VERSION, to an older one at
+//  PROTO_VERSION_MIN).
+int proto_version_for (int64_t version);
+
+//  A sentence on a peer of version VERSION that this release does not
+//  speak, into TEXT (LEN bytes), e.g. "unsupported version 3 (speaks 1
+//  to 2)". Returns TEXT.
+const char *proto_version_refusal (int64_t version, char *text, size_t len);
 
 //  Appends the start of a results from NODE with COUNT entries to WRITER:
 //  the caller then appends COUNT entries with proto_results_entry_encode.
@@ -265,7 +291,8 @@ bool proto_hello_has_feature (const proto_msg_t *hello, const char *feature);
 //  Decodes one body frame. Returns 0 and a new message in *MSG_P, or -2
 //  (malformed: wrong version, unknown type, missing/extra/mistyped field,
 //  bad name, out-of-range value, trailing bytes...) with a short reason in
-//  WHY. A version mismatch is reported as "unsupported version N (speaks 1)".
+//  WHY. A version mismatch is reported as "unsupported version N (speaks 1
+//  to 2)". The message's protocol holds the body's v.
 int proto_msg_decode (const void *data, size_t size, proto_msg_t **msg_p,
                       char *why, size_t why_len);
 
@@ -314,6 +341,7 @@ int proto_msg_decode_schema (const void *data, size_t size,
 typedef struct {
     char *type;        //  Request type ("job.submit", ...)
     char *id;          //  Client request id (echoed in the reply)
+    int version;       //  Its v: the reply is written at it
     const pv_t *body;  //  The whole request map (borrowed from doc)
     pv_doc_t *doc;     //  Owns body
 } proto_request_t;
@@ -347,5 +375,16 @@ void proto_reply_ok_begin (pw_t *writer, const char *id);
 void proto_reply_error (pw_t *writer, const char *id, const char *code,
                         const char *message, char *const *details,
                         size_t detail_count);
+
+//  The replies above are written at PROTO_VERSION. The version a reply to
+//  the request body DATA (SIZE bytes) must be written at: proto_version_for
+//  its v, or PROTO_VERSION_MIN when it has no readable v (the oldest
+//  reader then takes the error).
+int proto_reply_version (const void *data, size_t size);
+
+//  Rewrites the v of the reply REPLY (SIZE bytes, as the writers above
+//  made it) to VERSION, in place. Returns 0, or -1 when REPLY does not
+//  start as they write ({v: small int, ...}; nothing is changed).
+int proto_reply_set_version (void *reply, size_t size, int version);
 
 #endif

@@ -16,6 +16,7 @@
 
 #include "cron.h"
 #include "job.h"
+#include "mpscan.h"
 #include "names.h"
 
 //  ---------------------------------------------------------------------
@@ -268,19 +269,21 @@ proto_request_decode (const void *data, size_t size, proto_request_t **req_p,
     }
     const pv_t *version = pv_map_get (root, "v");
     int64_t number = 0;
-    if (!version || pv_get_int (version, &number) || number != PROTO_VERSION) {
+    if (!version || pv_get_int (version, &number)
+        || !proto_version_spoken (number)) {
         error = PROTO_ERR_VERSION;
         if (!version)
             proto_format (why, why_len, "the request has no version 'v'; this "
-                          "broker speaks version %d", PROTO_VERSION);
+                          "broker speaks versions %d to %d", PROTO_VERSION_MIN,
+                          PROTO_VERSION);
         else
         if (pv_type (version) != PV_INT)
             proto_format (why, why_len, "v: expected int, got %s; this broker "
-                          "speaks version %d", pv_type_name (pv_type (version)),
+                          "speaks versions %d to %d",
+                          pv_type_name (pv_type (version)), PROTO_VERSION_MIN,
                           PROTO_VERSION);
         else
-            proto_format (why, why_len, "unsupported version %" PRId64
-                          " (speaks %d)", number, PROTO_VERSION);
+            proto_version_refusal (number, why, why_len);
         goto failed;
     }
     const pv_t *type = pv_map_get (root, "type");
@@ -346,6 +349,7 @@ proto_request_decode (const void *data, size_t size, proto_request_t **req_p,
         goto failed;
     }
     req->id = id;
+    req->version = (int) number;
     req->body = root;
     req->doc = doc;
     *req_p = req;
@@ -433,4 +437,44 @@ proto_reply_error (pw_t *writer, const char *id, const char *code,
         for (size_t index = 0; index < detail_count; index++)
             pw_str (writer, details [index] ? details [index] : "");
     }
+}
+
+int
+proto_reply_version (const void *data, size_t size)
+{
+    size_t at = 0, len = 0;
+    if (!data || mpscan_map_find (data, size, "v", true, &at, &len) != 0)
+        return PROTO_VERSION_MIN;
+    const uint8_t *value = (const uint8_t *) data + at;
+    //  A positive fixint holds every version spoken; a wider positive int
+    //  is newer than all of them, anything else older
+    if (len == 1 && value [0] <= 0x7f)
+        return proto_version_for (value [0]);
+    return len >= 1 && value [0] >= 0xcc && value [0] <= 0xcf
+           ? PROTO_VERSION : PROTO_VERSION_MIN;
+}
+
+int
+proto_reply_set_version (void *reply, size_t size, int version)
+{
+    //  {v: N, ...}: a fixmap or map16/32 header, the fixstr "v", a fixint
+    uint8_t *bytes = (uint8_t *) reply;
+    size_t at = 0;
+    if (!bytes || size < 4 || version < 0 || version > 0x7f)
+        return -1;
+    if (bytes [0] >= 0x80 && bytes [0] <= 0x8f)
+        at = 1;
+    else
+    if (bytes [0] == 0xde)
+        at = 3;
+    else
+    if (bytes [0] == 0xdf)
+        at = 5;
+    else
+        return -1;
+    if (size < at + 3 || bytes [at] != 0xa1 || bytes [at + 1] != 'v'
+        || bytes [at + 2] > 0x7f)
+        return -1;
+    bytes [at + 2] = (uint8_t) version;
+    return 0;
 }

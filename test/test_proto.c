@@ -824,9 +824,9 @@ static void
 test_proto_version_and_type_refused (void **state)
 {
     s_expect_refused (s_heartbeat, "v", s_value_int (7),
-                      "unsupported version 7 (speaks 1)");
+                      "unsupported version 7 (speaks 1 to 2)");
     s_expect_refused (s_heartbeat, "v", s_value_int (0),
-                      "unsupported version 0 (speaks 1)");
+                      "unsupported version 0 (speaks 1 to 2)");
     s_expect_refused (s_heartbeat, "v", s_value_str ("1", 1),
                       "v: expected int");
     s_expect_refused (s_heartbeat, "v", NULL, "v: required");
@@ -1596,7 +1596,8 @@ test_proto_direct_decode_declines_hostile (void **state)
         { "output_dropped", "\x05", 1 },               //  without its size
         { "output_size", "\x00", 1 },
         { "error_size", "\xcf\x00\x00\x00\x00\x40\x00\x00\x01", 9 },
-        { "v", "\x02", 1 },
+        { "v", "\x03", 1 },
+        { "v", "\x00", 1 },
         { "type", "\xa7results", 8 },
         { "type", "\xa5hello", 6 },
         { "node", NULL, 0 },                           //  required
@@ -1668,19 +1669,19 @@ test_proto_result_acks_encode (void **state)
     pw_t *expected = pw_new ();
     assert_int_equal (proto_msg_encode (msg, expected), 0);
     pw_t *writer = pw_new ();
-    assert_int_equal (proto_result_acks_encode (msg->acks, msg->ack_count,
+    assert_int_equal (proto_result_acks_encode (msg->acks, msg->ack_count, 0,
                                                 writer), 0);
     assert_int_equal (pw_size (writer), pw_size (expected));
     assert_memory_equal (pw_data (writer), pw_data (expected),
                          pw_size (writer));
     pw_reset (writer);
-    assert_int_equal (proto_result_acks_encode (msg->acks, 0, writer), -2);
+    assert_int_equal (proto_result_acks_encode (msg->acks, 0, 0, writer), -2);
     proto_ack_t bad = { "not a job", 0, 1 };
-    assert_int_equal (proto_result_acks_encode (&bad, 1, writer), -2);
+    assert_int_equal (proto_result_acks_encode (&bad, 1, 0, writer), -2);
     bad = (proto_ack_t) { JOB_A, 1024, 1 };
-    assert_int_equal (proto_result_acks_encode (&bad, 1, writer), -2);
+    assert_int_equal (proto_result_acks_encode (&bad, 1, 0, writer), -2);
     bad = (proto_ack_t) { JOB_A, 0, 0 };
-    assert_int_equal (proto_result_acks_encode (&bad, 1, writer), -2);
+    assert_int_equal (proto_result_acks_encode (&bad, 1, 0, writer), -2);
     assert_int_equal (pw_size (writer), 0);
     //  The most one message covers, and one more
     proto_ack_t *many = calloc (PROTO_MAX_ACKS + 1, sizeof (proto_ack_t));
@@ -1688,9 +1689,9 @@ test_proto_result_acks_encode (void **state)
     for (size_t index = 0; index <= PROTO_MAX_ACKS; index++)
         many [index] = (proto_ack_t) { JOB_A, (uint32_t) (index % 1024),
                                        (uint32_t) (1 + index / 1024) };
-    assert_int_equal (proto_result_acks_encode (many, PROTO_MAX_ACKS + 1,
+    assert_int_equal (proto_result_acks_encode (many, PROTO_MAX_ACKS + 1, 0,
                                                 writer), -2);
-    assert_int_equal (proto_result_acks_encode (many, PROTO_MAX_ACKS,
+    assert_int_equal (proto_result_acks_encode (many, PROTO_MAX_ACKS, 0,
                                                 writer), 0);
     proto_msg_t *got = NULL;
     assert_int_equal (proto_msg_decode (pw_data (writer), pw_size (writer),
@@ -2169,7 +2170,7 @@ test_proto_result_ack_encode (void **state)
         pw_reset (writer);
         int rc = proto_msg_encode (&msg, expected);
         assert_int_equal (proto_result_ack_encode (job, steps [at],
-                                                   attempts [at], writer),
+                                                   attempts [at], 0, writer),
                           rc);
         if (rc == 0) {
             assert_int_equal (pw_size (writer), pw_size (expected));
@@ -2177,9 +2178,9 @@ test_proto_result_ack_encode (void **state)
                                  pw_size (expected));
         }
     }
-    assert_int_equal (proto_result_ack_encode ("not a job", 0, 1, writer),
+    assert_int_equal (proto_result_ack_encode ("not a job", 0, 1, 0, writer),
                       -2);
-    assert_int_equal (proto_result_ack_encode (NULL, 0, 1, writer), -2);
+    assert_int_equal (proto_result_ack_encode (NULL, 0, 1, 0, writer), -2);
     pw_destroy (&expected);
     pw_destroy (&writer);
 }
@@ -2447,20 +2448,20 @@ test_proto_request_errors (void **state)
     w = pw_new ();
     pw_map (w, 3);
     pw_str (w, "v");
-    pw_int (w, 2);
+    pw_int (w, 3);
     pw_str (w, "type");
     pw_str (w, "status");
     pw_str (w, "id");
     pw_str (w, "r7");
     s_expect_request_refused (w, PROTO_ERR_VERSION,
-                              "unsupported version 2 (speaks 1)", "r7");
+                              "unsupported version 3 (speaks 1 to 2)", "r7");
     w = pw_new ();
     pw_map (w, 2);
     pw_str (w, "type");
     pw_str (w, "status");
     pw_str (w, "id");
     pw_str (w, "r8");
-    s_expect_request_refused (w, PROTO_ERR_VERSION, "speaks version 1", "r8");
+    s_expect_request_refused (w, PROTO_ERR_VERSION, "speaks versions 1 to 2", "r8");
 
     //  Types
     w = pw_new ();
@@ -2589,6 +2590,128 @@ test_proto_request_errors (void **state)
     pw_destroy (&w);
 }
 
+//  The version window: bodies of v 1 and 2 are read and say their
+//  version; each is written at the version asked for; replies are
+//  answered at their request's version.
+static void
+test_proto_version_window (void **state)
+{
+    (void) state;
+    for (int version = PROTO_VERSION_MIN; version <= PROTO_VERSION;
+         version++) {
+        proto_msg_t *msg = s_heartbeat ();
+        msg->protocol = version;
+        pw_t *writer = pw_new ();
+        assert_int_equal (proto_msg_encode (msg, writer), 0);
+        proto_msg_destroy (&msg);
+        //  {v: N, ...}: the fixmap, "v", the fixint
+        assert_int_equal (((const uint8_t *) pw_data (writer)) [3], version);
+        assert_int_equal (proto_msg_decode (pw_data (writer),
+                                            pw_size (writer), &msg, NULL, 0),
+                          0);
+        assert_int_equal (msg->protocol, version);
+        proto_msg_destroy (&msg);
+        assert_int_equal (proto_msg_decode_schema (pw_data (writer),
+                                                   pw_size (writer), &msg,
+                                                   NULL, 0), 0);
+        assert_int_equal (msg->protocol, version);
+        proto_msg_destroy (&msg);
+        //  A hello says its version too (it decodes apart)
+        msg = s_hello ();
+        msg->protocol = version;
+        pw_reset (writer);
+        assert_int_equal (proto_msg_encode (msg, writer), 0);
+        proto_msg_destroy (&msg);
+        assert_int_equal (proto_msg_decode (pw_data (writer),
+                                            pw_size (writer), &msg, NULL, 0),
+                          0);
+        assert_int_equal (msg->protocol, version);
+        proto_msg_destroy (&msg);
+        //  The acks' own encoders
+        pw_reset (writer);
+        assert_int_equal (proto_result_ack_encode (JOB_A, 1, 1, version,
+                                                   writer), 0);
+        assert_int_equal (proto_msg_decode (pw_data (writer),
+                                            pw_size (writer), &msg, NULL, 0),
+                          0);
+        assert_int_equal (msg->protocol, version);
+        proto_msg_destroy (&msg);
+
+        //  A request of each version is read, and its reply written at it
+        pw_reset (writer);
+        pw_map (writer, 3);
+        pw_str (writer, "v");
+        pw_int (writer, version);
+        pw_str (writer, "type");
+        pw_str (writer, "status");
+        pw_str (writer, "id");
+        pw_str (writer, "r1");
+        s_outcome_t out;
+        s_request (writer, &out);
+        assert_int_equal (out.rc, 0);
+        assert_int_equal (out.req->version, version);
+        s_outcome_clear (&out);
+        assert_int_equal (proto_reply_version (pw_data (writer),
+                                               pw_size (writer)), version);
+        pw_t *reply = pw_new ();
+        proto_reply_error (reply, "r1", PROTO_ERR_CONFLICT, "no", NULL, 0);
+        uint8_t *bytes = malloc (pw_size (reply));
+        assert_non_null (bytes);
+        memcpy (bytes, pw_data (reply), pw_size (reply));
+        assert_int_equal (proto_reply_set_version (bytes, pw_size (reply),
+                                                   version), 0);
+        pv_doc_t *doc = NULL;
+        assert_int_equal (pv_doc_decode (bytes, pw_size (reply), &doc, NULL,
+                                         0), 0);
+        int64_t number = 0;
+        assert_int_equal (pv_get_int (pv_map_get (pv_doc_root (doc), "v"),
+                                      &number), 0);
+        assert_int_equal (number, version);
+        pv_doc_destroy (&doc);
+        free (bytes);
+        pw_destroy (&reply);
+        pw_destroy (&writer);
+    }
+    //  What is not spoken is answered at the nearest version spoken
+    const int64_t far [] = { 0, -1, 3, 300, 70000 };
+    const int nearest [] = { PROTO_VERSION_MIN, PROTO_VERSION_MIN,
+                             PROTO_VERSION, PROTO_VERSION, PROTO_VERSION };
+    for (size_t index = 0; index < sizeof far / sizeof far [0]; index++) {
+        pw_t *writer = pw_new ();
+        pw_map (writer, 2);
+        pw_str (writer, "v");
+        pw_int (writer, far [index]);
+        pw_str (writer, "type");
+        pw_str (writer, "status");
+        assert_int_equal (proto_reply_version (pw_data (writer),
+                                               pw_size (writer)),
+                          nearest [index]);
+        assert_int_equal (proto_version_for (far [index]), nearest [index]);
+        assert_false (proto_version_spoken (far [index]));
+        pw_destroy (&writer);
+    }
+    //  No readable v, or no map: the oldest reader gets it
+    pw_t *writer = pw_new ();
+    pw_map (writer, 1);
+    pw_str (writer, "v");
+    pw_str (writer, "2");
+    assert_int_equal (proto_reply_version (pw_data (writer), pw_size (writer)),
+                      PROTO_VERSION_MIN);
+    assert_int_equal (proto_reply_version ("\x91\x01", 2), PROTO_VERSION_MIN);
+    assert_int_equal (proto_reply_version (NULL, 0), PROTO_VERSION_MIN);
+    //  A body that does not start {v: fixint} is left alone
+    uint8_t odd [] = { 0x81, 0xa1, 'x', 0x02 };
+    assert_int_equal (proto_reply_set_version (odd, sizeof odd, 1), -1);
+    assert_int_equal (odd [3], 0x02);
+    uint8_t short_one [] = { 0x81, 0xa1 };
+    assert_int_equal (proto_reply_set_version (short_one, sizeof short_one, 1),
+                      -1);
+    char sentence [80];
+    assert_string_equal (proto_version_refusal (9, sentence, sizeof sentence),
+                         "unsupported version 9 (speaks 1 to 2)");
+    pw_destroy (&writer);
+}
+
 static void
 test_proto_replies (void **state)
 {
@@ -2603,7 +2726,7 @@ test_proto_replies (void **state)
     const pv_t *root = pv_doc_root (doc);
     int64_t version = 0;
     assert_int_equal (pv_get_int (pv_map_get (root, "v"), &version), 0);
-    assert_int_equal (version, 1);
+    assert_int_equal (version, PROTO_VERSION);
     assert_true (pv_str_eq (pv_map_get (root, "type"), "ok"));
     assert_true (pv_str_eq (pv_map_get (root, "id"), "req-1"));
     assert_true (pv_str_eq (pv_map_get (pv_map_get (root, "data"), "job"),
@@ -2680,6 +2803,7 @@ main (void)
         cmocka_unit_test (test_proto_trailing_bytes_refused),
         cmocka_unit_test (test_proto_type_names),
         cmocka_unit_test (test_proto_version_and_type_refused),
+        cmocka_unit_test (test_proto_version_window),
         cmocka_unit_test (test_proto_wrong_types_refused),
         cmocka_unit_test (test_proto_ranges_refused),
         cmocka_unit_test (test_proto_param_range),
