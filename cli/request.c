@@ -162,6 +162,11 @@ s_print_refusal (const client_reply_t *reply, FILE *err)
         s_print_option_hint (detail, err);
         free (detail);
     }
+    //  A broker of another release: say what to do about it
+    if (streq (reply->code, PROTO_ERR_VERSION))
+        fprintf (err, "  (this gridcli is release %s, protocol %d: use the "
+                 "gridcli of the broker's release, or upgrade gridbroker)\n",
+                 GRID_VERSION, PROTO_VERSION);
 }
 
 int

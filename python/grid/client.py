@@ -25,7 +25,8 @@ from . import config as _config
 from .errors import (ConfigError, GridError, TargetError, Unreachable,
                      UsageError)
 
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2          # written in requests
+PROTOCOL_VERSIONS = (1, 2)    # read in replies (PROTOCOL.md section 6)
 DEFAULT_ENDPOINT = _config.DEFAULT_ENDPOINT
 FINISHED = frozenset({"completed", "partial_failure", "failed", "cancelled"})
 
@@ -293,16 +294,21 @@ class Client:
 
     @staticmethod
     def _data(reply, request_id, type_):
-        if not isinstance(reply, dict) or reply.get("v") != PROTOCOL_VERSION:
+        if (not isinstance(reply, dict)
+                or reply.get("v") not in PROTOCOL_VERSIONS):
             raise GridError("malformed", f"the reply to {type_} is not a "
-                            "version 1 map", request=type_)
+                            "map of protocol version 1 or 2", request=type_)
         if reply.get("id") not in (request_id, "", None):
             raise GridError("malformed", f"the reply to {type_} answers "
                             "another request", request=type_)
         if reply.get("type") == "error":
-            raise GridError(reply.get("code", "internal"),
-                            reply.get("message", ""), reply.get("details"),
-                            request=type_)
+            message = reply.get("message", "")
+            if reply.get("code") == "unsupported_version":
+                message += (f"; this module speaks protocol {PROTOCOL_VERSION}:"
+                            " use the module of the broker's release, or "
+                            "upgrade gridbroker")
+            raise GridError(reply.get("code", "internal"), message,
+                            reply.get("details"), request=type_)
         if reply.get("type") != "ok" or not isinstance(reply.get("data"), dict):
             raise GridError("malformed", f"the reply to {type_} has no data",
                             request=type_)
