@@ -739,6 +739,29 @@ link_heartbeat_ms (link_t *self)
     return self->heartbeat_ms;
 }
 
+//  What to upgrade, after a refusal MESSAGE of our protocol version: a
+//  relay names itself; a broker says the versions it speaks ("(speaks
+//  1)", "(speaks 1 to 2)"): one older than this agent is upgraded first.
+static const char *
+s_upgrade_advice (const char *message)
+{
+    if (strstr (message, "through relay"))
+        return "Upgrade that relay, then this agent";
+    const char *speaks = strstr (message, "(speaks ");
+    if (!speaks)
+        return "Upgrade gridagent or the broker so that their releases are "
+               "at most one apart";
+    int oldest = 0, newest = 0;
+    int read = sscanf (speaks, "(speaks %d to %d)", &oldest, &newest);
+    if (read == 1)
+        newest = oldest;
+    return read >= 1 && newest < PROTO_VERSION
+           ? "This agent is newer than the broker: upgrade the broker first "
+             "(brokers, then relays, then agents), or run the gridagent of "
+             "the broker's release"
+           : "This agent is older than the broker speaks: upgrade gridagent";
+}
+
 void
 link_refused (link_t *self, const char *code, const char *message)
 {
@@ -754,11 +777,10 @@ link_refused (link_t *self, const char *code, const char *message)
                 && strstr (message, "hello: unknown key")));
     if (!repeated && incompatible)
         log_error ("the broker at %s does not speak this agent's protocol "
-                   "(release %s, protocol %d): %s: %s. Upgrade gridagent or the "
-                   "broker so that their releases are at most one apart; "
-                   "asking again every %d s", self->endpoints [self->endpoint],
+                   "(release %s, protocol %d): %s: %s. %s; asking again "
+                   "every %d s", self->endpoints [self->endpoint],
                    GRID_VERSION, PROTO_VERSION, code, message,
-                   S_HELLO_INCOMPATIBLE_MS / 1000);
+                   s_upgrade_advice (message), S_HELLO_INCOMPATIBLE_MS / 1000);
     else
     if (!repeated)
         s_log (self, "broker says %s: %s", code, message);

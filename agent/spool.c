@@ -292,8 +292,12 @@ spool_put (spool_t *self, const proto_msg_t *msg, char *err, size_t err_len)
                proto_type_name (msg->type));
         return -1;
     }
+    //  Kept at the oldest protocol version: the agent's previous release
+    //  reads the spool too (and the broker takes any spoken version)
+    proto_msg_t kept = *msg;
+    kept.protocol = PROTO_VERSION_MIN;
     pw_t *writer = pw_new ();
-    if (proto_msg_encode (msg, writer)) {
+    if (proto_msg_encode (&kept, writer)) {
         pw_destroy (&writer);
         s_err (err, err_len, "spool: the %s message does not encode",
                proto_type_name (msg->type));

@@ -13,13 +13,16 @@
 //  ---------------------------------------------------------------------
 //  Agent socket
 
-//  Encodes an agent error message into self->body. Returns 0 or -1.
+//  Encodes an agent error message into self->body at protocol VERSION.
+//  Returns 0 or -1.
 static int
-s_encode_agent_error (broker_t *self, const char *code, const char *message)
+s_encode_agent_error (broker_t *self, const char *code, const char *message,
+                      int version)
 {
     proto_msg_t msg;
     memset (&msg, 0, sizeof msg);
     msg.type = PROTO_ERROR;
+    msg.protocol = version;
     msg.code = (char *) code;
     msg.message = (char *) message;
     pw_reset (self->body);
@@ -32,7 +35,11 @@ static void
 s_send_agent_error (broker_t *self, const void *routing, size_t routing_size,
                     const char *code, const char *message)
 {
-    if (s_encode_agent_error (self, code, message) == 0)
+    //  In the version of the message it answers (the nearest spoken)
+    const broker_io_t *io = self->io;
+    int version = proto_reply_version (zmq_msg_data ((zmq_msg_t *) &io->body),
+                                       zmq_msg_size ((zmq_msg_t *) &io->body));
+    if (s_encode_agent_error (self, code, message, version) == 0)
         broker_queue_send (self, self->agents, routing, routing_size,
                       zmq_msg_data (&self->io->via), self->io->answer_size,
                       NULL, false);
@@ -46,7 +53,8 @@ static bool
 s_probe_session (broker_t *self, const registry_node_t *node,
                  const char *notice)
 {
-    if (s_encode_agent_error (self, PROTO_ERR_DUPLICATE_NODE, notice) != 0)
+    if (s_encode_agent_error (self, PROTO_ERR_DUPLICATE_NODE, notice,
+                              broker_node_protocol (node)) != 0)
         return true;
     void *handle = zsock_resolve (self->agents);
     if (zmq_send (handle, node->routing_id, node->routing_id_size,
@@ -176,18 +184,21 @@ s_send_welcome (broker_t *self, registry_node_t *node)
     welcome.node = node->id;
     welcome.heartbeat_ms = (uint32_t) self->config.heartbeat_ms;
     welcome.max_output = self->config.max_output;
+    welcome.protocol = broker_node_protocol (node);
     //  Granted only to an agent whose hello named features (an agent
-    //  before them refuses a welcome with an unknown key), and not through
-    //  relays: a relay of an earlier release decodes each welcome to grant
-    //  its agent's topics, and would refuse one with this key
+    //  before them refuses a welcome with an unknown key), and through
+    //  relays only when each of them said it speaks protocol 2: a relay
+    //  of a release before features decodes each welcome to grant its
+    //  agent's topics, and would refuse one with this key
     char *granted [2];
     size_t granted_count = 0;
-    if (node->via_size == 0
+    bool path_grants = node->via_size == 0 || node->relays_protocol >= 2;
+    if (path_grants
         && proto_hello_has_feature (node->hello, PROTO_FEATURE_RESULTS))
         granted [granted_count++] = PROTO_FEATURE_RESULTS;
     //  Result data may hold ints: an earlier broker refuses a result
     //  whose data is not all strings, so only when granted
-    if (node->via_size == 0
+    if (path_grants
         && proto_hello_has_feature (node->hello, PROTO_FEATURE_TYPED_DATA))
         granted [granted_count++] = PROTO_FEATURE_TYPED_DATA;
     if (granted_count) {
@@ -275,6 +286,7 @@ s_on_hello (broker_t *self, const void *routing, size_t routing_size,
     //  Through relays: the way back, and whose node it now is
     node->via_size = self->io->answer_size;
     memcpy (node->via, zmq_msg_data (&self->io->via), node->via_size);
+    node->relays_protocol = path->version;
     relays_on_hello (self->ctx.relays, node, path);
     node->hello_digest = digest;
     node->hello_size = hello_size;
@@ -601,6 +613,7 @@ s_on_output_row (broker_t *self, registry_node_t *node, const proto_msg_t *in,
     ack.attempt = in->attempt;
     ack.stream = in->stream;
     ack.offset = in->offset;
+    ack.protocol = broker_node_protocol (node);
     pw_reset (self->body);
     int rc = proto_msg_encode (&ack, self->body);
     assert (rc == 0);
@@ -719,13 +732,14 @@ s_dropped_sender (broker_t *self, char *buf, size_t buf_len)
     return found;
 }
 
-//  A hello in self->io refused for its protocol version (WHY): a node the
+//  A hello in self->io refused for its protocol version (WHY; RELAYED:
+//  for a relay's on its path, not the broker's): a node the
 //  broker knows, offline, whose bound key sent it (any sender when
 //  insecure), reads incompatible until a hello is welcomed; said at warn
 //  level once per reason. Unknown nodes are only logged (s_log_dropped),
 //  so that no one can fill the registry with names.
 static void
-s_note_incompatible (broker_t *self, const char *why)
+s_note_incompatible (broker_t *self, const char *why, bool relayed)
 {
     broker_io_t *io = self->io;
     const uint8_t *body = zmq_msg_data (&io->body);
@@ -749,9 +763,13 @@ s_note_incompatible (broker_t *self, const char *why)
                                       sizeof release);
     char text [400];
     snprintf (text, sizeof text, "its agent%s%s was refused: %s; this broker "
-              "is release %s (protocol %d): upgrade gridagent",
+              "is release %s (protocol %d to %d): %s",
               version ? " of release " : "", version ? version : "", why,
-              GRID_VERSION, PROTO_VERSION);
+              GRID_VERSION, PROTO_VERSION_MIN, PROTO_VERSION,
+              relayed ? "upgrade the relay"
+              : proto_reply_version (body, size) == PROTO_VERSION
+                  ? "upgrade gridbroker, or run the agent's previous release"
+                  : "upgrade gridagent");
     if (registry_note_incompatible (node, text))
         log_node (LOG_LEVEL_WARN, id, "node %s is incompatible: %s", id,
                   text);
@@ -819,7 +837,7 @@ s_on_agent_message (broker_t *self, int64_t now_ms)
         const char *code = strstr (why, "version") ? PROTO_ERR_VERSION
                                                    : PROTO_ERR_MALFORMED;
         if (strncmp (why, "unsupported version", 19) == 0)
-            s_note_incompatible (self, why);
+            s_note_incompatible (self, why, false);
         s_send_agent_error (self, routing, routing_size, code, why);
         return 1;
     }
@@ -874,6 +892,24 @@ s_on_agent_message (broker_t *self, int64_t now_ms)
         if (checked != 0 && refusal_code)
             s_send_agent_error (self, routing, routing_size, refusal_code,
                                 refusal);
+        proto_msg_destroy (&in);
+        return 1;
+    }
+    if (in->type == PROTO_HELLO && path.version
+        && in->protocol > path.version) {
+        //  A relay decodes each hello and welcome to grant its agents'
+        //  topics: one that speaks an older protocol cannot
+        self->stats->counters.malformed++;
+        char refused [400];
+        snprintf (refused, sizeof refused, "unsupported version %d through "
+                  "relay %s, which speaks %d: upgrade gridrelay %s first "
+                  "(relays before their agents), or run the agent's "
+                  "previous release", in->protocol, path.oldest,
+                  path.version, path.oldest);
+        s_note_incompatible (self, refused, true);
+        s_log_dropped (self, refused);
+        s_send_agent_error (self, routing, routing_size, PROTO_ERR_VERSION,
+                            refused);
         proto_msg_destroy (&in);
         return 1;
     }

@@ -89,16 +89,23 @@ s_recall_reply (broker_t *self, const char *id, const void **reply_p,
 }
 
 //  Queues the reply DATA/SIZE to the client whose envelope is ENVELOPE
-//  on SOCKET, sent after the pass commits. REQUEST is the message it
-//  answers, ID its request id, WROTE whether handling it changed the store.
+//  on SOCKET, sent after the pass commits, written at protocol VERSION
+//  (the request's). REQUEST is the message it answers, ID its request
+//  id, WROTE whether handling it changed the store.
 void
 broker_reply (broker_t *self, zsock_t *socket, zmsg_t *envelope, const void *data,
-         size_t size, zmsg_t *request, const char *id, bool wrote)
+         size_t size, int version, zmsg_t *request, const char *id, bool wrote)
 {
     s_pending_t *pending = (s_pending_t *) zmalloc (sizeof (s_pending_t));
     pending->socket = socket;
     pending->reply = zmsg_dup (envelope);
     zmsg_addmem (pending->reply, data, size);
+    //  Replies are made (and remembered) at PROTO_VERSION; an older
+    //  client reads them at its own (nothing else differs between them)
+    zframe_t *body = zmsg_last (pending->reply);
+    if (proto_version_for (version) != PROTO_VERSION)
+        proto_reply_set_version (zframe_data (body), zframe_size (body),
+                                 proto_version_for (version));
     pending->request = wrote ? zmsg_dup (request) : NULL;
     pending->id = strdup (id ? id : "");
     pending->wrote = wrote;
@@ -131,6 +138,8 @@ s_client_envelope_refused (broker_t *self, zmsg_t *msg)
     pw_t *reply = pw_new ();
     proto_reply_error (reply, "", PROTO_ERR_MALFORMED, why, NULL, 0);
     broker_reply (self, self->client, envelope, pw_data (reply), pw_size (reply),
+             proto_reply_version (zframe_data (zmsg_last (msg)),
+                                  zframe_size (zmsg_last (msg))),
              msg, "", false);
     pw_destroy (&reply);
     zmsg_destroy (&envelope);
@@ -246,6 +255,7 @@ s_on_request (broker_t *self, zsock_t *socket, zmsg_t **envelope_p,
             watcher->envelope = envelope;
             envelope = NULL;
             watcher->id = strdup (request->id);
+            watcher->version = request->version;
             snprintf (watcher->job, sizeof watcher->job, "%s", call.park_job);
             watcher->after = call.park_after;
             watcher->deadline_ms = broker_now_ms () + call.park_timeout_ms;
@@ -293,8 +303,11 @@ s_on_request (broker_t *self, zsock_t *socket, zmsg_t **envelope_p,
                      && (store_txn_changes (self->txn)
                              > (had_txn ? changes_before : 0)
                          || store_txn_failed (self->txn)));
-    broker_reply (self, socket, envelope, answer, answer_size, msg,
-             request ? request->id : id, wrote);
+    broker_reply (self, socket, envelope, answer, answer_size,
+             request ? request->version
+                     : proto_reply_version (zframe_data (body),
+                                            zframe_size (body)),
+             msg, request ? request->id : id, wrote);
     pw_destroy (&reply);
     free (id);
     proto_request_destroy (&request);

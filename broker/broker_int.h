@@ -141,6 +141,7 @@ typedef struct {
     zsock_t *socket;             //  Where its answer goes (client or HTTP)
     zmsg_t *envelope;            //  Its routing frames (owned)
     char *id;                    //  Its request id (owned)
+    int version;                 //  Its protocol version (the reply's)
     char job [JOB_ID_LEN + 1];   //  The job it watches
     uint64_t after;              //  The version the caller has seen
     int64_t deadline_ms;         //  Answered unchanged at this time (monotonic)
@@ -244,11 +245,22 @@ bool broker_agents_pass (broker_t *self);
 //  The agent ROUTER's reader (zloop).
 int broker_on_agents (zloop_t *loop, zsock_t *socket, void *arg);
 
+//  The protocol version messages to NODE alone are written at: the v of
+//  its hello (PROTO_VERSION_MIN before one came to this broker).
+static inline int
+broker_node_protocol (const registry_node_t *node)
+{
+    return node && node->hello && node->hello->protocol
+           ? node->hello->protocol : PROTO_VERSION_MIN;
+}
+
 //  Queues the reply DATA/SIZE to the client whose envelope is ENVELOPE
-//  on SOCKET, sent after the pass commits. REQUEST is the message it
-//  answers, ID its request id, WROTE whether handling it changed the store.
+//  on SOCKET, sent after the pass commits, at protocol VERSION (the
+//  request's: proto_version_for). REQUEST is the message it answers, ID
+//  its request id, WROTE whether handling it changed the store.
 void broker_reply (broker_t *self, zsock_t *socket, zmsg_t *envelope, const void *data,
-                   size_t size, zmsg_t *request, const char *id, bool wrote);
+                   size_t size, int version, zmsg_t *request, const char *id,
+                   bool wrote);
 
 //  One message from the client ROUTER or the HTTP bridge.
 void broker_on_face_message (broker_t *self, zsock_t *socket, zmsg_t *msg);

@@ -214,10 +214,12 @@ s_acks_queue (broker_t *self)
             pw_reset (self->body);
             int rc = batched
                    ? proto_result_acks_encode (io->ack_batch, count,
+                                               broker_node_protocol (node),
                                                self->body)
                    : proto_result_ack_encode (io->ack_batch [0].job,
                                               io->ack_batch [0].step,
                                               io->ack_batch [0].attempt,
+                                              broker_node_protocol (node),
                                               self->body);
             assert (rc == 0);
             broker_queue_send (self, self->agents, node->routing_id,
@@ -530,6 +532,9 @@ s_write_command (broker_t *self, const sched_job_t *job, uint32_t step,
     proto_msg_t msg;
     memset (&msg, 0, sizeof msg);
     msg.type = PROTO_COMMAND;
+    //  Read by agents of every version the broker serves (the commands
+    //  socket, and its direct re-sends): written at the oldest
+    msg.protocol = PROTO_VERSION_MIN;
     msg.job = (char *) job->id;
     msg.step = step;
     msg.attempt = attempt;
@@ -585,6 +590,7 @@ s_cancel (broker_t *self, const sched_action_t *action)
     proto_msg_t msg;
     memset (&msg, 0, sizeof msg);
     msg.type = PROTO_CANCEL;
+    msg.protocol = PROTO_VERSION_MIN;   //  As commands are
     msg.job = (char *) action->job->id;
     msg.reason = (char *) (action->job->reason ? action->job->reason
                                                : "cancelled");
@@ -775,8 +781,8 @@ broker_watch_wake (broker_t *self, int64_t now_ms)
             req_write_watch (&self->ctx, watcher->id, watcher->job, version,
                              changed, reply);
             broker_reply (self, watcher->socket, watcher->envelope,
-                     pw_data (reply), pw_size (reply), NULL, watcher->id,
-                     false);
+                     pw_data (reply), pw_size (reply), watcher->version, NULL,
+                     watcher->id, false);
             //  Detaching moves the cursor back, so the walk goes on
             zlistx_detach_cur (self->watchers);
             broker_watcher_destroy (&watcher);

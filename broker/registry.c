@@ -606,6 +606,9 @@ registry_load (registry_t *self, const pv_t *record)
         proto_msg_destroy (&hello);
         return -1;
     }
+    //  Stored at the oldest version (registry_node_encode_record): the
+    //  node's own is known again at its next hello
+    hello->protocol = 0;
     registry_node_t *node = s_node_get_or_new (self, hello->node);
     s_node_set_hello (self, node, &hello, NULL);
     node->online = false;
@@ -1080,7 +1083,8 @@ registry_node_encode (const registry_node_t *node, pw_t *writer,
     bool incompatible = !node->online && node->incompatible;
     pw_map (writer, 11 + (with_backends ? 1 : 0)
                     + (node->duplicates ? 1 : 0) + (node->relay [0] ? 1 : 0)
-                    + (incompatible ? 1 : 0));
+                    + (incompatible ? 1 : 0)
+                    + (hello && hello->protocol ? 1 : 0));
     pw_str (writer, "id");
     pw_str (writer, node->id);
     pw_str (writer, "hostname");
@@ -1107,6 +1111,10 @@ registry_node_encode (const registry_node_t *node, pw_t *writer,
     s_write_time (writer, node->registered_wall_ms);
     pw_str (writer, "version");
     pw_str (writer, hello && hello->version ? hello->version : "");
+    if (hello && hello->protocol) {
+        pw_str (writer, "protocol");
+        pw_int (writer, hello->protocol);
+    }
     pw_str (writer, "concurrency");
     pw_int (writer, hello ? hello->concurrency : 0);
     pw_str (writer, "running");
@@ -1154,7 +1162,8 @@ s_write_wire_hello (pw_t *writer, const proto_msg_t *hello,
 {
     pw_map (writer, 9);
     pw_str (writer, "v");
-    pw_int (writer, PROTO_VERSION);
+    //  The oldest version: the previous release reads the store too
+    pw_int (writer, PROTO_VERSION_MIN);
     pw_str (writer, "type");
     pw_str (writer, proto_type_name (PROTO_HELLO));
     pw_str (writer, "node");

@@ -55,7 +55,8 @@ typedef struct {
 struct _registry_node_t {
     char *id;                    //  Node id
     //  Its last hello (owned; its backends are lent by backend_set)
-    proto_msg_t *hello;
+    proto_msg_t *hello;          //  (its protocol: the node's version,
+                                 //  0 until it says hello to this broker)
     registry_backend_set_t *backend_set;  //  Its interned backends (a reference)
     bool online;                 //  Heard from within the liveness window
     bool drained;                //  Takes no new work
@@ -73,6 +74,9 @@ struct _registry_node_t {
     size_t via_size;             //  Bytes in via (0 = it connected directly)
     char relay [NAME_MAX_LEN + 1];  //  The relay its last hello came through
                                  //  ("" = none); kept in its record
+    int relays_protocol;         //  The oldest protocol the relays of its
+                                 //  last hello's path speak (0: unknown,
+                                 //  or none on it)
     uint32_t duplicates;         //  Second agents refused (duplicate_node)
     int64_t duplicate_wall_ms;   //  Wall clock of the last such refusal
     char *duplicate_hostname;    //  Its hostname (owned), or NULL

@@ -27,6 +27,7 @@ typedef struct {
     uint64_t refused;            //  Attestations of it refused
     bool revoked;                //  Its key was rejected: its nodes went
     size_t agents;               //  relay.list: online nodes next to it
+    int version;                 //  Protocol of its heartbeats, 0 not yet
 } s_relay_t;
 
 //  Which relays a node came through.
@@ -420,6 +421,17 @@ s_path_relay (relays_t *self, const void *routing, size_t routing_size,
     return relay;
 }
 
+//  PATH's version (relays_path_t) with RELAY on it: the oldest so far,
+//  0 once a relay on it has not said.
+static void
+s_path_version (relays_path_t *path, const s_relay_t *relay)
+{
+    if (!path->oldest || (path->version && relay->version < path->version)) {
+        path->version = relay->version;
+        path->oldest = relay->name;
+    }
+}
+
 int
 relays_attest (relays_t *self, auth_t *auth, const void *routing,
                size_t routing_size, const char *conn_key, const void *via,
@@ -466,6 +478,8 @@ relays_attest (relays_t *self, auth_t *auth, const void *routing,
                                         (count - 1) * KEYS_Z85_LEN);
         path->relay = next ? next->name : "";
         path->connect = path->next = next;
+        if (next)
+            s_path_version (path, next);
         return 0;
     }
     //  The connection and every key but the last are enrolled relays of
@@ -499,6 +513,7 @@ relays_attest (relays_t *self, auth_t *auth, const void *routing,
     const char *pool = connect->entry->pool;
     s_relay_t *next = connect;
     s_relay_t *above = NULL;
+    s_path_version (path, connect);
     for (size_t index = 0; index + 1 < count; index++) {
         s_relay_t *relay = s_live_relay (self, keys [index],
                                          auth_key (auth, keys [index]));
@@ -514,6 +529,7 @@ relays_attest (relays_t *self, auth_t *auth, const void *routing,
                              relay->name, relay->entry->pool);
         above = next;
         next = relay;
+        s_path_version (path, relay);
     }
     if (path->self) {
         snprintf (next->upstream, sizeof next->upstream, "%s",
@@ -595,10 +611,13 @@ relays_on_own (relays_t *self, auth_t *auth, registry_t *registry,
     }
     if (!relay)
         return 0;
-    if (!relay->last_seen_wall_ms)
-        log_info ("relay %s connected%s%s", relay->name,
+    if (!relay->last_seen_wall_ms || relay->version != msg->protocol)
+        log_info ("relay %s %s%s%s (protocol %d)", relay->name,
+                  relay->last_seen_wall_ms ? "speaks another release"
+                                           : "connected",
                   relay->upstream [0] ? " through relay " : "",
-                  relay->upstream);
+                  relay->upstream, msg->protocol);
+    relay->version = msg->protocol;
     relay->last_seen_ms = now_ms;
     relay->last_seen_wall_ms = wall_ms;
     return 0;
@@ -799,6 +818,7 @@ relays_list (relays_t *self, registry_t *registry, size_t *count_p)
         info->key = relay->entry ? relay->entry->key : "";
         info->pool = relay->entry ? relay->entry->pool : NULL;
         info->upstream = relay->upstream;
+        info->version = relay->version;
         info->agents = relay->agents;
         info->last_seen_ms = relay->last_seen_ms;
         info->last_seen_wall_ms = relay->last_seen_wall_ms;

@@ -89,6 +89,11 @@ typedef struct {
     const char *relay;           //  Name of the relay next to it ("" none)
     bool self;                   //  A relay speaks for itself
     size_t answer_size;          //  Bytes of the via frame that reach it
+    int version;                 //  The oldest protocol version the relays
+                                 //  on it said they speak (their own
+                                 //  heartbeats' v), 0 when one has not
+                                 //  said yet or no relay is on it
+    const char *oldest;          //  The relay that speaks VERSION, or NULL
     void *connect;               //  relays.c's: the relay connected to the
     void *next;                  //  broker, the one next to the speaker
 } relays_path_t;
@@ -106,6 +111,7 @@ typedef struct {
     int64_t last_seen_wall_ms;   //  Wall clock of the same, 0 never
     uint64_t refused;            //  Attestations of it refused
     bool revoked;                //  Its key was rejected: its nodes went
+    int version;                 //  Protocol of its heartbeats, 0 not yet
 } relays_info_t;
 
 //  ---------------------------------------------------------------------
@@ -165,7 +171,7 @@ int relays_attest (relays_t *self, auth_t *auth, const void *routing,
                    const char **code, char *why, size_t why_len);
 
 //  A relay's own message MSG (PATH->self) at NOW_MS / WALL_MS: a heartbeat
-//  renews it (insecure: it names the relay, and so its nodes in
+//  renews it and tells the protocol version it speaks (its v) (insecure: it names the relay, and so its nodes in
 //  REGISTRY). A relay not enrolled is kept pending in AUTH
 //  (auth_relay_seen): when that changed its key record, *CHANGED_P gets
 //  it, for the caller to save (auth_key_save). Returns 0, or -1 with an

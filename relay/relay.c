@@ -1044,7 +1044,15 @@ s_on_own (relay_t *self, zmq_msg_t *body)
         int64_t now_ms = s_now_ms ();
         if (!logged_ms || now_ms - logged_ms >= 60000) {
             logged_ms = now_ms;
-            log_warn ("upstream says %s: %s", msg->code, msg->message);
+            if (strcmp (msg->code, PROTO_ERR_VERSION) == 0)
+                //  Its agents' messages still pass; its own do not
+                log_error ("upstream does not speak this relay's protocol "
+                           "(release %s, protocol %d): %s. Upgrade the "
+                           "broker first (brokers, then relays, then "
+                           "agents), or run the relay's previous release",
+                           GRID_VERSION, PROTO_VERSION, msg->message);
+            else
+                log_warn ("upstream says %s: %s", msg->code, msg->message);
         }
     }
     proto_msg_destroy (&msg);
@@ -1635,6 +1643,11 @@ s_on_client (zloop_t *loop, zsock_t *sock, void *arg)
         if (delimited)
             zmsg_addmem (reply, "", 0);
         zmsg_addmem (reply, pw_data (self->writer), pw_size (self->writer));
+        //  At the request's own version (an older gridcli reads it)
+        zframe_t *answer = zmsg_last (reply);
+        proto_reply_set_version (zframe_data (answer), zframe_size (answer),
+                                 proto_reply_version (zframe_data (body),
+                                                      zframe_size (body)));
         if (zmsg_send (&reply, sock) != 0)
             zmsg_destroy (&reply);
         zframe_destroy (&body);

@@ -753,7 +753,8 @@ test_it_edges_incompatible_agent_is_named (void **state)
     assert_non_null (why);
     assert_non_null (strstr (why, "release 9.0.0"));
     assert_non_null (strstr (why, "unsupported version 9"));
-    assert_non_null (strstr (why, "upgrade gridagent"));
+    //  Newer than the broker: the broker is what to upgrade
+    assert_non_null (strstr (why, "upgrade gridbroker"));
     free (why);
     pv_doc_destroy (&reply);
     reply = grid_call (&s_grid, "status", NULL);
@@ -814,6 +815,74 @@ test_it_edges_incompatible_agent_is_named (void **state)
     pv_doc_destroy (&reply);
     pw_destroy (&writer);
     zsock_destroy (&dealer);
+}
+
+//  Each agent is answered in the protocol version of its hello: one of
+//  protocol 1 (release 0.1.0) gets version 1 bodies only, one of 2 gets
+//  2, and node.get says which; a message in a version the broker does
+//  not speak is refused in the nearest one it does.
+static void
+test_it_edges_agents_are_answered_in_their_version (void **state)
+{
+    char key_file [400];
+    assert_int_equal (grid_keygen (&s_grid, "proto", key_file,
+                                   sizeof key_file, NULL), 0);
+    for (int version = PROTO_VERSION_MIN; version <= PROTO_VERSION;
+         version++) {
+        zsock_t *dealer = grid_dealer (&s_grid, s_grid.agents_ep, key_file);
+        assert_non_null (dealer);
+        proto_msg_t hello = {
+            .type = PROTO_HELLO, .protocol = version, .node = "proto-01",
+            .hostname = "raw-host", .version = "0.1.0", .concurrency = 1
+        };
+        pw_t *writer = pw_new ();
+        assert_int_equal (proto_msg_encode (&hello, writer), 0);
+        assert_int_equal (zsock_send (dealer, "b", pw_data (writer),
+                                      pw_size (writer)), 0);
+        proto_msg_t *answer = s_raw_recv (dealer);
+        assert_non_null (answer);
+        assert_int_equal (answer->type, PROTO_WELCOME);
+        assert_int_equal (answer->protocol, version);
+        proto_msg_destroy (&answer);
+        pv_doc_t *reply = grid_call (&s_grid, "node.get", "node", "proto-01",
+                                     NULL);
+        const pv_t *data = NULL;
+        assert_true (grid_reply_ok (reply, &data));
+        int64_t spoken = 0;
+        assert_int_equal (pv_get_int (pv_map_get (data, "protocol"), &spoken),
+                          0);
+        assert_int_equal (spoken, version);
+        pv_doc_destroy (&reply);
+        //  A heartbeat of a version no one speaks: refused in the
+        //  nearest the broker speaks
+        proto_msg_t beat = {
+            .type = PROTO_HEARTBEAT, .protocol = PROTO_VERSION + 5,
+            .node = "proto-01"
+        };
+        pw_reset (writer);
+        assert_int_equal (proto_msg_encode (&beat, writer), 0);
+        assert_int_equal (zsock_send (dealer, "b", pw_data (writer),
+                                      pw_size (writer)), 0);
+        answer = s_raw_recv (dealer);
+        assert_non_null (answer);
+        assert_int_equal (answer->type, PROTO_ERROR);
+        assert_string_equal (answer->code, PROTO_ERR_VERSION);
+        assert_int_equal (answer->protocol, PROTO_VERSION);
+        assert_non_null (strstr (answer->message, "speaks 1 to 2"));
+        proto_msg_destroy (&answer);
+        proto_msg_t bye = {
+            .type = PROTO_BYE, .protocol = version, .node = "proto-01",
+            .reason = "shutdown"
+        };
+        pw_reset (writer);
+        assert_int_equal (proto_msg_encode (&bye, writer), 0);
+        assert_int_equal (zsock_send (dealer, "b", pw_data (writer),
+                                      pw_size (writer)), 0);
+        assert_true (grid_wait_node (&s_grid, "proto-01", "offline",
+                                     S_WAIT_MS));
+        pw_destroy (&writer);
+        zsock_destroy (&dealer);
+    }
 }
 
 //  status's nodes.repeated_hellos.
@@ -961,6 +1030,7 @@ main (void)
         cmocka_unit_test (test_it_edges_live_session_keeps_its_node),
         cmocka_unit_test (test_it_edges_repeated_hello_is_welcomed_again),
         cmocka_unit_test (test_it_edges_incompatible_agent_is_named),
+        cmocka_unit_test (test_it_edges_agents_are_answered_in_their_version),
         cmocka_unit_test (
             test_it_edges_second_agent_is_refused_until_the_first_dies),
     };

@@ -41,7 +41,8 @@ req_relay_list (req_call_t *call)
         bool connected = !relay->revoked && relay->last_seen_wall_ms
                          && now_ms - relay->last_seen_ms <= window_ms;
         pw_map (reply, 6 + (relay->upstream [0] ? 1 : 0)
-                       + (relay->pool ? 1 : 0) + (relay->revoked ? 1 : 0));
+                       + (relay->pool ? 1 : 0) + (relay->revoked ? 1 : 0)
+                       + (relay->version ? 1 : 0));
         pw_str (reply, "name");
         pw_str (reply, relay->name);
         pw_str (reply, "key");
@@ -65,6 +66,10 @@ req_relay_list (req_call_t *call)
         if (relay->revoked) {
             pw_str (reply, "revoked");
             pw_bool (reply, true);
+        }
+        if (relay->version) {
+            pw_str (reply, "protocol");
+            pw_int (reply, relay->version);
         }
     }
     free (list);
