@@ -5,9 +5,11 @@
 # this tree's programs as a fleet meets them during an upgrade: old
 # agents and a new broker, old gridcli and the old Python module against
 # a new broker, an old broker's store and an old agent's spool opened by
-# the new programs (and the new store by the old broker: a downgrade
-# within one store schema), and five agents upgraded one at a time while
-# a job runs on them. Without git history (a tarball) or without the release's
+# the new programs (and the new store and spool by the old ones: a
+# downgrade within one store schema), five agents upgraded one at a time
+# while a job runs on them, a new agent and new clients refused clearly
+# by an old broker, and an old relay carrying old agents and refusing a
+# new one until it is upgraded. Without git history (a tarball) or without the release's
 # commit, it says so and checks nothing.
 #
 # usage: sh test/upgrade.sh SRC_DIR BUILD_DIR
@@ -70,7 +72,8 @@ fi
 cache_root=${GRID_RELEASE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/grid/releases}
 old_dir="$cache_root/$release-$commit"
 old="$old_dir/bin"
-if [ ! -x "$old/gridagent" ] || [ ! -x "$old/gridbroker" ]; then
+if [ ! -x "$old/gridagent" ] || [ ! -x "$old/gridbroker" ] \
+   || [ ! -x "$old/gridrelay" ]; then
     echo "upgrade: building release $release ($commit) into $old_dir"
     mkdir -p "$cache_root" || finish
     work="$tmp/release-src"
@@ -82,7 +85,8 @@ if [ ! -x "$old/gridagent" ] || [ ! -x "$old/gridbroker" ]; then
     fi
     if ! (cd "$work" && make -j2 BUILD=build GRID_COMMIT="$(echo "$commit" | cut -c1-12)" \
             CFLAGS="-O1 -g0" build/bin/gridbroker build/bin/gridagent \
-            build/bin/gridcli) >"$tmp/release-build.log" 2>&1; then
+            build/bin/gridcli build/bin/gridrelay) \
+            >"$tmp/release-build.log" 2>&1; then
         tail -n 30 "$tmp/release-build.log" >&2
         echo "upgrade: release $release does not build" >&2
         failed=1
@@ -93,7 +97,7 @@ if [ ! -x "$old/gridagent" ] || [ ! -x "$old/gridbroker" ]; then
     mkdir -p "$fresh"
     cp -r "$work/build/bin" "$fresh/bin"
     cp -r "$work/python" "$fresh/python"
-    [ -x "$old/gridagent" ] || rm -rf "$old_dir"
+    [ -x "$old/gridrelay" ] || rm -rf "$old_dir"
     mv -T "$fresh" "$old_dir" 2>/dev/null || rm -rf "$fresh"
     rm -rf "$work"
 fi
@@ -164,20 +168,38 @@ start_broker() {
     broker_pid=$!
     pids="$pids $broker_pid"
     for i in $(seq 1 100); do
-        cli "$new" status >/dev/null 2>&1 && return 0
+        cli "$1" status >/dev/null 2>&1 && return 0
         sleep 0.1
     done
     echo "the broker did not start"
     return 1
 }
 
-# start_agent BIN ID: an agent of BIN named ID (state in $run/ID);
-# prints its pid
+# start_agent BIN ID [PREFIX]: an agent of BIN named ID (state in
+# $run/ID) on the endpoints ipc://$run/PREFIX{agents,publish} (the
+# broker's by default); prints its pid
 start_agent() {
     "$1/gridagent" --config none --insecure --id "$2" --groups up \
-        --broker "ipc://$run/agents" --publish "ipc://$run/publish" \
+        --broker "ipc://$run/${3:-}agents" \
+        --publish "ipc://$run/${3:-}publish" \
         --state-dir "$run/$2" >>"$run/agent-$2.log" 2>&1 &
     echo $!
+}
+
+# start_relay BIN: a relay of BIN named r1 between the broker and the
+# endpoints ipc://$run/r1-{agents,publish}; prints its pid
+start_relay() {
+    "$1/gridrelay" --config none --insecure --name r1 \
+        --agents "ipc://$run/r1-agents" --publish "ipc://$run/r1-publish" \
+        --upstream "ipc://$run/agents" \
+        --upstream-publish "ipc://$run/publish" --heartbeat 1s \
+        >>"$run/relay.log" 2>&1 &
+    echo $!
+}
+
+# count_in FILE PATTERN: lines of FILE that hold PATTERN (0 if none)
+count_in() {
+    grep -c "$2" "$1" 2>/dev/null || true
 }
 
 # The job id in gridcli's JSON answer on stdin (a submit's "job", a
@@ -195,14 +217,14 @@ cli() {
         --request-timeout 5s "$@"
 }
 
-# wait_online N: until N nodes read online
+# wait_online N [BIN]: until N nodes read online to BIN's gridcli [$new]
 wait_online() {
     for i in $(seq 1 150); do
-        count=$(cli "$new" node list 2>/dev/null | grep -c ' online ')
+        count=$(cli "${2:-$new}" node list 2>/dev/null | grep -c ' online ')
         [ "$count" -ge "$1" ] && return 0
         sleep 0.1
     done
-    cli "$new" node list
+    cli "${2:-$new}" node list
     echo "not $1 nodes online"
     return 1
 }
@@ -252,7 +274,7 @@ EOF
 store_crosses() {
     start_broker "$1" || return 1
     pids="$pids $(start_agent "$1" "$3")"
-    wait_online 1 || return 1
+    wait_online 1 "$1" || return 1
     id=$(cli "$1" --output json job run --target "node:$3" --wait \
         test echo --msg "$4" | job_id)
     [ -n "$id" ] || { echo "no job id"; return 1; }
@@ -278,11 +300,12 @@ a_new_store_opens_in_the_old_broker() {
     store_crosses "$new" "$old" dn-01 back
 }
 
-# A result the old agent spooled while its broker could not take it is
-# delivered by the new agent started on the same state dir.
-an_old_spool_is_delivered_by_a_new_agent() {
+# spool_crosses FROM TO: a result an agent of release FROM spooled while
+# its broker could not take it is delivered by an agent of release TO
+# started on the same state dir.
+spool_crosses() {
     start_broker "$new" || return 1
-    agent=$(start_agent "$old" sp-01)
+    agent=$(start_agent "$1" sp-01)
     pids="$pids $agent"
     wait_online 1 || return 1
     id=$(cli "$new" --output json job run --target node:sp-01 \
@@ -298,7 +321,7 @@ an_old_spool_is_delivered_by_a_new_agent() {
     kill -TERM "$agent"
     wait_gone "$agent" 100
     kill -CONT "$broker_pid"
-    pids="$pids $(start_agent "$new" sp-01)"
+    pids="$pids $(start_agent "$2" sp-01)"
     for i in $(seq 1 200); do
         cli "$new" job status "$id" >"$run/out" 2>&1
         grep -q '^status *\(completed\|failed\|partial_failure\)' \
@@ -309,6 +332,15 @@ an_old_spool_is_delivered_by_a_new_agent() {
     grep -q ' success ' "$run/out" || return 1
     # ... and it came from the spool, not from a run of its own
     grep -q '1 result(s) to deliver' "$run/agent-sp-01.log"
+}
+
+an_old_spool_is_delivered_by_a_new_agent() {
+    spool_crosses "$old" "$new"
+}
+
+# A downgraded agent delivers what the new one spooled.
+a_new_spool_is_delivered_by_an_old_agent() {
+    spool_crosses "$new" "$old"
 }
 
 # Five old agents replaced one at a time by new ones (each stopped the
@@ -352,11 +384,119 @@ EOF
     [ "$(grep -c ' success ' "$run/out")" = 25 ]
 }
 
+# A new agent and an old broker: refused once, clearly, on both sides.
+# The node ran on the old release first, so the old broker knows it and
+# shows it incompatible; the agent asks again once a minute, not every
+# second, and never reads online.
+a_new_agent_is_refused_clearly_by_an_old_broker() {
+    start_broker "$old" || return 1
+    agent=$(start_agent "$old" nb-01)
+    pids="$pids $agent"
+    for i in $(seq 1 100); do
+        cli "$old" node list 2>/dev/null | grep -q ' online ' && break
+        sleep 0.1
+    done
+    kill -TERM "$agent"
+    wait_gone "$agent" 100
+    pids="$pids $(start_agent "$new" nb-01)"
+    for i in $(seq 1 100); do
+        cli "$old" node list >"$run/out" 2>&1
+        grep -q 'incompatible' "$run/out" && break
+        sleep 0.1
+    done
+    cat "$run/out"
+    grep -q 'nb-01 .*incompatible' "$run/out" || return 1
+    # The old broker says why at warn level, naming the node
+    grep 'nb-01 is incompatible' "$run/broker.log" || return 1
+    grep -q 'unsupported version 2' "$run/broker.log" || return 1
+    # The agent says what to do, once, and then waits
+    sleep 3
+    grep "does not speak this agent's protocol" "$run/agent-nb-01.log" \
+        || return 1
+    [ "$(count_in "$run/agent-nb-01.log" "does not speak")" = 1 ] || return 1
+    grep -q 'upgrade the broker first' "$run/agent-nb-01.log" \
+        || return 1
+    # one hello, not one a second: the old broker logged one refusal
+    [ "$(count_in "$run/broker.log" 'nb-01 is incompatible')" = 1 ] \
+        || return 1
+    cli "$old" node list | grep -q 'nb-01 .*online' && return 1
+    cli "$old" --output json node info nb-01 | grep -q 'upgrade'
+}
+
+# A new gridcli and the new Python module against an old broker: one
+# clear error that says what to do.
+new_clients_are_refused_clearly_by_an_old_broker() {
+    start_broker "$old" || return 1
+    cli "$new" status >"$run/out" 2>&1 && { cat "$run/out"; return 1; }
+    cat "$run/out"
+    grep -q 'unsupported version 2' "$run/out" || return 1
+    grep -q 'upgrade gridbroker' "$run/out" || return 1
+    PYTHONPATH="$src/python" PYTHONDONTWRITEBYTECODE=1 /usr/bin/python3 - \
+        "ipc://$run/client" <<'EOF'
+import sys
+import grid
+client = grid.Client(sys.argv[1], insecure=True)
+try:
+    client.status()
+except grid.GridError as error:
+    print(error)
+    assert error.code == "unsupported_version", error.code
+    assert "upgrade gridbroker" in str(error), str(error)
+else:
+    raise SystemExit("the old broker answered a new client")
+EOF
+}
+
+# Relays: an old relay carries old agents to a new broker and runs their
+# jobs; a new agent behind it is refused clearly (the relay cannot read
+# its hello); once the relay is upgraded, the new agent runs jobs
+# through it.
+relays_upgrade_before_their_agents() {
+    start_broker "$new" || return 1
+    relay=$(start_relay "$old")
+    pids="$pids $relay $(start_agent "$old" rl-01 r1-)"
+    wait_online 1 || return 1
+    cli "$new" job run --target node:rl-01 --wait test echo --msg via-old \
+        | grep -q via-old || return 1
+    agent=$(start_agent "$new" rl-02 r1-)
+    pids="$pids $agent"
+    for i in $(seq 1 100); do
+        grep -q "does not speak" "$run/agent-rl-02.log" && break
+        sleep 0.1
+    done
+    grep "through relay r1, which speaks 1" "$run/agent-rl-02.log" \
+        || return 1
+    cli "$new" node list | grep -q 'rl-02 .*online' && return 1
+    # The relay upgraded in place; rl-02 would ask again within its
+    # minute of back-off, so it is restarted as a package upgrade would
+    kill -TERM "$relay"
+    wait_gone "$relay" 100
+    pids="$pids $(start_relay "$new")"
+    kill -TERM "$agent"
+    wait_gone "$agent" 100
+    pids="$pids $(start_agent "$new" rl-02 r1-)"
+    wait_online 2 || return 1
+    cli "$new" --output json relay list >"$run/out" || return 1
+    cat "$run/out"
+    grep -q '"protocol": 2' "$run/out" || return 1
+    cli "$new" job run --target group:up --wait test echo --msg via-new \
+        >"$run/out" 2>&1 || { cat "$run/out"; return 1; }
+    cat "$run/out"
+    [ "$(grep -c 'success' "$run/out")" -ge 2 ] || return 1
+    cli "$new" --output json node info rl-02 | grep -q '"protocol": 2'
+}
+
 check old_agents_run_jobs_on_a_new_broker old_agents_run_jobs_on_a_new_broker
 check old_clients_talk_to_a_new_broker old_clients_talk_to_a_new_broker
 check an_old_store_opens_in_a_new_broker an_old_store_opens_in_a_new_broker
 check a_new_store_opens_in_the_old_broker a_new_store_opens_in_the_old_broker
 check an_old_spool_is_delivered_by_a_new_agent an_old_spool_is_delivered_by_a_new_agent
+check a_new_spool_is_delivered_by_an_old_agent a_new_spool_is_delivered_by_an_old_agent
 check five_agents_upgrade_one_at_a_time_under_a_job \
     five_agents_upgrade_one_at_a_time_under_a_job
+check a_new_agent_is_refused_clearly_by_an_old_broker \
+    a_new_agent_is_refused_clearly_by_an_old_broker
+check new_clients_are_refused_clearly_by_an_old_broker \
+    new_clients_are_refused_clearly_by_an_old_broker
+check relays_upgrade_before_their_agents relays_upgrade_before_their_agents
 finish
