@@ -3,7 +3,10 @@
 
     See store.h for the contract. Everything LMDB-specific lives here: the
     environment, its named databases, the mapping of LMDB's many return
-    codes onto the few STORE_E* codes, and growing the map.
+    codes onto the few STORE_E* codes, and growing the map; and bringing
+    an older schema up at open (store_open_with). The copy kept before a
+    migration is envcopy.c's; the production migration table, and
+    store_open that passes it, are migrate.c's.
 
     A write transaction that meets an LMDB error (a full map, a failed page
     allocation) is marked failed: LMDB has already poisoned it, so every
@@ -12,7 +15,7 @@
     =========================================================================
 */
 #include "store.h"
-#include "migrate.h"
+#include "envcopy.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -285,13 +288,62 @@ s_read_release (MDB_txn *txn, MDB_dbi meta, const char *when_none,
         snprintf (text, text_len, "%s", when_none);
 }
 
+//  The steps of a migration: a run of the table.
+typedef struct {
+    size_t first;                //  Index in the table of the first step
+    size_t count;                //  Steps to run (0: nothing to do)
+    bool rewrites;               //  One of them rewrites records
+} s_plan_t;
+
+//  Chooses the steps of STEPS (N_STEPS) that bring schema FROM to TO
+//  (FROM < TO). Returns 0 with PLAN, or -1 with the reason in ERR, as a
+//  clause ("this release has no migration from schema 0"): a version with
+//  no step from it, or a table out of order.
+static int
+s_plan (const store_step_t *steps, size_t n_steps, uint32_t from,
+        uint32_t to, s_plan_t *plan, char *err, size_t err_len)
+{
+    memset (plan, 0, sizeof *plan);
+    for (size_t index = 0; index < n_steps; index++) {
+        if (!steps[index].fn || !steps[index].what
+            || (index > 0
+                && steps[index].from_version
+                       <= steps[index - 1].from_version)) {
+            snprintf (err, err_len, "this release's migration table is out "
+                      "of order at its step %zu", index);
+            return -1;
+        }
+    }
+    size_t first = 0;
+    while (first < n_steps && steps[first].from_version < from)
+        first++;
+    for (uint32_t version = from; version < to; version++) {
+        size_t index = first + (version - from);
+        if (index >= n_steps || steps[index].from_version != version) {
+            if (version == from)
+                snprintf (err, err_len, "this release has no migration "
+                          "from schema %u", (unsigned) version);
+            else
+                snprintf (err, err_len, "this release has no migration "
+                          "from schema %u on the way to %u",
+                          (unsigned) version, (unsigned) to);
+            return -1;
+        }
+        if (steps[index].rewrites)
+            plan->rewrites = true;
+    }
+    plan->first = first;
+    plan->count = to - from;
+    return 0;
+}
+
 //  Checks the schema VERSION read from META against TARGET. Returns 0
 //  when it is TARGET or can be migrated to it (PLAN then says how), or
 //  -1 with a sentence in ERR.
 static int
 s_check_schema (MDB_txn *txn, MDB_dbi meta, uint32_t version,
                 uint32_t target, const store_step_t *steps, size_t n_steps,
-                store_migrate_plan_t *plan, char *err, size_t err_len)
+                s_plan_t *plan, char *err, size_t err_len)
 {
     memset (plan, 0, sizeof *plan);
     char release[80];
@@ -308,8 +360,8 @@ s_check_schema (MDB_txn *txn, MDB_dbi meta, uint32_t version,
     }
     char why[200];
     if (version < target
-        && store_migrate_plan (steps, n_steps, version, target, plan, why,
-                               sizeof why)) {
+        && s_plan (steps, n_steps, version, target, plan, why,
+                   sizeof why)) {
         s_read_release (txn, meta, "an unknown release", release,
                         sizeof release);
         snprintf (err, err_len,
@@ -383,6 +435,31 @@ static void s_txn_close_cursors (store_txn_t *txn);
 static void s_txn_end (store_txn_t *txn);
 static void s_grow (store_t *self);
 
+//  Runs PLAN's steps of STEPS in TXN, in order. Returns 0, or -1 with a
+//  sentence in ERR naming the step that failed (TXN must then be
+//  aborted; TXN->failed tells a full map from the step's own refusal).
+static int
+s_run (store_txn_t *txn, const store_step_t *steps, const s_plan_t *plan,
+       char *err, size_t err_len)
+{
+    for (size_t index = 0; index < plan->count; index++) {
+        const store_step_t *step = &steps[plan->first + index];
+        char why[300] = "";
+        int rc = step->fn (txn, why, sizeof why);
+        if (rc != 0 || txn->failed) {
+            if (!*why)
+                snprintf (why, sizeof why, "%s",
+                          txn->failed ? store_strerror (txn->failed)
+                                      : "no reason given");
+            snprintf (err, err_len, "the migration from schema %u to %u "
+                      "(%s) failed: %s", (unsigned) step->from_version,
+                      (unsigned) step->from_version + 1, step->what, why);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 //  What store_open_with was asked for
 typedef struct {
     uint32_t version;                //  The schema to reach
@@ -414,7 +491,7 @@ s_open_pass (store_t *self, const char *dir, const s_target_t *target,
     self->dbi[STORE_DB_META] = meta;
     char why[600];
     uint32_t version = target->version;
-    store_migrate_plan_t plan = { 0 };
+    s_plan_t plan = { 0 };
     rc = s_read_schema (txn, meta, &version, why, sizeof why);
     if (rc == 1)
         rc = s_write_schema (txn, meta, target->version, why, sizeof why);
@@ -435,7 +512,7 @@ s_open_pass (store_t *self, const char *dir, const s_target_t *target,
         //  allows this thread no second one beside ours
         mdb_txn_abort (txn);
         bool kept;
-        if (store_migrate_copy (self->env, copy, &kept, why, sizeof why)) {
+        if (envcopy_write (self->env, copy, &kept, why, sizeof why)) {
             snprintf (err, err_len, "%s: %s; the store is left as it was",
                       dir, why);
             return -1;
@@ -473,8 +550,7 @@ s_open_pass (store_t *self, const char *dir, const s_target_t *target,
         migration->write = true;
         self->live_txns++;
         self->writing = true;
-        rc = store_migrate_run (migration, target->steps, &plan, why,
-                                sizeof why);
+        rc = s_run (migration, target->steps, &plan, why, sizeof why);
         int failed = migration->failed;
         s_txn_close_cursors (migration);
         s_txn_end (migration);
@@ -572,17 +648,7 @@ s_lock_reserve (const char *dir, char *err, size_t err_len)
     return 0;
 }
 
-store_t *
-store_open (const char *dir, size_t map_bytes, size_t max_map_bytes,
-            char *err, size_t err_len)
-{
-    size_t n_steps;
-    const store_step_t *steps = store_migrate_steps (&n_steps);
-    return store_open_with (dir, map_bytes, max_map_bytes,
-                            STORE_SCHEMA_VERSION, steps, n_steps, err,
-                            err_len);
-}
-
+//  store_open, with the production migration table, is in migrate.c
 store_t *
 store_open_with (const char *dir, size_t map_bytes, size_t max_map_bytes,
                  uint32_t target_version, const store_step_t *steps,
