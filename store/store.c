@@ -310,7 +310,7 @@ s_plan (const store_step_t *steps, size_t n_steps, uint32_t from,
                 && steps[index].from_version
                        <= steps[index - 1].from_version)) {
             snprintf (err, err_len, "this release's migration table is out "
-                      "of order at its step %zu", index);
+                      "of order or incomplete at its step %zu", index);
             return -1;
         }
     }
@@ -506,7 +506,13 @@ s_open_pass (store_t *self, const char *dir, const s_target_t *target,
         return -1;
     }
     char copy[PATH_MAX];
-    snprintf (copy, sizeof copy, "%s/data.mdb.pre-v%s", dir, GRID_VERSION);
+    if (snprintf (copy, sizeof copy, "%s/data.mdb.pre-v%s", dir, GRID_VERSION)
+        >= (int) sizeof copy && plan.rewrites) {
+        snprintf (err, err_len, "%s: %s: no room for the name of a copy "
+                  "before migrating it", dir, strerror (ENAMETOOLONG));
+        mdb_txn_abort (txn);
+        return -1;
+    }
     if (plan.rewrites && !*copied) {
         //  The copy reads the store in a transaction of its own; LMDB
         //  allows this thread no second one beside ours
