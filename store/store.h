@@ -110,8 +110,10 @@ typedef struct {
     const char *what;        //  One sentence for the log: what it changes
     bool rewrites;           //  Changes or deletes existing records
     //  Does it in TXN (the one transaction of the whole migration, with
-    //  every database open). Returns 0, or -1 with a sentence in ERR; the
-    //  whole migration is then aborted.
+    //  every database open; no other may begin). Returns 0, or -1 with a
+    //  sentence in ERR; the whole migration is then aborted. When the
+    //  map fills and may grow, the migration is aborted and run again from
+    //  its first step, so a step reads what it converts from TXN only.
     int (*fn) (store_txn_t *txn, char *err, size_t err_len);
 } store_step_t;
 
