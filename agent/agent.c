@@ -1373,6 +1373,10 @@ agent_new (agent_config_t *config, char *err, size_t err_len)
         agent_destroy (&self);
         return NULL;
     }
+    const char *migrated;
+    for (size_t index = 0;
+         (migrated = spool_migration (self->spool, index)); index++)
+        s_log (self, "spool %s: %s", path, migrated);
     int recovered = spool_recover (self->spool, config->id);
     if (recovered > 0)
         s_log (self, "%d task(s) were cut short by a restart: reporting "

@@ -256,6 +256,12 @@ spool_open (const char *dir, size_t done_keep, char *err, size_t err_len)
     return self;
 }
 
+const char *
+spool_migration (spool_t *self, size_t index)
+{
+    return store_migration (self->store, index);
+}
+
 void
 spool_destroy (spool_t **self_p)
 {

@@ -63,6 +63,10 @@ typedef void (spool_each_fn) (void *arg, const char *key, const void *data,
 spool_t *spool_open (const char *dir, size_t done_keep, char *err,
                      size_t err_len);
 
+//  What opening the spool's store did to migrate it, one sentence per
+//  INDEX from 0, or NULL past the last (store_migration). Owned by SELF.
+const char *spool_migration (spool_t *self, size_t index);
+
 //  Closes the spool; NULL-safe, nulls *self_p.
 void spool_destroy (spool_t **self_p);
 

@@ -523,7 +523,15 @@ broker_new (const broker_config_t *config, char *err, size_t err_len)
     }
     self->ctx.store = store_open (self->config.data_dir, self->config.map_bytes,
                               self->config.max_map_bytes, err, err_len);
-    if (!self->ctx.store || broker_restore (self, err, err_len) != 0) {
+    if (!self->ctx.store) {
+        broker_destroy (&self);
+        return NULL;
+    }
+    const char *migrated;
+    for (size_t index = 0;
+         (migrated = store_migration (self->ctx.store, index)); index++)
+        log_info ("data dir %s: %s", self->config.data_dir, migrated);
+    if (broker_restore (self, err, err_len) != 0) {
         broker_destroy (&self);
         return NULL;
     }

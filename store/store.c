@@ -3,7 +3,10 @@
 
     See store.h for the contract. Everything LMDB-specific lives here: the
     environment, its named databases, the mapping of LMDB's many return
-    codes onto the few STORE_E* codes, and growing the map.
+    codes onto the few STORE_E* codes, and growing the map; and bringing
+    an older schema up at open (store_open_with). The copy kept before a
+    migration is envcopy.c's; the production migration table, and
+    store_open that passes it, are migrate.c's.
 
     A write transaction that meets an LMDB error (a full map, a failed page
     allocation) is marked failed: LMDB has already poisoned it, so every
@@ -12,6 +15,7 @@
     =========================================================================
 */
 #include "store.h"
+#include "envcopy.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -63,6 +67,8 @@ struct _store_t {
     bool writing;                    //  A write transaction is open
     bool grow_wanted;                //  A write met the end of the map
     char last_error[256];            //  Last LMDB error text, for logs
+    char **migrations;               //  What opening it migrated (sentences)
+    size_t migration_count;          //  How many
 };
 
 struct _store_txn_t {
@@ -210,30 +216,17 @@ s_mkdir_p (const char *dir, char *err, size_t err_len)
     return rc;
 }
 
-//  Reads the schema version from META, writing ours into a new store.
-//  Returns 0, or -1 with a sentence in ERR.
+//  Reads the schema version from META into *VERSION. Returns 0, 1 when
+//  there is none (a new store), or -1 with a sentence in ERR.
 static int
-s_check_schema (MDB_txn *txn, MDB_dbi meta, char *err, size_t err_len)
+s_read_schema (MDB_txn *txn, MDB_dbi meta, uint32_t *version, char *err,
+               size_t err_len)
 {
     MDB_val key = { strlen (STORE_SCHEMA_KEY), (void *) STORE_SCHEMA_KEY };
     MDB_val value;
     int rc = mdb_get (txn, meta, &key, &value);
-    if (rc == MDB_NOTFOUND) {
-        uint32_t version = STORE_SCHEMA_VERSION;
-        unsigned char bytes[4] = {
-            (unsigned char) (version >> 24), (unsigned char) (version >> 16),
-            (unsigned char) (version >> 8), (unsigned char) version
-        };
-        value.mv_size = sizeof bytes;
-        value.mv_data = bytes;
-        rc = mdb_put (txn, meta, &key, &value, 0);
-        if (rc != MDB_SUCCESS) {
-            snprintf (err, err_len, "cannot write the schema version: %s",
-                      mdb_strerror (rc));
-            return -1;
-        }
-        return 0;
-    }
+    if (rc == MDB_NOTFOUND)
+        return 1;
     if (rc != MDB_SUCCESS) {
         snprintf (err, err_len, "cannot read the schema version: %s",
                   mdb_strerror (rc));
@@ -247,34 +240,136 @@ s_check_schema (MDB_txn *txn, MDB_dbi meta, char *err, size_t err_len)
         return -1;
     }
     const unsigned char *bytes = value.mv_data;
-    uint32_t version = (uint32_t) bytes[0] << 24 | (uint32_t) bytes[1] << 16
-                     | (uint32_t) bytes[2] << 8 | (uint32_t) bytes[3];
-    if (version > STORE_SCHEMA_VERSION) {
-        MDB_val release_key = { strlen (STORE_RELEASE_KEY),
-                                (void *) STORE_RELEASE_KEY };
-        char release [64] = "";
-        if (mdb_get (txn, meta, &release_key, &value) == MDB_SUCCESS
-            && value.mv_size < sizeof release) {
-            memcpy (release, value.mv_data, value.mv_size);
-            release [value.mv_size] = 0;
-            for (char *at = release; *at; at++)
-                if (*at < 0x20 || *at > 0x7e)
-                    *at = '?';
+    *version = (uint32_t) bytes[0] << 24 | (uint32_t) bytes[1] << 16
+             | (uint32_t) bytes[2] << 8 | (uint32_t) bytes[3];
+    return 0;
+}
+
+//  Writes VERSION as the schema version. Returns 0 or -1 with ERR.
+static int
+s_write_schema (MDB_txn *txn, MDB_dbi meta, uint32_t version, char *err,
+                size_t err_len)
+{
+    MDB_val key = { strlen (STORE_SCHEMA_KEY), (void *) STORE_SCHEMA_KEY };
+    unsigned char bytes[4] = {
+        (unsigned char) (version >> 24), (unsigned char) (version >> 16),
+        (unsigned char) (version >> 8), (unsigned char) version
+    };
+    MDB_val value = { sizeof bytes, bytes };
+    int rc = mdb_put (txn, meta, &key, &value, 0);
+    if (rc != MDB_SUCCESS) {
+        snprintf (err, err_len, "cannot write the schema version: %s",
+                  mdb_strerror (rc));
+        return -1;
+    }
+    return 0;
+}
+
+//  The release that last opened the store, as printable text: "release
+//  0.4.0", or WHEN_NONE when it did not say.
+static void
+s_read_release (MDB_txn *txn, MDB_dbi meta, const char *when_none,
+                char *text, size_t text_len)
+{
+    MDB_val key = { strlen (STORE_RELEASE_KEY), (void *) STORE_RELEASE_KEY };
+    MDB_val value;
+    char release[64] = "";
+    if (mdb_get (txn, meta, &key, &value) == MDB_SUCCESS
+        && value.mv_size < sizeof release) {
+        memcpy (release, value.mv_data, value.mv_size);
+        release[value.mv_size] = 0;
+        for (char *at = release; *at; at++)
+            if (*at < 0x20 || *at > 0x7e)
+                *at = '?';
+    }
+    if (*release)
+        snprintf (text, text_len, "release %s", release);
+    else
+        snprintf (text, text_len, "%s", when_none);
+}
+
+//  The steps of a migration: a run of the table.
+typedef struct {
+    size_t first;                //  Index in the table of the first step
+    size_t count;                //  Steps to run (0: nothing to do)
+    bool rewrites;               //  One of them rewrites records
+} s_plan_t;
+
+//  Chooses the steps of STEPS (N_STEPS) that bring schema FROM to TO
+//  (FROM < TO). Returns 0 with PLAN, or -1 with the reason in ERR, as a
+//  clause ("this release has no migration from schema 0"): a version with
+//  no step from it, or a table out of order.
+static int
+s_plan (const store_step_t *steps, size_t n_steps, uint32_t from,
+        uint32_t to, s_plan_t *plan, char *err, size_t err_len)
+{
+    memset (plan, 0, sizeof *plan);
+    for (size_t index = 0; index < n_steps; index++) {
+        if (!steps[index].fn || !steps[index].what
+            || (index > 0
+                && steps[index].from_version
+                       <= steps[index - 1].from_version)) {
+            snprintf (err, err_len, "this release's migration table is out "
+                      "of order or incomplete at its step %zu", index);
+            return -1;
         }
+    }
+    size_t first = 0;
+    while (first < n_steps && steps[first].from_version < from)
+        first++;
+    for (uint32_t version = from; version < to; version++) {
+        size_t index = first + (version - from);
+        if (index >= n_steps || steps[index].from_version != version) {
+            if (version == from)
+                snprintf (err, err_len, "this release has no migration "
+                          "from schema %u", (unsigned) version);
+            else
+                snprintf (err, err_len, "this release has no migration "
+                          "from schema %u on the way to %u",
+                          (unsigned) version, (unsigned) to);
+            return -1;
+        }
+        if (steps[index].rewrites)
+            plan->rewrites = true;
+    }
+    plan->first = first;
+    plan->count = to - from;
+    return 0;
+}
+
+//  Checks the schema VERSION read from META against TARGET. Returns 0
+//  when it is TARGET or can be migrated to it (PLAN then says how), or
+//  -1 with a sentence in ERR.
+static int
+s_check_schema (MDB_txn *txn, MDB_dbi meta, uint32_t version,
+                uint32_t target, const store_step_t *steps, size_t n_steps,
+                s_plan_t *plan, char *err, size_t err_len)
+{
+    memset (plan, 0, sizeof *plan);
+    char release[80];
+    if (version > target) {
+        s_read_release (txn, meta, "a later release", release,
+                        sizeof release);
         snprintf (err, err_len,
                   "schema version %u is newer than this release's (%s reads "
-                  "%d): the store was written by %s%s; install that release "
+                  "%u): the store was written by %s; install that release "
                   "or a later one (this one leaves the store as it is)",
-                  (unsigned) version, GRID_VERSION, STORE_SCHEMA_VERSION,
-                  *release ? "release " : "a later release",
+                  (unsigned) version, GRID_VERSION, (unsigned) target,
                   release);
         return -1;
     }
-    if (version < STORE_SCHEMA_VERSION) {
+    char why[200];
+    if (version < target
+        && s_plan (steps, n_steps, version, target, plan, why,
+                   sizeof why)) {
+        s_read_release (txn, meta, "an unknown release", release,
+                        sizeof release);
         snprintf (err, err_len,
-                  "schema version %u is older than this program (%d) "
-                  "and cannot be upgraded",
-                  (unsigned) version, STORE_SCHEMA_VERSION);
+                  "schema version %u is older than this release's (%s reads "
+                  "%u) and %s: the store was last opened by %s (this one "
+                  "leaves the store as it is)",
+                  (unsigned) version, GRID_VERSION, (unsigned) target, why,
+                  release);
         return -1;
     }
     return 0;
@@ -307,11 +402,77 @@ s_note_release (store_t *self)
         mdb_txn_abort (txn);
 }
 
-//  Opens every database in one write transaction (the meta database and
-//  its schema version first, so a newer store is refused before anything
-//  else is touched) and commits. Returns 0 or -1 with ERR.
+//  Adds a sentence to what opening SELF migrated. Returns 0 or -1.
 static int
-s_open_databases (store_t *self, const char *dir, char *err, size_t err_len)
+s_note_migration (store_t *self, const char *format, ...)
+{
+    char **grown = realloc (self->migrations, (self->migration_count + 1)
+                                                  * sizeof *grown);
+    if (!grown)
+        return -1;
+    self->migrations = grown;
+    va_list args;
+    va_start (args, format);
+    int rc = vasprintf (&grown[self->migration_count], format, args);
+    va_end (args);
+    if (rc < 0)
+        return -1;
+    self->migration_count++;
+    return 0;
+}
+
+static void
+s_forget_migrations (store_t *self)
+{
+    for (size_t index = 0; index < self->migration_count; index++)
+        free (self->migrations[index]);
+    free (self->migrations);
+    self->migrations = NULL;
+    self->migration_count = 0;
+}
+
+static void s_txn_close_cursors (store_txn_t *txn);
+static void s_txn_end (store_txn_t *txn);
+static void s_grow (store_t *self);
+
+//  Runs PLAN's steps of STEPS in TXN, in order. Returns 0, or -1 with a
+//  sentence in ERR naming the step that failed (TXN must then be
+//  aborted; TXN->failed tells a full map from the step's own refusal).
+static int
+s_run (store_txn_t *txn, const store_step_t *steps, const s_plan_t *plan,
+       char *err, size_t err_len)
+{
+    for (size_t index = 0; index < plan->count; index++) {
+        const store_step_t *step = &steps[plan->first + index];
+        char why[300] = "";
+        int rc = step->fn (txn, why, sizeof why);
+        if (rc != 0 || txn->failed) {
+            if (!*why)
+                snprintf (why, sizeof why, "%s",
+                          txn->failed ? store_strerror (txn->failed)
+                                      : "no reason given");
+            snprintf (err, err_len, "the migration from schema %u to %u "
+                      "(%s) failed: %s", (unsigned) step->from_version,
+                      (unsigned) step->from_version + 1, step->what, why);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+//  What store_open_with was asked for
+typedef struct {
+    uint32_t version;                //  The schema to reach
+    const store_step_t *steps;       //  The migration table
+    size_t n_steps;                  //  Its length
+} s_target_t;
+
+//  store_open's one try at the databases (see s_open_databases). Returns
+//  0, 1 to be tried again (the copy is made now, or the map grew), or -1
+//  with ERR.
+static int
+s_open_pass (store_t *self, const char *dir, const s_target_t *target,
+             bool *copied, char *err, size_t err_len)
 {
     MDB_txn *txn;
     int rc = mdb_txn_begin (self->env, NULL, 0, &txn);
@@ -319,19 +480,56 @@ s_open_databases (store_t *self, const char *dir, char *err, size_t err_len)
         snprintf (err, err_len, "%s: %s", dir, mdb_strerror (rc));
         return -1;
     }
-    rc = mdb_dbi_open (txn, s_db_names[STORE_DB_META], MDB_CREATE,
-                       &self->dbi[STORE_DB_META]);
+    MDB_dbi meta;
+    rc = mdb_dbi_open (txn, s_db_names[STORE_DB_META], MDB_CREATE, &meta);
     if (rc != MDB_SUCCESS) {
         snprintf (err, err_len, "%s: cannot open database meta: %s", dir,
                   mdb_strerror (rc));
         mdb_txn_abort (txn);
         return -1;
     }
-    char why[400];
-    if (s_check_schema (txn, self->dbi[STORE_DB_META], why, sizeof why)) {
+    self->dbi[STORE_DB_META] = meta;
+    char why[600];
+    uint32_t version = target->version;
+    s_plan_t plan = { 0 };
+    rc = s_read_schema (txn, meta, &version, why, sizeof why);
+    if (rc == 1)
+        rc = s_write_schema (txn, meta, target->version, why, sizeof why);
+    else
+    if (rc == 0)
+        rc = s_check_schema (txn, meta, version, target->version,
+                             target->steps, target->n_steps, &plan, why,
+                             sizeof why);
+    if (rc) {
         snprintf (err, err_len, "%s: %s", dir, why);
         mdb_txn_abort (txn);
         return -1;
+    }
+    char copy[PATH_MAX];
+    if (snprintf (copy, sizeof copy, "%s/data.mdb.pre-v%s", dir, GRID_VERSION)
+        >= (int) sizeof copy && plan.rewrites) {
+        snprintf (err, err_len, "%s: %s: no room for the name of a copy "
+                  "before migrating it", dir, strerror (ENAMETOOLONG));
+        mdb_txn_abort (txn);
+        return -1;
+    }
+    if (plan.rewrites && !*copied) {
+        //  The copy reads the store in a transaction of its own; LMDB
+        //  allows this thread no second one beside ours
+        mdb_txn_abort (txn);
+        bool kept;
+        if (envcopy_write (self->env, copy, &kept, why, sizeof why)) {
+            snprintf (err, err_len, "%s: %s; the store is left as it was",
+                      dir, why);
+            return -1;
+        }
+        *copied = true;
+        s_note_migration (self, kept ? "kept the copy %s that an earlier "
+                                       "try made of the store before "
+                                       "migrating it"
+                                     : "copied the store to %s before "
+                                       "migrating it", copy);
+        return 1;
     }
 
     for (int db = 0; db < STORE_DB_COUNT; db++) {
@@ -345,11 +543,74 @@ s_open_databases (store_t *self, const char *dir, char *err, size_t err_len)
             return -1;
         }
     }
+    if (plan.count) {
+        //  The steps work through the store's own transaction type
+        store_txn_t *migration = calloc (1, sizeof *migration);
+        if (!migration) {
+            snprintf (err, err_len, "%s: %s", dir, strerror (ENOMEM));
+            mdb_txn_abort (txn);
+            return -1;
+        }
+        migration->store = self;
+        migration->handle = txn;
+        migration->write = true;
+        self->live_txns++;
+        self->writing = true;
+        rc = s_run (migration, target->steps, &plan, why, sizeof why);
+        int failed = migration->failed;
+        s_txn_close_cursors (migration);
+        s_txn_end (migration);
+        if (rc == 0)
+            rc = s_write_schema (txn, meta, target->version, why,
+                                 sizeof why);
+        if (rc) {
+            mdb_txn_abort (txn);
+            if (failed == STORE_EFULL && store_can_grow (self)) {
+                //  Nothing of it landed: grow the map and run it again
+                self->grow_wanted = true;
+                s_grow (self);
+                return 1;
+            }
+            snprintf (err, err_len, "%s: %s; the store is left as it was%s%s",
+                      dir, why, *copied ? ", and its copy is kept as " : "",
+                      *copied ? copy : "");
+            return -1;
+        }
+    }
     rc = mdb_txn_commit (txn);
     if (rc != MDB_SUCCESS) {
-        snprintf (err, err_len, "%s: %s", dir, mdb_strerror (rc));
+        snprintf (err, err_len, "%s: %s%s", dir, mdb_strerror (rc),
+                  plan.count ? " (the migration is undone: the store is "
+                               "left as it was)" : "");
         return -1;
     }
+    for (size_t index = 0; index < plan.count; index++) {
+        const store_step_t *step = &target->steps[plan.first + index];
+        s_note_migration (self, "migrated the store from schema %u to %u: "
+                          "%s", (unsigned) step->from_version,
+                          (unsigned) step->from_version + 1, step->what);
+    }
+    return 0;
+}
+
+//  Opens every database in one write transaction (the meta database and
+//  its schema version first, so a newer store is refused before anything
+//  else is touched), migrating an older store in the same transaction,
+//  and commits. Returns 0 or -1 with ERR.
+static int
+s_open_databases (store_t *self, const char *dir, const s_target_t *target,
+                  char *err, size_t err_len)
+{
+    bool copied = false;
+    int rc = 1;
+    //  At most a copy and a map grown to its ceiling in doublings
+    for (int pass = 0; rc == 1 && pass < 64; pass++)
+        rc = s_open_pass (self, dir, target, &copied, err, err_len);
+    if (rc == 1)
+        snprintf (err, err_len, "%s: the store could not be opened",
+                  dir);
+    if (rc)
+        return -1;
     s_note_release (self);
     return 0;
 }
@@ -393,9 +654,11 @@ s_lock_reserve (const char *dir, char *err, size_t err_len)
     return 0;
 }
 
+//  store_open, with the production migration table, is in migrate.c
 store_t *
-store_open (const char *dir, size_t map_bytes, size_t max_map_bytes,
-            char *err, size_t err_len)
+store_open_with (const char *dir, size_t map_bytes, size_t max_map_bytes,
+                 uint32_t target_version, const store_step_t *steps,
+                 size_t n_steps, char *err, size_t err_len)
 {
     char scratch[1];
     if (!err || err_len == 0) {
@@ -457,7 +720,9 @@ store_open (const char *dir, size_t map_bytes, size_t max_map_bytes,
         free (self);
         return NULL;
     }
-    if (s_open_databases (self, dir, err, err_len)) {
+    s_target_t target = { target_version, steps, n_steps };
+    if (s_open_databases (self, dir, &target, err, err_len)) {
+        s_forget_migrations (self);
         mdb_env_close (self->env);
         free (self->dir);
         free (self);
@@ -476,6 +741,7 @@ store_destroy (store_t **self_p)
     //  bookkeeping; our handles would dangle. A caller bug, not a condition.
     assert (self->live_txns == 0);
     mdb_env_close (self->env);
+    s_forget_migrations (self);
     free (self->dir);
     free (self);
     *self_p = NULL;
@@ -500,6 +766,13 @@ store_strerror (int code)
         default:
             return "unknown store error";
     }
+}
+
+const char *
+store_migration (store_t *self, size_t index)
+{
+    return self && index < self->migration_count ? self->migrations[index]
+                                                 : NULL;
 }
 
 const char *

@@ -25,6 +25,18 @@
     Group commit: open one write transaction per loop pass, put every change
     into it, commit once, and only then acknowledge to peers.
 
+    Schema and migration: META holds the schema version the records are
+    written in (STORE_SCHEMA_VERSION for this release) and the release that
+    last opened the store. A newer schema is refused, naming that release;
+    an older one is migrated at open by the steps of the migration table
+    (store/migrate.c), all in one write transaction with the new version,
+    after a compacted copy of the store is kept as DIR/data.mdb.pre-vRELEASE
+    when a step rewrites records. A step that fails, or a copy that cannot
+    be made, leaves the store as it was and the open fails. Additive changes
+    (a new database, a new key, a new field readers skip) need no step and
+    keep the version. This release's table is empty: schema 1 is the only
+    one there has been.
+
     Threading: one store per process; one write transaction at a time;
     the store and its transactions belong to one thread (MDB_NOTLS not used,
     so that thread may hold at most one read transaction at a time, next to
@@ -46,6 +58,9 @@
 #define STORE_EVERSION -4     //  Data dir written by an unknown schema version
 #define STORE_EINVAL -5       //  Bad argument (key too long, empty key...)
 
+//  The schema this release writes and reads. Raised only when a release
+//  changes what existing records mean, with a step in the migration table
+//  that converts them (store/migrate.c; empty: no such change yet).
 #define STORE_SCHEMA_VERSION 1
 #define STORE_MAX_KEY 511     //  LMDB's default max key size
 
@@ -75,7 +90,8 @@ typedef struct _store_cursor_t store_cursor_t;
 
 //  Opens (creating if needed, mode 0700) the environment in directory DIR
 //  with an initial map of MAP_BYTES that may grow up to MAX_MAP_BYTES
-//  (0 = never grow). Checks/writes the schema version, and writes this
+//  (0 = never grow). Checks/writes the schema version, migrating an older
+//  store (see above; store_migration tells what was done), and writes this
 //  program's release (GRID_VERSION) as the last to open it. Returns the
 //  store, or NULL with a sentence in ERR (e.g. "/x: Permission denied",
 //  "schema version 7 is newer than this release's (0.1.0 reads 1): the
@@ -86,6 +102,37 @@ typedef struct _store_cursor_t store_cursor_t;
 //  stored is widened to fit it.
 store_t *store_open (const char *dir, size_t map_bytes, size_t max_map_bytes,
                      char *err, size_t err_len);
+
+//  One step of the migration table: it converts the records of schema
+//  FROM_VERSION into those of FROM_VERSION + 1.
+typedef struct {
+    uint32_t from_version;   //  The schema it reads (it leaves the next)
+    const char *what;        //  One sentence for the log: what it changes
+    bool rewrites;           //  Changes or deletes existing records
+    //  Does it in TXN (the one transaction of the whole migration, with
+    //  every database open; no other may begin). Returns 0, or -1 with a
+    //  sentence in ERR; the whole migration is then aborted. When the
+    //  map fills and may grow, the migration is aborted and run again from
+    //  its first step, so a step reads what it converts from TXN only.
+    int (*fn) (store_txn_t *txn, char *err, size_t err_len);
+} store_step_t;
+
+//  store_open with the schema TARGET_VERSION and the migration table STEPS
+//  (N_STEPS, in order of from_version; the steps from the stored version
+//  up to TARGET_VERSION run, and must all be there). store_open passes
+//  STORE_SCHEMA_VERSION and the production table; tests and tools pass
+//  their own.
+store_t *store_open_with (const char *dir, size_t map_bytes,
+                          size_t max_map_bytes, uint32_t target_version,
+                          const store_step_t *steps, size_t n_steps,
+                          char *err, size_t err_len);
+
+//  What opening SELF did to migrate it, one sentence per INDEX from 0
+//  ("copied the store to /d/data.mdb.pre-v0.2.0 before migrating it",
+//  "migrated the store from schema 1 to 2: ..."), or NULL past the last
+//  (at once when nothing was migrated). Owned by SELF, valid until
+//  store_destroy. The caller logs them.
+const char *store_migration (store_t *self, size_t index);
 
 //  Closes the environment; NULL-safe, nulls *self_p. Open transactions must
 //  be finished first.

@@ -161,6 +161,102 @@ test_it_store_second_agent_is_refused (void **state)
     assert_true (grid_start_agent (grid, "web-01", NULL, NULL, NULL) >= 0);
 }
 
+//  Stamps the store in DIR, at schema FROM (a new one is made at FROM),
+//  with schema VERSION and, unless NULL, RELEASE as the last release to
+//  open it.
+static void
+s_stamp_store (const char *dir, uint32_t from, uint32_t version,
+               const char *release)
+{
+    char err [600] = "";
+    store_t *store = store_open_with (dir, 0, 0, from, NULL, 0, err,
+                                      sizeof err);
+    if (!store)
+        fail_msg ("store_open %s: %s", dir, err);
+    unsigned char bytes [4] = {
+        (unsigned char) (version >> 24), (unsigned char) (version >> 16),
+        (unsigned char) (version >> 8), (unsigned char) version
+    };
+    store_txn_t *txn = store_begin (store, true);
+    assert_int_equal (store_put (txn, STORE_DB_META, "schema_version", 14,
+                                 bytes, sizeof bytes), 0);
+    if (release)
+        assert_int_equal (store_put (txn, STORE_DB_META, "release", 7,
+                                     release, strlen (release)), 0);
+    assert_int_equal (store_commit (&txn), 0);
+    store_destroy (&store);
+}
+
+//  The SHA-1 of the file PATH (freshly allocated), to tell it unchanged.
+static char *
+s_file_digest (const char *path)
+{
+    zchunk_t *chunk = zchunk_slurp (path, 0);
+    assert_non_null (chunk);
+    char *digest = strdup (zchunk_digest (chunk));
+    zchunk_destroy (&chunk);
+    return digest;
+}
+
+//  An agent's spool is a store as the broker's data is: a spool of a
+//  newer schema (a later release's agent left it) stops gridagent at
+//  start with the store's sentence naming that release, in its error
+//  line, and stays as it was; an older schema no migration leads from is
+//  refused the same way.
+static void
+test_it_store_newer_spool_is_refused (void **state)
+{
+    grid_t *grid = (grid_t *) *state;
+    assert_int_equal (grid_start_broker (grid, NULL), 0);
+    char state_dir [400], spool [420], data [440];
+    snprintf (state_dir, sizeof state_dir, "%s/agent-sp-01", grid->dir);
+    snprintf (spool, sizeof spool, "%s/spool", state_dir);
+    snprintf (data, sizeof data, "%s/data.mdb", spool);
+    s_stamp_store (spool, STORE_SCHEMA_VERSION, STORE_SCHEMA_VERSION + 1,
+                   "9.0.0");
+    char *before = s_file_digest (data);
+    char *out = NULL, *err = NULL;
+    int code = grid_run (grid, "gridagent", &out, &err, 10000, "--id",
+                         "sp-01", "--broker", grid->agents_ep, "--publish",
+                         grid->publish_ep, "--state-dir", state_dir,
+                         "--insecure", NULL);
+    assert_int_not_equal (code, 0);
+    char expected [800];
+    snprintf (expected, sizeof expected,
+              " gridagent[sp-01] error: cannot start: %s: schema version %d "
+              "is newer than this release's (%s reads %d): the store was "
+              "written by release 9.0.0; install that release or a later "
+              "one (this one leaves the store as it is)", spool,
+              STORE_SCHEMA_VERSION + 1, GRID_VERSION, STORE_SCHEMA_VERSION);
+    if (!strstr (err, expected))
+        fprintf (stderr, "stderr: %s\n", err);
+    assert_non_null (strstr (err, expected));
+    free (out);
+    free (err);
+    char *after = s_file_digest (data);
+    assert_string_equal (before, after);
+    free (before);
+    free (after);
+
+    //  Schema 0: older, and no step leads from it
+    s_stamp_store (spool, STORE_SCHEMA_VERSION + 1, 0, NULL);
+    code = grid_run (grid, "gridagent", &out, &err, 10000, "--id", "sp-01",
+                     "--broker", grid->agents_ep, "--publish",
+                     grid->publish_ep, "--state-dir", state_dir, "--insecure",
+                     NULL);
+    assert_int_not_equal (code, 0);
+    snprintf (expected, sizeof expected,
+              " gridagent[sp-01] error: cannot start: %s: schema version 0 "
+              "is older than this release's (%s reads %d) and this release "
+              "has no migration from schema 0", spool, GRID_VERSION,
+              STORE_SCHEMA_VERSION);
+    if (!strstr (err, expected))
+        fprintf (stderr, "stderr: %s\n", err);
+    assert_non_null (strstr (err, expected));
+    free (out);
+    free (err);
+}
+
 //  ---------------------------------------------------------------------
 //  A full disk
 
@@ -758,6 +854,8 @@ main (void)
         cmocka_unit_test_setup_teardown (test_it_store_second_broker_is_refused,
                                          s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_it_store_second_agent_is_refused,
+                                         s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_it_store_newer_spool_is_refused,
                                          s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_it_store_full_disk_loses_nothing,
                                          s_setup, s_teardown),

@@ -19,6 +19,7 @@
 #include <fcntl.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "../store/store.h"
@@ -1047,6 +1048,586 @@ test_store_strerror (void **state)
     assert_string_equal (store_last_error (NULL), "");
 }
 
+//  ---------------------------------------------------------------------
+//  Migration
+
+//  What the test steps saw: the transaction each ran in, and how often
+static store_txn_t *s_step_txns[2];
+static int s_step_runs[2];
+static bool s_fail_second_step;
+
+//  1 -> 2, rewrites: j-1's value in capitals, j-2 deleted
+static int
+s_step_rewrite (store_txn_t *txn, char *err, size_t err_len)
+{
+    s_step_txns[0] = txn;
+    s_step_runs[0]++;
+    if (store_put (txn, STORE_DB_JOBS, "j-1", 3, "ONE", 3) != 0
+        || store_del (txn, STORE_DB_JOBS, "j-2", 3) != 0) {
+        snprintf (err, err_len, "j-1 or j-2 is not there");
+        return -1;
+    }
+    return 0;
+}
+
+//  2 -> 3, additive: a new key that says what the first step left
+static int
+s_step_add (store_txn_t *txn, char *err, size_t err_len)
+{
+    s_step_txns[1] = txn;
+    s_step_runs[1]++;
+    if (s_fail_second_step) {
+        snprintf (err, err_len, "told to fail");
+        return -1;
+    }
+    const void *value;
+    size_t size;
+    bool seen = store_get (txn, STORE_DB_JOBS, "j-1", 3, &value, &size) == 0
+             && size == 3 && memcmp (value, "ONE", 3) == 0;
+    const char *note = seen ? "after-one" : "before-one";
+    return store_put (txn, STORE_DB_META, "added", 5, note, strlen (note))
+               ? -1 : 0;
+}
+
+static const store_step_t s_steps[] = {
+    { 1, "capitals for j-1, no more j-2", true, s_step_rewrite },
+    { 2, "a note in meta", false, s_step_add },
+};
+
+static void
+s_steps_reset (void)
+{
+    memset (s_step_txns, 0, sizeof s_step_txns);
+    memset (s_step_runs, 0, sizeof s_step_runs);
+    s_fail_second_step = false;
+}
+
+//  A store at schema 1 in the fixture's data dir, holding j-1 and j-2.
+static void
+s_make_v1 (s_fixture_t *fixture)
+{
+    store_t *store = s_open (fixture, MIB, 0);
+    s_put_str (store, STORE_DB_JOBS, "j-1", "one");
+    s_put_str (store, STORE_DB_JOBS, "j-2", "two");
+    store_destroy (&store);
+}
+
+//  The path of the copy a migration keeps of the fixture's store
+static void
+s_copy_path (s_fixture_t *fixture, char *path, size_t path_len)
+{
+    if (snprintf (path, path_len, "%s/data.mdb.pre-v%s", fixture->data,
+                  GRID_VERSION) >= (int) path_len)
+        fail_msg ("path too long");
+}
+
+static bool
+s_exists (const char *path)
+{
+    struct stat info;
+    return lstat (path, &info) == 0;
+}
+
+//  Asserts that the store in DIR is at schema VERSION: it opens at that
+//  target with nothing to migrate, and its meta record says so.
+static void
+s_expect_schema (const char *dir, uint32_t version)
+{
+    char err[512] = "";
+    store_t *store = store_open_with (dir, MIB, 0, version, NULL, 0, err,
+                                      sizeof err);
+    if (!store)
+        fail_msg ("open at schema %u: %s", (unsigned) version, err);
+    assert_null (store_migration (store, 0));
+    store_txn_t *txn = store_begin (store, false);
+    const void *value;
+    size_t size;
+    assert_int_equal (store_get (txn, STORE_DB_META, "schema_version", 14,
+                                 &value, &size), 0);
+    assert_int_equal (size, 4);
+    assert_int_equal (s_read_be32 (value), version);
+    store_abort (&txn);
+    store_destroy (&store);
+}
+
+//  The records of a schema 1 store as s_make_v1 left them
+static void
+s_expect_v1_records (const char *dir)
+{
+    s_expect_schema (dir, 1);
+    store_t *store = s_open_dir (dir, MIB, 0);
+    s_expect_str (store, STORE_DB_JOBS, "j-1", "one");
+    s_expect_str (store, STORE_DB_JOBS, "j-2", "two");
+    s_expect_str (store, STORE_DB_META, "added", NULL);
+    store_destroy (&store);
+}
+
+//  Opens the single-file copy PATH as a store of its own: it is moved as
+//  data.mdb into a new directory under the fixture's.
+static void
+s_expect_copy_holds_v1 (s_fixture_t *fixture, const char *path)
+{
+    char dir[PATH_MAX], file[PATH_MAX + 16];
+    snprintf (dir, sizeof dir, "%s/copy", fixture->dir);
+    snprintf (file, sizeof file, "%s/data.mdb", dir);
+    assert_int_equal (mkdir (dir, 0700), 0);
+    char command[3 * PATH_MAX];
+    snprintf (command, sizeof command, "cp '%s' '%s'", path, file);
+    assert_int_equal (system (command), 0);
+    s_expect_v1_records (dir);
+}
+
+//  A store at schema 1 opened for schema 3: the copy first, then both
+//  steps in one transaction with the new version; what was done is told
+//  in order. Opened again, nothing more is done.
+static void
+test_store_migrate_runs_steps (void **state)
+{
+    s_fixture_t *fixture = *state;
+    s_make_v1 (fixture);
+    s_steps_reset ();
+    char err[512] = "", copy[PATH_MAX];
+    s_copy_path (fixture, copy, sizeof copy);
+    store_t *store = store_open_with (fixture->data, MIB, 0, 3, s_steps, 2,
+                                      err, sizeof err);
+    if (!store)
+        fail_msg ("store_open_with: %s", err);
+    assert_int_equal (s_step_runs[0], 1);
+    assert_int_equal (s_step_runs[1], 1);
+    assert_ptr_equal (s_step_txns[0], s_step_txns[1]);
+    char expected[PATH_MAX + 64];
+    snprintf (expected, sizeof expected,
+              "copied the store to %s before migrating it", copy);
+    assert_string_equal (store_migration (store, 0), expected);
+    assert_string_equal (store_migration (store, 1),
+                         "migrated the store from schema 1 to 2: capitals "
+                         "for j-1, no more j-2");
+    assert_string_equal (store_migration (store, 2),
+                         "migrated the store from schema 2 to 3: a note in "
+                         "meta");
+    assert_null (store_migration (store, 3));
+    assert_null (store_migration (NULL, 0));
+    //  The second step saw the first one's change: one transaction
+    s_expect_str (store, STORE_DB_JOBS, "j-1", "ONE");
+    s_expect_str (store, STORE_DB_JOBS, "j-2", NULL);
+    s_expect_str (store, STORE_DB_META, "added", "after-one");
+    store_destroy (&store);
+    s_expect_schema (fixture->data, 3);
+
+    //  The copy is one whole file, none half-written beside it
+    struct stat before;
+    assert_int_equal (lstat (copy, &before), 0);
+    assert_true (S_ISREG (before.st_mode));
+    char temp[PATH_MAX + 8];
+    snprintf (temp, sizeof temp, "%s.tmp", copy);
+    assert_false (s_exists (temp));
+    s_expect_copy_holds_v1 (fixture, copy);
+
+    //  At schema 3 already: nothing runs, the copy stays as it is
+    s_steps_reset ();
+    store = store_open_with (fixture->data, MIB, 0, 3, s_steps, 2, err,
+                             sizeof err);
+    assert_non_null (store);
+    assert_null (store_migration (store, 0));
+    assert_int_equal (s_step_runs[0] + s_step_runs[1], 0);
+    store_destroy (&store);
+    struct stat after;
+    assert_int_equal (lstat (copy, &after), 0);
+    assert_int_equal (before.st_ino, after.st_ino);
+    assert_int_equal (before.st_mtime, after.st_mtime);
+
+    //  ... and this release (schema 1) refuses it as newer
+    err[0] = '\0';
+    assert_null (store_open (fixture->data, MIB, 0, err, sizeof err));
+    assert_non_null (strstr (err, "schema version 3 is newer than this "
+                                  "release's"));
+    assert_non_null (strstr (err, "written by release " GRID_VERSION));
+}
+
+//  A step that fails undoes the whole migration: the store stays at
+//  schema 1 with its records; the copy stays too, and a retry keeps it.
+static void
+test_store_migrate_failure_undoes (void **state)
+{
+    s_fixture_t *fixture = *state;
+    s_make_v1 (fixture);
+    s_steps_reset ();
+    s_fail_second_step = true;
+    char err[512] = "", copy[PATH_MAX];
+    s_copy_path (fixture, copy, sizeof copy);
+    assert_null (store_open_with (fixture->data, MIB, 0, 3, s_steps, 2, err,
+                                  sizeof err));
+    assert_int_equal (s_step_runs[0], 1);
+    assert_int_equal (s_step_runs[1], 1);
+    assert_non_null (strstr (err, fixture->data));
+    assert_non_null (strstr (err, "the migration from schema 2 to 3 (a note "
+                                  "in meta) failed: told to fail; the store "
+                                  "is left as it was, and its copy is kept "
+                                  "as "));
+    assert_non_null (strstr (err, copy));
+    s_expect_v1_records (fixture->data);
+    struct stat before;
+    assert_int_equal (lstat (copy, &before), 0);
+    s_expect_copy_holds_v1 (fixture, copy);
+
+    //  The retry migrates, keeping the copy the first try made
+    s_steps_reset ();
+    store_t *store = store_open_with (fixture->data, MIB, 0, 3, s_steps, 2,
+                                      err, sizeof err);
+    if (!store)
+        fail_msg ("retry: %s", err);
+    char expected[PATH_MAX + 96];
+    snprintf (expected, sizeof expected, "kept the copy %s that an earlier "
+              "try made of the store before migrating it", copy);
+    assert_string_equal (store_migration (store, 0), expected);
+    assert_non_null (store_migration (store, 2));
+    s_expect_str (store, STORE_DB_JOBS, "j-1", "ONE");
+    store_destroy (&store);
+    s_expect_schema (fixture->data, 3);
+    struct stat after;
+    assert_int_equal (lstat (copy, &after), 0);
+    assert_int_equal (before.st_ino, after.st_ino);
+}
+
+//  Steps that only add need no copy.
+static void
+test_store_migrate_no_copy_without_rewrites (void **state)
+{
+    s_fixture_t *fixture = *state;
+    s_make_v1 (fixture);
+    s_steps_reset ();
+    const store_step_t additive[] = {
+        { 1, "nothing much", false, s_step_add },
+        { 2, "nothing more", false, s_step_add },
+    };
+    char err[512] = "", copy[PATH_MAX];
+    s_copy_path (fixture, copy, sizeof copy);
+    store_t *store = store_open_with (fixture->data, MIB, 0, 3, additive, 2,
+                                      err, sizeof err);
+    if (!store)
+        fail_msg ("store_open_with: %s", err);
+    assert_string_equal (store_migration (store, 0),
+                         "migrated the store from schema 1 to 2: nothing "
+                         "much");
+    assert_non_null (store_migration (store, 1));
+    assert_null (store_migration (store, 2));
+    s_expect_str (store, STORE_DB_JOBS, "j-1", "one");
+    s_expect_str (store, STORE_DB_META, "added", "before-one");
+    store_destroy (&store);
+    assert_int_equal (s_step_runs[1], 2);
+    assert_false (s_exists (copy));
+    s_expect_schema (fixture->data, 3);
+}
+
+//  A file already at the copy's name is an earlier try's copy: kept as
+//  it is, never written over. A .tmp file beside it is a copy cut short:
+//  it never takes the name.
+static void
+test_store_migrate_keeps_existing_copy (void **state)
+{
+    s_fixture_t *fixture = *state;
+    s_make_v1 (fixture);
+    s_steps_reset ();
+    char err[512] = "", copy[PATH_MAX], temp[PATH_MAX + 8];
+    s_copy_path (fixture, copy, sizeof copy);
+    snprintf (temp, sizeof temp, "%s.tmp", copy);
+    FILE *file = fopen (copy, "w");
+    assert_non_null (file);
+    fputs ("an earlier copy", file);
+    fclose (file);
+    file = fopen (temp, "w");
+    assert_non_null (file);
+    fputs ("half", file);
+    fclose (file);
+    store_t *store = store_open_with (fixture->data, MIB, 0, 3, s_steps, 2,
+                                      err, sizeof err);
+    if (!store)
+        fail_msg ("store_open_with: %s", err);
+    assert_non_null (strstr (store_migration (store, 0), "kept the copy"));
+    store_destroy (&store);
+    char text[64] = "";
+    file = fopen (copy, "r");
+    assert_non_null (file);
+    assert_non_null (fgets (text, sizeof text, file));
+    fclose (file);
+    assert_string_equal (text, "an earlier copy");
+
+    //  Without the copy, the .tmp left by a try cut short is replaced
+    snprintf (fixture->data, sizeof fixture->data, "%s/other", fixture->dir);
+    s_make_v1 (fixture);
+    s_copy_path (fixture, copy, sizeof copy);
+    snprintf (temp, sizeof temp, "%s.tmp", copy);
+    file = fopen (temp, "w");
+    assert_non_null (file);
+    fputs ("half", file);
+    fclose (file);
+    store = store_open_with (fixture->data, MIB, 0, 3, s_steps, 2, err,
+                             sizeof err);
+    if (!store)
+        fail_msg ("store_open_with: %s", err);
+    assert_non_null (strstr (store_migration (store, 0), "copied the store"));
+    store_destroy (&store);
+    assert_false (s_exists (temp));
+    s_expect_copy_holds_v1 (fixture, copy);
+}
+
+//  A version no step leads from is refused, nothing touched, no copy.
+static void
+test_store_migrate_no_path (void **state)
+{
+    s_fixture_t *fixture = *state;
+    s_make_v1 (fixture);
+    s_steps_reset ();
+    char err[512] = "", copy[PATH_MAX];
+    s_copy_path (fixture, copy, sizeof copy);
+    //  No step from 1
+    assert_null (store_open_with (fixture->data, MIB, 0, 3, s_steps + 1, 1,
+                                  err, sizeof err));
+    assert_non_null (strstr (err, "schema version 1 is older than this "
+                                  "release's (" GRID_VERSION " reads 3) and "
+                                  "this release has no migration from "
+                                  "schema 1: the store was last opened by "
+                                  "release " GRID_VERSION " (this one leaves "
+                                  "the store as it is)"));
+    //  A step from 1, none from 2
+    assert_null (store_open_with (fixture->data, MIB, 0, 3, s_steps, 1, err,
+                                  sizeof err));
+    assert_non_null (strstr (err, "no migration from schema 2 on the way "
+                                  "to 3"));
+    //  A table out of order
+    const store_step_t backwards[] = { s_steps[1], s_steps[0] };
+    assert_null (store_open_with (fixture->data, MIB, 0, 3, backwards, 2,
+                                  err, sizeof err));
+    assert_non_null (strstr (err, "out of order"));
+    assert_int_equal (s_step_runs[0] + s_step_runs[1], 0);
+    assert_false (s_exists (copy));
+    s_expect_v1_records (fixture->data);
+
+    //  Newer than the target: refused, naming the release
+    s_make_v1 (fixture);
+    store_t *store = s_open (fixture, MIB, 0);
+    s_set_schema (store, 4);
+    store_txn_t *txn = store_begin (store, true);
+    assert_int_equal (store_put (txn, STORE_DB_META, "release", 7, "7.0.0", 5),
+                      0);
+    assert_int_equal (store_commit (&txn), 0);
+    store_destroy (&store);
+    assert_null (store_open_with (fixture->data, MIB, 0, 3, s_steps, 2, err,
+                                  sizeof err));
+    assert_non_null (strstr (err, "schema version 4 is newer than this "
+                                  "release's (" GRID_VERSION " reads 3): the "
+                                  "store was written by release 7.0.0"));
+    assert_int_equal (s_step_runs[0] + s_step_runs[1], 0);
+    assert_false (s_exists (copy));
+}
+
+//  A schema record that is not 4 bytes is no grid store's: refused, and
+//  left as it is.
+static void
+test_store_migrate_garbage_schema (void **state)
+{
+    s_fixture_t *fixture = *state;
+    const size_t sizes[] = { 0, 1, 3, 5, 64 };
+    char copy[PATH_MAX];
+    s_copy_path (fixture, copy, sizeof copy);
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        store_t *store = s_open (fixture, MIB, 0);
+        unsigned char bytes[64];
+        memset (bytes, 0, sizeof bytes);
+        store_txn_t *txn = store_begin (store, true);
+        assert_int_equal (store_put (txn, STORE_DB_META, "schema_version", 14,
+                                     bytes, sizes[i]), 0);
+        assert_int_equal (store_commit (&txn), 0);
+        store_destroy (&store);
+        s_steps_reset ();
+        char err[512] = "";
+        assert_null (store_open_with (fixture->data, MIB, 0, 3, s_steps, 2,
+                                      err, sizeof err));
+        char expected[128];
+        snprintf (expected, sizeof expected, "schema version record is %zu "
+                  "bytes long, not 4: this is not a grid store", sizes[i]);
+        assert_non_null (strstr (err, expected));
+        assert_null (store_open (fixture->data, MIB, 0, err, sizeof err));
+        assert_non_null (strstr (err, expected));
+        assert_int_equal (s_step_runs[0] + s_step_runs[1], 0);
+        assert_false (s_exists (copy));
+        //  A new store for the next round
+        char command[PATH_MAX + 16];
+        snprintf (command, sizeof command, "rm -rf '%s'", fixture->data);
+        assert_int_equal (system (command), 0);
+    }
+}
+
+//  A copy that cannot be written (a data dir this user may not write)
+//  fails the open with the reason; the store stays at schema 1. As root,
+//  the open runs in a child as the user nobody.
+static void
+test_store_migrate_read_only_dir (void **state)
+{
+    s_fixture_t *fixture = *state;
+    s_make_v1 (fixture);
+    s_steps_reset ();
+    char copy[PATH_MAX];
+    s_copy_path (fixture, copy, sizeof copy);
+    char command[3 * PATH_MAX];
+    const uid_t nobody = 65534;
+    if (geteuid () == 0) {
+        snprintf (command, sizeof command, "chown -R %u:%u '%s'",
+                  (unsigned) nobody, (unsigned) nobody, fixture->data);
+        assert_int_equal (system (command), 0);
+        assert_int_equal (chmod (fixture->dir, 0711), 0);
+    }
+    assert_int_equal (chmod (fixture->data, 0500), 0);
+    int pipe_fds[2];
+    assert_int_equal (pipe (pipe_fds), 0);
+    pid_t child = fork ();
+    assert_true (child >= 0);
+    if (child == 0) {
+        close (pipe_fds[0]);
+        if (geteuid () == 0 && (setgid (nobody) || setuid (nobody)))
+            _exit (2);
+        char err[512] = "";
+        store_t *store = store_open_with (fixture->data, MIB, 0, 3, s_steps,
+                                          2, err, sizeof err);
+        if (write (pipe_fds[1], err, strlen (err)) < 0)
+            _exit (3);
+        _exit (store ? 1 : 0);
+    }
+    close (pipe_fds[1]);
+    char err[512] = "";
+    ssize_t size = read (pipe_fds[0], err, sizeof err - 1);
+    close (pipe_fds[0]);
+    err[size > 0 ? size : 0] = '\0';
+    int status = -1;
+    assert_int_equal (waitpid (child, &status, 0), child);
+    assert_true (WIFEXITED (status));
+    assert_int_equal (WEXITSTATUS (status), 0);
+    assert_non_null (strstr (err, "cannot copy the store to "));
+    assert_non_null (strstr (err, "Permission denied; the store is left as "
+                                  "it was"));
+    assert_int_equal (chmod (fixture->data, 0700), 0);
+    assert_false (s_exists (copy));
+    s_expect_v1_records (fixture->data);
+}
+
+//  A disk with no room for the copy: the open fails as full, the store
+//  stays at schema 1, no copy nor part of one is left; with room again
+//  the same open migrates.
+static void
+test_store_migrate_full_disk (void **state)
+{
+    s_fixture_t *fixture = *state;
+    if (geteuid () != 0) {
+        fprintf (stderr, "    skipped: mounting a small tmpfs needs root\n");
+        return;
+    }
+    char disk[PATH_MAX], filler[PATH_MAX + 8];
+    snprintf (disk, sizeof disk, "%s/disk", fixture->dir);
+    snprintf (filler, sizeof filler, "%s/filler", disk);
+    assert_int_equal (mkdir (disk, 0700), 0);
+    if (mount ("tmpfs", disk, "tmpfs", MS_NOSUID | MS_NODEV, "size=4m")) {
+        fprintf (stderr, "    skipped: cannot mount a tmpfs: %s\n",
+                 strerror (errno));
+        return;
+    }
+    if (snprintf (fixture->data, sizeof fixture->data, "%s/data", disk)
+        >= (int) sizeof fixture->data)
+        fail_msg ("path too long");
+    store_t *store = s_open (fixture, 2 * MIB, 0);
+    s_put_str (store, STORE_DB_JOBS, "j-1", "one");
+    s_put_str (store, STORE_DB_JOBS, "j-2", "two");
+    //  About half a MiB of records for the copy to write
+    unsigned char *value = calloc (1, 4096);
+    assert_non_null (value);
+    store_txn_t *txn = store_begin (store, true);
+    for (uint32_t i = 0; i < 128; i++) {
+        unsigned char key[4];
+        s_be32 (key, i);
+        s_fill_value (value, 4096, i);
+        assert_int_equal (store_put (txn, STORE_DB_RESULTS, key, sizeof key,
+                                     value, 4096), 0);
+    }
+    assert_int_equal (store_commit (&txn), 0);
+    store_destroy (&store);
+    char copy[PATH_MAX], temp[PATH_MAX + 8];
+    s_copy_path (fixture, copy, sizeof copy);
+    snprintf (temp, sizeof temp, "%s.tmp", copy);
+
+    s_fill_disk_leaving (filler, 64 * 1024);
+    s_steps_reset ();
+    char err[512] = "";
+    assert_null (store_open_with (fixture->data, 2 * MIB, 0, 3, s_steps, 2,
+                                  err, sizeof err));
+    assert_non_null (strstr (err, "cannot copy the store to "));
+    assert_non_null (strstr (err, "No space left on device; the store is "
+                                  "left as it was"));
+    assert_int_equal (s_step_runs[0] + s_step_runs[1], 0);
+    assert_false (s_exists (copy));
+    assert_false (s_exists (temp));
+    assert_int_equal (unlink (filler), 0);
+    s_expect_v1_records (fixture->data);
+    store = s_open (fixture, 2 * MIB, 0);
+    s_expect_values (store, 128, value, 4096);
+    store_destroy (&store);
+
+    //  With room, the same open migrates
+    store = store_open_with (fixture->data, 2 * MIB, 0, 3, s_steps, 2, err,
+                             sizeof err);
+    if (!store)
+        fail_msg ("with room: %s", err);
+    store_destroy (&store);
+    s_expect_schema (fixture->data, 3);
+    assert_true (s_exists (copy));
+    free (value);
+    assert_int_equal (umount2 (disk, MNT_DETACH), 0);
+}
+
+//  A migration that outgrows the map grows it (up to the ceiling) and
+//  runs again from the start.
+static int
+s_step_big (store_txn_t *txn, char *err, size_t err_len)
+{
+    s_step_runs[0]++;
+    unsigned char value[4096];
+    memset (value, 'x', sizeof value);
+    for (uint32_t i = 0; i < 512; i++) {
+        unsigned char key[4];
+        s_be32 (key, i);
+        if (store_put (txn, STORE_DB_OUTPUTS, key, sizeof key, value,
+                       sizeof value))
+            return -1;
+    }
+    return 0;
+}
+
+static void
+test_store_migrate_grows_map (void **state)
+{
+    s_fixture_t *fixture = *state;
+    s_make_v1 (fixture);
+    s_steps_reset ();
+    const store_step_t big[] = { { 1, "2 MiB of outputs", false, s_step_big } };
+    char err[512] = "";
+    //  A map at its ceiling: full, and nothing of it lands
+    assert_null (store_open_with (fixture->data, MIB, MIB, 2, big, 1, err,
+                                  sizeof err));
+    assert_non_null (strstr (err, "the migration from schema 1 to 2 (2 MiB "
+                                  "of outputs) failed: store is full"));
+    assert_int_equal (s_step_runs[0], 1);
+    s_expect_v1_records (fixture->data);
+    //  A map that may grow: it does, and the step runs again
+    s_steps_reset ();
+    store_t *store = store_open_with (fixture->data, MIB, 16 * MIB, 2, big,
+                                      1, err, sizeof err);
+    if (!store)
+        fail_msg ("growing: %s", err);
+    assert_true (s_step_runs[0] >= 2);
+    store_txn_t *read = store_begin (store, false);
+    assert_int_equal (store_count (read, STORE_DB_OUTPUTS), 512);
+    store_abort (&read);
+    store_destroy (&store);
+}
+
 int
 main (void)
 {
@@ -1079,6 +1660,24 @@ main (void)
                                          s_teardown),
         cmocka_unit_test_setup_teardown (test_store_lock, s_setup,
                                          s_teardown),
+        cmocka_unit_test_setup_teardown (test_store_migrate_runs_steps,
+                                         s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_store_migrate_failure_undoes,
+                                         s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_store_migrate_no_copy_without_rewrites,
+                                         s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_store_migrate_keeps_existing_copy,
+                                         s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_store_migrate_no_path,
+                                         s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_store_migrate_garbage_schema,
+                                         s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_store_migrate_read_only_dir,
+                                         s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_store_migrate_full_disk,
+                                         s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_store_migrate_grows_map,
+                                         s_setup, s_teardown),
         cmocka_unit_test (test_store_strerror),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);

@@ -486,6 +486,32 @@ relays_upgrade_before_their_agents() {
     cli "$new" --output json node info rl-02 | grep -q '"protocol": 2'
 }
 
+# A downgrade across a store schema: a store of the new broker, stamped
+# with schema 2 and a later release (as that release would leave it), is
+# refused by the old broker, which names "newer" and that release and
+# leaves the store's file as it was: refused, not corrupted.
+a_newer_schema_store_is_refused_by_the_old_broker() {
+    stamp="$build/test/tools/storestamp"
+    [ -x "$stamp" ] || { echo "no $stamp (make test-build)"; return 1; }
+    start_broker "$new" || return 1
+    kill -TERM "$broker_pid"
+    wait "$broker_pid" 2>/dev/null
+    "$stamp" "$run/broker" 2 9.0.0 || return 1
+    before=$(cksum <"$run/broker/data.mdb")
+    timeout 30 "$old/gridbroker" --config none --insecure \
+        --data-dir "$run/broker" --client "ipc://$run/client" \
+        --agents "ipc://$run/agents" --publish "ipc://$run/publish" \
+        >"$run/old.log" 2>&1
+    code=$?
+    cat "$run/old.log"
+    [ "$code" != 0 ] && [ "$code" != 124 ] \
+        || { echo "the old broker exited $code"; return 1; }
+    grep -q 'schema version 2 is newer' "$run/old.log" || return 1
+    grep -q 'written by release 9.0.0' "$run/old.log" || return 1
+    [ "$(cksum <"$run/broker/data.mdb")" = "$before" ] \
+        || { echo "the old broker changed data.mdb"; return 1; }
+}
+
 check old_agents_run_jobs_on_a_new_broker old_agents_run_jobs_on_a_new_broker
 check old_clients_talk_to_a_new_broker old_clients_talk_to_a_new_broker
 check an_old_store_opens_in_a_new_broker an_old_store_opens_in_a_new_broker
@@ -499,4 +525,6 @@ check a_new_agent_is_refused_clearly_by_an_old_broker \
 check new_clients_are_refused_clearly_by_an_old_broker \
     new_clients_are_refused_clearly_by_an_old_broker
 check relays_upgrade_before_their_agents relays_upgrade_before_their_agents
+check a_newer_schema_store_is_refused_by_the_old_broker \
+    a_newer_schema_store_is_refused_by_the_old_broker
 finish
