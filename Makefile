@@ -160,7 +160,8 @@ $(BUILD)/man/%: docs/man/%.scd
 	$(call say,SCDOC,$<)
 	$(Q)scdoc <$< >$@.tmp && mv $@.tmp $@
 
-$(BUILD)/obj/%.o: %.c
+# Every object holds GRID_VERSION: a new release rebuilds them all
+$(BUILD)/obj/%.o: %.c VERSION
 	@mkdir -p $(dir $@)
 	$(call say,CC,$<)
 	$(Q)$(CC) $(ALL_CFLAGS) -c $< -o $@
@@ -242,7 +243,7 @@ test-build: $(BINS) $(TEST_BINS) $(TEST_TOOLS) $(BUILD)/test/test_python \
 	$(BUILD)/test/test_packaging $(BUILD)/test/test_it_browser \
 	$(BUILD)/test/test_layers man
 
-$(FUZZ_DIR)/obj/%.o: %.c
+$(FUZZ_DIR)/obj/%.o: %.c VERSION
 	@mkdir -p $(dir $@)
 	$(call say,FUZZCC,$<)
 	$(Q)$(FUZZ_CC) $(FUZZ_CFLAGS) -c $< -o $@
