@@ -69,7 +69,8 @@ SANFLAGS :=
 OPT := -O2
 endif
 
-PKGS := libczmq libzmq msgpack lmdb yaml-0.1 libsystemd libmicrohttpd jansson gnutls
+PKGS := libczmq libzmq msgpack lmdb yaml-0.1 libsystemd libmicrohttpd jansson gnutls \
+	libcurl
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 CMOCKA_LIBS = $(shell pkg-config --libs cmocka 2>/dev/null)
@@ -84,7 +85,7 @@ ALL_CFLAGS = -std=c11 -D_GNU_SOURCE -DGRID_VERSION=\"$(VERSION)\" \
 ALL_LDFLAGS = $(SANFLAGS) -Wl,--as-needed $(LDFLAGS)
 
 # Library: everything but the three mains.
-LIB_SRC := $(wildcard proto/*.c store/*.c backends/*.c client/*.c) \
+LIB_SRC := $(wildcard proto/*.c store/*.c backends/*.c client/*.c ha/*.c) \
 	$(filter-out broker/main.c,$(wildcard broker/*.c)) $(wildcard broker/req/*.c) \
 	$(filter-out agent/main.c,$(wildcard agent/*.c)) \
 	$(filter-out cli/main.c,$(wildcard cli/*.c)) \
@@ -109,7 +110,7 @@ ZMTP_OBJ := $(BUILD)/obj/test/tools/zmtp.o
 
 DEB_PKGS := gcc make pkg-config libzmq3-dev libczmq-dev libmsgpack-dev \
 	liblmdb-dev libyaml-dev libcmocka-dev libsystemd-dev scdoc \
-	libmicrohttpd-dev libjansson-dev libgnutls28-dev
+	libmicrohttpd-dev libjansson-dev libgnutls28-dev libcurl4-openssl-dev
 
 # Fuzzing: clang's libFuzzer with ASan and UBSan. Only make fuzz and make
 # test need these packages.
@@ -336,7 +337,7 @@ PY_PKGS := python3 python3-zmq python3-msgpack
 BROWSER_PKGS := chromium $(if $(shell command -v node 2>/dev/null),,nodejs) \
 	$(if $(shell command -v npm 2>/dev/null),,npm)
 TEST_PKGS = $(PY_PKGS) systemd man-db prometheus curl openssl $(DEB_TOOLS) \
-	bash-completion $(BROWSER_PKGS)
+	bash-completion etcd-server etcd-client $(BROWSER_PKGS)
 
 test-deps:
 	@sh test/deps.sh $(TEST_PKGS)

@@ -33,7 +33,8 @@ proto     proto
 store     store proto
 backends  backends proto
 client    client proto
-broker    broker proto store backends client
+ha        ha proto
+broker    broker proto store backends client ha
 agent     agent proto store backends client
 cli       cli proto store backends client
 relay     relay proto store backends client

@@ -1,0 +1,327 @@
+/*  =========================================================================
+    test_it_ha - the broker cluster's coordinator: etcd's JSON gateway
+    client and the leader elector, against a real etcd on loopback
+
+    Skipped (each test passes with a line saying so) when etcd is not
+    installed; make test installs it (etcd-server).
+    =========================================================================
+*/
+
+#include <czmq.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "../ha/elector.h"
+#include "../ha/etcd.h"
+#include "lib/etcdproc.h"
+
+#define S_WAIT_MS 20000
+
+typedef struct {
+    char dir [300];
+    etcdproc_t etcd;
+} s_state_t;
+
+static int
+s_setup (void **state)
+{
+    s_state_t *self = (s_state_t *) calloc (1, sizeof *self);
+    snprintf (self->dir, sizeof self->dir, "/tmp/grid-test-ha-XXXXXX");
+    if (!mkdtemp (self->dir))
+        return -1;
+    *state = self;
+    if (!etcdproc_available ())
+        return 0;
+    return etcdproc_start (&self->etcd, self->dir);
+}
+
+static int
+s_teardown (void **state)
+{
+    s_state_t *self = (s_state_t *) *state;
+    etcdproc_stop (&self->etcd, true);
+    char command [400];
+    snprintf (command, sizeof command, "rm -rf '%s'", self->dir);
+    if (system (command) != 0)
+        fprintf (stderr, "could not remove %s\n", self->dir);
+    free (self);
+    return 0;
+}
+
+static bool
+s_skip (s_state_t *self)
+{
+    if (self->etcd.pid > 0)
+        return false;
+    printf ("    skipped: etcd is not installed (make test-deps)\n");
+    return true;
+}
+
+static void
+test_ha_etcd_client (void **state)
+{
+    s_state_t *self = (s_state_t *) *state;
+    if (s_skip (self))
+        return;
+    char err [300];
+    //  Endpoints that are no URL are refused up front
+    assert_null (etcd_new ("", 1000, err, sizeof err));
+    assert_non_null (strstr (err, "no etcd endpoint"));
+    assert_null (etcd_new ("127.0.0.1:2379", 1000, err, sizeof err));
+    assert_non_null (strstr (err, "expected http://"));
+    assert_null (etcd_new ("file:///etc/passwd", 1000, err, sizeof err));
+    assert_null (etcd_new ("http://a b", 1000, err, sizeof err));
+
+    //  A dead endpoint first: the next one answers, and is kept
+    char endpoints [200];
+    snprintf (endpoints, sizeof endpoints, "http://127.0.0.1:1,%s/",
+              self->etcd.url);
+    etcd_t *etcd = etcd_new (endpoints, 2000, err, sizeof err);
+    assert_non_null (etcd);
+    int64_t lease = 0;
+    assert_int_equal (etcd_lease_grant (etcd, 5, &lease), 0);
+    assert_true (lease != 0);
+    assert_string_equal (etcd_endpoint (etcd), self->etcd.url);
+
+    //  Create only once; the second learns who holds it
+    int64_t revision = 0;
+    etcd_kv_t holder;
+    assert_int_equal (etcd_create (etcd, "/grid/t/leader", "one", 3, lease,
+                                   &revision, &holder), 1);
+    assert_true (revision > 0);
+    assert_null (holder.value);
+    int64_t other = 0;
+    assert_int_equal (etcd_create (etcd, "/grid/t/leader", "two", 3, 0,
+                                   &other, &holder), 0);
+    assert_int_equal (other, 0);
+    assert_string_equal (holder.value, "one");
+    assert_int_equal (holder.create_revision, revision);
+    assert_int_equal (holder.lease, lease);
+    etcd_kv_clear (&holder);
+
+    //  Read; replace only at the revision read; bytes of any kind
+    etcd_kv_t kv;
+    assert_int_equal (etcd_get (etcd, "/grid/t/leader", &kv), 1);
+    assert_string_equal (kv.value, "one");
+    int64_t mod = kv.mod_revision;
+    etcd_kv_clear (&kv);
+    const char binary [] = { 'a', 0, (char) 0xff, '\n', 'z' };
+    int64_t changed = 0;
+    assert_int_equal (etcd_replace (etcd, "/grid/t/sync", binary,
+                                    sizeof binary, 0, &changed), 1);
+    assert_int_equal (etcd_replace (etcd, "/grid/t/sync", "x", 1, 0,
+                                    &other), 0);
+    assert_int_equal (etcd_get (etcd, "/grid/t/sync", &kv), 1);
+    assert_int_equal (kv.size, sizeof binary);
+    assert_memory_equal (kv.value, binary, sizeof binary);
+    assert_int_equal (kv.mod_revision, changed);
+    etcd_kv_clear (&kv);
+    assert_int_equal (etcd_replace (etcd, "/grid/t/sync", "x", 1, mod,
+                                    &other), 0);
+    assert_int_equal (etcd_replace (etcd, "/grid/t/sync", "y", 1, changed,
+                                    &other), 1);
+    assert_true (other > changed);
+
+    //  Delete only one's own key
+    assert_int_equal (etcd_delete_own (etcd, "/grid/t/leader", revision + 1),
+                      0);
+    assert_int_equal (etcd_lease_keepalive (etcd, lease, &other), 1);
+    assert_true (other > 0);
+    assert_int_equal (etcd_delete_own (etcd, "/grid/t/leader", revision), 1);
+    assert_int_equal (etcd_get (etcd, "/grid/t/leader", &kv), 0);
+    assert_null (kv.value);
+
+    //  A revoked lease takes its keys; renewing it says it is gone
+    assert_int_equal (etcd_create (etcd, "/grid/t/leader", "three", 5, lease,
+                                   &revision, NULL), 1);
+    assert_int_equal (etcd_lease_revoke (etcd, lease), 0);
+    assert_int_equal (etcd_lease_revoke (etcd, lease), 0);
+    assert_int_equal (etcd_lease_keepalive (etcd, lease, &other), 0);
+    assert_int_equal (etcd_get (etcd, "/grid/t/leader", &kv), 0);
+    etcd_destroy (&etcd);
+
+    //  No endpoint answers: an error that names one
+    etcd = etcd_new ("http://127.0.0.1:1", 500, err, sizeof err);
+    assert_non_null (etcd);
+    assert_int_equal (etcd_get (etcd, "/x", &kv), ETCD_EIO);
+    assert_non_null (strstr (etcd_error (etcd), "127.0.0.1:1"));
+    etcd_destroy (&etcd);
+}
+
+//  One message of an elector, with the time it was read.
+typedef struct {
+    char what [16];
+    int64_t number;
+    char text [300];
+    int64_t at_ms;
+} s_said_t;
+
+//  The next message of ACTOR within WAIT_MS whose kind is WHAT (others
+//  are skipped, but UNREACHABLE). Returns false when none came.
+static bool
+s_expect (zactor_t *actor, const char *what, int64_t wait_ms, s_said_t *said)
+{
+    int64_t deadline = zclock_mono () + wait_ms;
+    zpoller_t *poller = zpoller_new (actor, NULL);
+    bool found = false;
+    while (!found && zclock_mono () < deadline) {
+        if (!zpoller_wait (poller, (int) (deadline - zclock_mono ())))
+            break;
+        zmsg_t *msg = zmsg_recv (actor);
+        if (!msg)
+            break;
+        char *kind = zmsg_popstr (msg);
+        char *number = zmsg_popstr (msg);
+        char *text = zmsg_popstr (msg);
+        memset (said, 0, sizeof *said);
+        snprintf (said->what, sizeof said->what, "%s", kind ? kind : "");
+        said->number = number ? strtoll (number, NULL, 10) : 0;
+        snprintf (said->text, sizeof said->text, "%s", text ? text : "");
+        said->at_ms = zclock_mono ();
+        found = kind && streq (kind, what);
+        free (kind);
+        free (number);
+        free (text);
+        zmsg_destroy (&msg);
+    }
+    zpoller_destroy (&poller);
+    return found;
+}
+
+static zactor_t *
+s_elector (s_state_t *self, const char *value)
+{
+    char err [300];
+    elector_config_t config = { self->etcd.url, "lab", value, 2000 };
+    zactor_t *actor = elector_new (&config, err, sizeof err);
+    if (!actor)
+        fail_msg ("%s", err);
+    return actor;
+}
+
+static void
+test_ha_elector_config_refused (void **state)
+{
+    char err [300];
+    elector_config_t config = { "http://127.0.0.1:1", "bad name!", "x", 2000 };
+    assert_null (elector_new (&config, err, sizeof err));
+    assert_non_null (strstr (err, "cluster name"));
+    config.cluster = "lab";
+    config.ttl_ms = 1000;
+    assert_null (elector_new (&config, err, sizeof err));
+    assert_non_null (strstr (err, "TTL"));
+    config.ttl_ms = 2500;
+    assert_null (elector_new (&config, err, sizeof err));
+    config.ttl_ms = 10000;
+    config.endpoints = "nope";
+    assert_null (elector_new (&config, err, sizeof err));
+    //  The Patroni rule in numbers: a fifth of the TTL, at least 1 s
+    assert_int_equal (elector_margin_ms (10000), 2000);
+    assert_int_equal (elector_margin_ms (2000), 1000);
+    assert_int_equal (elector_valid_until (500, 10000), 8500);
+    assert_true (elector_valid (8500, 8499));
+    assert_false (elector_valid (8500, 8500));
+}
+
+//  Two electors: one leads, the other follows it and learns its value;
+//  the leader resigns and the other takes over in a later epoch.
+static void
+test_ha_elector_one_leader (void **state)
+{
+    s_state_t *self = (s_state_t *) *state;
+    if (s_skip (self))
+        return;
+    zactor_t *first = s_elector (self, "first");
+    s_said_t said;
+    assert_true (s_expect (first, "LEADER", S_WAIT_MS, &said));
+    int64_t epoch = said.number;
+    assert_true (epoch > 0);
+    assert_true (strtoll (said.text, NULL, 10) > zclock_mono ());
+    zactor_t *second = s_elector (self, "second");
+    assert_true (s_expect (second, "FOLLOWER", S_WAIT_MS, &said));
+    assert_int_equal (said.number, epoch);
+    assert_string_equal (said.text, "first");
+    //  The leader renews, in its epoch
+    assert_true (s_expect (first, "RENEWED", S_WAIT_MS, &said));
+    assert_int_equal (said.number, epoch);
+
+    zstr_send (first, "RESIGN");
+    assert_true (s_expect (first, "DEMOTED", S_WAIT_MS, &said));
+    assert_string_equal (said.text, "resigned");
+    int64_t resigned_ms = said.at_ms;
+    assert_true (s_expect (second, "LEADER", S_WAIT_MS, &said));
+    assert_true (said.number > epoch);
+    assert_true (said.at_ms >= resigned_ms);
+    epoch = said.number;
+    //  ... and the first, campaigning again, follows it
+    zstr_send (first, "CAMPAIGN");
+    assert_true (s_expect (first, "FOLLOWER", S_WAIT_MS, &said));
+    assert_int_equal (said.number, epoch);
+    assert_string_equal (said.text, "second");
+    //  A leader that stops leaves the key: the other leads again
+    zactor_destroy (&second);
+    assert_true (s_expect (first, "LEADER", S_WAIT_MS, &said));
+    assert_true (said.number > epoch);
+    zactor_destroy (&first);
+}
+
+//  The leader cut off from etcd (SIGSTOP) demotes itself; only after that
+//  can another be elected (etcd back).
+static void
+test_ha_elector_demotes_before_another_leads (void **state)
+{
+    s_state_t *self = (s_state_t *) *state;
+    if (s_skip (self))
+        return;
+    zactor_t *first = s_elector (self, "first");
+    s_said_t said;
+    assert_true (s_expect (first, "LEADER", S_WAIT_MS, &said));
+    int64_t epoch = said.number;
+    zactor_t *second = s_elector (self, "second");
+    assert_true (s_expect (second, "FOLLOWER", S_WAIT_MS, &said));
+
+    etcdproc_signal (&self->etcd, SIGSTOP);
+    assert_true (s_expect (first, "DEMOTED", S_WAIT_MS, &said));
+    assert_int_equal (said.number, epoch);
+    assert_non_null (strstr (said.text, "in time"));
+    int64_t demoted_ms = said.at_ms;
+    etcdproc_signal (&self->etcd, SIGCONT);
+    //  Someone leads again, in a later epoch, after the demotion
+    zpoller_t *poller = zpoller_new (first, second, NULL);
+    int64_t deadline = zclock_mono () + S_WAIT_MS;
+    bool led = false;
+    while (!led && zclock_mono () < deadline) {
+        zactor_t *which = (zactor_t *) zpoller_wait (poller, 1000);
+        if (!which)
+            continue;
+        led = s_expect (which, "LEADER", 1, &said);
+    }
+    zpoller_destroy (&poller);
+    assert_true (led);
+    assert_true (said.number > epoch);
+    assert_true (said.at_ms >= demoted_ms);
+    zactor_destroy (&first);
+    zactor_destroy (&second);
+}
+
+int
+main (void)
+{
+    const struct CMUnitTest tests [] = {
+        cmocka_unit_test (test_ha_elector_config_refused),
+        cmocka_unit_test_setup_teardown (test_ha_etcd_client, s_setup,
+                                         s_teardown),
+        cmocka_unit_test_setup_teardown (test_ha_elector_one_leader, s_setup,
+                                         s_teardown),
+        cmocka_unit_test_setup_teardown (
+            test_ha_elector_demotes_before_another_leads, s_setup,
+            s_teardown),
+    };
+    return cmocka_run_group_tests (tests, NULL, NULL);
+}
