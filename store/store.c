@@ -78,6 +78,7 @@ struct _store_txn_t {
     int failed;                      //  First STORE_E* that poisoned it
     size_t changes;                  //  Puts and deletes asked of it
     store_cursor_t *cursors;         //  Open cursors, closed with the txn
+    pw_t *journal;                   //  Its changes are written here, or NULL
 };
 
 //  Where a cursor stands after a move that found nothing. LMDB leaves
@@ -944,6 +945,29 @@ store_abort (store_txn_t **txn_p)
     s_txn_end (txn);
 }
 
+void
+store_txn_journal (store_txn_t *txn, pw_t *journal)
+{
+    if (txn && txn->write)
+        txn->journal = journal;
+}
+
+store_db_t
+store_db_named (const char *name, size_t len)
+{
+    for (int db = 0; db < STORE_DB_COUNT; db++)
+        if (name && strlen (s_db_names[db]) == len
+            && memcmp (s_db_names[db], name, len) == 0)
+            return (store_db_t) db;
+    return STORE_DB_COUNT;
+}
+
+const char *
+store_db_name (store_db_t db)
+{
+    return s_db_valid (db) ? s_db_names[db] : "?";
+}
+
 int
 store_put (store_txn_t *txn, store_db_t db, const void *key, size_t key_len,
            const void *value, size_t value_len)
@@ -968,6 +992,13 @@ store_put (store_txn_t *txn, store_db_t db, const void *key, size_t key_len,
     rc = mdb_put (txn->handle, txn->store->dbi[db], &k, &v, 0);
     if (rc != MDB_SUCCESS)
         return s_txn_fail (txn, rc, "put");
+    if (txn->journal) {
+        pw_array (txn->journal, 4);
+        pw_strn (txn->journal, "p", 1);
+        pw_str (txn->journal, s_db_names[db]);
+        pw_bin (txn->journal, key, key_len);
+        pw_bin (txn->journal, value ? value : s_empty_value, value_len);
+    }
     return STORE_OK;
 }
 
@@ -1013,6 +1044,12 @@ store_del (store_txn_t *txn, store_db_t db, const void *key, size_t key_len)
         return STORE_ENOTFOUND;
     if (rc != MDB_SUCCESS)
         return s_txn_fail (txn, rc, "delete");
+    if (txn->journal) {
+        pw_array (txn->journal, 3);
+        pw_strn (txn->journal, "d", 1);
+        pw_str (txn->journal, s_db_names[db]);
+        pw_bin (txn->journal, key, key_len);
+    }
     return STORE_OK;
 }
 
@@ -1055,6 +1092,12 @@ store_del_prefix (store_txn_t *txn, store_db_t db, const void *prefix,
     mdb_cursor_close (cursor);
     if (rc != MDB_SUCCESS && rc != MDB_NOTFOUND)
         return s_txn_fail (txn, rc, "delete prefix");
+    if (txn->journal && deleted) {
+        pw_array (txn->journal, 3);
+        pw_strn (txn->journal, "x", 1);
+        pw_str (txn->journal, s_db_names[db]);
+        pw_bin (txn->journal, prefix, prefix_len);
+    }
     return deleted > INT_MAX ? INT_MAX : (int) deleted;
 }
 

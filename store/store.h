@@ -50,6 +50,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../proto/pw.h"
+
 //  Return codes (verbs return 0 or one of these)
 #define STORE_OK 0
 #define STORE_EIO -1          //  Disk or LMDB failure
@@ -226,6 +228,22 @@ size_t store_txn_changes (store_txn_t *txn);
 //  map, an I/O error): it can only be aborted (store_commit returns the
 //  code). Read-only transactions never fail this way.
 int store_txn_failed (store_txn_t *txn);
+
+//  Replication (a broker cluster): while TXN (a write transaction) has a
+//  JOURNAL, each change that lands in it is appended to JOURNAL, in order,
+//  as one msgpack value: ["p", DB, KEY, VALUE] (a put), ["d", DB, KEY] (a
+//  delete that found its key), ["x", DB, PREFIX] (a prefix delete that
+//  deleted something); DB is the database's name, KEY, VALUE and PREFIX
+//  bins. store_apply (journal.h) of those bytes on another store of the
+//  same content makes it the same. NULL stops it. The journal is the
+//  caller's; a transaction that fails leaves in it what it wrote before.
+void store_txn_journal (store_txn_t *txn, pw_t *journal);
+
+//  The database named NAME (LEN bytes), or STORE_DB_COUNT when none is.
+store_db_t store_db_named (const char *name, size_t len);
+
+//  The name of DB.
+const char *store_db_name (store_db_t db);
 
 //  The store's size and its disk's room.
 typedef struct {
