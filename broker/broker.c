@@ -503,6 +503,9 @@ broker_new (const broker_config_t *config, char *err, size_t err_len)
     zlistx_set_comparator (self->pass_replies, (zlistx_comparator_fn *) strcmp);
     self->pass_logs = zlistx_new ();
     zlistx_set_destructor (self->pass_logs, (zlistx_destructor_fn *) zstr_free);
+    self->audit = audit_new ();
+    self->pass_audits = zlistx_new ();
+    zlistx_set_destructor (self->pass_audits, (zlistx_destructor_fn *) zstr_free);
     //  Tables looked up by job id several times per result
     zhashx_set_key_hasher (self->event_seq, id_hash);
     zhashx_set_key_hasher (self->live_jobs, id_hash);
@@ -652,6 +655,8 @@ broker_destroy (broker_t **self_p)
     zhashx_destroy (&self->job_versions);
     zhashx_destroy (&self->pass_versions);
     zlistx_destroy (&self->pass_logs);
+    zlistx_destroy (&self->pass_audits);
+    audit_destroy (&self->audit);
     pw_destroy (&self->ctx.scratch);
     pw_destroy (&self->body);
     broker_config_clear (&self->config);

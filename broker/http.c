@@ -1143,9 +1143,16 @@ s_start_api (s_server_t *self, s_call_t *call)
         int64_t timeout_ms = S_CALL_TIMEOUT_MS;
         if (strcmp (route->type, "job.watch") == 0)
             timeout_ms += 60000;
+        //  The dashboard says so in a header: the audit trail names the
+        //  face (it grants nothing; the token decides)
+        const char *face = MHD_lookup_connection_value (connection,
+                                                        MHD_HEADER_KIND,
+                                                        "X-Grid-Face");
         const char *kind = route->kind == S_ROUTE_METRICS
                                    && self->config.metrics_public
                                ? HTTP_KIND_PUBLIC
+                           : face && strcmp (face, "dashboard") == 0
+                               ? HTTP_KIND_DASHBOARD
                                : HTTP_KIND_REQUEST;
         if (s_send (self, call, kind, request, timeout_ms) != 0)
             s_answer_error (call, 503, "unavailable", "the broker is busy");
