@@ -199,8 +199,6 @@ audit_outcome_refused (const char *outcome)
 bool
 audit_entry_matches (const audit_entry_t *entry, const audit_filter_t *filter)
 {
-    if (filter->since_ms > 0 && entry->at_ms < filter->since_ms)
-        return false;
     if (filter->who && strcmp (filter->who, entry->who) != 0)
         return false;
     if (filter->object && strcmp (filter->object, entry->object) != 0)

@@ -105,7 +105,8 @@ void audit_entry_encode (const audit_entry_t *entry, pw_t *writer);
 //  later release may add some).
 int audit_entry_decode (const pv_t *record, audit_entry_t *entry);
 
-//  True when ENTRY passes FILTER (all but before and limit).
+//  True when ENTRY passes FILTER (all but since, before and limit, which
+//  go by the entry's key).
 bool audit_entry_matches (const audit_entry_t *entry,
                           const audit_filter_t *filter);
 

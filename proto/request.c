@@ -128,7 +128,7 @@ static const s_request_field_t s_req_token_revoke [] = {
 
 static const s_request_field_t s_req_audit_list [] = {
     { "who", PV_STR, false, 1, 256 },
-    { "type", PV_STR, false, 1, 64 },
+    { "request_type", PV_STR, false, 1, 64 },
     { "object", PV_STR, false, 1, 256 },
     { "outcome", PV_STR, false, 1, 64 },
     { "since", PV_INT, false, 0, INT64_MAX },

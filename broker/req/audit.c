@@ -30,7 +30,8 @@ req_audit_list (req_call_t *call)
     audit_filter_t filter;
     memset (&filter, 0, sizeof filter);
     filter.who = s_text (call, "who", who, sizeof who);
-    filter.type = s_text (call, "type", type, sizeof type);
+    //  "type" is the request's own (audit.list)
+    filter.type = s_text (call, "request_type", type, sizeof type);
     filter.object = s_text (call, "object", object, sizeof object);
     filter.outcome = s_text (call, "outcome", outcome, sizeof outcome);
     filter.before = s_text (call, "before", before, sizeof before);
@@ -47,8 +48,8 @@ req_audit_list (req_call_t *call)
     }
     if (filter.type && !strchr (filter.type, '.')) {
         req_error (call, PROTO_ERR_BAD_REQUEST,
-                   "type: '%s' is no request type (job.cancel) or prefix "
-                   "(job.)", filter.type);
+                   "request_type: '%s' is no request type (job.cancel) or "
+                   "prefix (job.)", filter.type);
         return;
     }
     store_txn_t *txn = req_txn (call);
