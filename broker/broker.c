@@ -202,6 +202,9 @@ s_on_tick (zloop_t *loop, int timer_id, void *arg)
     if (self->config.dlq_retention_ms > 0
         && (retention_ms <= 0 || self->config.dlq_retention_ms < retention_ms))
         retention_ms = self->config.dlq_retention_ms;
+    if (self->config.audit_retention_ms > 0
+        && (retention_ms <= 0 || self->config.audit_retention_ms < retention_ms))
+        retention_ms = self->config.audit_retention_ms;
     if (retention_ms > 0 && now_ms >= self->next_sweep_ms) {
         //  Sweep every minute, or more often for a short retention.
         int64_t every_ms = retention_ms / 2;
