@@ -235,6 +235,32 @@ test_it_audit_trail (void **state)
     json_decref (run);
     assert_int_equal (strlen (job), 19);
     json_decref (s_cli_json (f, f->alice, 0, "job", "cancel", job, NULL));
+    //  The job names who submitted it, its events who submitted and
+    //  cancelled it
+    char *out = NULL, *err = NULL;
+    assert_int_equal (grid_cli_as (&f->grid, f->alice, &out, &err, 20000,
+                                   "job", "status", job, NULL), 1);
+    assert_true (grid_line_with (out, "submitted by", "alice (admin)", NULL));
+    free (out);
+    free (err);
+    assert_int_equal (grid_cli_as (&f->grid, f->alice, &out, &err, 20000,
+                                   "job", "events", job, NULL), 0);
+    assert_true (grid_line_with (out, "submitted", "by alice (admin)", NULL));
+    assert_true (grid_line_with (out, "cancelled by alice (admin)", NULL));
+    free (out);
+    free (err);
+    json_t *record = s_cli_json (f, f->alice, 1, "job", "status", job, NULL);
+    assert_null (record);
+    pv_doc_t *doc = grid_call (&f->grid, "job.get", "job", job, NULL);
+    const pv_t *data = NULL;
+    assert_true (grid_reply_ok (doc, &data));
+    assert_true (grid_str_is (data, "submitted_by", "alice (admin)"));
+    pv_doc_destroy (&doc);
+    doc = grid_call (&f->grid, "job.list", NULL);
+    assert_true (grid_reply_ok (doc, &data));
+    assert_true (grid_str_is (pv_array_at (pv_map_get (data, "jobs"), 0),
+                              "submitted_by", "alice (admin)"));
+    pv_doc_destroy (&doc);
     json_decref (s_cli_json (f, f->alice, 0, "node", "drain", "web-01", NULL));
     json_decref (s_cli_json (f, f->alice, 0, "node", "resume", "web-01",
                              NULL));

@@ -750,6 +750,7 @@ function jobView(ctx, id) {
               r.timeout ? fact('Timeout', r.timeout) : null,
               fact('Priority', String(r.priority)),
               r.schedule ? fact('Schedule', r.schedule) : null,
+              r.submitted_by ? fact('Submitted by', r.submitted_by) : null,
               r.idempotency_key ? fact('Idempotency key', r.idempotency_key) : null,
               fact('Created', timeEl(r.created_at)),
               fact('Updated', timeEl(r.updated_at)),
