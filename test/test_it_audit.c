@@ -6,7 +6,8 @@
     recorded once per caller per 10 s; audit.list is an admin's; the
     filters; the HTTP route gives the same entries with a token and names
     the dashboard's requests; the entries survive a restart and each is a
-    JSON log line with "audit":true
+    JSON log line with "audit":true. On a full disk a change and its entry
+    are refused together, and land together once there is room.
     =========================================================================
 */
 #include <setjmp.h>
@@ -18,6 +19,7 @@
 #include <czmq.h>
 #include <jansson.h>
 #include <netinet/in.h>
+#include <sys/mount.h>
 #include <sys/socket.h>
 
 #include "lib/harness.h"
@@ -435,12 +437,90 @@ test_it_audit_trail (void **state)
     json_decref (entries);
 }
 
+//  A full disk: the change and its entry land together or not at all
+static void
+test_it_audit_full_store (void **state)
+{
+    grid_t grid;
+    assert_int_equal (grid_init (&grid), 0);
+    if (geteuid () != 0) {
+        fprintf (stderr, "    skipped: mounting a small tmpfs needs root\n");
+        grid_stop (&grid);
+        return;
+    }
+    char disk [400], filler [420], data_dir [420];
+    snprintf (disk, sizeof disk, "%s/disk", grid.dir);
+    assert_int_equal (mkdir (disk, 0700), 0);
+    if (mount ("tmpfs", disk, "tmpfs", MS_NOSUID | MS_NODEV, "size=2m")
+        != 0) {
+        fprintf (stderr, "    skipped: cannot mount a tmpfs: %s\n",
+                 strerror (errno));
+        grid_stop (&grid);
+        return;
+    }
+    snprintf (filler, sizeof filler, "%s/filler", disk);
+    snprintf (data_dir, sizeof data_dir, "%s/broker", disk);
+    const char *extra [] = {"--data-dir", data_dir, "--map-size-mb", "1",
+                            NULL};
+    assert_int_equal (grid_start_broker (&grid, extra), 0);
+    FILE *file = fopen (filler, "wb");
+    assert_non_null (file);
+    static char chunk [4096];
+    while (fwrite (chunk, 1, sizeof chunk, file) == sizeof chunk)
+        ;
+    fclose (file);
+    pv_doc_t *reply = grid_call (&grid, "token.add", "name", "late", "role",
+                                 "viewer", NULL);
+    char *code = grid_reply_code (reply);
+    assert_non_null (code);
+    assert_true (streq (code, "storage_full") || streq (code, "storage_error"));
+    free (code);
+    pv_doc_destroy (&reply);
+    //  Room again: the next try lands, with one entry
+    assert_int_equal (unlink (filler), 0);
+    int64_t deadline = zclock_mono () + 20000;
+    const pv_t *data = NULL;
+    while (true) {
+        reply = grid_call (&grid, "token.add", "name", "late", "role",
+                           "viewer", NULL);
+        if (grid_reply_ok (reply, &data) || zclock_mono () > deadline)
+            break;
+        pv_doc_destroy (&reply);
+        zclock_sleep (100);
+    }
+    assert_true (grid_reply_ok (reply, &data));
+    pv_doc_destroy (&reply);
+    reply = grid_call (&grid, "audit.list", "request_type", "token.add",
+                       NULL);
+    assert_true (grid_reply_ok (reply, &data));
+    const pv_t *entries = pv_map_get (data, "entries");
+    size_t ok = 0;
+    for (size_t index = 0; index < pv_size (entries); index++)
+        if (grid_str_is (pv_array_at (entries, index), "outcome", "ok")) {
+            assert_true (grid_str_is (pv_array_at (entries, index), "object",
+                                      "late"));
+            ok++;
+        }
+    //  The refused try left no entry: its transaction held both
+    assert_int_equal (ok, 1);
+    assert_int_equal (pv_size (entries), 1);
+    pv_doc_destroy (&reply);
+    reply = grid_call (&grid, "token.list", NULL);
+    assert_true (grid_reply_ok (reply, &data));
+    assert_int_equal (pv_size (pv_map_get (data, "tokens")), 1);
+    pv_doc_destroy (&reply);
+    grid_stop_broker (&grid, true);
+    umount2 (disk, MNT_DETACH);
+    grid_stop (&grid);
+}
+
 int
 main (void)
 {
     const struct CMUnitTest tests [] = {
         cmocka_unit_test_setup_teardown (test_it_audit_trail, s_setup,
                                          s_teardown),
+        cmocka_unit_test (test_it_audit_full_store),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }
