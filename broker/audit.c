@@ -16,6 +16,14 @@ typedef struct {
     int64_t suppressed;          //  Left out since
 } s_caller_t;
 
+//  Frees a caller (zhashx destructor).
+static void
+s_caller_destroy (s_caller_t **self_p)
+{
+    free (*self_p);
+    *self_p = NULL;
+}
+
 struct _audit_t {
     bool loaded;                 //  last_ms and last_seq read from the store
     int64_t last_ms;             //  The last key's ms
@@ -230,7 +238,8 @@ audit_new (void)
     audit_t *self = (audit_t *) zmalloc (sizeof (audit_t));
     self->callers = zhashx_new ();
     assert (self->callers);
-    zhashx_set_destructor (self->callers, (zhashx_destructor_fn *) zstr_free);
+    zhashx_set_destructor (self->callers,
+                           (zhashx_destructor_fn *) s_caller_destroy);
     return self;
 }
 

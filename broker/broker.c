@@ -366,28 +366,64 @@ s_on_schedules (zloop_t *loop, int timer_id, void *arg)
     return 0;
 }
 
+//  A configuration reload in the audit trail: face "signal", the sender
+//  of SIGHUP (INFO) as who, ERR the reason it failed ("": it applied).
+static void
+s_audit_reload (broker_t *self, const struct signalfd_siginfo *info,
+                const char *err)
+{
+    store_txn_t *txn = broker_txn (self);
+    if (!txn)
+        return;
+    audit_entry_t *entry = (audit_entry_t *) zmalloc (sizeof *entry);
+    entry->at_ms = broker_wall_ms ();
+    char who [64];
+    snprintf (who, sizeof who, "SIGHUP from pid %u (uid %u)",
+              (unsigned) info->ssi_pid, (unsigned) info->ssi_uid);
+    audit_text_set (entry->face, sizeof entry->face, "signal");
+    audit_text_set (entry->who, sizeof entry->who, who);
+    audit_text_set (entry->role, sizeof entry->role, "none");
+    audit_text_set (entry->type, sizeof entry->type, "config.reload");
+    audit_text_set (entry->outcome, sizeof entry->outcome,
+                    *err ? "bad_config" : "ok");
+    audit_text_set (entry->message, sizeof entry->message, err);
+    int rc = audit_put (self->audit, txn, entry);
+    ctx_store_error (rc, "an audit entry");
+    if (rc == 0)
+        zlistx_add_end (self->pass_audits, entry);
+    else
+        free (entry);
+}
+
 //  SIGHUP: the configuration is read again and applied (reload.h).
 static int
 s_on_signal (zloop_t *loop, zmq_pollitem_t *item, void *arg)
 {
     broker_t *self = (broker_t *) arg;
-    struct signalfd_siginfo info;
+    struct signalfd_siginfo info, hup;
     bool hangup = false;
     while (read (self->sighup->signal_fd, &info, sizeof info) == sizeof info)
-        hangup = hangup || info.ssi_signo == SIGHUP;
+        if (info.ssi_signo == SIGHUP) {
+            hangup = true;
+            hup = info;
+        }
     if (!hangup)
         return 0;
     broker_config_t fresh;
     broker_config_defaults (&fresh);
     char err [1024] = "";
-    if (self->sighup->read (&fresh, self->sighup->arg, err, sizeof err) != 0)
+    if (self->sighup->read (&fresh, self->sighup->arg, err, sizeof err) != 0) {
         log_error ("SIGHUP: reload failed, the running configuration "
                    "stays: %s", *err ? err : "see above");
+        s_audit_reload (self, &hup, *err ? err : "the configuration could "
+                                                 "not be read");
+    }
     else {
         reload_apply (&self->ctx, &fresh);
-        //  A renamed relay's nodes were saved with its new name
-        broker_pass_end (self);
+        s_audit_reload (self, &hup, "");
     }
+    //  A renamed relay's nodes were saved with its new name
+    broker_pass_end (self);
     broker_config_clear (&fresh);
     return 0;
 }

@@ -20,6 +20,7 @@
 #include <jansson.h>
 #include <netinet/in.h>
 #include <sys/mount.h>
+#include <signal.h>
 #include <sys/socket.h>
 
 #include "lib/harness.h"
@@ -141,7 +142,8 @@ s_expect (json_t *entry, const char *who, const char *role, const char *face,
     assert_string_equal (s_str (entry, "face"), face);
     assert_string_equal (s_str (entry, "outcome"), outcome);
     assert_int_equal (strlen (s_str (entry, "id")), 24);
-    assert_true (strlen (s_str (entry, "request")) > 0);
+    if (!streq (face, "signal"))
+        assert_true (strlen (s_str (entry, "request")) > 0);
     assert_non_null (strchr (s_str (entry, "time"), 'T'));
 }
 
@@ -419,8 +421,25 @@ test_it_audit_trail (void **state)
                                  NULL));
     free (log);
 
+    //  A configuration reload by SIGHUP is recorded with who sent it
+    assert_int_equal (kill (f->grid.broker_pid, SIGHUP), 0);
+    json_t *reloads = NULL;
+    int64_t deadline = zclock_mono () + 20000;
+    while (true) {
+        reloads = s_audit (f, "--type", "config.reload", NULL, NULL);
+        if (json_array_size (reloads) || zclock_mono () > deadline)
+            break;
+        json_decref (reloads);
+        zclock_sleep (100);
+    }
+    assert_int_equal (json_array_size (reloads), 1);
+    json_t *reload = json_array_get (reloads, 0);
+    s_expect (reload, s_str (reload, "who"), "none", "signal", "ok");
+    assert_non_null (strstr (s_str (reload, "who"), "SIGHUP from pid"));
+    json_decref (reloads);
+
     //  The trail survives a restart, and goes on after it
-    size_t before_restart = total + 5;
+    size_t before_restart = total + 6;
     grid_stop_broker (&f->grid, true);
     assert_int_equal (grid_start_broker (&f->grid, f->extra), 0);
     json_decref (entries);
