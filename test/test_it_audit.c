@@ -533,6 +533,46 @@ test_it_audit_full_store (void **state)
     grid_stop (&grid);
 }
 
+//  The number of entries audit.list gives GRID.
+static size_t
+s_entry_count (grid_t *grid)
+{
+    pv_doc_t *reply = grid_call (grid, "audit.list", NULL);
+    const pv_t *data = NULL;
+    assert_true (grid_reply_ok (reply, &data));
+    size_t count = pv_size (pv_map_get (data, "entries"));
+    pv_doc_destroy (&reply);
+    return count;
+}
+
+//  The retention sweep prunes entries past audit_retention
+static void
+test_it_audit_retention (void **state)
+{
+    grid_t grid;
+    assert_int_equal (grid_init (&grid), 0);
+    const char *extra [] = {"--audit-retention", "2s", NULL};
+    assert_int_equal (grid_start_broker (&grid, extra), 0);
+    pv_doc_t *reply = grid_call (&grid, "broker.drain", NULL);
+    assert_true (grid_reply_ok (reply, NULL));
+    pv_doc_destroy (&reply);
+    reply = grid_call (&grid, "broker.resume", NULL);
+    assert_true (grid_reply_ok (reply, NULL));
+    pv_doc_destroy (&reply);
+    assert_int_equal (s_entry_count (&grid), 2);
+    int64_t deadline = zclock_mono () + 20000;
+    while (s_entry_count (&grid) > 0 && zclock_mono () < deadline)
+        zclock_sleep (200);
+    assert_int_equal (s_entry_count (&grid), 0);
+    char *log = NULL;
+    char path [400];
+    snprintf (path, sizeof path, "%s/broker.log", grid.dir);
+    log = grid_slurp (path);
+    assert_true (grid_line_with (log, "audit: purged", "older than the audit", NULL));
+    free (log);
+    grid_stop (&grid);
+}
+
 int
 main (void)
 {
@@ -540,6 +580,7 @@ main (void)
         cmocka_unit_test_setup_teardown (test_it_audit_trail, s_setup,
                                          s_teardown),
         cmocka_unit_test (test_it_audit_full_store),
+        cmocka_unit_test (test_it_audit_retention),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }
