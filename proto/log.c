@@ -404,9 +404,9 @@ log_writev (log_level_t level, const log_ctx_t *ctx, const char *format,
 void
 log_audit (const char *msg, const char *const *fields)
 {
+    //  Whatever the level: the trail is not a matter of verbosity
     static const char *const none [] = {NULL};
-    if (log_enabled (LOG_LEVEL_INFO))
-        s_write (LOG_LEVEL_INFO, NULL, msg, fields ? fields : none);
+    s_write (LOG_LEVEL_INFO, NULL, msg, fields ? fields : none);
 }
 
 void
