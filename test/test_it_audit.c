@@ -560,6 +560,26 @@ test_it_audit_retention (void **state)
     assert_true (grid_reply_ok (reply, NULL));
     pv_doc_destroy (&reply);
     assert_int_equal (s_entry_count (&grid), 2);
+    //  Hostile filters get clear errors
+    char huge [400];
+    memset (huge, 'a', sizeof huge - 1);
+    huge [sizeof huge - 1] = 0;
+    const char *bad [][2] = {{"who", huge}, {"object", huge},
+                             {"request_type", "nodot"},
+                             {"request_type", huge},
+                             {"before", "zz"},
+                             {"before", "zzzzzzzzzzzzzzzzzzzzzzzz"},
+                             {"outcome", ""}};
+    for (size_t index = 0; index < sizeof bad / sizeof bad [0]; index++) {
+        reply = grid_call (&grid, "audit.list", bad [index][0],
+                           bad [index][1], NULL);
+        char *code = grid_reply_code (reply);
+        if (!code || !streq (code, "bad_request"))
+            fail_msg ("audit.list %s=%.20s: %s", bad [index][0],
+                      bad [index][1], code ? code : "ok");
+        free (code);
+        pv_doc_destroy (&reply);
+    }
     int64_t deadline = zclock_mono () + 20000;
     while (s_entry_count (&grid) > 0 && zclock_mono () < deadline)
         zclock_sleep (200);
