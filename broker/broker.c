@@ -266,9 +266,25 @@ s_ctx_watcher_count (ctx_t *ctx)
     return zlistx_size (s_broker_of (ctx)->watchers);
 }
 
+static void
+s_ctx_job_event (ctx_t *ctx, const char *job_id, const char *event,
+                 const char *detail)
+{
+    broker_t *self = s_broker_of (ctx);
+    store_txn_t *txn = broker_txn (self);
+    if (!txn)
+        return;
+    uint32_t seq = broker_next_event_seq (self, job_id);
+    ctx_store_error (jobrec_save_event (txn, job_id, seq, broker_wall_ms (),
+                                        event, NULL, -1, detail,
+                                        self->ctx.scratch),
+                     "an event");
+    broker_job_changed (self, job_id);
+}
+
 static const ctx_ops_t s_ctx_ops = {
     s_ctx_txn, s_ctx_drain, s_ctx_now_ms, s_ctx_wall_ms, s_ctx_job_version,
-    s_ctx_watcher_count
+    s_ctx_watcher_count, s_ctx_job_event
 };
 
 //  ---------------------------------------------------------------------

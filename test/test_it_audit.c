@@ -438,8 +438,26 @@ test_it_audit_trail (void **state)
     assert_non_null (strstr (s_str (reload, "who"), "SIGHUP from pid"));
     json_decref (reloads);
 
+    //  A retry names who asked for it on the original's timeline, and on
+    //  its own (submitted)
+    json_t *retry = s_cli_json (f, f->alice, 0, "job", "retry", job, NULL);
+    char again [64];
+    snprintf (again, sizeof again, "%s", s_str (retry, "job"));
+    json_decref (retry);
+    assert_int_equal (grid_cli_as (&f->grid, f->alice, &out, &err, 20000,
+                                   "job", "events", job, NULL), 0);
+    assert_true (grid_line_with (out, "retried", again, "by alice (admin)",
+                                 NULL));
+    free (out);
+    free (err);
+    json_decref (s_cli_json (f, f->alice, 0, "job", "cancel", again, NULL));
+    json_t *about = s_audit (f, "--object", job, NULL, NULL);
+    s_expect (s_find (about, "job.retry", job), "alice", "admin", "zmq",
+              "ok");
+    json_decref (about);
+
     //  The trail survives a restart, and goes on after it
-    size_t before_restart = total + 6;
+    size_t before_restart = total + 8;
     grid_stop_broker (&f->grid, true);
     assert_int_equal (grid_start_broker (&f->grid, f->extra), 0);
     json_decref (entries);

@@ -1310,6 +1310,12 @@ req_retry (req_call_t *call, const char *job_id, bool failed_only,
             }
             if (txn)
                 dlq_mark_retry (txn, job_id, id, ctx->scratch);
+            //  The original's timeline says who retried it, and as what
+            char *who = s_caller_text (call);
+            char *detail = zsys_sprintf ("as %s by %s", id, who);
+            ctx_job_event (ctx, job_id, "retried", detail);
+            zstr_free (&detail);
+            zstr_free (&who);
         }
     }
     target_clear (&target);
