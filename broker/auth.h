@@ -135,6 +135,8 @@ typedef struct {
                                  //  needed whatever the ZeroMQ security
     bool public_metrics;         //  HTTP with http.metrics_public: a
                                  //  metrics.get needs no token
+    bool dashboard;              //  HTTP from the dashboard (the audit
+                                 //  trail's face; it grants nothing)
 } auth_caller_t;
 
 typedef struct _auth_t auth_t;

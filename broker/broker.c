@@ -202,6 +202,9 @@ s_on_tick (zloop_t *loop, int timer_id, void *arg)
     if (self->config.dlq_retention_ms > 0
         && (retention_ms <= 0 || self->config.dlq_retention_ms < retention_ms))
         retention_ms = self->config.dlq_retention_ms;
+    if (self->config.audit_retention_ms > 0
+        && (retention_ms <= 0 || self->config.audit_retention_ms < retention_ms))
+        retention_ms = self->config.audit_retention_ms;
     if (retention_ms > 0 && now_ms >= self->next_sweep_ms) {
         //  Sweep every minute, or more often for a short retention.
         int64_t every_ms = retention_ms / 2;
@@ -263,9 +266,25 @@ s_ctx_watcher_count (ctx_t *ctx)
     return zlistx_size (s_broker_of (ctx)->watchers);
 }
 
+static void
+s_ctx_job_event (ctx_t *ctx, const char *job_id, const char *event,
+                 const char *detail)
+{
+    broker_t *self = s_broker_of (ctx);
+    store_txn_t *txn = broker_txn (self);
+    if (!txn)
+        return;
+    uint32_t seq = broker_next_event_seq (self, job_id);
+    ctx_store_error (jobrec_save_event (txn, job_id, seq, broker_wall_ms (),
+                                        event, NULL, -1, detail,
+                                        self->ctx.scratch),
+                     "an event");
+    broker_job_changed (self, job_id);
+}
+
 static const ctx_ops_t s_ctx_ops = {
     s_ctx_txn, s_ctx_drain, s_ctx_now_ms, s_ctx_wall_ms, s_ctx_job_version,
-    s_ctx_watcher_count
+    s_ctx_watcher_count, s_ctx_job_event
 };
 
 //  ---------------------------------------------------------------------
@@ -363,28 +382,64 @@ s_on_schedules (zloop_t *loop, int timer_id, void *arg)
     return 0;
 }
 
+//  A configuration reload in the audit trail: face "signal", the sender
+//  of SIGHUP (INFO) as who, ERR the reason it failed ("": it applied).
+static void
+s_audit_reload (broker_t *self, const struct signalfd_siginfo *info,
+                const char *err)
+{
+    store_txn_t *txn = broker_txn (self);
+    if (!txn)
+        return;
+    audit_entry_t *entry = (audit_entry_t *) zmalloc (sizeof *entry);
+    entry->at_ms = broker_wall_ms ();
+    char who [64];
+    snprintf (who, sizeof who, "SIGHUP from pid %u (uid %u)",
+              (unsigned) info->ssi_pid, (unsigned) info->ssi_uid);
+    audit_text_set (entry->face, sizeof entry->face, "signal");
+    audit_text_set (entry->who, sizeof entry->who, who);
+    audit_text_set (entry->role, sizeof entry->role, "none");
+    audit_text_set (entry->type, sizeof entry->type, "config.reload");
+    audit_text_set (entry->outcome, sizeof entry->outcome,
+                    *err ? "bad_config" : "ok");
+    audit_text_set (entry->message, sizeof entry->message, err);
+    int rc = audit_put (self->audit, txn, entry);
+    ctx_store_error (rc, "an audit entry");
+    if (rc == 0)
+        zlistx_add_end (self->pass_audits, entry);
+    else
+        free (entry);
+}
+
 //  SIGHUP: the configuration is read again and applied (reload.h).
 static int
 s_on_signal (zloop_t *loop, zmq_pollitem_t *item, void *arg)
 {
     broker_t *self = (broker_t *) arg;
-    struct signalfd_siginfo info;
+    struct signalfd_siginfo info, hup;
     bool hangup = false;
     while (read (self->sighup->signal_fd, &info, sizeof info) == sizeof info)
-        hangup = hangup || info.ssi_signo == SIGHUP;
+        if (info.ssi_signo == SIGHUP) {
+            hangup = true;
+            hup = info;
+        }
     if (!hangup)
         return 0;
     broker_config_t fresh;
     broker_config_defaults (&fresh);
     char err [1024] = "";
-    if (self->sighup->read (&fresh, self->sighup->arg, err, sizeof err) != 0)
+    if (self->sighup->read (&fresh, self->sighup->arg, err, sizeof err) != 0) {
         log_error ("SIGHUP: reload failed, the running configuration "
                    "stays: %s", *err ? err : "see above");
+        s_audit_reload (self, &hup, *err ? err : "the configuration could "
+                                                 "not be read");
+    }
     else {
         reload_apply (&self->ctx, &fresh);
-        //  A renamed relay's nodes were saved with its new name
-        broker_pass_end (self);
+        s_audit_reload (self, &hup, "");
     }
+    //  A renamed relay's nodes were saved with its new name
+    broker_pass_end (self);
     broker_config_clear (&fresh);
     return 0;
 }
@@ -503,6 +558,9 @@ broker_new (const broker_config_t *config, char *err, size_t err_len)
     zlistx_set_comparator (self->pass_replies, (zlistx_comparator_fn *) strcmp);
     self->pass_logs = zlistx_new ();
     zlistx_set_destructor (self->pass_logs, (zlistx_destructor_fn *) zstr_free);
+    self->audit = audit_new ();
+    self->pass_audits = zlistx_new ();
+    zlistx_set_destructor (self->pass_audits, (zlistx_destructor_fn *) zstr_free);
     //  Tables looked up by job id several times per result
     zhashx_set_key_hasher (self->event_seq, id_hash);
     zhashx_set_key_hasher (self->live_jobs, id_hash);
@@ -660,6 +718,8 @@ broker_destroy (broker_t **self_p)
     zhashx_destroy (&self->job_versions);
     zhashx_destroy (&self->pass_versions);
     zlistx_destroy (&self->pass_logs);
+    zlistx_destroy (&self->pass_audits);
+    audit_destroy (&self->audit);
     pw_destroy (&self->ctx.scratch);
     pw_destroy (&self->body);
     broker_config_clear (&self->config);

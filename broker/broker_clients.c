@@ -159,6 +159,120 @@ s_log_scope (const req_call_t *call)
                                    auth_role_name (call->role)});
 }
 
+//  ---------------------------------------------------------------------
+//  The audit trail (audit.h)
+
+void
+broker_audit_log (const audit_entry_t *entry)
+{
+    char suppressed [24];
+    snprintf (suppressed, sizeof suppressed, "%" PRId64, entry->suppressed);
+    const char *fields [] = {
+        "face", entry->face, "who", entry->who, "who_role", entry->role,
+        "request_id", entry->request, "type", entry->type,
+        "object", entry->object [0] ? entry->object : NULL,
+        "outcome", entry->outcome,
+        "suppressed", entry->suppressed > 0 ? suppressed : NULL, NULL};
+    char line [1024];
+    snprintf (line, sizeof line, "audit: %s%s%s by %s (%s) via %s: %s%s%s",
+              entry->type, entry->object [0] ? " " : "", entry->object,
+              entry->who, entry->role, entry->face, entry->outcome,
+              entry->message [0] ? ": " : "", entry->message);
+    log_audit (line, fields);
+}
+
+//  Who CALL's caller is, for the trail: the key's or token's name, an
+//  unnamed key by the key, and, when it was not identified (unauthorized),
+//  the key it used or "an unknown token" (a token's text is a secret).
+static void
+s_audit_who (const req_call_t *call, bool identified, char *buf, size_t size)
+{
+    const auth_caller_t *caller = call->caller;
+    const char *who = identified ? call->name : NULL;
+    if (who && streq (who, AUTH_UNNAMED))
+        who = caller->http ? NULL
+              : caller->key ? caller->key : "an insecure client";
+    if (!who)
+        who = caller->http ? (caller->token ? "an unknown token" : "no token")
+              : caller->key ? caller->key : "an unknown client";
+    audit_text_set (buf, size, who);
+}
+
+//  The object REQUEST acted on: its job, entry, node, key or name field,
+//  or, for a submit, the job its ok reply (DATA) names.
+static void
+s_audit_object (const proto_request_t *request, const pv_t *data, char *buf,
+                size_t size)
+{
+    static const char *fields [] = {"job", "entry", "node", "key", "name"};
+    char *text = NULL;
+    for (size_t index = 0; index < 5 && !text; index++)
+        text = pv_strdup (pv_map_get (request->body, fields [index]));
+    if (!text && data)
+        text = pv_strdup (pv_map_get (data, "job"));
+    audit_text_set (buf, size, text);
+    free (text);
+}
+
+//  Records CALL's request in the trail, in the pass's transaction, with
+//  the outcome its reply ANSWER (SIZE bytes) says. IDENTIFIED: the caller
+//  was admitted or at least identified (a forbidden one). A refusal
+//  (unauthorized, forbidden) is recorded for any request type, at most
+//  one per caller per AUDIT_REFUSED_MS; other outcomes only when not
+//  REFUSALS_ONLY (an audited row's request that was handled).
+static void
+s_audit (broker_t *self, const req_call_t *call, bool identified,
+         bool refusals_only, const void *answer, size_t size)
+{
+    audit_entry_t *entry = (audit_entry_t *) zmalloc (sizeof *entry);
+    pv_doc_t *doc = NULL;
+    const pv_t *reply = NULL, *data = NULL;
+    if (pv_doc_decode (answer, size, &doc, NULL, 0) == 0) {
+        reply = pv_doc_root (doc);
+        data = pv_map_get (reply, "data");
+    }
+    bool ok = reply && pv_str_eq (pv_map_get (reply, "type"), "ok");
+    char *code = ok ? strdup ("ok")
+                 : pv_strdup (pv_map_get (reply, "code"));
+    char *message = ok ? NULL : pv_strdup (pv_map_get (reply, "message"));
+    audit_text_set (entry->outcome, sizeof entry->outcome,
+                    code ? code : PROTO_ERR_INTERNAL);
+    audit_text_set (entry->message, sizeof entry->message, message);
+    free (code);
+    free (message);
+    const auth_caller_t *caller = call->caller;
+    audit_text_set (entry->face, sizeof entry->face,
+                    !caller->http      ? "zmq"
+                    : caller->dashboard ? "dashboard" : "http");
+    s_audit_who (call, identified, entry->who, sizeof entry->who);
+    audit_text_set (entry->role, sizeof entry->role,
+                    identified ? auth_role_name (call->role) : "none");
+    bool record = !refusals_only;
+    if (audit_outcome_refused (entry->outcome)) {
+        char key [AUDIT_TEXT_MAX + 32];
+        snprintf (key, sizeof key, "%s %s", entry->face, entry->who);
+        record = audit_refusal_admit (self->audit, key, broker_now_ms (),
+                                      &entry->suppressed);
+    }
+    store_txn_t *txn = record ? broker_txn (self) : NULL;
+    if (txn) {
+        entry->at_ms = broker_wall_ms ();
+        audit_text_set (entry->request, sizeof entry->request,
+                        call->request->id);
+        audit_text_set (entry->type, sizeof entry->type, call->request->type);
+        s_audit_object (call->request, ok ? data : NULL, entry->object,
+                        sizeof entry->object);
+        int rc = audit_put (self->audit, txn, entry);
+        ctx_store_error (rc, "an audit entry");
+        if (rc == 0) {
+            zlistx_add_end (self->pass_audits, entry);
+            entry = NULL;
+        }
+    }
+    pv_doc_destroy (&doc);
+    free (entry);
+}
+
 //  Handles one client request, whatever face it came through: BODY is its
 //  body frame, *ENVELOPE_P (taken) the frames its reply goes back with on
 //  SOCKET, CALLER who sent it, and MSG the whole message as it came (kept
@@ -204,6 +318,9 @@ s_on_request (broker_t *self, zsock_t *socket, zmsg_t **envelope_p,
         row = requests_admit (&call);
         if (row)
             s_log_scope (&call);
+        else
+            s_audit (self, &call, call.name != NULL, true, pw_data (reply),
+                     pw_size (reply));
     }
     if (row) {
         bool mutation = row->mutates;
@@ -244,6 +361,10 @@ s_on_request (broker_t *self, zsock_t *socket, zmsg_t **envelope_p,
             if (mutation)
                 s_remember_reply (self, request->id, request->type, digest,
                                   reply);
+            //  In the pass's transaction: with the effect, or not at all
+            if (row->audited && !call.park)
+                s_audit (self, &call, true, false, pw_data (reply),
+                         pw_size (reply));
         }
     }
     log_scope_set (NULL);
@@ -332,7 +453,7 @@ s_on_client_message (broker_t *self, zmsg_t *msg)
     zframe_t *last = zmsg_last (envelope);
     zmsg_remove (envelope, last);
     zframe_destroy (&last);
-    auth_caller_t caller = { NULL, NULL, false, false };
+    auth_caller_t caller = { NULL, NULL, false, false, false };
     if (!self->config.auth.insecure)
         caller.key = zframe_meta (body, "User-Id");
     s_on_request (self, self->client, &envelope, body, &caller, msg);
@@ -395,7 +516,8 @@ s_on_http_message (broker_t *self, zmsg_t *msg)
     memcpy (text, zframe_data (token), size);
     text [size] = 0;
     auth_caller_t caller = { NULL, size ? text : NULL, true,
-                             zframe_streq (kind, HTTP_KIND_PUBLIC) };
+                             zframe_streq (kind, HTTP_KIND_PUBLIC),
+                             zframe_streq (kind, HTTP_KIND_DASHBOARD) };
     if (zframe_size (token) > HTTP_MAX_TOKEN)
         caller.token = "-";
     s_on_request (self, self->http, &envelope, body, &caller, msg);

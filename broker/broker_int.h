@@ -24,6 +24,7 @@
 #include "../proto/log.h"
 #include "../proto/mpscan.h"
 #include "../proto/service.h"
+#include "audit.h"
 #include "dlq.h"
 #include "jobrec.h"
 #include "nodehist.h"
@@ -175,6 +176,10 @@ struct _broker_t {
     zhashx_t *pass_versions;     //  Job id -> its version before this pass
                                  //  (uint64_t *; 0: it had none)
     zlistx_t *pass_logs;         //  Log lines that wait for this pass's commit
+    audit_t *audit;              //  The audit trail's key sequence and the
+                                 //  refusals it leaves out
+    zlistx_t *pass_audits;       //  Audit entries of this pass (audit_entry_t),
+                                 //  logged once it commits
     uint64_t pass_finished [6];  //  finished[] when this pass began
     bool pass_broken;            //  This pass could not begin a transaction
     bool agents_resting;         //  The agent socket is not read (a cooldown)
@@ -261,6 +266,9 @@ broker_node_protocol (const registry_node_t *node)
 void broker_reply (broker_t *self, zsock_t *socket, zmsg_t *envelope, const void *data,
                    size_t size, int version, zmsg_t *request, const char *id,
                    bool wrote);
+
+//  Writes ENTRY, committed, as one log line of the audit trail.
+void broker_audit_log (const audit_entry_t *entry);
 
 //  One message from the client ROUTER or the HTTP bridge.
 void broker_on_face_message (broker_t *self, zsock_t *socket, zmsg_t *msg);

@@ -411,6 +411,7 @@ s_pass_failed (broker_t *self, int code, zlistx_t *replays)
     }
     zlistx_purge (self->pass_replies);
     zlistx_purge (self->pass_logs);
+    zlistx_purge (self->pass_audits);
     memcpy (self->stats->finished, self->pass_finished, sizeof self->stats->finished);
     s_versions_undo (self);
     broker_rebuild (self);
@@ -450,6 +451,11 @@ s_pass_committed (broker_t *self, bool wrote)
     while ((line = (char *) zlistx_detach (self->pass_logs, NULL))) {
         log_info ("%s", line);
         zstr_free (&line);
+    }
+    audit_entry_t *entry;
+    while ((entry = (audit_entry_t *) zlistx_detach (self->pass_audits, NULL))) {
+        broker_audit_log (entry);
+        free (entry);
     }
     //  A pass that only read proves nothing about the disk; small writes
     //  may fit in pages the store reuses while larger ones still fail, so

@@ -309,6 +309,14 @@ broker_sweep (broker_t *self, int64_t wall_ms, size_t limit)
             log_info ("dead-letter: purged %d entr%s older than the dlq "
                    "retention", purged, purged == 1 ? "y" : "ies");
     }
+    if (txn && self->config.audit_retention_ms > 0) {
+        int pruned = audit_prune (txn, wall_ms - self->config.audit_retention_ms,
+                                  limit);
+        if (pruned > 0)
+            log_info ("audit: purged %d entr%s older than the audit "
+                      "retention", pruned, pruned == 1 ? "y" : "ies");
+        ctx_store_error (pruned < 0 ? pruned : 0, "the audit trail");
+    }
     if (!txn || self->config.retention_ms <= 0)
         return 0;
     int64_t cutoff = wall_ms - self->config.retention_ms;

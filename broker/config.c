@@ -2,8 +2,11 @@
     config - gridbroker's configuration (see config.h)
     =========================================================================
 */
+#include <errno.h>
+
 #include "../proto/conf.h"
 #include "../proto/log.h"
+#include "audit.h"
 #include "config.h"
 #include "nodeseen.h"
 
@@ -27,6 +30,7 @@ broker_config_defaults (broker_config_t *config)
     config->max_map_bytes = (size_t) 8 << 30;
     config->retention_ms = (int64_t) 30 * 24 * 3600 * 1000;
     config->dlq_retention_ms = (int64_t) 30 * 24 * 3600 * 1000;
+    config->audit_retention_ms = AUDIT_DEFAULT_RETENTION_MS;
     config->max_output = BROKER_DEFAULT_MAX_OUTPUT;
     sched_config_defaults (&config->sched);
     auth_config_defaults (&config->auth);
@@ -173,6 +177,25 @@ s_load_results (broker_config_t *config, const pv_t *root, char *why,
 }
 
 int
+broker_audit_retention_parse (const char *text, int64_t *ms_p)
+{
+    if (strcmp (text, "0") == 0) {
+        *ms_p = 0;
+        return 0;
+    }
+    if (duration_parse (text, ms_p) == 0)
+        return 0;
+    char *end = NULL;
+    errno = 0;
+    long long days = strtoll (text, &end, 10);
+    if (errno || end == text || strcmp (end, "d") != 0 || days < 1
+        || days > BROKER_AUDIT_RETENTION_DAYS_MAX || *text == '+')
+        return -1;
+    *ms_p = (int64_t) days * 24 * 3600 * 1000;
+    return 0;
+}
+
+int
 broker_config_load (broker_config_t *config, const char *path, char *err,
                     size_t err_len)
 {
@@ -183,7 +206,7 @@ broker_config_load (broker_config_t *config, const char *path, char *err,
         "lease", "limits",
         "map_size_mb", "max_map_size_mb", "retention", "offline_grace",
         "last_seen_save",
-        "verbose", "dlq_retention", "store", "log_level", "log_format",
+        "verbose", "dlq_retention", "audit_retention", "store", "log_level", "log_format",
         "results", "http",
         //  Read by auth_config_load
         "key", "insecure", "auto_accept", "max_pending_keys", "clients",
@@ -283,6 +306,19 @@ broker_config_load (broker_config_t *config, const char *path, char *err,
     }
     if (rc == 0)
         rc = conf_get_duration (root, "dlq_retention", &config->dlq_retention_ms, why, sizeof why);
+    const pv_t *audit_retention = pv_map_get (root, "audit_retention");
+    if (rc == 0 && audit_retention) {
+        char *text = pv_strdup (audit_retention);
+        if (!text
+            || broker_audit_retention_parse (text,
+                                             &config->audit_retention_ms)) {
+            snprintf (why, sizeof why, "audit_retention: expected a duration "
+                      "like 12h or 90d (whole days up to %dd), or 0 to keep "
+                      "entries for ever", BROKER_AUDIT_RETENTION_DAYS_MAX);
+            rc = -1;
+        }
+        free (text);
+    }
     if (rc == 0)
         rc = conf_get_bool (root, "verbose", &config->verbose, why, sizeof why);
     if (rc == 0)

@@ -36,6 +36,7 @@ typedef struct {
     sched_config_t sched;        //  Scheduler limits and timers
     int64_t retention_ms;        //  Finished jobs are purged after this (0 = never)
     int64_t dlq_retention_ms;    //  Dead-letter entries are purged after this (0 = never)
+    int64_t audit_retention_ms;  //  Audit entries are purged after this (0 = never)
     uint64_t max_output;         //  Bytes of a cell's stdout (and of its
                                  //  stderr) kept; agents keep head and tail
     bool verbose;                //  Log every job and node event
@@ -54,6 +55,12 @@ typedef struct {
 //  Fills CONFIG with defaults (endpoints on 127.0.0.1:7701/7702/7703,
 //  data dir /var/lib/grid/broker).
 void broker_config_defaults (broker_config_t *config);
+
+//  Reads TEXT as audit_retention: a duration (at most 30d), or whole
+//  days up to BROKER_AUDIT_RETENTION_DAYS_MAX ("90d"); "0" keeps for
+//  ever. Returns 0 with *MS_P, or -1.
+#define BROKER_AUDIT_RETENTION_DAYS_MAX 36500
+int broker_audit_retention_parse (const char *text, int64_t *ms_p);
 
 //  Reads a YAML config file into CONFIG (keys of conf/gridbroker.yaml).
 //  Returns 0, or -1 with a sentence in ERR.

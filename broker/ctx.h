@@ -56,6 +56,11 @@ typedef struct {
     uint64_t (*job_version) (ctx_t *ctx, const char *job_id);
     //  How many job.watch requests wait parked now (metrics.get).
     size_t (*watcher_count) (ctx_t *ctx);
+    //  Appends the job-level EVENT with DETAIL to JOB_ID's timeline in the
+    //  pass (a job the scheduler no longer holds: a retried one); its
+    //  version moves on.
+    void (*job_event) (ctx_t *ctx, const char *job_id, const char *event,
+                       const char *detail);
 } ctx_ops_t;
 
 //  The broker's small state that handlers read and change.
@@ -124,6 +129,14 @@ static inline size_t
 ctx_watcher_count (ctx_t *ctx)
 {
     return ctx->ops->watcher_count (ctx);
+}
+
+//  Appends a job-level event to JOB_ID's timeline (ops->job_event).
+static inline void
+ctx_job_event (ctx_t *ctx, const char *job_id, const char *event,
+               const char *detail)
+{
+    ctx->ops->job_event (ctx, job_id, event, detail);
 }
 
 //  Logs a store write that failed for another reason than a full or

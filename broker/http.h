@@ -21,7 +21,8 @@
     the reactor a wait. The bridge (a DEALER) talks to the broker's
     inproc ROUTER with frames:
 
-        request = tag kind token body      (kind HTTP_KIND_REQUEST, or
+        request = tag kind token body      (kind HTTP_KIND_REQUEST,
+                                        HTTP_KIND_DASHBOARD, or
                                         HTTP_KIND_PUBLIC: metrics.get
                                         needs no token)
         probe   = tag kind token ""        (kind HTTP_KIND_PROBE)
@@ -46,6 +47,9 @@
 #define HTTP_KIND_PROBE "P"          //  /healthz and /readyz: the reactor's state
 #define HTTP_KIND_PUBLIC "M"         //  metrics.get without a token
                                      //  (http.metrics_public)
+#define HTTP_KIND_DASHBOARD "D"      //  A client request from the dashboard
+                                     //  (X-Grid-Face: dashboard), judged
+                                     //  by its token as any other
 #define HTTP_MAX_TOKEN 256           //  Longer Authorization values are no token
 #define HTTP_DEFAULT_MAX_BODY ((uint64_t) 1 << 20)   //  http.max_body
 

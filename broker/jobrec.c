@@ -103,14 +103,21 @@ int
 jobrec_save_header (store_txn_t *txn, const sched_job_t *job, pw_t *scratch)
 {
     pw_reset (scratch);
+    //  submitted_by is new since 0.1.0, whose broker reads a header by
+    //  its keys and passes over the others
     pw_map (scratch, 10 + (job->retry_of ? 1 : 0)
                          + (job->retried_by_count ? 1 : 0)
-                         + (job->schedule ? 1 : 0));
+                         + (job->schedule ? 1 : 0)
+                         + (job->submitted_by ? 1 : 0));
     pw_str (scratch, "id");
     pw_str (scratch, job->id);
     if (job->schedule) {
         pw_str (scratch, "schedule");
         pw_str (scratch, job->schedule);
+    }
+    if (job->submitted_by) {
+        pw_str (scratch, "submitted_by");
+        pw_str (scratch, job->submitted_by);
     }
     if (job->retry_of) {
         pw_str (scratch, "retry_of");
@@ -734,6 +741,8 @@ jobrec_write_record (store_txn_t *txn, const char *job_id,
     bool has_retried_by = pv_type (retried_by) == PV_ARRAY;
     const pv_t *schedule = pv_map_get (header, "schedule");
     bool has_schedule = pv_type (schedule) == PV_STR;
+    const pv_t *submitted_by = pv_map_get (header, "submitted_by");
+    bool has_submitted_by = pv_type (submitted_by) == PV_STR;
     //  not_run lists the members a group, label or all did not run; the
     //  nodes a list names have their rows in results instead
     const pv_t *not_run = pv_map_get (header, "not_run");
@@ -749,7 +758,7 @@ jobrec_write_record (store_txn_t *txn, const char *job_id,
     pw_map (writer, 11 + s_spec_field_count (spec) + (has_reason ? 1 : 0)
                         + (has_retry_of ? 1 : 0) + (has_retried_by ? 1 : 0)
                         + (members ? 1 : 0) + (has_schedule ? 1 : 0)
-                        + (live ? 1 : 0));
+                        + (has_submitted_by ? 1 : 0) + (live ? 1 : 0));
     pw_str (writer, "id");
     pw_str (writer, job_id);
     pw_str (writer, "target_text");
@@ -765,6 +774,10 @@ jobrec_write_record (store_txn_t *txn, const char *job_id,
     if (has_schedule) {
         pw_str (writer, "schedule");
         pw_pv (writer, schedule);
+    }
+    if (has_submitted_by) {
+        pw_str (writer, "submitted_by");
+        pw_pv (writer, submitted_by);
     }
     s_write_spec_fields (spec, writer);
     pw_str (writer, "dead_letter");
@@ -889,16 +902,22 @@ jobrec_write_summary (const pv_t *header, pw_t *writer)
     char *text = s_target_text (pv_map_get (header, "spec"));
     const pv_t *schedule = pv_map_get (header, "schedule");
     bool has_schedule = pv_type (schedule) == PV_STR;
+    const pv_t *submitted_by = pv_map_get (header, "submitted_by");
+    bool has_submitted_by = pv_type (submitted_by) == PV_STR;
     size_t nodes = pv_size (pv_map_get (header, "expected"));
     //  target and expected keep their first shapes (a text, a count) for
     //  the clients that read them; target_text and nodes are the names
     //  every reply shares (PROTOCOL.md, one shape per fact)
-    pw_map (writer, 10 + (has_schedule ? 1 : 0));
+    pw_map (writer, 10 + (has_schedule ? 1 : 0) + (has_submitted_by ? 1 : 0));
     pw_str (writer, "id");
     pw_pv (writer, pv_map_get (header, "id"));
     if (has_schedule) {
         pw_str (writer, "schedule");
         pw_pv (writer, schedule);
+    }
+    if (has_submitted_by) {
+        pw_str (writer, "submitted_by");
+        pw_pv (writer, submitted_by);
     }
     pw_str (writer, "target");
     pw_str (writer, text ? text : "?");
@@ -1154,6 +1173,7 @@ jobrec_load (store_txn_t *txn, const char *job_id, sched_job_t **job_p)
     job->updated_at_ms = updated;
     job->reason = pv_strdup (pv_map_get (header, "reason"));
     job->schedule = pv_strdup (pv_map_get (header, "schedule"));
+    job->submitted_by = pv_strdup (pv_map_get (header, "submitted_by"));
     rc = 0;
     const pv_t *retry_of = pv_map_get (header, "retry_of");
     if (retry_of) {

@@ -43,6 +43,8 @@ static const char *s_usage =
     "  --lease D              any-node lease when a job sets no\n"
     "                         lease_ms                           [30s]\n"
     "  --retention D          purge finished jobs after D (0: keep) [30d]\n"
+    "  --audit-retention D    purge audit trail entries after D, whole\n"
+    "                         days beyond 30d (0: keep)          [90d]\n"
     "  --store-max-size SIZE  the store may grow to SIZE (512MiB, 8GiB) [8GiB]\n"
     "  --map-size-mb N        initial store size in MiB          [64]\n"
     "  --max-map-size-mb N    --store-max-size in MiB\n"
@@ -134,7 +136,8 @@ enum {
     S_OPT_KEY, S_OPT_CLIENT_KEY, S_OPT_RELAY_KEY, S_OPT_AUTO_ACCEPT,
     S_OPT_ALLOW,
     S_OPT_INSECURE, S_OPT_VERSION, S_OPT_PRINT_CONFIG, S_OPT_HTTP,
-    S_OPT_HTTP_CERT, S_OPT_HTTP_KEY, S_OPT_HTTP_INSECURE, S_OPT_END
+    S_OPT_HTTP_CERT, S_OPT_HTTP_KEY, S_OPT_HTTP_INSECURE,
+    S_OPT_AUDIT_RETENTION, S_OPT_END
 };
 
 static const struct option s_options [] = {
@@ -156,6 +159,7 @@ static const struct option s_options [] = {
     {"retry-cap", required_argument, NULL, S_OPT_RETRY_CAP},
     {"lease", required_argument, NULL, S_OPT_LEASE},
     {"retention", required_argument, NULL, S_OPT_RETENTION},
+    {"audit-retention", required_argument, NULL, S_OPT_AUDIT_RETENTION},
     {"store-max-size", required_argument, NULL, S_OPT_STORE_MAX},
     {"map-size-mb", required_argument, NULL, S_OPT_MAP_MB},
     {"max-map-size-mb", required_argument, NULL, S_OPT_MAX_MAP_MB},
@@ -264,6 +268,16 @@ s_apply (broker_config_t *config, int option, const char *flag,
             return s_duration (flag, value, &config->sched.lease_ms) ? 2 : 0;
         case S_OPT_RETENTION:
             return s_duration (flag, value, &config->retention_ms) ? 2 : 0;
+        case S_OPT_AUDIT_RETENTION:
+            if (broker_audit_retention_parse (value,
+                                              &config->audit_retention_ms)) {
+                fprintf (stderr, "gridbroker: %s: '%s' is not a duration "
+                         "(like 12h or 90d; whole days up to %dd; 0 keeps "
+                         "entries for ever)\n", flag, value,
+                         BROKER_AUDIT_RETENTION_DAYS_MAX);
+                return 2;
+            }
+            return 0;
         case S_OPT_MAP_MB:
             if (s_count (flag, value, 1, &number))
                 return 2;
@@ -366,6 +380,8 @@ s_print_config (const broker_config_t *config, const bool *given,
                          S_GIVEN (S_OPT_RETENTION));
     conf_print_duration (o, "dlq_retention", config->dlq_retention_ms, NULL,
                          false);
+    conf_print_duration (o, "audit_retention", config->audit_retention_ms,
+                         "--audit-retention", S_GIVEN (S_OPT_AUDIT_RETENTION));
     conf_print_setting (o, "verbose", config->verbose ? "true" : "false",
                         false, "--verbose", S_GIVEN (S_OPT_VERBOSE));
     conf_print_setting (o, "log_level",

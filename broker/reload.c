@@ -44,6 +44,8 @@ s_restart_only (const broker_config_t *running, const broker_config_t *fresh,
         names [count++] = "scheduler limits";
     if (running->retention_ms != fresh->retention_ms)
         names [count++] = "retention";
+    if (running->audit_retention_ms != fresh->audit_retention_ms)
+        names [count++] = "audit_retention";
     if (s_text_differs (running->log_format, fresh->log_format))
         names [count++] = "log_format";
     if (running->map_bytes != fresh->map_bytes

@@ -23,6 +23,8 @@ typedef struct {
     auth_role_t role;            //  The least role that may send it
     bool mutates;                //  It changes state: its reply is kept
                                  //  for retries of the same request id
+    bool audited;                //  It changes something: each one handled
+                                 //  is recorded in the audit trail (audit.h)
     req_handler_fn *handler;     //  Serves it
     bool (*refused) (req_call_t *call);  //  Or NULL: a check before the
                                  //  reply cache (true: it wrote the error)

@@ -499,7 +499,10 @@ sched_submit (sched_t *self, sched_job_t **job_p, int64_t now_ms,
     sched_save_job (self, job);
     char *text = target_format (&job->spec->target);
     sched_event (self, job, "submitted", SIZE_MAX, 0,
-             text ? sched_printf ("target %s, %zu step%s, priority %d", text,
+             text ? sched_printf ("%s%s%starget %s, %zu step%s, priority %d",
+                              job->submitted_by ? "by " : "",
+                              job->submitted_by ? job->submitted_by : "",
+                              job->submitted_by ? ": " : "", text,
                               job->step_count,
                               job->step_count == 1 ? "" : "s",
                               job->spec->priority)

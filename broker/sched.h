@@ -139,6 +139,8 @@ typedef struct {
     sched_not_run_t *not_run;     //  Nodes named or covered that did not run, sorted by id (owned)
     size_t not_run_count;         //  How many
     char *schedule;               //  The schedule that started it (owned), or NULL; not used by sched
+    char *submitted_by;           //  Who submitted it, "alice (admin)" (owned), or NULL;
+                                  //  named in its submitted event
     int64_t created_at_ms;        //  Wall clock, set by the caller, not used by sched
     int64_t updated_at_ms;        //  Wall clock, set by the caller, not used by sched
     int64_t submitted_ms;         //  Monotonic time of submission (sched)

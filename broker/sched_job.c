@@ -294,6 +294,7 @@ s_job_free (sched_job_t *job)
         free (job->retried_by [index]);
     free (job->retried_by);
     free (job->schedule);
+    free (job->submitted_by);
     free (job);
 }
 

@@ -99,7 +99,8 @@ typedef enum {
     CLI_CMD_TOKEN_LIST,       //  token list
     CLI_CMD_TOKEN_REVOKE,     //  token revoke NAME
     CLI_CMD_METRICS,          //  metrics
-    CLI_CMD_RELAY_LIST        //  relay list
+    CLI_CMD_RELAY_LIST,       //  relay list
+    CLI_CMD_AUDIT_LIST        //  audit list [--who K] [--type T] ...
 } cli_command_t;
 
 typedef enum {
@@ -179,6 +180,13 @@ typedef struct {
     const char *limits;           //  --limits SPEC, or NULL
     int64_t lease_ms;             //  --lease D, 0 when not given
     int64_t stall_timeout_ms;     //  --stall-timeout D, 0 when not given
+    //  audit list (NULL when not given)
+    const char *audit_who;        //  --who NAME
+    const char *audit_type;       //  --type T
+    const char *audit_object;     //  --object ID
+    const char *audit_since;      //  --since T (a duration or a UTC time)
+    const char *audit_outcome;    //  --outcome O
+    const char *audit_before;     //  --before ID
 } cli_args_t;
 
 //  Parses ARGC/ARGV (ARGV[0] is the program name) into ARGS, which it

@@ -461,6 +461,9 @@ cli_render_job (const pv_t *record, FILE *out, bool color)
     if (pv_size (idempotency_key))
         cli_header_line (out, "key", cli_scalar (idempotency_key, buf,
                                                  sizeof buf));
+    if (pv_size (pv_map_get (record, "submitted_by")))
+        cli_header_line (out, "submitted by",
+                         cli_field (record, "submitted_by", buf, sizeof buf));
     cli_header_line (out, "created",
                      cli_time (pv_map_get (record, "created_at"), false, buf,
                                sizeof buf));

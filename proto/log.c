@@ -309,14 +309,12 @@ log_scope_set (const log_scope_t *scope)
               scope && scope->role ? scope->role : "");
 }
 
-void
-log_writev (log_level_t level, const log_ctx_t *ctx, const char *format,
-            va_list args)
+//  Writes the line MSG at LEVEL about CTX; FIELDS (NULL-terminated key,
+//  value pairs, or NULL) go into the JSON form after "audit":true.
+static void
+s_write (log_level_t level, const log_ctx_t *ctx, const char *msg,
+         const char *const *fields)
 {
-    if (!log_enabled (level))
-        return;
-    char msg [S_LINE_MAX];
-    vsnprintf (msg, sizeof msg, format, args);
     struct timespec now;
     clock_gettime (CLOCK_REALTIME, &now);
     int64_t wall_ms = (int64_t) now.tv_sec * 1000 + now.tv_nsec / 1000000;
@@ -346,6 +344,12 @@ log_writev (log_level_t level, const log_ctx_t *ctx, const char *format,
                       *s_scope_caller ? s_scope_caller : NULL);
         s_json_field (tail, sizeof tail, &tail_used, "role",
                       *s_scope_role ? s_scope_role : NULL);
+        if (fields) {
+            s_append (tail, sizeof tail, &tail_used, ",\"audit\":true");
+            for (size_t index = 0; fields [index]; index += 2)
+                s_json_field (tail, sizeof tail, &tail_used, fields [index],
+                              fields [index + 1]);
+        }
         s_append (tail, sizeof tail, &tail_used, "}\n");
 
         s_append (line, sizeof line, &used, "{\"ts\":\"");
@@ -384,6 +388,25 @@ log_writev (log_level_t level, const log_ctx_t *ctx, const char *format,
     //  One write, so concurrent writers never split a line
     ssize_t written = write (STDERR_FILENO, line, used);
     (void) written;
+}
+
+void
+log_writev (log_level_t level, const log_ctx_t *ctx, const char *format,
+            va_list args)
+{
+    if (!log_enabled (level))
+        return;
+    char msg [S_LINE_MAX];
+    vsnprintf (msg, sizeof msg, format, args);
+    s_write (level, ctx, msg, NULL);
+}
+
+void
+log_audit (const char *msg, const char *const *fields)
+{
+    //  Whatever the level: the trail is not a matter of verbosity
+    static const char *const none [] = {NULL};
+    s_write (LOG_LEVEL_INFO, NULL, msg, fields ? fields : none);
 }
 
 void

@@ -123,6 +123,11 @@ void log_write (log_level_t level, const log_ctx_t *ctx, const char *format,
 void log_writev (log_level_t level, const log_ctx_t *ctx, const char *format,
                  va_list args);
 
+//  Writes MSG as an info line of the audit trail, whatever the level: in
+//  the JSON form it carries "audit":true and FIELDS, NULL-terminated key,
+//  value pairs (a NULL value leaves its key out), for a log shipper.
+void log_audit (const char *msg, const char *const *fields);
+
 //  Writes TEXT, a message of one line or more (a start-up error and the
 //  hints under it), as one line at LEVEL per line of TEXT.
 void log_lines (log_level_t level, const log_ctx_t *ctx, const char *text);

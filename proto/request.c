@@ -127,6 +127,16 @@ static const s_request_field_t s_req_token_revoke [] = {
     { "name", PV_STR, true, 1, NAME_MAX_LEN },
 };
 
+static const s_request_field_t s_req_audit_list [] = {
+    { "who", PV_STR, false, 1, 256 },
+    { "request_type", PV_STR, false, 1, 64 },
+    { "object", PV_STR, false, 1, 256 },
+    { "outcome", PV_STR, false, 1, 64 },
+    { "since", PV_INT, false, 0, INT64_MAX },
+    { "before", PV_STR, false, 24, 24 },
+    { "limit", PV_INT, false, 1, 1000 },
+};
+
 #define S_REQUEST(type, fields) { type, fields, S_COUNT_OF (fields) }
 #define S_REQUEST_BARE(type) { type, NULL, 0 }
 
@@ -173,6 +183,7 @@ static const s_request_t s_requests [] = {
     S_REQUEST_BARE ("token.list"),
     S_REQUEST_BARE ("whoami"),
     S_REQUEST ("token.revoke", s_req_token_revoke),
+    S_REQUEST ("audit.list", s_req_audit_list),
 };
 
 const char *

@@ -83,6 +83,9 @@ typedef enum {
     STORE_DB_SCHEDULES,  //  schedule name -> schedule record
     STORE_DB_TOKENS,     //  HTTP token name -> {role, hash, created}
     STORE_DB_SEEN,       //  node id -> last seen, wall ms (8 bytes BE)
+    STORE_DB_AUDIT,      //  wall ms (8 bytes BE) | seq (4 bytes BE) -> audit
+                         //  entry (broker/audit.h); last, so that an older
+                         //  release opens the store without knowing it
     STORE_DB_COUNT
 } store_db_t;
 

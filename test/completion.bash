@@ -138,6 +138,15 @@ expect "gridcli job status j-0193a1b2c3d4-0002" j-0193a1b2c3d4-0002
 expect "gridcli dlq list --job " j-0193a1b2c3d4-0001 j-0193a1b2c3d4-0002
 expect "gridcli job output j-0193a1b2c3d4-0001 --node w" web-01 web-02
 expect "gridcli node info d" db-01
+# The audit trail: its command, its flags and their values
+expect "gridcli au" audit
+expect "gridcli audit " list
+expect "gridcli audit list --w" --who
+expect "gridcli audit list --o" --object --outcome --output
+expect "gridcli audit list --outcome re" refused
+expect "gridcli audit list --type job.c" job.cancel
+expect "gridcli audit list --object we" web-01 web-02
+expect "gridcli audit list --who alice --j" --json
 # Commands and flags still complete as before
 expect "gridcli jo" job
 expect "gridcli job o" output

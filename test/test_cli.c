@@ -627,6 +627,55 @@ test_cli_parse_job_output (void **state)
 }
 
 static void
+test_cli_parse_audit_list (void **state)
+{
+    cli_args_t args;
+    char err [512];
+    assert_int_equal (s_parse (&args, err, sizeof err, "audit", "list",
+                               "--who", "alice", "--type", "job.", "--object",
+                               "web-01", "--outcome", "refused", "--since",
+                               "2026-11-21T07:00:00Z", "--before",
+                               "000001a2382b416b00000000", "--limit", "7",
+                               "--json", NULL), 0);
+    assert_int_equal (args.command, CLI_CMD_AUDIT_LIST);
+    assert_int_equal (args.output, CLI_OUTPUT_JSON);
+    pw_t *writer = pw_new ();
+    assert_int_equal (cli_request_build (&args, NULL, "r1", writer, NULL), 0);
+    pv_doc_t *doc = NULL;
+    assert_int_equal (pv_doc_decode (pw_data (writer), pw_size (writer), &doc,
+                                     NULL, 0), 0);
+    const pv_t *root = pv_doc_root (doc);
+    assert_true (pv_str_eq (pv_map_get (root, "type"), "audit.list"));
+    assert_true (pv_str_eq (pv_map_get (root, "who"), "alice"));
+    assert_true (pv_str_eq (pv_map_get (root, "request_type"), "job."));
+    assert_true (pv_str_eq (pv_map_get (root, "object"), "web-01"));
+    assert_true (pv_str_eq (pv_map_get (root, "outcome"), "refused"));
+    assert_true (pv_str_eq (pv_map_get (root, "before"),
+                            "000001a2382b416b00000000"));
+    int64_t since = 0, limit = 0;
+    pv_get_int (pv_map_get (root, "since"), &since);
+    pv_get_int (pv_map_get (root, "limit"), &limit);
+    assert_int_equal (since, 1795244400000);
+    assert_int_equal (limit, 7);
+    pv_doc_destroy (&doc);
+    pw_destroy (&writer);
+    cli_args_clear (&args);
+    //  A duration back from now
+    assert_int_equal (s_parse (&args, err, sizeof err, "audit", "list",
+                               "--since", "1h", NULL), 0);
+    cli_args_clear (&args);
+    const char *bad [][2] = {{"--limit", "0"}, {"--limit", "1001"},
+                             {"--before", "xyz"}, {"--type", "nodot"},
+                             {"--since", "yesterday"}, {"--who", ""}};
+    for (size_t index = 0; index < sizeof bad / sizeof bad [0]; index++) {
+        assert_int_equal (s_parse (&args, err, sizeof err, "audit", "list",
+                                   bad [index][0], bad [index][1], NULL), -1);
+        assert_non_null (strstr (err, bad [index][0]));
+        cli_args_clear (&args);
+    }
+}
+
+static void
 test_cli_parse_retry_dlq_queue (void **state)
 {
     cli_args_t args;
@@ -2823,6 +2872,7 @@ main (void)
         cmocka_unit_test (test_cli_parse_run_options),
         cmocka_unit_test (test_cli_parse_missing_target),
         cmocka_unit_test (test_cli_parse_retry_dlq_queue),
+        cmocka_unit_test (test_cli_parse_audit_list),
         cmocka_unit_test (test_cli_parse_job_output),
         cmocka_unit_test (test_cli_parse_bad_target),
         cmocka_unit_test (test_cli_parse_bad_duration),

@@ -142,6 +142,35 @@ test_log_json_carries_job_node_and_escapes (void **state)
 }
 
 static void
+test_log_audit_lines (void **state)
+{
+    //  JSON: "audit":true and the fields, a NULL value left out; written
+    //  whatever the level
+    log_set_format (LOG_FORMAT_JSON);
+    log_set_level (LOG_LEVEL_ERROR);
+    int saved = s_capture ();
+    const char *fields [] = {"face", "zmq", "object", NULL, "who",
+                             "al\"ice", NULL};
+    log_audit ("audit: broker.drain by alice", fields);
+    log_info ("not written at level error");
+    char *text = s_release (saved);
+    assert_non_null (strstr (text, "\"msg\":\"audit: broker.drain by alice\","
+                                   "\"audit\":true,\"face\":\"zmq\","
+                                   "\"who\":\"al\\\"ice\"}\n"));
+    assert_null (strstr (text, "object"));
+    assert_null (strstr (text, "not written"));
+    free (text);
+    //  Text: the message as any other line
+    log_set_format (LOG_FORMAT_TEXT);
+    saved = s_capture ();
+    log_audit ("audit: key.accept by bob", NULL);
+    text = s_release (saved);
+    assert_non_null (strstr (text, " info: audit: key.accept by bob\n"));
+    assert_null (strstr (text, "\"audit\""));
+    free (text);
+}
+
+static void
 test_log_journal_prefix_and_instance (void **state)
 {
     int saved = s_capture ();
@@ -305,6 +334,7 @@ main (void)
         cmocka_unit_test_setup (test_log_json_lines_are_always_valid, s_setup),
         cmocka_unit_test_setup (test_log_node_lines_carry_the_node, s_setup),
         cmocka_unit_test_setup (test_log_lines_stamps_every_line, s_setup),
+        cmocka_unit_test_setup (test_log_audit_lines, s_setup),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }

@@ -124,6 +124,32 @@ test_requests_roles (void **state)
 }
 
 static void
+test_requests_audited (void **state)
+{
+    //  What changes anything is in the audit trail: every row kept for
+    //  retries, and the admin's changes of keys, tokens, nodes and the
+    //  broker; reads are not, audit.list itself least of all
+    const char *audited [] = {"node.drain", "node.resume", "broker.drain",
+                              "broker.resume", "key.accept", "key.reject",
+                              "key.delete", "token.add", "token.revoke"};
+    for (size_t index = 0; index < sizeof audited / sizeof audited [0];
+         index++)
+        assert_true (requests_find (audited [index])->audited);
+    size_t count = 0, found = 0;
+    const requests_row_t *rows = requests_rows (&count);
+    for (size_t index = 0; index < count; index++) {
+        if (rows [index].mutates)
+            assert_true (rows [index].audited);
+        if (rows [index].audited)
+            found++;
+    }
+    assert_int_equal (found, 20);
+    assert_false (requests_find ("audit.list")->audited);
+    assert_false (requests_find ("job.get")->audited);
+    assert_int_equal (requests_find ("audit.list")->role, AUTH_ROLE_ADMIN);
+}
+
+static void
 test_requests_mutations (void **state)
 {
     //  What changes jobs or schedules is kept for retries by request id
@@ -156,6 +182,7 @@ main (void)
         cmocka_unit_test (test_requests_rest_routes_name_rows),
         cmocka_unit_test (test_requests_roles),
         cmocka_unit_test (test_requests_mutations),
+        cmocka_unit_test (test_requests_audited),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }

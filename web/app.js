@@ -2,9 +2,9 @@
 //
 // It talks to the broker's REST API under /api/v1 with the token the user
 // logged in with (kept in sessionStorage, so it goes when the tab closes),
-// and renders five views behind a hash router: #/jobs, #/jobs/ID, #/nodes,
-// #/run, #/keys and #/login. Everything that came from the broker reaches
-// the DOM as text (textContent, attribute values): never as markup.
+// and renders its views behind a hash router: #/jobs, #/jobs/ID, #/nodes,
+// #/run, #/keys, #/audit and #/login. Everything that came from the broker
+// reaches the DOM as text (textContent, attribute values): never as markup.
 
 const API = '/api/v1';
 const TOKEN_KEY = 'grid.token';
@@ -191,7 +191,8 @@ class ApiError extends Error {
 }
 
 function authHeaders(extra) {
-    const headers = Object.assign({}, extra);
+    // The audit trail tells the dashboard's requests from other HTTP ones
+    const headers = Object.assign({ 'X-Grid-Face': 'dashboard' }, extra);
     if (session.token)
         headers.Authorization = 'Bearer ' + session.token;
     return headers;
@@ -749,6 +750,7 @@ function jobView(ctx, id) {
               r.timeout ? fact('Timeout', r.timeout) : null,
               fact('Priority', String(r.priority)),
               r.schedule ? fact('Schedule', r.schedule) : null,
+              r.submitted_by ? fact('Submitted by', r.submitted_by) : null,
               r.idempotency_key ? fact('Idempotency key', r.idempotency_key) : null,
               fact('Created', timeEl(r.created_at)),
               fact('Updated', timeEl(r.updated_at)),
@@ -1764,6 +1766,106 @@ views.keys = (ctx) => {
         }
     };
     return every(ctx, 5000, refresh);
+};
+
+// ------------------------------------------------------------------
+// #/audit
+
+const AUDIT_SINCE = [['', 'any time'], ['1h', 'last hour'], ['24h', 'last day'],
+                     ['7d', 'last week'], ['30d', 'last 30 days']];
+const AUDIT_SINCE_MS = { '1h': 3600e3, '24h': 86400e3, '7d': 7 * 86400e3, '30d': 30 * 86400e3 };
+
+views.audit = (ctx) => {
+    const get = (k) => ctx.query.get(k) || '';
+    const filter = { who: get('who'), request_type: get('type'), object: get('object'),
+                     outcome: get('outcome'), since: get('since') };
+    const input = (name, value, placeholder) =>
+        h('input', { name, value, placeholder, type: 'text', size: 16, 'aria-label': placeholder });
+    const sinceSel = h('select', { name: 'since', 'aria-label': 'since' },
+        AUDIT_SINCE.map(([v, t]) => h('option', { value: v, selected: v === filter.since }, t)));
+    const outcomeSel = h('select', { name: 'outcome', 'aria-label': 'outcome' },
+        [['', 'any outcome'], ['ok', 'ok'], ['error', 'error'], ['refused', 'refused']].map(([v, t]) =>
+            h('option', { value: v, selected: v === filter.outcome }, t)));
+    const form = h('form', { class: 'filters', id: 'audit-filters', onsubmit: (e) => {
+        e.preventDefault();
+        const data = new FormData(form);
+        const params = {};
+        for (const k of ['who', 'type', 'object', 'outcome', 'since'])
+            params[k] = (data.get(k) || '').trim();
+        location.hash = '#/audit' + q(params);
+    } },
+        input('who', filter.who, 'who (a name)'),
+        input('type', filter.request_type, 'request (job. or job.cancel)'),
+        input('object', filter.object, 'object (job, node, key...)'),
+        outcomeSel, sinceSel,
+        h('button', { type: 'submit' }, 'Filter'),
+        h('a', { href: '#/audit', class: 'button secondary' }, 'Clear'));
+    const tbody = h('tbody');
+    const foot = h('p', { class: 'muted' });
+    let next = null;
+    let shown = 0;
+    const more = h('button', { type: 'button', id: 'more-audit', hidden: true,
+                               onclick: () => load(next).catch(flashError) }, 'Show older entries');
+    ctx.main.append(
+        h('div', { class: 'titlebar' }, h('h1', null, 'Audit trail')),
+        h('p', { class: 'muted' }, 'Every request that changed something, and refused attempts ' +
+          '(at most one per caller per 10 s), newest first. Needs the admin role.'),
+        form,
+        h('table', { class: 'list', id: 'audit' },
+          h('thead', null, h('tr', null, ['Time', 'Who', 'Role', 'Face', 'Request', 'Object',
+                                          'Outcome'].map((t) => h('th', null, t)))),
+          tbody),
+        foot, more);
+
+    const objectEl = (o) => !o ? ''
+        : /^j-[0-9a-f]{12}-[0-9a-f]{4}$/.test(o) ? jobLink(o)
+        : h('span', { class: 'mono', text: o });
+    const load = async (before) => {
+        const params = Object.assign({}, filter, { limit: 100, before: before || '' });
+        delete params.since;
+        if (AUDIT_SINCE_MS[filter.since])
+            params.since = Math.floor(Date.now() - AUDIT_SINCE_MS[filter.since]);
+        let r;
+        try {
+            r = await api('GET', '/audit' + q(params));
+        } catch (err) {
+            if (err.status === 403) {
+                clear(tbody).append(h('tr', null, h('td', { colspan: 7, class: 'error', id: 'audit-forbidden',
+                    text: 'Your token may not read the audit trail: that needs the admin role'
+                        + (session.role ? ' (yours is ' + session.role + ')' : '') + '.' })));
+                return;
+            }
+            throw err;
+        }
+        if (!ctx.live())
+            return;
+        if (!before) {
+            clear(tbody);
+            shown = 0;
+        }
+        const entries = (r && r.entries) || [];
+        for (const e of entries) {
+            const refused = e.outcome === 'forbidden' || e.outcome === 'unauthorized';
+            tbody.append(h('tr', { dataset: { entry: e.id, type: e.type } },
+                h('td', null, timeEl(e.time, true)),
+                h('td', { text: e.who }),
+                h('td', { text: e.role }),
+                h('td', { text: e.face }),
+                h('td', { class: 'mono', text: e.type }),
+                h('td', null, objectEl(e.object)),
+                h('td', { class: e.outcome === 'ok' ? '' : refused ? 'error' : 'muted',
+                          title: e.message || '' },
+                  e.outcome + (e.suppressed ? ' (+' + e.suppressed + ' not recorded)' : ''))));
+        }
+        shown += entries.length;
+        if (!shown)
+            tbody.append(h('tr', null, h('td', { colspan: 7, class: 'muted empty' }, 'No entries.')));
+        next = r && r.next ? r.next : null;
+        more.hidden = !next;
+        foot.textContent = 'Showing ' + shown + (next ? ', older ones below' : '');
+    };
+    load(null).catch(flashError);
+    return null;
 };
 
 // ------------------------------------------------------------------

@@ -439,6 +439,8 @@ req_job_submit (req_call_t *call)
 //  must have room, the queue must take it. Writes the reply (ok: {job,
 //  status, ?retry_of}) and returns 0 with the new id in ID (JOB_ID_LEN + 1
 //  bytes), or -1.
+static char *s_caller_text (const req_call_t *call);
+
 static int
 s_admit (req_call_t *call, job_spec_t **spec_p, const char *retry_of, char *id)
 {
@@ -472,6 +474,7 @@ s_admit (req_call_t *call, job_spec_t **spec_p, const char *retry_of, char *id)
     job->created_at_ms = wall_ms;
     job->updated_at_ms = wall_ms;
     job->retry_of = retry_of ? strdup (retry_of) : NULL;
+    job->submitted_by = s_caller_text (call);
     char reason [256];
     if (sched_submit (ctx->sched, &job, ctx_now_ms (ctx), reason,
                       sizeof reason) != 0) {
@@ -1307,6 +1310,12 @@ req_retry (req_call_t *call, const char *job_id, bool failed_only,
             }
             if (txn)
                 dlq_mark_retry (txn, job_id, id, ctx->scratch);
+            //  The original's timeline says who retried it, and as what
+            char *who = s_caller_text (call);
+            char *detail = zsys_sprintf ("as %s by %s", id, who);
+            ctx_job_event (ctx, job_id, "retried", detail);
+            zstr_free (&detail);
+            zstr_free (&who);
         }
     }
     target_clear (&target);

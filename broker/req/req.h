@@ -26,6 +26,7 @@
         schedules.c  schedule.add schedule.list schedule.get
                      schedule.pause schedule.resume schedule.delete
                      schedule.run
+        audit.c      audit.list
 
     Threading: the broker's thread only.
     =========================================================================
@@ -154,5 +155,7 @@ void req_schedule_pause (req_call_t *call);
 void req_schedule_resume (req_call_t *call);
 void req_schedule_delete (req_call_t *call);
 void req_schedule_run (req_call_t *call);
+
+void req_audit_list (req_call_t *call);
 
 #endif

@@ -47,6 +47,7 @@ DlqEntry = Dict[str, Any]       # DLQ ENTRY
 Node = Dict[str, Any]           # NODE
 Workers = Dict[str, Any]        # WORKERS
 HistoryEntry = Dict[str, Any]   # HISTORY ENTRY
+AuditEntry = Dict[str, Any]     # AUDIT ENTRY
 Status = Dict[str, Any]         # STATUS
 QueueStats = Dict[str, Any]     # QUEUE STATS
 BrokerState = Dict[str, Any]    # {state, running, pending}
@@ -99,6 +100,7 @@ REQUEST_METHODS = {
     "token.add": "token_add",
     "token.list": "tokens",
     "token.revoke": "token_revoke",
+    "audit.list": "audit_list",
     "whoami": "whoami",
 }
 
@@ -760,6 +762,33 @@ class Client:
             client.token_revoke("ci")
         """
         return self.request("token.revoke", name=name)
+
+    # -- the audit trail -------------------------------------------------
+
+    def audit_list(self, who: Optional[str] = None,
+                   request_type: Optional[str] = None,
+                   object: Optional[str] = None,
+                   outcome: Optional[str] = None,
+                   since: Optional[float] = None,
+                   before: Optional[str] = None,
+                   limit: Optional[int] = None) -> List[AuditEntry]:
+        """The audit trail, newest first (admin): who changed what, through
+        which face, and how it ended; refused attempts too. Filters: the
+        caller's name ``who``, a ``request_type`` (``"job.cancel"``, or a
+        prefix ``"job."``), the ``object`` acted on, the ``outcome``
+        (``"ok"``, ``"error"``, ``"refused"`` or an error code), entries
+        ``since`` a time (seconds since the epoch, as ``time.time()``),
+        entries ``before`` an entry id (paging), at most ``limit`` (1..1000,
+        broker default 50). ``request("audit.list")`` gives ``next`` too.
+
+            for entry in client.audit_list(who="alice", since=time.time() - 3600):
+                print(entry["time"], entry["type"], entry.get("object"),
+                      entry["outcome"])
+        """
+        since_ms = None if since is None else max(0, int(since * 1000))
+        return self.request("audit.list", who=who, request_type=request_type,
+                            object=object, outcome=outcome, since=since_ms,
+                            before=before, limit=limit)["entries"]
 
     # -- schedules -------------------------------------------------------
 

@@ -7,6 +7,7 @@ built programs (tests/cluster.py starts them).
 import os
 import re
 import shutil
+import time
 import unittest
 
 import zmq
@@ -217,6 +218,28 @@ class ClientTest(unittest.TestCase):
                           if t["name"] == "py-ci"], [("py-ci", "operator")])
         self.assertTrue(self.client.token_revoke("py-ci")["revoked"])
         self.assertNotIn("py-ci", [t["name"] for t in self.client.tokens()])
+
+    def test_audit_trail(self):
+        started = time.time() - 1
+        self.assertTrue(self.client.drain("web-01")["drained"])
+        self.client.resume("web-01")
+        entries = self.client.audit_list(object="web-01", since=started)
+        self.assertEqual([e["type"] for e in entries[:2]],
+                         ["node.resume", "node.drain"])
+        self.assertEqual((entries[0]["face"], entries[0]["role"],
+                          entries[0]["outcome"]), ("zmq", "admin", "ok"))
+        one = self.client.audit_list(request_type="node.", limit=1)
+        self.assertEqual(len(one), 1)
+        older = self.client.audit_list(before=one[0]["id"],
+                                       request_type="node.")
+        self.assertTrue(all(e["id"] < one[0]["id"] for e in older))
+        with self.assertRaises(grid.GridError) as caught:
+            self.client.audit_list(before="not-an-id-at-all-at-all-")
+        self.assertEqual(caught.exception.code, "bad_request")
+        viewer = self.cluster.client("viewer")
+        with self.assertRaises(grid.GridError) as caught:
+            viewer.audit_list()
+        self.assertEqual(caught.exception.code, "forbidden")
 
     def test_roles_are_enforced(self):
         viewer = self.cluster.client("viewer")

@@ -447,6 +447,25 @@ test('an admin accepts a pending agent key on the keys page, then rejects it', L
         (await api('GET', '/nodes/late-01', tokens.admin)).body.status === 'offline');
 });
 
+test('the audit page lists what the dashboard changed, by whom, and filters it', LIMIT, async () => {
+    await page.click('#nav a[data-view="audit"]');
+    const row = '#audit tr[data-type="key.reject"]';
+    await page.waitForSelector(row);
+    const cells = await page.locator(row).first().locator('td').allTextContents();
+    assert.equal(cells[1], 'dash-admin', cells.join(' | '));
+    assert.equal(cells[2], 'admin');
+    assert.equal(cells[3], 'dashboard');
+    assert.equal(cells[6], 'ok');
+    await shot('audit');
+    await page.fill('#audit-filters input[name="type"]', 'key.');
+    await page.click('#audit-filters button[type="submit"]');
+    await page.waitForURL((url) => url.hash.includes('type=key.'));
+    await page.waitForSelector('#audit tr[data-type="key.accept"]');
+    const types = await page.locator('#audit tr[data-entry]').evaluateAll(
+        (rows) => rows.map((r) => r.dataset.type));
+    assert.ok(types.length >= 2 && types.every((t) => t.startsWith('key.')), types.join(','));
+});
+
 test('a viewer can read but not act: buttons off or a clear 403', LIMIT, async () => {
     await page.click('#logout');
     await page.waitForSelector('#token');
@@ -469,7 +488,9 @@ test('a viewer can read but not act: buttons off or a clear 403', LIMIT, async (
     assert.equal(await page.locator('#nodes button[data-action="drain"]:enabled').count(), 0);
     await page.click('#nav a[data-view="keys"]');
     await page.waitForSelector('#keys-forbidden');
-    assert.match(await page.textContent('#keys-forbidden'), /admin role/);
+    assert.match(await page.textContent('#keys-forbidden'), /admin role/);    await page.click('#nav a[data-view="audit"]');
+    await page.waitForSelector('#audit-forbidden');
+    assert.match(await page.textContent('#audit-forbidden'), /admin role/);
 });
 
 test('a revoked token sends the dashboard back to the login page', LIMIT, async () => {

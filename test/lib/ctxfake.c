@@ -69,6 +69,18 @@ s_watcher_count (ctx_t *ctx)
     return 0;
 }
 
+//  Job events of handlers go into the pass, as the server writes them
+static void
+s_job_event (ctx_t *ctx, const char *job_id, const char *event,
+             const char *detail)
+{
+    store_txn_t *txn = ctx_txn (ctx);
+    if (txn)
+        jobrec_save_event (txn, job_id, jobrec_next_event_seq (txn, job_id),
+                           s_wall_ms (ctx), event, NULL, -1, detail,
+                           ctx->scratch);
+}
+
 //  The scheduler's records go into the pass as the server writes them;
 //  what would be sent is only counted.
 static void
@@ -236,6 +248,7 @@ ctxfake_new (ctxfake_configure_fn *configure, void *arg)
     self->ops.wall_ms = s_wall_ms;
     self->ops.job_version = s_job_version;
     self->ops.watcher_count = s_watcher_count;
+    self->ops.job_event = s_job_event;
     self->request = pw_new ();
     self->jobs_seen = zhashx_new ();
     ctx_t *ctx = &self->ctx;
