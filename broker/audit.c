@@ -111,16 +111,15 @@ audit_text_set (char *buf, size_t size, const char *text)
     buf [len] = 0;
 }
 
-void
-audit_entry_encode (const audit_entry_t *entry, pw_t *writer)
+//  The fields the stored and the client forms of ENTRY share, from face
+//  on (the caller counted them in its map: 6, and one for each optional
+//  field ENTRY holds).
+static void
+s_write_fields (const audit_entry_t *entry, pw_t *writer)
 {
     bool object = entry->object [0] != 0;
     bool message = entry->message [0] != 0;
     bool suppressed = entry->suppressed > 0;
-    pw_map (writer, 7 + (object ? 1 : 0) + (message ? 1 : 0)
-                        + (suppressed ? 1 : 0));
-    pw_str (writer, "at_ms");
-    pw_int (writer, entry->at_ms);
     pw_str (writer, "face");
     pw_str (writer, entry->face);
     pw_str (writer, "who");
@@ -145,6 +144,19 @@ audit_entry_encode (const audit_entry_t *entry, pw_t *writer)
         pw_str (writer, "suppressed");
         pw_int (writer, entry->suppressed);
     }
+}
+
+void
+audit_entry_encode (const audit_entry_t *entry, pw_t *writer)
+{
+    bool object = entry->object [0] != 0;
+    bool message = entry->message [0] != 0;
+    bool suppressed = entry->suppressed > 0;
+    pw_map (writer, 7 + (object ? 1 : 0) + (message ? 1 : 0)
+                        + (suppressed ? 1 : 0));
+    pw_str (writer, "at_ms");
+    pw_int (writer, entry->at_ms);
+    s_write_fields (entry, writer);
 }
 
 //  Copies the string field KEY of RECORD into BUF (SIZE bytes). Returns 0,
@@ -341,30 +353,7 @@ s_entry_write (const uint8_t *key, const audit_entry_t *entry, pw_t *writer)
     pw_str (writer, id);
     pw_str (writer, "time");
     pw_str (writer, time);
-    pw_str (writer, "face");
-    pw_str (writer, entry->face);
-    pw_str (writer, "who");
-    pw_str (writer, entry->who);
-    pw_str (writer, "role");
-    pw_str (writer, entry->role);
-    pw_str (writer, "request");
-    pw_str (writer, entry->request);
-    pw_str (writer, "type");
-    pw_str (writer, entry->type);
-    if (object) {
-        pw_str (writer, "object");
-        pw_str (writer, entry->object);
-    }
-    pw_str (writer, "outcome");
-    pw_str (writer, entry->outcome);
-    if (message) {
-        pw_str (writer, "message");
-        pw_str (writer, entry->message);
-    }
-    if (suppressed) {
-        pw_str (writer, "suppressed");
-        pw_int (writer, entry->suppressed);
-    }
+    s_write_fields (entry, writer);
 }
 
 int
