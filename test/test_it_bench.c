@@ -295,6 +295,10 @@ s_write_watching_swarm (const char *path, const char *real,
              "  kill -CONT $pid ) &\n"
              "watcher=$!\n"
              "while kill -0 $pid 2>/dev/null; do wait $pid; done\n"
+             //  The watcher writes its report once it saw the broker run
+             //  again: give it a moment before ending it
+             "for n in $(seq 300); do kill -0 $watcher 2>/dev/null || break; "
+             "sleep 0.01; done\n"
              "kill $watcher 2>/dev/null\n", real, report, report, action,
              report);
     fclose (file);
@@ -317,7 +321,13 @@ test_drain_interrupted (void **state)
                          S_RUN_MS, "--agents", "100", "--rounds", "1",
                          "--single-s", "0.2", "--ingest-results", "200",
                          "--swarm", swarm, "--no-agent", "--out", out, NULL);
+    //  The watcher may still be writing its report as gridbench ends
     char *text = grid_slurp (report);
+    for (int tries = 0; tries < 100 && !*text; tries++) {
+        free (text);
+        usleep (50 * 1000);
+        text = grid_slurp (report);
+    }
     bool thawed = strncmp (text, "thawed", 6) == 0;
     if (code != 1 || !thawed)
         fprintf (stderr, "exit %d, broker %s\n%s\n%s\n", code, text,
