@@ -732,6 +732,19 @@ store_open_with (const char *dir, size_t map_bytes, size_t max_map_bytes,
     return self;
 }
 
+int
+store_copy (store_t *self, const char *path, char *err, size_t err_len)
+{
+    assert (self->live_txns == 0);
+    if (unlink (path) != 0 && errno != ENOENT) {
+        snprintf (err, err_len, "cannot replace %s: %s", path,
+                  strerror (errno));
+        return -1;
+    }
+    bool kept;
+    return envcopy_write (self->env, path, &kept, err, err_len);
+}
+
 void
 store_destroy (store_t **self_p)
 {

@@ -242,6 +242,14 @@ int store_txn_failed (store_txn_t *txn);
 //  caller's; a transaction that fails leaves in it what it wrote before.
 void store_txn_journal (store_txn_t *txn, pw_t *journal);
 
+//  Writes a compacted copy of SELF, as it stands after its last commit,
+//  to the file PATH (PATH.tmp, synced, then renamed; a file at PATH is
+//  replaced): a data.mdb that store_open of a directory holding it opens
+//  as the same store. What a broker cluster sends a standby that must
+//  catch up (a snapshot). No transaction of this thread may be open.
+//  Returns 0, or -1 with a sentence in ERR.
+int store_copy (store_t *self, const char *path, char *err, size_t err_len);
+
 //  The database named NAME (LEN bytes), or STORE_DB_COUNT when none is.
 store_db_t store_db_named (const char *name, size_t len);
 

@@ -1,0 +1,929 @@
+/*  =========================================================================
+    repl - a broker cluster's replication (see repl.h)
+    =========================================================================
+*/
+#include "repl.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../proto/keys.h"
+#include "../proto/log.h"
+#include "../store/journal.h"
+
+static void
+s_put64 (uint8_t *at, uint64_t value)
+{
+    for (int index = 7; index >= 0; index--) {
+        at [index] = (uint8_t) value;
+        value >>= 8;
+    }
+}
+
+static uint64_t
+s_get64 (const uint8_t *at)
+{
+    uint64_t value = 0;
+    for (int index = 0; index < 8; index++)
+        value = (value << 8) | at [index];
+    return value;
+}
+
+//  Frame INDEX of MSG as a number: true when it is one (8 bytes).
+static bool
+s_frame64 (zmsg_t *msg, size_t index, uint64_t *value)
+{
+    zframe_t *frame = zmsg_first (msg);
+    for (size_t at = 0; frame && at < index; at++)
+        frame = zmsg_next (msg);
+    if (!frame || zframe_size (frame) != 8)
+        return false;
+    *value = s_get64 (zframe_data (frame));
+    return true;
+}
+
+static void
+s_add64 (zmsg_t *msg, uint64_t value)
+{
+    uint8_t bytes [8];
+    s_put64 (bytes, value);
+    zmsg_addmem (msg, bytes, 8);
+}
+
+void
+repl_store_position (store_t *store, uint64_t *epoch, uint64_t *seq)
+{
+    *epoch = *seq = 0;
+    store_txn_t *txn = store_begin (store, false);
+    if (!txn)
+        return;
+    const void *value;
+    size_t size;
+    if (store_get (txn, STORE_DB_META, REPL_META_KEY, strlen (REPL_META_KEY),
+                   &value, &size) == 0 && size == 16) {
+        *epoch = s_get64 ((const uint8_t *) value);
+        *seq = s_get64 ((const uint8_t *) value + 8);
+    }
+    store_abort (&txn);
+}
+
+int
+repl_store_mark (store_txn_t *txn, uint64_t epoch, uint64_t seq)
+{
+    uint8_t value [16];
+    s_put64 (value, epoch);
+    s_put64 (value + 8, seq);
+    return store_put (txn, STORE_DB_META, REPL_META_KEY,
+                      strlen (REPL_META_KEY), value, sizeof value);
+}
+
+//  ---------------------------------------------------------------------
+//  Source
+
+typedef struct {
+    uint64_t seq;
+    int64_t shipped_ms;
+    size_t size;
+    uint8_t data [];
+} s_pass_t;
+
+static void
+s_pass_destroy (void **item_p)
+{
+    free (*item_p);
+    *item_p = NULL;
+}
+
+typedef enum {
+    S_SNAPSHOT,                  //  Receiving a snapshot
+    S_REPLAY,                    //  Receiving passes, behind the last
+    S_LIVE                       //  Caught up once: passes as they come
+} s_standby_state_t;
+
+typedef struct {
+    char name [64];
+    uint8_t routing [256];
+    size_t routing_size;
+    s_standby_state_t state;
+    uint64_t acked;              //  Applied through this seq
+    uint64_t sent;               //  Passes sent through this seq
+    bool sync;                   //  In the sync set
+    int64_t heard_ms;            //  Last message from it
+    int64_t pinged_ms;           //  Last PING to it
+    int snap_fd;                 //  Snapshot being sent, or -1
+    uint64_t snap_seq;           //  Its seq
+    uint64_t snap_size;
+    uint64_t snap_sent;          //  Bytes sent
+    uint64_t snap_acked;         //  Bytes it said it has
+} s_standby_t;
+
+struct _repl_source_t {
+    repl_source_config_t config;
+    char *snapshot_path;
+    zsock_t *socket;
+    store_t *store;
+    uint64_t last;               //  Last seq (shipped, or the store's)
+    zlistx_t *log;               //  s_pass_t, oldest first
+    size_t log_bytes;
+    zlistx_t *standbys;          //  s_standby_t
+    bool alone_said;             //  Logged that it releases alone
+};
+
+repl_source_t *
+repl_source_new (const repl_source_config_t *config, zsock_t **socket_p,
+                 store_t *store)
+{
+    repl_source_t *self = (repl_source_t *) zmalloc (sizeof (repl_source_t));
+    self->config = *config;
+    self->snapshot_path = strdup (config->snapshot_path);
+    self->config.snapshot_path = self->snapshot_path;
+    self->socket = *socket_p;
+    *socket_p = NULL;
+    self->store = store;
+    uint64_t epoch;
+    repl_store_position (store, &epoch, &self->last);
+    self->log = zlistx_new ();
+    zlistx_set_destructor (self->log, s_pass_destroy);
+    self->standbys = zlistx_new ();
+    return self;
+}
+
+static void
+s_standby_free (s_standby_t **standby_p)
+{
+    s_standby_t *standby = *standby_p;
+    if (standby) {
+        if (standby->snap_fd >= 0)
+            close (standby->snap_fd);
+        free (standby);
+        *standby_p = NULL;
+    }
+}
+
+void
+repl_source_destroy (repl_source_t **self_p)
+{
+    repl_source_t *self = *self_p;
+    if (!self)
+        return;
+    s_standby_t *standby;
+    while ((standby = (s_standby_t *) zlistx_detach (self->standbys, NULL)))
+        s_standby_free (&standby);
+    zlistx_destroy (&self->standbys);
+    zlistx_destroy (&self->log);
+    zsock_destroy (&self->socket);
+    free (self->snapshot_path);
+    free (self);
+    *self_p = NULL;
+}
+
+zsock_t *
+repl_source_socket (repl_source_t *self)
+{
+    return self->socket;
+}
+
+uint64_t
+repl_source_next_seq (repl_source_t *self)
+{
+    return self->last + 1;
+}
+
+uint64_t
+repl_source_last (repl_source_t *self)
+{
+    return self->last;
+}
+
+//  Sends MSG to STANDBY (destroys MSG). A full or gone peer drops it:
+//  acks and silence handle that.
+static void
+s_send (repl_source_t *self, s_standby_t *standby, zmsg_t **msg_p)
+{
+    zmsg_pushmem (*msg_p, standby->routing, standby->routing_size);
+    if (zmsg_send (msg_p, self->socket) != 0)
+        zmsg_destroy (msg_p);
+}
+
+static void
+s_send_pass (repl_source_t *self, s_standby_t *standby, const s_pass_t *pass)
+{
+    zmsg_t *msg = zmsg_new ();
+    zmsg_addstr (msg, "PASS");
+    s_add64 (msg, self->config.epoch);
+    s_add64 (msg, pass->seq);
+    zmsg_addmem (msg, pass->data, pass->size);
+    s_send (self, standby, &msg);
+    standby->sent = pass->seq;
+}
+
+static void
+s_refuse (repl_source_t *self, s_standby_t *standby, const char *why)
+{
+    zmsg_t *msg = zmsg_new ();
+    zmsg_addstr (msg, "REFUSED");
+    zmsg_addstr (msg, why);
+    s_send (self, standby, &msg);
+}
+
+static void
+s_ping (repl_source_t *self, s_standby_t *standby, int64_t now_ms)
+{
+    zmsg_t *msg = zmsg_new ();
+    zmsg_addstr (msg, "PING");
+    s_add64 (msg, self->config.epoch);
+    s_add64 (msg, self->last);
+    s_add64 (msg, standby->sync ? 1 : 0);
+    s_send (self, standby, &msg);
+    standby->pinged_ms = now_ms;
+}
+
+void
+repl_source_ship (repl_source_t *self, uint64_t seq, const void *journal,
+                  size_t size, int64_t now_ms)
+{
+    assert (seq == self->last + 1);
+    s_pass_t *pass = (s_pass_t *) malloc (sizeof (s_pass_t) + size);
+    assert (pass);
+    pass->seq = seq;
+    pass->shipped_ms = now_ms;
+    pass->size = size;
+    memcpy (pass->data, journal, size);
+    zlistx_add_end (self->log, pass);
+    self->log_bytes += size;
+    self->last = seq;
+    //  The log keeps what a standby may still ask for, within its bound
+    while (self->log_bytes > REPL_LOG_MAX_BYTES && zlistx_size (self->log) > 1) {
+        s_pass_t *oldest = (s_pass_t *) zlistx_first (self->log);
+        self->log_bytes -= oldest->size;
+        zlistx_delete (self->log, zlistx_cursor (self->log));
+    }
+    for (s_standby_t *standby = (s_standby_t *) zlistx_first (self->standbys);
+         standby; standby = (s_standby_t *) zlistx_next (self->standbys))
+        if (standby->state != S_SNAPSHOT && standby->sent == seq - 1)
+            s_send_pass (self, standby, pass);
+}
+
+//  The logged pass SEQ, or NULL.
+static s_pass_t *
+s_logged (repl_source_t *self, uint64_t seq)
+{
+    s_pass_t *first = (s_pass_t *) zlistx_first (self->log);
+    if (!first || seq < first->seq || seq > self->last)
+        return NULL;
+    //  Passes are consecutive
+    for (s_pass_t *pass = first; pass; pass = (s_pass_t *) zlistx_next (self->log))
+        if (pass->seq == seq)
+            return pass;
+    return NULL;
+}
+
+//  Sends STANDBY the passes after what it has, as far as the window of
+//  the socket allows (all: passes are small next to the high-water mark).
+static void
+s_replay (repl_source_t *self, s_standby_t *standby)
+{
+    while (standby->sent < self->last) {
+        s_pass_t *pass = s_logged (self, standby->sent + 1);
+        if (!pass)
+            break;
+        s_send_pass (self, standby, pass);
+    }
+}
+
+static void
+s_snapshot_pump (repl_source_t *self, s_standby_t *standby)
+{
+    static uint8_t chunk [REPL_SNAP_CHUNK];
+    while (standby->snap_fd >= 0 && standby->snap_sent < standby->snap_size
+           && standby->snap_sent - standby->snap_acked
+                  < (uint64_t) REPL_SNAP_WINDOW * REPL_SNAP_CHUNK) {
+        ssize_t got = pread (standby->snap_fd, chunk, REPL_SNAP_CHUNK,
+                             (off_t) standby->snap_sent);
+        if (got <= 0) {
+            log_error ("cluster: cannot read the snapshot for standby %s: "
+                       "%s", standby->name, got < 0 ? strerror (errno)
+                                                   : "short file");
+            close (standby->snap_fd);
+            standby->snap_fd = -1;
+            s_refuse (self, standby, "the active could not read its snapshot");
+            return;
+        }
+        zmsg_t *msg = zmsg_new ();
+        zmsg_addstr (msg, "SNAP");
+        s_add64 (msg, self->config.epoch);
+        s_add64 (msg, standby->snap_seq);
+        s_add64 (msg, standby->snap_sent);
+        zmsg_addmem (msg, chunk, (size_t) got);
+        s_send (self, standby, &msg);
+        standby->snap_sent += (uint64_t) got;
+    }
+    if (standby->snap_fd >= 0 && standby->snap_sent == standby->snap_size) {
+        zmsg_t *msg = zmsg_new ();
+        zmsg_addstr (msg, "SNAPEND");
+        s_add64 (msg, self->config.epoch);
+        s_add64 (msg, standby->snap_seq);
+        s_add64 (msg, standby->snap_size);
+        s_send (self, standby, &msg);
+        close (standby->snap_fd);
+        standby->snap_fd = -1;
+        //  What follows the snapshot comes as passes once it acks
+        standby->sent = standby->snap_seq;
+    }
+}
+
+static void
+s_snapshot_start (repl_source_t *self, s_standby_t *standby, int64_t now_ms)
+{
+    char err [512];
+    int64_t start_ms = zclock_mono ();
+    if (store_copy (self->store, self->snapshot_path, err, sizeof err) != 0) {
+        log_error ("cluster: cannot take a snapshot for standby %s: %s",
+                   standby->name, err);
+        s_refuse (self, standby, "the active could not take a snapshot");
+        return;
+    }
+    int fd = open (self->snapshot_path, O_RDONLY | O_CLOEXEC);
+    struct stat info;
+    if (fd < 0 || fstat (fd, &info) != 0) {
+        log_error ("cluster: cannot open the snapshot %s: %s",
+                   self->snapshot_path, strerror (errno));
+        if (fd >= 0)
+            close (fd);
+        s_refuse (self, standby, "the active could not take a snapshot");
+        return;
+    }
+    //  Sent from the open file: the next snapshot may replace the name
+    unlink (self->snapshot_path);
+    if (standby->snap_fd >= 0)
+        close (standby->snap_fd);
+    standby->snap_fd = fd;
+    standby->snap_seq = self->last;
+    standby->snap_size = (uint64_t) info.st_size;
+    standby->snap_sent = standby->snap_acked = 0;
+    standby->state = S_SNAPSHOT;
+    standby->sync = false;
+    log_info ("cluster: standby %s catches up from a snapshot at pass %" PRIu64
+              " (%" PRIu64 " bytes, taken in %" PRId64 " ms)", standby->name,
+              standby->snap_seq, standby->snap_size, zclock_mono () - start_ms);
+    s_snapshot_pump (self, standby);
+}
+
+static s_standby_t *
+s_standby_of (repl_source_t *self, zframe_t *routing)
+{
+    for (s_standby_t *standby = (s_standby_t *) zlistx_first (self->standbys);
+         standby; standby = (s_standby_t *) zlistx_next (self->standbys))
+        if (standby->routing_size == zframe_size (routing)
+            && memcmp (standby->routing, zframe_data (routing),
+                       standby->routing_size) == 0)
+            return standby;
+    return NULL;
+}
+
+static void
+s_forget (repl_source_t *self, s_standby_t *standby, const char *why)
+{
+    if (standby->sync)
+        log_warn ("cluster: standby %s leaves the sync set: %s",
+                  standby->name, why);
+    else
+        log_info ("cluster: standby %s is gone: %s", standby->name, why);
+    void *handle = zlistx_find (self->standbys, standby);
+    if (handle)
+        zlistx_detach (self->standbys, handle);
+    s_standby_free (&standby);
+}
+
+static void
+s_on_hello (repl_source_t *self, zframe_t *routing, zmsg_t *msg,
+            int64_t now_ms)
+{
+    char *name = NULL;
+    uint64_t epoch, seq;
+    zframe_t *name_frame = zmsg_first (msg);
+    name_frame = zmsg_next (msg);
+    if (!name_frame || zframe_size (name_frame) == 0
+        || zframe_size (name_frame) >= 64 || !s_frame64 (msg, 2, &epoch)
+        || !s_frame64 (msg, 3, &seq) || zmsg_size (msg) != 4
+        || zframe_size (routing) > 256)
+        return;
+    name = zframe_strdup (name_frame);
+    s_standby_t *standby = s_standby_of (self, routing);
+    //  A name seen on another connection: that one is gone
+    for (s_standby_t *other = (s_standby_t *) zlistx_first (self->standbys);
+         other; other = (s_standby_t *) zlistx_next (self->standbys))
+        if (other != standby && streq (other->name, name)) {
+            s_forget (self, other, "it connected again");
+            break;
+        }
+    if (!standby) {
+        standby = (s_standby_t *) zmalloc (sizeof (s_standby_t));
+        standby->snap_fd = -1;
+        memcpy (standby->routing, zframe_data (routing), zframe_size (routing));
+        standby->routing_size = zframe_size (routing);
+        zlistx_add_end (self->standbys, standby);
+    }
+    snprintf (standby->name, sizeof standby->name, "%s", name);
+    free (name);
+    standby->heard_ms = now_ms;
+    standby->sync = false;
+    //  What it holds counts only when it is of this leadership
+    standby->acked = epoch == self->config.epoch && seq <= self->last ? seq : 0;
+    if (epoch == self->config.epoch && seq <= self->last
+        && (seq == self->last || s_logged (self, seq + 1))) {
+        //  Of this leadership, and what follows is in the log
+        if (standby->snap_fd >= 0) {
+            close (standby->snap_fd);
+            standby->snap_fd = -1;
+        }
+        standby->state = S_REPLAY;
+        standby->sent = seq;
+        log_info ("cluster: standby %s follows from pass %" PRIu64 " (%" PRIu64
+                  " behind)", standby->name, seq, self->last - seq);
+        s_replay (self, standby);
+    }
+    else
+        s_snapshot_start (self, standby, now_ms);
+    s_ping (self, standby, now_ms);
+}
+
+//  Moves STANDBY's state after an ack.
+static void
+s_on_acked (repl_source_t *self, s_standby_t *standby)
+{
+    if (standby->state == S_SNAPSHOT && standby->snap_fd < 0
+        && standby->acked >= standby->snap_seq) {
+        standby->state = S_REPLAY;
+        standby->sent = standby->acked;
+    }
+    if (standby->state == S_REPLAY) {
+        s_replay (self, standby);
+        if (standby->sent < self->last && !s_logged (self, standby->sent + 1)) {
+            log_warn ("cluster: standby %s fell behind the log: a new "
+                      "snapshot", standby->name);
+            s_snapshot_start (self, standby, zclock_mono ());
+            return;
+        }
+    }
+    if (standby->state != S_SNAPSHOT && standby->acked == self->last
+        && !standby->sync) {
+        standby->state = S_LIVE;
+        standby->sync = true;
+        self->alone_said = false;
+        log_info ("cluster: standby %s is in sync at pass %" PRIu64,
+                  standby->name, standby->acked);
+    }
+}
+
+void
+repl_source_read (repl_source_t *self, int64_t now_ms)
+{
+    for (int count = 0; count < 1000; count++) {
+        zmsg_t *msg = zmsg_recv_nowait (self->socket);
+        if (!msg)
+            break;
+        zframe_t *routing = zmsg_pop (msg);
+        char *type = zmsg_size (msg) ? zframe_strdup (zmsg_first (msg)) : NULL;
+        s_standby_t *standby = routing ? s_standby_of (self, routing) : NULL;
+        uint64_t value;
+        if (type && streq (type, "HELLO"))
+            s_on_hello (self, routing, msg, now_ms);
+        else
+        if (!standby)
+            ;   //  Not introduced: dropped
+        else
+        if (type && streq (type, "ACK") && s_frame64 (msg, 1, &value)) {
+            standby->heard_ms = now_ms;
+            if (value > standby->acked && value <= self->last) {
+                standby->acked = value;
+                s_on_acked (self, standby);
+            }
+        }
+        else
+        if (type && streq (type, "SNAPACK") && s_frame64 (msg, 1, &value)) {
+            standby->heard_ms = now_ms;
+            if (value <= standby->snap_sent && value > standby->snap_acked)
+                standby->snap_acked = value;
+            s_snapshot_pump (self, standby);
+        }
+        free (type);
+        zframe_destroy (&routing);
+        zmsg_destroy (&msg);
+    }
+}
+
+void
+repl_source_tick (repl_source_t *self, int64_t now_ms)
+{
+    s_standby_t *standby = (s_standby_t *) zlistx_first (self->standbys);
+    while (standby) {
+        s_standby_t *next = (s_standby_t *) zlistx_next (self->standbys);
+        if (now_ms - standby->heard_ms > REPL_SILENT_MS) {
+            s_forget (self, standby, "silent");
+            //  The list changed under the cursor: start over
+            standby = (s_standby_t *) zlistx_first (self->standbys);
+            continue;
+        }
+        if (standby->sync && standby->acked < self->last) {
+            s_pass_t *waiting = s_logged (self, standby->acked + 1);
+            if (waiting && now_ms - waiting->shipped_ms
+                               > self->config.sync_timeout_ms) {
+                standby->sync = false;
+                standby->state = S_REPLAY;
+                log_warn ("cluster: standby %s leaves the sync set: pass %"
+                          PRIu64 " unacknowledged after %" PRId64 " ms",
+                          standby->name, standby->acked + 1,
+                          now_ms - waiting->shipped_ms);
+            }
+        }
+        if (now_ms - standby->pinged_ms >= REPL_PING_MS)
+            s_ping (self, standby, now_ms);
+        standby = next;
+    }
+}
+
+uint64_t
+repl_source_released (repl_source_t *self)
+{
+    uint64_t released = UINT64_MAX;
+    size_t sync = 0;
+    for (s_standby_t *standby = (s_standby_t *) zlistx_first (self->standbys);
+         standby; standby = (s_standby_t *) zlistx_next (self->standbys))
+        if (standby->sync) {
+            sync++;
+            if (standby->acked < released)
+                released = standby->acked;
+        }
+    if (sync == 0) {
+        if (self->config.strict)
+            return 0;
+        if (!self->alone_said && zlistx_size (self->log)) {
+            log_warn ("cluster: no standby is in sync: this broker "
+                      "acknowledges alone (a failover now could lose what "
+                      "it acknowledged since)");
+            self->alone_said = true;
+        }
+        return self->last;
+    }
+    return released;
+}
+
+size_t
+repl_source_standbys (repl_source_t *self)
+{
+    return zlistx_size (self->standbys);
+}
+
+size_t
+repl_source_sync_count (repl_source_t *self)
+{
+    size_t sync = 0;
+    for (s_standby_t *standby = (s_standby_t *) zlistx_first (self->standbys);
+         standby; standby = (s_standby_t *) zlistx_next (self->standbys))
+        sync += standby->sync;
+    return sync;
+}
+
+void
+repl_source_describe (repl_source_t *self, char *buf, size_t len)
+{
+    static const char *states [] = {"snapshot", "replay", "live"};
+    size_t used = 0;
+    buf [0] = 0;
+    for (s_standby_t *standby = (s_standby_t *) zlistx_first (self->standbys);
+         standby && used < len; standby = (s_standby_t *) zlistx_next (self->standbys)) {
+        int wrote = snprintf (buf + used, len - used, "%s%s:%s:%" PRIu64,
+                              used ? "," : "", standby->name,
+                              standby->sync ? "sync" : states [standby->state],
+                              standby->acked);
+        if (wrote < 0)
+            break;
+        used += (size_t) wrote;
+    }
+}
+
+//  ---------------------------------------------------------------------
+//  Sink
+
+struct _repl_sink_t {
+    char name [64];
+    char *dir;
+    size_t map_bytes;
+    size_t max_map_bytes;
+    store_t **store_p;
+    zsock_t *socket;
+    char *endpoint;
+    uint64_t epoch_seen;         //  Highest epoch heard
+    uint64_t epoch;              //  Of the last pass applied
+    uint64_t seq;
+    bool in_sync;
+    int64_t heard_ms;
+    int64_t hello_ms;
+    int snap_fd;                 //  Snapshot being received, or -1
+    uint64_t snap_seq;
+    uint64_t snap_epoch;
+    uint64_t snap_got;
+    char snap_path [4096];
+};
+
+repl_sink_t *
+repl_sink_new (const char *name, const char *dir, size_t map_bytes,
+               size_t max_map_bytes, store_t **store_p)
+{
+    repl_sink_t *self = (repl_sink_t *) zmalloc (sizeof (repl_sink_t));
+    snprintf (self->name, sizeof self->name, "%s", name);
+    self->dir = strdup (dir);
+    self->map_bytes = map_bytes;
+    self->max_map_bytes = max_map_bytes;
+    self->store_p = store_p;
+    self->snap_fd = -1;
+    snprintf (self->snap_path, sizeof self->snap_path, "%s/snapshot.mdb.tmp",
+              dir);
+    repl_store_position (*store_p, &self->epoch, &self->seq);
+    self->epoch_seen = self->epoch;
+    return self;
+}
+
+static void
+s_snap_drop (repl_sink_t *self)
+{
+    if (self->snap_fd >= 0) {
+        close (self->snap_fd);
+        self->snap_fd = -1;
+        unlink (self->snap_path);
+    }
+}
+
+void
+repl_sink_destroy (repl_sink_t **self_p)
+{
+    repl_sink_t *self = *self_p;
+    if (!self)
+        return;
+    repl_sink_unfollow (self);
+    free (self->dir);
+    free (self);
+    *self_p = NULL;
+}
+
+static void
+s_hello (repl_sink_t *self, int64_t now_ms)
+{
+    s_snap_drop (self);
+    zmsg_t *msg = zmsg_new ();
+    zmsg_addstr (msg, "HELLO");
+    zmsg_addstr (msg, self->name);
+    s_add64 (msg, self->epoch);
+    s_add64 (msg, self->seq);
+    if (zmsg_send (&msg, self->socket) != 0)
+        zmsg_destroy (&msg);
+    self->hello_ms = now_ms;
+    self->heard_ms = now_ms;
+    self->in_sync = false;
+}
+
+int
+repl_sink_follow (repl_sink_t *self, const char *endpoint, zcert_t *cert,
+                  const char *server_key, char *err, size_t err_len)
+{
+    repl_sink_unfollow (self);
+    zsock_t *socket = zsock_new (ZMQ_DEALER);
+    if (!socket) {
+        snprintf (err, err_len, "cannot create a socket");
+        return -1;
+    }
+    zsock_set_linger (socket, 0);
+    zsock_set_sndhwm (socket, 10000);
+    zsock_set_rcvhwm (socket, 100000);
+    zsock_set_maxmsgsize (socket, (int64_t) REPL_SNAP_CHUNK * 64 + 1024);
+    if (cert)
+        keys_curve_client (socket, cert, server_key);
+    if (zsock_connect (socket, "%s", endpoint) != 0) {
+        snprintf (err, err_len, "cannot connect to %s", endpoint);
+        zsock_destroy (&socket);
+        return -1;
+    }
+    self->socket = socket;
+    self->endpoint = strdup (endpoint);
+    s_hello (self, zclock_mono ());
+    return 0;
+}
+
+void
+repl_sink_unfollow (repl_sink_t *self)
+{
+    s_snap_drop (self);
+    zsock_destroy (&self->socket);
+    free (self->endpoint);
+    self->endpoint = NULL;
+    self->in_sync = false;
+}
+
+zsock_t *
+repl_sink_socket (repl_sink_t *self)
+{
+    return self->socket;
+}
+
+static void
+s_ack (repl_sink_t *self, const char *type, uint64_t value)
+{
+    zmsg_t *msg = zmsg_new ();
+    zmsg_addstr (msg, type);
+    s_add64 (msg, value);
+    if (zmsg_send (&msg, self->socket) != 0)
+        zmsg_destroy (&msg);
+}
+
+static int
+s_apply (repl_sink_t *self, uint64_t epoch, uint64_t seq, zframe_t *journal)
+{
+    store_txn_t *txn = store_begin (*self->store_p, true);
+    char err [256] = "";
+    int rc = txn ? store_apply (txn, zframe_data (journal),
+                                zframe_size (journal), err, sizeof err)
+                 : STORE_EIO;
+    if (rc >= 0)
+        rc = repl_store_mark (txn, epoch, seq);
+    if (rc >= 0)
+        rc = store_commit (&txn);
+    else
+        store_abort (&txn);
+    if (rc != 0) {
+        log_error ("cluster: cannot apply pass %" PRIu64 ": %s", seq,
+                   *err ? err : store_last_error (*self->store_p));
+        return -1;
+    }
+    self->epoch = epoch;
+    self->seq = seq;
+    return 0;
+}
+
+//  The snapshot is whole: it becomes the store.
+static int
+s_install (repl_sink_t *self, uint64_t size)
+{
+    if (self->snap_got != size || fsync (self->snap_fd) != 0) {
+        log_error ("cluster: the snapshot is not whole (%" PRIu64 " of %"
+                   PRIu64 " bytes)", self->snap_got, size);
+        s_snap_drop (self);
+        return -1;
+    }
+    close (self->snap_fd);
+    self->snap_fd = -1;
+    store_destroy (self->store_p);
+    char data [4200];
+    snprintf (data, sizeof data, "%s/data.mdb", self->dir);
+    char err [1024];
+    bool installed = rename (self->snap_path, data) == 0;
+    if (!installed) {
+        log_error ("cluster: cannot install the snapshot as %s: %s", data,
+                   strerror (errno));
+        unlink (self->snap_path);
+    }
+    int fd = open (self->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd >= 0) {
+        if (fsync (fd) != 0)
+            log_warn ("cluster: cannot sync %s: %s", self->dir,
+                      strerror (errno));
+        close (fd);
+    }
+    *self->store_p = store_open (self->dir, self->map_bytes,
+                                 self->max_map_bytes, err, sizeof err);
+    if (!*self->store_p) {
+        log_error ("cluster: cannot open the store after a snapshot: %s",
+                   err);
+        return -1;
+    }
+    repl_store_position (*self->store_p, &self->epoch, &self->seq);
+    if (!installed)
+        return -1;
+    log_info ("cluster: installed a snapshot at pass %" PRIu64 " (%" PRIu64
+              " bytes)", self->seq, size);
+    return 0;
+}
+
+int
+repl_sink_read (repl_sink_t *self, int64_t now_ms)
+{
+    int rc = 0;
+    for (int count = 0; count < 1000 && self->socket && rc == 0; count++) {
+        zmsg_t *msg = zmsg_recv_nowait (self->socket);
+        if (!msg)
+            break;
+        char *type = zmsg_size (msg) ? zframe_strdup (zmsg_first (msg)) : NULL;
+        uint64_t epoch = 0, seq = 0, value = 0;
+        bool numbered = s_frame64 (msg, 1, &epoch) && s_frame64 (msg, 2, &seq);
+        if (!type)
+            ;
+        else
+        if (streq (type, "REFUSED")) {
+            zframe_t *why = zmsg_next (msg);
+            char *text = why ? zframe_strdup (why) : strdup ("");
+            log_error ("cluster: the active refused this standby: %s", text);
+            free (text);
+        }
+        else
+        if (!numbered || epoch < self->epoch_seen)
+            ;   //  Malformed, or of an older leadership: refused
+        else {
+            self->epoch_seen = epoch;
+            self->heard_ms = now_ms;
+            if (streq (type, "PASS") && zmsg_size (msg) == 4) {
+                if (seq == self->seq + 1) {
+                    zframe_t *journal = zmsg_last (msg);
+                    rc = s_apply (self, epoch, seq, journal);
+                    if (rc == 0)
+                        s_ack (self, "ACK", seq);
+                    else
+                        s_hello (self, now_ms);
+                }
+                else
+                if (seq > self->seq + 1)
+                    s_hello (self, now_ms);   //  A gap: start over
+            }
+            else
+            if (streq (type, "SNAP") && zmsg_size (msg) == 5
+                && s_frame64 (msg, 3, &value)) {
+                if (value == 0) {
+                    s_snap_drop (self);
+                    self->snap_fd = open (self->snap_path, O_WRONLY | O_CREAT
+                                          | O_TRUNC | O_CLOEXEC, 0600);
+                    self->snap_seq = seq;
+                    self->snap_epoch = epoch;
+                    self->snap_got = 0;
+                    if (self->snap_fd < 0) {
+                        log_error ("cluster: cannot write %s: %s",
+                                   self->snap_path, strerror (errno));
+                        rc = -1;
+                    }
+                }
+                zframe_t *bytes = zmsg_last (msg);
+                if (self->snap_fd >= 0 && value == self->snap_got
+                    && seq == self->snap_seq) {
+                    ssize_t wrote = pwrite (self->snap_fd, zframe_data (bytes),
+                                            zframe_size (bytes), (off_t) value);
+                    if (wrote != (ssize_t) zframe_size (bytes)) {
+                        log_error ("cluster: cannot write %s: %s",
+                                   self->snap_path, strerror (errno));
+                        s_snap_drop (self);
+                        rc = -1;
+                    }
+                    else {
+                        self->snap_got += (uint64_t) wrote;
+                        s_ack (self, "SNAPACK", self->snap_got);
+                    }
+                }
+            }
+            else
+            if (streq (type, "SNAPEND") && zmsg_size (msg) == 4
+                && s_frame64 (msg, 3, &value) && self->snap_fd >= 0
+                && seq == self->snap_seq) {
+                rc = s_install (self, value);
+                if (rc == 0)
+                    s_ack (self, "ACK", self->seq);
+            }
+            else
+            if (streq (type, "PING") && zmsg_size (msg) == 4
+                && s_frame64 (msg, 3, &value))
+                //  The active releases nothing a sync standby has not
+                //  acknowledged: in sync, this one holds all it released
+                self->in_sync = value == 1;
+        }
+        free (type);
+        zmsg_destroy (&msg);
+    }
+    return rc;
+}
+
+void
+repl_sink_tick (repl_sink_t *self, int64_t now_ms)
+{
+    if (self->socket && now_ms - self->heard_ms > REPL_SILENT_MS
+        && now_ms - self->hello_ms > REPL_SILENT_MS)
+        s_hello (self, now_ms);
+    if (self->socket && now_ms - self->heard_ms > REPL_SILENT_MS)
+        self->in_sync = false;
+}
+
+bool
+repl_sink_in_sync (repl_sink_t *self)
+{
+    return self->in_sync;
+}
+
+uint64_t
+repl_sink_epoch_seen (repl_sink_t *self)
+{
+    return self->epoch_seen;
+}
+
+void
+repl_sink_position (repl_sink_t *self, uint64_t *epoch, uint64_t *seq)
+{
+    *epoch = self->epoch;
+    *seq = self->seq;
+}

@@ -1,0 +1,163 @@
+/*  =========================================================================
+    repl - a broker cluster's replication: the active's source, a
+    standby's sink
+
+    The active broker journals each pass's write transaction (store.h,
+    store_txn_journal) and, once it committed, ships it to every standby
+    with a sequence number. The pass also puts the store's META "repl"
+    key (REPL_META_KEY: epoch, then seq, 8 bytes big-endian each), so a
+    store always says which pass it holds last, and a standby that applies
+    the journal records it in the same transaction. A standby applies each
+    pass in one transaction, commits it, and acknowledges its seq. The
+    active sends what a pass answers (client replies, agent acks,
+    commands) only once every standby of the SYNC SET acknowledged the
+    pass (repl_source_released): nothing a client or agent saw can be lost
+    by a failover to a sync standby.
+
+    A standby that connects says the (epoch, seq) its store holds last.
+    When the active still holds the passes after it in memory (its log,
+    REPL_LOG_MAX_BYTES at most), of its own epoch, it sends them; otherwise
+    it sends a SNAPSHOT: a compacted copy of its store (store_copy), in
+    chunks the standby acknowledges (a window of REPL_SNAP_WINDOW), then
+    the passes after it. A standby that caught up (acknowledged the last
+    pass shipped) joins the sync set; one that leaves a pass unacknowledged
+    past SYNC_TIMEOUT_MS, or is silent past REPL_SILENT_MS, leaves it
+    (logged at warn). With no sync standby, the active releases alone
+    (logged at warn), unless STRICT: then it holds everything until a
+    standby is in sync.
+
+    Wire (ZeroMQ multipart; numbers 8 bytes big-endian), standby to
+    active over a DEALER, active to standby over a ROUTER (CURVE: the
+    active's key, the standbys' keys enrolled in the cluster's config):
+
+        HELLO name epoch seq      the standby's last pass
+        ACK seq                   applied and committed through seq
+        SNAPACK offset            snapshot bytes received so far
+        PASS epoch seq journal    a pass
+        SNAP epoch seq offset bytes   a piece of a snapshot at seq
+        SNAPEND epoch seq size    the snapshot is whole
+        PING epoch seq sync       the active's last seq; sync: 1 when
+                                  this standby is in the sync set
+        REFUSED reason            the active will not serve this standby
+
+    A standby refuses anything of an epoch lower than the highest it saw.
+
+    Threading: the broker's thread only.
+    =========================================================================
+*/
+#ifndef GRID_REPL_H
+#define GRID_REPL_H
+
+#include <czmq.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "../store/store.h"
+
+#define REPL_META_KEY "repl"              //  META: epoch | seq (16 bytes)
+#define REPL_LOG_MAX_BYTES (64u << 20)    //  Passes kept for catching up
+#define REPL_SNAP_CHUNK (1u << 20)        //  Snapshot piece
+#define REPL_SNAP_WINDOW 8                //  Pieces in flight at most
+#define REPL_PING_MS 1000                 //  The active pings this often
+#define REPL_SILENT_MS 5000               //  Silent this long: gone
+
+//  Reads the (epoch, seq) of the last pass STORE holds (0, 0 for none).
+void repl_store_position (store_t *store, uint64_t *epoch, uint64_t *seq);
+
+//  Puts the META "repl" key of pass (EPOCH, SEQ) in TXN.
+int repl_store_mark (store_txn_t *txn, uint64_t epoch, uint64_t seq);
+
+//  ---------------------------------------------------------------------
+//  The active's side
+
+typedef struct _repl_source_t repl_source_t;
+
+typedef struct {
+    uint64_t epoch;              //  This leadership's epoch
+    int64_t sync_timeout_ms;     //  A sync standby acks a pass within this
+    bool strict;                 //  No sync standby: hold, never act alone
+    const char *snapshot_path;   //  Where snapshots are written
+} repl_source_config_t;
+
+//  A source on SOCKET (a bound ROUTER; taken), reading STORE (borrowed,
+//  must outlive it), whose last pass is (epoch, SEQ) of its store.
+repl_source_t *repl_source_new (const repl_source_config_t *config,
+                                zsock_t **socket_p, store_t *store);
+
+void repl_source_destroy (repl_source_t **self_p);
+
+//  The socket, for the loop's reader.
+zsock_t *repl_source_socket (repl_source_t *self);
+
+//  The seq the next written pass takes.
+uint64_t repl_source_next_seq (repl_source_t *self);
+
+//  Ships pass SEQ (repl_source_next_seq), committed, whose journal is
+//  JOURNAL (SIZE bytes, copied).
+void repl_source_ship (repl_source_t *self, uint64_t seq, const void *journal,
+                       size_t size, int64_t now_ms);
+
+//  Reads what waits on the socket. No transaction of this thread may be
+//  open (a snapshot is taken here).
+void repl_source_read (repl_source_t *self, int64_t now_ms);
+
+//  Pings, ends snapshots' and standbys' time: call about every 100 ms.
+void repl_source_tick (repl_source_t *self, int64_t now_ms);
+
+//  What the active may release: every pass up to this seq.
+uint64_t repl_source_released (repl_source_t *self);
+
+//  The last seq shipped.
+uint64_t repl_source_last (repl_source_t *self);
+
+//  How many standbys are connected, and in the sync set.
+size_t repl_source_standbys (repl_source_t *self);
+size_t repl_source_sync_count (repl_source_t *self);
+
+//  Writes the standbys as "name:state:acked" separated by commas into BUF.
+void repl_source_describe (repl_source_t *self, char *buf, size_t len);
+
+//  ---------------------------------------------------------------------
+//  A standby's side
+
+typedef struct _repl_sink_t repl_sink_t;
+
+//  A sink named NAME that keeps STORE_P's store (*STORE_P: it replaces
+//  it by a snapshot's, closing the old; DIR, MAP_BYTES, MAX_MAP_BYTES
+//  reopen it) up to date from the active.
+repl_sink_t *repl_sink_new (const char *name, const char *dir,
+                            size_t map_bytes, size_t max_map_bytes,
+                            store_t **store_p);
+
+void repl_sink_destroy (repl_sink_t **self_p);
+
+//  Follows the active at ENDPOINT: CURVE with CERT (this broker's pair)
+//  to SERVER_KEY (Z85), or plain text when CERT is NULL. A sink that
+//  followed another drops it (and a snapshot half received). Returns 0,
+//  or -1 with a sentence in ERR.
+int repl_sink_follow (repl_sink_t *self, const char *endpoint, zcert_t *cert,
+                      const char *server_key, char *err, size_t err_len);
+
+//  Stops following (no socket).
+void repl_sink_unfollow (repl_sink_t *self);
+
+//  The socket while following, or NULL.
+zsock_t *repl_sink_socket (repl_sink_t *self);
+
+//  Reads what waits: applies passes and snapshots, acknowledges. Returns
+//  0, or -1 when the store cannot be written or replaced (logged; the
+//  sink says hello again later).
+int repl_sink_read (repl_sink_t *self, int64_t now_ms);
+
+//  Says hello again after silence: call about every 100 ms.
+void repl_sink_tick (repl_sink_t *self, int64_t now_ms);
+
+//  The active's last word said this standby is in the sync set, and it
+//  applied every pass the active had shipped then.
+bool repl_sink_in_sync (repl_sink_t *self);
+
+//  The highest epoch seen, and the (epoch, seq) of the last pass applied.
+uint64_t repl_sink_epoch_seen (repl_sink_t *self);
+void repl_sink_position (repl_sink_t *self, uint64_t *epoch, uint64_t *seq);
+
+#endif

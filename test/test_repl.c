@@ -1,0 +1,354 @@
+/*  =========================================================================
+    test_repl - a broker cluster's replication between two stores: passes
+    shipped and acknowledged, a standby that joins late catches up from a
+    snapshot, the release point waits for the sync set, a silent standby
+    leaves it, an older epoch is refused
+    =========================================================================
+*/
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../broker/repl.h"
+#include "../proto/log.h"
+#include "../proto/pw.h"
+
+typedef struct {
+    char dir [2][64];
+    store_t *store [2];
+    repl_source_t *source;
+    repl_sink_t *sink;
+    char endpoint [96];
+    uint64_t epoch;
+} s_pair_t;
+
+static int s_count;
+
+static int
+s_setup (void **state)
+{
+    s_pair_t *self = (s_pair_t *) calloc (1, sizeof *self);
+    for (int which = 0; which < 2; which++) {
+        snprintf (self->dir [which], sizeof self->dir [which],
+                  "/tmp/grid-repl-XXXXXX");
+        if (!mkdtemp (self->dir [which]))
+            return -1;
+        char err [256];
+        self->store [which] = store_open (self->dir [which], 0, 0, err,
+                                          sizeof err);
+        if (!self->store [which])
+            return -1;
+    }
+    snprintf (self->endpoint, sizeof self->endpoint,
+              "inproc://test-repl-%d", s_count++);
+    self->epoch = 7;
+    *state = self;
+    return 0;
+}
+
+static int
+s_teardown (void **state)
+{
+    s_pair_t *self = (s_pair_t *) *state;
+    repl_sink_destroy (&self->sink);
+    repl_source_destroy (&self->source);
+    for (int which = 0; which < 2; which++) {
+        store_destroy (&self->store [which]);
+        char command [128];
+        snprintf (command, sizeof command, "rm -rf '%s'", self->dir [which]);
+        if (system (command) != 0)
+            return -1;
+    }
+    free (self);
+    return 0;
+}
+
+static void
+s_source (s_pair_t *self, int64_t sync_timeout_ms, bool strict)
+{
+    zsock_t *router = zsock_new (ZMQ_ROUTER);
+    assert_non_null (router);
+    assert_int_equal (zsock_bind (router, "%s", self->endpoint), 0);
+    char snapshot [128];
+    snprintf (snapshot, sizeof snapshot, "%s/snapshot.mdb", self->dir [0]);
+    repl_source_config_t config = { self->epoch, sync_timeout_ms, strict,
+                                    snapshot };
+    self->source = repl_source_new (&config, &router, self->store [0]);
+    assert_non_null (self->source);
+}
+
+static void
+s_sink (s_pair_t *self)
+{
+    self->sink = repl_sink_new ("b", self->dir [1], 0, 0, &self->store [1]);
+    char err [256];
+    assert_int_equal (repl_sink_follow (self->sink, self->endpoint, NULL,
+                                        NULL, err, sizeof err), 0);
+}
+
+//  One written pass on the source's store: KEY -> VALUE in jobs, shipped.
+static uint64_t
+s_pass (s_pair_t *self, const char *key, const char *value)
+{
+    pw_t *journal = pw_new ();
+    store_txn_t *txn = store_begin (self->store [0], true);
+    store_txn_journal (txn, journal);
+    assert_int_equal (store_put (txn, STORE_DB_JOBS, key, strlen (key), value,
+                                 strlen (value)), 0);
+    uint64_t seq = repl_source_next_seq (self->source);
+    assert_int_equal (repl_store_mark (txn, self->epoch, seq), 0);
+    assert_int_equal (store_commit (&txn), 0);
+    repl_source_ship (self->source, seq, pw_data (journal), pw_size (journal),
+                      zclock_mono ());
+    pw_destroy (&journal);
+    return seq;
+}
+
+//  Turns both sides until the source may release SEQ, or a second passed.
+//  SINK_READS: the sink reads (a silent standby does not).
+static bool
+s_turn_until (s_pair_t *self, uint64_t seq, bool sink_reads, int ms)
+{
+    int64_t deadline = zclock_mono () + ms;
+    while (zclock_mono () < deadline) {
+        int64_t now = zclock_mono ();
+        repl_source_read (self->source, now);
+        repl_source_tick (self->source, now);
+        if (self->sink && sink_reads) {
+            repl_sink_read (self->sink, now);
+            repl_sink_tick (self->sink, now);
+        }
+        if (repl_source_released (self->source) >= seq
+            && (!self->sink || repl_source_sync_count (self->source) > 0
+                || !sink_reads))
+            return true;
+        zclock_sleep (2);
+    }
+    return false;
+}
+
+static char *
+s_read (store_t *store, const char *key)
+{
+    store_txn_t *txn = store_begin (store, false);
+    const void *value;
+    size_t size;
+    char *text = NULL;
+    if (store_get (txn, STORE_DB_JOBS, key, strlen (key), &value, &size) == 0)
+        text = strndup ((const char *) value, size);
+    store_abort (&txn);
+    return text;
+}
+
+static void
+s_assert_has (store_t *store, const char *key, const char *value)
+{
+    char *text = s_read (store, key);
+    assert_non_null (text);
+    assert_string_equal (text, value);
+    free (text);
+}
+
+static void
+test_repl_passes_and_sync (void **state)
+{
+    s_pair_t *self = (s_pair_t *) *state;
+    s_source (self, 60000, false);
+    //  Alone: released at once
+    uint64_t first = s_pass (self, "a", "1");
+    assert_int_equal (repl_source_released (self->source), first);
+    s_sink (self);
+    //  The standby starts empty: a snapshot, then it is in sync
+    assert_true (s_turn_until (self, first, true, 5000));
+    assert_int_equal (repl_source_sync_count (self->source), 1);
+    s_assert_has (self->store [1], "a", "1");
+    //  A pass is released once the standby applied it
+    uint64_t second = s_pass (self, "b", "2");
+    assert_true (repl_source_released (self->source) < second);
+    assert_true (s_turn_until (self, second, true, 5000));
+    s_assert_has (self->store [1], "b", "2");
+    uint64_t epoch, seq;
+    repl_store_position (self->store [1], &epoch, &seq);
+    assert_int_equal (epoch, self->epoch);
+    assert_int_equal (seq, second);
+    //  Many passes in a row
+    uint64_t last = 0;
+    for (int index = 0; index < 200; index++) {
+        char key [16];
+        snprintf (key, sizeof key, "k%03d", index);
+        last = s_pass (self, key, key);
+    }
+    assert_true (s_turn_until (self, last, true, 5000));
+    s_assert_has (self->store [1], "k199", "k199");
+    assert_true (repl_sink_in_sync (self->sink)
+                 || (s_turn_until (self, last, true, 1500),
+                     repl_sink_in_sync (self->sink)));
+}
+
+static void
+test_repl_late_standby_takes_a_snapshot (void **state)
+{
+    s_pair_t *self = (s_pair_t *) *state;
+    s_source (self, 60000, false);
+    uint64_t last = 0;
+    for (int index = 0; index < 50; index++) {
+        char key [16];
+        snprintf (key, sizeof key, "j%03d", index);
+        last = s_pass (self, key, "x");
+    }
+    //  The standby's store has something of its own, of an older epoch:
+    //  replaced whole
+    store_txn_t *txn = store_begin (self->store [1], true);
+    assert_int_equal (store_put (txn, STORE_DB_JOBS, "stale", 5, "y", 1), 0);
+    assert_int_equal (repl_store_mark (txn, 3, 999), 0);
+    assert_int_equal (store_commit (&txn), 0);
+    s_sink (self);
+    assert_true (s_turn_until (self, last, true, 5000));
+    s_assert_has (self->store [1], "j049", "x");
+    char *stale = s_read (self->store [1], "stale");
+    assert_null (stale);
+    uint64_t epoch, seq;
+    repl_store_position (self->store [1], &epoch, &seq);
+    assert_int_equal (epoch, self->epoch);
+    assert_int_equal (seq, last);
+}
+
+static void
+test_repl_silent_standby_leaves_the_sync_set (void **state)
+{
+    s_pair_t *self = (s_pair_t *) *state;
+    s_source (self, 200, false);
+    s_sink (self);
+    uint64_t first = s_pass (self, "a", "1");
+    assert_true (s_turn_until (self, first, true, 5000));
+    assert_int_equal (repl_source_sync_count (self->source), 1);
+    //  The standby stops reading: the pass waits, then the active goes on
+    //  alone after the sync timeout
+    uint64_t second = s_pass (self, "b", "2");
+    assert_true (repl_source_released (self->source) < second);
+    assert_true (s_turn_until (self, second, false, 3000));
+    assert_int_equal (repl_source_sync_count (self->source), 0);
+    //  Reading again, it catches up and is in sync again
+    uint64_t third = s_pass (self, "c", "3");
+    assert_true (s_turn_until (self, third, true, 5000));
+    s_assert_has (self->store [1], "c", "3");
+}
+
+static void
+test_repl_strict_holds (void **state)
+{
+    s_pair_t *self = (s_pair_t *) *state;
+    s_source (self, 200, true);
+    //  Strict, no standby: nothing is released
+    uint64_t first = s_pass (self, "a", "1");
+    assert_int_equal (repl_source_released (self->source), 0);
+    s_sink (self);
+    assert_true (s_turn_until (self, first, true, 5000));
+}
+
+//  Sends the sink a PASS of EPOCH, SEQ that puts KEY over ROUTER to the
+//  peer ROUTING.
+static void
+s_raw_pass (zsock_t *router, zframe_t *routing, uint64_t epoch, uint64_t seq,
+            const char *key)
+{
+    //  A journal written by a store of its own
+    char dir [64] = "/tmp/grid-repl-raw-XXXXXX";
+    assert_non_null (mkdtemp (dir));
+    char err [256];
+    store_t *store = store_open (dir, 0, 0, err, sizeof err);
+    assert_non_null (store);
+    pw_t *journal = pw_new ();
+    store_txn_t *txn = store_begin (store, true);
+    store_txn_journal (txn, journal);
+    assert_int_equal (store_put (txn, STORE_DB_JOBS, key, strlen (key), "v", 1),
+                      0);
+    assert_int_equal (repl_store_mark (txn, epoch, seq), 0);
+    assert_int_equal (store_commit (&txn), 0);
+    store_destroy (&store);
+    char command [128];
+    snprintf (command, sizeof command, "rm -rf '%s'", dir);
+    assert_int_equal (system (command), 0);
+    uint8_t number [8];
+    zmsg_t *msg = zmsg_new ();
+    zmsg_addmem (msg, zframe_data (routing), zframe_size (routing));
+    zmsg_addstr (msg, "PASS");
+    for (int index = 0; index < 8; index++)
+        number [index] = (uint8_t) (epoch >> (56 - 8 * index));
+    zmsg_addmem (msg, number, 8);
+    for (int index = 0; index < 8; index++)
+        number [index] = (uint8_t) (seq >> (56 - 8 * index));
+    zmsg_addmem (msg, number, 8);
+    zmsg_addmem (msg, pw_data (journal), pw_size (journal));
+    assert_int_equal (zmsg_send (&msg, router), 0);
+    pw_destroy (&journal);
+}
+
+static void
+test_repl_older_epoch_refused (void **state)
+{
+    s_pair_t *self = (s_pair_t *) *state;
+    zsock_t *router = zsock_new (ZMQ_ROUTER);
+    assert_int_equal (zsock_bind (router, "%s", self->endpoint), 0);
+    s_sink (self);
+    zmsg_t *hello = zmsg_recv (router);
+    assert_non_null (hello);
+    zframe_t *routing = zmsg_pop (hello);
+    zmsg_destroy (&hello);
+    //  Epoch 7 is heard first; then one of epoch 5 (a demoted leader)
+    s_raw_pass (router, routing, 7, 1, "new");
+    s_raw_pass (router, routing, 5, 2, "old");
+    for (int round = 0; round < 100; round++) {
+        repl_sink_read (self->sink, zclock_mono ());
+        zclock_sleep (2);
+    }
+    s_assert_has (self->store [1], "new", "v");
+    char *old = s_read (self->store [1], "old");
+    assert_null (old);
+    uint64_t epoch, seq;
+    repl_sink_position (self->sink, &epoch, &seq);
+    assert_int_equal (epoch, 7);
+    assert_int_equal (seq, 1);
+    assert_int_equal (repl_sink_epoch_seen (self->sink), 7);
+    //  A gap in seq is not applied either (the sink says hello again)
+    s_raw_pass (router, routing, 7, 5, "gap");
+    for (int round = 0; round < 50; round++) {
+        repl_sink_read (self->sink, zclock_mono ());
+        zclock_sleep (2);
+    }
+    char *gap = s_read (self->store [1], "gap");
+    assert_null (gap);
+    zframe_destroy (&routing);
+    repl_sink_destroy (&self->sink);
+    zsock_destroy (&router);
+}
+
+int
+main (void)
+{
+    zsys_init ();
+    zsys_set_logsender (NULL);
+    log_init ("test_repl");
+    log_set_level (LOG_LEVEL_ERROR);
+    const struct CMUnitTest tests [] = {
+        cmocka_unit_test_setup_teardown (test_repl_passes_and_sync, s_setup,
+                                         s_teardown),
+        cmocka_unit_test_setup_teardown (test_repl_late_standby_takes_a_snapshot,
+                                         s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (
+            test_repl_silent_standby_leaves_the_sync_set, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_repl_strict_holds, s_setup,
+                                         s_teardown),
+        cmocka_unit_test_setup_teardown (test_repl_older_epoch_refused,
+                                         s_setup, s_teardown),
+    };
+    return cmocka_run_group_tests (tests, NULL, NULL);
+}
