@@ -45,6 +45,7 @@ struct _auth_t {
     auth_counters_t counters;    //  Refusals
     token_store_t *tokens;       //  HTTP bearer tokens
     pw_t *scratch;               //  Encoding buffer for key records
+    zhashx_t *replication;       //  Z85 keys of the cluster's members
 };
 
 static void
@@ -719,6 +720,7 @@ auth_destroy (auth_t **self_p)
     zhashx_destroy (&self->bound);
     zhashx_destroy (&self->keys);
     zhashx_destroy (&self->logged);
+    zhashx_destroy (&self->replication);
     token_store_destroy (&self->tokens);
     pw_destroy (&self->scratch);
     free (self);
@@ -872,7 +874,26 @@ s_zap_verdict (auth_t *self, const char *domain, const char *key)
             return "too many keys wait for acceptance";
         return NULL;
     }
+    if (streq (domain, KEYS_DOMAIN_REPLICATION))
+        return self->replication && zhashx_lookup (self->replication, key)
+                   ? NULL : "the key is not a member of the cluster";
     return "unknown ZAP domain";
+}
+
+void
+auth_set_replication_keys (auth_t *self, const char *const *keys,
+                           size_t count)
+{
+    zhashx_destroy (&self->replication);
+    self->replication = zhashx_new ();
+    for (size_t index = 0; index < count; index++)
+        zhashx_update (self->replication, keys [index], (void *) "member");
+}
+
+zcert_t *
+auth_cert (auth_t *self)
+{
+    return self->cert;
 }
 
 static void

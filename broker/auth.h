@@ -16,6 +16,8 @@
         agents     any key not rejected (a new key must be able to connect
         commands   so that it can wait as pending); what it may do is
                    decided per message against the key store
+        replication  the keys of the cluster's other members
+                   (auth_set_replication_keys)
 
     Key store (STORE_DB_KEYS, cached in memory): public key -> {status
     pending | accepted | rejected, node, hostname, first_seen, accepted_at,
@@ -244,6 +246,15 @@ zsock_t *auth_zap_socket (auth_t *self);
 //  Answers the ZAP requests that wait on ZAP (auth_zap_socket), a batch
 //  at most; never blocks past the first.
 void auth_zap_serve (auth_t *self, zsock_t *zap);
+
+//  The keys (Z85, COUNT of them, copied) let in on the replication
+//  domain: a broker cluster's other members (cluster_config.h). None
+//  by default.
+void auth_set_replication_keys (auth_t *self, const char *const *keys,
+                                size_t count);
+
+//  The broker's key pair (secure mode), or NULL; owned by SELF.
+zcert_t *auth_cert (auth_t *self);
 
 //  Commands socket: true to grant TOPIC (LEN bytes) to the subscriber
 //  whose key is KEY (the frame's User-Id; NULL when it had none): always

@@ -658,6 +658,107 @@ broker_new (const broker_config_t *config, char *err, size_t err_len)
     return self;
 }
 
+//  The replication socket: standbys' hellos and acks move the release
+//  point.
+static int
+s_on_repl (zloop_t *loop, zsock_t *socket, void *arg)
+{
+    broker_t *self = (broker_t *) arg;
+    repl_source_read (self->repl, broker_now_ms ());
+    broker_release (self);
+    return self->demoted ? -1 : 0;
+}
+
+//  Every 100 ms: pings, the sync set's time, the validity of the lead.
+static int
+s_on_repl_tick (zloop_t *loop, int timer_id, void *arg)
+{
+    broker_t *self = (broker_t *) arg;
+    repl_source_tick (self->repl, broker_now_ms ());
+    broker_release (self);
+    return self->demoted ? -1 : 0;
+}
+
+//  The elector's word: renewals move the validity; anything that says
+//  another leads, or that this one does not, demotes.
+static int
+s_on_elector (zloop_t *loop, zsock_t *socket, void *arg)
+{
+    broker_t *self = (broker_t *) arg;
+    zmsg_t *msg = zmsg_recv (socket);
+    if (!msg)
+        return -1;
+    char *what = zmsg_popstr (msg);
+    char *first = zmsg_popstr (msg);
+    char *second = zmsg_popstr (msg);
+    if (what && streq (what, "RENEWED") && first && second
+        && strtoull (first, NULL, 10) == self->epoch)
+        self->valid_until = strtoll (second, NULL, 10);
+    else
+    if (what && streq (what, "DEMOTED"))
+        broker_demote (self, second && *second ? second : "demoted");
+    else
+    if (what && streq (what, "FOLLOWER"))
+        broker_demote (self, "another member holds the leader key");
+    else
+    if (what && streq (what, "UNREACHABLE") && first && *first)
+        log_warn ("cluster: etcd does not answer: %s; this active demotes "
+                  "itself unless a renewal goes through in time", first);
+    free (what);
+    free (first);
+    free (second);
+    zmsg_destroy (&msg);
+    return self->demoted ? -1 : 0;
+}
+
+int
+broker_lead (broker_t *self, zactor_t *elector, uint64_t epoch,
+             int64_t valid_until, char *err, size_t err_len)
+{
+    const cluster_config_t *cluster = &self->config.cluster;
+    const char *keys [CLUSTER_MAX_PEERS];
+    size_t count = 0;
+    for (size_t index = 0; index < cluster->peer_count; index++)
+        if (cluster->peers [index].key)
+            keys [count++] = cluster->peers [index].key;
+    auth_set_replication_keys (self->ctx.auth, keys, count);
+    zsock_t *socket = s_bind (self->ctx.auth, ZMQ_ROUTER,
+                              KEYS_DOMAIN_REPLICATION, cluster->replicate,
+                              err, err_len);
+    if (!socket)
+        return -1;
+    zsock_set_maxmsgsize (socket, -1);
+    //  A pass dropped past this shows as a gap: the standby starts over
+    zsock_set_sndhwm (socket, 100000);
+    char snapshot [4200];
+    snprintf (snapshot, sizeof snapshot, "%s/snapshot-out.mdb",
+              self->config.data_dir);
+    repl_source_config_t config = { epoch, cluster->sync_timeout_ms,
+                                    cluster->strict, snapshot };
+    self->repl = repl_source_new (&config, &socket, self->ctx.store);
+    self->journal = pw_new ();
+    self->held = zlistx_new ();
+    self->epoch = epoch;
+    self->elector = elector;
+    self->valid_until = valid_until;
+    snprintf (self->cluster_name, sizeof self->cluster_name, "%s",
+              cluster->name);
+    zloop_reader (self->loop, repl_source_socket (self->repl), s_on_repl,
+                  self);
+    zloop_reader (self->loop, zactor_sock (elector), s_on_elector, self);
+    zloop_timer (self->loop, 100, 0, s_on_repl_tick, self);
+    log_warn ("cluster: %s is the active of cluster %s (epoch %" PRIu64
+              "); standbys follow on %s", cluster->name, cluster->cluster,
+              epoch, cluster->replicate);
+    return 0;
+}
+
+bool
+broker_demoted (broker_t *self)
+{
+    return self->demoted;
+}
+
 int
 broker_run (broker_t *self)
 {
@@ -671,6 +772,8 @@ broker_run (broker_t *self)
     zloop_start (self->loop);
     service_notify_stopping ();
     log_info ("stopping");
+    if (self->demoted)
+        return 0;
     //  Every node's last-seen time, in one commit
     uint64_t failed = self->stats->storage.failed_commits;
     size_t saved = s_save_seen (self, INT64_MAX, SIZE_MAX);
@@ -692,6 +795,14 @@ broker_destroy (broker_t **self_p)
         broker_pass_end (self);
     s_sighup_end (self);
     zloop_destroy (&self->loop);
+    //  Standbys hold what was released; what waits is never sent
+    if (self->held) {
+        self->demoted = true;
+        broker_pass_end (self);
+        zlistx_destroy (&self->held);
+    }
+    repl_source_destroy (&self->repl);
+    pw_destroy (&self->journal);
     http_destroy (&self->ctx.http_face);
     zsock_destroy (&self->http);
     zsock_destroy (&self->client);

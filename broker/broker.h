@@ -27,11 +27,29 @@
 
 #include "config.h"
 
+#include <stdbool.h>
+#include <stdint.h>
+
 typedef struct _broker_t broker_t;
 
 //  Opens the store, restores nodes and jobs, binds the sockets. Returns
 //  NULL with a sentence in ERR on failure. CONFIG is copied.
 broker_t *broker_new (const broker_config_t *config, char *err, size_t err_len);
+
+//  Makes SELF the active of a broker cluster (its config's ha:) for the
+//  leadership of EPOCH, valid until VALID_UNTIL (monotonic ms), that
+//  ELECTOR (borrowed; the cluster's runner owns it) won: binds the
+//  replication endpoint, ships every written pass to the standbys and
+//  sends nothing a pass answers before the sync standbys hold it
+//  (repl.h). The elector's DEMOTED, or a validity that passes without a
+//  renewal, stops the loop at once with nothing more sent (broker_demoted).
+//  Returns 0, or -1 with a sentence in ERR.
+int broker_lead (broker_t *self, zactor_t *elector, uint64_t epoch,
+                 int64_t valid_until, char *err, size_t err_len);
+
+//  True when SELF lost its leadership (broker_lead): its store may hold
+//  passes no standby acknowledged; it must catch up from the new active.
+bool broker_demoted (broker_t *self);
 
 //  Runs until SIGINT/SIGTERM. Returns 0.
 int broker_run (broker_t *self);

@@ -20,6 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../ha/elector.h"
 #include "../proto/conf.h"
 #include "../proto/log.h"
 #include "../proto/mpscan.h"
@@ -30,6 +31,7 @@
 #include "nodehist.h"
 #include "nodeseen.h"
 #include "reload.h"
+#include "repl.h"
 #include "requests.h"
 #include "schedrun.h"
 #include "schedule.h"
@@ -188,7 +190,34 @@ struct _broker_t {
     s_sighup_t *sighup;     //  SIGHUP reload, or NULL
     int schedule_timer;          //  The one zloop timer of schedules, or 0
     int64_t schedule_due_ms;     //  Monotonic: when it fires
+    //  A cluster's active (broker_lead); all NULL/0 for a broker alone
+    repl_source_t *repl;         //  Ships each written pass to the standbys
+    pw_t *journal;               //  This pass's journal
+    uint64_t epoch;              //  This leadership's
+    zactor_t *elector;           //  Borrowed from the cluster's runner
+    int64_t valid_until;         //  Monotonic: leadership valid until then
+    bool demoted;                //  Lost it: nothing more goes out
+    zlistx_t *held;              //  s_held_t: what waits for the standbys
+    char cluster_name [64];      //  This member's name
 };
+
+//  What a pass sends, held until the sync standbys acknowledged SEQ.
+typedef struct {
+    uint64_t seq;
+    uint8_t *bytes;
+    s_send_t *sends;
+    size_t send_count;
+    zlistx_t *outbox;            //  s_pending_t
+} s_held_t;
+
+//  Sends what the standbys acknowledged (held batches up to the release
+//  point), then ends a pass for what the sends changed. A leadership past
+//  its validity demotes instead.
+void broker_release (broker_t *self);
+
+//  Leadership is lost (WHY): nothing more is acknowledged, published or
+//  answered; the loop stops.
+void broker_demote (broker_t *self, const char *why);
 
 //  The pass's write transaction, begun on first use; NULL when the
 //  store cannot begin one (logged; the pass is marked broken).

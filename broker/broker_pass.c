@@ -41,9 +41,14 @@ broker_txn (broker_t *self)
                         sizeof self->stats->finished);
             self->pass_broken = true;
         }
-        else
+        else {
             memcpy (self->pass_finished, self->stats->finished,
                     sizeof self->stats->finished);
+            if (self->repl) {
+                pw_reset (self->journal);
+                store_txn_journal (self->txn, self->journal);
+            }
+        }
     }
     return self->txn;
 }
@@ -264,13 +269,14 @@ s_send_failed (broker_t *self, const char *node_id, int error)
                   node_id, zmq_strerror (error));
 }
 
+//  Sends COUNT queued SENDS whose bytes are BYTES.
 static void
-s_flush (broker_t *self)
+s_send_queued (broker_t *self, const uint8_t *bytes, const s_send_t *sends,
+               size_t count)
 {
-    broker_io_t *io = self->io;
-    for (size_t index = 0; index < io->send_count; index++) {
-        const s_send_t *send = &io->sends [index];
-        const uint8_t *at = io->bytes + send->offset;
+    for (size_t index = 0; index < count; index++) {
+        const s_send_t *send = &sends [index];
+        const uint8_t *at = bytes + send->offset;
         void *handle = send->socket ? zsock_resolve (send->socket) : NULL;
         //  The ROUTER refuses the routing id frame of a vanished or full
         //  peer; after it the body cannot fail.
@@ -289,6 +295,25 @@ s_flush (broker_t *self)
                                      : NULL,
                            handle ? zmq_errno () : ENOTSOCK);
     }
+}
+
+//  Sends the client replies of OUTBOX.
+static void
+s_send_outbox (broker_t *self, zlistx_t *outbox)
+{
+    s_pending_t *pending;
+    while ((pending = (s_pending_t *) zlistx_detach (outbox, NULL))) {
+        if (zmsg_send (&pending->reply, pending->socket) != 0)
+            self->stats->counters.send_failed++;
+        broker_pending_destroy (&pending);
+    }
+}
+
+static void
+s_flush (broker_t *self)
+{
+    broker_io_t *io = self->io;
+    s_send_queued (self, io->bytes, io->sends, io->send_count);
     io->send_count = 0;
     io->bytes_size = 0;
     //  A rare huge pass (a restore's re-sends, a long node list) does not
@@ -300,12 +325,122 @@ s_flush (broker_t *self)
         io->sends = NULL;
         io->bytes_max = io->send_max = 0;
     }
-    s_pending_t *pending;
-    while ((pending = (s_pending_t *) zlistx_detach (self->outbox, NULL))) {
-        if (zmsg_send (&pending->reply, pending->socket) != 0)
-            self->stats->counters.send_failed++;
-        broker_pending_destroy (&pending);
+    s_send_outbox (self, self->outbox);
+}
+
+static void
+s_held_destroy (s_held_t **self_p)
+{
+    s_held_t *self = *self_p;
+    if (self) {
+        free (self->bytes);
+        free (self->sends);
+        zlistx_destroy (&self->outbox);
+        free (self);
+        *self_p = NULL;
     }
+}
+
+//  Drops every pass's sends and replies: leadership is lost, and nothing
+//  that waited for the standbys may go out now.
+static void
+s_drop_all (broker_t *self)
+{
+    self->io->send_count = 0;
+    self->io->bytes_size = 0;
+    zlistx_purge (self->outbox);
+    s_held_t *held;
+    while (self->held
+           && (held = (s_held_t *) zlistx_detach (self->held, NULL)))
+        s_held_destroy (&held);
+}
+
+//  A cluster's active: what this pass sends waits until the sync standbys
+//  hold every pass so far (SEQ), as does everything after it.
+static void
+s_hold (broker_t *self, uint64_t seq)
+{
+    broker_io_t *io = self->io;
+    s_held_t *held = (s_held_t *) zmalloc (sizeof (s_held_t));
+    held->seq = seq;
+    held->bytes = io->bytes;
+    held->sends = io->sends;
+    held->send_count = io->send_count;
+    held->outbox = zlistx_new ();
+    zlistx_set_destructor (held->outbox,
+                           (zlistx_destructor_fn *) broker_pending_destroy);
+    s_pending_t *pending;
+    while ((pending = (s_pending_t *) zlistx_detach (self->outbox, NULL)))
+        zlistx_add_end (held->outbox, pending);
+    io->bytes = NULL;
+    io->sends = NULL;
+    io->bytes_size = io->bytes_max = 0;
+    io->send_count = io->send_max = 0;
+    zlistx_add_end (self->held, held);
+}
+
+//  Sends the pass's outbox now, or holds it for the standbys.
+static void
+s_send_out (broker_t *self)
+{
+    if (self->repl && !elector_valid (self->valid_until, broker_now_ms ()))
+        broker_demote (self, "its leadership could lapse: no renewal came in "
+                       "time");
+    if (self->demoted) {
+        s_drop_all (self);
+        return;
+    }
+    if (!self->repl) {
+        s_flush (self);
+        return;
+    }
+    uint64_t need = repl_source_last (self->repl);
+    if (zlistx_size (self->held) == 0
+        && repl_source_released (self->repl) >= need)
+        s_flush (self);
+    else
+        s_hold (self, need);
+}
+
+void
+broker_release (broker_t *self)
+{
+    if (!self->repl)
+        return;
+    if (!self->demoted && !elector_valid (self->valid_until, broker_now_ms ()))
+        broker_demote (self, "its leadership could lapse: no renewal came in "
+                       "time");
+    if (self->demoted) {
+        s_drop_all (self);
+        return;
+    }
+    uint64_t released = repl_source_released (self->repl);
+    bool sent = false;
+    s_held_t *held;
+    while ((held = (s_held_t *) zlistx_first (self->held))
+           && held->seq <= released) {
+        zlistx_detach_cur (self->held);
+        s_send_queued (self, held->bytes, held->sends, held->send_count);
+        s_send_outbox (self, held->outbox);
+        s_held_destroy (&held);
+        sent = true;
+    }
+    //  A send that failed may have changed what the scheduler holds
+    if (sent)
+        broker_pass_end (self);
+}
+
+void
+broker_demote (broker_t *self, const char *why)
+{
+    if (self->demoted)
+        return;
+    self->demoted = true;
+    log_warn ("cluster: %s is no longer the active of epoch %" PRIu64 ": %s; "
+              "nothing more is acknowledged, published or answered here",
+              self->cluster_name, self->epoch, why);
+    s_drop_all (self);
+    store_abort (&self->txn);
 }
 
 
@@ -482,6 +617,14 @@ s_pass_committed (broker_t *self, bool wrote)
 void
 broker_pass_end (broker_t *self)
 {
+    if (self->demoted) {
+        //  What this pass did is never stored or sent: the new active
+        //  serves from what the standbys hold
+        store_abort (&self->txn);
+        self->pass_broken = false;
+        s_drop_all (self);
+        return;
+    }
     broker_drain (self);
     zlistx_t *replays = zlistx_new ();
     zlistx_set_destructor (replays, (zlistx_destructor_fn *) broker_pending_destroy);
@@ -491,10 +634,19 @@ broker_pass_end (broker_t *self)
         s_acks_queue (self);
         if (self->txn || self->pass_broken) {
             bool wrote = store_txn_changes (self->txn) > 0;
+            //  A cluster's active numbers each written pass, in it
+            uint64_t seq = 0;
+            if (self->repl && self->txn && wrote) {
+                seq = repl_source_next_seq (self->repl);
+                repl_store_mark (self->txn, self->epoch, seq);
+            }
             int64_t commit_us = zclock_usecs ();
             int rc = self->txn ? store_commit (&self->txn) : STORE_EIO;
             if (rc == 0 && wrote)
                 metrics_commit (self->stats->metrics, zclock_usecs () - commit_us);
+            if (rc == 0 && seq)
+                repl_source_ship (self->repl, seq, pw_data (self->journal),
+                                  pw_size (self->journal), broker_now_ms ());
             self->pass_broken = false;
             if (rc != 0)
                 s_pass_failed (self, rc, replayed < REPLAY_MAX ? replays
@@ -520,7 +672,7 @@ broker_pass_end (broker_t *self)
             broker_watch_wake (self, broker_now_ms ());
         if (zlistx_size (self->outbox) == 0 && self->io->send_count == 0)
             break;
-        s_flush (self);
+        s_send_out (self);
     }
     zlistx_destroy (&replays);
 }

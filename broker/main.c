@@ -12,6 +12,7 @@
 #include "../proto/log.h"
 #include "../proto/names.h"
 #include "broker.h"
+#include "cluster.h"
 
 static const char *s_usage =
     "usage: gridbroker [options]\n"
@@ -633,13 +634,19 @@ main (int argc, char *argv [])
                    sizeof err);
     zsys_init ();
     zsys_set_logsender (NULL);
+    s_args_t args = { argc, argv };
+    if (config.cluster.enabled) {
+        //  A member of a broker cluster (cluster.h)
+        int code = cluster_run (&config, s_config_reread, &args);
+        broker_config_clear (&config);
+        return code;
+    }
     broker_t *broker = broker_new (&config, err, sizeof err);
     broker_config_clear (&config);
     if (!broker) {
         log_lines (LOG_LEVEL_ERROR, NULL, err);
         return 1;
     }
-    s_args_t args = { argc, argv };
     if (broker_reload_on_sighup (broker, s_config_reread, &args) != 0)
         log_warn ("cannot catch SIGHUP: %s; a SIGHUP will not reload the "
                   "configuration", strerror (errno));

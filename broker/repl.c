@@ -497,7 +497,7 @@ repl_source_read (repl_source_t *self, int64_t now_ms)
         else
         if (type && streq (type, "ACK") && s_frame64 (msg, 1, &value)) {
             standby->heard_ms = now_ms;
-            if (value > standby->acked && value <= self->last) {
+            if (value >= standby->acked && value <= self->last) {
                 standby->acked = value;
                 s_on_acked (self, standby);
             }
@@ -682,7 +682,6 @@ s_hello (repl_sink_t *self, int64_t now_ms)
         zmsg_destroy (&msg);
     self->hello_ms = now_ms;
     self->heard_ms = now_ms;
-    self->in_sync = false;
 }
 
 int
@@ -719,7 +718,6 @@ repl_sink_unfollow (repl_sink_t *self)
     zsock_destroy (&self->socket);
     free (self->endpoint);
     self->endpoint = NULL;
-    self->in_sync = false;
 }
 
 zsock_t *
@@ -849,6 +847,8 @@ repl_sink_read (repl_sink_t *self, int64_t now_ms)
             if (streq (type, "SNAP") && zmsg_size (msg) == 5
                 && s_frame64 (msg, 3, &value)) {
                 if (value == 0) {
+                    //  Until it is whole, this store is behind
+                    self->in_sync = false;
                     s_snap_drop (self);
                     self->snap_fd = open (self->snap_path, O_WRONLY | O_CREAT
                                           | O_TRUNC | O_CLOEXEC, 0600);
@@ -905,8 +905,6 @@ repl_sink_tick (repl_sink_t *self, int64_t now_ms)
     if (self->socket && now_ms - self->heard_ms > REPL_SILENT_MS
         && now_ms - self->hello_ms > REPL_SILENT_MS)
         s_hello (self, now_ms);
-    if (self->socket && now_ms - self->heard_ms > REPL_SILENT_MS)
-        self->in_sync = false;
 }
 
 bool

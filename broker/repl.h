@@ -152,8 +152,10 @@ int repl_sink_read (repl_sink_t *self, int64_t now_ms);
 //  Says hello again after silence: call about every 100 ms.
 void repl_sink_tick (repl_sink_t *self, int64_t now_ms);
 
-//  The active's last word said this standby is in the sync set, and it
-//  applied every pass the active had shipped then.
+//  The last active's last word said this standby is in its sync set:
+//  it holds every pass that active released. It stays so through the
+//  active's silence (the active may be dead: this standby may then take
+//  over), and ends with a PING that says otherwise or a snapshot begun.
 bool repl_sink_in_sync (repl_sink_t *self);
 
 //  The highest epoch seen, and the (epoch, seq) of the last pass applied.

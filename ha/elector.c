@@ -16,7 +16,8 @@
 typedef enum {
     S_FOLLOWING,     //  Campaigns whenever the key is free
     S_LEADING,       //  Holds the key, renews its lease
-    S_RESIGNED       //  Left the key; waits for CAMPAIGN
+    S_RESIGNED,      //  Left the key; waits for CAMPAIGN
+    S_HELD           //  Watches the key, never takes it, until CAMPAIGN
 } s_state_t;
 
 typedef struct {
@@ -33,6 +34,7 @@ typedef struct {
     int64_t holder_epoch;        //  The last FOLLOWER said
     char *holder_value;
     bool unreachable;            //  The last call reached no endpoint
+    bool held_mode;              //  Campaigns only when told (config held)
     bool terminated;
 } s_elector_t;
 
@@ -93,7 +95,7 @@ s_demote (s_elector_t *self, const char *why)
     self->lease = 0;
     self->epoch = 0;
     self->valid_until = 0;
-    self->state = S_FOLLOWING;
+    self->state = self->held_mode ? S_HELD : S_FOLLOWING;
 }
 
 //  Leaves the key and its lease at once (a switchover, a stop).
@@ -120,6 +122,20 @@ s_follow (s_elector_t *self, const etcd_kv_t *holder)
     free (self->holder_value);
     self->holder_value = strdup (value);
     s_say (self, "FOLLOWER", holder->create_revision, value);
+}
+
+//  Held: reads who holds the key, says so when it changes.
+static void
+s_watch (s_elector_t *self, int64_t now_ms)
+{
+    etcd_kv_t holder;
+    memset (&holder, 0, sizeof holder);
+    int rc = etcd_get (self->etcd, self->key, &holder);
+    s_reached (self, rc != ETCD_EIO);
+    if (rc == 1 || rc == 0)
+        s_follow (self, &holder);
+    etcd_kv_clear (&holder);
+    self->next_ms = now_ms + self->ttl_ms / 3;
 }
 
 static void
@@ -211,7 +227,11 @@ s_on_command (s_elector_t *self)
     if (streq (command, "RESIGN"))
         s_resign (self);
     else
-    if (streq (command, "CAMPAIGN") && self->state == S_RESIGNED) {
+    if (streq (command, "HOLD") && self->state == S_FOLLOWING)
+        self->state = S_HELD;
+    else
+    if (streq (command, "CAMPAIGN")
+        && (self->state == S_RESIGNED || self->state == S_HELD)) {
         self->state = S_FOLLOWING;
         self->next_ms = zclock_mono ();
     }
@@ -236,6 +256,9 @@ s_actor (zsock_t *pipe, void *arg)
         if (self->state != S_RESIGNED && now_ms >= self->next_ms) {
             if (self->state == S_LEADING)
                 s_renew (self, now_ms);
+            else
+            if (self->state == S_HELD)
+                s_watch (self, now_ms);
             else
                 s_campaign (self, now_ms);
             continue;
@@ -291,6 +314,8 @@ elector_new (const elector_config_t *config, char *err, size_t err_len)
     }
     self->value = strdup (config->value ? config->value : "");
     self->ttl_ms = config->ttl_ms;
+    self->held_mode = config->held;
+    self->state = config->held ? S_HELD : S_FOLLOWING;
     elector_key (config->cluster, self->key, sizeof self->key);
     return zactor_new (s_actor, self);
 }

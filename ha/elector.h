@@ -38,7 +38,16 @@
                                          answered "DEMOTED" EPOCH
                                          "resigned", then it campaigns
                                          again only after "CAMPAIGN"
+        "HOLD"                           a follower stops campaigning:
+                                         it only reads the key (every
+                                         TTL/3) and says FOLLOWER when
+                                         its holder changes (EPOCH 0 and
+                                         HOLDER "" while no one holds
+                                         it), until "CAMPAIGN" (a
+                                         standby that is not in sync
+                                         must not win)
         "CAMPAIGN"                       campaign again after a RESIGN
+                                         or a HOLD
         "$TERM"                          stop (a leader resigns first)
 
     Threading: the actor is its own thread; its config is copied.
@@ -59,6 +68,9 @@ typedef struct {
     const char *value;       //  What the leader key holds while this one
                              //  leads (its client endpoint, say)
     int64_t ttl_ms;          //  Lease TTL (>= ELECTOR_MIN_TTL_MS, whole s)
+    bool held;               //  Start held (below), and be held again
+                             //  after each demotion: campaign only
+                             //  after "CAMPAIGN"
 } elector_config_t;
 
 //  Starts an elector for CONFIG. Returns NULL with a sentence in ERR when

@@ -33,6 +33,7 @@
 #define KEYS_DOMAIN_CLIENTS "clients"
 #define KEYS_DOMAIN_AGENTS "agents"
 #define KEYS_DOMAIN_COMMANDS "commands"
+#define KEYS_DOMAIN_REPLICATION "replication"   //  A cluster's standbys
 
 //  Default places (documented in docs/SECURITY.md)
 #define KEYS_DEFAULT_DIR "/etc/grid/keys"

@@ -337,6 +337,7 @@ int proto_msg_decode_schema (const void *data, size_t size,
 #define PROTO_ERR_INTERNAL "internal"              //  a bug; logged
 #define PROTO_ERR_TOO_LARGE "too_large"            //  the reply would pass PROTO_MAX_FRAME
 #define PROTO_ERR_DUPLICATE_NODE "duplicate_node"  //  node online from another live agent
+#define PROTO_ERR_NOT_LEADER "not_leader"          //  a cluster's standby: details name the active's client endpoint
 
 typedef struct {
     char *type;        //  Request type ("job.submit", ...)

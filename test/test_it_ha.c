@@ -198,7 +198,7 @@ static zactor_t *
 s_elector (s_state_t *self, const char *value)
 {
     char err [300];
-    elector_config_t config = { self->etcd.url, "lab", value, 2000 };
+    elector_config_t config = { self->etcd.url, "lab", value, 2000, false };
     zactor_t *actor = elector_new (&config, err, sizeof err);
     if (!actor)
         fail_msg ("%s", err);
@@ -209,7 +209,7 @@ static void
 test_ha_elector_config_refused (void **state)
 {
     char err [300];
-    elector_config_t config = { "http://127.0.0.1:1", "bad name!", "x", 2000 };
+    elector_config_t config = { "http://127.0.0.1:1", "bad name!", "x", 2000, false };
     assert_null (elector_new (&config, err, sizeof err));
     assert_non_null (strstr (err, "cluster name"));
     config.cluster = "lab";
@@ -310,6 +310,37 @@ test_ha_elector_demotes_before_another_leads (void **state)
     zactor_destroy (&second);
 }
 
+//  A held elector never takes a free key: it says who holds it (no one)
+//  and leads only after CAMPAIGN; demoted, it is held again.
+static void
+test_ha_elector_held (void **state)
+{
+    s_state_t *self = (s_state_t *) *state;
+    if (s_skip (self))
+        return;
+    char err [300];
+    elector_config_t config = { self->etcd.url, "lab", "held", 2000, true };
+    zactor_t *held = elector_new (&config, err, sizeof err);
+    assert_non_null (held);
+    s_said_t said;
+    assert_true (s_expect (held, "FOLLOWER", S_WAIT_MS, &said));
+    assert_int_equal (said.number, 0);
+    assert_string_equal (said.text, "");
+    assert_false (s_expect (held, "LEADER", 1500, &said));
+    zstr_send (held, "CAMPAIGN");
+    assert_true (s_expect (held, "LEADER", S_WAIT_MS, &said));
+    int64_t epoch = said.number;
+    //  Cut off, it demotes, and stays held when etcd is back
+    etcdproc_signal (&self->etcd, SIGSTOP);
+    assert_true (s_expect (held, "DEMOTED", S_WAIT_MS, &said));
+    etcdproc_signal (&self->etcd, SIGCONT);
+    assert_false (s_expect (held, "LEADER", 3000, &said));
+    zstr_send (held, "CAMPAIGN");
+    assert_true (s_expect (held, "LEADER", S_WAIT_MS, &said));
+    assert_true (said.number > epoch);
+    zactor_destroy (&held);
+}
+
 int
 main (void)
 {
@@ -322,6 +353,8 @@ main (void)
         cmocka_unit_test_setup_teardown (
             test_ha_elector_demotes_before_another_leads, s_setup,
             s_teardown),
+        cmocka_unit_test_setup_teardown (test_ha_elector_held, s_setup,
+                                         s_teardown),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }
