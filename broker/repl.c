@@ -475,6 +475,8 @@ s_on_acked (repl_source_t *self, s_standby_t *standby)
         self->alone_said = false;
         log_info ("cluster: standby %s is in sync at pass %" PRIu64,
                   standby->name, standby->acked);
+        //  It may stand for election from now: it says so at once
+        s_ping (self, standby, zclock_mono ());
     }
 }
 
@@ -537,6 +539,7 @@ repl_source_tick (repl_source_t *self, int64_t now_ms)
                           PRIu64 " unacknowledged after %" PRId64 " ms",
                           standby->name, standby->acked + 1,
                           now_ms - waiting->shipped_ms);
+                s_ping (self, standby, now_ms);
             }
         }
         if (now_ms - standby->pinged_ms >= REPL_PING_MS)

@@ -133,6 +133,28 @@ grid_kill (pid_t pid, int signal_number)
 int
 grid_start_broker (grid_t *grid, const char *const *extra)
 {
+    if (grid_spawn_broker (grid, extra) != 0)
+        return -1;
+    long long deadline = grid_now_ms () + GRID_START_MS;
+    while (grid_now_ms () < deadline) {
+        pv_doc_t *reply = grid_call (grid, "status", NULL);
+        bool ok = grid_reply_ok (reply, NULL);
+        pv_doc_destroy (&reply);
+        if (ok)
+            return 0;
+        if (waitpid (grid->broker_pid, NULL, WNOHANG) == grid->broker_pid) {
+            grid->broker_pid = 0;
+            break;
+        }
+    }
+    fprintf (stderr, "gridbroker did not start\n");
+    grid_dump_logs (grid);
+    return -1;
+}
+
+int
+grid_spawn_broker (grid_t *grid, const char *const *extra)
+{
     char data_dir [300];
     snprintf (data_dir, sizeof data_dir, "%s/broker-data", grid->dir);
     const char *argv [64] = {"gridbroker", "--data-dir", data_dir, "--client",
@@ -159,21 +181,7 @@ grid_start_broker (grid_t *grid, const char *const *extra)
     argv [argc] = NULL;
     grid->broker_pid = s_spawn (grid, "gridbroker", "broker.log",
                                 (char *const *) argv);
-    long long deadline = grid_now_ms () + GRID_START_MS;
-    while (grid_now_ms () < deadline) {
-        pv_doc_t *reply = grid_call (grid, "status", NULL);
-        bool ok = grid_reply_ok (reply, NULL);
-        pv_doc_destroy (&reply);
-        if (ok)
-            return 0;
-        if (waitpid (grid->broker_pid, NULL, WNOHANG) == grid->broker_pid) {
-            grid->broker_pid = 0;
-            break;
-        }
-    }
-    fprintf (stderr, "gridbroker did not start\n");
-    grid_dump_logs (grid);
-    return -1;
+    return grid->broker_pid > 0 ? 0 : -1;
 }
 
 int

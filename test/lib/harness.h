@@ -71,6 +71,10 @@ int grid_init (grid_t *grid);
 //  Returns 0 or -1 (the log is printed).
 int grid_start_broker (grid_t *grid, const char *const *extra);
 
+//  Starts a broker as grid_start_broker does, without waiting for it to
+//  answer (a cluster's standby answers not_leader). Returns 0 or -1.
+int grid_spawn_broker (grid_t *grid, const char *const *extra);
+
 //  Starts gridagent ID with GROUPS ("web,prod" or NULL), LABELS
 //  ("tier=web.dev" or NULL) and EXTRA args; waits until the broker lists
 //  it online (up to GRID_START_MS). Returns its slot or -1.

@@ -1,0 +1,393 @@
+/*  =========================================================================
+    test_it_cluster - a broker cluster on a real etcd (loopback): two
+    gridbrokers and a gridagent that knows both
+
+    - The active killed (SIGKILL) with jobs running: the standby takes
+      over, every submit that was answered ok is there and completes with
+      one result per node; the former active comes back as a standby,
+      catches up from a snapshot, and takes over in turn.
+    - The active stopped (SIGSTOP) past its lease: the standby takes over;
+      continued, the former active has demoted itself and answers only
+      not_leader.
+    - A standby answers not_leader naming the active's client endpoint.
+    - Bad ha: configurations are refused at start with a clear error.
+    =========================================================================
+*/
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "lib/etcdproc.h"
+#include "lib/harness.h"
+
+#define S_WAIT_MS 10000
+
+typedef struct {
+    char dir [300];
+    etcdproc_t etcd;
+    grid_t member [2];           //  Brokers "a" and "b", each its own dir
+    char config [2][400];
+    char repl_ep [2][400];
+} s_state_t;
+
+static const char *s_names [2] = {"a", "b"};
+
+static void
+s_write_config (s_state_t *self, int which, int64_t ttl_s)
+{
+    int other = 1 - which;
+    FILE *file = fopen (self->config [which], "w");
+    assert_non_null (file);
+    fprintf (file,
+             "ha:\n"
+             "  cluster: lab\n"
+             "  name: %s\n"
+             "  etcd: %s\n"
+             "  ttl: %llds\n"
+             "  replicate: %s\n"
+             "  sync_timeout: 1s\n"
+             "  peers:\n"
+             "    - name: %s\n"
+             "      client: %s\n"
+             "      replicate: %s\n",
+             s_names [which], self->etcd.url, (long long) ttl_s,
+             self->repl_ep [which], s_names [other],
+             self->member [other].client_ep, self->repl_ep [other]);
+    fclose (file);
+}
+
+static int
+s_setup (void **state)
+{
+    s_state_t *self = (s_state_t *) calloc (1, sizeof *self);
+    snprintf (self->dir, sizeof self->dir, "/tmp/grid-test-cluster-XXXXXX");
+    if (!mkdtemp (self->dir))
+        return -1;
+    *state = self;
+    if (!etcdproc_available ())
+        return 0;
+    if (etcdproc_start (&self->etcd, self->dir) != 0)
+        return -1;
+    for (int which = 0; which < 2; which++) {
+        if (grid_init (&self->member [which]) != 0)
+            return -1;
+        self->member [which].insecure = true;
+        snprintf (self->config [which], sizeof self->config [which],
+                  "%s/%s.yaml", self->dir, s_names [which]);
+        //  The harness's directories are short (/tmp/grid-it-XXXXXX)
+        snprintf (self->repl_ep [which], sizeof self->repl_ep [which],
+                  "ipc://%.300s/repl.sock", self->member [which].dir);
+    }
+    for (int which = 0; which < 2; which++)
+        s_write_config (self, which, 2);
+    return 0;
+}
+
+static int
+s_teardown (void **state)
+{
+    s_state_t *self = (s_state_t *) *state;
+    for (int which = 0; which < 2; which++)
+        if (self->member [which].dir [0])
+            grid_stop (&self->member [which]);
+    etcdproc_stop (&self->etcd, true);
+    char command [400];
+    snprintf (command, sizeof command, "rm -rf '%s'", self->dir);
+    if (system (command) != 0)
+        fprintf (stderr, "could not remove %s\n", self->dir);
+    free (self);
+    return 0;
+}
+
+static bool
+s_skip (s_state_t *self)
+{
+    if (self->etcd.pid > 0)
+        return false;
+    printf ("    skipped: etcd is not installed (make test-deps)\n");
+    return true;
+}
+
+static void
+s_spawn (s_state_t *self, int which)
+{
+    const char *extra [] = {"--config", self->config [which], NULL};
+    assert_int_equal (grid_spawn_broker (&self->member [which], extra), 0);
+}
+
+//  The code of a status request to member WHICH ("ok" when it serves),
+//  or NULL when it did not answer.
+static char *
+s_status_code (s_state_t *self, int which)
+{
+    pv_doc_t *reply = grid_call (&self->member [which], "status", NULL);
+    if (!reply)
+        return NULL;
+    char *code = grid_reply_ok (reply, NULL) ? strdup ("ok")
+                                             : grid_reply_code (reply);
+    pv_doc_destroy (&reply);
+    return code;
+}
+
+//  Waits until member WHICH answers status with CODE.
+static bool
+s_wait_code (s_state_t *self, int which, const char *code)
+{
+    long long deadline = grid_now_ms () + S_WAIT_MS;
+    char *got = NULL;
+    while (grid_now_ms () < deadline) {
+        free (got);
+        got = s_status_code (self, which);
+        if (got && strcmp (got, code) == 0) {
+            free (got);
+            return true;
+        }
+        usleep (100 * 1000);
+    }
+    fprintf (stderr, "broker %s answers %s, not %s\n", s_names [which],
+             got ? got : "nothing", code);
+    free (got);
+    grid_dump_logs (&self->member [0]);
+    grid_dump_logs (&self->member [1]);
+    return false;
+}
+
+//  Waits until member WHICH's log holds TEXT.
+static bool
+s_wait_log (s_state_t *self, int which, const char *text)
+{
+    char path [400];
+    snprintf (path, sizeof path, "%s/broker.log", self->member [which].dir);
+    long long deadline = grid_now_ms () + S_WAIT_MS;
+    while (grid_now_ms () < deadline) {
+        char *log = grid_slurp (path);
+        bool found = strstr (log, text) != NULL;
+        free (log);
+        if (found)
+            return true;
+        usleep (100 * 1000);
+    }
+    return false;
+}
+
+//  A and B up, A the active, B in its sync set; agent n1 knows both.
+static void
+s_cluster_up (s_state_t *self)
+{
+    s_spawn (self, 0);
+    assert_true (s_wait_code (self, 0, "ok"));
+    s_spawn (self, 1);
+    assert_true (s_wait_code (self, 1, "not_leader"));
+    assert_true (s_wait_log (self, 0, "standby b is in sync"));
+    char brokers [800], publishes [800];
+    snprintf (brokers, sizeof brokers, "%s,%s", self->member [0].agents_ep,
+              self->member [1].agents_ep);
+    snprintf (publishes, sizeof publishes, "%s,%s",
+              self->member [0].publish_ep, self->member [1].publish_ep);
+    const char *extra [] = {"--broker", brokers, "--publish", publishes,
+                            "--failover", "1s", NULL};
+    assert_true (grid_start_agent (&self->member [0], "n1", "web", NULL, extra)
+                 >= 0);
+}
+
+//  Every job of IDS (COUNT) exists on member WHICH, completes there, and
+//  has one result for n1.
+static void
+s_assert_jobs_complete (s_state_t *self, int which, char **ids, size_t count)
+{
+    for (size_t index = 0; index < count; index++) {
+        pv_doc_t *doc = grid_wait_job (&self->member [which], ids [index],
+                                       S_WAIT_MS);
+        assert_non_null (doc);
+        const pv_t *data = pv_map_get (pv_doc_root (doc), "data");
+        if (!grid_str_is (data, "status", "completed")) {
+            grid_dump_logs (&self->member [0]);
+            grid_dump_logs (&self->member [1]);
+        }
+        assert_true (grid_str_is (data, "status", "completed"));
+        const pv_t *cell = grid_cell (data, 0, "n1");
+        assert_non_null (cell);
+        assert_true (grid_str_is (cell, "status", "success"));
+        pv_doc_destroy (&doc);
+    }
+}
+
+static void
+test_cluster_standby_says_not_leader (void **state)
+{
+    s_state_t *self = (s_state_t *) *state;
+    if (s_skip (self))
+        return;
+    s_spawn (self, 0);
+    if (!s_wait_code (self, 0, "ok")) {
+        grid_dump_logs (&self->member [0]);
+    }
+    assert_true (s_wait_code (self, 0, "ok"));
+    s_spawn (self, 1);
+    assert_true (s_wait_code (self, 1, "not_leader"));
+    //  It names the active and its client endpoint, for a client to follow
+    pv_doc_t *reply = grid_call (&self->member [1], "job.list", NULL);
+    assert_non_null (reply);
+    const pv_t *root = pv_doc_root (reply);
+    char *message = pv_strdup (pv_map_get (root, "message"));
+    assert_non_null (message);
+    assert_non_null (strstr (message, "the active is a"));
+    free (message);
+    const pv_t *details = pv_map_get (root, "details");
+    assert_int_equal (pv_size (details), 1);
+    assert_true (pv_str_eq (pv_array_at (details, 0),
+                            self->member [0].client_ep));
+    pv_doc_destroy (&reply);
+    //  gridcli says so, and what to do
+    char *out = NULL, *err = NULL;
+    int code = grid_cli (&self->member [1], &out, &err, 10000, "job", "list",
+                         NULL);
+    assert_int_not_equal (code, 0);
+    assert_non_null (strstr (err, "not_leader"));
+    assert_non_null (strstr (err, self->member [0].client_ep));
+    free (out);
+    free (err);
+}
+
+static void
+test_cluster_failover_after_sigkill (void **state)
+{
+    s_state_t *self = (s_state_t *) *state;
+    if (s_skip (self))
+        return;
+    s_cluster_up (self);
+    //  Jobs running on n1 when the active dies; every ok is a promise
+    const char *spec = "target: {scope: node, value: n1}\n"
+                       "tasks:\n  - {backend: test, action: sleep, "
+                       "params: {seconds: 1}}\n";
+    char *ids [6];
+    for (size_t index = 0; index < 6; index++) {
+        ids [index] = grid_submit_id (&self->member [0], spec);
+        assert_non_null (ids [index]);
+    }
+    grid_kill (self->member [0].broker_pid, SIGKILL);
+    waitpid (self->member [0].broker_pid, NULL, 0);
+    self->member [0].broker_pid = 0;
+    assert_true (s_wait_code (self, 1, "ok"));
+    s_assert_jobs_complete (self, 1, ids, 6);
+    //  The former active comes back as a standby and catches up with a
+    //  snapshot (its store's tail is never served)
+    s_spawn (self, 0);
+    assert_true (s_wait_code (self, 0, "not_leader"));
+    assert_true (s_wait_log (self, 1, "standby a is in sync"));
+    assert_true (s_wait_log (self, 0, "installed a snapshot"));
+    char *late = grid_submit_id (&self->member [1], spec);
+    assert_non_null (late);
+    pv_doc_t *doc = grid_wait_job (&self->member [1], late, S_WAIT_MS);
+    pv_doc_destroy (&doc);
+    //  ... and takes over in turn, with everything
+    grid_kill (self->member [1].broker_pid, SIGKILL);
+    waitpid (self->member [1].broker_pid, NULL, 0);
+    self->member [1].broker_pid = 0;
+    assert_true (s_wait_code (self, 0, "ok"));
+    s_assert_jobs_complete (self, 0, ids, 6);
+    s_assert_jobs_complete (self, 0, &late, 1);
+    for (size_t index = 0; index < 6; index++)
+        free (ids [index]);
+    free (late);
+}
+
+static void
+test_cluster_stopped_active_demotes (void **state)
+{
+    s_state_t *self = (s_state_t *) *state;
+    if (s_skip (self))
+        return;
+    s_cluster_up (self);
+    grid_kill (self->member [0].broker_pid, SIGSTOP);
+    assert_true (s_wait_code (self, 1, "ok"));
+    //  The agent's connection to the stopped broker stays open: it leaves
+    //  it when its ZMTP heartbeats time out (15 s)
+    assert_true (grid_wait_node (&self->member [1], "n1", "online", 40000));
+    char *id = grid_submit_id (&self->member [1],
+                               "target: {scope: node, value: n1}\n"
+                               "tasks:\n  - {backend: test, action: echo, "
+                               "params: {msg: hi}}\n");
+    assert_non_null (id);
+    grid_kill (self->member [0].broker_pid, SIGCONT);
+    //  Continued, it knows it lost the lead before doing anything
+    assert_true (s_wait_log (self, 0, "is no longer the active"));
+    assert_true (s_wait_code (self, 0, "not_leader"));
+    s_assert_jobs_complete (self, 1, &id, 1);
+    free (id);
+}
+
+static void
+test_cluster_bad_config_refused (void **state)
+{
+    s_state_t *self = (s_state_t *) *state;
+    struct {
+        const char *yaml;
+        const char *says;
+    } cases [] = {
+        {"ha:\n  cluster: lab\n  name: a\n  etcd: http://127.0.0.1:1\n"
+         "  replicate: ipc:///tmp/x\n", "a cluster needs at least one other"},
+        {"ha:\n  cluster: 'bad name'\n  name: a\n  etcd: http://127.0.0.1:1\n"
+         "  replicate: ipc:///tmp/x\n"
+         "  peers: [{name: b, client: ipc:///tmp/c, replicate: ipc:///tmp/r}]\n",
+         "cluster: expected"},
+        {"ha:\n  cluster: lab\n  name: a\n  etcd: http://127.0.0.1:1\n"
+         "  replicate: ipc:///tmp/x\n"
+         "  peers: [{name: a, client: ipc:///tmp/c, replicate: ipc:///tmp/r}]\n",
+         "own name"},
+        {"ha:\n  cluster: lab\n  name: a\n  etcd: http://127.0.0.1:1\n"
+         "  replicate: ipc:///tmp/x\n  ttl: 1s\n"
+         "  peers: [{name: b, client: ipc:///tmp/c, replicate: ipc:///tmp/r}]\n",
+         "ttl"},
+        {"ha:\n  cluster: lab\n  name: a\n  etcd: http://127.0.0.1:1\n"
+         "  replicate: ipc:///tmp/x\n  colour: blue\n", "colour"},
+        {"ha:\n  cluster: lab\n  name: a\n  etcd: http://127.0.0.1:1\n"
+         "  replicate: ipc:///tmp/x\n"
+         "  peers: [{name: b, client: ipc:///tmp/c}]\n", "replicate"},
+    };
+    char path [400], data [400];
+    snprintf (path, sizeof path, "%s/bad.yaml", self->dir);
+    snprintf (data, sizeof data, "%s/bad-data", self->dir);
+    for (size_t index = 0; index < sizeof cases / sizeof cases [0]; index++) {
+        FILE *file = fopen (path, "w");
+        assert_non_null (file);
+        fputs (cases [index].yaml, file);
+        fclose (file);
+        char *out = NULL, *err = NULL;
+        int code = grid_run (&self->member [0], "gridbroker", &out, &err,
+                             10000, "--config", path, "--data-dir", data,
+                             "--insecure", NULL);
+        if (code == 0 || !strstr (err, cases [index].says))
+            fprintf (stderr, "case %zu: exit %d: %s\n", index, code, err);
+        assert_int_not_equal (code, 0);
+        assert_non_null (strstr (err, cases [index].says));
+        free (out);
+        free (err);
+    }
+}
+
+int
+main (void)
+{
+    const struct CMUnitTest tests [] = {
+        cmocka_unit_test_setup_teardown (test_cluster_bad_config_refused,
+                                         s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_cluster_standby_says_not_leader,
+                                         s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_cluster_failover_after_sigkill,
+                                         s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_cluster_stopped_active_demotes,
+                                         s_setup, s_teardown),
+    };
+    return cmocka_run_group_tests (tests, NULL, NULL);
+}
