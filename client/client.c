@@ -20,7 +20,12 @@
 #include "../proto/proto.h"
 
 struct _client_t {
-    char *endpoint;               //  The broker's client endpoint (owned)
+    char *endpoint;               //  The broker's client endpoint (owned):
+                                  //  the one of ENDPOINTS in use
+    char *endpoints;              //  All given (a cluster's: "A,B"), owned
+    size_t endpoint_count;
+    size_t endpoint_at;           //  Which one ENDPOINT is
+    bool stay;                    //  Never follow a not_leader
     zcert_t *cert;                //  Our key pair, or NULL: plaintext
     char broker_key [KEYS_TEXT_SIZE];  //  The broker's public key, Z85
     int64_t timeout_ms;           //  Total time of one call, all tries
@@ -47,15 +52,78 @@ s_fail (client_t *self, int code, const char *format, ...)
     return code;
 }
 
+//  A copy of endpoint INDEX of the comma-separated LIST.
+static char *
+s_endpoint_at (const char *list, size_t index)
+{
+    const char *at = list;
+    for (size_t skipped = 0; skipped < index && at; skipped++) {
+        at = strchr (at, ',');
+        if (at)
+            at++;
+    }
+    if (!at)
+        return strdup ("");
+    return strndup (at, strcspn (at, ","));
+}
+
+void
+client_set_redirects (client_t *self, bool follow)
+{
+    self->stay = !follow;
+}
+
+//  Moves to the next of a cluster's endpoints (a try went unanswered).
+static void
+s_endpoint_next (client_t *self)
+{
+    if (self->endpoint_count < 2)
+        return;
+    self->endpoint_at = (self->endpoint_at + 1) % self->endpoint_count;
+    char *next = s_endpoint_at (self->endpoints, self->endpoint_at);
+    if (next) {
+        free (self->endpoint);
+    free (self->endpoints);
+        self->endpoint = next;
+    }
+}
+
+//  The active's client endpoint when ANSWER says not_leader and names it
+//  (details[0]), else NULL. A copy: caller frees.
+static char *
+s_redirect (const pv_doc_t *answer)
+{
+    const pv_t *root = pv_doc_root (answer);
+    if (!pv_str_eq (pv_map_get (root, "type"), "error")
+        || !pv_str_eq (pv_map_get (root, "code"), PROTO_ERR_NOT_LEADER))
+        return NULL;
+    const pv_t *first = pv_array_at (pv_map_get (root, "details"), 0);
+    size_t len = 0;
+    const char *text = pv_str (first, &len);
+    if (!text || len == 0 || len > 1000 || memchr (text, 0, len)
+        || len < 7
+        || (strncmp (text, "tcp://", 6) != 0 && strncmp (text, "ipc://", 6) != 0))
+        return NULL;
+    return strndup (text, len);
+}
+
 client_t *
 client_new (const char *endpoint)
 {
     client_t *self = calloc (1, sizeof *self);
     if (!self)
         return NULL;
-    self->endpoint = strdup (endpoint ? endpoint : "");
+    self->endpoints = strdup (endpoint ? endpoint : "");
     self->writer = pw_new ();
-    if (!self->endpoint || !self->writer) {
+    if (!self->endpoints || !self->writer) {
+        client_destroy (&self);
+        return NULL;
+    }
+    self->endpoint_count = 1;
+    for (const char *at = self->endpoints; *at; at++)
+        self->endpoint_count += *at == ',';
+    self->endpoint = s_endpoint_at (self->endpoints, 0);
+    if (!self->endpoint) {
         client_destroy (&self);
         return NULL;
     }
@@ -281,9 +349,34 @@ s_answer_read (client_t *self, zsock_t *sock, pv_doc_t **reply_p)
     return rc;
 }
 
+static int s_exchange (client_t *self, const void *request, size_t size,
+                       pv_doc_t **reply_p);
+
+//  A cluster's standby answers not_leader with the active's endpoint: the
+//  request goes there (a few hops at most, each a fresh exchange).
 int
 client_exchange (client_t *self, const void *request, size_t size,
                  pv_doc_t **reply_p)
+{
+    int rc = s_exchange (self, request, size, reply_p);
+    for (int hop = 0; hop < 3 && rc == CLIENT_OK && !self->stay; hop++) {
+        char *next = s_redirect (*reply_p);
+        if (!next || strcmp (next, self->endpoint) == 0) {
+            free (next);
+            break;
+        }
+        pv_doc_destroy (reply_p);
+        free (self->endpoint);
+        self->endpoint = next;
+        zsock_destroy (&self->dealer);
+        rc = s_exchange (self, request, size, reply_p);
+    }
+    return rc;
+}
+
+static int
+s_exchange (client_t *self, const void *request, size_t size,
+            pv_doc_t **reply_p)
 {
     *reply_p = NULL;
     self->error [0] = 0;
@@ -302,6 +395,9 @@ client_exchange (client_t *self, const void *request, size_t size,
         int64_t try_ms = try_deadline_ms - zclock_mono ();
         if (try_ms <= 0)
             continue;
+        //  A cluster's endpoints take turns, a try each
+        if (attempt > 1)
+            s_endpoint_next (self);
 
         zsock_t *monitor = NULL;
         zsock_t *sock = s_socket_new (self, ZMQ_REQ, try_ms, &monitor);

@@ -69,12 +69,23 @@ typedef struct {
 //  Creates a client of the broker at ENDPOINT (tcp://HOST:PORT or
 //  ipc:///PATH), plaintext until keys are set, with the default timeout
 //  and tries. Connects nothing yet. Returns NULL when out of memory.
+//  ENDPOINT may list a broker cluster's members, comma-separated: each
+//  try of a call goes to the next one, and an answer not_leader that
+//  names the active's endpoint (details[0]) sends the call there (the
+//  same keys: a cluster's members share the broker key pair, or the
+//  client runs --insecure).
 client_t *client_new (const char *endpoint);
 
 //  Destroys the client and its sockets; NULL-safe, nulls *SELF_P.
 void client_destroy (client_t **self_p);
 
-//  The endpoint given to client_new.
+//  Whether a not_leader answer sends the call on to the active it names
+//  (the default), or is the answer (FOLLOW false: a tool that asks one
+//  member what it is).
+void client_set_redirects (client_t *self, bool follow);
+
+//  The endpoint in use: the one given to client_new, or of a cluster's,
+//  the one that answered last.
 const char *client_endpoint (const client_t *self);
 
 //  Speaks CURVE from now on with a copy of the key pair CERT, trusting

@@ -434,6 +434,8 @@ grid_call_raw_as (grid_t *grid, const char *key_file, const void *request,
     client_t *client = client_new (grid->client_ep);
     if (!client)
         return NULL;
+    //  ... from this broker: a cluster's standby answers not_leader
+    client_set_redirects (client, false);
     if (key_file && client_load_keys (client, key_file, grid->broker_key)) {
         fprintf (stderr, "grid_call_raw_as: %s\n", client_error (client));
         client_destroy (&client);
