@@ -282,9 +282,71 @@ s_ctx_job_event (ctx_t *ctx, const char *job_id, const char *event,
     broker_job_changed (self, job_id);
 }
 
+static void
+s_ctx_cluster (ctx_t *ctx, ctx_cluster_t *view)
+{
+    broker_t *self = (broker_t *) ctx;
+    memset (view, 0, sizeof *view);
+    if (!self->repl)
+        return;
+    int64_t now_ms = broker_now_ms ();
+    view->enabled = true;
+    view->cluster = self->config.cluster.cluster;
+    view->name = self->config.cluster.name;
+    view->epoch = self->epoch;
+    view->last = repl_source_last (self->repl);
+    view->released = repl_source_released (self->repl);
+    view->valid_ms = self->valid_until - now_ms;
+    view->strict = self->config.cluster.strict;
+    view->sync_timeout_ms = self->config.cluster.sync_timeout_ms;
+    while (view->standby_count < CTX_CLUSTER_STANDBYS
+           && repl_source_standby_at (self->repl, view->standby_count, now_ms,
+                                      &view->standbys [view->standby_count]))
+        view->standby_count++;
+}
+
+static int
+s_ctx_switchover (ctx_t *ctx, const char *to, char *err, size_t err_len)
+{
+    broker_t *self = (broker_t *) ctx;
+    if (!self->repl) {
+        snprintf (err, err_len, "this broker runs alone (no ha: in its "
+                  "config): there is no standby to hand over to");
+        return -1;
+    }
+    size_t sync = 0;
+    bool named = false;
+    repl_standby_info_t info;
+    for (size_t index = 0;
+         repl_source_standby_at (self->repl, index, broker_now_ms (), &info);
+         index++)
+        if (info.sync) {
+            sync++;
+            named = named || (to && strcmp (info.name, to) == 0);
+        }
+    if (sync == 0) {
+        snprintf (err, err_len, "no standby is in sync: a switchover now "
+                  "would leave the cluster without an active; see gridcli "
+                  "cluster status");
+        return -1;
+    }
+    if (to && !named) {
+        snprintf (err, err_len, "%s is not a standby in sync (see gridcli "
+                  "cluster status)", to);
+        return -1;
+    }
+    if (to && sync > 1) {
+        snprintf (err, err_len, "%zu standbys are in sync and either may "
+                  "take over: --to cannot choose between them", sync);
+        return -1;
+    }
+    self->switchover = true;
+    return 0;
+}
+
 static const ctx_ops_t s_ctx_ops = {
     s_ctx_txn, s_ctx_drain, s_ctx_now_ms, s_ctx_wall_ms, s_ctx_job_version,
-    s_ctx_watcher_count, s_ctx_job_event
+    s_ctx_watcher_count, s_ctx_job_event, s_ctx_cluster, s_ctx_switchover
 };
 
 //  ---------------------------------------------------------------------

@@ -197,6 +197,7 @@ struct _broker_t {
     zactor_t *elector;           //  Borrowed from the cluster's runner
     int64_t valid_until;         //  Monotonic: leadership valid until then
     bool demoted;                //  Lost it: nothing more goes out
+    bool switchover;             //  Hand the lead over once nothing waits
     zlistx_t *held;              //  s_held_t: what waits for the standbys
     char cluster_name [64];      //  This member's name
 };

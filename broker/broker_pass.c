@@ -379,6 +379,8 @@ s_hold (broker_t *self, uint64_t seq)
     zlistx_add_end (self->held, held);
 }
 
+static void s_switchover (broker_t *self);
+
 //  Sends the pass's outbox now, or holds it for the standbys.
 static void
 s_send_out (broker_t *self)
@@ -400,6 +402,22 @@ s_send_out (broker_t *self)
         s_flush (self);
     else
         s_hold (self, need);
+    s_switchover (self);
+}
+
+//  A switchover asked for: once everything answered is sent (the reply
+//  to cluster.switchover too), the elector leaves the key; its DEMOTED
+//  stops this broker and a standby in sync takes over.
+static void
+s_switchover (broker_t *self)
+{
+    if (!self->switchover || self->demoted || zlistx_size (self->held)
+        || self->io->send_count || zlistx_size (self->outbox))
+        return;
+    self->switchover = false;
+    log_warn ("cluster: %s hands the lead over (cluster.switchover)",
+              self->cluster_name);
+    zstr_send (self->elector, "RESIGN");
 }
 
 void
@@ -428,6 +446,7 @@ broker_release (broker_t *self)
     //  A send that failed may have changed what the scheduler holds
     if (sent)
         broker_pass_end (self);
+    s_switchover (self);
 }
 
 void

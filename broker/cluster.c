@@ -351,8 +351,10 @@ cluster_run (const broker_config_t *config, broker_config_fn *read, void *arg)
         broker_destroy (&broker);
         if (!demoted)
             break;
-        //  The elector is held again: it campaigns once this member is in
-        //  sync with the new active
+        //  The elector is held (again: a lapse leaves it held, a
+        //  switchover resigned): it watches who leads, and campaigns once
+        //  this member is in sync with the new active
+        zstr_send (elector, "HOLD");
     }
     //  A leader resigns: a standby takes over without waiting for the lease
     zactor_destroy (&elector);

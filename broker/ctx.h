@@ -33,11 +33,28 @@
 #include "registry.h"
 #include "relays.h"
 #include "sched.h"
+#include "repl.h"
 #include "stats.h"
 
 #define CTX_META_MAINTENANCE "maintenance"   //  meta key of the maintenance flag
 
 typedef struct _ctx_t ctx_t;
+
+//  A broker cluster as cluster.status shows it (cluster.h).
+#define CTX_CLUSTER_STANDBYS 8
+typedef struct {
+    bool enabled;                //  A member of a cluster (else alone)
+    const char *cluster;         //  Its name (lent by the config)
+    const char *name;            //  This member's
+    uint64_t epoch;              //  This leadership's
+    uint64_t last;               //  The last pass shipped
+    uint64_t released;           //  What the standbys let it release
+    int64_t valid_ms;            //  How long its leadership is valid yet
+    bool strict;
+    int64_t sync_timeout_ms;
+    size_t standby_count;
+    repl_standby_info_t standbys [CTX_CLUSTER_STANDBYS];
+} ctx_cluster_t;
 
 //  The pass and the clock, as the server (or a test) provides them.
 typedef struct {
@@ -61,6 +78,14 @@ typedef struct {
     //  version moves on.
     void (*job_event) (ctx_t *ctx, const char *job_id, const char *event,
                        const char *detail);
+    //  The cluster this broker is the active of, into VIEW (enabled false
+    //  for a broker alone).
+    void (*cluster) (ctx_t *ctx, ctx_cluster_t *view);
+    //  Hands the lead over (cluster.switchover) once what waits for the
+    //  standbys is sent: 0, or -1 with a sentence in ERR (no standby in
+    //  sync; TO, when not NULL, is not the one).
+    int (*switchover) (ctx_t *ctx, const char *to, char *err,
+                       size_t err_len);
 } ctx_ops_t;
 
 //  The broker's small state that handlers read and change.

@@ -590,6 +590,28 @@ repl_source_sync_count (repl_source_t *self)
     return sync;
 }
 
+bool
+repl_source_standby_at (repl_source_t *self, size_t index, int64_t now_ms,
+                        repl_standby_info_t *info)
+{
+    static const char *states [] = {"snapshot", "replay", "live"};
+    s_standby_t *standby = (s_standby_t *) zlistx_first (self->standbys);
+    for (size_t at = 0; standby && at < index; at++)
+        standby = (s_standby_t *) zlistx_next (self->standbys);
+    if (!standby)
+        return false;
+    memset (info, 0, sizeof *info);
+    snprintf (info->name, sizeof info->name, "%s", standby->name);
+    info->state = states [standby->state];
+    info->sync = standby->sync;
+    info->acked = standby->acked;
+    info->heard_ms = standby->heard_ms;
+    s_pass_t *waiting = standby->acked < self->last
+                      ? s_logged (self, standby->acked + 1) : NULL;
+    info->lag_ms = waiting ? now_ms - waiting->shipped_ms : 0;
+    return true;
+}
+
 void
 repl_source_describe (repl_source_t *self, char *buf, size_t len)
 {

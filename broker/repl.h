@@ -117,6 +117,21 @@ size_t repl_source_sync_count (repl_source_t *self);
 //  Writes the standbys as "name:state:acked" separated by commas into BUF.
 void repl_source_describe (repl_source_t *self, char *buf, size_t len);
 
+//  One standby, as cluster.status shows it.
+typedef struct {
+    char name [64];
+    const char *state;           //  "snapshot", "replay", "live"
+    bool sync;                   //  In the sync set
+    uint64_t acked;              //  Applied through this pass
+    int64_t heard_ms;            //  Monotonic: last heard
+    int64_t lag_ms;              //  How long its oldest pass not yet
+                                 //  acknowledged has waited (0: none)
+} repl_standby_info_t;
+
+//  Standby INDEX (0 up), or false past the last.
+bool repl_source_standby_at (repl_source_t *self, size_t index,
+                             int64_t now_ms, repl_standby_info_t *info);
+
 //  ---------------------------------------------------------------------
 //  A standby's side
 

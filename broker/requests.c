@@ -66,6 +66,8 @@ static const requests_row_t s_rows [] = {
     {"schedule.delete",   O,    true,   true,  req_schedule_delete, NULL},
     {"schedule.run",      O,    true,   true,  req_schedule_run,    NULL},
     {"audit.list",        A,    false,  false, req_audit_list,      NULL},
+    {"cluster.status",    V,    false,  false, req_cluster_status,  NULL},
+    {"cluster.switchover", A,   false,  true,  req_cluster_switchover, NULL},
 };
 
 #undef V

@@ -100,7 +100,9 @@ typedef enum {
     CLI_CMD_TOKEN_REVOKE,     //  token revoke NAME
     CLI_CMD_METRICS,          //  metrics
     CLI_CMD_RELAY_LIST,       //  relay list
-    CLI_CMD_AUDIT_LIST        //  audit list [--who K] [--type T] ...
+    CLI_CMD_AUDIT_LIST,       //  audit list [--who K] [--type T] ...
+    CLI_CMD_CLUSTER_STATUS,   //  cluster status
+    CLI_CMD_CLUSTER_SWITCHOVER  //  cluster switchover [--to NAME]
 } cli_command_t;
 
 typedef enum {
@@ -182,6 +184,7 @@ typedef struct {
     int64_t stall_timeout_ms;     //  --stall-timeout D, 0 when not given
     //  audit list (NULL when not given)
     const char *audit_who;        //  --who NAME
+    const char *cluster_to;       //  cluster switchover --to NAME
     const char *audit_type;       //  --type T
     const char *audit_object;     //  --object ID
     const char *audit_since;      //  --since T (a duration or a UTC time)

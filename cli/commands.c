@@ -67,14 +67,19 @@ static const char s_help_main [] =
 "                        the tokens (never their values); refuse one\n"
 "  audit list [--who K] [--type T] [--since T] [--object ID] [--limit N]\n"
 "             [--json]   who changed what, newest first (admin)\n"
-"  help [job|node|broker|key|dlq|queue|schedule|status|token|metrics|relay|audit]\n"
+"  cluster status        a broker cluster's active and standbys, sync, lag\n"
+"  cluster switchover [--to NAME]\n"
+"                        hand the lead to a standby in sync (admin)\n"
+"  help [job|node|broker|key|dlq|queue|schedule|status|token|metrics|relay|audit|cluster]\n"
 "                        this help, or a command's (also -h, --help,\n"
 "                        and COMMAND --help, e.g. gridcli job --help)\n"
 "\n"
 "Global options (before the command, or among the command's options):\n"
-"  --broker EP           the broker's client endpoint; default: GRID_BROKER,\n"
-"                        else the config file's broker, else\n"
-"                        tcp://127.0.0.1:7701\n"
+"  --broker EP[,EP...]   the broker's client endpoint (a cluster's members,\n"
+"                        comma-separated: tried in turn, a standby's\n"
+"                        not_leader followed to the active); default:\n"
+"                        GRID_BROKER, else the config file's broker,\n"
+"                        else tcp://127.0.0.1:7701\n"
 "  --output table|json   human tables (default) or the answer's data as\n"
 "                        JSON on stdout\n"
 "  --request-timeout D   total wait for one answer, over 3 tries on fresh\n"
@@ -156,7 +161,8 @@ static const char s_help_main [] =
 const cli_topic_t *const cli_topics [] = {
     &cli_topic_job, &cli_topic_node, &cli_topic_broker, &cli_topic_key,
     &cli_topic_dlq, &cli_topic_queue, &cli_topic_schedule, &cli_topic_status,
-    &cli_topic_token, &cli_topic_metrics, &cli_topic_relay, &cli_topic_audit
+    &cli_topic_token, &cli_topic_metrics, &cli_topic_relay, &cli_topic_audit,
+    &cli_topic_cluster
 };
 const size_t cli_topic_count = sizeof cli_topics / sizeof cli_topics [0];
 

@@ -227,8 +227,11 @@ s_on_command (s_elector_t *self)
     if (streq (command, "RESIGN"))
         s_resign (self);
     else
-    if (streq (command, "HOLD") && self->state == S_FOLLOWING)
+    if (streq (command, "HOLD")
+        && (self->state == S_FOLLOWING || self->state == S_RESIGNED)) {
         self->state = S_HELD;
+        self->next_ms = zclock_mono ();
+    }
     else
     if (streq (command, "CAMPAIGN")
         && (self->state == S_RESIGNED || self->state == S_HELD)) {

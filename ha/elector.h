@@ -38,7 +38,8 @@
                                          answered "DEMOTED" EPOCH
                                          "resigned", then it campaigns
                                          again only after "CAMPAIGN"
-        "HOLD"                           a follower stops campaigning:
+        "HOLD"                           a follower (or one that
+                                         resigned) stops campaigning:
                                          it only reads the key (every
                                          TTL/3) and says FOLLOWER when
                                          its holder changes (EPOCH 0 and

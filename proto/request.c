@@ -137,6 +137,10 @@ static const s_request_field_t s_req_audit_list [] = {
     { "limit", PV_INT, false, 1, 1000 },
 };
 
+static const s_request_field_t s_req_cluster_switchover [] = {
+    { "to", PV_STR, false, 1, NAME_MAX_LEN },
+};
+
 #define S_REQUEST(type, fields) { type, fields, S_COUNT_OF (fields) }
 #define S_REQUEST_BARE(type) { type, NULL, 0 }
 
@@ -184,6 +188,8 @@ static const s_request_t s_requests [] = {
     S_REQUEST_BARE ("whoami"),
     S_REQUEST ("token.revoke", s_req_token_revoke),
     S_REQUEST ("audit.list", s_req_audit_list),
+    S_REQUEST_BARE ("cluster.status"),
+    S_REQUEST ("cluster.switchover", s_req_cluster_switchover),
 };
 
 const char *

@@ -177,6 +177,9 @@ s_wait_log (s_state_t *self, int which, const char *text)
             return true;
         usleep (100 * 1000);
     }
+    fprintf (stderr, "broker %s never logged '%s'\n", s_names [which], text);
+    grid_dump_logs (&self->member [0]);
+    grid_dump_logs (&self->member [1]);
     return false;
 }
 
@@ -339,6 +342,59 @@ test_cluster_stopped_active_demotes (void **state)
 }
 
 static void
+test_cluster_status_and_switchover (void **state)
+{
+    s_state_t *self = (s_state_t *) *state;
+    if (s_skip (self))
+        return;
+    s_cluster_up (self);
+    //  Asked through the standby, the active answers
+    char *out = NULL, *err = NULL;
+    int code = grid_cli (&self->member [1], &out, &err, 10000, "cluster",
+                         "status", NULL);
+    if (code != 0 || !grid_line_with (out, "active", "a", "epoch", NULL))
+        fprintf (stderr, "%s%s", out, err);
+    assert_int_equal (code, 0);
+    assert_true (grid_line_with (out, "active", "a", "epoch", NULL));
+    assert_true (grid_line_with (out, "b", "live", "yes", NULL));
+    free (out);
+    free (err);
+    //  A name that is not the standby in sync is refused
+    code = grid_cli (&self->member [0], &out, &err, 10000, "cluster",
+                     "switchover", "--to", "c", NULL);
+    assert_int_not_equal (code, 0);
+    assert_non_null (strstr (err, "not a standby in sync"));
+    free (out);
+    free (err);
+    code = grid_cli (&self->member [0], &out, &err, 10000, "cluster",
+                     "switchover", "--to", "b", NULL);
+    if (code != 0)
+        fprintf (stderr, "%s%s", out, err);
+    assert_int_equal (code, 0);
+    free (out);
+    free (err);
+    assert_true (s_wait_code (self, 1, "ok"));
+    assert_true (s_wait_code (self, 0, "not_leader"));
+    assert_true (s_wait_log (self, 1, "standby a is in sync"));
+    //  Nothing was lost, and the fleet follows
+    assert_true (grid_wait_node (&self->member [1], "n1", "online", 40000));
+    char *id = grid_submit_id (&self->member [1],
+                               "target: {scope: node, value: n1}\n"
+                               "tasks:\n  - {backend: test, action: echo, "
+                               "params: {msg: hi}}\n");
+    assert_non_null (id);
+    s_assert_jobs_complete (self, 1, &id, 1);
+    free (id);
+    //  A broker alone says so
+    pv_doc_t *reply = grid_call (&self->member [1], "cluster.status", NULL);
+    const pv_t *data = NULL;
+    assert_true (grid_reply_ok (reply, &data));
+    assert_true (grid_str_is (data, "role", "active"));
+    assert_true (grid_str_is (data, "name", "b"));
+    pv_doc_destroy (&reply);
+}
+
+static void
 test_cluster_bad_config_refused (void **state)
 {
     s_state_t *self = (s_state_t *) *state;
@@ -398,6 +454,8 @@ main (void)
         cmocka_unit_test_setup_teardown (test_cluster_failover_after_sigkill,
                                          s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_cluster_stopped_active_demotes,
+                                         s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_cluster_status_and_switchover,
                                          s_setup, s_teardown),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);

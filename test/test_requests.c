@@ -143,7 +143,7 @@ test_requests_audited (void **state)
         if (rows [index].audited)
             found++;
     }
-    assert_int_equal (found, 20);
+    assert_int_equal (found, 21);
     assert_false (requests_find ("audit.list")->audited);
     assert_false (requests_find ("job.get")->audited);
     assert_int_equal (requests_find ("audit.list")->role, AUTH_ROLE_ADMIN);

@@ -27,6 +27,7 @@
                      schedule.pause schedule.resume schedule.delete
                      schedule.run
         audit.c      audit.list
+        cluster.c    cluster.status cluster.switchover
 
     Threading: the broker's thread only.
     =========================================================================
@@ -157,5 +158,9 @@ void req_schedule_delete (req_call_t *call);
 void req_schedule_run (req_call_t *call);
 
 void req_audit_list (req_call_t *call);
+
+//  cluster.c
+void req_cluster_status (req_call_t *call);
+void req_cluster_switchover (req_call_t *call);
 
 #endif

@@ -101,6 +101,8 @@ REQUEST_METHODS = {
     "token.list": "tokens",
     "token.revoke": "token_revoke",
     "audit.list": "audit_list",
+    "cluster.status": "cluster_status",
+    "cluster.switchover": "cluster_switchover",
     "whoami": "whoami",
 }
 
@@ -215,7 +217,11 @@ class Client:
     ``/etc/grid/keys/``), so on a host where gridcli works,
     ``Client()`` works.
 
-    ``endpoint``: the broker's client endpoint. ``broker_key``: the
+    ``endpoint``: the broker's client endpoint; a broker cluster's
+    members comma-separated (``"tcp://a:7701,tcp://b:7701"``) are tried in
+    turn, and a standby's ``not_leader`` answer is followed to the active
+    it names (the members share the broker key, or run insecure).
+    ``broker_key``: the
     broker's public key (its ``broker.key`` file, or the 40 characters).
     ``key``: this client's key pair (``NAME.key`` or ``NAME.key_secret``;
     the secret file is read). ``insecure=True``: plaintext, against a
@@ -239,7 +245,9 @@ class Client:
                  config: Optional[str] = None):
         settings = _config.resolve(endpoint, broker_key, key, insecure,
                                    config)
-        self.endpoint = settings["endpoint"]
+        self.endpoints = [part for part in settings["endpoint"].split(",")
+                          if part] or [settings["endpoint"]]
+        self.endpoint = self.endpoints[0]
         self.config = settings["config"]
         self.tries = max(1, int(tries))
         if timeout is None:
@@ -282,17 +290,48 @@ class Client:
         body.update({k: v for k, v in fields.items() if v is not None})
         frame = msgpack.packb(body, use_bin_type=True)
         wait_ms = int((self.timeout if timeout is None else timeout) * 1000)
-        for _ in range(self.tries):
+        hops = 0
+        attempt = 0
+        while attempt < self.tries:
+            if attempt > 0 and len(self.endpoints) > 1:
+                # A cluster's members take turns, a try each
+                at = self.endpoints.index(self.endpoint) \
+                    if self.endpoint in self.endpoints else -1
+                self.endpoint = self.endpoints[(at + 1) % len(self.endpoints)]
+            attempt += 1
             sock = self._socket()
             try:
                 sock.send(frame)
-                if sock.poll(wait_ms):
-                    reply = msgpack.unpackb(sock.recv(), raw=False)
-                    return self._data(reply, request_id, type_)
+                if not sock.poll(wait_ms):
+                    continue
+                reply = msgpack.unpackb(sock.recv(), raw=False)
             finally:
                 sock.close()
+            active = self._redirect(reply)
+            if active and active != self.endpoint and hops < 3:
+                # A standby named the active: the same request goes there
+                hops += 1
+                attempt -= 1
+                self.endpoint = active
+                continue
+            return self._data(reply, request_id, type_)
         raise Unreachable(self.endpoint, type_, self.tries,
                           curve=self._curve is not None)
+
+    @staticmethod
+    def _redirect(reply):
+        """The active's endpoint a standby's not_leader names, or None."""
+        if (not isinstance(reply, dict) or reply.get("type") != "error"
+                or reply.get("code") != "not_leader"):
+            return None
+        details = reply.get("details")
+        if not isinstance(details, list) or not details:
+            return None
+        first = details[0]
+        if (isinstance(first, str) and len(first) <= 1000
+                and first.startswith(("tcp://", "ipc://"))):
+            return first
+        return None
 
     @staticmethod
     def _data(reply, request_id, type_):
@@ -704,6 +743,28 @@ class Client:
                 print(relay["name"], relay["agents"], relay["connected"])
         """
         return self.request("relay.list")["relays"]
+
+    # -- a broker cluster -------------------------------------------------
+
+    def cluster_status(self) -> Dict[str, Any]:
+        """The cluster as its active sees it: ``role`` (``"active"``, or
+        ``"alone"`` for a broker without ``ha:``), ``cluster``, ``name``,
+        ``epoch``, ``pass`` and ``released``, and ``standbys``: each with
+        ``name``, ``state``, ``sync``, ``pass``, ``lag_passes`` and
+        ``lag_ms``.
+
+            status = client.cluster_status()
+            in_sync = [s["name"] for s in status.get("standbys", []) if s["sync"]]
+        """
+        return self.request("cluster.status")
+
+    def cluster_switchover(self, to: Optional[str] = None) -> None:
+        """Hands the lead to a standby in sync (admin), ``to`` naming the
+        one expected; raises GridError ``conflict`` when none is in sync.
+
+            client.cluster_switchover(to="broker-b")
+        """
+        self.request("cluster.switchover", to=to)
 
     # -- keys and tokens (admin) -----------------------------------------
 
