@@ -5,6 +5,7 @@
 #include "cluster.h"
 
 #include <inttypes.h>
+#include <unistd.h>
 
 #include "../ha/elector.h"
 #include "../proto/keys.h"
@@ -213,12 +214,29 @@ s_on_tick (zloop_t *loop, int timer_id, void *arg)
     return 0;
 }
 
+//  A closed socket's ipc:// listener unlinks its path in libzmq's I/O
+//  thread, after the close returns: binding the same path at once could
+//  lose the new file to that unlink. Waits (a second at most) until the
+//  path of ENDPOINT is gone.
+static void
+s_ipc_released (const char *endpoint)
+{
+    if (strncmp (endpoint, "ipc://", 6) != 0)
+        return;
+    for (int waited = 0; waited < 100 && access (endpoint + 6, F_OK) == 0;
+         waited++)
+        zclock_sleep (10);
+}
+
 static void
 s_standby_end (s_standby_t *self)
 {
     zloop_destroy (&self->loop);
     repl_sink_destroy (&self->sink);
+    bool bound = self->client != NULL;
     zsock_destroy (&self->client);
+    if (bound)
+        s_ipc_released (self->config->client_ep);
     auth_destroy (&self->auth);
     store_destroy (&self->store);
     store_unlock (&self->lock);
@@ -349,6 +367,7 @@ cluster_run (const broker_config_t *config, broker_config_fn *read, void *arg)
         broker_run (broker);
         bool demoted = broker_demoted (broker);
         broker_destroy (&broker);
+        s_ipc_released (config->client_ep);
         if (!demoted)
             break;
         //  The elector is held (again: a lapse leaves it held, a

@@ -635,6 +635,13 @@ main (int argc, char *argv [])
     zsys_init ();
     zsys_set_logsender (NULL);
     s_args_t args = { argc, argv };
+    if (config.cluster.enabled
+        && cluster_config_check (&config.cluster, config.auth.insecure, err,
+                                 sizeof err) != 0) {
+        log_error ("%s", err);
+        broker_config_clear (&config);
+        return 2;
+    }
     if (config.cluster.enabled) {
         //  A member of a broker cluster (cluster.h)
         int code = cluster_run (&config, s_config_reread, &args);
