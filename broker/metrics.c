@@ -703,6 +703,22 @@ metrics_render (const metrics_t *self, const metrics_figures_t *figures,
              figures->schedules);
     s_gauge (out, "grid_schedules_paused", "Schedules that are paused.",
              figures->schedules_paused);
+    if (figures->have_cluster) {
+        s_gauge (out, "grid_ha_role", "1 on a broker cluster's active (a "
+                 "standby serves no metrics).", 1);
+        s_gauge (out, "grid_ha_epoch", "The epoch of this active's "
+                 "leadership.", figures->ha_epoch);
+        s_gauge (out, "grid_ha_standbys", "Standbys connected to this "
+                 "active.", figures->ha_standbys);
+        s_gauge (out, "grid_ha_sync_standbys", "Standbys in the sync set: "
+                 "what the active acknowledges, they hold.",
+                 figures->ha_sync_standbys);
+        metrics_write_family (out, "grid_ha_replication_lag_seconds", "gauge",
+                              "How long the oldest pass not yet acknowledged "
+                              "by a standby has waited.");
+        metrics_write_double (out, "grid_ha_replication_lag_seconds", NULL,
+                              figures->ha_lag_s);
+    }
     return ferror (out) ? -1 : 0;
 }
 

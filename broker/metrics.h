@@ -153,6 +153,12 @@ typedef struct {
     uint64_t failed_commits;     //  Commits that failed
     uint64_t storage_refused;    //  Requests answered storage_full / storage_error
     uint64_t storage_episodes;   //  Runs of failing commits
+    bool have_cluster;           //  The active of a broker cluster: ha_ hold
+    uint64_t ha_epoch;           //  Its leadership's epoch
+    uint64_t ha_standbys;        //  Standbys connected
+    uint64_t ha_sync_standbys;   //  ... in the sync set
+    double ha_lag_s;             //  The longest a pass has waited for a
+                                 //  standby's acknowledgement, now
 } metrics_figures_t;
 
 //  Writes the whole exposition of FIGURES and SELF to OUT. Returns 0, or

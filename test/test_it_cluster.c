@@ -359,6 +359,13 @@ test_cluster_status_and_switchover (void **state)
     assert_true (grid_line_with (out, "b", "live", "yes", NULL));
     free (out);
     free (err);
+    //  ... and its metrics say so
+    code = grid_cli (&self->member [0], &out, &err, 10000, "metrics", NULL);
+    assert_int_equal (code, 0);
+    assert_true (grid_line_with (out, "grid_ha_sync_standbys 1", NULL));
+    assert_true (grid_line_with (out, "grid_ha_role 1", NULL));
+    free (out);
+    free (err);
     //  A name that is not the standby in sync is refused
     code = grid_cli (&self->member [0], &out, &err, 10000, "cluster",
                      "switchover", "--to", "c", NULL);

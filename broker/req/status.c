@@ -535,6 +535,20 @@ s_collect (ctx_t *ctx, store_txn_t *txn, metrics_figures_t *figures)
     figures->failed_commits = storage->failed_commits;
     figures->storage_refused = storage->refused;
     figures->storage_episodes = storage->episodes;
+    ctx_cluster_t cluster;
+    ctx->ops->cluster (ctx, &cluster);
+    if (cluster.enabled) {
+        figures->have_cluster = true;
+        figures->ha_epoch = cluster.epoch;
+        figures->ha_standbys = cluster.standby_count;
+        int64_t lag_ms = 0;
+        for (size_t index = 0; index < cluster.standby_count; index++) {
+            figures->ha_sync_standbys += cluster.standbys [index].sync;
+            if (cluster.standbys [index].lag_ms > lag_ms)
+                lag_ms = cluster.standbys [index].lag_ms;
+        }
+        figures->ha_lag_s = (double) lag_ms / 1000.0;
+    }
 }
 
 //  The whole exposition into a new string: *TEXT_P (caller frees) of
