@@ -153,6 +153,8 @@ typedef struct {
     uint64_t failed_commits;     //  Commits that failed
     uint64_t storage_refused;    //  Requests answered storage_full / storage_error
     uint64_t storage_episodes;   //  Runs of failing commits
+    uint64_t trace_exported;     //  Spans the OTLP collector took
+    uint64_t trace_dropped;      //  Spans dropped (queue full, POST failed)
 } metrics_figures_t;
 
 //  Writes the whole exposition of FIGURES and SELF to OUT. Returns 0, or
