@@ -471,7 +471,7 @@ cli_render_job (const pv_t *record, FILE *out, bool color)
         char line [200];
         snprintf (line, sizeof line, "%s%s",
                   cli_field (trace, "trace_id", buf, sizeof buf),
-                  generated ? " (made by the broker)" : "");
+                  generated ? " (generated)" : "");
         cli_header_line (out, "trace", line);
         cli_header_line (out, "traceparent",
                          cli_field (trace, "traceparent", buf, sizeof buf));
