@@ -591,6 +591,53 @@ test_it_trace_refused (void **state)
     }
 }
 
+//  The broker killed mid-job: the one that starts on its store closes
+//  the job's spans, with the parents the agents were given.
+static void
+test_it_trace_broker_restart (void **state)
+{
+    const char *trace = "5bf92f3577b34da6a3ce929d0e0e4737";
+    char *out = NULL, *err = NULL;
+    int code = grid_cli (&s_grid, &out, &err, S_WAIT_MS, "job", "run",
+                         "--target", "node:web-01", "--traceparent",
+                         "00-5bf92f3577b34da6a3ce929d0e0e4737-"
+                         "00f067aa0ba902b8-01", "test", "sleep", "--seconds",
+                         "2", NULL);
+    assert_int_equal (code, 0);
+    char job_id [JOB_ID_LEN + 1];
+    s_job_id_in (out, job_id);
+    free (out);
+    free (err);
+    //  Once the agent runs it, the broker dies
+    char path [400];
+    snprintf (path, sizeof path, "%s/agent-web-01.log", s_grid.dir);
+    assert_true (s_log_has (path, job_id, "taken"));
+    grid_stop_broker (&s_grid, true);
+    assert_int_equal (s_start_broker (s_collector.port), 0);
+    s_wait_completed (job_id);
+    json_t *spans = s_spans_of (trace, 3);
+    assert_non_null (spans);
+    char name [128];
+    snprintf (name, sizeof name, "job %s", job_id);
+    json_t *job = s_span_named (spans, name);
+    assert_non_null (job);
+    assert_string_equal (s_field (job, "parentSpanId"), "00f067aa0ba902b8");
+    json_t *step = s_span_named (spans, "step 0 test.sleep");
+    assert_non_null (step);
+    assert_string_equal (s_field (step, "parentSpanId"),
+                         s_field (job, "spanId"));
+    json_t *node = s_span_named (spans, "node web-01 attempt 1");
+    assert_non_null (node);
+    assert_string_equal (s_field (node, "parentSpanId"),
+                         s_field (step, "spanId"));
+    //  The command the agent took named the same step span
+    char given [128];
+    snprintf (given, sizeof given, "traceparent 00-%s-%s-01", trace,
+              s_field (step, "spanId"));
+    assert_true (s_log_has (path, job_id, given));
+    json_decref (spans);
+}
+
 //  Last: the broker restarts with a collector nobody listens on.
 static void
 test_it_trace_dead_collector (void **state)
@@ -671,6 +718,7 @@ main (void)
         cmocka_unit_test (test_it_trace_from_http),
         cmocka_unit_test (test_it_trace_made_by_the_broker),
         cmocka_unit_test (test_it_trace_refused),
+        cmocka_unit_test (test_it_trace_broker_restart),
         cmocka_unit_test (test_it_trace_dead_collector),
     };
     return cmocka_run_group_tests (tests, s_setup, s_teardown);
