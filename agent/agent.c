@@ -567,7 +567,12 @@ static void
 s_finish (agent_t *self, proto_msg_t *result)
 {
     char err [256];
+    //  The spool is read by the previous release too (a downgrade), which
+    //  knows no traceparent: kept without it, and sent again without it
+    char *traceparent = result->traceparent;
+    result->traceparent = NULL;
     bool spooled = spool_put (self->spool, result, err, sizeof (err)) == 0;
+    result->traceparent = traceparent;
     if (!spooled)
         log_warn ("cannot record the result of %s step %u: %s (kept in "
                "memory and sent until the broker has it)", result->job,
