@@ -934,12 +934,17 @@ broker_drain (broker_t *self)
                 tracing_job_finished (self->ctx.tracer, txn, action.job,
                                       wall_ms);
                 zhashx_delete (self->event_seq, action.job->id);
-                //  Logged once it is stored
+                //  Logged once it is stored, with its trace id, by which
+                //  its spans are found
                 zlistx_add_end (self->pass_logs,
-                                zsys_sprintf ("job %s %s%s%s", action.job->id,
+                                zsys_sprintf ("job %s %s%s%s%s%.32s%s", action.job->id,
                                               sched_job_status_name (action.job->status),
                                               action.job->reason ? ": " : "",
-                                              action.job->reason ? action.job->reason : ""));
+                                              action.job->reason ? action.job->reason : "",
+                                              *action.job->traceparent ? " (trace " : "",
+                                              *action.job->traceparent
+                                                  ? action.job->traceparent + 3 : "",
+                                              *action.job->traceparent ? ")" : ""));
                 break;
         }
     }

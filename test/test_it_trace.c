@@ -473,6 +473,8 @@ test_it_trace_from_gridcli (void **state)
     assert_true (s_log_has (path, "traceparent 00-" S_TRACE, job_id));
     snprintf (path, sizeof path, "%s/broker.log", s_grid.dir);
     assert_true (s_log_has (path, job_id, "\"trace_id\":\"" S_TRACE "\""));
+    //  Its last line says it in words too
+    assert_true (s_log_has (path, job_id, "completed (trace " S_TRACE ")"));
 }
 
 static void
