@@ -25,6 +25,7 @@ struct _otlp_t {
     int64_t timeout_ms;
     size_t queue_size;
     pthread_t thread;             //  The worker
+    otlp_span_t **batch;          //  The worker's batch_size spans
     pthread_mutex_t lock;         //  Guards what follows
     pthread_cond_t wake;          //  Signalled on a new span and on stop
     otlp_span_t **queue;          //  A ring of queue_size spans
@@ -226,8 +227,7 @@ s_worker (void *arg)
 {
     otlp_t *self = (otlp_t *) arg;
     CURL *curl = curl_easy_init ();
-    otlp_span_t **batch
-        = (otlp_span_t **) calloc (self->batch_size, sizeof (otlp_span_t *));
+    otlp_span_t **batch = self->batch;
     bool last = false;            //  The POST after the stop was asked
     pthread_mutex_lock (&self->lock);
     while (true) {
@@ -256,7 +256,7 @@ s_worker (void *arg)
             self->count--;
         }
         pthread_mutex_unlock (&self->lock);
-        bool sent = curl && batch && s_post (self, curl, batch, taken);
+        bool sent = curl && s_post (self, curl, batch, taken);
         if (sent)
             atomic_fetch_add (&self->exported, taken);
         else
@@ -266,7 +266,6 @@ s_worker (void *arg)
         pthread_mutex_lock (&self->lock);
     }
     pthread_mutex_unlock (&self->lock);
-    free (batch);
     if (curl)
         curl_easy_cleanup (curl);
     return NULL;
@@ -307,11 +306,14 @@ otlp_new (const otlp_config_t *config, char *err, size_t err_len)
                                           : OTLP_DEFAULT_QUEUE;
     self->queue = (otlp_span_t **) calloc (self->queue_size,
                                            sizeof (otlp_span_t *));
-    if (!self->url || !self->service || !self->queue) {
+    self->batch = (otlp_span_t **) calloc (self->batch_size,
+                                           sizeof (otlp_span_t *));
+    if (!self->url || !self->service || !self->queue || !self->batch) {
         snprintf (err, err_len, "out of memory");
         free (self->url);
         free (self->service);
         free (self->queue);
+        free (self->batch);
         free (self);
         return NULL;
     }
@@ -326,6 +328,7 @@ otlp_new (const otlp_config_t *config, char *err, size_t err_len)
         free (self->url);
         free (self->service);
         free (self->queue);
+        free (self->batch);
         free (self);
         return NULL;
     }
@@ -348,6 +351,7 @@ otlp_destroy (otlp_t **self_p)
     pthread_mutex_destroy (&self->lock);
     pthread_cond_destroy (&self->wake);
     free (self->queue);
+    free (self->batch);
     free (self->url);
     free (self->service);
     free (self);
