@@ -646,8 +646,8 @@ broker_new (const broker_config_t *config, char *err, size_t err_len)
             broker_destroy (&self);
             return NULL;
         }
-        log_info ("exporting spans to %s/v1/traces (OTLP/HTTP, JSON)",
-                  self->config.tracing.otlp_endpoint);
+        log_info ("exporting spans over OTLP/HTTP (JSON) to the collector "
+                  "at %s", self->config.tracing.otlp_endpoint);
     }
     self->loop = zloop_new ();
     zloop_reader (self->loop, self->client, broker_on_client, self);

@@ -486,6 +486,23 @@ s_print_config (const broker_config_t *config, const bool *given,
                          false);
     conf_print_int (o, "http.max_connections_per_ip",
                     http->max_connections_per_ip, NULL, false);
+    const tracing_config_t *tracing = &config->tracing;
+    conf_print_setting (o, "tracing.otlp_endpoint",
+                        tracing->otlp_endpoint ? tracing->otlp_endpoint
+                                               : "null",
+                        tracing->otlp_endpoint != NULL, NULL, false);
+    conf_print_setting (o, "tracing.service_name",
+                        tracing->service_name ? tracing->service_name
+                                              : OTLP_DEFAULT_SERVICE,
+                        true, NULL, false);
+    conf_print_int (o, "tracing.batch_size", tracing->batch_size, NULL,
+                    false);
+    conf_print_duration (o, "tracing.batch_delay", tracing->batch_delay_ms,
+                         NULL, false);
+    conf_print_duration (o, "tracing.timeout", tracing->timeout_ms, NULL,
+                         false);
+    conf_print_int (o, "tracing.queue_size", tracing->queue_size, NULL,
+                    false);
 #undef S_GIVEN
     pv_doc_destroy (&doc);
 }
