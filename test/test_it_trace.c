@@ -353,9 +353,9 @@ s_keep (char *data, size_t size, size_t count, void *arg)
     return fwrite (data, size, count, out);
 }
 
-//  POSTs BODY to the broker's HTTP face at PATH with the traceparent
-//  header TRACEPARENT (NULL: none). Returns the status; the answer's
-//  body in *ANSWER_P (caller frees).
+//  POSTs BODY (NULL: GETs) to the broker's HTTP face at PATH with the
+//  traceparent header TRACEPARENT (NULL: none). Returns the status; the
+//  answer's body in *ANSWER_P (caller frees).
 static long
 s_http_post (const char *path, const char *body, const char *traceparent,
              char **answer_p)
@@ -376,7 +376,8 @@ s_http_post (const char *path, const char *body, const char *traceparent,
     FILE *out = open_memstream (&answer, &size);
     curl_easy_setopt (curl, CURLOPT_URL, url);
     curl_easy_setopt (curl, CURLOPT_HTTPHEADER, headers);
-    curl_easy_setopt (curl, CURLOPT_POSTFIELDS, body);
+    if (body)
+        curl_easy_setopt (curl, CURLOPT_POSTFIELDS, body);
     curl_easy_setopt (curl, CURLOPT_TIMEOUT_MS, 20000L);
     curl_easy_setopt (curl, CURLOPT_WRITEFUNCTION, s_keep);
     curl_easy_setopt (curl, CURLOPT_WRITEDATA, out);
@@ -503,6 +504,18 @@ test_it_trace_from_http (void **state)
     const char *nodes [] = {"web-01"};
     s_check_tree (spans, job_id, S_HTTP_PARENT, nodes, 1);
     json_decref (spans);
+    //  The HTTP job JSON shows it
+    char path [64];
+    snprintf (path, sizeof path, "/api/v1/jobs/%s", job_id);
+    assert_int_equal (s_http_post (path, NULL, NULL, &answer), 200);
+    json_t *record = json_loads (answer, 0, NULL);
+    free (answer);
+    json_t *trace = json_object_get (record, "trace");
+    assert_string_equal (s_field (trace, "trace_id"), S_HTTP_TRACE);
+    assert_string_equal (s_field (trace, "traceparent"),
+                         "00-" S_HTTP_TRACE "-" S_HTTP_PARENT "-01");
+    assert_true (json_is_false (json_object_get (trace, "generated")));
+    json_decref (record);
     //  A header that is not a traceparent is refused, saying why
     status = s_http_post ("/api/v1/jobs", job,
                           "00-" S_HTTP_TRACE "-0000000000000000-01", &answer);
