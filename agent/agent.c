@@ -49,6 +49,7 @@
 #include "../proto/names.h"
 #include "../proto/log.h"
 #include "../proto/service.h"
+#include "../proto/trace.h"
 #include "../store/store.h"
 #include "executor.h"
 #include "link.h"
@@ -142,6 +143,8 @@ struct _agent_t {
                                 //  broker refused them)
     bool batch_results;         //  The last welcome granted results
     bool typed_data;            //  The last welcome granted typed_data
+    bool trace;                 //  The last welcome granted trace: results
+                                //  carry their attempt's traceparent
     pw_t *batch;                //  Entries of the results not yet sent
     size_t batch_count;         //  How many
     pw_t *entry;                //  One entry being encoded
@@ -161,6 +164,7 @@ struct _s_work_t {
     backend_outcome_t outcome;  //  In-loop actions: what they reported
     int64_t started_ms;         //  Monotonic start, 0 before
     backend_progress_t sent;    //  The last progress sent (percent -1, "": none)
+    char *traceparent;          //  The command's trace context, or NULL
 };
 
 //  Progress of one attempt that waits for the hold timer.
@@ -563,7 +567,12 @@ static void
 s_finish (agent_t *self, proto_msg_t *result)
 {
     char err [256];
+    //  The spool is read by the previous release too (a downgrade), which
+    //  knows no traceparent: kept without it, and sent again without it
+    char *traceparent = result->traceparent;
+    result->traceparent = NULL;
     bool spooled = spool_put (self->spool, result, err, sizeof (err)) == 0;
+    result->traceparent = traceparent;
     if (!spooled)
         log_warn ("cannot record the result of %s step %u: %s (kept in "
                "memory and sent until the broker has it)", result->job,
@@ -586,10 +595,35 @@ s_finish (agent_t *self, proto_msg_t *result)
         zhashx_update (self->unspooled, key,
                        zchunk_new (pw_data (self->writer),
                                    pw_size (self->writer)));
-    s_debug (self, "job %s step %u attempt %u: %s%s%s", result->job,
-             result->step, result->attempt, result->status,
-             result->error && *result->error ? ": " : "",
-             result->error ? result->error : "");
+    char trace_id [TRACE_ID_HEX + 1];
+    bool traced = trace_job_lookup (result->job, trace_id);
+    log_write (LOG_LEVEL_DEBUG,
+               &(log_ctx_t) {result->job, NULL, NULL,
+                             traced ? trace_id : NULL},
+               "job %s step %u attempt %u: %s%s%s%s%s", result->job,
+               result->step, result->attempt, result->status,
+               result->error && *result->error ? ": " : "",
+               result->error ? result->error : "",
+               result->traceparent ? ", result traceparent " : "",
+               result->traceparent ? result->traceparent : "");
+}
+
+//  The traceparent RESULT carries when the broker granted trace: the
+//  command's TRACEPARENT with this attempt's span as its parent (the id
+//  the broker gives the attempt's span, trace_span_id), or NULL.
+static char *
+s_result_trace (agent_t *self, const proto_msg_t *result,
+                const char *traceparent)
+{
+    trace_ctx_t ctx;
+    char why [160];
+    if (!self->trace || !traceparent
+        || trace_parse (traceparent, &ctx, why, sizeof why) != 0)
+        return NULL;
+    trace_span_id (&ctx, result->job, result->step, self->config->id,
+                   result->attempt, ctx.parent_id);
+    char text [TRACE_PARENT_LEN + 1];
+    return strdup (trace_format (&ctx, text));
 }
 
 //  A result for work that did not run: refused, cancelled before it
@@ -609,6 +643,7 @@ s_finish_unrun (agent_t *self, const proto_msg_t *command, const char *status,
     result->error = s_clean_text (strdup (error), strlen (error),
                                   PROTO_MAX_TEXT, &cut);
     result->exit_code = -1;
+    result->traceparent = s_result_trace (self, result, command->traceparent);
     s_finish (self, result);
     proto_msg_destroy (&result);
 }
@@ -621,6 +656,7 @@ s_work_free (void *arg)
     backend_outcome_clear (&work->outcome);
     free (work->job);
     free (work->what);
+    free (work->traceparent);
     free (work);
 }
 
@@ -720,6 +756,7 @@ s_work_done (void *arg, executor_result_t *done)
     result->exit_code = done->exit_code;
     result->duration_ms = done->duration_ms;
     result->truncated = done->truncated;
+    result->traceparent = s_result_trace (self, result, work->traceparent);
     const char *status = s_status_name (done->status);
 
     backend_outcome_t *outcome = &work->outcome;
@@ -815,9 +852,20 @@ s_take (agent_t *self, const proto_msg_t *command, const char *key)
     }
     s_hold (self, PROTO_ACK, key, command->job, command->step,
             command->attempt);
-    s_debug (self, "job %s step %u attempt %u: %s.%s taken", command->job,
-             command->step, command->attempt, command->backend,
-             command->action);
+    //  Every line about the job carries its trace id from now on
+    char trace_id [TRACE_ID_HEX + 1] = "";
+    if (command->traceparent) {
+        memcpy (trace_id, command->traceparent + 3, TRACE_ID_HEX);
+        trace_id [TRACE_ID_HEX] = 0;
+        trace_job_remember (command->job, trace_id);
+    }
+    log_write (LOG_LEVEL_DEBUG,
+               &(log_ctx_t) {command->job, NULL, NULL,
+                             *trace_id ? trace_id : NULL},
+               "job %s step %u attempt %u: %s.%s taken%s%s", command->job,
+               command->step, command->attempt, command->backend,
+               command->action, command->traceparent ? ", traceparent " : "",
+               command->traceparent ? command->traceparent : "");
 
     if (zhashx_lookup (self->cancelled, command->job)) {
         s_finish_unrun (self, command, "cancelled",
@@ -864,6 +912,8 @@ s_take (agent_t *self, const proto_msg_t *command, const char *key)
         work->agent = self;
         snprintf (work->key, sizeof (work->key), "%s", key);
         work->job = strdup (command->job);
+        work->traceparent = command->traceparent
+                                ? strdup (command->traceparent) : NULL;
         work->step = command->step;
         work->attempt = command->attempt;
         work->plan = plan;
@@ -1020,6 +1070,7 @@ s_on_welcome (agent_t *self, const proto_msg_t *welcome)
                                                  PROTO_FEATURE_RESULTS);
     self->typed_data = proto_msg_has_feature (welcome,
                                               PROTO_FEATURE_TYPED_DATA);
+    self->trace = proto_msg_has_feature (welcome, PROTO_FEATURE_TRACE);
     s_log (self, "welcomed by the broker (heartbeat every %u ms, %zu "
            "result(s) to deliver%s)", link_heartbeat_ms (self->link),
            s_unacked (self), self->batch_results ? ", in batches" : "");
@@ -1254,16 +1305,18 @@ s_build_hello (agent_t *self, char *err, size_t err_len)
     //  Acks of several results in one message, and results in batches
     //  once a welcome grants them (PROTOCOL.md 4.1 rule 8)
     //  (and data values that are ints, PROTO_FEATURE_TYPED_DATA)
+    //  (and commands that carry a traceparent, PROTO_FEATURE_TRACE)
     char *features [] = { PROTO_FEATURE_RESULT_ACKS, PROTO_FEATURE_RESULTS,
-                          PROTO_FEATURE_TYPED_DATA };
+                          PROTO_FEATURE_TYPED_DATA, PROTO_FEATURE_TRACE };
+    size_t feature_count = sizeof features / sizeof features [0];
     if (!self->plain_hello) {
-        hello->features = (char **) calloc (3, sizeof (char *));
+        hello->features = (char **) calloc (feature_count, sizeof (char *));
         if (hello->features) {
-            hello->features [0] = strdup (features [0]);
-            hello->features [1] = strdup (features [1]);
-            hello->features [2] = strdup (features [2]);
-            hello->feature_count = hello->features [0] && hello->features [1]
-                                   && hello->features [2] ? 3 : 0;
+            bool all = true;
+            for (size_t index = 0; index < feature_count; index++)
+                all = (hello->features [index] = strdup (features [index]))
+                      && all;
+            hello->feature_count = all ? feature_count : 0;
         }
     }
     for (size_t index = 0; index < config->group_count; index++)

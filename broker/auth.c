@@ -76,7 +76,7 @@ s_log_node (const char *node, const char *format, ...)
     va_start (args, format);
     log_writev (strncmp (format, "WARNING", 7) == 0 ? LOG_LEVEL_WARN
                                                   : LOG_LEVEL_INFO,
-                &(log_ctx_t) {NULL, node, NULL}, format, args);
+                &(log_ctx_t) {NULL, node, NULL, NULL}, format, args);
     va_end (args);
 }
 

@@ -701,6 +701,16 @@ broker_new (const broker_config_t *config, char *err, size_t err_len)
             return NULL;
         }
     }
+    if (self->config.tracing.otlp_endpoint) {
+        self->ctx.tracer = tracing_exporter_new (&self->config.tracing, err,
+                                                 err_len);
+        if (!self->ctx.tracer) {
+            broker_destroy (&self);
+            return NULL;
+        }
+        log_info ("exporting spans over OTLP/HTTP (JSON) to the collector "
+                  "at %s", self->config.tracing.otlp_endpoint);
+    }
     self->loop = zloop_new ();
     zloop_reader (self->loop, self->client, broker_on_client, self);
     if (self->http)
@@ -866,6 +876,7 @@ broker_destroy (broker_t **self_p)
     repl_source_destroy (&self->repl);
     pw_destroy (&self->journal);
     http_destroy (&self->ctx.http_face);
+    otlp_destroy (&self->ctx.tracer);
     zsock_destroy (&self->http);
     zsock_destroy (&self->client);
     zsock_destroy (&self->agents);

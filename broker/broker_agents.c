@@ -190,7 +190,7 @@ s_send_welcome (broker_t *self, registry_node_t *node)
     //  relays only when each of them said it speaks protocol 2: a relay
     //  of a release before features decodes each welcome to grant its
     //  agent's topics, and would refuse one with this key
-    char *granted [2];
+    char *granted [3];
     size_t granted_count = 0;
     bool path_grants = node->via_size == 0 || node->relays_protocol >= 2;
     if (path_grants
@@ -201,6 +201,9 @@ s_send_welcome (broker_t *self, registry_node_t *node)
     if (path_grants
         && proto_hello_has_feature (node->hello, PROTO_FEATURE_TYPED_DATA))
         granted [granted_count++] = PROTO_FEATURE_TYPED_DATA;
+    //  Its results may echo the traceparent of their command
+    if (broker_node_traced (node))
+        granted [granted_count++] = PROTO_FEATURE_TRACE;
     if (granted_count) {
         welcome.features = granted;
         welcome.feature_count = granted_count;

@@ -289,6 +289,17 @@ broker_node_protocol (const registry_node_t *node)
            ? node->hello->protocol : PROTO_VERSION_MIN;
 }
 
+//  Whether NODE's agent takes a command's traceparent: its hello named
+//  the trace feature, and every relay on its path said it speaks
+//  protocol 2 (as welcome's features, PROTOCOL.md section 6).
+static inline bool
+broker_node_traced (const registry_node_t *node)
+{
+    return node && node->hello
+           && (node->via_size == 0 || node->relays_protocol >= 2)
+           && proto_hello_has_feature (node->hello, PROTO_FEATURE_TRACE);
+}
+
 //  Queues the reply DATA/SIZE to the client whose envelope is ENVELOPE
 //  on SOCKET, sent after the pass commits, at protocol VERSION (the
 //  request's: proto_version_for). REQUEST is the message it answers, ID

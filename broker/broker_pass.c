@@ -9,6 +9,7 @@
 */
 #include "broker.h"
 #include "broker_int.h"
+#include "jobtrace.h"
 
 void
 broker_pending_destroy (s_pending_t **self_p)
@@ -700,9 +701,26 @@ broker_pass_end (broker_t *self)
 //  ---------------------------------------------------------------------
 //  Scheduler actions
 
+//  Whether the command of JOB's STEP to NODES (COUNT of them) may carry
+//  the job's trace context: every one of them takes it.
+static bool
+s_traced (broker_t *self, const sched_job_t *job, char *const *nodes,
+          size_t count)
+{
+    if (!*job->traceparent || count == 0)
+        return false;
+    for (size_t index = 0; index < count; index++)
+        if (!broker_node_traced (registry_lookup (self->ctx.registry,
+                                                  nodes [index])))
+            return false;
+    return true;
+}
+
+//  TRACED: the command carries the job's trace context (s_traced).
 static void
 s_write_command (broker_t *self, const sched_job_t *job, uint32_t step,
-                 uint32_t attempt, char *const *nodes, size_t node_count)
+                 uint32_t attempt, char *const *nodes, size_t node_count,
+                 bool traced)
 {
     const job_phase_t *leaf = job_spec_step (job->spec, step, NULL, NULL);
     assert (leaf);
@@ -732,6 +750,10 @@ s_write_command (broker_t *self, const sched_job_t *job, uint32_t step,
     msg.node_count = node_count;
     //  Steps of a DAG job may be under way side by side on one node
     msg.parallel = job_spec_is_dag (job->spec);
+    char traceparent [TRACE_PARENT_LEN + 1];
+    if (traced)
+        msg.traceparent = jobtrace_command (job->id, job->traceparent, step,
+                                            traceparent);
     pw_reset (self->body);
     int rc = proto_msg_encode (&msg, self->body);
     assert (rc == 0);
@@ -746,13 +768,19 @@ s_dispatch (broker_t *self, const sched_action_t *action)
         //  exactly them (late joiners and dropped nodes must not act).
         size_t members = registry_members (self->ctx.registry, &job->spec->target);
         bool exact = members == action->node_count;
+        //  Every receiver must take the trace context: the topic's
+        //  members when they are exactly the nodes meant
         s_write_command (self, job, action->step, action->attempt,
                          exact ? NULL : action->nodes,
-                         exact ? 0 : action->node_count);
+                         exact ? 0 : action->node_count,
+                         exact && s_traced (self, job, action->nodes,
+                                            action->node_count));
         s_publish (self, action->topic);
     }
     else {
-        s_write_command (self, job, action->step, action->attempt, NULL, 0);
+        s_write_command (self, job, action->step, action->attempt, NULL, 0,
+                         s_traced (self, job, action->nodes,
+                                   action->node_count));
         for (size_t index = 0; index < action->node_count; index++) {
             char *topic = topic_for_node (action->nodes [index]);
             s_publish (self, topic);
@@ -989,7 +1017,9 @@ broker_drain (broker_t *self)
                 break;
             case SCHED_ACTION_RESEND:
                 s_write_command (self, action.job, action.step,
-                                 action.attempt, NULL, 0);
+                                 action.attempt, NULL, 0,
+                                 s_traced (self, action.job,
+                                           (char *const *) &action.node, 1));
                 broker_send_to_node (self, registry_lookup (self->ctx.registry,
                                                        action.node),
                                 true);
@@ -1071,13 +1101,21 @@ broker_drain (broker_t *self)
                 }
                 if (action.job->schedule)
                     schedrun_on_finished (&self->ctx, action.job);
+                //  Its spans, from what this pass holds (tracing.h)
+                tracing_job_finished (self->ctx.tracer, txn, action.job,
+                                      wall_ms);
                 zhashx_delete (self->event_seq, action.job->id);
-                //  Logged once it is stored
+                //  Logged once it is stored, with its trace id, by which
+                //  its spans are found
                 zlistx_add_end (self->pass_logs,
-                                zsys_sprintf ("job %s %s%s%s", action.job->id,
+                                zsys_sprintf ("job %s %s%s%s%s%.32s%s", action.job->id,
                                               sched_job_status_name (action.job->status),
                                               action.job->reason ? ": " : "",
-                                              action.job->reason ? action.job->reason : ""));
+                                              action.job->reason ? action.job->reason : "",
+                                              *action.job->traceparent ? " (trace " : "",
+                                              *action.job->traceparent
+                                                  ? action.job->traceparent + 3 : "",
+                                              *action.job->traceparent ? ")" : ""));
                 break;
         }
     }

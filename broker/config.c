@@ -36,6 +36,7 @@ broker_config_defaults (broker_config_t *config)
     auth_config_defaults (&config->auth);
     http_config_defaults (&config->http);
     cluster_config_defaults (&config->cluster);
+    tracing_config_defaults (&config->tracing);
 }
 
 void
@@ -54,6 +55,7 @@ broker_config_clear (broker_config_t *config)
     relays_config_clear (&config->relays);
     http_config_clear (&config->http);
     cluster_config_clear (&config->cluster);
+    tracing_config_clear (&config->tracing);
     job_limits_free (config->limits, config->limit_count);
     config->limits = NULL;
     config->limit_count = 0;
@@ -73,6 +75,7 @@ broker_config_copy (broker_config_t *dest, const broker_config_t *src)
     relays_config_copy (&dest->relays, &src->relays);
     http_config_copy (&dest->http, &src->http);
     cluster_config_copy (&dest->cluster, &src->cluster);
+    tracing_config_copy (&dest->tracing, &src->tracing);
     dest->limits = NULL;
     if (src->limit_count) {
         dest->limits = (job_limit_t *) calloc (src->limit_count,
@@ -210,7 +213,7 @@ broker_config_load (broker_config_t *config, const char *path, char *err,
         "map_size_mb", "max_map_size_mb", "retention", "offline_grace",
         "last_seen_save",
         "verbose", "dlq_retention", "audit_retention", "store", "log_level", "log_format",
-        "results", "http", "ha",
+        "results", "http", "ha", "tracing",
         //  Read by auth_config_load
         "key", "insecure", "auto_accept", "max_pending_keys", "clients",
         "allow",
@@ -341,6 +344,8 @@ broker_config_load (broker_config_t *config, const char *path, char *err,
         rc = http_config_load (&config->http, root, why, sizeof why);
     if (rc == 0)
         rc = cluster_config_load (&config->cluster, root, why, sizeof why);
+    if (rc == 0)
+        rc = tracing_config_load (&config->tracing, root, why, sizeof why);
     //  The first number out of range, named with its bound
     const struct {
         const char *key;      //  Its key in the file

@@ -18,6 +18,7 @@
 #include "http.h"
 #include "relays.h"
 #include "sched.h"
+#include "tracing.h"
 
 #define BROKER_DEFAULT_MAX_OUTPUT ((uint64_t) 16 << 20)  //  results.max_output
 
@@ -49,6 +50,7 @@ typedef struct {
     size_t limit_count;          //  How many
     http_config_t http;          //  The HTTP face (`http:`), off by default
     cluster_config_t cluster;    //  A broker cluster (`ha:`), off by default
+    tracing_config_t tracing;    //  Span export (`tracing:`), off by default
 } broker_config_t;
 
 //  The config file read when no --config is given and it exists

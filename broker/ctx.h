@@ -110,6 +110,7 @@ struct _ctx_t {
     broker_stats_t *stats;       //  Counters and figures
     ctx_state_t state;           //  Maintenance, the restart hold, job ids
     http_t *http_face;           //  The HTTP face (for its figures), or NULL
+    otlp_t *tracer;              //  The span exporter (tracing:), or NULL
     pw_t *scratch;               //  An encoding buffer any handler may reset
                                  //  and use until it returns
 };

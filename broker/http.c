@@ -32,6 +32,7 @@
 #include "../proto/pj.h"
 #include "../proto/proto.h"
 #include "../proto/pw.h"
+#include "../proto/trace.h"
 #include "http.h"
 #include "http_int.h"
 #include "webfiles.h"
@@ -1091,6 +1092,24 @@ s_start_api (s_server_t *self, s_call_t *call)
             return;
         }
     }
+    //  A job's W3C trace context comes in the traceparent header; one
+    //  that is not valid is refused, as job.submit refuses it
+    const char *traceparent = NULL;
+    if (strcmp (route->type, "job.submit") == 0)
+        traceparent = MHD_lookup_connection_value (connection,
+                                                   MHD_HEADER_KIND,
+                                                   "traceparent");
+    if (traceparent) {
+        trace_ctx_t trace;
+        char why [160];
+        if (trace_parse (traceparent, &trace, why, sizeof why) != 0) {
+            s_answer_error (call, 400, PROTO_ERR_BAD_REQUEST,
+                            "header %s", why);
+            json_decref (body);
+            return;
+        }
+        fields++;
+    }
     char id [S_REQUEST_ID_MAX + 1];
     const char *given = MHD_lookup_connection_value (connection,
                                                      MHD_HEADER_KIND,
@@ -1117,6 +1136,10 @@ s_start_api (s_server_t *self, s_call_t *call)
     if (call->param) {
         pw_str (request, route->param);
         pw_str (request, call->param);
+    }
+    if (traceparent) {
+        pw_str (request, "traceparent");
+        pw_str (request, traceparent);
     }
     int rc = 0;
     for (size_t index = 0; index < query.count && rc == 0; index++)

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "jobrec.h"
+#include "jobtrace.h"
 
 void
 jobrec_digest (const void *data, size_t size, uint8_t *digest)
@@ -717,7 +718,8 @@ s_target_text (const pv_t *spec)
 
 int
 jobrec_write_record (store_txn_t *txn, const char *job_id,
-                     const sched_job_t *live, pw_t *writer)
+                     const sched_job_t *live, const char *traceparent,
+                     bool trace_made, pw_t *writer)
 {
     pv_doc_t *doc = NULL;
     int rc = s_get_doc (txn, STORE_DB_JOBS, job_id, strlen (job_id), &doc);
@@ -758,7 +760,8 @@ jobrec_write_record (store_txn_t *txn, const char *job_id,
     pw_map (writer, 11 + s_spec_field_count (spec) + (has_reason ? 1 : 0)
                         + (has_retry_of ? 1 : 0) + (has_retried_by ? 1 : 0)
                         + (members ? 1 : 0) + (has_schedule ? 1 : 0)
-                        + (has_submitted_by ? 1 : 0) + (live ? 1 : 0));
+                        + (has_submitted_by ? 1 : 0) + (live ? 1 : 0)
+                        + (traceparent ? 1 : 0));
     pw_str (writer, "id");
     pw_str (writer, job_id);
     pw_str (writer, "target_text");
@@ -778,6 +781,10 @@ jobrec_write_record (store_txn_t *txn, const char *job_id,
     if (has_submitted_by) {
         pw_str (writer, "submitted_by");
         pw_pv (writer, submitted_by);
+    }
+    if (traceparent) {
+        pw_str (writer, "trace");
+        jobtrace_write (job_id, traceparent, trace_made, writer);
     }
     s_write_spec_fields (spec, writer);
     pw_str (writer, "dead_letter");
@@ -1174,6 +1181,9 @@ jobrec_load (store_txn_t *txn, const char *job_id, sched_job_t **job_p)
     job->reason = pv_strdup (pv_map_get (header, "reason"));
     job->schedule = pv_strdup (pv_map_get (header, "schedule"));
     job->submitted_by = pv_strdup (pv_map_get (header, "submitted_by"));
+    //  A job of an earlier release has none: it stays untraced
+    if (jobtrace_get (txn, job_id, job->traceparent, &job->trace_made) == 0)
+        jobtrace_remember (job_id, job->traceparent);
     rc = 0;
     const pv_t *retry_of = pv_map_get (header, "retry_of");
     if (retry_of) {
@@ -1572,6 +1582,8 @@ jobrec_delete (store_txn_t *txn, const char *job_id)
         rc = store_del_prefix (txn, STORE_DB_OUTPUTS, prefix, prefix_len);
     if (rc >= 0)
         rc = store_del_prefix (txn, STORE_DB_EVENTS, prefix, prefix_len);
+    if (rc >= 0)
+        rc = jobtrace_delete (txn, job_id);
     if (rc >= 0)
         rc = store_del (txn, STORE_DB_JOBS, job_id, strlen (job_id));
     return rc < 0 ? rc : 0;

@@ -112,10 +112,13 @@ uint32_t jobrec_next_event_seq (store_txn_t *txn, const char *job_id);
 //  Writes the client API job record of JOB_ID (header + every cell) into
 //  WRITER. LIVE is the scheduler's job while it runs, else NULL: it gives
 //  the cells the scheduler did not store (a broadcast's dispatched cells,
-//  docs/SCHEDULING.md R16). Returns 0, STORE_ENOTFOUND, or -2 when a
-//  stored record does not decode (logged by the caller as corruption).
+//  docs/SCHEDULING.md R16). TRACEPARENT, when not NULL, is written as
+//  its trace (jobtrace_write; TRACE_MADE: the broker made it). Returns
+//  0, STORE_ENOTFOUND, or -2 when a stored record does not decode
+//  (logged by the caller as corruption).
 int jobrec_write_record (store_txn_t *txn, const char *job_id,
-                         const sched_job_t *live, pw_t *writer);
+                         const sched_job_t *live, const char *traceparent,
+                         bool trace_made, pw_t *writer);
 
 //  Writes a job.list summary from a decoded header record. Returns 0 or -2.
 int jobrec_write_summary (const pv_t *header, pw_t *writer);

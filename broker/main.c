@@ -487,6 +487,47 @@ s_print_config (const broker_config_t *config, const bool *given,
                          false);
     conf_print_int (o, "http.max_connections_per_ip",
                     http->max_connections_per_ip, NULL, false);
+    const tracing_config_t *tracing = &config->tracing;
+    conf_print_setting (o, "tracing.otlp_endpoint",
+                        tracing->otlp_endpoint ? tracing->otlp_endpoint
+                                               : "null",
+                        tracing->otlp_endpoint != NULL, NULL, false);
+    conf_print_setting (o, "tracing.service_name",
+                        tracing->service_name ? tracing->service_name
+                                              : OTLP_DEFAULT_SERVICE,
+                        true, NULL, false);
+    conf_print_int (o, "tracing.batch_size", tracing->batch_size, NULL,
+                    false);
+    conf_print_duration (o, "tracing.batch_delay", tracing->batch_delay_ms,
+                         NULL, false);
+    conf_print_duration (o, "tracing.timeout", tracing->timeout_ms, NULL,
+                         false);
+    conf_print_int (o, "tracing.queue_size", tracing->queue_size, NULL,
+                    false);
+    const cluster_config_t *cluster = &config->cluster;
+    conf_print_setting (o, "ha.cluster",
+                        cluster->cluster ? cluster->cluster : "null",
+                        cluster->cluster != NULL, NULL, false);
+    conf_print_setting (o, "ha.name", cluster->name ? cluster->name : "null",
+                        cluster->name != NULL, NULL, false);
+    conf_print_setting (o, "ha.etcd", cluster->etcd ? cluster->etcd : "null",
+                        cluster->etcd != NULL, NULL, false);
+    conf_print_duration (o, "ha.ttl", cluster->ttl_ms, NULL, false);
+    conf_print_setting (o, "ha.replicate",
+                        cluster->replicate ? cluster->replicate : "null",
+                        cluster->replicate != NULL, NULL, false);
+    conf_print_duration (o, "ha.sync_timeout", cluster->sync_timeout_ms, NULL,
+                         false);
+    conf_print_setting (o, "ha.strict", cluster->strict ? "true" : "false",
+                        false, NULL, false);
+    for (size_t index = 0; index < cluster->peer_count; index++) {
+        const cluster_peer_t *peer = &cluster->peers [index];
+        char key [64], value [1200];
+        snprintf (key, sizeof key, "ha.peers.%zu", index);
+        snprintf (value, sizeof value, "%s client %s replicate %s",
+                  peer->name, peer->client, peer->replicate);
+        conf_print_setting (o, key, value, true, NULL, false);
+    }
 #undef S_GIVEN
     pv_doc_destroy (&doc);
 }

@@ -699,6 +699,12 @@ metrics_render (const metrics_t *self, const metrics_figures_t *figures,
     s_write_security (figures, out);
     s_write_http (figures, out);
     s_write_store (self, figures, out);
+    s_counter (out, "grid_trace_spans_exported_total",
+               "Spans the OTLP collector took (tracing.otlp_endpoint).",
+               figures->trace_exported);
+    s_counter (out, "grid_trace_spans_dropped_total",
+               "Spans dropped: the export queue was full, or the collector "
+               "did not take their batch.", figures->trace_dropped);
     s_gauge (out, "grid_schedules", "Schedules kept by the broker.",
              figures->schedules);
     s_gauge (out, "grid_schedules_paused", "Schedules that are paused.",

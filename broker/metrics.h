@@ -159,6 +159,8 @@ typedef struct {
     uint64_t ha_sync_standbys;   //  ... in the sync set
     double ha_lag_s;             //  The longest a pass has waited for a
                                  //  standby's acknowledgement, now
+    uint64_t trace_exported;     //  Spans the OTLP collector took
+    uint64_t trace_dropped;      //  Spans dropped (queue full, POST failed)
 } metrics_figures_t;
 
 //  Writes the whole exposition of FIGURES and SELF to OUT. Returns 0, or

@@ -61,6 +61,15 @@ s_restart_only (const broker_config_t *running, const broker_config_t *fresh,
     ||  http->idle_timeout_ms != next->idle_timeout_ms
     ||  http->max_connections_per_ip != next->max_connections_per_ip)
         names [count++] = "http";
+    const tracing_config_t *tracing = &running->tracing;
+    const tracing_config_t *next_tracing = &fresh->tracing;
+    if (s_text_differs (tracing->otlp_endpoint, next_tracing->otlp_endpoint)
+    ||  s_text_differs (tracing->service_name, next_tracing->service_name)
+    ||  tracing->batch_size != next_tracing->batch_size
+    ||  tracing->batch_delay_ms != next_tracing->batch_delay_ms
+    ||  tracing->timeout_ms != next_tracing->timeout_ms
+    ||  tracing->queue_size != next_tracing->queue_size)
+        names [count++] = "tracing";
     text [0] = 0;
     size_t used = 0;
     for (size_t index = 0; index < count && used < text_len; index++)

@@ -42,6 +42,7 @@
 #include "../proto/job.h"
 #include "../proto/names.h"
 #include "../proto/proto.h"
+#include "../proto/trace.h"
 
 typedef enum {
     SCHED_JOB_PENDING = 0,       //  Queued, not started
@@ -141,6 +142,9 @@ typedef struct {
     char *schedule;               //  The schedule that started it (owned), or NULL; not used by sched
     char *submitted_by;           //  Who submitted it, "alice (admin)" (owned), or NULL;
                                   //  named in its submitted event
+    char traceparent [TRACE_PARENT_LEN + 1];  //  Its W3C trace context (broker/jobtrace.h),
+                                  //  "" for a job of an earlier release; not used by sched
+    bool trace_made;              //  The broker made it (the job's span is a root)
     int64_t created_at_ms;        //  Wall clock, set by the caller, not used by sched
     int64_t updated_at_ms;        //  Wall clock, set by the caller, not used by sched
     int64_t submitted_ms;         //  Monotonic time of submission (sched)

@@ -150,6 +150,7 @@ typedef struct {
     job_amount_t max_failures;    //  --max-failures N|P%, .set when given
     uint32_t canary;              //  --canary N, 0 when not given
     const char *idempotency_key;  //  --idempotency-key KEY, or NULL
+    const char *traceparent;      //  --traceparent TEXT (W3C), or NULL
     bool check;                   //  --check: a dry run (job.check)
     //  job status / cancel / events, node info
     const char *id;               //  The job or node id

@@ -63,8 +63,8 @@ s_run_check (cli_args_t *args, char *err, size_t err_len)
                              "job run -f FILE takes the target, tasks and "
                              "options from the file; only --wait, --check, "
                              "--batch, --max-failures, --canary, "
-                             "--idempotency-key and global options may be "
-                             "added");
+                             "--idempotency-key, --traceparent and global "
+                             "options may be added");
         return 0;
     }
     if (!args->target_text)
@@ -168,10 +168,16 @@ s_build_run (const cli_args_t *args, const job_spec_t *file_spec,
     pw_t *job = cli_job_bytes (args, file_spec, errors);
     if (!job)
         return -1;
+    //  traceparent only when asked for: a broker of an earlier release
+    //  does not know the key
     proto_request_begin (writer, args->check ? "job.check" : "job.submit", id,
-                         1);
+                         args->traceparent && !args->check ? 2 : 1);
     pw_str (writer, "job");
     pw_raw (writer, pw_data (job), pw_size (job));
+    if (args->traceparent && !args->check) {
+        pw_str (writer, "traceparent");
+        pw_str (writer, args->traceparent);
+    }
     pw_destroy (&job);
     return 0;
 }
@@ -945,6 +951,10 @@ static const char s_help_job [] =
 "                      makes no new job and prints \"job ID already\n"
 "                      submitted with key K (STATUS)\" (JSON: existing\n"
 "                      true); the same K with another job is a conflict\n"
+"  --traceparent T     the job's W3C trace context (00-<32 hex>-<16 hex>-\n"
+"                      <2 hex>, lowercase; also with -f FILE): its spans\n"
+"                      are children of T's parent id. Without it the\n"
+"                      broker makes one; job status shows it\n"
 "  --check             a dry run (job.check): the nodes it would run on,\n"
 "                      those it would not and why (offline, drained,\n"
 "                      lacking the action), the plan (phases or DAG\n"

@@ -78,6 +78,10 @@ s_schedule_check (cli_args_t *args, char *err, size_t err_len)
     if (args->idempotency_key)
         return cli_fail (err, err_len, "schedule add takes no "
                          "--idempotency-key: each run is a new job");
+    if (args->traceparent)
+        return cli_fail (err, err_len, "schedule add takes no "
+                         "--traceparent: each run is a new job with a trace "
+                         "of its own");
     if (!args->cron == !args->every)
         return cli_fail (err, err_len, "schedule add needs one of --cron EXPR "
                          "and --every D");

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "../proto/proto.h"
+#include "../proto/trace.h"
 #include "cmd.h"
 #include "util.h"
 
@@ -21,7 +22,7 @@ enum {
     S_OPT_WAIT = CLI_OPT_COMMAND, S_OPT_CHECK, S_OPT_TARGET, S_OPT_TIMEOUT,
     S_OPT_JOB_TIMEOUT, S_OPT_RETRIES, S_OPT_STRATEGY, S_OPT_PRIORITY,
     S_OPT_BATCH, S_OPT_MAX_FAILURES, S_OPT_CANARY, S_OPT_LIMITS, S_OPT_LEASE,
-    S_OPT_STALL_TIMEOUT, S_OPT_IDEMPOTENCY_KEY
+    S_OPT_STALL_TIMEOUT, S_OPT_IDEMPOTENCY_KEY, S_OPT_TRACEPARENT
 };
 
 //  Options of job run, read only before BACKEND (also schedule add's)
@@ -42,6 +43,7 @@ const struct option cli_run_options [] = {
     {"lease", required_argument, NULL, S_OPT_LEASE},
     {"stall-timeout", required_argument, NULL, S_OPT_STALL_TIMEOUT},
     {"idempotency-key", required_argument, NULL, S_OPT_IDEMPOTENCY_KEY},
+    {"traceparent", required_argument, NULL, S_OPT_TRACEPARENT},
     {NULL, 0, NULL, 0}
 };
 
@@ -186,6 +188,14 @@ cli_run_option (cli_args_t *args, int option, const char *value, char *err,
                 return cli_fail (err, err_len, "--idempotency-key must be 1 "
                                  "to 256 bytes of printable text");
             args->idempotency_key = value;
+            return 0;
+        }
+        case S_OPT_TRACEPARENT: {
+            trace_ctx_t ctx;
+            char why [160];
+            if (trace_parse (value, &ctx, why, sizeof why) != 0)
+                return cli_fail (err, err_len, "--%s", why);
+            args->traceparent = value;
             return 0;
         }
         default:

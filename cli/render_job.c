@@ -464,6 +464,18 @@ cli_render_job (const pv_t *record, FILE *out, bool color)
     if (pv_size (pv_map_get (record, "submitted_by")))
         cli_header_line (out, "submitted by",
                          cli_field (record, "submitted_by", buf, sizeof buf));
+    const pv_t *trace = pv_map_get (record, "trace");
+    if (pv_type (trace) == PV_MAP) {
+        bool generated = false;
+        pv_get_bool (pv_map_get (trace, "generated"), &generated);
+        char line [200];
+        snprintf (line, sizeof line, "%s%s",
+                  cli_field (trace, "trace_id", buf, sizeof buf),
+                  generated ? " (generated)" : "");
+        cli_header_line (out, "trace", line);
+        cli_header_line (out, "traceparent",
+                         cli_field (trace, "traceparent", buf, sizeof buf));
+    }
     cli_header_line (out, "created",
                      cli_time (pv_map_get (record, "created_at"), false, buf,
                                sizeof buf));

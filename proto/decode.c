@@ -841,7 +841,7 @@ s_direct_text (s_reader_t *reader, s_text_t rule, char **out)
     //  digits and a few marks: checked below, they are text
     bool named = rule == S_TEXT_NAME || rule == S_TEXT_LABEL
                  || rule == S_TEXT_JOB || rule == S_TEXT_STATUS
-                 || rule == S_TEXT_STREAM;
+                 || rule == S_TEXT_STREAM || rule == S_TEXT_TRACE;
     if (s_read_str (reader, &bytes, &len) || len > proto_text_max (rule)
     ||  (!named && !pv_text_valid (bytes, len)))
         return -1;

@@ -13,6 +13,7 @@
 
 #include "log.h"
 #include "names.h"
+#include "trace.h"
 
 #define S_LINE_MAX 8192          //  Longest line written (cut beyond)
 #define S_JOB_ID_CHARS 19        //  "j-0193a1b2c3d4-0001"
@@ -298,6 +299,17 @@ s_json_field (char *buf, size_t size, size_t *used, const char *key,
         s_append (buf, size, used, field);
 }
 
+//  Ends a text line with " trace_id=..." when CTX names one (and it fits).
+static void
+s_trace_append (char *buf, size_t size, size_t *used, const log_ctx_t *ctx)
+{
+    if (!ctx || !ctx->trace_id
+        || *used + strlen (ctx->trace_id) + 12 >= size)
+        return;
+    s_append (buf, size, used, " trace_id=");
+    s_text_append (buf, size - 1, used, ctx->trace_id);
+}
+
 void
 log_scope_set (const log_scope_t *scope)
 {
@@ -336,6 +348,11 @@ s_write (log_level_t level, const log_ctx_t *ctx, const char *msg,
         const char *job = ctx && ctx->job ? ctx->job
                         : s_find_job (msg, found) ? found : NULL;
         s_json_field (tail, sizeof tail, &tail_used, "job", job);
+        char remembered [TRACE_ID_HEX + 1];
+        const char *trace_id = ctx && ctx->trace_id ? ctx->trace_id
+                             : job && trace_job_lookup (job, remembered)
+                                 ? remembered : NULL;
+        s_json_field (tail, sizeof tail, &tail_used, "trace_id", trace_id);
         s_json_field (tail, sizeof tail, &tail_used, "node", node);
         const char *request = ctx && ctx->request ? ctx->request
                             : *s_scope_request ? s_scope_request : NULL;
@@ -368,6 +385,7 @@ s_write (log_level_t level, const log_ctx_t *ctx, const char *msg,
         snprintf (prefix, sizeof prefix, "<%d>", s_priority [level]);
         s_append (line, sizeof line, &used, prefix);
         s_text_append (line, sizeof line - 1, &used, msg);
+        s_trace_append (line, sizeof line, &used, ctx);
         s_append (line, sizeof line, &used, "\n");
     }
     else {
@@ -383,6 +401,7 @@ s_write (log_level_t level, const log_ctx_t *ctx, const char *msg,
         s_append (line, sizeof line, &used, log_level_name (level));
         s_append (line, sizeof line, &used, ": ");
         s_text_append (line, sizeof line - 1, &used, msg);
+        s_trace_append (line, sizeof line, &used, ctx);
         s_append (line, sizeof line, &used, "\n");
     }
     //  One write, so concurrent writers never split a line

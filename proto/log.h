@@ -17,7 +17,10 @@
                one (a line whose words name a job id carries it as job
                even when the caller passed none), and a line a client's
                request caused carries its request, caller and role
-               (log_scope_set)
+               (log_scope_set); a line about a job carries its W3C
+               trace id as "trace_id" (the caller's, or the one the
+               process remembers for that job, trace.h); a text line
+               ends with " trace_id=..." when the caller gave it
 
     A message is one line whatever it holds: in the text and journal forms
     its control bytes are written escaped (\n, \t, \r, \xHH: ESC reads
@@ -61,6 +64,9 @@ typedef struct {
     const char *job;         //  A job id
     const char *node;        //  A node id
     const char *request;     //  A client request id
+    const char *trace_id;    //  The job's trace id (32 hex), or NULL: a
+                             //  line about a job the process remembers
+                             //  (trace.h) carries its trace id anyway
 } log_ctx_t;
 
 //  Who caused the lines written until the scope is cleared: a client
@@ -139,10 +145,10 @@ void log_lines (log_level_t level, const log_ctx_t *ctx, const char *text);
 
 //  A line about job JOB (and NODE, may be NULL).
 #define log_job(level, job, node, ...) \
-    log_write ((level), &(log_ctx_t) {(job), (node), NULL}, __VA_ARGS__)
+    log_write ((level), &(log_ctx_t) {(job), (node), NULL, NULL}, __VA_ARGS__)
 
 //  A line about node NODE (carried as "node" in the JSON form).
 #define log_node(level, node, ...) \
-    log_write ((level), &(log_ctx_t) {NULL, (node), NULL}, __VA_ARGS__)
+    log_write ((level), &(log_ctx_t) {NULL, (node), NULL, NULL}, __VA_ARGS__)
 
 #endif

@@ -21,6 +21,7 @@
 #include "cron.h"
 #include "job.h"
 #include "names.h"
+#include "trace.h"
 
 //  Formats into BUF when there is one (reasons, paths); output that does
 //  not fit is cut.
@@ -134,6 +135,15 @@ proto_text_check (s_text_t rule, const char *text, size_t len,
                         "failed, timeout, cancelled, interrupted, refused)",
                         proto_show (text, len, show));
             return -2;
+        }
+        case S_TEXT_TRACE: {
+            char reason [160];
+            trace_ctx_t ctx;
+            if (trace_parse (text, &ctx, reason, sizeof reason) != 0) {
+                proto_fail (why, why_len, path, "%s", reason);
+                return -2;
+            }
+            break;
         }
         case S_TEXT_STREAM:
             if (strcmp (text, "stdout") != 0 && strcmp (text, "stderr") != 0) {
@@ -335,6 +345,8 @@ static const s_field_t s_result_fields [] = {
     S_COUNT_OPT (error_size, 1, PROTO_MAX_STREAM),
     S_COUNT_OPT (output_dropped, 1, INT64_MAX),
     S_COUNT_OPT (error_dropped, 1, INT64_MAX),
+    //  Only to a broker that granted the trace feature
+    S_TEXT_OPT (proto_msg_t, "traceparent", traceparent, S_TEXT_TRACE),
 };
 
 //  A result's dropped counts come with the size of what was kept
@@ -441,6 +453,8 @@ static const s_field_t s_command_fields [] = {
     { S_KEY ("parallel"), .kind = S_BOOL, .required = false,
       .offset = offsetof (proto_msg_t, parallel),
       .present = s_command_parallel },
+    //  Only to agents that announced the trace feature
+    S_TEXT_OPT (proto_msg_t, "traceparent", traceparent, S_TEXT_TRACE),
 };
 
 //  A cancel that names one attempt (a reclaim) carries step and attempt;
@@ -665,6 +679,7 @@ proto_msg_free_members (proto_msg_t *self)
     s_free_pairs (self->data, self->data_count);
     free (self->backend);
     free (self->action);
+    free (self->traceparent);
     s_free_pairs (self->params, self->param_count);
     s_free_strings (self->nodes, self->node_count);
     free (self->reason);

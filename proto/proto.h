@@ -70,9 +70,13 @@
                                                //  ints (agent -> broker)
 #define PROTO_FEATURE_RESULTS "results"  //  batched results (agent -> broker),
                                          //  once welcome grants it
+#define PROTO_FEATURE_TRACE "trace"  //  commands carry a traceparent; the
+                                     //  agent's results echo it once
+                                     //  welcome grants it
 //  All of them, as --version lists them
 #define PROTO_FEATURES_TEXT PROTO_FEATURE_RESULT_ACKS ", " \
-    PROTO_FEATURE_RESULTS ", " PROTO_FEATURE_TYPED_DATA
+    PROTO_FEATURE_RESULTS ", " PROTO_FEATURE_TYPED_DATA ", " \
+    PROTO_FEATURE_TRACE
 
 //  Codec returns (STYLE: 0 ok, -1 I/O, -2 malformed)
 #define PROTO_OK 0
@@ -214,6 +218,8 @@ struct proto_msg_s {
     size_t param_count;
     uint64_t timeout_ms;         //  Task timeout the agent enforces
     bool parallel;               //  command: may run alongside other steps of its job
+    char *traceparent;           //  command, result: the W3C trace context
+                                 //  (only with the trace feature), or NULL
     char **nodes;                //  command/cancel: only these nodes act (NULL = every receiver)
     size_t node_count;
     //  progress (and message, below)

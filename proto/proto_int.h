@@ -49,7 +49,8 @@ typedef enum {
     S_TEXT_OUTPUT,      //  At most PROTO_MAX_OUTPUT bytes
     S_TEXT_PROGRESS,    //  At most PROTO_MAX_PROGRESS bytes
     S_TEXT_STATUS,      //  One of s_statuses
-    S_TEXT_STREAM       //  "stdout" or "stderr"
+    S_TEXT_STREAM,      //  "stdout" or "stderr"
+    S_TEXT_TRACE        //  A W3C traceparent (trace_valid)
 } s_text_t;
 
 typedef enum {

@@ -42,6 +42,7 @@ typedef struct {
 
 static const s_request_field_t s_req_job_submit [] = {
     { "job", PV_MAP, true, 0, 0 },
+    { "traceparent", PV_STR, false, 1, 64 },
 };
 static const s_request_field_t s_req_job [] = {
     S_REQ_JOB,

@@ -86,6 +86,9 @@ typedef enum {
     STORE_DB_AUDIT,      //  wall ms (8 bytes BE) | seq (4 bytes BE) -> audit
                          //  entry (broker/audit.h); last, so that an older
                          //  release opens the store without knowing it
+    STORE_DB_JOB_TRACES, //  job id -> its W3C traceparent (broker/jobtrace.h);
+                         //  apart from the job header, which an older
+                         //  release reads unchanged
     STORE_DB_COUNT
 } store_db_t;
 

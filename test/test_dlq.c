@@ -240,7 +240,7 @@ test_dlq_retry_links_survive_the_header (void **state)
     assert_string_equal (copy->retried_by [1], "j-0193a1b2c3d4-0007");
     assert_true (copy->spec->dead_letter);
     pw_t *writer = pw_new ();
-    assert_int_equal (jobrec_write_record (fixture->txn, job->id, NULL, writer), 0);
+    assert_int_equal (jobrec_write_record (fixture->txn, job->id, NULL, NULL, false, writer), 0);
     pv_doc_t *doc = NULL;
     assert_int_equal (pv_doc_decode (pw_data (writer), pw_size (writer), &doc,
                                      NULL, 0), 0);

@@ -135,7 +135,7 @@ test_jobrec_record_has_grid_shape (void **state)
     sched_job_t *job = s_job ();
     s_save (fixture, job);
     pw_t *writer = pw_new ();
-    assert_int_equal (jobrec_write_record (fixture->txn, job->id, NULL, writer), 0);
+    assert_int_equal (jobrec_write_record (fixture->txn, job->id, NULL, NULL, false, writer), 0);
     pv_doc_t *doc = NULL;
     assert_int_equal (pv_doc_decode (pw_data (writer), pw_size (writer), &doc, NULL, 0), 0);
     const pv_t *record = pv_doc_root (doc);
@@ -216,7 +216,7 @@ test_jobrec_record_shows_unsaved_live_cells (void **state)
     for (int live = 0; live < 2; live++) {
         pw_t *writer = pw_new ();
         assert_int_equal (jobrec_write_record (fixture->txn, job->id,
-                                               live ? job : NULL, writer),
+                                               live ? job : NULL, NULL, false, writer),
                           0);
         pv_doc_t *doc = NULL;
         assert_int_equal (pv_doc_decode (pw_data (writer), pw_size (writer),
@@ -322,7 +322,7 @@ test_jobrec_delete_removes_everything (void **state)
                                          fixture->scratch), 0);
     assert_int_equal (jobrec_delete (fixture->txn, job->id), 0);
     pw_t *writer = pw_new ();
-    assert_int_equal (jobrec_write_record (fixture->txn, job->id, NULL, writer),
+    assert_int_equal (jobrec_write_record (fixture->txn, job->id, NULL, NULL, false, writer),
                       STORE_ENOTFOUND);
     assert_int_equal (store_count (fixture->txn, STORE_DB_RESULTS), 0);
     assert_int_equal (store_count (fixture->txn, STORE_DB_EVENTS), 0);
@@ -443,7 +443,7 @@ test_jobrec_not_run_survives_reload (void **state)
     //  The client record: the named node's rows carry the reason; only
     //  the member is in not_run
     pw_reset (writer);
-    assert_int_equal (jobrec_write_record (fixture->txn, job->id, NULL, writer), 0);
+    assert_int_equal (jobrec_write_record (fixture->txn, job->id, NULL, NULL, false, writer), 0);
     assert_int_equal (pv_doc_decode (pw_data (writer), pw_size (writer), &doc,
                                      NULL, 0), 0);
     const pv_t *record = pv_doc_root (doc);
@@ -602,7 +602,7 @@ test_jobrec_late_result_beside_verdict (void **state)
     sched_job_destroy (&copy);
     pw_t *writer = pw_new ();
     assert_int_equal (jobrec_write_record (fixture->txn, job->id, NULL,
-                                           writer), 0);
+                                           NULL, false, writer), 0);
     pv_doc_t *doc = NULL;
     assert_int_equal (pv_doc_decode (pw_data (writer), pw_size (writer), &doc,
                                      NULL, 0), 0);
@@ -650,7 +650,7 @@ test_jobrec_any_node_history (void **state)
                                         fixture->scratch), 0);
     s_save (fixture, job);
     pw_t *writer = pw_new ();
-    assert_int_equal (jobrec_write_record (fixture->txn, job->id, NULL, writer), 0);
+    assert_int_equal (jobrec_write_record (fixture->txn, job->id, NULL, NULL, false, writer), 0);
     pv_doc_t *doc = NULL;
     assert_int_equal (pv_doc_decode (pw_data (writer), pw_size (writer), &doc,
                                      NULL, 0), 0);
@@ -861,7 +861,7 @@ test_jobrec_cell_contract (void **state)
     s_save (fixture, job);
     pw_t *writer = pw_new ();
     assert_int_equal (jobrec_write_record (fixture->txn, job->id, NULL,
-                                           writer), 0);
+                                           NULL, false, writer), 0);
     pv_doc_t *doc = NULL;
     assert_int_equal (pv_doc_decode (pw_data (writer), pw_size (writer), &doc,
                                      NULL, 0), 0);

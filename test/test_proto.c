@@ -252,6 +252,9 @@ s_command (void)
     msg->nodes = s_list (3, "web-01", "web-02", "web-03");
     msg->node_count = 3;
     msg->parallel = true;       //  A step of a DAG job
+    //  To an agent that announced the trace feature
+    msg->traceparent = s_dup ("00-4bf92f3577b34da6a3ce929d0e0e4736-"
+                              "00f067aa0ba902b7-01");
     return msg;
 }
 
@@ -539,6 +542,7 @@ s_assert_same (const proto_msg_t *a, const proto_msg_t *b)
     s_assert_pairs (a->params, a->param_count, b->params, b->param_count);
     assert_true (a->timeout_ms == b->timeout_ms);
     assert_true (a->parallel == b->parallel);
+    s_assert_text (a->traceparent, b->traceparent);
     s_assert_strings (a->nodes, a->node_count, b->nodes, b->node_count);
     assert_int_equal (a->heartbeat_ms, b->heartbeat_ms);
     s_assert_text (a->reason, b->reason);
@@ -1301,6 +1305,19 @@ test_proto_bad_text_refused (void **state)
     s_expect_refused (s_command, "params",
                       s_value_pair ("pack\x80", 5, "nginx", 5), "UTF-8");
     s_expect_refused (s_command, "job", s_value_str ("\xc1\x81", 2), "UTF-8");
+    //  A traceparent is checked as job.submit checks it
+    s_expect_refused (s_command, "traceparent",
+                      s_value_str ("00-4BF92F3577B34DA6A3CE929D0E0E4736-"
+                                   "00f067aa0ba902b7-01", 55), "uppercase");
+    s_expect_refused (s_command, "traceparent",
+                      s_value_str ("00-00000000000000000000000000000000-"
+                                   "00f067aa0ba902b7-01", 55), "all zeros");
+    s_expect_refused (s_command, "traceparent",
+                      s_value_str ("ff-4bf92f3577b34da6a3ce929d0e0e4736-"
+                                   "00f067aa0ba902b7-01", 55), "version ff");
+    s_expect_refused (s_command, "traceparent",
+                      s_value_str ("00-4bf92f3577b34da6a3ce929d0e0e4736-"
+                                   "00f067aa0ba902b7-01\0", 56), "NUL");
     s_expect_refused (s_ack, "node", s_value_str ("web-\xed\xbf\xbf", 7),
                       "UTF-8");
     //  Valid multibyte text in free-text fields is fine

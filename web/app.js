@@ -752,6 +752,8 @@ function jobView(ctx, id) {
               r.schedule ? fact('Schedule', r.schedule) : null,
               r.submitted_by ? fact('Submitted by', r.submitted_by) : null,
               r.idempotency_key ? fact('Idempotency key', r.idempotency_key) : null,
+              r.trace ? fact('Trace', h('span', { class: 'mono', id: 'trace', title: r.trace.traceparent,
+                                                 text: r.trace.trace_id + (r.trace.generated ? ' (generated)' : '') })) : null,
               fact('Created', timeEl(r.created_at)),
               fact('Updated', timeEl(r.updated_at)),
               r.retry_of ? fact('Retry of', jobLink(r.retry_of)) : null,

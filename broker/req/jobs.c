@@ -5,6 +5,7 @@
 #include "../../backends/backend.h"
 #include "../dlq.h"
 #include "../jobrec.h"
+#include "../jobtrace.h"
 #include "req.h"
 
 #define LIST_MAX 10000
@@ -401,6 +402,18 @@ req_job_submit (req_call_t *call)
     memset (&errors, 0, sizeof errors);
     //  The same idempotency key answers with its job even in maintenance
     uint8_t digest [JOBREC_DIGEST_LEN];
+    //  A traceparent that is not valid is refused whole: a job is never
+    //  traced under a context its submitter did not mean
+    char *traceparent = req_field (call, "traceparent");
+    char why [160];
+    trace_ctx_t given;
+    if (traceparent && trace_parse (traceparent, &given, why, sizeof why) != 0) {
+        req_error (call, PROTO_ERR_BAD_REQUEST, "%s (\"%.64s\")", why,
+                   traceparent);
+        free (traceparent);
+        return;
+    }
+    free (traceparent);
     bool decoded = job_spec_decode (pv_map_get (call->request->body, "job"),
                                     &spec, &errors) == 0;
     if (decoded && spec->idempotency_key) {
@@ -441,6 +454,23 @@ req_job_submit (req_call_t *call)
 //  bytes), or -1.
 static char *s_caller_text (const req_call_t *call);
 
+//  Keeps the trace context of JOB, about to be admitted.
+static void
+s_keep_trace (ctx_t *ctx, const sched_job_t *job)
+{
+    if (!*job->traceparent)
+        return;
+    const char *id = job->id;
+    jobtrace_remember (id, job->traceparent);
+    store_txn_t *txn = ctx_txn (ctx);
+    int rc = txn ? jobtrace_put (txn, id, job->traceparent, job->trace_made)
+                 : STORE_EIO;
+    //  A full or failing store fails the pass, logged once there
+    if (rc != 0 && rc != STORE_EFULL && rc != STORE_EIO)
+        zsys_error ("store: cannot save the trace context of %s: %s", id,
+                    store_strerror (rc));
+}
+
 static int
 s_admit (req_call_t *call, job_spec_t **spec_p, const char *retry_of, char *id)
 {
@@ -475,10 +505,24 @@ s_admit (req_call_t *call, job_spec_t **spec_p, const char *retry_of, char *id)
     job->updated_at_ms = wall_ms;
     job->retry_of = retry_of ? strdup (retry_of) : NULL;
     job->submitted_by = s_caller_text (call);
+    //  The submitter's trace context (checked by job.submit), else a new
+    //  one: every job is traced
+    char *traceparent = req_field (call, "traceparent");
+    if (traceparent && trace_valid (traceparent))
+        snprintf (job->traceparent, sizeof job->traceparent, "%s",
+                  traceparent);
+    else
+    if (jobtrace_make (job->traceparent) == 0)
+        job->trace_made = true;
+    free (traceparent);
     char reason [256];
+    s_keep_trace (ctx, job);
     if (sched_submit (ctx->sched, &job, ctx_now_ms (ctx), reason,
                       sizeof reason) != 0) {
         req_error (call, PROTO_ERR_QUEUE_FULL, "%s", reason);
+        store_txn_t *txn = ctx_txn (ctx);
+        if (txn)
+            jobtrace_delete (txn, id);
         sched_job_destroy (&job);
         return -1;
     }
@@ -715,8 +759,15 @@ req_job_get (req_call_t *call)
     if (txn) {
         pw_reset (call->reply);
         proto_reply_ok_begin (call->reply, call->request->id);
+        //  The trace goes only to clients of this release: one of
+        //  protocol 1 never asked for it
+        char traceparent [TRACE_PARENT_LEN + 1] = "";
+        bool made = false;
+        if (call->request->version >= 2)
+            jobtrace_get (txn, job_id, traceparent, &made);
         int rc = jobrec_write_record (txn, job_id,
                                       sched_job (ctx->sched, job_id),
+                                      *traceparent ? traceparent : NULL, made,
                                       call->reply);
         if (rc == STORE_ENOTFOUND)
             req_error (call, PROTO_ERR_NOT_FOUND, "no job %s", job_id);

@@ -520,6 +520,8 @@ s_collect (ctx_t *ctx, store_txn_t *txn, metrics_figures_t *figures)
     figures->output_refused = ctx->stats->counters.output_refused;
     figures->bad_entries = ctx->stats->counters.bad_entries;
     figures->auth = *auth_counters (ctx->auth);
+    figures->trace_exported = otlp_exported (ctx->tracer);
+    figures->trace_dropped = otlp_dropped (ctx->tracer);
     if (ctx->http_face) {
         figures->have_http = true;
         http_stats (ctx->http_face, &figures->http);

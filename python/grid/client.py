@@ -357,14 +357,21 @@ class Client:
 
     # -- jobs ------------------------------------------------------------
 
-    def submit(self, job: Job) -> str:
+    def submit(self, job: Job, traceparent: Optional[str] = None) -> str:
         """Submits a JOB map (PROTOCOL.md 5.2); returns the job id. The
-        target may be text in the whole expression grammar.
+        target may be text in the whole expression grammar. TRACEPARENT,
+        a W3C trace context (``00-<32 hex>-<16 hex>-<2 hex>``, lowercase),
+        makes the job's spans part of the caller's trace; without it the
+        broker makes one (``get(job_id)["trace"]`` shows either). A bad
+        one is a GridError ``bad_request``.
 
             job_id = client.submit({"target": "group:web and not node:web-01",
-                                    "tasks": [{"backend": "apt", "action": "update"}]})
+                                    "tasks": [{"backend": "apt", "action": "update"}]},
+                                   traceparent="00-4bf92f3577b34da6a3ce929d0e0e4736-"
+                                               "00f067aa0ba902b7-01")
         """
-        return self.request("job.submit", job=job)["job"]
+        return self.request("job.submit", job=job,
+                            traceparent=traceparent)["job"]
 
     def check(self, job: Job) -> Check:
         """A dry run of a JOB map (``job.check``): validated as a submit,

@@ -57,6 +57,30 @@ class ClientTest(unittest.TestCase):
         later = self.client.events(job_id, after=1)
         self.assertTrue(all(e["seq"] > 1 for e in later))
 
+    def test_submit_with_a_traceparent(self):
+        given = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+        job_id = self.client.submit({"target": "group:web", "tasks": [
+            {"backend": "test", "action": "echo", "params": {"msg": "t"}}]},
+            traceparent=given)
+        record = self.client.wait(job_id, timeout=30)
+        self.assertEqual(record["trace"]["traceparent"], given)
+        self.assertEqual(record["trace"]["trace_id"],
+                         "4bf92f3577b34da6a3ce929d0e0e4736")
+        self.assertFalse(record["trace"]["generated"])
+        # Without one the broker makes one
+        made = self.client.run("group:web", "test", "echo", {"msg": "m"},
+                               wait=True, wait_timeout=30)
+        self.assertTrue(made["trace"]["generated"])
+        self.assertRegex(made["trace"]["traceparent"],
+                         r"^00-[0-9a-f]{32}-[0-9a-f]{16}-01$")
+        # Uppercase hex is not a traceparent
+        with self.assertRaises(grid.GridError) as caught:
+            self.client.submit({"target": "group:web", "tasks": [
+                {"backend": "test", "action": "echo"}]},
+                traceparent=given.upper())
+        self.assertEqual(caught.exception.code, "bad_request")
+        self.assertIn("uppercase", str(caught.exception))
+
     def test_run_takes_a_target_expression(self):
         # The text goes to the broker as it is, as submit and gridcli send it
         record = self.client.run("all and not node:web-01", "test", "echo",

@@ -287,6 +287,8 @@ test('a cell opens its output, shown as text', LIMIT, async () => {
     assert.equal(await page.locator('#cell b, #cell img').count(), 0);
     assert.equal(await page.evaluate(() => window.__pwned), undefined);
     assert.match(await page.textContent('#cell'), /Attempts\s*1/);
+    // Its trace, made by the broker (no traceparent was given)
+    assert.match(await page.textContent('#trace'), /^[0-9a-f]{32} \(generated\)$/);
     await shot('job');
 });
 
