@@ -86,6 +86,8 @@ typedef enum {
     STORE_DB_AUDIT,      //  wall ms (8 bytes BE) | seq (4 bytes BE) -> audit
                          //  entry (broker/audit.h); last, so that an older
                          //  release opens the store without knowing it
+    STORE_DB_NOTIFY,     //  wall ms (8 bytes BE) | seq (4 bytes BE) ->
+                         //  webhook delivery (broker/notify.h)
     STORE_DB_COUNT
 } store_db_t;
 
