@@ -900,6 +900,14 @@ broker_drain (broker_t *self)
                 }
                 if (action.job->schedule)
                     schedrun_on_finished (&self->ctx, action.job);
+                //  Its webhooks are queued with its end (notify.h)
+                if (txn && self->ctx.notify) {
+                    int queued = notify_job_finished (self->ctx.notify, txn,
+                                                      &self->config.notify,
+                                                      action.job, wall_ms);
+                    ctx_store_error (queued < 0 ? queued : 0,
+                                     "a webhook delivery");
+                }
                 zhashx_delete (self->event_seq, action.job->id);
                 //  Logged once it is stored
                 zlistx_add_end (self->pass_logs,

@@ -35,6 +35,7 @@ broker_config_defaults (broker_config_t *config)
     sched_config_defaults (&config->sched);
     auth_config_defaults (&config->auth);
     http_config_defaults (&config->http);
+    notify_config_defaults (&config->notify);
 }
 
 void
@@ -52,6 +53,7 @@ broker_config_clear (broker_config_t *config)
     auth_config_clear (&config->auth);
     relays_config_clear (&config->relays);
     http_config_clear (&config->http);
+    notify_config_clear (&config->notify);
     job_limits_free (config->limits, config->limit_count);
     config->limits = NULL;
     config->limit_count = 0;
@@ -70,6 +72,8 @@ broker_config_copy (broker_config_t *dest, const broker_config_t *src)
     auth_config_copy (&dest->auth, &src->auth);
     relays_config_copy (&dest->relays, &src->relays);
     http_config_copy (&dest->http, &src->http);
+    if (notify_config_copy (&dest->notify, &src->notify) != 0)
+        return -1;
     dest->limits = NULL;
     if (src->limit_count) {
         dest->limits = (job_limit_t *) calloc (src->limit_count,
@@ -207,7 +211,7 @@ broker_config_load (broker_config_t *config, const char *path, char *err,
         "map_size_mb", "max_map_size_mb", "retention", "offline_grace",
         "last_seen_save",
         "verbose", "dlq_retention", "audit_retention", "store", "log_level", "log_format",
-        "results", "http",
+        "results", "http", "notify",
         //  Read by auth_config_load
         "key", "insecure", "auto_accept", "max_pending_keys", "clients",
         "allow",
@@ -336,6 +340,8 @@ broker_config_load (broker_config_t *config, const char *path, char *err,
                                  why, sizeof why);
     if (rc == 0)
         rc = http_config_load (&config->http, root, why, sizeof why);
+    if (rc == 0)
+        rc = notify_config_load (&config->notify, root, why, sizeof why);
     //  The first number out of range, named with its bound
     const struct {
         const char *key;      //  Its key in the file

@@ -15,6 +15,7 @@
 #include "../proto/job.h"
 #include "auth.h"
 #include "http.h"
+#include "notify.h"
 #include "relays.h"
 #include "sched.h"
 
@@ -47,6 +48,7 @@ typedef struct {
     job_limit_t *limits;         //  Concurrency limits (`limits:`), fleet-wide and per node
     size_t limit_count;          //  How many
     http_config_t http;          //  The HTTP face (`http:`), off by default
+    notify_config_t notify;      //  Job notifications (`notify:`), none by default
 } broker_config_t;
 
 //  The config file read when no --config is given and it exists

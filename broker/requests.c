@@ -20,7 +20,8 @@ s_submit_refused (req_call_t *call)
 //  (keys, tokens) and drain or resume nodes and the broker. A viewer may
 //  submit query actions only (s_submit_refused checks every leaf, and the
 //  allowlist for everyone); job.check writes nothing, so a viewer may ask.
-//  What changes anything is audited (audit.h); audit.list is an admin's.
+//  What changes anything is audited (audit.h); audit.list is an admin's,
+//  and so are the webhook deliveries (notify.list, notify.retry).
 static const requests_row_t s_rows [] = {
     //  type              role  mutates audited handler              check
     {"job.submit",        V,    true,   true,  req_job_submit,      s_submit_refused},
@@ -66,6 +67,8 @@ static const requests_row_t s_rows [] = {
     {"schedule.delete",   O,    true,   true,  req_schedule_delete, NULL},
     {"schedule.run",      O,    true,   true,  req_schedule_run,    NULL},
     {"audit.list",        A,    false,  false, req_audit_list,      NULL},
+    {"notify.list",       A,    false,  false, req_notify_list,     NULL},
+    {"notify.retry",      A,    true,   true,  req_notify_retry,    NULL},
 };
 
 #undef V

@@ -67,7 +67,10 @@ static const char s_help_main [] =
 "                        the tokens (never their values); refuse one\n"
 "  audit list [--who K] [--type T] [--since T] [--object ID] [--limit N]\n"
 "             [--json]   who changed what, newest first (admin)\n"
-"  help [job|node|broker|key|dlq|queue|schedule|status|token|metrics|relay|audit]\n"
+"  notify list [--status S] [--job ID] | retry DELIVERY\n"
+"                        the webhooks told of jobs' ends (admin)\n"
+"  help [job|node|broker|key|dlq|queue|schedule|status|token|metrics|relay|\n"
+"        audit|notify]\n"
 "                        this help, or a command's (also -h, --help,\n"
 "                        and COMMAND --help, e.g. gridcli job --help)\n"
 "\n"
@@ -156,7 +159,8 @@ static const char s_help_main [] =
 const cli_topic_t *const cli_topics [] = {
     &cli_topic_job, &cli_topic_node, &cli_topic_broker, &cli_topic_key,
     &cli_topic_dlq, &cli_topic_queue, &cli_topic_schedule, &cli_topic_status,
-    &cli_topic_token, &cli_topic_metrics, &cli_topic_relay, &cli_topic_audit
+    &cli_topic_token, &cli_topic_metrics, &cli_topic_relay, &cli_topic_audit,
+    &cli_topic_notify
 };
 const size_t cli_topic_count = sizeof cli_topics / sizeof cli_topics [0];
 

@@ -27,6 +27,7 @@
                      schedule.pause schedule.resume schedule.delete
                      schedule.run
         audit.c      audit.list
+        notify.c     notify.list notify.retry
 
     Threading: the broker's thread only.
     =========================================================================
@@ -157,5 +158,7 @@ void req_schedule_delete (req_call_t *call);
 void req_schedule_run (req_call_t *call);
 
 void req_audit_list (req_call_t *call);
+void req_notify_list (req_call_t *call);
+void req_notify_retry (req_call_t *call);
 
 #endif
