@@ -1339,7 +1339,8 @@ s_write_phase (const job_phase_t *phase, pw_t *writer, bool params_text)
 }
 
 static void
-s_spec_encode (const job_spec_t *spec, pw_t *writer, bool params_text)
+s_spec_encode (const job_spec_t *spec, pw_t *writer, bool params_text,
+               bool with_notify)
 {
     bool has_strategy = spec->strategy != JOB_STRATEGY_FAIL_FAST;
     //  Written only when it differs from its default, so older readers
@@ -1355,7 +1356,7 @@ s_spec_encode (const job_spec_t *spec, pw_t *writer, bool params_text)
                         + (spec->batch.set ? 1 : 0)
                         + (spec->max_failures.set ? 1 : 0)
                         + (spec->canary ? 1 : 0)
-                        + (spec->notify_count ? 1 : 0));
+                        + (with_notify && spec->notify_count ? 1 : 0));
     pw_str (writer, "target");
     job_target_encode (&spec->target, writer);
     pw_str (writer, "tasks");
@@ -1402,39 +1403,75 @@ s_spec_encode (const job_spec_t *spec, pw_t *writer, bool params_text)
         pw_str (writer, "canary");
         pw_int (writer, spec->canary);
     }
-    if (spec->notify_count) {
+    if (with_notify && spec->notify_count) {
         pw_str (writer, "notify");
-        pw_array (writer, spec->notify_count);
-        for (size_t i = 0; i < spec->notify_count; i++) {
-            const job_notify_t *hook = &spec->notify [i];
-            bool all = hook->on == JOB_NOTIFY_ALL;
-            pw_map (writer, all ? 1 : 2);
-            pw_str (writer, "url");
-            pw_str (writer, hook->url);
-            if (all)
-                continue;
-            size_t bits = 0;
-            for (uint32_t bit = 1; bit <= JOB_NOTIFY_TIMEOUT; bit <<= 1)
-                bits += (hook->on & bit) != 0;
-            pw_str (writer, "on");
-            pw_array (writer, bits);
-            for (uint32_t bit = 1; bit <= JOB_NOTIFY_TIMEOUT; bit <<= 1)
-                if (hook->on & bit)
-                    pw_str (writer, job_notify_on_name (bit));
-        }
+        job_notify_encode (spec, writer);
     }
+}
+
+void
+job_notify_encode (const job_spec_t *spec, pw_t *writer)
+{
+    pw_array (writer, spec->notify_count);
+    for (size_t i = 0; i < spec->notify_count; i++) {
+        const job_notify_t *hook = &spec->notify [i];
+        bool all = hook->on == JOB_NOTIFY_ALL;
+        pw_map (writer, all ? 1 : 2);
+        pw_str (writer, "url");
+        pw_str (writer, hook->url);
+        if (all)
+            continue;
+        size_t bits = 0;
+        for (uint32_t bit = 1; bit <= JOB_NOTIFY_TIMEOUT; bit <<= 1)
+            bits += (hook->on & bit) != 0;
+        pw_str (writer, "on");
+        pw_array (writer, bits);
+        for (uint32_t bit = 1; bit <= JOB_NOTIFY_TIMEOUT; bit <<= 1)
+            if (hook->on & bit)
+                pw_str (writer, job_notify_on_name (bit));
+    }
+}
+
+int
+job_notify_decode (const pv_t *value, job_spec_t *spec)
+{
+    job_errors_t errors;
+    memset (&errors, 0, sizeof errors);
+    s_ctx_t ctx = {&errors, 0};
+    job_spec_t parsed;
+    memset (&parsed, 0, sizeof parsed);
+    s_read_notify (&ctx, value, &parsed);
+    job_errors_clear (&errors);
+    if (ctx.count > 0) {
+        for (size_t i = 0; i < parsed.notify_count; i++)
+            free (parsed.notify [i].url);
+        free (parsed.notify);
+        return -1;
+    }
+    for (size_t i = 0; i < spec->notify_count; i++)
+        free (spec->notify [i].url);
+    free (spec->notify);
+    spec->notify = parsed.notify;
+    spec->notify_count = parsed.notify_count;
+    return 0;
 }
 
 void
 job_spec_encode (const job_spec_t *spec, pw_t *writer)
 {
-    s_spec_encode (spec, writer, false);
+    s_spec_encode (spec, writer, false, true);
+}
+
+void
+job_spec_encode_stored (const job_spec_t *spec, pw_t *writer)
+{
+    s_spec_encode (spec, writer, false, false);
 }
 
 void
 job_spec_encode_digest (const job_spec_t *spec, pw_t *writer)
 {
-    s_spec_encode (spec, writer, true);
+    s_spec_encode (spec, writer, true, true);
 }
 
 job_spec_t *

@@ -229,6 +229,17 @@ const char *job_notify_on_name (uint32_t bit);
 int job_notify_on_read (const pv_t *value, uint32_t *on_p, char *why,
                         size_t why_len);
 
+//  Writes SPEC as job_spec_encode does, without its notify: the form a
+//  store keeps in a job's header, which an older release reads (the
+//  webhooks are kept apart: job_notify_encode).
+void job_spec_encode_stored (const job_spec_t *spec, pw_t *writer);
+
+//  Writes SPEC's webhooks as its `notify` value ([{url, ?on}...]), and
+//  reads such a value into SPEC (replacing its webhooks). Returns 0, or
+//  -1 when VALUE is not one.
+void job_notify_encode (const job_spec_t *spec, pw_t *writer);
+int job_notify_decode (const pv_t *value, job_spec_t *spec);
+
 //  Writes TARGET in the wire form: {scope, ?value, ?any}.
 void job_target_encode (const target_t *target, pw_t *writer);
 

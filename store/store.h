@@ -88,6 +88,8 @@ typedef enum {
                          //  release opens the store without knowing it
     STORE_DB_NOTIFY,     //  wall ms (8 bytes BE) | seq (4 bytes BE) ->
                          //  webhook delivery (broker/notify.h)
+    STORE_DB_NOTIFY_JOBS, //  job id -> the webhooks its spec names (kept
+                         //  out of the job header, which 0.1.0 reads)
     STORE_DB_COUNT
 } store_db_t;
 
