@@ -616,6 +616,15 @@ test_it_notify (void **state)
     assert_non_null (strstr (err, "--notify"));
     free (out);
     free (err);
+    //  A schedule's job names no webhooks (its record keeps the spec whole)
+    assert_int_equal (grid_cli (&grid, &out, &err, 20000, "schedule", "add",
+                                "hourly", "--every", "1h", "--target",
+                                "node:web-01", "--notify", hook, "test", "echo",
+                                "--msg", "x", NULL), 4);
+    assert_non_null (strstr (err, "job.notify: a schedule's job names no "
+                                  "webhooks"));
+    free (out);
+    free (err);
 
     //  Killed while a delivery is under way: sent again after the restart,
     //  with the same delivery id
