@@ -921,17 +921,6 @@ s_free_worker (notify_t *self)
     return -1;
 }
 
-//  True when a delivery to URL is with a worker now.
-static bool
-s_url_busy (notify_t *self, const char *url)
-{
-    for (s_pending_t *entry = (s_pending_t *) zlistx_first (self->pending);
-         entry; entry = (s_pending_t *) zlistx_next (self->pending))
-        if (entry->in_flight && strcmp (entry->url, url) == 0)
-            return true;
-    return false;
-}
-
 void
 notify_dispatch (notify_t *self, store_t *store, const notify_config_t *config,
                  int64_t wall_ms)
@@ -939,14 +928,20 @@ notify_dispatch (notify_t *self, store_t *store, const notify_config_t *config,
     if (!self->worker_count || zlistx_size (self->pending) == 0
         || s_free_worker (self) < 0)
         return;
-    //  The candidates first (the walk below moves the list's cursor)
+    //  The candidates, and the URLs a worker is busy with (the walk
+    //  below moves the list's cursor)
     zlistx_t *due = zlistx_new ();
+    zhashx_t *busy = zhashx_new ();
     for (s_pending_t *entry = (s_pending_t *) zlistx_first (self->pending);
          entry; entry = (s_pending_t *) zlistx_next (self->pending))
-        if (!entry->in_flight && entry->next_ms <= wall_ms)
+        if (entry->in_flight)
+            zhashx_update (busy, entry->url, (void *) "");
+        else
+        if (entry->next_ms <= wall_ms)
             zlistx_add_end (due, entry);
     if (zlistx_size (due) == 0) {
         zlistx_destroy (&due);
+        zhashx_destroy (&busy);
         return;
     }
     store_txn_t *txn = store_begin (store, false);
@@ -956,7 +951,7 @@ notify_dispatch (notify_t *self, store_t *store, const notify_config_t *config,
         if (worker < 0)
             break;
         //  One at a time per URL, in the order the jobs ended
-        if (s_url_busy (self, entry->url))
+        if (zhashx_lookup (busy, entry->url))
             continue;
         s_record_t record;
         int rc = s_record_get (txn, entry->key, &record);
@@ -984,12 +979,14 @@ notify_dispatch (notify_t *self, store_t *store, const notify_config_t *config,
         if (zmsg_send (&msg, zactor_sock (self->workers [worker])) == 0) {
             self->busy [worker] = true;
             entry->in_flight = true;
+            zhashx_update (busy, entry->url, (void *) "");
         }
         zmsg_destroy (&msg);
         s_record_clear (&record);
     }
     store_abort (&txn);
     zlistx_destroy (&due);
+    zhashx_destroy (&busy);
     self->counters.pending = zlistx_size (self->pending);
 }
 
