@@ -415,6 +415,8 @@ s_pass_failed (broker_t *self, int code, zlistx_t *replays)
     memcpy (self->stats->finished, self->pass_finished, sizeof self->stats->finished);
     s_versions_undo (self);
     broker_rebuild (self);
+    if (self->ctx.notify)
+        notify_reload (self->ctx.notify, self->ctx.store);
     pw_t *reply = pw_new ();
     zlistx_t *kept_replies = zlistx_new ();
     s_pending_t *pending;

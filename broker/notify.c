@@ -822,6 +822,32 @@ notify_restore (notify_t *self, store_txn_t *txn)
     return restored;
 }
 
+void
+notify_reload (notify_t *self, store_t *store)
+{
+    zlistx_t *flying = zlistx_new ();
+    zlistx_set_destructor (flying, (zlistx_destructor_fn *) zchunk_destroy);
+    for (s_pending_t *entry = (s_pending_t *) zlistx_first (self->pending);
+         entry; entry = (s_pending_t *) zlistx_next (self->pending))
+        if (entry->in_flight)
+            zlistx_add_end (flying, zchunk_new (entry->key, NOTIFY_KEY_LEN));
+    store_txn_t *txn = store_begin (store, false);
+    if (txn) {
+        zlistx_purge (self->pending);
+        notify_restore (self, txn);
+        store_abort (&txn);
+        //  Its key sequence is read again too
+        self->loaded = false;
+    }
+    for (zchunk_t *key = (zchunk_t *) zlistx_first (flying); key;
+         key = (zchunk_t *) zlistx_next (flying)) {
+        s_pending_t *entry = s_pending_find (self, zchunk_data (key));
+        if (entry)
+            entry->in_flight = true;
+    }
+    zlistx_destroy (&flying);
+}
+
 //  Whether a job of STATUS ended by REASON is an end ON asks for.
 static bool
 s_wants (uint32_t on, const sched_job_t *job)

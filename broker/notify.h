@@ -138,6 +138,11 @@ zsock_t *notify_start (notify_t *self, const notify_config_t *config);
 //  many, or < 0 (a STORE_E* code).
 int notify_restore (notify_t *self, store_txn_t *txn);
 
+//  A pass failed to commit: the pending deliveries are read again from
+//  STORE (committed state; no write transaction open), those with a
+//  worker staying marked so.
+void notify_reload (notify_t *self, store_t *store);
+
 //  JOB reached its final status in TXN (the pass's) at WALL_MS: queues a
 //  delivery for each webhook that wants this end. Returns how many, or <
 //  0 (a STORE_E* code: the pass fails with the job's end).
