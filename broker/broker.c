@@ -257,13 +257,13 @@ s_on_notify (zloop_t *loop, zsock_t *socket, void *arg)
         ctx_store_error (rc < 0 ? rc : 0, "a webhook delivery");
         if (rc != 0 || !event)
             continue;
-        if (strcmp (event, "notify_sent") == 0)
-            log_job (LOG_LEVEL_INFO, job_id, NULL, "job %s: %s", job_id, detail);
-        else
-            log_job (LOG_LEVEL_WARN, job_id, NULL, "job %s: %s%s", job_id,
-                     strcmp (event, "notify_dead") == 0 ? "webhook dead-lettered: "
-                                                        : "webhook failed: ",
-                     detail);
+        //  A dead delivery is a warning; attempts are the timeline's
+        bool dead = strcmp (event, "notify_dead") == 0;
+        log_job (dead ? LOG_LEVEL_WARN : LOG_LEVEL_INFO, job_id, NULL,
+                 "job %s: webhook %s: %s", job_id,
+                 dead ? "dead-lettered"
+                 : strcmp (event, "notify_sent") == 0 ? "sent" : "failed",
+                 detail);
         //  Its timeline, while the job is still stored
         const void *header = NULL;
         size_t size = 0;
