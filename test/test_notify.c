@@ -251,8 +251,7 @@ test_notify_deliveries (void **state)
     assert_null (pv_map_get (newest, "body"));
     char *id = pv_strdup (pv_map_get (pv_array_at (deliveries, 2), "id"));
     pv_doc_destroy (&doc);
-    //  Retry of a pending one is refused; after it is dead, it is pending
-    //  again
+    //  Retry of a pending one is refused, of an unknown one not found
     char job_id [JOB_ID_LEN + 1];
     assert_int_equal (notify_retry (notify, txn, id, 1764700006000, job_id), 1);
     assert_string_equal (job_id, job->id);
