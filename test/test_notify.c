@@ -212,6 +212,15 @@ s_job (sched_job_status_t status, const char *reason)
     return job;
 }
 
+static char id_text [NOTIFY_ID_LEN + 1];
+
+static const char *
+s_id (const uint8_t *key, char *text)
+{
+    notify_id_format (key, text);
+    return text;
+}
+
 static void
 test_notify_deliveries (void **state)
 {
@@ -286,6 +295,65 @@ test_notify_deliveries (void **state)
     assert_int_equal (notify_restore (restarted, txn), 3);
     store_abort (&txn);
     notify_destroy (&restarted);
+
+    //  Outcomes: a 200 makes one sent; a failure within retry_for keeps
+    //  another pending, one past it makes it dead
+    notify_outcome_t outcome;
+    memset (&outcome, 0, sizeof outcome);
+    uint8_t keys [3][NOTIFY_KEY_LEN];
+    txn = store_begin (store, true);
+    pw_reset (writer);
+    assert_int_equal (notify_list (txn, NULL, NULL, 0, writer), 0);
+    assert_int_equal (pv_doc_decode (pw_data (writer), pw_size (writer), &doc,
+                                     NULL, 0), 0);
+    for (size_t i = 0; i < 3; i++) {
+        char *text = pv_strdup (pv_map_get (pv_array_at (pv_map_get (
+                                    pv_doc_root (doc), "deliveries"), i), "id"));
+        assert_int_equal (notify_id_parse (text, keys [i]), 0);
+        free (text);
+    }
+    pv_doc_destroy (&doc);
+    const char *event = NULL;
+    char detail [512];
+    memcpy (outcome.key, keys [0], NOTIFY_KEY_LEN);
+    outcome.ok = true;
+    outcome.code = 200;
+    assert_int_equal (notify_outcome_apply (notify, txn, &config, &outcome,
+                                            1764700010000, job_id, &event,
+                                            detail, sizeof detail), 0);
+    assert_string_equal (event, "notify_sent");
+    assert_non_null (strstr (detail, "HTTP 200 (attempt 1"));
+    memcpy (outcome.key, keys [1], NOTIFY_KEY_LEN);
+    outcome.ok = false;
+    outcome.code = 500;
+    snprintf (outcome.error, sizeof outcome.error, "HTTP 500");
+    assert_int_equal (notify_outcome_apply (notify, txn, &config, &outcome,
+                                            1764700010000, job_id, &event,
+                                            detail, sizeof detail), 0);
+    assert_string_equal (event, "notify_failed");
+    memcpy (outcome.key, keys [2], NOTIFY_KEY_LEN);
+    assert_int_equal (notify_outcome_apply (notify, txn, &config, &outcome,
+                                            1764700005000 + config.retry_for_ms,
+                                            job_id, &event, detail,
+                                            sizeof detail), 0);
+    assert_string_equal (event, "notify_dead");
+    notify_counters_t counters = notify_counters (notify);
+    assert_int_equal (counters.sent, 1);
+    assert_int_equal (counters.failed, 2);
+    assert_int_equal (counters.dead, 1);
+    //  The dead one may be retried; the sent and dead ones are pruned once
+    //  old enough, the pending one never
+    assert_int_equal (notify_retry (notify, txn, s_id (keys [2], id_text),
+                                    1764700020000, job_id), 0);
+    assert_int_equal (notify_prune (txn, 1764700010000, 100), 0);
+    assert_int_equal (notify_prune (txn, INT64_MAX, 100), 1);
+    pw_reset (writer);
+    assert_int_equal (notify_list (txn, NULL, NULL, 0, writer), 0);
+    assert_int_equal (pv_doc_decode (pw_data (writer), pw_size (writer), &doc,
+                                     NULL, 0), 0);
+    assert_int_equal (pv_size (pv_map_get (pv_doc_root (doc), "deliveries")), 2);
+    pv_doc_destroy (&doc);
+    store_abort (&txn);
 
     free (id);
     pw_destroy (&writer);
