@@ -581,7 +581,7 @@ s_payload (const notify_config_t *config, const sched_job_t *job,
     char when [40];
     json_object_set_new (root, "event", json_string ("job.finished"));
     json_object_set_new (root, "delivery", json_string (id));
-    json_object_set_new (root, "sent_for", json_string (s_iso (wall_ms, when,
+    json_object_set_new (root, "queued_at", json_string (s_iso (wall_ms, when,
                                                                 sizeof when)));
     json_t *info = json_object ();
     json_object_set_new (info, "id", json_string (job->id));
