@@ -1039,6 +1039,11 @@ notify_outcome_recv (notify_t *self, notify_outcome_t *outcome)
         long index = atol (worker);
         if (index >= 0 && (size_t) index < self->worker_count)
             self->busy [index] = false;
+        //  The delivery is free to go again, whether or not its outcome
+        //  can be recorded
+        s_pending_t *entry = s_pending_find (self, outcome->key);
+        if (entry)
+            entry->in_flight = false;
     }
     else
         rc = -1;
@@ -1060,8 +1065,6 @@ notify_outcome_apply (notify_t *self, store_txn_t *txn,
                       size_t detail_len)
 {
     s_pending_t *entry = s_pending_find (self, outcome->key);
-    if (entry)
-        entry->in_flight = false;
     s_record_t record;
     int rc = s_record_get (txn, outcome->key, &record);
     if (rc != 0 || strcmp (record.status, "pending") != 0) {

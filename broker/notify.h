@@ -165,8 +165,9 @@ typedef struct {
     int64_t duration_ms;         //  How long the attempt took
 } notify_outcome_t;
 
-//  Reads one outcome from the outcome socket. Returns 0, or -1 when none
-//  could be read.
+//  Reads one outcome from the outcome socket: its worker and its delivery
+//  are free again (an outcome that is not recorded leaves the delivery
+//  to be sent again). Returns 0, or -1 when none could be read.
 int notify_outcome_recv (notify_t *self, notify_outcome_t *outcome);
 
 //  Records OUTCOME in TXN at WALL_MS: sent, pending again after a
