@@ -464,7 +464,7 @@ test_it_notify (void **state)
              "  timeout: 1s\n"
              "  retry_base: 100ms\n"
              "  retry_cap: 300ms\n"
-             "  retry_for: 2s\n"
+             "  retry_for: 4s\n"
              "  allow: [\"http://127.0.0.1:%d/\", \"http://127.0.0.1:%d/\"]\n"
              "  targets:\n"
              "    - {url: \"%s\", on: [failed]}\n",
