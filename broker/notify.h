@@ -30,6 +30,9 @@
     an event in the job's timeline (notify_sent, notify_failed,
     notify_dead) and the counters of the metrics.
 
+    The configuration (notify_config_*, notify_spec_check) is read in
+    notify_config.c; the workers that POST are notify_post's.
+
     Threading: the broker's thread only (the workers are notify_post's).
     =========================================================================
 */
