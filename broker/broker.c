@@ -215,8 +215,65 @@ s_on_tick (zloop_t *loop, int timer_id, void *arg)
             log_info ("purged %zu finished job%s older than the retention",
                    purged, purged == 1 ? "" : "s");
     }
+    if (self->config.notify.retention_ms > 0 && now_ms >= self->next_notify_prune_ms) {
+        self->next_notify_prune_ms = now_ms + 60000;
+        store_txn_t *txn = broker_txn (self);
+        int pruned = txn ? notify_prune (txn, broker_wall_ms ()
+                                                  - self->config.notify.retention_ms,
+                                         1000)
+                         : 0;
+        ctx_store_error (pruned < 0 ? pruned : 0, "webhook deliveries");
+    }
     broker_pass_end (self);
     broker_schedules_arm (self);
+    //  Committed deliveries only: after the pass
+    notify_dispatch (self->ctx.notify, self->ctx.store, &self->config.notify,
+                     broker_wall_ms ());
+    return 0;
+}
+
+//  A webhook worker's outcomes: each recorded in the pass (the delivery,
+//  the job's timeline), then the next due deliveries go out.
+static int
+s_on_notify (zloop_t *loop, zsock_t *socket, void *arg)
+{
+    broker_t *self = (broker_t *) arg;
+    notify_outcome_t outcome;
+    for (int read = 0; read < 64; read++) {
+        if (read > 0 && !(zsock_events (socket) & ZMQ_POLLIN))
+            break;
+        if (notify_outcome_recv (self->ctx.notify, &outcome) != 0)
+            break;
+        store_txn_t *txn = broker_txn (self);
+        if (!txn)
+            break;
+        char job_id [JOB_ID_LEN + 1] = "";
+        const char *event = NULL;
+        char detail [768];
+        int64_t wall_ms = broker_wall_ms ();
+        int rc = notify_outcome_apply (self->ctx.notify, txn,
+                                       &self->config.notify, &outcome, wall_ms,
+                                       job_id, &event, detail, sizeof detail);
+        ctx_store_error (rc < 0 ? rc : 0, "a webhook delivery");
+        if (rc != 0 || !event)
+            continue;
+        //  A dead delivery is a warning; attempts are the timeline's
+        bool dead = strcmp (event, "notify_dead") == 0;
+        log_job (dead ? LOG_LEVEL_WARN : LOG_LEVEL_INFO, job_id, NULL,
+                 "job %s: webhook %s: %s", job_id,
+                 dead ? "dead-lettered"
+                 : strcmp (event, "notify_sent") == 0 ? "sent" : "failed",
+                 detail);
+        //  Its timeline, while the job is still stored
+        const void *header = NULL;
+        size_t size = 0;
+        if (store_get (txn, STORE_DB_JOBS, job_id, strlen (job_id), &header,
+                       &size) == 0)
+            ctx_job_event (&self->ctx, job_id, event, detail);
+    }
+    broker_pass_end (self);
+    notify_dispatch (self->ctx.notify, self->ctx.store, &self->config.notify,
+                     broker_wall_ms ());
     return 0;
 }
 
@@ -722,6 +779,29 @@ broker_new (const broker_config_t *config, char *err, size_t err_len)
     zloop_reader (self->loop, self->publish, s_on_commands, self);
     auth_log_start (self->ctx.auth);
     zloop_timer (self->loop, (size_t) self->config.tick_ms, 0, s_on_tick, self);
+    //  Webhook deliveries: the pending ones of the store, and the workers
+    self->ctx.notify = notify_new ();
+    store_txn_t *notify_txn = self->ctx.notify
+                                  ? store_begin (self->ctx.store, false)
+                                  : NULL;
+    int restored = notify_txn ? notify_restore (self->ctx.notify, notify_txn)
+                              : STORE_EIO;
+    store_abort (&notify_txn);
+    zsock_t *outcomes = restored >= 0
+                            ? notify_start (self->ctx.notify, &self->config.notify)
+                            : NULL;
+    if (!outcomes) {
+        snprintf (err, err_len, "cannot start the webhook workers");
+        broker_destroy (&self);
+        return NULL;
+    }
+    if (restored > 0)
+        log_info ("%d webhook deliver%s pending", restored,
+                  restored == 1 ? "y" : "ies");
+    zloop_reader (self->loop, outcomes, s_on_notify, self);
+    if (self->config.notify.target_count && !self->config.notify.secret)
+        log_warn ("notify: no secret (notify.secret_file): webhooks are sent "
+                  "unsigned");
     if (schedrun_restore (&self->ctx, err, err_len) != 0) {
         broker_destroy (&self);
         return NULL;
@@ -875,6 +955,7 @@ broker_destroy (broker_t **self_p)
     }
     repl_source_destroy (&self->repl);
     pw_destroy (&self->journal);
+    notify_destroy (&self->ctx.notify);
     http_destroy (&self->ctx.http_face);
     otlp_destroy (&self->ctx.tracer);
     zsock_destroy (&self->http);

@@ -198,15 +198,17 @@ s_audit_who (const req_call_t *call, bool identified, char *buf, size_t size)
     audit_text_set (buf, size, who);
 }
 
-//  The object REQUEST acted on: its job, entry, node, key or name field,
+//  The object REQUEST acted on: its job, entry, node, key, name or
+//  delivery field,
 //  or, for a submit, the job its ok reply (DATA) names.
 static void
 s_audit_object (const proto_request_t *request, const pv_t *data, char *buf,
                 size_t size)
 {
-    static const char *fields [] = {"job", "entry", "node", "key", "name"};
+    static const char *fields [] = {"job", "entry", "node", "key", "name",
+                                    "delivery"};
     char *text = NULL;
-    for (size_t index = 0; index < 5 && !text; index++)
+    for (size_t index = 0; index < 6 && !text; index++)
         text = pv_strdup (pv_map_get (request->body, fields [index]));
     if (!text && data)
         text = pv_strdup (pv_map_get (data, "job"));

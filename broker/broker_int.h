@@ -28,6 +28,7 @@
 #include "audit.h"
 #include "dlq.h"
 #include "jobrec.h"
+#include "notify.h"
 #include "nodehist.h"
 #include "nodeseen.h"
 #include "reload.h"
@@ -186,6 +187,7 @@ struct _broker_t {
     bool pass_broken;            //  This pass could not begin a transaction
     bool agents_resting;         //  The agent socket is not read (a cooldown)
     int64_t next_sweep_ms;       //  Next retention sweep
+    int64_t next_notify_prune_ms;  //  Next prune of sent and dead deliveries
     int64_t next_seen_save_ms;   //  Next save of last-seen times
     s_sighup_t *sighup;     //  SIGHUP reload, or NULL
     int schedule_timer;          //  The one zloop timer of schedules, or 0

@@ -570,6 +570,8 @@ s_pass_failed (broker_t *self, int code, zlistx_t *replays)
     memcpy (self->stats->finished, self->pass_finished, sizeof self->stats->finished);
     s_versions_undo (self);
     broker_rebuild (self);
+    if (self->ctx.notify)
+        notify_reload (self->ctx.notify, self->ctx.store);
     pw_t *reply = pw_new ();
     zlistx_t *kept_replies = zlistx_new ();
     s_pending_t *pending;
@@ -1104,6 +1106,14 @@ broker_drain (broker_t *self)
                 //  Its spans, from what this pass holds (tracing.h)
                 tracing_job_finished (self->ctx.tracer, txn, action.job,
                                       wall_ms);
+                //  Its webhooks are queued with its end (notify.h)
+                if (txn && self->ctx.notify) {
+                    int queued = notify_job_finished (self->ctx.notify, txn,
+                                                      &self->config.notify,
+                                                      action.job, wall_ms);
+                    ctx_store_error (queued < 0 ? queued : 0,
+                                     "a webhook delivery");
+                }
                 zhashx_delete (self->event_seq, action.job->id);
                 //  Logged once it is stored, with its trace id, by which
                 //  its spans are found

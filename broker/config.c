@@ -37,6 +37,7 @@ broker_config_defaults (broker_config_t *config)
     http_config_defaults (&config->http);
     cluster_config_defaults (&config->cluster);
     tracing_config_defaults (&config->tracing);
+    notify_config_defaults (&config->notify);
 }
 
 void
@@ -56,6 +57,7 @@ broker_config_clear (broker_config_t *config)
     http_config_clear (&config->http);
     cluster_config_clear (&config->cluster);
     tracing_config_clear (&config->tracing);
+    notify_config_clear (&config->notify);
     job_limits_free (config->limits, config->limit_count);
     config->limits = NULL;
     config->limit_count = 0;
@@ -76,6 +78,8 @@ broker_config_copy (broker_config_t *dest, const broker_config_t *src)
     http_config_copy (&dest->http, &src->http);
     cluster_config_copy (&dest->cluster, &src->cluster);
     tracing_config_copy (&dest->tracing, &src->tracing);
+    if (notify_config_copy (&dest->notify, &src->notify) != 0)
+        return -1;
     dest->limits = NULL;
     if (src->limit_count) {
         dest->limits = (job_limit_t *) calloc (src->limit_count,
@@ -213,7 +217,7 @@ broker_config_load (broker_config_t *config, const char *path, char *err,
         "map_size_mb", "max_map_size_mb", "retention", "offline_grace",
         "last_seen_save",
         "verbose", "dlq_retention", "audit_retention", "store", "log_level", "log_format",
-        "results", "http", "ha", "tracing",
+        "results", "http", "ha", "tracing", "notify",
         //  Read by auth_config_load
         "key", "insecure", "auto_accept", "max_pending_keys", "clients",
         "allow",
@@ -346,6 +350,8 @@ broker_config_load (broker_config_t *config, const char *path, char *err,
         rc = cluster_config_load (&config->cluster, root, why, sizeof why);
     if (rc == 0)
         rc = tracing_config_load (&config->tracing, root, why, sizeof why);
+    if (rc == 0)
+        rc = notify_config_load (&config->notify, root, why, sizeof why);
     //  The first number out of range, named with its bound
     const struct {
         const char *key;      //  Its key in the file

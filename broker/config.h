@@ -16,6 +16,7 @@
 #include "auth.h"
 #include "cluster_config.h"
 #include "http.h"
+#include "notify.h"
 #include "relays.h"
 #include "sched.h"
 #include "tracing.h"
@@ -51,6 +52,7 @@ typedef struct {
     http_config_t http;          //  The HTTP face (`http:`), off by default
     cluster_config_t cluster;    //  A broker cluster (`ha:`), off by default
     tracing_config_t tracing;    //  Span export (`tracing:`), off by default
+    notify_config_t notify;      //  Job notifications (`notify:`), none by default
 } broker_config_t;
 
 //  The config file read when no --config is given and it exists

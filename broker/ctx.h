@@ -30,6 +30,7 @@
 #include "auth.h"
 #include "config.h"
 #include "http.h"
+#include "notify.h"
 #include "registry.h"
 #include "relays.h"
 #include "sched.h"
@@ -111,6 +112,8 @@ struct _ctx_t {
     ctx_state_t state;           //  Maintenance, the restart hold, job ids
     http_t *http_face;           //  The HTTP face (for its figures), or NULL
     otlp_t *tracer;              //  The span exporter (tracing:), or NULL
+    notify_t *notify;            //  Job notifications: pending deliveries,
+                                 //  workers, counters
     pw_t *scratch;               //  An encoding buffer any handler may reset
                                  //  and use until it returns
 };

@@ -131,7 +131,9 @@ jobrec_save_header (store_txn_t *txn, const sched_job_t *job, pw_t *scratch)
             pw_str (scratch, job->retried_by [index]);
     }
     pw_str (scratch, "spec");
-    job_spec_encode (job->spec, scratch);
+    //  Its webhooks lie apart (notify_jobs), so that the previous
+    //  release reads the header
+    job_spec_encode_stored (job->spec, scratch);
     pw_str (scratch, "status");
     pw_str (scratch, sched_job_status_name (job->status));
     pw_str (scratch, "step");
@@ -162,8 +164,15 @@ jobrec_save_header (store_txn_t *txn, const sched_job_t *job, pw_t *scratch)
     pw_int (scratch, job->created_at_ms);
     pw_str (scratch, "updated_at_ms");
     pw_int (scratch, job->updated_at_ms);
-    return store_put (txn, STORE_DB_JOBS, job->id, strlen (job->id),
-                      pw_data (scratch), pw_size (scratch));
+    int rc = store_put (txn, STORE_DB_JOBS, job->id, strlen (job->id),
+                        pw_data (scratch), pw_size (scratch));
+    if (rc == 0 && job->spec->notify_count) {
+        pw_reset (scratch);
+        job_notify_encode (job->spec, scratch);
+        rc = store_put (txn, STORE_DB_NOTIFY_JOBS, job->id, strlen (job->id),
+                        pw_data (scratch), pw_size (scratch));
+    }
+    return rc;
 }
 
 //  The optional counts of an attempt, by record key
@@ -1159,6 +1168,11 @@ jobrec_load (store_txn_t *txn, const char *job_id, sched_job_t **job_p)
         pv_doc_destroy (&doc);
         return -2;
     }
+    pv_doc_t *hooks = NULL;
+    if (s_get_doc (txn, STORE_DB_NOTIFY_JOBS, job_id, strlen (job_id), &hooks)
+        == 0)
+        job_notify_decode (pv_doc_root (hooks), spec);
+    pv_doc_destroy (&hooks);
     sched_job_t *job = sched_job_new (job_id, &spec);
     job_spec_destroy (&spec);
     int status = jobrec_header_status (header);
@@ -1586,6 +1600,11 @@ jobrec_delete (store_txn_t *txn, const char *job_id)
         rc = jobtrace_delete (txn, job_id);
     if (rc >= 0)
         rc = store_del (txn, STORE_DB_JOBS, job_id, strlen (job_id));
+    if (rc >= 0) {
+        int gone = store_del (txn, STORE_DB_NOTIFY_JOBS, job_id,
+                              strlen (job_id));
+        rc = gone == STORE_ENOTFOUND ? 0 : gone;
+    }
     return rc < 0 ? rc : 0;
 }
 

@@ -9,6 +9,10 @@
         idempotency idempotency key                       -> job id | digest
         outputs  job id | 0x00 | step (2 BE) | node | 0x00 | attempt (2 BE)
                  | stream ('o' stdout, 'e' stderr) | offset (4 BE) -> bytes
+        notify_jobs job id                             -> its spec's notify
+                 value (the header's spec leaves it out, so that the
+                 previous release, which refuses unknown spec keys,
+                 reads the header)
     Job ids are time-sortable, so the jobs database lists oldest first.
 
     Header record: {id, ?schedule: name, spec: <job wire form>, status,

@@ -528,6 +528,55 @@ s_print_config (const broker_config_t *config, const bool *given,
                   peer->name, peer->client, peer->replicate);
         conf_print_setting (o, key, value, true, NULL, false);
     }
+    //  notify: the webhooks shown without their queries, the secret
+    //  never (only whether there is one)
+    const notify_config_t *notify = &config->notify;
+    used = (size_t) snprintf (list, sizeof list, "[");
+    for (size_t index = 0; index < notify->target_count && used < sizeof list;
+         index++) {
+        char shown [256], on [128] = "";
+        notify_url_show (notify->targets [index].url, shown, sizeof shown);
+        size_t on_used = 0;
+        for (uint32_t bit = 1; bit <= JOB_NOTIFY_TIMEOUT && on_used < sizeof on;
+             bit <<= 1)
+            if (notify->targets [index].on & bit)
+                on_used += (size_t) snprintf (on + on_used, sizeof on - on_used,
+                                              "%s%s", on_used ? ", " : "",
+                                              job_notify_on_name (bit));
+        used += (size_t) snprintf (list + used, sizeof list - used,
+                                   "%s{ url: \"%s\", on: [%s] }",
+                                   index ? ", " : "", shown, on);
+    }
+    if (used < sizeof list)
+        snprintf (list + used, sizeof list - used, "]");
+    conf_print_setting (o, "notify.targets",
+                        notify->target_count ? list : "[]", false, NULL, false);
+    used = (size_t) snprintf (list, sizeof list, "[");
+    for (size_t index = 0; index < notify->allow_count && used < sizeof list;
+         index++)
+        used += (size_t) snprintf (list + used, sizeof list - used,
+                                   "%s\"%s\"", index ? ", " : "",
+                                   notify->allow [index]);
+    if (used < sizeof list)
+        snprintf (list + used, sizeof list - used, "]");
+    conf_print_setting (o, "notify.allow", notify->allow_count ? list : "[]",
+                        false, NULL, false);
+    conf_print_setting (o, "notify.secret",
+                        notify->secret ? "(set, not shown)" : "null",
+                        notify->secret != NULL, NULL, false);
+    conf_print_setting (o, "notify.public_url",
+                        notify->public_url ? notify->public_url : "null",
+                        notify->public_url != NULL, NULL, false);
+    conf_print_duration (o, "notify.timeout", notify->timeout_ms, NULL, false);
+    conf_print_duration (o, "notify.retry_base", notify->retry_base_ms, NULL,
+                         false);
+    conf_print_duration (o, "notify.retry_cap", notify->retry_cap_ms, NULL,
+                         false);
+    conf_print_duration (o, "notify.retry_for", notify->retry_for_ms, NULL,
+                         false);
+    conf_print_duration (o, "notify.retention", notify->retention_ms, NULL,
+                         false);
+    conf_print_int (o, "notify.workers", notify->workers, NULL, false);
 #undef S_GIVEN
     pv_doc_destroy (&doc);
 }

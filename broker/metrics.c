@@ -471,6 +471,18 @@ s_write_queue (const metrics_figures_t *figures, FILE *out)
                figures->sched.late_results);
     s_gauge (out, "grid_dead_letter_entries",
              "Entries in the dead-letter queue.", figures->dead_letter);
+    s_counter (out, "grid_notify_sent_total",
+               "Webhook deliveries that got a 2xx answer.",
+               figures->notify.sent);
+    s_counter (out, "grid_notify_failed_total",
+               "Webhook delivery attempts that failed.",
+               figures->notify.failed);
+    s_counter (out, "grid_notify_dead_total",
+               "Webhook deliveries given up after notify.retry_for.",
+               figures->notify.dead);
+    s_gauge (out, "grid_notify_pending",
+             "Webhook deliveries waiting to be sent or retried.",
+             figures->notify.pending);
     if (figures->limit_count == 0)
         return;
     metrics_write_family (out, "grid_limit_running", "gauge",

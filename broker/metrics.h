@@ -40,6 +40,7 @@
 #include "../store/store.h"
 #include "auth.h"
 #include "http.h"
+#include "notify.h"
 #include "sched.h"
 
 #define METRICS_HIST_MAX_BOUNDS 20       //  Finite buckets a histogram may have
@@ -133,6 +134,7 @@ typedef struct {
     sched_limit_use_t limits [JOB_MAX_LIMITS];  //  Concurrency limits in use
     size_t limit_count;          //  How many
     uint64_t dead_letter;        //  Dead-letter entries
+    notify_counters_t notify;    //  Webhook deliveries (notify.h)
     uint64_t nodes_online;       //  Registered nodes online
     uint64_t nodes_offline;      //  ... offline
     uint64_t nodes_drained;      //  ... drained (online or not)

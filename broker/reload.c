@@ -111,6 +111,11 @@ reload_apply (ctx_t *ctx, broker_config_t *fresh)
     fresh->auth.allow_count = 0;
     old.key_file = NULL;             //  Still the running one's
     auth_config_clear (&old);
+    //  Webhooks, their secret and timings (not the worker count)
+    notify_config_t notify = config->notify;
+    config->notify = fresh->notify;
+    config->notify.workers = notify.workers;
+    fresh->notify = notify;
     config->verbose = fresh->verbose;
     config->last_seen_save_ms = fresh->last_seen_save_ms;
     char *level = config->log_level;

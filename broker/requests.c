@@ -20,7 +20,8 @@ s_submit_refused (req_call_t *call)
 //  (keys, tokens) and drain or resume nodes and the broker. A viewer may
 //  submit query actions only (s_submit_refused checks every leaf, and the
 //  allowlist for everyone); job.check writes nothing, so a viewer may ask.
-//  What changes anything is audited (audit.h); audit.list is an admin's.
+//  What changes anything is audited (audit.h); audit.list is an admin's,
+//  and so are the webhook deliveries (notify.list, notify.retry).
 static const requests_row_t s_rows [] = {
     //  type              role  mutates audited handler              check
     {"job.submit",        V,    true,   true,  req_job_submit,      s_submit_refused},
@@ -68,6 +69,8 @@ static const requests_row_t s_rows [] = {
     {"audit.list",        A,    false,  false, req_audit_list,      NULL},
     {"cluster.status",    V,    false,  false, req_cluster_status,  NULL},
     {"cluster.switchover", A,   false,  true,  req_cluster_switchover, NULL},
+    {"notify.list",       A,    false,  false, req_notify_list,     NULL},
+    {"notify.retry",      A,    true,   true,  req_notify_retry,    NULL},
 };
 
 #undef V

@@ -102,7 +102,9 @@ typedef enum {
     CLI_CMD_RELAY_LIST,       //  relay list
     CLI_CMD_AUDIT_LIST,       //  audit list [--who K] [--type T] ...
     CLI_CMD_CLUSTER_STATUS,   //  cluster status
-    CLI_CMD_CLUSTER_SWITCHOVER  //  cluster switchover [--to NAME]
+    CLI_CMD_CLUSTER_SWITCHOVER, //  cluster switchover [--to NAME]
+    CLI_CMD_NOTIFY_LIST,      //  notify list [--status S] [--job ID]
+    CLI_CMD_NOTIFY_RETRY      //  notify retry DELIVERY
 } cli_command_t;
 
 typedef enum {
@@ -151,6 +153,8 @@ typedef struct {
     uint32_t canary;              //  --canary N, 0 when not given
     const char *idempotency_key;  //  --idempotency-key KEY, or NULL
     const char *traceparent;      //  --traceparent TEXT (W3C), or NULL
+    const char *notify [JOB_MAX_NOTIFY];  //  --notify URL (repeatable)
+    size_t notify_count;          //  How many
     bool check;                   //  --check: a dry run (job.check)
     //  job status / cancel / events, node info
     const char *id;               //  The job or node id

@@ -97,6 +97,6 @@ typedef struct {
 extern const cli_topic_t cli_topic_job, cli_topic_node, cli_topic_broker,
     cli_topic_key, cli_topic_dlq, cli_topic_queue, cli_topic_schedule,
     cli_topic_status, cli_topic_token, cli_topic_metrics, cli_topic_relay,
-    cli_topic_audit, cli_topic_cluster;
+    cli_topic_audit, cli_topic_cluster, cli_topic_notify;
 
 #endif

@@ -22,7 +22,7 @@ enum {
     S_OPT_WAIT = CLI_OPT_COMMAND, S_OPT_CHECK, S_OPT_TARGET, S_OPT_TIMEOUT,
     S_OPT_JOB_TIMEOUT, S_OPT_RETRIES, S_OPT_STRATEGY, S_OPT_PRIORITY,
     S_OPT_BATCH, S_OPT_MAX_FAILURES, S_OPT_CANARY, S_OPT_LIMITS, S_OPT_LEASE,
-    S_OPT_STALL_TIMEOUT, S_OPT_IDEMPOTENCY_KEY, S_OPT_TRACEPARENT
+    S_OPT_STALL_TIMEOUT, S_OPT_IDEMPOTENCY_KEY, S_OPT_TRACEPARENT, S_OPT_NOTIFY
 };
 
 //  Options of job run, read only before BACKEND (also schedule add's)
@@ -44,6 +44,7 @@ const struct option cli_run_options [] = {
     {"stall-timeout", required_argument, NULL, S_OPT_STALL_TIMEOUT},
     {"idempotency-key", required_argument, NULL, S_OPT_IDEMPOTENCY_KEY},
     {"traceparent", required_argument, NULL, S_OPT_TRACEPARENT},
+    {"notify", required_argument, NULL, S_OPT_NOTIFY},
     {NULL, 0, NULL, 0}
 };
 
@@ -198,6 +199,18 @@ cli_run_option (cli_args_t *args, int option, const char *value, char *err,
             args->traceparent = value;
             return 0;
         }
+        case S_OPT_NOTIFY: {
+            //  The broker's rule (job spec notify[].url); whether the URL
+            //  is allowed is the broker's to say (notify.allow)
+            char why [256];
+            if (job_notify_url_check (value, why, sizeof why) != 0)
+                return cli_fail (err, err_len, "--notify: %s", why);
+            if (args->notify_count == JOB_MAX_NOTIFY)
+                return cli_fail (err, err_len, "--notify: at most %d "
+                                 "webhooks", JOB_MAX_NOTIFY);
+            args->notify [args->notify_count++] = value;
+            return 0;
+        }
         default:
             return cli_fail (err, err_len, "unknown option");
     }
@@ -232,7 +245,8 @@ cli_job_write (const cli_args_t *args, pw_t *writer)
                   + (args->limits ? 1 : 0)
                   + (args->lease_ms ? 1 : 0)
                   + (args->stall_timeout_ms ? 1 : 0)
-                  + (args->idempotency_key ? 1 : 0);
+                  + (args->idempotency_key ? 1 : 0)
+                  + (args->notify_count ? 1 : 0);
     pw_map (writer, fields);
     pw_str (writer, "target");
     job_target_encode (&args->target, writer);
@@ -317,6 +331,12 @@ cli_job_write (const cli_args_t *args, pw_t *writer)
         pw_str (writer, "idempotency_key");
         pw_str (writer, args->idempotency_key);
     }
+    if (args->notify_count) {
+        pw_str (writer, "notify");
+        pw_array (writer, args->notify_count);
+        for (size_t index = 0; index < args->notify_count; index++)
+            pw_str (writer, args->notify [index]);
+    }
 }
 
 void
@@ -331,6 +351,18 @@ cli_job_apply_options (const cli_args_t *args, job_spec_t *spec)
     if (args->idempotency_key) {
         free (spec->idempotency_key);
         spec->idempotency_key = cli_strdup (args->idempotency_key);
+    }
+    //  --notify adds to the job file's webhooks, up to JOB_MAX_NOTIFY
+    for (size_t index = 0; index < args->notify_count
+                           && spec->notify_count < JOB_MAX_NOTIFY; index++) {
+        job_notify_t *grown = (job_notify_t *) realloc (
+            spec->notify, (spec->notify_count + 1) * sizeof (job_notify_t));
+        if (!grown)
+            break;
+        spec->notify = grown;
+        spec->notify [spec->notify_count].url = cli_strdup (args->notify [index]);
+        spec->notify [spec->notify_count].on = JOB_NOTIFY_ALL;
+        spec->notify_count++;
     }
 }
 

@@ -917,6 +917,152 @@ job_errors_clear (job_errors_t *errors)
     memset (errors, 0, sizeof (*errors));
 }
 
+//  ---------------------------------------------------------------------
+//  Webhooks (notify)
+
+static const char *const s_notify_on_names [] = {
+    "completed", "partial_failure", "failed", "cancelled", "timeout"
+};
+
+uint32_t
+job_notify_on_bit (const char *name)
+{
+    for (size_t i = 0; i < sizeof s_notify_on_names / sizeof (char *); i++)
+        if (name && strcmp (name, s_notify_on_names [i]) == 0)
+            return 1u << i;
+    return 0;
+}
+
+const char *
+job_notify_on_name (uint32_t bit)
+{
+    for (size_t i = 0; i < sizeof s_notify_on_names / sizeof (char *); i++)
+        if (bit == 1u << i)
+            return s_notify_on_names [i];
+    return NULL;
+}
+
+int
+job_notify_on_read (const pv_t *value, uint32_t *on_p, char *why,
+                    size_t why_len)
+{
+    if (pv_type (value) != PV_ARRAY || pv_size (value) == 0) {
+        snprintf (why, why_len, "expected a list of job ends (completed, "
+                  "partial_failure, failed, cancelled, timeout)");
+        return -1;
+    }
+    uint32_t on = 0;
+    for (size_t i = 0; i < pv_size (value); i++) {
+        char *name = pv_strdup (pv_array_at (value, i));
+        uint32_t bit = job_notify_on_bit (name);
+        if (!bit) {
+            char show [NAME_SHOW_LEN];
+            snprintf (why, why_len, "unknown job end '%s' (completed, "
+                      "partial_failure, failed, cancelled, timeout)",
+                      name ? name_show (name, strlen (name), show,
+                                        sizeof show)
+                           : "?");
+            free (name);
+            return -1;
+        }
+        free (name);
+        on |= bit;
+    }
+    *on_p = on;
+    return 0;
+}
+
+int
+job_notify_url_check (const char *url, char *why, size_t why_len)
+{
+    size_t len = strlen (url);
+    if (len > JOB_NOTIFY_URL_MAX) {
+        snprintf (why, why_len, "too long (%zu bytes, at most %d)", len,
+                  JOB_NOTIFY_URL_MAX);
+        return -1;
+    }
+    for (size_t i = 0; i < len; i++)
+        if ((unsigned char) url [i] <= 0x20 || (unsigned char) url [i] >= 0x7f) {
+            snprintf (why, why_len, "must be printable ASCII without spaces");
+            return -1;
+        }
+    const char *rest = NULL;
+    if (strncmp (url, "http://", 7) == 0)
+        rest = url + 7;
+    else
+    if (strncmp (url, "https://", 8) == 0)
+        rest = url + 8;
+    if (!rest) {
+        snprintf (why, why_len, "must start with http:// or https://");
+        return -1;
+    }
+    size_t authority = strcspn (rest, "/?#");
+    if (memchr (rest, '@', authority)) {
+        snprintf (why, why_len, "must not carry a user or password "
+                  "(the signature authenticates the broker)");
+        return -1;
+    }
+    if (authority == 0 || rest [0] == ':') {
+        snprintf (why, why_len, "has no host");
+        return -1;
+    }
+    return 0;
+}
+
+//  notify: [{url, ?on} | "url", ...]
+static void
+s_read_notify (s_ctx_t *ctx, const pv_t *value, job_spec_t *spec)
+{
+    if (pv_type (value) != PV_ARRAY) {
+        s_problem (ctx, "notify", "expected a list of webhooks, got %s",
+                   s_type_name (value));
+        return;
+    }
+    size_t count = pv_size (value);
+    if (count == 0 || count > JOB_MAX_NOTIFY) {
+        s_problem (ctx, "notify", "1 to %d webhooks, got %zu", JOB_MAX_NOTIFY,
+                   count);
+        return;
+    }
+    spec->notify = (job_notify_t *) calloc (count, sizeof (job_notify_t));
+    if (!spec->notify) {
+        s_problem (ctx, "notify", "out of memory");
+        return;
+    }
+    spec->notify_count = count;
+    static const char *const keys [] = {"url", "on", NULL};
+    for (size_t i = 0; i < count; i++) {
+        const pv_t *entry = pv_array_at (value, i);
+        char path [PATH_MAX_LEN], field [PATH_MAX_LEN + 8];
+        s_path_index (path, "notify", i);
+        job_notify_t *hook = &spec->notify [i];
+        hook->on = JOB_NOTIFY_ALL;
+        const pv_t *url = entry;
+        if (pv_type (entry) == PV_MAP) {
+            s_check_keys (ctx, entry, path, keys);
+            url = pv_map_get (entry, "url");
+            snprintf (field, sizeof field, "%s.url", path);
+            if (!url) {
+                s_problem (ctx, field, "required");
+                continue;
+            }
+            const pv_t *on = pv_map_get (entry, "on");
+            char why [256];
+            if (on && job_notify_on_read (on, &hook->on, why, sizeof why)) {
+                snprintf (field, sizeof field, "%s.on", path);
+                s_problem (ctx, field, "%s", why);
+            }
+        }
+        else
+            snprintf (field, sizeof field, "%s", path);
+        hook->url = s_read_string (ctx, url, field);
+        char why [256];
+        if (hook->url && job_notify_url_check (hook->url, why, sizeof why)) {
+            s_problem (ctx, field, "%s", why);
+        }
+    }
+}
+
 int
 job_spec_decode (const pv_t *value, job_spec_t **spec_p,
                  job_errors_t *errors)
@@ -926,7 +1072,8 @@ job_spec_decode (const pv_t *value, job_spec_t **spec_p,
                                         "priority", "idempotency_key",
                                         "dead_letter", "lease_ms",
                                         "limits", "stall_timeout", "batch",
-                                        "max_failures", "canary", NULL};
+                                        "max_failures", "canary", "notify",
+                                        NULL};
     *spec_p = NULL;
     s_ctx_t ctx = {errors, 0};
     if (pv_type (value) != PV_MAP) {
@@ -1028,6 +1175,9 @@ job_spec_decode (const pv_t *value, job_spec_t **spec_p,
         s_read_int (&ctx, canary, "canary", 1, JOB_MAX_BATCH, &number);
         spec->canary = (uint32_t) number;
     }
+    const pv_t *notify = pv_map_get (value, "notify");
+    if (notify)
+        s_read_notify (&ctx, notify, spec);
 
     if (ctx.count > 0) {
         job_spec_destroy (&spec);
@@ -1189,7 +1339,8 @@ s_write_phase (const job_phase_t *phase, pw_t *writer, bool params_text)
 }
 
 static void
-s_spec_encode (const job_spec_t *spec, pw_t *writer, bool params_text)
+s_spec_encode (const job_spec_t *spec, pw_t *writer, bool params_text,
+               bool with_notify)
 {
     bool has_strategy = spec->strategy != JOB_STRATEGY_FAIL_FAST;
     //  Written only when it differs from its default, so older readers
@@ -1204,7 +1355,8 @@ s_spec_encode (const job_spec_t *spec, pw_t *writer, bool params_text)
                         + (spec->stall_timeout_ms > 0 ? 1 : 0)
                         + (spec->batch.set ? 1 : 0)
                         + (spec->max_failures.set ? 1 : 0)
-                        + (spec->canary ? 1 : 0));
+                        + (spec->canary ? 1 : 0)
+                        + (with_notify && spec->notify_count ? 1 : 0));
     pw_str (writer, "target");
     job_target_encode (&spec->target, writer);
     pw_str (writer, "tasks");
@@ -1251,18 +1403,75 @@ s_spec_encode (const job_spec_t *spec, pw_t *writer, bool params_text)
         pw_str (writer, "canary");
         pw_int (writer, spec->canary);
     }
+    if (with_notify && spec->notify_count) {
+        pw_str (writer, "notify");
+        job_notify_encode (spec, writer);
+    }
+}
+
+void
+job_notify_encode (const job_spec_t *spec, pw_t *writer)
+{
+    pw_array (writer, spec->notify_count);
+    for (size_t i = 0; i < spec->notify_count; i++) {
+        const job_notify_t *hook = &spec->notify [i];
+        bool all = hook->on == JOB_NOTIFY_ALL;
+        pw_map (writer, all ? 1 : 2);
+        pw_str (writer, "url");
+        pw_str (writer, hook->url);
+        if (all)
+            continue;
+        size_t bits = 0;
+        for (uint32_t bit = 1; bit <= JOB_NOTIFY_TIMEOUT; bit <<= 1)
+            bits += (hook->on & bit) != 0;
+        pw_str (writer, "on");
+        pw_array (writer, bits);
+        for (uint32_t bit = 1; bit <= JOB_NOTIFY_TIMEOUT; bit <<= 1)
+            if (hook->on & bit)
+                pw_str (writer, job_notify_on_name (bit));
+    }
+}
+
+int
+job_notify_decode (const pv_t *value, job_spec_t *spec)
+{
+    job_errors_t errors;
+    memset (&errors, 0, sizeof errors);
+    s_ctx_t ctx = {&errors, 0};
+    job_spec_t parsed;
+    memset (&parsed, 0, sizeof parsed);
+    s_read_notify (&ctx, value, &parsed);
+    job_errors_clear (&errors);
+    if (ctx.count > 0) {
+        for (size_t i = 0; i < parsed.notify_count; i++)
+            free (parsed.notify [i].url);
+        free (parsed.notify);
+        return -1;
+    }
+    for (size_t i = 0; i < spec->notify_count; i++)
+        free (spec->notify [i].url);
+    free (spec->notify);
+    spec->notify = parsed.notify;
+    spec->notify_count = parsed.notify_count;
+    return 0;
 }
 
 void
 job_spec_encode (const job_spec_t *spec, pw_t *writer)
 {
-    s_spec_encode (spec, writer, false);
+    s_spec_encode (spec, writer, false, true);
+}
+
+void
+job_spec_encode_stored (const job_spec_t *spec, pw_t *writer)
+{
+    s_spec_encode (spec, writer, false, false);
 }
 
 void
 job_spec_encode_digest (const job_spec_t *spec, pw_t *writer)
 {
-    s_spec_encode (spec, writer, true);
+    s_spec_encode (spec, writer, true, true);
 }
 
 job_spec_t *
@@ -1317,6 +1526,9 @@ job_spec_destroy (job_spec_t **spec_p)
     free (spec->phases);
     free (spec->idempotency_key);
     job_limits_free (spec->limits, spec->limit_count);
+    for (size_t i = 0; i < spec->notify_count; i++)
+        free (spec->notify [i].url);
+    free (spec->notify);
     free (spec);
     *spec_p = NULL;
 }

@@ -11,7 +11,12 @@
         job   = { target: TARGET, tasks: [PHASE, ...], ?strategy: STR,
                   ?timeout: DURATION, ?priority: INT, ?idempotency_key: STR,
                   ?dead_letter: BOOL, ?lease_ms: INT,
-                  ?limits: {LIMIT_PATTERN: INT}, ?stall_timeout: DURATION }
+                  ?limits: {LIMIT_PATTERN: INT}, ?stall_timeout: DURATION,
+                  ?notify: [NOTIFY, ...] }
+        NOTIFY = { url: STR, ?on: [ON, ...] }   (a job file may write
+                  just the URL); ON = "completed" | "partial_failure" |
+                  "failed" | "cancelled" | "timeout" (a job ended by its
+                  own timeout); no `on`: every end (docs/NOTIFY.md)
         LIMIT_PATTERN = "backend.action", either part a name or "*"
                   ("apt.install", "rke2.*", "*.*")
         TARGET = { scope: "all"|"group"|"node"|"label", ?value: STR,
@@ -69,6 +74,16 @@
 #define JOB_MAX_LIMIT 1000000     //  Largest concurrency limit
 #define JOB_MAX_NEEDS 64          //  Most needs on one task
 #define JOB_MAX_BATCH 100000      //  Largest batch, max_failures or canary count
+#define JOB_MAX_NOTIFY 4          //  Most webhooks in one job's notify
+#define JOB_NOTIFY_URL_MAX 2048   //  Longest webhook URL in bytes
+
+//  The job ends a webhook is sent for (job_notify_t.on): bits
+#define JOB_NOTIFY_COMPLETED 0x01u
+#define JOB_NOTIFY_PARTIAL_FAILURE 0x02u
+#define JOB_NOTIFY_FAILED 0x04u
+#define JOB_NOTIFY_CANCELLED 0x08u
+#define JOB_NOTIFY_TIMEOUT 0x10u       //  Ended by its job timeout
+#define JOB_NOTIFY_ALL 0x1fu
 
 typedef enum {
     JOB_COND_ALWAYS = 0,
@@ -128,6 +143,12 @@ typedef struct {
     uint32_t value;           //  The count, or the percent
 } job_amount_t;
 
+//  A webhook a job names: where to POST its summary, and on which ends.
+typedef struct {
+    char *url;                //  http:// or https:// (job_notify_url_check)
+    uint32_t on;              //  JOB_NOTIFY_* bits; JOB_NOTIFY_ALL by default
+} job_notify_t;
+
 typedef struct {
     target_t target;          //  Which nodes
     job_phase_t *phases;      //  Top-level phases
@@ -145,6 +166,8 @@ typedef struct {
     job_amount_t batch;       //  Rolling batches: nodes per batch
     job_amount_t max_failures;  //  Failure budget: failed nodes allowed
     uint32_t canary;          //  Nodes in the first batch, 0 = as batch says
+    job_notify_t *notify;     //  Webhooks told of the job's end (owned)
+    size_t notify_count;      //  How many (at most JOB_MAX_NOTIFY)
 } job_spec_t;
 
 //  The order of a DAG job, per step: what each step waits for on its node.
@@ -189,6 +212,33 @@ void job_spec_encode (const job_spec_t *spec, pw_t *writer);
 //  form an idempotency digest is taken of, the same as before params kept
 //  their type, so a key stored by an older broker still matches.
 void job_spec_encode_digest (const job_spec_t *spec, pw_t *writer);
+
+//  Checks a webhook URL: http or https, a host, no user or password,
+//  at most JOB_NOTIFY_URL_MAX bytes of printable ASCII without spaces.
+//  Returns 0, or -1 with a sentence in WHY.
+int job_notify_url_check (const char *url, char *why, size_t why_len);
+
+//  The JOB_NOTIFY_* bit named NAME ("failed"), or 0 when none is.
+uint32_t job_notify_on_bit (const char *name);
+
+//  The name of one JOB_NOTIFY_* bit, or NULL.
+const char *job_notify_on_name (uint32_t bit);
+
+//  Reads a list of ON names (an array of strings) into *ON_P. Returns 0,
+//  or -1 with a sentence in WHY naming the bad entry.
+int job_notify_on_read (const pv_t *value, uint32_t *on_p, char *why,
+                        size_t why_len);
+
+//  Writes SPEC as job_spec_encode does, without its notify: the form a
+//  store keeps in a job's header, which an older release reads (the
+//  webhooks are kept apart: job_notify_encode).
+void job_spec_encode_stored (const job_spec_t *spec, pw_t *writer);
+
+//  Writes SPEC's webhooks as its `notify` value ([{url, ?on}...]), and
+//  reads such a value into SPEC (replacing its webhooks). Returns 0, or
+//  -1 when VALUE is not one.
+void job_notify_encode (const job_spec_t *spec, pw_t *writer);
+int job_notify_decode (const pv_t *value, job_spec_t *spec);
 
 //  Writes TARGET in the wire form: {scope, ?value, ?any}.
 void job_target_encode (const target_t *target, pw_t *writer);

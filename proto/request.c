@@ -142,6 +142,14 @@ static const s_request_field_t s_req_cluster_switchover [] = {
     { "to", PV_STR, false, 1, NAME_MAX_LEN },
 };
 
+static const s_request_field_t s_req_notify_list [] = {
+    { "status", PV_STR, false, 1, 16 },
+    { "job", PV_STR, false, 1, PROTO_MAX_TEXT },
+    { "limit", PV_INT, false, 1, 1000 },
+};
+static const s_request_field_t s_req_notify_retry [] = {
+    { "delivery", PV_STR, true, 24, 24 },
+};
 #define S_REQUEST(type, fields) { type, fields, S_COUNT_OF (fields) }
 #define S_REQUEST_BARE(type) { type, NULL, 0 }
 
@@ -191,6 +199,8 @@ static const s_request_t s_requests [] = {
     S_REQUEST ("audit.list", s_req_audit_list),
     S_REQUEST_BARE ("cluster.status"),
     S_REQUEST ("cluster.switchover", s_req_cluster_switchover),
+    S_REQUEST ("notify.list", s_req_notify_list),
+    S_REQUEST ("notify.retry", s_req_notify_retry),
 };
 
 const char *

@@ -89,6 +89,10 @@ typedef enum {
     STORE_DB_JOB_TRACES, //  job id -> its W3C traceparent (broker/jobtrace.h);
                          //  apart from the job header, which an older
                          //  release reads unchanged
+    STORE_DB_NOTIFY,     //  wall ms (8 bytes BE) | seq (4 bytes BE) ->
+                         //  webhook delivery (broker/notify.h)
+    STORE_DB_NOTIFY_JOBS, //  job id -> the webhooks its spec names (kept
+                         //  out of the job header, which 0.1.0 reads)
     STORE_DB_COUNT
 } store_db_t;
 

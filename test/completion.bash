@@ -147,6 +147,12 @@ expect "gridcli audit list --outcome re" refused
 expect "gridcli audit list --type job.c" job.cancel
 expect "gridcli audit list --object we" web-01 web-02
 expect "gridcli audit list --who alice --j" --json
+# Job notifications: the command, its flags and their values
+expect "gridcli no" node notify
+expect "gridcli notify " list retry
+expect "gridcli notify list --s" --status
+expect "gridcli notify list --status " pending sent dead
+expect "gridcli job run --no" --notify
 # Commands and flags still complete as before
 expect "gridcli jo" job
 expect "gridcli job o" output

@@ -1318,10 +1318,83 @@ test_job_batch_fields (void **state)
     assert_int_equal (job_amount_parse ("99999999999", true, &amount), -1);
 }
 
+//  notify: webhooks as maps or URLs, each URL checked with its path named;
+//  the stored form leaves them out, job_notify_encode/decode keep them.
+static void
+test_job_notify (void **state)
+{
+    job_spec_t *spec = s_valid_yaml (
+        "target: all\n"
+        "notify:\n"
+        "  - {url: \"https://hooks.example.com/a?k=1\", on: [failed, timeout]}\n"
+        "  - http://127.0.0.1:8080/b\n"
+        "tasks: [{backend: test, action: echo}]\n");
+    assert_int_equal (spec->notify_count, 2);
+    assert_string_equal (spec->notify [0].url, "https://hooks.example.com/a?k=1");
+    assert_int_equal (spec->notify [0].on, JOB_NOTIFY_FAILED | JOB_NOTIFY_TIMEOUT);
+    assert_int_equal (spec->notify [1].on, JOB_NOTIFY_ALL);
+    //  The wire form round-trips; the stored form has no notify
+    pw_t *writer = pw_new ();
+    job_spec_encode (spec, writer);
+    job_spec_t *copy = NULL;
+    job_errors_t errors = {.count = 0};
+    assert_int_equal (s_decode_wire (writer, &copy, &errors), 0);
+    assert_int_equal (copy->notify_count, 2);
+    assert_int_equal (copy->notify [0].on, spec->notify [0].on);
+    job_spec_destroy (&copy);
+    pw_reset (writer);
+    job_spec_encode_stored (spec, writer);
+    assert_int_equal (s_decode_wire (writer, &copy, &errors), 0);
+    assert_int_equal (copy->notify_count, 0);
+    pw_reset (writer);
+    job_notify_encode (spec, writer);
+    pv_doc_t *doc = NULL;
+    assert_int_equal (pv_doc_decode (pw_data (writer), pw_size (writer), &doc,
+                                     NULL, 0), 0);
+    assert_int_equal (job_notify_decode (pv_doc_root (doc), copy), 0);
+    assert_int_equal (copy->notify_count, 2);
+    assert_string_equal (copy->notify [1].url, "http://127.0.0.1:8080/b");
+    pv_doc_destroy (&doc);
+    job_spec_destroy (&copy);
+    pw_destroy (&writer);
+    job_spec_destroy (&spec);
+
+    s_assert_problem ("target: all\nnotify: [\"ftp://x/\"]\n"
+                      "tasks: [{backend: test, action: echo}]\n",
+                      "notify[0]: must start with http:// or https://");
+    s_assert_problem ("target: all\nnotify: [{url: \"http://u:p@x/\"}]\n"
+                      "tasks: [{backend: test, action: echo}]\n",
+                      "notify[0].url: must not carry a user or password "
+                      "(the signature authenticates the broker)");
+    s_assert_problem ("target: all\nnotify: [{url: \"http:///x\"}]\n"
+                      "tasks: [{backend: test, action: echo}]\n",
+                      "notify[0].url: has no host");
+    s_assert_problem ("target: all\nnotify: [{url: \"http://x/\", on: [late]}]\n"
+                      "tasks: [{backend: test, action: echo}]\n",
+                      "notify[0].on: unknown job end 'late' (completed, "
+                      "partial_failure, failed, cancelled, timeout)");
+    s_assert_problem ("target: all\nnotify: [{url: \"http://x/\", to: y}]\n"
+                      "tasks: [{backend: test, action: echo}]\n",
+                      "notify[0].to: unknown key");
+    s_assert_problem ("target: all\nnotify: []\n"
+                      "tasks: [{backend: test, action: echo}]\n",
+                      "notify: 1 to 4 webhooks, got 0");
+    char url [JOB_NOTIFY_URL_MAX + 16];
+    memset (url, 'a', sizeof url - 1);
+    memcpy (url, "http://", 7);
+    url [sizeof url - 1] = 0;
+    char why [256];
+    assert_int_equal (job_notify_url_check (url, why, sizeof why), -1);
+    assert_non_null (strstr (why, "too long"));
+    assert_int_equal (job_notify_url_check ("http://a b/", why, sizeof why), -1);
+    assert_int_equal (job_notify_url_check ("https://h:8443/x", why, sizeof why), 0);
+}
+
 int
 main (void)
 {
     const struct CMUnitTest tests [] = {
+        cmocka_unit_test (test_job_notify),
         cmocka_unit_test (test_job_grid_flat),
         cmocka_unit_test (test_job_grid_hierarchical),
         cmocka_unit_test (test_job_grid_conditions),

@@ -131,7 +131,8 @@ test_requests_audited (void **state)
     //  broker; reads are not, audit.list itself least of all
     const char *audited [] = {"node.drain", "node.resume", "broker.drain",
                               "broker.resume", "key.accept", "key.reject",
-                              "key.delete", "token.add", "token.revoke"};
+                              "key.delete", "token.add", "token.revoke",
+                              "notify.retry"};
     for (size_t index = 0; index < sizeof audited / sizeof audited [0];
          index++)
         assert_true (requests_find (audited [index])->audited);
@@ -143,8 +144,11 @@ test_requests_audited (void **state)
         if (rows [index].audited)
             found++;
     }
-    assert_int_equal (found, 21);
+    assert_int_equal (found, 22);
     assert_false (requests_find ("audit.list")->audited);
+    assert_false (requests_find ("notify.list")->audited);
+    assert_int_equal (requests_find ("notify.list")->role, AUTH_ROLE_ADMIN);
+    assert_int_equal (requests_find ("notify.retry")->role, AUTH_ROLE_ADMIN);
     assert_false (requests_find ("job.get")->audited);
     assert_int_equal (requests_find ("audit.list")->role, AUTH_ROLE_ADMIN);
 }
@@ -157,7 +161,7 @@ test_requests_mutations (void **state)
                               "job.retry", "dlq.retry", "dlq.purge",
                               "schedule.add", "schedule.pause",
                               "schedule.resume", "schedule.delete",
-                              "schedule.run"};
+                              "schedule.run", "notify.retry"};
     size_t expected = sizeof mutates / sizeof mutates [0];
     for (size_t index = 0; index < expected; index++)
         assert_true (requests_find (mutates [index])->mutates);

@@ -187,6 +187,10 @@ s_job_validate (req_call_t *call, bool decoded, job_spec_t **spec_p,
     else {
         req_check_actions (ctx, *spec_p, details);
         s_check_lease (ctx, *spec_p, details);
+        char why [512];
+        if (notify_spec_check (&ctx->config->notify, *spec_p, why,
+                               sizeof why) != 0)
+            zlistx_add_end (details, strdup (why));
     }
     job_errors_clear (errors);
     int rc = 0;

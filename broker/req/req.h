@@ -28,6 +28,7 @@
                      schedule.run
         audit.c      audit.list
         cluster.c    cluster.status cluster.switchover
+        notify.c     notify.list notify.retry
 
     Threading: the broker's thread only.
     =========================================================================
@@ -158,6 +159,8 @@ void req_schedule_delete (req_call_t *call);
 void req_schedule_run (req_call_t *call);
 
 void req_audit_list (req_call_t *call);
+void req_notify_list (req_call_t *call);
+void req_notify_retry (req_call_t *call);
 
 //  cluster.c
 void req_cluster_status (req_call_t *call);

@@ -64,6 +64,13 @@ s_check_job (req_call_t *call, const schedule_t *schedule)
     zlistx_t *details = zlistx_new ();
     zlistx_set_destructor (details, (zlistx_destructor_fn *) zstr_free);
     req_check_actions (ctx, spec, details);
+    //  A schedule's record keeps its job's spec whole, which the previous
+    //  release reads: its runs tell of their ends through the broker's
+    //  notify.targets only
+    if (spec->notify_count)
+        zlistx_add_end (details, strdup ("notify: a schedule's job names no "
+                                         "webhooks (the broker's "
+                                         "notify.targets tell of its runs)"));
     job_spec_destroy (&spec);
     size_t count = zlistx_size (details);
     if (count) {

@@ -509,6 +509,8 @@ s_collect (ctx_t *ctx, store_txn_t *txn, metrics_figures_t *figures)
     figures->limit_count = sched_limits (ctx->sched, figures->limits,
                                          JOB_MAX_LIMITS);
     figures->dead_letter = txn ? dlq_size (txn) : 0;
+    if (ctx->notify)
+        figures->notify = notify_counters (ctx->notify);
     size_t total = registry_size (ctx->registry);
     figures->nodes_online = registry_online_count (ctx->registry);
     figures->nodes_offline = total - figures->nodes_online;

@@ -48,6 +48,7 @@ Node = Dict[str, Any]           # NODE
 Workers = Dict[str, Any]        # WORKERS
 HistoryEntry = Dict[str, Any]   # HISTORY ENTRY
 AuditEntry = Dict[str, Any]     # AUDIT ENTRY
+Delivery = Dict[str, Any]       # NOTIFY DELIVERY
 Status = Dict[str, Any]         # STATUS
 QueueStats = Dict[str, Any]     # QUEUE STATS
 BrokerState = Dict[str, Any]    # {state, running, pending}
@@ -103,6 +104,8 @@ REQUEST_METHODS = {
     "audit.list": "audit_list",
     "cluster.status": "cluster_status",
     "cluster.switchover": "cluster_switchover",
+    "notify.list": "notify_list",
+    "notify.retry": "notify_retry",
     "whoami": "whoami",
 }
 
@@ -857,6 +860,30 @@ class Client:
         return self.request("audit.list", who=who, request_type=request_type,
                             object=object, outcome=outcome, since=since_ms,
                             before=before, limit=limit)["entries"]
+
+    # -- job notifications (webhooks) ------------------------------------
+
+    def notify_list(self, status: Optional[str] = None,
+                    job: Optional[str] = None,
+                    limit: Optional[int] = None) -> List[Delivery]:
+        """The webhook deliveries of jobs' ends, newest first (admin):
+        ``status`` ``"pending"``, ``"sent"`` or ``"dead"``, one ``job``'s,
+        at most ``limit`` (1..1000, broker default 100). A URL is shown
+        without its query (docs/NOTIFY.md).
+
+            for d in client.notify_list(status="dead"):
+                print(d["id"], d["job"], d["url"], d.get("error"))
+        """
+        return self.request("notify.list", status=status, job=job,
+                            limit=limit)["deliveries"]
+
+    def notify_retry(self, delivery: str) -> Dict[str, Any]:
+        """Sends a sent or dead delivery again, now, with a new retry
+        window (admin): ``{delivery, job, status: "pending"}``.
+
+            client.notify_retry(client.notify_list(status="dead")[0]["id"])
+        """
+        return self.request("notify.retry", delivery=delivery)
 
     # -- schedules -------------------------------------------------------
 

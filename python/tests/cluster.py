@@ -43,9 +43,10 @@ def free_port():
 
 class Cluster:
     """A broker, admin and viewer keys, and agents web-01 (group web) and
-    db-01 (group db); with ``http=True`` the broker serves HTTP too."""
+    db-01 (group db); with ``http=True`` the broker serves HTTP too; CONFIG
+    is the text of a config file for the broker."""
 
-    def __init__(self, http=False):
+    def __init__(self, http=False, config=None):
         self.dir = tempfile.mkdtemp(prefix="grid-py-")
         self.procs = []
         self.keys = os.path.join(self.dir, "keys")
@@ -65,6 +66,11 @@ class Cluster:
             port = free_port()
             self.http = f"http://127.0.0.1:{port}"
             extra = ("--http", f"127.0.0.1:{port}")
+        if config:
+            path = os.path.join(self.dir, "broker.yaml")
+            with open(path, "w") as handle:
+                handle.write(config)
+            extra += ("--config", path)
         self.start("broker", "gridbroker", "--data-dir",
                    os.path.join(self.dir, "data"), "--client", self.client_ep,
                    "--agents", agents_ep, "--publish", publish_ep,

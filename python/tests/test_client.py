@@ -265,6 +265,20 @@ class ClientTest(unittest.TestCase):
             viewer.audit_list()
         self.assertEqual(caught.exception.code, "forbidden")
 
+    def test_notify_requests(self):
+        # This cluster's broker has no webhooks: nothing to list, and a
+        # delivery id that is none is not found
+        self.assertEqual(self.client.notify_list(status="dead"), [])
+        with self.assertRaises(grid.GridError) as caught:
+            self.client.notify_retry("0" * 24)
+        self.assertEqual(caught.exception.code, "not_found")
+        with self.assertRaises(grid.GridError) as caught:
+            self.client.notify_list(status="lost")
+        self.assertEqual(caught.exception.code, "bad_request")
+        with self.assertRaises(grid.GridError) as caught:
+            self.cluster.client("viewer").notify_list()
+        self.assertEqual(caught.exception.code, "forbidden")
+
     def test_roles_are_enforced(self):
         viewer = self.cluster.client("viewer")
         self.assertEqual(viewer.status()["nodes"]["online"], 2)

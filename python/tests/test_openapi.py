@@ -14,7 +14,7 @@ import urllib.request
 
 import zmq
 
-from tests.cluster import SRC, Cluster, until
+from tests.cluster import SRC, Cluster, free_port, until
 from tests.openapi_check import response_schema, validate
 
 
@@ -23,7 +23,12 @@ class OpenApiTest(unittest.TestCase):
     def setUpClass(cls):
         with open(os.path.join(SRC, "docs", "openapi.json")) as handle:
             cls.doc = json.load(handle)
-        cls.cluster = Cluster(http=True)
+        # A failed job's webhook to a port nobody listens on is dead at
+        # once: a delivery to list and to retry
+        cls.cluster = Cluster(http=True, config=(
+            "notify:\n  retry_for: 1ms\n  timeout: 2s\n  targets:\n"
+            f"    - {{url: \"http://127.0.0.1:{free_port()}/hook\", "
+            "on: [failed]}\n"))
         try:
             cls.client = cls.cluster.client()
             cls.cluster.wait_online(cls.client)
@@ -178,6 +183,17 @@ class OpenApiTest(unittest.TestCase):
         ask("GET", "/api/v1/audit",
             "/api/v1/audit?request_type=job.&who=api-admin&limit=2")
         ask("GET", "/api/v1/audit", "/api/v1/audit?since=0&outcome=error")
+        ask("GET", "/api/v1/notify")
+        ask("GET", "/api/v1/notify", "/api/v1/notify?status=dead&limit=5")
+        ask("POST", "/api/v1/notify/{id}/retry",
+            "/api/v1/notify/000000000000000000000000/retry", body={},
+            status=404)
+        until(lambda: cls.call("GET", "/api/v1/notify?status=dead")[1]
+              ["deliveries"])
+        dead = ask("GET", "/api/v1/notify",
+                   "/api/v1/notify?status=dead")["deliveries"][0]["id"]
+        ask("POST", "/api/v1/notify/{id}/retry",
+            f"/api/v1/notify/{dead}/retry", body={})
 
     def test_every_answer_fits_its_schema(self):
         for method, template, status, body in self.answers:
