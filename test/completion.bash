@@ -151,6 +151,8 @@ expect "gridcli audit list --who alice --j" --json
 expect "gridcli jo" job
 expect "gridcli job o" output
 expect "gridcli job output j-0193a1b2c3d4-0001 --st" --stderr --step
+expect "gridcli job output j-0193a1b2c3d4-0001 --f" --follow
+expect "gridcli job run --wait --fo" --follow
 
 # The line's own broker (host:port is one word to gridcli) and a short
 # request timeout reach gridcli
