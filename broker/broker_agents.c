@@ -414,8 +414,12 @@ s_on_output (broker_t *self, registry_node_t *node, const proto_msg_t *piece)
                                                  piece->chunk,
                                                  piece->chunk_len),
                        "an output piece");
-    if (job)
+    if (job) {
+        outlog_add (self->ctx.outlog, piece->job, piece->step, piece->node,
+                    piece->attempt, stderr_, piece->offset,
+                    piece->chunk_len);
         broker_job_changed (self, piece->job);
+    }
 }
 
 //  Decodes an agent message BODY (SIZE bytes) into *MSG_P as

@@ -30,6 +30,7 @@
 #include "auth.h"
 #include "config.h"
 #include "http.h"
+#include "outlog.h"
 #include "registry.h"
 #include "relays.h"
 #include "sched.h"
@@ -85,6 +86,7 @@ struct _ctx_t {
     broker_stats_t *stats;       //  Counters and figures
     ctx_state_t state;           //  Maintenance, the restart hold, job ids
     http_t *http_face;           //  The HTTP face (for its figures), or NULL
+    outlog_t *outlog;            //  Output pieces kept lately (live jobs)
     pw_t *scratch;               //  An encoding buffer any handler may reset
                                  //  and use until it returns
 };

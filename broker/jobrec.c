@@ -1499,6 +1499,17 @@ s_write_page (pw_t *writer, const char *job_id, const char *node,
     }
 }
 
+uint8_t *
+jobrec_read_output (store_txn_t *txn, const char *job_id, uint32_t step,
+                    const char *node, uint32_t attempt, bool stderr_,
+                    uint64_t offset, size_t len, size_t *got_p)
+{
+    uint8_t prefix [JOBREC_MAX_OUTPUT_KEY];
+    size_t prefix_len = s_output_prefix (job_id, step, node, attempt, stderr_,
+                                         prefix);
+    return s_read_pieces (txn, prefix, prefix_len, offset, len, got_p);
+}
+
 int
 jobrec_write_live_page (store_txn_t *txn, const char *job_id, uint32_t step,
                         const char *node, uint32_t attempt, bool stderr_,

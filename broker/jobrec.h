@@ -181,6 +181,13 @@ uint64_t jobrec_output_arrived (store_txn_t *txn, const char *job_id,
                                uint32_t step, const char *node,
                                uint32_t attempt, bool stderr_);
 
+//  Up to LEN bytes of that stream from OFFSET, as far as they arrived
+//  in a row, into a new buffer (caller frees); *GOT_P gets how many.
+uint8_t *jobrec_read_output (store_txn_t *txn, const char *job_id,
+                             uint32_t step, const char *node,
+                             uint32_t attempt, bool stderr_, uint64_t offset,
+                             size_t len, size_t *got_p);
+
 //  An OFFSET past the end of what a page can serve
 #define JOBREC_PAST_END 1
 

@@ -1220,6 +1220,79 @@ req_job_output (req_call_t *call)
     free (job_id);
 }
 
+//  The pieces of JOB's output kept since sequence number AFTER (outlog.h),
+//  with their bytes, up to LIMIT bytes in all (at least one piece).
+void
+req_job_output_events (req_call_t *call)
+{
+    char *job_id = NULL;
+    if (s_job_id_field (call, &job_id) != 0)
+        return;
+    int64_t after = 0, limit = 1024 * 1024;
+    pv_get_int (pv_map_get (call->request->body, "after"), &after);
+    pv_get_int (pv_map_get (call->request->body, "limit"), &limit);
+    outlog_t *outlog = call->ctx->outlog;
+    store_txn_t *txn = NULL;
+    if (s_job_steps (call, job_id) < 0)
+        req_error (call, PROTO_ERR_NOT_FOUND, "no job %s", job_id);
+    else
+    if ((txn = req_txn (call))) {
+        //  The entries first (their count leads the list), then the reply
+        size_t count = 0, bytes = 0;
+        uint64_t next = (uint64_t) after;
+        const outlog_entry_t *entry = NULL;
+        for (uint64_t seq = (uint64_t) after;
+             outlog && (entry = outlog_next (outlog, job_id, seq)); ) {
+            if (count && bytes + entry->len > (uint64_t) limit)
+                break;
+            count++;
+            bytes += entry->len;
+            seq = next = entry->seq;
+        }
+        if (outlog && !entry && outlog_last (outlog) > next)
+            next = outlog_last (outlog);
+        pw_reset (call->reply);
+        proto_reply_ok_begin (call->reply, call->request->id);
+        pw_map (call->reply, 4);
+        pw_str (call->reply, "job");
+        pw_str (call->reply, job_id);
+        pw_str (call->reply, "next");
+        pw_int (call->reply, (int64_t) next);
+        pw_str (call->reply, "lost");
+        pw_bool (call->reply, outlog && outlog_lost (outlog,
+                                                     (uint64_t) after));
+        pw_str (call->reply, "events");
+        pw_array (call->reply, count);
+        uint64_t seq = (uint64_t) after;
+        for (size_t index = 0; index < count; index++) {
+            entry = outlog_next (outlog, job_id, seq);
+            seq = entry->seq;
+            size_t got = 0;
+            uint8_t *data = jobrec_read_output (txn, job_id, entry->step,
+                                                entry->node, entry->attempt,
+                                                entry->stderr_, entry->offset,
+                                                entry->len, &got);
+            pw_map (call->reply, 7);
+            pw_str (call->reply, "seq");
+            pw_int (call->reply, (int64_t) entry->seq);
+            pw_str (call->reply, "step");
+            pw_int (call->reply, entry->step);
+            pw_str (call->reply, "node");
+            pw_str (call->reply, entry->node);
+            pw_str (call->reply, "attempt");
+            pw_int (call->reply, entry->attempt);
+            pw_str (call->reply, "stream");
+            pw_str (call->reply, entry->stderr_ ? "stderr" : "stdout");
+            pw_str (call->reply, "offset");
+            pw_int (call->reply, (int64_t) entry->offset);
+            pw_str (call->reply, "data");
+            pw_bin (call->reply, data, got);
+            free (data);
+        }
+    }
+    free (job_id);
+}
+
 //  ---------------------------------------------------------------------
 //  job.retry (and dlq.retry)
 
