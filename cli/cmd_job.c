@@ -61,6 +61,11 @@ s_run_check (cli_args_t *args, char *err, size_t err_len)
     if (args->follow && !args->wait)
         return cli_fail (err, err_len, "--follow goes with --wait: job run "
                          "--wait --follow streams the job's output");
+    if (args->follow && args->output_given
+        && args->output == CLI_OUTPUT_JSON)
+        return cli_fail (err, err_len, "--follow prints the output as the "
+                         "nodes print it, not JSON: leave out --output "
+                         "json, or --follow");
     if (args->file) {
         if (cli_job_inline_given (args))
             return cli_fail (err, err_len,
@@ -822,6 +827,9 @@ s_output_cell (const cli_settings_t *settings, const cli_args_t *args,
             free (list);
             rc = CLI_EXIT_REFUSED;
         }
+        else
+        if (*step_p < 0 && args->follow)
+            *step_p = 0;         //  Followed from its first step on
         else
         if (*step_p < 0) {
             fprintf (err, "gridcli: node %s has run no step of job %s yet\n",

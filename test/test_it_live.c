@@ -232,6 +232,19 @@ test_it_live_follow (void **state)
     free (err);
     free (job);
 
+    //  At once after the submit, without --node or --step: the job's only
+    //  node, its first step, waited for
+    job = s_submit_lines (grid, "node:web-01", 20, "100ms", 0);
+    rc = grid_cli (grid, &out, &err, S_CLI_MS, "job", "output", job,
+                   "--follow", NULL);
+    if (rc != 0)
+        fprintf (stderr, "%s", err);
+    assert_int_equal (rc, 0);
+    assert_string_equal (out, want);
+    free (out);
+    free (err);
+    free (job);
+
     //  A step that fails: its code
     job = grid_submit_id (grid, "target: node:web-01\n"
                                 "tasks:\n"
@@ -512,6 +525,13 @@ test_it_live_hostile (void **state)
                    "2", NULL);
     assert_int_equal (rc, 2);
     assert_non_null (strstr (err, "--wait"));
+    free (out);
+    free (err);
+    rc = grid_cli (grid, &out, &err, S_CLI_MS, "--output", "json", "job",
+                   "run", "--target", "node:web-01", "--wait", "--follow",
+                   "test", "lines", "--count", "2", NULL);
+    assert_int_equal (rc, 2);
+    assert_non_null (strstr (err, "--follow"));
     free (out);
     free (err);
     rc = grid_cli (grid, &out, &err, S_CLI_MS, "job", "run", "--target",
