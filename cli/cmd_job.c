@@ -893,6 +893,13 @@ s_job_output (const cli_settings_t *settings, const cli_args_t *args,
                          cli_human_bytes (dropped, text, sizeof text),
                          size / 2);
             }
+            //  A broker before live output says nothing of it
+            bool complete = true;
+            pv_get_bool (pv_map_get (data, "complete"), &complete);
+            if (!complete)
+                fprintf (err, "gridcli: step %d still runs on %s: this is "
+                         "its output so far (--follow for the rest)\n",
+                         step, node);
             client_reply_clear (&reply);
             break;
         }

@@ -245,6 +245,22 @@ test_it_live_follow (void **state)
     free (err);
     free (job);
 
+    //  Without --follow, of a running step: what came so far, and a note
+    job = s_submit_lines (grid, "node:web-01", 30, "100ms", 0);
+    assert_true (fixture_wait_cells (grid, job, 0, nodes, "running",
+                                     S_WAIT_MS));
+    rc = grid_cli (grid, &out, &err, S_CLI_MS, "job", "output", job, NULL);
+    assert_int_equal (rc, 0);
+    char *all = s_lines (30);
+    //  A part from the first line on (the whole when the machine was slow)
+    assert_memory_equal (out, all, strlen (out));
+    if (strlen (out) < strlen (all))
+        assert_non_null (strstr (err, "still runs on web-01"));
+    free (all);
+    free (out);
+    free (err);
+    free (job);
+
     //  A step that fails: its code
     job = grid_submit_id (grid, "target: node:web-01\n"
                                 "tasks:\n"
