@@ -343,10 +343,11 @@ s_conf_apply (agent_config_t *config, const pv_t *root, char *err,
         }
         config->concurrency = (uint32_t) number;
     }
-    number = -1;
+    //  -1 is a value given here (and refused), not "not given"
+    number = INT64_MIN;
     if (conf_get_int (root, "output_rate", &number, err, err_len))
         return -1;
-    if (number != -1) {
+    if (number != INT64_MIN) {
         if (number < 0 || number > AGENT_MAX_OUTPUT_RATE) {
             s_err (err, err_len, "output_rate: %lld is out of range "
                    "(0..%d)", (long long) number, AGENT_MAX_OUTPUT_RATE);

@@ -550,6 +550,29 @@ test_it_live_hostile (void **state)
     assert_non_null (strstr (err, "--follow"));
     free (out);
     free (err);
+    //  The agent's output_rate: in range, or refused by name
+    char path [400];
+    snprintf (path, sizeof path, "%s/live-agent.yaml", grid->dir);
+    const char *rates [] = { "output_rate: 10001\n", "output_rate: -1\n",
+                             "output_rate: many\n", "output_rate: 7\n" };
+    for (size_t index = 0; index < 4; index++) {
+        FILE *file = fopen (path, "w");
+        assert_non_null (file);
+        fputs (rates [index], file);
+        fclose (file);
+        rc = grid_run (grid, "gridagent", &out, &err, S_CLI_MS, "--config",
+                       path, "--print-config", NULL);
+        if (index < 3) {
+            assert_int_not_equal (rc, 0);
+            assert_non_null (strstr (err, "output_rate"));
+        }
+        else {
+            assert_int_equal (rc, 0);
+            assert_non_null (strstr (out, "output_rate: 7"));
+        }
+        free (out);
+        free (err);
+    }
     rc = grid_cli (grid, &out, &err, S_CLI_MS, "job", "run", "--target",
                    "node:web-01", "test", "lines", "--count", "2",
                    "--interval", "soon", NULL);
