@@ -814,6 +814,29 @@ function jobView(ctx, id) {
         }
     };
 
+    // A running cell opened after its first pieces went by (or left the
+    // stream's memory): what has arrived so far, read once from the start.
+    const seeding = new Set();
+    const seedLive = async (step, node, stream) => {
+        const key = step + '/' + node + '/' + stream;
+        if (seeding.has(key) || liveOut.has(key))
+            return;
+        seeding.add(key);
+        try {
+            // No attempt named: the broker serves the one running
+            const page = await api('GET', '/jobs/' + enc(id) + '/output' + q({ node, step, stream }),
+                                   undefined, { signal: abort.signal });
+            if (!liveOut.has(key) && page && typeof page.next === 'number') {
+                liveOut.set(key, { attempt: page.attempt, next: page.next, bytes: pageBytes(page.data) });
+                drawLive(step, node);
+            }
+        } catch (err) {
+            // the events carry it on; nothing to say
+        } finally {
+            seeding.delete(key);
+        }
+    };
+
     // An output event: a piece of a running cell's stream, kept where the
     // last one ended (a repeat or a gap is passed over: the whole stream
     // is read when the cell is done).
@@ -1010,6 +1033,8 @@ function jobView(ctx, id) {
     const streamBlock = (stream, text, size, dropped, step, node, cell) => {
         const whole = fullOutputs.get(step + '/' + node + '/' + stream + '/' + cell.attempts);
         const live = liveText(step, node, stream, cell);
+        if (live === undefined && IN_FLIGHT.has(cell.status))
+            seedLive(step, node, stream);
         const pre = h('pre', { class: 'output' + (stream === 'stderr' ? ' stderr' : ''),
                                id: 'output-' + stream,
                                text: whole !== undefined ? whole : live !== undefined ? live : text || '' });
