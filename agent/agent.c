@@ -149,6 +149,7 @@ struct _agent_t {
     double live_tokens;         //  Live output messages it may send now
                                 //  (refilled at config->output_rate)
     int64_t live_refilled_ms;   //  When the tokens were last refilled
+    uint64_t live_turn;         //  Live output rounds so far (who goes first)
     pw_t *batch;                //  Entries of the results not yet sent
     size_t batch_count;         //  How many
     pw_t *entry;                //  One entry being encoded
@@ -750,11 +751,24 @@ s_live_fired (zloop_t *loop, int timer_id, void *arg)
     self->live_tokens += (double) elapsed_ms * (double) rate / 1000.0;
     if (self->live_tokens > (double) rate)
         self->live_tokens = (double) rate;
+    //  Each turn starts one task further, so that when the rate holds
+    //  back some, the same ones do not always go first
+    size_t count = zhashx_size (self->work);
+    s_work_t **works = count ? (s_work_t **) malloc (count * sizeof (s_work_t *))
+                             : NULL;
+    if (!works)
+        return 0;
+    size_t at = 0;
     for (s_work_t *work = (s_work_t *) zhashx_first (self->work);
-         work && self->live_tokens >= 1.0;
-         work = (s_work_t *) zhashx_next (self->work))
+         work && at < count; work = (s_work_t *) zhashx_next (self->work))
+        works [at++] = work;
+    size_t first = at ? (size_t) (self->live_turn++ % at) : 0;
+    for (size_t index = 0; index < at && self->live_tokens >= 1.0; index++) {
+        s_work_t *work = works [(first + index) % at];
         if (work->started_ms > 0 && work->plan && s_live_send (self, work))
             self->live_tokens -= 1.0;
+    }
+    free (works);
     return 0;
 }
 
