@@ -62,6 +62,8 @@
 #define S_STOP_CHECK_MS 20          //  Shutdown: how often to look
 #define S_CANCELLED_KEEP 1024       //  Recently cancelled jobs remembered
 #define S_MAX_TIMEOUT_MS (30ULL * 24 * 3600 * 1000)  //  30 days
+#define S_LIVE_MS 100               //  Live output: at most one message per
+                                    //  task this often
 #define S_PROGRESS_HOLD_MS 20       //  Acks and starteds wait this long at
                                     //  most for a result that implies them
 
@@ -145,6 +147,12 @@ struct _agent_t {
     bool typed_data;            //  The last welcome granted typed_data
     bool trace;                 //  The last welcome granted trace: results
                                 //  carry their attempt's traceparent
+    bool live_output;           //  The last welcome granted live_output
+    int live_timer;             //  Sends running tasks' new output
+    double live_tokens;         //  Live output messages it may send now
+                                //  (refilled at config->output_rate)
+    int64_t live_refilled_ms;   //  When the tokens were last refilled
+    uint64_t live_turn;         //  Live output rounds so far (who goes first)
     pw_t *batch;                //  Entries of the results not yet sent
     size_t batch_count;         //  How many
     pw_t *entry;                //  One entry being encoded
@@ -165,6 +173,7 @@ struct _s_work_t {
     int64_t started_ms;         //  Monotonic start, 0 before
     backend_progress_t sent;    //  The last progress sent (percent -1, "": none)
     char *traceparent;          //  The command's trace context, or NULL
+    uint64_t live_sent [2];     //  Bytes of stdout, stderr sent live so far
 };
 
 //  Progress of one attempt that waits for the hold timer.
@@ -527,7 +536,7 @@ s_clean_text (char *text, size_t len, size_t max, bool *cut)
 static char *
 s_stream_head (agent_t *self, const proto_msg_t *result, const char *stream,
                const char *bytes, size_t len, size_t dropped,
-               uint64_t *size_p, uint64_t *dropped_p)
+               uint64_t live_sent, uint64_t *size_p, uint64_t *dropped_p)
 {
     size_t head_len = len < PROTO_OUTPUT_HEAD ? len : PROTO_OUTPUT_HEAD;
     char *head = (char *) malloc (head_len + 1);
@@ -536,13 +545,16 @@ s_stream_head (agent_t *self, const proto_msg_t *result, const char *stream,
         memcpy (head, bytes, head_len);
     bool cut = false;
     head = s_clean_text (head, head_len, PROTO_OUTPUT_HEAD, &cut);
-    if (len <= PROTO_OUTPUT_HEAD && dropped == 0
+    if (len <= PROTO_OUTPUT_HEAD && dropped == 0 && live_sent == 0
         && strlen (head) == len && memcmp (head, bytes, len) == 0)
         return head;
     *size_p = len;
     *dropped_p = dropped;
     char err [256];
-    for (size_t offset = 0; offset < len; offset += PROTO_MAX_CHUNK) {
+    //  What went live is in the spool already: the rest follows it (the
+    //  live bytes are the stream's head, which the cap never moves)
+    size_t from = live_sent < len ? (size_t) live_sent : len;
+    for (size_t offset = from; offset < len; offset += PROTO_MAX_CHUNK) {
         size_t take = len - offset < PROTO_MAX_CHUNK ? len - offset
                                                      : PROTO_MAX_CHUNK;
         proto_msg_t piece = {
@@ -722,6 +734,80 @@ s_progress_fired (zloop_t *loop, int timer_id, void *arg)
     return 0;
 }
 
+//  Sends the next piece of WORK's output that came since the last, of
+//  stdout or else stderr: from where the last ended to what the task has
+//  written so far (at most a piece's bytes), spooled first like the
+//  pieces that follow a result. Returns true when it sent one.
+static bool
+s_live_send (agent_t *self, s_work_t *work)
+{
+    for (int index = 0; index < 2; index++) {
+        const char *data = NULL;
+        size_t len = 0;
+        executor_head (self->executor, work, index == 1, &data, &len);
+        if (len <= work->live_sent [index])
+            continue;
+        uint64_t offset = work->live_sent [index];
+        size_t take = len - offset < PROTO_MAX_CHUNK ? len - offset
+                                                     : PROTO_MAX_CHUNK;
+        const char *stream = index == 1 ? "stderr" : "stdout";
+        proto_msg_t piece = {
+            .type = PROTO_OUTPUT, .node = self->config->id, .job = work->job,
+            .step = work->step, .attempt = work->attempt,
+            .stream = (char *) stream, .offset = offset,
+            .chunk = (uint8_t *) data + offset, .chunk_len = take,
+            .size = offset + take
+        };
+        char err [256];
+        if (spool_put (self->spool, &piece, err, sizeof (err)))
+            s_log (self, "cannot record the %s of %s step %u: %s (sent "
+                   "anyway, not kept)", stream, work->job, work->step, err);
+        link_send (self->link, &piece);
+        work->live_sent [index] = offset + take;
+        return true;
+    }
+    return false;
+}
+
+//  Every S_LIVE_MS, to a broker that granted live_output: each running
+//  task's new output, one message per task at most, and no more than
+//  output_rate a second for the whole agent (what waits goes later, or
+//  with the result).
+static int
+s_live_fired (zloop_t *loop, int timer_id, void *arg)
+{
+    agent_t *self = (agent_t *) arg;
+    int64_t rate = self->config->output_rate;
+    if (!self->live_output || rate <= 0 || !link_welcomed (self->link))
+        return 0;
+    int64_t now = zclock_mono ();
+    int64_t elapsed_ms = self->live_refilled_ms ? now - self->live_refilled_ms
+                                                : 1000;
+    self->live_refilled_ms = now;
+    self->live_tokens += (double) elapsed_ms * (double) rate / 1000.0;
+    if (self->live_tokens > (double) rate)
+        self->live_tokens = (double) rate;
+    //  Each turn starts one task further, so that when the rate holds
+    //  back some, the same ones do not always go first
+    size_t count = zhashx_size (self->work);
+    s_work_t **works = count ? (s_work_t **) malloc (count * sizeof (s_work_t *))
+                             : NULL;
+    if (!works)
+        return 0;
+    size_t at = 0;
+    for (s_work_t *work = (s_work_t *) zhashx_first (self->work);
+         work && at < count; work = (s_work_t *) zhashx_next (self->work))
+        works [at++] = work;
+    size_t first = at ? (size_t) (self->live_turn++ % at) : 0;
+    for (size_t index = 0; index < at && self->live_tokens >= 1.0; index++) {
+        s_work_t *work = works [(first + index) % at];
+        if (work->started_ms > 0 && work->plan && s_live_send (self, work))
+            self->live_tokens -= 1.0;
+    }
+    free (works);
+    return 0;
+}
+
 static void
 s_work_started (void *arg, pid_t pid)
 {
@@ -797,12 +883,16 @@ s_work_done (void *arg, executor_result_t *done)
         outcome->data = NULL;
         outcome->data_count = 0;
     }
+    //  A stream that went live goes whole in pieces: the broker shows
+    //  what it holds of it until the result comes
     result->output = s_stream_head (self, result, "stdout", done->output,
                                     done->output_len, done->output_dropped,
+                                    work->live_sent [0],
                                     &result->output_size,
                                     &result->output_dropped);
     result->error = s_stream_head (self, result, "stderr", done->error,
                                    done->error_len, done->error_dropped,
+                                   work->live_sent [1],
                                    &result->error_size,
                                    &result->error_dropped);
     free (done->output);
@@ -1071,6 +1161,8 @@ s_on_welcome (agent_t *self, const proto_msg_t *welcome)
     self->typed_data = proto_msg_has_feature (welcome,
                                               PROTO_FEATURE_TYPED_DATA);
     self->trace = proto_msg_has_feature (welcome, PROTO_FEATURE_TRACE);
+    self->live_output = proto_msg_has_feature (welcome,
+                                               PROTO_FEATURE_LIVE_OUTPUT);
     s_log (self, "welcomed by the broker (heartbeat every %u ms, %zu "
            "result(s) to deliver%s)", link_heartbeat_ms (self->link),
            s_unacked (self), self->batch_results ? ", in batches" : "");
@@ -1305,19 +1397,21 @@ s_build_hello (agent_t *self, char *err, size_t err_len)
     //  Acks of several results in one message, and results in batches
     //  once a welcome grants them (PROTOCOL.md 4.1 rule 8)
     //  (and data values that are ints, PROTO_FEATURE_TYPED_DATA)
-    //  (and commands that carry a traceparent, PROTO_FEATURE_TRACE)
-    char *features [] = { PROTO_FEATURE_RESULT_ACKS, PROTO_FEATURE_RESULTS,
-                          PROTO_FEATURE_TYPED_DATA, PROTO_FEATURE_TRACE };
-    size_t feature_count = sizeof features / sizeof features [0];
+    //  (and commands that carry a traceparent, PROTO_FEATURE_TRACE, and
+    //  output pieces while a task runs, PROTO_FEATURE_LIVE_OUTPUT)
+    const char *features [] = { PROTO_FEATURE_RESULT_ACKS,
+                                PROTO_FEATURE_RESULTS,
+                                PROTO_FEATURE_TYPED_DATA,
+                                PROTO_FEATURE_TRACE,
+                                PROTO_FEATURE_LIVE_OUTPUT };
+    size_t count = sizeof features / sizeof features [0];
     if (!self->plain_hello) {
-        hello->features = (char **) calloc (feature_count, sizeof (char *));
-        if (hello->features) {
-            bool all = true;
-            for (size_t index = 0; index < feature_count; index++)
-                all = (hello->features [index] = strdup (features [index]))
-                      && all;
-            hello->feature_count = all ? feature_count : 0;
-        }
+        hello->features = (char **) calloc (count, sizeof (char *));
+        bool all = hello->features != NULL;
+        for (size_t index = 0; all && index < count; index++)
+            all = (hello->features [index] = strdup (features [index]))
+                  != NULL;
+        hello->feature_count = all ? count : 0;
     }
     for (size_t index = 0; index < config->group_count; index++)
         agent_config_list_add (&hello->groups, &hello->group_count,
@@ -1605,6 +1699,7 @@ agent_reload (agent_t *self)
     }
     running->verbose = fresh.verbose;
     running->drain_ms = fresh.drain_ms;
+    running->output_rate = fresh.output_rate;
     char *level = running->log_level;
     running->log_level = fresh.log_level;
     fresh.log_level = level;
@@ -1619,8 +1714,9 @@ agent_reload (agent_t *self)
                                    "%s%s", index ? ", " : "",
                                    running->disabled [index]);
     s_log (self, "SIGHUP: configuration reloaded: disabled backends %s, "
-           "log level %s, drain %lld ms", *names ? names : "none",
-           log_level_name (log_level ()), (long long) running->drain_ms);
+           "log level %s, drain %lld ms, output rate %lld/s",
+           *names ? names : "none", log_level_name (log_level ()),
+           (long long) running->drain_ms, (long long) running->output_rate);
     if (*later)
         log_warn ("SIGHUP: changed settings that take effect at the next "
                   "start: %s", later);
@@ -1671,6 +1767,8 @@ agent_run (agent_t *self)
     self->progress_timer = zloop_timer (self->loop,
                                         (size_t) config->progress_ms, 0,
                                         s_progress_fired, self);
+    self->live_timer = zloop_timer (self->loop, S_LIVE_MS, 0, s_live_fired,
+                                    self);
     //  Spool opened, sockets connected: the agent serves from here on
     service_notify_ready ("running");
     if (service_watchdog_attach (self->loop) < 0)

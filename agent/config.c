@@ -127,6 +127,7 @@ agent_config_init (agent_config_t *config)
     config->kill_grace_ms = AGENT_DEFAULT_GRACE_MS;
     config->drain_ms = AGENT_DEFAULT_DRAIN_MS;
     config->progress_ms = AGENT_DEFAULT_PROGRESS_MS;
+    config->output_rate = AGENT_DEFAULT_OUTPUT_RATE;
     config->key_file = strdup (KEYS_DEFAULT_AGENT_KEY);
     config->broker_key = strdup (KEYS_DEFAULT_BROKER_KEY);
     config->failover_ms = AGENT_DEFAULT_FAILOVER_MS;
@@ -291,7 +292,7 @@ s_conf_list (const pv_t *map, const char *key, char ***list_p,
 static const char *const s_config_keys [] = {
     "id", "groups", "labels", "broker", "publish", "state_dir",
     "concurrency", "tool_dir", "output_cap_bytes", "disabled_backends",
-    "resolv_conf", "kill_grace", "drain", "progress_interval", "verbose", "key", "broker_key", "failover", "failback",
+    "resolv_conf", "kill_grace", "drain", "progress_interval", "output_rate", "verbose", "key", "broker_key", "failover", "failback",
     "insecure", "log_level", "log_format", NULL
 };
 
@@ -341,6 +342,18 @@ s_conf_apply (agent_config_t *config, const pv_t *root, char *err,
             return -1;
         }
         config->concurrency = (uint32_t) number;
+    }
+    //  -1 is a value given here (and refused), not "not given"
+    number = INT64_MIN;
+    if (conf_get_int (root, "output_rate", &number, err, err_len))
+        return -1;
+    if (number != INT64_MIN) {
+        if (number < 0 || number > AGENT_MAX_OUTPUT_RATE) {
+            s_err (err, err_len, "output_rate: %lld is out of range "
+                   "(0..%d)", (long long) number, AGENT_MAX_OUTPUT_RATE);
+            return -1;
+        }
+        config->output_rate = number;
     }
     number = -1;
     if (conf_get_int (root, "output_cap_bytes", &number, err, err_len))
@@ -675,6 +688,7 @@ s_print_config (const agent_config_t *config, const char *const *values,
                          S_GIVEN (S_OPT_DRAIN));
     conf_print_duration (o, "progress_interval", config->progress_ms,
                          "--progress-interval", S_GIVEN (S_OPT_PROGRESS));
+    conf_print_int (o, "output_rate", config->output_rate, NULL, false);
     conf_print_setting (o, "verbose", config->verbose ? "true" : "false",
                         false, "--verbose", verbose);
     conf_print_setting (o, "log_level",

@@ -35,6 +35,8 @@
 #define AGENT_DEFAULT_GRACE_MS 5000      //  SIGTERM -> SIGKILL for a task
 #define AGENT_DEFAULT_DRAIN_MS 5000      //  Shutdown: running work may finish
 #define AGENT_DEFAULT_PROGRESS_MS 1000   //  At most one progress message per task this often
+#define AGENT_DEFAULT_OUTPUT_RATE 50     //  Live output messages a second, at most
+#define AGENT_MAX_OUTPUT_RATE 10000
 #define AGENT_DEFAULT_FAILOVER_MS 10000  //  Silence before the next endpoint
 #define AGENT_DEFAULT_FAILBACK_MS 60000  //  How often the first is tried again
 #define AGENT_MAX_ENDPOINTS 16           //  Broker endpoints listed at most
@@ -67,6 +69,8 @@ typedef struct {
     int64_t kill_grace_ms;       //  SIGTERM -> SIGKILL for a task
     int64_t drain_ms;            //  Shutdown: how long running work may go on
     int64_t progress_ms;         //  At most one progress message per task this often (>= 100)
+    int64_t output_rate;         //  Live output messages a second, all tasks
+                                 //  together (0: none, output at the end)
     bool verbose;                //  One log line per command event
     char *log_level;             //  error, warn, info or debug (NULL: info)
     char *log_format;            //  text or json (NULL: text)

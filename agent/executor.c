@@ -1166,6 +1166,22 @@ executor_idle (executor_t *self)
         && zlistx_size (self->ended) == 0;
 }
 
+void
+executor_head (executor_t *self, const void *arg, bool stderr_,
+               const char **data_p, size_t *len_p)
+{
+    *data_p = NULL;
+    *len_p = 0;
+    s_task_t *task = (s_task_t *) zlistx_first (self->running);
+    while (task && task->arg != arg)
+        task = (s_task_t *) zlistx_next (self->running);
+    const s_buf_t *buf = task ? (stderr_ ? &task->err : &task->out) : NULL;
+    if (!buf || !buf->data)
+        return;
+    *data_p = buf->data;
+    *len_p = buf->len;
+}
+
 size_t
 executor_last_line (executor_t *self, const void *arg, char *buf,
                     size_t buf_len)

@@ -170,6 +170,14 @@ int executor_cancel_all (executor_t *self, const char *reason);
 size_t executor_last_line (executor_t *self, const void *arg, char *buf,
                            size_t buf_len);
 
+//  The head of a stream of the running task with ARG: the first bytes it
+//  wrote to its standard output (STDERR_: error), up to half of
+//  output_cap_bytes, which stay in place whatever it writes after them.
+//  *DATA_P is lent until the loop next reads the task's pipes; *LEN_P
+//  gets its length (0, and NULL, when none or not running).
+void executor_head (executor_t *self, const void *arg, bool stderr_,
+                    const char **data_p, size_t *len_p);
+
 //  Tasks running now / waiting to start.
 size_t executor_running (executor_t *self);
 size_t executor_queued (executor_t *self);

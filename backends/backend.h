@@ -130,6 +130,7 @@ struct backend_plan_s {
     const char *text;            //  CHILD: a text argument (in params)
     size_t text_len;             //  CHILD: its length
     int64_t number;              //  CHILD: a number argument
+    int64_t interval_ms;         //  CHILD: a time argument
     proto_kv_t *params;          //  With defaults, paths canonical (owned)
     size_t param_count;          //  How many
     const backend_context_t *context;  //  Borrowed from the agent

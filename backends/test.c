@@ -1,12 +1,14 @@
 /*  =========================================================================
-    test backend - echo, sleep, fail, flaky, bulk output
+    test backend - echo, sleep, fail, flaky, bulk output, paced lines
 
     For exercising the whole path (dispatch, capture, truncation, timeout,
     cancel, retries) without touching the host. Every action runs in a real
     forked child, so timeouts and cancels take the same kill path as
     programs. flaky fails while the command's attempt number is at most
     its `failures` param, then succeeds: a retry that works on attempt
-    failures + 1 is the whole point.
+    failures + 1 is the whole point. lines prints `count` numbered lines
+    ("line 1", "line 2", ...), one every `interval` (e.g. "100ms",
+    "0.5s"), then exits 0: output that comes while the task runs.
     The child functions run after fork in a process that had threads: they
     use only async-signal-safe calls (write, nanosleep) and never allocate.
     =========================================================================
@@ -24,6 +26,7 @@
 #define S_MAX_SLEEP_S 86400
 #define S_MAX_OUTPUT_BYTES 67108864
 #define S_MAX_FAILURES 10
+#define S_MAX_LINES 100000
 
 //  Writes LEN bytes of BUF to FD, riding over short writes and EINTR.
 static int
@@ -146,6 +149,50 @@ s_output_child (const backend_plan_t *plan)
     return 0;
 }
 
+//  Writes "line 1" .. "line N" (N = plan->number), one every
+//  plan->interval_ms (the first at once).
+static int
+s_lines_child (const backend_plan_t *plan)
+{
+    int64_t interval_ms = plan->interval_ms;
+    for (int64_t line = 1; line <= plan->number; line++) {
+        if (line > 1 && interval_ms > 0) {
+            struct timespec left = { (time_t) (interval_ms / 1000),
+                                     (long) (interval_ms % 1000) * 1000000L };
+            while (nanosleep (&left, &left) == -1 && errno == EINTR)
+                ;
+        }
+        if (s_write_number (STDOUT_FILENO, "line ", (uint64_t) line)
+        ||  s_write_all (STDOUT_FILENO, "\n", 1))
+            return 1;
+    }
+    return 0;
+}
+
+//  Reads an interval the param's pattern let through: "250ms", "2s",
+//  "0.5s" (at most three decimals). Returns milliseconds, or -1.
+static int64_t
+s_interval_ms (const char *text)
+{
+    if (!text)
+        return -1;
+    char *end = NULL;
+    int64_t whole = strtoll (text, &end, 10);
+    if (end == text || whole < 0)
+        return -1;
+    if (strcmp (end, "ms") == 0)
+        return whole;
+    int64_t fraction_ms = 0;
+    if (*end == '.') {
+        int64_t scale = 100;
+        for (end++; *end >= '0' && *end <= '9' && scale > 0; end++) {
+            fraction_ms += (*end - '0') * scale;
+            scale /= 10;
+        }
+    }
+    return strcmp (end, "s") == 0 ? whole * 1000 + fraction_ms : -1;
+}
+
 //  Points the plan's text argument at param NAME (when given).
 static void
 s_text_arg (backend_plan_t *plan, const char *name)
@@ -219,6 +266,23 @@ s_plan_output (backend_plan_t *plan, char *err, size_t err_len)
     return 0;
 }
 
+static int
+s_plan_lines (backend_plan_t *plan, char *err, size_t err_len)
+{
+    int64_t interval_ms = s_interval_ms (backend_plan_param (plan,
+                                                             "interval"));
+    if (interval_ms < 0) {
+        snprintf (err, err_len, "param 'interval': expected a duration "
+                  "such as 100ms or 0.5s");
+        return -1;
+    }
+    plan->run = BACKEND_RUN_CHILD;
+    plan->child = s_lines_child;
+    plan->number = strtoll (backend_plan_param (plan, "count"), NULL, 10);
+    plan->interval_ms = interval_ms;
+    return 0;
+}
+
 static const backend_param_t s_echo_params [] = {
     { .name = "msg", .type = BACKEND_TYPE_TEXT, .required = true,
       .help = "text to print (a newline is added)" },
@@ -259,6 +323,17 @@ static const backend_param_t s_output_params [] = {
       .help = "stdout (default) or stderr" },
 };
 
+static const backend_param_t s_lines_params [] = {
+    { .name = "count", .type = BACKEND_TYPE_INT, .required = true,
+      .min_value = 1, .max_value = S_MAX_LINES,
+      .help = "how many lines to print, 1 to 100000" },
+    { .name = "interval", .type = BACKEND_TYPE_STRING, .required = false,
+      .pattern = "^([0-9]{1,5}ms|[0-9]{1,2}(\\.[0-9]{1,3})?s)$",
+      .default_value = "1s",
+      .help = "time between two lines, as 100ms, 2s or 0.5s: at most "
+              "99999ms or 99.999s (default 1s)" },
+};
+
 #define S_PARAMS(list) list, sizeof (list) / sizeof (list [0])
 
 static const backend_action_t s_actions [] = {
@@ -273,6 +348,9 @@ static const backend_action_t s_actions [] = {
       s_plan_flaky, false },
     { "output", false, "write bulk output (to test whole outputs and caps)",
       S_PARAMS (s_output_params), s_plan_output, false },
+    { "lines", false, "print count numbered lines, one every interval, "
+      "then exit 0 (to test live output)", S_PARAMS (s_lines_params),
+      s_plan_lines, false },
 };
 
 const backend_ops_t backend_test_ops = {

@@ -653,6 +653,8 @@ broker_new (const broker_config_t *config, char *err, size_t err_len)
                            (zlistx_destructor_fn *) broker_pending_destroy);
     self->io = s_io_new ();
     self->ctx.scratch = pw_new ();
+    self->ctx.outlog = outlog_new (0);
+    assert (self->ctx.outlog);
     self->body = pw_new ();
     self->event_seq = zhashx_new ();
     zhashx_set_destructor (self->event_seq, (zhashx_destructor_fn *) zstr_free);
@@ -986,6 +988,7 @@ broker_destroy (broker_t **self_p)
     zlistx_destroy (&self->pass_audits);
     audit_destroy (&self->audit);
     pw_destroy (&self->ctx.scratch);
+    outlog_destroy (&self->ctx.outlog);
     pw_destroy (&self->body);
     broker_config_clear (&self->config);
     free (self);

@@ -204,6 +204,11 @@ s_send_welcome (broker_t *self, registry_node_t *node)
     //  Its results may echo the traceparent of their command
     if (broker_node_traced (node))
         granted [granted_count++] = PROTO_FEATURE_TRACE;
+    //  Output pieces at any offset while a task runs: an earlier broker
+    //  keeps pieces only at the offsets of whole outputs
+    if (path_grants
+        && proto_hello_has_feature (node->hello, PROTO_FEATURE_LIVE_OUTPUT))
+        granted [granted_count++] = PROTO_FEATURE_LIVE_OUTPUT;
     if (granted_count) {
         welcome.features = granted;
         welcome.feature_count = granted_count;
@@ -348,15 +353,26 @@ s_result_start (broker_t *self, const proto_msg_t *in, int64_t *submitted_ms,
                || cell->status == SCHED_CELL_ACKNOWLEDGED);
 }
 
+//  True when NODE was granted live_output in its welcome.
+static bool
+s_live_granted (const registry_node_t *node)
+{
+    return (node->via_size == 0 || node->relays_protocol >= 2)
+           && proto_hello_has_feature (node->hello, PROTO_FEATURE_LIVE_OUTPUT);
+}
+
 //  Stores a piece of a cell's output (after the session check): only
 //  for a cell of the sending node, at an offset where the agent cuts its
-//  pieces (a multiple of PROTO_MAX_CHUNK), within max_output, and, while
-//  the job runs, for an attempt the cell was given; else counted. So one
-//  agent stores at most max_output per stream and attempt it ran.
+//  pieces (a multiple of PROTO_MAX_CHUNK; from a node granted
+//  live_output, anywhere no other piece of the stream lies), within
+//  max_output, and, while the job runs, for an attempt the cell was
+//  given; else counted. So one agent stores at most max_output per stream
+//  and attempt it ran. A piece of a running job wakes its watchers.
 static void
-s_on_output (broker_t *self, const proto_msg_t *piece)
+s_on_output (broker_t *self, registry_node_t *node, const proto_msg_t *piece)
 {
     store_txn_t *txn = broker_txn (self);
+    bool stderr_ = strcmp (piece->stream, "stderr") == 0;
     const sched_job_t *job = sched_job (self->ctx.sched, piece->job);
     int index = job && piece->step < job->step_count
                     ? sched_job_node_index (job, piece->node)
@@ -368,11 +384,17 @@ s_on_output (broker_t *self, const proto_msg_t *piece)
     if (!known)
         refused = "no such cell";
     else
-    if (piece->offset % PROTO_MAX_CHUNK != 0)
+    if (!s_live_granted (node) && piece->offset % PROTO_MAX_CHUNK != 0)
         refused = "not at a piece boundary";
     else
     if (piece->offset + piece->chunk_len > self->config.max_output)
         refused = "past results.max_output";
+    else
+    if (s_live_granted (node) && txn
+        && !jobrec_output_fits (txn, piece->job, piece->step, piece->node,
+                                piece->attempt, stderr_, piece->offset,
+                                piece->chunk_len))
+        refused = "over another piece";
     else
     if (job
         && piece->attempt
@@ -391,11 +413,16 @@ s_on_output (broker_t *self, const proto_msg_t *piece)
     if (txn)
         ctx_store_error (jobrec_save_output (txn, piece->job, piece->step,
                                                  piece->node, piece->attempt,
-                                                 strcmp (piece->stream,
-                                                         "stderr") == 0,
-                                                 piece->offset, piece->chunk,
+                                                 stderr_, piece->offset,
+                                                 piece->chunk,
                                                  piece->chunk_len),
                        "an output piece");
+    if (job) {
+        outlog_add (self->ctx.outlog, piece->job, piece->step, piece->node,
+                    piece->attempt, stderr_, piece->offset,
+                    piece->chunk_len);
+        broker_job_changed (self, piece->job);
+    }
 }
 
 //  Decodes an agent message BODY (SIZE bytes) into *MSG_P as
@@ -448,6 +475,28 @@ static int
 s_on_result (broker_t *self, registry_node_t *node, const proto_msg_t *in,
              int64_t now_ms)
 {
+    //  A result the agent made without its output (it restarted while the
+    //  attempt ran: interrupted) says the size of what went live
+    proto_msg_t sized;
+    store_txn_t *live_txn = s_live_granted (node) ? broker_txn (self) : NULL;
+    if (live_txn && (!in->output_size || !in->error_size)) {
+        uint64_t out = in->output_size ? 0
+                       : jobrec_output_arrived (live_txn, in->job, in->step,
+                                                in->node, in->attempt, false);
+        uint64_t err = in->error_size ? 0
+                       : jobrec_output_arrived (live_txn, in->job, in->step,
+                                                in->node, in->attempt, true);
+        bool more_out = out > (in->output ? strlen (in->output) : 0);
+        bool more_err = err > (in->error ? strlen (in->error) : 0);
+        if (more_out || more_err) {
+            sized = *in;
+            if (more_out)
+                sized.output_size = out;
+            if (more_err)
+                sized.error_size = err;
+            in = &sized;
+        }
+    }
     int64_t submitted_ms = 0, sent_ms = 0;
     bool first = s_result_start (self, in, &submitted_ms, &sent_ms);
     int rc = sched_on_result (self->ctx.sched, in, now_ms);
@@ -607,7 +656,7 @@ static int
 s_on_output_row (broker_t *self, registry_node_t *node, const proto_msg_t *in,
                  int64_t now_ms)
 {
-    s_on_output (self, in);
+    s_on_output (self, node, in);
     proto_msg_t ack;
     memset (&ack, 0, sizeof ack);
     ack.type = PROTO_OUTPUT_ACK;

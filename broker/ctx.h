@@ -31,6 +31,7 @@
 #include "config.h"
 #include "http.h"
 #include "notify.h"
+#include "outlog.h"
 #include "registry.h"
 #include "relays.h"
 #include "sched.h"
@@ -114,6 +115,7 @@ struct _ctx_t {
     otlp_t *tracer;              //  The span exporter (tracing:), or NULL
     notify_t *notify;            //  Job notifications: pending deliveries,
                                  //  workers, counters
+    outlog_t *outlog;            //  Output pieces kept lately (live jobs)
     pw_t *scratch;               //  An encoding buffer any handler may reset
                                  //  and use until it returns
 };

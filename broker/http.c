@@ -11,8 +11,9 @@
     either ANSWERED at once (an error, a static file) or WAITING (sent to
     the reactor, its connection suspended), then ANSWERED when the reply
     comes (the connection resumed, the response queued). A stream
-    (GET /api/v1/jobs/{id}/stream) stays open: job.watch and job.events
-    requests follow each other, each answer is written as events, and the
+    (GET /api/v1/jobs/{id}/stream) stays open: job.watch, job.events and
+    job.output_events requests follow each other, each answer is written
+    as events (output pieces as `output` events), and the
     content reader suspends the connection whenever it has nothing to say.
 
     A call is freed when libmicrohttpd is done with its request, no
@@ -300,6 +301,8 @@ typedef struct {
     uint64_t version;            //  The job's version last seen
     int64_t after;               //  The last event seq written
     bool events_next;            //  The next request is job.events
+    bool output_next;            //  ... is job.output_events
+    uint64_t output_after;       //  The last output piece written (its seq)
     bool final;                  //  The job has ended: end after its events
     char status [32];            //  Its status in the last progress
     bool ended;                  //  The end is written; close once sent
@@ -573,6 +576,14 @@ s_stream_next (s_server_t *self, s_call_t *call)
         pw_str (request, "after");
         pw_int (request, stream->after);
     }
+    else
+    if (stream->output_next) {
+        proto_request_begin (request, "job.output_events", id, 2);
+        pw_str (request, "job");
+        pw_str (request, stream->job);
+        pw_str (request, "after");
+        pw_int (request, (int64_t) stream->output_after);
+    }
     else {
         proto_request_begin (request, "job.watch", id, 3);
         pw_str (request, "job");
@@ -641,6 +652,30 @@ s_stream_on_reply (s_server_t *self, s_call_t *call, const pv_t *reply)
                 stream->after = seq;
         }
         stream->events_next = false;
+        stream->output_next = true;
+        s_stream_next (self, call);
+        return;
+    }
+    if (stream->output_next) {
+        //  {job, next, lost, events: [{seq, step, node, attempt, stream,
+        //  offset, data}]}: each piece as an output event
+        const pv_t *pieces = pv_map_get (data, "events");
+        for (size_t index = 0; index < pv_size (pieces); index++) {
+            json_t *piece = pj_from_pv (pv_array_at (pieces, index));
+            json_object_del (piece, "seq");
+            json_object_set_new (piece, "job", json_string (stream->job));
+            s_stream_event (call, "output", piece, -1);
+        }
+        int64_t next = 0;
+        if (pv_get_int (pv_map_get (data, "next"), &next) == 0
+            && next > (int64_t) stream->output_after)
+            stream->output_after = (uint64_t) next;
+        //  Until a page brings nothing (one may stop short of the newest)
+        if (pv_size (pieces) > 0) {
+            s_stream_next (self, call);
+            return;
+        }
+        stream->output_next = false;
         if (stream->final) {
             s_stream_end (call, stream->status);
             s_resume (call);

@@ -1347,6 +1347,95 @@ jobrec_expects (store_txn_t *txn, const char *job_id, uint32_t step,
     return found && named;
 }
 
+//  Where the stored piece K (K_LEN bytes) of the stream PREFIX starts, or
+//  -1 when K is not a piece of that stream.
+static int64_t
+s_piece_start (const void *k, size_t k_len, const uint8_t *prefix,
+               size_t prefix_len)
+{
+    if (k_len != prefix_len + 4 || memcmp (k, prefix, prefix_len) != 0)
+        return -1;
+    const uint8_t *kb = (const uint8_t *) k + prefix_len;
+    return (int64_t) ((uint64_t) kb [0] << 24 | (uint64_t) kb [1] << 16
+                      | (uint64_t) kb [2] << 8 | kb [3]);
+}
+
+bool
+jobrec_output_fits (store_txn_t *txn, const char *job_id, uint32_t step,
+                    const char *node, uint32_t attempt, bool stderr_,
+                    uint64_t offset, size_t len)
+{
+    if (offset > UINT32_MAX)
+        return false;
+    uint8_t prefix [JOBREC_MAX_OUTPUT_KEY], key [JOBREC_MAX_OUTPUT_KEY];
+    size_t prefix_len = s_output_prefix (job_id, step, node, attempt, stderr_,
+                                         prefix);
+    memcpy (key, prefix, prefix_len);
+    size_t key_len = s_put_offset (key, prefix_len, offset);
+    store_cursor_t *cursor = store_cursor_new (txn, STORE_DB_OUTPUTS);
+    if (!cursor)
+        return false;
+    const void *k, *v;
+    size_t k_len, v_len;
+    //  The first piece at or after OFFSET: the same piece again replaces
+    //  itself; any other must start past the new one's end
+    int rc = store_cursor_seek (cursor, key, key_len, &k, &k_len, &v, &v_len);
+    int64_t start = rc == 0 ? s_piece_start (k, k_len, prefix, prefix_len)
+                            : -1;
+    bool same = start == (int64_t) offset;
+    if (same) {
+        rc = store_cursor_next (cursor, &k, &k_len, &v, &v_len);
+        start = rc == 0 ? s_piece_start (k, k_len, prefix, prefix_len) : -1;
+    }
+    bool fits = start < 0 || (uint64_t) start >= offset + len;
+    if (fits && !same) {
+        //  The piece before must end where this one starts, or before
+        store_cursor_t *back = store_cursor_new (txn, STORE_DB_OUTPUTS);
+        rc = back ? store_cursor_seek (back, key, key_len, &k, &k_len, &v,
+                                       &v_len)
+                  : STORE_EIO;
+        rc = rc == 0 ? store_cursor_prev (back, &k, &k_len, &v, &v_len)
+                     : back ? store_cursor_last (back, &k, &k_len, &v,
+                                                 &v_len)
+                            : STORE_EIO;
+        int64_t before = rc == 0 ? s_piece_start (k, k_len, prefix,
+                                                  prefix_len)
+                                 : -1;
+        fits = before < 0 || (uint64_t) before + v_len <= offset;
+        store_cursor_destroy (&back);
+    }
+    store_cursor_destroy (&cursor);
+    return fits;
+}
+
+uint64_t
+jobrec_output_arrived (store_txn_t *txn, const char *job_id, uint32_t step,
+                       const char *node, uint32_t attempt, bool stderr_)
+{
+    uint8_t prefix [JOBREC_MAX_OUTPUT_KEY], key [JOBREC_MAX_OUTPUT_KEY];
+    size_t prefix_len = s_output_prefix (job_id, step, node, attempt, stderr_,
+                                         prefix);
+    memcpy (key, prefix, prefix_len);
+    size_t key_len = s_put_offset (key, prefix_len, 0);
+    store_cursor_t *cursor = store_cursor_new (txn, STORE_DB_OUTPUTS);
+    if (!cursor)
+        return 0;
+    const void *k, *v;
+    size_t k_len, v_len;
+    uint64_t arrived = 0;
+    int rc = store_cursor_seek (cursor, key, key_len, &k, &k_len, &v, &v_len);
+    while (rc == 0) {
+        int64_t start = s_piece_start (k, k_len, prefix, prefix_len);
+        if (start < 0 || (uint64_t) start > arrived)
+            break;          //  Past the stream, or a gap
+        if ((uint64_t) start + v_len > arrived)
+            arrived = (uint64_t) start + v_len;
+        rc = store_cursor_next (cursor, &k, &k_len, &v, &v_len);
+    }
+    store_cursor_destroy (&cursor);
+    return arrived;
+}
+
 //  Copies up to LIMIT contiguous stored bytes of a stream from OFFSET into
 //  a new buffer; *LEN_P gets how many.
 static uint8_t *
@@ -1395,11 +1484,85 @@ s_read_pieces (store_txn_t *txn, const uint8_t *prefix, size_t prefix_len,
     return data;
 }
 
+//  Writes the page map: the fields of every page, then COMPLETE and,
+//  when complete, STATUS and EXIT_CODE.
+static void
+s_write_page (pw_t *writer, const char *job_id, const char *node,
+              uint32_t step, int64_t attempt, bool stderr_, uint64_t offset,
+              const uint8_t *data, size_t len, int64_t size, int64_t dropped,
+              bool complete, const char *status, int64_t exit_code)
+{
+    pw_map (writer, complete ? 13 : 12);
+    pw_str (writer, "job");
+    pw_str (writer, job_id);
+    pw_str (writer, "node");
+    pw_str (writer, node);
+    pw_str (writer, "step");
+    pw_int (writer, step);
+    pw_str (writer, "attempt");
+    pw_int (writer, attempt);
+    pw_str (writer, "stream");
+    pw_str (writer, stderr_ ? "stderr" : "stdout");
+    pw_str (writer, "offset");
+    pw_int (writer, (int64_t) offset);
+    pw_str (writer, "data");
+    pw_bin (writer, data, len);
+    pw_str (writer, "next");
+    pw_int (writer, (int64_t) (offset + len));
+    pw_str (writer, "size");
+    pw_int (writer, size);
+    pw_str (writer, "dropped");
+    pw_int (writer, dropped > 0 ? dropped : 0);
+    pw_str (writer, "complete");
+    pw_bool (writer, complete);
+    pw_str (writer, "status");
+    pw_str (writer, status ? status : "");
+    if (complete) {
+        pw_str (writer, "exit_code");
+        pw_int (writer, exit_code);
+    }
+}
+
+uint8_t *
+jobrec_read_output (store_txn_t *txn, const char *job_id, uint32_t step,
+                    const char *node, uint32_t attempt, bool stderr_,
+                    uint64_t offset, size_t len, size_t *got_p)
+{
+    uint8_t prefix [JOBREC_MAX_OUTPUT_KEY];
+    size_t prefix_len = s_output_prefix (job_id, step, node, attempt, stderr_,
+                                         prefix);
+    return s_read_pieces (txn, prefix, prefix_len, offset, len, got_p);
+}
+
+int
+jobrec_write_live_page (store_txn_t *txn, const char *job_id, uint32_t step,
+                        const char *node, uint32_t attempt, bool stderr_,
+                        uint64_t offset, size_t limit, const char *status,
+                        pw_t *writer)
+{
+    uint64_t arrived = jobrec_output_arrived (txn, job_id, step, node,
+                                              attempt, stderr_);
+    if (offset > arrived)
+        return JOBREC_PAST_END;
+    uint8_t prefix [JOBREC_MAX_OUTPUT_KEY];
+    size_t prefix_len = s_output_prefix (job_id, step, node, attempt, stderr_,
+                                         prefix);
+    size_t want = arrived - offset < limit ? (size_t) (arrived - offset)
+                                           : limit;
+    size_t len = 0;
+    uint8_t *data = s_read_pieces (txn, prefix, prefix_len, offset, want,
+                                   &len);
+    s_write_page (writer, job_id, node, step, attempt, stderr_, offset, data,
+                  len, (int64_t) arrived, 0, false, status, -1);
+    free (data);
+    return 0;
+}
+
 int
 jobrec_write_output_page (store_txn_t *txn, const char *job_id,
                           uint32_t step, const char *node, uint32_t attempt,
                           bool stderr_, uint64_t offset, size_t limit,
-                          pw_t *writer)
+                          bool complete, pw_t *writer)
 {
     uint8_t key [JOBREC_MAX_OUTPUT_KEY];
     size_t key_len = jobrec_cell_key (job_id, step, node, key);
@@ -1433,6 +1596,10 @@ jobrec_write_output_page (store_txn_t *txn, const char *job_id,
     bool pieces = size > 0;
     if (!pieces)
         size = (int64_t) head_len;
+    if (offset > (uint64_t) size) {
+        pv_doc_destroy (&doc);
+        return JOBREC_PAST_END;
+    }
     uint8_t *data = NULL;
     size_t len = 0;
     if (offset < (uint64_t) size) {
@@ -1452,27 +1619,12 @@ jobrec_write_output_page (store_txn_t *txn, const char *job_id,
             len = want;
         }
     }
-    pw_map (writer, 10);
-    pw_str (writer, "job");
-    pw_str (writer, job_id);
-    pw_str (writer, "node");
-    pw_str (writer, node);
-    pw_str (writer, "step");
-    pw_int (writer, step);
-    pw_str (writer, "attempt");
-    pw_int (writer, number);
-    pw_str (writer, "stream");
-    pw_str (writer, stderr_ ? "stderr" : "stdout");
-    pw_str (writer, "offset");
-    pw_int (writer, (int64_t) offset);
-    pw_str (writer, "data");
-    pw_bin (writer, data, len);
-    pw_str (writer, "next");
-    pw_int (writer, (int64_t) (offset + len));
-    pw_str (writer, "size");
-    pw_int (writer, size);
-    pw_str (writer, "dropped");
-    pw_int (writer, dropped > 0 ? dropped : 0);
+    int64_t exit_code = -1;
+    pv_get_int (pv_map_get (chosen, "exit_code"), &exit_code);
+    char *status = pv_strdup (pv_map_get (chosen, "status"));
+    s_write_page (writer, job_id, node, step, number, stderr_, offset, data,
+                  len, size, dropped, complete, status, exit_code);
+    free (status);
     free (data);
     pv_doc_destroy (&doc);
     return 0;

@@ -175,16 +175,51 @@ int jobrec_save_output (store_txn_t *txn, const char *job_id, uint32_t step,
 bool jobrec_expects (store_txn_t *txn, const char *job_id, uint32_t step,
                      const char *node);
 
+//  True when a piece of LEN bytes at OFFSET of the stream of (JOB_ID,
+//  STEP, NODE, ATTEMPT, STDERR_) overlaps no stored piece but one at the
+//  same offset (which it replaces): so the pieces of a stream, at any
+//  offsets, never hold more than the stream (live output, rule 8a).
+bool jobrec_output_fits (store_txn_t *txn, const char *job_id, uint32_t step,
+                         const char *node, uint32_t attempt, bool stderr_,
+                         uint64_t offset, size_t len);
+
+//  How many bytes of that stream have arrived in a row from its start.
+uint64_t jobrec_output_arrived (store_txn_t *txn, const char *job_id,
+                               uint32_t step, const char *node,
+                               uint32_t attempt, bool stderr_);
+
+//  Up to LEN bytes of that stream from OFFSET, as far as they arrived
+//  in a row, into a new buffer (caller frees); *GOT_P gets how many.
+uint8_t *jobrec_read_output (store_txn_t *txn, const char *job_id,
+                             uint32_t step, const char *node,
+                             uint32_t attempt, bool stderr_, uint64_t offset,
+                             size_t len, size_t *got_p);
+
+//  An OFFSET past the end of what a page can serve
+#define JOBREC_PAST_END 1
+
 //  Writes one page of a cell's stream as the data of a job.output reply
 //  (proto/PROTOCOL.md): {job, node, step, attempt, stream, offset, data,
-//  next, size, dropped}. ATTEMPT 0 means the latest. DATA holds up to
-//  LIMIT bytes from OFFSET: contiguous bytes that have arrived (fewer, or
-//  none, when a piece has not arrived yet). Returns 0, STORE_ENOTFOUND
-//  (no such job, cell or attempt), or -2 when a record is malformed.
+//  next, size, dropped, complete, status, ?exit_code}. ATTEMPT 0 means
+//  the latest finished one; status and exit_code are that attempt's,
+//  COMPLETE says whether the step is done on NODE (exit_code only then).
+//  DATA holds up to LIMIT bytes from OFFSET: contiguous bytes that have
+//  arrived (fewer, or none, when a piece has not arrived yet). Returns 0,
+//  STORE_ENOTFOUND (no such job, cell or attempt), JOBREC_PAST_END (OFFSET
+//  is past the stream's size), or -2 when a record is malformed.
 int jobrec_write_output_page (store_txn_t *txn, const char *job_id,
                               uint32_t step, const char *node,
                               uint32_t attempt, bool stderr_, uint64_t offset,
-                              size_t limit, pw_t *writer);
+                              size_t limit, bool complete, pw_t *writer);
+
+//  The same page for ATTEMPT while it runs, from the pieces that have
+//  arrived (its size: how many in a row from the start), not complete,
+//  its status STATUS ("running"...). Returns 0 or JOBREC_PAST_END (OFFSET
+//  past what has arrived).
+int jobrec_write_live_page (store_txn_t *txn, const char *job_id,
+                            uint32_t step, const char *node, uint32_t attempt,
+                            bool stderr_, uint64_t offset, size_t limit,
+                            const char *status, pw_t *writer);
 
 //  Deletes a job: header, cells, events, its idempotency record (when it
 //  still names this job) and its outputs. Returns 0 or a STORE_ error.

@@ -34,6 +34,7 @@ static const requests_row_t s_rows [] = {
     {"job.events",        V,    false,  false, req_job_events,      NULL},
     {"job.delete",        O,    true,   true,  req_job_delete,      NULL},
     {"job.output",        V,    false,  false, req_job_output,      NULL},
+    {"job.output_events", V,    false,  false, req_job_output_events, NULL},
     {"job.retry",         O,    true,   true,  req_job_retry,       NULL},
     {"node.list",         V,    false,  false, req_node_list,       NULL},
     {"node.get",          V,    false,  false, req_node_get,        NULL},

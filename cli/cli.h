@@ -142,6 +142,7 @@ typedef struct {
     cli_param_t *params;          //  --NAME VALUE after the action (owned)
     size_t param_count;           //  How many params
     bool wait;                    //  --wait
+    bool follow;                  //  --follow (job run --wait, job output)
     int64_t task_timeout_ms;      //  --timeout D, 0 when not given
     int retries;                  //  --retries N, -1 when not given
     const char *strategy;         //  --strategy, NULL when not given

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "../proto/proto.h"
+#include "follow.h"
 #include "jobopts.h"
 #include "render.h"
 #include "render_job.h"
@@ -48,7 +49,7 @@ static const char *s_job_statuses [] = {
 enum {
     S_OPT_STATUS = CLI_OPT_COMMAND + 40, S_OPT_LIMIT, S_OPT_SCHEDULE,
     S_OPT_FAILED_ONLY, S_OPT_REASON, S_OPT_NODE, S_OPT_STEP, S_OPT_STDERR,
-    S_OPT_TARGET
+    S_OPT_TARGET, S_OPT_OUTPUT_FOLLOW
 };
 
 static int
@@ -57,6 +58,14 @@ s_run_check (cli_args_t *args, char *err, size_t err_len)
     if (args->check && args->wait)
         return cli_fail (err, err_len, "--check runs nothing, so there is "
                          "nothing to --wait for");
+    if (args->follow && !args->wait)
+        return cli_fail (err, err_len, "--follow goes with --wait: job run "
+                         "--wait --follow streams the job's output");
+    if (args->follow && args->output_given
+        && args->output == CLI_OUTPUT_JSON)
+        return cli_fail (err, err_len, "--follow prints the output as the "
+                         "nodes print it, not JSON: leave out --output "
+                         "json, or --follow");
     if (args->file) {
         if (cli_job_inline_given (args))
             return cli_fail (err, err_len,
@@ -103,6 +112,7 @@ static const struct option s_output_options [] = {
     {"node", required_argument, NULL, S_OPT_NODE},
     {"step", required_argument, NULL, S_OPT_STEP},
     {"stderr", no_argument, NULL, S_OPT_STDERR},
+    {"follow", no_argument, NULL, S_OPT_OUTPUT_FOLLOW},
     {NULL, 0, NULL, 0}
 };
 
@@ -151,6 +161,9 @@ s_option (cli_args_t *args, int option, const char *value, char *err,
             return 0;
         case S_OPT_STDERR:
             args->stderr_stream = true;
+            return 0;
+        case S_OPT_OUTPUT_FOLLOW:
+            args->follow = true;
             return 0;
         default:
             return cli_fail (err, err_len, "unknown option");
@@ -798,7 +811,13 @@ s_output_cell (const cli_settings_t *settings, const cli_args_t *args,
             char key [24];
             snprintf (key, sizeof key, "%" PRId64, step);
             const pv_t *cell = pv_map_get (pv_map_get (results, key), node);
-            if (cli_field_int (cell, "attempts", 0) > 0)
+            char status [32] = "";
+            cli_field (cell, "status", status, sizeof status);
+            //  A step that runs now counts: its output so far is there
+            if (cli_field_int (cell, "attempts", 0) > 0
+                || streq (status, "dispatched")
+                || streq (status, "acknowledged")
+                || streq (status, "running"))
                 *step_p = (int) step;
         }
         bool listed = false;
@@ -814,6 +833,9 @@ s_output_cell (const cli_settings_t *settings, const cli_args_t *args,
             free (list);
             rc = CLI_EXIT_REFUSED;
         }
+        else
+        if (*step_p < 0 && args->follow)
+            *step_p = 0;         //  Followed from its first step on
         else
         if (*step_p < 0) {
             fprintf (err, "gridcli: node %s has run no step of job %s yet\n",
@@ -834,6 +856,9 @@ s_job_output (const cli_settings_t *settings, const cli_args_t *args,
     char node [NAME_MAX_LEN + 1] = "";
     int step = 0;
     int rc = s_output_cell (settings, args, node, sizeof node, &step, err);
+    if (rc == CLI_EXIT_OK && args->follow)
+        return cli_follow_output (settings, args->id, node, step,
+                                  args->stderr_stream, out, err);
     int64_t offset = 0;
     while (rc == CLI_EXIT_OK) {
         client_reply_t reply;
@@ -874,6 +899,13 @@ s_job_output (const cli_settings_t *settings, const cli_args_t *args,
                          cli_human_bytes (dropped, text, sizeof text),
                          size / 2);
             }
+            //  A broker before live output says nothing of it
+            bool complete = true;
+            pv_get_bool (pv_map_get (data, "complete"), &complete);
+            if (!complete)
+                fprintf (err, "gridcli: step %d still runs on %s: this is "
+                         "its output so far (--follow for the rest)\n",
+                         step, node);
             client_reply_clear (&reply);
             break;
         }
@@ -902,7 +934,7 @@ static const char s_help_job [] =
 "  gridcli job events ID\n"
 "  gridcli job delete ID\n"
 "  gridcli job retry ID [--failed-only] [--target T]\n"
-"  gridcli job output ID [--node N] [--step S] [--stderr]\n"
+"  gridcli job output ID [--node N] [--step S] [--stderr] [--follow]\n"
 "\n"
 "job run sends one action (BACKEND ACTION and its params) to the nodes of\n"
 "the target, or the phases of a job file. Without --wait it prints the new\n"
@@ -922,6 +954,9 @@ static const char s_help_job [] =
 "                      problem is printed with its path; no other job\n"
 "                      option may be added\n"
 "  --wait              wait for the end (accepted anywhere)\n"
+"  --follow            with --wait: print the job's standard output as it\n"
+"                      comes, then the table (several nodes: each line\n"
+"                      after its node, \"web-01 | ...\")\n"
 "  --timeout D         task timeout\n"
 "  --retries N         extra attempts on a failing node, 0 to 10\n"
 "  --strategy S        fail-fast (after a failure only on_failure phases\n"
@@ -1007,6 +1042,9 @@ static const char s_help_job [] =
 "  --node N           whose output (needed when the job has several nodes)\n"
 "  --step S           which step (default: the last step the node ran)\n"
 "  --stderr           its standard error instead\n"
+"  --follow           of a running step: go on writing as more arrives,\n"
+"                     until the step ends; exit 0 when it succeeded, 1\n"
+"                     when it did not\n"
 "\n"
 "Global options and exit codes: gridcli --help.\n"
 "\n"
@@ -1064,7 +1102,10 @@ s_run_run (const cli_args_t *args, const job_spec_t *file_spec,
                      "the job goes on)\n", job,
                      existing ? "already submitted with this key"
                               : "submitted");
-            rc = s_wait (settings, job, out, err);
+            if (args->follow)
+                rc = cli_follow_job (settings, job, out, err);
+            if (rc == CLI_EXIT_OK)
+                rc = s_wait (settings, job, out, err);
         }
     }
     else

@@ -115,6 +115,9 @@ s_schedule_check (cli_args_t *args, char *err, size_t err_len)
         && duration_parse (args->catch_up_window, &ms) != 0)
         return cli_fail (err, err_len, "--catch-up-window must be a duration "
                          "up to 30d, not '%s'", args->catch_up_window);
+    if (args->follow)
+        return cli_fail (err, err_len, "--follow is for job run --wait and "
+                         "job output");
     if (args->wait)
         return cli_fail (err, err_len, "--wait is for job run; schedule run "
                          "NAME starts a run now");

@@ -22,12 +22,14 @@ enum {
     S_OPT_WAIT = CLI_OPT_COMMAND, S_OPT_CHECK, S_OPT_TARGET, S_OPT_TIMEOUT,
     S_OPT_JOB_TIMEOUT, S_OPT_RETRIES, S_OPT_STRATEGY, S_OPT_PRIORITY,
     S_OPT_BATCH, S_OPT_MAX_FAILURES, S_OPT_CANARY, S_OPT_LIMITS, S_OPT_LEASE,
-    S_OPT_STALL_TIMEOUT, S_OPT_IDEMPOTENCY_KEY, S_OPT_TRACEPARENT, S_OPT_NOTIFY
+    S_OPT_STALL_TIMEOUT, S_OPT_IDEMPOTENCY_KEY, S_OPT_TRACEPARENT, S_OPT_NOTIFY,
+    S_OPT_FOLLOW
 };
 
 //  Options of job run, read only before BACKEND (also schedule add's)
 const struct option cli_run_options [] = {
     {"wait", no_argument, NULL, S_OPT_WAIT},
+    {"follow", no_argument, NULL, S_OPT_FOLLOW},
     {"check", no_argument, NULL, S_OPT_CHECK},
     {"target", required_argument, NULL, S_OPT_TARGET},
     {"file", required_argument, NULL, CLI_OPT_FILE},
@@ -105,6 +107,9 @@ cli_run_option (cli_args_t *args, int option, const char *value, char *err,
     switch (option) {
         case S_OPT_WAIT:
             args->wait = true;
+            return 0;
+        case S_OPT_FOLLOW:
+            args->follow = true;
             return 0;
         case S_OPT_CHECK:
             args->check = true;

@@ -695,6 +695,30 @@ client_job_output (client_t *self, const char *job, const char *node,
 }
 
 int
+client_job_output_attempt (client_t *self, const char *job, const char *node,
+                           int step, const char *stream, int attempt,
+                           int64_t offset, int64_t limit,
+                           client_reply_t *reply)
+{
+    pw_t *writer = client_begin (self, "job.output", 7);
+    pw_str (writer, "job");
+    pw_str (writer, job);
+    pw_str (writer, "node");
+    pw_str (writer, node);
+    pw_str (writer, "step");
+    pw_int (writer, step);
+    pw_str (writer, "stream");
+    pw_str (writer, stream);
+    pw_str (writer, "attempt");
+    pw_int (writer, attempt);
+    pw_str (writer, "offset");
+    pw_int (writer, offset);
+    pw_str (writer, "limit");
+    pw_int (writer, limit);
+    return client_end (self, reply);
+}
+
+int
 client_status (client_t *self, client_reply_t *reply)
 {
     return s_simple (self, "status", NULL, NULL, reply);

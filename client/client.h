@@ -183,6 +183,11 @@ int client_job_events (client_t *self, const char *job, int64_t after,
 int client_job_output (client_t *self, const char *job, const char *node,
                        int step, const char *stream, int64_t offset,
                        int64_t limit, client_reply_t *reply);
+//  The same of attempt ATTEMPT (1..1000) of that step
+int client_job_output_attempt (client_t *self, const char *job,
+                               const char *node, int step, const char *stream,
+                               int attempt, int64_t offset, int64_t limit,
+                               client_reply_t *reply);
 //  status, node.list, queue.stats, metrics.get, relay.list, token.list
 int client_status (client_t *self, client_reply_t *reply);
 int client_node_list (client_t *self, client_reply_t *reply);

@@ -74,9 +74,13 @@
                                      //  agent's results echo it once
                                      //  welcome grants it
 //  All of them, as --version lists them
+#define PROTO_FEATURE_LIVE_OUTPUT "live_output"  //  output pieces while a
+                                                 //  task runs, at any offset,
+                                                 //  once welcome grants it
+//  All of them, as --version lists them
 #define PROTO_FEATURES_TEXT PROTO_FEATURE_RESULT_ACKS ", " \
     PROTO_FEATURE_RESULTS ", " PROTO_FEATURE_TYPED_DATA ", " \
-    PROTO_FEATURE_TRACE
+    PROTO_FEATURE_TRACE ", " PROTO_FEATURE_LIVE_OUTPUT
 
 //  Codec returns (STYLE: 0 ok, -1 I/O, -2 malformed)
 #define PROTO_OK 0

@@ -93,6 +93,11 @@ static const s_request_field_t s_req_job_output [] = {
     { "offset", PV_INT, false, 0, PROTO_MAX_STREAM },
     { "limit", PV_INT, false, 1, PROTO_MAX_PAGE },
 };
+static const s_request_field_t s_req_job_output_events [] = {
+    S_REQ_JOB,
+    { "after", PV_INT, false, 0, INT64_MAX },
+    { "limit", PV_INT, false, 1, PROTO_MAX_PAGE },
+};
 static const s_request_field_t s_req_node [] = {
     { "node", PV_STR, true, 1, PROTO_MAX_TEXT },
 };
@@ -164,6 +169,7 @@ static const s_request_t s_requests [] = {
     S_REQUEST ("job.events", s_req_job_events),
     S_REQUEST ("job.delete", s_req_job),
     S_REQUEST ("job.output", s_req_job_output),
+    S_REQUEST ("job.output_events", s_req_job_output_events),
     S_REQUEST_BARE ("node.list"),
     S_REQUEST ("node.get", s_req_node),
     S_REQUEST_BARE ("status"),

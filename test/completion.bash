@@ -157,6 +157,8 @@ expect "gridcli job run --no" --notify
 expect "gridcli jo" job
 expect "gridcli job o" output
 expect "gridcli job output j-0193a1b2c3d4-0001 --st" --stderr --step
+expect "gridcli job output j-0193a1b2c3d4-0001 --f" --follow
+expect "gridcli job run --wait --fo" --follow
 
 # The line's own broker (host:port is one word to gridcli) and a short
 # request timeout reach gridcli

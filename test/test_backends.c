@@ -302,6 +302,36 @@ test_backends_params_rules (void **unused)
     assert_int_equal (backend_params_check (output, &too_many, 1, err,
                                             sizeof (err)), -1);
 
+    //  test lines: a count and an interval such as 100ms or 0.5s
+    const proto_action_spec_t *lines
+        = backend_action_spec (s_action ("test", "lines"));
+    const char *good_intervals [] = { "100ms", "0ms", "0.5s", "2s", "99.999s",
+                                      "99999ms" };
+    for (size_t index = 0; index < 6; index++) {
+        proto_kv_t pair [2] = { { "count", "20", false },
+                                { "interval", (char *) good_intervals [index],
+                                  false } };
+        assert_int_equal (backend_params_check (lines, pair, 2, err,
+                                                sizeof (err)), 0);
+    }
+    const char *bad_intervals [] = { "", "abc", "-1s", "1.s", ".5s", "5",
+                                     "100000ms", "1m", "0.0001s", "1 s" };
+    for (size_t index = 0; index < 10; index++) {
+        proto_kv_t pair [2] = { { "count", "20", false },
+                                { "interval", (char *) bad_intervals [index],
+                                  false } };
+        assert_int_equal (backend_params_check (lines, pair, 2, err,
+                                                sizeof (err)), -1);
+        assert_non_null (strstr (err, "interval"));
+    }
+    const char *bad_counts [] = { "0", "-1", "100001", "x" };
+    for (size_t index = 0; index < 4; index++) {
+        proto_kv_t count = { "count", (char *) bad_counts [index], false };
+        assert_int_equal (backend_params_check (lines, &count, 1, err,
+                                                sizeof (err)), -1);
+        assert_non_null (strstr (err, "count"));
+    }
+
     //  Free text takes shell-looking text but not NUL or 5000 bytes
     const proto_action_spec_t *echo
         = backend_action_spec (s_action ("test", "echo"));

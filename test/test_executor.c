@@ -258,6 +258,16 @@ s_child_flood (void *arg)
     return 0;
 }
 
+//  Writes a line, then sleeps NUMBER ms (a task whose output comes before
+//  its end).
+static int
+s_child_line_then_sleep (void *arg)
+{
+    s_write_text (1, "first line\n");
+    s_sleep_ms (((s_arg_t *) arg)->number);
+    return 0;
+}
+
 static int
 s_child_sleep (void *arg)
 {
@@ -465,6 +475,59 @@ test_executor_cap_keeps_head_and_tail (void **unused)
     assert_int_equal ((uint8_t) small->output [49], 49);
     assert_int_equal ((uint8_t) small->output [50], (5000 - 51) % 251);
     assert_int_equal ((uint8_t) small->output [100], 4999 % 251);
+    s_cleanup (&state);
+    zloop_destroy (&loop);
+    s_assert_no_zombies ();
+}
+
+//  What a task has written so far is there while it runs (its head);
+//  nothing for a task that does not run.
+typedef struct {
+    executor_t *executor;
+    void *arg;
+} s_head_wait_t;
+
+static int
+s_check_head (zloop_t *loop, int timer_id, void *arg)
+{
+    s_head_wait_t *wait = (s_head_wait_t *) arg;
+    const char *data = NULL;
+    size_t len = 0;
+    executor_head (wait->executor, wait->arg, false, &data, &len);
+    return len >= 11 ? -1 : 0;
+}
+
+static void
+test_executor_head_while_running (void **unused)
+{
+    zloop_t *loop = zloop_new ();
+    s_state_t state;
+    s_executor (loop, &state, 1, 1000, 1000);
+    s_arg_t *arg = s_arg (&state, 0, 10000);
+    executor_task_t task = {
+        .job = "j-1", .step = 0, .child = s_child_line_then_sleep,
+        .arg = arg, .arg_free = free
+    };
+    assert_int_equal (executor_submit (state.executor, &task), 0);
+    s_head_wait_t wait = { state.executor, arg };
+    int check = zloop_timer (loop, 5, 0, s_check_head, &wait);
+    int deadline = zloop_timer (loop, S_DEADLINE_MS, 1, s_deadline, NULL);
+    zloop_start (loop);
+    zloop_timer_end (loop, check);
+    zloop_timer_end (loop, deadline);
+    const char *data = NULL;
+    size_t len = 0;
+    executor_head (state.executor, arg, false, &data, &len);
+    assert_int_equal (len, 11);
+    assert_memory_equal (data, "first line\n", 11);
+    executor_head (state.executor, arg, true, &data, &len);
+    assert_int_equal (len, 0);
+    executor_head (state.executor, &state, false, &data, &len);
+    assert_int_equal (len, 0);
+    assert_null (data);
+    executor_cancel_job (state.executor, "j-1", "seen");
+    s_run (loop, &state, 1);
+    assert_int_equal (state.records [0].status, EXECUTOR_CANCELLED);
     s_cleanup (&state);
     zloop_destroy (&loop);
     s_assert_no_zombies ();
@@ -755,6 +818,7 @@ main (void)
     const struct CMUnitTest tests [] = {
         cmocka_unit_test (test_executor_output_captured),
         cmocka_unit_test (test_executor_cap_keeps_head_and_tail),
+        cmocka_unit_test (test_executor_head_while_running),
         cmocka_unit_test (test_executor_environment_clean),
         cmocka_unit_test (test_executor_stdin_is_devnull),
         cmocka_unit_test (test_executor_cap_truncates),

@@ -806,6 +806,106 @@ test_http_routes_and_openapi (void **state)
 }
 
 //  GET /api/v1/jobs/{id}/stream: progress and events until the end.
+//  Decodes the base64 TEXT into BUF (at least strlen (TEXT) bytes);
+//  returns how many bytes, or -1 when TEXT is not base64.
+static long
+s_base64 (const char *text, unsigned char *buf)
+{
+    static const char digits []
+        = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    long len = 0;
+    unsigned int bits = 0, count = 0;
+    for (const char *c = text; *c && *c != '='; c++) {
+        const char *at = strchr (digits, *c);
+        if (!at)
+            return -1;
+        bits = bits << 6 | (unsigned int) (at - digits);
+        count += 6;
+        if (count >= 8) {
+            count -= 8;
+            buf [len++] = (unsigned char) (bits >> count);
+        }
+    }
+    return len;
+}
+
+//  The stream carries each piece of a running step's output as an
+//  output event {job, step, node, attempt, stream, offset, data}: in
+//  order of offset, together the whole output; a page of it reads from
+//  an offset.
+static void
+test_http_stream_output (void **state)
+{
+    s_fixture_t *f = (s_fixture_t *) *state;
+    s_answer_t answer;
+    s_curl (f->base, &answer, f->operator, "POST", "/api/v1/jobs",
+            "{\"target\": \"node:w-01\", \"tasks\": [{\"backend\": \"test\", "
+            "\"action\": \"lines\", \"params\": {\"count\": 10, "
+            "\"interval\": \"100ms\"}}]}", NULL);
+    assert_int_equal (answer.status, 201);
+    char job [64];
+    snprintf (job, sizeof job, "%s", s_str (answer.json, "job"));
+    s_answer_clear (&answer);
+    char path [200];
+    snprintf (path, sizeof path, "/api/v1/jobs/%s/stream", job);
+    s_curl (f->base, &answer, f->viewer, "GET", path, NULL, "-N", NULL);
+    assert_int_equal (answer.status, 200);
+    const char *want = "line 1\nline 2\nline 3\nline 4\nline 5\nline 6\n"
+                       "line 7\nline 8\nline 9\nline 10\n";
+    unsigned char got [256];
+    long got_len = 0;
+    int events = 0;
+    const char *end = strstr (answer.body, "event: end\n");
+    assert_non_null (end);
+    for (const char *at = strstr (answer.body, "event: output\ndata: "); at;
+         at = strstr (at + 1, "event: output\ndata: ")) {
+        assert_true (at < end);
+        const char *data = at + strlen ("event: output\ndata: ");
+        json_error_t error;
+        json_t *piece = json_loadb (data, strcspn (data, "\n"), 0, &error);
+        assert_non_null (piece);
+        assert_string_equal (s_str (piece, "job"), job);
+        assert_string_equal (s_str (piece, "node"), "w-01");
+        assert_string_equal (s_str (piece, "stream"), "stdout");
+        assert_int_equal (json_integer_value (json_object_get (piece,
+                                                               "step")), 0);
+        //  Each starts where the one before ended
+        assert_int_equal (json_integer_value (json_object_get (piece,
+                                                               "offset")),
+                          got_len);
+        const char *text = s_str (piece, "data");
+        assert_non_null (text);
+        assert_true (got_len + (long) strlen (text) < (long) sizeof got);
+        long len = s_base64 (text, got + got_len);
+        assert_true (len > 0);
+        got_len += len;
+        events++;
+        json_decref (piece);
+    }
+    assert_true (events >= 1);
+    assert_int_equal (got_len, (long) strlen (want));
+    assert_memory_equal (got, want, got_len);
+    s_answer_clear (&answer);
+    //  A page from an offset: line 2 on, and the step complete
+    snprintf (path, sizeof path,
+              "/api/v1/jobs/%s/output?node=w-01&step=0&offset=7", job);
+    s_curl (f->base, &answer, f->viewer, "GET", path, NULL, NULL);
+    assert_int_equal (answer.status, 200);
+    long len = s_base64 (s_str (answer.json, "data"), got);
+    assert_int_equal (len, (long) strlen (want) - 7);
+    assert_memory_equal (got, want + 7, len);
+    assert_true (json_is_true (json_object_get (answer.json, "complete")));
+    assert_int_equal (json_integer_value (json_object_get (answer.json,
+                                                           "exit_code")), 0);
+    s_answer_clear (&answer);
+    snprintf (path, sizeof path,
+              "/api/v1/jobs/%s/output?node=w-01&step=0&offset=500", job);
+    s_curl (f->base, &answer, f->viewer, "GET", path, NULL, NULL);
+    assert_int_equal (answer.status, 400);
+    assert_string_equal (s_code (&answer), "bad_request");
+    s_answer_clear (&answer);
+}
+
 static void
 test_http_stream (void **state)
 {
@@ -1380,6 +1480,7 @@ main (void)
         cmocka_unit_test (test_http_bad_requests),
         cmocka_unit_test (test_http_routes_and_openapi),
         cmocka_unit_test (test_http_stream),
+        cmocka_unit_test (test_http_stream_output),
         cmocka_unit_test (test_http_metrics),
         cmocka_unit_test (test_http_hostile_clients),
         cmocka_unit_test (test_http_many_streams),

@@ -801,32 +801,72 @@ test_jobrec_output_pieces (void **state)
                                           20, "nnnnn", 5), 0);
     pw_t *writer = pw_new ();
     assert_int_equal (jobrec_write_output_page (txn, job->id, 0, "web-01", 0,
-                                                false, 5, 100, writer), 0);
+                                                false, 5, 100, true,
+                                                writer), 0);
     s_assert_page (writer, bytes + 5, 15, 20, 35);
     assert_int_equal (jobrec_write_output_page (txn, job->id, 0, "web-01", 0,
-                                                false, 0, 12, writer), 0);
+                                                false, 0, 12, true,
+                                                writer), 0);
     s_assert_page (writer, bytes, 12, 12, 35);
     //  Bytes 20..29 have not arrived
     assert_int_equal (jobrec_write_output_page (txn, job->id, 0, "web-01", 0,
-                                                false, 20, 100, writer), 0);
+                                                false, 20, 100, true,
+                                                writer), 0);
     s_assert_page (writer, "", 0, 20, 35);
     assert_int_equal (jobrec_write_output_page (txn, job->id, 0, "web-01", 1,
-                                                false, 32, 100, writer), 0);
+                                                false, 32, 100, true,
+                                                writer), 0);
     s_assert_page (writer, bytes + 32, 3, 35, 35);
     assert_int_equal (jobrec_write_output_page (txn, job->id, 0, "web-01", 0,
-                                                false, 35, 100, writer), 0);
+                                                false, 35, 100, true,
+                                                writer), 0);
     s_assert_page (writer, "", 0, 35, 35);
     //  No error_size: the head is the stream
     assert_int_equal (jobrec_write_output_page (txn, job->id, 0, "web-02", 0,
-                                                false, 1, 100, writer), 0);
+                                                false, 1, 100, true,
+                                                writer), 0);
     s_assert_page (writer, "i\n", 2, 3, 3);
     //  No such attempt, cell or job
     assert_int_equal (jobrec_write_output_page (txn, job->id, 0, "web-01", 7,
-                                                false, 0, 100, writer),
+                                                false, 0, 100, true,
+                                                writer),
                       STORE_ENOTFOUND);
     assert_int_equal (jobrec_write_output_page (txn, job->id, 1, "web-02", 0,
-                                                false, 0, 100, writer),
+                                                false, 0, 100, true,
+                                                writer),
                       STORE_ENOTFOUND);
+    //  Past the end of the stream
+    assert_int_equal (jobrec_write_output_page (txn, job->id, 0, "web-01", 0,
+                                                false, 36, 100, true, writer),
+                      JOBREC_PAST_END);
+    pw_reset (writer);
+    //  Live: what arrived in a row from the start, pieces that never
+    //  overlap but the same piece again
+    assert_int_equal (jobrec_output_arrived (txn, job->id, 0, "web-01", 1,
+                                             false), 20);
+    assert_int_equal (jobrec_output_arrived (txn, job->id, 0, "web-01", 2,
+                                             false), 0);
+    assert_true (jobrec_output_fits (txn, job->id, 0, "web-01", 1, false, 20,
+                                     10));
+    assert_true (jobrec_output_fits (txn, job->id, 0, "web-01", 1, false, 10,
+                                     10));
+    assert_false (jobrec_output_fits (txn, job->id, 0, "web-01", 1, false, 10,
+                                      21));
+    assert_false (jobrec_output_fits (txn, job->id, 0, "web-01", 1, false, 5,
+                                      3));
+    assert_false (jobrec_output_fits (txn, job->id, 0, "web-01", 1, false, 25,
+                                      6));
+    assert_true (jobrec_output_fits (txn, job->id, 0, "web-01", 1, false, 35,
+                                     100));
+    assert_true (jobrec_output_fits (txn, job->id, 0, "web-01", 3, false, 7,
+                                     1));
+    assert_int_equal (jobrec_write_live_page (txn, job->id, 0, "web-01", 1,
+                                              false, 4, 100, "running",
+                                              writer), 0);
+    s_assert_page (writer, bytes + 4, 16, 20, 20);
+    assert_int_equal (jobrec_write_live_page (txn, job->id, 0, "web-01", 1,
+                                              false, 21, 100, "running",
+                                              writer), JOBREC_PAST_END);
     pw_reset (writer);
     assert_true (jobrec_expects (txn, job->id, 2, "web-02"));
     assert_false (jobrec_expects (txn, job->id, 3, "web-02"));

@@ -9,6 +9,7 @@
 const API = '/api/v1';
 const TOKEN_KEY = 'grid.token';
 const FINAL = new Set(['completed', 'partial_failure', 'failed', 'cancelled']);
+const IN_FLIGHT = new Set(['dispatched', 'acknowledged', 'running']);  // a cell's attempt runs
 const JOB_STATUSES = ['pending', 'running', 'completed', 'partial_failure',
     'failed', 'cancelled'];
 const GRID_ROWS = 200;   // node rows of a job's grid drawn before "Show all"
@@ -714,6 +715,8 @@ function jobView(ctx, id) {
     let drawnCell = '';            // what the open cell panel shows (JSON)
     let tasks = new Map();         // step/node -> the running task's latest progress
     const fullOutputs = new Map(); // whole streams loaded: step/node/stream/attempt -> text
+    const liveOut = new Map();     // step/node/stream -> {attempt, next, bytes}: what a
+                                   // running attempt printed so far (output events)
     const gridFilter = h('input', { type: 'search', id: 'grid-filter', placeholder: 'filter nodes',
                                     hidden: true });
 
@@ -789,6 +792,75 @@ function jobView(ctx, id) {
                       && task.attempt !== cell.attempts))
             return null;
         return task;
+    };
+
+    // What the running attempt of a cell printed on STREAM so far (output
+    // events), or undefined when the cell does not run or nothing came.
+    const liveText = (step, node, stream, cell) => {
+        if (!cell || !IN_FLIGHT.has(cell.status))
+            return undefined;
+        const entry = liveOut.get(step + '/' + node + '/' + stream);
+        return entry ? new TextDecoder('utf-8', { fatal: false }).decode(entry.bytes) : undefined;
+    };
+
+    // The open cell's output, where it is shown, as it comes.
+    const drawLive = (step, node) => {
+        if (!selected || selected.step !== step || selected.node !== node || !record)
+            return;
+        const cell = ((record.results || {})[String(step)] || {})[node];
+        for (const stream of ['stdout', 'stderr']) {
+            const text = liveText(step, node, stream, cell);
+            const pre = cellBox.querySelector('#output-' + stream);
+            if (text !== undefined && pre)
+                pre.textContent = text;
+        }
+    };
+
+    // A running cell opened after its first pieces went by (or left the
+    // stream's memory): what has arrived so far, read once from the start.
+    const seeding = new Set();
+    const seedLive = async (step, node, stream) => {
+        const key = step + '/' + node + '/' + stream;
+        if (seeding.has(key) || liveOut.has(key))
+            return;
+        seeding.add(key);
+        try {
+            // No attempt named: the broker serves the one running
+            const page = await api('GET', '/jobs/' + enc(id) + '/output' + q({ node, step, stream }),
+                                   undefined, { signal: abort.signal });
+            if (!liveOut.has(key) && page && typeof page.next === 'number') {
+                liveOut.set(key, { attempt: page.attempt, next: page.next, bytes: pageBytes(page.data) });
+                drawLive(step, node);
+            }
+        } catch (err) {
+            // the events carry it on; nothing to say
+        } finally {
+            seeding.delete(key);
+        }
+    };
+
+    // An output event: a piece of a running cell's stream, kept where the
+    // last one ended (a repeat or a gap is passed over: the whole stream
+    // is read when the cell is done).
+    const addOutput = (o) => {
+        if (!o || typeof o.step !== 'number' || typeof o.node !== 'string'
+            || typeof o.offset !== 'number' || typeof o.attempt !== 'number')
+            return;
+        const key = o.step + '/' + o.node + '/' + (o.stream === 'stderr' ? 'stderr' : 'stdout');
+        let entry = liveOut.get(key);
+        if (!entry || entry.attempt !== o.attempt) {
+            entry = { attempt: o.attempt, next: 0, bytes: new Uint8Array() };
+            liveOut.set(key, entry);
+        }
+        if (o.offset !== entry.next)
+            return;
+        const piece = pageBytes(o.data);
+        const grown = new Uint8Array(entry.bytes.length + piece.length);
+        grown.set(entry.bytes);
+        grown.set(piece, entry.bytes.length);
+        entry.bytes = grown;
+        entry.next += piece.length;
+        drawLive(o.step, o.node);
     };
 
     // A job.progress answer (or a stream's progress event): its tasks go to
@@ -939,7 +1011,7 @@ function jobView(ctx, id) {
             cell.waiting ? fact('Waiting', cell.waiting) : null,
             cellTask(step, node, cell) ? fact('Progress', progressText(cellTask(step, node, cell))) : null));
         cellBox.append(streamBlock('stdout', cell.output, cell.output_size, cell.output_dropped, step, node, cell));
-        if (cell.error || cell.error_size)
+        if (cell.error || cell.error_size || liveText(step, node, 'stderr', cell) !== undefined)
             cellBox.append(streamBlock('stderr', cell.error, cell.error_size, cell.error_dropped, step, node, cell));
         if (cell.truncated)
             cellBox.append(h('p', { class: 'muted' }, 'The agent truncated this output at its cap.'));
@@ -962,11 +1034,17 @@ function jobView(ctx, id) {
 
     const streamBlock = (stream, text, size, dropped, step, node, cell) => {
         const whole = fullOutputs.get(step + '/' + node + '/' + stream + '/' + cell.attempts);
+        const live = liveText(step, node, stream, cell);
+        if (live === undefined && IN_FLIGHT.has(cell.status))
+            seedLive(step, node, stream);
         const pre = h('pre', { class: 'output' + (stream === 'stderr' ? ' stderr' : ''),
-                               id: 'output-' + stream, text: whole !== undefined ? whole : text || '' });
-        if (!text)
+                               id: 'output-' + stream,
+                               text: whole !== undefined ? whole : live !== undefined ? live : text || '' });
+        if (!text && live === undefined)
             pre.append(h('span', { class: 'muted', text: '(empty)' }));
         const block = h('div', { class: 'stream' }, h('h3', null, stream), pre);
+        if (live !== undefined)
+            return block;   // it runs: what came so far, and more as it comes
         const shown = new TextEncoder().encode(text || '').length;
         if (whole !== undefined) {
             block.append(h('p', { class: 'muted' }, 'All ' + fmtBytes(size) + '.'));
@@ -1073,6 +1151,8 @@ function jobView(ctx, id) {
                     }
                     if (name === 'event' && obj)
                         addEvents([obj]);
+                    else if (name === 'output')
+                        addOutput(obj);
                     else if (name === 'progress') {
                         setProgress(obj);
                         scheduleRefetch();

@@ -1173,10 +1173,33 @@ s_job_step_missing (req_call_t *call, const char *job_id, int64_t step)
     return true;
 }
 
-//  One page of a cell's whole stdout or stderr (jobrec.h).
+//  The live cell of NODE at STEP of job JOB_ID into *CELL_P (NULL when
+//  the job is not live). Refuses a node the live job does not run on
+//  (not_found) and returns true; false otherwise.
+static bool
+s_output_live (req_call_t *call, const char *job_id, const char *node,
+               uint32_t step, const sched_cell_t **cell_p)
+{
+    *cell_p = NULL;
+    const sched_job_t *job = sched_job (call->ctx->sched, job_id);
+    if (!job || !job->cells || step >= job->step_count)
+        return false;
+    ssize_t index = sched_job_node_index (job, node);
+    if (index < 0) {
+        req_error (call, PROTO_ERR_NOT_FOUND,
+                   "job %s does not run on node %s", job_id, node);
+        return true;
+    }
+    *cell_p = &job->cells [step * job->expected_count + (size_t) index];
+    return false;
+}
+
+//  One page of a cell's whole stdout or stderr (jobrec.h): of the attempt
+//  in flight, what has arrived so far.
 void
 req_job_output (req_call_t *call)
 {
+    const sched_cell_t *cell = NULL;
     char *job_id = NULL;
     if (s_job_id_field (call, &job_id) != 0)
         return;
@@ -1199,15 +1222,38 @@ req_job_output (req_call_t *call)
     else
     if (s_job_step_missing (call, job_id, step))
         ;   //  Answered
+    else
+    if (s_output_live (call, job_id, node, (uint32_t) step, &cell))
+        ;   //  Answered: no such node
     else {
+        bool stderr_ = stream && strcmp (stream, "stderr") == 0;
         store_txn_t *txn = req_txn (call);
         if (txn) {
             pw_reset (call->reply);
             proto_reply_ok_begin (call->reply, call->request->id);
-            int rc = jobrec_write_output_page (
-                txn, job_id, (uint32_t) step, node, (uint32_t) attempt,
-                stream && strcmp (stream, "stderr") == 0, (uint64_t) offset,
-                (size_t) limit, call->reply);
+            //  The attempt in flight: what has arrived of it so far
+            bool in_flight = cell
+                             && (cell->status == SCHED_CELL_DISPATCHED
+                                 || cell->status == SCHED_CELL_ACKNOWLEDGED
+                                 || cell->status == SCHED_CELL_RUNNING);
+            int rc = in_flight
+                     && (attempt == 0 || (uint32_t) attempt == cell->attempt)
+                ? jobrec_write_live_page (
+                      txn, job_id, (uint32_t) step, node, cell->attempt,
+                      stderr_, (uint64_t) offset, (size_t) limit,
+                      sched_cell_status_name (cell->status), call->reply)
+                : jobrec_write_output_page (
+                      txn, job_id, (uint32_t) step, node, (uint32_t) attempt,
+                      stderr_, (uint64_t) offset, (size_t) limit,
+                      !cell || sched_cell_status_final (cell->status),
+                      call->reply);
+            if (rc == JOBREC_PAST_END)
+                req_error (call, PROTO_ERR_BAD_REQUEST,
+                           "offset: %" PRId64 " is past the end of the %s of "
+                           "job %s step %d on node %s (ask from the page's "
+                           "next)", offset, stderr_ ? "stderr" : "stdout",
+                           job_id, (int) step, node);
+            else
             if (rc == STORE_ENOTFOUND
                 && store_get (txn, STORE_DB_JOBS, job_id, strlen (job_id),
                               NULL, NULL) != 0)
@@ -1226,6 +1272,79 @@ req_job_output (req_call_t *call)
     }
     free (stream);
     free (node);
+    free (job_id);
+}
+
+//  The pieces of JOB's output kept since sequence number AFTER (outlog.h),
+//  with their bytes, up to LIMIT bytes in all (at least one piece).
+void
+req_job_output_events (req_call_t *call)
+{
+    char *job_id = NULL;
+    if (s_job_id_field (call, &job_id) != 0)
+        return;
+    int64_t after = 0, limit = 1024 * 1024;
+    pv_get_int (pv_map_get (call->request->body, "after"), &after);
+    pv_get_int (pv_map_get (call->request->body, "limit"), &limit);
+    outlog_t *outlog = call->ctx->outlog;
+    store_txn_t *txn = NULL;
+    if (s_job_steps (call, job_id) < 0)
+        req_error (call, PROTO_ERR_NOT_FOUND, "no job %s", job_id);
+    else
+    if ((txn = req_txn (call))) {
+        //  The entries first (their count leads the list), then the reply
+        size_t count = 0, bytes = 0;
+        uint64_t next = (uint64_t) after;
+        const outlog_entry_t *entry = NULL;
+        for (uint64_t seq = (uint64_t) after;
+             outlog && (entry = outlog_next (outlog, job_id, seq)); ) {
+            if (count && bytes + entry->len > (uint64_t) limit)
+                break;
+            count++;
+            bytes += entry->len;
+            seq = next = entry->seq;
+        }
+        if (outlog && !entry && outlog_last (outlog) > next)
+            next = outlog_last (outlog);
+        pw_reset (call->reply);
+        proto_reply_ok_begin (call->reply, call->request->id);
+        pw_map (call->reply, 4);
+        pw_str (call->reply, "job");
+        pw_str (call->reply, job_id);
+        pw_str (call->reply, "next");
+        pw_int (call->reply, (int64_t) next);
+        pw_str (call->reply, "lost");
+        pw_bool (call->reply, outlog && outlog_lost (outlog,
+                                                     (uint64_t) after));
+        pw_str (call->reply, "events");
+        pw_array (call->reply, count);
+        uint64_t seq = (uint64_t) after;
+        for (size_t index = 0; index < count; index++) {
+            entry = outlog_next (outlog, job_id, seq);
+            seq = entry->seq;
+            size_t got = 0;
+            uint8_t *data = jobrec_read_output (txn, job_id, entry->step,
+                                                entry->node, entry->attempt,
+                                                entry->stderr_, entry->offset,
+                                                entry->len, &got);
+            pw_map (call->reply, 7);
+            pw_str (call->reply, "seq");
+            pw_int (call->reply, (int64_t) entry->seq);
+            pw_str (call->reply, "step");
+            pw_int (call->reply, entry->step);
+            pw_str (call->reply, "node");
+            pw_str (call->reply, entry->node);
+            pw_str (call->reply, "attempt");
+            pw_int (call->reply, entry->attempt);
+            pw_str (call->reply, "stream");
+            pw_str (call->reply, entry->stderr_ ? "stderr" : "stdout");
+            pw_str (call->reply, "offset");
+            pw_int (call->reply, (int64_t) entry->offset);
+            pw_str (call->reply, "data");
+            pw_bin (call->reply, data, got);
+            free (data);
+        }
+    }
     free (job_id);
 }
 

@@ -14,7 +14,7 @@
 
         jobs.c       job.submit job.check job.get job.progress job.watch
                      job.list job.cancel job.events job.delete job.output
-                     job.retry
+                     job.output_events job.retry
         nodes.c      node.list node.get node.drain node.resume
                      node.workers node.history
         status.c     status whoami broker.drain broker.resume queue.stats
@@ -118,6 +118,7 @@ void req_job_cancel (req_call_t *call);
 void req_job_events (req_call_t *call);
 void req_job_delete (req_call_t *call);
 void req_job_output (req_call_t *call);
+void req_job_output_events (req_call_t *call);
 void req_job_retry (req_call_t *call);
 
 void req_node_list (req_call_t *call);

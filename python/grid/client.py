@@ -29,6 +29,8 @@ PROTOCOL_VERSION = 2          # written in requests
 PROTOCOL_VERSIONS = (1, 2)    # read in replies (PROTOCOL.md section 6)
 DEFAULT_ENDPOINT = _config.DEFAULT_ENDPOINT
 FINISHED = frozenset({"completed", "partial_failure", "failed", "cancelled"})
+# The statuses of an attempt in flight (a job.output page's "status")
+LIVE_STATUSES = frozenset({"dispatched", "acknowledged", "running"})
 
 # The shapes of PROTOCOL.md 5.2 and 5.3, for the reader: the module hands
 # the wire's maps over as dicts without converting them.
@@ -259,6 +261,7 @@ class Client:
         self.timeout = float(timeout)
         self._context = context or zmq.Context.instance()
         self._watch = True   # False once the broker says it lacks job.watch
+        self.followed: Optional[Dict[str, Any]] = None  # follow_output's last page
         self._curve = None
         if not settings["insecure"]:
             secret = _secret_path(settings["key"])
@@ -583,6 +586,78 @@ class Client:
                 return bytes(data)
             offset = page["next"]
             attempt = page["attempt"]   # every page from the same attempt
+
+    def follow_output(self, job_id: str, node: str, step: int,
+                      stream: Optional[str] = None,
+                      timeout: Optional[float] = None) -> Iterator[bytes]:
+        """Yields a step's output as it arrives, while it runs, until the
+        step ends on ``node`` (a generator). Between pages it waits with
+        ``job.watch``, which the broker answers as soon as a piece arrives
+        (against a broker without it, it asks every second). A retried
+        step is followed into its next attempt. When the generator ends,
+        ``self.followed`` holds the last page: its ``status`` and
+        ``exit_code`` say how the step ended. Raises GridError
+        (``not_found``) when the job ends without the step running on the
+        node, TimeoutError after ``timeout`` seconds (None: no limit).
+
+            for chunk in client.follow_output(job_id, "web-01", 0):
+                sys.stdout.buffer.write(chunk)
+            print(client.followed["exit_code"])
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
+        attempt: Optional[int] = None
+        offset = 0
+        version = None
+        finished = False
+        while True:
+            try:
+                page = self.output(job_id, node, step, stream=stream,
+                                   attempt=attempt, offset=offset)
+            except GridError as error:
+                # Not started yet: wait for it, unless the job has ended
+                if error.code != "not_found" or finished:
+                    raise
+                page = None
+            if page is not None:
+                attempt = page["attempt"]
+                if page["data"]:
+                    yield page["data"]
+                offset = page["next"]
+                if page["next"] < page["size"] and page["data"]:
+                    continue            # more has arrived than one page
+                # A broker before live output has no "complete"
+                if page.get("complete", True) and page["next"] >= page["size"]:
+                    self.followed = page
+                    return
+                if (not page.get("complete", True)
+                        and page["next"] >= page["size"]
+                        and page.get("status") not in LIVE_STATUSES):
+                    attempt += 1        # that attempt ended; a retry comes
+                    offset = 0
+                    continue
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                raise TimeoutError(f"step {step} of job {job_id} on {node} "
+                                   f"did not end in {timeout} s")
+            if finished:
+                # The job ended: one more page said all there is
+                raise GridError("not_found", f"job {job_id} ended without "
+                                f"step {step} on node {node}")
+            wait_ms = int(min(self.timeout / 2, 10.0,
+                              left if left is not None else 10.0) * 1000)
+            if self._watch:
+                try:
+                    state = self.request("job.watch", job=job_id,
+                                         after=version, timeout_ms=wait_ms)
+                    version = state["version"]
+                    finished = state["progress"]["status"] in FINISHED
+                    continue
+                except GridError as error:
+                    if error.code != "unknown_type":
+                        raise
+                    self._watch = False
+            time.sleep(1.0 if left is None else max(0.0, min(1.0, left)))
+            finished = self.progress(job_id)["status"] in FINISHED
 
     def retry(self, job_id: str, failed_only: Optional[bool] = None,
               target: Optional[str] = None) -> Submitted:

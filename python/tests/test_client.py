@@ -185,6 +185,29 @@ class ClientTest(unittest.TestCase):
         self.assertEqual(self.client.read_output(record["id"], "web-01", 0,
                                                  stream="stderr"), b"")
 
+    def test_follow_output(self):
+        job_id = self.client.submit({
+            "target": "node:web-01",
+            "tasks": [{"backend": "test", "action": "lines",
+                       "params": {"count": 20, "interval": "100ms"}}]})
+        chunks = list(self.client.follow_output(job_id, "web-01", 0,
+                                                timeout=60))
+        want = "".join(f"line {n}\n" for n in range(1, 21)).encode()
+        self.assertEqual(b"".join(chunks), want)
+        # It came in more than one piece, while the step ran
+        self.assertGreater(len(chunks), 1)
+        self.assertEqual(self.client.followed["status"], "success")
+        self.assertEqual(self.client.followed["exit_code"], 0)
+        self.assertTrue(self.client.followed["complete"])
+        # A page from an offset past the end is refused
+        with self.assertRaises(grid.GridError) as caught:
+            self.client.output(job_id, "web-01", 0, offset=len(want) + 1)
+        self.assertEqual(caught.exception.code, "bad_request")
+        # A node the job does not run on
+        with self.assertRaises(grid.GridError) as caught:
+            list(self.client.follow_output(job_id, "db-01", 0, timeout=30))
+        self.assertEqual(caught.exception.code, "not_found")
+
     def test_retry_and_the_dead_letter_queue(self):
         record = self.client.wait(self.client.submit({
             "target": "node:db-01", "dead_letter": True,

@@ -394,6 +394,35 @@ test('a running cell shows its progress, and it moves on live', LIMIT, async () 
     assert.equal(await page.locator('#grid .cprogress').count(), 0);
 });
 
+test('a running cell shows its output as it comes, each line once', LIMIT, async () => {
+    const r = await api('POST', '/jobs', tokens.admin, { target: 'node:web-01',
+        tasks: [{ backend: 'test', action: 'lines', params: { count: 40, interval: '100ms' } }] });
+    assert.equal(r.status, 201, JSON.stringify(r.body));
+    await page.goto(base + '/#/jobs/' + encodeURIComponent(r.body.job));
+    const cell = '#grid .cellbtn[data-node="web-01"][data-step="0"]';
+    await page.waitForSelector(cell + '[data-status="running"]');
+    await page.evaluate(() => {
+        window.__sameDocument = true;
+    });
+    await page.click(cell);
+    await page.waitForSelector('#output-stdout');
+    // Part of it while the job still runs
+    await page.waitForFunction(() => {
+        const out = document.querySelector('#output-stdout');
+        return out && /^line 1\nline 2\nline 3\n/.test(out.textContent)
+            && document.body.dataset.jobStatus === 'running';
+    });
+    const partial = await page.textContent('#output-stdout');
+    assert.ok(!partial.includes('line 40\n'), 'all of it already: ' + partial);
+    await page.waitForSelector('body[data-job-status="completed"]');
+    await page.waitForFunction(() => document.querySelector('#output-stdout').textContent.includes('line 40\n'));
+    const out = await page.textContent('#output-stdout');
+    const want = Array.from({ length: 40 }, (_, i) => 'line ' + (i + 1) + '\n').join('');
+    assert.equal(out, want);
+    assert.equal(await page.evaluate(() => window.__sameDocument), true, 'the page was reloaded');
+    await shot('live-output');
+});
+
 test('a failed job shows its reason and the failing cell its stderr', LIMIT, async () => {
     const r = await api('POST', '/jobs', tokens.admin, { target: 'node:db-01',
         tasks: [{ backend: 'test', action: 'fail', params: { msg: 'disk on fire' } }] });
