@@ -67,32 +67,13 @@ audit_key_parse (const void *key, size_t key_len, int64_t *ms_p,
 void
 audit_id_format (const uint8_t *key, char *id)
 {
-    static const char digits [] = "0123456789abcdef";
-    for (int index = 0; index < AUDIT_KEY_LEN; index++) {
-        id [2 * index] = digits [key [index] >> 4];
-        id [2 * index + 1] = digits [key [index] & 15];
-    }
-    id [AUDIT_ID_LEN] = 0;
+    hex_encode (key, AUDIT_KEY_LEN, id);
 }
 
 int
 audit_id_parse (const char *id, uint8_t *key)
 {
-    if (!id || strlen (id) != AUDIT_ID_LEN)
-        return -1;
-    for (int index = 0; index < AUDIT_ID_LEN; index++) {
-        char c = id [index];
-        int digit = c >= '0' && c <= '9' ? c - '0'
-                    : c >= 'a' && c <= 'f' ? c - 'a' + 10
-                    : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
-        if (digit < 0)
-            return -1;
-        if (index % 2 == 0)
-            key [index / 2] = (uint8_t) (digit << 4);
-        else
-            key [index / 2] |= (uint8_t) digit;
-    }
-    return 0;
+    return hex_decode (id, key, AUDIT_KEY_LEN);
 }
 
 void

@@ -41,41 +41,17 @@ s_key_seq (const uint8_t *key)
     return seq;
 }
 
-static void
-s_hex (const uint8_t *bytes, size_t len, char *text)
-{
-    static const char digits [] = "0123456789abcdef";
-    for (size_t index = 0; index < len; index++) {
-        text [2 * index] = digits [bytes [index] >> 4];
-        text [2 * index + 1] = digits [bytes [index] & 15];
-    }
-    text [2 * len] = 0;
-}
 
 void
 notify_id_format (const uint8_t *key, char *id)
 {
-    s_hex (key, NOTIFY_KEY_LEN, id);
+    hex_encode (key, NOTIFY_KEY_LEN, id);
 }
 
 int
 notify_id_parse (const char *id, uint8_t *key)
 {
-    if (!id || strlen (id) != NOTIFY_ID_LEN)
-        return -1;
-    for (int index = 0; index < NOTIFY_ID_LEN; index++) {
-        char c = id [index];
-        int digit = c >= '0' && c <= '9' ? c - '0'
-                    : c >= 'a' && c <= 'f' ? c - 'a' + 10
-                    : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
-        if (digit < 0)
-            return -1;
-        if (index % 2 == 0)
-            key [index / 2] = (uint8_t) (digit << 4);
-        else
-            key [index / 2] |= (uint8_t) digit;
-    }
-    return 0;
+    return hex_decode (id, key, NOTIFY_KEY_LEN);
 }
 
 void

@@ -1167,3 +1167,35 @@ name_show (const char *text, size_t len, char *buf, size_t buf_len)
     buf [take] = '\0';
     return buf;
 }
+
+char *
+hex_encode (const uint8_t *bytes, size_t size, char *hex)
+{
+    static const char digits [] = "0123456789abcdef";
+    for (size_t index = 0; index < size; index++) {
+        hex [2 * index] = digits [bytes [index] >> 4];
+        hex [2 * index + 1] = digits [bytes [index] & 15];
+    }
+    hex [2 * size] = 0;
+    return hex;
+}
+
+int
+hex_decode (const char *hex, uint8_t *bytes, size_t size)
+{
+    if (!hex || strlen (hex) != 2 * size)
+        return -1;
+    for (size_t index = 0; index < 2 * size; index++) {
+        char c = hex [index];
+        int digit = c >= '0' && c <= '9' ? c - '0'
+                    : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                    : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+        if (digit < 0)
+            return -1;
+        if (index % 2 == 0)
+            bytes [index / 2] = (uint8_t) (digit << 4);
+        else
+            bytes [index / 2] |= (uint8_t) digit;
+    }
+    return 0;
+}

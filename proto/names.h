@@ -136,6 +136,14 @@ int duration_parse (const char *text, int64_t *ms_p);
 //  into BUF (at least 32 bytes).
 void duration_format (int64_t ms, char *buf, size_t buf_len);
 
+//  Writes SIZE bytes as lowercase hex into HEX (2 * SIZE + 1 bytes, NUL
+//  ended). Returns HEX.
+char *hex_encode (const uint8_t *bytes, size_t size, char *hex);
+
+//  Reads 2 * SIZE hex digits of HEX (either case; exactly that many, NUL
+//  after them) into BYTES. Returns 0, or -1 when HEX is not so.
+int hex_decode (const char *hex, uint8_t *bytes, size_t size);
+
 //  Makes a new time-sortable job id from wall-clock milliseconds WALL_MS
 //  and a per-process counter: "j-" + 12 lowercase hex digits of WALL_MS +
 //  "-" + 4 lowercase hex digits. Ids sort in submission order. BUF holds at

@@ -127,13 +127,7 @@ trace_valid (const char *text)
 char *
 trace_hex (const uint8_t *bytes, size_t size, char *hex)
 {
-    static const char digits [] = "0123456789abcdef";
-    for (size_t index = 0; index < size; index++) {
-        hex [2 * index] = digits [bytes [index] >> 4];
-        hex [2 * index + 1] = digits [bytes [index] & 15];
-    }
-    hex [2 * size] = 0;
-    return hex;
+    return hex_encode (bytes, size, hex);
 }
 
 char *

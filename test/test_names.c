@@ -918,6 +918,22 @@ test_names_time_format (void **state)
     assert_int_equal (strlen (buf) + 1, TIME_TEXT_LEN);
 }
 
+static void
+test_hex_round_trip (void **state)
+{
+    const uint8_t bytes [] = {0x00, 0x9f, 0xa0, 0xff};
+    char hex [9];
+    assert_string_equal (hex_encode (bytes, 4, hex), "009fa0ff");
+    uint8_t back [4];
+    assert_int_equal (hex_decode ("009FA0ff", back, 4), 0);
+    assert_memory_equal (back, bytes, 4);
+    //  Not hex, too short, too long, NULL
+    assert_int_equal (hex_decode ("009fa0fg", back, 4), -1);
+    assert_int_equal (hex_decode ("009fa0f", back, 4), -1);
+    assert_int_equal (hex_decode ("009fa0ff0", back, 4), -1);
+    assert_int_equal (hex_decode (NULL, back, 4), -1);
+}
+
 int
 main (void)
 {
@@ -944,6 +960,7 @@ main (void)
         cmocka_unit_test (test_names_id_hash),
         cmocka_unit_test (test_names_name_show),
         cmocka_unit_test (test_names_time_format),
+        cmocka_unit_test (test_hex_round_trip),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }
