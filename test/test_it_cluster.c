@@ -78,15 +78,19 @@ s_setup (void **state)
         return 0;
     if (etcdproc_start (&self->etcd, self->dir) != 0)
         return -1;
+    char dir [sizeof self->dir];
+    snprintf (dir, sizeof dir, "%s", self->dir);
     for (int which = 0; which < 2; which++) {
         if (grid_init (&self->member [which]) != 0)
             return -1;
         self->member [which].insecure = true;
         snprintf (self->config [which], sizeof self->config [which],
-                  "%s/%s.yaml", self->dir, s_names [which]);
+                  "%s/%s.yaml", dir, s_names [which]);
         //  The harness's directories are short (/tmp/grid-it-XXXXXX)
+        char member [sizeof self->member [which].dir];
+        snprintf (member, sizeof member, "%s", self->member [which].dir);
         snprintf (self->repl_ep [which], sizeof self->repl_ep [which],
-                  "ipc://%.300s/repl.sock", self->member [which].dir);
+                  "ipc://%.300s/repl.sock", member);
     }
     for (int which = 0; which < 2; which++)
         s_write_config (self, which, 2);
