@@ -393,6 +393,8 @@ function loggedOut(message) {
     sessionStorage.removeItem(TOKEN_KEY);
     loginMessage = message || '';
     brokerState = null;
+    clusterState = null;
+    clusterAt = 0;
     drawBrokerState(null);
     renderWho();
     const here = location.hash;
@@ -488,6 +490,40 @@ function drawBrokerState(st) {
     const b = brokerState;
     el.append('broker ' + (b.version || '') + ' \u00b7 ' + (b.state || '')
               + ' \u00b7 ' + b.nodes.online + '/' + b.nodes.total + ' nodes online');
+    const c = clusterState;
+    if (c && c.role && c.role !== 'alone') {
+        const standbys = Array.isArray(c.standbys) ? c.standbys : [];
+        const inSync = standbys.filter((s) => s.sync).length;
+        el.append(' \u00b7 ', h('span', {
+            id: 'broker-cluster',
+            title: standbys.map((s) => s.name + ': ' + s.state + (s.sync ? ', in sync' : '')
+                                       + ', ' + s.lag_passes + ' passes behind').join('\n'),
+            text: 'cluster ' + (c.cluster || '') + ': ' + (c.name || '') + ' ' + c.role + ', '
+                + inSync + '/' + standbys.length + ' standbys in sync',
+        }));
+    }
+}
+
+// The broker cluster (GET /cluster: cluster.status), asked now and then:
+// the header names it unless the broker is alone.
+let clusterState = null;
+let clusterAt = 0;
+const CLUSTER_MS = 5000;
+const CLUSTER_ALONE_MS = 60000;   // a broker alone joins a cluster only by a restart
+
+function clusterDue() {
+    const alone = clusterState && clusterState.role === 'alone';
+    return Date.now() - clusterAt >= (alone ? CLUSTER_ALONE_MS : CLUSTER_MS) - 100;
+}
+
+async function refreshCluster() {
+    clusterAt = Date.now();
+    try {
+        clusterState = await api('GET', '/cluster', undefined, { noRedirect: true });
+    } catch (e) {
+        clusterState = null;   // an older broker has no such route; the line is a nicety
+    }
+    drawBrokerState(null);
 }
 
 // The node list came: the header counts what it shows.
@@ -509,6 +545,8 @@ async function refreshBrokerState() {
     try {
         statusCame(await api('GET', '/status', undefined, { noRedirect: true }));
     } catch (e) { /* the header line is a nicety */ }
+    if (clusterDue())
+        await refreshCluster();
 }
 
 // The header stays current on every page (nodes come and go): it asks
@@ -517,9 +555,12 @@ async function refreshBrokerState() {
 const BROKER_STATE_MS = 5000;
 (function pollBrokerState() {
     setTimeout(async () => {
-        if (session.checked && !location.hash.startsWith('#/login')
-            && Date.now() - brokerStateAt >= BROKER_STATE_MS - 100)
-            await refreshBrokerState();
+        if (session.checked && !location.hash.startsWith('#/login')) {
+            if (Date.now() - brokerStateAt >= BROKER_STATE_MS - 100)
+                await refreshBrokerState();
+            else if (clusterDue())
+                await refreshCluster();
+        }
         pollBrokerState();
     }, document.hidden ? BROKER_STATE_MS * 3 : BROKER_STATE_MS);
 })();

@@ -223,6 +223,9 @@ test('the jobs page lists jobs and filters them by status', LIMIT, async () => {
     await page.waitForSelector(`#jobs tr[data-job="${id}"]`);
     assert.equal(await page.evaluate(() => sessionStorage.getItem('grid.token') !== null), true);
     assert.equal(await page.textContent('#role'), 'admin');
+    // A broker alone: the header names no cluster
+    await page.waitForSelector('#broker-state:has-text("nodes online")');
+    assert.equal(await page.locator('#broker-cluster').count(), 0);
     await page.click('.filters a[data-status="failed"]');
     await page.waitForSelector('#jobs td.empty');
     assert.equal(await page.locator(`#jobs tr[data-job="${id}"]`).count(), 0);
@@ -233,6 +236,28 @@ test('the jobs page lists jobs and filters them by status', LIMIT, async () => {
     assert.equal(await page.locator('#more-jobs').isVisible(), false, 'one job, nothing older');
     assert.equal(await page.locator('#logout').isVisible(), true);
     await shot('jobs');
+});
+
+test('the header names the broker cluster when the broker is in one', LIMIT, async () => {
+    // This broker is alone (the route's answer is checked by test_it_http);
+    // the answer of an active is stood in for here, to see how it reads.
+    const active = { role: 'active', cluster: 'grid-ha', name: 'ctl-a', epoch: 3, pass: 120,
+        released: 120, lease_left_ms: 4000, strict: false, sync_timeout_ms: 5000,
+        standbys: [{ name: 'ctl-b', state: 'live', sync: true, pass: 120, lag_passes: 0, lag_ms: 0 },
+                   { name: 'ctl-c', state: 'snapshot', sync: false, pass: 0, lag_passes: 120, lag_ms: 0 }] };
+    await page.route('**/api/v1/cluster', (r) => r.fulfill({ status: 200,
+        contentType: 'application/json', body: JSON.stringify(active) }));
+    try {
+        await page.reload();
+        await page.waitForSelector('#broker-cluster');
+        assert.equal(await page.textContent('#broker-cluster'),
+                     'cluster grid-ha: ctl-a active, 1/2 standbys in sync');
+    } finally {
+        await page.unroute('**/api/v1/cluster');
+    }
+    await page.reload();
+    await page.waitForSelector('#broker-state:has-text("nodes online")');
+    assert.equal(await page.locator('#broker-cluster').count(), 0);
 });
 
 test('the status chips count the stored jobs: a deleted one is gone from its chip', LIMIT, async () => {
