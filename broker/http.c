@@ -127,6 +127,8 @@ static const s_route_t s_routes [] = {
            200),
     S_API ("GET", "/api/v1/whoami", "whoami", NULL, NULL, S_BODY_NONE, NULL,
            200),
+    S_API ("GET", "/api/v1/cluster", "cluster.status", NULL, NULL, S_BODY_NONE,
+           NULL, 200),
     S_API ("POST", "/api/v1/broker/drain", "broker.drain", NULL, NULL,
            S_BODY_FIELDS, NULL, 200),
     S_API ("POST", "/api/v1/broker/resume", "broker.resume", NULL, NULL,

@@ -335,6 +335,12 @@ test_http_tokens_and_roles (void **state)
     assert_string_equal (s_str (answer.json, "role"), "operator");
     assert_string_equal (s_str (answer.json, "via"), "token");
     s_answer_clear (&answer);
+    //  A broker without ha: is alone, and a viewer may ask
+    s_curl (f->base, &answer, f->viewer, "GET", "/api/v1/cluster", NULL, NULL);
+    assert_int_equal (answer.status, 200);
+    assert_string_equal (s_str (answer.json, "role"), "alone");
+    assert_int_equal (json_object_size (answer.json), 1);
+    s_answer_clear (&answer);
     //  A viewer reads, and may not drain or make tokens: 403, counted
     s_curl (f->base, &answer, f->viewer, "GET", "/api/v1/status", NULL, NULL);
     assert_int_equal (answer.status, 200);

@@ -3,8 +3,9 @@
 // It talks to the broker's REST API under /api/v1 with the token the user
 // logged in with (kept in sessionStorage, so it goes when the tab closes),
 // and renders its views behind a hash router: #/jobs, #/jobs/ID, #/nodes,
-// #/run, #/keys, #/audit and #/login. Everything that came from the broker
-// reaches the DOM as text (textContent, attribute values): never as markup.
+// #/run, #/keys, #/audit, #/notify and #/login. Everything that came from
+// the broker reaches the DOM as text (textContent, attribute values): never
+// as markup.
 
 const API = '/api/v1';
 const TOKEN_KEY = 'grid.token';
@@ -392,6 +393,8 @@ function loggedOut(message) {
     sessionStorage.removeItem(TOKEN_KEY);
     loginMessage = message || '';
     brokerState = null;
+    clusterState = null;
+    clusterAt = 0;
     drawBrokerState(null);
     renderWho();
     const here = location.hash;
@@ -487,6 +490,40 @@ function drawBrokerState(st) {
     const b = brokerState;
     el.append('broker ' + (b.version || '') + ' \u00b7 ' + (b.state || '')
               + ' \u00b7 ' + b.nodes.online + '/' + b.nodes.total + ' nodes online');
+    const c = clusterState;
+    if (c && c.role && c.role !== 'alone') {
+        const standbys = Array.isArray(c.standbys) ? c.standbys : [];
+        const inSync = standbys.filter((s) => s.sync).length;
+        el.append(' \u00b7 ', h('span', {
+            id: 'broker-cluster',
+            title: standbys.map((s) => s.name + ': ' + s.state + (s.sync ? ', in sync' : '')
+                                       + ', ' + s.lag_passes + ' passes behind').join('\n'),
+            text: 'cluster ' + (c.cluster || '') + ': ' + (c.name || '') + ' ' + c.role + ', '
+                + inSync + '/' + standbys.length + ' standbys in sync',
+        }));
+    }
+}
+
+// The broker cluster (GET /cluster: cluster.status), asked now and then:
+// the header names it unless the broker is alone.
+let clusterState = null;
+let clusterAt = 0;
+const CLUSTER_MS = 5000;
+const CLUSTER_ALONE_MS = 60000;   // a broker alone joins a cluster only by a restart
+
+function clusterDue() {
+    const alone = clusterState && clusterState.role === 'alone';
+    return Date.now() - clusterAt >= (alone ? CLUSTER_ALONE_MS : CLUSTER_MS) - 100;
+}
+
+async function refreshCluster() {
+    clusterAt = Date.now();
+    try {
+        clusterState = await api('GET', '/cluster', undefined, { noRedirect: true });
+    } catch (e) {
+        clusterState = null;   // an older broker has no such route; the line is a nicety
+    }
+    drawBrokerState(null);
 }
 
 // The node list came: the header counts what it shows.
@@ -508,6 +545,8 @@ async function refreshBrokerState() {
     try {
         statusCame(await api('GET', '/status', undefined, { noRedirect: true }));
     } catch (e) { /* the header line is a nicety */ }
+    if (clusterDue())
+        await refreshCluster();
 }
 
 // The header stays current on every page (nodes come and go): it asks
@@ -516,9 +555,12 @@ async function refreshBrokerState() {
 const BROKER_STATE_MS = 5000;
 (function pollBrokerState() {
     setTimeout(async () => {
-        if (session.checked && !location.hash.startsWith('#/login')
-            && Date.now() - brokerStateAt >= BROKER_STATE_MS - 100)
-            await refreshBrokerState();
+        if (session.checked && !location.hash.startsWith('#/login')) {
+            if (Date.now() - brokerStateAt >= BROKER_STATE_MS - 100)
+                await refreshBrokerState();
+            else if (clusterDue())
+                await refreshCluster();
+        }
         pollBrokerState();
     }, document.hidden ? BROKER_STATE_MS * 3 : BROKER_STATE_MS);
 })();
@@ -1948,6 +1990,102 @@ views.audit = (ctx) => {
     };
     load(null).catch(flashError);
     return null;
+};
+
+// ------------------------------------------------------------------
+// #/notify
+
+const NOTIFY_STATUSES = ['pending', 'sent', 'dead'];
+
+views.notify = (ctx) => {
+    const status = NOTIFY_STATUSES.includes(ctx.query.get('status')) ? ctx.query.get('status') : '';
+    let dead = null;   // how many deliveries are dead (the chip's count)
+    const filters = h('nav', { class: 'filters', id: 'notify-filters', 'aria-label': 'status filter' });
+    const drawFilters = () => {
+        clear(filters);
+        for (const s of [''].concat(NOTIFY_STATUSES)) {
+            const n = s === 'dead' && dead !== null ? dead : undefined;
+            filters.append(h('a', {
+                href: '#/notify' + (s ? '?status=' + s : ''),
+                class: 'filter' + (s === status ? ' active' : ''),
+                dataset: { status: s || 'all' },
+            }, s || 'all', n !== undefined
+                ? h('span', { class: 'count' + (n ? ' bad' : ''), id: 'notify-dead-count', text: n }) : null));
+        }
+    };
+    drawFilters();
+    const tbody = h('tbody');
+    const foot = h('p', { class: 'muted' });
+    ctx.main.append(
+        h('div', { class: 'titlebar' }, h('h1', null, 'Notifications')),
+        h('p', { class: 'muted' }, 'Webhook deliveries of jobs\' ends, newest first. A dead one ' +
+          'failed for the whole retry window; Retry sends it again. Needs the admin role.'),
+        filters,
+        h('table', { class: 'list', id: 'notify' },
+          h('thead', null, h('tr', null, ['Delivery', 'Job', 'Status', 'Attempts', 'Updated',
+                                          'URL', 'Last error', ''].map((t) => h('th', null, t)))),
+          tbody),
+        foot);
+
+    const retry = async (d) => {
+        try {
+            await api('POST', '/notify/' + enc(d.id) + '/retry');
+            flash('Delivery ' + d.id + ' is sent again.', 'ok');
+            await refresh();
+        } catch (err) {
+            flashError(err);
+        }
+    };
+
+    const refresh = async () => {
+        let list;
+        let deadList;
+        try {
+            [list, deadList] = await Promise.all([
+                api('GET', '/notify' + q({ status, limit: 200 })),
+                status === 'dead' ? null : api('GET', '/notify' + q({ status: 'dead', limit: 1000 })),
+            ]);
+        } catch (err) {
+            if (err.status === 403) {
+                clear(tbody).append(h('tr', null, h('td', { colspan: 8, class: 'error', id: 'notify-forbidden',
+                    text: 'Your token may not list notifications: that needs the admin role'
+                        + (session.role ? ' (yours is ' + session.role + ')' : '') + '.' })));
+                return;
+            }
+            throw err;
+        }
+        if (!ctx.live())
+            return;
+        const rows = (list && list.deliveries) || [];
+        const deadRows = status === 'dead' ? rows : (deadList && deadList.deliveries) || [];
+        dead = deadRows.length;
+        drawFilters();
+        clear(tbody);
+        for (const d of rows) {
+            const error = d.error ? d.error : d.code ? 'HTTP ' + d.code : '';
+            tbody.append(h('tr', { dataset: { delivery: d.id, job: d.job, status: d.status,
+                                              attempts: d.attempts } },
+                h('td', { class: 'mono', text: d.id }),
+                h('td', null, jobLink(d.job)),
+                h('td', null, badge(d.status)),
+                h('td', { text: d.attempts }),
+                h('td', null, timeEl(d.updated, true)),
+                h('td', { class: 'mono', title: d.source === 'broker' ? 'a broker-wide webhook'
+                                                                        : 'the job\'s own webhook',
+                          text: d.url }),
+                h('td', { class: error ? 'error' : 'muted', text: error }),
+                h('td', { class: 'row-actions' },
+                  d.status !== 'pending' && session.role !== null && can('admin')
+                      ? h('button', { type: 'button', class: 'small-btn', dataset: { action: 'retry' },
+                                      onclick: () => retry(d) }, 'Retry')
+                      : null)));
+        }
+        if (!rows.length)
+            tbody.append(h('tr', null, h('td', { colspan: 8, class: 'muted empty' },
+                status ? 'No ' + status + ' deliveries.' : 'No deliveries yet.')));
+        foot.textContent = 'Showing ' + rows.length + (dead ? ' \u00b7 ' + dead + ' dead' : '') + ' \u00b7 live';
+    };
+    return every(ctx, 5000, refresh);
 };
 
 // ------------------------------------------------------------------

@@ -179,6 +179,7 @@ class OpenApiTest(unittest.TestCase):
         ask("GET", job, "/api/v1/jobs/j-000000000000-0000", status=404)
         ask("POST", "/api/v1/jobs", body={"target": "all and", "tasks": [echo]},
             status=400)
+        ask("GET", "/api/v1/cluster")
         ask("GET", "/api/v1/audit")
         ask("GET", "/api/v1/audit",
             "/api/v1/audit?request_type=job.&who=api-admin&limit=2")

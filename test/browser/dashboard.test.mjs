@@ -30,6 +30,7 @@ let base;
 let browser;
 let page;
 const tokens = {};
+let deadHook;             // a webhook URL on a closed port
 const pageErrors = [];   // uncaught script errors and CSP refusals, on any page
 
 function freePort() {
@@ -128,6 +129,12 @@ before(async () => {
     run('gridcli', ['keygen', '--out', keys, '--name', 'admin']);
     const port = await freePort();
     base = 'http://127.0.0.1:' + port;
+    // Job-level webhooks may go to a port nobody listens on, and give up
+    // fast: a job's delivery there is dead within seconds.
+    deadHook = 'http://127.0.0.1:' + await freePort() + '/hook';
+    const conf = path.join(dir, 'broker.yaml');
+    fs.writeFileSync(conf, 'notify:\n  timeout: 1s\n  retry_base: 100ms\n  retry_cap: 300ms\n'
+        + '  retry_for: 2s\n  allow: ["' + deadHook.replace(/hook$/, '') + '"]\n');
     const agents = 'ipc://' + path.join(dir, 'agents');
     const publish = 'ipc://' + path.join(dir, 'publish');
     start('broker', 'gridbroker', ['--data-dir', path.join(dir, 'data'),
@@ -135,7 +142,7 @@ before(async () => {
         '--publish', publish, '--heartbeat', '300ms',
         '--key', path.join(keys, 'broker.key'),
         '--client-key', 'admin:' + path.join(keys, 'admin.key'),
-        '--http', '127.0.0.1:' + port]);
+        '--http', '127.0.0.1:' + port, '--config', conf]);
     await until('the HTTP face', async () => (await fetch(base + '/readyz')).status === 200);
     // Three agents enrolled ahead (key.accept of their keys), one left pending
     for (const [node, group, tier] of [['web-01', 'web', 'web.prod'], ['web-02', 'web', 'web.dev'],
@@ -216,6 +223,9 @@ test('the jobs page lists jobs and filters them by status', LIMIT, async () => {
     await page.waitForSelector(`#jobs tr[data-job="${id}"]`);
     assert.equal(await page.evaluate(() => sessionStorage.getItem('grid.token') !== null), true);
     assert.equal(await page.textContent('#role'), 'admin');
+    // A broker alone: the header names no cluster
+    await page.waitForSelector('#broker-state:has-text("nodes online")');
+    assert.equal(await page.locator('#broker-cluster').count(), 0);
     await page.click('.filters a[data-status="failed"]');
     await page.waitForSelector('#jobs td.empty');
     assert.equal(await page.locator(`#jobs tr[data-job="${id}"]`).count(), 0);
@@ -226,6 +236,28 @@ test('the jobs page lists jobs and filters them by status', LIMIT, async () => {
     assert.equal(await page.locator('#more-jobs').isVisible(), false, 'one job, nothing older');
     assert.equal(await page.locator('#logout').isVisible(), true);
     await shot('jobs');
+});
+
+test('the header names the broker cluster when the broker is in one', LIMIT, async () => {
+    // This broker is alone (the route's answer is checked by test_it_http);
+    // the answer of an active is stood in for here, to see how it reads.
+    const active = { role: 'active', cluster: 'grid-ha', name: 'ctl-a', epoch: 3, pass: 120,
+        released: 120, lease_left_ms: 4000, strict: false, sync_timeout_ms: 5000,
+        standbys: [{ name: 'ctl-b', state: 'live', sync: true, pass: 120, lag_passes: 0, lag_ms: 0 },
+                   { name: 'ctl-c', state: 'snapshot', sync: false, pass: 0, lag_passes: 120, lag_ms: 0 }] };
+    await page.route('**/api/v1/cluster', (r) => r.fulfill({ status: 200,
+        contentType: 'application/json', body: JSON.stringify(active) }));
+    try {
+        await page.reload();
+        await page.waitForSelector('#broker-cluster');
+        assert.equal(await page.textContent('#broker-cluster'),
+                     'cluster grid-ha: ctl-a active, 1/2 standbys in sync');
+    } finally {
+        await page.unroute('**/api/v1/cluster');
+    }
+    await page.reload();
+    await page.waitForSelector('#broker-state:has-text("nodes online")');
+    assert.equal(await page.locator('#broker-cluster').count(), 0);
 });
 
 test('the status chips count the stored jobs: a deleted one is gone from its chip', LIMIT, async () => {
@@ -497,6 +529,42 @@ test('the audit page lists what the dashboard changed, by whom, and filters it',
     assert.ok(types.length >= 2 && types.every((t) => t.startsWith('key.')), types.join(','));
 });
 
+test('the notifications page lists a dead delivery, counts it, and an admin retries it', LIMIT, async () => {
+    const r = await api('POST', '/jobs', tokens.admin, { target: 'node:db-01', notify: [{ url: deadHook }],
+        tasks: [{ backend: 'test', action: 'echo', params: { msg: 'told nobody' } }] });
+    assert.equal(r.status, 201, JSON.stringify(r.body));
+    const id = r.body.job;
+    const delivery = await until('the delivery to die', async () => {
+        const list = await api('GET', '/notify?job=' + id, tokens.admin);
+        const d = list.body.deliveries[0];
+        return d && d.status === 'dead' ? d : null;
+    });
+    await page.click('#nav a[data-view="notify"]');
+    const row = `#notify tr[data-delivery="${delivery.id}"]`;
+    await page.waitForSelector(row + '[data-status="dead"]');
+    const cells = await page.locator(row).locator('td').allTextContents();
+    assert.equal(cells[1], id, cells.join(' | '));
+    assert.equal(cells[2], 'dead');
+    assert.ok(Number(cells[3]) >= 1, cells.join(' | '));
+    assert.equal(cells[5], deadHook);
+    assert.ok(cells[6].length > 0, 'the last error is shown');
+    assert.ok(Number(await page.textContent('#notify-dead-count')) >= 1);
+    await shot('notify');
+    await page.click('#notify-filters a[data-status="sent"]');
+    await page.waitForURL((url) => url.hash.includes('status=sent'));
+    await page.waitForSelector('#notify td.empty');
+    assert.equal(await page.locator(row).count(), 0);
+    await page.click('#notify-filters a[data-status="dead"]');
+    await page.waitForSelector(row);
+    await page.click(row + ' button[data-action="retry"]');
+    await page.waitForSelector('#flash.ok');
+    assert.match(await page.textContent('#flash'), /sent again/);
+    await until('the notify_retried event', async () => {
+        const ev = await api('GET', '/jobs/' + id + '/events', tokens.admin);
+        return ev.body.events.some((e) => e.event === 'notify_retried');
+    });
+});
+
 test('a viewer can read but not act: buttons off or a clear 403', LIMIT, async () => {
     await page.click('#logout');
     await page.waitForSelector('#token');
@@ -519,9 +587,14 @@ test('a viewer can read but not act: buttons off or a clear 403', LIMIT, async (
     assert.equal(await page.locator('#nodes button[data-action="drain"]:enabled').count(), 0);
     await page.click('#nav a[data-view="keys"]');
     await page.waitForSelector('#keys-forbidden');
-    assert.match(await page.textContent('#keys-forbidden'), /admin role/);    await page.click('#nav a[data-view="audit"]');
+    assert.match(await page.textContent('#keys-forbidden'), /admin role/);
+    await page.click('#nav a[data-view="audit"]');
     await page.waitForSelector('#audit-forbidden');
     assert.match(await page.textContent('#audit-forbidden'), /admin role/);
+    await page.click('#nav a[data-view="notify"]');
+    await page.waitForSelector('#notify-forbidden');
+    assert.match(await page.textContent('#notify-forbidden'), /admin role/);
+    assert.equal(await page.locator('#notify button[data-action="retry"]').count(), 0);
 });
 
 test('a revoked token sends the dashboard back to the login page', LIMIT, async () => {
