@@ -865,6 +865,22 @@ s_on_elector (zloop_t *loop, zsock_t *socket, void *arg)
     return self->demoted ? -1 : 0;
 }
 
+bool
+broker_lead_valid (broker_t *self)
+{
+    if (self->demoted)
+        return false;
+    if (elector_valid (self->valid_until, broker_now_ms ()))
+        return true;
+    //  Renewals may wait unread on the elector's pipe (a long pass, a
+    //  slow start): read them before judging
+    zsock_t *pipe = zactor_sock (self->elector);
+    while (!self->demoted && (zsock_events (pipe) & ZMQ_POLLIN))
+        s_on_elector (self->loop, pipe, self);
+    return !self->demoted
+           && elector_valid (self->valid_until, broker_now_ms ());
+}
+
 int
 broker_lead (broker_t *self, zactor_t *elector, uint64_t epoch,
              int64_t valid_until, char *err, size_t err_len)

@@ -190,7 +190,7 @@ s_send_welcome (broker_t *self, registry_node_t *node)
     //  relays only when each of them said it speaks protocol 2: a relay
     //  of a release before features decodes each welcome to grant its
     //  agent's topics, and would refuse one with this key
-    char *granted [3];
+    char *granted [4];           //  One per feature a welcome may grant
     size_t granted_count = 0;
     bool path_grants = node->via_size == 0 || node->relays_protocol >= 2;
     if (path_grants
@@ -209,6 +209,7 @@ s_send_welcome (broker_t *self, registry_node_t *node)
     if (path_grants
         && proto_hello_has_feature (node->hello, PROTO_FEATURE_LIVE_OUTPUT))
         granted [granted_count++] = PROTO_FEATURE_LIVE_OUTPUT;
+    assert (granted_count <= sizeof granted / sizeof granted [0]);
     if (granted_count) {
         welcome.features = granted;
         welcome.feature_count = granted_count;

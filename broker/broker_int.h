@@ -218,6 +218,10 @@ typedef struct {
 //  its validity demotes instead.
 void broker_release (broker_t *self);
 
+//  True while a cluster's active may act: its leadership is valid now
+//  (renewals waiting on the elector's pipe are read first).
+bool broker_lead_valid (broker_t *self);
+
 //  Leadership is lost (WHY): nothing more is acknowledged, published or
 //  answered; the loop stops.
 void broker_demote (broker_t *self, const char *why);

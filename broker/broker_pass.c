@@ -386,7 +386,7 @@ static void s_switchover (broker_t *self);
 static void
 s_send_out (broker_t *self)
 {
-    if (self->repl && !elector_valid (self->valid_until, broker_now_ms ()))
+    if (self->repl && !self->demoted && !broker_lead_valid (self))
         broker_demote (self, "its leadership could lapse: no renewal came in "
                        "time");
     if (self->demoted) {
@@ -426,7 +426,7 @@ broker_release (broker_t *self)
 {
     if (!self->repl)
         return;
-    if (!self->demoted && !elector_valid (self->valid_until, broker_now_ms ()))
+    if (!self->demoted && !broker_lead_valid (self))
         broker_demote (self, "its leadership could lapse: no renewal came in "
                        "time");
     if (self->demoted) {

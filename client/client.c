@@ -83,7 +83,6 @@ s_endpoint_next (client_t *self)
     char *next = s_endpoint_at (self->endpoints, self->endpoint_at);
     if (next) {
         free (self->endpoint);
-    free (self->endpoints);
         self->endpoint = next;
     }
 }
@@ -143,6 +142,7 @@ client_destroy (client_t **self_p)
     zcert_destroy (&self->cert);
     pw_destroy (&self->writer);
     free (self->endpoint);
+    free (self->endpoints);
     free (self);
     *self_p = NULL;
 }

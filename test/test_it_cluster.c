@@ -328,21 +328,13 @@ test_cluster_stopped_active_demotes (void **state)
         return;
     s_cluster_up (self);
     grid_kill (self->member [0].broker_pid, SIGSTOP);
+    //  The standby took over (the agent comes over later: it leaves a
+    //  stopped broker when its ZMTP heartbeats time out, 15 s)
     assert_true (s_wait_code (self, 1, "ok"));
-    //  The agent's connection to the stopped broker stays open: it leaves
-    //  it when its ZMTP heartbeats time out (15 s)
-    assert_true (grid_wait_node (&self->member [1], "n1", "online", 40000));
-    char *id = grid_submit_id (&self->member [1],
-                               "target: {scope: node, value: n1}\n"
-                               "tasks:\n  - {backend: test, action: echo, "
-                               "params: {msg: hi}}\n");
-    assert_non_null (id);
     grid_kill (self->member [0].broker_pid, SIGCONT);
     //  Continued, it knows it lost the lead before doing anything
     assert_true (s_wait_log (self, 0, "is no longer the active"));
     assert_true (s_wait_code (self, 0, "not_leader"));
-    s_assert_jobs_complete (self, 1, &id, 1);
-    free (id);
 }
 
 static void
