@@ -37,31 +37,14 @@ struct _audit_t {
 void
 audit_key_make (int64_t ms, uint32_t seq, uint8_t *key)
 {
-    uint64_t stamp = (uint64_t) ms;
-    for (int index = 0; index < 8; index++)
-        key [index] = (uint8_t) (stamp >> (56 - 8 * index));
-    for (int index = 0; index < 4; index++)
-        key [8 + index] = (uint8_t) (seq >> (24 - 8 * index));
+    stamp_key_make (ms, seq, key);
 }
 
 int
 audit_key_parse (const void *key, size_t key_len, int64_t *ms_p,
                  uint32_t *seq_p)
 {
-    if (!key || key_len != AUDIT_KEY_LEN)
-        return -1;
-    const uint8_t *bytes = (const uint8_t *) key;
-    uint64_t stamp = 0;
-    uint32_t seq = 0;
-    for (int index = 0; index < 8; index++)
-        stamp = stamp << 8 | bytes [index];
-    for (int index = 8; index < 12; index++)
-        seq = seq << 8 | bytes [index];
-    if (stamp > INT64_MAX)
-        return -1;
-    *ms_p = (int64_t) stamp;
-    *seq_p = seq;
-    return 0;
+    return stamp_key_parse (key, key_len, ms_p, seq_p);
 }
 
 void

@@ -34,11 +34,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../proto/names.h"
 #include "../proto/pv.h"
 #include "../proto/pw.h"
 #include "../store/store.h"
 
-#define AUDIT_KEY_LEN 12             //  ms (8) + seq (4)
+#define AUDIT_KEY_LEN STAMP_KEY_LEN  //  ms (8) + seq (4)
 #define AUDIT_ID_LEN 24              //  The key in hex
 #define AUDIT_REFUSED_MS 10000       //  One refused entry per caller this often
 #define AUDIT_CALLERS_MAX 4096       //  Callers whose refusals are tracked

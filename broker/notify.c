@@ -13,35 +13,6 @@
 //  ---------------------------------------------------------------------
 //  Ids, shown URLs, backoff
 
-static void
-s_key_make (int64_t ms, uint32_t seq, uint8_t *key)
-{
-    uint64_t stamp = (uint64_t) ms;
-    for (int index = 0; index < 8; index++)
-        key [index] = (uint8_t) (stamp >> (56 - 8 * index));
-    for (int index = 0; index < 4; index++)
-        key [8 + index] = (uint8_t) (seq >> (24 - 8 * index));
-}
-
-static int64_t
-s_key_ms (const uint8_t *key)
-{
-    uint64_t stamp = 0;
-    for (int index = 0; index < 8; index++)
-        stamp = stamp << 8 | key [index];
-    return (int64_t) (stamp & INT64_MAX);
-}
-
-static uint32_t
-s_key_seq (const uint8_t *key)
-{
-    uint32_t seq = 0;
-    for (int index = 8; index < 12; index++)
-        seq = seq << 8 | key [index];
-    return seq;
-}
-
-
 void
 notify_id_format (const uint8_t *key, char *id)
 {
@@ -552,9 +523,10 @@ s_queue (notify_t *self, store_txn_t *txn, const notify_config_t *config,
         const void *k, *v;
         size_t k_len, v_len;
         if (cursor && store_cursor_last (cursor, &k, &k_len, &v, &v_len) == 0
-            && k_len == NOTIFY_KEY_LEN) {
-            self->last_ms = s_key_ms ((const uint8_t *) k);
-            self->last_seq = s_key_seq ((const uint8_t *) k);
+            && stamp_key_parse (k, k_len, &self->last_ms,
+                                &self->last_seq) != 0) {
+            self->last_ms = 0;
+            self->last_seq = 0;
         }
         store_cursor_destroy (&cursor);
         self->loaded = true;
@@ -569,7 +541,7 @@ s_queue (notify_t *self, store_txn_t *txn, const notify_config_t *config,
             seq = self->last_seq + 1;
     }
     uint8_t key [NOTIFY_KEY_LEN];
-    s_key_make (ms, seq, key);
+    stamp_key_make (ms, seq, key);
     char id [NOTIFY_ID_LEN + 1];
     notify_id_format (key, id);
     s_record_t record;
@@ -927,7 +899,10 @@ notify_prune (store_txn_t *txn, int64_t cutoff_ms, size_t limit)
     while (rc == 0 && zlistx_size (doomed) < limit) {
         //  Keys go by the time a delivery was queued, and none changed
         //  before it was queued: the rest are all too young
-        if (k_len == NOTIFY_KEY_LEN && s_key_ms ((const uint8_t *) k) >= cutoff_ms)
+        int64_t queued_ms;
+        uint32_t seq;
+        if (stamp_key_parse (k, k_len, &queued_ms, &seq) == 0
+            && queued_ms >= cutoff_ms)
             break;
         s_record_t record;
         if (s_record_decode (v, v_len, &record) != 0)

@@ -46,12 +46,13 @@
 #include <czmq.h>
 
 #include "../proto/job.h"
+#include "../proto/names.h"
 #include "../proto/pv.h"
 #include "../proto/pw.h"
 #include "../store/store.h"
 #include "sched.h"
 
-#define NOTIFY_KEY_LEN 12            //  ms (8) + seq (4)
+#define NOTIFY_KEY_LEN STAMP_KEY_LEN //  ms (8) + seq (4)
 #define NOTIFY_ID_LEN 24             //  The key in hex
 #define NOTIFY_MAX_TARGETS 16        //  Broker-wide webhooks at most
 #define NOTIFY_MAX_ALLOW 64          //  Allowed URL prefixes at most

@@ -136,6 +136,18 @@ int duration_parse (const char *text, int64_t *ms_p);
 //  into BUF (at least 32 bytes).
 void duration_format (int64_t ms, char *buf, size_t buf_len);
 
+//  A key that sorts by time: wall ms (8 bytes) then a sequence (4 bytes),
+//  big-endian (the audit trail's and the notifications' records).
+#define STAMP_KEY_LEN 12
+
+//  Writes the key of (MS, SEQ) into KEY (STAMP_KEY_LEN bytes).
+void stamp_key_make (int64_t ms, uint32_t seq, uint8_t *key);
+
+//  Reads KEY (KEY_LEN bytes) into *MS_P and *SEQ_P. Returns 0, or -1 when
+//  it is not such a key (another length, a time past INT64_MAX).
+int stamp_key_parse (const void *key, size_t key_len, int64_t *ms_p,
+                     uint32_t *seq_p);
+
 //  Writes SIZE bytes as lowercase hex into HEX (2 * SIZE + 1 bytes, NUL
 //  ended). Returns HEX.
 char *hex_encode (const uint8_t *bytes, size_t size, char *hex);
