@@ -579,12 +579,9 @@ static void
 s_finish (agent_t *self, proto_msg_t *result)
 {
     char err [256];
-    //  The spool is read by the previous release too (a downgrade), which
-    //  knows no traceparent: kept without it, and sent again without it
-    char *traceparent = result->traceparent;
-    result->traceparent = NULL;
+    //  The spool keeps what the previous release reads (a downgrade): a
+    //  result sent again from it has no traceparent and its data as text
     bool spooled = spool_put (self->spool, result, err, sizeof (err)) == 0;
-    result->traceparent = traceparent;
     if (!spooled)
         log_warn ("cannot record the result of %s step %u: %s (kept in "
                "memory and sent until the broker has it)", result->job,

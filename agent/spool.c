@@ -299,11 +299,30 @@ spool_put (spool_t *self, const proto_msg_t *msg, char *err, size_t err_len)
         return -1;
     }
     //  Kept at the oldest protocol version: the agent's previous release
-    //  reads the spool too (and the broker takes any spoken version)
+    //  reads the spool too (and the broker takes any spoken version). It
+    //  knows no traceparent and refuses ints in data (typed_data): kept
+    //  without the one, the other as text
     proto_msg_t kept = *msg;
     kept.protocol = PROTO_VERSION_MIN;
+    kept.traceparent = NULL;
+    proto_kv_t *text_data = NULL;
+    if (msg->data_count) {
+        text_data = (proto_kv_t *) malloc (msg->data_count
+                                           * sizeof (proto_kv_t));
+        if (!text_data) {
+            s_err (err, err_len, "spool: out of memory");
+            return -1;
+        }
+        for (size_t index = 0; index < msg->data_count; index++) {
+            text_data [index] = msg->data [index];
+            text_data [index].number = false;
+        }
+        kept.data = text_data;
+    }
     pw_t *writer = pw_new ();
-    if (proto_msg_encode (&kept, writer)) {
+    int encoded = proto_msg_encode (&kept, writer);
+    free (text_data);
+    if (encoded) {
         pw_destroy (&writer);
         s_err (err, err_len, "spool: the %s message does not encode",
                proto_type_name (msg->type));
