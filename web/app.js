@@ -74,6 +74,17 @@ function badge(status, extra) {
                        text: String(status).replace(/_/g, ' ') });
 }
 
+// A job event's badge: "finished" in the colour of the status it ended
+// with (its detail starts with it), so a failed job's end is not green.
+function eventBadge(e) {
+    if (e.event !== 'finished' || typeof e.detail !== 'string')
+        return badge(e.event);
+    const status = e.detail.split(':')[0].trim();
+    const el = badge(FINAL.has(status) ? status : e.event);
+    el.textContent = 'finished';
+    return el;
+}
+
 function cssName(s) {
     return String(s || '').replace(/[^a-z0-9_-]/gi, '');
 }
@@ -761,6 +772,8 @@ function jobView(ctx, id) {
                                    // running attempt printed so far (output events)
     const gridFilter = h('input', { type: 'search', id: 'grid-filter', placeholder: 'filter nodes',
                                     hidden: true });
+    let statusFilter = '';         // rows with a cell of this status only ('' = all)
+    const statusChips = h('nav', { class: 'filters', id: 'cell-filters', 'aria-label': 'cell status filter' });
 
     const head = h('div', { class: 'jobhead' });
     const actions = h('div', { class: 'actions' });
@@ -773,7 +786,7 @@ function jobView(ctx, id) {
           h('span', { class: 'mono', text: id })),
         head, actions,
         h('div', { class: 'titlebar' }, h('h2', null, 'Nodes \u00d7 steps ', liveEl), gridFilter),
-        gridBox, cellBox,
+        statusChips, gridBox, cellBox,
         h('h2', null, 'Timeline'),
         h('div', { class: 'timeline' }, h('table', { class: 'list events', id: 'events' },
           h('thead', null, h('tr', null, ['#', 'Time', 'Event', 'Node', 'Step', 'Detail']
@@ -937,9 +950,19 @@ function jobView(ctx, id) {
         for (const cells of Object.values(results))
             for (const node of Object.keys(cells || {}))
                 nodes.add(node);
-        const allNodes = [...nodes].sort();
+        const counts = cellCounts(results, nodes, nsteps);
+        // Failures first, then what runs, then what went well; by name within
+        const allNodes = [...nodes].sort((a, b) => {
+            const ra = cellRank(counts.nodes.get(a));
+            const rb = cellRank(counts.nodes.get(b));
+            return ra !== rb ? ra - rb : (a < b ? -1 : a > b ? 1 : 0);
+        });
+        if (statusFilter && !counts.rows.has(statusFilter))
+            statusFilter = '';
+        drawChips(counts, allNodes.length);
         const needle = gridFilter.value.trim().toLowerCase();
-        const matching = needle ? allNodes.filter((n) => n.toLowerCase().includes(needle)) : allNodes;
+        const matching = allNodes.filter((n) => (!needle || n.toLowerCase().includes(needle))
+            && (!statusFilter || cellsOf(results, n, nsteps).has(statusFilter)));
         const nodeList = showAllRows ? matching : matching.slice(0, GRID_ROWS);
         gridFilter.hidden = allNodes.length <= 10;
         const headRow = h('tr', null, h('th', { class: 'corner' }, 'node \\ step'));
@@ -948,11 +971,16 @@ function jobView(ctx, id) {
             const leaf = st ? st.leaf : {};
             const label = (leaf.backend || '?') + ' ' + (leaf.action || '?');
             const where = st ? (st.sub !== undefined ? 'phase ' + st.phase + '.' + st.sub : 'phase ' + st.phase) : '';
+            const tally = [...counts.steps[s].entries()]
+                .sort((a, b) => cellRank(a[0]) - cellRank(b[0]))
+                .map(([status, n]) => h('span', { class: 'tally st-' + cssName(status),
+                                                 dataset: { status }, text: n + ' ' + (CELL_SHORT[status] || status) }));
             headRow.append(h('th', { class: 'step' + (s === r.step && !FINAL.has(r.status) ? ' current' : ''),
                                      title: where + (leaf.condition ? ' \u00b7 ' + leaf.condition : '') },
                 h('span', { class: 'stepno', text: '#' + s }), ' ',
                 h('span', { text: leaf.name ? leaf.name : label }),
-                leaf.name ? h('div', { class: 'small muted', text: label }) : null));
+                leaf.name ? h('div', { class: 'small muted', text: label }) : null,
+                tally.length ? h('div', { class: 'tallies small', dataset: { step: String(s) } }, tally) : null));
         }
         const tbody = h('tbody');
         for (const node of nodeList) {
@@ -1005,6 +1033,40 @@ function jobView(ctx, id) {
                 } }))));
         gridBox.append(h('table', { class: 'grid', id: 'grid' }, h('thead', null, headRow), tbody),
             legend());
+    };
+
+    // The statuses of NODE's cells over the steps.
+    const cellsOf = (results, node, nsteps) => {
+        const seen = new Set();
+        for (let s = 0; s < nsteps; s++) {
+            const cell = (results[String(s)] || {})[node];
+            if (cell && typeof cell.status === 'string')
+                seen.add(cell.status);
+        }
+        return seen;
+    };
+
+    // One chip per status some row has (how many rows have it), failures
+    // first; a click shows those rows only. Hidden while every row went well.
+    const drawChips = (counts, total) => {
+        clear(statusChips);
+        const present = [...counts.rows.entries()].sort((a, b) => cellRank(a[0]) - cellRank(b[0]));
+        statusChips.hidden = present.length < 2 && !statusFilter;
+        if (statusChips.hidden)
+            return;
+        const chip = (status, label, n) => h('button', {
+            type: 'button',
+            class: 'filter' + (status === statusFilter ? ' active' : '') + (status ? ' st-' + cssName(status) : ''),
+            dataset: { status: status || 'all' },
+            onclick: () => {
+                statusFilter = status;
+                showAllRows = false;
+                drawGrid();
+            },
+        }, label, h('span', { class: 'count', text: String(n) }));
+        statusChips.append(chip('', 'all nodes', total));
+        for (const [status, n] of present)
+            statusChips.append(chip(status, CELL_SHORT[status] || status, n));
     };
 
     gridFilter.addEventListener('input', () => {
@@ -1144,7 +1206,7 @@ function jobView(ctx, id) {
             eventsBody.append(h('tr', { class: 'ev-' + cssName(e.event) },
                 h('td', { class: 'muted', text: e.seq }),
                 h('td', { class: 'mono', text: fmtClock(e.time), title: fmtTime(e.time) }),
-                h('td', null, badge(e.event)),
+                h('td', null, eventBadge(e)),
                 h('td', { class: 'mono', text: e.node || '' }),
                 h('td', { text: e.step !== undefined ? e.step : '' }),
                 h('td', { class: 'detail', text: e.detail || '' })));
@@ -1300,6 +1362,52 @@ function jobView(ctx, id) {
         delete document.body.dataset.jobStatus;
         void streaming;
     };
+}
+
+// A cell's statuses in the order a job's rows are drawn: failures first,
+// then what is still under way, then what went well.
+const CELL_ORDER = ['failed', 'timeout', 'lost', 'offline', 'interrupted', 'unsupported',
+                    'cancelled', 'retry_wait', 'running', 'acknowledged', 'dispatched',
+                    'pending', 'drained', 'skipped', 'success'];
+const CELL_RANK = new Map(CELL_ORDER.map((s, i) => [s, i]));
+
+function cellRank(status) {
+    const rank = CELL_RANK.get(status);
+    return rank === undefined ? CELL_ORDER.length : rank;
+}
+
+// The nodes of a job's results, each with its worst status over the
+// steps, and the counts per status per step: {nodes: Map(node -> worst),
+// steps: [Map(status -> n)], rows: Map(status -> nodes having it)}.
+function cellCounts(results, nodes, nsteps) {
+    const worst = new Map();
+    const steps = [];
+    const rows = new Map();
+    for (const node of nodes)
+        worst.set(node, null);
+    for (let s = 0; s < nsteps; s++) {
+        const counts = new Map();
+        for (const [node, cell] of Object.entries(results[String(s)] || {})) {
+            if (!cell || typeof cell.status !== 'string')
+                continue;
+            counts.set(cell.status, (counts.get(cell.status) || 0) + 1);
+            const was = worst.get(node);
+            if (was === null || was === undefined || cellRank(cell.status) < cellRank(was))
+                worst.set(node, cell.status);
+        }
+        steps.push(counts);
+    }
+    for (const node of worst.keys()) {
+        const seen = new Set();
+        for (let s = 0; s < nsteps; s++) {
+            const cell = (results[String(s)] || {})[node];
+            if (cell && typeof cell.status === 'string' && !seen.has(cell.status)) {
+                seen.add(cell.status);
+                rows.set(cell.status, (rows.get(cell.status) || 0) + 1);
+            }
+        }
+    }
+    return { nodes: worst, steps, rows };
 }
 
 function sleep(ms) {
@@ -1651,6 +1759,12 @@ views.run = (ctx) => {
         const want = ctx.query.get('action');
         if (want && acts.has(want))
             actionSel.value = want;
+        else {
+            // Unasked, the form starts on an action that changes nothing
+            const query = [...acts.keys()].sort().find((a) => acts.get(a).kind !== 'modify');
+            if (query)
+                actionSel.value = query;
+        }
         drawParams();
     };
 
@@ -1822,6 +1936,15 @@ views.run = (ctx) => {
         const want = ctx.query.get('backend');
         if (want && catalog.has(want))
             backendSel.value = want;
+        else {
+            // Unasked, a backend with an action that changes nothing (system
+            // when there is one), not the first in the alphabet (apt)
+            const queries = (b) => [...catalog.get(b).values()].some((a) => a.kind !== 'modify');
+            const first = catalog.has('system') && queries('system') ? 'system'
+                        : [...catalog.keys()].sort().find(queries);
+            if (first)
+                backendSel.value = first;
+        }
         drawActions();
     })();
 };

@@ -469,6 +469,36 @@ test('a failed job shows its reason and the failing cell its stderr', LIMIT, asy
     assert.equal(await page.locator('#retry-failed').count(), 1);
 });
 
+test('a job\'s grid counts its cells per status, filters its rows by one, and ends in its colour', LIMIT, async () => {
+    const r = await api('POST', '/jobs', tokens.admin, { target: 'group:web',
+        tasks: [{ backend: 'test', action: 'echo', params: { msg: 'fine' } },
+                { backend: 'test', action: 'fail', params: { msg: 'broken' } }] });
+    assert.equal(r.status, 201, JSON.stringify(r.body));
+    await page.goto(base + '/#/jobs/' + encodeURIComponent(r.body.job));
+    await page.waitForSelector('body[data-job-status="failed"]');
+    await page.waitForSelector('#cell-filters button[data-status="failed"]');
+    // Chips: every node, then the failures first, each with its count
+    assert.deepEqual(await page.locator('#cell-filters button').evaluateAll(
+        (els) => els.map((e) => e.dataset.status)), ['all', 'failed', 'success']);
+    assert.match(await page.textContent('#cell-filters button[data-status="failed"] .count'), /^2$/);
+    // Each step's counts under its name
+    assert.match(await page.textContent('.tallies[data-step="0"]'), /2 ok/);
+    assert.match(await page.textContent('.tallies[data-step="1"]'), /2 failed/);
+    await page.click('#cell-filters button[data-status="failed"]');
+    await page.waitForSelector('#cell-filters button.active[data-status="failed"]');
+    assert.equal(await page.locator('#grid th.node').count(), 2);
+    await shot('job-counts');
+    // The end of a failed job is not a green badge
+    await page.waitForSelector('#events tr.ev-finished .badge.st-failed');
+});
+
+test('the run form starts on an action that changes nothing', LIMIT, async () => {
+    await page.goto(base + '/#/run');
+    await page.waitForSelector('#backend option[value="system"]', { state: 'attached' });
+    assert.equal(await page.inputValue('#backend'), 'system');
+    assert.notEqual(await page.inputValue('#action'), '');
+});
+
 test('an operator cancels a running job, then retries it', LIMIT, async () => {
     const r = await api('POST', '/jobs', tokens.admin, { target: 'node:web-01',
         tasks: [{ backend: 'test', action: 'sleep', params: { seconds: 60, msg: 'long' } }] });
