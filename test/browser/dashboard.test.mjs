@@ -220,6 +220,15 @@ test('the jobs page lists jobs and filters them by status', LIMIT, async () => {
     await until('the first job to end', async () =>
         (await api('GET', '/jobs/' + id, tokens.admin)).body.status === 'completed');
     await login(tokens.admin);
+    // The landing page: the fleet at a glance
+    await page.waitForSelector('#overview #ov-nodes');
+    assert.match(await page.textContent('#ov-nodes .tile-main'), /^3 \/ \d+ online$/);
+    await page.waitForSelector('#ov-recent .tally[data-status="completed"]');
+    assert.equal(await page.locator('#ov-dlq .tile-main').textContent(), '0');
+    assert.equal(await page.locator('#overview svg.spark').count() >= 4, true);
+    assert.doesNotMatch(await page.textContent('#overview'), /null|undefined|NaN/);
+    await shot('overview');
+    await page.click('#nav a[data-view="jobs"]');
     await page.waitForSelector(`#jobs tr[data-job="${id}"]`);
     assert.equal(await page.evaluate(() => sessionStorage.getItem('grid.token') !== null), true);
     assert.equal(await page.textContent('#role'), 'admin');
@@ -599,7 +608,7 @@ test('a viewer can read but not act: buttons off or a clear 403', LIMIT, async (
     await page.click('#logout');
     await page.waitForSelector('#token');
     await login(tokens.viewer);
-    await page.waitForSelector('#jobs tbody tr[data-job]');
+    await page.waitForSelector('#overview #ov-jobs');
     await page.goto(base + '/#/jobs/' + encodeURIComponent(jobId));
     await page.waitForSelector('#retry');
     assert.equal(await page.textContent('#role'), 'viewer');
@@ -630,7 +639,7 @@ test('a viewer can read but not act: buttons off or a clear 403', LIMIT, async (
 test('a revoked token sends the dashboard back to the login page', LIMIT, async () => {
     await page.click('#logout');
     await login(tokens.doomed);
-    await page.waitForSelector('#jobs tbody tr[data-job]');
+    await page.waitForSelector('#overview #ov-jobs');
     assert.equal(await page.textContent('#role'), 'operator');
     gridcli('token', 'revoke', 'dash-doomed');
     await page.click('#nav a[data-view="nodes"]');
