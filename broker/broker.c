@@ -668,6 +668,10 @@ broker_new (const broker_config_t *config, char *err, size_t err_len)
     self->watchers = zlistx_new ();
     zlistx_set_destructor (self->watchers,
                            (zlistx_destructor_fn *) broker_watcher_destroy);
+    //  Versions of one run never repeat another run's: they start at the
+    //  wall clock's microseconds
+    self->jobs_version = (uint64_t) broker_wall_ms () * 1000;
+    self->jobs_version_pass = self->jobs_version;
     self->job_versions = zhashx_new ();
     zhashx_set_destructor (self->job_versions,
                            (zhashx_destructor_fn *) zstr_free);

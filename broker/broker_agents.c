@@ -382,6 +382,7 @@ s_on_output (broker_t *self, registry_node_t *node, const proto_msg_t *piece)
                      : txn && jobrec_expects (txn, piece->job, piece->step,
                                               piece->node);
     const char *refused = NULL;
+    bool repeat = false;
     if (!known)
         refused = "no such cell";
     else
@@ -394,7 +395,7 @@ s_on_output (broker_t *self, registry_node_t *node, const proto_msg_t *piece)
     if (s_live_granted (node) && txn
         && !jobrec_output_fits (txn, piece->job, piece->step, piece->node,
                                 piece->attempt, stderr_, piece->offset,
-                                piece->chunk_len))
+                                piece->chunk_len, &repeat))
         refused = "over another piece";
     else
     if (job
@@ -418,11 +419,13 @@ s_on_output (broker_t *self, registry_node_t *node, const proto_msg_t *piece)
                                                  piece->chunk,
                                                  piece->chunk_len),
                        "an output piece");
-    if (job) {
+    //  A piece sent again (its ack was lost) is stored again, the same
+    //  bytes, but is no new output: no event, no wake
+    if (job && !repeat) {
         outlog_add (self->ctx.outlog, piece->job, piece->step, piece->node,
                     piece->attempt, stderr_, piece->offset,
                     piece->chunk_len);
-        broker_job_changed (self, piece->job);
+        broker_job_output_came (self, piece->job);
     }
 }
 

@@ -146,7 +146,8 @@ typedef struct {
     zmsg_t *envelope;            //  Its routing frames (owned)
     char *id;                    //  Its request id (owned)
     int version;                 //  Its protocol version (the reply's)
-    char job [JOB_ID_LEN + 1];   //  The job it watches
+    char job [JOB_ID_LEN + 1];   //  The job it watches ("": every job,
+                                 //  job.changes)
     uint64_t after;              //  The version the caller has seen
     int64_t deadline_ms;         //  Answered unchanged at this time (monotonic)
 } s_watcher_t;
@@ -178,6 +179,9 @@ struct _broker_t {
     zhashx_t *job_versions;      //  Job id -> how often it changed in this run
     zhashx_t *pass_versions;     //  Job id -> its version before this pass
                                  //  (uint64_t *; 0: it had none)
+    uint64_t jobs_version;       //  How often any job changed in this run
+                                 //  (output pieces aside): job.changes
+    uint64_t jobs_version_pass;  //  ... before this pass
     zlistx_t *pass_logs;         //  Log lines that wait for this pass's commit
     audit_t *audit;              //  The audit trail's key sequence and the
                                  //  refusals it leaves out
@@ -260,10 +264,16 @@ void broker_pass_end (broker_t *self);
 //  Frees a parked job.watch request; NULL-safe.
 void broker_watcher_destroy (s_watcher_t **self_p);
 
-//  The scheduler acted on JOB_ID: its version moves on.
+//  The scheduler acted on JOB_ID: its version moves on, and so does the
+//  version of all jobs (job.changes).
 void broker_job_changed (broker_t *self, const char *job_id);
 
-//  How often JOB_ID changed in this run (ctx.h's job_version).
+//  An output piece of JOB_ID came: its version moves on (job.watch wakes),
+//  not the version of all jobs (a job list shows no output).
+void broker_job_output_came (broker_t *self, const char *job_id);
+
+//  How often JOB_ID changed in this run (ctx.h's job_version); of "", how
+//  often any job did (job.changes).
 uint64_t broker_job_version (broker_t *self, const char *job_id);
 
 //  Answers the watchers whose job changed or ended, and those whose time

@@ -604,6 +604,7 @@ s_pass_committed (broker_t *self, bool wrote)
     zlistx_purge (self->pass_replies);
     zhashx_purge (self->pass_jobs);
     zhashx_purge (self->pass_versions);
+    self->jobs_version_pass = self->jobs_version;
     char *line;
     while ((line = (char *) zlistx_detach (self->pass_logs, NULL))) {
         log_info ("%s", line);
@@ -918,9 +919,15 @@ broker_watcher_destroy (s_watcher_t **self_p)
     *self_p = NULL;
 }
 
-//  The scheduler acted on JOB_ID: its version moves on.
 void
 broker_job_changed (broker_t *self, const char *job_id)
+{
+    self->jobs_version++;
+    broker_job_output_came (self, job_id);
+}
+
+void
+broker_job_output_came (broker_t *self, const char *job_id)
 {
     uint64_t *version = (uint64_t *) zhashx_lookup (self->job_versions, job_id);
     if (!zhashx_lookup (self->pass_versions, job_id)) {
@@ -959,11 +966,14 @@ s_versions_undo (broker_t *self)
         *version = *before;
     }
     zhashx_purge (self->pass_versions);
+    self->jobs_version = self->jobs_version_pass;
 }
 
 uint64_t
 broker_job_version (broker_t *self, const char *job_id)
 {
+    if (*job_id == 0)
+        return self->jobs_version;
     uint64_t *version = (uint64_t *) zhashx_lookup (self->job_versions, job_id);
     return version ? *version : 0;
 }
@@ -980,7 +990,9 @@ broker_watch_wake (broker_t *self, int64_t now_ms)
     s_watcher_t *watcher = (s_watcher_t *) zlistx_first (self->watchers);
     while (watcher) {
         uint64_t version = broker_job_version (self, watcher->job);
-        bool live = sched_job (self->ctx.sched, watcher->job) != NULL;
+        //  A watch of every job (job.changes) never ends
+        bool live = *watcher->job == 0
+                 || sched_job (self->ctx.sched, watcher->job) != NULL;
         bool changed = version != watcher->after || !live;
         if (changed || now_ms >= watcher->deadline_ms) {
             if (!reply)

@@ -92,6 +92,8 @@ static const s_route_t s_routes [] = {
            "status:s,limit:i,before:s,schedule:s", S_BODY_NONE, NULL, 200),
     S_API ("POST", "/api/v1/jobs/check", "job.check", NULL, NULL, S_BODY_WRAP,
            "job", 200),
+    S_API ("GET", "/api/v1/jobs/changes", "job.changes", NULL,
+           "after:i,timeout_ms:i", S_BODY_NONE, NULL, 200),
     S_API ("GET", "/api/v1/jobs/{id}", "job.get", "job", NULL, S_BODY_NONE,
            NULL, 200),
     S_API ("DELETE", "/api/v1/jobs/{id}", "job.delete", "job", NULL,
@@ -1208,7 +1210,8 @@ s_start_api (s_server_t *self, s_call_t *call)
     else
     if (rc == 0) {
         int64_t timeout_ms = S_CALL_TIMEOUT_MS;
-        if (strcmp (route->type, "job.watch") == 0)
+        if (strcmp (route->type, "job.watch") == 0
+            || strcmp (route->type, "job.changes") == 0)
             timeout_ms += 60000;
         //  The dashboard says so in a header: the audit trail names the
         //  face (it grants nothing; the token decides)

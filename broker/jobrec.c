@@ -1363,8 +1363,10 @@ s_piece_start (const void *k, size_t k_len, const uint8_t *prefix,
 bool
 jobrec_output_fits (store_txn_t *txn, const char *job_id, uint32_t step,
                     const char *node, uint32_t attempt, bool stderr_,
-                    uint64_t offset, size_t len)
+                    uint64_t offset, size_t len, bool *repeat_p)
 {
+    if (repeat_p)
+        *repeat_p = false;
     if (offset > UINT32_MAX)
         return false;
     uint8_t prefix [JOBREC_MAX_OUTPUT_KEY], key [JOBREC_MAX_OUTPUT_KEY];
@@ -1383,6 +1385,8 @@ jobrec_output_fits (store_txn_t *txn, const char *job_id, uint32_t step,
     int64_t start = rc == 0 ? s_piece_start (k, k_len, prefix, prefix_len)
                             : -1;
     bool same = start == (int64_t) offset;
+    if (same && repeat_p)
+        *repeat_p = v_len == len;
     if (same) {
         rc = store_cursor_next (cursor, &k, &k_len, &v, &v_len);
         start = rc == 0 ? s_piece_start (k, k_len, prefix, prefix_len) : -1;

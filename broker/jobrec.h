@@ -179,9 +179,11 @@ bool jobrec_expects (store_txn_t *txn, const char *job_id, uint32_t step,
 //  STEP, NODE, ATTEMPT, STDERR_) overlaps no stored piece but one at the
 //  same offset (which it replaces): so the pieces of a stream, at any
 //  offsets, never hold more than the stream (live output, rule 8a).
+//  *REPEAT_P (may be NULL) is set when a piece of the same offset and
+//  length is stored already: the agent sent it again.
 bool jobrec_output_fits (store_txn_t *txn, const char *job_id, uint32_t step,
                          const char *node, uint32_t attempt, bool stderr_,
-                         uint64_t offset, size_t len);
+                         uint64_t offset, size_t len, bool *repeat_p);
 
 //  How many bytes of that stream have arrived in a row from its start.
 uint64_t jobrec_output_arrived (store_txn_t *txn, const char *job_id,

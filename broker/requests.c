@@ -29,6 +29,7 @@ static const requests_row_t s_rows [] = {
     {"job.get",           V,    false,  false, req_job_get,         NULL},
     {"job.progress",      V,    false,  false, req_job_progress,    NULL},
     {"job.watch",         V,    false,  false, req_job_watch,       NULL},
+    {"job.changes",       V,    false,  false, req_job_changes,     NULL},
     {"job.list",          V,    false,  false, req_job_list,        NULL},
     {"job.cancel",        O,    true,   true,  req_job_cancel,      NULL},
     {"job.events",        V,    false,  false, req_job_events,      NULL},

@@ -66,6 +66,10 @@ static const s_request_field_t s_req_job_watch [] = {
     { "after", PV_INT, false, 0, INT64_MAX },
     { "timeout_ms", PV_INT, false, 0, 60000 },
 };
+static const s_request_field_t s_req_job_changes [] = {
+    { "after", PV_INT, false, 0, INT64_MAX },
+    { "timeout_ms", PV_INT, false, 0, 60000 },
+};
 static const s_request_field_t s_req_job_retry [] = {
     S_REQ_JOB,
     { "failed_only", PV_BOOL, false, 0, 0 },
@@ -164,6 +168,7 @@ static const s_request_t s_requests [] = {
     S_REQUEST ("job.get", s_req_job),
     S_REQUEST ("job.progress", s_req_job),
     S_REQUEST ("job.watch", s_req_job_watch),
+    S_REQUEST ("job.changes", s_req_job_changes),
     S_REQUEST ("job.list", s_req_job_list),
     S_REQUEST ("job.cancel", s_req_job_cancel),
     S_REQUEST ("job.events", s_req_job_events),

@@ -239,6 +239,95 @@ test_watch_many_watchers_answered (void **state)
     free (job);
 }
 
+//  The request {job.changes, ?after, ?timeout_ms} in WRITER.
+static void
+s_changes_request (pw_t *writer, int64_t after, int64_t timeout_ms)
+{
+    static int seq;
+    char id [32];
+    snprintf (id, sizeof id, "changes-%d", ++seq);
+    pw_reset (writer);
+    proto_request_begin (writer, "job.changes", id,
+                         (after >= 0) + (timeout_ms >= 0));
+    if (after >= 0) {
+        pw_str (writer, "after");
+        pw_int (writer, after);
+    }
+    if (timeout_ms >= 0) {
+        pw_str (writer, "timeout_ms");
+        pw_int (writer, timeout_ms);
+    }
+}
+
+static pv_doc_t *
+s_changes (grid_t *grid, int64_t after, int64_t timeout_ms)
+{
+    pw_t *writer = pw_new ();
+    s_changes_request (writer, after, timeout_ms);
+    pv_doc_t *reply = grid_call_raw (grid, pw_data (writer), pw_size (writer),
+                                     S_WAIT_MS);
+    pw_destroy (&writer);
+    assert_non_null (reply);
+    return reply;
+}
+
+//  job.changes: at once without AFTER; parked until any job changes (a
+//  submit wakes it); unchanged when its wait runs out; bad bounds refused.
+static void
+test_changes_wakes_on_any_job (void **state)
+{
+    grid_t *grid = (grid_t *) *state;
+    pv_doc_t *reply = s_changes (grid, -1, -1);
+    const pv_t *data = NULL;
+    assert_true (grid_reply_ok (reply, &data));
+    assert_true (s_changed (data));
+    pv_doc_destroy (&reply);
+    //  Quiet: earlier tests' jobs may still end; wait until nothing moves
+    int64_t version = -1;
+    for (int round = 0; round < 40; round++) {
+        reply = s_changes (grid, version, 500);
+        assert_true (grid_reply_ok (reply, &data));
+        version = s_int (data, "version");
+        bool changed = s_changed (data);
+        pv_doc_destroy (&reply);
+        if (!changed)
+            break;
+    }
+    //  Parked on a DEALER while a job is submitted: woken with a new version
+    zsock_t *dealer = grid_dealer (grid, grid->client_ep, grid->admin_key);
+    assert_non_null (dealer);
+    pw_t *writer = pw_new ();
+    s_changes_request (writer, version, 15000);
+    zmsg_t *msg = zmsg_new ();
+    zmsg_addmem (msg, "", 0);
+    zmsg_addmem (msg, pw_data (writer), pw_size (writer));
+    assert_int_equal (zmsg_send (&msg, dealer), 0);
+    zclock_sleep (200);
+    char *job = s_sleep_job (grid, "0");
+    zsock_set_rcvtimeo (dealer, S_WAIT_MS);
+    msg = zmsg_recv (dealer);
+    assert_non_null (msg);
+    zframe_t *body = zmsg_last (msg);
+    pv_doc_t *doc = NULL;
+    char why [128];
+    assert_int_equal (pv_doc_decode (zframe_data (body), zframe_size (body),
+                                     &doc, why, sizeof why), 0);
+    assert_true (grid_reply_ok (doc, &data));
+    assert_true (s_changed (data));
+    assert_true (s_int (data, "version") > version);
+    pv_doc_destroy (&doc);
+    zmsg_destroy (&msg);
+    zsock_destroy (&dealer);
+    pw_destroy (&writer);
+    free (job);
+    //  Out of bounds: a clear error
+    reply = s_changes (grid, -1, 60001);
+    char *code = grid_reply_code (reply);
+    assert_string_equal (code, "bad_request");
+    free (code);
+    pv_doc_destroy (&reply);
+}
+
 //  Bad requests get clear errors; an unknown job is not_found.
 static void
 test_watch_refuses_what_it_cannot_watch (void **state)
@@ -270,6 +359,7 @@ main (void)
         cmocka_unit_test (test_watch_cli_waits_out_a_quiet_job),
         cmocka_unit_test (test_watch_many_watchers_answered),
         cmocka_unit_test (test_watch_refuses_what_it_cannot_watch),
+        cmocka_unit_test (test_changes_wakes_on_any_job),
     };
     return cmocka_run_group_tests (tests, s_setup, fixture_teardown);
 }

@@ -847,19 +847,24 @@ test_jobrec_output_pieces (void **state)
     assert_int_equal (jobrec_output_arrived (txn, job->id, 0, "web-01", 2,
                                              false), 0);
     assert_true (jobrec_output_fits (txn, job->id, 0, "web-01", 1, false, 20,
-                                     10));
+                                     10, NULL));
+    bool repeat = false;
     assert_true (jobrec_output_fits (txn, job->id, 0, "web-01", 1, false, 10,
-                                     10));
+                                     10, &repeat));
+    assert_true (repeat);
+    assert_true (jobrec_output_fits (txn, job->id, 0, "web-01", 1, false, 20,
+                                     10, &repeat));
+    assert_false (repeat);
     assert_false (jobrec_output_fits (txn, job->id, 0, "web-01", 1, false, 10,
-                                      21));
+                                      21, NULL));
     assert_false (jobrec_output_fits (txn, job->id, 0, "web-01", 1, false, 5,
-                                      3));
+                                      3, NULL));
     assert_false (jobrec_output_fits (txn, job->id, 0, "web-01", 1, false, 25,
-                                      6));
+                                      6, NULL));
     assert_true (jobrec_output_fits (txn, job->id, 0, "web-01", 1, false, 35,
-                                     100));
+                                     100, NULL));
     assert_true (jobrec_output_fits (txn, job->id, 0, "web-01", 3, false, 7,
-                                     1));
+                                     1, NULL));
     assert_int_equal (jobrec_write_live_page (txn, job->id, 0, "web-01", 1,
                                               false, 4, 100, "running",
                                               writer), 0);

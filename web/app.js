@@ -576,6 +576,78 @@ const BROKER_STATE_MS = 5000;
     }, document.hidden ? BROKER_STATE_MS * 3 : BROKER_STATE_MS);
 })();
 
+// Calls fn now and again as soon as any job changes (job.changes, a long
+// poll the broker answers on change), at most every CHANGES_MIN_MS, and
+// every ms anyway; against a broker without job.changes, every ms only.
+// Returns a stop().
+const CHANGES_MIN_MS = 200;
+function onChanges(ctx, ms, fn) {
+    const abort = new AbortController();
+    let stopped = false;
+    let version = null;
+    let timer = null;
+    let last = 0;
+    let running = false;
+    let again = false;
+    const run = async () => {
+        if (stopped || !ctx.live())
+            return;
+        if (running) {
+            again = true;
+            return;
+        }
+        running = true;
+        clearTimeout(timer);
+        const wait = CHANGES_MIN_MS - (Date.now() - last);
+        if (wait > 0)
+            await sleep(wait);
+        last = Date.now();
+        try {
+            await fn();
+        } catch (e) {
+            if (e.name !== 'AbortError' && ctx.live())
+                flashError(e);
+        }
+        running = false;
+        if (stopped || !ctx.live())
+            return;
+        if (again) {
+            again = false;
+            run();
+            return;
+        }
+        timer = setTimeout(run, document.hidden ? ms * 3 : ms);
+    };
+    const watch = async () => {
+        while (!stopped && ctx.live()) {
+            try {
+                const r = await api('GET', '/jobs/changes' + q({ after: version === null ? undefined : version,
+                                                                timeout_ms: 25000 }),
+                                    undefined, { signal: abort.signal, noRedirect: true });
+                const first = version === null;
+                version = r.version;
+                if (r.changed && !first)
+                    run();
+            } catch (e) {
+                if (e.name === 'AbortError' || stopped)
+                    return;
+                // An older broker (no such request), or a pause: the timer
+                // carries on alone; a broker that went away is tried again later
+                if (e.status === 400 || e.status === 404)
+                    return;
+                await sleep(ms);
+            }
+        }
+    };
+    run();
+    watch();
+    return () => {
+        stopped = true;
+        clearTimeout(timer);
+        abort.abort();
+    };
+}
+
 // Calls fn now and every ms while the view is live; returns a stop().
 function every(ctx, ms, fn) {
     let timer = null;
@@ -864,7 +936,7 @@ views.jobs = (ctx) => {
         foot.textContent = 'Showing ' + jobs.length + ' of ' + total + ' \u00b7 live';
         more.hidden = jobs.length >= total || limit >= 1000;
     };
-    return every(ctx, 3000, refresh);
+    return onChanges(ctx, 10000, refresh);
 };
 
 // The leaves of a job's tasks, depth-first: step numbers.

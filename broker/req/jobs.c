@@ -824,6 +824,16 @@ req_write_watch (ctx_t *ctx, const char *request_id, const char *job_id,
                  uint64_t version, bool changed, pw_t *reply)
 {
     pw_reset (reply);
+    if (*job_id == 0) {
+        //  job.changes: {version, changed}
+        proto_reply_ok_begin (reply, request_id);
+        pw_map (reply, 2);
+        pw_str (reply, "version");
+        pw_int (reply, (int64_t) version);
+        pw_str (reply, "changed");
+        pw_bool (reply, changed);
+        return;
+    }
     const sched_job_t *live = sched_job (ctx->sched, job_id);
     sched_job_t *stored = NULL;
     if (!live) {
@@ -885,6 +895,26 @@ req_job_watch (req_call_t *call)
                          after < 0 || (uint64_t) after != version || !live,
                          call->reply);
     free (job_id);
+}
+
+//  job.changes: answered once any job changed (was submitted, moved on,
+//  ended or was deleted) past the version the caller saw, at the end of the
+//  pass (at once without AFTER); else parked until one does or TIMEOUT_MS
+//  (30 s by default) passes. A job list watches this, then reads.
+void
+req_job_changes (req_call_t *call)
+{
+    int64_t after = -1, timeout_ms = 30000;
+    const pv_t *value = pv_map_get (call->request->body, "after");
+    if (value)
+        pv_get_int (value, &after);
+    value = pv_map_get (call->request->body, "timeout_ms");
+    if (value)
+        pv_get_int (value, &timeout_ms);
+    call->park = true;
+    call->park_job [0] = 0;
+    call->park_after = after >= 0 ? (uint64_t) after : UINT64_MAX;
+    call->park_timeout_ms = timeout_ms;
 }
 
 void

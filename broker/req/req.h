@@ -13,6 +13,7 @@
     the broker's own struct.
 
         jobs.c       job.submit job.check job.get job.progress job.watch
+                     job.changes
                      job.list job.cancel job.events job.delete job.output
                      job.output_events job.retry
         nodes.c      node.list node.get node.drain node.resume
@@ -113,6 +114,7 @@ void req_job_check (req_call_t *call);
 void req_job_get (req_call_t *call);
 void req_job_progress (req_call_t *call);
 void req_job_watch (req_call_t *call);
+void req_job_changes (req_call_t *call);
 void req_job_list (req_call_t *call);
 void req_job_cancel (req_call_t *call);
 void req_job_events (req_call_t *call);

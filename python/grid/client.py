@@ -67,6 +67,7 @@ REQUEST_METHODS = {
     "job.get": "get",
     "job.progress": "progress",
     "job.watch": "watch",
+    "job.changes": "changes",
     "job.list": "list",
     "job.cancel": "cancel",
     "job.events": "events",
@@ -459,6 +460,22 @@ class Client:
         wait = 30.0 if timeout_ms is None else timeout_ms / 1000
         return self.request("job.watch", job=job_id, after=after,
                             timeout_ms=timeout_ms,
+                            timeout=wait + self.timeout)
+
+    def changes(self, after: Optional[int] = None,
+                timeout_ms: Optional[int] = None) -> Dict[str, Any]:
+        """``{version, changed}`` once any job was submitted, moved on,
+        ended or was deleted past ``after`` (a version from an earlier
+        answer; None: at once), or after ``timeout_ms`` (broker default
+        30 s) with ``changed`` false. A job list waits on it, then reads.
+
+            seen = client.changes()["version"]
+            news = client.changes(after=seen, timeout_ms=10000)
+            if news["changed"]:
+                jobs = client.list()
+        """
+        wait = 30.0 if timeout_ms is None else timeout_ms / 1000
+        return self.request("job.changes", after=after, timeout_ms=timeout_ms,
                             timeout=wait + self.timeout)
 
     def wait(self, job_id: str, timeout: Optional[float] = None,

@@ -112,6 +112,9 @@ class OpenApiTest(unittest.TestCase):
         ask("GET", job + "/watch", f"/api/v1/jobs/{failed}/watch")
         ask("GET", job + "/watch",
             f"/api/v1/jobs/{running}/watch?after=0&timeout_ms=10")
+        ask("GET", "/api/v1/jobs/changes")
+        ask("GET", "/api/v1/jobs/changes",
+            "/api/v1/jobs/changes?after=0&timeout_ms=10")
         ask("GET", job + "/output",
             f"/api/v1/jobs/{output}/output?node=web-01&step=0&limit=10")
         ask("POST", "/api/v1/jobs/check", body={

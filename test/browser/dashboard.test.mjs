@@ -243,6 +243,12 @@ test('the jobs page lists jobs and filters them by status', LIMIT, async () => {
     await page.click('.filters a[data-status="all"]');
     await page.waitForSelector(`#jobs tr[data-job="${id}"]`);
     assert.equal(await page.locator('#more-jobs').isVisible(), false, 'one job, nothing older');
+    // Pushed, not polled: a job submitted now is listed long before the
+    // list's own 10 s timer could have fetched it
+    const pushed = await api('POST', '/jobs', tokens.admin,
+        { target: 'group:db', tasks: [{ backend: 'test', action: 'echo', params: { msg: 'pushed' } }] });
+    assert.equal(pushed.status, 201, JSON.stringify(pushed.body));
+    await page.waitForSelector(`#jobs tr[data-job="${pushed.body.job}"]`, { timeout: 5000 });
     assert.equal(await page.locator('#logout').isVisible(), true);
     await shot('jobs');
 });
