@@ -11,6 +11,8 @@ const API = '/api/v1';
 const TOKEN_KEY = 'grid.token';
 const FINAL = new Set(['completed', 'partial_failure', 'failed', 'cancelled']);
 const IN_FLIGHT = new Set(['dispatched', 'acknowledged', 'running']);  // a cell's attempt runs
+const FINAL_CELL = new Set(['success', 'failed', 'timeout', 'lost', 'cancelled', 'interrupted',
+                            'offline', 'unsupported', 'skipped']);
 const JOB_STATUSES = ['pending', 'running', 'completed', 'partial_failure',
     'failed', 'cancelled'];
 const GRID_ROWS = 200;   // node rows of a job's grid drawn before "Show all"
@@ -984,6 +986,8 @@ function jobView(ctx, id) {
     const gridFilter = h('input', { type: 'search', id: 'grid-filter', placeholder: 'filter nodes',
                                     hidden: true });
     let statusFilter = '';         // rows with a cell of this status only ('' = all)
+    const mapBox = h('div', { class: 'mapbox', id: 'heatmap', hidden: true });
+    const forceMap = ctx.query.get('view') === 'map';
     const statusChips = h('nav', { class: 'filters', id: 'cell-filters', 'aria-label': 'cell status filter' });
 
     const head = h('div', { class: 'jobhead' });
@@ -997,7 +1001,7 @@ function jobView(ctx, id) {
           h('span', { class: 'mono', text: id })),
         head, actions,
         h('div', { class: 'titlebar' }, h('h2', null, 'Nodes \u00d7 steps ', liveEl), gridFilter),
-        statusChips, gridBox, cellBox,
+        statusChips, mapBox, gridBox, cellBox,
         h('h2', null, 'Timeline'),
         h('div', { class: 'timeline' }, h('table', { class: 'list events', id: 'events' },
           h('thead', null, h('tr', null, ['#', 'Time', 'Event', 'Node', 'Step', 'Detail']
@@ -1176,6 +1180,7 @@ function jobView(ctx, id) {
             && (!statusFilter || cellsOf(results, n, nsteps).has(statusFilter)));
         const nodeList = showAllRows ? matching : matching.slice(0, GRID_ROWS);
         gridFilter.hidden = allNodes.length <= 10;
+        drawMap(matching, results, nsteps, steps);
         const headRow = h('tr', null, h('th', { class: 'corner' }, 'node \\ step'));
         for (let s = 0; s < nsteps; s++) {
             const st = steps[s];
@@ -1244,6 +1249,79 @@ function jobView(ctx, id) {
                 } }))));
         gridBox.append(h('table', { class: 'grid', id: 'grid' }, h('thead', null, headRow), tbody),
             legend());
+    };
+
+    // The heat map: per step, one small square per node (in the rows'
+    // order: failures first), coloured by the cell's status, drawn on a
+    // canvas so that 10,000 cells are one element; hovering names the cell
+    // below the map, a click opens it. Under each step, its durations.
+    // Shown from MAP_NODES nodes on (or with ?view=map).
+    const MAP_NODES = 40;
+    const drawMap = (nodes, results, nsteps, steps) => {
+        mapBox.hidden = !(forceMap || nodes.length >= MAP_NODES);
+        if (mapBox.hidden)
+            return;
+        clear(mapBox);
+        const width = Math.max(240, Math.min(960, (mapBox.parentElement || document.body).clientWidth - 20));
+        const size = nodes.length > 4000 ? 5 : nodes.length > 1000 ? 7 : 10;
+        const pitch = size + 1;
+        const perRow = Math.max(1, Math.floor(width / pitch));
+        const rows = Math.max(1, Math.ceil(nodes.length / perRow));
+        const info = h('div', { class: 'small mono mapinfo', id: 'heatmap-info',
+                                text: 'hover a square for its cell; click to open it' });
+        const dpr = window.devicePixelRatio || 1;
+        for (let s = 0; s < nsteps; s++) {
+            const leaf = (steps[s] || {}).leaf || {};
+            const canvas = h('canvas', { class: 'heat', dataset: { step: String(s) },
+                                         width: Math.round(perRow * pitch * dpr),
+                                         height: Math.round(rows * pitch * dpr) });
+            canvas.style.width = perRow * pitch + 'px';
+            canvas.style.height = rows * pitch + 'px';
+            const g = canvas.getContext('2d');
+            g.scale(dpr, dpr);
+            const cells = results[String(s)] || {};
+            const colours = new Map();
+            const durations = [];
+            nodes.forEach((node, i) => {
+                const cell = cells[node];
+                const status = cell ? cell.status : 'none';
+                if (!colours.has(status))
+                    colours.set(status, cell ? toneColour(status) : getComputedStyle(
+                        document.documentElement).getPropertyValue('--line').trim() || '#ddd');
+                g.fillStyle = colours.get(status);
+                g.fillRect((i % perRow) * pitch, Math.floor(i / perRow) * pitch, size, size);
+                if (cell && FINAL_CELL.has(cell.status) && typeof cell.duration_ms === 'number')
+                    durations.push(cell.duration_ms);
+            });
+            const at = (ev) => {
+                const rect = canvas.getBoundingClientRect();
+                const x = Math.floor((ev.clientX - rect.left) / pitch);
+                const y = Math.floor((ev.clientY - rect.top) / pitch);
+                const i = y * perRow + x;
+                return x >= 0 && x < perRow && i >= 0 && i < nodes.length ? nodes[i] : null;
+            };
+            canvas.addEventListener('mousemove', (ev) => {
+                const node = at(ev);
+                const cell = node ? cells[node] : null;
+                info.textContent = !node ? '' : node + ' \u00b7 step ' + s + ': '
+                    + (cell ? cell.status + (cell.reason ? ' (' + cell.reason + ')' : '')
+                              + (typeof cell.duration_ms === 'number' && cell.duration_ms ? ' \u00b7 '
+                                 + fmtDuration(cell.duration_ms) : '') : 'no cell');
+            });
+            canvas.addEventListener('click', (ev) => {
+                const node = at(ev);
+                if (!node || !cells[node])
+                    return;
+                selected = { step: s, node };
+                drawCell();
+                cellBox.scrollIntoView({ block: 'nearest' });
+            });
+            mapBox.append(h('div', { class: 'mapstep' },
+                h('div', { class: 'small', text: '#' + s + ' ' + (leaf.name || ((leaf.backend || '?') + ' '
+                                                                 + (leaf.action || '?'))) }),
+                canvas, durationHistogram(durations, s)));
+        }
+        mapBox.append(info);
     };
 
     // The statuses of NODE's cells over the steps.
@@ -1619,6 +1697,61 @@ function cellCounts(results, nodes, nsteps) {
         }
     }
     return { nodes: worst, steps, rows };
+}
+
+// A cell status's colour group, as the badges colour them (style.css).
+const CELL_TONE = { success: 'ok', failed: 'bad', timeout: 'bad', lost: 'bad', offline: 'bad',
+                    interrupted: 'bad', unsupported: 'bad', retry_wait: 'warn', drained: 'warn',
+                    running: 'run', dispatched: 'run', acknowledged: 'run' };
+
+function toneColour(status) {
+    const tone = CELL_TONE[status] || 'idle';
+    return getComputedStyle(document.documentElement).getPropertyValue('--' + tone).trim() || '#888';
+}
+
+// The durations of a step's finished cells as a small bar chart (inline
+// SVG, log scale from the fastest to the slowest) with p50, p90 and max.
+function durationHistogram(durations, step) {
+    const svgNS = 'http://www.w3.org/2000/svg';
+    const box = h('div', { class: 'histogram small muted', dataset: { step: String(step) } });
+    if (!durations.length)
+        return null;
+    durations.sort((a, b) => a - b);
+    const pick = (p) => durations[Math.min(durations.length - 1, Math.floor(p * durations.length))];
+    const lo = Math.max(1, durations[0]);
+    const hi = Math.max(lo + 1, durations[durations.length - 1]);
+    const BINS = 24, W = 240, H = 36;
+    const bins = new Array(BINS).fill(0);
+    const span = Math.log(hi) - Math.log(lo);
+    for (const d of durations) {
+        const at = span > 0 ? Math.floor((Math.log(Math.max(lo, d)) - Math.log(lo)) / span * BINS) : 0;
+        bins[Math.min(BINS - 1, Math.max(0, at))]++;
+    }
+    const top = Math.max(...bins);
+    const svg = document.createElementNS(svgNS, 'svg');
+    svg.setAttribute('class', 'hist');
+    svg.setAttribute('viewBox', '0 0 ' + W + ' ' + H);
+    svg.setAttribute('width', String(W));
+    svg.setAttribute('height', String(H));
+    svg.setAttribute('role', 'img');
+    svg.setAttribute('aria-label', 'durations of step ' + step);
+    bins.forEach((n, i) => {
+        if (!n)
+            return;
+        const bar = document.createElementNS(svgNS, 'rect');
+        const barH = Math.max(1, Math.round(n / top * (H - 2)));
+        bar.setAttribute('x', String(i * (W / BINS) + 0.5));
+        bar.setAttribute('y', String(H - barH));
+        bar.setAttribute('width', String(W / BINS - 1));
+        bar.setAttribute('height', String(barH));
+        const tip = document.createElementNS(svgNS, 'title');
+        tip.textContent = n + ' cell' + (n === 1 ? '' : 's');
+        bar.append(tip);
+        svg.append(bar);
+    });
+    box.append(svg, h('div', { text: durations.length + ' done \u00b7 p50 ' + fmtDuration(pick(0.5))
+        + ' \u00b7 p90 ' + fmtDuration(pick(0.9)) + ' \u00b7 max ' + fmtDuration(hi) }));
+    return box;
 }
 
 function sleep(ms) {

@@ -505,6 +505,21 @@ test('a job\'s grid counts its cells per status, filters its rows by one, and en
     await shot('job-counts');
     // The end of a failed job is not a green badge
     await page.waitForSelector('#events tr.ev-finished .badge.st-failed');
+    // The heat map (drawn from 40 nodes on, or asked for): a square per
+    // cell per step, the cell named on hover and opened on a click, and
+    // each step's durations
+    await page.goto(base + '/#/jobs/' + encodeURIComponent(r.body.job) + '?view=map');
+    await page.waitForSelector('#heatmap canvas.heat[data-step="1"]');
+    assert.equal(await page.locator('#heatmap canvas.heat').count(), 2);
+    await page.waitForSelector('#heatmap .histogram[data-step="0"]');
+    assert.match(await page.textContent('#heatmap .histogram[data-step="0"]'), /2 done/);
+    await page.hover('#heatmap canvas.heat[data-step="1"]', { position: { x: 3, y: 3 } });
+    await page.waitForSelector('#heatmap-info:has-text("step 1: failed")');
+    assert.match(await page.textContent('#heatmap-info'), /^web-0[12] /);
+    await page.click('#heatmap canvas.heat[data-step="1"]', { position: { x: 3, y: 3 } });
+    await page.waitForSelector('#cell:not([hidden]) #output-stderr');
+    assert.match(await page.textContent('#output-stderr'), /broken/);
+    await shot('heatmap');
 });
 
 test('the run form starts on an action that changes nothing', LIMIT, async () => {
