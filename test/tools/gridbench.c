@@ -4299,6 +4299,8 @@ typedef struct {
     double cpu_idle_percent;        //  Broker CPU, other jobs alone
     double cpu_stream_percent;      //  ...and while the fleet streams
     double cpu_swarm_percent;       //  The streaming swarm's, streams alone
+    double wait_s;                  //  The broker's threads waiting for a
+                                    //  CPU over the streams alone
     size_t other_idle, other_streaming;     //  Other jobs measured
     double idle_p50_ms, idle_p99_ms;
     double streaming_p50_ms, streaming_p99_ms;
@@ -4440,6 +4442,35 @@ s_live_sum (s_stage_t *stage, size_t from, size_t to, const char *key)
     return sum;
 }
 
+//  How long the threads of PID have waited for a CPU while runnable, in
+//  ms (the second figure of each thread's schedstat): on a machine whose
+//  other work takes the cores, the broker's figures are its share.
+static double
+s_cpu_wait_ms (pid_t pid)
+{
+    char path [64];
+    snprintf (path, sizeof path, "/proc/%d/task", (int) pid);
+    double ms = 0;
+    DIR *dir = opendir (path);
+    struct dirent *entry;
+    while (dir && (entry = readdir (dir))) {
+        if (entry->d_name [0] == '.')
+            continue;
+        char file_path [300];
+        snprintf (file_path, sizeof file_path, "/proc/%d/task/%s/schedstat",
+                  (int) pid, entry->d_name);
+        FILE *file = fopen (file_path, "r");
+        unsigned long long run_ns = 0, wait_ns = 0;
+        if (file && fscanf (file, "%llu %llu", &run_ns, &wait_ns) == 2)
+            ms += (double) wait_ns / 1e6;
+        if (file)
+            fclose (file);
+    }
+    if (dir)
+        closedir (dir);
+    return ms;
+}
+
 //  Bytes of "line 1\n" .. "line LINES\n", what `test lines` prints.
 static uint64_t
 s_live_lines_len (uint64_t lines)
@@ -4509,6 +4540,7 @@ s_live_stream (s_stage_t *stage, size_t streamers, size_t other,
                s_live_run_t *run)
 {
     double cpu_ms = s_cpu_ms (stage->broker_pid), swarm_ms = 0;
+    double wait_ms = s_cpu_wait_ms (stage->broker_pid);
     for (size_t at = 0; at < streamers; at++)
         swarm_ms += s_cpu_ms (stage->swarms [at].pid);
     double submit_us = s_now_us ();
@@ -4547,6 +4579,9 @@ s_live_stream (s_stage_t *stage, size_t streamers, size_t other,
     if (rc == 0) {
         *wall_s = (s_now_us () - submit_us) / 1e6;
         *cpu_s = (s_cpu_ms (stage->broker_pid) - cpu_ms) / 1000.0;
+        if (!samples)
+            run->wait_s = (s_cpu_wait_ms (stage->broker_pid) - wait_ms)
+                          / 1000.0;
         double swarm_end_ms = 0;
         for (size_t at = 0; at < streamers; at++)
             swarm_end_ms += s_cpu_ms (stage->swarms [at].pid);
@@ -4718,6 +4753,9 @@ s_live_print (const s_live_run_t *run)
             run->acked_pieces ? run->cpu_s * 1e6 / (double) run->acked_pieces
                               : -1.0,
             run->cpu_swarm_percent);
+    printf ("  broker waiting      %.2f s for a CPU over the streams (its "
+            "threads runnable, not running: the machine's other work)\n",
+            run->wait_s);
     printf ("  broker CPU, others  %.0f %% of a core with the other jobs "
             "alone, %.0f %% with them while streaming\n",
             run->cpu_idle_percent, run->cpu_stream_percent);
@@ -4762,6 +4800,7 @@ s_live_json (const char *path, const s_live_run_t *run)
              "\"live_broker_cpu_idle_percent\": %.1f, "
              "\"live_broker_cpu_streaming_percent\": %.1f, "
              "\"live_swarm_cpu_percent\": %.1f, "
+             "\"live_broker_cpu_wait_s\": %.3f, "
              "\"live_other_jobs_idle\": %zu, "
              "\"live_other_jobs_streaming\": %zu, "
              "\"live_other_p50_ms_idle\": %.3f, "
@@ -4778,7 +4817,7 @@ s_live_json (const char *path, const s_live_run_t *run)
              run->live_bytes, run->acked_pieces, run->live_pieces, run->lost,
              run->stream_wall_s, run->cpu_s, run->cpu_s_per_mib,
              run->mib_per_s, run->pieces_per_s, run->cpu_idle_percent,
-             run->cpu_stream_percent, run->cpu_swarm_percent,
+             run->cpu_stream_percent, run->cpu_swarm_percent, run->wait_s,
              run->other_idle, run->other_streaming,
              run->idle_p50_ms, run->idle_p99_ms, run->streaming_p50_ms,
              run->streaming_p99_ms, run->slowdown_ratio,
@@ -4806,7 +4845,7 @@ s_live_main (const s_options_t *options)
     run.stream_wall_s = run.cpu_s = run.cpu_s_per_mib = -1;
     run.mib_per_s = run.pieces_per_s = -1;
     run.cpu_idle_percent = run.cpu_stream_percent = -1;
-    run.cpu_swarm_percent = -1;
+    run.cpu_swarm_percent = run.wait_s = -1;
     run.idle_p50_ms = run.idle_p99_ms = -1;
     run.streaming_p50_ms = run.streaming_p99_ms = -1;
     run.slowdown_ratio = run.slowdown_p99_ratio = -1;
