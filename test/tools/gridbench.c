@@ -37,6 +37,12 @@
     throughput, wait p50/p99, reclaim time, lost and duplicated (see
     s_queue_measure).
 
+    With --live it measures live output instead (s_live_measure): a swarm
+    of agents that announce live_output each runs a `test lines` job
+    whose lines it streams while the job runs; the broker's CPU per
+    streamed MiB, and the round trip of one-node echo jobs on other
+    agents before and while the fleet streams.
+
     Past one process. The swarm runs as several gridswarm processes when
     one would pass the open-file limit (four descriptors per simulated
     agent on libzmq, two on zmtp), or when --swarm-procs asks for more; each runs its own range
