@@ -22,6 +22,10 @@
 #                   (httpload, 64 keep-alive connections) and over ZeroMQ,
 #                   and gridcli --wait on a real agent; writes
 #                   build/bench/http.json
+#   make bench-live    live output: 1,000 swarm agents stream a task's
+#                   output while it runs; broker CPU per streamed MiB,
+#                   and the slowdown of other jobs' results; writes
+#                   build/bench/live.json
 #                   BENCH_ARGS adds gridbench options (gridbench --help)
 #   make install    programs, man pages, configs, units, completion, Python
 #                   module (PREFIX=/usr/local, DESTDIR); make uninstall
@@ -137,7 +141,7 @@ FUZZ_SEEDS := $(BUILD)/test/tools/fuzz_seeds
 
 .PHONY: all man deps test test-build test-deps demo format clean FORCE \
 	check-deps check-layers fuzz fuzz-build fuzz-deps bench bench-quick \
-	bench-queue bench-scale bench-http install \
+	bench-queue bench-scale bench-http bench-live install \
 	uninstall deb
 .DEFAULT_GOAL := all
 
@@ -386,6 +390,10 @@ bench-scale: deps
 bench-http: deps
 	@$(MAKE) --no-print-directory $(BINS) $(BENCH_TOOLS) $(BUILD)/test/tools/httpload
 	@$(BUILD)/test/tools/gridbench --http --out $(BUILD)/bench/http.json $(BENCH_ARGS)
+
+bench-live: deps
+	@$(MAKE) --no-print-directory $(BINS) $(BENCH_TOOLS)
+	@$(BUILD)/test/tools/gridbench --live --out $(BUILD)/bench/live.json $(BENCH_ARGS)
 
 # ---------------------------------------------------------------------
 # Install: make install [PREFIX=/usr/local] [DESTDIR=...]. The daemons go

@@ -19,7 +19,10 @@
     completes. Then the
     options that shape such a run: bad counts and relay counts are refused,
     and a run through relays whose gridrelay is missing says so in its
-    results instead of measuring anything. No timing is asserted.
+    results instead of measuring anything. The live output run, small:
+    20 agents stream a `test lines` job while echo jobs run on 2 others;
+    every byte of every stream is acknowledged, most of it live, and the
+    figures are there. No timing is asserted.
     =========================================================================
 */
 #include <setjmp.h>
@@ -376,9 +379,51 @@ test_drain_broker_killed (void **state)
 }
 
 static void
+test_live_output (void **state)
+{
+    char out [400];
+    snprintf (out, sizeof out, "%s/live.json", s_grid.dir);
+    char *stdout_text = NULL, *stderr_text = NULL;
+    int code = grid_run (&s_grid, S_BENCH, &stdout_text, &stderr_text,
+                         S_RUN_MS, "--live", "--live-nodes", "20",
+                         "--live-others", "2", "--live-s", "2", "--out", out,
+                         NULL);
+    char *json = grid_slurp (out);
+    bool clean = code == 0 && strstr (json, "\"error\": \"\"");
+    if (!clean)
+        fprintf (stderr, "exit %d\n%s\n%s\n%s\n", code, json, stdout_text,
+                 stderr_text);
+    assert_true (clean);
+    assert_true (s_number (json, "live_nodes") == 20);
+    //  201 lines of each of 20 streams, every byte committed
+    assert_true (s_number (json, "live_lines") == 201);
+    assert_true (s_number (json, "live_bytes_expected") == 20 * 1701);
+    assert_true (s_number (json, "live_bytes_acked") == 20 * 1701);
+    assert_true (s_number (json, "live_bytes_sent_live") > 0);
+    assert_true (s_number (json, "live_pieces_live") > 20);
+    assert_true (s_number (json, "live_lost_cells") == 0);
+    assert_true (s_number (json, "live_cpu_s_per_mib") > 0);
+    assert_true (s_number (json, "live_mib_per_s") > 0);
+    assert_true (s_number (json, "live_other_jobs_idle") > 0);
+    assert_true (s_number (json, "live_other_jobs_streaming") > 0);
+    assert_true (s_number (json, "live_other_p50_ms_idle") > 0);
+    assert_true (s_number (json, "live_other_p50_ms_streaming") > 0);
+    assert_true (s_number (json, "live_slowdown_ratio") > 0);
+    assert_true (grid_line_with (stdout_text, "broker CPU", "per streamed "
+                                 "MiB", NULL));
+    assert_true (grid_line_with (stdout_text, "slowdown", "goal", NULL));
+    free (json);
+    free (stdout_text);
+    free (stderr_text);
+}
+
+static void
 test_bad_options (void **state)
 {
     const char *cases [][2] = {
+        {"--live-nodes", "0"},
+        {"--live-interval-ms", "0"},
+        {"--live-s", "-1"},
         {"--relays", "17"},
         {"--relays", "-1"},
         {"--relays", "two"},
@@ -432,6 +477,7 @@ main (void)
         cmocka_unit_test (test_drain_libzmq),
         cmocka_unit_test (test_drain_interrupted),
         cmocka_unit_test (test_drain_broker_killed),
+        cmocka_unit_test (test_live_output),
         cmocka_unit_test (test_bad_options),
         cmocka_unit_test (test_missing_relay),
     };

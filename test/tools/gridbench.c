@@ -37,6 +37,12 @@
     throughput, wait p50/p99, reclaim time, lost and duplicated (see
     s_queue_measure).
 
+    With --live it measures live output instead (s_live_measure): a swarm
+    of agents that announce live_output each runs a `test lines` job
+    whose lines it streams while the job runs; the broker's CPU per
+    streamed MiB, and the round trip of one-node echo jobs on other
+    agents before and while the fleet streams.
+
     Past one process. The swarm runs as several gridswarm processes when
     one would pass the open-file limit (four descriptors per simulated
     agent on libzmq, two on zmtp), or when --swarm-procs asks for more; each runs its own range
@@ -182,6 +188,11 @@ typedef struct {
     char *httpload;                 //  httpload
     char *swarm_transport;          //  zmtp or libzmq; NULL: zmtp unless
                                     //  --curve (zmtp speaks no CURVE)
+    bool live;                      //  The live output figures only
+    size_t live_nodes;              //  Its streaming agents
+    size_t live_others;             //  ...and the agents of other jobs
+    double live_s;                  //  How long each stream lasts
+    int64_t live_interval_ms;       //  One line every
 } s_options_t;
 
 //  CPU time of the broker and of every relay together, in ms.
@@ -1294,13 +1305,16 @@ static int
 s_stage_swarm (s_stage_t *stage, const s_options_t *options, size_t agents)
 {
     size_t processes = s_swarm_processes (stage, options, agents);
-    if (processes == 0 || processes > S_MAX_SWARMS)
+    if (processes == 0 || processes > S_MAX_SWARMS - stage->swarm_count)
         return -1;
+    //  After the processes the stage runs already (--live runs two sets)
+    size_t start_at = stage->swarm_count;
     size_t first = 1;
-    for (size_t at = 0; at < processes; at++) {
+    for (size_t at = start_at; at < start_at + processes; at++) {
         s_swarm_t *swarm = &stage->swarms [at];
         swarm->first = first;
-        swarm->count = agents / processes + (at < agents % processes ? 1 : 0);
+        swarm->count = agents / processes
+                       + (at - start_at < agents % processes ? 1 : 0);
         first += swarm->count;
         char count [32], start [32], threads [32], log [400], control [400];
         snprintf (count, sizeof count, "%zu", swarm->count);
@@ -3661,6 +3675,7 @@ s_queue_measure (const s_options_t *options, s_queue_run_t *run)
 static void s_queue_print (const s_queue_run_t *run);
 static int s_queue_json (const char *path, const s_queue_run_t *run);
 static rlim_t s_raise_fd_limit (size_t agents);
+static void s_run_init (s_run_t *run, size_t agents);
 
 //  gridbench --queue: the queue run alone. Returns the exit code.
 static int
@@ -4258,6 +4273,611 @@ s_http_main (const s_options_t *options)
 }
 
 //  ---------------------------------------------------------------------
+//  Live output (--live): the broker's cost of streamed output, and how
+//  much the streams slow the results of other jobs
+
+#define S_LIVE_GROUP "stream"       //  The streaming agents' group
+#define S_LIVE_OTHER "other"        //  The other agents' prefix and group
+#define S_LIVE_GOAL_SLOWDOWN 1.10   //  Other jobs' results at most 10 %
+                                    //  slower while the fleet streams
+#define S_LIVE_SETTLE_MS 1000       //  Streams start (and end) this long
+                                    //  outside the measured window
+
+//  Figures of the --live run (negative: not measured).
+typedef struct {
+    char error [256];
+    size_t nodes;                   //  Streaming agents
+    size_t others;                  //  Agents of the other jobs
+    double stream_s;                //  How long each stream lasts
+    int64_t interval_ms;            //  One line every
+    uint64_t lines;                 //  Lines per stream
+    uint64_t bytes_expected;        //  Bytes of all the streams
+    uint64_t live_bytes;            //  Sent while the tasks ran
+    uint64_t output_bytes;          //  Sent in all (live, then the rest)
+    uint64_t acked_bytes;           //  ...and acknowledged (committed)
+    uint64_t live_pieces, pieces, acked_pieces;
+    uint64_t lost;                  //  Stream cells not a success
+    double stream_wall_s;           //  Submit to the last result_ack
+    double cpu_s;                   //  Broker CPU over it
+    double cpu_s_per_mib;
+    double mib_per_s;
+    double pieces_per_s;
+    double cpu_idle_percent;        //  Broker CPU, other jobs alone
+    double cpu_stream_percent;      //  ...and while the fleet streams
+    double cpu_swarm_percent;       //  The streaming swarm's, streams alone
+    double wait_s;                  //  The broker's threads waiting for a
+                                    //  CPU over the streams alone
+    size_t other_idle, other_streaming;     //  Other jobs measured
+    double idle_p50_ms, idle_p99_ms;
+    double streaming_p50_ms, streaming_p99_ms;
+    double slowdown_ratio;          //  p50 streaming / p50 idle
+    double slowdown_p99_ratio;
+    double load [2];                //  Before the idle phase, at the end
+} s_live_run_t;
+
+//  Writes a job.submit of `test lines` (COUNT lines, one every
+//  INTERVAL_MS) on GROUP. Returns the request number.
+static uint64_t
+s_live_submit (s_peer_t *broker, const char *group, uint64_t count,
+               int64_t interval_ms)
+{
+    char id [64], count_text [32], interval_text [32];
+    snprintf (count_text, sizeof count_text, "%" PRIu64, count);
+    snprintf (interval_text, sizeof interval_text, "%" PRId64 "ms",
+              interval_ms);
+    s_next_id (broker, id, sizeof id);
+    pw_t *writer = broker->writer;
+    pw_reset (writer);
+    proto_request_begin (writer, "job.submit", id, 1);
+    pw_str (writer, "job");
+    pw_map (writer, 2);
+    pw_str (writer, "target");
+    pw_map (writer, 2);
+    pw_str (writer, "scope");
+    pw_str (writer, "group");
+    pw_str (writer, "value");
+    pw_str (writer, group);
+    pw_str (writer, "tasks");
+    pw_array (writer, 1);
+    pw_map (writer, 3);
+    pw_str (writer, "backend");
+    pw_str (writer, "test");
+    pw_str (writer, "action");
+    pw_str (writer, "lines");
+    pw_str (writer, "params");
+    pw_map (writer, 2);
+    pw_str (writer, "count");
+    pw_str (writer, count_text);
+    pw_str (writer, "interval");
+    pw_str (writer, interval_text);
+    s_peer_send (broker);
+    return broker->seq;
+}
+
+//  The job id of a job.submit's reply to SEQ, or NULL (CODE says why).
+static char *
+s_live_job (s_peer_t *broker, uint64_t seq, char *code, size_t code_len)
+{
+    pv_doc_t *doc = s_peer_wait (broker, seq, S_CALL_TIMEOUT_MS);
+    snprintf (code, code_len, "no answer");
+    const pv_t *data = s_ok_data (doc, code, code_len);
+    char *job = data ? pv_strdup (pv_map_get (data, "job")) : NULL;
+    pv_doc_destroy (&doc);
+    return job;
+}
+
+//  Waits until swarm process AT holds COUNT result_acks of JOB. Returns
+//  0, or -1 past TIMEOUT_MS.
+static int
+s_live_wait (s_stage_t *stage, size_t at, const char *job, size_t count,
+             int timeout_ms)
+{
+    s_peer_t *control = &stage->swarms [at].control;
+    int64_t deadline = s_now_ms () + timeout_ms;
+    while (!s_interrupted && s_now_ms () < deadline) {
+        uint64_t seq = s_control (control, "watch", job, count);
+        int64_t left = deadline - s_now_ms ();
+        pv_doc_t *doc = s_peer_wait (control, seq, left < S_REWATCH_MS
+                                                       ? (int) left
+                                                       : S_REWATCH_MS);
+        bool done = doc && s_int (pv_doc_root (doc), "acked")
+                               >= (int64_t) count;
+        pv_doc_destroy (&doc);
+        if (done)
+            return 0;
+    }
+    return -1;
+}
+
+//  One-node `test echo` jobs on the other agents (swarm process OTHER),
+//  one after the other, from now until END_MS: the round trip of each,
+//  from its submit until the swarm holds its result_ack, into *SAMPLES
+//  (grown as needed; *COUNT of them). Returns 0, or -1 with RUN's error
+//  set.
+static int
+s_live_others (s_stage_t *stage, size_t other, int64_t end_ms,
+               double **samples, size_t *count, s_live_run_t *run)
+{
+    size_t room = 1024;
+    *samples = (double *) malloc (room * sizeof (double));
+    assert (*samples);
+    *count = 0;
+    size_t nodes = stage->swarms [other].count;
+    while (!s_interrupted && s_now_ms () < end_ms) {
+        char node [64], code [64];
+        snprintf (node, sizeof node, "%s-%06zu", S_LIVE_OTHER,
+                  *count % nodes + 1);
+        double start_us = s_now_us ();
+        uint64_t seq = s_submit (&stage->broker, "node", node, "test", "echo",
+                                 "bench");
+        char *job = s_live_job (&stage->broker, seq, code, sizeof code);
+        if (!job) {
+            snprintf (run->error, sizeof run->error,
+                      "a job on %s was refused: %s", node, code);
+            return -1;
+        }
+        int rc = s_live_wait (stage, other, job, 1, 30000);
+        free (job);
+        if (rc != 0) {
+            snprintf (run->error, sizeof run->error,
+                      "a job on %s did not end within 30 s", node);
+            return -1;
+        }
+        if (*count == room) {
+            room *= 2;
+            *samples = (double *) realloc (*samples, room * sizeof (double));
+            assert (*samples);
+        }
+        (*samples) [(*count)++] = (s_now_us () - start_us) / 1000.0;
+    }
+    qsort (*samples, *count, sizeof (double), s_compare_doubles);
+    return 0;
+}
+
+//  The sum of counter KEY over swarm processes FROM .. TO - 1.
+static int64_t
+s_live_sum (s_stage_t *stage, size_t from, size_t to, const char *key)
+{
+    int64_t sum = 0;
+    for (size_t at = from; at < to; at++) {
+        pv_doc_t *doc = s_swarm_stats (&stage->swarms [at].control);
+        if (doc)
+            sum += s_int (pv_doc_root (doc), key);
+        pv_doc_destroy (&doc);
+    }
+    return sum;
+}
+
+//  How long the threads of PID have waited for a CPU while runnable, in
+//  ms (the second figure of each thread's schedstat): on a machine whose
+//  other work takes the cores, the broker's figures are its share.
+static double
+s_cpu_wait_ms (pid_t pid)
+{
+    char path [64];
+    snprintf (path, sizeof path, "/proc/%d/task", (int) pid);
+    double ms = 0;
+    DIR *dir = opendir (path);
+    struct dirent *entry;
+    while (dir && (entry = readdir (dir))) {
+        if (entry->d_name [0] == '.')
+            continue;
+        char file_path [300];
+        snprintf (file_path, sizeof file_path, "/proc/%d/task/%s/schedstat",
+                  (int) pid, entry->d_name);
+        FILE *file = fopen (file_path, "r");
+        unsigned long long run_ns = 0, wait_ns = 0;
+        if (file && fscanf (file, "%llu %llu", &run_ns, &wait_ns) == 2)
+            ms += (double) wait_ns / 1e6;
+        if (file)
+            fclose (file);
+    }
+    if (dir)
+        closedir (dir);
+    return ms;
+}
+
+//  Bytes of "line 1\n" .. "line LINES\n", what `test lines` prints.
+static uint64_t
+s_live_lines_len (uint64_t lines)
+{
+    uint64_t total = 0;
+    uint64_t low = 1;
+    for (uint64_t digits = 1; low <= lines; digits++, low *= 10) {
+        uint64_t high = low * 10 - 1 < lines ? low * 10 - 1 : lines;
+        total += (high - low + 1) * (5 + digits + 1);
+    }
+    return total;
+}
+
+//  Waits (up to 10 s) until the streaming swarm processes (0 ..
+//  STREAMERS - 1) hold the output_acks of every piece they sent, then
+//  reads their output counters into RUN.
+static void
+s_live_counters (s_stage_t *stage, size_t streamers, s_live_run_t *run)
+{
+    int64_t until = s_now_ms () + 10000;
+    do {
+        run->acked_bytes = (uint64_t) s_live_sum (stage, 0, streamers,
+                                                  "output_acked_bytes");
+        run->output_bytes = (uint64_t) s_live_sum (stage, 0, streamers,
+                                                   "output_bytes");
+        if (run->acked_bytes >= run->output_bytes)
+            break;
+        usleep (50 * 1000);
+    } while (s_now_ms () < until && !s_interrupted);
+    run->live_bytes = (uint64_t) s_live_sum (stage, 0, streamers,
+                                             "live_bytes");
+    run->pieces = (uint64_t) s_live_sum (stage, 0, streamers, "outputs");
+    run->live_pieces = (uint64_t) s_live_sum (stage, 0, streamers,
+                                              "live_outputs");
+    run->acked_pieces = (uint64_t) s_live_sum (stage, 0, streamers,
+                                               "output_acks");
+}
+
+//  Reads JOB back: every streaming cell a success at its first attempt,
+//  else counted in RUN's lost.
+static void
+s_live_verify (s_stage_t *stage, const char *job, s_live_run_t *run)
+{
+    s_run_t check;
+    s_run_init (&check, run->nodes);
+    char (*jobs) [JOB_ID_LEN + 1]
+        = (char (*) [JOB_ID_LEN + 1]) calloc (1, JOB_ID_LEN + 1);
+    assert (jobs);
+    snprintf (jobs [0], JOB_ID_LEN + 1, "%s", job);
+    s_verify (stage, jobs, 1, run->nodes, &check);
+    free (jobs);
+    run->lost += check.lost + check.duplicates;
+}
+
+//  One `test lines` job on every streaming agent (swarm processes 0 ..
+//  STREAMERS - 1), from its submit until the swarm holds all its
+//  result_acks: its span into *WALL_S, the broker's CPU over it into
+//  *CPU_S and the streaming swarm's into *SWARM_CPU_S. With SAMPLES,
+//  the other jobs (on swarm process OTHER) run from S_LIVE_SETTLE_MS
+//  after the submit for WINDOW_MS, their round trips into *SAMPLES
+//  (*COUNT of them) and the broker's share of a core over that window
+//  into RUN. Returns 0, or -1 with RUN's error set.
+static int
+s_live_stream (s_stage_t *stage, size_t streamers, size_t other,
+               int64_t window_ms, double **samples, size_t *count,
+               double *wall_s, double *cpu_s, double *swarm_cpu_s,
+               s_live_run_t *run)
+{
+    double cpu_ms = s_cpu_ms (stage->broker_pid), swarm_ms = 0;
+    double wait_ms = s_cpu_wait_ms (stage->broker_pid);
+    for (size_t at = 0; at < streamers; at++)
+        swarm_ms += s_cpu_ms (stage->swarms [at].pid);
+    double submit_us = s_now_us ();
+    char code [64];
+    char *job = s_live_job (&stage->broker,
+                            s_live_submit (&stage->broker, S_LIVE_GROUP,
+                                           run->lines, run->interval_ms),
+                            code, sizeof code);
+    if (!job) {
+        snprintf (run->error, sizeof run->error,
+                  "the streaming job was refused: %s", code);
+        return -1;
+    }
+    int rc = 0;
+    if (samples) {
+        int64_t begin_ms = s_now_ms () + S_LIVE_SETTLE_MS;
+        while (!s_interrupted && s_now_ms () < begin_ms)
+            usleep (S_POLL_MS * 1000);
+        double window_cpu_ms = s_cpu_ms (stage->broker_pid);
+        int64_t window_start_ms = s_now_ms ();
+        rc = s_live_others (stage, other, begin_ms + window_ms, samples,
+                            count, run);
+        run->cpu_stream_percent = (s_cpu_ms (stage->broker_pid)
+                                   - window_cpu_ms) * 100.0
+                                  / (double) (s_now_ms () - window_start_ms);
+    }
+    int timeout_ms = (int) (run->stream_s * 1000) + 60000
+                     + (int) run->nodes * 10;
+    for (size_t at = 0; rc == 0 && at < streamers; at++)
+        if (s_live_wait (stage, at, job, stage->swarms [at].count,
+                         timeout_ms) != 0) {
+            snprintf (run->error, sizeof run->error,
+                      "the streaming job %s did not end in time", job);
+            rc = -1;
+        }
+    if (rc == 0) {
+        *wall_s = (s_now_us () - submit_us) / 1e6;
+        *cpu_s = (s_cpu_ms (stage->broker_pid) - cpu_ms) / 1000.0;
+        if (!samples)
+            run->wait_s = (s_cpu_wait_ms (stage->broker_pid) - wait_ms)
+                          / 1000.0;
+        double swarm_end_ms = 0;
+        for (size_t at = 0; at < streamers; at++)
+            swarm_end_ms += s_cpu_ms (stage->swarms [at].pid);
+        *swarm_cpu_s = (swarm_end_ms - swarm_ms) / 1000.0;
+        s_live_verify (stage, job, run);
+    }
+    free (job);
+    return rc;
+}
+
+//  The --live run: a broker, a swarm of OPTIONS->live_nodes agents that
+//  announce live_output, and one of OPTIONS->live_others agents. First
+//  the other agents alone run one-node echo jobs, one after the other,
+//  for the measured window; then every streaming agent runs one `test
+//  lines` job (a line every interval for the stream's length, sent live)
+//  alone: the broker's CPU over it and the bytes the swarm had
+//  acknowledged give the cost per MiB; then a second such job, with the
+//  echo jobs running again within it. Both round-trip distributions give
+//  the slowdown.
+static void
+s_live_measure (const s_options_t *options, s_live_run_t *run)
+{
+    s_stage_t stage;
+    memset (&stage, 0, sizeof stage);
+    snprintf (stage.dir, sizeof stage.dir, "%s", s_tmpdir);
+    s_options_t streaming = *options, others = *options;
+    char *stream_args [] = {"--live-output", "--groups", S_LIVE_GROUP};
+    char *other_args [] = {"--prefix", S_LIVE_OTHER, "--groups",
+                           S_LIVE_OTHER};
+    for (size_t at = 0; at < 3 && streaming.swarm_arg_count < 16; at++)
+        streaming.swarm_args [streaming.swarm_arg_count++] = stream_args [at];
+    for (size_t at = 0; at < 4 && others.swarm_arg_count < 16; at++)
+        others.swarm_args [others.swarm_arg_count++] = other_args [at];
+    s_say ("live: starting a broker, %zu streaming agents and %zu others",
+           run->nodes, run->others);
+    if (s_stage_broker (&stage, options, "live") != 0
+        || s_stage_swarm (&stage, &streaming, run->nodes) != 0) {
+        snprintf (run->error, sizeof run->error,
+                  "the broker or the streaming swarm did not start (see "
+                  "broker.log)");
+        s_stage_stop (&stage, true);
+        return;
+    }
+    size_t streamers = stage.swarm_count;
+    if (s_stage_swarm (&stage, &others, run->others) != 0
+        || stage.swarm_count != streamers + 1) {
+        snprintf (run->error, sizeof run->error,
+                  "the other agents' swarm did not start");
+        s_stage_stop (&stage, true);
+        return;
+    }
+    size_t other = streamers;
+    int64_t deadline = s_now_ms () + 30000 + (int64_t) run->nodes * 3;
+    while (!s_interrupted
+           && s_live_sum (&stage, 0, stage.swarm_count, "welcomed")
+                  < (int64_t) (run->nodes + run->others)) {
+        if (s_now_ms () > deadline || !s_swarms_alive (&stage)
+            || !s_alive (stage.broker_pid)) {
+            snprintf (run->error, sizeof run->error,
+                      "not every agent registered in time");
+            s_stage_stop (&stage, true);
+            return;
+        }
+        usleep (S_POLL_MS * 1000);
+    }
+    //  The measured window: the stream less a settling time at each end
+    int64_t window_ms = (int64_t) (run->stream_s * 1000)
+                        - 2 * S_LIVE_SETTLE_MS;
+    if (window_ms < 500)
+        window_ms = 500;
+    run->load [0] = s_load_average ();
+
+    //  The other jobs alone, after half a second of them unmeasured
+    //  (the first jobs of a fresh broker and swarm are slower)
+    s_say ("live: other jobs alone for %.1f s (load %.2f)",
+           (double) window_ms / 1000.0, run->load [0]);
+    double *idle = NULL, *busy = NULL;
+    size_t idle_count = 0, busy_count = 0;
+    int rc = s_live_others (&stage, other, s_now_ms () + 500, &idle,
+                            &idle_count, run);
+    free (idle);
+    idle = NULL;
+    double cpu_ms = s_cpu_ms (stage.broker_pid);
+    int64_t start_ms = s_now_ms ();
+    if (rc == 0)
+        rc = s_live_others (&stage, other, start_ms + window_ms, &idle,
+                            &idle_count, run);
+    run->cpu_idle_percent = (s_cpu_ms (stage.broker_pid) - cpu_ms) * 100.0
+                            / (double) (s_now_ms () - start_ms);
+
+    //  The streams alone: the cost per MiB
+    if (rc == 0) {
+        s_say ("live: %zu agents stream %" PRIu64 " lines, one every %"
+               PRId64 " ms", run->nodes, run->lines, run->interval_ms);
+        double swarm_cpu_s = 0;
+        rc = s_live_stream (&stage, streamers, other, 0, NULL, NULL,
+                            &run->stream_wall_s, &run->cpu_s, &swarm_cpu_s,
+                            run);
+        if (rc == 0) {
+            s_live_counters (&stage, streamers, run);
+            double mib = (double) run->acked_bytes / 1048576.0;
+            run->cpu_s_per_mib = mib > 0 ? run->cpu_s / mib : -1;
+            run->mib_per_s = mib / run->stream_wall_s;
+            run->pieces_per_s = (double) run->acked_pieces
+                                / run->stream_wall_s;
+            run->cpu_swarm_percent = swarm_cpu_s * 100.0
+                                     / run->stream_wall_s;
+            if (run->acked_bytes != run->bytes_expected)
+                snprintf (run->error, sizeof run->error,
+                          "the broker acknowledged %" PRIu64 " bytes of "
+                          "output, %" PRIu64 " expected", run->acked_bytes,
+                          run->bytes_expected);
+        }
+    }
+    //  ...and again, with the other jobs within
+    if (rc == 0 && !run->error [0]) {
+        s_say ("live: again, with the other jobs for %.1f s",
+               (double) window_ms / 1000.0);
+        double wall_s = 0, cpu_s = 0, swarm_cpu_s = 0;
+        uint64_t first_bytes = run->acked_bytes;
+        rc = s_live_stream (&stage, streamers, other, window_ms, &busy,
+                            &busy_count, &wall_s, &cpu_s, &swarm_cpu_s, run);
+        if (rc == 0) {
+            s_live_run_t again = *run;
+            s_live_counters (&stage, streamers, &again);
+            if (again.acked_bytes - first_bytes != run->bytes_expected)
+                snprintf (run->error, sizeof run->error,
+                          "the broker acknowledged %" PRIu64 " bytes of "
+                          "output in the second stream, %" PRIu64
+                          " expected", again.acked_bytes - first_bytes,
+                          run->bytes_expected);
+        }
+    }
+    run->other_idle = idle_count;
+    run->other_streaming = busy_count;
+    run->idle_p50_ms = s_percentile (idle, idle_count, 50);
+    run->idle_p99_ms = s_percentile (idle, idle_count, 99);
+    run->streaming_p50_ms = s_percentile (busy, busy_count, 50);
+    run->streaming_p99_ms = s_percentile (busy, busy_count, 99);
+    if (run->idle_p50_ms > 0 && run->streaming_p50_ms > 0)
+        run->slowdown_ratio = run->streaming_p50_ms / run->idle_p50_ms;
+    if (run->idle_p99_ms > 0 && run->streaming_p99_ms > 0)
+        run->slowdown_p99_ratio = run->streaming_p99_ms / run->idle_p99_ms;
+    run->load [1] = s_load_average ();
+    free (idle);
+    free (busy);
+    s_stage_stop (&stage, options->keep || run->error [0]);
+}
+
+static void
+s_live_print (const s_live_run_t *run)
+{
+    printf ("\nLive output: %zu agents stream %" PRIu64 " lines each (one "
+            "every %" PRId64 " ms, %.1f s), alone, then again beside "
+            "one-node echo jobs on %zu other agents\n", run->nodes, run->lines, run->interval_ms,
+            run->stream_s, run->others);
+    if (run->error [0])
+        printf ("  error: %s\n", run->error);
+    printf ("  streamed            %.2f MiB in %" PRIu64 " pieces (%.0f %% "
+            "live), %.2f MiB/s, %.0f pieces/s; lost cells %" PRIu64 "\n",
+            (double) run->acked_bytes / 1048576.0, run->acked_pieces,
+            run->output_bytes ? 100.0 * (double) run->live_bytes
+                                    / (double) run->output_bytes
+                              : 0.0,
+            run->mib_per_s, run->pieces_per_s, run->lost);
+    printf ("  broker CPU          %.3f s per streamed MiB (%.2f s over "
+            "%.1f s, %.0f us a piece); the swarm's: %.0f %% of a core\n",
+            run->cpu_s_per_mib, run->cpu_s, run->stream_wall_s,
+            run->acked_pieces ? run->cpu_s * 1e6 / (double) run->acked_pieces
+                              : -1.0,
+            run->cpu_swarm_percent);
+    printf ("  broker waiting      %.2f s for a CPU over the streams (its "
+            "threads runnable, not running: the machine's other work)\n",
+            run->wait_s);
+    printf ("  broker CPU, others  %.0f %% of a core with the other jobs "
+            "alone, %.0f %% with them while streaming\n",
+            run->cpu_idle_percent, run->cpu_stream_percent);
+    printf ("  other jobs idle     p50 %.2f ms, p99 %.2f ms over %zu jobs\n",
+            run->idle_p50_ms, run->idle_p99_ms, run->other_idle);
+    printf ("  other jobs stream   p50 %.2f ms, p99 %.2f ms over %zu jobs\n",
+            run->streaming_p50_ms, run->streaming_p99_ms,
+            run->other_streaming);
+    printf ("  slowdown            p50 x%.2f, p99 x%.2f: %s (goal: at most "
+            "x%.2f); load %.2f -> %.2f\n", run->slowdown_ratio,
+            run->slowdown_p99_ratio,
+            run->slowdown_ratio < 0 ? "not measured"
+            : run->slowdown_ratio <= S_LIVE_GOAL_SLOWDOWN ? "met"
+                                                          : "NOT met",
+            S_LIVE_GOAL_SLOWDOWN, run->load [0], run->load [1]);
+}
+
+static int
+s_live_json (const char *path, const s_live_run_t *run)
+{
+    char *copy = strdup (path);
+    char command [600];
+    snprintf (command, sizeof command, "mkdir -p '%s'", dirname (copy));
+    int rc = system (command);
+    free (copy);
+    FILE *file = rc == 0 ? fopen (path, "w") : NULL;
+    if (!file)
+        return -1;
+    char cpu [256], kernel [256];
+    long cores = 0;
+    double mem_gib = 0;
+    s_machine (cpu, sizeof cpu, &cores, &mem_gib, kernel, sizeof kernel);
+    fprintf (file, "{\"live\": {\"live_nodes\": %zu, \"live_other_nodes\": "
+             "%zu, \"live_stream_s\": %.3f, \"live_interval_ms\": %" PRId64
+             ", \"live_lines\": %" PRIu64 ", \"live_bytes_expected\": %"
+             PRIu64 ", \"live_bytes_acked\": %" PRIu64 ", "
+             "\"live_bytes_sent_live\": %" PRIu64 ", \"live_pieces\": %"
+             PRIu64 ", \"live_pieces_live\": %" PRIu64 ", "
+             "\"live_lost_cells\": %" PRIu64 ", \"live_stream_wall_s\": "
+             "%.3f, \"live_broker_cpu_s\": %.3f, \"live_cpu_s_per_mib\": "
+             "%.4f, \"live_mib_per_s\": %.3f, \"live_pieces_per_s\": %.1f, "
+             "\"live_broker_cpu_idle_percent\": %.1f, "
+             "\"live_broker_cpu_streaming_percent\": %.1f, "
+             "\"live_swarm_cpu_percent\": %.1f, "
+             "\"live_broker_cpu_wait_s\": %.3f, "
+             "\"live_other_jobs_idle\": %zu, "
+             "\"live_other_jobs_streaming\": %zu, "
+             "\"live_other_p50_ms_idle\": %.3f, "
+             "\"live_other_p99_ms_idle\": %.3f, "
+             "\"live_other_p50_ms_streaming\": %.3f, "
+             "\"live_other_p99_ms_streaming\": %.3f, "
+             "\"live_slowdown_ratio\": %.3f, "
+             "\"live_slowdown_p99_ratio\": %.3f, "
+             "\"live_slowdown_goal\": %.2f, \"live_slowdown_met\": %s, "
+             "\"load_before\": %.2f, \"load_after\": %.2f, "
+             "\"cpu\": \"%s\", \"cores\": %ld, \"error\": \"%s\"}}\n",
+             run->nodes, run->others, run->stream_s, run->interval_ms,
+             run->lines, run->bytes_expected, run->acked_bytes,
+             run->live_bytes, run->acked_pieces, run->live_pieces, run->lost,
+             run->stream_wall_s, run->cpu_s, run->cpu_s_per_mib,
+             run->mib_per_s, run->pieces_per_s, run->cpu_idle_percent,
+             run->cpu_stream_percent, run->cpu_swarm_percent, run->wait_s,
+             run->other_idle, run->other_streaming,
+             run->idle_p50_ms, run->idle_p99_ms, run->streaming_p50_ms,
+             run->streaming_p99_ms, run->slowdown_ratio,
+             run->slowdown_p99_ratio, S_LIVE_GOAL_SLOWDOWN,
+             run->slowdown_ratio > 0
+                 && run->slowdown_ratio <= S_LIVE_GOAL_SLOWDOWN
+                 ? "true" : "false",
+             run->load [0], run->load [1], cpu, cores, run->error);
+    return fclose (file) == 0 ? 0 : -1;
+}
+
+//  gridbench --live. Returns the exit code.
+static int
+s_live_main (const s_options_t *options)
+{
+    s_live_run_t run;
+    memset (&run, 0, sizeof run);
+    run.nodes = options->live_nodes;
+    run.others = options->live_others;
+    run.stream_s = options->live_s;
+    run.interval_ms = options->live_interval_ms;
+    run.lines = (uint64_t) (options->live_s * 1000.0
+                            / (double) options->live_interval_ms) + 1;
+    run.bytes_expected = (uint64_t) run.nodes * s_live_lines_len (run.lines);
+    run.stream_wall_s = run.cpu_s = run.cpu_s_per_mib = -1;
+    run.mib_per_s = run.pieces_per_s = -1;
+    run.cpu_idle_percent = run.cpu_stream_percent = -1;
+    run.cpu_swarm_percent = run.wait_s = -1;
+    run.idle_p50_ms = run.idle_p99_ms = -1;
+    run.streaming_p50_ms = run.streaming_p99_ms = -1;
+    run.slowdown_ratio = run.slowdown_p99_ratio = -1;
+    s_raise_fd_limit (run.nodes + run.others);
+    s_live_measure (options, &run);
+    s_stop_all ();
+    if (run.error [0] || options->keep)
+        s_say ("logs kept in %s", s_tmpdir);
+    else
+        s_remove_tree (s_tmpdir);
+    if (s_interrupted) {
+        s_say ("interrupted: no results written");
+        return 1;
+    }
+    s_live_print (&run);
+    const char *out = strcmp (options->out, "build/bench/results.json") == 0
+                          ? "build/bench/live.json" : options->out;
+    if (s_live_json (out, &run) != 0) {
+        s_say ("cannot write %s", out);
+        return 1;
+    }
+    s_say ("results in %s", out);
+    return run.error [0] ? 1 : 0;
+}
+
+//  ---------------------------------------------------------------------
 //  Main
 
 static const char *s_usage =
@@ -4330,6 +4950,17 @@ static const char *s_usage =
     "  --http-s S           each submit phase (seconds)             [5]\n"
     "  --cli-runs N         gridcli --wait runs                    [20]\n"
     "  --httpload PATH      httpload             [<this dir>/httpload]\n"
+    "  --live               only the live output figures: LIVE-NODES\n"
+    "                       agents stream a `test lines` job's output\n"
+    "                       while it runs (live_output); the broker's CPU\n"
+    "                       per streamed MiB, and the round trip of\n"
+    "                       one-node echo jobs on LIVE-OTHERS other agents\n"
+    "                       before and while they stream; writes\n"
+    "                       build/bench/live.json\n"
+    "  --live-nodes N       streaming agents                     [1000]\n"
+    "  --live-others N      agents of the other jobs               [10]\n"
+    "  --live-s S           how long each stream lasts (seconds)   [10]\n"
+    "  --live-interval-ms MS  one line every MS                    [10]\n"
     "  -h, --help           this text\n";
 
 static int
@@ -4421,6 +5052,11 @@ s_parse (s_options_t *options, int argc, char *argv [])
         {"cli-runs", required_argument, NULL, 'U'},
         {"httpload", required_argument, NULL, 'V'},
         {"swarm-transport", required_argument, NULL, 'x'},
+        {"live", no_argument, NULL, 'E'},
+        {"live-nodes", required_argument, NULL, 'e'},
+        {"live-others", required_argument, NULL, 'f'},
+        {"live-s", required_argument, NULL, 'g'},
+        {"live-interval-ms", required_argument, NULL, 'j'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0}
     };
@@ -4462,6 +5098,21 @@ s_parse (s_options_t *options, int argc, char *argv [])
                 break;
             case 'H':
                 options->http = true;
+                break;
+            case 'E':
+                options->live = true;
+                break;
+            case 'e':
+                options->live_nodes = strtoul (optarg, &end, 10);
+                break;
+            case 'f':
+                options->live_others = strtoul (optarg, &end, 10);
+                break;
+            case 'g':
+                options->live_s = strtod (optarg, &end);
+                break;
+            case 'j':
+                options->live_interval_ms = strtoll (optarg, &end, 10);
                 break;
             case 'O':
                 options->http_connections = strtoul (optarg, &end, 10);
@@ -4602,6 +5253,18 @@ s_parse (s_options_t *options, int argc, char *argv [])
                  "positive, and --queue-agents more than --queue-kill\n");
         return -1;
     }
+    //  A `test lines` job prints at most 100,000 lines, one every
+    //  99,999 ms at most
+    if (options->live_nodes < 1 || options->live_others < 1
+        || options->live_s <= 0 || options->live_interval_ms < 1
+        || options->live_interval_ms > 99999
+        || options->live_s * 1000.0 / (double) options->live_interval_ms
+               >= 100000) {
+        fprintf (stderr, "gridbench: --live-nodes, --live-others, --live-s "
+                 "and --live-interval-ms (up to 99999) must be positive, "
+                 "and a stream at most 100,000 lines\n");
+        return -1;
+    }
     if (options->http_connections < 1 || options->http_s <= 0
         || options->cli_runs < 1) {
         fprintf (stderr, "gridbench: --http-connections, --http-s and "
@@ -4679,6 +5342,10 @@ main (int argc, char *argv [])
     options.http_connections = 64;
     options.http_s = 5;
     options.cli_runs = 20;
+    options.live_nodes = 1000;
+    options.live_others = 10;
+    options.live_s = 10;
+    options.live_interval_ms = 10;
     char self [1024];
     ssize_t len = readlink ("/proc/self/exe", self, sizeof self - 1);
     self [len > 0 ? len : 0] = 0;
@@ -4728,6 +5395,16 @@ main (int argc, char *argv [])
     }
     if (options.http) {
         int rc = s_http_main (&options);
+        free (options.bin);
+        free (options.swarm);
+        free (options.out);
+        free (options.relay);
+        free (options.sink);
+        free (options.httpload);
+        return rc;
+    }
+    if (options.live) {
+        int rc = s_live_main (&options);
         free (options.bin);
         free (options.swarm);
         free (options.out);

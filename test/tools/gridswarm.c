@@ -16,6 +16,18 @@
     hold is the result alone; a later one is ack and started at the hold,
     then the result.
 
+    Live output. --live-output announces `live_output` in the hello and
+    runs `test lines` as gridagent runs it (its count of lines, one every
+    interval, the first at once), other commands as above: while the task
+    runs, every 100 ms it sends what the lines wrote since its last piece
+    in an `output` piece (at most --output-rate pieces a second per agent,
+    only the first half of the welcome's max_output), when the welcome
+    granted the feature; at the end the rest of the stream follows in
+    pieces (the whole stream without the grant), then the result, which
+    says the stream's size (PROTOCOL.md 4.1 rule 8a). Pieces are kept
+    until their `output_ack` and sent again as results are. Without the
+    option `test lines` answers at once with no output, as before.
+
     Scale. Thousands of zmq sockets cannot go through zpoller (without the
     draft API it scans every socket on each call). The agents are split
     over shard threads; each shard watches the ZMQ_FD of its sockets with
@@ -115,6 +127,9 @@
 #define S_PROGRESS_HOLD_MS 20       //  As gridagent: ack and started wait
 #define S_DUE_PROGRESS 1ULL         //  Tag on a delayed item: the ack and
                                     //  started of that result are due
+#define S_LIVE_MS 100               //  As gridagent: a live output round
+#define S_OUTPUT_RATE 50            //  ...and its output_rate by default
+#define S_OUTPUT_CAP (16u << 20)    //  ...and its own cap per stream
 
 //  ---------------------------------------------------------------------
 //  Counters, summed over shards for "stats"
@@ -148,6 +163,13 @@ typedef enum {
     C_PROTOCOL_ERRORS,  //  ...of which the peer broke ZMTP or refused
                         //  the handshake
     C_PONGS,            //  PONGs for our ZMTP PINGs
+    C_OUTPUTS,          //  Output pieces sent (first time; --live-output)
+    C_LIVE_OUTPUTS,     //  ...of which sent while their task ran
+    C_OUTPUT_BYTES,     //  Their bytes
+    C_LIVE_BYTES,       //  ...of the live ones
+    C_OUTPUT_ACKS,      //  First output_ack of a piece
+    C_OUTPUT_ACKED_BYTES,   //  ...and the bytes of the pieces acked
+    C_DUP_OUTPUT_ACKS,  //  An output_ack for nothing outstanding
     C_COUNT
 } s_counter_t;
 
@@ -157,7 +179,8 @@ static const char *const s_counter_names [C_COUNT] = {
     "acks", "started", "results", "result_acks", "dup_result_acks",
     "resent", "cancels", "errors", "unknown_node", "malformed",
     "send_failed", "byes", "connected", "disconnects", "protocol_errors",
-    "pongs"
+    "pongs", "outputs", "live_outputs", "output_bytes", "live_bytes",
+    "output_acks", "output_acked_bytes", "dup_output_acks"
 };
 
 //  ---------------------------------------------------------------------
@@ -193,6 +216,8 @@ typedef struct {
     bool verbose;               //  Log agent events
     size_t ramp;                //  Agents started per second, 0: at once
     bool zmtp;                  //  --transport zmtp: ZMTP spoken here
+    bool live_output;           //  Announce live_output; run `test lines`
+    int64_t output_rate;        //  Live pieces a second per agent at most
 } s_config_t;
 
 //  ---------------------------------------------------------------------
@@ -422,7 +447,36 @@ struct _s_result_t {
     s_result_t *next;
     s_result_t *batch_next;     //  Its agent's batch
     bool in_batch;              //  Waits in its agent's batch
+    uint32_t piece_bytes;       //  An output piece: its data's bytes (0: a
+                                //  result); acked by output_ack
 };
+
+//  --live-output: a running `test lines` task (linked from its shard).
+//  Its output is "line 1\n" .. "line COUNT\n", one line every INTERVAL_MS
+//  from STARTED_MS, the first at once; nothing of it is kept in memory:
+//  a piece's bytes are written out when it is sent.
+typedef struct _s_task_t s_task_t;
+struct _s_task_t {
+    uint32_t agent;             //  Index in the shard
+    char job [JOB_ID_LEN + 1];
+    uint32_t step;
+    uint32_t attempt;
+    int64_t started_ms;
+    int64_t end_ms;             //  When the last line is written
+    int64_t interval_ms;
+    uint64_t count;             //  Lines
+    uint64_t sent;              //  Bytes of stdout sent live so far
+    s_task_t *next;
+};
+
+//  --live-output: what one agent's welcome granted, and its rate budget.
+typedef struct {
+    bool granted;               //  The welcome granted live_output
+    uint64_t cap;               //  Bytes kept per stream (welcome's
+                                //  max_output, at most the agent's own)
+    double tokens;              //  Live pieces it may send now
+    int64_t refilled_ms;        //  When the tokens were last refilled
+} s_live_t;
 
 //  Values of the shard's seen table (key: fingerprint of the step): the
 //  attempt taken last in the low 32 bits, and this flag.
@@ -474,6 +528,12 @@ typedef struct {
     zmtp_t *conns;
     s_heap_t conn_timers;       //  (due, epoll tag): reconnects, PINGs
     int64_t now_ms;             //  This loop pass's time, for handlers
+    //  --live-output only (NULL otherwise): per agent, and the running
+    //  `test lines` tasks
+    s_live_t *live;
+    s_task_t *tasks;
+    int64_t next_live_ms;       //  The next live output round
+    int64_t next_task_ms;       //  ...or the next task end, if sooner
 } s_shard_t;
 
 //  Figures per job, for the control socket.
@@ -1107,6 +1167,382 @@ s_send_ack_started (s_shard_t *shard, uint32_t index, const char *job,
         s_send_progress (shard, index, PROTO_STARTED, job, step, attempt);
 }
 
+//  ---------------------------------------------------------------------
+//  Live output (--live-output): `test lines` run as gridagent runs it
+
+//  Bytes of "line 1\n" .. "line LINES\n".
+static uint64_t
+s_lines_len (uint64_t lines)
+{
+    uint64_t total = 0;
+    uint64_t low = 1;
+    for (uint64_t digits = 1; low <= lines; digits++, low *= 10) {
+        uint64_t high = low * 10 - 1 < lines ? low * 10 - 1 : lines;
+        total += (high - low + 1) * (5 + digits + 1);
+    }
+    return total;
+}
+
+//  Writes LEN bytes of the lines from OFFSET into OUT.
+static void
+s_lines_fill (uint64_t offset, uint8_t *out, size_t len)
+{
+    //  The first line that ends past OFFSET (each line is 7 bytes or more)
+    uint64_t low = 1, high = offset / 7 + 1;
+    while (low < high) {
+        uint64_t middle = low + (high - low) / 2;
+        if (s_lines_len (middle) > offset)
+            high = middle;
+        else
+            low = middle + 1;
+    }
+    uint64_t line = low;
+    size_t within = (size_t) (offset - s_lines_len (line - 1));
+    size_t done = 0;
+    while (done < len) {
+        char text [32];
+        size_t text_len = (size_t) snprintf (text, sizeof text,
+                                             "line %" PRIu64 "\n", line++);
+        size_t take = text_len - within < len - done ? text_len - within
+                                                     : len - done;
+        memcpy (out + done, text + within, take);
+        done += take;
+        within = 0;
+    }
+}
+
+//  Writes LEN bytes from OFFSET of the stream an agent keeps of TOTAL
+//  bytes written under CAP: all of them, or past CAP the first cap / 2
+//  and the last cap - cap / 2 (as gridagent keeps a stream).
+static void
+s_kept_fill (uint64_t total, uint64_t cap, uint64_t offset, uint8_t *out,
+             size_t len)
+{
+    uint64_t head = cap / 2;
+    uint64_t dropped = total > cap ? total - cap : 0;
+    if (dropped && offset < head && offset + len > head) {
+        size_t first = (size_t) (head - offset);
+        s_lines_fill (offset, out, first);
+        s_lines_fill (head + dropped, out + first, len - first);
+    }
+    else
+        s_lines_fill (dropped && offset >= head ? offset + dropped : offset,
+                      out, len);
+}
+
+//  Lines TASK has written by NOW_MS.
+static uint64_t
+s_task_lines (const s_task_t *task, int64_t now_ms)
+{
+    if (task->interval_ms <= 0 || now_ms >= task->end_ms)
+        return task->count;
+    uint64_t lines = 1 + (uint64_t) ((now_ms - task->started_ms)
+                                     / task->interval_ms);
+    return lines < task->count ? lines : task->count;
+}
+
+//  The key of the piece at OFFSET of the stdout of the attempt whose
+//  result has KEY; never 0.
+static uint64_t
+s_piece_key (uint64_t key, uint64_t offset)
+{
+    uint64_t hash = key ^ ((offset + 1) * 0x9e3779b97f4a7c15ULL);
+    hash ^= hash >> 31;
+    hash *= 0xbf58476d1ce4e5b9ULL;
+    hash ^= hash >> 29;
+    return hash ? hash : 1;
+}
+
+static void
+s_count_add (s_shard_t *shard, s_counter_t counter, uint64_t value)
+{
+    atomic_fetch_add_explicit (&shard->counters [counter], value,
+                               memory_order_relaxed);
+}
+
+//  Sends the piece of TASK's kept stdout (TOTAL bytes written, kept under
+//  CAP) at OFFSET, LEN bytes, saying SIZE; it is kept until its
+//  output_ack and sent again as a result is (gridagent spools it).
+static void
+s_piece_send (s_shard_t *shard, const s_task_t *task, uint64_t total,
+              uint64_t cap, uint64_t offset, size_t len, uint64_t size,
+              bool live, int64_t now_ms)
+{
+    uint8_t *data = (uint8_t *) malloc (len);
+    assert (data);
+    s_kept_fill (total, cap, offset, data, len);
+    proto_msg_t piece;
+    memset (&piece, 0, sizeof piece);
+    piece.type = PROTO_OUTPUT;
+    piece.node = shard->agents [task->agent].id;
+    piece.job = (char *) task->job;
+    piece.step = task->step;
+    piece.attempt = task->attempt;
+    piece.stream = "stdout";
+    piece.offset = offset;
+    piece.chunk = data;
+    piece.chunk_len = len;
+    piece.size = size;
+    pw_reset (shard->writer);
+    int rc = proto_msg_encode (&piece, shard->writer);
+    free (data);
+    if (rc != 0) {
+        s_log ("internal: an output piece of %s does not encode", task->job);
+        return;
+    }
+    s_result_t *self = s_result_wrap (shard, task->agent, task->job,
+                                      task->step, task->attempt, false);
+    self->key = s_piece_key (self->key, offset);
+    self->piece_bytes = (uint32_t) len;
+    self->sent_ms = now_ms;
+    uint64_t *slot = s_map_insert (&shard->outstanding, self->key);
+    if (*slot) {
+        //  The same piece again (an attempt run twice): the new one holds
+        s_result_t *old = (s_result_t *) (uintptr_t) *slot;
+        s_unacked_unlink (shard, old);
+        s_result_free (&old);
+    }
+    *slot = (uintptr_t) self;
+    s_unacked_link (shard, self);
+    s_count (shard, C_OUTPUTS);
+    s_count_add (shard, C_OUTPUT_BYTES, len);
+    if (live) {
+        s_count (shard, C_LIVE_OUTPUTS);
+        s_count_add (shard, C_LIVE_BYTES, len);
+    }
+    if (shard->agents [task->agent].state == S_AGENT_WELCOMED)
+        s_send_bytes (shard, task->agent, self->data, self->size);
+}
+
+static void
+s_on_output_ack (s_shard_t *shard, uint32_t index, const proto_msg_t *ack)
+{
+    uint32_t number = (uint32_t) (shard->base + index);
+    uint64_t key = s_piece_key (s_fingerprint (number, ack->job, ack->step,
+                                               ack->attempt),
+                                ack->offset);
+    uint64_t *slot = s_map_find (&shard->outstanding, key);
+    s_result_t *piece = slot ? (s_result_t *) (uintptr_t) *slot : NULL;
+    if (!piece || piece->agent != index || !piece->piece_bytes
+        || strcmp (ack->stream, "stdout") != 0) {
+        s_count (shard, C_DUP_OUTPUT_ACKS);
+        return;
+    }
+    s_map_delete (&shard->outstanding, key);
+    s_unacked_unlink (shard, piece);
+    s_count (shard, C_OUTPUT_ACKS);
+    s_count_add (shard, C_OUTPUT_ACKED_BYTES, piece->piece_bytes);
+    s_result_free (&piece);
+}
+
+//  TASK's next live piece, as gridagent's live round sends it: what the
+//  task wrote since its last piece, of the stream's first cap / 2 bytes
+//  (those the cap never moves), at most a piece's bytes; only when its
+//  agent was granted live_output and has a piece of its --output-rate
+//  budget left.
+static void
+s_task_live (s_shard_t *shard, s_task_t *task, int64_t now_ms)
+{
+    s_live_t *live = &shard->live [task->agent];
+    int64_t rate = shard->swarm->config.output_rate;
+    if (!live->granted || rate <= 0
+        || shard->agents [task->agent].state != S_AGENT_WELCOMED)
+        return;
+    if (live->refilled_ms != now_ms) {
+        int64_t elapsed_ms = live->refilled_ms ? now_ms - live->refilled_ms
+                                               : 1000;
+        live->refilled_ms = now_ms;
+        live->tokens += (double) elapsed_ms * (double) rate / 1000.0;
+        if (live->tokens > (double) rate)
+            live->tokens = (double) rate;
+    }
+    if (live->tokens < 1.0)
+        return;
+    uint64_t written = s_lines_len (s_task_lines (task, now_ms));
+    uint64_t head = live->cap / 2;
+    uint64_t ready = written < head ? written : head;
+    if (ready <= task->sent)
+        return;
+    size_t take = ready - task->sent < PROTO_MAX_CHUNK
+                      ? (size_t) (ready - task->sent)
+                      : PROTO_MAX_CHUNK;
+    s_piece_send (shard, task, written, live->cap, task->sent, take,
+                  task->sent + take, true, now_ms);
+    task->sent += take;
+    live->tokens -= 1.0;
+}
+
+//  Ends TASK as gridagent ends an attempt: the rest of its kept stream
+//  in pieces from where the live ones stopped, then its result, which
+//  says the stream's size when pieces carry it. CANCELLED: stopped at
+//  NOW_MS with what it wrote by then, for REASON.
+static void
+s_task_finish (s_shard_t *shard, s_task_t *task, int64_t now_ms,
+               bool cancelled, const char *reason)
+{
+    uint32_t index = task->agent;
+    uint64_t cap = shard->live [index].cap;
+    uint64_t total = s_lines_len (cancelled ? s_task_lines (task, now_ms)
+                                            : task->count);
+    uint64_t kept = total < cap ? total : cap;
+    proto_msg_t result;
+    memset (&result, 0, sizeof result);
+    result.type = PROTO_RESULT;
+    result.node = shard->agents [index].id;
+    result.job = task->job;
+    result.step = task->step;
+    result.attempt = task->attempt;
+    result.duration_ms = (uint64_t) (now_ms - task->started_ms);
+    result.status = cancelled ? "cancelled" : "success";
+    result.exit_code = cancelled ? -1 : 0;
+    result.error = cancelled && reason ? (char *) reason : "";
+    size_t head_len = kept < PROTO_OUTPUT_HEAD ? (size_t) kept
+                                               : PROTO_OUTPUT_HEAD;
+    char *head = (char *) malloc (head_len + 1);
+    assert (head);
+    s_kept_fill (total, cap, 0, (uint8_t *) head, head_len);
+    head [head_len] = 0;
+    result.output = head;
+    if (kept > PROTO_OUTPUT_HEAD || total > kept || task->sent) {
+        result.output_size = kept;
+        result.output_dropped = total - kept;
+        for (uint64_t offset = task->sent; offset < kept;
+             offset += PROTO_MAX_CHUNK) {
+            size_t take = kept - offset < PROTO_MAX_CHUNK
+                              ? (size_t) (kept - offset)
+                              : PROTO_MAX_CHUNK;
+            s_piece_send (shard, task, total, cap, offset, take, kept, false,
+                          now_ms);
+        }
+    }
+    pw_reset (shard->writer);
+    int rc = proto_msg_encode (&result, shard->writer);
+    free (head);
+    shard->agents [index].running--;
+    if (rc != 0) {
+        s_log ("internal: the result of %s does not encode", task->job);
+        return;
+    }
+    s_result_send (shard, s_result_wrap (shard, index, task->job, task->step,
+                                         task->attempt, cancelled),
+                   now_ms);
+}
+
+//  Each loop pass: the tasks that wrote their last line end; every
+//  S_LIVE_MS each running task sends what it wrote since its last piece.
+static void
+s_tasks_run (s_shard_t *shard, int64_t now_ms)
+{
+    if (!shard->tasks || now_ms < shard->next_task_ms)
+        return;
+    bool round = now_ms >= shard->next_live_ms;
+    if (round)
+        shard->next_live_ms = now_ms + S_LIVE_MS;
+    int64_t next_ms = shard->next_live_ms;
+    s_task_t **link = &shard->tasks;
+    while (*link) {
+        s_task_t *task = *link;
+        if (now_ms >= task->end_ms) {
+            *link = task->next;
+            s_task_finish (shard, task, now_ms, false, NULL);
+            free (task);
+            continue;
+        }
+        if (round)
+            s_task_live (shard, task, now_ms);
+        if (task->end_ms < next_ms)
+            next_ms = task->end_ms;
+        link = &task->next;
+    }
+    shard->next_task_ms = next_ms;
+}
+
+//  Cancels the running tasks of JOB on agent INDEX.
+static void
+s_tasks_cancel (s_shard_t *shard, uint32_t index, const proto_msg_t *cancel,
+                int64_t now_ms)
+{
+    s_task_t **link = &shard->tasks;
+    while (*link) {
+        s_task_t *task = *link;
+        if (task->agent != index || strcmp (task->job, cancel->job) != 0) {
+            link = &task->next;
+            continue;
+        }
+        *link = task->next;
+        s_task_finish (shard, task, now_ms, true, cancel->reason);
+        free (task);
+    }
+}
+
+//  An interval of `test lines` as its param's pattern lets it through:
+//  "250ms", "2s", "0.5s". Returns milliseconds, or -1.
+static int64_t
+s_interval_ms (const char *text)
+{
+    char *end = NULL;
+    int64_t whole = strtoll (text, &end, 10);
+    if (end == text || whole < 0)
+        return -1;
+    if (strcmp (end, "ms") == 0)
+        return whole;
+    if (strcmp (end, "s") == 0)
+        return whole * 1000;
+    if (*end != '.')
+        return -1;
+    int64_t fraction = 0, scale = 1000;
+    for (end++; *end >= '0' && *end <= '9' && scale > 1; end++) {
+        scale /= 10;
+        fraction += (*end - '0') * scale;
+    }
+    return strcmp (end, "s") == 0 ? whole * 1000 + fraction : -1;
+}
+
+//  True when COMMAND is `test lines`, which --live-output runs.
+static bool
+s_is_lines (const proto_msg_t *command)
+{
+    return strcmp (command->backend, "test") == 0
+           && strcmp (command->action, "lines") == 0;
+}
+
+//  Starts `test lines` on agent INDEX: COMMAND's count lines, one every
+//  interval (defaults as the real backend's: 1 line, 1 s). The ack and
+//  started go at once unless the task ends within the hold.
+static void
+s_task_start (s_shard_t *shard, uint32_t index, const proto_msg_t *command,
+              int64_t hold_ms, int64_t now_ms)
+{
+    s_task_t *task = (s_task_t *) zmalloc (sizeof (s_task_t));
+    task->agent = index;
+    snprintf (task->job, sizeof task->job, "%s", command->job);
+    task->step = command->step;
+    task->attempt = command->attempt;
+    task->count = 1;
+    task->interval_ms = 1000;
+    for (size_t at = 0; at < command->param_count; at++) {
+        const proto_kv_t *param = &command->params [at];
+        if (strcmp (param->key, "count") == 0) {
+            long long count = strtoll (param->value, NULL, 10);
+            task->count = count > 0 ? (uint64_t) count : 1;
+        }
+        else
+        if (strcmp (param->key, "interval") == 0) {
+            int64_t interval_ms = s_interval_ms (param->value);
+            task->interval_ms = interval_ms >= 0 ? interval_ms : 1000;
+        }
+    }
+    task->started_ms = now_ms;
+    task->end_ms = now_ms + (int64_t) (task->count - 1) * task->interval_ms;
+    task->next = shard->tasks;
+    shard->tasks = task;
+    shard->next_task_ms = now_ms;
+    shard->agents [index].running++;
+    if (hold_ms > 0 && task->end_ms - now_ms > hold_ms)
+        s_send_ack_started (shard, index, command->job, command->step,
+                            command->attempt);
+}
+
 static void
 s_take (s_shard_t *shard, uint32_t index, const proto_msg_t *command,
         int64_t now_ms)
@@ -1120,6 +1556,10 @@ s_take (s_shard_t *shard, uint32_t index, const proto_msg_t *command,
                             command->attempt);
     s_count (shard, C_COMMANDS);
     s_job_event (shard, command->job, S_JOB_COMMAND, now_ms);
+    if (shard->live && s_is_lines (command)) {
+        s_task_start (shard, index, command, hold_ms, now_ms);
+        return;
+    }
     int64_t delay_ms = s_delay_ms (shard, command);
     s_result_t *result = s_result_new (shard, index, command, delay_ms);
     if (!result) {
@@ -1238,6 +1678,8 @@ s_on_cancel (s_shard_t *shard, uint32_t index, const proto_msg_t *cancel,
                                       result->attempt, true),
                        now_ms);
     }
+    if (shard->live)
+        s_tasks_cancel (shard, index, cancel, now_ms);
 }
 
 //  The transport: subscribes agent INDEX's SUB to TOPIC; AGAIN:
@@ -1304,6 +1746,14 @@ s_on_welcome (s_shard_t *shard, uint32_t index, const proto_msg_t *welcome,
                                                       : welcome->heartbeat_ms;
     agent->batch_results = proto_msg_has_feature (welcome,
                                                   PROTO_FEATURE_RESULTS);
+    if (shard->live) {
+        s_live_t *live = &shard->live [index];
+        live->granted = proto_msg_has_feature (welcome,
+                                               PROTO_FEATURE_LIVE_OUTPUT);
+        live->cap = welcome->max_output && welcome->max_output < S_OUTPUT_CAP
+                        ? welcome->max_output
+                        : S_OUTPUT_CAP;
+    }
     s_arm (shard, index, now_ms + agent->heartbeat_ms);
     if (first) {
         s_count (shard, C_WELCOMED);
@@ -1390,6 +1840,9 @@ s_on_dealer (s_shard_t *shard, uint32_t index, const void *data,
         case PROTO_RESULT_ACKS:
             for (size_t at = 0; at < msg->ack_count; at++)
                 s_on_result_ack (shard, index, &msg->acks [at], now_ms);
+            break;
+        case PROTO_OUTPUT_ACK:
+            s_on_output_ack (shard, index, msg);
             break;
         case PROTO_COMMAND:
             s_on_command (shard, index, msg, false, now_ms);
@@ -1833,6 +2286,7 @@ s_run_timers (s_shard_t *shard, int64_t now_ms)
         s_resend_due (shard, now_ms);
         shard->next_resend_ms = now_ms + S_RESEND_CHECK_MS;
     }
+    s_tasks_run (shard, now_ms);
 }
 
 //  Agents the shard may have made by NOW_MS: all of them, or with --ramp
@@ -1867,6 +2321,8 @@ s_next_wait_ms (s_shard_t *shard, int64_t now_ms)
     if (shard->conn_timers.count
         && shard->conn_timers.items [0].due_ms < due_ms)
         due_ms = shard->conn_timers.items [0].due_ms;
+    if (shard->tasks && shard->next_task_ms < due_ms)
+        due_ms = shard->next_task_ms;
     int64_t wait_ms = due_ms - now_ms;
     return wait_ms < 0 ? 0 : wait_ms > S_MAX_WAIT_MS ? S_MAX_WAIT_MS
                                                      : (int) wait_ms;
@@ -2317,6 +2773,13 @@ static const char *s_usage =
     "                       ZMTP 3.0 spoken here over plain TCP or ipc://\n"
     "                       in the shard threads (much cheaper; plaintext\n"
     "                       only, not with --curve)             [libzmq]\n"
+    "  --live-output        announce live_output, and run `test lines` as\n"
+    "                       gridagent does: its lines one every interval,\n"
+    "                       sent in output pieces while it runs when the\n"
+    "                       welcome grants live_output (else whole, before\n"
+    "                       the result)\n"
+    "  --output-rate N      live pieces a second per agent at most, as\n"
+    "                       gridagent's output_rate               [50]\n"
     "  --verbose            log agent events\n"
     "  -h, --help           this text\n";
 
@@ -2401,6 +2864,8 @@ s_parse (s_config_t *config, int argc, char *argv [])
         {"verbose", no_argument, NULL, 'v'},
         {"ramp", required_argument, NULL, 'r'},
         {"transport", required_argument, NULL, 'X'},
+        {"live-output", no_argument, NULL, 'V'},
+        {"output-rate", required_argument, NULL, 'W'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0}
     };
@@ -2512,6 +2977,12 @@ s_parse (s_config_t *config, int argc, char *argv [])
             case 'v':
                 config->verbose = true;
                 break;
+            case 'V':
+                config->live_output = true;
+                break;
+            case 'W':
+                config->output_rate = strtoll (optarg, &end, 10);
+                break;
             case 'X':
                 if (strcmp (optarg, "zmtp") != 0
                     && strcmp (optarg, "libzmq") != 0) {
@@ -2542,11 +3013,12 @@ s_parse (s_config_t *config, int argc, char *argv [])
         || config->io_threads < 0 || config->delay_ms < 0
         || config->progress_hold_ms < 0
         || config->zmtp_heartbeat_ms < 0 || config->zmtp_ttl_ms < 0
-        || config->zmtp_timeout_ms < 0
+        || config->zmtp_timeout_ms < 0 || config->output_rate < 0
         || config->fail_rate < 0 || config->fail_rate > 1) {
         fprintf (stderr, "gridswarm: --agents and --threads must be at "
-                 "least 1; --io-threads, --delay-ms, --progress-hold-ms and "
-                 "the ZMTP times at least 0; --fail-rate within 0..1\n");
+                 "least 1; --io-threads, --delay-ms, --progress-hold-ms, "
+                 "--output-rate and the ZMTP times at least 0; --fail-rate "
+                 "within 0..1\n");
         return -1;
     }
     if (config->zmtp && config->curve_server [0]) {
@@ -2634,15 +3106,21 @@ s_hello_template (const s_config_t *config)
     hello->instance = strdup (instance);
     //  --single-acks: no features at all (an agent before them);
     //  --single-results: result_acks only (the release before results)
-    if (!config->single_acks) {
-        hello->features = (char **) calloc (2, sizeof (char *));
+    //  --live-output: live_output too
+    if (!config->single_acks || config->live_output) {
+        hello->features = (char **) calloc (3, sizeof (char *));
         assert (hello->features);
+    }
+    if (!config->single_acks) {
         hello->features [hello->feature_count++]
             = strdup (PROTO_FEATURE_RESULT_ACKS);
         if (!config->single_results)
             hello->features [hello->feature_count++]
                 = strdup (PROTO_FEATURE_RESULTS);
     }
+    if (config->live_output)
+        hello->features [hello->feature_count++]
+            = strdup (PROTO_FEATURE_LIVE_OUTPUT);
     for (size_t at = 0; at < config->group_count; at++) {
         hello->groups = (char **) realloc (hello->groups,
                                            (at + 1) * sizeof (char *));
@@ -2701,6 +3179,12 @@ s_shard_destroy (s_shard_t *shard)
             = (s_result_t *) (uintptr_t) shard->delayed.items [at].item;
         s_result_free (&delayed);
     }
+    while (shard->tasks) {
+        s_task_t *next = shard->tasks->next;
+        free (shard->tasks);
+        shard->tasks = next;
+    }
+    free (shard->live);
     free (shard->timers.items);
     free (shard->delayed.items);
     free (shard->conn_timers.items);
@@ -2732,6 +3216,7 @@ main (int argc, char *argv [])
     config->zmtp_heartbeat_ms = S_ZMTP_HEARTBEAT_MS;
     config->zmtp_ttl_ms = 0;      //  As gridagent: no per-connection broker timer
     config->zmtp_timeout_ms = S_ZMTP_TIMEOUT_MS;
+    config->output_rate = S_OUTPUT_RATE;
     if (s_parse (config, argc, argv) != 0) {
         s_config_clear (config);
         return 2;
@@ -2836,6 +3321,8 @@ main (int argc, char *argv [])
                       config->prefix, config->first + base + index);
         shard->dirty = (uint32_t *) zmalloc (count * sizeof (uint32_t));
         shard->batching = (uint32_t *) zmalloc (count * sizeof (uint32_t));
+        if (config->live_output)
+            shard->live = (s_live_t *) zmalloc (count * sizeof (s_live_t));
         shard->writer = pw_new ();
         shard->random = 0x9e3779b97f4a7c15ULL ^ ((uint64_t) getpid () << 16)
                         ^ (uint64_t) at;
