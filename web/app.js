@@ -15,7 +15,8 @@ const FINAL_CELL = new Set(['success', 'failed', 'timeout', 'lost', 'cancelled',
                             'offline', 'unsupported', 'skipped']);
 const JOB_STATUSES = ['pending', 'running', 'completed', 'partial_failure',
     'failed', 'cancelled'];
-const GRID_ROWS = 200;   // node rows of a job's grid drawn before "Show all"
+const VIRTUAL_ROWS = 150;     // from this many node rows on, a job's grid draws only those in view
+const VIRTUAL_OVERSCAN = 10;  // ... and this many either side
 const ROLE_RANK = { viewer: 0, operator: 1, admin: 2 };
 // A job id no broker makes (its clock part is zero): see whoami().
 const ROLE_PROBE_JOB = 'j-000000000000-0000';
@@ -977,7 +978,19 @@ function jobView(ctx, id) {
     let streaming = false;
     let stopPoll = null;
     let refetchTimer = null;
-    let showAllRows = false;
+    // The grid's rows: virtualised past VIRTUAL_ROWS (drawRows)
+    let rowState = null;           // {matching, results, nsteps, pending} of the last drawGrid
+    let gridTbody = null;
+    let rowHeight = 34;            // px, measured from a drawn row
+    let rowsFrame = 0;             // a drawRows waiting for the next frame
+    const scrollBox = h('div', { class: 'gridscroll' });
+    scrollBox.addEventListener('scroll', () => {
+        if (!rowsFrame && rowState && rowState.matching.length > VIRTUAL_ROWS)
+            rowsFrame = requestAnimationFrame(() => {
+                rowsFrame = 0;
+                drawRows();
+            });
+    });
     let drawnCell = '';            // what the open cell panel shows (JSON)
     let tasks = new Map();         // step/node -> the running task's latest progress
     const fullOutputs = new Map(); // whole streams loaded: step/node/stream/attempt -> text
@@ -1178,7 +1191,6 @@ function jobView(ctx, id) {
         const needle = gridFilter.value.trim().toLowerCase();
         const matching = allNodes.filter((n) => (!needle || n.toLowerCase().includes(needle))
             && (!statusFilter || cellsOf(results, n, nsteps).has(statusFilter)));
-        const nodeList = showAllRows ? matching : matching.slice(0, GRID_ROWS);
         gridFilter.hidden = allNodes.length <= 10;
         drawMap(matching, results, nsteps, steps);
         const headRow = h('tr', null, h('th', { class: 'corner' }, 'node \\ step'));
@@ -1198,57 +1210,99 @@ function jobView(ctx, id) {
                 leaf.name ? h('div', { class: 'small muted', text: label }) : null,
                 tally.length ? h('div', { class: 'tallies small', dataset: { step: String(s) } }, tally) : null));
         }
-        const tbody = h('tbody');
-        for (const node of nodeList) {
-            const row = h('tr', null, h('th', { class: 'node mono', text: node }));
-            for (let s = 0; s < nsteps; s++) {
-                const cell = (results[String(s)] || {})[node];
-                if (!cell) {
-                    row.append(h('td', { class: 'cell none' }, ''));
-                    continue;
-                }
-                const isSel = selected && selected.step === s && selected.node === node;
-                const task = cellTask(s, node, cell);
-                const info = [];
-                if (cell.attempts > 1)
-                    info.push('\u00d7' + cell.attempts);
-                if (cell.duration_ms || cell.status === 'success')
-                    info.push(fmtDuration(cell.duration_ms || 0));
-                row.append(h('td', { class: 'cell' },
-                    h('button', {
-                        type: 'button',
-                        class: 'cellbtn st-' + cssName(cell.status) + (isSel ? ' selected' : ''),
-                        title: node + ' \u00b7 step ' + s + ': ' + cell.status
-                            + (cell.reason ? ' (' + cell.reason + ')' : '')
-                            + (cell.waiting ? ' (' + cell.waiting + ')' : '')
-                            + (task ? ' \u00b7 ' + progressText(task) : ''),
-                        dataset: { node, step: String(s), status: cell.status,
-                                   percent: task && task.percent >= 0 ? String(task.percent) : '' },
-                        onclick: () => {
-                            selected = { step: s, node };
-                            drawGrid();
-                            drawCell();
-                        },
-                    },
-                    h('span', { class: 'cstatus', text: CELL_SHORT[cell.status] || cell.status }),
-                    info.length ? h('span', { class: 'cinfo', text: info.join(' \u00b7 ') }) : null,
-                    task ? progressEls(task) : null)));
-            }
-            tbody.append(row);
-        }
-        if (!nodeList.length)
-            tbody.append(h('tr', null, h('td', { colspan: nsteps + 1, class: 'muted empty' },
-                r.status === 'pending' ? 'Waiting to start.' : 'No node took part.')));
+        rowState = { matching, results, nsteps, pending: r.status === 'pending' };
+        const top = scrollBox.scrollTop;
         clear(gridBox);
-        if (nodeList.length < matching.length)
-            tbody.append(h('tr', null, h('td', { colspan: nsteps + 1, class: 'muted' },
-                'Showing ' + nodeList.length + ' of ' + matching.length + ' nodes. ',
-                h('button', { type: 'button', class: 'link', text: 'Show all', onclick: () => {
-                    showAllRows = true;
-                    drawGrid();
-                } }))));
-        gridBox.append(h('table', { class: 'grid', id: 'grid' }, h('thead', null, headRow), tbody),
-            legend());
+        clear(scrollBox);
+        gridTbody = h('tbody');
+        scrollBox.classList.toggle('virtual', matching.length > VIRTUAL_ROWS);
+        scrollBox.append(h('table', { class: 'grid', id: 'grid' }, h('thead', null, headRow), gridTbody));
+        gridBox.append(scrollBox, legend());
+        scrollBox.scrollTop = top;
+        drawRows();
+    };
+
+    // One node's row of the grid.
+    const rowOf = (node, results, nsteps) => {
+        const row = h('tr', { dataset: { node } }, h('th', { class: 'node mono', text: node }));
+        for (let s = 0; s < nsteps; s++) {
+            const cell = (results[String(s)] || {})[node];
+            if (!cell) {
+                row.append(h('td', { class: 'cell none' }, ''));
+                continue;
+            }
+            const isSel = selected && selected.step === s && selected.node === node;
+            const task = cellTask(s, node, cell);
+            const info = [];
+            if (cell.attempts > 1)
+                info.push('\u00d7' + cell.attempts);
+            if (cell.duration_ms || cell.status === 'success')
+                info.push(fmtDuration(cell.duration_ms || 0));
+            row.append(h('td', { class: 'cell' },
+                h('button', {
+                    type: 'button',
+                    class: 'cellbtn st-' + cssName(cell.status) + (isSel ? ' selected' : ''),
+                    title: node + ' \u00b7 step ' + s + ': ' + cell.status
+                        + (cell.reason ? ' (' + cell.reason + ')' : '')
+                        + (cell.waiting ? ' (' + cell.waiting + ')' : '')
+                        + (task ? ' \u00b7 ' + progressText(task) : ''),
+                    dataset: { node, step: String(s), status: cell.status,
+                               percent: task && task.percent >= 0 ? String(task.percent) : '' },
+                    onclick: () => {
+                        selected = { step: s, node };
+                        drawGrid();
+                        drawCell();
+                    },
+                },
+                h('span', { class: 'cstatus', text: CELL_SHORT[cell.status] || cell.status }),
+                info.length ? h('span', { class: 'cinfo', text: info.join(' \u00b7 ') }) : null,
+                task ? progressEls(task) : null)));
+        }
+        return row;
+    };
+
+    // The rows of the grid: all of them up to VIRTUAL_ROWS; past that only
+    // those in the scroll box's view (and a few either side), between two
+    // spacers as tall as the rows left out, redrawn as it scrolls.
+    const drawRows = () => {
+        if (!rowState || !gridTbody)
+            return;
+        const { matching, results, nsteps, pending } = rowState;
+        // Read before the rows go: without them the box cannot scroll, and
+        // a read after would clamp its position to the top
+        const view = scrollBox.clientHeight || 600;
+        const scrolled = scrollBox.scrollTop;
+        clear(gridTbody);
+        if (!matching.length) {
+            gridTbody.append(h('tr', null, h('td', { colspan: nsteps + 1, class: 'muted empty' },
+                pending ? 'Waiting to start.' : 'No node took part.')));
+            return;
+        }
+        let first = 0, last = matching.length;
+        if (matching.length > VIRTUAL_ROWS) {
+            first = Math.min(matching.length - 1,
+                             Math.max(0, Math.floor(scrolled / rowHeight) - VIRTUAL_OVERSCAN));
+            last = Math.min(matching.length, first + Math.ceil(view / rowHeight) + 2 * VIRTUAL_OVERSCAN);
+        }
+        const spacer = (rows, where) => {
+            const tr = h('tr', { class: 'spacer', dataset: { where } });
+            tr.style.height = rows * rowHeight + 'px';   // CSSOM: the policy allows no style attribute
+            return tr;
+        };
+        if (first > 0)
+            gridTbody.append(spacer(first, 'above'));
+        for (let i = first; i < last; i++)
+            gridTbody.append(rowOf(matching[i], results, nsteps));
+        if (last < matching.length)
+            gridTbody.append(spacer(matching.length - last, 'below'));
+        // The rows' real pitch (height and the table's spacing), once, for
+        // the spacers and the window
+        const two = gridTbody.querySelectorAll('tr[data-node]');
+        const pitch = two.length > 1 ? two[1].offsetTop - two[0].offsetTop : 0;
+        if (matching.length > VIRTUAL_ROWS && pitch > 0 && Math.abs(pitch - rowHeight) > 1) {
+            rowHeight = pitch;
+            drawRows();
+        }
     };
 
     // The heat map: per step, one small square per node (in the rows'
@@ -1349,7 +1403,7 @@ function jobView(ctx, id) {
             dataset: { status: status || 'all' },
             onclick: () => {
                 statusFilter = status;
-                showAllRows = false;
+                scrollBox.scrollTop = 0;
                 drawGrid();
             },
         }, label, h('span', { class: 'count', text: String(n) }));

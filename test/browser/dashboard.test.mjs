@@ -522,6 +522,62 @@ test('a job\'s grid counts its cells per status, filters its rows by one, and en
     await shot('heatmap');
 });
 
+test('a job of 2,000 nodes draws only the rows in view, failures first, and scrolls through all', LIMIT, async () => {
+    // A real job's record, grown to 2,000 nodes and served in its place:
+    // the page at fleet size without a fleet
+    const real = await api('POST', '/jobs', tokens.admin, { target: 'node:web-01',
+        tasks: [{ backend: 'test', action: 'echo', params: { msg: 'x' } }] });
+    assert.equal(real.status, 201, JSON.stringify(real.body));
+    let record;
+    await until('the job to end', async () => {
+        record = (await api('GET', '/jobs/' + real.body.job, tokens.admin)).body;
+        return record.status === 'completed';
+    });
+    const cell = record.results['0']['web-01'];
+    const nodes = [];
+    const cells = {};
+    for (let i = 0; i < 2000; i++) {
+        const node = 'n-' + String(i).padStart(4, '0');
+        nodes.push(node);
+        cells[node] = Object.assign({}, cell, i % 100 === 37
+            ? { status: 'failed', exit_code: 1, duration_ms: 5 + i } : { duration_ms: 3 + (i % 50) });
+    }
+    const fake = 'j-ffffffffffff-0001';
+    const big = Object.assign({}, record, { id: fake, status: 'partial_failure', expected: nodes,
+                                            results: { 0: cells } });
+    await page.route(new RegExp('/api/v1/jobs/' + fake + '(/.*)?(\\?.*)?$'), (route) => {
+        const url = new URL(route.request().url());
+        const body = url.pathname.endsWith('/events') ? { job: fake, events: [] }
+                   : url.pathname.endsWith('/progress') ? { id: fake, status: 'partial_failure', tasks: [] }
+                   : big;
+        route.fulfill({ status: 200, contentType: 'application/json', body: JSON.stringify(body) });
+    });
+    try {
+        await page.goto(base + '/#/jobs/' + fake);
+        await page.waitForSelector('#grid tr[data-node]');
+        const drawn = await page.locator('#grid tr[data-node]').count();
+        assert.ok(drawn > 0 && drawn < 200, drawn + ' rows in the DOM');
+        // Failures first: the 20 failed nodes lead
+        const firstRows = await page.locator('#grid tr[data-node]').evaluateAll(
+            (rows) => rows.slice(0, 20).map((r) => r.dataset.node));
+        assert.ok(firstRows.every((n) => Number(n.slice(2)) % 100 === 37), firstRows.join(','));
+        assert.match(await page.textContent('.tallies[data-step="0"]'), /20 failed/);
+        // The heat map draws them all, and its histogram counts them
+        await page.waitForSelector('#heatmap canvas.heat[data-step="0"]');
+        assert.match(await page.textContent('#heatmap .histogram[data-step="0"]'), /2000 done/);
+        // Scrolled to the end: the last node is drawn, still a window of rows
+        await page.evaluate(() => {
+            const box = document.querySelector('.gridscroll');
+            box.scrollTop = box.scrollHeight;
+        });
+        await page.waitForSelector('#grid tr[data-node="n-1999"]');
+        assert.ok(await page.locator('#grid tr[data-node]').count() < 200);
+        await shot('job-2000');
+    } finally {
+        await page.unroute(new RegExp('/api/v1/jobs/' + fake + '(/.*)?(\\?.*)?$'));
+    }
+});
+
 test('the run form starts on an action that changes nothing', LIMIT, async () => {
     await page.goto(base + '/#/run');
     await page.waitForSelector('#backend option[value="system"]', { state: 'attached' });
