@@ -981,16 +981,9 @@ function jobView(ctx, id) {
     // The grid's rows: virtualised past VIRTUAL_ROWS (drawRows)
     let rowState = null;           // {matching, results, nsteps, pending} of the last drawGrid
     let gridTbody = null;
-    let rowHeight = 34;            // px, measured from a drawn row
-    let rowsFrame = 0;             // a drawRows waiting for the next frame
-    const scrollBox = h('div', { class: 'gridscroll' });
-    scrollBox.addEventListener('scroll', () => {
-        if (!rowsFrame && rowState && rowState.matching.length > VIRTUAL_ROWS)
-            rowsFrame = requestAnimationFrame(() => {
-                rowsFrame = 0;
-                drawRows();
-            });
-    });
+    const rowPitch = { px: 34 };    // measured from drawn rows
+    const scrollBox = h('div', { class: 'gridscroll vscroll' });
+    onScrollFrame(scrollBox, () => drawRows());
     let drawnCell = '';            // what the open cell panel shows (JSON)
     let tasks = new Map();         // step/node -> the running task's latest progress
     const fullOutputs = new Map(); // whole streams loaded: step/node/stream/attempt -> text
@@ -1215,7 +1208,6 @@ function jobView(ctx, id) {
         clear(gridBox);
         clear(scrollBox);
         gridTbody = h('tbody');
-        scrollBox.classList.toggle('virtual', matching.length > VIRTUAL_ROWS);
         scrollBox.append(h('table', { class: 'grid', id: 'grid' }, h('thead', null, headRow), gridTbody));
         gridBox.append(scrollBox, legend());
         scrollBox.scrollTop = top;
@@ -1261,48 +1253,18 @@ function jobView(ctx, id) {
         return row;
     };
 
-    // The rows of the grid: all of them up to VIRTUAL_ROWS; past that only
-    // those in the scroll box's view (and a few either side), between two
-    // spacers as tall as the rows left out, redrawn as it scrolls.
+    // The rows of the grid, only those in view past VIRTUAL_ROWS.
     const drawRows = () => {
         if (!rowState || !gridTbody)
             return;
         const { matching, results, nsteps, pending } = rowState;
-        // Read before the rows go: without them the box cannot scroll, and
-        // a read after would clamp its position to the top
-        const view = scrollBox.clientHeight || 600;
-        const scrolled = scrollBox.scrollTop;
-        clear(gridTbody);
         if (!matching.length) {
+            clear(gridTbody);
             gridTbody.append(h('tr', null, h('td', { colspan: nsteps + 1, class: 'muted empty' },
                 pending ? 'Waiting to start.' : 'No node took part.')));
             return;
         }
-        let first = 0, last = matching.length;
-        if (matching.length > VIRTUAL_ROWS) {
-            first = Math.min(matching.length - 1,
-                             Math.max(0, Math.floor(scrolled / rowHeight) - VIRTUAL_OVERSCAN));
-            last = Math.min(matching.length, first + Math.ceil(view / rowHeight) + 2 * VIRTUAL_OVERSCAN);
-        }
-        const spacer = (rows, where) => {
-            const tr = h('tr', { class: 'spacer', dataset: { where } });
-            tr.style.height = rows * rowHeight + 'px';   // CSSOM: the policy allows no style attribute
-            return tr;
-        };
-        if (first > 0)
-            gridTbody.append(spacer(first, 'above'));
-        for (let i = first; i < last; i++)
-            gridTbody.append(rowOf(matching[i], results, nsteps));
-        if (last < matching.length)
-            gridTbody.append(spacer(matching.length - last, 'below'));
-        // The rows' real pitch (height and the table's spacing), once, for
-        // the spacers and the window
-        const two = gridTbody.querySelectorAll('tr[data-node]');
-        const pitch = two.length > 1 ? two[1].offsetTop - two[0].offsetTop : 0;
-        if (matching.length > VIRTUAL_ROWS && pitch > 0 && Math.abs(pitch - rowHeight) > 1) {
-            rowHeight = pitch;
-            drawRows();
-        }
+        virtualRows(scrollBox, gridTbody, matching.length, (i) => rowOf(matching[i], results, nsteps), rowPitch);
     };
 
     // The heat map: per step, one small square per node (in the rows'
@@ -1753,6 +1715,54 @@ function cellCounts(results, nodes, nsteps) {
     return { nodes: worst, steps, rows };
 }
 
+// Draws into TBODY the rows ROW(i) for i in [0, COUNT): all of them up to
+// VIRTUAL_ROWS; past that only those in BOX's view (and VIRTUAL_OVERSCAN
+// either side), between two spacer rows as tall as the rows left out.
+// PITCH holds the rows' height with the table's spacing ({px}), measured
+// from the rows drawn. BOX scrolls (class "virtual" while it is).
+function virtualRows(box, tbody, count, row, pitch) {
+    // Read before the rows go: without them the box cannot scroll, and a
+    // read after would clamp its position to the top
+    const view = box.clientHeight || 600;
+    const scrolled = box.scrollTop;
+    box.classList.toggle('virtual', count > VIRTUAL_ROWS);
+    clear(tbody);
+    let first = 0, last = count;
+    if (count > VIRTUAL_ROWS) {
+        first = Math.min(count - 1, Math.max(0, Math.floor(scrolled / pitch.px) - VIRTUAL_OVERSCAN));
+        last = Math.min(count, first + Math.ceil(view / pitch.px) + 2 * VIRTUAL_OVERSCAN);
+    }
+    const spacer = (rows, where) => {
+        const tr = h('tr', { class: 'spacer', dataset: { where } });
+        tr.style.height = rows * pitch.px + 'px';   // CSSOM: the policy allows no style attribute
+        return tr;
+    };
+    if (first > 0)
+        tbody.append(spacer(first, 'above'));
+    for (let i = first; i < last; i++)
+        tbody.append(row(i));
+    if (last < count)
+        tbody.append(spacer(count - last, 'below'));
+    const drawn = tbody.querySelectorAll('tr:not(.spacer)');
+    const px = drawn.length > 1 ? drawn[1].offsetTop - drawn[0].offsetTop : 0;
+    if (count > VIRTUAL_ROWS && px > 0 && Math.abs(px - pitch.px) > 1) {
+        pitch.px = px;
+        virtualRows(box, tbody, count, row, pitch);
+    }
+}
+
+// Calls DRAW at the next animation frame after BOX scrolls, once a frame.
+function onScrollFrame(box, draw) {
+    let frame = 0;
+    box.addEventListener('scroll', () => {
+        if (!frame)
+            frame = requestAnimationFrame(() => {
+                frame = 0;
+                draw();
+            });
+    });
+}
+
 // A cell status's colour group, as the badges colour them (style.css).
 const CELL_TONE = { success: 'ok', failed: 'bad', timeout: 'bad', lost: 'bad', offline: 'bad',
                     interrupted: 'bad', unsupported: 'bad', retry_wait: 'warn', drained: 'warn',
@@ -1900,34 +1910,24 @@ views.nodes = (ctx) => {
     const filters = h('nav', { class: 'filters' }, ['all', 'online', 'offline', 'drained', 'incompatible'].map((s) =>
         h('a', { href: '#/nodes' + (s === 'all' ? '' : '?show=' + s),
                  class: 'filter' + (s === show ? ' active' : ''), dataset: { show: s } }, s)));
-    ctx.main.append(h('div', { class: 'titlebar' }, h('h1', null, 'Nodes'), filterInput),
-        filters,
-        h('table', { class: 'list', id: 'nodes' },
+    const listBox = h('div', { class: 'vscroll' });
+    const rowPitch = { px: 40 };
+    let shownNodes = [];
+    listBox.append(h('table', { class: 'list', id: 'nodes' },
           h('thead', null, h('tr', null, ['Node', 'State', 'Host', 'Groups', 'Labels', 'Running',
                                           'Last seen', 'Version', ''].map((t) => h('th', null, t)))),
-          tbody),
-        summary);
+          tbody));
+    ctx.main.append(h('div', { class: 'titlebar' }, h('h1', null, 'Nodes'), filterInput),
+        filters, listBox, summary);
 
-    const draw = () => {
-        const needle = filterInput.value.trim().toLowerCase();
-        clear(tbody);
-        let shown = 0;
-        for (const n of nodes) {
+    // One node's row.
+    const rowOf = (n) => {
             const state = n.drained ? 'drained' : n.status;
-            if (show !== 'all' && !(show === 'drained' ? n.drained : n.status === show))
-                continue;
             const labels = Object.entries(n.labels || {});
-            if (needle) {
-                const hay = [n.id, n.hostname].concat(n.groups || [], labels.map(([k, v]) => k + '=' + v))
-                    .join(' ').toLowerCase();
-                if (!hay.includes(needle))
-                    continue;
-            }
-            shown++;
             const act = n.drained
                 ? roleButton('admin', 'Resume', () => nodeAction(n.id, 'resume'), { class: 'small-btn', dataset: { needs: 'admin', action: 'resume' } })
                 : roleButton('admin', 'Drain', () => nodeAction(n.id, 'drain'), { class: 'small-btn', dataset: { needs: 'admin', action: 'drain' } });
-            tbody.append(h('tr', { dataset: { node: n.id, state } },
+            return h('tr', { dataset: { node: n.id, state } },
                 h('td', null, h('a', { class: 'mono', href: '#/nodes/' + enc(n.id), text: n.id })),
                 h('td', null, badge(n.status), n.drained ? [' ', badge('drained')] : null,
                   n.duplicate ? h('span', { class: 'warn small', title: 'a second agent was refused '
@@ -1939,10 +1939,32 @@ views.nodes = (ctx) => {
                 h('td', { text: n.running + ' / ' + n.concurrency }),
                 h('td', null, timeEl(n.last_seen, true)),
                 h('td', { class: 'muted', text: n.version }),
-                h('td', null, act)));
-        }
-        if (!shown)
+                h('td', null, act));
+    };
+
+    // The rows: only those in view past VIRTUAL_ROWS nodes.
+    const drawRows = () => {
+        if (!shownNodes.length) {
+            clear(tbody);
             tbody.append(h('tr', null, h('td', { colspan: 9, class: 'muted empty' }, 'No nodes to show.')));
+            return;
+        }
+        virtualRows(listBox, tbody, shownNodes.length, (i) => rowOf(shownNodes[i]), rowPitch);
+    };
+    onScrollFrame(listBox, drawRows);
+
+    const draw = () => {
+        const needle = filterInput.value.trim().toLowerCase();
+        shownNodes = nodes.filter((n) => {
+            if (show !== 'all' && !(show === 'drained' ? n.drained : n.status === show))
+                return false;
+            if (!needle)
+                return true;
+            const hay = [n.id, n.hostname].concat(n.groups || [],
+                Object.entries(n.labels || {}).map(([k, v]) => k + '=' + v)).join(' ').toLowerCase();
+            return hay.includes(needle);
+        });
+        drawRows();
         const online = nodes.filter((n) => n.status === 'online').length;
         const drained = nodes.filter((n) => n.drained).length;
         summary.textContent = nodes.length + ' nodes: ' + online + ' online, '

@@ -578,6 +578,34 @@ test('a job of 2,000 nodes draws only the rows in view, failures first, and scro
     }
 });
 
+test('a nodes page of 3,000 draws only the rows in view, and filters all of them', LIMIT, async () => {
+    const real = (await api('GET', '/nodes', tokens.admin)).body.nodes;
+    const one = real.find((n) => n.id === 'web-01');
+    const fleet = [];
+    for (let i = 0; i < 3000; i++)
+        fleet.push(Object.assign({}, one, { id: 'host-' + String(i).padStart(4, '0'),
+                                            hostname: 'host-' + i, status: i % 10 ? 'online' : 'offline' }));
+    const only = /\/api\/v1\/nodes(\?.*)?$/;
+    await page.route(only, (route) => route.fulfill({ status: 200, contentType: 'application/json',
+                                                      body: JSON.stringify({ nodes: fleet }) }));
+    try {
+        await page.goto(base + '/#/nodes');
+        await page.waitForSelector('#nodes tr[data-node="host-0000"]');
+        assert.ok(await page.locator('#nodes tr[data-node]').count() < 200);
+        await page.evaluate(() => {
+            const box = document.querySelector('.vscroll');
+            box.scrollTop = box.scrollHeight;
+        });
+        await page.waitForSelector('#nodes tr[data-node="host-2999"]');
+        assert.ok(await page.locator('#nodes tr[data-node]').count() < 200);
+        await page.fill('#node-filter', 'host-2998');
+        await page.waitForSelector('#nodes tr[data-node="host-2998"]');
+        assert.equal(await page.locator('#nodes tr[data-node]').count(), 1);
+    } finally {
+        await page.unroute(only);
+    }
+});
+
 test('the run form starts on an action that changes nothing', LIMIT, async () => {
     await page.goto(base + '/#/run');
     await page.waitForSelector('#backend option[value="system"]', { state: 'attached' });
