@@ -90,6 +90,9 @@ fact_test_matches (const fact_test_t *test, const char *have)
         return fnmatch (test->value, have, 0) == 0;
     double number = 0;
     bool numeric = test->numeric && fact_number (have, &number);
+    bool ordered = test->op != FACT_OP_EQ && test->op != FACT_OP_NE;
+    if (ordered && test->numeric && !numeric)
+        return false;
     int order = fact_compare (test, have, numeric, number);
     switch (test->op) {
     case FACT_OP_EQ:

@@ -9,7 +9,9 @@
     is one of = != >= <= > < ~= (~= is a shell glob: * ? [...]). When
     both the value written and the node's value are numbers (an optional
     '-', digits, an optional '.' and digits) they compare as numbers
-    ("4096" = "4096.0", "512" < "4096"); otherwise as bytes. A node that
+    ("4096" = "4096.0", "512" < "4096"); otherwise as bytes, except that
+    an order (< <= > >=) with a number written matches numbers only
+    (fact:mem_mb>=4096 never matches "unknown"). A node that
     lacks the fact matches no comparison (not even !=): write
     "not fact:KEY=VALUE" for "all but".
 

@@ -122,6 +122,14 @@ void target_each_fact (const target_t *target,
                        void (*fn) (const target_t *term, void *arg),
                        void *arg);
 
+//  The fact terms every node matching TARGET passes: TARGET itself when
+//  it is one, the fact: terms joined by the top "and" of an expression.
+//  Writes at most MAX of them (lent, valid while TARGET is) into TERMS
+//  and returns how many: a resolver starts from the nodes of one of them
+//  (an index) instead of every node. 0: none (every node is a candidate).
+size_t target_fact_anchors (const target_t *target, const target_t **terms,
+                            size_t max);
+
 //  "all", "group", "node", "label", "fact" or "expr".
 const char *target_scope_name (target_scope_t scope);
 

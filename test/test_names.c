@@ -1007,6 +1007,10 @@ test_names_target_facts (void **state)
     assert_true (s_fact_match ("fact:os_version~=12.*", debian));
     assert_false (s_fact_match ("fact:os_version~=12.*", small));
     assert_true (s_fact_match ("fact:os>d", small));      //  As bytes
+    const char *odd [] = {"mem_mb=unknown", NULL};
+    assert_false (s_fact_match ("fact:mem_mb>=4096", odd));
+    assert_false (s_fact_match ("fact:mem_mb<4096", odd));
+    assert_true (s_fact_match ("fact:mem_mb!=4096", odd));
     assert_true (s_fact_match ("group:web and fact:arch=arm64", debian));
     assert_false (s_fact_match ("group:web and fact:arch=arm64", small));
     assert_true (s_fact_match ("not fact:os=debian", small));
