@@ -18,6 +18,8 @@
 #                   through 8 gridrelays, swarms of several processes;
 #                   scale goals and relay memory (docs/SIZING.md); writes
 #                   build/bench/scale.json
+#   make bench-facts   targets by fact resolved over 50,000 nodes in one
+#                   registry (test/tools/factbench)
 #   make bench-http    the HTTP face: job submits per second over HTTP
 #                   (httpload, 64 keep-alive connections) and over ZeroMQ,
 #                   and gridcli --wait on a real agent; writes
@@ -141,7 +143,7 @@ FUZZ_SEEDS := $(BUILD)/test/tools/fuzz_seeds
 
 .PHONY: all man deps test test-build test-deps demo format clean FORCE \
 	check-deps check-layers fuzz fuzz-build fuzz-deps bench bench-quick \
-	bench-queue bench-scale bench-http bench-live install \
+	bench-queue bench-scale bench-http bench-live bench-facts install \
 	uninstall deb
 .DEFAULT_GOAL := all
 
@@ -394,6 +396,10 @@ bench-http: deps
 bench-live: deps
 	@$(MAKE) --no-print-directory $(BINS) $(BENCH_TOOLS)
 	@$(BUILD)/test/tools/gridbench --live --out $(BUILD)/bench/live.json $(BENCH_ARGS)
+
+# Targets by fact over 50,000 nodes of one registry, in process.
+bench-facts: $(BUILD)/test/tools/factbench
+	@$(BUILD)/test/tools/factbench $(BENCH_ARGS)
 
 # ---------------------------------------------------------------------
 # Install: make install [PREFIX=/usr/local] [DESTDIR=...]. The daemons go

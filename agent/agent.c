@@ -52,6 +52,7 @@
 #include "../proto/trace.h"
 #include "../store/store.h"
 #include "executor.h"
+#include "facts.h"
 #include "link.h"
 #include "orphans.h"
 #include "spool.h"
@@ -148,6 +149,11 @@ struct _agent_t {
     bool trace;                 //  The last welcome granted trace: results
                                 //  carry their attempt's traceparent
     bool live_output;           //  The last welcome granted live_output
+    bool facts_granted;         //  The last welcome granted facts
+    bool facts_sent;            //  This session's broker has them as they are
+    agent_facts_t facts;        //  The host's facts as last read
+    char facts_why [512];       //  Why facts were last skipped ("": none)
+    int facts_timer;            //  Reads them again (-1: none)
     int live_timer;             //  Sends running tasks' new output
     double live_tokens;         //  Live output messages it may send now
                                 //  (refilled at config->output_rate)
@@ -434,6 +440,73 @@ static void
 s_send_hello (agent_t *self)
 {
     link_send_bytes (self->link, self->hello, self->hello_size);
+}
+
+//  Sends the facts when the broker granted them and does not have them
+//  as they are: after each welcome, and when they change.
+static void
+s_facts_send (agent_t *self)
+{
+    if (!self->facts_granted || self->facts_sent
+        || !link_welcomed (self->link))
+        return;
+    proto_msg_t msg;
+    memset (&msg, 0, sizeof msg);
+    msg.type = PROTO_FACTS;
+    msg.node = self->config->id;
+    msg.facts = self->facts.facts;
+    msg.fact_count = self->facts.count;
+    if (link_send (self->link, &msg) == 0)
+        self->facts_sent = true;
+}
+
+//  Reads the facts again; a change goes to the broker.
+static void
+s_facts_read (agent_t *self)
+{
+    agent_facts_t fresh = {0};
+    char why [sizeof self->facts_why];
+    int skipped = agent_facts_collect (self->config, "", &fresh, why,
+                                       sizeof why);
+    if (skipped < 0) {
+        log_warn ("facts: out of memory: the facts stay as they were");
+        agent_facts_clear (&fresh);
+        return;
+    }
+    //  Each reason once, not at every reading
+    if (skipped > 0 && strcmp (why, self->facts_why) != 0)
+        log_warn ("facts: %d skipped: %s", skipped, why);
+    snprintf (self->facts_why, sizeof self->facts_why, "%s",
+              skipped ? why : "");
+    if (agent_facts_equal (&fresh, &self->facts)) {
+        agent_facts_clear (&fresh);
+        return;
+    }
+    agent_facts_clear (&self->facts);
+    self->facts = fresh;
+    self->facts_sent = false;
+    s_debug (self, "facts: %zu, changed", self->facts.count);
+    s_facts_send (self);
+}
+
+static int
+s_facts_fired (zloop_t *loop, int timer_id, void *arg)
+{
+    s_facts_read ((agent_t *) arg);
+    return 0;
+}
+
+//  (Re)arms the facts timer at the configured interval.
+static void
+s_facts_arm (agent_t *self)
+{
+    if (self->facts_timer >= 0)
+        zloop_timer_end (self->loop, self->facts_timer);
+    self->facts_timer = -1;
+    if (self->config->facts_ms > 0)
+        self->facts_timer = zloop_timer (
+            self->loop, link_jitter ((uint32_t) self->config->facts_ms), 0,
+            s_facts_fired, self);
 }
 
 static int
@@ -1160,6 +1233,11 @@ s_on_welcome (agent_t *self, const proto_msg_t *welcome)
     self->trace = proto_msg_has_feature (welcome, PROTO_FEATURE_TRACE);
     self->live_output = proto_msg_has_feature (welcome,
                                                PROTO_FEATURE_LIVE_OUTPUT);
+    //  A new session: its broker may know nothing of them
+    self->facts_granted = proto_msg_has_feature (welcome,
+                                                 PROTO_FEATURE_FACTS);
+    self->facts_sent = false;
+    s_facts_send (self);
     s_log (self, "welcomed by the broker (heartbeat every %u ms, %zu "
            "result(s) to deliver%s)", link_heartbeat_ms (self->link),
            s_unacked (self), self->batch_results ? ", in batches" : "");
@@ -1400,7 +1478,8 @@ s_build_hello (agent_t *self, char *err, size_t err_len)
                                 PROTO_FEATURE_RESULTS,
                                 PROTO_FEATURE_TYPED_DATA,
                                 PROTO_FEATURE_TRACE,
-                                PROTO_FEATURE_LIVE_OUTPUT };
+                                PROTO_FEATURE_LIVE_OUTPUT,
+                                PROTO_FEATURE_FACTS };
     size_t count = sizeof features / sizeof features [0];
     if (!self->plain_hello) {
         hello->features = (char **) calloc (count, sizeof (char *));
@@ -1447,6 +1526,7 @@ agent_new (agent_config_t *config, char *err, size_t err_len)
     self->signal_fd = -1;
     self->resend_timer = -1;
     self->held_timer = -1;
+    self->facts_timer = -1;
     self->context.tool_dir = config->tool_dir;
     self->context.resolv_conf = config->resolv_conf;
     //  Tells this process from a restarted one in hello (duplicate_node)
@@ -1694,6 +1774,21 @@ agent_reload (agent_t *self)
             offers = false;
         }
     }
+    //  Operator facts: read again at once, sent when they changed
+    proto_kv_t *facts = running->facts;
+    size_t fact_count = running->fact_count;
+    running->facts = fresh.facts;
+    running->fact_count = fresh.fact_count;
+    fresh.facts = facts;
+    fresh.fact_count = fact_count;
+    char *facts_dir = running->facts_dir;
+    running->facts_dir = fresh.facts_dir;
+    fresh.facts_dir = facts_dir;
+    bool rearm = running->facts_ms != fresh.facts_ms;
+    running->facts_ms = fresh.facts_ms;
+    s_facts_read (self);
+    if (rearm)
+        s_facts_arm (self);
     running->verbose = fresh.verbose;
     running->drain_ms = fresh.drain_ms;
     running->output_rate = fresh.output_rate;
@@ -1766,6 +1861,8 @@ agent_run (agent_t *self)
                                         s_progress_fired, self);
     self->live_timer = zloop_timer (self->loop, S_LIVE_MS, 0, s_live_fired,
                                     self);
+    s_facts_read (self);
+    s_facts_arm (self);
     //  Spool opened, sockets connected: the agent serves from here on
     service_notify_ready ("running");
     if (service_watchdog_attach (self->loop) < 0)
@@ -1846,6 +1943,7 @@ agent_destroy (agent_t **self_p)
     pw_destroy (&self->batch);
     pw_destroy (&self->entry);
     free (self->hello);
+    agent_facts_clear (&self->facts);
     free (self);
     *self_p = NULL;
 }

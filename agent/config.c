@@ -132,6 +132,7 @@ agent_config_init (agent_config_t *config)
     config->broker_key = strdup (KEYS_DEFAULT_BROKER_KEY);
     config->failover_ms = AGENT_DEFAULT_FAILOVER_MS;
     config->failback_ms = AGENT_DEFAULT_FAILBACK_MS;
+    config->facts_ms = AGENT_DEFAULT_FACTS_MS;
 }
 
 void
@@ -140,6 +141,8 @@ agent_config_clear (agent_config_t *config)
     free (config->id);
     s_free_list (&config->groups, &config->group_count);
     s_free_labels (&config->labels, &config->label_count);
+    s_free_labels (&config->facts, &config->fact_count);
+    free (config->facts_dir);
     free (config->broker);
     free (config->publish);
     free (config->state_dir);
@@ -293,7 +296,8 @@ static const char *const s_config_keys [] = {
     "id", "groups", "labels", "broker", "publish", "state_dir",
     "concurrency", "tool_dir", "output_cap_bytes", "disabled_backends",
     "resolv_conf", "kill_grace", "drain", "progress_interval", "output_rate", "verbose", "key", "broker_key", "failover", "failback",
-    "insecure", "log_level", "log_format", NULL
+    "insecure", "log_level", "log_format", "facts", "facts_dir",
+    "facts_interval", NULL
 };
 
 //  Applies the keys of ROOT to CONFIG.
@@ -328,6 +332,9 @@ s_conf_apply (agent_config_t *config, const pv_t *root, char *err,
     ||  conf_get_bool (root, "insecure", &config->insecure, err, err_len)
     ||  conf_get_str (root, "log_level", &config->log_level, err, err_len)
     ||  conf_get_str (root, "log_format", &config->log_format, err, err_len)
+    ||  conf_get_str (root, "facts_dir", &config->facts_dir, err, err_len)
+    ||  conf_get_duration (root, "facts_interval", &config->facts_ms, err,
+                           err_len)
     ||  s_conf_list (root, "groups", &config->groups, &config->group_count,
                      err, err_len)
     ||  s_conf_list (root, "disabled_backends", &config->disabled,
@@ -384,6 +391,41 @@ s_conf_apply (agent_config_t *config, const pv_t *root, char *err,
             if (rc)
                 s_err (err, err_len, "labels.%s: expected a label value",
                        key ? key : "?");
+            free (key);
+            free (value);
+            if (rc)
+                return -1;
+        }
+    }
+    const pv_t *facts = pv_map_get (root, "facts");
+    if (facts) {
+        if (pv_type (facts) != PV_MAP) {
+            s_err (err, err_len, "facts: expected a map, got %s",
+                   pv_type_name (pv_type (facts)));
+            return -1;
+        }
+        if (pv_size (facts) > FACT_MAX_COUNT) {
+            s_err (err, err_len, "facts: %zu facts, at most %d",
+                   pv_size (facts), FACT_MAX_COUNT);
+            return -1;
+        }
+        s_free_labels (&config->facts, &config->fact_count);
+        for (size_t index = 0; index < pv_size (facts); index++) {
+            char *key = pv_strdup (pv_map_key_at (facts, index));
+            char *value = s_pv_text (pv_map_value_at (facts, index));
+            int rc = -1;
+            if (!key || !name_valid (key))
+                s_err (err, err_len, "facts: '%s' is not a valid fact name "
+                       "(letters, digits, '_' and '-', 1 to %d)",
+                       key ? key : "?", NAME_MAX_LEN);
+            else
+            if (!value || !fact_value_valid (value))
+                s_err (err, err_len, "facts.%s: expected a value of 1 to %d "
+                       "bytes without control bytes", key,
+                       FACT_MAX_VALUE_LEN);
+            else
+                rc = s_label_add (&config->facts, &config->fact_count, key,
+                                  value);
             free (key);
             free (value);
             if (rc)
@@ -661,6 +703,19 @@ s_print_config (const agent_config_t *config, const char *const *values,
         snprintf (text + used, sizeof text - used, " }");
     conf_print_setting (o, "labels", text, false, "--labels",
                         S_GIVEN (S_OPT_LABELS));
+    used = (size_t) snprintf (text, sizeof text, "{");
+    for (size_t index = 0; index < config->fact_count && used < sizeof text;
+         index++)
+        used += (size_t) snprintf (text + used, sizeof text - used,
+                                   "%s%s: %s", index ? ", " : " ",
+                                   config->facts [index].key,
+                                   config->facts [index].value);
+    if (used < sizeof text)
+        snprintf (text + used, sizeof text - used, " }");
+    conf_print_setting (o, "facts", text, false, NULL, false);
+    conf_print_setting (o, "facts_dir", config->facts_dir, true, NULL,
+                        false);
+    conf_print_duration (o, "facts_interval", config->facts_ms, NULL, false);
     conf_print_setting (o, "broker", config->broker, true, "--broker",
                         S_GIVEN (S_OPT_BROKER));
     conf_print_setting (o, "publish", config->publish, true, "--publish",
@@ -889,6 +944,11 @@ agent_config_check (agent_config_t *config, char *err, size_t err_len)
     }
     if (config->progress_ms < 100) {
         s_err (err, err_len, "progress_interval must be at least 100ms");
+        return -1;
+    }
+    if (config->facts_ms != 0 && config->facts_ms < 1000) {
+        s_err (err, err_len, "facts_interval must be 0 (never) or at least "
+               "1s");
         return -1;
     }
     if (!config->broker || !*config->broker || !config->publish

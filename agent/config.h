@@ -41,6 +41,7 @@
 #define AGENT_DEFAULT_FAILBACK_MS 60000  //  How often the first is tried again
 #define AGENT_MAX_ENDPOINTS 16           //  Broker endpoints listed at most
 #define AGENT_MAX_CONCURRENCY 256
+#define AGENT_DEFAULT_FACTS_MS 900000    //  Facts are read again this often
 
 //  Everything gridagent can be told, by flags or by the config file.
 typedef struct {
@@ -49,6 +50,12 @@ typedef struct {
     size_t group_count;
     proto_kv_t *labels;          //  key -> dotted value
     size_t label_count;
+    proto_kv_t *facts;           //  Operator facts: name -> value (facts.h)
+    size_t fact_count;
+    char *facts_dir;             //  A directory of operator facts (one
+                                 //  file a fact), or NULL
+    int64_t facts_ms;            //  Facts are read again this often (0: at
+                                 //  start and on SIGHUP only)
     char *broker;                //  Broker agent endpoint (DEALER connects),
                                  //  or several, comma-separated, in order
     char *publish;               //  Broker commands endpoint (SUB connects),

@@ -8,6 +8,7 @@
     =========================================================================
 */
 #include "backend.h"
+#include "hostinfo.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -22,8 +23,6 @@
 #define S_PROC_UPTIME "/proc/uptime"
 #define S_PROC_MEMINFO "/proc/meminfo"
 #define S_PROC_LOADAVG "/proc/loadavg"
-#define S_OS_RELEASE "/etc/os-release"
-#define S_OS_RELEASE_FALLBACK "/usr/lib/os-release"
 
 static void
 s_fail (backend_outcome_t *outcome, const char *what)
@@ -73,36 +72,6 @@ s_uptime (const backend_plan_t *plan, backend_outcome_t *outcome)
     outcome->ok = true;
 }
 
-//  PRETTY_NAME from an os-release file, unquoted, into BUF; "" if none.
-static void
-s_pretty_name (char *buf, size_t buf_len)
-{
-    buf [0] = 0;
-    FILE *file = fopen (S_OS_RELEASE, "r");
-    if (!file)
-        file = fopen (S_OS_RELEASE_FALLBACK, "r");
-    if (!file)
-        return;
-    char line [512];
-    while (fgets (line, sizeof (line), file)) {
-        if (strncmp (line, "PRETTY_NAME=", 12))
-            continue;
-        char *value = line + 12;
-        value [strcspn (value, "\r\n")] = 0;
-        size_t len = strlen (value);
-        if (len >= 2 && (value [0] == '"' || value [0] == '\'')
-        &&  value [len - 1] == value [0]) {
-            value [len - 1] = 0;
-            value++;
-        }
-        size_t keep = strlen (value) < buf_len ? strlen (value) : buf_len - 1;
-        memcpy (buf, value, keep);
-        buf [keep] = 0;
-        break;
-    }
-    fclose (file);
-}
-
 static void
 s_os (const backend_plan_t *plan, backend_outcome_t *outcome)
 {
@@ -112,7 +81,7 @@ s_os (const backend_plan_t *plan, backend_outcome_t *outcome)
         return;
     }
     char pretty [256];
-    s_pretty_name (pretty, sizeof (pretty));
+    hostinfo_os_release ("", "PRETTY_NAME", pretty, sizeof (pretty));
     backend_outcome_output (outcome, "%s%s%s %s %s\n", pretty,
                             pretty [0] ? ", " : "", names.sysname,
                             names.release, names.machine);
@@ -154,22 +123,8 @@ s_disk (const backend_plan_t *plan, backend_outcome_t *outcome)
 static void
 s_memory (const backend_plan_t *plan, backend_outcome_t *outcome)
 {
-    FILE *file = fopen (S_PROC_MEMINFO, "r");
-    if (!file) {
-        s_fail (outcome, S_PROC_MEMINFO);
-        return;
-    }
     long long total = -1, available = -1;
-    char line [256];
-    while (fgets (line, sizeof (line), file)) {
-        long long value = 0;
-        if (sscanf (line, "MemTotal: %lld kB", &value) == 1)
-            total = value;
-        else
-        if (sscanf (line, "MemAvailable: %lld kB", &value) == 1)
-            available = value;
-    }
-    fclose (file);
+    hostinfo_meminfo ("", &total, &available);
     if (total < 0 || available < 0) {
         outcome->exit_code = 1;
         backend_outcome_error (outcome, "%s: no MemTotal/MemAvailable",

@@ -190,7 +190,7 @@ s_send_welcome (broker_t *self, registry_node_t *node)
     //  relays only when each of them said it speaks protocol 2: a relay
     //  of a release before features decodes each welcome to grant its
     //  agent's topics, and would refuse one with this key
-    char *granted [4];           //  One per feature a welcome may grant
+    char *granted [8];           //  One per feature a welcome may grant
     size_t granted_count = 0;
     bool path_grants = node->via_size == 0 || node->relays_protocol >= 2;
     if (path_grants
@@ -209,6 +209,11 @@ s_send_welcome (broker_t *self, registry_node_t *node)
     if (path_grants
         && proto_hello_has_feature (node->hello, PROTO_FEATURE_LIVE_OUTPUT))
         granted [granted_count++] = PROTO_FEATURE_LIVE_OUTPUT;
+    //  Facts in a message of their own: an earlier broker knows no such
+    //  message
+    if (path_grants
+        && proto_hello_has_feature (node->hello, PROTO_FEATURE_FACTS))
+        granted [granted_count++] = PROTO_FEATURE_FACTS;
     assert (granted_count <= sizeof granted / sizeof granted [0]);
     if (granted_count) {
         welcome.features = granted;
@@ -694,6 +699,32 @@ s_on_bye (broker_t *self, registry_node_t *node, const proto_msg_t *in,
     return 0;
 }
 
+//  All of a node's facts, sent when they changed: kept in the registry
+//  (and its index of fact targets) and in the store. Facts that break a
+//  rule (a name twice) are refused whole, logged and counted.
+static int
+s_on_facts (broker_t *self, registry_node_t *node, const proto_msg_t *in,
+            int64_t now_ms)
+{
+    int rc = registry_set_facts (self->ctx.registry, node, in->facts,
+                                 in->fact_count);
+    if (rc < 0) {
+        self->stats->counters.malformed++;
+        log_node (LOG_LEVEL_WARN, node->id, "node %s: facts refused: a "
+                  "name comes twice", node->id);
+        return 0;
+    }
+    if (rc == 0)
+        return 0;
+    log_node (LOG_LEVEL_DEBUG, node->id, "node %s: %zu fact%s", node->id,
+              node->fact_count, node->fact_count == 1 ? "" : "s");
+    store_txn_t *txn = broker_txn (self);
+    if (txn)
+        ctx_store_error (nodefacts_save (txn, node, self->ctx.scratch),
+                         "a node's facts");
+    return 0;
+}
+
 typedef struct {
     proto_type_t type;           //  What the agent sent
     s_agent_fn *handler;         //  Serves it
@@ -708,6 +739,7 @@ static const s_agent_row_t s_agent_rows [] = {
     {PROTO_RESULTS, s_on_results_row},
     {PROTO_OUTPUT, s_on_output_row},
     {PROTO_BYE, s_on_bye},
+    {PROTO_FACTS, s_on_facts},
 };
 
 #define S_AGENT_ROWS (sizeof s_agent_rows / sizeof s_agent_rows [0])

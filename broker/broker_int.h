@@ -29,6 +29,7 @@
 #include "dlq.h"
 #include "jobrec.h"
 #include "notify.h"
+#include "nodefacts.h"
 #include "nodehist.h"
 #include "nodeseen.h"
 #include "reload.h"

@@ -99,6 +99,10 @@ broker_restore (broker_t *self, char *err, size_t err_len)
     store_cursor_destroy (&cursor);
     //  Their last-seen times saved since their records
     nodeseen_restore (txn, self->ctx.registry);
+    //  And their facts, kept apart from their records
+    size_t broken_facts = 0;
+    nodefacts_restore (txn, self->ctx.registry, &broken_facts);
+    broken += broken_facts;
     //  Collect unfinished job ids first: loading reads other databases.
     zlistx_t *live = zlistx_new ();
     zlistx_set_destructor (live, (zlistx_destructor_fn *) zstr_free);

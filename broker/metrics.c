@@ -29,7 +29,7 @@ static const int64_t s_commit_bounds [] = {
 };
 
 #define S_COUNT_OF(array) (sizeof (array) / sizeof ((array) [0]))
-#define S_AGENT_TYPES (PROTO_RESULTS + 1)
+#define S_AGENT_TYPES (PROTO_FACTS + 1)
 #define S_JOB_STATUSES (SCHED_JOB_CANCELLED + 1)
 #define S_CELL_STATUSES (SCHED_CELL_RETRY_WAIT + 1)
 
@@ -527,7 +527,8 @@ s_write_messages (const metrics_t *self, const metrics_figures_t *figures,
                           "are counted in grid_malformed_messages_total).");
     const proto_type_t types [] = {PROTO_HELLO, PROTO_HEARTBEAT, PROTO_ACK,
                                    PROTO_STARTED, PROTO_PROGRESS, PROTO_RESULT,
-                                   PROTO_RESULTS, PROTO_OUTPUT, PROTO_BYE};
+                                   PROTO_RESULTS, PROTO_OUTPUT, PROTO_BYE,
+                                   PROTO_FACTS};
     for (size_t index = 0; index < S_COUNT_OF (types); index++)
         s_labelled (out, "grid_agent_messages_total", "type",
                     proto_type_name (types [index]),

@@ -4,6 +4,7 @@
 */
 #include <czmq.h>
 
+#include "factindex.h"
 #include "registry.h"
 
 //  Nodes in order of one of their times, through one of their links. A
@@ -32,6 +33,7 @@ struct _registry_t {
     s_queue_t by_unsaved;   //  Nodes heard from since their last-seen time
                             //  was saved, oldest unsaved_since_ms first
     uint64_t deadline_visits;  //  Nodes the liveness checks looked at
+    factindex_t *facts;     //  Nodes by fact value (fact targets)
 };
 
 //  The first three fields are the set's key: a lookup passes a set of its
@@ -464,6 +466,11 @@ s_node_destroy (void **item_p)
         free (node->id);
         free (node->duplicate_hostname);
         free (node->incompatible);
+        for (size_t index = 0; index < node->fact_count; index++) {
+            free (node->facts [index].key);
+            free (node->facts [index].value);
+        }
+        free (node->facts);
         free (node);
         *item_p = NULL;
     }
@@ -497,6 +504,8 @@ registry_new (void)
     zhashx_set_key_duplicator (self->sets_by_bytes, NULL);
     zhashx_set_key_destructor (self->sets_by_bytes, NULL);
     self->scratch = pw_new ();
+    self->facts = factindex_new ();
+    assert (self->facts);
     s_queue_init (&self->by_seen, offsetof (registry_node_t, by_seen),
                   offsetof (registry_node_t, last_seen_ms));
     s_queue_init (&self->by_offline, offsetof (registry_node_t, by_offline),
@@ -517,6 +526,7 @@ registry_destroy (registry_t **self_p)
         zhashx_destroy (&self->sets_by_bytes);
         zhashx_destroy (&self->backend_sets);
         pw_destroy (&self->scratch);
+        factindex_destroy (&self->facts);
         free (self);
         *self_p = NULL;
     }
@@ -755,27 +765,43 @@ registry_seen_saved (registry_node_t *node)
     s_queue_remove (&node->owner->by_unsaved, node);
 }
 
+static const char *
+s_fact_of (const void *node, const char *name)
+{
+    return registry_node_fact ((const registry_node_t *) node, name);
+}
+
 static bool
 s_matches (const registry_node_t *node, const target_t *target)
 {
     const proto_msg_t *hello = node->hello;
     if (!hello)
         return false;
+    if (target->scope == TARGET_FACT)
+        return fact_test_matches (&target->fact,
+                                  registry_node_fact (node, target->fact_key));
     if (target->scope != TARGET_LABEL && target->scope != TARGET_EXPR)
         return target_matches (target, node->id, hello->groups,
                                hello->group_count, NULL, NULL, 0);
     //  Labels travel as key/value pairs; target_matches wants two arrays.
     size_t count = hello->label_count;
-    char **keys = (char **) malloc ((count + 1) * 2 * sizeof (char *));
+    char *few [32];             //  Most nodes have a few labels: no malloc
+    char **keys = count < 16 ? few
+                : (char **) malloc ((count + 1) * 2 * sizeof (char *));
     assert (keys);
     char **values = keys + count + 1;
     for (size_t index = 0; index < count; index++) {
         keys [index] = hello->labels [index].key;
         values [index] = hello->labels [index].value;
     }
-    bool matches = target_matches (target, node->id, hello->groups,
-                                   hello->group_count, keys, values, count);
-    free (keys);
+    target_subject_t subject = {.node_id = node->id, .groups = hello->groups,
+                                .group_count = hello->group_count,
+                                .label_keys = keys, .label_values = values,
+                                .label_count = count, .fact = s_fact_of,
+                                .fact_arg = node};
+    bool matches = target_matches_subject (target, &subject);
+    if (keys != few)
+        free (keys);
     return matches;
 }
 
@@ -785,22 +811,72 @@ s_compare_strings (const void *a, const void *b)
     return strcmp (*(char *const *) a, *(char *const *) b);
 }
 
-size_t
-registry_resolve (registry_t *self, const target_t *target, char ***ids_p)
+#define S_MAX_ANCHORS 8
+
+//  The candidates for TARGET from the fact index: the nodes of its most
+//  selective anchor (target_fact_anchors), in *NODES_P (malloc'd, may be
+//  NULL). Returns false when TARGET has no anchor: every node is one.
+static bool
+s_fact_candidates (registry_t *self, const target_t *target,
+                   registry_node_t ***nodes_p, size_t *count_p)
+{
+    const target_t *anchors [S_MAX_ANCHORS];
+    size_t anchor_count = target_fact_anchors (target, anchors,
+                                               S_MAX_ANCHORS);
+    *nodes_p = NULL;
+    *count_p = 0;
+    if (anchor_count == 0)
+        return false;
+    for (size_t index = 0; index < anchor_count; index++) {
+        void **nodes = NULL;
+        size_t count = factindex_find (self->facts, anchors [index]->fact_key,
+                                       &anchors [index]->fact, &nodes);
+        if (index == 0 || count < *count_p) {
+            free (*nodes_p);
+            *nodes_p = (registry_node_t **) nodes;
+            *count_p = count;
+        }
+        else
+            free (nodes);
+        if (*count_p == 0)
+            break;
+    }
+    return true;
+}
+
+//  The ids of the nodes matching TARGET (online and not drained unless
+//  ALL_STATES), sorted; with IDS_P NULL only counted.
+static size_t
+s_resolve (registry_t *self, const target_t *target, bool all_states,
+           char ***ids_p)
 {
     if (ids_p)
         *ids_p = NULL;
     size_t count = 0, room = 0;
-    //  A node list is looked up id by id instead of scanning every node.
+    //  A node list is looked up id by id, a fact target starts from the
+    //  index, instead of scanning every node
     bool listed = target->scope == TARGET_NODE;
+    registry_node_t **candidates = NULL;
+    size_t candidate_count = 0;
+    bool indexed = !listed && s_fact_candidates (self, target, &candidates,
+                                                 &candidate_count);
+    //  A lone fact term needs no second look at its candidates
+    bool exact = indexed && target->scope == TARGET_FACT;
     size_t index = 0;
-    registry_node_t *node = listed ? NULL
-                          : (registry_node_t *) zhashx_first (self->nodes);
-    while (listed ? index < target->node_count : node != NULL) {
+    registry_node_t *node = NULL;
+    if (!listed && !indexed)
+        node = (registry_node_t *) zhashx_first (self->nodes);
+    while (listed    ? index < target->node_count
+           : indexed ? index < candidate_count
+                     : node != NULL) {
         if (listed)
             node = registry_lookup (self, target->nodes [index++]);
-        bool match = node && node->online && !node->drained
-                     && (listed || s_matches (node, target));
+        else
+        if (indexed)
+            node = candidates [index++];
+        bool match = node && (all_states || (node->online && !node->drained))
+                     && (listed || (exact ? node->hello != NULL
+                                          : s_matches (node, target)));
         if (match && ids_p) {
             if (count == room) {
                 room = room ? room * 2 : 64;
@@ -811,12 +887,100 @@ registry_resolve (registry_t *self, const target_t *target, char ***ids_p)
         }
         if (match)
             count++;
-        if (!listed)
+        if (!listed && !indexed)
             node = (registry_node_t *) zhashx_next (self->nodes);
     }
+    free (candidates);
     if (count > 1 && ids_p)
         qsort (*ids_p, count, sizeof (char *), s_compare_strings);
     return count;
+}
+
+size_t
+registry_resolve (registry_t *self, const target_t *target, char ***ids_p)
+{
+    return s_resolve (self, target, false, ids_p);
+}
+
+size_t
+registry_select (registry_t *self, const target_t *target, char ***ids_p)
+{
+    return s_resolve (self, target, true, ids_p);
+}
+
+static int
+s_compare_pairs (const void *a, const void *b)
+{
+    return strcmp (((const proto_kv_t *) a)->key, ((const proto_kv_t *) b)->key);
+}
+
+const char *
+registry_node_fact (const registry_node_t *node, const char *name)
+{
+    if (!node->fact_count)
+        return NULL;
+    proto_kv_t key = {.key = (char *) name};
+    const proto_kv_t *found = (const proto_kv_t *) bsearch (
+        &key, node->facts, node->fact_count, sizeof (proto_kv_t),
+        s_compare_pairs);
+    return found ? found->value : NULL;
+}
+
+//  Frees FACTS (COUNT pairs).
+static void
+s_facts_free (proto_kv_t *facts, size_t count)
+{
+    for (size_t index = 0; facts && index < count; index++) {
+        free (facts [index].key);
+        free (facts [index].value);
+    }
+    free (facts);
+}
+
+int
+registry_set_facts (registry_t *self, registry_node_t *node,
+                    const proto_kv_t *facts, size_t count)
+{
+    if (count > FACT_MAX_COUNT)
+        return -1;
+    proto_kv_t *sorted = count ? (proto_kv_t *) calloc (count,
+                                                        sizeof (proto_kv_t))
+                               : NULL;
+    assert (sorted || count == 0);
+    for (size_t index = 0; index < count; index++) {
+        sorted [index].key = strdup (facts [index].key);
+        sorted [index].value = strdup (facts [index].value);
+        assert (sorted [index].key && sorted [index].value);
+    }
+    if (count > 1)
+        qsort (sorted, count, sizeof (proto_kv_t), s_compare_pairs);
+    bool valid = true;
+    for (size_t index = 0; valid && index < count; index++)
+        valid = name_valid (sorted [index].key)
+                && fact_value_valid (sorted [index].value)
+                && (index == 0
+                    || strcmp (sorted [index - 1].key, sorted [index].key));
+    bool same = valid && count == node->fact_count;
+    for (size_t index = 0; same && index < count; index++)
+        same = strcmp (sorted [index].key, node->facts [index].key) == 0
+               && strcmp (sorted [index].value, node->facts [index].value)
+                      == 0;
+    if (!valid || same) {
+        s_facts_free (sorted, count);
+        return valid ? 0 : -1;
+    }
+    for (size_t index = 0; index < node->fact_count; index++)
+        factindex_remove (self->facts, node->facts [index].key,
+                          node->facts [index].value, node);
+    s_facts_free (node->facts, node->fact_count);
+    node->facts = sorted;
+    node->fact_count = count;
+    for (size_t index = 0; index < count; index++) {
+        int rc = factindex_add (self->facts, sorted [index].key,
+                                sorted [index].value, node);
+        assert (rc == 0);
+    }
+    return 1;
 }
 
 static const proto_action_spec_t *
@@ -1081,7 +1245,7 @@ registry_node_encode (const registry_node_t *node, pw_t *writer,
 {
     const proto_msg_t *hello = node->hello;
     bool incompatible = !node->online && node->incompatible;
-    pw_map (writer, 11 + (with_backends ? 1 : 0)
+    pw_map (writer, 11 + (with_backends ? 2 : 0)
                     + (node->duplicates ? 1 : 0) + (node->relay [0] ? 1 : 0)
                     + (incompatible ? 1 : 0)
                     + (hello && hello->protocol ? 1 : 0));
@@ -1151,6 +1315,12 @@ registry_node_encode (const registry_node_t *node, pw_t *writer,
                                    hello->backend_count);
         else
             pw_array (writer, 0);
+        pw_str (writer, "facts");
+        pw_map (writer, node->fact_count);
+        for (size_t index = 0; index < node->fact_count; index++) {
+            pw_str (writer, node->facts [index].key);
+            pw_str (writer, node->facts [index].value);
+        }
     }
 }
 

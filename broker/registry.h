@@ -93,6 +93,8 @@ struct _registry_node_t {
     registry_link_t by_unsaved;  //  Heard from since its last-seen time
                                  //  was last saved: its place by then
     int64_t unsaved_since_ms;    //  Monotonic: its first message since
+    proto_kv_t *facts;           //  Its facts, sorted by name (owned; set
+    size_t fact_count;           //  by registry_set_facts alone)
 };
 
 //  A new, empty registry.
@@ -200,6 +202,24 @@ registry_node_t *registry_unsaved_first (registry_t *self);
 //  Notes that NODE's last-seen time, as it is now, is in the store.
 void registry_seen_saved (registry_node_t *node);
 
+//  Sets NODE's facts to the COUNT pairs of FACTS (copied), and the
+//  index of fact targets with them. Returns 1 when they changed, 0 when
+//  they are the ones it had, -1 when a name comes twice or is not
+//  valid, a value is not valid (facts.h) or there are more than
+//  FACT_MAX_COUNT (nothing changed then).
+int registry_set_facts (registry_t *self, registry_node_t *node,
+                        const proto_kv_t *facts, size_t count);
+
+//  The value of NODE's fact NAME, or NULL. Borrowed from NODE.
+const char *registry_node_fact (const registry_node_t *node,
+                                const char *name);
+
+//  Ids of every registered node (online or not) matching TARGET
+//  (ignoring "any"), sorted, as registry_resolve gives them: what
+//  node.list's where shows.
+size_t registry_select (registry_t *self, const target_t *target,
+                        char ***ids_p);
+
 //  Ids of the online, non-drained nodes matching TARGET (ignoring "any"),
 //  sorted. Returns the count; *IDS_P gets a malloc'd array of malloc'd
 //  strings (the caller frees both), NULL when none. With IDS_P NULL it
@@ -250,8 +270,8 @@ size_t registry_list (registry_t *self, registry_node_t ***nodes_p);
 
 //  Writes NODE as a map: id, hostname, groups, labels, status, last_seen,
 //  registered_at, version, concurrency, running, drained, relay (when it
-//  came through one) and, when WITH_BACKENDS, backends (the node.get
-//  shape of proto/PROTOCOL.md).
+//  came through one) and, when WITH_BACKENDS, backends and facts (the
+//  node.get shape of proto/PROTOCOL.md).
 void registry_node_encode (const registry_node_t *node, pw_t *writer,
                            bool with_backends);
 

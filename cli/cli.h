@@ -165,6 +165,8 @@ typedef struct {
     bool step_given;              //  --step was given
     int step;                     //  --step S
     bool stderr_stream;           //  --stderr
+    //  node list
+    const char *where;            //  --where TARGET, or NULL
     //  job list
     const char *status_filter;    //  --status S, or NULL
     int limit;                    //  --limit N, 0 for the broker's default

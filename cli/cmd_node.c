@@ -107,6 +107,13 @@ s_render_node_info (const pv_t *data, FILE *out)
                        "registered_at"), false, buf, sizeof buf));
     cli_print_field (out, "last seen", cli_time (pv_map_get (data, "last_seen"),
                        false, buf, sizeof buf));
+    //  What it reports about its host (a broker before facts has none)
+    const pv_t *facts = pv_map_get (data, "facts");
+    if (pv_type (facts) == PV_MAP && pv_size (facts) > 0) {
+        char *joined_facts = cli_join (facts);
+        cli_print_field (out, "facts", joined_facts);
+        free (joined_facts);
+    }
     //  A node that came through a gridrelay
     if (pv_map_get (data, "relay"))
         cli_print_field (out, "relay",
@@ -314,7 +321,7 @@ static const char s_help_node [] =
 "gridcli node - registered nodes\n"
 "\n"
 "Usage:\n"
-"  gridcli node list\n"
+"  gridcli node list [--where TARGET]\n"
 "  gridcli node info ID\n"
 "  gridcli node drain ID\n"
 "  gridcli node resume ID\n"
@@ -323,8 +330,10 @@ static const char s_help_node [] =
 "\n"
 "node list    ID HOSTNAME STATUS GROUPS LABELS LAST-SEEN RUNNING VERSION,\n"
 "             sorted by id (RUNNING is tasks running / concurrency; VERSION\n"
-"             the gridagent release, to follow an upgrade)\n"
-"node info    the node's fields, then BACKEND VERSION ACTION KIND PARAMS\n"
+"             the gridagent release, to follow an upgrade); --where TARGET\n"
+"             lists only the nodes a target selects, online or not\n"
+"             (fact:os=debian, group:web and fact:mem_mb>=4096)\n"
+"node info    the node's fields (its facts among them), then BACKEND VERSION ACTION KIND PARAMS\n"
 "             for each action it offers (KIND query only reads, modify\n"
 "             changes the host; a param marked * is required)\n"
 "node drain   the node takes no new jobs; what it runs goes on; it reads\n"
@@ -344,15 +353,21 @@ static const char s_help_node [] =
 "\n"
 "Examples:\n"
 "  gridcli node list\n"
+"  gridcli node list --where 'fact:os=debian and fact:arch=arm64'\n"
 "  gridcli --output json node info web-01\n";
 
 //  ---------------------------------------------------------------------
 //  Options, checks and requests
 
-enum { S_OPT_LIMIT = CLI_OPT_COMMAND };
+enum { S_OPT_LIMIT = CLI_OPT_COMMAND, S_OPT_WHERE };
 
 static const struct option s_history_options [] = {
     {"limit", required_argument, NULL, S_OPT_LIMIT},
+    {NULL, 0, NULL, 0}
+};
+
+static const struct option s_list_options [] = {
+    {"where", required_argument, NULL, S_OPT_WHERE},
     {NULL, 0, NULL, 0}
 };
 
@@ -360,6 +375,18 @@ static int
 s_option (cli_args_t *args, int option, const char *value, char *err,
           size_t err_len)
 {
+    if (option == S_OPT_WHERE) {
+        //  Checked here, so a typo is named before anything is sent
+        target_t target;
+        char why [512];
+        if (target_parse (value, &target, why, sizeof why) != 0) {
+            snprintf (err, err_len, "--where: %s", why);
+            return -1;
+        }
+        target_clear (&target);
+        args->where = value;
+        return 0;
+    }
     return cli_opt_limit (args, value, err, err_len);
 }
 
@@ -387,7 +414,12 @@ static int
 s_build_list (const cli_args_t *args, const job_spec_t *file_spec,
               const char *id, pw_t *writer, job_errors_t *errors)
 {
-    proto_request_begin (writer, "node.list", id, 0);
+    //  where only when asked: a broker before it refuses the key
+    proto_request_begin (writer, "node.list", id, args->where ? 1 : 0);
+    if (args->where) {
+        pw_str (writer, "where");
+        pw_str (writer, args->where);
+    }
     return 0;
 }
 
@@ -432,7 +464,8 @@ s_build_history (const cli_args_t *args, const job_spec_t *file_spec,
 }
 
 static const cli_cmd_t s_cmds [] = {
-    {.name = "list", .command = CLI_CMD_NODE_LIST, .build = s_build_list,
+    {.name = "list", .command = CLI_CMD_NODE_LIST, .options = s_list_options,
+     .option = s_option, .build = s_build_list,
      .render = s_render_node_list},
     {.name = "info", .command = CLI_CMD_NODE_INFO, .args = CLI_ARG_ID,
      .check = s_check, .build = s_build_info, .render = s_render_node_info},

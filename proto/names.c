@@ -25,7 +25,8 @@
 static const char *s_name_rule =
     "use letters, digits, '_' and '-' (1 to 64)";
 static const char *s_target_forms =
-    "all, group:G, node:ID[,ID...], label:KEY=V1.V2, any[:TARGET]";
+    "all, group:G, node:ID[,ID...], label:KEY=V1.V2, fact:KEY=VALUE, "
+    "any[:TARGET]";
 
 //  Writes a sentence into ERR when there is room for one.
 static void
@@ -176,6 +177,96 @@ s_parse_nodes (const char *value, target_t *target, char *err,
     return rc;
 }
 
+//  Bytes that may start or continue an operator
+static bool
+s_op_char (char c)
+{
+    return c == '=' || c == '!' || c == '<' || c == '>' || c == '~';
+}
+
+//  Splits TEXT, "KEY OP VALUE" ("os=debian", "mem_mb>=4096"), into the
+//  key (*KEY_LEN_P bytes at TEXT) and TEST (whose value points into
+//  TEXT). Returns 0, or -1 with a sentence in ERR.
+static int
+s_fact_parse (const char *text, size_t *key_len_p, fact_test_t *test,
+              char *err, size_t err_len)
+{
+    static const char *usage = "fact:KEY=VALUE, with = != >= <= > < or ~= "
+                               "(a glob)";
+    char show [NAME_SHOW_LEN];
+    memset (test, 0, sizeof *test);
+    size_t key_len = 0;
+    while (text [key_len] && !s_op_char (text [key_len]))
+        key_len++;
+    if (key_len == 0) {
+        s_err (err, err_len, "a fact target needs a key (%s)", usage);
+        return -1;
+    }
+    char key [NAME_MAX_LEN + 1];
+    if (key_len > NAME_MAX_LEN) {
+        s_err (err, err_len, "fact key '%s' is not valid: use letters, "
+               "digits, '_' and '-' (1 to 64)",
+               name_show (text, key_len, show, sizeof show));
+        return -1;
+    }
+    memcpy (key, text, key_len);
+    key [key_len] = 0;
+    if (!name_valid (key)) {
+        s_err (err, err_len, "fact key '%s' is not valid: use letters, "
+               "digits, '_' and '-' (1 to 64)",
+               name_show (key, key_len, show, sizeof show));
+        return -1;
+    }
+    const char *op = text + key_len;
+    size_t op_len = 0;
+    while (s_op_char (op [op_len]))
+        op_len++;
+    static const struct {
+        const char *text;
+        fact_op_t op;
+    } ops [] = {{"=", FACT_OP_EQ},  {"!=", FACT_OP_NE}, {">=", FACT_OP_GE},
+                {"<=", FACT_OP_LE}, {">", FACT_OP_GT},  {"<", FACT_OP_LT},
+                {"~=", FACT_OP_GLOB}};
+    bool known = false;
+    for (size_t index = 0; index < sizeof ops / sizeof ops [0]; index++)
+        if (strlen (ops [index].text) == op_len
+            && memcmp (ops [index].text, op, op_len) == 0) {
+            test->op = ops [index].op;
+            known = true;
+        }
+    if (op_len == 0) {
+        s_err (err, err_len, "fact target '%s' needs an operator (%s)",
+               name_show (text, strlen (text), show, sizeof show), usage);
+        return -1;
+    }
+    if (!known) {
+        s_err (err, err_len, "unknown fact operator '%s' (= != >= <= > < "
+               "~=)", name_show (op, op_len, show, sizeof show));
+        return -1;
+    }
+    const char *value = op + op_len;
+    size_t value_len = strlen (value);
+    if (value_len == 0) {
+        s_err (err, err_len, "fact target '%s' needs a value after '%s' "
+               "(%s)", key, fact_op_text (test->op), usage);
+        return -1;
+    }
+    if (value_len > FACT_MAX_VALUE_LEN) {
+        s_err (err, err_len, "fact value is too long (%zu bytes, at most "
+               "%d)", value_len, FACT_MAX_VALUE_LEN);
+        return -1;
+    }
+    if (!fact_value_valid (value)) {
+        s_err (err, err_len, "fact value '%s' is not valid: no control "
+               "bytes", name_show (value, value_len, show, sizeof show));
+        return -1;
+    }
+    test->value = value;
+    test->numeric = fact_number (value, &test->number);
+    *key_len_p = key_len;
+    return 0;
+}
+
 //  Checks VALUE for SCOPE and fills TARGET. On failure TARGET may hold
 //  partial allocations; the caller clears it.
 static int
@@ -198,6 +289,7 @@ s_target_build (target_scope_t scope, const char *value, bool any,
                target_scope_name (scope),
                scope == TARGET_GROUP  ? "group:G"
                : scope == TARGET_NODE ? "node:ID[,ID...]"
+               : scope == TARGET_FACT ? "fact:KEY=VALUE"
                                       : "label:KEY=V1.V2");
         return -1;
     }
@@ -216,6 +308,18 @@ s_target_build (target_scope_t scope, const char *value, bool any,
     }
     if (scope == TARGET_NODE)
         return s_parse_nodes (value, target, err, err_len);
+    if (scope == TARGET_FACT) {
+        size_t key_len = 0;
+        if (s_fact_parse (target->value, &key_len, &target->fact, err,
+                             err_len) != 0)
+            return -1;
+        target->fact_key = strndup (target->value, key_len);
+        if (!target->fact_key) {
+            s_err (err, err_len, "out of memory");
+            return -1;
+        }
+        return 0;
+    }
 
     //  TARGET_LABEL
     const char *equals = strchr (value, '=');
@@ -256,7 +360,8 @@ s_scope_lookup (const char *word, size_t len, target_scope_t *scope)
     } scopes [] = {{"all", TARGET_ALL},
                    {"group", TARGET_GROUP},
                    {"node", TARGET_NODE},
-                   {"label", TARGET_LABEL}};
+                   {"label", TARGET_LABEL},
+                   {"fact", TARGET_FACT}};
     for (size_t i = 0; i < sizeof (scopes) / sizeof (scopes [0]); i++)
         if (strlen (scopes [i].name) == len
             && memcmp (scopes [i].name, word, len) == 0) {
@@ -581,24 +686,17 @@ s_expr_write (const target_expr_t *expr, s_expr_op_t parent, FILE *out)
 }
 
 static bool
-s_expr_matches (const target_expr_t *expr, const char *node_id,
-                char *const *groups, size_t group_count,
-                char *const *label_keys, char *const *label_values,
-                size_t label_count)
+s_expr_matches (const target_expr_t *expr, const target_subject_t *subject)
 {
     switch (expr->op) {
     case S_EXPR_TERM:
-        return target_matches (&expr->term, node_id, groups, group_count,
-                               label_keys, label_values, label_count);
+        return target_matches_subject (&expr->term, subject);
     case S_EXPR_NOT:
-        return !s_expr_matches (expr->kids [0], node_id, groups, group_count,
-                                label_keys, label_values, label_count);
+        return !s_expr_matches (expr->kids [0], subject);
     case S_EXPR_AND:
     case S_EXPR_OR:
         for (size_t i = 0; i < expr->kid_count; i++) {
-            bool hit = s_expr_matches (expr->kids [i], node_id, groups,
-                                       group_count, label_keys,
-                                       label_values, label_count);
+            bool hit = s_expr_matches (expr->kids [i], subject);
             if (hit != (expr->op == S_EXPR_AND))
                 return hit;
         }
@@ -733,7 +831,7 @@ target_from_parts (const char *scope, const char *value, bool any,
     target_scope_t kind;
     if (!scope) {
         s_err (err, err_len, "target scope is missing (all, group, node, "
-                             "label, expr)");
+                             "label, fact, expr)");
         return -1;
     }
     if (s_streq (scope, "expr")) {
@@ -749,7 +847,7 @@ target_from_parts (const char *scope, const char *value, bool any,
     }
     if (s_scope_lookup (scope, strlen (scope), &kind) != 0) {
         s_err (err, err_len,
-               "unknown target scope '%s' (all, group, node, label, expr)",
+               "unknown target scope '%s' (all, group, node, label, fact, expr)",
                s_show (scope, show));
         return -1;
     }
@@ -767,6 +865,7 @@ target_clear (target_t *target)
     free (target->value);
     free (target->label_key);
     free (target->label_value);
+    free (target->fact_key);
     for (size_t i = 0; i < target->node_count; i++)
         free (target->nodes [i]);
     free (target->nodes);
@@ -781,6 +880,10 @@ target_copy (target_t *dest, const target_t *src)
     if (src->scope == TARGET_EXPR)
         //  The canonical text parses back to the same tree
         return target_from_parts ("expr", src->value, src->any, dest, NULL,
+                                  0);
+    if (src->scope == TARGET_FACT)
+        //  The test points into the value: parse it again
+        return target_from_parts ("fact", src->value, src->any, dest, NULL,
                                   0);
     dest->scope = src->scope;
     dest->any = src->any;
@@ -856,6 +959,8 @@ target_scope_name (target_scope_t scope)
         return "node";
     case TARGET_LABEL:
         return "label";
+    case TARGET_FACT:
+        return "fact";
     case TARGET_EXPR:
         return "expr";
     }
@@ -914,6 +1019,24 @@ target_matches (const target_t *target, const char *node_id,
                 char *const *label_keys, char *const *label_values,
                 size_t label_count)
 {
+    target_subject_t subject = {.node_id = node_id, .groups = groups,
+                                .group_count = group_count,
+                                .label_keys = label_keys,
+                                .label_values = label_values,
+                                .label_count = label_count};
+    return target_matches_subject (target, &subject);
+}
+
+bool
+target_matches_subject (const target_t *target,
+                        const target_subject_t *subject)
+{
+    const char *node_id = subject->node_id;
+    char *const *groups = subject->groups;
+    size_t group_count = subject->group_count;
+    char *const *label_keys = subject->label_keys;
+    char *const *label_values = subject->label_values;
+    size_t label_count = subject->label_count;
     switch (target->scope) {
     case TARGET_ALL:
         return true;
@@ -942,12 +1065,59 @@ target_matches (const target_t *target, const char *node_id,
         }
         return false;
     }
+    case TARGET_FACT:
+        return subject->fact
+            && fact_test_matches (&target->fact,
+                                  subject->fact (subject->fact_arg,
+                                                 target->fact_key));
     case TARGET_EXPR:
-        return target->expr
-            && s_expr_matches (target->expr, node_id, groups, group_count,
-                               label_keys, label_values, label_count);
+        return target->expr && s_expr_matches (target->expr, subject);
     }
     return false;
+}
+
+static void
+s_expr_each_fact (const target_expr_t *expr,
+                  void (*fn) (const target_t *term, void *arg), void *arg)
+{
+    if (expr->op != S_EXPR_TERM) {
+        for (size_t i = 0; i < expr->kid_count; i++)
+            s_expr_each_fact (expr->kids [i], fn, arg);
+        return;
+    }
+    if (expr->term.scope == TARGET_FACT)
+        fn (&expr->term, arg);
+}
+
+size_t
+target_fact_anchors (const target_t *target, const target_t **terms,
+                     size_t max)
+{
+    if (target->scope == TARGET_FACT && max > 0) {
+        terms [0] = target;
+        return 1;
+    }
+    if (target->scope != TARGET_EXPR || !target->expr
+        || target->expr->op != S_EXPR_AND)
+        return 0;
+    size_t count = 0;
+    for (size_t i = 0; i < target->expr->kid_count && count < max; i++) {
+        const target_expr_t *kid = target->expr->kids [i];
+        if (kid->op == S_EXPR_TERM && kid->term.scope == TARGET_FACT)
+            terms [count++] = &kid->term;
+    }
+    return count;
+}
+
+void
+target_each_fact (const target_t *target,
+                  void (*fn) (const target_t *term, void *arg), void *arg)
+{
+    if (target->scope == TARGET_FACT)
+        fn (target, arg);
+    else
+    if (target->scope == TARGET_EXPR && target->expr)
+        s_expr_each_fact (target->expr, fn, arg);
 }
 
 //  ---------------------------------------------------------------------

@@ -12,8 +12,12 @@
         label:<key>=<v1>[.<v2>...]  nodes whose label <key> has the dotted
                                  value or one below it (tier=web.dev.us-east
                                  is in label:tier=web and label:tier=web.dev)
+        fact:<key><op><value>    nodes whose fact compares so (facts.h):
+                                 fact:os=debian, fact:mem_mb>=4096,
+                                 fact:os_version~=12.* (a glob); ops
+                                 = != >= <= > < ~=
         any  /  any:<target>     one node of the set takes the work
-    On the wire a target is a map {scope: "all"|"group"|"node"|"label",
+    On the wire a target is a map {scope: "all"|"group"|"node"|"label"|"fact",
     value: "<text after the colon>", any: bool (optional)}.
 
     Target expressions combine those terms (all but any) with "not",
@@ -46,6 +50,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "facts.h"
+
 #define NAME_MAX_LEN 64          //  Longest name segment
 #define TARGET_MAX_NODES 4096    //  Most ids in a node:<a>,<b>,... list
 #define JOB_ID_LEN 20            //  Longest job id (they are 19: "j-0193a1b2c3d4-0001")
@@ -66,6 +72,7 @@ typedef enum {
     TARGET_GROUP,
     TARGET_NODE,     //  One id or a list
     TARGET_LABEL,
+    TARGET_FACT,     //  One fact compared with a value
     TARGET_EXPR      //  An expression of the others (not/and/or)
 } target_scope_t;
 
@@ -80,6 +87,9 @@ typedef struct {
     char **nodes;          //  TARGET_NODE: the ids, in order, no duplicates (owned)
     size_t node_count;     //  TARGET_NODE: how many ids
     target_expr_t *expr;   //  TARGET_EXPR: the tree (owned); value is its text
+    char *fact_key;        //  TARGET_FACT: the fact's name (owned)
+    fact_test_t fact;      //  TARGET_FACT: the comparison (its value
+                           //  points into value)
 } target_t;
 
 //  Parses a CLI/API target text ("group:web", "any:label:tier=web").
@@ -106,7 +116,21 @@ int target_copy (target_t *dest, const target_t *src);
 //  TARGET is), or NULL when there are none.
 size_t target_named_nodes (const target_t *target, const char ***ids_p);
 
-//  "all", "group", "node", "label" or "expr".
+//  Calls FN for each fact: term of TARGET (TARGET itself when it is one;
+//  every term of an expression, under "not" too), with ARG.
+void target_each_fact (const target_t *target,
+                       void (*fn) (const target_t *term, void *arg),
+                       void *arg);
+
+//  The fact terms every node matching TARGET passes: TARGET itself when
+//  it is one, the fact: terms joined by the top "and" of an expression.
+//  Writes at most MAX of them (lent, valid while TARGET is) into TERMS
+//  and returns how many: a resolver starts from the nodes of one of them
+//  (an index) instead of every node. 0: none (every node is a candidate).
+size_t target_fact_anchors (const target_t *target, const target_t **terms,
+                            size_t max);
+
+//  "all", "group", "node", "label", "fact" or "expr".
 const char *target_scope_name (target_scope_t scope);
 
 //  The text form ("group:web", "any:all"); caller frees.
@@ -120,7 +144,26 @@ char *target_topic (const target_t *target);
 //  The topic of one node: "node/<id>/". Caller frees.
 char *topic_for_node (const char *node_id);
 
+//  What a target is matched against: one node's id, groups, labels and
+//  facts. FACT gives the value of a fact of the node, or NULL when it has
+//  none (FACT NULL: the node has no facts).
+typedef struct {
+    const char *node_id;             //  Its id
+    char *const *groups;             //  Its groups
+    size_t group_count;
+    char *const *label_keys;         //  Its labels, as two parallel arrays
+    char *const *label_values;
+    size_t label_count;
+    const char *(*fact) (const void *arg, const char *key);
+    const void *fact_arg;            //  FACT's first argument
+} target_subject_t;
+
+//  Does SUBJECT match TARGET (ignoring "any")?
+bool target_matches_subject (const target_t *target,
+                             const target_subject_t *subject);
+
 //  Does a node with these groups and labels match TARGET (ignoring "any")?
+//  (A node without facts: target_matches_subject.)
 //  LABEL_KEYS/LABEL_VALUES are parallel arrays of LABEL_COUNT entries.
 bool target_matches (const target_t *target, const char *node_id,
                      char *const *groups, size_t group_count,

@@ -145,6 +145,14 @@ proto_text_check (s_text_t rule, const char *text, size_t len,
             }
             break;
         }
+        case S_TEXT_FACT:
+            if (!fact_value_valid (text)) {
+                proto_fail (why, why_len, path, "invalid fact value '%s' (1 "
+                            "to %d bytes, no control bytes)",
+                            proto_show (text, len, show), FACT_MAX_VALUE_LEN);
+                return -2;
+            }
+            break;
         case S_TEXT_STREAM:
             if (strcmp (text, "stdout") != 0 && strcmp (text, "stderr") != 0) {
                 proto_fail (why, why_len, path, "unknown stream '%s' (stdout, "
@@ -424,6 +432,15 @@ static const s_field_t s_results_fields [] = {
       .max = PROTO_MAX_RESULTS, .schema = &s_result_entry_schema },
 };
 
+static const s_field_t s_facts_fields [] = {
+    S_NODE,
+    { S_KEY ("facts"), .kind = S_MAP, .text = S_TEXT_FACT,
+      .key_text = S_TEXT_NAME, .required = true,
+      .offset = offsetof (proto_msg_t, facts),
+      .count_offset = offsetof (proto_msg_t, fact_count),
+      .max = FACT_MAX_COUNT },
+};
+
 static const s_field_t s_result_ack_fields [] = {
     S_JOB, S_STEP, S_ATTEMPT,
 };
@@ -516,6 +533,7 @@ const s_message_t proto_messages [] = {
     S_MESSAGE (PROTO_OUTPUT_ACK, "output_ack", s_output_ack_fields),
     S_MESSAGE (PROTO_RESULT_ACKS, "result_acks", s_result_acks_fields),
     S_MESSAGE (PROTO_RESULTS, "results", s_results_fields),
+    S_MESSAGE (PROTO_FACTS, "facts", s_facts_fields),
 };
 _Static_assert (S_COUNT_OF (proto_messages) == PROTO_MESSAGE_COUNT,
                 "PROTO_MESSAGE_COUNT counts proto_messages");
@@ -677,6 +695,7 @@ proto_msg_free_members (proto_msg_t *self)
     free (self->output);
     free (self->error);
     s_free_pairs (self->data, self->data_count);
+    s_free_pairs (self->facts, self->fact_count);
     free (self->backend);
     free (self->action);
     free (self->traceparent);

@@ -77,10 +77,13 @@
 #define PROTO_FEATURE_LIVE_OUTPUT "live_output"  //  output pieces while a
                                                  //  task runs, at any offset,
                                                  //  once welcome grants it
+#define PROTO_FEATURE_FACTS "facts"  //  facts messages (agent -> broker),
+                                     //  once welcome grants it
 //  All of them, as --version lists them
 #define PROTO_FEATURES_TEXT PROTO_FEATURE_RESULT_ACKS ", " \
     PROTO_FEATURE_RESULTS ", " PROTO_FEATURE_TYPED_DATA ", " \
-    PROTO_FEATURE_TRACE ", " PROTO_FEATURE_LIVE_OUTPUT
+    PROTO_FEATURE_TRACE ", " PROTO_FEATURE_LIVE_OUTPUT ", " \
+    PROTO_FEATURE_FACTS
 
 //  Codec returns (STYLE: 0 ok, -1 I/O, -2 malformed)
 #define PROTO_OK 0
@@ -103,7 +106,8 @@ typedef enum {
     PROTO_OUTPUT,        //  agent -> broker: a piece of a result's output
     PROTO_OUTPUT_ACK,    //  broker -> agent: output piece committed
     PROTO_RESULT_ACKS,   //  broker -> agent: several results committed at once
-    PROTO_RESULTS        //  agent -> broker: several finished attempts at once
+    PROTO_RESULTS,       //  agent -> broker: several finished attempts at once
+    PROTO_FACTS          //  agent -> broker: all its facts, when they changed
 } proto_type_t;
 
 //  One result a result_acks message acknowledges.
@@ -213,6 +217,9 @@ struct proto_msg_s {
     //  by proto_msg_new the entries and what they hold are owned by it
     struct proto_msg_s *results;
     size_t result_count;         //  1..PROTO_MAX_RESULTS
+    //  facts: name -> value (facts.h), sorted by name
+    proto_kv_t *facts;
+    size_t fact_count;           //  0..FACT_MAX_COUNT
     //  welcome
     uint64_t max_output;         //  Bytes kept per stream (0: not said)
     //  command

@@ -50,7 +50,8 @@ typedef enum {
     S_TEXT_PROGRESS,    //  At most PROTO_MAX_PROGRESS bytes
     S_TEXT_STATUS,      //  One of s_statuses
     S_TEXT_STREAM,      //  "stdout" or "stderr"
-    S_TEXT_TRACE        //  A W3C traceparent (trace_valid)
+    S_TEXT_TRACE,       //  A W3C traceparent (trace_valid)
+    S_TEXT_FACT         //  fact_value_valid
 } s_text_t;
 
 typedef enum {
@@ -165,7 +166,7 @@ int proto_check_unique (const void *base, size_t count, size_t stride,
 void proto_msg_free_members (proto_msg_t *self);
 
 //  Every message type: its wire name and schema (proto.c)
-#define PROTO_MESSAGE_COUNT 16
+#define PROTO_MESSAGE_COUNT 17
 extern const s_message_t proto_messages [];
 
 //  The message whose wire name is the NAME_LEN bytes at NAME, or NULL.

@@ -105,6 +105,10 @@ static const s_request_field_t s_req_job_output_events [] = {
 static const s_request_field_t s_req_node [] = {
     { "node", PV_STR, true, 1, PROTO_MAX_TEXT },
 };
+//  node.list: where is a target (names.h)
+static const s_request_field_t s_req_node_list [] = {
+    { "where", PV_STR, false, 1, TARGET_EXPR_MAX_LEN },
+};
 static const s_request_field_t s_req_node_history [] = {
     { "node", PV_STR, true, 1, PROTO_MAX_TEXT },
     { "limit", PV_INT, false, 1, 1000 },
@@ -175,7 +179,7 @@ static const s_request_t s_requests [] = {
     S_REQUEST ("job.delete", s_req_job),
     S_REQUEST ("job.output", s_req_job_output),
     S_REQUEST ("job.output_events", s_req_job_output_events),
-    S_REQUEST_BARE ("node.list"),
+    S_REQUEST ("node.list", s_req_node_list),
     S_REQUEST ("node.get", s_req_node),
     S_REQUEST_BARE ("status"),
     S_REQUEST ("node.drain", s_req_node),

@@ -93,6 +93,9 @@ typedef enum {
                          //  webhook delivery (broker/notify.h)
     STORE_DB_NOTIFY_JOBS, //  job id -> the webhooks its spec names (kept
                          //  out of the job header, which 0.1.0 reads)
+    STORE_DB_NODE_FACTS, //  node id -> its facts, a msgpack map (broker/
+                         //  nodefacts.h; out of the node record, which
+                         //  0.1.0 reads)
     STORE_DB_COUNT
 } store_db_t;
 

@@ -121,7 +121,9 @@ complete_line "gridcli job run --target node:" >/dev/null
 
 # A target: its kinds, then what the broker knows, without the part
 # before the colon (readline keeps it)
-expect "gridcli job run --target " all any any: group: label: node:
+expect "gridcli job run --target " all any any: fact: group: label: node:
+expect "gridcli node list --where g" group:
+expect "gridcli node list --w" --where
 expect "gridcli job run --target no" node:
 expect "gridcli job run --target node:" db-01 web-01 web-02
 expect "gridcli job run --target node:we" web-01 web-02

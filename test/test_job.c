@@ -739,11 +739,11 @@ test_job_invalid_targets (void **state)
          "node:web-03)"},
         {"target: grp:web\n",
          "target: unknown target scope 'grp' (all, group:G, "
-         "node:ID[,ID...], label:KEY=V1.V2, any[:TARGET])"},
+         "node:ID[,ID...], label:KEY=V1.V2, fact:KEY=VALUE, any[:TARGET])"},
         {"target: {value: web}\n", "target.scope: required"},
         {"target: {scope: grp, value: web}\n",
          "target: unknown target scope 'grp' (all, group, node, label, "
-         "expr)"},
+         "fact, expr)"},
         {"target: {scope: group, value: web, any: 1}\n",
          "target.any: expected true or false, got int"},
         {"target: {scope: group, value: web, sope: x}\n",

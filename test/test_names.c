@@ -176,7 +176,8 @@ test_names_target_errors (void **state)
                            "digits, '_' and '-' (1 to 64)");
     s_assert_target_error ("grp:web", "unknown target scope 'grp' (all, "
                                       "group:G, node:ID[,ID...], "
-                                      "label:KEY=V1.V2, any[:TARGET])");
+                                      "label:KEY=V1.V2, fact:KEY=VALUE, "
+                                      "any[:TARGET])");
     s_assert_target_error ("grp", "unknown target scope 'grp'");
     s_assert_target_error ("", "target is empty");
     s_assert_target_error (NULL, "target is empty");
@@ -256,7 +257,7 @@ test_names_target_from_parts (void **state)
         target_from_parts ("grp", "web", false, &target, err, sizeof (err)),
         -1);
     assert_string_equal (err, "unknown target scope 'grp' (all, group, "
-                              "node, label, expr)");
+                              "node, label, fact, expr)");
     assert_int_equal (
         target_from_parts (NULL, "web", false, &target, err, sizeof (err)),
         -1);
@@ -934,6 +935,136 @@ test_hex_round_trip (void **state)
     assert_int_equal (hex_decode (NULL, back, 4), -1);
 }
 
+//  A node's facts for target_matches_subject: "key=value" strings.
+static const char *
+s_fact_of (const void *arg, const char *key)
+{
+    size_t len = strlen (key);
+    for (const char *const *fact = (const char *const *) arg; *fact; fact++)
+        if (strncmp (*fact, key, len) == 0 && (*fact) [len] == '=')
+            return *fact + len + 1;
+    return NULL;
+}
+
+static bool
+s_fact_match (const char *text, const char *const *facts)
+{
+    target_t target;
+    char err [256] = "";
+    if (target_parse (text, &target, err, sizeof err) != 0)
+        print_error ("target '%s': %s\n", text, err);
+    char *groups [] = {"web"};
+    target_subject_t subject = {.node_id = "n1", .groups = groups,
+                                .group_count = 1, .fact = s_fact_of,
+                                .fact_arg = facts};
+    bool hit = target_matches_subject (&target, &subject);
+    target_clear (&target);
+    return hit;
+}
+
+static void
+test_names_target_facts (void **state)
+{
+    target_t target;
+    char err [256] = "";
+    assert_int_equal (target_parse ("fact:mem_mb>=4096", &target, err,
+                                    sizeof err), 0);
+    assert_int_equal (target.scope, TARGET_FACT);
+    assert_string_equal (target.fact_key, "mem_mb");
+    assert_int_equal (target.fact.op, FACT_OP_GE);
+    assert_true (target.fact.numeric);
+    char *text = target_format (&target);
+    assert_string_equal (text, "fact:mem_mb>=4096");
+    free (text);
+    assert_null (target_topic (&target));
+    target_t copy;
+    assert_int_equal (target_copy (&copy, &target), 0);
+    assert_string_equal (copy.fact_key, "mem_mb");
+    assert_string_equal (copy.fact.value, "4096");
+    target_clear (&copy);
+    target_clear (&target);
+    assert_int_equal (target_from_parts ("fact", "os_version~=12.*", true,
+                                         &target, err, sizeof err), 0);
+    assert_int_equal (target.fact.op, FACT_OP_GLOB);
+    assert_true (target.any);
+    target_clear (&target);
+
+    const char *debian [] = {"os=debian", "mem_mb=8192", "arch=arm64",
+                             "os_version=12.5", NULL};
+    const char *small [] = {"os=ubuntu", "mem_mb=512", "arch=x86_64",
+                            "os_version=22.04", NULL};
+    assert_true (s_fact_match ("fact:os=debian", debian));
+    assert_false (s_fact_match ("fact:os=debian", small));
+    assert_true (s_fact_match ("fact:os!=debian", small));
+    assert_false (s_fact_match ("fact:rack!=r1", small));   //  Lacks it
+    assert_true (s_fact_match ("fact:mem_mb>=4096", debian));
+    assert_false (s_fact_match ("fact:mem_mb>=4096", small));
+    //  As numbers, not bytes: "512" > "4096" as text
+    assert_true (s_fact_match ("fact:mem_mb<4096", small));
+    assert_true (s_fact_match ("fact:mem_mb=8192.0", debian));
+    assert_true (s_fact_match ("fact:mem_mb<=8192", debian));
+    assert_false (s_fact_match ("fact:mem_mb>8192", debian));
+    assert_true (s_fact_match ("fact:os_version~=12.*", debian));
+    assert_false (s_fact_match ("fact:os_version~=12.*", small));
+    assert_true (s_fact_match ("fact:os>d", small));      //  As bytes
+    const char *odd [] = {"mem_mb=unknown", NULL};
+    assert_false (s_fact_match ("fact:mem_mb>=4096", odd));
+    assert_false (s_fact_match ("fact:mem_mb<4096", odd));
+    assert_true (s_fact_match ("fact:mem_mb!=4096", odd));
+    assert_true (s_fact_match ("group:web and fact:arch=arm64", debian));
+    assert_false (s_fact_match ("group:web and fact:arch=arm64", small));
+    assert_true (s_fact_match ("not fact:os=debian", small));
+    assert_true (s_fact_match ("fact:os=ubuntu or fact:os=debian", debian));
+    //  A node without facts matches no fact term
+    assert_false (target_matches (&(target_t) {.scope = TARGET_FACT}, "n1",
+                                  NULL, 0, NULL, NULL, 0));
+}
+
+static void
+test_names_target_fact_errors (void **state)
+{
+    s_assert_target_error ("fact:", "a fact target needs a value");
+    s_assert_target_error ("fact", "target 'fact' needs a value");
+    s_assert_target_error ("fact:=debian", "a fact target needs a key");
+    s_assert_target_error ("fact:os", "fact target 'os' needs an operator");
+    s_assert_target_error ("fact:os=", "needs a value after '='");
+    s_assert_target_error ("fact:os==debian",
+                           "unknown fact operator '=='");
+    s_assert_target_error ("fact:os=>1", "unknown fact operator '=>'");
+    s_assert_target_error ("fact:os<>1", "unknown fact operator '<>'");
+    s_assert_target_error ("fact:o.s=1", "fact key 'o.s' is not valid");
+    s_assert_target_error ("fact:os=a\x01", "is not valid: no control");
+    s_assert_target_error ("group:web and fact:os", "bad target at column "
+                           "15: fact target 'os' needs an operator");
+    char huge [FACT_MAX_VALUE_LEN + 16];
+    strcpy (huge, "fact:os=");
+    memset (huge + 8, 'x', FACT_MAX_VALUE_LEN + 1);
+    huge [8 + FACT_MAX_VALUE_LEN + 1] = 0;
+    s_assert_target_error (huge, "fact value is too long (257 bytes");
+    char long_key [200];
+    strcpy (long_key, "fact:");
+    memset (long_key + 5, 'k', 100);
+    strcpy (long_key + 105, "=1");
+    s_assert_target_error (long_key, "is not valid: use letters");
+    target_t target;
+    char err [256];
+    assert_int_equal (target_from_parts ("fact", NULL, false, &target, err,
+                                         sizeof err), -1);
+    assert_non_null (strstr (err, "needs a value"));
+    //  Numbers as facts compare them
+    double number = 0;
+    assert_true (fact_number ("-12.50", &number));
+    assert_true (number == -12.5);
+    assert_false (fact_number ("1e3", NULL));
+    assert_false (fact_number ("0x10", NULL));
+    assert_false (fact_number ("12.", NULL));
+    assert_false (fact_number ("", NULL));
+    assert_false (fact_number ("nan", NULL));
+    assert_false (fact_value_valid (""));
+    assert_false (fact_value_valid ("a\tb"));
+    assert_true (fact_value_valid ("Debian GNU/Linux 12 (bookworm)"));
+}
+
 int
 main (void)
 {
@@ -953,6 +1084,8 @@ main (void)
         cmocka_unit_test (test_names_target_named_nodes),
         cmocka_unit_test (test_names_target_expression_errors),
         cmocka_unit_test (test_names_target_expression_bounds),
+        cmocka_unit_test (test_names_target_facts),
+        cmocka_unit_test (test_names_target_fact_errors),
         cmocka_unit_test (test_names_duration_parse),
         cmocka_unit_test (test_names_duration_format),
         cmocka_unit_test (test_names_job_ids),

@@ -425,6 +425,18 @@ s_welcome_features (void)
     return msg;
 }
 
+//  An agent's facts
+static proto_msg_t *
+s_facts (void)
+{
+    proto_msg_t *msg = proto_msg_new (PROTO_FACTS);
+    msg->node = s_dup ("web-01");
+    msg->facts = s_pairs (3, "mem_mb", "8192", "os", "debian",
+                          "pretty", "Debian GNU/Linux 12 (bookworm)");
+    msg->fact_count = 3;
+    return msg;
+}
+
 typedef proto_msg_t *(s_builder_fn) (void);
 
 static s_builder_fn *s_builders [] = {
@@ -432,7 +444,7 @@ static s_builder_fn *s_builders [] = {
     s_bye, s_welcome, s_result_ack, s_command, s_command_broadcast,
     s_cancel, s_cancel_all, s_cancel_attempt, s_error, s_task_progress, s_task_progress_bare,
     s_result_pieces, s_welcome_capped, s_output, s_output_ack,
-    s_result_acks, s_results, s_welcome_features,
+    s_result_acks, s_results, s_welcome_features, s_facts,
 };
 #define S_BUILDER_COUNT (sizeof s_builders / sizeof s_builders [0])
 
@@ -537,6 +549,7 @@ s_assert_same (const proto_msg_t *a, const proto_msg_t *b)
     assert_true (a->duration_ms == b->duration_ms);
     assert_int_equal (a->truncated, b->truncated);
     s_assert_pairs (a->data, a->data_count, b->data, b->data_count);
+    s_assert_pairs (a->facts, a->fact_count, b->facts, b->fact_count);
     s_assert_text (a->backend, b->backend);
     s_assert_text (a->action, b->action);
     s_assert_pairs (a->params, a->param_count, b->params, b->param_count);

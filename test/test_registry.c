@@ -982,6 +982,200 @@ test_registry_unavailable_says_why (void **state)
     registry_destroy (&registry);
 }
 
+//  ---------------------------------------------------------------------
+//  Facts and targets by fact
+
+//  Registers node ID (group GROUP) with facts "k=v" ... NULL.
+static registry_node_t *
+s_fact_node (registry_t *registry, const char *id, const char *group, ...)
+{
+    proto_msg_t *hello = s_hello (id, group, NULL, NULL);
+    registry_node_t *node = registry_hello (registry, &hello, "rr", 2, 1000,
+                                            5000);
+    assert_non_null (node);
+    proto_kv_t facts [16];
+    size_t count = 0;
+    va_list args;
+    va_start (args, group);
+    const char *pair;
+    char keys [16][64];
+    while ((pair = va_arg (args, const char *)) != NULL) {
+        const char *equals = strchr (pair, '=');
+        snprintf (keys [count], sizeof keys [count], "%.*s",
+                  (int) (equals - pair), pair);
+        facts [count].key = keys [count];
+        facts [count].value = (char *) equals + 1;
+        count++;
+    }
+    va_end (args);
+    assert_int_equal (registry_set_facts (registry, node, facts, count), 1);
+    return node;
+}
+
+//  The ids TEXT resolves to, joined by ','.
+static char *
+s_resolved (registry_t *registry, const char *text)
+{
+    target_t target;
+    char err [256];
+    if (target_parse (text, &target, err, sizeof err) != 0)
+        fail_msg ("%s: %s", text, err);
+    char **ids = NULL;
+    size_t count = registry_resolve (registry, &target, &ids);
+    char *joined = calloc (1, 1024);
+    for (size_t index = 0; index < count; index++) {
+        if (index)
+            strcat (joined, ",");
+        strcat (joined, ids [index]);
+        free (ids [index]);
+    }
+    free (ids);
+    //  Counting alone gives as many
+    assert_int_equal (registry_resolve (registry, &target, NULL), count);
+    target_clear (&target);
+    return joined;
+}
+
+static void
+s_assert_resolves (registry_t *registry, const char *text,
+                   const char *expected)
+{
+    char *got = s_resolved (registry, text);
+    if (strcmp (got, expected))
+        fail_msg ("%s: resolved '%s', expected '%s'", text, got, expected);
+    free (got);
+}
+
+static void
+test_registry_fact_targets (void **state)
+{
+    registry_t *registry = registry_new ();
+    s_fact_node (registry, "a", "web", "os=debian", "mem_mb=8192",
+                 "arch=arm64", "os_version=12.5", NULL);
+    s_fact_node (registry, "b", "web", "os=debian", "mem_mb=2048",
+                 "arch=x86_64", "os_version=11", NULL);
+    s_fact_node (registry, "c", "db", "os=ubuntu", "mem_mb=4096.0",
+                 "arch=arm64", "os_version=22.04", NULL);
+    s_fact_node (registry, "d", "db", "os=rocky", "mem_mb=lots", NULL);
+    s_assert_resolves (registry, "fact:os=debian", "a,b");
+    s_assert_resolves (registry, "fact:os!=debian", "c,d");
+    s_assert_resolves (registry, "fact:mem_mb>=4096", "a,c");
+    s_assert_resolves (registry, "fact:mem_mb=4096", "c");
+    s_assert_resolves (registry, "fact:mem_mb<4096", "b");
+    s_assert_resolves (registry, "fact:mem_mb>4096", "a");   //  Not "lots"
+    s_assert_resolves (registry, "fact:mem_mb<=8192", "a,b,c");
+    s_assert_resolves (registry, "fact:os_version~=12.*", "a");
+    s_assert_resolves (registry, "fact:os~=*u*", "c");
+    s_assert_resolves (registry, "fact:os>=r", "c,d");
+    s_assert_resolves (registry, "fact:rack=r1", "");
+    s_assert_resolves (registry, "group:web and fact:arch=arm64", "a");
+    s_assert_resolves (registry,
+                       "fact:arch=arm64 and fact:os=ubuntu and group:db", "c");
+    s_assert_resolves (registry, "fact:os=rocky or fact:arch=arm64", "a,c,d");
+    s_assert_resolves (registry, "not fact:arch=arm64", "b,d");
+    s_assert_resolves (registry, "group:db and not fact:os=rocky", "c");
+
+    //  A change moves the node in the index; the same facts change nothing
+    registry_node_t *b = registry_lookup (registry, "b");
+    proto_kv_t moved [] = {{.key = "os", .value = "ubuntu"},
+                           {.key = "arch", .value = "arm64"}};
+    assert_int_equal (registry_set_facts (registry, b, moved, 2), 1);
+    assert_int_equal (registry_set_facts (registry, b, moved, 2), 0);
+    assert_string_equal (registry_node_fact (b, "arch"), "arm64");
+    assert_null (registry_node_fact (b, "mem_mb"));
+    s_assert_resolves (registry, "fact:os=debian", "a");
+    s_assert_resolves (registry, "fact:os=ubuntu", "b,c");
+    s_assert_resolves (registry, "fact:mem_mb<4096", "");
+    //  Offline and drained nodes are not resolved, but selected
+    registry_set_offline (registry_lookup (registry, "c"), 2000);
+    s_assert_resolves (registry, "fact:os=ubuntu", "b");
+    target_t target;
+    assert_int_equal (target_parse ("fact:os=ubuntu", &target, NULL, 0), 0);
+    char **ids = NULL;
+    assert_int_equal (registry_select (registry, &target, &ids), 2);
+    free (ids [0]);
+    free (ids [1]);
+    free (ids);
+    assert_int_equal (registry_members (registry, &target), 2);
+    target_clear (&target);
+
+    //  Refused whole: a name twice, a bad name or value, too many
+    proto_kv_t twice [] = {{.key = "os", .value = "a"},
+                           {.key = "os", .value = "b"}};
+    assert_int_equal (registry_set_facts (registry, b, twice, 2), -1);
+    proto_kv_t bad_name [] = {{.key = "o.s", .value = "a"}};
+    assert_int_equal (registry_set_facts (registry, b, bad_name, 1), -1);
+    proto_kv_t bad_value [] = {{.key = "os", .value = "a\nb"}};
+    assert_int_equal (registry_set_facts (registry, b, bad_value, 1), -1);
+    assert_int_equal (registry_set_facts (registry, b, twice,
+                                          FACT_MAX_COUNT + 1), -1);
+    assert_string_equal (registry_node_fact (b, "os"), "ubuntu");
+    //  None at all: out of the index
+    assert_int_equal (registry_set_facts (registry, b, NULL, 0), 1);
+    s_assert_resolves (registry, "fact:arch=arm64", "a");
+    registry_destroy (&registry);
+}
+
+//  The index answers as a test of every node would, over many nodes and
+//  values (a fixed pseudo-random fleet).
+static void
+test_registry_fact_index_agrees (void **state)
+{
+    registry_t *registry = registry_new ();
+    uint32_t seed = 12345;
+    for (int index = 0; index < 500; index++) {
+        char id [16], mem [32], version [32], rack [32];
+        seed = seed * 1103515245 + 12345;
+        snprintf (id, sizeof id, "n%03d", index);
+        snprintf (mem, sizeof mem, "mem_mb=%u", 512 * (1 + seed % 16));
+        snprintf (version, sizeof version, "os_version=%u.%u",
+                  10 + seed % 4, (seed >> 8) % 3);
+        snprintf (rack, sizeof rack, "rack=r%u", (seed >> 4) % 7);
+        s_fact_node (registry, id, (seed >> 12) % 2 ? "web" : "db", mem,
+                     version, rack, NULL);
+    }
+    const char *targets [] = {
+        "fact:mem_mb>=4096", "fact:mem_mb<1024", "fact:mem_mb=2048",
+        "fact:mem_mb!=512", "fact:os_version>11.1", "fact:os_version~=12.*",
+        "fact:rack=r3", "fact:rack<=r2", "group:web and fact:rack=r1",
+        "fact:rack=r1 and fact:mem_mb>4000", "fact:rack=r9",
+    };
+    for (size_t t = 0; t < sizeof targets / sizeof targets [0]; t++) {
+        target_t target;
+        assert_int_equal (target_parse (targets [t], &target, NULL, 0), 0);
+        size_t expected = 0;
+        registry_node_t **nodes = NULL;
+        size_t count = registry_list (registry, &nodes);
+        for (size_t index = 0; index < count; index++) {
+            const target_t *term = &target;
+            bool hit = true;
+            if (target.scope == TARGET_EXPR) {
+                const target_t *anchors [4];
+                size_t anchor_count = target_fact_anchors (&target, anchors, 4);
+                for (size_t a = 0; a < anchor_count; a++)
+                    hit = hit && fact_test_matches (
+                        &anchors [a]->fact,
+                        registry_node_fact (nodes [index],
+                                            anchors [a]->fact_key));
+                if (strstr (targets [t], "group:web"))
+                    hit = hit && strcmp (nodes [index]->hello->groups [0],
+                                         "web") == 0;
+            }
+            else
+                hit = fact_test_matches (
+                    &term->fact, registry_node_fact (nodes [index],
+                                                     term->fact_key));
+            expected += hit;
+        }
+        free (nodes);
+        if (registry_resolve (registry, &target, NULL) != expected)
+            fail_msg ("%s: %zu, expected %zu", targets [t],
+                      registry_resolve (registry, &target, NULL), expected);
+        target_clear (&target);
+    }
+    registry_destroy (&registry);
+}
+
 int
 main (void)
 {
@@ -1002,6 +1196,8 @@ main (void)
         cmocka_unit_test (test_registry_record_holds_the_hello_as_encoded),
         cmocka_unit_test (test_registry_restores_records_of_the_earlier_layout),
         cmocka_unit_test (test_registry_record_of_every_built_in_backend),
+        cmocka_unit_test (test_registry_fact_targets),
+        cmocka_unit_test (test_registry_fact_index_agrees),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }

@@ -2047,6 +2047,12 @@ function nodeView(ctx, id) {
               fact('Groups', (n.groups || []).map((g) => h('span', { class: 'chip', text: g }))),
               fact('Labels', Object.entries(n.labels || {}).map(([k, v]) =>
                   h('span', { class: 'chip label', text: k + '=' + v }))),
+              Object.keys(n.facts || {}).length
+                  ? fact('Facts', h('span', { id: 'node-facts' },
+                      Object.entries(n.facts).map(([k, v]) =>
+                          h('span', { class: 'chip fact', title: 'target: fact:' + k + '=' + v,
+                                      text: k + '=' + v }))))
+                  : null,
               fact('Running', n.running + ' / ' + n.concurrency),
               fact('Last seen', timeEl(n.last_seen, true)),
               fact('Registered', timeEl(n.registered_at)),

@@ -9,11 +9,43 @@
 //  ---------------------------------------------------------------------
 //  node.list, node.get
 
+//  The nodes node.list's optional "where" (a target: fact:os=debian,
+//  group:web and fact:arch=arm64) selects, online or not, sorted by id,
+//  into *NODES_P. Returns the count, or -1 after a bad_request reply.
+static ssize_t
+s_nodes_where (req_call_t *call, const char *where, registry_node_t ***nodes_p)
+{
+    target_t target;
+    char err [512];
+    if (target_parse (where, &target, err, sizeof err) != 0) {
+        req_error (call, PROTO_ERR_BAD_REQUEST, "where: %s", err);
+        return -1;
+    }
+    char **ids = NULL;
+    size_t count = registry_select (call->ctx->registry, &target, &ids);
+    target_clear (&target);
+    *nodes_p = count ? (registry_node_t **) calloc (count, sizeof (void *))
+                     : NULL;
+    for (size_t index = 0; index < count; index++) {
+        (*nodes_p) [index] = registry_lookup (call->ctx->registry,
+                                              ids [index]);
+        free (ids [index]);
+    }
+    free (ids);
+    return (ssize_t) count;
+}
+
 void
 req_node_list (req_call_t *call)
 {
     registry_node_t **nodes = NULL;
-    size_t count = registry_list (call->ctx->registry, &nodes);
+    char *where = req_field (call, "where");
+    ssize_t selected = where ? s_nodes_where (call, where, &nodes) : 0;
+    free (where);
+    if (selected < 0)
+        return;
+    size_t count = where ? (size_t) selected
+                         : registry_list (call->ctx->registry, &nodes);
     pw_reset (call->reply);
     proto_reply_ok_begin (call->reply, call->request->id);
     pw_map (call->reply, 1);

@@ -745,17 +745,21 @@ class Client:
 
     # -- nodes, queue, broker --------------------------------------------
 
-    def nodes(self) -> List[Node]:
-        """Every node, sorted by id.
+    def nodes(self, where: Optional[str] = None) -> List[Node]:
+        """Every node, sorted by id; with ``where`` (a target) only the
+        nodes it selects, online or not.
 
             online = [n["id"] for n in client.nodes() if n["status"] == "online"]
+            debian = [n["id"] for n in client.nodes(where="fact:os=debian")]
         """
-        return self.request("node.list")["nodes"]
+        return self.request("node.list", where=where)["nodes"]
 
     def node(self, node_id: str) -> Node:
-        """One NODE with its ``backends`` (their actions and params).
+        """One NODE with its ``backends`` (their actions and params) and
+        its ``facts`` (what it reports about its host).
 
             actions = [b["name"] for b in client.node("web-01")["backends"]]
+            os_name = client.node("web-01")["facts"].get("os")
         """
         return self.request("node.get", node=node_id)
 

@@ -374,6 +374,9 @@ test('the nodes page shows every agent, and an admin drains and resumes one', LI
     await page.click('#nodes a[href="#/nodes/web-01"]');
     await page.waitForSelector('#backends');
     assert.match(await page.textContent('#backends'), /test.*echo.*print a message/s);
+    // And what it reports about its host
+    await page.waitForSelector('#node-facts');
+    assert.match(await page.textContent('#node-facts'), /agent_version=\d/);
     await shot('node');
 });
 

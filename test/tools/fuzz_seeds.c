@@ -149,6 +149,9 @@ main (int argc, char *argv [])
          .exit_code = 1, .duration_ms = 5, .truncated = true,
          .output_size = 3000000, .output_dropped = 1000},
     };
+    proto_kv_t host_facts [] = {{.key = "mem_mb", .value = "8192"},
+                                {.key = "os", .value = "debian"},
+                                {.key = "os_version", .value = "12"}};
     proto_msg_t messages [] = {
         {.type = PROTO_HELLO, .node = "web-01", .hostname = "web-01.lan",
          .groups = groups, .group_count = 2, .labels = labels,
@@ -198,6 +201,8 @@ main (int argc, char *argv [])
          .result_count = 2},
         {.type = PROTO_WELCOME, .node = "web-01", .heartbeat_ms = 5000,
          .max_output = 16777216, .features = granted, .feature_count = 1},
+        {.type = PROTO_FACTS, .node = "web-01", .facts = host_facts,
+         .fact_count = 3},
     };
     for (size_t index = 0; index < sizeof messages / sizeof messages [0];
          index++)

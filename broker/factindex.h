@@ -1,0 +1,51 @@
+/*  =========================================================================
+    factindex - which nodes have which fact values, for targets by fact
+
+    A fact target over a fleet must not test every node: the index keeps,
+    per fact name, each distinct value with the nodes that report it, and
+    the values that are numbers in order. So `fact:os=debian` is one hash
+    lookup, `fact:mem_mb>=4096` a binary search and a walk of the values
+    in range, and a glob or != one test per distinct value (a fleet has
+    few distinct values for most facts), never one per node.
+
+    Nodes are opaque pointers: the registry adds and removes a node's
+    facts as they change. The index owns no node.
+
+    Threading: one index belongs to one thread.
+    =========================================================================
+*/
+#ifndef GRID_FACTINDEX_H
+#define GRID_FACTINDEX_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "../proto/facts.h"
+
+typedef struct _factindex_t factindex_t;
+
+//  A new, empty index; NULL when out of memory.
+factindex_t *factindex_new (void);
+
+//  Frees the index; NULL-safe, nulls *self_p.
+void factindex_destroy (factindex_t **self_p);
+
+//  NODE reports fact NAME with VALUE (copied). Returns 0 or -1 (out of
+//  memory).
+int factindex_add (factindex_t *self, const char *name, const char *value,
+                   void *node);
+
+//  NODE no longer reports NAME with VALUE (nothing when it did not).
+void factindex_remove (factindex_t *self, const char *name,
+                       const char *value, void *node);
+
+//  The nodes whose fact NAME passes TEST, each once, in no order: a
+//  malloc'd array in *NODES_P (the caller frees it; NULL when none).
+//  Returns how many.
+size_t factindex_find (factindex_t *self, const char *name,
+                       const fact_test_t *test, void ***nodes_p);
+
+//  How many distinct values fact NAME has (0 when no node reports it).
+size_t factindex_values (factindex_t *self, const char *name);
+
+#endif
