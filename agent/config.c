@@ -313,8 +313,11 @@ s_conf_file (agent_config_t *config, const pv_t *root, char *err,
         return -1;
     }
     char why [512];
-    if (conf_check_keys (file, s_file_keys, why, sizeof (why))
-    ||  s_conf_list (file, "roots", &config->file_roots,
+    if (conf_check_keys (file, s_file_keys, why, sizeof (why))) {
+        s_err (err, err_len, "file: %s", why);
+        return -1;
+    }
+    if (s_conf_list (file, "roots", &config->file_roots,
                      &config->file_root_count, why, sizeof (why))) {
         s_err (err, err_len, "file.%s", why);
         return -1;
