@@ -201,6 +201,31 @@ test_it_files_put_get_stat_absent (void **state)
     assert_string_equal (s_datum (cell, "mode", buf, sizeof buf), "0644");
     pv_doc_destroy (&doc);
 
+    //  From a local file: --src reads it, --dest names the path
+    char local [PATH_MAX], dest [PATH_MAX];
+    S_FMT (local, sizeof (local), "%s/local.conf", s_grid.dir);
+    S_FMT (dest, sizeof (dest), "%s/from-src.conf", s_root);
+    FILE *file = fopen (local, "w");
+    assert_non_null (file);
+    fputs ("from a file\n\n", file);
+    fclose (file);
+    doc = s_expect (0, "files-01", "put", "--src", local, "--dest", dest,
+                    NULL, NULL);
+    assert_string_equal (s_datum (s_cell (doc, "files-01"), "changed", buf,
+                                  sizeof buf), "true");
+    pv_doc_destroy (&doc);
+    text = grid_slurp (dest);
+    assert_string_equal (text, "from a file\n\n");
+    free (text);
+    char *out = NULL, *err = NULL;
+    S_FMT (local, sizeof (local), "%s/missing.conf", s_grid.dir);
+    int code = s_file ("files-01", "put", &out, &err, "--src", local,
+                       "--dest", dest, NULL, NULL);
+    assert_int_equal (code, 2);
+    assert_non_null (strstr (err, "missing.conf"));
+    free (out);
+    free (err);
+
     doc = s_expect (0, "files-01", "absent", "--path", path, NULL, NULL,
                     NULL, NULL);
     assert_string_equal (s_datum (s_cell (doc, "files-01"), "changed", buf,
