@@ -1529,6 +1529,8 @@ agent_new (agent_config_t *config, char *err, size_t err_len)
     self->facts_timer = -1;
     self->context.tool_dir = config->tool_dir;
     self->context.resolv_conf = config->resolv_conf;
+    self->context.file_roots = config->file_roots;
+    self->context.file_root_count = config->file_root_count;
     //  Tells this process from a restarted one in hello (duplicate_node)
     uint8_t random_bytes [8];
     if (getrandom (random_bytes, sizeof (random_bytes), 0)
@@ -1721,6 +1723,10 @@ s_restart_only (const agent_config_t *running, const agent_config_t *fresh,
           running->output_cap_bytes != fresh->output_cap_bytes },
         { "resolv_conf", s_text_differs (running->resolv_conf,
                                          fresh->resolv_conf) },
+        { "file.roots", s_lists_differ (running->file_roots,
+                                        running->file_root_count,
+                                        fresh->file_roots,
+                                        fresh->file_root_count) },
         { "kill_grace", running->kill_grace_ms != fresh->kill_grace_ms },
         { "key", s_text_differs (running->key_file, fresh->key_file) },
         { "broker_key", s_text_differs (running->broker_key,

@@ -150,6 +150,7 @@ agent_config_clear (agent_config_t *config)
     free (config->tool_dir);
     s_free_list (&config->disabled, &config->disabled_count);
     free (config->resolv_conf);
+    s_free_list (&config->file_roots, &config->file_root_count);
     free (config->key_file);
     free (config->broker_key);
     free (config->log_level);
@@ -297,8 +298,36 @@ static const char *const s_config_keys [] = {
     "concurrency", "tool_dir", "output_cap_bytes", "disabled_backends",
     "resolv_conf", "kill_grace", "drain", "progress_interval", "output_rate", "verbose", "key", "broker_key", "failover", "failback",
     "insecure", "log_level", "log_format", "facts", "facts_dir",
-    "facts_interval", NULL
+    "facts_interval", "file", NULL
 };
+
+static const char *const s_file_keys [] = { "roots", NULL };
+
+//  The file: section (roots: a list of directories).
+static int
+s_conf_file (agent_config_t *config, const pv_t *root, char *err,
+             size_t err_len)
+{
+    const pv_t *file = pv_map_get (root, "file");
+    if (!file)
+        return 0;
+    if (pv_type (file) != PV_MAP) {
+        s_err (err, err_len, "file: expected a map, got %s",
+               pv_type_name (pv_type (file)));
+        return -1;
+    }
+    char why [512];
+    if (conf_check_keys (file, s_file_keys, why, sizeof (why))) {
+        s_err (err, err_len, "file: %s", why);
+        return -1;
+    }
+    if (s_conf_list (file, "roots", &config->file_roots,
+                     &config->file_root_count, why, sizeof (why))) {
+        s_err (err, err_len, "file.%s", why);
+        return -1;
+    }
+    return 0;
+}
 
 //  Applies the keys of ROOT to CONFIG.
 static int
@@ -339,6 +368,8 @@ s_conf_apply (agent_config_t *config, const pv_t *root, char *err,
                      err, err_len)
     ||  s_conf_list (root, "disabled_backends", &config->disabled,
                      &config->disabled_count, err, err_len))
+        return -1;
+    if (s_conf_file (config, root, err, err_len))
         return -1;
     if (conf_get_int (root, "concurrency", &number, err, err_len))
         return -1;
@@ -737,6 +768,9 @@ s_print_config (const agent_config_t *config, const char *const *values,
                         S_GIVEN (S_OPT_DISABLE));
     conf_print_setting (o, "resolv_conf", config->resolv_conf, true,
                         "--resolv-conf", S_GIVEN (S_OPT_RESOLV_CONF));
+    s_flow_list (config->file_roots, config->file_root_count, text,
+                 sizeof text);
+    conf_print_setting (o, "file.roots", text, false, NULL, false);
     conf_print_duration (o, "kill_grace", config->kill_grace_ms,
                          "--kill-grace", S_GIVEN (S_OPT_KILL_GRACE));
     conf_print_duration (o, "drain", config->drain_ms, "--drain",
@@ -1005,6 +1039,25 @@ agent_config_check (agent_config_t *config, char *err, size_t err_len)
             return -1;
         }
         s_set_str (&config->tool_dir, real);
+    }
+    //  The file backend's roots: existing directories, made canonical
+    //  (the backend compares paths with them as text)
+    for (size_t index = 0; index < config->file_root_count; index++) {
+        const char *given = config->file_roots [index];
+        char real [PATH_MAX];
+        struct stat info;
+        if (given [0] != '/') {
+            s_err (err, err_len, "file.roots: '%s' is not an absolute path",
+                   given);
+            return -1;
+        }
+        if (!realpath (given, real) || stat (real, &info)
+        ||  !S_ISDIR (info.st_mode)) {
+            s_err (err, err_len, "file.roots: '%s' is not a directory",
+                   given);
+            return -1;
+        }
+        s_set_str (&config->file_roots [index], real);
     }
     return 0;
 }

@@ -73,6 +73,8 @@ typedef struct {
     char **disabled;             //  Backends switched off here
     size_t disabled_count;
     char *resolv_conf;           //  File the network backend manages
+    char **file_roots;           //  file.roots: directories the file backend
+    size_t file_root_count;      //  may touch (none: it is off)
     int64_t kill_grace_ms;       //  SIGTERM -> SIGKILL for a task
     int64_t drain_ms;            //  Shutdown: how long running work may go on
     int64_t progress_ms;         //  At most one progress message per task this often (>= 100)

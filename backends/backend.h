@@ -63,6 +63,8 @@
 typedef struct {
     const char *tool_dir;       //  Programs only from here, or NULL: safe PATH
     const char *resolv_conf;    //  File the network backend reads and writes
+    char *const *file_roots;    //  Directories the file backend may touch
+    size_t file_root_count;     //  How many (0: the file backend is off)
 } backend_context_t;
 
 //  What an in-process action (or a program's output parser) reports.
@@ -186,6 +188,7 @@ extern const backend_ops_t backend_network_ops;
 extern const backend_ops_t backend_apt_ops;
 extern const backend_ops_t backend_systemd_ops;
 extern const backend_ops_t backend_rke2_ops;
+extern const backend_ops_t backend_file_ops;
 
 //  ---------------------------------------------------------------------
 //  backends.c: the list, lookup, checking, hello specs, plans

@@ -41,6 +41,7 @@ static const backend_ops_t *const s_backends [] = {
     &backend_apt_ops,
     &backend_systemd_ops,
     &backend_rke2_ops,
+    &backend_file_ops,
 };
 #define S_BACKEND_COUNT (sizeof (s_backends) / sizeof (s_backends [0]))
 

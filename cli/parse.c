@@ -26,6 +26,33 @@
 #include "commands.h"
 #include "util.h"
 
+#define S_FILE_CONTENT_MAX 4096  //  file put's content param, at most
+
+//  The content of the local file PATH for file put's --src, as text into
+//  CONTENT (S_FILE_CONTENT_MAX + 1 bytes). Returns 0, or -1 with ERR.
+static int
+s_file_content (const char *path, char *content, char *err, size_t err_len)
+{
+    FILE *file = fopen (path, "rb");
+    if (!file)
+        return cli_fail (err, err_len, "--src %s: %s", path,
+                         strerror (errno));
+    size_t len = fread (content, 1, S_FILE_CONTENT_MAX + 1, file);
+    bool failed = ferror (file) != 0;
+    fclose (file);
+    if (failed)
+        return cli_fail (err, err_len, "--src %s: cannot read it", path);
+    if (len > S_FILE_CONTENT_MAX)
+        return cli_fail (err, err_len, "--src %s: larger than %d bytes, "
+                         "the most file put takes", path,
+                         S_FILE_CONTENT_MAX);
+    if (memchr (content, 0, len))
+        return cli_fail (err, err_len, "--src %s: holds a NUL byte (file "
+                         "put takes text)", path);
+    content [len] = 0;
+    return 0;
+}
+
 //  One argument after `job run ... BACKEND ACTION`: --wait, or a param
 //  written --NAME VALUE or --NAME=VALUE.
 static int
@@ -64,6 +91,22 @@ s_param_arg (cli_args_t *args, int argc, char *const *argv, int *index,
     else
         return cli_fail (err, err_len, "param --%s needs a value "
                          "(write --%s VALUE)", name, name);
+
+    //  file put: --src LOCAL sends the local file's content, --dest is
+    //  the path on the nodes
+    char content [S_FILE_CONTENT_MAX + 1];
+    if (args->backend && args->action && streq (args->backend, "file")
+        && streq (args->action, "put")) {
+        if (streq (name, "src")) {
+            if (s_file_content (value, content, err, err_len))
+                return -1;
+            snprintf (name, sizeof name, "content");
+            value = content;
+        }
+        else
+        if (streq (name, "dest"))
+            snprintf (name, sizeof name, "path");
+    }
 
     for (size_t p = 0; p < args->param_count; p++)
         if (streq (args->params [p].name, name))

@@ -112,9 +112,9 @@ test_backends_schemas (void **unused)
 {
     size_t count = 0;
     const backend_ops_t *const *all = backends_all (&count);
-    assert_int_equal (count, 7);
+    assert_int_equal (count, 8);
     const char *names [] = { "test", "system", "ping", "network", "apt",
-                             "systemd", "rke2" };
+                             "systemd", "rke2", "file" };
     for (size_t index = 0; index < count; index++) {
         const backend_ops_t *ops = all [index];
         assert_string_equal (ops->name, names [index]);
@@ -161,7 +161,7 @@ test_backends_hello_specs (void **unused)
     proto_backend_spec_t *specs = NULL;
     size_t count = 0;
     assert_int_equal (backends_hello_specs (disabled, 2, &specs, &count), 0);
-    assert_int_equal (count, 5);
+    assert_int_equal (count, 6);
     for (size_t index = 0; index < count; index++) {
         assert_string_not_equal (specs [index].name, "apt");
         assert_string_not_equal (specs [index].name, "rke2");
@@ -400,7 +400,7 @@ test_backends_params_rules (void **unused)
 static void
 test_backends_argv (void **unused)
 {
-    backend_context_t context = { s_fakes, NULL };
+    backend_context_t context = { s_fakes, NULL, NULL, 0 };
     char err [256];
     char path [PATH_MAX];
     backend_plan_t *plan;
@@ -547,7 +547,7 @@ s_run_inproc (backend_plan_t *plan, backend_outcome_t *outcome)
 static void
 test_backends_system_data (void **unused)
 {
-    backend_context_t context = { NULL, NULL };
+    backend_context_t context = { NULL, NULL, NULL, 0 };
     char err [256];
     backend_outcome_t outcome;
     struct {
@@ -618,7 +618,7 @@ test_backends_path_canonical (void **unused)
     assert_int_equal (symlink ("/etc", link), 0);
     snprintf (inside, sizeof (inside), "%s/etc-link/hostname", dir);
 
-    backend_context_t context = { NULL, NULL };
+    backend_context_t context = { NULL, NULL, NULL, 0 };
     char err [256];
     //  The disk action allows any absolute path: the symlink is resolved
     backend_plan_t *plan = s_plan (&context, err, sizeof (err), "system",
@@ -677,7 +677,7 @@ test_backends_dns (void **unused)
     assert_int_equal (chmod (file, 0640), 0);
     assert_int_equal (symlink (file, link), 0);
 
-    backend_context_t context = { NULL, link };
+    backend_context_t context = { NULL, link, NULL, 0 };
     char err [256];
     backend_outcome_t outcome;
     backend_plan_t *plan = s_plan (&context, err, sizeof (err), "network",
@@ -825,7 +825,7 @@ test_backends_fakes_record (void **unused)
     snprintf (log, sizeof (log), "%s/argv.log", dir);
     setenv ("GRID_FAKE_LOG", log, 1);
 
-    backend_context_t context = { s_fakes, NULL };
+    backend_context_t context = { s_fakes, NULL, NULL, 0 };
     char err [256];
     s_ran_t ran;
 
@@ -917,7 +917,7 @@ test_backends_fakes_record (void **unused)
 static void
 test_backends_progress (void **state)
 {
-    backend_context_t context = { NULL, NULL };
+    backend_context_t context = { NULL, NULL, NULL, 0 };
     char err [256];
     backend_plan_t *plan = s_plan (&context, err, sizeof (err), "test",
                                    "sleep", "seconds", "4", NULL);

@@ -428,9 +428,9 @@ test_it_agent_hello_advertises_schemas (void **state)
     assert_true (proto_hello_has_feature (hello, PROTO_FEATURE_RESULT_ACKS));
     //  Every built-in backend but the one switched off here
     const char *offered [] = {"test", "system", "ping", "network", "apt",
-                              "systemd"};
-    assert_int_equal (hello->backend_count, 6);
-    for (size_t index = 0; index < 6; index++)
+                              "systemd", "file"};
+    assert_int_equal (hello->backend_count, 7);
+    for (size_t index = 0; index < 7; index++)
         assert_string_equal (hello->backends [index].name, offered [index]);
     const proto_backend_spec_t *apt = &hello->backends [4];
     assert_string_equal (apt->actions [0].name, "install");
@@ -850,7 +850,7 @@ test_it_agent_older_broker_hello (void **state)
     assert_non_null (hello);
     assert_int_equal (hello->type, PROTO_HELLO);
     assert_int_equal (hello->feature_count, 0);
-    assert_int_equal (hello->backend_count, 6);
+    assert_int_equal (hello->backend_count, 7);
     proto_msg_destroy (&hello);
     proto_msg_t welcome = {
         .type = PROTO_WELCOME, .node = S_NODE, .heartbeat_ms = 1000

@@ -831,7 +831,7 @@ test_it_backends_node_info_lists_actions (void **state)
     //  The schemas themselves, as a script reads them
     pv_doc_t *doc = grid_call (&s_grid, "node.get", "node", "web-01", NULL);
     const pv_t *backends = pv_map_get (s_data (doc), "backends");
-    assert_int_equal (pv_size (backends), 7);
+    assert_int_equal (pv_size (backends), 8);
     bool seen = false;
     for (size_t b = 0; b < pv_size (backends); b++) {
         const pv_t *backend = pv_array_at (backends, b);

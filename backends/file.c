@@ -1,0 +1,313 @@
+/*  =========================================================================
+    file backend - files under the roots an operator opens
+
+    put writes content to a path (mode, owner, group, backup, makedirs),
+    idempotently: when the content's SHA-256, the mode and the owner match,
+    nothing is written and data says changed false. get answers a file's
+    content as the output (base64 when it holds a NUL byte, data encoding
+    says so) with its size and sha256. stat reports exists, type, size,
+    mode, owner, group, sha256 and mtime; absent removes a file or a
+    symlink (never a directory).
+
+    Every action runs in-process in the agent's loop through fileops (the
+    safety rules are there): paths must be absolute, canonical and under
+    one of the agent's file.roots; with no root, every action is refused.
+    Paths are "string" params with a pattern, not "path" ones: a "path"
+    param is canonicalised with realpath, which follows symlinks, and this
+    backend must never follow one.
+    =========================================================================
+*/
+#include "backend.h"
+#include "fileops.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define S_PATH_PATTERN "^(/[A-Za-z0-9._+,:=@%-]+)+$"
+#define S_NAME_PATTERN "^[A-Za-z0-9_][A-Za-z0-9_.-]{0,31}$"
+#define S_MODE_PATTERN "^[0-7]{3,4}$"
+#define S_GET_MAX (8u << 20)    //  Largest file get answers
+
+static fileops_roots_t
+s_roots (const backend_plan_t *plan)
+{
+    fileops_roots_t roots = { NULL, 0 };
+    if (plan->context) {
+        roots.paths = plan->context->file_roots;
+        roots.count = plan->context->file_root_count;
+    }
+    return roots;
+}
+
+static void
+s_fail (backend_outcome_t *outcome, const char *err)
+{
+    outcome->ok = false;
+    outcome->exit_code = 1;
+    backend_outcome_error (outcome, "%s", err);
+}
+
+//  The put PLAN asks for into PUT (pointers into the plan's params).
+static void
+s_put_args (const backend_plan_t *plan, fileops_put_t *put)
+{
+    memset (put, 0, sizeof (*put));
+    put->path = backend_plan_param (plan, "path");
+    put->content = backend_plan_param (plan, "content");
+    put->len = put->content ? strlen ((const char *) put->content) : 0;
+    const char *mode = backend_plan_param (plan, "mode");
+    put->mode = mode ? (int) strtol (mode, NULL, 8) : -1;
+    put->owner = backend_plan_param (plan, "owner");
+    put->group = backend_plan_param (plan, "group");
+    const char *backup = backend_plan_param (plan, "backup");
+    const char *makedirs = backend_plan_param (plan, "makedirs");
+    put->backup = backup && strcmp (backup, "true") == 0;
+    put->makedirs = makedirs && strcmp (makedirs, "true") == 0;
+}
+
+int
+fileops_plan_check (const backend_plan_t *plan, bool want_diff,
+                        fileops_change_t *change, char *err, size_t err_len)
+{
+    fileops_put_t put;
+    s_put_args (plan, &put);
+    fileops_roots_t roots = s_roots (plan);
+    return fileops_put_check (&roots, &put, want_diff, change, err, err_len);
+}
+
+//  "content, mode" of what CHANGE changes into BUF.
+static void
+s_what (const fileops_change_t *change, char *buf, size_t buf_len)
+{
+    snprintf (buf, buf_len, "%s%s%s%s%s",
+              change->content ? "content" : "",
+              change->content && (change->mode || change->owner) ? ", " : "",
+              change->mode ? "mode" : "",
+              change->mode && change->owner ? ", " : "",
+              change->owner ? "owner" : "");
+}
+
+static void
+s_put (const backend_plan_t *plan, backend_outcome_t *outcome)
+{
+    fileops_put_t put;
+    s_put_args (plan, &put);
+    fileops_roots_t roots = s_roots (plan);
+    fileops_change_t change;
+    char err [1024];
+    if (fileops_put (&roots, &put, &change, err, sizeof (err))) {
+        s_fail (outcome, err);
+        return;
+    }
+    bool changed = fileops_changed (&change);
+    outcome->ok = true;
+    outcome->exit_code = 0;
+    backend_outcome_data (outcome, "changed", changed ? "true" : "false");
+    backend_outcome_data (outcome, "sha256", change.sha256_new);
+    backend_outcome_data_int (outcome, "size", (int64_t) put.len);
+    if (change.backup [0])
+        backend_outcome_data (outcome, "backup", change.backup);
+    if (changed) {
+        char what [64];
+        s_what (&change, what, sizeof (what));
+        backend_outcome_output (outcome, "%s %s (%s)", put.path,
+                                change.existed ? "changed" : "created", what);
+    }
+    else
+        backend_outcome_output (outcome, "%s unchanged", put.path);
+    fileops_change_clear (&change);
+}
+
+//  Base64 of LEN bytes at DATA (malloc'd), or NULL.
+static char *
+s_base64 (const unsigned char *data, size_t len)
+{
+    static const char digits [] =
+        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    char *out = (char *) malloc ((len + 2) / 3 * 4 + 1);
+    if (!out)
+        return NULL;
+    size_t at = 0;
+    for (size_t index = 0; index < len; index += 3) {
+        uint32_t bits = (uint32_t) data [index] << 16;
+        if (index + 1 < len)
+            bits |= (uint32_t) data [index + 1] << 8;
+        if (index + 2 < len)
+            bits |= data [index + 2];
+        out [at++] = digits [(bits >> 18) & 63];
+        out [at++] = digits [(bits >> 12) & 63];
+        out [at++] = index + 1 < len ? digits [(bits >> 6) & 63] : '=';
+        out [at++] = index + 2 < len ? digits [bits & 63] : '=';
+    }
+    out [at] = 0;
+    return out;
+}
+
+static void
+s_get (const backend_plan_t *plan, backend_outcome_t *outcome)
+{
+    fileops_roots_t roots = s_roots (plan);
+    char *content = NULL;
+    size_t len = 0;
+    char sha256 [SHA256_HEX];
+    char err [1024];
+    if (fileops_get (&roots, backend_plan_param (plan, "path"), S_GET_MAX,
+                     &content, &len, sha256, err, sizeof (err))) {
+        s_fail (outcome, err);
+        return;
+    }
+    bool binary = memchr (content, 0, len) != NULL;
+    if (binary) {
+        char *encoded = s_base64 ((const unsigned char *) content, len);
+        free (content);
+        content = encoded;
+        if (!content) {
+            s_fail (outcome, "out of memory");
+            return;
+        }
+    }
+    outcome->ok = true;
+    outcome->exit_code = 0;
+    free (outcome->output);
+    outcome->output = content;
+    backend_outcome_data_int (outcome, "size", (int64_t) len);
+    backend_outcome_data (outcome, "sha256", sha256);
+    backend_outcome_data (outcome, "encoding", binary ? "base64" : "text");
+}
+
+static void
+s_stat (const backend_plan_t *plan, backend_outcome_t *outcome)
+{
+    fileops_roots_t roots = s_roots (plan);
+    fileops_stat_t info;
+    char err [1024];
+    const char *path = backend_plan_param (plan, "path");
+    if (fileops_stat (&roots, path, &info, err, sizeof (err))) {
+        s_fail (outcome, err);
+        return;
+    }
+    outcome->ok = true;
+    outcome->exit_code = 0;
+    backend_outcome_data (outcome, "exists", info.exists ? "true" : "false");
+    if (!info.exists) {
+        backend_outcome_output (outcome, "%s does not exist", path);
+        return;
+    }
+    char mode [8];
+    snprintf (mode, sizeof (mode), "%04o", (unsigned) info.mode);
+    backend_outcome_data (outcome, "type", info.type);
+    backend_outcome_data_int (outcome, "size", info.size);
+    backend_outcome_data (outcome, "mode", mode);
+    backend_outcome_data (outcome, "owner", info.owner);
+    backend_outcome_data (outcome, "group", info.group);
+    backend_outcome_data_int (outcome, "mtime", info.mtime);
+    if (info.sha256 [0])
+        backend_outcome_data (outcome, "sha256", info.sha256);
+    backend_outcome_output (outcome, "%s: %s, %lld bytes, mode %s, %s:%s",
+                            path, info.type, (long long) info.size, mode,
+                            info.owner, info.group);
+}
+
+static void
+s_absent (const backend_plan_t *plan, backend_outcome_t *outcome)
+{
+    fileops_roots_t roots = s_roots (plan);
+    bool changed = false;
+    char err [1024];
+    const char *path = backend_plan_param (plan, "path");
+    if (fileops_absent (&roots, path, &changed, err, sizeof (err))) {
+        s_fail (outcome, err);
+        return;
+    }
+    outcome->ok = true;
+    outcome->exit_code = 0;
+    backend_outcome_data (outcome, "changed", changed ? "true" : "false");
+    backend_outcome_output (outcome, "%s %s", path,
+                            changed ? "removed" : "was not there");
+}
+
+//  Every action: the path's form is checked when the command comes, so a
+//  hostile one is refused before it is queued.
+static int
+s_plan_path (backend_plan_t *plan, backend_inproc_fn *inproc, char *err,
+             size_t err_len)
+{
+    if (fileops_path_check (backend_plan_param (plan, "path"), err, err_len))
+        return -1;
+    plan->run = BACKEND_RUN_INPROC;
+    plan->inproc = inproc;
+    return 0;
+}
+
+static int
+s_plan_put (backend_plan_t *plan, char *err, size_t err_len)
+{
+    return s_plan_path (plan, s_put, err, err_len);
+}
+
+static int
+s_plan_get (backend_plan_t *plan, char *err, size_t err_len)
+{
+    return s_plan_path (plan, s_get, err, err_len);
+}
+
+static int
+s_plan_stat (backend_plan_t *plan, char *err, size_t err_len)
+{
+    return s_plan_path (plan, s_stat, err, err_len);
+}
+
+static int
+s_plan_absent (backend_plan_t *plan, char *err, size_t err_len)
+{
+    return s_plan_path (plan, s_absent, err, err_len);
+}
+
+#define S_PATH_PARAM \
+    { .name = "path", .type = BACKEND_TYPE_STRING, .required = true, \
+      .pattern = S_PATH_PATTERN, \
+      .help = "an absolute, canonical path under one of the node's " \
+              "file.roots" }
+
+static const backend_param_t s_put_params [] = {
+    S_PATH_PARAM,
+    { .name = "content", .type = BACKEND_TYPE_TEXT, .required = true,
+      .help = "the file's new content (text, at most 4096 bytes)" },
+    { .name = "mode", .type = BACKEND_TYPE_STRING, .pattern = S_MODE_PATTERN,
+      .help = "permission bits in octal, e.g. 0644 (default: keep the "
+              "file's, 0644 for a new one)" },
+    { .name = "owner", .type = BACKEND_TYPE_STRING, .pattern = S_NAME_PATTERN,
+      .help = "user name or id, resolved on the node (default: keep the "
+              "file's, the agent's for a new one)" },
+    { .name = "group", .type = BACKEND_TYPE_STRING, .pattern = S_NAME_PATTERN,
+      .help = "group name or id, resolved on the node (default: keep the "
+              "file's, the agent's for a new one)" },
+    { .name = "backup", .type = BACKEND_TYPE_BOOL, .default_value = "false",
+      .help = "keep the previous version beside it as <path>.bak" },
+    { .name = "makedirs", .type = BACKEND_TYPE_BOOL, .default_value = "false",
+      .help = "create missing directories (mode 0755) under the root" },
+};
+
+static const backend_param_t s_path_params [] = {
+    S_PATH_PARAM,
+};
+
+#define S_PARAMS(list) list, sizeof (list) / sizeof (list [0])
+
+static const backend_action_t s_actions [] = {
+    { "put", true, "write content to a file atomically, unless it already "
+      "matches (sha256, mode, owner)", S_PARAMS (s_put_params), s_plan_put,
+      .idempotent = true },
+    { "get", false, "a file's content as the output, with its size and "
+      "sha256", S_PARAMS (s_path_params), s_plan_get, false },
+    { "stat", false, "whether a file exists, its type, size, mode, owner, "
+      "sha256 and mtime", S_PARAMS (s_path_params), s_plan_stat, false },
+    { "absent", true, "remove a file or symlink (never a directory)",
+      S_PARAMS (s_path_params), s_plan_absent, .idempotent = true },
+};
+
+const backend_ops_t backend_file_ops = {
+    "file", s_actions, sizeof (s_actions) / sizeof (s_actions [0]),
+    "1.0"
+};
