@@ -109,7 +109,8 @@ jobrec_save_header (store_txn_t *txn, const sched_job_t *job, pw_t *scratch)
     pw_map (scratch, 10 + (job->retry_of ? 1 : 0)
                          + (job->retried_by_count ? 1 : 0)
                          + (job->schedule ? 1 : 0)
-                         + (job->submitted_by ? 1 : 0));
+                         + (job->submitted_by ? 1 : 0)
+                         + (job->spec->check ? 1 : 0));
     pw_str (scratch, "id");
     pw_str (scratch, job->id);
     if (job->schedule) {
@@ -119,6 +120,11 @@ jobrec_save_header (store_txn_t *txn, const sched_job_t *job, pw_t *scratch)
     if (job->submitted_by) {
         pw_str (scratch, "submitted_by");
         pw_str (scratch, job->submitted_by);
+    }
+    if (job->spec->check) {
+        //  A dry run; 0.1.0 passes over the key
+        pw_str (scratch, "check");
+        pw_bool (scratch, true);
     }
     if (job->retry_of) {
         pw_str (scratch, "retry_of");
@@ -754,6 +760,8 @@ jobrec_write_record (store_txn_t *txn, const char *job_id,
     bool has_schedule = pv_type (schedule) == PV_STR;
     const pv_t *submitted_by = pv_map_get (header, "submitted_by");
     bool has_submitted_by = pv_type (submitted_by) == PV_STR;
+    bool check = false;
+    pv_get_bool (pv_map_get (header, "check"), &check);
     //  not_run lists the members a group, label or all did not run; the
     //  nodes a list names have their rows in results instead
     const pv_t *not_run = pv_map_get (header, "not_run");
@@ -770,7 +778,7 @@ jobrec_write_record (store_txn_t *txn, const char *job_id,
                         + (has_retry_of ? 1 : 0) + (has_retried_by ? 1 : 0)
                         + (members ? 1 : 0) + (has_schedule ? 1 : 0)
                         + (has_submitted_by ? 1 : 0) + (live ? 1 : 0)
-                        + (traceparent ? 1 : 0));
+                        + (traceparent ? 1 : 0) + (check ? 1 : 0));
     pw_str (writer, "id");
     pw_str (writer, job_id);
     pw_str (writer, "target_text");
@@ -790,6 +798,10 @@ jobrec_write_record (store_txn_t *txn, const char *job_id,
     if (has_submitted_by) {
         pw_str (writer, "submitted_by");
         pw_pv (writer, submitted_by);
+    }
+    if (check) {
+        pw_str (writer, "check");
+        pw_bool (writer, true);
     }
     if (traceparent) {
         pw_str (writer, "trace");
@@ -1195,6 +1207,7 @@ jobrec_load (store_txn_t *txn, const char *job_id, sched_job_t **job_p)
     job->reason = pv_strdup (pv_map_get (header, "reason"));
     job->schedule = pv_strdup (pv_map_get (header, "schedule"));
     job->submitted_by = pv_strdup (pv_map_get (header, "submitted_by"));
+    pv_get_bool (pv_map_get (header, "check"), &job->spec->check);
     //  A job of an earlier release has none: it stays untraced
     if (jobtrace_get (txn, job_id, job->traceparent, &job->trace_made) == 0)
         jobtrace_remember (job_id, job->traceparent);

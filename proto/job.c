@@ -1489,6 +1489,8 @@ job_spec_dup (const job_spec_t *spec)
     job_errors_clear (&errors);
     pv_doc_destroy (&doc);
     pw_destroy (&writer);
+    if (copy)
+        copy->check = spec->check;
     return copy;
 }
 

@@ -168,6 +168,10 @@ typedef struct {
     uint32_t canary;          //  Nodes in the first batch, 0 = as batch says
     job_notify_t *notify;     //  Webhooks told of the job's end (owned)
     size_t notify_count;      //  How many (at most JOB_MAX_NOTIFY)
+    bool check;               //  A dry run (job.submit's check): each command
+                              //  asks for its action's check. Not part of
+                              //  the spec's wire or stored forms (the job
+                              //  header keeps it); job_spec_dup copies it
 } job_spec_t;
 
 //  The order of a DAG job, per step: what each step waits for on its node.
