@@ -889,7 +889,7 @@ s_unavailable_reason (const registry_node_t *node, const job_spec_t *spec,
     if (spec->check && !registry_node_checks (node)) {
         //  Its agent would not know the command's check: never sent
         *status = SCHED_CELL_UNSUPPORTED;
-        return strdup ("cannot tell: its agent runs no checks (a release "
+        return strdup ("runs no checks, cannot tell (an agent of a release "
                        "before dry runs, or behind an older relay)");
     }
     const job_phase_t *leaf = s_missing_action (node, spec);
