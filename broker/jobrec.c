@@ -109,8 +109,7 @@ jobrec_save_header (store_txn_t *txn, const sched_job_t *job, pw_t *scratch)
     pw_map (scratch, 10 + (job->retry_of ? 1 : 0)
                          + (job->retried_by_count ? 1 : 0)
                          + (job->schedule ? 1 : 0)
-                         + (job->submitted_by ? 1 : 0)
-                         + (job->spec->check ? 1 : 0));
+                         + (job->submitted_by ? 1 : 0));
     pw_str (scratch, "id");
     pw_str (scratch, job->id);
     if (job->schedule) {
@@ -120,11 +119,6 @@ jobrec_save_header (store_txn_t *txn, const sched_job_t *job, pw_t *scratch)
     if (job->submitted_by) {
         pw_str (scratch, "submitted_by");
         pw_str (scratch, job->submitted_by);
-    }
-    if (job->spec->check) {
-        //  A dry run; 0.1.0 passes over the key
-        pw_str (scratch, "check");
-        pw_bool (scratch, true);
     }
     if (job->retry_of) {
         pw_str (scratch, "retry_of");
@@ -761,7 +755,7 @@ jobrec_write_record (store_txn_t *txn, const char *job_id,
     const pv_t *submitted_by = pv_map_get (header, "submitted_by");
     bool has_submitted_by = pv_type (submitted_by) == PV_STR;
     bool check = false;
-    pv_get_bool (pv_map_get (header, "check"), &check);
+    pv_get_bool (pv_map_get (spec, "check"), &check);
     //  not_run lists the members a group, label or all did not run; the
     //  nodes a list names have their rows in results instead
     const pv_t *not_run = pv_map_get (header, "not_run");
@@ -1175,7 +1169,8 @@ jobrec_load (store_txn_t *txn, const char *job_id, sched_job_t **job_p)
     job_spec_t *spec = NULL;
     job_errors_t errors;
     memset (&errors, 0, sizeof errors);
-    if (job_spec_decode (pv_map_get (header, "spec"), &spec, &errors) != 0) {
+    if (job_spec_decode_stored (pv_map_get (header, "spec"), &spec, &errors)
+        != 0) {
         job_errors_clear (&errors);
         pv_doc_destroy (&doc);
         return -2;
@@ -1207,7 +1202,6 @@ jobrec_load (store_txn_t *txn, const char *job_id, sched_job_t **job_p)
     job->reason = pv_strdup (pv_map_get (header, "reason"));
     job->schedule = pv_strdup (pv_map_get (header, "schedule"));
     job->submitted_by = pv_strdup (pv_map_get (header, "submitted_by"));
-    pv_get_bool (pv_map_get (header, "check"), &job->spec->check);
     //  A job of an earlier release has none: it stays untraced
     if (jobtrace_get (txn, job_id, job->traceparent, &job->trace_made) == 0)
         jobtrace_remember (job_id, job->traceparent);
