@@ -456,6 +456,10 @@ cli_render_job (const pv_t *record, FILE *out, bool color)
     cli_field (record, "status", buf, sizeof buf);
     cli_header_line (out, "status", buf);
     cli_header_line (out, "step", cli_step_text (record, buf, sizeof buf));
+    bool dry_run = false;
+    if (pv_get_bool (pv_map_get (record, "check"), &dry_run) == 0 && dry_run)
+        cli_header_line (out, "dry run", "each node ran its actions' checks; "
+                         "nothing changed (data: would_change)");
     cli_field (record, "strategy", buf, sizeof buf);
     cli_header_line (out, "strategy", buf);
     const pv_t *idempotency_key = pv_map_get (record, "idempotency_key");
