@@ -402,6 +402,19 @@ test_it_dryrun_compat (void **state)
     assert_string_equal (code_text, "bad_request");
     free (code_text);
     pv_doc_destroy (&reply);
+    //  One idempotency key for a dry run and a run of one spec: conflict
+    const char *keyed = "target: node:real-02\n"
+                        "idempotency_key: dry-key-1\n"
+                        "tasks:\n"
+                        "  - {backend: test, action: echo, params: {msg: k}}\n";
+    reply = s_submit (grid, keyed, true, "job.submit", NULL);
+    fixture_data (reply);
+    pv_doc_destroy (&reply);
+    reply = s_submit (grid, keyed, false, "job.submit", NULL);
+    code_text = grid_reply_code (reply);
+    assert_string_equal (code_text, "conflict");
+    free (code_text);
+    pv_doc_destroy (&reply);
     //  check: false is an ordinary job (it writes the mark)
     reply = s_submit (grid, yaml, false, "job.submit", NULL);
     char *job = pv_strdup (pv_map_get (fixture_data (reply), "job"));
