@@ -122,6 +122,7 @@ struct _agent_t {
     backend_context_t context;  //  What plans borrow
     int signal_fd;              //  SIGTERM, SIGINT, SIGHUP
     char group_dir [PATH_MAX];  //  Running tasks' process groups (orphans.h)
+    char test_dir [PATH_MAX];   //  The test backend's marks
     char instance [17];         //  This process's id in hello (hex)
     char last_notice [512];     //  Last duplicate_node notice logged
     pw_t *writer;               //  Reused for every send
@@ -925,6 +926,23 @@ s_work_done (void *arg, executor_result_t *done)
                            outcome);
         status = outcome->ok ? "success" : "failed";
     }
+    if (work->plan->check_query && strcmp (status, "success") == 0)
+        //  A query in a dry run ran as usual and changed nothing
+        backend_outcome_data (outcome, "would_change", "false");
+    if (work->plan->checking && work->plan->run == BACKEND_RUN_PROGRAM
+        && outcome->output && work->live_sent [0] == 0) {
+        //  A check's parser says what the program's answer means
+        free (done->output);
+        done->output = outcome->output;
+        done->output_len = strlen (outcome->output);
+        outcome->output = NULL;
+        if (outcome->ok) {
+            free (done->error);
+            done->error = outcome->error ? outcome->error : strdup ("");
+            done->error_len = done->error ? strlen (done->error) : 0;
+            outcome->error = NULL;
+        }
+    }
     result->status = strdup (status);
     if (outcome->data_count) {
         result->data = outcome->data;
@@ -1046,6 +1064,13 @@ s_take (agent_t *self, const proto_msg_t *command, const char *key)
     if (!action)
         s_err (err, sizeof (err), "unknown action '%s' for backend '%s'",
                command->action, command->backend);
+    else
+    if (command->check)
+        //  A dry run: the action's check (or the query itself, or an
+        //  answer of "unknown"), never the modify action
+        plan = backend_check_plan_new (action, &self->context,
+                                       command->params, command->param_count,
+                                       err, sizeof (err));
     else
         plan = backend_plan_new (action, &self->context, command->params,
                                  command->param_count, err, sizeof (err));
@@ -1473,13 +1498,15 @@ s_build_hello (agent_t *self, char *err, size_t err_len)
     //  once a welcome grants them (PROTOCOL.md 4.1 rule 8)
     //  (and data values that are ints, PROTO_FEATURE_TYPED_DATA)
     //  (and commands that carry a traceparent, PROTO_FEATURE_TRACE, and
-    //  output pieces while a task runs, PROTO_FEATURE_LIVE_OUTPUT)
+    //  output pieces while a task runs, PROTO_FEATURE_LIVE_OUTPUT, and
+    //  commands that ask for the action's check, PROTO_FEATURE_CHECK)
     const char *features [] = { PROTO_FEATURE_RESULT_ACKS,
                                 PROTO_FEATURE_RESULTS,
                                 PROTO_FEATURE_TYPED_DATA,
                                 PROTO_FEATURE_TRACE,
                                 PROTO_FEATURE_LIVE_OUTPUT,
-                                PROTO_FEATURE_FACTS };
+                                PROTO_FEATURE_FACTS,
+                                PROTO_FEATURE_CHECK };
     size_t count = sizeof features / sizeof features [0];
     if (!self->plain_hello) {
         hello->features = (char **) calloc (count, sizeof (char *));
@@ -1531,6 +1558,11 @@ agent_new (agent_config_t *config, char *err, size_t err_len)
     self->context.resolv_conf = config->resolv_conf;
     self->context.file_roots = config->file_roots;
     self->context.file_root_count = config->file_root_count;
+    if (config->state_dir) {
+        snprintf (self->test_dir, sizeof (self->test_dir), "%s/test",
+                  config->state_dir);
+        self->context.test_dir = self->test_dir;
+    }
     //  Tells this process from a restarted one in hello (duplicate_node)
     uint8_t random_bytes [8];
     if (getrandom (random_bytes, sizeof (random_bytes), 0)

@@ -6,6 +6,11 @@
     package name, so a name can never be read as an option. Package names
     follow Debian policy: lower case letters, digits and + . - , starting
     with a letter or digit.
+
+    Checks (dry runs): install and remove ask dpkg-query for the package's
+    status and version ("dpkg-query -W -f=FORMAT -- PACKAGE": exit 1 when
+    dpkg knows no such package) and say whether the package is installed
+    and at which version; update and upgrade have no check (cannot tell).
     =========================================================================
 */
 #include "backend.h"
@@ -100,6 +105,98 @@ s_plan_upgrade (backend_plan_t *plan, char *err, size_t err_len)
     return s_plan (plan, "upgrade", false, err, err_len);
 }
 
+//  dpkg-query's answer: "STATUS<TAB>VERSION" (STATUS as "install ok
+//  installed"; exit 1 when dpkg knows no such package). Installed when the
+//  status's last word is "installed" (not "config-files", "half-installed"
+//  and the like). INSTALL: the check of install, else of remove.
+static void
+s_parse_check (const backend_plan_t *plan, const char *output,
+               backend_outcome_t *outcome, bool install)
+{
+    const char *package = backend_plan_param (plan, "package");
+    bool known = outcome->exit_code == 0;
+    if (!known && outcome->exit_code != 1) {
+        backend_outcome_error (outcome, "dpkg-query failed (exit code %d)",
+                               outcome->exit_code);
+        outcome->ok = false;
+        return;
+    }
+    char status [128] = "", version [128] = "";
+    if (known) {
+        size_t tab = strcspn (output, "\t\n");
+        snprintf (status, sizeof status, "%.*s",
+                  (int) (tab < sizeof status - 1 ? tab : sizeof status - 1),
+                  output);
+        if (output [tab] == '\t') {
+            const char *rest = output + tab + 1;
+            size_t len = strcspn (rest, "\r\n");
+            snprintf (version, sizeof version, "%.*s",
+                      (int) (len < sizeof version - 1
+                                 ? len : sizeof version - 1), rest);
+        }
+    }
+    const char *last = strrchr (status, ' ');
+    last = last ? last + 1 : status;
+    bool installed = known && strcmp (last, "installed") == 0;
+    char current [300];
+    if (installed)
+        snprintf (current, sizeof current, "%s installed, version %s",
+                  package, *version ? version : "?");
+    else
+        snprintf (current, sizeof current, "%s not installed", package);
+    char desired [200];
+    snprintf (desired, sizeof desired, "%s %s", package,
+              install ? "installed" : "not installed");
+    backend_outcome_clear (outcome);
+    backend_check_verdict (outcome, installed != install, current, desired);
+    backend_outcome_data (outcome, "installed", installed ? "true" : "false");
+    if (installed)
+        backend_outcome_data (outcome, "version", version);
+}
+
+static void
+s_parse_check_install (const backend_plan_t *plan, const char *output,
+                       backend_outcome_t *outcome)
+{
+    s_parse_check (plan, output, outcome, true);
+}
+
+static void
+s_parse_check_remove (const backend_plan_t *plan, const char *output,
+                      backend_outcome_t *outcome)
+{
+    s_parse_check (plan, output, outcome, false);
+}
+
+//  argv: dpkg-query -W -f=STATUS<TAB>VERSION<NL> -- PACKAGE
+static int
+s_plan_check (backend_plan_t *plan, backend_parse_fn *parse, char *err,
+              size_t err_len)
+{
+    plan->parse = parse;
+    if (backend_plan_arg (plan, "dpkg-query")
+    ||  backend_plan_arg (plan, "-W")
+    ||  backend_plan_arg (plan, "-f=${Status}\t${Version}\n")
+    ||  backend_plan_arg (plan, "--")
+    ||  backend_plan_arg (plan, backend_plan_param (plan, "package"))) {
+        snprintf (err, err_len, "out of memory");
+        return -1;
+    }
+    return 0;
+}
+
+static int
+s_check_install (backend_plan_t *plan, char *err, size_t err_len)
+{
+    return s_plan_check (plan, s_parse_check_install, err, err_len);
+}
+
+static int
+s_check_remove (backend_plan_t *plan, char *err, size_t err_len)
+{
+    return s_plan_check (plan, s_parse_check_remove, err, err_len);
+}
+
 static const backend_param_t s_package_params [] = {
     { .name = "package", .type = BACKEND_TYPE_STRING, .required = true,
       .pattern = S_PACKAGE_PATTERN, .help = "a Debian package name" },
@@ -109,16 +206,16 @@ static const backend_param_t s_package_params [] = {
 
 static const backend_action_t s_actions [] = {
     { "install", true, "install a package", S_PACKAGE, s_plan_install,
-      .idempotent = true },
+      .idempotent = true, .check = s_check_install },
     { "remove", true, "remove a package", S_PACKAGE, s_plan_remove,
-      .idempotent = true },
+      .idempotent = true, .check = s_check_remove },
     { "update", true, "refresh the package lists", NULL, 0, s_plan_update,
       .idempotent = true },
     { "upgrade", true, "upgrade every installed package", NULL, 0,
-      s_plan_upgrade, false },
+      s_plan_upgrade, .idempotent = false },
 };
 
 const backend_ops_t backend_apt_ops = {
     "apt", s_actions, sizeof (s_actions) / sizeof (s_actions [0]),
-    "1.0"
+    "1.1"
 };

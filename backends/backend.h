@@ -31,6 +31,18 @@
     or ".." segments; canonicalised on the agent), "host" (IPv4 or IPv6
     literal, or a DNS name), "duration" (names.h duration_parse).
 
+    Checks (dry runs): a modify action may declare a check, a plan
+    function like its own that fills the plan to run something that
+    changes nothing (a query program with a parser, or an in-process
+    function) and reports whether the action would change the host:
+    backend_check_verdict writes the verdict (data would_change "true",
+    "false" or "unknown", current, desired) and backend_check_diff a
+    bounded line diff (data diff). backend_check_plan_new makes the plan a
+    check command runs: the action's check; a query action itself (it
+    changes nothing; its result says would_change "false"); a modify
+    action without a check, a plan that answers "unknown" and runs
+    nothing. Whatever it is, the action's own plan never runs.
+
     Threading: the tables are constant; backend_params_check may be called
     from any thread; a plan belongs to one thread.
     =========================================================================
@@ -49,6 +61,8 @@
 #define BACKEND_SAFE_PATH \
     "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 #define BACKEND_RESOLV_CONF "/etc/resolv.conf"
+#define BACKEND_CHECK_MAX_DIFF 3800   //  Longest diff a check reports (bytes)
+#define BACKEND_CHECK_MAX_LINES 2000  //  Texts longer than this get no diff
 
 //  Param type names (the "type" of proto_param_spec_t)
 #define BACKEND_TYPE_STRING "string"
@@ -65,6 +79,7 @@ typedef struct {
     const char *resolv_conf;    //  File the network backend reads and writes
     char *const *file_roots;    //  Directories the file backend may touch
     size_t file_root_count;     //  How many (0: the file backend is off)
+    const char *test_dir;       //  Where test mark writes, or NULL: nowhere
 } backend_context_t;
 
 //  What an in-process action (or a program's output parser) reports.
@@ -138,6 +153,10 @@ struct backend_plan_s {
     const backend_context_t *context;  //  Borrowed from the agent
     uint32_t attempt;            //  The command's attempt, from 1 (0: unknown)
     backend_progress_fn *progress;  //  Progress reporter, or NULL (the last line)
+    bool checking;               //  The plan of a check command: a
+                                 //  program's parser writes the output
+    bool check_query;            //  A query run for a check command: its
+                                 //  result says would_change "false"
 };
 
 //  One declared parameter.
@@ -169,6 +188,9 @@ typedef struct {
     //  starting a running unit): a broker may run it again elsewhere after
     //  taking it back from a node that went silent. Queries are always so.
     bool idempotent;
+    //  Modify actions: how its check runs (see the top), or NULL: a check
+    //  command answers "unknown" (cannot tell) and runs nothing
+    backend_plan_fn *check;
 } backend_action_t;
 
 //  One backend: the ops table.
@@ -246,6 +268,34 @@ backend_plan_t *backend_plan_new (const backend_action_t *action,
                                   const backend_context_t *context,
                                   const proto_kv_t *params, size_t count,
                                   char *err, size_t err_len);
+
+//  The plan of a check command for ACTION (see the top): the same param
+//  checks as backend_plan_new, then the action's check, the query itself,
+//  or a plan that answers "unknown". Never the modify action's own plan.
+//  Returns a new plan, or NULL with a sentence in ERR.
+backend_plan_t *backend_check_plan_new (const backend_action_t *action,
+                                        const backend_context_t *context,
+                                        const proto_kv_t *params,
+                                        size_t count, char *err,
+                                        size_t err_len);
+
+//  Writes a check's verdict into OUTCOME: ok, exit code 0, data
+//  would_change ("true" when WOULD_CHANGE > 0, "false" when 0, "unknown"
+//  when < 0), current and desired (each when not NULL), and one line of
+//  output ("would change: CURRENT -> DESIRED", "no change: CURRENT",
+//  "cannot tell: CURRENT").
+void backend_check_verdict (backend_outcome_t *outcome, int would_change,
+                            const char *current, const char *desired);
+
+//  Adds to OUTCOME's data "diff": a unified line diff (3 lines of context,
+//  "--- LABEL (current)" / "+++ LABEL (desired)" headers) of OLD to NEW_,
+//  cut at BACKEND_CHECK_MAX_DIFF bytes (then it ends with a line saying
+//  so); when either text has more than BACKEND_CHECK_MAX_LINES lines or
+//  holds a NUL byte the diff is a sentence saying why none is given.
+//  Adds nothing when the texts are equal. Returns 0, or -1 (no memory).
+int backend_check_diff (backend_outcome_t *outcome, const char *label,
+                        const char *old, size_t old_len, const char *new_,
+                        size_t new_len);
 
 //  Frees a plan; NULL-safe, nulls *plan_p.
 void backend_plan_destroy (backend_plan_t **plan_p);

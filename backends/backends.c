@@ -679,11 +679,12 @@ s_path_canonical (const proto_param_spec_t *param, const char *value,
     return result;
 }
 
-backend_plan_t *
-backend_plan_new (const backend_action_t *action,
-                  const backend_context_t *context,
-                  const proto_kv_t *params, size_t count,
-                  char *err, size_t err_len)
+//  Checks PARAMS against ACTION, copies them with defaults applied and
+//  canonical paths, and fills the plan with PLAN_FN.
+static backend_plan_t *
+s_plan_new (const backend_action_t *action, backend_plan_fn *plan_fn,
+            const backend_context_t *context, const proto_kv_t *params,
+            size_t count, char *err, size_t err_len)
 {
     //  A view of ACTION in the proto form (any action, built-in or not)
     proto_action_spec_t view;
@@ -744,10 +745,277 @@ backend_plan_new (const backend_action_t *action,
             return NULL;
         }
     }
-    if (action->plan (plan, err, err_len))
+    if (plan_fn (plan, err, err_len))
         backend_plan_destroy (&plan);
     free (view.params);
     return plan;
+}
+
+backend_plan_t *
+backend_plan_new (const backend_action_t *action,
+                  const backend_context_t *context,
+                  const proto_kv_t *params, size_t count,
+                  char *err, size_t err_len)
+{
+    return s_plan_new (action, action->plan, context, params, count, err,
+                       err_len);
+}
+
+//  A modify action without a check: nothing runs, the answer is unknown
+static void
+s_cannot_tell (const backend_plan_t *plan, backend_outcome_t *outcome)
+{
+    backend_check_verdict (outcome, -1, NULL, NULL);
+    backend_outcome_output (outcome, "cannot tell: %s has no check; "
+                            "nothing was run\n",
+                            plan->text ? plan->text : "the action");
+    backend_outcome_data (outcome, "reason", "the action has no check");
+}
+
+static int
+s_plan_cannot_tell (backend_plan_t *plan, char *err, size_t err_len)
+{
+    plan->run = BACKEND_RUN_INPROC;
+    plan->inproc = s_cannot_tell;
+    return 0;
+}
+
+backend_plan_t *
+backend_check_plan_new (const backend_action_t *action,
+                        const backend_context_t *context,
+                        const proto_kv_t *params, size_t count,
+                        char *err, size_t err_len)
+{
+    backend_plan_fn *plan_fn = !action->modify ? action->plan
+                             : action->check ? action->check
+                                             : s_plan_cannot_tell;
+    backend_plan_t *plan = s_plan_new (action, plan_fn, context, params,
+                                       count, err, err_len);
+    if (plan)
+        plan->checking = true;
+    if (plan && !action->modify)
+        plan->check_query = true;
+    if (plan && plan_fn == s_plan_cannot_tell) {
+        plan->text = action->name;
+        plan->text_len = strlen (action->name);
+    }
+    return plan;
+}
+
+//  ---------------------------------------------------------------------
+//  Check verdicts and diffs
+
+void
+backend_check_verdict (backend_outcome_t *outcome, int would_change,
+                       const char *current, const char *desired)
+{
+    outcome->ok = true;
+    outcome->exit_code = 0;
+    backend_outcome_data (outcome, "would_change",
+                          would_change > 0 ? "true"
+                          : would_change == 0 ? "false" : "unknown");
+    if (current)
+        backend_outcome_data (outcome, "current", current);
+    if (desired)
+        backend_outcome_data (outcome, "desired", desired);
+    if (would_change > 0)
+        backend_outcome_output (outcome, "would change: %s -> %s\n",
+                                current ? current : "?",
+                                desired ? desired : "?");
+    else
+    if (would_change == 0)
+        backend_outcome_output (outcome, "no change: %s\n",
+                                current ? current : "as desired");
+    else
+        backend_outcome_output (outcome, "cannot tell%s%s\n",
+                                current ? ": " : "", current ? current : "");
+}
+
+//  The lines of TEXT (LEN bytes): starts and lengths (without the
+//  newline) in fresh arrays. Returns the count, or -1 (no memory).
+static ssize_t
+s_lines (const char *text, size_t len, size_t **starts_p, size_t **lens_p)
+{
+    size_t count = 0;
+    for (size_t at = 0; at < len; at++)
+        if (text [at] == '\n')
+            count++;
+    if (len && text [len - 1] != '\n')
+        count++;
+    *starts_p = (size_t *) calloc (count + 1, sizeof (size_t));
+    *lens_p = (size_t *) calloc (count + 1, sizeof (size_t));
+    if (!*starts_p || !*lens_p) {
+        free (*starts_p);
+        free (*lens_p);
+        *starts_p = *lens_p = NULL;
+        return -1;
+    }
+    size_t line = 0, start = 0;
+    for (size_t at = 0; at <= len && line < count; at++)
+        if (at == len || text [at] == '\n') {
+            (*starts_p) [line] = start;
+            (*lens_p) [line++] = at - start;
+            start = at + 1;
+        }
+    return (ssize_t) count;
+}
+
+//  Appends to the diff being built: stops at the bound, saying so once.
+typedef struct {
+    char *text;
+    size_t used;
+    bool cut;
+} s_diff_t;
+
+static void
+s_diff_add (s_diff_t *diff, char mark, const char *line, size_t len)
+{
+    if (diff->cut)
+        return;
+    const char *note = "... (diff cut)\n";
+    size_t room = BACKEND_CHECK_MAX_DIFF - strlen (note) - diff->used;
+    size_t need = (mark ? 1 : 0) + len + 1;
+    if (need > room || diff->used + need > BACKEND_CHECK_MAX_DIFF) {
+        memcpy (diff->text + diff->used, note, strlen (note));
+        diff->used += strlen (note);
+        diff->cut = true;
+        return;
+    }
+    if (mark)
+        diff->text [diff->used++] = mark;
+    memcpy (diff->text + diff->used, line, len);
+    diff->used += len;
+    diff->text [diff->used++] = '\n';
+}
+
+int
+backend_check_diff (backend_outcome_t *outcome, const char *label,
+                    const char *old, size_t old_len, const char *new_,
+                    size_t new_len)
+{
+    if (old_len == new_len && memcmp (old, new_, old_len) == 0)
+        return 0;
+    if (memchr (old, 0, old_len) || memchr (new_, 0, new_len))
+        return backend_outcome_data (outcome, "diff", "(binary content: "
+                                     "no diff)");
+    size_t *a_start = NULL, *a_len = NULL, *b_start = NULL, *b_len = NULL;
+    ssize_t a_count = s_lines (old, old_len, &a_start, &a_len);
+    ssize_t b_count = a_count < 0 ? -1
+                    : s_lines (new_, new_len, &b_start, &b_len);
+    if (b_count < 0) {
+        free (a_start);
+        free (a_len);
+        return -1;
+    }
+    int rc = 0;
+    if (a_count > BACKEND_CHECK_MAX_LINES || b_count > BACKEND_CHECK_MAX_LINES) {
+        char text [128];
+        snprintf (text, sizeof text, "(more than %d lines: no diff)",
+                  BACKEND_CHECK_MAX_LINES);
+        rc = backend_outcome_data (outcome, "diff", text);
+        goto done;
+    }
+    //  The longest common subsequence of lines, from the ends: lcs[i][j]
+    //  is that of a[i..] and b[j..]
+    size_t n = (size_t) a_count, m = (size_t) b_count;
+    uint16_t *lcs = (uint16_t *) calloc ((n + 1) * (m + 1), sizeof (uint16_t));
+    s_diff_t diff = { (char *) malloc (BACKEND_CHECK_MAX_DIFF + 1), 0, false };
+    //  Each line's mark: ' ', '-' (a only), '+' (b only), in output order
+    char *marks = (char *) malloc (n + m + 1);
+    size_t *which = (size_t *) malloc ((n + m + 1) * sizeof (size_t));
+    if (!lcs || !diff.text || !marks || !which) {
+        free (lcs);
+        free (diff.text);
+        free (marks);
+        free (which);
+        rc = -1;
+        goto done;
+    }
+#define S_EQ(i, j) (a_len [i] == b_len [j] \
+    && memcmp (old + a_start [i], new_ + b_start [j], a_len [i]) == 0)
+    for (size_t i = n; i-- > 0;)
+        for (size_t j = m; j-- > 0;)
+            lcs [i * (m + 1) + j]
+                = S_EQ (i, j) ? lcs [(i + 1) * (m + 1) + j + 1] + 1
+                : lcs [(i + 1) * (m + 1) + j] >= lcs [i * (m + 1) + j + 1]
+                    ? lcs [(i + 1) * (m + 1) + j]
+                    : lcs [i * (m + 1) + j + 1];
+    size_t count = 0, i = 0, j = 0;
+    while (i < n || j < m) {
+        if (i < n && j < m && S_EQ (i, j)) {
+            marks [count] = ' ';
+            which [count++] = i++;
+            j++;
+        }
+        else
+        if (i < n && (j == m || lcs [(i + 1) * (m + 1) + j]
+                                >= lcs [i * (m + 1) + j + 1])) {
+            marks [count] = '-';
+            which [count++] = i++;
+        }
+        else {
+            marks [count] = '+';
+            which [count++] = j++;
+        }
+    }
+#undef S_EQ
+    char head [256];
+    int head_len = snprintf (head, sizeof head, "--- %s (current)\n+++ %s "
+                             "(desired)", label, label);
+    s_diff_add (&diff, 0, head, (size_t) head_len);
+    //  Hunks: changed lines with up to 3 lines of context around them
+    size_t at = 0, a_line = 0, b_line = 0;
+    while (at < count) {
+        size_t change = at;
+        while (change < count && marks [change] == ' ')
+            change++;
+        if (change == count)
+            break;
+        size_t first = change >= at + 3 ? change - 3 : at;
+        //  The hunk runs to 3 lines past its last change, a change being
+        //  its last when 7 unchanged lines follow it (or the end)
+        size_t last_change = change;
+        for (size_t k = change + 1; k < count && k - last_change <= 6; k++)
+            if (marks [k] != ' ')
+                last_change = k;
+        size_t last = last_change + 3 < count ? last_change + 3 : count - 1;
+        //  Line numbers of the hunk's first line in a and b
+        for (size_t k = at; k < first; k++) {
+            a_line += marks [k] != '+';
+            b_line += marks [k] != '-';
+        }
+        size_t a_n = 0, b_n = 0;
+        for (size_t k = first; k <= last; k++) {
+            a_n += marks [k] != '+';
+            b_n += marks [k] != '-';
+        }
+        head_len = snprintf (head, sizeof head, "@@ -%zu,%zu +%zu,%zu @@",
+                             a_line + (a_n ? 1 : 0), a_n,
+                             b_line + (b_n ? 1 : 0), b_n);
+        s_diff_add (&diff, 0, head, (size_t) head_len);
+        for (size_t k = first; k <= last; k++) {
+            bool from_b = marks [k] == '+';
+            const char *base = from_b ? new_ : old;
+            size_t start = from_b ? b_start [which [k]] : a_start [which [k]];
+            size_t len = from_b ? b_len [which [k]] : a_len [which [k]];
+            s_diff_add (&diff, marks [k], base + start, len);
+        }
+        a_line += a_n;
+        b_line += b_n;
+        at = last + 1;
+    }
+    diff.text [diff.used] = 0;
+    rc = backend_outcome_data (outcome, "diff", diff.text);
+    free (lcs);
+    free (diff.text);
+    free (marks);
+    free (which);
+done:
+    free (a_start);
+    free (a_len);
+    free (b_start);
+    free (b_len);
+    return rc;
 }
 
 void

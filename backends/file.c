@@ -300,9 +300,10 @@ static const backend_action_t s_actions [] = {
       "matches (sha256, mode, owner)", S_PARAMS (s_put_params), s_plan_put,
       .idempotent = true },
     { "get", false, "a file's content as the output, with its size and "
-      "sha256", S_PARAMS (s_path_params), s_plan_get, false },
+      "sha256", S_PARAMS (s_path_params), s_plan_get, .idempotent = false },
     { "stat", false, "whether a file exists, its type, size, mode, owner, "
-      "sha256 and mtime", S_PARAMS (s_path_params), s_plan_stat, false },
+      "sha256 and mtime", S_PARAMS (s_path_params), s_plan_stat,
+      .idempotent = false },
     { "absent", true, "remove a file or symlink (never a directory)",
       S_PARAMS (s_path_params), s_plan_absent, .idempotent = true },
 };

@@ -6,7 +6,9 @@
     rewrites them in-process: it keeps every other line (options,
     comments), writes a temporary file next to the real one (a symlinked
     resolv.conf is followed, not replaced), syncs it and renames it over the
-    original, so a reader never sees half a file.
+    original, so a reader never sees half a file. Its check (dry run)
+    reads the file, makes the text dns_update would write and compares:
+    current and desired nameservers and search domains, and the diff.
     =========================================================================
 */
 #include "backend.h"
@@ -282,8 +284,13 @@ s_free_words (char **words)
     free (words);
 }
 
-static void
-s_dns_update (const backend_plan_t *plan, backend_outcome_t *outcome)
+//  The resolv.conf that dns_update would write: PLAN's nameservers (and
+//  search domains), then every other line of the file now. *PATH_P gets
+//  the file written (a symlink followed), *OLD_P its text now (both
+//  fresh). Returns the new text, or NULL with OUTCOME's error set.
+static char *
+s_dns_new_text (const backend_plan_t *plan, backend_outcome_t *outcome,
+                char **path_p, char **old_p)
 {
     const char *configured = plan->context && plan->context->resolv_conf
                            ? plan->context->resolv_conf : BACKEND_RESOLV_CONF;
@@ -291,7 +298,9 @@ s_dns_update (const backend_plan_t *plan, backend_outcome_t *outcome)
     char **servers = NULL, **search = NULL;
     const char *servers_text = backend_plan_param (plan, "servers");
     const char *search_text = backend_plan_param (plan, "search");
-    outcome->exit_code = 1;
+    char *text = NULL;
+    *path_p = NULL;
+    *old_p = NULL;
     //  The plan checked both lists already; only memory can fail here
     if (s_split (servers_text, &servers, S_MAX_SERVERS, s_ip_valid,
                  "nameserver address", err, sizeof (err)) < 0
@@ -311,9 +320,14 @@ s_dns_update (const backend_plan_t *plan, backend_outcome_t *outcome)
         goto done;
     }
     size_t size = strlen (old) + 1024;
-    char *text = (char *) calloc (1, size);
-    if (!text) {
+    text = (char *) calloc (1, size);
+    *path_p = strdup (path);
+    if (!text || !*path_p) {
         free (old);
+        free (text);
+        text = NULL;
+        free (*path_p);
+        *path_p = NULL;
         backend_outcome_error (outcome, "out of memory");
         goto done;
     }
@@ -346,13 +360,29 @@ s_dns_update (const backend_plan_t *plan, backend_outcome_t *outcome)
         }
         line = next ? next + 1 : NULL;
     }
-    free (old);
+    *old_p = old;
+done:
+    s_free_words (servers);
+    s_free_words (search);
+    return text;
+}
+
+static void
+s_dns_update (const backend_plan_t *plan, backend_outcome_t *outcome)
+{
+    const char *servers_text = backend_plan_param (plan, "servers");
+    const char *search_text = backend_plan_param (plan, "search");
+    outcome->exit_code = 1;
+    char *path = NULL, *old = NULL;
+    char *text = s_dns_new_text (plan, outcome, &path, &old);
+    if (!text)
+        return;
+    struct stat info;
+    mode_t mode = stat (path, &info) == 0 ? info.st_mode & 07777 : 0644;
     if (s_replace_file (path, text, mode)) {
         backend_outcome_error (outcome, "%s: %s", path, strerror (errno));
-        free (text);
         goto done;
     }
-    free (text);
     outcome->ok = true;
     outcome->exit_code = 0;
     backend_outcome_output (outcome, "%s: nameservers %s%s%s\n", path,
@@ -362,8 +392,59 @@ s_dns_update (const backend_plan_t *plan, backend_outcome_t *outcome)
     if (search_text)
         backend_outcome_data (outcome, "search", search_text);
 done:
-    s_free_words (servers);
-    s_free_words (search);
+    free (text);
+    free (old);
+    free (path);
+}
+
+//  The check of dns_update: the nameservers and search domains now, those
+//  asked for, and the diff of the file it would write
+static void
+s_dns_update_check (const backend_plan_t *plan, backend_outcome_t *outcome)
+{
+    const char *servers_text = backend_plan_param (plan, "servers");
+    const char *search_text = backend_plan_param (plan, "search");
+    char *path = NULL, *old = NULL;
+    char *text = s_dns_new_text (plan, outcome, &path, &old);
+    if (!text) {
+        outcome->exit_code = 1;
+        return;
+    }
+    //  What the resolver reads now, as dns_get says it
+    backend_outcome_t now;
+    memset (&now, 0, sizeof now);
+    s_dns_get (plan, &now);
+    const char *servers_now = "", *search_now = "";
+    for (size_t index = 0; index < now.data_count; index++) {
+        if (strcmp (now.data [index].key, "nameservers") == 0)
+            servers_now = now.data [index].value;
+        if (strcmp (now.data [index].key, "search") == 0)
+            search_now = now.data [index].value;
+    }
+    char *current = NULL, *desired = NULL;
+    if (asprintf (&current, "nameservers %s; search %s",
+                  *servers_now ? servers_now : "(none)",
+                  *search_now ? search_now : "(none)") < 0)
+        current = NULL;
+    if (asprintf (&desired, "nameservers %s; search %s", servers_text,
+                  search_text ? search_text
+                  : *search_now ? search_now : "(none)") < 0)
+        desired = NULL;
+    bool differs = strcmp (old, text) != 0;
+    backend_check_verdict (outcome, differs, current, desired);
+    backend_outcome_data (outcome, "path", path);
+    if (backend_check_diff (outcome, path, old, strlen (old), text,
+                            strlen (text))) {
+        outcome->ok = false;
+        outcome->exit_code = 1;
+        backend_outcome_error (outcome, "out of memory");
+    }
+    backend_outcome_clear (&now);
+    free (current);
+    free (desired);
+    free (text);
+    free (old);
+    free (path);
 }
 
 static int
@@ -397,6 +478,16 @@ s_plan_dns_update (backend_plan_t *plan, char *err, size_t err_len)
     return 0;
 }
 
+static int
+s_check_dns_update (backend_plan_t *plan, char *err, size_t err_len)
+{
+    //  The same checks of the lists as the action's own plan
+    if (s_plan_dns_update (plan, err, err_len))
+        return -1;
+    plan->inproc = s_dns_update_check;
+    return 0;
+}
+
 static const backend_param_t s_update_params [] = {
     { .name = "servers", .type = BACKEND_TYPE_STRING, .required = true,
       .pattern = "^[0-9A-Fa-f:.]{2,45}(,[0-9A-Fa-f:.]{2,45}){0,2}$",
@@ -408,14 +499,15 @@ static const backend_param_t s_update_params [] = {
 
 static const backend_action_t s_actions [] = {
     { "dns_get", false, "nameservers and search domains in resolv.conf",
-      NULL, 0, s_plan_dns_get, false },
+      NULL, 0, s_plan_dns_get, .idempotent = false },
     { "dns_update", true, "rewrite the nameservers (and search domains) "
       "of resolv.conf", s_update_params,
       sizeof (s_update_params) / sizeof (s_update_params [0]),
-      s_plan_dns_update, .idempotent = true },
+      s_plan_dns_update, .idempotent = true,
+      .check = s_check_dns_update },
 };
 
 const backend_ops_t backend_network_ops = {
     "network", s_actions, sizeof (s_actions) / sizeof (s_actions [0]),
-    "1.0"
+    "1.1"
 };

@@ -83,7 +83,7 @@ static const backend_param_t s_ping_params [] = {
 static const backend_action_t s_actions [] = {
     { "ping", false, "send ICMP echo requests and report loss and rtt",
       s_ping_params, sizeof (s_ping_params) / sizeof (s_ping_params [0]),
-      s_plan_ping, false },
+      s_plan_ping, .idempotent = false },
 };
 
 const backend_ops_t backend_ping_ops = {

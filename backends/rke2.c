@@ -49,9 +49,9 @@ static const backend_param_t s_mode_params [] = {
 
 static const backend_action_t s_actions [] = {
     { "start", true, "start the rke2 server or agent service", S_MODE,
-      s_plan_start, false },
+      s_plan_start, .idempotent = false },
     { "stop", true, "stop the rke2 server or agent service", S_MODE,
-      s_plan_stop, false },
+      s_plan_stop, .idempotent = false },
 };
 
 const backend_ops_t backend_rke2_ops = {

@@ -186,16 +186,16 @@ static const backend_param_t s_disk_params [] = {
 };
 
 static const backend_action_t s_actions [] = {
-    { "hostname", false, "the host's name", NULL, 0, s_plan_hostname, false },
-    { "uptime", false, "seconds since boot", NULL, 0, s_plan_uptime, false },
+    { "hostname", false, "the host's name", NULL, 0, s_plan_hostname, .idempotent = false },
+    { "uptime", false, "seconds since boot", NULL, 0, s_plan_uptime, .idempotent = false },
     { "os", false, "kernel, architecture and distribution", NULL, 0,
-      s_plan_os, false },
+      s_plan_os, .idempotent = false },
     { "disk", false, "size and free space of a file system", s_disk_params,
-      sizeof (s_disk_params) / sizeof (s_disk_params [0]), s_plan_disk, false },
+      sizeof (s_disk_params) / sizeof (s_disk_params [0]), s_plan_disk, .idempotent = false },
     { "memory", false, "total and available memory", NULL, 0,
-      s_plan_memory, false },
+      s_plan_memory, .idempotent = false },
     { "load", false, "load averages over 1, 5 and 15 minutes", NULL, 0,
-      s_plan_load, false },
+      s_plan_load, .idempotent = false },
 };
 
 const backend_ops_t backend_system_ops = {

@@ -11,11 +11,19 @@
     "0.5s"), then exits 0: output that comes while the task runs.
     The child functions run after fork in a process that had threads: they
     use only async-signal-safe calls (write, nanosleep) and never allocate.
+
+    mark is the one action that modifies something, for exercising dry
+    runs: it writes `text` and a newline to the file `name` of the agent's
+    test directory (<state_dir>/test, made when first needed) and nothing
+    else; it runs in the agent's loop. Its check reads the file and says
+    whether it would change, with the diff.
     =========================================================================
 */
 #include "backend.h"
 
+#include <fcntl.h>
 #include <inttypes.h>
+#include <sys/stat.h>
 #include <stdio.h>
 #include <errno.h>
 #include <stdlib.h>
@@ -283,6 +291,162 @@ s_plan_lines (backend_plan_t *plan, char *err, size_t err_len)
     return 0;
 }
 
+//  ---------------------------------------------------------------------
+//  mark: a file of the test directory
+
+#define S_MARK_MAX 65536        //  Largest mark file read back
+
+//  The path of PLAN's mark in PATH. Returns 0, or -1 with OUTCOME's error.
+static int
+s_mark_path (const backend_plan_t *plan, char *path, size_t size,
+             backend_outcome_t *outcome)
+{
+    const char *dir = plan->context ? plan->context->test_dir : NULL;
+    if (!dir) {
+        outcome->exit_code = 1;
+        backend_outcome_error (outcome, "this agent has no test directory");
+        return -1;
+    }
+    snprintf (path, size, "%s/%s", dir, backend_plan_param (plan, "name"));
+    return 0;
+}
+
+//  The mark's content: TEXT and a newline, fresh
+static char *
+s_mark_text (const backend_plan_t *plan)
+{
+    const char *text = backend_plan_param (plan, "text");
+    char *content = NULL;
+    if (asprintf (&content, "%s\n", text ? text : "") < 0)
+        return NULL;
+    return content;
+}
+
+static void
+s_mark (const backend_plan_t *plan, backend_outcome_t *outcome)
+{
+    char path [4096], temp [4200];
+    if (s_mark_path (plan, path, sizeof path, outcome))
+        return;
+    char *content = s_mark_text (plan);
+    mkdir (plan->context->test_dir, 0700);
+    snprintf (temp, sizeof temp, "%s.new", path);
+    int fd = content ? open (temp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
+                             0600) : -1;
+    bool ok = fd >= 0
+           && s_write_all (fd, content, strlen (content)) == 0;
+    if (fd >= 0 && close (fd) != 0)
+        ok = false;
+    if (ok && rename (temp, path) != 0)
+        ok = false;
+    if (!ok) {
+        outcome->exit_code = 1;
+        backend_outcome_error (outcome, "%s: %s", path,
+                               content ? strerror (errno) : "out of memory");
+        if (fd >= 0)
+            unlink (temp);
+    }
+    else {
+        outcome->ok = true;
+        outcome->exit_code = 0;
+        backend_outcome_output (outcome, "%s written\n", path);
+    }
+    free (content);
+}
+
+//  The first line of TEXT, at most 60 bytes, into BUF
+static void
+s_mark_show (const char *text, char *buf, size_t size)
+{
+    size_t len = strcspn (text, "\n");
+    snprintf (buf, size, "\"%.*s%s\"", (int) (len > 60 ? 60 : len), text,
+              len > 60 ? "..." : "");
+}
+
+static void
+s_mark_check (const backend_plan_t *plan, backend_outcome_t *outcome)
+{
+    char path [4096];
+    if (s_mark_path (plan, path, sizeof path, outcome))
+        return;
+    char *content = s_mark_text (plan);
+    char *old = (char *) calloc (1, S_MARK_MAX + 1);
+    if (!content || !old) {
+        free (content);
+        free (old);
+        outcome->exit_code = 1;
+        backend_outcome_error (outcome, "out of memory");
+        return;
+    }
+    size_t used = 0;
+    int fd = open (path, O_RDONLY | O_CLOEXEC);
+    bool absent = fd < 0 && errno == ENOENT;
+    if (fd < 0 && !absent) {
+        outcome->exit_code = 1;
+        backend_outcome_error (outcome, "%s: %s", path, strerror (errno));
+        free (content);
+        free (old);
+        return;
+    }
+    while (fd >= 0 && used < S_MARK_MAX) {
+        ssize_t got = read (fd, old + used, S_MARK_MAX - used);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got <= 0)
+            break;
+        used += (size_t) got;
+    }
+    if (fd >= 0)
+        close (fd);
+    char current [128], desired [128], shown [80];
+    if (absent)
+        snprintf (current, sizeof current, "%s absent",
+                  backend_plan_param (plan, "name"));
+    else {
+        s_mark_show (old, shown, sizeof shown);
+        snprintf (current, sizeof current, "%s holds %s",
+                  backend_plan_param (plan, "name"), shown);
+    }
+    s_mark_show (content, shown, sizeof shown);
+    snprintf (desired, sizeof desired, "%s holds %s",
+              backend_plan_param (plan, "name"), shown);
+    bool differs = absent || used != strlen (content)
+                || memcmp (old, content, used) != 0;
+    backend_check_verdict (outcome, differs, current, desired);
+    if (backend_check_diff (outcome, backend_plan_param (plan, "name"), old,
+                            used, content, strlen (content))) {
+        outcome->ok = false;
+        outcome->exit_code = 1;
+        backend_outcome_error (outcome, "out of memory");
+    }
+    free (content);
+    free (old);
+}
+
+static int
+s_plan_mark (backend_plan_t *plan, char *err, size_t err_len)
+{
+    plan->run = BACKEND_RUN_INPROC;
+    plan->inproc = s_mark;
+    return 0;
+}
+
+static int
+s_check_mark (backend_plan_t *plan, char *err, size_t err_len)
+{
+    plan->run = BACKEND_RUN_INPROC;
+    plan->inproc = s_mark_check;
+    return 0;
+}
+
+static const backend_param_t s_mark_params [] = {
+    { .name = "name", .type = BACKEND_TYPE_STRING, .required = true,
+      .pattern = "^[A-Za-z0-9_-]{1,64}$",
+      .help = "the mark's file name in the agent's test directory" },
+    { .name = "text", .type = BACKEND_TYPE_TEXT, .default_value = "",
+      .help = "what to write (a newline is added)" },
+};
+
 static const backend_param_t s_echo_params [] = {
     { .name = "msg", .type = BACKEND_TYPE_TEXT, .required = true,
       .help = "text to print (a newline is added)" },
@@ -338,22 +502,26 @@ static const backend_param_t s_lines_params [] = {
 
 static const backend_action_t s_actions [] = {
     { "echo", false, "print a message", S_PARAMS (s_echo_params),
-      s_plan_echo, false },
+      s_plan_echo, .idempotent = false },
     { "sleep", false, "sleep a number of seconds, then print msg",
-      S_PARAMS (s_sleep_params), s_plan_sleep, false },
+      S_PARAMS (s_sleep_params), s_plan_sleep, .idempotent = false },
     { "fail", false, "exit with code 1 and msg on stderr",
-      S_PARAMS (s_fail_params), s_plan_fail, false },
+      S_PARAMS (s_fail_params), s_plan_fail, .idempotent = false },
     { "flaky", false, "fail while the attempt number is at most failures, "
       "then succeed (to test retries)", S_PARAMS (s_flaky_params),
-      s_plan_flaky, false },
+      s_plan_flaky, .idempotent = false },
     { "output", false, "write bulk output (to test whole outputs and caps)",
-      S_PARAMS (s_output_params), s_plan_output, false },
+      S_PARAMS (s_output_params), s_plan_output, .idempotent = false },
     { "lines", false, "print count numbered lines, one every interval, "
       "then exit 0 (to test live output)", S_PARAMS (s_lines_params),
-      s_plan_lines, false },
+      s_plan_lines, .idempotent = false },
+    { "mark", true, "write text to a file of the agent's test directory "
+      "(to test dry runs: its check says whether it would change)",
+      S_PARAMS (s_mark_params), s_plan_mark, .idempotent = true,
+      .check = s_check_mark },
 };
 
 const backend_ops_t backend_test_ops = {
     "test", s_actions, sizeof (s_actions) / sizeof (s_actions [0]),
-    "1.0"
+    "1.1"
 };

@@ -753,6 +753,8 @@ s_write_command (broker_t *self, const sched_job_t *job, uint32_t step,
     msg.node_count = node_count;
     //  Steps of a DAG job may be under way side by side on one node
     msg.parallel = job_spec_is_dag (job->spec);
+    //  A dry run: sent only to nodes that run checks (s_dispatch)
+    msg.check = job->spec->check;
     char traceparent [TRACE_PARENT_LEN + 1];
     if (traced)
         msg.traceparent = jobtrace_command (job->id, job->traceparent, step,
@@ -766,6 +768,26 @@ static void
 s_dispatch (broker_t *self, const sched_action_t *action)
 {
     const sched_job_t *job = action->job;
+    if (job->spec->check) {
+        //  A dry run's command carries check, which an agent that did
+        //  not name the feature refuses: one node at a time, only to
+        //  those that run checks (the others were set apart as
+        //  unsupported when the job started; one that said hello again
+        //  since without the feature is not sent it, and its step ends
+        //  lost)
+        s_write_command (self, job, action->step, action->attempt, NULL, 0,
+                         s_traced (self, job, action->nodes,
+                                   action->node_count));
+        for (size_t index = 0; index < action->node_count; index++) {
+            if (!registry_node_checks (registry_lookup (self->ctx.registry,
+                                                        action->nodes [index])))
+                continue;
+            char *topic = topic_for_node (action->nodes [index]);
+            s_publish (self, topic);
+            free (topic);
+        }
+        return;
+    }
     if (action->topic) {
         //  One broadcast. Name the receivers unless the topic reaches
         //  exactly them (late joiners and dropped nodes must not act).
@@ -1030,6 +1052,10 @@ broker_drain (broker_t *self)
                 s_dispatch (self, &action);
                 break;
             case SCHED_ACTION_RESEND:
+                if (action.job->spec->check
+                    && !registry_node_checks (registry_lookup (
+                           self->ctx.registry, action.node)))
+                    break;      //  A dry run's command: as s_dispatch
                 s_write_command (self, action.job, action.step,
                                  action.attempt, NULL, 0,
                                  s_traced (self, action.job,

@@ -86,8 +86,9 @@ typedef struct {
       false }
 
 static const s_route_t s_routes [] = {
-    S_API ("POST", "/api/v1/jobs", "job.submit", NULL, NULL, S_BODY_WRAP,
-           "job", 201),
+    //  ?check=true: a dry run (job.submit's check)
+    S_API ("POST", "/api/v1/jobs", "job.submit", NULL, "check:b",
+           S_BODY_WRAP, "job", 201),
     S_API ("GET", "/api/v1/jobs", "job.list", NULL,
            "status:s,limit:i,before:s,schedule:s", S_BODY_NONE, NULL, 200),
     S_API ("POST", "/api/v1/jobs/check", "job.check", NULL, NULL, S_BODY_WRAP,

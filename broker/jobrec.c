@@ -754,6 +754,8 @@ jobrec_write_record (store_txn_t *txn, const char *job_id,
     bool has_schedule = pv_type (schedule) == PV_STR;
     const pv_t *submitted_by = pv_map_get (header, "submitted_by");
     bool has_submitted_by = pv_type (submitted_by) == PV_STR;
+    bool check = false;
+    pv_get_bool (pv_map_get (spec, "check"), &check);
     //  not_run lists the members a group, label or all did not run; the
     //  nodes a list names have their rows in results instead
     const pv_t *not_run = pv_map_get (header, "not_run");
@@ -770,7 +772,7 @@ jobrec_write_record (store_txn_t *txn, const char *job_id,
                         + (has_retry_of ? 1 : 0) + (has_retried_by ? 1 : 0)
                         + (members ? 1 : 0) + (has_schedule ? 1 : 0)
                         + (has_submitted_by ? 1 : 0) + (live ? 1 : 0)
-                        + (traceparent ? 1 : 0));
+                        + (traceparent ? 1 : 0) + (check ? 1 : 0));
     pw_str (writer, "id");
     pw_str (writer, job_id);
     pw_str (writer, "target_text");
@@ -790,6 +792,10 @@ jobrec_write_record (store_txn_t *txn, const char *job_id,
     if (has_submitted_by) {
         pw_str (writer, "submitted_by");
         pw_pv (writer, submitted_by);
+    }
+    if (check) {
+        pw_str (writer, "check");
+        pw_bool (writer, true);
     }
     if (traceparent) {
         pw_str (writer, "trace");
@@ -1163,7 +1169,8 @@ jobrec_load (store_txn_t *txn, const char *job_id, sched_job_t **job_p)
     job_spec_t *spec = NULL;
     job_errors_t errors;
     memset (&errors, 0, sizeof errors);
-    if (job_spec_decode (pv_map_get (header, "spec"), &spec, &errors) != 0) {
+    if (job_spec_decode_stored (pv_map_get (header, "spec"), &spec, &errors)
+        != 0) {
         job_errors_clear (&errors);
         pv_doc_destroy (&doc);
         return -2;

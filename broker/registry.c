@@ -1017,6 +1017,14 @@ s_missing_action (const registry_node_t *node, const job_spec_t *spec)
     return NULL;
 }
 
+bool
+registry_node_checks (const registry_node_t *node)
+{
+    return node && node->hello
+           && (node->via_size == 0 || node->relays_protocol >= 2)
+           && proto_hello_has_feature (node->hello, PROTO_FEATURE_CHECK);
+}
+
 //  Why NODE cannot run SPEC now, with its status; NULL when it can.
 static char *
 s_unavailable_reason (const registry_node_t *node, const job_spec_t *spec,
@@ -1041,6 +1049,12 @@ s_unavailable_reason (const registry_node_t *node, const job_spec_t *spec,
     if (node->drained) {
         *status = SCHED_CELL_DRAINED;
         return strdup ("drained");
+    }
+    if (spec->check && !registry_node_checks (node)) {
+        //  Its agent would not know the command's check: never sent
+        *status = SCHED_CELL_UNSUPPORTED;
+        return strdup ("runs no checks, cannot tell (an agent of a release "
+                       "before dry runs, or behind an older relay)");
     }
     const job_phase_t *leaf = s_missing_action (node, spec);
     if (leaf) {

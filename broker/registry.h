@@ -145,6 +145,11 @@ int registry_load (registry_t *self, const pv_t *record);
 //  The node with this id, or NULL. Borrowed.
 registry_node_t *registry_lookup (registry_t *self, const char *id);
 
+//  Whether NODE's agent runs checks (dry runs): its hello named the check
+//  feature and every relay on its path said it speaks protocol 2. A
+//  command with check goes to no other node.
+bool registry_node_checks (const registry_node_t *node);
+
 //  The node that owns this connection and id, or NULL when ID is unknown,
 //  offline, or registered through another connection.
 registry_node_t *registry_session (registry_t *self, const char *id,

@@ -157,6 +157,9 @@ typedef struct {
     const char *notify [JOB_MAX_NOTIFY];  //  --notify URL (repeatable)
     size_t notify_count;          //  How many
     bool check;                   //  --check: a dry run (job.check)
+    bool diff;                    //  --diff: with --check, the nodes run
+                                  //  each action's check (job.submit with
+                                  //  check) and show the diffs
     //  job status / cancel / events, node info
     const char *id;               //  The job or node id
     const char *reason;           //  job cancel --reason TEXT, or NULL
@@ -253,6 +256,19 @@ void cli_print_config (const cli_args_t *args,
 //  the batches. Returns 0, -1 when writing failed, -2 when DATA is not
 //  shaped like a job.check answer.
 int cli_render_check (const pv_t *data, FILE *out);
+
+//  Renders a finished dry run's record (job.submit with check, job run
+//  --check --diff): one row per node and step, its verdict (would
+//  change, no change, cannot tell) and what it rests on (current ->
+//  desired, or why it cannot tell), nodes the job set apart as cannot
+//  tell too; with DIFF each diff under the table (coloured with COLOR).
+//  JSON: {job, status, check: true, summary: {would_change, no_change,
+//  cannot_tell}, nodes: [{node, step, task, verdict, would_change:
+//  true|false|null, ?current, ?desired, ?diff, ?reason}]}, diffs always.
+//  Returns how many rows cannot tell, -1 when writing failed, -2 when
+//  RECORD is not a job record.
+int cli_render_check_run (const pv_t *record, bool diff, bool json,
+                          bool color, FILE *out);
 
 //  Puts the rolling-batch options of ARGS (--batch, --max-failures,
 //  --canary) into SPEC, over what a job file said.

@@ -55,9 +55,17 @@ enum {
 static int
 s_run_check (cli_args_t *args, char *err, size_t err_len)
 {
-    if (args->check && args->wait)
+    if (args->diff && !args->check)
+        return cli_fail (err, err_len, "--diff goes with --check: job run "
+                         "--check --diff runs each action's check on the "
+                         "nodes and shows what would change");
+    if (args->check && args->wait && !args->diff)
         return cli_fail (err, err_len, "--check runs nothing, so there is "
-                         "nothing to --wait for");
+                         "nothing to --wait for (--check --diff waits for "
+                         "the nodes' checks)");
+    if (args->check && args->diff && args->follow)
+        return cli_fail (err, err_len, "--follow streams a job's output; "
+                         "--check --diff shows each node's verdict");
     if (args->follow && !args->wait)
         return cli_fail (err, err_len, "--follow goes with --wait: job run "
                          "--wait --follow streams the job's output");
@@ -71,7 +79,7 @@ s_run_check (cli_args_t *args, char *err, size_t err_len)
             return cli_fail (err, err_len,
                              "job run -f FILE takes the target, tasks and "
                              "options from the file; only --wait, --check, "
-                             "--batch, --max-failures, --canary, "
+                             "--diff, --batch, --max-failures, --canary, "
                              "--idempotency-key, --traceparent and global "
                              "options may be added");
         return 0;
@@ -181,15 +189,24 @@ s_build_run (const cli_args_t *args, const job_spec_t *file_spec,
     pw_t *job = cli_job_bytes (args, file_spec, errors);
     if (!job)
         return -1;
-    //  traceparent only when asked for: a broker of an earlier release
-    //  does not know the key
-    proto_request_begin (writer, args->check ? "job.check" : "job.submit", id,
-                         args->traceparent && !args->check ? 2 : 1);
+    //  traceparent and check only when asked for: a broker of an earlier
+    //  release does not know the keys. --check alone asks where the job
+    //  would run (job.check); --check --diff submits a dry run the nodes
+    //  answer (job.submit with check)
+    bool dry_run = args->check && args->diff;
+    bool placement = args->check && !dry_run;
+    bool traced = args->traceparent && !placement;
+    proto_request_begin (writer, placement ? "job.check" : "job.submit", id,
+                         1 + (traced ? 1 : 0) + (dry_run ? 1 : 0));
     pw_str (writer, "job");
     pw_raw (writer, pw_data (job), pw_size (job));
-    if (args->traceparent && !args->check) {
+    if (traced) {
         pw_str (writer, "traceparent");
         pw_str (writer, args->traceparent);
+    }
+    if (dry_run) {
+        pw_str (writer, "check");
+        pw_bool (writer, true);
     }
     pw_destroy (&job);
     return 0;
@@ -559,8 +576,8 @@ s_print_task_progress (const cli_settings_t *settings, const pv_t *record,
 //  rendered: a wait costs the broker a count, not the record of every
 //  node.
 static int
-s_wait (const cli_settings_t *settings, const char *job, FILE *out,
-        FILE *err)
+s_wait (const cli_settings_t *settings, const char *job, bool dry_run,
+        FILE *out, FILE *err)
 {
     bool tty = isatty (fileno (err)) == 1;
     bool line_open = false;
@@ -650,6 +667,19 @@ s_wait (const cli_settings_t *settings, const char *job, FILE *out,
         }
         free (held);
 
+        if (finished && dry_run) {
+            //  Each node's verdict; exit 1 when some cannot tell
+            int cannot = cli_render_check_run (
+                data, true, settings->output == CLI_OUTPUT_JSON,
+                cli_color (out), out);
+            rc = cannot < 0 ? CLI_EXIT_UNREACHABLE
+               : cannot > 0 ? CLI_EXIT_JOB_FAILED : CLI_EXIT_OK;
+            if (cannot == -2)
+                fprintf (err, "gridcli: the broker's job record is "
+                         "malformed\n");
+            client_reply_clear (&reply);
+            break;
+        }
         if (finished) {
             if (settings->output == CLI_OUTPUT_JSON)
                 cli_render_cmd (s_cmd (CLI_CMD_JOB_STATUS), data,
@@ -928,6 +958,7 @@ static const char s_help_job [] =
 "Usage:\n"
 "  gridcli job run --target T [OPTIONS] BACKEND ACTION [--PARAM VALUE ...]\n"
 "  gridcli job run -f FILE [--wait]\n"
+"  gridcli job run --check [--diff] (--target T BACKEND ACTION ... | -f FILE)\n"
 "  gridcli job status ID\n"
 "  gridcli job list [--status S] [--limit N] [--schedule NAME]\n"
 "  gridcli job cancel ID [--reason TEXT]\n"
@@ -1001,7 +1032,17 @@ static const char s_help_job [] =
 "                      lacking the action), the plan (phases or DAG\n"
 "                      order) and the batches, every param checked; runs\n"
 "                      and stores nothing. Exit 0 when it would run, 1\n"
-"                      when no node would\n"
+"                      when no node would\n""  --check --diff      a dry run on the nodes: each runs its action's check\n"
+"                      instead of the action (apt install/remove, systemd\n"
+"                      start/stop/restart/enable/disable, network\n"
+"                      dns_update, test mark; queries run as themselves)\n"
+"                      and nothing changes; waits, then prints per node\n"
+"                      and step \"would change\" (current -> desired), \"no\n"
+"                      change\" or \"cannot tell\" (an action without a\n"
+"                      check, an agent of an earlier release: never sent\n"
+"                      it) and each diff under the table (--output json:\n"
+"                      would_change true|false|null). Exit 0 when every\n"
+"                      node could tell, 1 when some cannot\n"
 "Options are read only BEFORE BACKEND. After BACKEND ACTION every\n"
 "--NAME VALUE or --NAME=VALUE is a param, so `--timeout 5` there is a\n"
 "param named timeout; --wait is the one exception. For file put,\n"
@@ -1055,6 +1096,8 @@ static const char s_help_job [] =
 "  gridcli job run --target label:tier=web --wait systemd restart \\\n"
 "      --unit nginx\n"
 "  gridcli job run -f deploy-web.yaml --wait\n"
+"  gridcli job run --check --diff --target group:web apt install \\\n"
+"      --package nginx\n"
 "  gridcli job list --status failed --limit 10\n";
 
 //  ---------------------------------------------------------------------
@@ -1075,7 +1118,7 @@ s_run_run (const cli_args_t *args, const job_spec_t *file_spec,
         pv_doc_destroy (&reply);
         return rc;
     }
-    if (args->check) {
+    if (args->check && !args->diff) {
         rc = settings->output == CLI_OUTPUT_TABLE
                  ? cli_render_check (data, out)
                  : cli_render_cmd (s_cmd (args->command), data,
@@ -1090,7 +1133,7 @@ s_run_run (const cli_args_t *args, const job_spec_t *file_spec,
             rc = CLI_EXIT_JOB_FAILED;   //  It would run nowhere
     }
     else
-    if (args->wait) {
+    if (args->wait || args->diff) {
         char job [64];
         cli_field (data, "job", job, sizeof job);
         if (!job_id_valid (job)) {
@@ -1101,14 +1144,14 @@ s_run_run (const cli_args_t *args, const job_spec_t *file_spec,
         else {
             bool existing = false;
             pv_get_bool (pv_map_get (data, "existing"), &existing);
-            fprintf (err, "job %s %s; waiting (Ctrl-C stops waiting, "
-                     "the job goes on)\n", job,
-                     existing ? "already submitted with this key"
-                              : "submitted");
+            fprintf (err, "%s %s %s; waiting (Ctrl-C stops waiting, "
+                     "the job goes on)\n", args->diff ? "dry run" : "job",
+                     job, existing ? "already submitted with this key"
+                                   : "submitted");
             if (args->follow)
                 rc = cli_follow_job (settings, job, out, err);
             if (rc == CLI_EXIT_OK)
-                rc = s_wait (settings, job, out, err);
+                rc = s_wait (settings, job, args->diff, out, err);
         }
     }
     else

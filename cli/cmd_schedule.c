@@ -118,6 +118,9 @@ s_schedule_check (cli_args_t *args, char *err, size_t err_len)
     if (args->follow)
         return cli_fail (err, err_len, "--follow is for job run --wait and "
                          "job output");
+    if (args->diff)
+        return cli_fail (err, err_len, "--diff is for job run --check: a "
+                         "schedule's runs are never dry runs");
     if (args->wait)
         return cli_fail (err, err_len, "--wait is for job run; schedule run "
                          "NAME starts a run now");

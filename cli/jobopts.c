@@ -23,7 +23,7 @@ enum {
     S_OPT_JOB_TIMEOUT, S_OPT_RETRIES, S_OPT_STRATEGY, S_OPT_PRIORITY,
     S_OPT_BATCH, S_OPT_MAX_FAILURES, S_OPT_CANARY, S_OPT_LIMITS, S_OPT_LEASE,
     S_OPT_STALL_TIMEOUT, S_OPT_IDEMPOTENCY_KEY, S_OPT_TRACEPARENT, S_OPT_NOTIFY,
-    S_OPT_FOLLOW
+    S_OPT_FOLLOW, S_OPT_DIFF
 };
 
 //  Options of job run, read only before BACKEND (also schedule add's)
@@ -31,6 +31,7 @@ const struct option cli_run_options [] = {
     {"wait", no_argument, NULL, S_OPT_WAIT},
     {"follow", no_argument, NULL, S_OPT_FOLLOW},
     {"check", no_argument, NULL, S_OPT_CHECK},
+    {"diff", no_argument, NULL, S_OPT_DIFF},
     {"target", required_argument, NULL, S_OPT_TARGET},
     {"file", required_argument, NULL, CLI_OPT_FILE},
     {"timeout", required_argument, NULL, S_OPT_TIMEOUT},
@@ -113,6 +114,9 @@ cli_run_option (cli_args_t *args, int option, const char *value, char *err,
             return 0;
         case S_OPT_CHECK:
             args->check = true;
+            return 0;
+        case S_OPT_DIFF:
+            args->diff = true;
             return 0;
         case S_OPT_TARGET:
             return cli_opt_target (args, value, err, err_len);

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "../proto/proto.h"
+#include "../proto/pw.h"
 #include "render.h"
 #include "util.h"
 
@@ -455,6 +456,10 @@ cli_render_job (const pv_t *record, FILE *out, bool color)
     cli_field (record, "status", buf, sizeof buf);
     cli_header_line (out, "status", buf);
     cli_header_line (out, "step", cli_step_text (record, buf, sizeof buf));
+    bool dry_run = false;
+    if (pv_get_bool (pv_map_get (record, "check"), &dry_run) == 0 && dry_run)
+        cli_header_line (out, "dry run", "each node ran its actions' checks; "
+                         "nothing changed (data: would_change)");
     cli_field (record, "strategy", buf, sizeof buf);
     cli_header_line (out, "strategy", buf);
     const pv_t *idempotency_key = pv_map_get (record, "idempotency_key");
@@ -596,6 +601,292 @@ cli_render_job (const pv_t *record, FILE *out, bool color)
     cli_table_destroy (&table);
     s_grid_destroy (&grid);
     return 0;
+}
+
+//  ---------------------------------------------------------------------
+//  Dry runs: the verdicts of a finished check job
+
+typedef struct {
+    char node [128];
+    int64_t step;                 //  -1: the node did not take part
+    char task [160];
+    int would_change;             //  1, 0, -1 (cannot tell)
+    char *current, *desired, *diff, *reason;   //  Raw (owned), or NULL
+} s_verdict_t;
+
+static const char *
+s_verdict_name (int would_change)
+{
+    return would_change > 0 ? "would change"
+         : would_change == 0 ? "no change" : "cannot tell";
+}
+
+//  A string field of MAP, fresh, or NULL when absent or empty
+static char *
+s_text_field (const pv_t *map, const char *key)
+{
+    const pv_t *value = pv_map_get (map, key);
+    return pv_type (value) == PV_STR && pv_size (value)
+               ? pv_strdup (value) : NULL;
+}
+
+//  The first line of a cell's error or output, fresh, or NULL
+static char *
+s_first_text (const pv_t *cell)
+{
+    char *text = s_text_field (cell, "reason");
+    if (!text)
+        text = s_text_field (cell, "error");
+    if (!text)
+        text = s_text_field (cell, "output");
+    if (text)
+        text [strcspn (text, "\n")] = 0;
+    return text;
+}
+
+//  The verdict of CELL into VERDICT
+static void
+s_cell_verdict (const pv_t *cell, s_verdict_t *verdict)
+{
+    char status [64], would [32];
+    cli_field (cell, "status", status, sizeof status);
+    const pv_t *data = pv_map_get (cell, "data");
+    cli_field (data, "would_change", would, sizeof would);
+    verdict->would_change = -1;
+    if (streq (status, "success") && streq (would, "true"))
+        verdict->would_change = 1;
+    else
+    if (streq (status, "success") && streq (would, "false"))
+        verdict->would_change = 0;
+    verdict->current = s_text_field (data, "current");
+    verdict->desired = s_text_field (data, "desired");
+    verdict->diff = s_text_field (data, "diff");
+    if (verdict->would_change >= 0)
+        return;
+    verdict->reason = s_text_field (data, "reason");
+    if (!verdict->reason && streq (status, "success")
+        && !pv_map_get (data, "would_change")) {
+        //  An answer without a verdict: not a check's
+        verdict->reason = cli_strdup ("the node gave no verdict");
+        return;
+    }
+    if (!verdict->reason) {
+        char *why = s_first_text (cell);
+        if (streq (status, "success"))
+            verdict->reason = why ? why : cli_strdup ("no check");
+        else {
+            size_t size = strlen (status) + (why ? strlen (why) : 0) + 8;
+            verdict->reason = cli_realloc (NULL, size);
+            snprintf (verdict->reason, size, "%s%s%s", status,
+                      why ? ": " : "", why ? why : "");
+            free (why);
+        }
+    }
+}
+
+static void
+s_verdicts_free (s_verdict_t *verdicts, size_t count)
+{
+    for (size_t index = 0; index < count; index++) {
+        free (verdicts [index].current);
+        free (verdicts [index].desired);
+        free (verdicts [index].diff);
+        free (verdicts [index].reason);
+    }
+    free (verdicts);
+}
+
+static void
+s_pw_text_or_nil (pw_t *writer, const char *text)
+{
+    if (text)
+        pw_str (writer, text);
+    else
+        pw_nil (writer);
+}
+
+static int
+s_check_run_json (const pv_t *record, const s_verdict_t *verdicts,
+                  size_t count, const size_t *counts, FILE *out)
+{
+    pw_t *writer = pw_new ();
+    char id [128], status [64];
+    pw_map (writer, 5);
+    pw_str (writer, "job");
+    pw_str (writer, cli_field (record, "id", id, sizeof id));
+    pw_str (writer, "status");
+    pw_str (writer, cli_field (record, "status", status, sizeof status));
+    pw_str (writer, "check");
+    pw_bool (writer, true);
+    pw_str (writer, "summary");
+    pw_map (writer, 3);
+    pw_str (writer, "would_change");
+    pw_int (writer, (int64_t) counts [0]);
+    pw_str (writer, "no_change");
+    pw_int (writer, (int64_t) counts [1]);
+    pw_str (writer, "cannot_tell");
+    pw_int (writer, (int64_t) counts [2]);
+    pw_str (writer, "nodes");
+    pw_array (writer, count);
+    for (size_t index = 0; index < count; index++) {
+        const s_verdict_t *verdict = &verdicts [index];
+        pw_map (writer, 9);
+        pw_str (writer, "node");
+        pw_str (writer, verdict->node);
+        pw_str (writer, "step");
+        if (verdict->step >= 0)
+            pw_int (writer, verdict->step);
+        else
+            pw_nil (writer);
+        pw_str (writer, "task");
+        s_pw_text_or_nil (writer, *verdict->task ? verdict->task : NULL);
+        pw_str (writer, "verdict");
+        pw_str (writer, verdict->would_change > 0 ? "would_change"
+                        : verdict->would_change == 0 ? "no_change"
+                                                     : "cannot_tell");
+        pw_str (writer, "would_change");
+        if (verdict->would_change >= 0)
+            pw_bool (writer, verdict->would_change > 0);
+        else
+            pw_nil (writer);
+        pw_str (writer, "current");
+        s_pw_text_or_nil (writer, verdict->current);
+        pw_str (writer, "desired");
+        s_pw_text_or_nil (writer, verdict->desired);
+        pw_str (writer, "diff");
+        s_pw_text_or_nil (writer, verdict->diff);
+        pw_str (writer, "reason");
+        s_pw_text_or_nil (writer, verdict->reason);
+    }
+    pv_doc_t *doc = NULL;
+    int rc = pv_doc_decode (pw_data (writer), pw_size (writer), &doc, NULL, 0)
+             == 0 ? pv_write_json (pv_doc_root (doc), out, 2) : -1;
+    pv_doc_destroy (&doc);
+    pw_destroy (&writer);
+    return rc == 0 ? 0 : -1;
+}
+
+//  One diff, line by line, made printable; '-' lines red and '+' lines
+//  green on a terminal
+static void
+s_print_diff (const char *diff, bool color, FILE *out)
+{
+    const char *line = diff;
+    while (*line) {
+        size_t len = strcspn (line, "\n");
+        char *text = cli_printable (line, len, SIZE_MAX, true);
+        const char *paint = !color ? NULL
+                          : *line == '-' && strncmp (line, "---", 3)
+                                ? "\033[31m"
+                          : *line == '+' && strncmp (line, "+++", 3)
+                                ? "\033[32m" : NULL;
+        fprintf (out, "%s%s%s\n", paint ? paint : "", text,
+                 paint ? "\033[0m" : "");
+        free (text);
+        line += len + (line [len] == '\n');
+    }
+}
+
+int
+cli_render_check_run (const pv_t *record, bool diff, bool json, bool color,
+                      FILE *out)
+{
+    if (!cli_is_job_record (record))
+        return -2;
+    s_grid_t *grid = s_grid_new (record);
+    const pv_t *not_run = pv_map_get (record, "not_run");
+    size_t room = grid->node_count * (size_t) grid->step_count
+                + pv_size (not_run) + 1;
+    s_verdict_t *verdicts = cli_realloc (NULL, room * sizeof (s_verdict_t));
+    memset (verdicts, 0, room * sizeof (s_verdict_t));
+    size_t count = 0, counts [3] = { 0, 0, 0 };
+    for (size_t node = 0; node < grid->node_count; node++)
+        for (int64_t step = 0; step < grid->step_count; step++) {
+            const pv_t *cell = s_grid_cell (grid, step, grid->nodes [node]);
+            if (!cell)
+                continue;
+            s_verdict_t *verdict = &verdicts [count++];
+            snprintf (verdict->node, sizeof verdict->node, "%s",
+                      grid->nodes [node]);
+            verdict->step = step;
+            const pv_t *leaf = grid->leaves [step];
+            char backend [64], action [64];
+            if (leaf)
+                snprintf (verdict->task, sizeof verdict->task, "%s %s",
+                          cli_field (leaf, "backend", backend, sizeof backend),
+                          cli_field (leaf, "action", action, sizeof action));
+            s_cell_verdict (cell, verdict);
+        }
+    for (size_t index = 0; index < pv_size (not_run); index++) {
+        const pv_t *entry = pv_array_at (not_run, index);
+        s_verdict_t *verdict = &verdicts [count++];
+        cli_field (entry, "node", verdict->node, sizeof verdict->node);
+        verdict->step = -1;
+        verdict->would_change = -1;
+        verdict->reason = s_text_field (entry, "reason");
+    }
+    for (size_t index = 0; index < count; index++)
+        counts [verdicts [index].would_change > 0 ? 0
+                : verdicts [index].would_change == 0 ? 1 : 2]++;
+    int rc = 0;
+    if (json)
+        rc = s_check_run_json (record, verdicts, count, counts, out);
+    else {
+        char id [128];
+        fprintf (out, "dry run %s: nothing was changed\n\n",
+                 cli_field (record, "id", id, sizeof id));
+        const char *headers [] = {
+            "NODE", "STEP", "TASK", "VERDICT", "DETAIL"
+        };
+        cli_table_t *table = cli_table_new (5, true, headers);
+        for (size_t index = 0; index < count; index++) {
+            const s_verdict_t *verdict = &verdicts [index];
+            char step [32], detail [1024];
+            if (verdict->step >= 0)
+                snprintf (step, sizeof step, "%" PRId64, verdict->step);
+            else
+                snprintf (step, sizeof step, "-");
+            if (verdict->would_change > 0)
+                snprintf (detail, sizeof detail, "%s -> %s",
+                          verdict->current ? verdict->current : "?",
+                          verdict->desired ? verdict->desired : "?");
+            else
+            if (verdict->would_change == 0)
+                snprintf (detail, sizeof detail, "%s",
+                          verdict->current ? verdict->current
+                                           : "nothing to change");
+            else
+                snprintf (detail, sizeof detail, "%s",
+                          verdict->reason ? verdict->reason : "");
+            char *shown = cli_printable (detail, strlen (detail),
+                                         CLI_OUTPUT_COLUMNS + 40, true);
+            const char *row [] = {
+                verdict->node, step, *verdict->task ? verdict->task : "-",
+                s_verdict_name (verdict->would_change), shown
+            };
+            cli_table_add (table, verdict->would_change < 0, row);
+            free (shown);
+        }
+        if (count)
+            cli_table_print (table, out, color);
+        else
+            fprintf (out, "no node answered\n");
+        cli_table_destroy (&table);
+        for (size_t index = 0; diff && index < count; index++) {
+            const s_verdict_t *verdict = &verdicts [index];
+            if (!verdict->diff)
+                continue;
+            fprintf (out, "\n%s step %" PRId64 " (%s):\n", verdict->node,
+                     verdict->step, verdict->task);
+            s_print_diff (verdict->diff, color, out);
+        }
+        fprintf (out, "\n%zu would change, %zu no change, %zu cannot tell\n",
+                 counts [0], counts [1], counts [2]);
+        rc = ferror (out) ? -1 : 0;
+    }
+    s_verdicts_free (verdicts, count);
+    s_grid_destroy (&grid);
+    return rc < 0 ? rc : (int) counts [2];
 }
 
 int

@@ -1063,9 +1063,10 @@ s_read_notify (s_ctx_t *ctx, const pv_t *value, job_spec_t *spec)
     }
 }
 
-int
-job_spec_decode (const pv_t *value, job_spec_t **spec_p,
-                 job_errors_t *errors)
+//  STORED: the form a store keeps, which may say check (a dry run)
+static int
+s_spec_decode (const pv_t *value, job_spec_t **spec_p, job_errors_t *errors,
+               bool stored)
 {
     static const char *const keys [] = {"target",   "tasks",
                                         "strategy", "timeout",
@@ -1074,6 +1075,12 @@ job_spec_decode (const pv_t *value, job_spec_t **spec_p,
                                         "limits", "stall_timeout", "batch",
                                         "max_failures", "canary", "notify",
                                         NULL};
+    static const char *const stored_keys [] = {
+        "target", "tasks", "strategy", "timeout", "priority",
+        "idempotency_key", "dead_letter", "lease_ms", "limits",
+        "stall_timeout", "batch", "max_failures", "canary", "notify",
+        "check", NULL
+    };
     *spec_p = NULL;
     s_ctx_t ctx = {errors, 0};
     if (pv_type (value) != PV_MAP) {
@@ -1086,7 +1093,10 @@ job_spec_decode (const pv_t *value, job_spec_t **spec_p,
         s_problem (&ctx, "job", "out of memory");
         return -1;
     }
-    s_check_keys (&ctx, value, "", keys);
+    s_check_keys (&ctx, value, "", stored ? stored_keys : keys);
+    if (stored && pv_map_get (value, "check")
+        && pv_get_bool (pv_map_get (value, "check"), &spec->check) != 0)
+        s_problem (&ctx, "check", "expected a bool");
 
     const pv_t *target = pv_map_get (value, "target");
     if (!target)
@@ -1185,6 +1195,20 @@ job_spec_decode (const pv_t *value, job_spec_t **spec_p,
     }
     *spec_p = spec;
     return 0;
+}
+
+int
+job_spec_decode (const pv_t *value, job_spec_t **spec_p,
+                 job_errors_t *errors)
+{
+    return s_spec_decode (value, spec_p, errors, false);
+}
+
+int
+job_spec_decode_stored (const pv_t *value, job_spec_t **spec_p,
+                        job_errors_t *errors)
+{
+    return s_spec_decode (value, spec_p, errors, true);
 }
 
 int
@@ -1340,7 +1364,7 @@ s_write_phase (const job_phase_t *phase, pw_t *writer, bool params_text)
 
 static void
 s_spec_encode (const job_spec_t *spec, pw_t *writer, bool params_text,
-               bool with_notify)
+               bool with_notify, bool stored)
 {
     bool has_strategy = spec->strategy != JOB_STRATEGY_FAIL_FAST;
     //  Written only when it differs from its default, so older readers
@@ -1356,7 +1380,8 @@ s_spec_encode (const job_spec_t *spec, pw_t *writer, bool params_text,
                         + (spec->batch.set ? 1 : 0)
                         + (spec->max_failures.set ? 1 : 0)
                         + (spec->canary ? 1 : 0)
-                        + (with_notify && spec->notify_count ? 1 : 0));
+                        + (with_notify && spec->notify_count ? 1 : 0)
+                        + (stored && spec->check ? 1 : 0));
     pw_str (writer, "target");
     job_target_encode (&spec->target, writer);
     pw_str (writer, "tasks");
@@ -1406,6 +1431,12 @@ s_spec_encode (const job_spec_t *spec, pw_t *writer, bool params_text,
     if (with_notify && spec->notify_count) {
         pw_str (writer, "notify");
         job_notify_encode (spec, writer);
+    }
+    if (stored && spec->check) {
+        //  A release before dry runs refuses the key, so it never
+        //  restores the job (and never runs its actions)
+        pw_str (writer, "check");
+        pw_bool (writer, true);
     }
 }
 
@@ -1459,19 +1490,19 @@ job_notify_decode (const pv_t *value, job_spec_t *spec)
 void
 job_spec_encode (const job_spec_t *spec, pw_t *writer)
 {
-    s_spec_encode (spec, writer, false, true);
+    s_spec_encode (spec, writer, false, true, false);
 }
 
 void
 job_spec_encode_stored (const job_spec_t *spec, pw_t *writer)
 {
-    s_spec_encode (spec, writer, false, false);
+    s_spec_encode (spec, writer, false, false, true);
 }
 
 void
 job_spec_encode_digest (const job_spec_t *spec, pw_t *writer)
 {
-    s_spec_encode (spec, writer, true, true);
+    s_spec_encode (spec, writer, true, true, false);
 }
 
 job_spec_t *
@@ -1489,6 +1520,8 @@ job_spec_dup (const job_spec_t *spec)
     job_errors_clear (&errors);
     pv_doc_destroy (&doc);
     pw_destroy (&writer);
+    if (copy)
+        copy->check = spec->check;
     return copy;
 }
 

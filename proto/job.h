@@ -168,6 +168,11 @@ typedef struct {
     uint32_t canary;          //  Nodes in the first batch, 0 = as batch says
     job_notify_t *notify;     //  Webhooks told of the job's end (owned)
     size_t notify_count;      //  How many (at most JOB_MAX_NOTIFY)
+    bool check;               //  A dry run (job.submit's check): each command
+                              //  asks for its action's check. Not part of
+                              //  the wire form; the stored form holds it
+                              //  (job_spec_encode_stored); job_spec_dup
+                              //  copies it
 } job_spec_t;
 
 //  The order of a DAG job, per step: what each step waits for on its node.
@@ -200,6 +205,11 @@ void job_errors_clear (job_errors_t *errors);
 int job_spec_decode (const pv_t *value, job_spec_t **spec_p,
                      job_errors_t *errors);
 
+//  As job_spec_decode, for the form job_spec_encode_stored writes: it may
+//  also say `check: true` (a dry run), which the wire form may not.
+int job_spec_decode_stored (const pv_t *value, job_spec_t **spec_p,
+                            job_errors_t *errors);
+
 //  Reads a YAML job file (through conf) and decodes it. Returns 0, or -1
 //  with ERRORS filled (a YAML syntax error is one item with line and column).
 int job_spec_load_file (const char *path, job_spec_t **spec_p,
@@ -231,7 +241,9 @@ int job_notify_on_read (const pv_t *value, uint32_t *on_p, char *why,
 
 //  Writes SPEC as job_spec_encode does, without its notify: the form a
 //  store keeps in a job's header, which an older release reads (the
-//  webhooks are kept apart: job_notify_encode).
+//  webhooks are kept apart: job_notify_encode). A dry run's spec says
+//  `check: true`, which a release before dry runs refuses: it never
+//  restores such a job, so never runs its actions for real.
 void job_spec_encode_stored (const job_spec_t *spec, pw_t *writer);
 
 //  Writes SPEC's webhooks as its `notify` value ([{url, ?on}...]), and

@@ -459,6 +459,13 @@ s_command_parallel (const void *item)
     return ((const proto_msg_t *) item)->parallel;
 }
 
+//  "check" is written only when true (a dry run's commands)
+static bool
+s_command_check (const void *item)
+{
+    return ((const proto_msg_t *) item)->check;
+}
+
 static const s_field_t s_command_fields [] = {
     S_JOB, S_STEP, S_ATTEMPT,
     S_TEXT (proto_msg_t, backend, S_TEXT_NAME),
@@ -472,6 +479,10 @@ static const s_field_t s_command_fields [] = {
       .present = s_command_parallel },
     //  Only to agents that announced the trace feature
     S_TEXT_OPT (proto_msg_t, "traceparent", traceparent, S_TEXT_TRACE),
+    //  Only to agents that announced the check feature
+    { S_KEY ("check"), .kind = S_BOOL, .required = false,
+      .offset = offsetof (proto_msg_t, check),
+      .present = s_command_check },
 };
 
 //  A cancel that names one attempt (a reclaim) carries step and attempt;

@@ -73,7 +73,9 @@
 #define PROTO_FEATURE_TRACE "trace"  //  commands carry a traceparent; the
                                      //  agent's results echo it once
                                      //  welcome grants it
-//  All of them, as --version lists them
+#define PROTO_FEATURE_CHECK "check"  //  commands may carry check: the agent
+                                     //  runs the action's check instead
+                                     //  (PROTOCOL.md 4.5); nothing to grant
 #define PROTO_FEATURE_LIVE_OUTPUT "live_output"  //  output pieces while a
                                                  //  task runs, at any offset,
                                                  //  once welcome grants it
@@ -83,7 +85,8 @@
 #define PROTO_FEATURES_TEXT PROTO_FEATURE_RESULT_ACKS ", " \
     PROTO_FEATURE_RESULTS ", " PROTO_FEATURE_TYPED_DATA ", " \
     PROTO_FEATURE_TRACE ", " PROTO_FEATURE_LIVE_OUTPUT ", " \
-    PROTO_FEATURE_FACTS
+    PROTO_FEATURE_FACTS ", " \
+    PROTO_FEATURE_CHECK
 
 //  Codec returns (STYLE: 0 ok, -1 I/O, -2 malformed)
 #define PROTO_OK 0
@@ -229,6 +232,9 @@ struct proto_msg_s {
     size_t param_count;
     uint64_t timeout_ms;         //  Task timeout the agent enforces
     bool parallel;               //  command: may run alongside other steps of its job
+    bool check;                  //  command: run the action's check, never the
+                                 //  action (only to agents that named the
+                                 //  check feature)
     char *traceparent;           //  command, result: the W3C trace context
                                  //  (only with the trace feature), or NULL
     char **nodes;                //  command/cancel: only these nodes act (NULL = every receiver)

@@ -44,6 +44,12 @@ static const s_request_field_t s_req_job_submit [] = {
     { "job", PV_MAP, true, 0, 0 },
     { "traceparent", PV_STR, false, 1, 64 },
 };
+//  job.submit: job.check's keys and check (a dry run, PROTOCOL.md 5.1)
+static const s_request_field_t s_req_job_submit_run [] = {
+    { "job", PV_MAP, true, 0, 0 },
+    { "traceparent", PV_STR, false, 1, 64 },
+    { "check", PV_BOOL, false, 0, 0 },
+};
 static const s_request_field_t s_req_job [] = {
     S_REQ_JOB,
 };
@@ -167,7 +173,7 @@ static const s_request_field_t s_req_notify_retry [] = {
 #define S_REQUEST_BARE(type) { type, NULL, 0 }
 
 static const s_request_t s_requests [] = {
-    S_REQUEST ("job.submit", s_req_job_submit),
+    S_REQUEST ("job.submit", s_req_job_submit_run),
     S_REQUEST ("job.check", s_req_job_submit),
     S_REQUEST ("job.get", s_req_job),
     S_REQUEST ("job.progress", s_req_job),

@@ -400,7 +400,7 @@ test_backends_params_rules (void **unused)
 static void
 test_backends_argv (void **unused)
 {
-    backend_context_t context = { s_fakes, NULL, NULL, 0 };
+    backend_context_t context = { .tool_dir = s_fakes, .resolv_conf = NULL };
     char err [256];
     char path [PATH_MAX];
     backend_plan_t *plan;
@@ -547,7 +547,7 @@ s_run_inproc (backend_plan_t *plan, backend_outcome_t *outcome)
 static void
 test_backends_system_data (void **unused)
 {
-    backend_context_t context = { NULL, NULL, NULL, 0 };
+    backend_context_t context = { .tool_dir = NULL, .resolv_conf = NULL };
     char err [256];
     backend_outcome_t outcome;
     struct {
@@ -618,7 +618,7 @@ test_backends_path_canonical (void **unused)
     assert_int_equal (symlink ("/etc", link), 0);
     snprintf (inside, sizeof (inside), "%s/etc-link/hostname", dir);
 
-    backend_context_t context = { NULL, NULL, NULL, 0 };
+    backend_context_t context = { .tool_dir = NULL, .resolv_conf = NULL };
     char err [256];
     //  The disk action allows any absolute path: the symlink is resolved
     backend_plan_t *plan = s_plan (&context, err, sizeof (err), "system",
@@ -640,7 +640,7 @@ test_backends_path_canonical (void **unused)
           .pattern = prefix, .help = "a path under the test dir" },
     };
     backend_action_t action = { "probe", false, "test", params, 1,
-                                s_plan_nothing, false };
+                                s_plan_nothing, .idempotent = false };
     proto_kv_t param = { "path", inside, false };
     plan = backend_plan_new (&action, &context, &param, 1, err, sizeof (err));
     assert_null (plan);
@@ -677,7 +677,7 @@ test_backends_dns (void **unused)
     assert_int_equal (chmod (file, 0640), 0);
     assert_int_equal (symlink (file, link), 0);
 
-    backend_context_t context = { NULL, link, NULL, 0 };
+    backend_context_t context = { .tool_dir = NULL, .resolv_conf = link };
     char err [256];
     backend_outcome_t outcome;
     backend_plan_t *plan = s_plan (&context, err, sizeof (err), "network",
@@ -825,7 +825,7 @@ test_backends_fakes_record (void **unused)
     snprintf (log, sizeof (log), "%s/argv.log", dir);
     setenv ("GRID_FAKE_LOG", log, 1);
 
-    backend_context_t context = { s_fakes, NULL, NULL, 0 };
+    backend_context_t context = { .tool_dir = s_fakes, .resolv_conf = NULL };
     char err [256];
     s_ran_t ran;
 
@@ -911,13 +911,414 @@ test_backends_fakes_record (void **unused)
     rmdir (dir);
 }
 
+
+//  ---------------------------------------------------------------------
+//  Checks (dry runs)
+
+//  The check plan of BACKEND ACTION with params "k", "v", ..., NULL
+static backend_plan_t *
+s_check_plan (const backend_context_t *context, const char *backend,
+              const char *action, ...)
+{
+    proto_kv_t params [8];
+    size_t count = 0;
+    va_list args;
+    va_start (args, action);
+    const char *key;
+    while ((key = va_arg (args, const char *)) && count < 8) {
+        params [count].key = (char *) key;
+        params [count].value = va_arg (args, char *);
+        count++;
+    }
+    va_end (args);
+    char err [256] = "";
+    backend_plan_t *plan = backend_check_plan_new (s_action (backend, action),
+                                                   context, params, count,
+                                                   err, sizeof (err));
+    assert_non_null (plan);
+    assert_true (plan->checking);
+    return plan;
+}
+
+//  Runs a program check PLAN against the fakes and its parser; fills
+//  OUTCOME (the caller clears it).
+static void
+s_run_check (backend_plan_t *plan, backend_outcome_t *outcome)
+{
+    s_ran_t ran;
+    s_run_program (plan, &ran);
+    memset (outcome, 0, sizeof (*outcome));
+    outcome->ok = ran.status == EXECUTOR_SUCCESS;
+    outcome->exit_code = ran.exit_code;
+    assert_non_null (plan->parse);
+    plan->parse (plan, ran.output, outcome);
+    free (ran.output);
+}
+
+//  The verdict of BACKEND ACTION on PARAM=VALUE through the fakes
+static void
+s_assert_verdict (const backend_context_t *context, const char *backend,
+                  const char *action, const char *param, const char *value,
+                  const char *would_change, const char *current)
+{
+    backend_plan_t *plan = s_check_plan (context, backend, action, param,
+                                         value, NULL);
+    backend_outcome_t outcome;
+    s_run_check (plan, &outcome);
+    assert_true (outcome.ok);
+    assert_string_equal (s_data (&outcome, "would_change"), would_change);
+    if (current)
+        assert_string_equal (s_data (&outcome, "current"), current);
+    assert_non_null (outcome.output);
+    backend_outcome_clear (&outcome);
+    backend_plan_destroy (&plan);
+}
+
+//  Which modify actions declare a check: all but those that cannot say
+//  ahead what they would do
+static void
+test_backends_check_declared (void **unused)
+{
+    const char *none [] = { "apt.update", "apt.upgrade", "rke2.start",
+                            "rke2.stop", "file.put", "file.absent", NULL };
+    size_t count = 0;
+    const backend_ops_t *const *all = backends_all (&count);
+    for (size_t index = 0; index < count; index++)
+        for (size_t at = 0; at < all [index]->action_count; at++) {
+            const backend_action_t *action = &all [index]->actions [at];
+            char name [128];
+            snprintf (name, sizeof name, "%s.%s", all [index]->name,
+                      action->name);
+            bool listed = false;
+            for (size_t k = 0; none [k]; k++)
+                listed = listed || strcmp (none [k], name) == 0;
+            if (!action->modify)
+                assert_null (action->check);
+            else
+            if (listed)
+                assert_null (action->check);
+            else
+                assert_non_null (action->check);
+        }
+}
+
+static void
+test_backends_check_apt (void **unused)
+{
+    char template_dir [] = "/tmp/grid-check-XXXXXX";
+    char *dir = mkdtemp (template_dir);
+    assert_non_null (dir);
+    char log [PATH_MAX];
+    snprintf (log, sizeof (log), "%s/argv.log", dir);
+    setenv ("GRID_FAKE_LOG", log, 1);
+    backend_context_t context = { .tool_dir = s_fakes };
+
+    //  The check asks dpkg-query, "--" before the name; apt-get never runs
+    backend_plan_t *plan = s_check_plan (&context, "apt", "install",
+                                         "package", "nginx", NULL);
+    const char *argv [] = { "dpkg-query", "-W", "-f=${Status}\t${Version}\n",
+                            "--", "nginx", NULL };
+    s_assert_argv (plan, argv);
+    backend_plan_destroy (&plan);
+    s_assert_verdict (&context, "apt", "install", "package", "nginx",
+                      "false", "nginx installed, version 1.2.3-1");
+    s_assert_verdict (&context, "apt", "install", "package", "absent-tool",
+                      "true", "absent-tool not installed");
+    s_assert_verdict (&context, "apt", "install", "package", "removed-tool",
+                      "true", "removed-tool not installed");
+    s_assert_verdict (&context, "apt", "remove", "package", "nginx", "true",
+                      NULL);
+    s_assert_verdict (&context, "apt", "remove", "package", "absent-tool",
+                      "false", NULL);
+    plan = s_check_plan (&context, "apt", "install", "package", "nginx",
+                         NULL);
+    backend_outcome_t outcome;
+    s_run_check (plan, &outcome);
+    assert_string_equal (s_data (&outcome, "installed"), "true");
+    assert_string_equal (s_data (&outcome, "version"), "1.2.3-1");
+    assert_string_equal (s_data (&outcome, "desired"), "nginx installed");
+    assert_string_equal (outcome.output,
+                         "no change: nginx installed, version 1.2.3-1\n");
+    backend_outcome_clear (&outcome);
+    backend_plan_destroy (&plan);
+
+    //  update has no check: cannot tell, and nothing runs
+    plan = s_check_plan (&context, "apt", "update", NULL);
+    assert_int_equal (plan->run, BACKEND_RUN_INPROC);
+    s_run_inproc (plan, &outcome);
+    assert_true (outcome.ok);
+    assert_string_equal (s_data (&outcome, "would_change"), "unknown");
+    assert_non_null (strstr (outcome.output, "update has no check"));
+    backend_outcome_clear (&outcome);
+    backend_plan_destroy (&plan);
+    //  Params are checked as for the action itself
+    char err [256];
+    proto_kv_t bad = { "package", "-oops", false };
+    assert_null (backend_check_plan_new (s_action ("apt", "install"),
+                                         &context, &bad, 1, err,
+                                         sizeof (err)));
+
+    char *text = s_slurp (log);
+    assert_null (strstr (text, "apt-get"));
+    assert_non_null (strstr (text, "dpkg-query\n-W\n"));
+    free (text);
+    unsetenv ("GRID_FAKE_LOG");
+    unlink (log);
+    rmdir (dir);
+}
+
+static void
+test_backends_check_systemd (void **unused)
+{
+    char template_dir [] = "/tmp/grid-check-XXXXXX";
+    char *dir = mkdtemp (template_dir);
+    assert_non_null (dir);
+    char log [PATH_MAX];
+    snprintf (log, sizeof (log), "%s/argv.log", dir);
+    setenv ("GRID_FAKE_LOG", log, 1);
+    backend_context_t context = { .tool_dir = s_fakes };
+
+    backend_plan_t *plan = s_check_plan (&context, "systemd", "start",
+                                         "unit", "nginx", NULL);
+    const char *active [] = { "systemctl", "is-active", "--", "nginx", NULL };
+    s_assert_argv (plan, active);
+    backend_plan_destroy (&plan);
+    plan = s_check_plan (&context, "systemd", "disable", "unit", "nginx",
+                         NULL);
+    const char *enabled [] = { "systemctl", "is-enabled", "--", "nginx",
+                               NULL };
+    s_assert_argv (plan, enabled);
+    backend_plan_destroy (&plan);
+
+    s_assert_verdict (&context, "systemd", "start", "unit", "nginx", "false",
+                      "nginx active");
+    s_assert_verdict (&context, "systemd", "start", "unit", "stopped.service",
+                      "true", "stopped.service inactive");
+    s_assert_verdict (&context, "systemd", "stop", "unit", "nginx", "true",
+                      NULL);
+    s_assert_verdict (&context, "systemd", "stop", "unit", "stopped.service",
+                      "false", NULL);
+    s_assert_verdict (&context, "systemd", "restart", "unit",
+                      "stopped.service", "true", NULL);
+    s_assert_verdict (&context, "systemd", "enable", "unit", "nginx", "false",
+                      "nginx enabled");
+    s_assert_verdict (&context, "systemd", "enable", "unit",
+                      "stopped.service", "true", "stopped.service disabled");
+    s_assert_verdict (&context, "systemd", "disable", "unit", "nginx", "true",
+                      NULL);
+    s_assert_verdict (&context, "systemd", "disable", "unit",
+                      "stopped.service", "false", NULL);
+    s_assert_verdict (&context, "systemd", "enable", "unit",
+                      "static.service", "false", NULL);
+    s_assert_verdict (&context, "systemd", "enable", "unit",
+                      "masked.service", "unknown", NULL);
+    s_assert_verdict (&context, "systemd", "enable", "unit",
+                      "missing.service", "unknown", NULL);
+
+    char *text = s_slurp (log);
+    //  Only the queries ran
+    assert_null (strstr (text, "\nstart\n"));
+    assert_null (strstr (text, "\nenable\n"));
+    assert_null (strstr (text, "\ndisable\n"));
+    free (text);
+    unsetenv ("GRID_FAKE_LOG");
+    unlink (log);
+    rmdir (dir);
+}
+
+static void
+test_backends_check_dns (void **unused)
+{
+    char template_dir [] = "/tmp/grid-check-XXXXXX";
+    char *dir = mkdtemp (template_dir);
+    assert_non_null (dir);
+    char file [PATH_MAX];
+    snprintf (file, sizeof (file), "%s/resolv.conf", dir);
+    const char *before = "# by hand\nnameserver 10.0.0.1\nsearch a.example\n";
+    FILE *out = fopen (file, "w");
+    assert_non_null (out);
+    fputs (before, out);
+    fclose (out);
+    backend_context_t context = { .resolv_conf = file };
+
+    backend_plan_t *plan = s_check_plan (&context, "network", "dns_update",
+                                         "servers", "192.0.2.53", NULL);
+    backend_outcome_t outcome;
+    s_run_inproc (plan, &outcome);
+    assert_true (outcome.ok);
+    assert_string_equal (s_data (&outcome, "would_change"), "true");
+    assert_string_equal (s_data (&outcome, "current"),
+                         "nameservers 10.0.0.1; search a.example");
+    assert_string_equal (s_data (&outcome, "desired"),
+                         "nameservers 192.0.2.53; search a.example");
+    const char *diff = s_data (&outcome, "diff");
+    assert_non_null (diff);
+    assert_non_null (strstr (diff, "+nameserver 192.0.2.53\n"));
+    assert_non_null (strstr (diff, "-nameserver 10.0.0.1\n"));
+    assert_non_null (strstr (diff, "(current)"));
+    backend_outcome_clear (&outcome);
+    backend_plan_destroy (&plan);
+    //  The check wrote nothing
+    char *text = s_slurp (file);
+    assert_string_equal (text, before);
+    free (text);
+
+    //  Once done, the same check says no change, with no diff
+    plan = s_plan (&context, (char [256]) {0}, 256, "network", "dns_update",
+                   "servers", "192.0.2.53", NULL);
+    s_run_inproc (plan, &outcome);
+    assert_true (outcome.ok);
+    backend_outcome_clear (&outcome);
+    backend_plan_destroy (&plan);
+    plan = s_check_plan (&context, "network", "dns_update", "servers",
+                         "192.0.2.53", NULL);
+    s_run_inproc (plan, &outcome);
+    assert_string_equal (s_data (&outcome, "would_change"), "false");
+    assert_null (s_data (&outcome, "diff"));
+    backend_outcome_clear (&outcome);
+    backend_plan_destroy (&plan);
+    unlink (file);
+    rmdir (dir);
+}
+
+static void
+test_backends_check_test_mark (void **unused)
+{
+    char template_dir [] = "/tmp/grid-check-XXXXXX";
+    char *dir = mkdtemp (template_dir);
+    assert_non_null (dir);
+    char test_dir [PATH_MAX], mark [PATH_MAX + 8];
+    snprintf (test_dir, sizeof (test_dir), "%s/test", dir);
+    snprintf (mark, sizeof (mark), "%s/m1", test_dir);
+    backend_context_t context = { .test_dir = test_dir };
+    backend_outcome_t outcome;
+
+    backend_plan_t *plan = s_check_plan (&context, "test", "mark", "name",
+                                         "m1", "text", "one", NULL);
+    s_run_inproc (plan, &outcome);
+    assert_true (outcome.ok);
+    assert_string_equal (s_data (&outcome, "would_change"), "true");
+    assert_string_equal (s_data (&outcome, "current"), "m1 absent");
+    assert_string_equal (s_data (&outcome, "desired"), "m1 holds \"one\"");
+    assert_non_null (strstr (s_data (&outcome, "diff"), "+one\n"));
+    backend_outcome_clear (&outcome);
+    backend_plan_destroy (&plan);
+    struct stat info;
+    assert_int_equal (stat (mark, &info), -1);
+
+    char err [256];
+    plan = s_plan (&context, err, sizeof (err), "test", "mark", "name", "m1",
+                   "text", "one", NULL);
+    s_run_inproc (plan, &outcome);
+    assert_true (outcome.ok);
+    backend_outcome_clear (&outcome);
+    backend_plan_destroy (&plan);
+    assert_int_equal (stat (mark, &info), 0);
+
+    plan = s_check_plan (&context, "test", "mark", "name", "m1", "text",
+                         "one", NULL);
+    s_run_inproc (plan, &outcome);
+    assert_string_equal (s_data (&outcome, "would_change"), "false");
+    backend_outcome_clear (&outcome);
+    backend_plan_destroy (&plan);
+    plan = s_check_plan (&context, "test", "mark", "name", "m1", "text",
+                         "two", NULL);
+    s_run_inproc (plan, &outcome);
+    assert_string_equal (s_data (&outcome, "would_change"), "true");
+    assert_non_null (strstr (s_data (&outcome, "diff"),
+                             "@@ -1,1 +1,1 @@\n-one\n+two\n"));
+    backend_outcome_clear (&outcome);
+    backend_plan_destroy (&plan);
+    char *text = s_slurp (mark);
+    assert_string_equal (text, "one\n");
+    free (text);
+
+    //  A query in a dry run is itself, marked so
+    plan = s_check_plan (&context, "test", "echo", "msg", "hi", NULL);
+    assert_true (plan->check_query);
+    assert_int_equal (plan->run, BACKEND_RUN_CHILD);
+    backend_plan_destroy (&plan);
+    //  Without a test directory mark fails, as a check too
+    backend_context_t bare = { .tool_dir = NULL };
+    plan = s_check_plan (&bare, "test", "mark", "name", "m1", NULL);
+    s_run_inproc (plan, &outcome);
+    assert_false (outcome.ok);
+    backend_outcome_clear (&outcome);
+    backend_plan_destroy (&plan);
+    unlink (mark);
+    rmdir (test_dir);
+    rmdir (dir);
+}
+
+//  backend_check_diff: hunks with context, bounds, binary
+static void
+test_backends_check_diff (void **unused)
+{
+    backend_outcome_t outcome;
+    memset (&outcome, 0, sizeof (outcome));
+    assert_int_equal (backend_check_diff (&outcome, "f", "a\n", 2, "a\n", 2),
+                      0);
+    assert_int_equal (outcome.data_count, 0);
+
+    //  Twenty lines, the 3rd and the 18th changed: two hunks
+    char old [512] = "", new_ [512] = "";
+    for (int line = 1; line <= 20; line++) {
+        char text [32];
+        snprintf (text, sizeof text, "l%d\n", line);
+        strcat (old, text);
+        if (line == 3)
+            strcat (new_, "changed\n");
+        else
+        if (line != 18)
+            strcat (new_, text);
+    }
+    assert_int_equal (backend_check_diff (&outcome, "f", old, strlen (old),
+                                          new_, strlen (new_)), 0);
+    const char *diff = s_data (&outcome, "diff");
+    assert_string_equal (diff,
+        "--- f (current)\n+++ f (desired)\n"
+        "@@ -1,6 +1,6 @@\n l1\n l2\n-l3\n+changed\n l4\n l5\n l6\n"
+        "@@ -15,6 +15,5 @@\n l15\n l16\n l17\n-l18\n l19\n l20\n");
+    backend_outcome_clear (&outcome);
+
+    //  Cut at the bound, saying so
+    size_t big = 3000 * 3;
+    char *many = (char *) malloc (big + 1);
+    for (size_t at = 0; at < 1500; at++)
+        memcpy (many + at * 3, "xx\n", 3);
+    many [1500 * 3] = 0;
+    assert_int_equal (backend_check_diff (&outcome, "f", "", 0, many,
+                                          strlen (many)), 0);
+    diff = s_data (&outcome, "diff");
+    assert_true (strlen (diff) <= BACKEND_CHECK_MAX_DIFF);
+    assert_non_null (strstr (diff, "(diff cut)"));
+    backend_outcome_clear (&outcome);
+    //  Too many lines: no diff, said so
+    char *huge = (char *) malloc (2 * (BACKEND_CHECK_MAX_LINES + 2));
+    for (size_t at = 0; at < BACKEND_CHECK_MAX_LINES + 1; at++)
+        memcpy (huge + at * 2, "y\n", 2);
+    size_t huge_len = 2 * (BACKEND_CHECK_MAX_LINES + 1);
+    assert_int_equal (backend_check_diff (&outcome, "f", "", 0, huge,
+                                          huge_len), 0);
+    assert_non_null (strstr (s_data (&outcome, "diff"), "no diff"));
+    backend_outcome_clear (&outcome);
+    //  Binary: no diff
+    assert_int_equal (backend_check_diff (&outcome, "f", "a\0b", 3, "a", 1),
+                      0);
+    assert_string_equal (s_data (&outcome, "diff"),
+                         "(binary content: no diff)");
+    backend_outcome_clear (&outcome);
+    free (many);
+    free (huge);
+}
+
 //  The progress API: test sleep reports its percent, apt its phases from
 //  its last line, anything else its last line; messages are cut and
 //  cleaned.
 static void
 test_backends_progress (void **state)
 {
-    backend_context_t context = { NULL, NULL, NULL, 0 };
+    backend_context_t context = { .tool_dir = NULL, .resolv_conf = NULL };
     char err [256];
     backend_plan_t *plan = s_plan (&context, err, sizeof (err), "test",
                                    "sleep", "seconds", "4", NULL);
@@ -984,6 +1385,12 @@ main (void)
         cmocka_unit_test (test_backends_dns),
         cmocka_unit_test (test_backends_fakes_record),
         cmocka_unit_test (test_backends_progress),
+        cmocka_unit_test (test_backends_check_declared),
+        cmocka_unit_test (test_backends_check_apt),
+        cmocka_unit_test (test_backends_check_systemd),
+        cmocka_unit_test (test_backends_check_dns),
+        cmocka_unit_test (test_backends_check_test_mark),
+        cmocka_unit_test (test_backends_check_diff),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }

@@ -642,7 +642,7 @@ s_data (const backend_outcome_t *outcome, const char *key)
 static void
 test_fileops_backend (void **unused)
 {
-    backend_context_t context = { NULL, NULL, s_root_list, 1 };
+    backend_context_t context = { .file_roots = s_root_list, .file_root_count = 1 };
     char err [512], path [PATH_MAX];
     s_path (path, s_root, "motd");
     backend_plan_t *plan = s_plan (&context, "put", err, sizeof (err),
@@ -704,7 +704,7 @@ test_fileops_backend (void **unused)
     assert_null (s_plan (&context, "put", err, sizeof (err), "path",
                          path, "content", "x", "owner", "$(id)", NULL));
     //  No roots: planned, but refused when run, with the reason
-    backend_context_t closed = { NULL, NULL, NULL, 0 };
+    backend_context_t closed = { .file_roots = NULL, .file_root_count = 0 };
     plan = s_plan (&closed, "stat", err, sizeof (err), "path", path, NULL);
     assert_non_null (plan);
     plan->inproc (plan, &outcome);

@@ -530,6 +530,28 @@ test_http_jobs (void **state)
     assert_int_equal (json_array_size (jobs), 1);
     assert_string_equal (s_str (json_array_get (jobs, 0), "id"), job);
     s_answer_clear (&answer);
+    //  ?check=true: a dry run; its query runs as itself (no change)
+    s_curl (f->base, &answer, f->operator, "POST", "/api/v1/jobs?check=true",
+            spec, NULL);
+    assert_int_equal (answer.status, 201);
+    char dry [64];
+    snprintf (dry, sizeof dry, "%s", s_str (answer.json, "job"));
+    s_answer_clear (&answer);
+    done = grid_wait_job (&f->grid, dry, S_WAIT_MS);
+    pv_doc_destroy (&done);
+    snprintf (path, sizeof path, "/api/v1/jobs/%s", dry);
+    s_curl (f->base, &answer, f->viewer, "GET", path, NULL, NULL);
+    assert_int_equal (answer.status, 200);
+    assert_true (json_is_true (json_object_get (answer.json, "check")));
+    json_t *dry_cell = json_object_get (json_object_get (json_object_get (
+        answer.json, "results"), "0"), "w-01");
+    assert_string_equal (s_str (json_object_get (dry_cell, "data"),
+                                "would_change"), "false");
+    s_answer_clear (&answer);
+    s_curl (f->base, &answer, f->operator, "POST", "/api/v1/jobs?check=maybe",
+            spec, NULL);
+    assert_int_equal (answer.status, 400);
+    s_answer_clear (&answer);
     //  Cancel a finished job: conflict; delete it; then it is gone
     snprintf (path, sizeof path, "/api/v1/jobs/%s/cancel", job);
     s_curl (f->base, &answer, f->operator, "POST", path,

@@ -9,7 +9,8 @@
 # downgrade within one store schema), five agents upgraded one at a time
 # while a job runs on them, a new agent and new clients refused clearly
 # by an old broker, and an old relay carrying old agents and refusing a
-# new one until it is upgraded. Without git history (a tarball) or without the release's
+# new one until it is upgraded; a dry run that an old agent cannot tell
+# and an old broker never resumes. Without git history (a tarball) or without the release's
 # commit, it says so and checks nothing.
 #
 # usage: sh test/upgrade.sh SRC_DIR BUILD_DIR
@@ -268,6 +269,53 @@ assert statuses == ["success"], statuses
 EOF
 }
 
+# A dry run (job run --check --diff) on a new broker: the new agent
+# answers, the old one, which runs no checks, is never sent the command
+# and reads "cannot tell" (exit 1)
+an_old_agent_cannot_tell_in_a_dry_run() {
+    start_broker "$new" || return 1
+    pids="$pids $(start_agent "$old" old-01) $(start_agent "$new" new-01)"
+    wait_online 2 || return 1
+    cli "$new" job run --check --diff --target group:up test echo \
+        --msg dry >"$run/out" 2>&1
+    rc=$?
+    cat "$run/out"
+    [ "$rc" = 1 ] || { echo "exit $rc, not 1"; return 1; }
+    grep -q 'new-01 .*no change' "$run/out" || return 1
+    grep -q 'old-01 .*cannot tell.*runs no checks' "$run/out" || return 1
+    [ "$(count_in "$run/agent-old-01.log" dry)" = 0 ]
+}
+
+# A dry run still running when the broker is downgraded: the old broker
+# shows it but never restores it, so never runs its steps for real
+a_dry_run_is_never_resumed_by_the_old_broker() {
+    start_broker "$new" || return 1
+    pids="$pids $(start_agent "$new" dr-01)"
+    wait_online 1 || return 1
+    # A step that runs a while (a query runs as itself in a dry run)
+    cli "$new" job run --check --diff --target node:dr-01 test sleep \
+        --seconds 20 >/dev/null 2>&1 &
+    pids="$pids $!"
+    id=""
+    for i in $(seq 1 50); do
+        id=$(cli "$new" --output json job list --status running \
+            2>/dev/null | /usr/bin/python3 -c '
+import json, sys
+jobs = json.load(sys.stdin)["jobs"]
+print(jobs[0]["id"] if jobs else "")')
+        [ -n "$id" ] && break
+        sleep 0.1
+    done
+    [ -n "$id" ] || { echo "no running dry run"; return 1; }
+    kill -TERM "$broker_pid"
+    wait "$broker_pid" 2>/dev/null
+    start_broker "$old" || return 1
+    cli "$old" job status "$id" >"$run/out" 2>&1
+    cat "$run/out"
+    grep -q "$id" "$run/out" || return 1
+    grep -q "job $id could not be restored" "$run/broker.log"
+}
+
 # store_crosses FROM TO NODE MSG: a broker and an agent of release FROM
 # run a job echoing MSG on NODE, then a broker of release TO opens the
 # same store and shows that job, succeeded, to its own gridcli.
@@ -515,6 +563,10 @@ a_newer_schema_store_is_refused_by_the_old_broker() {
 check old_agents_run_jobs_on_a_new_broker old_agents_run_jobs_on_a_new_broker
 check old_clients_talk_to_a_new_broker old_clients_talk_to_a_new_broker
 check an_old_store_opens_in_a_new_broker an_old_store_opens_in_a_new_broker
+check an_old_agent_cannot_tell_in_a_dry_run \
+    an_old_agent_cannot_tell_in_a_dry_run
+check a_dry_run_is_never_resumed_by_the_old_broker \
+    a_dry_run_is_never_resumed_by_the_old_broker
 check a_new_store_opens_in_the_old_broker a_new_store_opens_in_the_old_broker
 check an_old_spool_is_delivered_by_a_new_agent an_old_spool_is_delivered_by_a_new_agent
 check a_new_spool_is_delivered_by_an_old_agent a_new_spool_is_delivered_by_an_old_agent

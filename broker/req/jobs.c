@@ -420,9 +420,17 @@ req_job_submit (req_call_t *call)
     free (traceparent);
     bool decoded = job_spec_decode (pv_map_get (call->request->body, "job"),
                                     &spec, &errors) == 0;
+    //  A dry run (the request's keys were checked: a bool when present)
+    bool check = false;
+    pv_get_bool (pv_map_get (call->request->body, "check"), &check);
+    if (decoded)
+        spec->check = check;
     if (decoded && spec->idempotency_key) {
         pw_t *form = pw_new ();
         job_spec_encode_digest (spec, form);
+        //  A dry run and a run of one spec under one key conflict
+        if (spec->check)
+            pw_str (form, "check");
         jobrec_digest (pw_data (form), pw_size (form), digest);
         pw_destroy (&form);
         if (s_idempotent_submit (call, spec, digest)) {

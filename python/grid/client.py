@@ -364,21 +364,29 @@ class Client:
 
     # -- jobs ------------------------------------------------------------
 
-    def submit(self, job: Job, traceparent: Optional[str] = None) -> str:
+    def submit(self, job: Job, traceparent: Optional[str] = None,
+               check: bool = False) -> str:
         """Submits a JOB map (PROTOCOL.md 5.2); returns the job id. The
         target may be text in the whole expression grammar. TRACEPARENT,
         a W3C trace context (``00-<32 hex>-<16 hex>-<2 hex>``, lowercase),
         makes the job's spans part of the caller's trace; without it the
         broker makes one (``get(job_id)["trace"]`` shows either). A bad
-        one is a GridError ``bad_request``.
+        one is a GridError ``bad_request``. ``check=True`` makes it a dry
+        run on the nodes (PROTOCOL.md 5.10): each runs its actions'
+        checks instead of the actions, nothing changes; ``verdicts`` reads
+        the finished record.
 
             job_id = client.submit({"target": "group:web and not node:web-01",
                                     "tasks": [{"backend": "apt", "action": "update"}]},
                                    traceparent="00-4bf92f3577b34da6a3ce929d0e0e4736-"
                                                "00f067aa0ba902b7-01")
+            dry = client.submit({"target": "group:web",
+                                 "tasks": [{"backend": "apt", "action": "install",
+                                            "params": {"package": "nginx"}}]},
+                                check=True)
         """
-        return self.request("job.submit", job=job,
-                            traceparent=traceparent)["job"]
+        return self.request("job.submit", job=job, traceparent=traceparent,
+                            check=True if check else None)["job"]
 
     def check(self, job: Job) -> Check:
         """A dry run of a JOB map (``job.check``): validated as a submit,
@@ -701,6 +709,56 @@ class Client:
                                   key=lambda kv: int(kv[0])):
             for node, cell in sorted(nodes.items()):
                 yield int(step), node, cell
+
+    @staticmethod
+    def verdicts(record: JobRecord) -> List[Dict[str, Any]]:
+        """The verdicts of a finished dry run's JOB RECORD (``submit(...,
+        check=True)``), as gridcli ``job run --check --diff --output
+        json`` lists them: one ``{node, step, task, verdict,
+        would_change, current, desired, diff, reason}`` per node and step,
+        then the nodes set apart (step None). ``verdict`` is
+        ``"would_change"``, ``"no_change"`` or ``"cannot_tell"``;
+        ``would_change`` True, False or None.
+
+            record = client.wait(client.submit(job, check=True))
+            for v in client.verdicts(record):
+                print(v["node"], v["step"], v["verdict"], v["diff"] or "")
+        """
+        tasks = []
+        for phase in record.get("tasks", []):
+            tasks.extend(phase.get("tasks", [phase]) if isinstance(phase, dict)
+                         else [])
+        out = []
+        for step, node, cell in Client.cells(record):
+            data = cell.get("data") or {}
+            said = data.get("would_change")
+            ok = cell.get("status") == "success"
+            would = (True if ok and said == "true" else
+                     False if ok and said == "false" else None)
+            reason = None
+            if would is None:
+                reason = (data.get("reason") or cell.get("reason")
+                          or cell.get("error") or cell.get("output")
+                          or cell.get("status"))
+                if reason and not ok and cell.get("status") not in reason:
+                    reason = f"{cell.get('status')}: {reason}"
+                reason = reason.split("\n")[0] if reason else None
+            task = tasks[step] if step < len(tasks) else {}
+            out.append({
+                "node": node, "step": step,
+                "task": (f"{task.get('backend')} {task.get('action')}"
+                         if task else None),
+                "verdict": ("would_change" if would else "no_change"
+                            if would is False else "cannot_tell"),
+                "would_change": would,
+                "current": data.get("current"), "desired": data.get("desired"),
+                "diff": data.get("diff"), "reason": reason})
+        for entry in record.get("not_run", []):
+            out.append({"node": entry.get("node"), "step": None, "task": None,
+                        "verdict": "cannot_tell", "would_change": None,
+                        "current": None, "desired": None, "diff": None,
+                        "reason": entry.get("reason")})
+        return out
 
     # -- the dead-letter queue -------------------------------------------
 

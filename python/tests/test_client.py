@@ -57,6 +57,32 @@ class ClientTest(unittest.TestCase):
         later = self.client.events(job_id, after=1)
         self.assertTrue(all(e["seq"] > 1 for e in later))
 
+    def test_dry_run_changes_nothing(self):
+        job = {"target": "group:web", "tasks": [
+            {"backend": "test", "action": "mark",
+             "params": {"name": "py-dry", "text": "one"}},
+            {"backend": "test", "action": "echo", "params": {"msg": "q"}}]}
+        record = self.client.wait(self.client.submit(job, check=True),
+                                  timeout=30)
+        self.assertTrue(record["check"])
+        verdicts = self.client.verdicts(record)
+        self.assertEqual([(v["node"], v["step"], v["verdict"])
+                          for v in verdicts],
+                         [("web-01", 0, "would_change"),
+                          ("web-01", 1, "no_change")])
+        self.assertIs(verdicts[0]["would_change"], True)
+        self.assertIn("+one", verdicts[0]["diff"])
+        self.assertEqual(verdicts[0]["task"], "test mark")
+        # Nothing was written: the same dry run says the same
+        again = self.client.wait(self.client.submit(job, check=True),
+                                 timeout=30)
+        self.assertEqual(self.client.verdicts(again)[0]["verdict"],
+                         "would_change")
+        # A job without check is no dry run
+        plain = self.client.run("group:web", "test", "echo", {"msg": "p"},
+                                wait=True, wait_timeout=30)
+        self.assertNotIn("check", plain)
+
     def test_submit_with_a_traceparent(self):
         given = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
         job_id = self.client.submit({"target": "group:web", "tasks": [
