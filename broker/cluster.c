@@ -31,7 +31,8 @@ typedef struct {
     zsock_t *following;          //  The sink's socket the loop reads
     char leader [64];            //  Who holds the key ("" none)
     bool cold;                   //  No leader seen yet in this run
-    bool former;                 //  It was the active earlier in this run
+    int64_t hold_until;          //  A former active: campaigns after
+                                 //  this unless in sync (monotonic ms)
     bool campaigning;            //  The elector may take the key
     bool elected;
     uint64_t epoch;
@@ -40,13 +41,15 @@ typedef struct {
 } s_standby_t;
 
 //  The elector campaigns only when etcd's sync key names this member (it
-//  reads it at each try). A former active of this run also waits until
-//  the new active said it is in its sync set: it does not take the lead
-//  back from the standby it just handed it to.
+//  reads it at each try). A former active of this run also waits, for a
+//  lease's time, until the new active says it is in its sync set: it
+//  does not take the lead back from the standby it just handed it to
+//  (after that time, with no new active, the key alone decides).
 static void
 s_gate (s_standby_t *self)
 {
-    bool may = !self->former || repl_sink_in_sync (self->sink);
+    bool may = zclock_mono () >= self->hold_until
+               || repl_sink_in_sync (self->sink);
     if (may == self->campaigning)
         return;
     self->campaigning = may;
@@ -216,7 +219,7 @@ s_on_tick (zloop_t *loop, int timer_id, void *arg)
     int64_t now_ms = zclock_mono ();
     repl_sink_tick (self->sink, now_ms);
     s_gate (self);
-    if (*self->leader && self->former && !repl_sink_in_sync (self->sink)
+    if (*self->leader && !self->campaigning && !repl_sink_in_sync (self->sink)
         && now_ms - self->said_ms > 60000) {
         if (self->said_ms)
             log_info ("cluster: %s is still catching up with %s: it will not "
@@ -267,7 +270,7 @@ s_standby (const broker_config_t *config, zactor_t *elector, zcert_t *cert,
     self.elector = elector;
     self.cert = cert;
     self.cold = cold;
-    self.former = !cold;
+    self.hold_until = cold ? 0 : zclock_mono () + config->cluster.ttl_ms;
     self.campaigning = false;    //  The elector starts held
     char err [1024];
     self.lock = store_lock (config->data_dir, "gridbroker", "data dir", err,

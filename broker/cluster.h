@@ -12,8 +12,8 @@
       active's client endpoint. It campaigns for the key only when etcd's
       sync key names it (the elector reads it at each try: it then holds
       everything the active released), or when there is no sync key (a
-      new cluster); a former active of this run waits, besides, until
-      the new active counts it in its sync set.
+      new cluster); a former active of this run waits, besides, a
+      lease's time or until the new active counts it in its sync set.
     - ACTIVE: once elected, it opens its store as after a crash (the
       scheduler restored, in-flight steps re-sent, agents re-send what was
       not acknowledged) and serves, shipping every pass to the standbys

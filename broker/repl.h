@@ -43,6 +43,8 @@
 
         HELLO name epoch seq      the standby's last pass
         ACK seq                   applied and committed through seq
+                                  (also the answer to a PING of its
+                                  epoch: an idle standby is heard)
         SNAPACK offset            snapshot bytes received so far
         PASS epoch seq journal    a pass
         SNAP epoch seq offset bytes   a piece of a snapshot at seq
