@@ -623,8 +623,8 @@ test_sync_unnamed_standby_never_wins (void **state)
     s_stop_member (self, 1);
     grid_kill (self->member [2].broker_pid, SIGCONT);
     assert_true (s_wait_log (self, 2, "c may not stand for election", 1));
-    //  Three leases long, it still serves nothing
-    long long until = grid_now_ms () + 6000;
+    //  Two leases long, it still serves nothing
+    long long until = grid_now_ms () + 4000;
     while (grid_now_ms () < until) {
         char *code = s_status_code (self, 2, 2000);
         if (code && strcmp (code, "ok") == 0)
