@@ -827,12 +827,29 @@ s_on_repl (zloop_t *loop, zsock_t *socket, void *arg)
     return self->demoted ? -1 : 0;
 }
 
+//  Has the elector record the sync set in etcd when it changed: a
+//  standby leaves it (and the active acknowledges without it) only once
+//  the sync key no longer names it.
+static void
+s_sync_ask (broker_t *self)
+{
+    char names [REPL_SYNC_NAMES];
+    uint64_t gen;
+    if (!repl_source_sync_wanted (self->repl, names, sizeof names, &gen))
+        return;
+    char epoch [32], number [32];
+    snprintf (epoch, sizeof epoch, "%" PRIu64, self->epoch);
+    snprintf (number, sizeof number, "%" PRIu64, gen);
+    zstr_sendx (self->elector, "SYNC", epoch, number, names, NULL);
+}
+
 //  Every 100 ms: pings, the sync set's time, the validity of the lead.
 static int
 s_on_repl_tick (zloop_t *loop, int timer_id, void *arg)
 {
     broker_t *self = (broker_t *) arg;
     repl_source_tick (self->repl, broker_now_ms ());
+    s_sync_ask (self);
     broker_release (self);
     return self->demoted ? -1 : 0;
 }
@@ -852,6 +869,11 @@ s_on_elector (zloop_t *loop, zsock_t *socket, void *arg)
     if (what && streq (what, "RENEWED") && first && second
         && strtoull (first, NULL, 10) == self->epoch)
         self->valid_until = strtoll (second, NULL, 10);
+    else
+    if (what && streq (what, "SYNCED") && second) {
+        repl_source_sync_recorded (self->repl, second, broker_now_ms ());
+        broker_release (self);
+    }
     else
     if (what && streq (what, "DEMOTED"))
         broker_demote (self, second && *second ? second : "demoted");
@@ -921,6 +943,8 @@ broker_lead (broker_t *self, zactor_t *elector, uint64_t epoch,
                   self);
     zloop_reader (self->loop, zactor_sock (elector), s_on_elector, self);
     zloop_timer (self->loop, 100, 0, s_on_repl_tick, self);
+    //  Nothing is released until the sync key says this leadership's set
+    s_sync_ask (self);
     log_warn ("cluster: %s is the active of cluster %s (epoch %" PRIu64
               "); standbys follow on %s", cluster->name, cluster->cluster,
               epoch, cluster->replicate);

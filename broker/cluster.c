@@ -31,6 +31,8 @@ typedef struct {
     zsock_t *following;          //  The sink's socket the loop reads
     char leader [64];            //  Who holds the key ("" none)
     bool cold;                   //  No leader seen yet in this run
+    int64_t hold_until;          //  A former active: campaigns after
+                                 //  this unless in sync (monotonic ms)
     bool campaigning;            //  The elector may take the key
     bool elected;
     uint64_t epoch;
@@ -38,12 +40,16 @@ typedef struct {
     int64_t said_ms;             //  Last "not in sync" line
 } s_standby_t;
 
-//  The elector may campaign only while this member holds all an active
-//  released (or no active was ever seen since it started).
+//  The elector campaigns only when etcd's sync key names this member (it
+//  reads it at each try). A former active of this run also waits, for a
+//  lease's time, until the new active says it is in its sync set: it
+//  does not take the lead back from the standby it just handed it to
+//  (after that time, with no new active, the key alone decides).
 static void
 s_gate (s_standby_t *self)
 {
-    bool may = self->cold || repl_sink_in_sync (self->sink);
+    bool may = zclock_mono () >= self->hold_until
+               || repl_sink_in_sync (self->sink);
     if (may == self->campaigning)
         return;
     self->campaigning = may;
@@ -118,6 +124,16 @@ s_on_elector (zloop_t *loop, zsock_t *socket, void *arg)
             s_follow (self, "");
         else
             s_follow (self, second);
+    }
+    else
+    if (what && streq (what, "BARRED")) {
+        if (first && *first)
+            log_warn ("cluster: %s may not stand for election: %s",
+                      self->config->cluster.name, first);
+        else
+            log_info ("cluster: %s may stand for election (the sync key "
+                      "names it, or there is none)",
+                      self->config->cluster.name);
     }
     else
     if (what && streq (what, "UNREACHABLE"))
@@ -203,7 +219,7 @@ s_on_tick (zloop_t *loop, int timer_id, void *arg)
     int64_t now_ms = zclock_mono ();
     repl_sink_tick (self->sink, now_ms);
     s_gate (self);
-    if (*self->leader && !repl_sink_in_sync (self->sink)
+    if (*self->leader && !self->campaigning && !repl_sink_in_sync (self->sink)
         && now_ms - self->said_ms > 60000) {
         if (self->said_ms)
             log_info ("cluster: %s is still catching up with %s: it will not "
@@ -254,6 +270,7 @@ s_standby (const broker_config_t *config, zactor_t *elector, zcert_t *cert,
     self.elector = elector;
     self.cert = cert;
     self.cold = cold;
+    self.hold_until = cold ? 0 : zclock_mono () + config->cluster.ttl_ms;
     self.campaigning = false;    //  The elector starts held
     char err [1024];
     self.lock = store_lock (config->data_dir, "gridbroker", "data dir", err,

@@ -9,9 +9,11 @@
     - STANDBY: it follows the active named by the leader key, keeping its
       store a copy of the active's (repl.h: passes, or a snapshot first),
       and answers every client request with `not_leader`, naming the
-      active's client endpoint. It campaigns for the key only while it is
-      in the active's sync set (it then holds everything the active
-      released), or at a cold start before any leader was seen.
+      active's client endpoint. It campaigns for the key only when etcd's
+      sync key names it (the elector reads it at each try: it then holds
+      everything the active released), or when there is no sync key (a
+      new cluster); a former active of this run waits, besides, a
+      lease's time or until the new active counts it in its sync set.
     - ACTIVE: once elected, it opens its store as after a crash (the
       scheduler restored, in-flight steps re-sent, agents re-send what was
       not acknowledged) and serves, shipping every pass to the standbys

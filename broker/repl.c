@@ -129,6 +129,12 @@ struct _repl_source_t {
     size_t log_bytes;
     zlistx_t *standbys;          //  s_standby_t
     bool alone_said;             //  Logged that it releases alone
+    char asked [REPL_SYNC_NAMES];    //  The sync set last asked of etcd
+    uint64_t asked_gen;          //  Its number (0: none asked yet)
+    char recorded [REPL_MAX_SYNC][64];   //  What etcd's sync key names
+    size_t recorded_count;
+    bool recorded_valid;         //  A write of this epoch succeeded
+    uint64_t floor;              //  Released so far
 };
 
 repl_source_t *
@@ -144,6 +150,8 @@ repl_source_new (const repl_source_config_t *config, zsock_t **socket_p,
     self->store = store;
     uint64_t epoch;
     repl_store_position (store, &epoch, &self->last);
+    //  Passes of earlier leaderships are no longer this one's to hold
+    self->floor = self->last;
     self->log = zlistx_new ();
     zlistx_set_destructor (self->log, s_pass_destroy);
     self->standbys = zlistx_new ();
@@ -228,6 +236,23 @@ s_refuse (repl_source_t *self, s_standby_t *standby, const char *why)
     s_send (self, standby, &msg);
 }
 
+//  True when etcd's sync key names NAME.
+static bool
+s_recorded (repl_source_t *self, const char *name)
+{
+    for (size_t index = 0; index < self->recorded_count; index++)
+        if (streq (self->recorded [index], name))
+            return true;
+    return false;
+}
+
+//  In the sync set: caught up, and named by etcd's sync key.
+static bool
+s_in_sync (repl_source_t *self, s_standby_t *standby)
+{
+    return standby->sync && s_recorded (self, standby->name);
+}
+
 static void
 s_ping (repl_source_t *self, s_standby_t *standby, int64_t now_ms)
 {
@@ -235,7 +260,7 @@ s_ping (repl_source_t *self, s_standby_t *standby, int64_t now_ms)
     zmsg_addstr (msg, "PING");
     s_add64 (msg, self->config.epoch);
     s_add64 (msg, self->last);
-    s_add64 (msg, standby->sync ? 1 : 0);
+    s_add64 (msg, s_in_sync (self, standby) ? 1 : 0);
     s_send (self, standby, &msg);
     standby->pinged_ms = now_ms;
 }
@@ -387,8 +412,9 @@ static void
 s_forget (repl_source_t *self, s_standby_t *standby, const char *why)
 {
     if (standby->sync)
-        log_warn ("cluster: standby %s leaves the sync set: %s",
-                  standby->name, why);
+        log_warn ("cluster: standby %s leaves the sync set: %s (it counts "
+                  "until the sync key no longer names it)", standby->name,
+                  why);
     else
         log_info ("cluster: standby %s is gone: %s", standby->name, why);
     void *handle = zlistx_find (self->standbys, standby);
@@ -472,11 +498,10 @@ s_on_acked (repl_source_t *self, s_standby_t *standby)
         && !standby->sync) {
         standby->state = S_LIVE;
         standby->sync = true;
-        self->alone_said = false;
-        log_info ("cluster: standby %s is in sync at pass %" PRIu64,
+        //  Its acks count from now; it is in the sync set (and may stand
+        //  for election) once the sync key names it
+        log_info ("cluster: standby %s caught up at pass %" PRIu64,
                   standby->name, standby->acked);
-        //  It may stand for election from now: it says so at once
-        s_ping (self, standby, zclock_mono ());
     }
 }
 
@@ -536,7 +561,8 @@ repl_source_tick (repl_source_t *self, int64_t now_ms)
                 standby->sync = false;
                 standby->state = S_REPLAY;
                 log_warn ("cluster: standby %s leaves the sync set: pass %"
-                          PRIu64 " unacknowledged after %" PRId64 " ms",
+                          PRIu64 " unacknowledged after %" PRId64 " ms (it "
+                          "counts until the sync key no longer names it)",
                           standby->name, standby->acked + 1,
                           now_ms - waiting->shipped_ms);
                 s_ping (self, standby, now_ms);
@@ -548,30 +574,135 @@ repl_source_tick (repl_source_t *self, int64_t now_ms)
     }
 }
 
+//  The standby named NAME, or NULL.
+static s_standby_t *
+s_named (repl_source_t *self, const char *name)
+{
+    for (s_standby_t *standby = (s_standby_t *) zlistx_first (self->standbys);
+         standby; standby = (s_standby_t *) zlistx_next (self->standbys))
+        if (streq (standby->name, name))
+            return standby;
+    return NULL;
+}
+
 uint64_t
 repl_source_released (repl_source_t *self)
 {
-    uint64_t released = UINT64_MAX;
-    size_t sync = 0;
+    //  Until this leadership wrote the sync key, it may name members that
+    //  lack this leader's passes: nothing is released
+    if (!self->recorded_valid)
+        return self->floor;
+    uint64_t released = self->last;
+    size_t named_live = 0;
+    //  Every member the sync key names must hold what is released (one
+    //  gone holds it back, until the key no longer names it)...
+    for (size_t index = 0; index < self->recorded_count; index++) {
+        s_standby_t *standby = s_named (self, self->recorded [index]);
+        uint64_t acked = standby ? standby->acked : self->floor;
+        if (acked < released)
+            released = acked;
+        if (standby && standby->sync)
+            named_live++;
+    }
+    //  ... and so must one being added (the key may name it any moment)
     for (s_standby_t *standby = (s_standby_t *) zlistx_first (self->standbys);
          standby; standby = (s_standby_t *) zlistx_next (self->standbys))
-        if (standby->sync) {
-            sync++;
-            if (standby->acked < released)
-                released = standby->acked;
-        }
-    if (sync == 0) {
-        if (self->config.strict)
-            return 0;
+        if (standby->sync && standby->acked < released)
+            released = standby->acked;
+    if (named_live == 0 && self->config.strict)
+        released = self->floor;
+    else
+    if (self->recorded_count == 0) {
         if (!self->alone_said && zlistx_size (self->log)) {
             log_warn ("cluster: no standby is in sync: this broker "
                       "acknowledges alone (a failover now could lose what "
                       "it acknowledged since)");
             self->alone_said = true;
         }
-        return self->last;
     }
-    return released;
+    if (released > self->floor)
+        self->floor = released;
+    return self->floor;
+}
+
+static int
+s_compare_names (const void *one, const void *two)
+{
+    return strcmp (*(const char *const *) one, *(const char *const *) two);
+}
+
+bool
+repl_source_sync_wanted (repl_source_t *self, char *buf, size_t len,
+                         uint64_t *gen_p)
+{
+    const char *names [REPL_MAX_SYNC];
+    size_t count = 0;
+    for (s_standby_t *standby = (s_standby_t *) zlistx_first (self->standbys);
+         standby && count < REPL_MAX_SYNC;
+         standby = (s_standby_t *) zlistx_next (self->standbys))
+        if (standby->sync)
+            names [count++] = standby->name;
+    qsort (names, count, sizeof names [0], s_compare_names);
+    char wanted [REPL_SYNC_NAMES] = "";
+    size_t used = 0;
+    for (size_t index = 0; index < count; index++) {
+        int wrote = snprintf (wanted + used, sizeof wanted - used, "%s%s",
+                              used ? "," : "", names [index]);
+        if (wrote > 0 && (size_t) wrote < sizeof wanted - used)
+            used += (size_t) wrote;
+    }
+    snprintf (buf, len, "%s", wanted);
+    *gen_p = self->asked_gen;
+    if (self->asked_gen && streq (wanted, self->asked))
+        return false;
+    snprintf (self->asked, sizeof self->asked, "%s", wanted);
+    *gen_p = ++self->asked_gen;
+    return true;
+}
+
+void
+repl_source_sync_recorded (repl_source_t *self, const char *names,
+                           int64_t now_ms)
+{
+    char recorded [REPL_MAX_SYNC][64];
+    size_t count = 0;
+    const char *at = names ? names : "";
+    while (*at && count < REPL_MAX_SYNC) {
+        const char *end = strchr (at, ',');
+        size_t len = end ? (size_t) (end - at) : strlen (at);
+        if (len && len < 64)
+            snprintf (recorded [count++], 64, "%.*s", (int) len, at);
+        at += len;
+        if (*at == ',')
+            at++;
+    }
+    for (size_t index = 0; index < count; index++)
+        if (!s_recorded (self, recorded [index]))
+            log_info ("cluster: standby %s is in sync (the sync key names "
+                      "it)", recorded [index]);
+    for (size_t index = 0; index < self->recorded_count; index++) {
+        bool kept = false;
+        for (size_t other = 0; other < count; other++)
+            kept = kept || streq (recorded [other], self->recorded [index]);
+        if (!kept)
+            log_warn ("cluster: the sync key no longer names standby %s: "
+                      "the active goes on without it", self->recorded [index]);
+    }
+    if (count)
+        self->alone_said = false;
+    memcpy (self->recorded, recorded, sizeof recorded);
+    self->recorded_count = count;
+    self->recorded_valid = true;
+    //  Standbys hear at once whether they are in the set
+    for (s_standby_t *standby = (s_standby_t *) zlistx_first (self->standbys);
+         standby; standby = (s_standby_t *) zlistx_next (self->standbys))
+        s_ping (self, standby, now_ms);
+}
+
+bool
+repl_source_sync_written (repl_source_t *self)
+{
+    return self->recorded_valid;
 }
 
 size_t
@@ -586,7 +717,7 @@ repl_source_sync_count (repl_source_t *self)
     size_t sync = 0;
     for (s_standby_t *standby = (s_standby_t *) zlistx_first (self->standbys);
          standby; standby = (s_standby_t *) zlistx_next (self->standbys))
-        sync += standby->sync;
+        sync += s_in_sync (self, standby);
     return sync;
 }
 
@@ -603,7 +734,7 @@ repl_source_standby_at (repl_source_t *self, size_t index, int64_t now_ms,
     memset (info, 0, sizeof *info);
     snprintf (info->name, sizeof info->name, "%s", standby->name);
     info->state = states [standby->state];
-    info->sync = standby->sync;
+    info->sync = s_in_sync (self, standby);
     info->acked = standby->acked;
     info->heard_ms = standby->heard_ms;
     s_pass_t *waiting = standby->acked < self->last
@@ -622,7 +753,8 @@ repl_source_describe (repl_source_t *self, char *buf, size_t len)
          standby && used < len; standby = (s_standby_t *) zlistx_next (self->standbys)) {
         int wrote = snprintf (buf + used, len - used, "%s%s:%s:%" PRIu64,
                               used ? "," : "", standby->name,
-                              standby->sync ? "sync" : states [standby->state],
+                              s_in_sync (self, standby) ? "sync"
+                                                        : states [standby->state],
                               standby->acked);
         if (wrote < 0)
             break;
@@ -913,10 +1045,16 @@ repl_sink_read (repl_sink_t *self, int64_t now_ms)
             }
             else
             if (streq (type, "PING") && zmsg_size (msg) == 4
-                && s_frame64 (msg, 3, &value))
+                && s_frame64 (msg, 3, &value)) {
                 //  The active releases nothing a sync standby has not
                 //  acknowledged: in sync, this one holds all it released
                 self->in_sync = value == 1;
+                //  Answered with what it holds of this leadership, so an
+                //  idle active hears its standbys (silent ones are gone)
+                if (self->snap_fd < 0 && self->seq <= seq
+                    && (self->epoch == epoch || self->seq == 0))
+                    s_ack (self, "ACK", self->seq);
+            }
         }
         free (type);
         zmsg_destroy (&msg);

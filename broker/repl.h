@@ -14,6 +14,17 @@
     pass (repl_source_released): nothing a client or agent saw can be lost
     by a failover to a sync standby.
 
+    The sync set is recorded in etcd (the sync key, ha/elector.h): only
+    members it names may be elected. The source says what it wants
+    recorded (repl_source_sync_wanted: the standbys caught up), the
+    broker has the elector write it, and tells the source once written
+    (repl_source_sync_recorded). A standby is IN THE SYNC SET when it is
+    caught up and the key names it. The release point waits for every
+    member the key names and every standby caught up but not yet named:
+    a standby added counts for acks at once and for "in sync" once named;
+    a standby dropped holds releases back until the key no longer names
+    it. Nothing is released before this leadership first wrote the key.
+
     A standby that connects says the (epoch, seq) its store holds last.
     When the active still holds the passes after it in memory (its log,
     REPL_LOG_MAX_BYTES at most), of its own epoch, it sends them; otherwise
@@ -32,6 +43,8 @@
 
         HELLO name epoch seq      the standby's last pass
         ACK seq                   applied and committed through seq
+                                  (also the answer to a PING of its
+                                  epoch: an idle standby is heard)
         SNAPACK offset            snapshot bytes received so far
         PASS epoch seq journal    a pass
         SNAP epoch seq offset bytes   a piece of a snapshot at seq
@@ -60,6 +73,8 @@
 #define REPL_SNAP_WINDOW 8                //  Pieces in flight at most
 #define REPL_PING_MS 1000                 //  The active pings this often
 #define REPL_SILENT_MS 5000               //  Silent this long: gone
+#define REPL_MAX_SYNC 16                  //  Members a sync key names
+#define REPL_SYNC_NAMES (REPL_MAX_SYNC * 64)  //  Their names, with commas
 
 //  Reads the (epoch, seq) of the last pass STORE holds (0, 0 for none).
 void repl_store_position (store_t *store, uint64_t *epoch, uint64_t *seq);
@@ -107,10 +122,26 @@ void repl_source_tick (repl_source_t *self, int64_t now_ms);
 //  What the active may release: every pass up to this seq.
 uint64_t repl_source_released (repl_source_t *self);
 
+//  The sync set to record in etcd (names of the standbys caught up,
+//  sorted, comma-separated) into BUF: true when it differs from what was
+//  asked last, with *GEN_P its new number (1 up); false when nothing new
+//  is to be written.
+bool repl_source_sync_wanted (repl_source_t *self, char *buf, size_t len,
+                              uint64_t *gen_p);
+
+//  etcd's sync key now names NAMES (comma-separated; "" none): releases
+//  and "in sync" follow it from now.
+void repl_source_sync_recorded (repl_source_t *self, const char *names,
+                                int64_t now_ms);
+
+//  True once this leadership wrote the sync key.
+bool repl_source_sync_written (repl_source_t *self);
+
 //  The last seq shipped.
 uint64_t repl_source_last (repl_source_t *self);
 
-//  How many standbys are connected, and in the sync set.
+//  How many standbys are connected, and in the sync set (caught up and
+//  named by the sync key).
 size_t repl_source_standbys (repl_source_t *self);
 size_t repl_source_sync_count (repl_source_t *self);
 

@@ -6,6 +6,7 @@
 #include "elector.h"
 
 #include <inttypes.h>
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +27,7 @@ typedef struct {
     char *value;
     int64_t ttl_ms;
     char key [NAME_MAX_LEN + 32];
+    char sync_key [NAME_MAX_LEN + 32];
     s_state_t state;
     int64_t lease;               //  Our lease while leading (0: none)
     int64_t epoch;               //  Our epoch while leading
@@ -36,12 +38,87 @@ typedef struct {
     bool unreachable;            //  The last call reached no endpoint
     bool held_mode;              //  Campaigns only when told (config held)
     bool terminated;
+    char *barred;                //  Why the sync key bars it ("" not)
+    int64_t sync_rev;            //  The sync key's mod revision (0: none)
+    uint64_t sync_gen;           //  The last SYNC asked (while leading)
+    uint64_t synced_gen;         //  The last written
+    char *sync_names;            //  What SYNC asked for
+    int64_t sync_next_ms;        //  When to try writing it next
 } s_elector_t;
 
 void
 elector_key (const char *cluster, char *key, size_t len)
 {
     snprintf (key, len, "/grid/%s/leader", cluster);
+}
+
+void
+elector_sync_key (const char *cluster, char *key, size_t len)
+{
+    snprintf (key, len, "/grid/%s/sync", cluster);
+}
+
+char *
+elector_sync_value (uint64_t epoch, const char *leader, const char *names)
+{
+    json_t *list = json_array ();
+    const char *at = names ? names : "";
+    while (*at) {
+        const char *end = strchr (at, ',');
+        size_t len = end ? (size_t) (end - at) : strlen (at);
+        if (len)
+            json_array_append_new (list, json_stringn (at, len));
+        at += len;
+        if (*at == ',')
+            at++;
+    }
+    json_t *value = json_pack ("{s:I,s:s,s:o}", "epoch", (json_int_t) epoch,
+                               "leader", leader, "sync", list);
+    char *text = value ? json_dumps (value, JSON_COMPACT) : NULL;
+    json_decref (value);
+    return text;
+}
+
+int
+elector_sync_allows (const char *value, size_t size, const char *name,
+                     char *why, size_t why_len)
+{
+    json_error_t error;
+    json_t *root = json_loadb (value, size, 0, &error);
+    json_t *leader = json_object_get (root, "leader");
+    json_t *list = json_object_get (root, "sync");
+    json_t *epoch = json_object_get (root, "epoch");
+    if (!json_is_object (root) || !json_is_string (leader)
+        || !json_is_array (list) || !json_is_integer (epoch)) {
+        json_decref (root);
+        snprintf (why, why_len, "the sync key is not grid's (expected "
+                  "{\"epoch\": N, \"leader\": NAME, \"sync\": [NAME...]}): "
+                  "no member campaigns until it is deleted");
+        return -1;
+    }
+    int allows = streq (json_string_value (leader), name) ? 1 : 0;
+    char names [512] = "";
+    size_t used = 0;
+    for (size_t index = 0; index < json_array_size (list); index++) {
+        const char *listed = json_string_value (json_array_get (list, index));
+        if (!listed)
+            continue;
+        if (streq (listed, name))
+            allows = 1;
+        int wrote = snprintf (names + used, sizeof names - used, "%s%s",
+                              used ? ", " : "", listed);
+        if (wrote > 0 && (size_t) wrote < sizeof names - used)
+            used += (size_t) wrote;
+    }
+    if (!allows)
+        snprintf (why, why_len, "the sync key of epoch %" PRId64 " names "
+                  "the leader %s and the standbys in sync [%s], not %s",
+                  (int64_t) json_integer_value (epoch),
+                  json_string_value (leader), names, name);
+    else
+        why [0] = 0;
+    json_decref (root);
+    return allows;
 }
 
 int64_t
@@ -95,6 +172,7 @@ s_demote (s_elector_t *self, const char *why)
     self->lease = 0;
     self->epoch = 0;
     self->valid_until = 0;
+    self->sync_gen = self->synced_gen = 0;
     self->state = self->held_mode ? S_HELD : S_FOLLOWING;
 }
 
@@ -124,6 +202,17 @@ s_follow (s_elector_t *self, const etcd_kv_t *holder)
     s_say (self, "FOLLOWER", holder->create_revision, value);
 }
 
+//  Says BARRED when why the sync key bars this member changes.
+static void
+s_bar (s_elector_t *self, const char *why)
+{
+    if (self->barred && streq (self->barred, why))
+        return;
+    free (self->barred);
+    self->barred = strdup (why);
+    zstr_sendx (self->pipe, "BARRED", why, NULL);
+}
+
 //  Held: reads who holds the key, says so when it changes.
 static void
 s_watch (s_elector_t *self, int64_t now_ms)
@@ -138,13 +227,33 @@ s_watch (s_elector_t *self, int64_t now_ms)
     self->next_ms = now_ms + self->ttl_ms / 3;
 }
 
+//  Campaigns, only when the sync key allows this member (elector.h).
 static void
 s_campaign (s_elector_t *self, int64_t now_ms)
 {
     int64_t step_ms = self->ttl_ms / 3;
+    etcd_kv_t sync;
+    int rc = etcd_get (self->etcd, self->sync_key, &sync);
+    s_reached (self, rc != ETCD_EIO);
+    if (rc < 0) {
+        self->next_ms = now_ms + step_ms;
+        return;
+    }
+    int64_t guard = rc == 1 ? sync.mod_revision : 0;
+    char why [700] = "";
+    int allows = rc == 1 ? elector_sync_allows (sync.value, sync.size,
+                                                self->value, why, sizeof why)
+                         : 1;
+    etcd_kv_clear (&sync);
+    s_bar (self, why);
+    if (allows != 1) {
+        //  It still follows whoever leads
+        s_watch (self, now_ms);
+        return;
+    }
     int64_t lease = 0;
     int64_t sent_ms = zclock_mono ();
-    int rc = etcd_lease_grant (self->etcd, self->ttl_ms / 1000, &lease);
+    rc = etcd_lease_grant (self->etcd, self->ttl_ms / 1000, &lease);
     s_reached (self, rc != ETCD_EIO);
     if (rc != 0) {
         self->next_ms = now_ms + step_ms;
@@ -152,8 +261,11 @@ s_campaign (s_elector_t *self, int64_t now_ms)
     }
     int64_t epoch = 0;
     etcd_kv_t holder;
-    rc = etcd_create (self->etcd, self->key, self->value,
-                      strlen (self->value), lease, &epoch, &holder);
+    //  Won only if the sync key is still the one read: taken in between
+    //  out of the sync set, this member does not win
+    rc = etcd_create_guarded (self->etcd, self->key, self->value,
+                              strlen (self->value), lease, self->sync_key,
+                              guard, &epoch, &holder);
     s_reached (self, rc != ETCD_EIO);
     if (rc == 1) {
         //  The lease's clock started when it was granted
@@ -162,6 +274,8 @@ s_campaign (s_elector_t *self, int64_t now_ms)
         self->epoch = epoch;
         self->valid_until = elector_valid_until (sent_ms, self->ttl_ms);
         self->holder_epoch = 0;
+        self->sync_rev = guard;
+        self->sync_gen = self->synced_gen = 0;
         char until [32];
         snprintf (until, sizeof until, "%" PRId64, self->valid_until);
         s_say (self, "LEADER", epoch, until);
@@ -171,8 +285,55 @@ s_campaign (s_elector_t *self, int64_t now_ms)
     etcd_lease_revoke (self->etcd, lease);
     if (rc == 0 && holder.create_revision)
         s_follow (self, &holder);
+    //  The sync key changed since it was read: read it again at once
+    self->next_ms = rc == 0 && !holder.create_revision ? now_ms
+                                                       : now_ms + step_ms;
     etcd_kv_clear (&holder);
-    self->next_ms = now_ms + step_ms;
+}
+
+//  Leading: writes the sync set SYNC asked for, only while this leader
+//  holds its key and the sync key is the one it knows.
+static void
+s_write_sync (s_elector_t *self, int64_t now_ms)
+{
+    uint64_t gen = self->sync_gen;
+    char *value = elector_sync_value ((uint64_t) self->epoch, self->value,
+                                      self->sync_names);
+    int64_t revision = 0;
+    int rc = value ? etcd_replace_fenced (self->etcd, self->sync_key, value,
+                                          strlen (value), self->sync_rev,
+                                          self->key, self->epoch, &revision)
+                   : ETCD_EPROTO;
+    free (value);
+    s_reached (self, rc != ETCD_EIO);
+    if (rc == 1) {
+        self->sync_rev = revision;
+        self->synced_gen = gen;
+        char digits [32];
+        snprintf (digits, sizeof digits, "%" PRIu64, gen);
+        zstr_sendx (self->pipe, "SYNCED", digits, self->sync_names, NULL);
+        return;
+    }
+    self->sync_next_ms = zclock_mono () + self->ttl_ms / 10;
+    if (rc != 0)
+        return;
+    //  A compare failed: is the leader key still ours?
+    etcd_kv_t kv;
+    rc = etcd_get (self->etcd, self->key, &kv);
+    int64_t holder = kv.create_revision;
+    etcd_kv_clear (&kv);
+    if (rc == 0 || (rc == 1 && holder != self->epoch)) {
+        s_demote (self, rc == 0 ? "its lease lapsed"
+                                : "another member holds the leader key");
+        self->next_ms = now_ms;
+        return;
+    }
+    //  Someone else wrote the sync key (an operator?): write over it
+    if (rc == 1 && etcd_get (self->etcd, self->sync_key, &kv) >= 0) {
+        self->sync_rev = kv.mod_revision;
+        self->sync_next_ms = zclock_mono ();
+    }
+    etcd_kv_clear (&kv);
 }
 
 static void
@@ -227,6 +388,23 @@ s_on_command (s_elector_t *self)
     if (streq (command, "RESIGN"))
         s_resign (self);
     else
+    if (streq (command, "SYNC")) {
+        char *epoch = zstr_recv (self->pipe);
+        char *gen = epoch ? zstr_recv (self->pipe) : NULL;
+        char *names = gen ? zstr_recv (self->pipe) : NULL;
+        if (names && self->state == S_LEADING
+            && strtoll (epoch, NULL, 10) == self->epoch) {
+            free (self->sync_names);
+            self->sync_names = names;
+            names = NULL;
+            self->sync_gen = strtoull (gen, NULL, 10);
+            self->sync_next_ms = zclock_mono ();
+        }
+        free (epoch);
+        free (gen);
+        free (names);
+    }
+    else
     if (streq (command, "HOLD")
         && (self->state == S_FOLLOWING || self->state == S_RESIGNED)) {
         self->state = S_HELD;
@@ -266,8 +444,16 @@ s_actor (zsock_t *pipe, void *arg)
                 s_campaign (self, now_ms);
             continue;
         }
+        bool sync_due = self->state == S_LEADING
+                        && self->sync_gen > self->synced_gen;
+        if (sync_due && now_ms >= self->sync_next_ms) {
+            s_write_sync (self, now_ms);
+            continue;
+        }
         int64_t wait_ms = self->state == S_RESIGNED ? 1000
                         : self->next_ms - now_ms;
+        if (sync_due && self->sync_next_ms - now_ms < wait_ms)
+            wait_ms = self->sync_next_ms - now_ms;
         if (self->state == S_LEADING
             && self->valid_until - now_ms < wait_ms)
             wait_ms = self->valid_until - now_ms;
@@ -283,6 +469,8 @@ s_actor (zsock_t *pipe, void *arg)
     etcd_destroy (&self->etcd);
     free (self->value);
     free (self->holder_value);
+    free (self->barred);
+    free (self->sync_names);
     free (self);
 }
 
@@ -320,5 +508,6 @@ elector_new (const elector_config_t *config, char *err, size_t err_len)
     self->held_mode = config->held;
     self->state = config->held ? S_HELD : S_FOLLOWING;
     elector_key (config->cluster, self->key, sizeof self->key);
+    elector_sync_key (config->cluster, self->sync_key, sizeof self->sync_key);
     return zactor_new (s_actor, self);
 }

@@ -19,7 +19,23 @@
     follows: step down before anyone else can step up.
 
     A follower reads the key every TTL/3 and campaigns as soon as it is
-    gone (its holder resigned, or its lease lapsed).
+    gone (its holder resigned, or its lease lapsed), and only when the
+    SYNC KEY /grid/CLUSTER/sync allows it: that key, written by the
+    leader, holds {"epoch": E, "leader": NAME, "sync": [NAME...]} (the
+    standbys that hold every pass the leader released). A member may
+    campaign when the key names it (the leader or one of the sync list),
+    or when the key does not exist (a new cluster, or etcd lost its data:
+    a cold start, first come first served). A key that is not grid's
+    bars everyone until an operator deletes it. The leader key is created
+    in one transaction with a compare on the sync key's mod revision as
+    it was read: taken out of the sync set in between, a member does not
+    win. Members are named by their VALUE (the member's name).
+
+    A leader writes the sync set it is given (SYNC) with a compare on the
+    sync key's mod revision and on its own leader key's create revision
+    (a demoted leader never writes), retrying every TTL/10 until it is
+    written or it demotes, and says SYNCED once written: the broker counts
+    a standby out of the set (acknowledges without it) only then.
 
     The actor's pipe says (each a zmsg of strings; times are monotonic
     ms, zclock_mono):
@@ -32,6 +48,12 @@
         "UNREACHABLE" WHY                no etcd endpoint answers (said
                                          when that starts and stops: WHY
                                          "" when it answers again)
+        "BARRED" WHY                     the sync key does not name this
+                                         member (WHY says what it names;
+                                         said when it changes, "" when it
+                                         may campaign again)
+        "SYNCED" GEN NAMES               the sync key holds NAMES (comma-
+                                         separated), as SYNC GEN asked
     and takes:
         "RESIGN"                         leave the key (a switchover):
                                          the key and the lease go at once;
@@ -49,6 +71,11 @@
                                          must not win)
         "CAMPAIGN"                       campaign again after a RESIGN
                                          or a HOLD
+        "SYNC" EPOCH GEN NAMES           a leader of EPOCH: write the
+                                         sync set NAMES (comma-separated
+                                         member names) to the sync key;
+                                         GEN grows with each (a later one
+                                         replaces one not yet written)
         "$TERM"                          stop (a leader resigns first)
 
     Threading: the actor is its own thread; its config is copied.
@@ -67,7 +94,8 @@ typedef struct {
     const char *endpoints;   //  etcd endpoints (etcd.h)
     const char *cluster;     //  Cluster name (a grid name): the key's prefix
     const char *value;       //  What the leader key holds while this one
-                             //  leads (its client endpoint, say)
+                             //  leads: the member's name, as the sync
+                             //  key names members
     int64_t ttl_ms;          //  Lease TTL (>= ELECTOR_MIN_TTL_MS, whole s)
     bool held;               //  Start held (below), and be held again
                              //  after each demotion: campaign only
@@ -81,6 +109,20 @@ zactor_t *elector_new (const elector_config_t *config, char *err,
 
 //  The key an elector of CLUSTER campaigns for, into KEY (LEN bytes).
 void elector_key (const char *cluster, char *key, size_t len);
+
+//  The sync key of CLUSTER, into KEY (LEN bytes).
+void elector_sync_key (const char *cluster, char *key, size_t len);
+
+//  The sync key's value for the leader LEADER of EPOCH whose sync set is
+//  NAMES (comma-separated), as a new string (free it), or NULL.
+char *elector_sync_value (uint64_t epoch, const char *leader,
+                          const char *names);
+
+//  Whether the sync key's VALUE (SIZE bytes) lets member NAME campaign:
+//  1 when it names it, 0 when not (WHY says what it names), -1 when the
+//  value is not grid's (WHY says so).
+int elector_sync_allows (const char *value, size_t size, const char *name,
+                         char *why, size_t why_len);
 
 //  How long before its lease could lapse a leader demotes itself, for a
 //  lease of TTL_MS: a fifth of it, at least one second.

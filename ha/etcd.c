@@ -385,27 +385,41 @@ etcd_lease_revoke (etcd_t *self, int64_t id)
     return self->refused == 404 ? 0 : self->refused ? ETCD_EPROTO : ETCD_EIO;
 }
 
-//  A txn: compare TARGET of KEY (CREATE or MOD) with REVISION; on success
-//  SUCCESS (taken), else range KEY. Returns the answer or NULL.
+//  A compare of a txn: TARGET of KEY (CREATE or MOD) equal to REVISION.
 static json_t *
-s_txn (etcd_t *self, const char *key, const char *target, int64_t revision,
-       json_t *success)
+s_compare (const char *key, const char *target, int64_t revision)
 {
-    json_t *key64 = s_base64 (key, strlen (key));
     char text [32];
     snprintf (text, sizeof text, "%" PRId64, revision);
-    json_t *body = json_pack ("{s:[{s:O,s:s,s:s,s:s}],s:[o],s:[{s:{s:O}}]}",
-        "compare", "key", key64, "target", target,
+    return json_pack ("{s:o,s:s,s:s,s:s}",
+        "key", s_base64 (key, strlen (key)), "target", target,
         strcmp (target, "CREATE") == 0 ? "create_revision" : "mod_revision",
-        text, "result", "EQUAL",
-        "success", success,
-        "failure", "request_range", "key", key64);
-    json_decref (key64);
+        text, "result", "EQUAL");
+}
+
+//  A txn: every compare of COMPARES (taken) holds, then SUCCESS (taken),
+//  else range KEY. Returns the answer or NULL.
+static json_t *
+s_txn_all (etcd_t *self, const char *key, json_t *compares, json_t *success)
+{
+    json_t *body = json_pack ("{s:o,s:[o],s:[{s:{s:o}}]}",
+        "compare", compares, "success", success,
+        "failure", "request_range", "key", s_base64 (key, strlen (key)));
     if (!body) {
         s_fail (self, "out of memory");
         return NULL;
     }
     return s_call (self, "/v3/kv/txn", body);
+}
+
+//  A txn of one compare: TARGET of KEY with REVISION.
+static json_t *
+s_txn (etcd_t *self, const char *key, const char *target, int64_t revision,
+       json_t *success)
+{
+    return s_txn_all (self, key,
+                      json_pack ("[o]", s_compare (key, target, revision)),
+                      success);
 }
 
 //  A put of KEY, VALUE (SIZE bytes) under LEASE, as a txn's operation.
@@ -457,6 +471,16 @@ int
 etcd_create (etcd_t *self, const char *key, const void *value, size_t size,
              int64_t lease, int64_t *revision_p, etcd_kv_t *holder)
 {
+    return etcd_create_guarded (self, key, value, size, lease, NULL, 0,
+                                revision_p, holder);
+}
+
+int
+etcd_create_guarded (etcd_t *self, const char *key, const void *value,
+                     size_t size, int64_t lease, const char *guard,
+                     int64_t guard_revision, int64_t *revision_p,
+                     etcd_kv_t *holder)
+{
     if (holder)
         memset (holder, 0, sizeof *holder);
     if (size > ETCD_MAX_VALUE) {
@@ -464,8 +488,12 @@ etcd_create (etcd_t *self, const char *key, const void *value, size_t size,
                 ETCD_MAX_VALUE);
         return ETCD_EPROTO;
     }
-    json_t *answer = s_txn (self, key, "CREATE", 0,
-                            s_put_op (key, value, size, lease));
+    json_t *compares = json_pack ("[o]", s_compare (key, "CREATE", 0));
+    if (guard)
+        json_array_append_new (compares, s_compare (
+            guard, guard_revision ? "MOD" : "CREATE", guard_revision));
+    json_t *answer = s_txn_all (self, key, compares,
+                                s_put_op (key, value, size, lease));
     if (!answer)
         return self->refused ? ETCD_EPROTO : ETCD_EIO;
     return s_txn_outcome (self, answer, revision_p, holder);
@@ -475,14 +503,28 @@ int
 etcd_replace (etcd_t *self, const char *key, const void *value, size_t size,
               int64_t mod_revision, int64_t *revision_p)
 {
+    return etcd_replace_fenced (self, key, value, size, mod_revision, NULL, 0,
+                                revision_p);
+}
+
+int
+etcd_replace_fenced (etcd_t *self, const char *key, const void *value,
+                     size_t size, int64_t mod_revision, const char *fence,
+                     int64_t fence_revision, int64_t *revision_p)
+{
     if (size > ETCD_MAX_VALUE) {
         s_fail (self, "a value of %zu bytes is longer than %d", size,
                 ETCD_MAX_VALUE);
         return ETCD_EPROTO;
     }
     //  Mod revision 0 compares as "never written"; CREATE 0 says the same
-    json_t *answer = s_txn (self, key, mod_revision ? "MOD" : "CREATE",
-                            mod_revision, s_put_op (key, value, size, 0));
+    json_t *compares = json_pack ("[o]", s_compare (
+        key, mod_revision ? "MOD" : "CREATE", mod_revision));
+    if (fence)
+        json_array_append_new (compares, s_compare (fence, "CREATE",
+                                                    fence_revision));
+    json_t *answer = s_txn_all (self, key, compares,
+                                s_put_op (key, value, size, 0));
     if (!answer)
         return self->refused ? ETCD_EPROTO : ETCD_EIO;
     return s_txn_outcome (self, answer, revision_p, NULL);

@@ -83,6 +83,15 @@ int etcd_create (etcd_t *self, const char *key, const void *value,
                  size_t size, int64_t lease, int64_t *revision_p,
                  etcd_kv_t *holder);
 
+//  As etcd_create, and only if GUARD's mod revision is still
+//  GUARD_REVISION (0: only if GUARD does not exist), in one transaction
+//  (GUARD NULL: no guard). Returns 0 with HOLDER zeroed when KEY is free
+//  but GUARD changed.
+int etcd_create_guarded (etcd_t *self, const char *key, const void *value,
+                         size_t size, int64_t lease, const char *guard,
+                         int64_t guard_revision, int64_t *revision_p,
+                         etcd_kv_t *holder);
+
 //  Reads KEY into *KV. Returns 1 when it exists, 0 when not (KV zeroed),
 //  or an error.
 int etcd_get (etcd_t *self, const char *key, etcd_kv_t *kv);
@@ -93,6 +102,13 @@ int etcd_get (etcd_t *self, const char *key, etcd_kv_t *kv);
 //  meanwhile; or an error.
 int etcd_replace (etcd_t *self, const char *key, const void *value,
                   size_t size, int64_t mod_revision, int64_t *revision_p);
+
+//  As etcd_replace, and only if FENCE is still the key created at
+//  FENCE_REVISION (a leader writing only while it holds its key), in one
+//  transaction (FENCE NULL: no fence).
+int etcd_replace_fenced (etcd_t *self, const char *key, const void *value,
+                         size_t size, int64_t mod_revision, const char *fence,
+                         int64_t fence_revision, int64_t *revision_p);
 
 //  Deletes KEY only if it is the one created at CREATE_REVISION (ours).
 //  Returns 1 when deleted, 0 when KEY is another's or gone, or an error.

@@ -30,7 +30,7 @@
 #include "lib/etcdproc.h"
 #include "lib/harness.h"
 
-#define S_WAIT_MS 10000
+#define S_WAIT_MS 20000
 
 typedef struct {
     char dir [300];

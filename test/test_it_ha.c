@@ -182,7 +182,10 @@ s_expect (zactor_t *actor, const char *what, int64_t wait_ms, s_said_t *said)
         memset (said, 0, sizeof *said);
         snprintf (said->what, sizeof said->what, "%s", kind ? kind : "");
         said->number = number ? strtoll (number, NULL, 10) : 0;
-        snprintf (said->text, sizeof said->text, "%s", text ? text : "");
+        //  BARRED says a sentence only
+        snprintf (said->text, sizeof said->text, "%s",
+                  kind && streq (kind, "BARRED") ? (number ? number : "")
+                                                 : text ? text : "");
         said->at_ms = zclock_mono ();
         found = kind && streq (kind, what);
         free (kind);
@@ -341,6 +344,92 @@ test_ha_elector_held (void **state)
     zactor_destroy (&held);
 }
 
+//  The sync key: a member it does not name never campaigns; named, it
+//  wins; leading, it writes the sync set it is given, fenced by its own
+//  leader key, over an operator's write too; a value that is not grid's
+//  bars everyone.
+static void
+test_ha_elector_sync_key (void **state)
+{
+    s_state_t *self = (s_state_t *) *state;
+    if (s_skip (self))
+        return;
+    //  The value's rule, without etcd
+    char why [300];
+    char *value = elector_sync_value (7, "a", "b,c");
+    assert_string_equal (value, "{\"epoch\":7,\"leader\":\"a\","
+                                "\"sync\":[\"b\",\"c\"]}");
+    assert_int_equal (elector_sync_allows (value, strlen (value), "a", why,
+                                           sizeof why), 1);
+    assert_int_equal (elector_sync_allows (value, strlen (value), "c", why,
+                                           sizeof why), 1);
+    assert_int_equal (elector_sync_allows (value, strlen (value), "d", why,
+                                           sizeof why), 0);
+    assert_non_null (strstr (why, "names the leader a and the standbys in "
+                                  "sync [b, c], not d"));
+    free (value);
+    const char *hostile [] = {"", "[]", "{\"leader\":\"d\"}", "not json",
+                              "{\"epoch\":1,\"leader\":5,\"sync\":[]}"};
+    for (size_t index = 0; index < sizeof hostile / sizeof hostile [0];
+         index++)
+        assert_int_equal (elector_sync_allows (hostile [index],
+                                               strlen (hostile [index]), "d",
+                                               why, sizeof why), -1);
+    //  A key naming others: "m" does not campaign
+    char err [300], key [64];
+    etcd_t *etcd = etcd_new (self->etcd.url, 2000, err, sizeof err);
+    assert_non_null (etcd);
+    elector_sync_key ("lab", key, sizeof key);
+    value = elector_sync_value (3, "x", "y");
+    int64_t revision = 0;
+    assert_int_equal (etcd_replace (etcd, key, value, strlen (value), 0,
+                                    &revision), 1);
+    free (value);
+    zactor_t *member = s_elector (self, "m");
+    s_said_t said;
+    assert_true (s_expect (member, "BARRED", S_WAIT_MS, &said));
+    assert_non_null (strstr (said.text, "not m"));
+    assert_false (s_expect (member, "LEADER", 1500, &said));
+    //  Not grid's: still barred, saying so
+    assert_int_equal (etcd_replace (etcd, key, "junk", 4, revision,
+                                    &revision), 1);
+    assert_true (s_expect (member, "BARRED", S_WAIT_MS, &said));
+    assert_non_null (strstr (said.text, "not grid's"));
+    //  Named: it wins
+    value = elector_sync_value (3, "x", "m");
+    assert_int_equal (etcd_replace (etcd, key, value, strlen (value), revision,
+                                    &revision), 1);
+    free (value);
+    assert_true (s_expect (member, "LEADER", S_WAIT_MS, &said));
+    int64_t epoch = said.number;
+    //  Leading, it writes the set it is given
+    char digits [32];
+    snprintf (digits, sizeof digits, "%lld", (long long) epoch);
+    zstr_sendx (member, "SYNC", digits, "1", "p,q", NULL);
+    assert_true (s_expect (member, "SYNCED", S_WAIT_MS, &said));
+    assert_int_equal (said.number, 1);
+    assert_string_equal (said.text, "p,q");
+    etcd_kv_t kv;
+    assert_int_equal (etcd_get (etcd, key, &kv), 1);
+    assert_non_null (strstr (kv.value, "\"leader\":\"m\""));
+    assert_non_null (strstr (kv.value, "[\"p\",\"q\"]"));
+    //  An operator wrote over it: the next set is written all the same
+    assert_int_equal (etcd_replace (etcd, key, "junk", 4, kv.mod_revision,
+                                    &revision), 1);
+    etcd_kv_clear (&kv);
+    zstr_sendx (member, "SYNC", digits, "2", "", NULL);
+    assert_true (s_expect (member, "SYNCED", S_WAIT_MS, &said));
+    assert_int_equal (said.number, 2);
+    assert_int_equal (etcd_get (etcd, key, &kv), 1);
+    assert_non_null (strstr (kv.value, "\"sync\":[]"));
+    etcd_kv_clear (&kv);
+    //  A SYNC of another epoch is not this leader's: ignored
+    zstr_sendx (member, "SYNC", "1", "3", "z", NULL);
+    assert_false (s_expect (member, "SYNCED", 1000, &said));
+    zactor_destroy (&member);
+    etcd_destroy (&etcd);
+}
+
 int
 main (void)
 {
@@ -353,6 +442,8 @@ main (void)
         cmocka_unit_test_setup_teardown (
             test_ha_elector_demotes_before_another_leads, s_setup,
             s_teardown),
+        cmocka_unit_test_setup_teardown (test_ha_elector_sync_key, s_setup,
+                                         s_teardown),
         cmocka_unit_test_setup_teardown (test_ha_elector_held, s_setup,
                                          s_teardown),
     };

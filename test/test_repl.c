@@ -28,6 +28,8 @@ typedef struct {
     repl_sink_t *sink;
     char endpoint [96];
     uint64_t epoch;
+    bool etcd_down;              //  The sync set is not recorded
+    char pending [REPL_SYNC_NAMES];  //  The sync set asked last
 } s_pair_t;
 
 static int s_count;
@@ -85,6 +87,21 @@ s_source (s_pair_t *self, int64_t sync_timeout_ms, bool strict)
     assert_non_null (self->source);
 }
 
+//  What the broker and the elector do: the sync set the source wants is
+//  written to etcd (here at once, unless etcd is "down"), and the
+//  source told so.
+static void
+s_record (s_pair_t *self)
+{
+    char names [REPL_SYNC_NAMES];
+    uint64_t gen;
+    if (repl_source_sync_wanted (self->source, names, sizeof names, &gen))
+        snprintf (self->pending, sizeof self->pending, "%s", names);
+    if (!self->etcd_down && gen)
+        repl_source_sync_recorded (self->source, self->pending,
+                                   zclock_mono ());
+}
+
 static void
 s_sink (s_pair_t *self)
 {
@@ -122,6 +139,7 @@ s_turn_until (s_pair_t *self, uint64_t seq, bool sink_reads, int ms)
         int64_t now = zclock_mono ();
         repl_source_read (self->source, now);
         repl_source_tick (self->source, now);
+        s_record (self);
         if (self->sink && sink_reads) {
             repl_sink_read (self->sink, now);
             repl_sink_tick (self->sink, now);
@@ -162,8 +180,13 @@ test_repl_passes_and_sync (void **state)
 {
     s_pair_t *self = (s_pair_t *) *state;
     s_source (self, 60000, false);
-    //  Alone: released at once
+    //  Nothing is released before the sync key was written
     uint64_t first = s_pass (self, "a", "1");
+    assert_int_equal (repl_source_released (self->source), 0);
+    assert_false (repl_source_sync_written (self->source));
+    //  Alone (the key names no standby): released at once
+    s_record (self);
+    assert_true (repl_source_sync_written (self->source));
     assert_int_equal (repl_source_released (self->source), first);
     s_sink (self);
     //  The standby starts empty: a snapshot, then it is in sync
@@ -243,15 +266,78 @@ test_repl_silent_standby_leaves_the_sync_set (void **state)
 }
 
 static void
+test_repl_dropped_only_once_recorded (void **state)
+{
+    s_pair_t *self = (s_pair_t *) *state;
+    s_source (self, 200, false);
+    s_sink (self);
+    uint64_t first = s_pass (self, "a", "1");
+    assert_true (s_turn_until (self, first, true, 5000));
+    assert_int_equal (repl_source_sync_count (self->source), 1);
+    //  The standby stops reading and etcd cannot be written: the active
+    //  does not go on without it
+    self->etcd_down = true;
+    uint64_t second = s_pass (self, "b", "2");
+    assert_false (s_turn_until (self, second, false, 1500));
+    assert_true (repl_source_released (self->source) < second);
+    //  The key written without it: released
+    self->etcd_down = false;
+    assert_true (s_turn_until (self, second, false, 1000));
+    assert_int_equal (repl_source_sync_count (self->source), 0);
+}
+
+static void
+test_repl_added_counts_before_recorded (void **state)
+{
+    s_pair_t *self = (s_pair_t *) *state;
+    s_source (self, 60000, false);
+    s_record (self);
+    self->etcd_down = true;
+    s_sink (self);
+    uint64_t first = s_pass (self, "a", "1");
+    //  Caught up, it is asked for; until the key names it, it is not in
+    //  the sync set, but its acks already count
+    int64_t deadline = zclock_mono () + 5000;
+    char names [REPL_SYNC_NAMES] = "";
+    uint64_t gen = 0;
+    while (zclock_mono () < deadline) {
+        int64_t now = zclock_mono ();
+        repl_source_read (self->source, now);
+        repl_source_tick (self->source, now);
+        repl_sink_read (self->sink, now);
+        if (repl_source_sync_wanted (self->source, names, sizeof names, &gen))
+            break;
+        zclock_sleep (2);
+    }
+    assert_string_equal (names, "b");
+    assert_int_equal (repl_source_sync_count (self->source), 0);
+    assert_false (repl_sink_in_sync (self->sink));
+    uint64_t second = s_pass (self, "b", "2");
+    assert_true (repl_source_released (self->source) >= first);
+    assert_true (repl_source_released (self->source) < second);
+    repl_source_sync_recorded (self->source, names, zclock_mono ());
+    snprintf (self->pending, sizeof self->pending, "%s", names);
+    assert_int_equal (repl_source_sync_count (self->source), 1);
+    self->etcd_down = false;
+    assert_true (s_turn_until (self, second, true, 5000));
+}
+
+static void
 test_repl_strict_holds (void **state)
 {
     s_pair_t *self = (s_pair_t *) *state;
     s_source (self, 200, true);
     //  Strict, no standby: nothing is released
     uint64_t first = s_pass (self, "a", "1");
+    s_record (self);
     assert_int_equal (repl_source_released (self->source), 0);
     s_sink (self);
     assert_true (s_turn_until (self, first, true, 5000));
+    //  The standby stops: strict, the active holds
+    uint64_t second = s_pass (self, "b", "2");
+    assert_false (s_turn_until (self, second, false, 1000));
+    assert_int_equal (repl_source_sync_count (self->source), 0);
+    assert_true (s_turn_until (self, second, true, 5000));
 }
 
 //  Sends the sink a PASS of EPOCH, SEQ that puts KEY over ROUTER to the
@@ -345,6 +431,10 @@ main (void)
                                          s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (
             test_repl_silent_standby_leaves_the_sync_set, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_repl_dropped_only_once_recorded,
+                                         s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_repl_added_counts_before_recorded,
+                                         s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_repl_strict_holds, s_setup,
                                          s_teardown),
         cmocka_unit_test_setup_teardown (test_repl_older_epoch_refused,
