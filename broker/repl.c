@@ -913,10 +913,15 @@ repl_sink_read (repl_sink_t *self, int64_t now_ms)
             }
             else
             if (streq (type, "PING") && zmsg_size (msg) == 4
-                && s_frame64 (msg, 3, &value))
+                && s_frame64 (msg, 3, &value)) {
                 //  The active releases nothing a sync standby has not
                 //  acknowledged: in sync, this one holds all it released
                 self->in_sync = value == 1;
+                //  Answered, so that an idle active hears this standby:
+                //  what it holds, when it is of this leadership
+                if (self->snap_fd < 0 && self->epoch == epoch)
+                    s_ack (self, "ACK", self->seq);
+            }
         }
         free (type);
         zmsg_destroy (&msg);
