@@ -5,6 +5,8 @@
 #   make test       deps, build, run every test (unit + integration)
 #   make test SANITIZE=1   the same under AddressSanitizer + UBSan (build-asan/)
 #   make demo       deps, build, broker + three agents on loopback, two jobs
+#   make demo-ha    etcd, two brokers in a cluster, three agents: the active
+#                   killed mid-job, the standby finishing it (under a minute)
 #   make fuzz       every libFuzzer target for FUZZ_SECONDS (60) each; make
 #                   test runs each for FUZZ_SHORT_SECONDS (10) as test_fuzz
 #   make bench      benchmark: broker + gridswarm at 1,000, 10,000 and 50,000
@@ -137,6 +139,7 @@ FUZZ_SEEDS := $(BUILD)/test/tools/fuzz_seeds
 
 .PHONY: all man deps test test-build test-deps demo format clean FORCE \
 	check-deps check-layers fuzz fuzz-build fuzz-deps bench bench-quick \
+	demo-ha soak-ha bench-ha \
 	bench-queue bench-scale bench-http install \
 	uninstall deb
 .DEFAULT_GOAL := all
@@ -358,6 +361,14 @@ test: deps fuzz-deps test-deps
 demo: deps
 	@$(MAKE) --no-print-directory all
 	@BUILD=$(BUILD) sh test/demo.sh
+
+# etcd (one member, on loopback) and two brokers in a cluster: the active
+# killed in the middle of a job, the standby finishing it.
+HA_PKGS := etcd-server etcd-client jq
+demo-ha: deps
+	@sh test/deps.sh $(HA_PKGS)
+	@$(MAKE) --no-print-directory all
+	@BUILD=$(BUILD) sh test/demo_ha.sh
 
 deps:
 	@sh test/deps.sh $(DEB_PKGS)
