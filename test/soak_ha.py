@@ -301,7 +301,9 @@ def nemesis(fleet, nodes, failovers, faults):
             if not active:
                 stop.wait(1)
                 continue
-            how = rng.choice(("kill", "stop"))
+            # Turn about: SIGKILL, then SIGSTOP past the lease, ...
+            how = ("kill", "stop")[sum(1 for f in faults
+                                       if f[0].startswith("active")) % 2]
             began = time.time()
             if how == "kill":
                 say("nemesis: SIGKILL the active %s" % active)
