@@ -52,6 +52,12 @@
     --scale is make bench-scale: the first agent count direct, the others
     through relays, with the scale goals printed as met or not met.
 
+    --ha is make bench-ha: the figures of the first agent count twice, a
+    broker alone and the same broker as the active of a two-member
+    cluster (a standby in sync, one etcd: gridbench_ha.c), without the
+    drain, then failover times over --ha-kills kills of the active; the
+    ratios cluster / alone are printed, build/bench/ha.json written.
+
     The swarm speaks ZMTP itself (gridswarm --transport zmtp) on plaintext
     runs, so that the load generator takes as little of the machine as it
     can, and runs on libzmq on CURVE runs; --swarm-transport chooses, and
