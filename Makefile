@@ -5,6 +5,11 @@
 #   make test       deps, build, run every test (unit + integration)
 #   make test SANITIZE=1   the same under AddressSanitizer + UBSan (build-asan/)
 #   make demo       deps, build, broker + three agents on loopback, two jobs
+#   make demo-ha    etcd, two brokers in a cluster, three agents: the active
+#                   killed mid-job, the standby finishing it (under a minute)
+#   make soak-ha    the cluster under faults for SOAK_SECONDS (600): clients
+#                   submitting, the active killed or stopped, agents killed;
+#                   every acknowledged job checked (lost, duplicated)
 #   make fuzz       every libFuzzer target for FUZZ_SECONDS (60) each; make
 #                   test runs each for FUZZ_SHORT_SECONDS (10) as test_fuzz
 #   make bench      benchmark: broker + gridswarm at 1,000, 10,000 and 50,000
@@ -28,6 +33,9 @@
 #                   output while it runs; broker CPU per streamed MiB,
 #                   and the slowdown of other jobs' results; writes
 #                   build/bench/live.json
+#   make bench-ha      a broker alone and a two-broker cluster side by
+#                   side at 1,000 agents, then failover times over HA_KILLS
+#                   (20) kills of the active; writes build/bench/ha.json
 #                   BENCH_ARGS adds gridbench options (gridbench --help)
 #   make install    programs, man pages, configs, units, completion, Python
 #                   module (PREFIX=/usr/local, DESTDIR); make uninstall
@@ -109,10 +117,13 @@ TEST_LIB_SRC := $(wildcard test/lib/*.c)
 TEST_LIB_OBJ := $(TEST_LIB_SRC:%.c=$(BUILD)/obj/%.o)
 TEST_SRC := $(wildcard test/test_*.c)
 TEST_BINS := $(TEST_SRC:test/%.c=$(BUILD)/test/%)
-# test/tools/zmtp.c is a module of gridswarm (and of test_zmtp), not a tool
-TEST_TOOL_SRC := $(filter-out test/tools/zmtp.c,$(wildcard test/tools/*.c))
+# test/tools/zmtp.c is a module of gridswarm (and of test_zmtp), not a
+# tool; gridbench_ha.c is a module of gridbench
+TEST_TOOL_SRC := $(filter-out test/tools/zmtp.c test/tools/gridbench_ha.c,\
+	$(wildcard test/tools/*.c))
 TEST_TOOLS := $(TEST_TOOL_SRC:test/tools/%.c=$(BUILD)/test/tools/%)
 ZMTP_OBJ := $(BUILD)/obj/test/tools/zmtp.o
+BENCH_HA_OBJ := $(BUILD)/obj/test/tools/gridbench_ha.o
 
 DEB_PKGS := gcc make pkg-config libzmq3-dev libczmq-dev libmsgpack-dev \
 	liblmdb-dev libyaml-dev libcmocka-dev libsystemd-dev scdoc \
@@ -143,6 +154,7 @@ FUZZ_SEEDS := $(BUILD)/test/tools/fuzz_seeds
 
 .PHONY: all man deps test test-build test-deps demo format clean FORCE \
 	check-deps check-layers fuzz fuzz-build fuzz-deps bench bench-quick \
+	demo-ha soak-ha bench-ha \
 	bench-queue bench-scale bench-http bench-live bench-facts install \
 	uninstall deb
 .DEFAULT_GOAL := all
@@ -244,6 +256,7 @@ $(BUILD)/test/tools/%: $(BUILD)/obj/test/tools/%.o $(LIB)
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(PKG_LIBS) -lm
 
 $(BUILD)/test/tools/gridswarm $(BUILD)/test/test_zmtp: $(ZMTP_OBJ)
+$(BUILD)/test/tools/gridbench: $(BENCH_HA_OBJ)
 
 test-build: $(BINS) $(TEST_BINS) $(TEST_TOOLS) $(BUILD)/test/test_python \
 	$(BUILD)/test/test_it_upgrade \
@@ -365,6 +378,22 @@ demo: deps
 	@$(MAKE) --no-print-directory all
 	@BUILD=$(BUILD) sh test/demo.sh
 
+# etcd (one member, on loopback) and two brokers in a cluster: the active
+# killed in the middle of a job, the standby finishing it.
+HA_PKGS := etcd-server etcd-client jq
+demo-ha: deps
+	@sh test/deps.sh $(HA_PKGS)
+	@$(MAKE) --no-print-directory all
+	@BUILD=$(BUILD) sh test/demo_ha.sh
+
+# The cluster under faults for SOAK_SECONDS, checked like a set (not in
+# make test): every acknowledged job there, ended, nothing run twice.
+SOAK_SECONDS ?= 600
+soak-ha: deps
+	@sh test/deps.sh $(HA_PKGS) python3
+	@$(MAKE) --no-print-directory all
+	@BUILD=$(BUILD) SOAK_SECONDS=$(SOAK_SECONDS) python3 test/soak_ha.py
+
 deps:
 	@sh test/deps.sh $(DEB_PKGS)
 
@@ -400,6 +429,15 @@ bench-live: deps
 # Targets by fact over 50,000 nodes of one registry, in process.
 bench-facts: $(BUILD)/test/tools/factbench
 	@$(BUILD)/test/tools/factbench $(BENCH_ARGS)
+
+# A broker alone and the same broker as a cluster's active, side by side,
+# then failover times over HA_KILLS kills of the active (BENCHMARKS.md).
+HA_KILLS ?= 20
+bench-ha: deps
+	@sh test/deps.sh $(HA_PKGS)
+	@$(MAKE) --no-print-directory $(BINS) $(BENCH_TOOLS)
+	@$(BUILD)/test/tools/gridbench --ha --agents 1000 --no-agent \
+		--ha-kills $(HA_KILLS) --out $(BUILD)/bench/ha.json $(BENCH_ARGS)
 
 # ---------------------------------------------------------------------
 # Install: make install [PREFIX=/usr/local] [DESTDIR=...]. The daemons go
@@ -502,5 +540,5 @@ MAIN_DEPS := $(BUILD)/obj/broker/main.d $(BUILD)/obj/agent/main.d \
 	$(BUILD)/obj/cli/main.d
 -include $(LIB_OBJ:.o=.d) $(TEST_LIB_OBJ:.o=.d) $(TEST_SRC:test/%.c=$(BUILD)/obj/test/%.d) $(MAIN_DEPS)
 -include $(TEST_TOOL_SRC:test/tools/%.c=$(BUILD)/obj/test/tools/%.d)
--include $(ZMTP_OBJ:.o=.d)
+-include $(ZMTP_OBJ:.o=.d) $(BENCH_HA_OBJ:.o=.d)
 -include $(FUZZ_LIB_OBJ:.o=.d) $(FUZZ_TARGETS:%=$(FUZZ_DIR)/obj/test/tools/%.d)

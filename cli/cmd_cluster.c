@@ -107,8 +107,10 @@ s_render_status (const pv_t *data, FILE *out)
     bool strict = false;
     pv_get_bool (pv_map_get (data, "strict"), &strict);
     fprintf (out, "mode      %s, sync timeout %" PRId64 " ms\n",
-             strict ? "strict (no sync standby: nothing acknowledged)"
-                    : "no sync standby: the active acknowledges alone",
+             strict ? "strict (with no standby in sync, nothing is "
+                      "acknowledged)"
+                    : "not strict (with no standby in sync, the active "
+                      "acknowledges alone)",
              cli_field_int (data, "sync_timeout_ms", 0));
     const pv_t *standbys = pv_map_get (data, "standbys");
     if (pv_type (standbys) != PV_ARRAY)

@@ -58,6 +58,12 @@
     --scale is make bench-scale: the first agent count direct, the others
     through relays, with the scale goals printed as met or not met.
 
+    --ha is make bench-ha: the figures of the first agent count twice, a
+    broker alone and the same broker as the active of a two-member
+    cluster (a standby in sync, one etcd: gridbench_ha.c), without the
+    drain, then failover times over --ha-kills kills of the active; the
+    ratios cluster / alone are printed, build/bench/ha.json written.
+
     The swarm speaks ZMTP itself (gridswarm --transport zmtp) on plaintext
     runs, so that the load generator takes as little of the machine as it
     can, and runs on libzmq on CURVE runs; --swarm-transport chooses, and
@@ -97,6 +103,7 @@
 #include "../../proto/proto.h"
 #include "../../proto/pv.h"
 #include "../../proto/pw.h"
+#include "gridbench_ha.h"
 
 #define S_MAX_COUNTS 8              //  Agent counts per run
 #define S_MAX_SWARMS 32             //  Swarm processes per run
@@ -193,6 +200,8 @@ typedef struct {
     size_t live_others;             //  ...and the agents of other jobs
     double live_s;                  //  How long each stream lasts
     int64_t live_interval_ms;       //  One line every
+    bool ha;                        //  A broker alone, then a cluster
+    size_t ha_kills;                //  Failovers timed
 } s_options_t;
 
 //  CPU time of the broker and of every relay together, in ms.
@@ -831,6 +840,23 @@ static struct {
     char broker_public [41];    //  Z85
 } s_security;
 
+static bool s_alive (pid_t pid);
+static void s_stop (pid_t *pid_p, int grace_ms);
+static pid_t s_spawn (char *const argv [], const char *log);
+
+//  The cluster run (--ha): while ON, s_stage_broker starts its broker as
+//  the active of a two-member cluster (gridbench_ha.h) and s_stage_stop
+//  stops the rest of the cluster with it.
+static struct {
+    bool on;
+    int ttl_s;
+    bench_ha_t cluster;
+} s_ha = {false, 10, {0}};
+
+static const bench_ha_procs_t s_ha_procs = {
+    s_spawn, s_stop, s_alive, &s_interrupted
+};
+
 //  True when PROGRAM's --help mentions FLAG.
 static bool
 s_has_flag (const char *program, const char *flag)
@@ -925,6 +951,20 @@ s_stage_broker (s_stage_t *stage, const s_options_t *options,
         argv [argc++] = "--insecure";
     for (size_t at = 0; at < options->broker_arg_count; at++)
         argv [argc++] = options->broker_args [at];
+    //  In a cluster's run, this broker is its member a, the active
+    size_t security_at = 9;
+    size_t security_end = argc;
+    if (s_ha.on) {
+        const char *config = NULL;
+        if (bench_ha_begin (&s_ha.cluster, &s_ha_procs, options->bin,
+                            stage->dir, stage->client_ep, stage->agents_ep,
+                            stage->publish_ep, log,
+                            s_security.curve ? s_security.broker_key : NULL,
+                            s_ha.ttl_s, &config) != 0)
+            return -1;
+        argv [argc++] = "--config";
+        argv [argc++] = (char *) config;
+    }
     argv [argc] = NULL;
     stage->broker_pid = s_spawn (argv, log);
     if (stage->broker_pid < 0
@@ -942,6 +982,15 @@ s_stage_broker (s_stage_t *stage, const s_options_t *options,
         pv_doc_t *doc = s_peer_wait (&stage->broker, seq, 500);
         bool up = doc != NULL;
         pv_doc_destroy (&doc);
+        if (up && s_ha.on) {
+            //  ... and member b, with the same security, in its sync set
+            char *extra [S_MAX_BROKER_ARGS + 1];
+            size_t count = 0;
+            for (size_t at = security_at; at < security_end; at++)
+                extra [count++] = argv [at];
+            extra [count] = NULL;
+            return bench_ha_standby (&s_ha.cluster, extra);
+        }
         if (up)
             return 0;
     }
@@ -1398,6 +1447,8 @@ s_stage_stop (s_stage_t *stage, bool keep)
         s_peer_close (&stage->swarms [at].control);
     s_stop_swarms_relays (stage);
     s_stop (&stage->broker_pid, S_STOP_GRACE_MS);
+    if (s_ha.on)
+        bench_ha_end (&s_ha.cluster);
     if (!keep)
         s_remove_tree (stage->dir);
 }
@@ -4877,6 +4928,140 @@ s_live_main (const s_options_t *options)
     return run.error [0] ? 1 : 0;
 }
 
+//  The cluster run (--ha): a broker alone, then the same figures with it
+//  the active of a two-member cluster (a standby in its sync set, on one
+//  etcd), then failover times (gridbench_ha.c)
+
+static double
+s_ratio (double cluster, double alone)
+{
+    return alone > 0 && cluster >= 0 ? cluster / alone : -1;
+}
+
+static void
+s_ha_print (const s_run_t *runs, const bench_ha_failover_t *failover)
+{
+    printf ("\n%zu agents                 alone      cluster    cluster/alone\n",
+            runs [0].agents);
+    struct {
+        const char *name;
+        double alone, cluster;
+        const char *goal;
+    } rows [] = {
+        {"results/s (ingest)", runs [0].results_per_s, runs [1].results_per_s,
+         ">= 0.80"},
+        {"single-node jobs/s", runs [0].single_jobs_per_s,
+         runs [1].single_jobs_per_s, ">= 0.80"},
+        {"broadcast p50 (ms)", runs [0].broadcast_p50_ms,
+         runs [1].broadcast_p50_ms, ""},
+        {"broadcast p99 (ms)", runs [0].broadcast_p99_ms,
+         runs [1].broadcast_p99_ms, ""},
+    };
+    for (size_t at = 0; at < sizeof rows / sizeof rows [0]; at++) {
+        double ratio = s_ratio (rows [at].cluster, rows [at].alone);
+        printf ("  %-22s %-10.1f %-10.1f %.2f %s\n", rows [at].name,
+                rows [at].alone, rows [at].cluster, ratio, rows [at].goal);
+    }
+    printf ("  %-22s %-10" PRIu64 " %-10" PRIu64 "\n", "lost",
+            runs [0].lost, runs [1].lost);
+    printf ("  %-22s %-10" PRIu64 " %-10" PRIu64 "\n", "duplicated",
+            runs [0].duplicates, runs [1].duplicates);
+    printf ("\nfailover (SIGKILL of the active to the first job completed "
+            "on the new one, ttl 10 s)\n");
+    printf ("  kills %zu, timed %zu: p50 %.1f s, min %.1f s, max %.1f s "
+            "(goal p50 < 15 s)\n", failover->kills, failover->measured,
+            failover->p50_s, failover->min_s, failover->max_s);
+    printf ("  jobs acknowledged %zu: lost %zu, duplicated %zu\n",
+            failover->jobs, failover->lost, failover->duplicated);
+    if (failover->error [0])
+        printf ("  stopped early: %s\n", failover->error);
+}
+
+static int
+s_ha_json (const char *path, const s_run_t *runs,
+           const bench_ha_failover_t *failover)
+{
+    char dir [1024];
+    snprintf (dir, sizeof dir, "%s", path);
+    char *slash = strrchr (dir, '/');
+    if (slash) {
+        *slash = 0;
+        zsys_dir_create ("%s", dir);
+    }
+    FILE *file = fopen (path, "w");
+    if (!file)
+        return -1;
+    fprintf (file, "{\n");
+    const char *names [2] = {"alone", "cluster"};
+    for (size_t at = 0; at < 2; at++)
+        fprintf (file, "  \"%s\": {\"agents\": %zu, \"results_per_s\": %.1f, "
+                 "\"single_jobs_per_s\": %.1f, \"broadcast_p50_ms\": %.2f, "
+                 "\"broadcast_p99_ms\": %.2f, \"lost\": %" PRIu64 ", "
+                 "\"duplicates\": %" PRIu64 ", \"error\": \"%s\"},\n",
+                 names [at], runs [at].agents, runs [at].results_per_s,
+                 runs [at].single_jobs_per_s, runs [at].broadcast_p50_ms,
+                 runs [at].broadcast_p99_ms, runs [at].lost,
+                 runs [at].duplicates, runs [at].error);
+    fprintf (file, "  \"failover\": {\"kills\": %zu, \"measured\": %zu, "
+             "\"p50_s\": %.2f, \"min_s\": %.2f, \"max_s\": %.2f, "
+             "\"jobs\": %zu, \"lost\": %zu, \"duplicated\": %zu, "
+             "\"error\": \"%s\"}\n}\n", failover->kills, failover->measured,
+             failover->p50_s, failover->min_s, failover->max_s,
+             failover->jobs, failover->lost, failover->duplicated,
+             failover->error);
+    return fclose (file) == 0 ? 0 : -1;
+}
+
+static void s_run_init (s_run_t *run, size_t agents);
+
+static int
+s_ha_main (s_options_t *options)
+{
+    //  The drain stops the broker (SIGSTOP) past any lease: not here
+    options->skip_drain = true;
+    size_t agents = options->counts [0];
+    s_raise_fd_limit (agents);
+    s_run_t runs [2];
+    memset (runs, 0, sizeof runs);
+    for (size_t at = 0; at < 2 && !s_interrupted; at++) {
+        s_run_init (&runs [at], agents);
+        s_ha.on = at == 1;
+        s_say ("%s", at == 0 ? "a broker alone"
+                             : "a cluster: the same broker as the active, "
+                               "a standby in sync, one etcd");
+        s_measure (options, agents, &runs [at]);
+    }
+    s_ha.on = false;
+    bench_ha_failover_t failover;
+    memset (&failover, 0, sizeof failover);
+    if (!s_interrupted) {
+        s_say ("failover: %zu kills of the active (ttl 10 s, 3 agents)",
+               options->ha_kills);
+        bench_ha_failover (&s_ha_procs, options->bin, s_tmpdir,
+                           options->ha_kills, &failover);
+    }
+    s_stop_all ();
+    bool keep = options->keep || runs [0].error [0] || runs [1].error [0]
+                || failover.error [0];
+    if (keep)
+        s_say ("logs kept in %s", s_tmpdir);
+    else
+        s_remove_tree (s_tmpdir);
+    if (s_interrupted) {
+        s_say ("interrupted: no results written");
+        return 1;
+    }
+    s_ha_print (runs, &failover);
+    const char *out = strcmp (options->out, "build/bench/results.json") == 0
+                          ? "build/bench/ha.json" : options->out;
+    if (s_ha_json (out, runs, &failover) != 0) {
+        s_say ("cannot write %s", out);
+        return 1;
+    }
+    s_say ("results in %s", out);
+    return 0;
+}
+
 //  ---------------------------------------------------------------------
 //  Main
 
@@ -4961,6 +5146,13 @@ static const char *s_usage =
     "  --live-others N      agents of the other jobs               [10]\n"
     "  --live-s S           how long each stream lasts (seconds)   [10]\n"
     "  --live-interval-ms MS  one line every MS                    [10]\n"
+    "  --ha                 the cluster run: the figures of a broker alone\n"
+    "                       and of the same broker as a cluster's active\n"
+    "                       (a standby in sync, one etcd), at the first\n"
+    "                       agent count, no drain; then failover times\n"
+    "                       over HA-KILLS kills of the active (ttl 10 s,\n"
+    "                       3 real agents); writes build/bench/ha.json\n"
+    "  --ha-kills N         kills of the active in the --ha run     [20]\n"
     "  -h, --help           this text\n";
 
 static int
@@ -5057,6 +5249,8 @@ s_parse (s_options_t *options, int argc, char *argv [])
         {"live-others", required_argument, NULL, 'f'},
         {"live-s", required_argument, NULL, 'g'},
         {"live-interval-ms", required_argument, NULL, 'j'},
+        {"ha", no_argument, NULL, 0x101},
+        {"ha-kills", required_argument, NULL, 0x102},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0}
     };
@@ -5113,6 +5307,12 @@ s_parse (s_options_t *options, int argc, char *argv [])
                 break;
             case 'j':
                 options->live_interval_ms = strtoll (optarg, &end, 10);
+                break;
+            case 0x101:
+                options->ha = true;
+                break;
+            case 0x102:
+                options->ha_kills = strtoul (optarg, &end, 10);
                 break;
             case 'O':
                 options->http_connections = strtoul (optarg, &end, 10);
@@ -5346,6 +5546,7 @@ main (int argc, char *argv [])
     options.live_others = 10;
     options.live_s = 10;
     options.live_interval_ms = 10;
+    options.ha_kills = 20;
     char self [1024];
     ssize_t len = readlink ("/proc/self/exe", self, sizeof self - 1);
     self [len > 0 ? len : 0] = 0;
@@ -5405,6 +5606,16 @@ main (int argc, char *argv [])
     }
     if (options.live) {
         int rc = s_live_main (&options);
+        free (options.bin);
+        free (options.swarm);
+        free (options.out);
+        free (options.relay);
+        free (options.sink);
+        free (options.httpload);
+        return rc;
+    }
+    if (options.ha) {
+        int rc = s_ha_main (&options);
         free (options.bin);
         free (options.swarm);
         free (options.out);

@@ -1,0 +1,419 @@
+/*  =========================================================================
+    test_it_cluster_load - a broker cluster with a store that holds
+    something, on a real etcd (loopback)
+
+    One cluster for the whole suite (its tests run in order, each from
+    where the one before left it: starting a cluster and filling a store
+    is what takes the time):
+
+    - An empty standby (b) joins an active (a) whose store holds 10,000
+      jobs: it catches up from a snapshot, takes over when a is killed,
+      and answers job.get for a sample of those jobs.
+    - a, back as a standby, catches up (a snapshot again); a switchover to
+      it while a client submits: every submit answered ok is on the new
+      active, nothing acknowledged is lost.
+    =========================================================================
+*/
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "../client/client.h"
+#include "../proto/proto.h"
+#include "lib/etcdproc.h"
+#include "lib/harness.h"
+
+#define S_WAIT_MS 30000
+#define S_JOBS 10000            //  In the store the standby joins
+#define S_WINDOW 500            //  Submits in flight while filling it
+#define S_SAMPLE 50             //  Of them read back on the new active
+
+typedef struct {
+    char dir [300];
+    etcdproc_t etcd;
+    grid_t member [2];           //  Brokers "a" and "b", each its own dir
+    char config [2][400];
+    char repl_ep [2][400];
+    bool failed_over;            //  The first test left b the active
+} s_state_t;
+
+static const char *s_names [2] = {"a", "b"};
+
+static void
+s_write_config (s_state_t *self, int which)
+{
+    int other = 1 - which;
+    FILE *file = fopen (self->config [which], "w");
+    assert_non_null (file);
+    fprintf (file,
+             "ha:\n"
+             "  cluster: load\n"
+             "  name: %s\n"
+             "  etcd: %s\n"
+             "  ttl: 2s\n"
+             "  replicate: %s\n"
+             "  sync_timeout: 2s\n"
+             "  peers:\n"
+             "    - name: %s\n"
+             "      client: %s\n"
+             "      replicate: %s\n",
+             s_names [which], self->etcd.url, self->repl_ep [which],
+             s_names [other], self->member [other].client_ep,
+             self->repl_ep [other]);
+    fclose (file);
+}
+
+static int
+s_setup (void **state)
+{
+    s_state_t *self = (s_state_t *) calloc (1, sizeof *self);
+    snprintf (self->dir, sizeof self->dir, "/tmp/grid-test-load-XXXXXX");
+    if (!mkdtemp (self->dir))
+        return -1;
+    *state = self;
+    if (!etcdproc_available ())
+        return 0;
+    if (etcdproc_start (&self->etcd, self->dir) != 0)
+        return -1;
+    for (int which = 0; which < 2; which++) {
+        if (grid_init (&self->member [which]) != 0)
+            return -1;
+        self->member [which].insecure = true;
+        snprintf (self->config [which], sizeof self->config [which],
+                  "%.300s/%s.yaml", self->dir, s_names [which]);
+        char member [sizeof self->member [which].dir];
+        snprintf (member, sizeof member, "%s", self->member [which].dir);
+        snprintf (self->repl_ep [which], sizeof self->repl_ep [which],
+                  "ipc://%.300s/repl.sock", member);
+    }
+    for (int which = 0; which < 2; which++)
+        s_write_config (self, which);
+    return 0;
+}
+
+static int
+s_teardown (void **state)
+{
+    s_state_t *self = (s_state_t *) *state;
+    for (int which = 0; which < 2; which++)
+        if (self->member [which].dir [0])
+            grid_stop (&self->member [which]);
+    etcdproc_stop (&self->etcd, true);
+    char command [400];
+    snprintf (command, sizeof command, "rm -rf '%s'", self->dir);
+    if (system (command) != 0)
+        fprintf (stderr, "could not remove %s\n", self->dir);
+    free (self);
+    return 0;
+}
+
+static bool
+s_skip (s_state_t *self)
+{
+    if (self->etcd.pid > 0)
+        return false;
+    printf ("    skipped: etcd is not installed (make test-deps)\n");
+    return true;
+}
+
+static void
+s_spawn (s_state_t *self, int which)
+{
+    const char *extra [] = {"--config", self->config [which],
+                            "--max-pending", "20000", NULL};
+    assert_int_equal (grid_spawn_broker (&self->member [which], extra), 0);
+}
+
+static void
+s_dump (s_state_t *self)
+{
+    grid_dump_logs (&self->member [0]);
+    grid_dump_logs (&self->member [1]);
+}
+
+//  Waits until member WHICH answers status ok (it is the active).
+static bool
+s_wait_active (s_state_t *self, int which)
+{
+    long long deadline = grid_now_ms () + S_WAIT_MS;
+    while (grid_now_ms () < deadline) {
+        pv_doc_t *reply = grid_call (&self->member [which], "status", NULL);
+        bool ok = reply && grid_reply_ok (reply, NULL);
+        pv_doc_destroy (&reply);
+        if (ok)
+            return true;
+        usleep (100 * 1000);
+    }
+    fprintf (stderr, "broker %s did not become the active\n",
+             s_names [which]);
+    s_dump (self);
+    return false;
+}
+
+//  Waits until member WHICH's log holds TEXT.
+static bool
+s_wait_log (s_state_t *self, int which, const char *text)
+{
+    char path [400];
+    snprintf (path, sizeof path, "%s/broker.log", self->member [which].dir);
+    long long deadline = grid_now_ms () + S_WAIT_MS;
+    while (grid_now_ms () < deadline) {
+        char *log = grid_slurp (path);
+        bool found = strstr (log, text) != NULL;
+        free (log);
+        if (found)
+            return true;
+        usleep (100 * 1000);
+    }
+    fprintf (stderr, "broker %s never logged '%s'\n", s_names [which], text);
+    s_dump (self);
+    return false;
+}
+
+//  Agent n1, knowing both members.
+static void
+s_agent (s_state_t *self)
+{
+    char brokers [800], publishes [800];
+    snprintf (brokers, sizeof brokers, "%s,%s", self->member [0].agents_ep,
+              self->member [1].agents_ep);
+    snprintf (publishes, sizeof publishes, "%s,%s",
+              self->member [0].publish_ep, self->member [1].publish_ep);
+    const char *extra [] = {"--broker", brokers, "--publish", publishes,
+                            "--failover", "1s", NULL};
+    assert_true (grid_start_agent (&self->member [0], "n1", "web", NULL, extra)
+                 >= 0);
+}
+
+//  Writes a job.submit of `test echo` on n1 with request id ID.
+static void
+s_write_submit (pw_t *writer, const char *id)
+{
+    pw_reset (writer);
+    proto_request_begin (writer, "job.submit", id, 1);
+    pw_str (writer, "job");
+    pw_map (writer, 2);
+    pw_str (writer, "target");
+    pw_map (writer, 2);
+    pw_str (writer, "scope");
+    pw_str (writer, "node");
+    pw_str (writer, "value");
+    pw_str (writer, "n1");
+    pw_str (writer, "tasks");
+    pw_array (writer, 1);
+    pw_map (writer, 3);
+    pw_str (writer, "backend");
+    pw_str (writer, "test");
+    pw_str (writer, "action");
+    pw_str (writer, "echo");
+    pw_str (writer, "params");
+    pw_map (writer, 1);
+    pw_str (writer, "msg");
+    pw_str (writer, "load");
+}
+
+//  The job id of an ok submit reply (caller frees), or NULL.
+static char *
+s_submitted (const pv_doc_t *doc)
+{
+    const pv_t *root = pv_doc_root (doc);
+    if (!pv_str_eq (pv_map_get (root, "type"), "ok"))
+        return NULL;
+    return pv_strdup (pv_map_get (pv_map_get (root, "data"), "job"));
+}
+
+//  True when member WHICH answers job.get for JOB ok.
+static bool
+s_has_job (s_state_t *self, int which, const char *job)
+{
+    pv_doc_t *reply = grid_call (&self->member [which], "job.get", "job",
+                                 job, NULL);
+    bool ok = reply && grid_reply_ok (reply, NULL);
+    if (!ok && reply)
+        fprintf (stderr, "job %s not on %s\n", job, s_names [which]);
+    pv_doc_destroy (&reply);
+    return ok;
+}
+
+static void
+test_cluster_empty_standby_joins_a_big_store (void **state)
+{
+    s_state_t *self = (s_state_t *) *state;
+    if (s_skip (self))
+        return;
+    s_spawn (self, 0);
+    assert_true (s_wait_active (self, 0));
+    s_agent (self);
+    //  n1's one slot taken for the whole test: every other job waits
+    char *busy = grid_submit_id (&self->member [0],
+                                 "target: {scope: node, value: n1}\n"
+                                 "tasks:\n  - {backend: test, action: sleep, "
+                                 "params: {seconds: 3600}}\n");
+    assert_non_null (busy);
+    //  10,000 submits pipelined over one DEALER
+    client_t *client = client_new (self->member [0].client_ep);
+    assert_non_null (client);
+    pw_t *writer = pw_new ();
+    char **sample = (char **) calloc (S_SAMPLE, sizeof (char *));
+    size_t sent = 0, answered = 0, refused = 0, sampled = 0;
+    while (answered < S_JOBS) {
+        while (sent < S_JOBS && sent - answered < S_WINDOW) {
+            char id [32];
+            snprintf (id, sizeof id, "fill-%zu", sent);
+            s_write_submit (writer, id);
+            assert_int_equal (client_send (client, pw_data (writer),
+                                           pw_size (writer)), 0);
+            sent++;
+        }
+        pv_doc_t *doc = client_recv (client, S_WAIT_MS);
+        assert_non_null (doc);
+        char *job = s_submitted (doc);
+        if (!job && refused++ == 0)
+            pv_write_json (pv_doc_root (doc), stderr, 0);
+        else
+        if (answered % (S_JOBS / S_SAMPLE) == 0 && sampled < S_SAMPLE)
+            sample [sampled++] = job;
+        else
+            free (job);
+        answered++;
+        pv_doc_destroy (&doc);
+    }
+    client_destroy (&client);
+    pw_destroy (&writer);
+    assert_int_equal (refused, 0);
+    //  An empty standby joins: a snapshot, then in sync
+    s_spawn (self, 1);
+    assert_true (s_wait_log (self, 1, "installed a snapshot"));
+    assert_true (s_wait_log (self, 0, "standby b is in sync"));
+    //  ... and takes over with those jobs
+    grid_kill (self->member [0].broker_pid, SIGKILL);
+    waitpid (self->member [0].broker_pid, NULL, 0);
+    self->member [0].broker_pid = 0;
+    assert_true (s_wait_active (self, 1));
+    for (size_t at = 0; at < sampled; at++) {
+        assert_true (s_has_job (self, 1, sample [at]));
+        free (sample [at]);
+    }
+    assert_true (s_has_job (self, 1, busy));
+    free (sample);
+    free (busy);
+    //  The whole store came over
+    pv_doc_t *reply = grid_call (&self->member [1], "job.list", NULL);
+    const pv_t *data = NULL;
+    assert_true (grid_reply_ok (reply, &data));
+    int64_t total = 0;
+    assert_int_equal (pv_get_int (pv_map_get (data, "total"), &total), 0);
+    assert_true (total >= S_JOBS + 1);
+    pv_doc_destroy (&reply);
+    self->failed_over = true;
+}
+
+typedef struct {
+    grid_t *grid;
+    int code;
+    char *out, *err;
+} s_switch_t;
+
+static void *
+s_switchover (void *args)
+{
+    s_switch_t *call = (s_switch_t *) args;
+    //  A few submits answered before it
+    usleep (300 * 1000);
+    call->code = grid_cli (call->grid, &call->out, &call->err, 30000,
+                           "cluster", "switchover", "--to", "a", NULL);
+    return NULL;
+}
+
+static void
+test_cluster_switchover_under_load (void **state)
+{
+    s_state_t *self = (s_state_t *) *state;
+    if (s_skip (self))
+        return;
+    assert_true (self->failed_over);
+    //  The former active comes back: a standby, caught up from a snapshot
+    //  of the 10,000 jobs (its own store's tail is never served)
+    s_spawn (self, 0);
+    assert_true (s_wait_log (self, 0, "installed a snapshot"));
+    assert_true (s_wait_log (self, 1, "standby a is in sync"));
+    //  A client of both members submits while the lead moves
+    char endpoints [800];
+    snprintf (endpoints, sizeof endpoints, "%s,%s",
+              self->member [0].client_ep, self->member [1].client_ep);
+    client_t *client = client_new (endpoints);
+    assert_non_null (client);
+    client_set_timeout (client, 10000);
+    pw_t *writer = pw_new ();
+    size_t cap = 4096, oks = 0, others = 0;
+    char **ids = (char **) calloc (cap, sizeof (char *));
+    s_switch_t call = {&self->member [1], -1, NULL, NULL};
+    pthread_t thread;
+    assert_int_equal (pthread_create (&thread, NULL, s_switchover, &call), 0);
+    long long until = 0;
+    for (size_t count = 0; oks < cap; count++) {
+        char id [32];
+        snprintf (id, sizeof id, "load-%zu", count);
+        s_write_submit (writer, id);
+        pv_doc_t *doc = NULL;
+        client_exchange (client, pw_data (writer), pw_size (writer), &doc);
+        char *job = doc ? s_submitted (doc) : NULL;
+        if (job)
+            ids [oks++] = job;
+        else
+        if (others++ == 0 && doc) {
+            fprintf (stderr, "    first not ok: ");
+            pv_write_json (pv_doc_root (doc), stderr, 0);
+            fprintf (stderr, "\n");
+        }
+        pv_doc_destroy (&doc);
+        //  Until b has served a while as the active
+        if (!until && __atomic_load_n (&call.code, __ATOMIC_ACQUIRE) >= 0)
+            until = grid_now_ms () + 1000;
+        if (until && grid_now_ms () > until)
+            break;
+        if (!until && count > 20000)
+            break;
+    }
+    pthread_join (thread, NULL);
+    client_destroy (&client);
+    pw_destroy (&writer);
+    if (call.code != 0)
+        fprintf (stderr, "switchover: %s%s", call.out ? call.out : "",
+                 call.err ? call.err : "");
+    assert_int_equal (call.code, 0);
+    free (call.out);
+    free (call.err);
+    assert_true (s_wait_active (self, 0));
+    assert_true (oks > 0);
+    printf ("    %zu submits answered ok, %zu not, around the switchover\n",
+            oks, others);
+    //  Every one answered ok is on the new active
+    for (size_t at = 0; at < oks; at++) {
+        assert_true (s_has_job (self, 0, ids [at]));
+        free (ids [at]);
+    }
+    free (ids);
+}
+
+int
+main (void)
+{
+    //  In this order, on one cluster (see above)
+    const struct CMUnitTest tests [] = {
+        cmocka_unit_test (test_cluster_empty_standby_joins_a_big_store),
+        cmocka_unit_test (test_cluster_switchover_under_load),
+    };
+    return cmocka_run_group_tests (tests, s_setup, s_teardown);
+}
