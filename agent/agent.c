@@ -710,7 +710,9 @@ s_progress_fired (zloop_t *loop, int timer_id, void *arg)
     int64_t now = zclock_mono ();
     for (s_work_t *work = (s_work_t *) zhashx_first (self->work); work;
          work = (s_work_t *) zhashx_next (self->work)) {
-        if (work->started_ms <= 0 || !work->plan)
+        //  Not before its ack and started, which may still be held
+        if (work->started_ms <= 0 || !work->plan
+            || zhashx_lookup (self->held, work->key))
             continue;
         char line [PROTO_MAX_PROGRESS * 2];
         executor_last_line (self->executor, work, line, sizeof (line));
