@@ -816,9 +816,11 @@ s_dispatch (broker_t *self, const sched_action_t *action)
         uint64_t written = UINT64_MAX;
         for (size_t index = 0; index < action->node_count; index++) {
             uint64_t epoch = s_epoch_for (self, action->nodes [index]);
-            if (epoch != written)
+            if (epoch != written) {
                 s_write_command (self, job, action->step, action->attempt,
-                                 NULL, 0, traced, written = epoch);
+                                 NULL, 0, traced, epoch);
+                written = epoch;
+            }
             char *topic = topic_for_node (action->nodes [index]);
             s_publish (self, topic);
             free (topic);
