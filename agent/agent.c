@@ -31,6 +31,7 @@
 #include <czmq.h>
 #include <errno.h>
 #include <getopt.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -45,6 +46,7 @@
 #include "../backends/backend.h"
 #include "../proto/cmdline.h"
 #include "../proto/conf.h"
+#include "../proto/epoch.h"
 #include "../proto/keys.h"
 #include "../proto/names.h"
 #include "../proto/log.h"
@@ -143,6 +145,8 @@ struct _agent_t {
     int64_t stop_deadline;      //  Shutdown: give up waiting
     uint64_t malformed;         //  Frames that did not decode
     uint64_t stale_acks;        //  result_acks entries for no waiting result
+    epoch_gate_t *epochs;       //  Refuses what a demoted cluster active
+                                //  sends (<state_dir>/epoch)
     bool plain_hello;           //  Say hello without features (an older
                                 //  broker refused them)
     bool batch_results;         //  The last welcome granted results
@@ -777,7 +781,9 @@ s_progress_fired (zloop_t *loop, int timer_id, void *arg)
     int64_t now = zclock_mono ();
     for (s_work_t *work = (s_work_t *) zhashx_first (self->work); work;
          work = (s_work_t *) zhashx_next (self->work)) {
-        if (work->started_ms <= 0 || !work->plan)
+        //  Not before its ack and started, which may still be held
+        if (work->started_ms <= 0 || !work->plan
+            || zhashx_lookup (self->held, work->key))
             continue;
         char line [PROTO_MAX_PROGRESS * 2];
         executor_last_line (self->executor, work, line, sizeof (line));
@@ -1353,6 +1359,29 @@ s_malformed (agent_t *self, const char *why)
                (unsigned long long) self->malformed, why);
 }
 
+//  Whether MSG may be taken: not from a broker cluster's active of an
+//  epoch lower than the highest seen (a demoted one that woke up).
+static bool
+s_epoch_passes (agent_t *self, const proto_msg_t *msg, bool from_sub)
+{
+    uint64_t highest = epoch_gate_highest (self->epochs);
+    epoch_verdict_t verdict = epoch_gate_judge (
+        self->epochs, msg->epoch, msg->type == PROTO_WELCOME && !from_sub,
+        zclock_mono ());
+    if (verdict == EPOCH_REFUSE_WARN)
+        log_warn ("dropped a %s of epoch %" PRIu64 ": a broker of epoch %"
+                  PRIu64 " leads the cluster now (%" PRIu64 " dropped so "
+                  "far)", proto_type_name (msg->type), msg->epoch, highest,
+                  epoch_gate_refused (self->epochs));
+    else
+    if (verdict == EPOCH_RESET)
+        log_warn ("taking the welcome of epoch %" PRIu64 ", lower than the %"
+                  PRIu64 " seen: no broker of a later epoch welcomed this "
+                  "agent for %d s (was the cluster's etcd rebuilt?)",
+                  msg->epoch, highest, EPOCH_WELCOME_HOLD_MS / 1000);
+    return verdict == EPOCH_PASS || verdict == EPOCH_RESET;
+}
+
 static void
 s_handle (agent_t *self, const void *data, size_t size, bool from_sub)
 {
@@ -1360,6 +1389,10 @@ s_handle (agent_t *self, const void *data, size_t size, bool from_sub)
     char why [256];
     if (proto_msg_decode (data, size, &msg, why, sizeof (why))) {
         s_malformed (self, why);
+        return;
+    }
+    if (!s_epoch_passes (self, msg, from_sub)) {
+        proto_msg_destroy (&msg);
         return;
     }
     switch (msg->type) {
@@ -1500,13 +1533,15 @@ s_build_hello (agent_t *self, char *err, size_t err_len)
     //  (and commands that carry a traceparent, PROTO_FEATURE_TRACE, and
     //  output pieces while a task runs, PROTO_FEATURE_LIVE_OUTPUT, and
     //  commands that ask for the action's check, PROTO_FEATURE_CHECK)
+    //  (and a cluster's epoch on what the broker sends, PROTO_FEATURE_EPOCH)
     const char *features [] = { PROTO_FEATURE_RESULT_ACKS,
                                 PROTO_FEATURE_RESULTS,
                                 PROTO_FEATURE_TYPED_DATA,
                                 PROTO_FEATURE_TRACE,
                                 PROTO_FEATURE_LIVE_OUTPUT,
                                 PROTO_FEATURE_FACTS,
-                                PROTO_FEATURE_CHECK };
+                                PROTO_FEATURE_CHECK,
+                                PROTO_FEATURE_EPOCH };
     size_t count = sizeof features / sizeof features [0];
     if (!self->plain_hello) {
         hello->features = (char **) calloc (count, sizeof (char *));
@@ -1628,6 +1663,14 @@ agent_new (agent_config_t *config, char *err, size_t err_len)
     snprintf (path, sizeof (path), "%s/spool", config->state_dir);
     self->spool = spool_open (path, SPOOL_DONE_KEEP, err, err_len);
     if (!self->spool) {
+        agent_destroy (&self);
+        return NULL;
+    }
+    //  The highest epoch of a broker cluster seen, kept across restarts
+    snprintf (path, sizeof (path), "%s/epoch", config->state_dir);
+    self->epochs = epoch_gate_new (path);
+    if (!self->epochs) {
+        s_err (err, err_len, "out of memory");
         agent_destroy (&self);
         return NULL;
     }
@@ -1975,6 +2018,7 @@ agent_destroy (agent_t **self_p)
     zhashx_destroy (&self->cancelled);
     zlistx_destroy (&self->cancelled_order);
     spool_destroy (&self->spool);
+    epoch_gate_destroy (&self->epochs);
     zhashx_destroy (&self->unspooled);
     store_unlock (&self->lock);
     pw_destroy (&self->writer);

@@ -190,7 +190,7 @@ s_send_welcome (broker_t *self, registry_node_t *node)
     //  relays only when each of them said it speaks protocol 2: a relay
     //  of a release before features decodes each welcome to grant its
     //  agent's topics, and would refuse one with this key
-    char *granted [8];           //  One per feature a welcome may grant
+    char *granted [12];           //  One per feature a welcome may grant
     size_t granted_count = 0;
     bool path_grants = node->via_size == 0 || node->relays_protocol >= 2;
     if (path_grants
@@ -214,6 +214,12 @@ s_send_welcome (broker_t *self, registry_node_t *node)
     if (path_grants
         && proto_hello_has_feature (node->hello, PROTO_FEATURE_FACTS))
         granted [granted_count++] = PROTO_FEATURE_FACTS;
+    //  What this broker sends it carries its epoch when it is a cluster's
+    //  active; granted by a broker alone as well (it writes none), so
+    //  that the agent knows it is heard whichever broker serves
+    if (broker_node_fenced (node))
+        granted [granted_count++] = PROTO_FEATURE_EPOCH;
+    welcome.epoch = broker_node_epoch (self, node);
     assert (granted_count <= sizeof granted / sizeof granted [0]);
     if (granted_count) {
         welcome.features = granted;
@@ -674,6 +680,7 @@ s_on_output_row (broker_t *self, registry_node_t *node, const proto_msg_t *in,
     ack.attempt = in->attempt;
     ack.stream = in->stream;
     ack.offset = in->offset;
+    ack.epoch = broker_node_epoch (self, node);
     ack.protocol = broker_node_protocol (node);
     pw_reset (self->body);
     int rc = proto_msg_encode (&ack, self->body);

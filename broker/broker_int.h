@@ -317,6 +317,26 @@ broker_node_traced (const registry_node_t *node)
            && proto_hello_has_feature (node->hello, PROTO_FEATURE_TRACE);
 }
 
+//  Whether NODE's agent takes the epoch key (the epoch feature): its
+//  hello named it, and every relay on its path said it speaks protocol 2
+//  (an older relay decodes each welcome, and would refuse the key).
+static inline bool
+broker_node_fenced (const registry_node_t *node)
+{
+    return node && node->hello
+           && (node->via_size == 0 || node->relays_protocol >= 2)
+           && proto_hello_has_feature (node->hello, PROTO_FEATURE_EPOCH);
+}
+
+//  The epoch to write on a message to NODE alone: this active's, when
+//  NODE takes it; 0 (none) from a broker alone or to an agent without
+//  the feature.
+static inline uint64_t
+broker_node_epoch (const broker_t *self, const registry_node_t *node)
+{
+    return broker_node_fenced (node) ? self->epoch : 0;
+}
+
 //  Queues the reply DATA/SIZE to the client whose envelope is ENVELOPE
 //  on SOCKET, sent after the pass commits, at protocol VERSION (the
 //  request's: proto_version_for). REQUEST is the message it answers, ID

@@ -220,11 +220,13 @@ s_acks_queue (broker_t *self)
             pw_reset (self->body);
             int rc = batched
                    ? proto_result_acks_encode (io->ack_batch, count,
+                                               broker_node_epoch (self, node),
                                                broker_node_protocol (node),
                                                self->body)
                    : proto_result_ack_encode (io->ack_batch [0].job,
                                               io->ack_batch [0].step,
                                               io->ack_batch [0].attempt,
+                                              broker_node_epoch (self, node),
                                               broker_node_protocol (node),
                                               self->body);
             assert (rc == 0);
@@ -719,11 +721,34 @@ s_traced (broker_t *self, const sched_job_t *job, char *const *nodes,
     return true;
 }
 
+//  Whether every one of NODES (COUNT of them) takes the epoch key: a
+//  broadcast carries it only then (as the trace context, s_traced).
+static bool
+s_fenced (broker_t *self, char *const *nodes, size_t count)
+{
+    if (self->epoch == 0 || count == 0)
+        return false;
+    for (size_t index = 0; index < count; index++)
+        if (!broker_node_fenced (registry_lookup (self->ctx.registry,
+                                                  nodes [index])))
+            return false;
+    return true;
+}
+
+//  The epoch to write on what goes to the node NODE_ID alone.
+static uint64_t
+s_epoch_for (broker_t *self, const char *node_id)
+{
+    return broker_node_epoch (self, registry_lookup (self->ctx.registry,
+                                                     node_id));
+}
+
 //  TRACED: the command carries the job's trace context (s_traced).
+//  EPOCH: the epoch it carries (0: none).
 static void
 s_write_command (broker_t *self, const sched_job_t *job, uint32_t step,
                  uint32_t attempt, char *const *nodes, size_t node_count,
-                 bool traced)
+                 bool traced, uint64_t epoch)
 {
     const job_phase_t *leaf = job_spec_step (job->spec, step, NULL, NULL);
     assert (leaf);
@@ -759,6 +784,7 @@ s_write_command (broker_t *self, const sched_job_t *job, uint32_t step,
     if (traced)
         msg.traceparent = jobtrace_command (job->id, job->traceparent, step,
                                             traceparent);
+    msg.epoch = epoch;
     pw_reset (self->body);
     int rc = proto_msg_encode (&msg, self->body);
     assert (rc == 0);
@@ -775,13 +801,21 @@ s_dispatch (broker_t *self, const sched_action_t *action)
         //  unsupported when the job started; one that said hello again
         //  since without the feature is not sent it, and its step ends
         //  lost)
-        s_write_command (self, job, action->step, action->attempt, NULL, 0,
-                         s_traced (self, job, action->nodes,
-                                   action->node_count));
+        bool traced = s_traced (self, job, action->nodes,
+                                action->node_count);
+        uint64_t written = UINT64_MAX;
         for (size_t index = 0; index < action->node_count; index++) {
             if (!registry_node_checks (registry_lookup (self->ctx.registry,
                                                         action->nodes [index])))
                 continue;
+            //  Each with the epoch it takes (written again only where
+            //  that changes)
+            uint64_t epoch = s_epoch_for (self, action->nodes [index]);
+            if (epoch != written) {
+                s_write_command (self, job, action->step, action->attempt,
+                                 NULL, 0, traced, epoch);
+                written = epoch;
+            }
             char *topic = topic_for_node (action->nodes [index]);
             s_publish (self, topic);
             free (topic);
@@ -793,20 +827,31 @@ s_dispatch (broker_t *self, const sched_action_t *action)
         //  exactly them (late joiners and dropped nodes must not act).
         size_t members = registry_members (self->ctx.registry, &job->spec->target);
         bool exact = members == action->node_count;
-        //  Every receiver must take the trace context: the topic's
-        //  members when they are exactly the nodes meant
+        //  Every receiver must take the trace context and the epoch: the
+        //  topic's members when they are exactly the nodes meant
+        bool fenced = exact && s_fenced (self, action->nodes,
+                                         action->node_count);
         s_write_command (self, job, action->step, action->attempt,
                          exact ? NULL : action->nodes,
                          exact ? 0 : action->node_count,
                          exact && s_traced (self, job, action->nodes,
-                                            action->node_count));
+                                            action->node_count),
+                         fenced ? self->epoch : 0);
         s_publish (self, action->topic);
     }
     else {
-        s_write_command (self, job, action->step, action->attempt, NULL, 0,
-                         s_traced (self, job, action->nodes,
-                                   action->node_count));
+        //  One topic per node: each gets the epoch if it takes it (the
+        //  command is written again only where that changes)
+        bool traced = s_traced (self, job, action->nodes,
+                                action->node_count);
+        uint64_t written = UINT64_MAX;
         for (size_t index = 0; index < action->node_count; index++) {
+            uint64_t epoch = s_epoch_for (self, action->nodes [index]);
+            if (epoch != written) {
+                s_write_command (self, job, action->step, action->attempt,
+                                 NULL, 0, traced, epoch);
+                written = epoch;
+            }
             char *topic = topic_for_node (action->nodes [index]);
             s_publish (self, topic);
             free (topic);
@@ -832,10 +877,17 @@ s_cancel (broker_t *self, const sched_action_t *action)
         if (action->detail)
             msg.reason = (char *) action->detail;
     }
-    pw_reset (self->body);
-    int rc = proto_msg_encode (&msg, self->body);
-    assert (rc == 0);
+    //  One topic per node: each gets the epoch if it takes it (the cancel
+    //  is written again only where that changes)
+    uint64_t written = UINT64_MAX;
     for (size_t index = 0; index < action->node_count; index++) {
+        msg.epoch = s_epoch_for (self, action->nodes [index]);
+        if (msg.epoch != written) {
+            pw_reset (self->body);
+            int rc = proto_msg_encode (&msg, self->body);
+            assert (rc == 0);
+            written = msg.epoch;
+        }
         char *topic = topic_for_node (action->nodes [index]);
         s_publish (self, topic);
         free (topic);
@@ -1059,7 +1111,8 @@ broker_drain (broker_t *self)
                 s_write_command (self, action.job, action.step,
                                  action.attempt, NULL, 0,
                                  s_traced (self, action.job,
-                                           (char *const *) &action.node, 1));
+                                           (char *const *) &action.node, 1),
+                                 s_epoch_for (self, action.node));
                 broker_send_to_node (self, registry_lookup (self->ctx.registry,
                                                        action.node),
                                 true);

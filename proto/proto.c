@@ -331,10 +331,15 @@ S_COUNT_PRESENT (error_size)
 S_COUNT_PRESENT (output_dropped)
 S_COUNT_PRESENT (error_dropped)
 S_COUNT_PRESENT (max_output)
+S_COUNT_PRESENT (epoch)
 #define S_COUNT_OPT(member, min_, max_) \
     { S_KEY (#member), .kind = S_U64, .required = false, \
       .offset = offsetof (proto_msg_t, member), .min = min_, .max = max_, \
       .present = s_has_##member }
+//  The broker's leadership epoch: only to an agent granted the epoch
+//  feature, and only from a cluster's active (0, "no cluster", is not
+//  written)
+#define S_EPOCH S_COUNT_OPT (epoch, 1, INT64_MAX)
 
 static const s_field_t s_result_fields [] = {
     S_NODE, S_JOB, S_STEP, S_ATTEMPT,
@@ -402,6 +407,7 @@ static const s_field_t s_output_ack_fields [] = {
     S_JOB, S_STEP, S_ATTEMPT,
     S_TEXT (proto_msg_t, stream, S_TEXT_STREAM),
     S_INT (proto_msg_t, offset, S_U64, 0, PROTO_MAX_STREAM - 1),
+    S_EPOCH,
 };
 
 static const s_field_t s_bye_fields [] = {
@@ -415,6 +421,7 @@ static const s_field_t s_welcome_fields [] = {
     S_COUNT_OPT (max_output, 1, PROTO_MAX_STREAM),
     S_LIST_OF (proto_msg_t, features, feature_count, S_TEXT_NAME, false, 1,
                PROTO_MAX_FEATURES),
+    S_EPOCH,
 };
 
 //  An entry of a results: a result's fields but its node (s_result_fields
@@ -442,7 +449,7 @@ static const s_field_t s_facts_fields [] = {
 };
 
 static const s_field_t s_result_ack_fields [] = {
-    S_JOB, S_STEP, S_ATTEMPT,
+    S_JOB, S_STEP, S_ATTEMPT, S_EPOCH,
 };
 
 static const s_field_t s_result_acks_fields [] = {
@@ -450,6 +457,7 @@ static const s_field_t s_result_acks_fields [] = {
       .offset = offsetof (proto_msg_t, acks),
       .count_offset = offsetof (proto_msg_t, ack_count), .min = 1,
       .max = PROTO_MAX_ACKS },
+    S_EPOCH,
 };
 
 //  "parallel" is written only when true (steps of a DAG job)
@@ -483,6 +491,7 @@ static const s_field_t s_command_fields [] = {
     { S_KEY ("check"), .kind = S_BOOL, .required = false,
       .offset = offsetof (proto_msg_t, check),
       .present = s_command_check },
+    S_EPOCH,
 };
 
 //  A cancel that names one attempt (a reclaim) carries step and attempt;
@@ -503,6 +512,7 @@ static const s_field_t s_cancel_fields [] = {
     { S_KEY ("attempt"), .kind = S_U32, .required = false,
       .offset = offsetof (proto_msg_t, attempt), .min = 1,
       .max = PROTO_MAX_ATTEMPT, .present = s_cancel_targeted },
+    S_EPOCH,
 };
 
 //  progress: how far a running attempt has come
@@ -1177,14 +1187,15 @@ proto_version_refusal (int64_t version, char *text, size_t len)
 
 int
 proto_result_ack_encode (const char *job, uint32_t step, uint32_t attempt,
-                         int version, pw_t *writer)
+                         uint64_t epoch, int version, pw_t *writer)
 {
     assert (writer);
     //  The rules of s_result_ack_fields (S_JOB, S_STEP, S_ATTEMPT)
     if (!job || !job_id_valid (job) || step > JOB_MAX_STEPS - 1
-        || attempt < 1 || attempt > PROTO_MAX_ATTEMPT)
+        || attempt < 1 || attempt > PROTO_MAX_ATTEMPT
+        || epoch > INT64_MAX)
         return PROTO_EMALFORMED;
-    pw_map (writer, 5);
+    pw_map (writer, epoch ? 6 : 5);
     pw_strn (writer, "v", 1);
     pw_int (writer, version ? version : PROTO_VERSION);
     pw_strn (writer, "type", 4);
@@ -1195,16 +1206,20 @@ proto_result_ack_encode (const char *job, uint32_t step, uint32_t attempt,
     pw_int (writer, step);
     pw_strn (writer, "attempt", 7);
     pw_int (writer, attempt);
+    if (epoch) {
+        pw_strn (writer, "epoch", 5);
+        pw_int (writer, (int64_t) epoch);
+    }
     return PROTO_OK;
 }
 
 int
 proto_result_acks_encode (const proto_ack_t *acks, size_t count,
-                          int version, pw_t *writer)
+                          uint64_t epoch, int version, pw_t *writer)
 {
     assert (writer);
     //  The rules of s_result_acks_fields
-    if (!acks || count < 1 || count > PROTO_MAX_ACKS)
+    if (!acks || count < 1 || count > PROTO_MAX_ACKS || epoch > INT64_MAX)
         return PROTO_EMALFORMED;
     for (size_t index = 0; index < count; index++)
         if (!acks [index].job || !job_id_valid (acks [index].job)
@@ -1212,7 +1227,7 @@ proto_result_acks_encode (const proto_ack_t *acks, size_t count,
             || acks [index].attempt < 1
             || acks [index].attempt > PROTO_MAX_ATTEMPT)
             return PROTO_EMALFORMED;
-    pw_map (writer, 3);
+    pw_map (writer, epoch ? 4 : 3);
     pw_strn (writer, "v", 1);
     pw_int (writer, version ? version : PROTO_VERSION);
     pw_strn (writer, "type", 4);
@@ -1224,6 +1239,10 @@ proto_result_acks_encode (const proto_ack_t *acks, size_t count,
         pw_str (writer, acks [index].job);
         pw_int (writer, acks [index].step);
         pw_int (writer, acks [index].attempt);
+    }
+    if (epoch) {
+        pw_strn (writer, "epoch", 5);
+        pw_int (writer, (int64_t) epoch);
     }
     return PROTO_OK;
 }

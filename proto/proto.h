@@ -81,12 +81,16 @@
                                                  //  once welcome grants it
 #define PROTO_FEATURE_FACTS "facts"  //  facts messages (agent -> broker),
                                      //  once welcome grants it
+#define PROTO_FEATURE_EPOCH "epoch"  //  what a cluster's active sends the
+                                     //  agent carries its leadership's
+                                     //  epoch, once welcome grants it
 //  All of them, as --version lists them
 #define PROTO_FEATURES_TEXT PROTO_FEATURE_RESULT_ACKS ", " \
     PROTO_FEATURE_RESULTS ", " PROTO_FEATURE_TYPED_DATA ", " \
     PROTO_FEATURE_TRACE ", " PROTO_FEATURE_LIVE_OUTPUT ", " \
     PROTO_FEATURE_FACTS ", " \
-    PROTO_FEATURE_CHECK
+    PROTO_FEATURE_CHECK ", " \
+    PROTO_FEATURE_EPOCH
 
 //  Codec returns (STYLE: 0 ok, -1 I/O, -2 malformed)
 #define PROTO_OK 0
@@ -225,6 +229,11 @@ struct proto_msg_s {
     size_t fact_count;           //  0..FACT_MAX_COUNT
     //  welcome
     uint64_t max_output;         //  Bytes kept per stream (0: not said)
+    //  welcome, command, cancel, result_ack, result_acks, output_ack
+    uint64_t epoch;              //  The sending active's leadership epoch
+                                 //  (epoch feature); 0: none written (a
+                                 //  broker alone, or a receiver that did
+                                 //  not take the feature)
     //  command
     char *backend;               //  Backend name
     char *action;                //  Action name
@@ -266,19 +275,20 @@ const char *proto_type_name (proto_type_t type);
 //  message on the wire.
 int proto_msg_encode (const proto_msg_t *msg, pw_t *writer);
 
-//  Appends a result_ack for JOB, STEP and ATTEMPT to WRITER, at protocol
-//  VERSION (0: PROTO_VERSION): the bytes proto_msg_encode writes for it,
-//  without building a message. Returns 0, or -2 when a field breaks the
-//  protocol's rules.
+//  Appends a result_ack for JOB, STEP and ATTEMPT to WRITER, with EPOCH
+//  (0: none), at protocol VERSION (0: PROTO_VERSION): the bytes
+//  proto_msg_encode writes for it, without building a message. Returns 0,
+//  or -2 when a field breaks the protocol's rules.
 int proto_result_ack_encode (const char *job, uint32_t step,
-                             uint32_t attempt, int version, pw_t *writer);
+                             uint32_t attempt, uint64_t epoch, int version,
+                             pw_t *writer);
 
-//  Appends a result_acks for the COUNT results in ACKS to WRITER, at
-//  protocol VERSION (0: PROTO_VERSION; the bytes proto_msg_encode writes
-//  for it). Returns 0, or -2 when COUNT is 0 or above PROTO_MAX_ACKS or an
-//  entry breaks the protocol's rules.
+//  Appends a result_acks for the COUNT results in ACKS to WRITER, with
+//  EPOCH (0: none), at protocol VERSION (0: PROTO_VERSION; the bytes
+//  proto_msg_encode writes for it). Returns 0, or -2 when COUNT is 0 or
+//  above PROTO_MAX_ACKS or an entry breaks the protocol's rules.
 int proto_result_acks_encode (const proto_ack_t *acks, size_t count,
-                              int version, pw_t *writer);
+                              uint64_t epoch, int version, pw_t *writer);
 
 //  Whether protocol version VERSION is one this release reads.
 bool proto_version_spoken (int64_t version);

@@ -16,6 +16,7 @@
 
 #include "../proto/cmdline.h"
 #include "../proto/conf.h"
+#include "../proto/epoch.h"
 #include "../proto/keys.h"
 #include "../proto/log.h"
 #include "../proto/mpscan.h"
@@ -98,7 +99,10 @@ struct _relay_t {
         uint64_t dropped;            //  Not sent (upstream full or down)
         uint64_t refused_topics;     //  Subscriptions not granted
         uint64_t refused;            //  Errors the upstream sent us
+        uint64_t stale_epoch;        //  From a cluster's active of an
+                                     //  epoch lower than seen, dropped
     } counters;
+    epoch_gate_t *epochs;            //  The highest epoch seen upstream
 };
 
 static int64_t
@@ -1058,6 +1062,36 @@ s_on_own (relay_t *self, zmq_msg_t *body)
     proto_msg_destroy (&msg);
 }
 
+//  Whether BODY (SIZE bytes) from upstream may go down: not from a
+//  broker cluster's active of an epoch lower than the highest seen (a
+//  demoted one that woke up). WELCOME when it is a welcome (epoch.h).
+static bool
+s_epoch_passes (relay_t *self, const void *body, size_t size, bool welcome)
+{
+    uint64_t epoch = epoch_of_body (body, size);
+    if (epoch == 0)
+        return true;
+    uint64_t highest = epoch_gate_highest (self->epochs);
+    epoch_verdict_t verdict = epoch_gate_judge (self->epochs, epoch, welcome,
+                                                s_now_ms ());
+    if (verdict == EPOCH_PASS)
+        return true;
+    if (verdict == EPOCH_RESET) {
+        log_warn ("passing a welcome of epoch %" PRIu64 ", lower than the %"
+                  PRIu64 " seen: no broker of a later epoch welcomed an "
+                  "agent for %d s (was the cluster's etcd rebuilt?)", epoch,
+                  highest, EPOCH_WELCOME_HOLD_MS / 1000);
+        return true;
+    }
+    self->counters.stale_epoch++;
+    if (verdict == EPOCH_REFUSE_WARN)
+        log_warn ("dropped a message of epoch %" PRIu64 " from upstream: a "
+                  "broker of epoch %" PRIu64 " leads the cluster now (%"
+                  PRIu64 " dropped so far)", epoch, highest,
+                  self->counters.stale_epoch);
+    return false;
+}
+
 static void
 s_on_up_message (relay_t *self, zmq_msg_t *via, zmq_msg_t *body)
 {
@@ -1079,6 +1113,10 @@ s_on_up_message (relay_t *self, zmq_msg_t *via, zmq_msg_t *body)
     char path [PROTO_RELAY_VIA_MAX + 1];
     memcpy (path, (const uint8_t *) zmq_msg_data (via) + KEYS_Z85_LEN, rest);
     path [rest] = 0;
+    if (!s_epoch_passes (self, zmq_msg_data (body), zmq_msg_size (body),
+                         s_may_be (zmq_msg_data (body), zmq_msg_size (body),
+                                   "welcome")))
+        return;
     proto_msg_t *welcome = s_decode_if (zmq_msg_data (body),
                                         zmq_msg_size (body), PROTO_WELCOME,
                                         "welcome");
@@ -1130,8 +1168,9 @@ s_on_up (zloop_t *loop, zsock_t *sock, void *arg)
     return 0;
 }
 
-//  Commands: whatever upstream publishes goes to the downstream XPUB,
-//  which sends it to the peers holding its topic.
+//  Commands: whatever upstream publishes (a topic frame, then a body)
+//  goes to the downstream XPUB, which sends it to the peers holding its
+//  topic; but a body of an epoch lower than seen (s_epoch_passes).
 static int
 s_on_up_sub (zloop_t *loop, zsock_t *sock, void *arg)
 {
@@ -1139,22 +1178,29 @@ s_on_up_sub (zloop_t *loop, zsock_t *sock, void *arg)
     void *handle = zsock_resolve (sock);
     void *down = zsock_resolve (self->down_pub);
     for (int count = 0; count < S_BATCH; count++) {
-        zmq_msg_t part;
-        zmq_msg_init (&part);
-        if (zmq_msg_recv (&part, handle, ZMQ_DONTWAIT) < 0) {
-            zmq_msg_close (&part);
+        zmq_msg_t parts [2];
+        bool too_long = false;
+        size_t got = s_recv_parts (handle, parts, 2, &too_long);
+        if (got == 0)
             break;
-        }
-        bool more = zmq_msg_more (&part);
-        if (!self->serving || zmq_msg_send (&part, down,
-                                            (more ? ZMQ_SNDMORE : 0)
-                                                | ZMQ_DONTWAIT) < 0) {
-            zmq_msg_close (&part);
-            if (!more)
-                self->counters.dropped++;
-        }
-        if (!more)
-            self->counters.commands++;
+        self->counters.commands++;
+        zmq_msg_t *body = &parts [got - 1];
+        bool fine = !too_long;
+        if (!fine)
+            self->counters.malformed++;
+        else
+            fine = s_epoch_passes (self, zmq_msg_data (body),
+                                   zmq_msg_size (body), false);
+        size_t sent = 0;
+        while (fine && self->serving && sent < got
+               && zmq_msg_send (&parts [sent], down,
+                                (sent + 1 < got ? ZMQ_SNDMORE : 0)
+                                    | ZMQ_DONTWAIT) >= 0)
+            sent++;
+        if (fine && sent < got)
+            self->counters.dropped++;
+        for (size_t index = sent; index < got; index++)
+            zmq_msg_close (&parts [index]);
     }
     return 0;
 }
@@ -1575,9 +1621,11 @@ s_write_metrics (relay_t *self, const char *id, pw_t *writer)
             "gridrelay_dropped_total{reason=\"unroutable\"} %" PRIu64 "\n"
             "gridrelay_dropped_total{reason=\"not_sent\"} %" PRIu64 "\n"
             "gridrelay_dropped_total{reason=\"refused_topic\"} %" PRIu64
-            "\n",
+            "\n"
+            "gridrelay_dropped_total{reason=\"stale_epoch\"} %" PRIu64 "\n",
             self->counters.malformed, self->counters.unroutable,
-            self->counters.dropped, self->counters.refused_topics);
+            self->counters.dropped, self->counters.refused_topics,
+            self->counters.stale_epoch);
     s_metric (buf, "gridrelay_upstream_errors_total", "counter",
               "Errors the upstream sent to the relay itself",
               self->counters.refused);
@@ -1728,6 +1776,8 @@ relay_new (const relay_config_t *config, char *err, size_t err_len)
     self->config = config;
     self->started_ms = self->up_since_ms = s_now_ms ();
     self->writer = pw_new ();
+    self->epochs = epoch_gate_new (NULL);
+    assert (self->epochs);
     self->peers = zhashx_new ();
     zhashx_set_destructor (self->peers, s_peer_destroy);
     self->topics = zhashx_new ();
@@ -1942,6 +1992,7 @@ relay_destroy (relay_t **self_p)
     zhashx_destroy (&self->topics);
     zhashx_destroy (&self->renewed);
     pw_destroy (&self->writer);
+    epoch_gate_destroy (&self->epochs);
     if (self->signal_fd >= 0)
         close (self->signal_fd);
     free (self);

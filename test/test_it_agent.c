@@ -867,6 +867,136 @@ test_it_agent_older_broker_hello (void **state)
     s_spool_holds (NULL, gone, 1);
 }
 
+//  True when the agent's log holds a line with TEXT.
+static bool
+s_agent_logged (const char *text)
+{
+    char path [600];
+    snprintf (path, sizeof path, "%s/agent-%s.log", s_grid.dir, S_NODE);
+    char *log = grid_slurp (path);
+    bool found = log && strstr (log, text);
+    free (log);
+    return found;
+}
+
+//  The epoch fence: welcomed by a cluster's active of epoch 20, the agent
+//  refuses what a demoted active of epoch 19 sends (a command, a
+//  result_ack), takes what the active sends, keeps the epoch in its state
+//  dir, and takes a welcome of a later epoch (a failover).
+static void
+test_it_agent_epoch_fence (void **state)
+{
+    proto_msg_t error = {
+        .type = PROTO_ERROR, .code = "unknown_node",
+        .message = "this broker does not know this session: send hello"
+    };
+    s_send (&error);
+    proto_msg_t *hello = s_recv ();
+    assert_non_null (hello);
+    assert_int_equal (hello->type, PROTO_HELLO);
+    assert_true (proto_hello_has_feature (hello, PROTO_FEATURE_EPOCH));
+    proto_msg_destroy (&hello);
+    char *granted [] = {PROTO_FEATURE_EPOCH};
+    proto_msg_t welcome = {
+        .type = PROTO_WELCOME, .node = S_NODE, .heartbeat_ms = 1000,
+        .features = granted, .feature_count = 1, .epoch = 20
+    };
+    s_send (&welcome);
+
+    //  A result the active has not acknowledged yet
+    char kept [32];
+    s_new_job (kept, sizeof kept);
+    const char *echo_keys [] = {"msg"};
+    const char *echo_values [] = {"kept"};
+    s_command (kept, 0, 1, "test", "echo", 1, echo_keys, echo_values, NULL);
+    proto_msg_t *result = s_result_of (kept, 0, 1, NULL);
+    proto_msg_destroy (&result);
+
+    //  The demoted active of epoch 19 acknowledges it and sends a command
+    proto_msg_t stale_ack = {
+        .type = PROTO_RESULT_ACK, .job = kept, .step = 0, .attempt = 1,
+        .epoch = 19
+    };
+    s_send (&stale_ack);
+    s_fake_clear ();
+    char stale [32];
+    s_new_job (stale, sizeof stale);
+    const char *keys [] = {"package"};
+    const char *old_values [] = {"stale-epoch"};
+    const char *new_values [] = {"current-epoch"};
+    proto_kv_t param = {(char *) keys [0], (char *) old_values [0], false};
+    proto_msg_t command = {
+        .type = PROTO_COMMAND, .job = stale, .step = 0, .attempt = 1,
+        .backend = "apt", .action = "install", .params = &param,
+        .param_count = 1, .timeout_ms = 30000, .epoch = 19
+    };
+    s_send (&command);
+
+    //  The active's next command runs; the stale one, handled before it
+    //  on the same socket, was dropped (logged) and never ran
+    char current [32];
+    s_new_job (current, sizeof current);
+    param.value = (char *) new_values [0];
+    command.job = current;
+    command.epoch = 20;
+    s_seen_of (current, 0, 1)->commands++;
+    s_send (&command);
+    result = s_result_of (current, 0, 1, NULL);
+    assert_string_equal (result->status, "success");
+    s_result_ack (result);
+    proto_msg_destroy (&result);
+    char *log = s_fake_log ();
+    assert_null (strstr (log, "stale-epoch"));
+    assert_non_null (strstr (log, "current-epoch"));
+    free (log);
+    s_seen_t *seen = s_seen_of (stale, 0, 1);
+    assert_int_equal (seen->acks, 0);
+    assert_false (seen->resulted);
+    //  One warning for the epoch, at its first message
+    assert_true (s_agent_logged ("dropped a result_ack of epoch 19"));
+    assert_false (s_agent_logged ("dropped a command of epoch 19"));
+
+    //  The epoch is kept beside the spool
+    char path [600];
+    snprintf (path, sizeof path, "%s/agent-%s/epoch", s_grid.dir, S_NODE);
+    char *kept_epoch = grid_slurp (path);
+    assert_non_null (kept_epoch);
+    assert_string_equal (kept_epoch, "20\n");
+    free (kept_epoch);
+
+    //  The stale ack did not drop the result: the agent sends it again
+    //  on its next session, here a failover to the active of epoch 31
+    s_send (&error);
+    hello = s_recv ();
+    assert_non_null (hello);
+    assert_int_equal (hello->type, PROTO_HELLO);
+    proto_msg_destroy (&hello);
+    welcome.epoch = 31;
+    s_send (&welcome);
+    bool resent = false;
+    while (!resent) {
+        result = s_recv_job (kept);
+        assert_non_null (result);
+        resent = result->type == PROTO_RESULT;
+        if (resent) {
+            proto_msg_t ack = {
+                .type = PROTO_RESULT_ACK, .job = kept, .step = 0,
+                .attempt = 1, .epoch = 31
+            };
+            s_send (&ack);
+        }
+        proto_msg_destroy (&result);
+    }
+    kept_epoch = grid_slurp (path);
+    assert_non_null (kept_epoch);
+    assert_string_equal (kept_epoch, "31\n");
+    free (kept_epoch);
+    //  The acknowledged result is gone for good
+    char gone [1][32];
+    snprintf (gone [0], sizeof gone [0], "%s", kept);
+    s_spool_holds (NULL, gone, 1);
+}
+
 int
 main (void)
 {
@@ -880,6 +1010,7 @@ main (void)
         cmocka_unit_test (test_it_agent_long_step_acks_first),
         cmocka_unit_test (test_it_agent_result_acks_batched),
         cmocka_unit_test (test_it_agent_result_acks_hostile),
+        cmocka_unit_test (test_it_agent_epoch_fence),
         cmocka_unit_test (test_it_agent_older_broker_hello),
     };
     return cmocka_run_group_tests (tests, s_setup, s_teardown);

@@ -8,7 +8,8 @@
       catches up from a snapshot, and takes over in turn.
     - The active stopped (SIGSTOP) past its lease: the standby takes over;
       continued, the former active has demoted itself and answers only
-      not_leader.
+      not_leader; the agent moved to the new active and keeps its epoch
+      (the fence against the former one), and runs what it sends.
     - A standby answers not_leader naming the active's client endpoint.
     - Bad ha: configurations are refused at start with a clear error.
     =========================================================================
@@ -320,6 +321,46 @@ test_cluster_failover_after_sigkill (void **state)
     free (late);
 }
 
+//  The epoch member WHICH last became the active of (its log says), or 0.
+static uint64_t
+s_epoch_of (s_state_t *self, int which)
+{
+    char path [400];
+    snprintf (path, sizeof path, "%s/broker.log", self->member [which].dir);
+    char *log = grid_slurp (path);
+    const char *mark = "is the active of cluster lab (epoch ";
+    uint64_t epoch = 0;
+    for (const char *at = log ? strstr (log, mark) : NULL; at;
+         at = strstr (at + 1, mark))
+        epoch = strtoull (at + strlen (mark), NULL, 10);
+    free (log);
+    return epoch;
+}
+
+//  Waits until agent n1 keeps EPOCH in its state dir (it took a welcome
+//  of that epoch).
+static bool
+s_wait_agent_epoch (s_state_t *self, uint64_t epoch)
+{
+    char path [400];
+    snprintf (path, sizeof path, "%s/agent-n1/epoch", self->member [0].dir);
+    long long deadline = grid_now_ms () + 3 * S_WAIT_MS;
+    uint64_t kept = 0;
+    while (grid_now_ms () < deadline) {
+        char *text = grid_slurp (path);
+        kept = text ? strtoull (text, NULL, 10) : 0;
+        free (text);
+        if (kept == epoch)
+            return true;
+        usleep (100 * 1000);
+    }
+    fprintf (stderr, "agent n1 keeps epoch %llu, not %llu\n",
+             (unsigned long long) kept, (unsigned long long) epoch);
+    grid_dump_logs (&self->member [0]);
+    grid_dump_logs (&self->member [1]);
+    return false;
+}
+
 static void
 test_cluster_stopped_active_demotes (void **state)
 {
@@ -327,14 +368,31 @@ test_cluster_stopped_active_demotes (void **state)
     if (s_skip (self))
         return;
     s_cluster_up (self);
+    //  The agent took the active's epoch from its welcome
+    uint64_t first = s_epoch_of (self, 0);
+    assert_true (first > 0);
+    assert_true (s_wait_agent_epoch (self, first));
     grid_kill (self->member [0].broker_pid, SIGSTOP);
     //  The standby took over (the agent comes over later: it leaves a
     //  stopped broker when its ZMTP heartbeats time out, 15 s)
     assert_true (s_wait_code (self, 1, "ok"));
+    uint64_t second = s_epoch_of (self, 1);
+    assert_true (second > first);
     grid_kill (self->member [0].broker_pid, SIGCONT);
     //  Continued, it knows it lost the lead before doing anything
     assert_true (s_wait_log (self, 0, "is no longer the active"));
     assert_true (s_wait_code (self, 0, "not_leader"));
+    //  The agent moved to the new active and fences at its epoch: what
+    //  the former one might still send is refused (test_it_agent and
+    //  test_epoch show the refusal), what the new one sends runs
+    assert_true (s_wait_agent_epoch (self, second));
+    const char *spec = "target: {scope: node, value: n1}\n"
+                       "tasks:\n  - {backend: test, action: echo, "
+                       "params: {msg: fenced}}\n";
+    char *id = grid_submit_id (&self->member [1], spec);
+    assert_non_null (id);
+    s_assert_jobs_complete (self, 1, &id, 1);
+    free (id);
 }
 
 static void

@@ -2,7 +2,10 @@
     test_it_relay - gridrelay between agents and the broker, with CURVE on
     every hop: jobs through one relay and through two stacked relays,
     identities attested end to end, forged attestations refused and
-    counted, a revoked relay, and the relay's command subscriptions.
+    counted, a revoked relay, and the relay's command subscriptions; and
+    under a broker made by hand, the epoch fence: what a demoted cluster
+    active sends in an older epoch is dropped and counted at the relay,
+    direct and on the commands socket.
     =========================================================================
 */
 #include <setjmp.h>
@@ -15,6 +18,7 @@
 
 #include "../broker/relays.h"
 #include "../proto/keys.h"
+#include "../proto/names.h"
 #include "../proto/proto.h"
 #include "lib/fixture.h"
 
@@ -823,6 +827,207 @@ test_it_relay_welcome_names_the_hello (void **state)
     zsock_destroy (&dealer);
 }
 
+//  ---------------------------------------------------------------------
+//  The epoch fence at the relay: a broker made by hand upstream (insecure)
+
+typedef struct {
+    zsock_t *router;             //  Its agent endpoint
+    zsock_t *xpub;               //  Its commands endpoint
+    zframe_t *routing;           //  The relay's connection
+    zframe_t *via;               //  The agent's via frame
+    pw_t *writer;
+} s_upstream_t;
+
+//  Sends MSG to the agent through the relay: direct, or on TOPIC.
+static void
+s_upstream_send (s_upstream_t *up, const proto_msg_t *msg, const char *topic)
+{
+    pw_reset (up->writer);
+    assert_int_equal (proto_msg_encode (msg, up->writer), 0);
+    zmsg_t *out = zmsg_new ();
+    if (topic)
+        zmsg_addstr (out, topic);
+    else {
+        zmsg_addmem (out, zframe_data (up->routing),
+                     zframe_size (up->routing));
+        zmsg_addmem (out, zframe_data (up->via), zframe_size (up->via));
+    }
+    zmsg_addmem (out, pw_data (up->writer), pw_size (up->writer));
+    assert_int_equal (zmsg_send (&out, topic ? up->xpub : up->router), 0);
+}
+
+//  The next agent message of TYPE (through the relay) about JOB (NULL:
+//  any), keeping its routing and via frames; NULL after 20 s.
+static proto_msg_t *
+s_upstream_recv (s_upstream_t *up, proto_type_t type, const char *job)
+{
+    long long deadline = grid_now_ms () + 20000;
+    while (grid_now_ms () < deadline) {
+        zsock_set_rcvtimeo (up->router, 200);
+        zmsg_t *in = zmsg_recv (up->router);
+        if (!in)
+            continue;
+        proto_msg_t *msg = NULL;
+        if (zmsg_size (in) == 3) {
+            zframe_t *routing = zmsg_pop (in);
+            zframe_t *via = zmsg_pop (in);
+            zframe_t *body = zmsg_pop (in);
+            if (proto_msg_decode (zframe_data (body), zframe_size (body),
+                                  &msg, NULL, 0) == 0
+                && msg->type == type
+                && (!job || (msg->job && strcmp (msg->job, job) == 0))) {
+                zframe_destroy (&up->routing);
+                zframe_destroy (&up->via);
+                up->routing = routing;
+                up->via = via;
+            }
+            else {
+                proto_msg_destroy (&msg);
+                zframe_destroy (&routing);
+                zframe_destroy (&via);
+            }
+            zframe_destroy (&body);
+        }
+        zmsg_destroy (&in);
+        if (msg)
+            return msg;
+    }
+    return NULL;
+}
+
+//  The relay's count of messages dropped for a stale epoch (its metrics,
+//  from its status endpoint, plain: the relay is insecure).
+static int64_t
+s_stale_epochs (grid_t *grid, int slot)
+{
+    zsock_t *req = zsock_new (ZMQ_REQ);
+    assert_non_null (req);
+    zsock_set_linger (req, 0);
+    zsock_set_rcvtimeo (req, 5000);
+    assert_int_equal (zsock_connect (req, "%s", grid->relay_client_ep [slot]),
+                      0);
+    pw_t *writer = pw_new ();
+    proto_request_begin (writer, "metrics.get", "s-1", 0);
+    zframe_t *frame = zframe_new (pw_data (writer), pw_size (writer));
+    pw_destroy (&writer);
+    assert_int_equal (zframe_send (&frame, req, 0), 0);
+    zframe_t *reply = zframe_recv (req);
+    zsock_destroy (&req);
+    assert_non_null (reply);
+    pv_doc_t *doc = NULL;
+    assert_int_equal (pv_doc_decode (zframe_data (reply), zframe_size (reply),
+                                     &doc, NULL, 0), 0);
+    zframe_destroy (&reply);
+    char *text = pv_strdup (pv_map_get (fixture_data (doc), "text"));
+    pv_doc_destroy (&doc);
+    const char *mark = "gridrelay_dropped_total{reason=\"stale_epoch\"} ";
+    const char *at = text ? strstr (text, mark) : NULL;
+    int64_t count = at ? strtoll (at + strlen (mark), NULL, 10) : -1;
+    free (text);
+    return count;
+}
+
+//  A command of JOB (test echo), of EPOCH.
+static proto_msg_t
+s_echo_command (const char *job, uint64_t epoch)
+{
+    static proto_kv_t param = {"msg", "fenced", false};
+    proto_msg_t command = {
+        .type = PROTO_COMMAND, .job = (char *) job, .attempt = 1,
+        .backend = "test", .action = "echo", .params = &param,
+        .param_count = 1, .timeout_ms = 30000, .epoch = epoch
+    };
+    return command;
+}
+
+//  Welcomed in epoch 20 through the relay, the agent gets nothing of epoch
+//  19 (a demoted active): the relay drops it, direct and on the commands
+//  socket, and counts it; what comes in epoch 20 passes.
+static void
+test_it_relay_epoch_fence (void **state)
+{
+    grid_t *grid = (grid_t *) *state;
+    grid->insecure = true;
+    s_upstream_t up = { zsock_new (ZMQ_ROUTER), zsock_new (ZMQ_XPUB), NULL,
+                        NULL, pw_new () };
+    assert_non_null (up.router);
+    assert_non_null (up.xpub);
+    zsock_set_linger (up.router, 0);
+    zsock_set_linger (up.xpub, 0);
+    assert_int_equal (zsock_bind (up.router, "%s", grid->agents_ep), 0);
+    assert_int_equal (zsock_bind (up.xpub, "%s", grid->publish_ep), 0);
+    int relay = grid_start_relay (grid, "plain", -1, true, NULL);
+    assert_true (relay >= 0);
+    const char *extra [] = {"--broker", grid->relay_agents_ep [relay],
+                            "--publish", grid->relay_publish_ep [relay],
+                            NULL};
+    assert_true (grid_spawn_agent (grid, "web-01", "web", NULL, extra) >= 0);
+    proto_msg_t *hello = s_upstream_recv (&up, PROTO_HELLO, NULL);
+    assert_non_null (hello);
+    assert_true (proto_hello_has_feature (hello, PROTO_FEATURE_EPOCH));
+    proto_msg_destroy (&hello);
+    char *granted [] = {PROTO_FEATURE_EPOCH};
+    proto_msg_t welcome = {
+        .type = PROTO_WELCOME, .node = "web-01", .heartbeat_ms = 1000,
+        .features = granted, .feature_count = 1, .epoch = 20
+    };
+    s_upstream_send (&up, &welcome, NULL);
+    assert_int_equal (s_stale_epochs (grid, relay), 0);
+
+    //  Direct: the stale command is dropped at the relay, the next runs
+    const char *stale_job = "j-0193a1b2c3d4-0001";
+    const char *job = "j-0193a1b2c3d4-0002";
+    proto_msg_t command = s_echo_command (stale_job, 19);
+    s_upstream_send (&up, &command, NULL);
+    command = s_echo_command (job, 20);
+    s_upstream_send (&up, &command, NULL);
+    proto_msg_t *result = s_upstream_recv (&up, PROTO_RESULT, job);
+    assert_non_null (result);
+    assert_string_equal (result->status, "success");
+    proto_msg_destroy (&result);
+    assert_int_equal (s_stale_epochs (grid, relay), 1);
+
+    //  On the commands socket, once the agent's topic is subscribed
+    char *topic = topic_for_node ("web-01");
+    long long deadline = grid_now_ms () + 20000;
+    bool subscribed = false;
+    zsock_set_rcvtimeo (up.xpub, 200);
+    while (!subscribed && grid_now_ms () < deadline) {
+        zframe_t *frame = zframe_recv (up.xpub);
+        subscribed = frame && zframe_size (frame) == 1 + strlen (topic)
+                     && zframe_data (frame) [0] == 1
+                     && memcmp (zframe_data (frame) + 1, topic,
+                                strlen (topic)) == 0;
+        zframe_destroy (&frame);
+    }
+    assert_true (subscribed);
+    const char *stale_pub = "j-0193a1b2c3d4-0003";
+    const char *pub = "j-0193a1b2c3d4-0004";
+    command = s_echo_command (stale_pub, 19);
+    s_upstream_send (&up, &command, topic);
+    command = s_echo_command (pub, 20);
+    s_upstream_send (&up, &command, topic);
+    result = s_upstream_recv (&up, PROTO_RESULT, pub);
+    assert_non_null (result);
+    proto_msg_destroy (&result);
+    assert_int_equal (s_stale_epochs (grid, relay), 2);
+    free (topic);
+
+    //  The agent never saw them: it dropped nothing itself
+    char path [600];
+    snprintf (path, sizeof path, "%s/agent-web-01.log", grid->dir);
+    char *log = grid_slurp (path);
+    assert_non_null (log);
+    assert_null (strstr (log, "dropped a command"));
+    free (log);
+    grid_stop_agent (grid, 0, true);
+    zframe_destroy (&up.routing);
+    zframe_destroy (&up.via);
+    pw_destroy (&up.writer);
+    zsock_destroy (&up.router);
+    zsock_destroy (&up.xpub);
+}
+
 int
 main (void)
 {
@@ -847,6 +1052,8 @@ main (void)
         cmocka_unit_test_setup_teardown (test_it_relay_restarted_mid_job,
                                          fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown (test_it_relay_welcome_names_the_hello,
+                                         fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown (test_it_relay_epoch_fence,
                                          fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown (test_it_relay_insecure, fixture_setup,
                                          fixture_teardown),

@@ -437,6 +437,59 @@ s_facts (void)
     return msg;
 }
 
+//  What a cluster's active sends an agent granted the epoch feature
+#define S_EPOCH ((uint64_t) 1 << 40)
+
+static proto_msg_t *
+s_welcome_epoch (void)
+{
+    proto_msg_t *msg = s_welcome ();
+    msg->features = s_list (1, PROTO_FEATURE_EPOCH);
+    msg->feature_count = 1;
+    msg->epoch = S_EPOCH;
+    return msg;
+}
+
+static proto_msg_t *
+s_command_epoch (void)
+{
+    proto_msg_t *msg = s_command ();
+    msg->epoch = S_EPOCH;
+    return msg;
+}
+
+static proto_msg_t *
+s_cancel_epoch (void)
+{
+    proto_msg_t *msg = s_cancel_attempt ();
+    msg->epoch = 7;
+    return msg;
+}
+
+static proto_msg_t *
+s_result_ack_epoch (void)
+{
+    proto_msg_t *msg = s_result_ack ();
+    msg->epoch = 1;
+    return msg;
+}
+
+static proto_msg_t *
+s_result_acks_epoch (void)
+{
+    proto_msg_t *msg = s_result_acks ();
+    msg->epoch = INT64_MAX;
+    return msg;
+}
+
+static proto_msg_t *
+s_output_ack_epoch (void)
+{
+    proto_msg_t *msg = s_output_ack ();
+    msg->epoch = 300;
+    return msg;
+}
+
 typedef proto_msg_t *(s_builder_fn) (void);
 
 static s_builder_fn *s_builders [] = {
@@ -445,6 +498,9 @@ static s_builder_fn *s_builders [] = {
     s_cancel, s_cancel_all, s_cancel_attempt, s_error, s_task_progress, s_task_progress_bare,
     s_result_pieces, s_welcome_capped, s_output, s_output_ack,
     s_result_acks, s_results, s_welcome_features, s_facts,
+        s_welcome_epoch,
+    s_command_epoch, s_cancel_epoch, s_result_ack_epoch, s_result_acks_epoch,
+    s_output_ack_epoch,
 };
 #define S_BUILDER_COUNT (sizeof s_builders / sizeof s_builders [0])
 
@@ -569,6 +625,7 @@ s_assert_same (const proto_msg_t *a, const proto_msg_t *b)
     assert_true (a->offset == b->offset);
     assert_true (a->size == b->size);
     assert_true (a->max_output == b->max_output);
+    assert_true (a->epoch == b->epoch);
     assert_int_equal (a->chunk_len, b->chunk_len);
     if (a->chunk_len)
         assert_memory_equal (a->chunk, b->chunk, a->chunk_len);
@@ -1063,6 +1120,13 @@ test_proto_output_pieces_refused (void **state)
     s_expect_refused (s_welcome_capped, "max_output",
                       s_value_int (PROTO_MAX_STREAM + 1),
                       "welcome.max_output");
+    //  An epoch is a positive int: 0 is never written, so never read
+    s_expect_refused (s_command_epoch, "epoch", s_value_int (0),
+                      "command.epoch");
+    s_expect_refused (s_welcome_epoch, "epoch", s_value_int (-1),
+                      "welcome.epoch");
+    s_expect_refused (s_result_ack_epoch, "epoch", s_value_str ("1", 1),
+                      "result_ack.epoch");
     //  A piece that does not lie inside its stream is never encoded
     proto_msg_t *msg = s_output ();
     msg->size = msg->offset;
@@ -1699,19 +1763,19 @@ test_proto_result_acks_encode (void **state)
     pw_t *expected = pw_new ();
     assert_int_equal (proto_msg_encode (msg, expected), 0);
     pw_t *writer = pw_new ();
-    assert_int_equal (proto_result_acks_encode (msg->acks, msg->ack_count, 0,
+    assert_int_equal (proto_result_acks_encode (msg->acks, msg->ack_count, 0, 0,
                                                 writer), 0);
     assert_int_equal (pw_size (writer), pw_size (expected));
     assert_memory_equal (pw_data (writer), pw_data (expected),
                          pw_size (writer));
     pw_reset (writer);
-    assert_int_equal (proto_result_acks_encode (msg->acks, 0, 0, writer), -2);
+    assert_int_equal (proto_result_acks_encode (msg->acks, 0, 0, 0, writer), -2);
     proto_ack_t bad = { "not a job", 0, 1 };
-    assert_int_equal (proto_result_acks_encode (&bad, 1, 0, writer), -2);
+    assert_int_equal (proto_result_acks_encode (&bad, 1, 0, 0, writer), -2);
     bad = (proto_ack_t) { JOB_A, 1024, 1 };
-    assert_int_equal (proto_result_acks_encode (&bad, 1, 0, writer), -2);
+    assert_int_equal (proto_result_acks_encode (&bad, 1, 0, 0, writer), -2);
     bad = (proto_ack_t) { JOB_A, 0, 0 };
-    assert_int_equal (proto_result_acks_encode (&bad, 1, 0, writer), -2);
+    assert_int_equal (proto_result_acks_encode (&bad, 1, 0, 0, writer), -2);
     assert_int_equal (pw_size (writer), 0);
     //  The most one message covers, and one more
     proto_ack_t *many = calloc (PROTO_MAX_ACKS + 1, sizeof (proto_ack_t));
@@ -1719,9 +1783,9 @@ test_proto_result_acks_encode (void **state)
     for (size_t index = 0; index <= PROTO_MAX_ACKS; index++)
         many [index] = (proto_ack_t) { JOB_A, (uint32_t) (index % 1024),
                                        (uint32_t) (1 + index / 1024) };
-    assert_int_equal (proto_result_acks_encode (many, PROTO_MAX_ACKS + 1, 0,
+    assert_int_equal (proto_result_acks_encode (many, PROTO_MAX_ACKS + 1, 0, 0,
                                                 writer), -2);
-    assert_int_equal (proto_result_acks_encode (many, PROTO_MAX_ACKS, 0,
+    assert_int_equal (proto_result_acks_encode (many, PROTO_MAX_ACKS, 0, 0,
                                                 writer), 0);
     proto_msg_t *got = NULL;
     assert_int_equal (proto_msg_decode (pw_data (writer), pw_size (writer),
@@ -2179,6 +2243,41 @@ test_proto_results (void **state)
     proto_msg_destroy (&msg);
 }
 
+//  With an epoch, the hand-written ack encoders still write what
+//  proto_msg_encode writes.
+static void
+test_proto_ack_encoders_epoch (void **state)
+{
+    pw_t *expected = pw_new ();
+    pw_t *writer = pw_new ();
+    proto_msg_t *msg = s_result_ack_epoch ();
+    assert_int_equal (proto_msg_encode (msg, expected), 0);
+    assert_int_equal (proto_result_ack_encode (msg->job, msg->step,
+                                               msg->attempt, msg->epoch, 0,
+                                               writer), 0);
+    assert_int_equal (pw_size (writer), pw_size (expected));
+    assert_memory_equal (pw_data (writer), pw_data (expected),
+                         pw_size (writer));
+    proto_msg_destroy (&msg);
+    pw_reset (expected);
+    pw_reset (writer);
+    msg = s_result_acks_epoch ();
+    assert_int_equal (proto_msg_encode (msg, expected), 0);
+    assert_int_equal (proto_result_acks_encode (msg->acks, msg->ack_count,
+                                                msg->epoch, 0, writer), 0);
+    assert_int_equal (pw_size (writer), pw_size (expected));
+    assert_memory_equal (pw_data (writer), pw_data (expected),
+                         pw_size (writer));
+    proto_msg_destroy (&msg);
+    //  Past the int range the codec reads, refused
+    pw_reset (writer);
+    assert_int_equal (proto_result_ack_encode (JOB_A, 0, 1,
+                                               (uint64_t) INT64_MAX + 1, 0,
+                                               writer), -2);
+    pw_destroy (&writer);
+    pw_destroy (&expected);
+}
+
 //  proto_result_ack_encode writes what proto_msg_encode writes for the
 //  same result_ack, and refuses what it refuses.
 static void
@@ -2200,7 +2299,7 @@ test_proto_result_ack_encode (void **state)
         pw_reset (writer);
         int rc = proto_msg_encode (&msg, expected);
         assert_int_equal (proto_result_ack_encode (job, steps [at],
-                                                   attempts [at], 0, writer),
+                                                   attempts [at], 0, 0, writer),
                           rc);
         if (rc == 0) {
             assert_int_equal (pw_size (writer), pw_size (expected));
@@ -2208,9 +2307,9 @@ test_proto_result_ack_encode (void **state)
                                  pw_size (expected));
         }
     }
-    assert_int_equal (proto_result_ack_encode ("not a job", 0, 1, 0, writer),
+    assert_int_equal (proto_result_ack_encode ("not a job", 0, 1, 0, 0, writer),
                       -2);
-    assert_int_equal (proto_result_ack_encode (NULL, 0, 1, 0, writer), -2);
+    assert_int_equal (proto_result_ack_encode (NULL, 0, 1, 0, 0, writer), -2);
     pw_destroy (&expected);
     pw_destroy (&writer);
 }
@@ -2659,7 +2758,7 @@ test_proto_version_window (void **state)
         proto_msg_destroy (&msg);
         //  The acks' own encoders
         pw_reset (writer);
-        assert_int_equal (proto_result_ack_encode (JOB_A, 1, 1, version,
+        assert_int_equal (proto_result_ack_encode (JOB_A, 1, 1, 0, version,
                                                    writer), 0);
         assert_int_equal (proto_msg_decode (pw_data (writer),
                                             pw_size (writer), &msg, NULL, 0),
@@ -2847,6 +2946,7 @@ main (void)
         cmocka_unit_test (test_proto_direct_decode_reads_results),
         cmocka_unit_test (test_proto_encode_refuses_bad_messages),
         cmocka_unit_test (test_proto_result_ack_encode),
+        cmocka_unit_test (test_proto_ack_encoders_epoch),
         cmocka_unit_test (test_proto_result_acks_encode),
         cmocka_unit_test (test_proto_result_acks_refused),
         cmocka_unit_test (test_proto_hello_features),
