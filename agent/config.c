@@ -293,6 +293,7 @@ static const char *const s_config_keys [] = {
     "id", "groups", "labels", "broker", "publish", "state_dir",
     "concurrency", "tool_dir", "output_cap_bytes", "disabled_backends",
     "resolv_conf", "kill_grace", "drain", "progress_interval", "output_rate", "verbose", "key", "broker_key", "failover", "failback",
+    "key_rotate_days",
     "insecure", "log_level", "log_format", NULL
 };
 
@@ -333,6 +334,13 @@ s_conf_apply (agent_config_t *config, const pv_t *root, char *err,
     ||  s_conf_list (root, "disabled_backends", &config->disabled,
                      &config->disabled_count, err, err_len))
         return -1;
+    if (conf_get_int (root, "key_rotate_days", &config->key_rotate_days, err,
+                      err_len))
+        return -1;
+    if (config->key_rotate_days < 0 || config->key_rotate_days > 36500) {
+        s_err (err, err_len, "key_rotate_days: expected 0 (never) to 36500");
+        return -1;
+    }
     if (conf_get_int (root, "concurrency", &number, err, err_len))
         return -1;
     if (number != -1) {
@@ -697,6 +705,8 @@ s_print_config (const agent_config_t *config, const char *const *values,
     conf_print_setting (o, "log_format",
                         config->log_format ? config->log_format : "text", true,
                         "--log-format", S_GIVEN (S_OPT_LOG_FORMAT));
+    conf_print_int (o, "key_rotate_days", config->key_rotate_days, NULL,
+                    false);
     conf_print_setting (o, "key", config->key_file, true, "--key",
                         S_GIVEN (S_OPT_KEY));
     conf_print_setting (o, "broker_key", config->broker_key, true,
