@@ -1204,7 +1204,20 @@ s_agent_hello (auth_t *self, const char *text, const char *pool,
                          "key %s was retired: its node switched to a newer "
                          "key", brief);
     }
-    if (key && key->replaces && key->node && strcmp (key->node, node) == 0) {
+    bool next = key && key->replaces && key->node
+                && (key->status == AUTH_KEY_PENDING
+                    || key->status == AUTH_KEY_NEXT);
+    if (next && strcmp (key->node, node) != 0) {
+        self->counters.impersonation++;
+        if (s_may_log (self, text))
+            s_log_node (node, "WARNING: refused key %s: it is the next key "
+                        "of node %s and speaks for node %s", text, key->node,
+                        node);
+        return s_refuse (code, PROTO_ERR_FORBIDDEN, why, why_len,
+                         "key %s is the next key of node %s: it cannot "
+                         "register as %s", brief, key->node, node);
+    }
+    if (next) {
         if (key->status == AUTH_KEY_PENDING)
             return s_refuse (code, "pending", why, why_len,
                              "key %s is the next key of node %s and waits "
@@ -1718,9 +1731,10 @@ s_rekey_verdict (const auth_key_t *key, char *why, size_t why_len)
 
 auth_rekey_t
 auth_rekey (auth_t *self, store_txn_t *txn, const char *sender,
-            const char *node, const char *text, int64_t wall_ms, char *why,
-            size_t why_len)
+            const char *node, const char *text, int64_t wall_ms,
+            bool *fresh_p, char *why, size_t why_len)
 {
+    *fresh_p = false;
     if (!text || !keys_z85_valid (text)) {
         s_err (why, why_len, "key: expected a public key, 40 characters of "
                "Z85");
@@ -1784,6 +1798,7 @@ auth_rekey (auth_t *self, store_txn_t *txn, const char *sender,
     if (!manual)
         key->accepted_at_ms = wall_ms;
     auth_key_save (self, txn, key);
+    *fresh_p = true;
     if (manual)
         s_log_node (node, "key %s of node %s waits for acceptance as its "
                     "next key: gridcli key accept %s", text, node, node);

@@ -345,10 +345,11 @@ typedef enum {
 //  malformed KEY, the sender's own, or any key the broker already knows
 //  otherwise (counted as an impersonation when it is another node's or a
 //  client's). Changes are written into TXN; WALL_MS dates them. Returns
-//  the verdict, with a sentence in WHY (also when taken).
+//  the verdict, with a sentence in WHY (also when taken); *FRESH_P is true
+//  when KEY became the next key now (false when asked again, or refused).
 auth_rekey_t auth_rekey (auth_t *self, store_txn_t *txn, const char *sender,
                          const char *node, const char *key, int64_t wall_ms,
-                         char *why, size_t why_len);
+                         bool *fresh_p, char *why, size_t why_len);
 
 //  The next key (pending or next) of NODE, or NULL.
 const auth_key_t *auth_key_next_of (auth_t *self, const char *node);

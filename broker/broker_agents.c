@@ -731,13 +731,19 @@ s_on_rekey (broker_t *self, registry_node_t *node, const proto_msg_t *in,
     }
     const char *sender = zmq_msg_gets (&self->io->body, "User-Id");
     char why [512];
+    bool fresh = false;
     auth_rekey_t verdict = auth_rekey (self->ctx.auth, broker_txn (self),
                                        sender, node->id, in->key,
-                                       broker_wall_ms (), why, sizeof why);
+                                       broker_wall_ms (), &fresh, why,
+                                       sizeof why);
     static const char *const names [] = {"accepted", "pending", "refused"};
-    s_audit_agent (self, node->id, "key.rekey", in->key,
-                   verdict == AUTH_REKEY_REFUSED ? PROTO_ERR_FORBIDDEN
-                   : verdict == AUTH_REKEY_PENDING ? "pending" : "ok", why);
+    //  Once per next key (the agent asks again until it is accepted), and
+    //  every refusal (the agent stops asking after one)
+    if (fresh || verdict == AUTH_REKEY_REFUSED)
+        s_audit_agent (self, node->id, "key.rekey", in->key,
+                       verdict == AUTH_REKEY_REFUSED ? PROTO_ERR_FORBIDDEN
+                       : verdict == AUTH_REKEY_PENDING ? "pending" : "ok",
+                       why);
     proto_msg_t ack;
     memset (&ack, 0, sizeof ack);
     ack.type = PROTO_REKEY_ACK;
