@@ -59,9 +59,6 @@
 
 #define S_RESEND_MS 5000            //  Unacknowledged results again
 #define S_REKEY_TICK_MS 1000        //  Key rotation: how often to look
-#define S_REKEY_LOOK_MS 60000       //  ...for a next pair on disk (and SIGHUP)
-#define S_REKEY_ASK_MS 5000         //  rekey again while no answer or pending
-#define S_REKEY_SWITCH_MS 30000     //  The next key's session: welcome by then
 #define S_RESEND_BATCH 256          //  Most results re-sent per round
 #define S_FLUSH_MS 2000             //  Shutdown: wait for result_acks
 #define S_STOP_CHECK_MS 20          //  Shutdown: how often to look
@@ -163,15 +160,8 @@ struct _agent_t {
     pw_t *entry;                //  One entry being encoded
     int batch_timer;            //  Sends the batch after this loop turn,
                                 //  -1 when none is armed
-    //  Key rotation (rekey.h)
+    rekey_t *rekey;             //  Key rotation (rekey.h), NULL when insecure
     int rekey_timer;
-    bool rekey_granted;         //  The last welcome granted rekey
-    bool rekey_poke;            //  SIGHUP: look for a next pair now
-    char next_key [KEYS_TEXT_SIZE];  //  The next pair's public key, "": none
-    int64_t rekey_looked_ms;    //  Monotonic: files last looked at
-    int64_t rekey_sent_ms;      //  Monotonic: rekey last sent, 0: never
-    int64_t switch_ms;          //  Monotonic: the next key's session opened
-    char rekey_said [1024];     //  The last rotation notice logged
 };
 
 //  One command the executor holds.
@@ -1155,12 +1145,6 @@ s_on_cancel (agent_t *self, const proto_msg_t *cancel)
            cancel->reason, count);
 }
 
-//  Key rotation (below)
-static void s_rekey_welcomed (agent_t *self);
-static void s_on_rekey_ack (agent_t *self, const proto_msg_t *ack);
-static void s_on_next_session (agent_t *self, const proto_msg_t *msg);
-static void s_rekey_start (agent_t *self);
-
 static void
 s_on_welcome (agent_t *self, const proto_msg_t *welcome)
 {
@@ -1183,8 +1167,9 @@ s_on_welcome (agent_t *self, const proto_msg_t *welcome)
     self->trace = proto_msg_has_feature (welcome, PROTO_FEATURE_TRACE);
     self->live_output = proto_msg_has_feature (welcome,
                                                PROTO_FEATURE_LIVE_OUTPUT);
-    self->rekey_granted = proto_msg_has_feature (welcome, PROTO_FEATURE_REKEY);
-    s_rekey_welcomed (self);
+    if (self->rekey)
+        rekey_welcomed (self->rekey, proto_msg_has_feature (
+                                         welcome, PROTO_FEATURE_REKEY));
     s_log (self, "welcomed by the broker (heartbeat every %u ms, %zu "
            "result(s) to deliver%s)", link_heartbeat_ms (self->link),
            s_unacked (self), self->batch_results ? ", in batches" : "");
@@ -1287,7 +1272,8 @@ s_handle (agent_t *self, const void *data, size_t size, bool from_sub)
     //  The next key's session says only welcome, or why not (rekey.h)
     if (!from_sub && link_from_next (self->link)
         && msg->type != PROTO_WELCOME) {
-        s_on_next_session (self, msg);
+        if (self->rekey)
+            rekey_on_next_session (self->rekey, msg);
         proto_msg_destroy (&msg);
         return;
     }
@@ -1334,191 +1320,14 @@ s_handle (agent_t *self, const void *data, size_t size, bool from_sub)
                 s_on_error (self, msg);
             break;
         case PROTO_REKEY_ACK:
-            if (!from_sub)
-                s_on_rekey_ack (self, msg);
+            if (!from_sub && self->rekey)
+                rekey_on_ack (self->rekey, msg);
             break;
         default:
             s_malformed (self, proto_type_name (msg->type));
             break;
     }
     proto_msg_destroy (&msg);
-}
-
-
-//  ---------------------------------------------------------------------
-//  Key rotation (rekey.h, PROTOCOL.md 4.3): the next pair on disk, rekey
-//  over the session until the broker took it, then a second session with
-//  the next key; its welcome switches the link, and the files follow
-
-//  Logs TEXT at LEVEL once while it stays the same.
-static void
-s_rekey_say (agent_t *self, log_level_t level, const char *text)
-{
-    if (strcmp (self->rekey_said, text) == 0)
-        return;
-    snprintf (self->rekey_said, sizeof self->rekey_said, "%s", text);
-    log_write (level, NULL, "%s", text);
-}
-
-//  Looks for a next pair (rotate-key wrote one), or writes one when the
-//  key is older than key_rotate_days.
-static void
-s_rekey_look (agent_t *self)
-{
-    const agent_config_t *config = self->config;
-    char why [1024] = "";
-    zcert_t *next = rekey_load_next (config->key_file, why, sizeof why);
-    if (!next && *why) {
-        s_rekey_say (self, LOG_LEVEL_WARN, why);
-        return;
-    }
-    int64_t age_ms = next || config->key_rotate_days <= 0
-                     ? -1 : rekey_key_age_ms (config->key_file);
-    if (age_ms > config->key_rotate_days * 86400000) {
-        char public_txt [KEYS_TEXT_SIZE];
-        if (rekey_write_next (config->key_file, public_txt, why, sizeof why)) {
-            s_rekey_say (self, LOG_LEVEL_ERROR, why);
-            return;
-        }
-        s_log (self, "this node's key is older than key_rotate_days (%lld): "
-               "wrote a next key pair", (long long) config->key_rotate_days);
-        next = rekey_load_next (config->key_file, why, sizeof why);
-    }
-    if (!next)
-        return;
-    snprintf (self->next_key, sizeof self->next_key, "%s",
-              zcert_public_txt (next));
-    zcert_destroy (&next);
-    self->rekey_sent_ms = 0;
-    s_log (self, "rotating this node's key to %s", self->next_key);
-}
-
-static int
-s_rekey_fired (zloop_t *loop, int timer_id, void *arg)
-{
-    agent_t *self = (agent_t *) arg;
-    if (self->config->insecure || self->stopping)
-        return 0;
-    int64_t now_ms = zclock_mono ();
-    if (!*self->next_key) {
-        if (!self->rekey_poke && self->rekey_looked_ms
-            && now_ms - self->rekey_looked_ms < S_REKEY_LOOK_MS)
-            return 0;
-        self->rekey_poke = false;
-        self->rekey_looked_ms = now_ms;
-        s_rekey_look (self);
-        if (!*self->next_key)
-            return 0;
-    }
-    if (!link_welcomed (self->link))
-        return 0;
-    if (!self->rekey_granted) {
-        char text [600];
-        snprintf (text, sizeof text, "this broker cannot rotate keys (its "
-                  "welcome did not grant rekey: it is of an earlier release, "
-                  "runs --insecure, or this agent connects through relays): "
-                  "the next key %s waits beside %s", self->next_key,
-                  self->config->key_file);
-        s_rekey_say (self, LOG_LEVEL_WARN, text);
-        return 0;
-    }
-    if (link_rekeying (self->link)) {
-        if (now_ms - self->switch_ms >= S_REKEY_SWITCH_MS) {
-            s_rekey_say (self, LOG_LEVEL_WARN, "the session with the next "
-                         "key was not welcomed in time: asking again");
-            link_rekey_abort (self->link);
-            self->rekey_sent_ms = 0;
-        }
-        return 0;
-    }
-    if (self->rekey_sent_ms && now_ms - self->rekey_sent_ms < S_REKEY_ASK_MS)
-        return 0;
-    proto_msg_t msg = {
-        .type = PROTO_REKEY, .node = self->config->id, .key = self->next_key
-    };
-    if (link_send (self->link, &msg) == 0)
-        self->rekey_sent_ms = now_ms;
-    return 0;
-}
-
-//  Where the broker put our next key.
-static void
-s_on_rekey_ack (agent_t *self, const proto_msg_t *ack)
-{
-    if (!*self->next_key || strcmp (ack->key, self->next_key) != 0
-        || strcmp (ack->node, self->config->id) != 0)
-        return;
-    char text [700];
-    if (strcmp (ack->status, "accepted") == 0) {
-        if (link_rekeying (self->link))
-            return;
-        char why [1024];
-        zcert_t *next = rekey_load_next (self->config->key_file, why,
-                                         sizeof why);
-        if (!next || strcmp (zcert_public_txt (next), self->next_key) != 0) {
-            //  The files changed under us: look again
-            zcert_destroy (&next);
-            self->next_key [0] = 0;
-            self->rekey_poke = true;
-            return;
-        }
-        s_log (self, "the broker took the next key %s: connecting with it",
-               self->next_key);
-        self->switch_ms = zclock_mono ();
-        link_rekey_connect (self->link, &next);
-    }
-    else
-    if (strcmp (ack->status, "pending") == 0) {
-        snprintf (text, sizeof text, "the next key %s waits for acceptance "
-                  "(an admin runs gridcli key accept %s)", self->next_key,
-                  self->config->id);
-        s_rekey_say (self, LOG_LEVEL_INFO, text);
-    }
-    else {
-        snprintf (text, sizeof text, "the broker refused the next key %s: "
-                  "%s; the pair is removed (gridagent rotate-key makes "
-                  "another)", self->next_key,
-                  ack->message ? ack->message : ack->status);
-        s_rekey_say (self, LOG_LEVEL_ERROR, text);
-        rekey_drop (self->config->key_file);
-        self->next_key [0] = 0;
-    }
-}
-
-//  A frame of the next key's session that is no welcome: an error means
-//  the broker refused that session; ask again where the key stands.
-static void
-s_on_next_session (agent_t *self, const proto_msg_t *msg)
-{
-    if (msg->type != PROTO_ERROR)
-        return;
-    char text [700];
-    snprintf (text, sizeof text, "the broker refused the session with the "
-              "next key: %s: %s", msg->code, msg->message);
-    s_rekey_say (self, LOG_LEVEL_WARN, text);
-    link_rekey_abort (self->link);
-    self->rekey_sent_ms = 0;
-}
-
-//  After a welcome: when it came on the next key's session, the files
-//  follow (the next pair becomes the pair).
-static void
-s_rekey_welcomed (agent_t *self)
-{
-    const char *key = link_key (self->link);
-    if (!*self->next_key || !key || strcmp (key, self->next_key) != 0)
-        return;
-    char why [1024];
-    if (rekey_commit (self->config->key_file, why, sizeof why) != 0) {
-        //  Restarted, the agent falls back to the next pair still on disk
-        log_error ("switched to key %s, but %s", self->next_key, why);
-        return;
-    }
-    s_log (self, "this node's key is now %s (the broker retired the old "
-           "one)", self->next_key);
-    self->next_key [0] = 0;
-    self->rekey_said [0] = 0;
-    self->rekey_sent_ms = 0;
 }
 
 
@@ -1575,7 +1384,8 @@ s_signal_ready (zloop_t *loop, zmq_pollitem_t *item, void *arg)
     }
     if (hangup && !self->stopping) {
         agent_reload (self);
-        self->rekey_poke = true;
+        if (self->rekey)
+            rekey_poke (self->rekey);
     }
     if (signo == 0)
         return 0;
@@ -1809,27 +1619,8 @@ agent_new (agent_config_t *config, char *err, size_t err_len)
         return NULL;
     }
     if (!config->insecure)
-        s_rekey_start (self);
+        self->rekey = rekey_new (config, self->link);
     return self;
-}
-
-//  At start: a rotation cut short by a stop or a crash goes on (rekey.h).
-static void
-s_rekey_start (agent_t *self)
-{
-    char why [1024] = "";
-    if (rekey_recover (self->config->key_file, why, sizeof why) < 0)
-        log_warn ("%s", why);
-    zcert_t *next = rekey_load_next (self->config->key_file, why, sizeof why);
-    if (!next) {
-        if (*why)
-            log_warn ("%s", why);
-        return;
-    }
-    snprintf (self->next_key, sizeof self->next_key, "%s",
-              zcert_public_txt (next));
-    s_log (self, "a rotation to key %s is under way", self->next_key);
-    link_rekey_fallback (self->link, &next);
 }
 
 static bool
@@ -1988,6 +1779,15 @@ s_flush_check (zloop_t *loop, int timer_id, void *arg)
         || zclock_mono () >= self->stop_deadline ? -1 : 0;
 }
 
+static int
+s_rekey_fired (zloop_t *loop, int timer_id, void *arg)
+{
+    agent_t *self = (agent_t *) arg;
+    if (self->rekey && !self->stopping)
+        rekey_tick (self->rekey);
+    return 0;
+}
+
 int
 agent_run (agent_t *self)
 {
@@ -2072,6 +1872,7 @@ agent_destroy (agent_t **self_p)
     }
     if (self->signal_fd >= 0)
         close (self->signal_fd);
+    rekey_destroy (&self->rekey);
     link_destroy (&self->link);
     zloop_destroy (&self->loop);
     zhashx_destroy (&self->work);

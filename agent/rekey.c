@@ -14,6 +14,11 @@
 
 #include "../proto/cmdline.h"
 #include "../proto/keys.h"
+#include "../proto/log.h"
+#include "link.h"
+
+//  The agent's lines (log.h), as agent.c writes them
+#define s_log(self, ...) log_write (LOG_LEVEL_INFO, NULL, __VA_ARGS__)
 
 static void
 s_err (char *err, size_t err_len, const char *format, ...)
@@ -347,3 +352,233 @@ rekey_main (int argc, char **argv, FILE *out, FILE *err)
     free (args);
     return code;
 }
+
+//  ---------------------------------------------------------------------
+//  The running agent's rotation (PROTOCOL.md 4.2): the next pair on disk,
+//  rekey over the session until the broker took it, then a second session
+//  with the next key; its welcome switches the link, and the files follow
+
+#define S_LOOK_MS 60000             //  A next pair on disk looked for (and SIGHUP)
+#define S_ASK_MS 5000               //  rekey again while no answer or pending
+#define S_SWITCH_MS 30000           //  The next key's session: welcome by then
+
+struct _rekey_t {
+    agent_config_t *config;     //  Borrowed from the agent
+    link_t *link;               //  Borrowed from the agent
+    bool granted;               //  The last welcome granted rekey
+    bool poke;                  //  SIGHUP: look for a next pair now
+    char next_key [KEYS_TEXT_SIZE];  //  The next pair's public key, "": none
+    int64_t looked_ms;          //  Monotonic: files last looked at
+    int64_t sent_ms;            //  Monotonic: rekey last sent, 0: never
+    int64_t switch_ms;          //  Monotonic: the next key's session opened
+    char said [1024];           //  The last rotation notice logged
+};
+
+//  Logs TEXT at LEVEL once while it stays the same.
+static void
+s_rekey_say (rekey_t *self, log_level_t level, const char *text)
+{
+    if (strcmp (self->said, text) == 0)
+        return;
+    snprintf (self->said, sizeof self->said, "%s", text);
+    log_write (level, NULL, "%s", text);
+}
+
+//  Looks for a next pair (rotate-key wrote one), or writes one when the
+//  key is older than key_rotate_days.
+static void
+s_rekey_look (rekey_t *self)
+{
+    const agent_config_t *config = self->config;
+    char why [1024] = "";
+    zcert_t *next = rekey_load_next (config->key_file, why, sizeof why);
+    if (!next && *why) {
+        s_rekey_say (self, LOG_LEVEL_WARN, why);
+        return;
+    }
+    int64_t age_ms = next || config->key_rotate_days <= 0
+                     ? -1 : rekey_key_age_ms (config->key_file);
+    if (age_ms > config->key_rotate_days * 86400000) {
+        char public_txt [KEYS_TEXT_SIZE];
+        if (rekey_write_next (config->key_file, public_txt, why, sizeof why)) {
+            s_rekey_say (self, LOG_LEVEL_ERROR, why);
+            return;
+        }
+        s_log (self, "this node's key is older than key_rotate_days (%lld): "
+               "wrote a next key pair", (long long) config->key_rotate_days);
+        next = rekey_load_next (config->key_file, why, sizeof why);
+    }
+    if (!next)
+        return;
+    snprintf (self->next_key, sizeof self->next_key, "%s",
+              zcert_public_txt (next));
+    zcert_destroy (&next);
+    self->sent_ms = 0;
+    s_log (self, "rotating this node's key to %s", self->next_key);
+}
+
+void
+rekey_tick (rekey_t *self)
+{
+    int64_t now_ms = zclock_mono ();
+    if (!*self->next_key) {
+        if (!self->poke && self->looked_ms
+            && now_ms - self->looked_ms < S_LOOK_MS)
+            return;
+        self->poke = false;
+        self->looked_ms = now_ms;
+        s_rekey_look (self);
+        if (!*self->next_key)
+            return;
+    }
+    if (!link_welcomed (self->link))
+        return;
+    if (!self->granted) {
+        char text [600];
+        snprintf (text, sizeof text, "this broker cannot rotate keys (its "
+                  "welcome did not grant rekey: it is of an earlier release, "
+                  "runs --insecure, or this agent connects through relays): "
+                  "the next key %s waits beside %s", self->next_key,
+                  self->config->key_file);
+        s_rekey_say (self, LOG_LEVEL_WARN, text);
+        return;
+    }
+    if (link_rekeying (self->link)) {
+        if (now_ms - self->switch_ms >= S_SWITCH_MS) {
+            s_rekey_say (self, LOG_LEVEL_WARN, "the session with the next "
+                         "key was not welcomed in time: asking again");
+            link_rekey_abort (self->link);
+            self->sent_ms = 0;
+        }
+        return;
+    }
+    if (self->sent_ms && now_ms - self->sent_ms < S_ASK_MS)
+        return;
+    proto_msg_t msg = {
+        .type = PROTO_REKEY, .node = self->config->id, .key = self->next_key
+    };
+    if (link_send (self->link, &msg) == 0)
+        self->sent_ms = now_ms;
+    return;
+}
+
+//  Where the broker put our next key.
+void
+rekey_on_ack (rekey_t *self, const proto_msg_t *ack)
+{
+    if (!*self->next_key || strcmp (ack->key, self->next_key) != 0
+        || strcmp (ack->node, self->config->id) != 0)
+        return;
+    char text [700];
+    if (strcmp (ack->status, "accepted") == 0) {
+        if (link_rekeying (self->link))
+            return;
+        char why [1024];
+        zcert_t *next = rekey_load_next (self->config->key_file, why,
+                                         sizeof why);
+        if (!next || strcmp (zcert_public_txt (next), self->next_key) != 0) {
+            //  The files changed under us: look again
+            zcert_destroy (&next);
+            self->next_key [0] = 0;
+            self->poke = true;
+            return;
+        }
+        s_log (self, "the broker took the next key %s: connecting with it",
+               self->next_key);
+        self->switch_ms = zclock_mono ();
+        link_rekey_connect (self->link, &next);
+    }
+    else
+    if (strcmp (ack->status, "pending") == 0) {
+        snprintf (text, sizeof text, "the next key %s waits for acceptance "
+                  "(an admin runs gridcli key accept %s)", self->next_key,
+                  self->config->id);
+        s_rekey_say (self, LOG_LEVEL_INFO, text);
+    }
+    else {
+        snprintf (text, sizeof text, "the broker refused the next key %s: "
+                  "%s; the pair is removed (gridagent rotate-key makes "
+                  "another)", self->next_key,
+                  ack->message ? ack->message : ack->status);
+        s_rekey_say (self, LOG_LEVEL_ERROR, text);
+        rekey_drop (self->config->key_file);
+        self->next_key [0] = 0;
+    }
+}
+
+//  A frame of the next key's session that is no welcome: an error means
+//  the broker refused that session; ask again where the key stands.
+void
+rekey_on_next_session (rekey_t *self, const proto_msg_t *msg)
+{
+    if (msg->type != PROTO_ERROR)
+        return;
+    char text [700];
+    snprintf (text, sizeof text, "the broker refused the session with the "
+              "next key: %s: %s", msg->code, msg->message);
+    s_rekey_say (self, LOG_LEVEL_WARN, text);
+    link_rekey_abort (self->link);
+    self->sent_ms = 0;
+}
+
+//  After a welcome: when it came on the next key's session, the files
+//  follow (the next pair becomes the pair).
+void
+rekey_welcomed (rekey_t *self, bool granted)
+{
+    self->granted = granted;
+    const char *key = link_key (self->link);
+    if (!*self->next_key || !key || strcmp (key, self->next_key) != 0)
+        return;
+    char why [1024];
+    if (rekey_commit (self->config->key_file, why, sizeof why) != 0) {
+        //  Restarted, the agent falls back to the next pair still on disk
+        log_error ("switched to key %s, but %s", self->next_key, why);
+        return;
+    }
+    s_log (self, "this node's key is now %s (the broker retired the old "
+           "one)", self->next_key);
+    self->next_key [0] = 0;
+    self->said [0] = 0;
+    self->sent_ms = 0;
+}
+
+
+
+rekey_t *
+rekey_new (agent_config_t *config, link_t *link)
+{
+    rekey_t *self = (rekey_t *) zmalloc (sizeof (rekey_t));
+    self->config = config;
+    self->link = link;
+    char why [1024] = "";
+    if (rekey_recover (self->config->key_file, why, sizeof why) < 0)
+        log_warn ("%s", why);
+    zcert_t *next = rekey_load_next (self->config->key_file, why, sizeof why);
+    if (!next) {
+        if (*why)
+            log_warn ("%s", why);
+        return self;
+    }
+    snprintf (self->next_key, sizeof self->next_key, "%s",
+              zcert_public_txt (next));
+    s_log (self, "a rotation to key %s is under way", self->next_key);
+    link_rekey_fallback (self->link, &next);
+    return self;
+}
+
+void
+rekey_destroy (rekey_t **self_p)
+{
+    if (self_p && *self_p) {
+        free (*self_p);
+        *self_p = NULL;
+    }
+}
+
+void
+rekey_poke (rekey_t *self)
+{
+    self->poke = true;
+}
+

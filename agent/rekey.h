@@ -33,7 +33,9 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "../proto/proto.h"
 #include "config.h"
+#include "link.h"
 
 //  The files of a rotation, from the config's key file.
 typedef struct {
@@ -72,6 +74,42 @@ int rekey_recover (const char *key_file, char *err, size_t err_len);
 //  Milliseconds since the pair of KEY_FILE was written (its secret file's
 //  modification time), or -1 when it cannot be read.
 int64_t rekey_key_age_ms (const char *key_file);
+
+//  ---------------------------------------------------------------------
+//  The running agent's side (the agent's loop thread only)
+
+typedef struct _rekey_t rekey_t;
+
+//  At start (secure agents only): finishes a commit cut short
+//  (rekey_recover) and, when a next pair waits, goes on with it and gives
+//  it to LINK as its fallback (link_rekey_fallback). CONFIG and LINK are
+//  borrowed and must outlive the result.
+rekey_t *rekey_new (agent_config_t *config, link_t *link);
+void rekey_destroy (rekey_t **self_p);
+
+//  Every second: looks for a next pair (every minute, or at once after
+//  rekey_poke), or writes one when the key is older than key_rotate_days;
+//  once welcomed with rekey granted, sends rekey (again every 5 s until
+//  accepted); gives up a next key's session not welcomed in 30 s. A
+//  welcome that did not grant rekey is logged once: this broker cannot
+//  rotate keys.
+void rekey_tick (rekey_t *self);
+
+//  SIGHUP: look for a next pair at the next tick.
+void rekey_poke (rekey_t *self);
+
+//  A welcome (GRANTED: it granted rekey). When the link now uses the
+//  next key (the welcome came on its session, or the fallback), the next
+//  pair becomes the pair on disk (rekey_commit).
+void rekey_welcomed (rekey_t *self, bool granted);
+
+//  A rekey_ack: accepted opens the next key's session
+//  (link_rekey_connect), pending is logged once, refused drops the pair.
+void rekey_on_ack (rekey_t *self, const proto_msg_t *ack);
+
+//  A frame of the next key's session that is no welcome: an error ends
+//  that session, and rekey is asked again.
+void rekey_on_next_session (rekey_t *self, const proto_msg_t *msg);
 
 //  "gridagent rotate-key [--config FILE] [--key FILE] [--no-signal]":
 //  ARGV[0] is "rotate-key". Writes the next pair of the configured key,
