@@ -57,9 +57,11 @@
 #include "facts.h"
 #include "link.h"
 #include "orphans.h"
+#include "rekey.h"
 #include "spool.h"
 
 #define S_RESEND_MS 5000            //  Unacknowledged results again
+#define S_REKEY_TICK_MS 1000        //  Key rotation: how often to look
 #define S_RESEND_BATCH 256          //  Most results re-sent per round
 #define S_FLUSH_MS 2000             //  Shutdown: wait for result_acks
 #define S_STOP_CHECK_MS 20          //  Shutdown: how often to look
@@ -169,6 +171,8 @@ struct _agent_t {
     pw_t *entry;                //  One entry being encoded
     int batch_timer;            //  Sends the batch after this loop turn,
                                 //  -1 when none is armed
+    rekey_t *rekey;             //  Key rotation (rekey.h), NULL when insecure
+    int rekey_timer;
 };
 
 //  One command the executor holds.
@@ -1269,6 +1273,9 @@ s_on_welcome (agent_t *self, const proto_msg_t *welcome)
                                                  PROTO_FEATURE_FACTS);
     self->facts_sent = false;
     s_facts_send (self);
+    if (self->rekey)
+        rekey_welcomed (self->rekey, proto_msg_has_feature (
+                                         welcome, PROTO_FEATURE_REKEY));
     s_log (self, "welcomed by the broker (heartbeat every %u ms, %zu "
            "result(s) to deliver%s)", link_heartbeat_ms (self->link),
            s_unacked (self), self->batch_results ? ", in batches" : "");
@@ -1391,6 +1398,14 @@ s_handle (agent_t *self, const void *data, size_t size, bool from_sub)
         s_malformed (self, why);
         return;
     }
+    //  The next key's session says only welcome, or why not (rekey.h)
+    if (!from_sub && link_from_next (self->link)
+        && msg->type != PROTO_WELCOME) {
+        if (self->rekey)
+            rekey_on_next_session (self->rekey, msg);
+        proto_msg_destroy (&msg);
+        return;
+    }
     if (!s_epoch_passes (self, msg, from_sub)) {
         proto_msg_destroy (&msg);
         return;
@@ -1436,6 +1451,10 @@ s_handle (agent_t *self, const void *data, size_t size, bool from_sub)
         case PROTO_ERROR:
             if (!from_sub)
                 s_on_error (self, msg);
+            break;
+        case PROTO_REKEY_ACK:
+            if (!from_sub && self->rekey)
+                rekey_on_ack (self->rekey, msg);
             break;
         default:
             s_malformed (self, proto_type_name (msg->type));
@@ -1496,8 +1515,11 @@ s_signal_ready (zloop_t *loop, zmq_pollitem_t *item, void *arg)
         else
             signo = (int) info.ssi_signo;
     }
-    if (hangup && !self->stopping)
+    if (hangup && !self->stopping) {
         agent_reload (self);
+        if (self->rekey)
+            rekey_poke (self->rekey);
+    }
     if (signo == 0)
         return 0;
     if (!self->stopping) {
@@ -1541,7 +1563,8 @@ s_build_hello (agent_t *self, char *err, size_t err_len)
                                 PROTO_FEATURE_LIVE_OUTPUT,
                                 PROTO_FEATURE_FACTS,
                                 PROTO_FEATURE_CHECK,
-                                PROTO_FEATURE_EPOCH };
+                                PROTO_FEATURE_EPOCH,
+                                PROTO_FEATURE_REKEY };
     size_t count = sizeof features / sizeof features [0];
     if (!self->plain_hello) {
         hello->features = (char **) calloc (count, sizeof (char *));
@@ -1587,6 +1610,7 @@ agent_new (agent_config_t *config, char *err, size_t err_len)
     self->config = config;
     self->signal_fd = -1;
     self->resend_timer = -1;
+    self->rekey_timer = -1;
     self->held_timer = -1;
     self->facts_timer = -1;
     self->context.tool_dir = config->tool_dir;
@@ -1748,6 +1772,8 @@ agent_new (agent_config_t *config, char *err, size_t err_len)
         agent_destroy (&self);
         return NULL;
     }
+    if (!config->insecure)
+        self->rekey = rekey_new (config, self->link);
     return self;
 }
 
@@ -1926,6 +1952,15 @@ s_flush_check (zloop_t *loop, int timer_id, void *arg)
         || zclock_mono () >= self->stop_deadline ? -1 : 0;
 }
 
+static int
+s_rekey_fired (zloop_t *loop, int timer_id, void *arg)
+{
+    agent_t *self = (agent_t *) arg;
+    if (self->rekey && !self->stopping)
+        rekey_tick (self->rekey);
+    return 0;
+}
+
 int
 agent_run (agent_t *self)
 {
@@ -1944,6 +1979,8 @@ agent_run (agent_t *self)
                                     self);
     s_facts_read (self);
     s_facts_arm (self);
+    self->rekey_timer = zloop_timer (self->loop, S_REKEY_TICK_MS, 0,
+                                     s_rekey_fired, self);
     //  Spool opened, sockets connected: the agent serves from here on
     service_notify_ready ("running");
     if (service_watchdog_attach (self->loop) < 0)
@@ -2010,6 +2047,7 @@ agent_destroy (agent_t **self_p)
     }
     if (self->signal_fd >= 0)
         close (self->signal_fd);
+    rekey_destroy (&self->rekey);
     link_destroy (&self->link);
     zloop_destroy (&self->loop);
     zhashx_destroy (&self->work);

@@ -298,7 +298,7 @@ static const char *const s_config_keys [] = {
     "concurrency", "tool_dir", "output_cap_bytes", "disabled_backends",
     "resolv_conf", "kill_grace", "drain", "progress_interval", "output_rate", "verbose", "key", "broker_key", "failover", "failback",
     "insecure", "log_level", "log_format", "facts", "facts_dir",
-    "facts_interval", "file", NULL
+    "facts_interval", "file", "key_rotate_days", NULL
 };
 
 static const char *const s_file_keys [] = { "roots", NULL };
@@ -371,6 +371,13 @@ s_conf_apply (agent_config_t *config, const pv_t *root, char *err,
         return -1;
     if (s_conf_file (config, root, err, err_len))
         return -1;
+    if (conf_get_int (root, "key_rotate_days", &config->key_rotate_days, err,
+                      err_len))
+        return -1;
+    if (config->key_rotate_days < 0 || config->key_rotate_days > 36500) {
+        s_err (err, err_len, "key_rotate_days: expected 0 (never) to 36500");
+        return -1;
+    }
     if (conf_get_int (root, "concurrency", &number, err, err_len))
         return -1;
     if (number != -1) {
@@ -553,6 +560,9 @@ s_usage (FILE *out)
 "                          --insecure on a trusted network only\n"
 "  keygen                  write a key pair (gridagent keygen --help), then\n"
 "                          an admin accepts it: gridcli key accept ID\n"
+"  rotate-key              rotate this agent's key without an outage: a new\n"
+"                          pair beside the key, sent to the running agent\n"
+"                          (gridagent rotate-key --help)\n"
 "  --print-config          print the settings as they would be used, each\n"
 "                          with where it came from (flag, file, default)\n"
 "  --version               print the version and exit\n"
@@ -786,6 +796,8 @@ s_print_config (const agent_config_t *config, const char *const *values,
     conf_print_setting (o, "log_format",
                         config->log_format ? config->log_format : "text", true,
                         "--log-format", S_GIVEN (S_OPT_LOG_FORMAT));
+    conf_print_int (o, "key_rotate_days", config->key_rotate_days, NULL,
+                    false);
     conf_print_setting (o, "key", config->key_file, true, "--key",
                         S_GIVEN (S_OPT_KEY));
     conf_print_setting (o, "broker_key", config->broker_key, true,

@@ -84,6 +84,7 @@ typedef struct {
     char *log_level;             //  error, warn, info or debug (NULL: info)
     char *log_format;            //  text or json (NULL: text)
     char *key_file;              //  This agent's key pair (either file)
+    int64_t key_rotate_days;     //  Rotate the key when older (0: never)
     char *broker_key;            //  The broker's public key: Z85 or a key
                                  //  file; or one per endpoint, comma-separated
     bool insecure;               //  Plaintext, no keys (--insecure)

@@ -42,6 +42,8 @@
 #define S_RECONNECT_MAX_MS 10000    //  Backoff cap
 #define S_LINGER_MS 2000            //  Queued messages get this long at close
 #define S_READ_BATCH 64             //  Messages per socket wake-up
+#define S_NEXT_HELLO_MS 1000        //  Hello on the next key's session
+#define S_OLD_SUB_MS 3000           //  The old session's SUB stays this long
 #define S_HEARTBEAT_MIN_MS 100
 #define S_HEARTBEAT_MAX_MS 600000
 
@@ -82,6 +84,19 @@ struct _link_t {
     char last_refusal [512];    //  Last handshake or enrolment refusal logged
     unsigned failed_handshakes; //  In a row, since the last one that went
                                 //  through
+    //  Key rotation (link_rekey_connect): a second session with the next key
+    zcert_t *next_cert;         //  The next key pair, NULL when none
+    zsock_t *next_dealer;       //  Its DEALER, SUB and monitor, to the
+    zsock_t *next_sub;          //  endpoint in use
+    zsock_t *next_monitor;
+    int next_hello_timer;       //  Hello on it until its welcome
+    bool from_next;             //  on_message is handling a frame of it
+    zsock_t *old_dealer;        //  After the switch: the old session's
+    zsock_t *old_monitor;       //  sockets, closed at the next turn, and its
+    zsock_t *old_sub;           //  SUB a little later (commands on the way)
+    int old_timer;
+    zcert_t *fallback;          //  link_rekey_fallback's pair, or NULL
+    int fallback_timer;         //  Moves to it (out of the monitor's reader)
 };
 
 static void
@@ -237,6 +252,12 @@ s_dealer_ready (zloop_t *loop, zsock_t *sock, void *arg)
         zmsg_t *msg = zmsg_recv (sock);
         if (!msg)
             break;
+        //  A session left for the next key's: what it still says is moot
+        if (sock != self->dealer && sock != self->next_dealer) {
+            zmsg_destroy (&msg);
+            continue;
+        }
+        self->from_next = sock == self->next_dealer;
         //  One body frame; tolerate an empty delimiter before it
         zframe_t *body = zmsg_first (msg);
         if (zmsg_size (msg) == 2 && zframe_size (body) == 0)
@@ -250,6 +271,7 @@ s_dealer_ready (zloop_t *loop, zsock_t *sock, void *arg)
         else
             self->callbacks.on_malformed (
                 self->arg, "unexpected frames from the broker");
+        self->from_next = false;
         zmsg_destroy (&msg);
     }
     return 0;
@@ -362,12 +384,33 @@ s_load_keys (link_t *self, char *err, size_t err_len)
                                  //  worth a warning
 
 //  A failed handshake says why the broker is silent: log it once.
+static int s_next_monitor_ready (link_t *self, zsock_t *sock);
+static int s_fallback_fired (zloop_t *loop, int timer_id, void *arg);
+
 static int
 s_monitor_ready (zloop_t *loop, zsock_t *sock, void *arg)
 {
     link_t *self = (link_t *) arg;
+    if (sock == self->next_monitor)
+        return s_next_monitor_ready (self, sock);
+    if (sock != self->monitor) {
+        zmsg_t *stale = zmsg_recv (sock);
+        zmsg_destroy (&stale);
+        return 0;
+    }
     char why [512] = "";
     int rc = keys_monitor_read (sock, why, sizeof (why));
+    //  Our key refused while a rotation was under way (the broker switched
+    //  us to the next key, and we restarted before we knew): the next key
+    if (rc == 1 && self->fallback && !self->welcomed
+        && self->fallback_timer < 0) {
+        log_warn ("the broker refused key %s: taking the next key %s (a key "
+                  "rotation was under way)", zcert_public_txt (self->cert),
+                  zcert_public_txt (self->fallback));
+        self->fallback_timer = zloop_timer (self->loop, 1, 1,
+                                            s_fallback_fired, self);
+        return 0;
+    }
     if (rc == 3) {
         self->last_refusal [0] = 0;
         self->failed_handshakes = 0;
@@ -409,10 +452,13 @@ s_monitor_ready (zloop_t *loop, zsock_t *sock, void *arg)
     return 0;
 }
 
+static void s_next_close (link_t *self);
+
 //  Closes the sockets to the current endpoint.
 static void
 s_disconnect (link_t *self)
 {
+    s_next_close (self);
     if (self->monitor) {
         zloop_reader_end (self->loop, self->monitor);
         zmq_socket_monitor (zsock_resolve (self->dealer), NULL, 0);
@@ -615,6 +661,214 @@ s_failover_fired (zloop_t *loop, int timer_id, void *arg)
 
 
 //  ---------------------------------------------------------------------
+//  Key rotation: a second session with the next key, on the same endpoint
+
+//  Closes the old session's sockets: its DEALER and monitor, and its SUB
+//  too when ALL (else only when its time has come).
+static void
+s_old_close (link_t *self, bool all)
+{
+    zsock_t **sockets [3] = {&self->old_monitor, &self->old_dealer,
+                             &self->old_sub};
+    for (int index = 0; index < (all ? 3 : 2); index++)
+        if (*sockets [index]) {
+            zloop_reader_end (self->loop, *sockets [index]);
+            if (index == 0 && self->old_dealer)
+                zmq_socket_monitor (zsock_resolve (self->old_dealer), NULL, 0);
+            zsock_set_linger (*sockets [index], 0);
+            zsock_destroy (sockets [index]);
+        }
+}
+
+static int
+s_old_fired (zloop_t *loop, int timer_id, void *arg)
+{
+    link_t *self = (link_t *) arg;
+    if (timer_id != self->old_timer)
+        return 0;
+    //  First the DEALER at the next turn, then the SUB after S_OLD_SUB_MS
+    bool all = !self->old_dealer;
+    s_old_close (self, all);
+    self->old_timer = all ? -1 : zloop_timer (self->loop, S_OLD_SUB_MS, 1,
+                                              s_old_fired, self);
+    return 0;
+}
+
+static void
+s_next_send_hello (link_t *self)
+{
+    size_t size = 0;
+    const void *hello = self->callbacks.hello (self->arg, &size);
+    zframe_t *frame = zframe_new (hello, size);
+    if (frame && zframe_send (&frame, self->next_dealer, ZFRAME_DONTWAIT))
+        s_debug (self, "hello on the next key's session dropped: %s",
+                 zmq_strerror (errno));
+    zframe_destroy (&frame);
+}
+
+static int
+s_next_hello_fired (zloop_t *loop, int timer_id, void *arg)
+{
+    link_t *self = (link_t *) arg;
+    if (timer_id == self->next_hello_timer && self->next_dealer)
+        s_next_send_hello (self);
+    return 0;
+}
+
+//  The next key's session connected: hello there at once.
+static int
+s_next_monitor_ready (link_t *self, zsock_t *sock)
+{
+    char why [512] = "";
+    int rc = keys_monitor_read (sock, why, sizeof why);
+    if (rc == 3)
+        s_next_send_hello (self);
+    else
+    if (rc == 1 || rc == 2)
+        s_log (self, "the next key's session: %s", why);
+    return 0;
+}
+
+//  Ends the next key's session, if any (its pair goes too).
+static void
+s_next_close (link_t *self)
+{
+    if (self->next_hello_timer >= 0)
+        zloop_timer_end (self->loop, self->next_hello_timer);
+    self->next_hello_timer = -1;
+    if (self->next_monitor) {
+        zloop_reader_end (self->loop, self->next_monitor);
+        zmq_socket_monitor (zsock_resolve (self->next_dealer), NULL, 0);
+        zsock_destroy (&self->next_monitor);
+    }
+    zsock_t **sockets [2] = {&self->next_dealer, &self->next_sub};
+    for (int index = 0; index < 2; index++)
+        if (*sockets [index]) {
+            zloop_reader_end (self->loop, *sockets [index]);
+            zsock_set_linger (*sockets [index], 0);
+            zsock_destroy (sockets [index]);
+        }
+    zcert_destroy (&self->next_cert);
+    self->from_next = false;
+}
+
+//  The next key's session was welcomed: it becomes the session, and the
+//  old one is closed (its DEALER at the next turn of the loop, its SUB a
+//  few seconds later, so that commands already sent down it arrive).
+static void
+s_next_promote (link_t *self)
+{
+    if (self->old_timer >= 0)
+        zloop_timer_end (self->loop, self->old_timer);
+    s_old_close (self, true);
+    if (self->monitor)
+        zloop_reader_end (self->loop, self->monitor);
+    zloop_reader_end (self->loop, self->dealer);
+    self->old_monitor = self->monitor;
+    self->old_dealer = self->dealer;
+    self->old_sub = self->sub;
+    self->monitor = self->next_monitor;
+    self->dealer = self->next_dealer;
+    self->sub = self->next_sub;
+    zcert_destroy (&self->cert);
+    self->cert = self->next_cert;
+    self->next_monitor = self->next_dealer = self->next_sub = NULL;
+    self->next_cert = NULL;
+    if (self->next_hello_timer >= 0)
+        zloop_timer_end (self->loop, self->next_hello_timer);
+    self->next_hello_timer = -1;
+    self->from_next = false;
+    self->old_timer = zloop_timer (self->loop, 1, 1, s_old_fired, self);
+    s_log (self, "switched to the next key %s", zcert_public_txt (self->cert));
+}
+
+void
+link_rekey_connect (link_t *self, zcert_t **next_p)
+{
+    s_next_close (self);
+    self->next_cert = *next_p;
+    *next_p = NULL;
+    if (!self->next_cert || !self->cert)
+        return;
+    zcert_t *current = self->cert;
+    self->cert = self->next_cert;
+    char err [512] = "";
+    char **topics = agent_topics (self->config, NULL);
+    self->next_sub = topics ? s_socket (self, ZMQ_SUB,
+                                        self->publishes [self->endpoint],
+                                        topics, err, sizeof err) : NULL;
+    agent_topics_free (&topics);
+    if (self->next_sub)
+        self->next_dealer = s_socket (self, ZMQ_DEALER,
+                                      self->endpoints [self->endpoint], NULL,
+                                      err, sizeof err);
+    self->cert = current;
+    if (!self->next_sub || !self->next_dealer) {
+        log_warn ("cannot open a session with the next key: %s", err);
+        s_next_close (self);
+        return;
+    }
+    self->next_monitor = keys_monitor_new (self->next_dealer);
+    if (self->next_monitor)
+        zloop_reader (self->loop, self->next_monitor, s_monitor_ready, self);
+    zloop_reader (self->loop, self->next_dealer, s_dealer_ready, self);
+    zloop_reader (self->loop, self->next_sub, s_sub_ready, self);
+    zloop_reader_set_tolerant (self->loop, self->next_dealer);
+    zloop_reader_set_tolerant (self->loop, self->next_sub);
+    self->next_hello_timer = zloop_timer (self->loop, S_NEXT_HELLO_MS, 0,
+                                          s_next_hello_fired, self);
+}
+
+void
+link_rekey_abort (link_t *self)
+{
+    s_next_close (self);
+}
+
+bool
+link_rekeying (link_t *self)
+{
+    return self->next_dealer != NULL;
+}
+
+bool
+link_from_next (link_t *self)
+{
+    return self->from_next;
+}
+
+const char *
+link_key (link_t *self)
+{
+    return self->cert ? zcert_public_txt (self->cert) : NULL;
+}
+
+void
+link_rekey_fallback (link_t *self, zcert_t **next_p)
+{
+    zcert_destroy (&self->fallback);
+    self->fallback = *next_p;
+    *next_p = NULL;
+}
+
+static int
+s_fallback_fired (zloop_t *loop, int timer_id, void *arg)
+{
+    link_t *self = (link_t *) arg;
+    if (timer_id != self->fallback_timer)
+        return 0;
+    self->fallback_timer = -1;
+    if (!self->fallback || self->welcomed)
+        return 0;
+    zcert_destroy (&self->cert);
+    self->cert = self->fallback;
+    self->fallback = NULL;
+    s_switch (self, self->endpoint, zclock_mono ());
+    return 0;
+}
+
+
+//  ---------------------------------------------------------------------
 //  The link
 
 link_t *
@@ -632,6 +886,7 @@ link_new (zloop_t *loop, agent_config_t *config,
     self->callbacks = *callbacks;
     self->arg = arg;
     self->hello_timer = self->heartbeat_timer = self->failover_timer = -1;
+    self->next_hello_timer = self->old_timer = self->fallback_timer = -1;
     self->failover_spread = (uint32_t) randof (1001);
     self->writer = pw_new ();
     if (!self->writer) {
@@ -668,11 +923,15 @@ link_destroy (link_t **self_p)
     if (!self_p || !*self_p)
         return;
     link_t *self = *self_p;
-    int *timers [3] = {&self->hello_timer, &self->heartbeat_timer,
-                       &self->failover_timer};
-    for (int index = 0; index < 3; index++)
+    int *timers [6] = {&self->hello_timer, &self->heartbeat_timer,
+                       &self->failover_timer, &self->next_hello_timer,
+                       &self->old_timer, &self->fallback_timer};
+    for (int index = 0; index < 6; index++)
         if (*timers [index] >= 0)
             zloop_timer_end (self->loop, *timers [index]);
+    s_next_close (self);
+    s_old_close (self, true);
+    zcert_destroy (&self->fallback);
     if (self->monitor)
         zloop_reader_end (self->loop, self->monitor);
     if (self->dealer)
@@ -707,6 +966,9 @@ link_welcome (link_t *self, uint32_t heartbeat_ms)
         beat = S_HEARTBEAT_MIN_MS;
     if (beat > S_HEARTBEAT_MAX_MS)
         beat = S_HEARTBEAT_MAX_MS;
+    //  The welcome of the next key's session: it becomes the session
+    if (self->from_next)
+        s_next_promote (self);
     bool changed = !self->welcomed || beat != self->heartbeat_ms;
     self->welcomed = true;
     self->hello_answered = false;

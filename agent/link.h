@@ -114,6 +114,30 @@ void link_stop (link_t *self);
 int link_send (link_t *self, const proto_msg_t *msg);
 void link_send_bytes (link_t *self, const void *data, size_t size);
 
+//  Key rotation (agent/rekey.h). link_rekey_connect opens a second
+//  session (DEALER, SUB) to the endpoint in use with the pair *NEXT_P
+//  (taken; *NEXT_P is nulled), and says hello there every second until
+//  the welcome. Its frames go to on_message like the others, with
+//  link_from_next true during the call; when the loop calls link_welcome
+//  for one of them, that session becomes the session: the link takes
+//  the next key as its own, closes the old DEALER at once and the old SUB
+//  a few seconds later (commands already on their way are read; the
+//  spool deduplicates). A failover or a failback ends the second session
+//  (link_rekeying then reads false). link_rekey_abort ends it.
+void link_rekey_connect (link_t *self, zcert_t **next_p);
+void link_rekey_abort (link_t *self);
+bool link_rekeying (link_t *self);
+bool link_from_next (link_t *self);
+
+//  The public key (Z85) of the pair the session uses, NULL when insecure.
+const char *link_key (link_t *self);
+
+//  A rotation was under way when the agent started: should the broker
+//  refuse our key at the handshake before any welcome (it switched the
+//  node to the next key and retired ours before we knew), the link takes
+//  the pair *NEXT_P (taken) as its own and connects again.
+void link_rekey_fallback (link_t *self, zcert_t **next_p);
+
 //  Jitter: a value in [MS - MS/5, MS + MS/5], so a fleet that restarts
 //  together does not hello, fail back or re-send in lockstep.
 size_t link_jitter (uint32_t ms);

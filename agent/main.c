@@ -11,6 +11,7 @@
 #include "../proto/keys.h"
 #include "../proto/log.h"
 #include "agent.h"
+#include "rekey.h"
 
 int
 main (int argc, char *argv [])
@@ -18,6 +19,8 @@ main (int argc, char *argv [])
     if (argc > 1 && strcmp (argv [1], "keygen") == 0)
         return keys_keygen_main ("gridagent", KEYS_DEFAULT_DIR, "agent",
                                  argc - 1, argv + 1, stdout, stderr);
+    if (argc > 1 && strcmp (argv [1], "rotate-key") == 0)
+        return rekey_main (argc - 1, argv + 1, stdout, stderr);
     //  Before anything starts a thread: signals are read by the loop
     if (agent_signals_block ()) {
         fprintf (stderr, "gridagent: cannot block signals\n");

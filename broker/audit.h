@@ -9,14 +9,16 @@
     request type, at most one per caller per AUDIT_REFUSED_MS; the next
     one recorded says how many were left out in between (suppressed).
     A configuration reload by SIGHUP is recorded too (config.reload, face
-    signal; broker.c).
+    signal; broker.c), and an agent's key rotation (key.rekey, key.switch,
+    face agent; broker_agents.c).
 
     Key: the wall clock in ms (8 bytes big-endian) then a sequence (4
     bytes big-endian), so that keys sort by time; the pair never goes
     back, even when the wall clock does (the entry keeps the clock's own
     reading in at_ms). Value: a msgpack map
 
-        {at_ms: int, face: "zmq" | "http" | "dashboard" | "signal", who: str,
+        {at_ms: int, face: "zmq" | "http" | "dashboard" | "signal" | "agent",
+         who: str,
          role: str, request: str, type: str, ?object: str,
          outcome: "ok" | an error code, ?message: str, ?suppressed: int}
 
@@ -53,7 +55,8 @@
 //  an empty object or message is none.
 typedef struct {
     int64_t at_ms;               //  Wall clock when it was handled
-    char face [16];              //  "zmq", "http", "dashboard" or "signal"
+    char face [16];              //  "zmq", "http", "dashboard", "signal"
+                                 //  or "agent"
     char who [AUDIT_TEXT_MAX];   //  The key's or token's name (or the key)
     char role [16];              //  Its role, "none" when unknown
     char request [AUDIT_TEXT_MAX];  //  The client's request id

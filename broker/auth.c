@@ -12,6 +12,13 @@
         accepted, unbound binds the node    -            refused, counted
         accepted, bound   refused, counted  welcome      refused, counted
         rejected          refused           refused      refused
+        retired           refused           -            refused
+        next (accepted)   -                 -            the key it
+                                                         replaces: the
+                                                         node switches
+                                                         to it; another:
+                                                         refused, counted
+        pending next      refused (pending, not counted)
 
     Any other agent message passes only from an accepted key bound to the
     node it names. key.accept / key.reject / key.delete move keys between
@@ -46,6 +53,7 @@ struct _auth_t {
     token_store_t *tokens;       //  HTTP bearer tokens
     pw_t *scratch;               //  Encoding buffer for key records
     zhashx_t *replication;       //  Z85 keys of the cluster's members
+    auth_key_t *retired;         //  Retired by the last check, until taken
 };
 
 static void
@@ -160,6 +168,8 @@ auth_key_status_name (auth_key_status_t status)
         case AUTH_KEY_ACCEPTED: return "accepted";
         case AUTH_KEY_REJECTED: return "rejected";
         case AUTH_KEY_REFUSED: return "refused";
+        case AUTH_KEY_NEXT: return "next";
+        case AUTH_KEY_RETIRED: return "retired";
         default: return "pending";
     }
 }
@@ -297,6 +307,20 @@ auth_config_load (auth_config_t *config, const pv_t *root, char *err,
                   size_t err_len)
 {
     int64_t max_pending = (int64_t) config->max_pending_keys;
+    char *rekey = NULL;
+    if (conf_get_str (root, "rekey", &rekey, err, err_len))
+        return -1;
+    if (rekey) {
+        bool manual = streq (rekey, "manual");
+        if (!manual && !streq (rekey, "auto")) {
+            s_err (err, err_len, "rekey: expected auto or manual, not '%s'",
+                   rekey);
+            free (rekey);
+            return -1;
+        }
+        config->rekey = manual ? AUTH_REKEY_MANUAL : AUTH_REKEY_AUTO;
+        free (rekey);
+    }
     if (conf_get_str (root, "key", &config->key_file, err, err_len)
         || conf_get_bool (root, "insecure", &config->insecure, err, err_len)
         || conf_get_bool (root, "auto_accept", &config->auto_accept, err,
@@ -406,7 +430,8 @@ void
 auth_key_encode (const auth_key_t *key, pw_t *writer)
 {
     pw_map (writer, 4 + (key->node ? 1 : 0) + (key->hostname ? 1 : 0)
-                    + (key->pool ? 1 : 0) + (key->relay ? 1 : 0));
+                    + (key->pool ? 1 : 0) + (key->relay ? 1 : 0)
+                    + (key->replaces ? 1 : 0) + (key->retired_at_ms ? 1 : 0));
     pw_str (writer, "status");
     pw_str (writer, auth_key_status_name (key->status));
     if (key->node) {
@@ -424,6 +449,14 @@ auth_key_encode (const auth_key_t *key, pw_t *writer)
     if (key->relay) {
         pw_str (writer, "kind");
         pw_str (writer, "relay");
+    }
+    if (key->replaces) {
+        pw_str (writer, "replaces");
+        pw_str (writer, key->replaces);
+    }
+    if (key->retired_at_ms) {
+        pw_str (writer, "retired_at_ms");
+        pw_int (writer, key->retired_at_ms);
     }
     pw_str (writer, "first_seen_ms");
     pw_int (writer, key->first_seen_ms);
@@ -448,6 +481,12 @@ auth_key_decode (const pv_t *record, auth_key_t *key)
     if (pv_str_eq (status, "rejected"))
         key->status = AUTH_KEY_REJECTED;
     else
+    if (pv_str_eq (status, "next"))
+        key->status = AUTH_KEY_NEXT;
+    else
+    if (pv_str_eq (status, "retired"))
+        key->status = AUTH_KEY_RETIRED;
+    else
         return -1;
     const pv_t *node = pv_map_get (record, "node");
     const pv_t *hostname = pv_map_get (record, "hostname");
@@ -466,9 +505,19 @@ auth_key_decode (const pv_t *record, auth_key_t *key)
         free (pool_text);
         return -1;
     }
+    const pv_t *replaces = pv_map_get (record, "replaces");
+    char *replaces_text = replaces ? pv_strdup (replaces) : NULL;
+    if (replaces && (!replaces_text || !keys_z85_valid (replaces_text))) {
+        free (node_text);
+        free (host_text);
+        free (pool_text);
+        free (replaces_text);
+        return -1;
+    }
     key->node = node_text;
     key->hostname = host_text;
     key->pool = pool_text;
+    key->replaces = replaces_text;
     key->relay = pv_str_eq (pv_map_get (record, "kind"), "relay");
     int64_t value = 0;
     if (pv_get_int (pv_map_get (record, "first_seen_ms"), &value) == 0)
@@ -477,6 +526,8 @@ auth_key_decode (const pv_t *record, auth_key_t *key)
         key->accepted_at_ms = value;
     if (pv_get_int (pv_map_get (record, "updated_at_ms"), &value) == 0)
         key->updated_at_ms = value;
+    if (pv_get_int (pv_map_get (record, "retired_at_ms"), &value) == 0)
+        key->retired_at_ms = value;
     return 0;
 }
 
@@ -491,6 +542,7 @@ s_key_destroy (void **item_p)
         free (key->node);
         free (key->hostname);
         free (key->pool);
+        free (key->replaces);
         free (key);
         *item_p = NULL;
     }
@@ -568,6 +620,8 @@ s_key_forget (auth_t *self, store_txn_t *txn, auth_key_t *key)
         if (rc != 0 && rc != STORE_ENOTFOUND)
             s_log ("store: cannot delete a key: %s", store_strerror (rc));
     }
+    if (self->retired == key)
+        self->retired = NULL;
     s_unindex (self, key);
     zhashx_delete (self->keys, key->key);
 }
@@ -602,6 +656,8 @@ s_load (auth_t *self, store_t *store, char *err, size_t err_len)
             key->node = record.node;
             key->hostname = record.hostname;
             key->pool = record.pool;
+            key->replaces = record.replaces;
+            key->retired_at_ms = record.retired_at_ms;
             key->relay = record.relay;
             key->first_seen_ms = record.first_seen_ms;
             key->accepted_at_ms = record.accepted_at_ms;
@@ -637,6 +693,7 @@ auth_reload (auth_t *self, store_t *store)
     zhashx_set_destructor (self->keys, s_key_destroy);
     self->bound = zhashx_new ();
     self->pending = 0;
+    self->retired = NULL;
     char err [256];
     int rc = 0;
     if (s_load (self, store, err, sizeof err) == 0) {
@@ -864,6 +921,8 @@ s_zap_verdict (auth_t *self, const char *domain, const char *key)
     const auth_key_t *record = s_key_lookup (self, key);
     if (record && record->status == AUTH_KEY_REJECTED)
         return "the key was rejected";
+    if (record && record->status == AUTH_KEY_RETIRED)
+        return "the key was retired: its node switched to a newer key";
     if (streq (domain, KEYS_DOMAIN_CLIENTS))
         return s_client (self, key) ? NULL
                                     : "the key has no client role";
@@ -1083,6 +1142,35 @@ s_keep_refused (auth_t *self, auth_key_t *key, const char *text,
     key->updated_at_ms = wall_ms;
 }
 
+//  The first hello of KEY, the next key of the node of HELLO: KEY becomes
+//  the accepted key bound to it, and HOLDER (the key it replaces, or
+//  NULL when that one was deleted since) is retired.
+static void
+s_switch (auth_t *self, auth_key_t *key, auth_key_t *holder,
+          const proto_msg_t *hello, int64_t wall_ms)
+{
+    if (holder) {
+        s_unindex (self, holder);
+        holder->status = AUTH_KEY_RETIRED;
+        holder->retired_at_ms = wall_ms;
+        holder->updated_at_ms = wall_ms;
+        s_index (self, holder);
+        self->retired = holder;
+    }
+    s_unindex (self, key);
+    key->status = AUTH_KEY_ACCEPTED;
+    if (!key->accepted_at_ms)
+        key->accepted_at_ms = wall_ms;
+    if (!key->first_seen_ms)
+        key->first_seen_ms = wall_ms;
+    key->updated_at_ms = wall_ms;
+    s_set_text (&key->hostname, hello->hostname);
+    s_index (self, key);
+    s_log_node (hello->node, "node %s switched to its next key %s; key %s "
+                "is retired", hello->node, key->key,
+                holder ? holder->key : "(deleted)");
+}
+
 static int
 s_agent_hello (auth_t *self, const char *text, const char *pool,
                const proto_msg_t *hello, int64_t wall_ms,
@@ -1110,6 +1198,38 @@ s_agent_hello (auth_t *self, const char *text, const char *pool,
         return -1;
     if (key && pool && !key->pool)
         key->pool = strdup (pool);   //  Saved with its first hello below
+    if (key && key->status == AUTH_KEY_RETIRED) {
+        self->counters.unauthorized++;
+        return s_refuse (code, PROTO_ERR_UNAUTHORIZED, why, why_len,
+                         "key %s was retired: its node switched to a newer "
+                         "key", brief);
+    }
+    bool next = key && key->replaces && key->node
+                && (key->status == AUTH_KEY_PENDING
+                    || key->status == AUTH_KEY_NEXT);
+    if (next && strcmp (key->node, node) != 0) {
+        self->counters.impersonation++;
+        if (s_may_log (self, text))
+            s_log_node (node, "WARNING: refused key %s: it is the next key "
+                        "of node %s and speaks for node %s", text, key->node,
+                        node);
+        return s_refuse (code, PROTO_ERR_FORBIDDEN, why, why_len,
+                         "key %s is the next key of node %s: it cannot "
+                         "register as %s", brief, key->node, node);
+    }
+    if (next) {
+        if (key->status == AUTH_KEY_PENDING)
+            return s_refuse (code, "pending", why, why_len,
+                             "key %s is the next key of node %s and waits "
+                             "for acceptance: an admin runs gridcli key "
+                             "accept %s", brief, node, node);
+        if (key->status == AUTH_KEY_NEXT
+            && (!holder || strcmp (holder->key, key->replaces) == 0)) {
+            s_switch (self, key, holder, hello, wall_ms);
+            *changed_p = key;
+            return 0;
+        }
+    }
     if (holder && holder != key) {
         self->counters.impersonation++;
         if (s_may_log (self, text))
@@ -1449,7 +1569,8 @@ auth_key_of_node (auth_t *self, const char *node, size_t *claims_p)
         for (auth_key_t *key = (auth_key_t *) zhashx_first (self->keys); key;
              key = (auth_key_t *) zhashx_next (self->keys))
             if ((key->status != AUTH_KEY_ACCEPTED
-                 && key->status != AUTH_KEY_REFUSED && key->node
+                 && key->status != AUTH_KEY_REFUSED
+                 && key->status != AUTH_KEY_RETIRED && key->node
                  && strcmp (key->node, node) == 0)
                 || (key->relay && key->hostname
                     && strcmp (key->hostname, node) == 0)) {
@@ -1482,11 +1603,24 @@ auth_key_accept (auth_t *self, store_txn_t *txn, const char *text,
         key = s_key_new (self, text, AUTH_KEY_PENDING, wall_ms);
     }
     *record_p = key;
-    if (key->status == AUTH_KEY_ACCEPTED)
+    if (key->status == AUTH_KEY_ACCEPTED || key->status == AUTH_KEY_NEXT)
         return 0;
     auth_key_t *holder = key->node ? (auth_key_t *) zhashx_lookup (
                                          self->bound, key->node)
                                    : NULL;
+    //  A pending next key: the node switches to it at its first hello
+    if (key->replaces && key->status == AUTH_KEY_PENDING && key->node
+        && (!holder || strcmp (holder->key, key->replaces) == 0)) {
+        s_unindex (self, key);
+        key->status = AUTH_KEY_NEXT;
+        key->accepted_at_ms = wall_ms;
+        key->updated_at_ms = wall_ms;
+        s_index (self, key);
+        auth_key_save (self, txn, key);
+        s_log_node (key->node, "key %s accepted as the next key of node %s",
+                    key->key, key->node);
+        return 0;
+    }
     if (holder && holder != key) {
         s_err (why, why_len, "node %s is bound to key %s: delete that key "
                "first (gridcli key delete %s)", key->node, holder->key,
@@ -1548,4 +1682,128 @@ auth_key_delete (auth_t *self, store_txn_t *txn, const char *text,
            node ? node : "", node ? ")" : "");
     *node_p = node;
     return 0;
+}
+
+//  ---------------------------------------------------------------------
+//  Rotation (rekey)
+
+const auth_key_t *
+auth_take_retired (auth_t *self)
+{
+    const auth_key_t *retired = self->retired;
+    self->retired = NULL;
+    return retired;
+}
+
+static auth_key_t *
+s_next_of (auth_t *self, const char *node)
+{
+    for (auth_key_t *key = (auth_key_t *) zhashx_first (self->keys); key;
+         key = (auth_key_t *) zhashx_next (self->keys))
+        if ((key->status == AUTH_KEY_PENDING || key->status == AUTH_KEY_NEXT)
+            && key->replaces && key->node && strcmp (key->node, node) == 0)
+            return key;
+    return NULL;
+}
+
+const auth_key_t *
+auth_key_next_of (auth_t *self, const char *node)
+{
+    return s_next_of (self, node);
+}
+
+//  Where next key KEY stands, as a verdict with its sentence in WHY.
+static auth_rekey_t
+s_rekey_verdict (const auth_key_t *key, char *why, size_t why_len)
+{
+    char brief [12];
+    s_short (key->key, brief);
+    if (key->status == AUTH_KEY_NEXT) {
+        s_err (why, why_len, "key %s is the next key of node %s: connect "
+               "with it", brief, key->node);
+        return AUTH_REKEY_ACCEPTED;
+    }
+    s_err (why, why_len, "key %s, the next key of node %s, waits for "
+           "acceptance: an admin runs gridcli key accept %s", brief,
+           key->node, key->node);
+    return AUTH_REKEY_PENDING;
+}
+
+auth_rekey_t
+auth_rekey (auth_t *self, store_txn_t *txn, const char *sender,
+            const char *node, const char *text, int64_t wall_ms,
+            bool *fresh_p, char *why, size_t why_len)
+{
+    *fresh_p = false;
+    if (!text || !keys_z85_valid (text)) {
+        s_err (why, why_len, "key: expected a public key, 40 characters of "
+               "Z85");
+        return AUTH_REKEY_REFUSED;
+    }
+    char brief [12];
+    s_short (text, brief);
+    auth_key_t *current = s_key_lookup (self, sender);
+    if (!current || current->status != AUTH_KEY_ACCEPTED || !current->node
+        || strcmp (current->node, node) != 0) {
+        self->counters.unauthorized++;
+        s_err (why, why_len, "only the accepted key of node %s may name its "
+               "next key", node);
+        return AUTH_REKEY_REFUSED;
+    }
+    if (strcmp (text, sender) == 0) {
+        s_err (why, why_len, "key %s is node %s's key already", brief, node);
+        return AUTH_REKEY_REFUSED;
+    }
+    auth_key_t *key = s_key_lookup (self, text);
+    //  A claim refused earlier is kept in memory only: it starts over
+    if (key && key->status == AUTH_KEY_REFUSED) {
+        s_key_forget (self, NULL, key);
+        key = NULL;
+    }
+    if (key && key->replaces && strcmp (key->replaces, sender) == 0
+        && key->node && strcmp (key->node, node) == 0
+        && (key->status == AUTH_KEY_PENDING || key->status == AUTH_KEY_NEXT))
+        return s_rekey_verdict (key, why, why_len);
+    if (key || s_client (self, text)) {
+        //  A new pair is unknown: a known key here is someone else's
+        self->counters.impersonation++;
+        if (s_may_log (self, sender))
+            s_log_node (node, "WARNING: refused node %s the next key %s: the "
+                        "broker knows that key already (%s)", node, text,
+                        key ? auth_key_status_name (key->status) : "client");
+        s_err (why, why_len, "key %s is known to the broker already: a next "
+               "key must be a new pair (gridagent rotate-key makes one)",
+               brief);
+        return AUTH_REKEY_REFUSED;
+    }
+    bool manual = self->config->rekey == AUTH_REKEY_MANUAL;
+    if (manual && self->pending >= self->config->max_pending_keys) {
+        s_err (why, why_len, "too many keys wait for acceptance (%zu): try "
+               "again later", self->pending);
+        return AUTH_REKEY_REFUSED;
+    }
+    //  A next key the agent never used is replaced by its newer one
+    auth_key_t *earlier = s_next_of (self, node);
+    if (earlier) {
+        s_log_node (node, "next key %s of node %s replaced by a newer one",
+                    earlier->key, node);
+        s_key_forget (self, txn, earlier);
+    }
+    key = s_key_new (self, text, manual ? AUTH_KEY_PENDING : AUTH_KEY_NEXT,
+                     wall_ms);
+    s_set_text (&key->node, node);
+    s_set_text (&key->hostname, current->hostname);
+    s_set_text (&key->replaces, sender);
+    key->first_seen_ms = wall_ms;
+    if (!manual)
+        key->accepted_at_ms = wall_ms;
+    auth_key_save (self, txn, key);
+    *fresh_p = true;
+    if (manual)
+        s_log_node (node, "key %s of node %s waits for acceptance as its "
+                    "next key: gridcli key accept %s", text, node, node);
+    else
+        s_log_node (node, "key %s accepted as the next key of node %s "
+                    "(rekey: auto)", text, node);
+    return s_rekey_verdict (key, why, why_len);
 }

@@ -20,14 +20,25 @@
                    (auth_set_replication_keys)
 
     Key store (STORE_DB_KEYS, cached in memory): public key -> {status
-    pending | accepted | rejected, node, hostname, first_seen, accepted_at,
-    updated_at}. A hello from an unknown key makes it pending (or accepted,
+    pending | accepted | rejected | next | retired, node, hostname,
+    first_seen, accepted_at, updated_at, ?replaces, ?retired_at}. A hello from an unknown key makes it pending (or accepted,
     with auto_accept); an accepted key is bound to the node id of its first
     hello, and no other key may speak for that node until it is deleted.
     Agent messages other than hello pass only from an accepted key bound to
     the node they name. The key requests (key.list, key.accept,
     key.reject, key.delete: req/keys.c) move keys between these states
     through the functions at the end of this header.
+
+    Rotation (rekey, PROTOCOL.md 4.3): an enrolled node sends the public
+    half of a new pair over its session; auth_rekey keeps it as the
+    node's next key, which "replaces" the node's key: accepted at once
+    (status next) with rekey: auto, else pending until key.accept makes it
+    next. The next key's first hello for its node switches the node to it:
+    it becomes the accepted key bound to the node, and the key it replaces
+    is retired (refused at the handshake from then on, listed with the
+    time). The node stays online: the new session's hello re-registers it
+    (the same agent process). A next key that is not yet accepted is
+    refused as pending, never as an impersonation.
 
     Client roles (role.h) come from the config: viewer (reads, and submits
     of query actions), operator (also modify actions, cancel, delete),
@@ -77,9 +88,20 @@ typedef enum {
     AUTH_KEY_PENDING = 0,        //  Waits for key.accept
     AUTH_KEY_ACCEPTED,           //  Enrolled
     AUTH_KEY_REJECTED,           //  Refused, also at the handshake
-    AUTH_KEY_REFUSED             //  Claimed a node bound to another key:
+    AUTH_KEY_REFUSED,            //  Claimed a node bound to another key:
                                  //  listed, never bound, never stored
+    AUTH_KEY_NEXT,               //  A node's next key (rekey), accepted: its
+                                 //  first hello makes it the node's key
+    AUTH_KEY_RETIRED             //  Replaced by its node's next key: refused,
+                                 //  also at the handshake
 } auth_key_status_t;
+
+//  How a node's next key (rekey) is taken: at once when the node's key is
+//  accepted (auto), or pending until key.accept (manual).
+typedef enum {
+    AUTH_REKEY_AUTO = 0,
+    AUTH_REKEY_MANUAL
+} auth_rekey_mode_t;
 
 //  A client key with its role (from the config).
 typedef struct {
@@ -93,6 +115,7 @@ typedef struct {
     bool insecure;               //  Plaintext, nothing authenticated
     char *key_file;              //  The broker's key pair (either file)
     bool auto_accept;            //  New agent keys are accepted at once (labs)
+    auth_rekey_mode_t rekey;     //  How an enrolled node's next key is taken
     size_t max_pending_keys;     //  Unknown agent keys beyond this are refused
     auth_client_t *clients;      //  Client keys and roles
     size_t client_count;         //  How many
@@ -115,6 +138,10 @@ typedef struct {
     char *pool;                  //  The relay pool it first came through
                                  //  (relays.h), or NULL: it came directly,
                                  //  and no relay may speak for it
+    char *replaces;              //  A next key (pending or next): the key of
+                                 //  its node it replaces (kept once it is
+                                 //  the node's key), or NULL
+    int64_t retired_at_ms;       //  Retired: wall clock of the switch, or 0
 } auth_key_t;
 
 typedef struct {
@@ -156,8 +183,8 @@ void auth_config_clear (auth_config_t *config);
 //  Deep copy of SRC into DEST (which holds nothing).
 void auth_config_copy (auth_config_t *dest, const auth_config_t *src);
 
-//  Reads the keys key, insecure, auto_accept, max_pending_keys, clients
-//  and allow of the config map ROOT into CONFIG. clients is a list
+//  Reads the keys key, insecure, auto_accept, rekey (auto|manual),
+//  max_pending_keys, clients and allow of the config map ROOT into CONFIG. clients is a list
 //  of {key: Z85 or key file, role: viewer|operator|admin, ?name}; allow a
 //  list of "backend.action" or "backend.*". Returns 0, or -1 with
 //  "key: reason" in ERR.
@@ -174,7 +201,7 @@ int auth_config_add_client (auth_config_t *config, const char *text,
 int auth_config_set_allow (auth_config_t *config, const char *text,
                            char *err, size_t err_len);
 
-//  "pending", "accepted", "rejected".
+//  "pending", "accepted", "rejected", "refused", "next", "retired".
 const char *auth_key_status_name (auth_key_status_t status);
 
 //  ---------------------------------------------------------------------
@@ -300,6 +327,33 @@ const auth_key_t *auth_relay_seen (auth_t *self, const char *key,
                                    const char *name, int64_t wall_ms,
                                    bool *changed_p);
 
+//  The key that the last agent check retired (a next key's hello switched
+//  its node to it), once, for the caller to save and record; else NULL.
+const auth_key_t *auth_take_retired (auth_t *self);
+
+//  Where a rekey leaves a node's next key.
+typedef enum {
+    AUTH_REKEY_ACCEPTED,         //  Next: the agent may connect with it
+    AUTH_REKEY_PENDING,          //  Waits for key.accept
+    AUTH_REKEY_REFUSED           //  Not taken: WHY says why
+} auth_rekey_t;
+
+//  A rekey from the accepted key SENDER (Z85) bound to NODE (the caller
+//  has checked that with auth_agent_check): KEY (the message's text) is
+//  to be NODE's next key. Idempotent: the same KEY again answers where it
+//  stands; another KEY replaces a next key not yet used. Refused: a
+//  malformed KEY, the sender's own, or any key the broker already knows
+//  otherwise (counted as an impersonation when it is another node's or a
+//  client's). Changes are written into TXN; WALL_MS dates them. Returns
+//  the verdict, with a sentence in WHY (also when taken); *FRESH_P is true
+//  when KEY became the next key now (false when asked again, or refused).
+auth_rekey_t auth_rekey (auth_t *self, store_txn_t *txn, const char *sender,
+                         const char *node, const char *key, int64_t wall_ms,
+                         bool *fresh_p, char *why, size_t why_len);
+
+//  The next key (pending or next) of NODE, or NULL.
+const auth_key_t *auth_key_next_of (auth_t *self, const char *node);
+
 //  Writes KEY's record into TXN (the caller's pass), logging a store
 //  error; nothing when TXN is NULL.
 void auth_key_save (auth_t *self, store_txn_t *txn, const auth_key_t *key);
@@ -356,7 +410,8 @@ const auth_key_t *auth_key_of_node (auth_t *self, const char *node,
                                     size_t *claims_p);
 
 //  Accepts KEY at WALL_MS (made pending first when unknown: bound at its
-//  first hello). A client key, or a relay enrolled in the config
+//  first hello). A pending next key becomes next (its node switches to it
+//  at its first hello). A client key, or a relay enrolled in the config
 //  (ENROLLED_RELAY), is only lifted out of a revocation: *RECORD_P is
 //  then NULL. Returns 0 with the record in *RECORD_P, or -1 with a
 //  sentence in WHY when the record's node is bound to another key (a

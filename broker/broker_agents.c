@@ -174,6 +174,45 @@ s_hello_digest (const void *data, size_t size)
     return digest;
 }
 
+//  True when NODE's welcome grants rekey: it asked, it came directly, and
+//  the broker authenticates keys.
+static bool
+s_rekey_granted (broker_t *self, const registry_node_t *node)
+{
+    return !self->config.auth.insecure && node->via_size == 0
+           && node->hello
+           && proto_hello_has_feature (node->hello, PROTO_FEATURE_REKEY);
+}
+
+//  An agent's change to its node's keys in the audit trail: face "agent",
+//  who the node, TYPE (key.rekey, key.switch), OBJECT the key, OUTCOME
+//  "ok" or what stopped it, MESSAGE the sentence.
+static void
+s_audit_agent (broker_t *self, const char *node, const char *type,
+               const char *object, const char *outcome, const char *message)
+{
+    store_txn_t *txn = broker_txn (self);
+    if (!txn)
+        return;
+    audit_entry_t *entry = (audit_entry_t *) zmalloc (sizeof *entry);
+    entry->at_ms = broker_wall_ms ();
+    char who [NAME_MAX_LEN + 8];
+    snprintf (who, sizeof who, "node %s", node);
+    audit_text_set (entry->face, sizeof entry->face, "agent");
+    audit_text_set (entry->who, sizeof entry->who, who);
+    audit_text_set (entry->role, sizeof entry->role, "none");
+    audit_text_set (entry->type, sizeof entry->type, type);
+    audit_text_set (entry->object, sizeof entry->object, object);
+    audit_text_set (entry->outcome, sizeof entry->outcome, outcome);
+    audit_text_set (entry->message, sizeof entry->message, message);
+    int rc = audit_put (self->audit, txn, entry);
+    ctx_store_error (rc, "an audit entry");
+    if (rc == 0)
+        zlistx_add_end (self->pass_audits, entry);
+    else
+        free (entry);
+}
+
 //  Sends NODE its welcome.
 static void
 s_send_welcome (broker_t *self, registry_node_t *node)
@@ -220,6 +259,10 @@ s_send_welcome (broker_t *self, registry_node_t *node)
     if (broker_node_fenced (node))
         granted [granted_count++] = PROTO_FEATURE_EPOCH;
     welcome.epoch = broker_node_epoch (self, node);
+    //  Key rotation: a direct agent of a secure broker only (through
+    //  relays, a new key would have to enrol through them)
+    if (s_rekey_granted (self, node))
+        granted [granted_count++] = PROTO_FEATURE_REKEY;
     assert (granted_count <= sizeof granted / sizeof granted [0]);
     if (granted_count) {
         welcome.features = granted;
@@ -689,6 +732,47 @@ s_on_output_row (broker_t *self, registry_node_t *node, const proto_msg_t *in,
     return 0;
 }
 
+//  rekey: the node names its next key (auth_rekey), over the session of its
+//  accepted key (auth_agent_check saw to that); the answer is a rekey_ack.
+static int
+s_on_rekey (broker_t *self, registry_node_t *node, const proto_msg_t *in,
+            int64_t now_ms)
+{
+    if (!s_rekey_granted (self, node)) {
+        s_send_agent_error (self, node->routing_id, node->routing_id_size,
+                            PROTO_ERR_BAD_REQUEST, "rekey was not granted in "
+                            "this session's welcome");
+        return 0;
+    }
+    const char *sender = zmq_msg_gets (&self->io->body, "User-Id");
+    char why [512];
+    bool fresh = false;
+    auth_rekey_t verdict = auth_rekey (self->ctx.auth, broker_txn (self),
+                                       sender, node->id, in->key,
+                                       broker_wall_ms (), &fresh, why,
+                                       sizeof why);
+    static const char *const names [] = {"accepted", "pending", "refused"};
+    //  Once per next key (the agent asks again until it is accepted), and
+    //  every refusal (the agent stops asking after one)
+    if (fresh || verdict == AUTH_REKEY_REFUSED)
+        s_audit_agent (self, node->id, "key.rekey", in->key,
+                       verdict == AUTH_REKEY_REFUSED ? PROTO_ERR_FORBIDDEN
+                       : verdict == AUTH_REKEY_PENDING ? "pending" : "ok",
+                       why);
+    proto_msg_t ack;
+    memset (&ack, 0, sizeof ack);
+    ack.type = PROTO_REKEY_ACK;
+    ack.node = node->id;
+    ack.key = in->key;
+    ack.status = (char *) names [verdict];
+    ack.message = why;
+    ack.protocol = broker_node_protocol (node);
+    pw_reset (self->body);
+    if (proto_msg_encode (&ack, self->body) == 0)
+        broker_send_to_node (self, node, false);
+    return 0;
+}
+
 //  A graceful stop hands its work back first: nothing to wait for.
 static int
 s_on_bye (broker_t *self, registry_node_t *node, const proto_msg_t *in,
@@ -747,6 +831,7 @@ static const s_agent_row_t s_agent_rows [] = {
     {PROTO_OUTPUT, s_on_output_row},
     {PROTO_BYE, s_on_bye},
     {PROTO_FACTS, s_on_facts},
+    {PROTO_REKEY, s_on_rekey},
 };
 
 #define S_AGENT_ROWS (sizeof s_agent_rows / sizeof s_agent_rows [0])
@@ -983,6 +1068,16 @@ s_on_agent_message (broker_t *self, int64_t now_ms)
     }
     if (changed)
         auth_key_save (self->ctx.auth, broker_txn (self), changed);
+    //  A next key's hello switched its node to it: the old key is retired
+    const auth_key_t *retired = auth_take_retired (self->ctx.auth);
+    if (retired && changed) {
+        auth_key_save (self->ctx.auth, broker_txn (self), retired);
+        char text [200];
+        snprintf (text, sizeof text, "the node switched from key %s, now "
+                  "retired", retired->key);
+        s_audit_agent (self, changed->node, "key.switch", changed->key, "ok",
+                       text);
+    }
     if (checked != 0 || path.self) {
         if (checked != 0 && refusal_code)
             s_send_agent_error (self, routing, routing_size, refusal_code,

@@ -220,7 +220,7 @@ broker_config_load (broker_config_t *config, const char *path, char *err,
         "results", "http", "ha", "tracing", "notify",
         //  Read by auth_config_load
         "key", "insecure", "auto_accept", "max_pending_keys", "clients",
-        "allow",
+        "allow", "rekey",
         //  Read by relays_config_load
         "relays", NULL};
     pv_doc_t *doc = NULL;

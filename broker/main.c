@@ -401,6 +401,9 @@ s_print_config (const broker_config_t *config, const bool *given,
                         false, "--auto-accept", S_GIVEN (S_OPT_AUTO_ACCEPT));
     conf_print_int (o, "max_pending_keys", (int64_t) auth->max_pending_keys,
                     NULL, false);
+    conf_print_setting (o, "rekey", auth->rekey == AUTH_REKEY_MANUAL
+                                        ? "manual" : "auto",
+                        true, NULL, false);
     //  Lists in YAML's flow form
     char list [4096];
     size_t used = (size_t) snprintf (list, sizeof list, "[");

@@ -104,6 +104,7 @@ reload_apply (ctx_t *ctx, broker_config_t *fresh)
     running->allow = fresh->auth.allow;
     running->allow_count = fresh->auth.allow_count;
     running->auto_accept = fresh->auth.auto_accept;
+    running->rekey = fresh->auth.rekey;
     running->max_pending_keys = fresh->auth.max_pending_keys;
     fresh->auth.clients = NULL;
     fresh->auth.client_count = 0;

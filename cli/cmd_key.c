@@ -39,7 +39,10 @@ s_render_keys (const pv_t *data, FILE *out)
         //  A relay's key: its pool (the relays that may speak for the same
         //  agents, docs/SECURITY.md) and its name
         bool relay = pv_str_eq (pv_map_get (key, "kind"), "relay");
-        const pv_t *when = pv_map_get (key, "accepted_at");
+        //  A retired key: since its node switched to its next key
+        const pv_t *when = pv_map_get (key, "retired_at");
+        if (!when)
+            when = pv_map_get (key, "accepted_at");
         if (!when)
             when = pv_map_get (key, "first_seen");
         const char *row [] = {
@@ -103,13 +106,17 @@ static const char s_help_key [] =
 "\n"
 "key list     KEY KIND STATUS NODE/ROLE HOST/NAME SINCE: agent keys\n"
 "             (pending rows marked !; refused: claimed a node bound to\n"
-"             another key), the client keys of the broker's\n"
-"             config with their roles, and its relays' keys with\n"
-"             their pools and names\n"
+"             another key; next: a node's next key, taken at its first\n"
+"             hello; retired: replaced by its node's next key, SINCE the\n"
+"             switch, refused at every connection), the client keys of\n"
+"             the broker's config with their roles, and its relays'\n"
+"             keys with their pools and names\n"
 "key accept   enrol a pending key (a KEY never seen before is enrolled\n"
 "             ahead of its agent); a client key revoked by key reject\n"
 "             may connect again. A key accepted already is left as\n"
-"             it is (\"was already accepted\")\n"
+"             it is (\"was already accepted\"). NODE with a next key\n"
+"             pending (gridagent rotate-key, rekey: manual) accepts that\n"
+"             one: the node switches to it without going offline\n"
 "key reject   refuse the key, now and at every later connection; its node\n"
 "             goes offline\n"
 "key delete   forget the key: its node goes offline and the next key\n"

@@ -528,6 +528,20 @@ static const s_field_t s_error_fields [] = {
     S_TEXT (proto_msg_t, message, S_TEXT_SHORT),
 };
 
+//  rekey: the next key of the node (PROTO_FEATURE_REKEY)
+static const s_field_t s_rekey_fields [] = {
+    S_NODE,
+    S_TEXT (proto_msg_t, key, S_TEXT_SHORT),
+};
+
+//  rekey_ack: "accepted", "pending" or "refused", and why
+static const s_field_t s_rekey_ack_fields [] = {
+    S_NODE,
+    S_TEXT (proto_msg_t, key, S_TEXT_SHORT),
+    S_TEXT (proto_msg_t, status, S_TEXT_NAME),
+    S_TEXT_OPT (proto_msg_t, "message", message, S_TEXT_SHORT),
+};
+
 #define S_MESSAGE(type, name, fields) \
     { type, name, sizeof (name) - 1, \
       { fields, S_COUNT_OF (fields), sizeof (proto_msg_t), 0, NULL } }
@@ -555,6 +569,8 @@ const s_message_t proto_messages [] = {
     S_MESSAGE (PROTO_RESULT_ACKS, "result_acks", s_result_acks_fields),
     S_MESSAGE (PROTO_RESULTS, "results", s_results_fields),
     S_MESSAGE (PROTO_FACTS, "facts", s_facts_fields),
+    S_MESSAGE (PROTO_REKEY, "rekey", s_rekey_fields),
+    S_MESSAGE (PROTO_REKEY_ACK, "rekey_ack", s_rekey_ack_fields),
 };
 _Static_assert (S_COUNT_OF (proto_messages) == PROTO_MESSAGE_COUNT,
                 "PROTO_MESSAGE_COUNT counts proto_messages");
@@ -725,6 +741,7 @@ proto_msg_free_members (proto_msg_t *self)
     free (self->reason);
     free (self->code);
     free (self->message);
+    free (self->key);
     free (self->kind);
     free (self->stream);
     free (self->chunk);

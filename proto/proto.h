@@ -84,13 +84,17 @@
 #define PROTO_FEATURE_EPOCH "epoch"  //  what a cluster's active sends the
                                      //  agent carries its leadership's
                                      //  epoch, once welcome grants it
+#define PROTO_FEATURE_REKEY "rekey"  //  the agent may send rekey and the
+                                     //  broker answers rekey_ack, once
+                                     //  welcome grants it
 //  All of them, as --version lists them
 #define PROTO_FEATURES_TEXT PROTO_FEATURE_RESULT_ACKS ", " \
     PROTO_FEATURE_RESULTS ", " PROTO_FEATURE_TYPED_DATA ", " \
     PROTO_FEATURE_TRACE ", " PROTO_FEATURE_LIVE_OUTPUT ", " \
     PROTO_FEATURE_FACTS ", " \
     PROTO_FEATURE_CHECK ", " \
-    PROTO_FEATURE_EPOCH
+    PROTO_FEATURE_EPOCH ", " \
+    PROTO_FEATURE_REKEY
 
 //  Codec returns (STYLE: 0 ok, -1 I/O, -2 malformed)
 #define PROTO_OK 0
@@ -114,7 +118,9 @@ typedef enum {
     PROTO_OUTPUT_ACK,    //  broker -> agent: output piece committed
     PROTO_RESULT_ACKS,   //  broker -> agent: several results committed at once
     PROTO_RESULTS,       //  agent -> broker: several finished attempts at once
-    PROTO_FACTS          //  agent -> broker: all its facts, when they changed
+    PROTO_FACTS,         //  agent -> broker: all its facts, when they changed
+    PROTO_REKEY,         //  agent -> broker: the next key of this node
+    PROTO_REKEY_ACK      //  broker -> agent: where that next key stands
 } proto_type_t;
 
 //  One result a result_acks message acknowledges.
@@ -256,7 +262,9 @@ struct proto_msg_s {
     //  bye, error, cancel
     char *reason;                //  bye: why; cancel: why
     char *code;                  //  error: stable code
-    char *message;               //  error: a sentence; progress: what it does now (optional)
+    char *message;               //  error: a sentence; progress: what it does now (optional);
+                                 //  rekey_ack: why (optional)
+    char *key;                   //  rekey, rekey_ack: a public key (Z85)
     bool packed;                 //  Decoded into one allocation (see above)
     void *chunks;                //  packed: further chunks, the codec's own
 };

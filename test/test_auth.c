@@ -298,6 +298,132 @@ test_auth_reload_after_a_failed_commit (void **state)
     store_destroy (&store);
 }
 
+//  Key rotation: a node's accepted key names its next key (auto: next at
+//  once); asking again changes nothing; the next key's hello switches the
+//  node and retires the old key, whose records survive a reload; a
+//  retired key can name no next key; manual keeps the next key pending
+//  until key.accept.
+static void
+test_auth_rekey (void **state)
+{
+    char dir [300], err [256], why [256], key_file [300];
+    snprintf (dir, sizeof dir, "%s/rekey-store", s_dir);
+    assert_int_equal (mkdir (dir, 0700), 0);
+    store_t *store = store_open (dir, 1 << 20, 1 << 24, err, sizeof err);
+    assert_non_null (store);
+    auth_config_t config;
+    auth_config_defaults (&config);
+    snprintf (key_file, sizeof key_file, "%s/alice.key", s_dir);
+    free (config.key_file);
+    config.key_file = strdup (key_file);
+    auth_t *auth = auth_new (&config, store, err, sizeof err);
+    assert_non_null (auth);
+    char third [KEYS_TEXT_SIZE];
+    assert_int_equal (keys_generate (s_dir, "carol", false, NULL, third, err,
+                                     sizeof err), 0);
+
+    //  alice's key is web-01's
+    const auth_key_t *record = NULL;
+    store_txn_t *txn = store_begin (store, true);
+    assert_int_equal (auth_key_accept (auth, txn, s_key, false, 1000, &record,
+                                       why, sizeof why), 0);
+    proto_msg_t hello;
+    memset (&hello, 0, sizeof hello);
+    hello.type = PROTO_HELLO;
+    hello.node = "web-01";
+    hello.hostname = "web-01.example.net";
+    const auth_key_t *changed = NULL;
+    const char *code = NULL;
+    assert_int_equal (auth_agent_check_relayed (auth, s_key, NULL, &hello,
+                                                1100, &changed, &code, why,
+                                                sizeof why), 0);
+    auth_key_save (auth, txn, changed);
+
+    //  bob's key is its next key: another node's key may not name one,
+    //  and a key the broker knows is no next key
+    bool fresh = false;
+    assert_int_equal (auth_rekey (auth, txn, s_key, "web-02", s_key2, 1200,
+                                  &fresh, why, sizeof why),
+                      AUTH_REKEY_REFUSED);
+    assert_int_equal (auth_rekey (auth, txn, s_key, "web-01", s_key, 1200,
+                                  &fresh, why, sizeof why),
+                      AUTH_REKEY_REFUSED);
+    assert_int_equal (auth_rekey (auth, txn, s_key, "web-01", "short", 1200,
+                                  &fresh, why, sizeof why),
+                      AUTH_REKEY_REFUSED);
+    assert_int_equal (auth_rekey (auth, txn, s_key, "web-01", s_key2, 1200,
+                                  &fresh, why, sizeof why),
+                      AUTH_REKEY_ACCEPTED);
+    assert_true (fresh);
+    assert_int_equal (auth_rekey (auth, txn, s_key, "web-01", s_key2, 1300,
+                                  &fresh, why, sizeof why),
+                      AUTH_REKEY_ACCEPTED);
+    assert_false (fresh);
+    assert_int_equal (auth_key (auth, s_key2)->status, AUTH_KEY_NEXT);
+    assert_string_equal (auth_key (auth, s_key2)->replaces, s_key);
+    assert_ptr_equal (auth_key_next_of (auth, "web-01"), auth_key (auth,
+                                                                    s_key2));
+    //  A next key speaks for its node only
+    hello.node = "web-02";
+    assert_int_equal (auth_agent_check_relayed (auth, s_key2, NULL, &hello,
+                                                1400, &changed, &code, why,
+                                                sizeof why), -1);
+    assert_null (auth_take_retired (auth));
+    //  Its hello switches web-01 to it
+    hello.node = "web-01";
+    assert_int_equal (auth_agent_check_relayed (auth, s_key2, NULL, &hello,
+                                                1500, &changed, &code, why,
+                                                sizeof why), 0);
+    assert_ptr_equal (changed, auth_key (auth, s_key2));
+    auth_key_save (auth, txn, changed);
+    const auth_key_t *retired = auth_take_retired (auth);
+    assert_ptr_equal (retired, auth_key (auth, s_key));
+    assert_null (auth_take_retired (auth));
+    auth_key_save (auth, txn, retired);
+    assert_int_equal (store_commit (&txn), 0);
+    assert_int_equal (auth_key (auth, s_key)->status, AUTH_KEY_RETIRED);
+    assert_int_equal (auth_key (auth, s_key)->retired_at_ms, 1500);
+    assert_int_equal (auth_key (auth, s_key2)->status, AUTH_KEY_ACCEPTED);
+    assert_ptr_equal (auth_key_of_node (auth, "web-01", NULL),
+                      auth_key (auth, s_key2));
+
+    //  Read back from the store as they were
+    assert_int_equal (auth_reload (auth, store), 0);
+    assert_int_equal (auth_key (auth, s_key)->status, AUTH_KEY_RETIRED);
+    assert_int_equal (auth_key (auth, s_key)->retired_at_ms, 1500);
+    assert_string_equal (auth_key (auth, s_key2)->replaces, s_key);
+    //  The retired key says hello in vain, and names no next key
+    assert_int_equal (auth_agent_check_relayed (auth, s_key, NULL, &hello,
+                                                1600, &changed, &code, why,
+                                                sizeof why), -1);
+    assert_string_equal (code, PROTO_ERR_UNAUTHORIZED);
+    txn = store_begin (store, true);
+    assert_int_equal (auth_rekey (auth, txn, s_key, "web-01", third, 1700,
+                                  &fresh, why, sizeof why),
+                      AUTH_REKEY_REFUSED);
+
+    //  Manual: pending until key.accept, then next
+    config.rekey = AUTH_REKEY_MANUAL;
+    assert_int_equal (auth_rekey (auth, txn, s_key2, "web-01", third, 1800,
+                                  &fresh, why, sizeof why),
+                      AUTH_REKEY_PENDING);
+    assert_int_equal (auth_key (auth, third)->status, AUTH_KEY_PENDING);
+    //  Its hello waits (not an impersonation)
+    assert_int_equal (auth_agent_check_relayed (auth, third, NULL, &hello,
+                                                1900, &changed, &code, why,
+                                                sizeof why), -1);
+    assert_string_equal (code, "pending");
+    assert_int_equal (auth_counters (auth)->impersonation, 1);
+    assert_int_equal (auth_key_accept (auth, txn, third, false, 2000, &record,
+                                       why, sizeof why), 0);
+    assert_int_equal (auth_key (auth, third)->status, AUTH_KEY_NEXT);
+    store_abort (&txn);
+
+    auth_destroy (&auth);
+    auth_config_clear (&config);
+    store_destroy (&store);
+}
+
 int
 main (void)
 {
@@ -308,6 +434,7 @@ main (void)
         cmocka_unit_test (test_auth_topics_of_a_node),
         cmocka_unit_test (test_auth_key_records),
         cmocka_unit_test (test_auth_reload_after_a_failed_commit),
+        cmocka_unit_test (test_auth_rekey),
     };
     return cmocka_run_group_tests (tests, s_setup, s_teardown);
 }

@@ -110,9 +110,19 @@ req_key_accept (req_call_t *call)
     ctx_t *ctx = call->ctx;
     char buf [KEYS_TEXT_SIZE];
     const char *text = NULL;
-    s_key_target (call, &text, buf);
+    const auth_key_t *target = s_key_target (call, &text, buf);
     if (!text)
         return;
+    //  Named by node: a next key waiting for acceptance is the one meant
+    const auth_key_t *next = target && target->status == AUTH_KEY_ACCEPTED
+                             && target->node
+                             && pv_map_get (call->request->body, "node")
+                                 ? auth_key_next_of (ctx->auth, target->node)
+                                 : NULL;
+    if (next && next->status == AUTH_KEY_PENDING) {
+        snprintf (buf, KEYS_TEXT_SIZE, "%s", next->key);
+        text = buf;
+    }
     bool configured_relay = relays_config_find (&ctx->config->relays, text)
                             != NULL;
     const auth_key_t *key = NULL;
@@ -144,8 +154,8 @@ req_key_accept (req_call_t *call)
         return;
     }
     if (key)
-        s_reply_key (call->reply, call->request->id, key->key, "accepted",
-                     key->node);
+        s_reply_key (call->reply, call->request->id, key->key,
+                     auth_key_status_name (key->status), key->node);
     else
         s_reply_key (call->reply, call->request->id, text, "accepted", NULL);
 }
@@ -290,7 +300,9 @@ req_key_list (req_call_t *call)
                            + (key->hostname && !named ? 1 : 0)
                            + (named ? 1 : 0)
                            + (key->first_seen_ms ? 1 : 0)
-                           + (key->accepted_at_ms ? 1 : 0));
+                           + (key->accepted_at_ms ? 1 : 0)
+                           + (key->replaces ? 1 : 0)
+                           + (key->retired_at_ms ? 1 : 0));
         pw_str (reply, "key");
         pw_str (reply, key->key);
         pw_str (reply, "kind");
@@ -313,6 +325,12 @@ req_key_list (req_call_t *call)
             s_write_time (reply, "first_seen", key->first_seen_ms);
         if (key->accepted_at_ms)
             s_write_time (reply, "accepted_at", key->accepted_at_ms);
+        if (key->replaces) {
+            pw_str (reply, "replaces");
+            pw_str (reply, key->replaces);
+        }
+        if (key->retired_at_ms)
+            s_write_time (reply, "retired_at", key->retired_at_ms);
     }
     free (agents);
 }
