@@ -1274,6 +1274,22 @@ s_on_result_acks (agent_t *self, const proto_msg_t *msg)
     }
 }
 
+//  Several output pieces committed at once (a welcome granted
+//  output_acks): each leaves the spool as with its own output_ack.
+static void
+s_on_output_acks (agent_t *self, const proto_msg_t *msg)
+{
+    for (size_t index = 0; index < msg->ack_count; index++) {
+        const proto_ack_t *ack = &msg->acks [index];
+        if (spool_ack_output (self->spool, ack->job, ack->step, ack->attempt,
+                              ack->stream, ack->offset))
+            s_log (self, "cannot record the output_ack of %s step %u",
+                   ack->job, ack->step);
+        s_live_acked (self, ack->job, ack->step, ack->attempt, ack->stream,
+                      ack->offset);
+    }
+}
+
 static void
 s_malformed (agent_t *self, const char *why)
 {
@@ -1333,6 +1349,10 @@ s_handle (agent_t *self, const void *data, size_t size, bool from_sub)
                        msg->job, msg->step);
             s_live_acked (self, msg->job, msg->step, msg->attempt,
                           msg->stream, msg->offset);
+            break;
+        case PROTO_OUTPUT_ACKS:
+            if (!from_sub)
+                s_on_output_acks (self, msg);
             break;
         case PROTO_ERROR:
             if (!from_sub)
@@ -1432,12 +1452,14 @@ s_build_hello (agent_t *self, char *err, size_t err_len)
     //  once a welcome grants them (PROTOCOL.md 4.1 rule 8)
     //  (and data values that are ints, PROTO_FEATURE_TYPED_DATA)
     //  (and commands that carry a traceparent, PROTO_FEATURE_TRACE, and
-    //  output pieces while a task runs, PROTO_FEATURE_LIVE_OUTPUT)
+    //  output pieces while a task runs, PROTO_FEATURE_LIVE_OUTPUT, their
+    //  acks in batches once a welcome grants it, PROTO_FEATURE_OUTPUT_ACKS)
     const char *features [] = { PROTO_FEATURE_RESULT_ACKS,
                                 PROTO_FEATURE_RESULTS,
                                 PROTO_FEATURE_TYPED_DATA,
                                 PROTO_FEATURE_TRACE,
-                                PROTO_FEATURE_LIVE_OUTPUT };
+                                PROTO_FEATURE_LIVE_OUTPUT,
+                                PROTO_FEATURE_OUTPUT_ACKS };
     size_t count = sizeof features / sizeof features [0];
     if (!self->plain_hello) {
         hello->features = (char **) calloc (count, sizeof (char *));

@@ -190,7 +190,7 @@ s_send_welcome (broker_t *self, registry_node_t *node)
     //  relays only when each of them said it speaks protocol 2: a relay
     //  of a release before features decodes each welcome to grant its
     //  agent's topics, and would refuse one with this key
-    char *granted [4];           //  One per feature a welcome may grant
+    char *granted [8];           //  One per feature a welcome may grant
     size_t granted_count = 0;
     bool path_grants = node->via_size == 0 || node->relays_protocol >= 2;
     if (path_grants
@@ -209,6 +209,11 @@ s_send_welcome (broker_t *self, registry_node_t *node)
     if (path_grants
         && proto_hello_has_feature (node->hello, PROTO_FEATURE_LIVE_OUTPUT))
         granted [granted_count++] = PROTO_FEATURE_LIVE_OUTPUT;
+    //  Output pieces acknowledged in one output_acks per pass: a relay
+    //  of an earlier release would refuse the new message
+    if (path_grants
+        && proto_hello_has_feature (node->hello, PROTO_FEATURE_OUTPUT_ACKS))
+        granted [granted_count++] = PROTO_FEATURE_OUTPUT_ACKS;
     assert (granted_count <= sizeof granted / sizeof granted [0]);
     if (granted_count) {
         welcome.features = granted;
@@ -661,6 +666,14 @@ s_on_output_row (broker_t *self, registry_node_t *node, const proto_msg_t *in,
                  int64_t now_ms)
 {
     s_on_output (self, node, in);
+    //  Granted output_acks: one message per agent and pass for all
+    if ((node->via_size == 0 || node->relays_protocol >= 2)
+        && proto_hello_has_feature (node->hello, PROTO_FEATURE_OUTPUT_ACKS)) {
+        broker_output_ack_add (self, node, in->job, in->step, in->attempt,
+                               strcmp (in->stream, "stderr") == 0,
+                               in->offset);
+        return 0;
+    }
     proto_msg_t ack;
     memset (&ack, 0, sizeof ack);
     ack.type = PROTO_OUTPUT_ACK;

@@ -1853,13 +1853,26 @@ s_on_dealer (s_shard_t *shard, uint32_t index, const void *data,
             s_on_welcome (shard, index, msg, now_ms);
             break;
         case PROTO_RESULT_ACK: {
-            proto_ack_t ack = { msg->job, msg->step, msg->attempt };
+            proto_ack_t ack = { .job = msg->job, .step = msg->step,
+                                .attempt = msg->attempt };
             s_on_result_ack (shard, index, &ack, now_ms);
             break;
         }
         case PROTO_RESULT_ACKS:
             for (size_t at = 0; at < msg->ack_count; at++)
                 s_on_result_ack (shard, index, &msg->acks [at], now_ms);
+            break;
+        case PROTO_OUTPUT_ACKS:
+            for (size_t at = 0; at < msg->ack_count; at++) {
+                proto_msg_t one;
+                memset (&one, 0, sizeof one);
+                one.job = (char *) msg->acks [at].job;
+                one.step = msg->acks [at].step;
+                one.attempt = msg->acks [at].attempt;
+                one.stream = (char *) msg->acks [at].stream;
+                one.offset = msg->acks [at].offset;
+                s_on_output_ack (shard, index, &one);
+            }
             break;
         case PROTO_OUTPUT_ACK:
             s_on_output_ack (shard, index, msg);
@@ -3128,7 +3141,7 @@ s_hello_template (const s_config_t *config)
     //  --single-results: result_acks only (the release before results)
     //  --live-output: live_output too
     if (!config->single_acks || config->live_output) {
-        hello->features = (char **) calloc (3, sizeof (char *));
+        hello->features = (char **) calloc (4, sizeof (char *));
         assert (hello->features);
     }
     if (!config->single_acks) {
@@ -3138,9 +3151,12 @@ s_hello_template (const s_config_t *config)
             hello->features [hello->feature_count++]
                 = strdup (PROTO_FEATURE_RESULTS);
     }
-    if (config->live_output)
+    if (config->live_output) {
         hello->features [hello->feature_count++]
             = strdup (PROTO_FEATURE_LIVE_OUTPUT);
+        hello->features [hello->feature_count++]
+            = strdup (PROTO_FEATURE_OUTPUT_ACKS);
+    }
     for (size_t at = 0; at < config->group_count; at++) {
         hello->groups = (char **) realloc (hello->groups,
                                            (at + 1) * sizeof (char *));
