@@ -189,6 +189,9 @@ struct _s_work_t {
     backend_progress_t sent;    //  The last progress sent (percent -1, "": none)
     char *traceparent;          //  The command's trace context, or NULL
     uint64_t live_sent [2];     //  Bytes of stdout, stderr sent live so far
+    int64_t live_wait_ms [2];   //  A live piece of stdout, stderr awaits
+                                //  its output_ack since then (0: none)
+    uint64_t live_wait_at [2];  //  ...its offset
 };
 
 //  Progress of one attempt that waits for the hold timer.
@@ -818,11 +821,18 @@ s_progress_fired (zloop_t *loop, int timer_id, void *arg)
 //  Sends the next piece of WORK's output that came since the last, of
 //  stdout or else stderr: from where the last ended to what the task has
 //  written so far (at most a piece's bytes), spooled first like the
-//  pieces that follow a result. Returns true when it sent one.
+//  pieces that follow a result. A stream whose last piece awaits its
+//  output_ack sends nothing until the ack comes or the re-send interval
+//  passes (the spool sends that piece again): what the task writes
+//  meanwhile goes in its next piece, so a slow broker gets fewer, larger
+//  pieces. Returns true when it sent one.
 static bool
-s_live_send (agent_t *self, s_work_t *work)
+s_live_send (agent_t *self, s_work_t *work, int64_t now)
 {
     for (int index = 0; index < 2; index++) {
+        if (work->live_wait_ms [index]
+            && now - work->live_wait_ms [index] < S_RESEND_MS)
+            continue;
         const char *data = NULL;
         size_t len = 0;
         executor_head (self->executor, work, index == 1, &data, &len);
@@ -845,9 +855,27 @@ s_live_send (agent_t *self, s_work_t *work)
                    "anyway, not kept)", stream, work->job, work->step, err);
         link_send (self->link, &piece);
         work->live_sent [index] = offset + take;
+        work->live_wait_ms [index] = now > 0 ? now : 1;
+        work->live_wait_at [index] = offset;
         return true;
     }
     return false;
+}
+
+//  The broker acknowledged the output piece of JOB, STEP, ATTEMPT at
+//  OFFSET of STREAM: when it is the live piece its running attempt waits
+//  for, that stream may send its next.
+static void
+s_live_acked (agent_t *self, const char *job, uint32_t step,
+              uint32_t attempt, const char *stream, uint64_t offset)
+{
+    char key [SPOOL_KEY_MAX];
+    spool_key (job, step, attempt, key, sizeof (key));
+    s_work_t *work = (s_work_t *) zhashx_lookup (self->work, key);
+    int index = strcmp (stream, "stderr") == 0 ? 1 : 0;
+    if (work && work->live_wait_ms [index]
+        && work->live_wait_at [index] == offset)
+        work->live_wait_ms [index] = 0;
 }
 
 //  Every S_LIVE_MS, to a broker that granted live_output: each running
@@ -882,7 +910,8 @@ s_live_fired (zloop_t *loop, int timer_id, void *arg)
     size_t first = at ? (size_t) (self->live_turn++ % at) : 0;
     for (size_t index = 0; index < at && self->live_tokens >= 1.0; index++) {
         s_work_t *work = works [(first + index) % at];
-        if (work->started_ms > 0 && work->plan && s_live_send (self, work))
+        if (work->started_ms > 0 && work->plan
+            && s_live_send (self, work, now))
             self->live_tokens -= 1.0;
     }
     free (works);
@@ -1276,6 +1305,11 @@ s_on_welcome (agent_t *self, const proto_msg_t *welcome)
     if (self->rekey)
         rekey_welcomed (self->rekey, proto_msg_has_feature (
                                          welcome, PROTO_FEATURE_REKEY));
+    //  The spool sends every unacknowledged piece again below: the live
+    //  streams need not wait for the acks of those sent before
+    for (s_work_t *work = (s_work_t *) zhashx_first (self->work); work;
+         work = (s_work_t *) zhashx_next (self->work))
+        work->live_wait_ms [0] = work->live_wait_ms [1] = 0;
     s_log (self, "welcomed by the broker (heartbeat every %u ms, %zu "
            "result(s) to deliver%s)", link_heartbeat_ms (self->link),
            s_unacked (self), self->batch_results ? ", in batches" : "");
@@ -1353,6 +1387,22 @@ s_on_result_acks (agent_t *self, const proto_msg_t *msg)
             log_warn ("result_acks named %zu results this agent does not "
                       "wait for (%llu so far)", unknown,
                       (unsigned long long) self->stale_acks);
+    }
+}
+
+//  Several output pieces committed at once (a welcome granted
+//  output_acks): each leaves the spool as with its own output_ack.
+static void
+s_on_output_acks (agent_t *self, const proto_msg_t *msg)
+{
+    for (size_t index = 0; index < msg->ack_count; index++) {
+        const proto_ack_t *ack = &msg->acks [index];
+        if (spool_ack_output (self->spool, ack->job, ack->step, ack->attempt,
+                              ack->stream, ack->offset))
+            s_log (self, "cannot record the output_ack of %s step %u",
+                   ack->job, ack->step);
+        s_live_acked (self, ack->job, ack->step, ack->attempt, ack->stream,
+                      ack->offset);
     }
 }
 
@@ -1442,11 +1492,18 @@ s_handle (agent_t *self, const void *data, size_t size, bool from_sub)
                 s_on_result_acks (self, msg);
             break;
         case PROTO_OUTPUT_ACK:
-            if (!from_sub
-                && spool_ack_output (self->spool, msg->job, msg->step,
-                                     msg->attempt, msg->stream, msg->offset))
+            if (from_sub)
+                break;
+            if (spool_ack_output (self->spool, msg->job, msg->step,
+                                  msg->attempt, msg->stream, msg->offset))
                 s_log (self, "cannot record the output_ack of %s step %u",
                        msg->job, msg->step);
+            s_live_acked (self, msg->job, msg->step, msg->attempt,
+                          msg->stream, msg->offset);
+            break;
+        case PROTO_OUTPUT_ACKS:
+            if (!from_sub)
+                s_on_output_acks (self, msg);
             break;
         case PROTO_ERROR:
             if (!from_sub)
@@ -1556,6 +1613,8 @@ s_build_hello (agent_t *self, char *err, size_t err_len)
     //  output pieces while a task runs, PROTO_FEATURE_LIVE_OUTPUT, and
     //  commands that ask for the action's check, PROTO_FEATURE_CHECK)
     //  (and a cluster's epoch on what the broker sends, PROTO_FEATURE_EPOCH)
+    //  (and output pieces' acks in batches once a welcome grants it,
+    //  PROTO_FEATURE_OUTPUT_ACKS)
     const char *features [] = { PROTO_FEATURE_RESULT_ACKS,
                                 PROTO_FEATURE_RESULTS,
                                 PROTO_FEATURE_TYPED_DATA,
@@ -1564,7 +1623,8 @@ s_build_hello (agent_t *self, char *err, size_t err_len)
                                 PROTO_FEATURE_FACTS,
                                 PROTO_FEATURE_CHECK,
                                 PROTO_FEATURE_EPOCH,
-                                PROTO_FEATURE_REKEY };
+                                PROTO_FEATURE_REKEY,
+                                PROTO_FEATURE_OUTPUT_ACKS };
     size_t count = sizeof features / sizeof features [0];
     if (!self->plain_hello) {
         hello->features = (char **) calloc (count, sizeof (char *));

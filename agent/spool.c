@@ -385,7 +385,7 @@ spool_result (spool_t *self, const char *job, uint32_t step,
 int
 spool_ack (spool_t *self, const char *job, uint32_t step, uint32_t attempt)
 {
-    proto_ack_t ack = { job, step, attempt };
+    proto_ack_t ack = { .job = job, .step = step, .attempt = attempt };
     return spool_ack_many (self, &ack, 1, NULL);
 }
 

@@ -263,6 +263,11 @@ s_send_welcome (broker_t *self, registry_node_t *node)
     //  relays, a new key would have to enrol through them)
     if (s_rekey_granted (self, node))
         granted [granted_count++] = PROTO_FEATURE_REKEY;
+    //  Output pieces acknowledged in one output_acks per pass: a relay
+    //  of an earlier release would refuse the new message
+    if (path_grants
+        && proto_hello_has_feature (node->hello, PROTO_FEATURE_OUTPUT_ACKS))
+        granted [granted_count++] = PROTO_FEATURE_OUTPUT_ACKS;
     assert (granted_count <= sizeof granted / sizeof granted [0]);
     if (granted_count) {
         welcome.features = granted;
@@ -715,6 +720,14 @@ s_on_output_row (broker_t *self, registry_node_t *node, const proto_msg_t *in,
                  int64_t now_ms)
 {
     s_on_output (self, node, in);
+    //  Granted output_acks: one message per agent and pass for all
+    if ((node->via_size == 0 || node->relays_protocol >= 2)
+        && proto_hello_has_feature (node->hello, PROTO_FEATURE_OUTPUT_ACKS)) {
+        broker_output_ack_add (self, node, in->job, in->step, in->attempt,
+                               strcmp (in->stream, "stderr") == 0,
+                               in->offset);
+        return 0;
+    }
     proto_msg_t ack;
     memset (&ack, 0, sizeof ack);
     ack.type = PROTO_OUTPUT_ACK;

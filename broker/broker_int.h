@@ -86,7 +86,8 @@ typedef struct {
 void broker_pending_destroy (s_pending_t **self_p);
 
 
-//  A result to acknowledge once the pass commits (s_acks_queue).
+//  A result, or an output piece, to acknowledge once the pass commits
+//  (s_acks_queue).
 typedef struct {
     registry_node_t *node;       //  Who sent it (nodes live as long as the
                                  //  registry)
@@ -94,6 +95,9 @@ typedef struct {
     uint32_t step;
     uint32_t attempt;
     uint32_t next;               //  The node's next one, or UINT32_MAX
+    bool output;                 //  An output piece (output_acks)...
+    bool stderr_;                //  ...of stderr, else stdout
+    uint64_t offset;             //  ...at this offset
 } s_ack_t;
 
 //  The acks of one node in a pass: a slot of an open-addressing table
@@ -129,7 +133,8 @@ struct _broker_io_t {
     size_t ack_slot_max;
     uint32_t *ack_order;         //  Used slots, in the order nodes came
     size_t ack_node_count;
-    proto_ack_t *ack_batch;      //  One result_acks being written
+    proto_ack_t *ack_batch;      //  One result_acks or output_acks being
+                                 //  written
 };
 
 //  reload: SIGHUP's state.
@@ -257,6 +262,13 @@ void broker_send_to_node (broker_t *self, const registry_node_t *node,
 //  in hello it understands them, one result_ack per result for the rest.
 void broker_ack_add (broker_t *self, registry_node_t *node, const char *job,
                      uint32_t step, uint32_t attempt);
+
+//  Notes that NODE's output piece (JOB, STEP, ATTEMPT, STDERR_ or stdout,
+//  OFFSET) is acknowledged once the pass commits: s_acks_queue writes one
+//  output_acks per node for them (for nodes granted output_acks only).
+void broker_output_ack_add (broker_t *self, registry_node_t *node,
+                            const char *job, uint32_t step, uint32_t attempt,
+                            bool stderr_, uint64_t offset);
 
 //  Ends a loop pass: drains the scheduler, commits, then sends the
 //  outbox; a failed commit is undone (replies become storage errors).

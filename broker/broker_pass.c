@@ -155,11 +155,10 @@ s_ack_slot (broker_io_t *io, registry_node_t *node)
     return slot;
 }
 
-//  Notes that NODE's result (JOB, STEP, ATTEMPT) is acknowledged once the
-//  pass commits: s_acks_queue writes one result_acks per node that said
-//  in hello it understands them, one result_ack per result for the rest.
-void
-broker_ack_add (broker_t *self, registry_node_t *node, const char *job,
+//  A new ack of NODE for JOB, STEP, ATTEMPT, linked after the node's
+//  others in the pass's table.
+static s_ack_t *
+s_ack_new (broker_t *self, registry_node_t *node, const char *job,
            uint32_t step, uint32_t attempt)
 {
     broker_io_t *io = self->io;
@@ -178,12 +177,37 @@ broker_ack_add (broker_t *self, registry_node_t *node, const char *job,
     ack->step = step;
     ack->attempt = attempt;
     ack->next = UINT32_MAX;
+    ack->output = false;
+    ack->stderr_ = false;
+    ack->offset = 0;
     s_ack_slot_t *slot = s_ack_slot (io, node);
     if (slot->tail == UINT32_MAX)
         slot->head = index;
     else
         io->acks [slot->tail].next = index;
     slot->tail = index;
+    return ack;
+}
+
+//  Notes that NODE's result (JOB, STEP, ATTEMPT) is acknowledged once the
+//  pass commits: s_acks_queue writes one result_acks per node that said
+//  in hello it understands them, one result_ack per result for the rest.
+void
+broker_ack_add (broker_t *self, registry_node_t *node, const char *job,
+           uint32_t step, uint32_t attempt)
+{
+    s_ack_new (self, node, job, step, attempt);
+}
+
+void
+broker_output_ack_add (broker_t *self, registry_node_t *node,
+                       const char *job, uint32_t step, uint32_t attempt,
+                       bool stderr_, uint64_t offset)
+{
+    s_ack_t *ack = s_ack_new (self, node, job, step, attempt);
+    ack->output = true;
+    ack->stderr_ = stderr_;
+    ack->offset = offset;
 }
 
 //  Queues the acks of the pass, node by node, to go out after its commit
@@ -206,34 +230,53 @@ s_acks_queue (broker_t *self)
         registry_node_t *node = slot->node;
         bool batched = proto_hello_has_feature (node->hello,
                                                 PROTO_FEATURE_RESULT_ACKS);
-        uint32_t at = slot->head;
-        while (at != UINT32_MAX && node->routing_id_size) {
-            size_t count = 0;
-            do {
-                const s_ack_t *ack = &io->acks [at];
-                io->ack_batch [count].job = ack->job;
-                io->ack_batch [count].step = ack->step;
-                io->ack_batch [count].attempt = ack->attempt;
-                count++;
-                at = ack->next;
-            } while (batched && at != UINT32_MAX && count < PROTO_MAX_ACKS);
-            pw_reset (self->body);
-            int rc = batched
-                   ? proto_result_acks_encode (io->ack_batch, count,
-                                               broker_node_epoch (self, node),
-                                               broker_node_protocol (node),
-                                               self->body)
-                   : proto_result_ack_encode (io->ack_batch [0].job,
-                                              io->ack_batch [0].step,
-                                              io->ack_batch [0].attempt,
-                                              broker_node_epoch (self, node),
-                                              broker_node_protocol (node),
-                                              self->body);
-            assert (rc == 0);
-            broker_queue_send (self, self->agents, node->routing_id,
-                          node->routing_id_size, node->via, node->via_size,
-                          node->id, true);
-            metrics_result_ack (self->stats->metrics, batched, count);
+        //  The results first, then the output pieces (only of nodes
+        //  granted output_acks: the others' went one by one)
+        for (int output = 0; output < 2; output++) {
+            uint32_t at = slot->head;
+            while (at != UINT32_MAX && io->acks [at].output != output)
+                at = io->acks [at].next;
+            while (at != UINT32_MAX && node->routing_id_size) {
+                size_t count = 0;
+                do {
+                    const s_ack_t *ack = &io->acks [at];
+                    io->ack_batch [count].job = ack->job;
+                    io->ack_batch [count].step = ack->step;
+                    io->ack_batch [count].attempt = ack->attempt;
+                    io->ack_batch [count].stream = ack->stderr_ ? "stderr"
+                                                                : "stdout";
+                    io->ack_batch [count].offset = ack->offset;
+                    count++;
+                    for (at = ack->next; at != UINT32_MAX
+                                         && io->acks [at].output != output;
+                         at = io->acks [at].next)
+                        ;
+                } while ((batched || output) && at != UINT32_MAX
+                         && count < PROTO_MAX_ACKS);
+                pw_reset (self->body);
+                int version = broker_node_protocol (node);
+                int rc = output
+                       ? proto_output_acks_encode (io->ack_batch, count,
+                                                   version, self->body)
+                       : batched
+                       ? proto_result_acks_encode (io->ack_batch, count,
+                                                   broker_node_epoch (self,
+                                                                      node),
+                                                   version, self->body)
+                       : proto_result_ack_encode (io->ack_batch [0].job,
+                                                  io->ack_batch [0].step,
+                                                  io->ack_batch [0].attempt,
+                                                  broker_node_epoch (self,
+                                                                     node),
+                                                  version, self->body);
+                assert (rc == 0);
+                broker_queue_send (self, self->agents, node->routing_id,
+                              node->routing_id_size, node->via,
+                              node->via_size, node->id, true);
+                if (!output)
+                    metrics_result_ack (self->stats->metrics, batched,
+                                        count);
+            }
         }
         slot->node = NULL;
     }

@@ -288,16 +288,20 @@ s_decode_structs (const pv_t *value, const s_field_t *field, void *item,
 //  Longest job id an ack may name (job_id_valid says the rest)
 #define S_ACK_JOB_MAX 63
 
-//  Checks one [job, step, attempt] of a result_acks; gives the job's
-//  bytes, the step and the attempt.
+//  Checks one [job, step, attempt] of a result_acks (WIDE: one [job,
+//  step, attempt, stream, offset] of an output_acks); gives the job's
+//  bytes, the step and the attempt, and when WIDE the stream (a
+//  constant) and the offset into ACK.
 static int
-s_ack_read (const pv_t *entry, const s_path_t *path, const char **job,
-            size_t *job_len, uint32_t *step, uint32_t *attempt, char *why,
+s_ack_read (const pv_t *entry, const s_path_t *path, bool wide,
+            const char **job, size_t *job_len, proto_ack_t *ack, char *why,
             size_t why_len)
 {
     char show [S_SHOW_MAX + 4];
-    if (pv_type (entry) != PV_ARRAY || pv_size (entry) != 3) {
-        proto_fail (why, why_len, path, "expected [job, step, attempt]");
+    if (pv_type (entry) != PV_ARRAY || pv_size (entry) != (wide ? 5u : 3u)) {
+        proto_fail (why, why_len, path, wide ? "expected [job, step, "
+                    "attempt, stream, offset]" : "expected [job, step, "
+                    "attempt]");
         return -2;
     }
     const pv_t *job_value = pv_array_at (entry, 0);
@@ -321,13 +325,38 @@ s_ack_read (const pv_t *entry, const s_path_t *path, const char **job,
                     "expected", JOB_MAX_STEPS - 1, PROTO_MAX_ATTEMPT);
         return -2;
     }
-    *step = (uint32_t) number [0];
-    *attempt = (uint32_t) number [1];
+    ack->step = (uint32_t) number [0];
+    ack->attempt = (uint32_t) number [1];
+    if (!wide)
+        return 0;
+    const pv_t *stream_value = pv_array_at (entry, 3);
+    size_t stream_len = 0;
+    const char *stream = pv_type (stream_value) == PV_STR
+                             ? pv_str (stream_value, &stream_len)
+                             : NULL;
+    if (stream && stream_len == 6 && memcmp (stream, "stdout", 6) == 0)
+        ack->stream = "stdout";
+    else
+    if (stream && stream_len == 6 && memcmp (stream, "stderr", 6) == 0)
+        ack->stream = "stderr";
+    else {
+        proto_fail (why, why_len, path, "stream 'stdout' or 'stderr' "
+                    "expected");
+        return -2;
+    }
+    int64_t offset;
+    if (pv_get_int (pv_array_at (entry, 4), &offset) || offset < 0
+        || offset > PROTO_MAX_STREAM - 1) {
+        proto_fail (why, why_len, path, "offset (0..%" PRId64 ") expected",
+                    PROTO_MAX_STREAM - 1);
+        return -2;
+    }
+    ack->offset = (uint64_t) offset;
     return 0;
 }
 
-//  result_acks' acks: checked whole first, then copied into one block
-//  that holds the entries and, after them, their job ids.
+//  result_acks' and output_acks' acks: checked whole first, then copied
+//  into one block that holds the entries and, after them, their job ids.
 static int
 s_decode_acks (const pv_t *value, const s_field_t *field, void *item,
                const s_path_t *path, char *why, size_t why_len)
@@ -336,14 +365,15 @@ s_decode_acks (const pv_t *value, const s_field_t *field, void *item,
     if (s_array_size (value, field->min, field->max, path, &count, why,
                       why_len))
         return -2;
+    bool wide = field->text == S_TEXT_STREAM;
     size_t text_size = 0;
     for (size_t index = 0; index < count; index++) {
         s_path_t item_path = { path, NULL, 0, index, false };
         const char *job;
         size_t job_len;
-        uint32_t step, attempt;
-        if (s_ack_read (pv_array_at (value, index), &item_path, &job,
-                        &job_len, &step, &attempt, why, why_len))
+        proto_ack_t ack;
+        if (s_ack_read (pv_array_at (value, index), &item_path, wide, &job,
+                        &job_len, &ack, why, why_len))
             return -2;
         text_size += job_len + 1;
     }
@@ -357,8 +387,9 @@ s_decode_acks (const pv_t *value, const s_field_t *field, void *item,
     for (size_t index = 0; index < count; index++) {
         const char *job;
         size_t job_len;
-        s_ack_read (pv_array_at (value, index), path, &job, &job_len,
-                    &acks [index].step, &acks [index].attempt, NULL, 0);
+        memset (&acks [index], 0, sizeof acks [index]);
+        s_ack_read (pv_array_at (value, index), path, wide, &job, &job_len,
+                    &acks [index], NULL, 0);
         memcpy (text, job, job_len);
         text [job_len] = 0;
         acks [index].job = text;

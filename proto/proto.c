@@ -403,6 +403,16 @@ s_output_check (const void *item, const pv_t *const *values,
     return 0;
 }
 
+//  An output_acks entry's stream and offset keep output_ack's rules.
+static bool
+s_ack_stream_valid (const proto_ack_t *ack)
+{
+    return ack->stream
+           && (strcmp (ack->stream, "stdout") == 0
+               || strcmp (ack->stream, "stderr") == 0)
+           && ack->offset <= (uint64_t) PROTO_MAX_STREAM - 1;
+}
+
 static const s_field_t s_output_ack_fields [] = {
     S_JOB, S_STEP, S_ATTEMPT,
     S_TEXT (proto_msg_t, stream, S_TEXT_STREAM),
@@ -458,6 +468,14 @@ static const s_field_t s_result_acks_fields [] = {
       .count_offset = offsetof (proto_msg_t, ack_count), .min = 1,
       .max = PROTO_MAX_ACKS },
     S_EPOCH,
+};
+
+//  Entries of five: [job, step, attempt, stream, offset]
+static const s_field_t s_output_acks_fields [] = {
+    { S_KEY ("acks"), .kind = S_ACKS, .text = S_TEXT_STREAM,
+      .required = true, .offset = offsetof (proto_msg_t, acks),
+      .count_offset = offsetof (proto_msg_t, ack_count), .min = 1,
+      .max = PROTO_MAX_ACKS },
 };
 
 //  "parallel" is written only when true (steps of a DAG job)
@@ -571,6 +589,7 @@ const s_message_t proto_messages [] = {
     S_MESSAGE (PROTO_FACTS, "facts", s_facts_fields),
     S_MESSAGE (PROTO_REKEY, "rekey", s_rekey_fields),
     S_MESSAGE (PROTO_REKEY_ACK, "rekey_ack", s_rekey_ack_fields),
+    S_MESSAGE (PROTO_OUTPUT_ACKS, "output_acks", s_output_acks_fields),
 };
 _Static_assert (S_COUNT_OF (proto_messages) == PROTO_MESSAGE_COUNT,
                 "PROTO_MESSAGE_COUNT counts proto_messages");
@@ -921,7 +940,9 @@ s_check_field (const void *item, const s_field_t *field,
                 if (!acks [index].job || !job_id_valid (acks [index].job)
                     || acks [index].step > JOB_MAX_STEPS - 1
                     || acks [index].attempt < 1
-                    || acks [index].attempt > PROTO_MAX_ATTEMPT) {
+                    || acks [index].attempt > PROTO_MAX_ATTEMPT
+                    || (field->text == S_TEXT_STREAM
+                        && !s_ack_stream_valid (&acks [index]))) {
                     proto_fail (why, why_len, &item_path, "invalid entry");
                     return -2;
                 }
@@ -1091,12 +1112,17 @@ s_write_field (pw_t *writer, const void *item, const s_field_t *field)
         case S_ACKS: {
             const proto_ack_t *acks = *S_MEMBER (item, field->offset,
                                                  proto_ack_t *);
+            bool wide = field->text == S_TEXT_STREAM;
             pw_array (writer, count);
             for (size_t index = 0; index < count; index++) {
-                pw_array (writer, 3);
+                pw_array (writer, wide ? 5 : 3);
                 pw_str (writer, acks [index].job);
                 pw_int (writer, acks [index].step);
                 pw_int (writer, acks [index].attempt);
+                if (wide) {
+                    pw_str (writer, acks [index].stream);
+                    pw_int (writer, (int64_t) acks [index].offset);
+                }
             }
             break;
         }
@@ -1260,6 +1286,39 @@ proto_result_acks_encode (const proto_ack_t *acks, size_t count,
     if (epoch) {
         pw_strn (writer, "epoch", 5);
         pw_int (writer, (int64_t) epoch);
+    }
+    return PROTO_OK;
+}
+
+int
+proto_output_acks_encode (const proto_ack_t *acks, size_t count,
+                          int version, pw_t *writer)
+{
+    assert (writer);
+    //  The rules of s_output_acks_fields
+    if (!acks || count < 1 || count > PROTO_MAX_ACKS)
+        return PROTO_EMALFORMED;
+    for (size_t index = 0; index < count; index++)
+        if (!acks [index].job || !job_id_valid (acks [index].job)
+            || acks [index].step > JOB_MAX_STEPS - 1
+            || acks [index].attempt < 1
+            || acks [index].attempt > PROTO_MAX_ATTEMPT
+            || !s_ack_stream_valid (&acks [index]))
+            return PROTO_EMALFORMED;
+    pw_map (writer, 3);
+    pw_strn (writer, "v", 1);
+    pw_int (writer, version ? version : PROTO_VERSION);
+    pw_strn (writer, "type", 4);
+    pw_strn (writer, "output_acks", 11);
+    pw_strn (writer, "acks", 4);
+    pw_array (writer, count);
+    for (size_t index = 0; index < count; index++) {
+        pw_array (writer, 5);
+        pw_str (writer, acks [index].job);
+        pw_int (writer, acks [index].step);
+        pw_int (writer, acks [index].attempt);
+        pw_str (writer, acks [index].stream);
+        pw_int (writer, (int64_t) acks [index].offset);
     }
     return PROTO_OK;
 }

@@ -87,6 +87,8 @@
 #define PROTO_FEATURE_REKEY "rekey"  //  the agent may send rekey and the
                                      //  broker answers rekey_ack, once
                                      //  welcome grants it
+#define PROTO_FEATURE_OUTPUT_ACKS "output_acks"  //  batched output acks,
+                                                 //  once welcome grants it
 //  All of them, as --version lists them
 #define PROTO_FEATURES_TEXT PROTO_FEATURE_RESULT_ACKS ", " \
     PROTO_FEATURE_RESULTS ", " PROTO_FEATURE_TYPED_DATA ", " \
@@ -94,7 +96,8 @@
     PROTO_FEATURE_FACTS ", " \
     PROTO_FEATURE_CHECK ", " \
     PROTO_FEATURE_EPOCH ", " \
-    PROTO_FEATURE_REKEY
+    PROTO_FEATURE_REKEY ", " \
+    PROTO_FEATURE_OUTPUT_ACKS
 
 //  Codec returns (STYLE: 0 ok, -1 I/O, -2 malformed)
 #define PROTO_OK 0
@@ -120,14 +123,19 @@ typedef enum {
     PROTO_RESULTS,       //  agent -> broker: several finished attempts at once
     PROTO_FACTS,         //  agent -> broker: all its facts, when they changed
     PROTO_REKEY,         //  agent -> broker: the next key of this node
-    PROTO_REKEY_ACK      //  broker -> agent: where that next key stands
+    PROTO_REKEY_ACK,     //  broker -> agent: where that next key stands
+    PROTO_OUTPUT_ACKS    //  broker -> agent: several output pieces committed
 } proto_type_t;
 
-//  One result a result_acks message acknowledges.
+//  One result a result_acks message acknowledges, or one output piece an
+//  output_acks does (then STREAM and OFFSET say which).
 typedef struct {
     const char *job;     //  Job id (decoded: in the same allocation as acks)
     uint32_t step;       //  Flat step index
     uint32_t attempt;    //  1-based attempt number
+    const char *stream;  //  output_acks: "stdout" or "stderr" (decoded: a
+                         //  constant)
+    uint64_t offset;     //  output_acks: where the piece starts
 } proto_ack_t;
 
 typedef struct {
@@ -219,8 +227,8 @@ struct proto_msg_s {
     uint8_t *chunk;              //  output: the piece's bytes
     size_t chunk_len;            //  output: how many (1..PROTO_MAX_CHUNK)
     uint64_t size;               //  output: the stream's kept size
-    //  result_acks: one allocation, the entries then their job ids, so
-    //  that free (acks) frees all of it
+    //  result_acks, output_acks: one allocation, the entries then their
+    //  job ids, so that free (acks) frees all of it
     proto_ack_t *acks;
     size_t ack_count;            //  1..PROTO_MAX_ACKS
     //  results: the entries, in order, each a whole PROTO_RESULT whose
@@ -297,6 +305,14 @@ int proto_result_ack_encode (const char *job, uint32_t step,
 //  above PROTO_MAX_ACKS or an entry breaks the protocol's rules.
 int proto_result_acks_encode (const proto_ack_t *acks, size_t count,
                               uint64_t epoch, int version, pw_t *writer);
+
+//  Appends an output_acks for the COUNT output pieces in ACKS (each with
+//  its stream and offset) to WRITER, at protocol VERSION (0:
+//  PROTO_VERSION; the bytes proto_msg_encode writes for it). Returns 0,
+//  or -2 when COUNT is 0 or above PROTO_MAX_ACKS or an entry breaks the
+//  protocol's rules.
+int proto_output_acks_encode (const proto_ack_t *acks, size_t count,
+                              int version, pw_t *writer);
 
 //  Whether protocol version VERSION is one this release reads.
 bool proto_version_spoken (int64_t version);

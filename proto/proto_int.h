@@ -67,6 +67,8 @@ typedef enum {
     S_STRUCTS,      //  array of structs + size_t count, with a schema
     S_BIN,          //  uint8_t * + size_t count: binary, min..max bytes
     S_ACKS,         //  proto_ack_t * + size_t count: [[job, step, attempt]]
+                    //  (text S_TEXT_STREAM: [[job, step, attempt, stream,
+                    //  offset]], an output_acks')
     S_RESULTS       //  proto_msg_t * + size_t count: results' entries, each
                     //  decoded on its own (a bad one is marked, not fatal)
 } s_kind_t;
@@ -166,7 +168,7 @@ int proto_check_unique (const void *base, size_t count, size_t stride,
 void proto_msg_free_members (proto_msg_t *self);
 
 //  Every message type: its wire name and schema (proto.c)
-#define PROTO_MESSAGE_COUNT 19
+#define PROTO_MESSAGE_COUNT 20
 extern const s_message_t proto_messages [];
 
 //  The message whose wire name is the NAME_LEN bytes at NAME, or NULL.

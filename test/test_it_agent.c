@@ -702,7 +702,8 @@ test_it_agent_result_acks_batched (void **state)
     for (size_t index = 0; index < 3; index++)
         s_unacked_echo (jobs [index], sizeof jobs [index]);
     proto_ack_t acks [] = {
-        { jobs [0], 0, 1 }, { jobs [1], 0, 1 }
+        { .job = jobs [0], .step = 0, .attempt = 1 },
+        { .job = jobs [1], .step = 0, .attempt = 1 }
     };
     proto_msg_t batch = {
         .type = PROTO_RESULT_ACKS, .acks = acks, .ack_count = 2
@@ -816,7 +817,7 @@ test_it_agent_result_acks_hostile (void **state)
     assert_true (grid_line_with (log, "result_acks named 4 results", NULL));
     free (log);
     //  A good one after all that
-    proto_ack_t ack = { job, 0, 1 };
+    proto_ack_t ack = { .job = job, .step = 0, .attempt = 1 };
     proto_msg_t batch = {
         .type = PROTO_RESULT_ACKS, .acks = &ack, .ack_count = 1
     };

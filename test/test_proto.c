@@ -379,9 +379,10 @@ s_result_acks (void)
     assert_non_null (msg->acks);
     char *text = (char *) (msg->acks + 3);
     memcpy (text, jobs, jobs_size);
-    msg->acks [0] = (proto_ack_t) { text, 2, 1 };
-    msg->acks [1] = (proto_ack_t) { text + strlen (JOB_A) + 1, 0, 1000 };
-    msg->acks [2] = (proto_ack_t) { text, 1023, 3 };
+    msg->acks [0] = (proto_ack_t) { .job = text, .step = 2, .attempt = 1 };
+    msg->acks [1] = (proto_ack_t) { .job = text + strlen (JOB_A) + 1,
+                                    .step = 0, .attempt = 1000 };
+    msg->acks [2] = (proto_ack_t) { .job = text, .step = 1023, .attempt = 3 };
     return msg;
 }
 
@@ -1770,19 +1771,20 @@ test_proto_result_acks_encode (void **state)
                          pw_size (writer));
     pw_reset (writer);
     assert_int_equal (proto_result_acks_encode (msg->acks, 0, 0, 0, writer), -2);
-    proto_ack_t bad = { "not a job", 0, 1 };
+    proto_ack_t bad = { .job = "not a job", .step = 0, .attempt = 1 };
     assert_int_equal (proto_result_acks_encode (&bad, 1, 0, 0, writer), -2);
-    bad = (proto_ack_t) { JOB_A, 1024, 1 };
+    bad = (proto_ack_t) { .job = JOB_A, .step = 1024, .attempt = 1 };
     assert_int_equal (proto_result_acks_encode (&bad, 1, 0, 0, writer), -2);
-    bad = (proto_ack_t) { JOB_A, 0, 0 };
+    bad = (proto_ack_t) { .job = JOB_A, .step = 0, .attempt = 0 };
     assert_int_equal (proto_result_acks_encode (&bad, 1, 0, 0, writer), -2);
     assert_int_equal (pw_size (writer), 0);
     //  The most one message covers, and one more
     proto_ack_t *many = calloc (PROTO_MAX_ACKS + 1, sizeof (proto_ack_t));
     assert_non_null (many);
     for (size_t index = 0; index <= PROTO_MAX_ACKS; index++)
-        many [index] = (proto_ack_t) { JOB_A, (uint32_t) (index % 1024),
-                                       (uint32_t) (1 + index / 1024) };
+        many [index] = (proto_ack_t) {
+            .job = JOB_A, .step = (uint32_t) (index % 1024),
+            .attempt = (uint32_t) (1 + index / 1024) };
     assert_int_equal (proto_result_acks_encode (many, PROTO_MAX_ACKS + 1, 0, 0,
                                                 writer), -2);
     assert_int_equal (proto_result_acks_encode (many, PROTO_MAX_ACKS, 0, 0,
@@ -1799,6 +1801,109 @@ test_proto_result_acks_encode (void **state)
     pw_destroy (&writer);
     pw_destroy (&expected);
     proto_msg_destroy (&msg);
+}
+
+//  Decodes an output_acks whose one entry has STREAM (a string, or an int
+//  when NULL) and OFFSET, with WIDTH items; returns what decoding says.
+static int
+s_decode_output_ack (const char *stream, int64_t offset, size_t width,
+                     char *why, size_t why_len)
+{
+    pw_t *writer = pw_new ();
+    pw_map (writer, 3);
+    pw_str (writer, "v");
+    pw_int (writer, 2);
+    pw_str (writer, "type");
+    pw_str (writer, "output_acks");
+    pw_str (writer, "acks");
+    pw_array (writer, 1);
+    pw_array (writer, width);
+    pw_str (writer, JOB_A);
+    pw_int (writer, 0);
+    pw_int (writer, 1);
+    if (width > 3) {
+        if (stream)
+            pw_str (writer, stream);
+        else
+            pw_int (writer, 1);
+    }
+    if (width > 4)
+        pw_int (writer, offset);
+    proto_msg_t *msg = NULL;
+    int rc = proto_msg_decode (pw_data (writer), pw_size (writer), &msg, why,
+                               why_len);
+    if (rc != 0)
+        assert_null (msg);
+    proto_msg_destroy (&msg);
+    pw_destroy (&writer);
+    return rc;
+}
+
+//  output_acks: proto_output_acks_encode writes what proto_msg_encode
+//  writes, the entries come back with their streams and offsets, and
+//  hostile entries (a result_acks' shape, an unknown stream, an offset
+//  out of range) are refused whole.
+static void
+test_proto_output_acks (void **state)
+{
+    proto_ack_t acks [] = {
+        {.job = JOB_A, .step = 2, .attempt = 1, .stream = "stdout",
+         .offset = 0},
+        {.job = JOB_B, .step = 1023, .attempt = 1000, .stream = "stderr",
+         .offset = (uint64_t) PROTO_MAX_STREAM - 1}
+    };
+    proto_msg_t msg = {.type = PROTO_OUTPUT_ACKS, .acks = acks,
+                       .ack_count = 2};
+    pw_t *expected = pw_new ();
+    assert_int_equal (proto_msg_encode (&msg, expected), 0);
+    pw_t *writer = pw_new ();
+    assert_int_equal (proto_output_acks_encode (acks, 2, 0, writer), 0);
+    assert_int_equal (pw_size (writer), pw_size (expected));
+    assert_memory_equal (pw_data (writer), pw_data (expected),
+                         pw_size (writer));
+    proto_msg_t *got = NULL;
+    assert_int_equal (proto_msg_decode (pw_data (writer), pw_size (writer),
+                                        &got, NULL, 0), 0);
+    assert_int_equal (got->type, PROTO_OUTPUT_ACKS);
+    assert_int_equal (got->ack_count, 2);
+    assert_string_equal (got->acks [1].job, JOB_B);
+    assert_int_equal (got->acks [1].step, 1023);
+    assert_int_equal (got->acks [1].attempt, 1000);
+    assert_string_equal (got->acks [0].stream, "stdout");
+    assert_string_equal (got->acks [1].stream, "stderr");
+    assert_int_equal (got->acks [1].offset, PROTO_MAX_STREAM - 1);
+    proto_msg_destroy (&got);
+    //  The encoder refuses what the decoder would
+    pw_reset (writer);
+    proto_ack_t bad = acks [0];
+    bad.stream = "stdin";
+    assert_int_equal (proto_output_acks_encode (&bad, 1, 0, writer), -2);
+    bad.stream = NULL;
+    assert_int_equal (proto_output_acks_encode (&bad, 1, 0, writer), -2);
+    bad = acks [0];
+    bad.offset = (uint64_t) PROTO_MAX_STREAM;
+    assert_int_equal (proto_output_acks_encode (&bad, 1, 0, writer), -2);
+    assert_int_equal (proto_output_acks_encode (acks, 0, 0, writer), -2);
+    assert_int_equal (pw_size (writer), 0);
+    //  Hostile entries
+    char why [256];
+    assert_int_equal (s_decode_output_ack ("stdout", 5, 5, why, sizeof why),
+                      0);
+    assert_int_equal (s_decode_output_ack ("stdout", 5, 3, why, sizeof why),
+                      -2);
+    assert_non_null (strstr (why, "output_acks.acks[0]: expected [job, "
+                             "step, attempt, stream, offset]"));
+    assert_int_equal (s_decode_output_ack ("stdin", 5, 5, why, sizeof why),
+                      -2);
+    assert_non_null (strstr (why, "stream 'stdout' or 'stderr'"));
+    assert_int_equal (s_decode_output_ack (NULL, 5, 5, why, sizeof why), -2);
+    assert_int_equal (s_decode_output_ack ("stderr", -1, 5, why, sizeof why),
+                      -2);
+    assert_non_null (strstr (why, "offset (0.."));
+    assert_int_equal (s_decode_output_ack ("stderr", PROTO_MAX_STREAM, 5,
+                                           why, sizeof why), -2);
+    pw_destroy (&writer);
+    pw_destroy (&expected);
 }
 
 //  Writes a result_acks whose acks are the COUNT values that WRITE_ENTRY
@@ -2948,6 +3053,7 @@ main (void)
         cmocka_unit_test (test_proto_result_ack_encode),
         cmocka_unit_test (test_proto_ack_encoders_epoch),
         cmocka_unit_test (test_proto_result_acks_encode),
+        cmocka_unit_test (test_proto_output_acks),
         cmocka_unit_test (test_proto_result_acks_refused),
         cmocka_unit_test (test_proto_hello_features),
         cmocka_unit_test (test_proto_results),

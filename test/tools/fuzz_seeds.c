@@ -136,8 +136,14 @@ main (int argc, char *argv [])
     char *nodes [] = {"web-01", "web-02"};
     proto_kv_t command_params [] = {{"package", "nginx", false}};
     proto_kv_t facts [] = {{"uptime", "12345", false}};
-    proto_ack_t acks [] = {{"j-0193a1b2c3d4-0001", 2, 1},
-                           {"j-0193a1b2c3d4-0002", 0, 3}};
+    proto_ack_t acks [] = {
+        {.job = "j-0193a1b2c3d4-0001", .step = 2, .attempt = 1},
+        {.job = "j-0193a1b2c3d4-0002", .step = 0, .attempt = 3}};
+    proto_ack_t output_acks [] = {
+        {.job = "j-0193a1b2c3d4-0001", .step = 2, .attempt = 1,
+         .stream = "stdout", .offset = 0},
+        {.job = "j-0193a1b2c3d4-0002", .step = 0, .attempt = 3,
+         .stream = "stderr", .offset = 1048576}};
     char *features [] = {PROTO_FEATURE_RESULT_ACKS, PROTO_FEATURE_RESULTS};
     char *granted [] = {PROTO_FEATURE_RESULTS};
     proto_msg_t entries [] = {
@@ -197,6 +203,7 @@ main (int argc, char *argv [])
         {.type = PROTO_OUTPUT_ACK, .job = "j-0193a1b2c3d4-0001", .step = 2,
          .attempt = 1, .stream = "stderr", .offset = 0},
         {.type = PROTO_RESULT_ACKS, .acks = acks, .ack_count = 2},
+        {.type = PROTO_OUTPUT_ACKS, .acks = output_acks, .ack_count = 2},
         {.type = PROTO_RESULTS, .node = "web-01", .results = entries,
          .result_count = 2},
         {.type = PROTO_WELCOME, .node = "web-01", .heartbeat_ms = 5000,

@@ -25,8 +25,10 @@
     granted the feature; at the end the rest of the stream follows in
     pieces (the whole stream without the grant), then the result, which
     says the stream's size (PROTOCOL.md 4.1 rule 8a). Pieces are kept
-    until their `output_ack` and sent again as results are. Without the
-    option `test lines` answers at once with no output, as before.
+    until their `output_ack` and sent again as results are; as gridagent,
+    a task's next live piece waits for the ack of its last (or the
+    re-send interval) and takes all that was written meanwhile. Without
+    the option `test lines` answers at once with no output, as before.
 
     Scale. Thousands of zmq sockets cannot go through zpoller (without the
     draft API it scans every socket on each call). The agents are split
@@ -466,6 +468,9 @@ struct _s_task_t {
     int64_t interval_ms;
     uint64_t count;             //  Lines
     uint64_t sent;              //  Bytes of stdout sent live so far
+    uint64_t wait_key;          //  Its last live piece, while it awaits
+                                //  its output_ack (0: none)
+    int64_t wait_ms;            //  ...sent then
     s_task_t *next;
 };
 
@@ -1263,7 +1268,9 @@ s_count_add (s_shard_t *shard, s_counter_t counter, uint64_t value)
 //  Sends the piece of TASK's kept stdout (TOTAL bytes written, kept under
 //  CAP) at OFFSET, LEN bytes, saying SIZE; it is kept until its
 //  output_ack and sent again as a result is (gridagent spools it).
-static void
+//  Returns its key in the shard's outstanding map, or 0 when it could
+//  not be made.
+static uint64_t
 s_piece_send (s_shard_t *shard, const s_task_t *task, uint64_t total,
               uint64_t cap, uint64_t offset, size_t len, uint64_t size,
               bool live, int64_t now_ms)
@@ -1288,7 +1295,7 @@ s_piece_send (s_shard_t *shard, const s_task_t *task, uint64_t total,
     free (data);
     if (rc != 0) {
         s_log ("internal: an output piece of %s does not encode", task->job);
-        return;
+        return 0;
     }
     s_result_t *self = s_result_wrap (shard, task->agent, task->job,
                                       task->step, task->attempt, false);
@@ -1312,6 +1319,7 @@ s_piece_send (s_shard_t *shard, const s_task_t *task, uint64_t total,
     }
     if (shard->agents [task->agent].state == S_AGENT_WELCOMED)
         s_send_bytes (shard, task->agent, self->data, self->size);
+    return self->key;
 }
 
 static void
@@ -1358,6 +1366,12 @@ s_task_live (s_shard_t *shard, s_task_t *task, int64_t now_ms)
     }
     if (live->tokens < 1.0)
         return;
+    //  One live piece in flight: the next waits for its output_ack (or
+    //  the re-send interval), and takes what was written meanwhile
+    if (task->wait_key && now_ms - task->wait_ms < S_RESEND_MS
+        && s_map_find (&shard->outstanding, task->wait_key))
+        return;
+    task->wait_key = 0;
     uint64_t written = s_lines_len (s_task_lines (task, now_ms));
     uint64_t head = live->cap / 2;
     uint64_t ready = written < head ? written : head;
@@ -1366,8 +1380,10 @@ s_task_live (s_shard_t *shard, s_task_t *task, int64_t now_ms)
     size_t take = ready - task->sent < PROTO_MAX_CHUNK
                       ? (size_t) (ready - task->sent)
                       : PROTO_MAX_CHUNK;
-    s_piece_send (shard, task, written, live->cap, task->sent, take,
-                  task->sent + take, true, now_ms);
+    task->wait_key = s_piece_send (shard, task, written, live->cap,
+                                   task->sent, take, task->sent + take,
+                                   true, now_ms);
+    task->wait_ms = now_ms;
     task->sent += take;
     live->tokens -= 1.0;
 }
@@ -1753,6 +1769,10 @@ s_on_welcome (s_shard_t *shard, uint32_t index, const proto_msg_t *welcome,
         live->cap = welcome->max_output && welcome->max_output < S_OUTPUT_CAP
                         ? welcome->max_output
                         : S_OUTPUT_CAP;
+        //  Its unacknowledged pieces go again: its streams need not wait
+        for (s_task_t *task = shard->tasks; task; task = task->next)
+            if (task->agent == index)
+                task->wait_key = 0;
     }
     s_arm (shard, index, now_ms + agent->heartbeat_ms);
     if (first) {
@@ -1833,13 +1853,26 @@ s_on_dealer (s_shard_t *shard, uint32_t index, const void *data,
             s_on_welcome (shard, index, msg, now_ms);
             break;
         case PROTO_RESULT_ACK: {
-            proto_ack_t ack = { msg->job, msg->step, msg->attempt };
+            proto_ack_t ack = { .job = msg->job, .step = msg->step,
+                                .attempt = msg->attempt };
             s_on_result_ack (shard, index, &ack, now_ms);
             break;
         }
         case PROTO_RESULT_ACKS:
             for (size_t at = 0; at < msg->ack_count; at++)
                 s_on_result_ack (shard, index, &msg->acks [at], now_ms);
+            break;
+        case PROTO_OUTPUT_ACKS:
+            for (size_t at = 0; at < msg->ack_count; at++) {
+                proto_msg_t one;
+                memset (&one, 0, sizeof one);
+                one.job = (char *) msg->acks [at].job;
+                one.step = msg->acks [at].step;
+                one.attempt = msg->acks [at].attempt;
+                one.stream = (char *) msg->acks [at].stream;
+                one.offset = msg->acks [at].offset;
+                s_on_output_ack (shard, index, &one);
+            }
             break;
         case PROTO_OUTPUT_ACK:
             s_on_output_ack (shard, index, msg);
@@ -3108,7 +3141,7 @@ s_hello_template (const s_config_t *config)
     //  --single-results: result_acks only (the release before results)
     //  --live-output: live_output too
     if (!config->single_acks || config->live_output) {
-        hello->features = (char **) calloc (3, sizeof (char *));
+        hello->features = (char **) calloc (4, sizeof (char *));
         assert (hello->features);
     }
     if (!config->single_acks) {
@@ -3118,9 +3151,12 @@ s_hello_template (const s_config_t *config)
             hello->features [hello->feature_count++]
                 = strdup (PROTO_FEATURE_RESULTS);
     }
-    if (config->live_output)
+    if (config->live_output) {
         hello->features [hello->feature_count++]
             = strdup (PROTO_FEATURE_LIVE_OUTPUT);
+        hello->features [hello->feature_count++]
+            = strdup (PROTO_FEATURE_OUTPUT_ACKS);
+    }
     for (size_t at = 0; at < config->group_count; at++) {
         hello->groups = (char **) realloc (hello->groups,
                                            (at + 1) * sizeof (char *));
