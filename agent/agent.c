@@ -51,6 +51,7 @@
 #include "../proto/names.h"
 #include "../proto/log.h"
 #include "../proto/service.h"
+#include "../proto/text.h"
 #include "../proto/trace.h"
 #include "../store/store.h"
 #include "executor.h"
@@ -553,66 +554,6 @@ s_status_name (executor_status_t status)
     }
 }
 
-//  Makes LEN bytes at TEXT (taken) a string the wire accepts: valid UTF-8
-//  without NUL (a bad byte becomes '?'), at most MAX bytes, cut on a
-//  character boundary. Sets *CUT when it had to cut.
-static char *
-s_clean_text (char *text, size_t len, size_t max, bool *cut)
-{
-    if (!text)
-        return strdup ("");
-    unsigned char *bytes = (unsigned char *) text;
-    size_t index = 0;
-    while (index < len) {
-        unsigned char c = bytes [index];
-        size_t follow = 0;
-        unsigned char low = 0x80, high = 0xBF;
-        if (c == 0) {
-            bytes [index++] = '?';
-            continue;
-        }
-        if (c < 0x80) {
-            index++;
-            continue;
-        }
-        if (c >= 0xC2 && c <= 0xDF)
-            follow = 1;
-        else
-        if (c >= 0xE0 && c <= 0xEF) {
-            follow = 2;
-            low = c == 0xE0 ? 0xA0 : 0x80;
-            high = c == 0xED ? 0x9F : 0xBF;
-        }
-        else
-        if (c >= 0xF0 && c <= 0xF4) {
-            follow = 3;
-            low = c == 0xF0 ? 0x90 : 0x80;
-            high = c == 0xF4 ? 0x8F : 0xBF;
-        }
-        bool valid = follow > 0 && index + follow < len;
-        for (size_t next = 1; valid && next <= follow; next++) {
-            unsigned char b = bytes [index + next];
-            unsigned char lo = next == 1 ? low : 0x80;
-            unsigned char hi = next == 1 ? high : 0xBF;
-            valid = b >= lo && b <= hi;
-        }
-        if (!valid) {
-            bytes [index++] = '?';
-            continue;
-        }
-        index += follow + 1;
-    }
-    if (len > max) {
-        size_t end = max;
-        while (end > 0 && (bytes [end] & 0xC0) == 0x80)
-            end--;
-        len = end;
-        *cut = true;
-    }
-    text [len] = 0;
-    return text;
-}
-
 //  The text RESULT carries for one stream (BYTES, LEN; DROPPED bytes lost
 //  from its middle): the stream itself when it is short, valid UTF-8 and
 //  whole; else its first PROTO_OUTPUT_HEAD bytes made valid text, while
@@ -629,7 +570,7 @@ s_stream_head (agent_t *self, const proto_msg_t *result, const char *stream,
     if (head_len)
         memcpy (head, bytes, head_len);
     bool cut = false;
-    head = s_clean_text (head, head_len, PROTO_OUTPUT_HEAD, &cut);
+    head = proto_text_clean (head, head_len, PROTO_OUTPUT_HEAD, &cut);
     if (len <= PROTO_OUTPUT_HEAD && dropped == 0 && live_sent == 0
         && strlen (head) == len && memcmp (head, bytes, len) == 0)
         return head;
@@ -734,7 +675,7 @@ s_finish_unrun (agent_t *self, const proto_msg_t *command, const char *status,
     result->status = strdup (status);
     result->output = strdup ("");
     bool cut = false;
-    result->error = s_clean_text (strdup (error), strlen (error),
+    result->error = proto_text_clean (strdup (error), strlen (error),
                                   PROTO_MAX_TEXT, &cut);
     result->exit_code = -1;
     result->traceparent = s_result_trace (self, result, command->traceparent);
@@ -995,10 +936,10 @@ s_work_done (void *arg, executor_result_t *done)
             if (!self->typed_data)
                 fact->number = false;
             if (fact->key)
-                fact->key = s_clean_text (fact->key, strlen (fact->key),
+                fact->key = proto_text_clean (fact->key, strlen (fact->key),
                                           PROTO_MAX_TEXT, &cut_fact);
             if (fact->value)
-                fact->value = s_clean_text (fact->value,
+                fact->value = proto_text_clean (fact->value,
                                             strlen (fact->value),
                                             PROTO_MAX_TEXT, &cut_fact);
         }
@@ -1606,15 +1547,8 @@ s_build_hello (agent_t *self, char *err, size_t err_len)
     hello->version = strdup (GRID_VERSION);
     hello->instance = strdup (self->instance);
     hello->concurrency = config->concurrency;
-    //  Acks of several results in one message, and results in batches
-    //  once a welcome grants them (PROTOCOL.md 4.1 rule 8)
-    //  (and data values that are ints, PROTO_FEATURE_TYPED_DATA)
-    //  (and commands that carry a traceparent, PROTO_FEATURE_TRACE, and
-    //  output pieces while a task runs, PROTO_FEATURE_LIVE_OUTPUT, and
-    //  commands that ask for the action's check, PROTO_FEATURE_CHECK)
-    //  (and a cluster's epoch on what the broker sends, PROTO_FEATURE_EPOCH)
-    //  (and output pieces' acks in batches once a welcome grants it,
-    //  PROTO_FEATURE_OUTPUT_ACKS)
+    //  Every message it understands beyond the base set, some of them
+    //  once a welcome grants them (PROTOCOL.md 4.2, hello features)
     const char *features [] = { PROTO_FEATURE_RESULT_ACKS,
                                 PROTO_FEATURE_RESULTS,
                                 PROTO_FEATURE_TYPED_DATA,
@@ -1695,7 +1629,7 @@ agent_new (agent_config_t *config, char *err, size_t err_len)
     self->hostname [HOST_NAME_MAX] = 0;
     //  The wire takes only UTF-8 text: a stray byte becomes '?'
     bool cut_name = false;
-    char *clean = s_clean_text (strdup (self->hostname),
+    char *clean = proto_text_clean (strdup (self->hostname),
                                 strlen (self->hostname), HOST_NAME_MAX,
                                 &cut_name);
     if (clean)
@@ -1837,73 +1771,6 @@ agent_new (agent_config_t *config, char *err, size_t err_len)
     return self;
 }
 
-static bool
-s_text_differs (const char *a, const char *b)
-{
-    return (a == NULL) != (b == NULL) || (a && strcmp (a, b) != 0);
-}
-
-static bool
-s_lists_differ (char **a, size_t a_count, char **b, size_t b_count)
-{
-    if (a_count != b_count)
-        return true;
-    for (size_t index = 0; index < a_count; index++)
-        if (strcmp (a [index], b [index]) != 0)
-            return true;
-    return false;
-}
-
-//  Names the settings of FRESH that differ from RUNNING and need a
-//  restart, into TEXT ("" when none).
-static void
-s_restart_only (const agent_config_t *running, const agent_config_t *fresh,
-                char *text, size_t text_len)
-{
-    bool labels = running->label_count != fresh->label_count;
-    for (size_t index = 0; !labels && index < running->label_count; index++)
-        labels = strcmp (running->labels [index].key,
-                         fresh->labels [index].key) != 0
-                 || strcmp (running->labels [index].value,
-                            fresh->labels [index].value) != 0;
-    const struct {
-        const char *name;
-        bool changed;
-    } checks [] = {
-        { "id", s_text_differs (running->id, fresh->id) },
-        { "groups", s_lists_differ (running->groups, running->group_count,
-                                    fresh->groups, fresh->group_count) },
-        { "labels", labels },
-        { "broker", s_text_differs (running->broker, fresh->broker) },
-        { "publish", s_text_differs (running->publish, fresh->publish) },
-        { "state_dir", s_text_differs (running->state_dir,
-                                       fresh->state_dir) },
-        { "concurrency", running->concurrency != fresh->concurrency },
-        { "tool_dir", s_text_differs (running->tool_dir, fresh->tool_dir) },
-        { "output_cap_bytes",
-          running->output_cap_bytes != fresh->output_cap_bytes },
-        { "resolv_conf", s_text_differs (running->resolv_conf,
-                                         fresh->resolv_conf) },
-        { "file.roots", s_lists_differ (running->file_roots,
-                                        running->file_root_count,
-                                        fresh->file_roots,
-                                        fresh->file_root_count) },
-        { "kill_grace", running->kill_grace_ms != fresh->kill_grace_ms },
-        { "key", s_text_differs (running->key_file, fresh->key_file) },
-        { "broker_key", s_text_differs (running->broker_key,
-                                        fresh->broker_key) },
-        { "insecure", running->insecure != fresh->insecure },
-        { "log_format", s_text_differs (running->log_format,
-                                        fresh->log_format) },
-    };
-    size_t used = 0;
-    text [0] = 0;
-    for (size_t index = 0; index < sizeof checks / sizeof checks [0]; index++)
-        if (checks [index].changed && used < text_len)
-            used += (size_t) snprintf (text + used, text_len - used, "%s%s",
-                                       used ? ", " : "", checks [index].name);
-}
-
 int
 agent_reload (agent_t *self)
 {
@@ -1919,8 +1786,8 @@ agent_reload (agent_t *self)
         return -1;
     }
     char later [512];
-    s_restart_only (running, &fresh, later, sizeof (later));
-    bool offers = s_lists_differ (running->disabled, running->disabled_count,
+    agent_config_restart_only (running, &fresh, later, sizeof (later));
+    bool offers = agent_config_lists_differ (running->disabled, running->disabled_count,
                                   fresh.disabled, fresh.disabled_count);
     if (offers) {
         char **disabled = running->disabled;

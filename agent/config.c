@@ -1151,3 +1151,74 @@ agent_config_label_add (proto_kv_t **labels_p, size_t *count_p,
 {
     return s_label_add (labels_p, count_p, key, value);
 }
+
+
+//  ---------------------------------------------------------------------
+//  Reloads
+
+static bool
+s_text_differs (const char *a, const char *b)
+{
+    return (a == NULL) != (b == NULL) || (a && strcmp (a, b) != 0);
+}
+
+bool
+agent_config_lists_differ (char **a, size_t a_count, char **b, size_t b_count)
+{
+    if (a_count != b_count)
+        return true;
+    for (size_t index = 0; index < a_count; index++)
+        if (strcmp (a [index], b [index]) != 0)
+            return true;
+    return false;
+}
+
+//  Names the settings of FRESH that differ from RUNNING and need a
+//  restart, into TEXT ("" when none).
+void
+agent_config_restart_only (const agent_config_t *running, const agent_config_t *fresh,
+                char *text, size_t text_len)
+{
+    bool labels = running->label_count != fresh->label_count;
+    for (size_t index = 0; !labels && index < running->label_count; index++)
+        labels = strcmp (running->labels [index].key,
+                         fresh->labels [index].key) != 0
+                 || strcmp (running->labels [index].value,
+                            fresh->labels [index].value) != 0;
+    const struct {
+        const char *name;
+        bool changed;
+    } checks [] = {
+        { "id", s_text_differs (running->id, fresh->id) },
+        { "groups", agent_config_lists_differ (running->groups, running->group_count,
+                                    fresh->groups, fresh->group_count) },
+        { "labels", labels },
+        { "broker", s_text_differs (running->broker, fresh->broker) },
+        { "publish", s_text_differs (running->publish, fresh->publish) },
+        { "state_dir", s_text_differs (running->state_dir,
+                                       fresh->state_dir) },
+        { "concurrency", running->concurrency != fresh->concurrency },
+        { "tool_dir", s_text_differs (running->tool_dir, fresh->tool_dir) },
+        { "output_cap_bytes",
+          running->output_cap_bytes != fresh->output_cap_bytes },
+        { "resolv_conf", s_text_differs (running->resolv_conf,
+                                         fresh->resolv_conf) },
+        { "file.roots", agent_config_lists_differ (running->file_roots,
+                                        running->file_root_count,
+                                        fresh->file_roots,
+                                        fresh->file_root_count) },
+        { "kill_grace", running->kill_grace_ms != fresh->kill_grace_ms },
+        { "key", s_text_differs (running->key_file, fresh->key_file) },
+        { "broker_key", s_text_differs (running->broker_key,
+                                        fresh->broker_key) },
+        { "insecure", running->insecure != fresh->insecure },
+        { "log_format", s_text_differs (running->log_format,
+                                        fresh->log_format) },
+    };
+    size_t used = 0;
+    text [0] = 0;
+    for (size_t index = 0; index < sizeof checks / sizeof checks [0]; index++)
+        if (checks [index].changed && used < text_len)
+            used += (size_t) snprintf (text + used, text_len - used, "%s%s",
+                                       used ? ", " : "", checks [index].name);
+}

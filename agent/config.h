@@ -141,4 +141,14 @@ int agent_config_list_add (char ***list_p, size_t *count_p,
 int agent_config_label_add (proto_kv_t **labels_p, size_t *count_p,
                             const char *key, const char *value);
 
+//  True when the COUNT-long lists A and B differ (in order).
+bool agent_config_lists_differ (char **a, size_t a_count, char **b,
+                                size_t b_count);
+
+//  Names the settings of FRESH that differ from RUNNING and take effect
+//  only at a restart (a reload leaves them), into TEXT ("" when none).
+void agent_config_restart_only (const agent_config_t *running,
+                                const agent_config_t *fresh, char *text,
+                                size_t text_len);
+
 #endif
