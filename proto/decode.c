@@ -873,6 +873,8 @@ s_direct_text (s_reader_t *reader, s_text_t rule, char **out)
     bool named = rule == S_TEXT_NAME || rule == S_TEXT_LABEL
                  || rule == S_TEXT_JOB || rule == S_TEXT_STATUS
                  || rule == S_TEXT_STREAM || rule == S_TEXT_TRACE;
+    //  Rules that judge the text itself, beyond its length and UTF-8
+    bool judged = named || rule == S_TEXT_FACT;
     if (s_read_str (reader, &bytes, &len) || len > proto_text_max (rule)
     ||  (!named && !pv_text_valid (bytes, len)))
         return -1;
@@ -889,8 +891,8 @@ s_direct_text (s_reader_t *reader, s_text_t rule, char **out)
     //  The other rules are the length, checked above. A NUL inside
     //  would end the text those checks read before its end
     static const s_path_t path = { NULL, "", 0, 0, false };
-    if (named && (strlen (text) != len
-                  || proto_text_check (rule, text, len, &path, NULL, 0)))
+    if (judged && (strlen (text) != len
+                   || proto_text_check (rule, text, len, &path, NULL, 0)))
         return -1;
     *out = text;
     return 0;

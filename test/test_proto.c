@@ -1750,6 +1750,14 @@ test_proto_direct_decode_declines_hostile (void **state)
     free (copy);
     pw_destroy (&valid);
 
+    //  A fact value with a control byte (the fuzzer's find): the direct
+    //  decode once took what the encoder then refused
+    const char facts [] =
+        "\x84\xa1v\x02\xa4type\xa5" "facts\xa4node\xa6web-01\xa5" "facts"
+        "\x83\xa6mem_mb\xa4" "81\x19" "2\xa2os\xa6" "debian"
+        "\xaaos_version\xa2" "12";
+    s_direct_declines_bad (facts, sizeof facts - 1);
+
     proto_msg_t *msg = NULL;
     assert_int_equal (proto_msg_decode_direct (NULL, 0, &msg), 1);
     assert_null (msg);
