@@ -310,8 +310,8 @@ $(BUILD)/test/test_layers: test/check_layers.sh test/check_layers_selftest.sh
 # throwaway root, bash completion), one more suite.
 $(BUILD)/test/test_packaging: test/packaging.sh
 	@mkdir -p $(dir $@)
-	@printf '#!/bin/sh\nexec sh "%s" "%s" "%s"\n' "$(abspath test/packaging.sh)" \
-		"$(abspath .)" "$(abspath $(BUILD))" >$@
+	@printf '#!/bin/sh\nexec sh "%s" "%s" "%s" "%s"\n' "$(abspath test/packaging.sh)" \
+		"$(abspath .)" "$(abspath $(BUILD))" "$(SANITIZE)" >$@
 	@chmod +x $@
 
 # Mixed releases (test/upgrade.sh): the previous release of RELEASES,

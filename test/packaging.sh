@@ -5,11 +5,14 @@
 # `make uninstall` takes it away again), and `make deb` builds packages
 # that lintian passes and whose programs run from a throwaway root.
 #
-# usage: sh test/packaging.sh SRC_DIR BUILD_DIR
+# usage: sh test/packaging.sh SRC_DIR BUILD_DIR [SANITIZE]
+# (SANITIZE as the build was made, so that make install and make deb use
+# the programs in BUILD_DIR instead of building them again without it)
 # Prints cmocka-style lines, so test/run_tests.sh counts each check.
 set -u
 src=$1
 build=$2
+sanitize=${3:-}
 bin="$build/bin"
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/grid-pkg-XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
@@ -95,7 +98,7 @@ units_verify() {
 
 install_and_uninstall() {
     dest="$tmp/dest"
-    make -s -C "$src" BUILD="$build" install PREFIX=/usr DESTDIR="$dest" >/dev/null || return 1
+    make -s -C "$src" BUILD="$build" SANITIZE="$sanitize" install PREFIX=/usr DESTDIR="$dest" >/dev/null || return 1
     for f in usr/sbin/gridbroker usr/sbin/gridagent usr/bin/gridcli \
         usr/sbin/gridrelay etc/grid/gridrelay.yaml \
         lib/systemd/system/gridrelay.service usr/share/man/man8/gridrelay.8 \
@@ -115,15 +118,15 @@ install_and_uninstall() {
     bash -n "$dest/usr/share/bash-completion/completions/gridcli" || return 1
     # A second install keeps a config the operator changed
     echo "# mine" >>"$dest/etc/grid/gridcli.yaml"
-    make -s -C "$src" BUILD="$build" install PREFIX=/usr DESTDIR="$dest" >/dev/null || return 1
+    make -s -C "$src" BUILD="$build" SANITIZE="$sanitize" install PREFIX=/usr DESTDIR="$dest" >/dev/null || return 1
     grep -q '^# mine$' "$dest/etc/grid/gridcli.yaml" || { echo "install replaced a changed config"; return 1; }
-    make -s -C "$src" BUILD="$build" uninstall PREFIX=/usr DESTDIR="$dest" >/dev/null || return 1
+    make -s -C "$src" BUILD="$build" SANITIZE="$sanitize" uninstall PREFIX=/usr DESTDIR="$dest" >/dev/null || return 1
     left=$(cd "$dest" && find . -type f | sort)
     [ "$left" = "./etc/grid/gridcli.yaml" ] || { echo "uninstall left: $left"; return 1; }
 }
 
 debian_packages() {
-    make -s -C "$src" BUILD="$build" deb >"$tmp/deb.log" 2>&1 || { cat "$tmp/deb.log"; return 1; }
+    make -s -C "$src" BUILD="$build" SANITIZE="$sanitize" deb >"$tmp/deb.log" 2>&1 || { cat "$tmp/deb.log"; return 1; }
     # lintian clean: no error and no warning either
     if grep -E '^[EW]: ' "$build/deb/lintian.log"; then
         echo "lintian: the tags above"
