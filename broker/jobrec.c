@@ -1797,6 +1797,7 @@ jobrec_write_progress (const sched_job_t *job, pw_t *writer)
         if (by_status [status])
             kinds++;
     size_t batches = job->cells ? sched_job_batch_count (job) : 1;
+    size_t budget = batches > 1 ? sched_job_budget (job) : SIZE_MAX;
     //  Running tasks that reported progress (kept in memory only)
     size_t reporting = 0;
     size_t cell_count = job->cells ? job->step_count * nodes : 0;
@@ -1805,7 +1806,8 @@ jobrec_write_progress (const sched_job_t *job, pw_t *writer)
             && reporting < JOBREC_PROGRESS_TASKS)
             reporting++;
     pw_map (writer, 8 + (job->reason ? 1 : 0) + (job->updated_at_ms > 0 ? 1 : 0)
-                        + (reporting ? 1 : 0) + (batches > 1 ? 2 : 0));
+                        + (reporting ? 1 : 0) + (batches > 1 ? 2 : 0)
+                        + (budget != SIZE_MAX ? 1 : 0));
     pw_str (writer, "id");
     pw_str (writer, job->id);
     if (batches > 1) {
@@ -1814,6 +1816,11 @@ jobrec_write_progress (const sched_job_t *job, pw_t *writer)
         pw_int (writer, (int64_t) sched_job_batch_current (job) + 1);
         pw_str (writer, "batches");
         pw_int (writer, (int64_t) batches);
+    }
+    if (budget != SIZE_MAX) {
+        //  The failure budget in nodes (R26), set against `failed`
+        pw_str (writer, "budget");
+        pw_int (writer, (int64_t) budget);
     }
     pw_str (writer, "status");
     pw_str (writer, sched_job_status_name (job->status));
