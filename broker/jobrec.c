@@ -918,6 +918,35 @@ jobrec_write_record (store_txn_t *txn, const char *job_id,
     return 0;
 }
 
+//  What a stored SPEC runs, in a few words: its first task's
+//  "backend.action", and "+N" for the N tasks after it ("apt.install +2").
+static void
+s_runs_text (const pv_t *spec, char *text, size_t size)
+{
+    const pv_t *tasks = pv_map_get (spec, "tasks");
+    const pv_t *first = NULL;
+    size_t leaves = 0;
+    for (size_t index = 0; index < pv_size (tasks); index++) {
+        const pv_t *task = pv_array_at (tasks, index);
+        const pv_t *inner = pv_map_get (task, "tasks");
+        size_t count = inner ? pv_size (inner) : 1;
+        if (!first && count)
+            first = inner ? pv_array_at (inner, 0) : task;
+        leaves += count;
+    }
+    size_t backend_len = 0, action_len = 0;
+    const char *backend = pv_str (pv_map_get (first, "backend"), &backend_len);
+    const char *action = pv_str (pv_map_get (first, "action"), &action_len);
+    if (!backend || !action) {
+        snprintf (text, size, "?");
+        return;
+    }
+    int wrote = snprintf (text, size, "%.*s.%.*s", (int) backend_len, backend,
+                          (int) action_len, action);
+    if (leaves > 1 && wrote > 0 && (size_t) wrote < size)
+        snprintf (text + wrote, size - (size_t) wrote, " +%zu", leaves - 1);
+}
+
 int
 jobrec_write_summary (const pv_t *header, pw_t *writer)
 {
@@ -930,9 +959,13 @@ jobrec_write_summary (const pv_t *header, pw_t *writer)
     //  target and expected keep their first shapes (a text, a count) for
     //  the clients that read them; target_text and nodes are the names
     //  every reply shares (PROTOCOL.md, one shape per fact)
-    pw_map (writer, 10 + (has_schedule ? 1 : 0) + (has_submitted_by ? 1 : 0));
+    char runs [NAME_MAX_LEN * 2 + 24];
+    s_runs_text (pv_map_get (header, "spec"), runs, sizeof runs);
+    pw_map (writer, 11 + (has_schedule ? 1 : 0) + (has_submitted_by ? 1 : 0));
     pw_str (writer, "id");
     pw_pv (writer, pv_map_get (header, "id"));
+    pw_str (writer, "runs");
+    pw_str (writer, runs);
     if (has_schedule) {
         pw_str (writer, "schedule");
         pw_pv (writer, schedule);
