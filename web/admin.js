@@ -1,7 +1,7 @@
 // grid dashboard, the admin's pages: #/keys, #/audit, #/dlq, #/notify.
 
-import { api, badge, can, clear, enc, every, flash, flashError, h, jobLink, q, roleButton,
-    session, timeEl, views } from './common.js';
+import { api, badge, can, clear, enc, every, flash, flashError, h, inFrame, jobLink, listKeys, onChanges, q,
+    roleButton, session, timeEl, views } from './common.js';
 
 // ------------------------------------------------------------------
 // #/keys
@@ -167,6 +167,88 @@ views.audit = (ctx) => {
     };
     load(null).catch(flashError);
     return null;
+};
+
+// ------------------------------------------------------------------
+// #/dlq: the dead letters (cells that failed for good), retried one by
+// one or a job's at once (dlq.retry: a new job for the failed nodes)
+
+views.dlq = (ctx) => {
+    const job = ctx.query.get('job') || '';
+    let entries = [];
+    const search = h('input', { type: 'search', id: 'dlq-filter', placeholder: 'filter: node, job, action  ( / )',
+                                'aria-label': 'filter the dead letters' });
+    const tbody = h('tbody');
+    const keys = listKeys(tbody, search);
+    const foot = h('p', { class: 'muted' });
+    ctx.main.append(
+        h('div', { class: 'titlebar' }, h('h1', null, 'Dead letters'), search),
+        h('p', { class: 'muted' }, 'Cells that failed for good (retries spent), oldest job first. '
+          + 'A retry makes a new job for the failed node (or all of a job\u2019s). '
+          + 'Retrying needs the operator role.',
+          job ? [' Of ', jobLink(job), ' only: ', h('a', { href: '#/dlq', text: 'all' }), '.'] : null),
+        h('div', { class: 'hscroll' }, h('table', { class: 'list', id: 'dlq' },
+          h('thead', null, h('tr', null, ['Job', 'Step', 'Node', 'Action', 'Status', 'Exit', 'Error',
+                                          'Landed', ''].map((t) => h('th', null, t)))),
+          tbody)),
+        foot);
+
+    const retry = async (entry) => {
+        try {
+            const r = await api('POST', '/dlq/retry', { entry });
+            flash('Retrying ' + entry + (r && r.job ? ': new job ' + r.job : '') + '.', 'ok');
+            await refresh();
+        } catch (err) {
+            flashError(err);
+        }
+    };
+
+    const draw = () => {
+        if (!ctx.live())
+            return;
+        const words = search.value.trim().toLowerCase().split(/\s+/).filter(Boolean);
+        const shown = entries.filter((e) => {
+            const hay = [e.job, e.node, e.backend + '.' + e.action, e.status, e.error].join(' ').toLowerCase();
+            return words.every((w) => hay.includes(w));
+        });
+        clear(tbody);
+        for (const e of shown)
+            tbody.append(h('tr', { dataset: { entry: e.id, key: e.id, status: e.status } },
+                h('td', null, jobLink(e.job)),
+                h('td', { text: e.step }),
+                h('td', null, h('a', { class: 'mono', href: '#/nodes/' + enc(e.node), text: e.node })),
+                h('td', { class: 'mono', text: e.backend + '.' + e.action }),
+                h('td', null, badge(e.status)),
+                h('td', { text: e.exit_code }),
+                h('td', { class: 'mono small detail', title: e.error || '',
+                          text: (e.error || '').trim().split('\n').pop().slice(0, 120) }),
+                h('td', null, timeEl(e.time, true)),
+                h('td', null, e.retry_job ? ['retried as ', jobLink(e.retry_job), ' '] : null,
+                  roleButton('operator', 'Retry', () => retry(e.id),
+                             { class: 'small-btn', dataset: { action: 'retry' } }))));
+        if (!shown.length)
+            tbody.append(h('tr', null, h('td', { colspan: 9, class: 'muted empty' },
+                entries.length ? 'No dead letter matches the filter.' : 'No dead letters.')));
+        foot.textContent = 'Showing ' + shown.length + ' of ' + total + ' \u00b7 live';
+        keys.drawn();
+    };
+    search.addEventListener('input', () => inFrame(draw));
+
+    let total = 0;
+    const refresh = async () => {
+        const r = await api('GET', '/dlq' + q({ job: job || undefined, limit: 1000 }));
+        if (!ctx.live())
+            return;
+        entries = (r && r.entries) || [];
+        total = r && typeof r.total === 'number' ? r.total : entries.length;
+        inFrame(draw);
+    };
+    // A cell lands here as its job moves on: job.changes tells
+    const stop = onChanges(ctx, 30000, refresh, 5000);
+    return () => {
+        stop();
+        keys.stop();
+    };
 };
 
 // ------------------------------------------------------------------

@@ -485,6 +485,7 @@ async function ensureSession() {
     }
     renderWho();
     refreshBrokerState();
+    watchHeaderNodes();
 }
 
 // The header's line about the broker: from the last /status, with the
@@ -495,6 +496,10 @@ let brokerStateAt = 0;     // when a /status last answered (Date.now())
 function drawBrokerState(st) {
     if (st && st.nodes)
         brokerState = st;
+    inFrame(drawBrokerLine);
+}
+
+function drawBrokerLine() {
     const el = clear(document.getElementById('broker-state'));
     if (!brokerState || !session.checked)
         return;
@@ -560,31 +565,129 @@ async function refreshBrokerState() {
         await refreshCluster();
 }
 
-// The header stays current on every page (nodes come and go): it asks
-// again every few seconds while someone is logged in, unless a view (the
-// jobs page) just asked.
+// ------------------------------------------------------------------
+// Live: the broker's change feeds and one drawing per animation frame.
+
+// What waits for the next animation frame (inFrame): each function once.
+const frameQueue = new Set();
+
+// Calls FN at the next animation frame, once however often it is asked
+// before then: what arrives in a burst (changes, events) is drawn once.
+export function inFrame(fn) {
+    if (!frameQueue.size)
+        requestAnimationFrame(() => {
+            const due = [...frameQueue];
+            frameQueue.clear();
+            for (const f of due) {
+                try {
+                    f();
+                } catch (e) {
+                    flashError(e);
+                }
+            }
+        });
+    frameQueue.add(fn);
+}
+
+// A change feed of the broker: a long poll on PATH (job.changes,
+// node.changes) that calls every subscriber once its version moves. One
+// request at a time however many subscribe; none while nobody does.
+// Against a broker without the feed (400 or 404) it stops, and says so
+// (supported false): the subscribers' timers carry on alone.
+function changeFeed(path) {
+    const subscribers = new Set();
+    let version = null;
+    let running = false;
+    let abort = null;
+    const self = {
+        supported: true,
+        subscribe(fn) {
+            subscribers.add(fn);
+            if (!running && self.supported)
+                loop();
+            return () => {
+                subscribers.delete(fn);
+                if (!subscribers.size && abort)
+                    abort.abort();
+            };
+        },
+    };
+    const loop = async () => {
+        running = true;
+        while (subscribers.size && self.supported) {
+            abort = new AbortController();
+            try {
+                const r = await api('GET', path + q({ after: version === null ? undefined : version,
+                                                     timeout_ms: 25000 }),
+                                    undefined, { signal: abort.signal, noRedirect: true });
+                const first = version === null;
+                version = r.version;
+                if (r.changed && !first)
+                    for (const fn of [...subscribers])
+                        fn();
+            } catch (e) {
+                if (e.name === 'AbortError')
+                    continue;
+                if (e.status === 400 || e.status === 404) {
+                    self.supported = false;
+                    break;
+                }
+                if (e.status === 401 || e.status === 403)
+                    break;
+                await sleep(2000);   // a broker that went away is tried again later
+            }
+        }
+        running = false;
+    };
+    return self;
+}
+
+export const jobFeed = changeFeed('/jobs/changes');
+export const nodeFeed = changeFeed('/nodes/changes');
+
+// The header asks /status again once a node changed (at most every
+// CHANGES_MIN_MS): its counts are true within a moment, on every page.
+let headerAsked = 0;
+let headerTimer = null;
+function headerNodesChanged() {
+    if (headerTimer)
+        return;
+    headerTimer = setTimeout(() => {
+        headerTimer = null;
+        headerAsked = Date.now();
+        refreshBrokerState();
+    }, Math.max(0, CHANGES_MIN_MS - (Date.now() - headerAsked)));
+}
+
+function watchHeaderNodes() {
+    nodeFeed.subscribe(headerNodesChanged);
+}
+
+// The header stays current on every page: its node counts are asked
+// again as soon as a node changes (node.changes, pushed), the rest every
+// few seconds while someone is logged in, unless a view just asked.
 const BROKER_STATE_MS = 5000;
+const BROKER_STATE_PUSHED_MS = 15000;  // while node.changes tells of nodes
 (function pollBrokerState() {
+    const every = nodeFeed.supported ? BROKER_STATE_PUSHED_MS : BROKER_STATE_MS;
     setTimeout(async () => {
         if (session.checked && !location.hash.startsWith('#/login')) {
-            if (Date.now() - brokerStateAt >= BROKER_STATE_MS - 100)
+            if (Date.now() - brokerStateAt >= every - 100)
                 await refreshBrokerState();
             else if (clusterDue())
                 await refreshCluster();
         }
         pollBrokerState();
-    }, document.hidden ? BROKER_STATE_MS * 3 : BROKER_STATE_MS);
+    }, document.hidden ? every * 3 : every);
 })();
 
-// Calls fn now and again as soon as any job changes (job.changes, a long
-// poll the broker answers on change), at most every CHANGES_MIN_MS, and
-// every ms anyway; against a broker without job.changes, every ms only.
+// Calls fn now and again as soon as FEED changes, at most every MIN_MS
+// (a number, or a function that says it: a large read waits longer), and
+// every MS anyway (every OLD_MS against a broker without the feed).
 // Returns a stop().
 const CHANGES_MIN_MS = 200;
-export function onChanges(ctx, ms, fn) {
-    const abort = new AbortController();
+function onFeed(feed, ctx, ms, oldMs, fn, minMs = CHANGES_MIN_MS) {
     let stopped = false;
-    let version = null;
     let timer = null;
     let last = 0;
     let running = false;
@@ -598,7 +701,7 @@ export function onChanges(ctx, ms, fn) {
         }
         running = true;
         clearTimeout(timer);
-        const wait = CHANGES_MIN_MS - (Date.now() - last);
+        const wait = (typeof minMs === 'function' ? minMs() : minMs) - (Date.now() - last);
         if (wait > 0)
             await sleep(wait);
         last = Date.now();
@@ -616,36 +719,29 @@ export function onChanges(ctx, ms, fn) {
             run();
             return;
         }
-        timer = setTimeout(run, document.hidden ? ms * 3 : ms);
+        const period = feed.supported ? ms : oldMs;
+        timer = setTimeout(run, document.hidden ? period * 3 : period);
     };
-    const watch = async () => {
-        while (!stopped && ctx.live()) {
-            try {
-                const r = await api('GET', '/jobs/changes' + q({ after: version === null ? undefined : version,
-                                                                timeout_ms: 25000 }),
-                                    undefined, { signal: abort.signal, noRedirect: true });
-                const first = version === null;
-                version = r.version;
-                if (r.changed && !first)
-                    run();
-            } catch (e) {
-                if (e.name === 'AbortError' || stopped)
-                    return;
-                // An older broker (no such request), or a pause: the timer
-                // carries on alone; a broker that went away is tried again later
-                if (e.status === 400 || e.status === 404)
-                    return;
-                await sleep(ms);
-            }
-        }
-    };
+    const unsubscribe = feed.subscribe(run);
     run();
-    watch();
     return () => {
         stopped = true;
         clearTimeout(timer);
-        abort.abort();
+        unsubscribe();
     };
+}
+
+// Calls fn now and as soon as any job changes (job.changes), and every MS
+// anyway (every OLD_MS against a broker without job.changes); see onFeed.
+export function onChanges(ctx, ms, fn, oldMs = ms) {
+    return onFeed(jobFeed, ctx, ms, oldMs, fn);
+}
+
+// Calls fn now and as soon as any node changes (node.changes), at most
+// every MIN_MS, and every MS anyway (every OLD_MS against a broker without
+// node.changes).
+export function onNodeChanges(ctx, ms, oldMs, fn, minMs) {
+    return onFeed(nodeFeed, ctx, ms, oldMs, fn, minMs);
 }
 
 // Calls fn now and every ms while the view is live; returns a stop().
@@ -900,4 +996,71 @@ export function pageBytes(data) {
     for (let i = 0; i < bin.length; i++)
         out[i] = bin.charCodeAt(i);
     return out;
+}
+
+// ------------------------------------------------------------------
+// Keyboard: in a list, j/k (or the arrows) move through the rows, Enter
+// opens the row's first link, / goes to the filter, Escape leaves it.
+// Rows are known by their data-key (a job or node id): the mark stays on
+// its row when the list is drawn again. Returns {drawn(), stop()}:
+// drawn() after each drawing puts the mark back.
+
+export function listKeys(tbody, filter) {
+    let key = null;
+    const rows = () => [...tbody.querySelectorAll('tr[data-key]')];
+    const mark = (scroll) => {
+        for (const tr of tbody.querySelectorAll('tr.kbd'))
+            tr.classList.remove('kbd');
+        const tr = key === null ? null : rows().find((r) => r.dataset.key === key);
+        if (!tr)
+            return;
+        tr.classList.add('kbd');
+        if (scroll)
+            tr.scrollIntoView({ block: 'nearest' });
+    };
+    const onKey = (ev) => {
+        if (ev.ctrlKey || ev.metaKey || ev.altKey || !tbody.isConnected)
+            return;
+        const t = ev.target;
+        const typing = t && (t.tagName === 'INPUT' || t.tagName === 'TEXTAREA' || t.tagName === 'SELECT'
+                             || t.isContentEditable);
+        if (typing) {
+            if (ev.key === 'Escape' || (ev.key === 'ArrowDown' && t === filter)) {
+                t.blur();
+                ev.preventDefault();
+            }
+            return;
+        }
+        if (ev.key === '/' && filter) {
+            ev.preventDefault();
+            filter.focus();
+            filter.select();
+            return;
+        }
+        const list = rows();
+        if (!list.length)
+            return;
+        let at = list.findIndex((r) => r.dataset.key === key);
+        if (ev.key === 'j' || ev.key === 'ArrowDown')
+            at = Math.min(list.length - 1, at + 1);
+        else if (ev.key === 'k' || ev.key === 'ArrowUp')
+            at = Math.max(0, at < 0 ? 0 : at - 1);
+        else if (ev.key === 'Enter' && at >= 0) {
+            const a = list[at].querySelector('a[href]');
+            if (a) {
+                ev.preventDefault();
+                location.hash = a.getAttribute('href');
+            }
+            return;
+        } else
+            return;
+        ev.preventDefault();
+        key = list[at].dataset.key;
+        mark(true);
+    };
+    document.addEventListener('keydown', onKey);
+    return {
+        drawn: () => mark(false),
+        stop: () => document.removeEventListener('keydown', onKey),
+    };
 }

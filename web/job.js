@@ -5,6 +5,7 @@ import { CELL_SHORT, FINAL, FINAL_CELL, IN_FLIGHT, api, append, badge, cellRank,
     enc, eventBadge, every, fact, flash, flashError, flattenSteps, fmtBytes, fmtClock,
     fmtDuration, fmtTime, h, jobLink, legend, loadOutput, onScrollFrame, pageBytes, progressEls,
     progressText, q, roleButton, sleep, sse, targetText, timeEl, toneColour, virtualRows } from './common.js';
+import { batchesView, dagView } from './jobgraph.js';
 
 export function jobView(ctx, id) {
     const abort = new AbortController();
@@ -28,6 +29,15 @@ export function jobView(ctx, id) {
     const gridFilter = h('input', { type: 'search', id: 'grid-filter', placeholder: 'filter nodes',
                                     hidden: true });
     let statusFilter = '';         // rows with a cell of this status only ('' = all)
+    let progress = null;           // the job's last progress (job.progress, the stream)
+    // The nodes' groups and labels (node.list, read once): the rows can be
+    // filtered by them
+    let nodeInfo = null;           // Map(node -> {groups: [..], labels: ['k=v', ..]})
+    const groupSelect = h('select', { id: 'grid-group', 'aria-label': 'nodes of a group', hidden: true });
+    const labelSelect = h('select', { id: 'grid-label', 'aria-label': 'nodes with a label', hidden: true });
+    let groupFilter = ctx.query.get('group') || '';
+    let labelFilter = ctx.query.get('label') || '';
+    const shapesBox = h('div', { class: 'shapes' });
     const mapBox = h('div', { class: 'mapbox', id: 'heatmap', hidden: true });
     const forceMap = ctx.query.get('view') === 'map';
     const statusChips = h('nav', { class: 'filters', id: 'cell-filters', 'aria-label': 'cell status filter' });
@@ -42,7 +52,9 @@ export function jobView(ctx, id) {
         h('p', { class: 'crumbs' }, h('a', { href: '#/jobs' }, 'Jobs'), ' / ',
           h('span', { class: 'mono', text: id })),
         head, actions,
-        h('div', { class: 'titlebar' }, h('h2', null, 'Nodes \u00d7 steps ', liveEl), gridFilter),
+        shapesBox,
+        h('div', { class: 'titlebar' }, h('h2', null, 'Nodes \u00d7 steps ', liveEl),
+          h('div', { class: 'gridfilters' }, groupSelect, labelSelect, gridFilter)),
         statusChips, mapBox, gridBox, cellBox,
         h('h2', null, 'Timeline'),
         h('div', { class: 'timeline' }, h('table', { class: 'list events', id: 'events' },
@@ -178,6 +190,10 @@ export function jobView(ctx, id) {
     // A job.progress answer (or a stream's progress event): its tasks go to
     // their cells at once, without fetching the job's record.
     const setProgress = (p) => {
+        if (p && typeof p === 'object')
+            progress = p;
+        if (record && p && (typeof p.batch === 'number' || typeof p.budget === 'number'))
+            drawShapes();
         tasks = new Map();
         for (const t of (p && Array.isArray(p.tasks) ? p.tasks : []))
             if (t && typeof t.node === 'string' && typeof t.step === 'number')
@@ -218,8 +234,12 @@ export function jobView(ctx, id) {
             statusFilter = '';
         drawChips(counts, allNodes.length);
         const needle = gridFilter.value.trim().toLowerCase();
+        drawNodeFilters(allNodes);
+        const info = (n) => (nodeInfo && nodeInfo.get(n)) || { groups: [], labels: [] };
         const matching = allNodes.filter((n) => (!needle || n.toLowerCase().includes(needle))
-            && (!statusFilter || cellsOf(results, n, nsteps).has(statusFilter)));
+            && (!statusFilter || cellsOf(results, n, nsteps).has(statusFilter))
+            && (!groupFilter || info(n).groups.includes(groupFilter))
+            && (!labelFilter || info(n).labels.includes(labelFilter)));
         gridFilter.hidden = allNodes.length <= 10;
         drawMap(matching, results, nsteps, steps);
         const headRow = h('tr', null, h('th', { class: 'corner' }, 'node \\ step'));
@@ -415,6 +435,76 @@ export function jobView(ctx, id) {
             drawGrid();
     });
 
+    // The group and label choices: those the job's nodes have (hidden when
+    // none has any); a choice keeps the rows of those nodes only.
+    const drawNodeFilters = (nodes) => {
+        const groups = new Set(), labels = new Set();
+        for (const n of nodes) {
+            const i = nodeInfo && nodeInfo.get(n);
+            if (!i)
+                continue;
+            i.groups.forEach((g) => groups.add(g));
+            i.labels.forEach((l) => labels.add(l));
+        }
+        const fill = (select, values, current, any) => {
+            const key = [...values].sort().join('\n') + '|' + current;
+            if (select.dataset.drawn === key)
+                return;
+            select.dataset.drawn = key;
+            clear(select);
+            select.append(h('option', { value: '', text: any }));
+            for (const v of [...values].sort())
+                select.append(h('option', { value: v, text: v, selected: v === current }));
+            select.value = current;
+            select.hidden = !values.size && !current;
+        };
+        fill(groupSelect, groups, groupFilter, 'any group');
+        fill(labelSelect, labels, labelFilter, 'any label');
+    };
+    groupSelect.addEventListener('change', () => {
+        groupFilter = groupSelect.value;
+        scrollBox.scrollTop = 0;
+        if (record)
+            drawGrid();
+    });
+    labelSelect.addEventListener('change', () => {
+        labelFilter = labelSelect.value;
+        scrollBox.scrollTop = 0;
+        if (record)
+            drawGrid();
+    });
+    const loadNodeInfo = async () => {
+        try {
+            const r = await api('GET', '/nodes', undefined, { signal: abort.signal });
+            nodeInfo = new Map();
+            for (const n of (r && r.nodes) || [])
+                nodeInfo.set(n.id, { groups: Array.isArray(n.groups) ? n.groups : [],
+                                     labels: Object.entries(n.labels || {}).map(([k, v]) => k + '=' + v) });
+            if (ctx.live() && record)
+                drawGrid();
+        } catch (err) {
+            // the filters stay hidden: the grid is whole without them
+        }
+    };
+
+    // The rolling job's batches and the graph job's DAG, when it has them.
+    let shapesDrawn = '';
+    const drawShapes = () => {
+        const r = record;
+        const key = JSON.stringify([r.status, r.updated_at, progress && [progress.batch, progress.failed,
+                                    progress.budget, progress.updated_at]]);
+        if (key === shapesDrawn)
+            return;
+        shapesDrawn = key;
+        clear(shapesBox);
+        const batches = batchesView(r, progress || r.progress || null);
+        const dag = dagView(r, null);
+        if (batches)
+            shapesBox.append(batches);
+        if (dag)
+            shapesBox.append(dag);
+    };
+
     const drawCell = () => {
         if (!selected || !record) {
             cellBox.hidden = true;
@@ -519,9 +609,18 @@ export function jobView(ctx, id) {
         if (!ctx.live())
             return;
         record = r;
-        if (FINAL.has(r.status))
+        if (r.progress)
+            progress = r.progress;
+        if (FINAL.has(r.status)) {
             setLive('');
+            progress = null;
+        }
+        if (!nodeInfo && (r.expected || []).length > 1) {
+            nodeInfo = new Map();
+            loadNodeInfo();
+        }
         drawHead();
+        drawShapes();
         drawGrid();
         drawCell();
         document.body.dataset.jobStatus = r.status;

@@ -1,7 +1,7 @@
 // grid dashboard, #/nodes and #/nodes/ID.
 
-import { api, badge, clear, drawNodeCounts, enc, every, fact, flash, flashError, fmtTime, h,
-    jobLink, onScrollFrame, roleButton, timeEl, views, virtualRows } from './common.js';
+import { api, badge, clear, drawNodeCounts, enc, every, fact, flash, flashError, fmtTime, h, inFrame,
+    jobLink, listKeys, onNodeChanges, onScrollFrame, roleButton, timeEl, views, virtualRows } from './common.js';
 
 // ------------------------------------------------------------------
 // #/nodes
@@ -35,7 +35,7 @@ views.nodes = (ctx) => {
             const act = n.drained
                 ? roleButton('admin', 'Resume', () => nodeAction(n.id, 'resume'), { class: 'small-btn', dataset: { needs: 'admin', action: 'resume' } })
                 : roleButton('admin', 'Drain', () => nodeAction(n.id, 'drain'), { class: 'small-btn', dataset: { needs: 'admin', action: 'drain' } });
-            return h('tr', { dataset: { node: n.id, state } },
+            return h('tr', { dataset: { node: n.id, key: n.id, state } },
                 h('td', null, h('a', { class: 'mono', href: '#/nodes/' + enc(n.id), text: n.id })),
                 h('td', null, badge(n.status), n.drained ? [' ', badge('drained')] : null,
                   n.duplicate ? h('span', { class: 'warn small', title: 'a second agent was refused '
@@ -58,8 +58,10 @@ views.nodes = (ctx) => {
             return;
         }
         virtualRows(listBox, tbody, shownNodes.length, (i) => rowOf(shownNodes[i]), rowPitch);
+        keys.drawn();
     };
     onScrollFrame(listBox, drawRows);
+    const keys = listKeys(tbody, filterInput);
 
     const draw = () => {
         const needle = filterInput.value.trim().toLowerCase();
@@ -78,14 +80,14 @@ views.nodes = (ctx) => {
         summary.textContent = nodes.length + ' nodes: ' + online + ' online, '
             + (nodes.length - online) + ' offline, ' + drained + ' drained \u00b7 live';
     };
-    filterInput.addEventListener('input', draw);
+    filterInput.addEventListener('input', () => inFrame(draw));
 
     const refresh = async () => {
         const r = await api('GET', '/nodes');
         if (!ctx.live())
             return;
         nodes = (r && r.nodes) || [];
-        draw();
+        inFrame(draw);
         drawNodeCounts(nodes);
     };
 
@@ -100,7 +102,13 @@ views.nodes = (ctx) => {
             flashError(err);
         }
     };
-    return every(ctx, 4000, refresh);
+    // Pushed: read again once a node changes (a large fleet's list, at
+    // most every second); every 30 s anyway, every 4 s from an older broker
+    const stop = onNodeChanges(ctx, 30000, 4000, refresh, () => (nodes.length > 2000 ? 1000 : 200));
+    return () => {
+        stop();
+        keys.stop();
+    };
 };
 
 // ------------------------------------------------------------------

@@ -1,7 +1,7 @@
 // grid dashboard, #/overview: the fleet at a glance, the landing page.
 
-import { JOB_STATUSES, api, append, clear, clusterState, cssName, every, fmtBytes, fmtClock,
-    fmtDuration, h, q, statusCame, views } from './common.js';
+import { JOB_STATUSES, api, append, clear, clusterState, cssName, fmtBytes, fmtClock,
+    fmtDuration, h, inFrame, onChanges, onNodeChanges, q, statusCame, views } from './common.js';
 
 // ------------------------------------------------------------------
 // #/overview: the fleet at a glance, the landing page
@@ -29,28 +29,80 @@ function sparkline(values, label) {
     return svg;
 }
 
-const OVERVIEW_MS = 5000;
+const OVERVIEW_MS = 5000;          // a trend sample at most this often
+const OVERVIEW_PUSHED_MS = 15000; // read anyway this often while changes are pushed
 const OVERVIEW_JOBS_MS = 30000;   // the recent jobs' tally: a larger read, less often
-const OVERVIEW_SAMPLES = 60;      // five minutes of trend at OVERVIEW_MS
+const OVERVIEW_SAMPLES = 60;      // the trend's samples
 
-views.overview = (ctx) => {
-    const trend = { online: [], running: [], waiting: [], cells: [] };
-    let recent = null;             // {hour: {status: n}, day: {status: n}, seen: n}
-    let recentAt = 0;
-    const body = h('div', { class: 'overview', id: 'overview' });
-    ctx.main.append(h('div', { class: 'titlebar' }, h('h1', null, 'Overview'),
-                      h('span', { class: 'muted', id: 'overview-live' })), body);
-
-    const tile = (id, title, main, detail, spark) => h('section', { class: 'card tile', id },
+// A tile: ID, TITLE, its MAIN line, a DETAIL (text or elements) and a
+// sparkline, any of them null.
+export function tile(id, title, main, detail, spark) {
+    return h('section', { class: 'card tile', id },
         h('h2', null, title),
-        h('div', { class: 'tile-main', text: main }),
+        main !== null && main !== undefined ? h('div', { class: 'tile-main', text: main }) : null,
         detail ? h('div', { class: 'small muted tile-detail' }, detail) : null,
         spark || null);
+}
 
-    const chips = (counts, order, hrefOf) => !order.some((k) => counts[k]) ? 'none'
+// Chips of COUNTS in ORDER, each a link (HREFOF) when given, or 'none'.
+function chips(counts, order, hrefOf) {
+    return !order.some((k) => counts[k]) ? 'none'
         : h('div', { class: 'tallies' }, order.filter((k) => counts[k]).map((k) => h(hrefOf ? 'a' : 'span', {
             class: 'tally st-' + cssName(k), dataset: { status: k },
             href: hrefOf ? hrefOf(k) : undefined, text: counts[k] + ' ' + k.replace(/_/g, ' ') })));
+}
+
+// The overview's tiles, in the order shown: each draws itself from what
+// the last reads gave (D: {st, qs, nodes, jobs, cells, wait, run, store,
+// recent, trend, cluster}) or returns null to be left out. A new tile is
+// one more entry here.
+export const overviewTiles = [
+    (d) => tile('ov-nodes', 'Nodes', (d.nodes.online || 0) + ' / ' + (d.nodes.total || 0) + ' online',
+        [h('a', { href: '#/nodes?show=offline', text: (d.nodes.offline || 0) + ' offline' }),
+         d.nodes.drained ? [' \u00b7 ', h('a', { href: '#/nodes?show=drained', text: d.nodes.drained + ' drained' })] : '',
+         d.nodes.incompatible ? ' \u00b7 ' + d.nodes.incompatible + ' incompatible' : ''],
+        sparkline(d.trend.online, 'nodes online')),
+    (d) => tile('ov-jobs', 'Jobs now', (d.jobs.running || 0) + ' running \u00b7 ' + (d.jobs.pending || 0) + ' pending',
+        (d.cells.running || 0) + ' tasks running, ' + (d.cells.pending || 0) + ' waiting',
+        sparkline(d.trend.running, 'jobs running')),
+    (d) => tile('ov-queue', 'Queue', (d.qs ? (d.qs.jobs || {}).pending || 0 : 0) + ' jobs waiting',
+        [d.wait && d.wait.count ? 'wait p50 ' + fmtDuration(d.wait.p50) + ', p99 ' + fmtDuration(d.wait.p99)
+                                  + ' (5 min)' : 'no wait in the last 5 min',
+         d.qs && d.qs.oldest_pending ? ' \u00b7 oldest ' + d.qs.oldest_pending.job : ''],
+        sparkline(d.trend.waiting, 'queue waiting')),
+    (d) => tile('ov-results', 'Results', (d.run ? d.run.count : 0) + ' in 5 min',
+        d.run && d.run.count ? (d.run.count / 300).toFixed(1) + '/s \u00b7 run p50 ' + fmtDuration(d.run.p50)
+                               + ', p99 ' + fmtDuration(d.run.p99) : 'none in the last 5 min',
+        sparkline(d.trend.cells, 'tasks running')),
+    (d) => tile('ov-dlq', 'Dead letters', String(d.qs ? d.qs.dead_letter || 0 : 0),
+        d.qs && d.qs.dead_letter ? h('a', { href: '#/dlq', text: 'jobs that gave up: see and retry' }) : 'none'),
+    (d) => tile('ov-store', 'Store', (d.store.used_percent !== undefined ? d.store.used_percent : '?') + '% used',
+        fmtBytes(d.store.used_bytes || 0) + ' of ' + fmtBytes(d.store.max_bytes || 0)
+        + (d.store.state && d.store.state !== 'ok' ? ' \u00b7 ' + d.store.state : '')),
+    (d) => tile('ov-recent', 'Jobs, last hour', null,
+        d.recent ? chips(d.recent.hour, JOB_STATUSES, (k) => '#/jobs?status=' + k) : 'reading\u2026'),
+    (d) => tile('ov-day', 'Jobs, last day', null,
+        d.recent ? [chips(d.recent.day, JOB_STATUSES, (k) => '#/jobs?status=' + k),
+                    d.recent.total > d.recent.seen ? h('div', { class: 'muted',
+                        text: 'of the newest ' + d.recent.seen + ' of ' + d.recent.total + ' stored' }) : null]
+                 : 'reading\u2026'),
+    (d) => (d.cluster && d.cluster.role && d.cluster.role !== 'alone'
+        ? tile('ov-cluster', 'Cluster ' + (d.cluster.cluster || ''), (d.cluster.name || '') + ' ' + d.cluster.role
+               + (d.cluster.epoch !== undefined ? ', epoch ' + d.cluster.epoch : ''),
+               (Array.isArray(d.cluster.standbys) ? d.cluster.standbys : []).map((sb) => h('div', {
+                   text: sb.name + ': ' + sb.state + (sb.sync ? ', in sync' : '') })))
+        : null),
+];
+
+views.overview = (ctx) => {
+    const trend = { online: [], running: [], waiting: [], cells: [] };
+    let trendAt = 0;
+    let recent = null;             // {hour: {status: n}, day: {status: n}, seen: n}
+    let recentAt = 0;
+    let last = null;               // what the last reads gave
+    const body = h('div', { class: 'overview', id: 'overview' });
+    ctx.main.append(h('div', { class: 'titlebar' }, h('h1', null, 'Overview'),
+                      h('span', { class: 'muted', id: 'overview-live' })), body);
 
     const tallyRecent = (jobs) => {
         const now = Date.now();
@@ -73,7 +125,18 @@ views.overview = (ctx) => {
             list.shift();
     };
 
-    const refresh = async () => {
+    const draw = () => {
+        if (!ctx.live() || !last)
+            return;
+        clear(body);
+        append(body, overviewTiles.map((t) => t(last)));
+        const live = document.getElementById('overview-live');
+        if (live)
+            live.textContent = 'broker ' + (last.st.state || '') + ' \u00b7 live \u00b7 updated '
+                + fmtClock(new Date().toISOString());
+    };
+
+    const read = async () => {
         const wantJobs = Date.now() - recentAt >= OVERVIEW_JOBS_MS - 100;
         const [st, qs, list] = await Promise.all([
             api('GET', '/status'),
@@ -88,56 +151,43 @@ views.overview = (ctx) => {
                                                                    total: list.total });
             recentAt = Date.now();
         }
-        const nodes = st.nodes || {};
+        const nodes = Object.assign({}, st.nodes || {});
         const jobs = (qs && qs.jobs) || st.jobs || {};
         const cells = (qs && qs.cells) || {};
-        push(trend.online, nodes.online);
-        push(trend.running, jobs.running);
-        push(trend.waiting, (st.queue || {}).waiting);
-        push(trend.cells, cells.running);
-        const wait = (qs && qs.wait_ms && qs.wait_ms['5m']) || null;
-        const run = (qs && qs.run_ms && qs.run_ms['5m']) || null;
-        const store = st.store || {};
-        const c = clusterState;
-        clear(body);
-        append(body, [
-            tile('ov-nodes', 'Nodes', (nodes.online || 0) + ' / ' + (nodes.total || 0) + ' online',
-                [h('a', { href: '#/nodes', text: (nodes.offline || 0) + ' offline' }),
-                 nodes.incompatible ? ' \u00b7 ' + nodes.incompatible + ' incompatible' : ''],
-                sparkline(trend.online, 'nodes online')),
-            tile('ov-jobs', 'Jobs now', (jobs.running || 0) + ' running \u00b7 ' + (jobs.pending || 0) + ' pending',
-                (cells.running || 0) + ' tasks running, ' + (cells.pending || 0) + ' waiting',
-                sparkline(trend.running, 'jobs running')),
-            tile('ov-queue', 'Queue', (qs ? (qs.jobs || {}).pending || 0 : 0) + ' jobs waiting',
-                [wait && wait.count ? 'wait p50 ' + fmtDuration(wait.p50) + ', p99 ' + fmtDuration(wait.p99)
-                                    + ' (5 min)' : 'no wait in the last 5 min',
-                 qs && qs.oldest_pending ? ' \u00b7 oldest ' + qs.oldest_pending.job : ''],
-                sparkline(trend.waiting, 'queue waiting')),
-            tile('ov-results', 'Results', (run ? run.count : 0) + ' in 5 min',
-                run && run.count ? (run.count / 300).toFixed(1) + '/s \u00b7 run p50 ' + fmtDuration(run.p50)
-                                   + ', p99 ' + fmtDuration(run.p99) : 'none in the last 5 min',
-                sparkline(trend.cells, 'tasks running')),
-            tile('ov-dlq', 'Dead letters', String(qs ? qs.dead_letter || 0 : 0),
-                 qs && qs.dead_letter ? 'jobs that gave up: gridcli dlq list' : 'none'),
-            tile('ov-store', 'Store', (store.used_percent !== undefined ? store.used_percent : '?') + '% used',
-                 fmtBytes(store.used_bytes || 0) + ' of ' + fmtBytes(store.max_bytes || 0)
-                 + (store.state && store.state !== 'ok' ? ' \u00b7 ' + store.state : '')),
-            tile('ov-recent', 'Jobs, last hour', null,
-                 recent ? chips(recent.hour, JOB_STATUSES, (k) => '#/jobs?status=' + k) : 'reading\u2026'),
-            tile('ov-day', 'Jobs, last day', null,
-                 recent ? [chips(recent.day, JOB_STATUSES, (k) => '#/jobs?status=' + k),
-                           recent.total > recent.seen ? h('div', { class: 'muted',
-                               text: 'of the newest ' + recent.seen + ' of ' + recent.total + ' stored' }) : null]
-                        : 'reading\u2026'),
-            c && c.role && c.role !== 'alone'
-                ? tile('ov-cluster', 'Cluster ' + (c.cluster || ''), (c.name || '') + ' ' + c.role
-                       + (c.epoch !== undefined ? ', epoch ' + c.epoch : ''),
-                       (Array.isArray(c.standbys) ? c.standbys : []).map((sb) => h('div', {
-                           text: sb.name + ': ' + sb.state + (sb.sync ? ', in sync' : '') })))
-                : null]);
-        const live = document.getElementById('overview-live');
-        if (live)
-            live.textContent = 'broker ' + (st.state || '') + ' \u00b7 updated ' + fmtClock(new Date().toISOString());
+        // The trend takes a sample at most every OVERVIEW_MS (changes come
+        // in bursts); the latest one follows every read
+        if (Date.now() - trendAt >= OVERVIEW_MS - 100 || !trend.online.length) {
+            trendAt = Date.now();
+            push(trend.online, nodes.online);
+            push(trend.running, jobs.running);
+            push(trend.waiting, (st.queue || {}).waiting);
+            push(trend.cells, cells.running);
+        } else {
+            trend.online[trend.online.length - 1] = nodes.online || 0;
+            trend.running[trend.running.length - 1] = jobs.running || 0;
+            trend.waiting[trend.waiting.length - 1] = (st.queue || {}).waiting || 0;
+            trend.cells[trend.cells.length - 1] = cells.running || 0;
+        }
+        last = {
+            st, qs, nodes, jobs, cells, recent, trend, cluster: clusterState,
+            wait: (qs && qs.wait_ms && qs.wait_ms['5m']) || null,
+            run: (qs && qs.run_ms && qs.run_ms['5m']) || null,
+            store: st.store || {},
+        };
+        inFrame(draw);
     };
-    return every(ctx, OVERVIEW_MS, refresh);
+    // Both feeds may ask at once: one read serves them
+    let reading = null;
+    const refresh = () => reading || (reading = read().finally(() => {
+        reading = null;
+    }));
+    // Pushed: read again as soon as a job or a node changes; every
+    // OVERVIEW_PUSHED_MS anyway (the trend, the queue's figures), every
+    // OVERVIEW_MS from a broker without the change feeds
+    const stopJobs = onChanges(ctx, OVERVIEW_PUSHED_MS, refresh, OVERVIEW_MS);
+    const stopNodes = onNodeChanges(ctx, 60000, 60000, refresh);
+    return () => {
+        stopJobs();
+        stopNodes();
+    };
 };

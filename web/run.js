@@ -155,11 +155,36 @@ views.run = (ctx) => {
             err.details && err.details.length ? h('ul', null, err.details.map((d) => h('li', { text: d }))) : null));
     };
 
+    // A modify action runs only after its check was shown (job.check, a
+    // dry run): the first Run shows where it would run, the second sends
+    // the very job checked. A change to the form asks for a new check.
+    let checked = '';
+    const resetSubmit = () => {
+        checked = '';
+        submit.textContent = 'Run';
+        submit.classList.remove('confirm');
+    };
+    form.addEventListener('input', resetSubmit);
+    form.addEventListener('change', resetSubmit);
     form.addEventListener('submit', async (ev) => {
         ev.preventDefault();
         const job = buildJob();
         if (!job)
             return;
+        const act = currentAction();
+        const key = JSON.stringify(job);
+        if (act && act.kind === 'modify' && checked !== key) {
+            const r = await doCheck(job);
+            if (!r || !ctx.live())
+                return;
+            checked = key;
+            const n = (r.nodes || []).length;
+            submit.textContent = n ? 'Confirm: run on ' + (r.any ? 'one of ' : '') + n + ' node'
+                                     + (n === 1 ? '' : 's') : 'Run anyway';
+            submit.classList.add('confirm');
+            submit.focus();
+            return;
+        }
         submit.disabled = true;
         try {
             const r = await api('POST', '/jobs', job);
@@ -172,17 +197,17 @@ views.run = (ctx) => {
     });
 
     // A dry run (job.check): where it would run, and where not, and why.
-    check.addEventListener('click', async () => {
-        const job = buildJob();
-        if (!job)
-            return;
+    // Returns the check's answer, or null (its error shown).
+    const doCheck = async (job) => {
         check.disabled = true;
         try {
             const r = await api('POST', '/jobs/check', job);
             if (!ctx.live())
-                return;
+                return null;
             const nodes = r.nodes || [];
             const notRun = r.not_run || [];
+            for (const old of result.querySelectorAll('#run-check'))
+                old.remove();
             result.append(h('div', { class: 'card check', id: 'run-check' },
                 h('p', null, h('strong', null, 'Check: '), nodes.length
                     ? (r.any ? 'one of ' : '') + nodes.length + ' node' + (nodes.length === 1 ? '' : 's')
@@ -190,11 +215,18 @@ views.run = (ctx) => {
                   h('span', { class: 'mono', text: nodes.join(', ') })),
                 notRun.length ? h('ul', null, notRun.map((n) => h('li', null,
                     h('span', { class: 'mono', text: n.node }), ': ' + (n.reason || n.status)))) : null));
+            return r;
         } catch (err) {
             showError(err);
+            return null;
         } finally {
             check.disabled = false;
         }
+    };
+    check.addEventListener('click', () => {
+        const job = buildJob();
+        if (job)
+            doCheck(job);
     });
 
     (async () => {
