@@ -669,16 +669,16 @@ function watchHeaderNodes() {
 const BROKER_STATE_MS = 5000;
 const BROKER_STATE_PUSHED_MS = 15000;  // while node.changes tells of nodes
 (function pollBrokerState() {
-    const every = nodeFeed.supported ? BROKER_STATE_PUSHED_MS : BROKER_STATE_MS;
+    const period = nodeFeed.supported ? BROKER_STATE_PUSHED_MS : BROKER_STATE_MS;
     setTimeout(async () => {
         if (session.checked && !location.hash.startsWith('#/login')) {
-            if (Date.now() - brokerStateAt >= every - 100)
+            if (Date.now() - brokerStateAt >= period - 100)
                 await refreshBrokerState();
             else if (clusterDue())
                 await refreshCluster();
         }
         pollBrokerState();
-    }, document.hidden ? every * 3 : every);
+    }, document.hidden ? period * 3 : period);
 })();
 
 // Calls fn now and again as soon as FEED changes, at most every MIN_MS
