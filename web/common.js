@@ -793,6 +793,7 @@ views.login = (ctx) => {
             session.open = false;
             renderWho();
             refreshBrokerState();
+            watchHeaderNodes();
             location.hash = '#' + (next.startsWith('/') && !next.startsWith('/login') ? next : '/overview');
         } catch (err) {
             session.token = '';
