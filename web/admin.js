@@ -183,7 +183,7 @@ views.dlq = (ctx) => {
     const foot = h('p', { class: 'muted' });
     ctx.main.append(
         h('div', { class: 'titlebar' }, h('h1', null, 'Dead letters'), search),
-        h('p', { class: 'muted' }, 'Cells that failed for good (retries spent), oldest job first. '
+        h('p', { class: 'muted' }, 'Cells of jobs with dead_letter that failed for good (every retry spent), oldest job first. '
           + 'A retry makes a new job for the failed node (or all of a job\u2019s). '
           + 'Retrying needs the operator role.',
           job ? [' Of ', jobLink(job), ' only: ', h('a', { href: '#/dlq', text: 'all' }), '.'] : null),
