@@ -874,7 +874,6 @@ export function virtualRows(box, tbody, count, row, pitch) {
     const view = box.clientHeight || 600;
     const scrolled = box.scrollTop;
     box.classList.toggle('virtual', count > VIRTUAL_ROWS);
-    clear(tbody);
     let first = 0, last = count;
     if (count > VIRTUAL_ROWS) {
         first = Math.min(count - 1, Math.max(0, Math.floor(scrolled / pitch.px) - VIRTUAL_OVERSCAN));
@@ -885,12 +884,22 @@ export function virtualRows(box, tbody, count, row, pitch) {
         tr.style.height = rows * pitch.px + 'px';   // CSSOM: the policy allows no style attribute
         return tr;
     };
+    const want = [];
     if (first > 0)
-        tbody.append(spacer(first, 'above'));
+        want.push(spacer(first, 'above'));
     for (let i = first; i < last; i++)
-        tbody.append(row(i));
+        want.push(row(i));
     if (last < count)
-        tbody.append(spacer(count - last, 'below'));
+        want.push(spacer(count - last, 'below'));
+    // A row ROW gives again (the same element: its data did not change)
+    // stays where it is, untouched: a click on it is not lost to a redraw
+    want.forEach((tr, i) => {
+        const now = tbody.children[i];
+        if (now !== tr)
+            tbody.insertBefore(tr, now || null);
+    });
+    while (tbody.children.length > want.length)
+        tbody.lastElementChild.remove();
     const drawn = tbody.querySelectorAll('tr:not(.spacer)');
     const px = drawn.length > 1 ? drawn[1].offsetTop - drawn[0].offsetTop : 0;
     if (count > VIRTUAL_ROWS && px > 0 && Math.abs(px - pitch.px) > 1) {

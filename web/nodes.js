@@ -28,8 +28,19 @@ views.nodes = (ctx) => {
     ctx.main.append(h('div', { class: 'titlebar' }, h('h1', null, 'Nodes'), filterInput),
         filters, listBox, summary);
 
-    // One node's row.
+    // One node's row: the same element while the node's data is the same
+    // (virtualRows leaves it in place), a new one when it changed.
+    let rowCache = new Map();      // node id -> {sig, tr}
     const rowOf = (n) => {
+        const sig = JSON.stringify(n);
+        const cached = rowCache.get(n.id);
+        if (cached && cached.sig === sig)
+            return cached.tr;
+        const tr = drawRow(n);
+        rowCache.set(n.id, { sig, tr });
+        return tr;
+    };
+    const drawRow = (n) => {
             const state = n.drained ? 'drained' : n.status;
             const labels = Object.entries(n.labels || {});
             const act = n.drained
@@ -87,6 +98,9 @@ views.nodes = (ctx) => {
         if (!ctx.live())
             return;
         nodes = (r && r.nodes) || [];
+        // Rows of nodes that went from the list are forgotten
+        const ids = new Set(nodes.map((n) => n.id));
+        rowCache = new Map([...rowCache].filter(([id]) => ids.has(id)));
         inFrame(draw);
         drawNodeCounts(nodes);
     };
