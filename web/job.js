@@ -3,7 +3,7 @@
 
 import { CELL_SHORT, FINAL, FINAL_CELL, IN_FLIGHT, api, append, badge, cellRank, clear, cssName,
     enc, eventBadge, every, fact, flash, flashError, flattenSteps, fmtBytes, fmtClock,
-    fmtDuration, fmtTime, h, jobLink, legend, loadOutput, onScrollFrame, pageBytes, progressEls,
+    fmtDuration, fmtTime, h, inFrame, jobLink, legend, loadOutput, onScrollFrame, pageBytes, progressEls,
     progressText, q, roleButton, sleep, sse, targetText, timeEl, toneColour, virtualRows } from './common.js';
 import { batchesView, dagView } from './jobgraph.js';
 
@@ -619,11 +619,18 @@ export function jobView(ctx, id) {
             nodeInfo = new Map();
             loadNodeInfo();
         }
+        inFrame(drawRecord);
+    };
+
+    // The record drawn, once per animation frame however often it came.
+    const drawRecord = () => {
+        if (!ctx.live() || !record)
+            return;
         drawHead();
         drawShapes();
         drawGrid();
         drawCell();
-        document.body.dataset.jobStatus = r.status;
+        document.body.dataset.jobStatus = record.status;
     };
 
     const scheduleRefetch = () => {
