@@ -672,6 +672,7 @@ broker_new (const broker_config_t *config, char *err, size_t err_len)
     //  wall clock's microseconds
     self->jobs_version = (uint64_t) broker_wall_ms () * 1000;
     self->jobs_version_pass = self->jobs_version;
+    self->nodes_version_base = self->jobs_version;
     self->job_versions = zhashx_new ();
     zhashx_set_destructor (self->job_versions,
                            (zhashx_destructor_fn *) zstr_free);

@@ -188,6 +188,8 @@ struct _broker_t {
     uint64_t jobs_version;       //  How often any job changed in this run
                                  //  (output pieces aside): job.changes
     uint64_t jobs_version_pass;  //  ... before this pass
+    uint64_t nodes_version_base; //  node.changes' version: this plus the
+                                 //  registry's changes (registry_changes)
     zlistx_t *pass_logs;         //  Log lines that wait for this pass's commit
     audit_t *audit;              //  The audit trail's key sequence and the
                                  //  refusals it leaves out

@@ -1091,6 +1091,9 @@ broker_job_version (broker_t *self, const char *job_id)
 {
     if (*job_id == 0)
         return self->jobs_version;
+    if (strcmp (job_id, REQ_PARK_NODES) == 0)
+        return self->nodes_version_base
+             + registry_changes (self->ctx.registry);
     uint64_t *version = (uint64_t *) zhashx_lookup (self->job_versions, job_id);
     return version ? *version : 0;
 }
@@ -1107,8 +1110,10 @@ broker_watch_wake (broker_t *self, int64_t now_ms)
     s_watcher_t *watcher = (s_watcher_t *) zlistx_first (self->watchers);
     while (watcher) {
         uint64_t version = broker_job_version (self, watcher->job);
-        //  A watch of every job (job.changes) never ends
+        //  A watch of every job (job.changes) or node (node.changes)
+        //  never ends
         bool live = *watcher->job == 0
+                 || strcmp (watcher->job, REQ_PARK_NODES) == 0
                  || sched_job (self->ctx.sched, watcher->job) != NULL;
         bool changed = version != watcher->after || !live;
         if (changed || now_ms >= watcher->deadline_ms) {

@@ -114,6 +114,8 @@ static const s_route_t s_routes [] = {
            S_BODY_FIELDS, NULL, 201),
     { "GET", "/api/v1/jobs/{id}/stream", "job.watch", "job", "after:i",
       S_BODY_NONE, NULL, 200, S_ROUTE_STREAM, false },
+    S_API ("GET", "/api/v1/nodes/changes", "node.changes", NULL,
+           "after:i,timeout_ms:i", S_BODY_NONE, NULL, 200),
     S_API ("GET", "/api/v1/nodes", "node.list", NULL, "where:s", S_BODY_NONE,
            NULL, 200),
     S_API ("GET", "/api/v1/nodes/{id}", "node.get", "node", NULL, S_BODY_NONE,
@@ -1212,7 +1214,8 @@ s_start_api (s_server_t *self, s_call_t *call)
     if (rc == 0) {
         int64_t timeout_ms = S_CALL_TIMEOUT_MS;
         if (strcmp (route->type, "job.watch") == 0
-            || strcmp (route->type, "job.changes") == 0)
+            || strcmp (route->type, "job.changes") == 0
+            || strcmp (route->type, "node.changes") == 0)
             timeout_ms += 60000;
         //  The dashboard says so in a header: the audit trail names the
         //  face (it grants nothing; the token decides)

@@ -918,6 +918,35 @@ jobrec_write_record (store_txn_t *txn, const char *job_id,
     return 0;
 }
 
+//  What a stored SPEC runs, in a few words: its first task's
+//  "backend.action", and "+N" for the N tasks after it ("apt.install +2").
+static void
+s_runs_text (const pv_t *spec, char *text, size_t size)
+{
+    const pv_t *tasks = pv_map_get (spec, "tasks");
+    const pv_t *first = NULL;
+    size_t leaves = 0;
+    for (size_t index = 0; index < pv_size (tasks); index++) {
+        const pv_t *task = pv_array_at (tasks, index);
+        const pv_t *inner = pv_map_get (task, "tasks");
+        size_t count = inner ? pv_size (inner) : 1;
+        if (!first && count)
+            first = inner ? pv_array_at (inner, 0) : task;
+        leaves += count;
+    }
+    size_t backend_len = 0, action_len = 0;
+    const char *backend = pv_str (pv_map_get (first, "backend"), &backend_len);
+    const char *action = pv_str (pv_map_get (first, "action"), &action_len);
+    if (!backend || !action) {
+        snprintf (text, size, "?");
+        return;
+    }
+    int wrote = snprintf (text, size, "%.*s.%.*s", (int) backend_len, backend,
+                          (int) action_len, action);
+    if (leaves > 1 && wrote > 0 && (size_t) wrote < size)
+        snprintf (text + wrote, size - (size_t) wrote, " +%zu", leaves - 1);
+}
+
 int
 jobrec_write_summary (const pv_t *header, pw_t *writer)
 {
@@ -930,9 +959,13 @@ jobrec_write_summary (const pv_t *header, pw_t *writer)
     //  target and expected keep their first shapes (a text, a count) for
     //  the clients that read them; target_text and nodes are the names
     //  every reply shares (PROTOCOL.md, one shape per fact)
-    pw_map (writer, 10 + (has_schedule ? 1 : 0) + (has_submitted_by ? 1 : 0));
+    char runs [NAME_MAX_LEN * 2 + 24];
+    s_runs_text (pv_map_get (header, "spec"), runs, sizeof runs);
+    pw_map (writer, 11 + (has_schedule ? 1 : 0) + (has_submitted_by ? 1 : 0));
     pw_str (writer, "id");
     pw_pv (writer, pv_map_get (header, "id"));
+    pw_str (writer, "runs");
+    pw_str (writer, runs);
     if (has_schedule) {
         pw_str (writer, "schedule");
         pw_pv (writer, schedule);
@@ -1797,6 +1830,7 @@ jobrec_write_progress (const sched_job_t *job, pw_t *writer)
         if (by_status [status])
             kinds++;
     size_t batches = job->cells ? sched_job_batch_count (job) : 1;
+    size_t budget = batches > 1 ? sched_job_budget (job) : SIZE_MAX;
     //  Running tasks that reported progress (kept in memory only)
     size_t reporting = 0;
     size_t cell_count = job->cells ? job->step_count * nodes : 0;
@@ -1805,7 +1839,8 @@ jobrec_write_progress (const sched_job_t *job, pw_t *writer)
             && reporting < JOBREC_PROGRESS_TASKS)
             reporting++;
     pw_map (writer, 8 + (job->reason ? 1 : 0) + (job->updated_at_ms > 0 ? 1 : 0)
-                        + (reporting ? 1 : 0) + (batches > 1 ? 2 : 0));
+                        + (reporting ? 1 : 0) + (batches > 1 ? 2 : 0)
+                        + (budget != SIZE_MAX ? 1 : 0));
     pw_str (writer, "id");
     pw_str (writer, job->id);
     if (batches > 1) {
@@ -1814,6 +1849,11 @@ jobrec_write_progress (const sched_job_t *job, pw_t *writer)
         pw_int (writer, (int64_t) sched_job_batch_current (job) + 1);
         pw_str (writer, "batches");
         pw_int (writer, (int64_t) batches);
+    }
+    if (budget != SIZE_MAX) {
+        //  The failure budget in nodes (R26), set against `failed`
+        pw_str (writer, "budget");
+        pw_int (writer, (int64_t) budget);
     }
     pw_str (writer, "status");
     pw_str (writer, sched_job_status_name (job->status));

@@ -570,7 +570,8 @@ s_write_messages (const metrics_t *self, const metrics_figures_t *figures,
     s_labelled (out, "grid_dropped_messages_total", "reason", "send_failed",
                 figures->send_failed);
     s_gauge (out, "grid_watchers",
-             "job.watch requests parked until their job changes.",
+             "job.watch, job.changes and node.changes requests parked until "
+             "what they watch changes.",
              figures->watchers);
 }
 

@@ -34,6 +34,8 @@ struct _registry_t {
                             //  was saved, oldest unsaved_since_ms first
     uint64_t deadline_visits;  //  Nodes the liveness checks looked at
     factindex_t *facts;     //  Nodes by fact value (fact targets)
+    uint64_t changes;       //  Nodes added, online, offline, drained or
+                            //  resumed (registry_changes)
 };
 
 //  The first three fields are the set's key: a lookup passes a set of its
@@ -586,6 +588,7 @@ registry_hello_declaring (registry_t *self, proto_msg_t **hello_p,
     if (!node->registered_wall_ms)
         node->registered_wall_ms = wall_ms;
     node->online = true;
+    self->changes++;
     node->offline_reported = false;
     free (node->incompatible);
     node->incompatible = NULL;
@@ -685,6 +688,7 @@ registry_set_offline (registry_node_t *node, int64_t now_ms)
 {
     registry_t *self = node->owner;
     if (node->online) {
+        self->changes++;
         node->offline_since_ms = now_ms;
         s_queue_remove (&self->by_seen, node);
         s_queue_place (&self->by_offline, node);
@@ -1177,6 +1181,20 @@ registry_online_count (registry_t *self)
         node = (registry_node_t *) zhashx_next (self->nodes);
     }
     return count;
+}
+
+void
+registry_set_drained (registry_node_t *node, bool drained)
+{
+    if (node->drained != drained)
+        node->owner->changes++;
+    node->drained = drained;
+}
+
+uint64_t
+registry_changes (registry_t *self)
+{
+    return self->changes;
 }
 
 size_t

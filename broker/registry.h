@@ -265,6 +265,13 @@ size_t registry_online_count (registry_t *self);
 //  How many registered nodes are drained (online or not).
 size_t registry_drained_count (registry_t *self);
 
+//  Drains NODE (it takes no new work) or resumes it.
+void registry_set_drained (registry_node_t *node, bool drained);
+
+//  How often a node was added, came online, went offline, was drained or
+//  resumed since the registry was made (node.changes watches it).
+uint64_t registry_changes (registry_t *self);
+
 //  How many distinct backend lists the registered nodes declare (each is
 //  kept once, whatever the number of nodes that declare it).
 size_t registry_backend_sets (registry_t *self);

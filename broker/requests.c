@@ -38,6 +38,7 @@ static const requests_row_t s_rows [] = {
     {"job.output_events", V,    false,  false, req_job_output_events, NULL},
     {"job.retry",         O,    true,   true,  req_job_retry,       NULL},
     {"node.list",         V,    false,  false, req_node_list,       NULL},
+    {"node.changes",      V,    false,  false, req_node_changes,    NULL},
     {"node.get",          V,    false,  false, req_node_get,        NULL},
     {"node.drain",        A,    false,  true,  req_node_drain,      NULL},
     {"node.resume",       A,    false,  true,  req_node_resume,     NULL},

@@ -185,6 +185,7 @@ static const s_request_t s_requests [] = {
     S_REQUEST ("job.delete", s_req_job),
     S_REQUEST ("job.output", s_req_job_output),
     S_REQUEST ("job.output_events", s_req_job_output_events),
+    S_REQUEST ("node.changes", s_req_job_changes),
     S_REQUEST ("node.list", s_req_node_list),
     S_REQUEST ("node.get", s_req_node),
     S_REQUEST_BARE ("status"),

@@ -239,15 +239,17 @@ test_watch_many_watchers_answered (void **state)
     free (job);
 }
 
-//  The request {job.changes, ?after, ?timeout_ms} in WRITER.
+//  The request {TYPE (job.changes, node.changes), ?after, ?timeout_ms} in
+//  WRITER.
 static void
-s_changes_request (pw_t *writer, int64_t after, int64_t timeout_ms)
+s_feed_request (pw_t *writer, const char *type, int64_t after,
+                int64_t timeout_ms)
 {
     static int seq;
     char id [32];
     snprintf (id, sizeof id, "changes-%d", ++seq);
     pw_reset (writer);
-    proto_request_begin (writer, "job.changes", id,
+    proto_request_begin (writer, type, id,
                          (after >= 0) + (timeout_ms >= 0));
     if (after >= 0) {
         pw_str (writer, "after");
@@ -257,6 +259,24 @@ s_changes_request (pw_t *writer, int64_t after, int64_t timeout_ms)
         pw_str (writer, "timeout_ms");
         pw_int (writer, timeout_ms);
     }
+}
+
+static void
+s_changes_request (pw_t *writer, int64_t after, int64_t timeout_ms)
+{
+    s_feed_request (writer, "job.changes", after, timeout_ms);
+}
+
+static pv_doc_t *
+s_feed (grid_t *grid, const char *type, int64_t after, int64_t timeout_ms)
+{
+    pw_t *writer = pw_new ();
+    s_feed_request (writer, type, after, timeout_ms);
+    pv_doc_t *reply = grid_call_raw (grid, pw_data (writer), pw_size (writer),
+                                     S_WAIT_MS);
+    pw_destroy (&writer);
+    assert_non_null (reply);
+    return reply;
 }
 
 static pv_doc_t *
@@ -350,6 +370,69 @@ test_watch_refuses_what_it_cannot_watch (void **state)
     pv_doc_destroy (&reply);
 }
 
+//  node.changes: at once without AFTER; unchanged while no node changes
+//  (heartbeats are not changes); parked until a node is drained, resumed
+//  or goes offline, then answered with a higher version; a job is not a
+//  node change; bad bounds refused.
+static void
+test_node_changes_wakes_on_a_node (void **state)
+{
+    grid_t *grid = (grid_t *) *state;
+    pv_doc_t *reply = s_feed (grid, "node.changes", -1, -1);
+    const pv_t *data = NULL;
+    assert_true (grid_reply_ok (reply, &data));
+    assert_true (s_changed (data));
+    int64_t version = s_int (data, "version");
+    pv_doc_destroy (&reply);
+    //  Heartbeats and a job go by: no change
+    char *job = s_sleep_job (grid, "0");
+    reply = s_feed (grid, "node.changes", version, 800);
+    assert_true (grid_reply_ok (reply, &data));
+    assert_false (s_changed (data));
+    assert_int_equal (s_int (data, "version"), version);
+    pv_doc_destroy (&reply);
+    free (job);
+    //  Parked on a DEALER while the node is drained: woken, a new version
+    const char *steps [] = {"node.drain", "node.resume"};
+    for (size_t step = 0; step < 2; step++) {
+        zsock_t *dealer = grid_dealer (grid, grid->client_ep, grid->admin_key);
+        assert_non_null (dealer);
+        pw_t *writer = pw_new ();
+        s_feed_request (writer, "node.changes", version, 15000);
+        zmsg_t *msg = zmsg_new ();
+        zmsg_addmem (msg, "", 0);
+        zmsg_addmem (msg, pw_data (writer), pw_size (writer));
+        assert_int_equal (zmsg_send (&msg, dealer), 0);
+        zclock_sleep (200);
+        pv_doc_t *done = grid_call (grid, steps [step], "node", "w-01", NULL);
+        assert_non_null (done);
+        assert_true (grid_reply_ok (done, NULL));
+        pv_doc_destroy (&done);
+        zsock_set_rcvtimeo (dealer, S_WAIT_MS);
+        msg = zmsg_recv (dealer);
+        assert_non_null (msg);
+        zframe_t *body = zmsg_last (msg);
+        pv_doc_t *doc = NULL;
+        char why [128];
+        assert_int_equal (pv_doc_decode (zframe_data (body), zframe_size (body),
+                                         &doc, why, sizeof why), 0);
+        assert_true (grid_reply_ok (doc, &data));
+        assert_true (s_changed (data));
+        assert_true (s_int (data, "version") > version);
+        version = s_int (data, "version");
+        pv_doc_destroy (&doc);
+        zmsg_destroy (&msg);
+        zsock_destroy (&dealer);
+        pw_destroy (&writer);
+    }
+    //  Out of bounds: a clear error
+    reply = s_feed (grid, "node.changes", -1, 60001);
+    char *code = grid_reply_code (reply);
+    assert_string_equal (code, "bad_request");
+    free (code);
+    pv_doc_destroy (&reply);
+}
+
 int
 main (void)
 {
@@ -360,6 +443,7 @@ main (void)
         cmocka_unit_test (test_watch_many_watchers_answered),
         cmocka_unit_test (test_watch_refuses_what_it_cannot_watch),
         cmocka_unit_test (test_changes_wakes_on_any_job),
+        cmocka_unit_test (test_node_changes_wakes_on_a_node),
     };
     return cmocka_run_group_tests (tests, s_setup, fixture_teardown);
 }

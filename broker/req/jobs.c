@@ -832,8 +832,8 @@ req_write_watch (ctx_t *ctx, const char *request_id, const char *job_id,
                  uint64_t version, bool changed, pw_t *reply)
 {
     pw_reset (reply);
-    if (*job_id == 0) {
-        //  job.changes: {version, changed}
+    if (*job_id == 0 || strcmp (job_id, REQ_PARK_NODES) == 0) {
+        //  job.changes, node.changes: {version, changed}
         proto_reply_ok_begin (reply, request_id);
         pw_map (reply, 2);
         pw_str (reply, "version");

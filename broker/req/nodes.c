@@ -35,6 +35,26 @@ s_nodes_where (req_call_t *call, const char *where, registry_node_t ***nodes_p)
     return (ssize_t) count;
 }
 
+//  node.changes: answered once any node was registered, came online, went
+//  offline, was drained or resumed past the version the caller saw, at the
+//  end of the pass (at once without AFTER); else parked until one does or
+//  TIMEOUT_MS (30 s by default) passes. A node list watches this, then reads.
+void
+req_node_changes (req_call_t *call)
+{
+    int64_t after = -1, timeout_ms = 30000;
+    const pv_t *value = pv_map_get (call->request->body, "after");
+    if (value)
+        pv_get_int (value, &after);
+    value = pv_map_get (call->request->body, "timeout_ms");
+    if (value)
+        pv_get_int (value, &timeout_ms);
+    call->park = true;
+    snprintf (call->park_job, sizeof call->park_job, "%s", REQ_PARK_NODES);
+    call->park_after = after >= 0 ? (uint64_t) after : UINT64_MAX;
+    call->park_timeout_ms = timeout_ms;
+}
+
 void
 req_node_list (req_call_t *call)
 {
@@ -91,7 +111,7 @@ s_node_set_drained (req_call_t *call, bool drained)
             log_node (LOG_LEVEL_INFO, node->id, "node %s %s", node->id,
                       drained ? "drained: it takes no new work"
                               : "resumed: it takes new work again");
-        node->drained = drained;
+        registry_set_drained (node, drained);
         ctx_save_node (ctx, node);
         pw_reset (call->reply);
         proto_reply_ok_begin (call->reply, call->request->id);

@@ -16,7 +16,7 @@
                      job.changes
                      job.list job.cancel job.events job.delete job.output
                      job.output_events job.retry
-        nodes.c      node.list node.get node.drain node.resume
+        nodes.c      node.list node.changes node.get node.drain node.resume
                      node.workers node.history
         status.c     status whoami broker.drain broker.resume queue.stats
                      metrics.get
@@ -57,12 +57,16 @@ typedef struct {
     //  sets PARK and leaves REPLY empty; the server answers when the job
     //  changes, ends, or the time runs out (req_write_watch).
     bool park;                   //  Answer later
-    char park_job [JOB_ID_LEN + 1];  //  ... when this job
+    char park_job [JOB_ID_LEN + 1];  //  ... when this job ("": any job,
+                                     //  REQ_PARK_NODES: any node)
     uint64_t park_after;         //  ... is no longer at this version,
     int64_t park_timeout_ms;     //  ... or after this long at most
 } req_call_t;
 
 typedef void (req_handler_fn) (req_call_t *call);
+
+//  The park_job of node.changes: no job id looks like it.
+#define REQ_PARK_NODES "~nodes"
 
 //  ---------------------------------------------------------------------
 //  Helpers every handler file uses (req.c)
@@ -92,7 +96,8 @@ void req_check_actions (ctx_t *ctx, const job_spec_t *spec, zlistx_t *details);
 
 //  jobs.c: writes the whole job.watch reply to request REQUEST_ID about
 //  JOB_ID at VERSION into REPLY: {version, changed, progress}, or
-//  not_found / storage_error.
+//  not_found / storage_error; of "" (job.changes) or REQ_PARK_NODES
+//  (node.changes), {version, changed}.
 void req_write_watch (ctx_t *ctx, const char *request_id, const char *job_id,
                       uint64_t version, bool changed, pw_t *reply);
 
@@ -124,6 +129,7 @@ void req_job_output_events (req_call_t *call);
 void req_job_retry (req_call_t *call);
 
 void req_node_list (req_call_t *call);
+void req_node_changes (req_call_t *call);
 void req_node_get (req_call_t *call);
 void req_node_drain (req_call_t *call);
 void req_node_resume (req_call_t *call);

@@ -68,6 +68,7 @@ REQUEST_METHODS = {
     "job.progress": "progress",
     "job.watch": "watch",
     "job.changes": "changes",
+    "node.changes": "node_changes",
     "job.list": "list",
     "job.cancel": "cancel",
     "job.events": "events",
@@ -484,6 +485,24 @@ class Client:
         """
         wait = 30.0 if timeout_ms is None else timeout_ms / 1000
         return self.request("job.changes", after=after, timeout_ms=timeout_ms,
+                            timeout=wait + self.timeout)
+
+    def node_changes(self, after: Optional[int] = None,
+                     timeout_ms: Optional[int] = None) -> Dict[str, Any]:
+        """``{version, changed}`` once any node was registered, came
+        online, went offline, was drained or resumed past ``after`` (a
+        version from an earlier answer; None: at once), or after
+        ``timeout_ms`` (broker default 30 s) with ``changed`` false. A
+        node list waits on it, then reads.
+
+            seen = client.node_changes()["version"]
+            news = client.node_changes(after=seen, timeout_ms=10000)
+            if news["changed"]:
+                nodes = client.nodes()
+        """
+        wait = 30.0 if timeout_ms is None else timeout_ms / 1000
+        return self.request("node.changes", after=after,
+                            timeout_ms=timeout_ms,
                             timeout=wait + self.timeout)
 
     def wait(self, job_id: str, timeout: Optional[float] = None,

@@ -115,6 +115,8 @@ class OpenApiTest(unittest.TestCase):
         ask("GET", "/api/v1/jobs/changes")
         ask("GET", "/api/v1/jobs/changes",
             "/api/v1/jobs/changes?after=0&timeout_ms=10")
+        ask("GET", "/api/v1/nodes/changes",
+            "/api/v1/nodes/changes?after=0&timeout_ms=10")
         ask("GET", job + "/output",
             f"/api/v1/jobs/{output}/output?node=web-01&step=0&limit=10")
         ask("POST", "/api/v1/jobs/check", body={

@@ -712,6 +712,200 @@ test('the notifications page lists a dead delivery, counts it, and an admin retr
     });
 });
 
+// A job on three named nodes (two groups, three labels) that has ended.
+async function finishedJob(spec) {
+    const r = await api('POST', '/jobs', tokens.admin, Object.assign({ target: 'node:web-01,web-02,db-01' }, spec));
+    assert.equal(r.status, 201, JSON.stringify(r.body));
+    await until('the job to end', async () =>
+        ['completed', 'failed', 'partial_failure'].includes((await api('GET', '/jobs/' + r.body.job, tokens.admin)).body.status));
+    return r.body.job;
+}
+
+test('a job\'s rows filter by group and by label', LIMIT, async () => {
+    const id = await finishedJob({ tasks: [{ backend: 'test', action: 'echo', params: { msg: 'groups' } }] });
+    await page.goto(base + '/#/jobs/' + encodeURIComponent(id));
+    await page.waitForSelector('#grid-group option[value="db"]', { state: 'attached' });
+    const rows = () => page.locator('#grid th.node').allTextContents();
+    assert.deepEqual((await rows()).sort(), ['db-01', 'web-01', 'web-02']);
+    await page.selectOption('#grid-group', 'web');
+    await until('the web rows', async () => (await rows()).sort().join() === 'web-01,web-02');
+    await page.selectOption('#grid-label', 'tier=web.dev');
+    await until('web-02 only', async () => (await rows()).join() === 'web-02');
+    await page.selectOption('#grid-group', '');
+    await page.selectOption('#grid-label', 'tier=db.prod');
+    await until('db-01 only', async () => (await rows()).join() === 'db-01');
+    await shot('job-label-filter');
+});
+
+test('a rolling job shows its batches and where its failure budget stands', LIMIT, async () => {
+    const id = await finishedJob({ batch: 1, max_failures: 1,
+        tasks: [{ backend: 'test', action: 'echo', params: { msg: 'rolled' } }] });
+    const progress = (await api('GET', '/jobs/' + id + '/progress', tokens.admin)).body;
+    assert.equal(progress.batches, 3, JSON.stringify(progress));
+    assert.equal(progress.budget, 1, JSON.stringify(progress));
+    await page.goto(base + '/#/jobs/' + encodeURIComponent(id));
+    await page.waitForSelector('#batches li.batch[data-batch="3"]');
+    assert.equal(await page.getAttribute('#batches', 'data-batches'), '3');
+    assert.equal(await page.getAttribute('#batches', 'data-budget'), '1');
+    assert.equal(await page.getAttribute('#batches', 'data-used'), String(progress.failed));
+    assert.deepEqual(await page.locator('#batches li.batch').evaluateAll((els) => els.map((e) => e.dataset.state)),
+                     ['done', 'done', 'done']);
+    assert.match(await page.textContent('#batches-line'), /3 batches of 1 node .*failure budget: 0 of 1 used, 1 left/);
+    await shot('job-batches');
+});
+
+test('a graph job draws its DAG: a box per task in its state, an arrow per need', LIMIT, async () => {
+    const echo = (name, needs) => ({ name, needs, backend: 'test', action: 'echo', params: { msg: name } });
+    const id = await finishedJob({ tasks: [echo('fetch', undefined), echo('build', ['fetch']),
+        { name: 'check', needs: ['fetch'], backend: 'test', action: 'fail', params: { msg: 'no' } },
+        echo('ship', ['build', 'check'])] });
+    const record = (await api('GET', '/jobs/' + id, tokens.admin)).body;
+    await page.goto(base + '/#/jobs/' + encodeURIComponent(id));
+    await page.waitForSelector('#dag g.dag-node[data-step="3"]', { state: 'attached' });
+    assert.equal(await page.locator('#dag g.dag-node').count(), record.tasks.length);
+    // Each box in the state of its step's cells, failures first, as the API has them
+    for (let s = 0; s < record.tasks.length; s++) {
+        const statuses = Object.values(record.results[String(s)] || {}).map((c) => c.status);
+        const shown = await page.getAttribute(`#dag g.dag-node[data-step="${s}"]`, 'data-state');
+        assert.ok(statuses.includes(shown), 'step ' + s + ': ' + shown + ' of ' + statuses.join());
+    }
+    assert.equal(await page.getAttribute('#dag g.dag-node[data-step="2"]', 'data-state'), 'failed');
+    // The arrows: fetch -> build, fetch -> check, build -> ship, check -> ship
+    const edges = await page.locator('#dag path.dag-edge').evaluateAll(
+        (els) => els.map((e) => e.dataset.from + '>' + e.dataset.to).sort());
+    assert.deepEqual(edges, ['0>1', '0>2', '1>3', '2>3']);
+    await shot('job-dag');
+});
+
+test('a node that stops turns offline on the nodes page, pushed, without a poll', LIMIT, async () => {
+    await page.goto(base + '/#/nodes');
+    await page.waitForSelector('#nodes tr[data-node="db-01"]');
+    // What the page asks from here on: the node list is read only after
+    // node.changes said a node changed (its timer waits 30 s)
+    const asked = [];
+    const onResponse = (res) => {
+        const url = new URL(res.url());
+        if (url.pathname === '/api/v1/nodes/changes') {
+            // Its place in the order now, its answer when the body is read
+            const at = asked.push('?') - 1;
+            res.json().then((body) => {
+                asked[at] = body && body.changed ? 'changed' : 'same';
+            }, () => {});
+        } else if (url.pathname === '/api/v1/nodes')
+            asked.push('list');
+    };
+    page.on('response', onResponse);
+    try {
+        const keys = path.join(dir, 'keys');
+        run('gridagent', ['keygen', '--out', keys, '--name', 'push-01']);
+        gridcli('key', 'accept', publicKey(path.join(keys, 'push-01.key')));
+        const agent = start('push-01', 'gridagent', ['--id', 'push-01', '--groups', 'push',
+            '--broker', 'ipc://' + path.join(dir, 'agents'), '--publish', 'ipc://' + path.join(dir, 'publish'),
+            '--state-dir', path.join(dir, 'push-01'), '--key', path.join(keys, 'push-01.key'),
+            '--broker-key', path.join(keys, 'broker.key')]);
+        await page.waitForSelector('#nodes tr[data-node="push-01"][data-state="online"]');
+        agent.kill('SIGTERM');
+        await page.waitForSelector('#nodes tr[data-node="push-01"][data-state="offline"]');
+        await until('the answers read', () => !asked.includes('?'));
+        // Each read of the list follows a change of its own
+        assert.ok(asked.filter((a) => a === 'list').length >= 2, asked.join());
+        asked.forEach((a, i) => {
+            const upTo = asked.slice(0, i + 1);
+            assert.ok(upTo.filter((b) => b === 'changed').length >= upTo.filter((b) => b === 'list').length,
+                      'a list read without a change: ' + asked.join());
+        });
+    } finally {
+        page.off('response', onResponse);
+    }
+    await shot('nodes-pushed');
+});
+
+test('the lists move with j and k, open with Enter, and / goes to the filter', LIMIT, async () => {
+    await page.goto(base + '/#/jobs');
+    await page.waitForSelector('#jobs tr[data-key]');
+    const ids = await page.locator('#jobs tr[data-key]').evaluateAll((els) => els.map((e) => e.dataset.key));
+    assert.ok(ids.length >= 2);
+    await page.keyboard.press('j');
+    await page.keyboard.press('j');
+    await page.waitForSelector(`#jobs tr.kbd[data-key="${ids[1]}"]`);
+    await page.keyboard.press('k');
+    await page.waitForSelector(`#jobs tr.kbd[data-key="${ids[0]}"]`);
+    assert.equal(await page.locator('#jobs tr.kbd').count(), 1);
+    await page.keyboard.press('Enter');
+    await page.waitForURL((url) => decodeURIComponent(url.hash) === '#/jobs/' + ids[0]);
+    await page.goto(base + '/#/jobs');
+    await page.waitForSelector('#jobs tr[data-key]');
+    await page.keyboard.press('/');
+    assert.equal(await page.evaluate(() => document.activeElement.id), 'job-filter');
+    await page.keyboard.type('test.fail');
+    await until('the failing jobs only', async () => {
+        const runs = await page.locator('#jobs td.runs').allTextContents();
+        return runs.length && runs.every((t) => t === 'test.fail');
+    });
+});
+
+test('a modify action shows its check before it is sent', LIMIT, async () => {
+    await page.goto(base + '/#/run');
+    await page.waitForSelector('#backend option[value="test"]', { state: 'attached' });
+    await page.fill('#target', 'node:web-01');
+    await page.selectOption('#backend', 'test');
+    await page.selectOption('#action', 'mark');
+    await page.fill('#param-name', 'checked');
+    const before = (await api('GET', '/jobs?limit=1', tokens.admin)).body.total;
+    await page.click('#run-submit');
+    await page.waitForSelector('#run-check');
+    assert.match(await page.textContent('#run-check'), /1 node would run it: web-01/);
+    assert.match(await page.textContent('#run-submit'), /Confirm: run on 1 node/);
+    assert.ok(page.url().endsWith('#/run'));
+    assert.equal((await api('GET', '/jobs?limit=1', tokens.admin)).body.total, before, 'nothing was sent');
+    await shot('run-check');
+    await page.click('#run-submit');
+    await page.waitForURL(/#\/jobs\/j-/);
+});
+
+test('the dead letters page lists a failed cell and retries it', LIMIT, async () => {
+    const id = await finishedJob({ target: 'node:db-01', dead_letter: true,
+        tasks: [{ backend: 'test', action: 'fail', params: { msg: 'dead letter' } }] });
+    const entry = await until('the dead letter', async () =>
+        (await api('GET', '/dlq?job=' + id, tokens.admin)).body.entries[0]);
+    await page.click('#nav a[data-view="dlq"]');
+    const row = `#dlq tr[data-entry="${entry.id}"]`;
+    await page.waitForSelector(row);
+    assert.match(await page.textContent(row), new RegExp(entry.node));
+    await shot('dlq');
+    await page.click(row + ' button[data-action="retry"]');
+    await page.waitForSelector('#flash.ok');
+    assert.match(await page.textContent('#flash'), /new job j-/);
+    await until('the entry to name its retry', async () =>
+        (await api('GET', '/dlq', tokens.admin)).body.entries.find((e) => e.id === entry.id).retry_job);
+    await page.waitForSelector(row + ' a[href^="#/jobs/"]');
+});
+
+test('dark by the system\'s choice; the overview fits 1280 x 720 and a phone', LIMIT, async () => {
+    await page.setViewportSize({ width: 1280, height: 720 });
+    await page.goto(base + '/#/overview');
+    await page.waitForSelector('#overview #ov-nodes');
+    const fits = () => page.evaluate(() => document.documentElement.scrollWidth <= window.innerWidth + 1);
+    assert.equal(await fits(), true, 'overflows at 1280');
+    const light = await page.evaluate(() => getComputedStyle(document.body).backgroundColor);
+    await page.emulateMedia({ colorScheme: 'dark' });
+    const dark = await page.evaluate(() => getComputedStyle(document.body).backgroundColor);
+    assert.notEqual(dark, light);
+    const level = (rgb) => rgb.match(/\d+/g).slice(0, 3).reduce((a, b) => a + Number(b), 0) / 3;
+    assert.ok(level(dark) < 60 && level(light) > 200, light + ' / ' + dark);
+    await shot('overview-dark');
+    await page.goto(base + '/#/jobs');
+    await page.waitForSelector('#jobs tr[data-key]');
+    await shot('jobs-dark');
+    await page.emulateMedia({ colorScheme: 'light' });
+    await page.setViewportSize({ width: 390, height: 800 });
+    await page.goto(base + '/#/overview');
+    await page.waitForSelector('#overview #ov-nodes');
+    assert.equal(await fits(), true, 'overflows at a phone\'s width');
+    await shot('overview-phone');
+    await page.setViewportSize({ width: 1280, height: 860 });
+});
+
 test('a viewer can read but not act: buttons off or a clear 403', LIMIT, async () => {
     await page.click('#logout');
     await page.waitForSelector('#token');

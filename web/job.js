@@ -1,0 +1,893 @@
+// grid dashboard, #/jobs/ID: one job at fleet size (tallies per step,
+// failures first, filters, heat map, histograms, batches, the DAG).
+
+import { CELL_SHORT, FINAL, FINAL_CELL, IN_FLIGHT, api, append, badge, cellRank, clear, cssName,
+    enc, eventBadge, every, fact, flash, flashError, flattenSteps, fmtBytes, fmtClock,
+    fmtDuration, fmtTime, h, inFrame, jobLink, legend, loadOutput, onScrollFrame, pageBytes, progressEls,
+    progressText, q, roleButton, sleep, sse, targetText, timeEl, toneColour, virtualRows } from './common.js';
+import { batchesView, dagView } from './jobgraph.js';
+
+export function jobView(ctx, id) {
+    const abort = new AbortController();
+    let record = null;
+    let lastSeq = 0;
+    let selected = null;           // {step, node} of the open cell
+    let streaming = false;
+    let stopPoll = null;
+    let refetchTimer = null;
+    // The grid's rows: virtualised past VIRTUAL_ROWS (drawRows)
+    let rowState = null;           // {matching, results, nsteps, pending} of the last drawGrid
+    let gridTbody = null;
+    const rowPitch = { px: 34 };    // measured from drawn rows
+    const scrollBox = h('div', { class: 'gridscroll vscroll' });
+    onScrollFrame(scrollBox, () => drawRows());
+    let drawnCell = '';            // what the open cell panel shows (JSON)
+    let tasks = new Map();         // step/node -> the running task's latest progress
+    const fullOutputs = new Map(); // whole streams loaded: step/node/stream/attempt -> text
+    const liveOut = new Map();     // step/node/stream -> {attempt, next, bytes}: what a
+                                   // running attempt printed so far (output events)
+    const gridFilter = h('input', { type: 'search', id: 'grid-filter', placeholder: 'filter nodes',
+                                    hidden: true });
+    let statusFilter = '';         // rows with a cell of this status only ('' = all)
+    let progress = null;           // the job's last progress (job.progress, the stream)
+    // The nodes' groups and labels (node.list, read once): the rows can be
+    // filtered by them
+    let nodeInfo = null;           // Map(node -> {groups: [..], labels: ['k=v', ..]})
+    const groupSelect = h('select', { id: 'grid-group', 'aria-label': 'nodes of a group', hidden: true });
+    const labelSelect = h('select', { id: 'grid-label', 'aria-label': 'nodes with a label', hidden: true });
+    let groupFilter = ctx.query.get('group') || '';
+    let labelFilter = ctx.query.get('label') || '';
+    const shapesBox = h('div', { class: 'shapes' });
+    const mapBox = h('div', { class: 'mapbox', id: 'heatmap', hidden: true });
+    const forceMap = ctx.query.get('view') === 'map';
+    const statusChips = h('nav', { class: 'filters', id: 'cell-filters', 'aria-label': 'cell status filter' });
+
+    const head = h('div', { class: 'jobhead' });
+    const actions = h('div', { class: 'actions' });
+    const gridBox = h('div', { class: 'gridbox' });
+    const cellBox = h('section', { class: 'cell card', id: 'cell', hidden: true });
+    const liveEl = h('span', { class: 'live muted', id: 'live' });
+    const eventsBody = h('tbody');
+    ctx.main.append(
+        h('p', { class: 'crumbs' }, h('a', { href: '#/jobs' }, 'Jobs'), ' / ',
+          h('span', { class: 'mono', text: id })),
+        head, actions,
+        shapesBox,
+        h('div', { class: 'titlebar' }, h('h2', null, 'Nodes \u00d7 steps ', liveEl),
+          h('div', { class: 'gridfilters' }, groupSelect, labelSelect, gridFilter)),
+        statusChips, mapBox, gridBox, cellBox,
+        h('h2', null, 'Timeline'),
+        h('div', { class: 'timeline' }, h('table', { class: 'list events', id: 'events' },
+          h('thead', null, h('tr', null, ['#', 'Time', 'Event', 'Node', 'Step', 'Detail']
+            .map((t) => h('th', null, t)))),
+          eventsBody)));
+
+    const drawHead = () => {
+        const r = record;
+        clear(head);
+        head.append(
+            h('div', { class: 'titlebar' },
+              h('h1', { class: 'mono', text: r.id }),
+              badge(r.status, 'big')),
+            h('dl', { class: 'facts' },
+              fact('Target', h('span', { class: 'mono', text: targetText(r.target) })),
+              fact('Progress', (r.status === 'pending' ? 0 : Math.min(r.step, r.steps)) + ' / ' + r.steps + ' steps'),
+              fact('Nodes', String((r.expected || []).length)),
+              fact('Strategy', r.strategy),
+              r.timeout ? fact('Timeout', r.timeout) : null,
+              fact('Priority', String(r.priority)),
+              r.schedule ? fact('Schedule', r.schedule) : null,
+              r.submitted_by ? fact('Submitted by', r.submitted_by) : null,
+              r.idempotency_key ? fact('Idempotency key', r.idempotency_key) : null,
+              r.trace ? fact('Trace', h('span', { class: 'mono', id: 'trace', title: r.trace.traceparent,
+                                                 text: r.trace.trace_id + (r.trace.generated ? ' (generated)' : '') })) : null,
+              fact('Created', timeEl(r.created_at)),
+              fact('Updated', timeEl(r.updated_at)),
+              r.retry_of ? fact('Retry of', jobLink(r.retry_of)) : null,
+              r.retried_by && r.retried_by.length
+                ? fact('Retried by', r.retried_by.map((j, i) => [i ? ', ' : '', jobLink(j)])) : null));
+        if (r.reason)
+            head.append(h('p', { class: 'reason', id: 'reason' },
+                          h('strong', null, r.status === 'failed' ? 'Failed: ' : 'Reason: '), r.reason));
+        if (r.not_run && r.not_run.length)
+            head.append(h('p', { class: 'muted' }, 'Not run on: ',
+                r.not_run.map((n, i) => [i ? ', ' : '', n.node + ' (' + (n.reason || n.status) + ')'])));
+
+        clear(actions);
+        const running = !FINAL.has(r.status);
+        if (running)
+            actions.append(roleButton('operator', 'Cancel', doCancel, { id: 'cancel', class: 'danger' }));
+        else {
+            actions.append(roleButton('operator', 'Retry', () => doRetry(false), { id: 'retry' }));
+            if (r.status !== 'completed')
+                actions.append(roleButton('operator', 'Retry failed nodes', () => doRetry(true),
+                                          { id: 'retry-failed' }));
+            actions.append(roleButton('operator', 'Delete', doDelete, { id: 'delete', class: 'danger' }));
+        }
+    };
+
+    // The latest progress of a running cell's attempt (job.progress tasks),
+    // or null.
+    const cellTask = (step, node, cell) => {
+        if (!cell || cell.status !== 'running')
+            return null;
+        const task = tasks.get(step + '/' + node);
+        if (!task || (typeof task.attempt === 'number' && typeof cell.attempts === 'number'
+                      && task.attempt !== cell.attempts))
+            return null;
+        return task;
+    };
+
+    // What the running attempt of a cell printed on STREAM so far (output
+    // events), or undefined when the cell does not run or nothing came.
+    const liveText = (step, node, stream, cell) => {
+        if (!cell || !IN_FLIGHT.has(cell.status))
+            return undefined;
+        const entry = liveOut.get(step + '/' + node + '/' + stream);
+        return entry ? new TextDecoder('utf-8', { fatal: false }).decode(entry.bytes) : undefined;
+    };
+
+    // The open cell's output, where it is shown, as it comes.
+    const drawLive = (step, node) => {
+        if (!selected || selected.step !== step || selected.node !== node || !record)
+            return;
+        const cell = ((record.results || {})[String(step)] || {})[node];
+        for (const stream of ['stdout', 'stderr']) {
+            const text = liveText(step, node, stream, cell);
+            const pre = cellBox.querySelector('#output-' + stream);
+            if (text !== undefined && pre)
+                pre.textContent = text;
+        }
+    };
+
+    // A running cell opened after its first pieces went by (or left the
+    // stream's memory): what has arrived so far, read once from the start.
+    const seeding = new Set();
+    const seedLive = async (step, node, stream) => {
+        const key = step + '/' + node + '/' + stream;
+        if (seeding.has(key) || liveOut.has(key))
+            return;
+        seeding.add(key);
+        try {
+            // No attempt named: the broker serves the one running
+            const page = await api('GET', '/jobs/' + enc(id) + '/output' + q({ node, step, stream }),
+                                   undefined, { signal: abort.signal });
+            if (!liveOut.has(key) && page && typeof page.next === 'number') {
+                liveOut.set(key, { attempt: page.attempt, next: page.next, bytes: pageBytes(page.data) });
+                drawLive(step, node);
+            }
+        } catch (err) {
+            // the events carry it on; nothing to say
+        } finally {
+            seeding.delete(key);
+        }
+    };
+
+    // An output event: a piece of a running cell's stream, kept where the
+    // last one ended (a repeat or a gap is passed over: the whole stream
+    // is read when the cell is done).
+    const addOutput = (o) => {
+        if (!o || typeof o.step !== 'number' || typeof o.node !== 'string'
+            || typeof o.offset !== 'number' || typeof o.attempt !== 'number')
+            return;
+        const key = o.step + '/' + o.node + '/' + (o.stream === 'stderr' ? 'stderr' : 'stdout');
+        let entry = liveOut.get(key);
+        if (!entry || entry.attempt !== o.attempt) {
+            entry = { attempt: o.attempt, next: 0, bytes: new Uint8Array() };
+            liveOut.set(key, entry);
+        }
+        if (o.offset !== entry.next)
+            return;
+        const piece = pageBytes(o.data);
+        const grown = new Uint8Array(entry.bytes.length + piece.length);
+        grown.set(entry.bytes);
+        grown.set(piece, entry.bytes.length);
+        entry.bytes = grown;
+        entry.next += piece.length;
+        drawLive(o.step, o.node);
+    };
+
+    // A job.progress answer (or a stream's progress event): its tasks go to
+    // their cells at once, without fetching the job's record.
+    const setProgress = (p) => {
+        if (p && typeof p === 'object')
+            progress = p;
+        if (record && p && (typeof p.batch === 'number' || typeof p.budget === 'number'))
+            drawShapes();
+        tasks = new Map();
+        for (const t of (p && Array.isArray(p.tasks) ? p.tasks : []))
+            if (t && typeof t.node === 'string' && typeof t.step === 'number')
+                tasks.set(t.step + '/' + t.node, t);
+        if (!record)
+            return;
+        for (const btn of gridBox.querySelectorAll('.cellbtn[data-status="running"]')) {
+            const step = Number(btn.dataset.step);
+            const cell = ((record.results || {})[String(step)] || {})[btn.dataset.node];
+            const task = cellTask(step, btn.dataset.node, cell);
+            for (const old of btn.querySelectorAll('.cprogress, progress'))
+                old.remove();
+            btn.dataset.percent = task && task.percent >= 0 ? String(task.percent) : '';
+            if (task)
+                append(btn, [progressEls(task)]);
+        }
+        if (selected && record)
+            drawCell();
+    };
+
+    const drawGrid = () => {
+        const r = record;
+        const steps = flattenSteps(r.tasks);
+        const results = r.results || {};
+        const nsteps = Math.max(r.steps || 0, steps.length);
+        const nodes = new Set(r.expected || []);
+        for (const cells of Object.values(results))
+            for (const node of Object.keys(cells || {}))
+                nodes.add(node);
+        const counts = cellCounts(results, nodes, nsteps);
+        // Failures first, then what runs, then what went well; by name within
+        const allNodes = [...nodes].sort((a, b) => {
+            const ra = cellRank(counts.nodes.get(a));
+            const rb = cellRank(counts.nodes.get(b));
+            return ra !== rb ? ra - rb : (a < b ? -1 : a > b ? 1 : 0);
+        });
+        if (statusFilter && !counts.rows.has(statusFilter))
+            statusFilter = '';
+        drawChips(counts, allNodes.length);
+        const needle = gridFilter.value.trim().toLowerCase();
+        drawNodeFilters(allNodes);
+        const info = (n) => (nodeInfo && nodeInfo.get(n)) || { groups: [], labels: [] };
+        const matching = allNodes.filter((n) => (!needle || n.toLowerCase().includes(needle))
+            && (!statusFilter || cellsOf(results, n, nsteps).has(statusFilter))
+            && (!groupFilter || info(n).groups.includes(groupFilter))
+            && (!labelFilter || info(n).labels.includes(labelFilter)));
+        gridFilter.hidden = allNodes.length <= 10;
+        drawMap(matching, results, nsteps, steps);
+        const headRow = h('tr', null, h('th', { class: 'corner' }, 'node \\ step'));
+        for (let s = 0; s < nsteps; s++) {
+            const st = steps[s];
+            const leaf = st ? st.leaf : {};
+            const label = (leaf.backend || '?') + ' ' + (leaf.action || '?');
+            const where = st ? (st.sub !== undefined ? 'phase ' + st.phase + '.' + st.sub : 'phase ' + st.phase) : '';
+            const tally = [...counts.steps[s].entries()]
+                .sort((a, b) => cellRank(a[0]) - cellRank(b[0]))
+                .map(([status, n]) => h('span', { class: 'tally st-' + cssName(status),
+                                                 dataset: { status }, text: n + ' ' + (CELL_SHORT[status] || status) }));
+            headRow.append(h('th', { class: 'step' + (s === r.step && !FINAL.has(r.status) ? ' current' : ''),
+                                     title: where + (leaf.condition ? ' \u00b7 ' + leaf.condition : '') },
+                h('span', { class: 'stepno', text: '#' + s }), ' ',
+                h('span', { text: leaf.name ? leaf.name : label }),
+                leaf.name ? h('div', { class: 'small muted', text: label }) : null,
+                tally.length ? h('div', { class: 'tallies small', dataset: { step: String(s) } }, tally) : null));
+        }
+        rowState = { matching, results, nsteps, pending: r.status === 'pending' };
+        const top = scrollBox.scrollTop;
+        clear(gridBox);
+        clear(scrollBox);
+        gridTbody = h('tbody');
+        scrollBox.append(h('table', { class: 'grid', id: 'grid' }, h('thead', null, headRow), gridTbody));
+        gridBox.append(scrollBox, legend());
+        scrollBox.scrollTop = top;
+        drawRows();
+    };
+
+    // One node's row of the grid.
+    const rowOf = (node, results, nsteps) => {
+        const row = h('tr', { dataset: { node } }, h('th', { class: 'node mono', text: node }));
+        for (let s = 0; s < nsteps; s++) {
+            const cell = (results[String(s)] || {})[node];
+            if (!cell) {
+                row.append(h('td', { class: 'cell none' }, ''));
+                continue;
+            }
+            const isSel = selected && selected.step === s && selected.node === node;
+            const task = cellTask(s, node, cell);
+            const info = [];
+            if (cell.attempts > 1)
+                info.push('\u00d7' + cell.attempts);
+            if (cell.duration_ms || cell.status === 'success')
+                info.push(fmtDuration(cell.duration_ms || 0));
+            row.append(h('td', { class: 'cell' },
+                h('button', {
+                    type: 'button',
+                    class: 'cellbtn st-' + cssName(cell.status) + (isSel ? ' selected' : ''),
+                    title: node + ' \u00b7 step ' + s + ': ' + cell.status
+                        + (cell.reason ? ' (' + cell.reason + ')' : '')
+                        + (cell.waiting ? ' (' + cell.waiting + ')' : '')
+                        + (task ? ' \u00b7 ' + progressText(task) : ''),
+                    dataset: { node, step: String(s), status: cell.status,
+                               percent: task && task.percent >= 0 ? String(task.percent) : '' },
+                    onclick: () => {
+                        selected = { step: s, node };
+                        drawGrid();
+                        drawCell();
+                    },
+                },
+                h('span', { class: 'cstatus', text: CELL_SHORT[cell.status] || cell.status }),
+                info.length ? h('span', { class: 'cinfo', text: info.join(' \u00b7 ') }) : null,
+                task ? progressEls(task) : null)));
+        }
+        return row;
+    };
+
+    // The rows of the grid, only those in view past VIRTUAL_ROWS.
+    const drawRows = () => {
+        if (!rowState || !gridTbody)
+            return;
+        const { matching, results, nsteps, pending } = rowState;
+        if (!matching.length) {
+            clear(gridTbody);
+            gridTbody.append(h('tr', null, h('td', { colspan: nsteps + 1, class: 'muted empty' },
+                pending ? 'Waiting to start.' : 'No node took part.')));
+            return;
+        }
+        virtualRows(scrollBox, gridTbody, matching.length, (i) => rowOf(matching[i], results, nsteps), rowPitch);
+    };
+
+    // The heat map: per step, one small square per node (in the rows'
+    // order: failures first), coloured by the cell's status, drawn on a
+    // canvas so that 10,000 cells are one element; hovering names the cell
+    // below the map, a click opens it. Under each step, its durations.
+    // Shown from MAP_NODES nodes on (or with ?view=map).
+    const MAP_NODES = 40;
+    const drawMap = (nodes, results, nsteps, steps) => {
+        mapBox.hidden = !(forceMap || nodes.length >= MAP_NODES);
+        if (mapBox.hidden)
+            return;
+        clear(mapBox);
+        const width = Math.max(240, Math.min(960, (mapBox.parentElement || document.body).clientWidth - 20));
+        const size = nodes.length > 4000 ? 5 : nodes.length > 1000 ? 7 : 10;
+        const pitch = size + 1;
+        const perRow = Math.max(1, Math.floor(width / pitch));
+        const rows = Math.max(1, Math.ceil(nodes.length / perRow));
+        const info = h('div', { class: 'small mono mapinfo', id: 'heatmap-info',
+                                text: 'hover a square for its cell; click to open it' });
+        const dpr = window.devicePixelRatio || 1;
+        for (let s = 0; s < nsteps; s++) {
+            const leaf = (steps[s] || {}).leaf || {};
+            const canvas = h('canvas', { class: 'heat', dataset: { step: String(s) },
+                                         width: Math.round(perRow * pitch * dpr),
+                                         height: Math.round(rows * pitch * dpr) });
+            canvas.style.width = perRow * pitch + 'px';
+            canvas.style.height = rows * pitch + 'px';
+            const g = canvas.getContext('2d');
+            g.scale(dpr, dpr);
+            const cells = results[String(s)] || {};
+            const colours = new Map();
+            const durations = [];
+            nodes.forEach((node, i) => {
+                const cell = cells[node];
+                const status = cell ? cell.status : 'none';
+                if (!colours.has(status))
+                    colours.set(status, cell ? toneColour(status) : getComputedStyle(
+                        document.documentElement).getPropertyValue('--line').trim() || '#ddd');
+                g.fillStyle = colours.get(status);
+                g.fillRect((i % perRow) * pitch, Math.floor(i / perRow) * pitch, size, size);
+                if (cell && FINAL_CELL.has(cell.status) && typeof cell.duration_ms === 'number')
+                    durations.push(cell.duration_ms);
+            });
+            const at = (ev) => {
+                const rect = canvas.getBoundingClientRect();
+                const x = Math.floor((ev.clientX - rect.left) / pitch);
+                const y = Math.floor((ev.clientY - rect.top) / pitch);
+                const i = y * perRow + x;
+                return x >= 0 && x < perRow && i >= 0 && i < nodes.length ? nodes[i] : null;
+            };
+            canvas.addEventListener('mousemove', (ev) => {
+                const node = at(ev);
+                const cell = node ? cells[node] : null;
+                info.textContent = !node ? '' : node + ' \u00b7 step ' + s + ': '
+                    + (cell ? cell.status + (cell.reason ? ' (' + cell.reason + ')' : '')
+                              + (typeof cell.duration_ms === 'number' && cell.duration_ms ? ' \u00b7 '
+                                 + fmtDuration(cell.duration_ms) : '') : 'no cell');
+            });
+            canvas.addEventListener('click', (ev) => {
+                const node = at(ev);
+                if (!node || !cells[node])
+                    return;
+                selected = { step: s, node };
+                drawCell();
+                cellBox.scrollIntoView({ block: 'nearest' });
+            });
+            mapBox.append(h('div', { class: 'mapstep' },
+                h('div', { class: 'small', text: '#' + s + ' ' + (leaf.name || ((leaf.backend || '?') + ' '
+                                                                 + (leaf.action || '?'))) }),
+                canvas, durationHistogram(durations, s)));
+        }
+        mapBox.append(info);
+    };
+
+    // The statuses of NODE's cells over the steps.
+    const cellsOf = (results, node, nsteps) => {
+        const seen = new Set();
+        for (let s = 0; s < nsteps; s++) {
+            const cell = (results[String(s)] || {})[node];
+            if (cell && typeof cell.status === 'string')
+                seen.add(cell.status);
+        }
+        return seen;
+    };
+
+    // One chip per status some row has (how many rows have it), failures
+    // first; a click shows those rows only. Hidden while every row went well.
+    const drawChips = (counts, total) => {
+        clear(statusChips);
+        const present = [...counts.rows.entries()].sort((a, b) => cellRank(a[0]) - cellRank(b[0]));
+        statusChips.hidden = present.length < 2 && !statusFilter;
+        if (statusChips.hidden)
+            return;
+        const chip = (status, label, n) => h('button', {
+            type: 'button',
+            class: 'filter' + (status === statusFilter ? ' active' : '') + (status ? ' st-' + cssName(status) : ''),
+            dataset: { status: status || 'all' },
+            onclick: () => {
+                statusFilter = status;
+                scrollBox.scrollTop = 0;
+                drawGrid();
+            },
+        }, label, h('span', { class: 'count', text: String(n) }));
+        statusChips.append(chip('', 'all nodes', total));
+        for (const [status, n] of present)
+            statusChips.append(chip(status, CELL_SHORT[status] || status, n));
+    };
+
+    gridFilter.addEventListener('input', () => {
+        if (record)
+            drawGrid();
+    });
+
+    // The group and label choices: those the job's nodes have (hidden when
+    // none has any); a choice keeps the rows of those nodes only.
+    const drawNodeFilters = (nodes) => {
+        const groups = new Set(), labels = new Set();
+        for (const n of nodes) {
+            const i = nodeInfo && nodeInfo.get(n);
+            if (!i)
+                continue;
+            i.groups.forEach((g) => groups.add(g));
+            i.labels.forEach((l) => labels.add(l));
+        }
+        const fill = (select, values, current, any) => {
+            const key = [...values].sort().join('\n') + '|' + current;
+            if (select.dataset.drawn === key)
+                return;
+            select.dataset.drawn = key;
+            clear(select);
+            select.append(h('option', { value: '', text: any }));
+            for (const v of [...values].sort())
+                select.append(h('option', { value: v, text: v, selected: v === current }));
+            select.value = current;
+            select.hidden = !values.size && !current;
+        };
+        fill(groupSelect, groups, groupFilter, 'any group');
+        fill(labelSelect, labels, labelFilter, 'any label');
+    };
+    groupSelect.addEventListener('change', () => {
+        groupFilter = groupSelect.value;
+        scrollBox.scrollTop = 0;
+        if (record)
+            drawGrid();
+    });
+    labelSelect.addEventListener('change', () => {
+        labelFilter = labelSelect.value;
+        scrollBox.scrollTop = 0;
+        if (record)
+            drawGrid();
+    });
+    const loadNodeInfo = async () => {
+        try {
+            const r = await api('GET', '/nodes', undefined, { signal: abort.signal });
+            nodeInfo = new Map();
+            for (const n of (r && r.nodes) || [])
+                nodeInfo.set(n.id, { groups: Array.isArray(n.groups) ? n.groups : [],
+                                     labels: Object.entries(n.labels || {}).map(([k, v]) => k + '=' + v) });
+            if (ctx.live() && record)
+                drawGrid();
+        } catch (err) {
+            // the filters stay hidden: the grid is whole without them
+        }
+    };
+
+    // The rolling job's batches and the graph job's DAG, when it has them.
+    let shapesDrawn = '';
+    const drawShapes = () => {
+        const r = record;
+        const key = JSON.stringify([r.status, r.updated_at, progress && [progress.batch, progress.failed,
+                                    progress.budget, progress.updated_at]]);
+        if (key === shapesDrawn)
+            return;
+        shapesDrawn = key;
+        clear(shapesBox);
+        const batches = batchesView(r, progress || r.progress || null);
+        const dag = dagView(r, null);
+        if (batches)
+            shapesBox.append(batches);
+        if (dag)
+            shapesBox.append(dag);
+    };
+
+    const drawCell = () => {
+        if (!selected || !record) {
+            cellBox.hidden = true;
+            drawnCell = '';
+            return;
+        }
+        const { step, node } = selected;
+        const cell = ((record.results || {})[String(step)] || {})[node];
+        // Redrawn only when the cell changed (a redraw would lose the scroll
+        // position and what the user selected)
+        const now = JSON.stringify([step, node, cell || null, cellTask(step, node, cell)]);
+        if (now === drawnCell && !cellBox.hidden)
+            return;
+        drawnCell = now;
+        clear(cellBox);
+        cellBox.hidden = false;
+        const leaf = (flattenSteps(record.tasks)[step] || {}).leaf || {};
+        cellBox.append(h('div', { class: 'titlebar' },
+            h('h2', null, 'Step ' + step + ' on ', h('span', { class: 'mono', text: node }),
+              h('span', { class: 'muted', text: ' \u00b7 ' + (leaf.backend || '') + ' ' + (leaf.action || '') })),
+            h('button', { type: 'button', class: 'link', text: 'Close', onclick: () => {
+                selected = null;
+                drawGrid();
+                drawCell();
+            } })));
+        if (!cell) {
+            cellBox.append(h('p', { class: 'muted' }, 'No result for this cell.'));
+            return;
+        }
+        const params = leaf.params && Object.keys(leaf.params).length
+            ? Object.entries(leaf.params).map(([k, v]) => k + '=' + v).join(' ') : '';
+        cellBox.append(h('dl', { class: 'facts' },
+            fact('Status', badge(cell.status)),
+            fact('Attempts', String(cell.attempts)),
+            fact('Exit code', String(cell.exit_code)),
+            fact('Duration', fmtDuration(cell.duration_ms)),
+            params ? fact('Params', h('span', { class: 'mono', text: params })) : null,
+            cell.reason ? fact('Reason', cell.reason) : null,
+            cell.waiting ? fact('Waiting', cell.waiting) : null,
+            cellTask(step, node, cell) ? fact('Progress', progressText(cellTask(step, node, cell))) : null));
+        cellBox.append(streamBlock('stdout', cell.output, cell.output_size, cell.output_dropped, step, node, cell));
+        if (cell.error || cell.error_size || liveText(step, node, 'stderr', cell) !== undefined)
+            cellBox.append(streamBlock('stderr', cell.error, cell.error_size, cell.error_dropped, step, node, cell));
+        if (cell.truncated)
+            cellBox.append(h('p', { class: 'muted' }, 'The agent truncated this output at its cap.'));
+        const data = cell.data && Object.entries(cell.data);
+        if (data && data.length)
+            cellBox.append(h('h3', null, 'Data'), h('table', { class: 'list kv' },
+                h('tbody', null, data.map(([k, v]) => h('tr', null, h('th', { text: k }), h('td', { class: 'mono', text: v }))))));
+        if (cell.history && cell.history.length) {
+            cellBox.append(h('h3', null, 'Earlier attempts'));
+            for (const a of cell.history) {
+                cellBox.append(h('details', { class: 'attempt' },
+                    h('summary', null, 'attempt ' + a.attempt + ' ', badge(a.status),
+                      ' exit ' + a.exit_code + ' \u00b7 ' + fmtDuration(a.duration_ms),
+                      a.node ? ' \u00b7 on ' + a.node : '', a.late ? ' \u00b7 late' : ''),
+                    a.output ? h('pre', { class: 'output', text: a.output }) : null,
+                    a.error ? h('pre', { class: 'output stderr', text: a.error }) : null));
+            }
+        }
+    };
+
+    const streamBlock = (stream, text, size, dropped, step, node, cell) => {
+        const whole = fullOutputs.get(step + '/' + node + '/' + stream + '/' + cell.attempts);
+        const live = liveText(step, node, stream, cell);
+        if (live === undefined && IN_FLIGHT.has(cell.status))
+            seedLive(step, node, stream);
+        const pre = h('pre', { class: 'output' + (stream === 'stderr' ? ' stderr' : ''),
+                               id: 'output-' + stream,
+                               text: whole !== undefined ? whole : live !== undefined ? live : text || '' });
+        if (!text && live === undefined)
+            pre.append(h('span', { class: 'muted', text: '(empty)' }));
+        const block = h('div', { class: 'stream' }, h('h3', null, stream), pre);
+        if (live !== undefined)
+            return block;   // it runs: what came so far, and more as it comes
+        const shown = new TextEncoder().encode(text || '').length;
+        if (whole !== undefined) {
+            block.append(h('p', { class: 'muted' }, 'All ' + fmtBytes(size) + '.'));
+        } else if (size && size > shown) {
+            const note = h('p', { class: 'muted' },
+                'Showing the first ' + fmtBytes(shown) + ' of ' + fmtBytes(size)
+                + (dropped ? ' (' + fmtBytes(dropped) + ' dropped from the middle by the cap)' : '') + '. ');
+            note.append(h('button', { type: 'button', class: 'link', text: 'Load all', onclick: async (ev) => {
+                ev.target.disabled = true;
+                try {
+                    const all = await loadOutput(id, node, step, stream, cell.attempts, size);
+                    fullOutputs.set(step + '/' + node + '/' + stream + '/' + cell.attempts, all);
+                    pre.textContent = all;
+                    note.textContent = 'All ' + fmtBytes(size) + '.';
+                } catch (err) {
+                    ev.target.disabled = false;
+                    flashError(err);
+                }
+            } }));
+            block.append(note);
+        }
+        return block;
+    };
+
+    const refetch = async () => {
+        const r = await api('GET', '/jobs/' + enc(id), undefined, { signal: abort.signal });
+        if (!ctx.live())
+            return;
+        record = r;
+        if (r.progress)
+            progress = r.progress;
+        if (FINAL.has(r.status)) {
+            setLive('');
+            progress = null;
+        }
+        if (!nodeInfo && (r.expected || []).length > 1) {
+            nodeInfo = new Map();
+            loadNodeInfo();
+        }
+        inFrame(drawRecord);
+    };
+
+    // The record drawn, once per animation frame however often it came.
+    const drawRecord = () => {
+        if (!ctx.live() || !record)
+            return;
+        drawHead();
+        drawShapes();
+        drawGrid();
+        drawCell();
+        document.body.dataset.jobStatus = record.status;
+    };
+
+    const scheduleRefetch = () => {
+        if (refetchTimer)
+            return;
+        // A large job's record is large: fetch it less often (at most every 5 s).
+        const cells = record ? (record.expected || []).length * Math.max(1, record.steps || 1) : 0;
+        refetchTimer = setTimeout(() => {
+            refetchTimer = null;
+            refetch().catch(onError);
+        }, Math.min(5000, 300 + cells * 2));
+    };
+
+    const addEvents = (events) => {
+        for (const e of events) {
+            if (typeof e.seq === 'number' && e.seq <= lastSeq)
+                continue;
+            if (typeof e.seq === 'number')
+                lastSeq = e.seq;
+            eventsBody.append(h('tr', { class: 'ev-' + cssName(e.event) },
+                h('td', { class: 'muted', text: e.seq }),
+                h('td', { class: 'mono', text: fmtClock(e.time), title: fmtTime(e.time) }),
+                h('td', null, eventBadge(e)),
+                h('td', { class: 'mono', text: e.node || '' }),
+                h('td', { text: e.step !== undefined ? e.step : '' }),
+                h('td', { class: 'detail', text: e.detail || '' })));
+        }
+    };
+
+    const fetchEvents = async () => {
+        const r = await api('GET', '/jobs/' + enc(id) + '/events' + q({ after: lastSeq || undefined }),
+                            undefined, { signal: abort.signal });
+        if (ctx.live())
+            addEvents((r && r.events) || []);
+    };
+
+    const fetchProgress = async () => {
+        const p = await api('GET', '/jobs/' + enc(id) + '/progress', undefined, { signal: abort.signal });
+        if (ctx.live())
+            setProgress(p);
+    };
+
+    const onError = (err) => {
+        if (err && err.name === 'AbortError')
+            return;
+        if (ctx.live())
+            flashError(err);
+    };
+
+    const setLive = (text) => {
+        liveEl.textContent = text;
+    };
+
+    // Live: the event stream while the job runs; polling if it breaks.
+    const follow = async () => {
+        let failures = 0;
+        while (ctx.live() && record && !FINAL.has(record.status)) {
+            streaming = true;
+            setLive('\u25cf live');
+            let ended = false;
+            let broke = null;
+            try {
+                await sse('/jobs/' + enc(id) + '/stream' + q({ after: lastSeq || undefined }), (name, data) => {
+                    let obj = null;
+                    try {
+                        obj = JSON.parse(data);
+                    } catch (e) {
+                        return;
+                    }
+                    if (name === 'event' && obj)
+                        addEvents([obj]);
+                    else if (name === 'output')
+                        addOutput(obj);
+                    else if (name === 'progress') {
+                        setProgress(obj);
+                        scheduleRefetch();
+                    }
+                    else if (name === 'end')
+                        ended = true;
+                    else if (name === 'error')
+                        broke = obj;
+                }, abort.signal);
+                if (broke)
+                    throw new ApiError(0, broke, 'event stream error');
+                failures = 0;
+            } catch (err) {
+                if (err.name === 'AbortError' || !ctx.live())
+                    return;
+                failures++;
+                if (err.status === 404 || err.status === 405 || failures > 3) {
+                    streaming = false;
+                    break;   // no stream here: poll instead
+                }
+                await sleep(1000 * failures);
+            }
+            if (!ctx.live())
+                return;
+            await Promise.all([refetch(), fetchEvents()]).catch(onError);
+            if (ended)
+                break;
+        }
+        streaming = false;
+        if (!ctx.live())
+            return;
+        if (record && !FINAL.has(record.status)) {
+            setLive('\u25cf live (polling)');
+            stopPoll = every(ctx, 2000, async () => {
+                await Promise.all([refetch(), fetchEvents(), fetchProgress()]);
+                if (FINAL.has(record.status)) {
+                    stopPoll();
+                    setLive('');
+                }
+            });
+        } else {
+            setLive('');
+        }
+    };
+
+    const doCancel = async () => {
+        if (!confirm('Cancel job ' + id + '?'))
+            return;
+        try {
+            await api('POST', '/jobs/' + enc(id) + '/cancel', { reason: 'cancelled from the dashboard' });
+            flash('Job ' + id + ' cancelled.', 'ok');
+            await Promise.all([refetch(), fetchEvents()]);
+        } catch (err) {
+            flashError(err);
+        }
+    };
+
+    const doRetry = async (failedOnly) => {
+        try {
+            const r = await api('POST', '/jobs/' + enc(id) + '/retry', failedOnly ? { failed_only: true } : {});
+            flash('Retry started: ' + r.job, 'ok');
+            location.hash = '#/jobs/' + enc(r.job);
+        } catch (err) {
+            flashError(err);
+        }
+    };
+
+    const doDelete = async () => {
+        if (!confirm('Delete job ' + id + ' and its outputs?'))
+            return;
+        try {
+            await api('DELETE', '/jobs/' + enc(id));
+            flash('Job ' + id + ' deleted.', 'ok');
+            location.hash = '#/jobs';
+        } catch (err) {
+            flashError(err);
+        }
+    };
+
+    (async () => {
+        try {
+            await Promise.all([refetch(), fetchEvents()]);
+        } catch (err) {
+            if (err.name === 'AbortError' || !ctx.live())
+                return;
+            if (err.status === 404) {
+                clear(ctx.main).append(h('p', { class: 'error', text: 'No job ' + id + '.' }),
+                    h('p', null, h('a', { href: '#/jobs' }, 'Back to the jobs')));
+                return;
+            }
+            return flashError(err);
+        }
+        if (!FINAL.has(record.status))
+            fetchProgress().catch(onError);
+        follow();
+    })();
+
+    return () => {
+        abort.abort();
+        clearTimeout(refetchTimer);
+        if (stopPoll)
+            stopPoll();
+        delete document.body.dataset.jobStatus;
+        void streaming;
+    };
+}
+
+
+// The nodes of a job's results, each with its worst status over the
+// steps, and the counts per status per step: {nodes: Map(node -> worst),
+// steps: [Map(status -> n)], rows: Map(status -> nodes having it)}.
+function cellCounts(results, nodes, nsteps) {
+    const worst = new Map();
+    const steps = [];
+    const rows = new Map();
+    for (const node of nodes)
+        worst.set(node, null);
+    for (let s = 0; s < nsteps; s++) {
+        const counts = new Map();
+        for (const [node, cell] of Object.entries(results[String(s)] || {})) {
+            if (!cell || typeof cell.status !== 'string')
+                continue;
+            counts.set(cell.status, (counts.get(cell.status) || 0) + 1);
+            const was = worst.get(node);
+            if (was === null || was === undefined || cellRank(cell.status) < cellRank(was))
+                worst.set(node, cell.status);
+        }
+        steps.push(counts);
+    }
+    for (const node of worst.keys()) {
+        const seen = new Set();
+        for (let s = 0; s < nsteps; s++) {
+            const cell = (results[String(s)] || {})[node];
+            if (cell && typeof cell.status === 'string' && !seen.has(cell.status)) {
+                seen.add(cell.status);
+                rows.set(cell.status, (rows.get(cell.status) || 0) + 1);
+            }
+        }
+    }
+    return { nodes: worst, steps, rows };
+}
+
+
+// The durations of a step's finished cells as a small bar chart (inline
+// SVG, log scale from the fastest to the slowest) with p50, p90 and max.
+function durationHistogram(durations, step) {
+    const svgNS = 'http://www.w3.org/2000/svg';
+    const box = h('div', { class: 'histogram small muted', dataset: { step: String(step) } });
+    if (!durations.length)
+        return null;
+    durations.sort((a, b) => a - b);
+    const pick = (p) => durations[Math.min(durations.length - 1, Math.floor(p * durations.length))];
+    const lo = Math.max(1, durations[0]);
+    const hi = Math.max(lo + 1, durations[durations.length - 1]);
+    const BINS = 24, W = 240, H = 36;
+    const bins = new Array(BINS).fill(0);
+    const span = Math.log(hi) - Math.log(lo);
+    for (const d of durations) {
+        const at = span > 0 ? Math.floor((Math.log(Math.max(lo, d)) - Math.log(lo)) / span * BINS) : 0;
+        bins[Math.min(BINS - 1, Math.max(0, at))]++;
+    }
+    const top = Math.max(...bins);
+    const svg = document.createElementNS(svgNS, 'svg');
+    svg.setAttribute('class', 'hist');
+    svg.setAttribute('viewBox', '0 0 ' + W + ' ' + H);
+    svg.setAttribute('width', String(W));
+    svg.setAttribute('height', String(H));
+    svg.setAttribute('role', 'img');
+    svg.setAttribute('aria-label', 'durations of step ' + step);
+    bins.forEach((n, i) => {
+        if (!n)
+            return;
+        const bar = document.createElementNS(svgNS, 'rect');
+        const barH = Math.max(1, Math.round(n / top * (H - 2)));
+        bar.setAttribute('x', String(i * (W / BINS) + 0.5));
+        bar.setAttribute('y', String(H - barH));
+        bar.setAttribute('width', String(W / BINS - 1));
+        bar.setAttribute('height', String(barH));
+        const tip = document.createElementNS(svgNS, 'title');
+        tip.textContent = n + ' cell' + (n === 1 ? '' : 's');
+        bar.append(tip);
+        svg.append(bar);
+    });
+    box.append(svg, h('div', { text: durations.length + ' done \u00b7 p50 ' + fmtDuration(pick(0.5))
+        + ' \u00b7 p90 ' + fmtDuration(pick(0.9)) + ' \u00b7 max ' + fmtDuration(hi) }));
+    return box;
+}
