@@ -12,6 +12,8 @@
     S_FAILOVER_CHECK_MS:
 
         not welcomed, quiet failover_ms (+ spread) -> the next endpoint
+        not welcomed, its connects refused (no process listens there),
+            quiet S_FAILOVER_REFUSED_MS                -> the next endpoint
         welcomed on a later one, every failback_ms -> probe the earlier
             ones in order; the first whose handshake goes through is taken
     =========================================================================
@@ -38,6 +40,9 @@
 #define S_HANDSHAKE_MS 10000
 #define S_RECONNECT_MS 100          //  First reconnect (plus jitter)
 #define S_FAILOVER_CHECK_MS 250     //  How often failover is considered
+#define S_FAILOVER_REFUSED_MS 1000  //  Failover from an endpoint that refuses
+                                    //  connections (its process is gone)
+#define S_REFUSED_TRIES 2           //  ... that many connects in a row
 #define S_PROBE_MS 3000             //  Failback: a handshake takes this at most
 #define S_RECONNECT_MAX_MS 10000    //  Backoff cap
 #define S_LINGER_MS 2000            //  Queued messages get this long at close
@@ -74,6 +79,10 @@ struct _link_t {
     int64_t quiet_since_ms;     //  Monotonic: last heard from it, connected
                                 //  to it, or lost it
     int failover_timer;
+    unsigned refused;           //  Connects to it to be tried again in a
+                                //  row, without a connection made
+    bool refused_said;          //  A move away from a refusing endpoint
+                                //  was logged since the last handshake
     zsock_t *probe;             //  Failback: a DEALER that only shakes hands
     zsock_t *probe_monitor;     //  ... and its handshake events
     size_t probe_endpoint;      //  ... with this earlier endpoint
@@ -411,9 +420,18 @@ s_monitor_ready (zloop_t *loop, zsock_t *sock, void *arg)
                                             s_fallback_fired, self);
         return 0;
     }
+    //  The transport's news: a connection made, a connect to try again
+    //  (refused, or the connection just lost)
+    if (rc == 5)
+        self->refused = 0;
+    else
+    if (rc == 6)
+        self->refused++;
     if (rc == 3) {
         self->last_refusal [0] = 0;
         self->failed_handshakes = 0;
+        self->refused = 0;
+        self->refused_said = false;
         //  Connected (again): say hello now, not at the next backed-off
         //  retry, so a restarted broker or relay has us back at once (the
         //  agents that lost it together find it again at their own
@@ -481,6 +499,7 @@ s_connect (link_t *self, size_t index, char *err, size_t err_len)
 {
     s_disconnect (self);
     self->endpoint = index;
+    self->refused = 0;
     //  Another broker may speak our protocol
     self->incompatible = false;
     if (self->server_keys)
@@ -641,13 +660,31 @@ s_failover_fired (zloop_t *loop, int timer_id, void *arg)
     int64_t wait_ms = self->config->failover_ms
                       + self->config->failover_ms / 5
                             * (int64_t) self->failover_spread / 1000;
+    //  An endpoint that refuses connections has no process listening (a
+    //  broker or relay that died, a standby): no use waiting for it. One
+    //  that is hung accepts connections (its kernel does) and is left
+    //  only after failover_ms, as one that is silent
+    bool refusing = self->refused >= S_REFUSED_TRIES;
+    if (refusing && wait_ms > S_FAILOVER_REFUSED_MS)
+        wait_ms = S_FAILOVER_REFUSED_MS;
     if (now_ms - self->quiet_since_ms < wait_ms)
         return 0;
     size_t next = (self->endpoint + 1) % self->endpoint_count;
-    s_log (self, "nothing from %s for %lld ms: trying %s",
-           self->endpoints [self->endpoint],
-           (long long) (now_ms - self->quiet_since_ms),
-           self->endpoints [next]);
+    if (refusing && self->refused_said)
+        //  Going round endpoints that all refuse: said once
+        s_debug (self, "%s refuses connections: trying %s",
+                 self->endpoints [self->endpoint], self->endpoints [next]);
+    else
+    if (refusing)
+        s_log (self, "%s refuses connections (nothing listens there): "
+               "trying %s", self->endpoints [self->endpoint],
+               self->endpoints [next]);
+    else
+        s_log (self, "nothing from %s for %lld ms: trying %s",
+               self->endpoints [self->endpoint],
+               (long long) (now_ms - self->quiet_since_ms),
+               self->endpoints [next]);
+    self->refused_said = self->refused_said || refusing;
     char err [512] = "";
     if (s_connect (self, next, err, sizeof err) != 0) {
         log_error ("cannot connect to %s: %s", self->endpoints [next], err);
