@@ -13,7 +13,7 @@
 
         not welcomed, quiet failover_ms (+ spread) -> the next endpoint
         not welcomed, its connects refused (no process listens there),
-            quiet S_FAILOVER_REFUSED_MS                -> the next endpoint
+            quiet S_FAILOVER_REFUSED_MS (+ spread)     -> the next endpoint
         welcomed on a later one, every failback_ms -> probe the earlier
             ones in order; the first whose handshake goes through is taken
     =========================================================================
@@ -83,6 +83,8 @@ struct _link_t {
                                 //  row, without a connection made
     bool refused_said;          //  A move away from a refusing endpoint
                                 //  was logged since the last handshake
+    bool sub_behind;            //  The SUB may sleep in its reconnect
+                                //  backoff: connects were retried
     zsock_t *probe;             //  Failback: a DEALER that only shakes hands
     zsock_t *probe_monitor;     //  ... and its handshake events
     size_t probe_endpoint;      //  ... with this earlier endpoint
@@ -425,8 +427,23 @@ s_monitor_ready (zloop_t *loop, zsock_t *sock, void *arg)
     if (rc == 5)
         self->refused = 0;
     else
-    if (rc == 6)
+    if (rc == 6) {
         self->refused++;
+        self->sub_behind = true;
+    }
+    if (rc == 3 && self->sub_behind && self->sub) {
+        //  The endpoint is back (a broker restarted, a standby took
+        //  over): the SUB, refused as often as the DEALER, may wait
+        //  seconds more in its backed-off reconnect, and the commands
+        //  the welcome brings would wait with it (at the broker, which
+        //  holds them until the SUB subscribed). It connects again now.
+        const char *publish = self->publishes [self->endpoint];
+        zsock_disconnect (self->sub, "%s", publish);
+        if (zsock_connect (self->sub, "%s", publish))
+            s_log (self, "cannot connect to %s: %s", publish,
+                   zmq_strerror (zmq_errno ()));
+        self->sub_behind = false;
+    }
     if (rc == 3) {
         self->last_refusal [0] = 0;
         self->failed_handshakes = 0;
@@ -500,6 +517,7 @@ s_connect (link_t *self, size_t index, char *err, size_t err_len)
     s_disconnect (self);
     self->endpoint = index;
     self->refused = 0;
+    self->sub_behind = false;
     //  Another broker may speak our protocol
     self->incompatible = false;
     if (self->server_keys)
@@ -665,19 +683,25 @@ s_failover_fired (zloop_t *loop, int timer_id, void *arg)
     //  that is hung accepts connections (its kernel does) and is left
     //  only after failover_ms, as one that is silent
     bool refusing = self->refused >= S_REFUSED_TRIES;
-    if (refusing && wait_ms > S_FAILOVER_REFUSED_MS)
-        wait_ms = S_FAILOVER_REFUSED_MS;
+    int64_t refused_ms = S_FAILOVER_REFUSED_MS
+                         + S_FAILOVER_REFUSED_MS / 5
+                               * (int64_t) self->failover_spread / 1000;
+    if (refusing && wait_ms > refused_ms)
+        wait_ms = refused_ms;
     if (now_ms - self->quiet_since_ms < wait_ms)
         return 0;
     size_t next = (self->endpoint + 1) % self->endpoint_count;
     if (refusing && self->refused_said)
         //  Going round endpoints that all refuse: said once
-        s_debug (self, "%s refuses connections: trying %s",
-                 self->endpoints [self->endpoint], self->endpoints [next]);
+        s_debug (self, "%s refused connections for %lld ms: trying %s",
+                 self->endpoints [self->endpoint],
+                 (long long) (now_ms - self->quiet_since_ms),
+                 self->endpoints [next]);
     else
     if (refusing)
-        s_log (self, "%s refuses connections (nothing listens there): "
-               "trying %s", self->endpoints [self->endpoint],
+        s_log (self, "%s refused connections (nothing listens there) for "
+               "%lld ms: trying %s", self->endpoints [self->endpoint],
+               (long long) (now_ms - self->quiet_since_ms),
                self->endpoints [next]);
     else
         s_log (self, "nothing from %s for %lld ms: trying %s",

@@ -656,7 +656,8 @@ broker_new (const broker_config_t *config, char *err, size_t err_len)
     self->ctx.config = &self->config;
     self->ctx.stats = self->stats;
     self->outbox = zlistx_new ();
-    self->gate = subgate_new (SUBGATE_HOLD_MS);
+    //  A held command leaves no later than its re-send would
+    self->gate = subgate_new (self->config.sched.ack_timeout_ms);
     zlistx_set_destructor (self->outbox,
                            (zlistx_destructor_fn *) broker_pending_destroy);
     self->io = s_io_new ();

@@ -13,8 +13,10 @@
     The gate counts the subscriptions the XPUB granted, per topic, and
     holds a message to a topic that no granted subscription covers (the
     topic itself or a prefix of it) until one does, or until HOLD_MS
-    have passed (then it goes anyway: the ack timeout covers a node that
-    never subscribes). Behind a relay the same holds: a relay subscribes
+    have passed (then it goes anyway). The broker gives its ack timeout:
+    a command it holds leaves no later than the re-send that would have
+    followed its loss, and one to a node that never subscribes goes
+    (into the void) as it always did. Behind a relay the same holds: a relay subscribes
     upstream to a node's topic once the node subscribed to it at the
     relay. Messages to one topic leave in the order they came. Old
     agents subscribe as new ones do: the gate needs nothing of them.
@@ -35,7 +37,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define SUBGATE_HOLD_MS 1000      //  A message waits this long at most
 #define SUBGATE_MAX_HELD 100000   //  Beyond this many, none waits
 
 typedef struct _subgate_t subgate_t;
@@ -45,6 +46,7 @@ typedef void (subgate_send_fn) (void *arg, const void *topic,
                                 size_t topic_size, const void *body,
                                 size_t body_size);
 
+//  A gate whose messages wait HOLD_MS at most.
 subgate_t *subgate_new (int64_t hold_ms);
 
 //  Frees the gate and what it holds; NULL-safe, nulls *self_p.
