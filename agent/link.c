@@ -85,6 +85,9 @@ struct _link_t {
                                 //  was logged since the last handshake
     bool sub_behind;            //  The SUB may sleep in its reconnect
                                 //  backoff: connects were retried
+    zsock_t *sub_monitor;       //  The SUB's handshakes and losses
+    bool sub_up;                //  The SUB is connected (by its monitor;
+                                //  true when it has none)
     zsock_t *probe;             //  Failback: a DEALER that only shakes hands
     zsock_t *probe_monitor;     //  ... and its handshake events
     size_t probe_endpoint;      //  ... with this earlier endpoint
@@ -404,6 +407,16 @@ s_monitor_ready (zloop_t *loop, zsock_t *sock, void *arg)
     link_t *self = (link_t *) arg;
     if (sock == self->next_monitor)
         return s_next_monitor_ready (self, sock);
+    if (sock == self->sub_monitor) {
+        char why [512];
+        int event = keys_monitor_read (sock, why, sizeof why);
+        if (event == 3)
+            self->sub_up = true;
+        else
+        if (event == 4)
+            self->sub_up = false;
+        return 0;
+    }
     if (sock != self->monitor) {
         zmsg_t *stale = zmsg_recv (sock);
         zmsg_destroy (&stale);
@@ -431,12 +444,14 @@ s_monitor_ready (zloop_t *loop, zsock_t *sock, void *arg)
         self->refused++;
         self->sub_behind = true;
     }
-    if (rc == 3 && self->sub_behind && self->sub) {
+    if (rc == 3 && self->sub_behind && !self->sub_up && self->sub) {
         //  The endpoint is back (a broker restarted, a standby took
-        //  over): the SUB, refused as often as the DEALER, may wait
-        //  seconds more in its backed-off reconnect, and the commands
-        //  the welcome brings would wait with it (at the broker, which
-        //  holds them until the SUB subscribed). It connects again now.
+        //  over): the SUB, refused as often as the DEALER and not
+        //  connected yet, may wait seconds more in its backed-off
+        //  reconnect, and the commands the welcome brings would wait
+        //  with it (at the broker, which holds them until the SUB
+        //  subscribed). It connects again now (a SUB that is connected
+        //  is left alone: its subscription is there).
         const char *publish = self->publishes [self->endpoint];
         zsock_disconnect (self->sub, "%s", publish);
         if (zsock_connect (self->sub, "%s", publish))
@@ -489,11 +504,25 @@ s_monitor_ready (zloop_t *loop, zsock_t *sock, void *arg)
 
 static void s_next_close (link_t *self);
 
+//  Stops watching the SUB (it is closed, or another session's): it then
+//  counts as connected.
+static void
+s_sub_monitor_end (link_t *self)
+{
+    if (self->sub_monitor) {
+        zloop_reader_end (self->loop, self->sub_monitor);
+        zmq_socket_monitor (zsock_resolve (self->sub), NULL, 0);
+        zsock_destroy (&self->sub_monitor);
+    }
+    self->sub_up = true;
+}
+
 //  Closes the sockets to the current endpoint.
 static void
 s_disconnect (link_t *self)
 {
     s_next_close (self);
+    s_sub_monitor_end (self);
     if (self->monitor) {
         zloop_reader_end (self->loop, self->monitor);
         zmq_socket_monitor (zsock_resolve (self->dealer), NULL, 0);
@@ -534,6 +563,10 @@ s_connect (link_t *self, size_t index, char *err, size_t err_len)
     self->monitor = keys_monitor_new_lossy (self->dealer);
     if (self->monitor)
         zloop_reader (self->loop, self->monitor, s_monitor_ready, self);
+    self->sub_monitor = keys_monitor_new_lossy (self->sub);
+    self->sub_up = self->sub_monitor == NULL;
+    if (self->sub_monitor)
+        zloop_reader (self->loop, self->sub_monitor, s_monitor_ready, self);
     zloop_reader (self->loop, self->dealer, s_dealer_ready, self);
     zloop_reader (self->loop, self->sub, s_sub_ready, self);
     zloop_reader_set_tolerant (self->loop, self->dealer);
@@ -822,6 +855,7 @@ s_next_promote (link_t *self)
     if (self->old_timer >= 0)
         zloop_timer_end (self->loop, self->old_timer);
     s_old_close (self, true);
+    s_sub_monitor_end (self);
     if (self->monitor)
         zloop_reader_end (self->loop, self->monitor);
     zloop_reader_end (self->loop, self->dealer);
@@ -993,6 +1027,7 @@ link_destroy (link_t **self_p)
     s_next_close (self);
     s_old_close (self, true);
     zcert_destroy (&self->fallback);
+    s_sub_monitor_end (self);
     if (self->monitor)
         zloop_reader_end (self->loop, self->monitor);
     if (self->dealer)

@@ -2568,7 +2568,10 @@ s_measure (const s_options_t *options, size_t agents, s_run_t *run)
     memset (&stage, 0, sizeof stage);
     snprintf (stage.dir, sizeof stage.dir, "%s", s_tmpdir);
     char name [32];
-    snprintf (name, sizeof name, "agents-%zu", agents);
+    //  The cluster's run of --ha apart from the broker alone's (whose
+    //  directory --keep keeps)
+    snprintf (name, sizeof name, "agents-%zu%s", agents,
+              s_ha.on ? "-cluster" : "");
     s_options_t relayed = *options;
     if (run->relay_count && s_relay_prepare (&stage, &relayed, run) != 0) {
         s_load_averages (run->load_after);
