@@ -295,6 +295,13 @@ static int
 s_sub_ready (zloop_t *loop, zsock_t *sock, void *arg)
 {
     link_t *self = (link_t *) arg;
+    //  Not welcomed yet: a welcome already waiting on the DEALER is read
+    //  first. The broker sends it before the commands that follow it, on
+    //  the other socket: read in the other order, the first command would
+    //  be ignored (rule 1) and come again only after the ack timeout
+    if (!self->welcomed && self->dealer
+        && (zsock_events (self->dealer) & ZMQ_POLLIN))
+        s_dealer_ready (loop, self->dealer, self);
     for (int count = 0; count < S_READ_BATCH; count++) {
         zmsg_t *msg = zmsg_recv (sock);
         if (!msg)

@@ -981,7 +981,14 @@ s_stage_broker (s_stage_t *stage, const s_options_t *options,
         uint64_t seq = s_request (&stage->broker, "status", NULL);
         pv_doc_t *doc = s_peer_wait (&stage->broker, seq, 500);
         bool up = doc != NULL;
+        //  A cluster's member a answers not_leader until it won the
+        //  cold start: member b starts only once a is the active (both
+        //  at once, either could win)
+        if (up && s_ha.on)
+            up = pv_str_eq (pv_map_get (pv_doc_root (doc), "type"), "ok");
         pv_doc_destroy (&doc);
+        if (!up && s_ha.on)
+            zclock_sleep (100);
         if (up && s_ha.on) {
             //  ... and member b, with the same security, in its sync set
             char *extra [S_MAX_BROKER_ARGS + 1];
