@@ -422,6 +422,9 @@ s_monitor_ready (zloop_t *loop, zsock_t *sock, void *arg)
         else
         if (event == 4)
             self->sub_up = false;
+        if (event == 3 || event == 4)
+            s_debug (self, "commands socket %s",
+                     event == 3 ? "connected" : "lost");
         return 0;
     }
     if (sock != self->monitor) {
@@ -460,6 +463,8 @@ s_monitor_ready (zloop_t *loop, zsock_t *sock, void *arg)
         //  subscribed). It connects again now (a SUB that is connected
         //  is left alone: its subscription is there).
         const char *publish = self->publishes [self->endpoint];
+        s_debug (self, "connecting the commands socket to %s again",
+                 publish);
         zsock_disconnect (self->sub, "%s", publish);
         if (zsock_connect (self->sub, "%s", publish))
             s_log (self, "cannot connect to %s: %s", publish,

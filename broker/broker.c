@@ -191,7 +191,17 @@ s_on_tick (zloop_t *loop, int timer_id, void *arg)
                  self->ctx.sched, now_ms, s_save_node, &self->ctx);
     s_report_offline (self, deadline_ms);
     s_check_room (self, now_ms);
-    if (self->ctx.state.hold_until_ms && now_ms >= self->ctx.state.hold_until_ms) {
+    //  The hold after a restore ends when its time is up, or as soon as
+    //  every node the broker knows is back: the registry is whole (a
+    //  failover in a cluster, a quick restart), nothing to wait for
+    bool all_back = self->ctx.state.hold_until_ms
+                    && registry_online_count (self->ctx.registry)
+                           >= registry_size (self->ctx.registry);
+    if (self->ctx.state.hold_until_ms
+        && (all_back || now_ms >= self->ctx.state.hold_until_ms)) {
+        if (all_back && now_ms < self->ctx.state.hold_until_ms)
+            log_info ("every known node is back after the restart: queued "
+                      "jobs start");
         self->ctx.state.hold_until_ms = 0;
         if (!self->ctx.state.maintenance)
             sched_set_paused (self->ctx.sched, false);
