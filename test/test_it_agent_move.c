@@ -9,7 +9,10 @@
     - a command to an agent whose SUB subscribes after its welcome (the
       slow joiner of an agent that just moved or reconnected) waits for
       the subscription at the broker and is not lost (the ack timeout,
-      here an hour, would otherwise be the only cure)
+      here an hour, would otherwise be the only cure);
+    - after a broker restart, a job starts as soon as every known node is
+      back, not after the hold (heartbeat x missed heartbeats, here three
+      minutes)
     =========================================================================
 */
 #include <setjmp.h>
@@ -87,6 +90,30 @@ s_start_behind (grid_t *grid, const char *id, const char *first)
     const char *extra [] = {"--broker", brokers, "--publish", publishes,
                             "--failover", "1h", NULL};
     assert_true (grid_spawn_agent (grid, id, "web", NULL, extra) >= 0);
+}
+
+static void
+test_it_restart_hold_ends_when_all_are_back (void **state)
+{
+    grid_t *grid = (grid_t *) *state;
+    assert_true (grid_start_agent (grid, "back-01", "web", NULL, NULL) >= 0);
+    grid_stop_broker (grid, true);
+    const char *extra [] = {"--ack-timeout", "1h", "--heartbeat", "1m",
+                            "--lease", "5m", NULL};
+    assert_int_equal (grid_start_broker (grid, extra), 0);
+    assert_true (grid_wait_node (grid, "back-01", "online", S_WAIT_MS));
+    char *job = grid_submit_id (grid,
+                                "target: {scope: node, value: back-01}\n"
+                                "tasks:\n"
+                                "  - {backend: test, action: echo, params: "
+                                "{msg: back}}\n");
+    assert_non_null (job);
+    pv_doc_t *doc = grid_wait_job (grid, job, S_WAIT_MS);
+    const pv_t *data = NULL;
+    assert_true (grid_reply_ok (doc, &data));
+    assert_true (grid_str_is (data, "status", "completed"));
+    pv_doc_destroy (&doc);
+    free (job);
 }
 
 static void
@@ -205,6 +232,7 @@ int
 main (void)
 {
     const struct CMUnitTest tests [] = {
+        cmocka_unit_test (test_it_restart_hold_ends_when_all_are_back),
         cmocka_unit_test (test_it_agent_leaves_a_refusing_endpoint),
         cmocka_unit_test (test_it_agent_waits_out_a_hung_endpoint),
         cmocka_unit_test (test_it_command_waits_for_a_late_subscription),
