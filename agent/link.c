@@ -12,6 +12,8 @@
     S_FAILOVER_CHECK_MS:
 
         not welcomed, quiet failover_ms (+ spread) -> the next endpoint
+        not welcomed, its connects refused (no process listens there),
+            quiet S_FAILOVER_REFUSED_MS (+ spread)     -> the next endpoint
         welcomed on a later one, every failback_ms -> probe the earlier
             ones in order; the first whose handshake goes through is taken
     =========================================================================
@@ -38,6 +40,9 @@
 #define S_HANDSHAKE_MS 10000
 #define S_RECONNECT_MS 100          //  First reconnect (plus jitter)
 #define S_FAILOVER_CHECK_MS 250     //  How often failover is considered
+#define S_FAILOVER_REFUSED_MS 1000  //  Failover from an endpoint that refuses
+                                    //  connections (its process is gone)
+#define S_REFUSED_TRIES 2           //  ... that many connects in a row
 #define S_PROBE_MS 3000             //  Failback: a handshake takes this at most
 #define S_RECONNECT_MAX_MS 10000    //  Backoff cap
 #define S_LINGER_MS 2000            //  Queued messages get this long at close
@@ -74,6 +79,15 @@ struct _link_t {
     int64_t quiet_since_ms;     //  Monotonic: last heard from it, connected
                                 //  to it, or lost it
     int failover_timer;
+    unsigned refused;           //  Connects to it to be tried again in a
+                                //  row, without a connection made
+    bool refused_said;          //  A move away from a refusing endpoint
+                                //  was logged since the last handshake
+    bool sub_behind;            //  The SUB may sleep in its reconnect
+                                //  backoff: connects were retried
+    zsock_t *sub_monitor;       //  The SUB's handshakes and losses
+    bool sub_up;                //  The SUB is connected (by its monitor;
+                                //  true when it has none)
     zsock_t *probe;             //  Failback: a DEALER that only shakes hands
     zsock_t *probe_monitor;     //  ... and its handshake events
     size_t probe_endpoint;      //  ... with this earlier endpoint
@@ -281,6 +295,13 @@ static int
 s_sub_ready (zloop_t *loop, zsock_t *sock, void *arg)
 {
     link_t *self = (link_t *) arg;
+    //  Not welcomed yet: a welcome already waiting on the DEALER is read
+    //  first. The broker sends it before the commands that follow it, on
+    //  the other socket: read in the other order, the first command would
+    //  be ignored (rule 1) and come again only after the ack timeout
+    if (!self->welcomed && self->dealer
+        && (zsock_events (self->dealer) & ZMQ_POLLIN))
+        s_dealer_ready (loop, self->dealer, self);
     for (int count = 0; count < S_READ_BATCH; count++) {
         zmsg_t *msg = zmsg_recv (sock);
         if (!msg)
@@ -393,6 +414,19 @@ s_monitor_ready (zloop_t *loop, zsock_t *sock, void *arg)
     link_t *self = (link_t *) arg;
     if (sock == self->next_monitor)
         return s_next_monitor_ready (self, sock);
+    if (sock == self->sub_monitor) {
+        char why [512];
+        int event = keys_monitor_read (sock, why, sizeof why);
+        if (event == 3)
+            self->sub_up = true;
+        else
+        if (event == 4)
+            self->sub_up = false;
+        if (event == 3 || event == 4)
+            s_debug (self, "commands socket %s",
+                     event == 3 ? "connected" : "lost");
+        return 0;
+    }
     if (sock != self->monitor) {
         zmsg_t *stale = zmsg_recv (sock);
         zmsg_destroy (&stale);
@@ -411,9 +445,37 @@ s_monitor_ready (zloop_t *loop, zsock_t *sock, void *arg)
                                             s_fallback_fired, self);
         return 0;
     }
+    //  The transport's news: a connection made, a connect to try again
+    //  (refused, or the connection just lost)
+    if (rc == 5)
+        self->refused = 0;
+    else
+    if (rc == 6) {
+        self->refused++;
+        self->sub_behind = true;
+    }
+    if (rc == 3 && self->sub_behind && !self->sub_up && self->sub) {
+        //  The endpoint is back (a broker restarted, a standby took
+        //  over): the SUB, refused as often as the DEALER and not
+        //  connected yet, may wait seconds more in its backed-off
+        //  reconnect, and the commands the welcome brings would wait
+        //  with it (at the broker, which holds them until the SUB
+        //  subscribed). It connects again now (a SUB that is connected
+        //  is left alone: its subscription is there).
+        const char *publish = self->publishes [self->endpoint];
+        s_debug (self, "connecting the commands socket to %s again",
+                 publish);
+        zsock_disconnect (self->sub, "%s", publish);
+        if (zsock_connect (self->sub, "%s", publish))
+            s_log (self, "cannot connect to %s: %s", publish,
+                   zmq_strerror (zmq_errno ()));
+        self->sub_behind = false;
+    }
     if (rc == 3) {
         self->last_refusal [0] = 0;
         self->failed_handshakes = 0;
+        self->refused = 0;
+        self->refused_said = false;
         //  Connected (again): say hello now, not at the next backed-off
         //  retry, so a restarted broker or relay has us back at once (the
         //  agents that lost it together find it again at their own
@@ -454,11 +516,25 @@ s_monitor_ready (zloop_t *loop, zsock_t *sock, void *arg)
 
 static void s_next_close (link_t *self);
 
+//  Stops watching the SUB (it is closed, or another session's): it then
+//  counts as connected.
+static void
+s_sub_monitor_end (link_t *self)
+{
+    if (self->sub_monitor) {
+        zloop_reader_end (self->loop, self->sub_monitor);
+        zmq_socket_monitor (zsock_resolve (self->sub), NULL, 0);
+        zsock_destroy (&self->sub_monitor);
+    }
+    self->sub_up = true;
+}
+
 //  Closes the sockets to the current endpoint.
 static void
 s_disconnect (link_t *self)
 {
     s_next_close (self);
+    s_sub_monitor_end (self);
     if (self->monitor) {
         zloop_reader_end (self->loop, self->monitor);
         zmq_socket_monitor (zsock_resolve (self->dealer), NULL, 0);
@@ -481,6 +557,8 @@ s_connect (link_t *self, size_t index, char *err, size_t err_len)
 {
     s_disconnect (self);
     self->endpoint = index;
+    self->refused = 0;
+    self->sub_behind = false;
     //  Another broker may speak our protocol
     self->incompatible = false;
     if (self->server_keys)
@@ -497,6 +575,10 @@ s_connect (link_t *self, size_t index, char *err, size_t err_len)
     self->monitor = keys_monitor_new_lossy (self->dealer);
     if (self->monitor)
         zloop_reader (self->loop, self->monitor, s_monitor_ready, self);
+    self->sub_monitor = keys_monitor_new_lossy (self->sub);
+    self->sub_up = self->sub_monitor == NULL;
+    if (self->sub_monitor)
+        zloop_reader (self->loop, self->sub_monitor, s_monitor_ready, self);
     zloop_reader (self->loop, self->dealer, s_dealer_ready, self);
     zloop_reader (self->loop, self->sub, s_sub_ready, self);
     zloop_reader_set_tolerant (self->loop, self->dealer);
@@ -641,13 +723,37 @@ s_failover_fired (zloop_t *loop, int timer_id, void *arg)
     int64_t wait_ms = self->config->failover_ms
                       + self->config->failover_ms / 5
                             * (int64_t) self->failover_spread / 1000;
+    //  An endpoint that refuses connections has no process listening (a
+    //  broker or relay that died, a standby): no use waiting for it. One
+    //  that is hung accepts connections (its kernel does) and is left
+    //  only after failover_ms, as one that is silent
+    bool refusing = self->refused >= S_REFUSED_TRIES;
+    int64_t refused_ms = S_FAILOVER_REFUSED_MS
+                         + S_FAILOVER_REFUSED_MS / 5
+                               * (int64_t) self->failover_spread / 1000;
+    if (refusing && wait_ms > refused_ms)
+        wait_ms = refused_ms;
     if (now_ms - self->quiet_since_ms < wait_ms)
         return 0;
     size_t next = (self->endpoint + 1) % self->endpoint_count;
-    s_log (self, "nothing from %s for %lld ms: trying %s",
-           self->endpoints [self->endpoint],
-           (long long) (now_ms - self->quiet_since_ms),
-           self->endpoints [next]);
+    if (refusing && self->refused_said)
+        //  Going round endpoints that all refuse: said once
+        s_debug (self, "%s refused connections for %lld ms: trying %s",
+                 self->endpoints [self->endpoint],
+                 (long long) (now_ms - self->quiet_since_ms),
+                 self->endpoints [next]);
+    else
+    if (refusing)
+        s_log (self, "%s refused connections (nothing listens there) for "
+               "%lld ms: trying %s", self->endpoints [self->endpoint],
+               (long long) (now_ms - self->quiet_since_ms),
+               self->endpoints [next]);
+    else
+        s_log (self, "nothing from %s for %lld ms: trying %s",
+               self->endpoints [self->endpoint],
+               (long long) (now_ms - self->quiet_since_ms),
+               self->endpoints [next]);
+    self->refused_said = self->refused_said || refusing;
     char err [512] = "";
     if (s_connect (self, next, err, sizeof err) != 0) {
         log_error ("cannot connect to %s: %s", self->endpoints [next], err);
@@ -761,6 +867,7 @@ s_next_promote (link_t *self)
     if (self->old_timer >= 0)
         zloop_timer_end (self->loop, self->old_timer);
     s_old_close (self, true);
+    s_sub_monitor_end (self);
     if (self->monitor)
         zloop_reader_end (self->loop, self->monitor);
     zloop_reader_end (self->loop, self->dealer);
@@ -932,6 +1039,7 @@ link_destroy (link_t **self_p)
     s_next_close (self);
     s_old_close (self, true);
     zcert_destroy (&self->fallback);
+    s_sub_monitor_end (self);
     if (self->monitor)
         zloop_reader_end (self->loop, self->monitor);
     if (self->dealer)

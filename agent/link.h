@@ -13,7 +13,9 @@
     broker has refused one) until link_welcome. After it, heartbeats at the
     broker's interval. A lost connection means hello again. With several
     endpoints, a link not welcomed that heard nothing for failover_ms moves
-    both sockets to the next endpoint; welcomed on a later one, it probes
+    both sockets to the next endpoint, and one whose endpoint refuses
+    connections (no process listens there: a broker that died, a standby)
+    after a second; welcomed on a later one, it probes
     the earlier ones every failback_ms and moves back to the first that
     answers.
 

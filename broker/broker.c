@@ -191,11 +191,22 @@ s_on_tick (zloop_t *loop, int timer_id, void *arg)
                  self->ctx.sched, now_ms, s_save_node, &self->ctx);
     s_report_offline (self, deadline_ms);
     s_check_room (self, now_ms);
-    if (self->ctx.state.hold_until_ms && now_ms >= self->ctx.state.hold_until_ms) {
+    //  The hold after a restore ends when its time is up, or as soon as
+    //  every node the broker knows is back: the registry is whole (a
+    //  failover in a cluster, a quick restart), nothing to wait for
+    bool all_back = self->ctx.state.hold_until_ms
+                    && registry_online_count (self->ctx.registry)
+                           >= registry_size (self->ctx.registry);
+    if (self->ctx.state.hold_until_ms
+        && (all_back || now_ms >= self->ctx.state.hold_until_ms)) {
+        if (all_back && now_ms < self->ctx.state.hold_until_ms)
+            log_info ("every known node is back after the restart: queued "
+                      "jobs start");
         self->ctx.state.hold_until_ms = 0;
         if (!self->ctx.state.maintenance)
             sched_set_paused (self->ctx.sched, false);
     }
+    broker_gate_release (self);
     //  Every tick, not only at deadlines: it also admits queued jobs.
     sched_tick (self->ctx.sched, deadline_ms);
     int64_t retention_ms = self->config.retention_ms;
@@ -453,14 +464,20 @@ s_on_commands (zloop_t *loop, zsock_t *socket, void *arg)
             break;
         const char *data = (const char *) zframe_data (frame);
         size_t size = zframe_size (frame);
-        if (size >= 1 && data [0] == 0)
+        if (size >= 1 && data [0] == 0) {
             zmq_setsockopt (handle, ZMQ_UNSUBSCRIBE, data + 1, size - 1);
+            subgate_subscribed (self->gate, data + 1, size - 1, false);
+        }
         else
         if (size >= 1 && data [0] == 1 && s_grant (self, frame, data + 1,
-                                                   size - 1))
+                                                   size - 1)) {
             zmq_setsockopt (handle, ZMQ_SUBSCRIBE, data + 1, size - 1);
+            subgate_subscribed (self->gate, data + 1, size - 1, true);
+        }
         zframe_destroy (&frame);
     }
+    //  A node's first commands may wait for this subscription
+    broker_gate_release (self);
     return 0;
 }
 
@@ -649,6 +666,8 @@ broker_new (const broker_config_t *config, char *err, size_t err_len)
     self->ctx.config = &self->config;
     self->ctx.stats = self->stats;
     self->outbox = zlistx_new ();
+    //  A held command leaves no later than its re-send would
+    self->gate = subgate_new (self->config.sched.ack_timeout_ms);
     zlistx_set_destructor (self->outbox,
                            (zlistx_destructor_fn *) broker_pending_destroy);
     self->io = s_io_new ();
@@ -1009,6 +1028,7 @@ broker_destroy (broker_t **self_p)
     zsock_destroy (&self->client);
     zsock_destroy (&self->agents);
     zsock_destroy (&self->publish);
+    subgate_destroy (&self->gate);
     relays_destroy (&self->ctx.relays);
     auth_destroy (&self->ctx.auth);
     store_abort (&self->txn);

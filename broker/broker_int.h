@@ -37,6 +37,7 @@
 #include "requests.h"
 #include "schedrun.h"
 #include "schedule.h"
+#include "subgate.h"
 #include "token.h"
 
 #define CLIENT_BATCH_MAX 512     //  Client requests read per pass
@@ -167,6 +168,7 @@ struct _broker_t {
     zsock_t *client;             //  Client API ROUTER
     zsock_t *agents;             //  Agent ROUTER
     zsock_t *publish;            //  Commands XPUB (subscriptions granted by auth)
+    subgate_t *gate;             //  Commands to a node not yet subscribed
     zsock_t *http;               //  The HTTP face's bridge (inproc ROUTER), or NULL
     store_lock_t *lock;          //  The data dir's lock (one broker per dir)
     store_txn_t *txn;            //  This pass's write transaction, or NULL
@@ -233,6 +235,10 @@ void broker_release (broker_t *self);
 //  True while a cluster's active may act: its leadership is valid now
 //  (renewals waiting on the elector's pipe are read first).
 bool broker_lead_valid (broker_t *self);
+
+//  Publishes the commands the gate holds whose node subscribed since, or
+//  that waited long enough (subgate.h); drops them all once demoted.
+void broker_gate_release (broker_t *self);
 
 //  Leadership is lost (WHY): nothing more is acknowledged, published or
 //  answered; the loop stops.

@@ -257,6 +257,8 @@ s_acks_queue (broker_t *self)
                 int version = broker_node_protocol (node);
                 int rc = output
                        ? proto_output_acks_encode (io->ack_batch, count,
+                                                   broker_node_epoch (self,
+                                                                      node),
                                                    version, self->body)
                        : batched
                        ? proto_result_acks_encode (io->ack_batch, count,
@@ -315,6 +317,49 @@ s_send_failed (broker_t *self, const char *node_id, int error)
                   node_id, zmq_strerror (error));
 }
 
+#define S_NODE_TOPIC "node/"
+
+//  Publishes TOPIC and BODY on the commands XPUB (subgate_send_fn).
+static void
+s_gate_send (void *arg, const void *topic, size_t topic_size,
+             const void *body, size_t body_size)
+{
+    broker_t *self = (broker_t *) arg;
+    void *handle = zsock_resolve (self->publish);
+    if (zmq_send (handle, topic, topic_size, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0
+        || zmq_send (handle, body, body_size, ZMQ_DONTWAIT) < 0)
+        self->stats->counters.send_failed++;
+}
+
+void
+broker_gate_release (broker_t *self)
+{
+    if (!subgate_held (self->gate))
+        return;
+    if (self->repl && !self->demoted && !broker_lead_valid (self))
+        broker_demote (self, "its leadership could lapse: no renewal came in "
+                       "time");
+    if (self->demoted)
+        subgate_drop (self->gate);
+    else
+        subgate_release (self->gate, broker_now_ms (), s_gate_send, self);
+}
+
+//  True when SEND is a command to one node (node/ID/) that must wait at
+//  the gate, which then holds it.
+static bool
+s_gated (broker_t *self, const uint8_t *at, const s_send_t *send)
+{
+    if (send->socket != self->publish || send->via_size
+        || send->first_size < strlen (S_NODE_TOPIC)
+        || memcmp (at, S_NODE_TOPIC, strlen (S_NODE_TOPIC)) != 0
+        || !subgate_must_wait (self->gate, at, send->first_size))
+        return false;
+    subgate_hold (self->gate, at, send->first_size, at + send->first_size,
+                  send->body_size, broker_now_ms ());
+    return true;
+}
+
 //  Sends COUNT queued SENDS whose bytes are BYTES.
 static void
 s_send_queued (broker_t *self, const uint8_t *bytes, const s_send_t *sends,
@@ -323,6 +368,8 @@ s_send_queued (broker_t *self, const uint8_t *bytes, const s_send_t *sends,
     for (size_t index = 0; index < count; index++) {
         const s_send_t *send = &sends [index];
         const uint8_t *at = bytes + send->offset;
+        if (s_gated (self, at, send))
+            continue;
         void *handle = send->socket ? zsock_resolve (send->socket) : NULL;
         //  The ROUTER refuses the routing id frame of a vanished or full
         //  peer; after it the body cannot fail.
@@ -395,6 +442,7 @@ s_drop_all (broker_t *self)
     self->io->send_count = 0;
     self->io->bytes_size = 0;
     zlistx_purge (self->outbox);
+    subgate_drop (self->gate);
     s_held_t *held;
     while (self->held
            && (held = (s_held_t *) zlistx_detach (self->held, NULL)))

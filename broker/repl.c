@@ -779,6 +779,9 @@ struct _repl_sink_t {
     bool in_sync;
     int64_t heard_ms;
     int64_t hello_ms;
+    store_txn_t *batch;          //  The passes read in one go, applied
+    uint64_t batch_epoch;        //  in one transaction: through this
+    uint64_t batch_seq;          //  pass (committed by s_batch_commit)
     int snap_fd;                 //  Snapshot being received, or -1
     uint64_t snap_seq;
     uint64_t snap_epoch;
@@ -893,27 +896,54 @@ s_ack (repl_sink_t *self, const char *type, uint64_t value)
         zmsg_destroy (&msg);
 }
 
+//  Applies pass SEQ of EPOCH (its JOURNAL) into the batch's transaction,
+//  begun when none is. Nothing is durable, or acknowledged, before
+//  s_batch_commit. Returns 0, or -1 (the batch is undone).
 static int
 s_apply (repl_sink_t *self, uint64_t epoch, uint64_t seq, zframe_t *journal)
 {
-    store_txn_t *txn = store_begin (*self->store_p, true);
+    if (!self->batch)
+        self->batch = store_begin (*self->store_p, true);
     char err [256] = "";
-    int rc = txn ? store_apply (txn, zframe_data (journal),
-                                zframe_size (journal), err, sizeof err)
-                 : STORE_EIO;
-    if (rc >= 0)
-        rc = repl_store_mark (txn, epoch, seq);
-    if (rc >= 0)
-        rc = store_commit (&txn);
-    else
-        store_abort (&txn);
-    if (rc != 0) {
+    int rc = self->batch ? store_apply (self->batch, zframe_data (journal),
+                                        zframe_size (journal), err,
+                                        sizeof err)
+                         : STORE_EIO;
+    if (rc < 0) {
         log_error ("cluster: cannot apply pass %" PRIu64 ": %s", seq,
                    *err ? err : store_last_error (*self->store_p));
+        store_abort (&self->batch);
         return -1;
     }
-    self->epoch = epoch;
-    self->seq = seq;
+    self->batch_epoch = epoch;
+    self->batch_seq = seq;
+    return 0;
+}
+
+//  Commits the passes of the batch with the last one's sequence, in one
+//  transaction (one fsync for all the passes that came together), then
+//  acknowledges the last: the active counts every pass up to it as held.
+//  Returns 0 (also with no batch), or -1 (none of them is applied).
+static int
+s_batch_commit (repl_sink_t *self)
+{
+    if (!self->batch)
+        return 0;
+    int rc = repl_store_mark (self->batch, self->batch_epoch,
+                              self->batch_seq);
+    if (rc >= 0)
+        rc = store_commit (&self->batch);
+    else
+        store_abort (&self->batch);
+    if (rc != 0) {
+        log_error ("cluster: cannot commit passes %" PRIu64 " to %" PRIu64
+                   ": %s", self->seq + 1, self->batch_seq,
+                   store_last_error (*self->store_p));
+        return -1;
+    }
+    self->epoch = self->batch_epoch;
+    self->seq = self->batch_seq;
+    s_ack (self, "ACK", self->seq);
     return 0;
 }
 
@@ -972,6 +1002,18 @@ repl_sink_read (repl_sink_t *self, int64_t now_ms)
         char *type = zmsg_size (msg) ? zframe_strdup (zmsg_first (msg)) : NULL;
         uint64_t epoch = 0, seq = 0, value = 0;
         bool numbered = s_frame64 (msg, 1, &epoch) && s_frame64 (msg, 2, &seq);
+        //  The passes that follow one another are applied together;
+        //  anything else first sees them committed
+        bool batchable = type && streq (type, "PASS") && numbered
+                         && epoch >= self->epoch_seen
+                         && (!self->batch || epoch == self->batch_epoch);
+        if (!batchable && self->batch && s_batch_commit (self) != 0) {
+            s_hello (self, now_ms);
+            rc = -1;
+        }
+        if (rc != 0)
+            ;
+        else
         if (!type)
             ;
         else
@@ -987,18 +1029,21 @@ repl_sink_read (repl_sink_t *self, int64_t now_ms)
         else {
             self->epoch_seen = epoch;
             self->heard_ms = now_ms;
+            uint64_t held = self->batch ? self->batch_seq : self->seq;
             if (streq (type, "PASS") && zmsg_size (msg) == 4) {
-                if (seq == self->seq + 1) {
+                if (seq == held + 1) {
                     zframe_t *journal = zmsg_last (msg);
                     rc = s_apply (self, epoch, seq, journal);
-                    if (rc == 0)
-                        s_ack (self, "ACK", seq);
-                    else
+                    if (rc != 0)
                         s_hello (self, now_ms);
                 }
                 else
-                if (seq > self->seq + 1)
-                    s_hello (self, now_ms);   //  A gap: start over
+                if (seq > held + 1) {
+                    //  A gap: what came before it is kept, then start over
+                    if (s_batch_commit (self) != 0)
+                        rc = -1;
+                    s_hello (self, now_ms);
+                }
             }
             else
             if (streq (type, "SNAP") && zmsg_size (msg) == 5
@@ -1058,6 +1103,10 @@ repl_sink_read (repl_sink_t *self, int64_t now_ms)
         }
         free (type);
         zmsg_destroy (&msg);
+    }
+    if (rc == 0 && s_batch_commit (self) != 0) {
+        s_hello (self, now_ms);
+        rc = -1;
     }
     return rc;
 }

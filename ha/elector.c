@@ -14,6 +14,9 @@
 #include "../proto/names.h"
 #include "etcd.h"
 
+#define S_LAPSE_POLL_MS 250    //  A follower reads the key this often
+                                //  once the holder's lease can lapse
+
 typedef enum {
     S_FOLLOWING,     //  Campaigns whenever the key is free
     S_LEADING,       //  Holds the key, renews its lease
@@ -213,6 +216,30 @@ s_bar (s_elector_t *self, const char *why)
     zstr_sendx (self->pipe, "BARRED", why, NULL);
 }
 
+//  When a follower reads the key next, after NOW_MS, when HOLDER holds
+//  it: every TTL/3 while its lease has longer to live than that, else
+//  when the lease can lapse and then every S_LAPSE_POLL_MS, so a lapse
+//  is noticed within that (etcd says the time left in whole seconds,
+//  rounded down: the key may outlive what it says by up to a second).
+static int64_t
+s_next_read (s_elector_t *self, const etcd_kv_t *holder, int64_t now_ms)
+{
+    int64_t step_ms = self->ttl_ms / 3;
+    if (!holder->create_revision || !holder->lease)
+        return now_ms + step_ms;
+    int64_t ttl_s = 0;
+    int rc = etcd_lease_ttl (self->etcd, holder->lease, &ttl_s);
+    s_reached (self, rc != ETCD_EIO);
+    if (rc < 0)
+        return now_ms + step_ms;
+    int64_t wait_ms = rc == 0 ? S_LAPSE_POLL_MS : ttl_s * 1000;
+    if (wait_ms > step_ms)
+        wait_ms = step_ms;
+    if (wait_ms < S_LAPSE_POLL_MS)
+        wait_ms = S_LAPSE_POLL_MS;
+    return now_ms + wait_ms;
+}
+
 //  Held: reads who holds the key, says so when it changes.
 static void
 s_watch (s_elector_t *self, int64_t now_ms)
@@ -223,8 +250,9 @@ s_watch (s_elector_t *self, int64_t now_ms)
     s_reached (self, rc != ETCD_EIO);
     if (rc == 1 || rc == 0)
         s_follow (self, &holder);
+    self->next_ms = rc == 1 ? s_next_read (self, &holder, now_ms)
+                            : now_ms + self->ttl_ms / 3;
     etcd_kv_clear (&holder);
-    self->next_ms = now_ms + self->ttl_ms / 3;
 }
 
 //  Campaigns, only when the sync key allows this member (elector.h).
@@ -285,9 +313,11 @@ s_campaign (s_elector_t *self, int64_t now_ms)
     etcd_lease_revoke (self->etcd, lease);
     if (rc == 0 && holder.create_revision)
         s_follow (self, &holder);
-    //  The sync key changed since it was read: read it again at once
+    //  The sync key changed since it was read: read it again at once;
+    //  held by another: again when its lease can lapse
     self->next_ms = rc == 0 && !holder.create_revision ? now_ms
-                                                       : now_ms + step_ms;
+                  : rc == 0 ? s_next_read (self, &holder, now_ms)
+                            : now_ms + step_ms;
     etcd_kv_clear (&holder);
 }
 

@@ -18,8 +18,12 @@
     (elector_valid) and never acts past it. This is the rule Patroni
     follows: step down before anyone else can step up.
 
-    A follower reads the key every TTL/3 and campaigns as soon as it is
-    gone (its holder resigned, or its lease lapsed), and only when the
+    A follower reads the key, and the time its holder's lease has left,
+    every TTL/3; once that time is shorter, it reads the key again when
+    the lease can lapse and then every 250 ms, so a lapse is noticed at
+    once (a holder that renews keeps its lease longer than TTL/3 ahead).
+    It campaigns as soon as the key is gone (its holder resigned, or its
+    lease lapsed), and only when the
     SYNC KEY /grid/CLUSTER/sync allows it: that key, written by the
     leader, holds {"epoch": E, "leader": NAME, "sync": [NAME...]} (the
     standbys that hold every pass the leader released). A member may
@@ -62,8 +66,8 @@
                                          again only after "CAMPAIGN"
         "HOLD"                           a follower (or one that
                                          resigned) stops campaigning:
-                                         it only reads the key (every
-                                         TTL/3) and says FOLLOWER when
+                                         it only reads the key (as a
+                                         follower does) and says FOLLOWER when
                                          its holder changes (EPOCH 0 and
                                          HOLDER "" while no one holds
                                          it), until "CAMPAIGN" (a

@@ -371,6 +371,26 @@ etcd_lease_keepalive (etcd_t *self, int64_t id, int64_t *ttl_p)
 }
 
 int
+etcd_lease_ttl (etcd_t *self, int64_t id, int64_t *ttl_p)
+{
+    *ttl_p = 0;
+    char text [32];
+    snprintf (text, sizeof text, "%" PRId64, id);
+    json_t *answer = s_call (self, "/v3/lease/timetolive",
+                             json_pack ("{s:s}", "ID", text));
+    if (!answer)
+        return self->refused == 404 ? 0 : self->refused ? ETCD_EPROTO
+                                                        : ETCD_EIO;
+    //  The gateway leaves out a TTL of 0; -1 says the lease is gone
+    int64_t ttl = 0;
+    if (s_int64 (json_object_get (answer, "TTL"), &ttl))
+        return s_proto (self, answer, "no TTL in the timetolive's answer");
+    json_decref (answer);
+    *ttl_p = ttl > 0 ? ttl : 0;
+    return ttl >= 0 ? 1 : 0;
+}
+
+int
 etcd_lease_revoke (etcd_t *self, int64_t id)
 {
     char text [32];

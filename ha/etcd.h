@@ -71,6 +71,11 @@ int etcd_lease_grant (etcd_t *self, int64_t ttl_s, int64_t *id_p);
 //  gone (expired or revoked), or an error.
 int etcd_lease_keepalive (etcd_t *self, int64_t id, int64_t *ttl_p);
 
+//  How long lease ID still lives, in whole seconds (etcd rounds down)
+//  into *TTL_P. Returns 1 while it lives (*TTL_P may be 0: under a
+//  second), 0 when it is gone, or an error.
+int etcd_lease_ttl (etcd_t *self, int64_t id, int64_t *ttl_p);
+
 //  Revokes lease ID (its keys go with it). Returns 0 (also when it was
 //  gone already) or an error.
 int etcd_lease_revoke (etcd_t *self, int64_t id);

@@ -302,7 +302,9 @@ keys_monitor_new (zsock_t *sock)
 zsock_t *
 keys_monitor_new_lossy (zsock_t *sock)
 {
-    return s_monitor_new (sock, S_HANDSHAKE_EVENTS | ZMQ_EVENT_DISCONNECTED);
+    return s_monitor_new (sock, S_HANDSHAKE_EVENTS | ZMQ_EVENT_DISCONNECTED
+                                | ZMQ_EVENT_CONNECTED
+                                | ZMQ_EVENT_CONNECT_RETRIED);
 }
 
 //  An errno that says the connection itself failed, not the handshake's
@@ -333,6 +335,12 @@ keys_monitor_read (zsock_t *monitor, char *why, size_t why_len)
         else
         if (event == ZMQ_EVENT_DISCONNECTED)
             rc = 4;
+        else
+        if (event == ZMQ_EVENT_CONNECTED)
+            rc = 5;
+        else
+        if (event == ZMQ_EVENT_CONNECT_RETRIED)
+            rc = 6;
         else
         if (event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) {
             s_err (why, why_len, "the broker refused this key (ZAP status "

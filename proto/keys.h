@@ -89,14 +89,19 @@ int keys_curve_server (zsock_t *sock, zcert_t *cert, const char *domain,
 zsock_t *keys_monitor_new (zsock_t *sock);
 
 //  As keys_monitor_new, and also for connections that are lost (a peer
-//  that went away), which keys_monitor_read reports as 4.
+//  that went away), which keys_monitor_read reports as 4, and for the
+//  transport's own news: a TCP (or ipc) connection made (5) and a
+//  connect that failed or is to be tried again (6: the peer refused it,
+//  or the connection was just lost). Several 6 without a 5 between them
+//  say that no process listens there.
 zsock_t *keys_monitor_new_lossy (zsock_t *sock);
 
 //  Reads one event from MONITOR and writes what it means into WHY (e.g.
 //  "the broker refused this key"). Returns 1 for a refused key, 2 for
 //  another handshake failure (wrong broker key, CURVE on one side only,
 //  or a connection lost mid-handshake, which blames no key), 3 for a
-//  handshake that succeeded, 4 for a connection lost (keys_monitor_new_lossy
+//  handshake that succeeded, 4 for a connection lost, 5 for a connection
+//  made, 6 for a connect to be tried again (4 to 6: keys_monitor_new_lossy
 //  only), 0 for an event that is no failure, -1 when nothing could be
 //  read.
 int keys_monitor_read (zsock_t *monitor, char *why, size_t why_len);

@@ -476,6 +476,7 @@ static const s_field_t s_output_acks_fields [] = {
       .required = true, .offset = offsetof (proto_msg_t, acks),
       .count_offset = offsetof (proto_msg_t, ack_count), .min = 1,
       .max = PROTO_MAX_ACKS },
+    S_EPOCH,
 };
 
 //  "parallel" is written only when true (steps of a DAG job)
@@ -1292,11 +1293,11 @@ proto_result_acks_encode (const proto_ack_t *acks, size_t count,
 
 int
 proto_output_acks_encode (const proto_ack_t *acks, size_t count,
-                          int version, pw_t *writer)
+                          uint64_t epoch, int version, pw_t *writer)
 {
     assert (writer);
     //  The rules of s_output_acks_fields
-    if (!acks || count < 1 || count > PROTO_MAX_ACKS)
+    if (!acks || count < 1 || count > PROTO_MAX_ACKS || epoch > INT64_MAX)
         return PROTO_EMALFORMED;
     for (size_t index = 0; index < count; index++)
         if (!acks [index].job || !job_id_valid (acks [index].job)
@@ -1305,7 +1306,7 @@ proto_output_acks_encode (const proto_ack_t *acks, size_t count,
             || acks [index].attempt > PROTO_MAX_ATTEMPT
             || !s_ack_stream_valid (&acks [index]))
             return PROTO_EMALFORMED;
-    pw_map (writer, 3);
+    pw_map (writer, epoch ? 4 : 3);
     pw_strn (writer, "v", 1);
     pw_int (writer, version ? version : PROTO_VERSION);
     pw_strn (writer, "type", 4);
@@ -1319,6 +1320,10 @@ proto_output_acks_encode (const proto_ack_t *acks, size_t count,
         pw_int (writer, acks [index].attempt);
         pw_str (writer, acks [index].stream);
         pw_int (writer, (int64_t) acks [index].offset);
+    }
+    if (epoch) {
+        pw_strn (writer, "epoch", 5);
+        pw_int (writer, (int64_t) epoch);
     }
     return PROTO_OK;
 }

@@ -307,12 +307,12 @@ int proto_result_acks_encode (const proto_ack_t *acks, size_t count,
                               uint64_t epoch, int version, pw_t *writer);
 
 //  Appends an output_acks for the COUNT output pieces in ACKS (each with
-//  its stream and offset) to WRITER, at protocol VERSION (0:
-//  PROTO_VERSION; the bytes proto_msg_encode writes for it). Returns 0,
-//  or -2 when COUNT is 0 or above PROTO_MAX_ACKS or an entry breaks the
-//  protocol's rules.
+//  its stream and offset) to WRITER, with EPOCH (0: none), at protocol
+//  VERSION (0: PROTO_VERSION; the bytes proto_msg_encode writes for it).
+//  Returns 0, or -2 when COUNT is 0 or above PROTO_MAX_ACKS or an entry
+//  breaks the protocol's rules.
 int proto_output_acks_encode (const proto_ack_t *acks, size_t count,
-                              int version, pw_t *writer);
+                              uint64_t epoch, int version, pw_t *writer);
 
 //  Whether protocol version VERSION is one this release reads.
 bool proto_version_spoken (int64_t version);

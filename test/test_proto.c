@@ -13,6 +13,7 @@
 #include <cmocka.h>
 
 #include "../proto/names.h"
+#include "../proto/epoch.h"
 #include "../proto/proto.h"
 
 #define JOB_A "j-0193a1b2c3d4-0001"
@@ -1865,7 +1866,7 @@ test_proto_output_acks (void **state)
     pw_t *expected = pw_new ();
     assert_int_equal (proto_msg_encode (&msg, expected), 0);
     pw_t *writer = pw_new ();
-    assert_int_equal (proto_output_acks_encode (acks, 2, 0, writer), 0);
+    assert_int_equal (proto_output_acks_encode (acks, 2, 0, 0, writer), 0);
     assert_int_equal (pw_size (writer), pw_size (expected));
     assert_memory_equal (pw_data (writer), pw_data (expected),
                          pw_size (writer));
@@ -1880,18 +1881,37 @@ test_proto_output_acks (void **state)
     assert_string_equal (got->acks [0].stream, "stdout");
     assert_string_equal (got->acks [1].stream, "stderr");
     assert_int_equal (got->acks [1].offset, PROTO_MAX_STREAM - 1);
+    assert_int_equal (got->epoch, 0);
     proto_msg_destroy (&got);
+    //  With the epoch of a cluster's active, as proto_msg_encode writes it
+    pw_reset (expected);
+    pw_reset (writer);
+    msg.epoch = 42;
+    assert_int_equal (proto_msg_encode (&msg, expected), 0);
+    assert_int_equal (proto_output_acks_encode (acks, 2, 42, 0, writer), 0);
+    assert_int_equal (pw_size (writer), pw_size (expected));
+    assert_memory_equal (pw_data (writer), pw_data (expected),
+                         pw_size (writer));
+    assert_int_equal (proto_msg_decode (pw_data (writer), pw_size (writer),
+                                        &got, NULL, 0), 0);
+    assert_int_equal (got->epoch, 42);
+    proto_msg_destroy (&got);
+    assert_int_equal (epoch_of_body (pw_data (writer), pw_size (writer)), 42);
+    pw_reset (writer);
+    assert_int_equal (proto_output_acks_encode (acks, 2,
+                                                (uint64_t) INT64_MAX + 1, 0,
+                                                writer), -2);
     //  The encoder refuses what the decoder would
     pw_reset (writer);
     proto_ack_t bad = acks [0];
     bad.stream = "stdin";
-    assert_int_equal (proto_output_acks_encode (&bad, 1, 0, writer), -2);
+    assert_int_equal (proto_output_acks_encode (&bad, 1, 0, 0, writer), -2);
     bad.stream = NULL;
-    assert_int_equal (proto_output_acks_encode (&bad, 1, 0, writer), -2);
+    assert_int_equal (proto_output_acks_encode (&bad, 1, 0, 0, writer), -2);
     bad = acks [0];
     bad.offset = (uint64_t) PROTO_MAX_STREAM;
-    assert_int_equal (proto_output_acks_encode (&bad, 1, 0, writer), -2);
-    assert_int_equal (proto_output_acks_encode (acks, 0, 0, writer), -2);
+    assert_int_equal (proto_output_acks_encode (&bad, 1, 0, 0, writer), -2);
+    assert_int_equal (proto_output_acks_encode (acks, 0, 0, 0, writer), -2);
     assert_int_equal (pw_size (writer), 0);
     //  Hostile entries
     char why [256];

@@ -981,7 +981,14 @@ s_stage_broker (s_stage_t *stage, const s_options_t *options,
         uint64_t seq = s_request (&stage->broker, "status", NULL);
         pv_doc_t *doc = s_peer_wait (&stage->broker, seq, 500);
         bool up = doc != NULL;
+        //  A cluster's member a answers not_leader until it won the
+        //  cold start: member b starts only once a is the active (both
+        //  at once, either could win)
+        if (up && s_ha.on)
+            up = pv_str_eq (pv_map_get (pv_doc_root (doc), "type"), "ok");
         pv_doc_destroy (&doc);
+        if (!up && s_ha.on)
+            zclock_sleep (100);
         if (up && s_ha.on) {
             //  ... and member b, with the same security, in its sync set
             char *extra [S_MAX_BROKER_ARGS + 1];
@@ -2568,7 +2575,10 @@ s_measure (const s_options_t *options, size_t agents, s_run_t *run)
     memset (&stage, 0, sizeof stage);
     snprintf (stage.dir, sizeof stage.dir, "%s", s_tmpdir);
     char name [32];
-    snprintf (name, sizeof name, "agents-%zu", agents);
+    //  The cluster's run of --ha apart from the broker alone's (whose
+    //  directory --keep keeps)
+    snprintf (name, sizeof name, "agents-%zu%s", agents,
+              s_ha.on ? "-cluster" : "");
     s_options_t relayed = *options;
     if (run->relay_count && s_relay_prepare (&stage, &relayed, run) != 0) {
         s_load_averages (run->load_after);

@@ -30,23 +30,37 @@ s_now_ms (void)
     return zclock_mono ();
 }
 
-//  A free loopback port (bound once, then released), or -1.
+#define S_PORT_LOW 20000        //  Ports are taken below Linux's ephemeral
+#define S_PORT_HIGH 32767       //  range (32768 up), see s_free_port
+
+//  A free loopback port (bound once, then released), or -1. A member is
+//  killed and started again on its ports: while it is down, the agents
+//  and clients that connect to it again and again could, were its port
+//  an ephemeral one, be given that very port as their own (a TCP
+//  connection to itself), and the member could not bind it again. So the
+//  port is taken below the ephemeral range, at random; the kernel's
+//  choice only when none is free there.
 static int
 s_free_port (void)
 {
-    int fd = socket (AF_INET, SOCK_STREAM, 0);
-    if (fd < 0)
-        return -1;
-    struct sockaddr_in address;
-    memset (&address, 0, sizeof address);
-    address.sin_family = AF_INET;
-    address.sin_addr.s_addr = htonl (INADDR_LOOPBACK);
-    socklen_t len = sizeof address;
     int port = -1;
-    if (bind (fd, (struct sockaddr *) &address, sizeof address) == 0
-        && getsockname (fd, (struct sockaddr *) &address, &len) == 0)
-        port = ntohs (address.sin_port);
-    close (fd);
+    for (int tries = 0; tries <= 200 && port < 0; tries++) {
+        int fd = socket (AF_INET, SOCK_STREAM, 0);
+        if (fd < 0)
+            return -1;
+        struct sockaddr_in address;
+        memset (&address, 0, sizeof address);
+        address.sin_family = AF_INET;
+        address.sin_addr.s_addr = htonl (INADDR_LOOPBACK);
+        if (tries < 200)
+            address.sin_port = htons ((uint16_t) (S_PORT_LOW
+                                      + randof (S_PORT_HIGH - S_PORT_LOW)));
+        socklen_t len = sizeof address;
+        if (bind (fd, (struct sockaddr *) &address, sizeof address) == 0
+            && getsockname (fd, (struct sockaddr *) &address, &len) == 0)
+            port = ntohs (address.sin_port);
+        close (fd);
+    }
     return port;
 }
 
