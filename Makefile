@@ -440,10 +440,9 @@ bench-web: deps
 	@sh test/deps.sh $(BROWSER_PKGS)
 	@$(MAKE) --no-print-directory test/browser/node_modules/.package-lock.json \
 		$(BINS) $(BENCH_TOOLS)
-	@cd test/browser && GRID_BIN=$(abspath $(BUILD))/bin \
-		GRID_TOOLS=$(abspath $(BUILD))/test/tools \
-		GRID_BENCH_OUT=$(abspath $(BUILD))/bench/web.json \
-		node bench_web.mjs $(BENCH_ARGS)
+	@GRID_BIN=$(abspath $(BUILD))/bin GRID_TOOLS=$(abspath $(BUILD))/test/tools \
+		GRID_SRC=$(CURDIR) GRID_BENCH_OUT=$(abspath $(BUILD))/bench/web.json \
+		node test/browser/bench_web.mjs $(BENCH_ARGS)
 
 # Targets by fact over 50,000 nodes of one registry, in process.
 bench-facts: $(BUILD)/test/tools/factbench

@@ -344,6 +344,15 @@ async function profileView(name, hash, selector, ms, done) {
     await cdp.send('Profiler.enable');
     await cdp.send('Profiler.setSamplingInterval', { interval: 200 });
     await cdp.send('Profiler.start');
+    const events = [];
+    const collect = (e) => {
+        for (const ev of e.value)
+            events.push(ev);
+    };
+    cdp.on('Tracing.dataCollected', collect);
+    await cdp.send('Tracing.start', { transferMode: 'ReportEvents', traceConfig: {
+        includedCategories: ['devtools.timeline', 'disabled-by-default-devtools.timeline',
+                             'disabled-by-default-devtools.timeline.stack'] } });
     await page.goto(base + '/' + hash);
     await page.waitForSelector(selector, { timeout: 120000 });
     if (done)
@@ -351,8 +360,78 @@ async function profileView(name, hash, selector, ms, done) {
     else
         await sleep(ms);
     const { profile } = await cdp.send('Profiler.stop');
+    const complete = new Promise((resolve) => cdp.on('Tracing.tracingComplete', resolve));
+    await cdp.send('Tracing.end');
+    await complete;
+    cdp.off('Tracing.dataCollected', collect);
     const lt = await page.evaluate(() => window.__bench.longtasks.map((t) => [Math.round(t.start), Math.round(t.ms)]));
-    return { name, ...summarise(profile), longtasks: lt };
+    return { name, ...summarise(profile), ...summariseTrace(events), longtasks: lt };
+}
+
+// The renderer's main thread in a trace: self time per kind of work
+// (script, style, layout, paint...), and the functions that forced a
+// layout or style recalculation, or dirtied them, from the stacks the
+// trace keeps.
+function summariseTrace(events) {
+    const names = new Map();
+    for (const e of events)
+        if (e.ph === 'M' && e.name === 'thread_name' && e.args && e.args.name === 'CrRendererMain')
+            names.set(e.pid + '/' + e.tid, 0);
+    for (const e of events)
+        if (e.ph === 'X' && names.has(e.pid + '/' + e.tid))
+            names.set(e.pid + '/' + e.tid, names.get(e.pid + '/' + e.tid) + (e.dur || 0));
+    const main = [...names.entries()].sort((a, b) => b[1] - a[1])[0];
+    if (!main)
+        return { trace: null };
+    const onMain = events.filter((e) => e.pid + '/' + e.tid === main[0]);
+    // Complete events, B/E pairs made whole
+    const spans = [];
+    const open = new Map();
+    for (const e of onMain) {
+        if (e.ph === 'X')
+            spans.push({ name: e.name, ts: e.ts, dur: e.dur || 0, args: e.args });
+        else if (e.ph === 'B')
+            (open.get(e.name) || open.set(e.name, []).get(e.name)).push(e);
+        else if (e.ph === 'E' && open.get(e.name) && open.get(e.name).length) {
+            const b = open.get(e.name).pop();
+            spans.push({ name: e.name, ts: b.ts, dur: e.ts - b.ts, args: b.args });
+        }
+    }
+    spans.sort((a, b) => a.ts - b.ts || b.dur - a.dur);
+    const self = new Map();
+    const stack = [];
+    for (const sp of spans) {
+        while (stack.length && stack[stack.length - 1].ts + stack[stack.length - 1].dur <= sp.ts)
+            stack.pop();
+        if (stack.length)
+            stack[stack.length - 1].child += sp.dur;
+        sp.child = 0;
+        stack.push(sp);
+    }
+    for (const sp of spans)
+        self.set(sp.name, (self.get(sp.name) || 0) + Math.max(0, sp.dur - sp.child));
+    const fnOf = (st) => st && st.length ? (st[0].functionName || '(anonymous)') + ' '
+        + String(st[0].url || '').replace(/^.*\//, '') + ':' + (st[0].lineNumber + 1) : null;
+    const forced = new Map();
+    for (const sp of spans) {
+        if (sp.name !== 'Layout' && sp.name !== 'UpdateLayoutTree')
+            continue;
+        const fn = fnOf(sp.args && sp.args.beginData && sp.args.beginData.stackTrace);
+        if (fn)
+            forced.set(sp.name + ' forced by ' + fn, (forced.get(sp.name + ' forced by ' + fn) || 0) + sp.dur);
+    }
+    const dirty = new Map();
+    for (const e of onMain) {
+        if (e.name !== 'InvalidateLayout' && e.name !== 'ScheduleStyleRecalculation')
+            continue;
+        const fn = fnOf(e.args && e.args.data && e.args.data.stackTrace);
+        if (fn)
+            dirty.set(e.name + ' from ' + fn, (dirty.get(e.name + ' from ' + fn) || 0) + 1);
+    }
+    const top = (m, k, scale) => [...m.entries()].sort((a, b) => b[1] - a[1]).slice(0, k)
+        .map(([what, v]) => ({ what, [scale ? 'ms' : 'times']: scale ? Math.round(v / 1000) : v }));
+    return { trace: { main_thread_self: top(self, 12, true), forced: top(forced, 8, true),
+                      invalidated_by: top(dirty, 8, false) } };
 }
 
 function summarise(profile) {
@@ -415,6 +494,17 @@ async function profileAll(job) {
         console.log('  web/app.js, inclusive:');
         for (const f of p.app_inclusive)
             console.log('    ' + String(f.ms).padStart(7) + ' ms  ' + f.fn);
+        if (!p.trace)
+            continue;
+        console.log('  the main thread (trace), self time:');
+        for (const f of p.trace.main_thread_self)
+            console.log('    ' + String(f.ms).padStart(7) + ' ms  ' + f.what);
+        console.log('  layout and style forced by script:');
+        for (const f of p.trace.forced)
+            console.log('    ' + String(f.ms).padStart(7) + ' ms  ' + f.what);
+        console.log('  layout and style dirtied by:');
+        for (const f of p.trace.invalidated_by)
+            console.log('    ' + String(f.times).padStart(7) + ' x   ' + f.what);
     }
     return out;
 }
