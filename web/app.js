@@ -92,13 +92,18 @@ function cssName(s) {
     return String(s || '').replace(/[^a-z0-9_-]/gi, '');
 }
 
+// One formatter for every time shown: toLocaleString makes one a call (0.1 ms)
+const TIME_FORMAT = new Intl.DateTimeFormat(undefined, { year: 'numeric', month: 'numeric', day: 'numeric',
+                                                         hour: 'numeric', minute: 'numeric', second: 'numeric',
+                                                         hour12: false });
+
 function fmtTime(iso) {
     if (!iso)
         return '';
     const d = new Date(iso);
     if (isNaN(d))
         return String(iso);
-    return d.toLocaleString(undefined, { hour12: false });
+    return TIME_FORMAT.format(d);
 }
 
 function fmtClock(iso) {
