@@ -12,9 +12,11 @@
 // table with each budget beside its figure, the load average before and
 // after, and writes build/bench/web.json. Budgets live here, not in tests.
 //
-// --profile runs each view once more under the CDP profiler and prints the
-// functions of web/app.js that cost the most (self and inclusive time),
-// with the long tasks it saw: where a budget is missed, and why.
+// --profile runs each view once more under the CDP profiler and a trace,
+// and prints the functions of web/app.js that cost the most (self and
+// inclusive time), the main thread's time by kind of work (script, style,
+// layout, paint), the layouts script forced and who dirtied them, with the
+// long tasks it saw: where a budget is missed, and why.
 //
 // --web DIR serves the dashboard's files from DIR (say, the working tree's
 // web/) in place of those built into the broker, every file DIR holds and
