@@ -36,7 +36,14 @@
 #   make bench-ha      a broker alone and a two-broker cluster side by
 #                   side at 1,000 agents, then failover times over HA_KILLS
 #                   (20) kills of the active; writes build/bench/ha.json
-#                   BENCH_ARGS adds gridbench options (gridbench --help)
+#   make bench-web     the dashboard in headless Chromium against a broker
+#                   with 10,000 swarm agents (behind two relays): time to
+#                   first rows, long tasks, frame gaps, heap and DOM size
+#                   of the overview, the nodes page and a 10,000-node
+#                   job's page, beside their budgets; writes
+#                   build/bench/web.json (test/browser/bench_web.mjs)
+#                   BENCH_ARGS adds gridbench options (gridbench --help);
+#                   for bench-web, bench_web.mjs's (--profile, --web DIR)
 #   make install    programs, man pages, configs, units, completion, Python
 #                   module (PREFIX=/usr/local, DESTDIR); make uninstall
 #   make deb        Debian packages in build/deb, checked by lintian
@@ -155,7 +162,8 @@ FUZZ_SEEDS := $(BUILD)/test/tools/fuzz_seeds
 .PHONY: all man deps test test-build test-deps demo format clean FORCE \
 	check-deps check-layers fuzz fuzz-build fuzz-deps bench bench-quick \
 	demo-ha soak-ha bench-ha \
-	bench-queue bench-scale bench-http bench-live bench-facts install \
+	bench-queue bench-scale bench-http bench-live bench-facts bench-web \
+	install \
 	uninstall deb
 .DEFAULT_GOAL := all
 
@@ -425,6 +433,16 @@ bench-http: deps
 bench-live: deps
 	@$(MAKE) --no-print-directory $(BINS) $(BENCH_TOOLS)
 	@$(BUILD)/test/tools/gridbench --live --out $(BUILD)/bench/live.json $(BENCH_ARGS)
+
+# The dashboard at fleet size in headless Chromium (BENCHMARKS.md, "The
+# dashboard"): needs the browser test's packages and playwright-core.
+bench-web: deps
+	@sh test/deps.sh $(BROWSER_PKGS)
+	@$(MAKE) --no-print-directory test/browser/node_modules/.package-lock.json \
+		$(BINS) $(BENCH_TOOLS)
+	@GRID_BIN=$(abspath $(BUILD))/bin GRID_TOOLS=$(abspath $(BUILD))/test/tools \
+		GRID_SRC=$(CURDIR) GRID_BENCH_OUT=$(abspath $(BUILD))/bench/web.json \
+		node test/browser/bench_web.mjs $(BENCH_ARGS)
 
 # Targets by fact over 50,000 nodes of one registry, in process.
 bench-facts: $(BUILD)/test/tools/factbench
