@@ -16,6 +16,8 @@
       with the active's URL, its grid_ha_* metrics; an agent whose list
       starts with the standby is redirected to the active at once (long
       before its failover), and one whose list lacks the active is not.
+    - Two fake standbys that name each other: the agent follows a few
+      redirects, then no more (its failover order takes over).
     - Bad ha: configurations are refused at start with a clear error.
     =========================================================================
 */
@@ -36,6 +38,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "../proto/proto.h"
 #include "lib/etcdproc.h"
 #include "lib/harness.h"
 
@@ -468,6 +471,88 @@ test_cluster_standby_faces (void **state)
                                    "--broker endpoints"));
 }
 
+//  Answers every hello on SOCKET with a redirect to OTHER; returns how
+//  many it answered.
+static int
+s_fake_standby (zsock_t *socket, const char *other)
+{
+    int answered = 0;
+    zmsg_t *msg;
+    while ((msg = zmsg_recv_nowait (socket))) {
+        zframe_t *routing = zmsg_first (msg);
+        zframe_t *body = zmsg_next (msg);
+        proto_msg_t *hello = NULL;
+        if (body && proto_msg_decode (zframe_data (body), zframe_size (body),
+                                      &hello, NULL, 0) == 0
+            && hello->type == PROTO_HELLO) {
+            proto_msg_t error = {
+                .type = PROTO_ERROR, .code = (char *) "not_leader",
+                .message = (char *) "a standby", .endpoint = (char *) other,
+            };
+            pw_t *writer = pw_new ();
+            assert_int_equal (proto_msg_encode (&error, writer), 0);
+            zmsg_t *reply = zmsg_new ();
+            zmsg_addmem (reply, zframe_data (routing), zframe_size (routing));
+            zmsg_addmem (reply, pw_data (writer), pw_size (writer));
+            zmsg_send (&reply, socket);
+            pw_destroy (&writer);
+            answered++;
+        }
+        proto_msg_destroy (&hello);
+        zmsg_destroy (&msg);
+    }
+    return answered;
+}
+
+static void
+test_cluster_redirect_loop_bounded (void **state)
+{
+    s_state_t *self = (s_state_t *) *state;
+    if (s_skip (self))
+        return;
+    char ep [2][400], pub [400];
+    zsock_t *fake [2];
+    for (int which = 0; which < 2; which++) {
+        snprintf (ep [which], sizeof ep [which], "ipc://%.300s/fake-%d.ipc",
+                  self->dir, which);
+        fake [which] = zsock_new (ZMQ_ROUTER);
+        assert_non_null (fake [which]);
+        assert_true (zsock_bind (fake [which], "%s", ep [which]) >= 0);
+    }
+    snprintf (pub, sizeof pub, "ipc://%.300s/fake-pub.ipc", self->dir);
+    char brokers [900], publishes [900];
+    snprintf (brokers, sizeof brokers, "%s,%s", ep [0], ep [1]);
+    snprintf (publishes, sizeof publishes, "%s,%s", pub, pub);
+    const char *extra [] = {"--broker", brokers, "--publish", publishes,
+                            "--failover", "60s", NULL};
+    assert_true (grid_spawn_agent (&self->member [0], "n1", "web", NULL,
+                                   extra) >= 0);
+    long long deadline = grid_now_ms () + 6000;
+    int answered = 0;
+    while (grid_now_ms () < deadline) {
+        answered += s_fake_standby (fake [0], ep [1]);
+        answered += s_fake_standby (fake [1], ep [0]);
+        usleep (20 * 1000);
+    }
+    zsock_destroy (&fake [0]);
+    zsock_destroy (&fake [1]);
+    //  A few redirects followed, then refused: the loop is bounded
+    char path [400];
+    snprintf (path, sizeof path, "%s/agent-n1.log", self->member [0].dir);
+    char *log = grid_slurp (path);
+    assert_non_null (log);
+    int moved = 0;
+    for (const char *at = strstr (log, "is a standby: moving"); at;
+         at = strstr (at + 1, "is a standby: moving"))
+        moved++;
+    if (moved != 4 || !strstr (log, "one redirect too many"))
+        fprintf (stderr, "%d hellos answered, %d redirects followed:\n%s",
+                 answered, moved, log);
+    assert_int_equal (moved, 4);
+    assert_non_null (strstr (log, "one redirect too many"));
+    free (log);
+}
+
 static void
 test_cluster_failover_after_sigkill (void **state)
 {
@@ -703,6 +788,8 @@ main (void)
         cmocka_unit_test_setup_teardown (test_cluster_standby_says_not_leader,
                                          s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_cluster_standby_faces,
+                                         s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_cluster_redirect_loop_bounded,
                                          s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_cluster_failover_after_sigkill,
                                          s_setup, s_teardown),
