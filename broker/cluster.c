@@ -316,13 +316,7 @@ s_standby (const broker_config_t *config, zactor_t *elector, zcert_t *cert,
     if (self.auth && auth_zap_socket (self.auth))
         zloop_reader (self.loop, auth_zap_socket (self.auth), s_on_zap, &self);
     zloop_timer (self.loop, 100, 0, s_on_tick, &self);
-    self.face = standby_new (config, self.auth, self.loop, self.sink, err,
-                             sizeof err);
-    if (!self.face) {
-        log_error ("%s", err);
-        s_standby_end (&self);
-        return -1;
-    }
+    self.face = standby_new (config, self.auth, self.loop, self.sink);
     uint64_t held_epoch, held_seq;
     repl_store_position (self.store, &held_epoch, &held_seq);
     log_warn ("cluster: %s is a standby of cluster %s (its store holds pass %"
@@ -395,6 +389,7 @@ cluster_run (const broker_config_t *config, broker_config_fn *read, void *arg)
         bool demoted = broker_demoted (broker);
         broker_destroy (&broker);
         s_ipc_released (config->client_ep);
+        s_ipc_released (config->agents_ep);
         if (!demoted)
             break;
         //  The elector is held (again: a lapse leaves it held, a

@@ -312,9 +312,62 @@ s_ipc_released (const char *endpoint)
         zclock_sleep (10);
 }
 
+//  The agent endpoint, or NULL with a sentence in ERR.
+static zsock_t *
+s_agents_bind (standby_t *self, char *err, size_t err_len)
+{
+    zsock_t *agents = zsock_new (ZMQ_ROUTER);
+    if (!agents) {
+        snprintf (err, err_len, "cannot create a socket");
+        return NULL;
+    }
+    zsock_set_linger (agents, 0);
+    zsock_set_sndtimeo (agents, 0);
+    zsock_set_rcvtimeo (agents, 0);
+    zsock_set_maxmsgsize (agents, PROTO_MAX_FRAME);
+    zsock_set_handshake_ivl (agents, 10000);
+    zsock_set_backlog (agents, 4096);
+    int rc = self->auth ? auth_secure_socket (self->auth, agents,
+                                              KEYS_DOMAIN_AGENTS, err,
+                                              err_len)
+                        : 0;
+    if (rc == 0 && zsock_bind (agents, "%s", self->config->agents_ep) < 0) {
+        snprintf (err, err_len, "cannot bind %s: %s",
+                  self->config->agents_ep, zmq_strerror (zmq_errno ()));
+        rc = -1;
+    }
+    if (rc != 0)
+        zsock_destroy (&agents);
+    return agents;
+}
+
+//  The HTTP face and its bridge; returns 0, or -1 with ERR.
+static int
+s_http_start (standby_t *self, char *err, size_t err_len)
+{
+    char bridge_ep [64];
+    snprintf (bridge_ep, sizeof bridge_ep, "inproc://grid-standby-http-%p",
+              (void *) self);
+    self->bridge = zsock_new (ZMQ_ROUTER);
+    if (!self->bridge || zsock_bind (self->bridge, "%s", bridge_ep) != 0) {
+        snprintf (err, err_len, "cannot bind %s", bridge_ep);
+        zsock_destroy (&self->bridge);
+        return -1;
+    }
+    zsock_set_sndtimeo (self->bridge, 0);
+    zsock_set_rcvtimeo (self->bridge, 0);
+    zsock_set_linger (self->bridge, 0);
+    self->http = http_new (&self->config->http, bridge_ep, err, err_len);
+    if (!self->http) {
+        zsock_destroy (&self->bridge);
+        return -1;
+    }
+    return 0;
+}
+
 standby_t *
 standby_new (const broker_config_t *config, auth_t *auth, zloop_t *loop,
-             repl_sink_t *sink, char *err, size_t err_len)
+             repl_sink_t *sink)
 {
     standby_t *self = (standby_t *) zmalloc (sizeof (standby_t));
     self->config = config;
@@ -323,45 +376,21 @@ standby_new (const broker_config_t *config, auth_t *auth, zloop_t *loop,
     self->sink = sink;
     self->started_ms = zclock_mono ();
     self->writer = pw_new ();
-    self->agents = zsock_new (ZMQ_ROUTER);
-    zsock_set_linger (self->agents, 0);
-    zsock_set_sndtimeo (self->agents, 0);
-    zsock_set_rcvtimeo (self->agents, 0);
-    zsock_set_maxmsgsize (self->agents, PROTO_MAX_FRAME);
-    zsock_set_handshake_ivl (self->agents, 10000);
-    zsock_set_backlog (self->agents, 4096);
-    int rc = auth ? auth_secure_socket (auth, self->agents,
-                                        KEYS_DOMAIN_AGENTS, err, err_len)
-                  : 0;
-    if (rc == 0 && zsock_bind (self->agents, "%s", config->agents_ep) < 0) {
-        snprintf (err, err_len, "cannot bind %s: %s", config->agents_ep,
-                  zmq_strerror (zmq_errno ()));
-        rc = -1;
-    }
-    if (rc == 0 && config->http.listen) {
-        char bridge_ep [64];
-        snprintf (bridge_ep, sizeof bridge_ep, "inproc://grid-standby-http-%p",
-                  (void *) self);
-        self->bridge = zsock_new (ZMQ_ROUTER);
-        zsock_set_sndtimeo (self->bridge, 0);
-        zsock_set_rcvtimeo (self->bridge, 0);
-        zsock_set_linger (self->bridge, 0);
-        if (zsock_bind (self->bridge, "%s", bridge_ep) != 0) {
-            snprintf (err, err_len, "cannot bind %s", bridge_ep);
-            rc = -1;
-        }
-        if (rc == 0) {
-            self->http = http_new (&config->http, bridge_ep, err, err_len);
-            rc = self->http ? 0 : -1;
-        }
-    }
-    if (rc != 0) {
-        standby_destroy (&self);
-        return NULL;
-    }
-    zloop_reader (loop, self->agents, s_on_agents, self);
-    if (self->bridge)
+    //  Neither face is what a standby is for (it follows the active and
+    //  takes over): one that cannot open is said, and the standby goes on
+    char err [512];
+    self->agents = s_agents_bind (self, err, sizeof err);
+    if (self->agents)
+        zloop_reader (loop, self->agents, s_on_agents, self);
+    else
+        log_error ("cluster: a standby without its agent endpoint (%s): "
+                   "agents are not redirected, they fail over by their "
+                   "lists", err);
+    if (config->http.listen && s_http_start (self, err, sizeof err) == 0)
         zloop_reader (loop, self->bridge, s_on_bridge, self);
+    else
+    if (config->http.listen)
+        log_error ("cluster: a standby without its HTTP face: %s", err);
     return self;
 }
 
@@ -374,11 +403,12 @@ standby_destroy (standby_t **self_p)
     *self_p = NULL;
     if (self->bridge)
         zloop_reader_end (self->loop, self->bridge);
-    zloop_reader_end (self->loop, self->agents);
+    if (self->agents)
+        zloop_reader_end (self->loop, self->agents);
     //  The face first: its thread talks to the bridge
     http_destroy (&self->http);
     zsock_destroy (&self->bridge);
-    bool bound = zsock_endpoint (self->agents) != NULL;
+    bool bound = self->agents != NULL;
     zsock_destroy (&self->agents);
     if (bound)
         s_ipc_released (self->config->agents_ep);

@@ -40,10 +40,11 @@ typedef struct _standby_t standby_t;
 //  Binds CONFIG's agent endpoint (secured by AUTH, NULL when insecure)
 //  and starts the HTTP face when CONFIG has one; registers their readers
 //  on LOOP. CONFIG, AUTH, LOOP and SINK (read for the metrics) are
-//  borrowed and must outlive it. Returns NULL with a sentence in ERR.
+//  borrowed and must outlive it. A face that cannot open (an address in
+//  use) is logged at error level and left out: the standby still
+//  follows the active and may take over.
 standby_t *standby_new (const broker_config_t *config, auth_t *auth,
-                        zloop_t *loop, repl_sink_t *sink, char *err,
-                        size_t err_len);
+                        zloop_t *loop, repl_sink_t *sink);
 
 //  Ends the readers, stops the HTTP face and closes the agent endpoint
 //  (its ipc:// path is gone on return); NULL-safe, nulls *self_p.

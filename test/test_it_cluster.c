@@ -17,7 +17,8 @@
       starts with the standby is redirected to the active at once (long
       before its failover), and one whose list lacks the active is not.
     - Two fake standbys that name each other: the agent follows a few
-      redirects, then no more (its failover order takes over).
+      redirects, then no more (its failover order takes over); a
+      redirect of an epoch lower than the agent saw is dropped.
     - Bad ha: configurations are refused at start with a clear error.
     =========================================================================
 */
@@ -35,6 +36,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -469,12 +471,28 @@ test_cluster_standby_faces (void **state)
                                    alone) >= 0);
     assert_true (s_wait_agent_log (self, "n2", "is not one of this agent's "
                                    "--broker endpoints"));
+    //  The active killed: the standby takes over, and its HTTP port (the
+    //  standby's face closed, the active's opened) leads now
+    grid_kill (self->member [0].broker_pid, SIGKILL);
+    waitpid (self->member [0].broker_pid, NULL, 0);
+    self->member [0].broker_pid = 0;
+    assert_true (s_wait_code (self, 1, "ok"));
+    deadline = grid_now_ms () + S_WAIT_MS;
+    while (grid_now_ms () < deadline) {
+        status = s_http (standby, "GET", "/api/v1/leader", NULL, &body);
+        bool leads = status == 200 && strstr (body, "\"leader\":\"b\"");
+        free (body);
+        if (leads)
+            break;
+        usleep (100 * 1000);
+    }
+    assert_int_equal (status, 200);
 }
 
-//  Answers every hello on SOCKET with a redirect to OTHER; returns how
-//  many it answered.
+//  Answers every hello on SOCKET with a redirect to OTHER of EPOCH;
+//  returns how many it answered.
 static int
-s_fake_standby (zsock_t *socket, const char *other)
+s_fake_standby (zsock_t *socket, const char *other, uint64_t epoch)
 {
     int answered = 0;
     zmsg_t *msg;
@@ -488,6 +506,7 @@ s_fake_standby (zsock_t *socket, const char *other)
             proto_msg_t error = {
                 .type = PROTO_ERROR, .code = (char *) "not_leader",
                 .message = (char *) "a standby", .endpoint = (char *) other,
+                .epoch = epoch,
             };
             pw_t *writer = pw_new ();
             assert_int_equal (proto_msg_encode (&error, writer), 0);
@@ -530,8 +549,8 @@ test_cluster_redirect_loop_bounded (void **state)
     long long deadline = grid_now_ms () + 6000;
     int answered = 0;
     while (grid_now_ms () < deadline) {
-        answered += s_fake_standby (fake [0], ep [1]);
-        answered += s_fake_standby (fake [1], ep [0]);
+        answered += s_fake_standby (fake [0], ep [1], 0);
+        answered += s_fake_standby (fake [1], ep [0], 0);
         usleep (20 * 1000);
     }
     zsock_destroy (&fake [0]);
@@ -550,6 +569,53 @@ test_cluster_redirect_loop_bounded (void **state)
                  answered, moved, log);
     assert_int_equal (moved, 4);
     assert_non_null (strstr (log, "one redirect too many"));
+    free (log);
+}
+
+static void
+test_cluster_redirect_of_lower_epoch_dropped (void **state)
+{
+    s_state_t *self = (s_state_t *) *state;
+    if (s_skip (self))
+        return;
+    char ep [2][400], pub [400], path [400];
+    for (int which = 0; which < 2; which++)
+        snprintf (ep [which], sizeof ep [which], "ipc://%.300s/fake-%d.ipc",
+                  self->dir, which);
+    snprintf (pub, sizeof pub, "ipc://%.300s/fake-pub.ipc", self->dir);
+    zsock_t *fake = zsock_new (ZMQ_ROUTER);
+    assert_true (zsock_bind (fake, "%s", ep [0]) >= 0);
+    //  The agent saw epoch 100 once; a standby of epoch 5 redirects it
+    snprintf (path, sizeof path, "%s/agent-n1", self->member [0].dir);
+    assert_int_equal (mkdir (path, 0700), 0);
+    snprintf (path, sizeof path, "%s/agent-n1/epoch", self->member [0].dir);
+    FILE *file = fopen (path, "w");
+    assert_non_null (file);
+    fputs ("100\n", file);
+    fclose (file);
+    char brokers [900], publishes [900];
+    snprintf (brokers, sizeof brokers, "%s,%s", ep [0], ep [1]);
+    snprintf (publishes, sizeof publishes, "%s,%s", pub, pub);
+    const char *extra [] = {"--broker", brokers, "--publish", publishes,
+                            "--failover", "60s", NULL};
+    assert_true (grid_spawn_agent (&self->member [0], "n1", "web", NULL,
+                                   extra) >= 0);
+    long long deadline = grid_now_ms () + 3000;
+    int answered = 0;
+    while (grid_now_ms () < deadline) {
+        answered += s_fake_standby (fake, ep [1], 5);
+        usleep (20 * 1000);
+    }
+    zsock_destroy (&fake);
+    snprintf (path, sizeof path, "%s/agent-n1.log", self->member [0].dir);
+    char *log = grid_slurp (path);
+    assert_non_null (log);
+    if (answered == 0 || strstr (log, "moving to the active")
+        || !strstr (log, "of epoch 5"))
+        fprintf (stderr, "%d hellos answered:\n%s", answered, log);
+    assert_true (answered > 0);
+    assert_null (strstr (log, "moving to the active"));
+    assert_non_null (strstr (log, "of epoch 5"));
     free (log);
 }
 
@@ -791,6 +857,9 @@ main (void)
                                          s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_cluster_redirect_loop_bounded,
                                          s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (
+            test_cluster_redirect_of_lower_epoch_dropped, s_setup,
+            s_teardown),
         cmocka_unit_test_setup_teardown (test_cluster_failover_after_sigkill,
                                          s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_cluster_stopped_active_demotes,
