@@ -48,11 +48,11 @@
 #define S_NEXT_HELLO_MS 1000        //  Hello on the next key's session
 #define S_OLD_SUB_MS 3000           //  The old session's SUB stays this long
 #define S_HEARTBEAT_MIN_MS 100
+#define S_HEARTBEAT_MAX_MS 600000
 #define S_REDIRECTS_MAX 4           //  Redirects followed without a welcome
 #define S_REDIRECTS_WINDOW_MS 60000 //  ... in this long (then the list's
                                     //  order: two standbys naming each
                                     //  other do not keep us moving)
-#define S_HEARTBEAT_MAX_MS 600000
 
 struct _link_t {
     agent_config_t *config;     //  Borrowed from the agent

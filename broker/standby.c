@@ -16,6 +16,8 @@
 #include "token.h"
 
 #define S_BATCH 256                  //  Messages read per wake-up, at most
+#define S_ALIVE_MS (3 * REPL_PING_MS)  //  An active heard within this long is
+                                     //  alive: agents are sent to it
 
 struct _standby_t {
     const broker_config_t *config;
@@ -53,8 +55,14 @@ static void
 s_redirect (standby_t *self, zframe_t *routing, const proto_msg_t *hello)
 {
     const cluster_peer_t *active = s_active (self);
+    //  Only to an active that speaks: one that died is still named by
+    //  the leader key until its lease lapses, and an agent sent there
+    //  would wait out its failover before it came back
+    int64_t heard_ms = repl_sink_heard_ms (self->sink);
+    bool alive = heard_ms && zclock_mono () - heard_ms < S_ALIVE_MS;
+    const char *endpoint = active && alive ? active->agents : NULL;
     char message [512];
-    if (active && active->agents)
+    if (endpoint)
         snprintf (message, sizeof message, "broker %s is a standby of "
                   "cluster %s; the active is %s, its agent endpoint %s",
                   self->config->cluster.name, self->config->cluster.cluster,
@@ -63,16 +71,17 @@ s_redirect (standby_t *self, zframe_t *routing, const proto_msg_t *hello)
         snprintf (message, sizeof message, "broker %s is a standby of "
                   "cluster %s; %s", self->config->cluster.name,
                   self->config->cluster.cluster,
-                  active ? "the configuration names no agent endpoint for "
-                           "the active (ha: peers: agents)"
-                         : "no active is known yet");
+                  !active ? "no active is known yet"
+                  : !alive ? "the active has not been heard lately"
+                           : "the configuration names no agent endpoint "
+                             "for the active (ha: peers: agents)");
     proto_msg_t error = {
         .type = PROTO_ERROR,
         .protocol = hello->protocol,
         .code = (char *) PROTO_ERR_NOT_LEADER,
         .message = message,
-        .endpoint = active ? active->agents : NULL,
-        .epoch = active ? self->epoch : 0,
+        .endpoint = (char *) endpoint,
+        .epoch = endpoint ? self->epoch : 0,
     };
     pw_reset (self->writer);
     if (proto_msg_encode (&error, self->writer) != 0)

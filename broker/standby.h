@@ -14,8 +14,10 @@
     - Agents: the agent endpoint is bound, and a hello that names the
       feature `redirect` (PROTOCOL.md 4.2), said straight to this broker,
       is answered with an error not_leader carrying the active's agent
-      endpoint (ha: peers: agents) and epoch; the agent moves there if it
-      is one of its own endpoints. Every other message (an older agent's
+      endpoint (ha: peers: agents) and epoch, while the active is heard
+      (a dead one is named by etcd until its lease lapses: no agent is
+      sent there); the agent moves there if it is one of its own
+      endpoints. Every other message (an older agent's
       hello, a relay's traffic) is dropped unanswered, as when no standby
       listened there: those agents fail over by their endpoint list.
 
