@@ -1271,7 +1271,7 @@ s_on_error (agent_t *self, const proto_msg_t *error)
                   error->message);
         return;
     }
-    link_refused (self->link, error->code, error->message);
+    link_refused (self->link, error->code, error->message, error->endpoint);
     if (strcmp (error->code, "pending") == 0)
         return;
     //  A broker older than hello's features refuses the key: say hello
@@ -1557,8 +1557,8 @@ s_build_hello (agent_t *self, char *err, size_t err_len)
                                 PROTO_FEATURE_FACTS,
                                 PROTO_FEATURE_CHECK,
                                 PROTO_FEATURE_EPOCH,
-                                PROTO_FEATURE_REKEY,
-                                PROTO_FEATURE_OUTPUT_ACKS };
+                                PROTO_FEATURE_REKEY, PROTO_FEATURE_OUTPUT_ACKS,
+                                PROTO_FEATURE_REDIRECT };
     size_t count = sizeof features / sizeof features [0];
     if (!self->plain_hello) {
         hello->features = (char **) calloc (count, sizeof (char *));

@@ -6,6 +6,9 @@
         connected (monitor)    -> hello now, again with backoff
         welcome (link_welcome) -> hello stops, heartbeats start
         error (link_refused)   -> hello at the short pace, if not welcomed
+        not_leader (a standby) -> its redirect followed at once when it
+                                  names one of our endpoints, else the
+                                  endpoint counts as quiet (failover)
         unknown_node, lost     -> heartbeats stop, hello again
 
     Across endpoints (several configured), checked every
@@ -51,6 +54,10 @@
 #define S_OLD_SUB_MS 3000           //  The old session's SUB stays this long
 #define S_HEARTBEAT_MIN_MS 100
 #define S_HEARTBEAT_MAX_MS 600000
+#define S_REDIRECTS_MAX 4           //  Redirects followed without a welcome
+#define S_REDIRECTS_WINDOW_MS 60000 //  ... in this long (then the list's
+                                    //  order: two standbys naming each
+                                    //  other do not keep us moving)
 
 struct _link_t {
     agent_config_t *config;     //  Borrowed from the agent
@@ -78,6 +85,9 @@ struct _link_t {
     size_t endpoint;            //  The one in use
     int64_t quiet_since_ms;     //  Monotonic: last heard from it, connected
                                 //  to it, or lost it
+    int64_t connected_ms;       //  Monotonic: when the session moved to it
+    unsigned redirects;         //  Followed since redirect_since_ms
+    int64_t redirect_since_ms;  //  Monotonic: the first of them
     int failover_timer;
     unsigned refused;           //  Connects to it to be tried again in a
                                 //  row, without a connection made
@@ -583,7 +593,7 @@ s_connect (link_t *self, size_t index, char *err, size_t err_len)
     zloop_reader (self->loop, self->sub, s_sub_ready, self);
     zloop_reader_set_tolerant (self->loop, self->dealer);
     zloop_reader_set_tolerant (self->loop, self->sub);
-    self->quiet_since_ms = zclock_mono ();
+    self->quiet_since_ms = self->connected_ms = zclock_mono ();
     return 0;
 }
 
@@ -1079,6 +1089,7 @@ link_welcome (link_t *self, uint32_t heartbeat_ms)
         s_next_promote (self);
     bool changed = !self->welcomed || beat != self->heartbeat_ms;
     self->welcomed = true;
+    self->redirects = 0;
     self->hello_answered = false;
     self->incompatible = false;
     if (self->hello_timer >= 0)
@@ -1132,9 +1143,56 @@ s_upgrade_advice (const char *message)
            : "This agent is older than the broker speaks: upgrade gridagent";
 }
 
-void
-link_refused (link_t *self, const char *code, const char *message)
+//  A standby's not_leader, before a welcome: moves at once to ENDPOINT
+//  (the active's, or NULL) when it is one of ours (each has its own
+//  broker key: an endpoint we were not given is never dialled) and
+//  the redirects of the last minute are few. Returns true when it
+//  moved. Else the standby counts as silent: the failover leaves it.
+static bool
+s_redirect (link_t *self, const char *endpoint, const char *message)
 {
+    self->quiet_since_ms = self->connected_ms;
+    size_t index = 0;
+    while (endpoint && index < self->endpoint_count
+           && strcmp (self->endpoints [index], endpoint) != 0)
+        index++;
+    bool ours = endpoint && index < self->endpoint_count;
+    int64_t now_ms = zclock_mono ();
+    if (now_ms - self->redirect_since_ms > S_REDIRECTS_WINDOW_MS) {
+        self->redirects = 0;
+        self->redirect_since_ms = now_ms;
+    }
+    const char *why = !endpoint ? NULL
+                    : !ours ? "is not one of this agent's --broker "
+                              "endpoints: not followed"
+                    : index == self->endpoint ? "is the one in use"
+                    : self->redirects >= S_REDIRECTS_MAX
+                        ? "was one redirect too many this minute: "
+                          "not followed"
+                    : NULL;
+    if (why) {
+        if (strcmp (self->last_refusal, message) != 0)
+            log_warn ("%s: the active's agent endpoint %s %s",
+                      self->endpoints [self->endpoint], endpoint, why);
+        return false;
+    }
+    if (!endpoint)
+        return false;
+    self->redirects++;
+    log_info ("%s is a standby: moving to the active at %s (%s)",
+              self->endpoints [self->endpoint], endpoint, message);
+    self->last_refusal [0] = 0;
+    s_switch (self, index, now_ms);
+    return true;
+}
+
+void
+link_refused (link_t *self, const char *code, const char *message,
+              const char *endpoint)
+{
+    if (!self->welcomed && strcmp (code, PROTO_ERR_NOT_LEADER) == 0
+        && s_redirect (self, endpoint, message))
+        return;
     //  Until a welcome, the same refusal answers every hello: say it once
     bool repeated = !self->welcomed
                     && strcmp (self->last_refusal, message) == 0;

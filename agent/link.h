@@ -99,7 +99,13 @@ uint32_t link_heartbeat_ms (link_t *self);
 //  The broker refused something with an error CODE and MESSAGE: logged,
 //  but only once while the same refusal answers every hello; before a
 //  welcome, hello goes on at the short pace (the broker is not busy).
-void link_refused (link_t *self, const char *code, const char *message);
+//  A cluster's standby refuses hello with not_leader and, to an agent
+//  that named the redirect feature, the active's agent ENDPOINT (else
+//  NULL): the link moves there at once if it is one of its endpoints
+//  (at most a few times a minute), else the standby counts as silent
+//  and the failover leaves it.
+void link_refused (link_t *self, const char *code, const char *message,
+                   const char *endpoint);
 
 //  The broker no longer knows us: heartbeats stop, hello again.
 void link_unwelcome (link_t *self);

@@ -468,7 +468,32 @@ s_http_probe (broker_t *self, zmsg_t **envelope_p)
 {
     pw_t *probe = pw_new ();
     bool failing = self->stats->storage.code != 0;
-    pw_map (probe, 3 + (failing ? 1 : 0));
+    const cluster_config_t *cluster = &self->config.cluster;
+    bool member = self->repl != NULL;
+    pw_map (probe, 3 + (failing ? 1 : 0) + (member ? 5 : 0)
+                   + (member && cluster->client ? 1 : 0)
+                   + (member && cluster->http ? 1 : 0));
+    if (member) {
+        //  /api/v1/leader: this active, as its peers reach it
+        pw_str (probe, "role");
+        pw_str (probe, "active");
+        pw_str (probe, "name");
+        pw_str (probe, cluster->name);
+        pw_str (probe, "cluster");
+        pw_str (probe, cluster->cluster);
+        pw_str (probe, "epoch");
+        pw_int (probe, (int64_t) self->epoch);
+        pw_str (probe, "leader");
+        pw_str (probe, cluster->name);
+        if (cluster->client) {
+            pw_str (probe, "client");
+            pw_str (probe, cluster->client);
+        }
+        if (cluster->http) {
+            pw_str (probe, "http");
+            pw_str (probe, cluster->http);
+        }
+    }
     pw_str (probe, "maintenance");
     pw_bool (probe, self->ctx.state.maintenance);
     pw_str (probe, "storage");

@@ -18,6 +18,7 @@
 #include "auth.h"
 #include "broker.h"
 #include "repl.h"
+#include "standby.h"
 
 //  The standby phase's state.
 typedef struct {
@@ -31,6 +32,7 @@ typedef struct {
     zsock_t *client;             //  Answers not_leader
     repl_sink_t *sink;
     zsock_t *following;          //  The sink's socket the loop reads
+    standby_t *face;             //  HTTP and the agent endpoint (redirects)
     char leader [64];            //  Who holds the key ("" none)
     bool cold;                   //  No leader seen yet in this run
     int64_t hold_until;          //  A former active: campaigns after
@@ -121,11 +123,11 @@ s_on_elector (zloop_t *loop, zsock_t *socket, void *arg)
     }
     else
     if (what && streq (what, "FOLLOWER") && second) {
-        if (strcmp (second, self->config->cluster.name) == 0)
-            //  Our own key of an earlier run: it lapses by itself
-            s_follow (self, "");
-        else
-            s_follow (self, second);
+        bool own = strcmp (second, self->config->cluster.name) == 0;
+        //  Our own key of an earlier run: it lapses by itself
+        s_follow (self, own ? "" : second);
+        standby_set_leader (self->face, own ? "" : second,
+                            first ? strtoull (first, NULL, 10) : 0);
     }
     else
     if (what && streq (what, "BARRED")) {
@@ -298,6 +300,7 @@ s_tcp_released (const char *endpoint)
 static void
 s_standby_end (s_standby_t *self)
 {
+    standby_destroy (&self->face);
     zloop_destroy (&self->loop);
     repl_sink_destroy (&self->sink);
     bool bound = self->client != NULL;
@@ -366,6 +369,7 @@ s_standby (const broker_config_t *config, zactor_t *elector, zcert_t *cert,
     if (self.auth && auth_zap_socket (self.auth))
         zloop_reader (self.loop, auth_zap_socket (self.auth), s_on_zap, &self);
     zloop_timer (self.loop, 100, 0, s_on_tick, &self);
+    self.face = standby_new (config, self.auth, self.loop, self.sink);
     uint64_t held_epoch, held_seq;
     repl_store_position (self.store, &held_epoch, &held_seq);
     log_warn ("cluster: %s is a standby of cluster %s (its store holds pass %"
@@ -439,6 +443,7 @@ cluster_run (const broker_config_t *config, broker_config_fn *read, void *arg)
         broker_destroy (&broker);
         s_ipc_released (config->client_ep);
         s_tcp_released (config->client_ep);
+        s_ipc_released (config->agents_ep);
         if (!demoted)
             break;
         //  The elector is held (again: a lapse leaves it held, a

@@ -27,6 +27,8 @@ s_peer_clear (cluster_peer_t *peer)
     free (peer->client);
     free (peer->replicate);
     free (peer->key);
+    free (peer->agents);
+    free (peer->http);
     memset (peer, 0, sizeof *peer);
 }
 
@@ -37,6 +39,8 @@ cluster_config_clear (cluster_config_t *config)
     free (config->name);
     free (config->etcd);
     free (config->replicate);
+    free (config->client);
+    free (config->http);
     for (size_t index = 0; index < config->peer_count; index++)
         s_peer_clear (&config->peers [index]);
     cluster_config_defaults (config);
@@ -56,11 +60,15 @@ cluster_config_copy (cluster_config_t *dest, const cluster_config_t *src)
     dest->name = s_dup (src->name);
     dest->etcd = s_dup (src->etcd);
     dest->replicate = s_dup (src->replicate);
+    dest->client = s_dup (src->client);
+    dest->http = s_dup (src->http);
     for (size_t index = 0; index < src->peer_count; index++) {
         dest->peers [index].name = s_dup (src->peers [index].name);
         dest->peers [index].client = s_dup (src->peers [index].client);
         dest->peers [index].replicate = s_dup (src->peers [index].replicate);
         dest->peers [index].key = s_dup (src->peers [index].key);
+        dest->peers [index].agents = s_dup (src->peers [index].agents);
+        dest->peers [index].http = s_dup (src->peers [index].http);
     }
 }
 
@@ -68,13 +76,14 @@ static int
 s_peer_load (cluster_peer_t *peer, const pv_t *map, size_t index, char *err,
              size_t err_len)
 {
-    static const char *known [] = {"name", "client", "replicate", "key", NULL};
+    static const char *known [] = {"name", "client", "replicate", "key",
+                                   "agents", "http", NULL};
     char why [512];
     char *key = NULL;
     int rc = pv_type (map) == PV_MAP ? 0 : -1;
     if (rc != 0)
         snprintf (why, sizeof why, "expected a mapping (name, client, "
-                  "replicate, key)");
+                  "replicate, key, agents, http)");
     if (rc == 0)
         rc = conf_check_keys (map, known, why, sizeof why);
     if (rc == 0)
@@ -86,6 +95,10 @@ s_peer_load (cluster_peer_t *peer, const pv_t *map, size_t index, char *err,
                            sizeof why);
     if (rc == 0)
         rc = conf_get_str (map, "key", &key, why, sizeof why);
+    if (rc == 0)
+        rc = conf_get_str (map, "agents", &peer->agents, why, sizeof why);
+    if (rc == 0)
+        rc = conf_get_str (map, "http", &peer->http, why, sizeof why);
     if (rc == 0 && (!peer->name || !name_valid (peer->name))) {
         snprintf (why, sizeof why, "name: expected a member's name");
         rc = -1;
@@ -112,7 +125,7 @@ cluster_config_load (cluster_config_t *config, const pv_t *root, char *err,
 {
     static const char *known [] = {"cluster", "name", "etcd", "ttl",
                                    "replicate", "sync_timeout", "strict",
-                                   "peers", NULL};
+                                   "peers", "client", "http", NULL};
     const pv_t *ha = pv_map_get (root, "ha");
     if (!ha || pv_type (ha) == PV_NIL)
         return 0;
@@ -120,7 +133,8 @@ cluster_config_load (cluster_config_t *config, const pv_t *root, char *err,
     int rc = pv_type (ha) == PV_MAP ? 0 : -1;
     if (rc != 0)
         snprintf (why, sizeof why, "expected a mapping (cluster, name, etcd, "
-                  "ttl, replicate, sync_timeout, strict, peers)");
+                  "ttl, replicate, sync_timeout, strict, peers, client, "
+                  "http)");
     if (rc == 0)
         rc = conf_check_keys (ha, known, why, sizeof why);
     if (rc == 0)
@@ -139,6 +153,10 @@ cluster_config_load (cluster_config_t *config, const pv_t *root, char *err,
                                 why, sizeof why);
     if (rc == 0)
         rc = conf_get_bool (ha, "strict", &config->strict, why, sizeof why);
+    if (rc == 0)
+        rc = conf_get_str (ha, "client", &config->client, why, sizeof why);
+    if (rc == 0)
+        rc = conf_get_str (ha, "http", &config->http, why, sizeof why);
     if (rc != 0) {
         snprintf (err, err_len, "ha: %s", why);
         return -1;

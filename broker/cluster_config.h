@@ -9,6 +9,9 @@
           ttl: 10s                       # the leader's lease
           replicate: tcp://10.0.0.1:7704 # where this member's standbys
                                          # connect while it is active
+          client: tcp://10.0.0.1:7701    # optional: this member's client
+          http: https://10.0.0.1:8443    # endpoint and HTTP URL as the
+                                         # others name them (/api/v1/leader)
           sync_timeout: 2s               # a sync standby acks within this
           strict: false                  # true: no sync standby, no ack
           peers:                         # the other members
@@ -16,6 +19,9 @@
               client: tcp://10.0.0.2:7701
               replicate: tcp://10.0.0.2:7704
               key: /etc/grid/keys/broker-b.pub   # or its Z85 text
+              agents: tcp://10.0.0.2:7702        # optional: agents are
+              http: https://10.0.0.2:8443        # redirected there, HTTP
+                                                 # callers told this URL
 
     Every member names the others under peers; a standby follows the
     active's `replicate` with the active's key, and the active lets in
@@ -40,6 +46,10 @@ typedef struct {
     char *client;                //  Its client endpoint (for redirects)
     char *replicate;             //  Its replication endpoint
     char *key;                   //  Its public key (Z85), or NULL
+    char *agents;                //  Its agent endpoint (agents and relays
+                                 //  are redirected there), or NULL
+    char *http;                  //  Its HTTP URL (named to HTTP callers),
+                                 //  or NULL
 } cluster_peer_t;
 
 typedef struct {
@@ -49,6 +59,8 @@ typedef struct {
     char *etcd;                  //  etcd endpoints, comma-separated URLs
     int64_t ttl_ms;              //  The leader's lease
     char *replicate;             //  This member's replication endpoint
+    char *client;                //  This member's client endpoint and HTTP
+    char *http;                  //  URL as the others reach them, or NULL
     int64_t sync_timeout_ms;
     bool strict;
     cluster_peer_t peers [CLUSTER_MAX_PEERS];

@@ -58,6 +58,7 @@ typedef enum {
     S_ROUTE_METRICS,             //  metrics.get's text
     S_ROUTE_HEALTHZ,             //  The reactor answers
     S_ROUTE_READYZ,              //  ... and can take work
+    S_ROUTE_LEADER,              //  ... and leads its cluster (or is alone)
     S_ROUTE_OPENAPI              //  The API's description
 } s_route_kind_t;
 
@@ -194,9 +195,17 @@ static const s_route_t s_routes [] = {
       S_ROUTE_HEALTHZ, false },
     { "GET", "/readyz", NULL, NULL, NULL, S_BODY_NONE, NULL, 200,
       S_ROUTE_READYZ, false },
+    //  A load balancer's health check: 200 on the active only
+    { "GET", "/api/v1/leader", NULL, NULL, NULL, S_BODY_NONE, NULL, 200,
+      S_ROUTE_LEADER, false },
 };
 
 #define S_ROUTE_COUNT (sizeof s_routes / sizeof s_routes [0])
+
+//  The routes a probe answers: no token, the reactor's state only.
+#define S_PROBE_ROUTE(kind) ((kind) == S_ROUTE_HEALTHZ \
+                             || (kind) == S_ROUTE_READYZ \
+                             || (kind) == S_ROUTE_LEADER)
 
 //  A known path asked with a method it does not take: when the path needs
 //  a token, whoami checks the caller's first, so that only a caller who
@@ -281,6 +290,7 @@ s_status_of (const char *code)
         {PROTO_ERR_NO_NODES, 409},     {PROTO_ERR_QUEUE_FULL, 429},
         {PROTO_ERR_MAINTENANCE, 503},  {PROTO_ERR_STORAGE_FULL, 503},
         {PROTO_ERR_STORE, 503},        {PROTO_ERR_INTERNAL, 500},
+        {PROTO_ERR_NOT_LEADER, 503},
     };
     for (size_t index = 0; index < sizeof map / sizeof map [0]; index++)
         if (strcmp (map [index].code, code) == 0)
@@ -804,8 +814,28 @@ s_on_api_reply (s_call_t *call, const pv_t *reply)
     free (code);
 }
 
+//  The cluster part of a probe's reply PROBE as JSON: role ("alone",
+//  "active" or "standby"), this member's name, the cluster, the epoch,
+//  and the active's name, client endpoint and HTTP URL (those known).
+static json_t *
+s_leader_json (const pv_t *probe)
+{
+    json_t *leader = json_object ();
+    const char *keys [] = {"role", "name", "cluster", "epoch", "leader",
+                           "client", "http"};
+    for (size_t index = 0; index < sizeof keys / sizeof keys [0]; index++) {
+        const pv_t *value = pv_map_get (probe, keys [index]);
+        if (value)
+            json_object_set_new (leader, keys [index], pj_from_pv (value));
+    }
+    if (!json_object_get (leader, "role"))
+        json_object_set_new (leader, "role", json_string ("alone"));
+    return leader;
+}
+
 //  The reply to a probe: /healthz answers that the reactor lives;
-//  /readyz whether it takes work.
+//  /readyz whether it takes work; /api/v1/leader whether it leads (a
+//  broker alone does).
 static void
 s_on_probe_reply (s_call_t *call, const pv_t *probe)
 {
@@ -815,10 +845,30 @@ s_on_probe_reply (s_call_t *call, const pv_t *probe)
     pv_get_int (pv_map_get (probe, "uptime_ms"), &uptime_ms);
     char *storage = pv_strdup (pv_map_get (probe, "storage"));
     char *error = pv_strdup (pv_map_get (probe, "error"));
+    bool standby = pv_str_eq (pv_map_get (probe, "role"), "standby");
     if (call->route->kind == S_ROUTE_HEALTHZ)
         s_answer_json (call, 200, json_pack ("{s:s, s:I}", "status", "ok",
                                              "uptime_ms",
                                              (json_int_t) uptime_ms));
+    else
+    if (call->route->kind == S_ROUTE_LEADER)
+        s_answer_json (call, standby ? 503 : 200, s_leader_json (probe));
+    else
+    if (standby) {
+        json_t *leader = s_leader_json (probe);
+        const char *active = json_string_value (json_object_get (leader,
+                                                                 "leader"));
+        const char *url = json_string_value (json_object_get (leader,
+                                                              "http"));
+        char text [600];
+        snprintf (text, sizeof text, "this broker is a standby of its "
+                  "cluster; %s%s%s%s", active ? "the active is " : "no "
+                  "active is known yet", active ? active : "",
+                  url ? ", at " : "", url ? url : "");
+        s_answer_json (call, 503, json_pack ("{s:s, s:[s], s:o}", "status",
+                                             "standby", "reasons", text,
+                                             "cluster", leader));
+    }
     else {
         json_t *reasons = json_array ();
         if (maintenance)
@@ -879,8 +929,7 @@ s_on_bridge (s_server_t *self)
         if (call->stream)
             s_stream_on_reply (self, call, pv_doc_root (doc));
         else
-        if (call->route->kind == S_ROUTE_HEALTHZ
-            || call->route->kind == S_ROUTE_READYZ)
+        if (S_PROBE_ROUTE (call->route->kind))
             s_on_probe_reply (call, pv_doc_root (doc));
         else
             s_on_api_reply (call, pv_doc_root (doc));
@@ -911,8 +960,7 @@ s_expire (s_server_t *self, int64_t now_ms)
         zhashx_delete (self->awaited, call->tag);
         call->tag [0] = 0;
         if (call->connection) {
-            const char *what = call->route->kind == S_ROUTE_HEALTHZ
-                                       || call->route->kind == S_ROUTE_READYZ
+            const char *what = S_PROBE_ROUTE (call->route->kind)
                                    ? "the broker's reactor did not answer "
                                      "within 1s"
                                    : "the broker did not answer in time";
@@ -923,8 +971,7 @@ s_expire (s_server_t *self, int64_t now_ms)
                 s_resume (call);
             }
             else
-            if (call->route->kind == S_ROUTE_HEALTHZ
-                || call->route->kind == S_ROUTE_READYZ)
+            if (S_PROBE_ROUTE (call->route->kind))
                 s_answer_json (call, 503,
                                json_pack ("{s:s, s:s}", "status",
                                           "unavailable", "reason", what));
@@ -1313,8 +1360,7 @@ s_dispatch (s_server_t *self, s_call_t *call, const char *url,
         free (param);
         path_known = true;
         s_route_kind_t kind = s_routes [index].kind;
-        if (kind == S_ROUTE_HEALTHZ || kind == S_ROUTE_READYZ
-            || kind == S_ROUTE_OPENAPI
+        if (S_PROBE_ROUTE (kind) || kind == S_ROUTE_OPENAPI
             || (kind == S_ROUTE_METRICS && self->config.metrics_public))
             path_public = true;
         size_t used = strlen (allow);
@@ -1381,6 +1427,7 @@ s_dispatch (s_server_t *self, s_call_t *call, const char *url,
             return;
         case S_ROUTE_HEALTHZ:
         case S_ROUTE_READYZ:
+        case S_ROUTE_LEADER:
             //  No token: the probe asks the reactor only how it is
             free (call->token);
             call->token = NULL;

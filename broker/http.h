@@ -31,7 +31,10 @@
     where the ROUTER adds and strips the routing id, tag is the bridge's
     number for the call, token the bearer token ("" when none) and body a
     msgpack client request (PROTOCOL.md 5) or, for a probe's reply,
-    {maintenance, storage, uptime_ms, ?error}.
+    {maintenance, storage, uptime_ms, ?error} and, from a broker
+    cluster's member, {role ("active" or "standby"), name, cluster,
+    epoch, leader, ?client, ?http} (the active's name, client endpoint
+    and URL: /api/v1/leader and a standby's /readyz name them).
     =========================================================================
 */
 #ifndef GRID_HTTP_H
@@ -44,7 +47,8 @@
 #include "../proto/pv.h"
 
 #define HTTP_KIND_REQUEST "R"        //  A client request, judged by its token
-#define HTTP_KIND_PROBE "P"          //  /healthz and /readyz: the reactor's state
+#define HTTP_KIND_PROBE "P"          //  /healthz, /readyz, /api/v1/leader:
+                                     //  the reactor's state
 #define HTTP_KIND_PUBLIC "M"         //  metrics.get without a token
                                      //  (http.metrics_public)
 #define HTTP_KIND_DASHBOARD "D"      //  A client request from the dashboard

@@ -724,8 +724,8 @@ metrics_render (const metrics_t *self, const metrics_figures_t *figures,
     s_gauge (out, "grid_schedules_paused", "Schedules that are paused.",
              figures->schedules_paused);
     if (figures->have_cluster) {
-        s_gauge (out, "grid_ha_role", "1 on a broker cluster's active (a "
-                 "standby serves no metrics).", 1);
+        s_gauge (out, "grid_ha_role", "1 on a broker cluster's active, 0 "
+                 "on a standby.", 1);
         s_gauge (out, "grid_ha_epoch", "The epoch of this active's "
                  "leadership.", figures->ha_epoch);
         s_gauge (out, "grid_ha_standbys", "Standbys connected to this "

@@ -1137,3 +1137,9 @@ repl_sink_position (repl_sink_t *self, uint64_t *epoch, uint64_t *seq)
     *epoch = self->epoch;
     *seq = self->seq;
 }
+
+int64_t
+repl_sink_heard_ms (repl_sink_t *self)
+{
+    return self->heard_ms;
+}

@@ -208,4 +208,7 @@ bool repl_sink_in_sync (repl_sink_t *self);
 uint64_t repl_sink_epoch_seen (repl_sink_t *self);
 void repl_sink_position (repl_sink_t *self, uint64_t *epoch, uint64_t *seq);
 
+//  When the active was last heard (monotonic ms; 0: never).
+int64_t repl_sink_heard_ms (repl_sink_t *self);
+
 #endif

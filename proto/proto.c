@@ -542,9 +542,12 @@ static const s_field_t s_task_progress_fields [] = {
     S_TEXT_OPT (proto_msg_t, "message", message, S_TEXT_PROGRESS),
 };
 
+//  error: endpoint and epoch only in a redirect (PROTO_FEATURE_REDIRECT)
 static const s_field_t s_error_fields [] = {
     S_TEXT (proto_msg_t, code, S_TEXT_SHORT),
     S_TEXT (proto_msg_t, message, S_TEXT_SHORT),
+    S_TEXT_OPT (proto_msg_t, "endpoint", endpoint, S_TEXT_SHORT),
+    S_EPOCH,
 };
 
 //  rekey: the next key of the node (PROTO_FEATURE_REKEY)
@@ -762,6 +765,7 @@ proto_msg_free_members (proto_msg_t *self)
     free (self->code);
     free (self->message);
     free (self->key);
+    free (self->endpoint);
     free (self->kind);
     free (self->stream);
     free (self->chunk);

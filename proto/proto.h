@@ -89,6 +89,11 @@
                                      //  welcome grants it
 #define PROTO_FEATURE_OUTPUT_ACKS "output_acks"  //  batched output acks,
                                                  //  once welcome grants it
+#define PROTO_FEATURE_REDIRECT "redirect"  //  a cluster's standby may answer
+                                           //  hello with an error
+                                           //  not_leader naming the active's
+                                           //  agent endpoint; nothing to
+                                           //  grant
 //  All of them, as --version lists them
 #define PROTO_FEATURES_TEXT PROTO_FEATURE_RESULT_ACKS ", " \
     PROTO_FEATURE_RESULTS ", " PROTO_FEATURE_TYPED_DATA ", " \
@@ -97,7 +102,8 @@
     PROTO_FEATURE_CHECK ", " \
     PROTO_FEATURE_EPOCH ", " \
     PROTO_FEATURE_REKEY ", " \
-    PROTO_FEATURE_OUTPUT_ACKS
+    PROTO_FEATURE_OUTPUT_ACKS ", " \
+    PROTO_FEATURE_REDIRECT
 
 //  Codec returns (STYLE: 0 ok, -1 I/O, -2 malformed)
 #define PROTO_OK 0
@@ -273,6 +279,8 @@ struct proto_msg_s {
     char *message;               //  error: a sentence; progress: what it does now (optional);
                                  //  rekey_ack: why (optional)
     char *key;                   //  rekey, rekey_ack: a public key (Z85)
+    char *endpoint;              //  error not_leader (redirect feature):
+                                 //  the active's agent endpoint, or NULL
     bool packed;                 //  Decoded into one allocation (see above)
     void *chunks;                //  packed: further chunks, the codec's own
 };

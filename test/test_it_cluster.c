@@ -11,6 +11,14 @@
       not_leader; the agent moved to the new active and keeps its epoch
       (the fence against the former one), and runs what it sends.
     - A standby answers not_leader naming the active's client endpoint.
+    - A standby's HTTP face: /readyz and /api/v1/leader 503 naming the
+      active (200 on the active), a job submitted there 503 not_leader
+      with the active's URL, its grid_ha_* metrics; an agent whose list
+      starts with the standby is redirected to the active at once (long
+      before its failover), and one whose list lacks the active is not.
+    - Two fake standbys that name each other: the agent follows a few
+      redirects, then no more (its failover order takes over); a
+      redirect of an epoch lower than the agent saw is dropped.
     - Bad ha: configurations are refused at start with a clear error.
     =========================================================================
 */
@@ -25,9 +33,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "../proto/proto.h"
 #include "lib/etcdproc.h"
 #include "lib/harness.h"
 
@@ -39,6 +52,9 @@ typedef struct {
     grid_t member [2];           //  Brokers "a" and "b", each its own dir
     char config [2][400];
     char repl_ep [2][400];
+    int http_port [2];           //  With faces: each member's HTTP port
+    bool faces;                  //  Configs with http: and the peers'
+                                 //  agents and http
 } s_state_t;
 
 static const char *s_names [2] = {"a", "b"};
@@ -64,7 +80,72 @@ s_write_config (s_state_t *self, int which, int64_t ttl_s)
              s_names [which], self->etcd.url, (long long) ttl_s,
              self->repl_ep [which], s_names [other],
              self->member [other].client_ep, self->repl_ep [other]);
+    if (self->faces)
+        fprintf (file,
+                 "      agents: %s\n"
+                 "      http: http://127.0.0.1:%d\n"
+                 "  client: %s\n"
+                 "  http: http://127.0.0.1:%d\n"
+                 "http:\n"
+                 "  listen: 127.0.0.1:%d\n",
+                 self->member [other].agents_ep, self->http_port [other],
+                 self->member [which].client_ep, self->http_port [which],
+                 self->http_port [which]);
     fclose (file);
+}
+
+//  A free TCP port on loopback.
+static int
+s_free_port (void)
+{
+    int fd = socket (AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in addr;
+    memset (&addr, 0, sizeof addr);
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl (INADDR_LOOPBACK);
+    socklen_t len = sizeof addr;
+    assert_int_equal (bind (fd, (struct sockaddr *) &addr, sizeof addr), 0);
+    assert_int_equal (getsockname (fd, (struct sockaddr *) &addr, &len), 0);
+    close (fd);
+    return ntohs (addr.sin_port);
+}
+
+//  curl METHOD http://127.0.0.1:PORT/PATH (with BODY, JSON, unless NULL):
+//  returns the status (0 when curl failed); the body into *BODY_P.
+static int
+s_http (int port, const char *method, const char *path, const char *body,
+        char **body_p)
+{
+    char command [1200];
+    snprintf (command, sizeof command, "curl -s --max-time 10 -X %s "
+              "-w '\n%%{http_code}' %s%s%s http://127.0.0.1:%d%s", method,
+              body ? "-H 'Content-Type: application/json' --data '" : "",
+              body ? body : "", body ? "'" : "", port, path);
+    FILE *pipe = popen (command, "r");
+    assert_non_null (pipe);
+    size_t size = 0, used = 0;
+    char *text = NULL;
+    char chunk [4096];
+    size_t got;
+    while ((got = fread (chunk, 1, sizeof chunk, pipe)) > 0) {
+        if (used + got + 1 > size) {
+            size = (used + got + 1) * 2;
+            text = (char *) realloc (text, size);
+            assert_non_null (text);
+        }
+        memcpy (text + used, chunk, got);
+        used += got;
+    }
+    pclose (pipe);
+    if (!text)
+        text = strdup ("");
+    text [used] = 0;
+    char *last = strrchr (text, '\n');
+    int status = last ? atoi (last + 1) : 0;
+    if (last)
+        *last = 0;
+    *body_p = text;
+    return status;
 }
 
 static int
@@ -276,6 +357,266 @@ test_cluster_standby_says_not_leader (void **state)
     assert_int_equal (code, 0);
     free (out);
     free (err);
+}
+
+//  Waits until the log of agent ID (of member 0's directory) holds TEXT.
+static bool
+s_wait_agent_log (s_state_t *self, const char *id, const char *text)
+{
+    char path [400];
+    snprintf (path, sizeof path, "%s/agent-%s.log", self->member [0].dir, id);
+    long long deadline = grid_now_ms () + S_WAIT_MS;
+    while (grid_now_ms () < deadline) {
+        char *log = grid_slurp (path);
+        bool found = log && strstr (log, text) != NULL;
+        free (log);
+        if (found)
+            return true;
+        usleep (100 * 1000);
+    }
+    fprintf (stderr, "agent %s never logged '%s'\n", id, text);
+    grid_dump_logs (&self->member [0]);
+    return false;
+}
+
+static void
+test_cluster_standby_faces (void **state)
+{
+    s_state_t *self = (s_state_t *) *state;
+    if (s_skip (self))
+        return;
+    self->faces = true;
+    for (int which = 0; which < 2; which++)
+        self->http_port [which] = s_free_port ();
+    for (int which = 0; which < 2; which++)
+        s_write_config (self, which, 2);
+    s_spawn (self, 0);
+    assert_true (s_wait_code (self, 0, "ok"));
+    s_spawn (self, 1);
+    assert_true (s_wait_code (self, 1, "not_leader"));
+    int active = self->http_port [0], standby = self->http_port [1];
+    char url [64];
+    snprintf (url, sizeof url, "http://127.0.0.1:%d", active);
+    //  A load balancer's health check: 200 on the active only
+    char *body = NULL;
+    long long deadline = grid_now_ms () + S_WAIT_MS;
+    int status = 0;
+    while (grid_now_ms () < deadline) {
+        free (body);
+        status = s_http (standby, "GET", "/api/v1/leader", NULL, &body);
+        if (status == 503 && strstr (body, "\"leader\":\"a\""))
+            break;
+        usleep (100 * 1000);
+    }
+    if (status != 503)
+        fprintf (stderr, "standby /api/v1/leader: %d %s\n", status, body);
+    assert_int_equal (status, 503);
+    assert_non_null (strstr (body, "\"role\":\"standby\""));
+    assert_non_null (strstr (body, url));
+    free (body);
+    status = s_http (active, "GET", "/api/v1/leader", NULL, &body);
+    if (status != 200)
+        fprintf (stderr, "active /api/v1/leader: %d %s\n", status, body);
+    assert_int_equal (status, 200);
+    assert_non_null (strstr (body, "\"role\":\"active\""));
+    assert_non_null (strstr (body, self->member [0].client_ep));
+    free (body);
+    //  /readyz: 503 on the standby, naming the active; /healthz lives
+    assert_int_equal (s_http (standby, "GET", "/readyz", NULL, &body), 503);
+    assert_non_null (strstr (body, "standby"));
+    assert_non_null (strstr (body, url));
+    free (body);
+    assert_int_equal (s_http (active, "GET", "/readyz", NULL, &body), 200);
+    free (body);
+    assert_int_equal (s_http (standby, "GET", "/healthz", NULL, &body), 200);
+    free (body);
+    //  A job submitted to the standby: 503 not_leader, the active's URL
+    status = s_http (standby, "POST", "/api/v1/jobs",
+                     "{\"target\": {\"scope\": \"all\"}, \"tasks\": "
+                     "[{\"backend\": \"test\", \"action\": \"echo\"}]}",
+                     &body);
+    if (status != 503 || !strstr (body, "not_leader"))
+        fprintf (stderr, "submit to the standby: %d %s\n", status, body);
+    assert_int_equal (status, 503);
+    assert_non_null (strstr (body, "\"not_leader\""));
+    assert_non_null (strstr (body, url));
+    free (body);
+    //  Its metrics say what it is
+    assert_int_equal (s_http (standby, "GET", "/metrics", NULL, &body), 200);
+    assert_true (grid_line_with (body, "grid_ha_role 0", NULL));
+    assert_true (grid_line_with (body, "grid_ha_epoch", NULL));
+    free (body);
+    //  An agent whose list starts with the standby: redirected to the
+    //  active at once, long before its failover (60 s) would move it
+    char brokers [800], publishes [800];
+    snprintf (brokers, sizeof brokers, "%s,%s", self->member [1].agents_ep,
+              self->member [0].agents_ep);
+    snprintf (publishes, sizeof publishes, "%s,%s",
+              self->member [1].publish_ep, self->member [0].publish_ep);
+    const char *extra [] = {"--broker", brokers, "--publish", publishes,
+                            "--failover", "60s", NULL};
+    long long started = grid_now_ms ();
+    assert_true (grid_spawn_agent (&self->member [0], "n1", "web", NULL,
+                                   extra) >= 0);
+    assert_true (grid_wait_node (&self->member [0], "n1", "online", 15000));
+    printf ("    the redirected agent was online on the active after "
+            "%lld ms\n", grid_now_ms () - started);
+    assert_true (s_wait_agent_log (self, "n1", "is a standby: moving to the "
+                                   "active"));
+    //  One that was not given the active's endpoint stays put: it never
+    //  dials an endpoint it was not configured with
+    const char *alone [] = {"--broker", self->member [1].agents_ep,
+                            "--publish", self->member [1].publish_ep, NULL};
+    assert_true (grid_spawn_agent (&self->member [0], "n2", "web", NULL,
+                                   alone) >= 0);
+    assert_true (s_wait_agent_log (self, "n2", "is not one of this agent's "
+                                   "--broker endpoints"));
+    //  The active killed: the standby takes over, and its HTTP port (the
+    //  standby's face closed, the active's opened) leads now
+    grid_kill (self->member [0].broker_pid, SIGKILL);
+    waitpid (self->member [0].broker_pid, NULL, 0);
+    self->member [0].broker_pid = 0;
+    assert_true (s_wait_code (self, 1, "ok"));
+    deadline = grid_now_ms () + S_WAIT_MS;
+    while (grid_now_ms () < deadline) {
+        status = s_http (standby, "GET", "/api/v1/leader", NULL, &body);
+        bool leads = status == 200 && strstr (body, "\"leader\":\"b\"");
+        free (body);
+        if (leads)
+            break;
+        usleep (100 * 1000);
+    }
+    assert_int_equal (status, 200);
+}
+
+//  Answers every hello on SOCKET with a redirect to OTHER of EPOCH;
+//  returns how many it answered.
+static int
+s_fake_standby (zsock_t *socket, const char *other, uint64_t epoch)
+{
+    int answered = 0;
+    zmsg_t *msg;
+    while ((msg = zmsg_recv_nowait (socket))) {
+        zframe_t *routing = zmsg_first (msg);
+        zframe_t *body = zmsg_next (msg);
+        proto_msg_t *hello = NULL;
+        if (body && proto_msg_decode (zframe_data (body), zframe_size (body),
+                                      &hello, NULL, 0) == 0
+            && hello->type == PROTO_HELLO) {
+            proto_msg_t error = {
+                .type = PROTO_ERROR, .code = (char *) "not_leader",
+                .message = (char *) "a standby", .endpoint = (char *) other,
+                .epoch = epoch,
+            };
+            pw_t *writer = pw_new ();
+            assert_int_equal (proto_msg_encode (&error, writer), 0);
+            zmsg_t *reply = zmsg_new ();
+            zmsg_addmem (reply, zframe_data (routing), zframe_size (routing));
+            zmsg_addmem (reply, pw_data (writer), pw_size (writer));
+            zmsg_send (&reply, socket);
+            pw_destroy (&writer);
+            answered++;
+        }
+        proto_msg_destroy (&hello);
+        zmsg_destroy (&msg);
+    }
+    return answered;
+}
+
+static void
+test_cluster_redirect_loop_bounded (void **state)
+{
+    s_state_t *self = (s_state_t *) *state;
+    if (s_skip (self))
+        return;
+    char ep [2][400], pub [400];
+    zsock_t *fake [2];
+    for (int which = 0; which < 2; which++) {
+        snprintf (ep [which], sizeof ep [which], "ipc://%.300s/fake-%d.ipc",
+                  self->dir, which);
+        fake [which] = zsock_new (ZMQ_ROUTER);
+        assert_non_null (fake [which]);
+        assert_true (zsock_bind (fake [which], "%s", ep [which]) >= 0);
+    }
+    snprintf (pub, sizeof pub, "ipc://%.300s/fake-pub.ipc", self->dir);
+    char brokers [900], publishes [900];
+    snprintf (brokers, sizeof brokers, "%s,%s", ep [0], ep [1]);
+    snprintf (publishes, sizeof publishes, "%s,%s", pub, pub);
+    const char *extra [] = {"--broker", brokers, "--publish", publishes,
+                            "--failover", "60s", NULL};
+    assert_true (grid_spawn_agent (&self->member [0], "n1", "web", NULL,
+                                   extra) >= 0);
+    long long deadline = grid_now_ms () + 6000;
+    int answered = 0;
+    while (grid_now_ms () < deadline) {
+        answered += s_fake_standby (fake [0], ep [1], 0);
+        answered += s_fake_standby (fake [1], ep [0], 0);
+        usleep (20 * 1000);
+    }
+    zsock_destroy (&fake [0]);
+    zsock_destroy (&fake [1]);
+    //  A few redirects followed, then refused: the loop is bounded
+    char path [400];
+    snprintf (path, sizeof path, "%s/agent-n1.log", self->member [0].dir);
+    char *log = grid_slurp (path);
+    assert_non_null (log);
+    int moved = 0;
+    for (const char *at = strstr (log, "is a standby: moving"); at;
+         at = strstr (at + 1, "is a standby: moving"))
+        moved++;
+    if (moved != 4 || !strstr (log, "one redirect too many"))
+        fprintf (stderr, "%d hellos answered, %d redirects followed:\n%s",
+                 answered, moved, log);
+    assert_int_equal (moved, 4);
+    assert_non_null (strstr (log, "one redirect too many"));
+    free (log);
+}
+
+static void
+test_cluster_redirect_of_lower_epoch_dropped (void **state)
+{
+    s_state_t *self = (s_state_t *) *state;
+    if (s_skip (self))
+        return;
+    char ep [2][400], pub [400], path [400];
+    for (int which = 0; which < 2; which++)
+        snprintf (ep [which], sizeof ep [which], "ipc://%.300s/fake-%d.ipc",
+                  self->dir, which);
+    snprintf (pub, sizeof pub, "ipc://%.300s/fake-pub.ipc", self->dir);
+    zsock_t *fake = zsock_new (ZMQ_ROUTER);
+    assert_true (zsock_bind (fake, "%s", ep [0]) >= 0);
+    //  The agent saw epoch 100 once; a standby of epoch 5 redirects it
+    snprintf (path, sizeof path, "%s/agent-n1", self->member [0].dir);
+    assert_int_equal (mkdir (path, 0700), 0);
+    snprintf (path, sizeof path, "%s/agent-n1/epoch", self->member [0].dir);
+    FILE *file = fopen (path, "w");
+    assert_non_null (file);
+    fputs ("100\n", file);
+    fclose (file);
+    char brokers [900], publishes [900];
+    snprintf (brokers, sizeof brokers, "%s,%s", ep [0], ep [1]);
+    snprintf (publishes, sizeof publishes, "%s,%s", pub, pub);
+    const char *extra [] = {"--broker", brokers, "--publish", publishes,
+                            "--failover", "60s", NULL};
+    assert_true (grid_spawn_agent (&self->member [0], "n1", "web", NULL,
+                                   extra) >= 0);
+    long long deadline = grid_now_ms () + 3000;
+    int answered = 0;
+    while (grid_now_ms () < deadline) {
+        answered += s_fake_standby (fake, ep [1], 5);
+        usleep (20 * 1000);
+    }
+    zsock_destroy (&fake);
+    snprintf (path, sizeof path, "%s/agent-n1.log", self->member [0].dir);
+    char *log = grid_slurp (path);
+    assert_non_null (log);
+    if (answered == 0 || strstr (log, "moving to the active")
+        || !strstr (log, "of epoch 5"))
+        fprintf (stderr, "%d hellos answered:\n%s", answered, log);
+    assert_true (answered > 0);
+    assert_null (strstr (log, "moving to the active"));
+    assert_non_null (strstr (log, "of epoch 5"));
+    free (log);
 }
 
 static void
@@ -512,6 +853,13 @@ main (void)
                                          s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_cluster_standby_says_not_leader,
                                          s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_cluster_standby_faces,
+                                         s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_cluster_redirect_loop_bounded,
+                                         s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (
+            test_cluster_redirect_of_lower_epoch_dropped, s_setup,
+            s_teardown),
         cmocka_unit_test_setup_teardown (test_cluster_failover_after_sigkill,
                                          s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_cluster_stopped_active_demotes,

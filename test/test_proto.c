@@ -315,6 +315,18 @@ s_error (void)
     return msg;
 }
 
+//  A standby's redirect (the redirect feature)
+static proto_msg_t *
+s_error_redirect (void)
+{
+    proto_msg_t *msg = proto_msg_new (PROTO_ERROR);
+    msg->code = s_dup ("not_leader");
+    msg->message = s_dup ("broker b is a standby; the active is a");
+    msg->endpoint = s_dup ("tcp://10.0.0.1:7702");
+    msg->epoch = 9;
+    return msg;
+}
+
 //  A result whose streams went in output pieces
 static proto_msg_t *
 s_result_pieces (void)
@@ -497,7 +509,8 @@ typedef proto_msg_t *(s_builder_fn) (void);
 static s_builder_fn *s_builders [] = {
     s_hello, s_heartbeat, s_ack, s_started, s_result, s_result_plain,
     s_bye, s_welcome, s_result_ack, s_command, s_command_broadcast,
-    s_cancel, s_cancel_all, s_cancel_attempt, s_error, s_task_progress, s_task_progress_bare,
+    s_cancel, s_cancel_all, s_cancel_attempt, s_error, s_error_redirect,
+    s_task_progress, s_task_progress_bare,
     s_result_pieces, s_welcome_capped, s_output, s_output_ack,
     s_result_acks, s_results, s_welcome_features, s_facts,
         s_welcome_epoch,
@@ -603,6 +616,7 @@ s_assert_same (const proto_msg_t *a, const proto_msg_t *b)
     s_assert_text (a->status, b->status);
     s_assert_text (a->output, b->output);
     s_assert_text (a->error, b->error);
+    s_assert_text (a->endpoint, b->endpoint);
     assert_int_equal (a->exit_code, b->exit_code);
     assert_true (a->duration_ms == b->duration_ms);
     assert_int_equal (a->truncated, b->truncated);

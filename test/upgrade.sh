@@ -560,6 +560,93 @@ a_newer_schema_store_is_refused_by_the_old_broker() {
         || { echo "the old broker changed data.mdb"; return 1; }
 }
 
+# A broker cluster's standby redirects to the active only the agents that
+# name the redirect feature: an old agent whose list starts with the
+# standby is sent nothing (no error it could not read) and reaches the
+# active by its failover, as before; a new one beside it is redirected.
+an_old_agent_is_not_redirected_by_a_standby() {
+    if ! command -v etcd >/dev/null 2>&1; then
+        echo "etcd is not installed (make test-deps): nothing to check"
+        return 0
+    fi
+    mkdir -p "$run"
+    set -- $(/usr/bin/python3 -c 'import socket
+held = [socket.socket() for _ in range(2)]
+for s in held:
+    s.bind(("127.0.0.1", 0))
+print(" ".join(str(s.getsockname()[1]) for s in held))')
+    etcd_url="http://127.0.0.1:$1"
+    etcd --name up --data-dir "$run/etcd" --listen-client-urls "$etcd_url" \
+        --advertise-client-urls "$etcd_url" \
+        --listen-peer-urls "http://127.0.0.1:$2" \
+        --initial-advertise-peer-urls "http://127.0.0.1:$2" \
+        --initial-cluster "up=http://127.0.0.1:$2" >>"$run/etcd.log" 2>&1 &
+    pids="$pids $!"
+    for member in a b; do
+        other=b
+        [ "$member" = b ] && other=a
+        cat >"$run/$member.yaml" <<EOF
+ha:
+  cluster: up
+  name: $member
+  etcd: $etcd_url
+  ttl: 2s
+  replicate: ipc://$run/$member-repl
+  peers:
+    - name: $other
+      client: ipc://$run/$other-client
+      replicate: ipc://$run/$other-repl
+      agents: ipc://$run/$other-agents
+EOF
+    done
+    for member in a b; do
+        "$new/gridbroker" --config "$run/$member.yaml" --insecure \
+            --data-dir "$run/$member" --client "ipc://$run/$member-client" \
+            --agents "ipc://$run/$member-agents" \
+            --publish "ipc://$run/$member-publish" --heartbeat 1s \
+            >>"$run/broker-$member.log" 2>&1 &
+        pids="$pids $!"
+        # Every member starts a standby: a is the active before b starts
+        says="is a standby of cluster"
+        [ "$member" = a ] && says="is the active of cluster"
+        for i in $(seq 1 200); do
+            grep -q "$says" "$run/broker-$member.log" 2>/dev/null && break
+            sleep 0.1
+        done
+    done
+    grep -q "is the active of cluster" "$run/broker-a.log" \
+        || { echo "a did not become the active"; return 1; }
+    grep -q "is a standby of cluster" "$run/broker-b.log" \
+        || { echo "b did not become a standby"; return 1; }
+    for bin in old new; do
+        eval "dir=\$$bin"
+        "$dir/gridagent" --config none --insecure --id "$bin-01" --groups up \
+            --broker "ipc://$run/b-agents,ipc://$run/a-agents" \
+            --publish "ipc://$run/b-publish,ipc://$run/a-publish" \
+            --failover 2s --state-dir "$run/$bin-01" \
+            >>"$run/agent-$bin-01.log" 2>&1 &
+        pids="$pids $!"
+    done
+    online=0
+    for i in $(seq 1 300); do
+        online=$("$new/gridcli" --config none --insecure \
+            --broker "ipc://$run/a-client" --request-timeout 5s node list \
+            2>/dev/null | grep -c ' online ')
+        [ "$online" -ge 2 ] && break
+        sleep 0.1
+    done
+    [ "$online" -ge 2 ] || { echo "not 2 nodes online on the active"; return 1; }
+    # The old agent heard nothing from the standby: no refusal, nothing
+    # it dropped as malformed; it moved by its failover
+    if grep -q "not_leader\|malformed" "$run/agent-old-01.log"; then
+        echo "the old agent was sent what it does not know:"
+        cat "$run/agent-old-01.log"
+        return 1
+    fi
+    grep -q "is a standby: moving to the active" "$run/agent-new-01.log" \
+        || { echo "the new agent was not redirected"; return 1; }
+}
+
 check old_agents_run_jobs_on_a_new_broker old_agents_run_jobs_on_a_new_broker
 check old_clients_talk_to_a_new_broker old_clients_talk_to_a_new_broker
 check an_old_store_opens_in_a_new_broker an_old_store_opens_in_a_new_broker
@@ -579,4 +666,6 @@ check new_clients_are_refused_clearly_by_an_old_broker \
 check relays_upgrade_before_their_agents relays_upgrade_before_their_agents
 check a_newer_schema_store_is_refused_by_the_old_broker \
     a_newer_schema_store_is_refused_by_the_old_broker
+check an_old_agent_is_not_redirected_by_a_standby \
+    an_old_agent_is_not_redirected_by_a_standby
 finish

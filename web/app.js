@@ -9,7 +9,7 @@
 // the broker reaches the DOM as text (textContent, attribute values): never
 // as markup.
 
-import { route, loggedOut } from './common.js';
+import { route, loggedOut, checkLeader } from './common.js';
 import './overview.js';
 import './jobs.js';
 import './job.js';
@@ -21,4 +21,5 @@ document.getElementById('logout').addEventListener('click', () => {
     loggedOut('');
 });
 window.addEventListener('hashchange', route);
+checkLeader();
 route();

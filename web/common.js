@@ -557,7 +557,35 @@ export function statusCame(st) {
     drawBrokerState(st);
 }
 
+// A broker cluster's standby serves nothing (every request: 503
+// not_leader): GET /leader (no token) says so and names the active,
+// whose dashboard the banner links to.
+export async function checkLeader() {
+    let who = null;
+    try {
+        const res = await fetch(API + '/leader', { cache: 'no-store', credentials: 'omit' });
+        who = await res.json();
+    } catch (e) {
+        who = null;   // an older broker has no such route
+    }
+    const el = clear(document.getElementById('standby'));
+    el.hidden = !(who && who.role === 'standby');
+    if (el.hidden)
+        return;
+    el.append('This broker' + (who.name ? ' (' + who.name + ')' : '') + ' is a standby of cluster '
+              + (who.cluster || '') + ': it serves nothing until it takes over. ');
+    if (!who.leader)
+        el.append('No active is known yet.');
+    else if (typeof who.http === 'string' && /^https?:\/\//.test(who.http))
+        el.append('The active is ' + who.leader + ': ',
+                  h('a', { id: 'standby-active', href: who.http.replace(/\/+$/, '') + '/',
+                           text: 'open its dashboard' }), '.');
+    else
+        el.append('The active is ' + who.leader + '.');
+}
+
 async function refreshBrokerState() {
+    checkLeader();
     try {
         statusCame(await api('GET', '/status', undefined, { noRedirect: true }));
     } catch (e) { /* the header line is a nicety */ }

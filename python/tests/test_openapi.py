@@ -80,6 +80,7 @@ class OpenApiTest(unittest.TestCase):
         echo = {"backend": "test", "action": "echo", "params": {"msg": "e"}}
         ask("GET", "/healthz")
         ask("GET", "/readyz")
+        ask("GET", "/api/v1/leader")    # a broker alone leads: 200
         ask("GET", "/api/v1/openapi.json")
         flaky = ask("POST", "/api/v1/jobs", body={
             "target": "node:web-01",
