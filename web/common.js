@@ -215,6 +215,12 @@ function authHeaders(extra) {
     return headers;
 }
 
+// What a request of PATH needs outside api() (a Worker's fetch): its
+// address and headers.
+export function apiRequest(path) {
+    return { url: API + path, headers: authHeaders({ Accept: 'application/json' }) };
+}
+
 export async function api(method, path, body, opts = {}) {
     const init = { method, cache: 'no-store', credentials: 'omit',
                    headers: authHeaders({ Accept: 'application/json' }) };

@@ -1,7 +1,7 @@
 // grid dashboard, #/jobs/ID: one job at fleet size (tallies per step,
 // failures first, filters, heat map, histograms, batches, the DAG).
 
-import { ApiError, CELL_SHORT, FINAL, FINAL_CELL, IN_FLIGHT, api, append, badge, cellRank, clear, cssName,
+import { ApiError, CELL_SHORT, FINAL, apiRequest, FINAL_CELL, IN_FLIGHT, api, append, badge, cellRank, clear, cssName,
     enc, eventBadge, every, fact, flash, flashError, flattenSteps, fmtBytes, fmtClock,
     fmtDuration, fmtTime, h, inFrame, jobLink, legend, loadOutput, onScrollFrame, pageBytes, progressEls,
     progressText, q, roleButton, sleep, sse, targetText, timeEl, toneColour, virtualRows } from './common.js';
@@ -816,7 +816,8 @@ export function jobView(ctx, id) {
     // and a page frozen for a minute); "Show older" adds EVENTS_PAGE more.
     // Events wait for the next animation frame: a burst is one DOM change.
     const EVENTS_PAGE = 500;
-    const eventsAll = [];          // every event of the job, in order
+    const eventsAll = [];          // the job's events (but the eventsHeld oldest), in order
+    let eventsHeld = 0;            // the oldest events, kept by the Worker (fetchEvents)
     let eventsLimit = EVENTS_PAGE; // the newest this many are rows
     let eventsDrawn = 0;           // eventsAll[0 .. eventsDrawn) went through flushEvents
     let eventFrame = 0;
@@ -842,12 +843,12 @@ export function jobView(ctx, id) {
         h('td', { text: e.step !== undefined ? e.step : '' }),
         h('td', { class: 'detail', text: e.detail || '' }));
     const drawEventsNote = () => {
-        const older = eventsDrawn - eventsBody.childElementCount;
+        const older = eventsHeld + eventsDrawn - eventsBody.childElementCount;
         clear(eventsNote);
         eventsNote.hidden = older <= 0;
         if (older > 0)
             eventsNote.append(
-                h('span', { text: 'The newest ' + eventsBody.childElementCount + ' of ' + eventsDrawn
+                h('span', { text: 'The newest ' + eventsBody.childElementCount + ' of ' + (eventsHeld + eventsDrawn)
                             + ' events; ' + older + ' older not shown. ' }),
                 h('button', { type: 'button', class: 'link', id: 'events-show-older',
                               text: 'Show ' + Math.min(older, EVENTS_PAGE) + ' older', onclick: showOlder }));
@@ -871,8 +872,19 @@ export function jobView(ctx, id) {
         }
         drawEventsNote();
     };
-    const showOlder = () => {
-        const oldest = eventsDrawn - eventsBody.childElementCount;
+    const showOlder = async (ev) => {
+        let oldest = eventsDrawn - eventsBody.childElementCount;
+        if (oldest < EVENTS_PAGE && eventsHeld > 0 && worker) {
+            // Those the Worker keeps come first
+            ev.target.disabled = true;
+            const r = await askWorker({ older: EVENTS_PAGE });
+            if (!ctx.live())
+                return;
+            eventsAll.unshift(...r.events);
+            eventsDrawn += r.events.length;
+            oldest += r.events.length;
+            eventsHeld = r.held;
+        }
         eventsLimit = eventsBody.childElementCount + EVENTS_PAGE;
         const rows = document.createDocumentFragment();
         for (let i = Math.max(0, oldest - EVENTS_PAGE); i < oldest; i++)
@@ -881,7 +893,48 @@ export function jobView(ctx, id) {
         drawEventsNote();
     };
 
+    // The first answer (all the job's events so far) is fetched and parsed
+    // in a Worker, which keeps all but the newest EVENTS_PAGE (eventsHeld)
+    // for "Show older"; the page gets those. Without a Worker, here.
+    let worker = null;
+    let workerCalls = 0;
+    const workerWaits = new Map();  // call id -> resolve
+    const askWorker = (msg) => new Promise((resolve) => {
+        msg.id = ++workerCalls;
+        workerWaits.set(msg.id, resolve);
+        worker.postMessage(msg);
+    });
     const fetchEvents = async () => {
+        if (!lastSeq && !worker && typeof Worker === 'function') {
+            try {
+                worker = new Worker(new URL('eventsworker.js', import.meta.url));
+                worker.onmessage = (m) => {
+                    const resolve = workerWaits.get(m.data && m.data.id);
+                    workerWaits.delete(m.data && m.data.id);
+                    if (resolve)
+                        resolve(m.data);
+                };
+                // A worker that cannot load or fails: every call answered "no"
+                worker.onerror = () => {
+                    for (const resolve of workerWaits.values())
+                        resolve({ status: 0, events: [], held: 0 });
+                    workerWaits.clear();
+                };
+                const req = apiRequest('/jobs/' + enc(id) + '/events');
+                const r = await askWorker({ fetch: req.url, headers: req.headers, keep: EVENTS_PAGE });
+                if (r.status === 200 && Array.isArray(r.events)) {
+                    if (!ctx.live())
+                        return;
+                    eventsHeld = r.held || 0;
+                    addEvents(r.events);
+                    return;
+                }
+            } catch (err) {
+                // no Worker here
+            }
+            // An error (a refused token, no such job) or no Worker: asked
+            // again below, where api() tells them
+        }
         const r = await api('GET', '/jobs/' + enc(id) + '/events' + q({ after: lastSeq || undefined }),
                             undefined, { signal: abort.signal });
         if (ctx.live())
@@ -1027,6 +1080,8 @@ export function jobView(ctx, id) {
     return () => {
         abort.abort();
         clearTimeout(refetchTimer);
+        if (worker)
+            worker.terminate();
         if (stopPoll)
             stopPoll();
         delete document.body.dataset.jobStatus;
