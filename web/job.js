@@ -1,7 +1,7 @@
 // grid dashboard, #/jobs/ID: one job at fleet size (tallies per step,
 // failures first, filters, heat map, histograms, batches, the DAG).
 
-import { CELL_SHORT, FINAL, FINAL_CELL, IN_FLIGHT, api, append, badge, cellRank, clear, cssName,
+import { ApiError, CELL_SHORT, FINAL, apiRequest, FINAL_CELL, IN_FLIGHT, api, append, badge, cellRank, clear, cssName,
     enc, eventBadge, every, fact, flash, flashError, flattenSteps, fmtBytes, fmtClock,
     fmtDuration, fmtTime, h, inFrame, jobLink, legend, loadOutput, onScrollFrame, pageBytes, progressEls,
     progressText, q, roleButton, sleep, sse, targetText, timeEl, toneColour, virtualRows } from './common.js';
@@ -48,6 +48,7 @@ export function jobView(ctx, id) {
     const cellBox = h('section', { class: 'cell card', id: 'cell', hidden: true });
     const liveEl = h('span', { class: 'live muted', id: 'live' });
     const eventsBody = h('tbody');
+    const eventsNote = h('p', { class: 'muted small', id: 'events-older', hidden: true });
     ctx.main.append(
         h('p', { class: 'crumbs' }, h('a', { href: '#/jobs' }, 'Jobs'), ' / ',
           h('span', { class: 'mono', text: id })),
@@ -56,7 +57,7 @@ export function jobView(ctx, id) {
         h('div', { class: 'titlebar' }, h('h2', null, 'Nodes \u00d7 steps ', liveEl),
           h('div', { class: 'gridfilters' }, groupSelect, labelSelect, gridFilter)),
         statusChips, mapBox, gridBox, cellBox,
-        h('h2', null, 'Timeline'),
+        h('h2', null, 'Timeline'), eventsNote,
         h('div', { class: 'timeline' }, h('table', { class: 'list events', id: 'events' },
           h('thead', null, h('tr', null, ['#', 'Time', 'Event', 'Node', 'Step', 'Detail']
             .map((t) => h('th', null, t)))),
@@ -194,6 +195,13 @@ export function jobView(ctx, id) {
             progress = p;
         if (record && p && (typeof p.batch === 'number' || typeof p.budget === 'number'))
             drawShapes();
+        // The step under way and the status, told without the record
+        if (record && p && typeof p.step === 'number' && typeof p.status === 'string'
+            && !FINAL.has(record.status) && (p.step !== record.step || p.status !== record.status)) {
+            record.step = p.step;
+            record.status = p.status;
+            inFrame(drawHead);
+        }
         tasks = new Map();
         for (const t of (p && Array.isArray(p.tasks) ? p.tasks : []))
             if (t && typeof t.node === 'string' && typeof t.step === 'number')
@@ -214,60 +222,180 @@ export function jobView(ctx, id) {
             drawCell();
     };
 
+    let byName = null;             // the job's nodes sorted by name (drawGrid)
     const drawGrid = () => {
         const r = record;
         const steps = flattenSteps(r.tasks);
         const results = r.results || {};
         const nsteps = Math.max(r.steps || 0, steps.length);
         const nodes = new Set(r.expected || []);
-        for (const cells of Object.values(results))
-            for (const node of Object.keys(cells || {}))
+        for (const s in results)
+            for (const node in results[s] || {})
                 nodes.add(node);
         const counts = cellCounts(results, nodes, nsteps);
-        // Failures first, then what runs, then what went well; by name within
-        const allNodes = [...nodes].sort((a, b) => {
-            const ra = cellRank(counts.nodes.get(a));
-            const rb = cellRank(counts.nodes.get(b));
-            return ra !== rb ? ra - rb : (a < b ? -1 : a > b ? 1 : 0);
-        });
+        // Failures first, then what runs, then what went well; by name
+        // within: the names sorted once, then put in their rank's bucket
+        if (!byName || byName.length !== nodes.size)
+            byName = [...nodes].sort();
+        const buckets = [];
+        for (const n of byName) {
+            const rank = cellRank(counts.nodes.get(n));
+            (buckets[rank] || (buckets[rank] = [])).push(n);
+        }
+        const allNodes = [].concat(...buckets.filter(Boolean));
         if (statusFilter && !counts.rows.has(statusFilter))
             statusFilter = '';
         drawChips(counts, allNodes.length);
         const needle = gridFilter.value.trim().toLowerCase();
         drawNodeFilters(allNodes);
         const info = (n) => (nodeInfo && nodeInfo.get(n)) || { groups: [], labels: [] };
-        const matching = allNodes.filter((n) => (!needle || n.toLowerCase().includes(needle))
-            && (!statusFilter || cellsOf(results, n, nsteps).has(statusFilter))
-            && (!groupFilter || info(n).groups.includes(groupFilter))
-            && (!labelFilter || info(n).labels.includes(labelFilter)));
+        const matching = !needle && !statusFilter && !groupFilter && !labelFilter ? allNodes
+            : allNodes.filter((n) => (!needle || n.toLowerCase().includes(needle))
+                && (!statusFilter || cellsOf(results, n, nsteps).has(statusFilter))
+                && (!groupFilter || info(n).groups.includes(groupFilter))
+                && (!labelFilter || info(n).labels.includes(labelFilter)));
         gridFilter.hidden = allNodes.length <= 10;
-        drawMap(matching, results, nsteps, steps);
+        // The rows first, the heat map at the next frame: two shorter tasks
+        // instead of one, and the first screen of rows sooner
+        gridCounts = counts;
+        cellChanges.clear();
+        const mapDraw = ++mapDraws;
+        requestAnimationFrame(() => {
+            if (mapDraw === mapDraws && ctx.live())
+                drawMap(matching, results, nsteps, steps);
+        });
         const headRow = h('tr', null, h('th', { class: 'corner' }, 'node \\ step'));
         for (let s = 0; s < nsteps; s++) {
             const st = steps[s];
             const leaf = st ? st.leaf : {};
             const label = (leaf.backend || '?') + ' ' + (leaf.action || '?');
             const where = st ? (st.sub !== undefined ? 'phase ' + st.phase + '.' + st.sub : 'phase ' + st.phase) : '';
-            const tally = [...counts.steps[s].entries()]
-                .sort((a, b) => cellRank(a[0]) - cellRank(b[0]))
-                .map(([status, n]) => h('span', { class: 'tally st-' + cssName(status),
-                                                 dataset: { status }, text: n + ' ' + (CELL_SHORT[status] || status) }));
+            const tally = tallyOf(counts.steps[s]);
             headRow.append(h('th', { class: 'step' + (s === r.step && !FINAL.has(r.status) ? ' current' : ''),
                                      title: where + (leaf.condition ? ' \u00b7 ' + leaf.condition : '') },
                 h('span', { class: 'stepno', text: '#' + s }), ' ',
                 h('span', { text: leaf.name ? leaf.name : label }),
                 leaf.name ? h('div', { class: 'small muted', text: label }) : null,
-                tally.length ? h('div', { class: 'tallies small', dataset: { step: String(s) } }, tally) : null));
+                h('div', { class: 'tallies small', dataset: { step: String(s) }, hidden: !tally.length }, tally)));
         }
         rowState = { matching, results, nsteps, pending: r.status === 'pending' };
         const top = scrollBox.scrollTop;
         clear(gridBox);
         clear(scrollBox);
         gridTbody = h('tbody');
+        rowCache = new Map();
         scrollBox.append(h('table', { class: 'grid', id: 'grid' }, h('thead', null, headRow), gridTbody));
         gridBox.append(scrollBox, legend());
         scrollBox.scrollTop = top;
         drawRows();
+    };
+
+    // A step's counts per status, as tally chips (failures first).
+    const tallyOf = (counts) => [...counts.entries()]
+        .filter(([, n]) => n > 0)
+        .sort((a, b) => cellRank(a[0]) - cellRank(b[0]))
+        .map(([status, n]) => h('span', { class: 'tally st-' + cssName(status),
+                                         dataset: { status }, text: n + ' ' + (CELL_SHORT[status] || status) }));
+
+    // The stream's events move the cells they name in place (a status
+    // only: durations, exit codes and outputs come with the next fetch of
+    // the record): a 10,000-node job is not fetched, parsed, counted and
+    // redrawn whole for each change. Once a frame, the changed cells' heat
+    // map squares are painted, their steps' tallies counted on, and the
+    // rows in view drawn again; the chips, the order of the rows and the
+    // histograms wait for the next whole redraw (drawGrid).
+    const EVENT_CELL = { dispatched: 'dispatched', acknowledged: 'acknowledged', running: 'running',
+                         succeeded: 'success', failed: 'failed', timeout: 'timeout', lost: 'lost',
+                         interrupted: 'interrupted', cancelled: 'cancelled', offline: 'offline',
+                         drained: 'drained', unsupported: 'unsupported', retried: 'retry_wait' };
+    let gridCounts = null;         // cellCounts of the last drawGrid, counted on by the events
+    let mapState = null;           // the heat map drawn: {index: Map(node -> square), canvases, ...}
+    let mapDraws = 0;
+    const cellChanges = new Map(); // step/node -> {step, node, old}: not drawn yet
+    let cellFrame = 0;
+    let cellsStreamed = false;     // the stream moved a cell: the record is fetched less often
+    let recentCellEvents = [];     // the cell events of the stream since the last fetch began
+    const applyEvent = (e, again) => {
+        const status = EVENT_CELL[e.event];
+        if (!status || !record || !record.results || typeof e.node !== 'string' || typeof e.step !== 'number'
+            || e.step < 0 || e.step >= (rowState ? rowState.nsteps : 0))
+            return;
+        if (!again)
+            recentCellEvents.push(e);
+        const cells = record.results[String(e.step)] || (record.results[String(e.step)] = {});
+        const cell = cells[e.node];
+        const old = cell ? cell.status : null;
+        // An event older than the record fetched does not undo what it says
+        if (old === status || (FINAL_CELL.has(old) && !FINAL_CELL.has(status) && status !== 'retry_wait'))
+            return;
+        if (cell)
+            cell.status = status;
+        else
+            cells[e.node] = { status, attempts: 1 };
+        cellsStreamed = true;
+        const key = e.step + '/' + e.node;
+        if (!cellChanges.has(key))
+            cellChanges.set(key, { step: e.step, node: e.node, old });
+        // Drawn at the next frame after CELL_DRAW_MS: a burst of events is
+        // one redraw of its cells
+        if (!cellFrame)
+            cellFrame = setTimeout(() => requestAnimationFrame(drawCellChanges), CELL_DRAW_MS);
+    };
+    const CELL_DRAW_MS = 200;
+    const drawCellChanges = () => {
+        cellFrame = 0;
+        if (!ctx.live() || !record || !gridCounts || !rowState) {
+            cellChanges.clear();
+            return;
+        }
+        const steps = new Set();
+        const nodes = new Set();
+        for (const c of cellChanges.values()) {
+            nodes.add(c.node);
+            const counts = gridCounts.steps[c.step];
+            const cell = (rowState.results[String(c.step)] || {})[c.node];
+            if (!counts || !cell)
+                continue;
+            if (c.old)
+                counts.set(c.old, (counts.get(c.old) || 1) - 1);
+            counts.set(cell.status, (counts.get(cell.status) || 0) + 1);
+            steps.add(c.step);
+            paintSquare(c.step, c.node, cell.status);
+        }
+        cellChanges.clear();
+        for (const s of steps) {
+            const box = gridBox.querySelector('.tallies[data-step="' + s + '"]');
+            if (!box)
+                continue;
+            const tally = tallyOf(gridCounts.steps[s]);
+            clear(box);
+            box.append(...tally);
+            box.hidden = !tally.length;
+        }
+        for (const node of nodes) {
+            const tr = rowCache.get(node);
+            if (!tr)
+                continue;
+            rowCache.delete(node);
+            if (tr.parentNode === gridTbody) {
+                const fresh = rowOf(node, rowState.results, rowState.nsteps);
+                rowCache.set(node, fresh);
+                tr.replaceWith(fresh);
+            }
+        }
+        if (selected)
+            drawCell();
+    };
+    const paintSquare = (step, node, status) => {
+        const m = mapState;
+        const i = m ? m.index.get(node) : undefined;
+        const g = m ? m.canvases[step] : null;
+        if (i === undefined || !g)
+            return;
+        if (!m.colours.has(status))
+            m.colours.set(status, toneColour(status));
+        g.fillStyle = m.colours.get(status);
+        g.fillRect((i % m.perRow) * m.pitch, Math.floor(i / m.perRow) * m.pitch, m.size, m.size);
     };
 
     // One node's row of the grid.
@@ -320,8 +448,21 @@ export function jobView(ctx, id) {
                 pending ? 'Waiting to start.' : 'No node took part.')));
             return;
         }
-        virtualRows(scrollBox, gridTbody, matching.length, (i) => rowOf(matching[i], results, nsteps), rowPitch);
+        // A row drawn stays the same element until its cells change: a
+        // scroll moves the window without building again the rows kept
+        if (rowCache.size > 4 * VIRTUAL_KEEP)
+            rowCache.clear();
+        virtualRows(scrollBox, gridTbody, matching.length, (i) => {
+            let tr = rowCache.get(matching[i]);
+            if (!tr) {
+                tr = rowOf(matching[i], results, nsteps);
+                rowCache.set(matching[i], tr);
+            }
+            return tr;
+        }, rowPitch);
     };
+    const VIRTUAL_KEEP = 500;
+    let rowCache = new Map();      // node -> its row drawn (drawRows), for this drawGrid's table
 
     // The heat map: per step, one small square per node (in the rows'
     // order: failures first), coloured by the cell's status, drawn on a
@@ -331,6 +472,7 @@ export function jobView(ctx, id) {
     const MAP_NODES = 40;
     const drawMap = (nodes, results, nsteps, steps) => {
         mapBox.hidden = !(forceMap || nodes.length >= MAP_NODES);
+        mapState = null;
         if (mapBox.hidden)
             return;
         clear(mapBox);
@@ -342,6 +484,8 @@ export function jobView(ctx, id) {
         const info = h('div', { class: 'small mono mapinfo', id: 'heatmap-info',
                                 text: 'hover a square for its cell; click to open it' });
         const dpr = window.devicePixelRatio || 1;
+        mapState = { index: new Map(nodes.map((n, i) => [n, i])), canvases: [], colours: new Map(),
+                     perRow, pitch, size };
         for (let s = 0; s < nsteps; s++) {
             const leaf = (steps[s] || {}).leaf || {};
             const canvas = h('canvas', { class: 'heat', dataset: { step: String(s) },
@@ -351,8 +495,9 @@ export function jobView(ctx, id) {
             canvas.style.height = rows * pitch + 'px';
             const g = canvas.getContext('2d');
             g.scale(dpr, dpr);
+            mapState.canvases[s] = g;
             const cells = results[String(s)] || {};
-            const colours = new Map();
+            const colours = mapState.colours;
             const durations = [];
             nodes.forEach((node, i) => {
                 const cell = cells[node];
@@ -480,8 +625,12 @@ export function jobView(ctx, id) {
             for (const n of (r && r.nodes) || [])
                 nodeInfo.set(n.id, { groups: Array.isArray(n.groups) ? n.groups : [],
                                      labels: Object.entries(n.labels || {}).map(([k, v]) => k + '=' + v) });
-            if (ctx.live() && record)
+            // The choices only, unless one is made (the address's): the
+            // rows change then
+            if (ctx.live() && record && (groupFilter || labelFilter))
                 drawGrid();
+            else if (ctx.live() && record && byName)
+                inFrame(() => drawNodeFilters(byName));
         } catch (err) {
             // the filters stay hidden: the grid is whole without them
         }
@@ -604,11 +753,20 @@ export function jobView(ctx, id) {
         return block;
     };
 
+    let fetchedAt = 0;             // when the record was last asked for
     const refetch = async () => {
+        const since = recentCellEvents.length;
+        fetchedAt = Date.now();
         const r = await api('GET', '/jobs/' + enc(id), undefined, { signal: abort.signal });
         if (!ctx.live())
             return;
         record = r;
+        // The events that came while the record was on its way may be newer
+        // than it: applied again (drawGrid draws them)
+        const later = recentCellEvents.slice(since);
+        recentCellEvents = [];
+        for (const e of later)
+            applyEvent(e, true);
         if (r.progress)
             progress = r.progress;
         if (FINAL.has(r.status)) {
@@ -636,31 +794,147 @@ export function jobView(ctx, id) {
     const scheduleRefetch = () => {
         if (refetchTimer)
             return;
-        // A large job's record is large: fetch it less often (at most every 5 s).
+        // A large job's record is large: fetch it less often (at most every
+        // 5 s; every 30 s while the stream's events move its cells)
         const cells = record ? (record.expected || []).length * Math.max(1, record.steps || 1) : 0;
-        refetchTimer = setTimeout(() => {
+        const wait = () => Math.min(5000, 300 + cells * 2) * (cellsStreamed && cells > 2000 ? 6 : 1);
+        const due = () => {
+            // The stream may have begun moving the cells since: wait longer
+            const left = fetchedAt + wait() - Date.now();
+            if (left > 50) {
+                refetchTimer = setTimeout(due, left);
+                return;
+            }
             refetchTimer = null;
             refetch().catch(onError);
-        }, Math.min(5000, 300 + cells * 2));
+        };
+        refetchTimer = setTimeout(due, wait());
     };
 
+    // The timeline: every event is kept, the newest eventsLimit are rows
+    // (a 10,000-node job has some 90,000 events: as rows, 700,000 elements
+    // and a page frozen for a minute); "Show older" adds EVENTS_PAGE more.
+    // Events wait for the next animation frame: a burst is one DOM change.
+    const EVENTS_PAGE = 500;
+    const eventsAll = [];          // the job's events (but the eventsHeld oldest), in order
+    let eventsHeld = 0;            // the oldest events, kept by the Worker (fetchEvents)
+    let eventsLimit = EVENTS_PAGE; // the newest this many are rows
+    let eventsDrawn = 0;           // eventsAll[0 .. eventsDrawn) went through flushEvents
+    let eventFrame = 0;
     const addEvents = (events) => {
         for (const e of events) {
+            if (!e || typeof e !== 'object')
+                continue;
             if (typeof e.seq === 'number' && e.seq <= lastSeq)
                 continue;
             if (typeof e.seq === 'number')
                 lastSeq = e.seq;
-            eventsBody.append(h('tr', { class: 'ev-' + cssName(e.event) },
-                h('td', { class: 'muted', text: e.seq }),
-                h('td', { class: 'mono', text: fmtClock(e.time), title: fmtTime(e.time) }),
-                h('td', null, eventBadge(e)),
-                h('td', { class: 'mono', text: e.node || '' }),
-                h('td', { text: e.step !== undefined ? e.step : '' }),
-                h('td', { class: 'detail', text: e.detail || '' })));
+            eventsAll.push(e);
         }
+        if (!eventFrame && eventsDrawn < eventsAll.length)
+            eventFrame = setTimeout(() => requestAnimationFrame(flushEvents), EVENTS_DRAW_MS);
+    };
+    const EVENTS_DRAW_MS = 250;
+    const eventRow = (e) => h('tr', { class: 'ev-' + cssName(e.event) },
+        h('td', { class: 'muted', text: e.seq }),
+        h('td', { class: 'mono', text: fmtClock(e.time), title: fmtTime(e.time) }),
+        h('td', null, eventBadge(e)),
+        h('td', { class: 'mono', text: e.node || '' }),
+        h('td', { text: e.step !== undefined ? e.step : '' }),
+        h('td', { class: 'detail', text: e.detail || '' }));
+    const drawEventsNote = () => {
+        const older = eventsHeld + eventsDrawn - eventsBody.childElementCount;
+        clear(eventsNote);
+        eventsNote.hidden = older <= 0;
+        if (older > 0)
+            eventsNote.append(
+                h('span', { text: 'The newest ' + eventsBody.childElementCount + ' of ' + (eventsHeld + eventsDrawn)
+                            + ' events; ' + older + ' older not shown. ' }),
+                h('button', { type: 'button', class: 'link', id: 'events-show-older',
+                              text: 'Show ' + Math.min(older, EVENTS_PAGE) + ' older', onclick: showOlder }));
+    };
+    const flushEvents = () => {
+        eventFrame = 0;
+        if (!ctx.live())
+            return;
+        const rows = document.createDocumentFragment();
+        for (let i = Math.max(eventsDrawn, eventsAll.length - eventsLimit); i < eventsAll.length; i++)
+            rows.append(eventRow(eventsAll[i]));
+        eventsDrawn = eventsAll.length;
+        eventsBody.append(rows);
+        const excess = eventsBody.childElementCount - eventsLimit;
+        if (excess > 0) {
+            // The oldest rows go at once (one by one cost more than the new)
+            const range = document.createRange();
+            range.setStartBefore(eventsBody.firstElementChild);
+            range.setEndBefore(eventsBody.children[excess]);
+            range.deleteContents();
+        }
+        drawEventsNote();
+    };
+    const showOlder = async (ev) => {
+        let oldest = eventsDrawn - eventsBody.childElementCount;
+        if (oldest < EVENTS_PAGE && eventsHeld > 0 && worker) {
+            // Those the Worker keeps come first
+            ev.target.disabled = true;
+            const r = await askWorker({ older: EVENTS_PAGE });
+            if (!ctx.live())
+                return;
+            eventsAll.unshift(...r.events);
+            eventsDrawn += r.events.length;
+            oldest += r.events.length;
+            eventsHeld = r.held;
+        }
+        eventsLimit = eventsBody.childElementCount + EVENTS_PAGE;
+        const rows = document.createDocumentFragment();
+        for (let i = Math.max(0, oldest - EVENTS_PAGE); i < oldest; i++)
+            rows.append(eventRow(eventsAll[i]));
+        eventsBody.prepend(rows);
+        drawEventsNote();
     };
 
+    // The first answer (all the job's events so far) is fetched and parsed
+    // in a Worker, which keeps all but the newest EVENTS_PAGE (eventsHeld)
+    // for "Show older"; the page gets those. Without a Worker, here.
+    let worker = null;
+    let workerCalls = 0;
+    const workerWaits = new Map();  // call id -> resolve
+    const askWorker = (msg) => new Promise((resolve) => {
+        msg.id = ++workerCalls;
+        workerWaits.set(msg.id, resolve);
+        worker.postMessage(msg);
+    });
     const fetchEvents = async () => {
+        if (!lastSeq && !worker && typeof Worker === 'function') {
+            try {
+                worker = new Worker(new URL('eventsworker.js', import.meta.url));
+                worker.onmessage = (m) => {
+                    const resolve = workerWaits.get(m.data && m.data.id);
+                    workerWaits.delete(m.data && m.data.id);
+                    if (resolve)
+                        resolve(m.data);
+                };
+                // A worker that cannot load or fails: every call answered "no"
+                worker.onerror = () => {
+                    for (const resolve of workerWaits.values())
+                        resolve({ status: 0, events: [], held: 0 });
+                    workerWaits.clear();
+                };
+                const req = apiRequest('/jobs/' + enc(id) + '/events');
+                const r = await askWorker({ fetch: req.url, headers: req.headers, keep: EVENTS_PAGE });
+                if (r.status === 200 && Array.isArray(r.events)) {
+                    if (!ctx.live())
+                        return;
+                    eventsHeld = r.held || 0;
+                    addEvents(r.events);
+                    return;
+                }
+            } catch (err) {
+                // no Worker here
+            }
+            // An error (a refused token, no such job) or no Worker: asked
+            // again below, where api() tells them
+        }
         const r = await api('GET', '/jobs/' + enc(id) + '/events' + q({ after: lastSeq || undefined }),
                             undefined, { signal: abort.signal });
         if (ctx.live())
@@ -700,8 +974,10 @@ export function jobView(ctx, id) {
                     } catch (e) {
                         return;
                     }
-                    if (name === 'event' && obj)
+                    if (name === 'event' && obj && typeof obj === 'object') {
                         addEvents([obj]);
+                        applyEvent(obj, false);
+                    }
                     else if (name === 'output')
                         addOutput(obj);
                     else if (name === 'progress') {
@@ -804,6 +1080,8 @@ export function jobView(ctx, id) {
     return () => {
         abort.abort();
         clearTimeout(refetchTimer);
+        if (worker)
+            worker.terminate();
         if (stopPoll)
             stopPoll();
         delete document.body.dataset.jobStatus;
@@ -814,35 +1092,53 @@ export function jobView(ctx, id) {
 
 // The nodes of a job's results, each with its worst status over the
 // steps, and the counts per status per step: {nodes: Map(node -> worst),
-// steps: [Map(status -> n)], rows: Map(status -> nodes having it)}.
+// steps: [Map(status -> n)], rows: Map(status -> nodes having it)}. One
+// pass over the cells: each node's statuses are a bit mask.
 function cellCounts(results, nodes, nsteps) {
-    const worst = new Map();
-    const steps = [];
-    const rows = new Map();
+    const bitOf = new Map();   // status -> its bit, as they come
+    const statusOf = [];       // bit -> status
+    const masks = new Map();   // node -> the bits of its statuses
     for (const node of nodes)
-        worst.set(node, null);
+        masks.set(node, 0);
+    const steps = [];
     for (let s = 0; s < nsteps; s++) {
+        const cells = results[String(s)] || {};
         const counts = new Map();
-        for (const [node, cell] of Object.entries(results[String(s)] || {})) {
+        for (const node in cells) {
+            const cell = cells[node];
             if (!cell || typeof cell.status !== 'string')
                 continue;
             counts.set(cell.status, (counts.get(cell.status) || 0) + 1);
-            const was = worst.get(node);
-            if (was === null || was === undefined || cellRank(cell.status) < cellRank(was))
-                worst.set(node, cell.status);
+            let bit = bitOf.get(cell.status);
+            if (bit === undefined) {
+                bit = statusOf.length < 31 ? statusOf.length : -1;
+                bitOf.set(cell.status, bit);
+                if (bit >= 0)
+                    statusOf.push(cell.status);
+            }
+            if (bit >= 0)
+                masks.set(node, masks.get(node) | (1 << bit));
         }
         steps.push(counts);
     }
-    for (const node of worst.keys()) {
-        const seen = new Set();
-        for (let s = 0; s < nsteps; s++) {
-            const cell = (results[String(s)] || {})[node];
-            if (cell && typeof cell.status === 'string' && !seen.has(cell.status)) {
-                seen.add(cell.status);
-                rows.set(cell.status, (rows.get(cell.status) || 0) + 1);
-            }
+    const rankOf = statusOf.map(cellRank);
+    const worst = new Map();
+    const perBit = new Array(statusOf.length).fill(0);
+    for (const [node, mask] of masks) {
+        let w = -1;
+        for (let m = mask; m; m &= m - 1) {
+            const bit = 31 - Math.clz32(m & -m);
+            perBit[bit]++;
+            if (w < 0 || rankOf[bit] < rankOf[w])
+                w = bit;
         }
+        worst.set(node, w < 0 ? null : statusOf[w]);
     }
+    const rows = new Map();
+    perBit.forEach((n, bit) => {
+        if (n)
+            rows.set(statusOf[bit], n);
+    });
     return { nodes: worst, steps, rows };
 }
 

@@ -13,7 +13,7 @@
 // after, and writes build/bench/web.json. Budgets live here, not in tests.
 //
 // --profile runs each view once more under the CDP profiler and a trace,
-// and prints the functions of web/app.js that cost the most (self and
+// and prints the functions of the dashboard (web/*.js) that cost the most (self and
 // inclusive time), the main thread's time by kind of work (script, style,
 // layout, paint), the layouts script forced and who dirtied them, with the
 // long tasks it saw: where a budget is missed, and why.
@@ -474,7 +474,7 @@ function summarise(profile) {
     return {
         total_ms: Math.round(total),
         self: top(selfBy, 15),
-        app_inclusive: top(inclBy, 20, (l) => /app\.js:/.test(l)),
+        app_inclusive: top(inclBy, 20, (l) => /[A-Za-z0-9_-]+\.js:\d/.test(l)),
     };
 }
 
@@ -493,7 +493,7 @@ async function profileAll(job) {
         console.log('  self time, top:');
         for (const f of p.self)
             console.log('    ' + String(f.ms).padStart(7) + ' ms  ' + f.fn);
-        console.log('  web/app.js, inclusive:');
+        console.log('  the dashboard\'s functions (web/*.js), inclusive:');
         for (const f of p.app_inclusive)
             console.log('    ' + String(f.ms).padStart(7) + ' ms  ' + f.fn);
         if (!p.trace)

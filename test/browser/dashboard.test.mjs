@@ -581,6 +581,48 @@ test('a job of 2,000 nodes draws only the rows in view, failures first, and scro
     }
 });
 
+test('a job\'s timeline shows its newest 500 events, says how many older it left out, and shows them on demand', LIMIT, async () => {
+    const real = await api('POST', '/jobs', tokens.admin, { target: 'node:web-01',
+        tasks: [{ backend: 'test', action: 'echo', params: { msg: 'x' } }] });
+    assert.equal(real.status, 201, JSON.stringify(real.body));
+    let record;
+    await until('the job to end', async () => {
+        record = (await api('GET', '/jobs/' + real.body.job, tokens.admin)).body;
+        return record.status === 'completed';
+    });
+    const fake = 'j-ffffffffffff-0002';
+    const events = [];
+    for (let seq = 1; seq <= 1200; seq++)
+        events.push({ seq, time: '2026-12-03T10:00:00.000Z', event: 'succeeded', node: 'web-01', step: 0,
+                      detail: 'event ' + seq });
+    const route = new RegExp('/api/v1/jobs/' + fake + '(/.*)?(\\?.*)?$');
+    await page.route(route, (r) => {
+        const url = new URL(r.request().url());
+        const body = url.pathname.endsWith('/events') ? { job: fake, events }
+                   : url.pathname.endsWith('/progress') ? { id: fake, status: 'completed', tasks: [] }
+                   : Object.assign({}, record, { id: fake });
+        r.fulfill({ status: 200, contentType: 'application/json', body: JSON.stringify(body) });
+    });
+    try {
+        await page.goto(base + '/#/jobs/' + fake);
+        await page.waitForSelector('#events-older:not([hidden])');
+        assert.equal(await page.locator('#events tbody tr').count(), 500);
+        assert.match(await page.textContent('#events-older'), /newest 500 of 1200 events; 700 older not shown/);
+        assert.equal(await page.textContent('#events tbody tr:first-child td:first-child'), '701');
+        assert.equal(await page.textContent('#events tbody tr:last-child td:first-child'), '1200');
+        await page.click('#events-show-older');
+        await page.waitForSelector('#events-older:has-text("200 older not shown")');
+        assert.equal(await page.locator('#events tbody tr').count(), 1000);
+        assert.equal(await page.textContent('#events tbody tr:first-child td:first-child'), '201');
+        await page.click('#events-show-older');
+        await page.waitForSelector('#events-older', { state: 'hidden' });
+        assert.equal(await page.locator('#events tbody tr').count(), 1200);
+        assert.equal(await page.textContent('#events tbody tr:first-child td:first-child'), '1');
+    } finally {
+        await page.unroute(route);
+    }
+});
+
 test('a nodes page of 3,000 draws only the rows in view, and filters all of them', LIMIT, async () => {
     const real = (await api('GET', '/nodes', tokens.admin)).body.nodes;
     const one = real.find((n) => n.id === 'web-01');
