@@ -5,8 +5,6 @@
 #include "cluster.h"
 
 #include <inttypes.h>
-#include <netdb.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include "../ha/elector.h"
@@ -17,6 +15,7 @@
 #include "../proto/service.h"
 #include "auth.h"
 #include "broker.h"
+#include "listener.h"
 #include "repl.h"
 #include "standby.h"
 
@@ -234,69 +233,6 @@ s_on_tick (zloop_t *loop, int timer_id, void *arg)
     return 0;
 }
 
-//  A closed socket's ipc:// listener unlinks its path in libzmq's I/O
-//  thread, after the close returns: binding the same path at once could
-//  lose the new file to that unlink. Waits (a second at most) until the
-//  path of ENDPOINT is gone.
-static void
-s_ipc_released (const char *endpoint)
-{
-    if (strncmp (endpoint, "ipc://", 6) != 0)
-        return;
-    for (int waited = 0; waited < 100 && access (endpoint + 6, F_OK) == 0;
-         waited++)
-        zclock_sleep (10);
-}
-
-//  True when a TCP socket can bind ADDRESS now (with SO_REUSEADDR, as
-//  libzmq binds).
-static bool
-s_tcp_bindable (const struct addrinfo *address)
-{
-    int fd = socket (address->ai_family, SOCK_STREAM, 0);
-    if (fd < 0)
-        return true;
-    int on = 1;
-    setsockopt (fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
-    bool bindable = bind (fd, address->ai_addr, address->ai_addrlen) == 0;
-    close (fd);
-    return bindable;
-}
-
-//  The same for a tcp:// listener: its socket is closed in the I/O
-//  thread too, and the active's bind of the same port at once fails
-//  (EADDRINUSE) on a busy machine. Waits (a second at most) until the
-//  port of ENDPOINT can be bound. A host that does not resolve here (an
-//  interface name) is not waited for.
-static void
-s_tcp_released (const char *endpoint)
-{
-    if (strncmp (endpoint, "tcp://", 6) != 0)
-        return;
-    char host [256];
-    snprintf (host, sizeof host, "%s", endpoint + 6);
-    char *colon = strrchr (host, ':');
-    if (!colon)
-        return;
-    *colon = 0;
-    const char *port = colon + 1;
-    char *name = host;
-    if (*name == '[' && name [strlen (name) - 1] == ']') {
-        name [strlen (name) - 1] = 0;
-        name++;
-    }
-    struct addrinfo hints = {
-        .ai_flags = AI_PASSIVE | AI_NUMERICSERV,
-        .ai_socktype = SOCK_STREAM
-    };
-    struct addrinfo *found = NULL;
-    if (getaddrinfo (streq (name, "*") ? NULL : name, port, &hints, &found))
-        return;
-    for (int waited = 0; waited < 100 && !s_tcp_bindable (found); waited++)
-        zclock_sleep (10);
-    freeaddrinfo (found);
-}
-
 static void
 s_standby_end (s_standby_t *self)
 {
@@ -306,8 +242,7 @@ s_standby_end (s_standby_t *self)
     bool bound = self->client != NULL;
     zsock_destroy (&self->client);
     if (bound) {
-        s_ipc_released (self->config->client_ep);
-        s_tcp_released (self->config->client_ep);
+        listener_released (self->config->client_ep);
     }
     auth_destroy (&self->auth);
     store_destroy (&self->store);
@@ -441,9 +376,8 @@ cluster_run (const broker_config_t *config, broker_config_fn *read, void *arg)
         broker_run (broker);
         bool demoted = broker_demoted (broker);
         broker_destroy (&broker);
-        s_ipc_released (config->client_ep);
-        s_tcp_released (config->client_ep);
-        s_ipc_released (config->agents_ep);
+        listener_released (config->client_ep);
+        listener_released (config->agents_ep);
         if (!demoted)
             break;
         //  The elector is held (again: a lapse leaves it held, a

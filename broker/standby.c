@@ -13,6 +13,7 @@
 #include "../proto/pw.h"
 #include "cluster_config.h"
 #include "http.h"
+#include "listener.h"
 #include "token.h"
 
 #define S_BATCH 256                  //  Messages read per wake-up, at most
@@ -307,20 +308,6 @@ s_on_bridge (zloop_t *loop, zsock_t *socket, void *arg)
 //  ---------------------------------------------------------------------
 //  Life
 
-//  A closed socket's ipc:// listener unlinks its path in libzmq's I/O
-//  thread, after the close returns: the active binding the same path at
-//  once could lose the new file to that unlink. Waits (a second at most)
-//  until the path of ENDPOINT is gone.
-static void
-s_ipc_released (const char *endpoint)
-{
-    if (strncmp (endpoint, "ipc://", 6) != 0)
-        return;
-    for (int waited = 0; waited < 100 && access (endpoint + 6, F_OK) == 0;
-         waited++)
-        zclock_sleep (10);
-}
-
 //  The agent endpoint, or NULL with a sentence in ERR.
 static zsock_t *
 s_agents_bind (standby_t *self, char *err, size_t err_len)
@@ -420,7 +407,7 @@ standby_destroy (standby_t **self_p)
     bool bound = self->agents != NULL;
     zsock_destroy (&self->agents);
     if (bound)
-        s_ipc_released (self->config->agents_ep);
+        listener_released (self->config->agents_ep);
     pw_destroy (&self->writer);
     free (self);
 }
