@@ -227,6 +227,80 @@ s_absent (const backend_plan_t *plan, backend_outcome_t *outcome)
                             changed ? "removed" : "was not there");
 }
 
+//  The check of put: what would change (content, mode, owner), with a
+//  unified diff when both old and new are small texts
+static void
+s_put_check (const backend_plan_t *plan, backend_outcome_t *outcome)
+{
+    fileops_change_t change;
+    char err [1024];
+    if (fileops_plan_check (plan, true, &change, err, sizeof (err))) {
+        s_fail (outcome, err);
+        return;
+    }
+    const char *path = backend_plan_param (plan, "path");
+    char what [64], current [128], desired [128];
+    s_what (&change, what, sizeof (what));
+    if (!change.existed)
+        snprintf (current, sizeof (current), "absent");
+    else
+        snprintf (current, sizeof (current), "sha256 %.12s", change.sha256_old);
+    if (fileops_changed (&change))
+        snprintf (desired, sizeof (desired), "sha256 %.12s (%s)",
+                  change.sha256_new, what);
+    else
+        snprintf (desired, sizeof (desired), "sha256 %.12s",
+                  change.sha256_new);
+    backend_check_verdict (outcome, fileops_changed (&change), current,
+                           desired);
+    backend_outcome_data (outcome, "path", path);
+    backend_outcome_data (outcome, "content",
+                          change.content ? "true" : "false");
+    backend_outcome_data (outcome, "mode", change.mode ? "true" : "false");
+    backend_outcome_data (outcome, "owner", change.owner ? "true" : "false");
+    if (change.diff) {
+        size_t len = strlen (change.diff);
+        if (len > BACKEND_CHECK_MAX_DIFF) {
+            //  Cut at a line end, and say so
+            size_t cut = BACKEND_CHECK_MAX_DIFF - 64;
+            while (cut > 0 && change.diff [cut - 1] != '\n')
+                cut--;
+            snprintf (change.diff + cut, len + 1 - cut,
+                      "(diff cut at %u bytes)\n",
+                      (unsigned) BACKEND_CHECK_MAX_DIFF);
+        }
+        backend_outcome_data (outcome, "diff", change.diff);
+    }
+    else
+    if (change.content && change.existed)
+        backend_outcome_data (outcome, "diff", "(no diff: binary content "
+                              "or over 64 KiB)");
+    fileops_change_clear (&change);
+}
+
+//  The check of absent: whether the path is there
+static void
+s_absent_check (const backend_plan_t *plan, backend_outcome_t *outcome)
+{
+    fileops_roots_t roots = s_roots (plan);
+    fileops_stat_t info;
+    char err [1024];
+    const char *path = backend_plan_param (plan, "path");
+    if (fileops_stat (&roots, path, &info, err, sizeof (err))) {
+        s_fail (outcome, err);
+        return;
+    }
+    if (info.exists && strcmp (info.type, "directory") == 0) {
+        s_fail (outcome, "is a directory: absent never removes one");
+        return;
+    }
+    char current [96];
+    snprintf (current, sizeof (current), "%s", info.exists ? info.type
+                                                           : "absent");
+    backend_check_verdict (outcome, info.exists, current, "absent");
+    backend_outcome_data (outcome, "path", path);
+}
+
 //  Every action: the path's form is checked when the command comes, so a
 //  hostile one is refused before it is queued.
 static int
@@ -244,6 +318,18 @@ static int
 s_plan_put (backend_plan_t *plan, char *err, size_t err_len)
 {
     return s_plan_path (plan, s_put, err, err_len);
+}
+
+static int
+s_check_put (backend_plan_t *plan, char *err, size_t err_len)
+{
+    return s_plan_path (plan, s_put_check, err, err_len);
+}
+
+static int
+s_check_absent (backend_plan_t *plan, char *err, size_t err_len)
+{
+    return s_plan_path (plan, s_absent_check, err, err_len);
 }
 
 static int
@@ -298,14 +384,15 @@ static const backend_param_t s_path_params [] = {
 static const backend_action_t s_actions [] = {
     { "put", true, "write content to a file atomically, unless it already "
       "matches (sha256, mode, owner)", S_PARAMS (s_put_params), s_plan_put,
-      .idempotent = true },
+      .idempotent = true, .check = s_check_put },
     { "get", false, "a file's content as the output, with its size and "
       "sha256", S_PARAMS (s_path_params), s_plan_get, .idempotent = false },
     { "stat", false, "whether a file exists, its type, size, mode, owner, "
       "sha256 and mtime", S_PARAMS (s_path_params), s_plan_stat,
       .idempotent = false },
     { "absent", true, "remove a file or symlink (never a directory)",
-      S_PARAMS (s_path_params), s_plan_absent, .idempotent = true },
+      S_PARAMS (s_path_params), s_plan_absent, .idempotent = true,
+      .check = s_check_absent },
 };
 
 const backend_ops_t backend_file_ops = {
