@@ -845,6 +845,7 @@ static const s_agent_row_t s_agent_rows [] = {
     {PROTO_BYE, s_on_bye},
     {PROTO_FACTS, s_on_facts},
     {PROTO_REKEY, s_on_rekey},
+    {PROTO_BLOB_GET, broker_blobs_on_get},
 };
 
 #define S_AGENT_ROWS (sizeof s_agent_rows / sizeof s_agent_rows [0])
