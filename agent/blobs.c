@@ -32,6 +32,7 @@ struct _agent_blobs_t {
     void *arg;
     zlistx_t *fetches;           //  s_fetch_t, the first under way
     bool up;                     //  Welcomed, blobs granted
+    bool refused;                //  Welcomed without blobs
     int fd;                      //  The first fetch's .part, or -1
     uint64_t offset;             //  ... the offset asked for
     int64_t asked_ms;            //  ... when (0: nothing asked)
@@ -262,7 +263,7 @@ int
 agent_blobs_wait (agent_blobs_t *self, const char *sha256, uint64_t size,
                   void *waiter)
 {
-    if (!s_name_valid (sha256))
+    if (!s_name_valid (sha256) || self->refused)
         return -1;
     s_fetch_t *fetch = NULL;
     for (s_fetch_t *at = (s_fetch_t *) zlistx_first (self->fetches); at;
@@ -403,6 +404,7 @@ agent_blobs_welcomed (agent_blobs_t *self, bool welcomed, bool granted,
     if (!self)
         return;          //  The link went down before the cache was made
     self->up = welcomed && granted;
+    self->refused = welcomed && !granted;
     self->asked_ms = 0;
     if (welcomed && !granted) {
         //  This broker serves no blobs: nothing waits for ever

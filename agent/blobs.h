@@ -63,8 +63,9 @@ const char *agent_blobs_dir (const agent_blobs_t *self);
 bool agent_blobs_have (agent_blobs_t *self, const char *sha256);
 
 //  WAITER waits for SHA256 of SIZE bytes; the fetch starts when the link
-//  is welcomed with blobs granted. Returns 0, or -1 (out of memory, or a
-//  bad name: then READY is not called).
+//  is welcomed with blobs granted. Returns 0, or -1 (out of memory, a
+//  bad name, or a broker that did not grant blobs: then READY is not
+//  called).
 int agent_blobs_wait (agent_blobs_t *self, const char *sha256, uint64_t size,
                       void *waiter);
 
