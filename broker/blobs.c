@@ -164,6 +164,11 @@ blobs_put_piece (store_txn_t *txn, const char *sha256, uint64_t size,
     else
     if (rc)
         return rc;
+    if (offset < info->received && offset % BLOBS_CHUNK == 0) {
+        //  A piece sent again (a retried request): stored already
+        info->used_ms = wall_ms;
+        return s_record_write (txn, info);
+    }
     if (offset != info->received) {
         snprintf (err, err_len, "the upload goes on at offset %llu, not "
                   "%llu", (unsigned long long) info->received,

@@ -60,8 +60,8 @@ bool blobs_name_valid (const char *text);
 
 //  Stores the piece of LEN bytes at DATA at OFFSET of blob SHA256 of SIZE
 //  bytes (at most MAX_SIZE) at WALL_MS. OFFSET must be the blob's received
-//  bytes, LEN BLOBS_CHUNK (or what remains). A complete blob takes nothing
-//  (*STORED_P false). Fills *INFO. Returns 0, a BLOBS_E* refusal or a
+//  bytes, LEN BLOBS_CHUNK (or what remains). A complete blob, or a piece
+//  stored already (a retry), takes nothing (*STORED_P false). Fills *INFO. Returns 0, a BLOBS_E* refusal or a
 //  STORE_E* code, with a sentence in ERR.
 int blobs_put_piece (store_txn_t *txn, const char *sha256, uint64_t size,
                      uint64_t offset, const void *data, size_t len,
