@@ -38,7 +38,7 @@
 #define BLOBS_DEFAULT_MAX_SIZE ((uint64_t) 64 << 20)  //  blobs.max_size
 #define BLOBS_MAX_MAX_SIZE ((uint64_t) 4 << 30)       //  Its ceiling
 #define BLOBS_DEFAULT_RETENTION_MS ((int64_t) 7 * 24 * 3600 * 1000)
-#define BLOBS_DEFAULT_MAX_INFLIGHT 256         //  blobs.max_inflight
+#define BLOBS_DEFAULT_MAX_INFLIGHT 64          //  blobs.max_inflight
 
 //  Refusals of blobs_put_piece (besides the store's STORE_E* codes)
 #define BLOBS_ETOO_LARGE -20      //  Over blobs.max_size

@@ -14,8 +14,8 @@ typedef struct {
     blobserve_item_t want;       //  Its request waiting (when waiting)
     bool waiting;                //  It has one
     bool queued;                 //  Its id is in the FIFO
-    bool inflight;               //  A chunk sent, not yet acknowledged
-    int64_t sent_ms;             //  When
+    bool inflight;               //  It holds a slot
+    int64_t sent_ms;             //  When it last asked (or was served)
 } s_node_t;
 
 struct _blobserve_t {
@@ -89,7 +89,11 @@ blobserve_ask (blobserve_t *self, const char *node_id, const char *sha256,
             return -1;
         zhashx_insert (self->nodes, node_id, node);
     }
-    s_acknowledge (self, node);
+    if (node->inflight) {
+        //  A fetch under way: its next chunk goes at once
+        node->sent_ms = now_ms;
+        return 1;
+    }
     snprintf (node->want.node, sizeof (node->want.node), "%s", node_id);
     snprintf (node->want.sha256, sizeof (node->want.sha256), "%s", sha256);
     node->want.offset = offset;

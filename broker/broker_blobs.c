@@ -45,38 +45,45 @@ s_refuse (broker_t *self, const registry_node_t *node, const char *sha256,
     s_send_chunk (self, node, sha256, offset, size, NULL, 0, why);
 }
 
-//  Sends what may go now (the fleet's limit of chunks in flight).
+//  Sends ITEM's chunk, or says why not.
+static void
+s_send_item (broker_t *self, const blobserve_item_t *item)
+{
+    registry_node_t *node = registry_lookup (self->ctx.registry, item->node);
+    store_txn_t *txn = broker_txn (self);
+    if (!node || !node->online || !txn) {
+        blobserve_forget (self->blobserve, item->node);
+        return;
+    }
+    blobs_info_t info;
+    const void *data = NULL;
+    size_t len = 0;
+    if (blobs_stat (txn, item->sha256, &info)
+    ||  blobs_read (txn, item->sha256, item->offset, &data, &len)) {
+        //  Deleted since it was asked for
+        blobserve_forget (self->blobserve, item->node);
+        s_refuse (self, node, item->sha256, item->offset, 0, "unknown blob");
+        return;
+    }
+    s_send_chunk (self, node, item->sha256, item->offset, info.size, data,
+                  len, NULL);
+    self->stats->counters.blob_chunks_sent++;
+    self->stats->counters.blob_bytes_sent += len;
+    //  The last chunk: nothing acknowledges it, its slot is free
+    if (item->offset + len >= info.size)
+        blobserve_forget (self->blobserve, item->node);
+    if (item->offset == 0)
+        ctx_store_error (blobs_touch (txn, item->sha256, broker_wall_ms ()),
+                         "a blob's last use");
+}
+
+//  Sends what may go now (the fleet's limit of nodes fetching).
 static void
 s_serve (broker_t *self, int64_t now_ms)
 {
     blobserve_item_t item;
-    while (blobserve_next (self->blobserve, &item, now_ms)) {
-        registry_node_t *node = registry_lookup (self->ctx.registry,
-                                                 item.node);
-        store_txn_t *txn = broker_txn (self);
-        if (!node || !node->online || !txn) {
-            blobserve_forget (self->blobserve, item.node);
-            continue;
-        }
-        blobs_info_t info;
-        const void *data = NULL;
-        size_t len = 0;
-        if (blobs_stat (txn, item.sha256, &info)
-        ||  blobs_read (txn, item.sha256, item.offset, &data, &len)) {
-            //  Deleted since it was asked for
-            blobserve_forget (self->blobserve, item.node);
-            s_refuse (self, node, item.sha256, item.offset, 0,
-                      "unknown blob");
-            continue;
-        }
-        s_send_chunk (self, node, item.sha256, item.offset, info.size, data,
-                      len, NULL);
-        self->stats->counters.blob_chunks_sent++;
-        self->stats->counters.blob_bytes_sent += len;
-        if (item.offset == 0)
-            ctx_store_error (blobs_touch (txn, item.sha256, broker_wall_ms ()),
-                             "a blob's last use");
-    }
+    while (blobserve_next (self->blobserve, &item, now_ms))
+        s_send_item (self, &item);
 }
 
 int
@@ -111,10 +118,17 @@ broker_blobs_on_get (broker_t *self, registry_node_t *node,
         s_refuse (self, node, in->sha256, in->offset, info.size, why);
         return 0;
     }
-    if (blobserve_ask (self->blobserve, node->id, in->sha256, in->offset,
-                       now_ms))
-        return 0;
-    s_serve (self, now_ms);
+    int rc = blobserve_ask (self->blobserve, node->id, in->sha256,
+                            in->offset, now_ms);
+    if (rc == 1) {
+        blobserve_item_t item = { .offset = in->offset };
+        snprintf (item.node, sizeof item.node, "%s", node->id);
+        snprintf (item.sha256, sizeof item.sha256, "%s", in->sha256);
+        s_send_item (self, &item);
+    }
+    else
+    if (rc == 0)
+        s_serve (self, now_ms);
     return 0;
 }
 

@@ -7,6 +7,7 @@
 #include "../proto/conf.h"
 #include "../proto/log.h"
 #include "audit.h"
+#include "blobs.h"
 #include "config.h"
 #include "nodeseen.h"
 
@@ -32,9 +33,9 @@ broker_config_defaults (broker_config_t *config)
     config->dlq_retention_ms = (int64_t) 30 * 24 * 3600 * 1000;
     config->audit_retention_ms = AUDIT_DEFAULT_RETENTION_MS;
     config->max_output = BROKER_DEFAULT_MAX_OUTPUT;
-    config->blob_max_size = (uint64_t) 64 << 20;
-    config->blob_retention_ms = (int64_t) 7 * 24 * 3600 * 1000;
-    config->blob_max_inflight = 256;
+    config->blob_max_size = BLOBS_DEFAULT_MAX_SIZE;
+    config->blob_retention_ms = BLOBS_DEFAULT_RETENTION_MS;
+    config->blob_max_inflight = BLOBS_DEFAULT_MAX_INFLIGHT;
     sched_config_defaults (&config->sched);
     auth_config_defaults (&config->auth);
     http_config_defaults (&config->http);
@@ -224,7 +225,7 @@ s_load_blobs (broker_config_t *config, const pv_t *root, char *why,
     if (conf_get_int (blobs, "max_inflight", &inflight, why, why_len))
         return -1;
     if (inflight < 1 || inflight > 65536) {
-        snprintf (why, why_len, "blobs.max_inflight: 1 to 65536 chunks");
+        snprintf (why, why_len, "blobs.max_inflight: 1 to 65536 agents");
         return -1;
     }
     config->blob_max_inflight = (uint32_t) inflight;
