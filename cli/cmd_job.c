@@ -1113,8 +1113,9 @@ s_run_run (const cli_args_t *args, const job_spec_t *file_spec,
     pv_doc_t *reply = NULL;
     const pv_t *data = NULL;
     int rc = CLI_EXIT_OK;
-    if (args->upload_src && !args->check) {
-        //  file put --src of a blob: the broker has it first
+    if (args->upload_src) {
+        //  file put --src of a blob: the broker has it first (a dry run
+        //  too: its nodes compare digests)
         char sha256 [SHA256_HEX];
         uint64_t size = 0;
         bool stored = false;

@@ -460,6 +460,18 @@ test_it_files_blobs (void **state)
     assert_string_equal (got, hex);
     assert_int_equal (s_blob_figure ("chunks_sent", NULL), sent + 6);
 
+    //  A dry run of the same put: no change on either node
+    code = grid_cli (&s_grid, &out, &err, S_WAIT_MS, "job", "run", "--check",
+                     "--diff", "--target", "group:files", "file", "put",
+                     "--src", local, "--dest", dest, NULL);
+    if (code != 0 || !grid_line_with (out, "files-02", "no change", NULL))
+        fprintf (stderr, "out:\n%s\nerr:\n%s\n", out, err);
+    assert_int_equal (code, 0);
+    assert_true (grid_line_with (out, "files-01", "no change", NULL));
+    assert_true (grid_line_with (out, "files-02", "no change", NULL));
+    free (out);
+    free (err);
+
     //  A fetch cut short (the agent killed after its first chunk): the
     //  restarted agent asks from where its .part file ends
     char second [PATH_MAX], part [PATH_MAX], hex2 [SHA256_HEX];
