@@ -170,7 +170,7 @@ s_cut (agent_blobs_t *self, const char *keep)
             if (!*oldest || info.st_mtim.tv_sec < oldest_at.tv_sec
             ||  (info.st_mtim.tv_sec == oldest_at.tv_sec
                  && info.st_mtim.tv_nsec < oldest_at.tv_nsec)) {
-                snprintf (oldest, sizeof oldest, "%s", entry->d_name);
+                memcpy (oldest, entry->d_name, SHA256_HEX);
                 oldest_at = info.st_mtim;
             }
         }
