@@ -33,6 +33,9 @@
 #                   output while it runs; broker CPU per streamed MiB,
 #                   and the slowdown of other jobs' results; writes
 #                   build/bench/live.json
+#   make bench-files   blobs: a file put of a 4 MiB blob to 1,000 swarm
+#                   agents; MiB/s delivered, the broker's peak RSS;
+#                   writes build/bench/files.json
 #   make bench-ha      a broker alone and a two-broker cluster side by
 #                   side at 1,000 agents, then failover times over HA_KILLS
 #                   (20) kills of the active; writes build/bench/ha.json
@@ -163,7 +166,7 @@ FUZZ_SEEDS := $(BUILD)/test/tools/fuzz_seeds
 	check-deps check-layers fuzz fuzz-build fuzz-deps bench bench-quick \
 	demo-ha soak-ha bench-ha \
 	bench-queue bench-scale bench-http bench-live bench-facts bench-web \
-	install \
+	bench-files install \
 	uninstall deb
 .DEFAULT_GOAL := all
 
@@ -443,6 +446,13 @@ bench-web: deps
 	@GRID_BIN=$(abspath $(BUILD))/bin GRID_TOOLS=$(abspath $(BUILD))/test/tools \
 		GRID_SRC=$(CURDIR) GRID_BENCH_OUT=$(abspath $(BUILD))/bench/web.json \
 		node test/browser/bench_web.mjs $(BENCH_ARGS)
+
+# Blobs: one file put of a 4 MiB blob to 1,000 swarm agents that fetch it
+# over their connections: MiB/s delivered and the broker's peak RSS.
+bench-files: deps
+	@$(MAKE) --no-print-directory $(BINS) $(BENCH_TOOLS)
+	@mkdir -p $(BUILD)/bench
+	@$(BUILD)/test/tools/gridbench --files --out $(BUILD)/bench/files.json $(BENCH_ARGS)
 
 # Targets by fact over 50,000 nodes of one registry, in process.
 bench-facts: $(BUILD)/test/tools/factbench

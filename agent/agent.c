@@ -54,6 +54,7 @@
 #include "../proto/text.h"
 #include "../proto/trace.h"
 #include "../store/store.h"
+#include "blobs.h"
 #include "executor.h"
 #include "facts.h"
 #include "link.h"
@@ -148,6 +149,7 @@ struct _agent_t {
     int64_t stop_deadline;      //  Shutdown: give up waiting
     uint64_t malformed;         //  Frames that did not decode
     uint64_t stale_acks;        //  result_acks entries for no waiting result
+    agent_blobs_t *blobs;       //  The blob cache (<state_dir>/blobs)
     epoch_gate_t *epochs;       //  Refuses what a demoted cluster active
                                 //  sends (<state_dir>/epoch)
     bool plain_hello;           //  Say hello without features (an older
@@ -189,6 +191,7 @@ struct _s_work_t {
     int64_t started_ms;         //  Monotonic start, 0 before
     backend_progress_t sent;    //  The last progress sent (percent -1, "": none)
     char *traceparent;          //  The command's trace context, or NULL
+    executor_task_t *task;      //  While its blob is fetched: its task
     uint64_t live_sent [2];     //  Bytes of stdout, stderr sent live so far
     int64_t live_wait_ms [2];   //  A live piece of stdout, stderr awaits
                                 //  its output_ack since then (0: none)
@@ -207,22 +210,12 @@ struct _s_held_t {
     void *handle;               //  Its place in held_order
 };
 
-static void
-s_log (agent_t *self, const char *format, ...)
-    __attribute__ ((format (printf, 2, 3)));
-
 //  The agent's lines (log.h): tagged with its node id by log_set_instance;
 //  a line naming a job carries its id. What failed or is at risk goes out
 //  with log_error and log_warn instead. s_debug lines are written at the
 //  debug level (--log-level debug, or --verbose).
-static void
-s_log (agent_t *self, const char *format, ...)
-{
-    va_list args;
-    va_start (args, format);
-    log_writev (LOG_LEVEL_INFO, NULL, format, args);
-    va_end (args);
-}
+#define s_log(self, ...) \
+    log_write (LOG_LEVEL_INFO, NULL, __VA_ARGS__)
 
 #define s_debug(self, ...) \
     log_write (LOG_LEVEL_DEBUG, NULL, __VA_ARGS__)
@@ -477,26 +470,9 @@ s_facts_send (agent_t *self)
 static void
 s_facts_read (agent_t *self)
 {
-    agent_facts_t fresh = {0};
-    char why [sizeof self->facts_why];
-    int skipped = agent_facts_collect (self->config, "", &fresh, why,
-                                       sizeof why);
-    if (skipped < 0) {
-        log_warn ("facts: out of memory: the facts stay as they were");
-        agent_facts_clear (&fresh);
+    if (!agent_facts_refresh (self->config, &self->facts, self->facts_why,
+                              sizeof self->facts_why))
         return;
-    }
-    //  Each reason once, not at every reading
-    if (skipped > 0 && strcmp (why, self->facts_why) != 0)
-        log_warn ("facts: %d skipped: %s", skipped, why);
-    snprintf (self->facts_why, sizeof self->facts_why, "%s",
-              skipped ? why : "");
-    if (agent_facts_equal (&fresh, &self->facts)) {
-        agent_facts_clear (&fresh);
-        return;
-    }
-    agent_facts_clear (&self->facts);
-    self->facts = fresh;
     self->facts_sent = false;
     s_debug (self, "facts: %zu, changed", self->facts.count);
     s_facts_send (self);
@@ -528,6 +504,7 @@ s_resend_fired (zloop_t *loop, int timer_id, void *arg)
     agent_t *self = (agent_t *) arg;
     if (link_welcomed (self->link))
         s_resend_results (self);
+    agent_blobs_tick (self->blobs, zclock_mono ());
     return 0;
 }
 
@@ -542,17 +519,6 @@ s_unwelcome (agent_t *self)
 
 //  ---------------------------------------------------------------------
 //  Results
-
-static const char *
-s_status_name (executor_status_t status)
-{
-    switch (status) {
-        case EXECUTOR_SUCCESS: return "success";
-        case EXECUTOR_TIMEOUT: return "timeout";
-        case EXECUTOR_CANCELLED: return "cancelled";
-        default: return "failed";
-    }
-}
 
 //  The text RESULT carries for one stream (BYTES, LEN; DROPPED bytes lost
 //  from its middle): the stream itself when it is short, valid UTF-8 and
@@ -692,6 +658,7 @@ s_work_free (void *arg)
     free (work->job);
     free (work->what);
     free (work->traceparent);
+    free (work->task);
     free (work);
 }
 
@@ -894,7 +861,7 @@ s_work_done (void *arg, executor_result_t *done)
     result->duration_ms = done->duration_ms;
     result->truncated = done->truncated;
     result->traceparent = s_result_trace (self, result, work->traceparent);
-    const char *status = s_status_name (done->status);
+    const char *status = executor_status_name (done->status);
 
     backend_outcome_t *outcome = &work->outcome;
     if (work->plan->run == BACKEND_RUN_PROGRAM && work->plan->parse
@@ -971,27 +938,6 @@ s_work_done (void *arg, executor_result_t *done)
     proto_msg_destroy (&result);
 }
 
-//  True when NODES (COUNT ids; NULL: everyone) names us.
-static bool
-s_meant_for_us (agent_t *self, char **nodes, size_t count)
-{
-    if (!nodes)
-        return true;
-    for (size_t index = 0; index < count; index++)
-        if (strcmp (nodes [index], self->config->id) == 0)
-            return true;
-    return false;
-}
-
-static bool
-s_backend_disabled (agent_t *self, const char *name)
-{
-    for (size_t index = 0; index < self->config->disabled_count; index++)
-        if (strcmp (self->config->disabled [index], name) == 0)
-            return true;
-    return false;
-}
-
 //  A new command: ack it, check it, queue it.
 static void
 s_take (agent_t *self, const proto_msg_t *command, const char *key)
@@ -1037,7 +983,7 @@ s_take (agent_t *self, const proto_msg_t *command, const char *key)
     if (!ops)
         s_err (err, sizeof (err), "unknown backend '%s'", command->backend);
     else
-    if (s_backend_disabled (self, command->backend))
+    if (agent_config_disabled (self->config, command->backend))
         s_err (err, sizeof (err), "backend '%s' is disabled on this node",
                command->backend);
     else
@@ -1113,6 +1059,18 @@ s_take (agent_t *self, const proto_msg_t *command, const char *key)
         task.child = s_child_run;
     else
         task.inproc = s_inproc_run;
+    //  A put of a blob not in the cache waits for its fetch (s_blob_ready)
+    const char *sha256 = backend_plan_param (plan, "sha256");
+    if (sha256 && !command->check && !agent_blobs_have (self->blobs, sha256)
+        && (work->task = malloc (sizeof task))) {
+        task.job = work->job;
+        *work->task = task;
+        if (agent_blobs_wait (self->blobs, sha256, strtoull (
+                backend_plan_param (plan, "size"), NULL, 10), work) == 0) {
+            zhashx_insert (self->work, key, work);
+            return;
+        }
+    }
     if (executor_submit (self->executor, &task)) {
         s_work_free (work);
         s_finish_unrun (self, command, "failed", "cannot queue the task");
@@ -1121,6 +1079,28 @@ s_take (agent_t *self, const proto_msg_t *command, const char *key)
     zhashx_insert (self->work, key, work);
 }
 
+//  WORK's blob is in the cache (ERROR NULL), or cannot be had: it is
+//  queued, or ends failed (or cancelled, when its job was meanwhile)
+static void
+s_blob_ready (void *arg, void *waiter, const char *error)
+{
+    agent_t *self = (agent_t *) arg;
+    s_work_t *work = (s_work_t *) waiter;
+    proto_msg_t command = { .job = work->job, .step = work->step,
+                            .attempt = work->attempt,
+                            .traceparent = work->traceparent };
+    bool cancelled = zhashx_lookup (self->cancelled, work->job) != NULL;
+    if (!error && !cancelled
+        && executor_submit (self->executor, work->task) == 0)
+        return;
+    zhashx_delete (self->work, work->key);
+    s_finish_unrun (self, &command, cancelled ? "cancelled" : "failed",
+                    cancelled ? "the job was cancelled while its blob was "
+                    "fetched" : error ? error : "cannot queue the task");
+    s_work_free (work);
+}
+
+
 
 //  ---------------------------------------------------------------------
 //  Incoming messages
@@ -1128,7 +1108,8 @@ s_take (agent_t *self, const proto_msg_t *command, const char *key)
 static void
 s_on_command (agent_t *self, const proto_msg_t *command)
 {
-    if (!s_meant_for_us (self, command->nodes, command->node_count))
+    if (!agent_config_names_us (self->config, command->nodes,
+                                command->node_count))
         return;
     if (!link_welcomed (self->link) || self->stopping) {
         s_debug (self, "job %s step %u: ignored (%s)", command->job,
@@ -1184,7 +1165,8 @@ s_on_command (agent_t *self, const proto_msg_t *command)
 static void
 s_on_cancel (agent_t *self, const proto_msg_t *cancel)
 {
-    if (!s_meant_for_us (self, cancel->nodes, cancel->node_count))
+    if (!agent_config_names_us (self->config, cancel->nodes,
+                                cancel->node_count))
         return;
     if (cancel->attempt > 0) {
         //  One attempt taken back (a reclaim): the job goes on, and a later
@@ -1246,6 +1228,8 @@ s_on_welcome (agent_t *self, const proto_msg_t *welcome)
     if (self->rekey)
         rekey_welcomed (self->rekey, proto_msg_has_feature (
                                          welcome, PROTO_FEATURE_REKEY));
+    agent_blobs_welcomed (self->blobs, true, proto_msg_has_feature (
+                              welcome, PROTO_FEATURE_BLOBS), zclock_mono ());
     //  The spool sends every unacknowledged piece again below: the live
     //  streams need not wait for the acks of those sent before
     for (s_work_t *work = (s_work_t *) zhashx_first (self->work); work;
@@ -1454,6 +1438,10 @@ s_handle (agent_t *self, const void *data, size_t size, bool from_sub)
             if (!from_sub && self->rekey)
                 rekey_on_ack (self->rekey, msg);
             break;
+        case PROTO_BLOB_CHUNK:
+            if (!from_sub)
+                agent_blobs_on_chunk (self->blobs, msg, zclock_mono ());
+            break;
         default:
             s_malformed (self, proto_type_name (msg->type));
             break;
@@ -1486,6 +1474,7 @@ static void
 s_link_down (void *arg)
 {
     s_batch_flush ((agent_t *) arg);
+    agent_blobs_welcomed (((agent_t *) arg)->blobs, false, false, 0);
 }
 
 static void
@@ -1558,7 +1547,7 @@ s_build_hello (agent_t *self, char *err, size_t err_len)
                                 PROTO_FEATURE_CHECK,
                                 PROTO_FEATURE_EPOCH,
                                 PROTO_FEATURE_REKEY, PROTO_FEATURE_OUTPUT_ACKS,
-                                PROTO_FEATURE_REDIRECT };
+                                PROTO_FEATURE_REDIRECT, PROTO_FEATURE_BLOBS };
     size_t count = sizeof features / sizeof features [0];
     if (!self->plain_hello) {
         hello->features = (char **) calloc (count, sizeof (char *));
@@ -1762,10 +1751,16 @@ agent_new (agent_config_t *config, char *err, size_t err_len)
     };
     self->link = link_new (self->loop, config, &callbacks, self, err,
                            err_len);
-    if (!self->link) {
+    snprintf (path, sizeof (path), "%s/" AGENT_BLOBS_DIR, config->state_dir);
+    self->blobs = !self->link ? NULL
+                : agent_blobs_new (path, config->blob_cache_bytes, config->id,
+                                   self->link, s_blob_ready, self, err,
+                                   err_len);
+    if (!self->blobs) {
         agent_destroy (&self);
         return NULL;
     }
+    self->context.blob_dir = agent_blobs_dir (self->blobs);
     if (!config->insecure)
         self->rekey = rekey_new (config, self->link);
     return self;
@@ -1983,6 +1978,7 @@ agent_destroy (agent_t **self_p)
     zhashx_destroy (&self->cancelled);
     zlistx_destroy (&self->cancelled_order);
     spool_destroy (&self->spool);
+    agent_blobs_destroy (&self->blobs);
     epoch_gate_destroy (&self->epochs);
     zhashx_destroy (&self->unspooled);
     store_unlock (&self->lock);

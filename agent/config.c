@@ -124,6 +124,7 @@ agent_config_init (agent_config_t *config)
     config->resolv_conf = strdup (BACKEND_RESOLV_CONF);
     config->concurrency = 1;
     config->output_cap_bytes = EXECUTOR_DEFAULT_CAP_BYTES;
+    config->blob_cache_bytes = (uint64_t) 1 << 30;
     config->kill_grace_ms = AGENT_DEFAULT_GRACE_MS;
     config->drain_ms = AGENT_DEFAULT_DRAIN_MS;
     config->progress_ms = AGENT_DEFAULT_PROGRESS_MS;
@@ -301,7 +302,7 @@ static const char *const s_config_keys [] = {
     "facts_interval", "file", "key_rotate_days", NULL
 };
 
-static const char *const s_file_keys [] = { "roots", NULL };
+static const char *const s_file_keys [] = { "roots", "blob_cache", NULL };
 
 //  The file: section (roots: a list of directories).
 static int
@@ -326,6 +327,18 @@ s_conf_file (agent_config_t *config, const pv_t *root, char *err,
         s_err (err, err_len, "file.%s", why);
         return -1;
     }
+    const pv_t *cache = pv_map_get (file, "blob_cache");
+    char *text = cache ? pv_strdup (cache) : NULL;
+    uint64_t bytes = 0;
+    if (cache && (!text || conf_size_parse (text, &bytes) || bytes < 1)) {
+        s_err (err, err_len, "file.blob_cache: expected a size like 1GiB "
+               "(the most the blob cache keeps)");
+        free (text);
+        return -1;
+    }
+    free (text);
+    if (cache)
+        config->blob_cache_bytes = bytes;
     return 0;
 }
 
@@ -782,6 +795,8 @@ s_print_config (const agent_config_t *config, const char *const *values,
     s_flow_list (config->file_roots, config->file_root_count, text,
                  sizeof text);
     conf_print_setting (o, "file.roots", text, false, NULL, false);
+    conf_print_int (o, "file.blob_cache", (int64_t) config->blob_cache_bytes,
+                    NULL, false);
     conf_print_duration (o, "kill_grace", config->kill_grace_ms,
                          "--kill-grace", S_GIVEN (S_OPT_KILL_GRACE));
     conf_print_duration (o, "drain", config->drain_ms, "--drain",
@@ -1222,4 +1237,25 @@ agent_config_restart_only (const agent_config_t *running, const agent_config_t *
         if (checks [index].changed && used < text_len)
             used += (size_t) snprintf (text + used, text_len - used, "%s%s",
                                        used ? ", " : "", checks [index].name);
+}
+
+bool
+agent_config_names_us (const agent_config_t *config, char **nodes,
+                       size_t count)
+{
+    if (!nodes)
+        return true;
+    for (size_t index = 0; index < count; index++)
+        if (strcmp (nodes [index], config->id) == 0)
+            return true;
+    return false;
+}
+
+bool
+agent_config_disabled (const agent_config_t *config, const char *name)
+{
+    for (size_t index = 0; index < config->disabled_count; index++)
+        if (strcmp (config->disabled [index], name) == 0)
+            return true;
+    return false;
 }

@@ -75,6 +75,8 @@ typedef struct {
     char *resolv_conf;           //  File the network backend manages
     char **file_roots;           //  file.roots: directories the file backend
     size_t file_root_count;      //  may touch (none: it is off)
+    uint64_t blob_cache_bytes;   //  file.blob_cache: the most the blob
+                                 //  cache keeps (bytes)
     int64_t kill_grace_ms;       //  SIGTERM -> SIGKILL for a task
     int64_t drain_ms;            //  Shutdown: how long running work may go on
     int64_t progress_ms;         //  At most one progress message per task this often (>= 100)
@@ -144,6 +146,13 @@ int agent_config_label_add (proto_kv_t **labels_p, size_t *count_p,
 //  True when the COUNT-long lists A and B differ (in order).
 bool agent_config_lists_differ (char **a, size_t a_count, char **b,
                                 size_t b_count);
+
+//  True when NODES (COUNT ids; NULL: everyone) names CONFIG's node.
+bool agent_config_names_us (const agent_config_t *config, char **nodes,
+                            size_t count);
+
+//  True when CONFIG disables backend NAME.
+bool agent_config_disabled (const agent_config_t *config, const char *name);
 
 //  Names the settings of FRESH that differ from RUNNING and take effect
 //  only at a restart (a reload leaves them), into TEXT ("" when none).

@@ -1209,3 +1209,14 @@ executor_last_line (executor_t *self, const void *arg, char *buf,
     buf [len] = '\0';
     return len;
 }
+
+const char *
+executor_status_name (executor_status_t status)
+{
+    switch (status) {
+        case EXECUTOR_SUCCESS: return "success";
+        case EXECUTOR_TIMEOUT: return "timeout";
+        case EXECUTOR_CANCELLED: return "cancelled";
+        default: return "failed";
+    }
+}

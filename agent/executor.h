@@ -145,6 +145,10 @@ void executor_set_output_cap (executor_t *self, size_t bytes);
 //  malformed (nothing to run) or memory runs out (ARG is not taken then).
 int executor_submit (executor_t *self, const executor_task_t *task);
 
+//  The result status STATUS reads as: "success", "timeout", "cancelled"
+//  or "failed".
+const char *executor_status_name (executor_status_t status);
+
 //  Cancels JOB's tasks: queued ones end CANCELLED at once (from the loop),
 //  running ones get SIGTERM, then SIGKILL after the grace. REASON goes into
 //  the error text. Returns how many tasks were affected.

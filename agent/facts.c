@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "../backends/hostinfo.h"
+#include "../proto/log.h"
 #include "../proto/names.h"
 
 #define S_FACT_FILE_MAX 4096     //  Bytes of a facts_dir file read at most
@@ -274,4 +275,29 @@ agent_facts_clear (agent_facts_t *facts)
     }
     free (facts->facts);
     memset (facts, 0, sizeof *facts);
+}
+
+bool
+agent_facts_refresh (const agent_config_t *config, agent_facts_t *facts,
+                     char *last_why, size_t last_len)
+{
+    agent_facts_t fresh = {0};
+    char why [512];
+    int skipped = agent_facts_collect (config, "", &fresh, why, sizeof why);
+    if (skipped < 0) {
+        log_warn ("facts: out of memory: the facts stay as they were");
+        agent_facts_clear (&fresh);
+        return false;
+    }
+    //  Each reason once, not at every reading
+    if (skipped > 0 && strcmp (why, last_why) != 0)
+        log_warn ("facts: %d skipped: %s", skipped, why);
+    snprintf (last_why, last_len, "%s", skipped ? why : "");
+    if (agent_facts_equal (&fresh, facts)) {
+        agent_facts_clear (&fresh);
+        return false;
+    }
+    agent_facts_clear (facts);
+    *facts = fresh;
+    return true;
 }

@@ -46,4 +46,10 @@ bool agent_facts_equal (const agent_facts_t *a, const agent_facts_t *b);
 //  Frees what FACTS holds and zeroes it.
 void agent_facts_clear (agent_facts_t *facts);
 
+//  Reads CONFIG's facts again into *FACTS; logs why some were skipped
+//  when that is not LAST_WHY (LAST_LEN bytes; it keeps the reason). True
+//  when they changed.
+bool agent_facts_refresh (const agent_config_t *config, agent_facts_t *facts,
+                          char *last_why, size_t last_len);
+
 #endif

@@ -80,6 +80,8 @@ typedef struct {
     char *const *file_roots;    //  Directories the file backend may touch
     size_t file_root_count;     //  How many (0: the file backend is off)
     const char *test_dir;       //  Where test mark writes, or NULL: nowhere
+    const char *blob_dir;       //  The agent's blob cache (file.put of a
+                                //  sha256 reads the blob there), or NULL
 } backend_context_t;
 
 //  What an in-process action (or a program's output parser) reports.

@@ -235,6 +235,7 @@ s_on_tick (zloop_t *loop, int timer_id, void *arg)
                          : 0;
         ctx_store_error (pruned < 0 ? pruned : 0, "webhook deliveries");
     }
+    broker_blobs_tick (self, now_ms);
     broker_pass_end (self);
     broker_schedules_arm (self);
     //  Committed deliveries only: after the pass
@@ -674,6 +675,8 @@ broker_new (const broker_config_t *config, char *err, size_t err_len)
     self->ctx.scratch = pw_new ();
     self->ctx.outlog = outlog_new (0);
     assert (self->ctx.outlog);
+    self->blobserve = blobserve_new (self->config.blob_max_inflight);
+    assert (self->blobserve);
     self->body = pw_new ();
     self->event_seq = zhashx_new ();
     zhashx_set_destructor (self->event_seq, (zhashx_destructor_fn *) zstr_free);
@@ -1054,6 +1057,7 @@ broker_destroy (broker_t **self_p)
     audit_destroy (&self->audit);
     pw_destroy (&self->ctx.scratch);
     outlog_destroy (&self->ctx.outlog);
+    blobserve_destroy (&self->blobserve);
     pw_destroy (&self->body);
     broker_config_clear (&self->config);
     free (self);

@@ -268,6 +268,10 @@ s_send_welcome (broker_t *self, registry_node_t *node)
     if (path_grants
         && proto_hello_has_feature (node->hello, PROTO_FEATURE_OUTPUT_ACKS))
         granted [granted_count++] = PROTO_FEATURE_OUTPUT_ACKS;
+    //  Blob fetches (blob_get, blob_chunk): relays of an earlier release
+    //  would refuse the new messages
+    if (registry_node_blobs (node))
+        granted [granted_count++] = PROTO_FEATURE_BLOBS;
     assert (granted_count <= sizeof granted / sizeof granted [0]);
     if (granted_count) {
         welcome.features = granted;
@@ -845,6 +849,7 @@ static const s_agent_row_t s_agent_rows [] = {
     {PROTO_BYE, s_on_bye},
     {PROTO_FACTS, s_on_facts},
     {PROTO_REKEY, s_on_rekey},
+    {PROTO_BLOB_GET, broker_blobs_on_get},
 };
 
 #define S_AGENT_ROWS (sizeof s_agent_rows / sizeof s_agent_rows [0])

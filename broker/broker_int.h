@@ -26,6 +26,7 @@
 #include "../proto/mpscan.h"
 #include "../proto/service.h"
 #include "audit.h"
+#include "blobserve.h"
 #include "dlq.h"
 #include "jobrec.h"
 #include "notify.h"
@@ -216,6 +217,8 @@ struct _broker_t {
     bool switchover;             //  Hand the lead over once nothing waits
     zlistx_t *held;              //  s_held_t: what waits for the standbys
     char cluster_name [64];      //  This member's name
+    blobserve_t *blobserve;      //  Blob chunks in flight to agents
+    int64_t next_blob_sweep_ms;  //  Next purge of unused blobs
 };
 
 //  What a pass sends, held until the sync standbys acknowledged SEQ.
@@ -277,6 +280,14 @@ void broker_ack_add (broker_t *self, registry_node_t *node, const char *job,
 void broker_output_ack_add (broker_t *self, registry_node_t *node,
                             const char *job, uint32_t step, uint32_t attempt,
                             bool stderr_, uint64_t offset);
+
+//  broker_blobs.c: a blob_get of NODE (always 0: refusals are answered);
+//  the tick (chunks whose node went silent, the retention sweep); a node
+//  gone offline.
+int broker_blobs_on_get (broker_t *self, registry_node_t *node,
+                         const proto_msg_t *in, int64_t now_ms);
+void broker_blobs_tick (broker_t *self, int64_t now_ms);
+void broker_blobs_node_gone (broker_t *self, const char *node);
 
 //  Ends a loop pass: drains the scheduler, commits, then sends the
 //  outbox; a failed commit is undone (replies become storage errors).

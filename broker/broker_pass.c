@@ -885,7 +885,7 @@ static void
 s_dispatch (broker_t *self, const sched_action_t *action)
 {
     const sched_job_t *job = action->job;
-    if (job->spec->check) {
+    if (job->spec->check || registry_spec_blobs (job->spec)) {
         //  A dry run's command carries check, which an agent that did
         //  not name the feature refuses: one node at a time, only to
         //  those that run checks (the others were set apart as
@@ -896,8 +896,9 @@ s_dispatch (broker_t *self, const sched_action_t *action)
                                 action->node_count);
         uint64_t written = UINT64_MAX;
         for (size_t index = 0; index < action->node_count; index++) {
-            if (!registry_node_checks (registry_lookup (self->ctx.registry,
-                                                        action->nodes [index])))
+            if (!registry_node_takes (registry_lookup (self->ctx.registry,
+                                                       action->nodes [index]),
+                                      job->spec))
                 continue;
             //  Each with the epoch it takes (written again only where
             //  that changes)
@@ -1200,9 +1201,8 @@ broker_drain (broker_t *self)
                 s_dispatch (self, &action);
                 break;
             case SCHED_ACTION_RESEND:
-                if (action.job->spec->check
-                    && !registry_node_checks (registry_lookup (
-                           self->ctx.registry, action.node)))
+                if (!registry_node_takes (registry_lookup (
+                           self->ctx.registry, action.node), action.job->spec))
                     break;      //  A dry run's command: as s_dispatch
                 s_write_command (self, action.job, action.step,
                                  action.attempt, NULL, 0,

@@ -7,6 +7,7 @@
 #include "../proto/conf.h"
 #include "../proto/log.h"
 #include "audit.h"
+#include "blobs.h"
 #include "config.h"
 #include "nodeseen.h"
 
@@ -32,6 +33,9 @@ broker_config_defaults (broker_config_t *config)
     config->dlq_retention_ms = (int64_t) 30 * 24 * 3600 * 1000;
     config->audit_retention_ms = AUDIT_DEFAULT_RETENTION_MS;
     config->max_output = BROKER_DEFAULT_MAX_OUTPUT;
+    config->blob_max_size = BLOBS_DEFAULT_MAX_SIZE;
+    config->blob_retention_ms = BLOBS_DEFAULT_RETENTION_MS;
+    config->blob_max_inflight = BLOBS_DEFAULT_MAX_INFLIGHT;
     sched_config_defaults (&config->sched);
     auth_config_defaults (&config->auth);
     http_config_defaults (&config->http);
@@ -186,6 +190,48 @@ s_load_results (broker_config_t *config, const pv_t *root, char *why,
     return 0;
 }
 
+//  The `blobs:` map: max_size, retention, max_inflight.
+static int
+s_load_blobs (broker_config_t *config, const pv_t *root, char *why,
+              size_t why_len)
+{
+    static const char *known [] = {"max_size", "retention", "max_inflight",
+                                   NULL};
+    const pv_t *blobs = pv_map_get (root, "blobs");
+    if (!blobs)
+        return 0;
+    if (pv_type (blobs) != PV_MAP) {
+        snprintf (why, why_len, "blobs: expected a mapping (max_size, "
+                  "retention, max_inflight)");
+        return -1;
+    }
+    if (conf_check_keys (blobs, known, why, why_len) != 0)
+        return -1;
+    const pv_t *value = pv_map_get (blobs, "max_size");
+    uint64_t bytes = 0;
+    if (value
+        && (s_parse_bytes (value, &bytes) != 0
+            || bytes > ((uint64_t) 4 << 30))) {
+        snprintf (why, why_len, "blobs.max_size: expected bytes, like 64MiB "
+                  "(0 to 4GiB; 0: no uploads)");
+        return -1;
+    }
+    if (value)
+        config->blob_max_size = bytes;
+    if (conf_get_duration (blobs, "retention", &config->blob_retention_ms,
+                           why, why_len))
+        return -1;
+    int64_t inflight = config->blob_max_inflight;
+    if (conf_get_int (blobs, "max_inflight", &inflight, why, why_len))
+        return -1;
+    if (inflight < 1 || inflight > 65536) {
+        snprintf (why, why_len, "blobs.max_inflight: 1 to 65536 agents");
+        return -1;
+    }
+    config->blob_max_inflight = (uint32_t) inflight;
+    return 0;
+}
+
 int
 broker_audit_retention_parse (const char *text, int64_t *ms_p)
 {
@@ -217,7 +263,7 @@ broker_config_load (broker_config_t *config, const char *path, char *err,
         "map_size_mb", "max_map_size_mb", "retention", "offline_grace",
         "last_seen_save",
         "verbose", "dlq_retention", "audit_retention", "store", "log_level", "log_format",
-        "results", "http", "ha", "tracing", "notify",
+        "results", "http", "ha", "tracing", "notify", "blobs",
         //  Read by auth_config_load
         "key", "insecure", "auto_accept", "max_pending_keys", "clients",
         "allow", "rekey",
@@ -339,6 +385,8 @@ broker_config_load (broker_config_t *config, const char *path, char *err,
         rc = log_check (config->log_level, config->log_format, why, sizeof why);
     if (rc == 0)
         rc = s_load_results (config, root, why, sizeof why);
+    if (rc == 0)
+        rc = s_load_blobs (config, root, why, sizeof why);
     if (rc == 0)
         rc = auth_config_load (&config->auth, root, why, sizeof why);
     if (rc == 0)

@@ -53,6 +53,11 @@ typedef struct {
     cluster_config_t cluster;    //  A broker cluster (`ha:`), off by default
     tracing_config_t tracing;    //  Span export (`tracing:`), off by default
     notify_config_t notify;      //  Job notifications (`notify:`), none by default
+    uint64_t blob_max_size;      //  blobs.max_size: largest blob uploaded
+    int64_t blob_retention_ms;   //  blobs.retention: unused blobs purged
+                                 //  after this (0 = never)
+    uint32_t blob_max_inflight;  //  blobs.max_inflight: chunks in flight
+                                 //  to agents at once, fleet-wide
 } broker_config_t;
 
 //  The config file read when no --config is given and it exists

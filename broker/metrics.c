@@ -569,6 +569,19 @@ s_write_messages (const metrics_t *self, const metrics_figures_t *figures,
                 figures->bad_entries);
     s_labelled (out, "grid_dropped_messages_total", "reason", "send_failed",
                 figures->send_failed);
+    s_counter (out, "grid_blob_chunks_sent_total",
+               "Blob chunks (file contents) sent to agents.",
+               figures->blob_chunks_sent);
+    s_counter (out, "grid_blob_bytes_sent_total",
+               "Bytes of those chunks.", figures->blob_bytes_sent);
+    s_counter (out, "grid_blob_requests_refused_total",
+               "blob_get requests refused (an unknown blob, an offset past "
+               "the end or off a chunk, a node not granted blobs).",
+               figures->blob_refused);
+    s_counter (out, "grid_blob_uploads_refused_total",
+               "blob.put pieces refused (over blobs.max_size, another "
+               "offset, a content whose sha256 is not its name).",
+               figures->blob_uploads_refused);
     s_gauge (out, "grid_watchers",
              "job.watch, job.changes and node.changes requests parked until "
              "what they watch changes.",

@@ -144,6 +144,10 @@ typedef struct {
     uint64_t send_failed;        //  Sends to vanished agents
     uint64_t output_refused;     //  Output pieces refused
     uint64_t bad_entries;        //  Entries of results dropped
+    uint64_t blob_chunks_sent;   //  Blob chunks sent to agents
+    uint64_t blob_bytes_sent;    //  ... their bytes
+    uint64_t blob_refused;       //  blob_get requests refused
+    uint64_t blob_uploads_refused;  //  blob.put pieces refused
     auth_counters_t auth;        //  Security counters, ZeroMQ and HTTP
     bool have_http;              //  The HTTP face is on: http holds
     http_stats_t http;           //  The HTTP face's figures

@@ -1029,6 +1029,39 @@ registry_node_checks (const registry_node_t *node)
            && proto_hello_has_feature (node->hello, PROTO_FEATURE_CHECK);
 }
 
+bool
+registry_node_blobs (const registry_node_t *node)
+{
+    return node && node->hello
+           && (node->via_size == 0 || node->relays_protocol >= 2)
+           && proto_hello_has_feature (node->hello, PROTO_FEATURE_BLOBS);
+}
+
+bool
+registry_spec_blobs (const job_spec_t *spec)
+{
+    for (size_t p = 0; p < spec->phase_count; p++) {
+        const job_phase_t *phase = &spec->phases [p];
+        size_t count = phase->tasks ? phase->task_count : 1;
+        for (size_t t = 0; t < count; t++) {
+            const job_phase_t *leaf = phase->tasks ? &phase->tasks [t] : phase;
+            if (!leaf->backend || strcmp (leaf->backend, "file") != 0)
+                continue;
+            for (size_t k = 0; k < leaf->param_count; k++)
+                if (strcmp (leaf->params [k].name, "sha256") == 0)
+                    return true;
+        }
+    }
+    return false;
+}
+
+bool
+registry_node_takes (const registry_node_t *node, const job_spec_t *spec)
+{
+    return (!spec->check || registry_node_checks (node))
+        && (!registry_spec_blobs (spec) || registry_node_blobs (node));
+}
+
 //  Why NODE cannot run SPEC now, with its status; NULL when it can.
 static char *
 s_unavailable_reason (const registry_node_t *node, const job_spec_t *spec,
@@ -1059,6 +1092,12 @@ s_unavailable_reason (const registry_node_t *node, const job_spec_t *spec,
         *status = SCHED_CELL_UNSUPPORTED;
         return strdup ("runs no checks, cannot tell (an agent of a release "
                        "before dry runs, or behind an older relay)");
+    }
+    if (registry_spec_blobs (spec) && !registry_node_blobs (node)) {
+        //  Its agent could not fetch the content: never sent
+        *status = SCHED_CELL_UNSUPPORTED;
+        return strdup ("cannot fetch blobs: a file.put of a sha256 needs an "
+                       "agent of a release with blobs (and relays of it)");
     }
     const job_phase_t *leaf = s_missing_action (node, spec);
     if (leaf) {

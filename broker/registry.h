@@ -150,6 +150,18 @@ registry_node_t *registry_lookup (registry_t *self, const char *id);
 //  command with check goes to no other node.
 bool registry_node_checks (const registry_node_t *node);
 
+//  Whether NODE's agent fetches blobs: its hello named the blobs feature
+//  (and every relay on its way forwards it).
+bool registry_node_blobs (const registry_node_t *node);
+
+//  Whether SPEC has a file.put of a blob (a sha256 param): only nodes
+//  that fetch blobs are sent it.
+bool registry_spec_blobs (const job_spec_t *spec);
+
+//  Whether NODE may be sent SPEC's commands: checks for a dry run, blobs
+//  for a job of blobs.
+bool registry_node_takes (const registry_node_t *node, const job_spec_t *spec);
+
 //  The node that owns this connection and id, or NULL when ID is unknown,
 //  offline, or registered through another connection.
 registry_node_t *registry_session (registry_t *self, const char *id,

@@ -74,6 +74,10 @@ static const requests_row_t s_rows [] = {
     {"cluster.switchover", A,   false,  true,  req_cluster_switchover, NULL},
     {"notify.list",       A,    false,  false, req_notify_list,     NULL},
     {"notify.retry",      A,    true,   true,  req_notify_retry,    NULL},
+    {"blob.put",          O,    false,  false, req_blob_put,        NULL},
+    {"blob.stat",         V,    false,  false, req_blob_stat,       NULL},
+    {"blob.list",         V,    false,  false, req_blob_list,       NULL},
+    {"blob.delete",       O,    true,   true,  req_blob_delete,     NULL},
 };
 
 #undef V

@@ -46,6 +46,11 @@ typedef struct {
                                  //  no cell of their node
     uint64_t bad_entries;        //  Entries of results that broke a rule
                                  //  of result (the rest were taken)
+    uint64_t blob_chunks_sent;   //  Blob chunks sent to agents
+    uint64_t blob_bytes_sent;    //  ... their bytes
+    uint64_t blob_refused;       //  blob_get requests refused (unknown
+                                 //  blob, bad offset, not granted)
+    uint64_t blob_uploads_refused;  //  blob.put pieces refused
 } broker_counters_t;
 
 //  What one node did since the broker started (node.workers).

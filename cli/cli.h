@@ -104,7 +104,10 @@ typedef enum {
     CLI_CMD_CLUSTER_STATUS,   //  cluster status
     CLI_CMD_CLUSTER_SWITCHOVER, //  cluster switchover [--to NAME]
     CLI_CMD_NOTIFY_LIST,      //  notify list [--status S] [--job ID]
-    CLI_CMD_NOTIFY_RETRY      //  notify retry DELIVERY
+    CLI_CMD_NOTIFY_RETRY,     //  notify retry DELIVERY
+    CLI_CMD_FILE_UPLOAD,      //  file upload PATH
+    CLI_CMD_FILE_LIST,        //  file list
+    CLI_CMD_FILE_DELETE       //  file delete SHA256
 } cli_command_t;
 
 typedef enum {
@@ -198,6 +201,8 @@ typedef struct {
     const char *cluster_to;       //  cluster switchover --to NAME
     const char *audit_type;       //  --type T
     const char *audit_object;     //  --object ID
+    const char *upload_src;       //  job run file put --src of more than
+                                  //  the inline 4 KiB: uploaded first
     const char *audit_since;      //  --since T (a duration or a UTC time)
     const char *audit_outcome;    //  --outcome O
     const char *audit_before;     //  --before ID

@@ -97,6 +97,19 @@ typedef struct {
 extern const cli_topic_t cli_topic_job, cli_topic_node, cli_topic_broker,
     cli_topic_key, cli_topic_dlq, cli_topic_queue, cli_topic_schedule,
     cli_topic_status, cli_topic_token, cli_topic_metrics, cli_topic_relay,
-    cli_topic_audit, cli_topic_cluster, cli_topic_notify;
+    cli_topic_audit, cli_topic_cluster, cli_topic_notify, cli_topic_file;
+
+//  cmd_file.c: the sha256 and size of the local file PATH (for file put
+//  --src). Returns 0, or -1 with ERR.
+int cli_file_digest (const char *path, char *sha256, uint64_t *size_p,
+                     char *err, size_t err_len);
+
+//  cmd_file.c: stores the local file PATH in the broker as a blob (what
+//  the broker has of it is not sent again): *STORED_P says whether any
+//  piece went. Fills SHA256 (SHA256_HEX bytes) and *SIZE_P. Returns an
+//  exit code, after saying why on ERR.
+int cli_file_upload (const cli_settings_t *settings, const char *path,
+                     char *sha256, uint64_t *size_p, bool *stored_p,
+                     FILE *err);
 
 #endif

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "../proto/proto.h"
+#include "../proto/sha256.h"
 #include "follow.h"
 #include "jobopts.h"
 #include "render.h"
@@ -1046,8 +1047,10 @@ static const char s_help_job [] =
 "Options are read only BEFORE BACKEND. After BACKEND ACTION every\n"
 "--NAME VALUE or --NAME=VALUE is a param, so `--timeout 5` there is a\n"
 "param named timeout; --wait is the one exception. For file put,\n"
-"--src LOCAL sends a local file's content (text, at most 4096 bytes) and\n"
-"--dest PATH is the path on the nodes.\n"
+"--src LOCAL sends a local file's content (text of at most 4096 bytes in\n"
+"the command; a larger or binary file is uploaded to the broker first,\n"
+"gridcli file upload, and the command names its sha256 and size: each\n"
+"node fetches it once) and --dest PATH is the path on the nodes.\n"
 "\n"
 "job status ID        the job's target, status, step, strategy and times,\n"
 "                     for a DAG job its order (STEP NAME TASK NEEDS\n"
@@ -1109,8 +1112,23 @@ s_run_run (const cli_args_t *args, const job_spec_t *file_spec,
 {
     pv_doc_t *reply = NULL;
     const pv_t *data = NULL;
-    int rc = cli_request_cmd (s_cmd (args->command), args, file_spec,
-                              settings, &reply, &data, err);
+    int rc = CLI_EXIT_OK;
+    if (args->upload_src) {
+        //  file put --src of a blob: the broker has it first (a dry run
+        //  too: its nodes compare digests)
+        char sha256 [SHA256_HEX];
+        uint64_t size = 0;
+        bool stored = false;
+        rc = cli_file_upload (settings, args->upload_src, sha256, &size,
+                              &stored, err);
+        if (rc != CLI_EXIT_OK)
+            return rc;
+        if (stored)
+            fprintf (err, "uploaded %s (%" PRIu64 " bytes) as blob %.12s\n",
+                     args->upload_src, size, sha256);
+    }
+    rc = cli_request_cmd (s_cmd (args->command), args, file_spec,
+                          settings, &reply, &data, err);
     if (rc == CLI_EXIT_INTERRUPTED)
         fprintf (err, "gridcli: the job may or may not have been "
                  "submitted; see gridcli job list\n");

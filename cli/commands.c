@@ -73,8 +73,10 @@ static const char s_help_main [] =
 "                        hand the lead to a standby in sync (admin)\n"
 "  notify list [--status S] [--job ID] | retry DELIVERY\n"
 "                        the webhooks told of jobs' ends (admin)\n"
+"  file upload PATH | list | delete SHA256\n"
+"                        file contents stored in the broker for file put\n"
 "  help [job|node|broker|key|dlq|queue|schedule|status|token|metrics|relay|\n"
-"        audit|cluster|notify]\n"
+"        audit|cluster|notify|file]\n"
 "                        this help, or a command's (also -h, --help,\n"
 "                        and COMMAND --help, e.g. gridcli job --help)\n"
 "\n"
@@ -168,7 +170,7 @@ const cli_topic_t *const cli_topics [] = {
     &cli_topic_job, &cli_topic_node, &cli_topic_broker, &cli_topic_key,
     &cli_topic_dlq, &cli_topic_queue, &cli_topic_schedule, &cli_topic_status,
     &cli_topic_token, &cli_topic_metrics, &cli_topic_relay, &cli_topic_audit,
-    &cli_topic_cluster, &cli_topic_notify
+    &cli_topic_cluster, &cli_topic_notify, &cli_topic_file
 };
 const size_t cli_topic_count = sizeof cli_topics / sizeof cli_topics [0];
 

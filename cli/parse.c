@@ -18,18 +18,21 @@
 #include <czmq.h>
 #include <errno.h>
 #include <getopt.h>
+#include <inttypes.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../proto/keys.h"
+#include "../proto/sha256.h"
 #include "commands.h"
 #include "util.h"
 
 #define S_FILE_CONTENT_MAX 4096  //  file put's content param, at most
 
 //  The content of the local file PATH for file put's --src, as text into
-//  CONTENT (S_FILE_CONTENT_MAX + 1 bytes). Returns 0, or -1 with ERR.
+//  CONTENT (S_FILE_CONTENT_MAX + 1 bytes). Returns 0, 1 when it is no
+//  inline text (larger, or binary: it goes as a blob), or -1 with ERR.
 static int
 s_file_content (const char *path, char *content, char *err, size_t err_len)
 {
@@ -42,15 +45,45 @@ s_file_content (const char *path, char *content, char *err, size_t err_len)
     fclose (file);
     if (failed)
         return cli_fail (err, err_len, "--src %s: cannot read it", path);
-    if (len > S_FILE_CONTENT_MAX)
-        return cli_fail (err, err_len, "--src %s: larger than %d bytes, "
-                         "the most file put takes", path,
-                         S_FILE_CONTENT_MAX);
-    if (memchr (content, 0, len))
-        return cli_fail (err, err_len, "--src %s: holds a NUL byte (file "
-                         "put takes text)", path);
+    if (len > S_FILE_CONTENT_MAX || memchr (content, 0, len))
+        return 1;
     content [len] = 0;
     return 0;
+}
+
+//  Adds param NAME=VALUE to ARGS. Returns 0, or -1 with ERR.
+static int
+s_param_add (cli_args_t *args, const char *name, const char *value,
+             char *err, size_t err_len)
+{
+    for (size_t p = 0; p < args->param_count; p++)
+        if (streq (args->params [p].name, name))
+            return cli_fail (err, err_len, "param --%s is given twice", name);
+    if (args->param_count >= JOB_MAX_PARAMS)
+        return cli_fail (err, err_len, "too many params (at most %d)",
+                         JOB_MAX_PARAMS);
+    args->params = cli_realloc (args->params,
+                                (args->param_count + 1) * sizeof (cli_param_t));
+    args->params [args->param_count].name = cli_strdup (name);
+    args->params [args->param_count].value = cli_strdup (value);
+    args->param_count++;
+    return 0;
+}
+
+//  file put --src PATH of a file that is no inline text: params sha256
+//  and size, and PATH uploaded before the job is submitted
+static int
+s_file_blob (cli_args_t *args, const char *path, char *err, size_t err_len)
+{
+    char sha256 [SHA256_HEX], size [32];
+    uint64_t bytes = 0;
+    if (cli_file_digest (path, sha256, &bytes, err, err_len))
+        return -1;
+    snprintf (size, sizeof size, "%" PRIu64, bytes);
+    args->upload_src = path;
+    if (s_param_add (args, "sha256", sha256, err, err_len))
+        return -1;
+    return s_param_add (args, "size", size, err, err_len);
 }
 
 //  One argument after `job run ... BACKEND ACTION`: --wait, or a param
@@ -98,8 +131,11 @@ s_param_arg (cli_args_t *args, int argc, char *const *argv, int *index,
     if (args->backend && args->action && streq (args->backend, "file")
         && streq (args->action, "put")) {
         if (streq (name, "src")) {
-            if (s_file_content (value, content, err, err_len))
+            int rc = s_file_content (value, content, err, err_len);
+            if (rc < 0)
                 return -1;
+            if (rc > 0)
+                return s_file_blob (args, value, err, err_len);
             snprintf (name, sizeof name, "content");
             value = content;
         }
@@ -108,19 +144,7 @@ s_param_arg (cli_args_t *args, int argc, char *const *argv, int *index,
             snprintf (name, sizeof name, "path");
     }
 
-    for (size_t p = 0; p < args->param_count; p++)
-        if (streq (args->params [p].name, name))
-            return cli_fail (err, err_len, "param --%s is given twice", name);
-    if (args->param_count >= JOB_MAX_PARAMS)
-        return cli_fail (err, err_len, "too many params (at most %d)",
-                         JOB_MAX_PARAMS);
-
-    args->params = cli_realloc (args->params,
-                                (args->param_count + 1) * sizeof (cli_param_t));
-    args->params [args->param_count].name = cli_strdup (name);
-    args->params [args->param_count].value = cli_strdup (value);
-    args->param_count++;
-    return 0;
+    return s_param_add (args, name, value, err, err_len);
 }
 
 //  The global options: before the command, or among its options.

@@ -564,6 +564,27 @@ static const s_field_t s_rekey_ack_fields [] = {
     S_TEXT_OPT (proto_msg_t, "message", message, S_TEXT_SHORT),
 };
 
+//  blob_get: the piece of a blob at offset (PROTO_FEATURE_BLOBS); it
+//  acknowledges every piece before it
+static const s_field_t s_blob_get_fields [] = {
+    S_NODE,
+    S_TEXT (proto_msg_t, sha256, S_TEXT_NAME),
+    S_INT (proto_msg_t, offset, S_U64, 0, PROTO_MAX_BLOB),
+};
+
+//  blob_chunk: the piece at offset (at most PROTO_BLOB_CHUNK_BYTES bytes), or,
+//  with error, none and why
+static const s_field_t s_blob_chunk_fields [] = {
+    S_TEXT (proto_msg_t, sha256, S_TEXT_NAME),
+    S_INT (proto_msg_t, offset, S_U64, 0, PROTO_MAX_BLOB),
+    S_INT (proto_msg_t, size, S_U64, 0, PROTO_MAX_BLOB),
+    { S_KEY ("data"), .kind = S_BIN, .required = true,
+      .offset = offsetof (proto_msg_t, chunk),
+      .count_offset = offsetof (proto_msg_t, chunk_len), .min = 0,
+      .max = PROTO_BLOB_CHUNK_BYTES },
+    S_TEXT_OPT (proto_msg_t, "error", error, S_TEXT_SHORT),
+};
+
 #define S_MESSAGE(type, name, fields) \
     { type, name, sizeof (name) - 1, \
       { fields, S_COUNT_OF (fields), sizeof (proto_msg_t), 0, NULL } }
@@ -594,6 +615,8 @@ const s_message_t proto_messages [] = {
     S_MESSAGE (PROTO_REKEY, "rekey", s_rekey_fields),
     S_MESSAGE (PROTO_REKEY_ACK, "rekey_ack", s_rekey_ack_fields),
     S_MESSAGE (PROTO_OUTPUT_ACKS, "output_acks", s_output_acks_fields),
+    S_MESSAGE (PROTO_BLOB_GET, "blob_get", s_blob_get_fields),
+    S_MESSAGE (PROTO_BLOB_CHUNK, "blob_chunk", s_blob_chunk_fields),
 };
 _Static_assert (S_COUNT_OF (proto_messages) == PROTO_MESSAGE_COUNT,
                 "PROTO_MESSAGE_COUNT counts proto_messages");
@@ -756,6 +779,7 @@ proto_msg_free_members (proto_msg_t *self)
     free (self->error);
     s_free_pairs (self->data, self->data_count);
     s_free_pairs (self->facts, self->fact_count);
+    free (self->sha256);
     free (self->backend);
     free (self->action);
     free (self->traceparent);

@@ -54,6 +54,9 @@
 #define PROTO_OUTPUT_HEAD 4096              //  Output a result carries when
                                             //  the stream goes in chunks
 #define PROTO_MAX_CHUNK (1024 * 1024)       //  Most bytes in one output chunk
+#define PROTO_BLOB_CHUNK_BYTES (256 * 1024)       //  Bytes in one blob_chunk (the
+                                            //  last one of a blob: fewer)
+#define PROTO_MAX_BLOB ((int64_t) 1 << 40)  //  Largest blob the wire allows
 #define PROTO_MAX_STREAM ((int64_t) 1 << 30)  //  Largest kept stream (1 GiB)
 #define PROTO_MAX_PAGE (4 * 1024 * 1024)    //  Most bytes in one job.output page
 #define PROTO_MAX_ACKS 4096                 //  Most results one result_acks covers
@@ -94,6 +97,9 @@
                                            //  not_leader naming the active's
                                            //  agent endpoint; nothing to
                                            //  grant
+#define PROTO_FEATURE_BLOBS "blobs"  //  the agent fetches blobs (blob_get,
+                                     //  blob_chunk) and runs file.put of a
+                                     //  sha256, once welcome grants it
 //  All of them, as --version lists them
 #define PROTO_FEATURES_TEXT PROTO_FEATURE_RESULT_ACKS ", " \
     PROTO_FEATURE_RESULTS ", " PROTO_FEATURE_TYPED_DATA ", " \
@@ -103,7 +109,8 @@
     PROTO_FEATURE_EPOCH ", " \
     PROTO_FEATURE_REKEY ", " \
     PROTO_FEATURE_OUTPUT_ACKS ", " \
-    PROTO_FEATURE_REDIRECT
+    PROTO_FEATURE_REDIRECT ", " \
+    PROTO_FEATURE_BLOBS
 
 //  Codec returns (STYLE: 0 ok, -1 I/O, -2 malformed)
 #define PROTO_OK 0
@@ -130,7 +137,9 @@ typedef enum {
     PROTO_FACTS,         //  agent -> broker: all its facts, when they changed
     PROTO_REKEY,         //  agent -> broker: the next key of this node
     PROTO_REKEY_ACK,     //  broker -> agent: where that next key stands
-    PROTO_OUTPUT_ACKS    //  broker -> agent: several output pieces committed
+    PROTO_OUTPUT_ACKS,   //  broker -> agent: several output pieces committed
+    PROTO_BLOB_GET,      //  agent -> broker: the piece of a blob at an offset
+    PROTO_BLOB_CHUNK     //  broker -> agent: that piece, or why not
 } proto_type_t;
 
 //  One result a result_acks message acknowledges, or one output piece an
@@ -232,7 +241,9 @@ struct proto_msg_s {
     uint64_t offset;             //  Where the piece starts in the stream
     uint8_t *chunk;              //  output: the piece's bytes
     size_t chunk_len;            //  output: how many (1..PROTO_MAX_CHUNK)
-    uint64_t size;               //  output: the stream's kept size
+    uint64_t size;               //  output: the stream's kept size;
+                                 //  blob_chunk: the blob's size
+    char *sha256;                //  blob_get, blob_chunk: the blob (64 hex)
     //  result_acks, output_acks: one allocation, the entries then their
     //  job ids, so that free (acks) frees all of it
     proto_ack_t *acks;

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base64.h"
 #include "cron.h"
 #include "job.h"
 #include "mpscan.h"
@@ -169,6 +170,16 @@ static const s_request_field_t s_req_notify_list [] = {
 static const s_request_field_t s_req_notify_retry [] = {
     { "delivery", PV_STR, true, 24, 24 },
 };
+#define S_REQ_SHA256 { "sha256", PV_STR, true, 64, 64 }
+static const s_request_field_t s_req_blob_put [] = {
+    S_REQ_SHA256,
+    { "size", PV_INT, true, 0, PROTO_MAX_BLOB },
+    { "offset", PV_INT, true, 0, PROTO_MAX_BLOB },
+    { "data", PV_STR, true, 0, BASE64_LEN (PROTO_BLOB_CHUNK_BYTES) },
+};
+static const s_request_field_t s_req_blob [] = {
+    S_REQ_SHA256,
+};
 #define S_REQUEST(type, fields) { type, fields, S_COUNT_OF (fields) }
 #define S_REQUEST_BARE(type) { type, NULL, 0 }
 
@@ -223,6 +234,10 @@ static const s_request_t s_requests [] = {
     S_REQUEST ("cluster.switchover", s_req_cluster_switchover),
     S_REQUEST ("notify.list", s_req_notify_list),
     S_REQUEST ("notify.retry", s_req_notify_retry),
+    S_REQUEST ("blob.put", s_req_blob_put),
+    S_REQUEST ("blob.stat", s_req_blob),
+    S_REQUEST_BARE ("blob.list"),
+    S_REQUEST ("blob.delete", s_req_blob),
 };
 
 const char *

@@ -50,7 +50,7 @@ static const char *s_db_names[STORE_DB_COUNT] = {
     "meta", "jobs", "results", "events", "nodes",
     "queue", "keys", "requests", "spool", "dlq", "node_history",
     "idempotency", "outputs", "schedules", "tokens", "node_seen", "audit",
-    "job_traces", "notify", "notify_jobs", "node_facts"
+    "job_traces", "notify", "notify_jobs", "node_facts", "blobs"
 };
 
 //  The bytes behind an empty value: LMDB copies from mv_data even when

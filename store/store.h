@@ -96,6 +96,8 @@ typedef enum {
     STORE_DB_NODE_FACTS, //  node id -> its facts, a msgpack map (broker/
                          //  nodefacts.h; out of the node record, which
                          //  0.1.0 reads)
+    STORE_DB_BLOBS,      //  sha256 hex -> blob record, sha256 hex | offset
+                         //  (8 bytes BE) -> a chunk (broker/blobs.h)
     STORE_DB_COUNT
 } store_db_t;
 

@@ -980,7 +980,7 @@ static void
 test_backends_check_declared (void **unused)
 {
     const char *none [] = { "apt.update", "apt.upgrade", "rke2.start",
-                            "rke2.stop", "file.put", "file.absent", NULL };
+                            "rke2.stop", NULL };
     size_t count = 0;
     const backend_ops_t *const *all = backends_all (&count);
     for (size_t index = 0; index < count; index++)
@@ -1368,6 +1368,86 @@ test_backends_progress (void **state)
     assert_int_equal (strlen (progress.message), 198);
 }
 
+//  file.put's check: new, unchanged, changed content (with a diff) or mode;
+//  file.absent's: there or not. Nothing is written.
+static void
+test_backends_check_file (void **unused)
+{
+    char template_dir [] = "/tmp/grid-check-XXXXXX";
+    char *dir = mkdtemp (template_dir);
+    assert_non_null (dir);
+    char real [PATH_MAX];
+    assert_non_null (realpath (dir, real));
+    char *roots [] = { real };
+    backend_context_t context = { .file_roots = roots, .file_root_count = 1 };
+    char path [PATH_MAX + 16];
+    snprintf (path, sizeof (path), "%s/app.conf", real);
+
+    backend_plan_t *plan = s_check_plan (&context, "file", "put", "path",
+                                         path, "content", "a\nb\n", NULL);
+    backend_outcome_t outcome;
+    s_run_inproc (plan, &outcome);
+    assert_true (outcome.ok);
+    assert_string_equal (s_data (&outcome, "would_change"), "true");
+    assert_string_equal (s_data (&outcome, "current"), "absent");
+    assert_non_null (strstr (s_data (&outcome, "diff"), "+a\n+b\n"));
+    backend_outcome_clear (&outcome);
+    backend_plan_destroy (&plan);
+    assert_int_equal (access (path, F_OK), -1);
+
+    FILE *out = fopen (path, "w");
+    assert_non_null (out);
+    fputs ("a\nb\n", out);
+    fclose (out);
+    assert_int_equal (chmod (path, 0644), 0);
+    plan = s_check_plan (&context, "file", "put", "path", path, "content",
+                         "a\nb\n", "mode", "0644", NULL);
+    s_run_inproc (plan, &outcome);
+    assert_string_equal (s_data (&outcome, "would_change"), "false");
+    assert_null (s_data (&outcome, "diff"));
+    assert_non_null (strstr (outcome.output, "no change"));
+    backend_outcome_clear (&outcome);
+    backend_plan_destroy (&plan);
+
+    plan = s_check_plan (&context, "file", "put", "path", path, "content",
+                         "a\nc\n", "mode", "0600", NULL);
+    s_run_inproc (plan, &outcome);
+    assert_string_equal (s_data (&outcome, "would_change"), "true");
+    assert_string_equal (s_data (&outcome, "content"), "true");
+    assert_string_equal (s_data (&outcome, "mode"), "true");
+    assert_string_equal (s_data (&outcome, "owner"), "false");
+    const char *diff = s_data (&outcome, "diff");
+    assert_non_null (strstr (diff, "-b\n"));
+    assert_non_null (strstr (diff, "+c\n"));
+    assert_non_null (strstr (outcome.output, "content, mode"));
+    backend_outcome_clear (&outcome);
+    backend_plan_destroy (&plan);
+    char *text = s_slurp (path);
+    assert_string_equal (text, "a\nb\n");
+    free (text);
+
+    plan = s_check_plan (&context, "file", "absent", "path", path, NULL);
+    s_run_inproc (plan, &outcome);
+    assert_string_equal (s_data (&outcome, "would_change"), "true");
+    backend_outcome_clear (&outcome);
+    backend_plan_destroy (&plan);
+    assert_int_equal (unlink (path), 0);
+    plan = s_check_plan (&context, "file", "absent", "path", path, NULL);
+    s_run_inproc (plan, &outcome);
+    assert_string_equal (s_data (&outcome, "would_change"), "false");
+    backend_outcome_clear (&outcome);
+    backend_plan_destroy (&plan);
+
+    //  Outside the roots: the check fails, as the put would
+    plan = s_check_plan (&context, "file", "put", "path", "/etc/grid-x",
+                         "content", "x", NULL);
+    s_run_inproc (plan, &outcome);
+    assert_false (outcome.ok);
+    backend_outcome_clear (&outcome);
+    backend_plan_destroy (&plan);
+    rmdir (dir);
+}
+
 int
 main (void)
 {
@@ -1391,6 +1471,7 @@ main (void)
         cmocka_unit_test (test_backends_check_dns),
         cmocka_unit_test (test_backends_check_test_mark),
         cmocka_unit_test (test_backends_check_diff),
+        cmocka_unit_test (test_backends_check_file),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }

@@ -17,7 +17,9 @@
 #include <czmq.h>
 #include <limits.h>
 
+#include "../proto/proto.h"
 #include "../proto/sha256.h"
+#include "lib/fixture.h"
 #include "lib/harness.h"
 
 #define S_WAIT_MS 30000         //  Deadline for a job to end
@@ -33,7 +35,19 @@ static char s_outside [512];    //  Beside it, not a root
 static int
 s_setup (void **state)
 {
-    if (grid_init (&s_grid) != 0 || grid_start_broker (&s_grid, NULL) != 0)
+    if (grid_init (&s_grid) != 0)
+        return -1;
+    //  Blobs of 1 MiB at most: the limit is tested
+    char broker_config [600];
+    snprintf (broker_config, sizeof (broker_config), "%s/broker.yaml",
+              s_grid.dir);
+    FILE *broker_file = fopen (broker_config, "w");
+    if (!broker_file)
+        return -1;
+    fprintf (broker_file, "blobs:\n  max_size: 1MiB\n");
+    fclose (broker_file);
+    const char *broker_extra [] = { "--config", broker_config, NULL };
+    if (grid_start_broker (&s_grid, broker_extra) != 0)
         return -1;
     snprintf (s_root, sizeof (s_root), "%s/files", s_grid.dir);
     snprintf (s_outside, sizeof (s_outside), "%s/outside", s_grid.dir);
@@ -47,6 +61,7 @@ s_setup (void **state)
     const char *extra [] = { "--config", config, NULL };
     const char *none [] = { "--config", "none", NULL };
     if (grid_start_agent (&s_grid, "files-01", "files", NULL, extra) < 0
+    ||  grid_start_agent (&s_grid, "files-02", "files", NULL, extra) < 0
     ||  grid_start_agent (&s_grid, "closed-01", "closed", NULL, none) < 0)
         return -1;
     return 0;
@@ -332,12 +347,259 @@ test_it_files_hostile (void **state)
     free (err);
 }
 
+//  ---------------------------------------------------------------------
+//  Blobs
+
+#define S_BLOB_SIZE (600 * 1024)    //  Three chunks: 256 + 256 + 88 KiB
+
+//  Writes LEN bytes of a pattern (SEED) to PATH; their digest into HEX.
+static void
+s_write_blob (const char *path, size_t len, unsigned seed, char *hex)
+{
+    unsigned char *data = malloc (len);
+    assert_non_null (data);
+    for (size_t index = 0; index < len; index++)
+        data [index] = (unsigned char) ((index * 131 + seed) >> 3);
+    FILE *file = fopen (path, "wb");
+    assert_non_null (file);
+    assert_int_equal (fwrite (data, 1, len, file), len);
+    fclose (file);
+    sha256_hex (data, len, hex);
+    free (data);
+}
+
+//  The digest of the file at PATH into HEX (false when unreadable).
+static bool
+s_file_digest (const char *path, char *hex)
+{
+    FILE *file = fopen (path, "rb");
+    if (!file)
+        return false;
+    sha256_t context;
+    sha256_init (&context);
+    char buffer [65536];
+    size_t got;
+    while ((got = fread (buffer, 1, sizeof buffer, file)) > 0)
+        sha256_update (&context, buffer, got);
+    fclose (file);
+    uint8_t digest [SHA256_BYTES];
+    sha256_final (&context, digest);
+    sha256_to_hex (digest, hex);
+    return true;
+}
+
+//  blob.list's figure KEY (chunks_sent, refused), and how many blobs
+static int64_t
+s_blob_figure (const char *key, size_t *count_p)
+{
+    pv_doc_t *reply = grid_call (&s_grid, "blob.list", NULL);
+    const pv_t *data = NULL;
+    assert_true (grid_reply_ok (reply, &data));
+    int64_t value = -1;
+    pv_get_int (pv_map_get (data, key), &value);
+    if (count_p)
+        *count_p = pv_size (pv_map_get (data, "blobs"));
+    pv_doc_destroy (&reply);
+    return value;
+}
+
+//  file put --src LOCAL --dest DEST on TARGET, waited for; exit code
+static int
+s_put_src (const char *target, const char *local, const char *dest,
+           char **out_p, char **err_p)
+{
+    return grid_cli (&s_grid, out_p, err_p, S_WAIT_MS, "job", "run",
+                     "--target", target, "file", "put", "--src", local,
+                     "--dest", dest, "--wait", NULL);
+}
+
+static void
+test_it_files_blobs (void **state)
+{
+    char local [PATH_MAX], dest [PATH_MAX], hex [SHA256_HEX],
+         got [SHA256_HEX];
+    S_FMT (local, sizeof (local), "%s/big.bin", s_grid.dir);
+    s_write_blob (local, S_BLOB_SIZE, 7, hex);
+
+    //  Uploaded once; the second upload stores nothing
+    char *out = NULL, *err = NULL;
+    assert_int_equal (grid_cli (&s_grid, &out, &err, S_WAIT_MS, "file",
+                                "upload", local, NULL), 0);
+    assert_non_null (strstr (out, hex));
+    free (out);
+    free (err);
+    assert_int_equal (grid_cli (&s_grid, &out, &err, S_WAIT_MS, "file",
+                                "upload", local, NULL), 0);
+    assert_non_null (strstr (out, "had it already"));
+    free (out);
+    free (err);
+    size_t blobs = 0;
+    int64_t sent = s_blob_figure ("chunks_sent", &blobs);
+    assert_int_equal (blobs, 1);
+    assert_int_equal (sent, 0);
+
+    //  To two agents: each fetches the three chunks once
+    S_FMT (dest, sizeof (dest), "%s/big.bin", s_root);
+    int code = s_put_src ("group:files", local, dest, &out, &err);
+    if (code != 0)
+        fprintf (stderr, "out:\n%s\nerr:\n%s\n", out, err);
+    assert_int_equal (code, 0);
+    free (out);
+    free (err);
+    assert_true (s_file_digest (dest, got));
+    assert_string_equal (got, hex);
+    assert_int_equal (s_blob_figure ("chunks_sent", NULL), sent + 6);
+
+    //  Cached: another put of the same blob fetches nothing
+    S_FMT (dest, sizeof (dest), "%s/big-again.bin", s_root);
+    assert_int_equal (s_put_src ("node:files-01", local, dest, &out, &err),
+                      0);
+    free (out);
+    free (err);
+    assert_true (s_file_digest (dest, got));
+    assert_string_equal (got, hex);
+    assert_int_equal (s_blob_figure ("chunks_sent", NULL), sent + 6);
+
+    //  A dry run of the same put: no change on either node
+    code = grid_cli (&s_grid, &out, &err, S_WAIT_MS, "job", "run", "--check",
+                     "--diff", "--target", "group:files", "file", "put",
+                     "--src", local, "--dest", dest, NULL);
+    if (code != 0 || !grid_line_with (out, "files-02", "no change", NULL))
+        fprintf (stderr, "out:\n%s\nerr:\n%s\n", out, err);
+    assert_int_equal (code, 0);
+    assert_true (grid_line_with (out, "files-01", "no change", NULL));
+    assert_true (grid_line_with (out, "files-02", "no change", NULL));
+    free (out);
+    free (err);
+
+    //  A fetch cut short (the agent killed after its first chunk): the
+    //  restarted agent asks from where its .part file ends
+    char second [PATH_MAX], part [PATH_MAX], hex2 [SHA256_HEX];
+    S_FMT (second, sizeof (second), "%s/second.bin", s_grid.dir);
+    s_write_blob (second, S_BLOB_SIZE, 11, hex2);
+    assert_int_equal (grid_cli (&s_grid, &out, &err, S_WAIT_MS, "file",
+                                "upload", second, NULL), 0);
+    free (out);
+    free (err);
+    grid_stop_agent (&s_grid, 1, true);
+    S_FMT (part, sizeof (part), "%s/agent-files-02/blobs/%s.part",
+           s_grid.dir, hex2);
+    FILE *from = fopen (second, "rb"), *to = fopen (part, "wb");
+    assert_non_null (from);
+    assert_non_null (to);
+    char *chunk = malloc (PROTO_BLOB_CHUNK_BYTES + 100);
+    assert_non_null (chunk);
+    size_t len = fread (chunk, 1, PROTO_BLOB_CHUNK_BYTES + 100, from);
+    assert_int_equal (fwrite (chunk, 1, len, to), len);
+    fclose (from);
+    fclose (to);
+    free (chunk);
+    char config [600];
+    S_FMT (config, sizeof (config), "%s/files-agent.yaml", s_grid.dir);
+    const char *extra [] = { "--config", config, NULL };
+    assert_true (grid_start_agent (&s_grid, "files-02", "files", NULL,
+                                   extra) >= 0);
+    sent = s_blob_figure ("chunks_sent", NULL);
+    S_FMT (dest, sizeof (dest), "%s/second.bin", s_root);
+    assert_int_equal (s_put_src ("node:files-02", second, dest, &out, &err),
+                      0);
+    free (out);
+    free (err);
+    assert_true (s_file_digest (dest, got));
+    assert_string_equal (got, hex2);
+    assert_int_equal (s_blob_figure ("chunks_sent", NULL), sent + 2);
+    assert_true (fixture_log_has (&s_grid, "agent-files-02.log",
+                                  "fetch goes on from 262144 bytes", 5000));
+
+    //  Over blobs.max_size: refused with the limit named
+    char huge [PATH_MAX];
+    S_FMT (huge, sizeof (huge), "%s/huge.bin", s_grid.dir);
+    s_write_blob (huge, (1 << 20) + 1, 3, got);
+    code = grid_cli (&s_grid, &out, &err, S_WAIT_MS, "file", "upload", huge,
+                     NULL);
+    assert_int_equal (code, 4);
+    assert_non_null (strstr (err, "blobs.max_size"));
+    free (out);
+    free (err);
+
+    //  A job naming a blob the broker lacks is refused at submit
+    code = grid_cli (&s_grid, &out, &err, S_WAIT_MS, "job", "run",
+                     "--target", "node:files-01", "file", "put", "--path",
+                     dest, "--sha256", got, "--size", "1048577", NULL);
+    assert_int_equal (code, 4);
+    assert_non_null (strstr (err, "not stored in the broker"));
+    free (out);
+    free (err);
+
+    //  Hostile blob_get: unknown blob, offset past the end, off a chunk
+    //  boundary, a huge offset; each answered with why and counted
+    zsock_t *hand = fixture_agent (&s_grid, "hand-01", 4, NULL, NULL);
+    int64_t refused = s_blob_figure ("refused", NULL);
+    struct { const char *sha256; uint64_t offset; const char *why; } bad [] = {
+        { "0000000000000000000000000000000000000000000000000000000000000000",
+          0, "unknown blob" },
+        { hex, 3 * PROTO_BLOB_CHUNK_BYTES, "past the blob's end" },
+        { hex, 1000, "not a multiple" },
+        { hex, (uint64_t) 1 << 40, "past the blob's end" },
+    };
+    for (size_t index = 0; index < sizeof bad / sizeof bad [0]; index++) {
+        proto_msg_t get = { .type = PROTO_BLOB_GET, .node = "hand-01",
+                            .sha256 = (char *) bad [index].sha256,
+                            .offset = bad [index].offset };
+        fixture_send (hand, &get);
+        proto_msg_t *answer = fixture_recv_type (hand, PROTO_BLOB_CHUNK,
+                                                 S_WAIT_MS);
+        assert_non_null (answer);
+        assert_non_null (answer->error);
+        if (!strstr (answer->error, bad [index].why))
+            fprintf (stderr, "%zu: %s\n", index, answer->error);
+        assert_non_null (strstr (answer->error, bad [index].why));
+        assert_int_equal (answer->chunk_len, 0);
+        proto_msg_destroy (&answer);
+    }
+    assert_int_equal (s_blob_figure ("refused", NULL), refused + 4);
+    //  A good one: the last chunk, 88 KiB
+    proto_msg_t get = { .type = PROTO_BLOB_GET, .node = "hand-01",
+                        .sha256 = hex, .offset = 2 * PROTO_BLOB_CHUNK_BYTES };
+    fixture_send (hand, &get);
+    proto_msg_t *answer = fixture_recv_type (hand, PROTO_BLOB_CHUNK,
+                                             S_WAIT_MS);
+    assert_non_null (answer);
+    assert_null (answer->error);
+    assert_int_equal (answer->chunk_len,
+                      S_BLOB_SIZE - 2 * PROTO_BLOB_CHUNK_BYTES);
+    proto_msg_destroy (&answer);
+
+    //  An agent without the feature is never sent the command: its cell
+    //  says why
+    fixture_agent (&s_grid, "old-01", 0, NULL, NULL);
+    code = grid_cli (&s_grid, &out, &err, S_WAIT_MS, "job", "run",
+                     "--target", "node:old-01", "file", "put", "--path",
+                     dest, "--sha256", hex, "--size", "614400", NULL);
+    if (code == 0) {
+        pv_doc_t *doc = s_record (out);
+        const pv_t *cell = s_cell (doc, "old-01");
+        char *error = pv_strdup (pv_map_get (cell, "error"));
+        char *status = pv_strdup (pv_map_get (cell, "status"));
+        fprintf (stderr, "old-01: %s %s\n", status, error);
+        free (error);
+        free (status);
+        pv_doc_destroy (&doc);
+    }
+    assert_int_equal (code, 4);
+    assert_non_null (strstr (err, "cannot fetch blobs"));
+    free (out);
+    free (err);
+    fixture_agents_forget ();
+}
+
 int
 main (void)
 {
     const struct CMUnitTest tests [] = {
         cmocka_unit_test (test_it_files_put_get_stat_absent),
         cmocka_unit_test (test_it_files_hostile),
+        cmocka_unit_test (test_it_files_blobs),
     };
     return cmocka_run_group_tests (tests, s_setup, s_teardown);
 }

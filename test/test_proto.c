@@ -504,6 +504,41 @@ s_output_ack_epoch (void)
     return msg;
 }
 
+#define S_SHA "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
+
+static proto_msg_t *
+s_blob_get (void)
+{
+    proto_msg_t *msg = proto_msg_new (PROTO_BLOB_GET);
+    msg->node = s_dup ("web-01");
+    msg->sha256 = s_dup (S_SHA);
+    msg->offset = PROTO_BLOB_CHUNK_BYTES;
+    return msg;
+}
+
+static proto_msg_t *
+s_blob_chunk (void)
+{
+    proto_msg_t *msg = proto_msg_new (PROTO_BLOB_CHUNK);
+    msg->sha256 = s_dup (S_SHA);
+    msg->offset = 0;
+    msg->size = 4;
+    msg->chunk = (uint8_t *) s_dup ("test");
+    msg->chunk_len = 4;
+    return msg;
+}
+
+static proto_msg_t *
+s_blob_chunk_refused (void)
+{
+    proto_msg_t *msg = proto_msg_new (PROTO_BLOB_CHUNK);
+    msg->sha256 = s_dup (S_SHA);
+    msg->offset = 9;
+    msg->size = 4;
+    msg->error = s_dup ("offset 9 is past the blob's end (4 bytes)");
+    return msg;
+}
+
 typedef proto_msg_t *(s_builder_fn) (void);
 
 static s_builder_fn *s_builders [] = {
@@ -515,7 +550,7 @@ static s_builder_fn *s_builders [] = {
     s_result_acks, s_results, s_welcome_features, s_facts,
         s_welcome_epoch,
     s_command_epoch, s_cancel_epoch, s_result_ack_epoch, s_result_acks_epoch,
-    s_output_ack_epoch,
+    s_output_ack_epoch, s_blob_get, s_blob_chunk, s_blob_chunk_refused,
 };
 #define S_BUILDER_COUNT (sizeof s_builders / sizeof s_builders [0])
 
@@ -638,6 +673,7 @@ s_assert_same (const proto_msg_t *a, const proto_msg_t *b)
     assert_true (a->output_dropped == b->output_dropped);
     assert_true (a->error_dropped == b->error_dropped);
     s_assert_text (a->stream, b->stream);
+    s_assert_text (a->sha256, b->sha256);
     assert_true (a->offset == b->offset);
     assert_true (a->size == b->size);
     assert_true (a->max_output == b->max_output);

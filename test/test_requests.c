@@ -144,7 +144,7 @@ test_requests_audited (void **state)
         if (rows [index].audited)
             found++;
     }
-    assert_int_equal (found, 22);
+    assert_int_equal (found, 23);
     assert_false (requests_find ("audit.list")->audited);
     assert_false (requests_find ("notify.list")->audited);
     assert_int_equal (requests_find ("notify.list")->role, AUTH_ROLE_ADMIN);
@@ -161,7 +161,7 @@ test_requests_mutations (void **state)
                               "job.retry", "dlq.retry", "dlq.purge",
                               "schedule.add", "schedule.pause",
                               "schedule.resume", "schedule.delete",
-                              "schedule.run", "notify.retry"};
+                              "schedule.run", "notify.retry", "blob.delete"};
     size_t expected = sizeof mutates / sizeof mutates [0];
     for (size_t index = 0; index < expected; index++)
         assert_true (requests_find (mutates [index])->mutates);

@@ -3,6 +3,7 @@
     =========================================================================
 */
 #include "../../backends/backend.h"
+#include "../blobs.h"
 #include "../dlq.h"
 #include "../jobrec.h"
 #include "../jobtrace.h"
@@ -31,10 +32,41 @@ s_job_id_field (req_call_t *call, char **job_id_p)
 
 //  Checks every leaf against what the registered nodes offer. Adds
 //  "path: reason" sentences to DETAILS.
+//  A file.put of a blob: the blob must be stored whole, of its size
+//  (then it counts as used, for the retention).
+static void
+s_check_blob (ctx_t *ctx, const job_phase_t *leaf, const char *path,
+              zlistx_t *details)
+{
+    const char *sha256 = NULL, *size = NULL;
+    for (size_t k = 0; k < leaf->param_count; k++) {
+        if (strcmp (leaf->params [k].name, "sha256") == 0)
+            sha256 = leaf->params [k].value;
+        if (strcmp (leaf->params [k].name, "size") == 0)
+            size = leaf->params [k].value;
+    }
+    store_txn_t *txn = sha256 ? ctx_txn (ctx) : NULL;
+    if (!txn || strcmp (leaf->backend, "file") != 0)
+        return;
+    blobs_info_t info;
+    if (blobs_stat (txn, sha256, &info) || info.received != info.size)
+        zlistx_add_end (details, zsys_sprintf (
+            "%s: blob %s is not stored in the broker (gridcli file upload "
+            "PATH stores it)", path, sha256));
+    else
+    if (!size || strtoull (size, NULL, 10) != info.size)
+        zlistx_add_end (details, zsys_sprintf (
+            "%s: blob %s is %llu bytes, not %s", path, sha256,
+            (unsigned long long) info.size, size ? size : "(no size)"));
+    else
+        blobs_touch (txn, sha256, ctx_wall_ms (ctx));
+}
+
 static void
 s_check_leaf (ctx_t *ctx, const job_phase_t *leaf, const char *path,
               zlistx_t *details)
 {
+    s_check_blob (ctx, leaf, path, details);
     //  An action that only offline nodes offer is still a valid job: the
     //  target check that follows says whether any node can run it now.
     const proto_action_spec_t *spec

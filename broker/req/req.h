@@ -30,6 +30,7 @@
         audit.c      audit.list
         cluster.c    cluster.status cluster.switchover
         notify.c     notify.list notify.retry
+        blobs.c      blob.put blob.stat blob.list blob.delete
 
     Threading: the broker's thread only.
     =========================================================================
@@ -170,6 +171,11 @@ void req_schedule_run (req_call_t *call);
 void req_audit_list (req_call_t *call);
 void req_notify_list (req_call_t *call);
 void req_notify_retry (req_call_t *call);
+
+void req_blob_put (req_call_t *call);
+void req_blob_stat (req_call_t *call);
+void req_blob_list (req_call_t *call);
+void req_blob_delete (req_call_t *call);
 
 //  cluster.c
 void req_cluster_status (req_call_t *call);

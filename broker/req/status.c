@@ -521,6 +521,10 @@ s_collect (ctx_t *ctx, store_txn_t *txn, metrics_figures_t *figures)
     figures->send_failed = ctx->stats->counters.send_failed;
     figures->output_refused = ctx->stats->counters.output_refused;
     figures->bad_entries = ctx->stats->counters.bad_entries;
+    figures->blob_chunks_sent = ctx->stats->counters.blob_chunks_sent;
+    figures->blob_bytes_sent = ctx->stats->counters.blob_bytes_sent;
+    figures->blob_refused = ctx->stats->counters.blob_refused;
+    figures->blob_uploads_refused = ctx->stats->counters.blob_uploads_refused;
     figures->auth = *auth_counters (ctx->auth);
     figures->trace_exported = otlp_exported (ctx->tracer);
     figures->trace_dropped = otlp_dropped (ctx->tracer);

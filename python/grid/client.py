@@ -10,6 +10,8 @@ names below (JobRecord, Node...) say which shape of PROTOCOL.md 5.3 each
 method returns.
 """
 
+import base64
+import hashlib
 import os
 import re
 import stat
@@ -110,6 +112,10 @@ REQUEST_METHODS = {
     "cluster.switchover": "cluster_switchover",
     "notify.list": "notify_list",
     "notify.retry": "notify_retry",
+    "blob.put": "upload",
+    "blob.stat": "blob_stat",
+    "blob.list": "blobs",
+    "blob.delete": "blob_delete",
     "whoami": "whoami",
 }
 
@@ -1057,6 +1063,70 @@ class Client:
             client.notify_retry(client.notify_list(status="dead")[0]["id"])
         """
         return self.request("notify.retry", delivery=delivery)
+
+    # -- blobs (file contents for file.put) ------------------------------
+
+    def upload(self, path: str) -> Dict[str, Any]:
+        """Stores the local file ``path`` in the broker as a blob named by
+        its sha256, in pieces of 256 KiB; what the broker has of it (all of
+        it, or the start of an upload cut short) is not sent again.
+        Returns ``{sha256, size, stored}``; then a task
+        ``{"backend": "file", "action": "put", "params": {"path": "/etc/x",
+        "sha256": ..., "size": ...}}`` puts it on nodes, which fetch it
+        once each.
+
+            blob = client.upload("nginx.conf")
+        """
+        digest = hashlib.sha256()
+        with open(path, "rb") as file:
+            for block in iter(lambda: file.read(1 << 16), b""):
+                digest.update(block)
+            size = file.tell()
+        sha256 = digest.hexdigest()
+        offset = 0
+        try:
+            have = self.request("blob.stat", sha256=sha256)
+            if have["size"] == size:
+                offset = have["received"]
+        except GridError:
+            pass
+        if offset == size and size > 0:
+            return {"sha256": sha256, "size": size, "stored": False}
+        chunk = 256 * 1024
+        with open(path, "rb") as file:
+            file.seek(offset)
+            while True:
+                piece = file.read(min(chunk, size - offset))
+                self.request("blob.put", sha256=sha256, size=size,
+                             offset=offset,
+                             data=base64.b64encode(piece).decode("ascii"))
+                offset += len(piece)
+                if offset >= size:
+                    break
+        return {"sha256": sha256, "size": size, "stored": True}
+
+    def blob_stat(self, sha256: str) -> Dict[str, Any]:
+        """A blob's ``{sha256, size, received, complete, created, used}``.
+
+            done = client.blob_stat(blob["sha256"])["complete"]
+        """
+        return self.request("blob.stat", sha256=sha256)
+
+    def blobs(self) -> List[Dict[str, Any]]:
+        """Every blob the broker stores (as blob_stat gives each);
+        ``request("blob.list")`` gives what it sent agents too.
+
+            for blob in client.blobs():
+                print(blob["sha256"], blob["size"])
+        """
+        return self.request("blob.list")["blobs"]
+
+    def blob_delete(self, sha256: str) -> Dict[str, Any]:
+        """Deletes a blob (operator): ``{sha256, deleted: true}``.
+
+            client.blob_delete(blob["sha256"])
+        """
+        return self.request("blob.delete", sha256=sha256)
 
     # -- schedules -------------------------------------------------------
 

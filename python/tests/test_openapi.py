@@ -190,6 +190,12 @@ class OpenApiTest(unittest.TestCase):
         ask("GET", "/api/v1/audit",
             "/api/v1/audit?request_type=job.&who=api-admin&limit=2")
         ask("GET", "/api/v1/audit", "/api/v1/audit?since=0&outcome=error")
+        blob = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
+        ask("POST", "/api/v1/blobs", body={"sha256": blob, "size": 4,
+                                           "offset": 0, "data": "dGVzdA=="})
+        ask("GET", "/api/v1/blobs")
+        ask("GET", "/api/v1/blobs/{sha256}", f"/api/v1/blobs/{blob}")
+        ask("DELETE", "/api/v1/blobs/{sha256}", f"/api/v1/blobs/{blob}")
         ask("GET", "/api/v1/notify")
         ask("GET", "/api/v1/notify", "/api/v1/notify?status=dead&limit=5")
         ask("POST", "/api/v1/notify/{id}/retry",

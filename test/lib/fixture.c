@@ -355,7 +355,7 @@ fixture_hello (zsock_t *dealer, const char *node, size_t feature_count)
         .name = "test", .actions = &action, .action_count = 1
     };
     char *names [] = { PROTO_FEATURE_RESULT_ACKS, PROTO_FEATURE_RESULTS,
-                       PROTO_FEATURE_LIVE_OUTPUT };
+                       PROTO_FEATURE_LIVE_OUTPUT, PROTO_FEATURE_BLOBS };
     assert_true (feature_count <= sizeof names / sizeof names [0]);
     proto_msg_t hello = {
         .type = PROTO_HELLO, .node = (char *) node, .hostname = "hand-made",

@@ -146,7 +146,7 @@ proto_msg_t *fixture_recv_type (zsock_t *dealer, proto_type_t type,
 
 //  Sends hello as NODE declaring the test backend's echo (so that jobs
 //  may target it) and naming the first FEATURE_COUNT of result_acks,
-//  results and live_output (0: an older agent that names none).
+//  results, live_output and blobs (0: an older agent that names none).
 void fixture_hello (zsock_t *dealer, const char *node, size_t feature_count);
 
 //  A DEALER (key pair agent-NODE) that said hello as NODE (fixture_hello)

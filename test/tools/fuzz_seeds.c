@@ -210,6 +210,13 @@ main (int argc, char *argv [])
          .max_output = 16777216, .features = granted, .feature_count = 1},
         {.type = PROTO_FACTS, .node = "web-01", .facts = host_facts,
          .fact_count = 3},
+        {.type = PROTO_BLOB_GET, .node = "web-01", .sha256 =
+         "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
+         .offset = 262144},
+        {.type = PROTO_BLOB_CHUNK, .sha256 =
+         "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
+         .offset = 0, .size = 4, .chunk = (uint8_t *) "test",
+         .chunk_len = 4},
     };
     for (size_t index = 0; index < sizeof messages / sizeof messages [0];
          index++)

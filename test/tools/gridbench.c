@@ -43,6 +43,12 @@
     streamed MiB, and the round trip of one-node echo jobs on other
     agents before and while the fleet streams.
 
+    With --files it measures blob delivery instead (s_files_measure): a
+    blob of --files-mib MiB uploaded once, then one `file put` of it to
+    a swarm of --files-nodes agents that fetch blobs as gridagent does:
+    MiB/s delivered and the broker's peak RSS; then the same put again,
+    which fetches nothing (the agents have it cached).
+
     Past one process. The swarm runs as several gridswarm processes when
     one would pass the open-file limit (four descriptors per simulated
     agent on libzmq, two on zmtp), or when --swarm-procs asks for more; each runs its own range
@@ -98,11 +104,13 @@
 #include <unistd.h>
 
 #include "../../client/client.h"
+#include "../../proto/base64.h"
 #include "../../proto/keys.h"
 #include "../../proto/names.h"
 #include "../../proto/proto.h"
 #include "../../proto/pv.h"
 #include "../../proto/pw.h"
+#include "../../proto/sha256.h"
 #include "gridbench_ha.h"
 
 #define S_MAX_COUNTS 8              //  Agent counts per run
@@ -202,6 +210,9 @@ typedef struct {
     int64_t live_interval_ms;       //  One line every
     bool ha;                        //  A broker alone, then a cluster
     size_t ha_kills;                //  Failovers timed
+    bool files;                     //  The blob delivery figures only
+    size_t files_nodes;             //  Agents that fetch the blob
+    size_t files_mib;               //  The blob's size
 } s_options_t;
 
 //  CPU time of the broker and of every relay together, in ms.
@@ -4896,6 +4907,276 @@ s_live_json (const char *path, const s_live_run_t *run)
     return fclose (file) == 0 ? 0 : -1;
 }
 
+//  ---------------------------------------------------------------------
+//  --files: one blob to a fleet
+
+#define S_FILES_GROUP "files"
+
+//  One request of the broker peer, its data's integer KEY (or -1), and
+//  in CODE what went wrong.
+static int64_t
+s_files_call (s_stage_t *stage, pw_t *writer, const char *key, char *code,
+              size_t code_len)
+{
+    (void) writer;
+    s_peer_send (&stage->broker);
+    pv_doc_t *doc = s_peer_wait (&stage->broker, stage->broker.seq,
+                                 S_CALL_TIMEOUT_MS);
+    const pv_t *data = s_ok_data (doc, code, code_len);
+    int64_t value = data ? (key ? s_int (data, key) : 0) : -1;
+    pv_doc_destroy (&doc);
+    return value;
+}
+
+//  Uploads SIZE bytes of a pattern as a blob; its name into SHA256.
+//  Returns 0, or -1 with CODE.
+static int
+s_files_upload (s_stage_t *stage, size_t size, char *sha256, char *code,
+                size_t code_len)
+{
+    uint8_t *data = (uint8_t *) malloc (size + 1);
+    char *text = (char *) malloc (BASE64_LEN (PROTO_BLOB_CHUNK_BYTES) + 1);
+    if (!data || !text) {
+        free (data);
+        free (text);
+        return -1;
+    }
+    for (size_t at = 0; at < size; at++)
+        data [at] = (uint8_t) ((at * 2654435761u) >> 13);
+    sha256_hex (data, size, sha256);
+    int rc = 0;
+    for (size_t offset = 0; rc == 0 && offset < size;
+         offset += PROTO_BLOB_CHUNK_BYTES) {
+        size_t len = size - offset < PROTO_BLOB_CHUNK_BYTES
+                   ? size - offset : PROTO_BLOB_CHUNK_BYTES;
+        base64_encode (data + offset, len, text);
+        char id [64];
+        s_next_id (&stage->broker, id, sizeof id);
+        pw_t *writer = stage->broker.writer;
+        pw_reset (writer);
+        proto_request_begin (writer, "blob.put", id, 4);
+        pw_str (writer, "sha256");
+        pw_str (writer, sha256);
+        pw_str (writer, "size");
+        pw_int (writer, (int64_t) size);
+        pw_str (writer, "offset");
+        pw_int (writer, (int64_t) offset);
+        pw_str (writer, "data");
+        pw_str (writer, text);
+        rc = s_files_call (stage, writer, NULL, code, code_len) < 0 ? -1 : 0;
+    }
+    free (data);
+    free (text);
+    return rc;
+}
+
+//  Submits the put of SHA256 (SIZE bytes) to the group; the job id, or
+//  NULL with CODE.
+static char *
+s_files_submit (s_stage_t *stage, const char *sha256, size_t size, char *code,
+                size_t code_len)
+{
+    char id [64], size_text [32];
+    snprintf (size_text, sizeof size_text, "%zu", size);
+    s_next_id (&stage->broker, id, sizeof id);
+    pw_t *writer = stage->broker.writer;
+    pw_reset (writer);
+    proto_request_begin (writer, "job.submit", id, 1);
+    pw_str (writer, "job");
+    pw_map (writer, 2);
+    pw_str (writer, "target");
+    pw_map (writer, 2);
+    pw_str (writer, "scope");
+    pw_str (writer, "group");
+    pw_str (writer, "value");
+    pw_str (writer, S_FILES_GROUP);
+    pw_str (writer, "tasks");
+    pw_array (writer, 1);
+    pw_map (writer, 3);
+    pw_str (writer, "backend");
+    pw_str (writer, "file");
+    pw_str (writer, "action");
+    pw_str (writer, "put");
+    pw_str (writer, "params");
+    pw_map (writer, 3);
+    pw_str (writer, "path");
+    pw_str (writer, "/srv/bench/blob.bin");
+    pw_str (writer, "sha256");
+    pw_str (writer, sha256);
+    pw_str (writer, "size");
+    pw_str (writer, size_text);
+    s_peer_send (&stage->broker);
+    return s_live_job (&stage->broker, stage->broker.seq, code, code_len);
+}
+
+typedef struct {
+    size_t nodes;                //  Agents
+    size_t mib;                  //  The blob's size
+    double wall_s;               //  Submit to every result acknowledged
+    double mib_per_s;            //  Delivered: nodes * size / wall
+    double again_s;              //  The same put again (cached)
+    int64_t chunks;              //  Chunks the broker sent
+    int64_t chunks_again;        //  ... in the second put
+    size_t rss_base_kib;         //  Broker RSS with the agents registered
+    size_t rss_peak_kib;         //  ... its peak over the put
+    double cpu_s;                //  Broker CPU over the put
+    char error [256];
+} s_files_run_t;
+
+//  Runs the put of SHA256 and waits for every acknowledged result,
+//  sampling the broker's RSS. Returns 0, or -1 with RUN's error.
+static int
+s_files_put (s_stage_t *stage, const char *sha256, size_t size,
+             s_files_run_t *run, double *wall_s)
+{
+    char code [64];
+    double start_us = s_now_us ();
+    char *job = s_files_submit (stage, sha256, size, code, sizeof code);
+    if (!job) {
+        snprintf (run->error, sizeof run->error, "the put was refused: %s",
+                  code);
+        return -1;
+    }
+    int64_t deadline = s_now_ms () + 600000;
+    int rc = -1;
+    while (!s_interrupted && s_now_ms () < deadline) {
+        size_t rss = s_rss_kib (stage->broker_pid);
+        if (rss > run->rss_peak_kib)
+            run->rss_peak_kib = rss;
+        int64_t acked = 0;
+        for (size_t at = 0; at < stage->swarm_count; at++) {
+            uint64_t seq = s_control (&stage->swarms [at].control, "job", job,
+                                      0);
+            pv_doc_t *doc = s_peer_wait (&stage->swarms [at].control, seq,
+                                         S_CALL_TIMEOUT_MS);
+            acked += doc ? s_int (pv_doc_root (doc), "acked") : 0;
+            pv_doc_destroy (&doc);
+        }
+        if (acked >= (int64_t) run->nodes) {
+            rc = 0;
+            break;
+        }
+        usleep (20 * 1000);
+    }
+    *wall_s = (s_now_us () - start_us) / 1e6;
+    if (rc != 0)
+        snprintf (run->error, sizeof run->error, "job %s did not end in "
+                  "time", job);
+    free (job);
+    return rc;
+}
+
+static void
+s_files_measure (const s_options_t *options, s_files_run_t *run)
+{
+    s_stage_t stage;
+    memset (&stage, 0, sizeof stage);
+    snprintf (stage.dir, sizeof stage.dir, "%s", s_tmpdir);
+    s_options_t fetching = *options;
+    char *args [] = {"--blobs", "--groups", S_FILES_GROUP};
+    for (size_t at = 0; at < 3 && fetching.swarm_arg_count < 16; at++)
+        fetching.swarm_args [fetching.swarm_arg_count++] = args [at];
+    s_say ("files: starting a broker and %zu agents that fetch blobs",
+           run->nodes);
+    if (s_stage_broker (&stage, options, "files") != 0
+        || s_stage_swarm (&stage, &fetching, run->nodes) != 0) {
+        snprintf (run->error, sizeof run->error, "the broker or the swarm "
+                  "did not start (see broker.log)");
+        s_stage_stop (&stage, true);
+        return;
+    }
+    int64_t deadline = s_now_ms () + 30000 + (int64_t) run->nodes * 3;
+    while (!s_interrupted
+           && s_live_sum (&stage, 0, stage.swarm_count, "welcomed")
+                  < (int64_t) run->nodes) {
+        if (s_now_ms () > deadline || !s_swarms_alive (&stage)) {
+            snprintf (run->error, sizeof run->error,
+                      "not every agent registered in time");
+            s_stage_stop (&stage, true);
+            return;
+        }
+        usleep (S_POLL_MS * 1000);
+    }
+    char sha256 [SHA256_HEX], code [64];
+    size_t size = run->mib << 20;
+    s_say ("files: uploading %zu MiB", run->mib);
+    if (s_files_upload (&stage, size, sha256, code, sizeof code) != 0) {
+        snprintf (run->error, sizeof run->error, "the upload failed: %s",
+                  code);
+        s_stage_stop (&stage, true);
+        return;
+    }
+    run->rss_base_kib = s_rss_kib (stage.broker_pid);
+    run->rss_peak_kib = run->rss_base_kib;
+    s_say ("files: a put of it to %zu agents", run->nodes);
+    double cpu_ms = s_cpu_ms (stage.broker_pid);
+    int rc = s_files_put (&stage, sha256, size, run, &run->wall_s);
+    run->cpu_s = (s_cpu_ms (stage.broker_pid) - cpu_ms) / 1000.0;
+    run->chunks = s_live_sum (&stage, 0, stage.swarm_count, "blob_chunks");
+    if (rc == 0) {
+        run->mib_per_s = (double) (run->nodes * run->mib) / run->wall_s;
+        s_say ("files: the same put again (cached on every agent)");
+        rc = s_files_put (&stage, sha256, size, run, &run->again_s);
+        run->chunks_again = s_live_sum (&stage, 0, stage.swarm_count,
+                                        "blob_chunks") - run->chunks;
+    }
+    int64_t expected = (int64_t) run->nodes
+                       * (int64_t) ((size + PROTO_BLOB_CHUNK_BYTES - 1)
+                                    / PROTO_BLOB_CHUNK_BYTES);
+    if (rc == 0 && run->chunks != expected)
+        snprintf (run->error, sizeof run->error, "the swarm took %" PRId64
+                  " chunks, %" PRId64 " expected", run->chunks, expected);
+    s_stage_stop (&stage, options->keep || run->error [0]);
+}
+
+static int
+s_files_main (const s_options_t *options)
+{
+    s_files_run_t run;
+    memset (&run, 0, sizeof run);
+    run.nodes = options->files_nodes;
+    run.mib = options->files_mib;
+    s_raise_fd_limit (run.nodes);
+    s_files_measure (options, &run);
+    s_stop_all ();
+    if (run.error [0] || options->keep)
+        s_say ("logs kept in %s", s_tmpdir);
+    else
+        s_remove_tree (s_tmpdir);
+    if (s_interrupted)
+        return 1;
+    printf ("\nBlobs: one file put of a %zu MiB blob to %zu swarm agents "
+            "(each fetches it in 256 KiB chunks over its connection)\n",
+            run.mib, run.nodes);
+    if (run.error [0])
+        printf ("  error: %s\n", run.error);
+    printf ("  delivered           %zu MiB in %.2f s: %.1f MiB/s\n",
+            run.nodes * run.mib, run.wall_s, run.mib_per_s);
+    printf ("  chunks sent         %" PRId64 " (again, cached: %" PRId64
+            ", %.2f s)\n", run.chunks, run.chunks_again, run.again_s);
+    printf ("  broker RSS          %.1f MiB with the agents registered, "
+            "peak %.1f MiB during the put\n",
+            (double) run.rss_base_kib / 1024.0,
+            (double) run.rss_peak_kib / 1024.0);
+    printf ("  broker CPU          %.2f s over the put\n", run.cpu_s);
+    if (options->out) {
+        FILE *file = fopen (options->out, "w");
+        if (file) {
+            fprintf (file, "{\"files\": {\"nodes\": %zu, \"mib\": %zu, "
+                     "\"wall_s\": %.3f, \"mib_per_s\": %.1f, "
+                     "\"chunks\": %" PRId64 ", \"chunks_again\": %" PRId64
+                     ", \"again_s\": %.3f, \"broker_rss_base_kib\": %zu, "
+                     "\"broker_rss_peak_kib\": %zu, \"broker_cpu_s\": %.2f, "
+                     "\"error\": \"%s\"}}\n", run.nodes, run.mib,
+                     run.wall_s, run.mib_per_s, run.chunks, run.chunks_again,
+                     run.again_s, run.rss_base_kib, run.rss_peak_kib,
+                     run.cpu_s, run.error);
+            fclose (file);
+        }
+    }
+    return run.error [0] ? 1 : 0;
+}
+
 //  gridbench --live. Returns the exit code.
 static int
 s_live_main (const s_options_t *options)
@@ -5259,6 +5540,9 @@ s_parse (s_options_t *options, int argc, char *argv [])
         {"live-others", required_argument, NULL, 'f'},
         {"live-s", required_argument, NULL, 'g'},
         {"live-interval-ms", required_argument, NULL, 'j'},
+        {"files", no_argument, NULL, 0x103},
+        {"files-nodes", required_argument, NULL, 0x104},
+        {"files-mib", required_argument, NULL, 0x105},
         {"ha", no_argument, NULL, 0x101},
         {"ha-kills", required_argument, NULL, 0x102},
         {"help", no_argument, NULL, 'h'},
@@ -5320,6 +5604,15 @@ s_parse (s_options_t *options, int argc, char *argv [])
                 break;
             case 0x101:
                 options->ha = true;
+                break;
+            case 0x103:
+                options->files = true;
+                break;
+            case 0x104:
+                options->files_nodes = strtoul (optarg, &end, 10);
+                break;
+            case 0x105:
+                options->files_mib = strtoul (optarg, &end, 10);
                 break;
             case 0x102:
                 options->ha_kills = strtoul (optarg, &end, 10);
@@ -5552,6 +5845,8 @@ main (int argc, char *argv [])
     options.http_connections = 64;
     options.http_s = 5;
     options.cli_runs = 20;
+    options.files_nodes = 1000;
+    options.files_mib = 4;
     options.live_nodes = 1000;
     options.live_others = 10;
     options.live_s = 10;
@@ -5606,6 +5901,16 @@ main (int argc, char *argv [])
     }
     if (options.http) {
         int rc = s_http_main (&options);
+        free (options.bin);
+        free (options.swarm);
+        free (options.out);
+        free (options.relay);
+        free (options.sink);
+        free (options.httpload);
+        return rc;
+    }
+    if (options.files) {
+        int rc = s_files_main (&options);
         free (options.bin);
         free (options.swarm);
         free (options.out);

@@ -30,6 +30,14 @@
     re-send interval) and takes all that was written meanwhile. Without
     the option `test lines` answers at once with no output, as before.
 
+    Blobs. --blobs announces `blobs` in the hello and fetches blobs as
+    gridagent does: a `file put` of sha256 and size starts a fetch, one
+    chunk at a time (blob_get at an offset, blob_chunk back, the next
+    asked at once), and answers when the last chunk came; the agent then
+    keeps the sha256 as cached, and a put of the same blob again answers
+    at once. Chunks are counted (blob_chunks, blob_bytes), not written
+    or hashed: the broker's side is what is measured.
+
     Scale. Thousands of zmq sockets cannot go through zpoller (without the
     draft API it scans every socket on each call). The agents are split
     over shard threads; each shard watches the ZMQ_FD of its sockets with
@@ -172,6 +180,10 @@ typedef enum {
     C_OUTPUT_ACKS,      //  First output_ack of a piece
     C_OUTPUT_ACKED_BYTES,   //  ...and the bytes of the pieces acked
     C_DUP_OUTPUT_ACKS,  //  An output_ack for nothing outstanding
+    C_BLOB_CHUNKS,      //  blob_chunks taken (--blobs)
+    C_BLOB_BYTES,       //  ...their bytes
+    C_BLOB_ERRORS,      //  blob_chunks that said why not
+    C_BLOBS,            //  Blobs fetched whole
     C_COUNT
 } s_counter_t;
 
@@ -182,7 +194,8 @@ static const char *const s_counter_names [C_COUNT] = {
     "resent", "cancels", "errors", "unknown_node", "malformed",
     "send_failed", "byes", "connected", "disconnects", "protocol_errors",
     "pongs", "outputs", "live_outputs", "output_bytes", "live_bytes",
-    "output_acks", "output_acked_bytes", "dup_output_acks"
+    "output_acks", "output_acked_bytes", "dup_output_acks",
+    "blob_chunks", "blob_bytes", "blob_errors", "blobs"
 };
 
 //  ---------------------------------------------------------------------
@@ -220,6 +233,7 @@ typedef struct {
     bool zmtp;                  //  --transport zmtp: ZMTP spoken here
     bool live_output;           //  Announce live_output; run `test lines`
     int64_t output_rate;        //  Live pieces a second per agent at most
+    bool blobs;                 //  Announce blobs; fetch them for file put
 } s_config_t;
 
 //  ---------------------------------------------------------------------
@@ -474,6 +488,18 @@ struct _s_task_t {
     s_task_t *next;
 };
 
+//  --blobs: one agent's fetch (one at a time) and its cache (the last
+//  blob it fetched).
+typedef struct {
+    char sha256 [65];           //  The blob being fetched, or "" for none
+    uint64_t size;              //  Its size
+    uint64_t offset;            //  The chunk asked for
+    char job [JOB_ID_LEN + 1];  //  The command that waits for it
+    uint32_t step;
+    uint32_t attempt;
+    char cached [65];           //  The blob it has
+} s_fetch_t;
+
 //  --live-output: what one agent's welcome granted, and its rate budget.
 typedef struct {
     bool granted;               //  The welcome granted live_output
@@ -536,6 +562,7 @@ typedef struct {
     //  --live-output only (NULL otherwise): per agent, and the running
     //  `test lines` tasks
     s_live_t *live;
+    s_fetch_t *fetches;         //  --blobs: per agent
     s_task_t *tasks;
     int64_t next_live_ms;       //  The next live output round
     int64_t next_task_ms;       //  ...or the next task end, if sooner
@@ -1559,6 +1586,68 @@ s_task_start (s_shard_t *shard, uint32_t index, const proto_msg_t *command,
                             command->attempt);
 }
 
+//  The blob a `file put` names (its sha256 param, *SIZE_P its size), or
+//  NULL for any other command.
+static const char *
+s_blob_of (const proto_msg_t *command, uint64_t *size_p)
+{
+    if (strcmp (command->backend, "file") != 0
+        || strcmp (command->action, "put") != 0)
+        return NULL;
+    const char *sha256 = NULL;
+    for (size_t at = 0; at < command->param_count; at++) {
+        if (strcmp (command->params [at].key, "sha256") == 0)
+            sha256 = command->params [at].value;
+        if (strcmp (command->params [at].key, "size") == 0)
+            *size_p = strtoull (command->params [at].value, NULL, 10);
+    }
+    return sha256;
+}
+
+static void
+s_blob_ask (s_shard_t *shard, uint32_t index)
+{
+    s_fetch_t *fetch = &shard->fetches [index];
+    proto_msg_t get = {
+        .type = PROTO_BLOB_GET, .node = shard->agents [index].id,
+        .sha256 = fetch->sha256, .offset = fetch->offset
+    };
+    s_send_msg (shard, index, &get);
+}
+
+//  A blob_chunk: written nowhere, counted; the next is asked for, or the
+//  command that waited is answered.
+static void
+s_on_blob_chunk (s_shard_t *shard, uint32_t index, const proto_msg_t *chunk,
+                 int64_t now_ms)
+{
+    s_fetch_t *fetch = shard->fetches ? &shard->fetches [index] : NULL;
+    if (!fetch || !fetch->sha256 [0] || strcmp (fetch->sha256, chunk->sha256)
+        || chunk->offset != fetch->offset)
+        return;
+    if (chunk->error)
+        s_count (shard, C_BLOB_ERRORS);
+    else {
+        s_count (shard, C_BLOB_CHUNKS);
+        s_count_add (shard, C_BLOB_BYTES, chunk->chunk_len);
+        fetch->offset += chunk->chunk_len;
+        if (fetch->offset < fetch->size && chunk->chunk_len) {
+            s_blob_ask (shard, index);
+            return;
+        }
+        s_count (shard, C_BLOBS);
+        memcpy (fetch->cached, fetch->sha256, sizeof fetch->cached);
+    }
+    fetch->sha256 [0] = 0;
+    proto_msg_t command = {
+        .type = PROTO_COMMAND, .job = fetch->job, .step = fetch->step,
+        .attempt = fetch->attempt, .backend = "file", .action = "put"
+    };
+    s_result_t *result = s_result_new (shard, index, &command, 0);
+    if (result)
+        s_result_send (shard, result, now_ms);
+}
+
 static void
 s_take (s_shard_t *shard, uint32_t index, const proto_msg_t *command,
         int64_t now_ms)
@@ -1574,6 +1663,24 @@ s_take (s_shard_t *shard, uint32_t index, const proto_msg_t *command,
     s_job_event (shard, command->job, S_JOB_COMMAND, now_ms);
     if (shard->live && s_is_lines (command)) {
         s_task_start (shard, index, command, hold_ms, now_ms);
+        return;
+    }
+    uint64_t size = 0;
+    const char *sha256 = shard->fetches ? s_blob_of (command, &size) : NULL;
+    s_fetch_t *fetch = sha256 ? &shard->fetches [index] : NULL;
+    if (fetch && strcmp (fetch->cached, sha256) != 0 && !fetch->sha256 [0]
+        && strlen (sha256) == 64) {
+        //  Answered when the blob is here (s_on_blob_chunk)
+        snprintf (fetch->sha256, sizeof fetch->sha256, "%s", sha256);
+        fetch->size = size;
+        fetch->offset = 0;
+        snprintf (fetch->job, sizeof fetch->job, "%s", command->job);
+        fetch->step = command->step;
+        fetch->attempt = command->attempt;
+        if (hold_ms > 0)
+            s_send_ack_started (shard, index, command->job, command->step,
+                                command->attempt);
+        s_blob_ask (shard, index);
         return;
     }
     int64_t delay_ms = s_delay_ms (shard, command);
@@ -1885,6 +1992,9 @@ s_on_dealer (s_shard_t *shard, uint32_t index, const void *data,
             break;
         case PROTO_ERROR:
             s_on_error (shard, index, msg, now_ms);
+            break;
+        case PROTO_BLOB_CHUNK:
+            s_on_blob_chunk (shard, index, msg, now_ms);
             break;
         default:
             s_count (shard, C_MALFORMED);
@@ -2811,6 +2921,8 @@ static const char *s_usage =
     "                       sent in output pieces while it runs when the\n"
     "                       welcome grants live_output (else whole, before\n"
     "                       the result)\n"
+    "  --blobs              announce blobs, and fetch the blob of a file\n"
+    "                       put as gridagent does (counted, not kept)\n"
     "  --output-rate N      live pieces a second per agent at most, as\n"
     "                       gridagent's output_rate               [50]\n"
     "  --verbose            log agent events\n"
@@ -2898,6 +3010,7 @@ s_parse (s_config_t *config, int argc, char *argv [])
         {"ramp", required_argument, NULL, 'r'},
         {"transport", required_argument, NULL, 'X'},
         {"live-output", no_argument, NULL, 'V'},
+        {"blobs", no_argument, NULL, 0x201},
         {"output-rate", required_argument, NULL, 'W'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0}
@@ -3012,6 +3125,9 @@ s_parse (s_config_t *config, int argc, char *argv [])
                 break;
             case 'V':
                 config->live_output = true;
+                break;
+            case 0x201:
+                config->blobs = true;
                 break;
             case 'W':
                 config->output_rate = strtoll (optarg, &end, 10);
@@ -3140,10 +3256,13 @@ s_hello_template (const s_config_t *config)
     //  --single-acks: no features at all (an agent before them);
     //  --single-results: result_acks only (the release before results)
     //  --live-output: live_output too
-    if (!config->single_acks || config->live_output) {
-        hello->features = (char **) calloc (4, sizeof (char *));
+    if (!config->single_acks || config->live_output || config->blobs) {
+        hello->features = (char **) calloc (6, sizeof (char *));
         assert (hello->features);
     }
+    if (config->blobs)
+        hello->features [hello->feature_count++]
+            = strdup (PROTO_FEATURE_BLOBS);
     if (!config->single_acks) {
         hello->features [hello->feature_count++]
             = strdup (PROTO_FEATURE_RESULT_ACKS);
@@ -3221,6 +3340,7 @@ s_shard_destroy (s_shard_t *shard)
         shard->tasks = next;
     }
     free (shard->live);
+    free (shard->fetches);
     free (shard->timers.items);
     free (shard->delayed.items);
     free (shard->conn_timers.items);
@@ -3359,6 +3479,8 @@ main (int argc, char *argv [])
         shard->batching = (uint32_t *) zmalloc (count * sizeof (uint32_t));
         if (config->live_output)
             shard->live = (s_live_t *) zmalloc (count * sizeof (s_live_t));
+        if (config->blobs)
+            shard->fetches = (s_fetch_t *) zmalloc (count * sizeof (s_fetch_t));
         shard->writer = pw_new ();
         shard->random = 0x9e3779b97f4a7c15ULL ^ ((uint64_t) getpid () << 16)
                         ^ (uint64_t) at;
