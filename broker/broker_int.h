@@ -118,6 +118,8 @@ struct _broker_io_t {
     zmq_msg_t via;               //  Agent socket: a relay's via frame
     size_t answer_size;          //  Bytes of via that reach the sender
     zmq_msg_t body;              //  Agent socket: body frame
+    bool batch_more;             //  A relay's batch: another pair of via
+                                 //  and body follows (s_agent_recv)
     uint8_t *bytes;              //  Queued sends' bytes, back to back
     size_t bytes_size;           //  Bytes used
     size_t bytes_max;            //  Bytes allocated

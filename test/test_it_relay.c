@@ -284,6 +284,10 @@ test_it_relay_stacked (void **state)
     assert_true (grid_str_is (fixture_data (doc), "relay", "rb"));
     pv_doc_destroy (&doc);
     assert_true (s_relay_counter (grid, rb, "commands") >= 2);
+    //  Only the relay next to the broker batches: the one below it is not
+    //  granted (ra would not read a batch)
+    assert_int_equal (s_relay_counter (grid, rb, "batches"), 0);
+    assert_true (s_relay_counter (grid, ra, "batches") >= 1);
 }
 
 //  Sends [via] [body] on DEALER and returns the error code of the answer
@@ -392,6 +396,143 @@ test_it_relay_forged_attestation_refused (void **state)
     assert_true (s_dropped (grid, "relay_refused") > refused);
     doc = s_node (grid, "stranger");
     assert_false (grid_reply_ok (doc, NULL));
+    pv_doc_destroy (&doc);
+}
+
+//  Receives one message on DEALER (5 s at most): its frames, or NULL.
+static zmsg_t *
+s_recv_within (zsock_t *dealer)
+{
+    zsock_set_rcvtimeo (dealer, 5000);
+    return zmsg_recv (dealer);
+}
+
+//  Relays batch results once the broker grants `results`: a relay of
+//  this release asks in its own heartbeat, the broker answers with a
+//  welcome that grants it, and its agents' results go up several pairs
+//  of via and body to a message; a job through it completes everywhere.
+//  Under a hand-made relay: the broker answers such a heartbeat with a
+//  welcome naming results, reads each pair of a batch as a message of its
+//  own (two hellos, two welcomes back through their via frames), and
+//  drops the last pair of a batch when it lacks its body, counted as
+//  malformed.
+static void
+test_it_relay_batches_results (void **state)
+{
+    grid_t *grid = (grid_t *) *state;
+    char arg [600], rogue_arg [600];
+    const char *broker_extra [] = {
+        "--relay-key", fixture_relay_arg (grid, "r1", NULL, arg, sizeof arg),
+        "--relay-key",
+        fixture_relay_arg (grid, "rogue", NULL, rogue_arg, sizeof rogue_arg),
+        NULL};
+    assert_int_equal (grid_start_broker (grid, broker_extra), 0);
+    int relay = grid_start_relay (grid, "r1", -1, true, NULL);
+    assert_true (relay >= 0);
+    assert_true (fixture_start_agent_via (grid, "web-01", "web", relay) >= 0);
+    assert_true (fixture_start_agent_via (grid, "web-02", "web", relay) >= 0);
+    assert_true (fixture_start_agent_via (grid, "web-03", "web", relay) >= 0);
+    assert_true (s_wait_relay (grid, "r1", 3, true));
+    int64_t malformed = s_dropped (grid, "malformed");
+    free (s_run (grid, s_two_steps));
+    //  Six results, every one in a batch (a batch may carry one)
+    assert_true (s_relay_counter (grid, relay, "batches") >= 1);
+    assert_true (s_relay_counter (grid, relay, "batched") >= 6);
+    assert_true (s_relay_counter (grid, relay, "batched")
+                 >= s_relay_counter (grid, relay, "batches"));
+    assert_int_equal (s_relay_counter (grid, relay, "malformed"), 0);
+    assert_int_equal (s_relay_counter (grid, relay, "dropped"), 0);
+    assert_int_equal (s_dropped (grid, "malformed"), malformed);
+
+    //  The hand-made relay asks for results in its own heartbeat
+    char rogue_key [400];
+    assert_int_equal (grid_relay_keygen (grid, "rogue", rogue_key,
+                                         sizeof rogue_key, NULL), 0);
+    zsock_t *rogue = grid_dealer (grid, grid->agents_ep, rogue_key);
+    assert_non_null (rogue);
+    char *features [] = {PROTO_FEATURE_RESULTS};
+    proto_msg_t beat = {
+        .type = PROTO_HEARTBEAT, .node = "rogue", .features = features,
+        .feature_count = 1
+    };
+    pw_t *writer = pw_new ();
+    assert_int_equal (proto_msg_encode (&beat, writer), 0);
+    zmsg_t *out = zmsg_new ();
+    zmsg_addstr (out, PROTO_RELAY_SELF);
+    zmsg_addmem (out, pw_data (writer), pw_size (writer));
+    assert_int_equal (zmsg_send (&out, rogue), 0);
+    zmsg_t *in = s_recv_within (rogue);
+    assert_non_null (in);
+    assert_int_equal (zmsg_size (in), 1);
+    proto_msg_t *welcome = NULL;
+    zframe_t *frame = zmsg_first (in);
+    assert_int_equal (proto_msg_decode (zframe_data (frame),
+                                        zframe_size (frame), &welcome, NULL,
+                                        0), 0);
+    assert_int_equal (welcome->type, PROTO_WELCOME);
+    assert_true (proto_msg_has_feature (welcome, PROTO_FEATURE_RESULTS));
+    proto_msg_destroy (&welcome);
+    zmsg_destroy (&in);
+
+    //  Two agents' hellos in one message: two welcomes come back
+    char keys [2][KEYS_TEXT_SIZE], path [400];
+    assert_int_equal (grid_keygen (grid, "batch-01", path, sizeof path,
+                                   keys [0]), 0);
+    assert_int_equal (grid_keygen (grid, "batch-02", path, sizeof path,
+                                   keys [1]), 0);
+    out = zmsg_new ();
+    const char *nodes [] = {"batch-01", "batch-02"};
+    for (int at = 0; at < 2; at++) {
+        proto_msg_t hello = {
+            .type = PROTO_HELLO, .node = (char *) nodes [at],
+            .hostname = (char *) nodes [at], .version = "0.1.0",
+            .concurrency = 1
+        };
+        pw_reset (writer);
+        assert_int_equal (proto_msg_encode (&hello, writer), 0);
+        zmsg_addstr (out, keys [at]);
+        zmsg_addmem (out, pw_data (writer), pw_size (writer));
+    }
+    assert_int_equal (zmsg_send (&out, rogue), 0);
+    bool welcomed [2] = {false, false};
+    for (int count = 0; count < 2; count++) {
+        in = s_recv_within (rogue);
+        assert_non_null (in);
+        assert_int_equal (zmsg_size (in), 2);
+        char *via = zframe_strdup (zmsg_first (in));
+        frame = zmsg_last (in);
+        assert_int_equal (proto_msg_decode (zframe_data (frame),
+                                            zframe_size (frame), &welcome,
+                                            NULL, 0), 0);
+        assert_int_equal (welcome->type, PROTO_WELCOME);
+        for (int at = 0; at < 2; at++)
+            if (streq (via, keys [at]) && streq (welcome->node, nodes [at]))
+                welcomed [at] = true;
+        proto_msg_destroy (&welcome);
+        free (via);
+        zmsg_destroy (&in);
+    }
+    assert_true (welcomed [0] && welcomed [1]);
+    //  A batch whose last pair has no body: that pair is dropped, counted
+    proto_msg_t hb = {.type = PROTO_HEARTBEAT, .node = "batch-01"};
+    pw_reset (writer);
+    assert_int_equal (proto_msg_encode (&hb, writer), 0);
+    out = zmsg_new ();
+    zmsg_addstr (out, keys [0]);
+    zmsg_addmem (out, pw_data (writer), pw_size (writer));
+    zmsg_addstr (out, keys [1]);
+    malformed = s_dropped (grid, "malformed");
+    assert_int_equal (zmsg_send (&out, rogue), 0);
+    long long deadline = grid_now_ms () + 5000;
+    while (s_dropped (grid, "malformed") == malformed
+           && grid_now_ms () < deadline)
+        zclock_sleep (20);
+    assert_int_equal (s_dropped (grid, "malformed"), malformed + 1);
+    pw_destroy (&writer);
+    zsock_destroy (&rogue);
+    //  The nodes it welcomed are online through it
+    pv_doc_t *doc = s_node (grid, "batch-02");
+    assert_true (grid_str_is (fixture_data (doc), "relay", "rogue"));
     pv_doc_destroy (&doc);
 }
 
@@ -1034,6 +1175,8 @@ main (void)
     const struct CMUnitTest tests [] = {
         cmocka_unit_test_setup_teardown (test_it_relay_one_relay, fixture_setup,
                                          fixture_teardown),
+        cmocka_unit_test_setup_teardown (test_it_relay_batches_results,
+                                         fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown (test_it_relay_stacked, fixture_setup,
                                          fixture_teardown),
         cmocka_unit_test_setup_teardown (
