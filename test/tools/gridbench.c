@@ -3243,6 +3243,11 @@ s_write_json (const char *path, const s_run_t *runs, size_t count,
                                          / results
                                    : -1,
                        false);
+        s_json_number (file, "relays_cpu_ingest_us_per_result",
+                       results > 0 && run->relay_count
+                           ? run->cpu_ingest.relays_ms * 1000.0 / results
+                           : -1,
+                       false);
         s_json_number (file, "swarm_cpu_ingest_us_per_result",
                        results > 0 ? run->cpu_ingest.swarms_ms * 1000.0
                                          / results
