@@ -1006,13 +1006,14 @@ s_log_dropped (broker_t *self, const char *why)
               why, earlier);
 }
 
-//  Answers a relay's own heartbeat BEAT that asks for `results` with a
-//  welcome that grants it, when the relay is connected to this broker
-//  itself (VIA_SIZE: one key, its own): it may then send its agents'
-//  results several pairs of via and body to a message (PROTOCOL.md 4.3).
-//  A relay below another is not granted: the one above it would not read
-//  a batch. The welcome is sent at every such heartbeat, so that a relay
-//  that reconnected learns it again.
+//  Answers a relay's own heartbeat BEAT that asks for `results` (and
+//  `result_acks`) with a welcome that grants them, when the relay is
+//  connected to this broker itself (VIA_SIZE: one key, its own): it may
+//  then send its agents' results several pairs of via and body to a
+//  message, and (result_acks) what goes to its agents in a row comes to
+//  it so too (PROTOCOL.md 4.3). A relay below another is not granted:
+//  the one above it would not pass a batch. The welcome is sent at every
+//  such heartbeat, so that a relay that reconnected learns it again.
 static void
 s_welcome_relay (broker_t *self, const void *routing, size_t routing_size,
                  const proto_msg_t *beat, size_t via_size)
@@ -1020,14 +1021,24 @@ s_welcome_relay (broker_t *self, const void *routing, size_t routing_size,
     if (via_size != KEYS_Z85_LEN
         || !proto_msg_has_feature (beat, PROTO_FEATURE_RESULTS))
         return;
-    char *granted [] = {PROTO_FEATURE_RESULTS};
+    char *granted [] = {PROTO_FEATURE_RESULTS, PROTO_FEATURE_RESULT_ACKS};
+    bool acks = proto_msg_has_feature (beat, PROTO_FEATURE_RESULT_ACKS)
+                && routing_size <= 255;
+    if (acks) {
+        char key [2 * 255 + 1];
+        for (size_t at = 0; at < routing_size; at++)
+            snprintf (key + 2 * at, 3, "%02x",
+                      ((const uint8_t *) routing) [at]);
+        key [2 * routing_size] = 0;
+        zhashx_update (self->io->batch_relays, key, (void *) 1);
+    }
     proto_msg_t welcome = {
         .type = PROTO_WELCOME,
         .node = beat->node,
         .protocol = beat->protocol,
         .heartbeat_ms = (uint32_t) self->config.heartbeat_ms,
         .features = granted,
-        .feature_count = 1,
+        .feature_count = acks ? 2 : 1,
     };
     pw_reset (self->body);
     if (proto_msg_encode (&welcome, self->body) == 0)

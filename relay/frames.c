@@ -92,6 +92,53 @@ relay_frames_send (relay_frames_t *self, void *up, zmq_msg_t *via,
     return zmq_msg_send (body, up, ZMQ_DONTWAIT) < 0 ? -1 : 0;
 }
 
+size_t
+relay_frames_up (relay_frames_t *self, void *handle, int max,
+                 relay_frames_own_fn *on_own, relay_frames_pair_fn *on_pair,
+                 void *arg)
+{
+    size_t malformed = 0;
+    for (int count = 0; count < max; count++) {
+        zmq_msg_t via, body;
+        zmq_msg_init (&via);
+        if (zmq_msg_recv (&via, handle, ZMQ_DONTWAIT) < 0) {
+            zmq_msg_close (&via);
+            break;
+        }
+        if (!zmq_msg_more (&via)) {
+            on_own (arg, &via);
+            zmq_msg_close (&via);
+            continue;
+        }
+        //  Pair after pair: the parts of one message are all there
+        bool more = true;
+        bool batch = false;
+        while (more) {
+            zmq_msg_init (&body);
+            if (zmq_msg_recv (&body, handle, ZMQ_DONTWAIT) < 0) {
+                zmq_msg_close (&body);
+                break;
+            }
+            more = zmq_msg_more (&body);
+            on_pair (arg, &via, &body);
+            zmq_msg_close (&body);
+            zmq_msg_close (&via);
+            zmq_msg_init (&via);
+            if (more && !batch) {
+                batch = true;
+                self->batches_down++;
+            }
+            if (more && (zmq_msg_recv (&via, handle, ZMQ_DONTWAIT) < 0
+                         || !zmq_msg_more (&via))) {
+                malformed++;
+                more = false;
+            }
+        }
+        zmq_msg_close (&via);
+    }
+    return malformed;
+}
+
 void
 relay_frames_grant (relay_frames_t *self, bool granted)
 {

@@ -1008,8 +1008,9 @@ s_on_welcome (relay_t *self, s_peer_t *peer, const char *path,
 //  that refuses our heartbeat as malformed: an upstream of an earlier
 //  release, which we stop asking).
 static void
-s_on_own (relay_t *self, zmq_msg_t *body)
+s_on_own (void *arg, zmq_msg_t *body)
 {
+    relay_t *self = (relay_t *) arg;
     proto_msg_t *msg = NULL;
     if (proto_msg_decode (zmq_msg_data (body), zmq_msg_size (body), &msg,
                           NULL, 0) != 0) {
@@ -1077,8 +1078,9 @@ s_epoch_passes (relay_t *self, const void *body, size_t size, bool welcome)
 }
 
 static void
-s_on_up_message (relay_t *self, zmq_msg_t *via, zmq_msg_t *body)
+s_on_up_message (void *arg, zmq_msg_t *via, zmq_msg_t *body)
 {
+    relay_t *self = (relay_t *) arg;
     size_t via_size = zmq_msg_size (via);
     if (via_size < KEYS_Z85_LEN || via_size % KEYS_Z85_LEN != 0
         || via_size > PROTO_RELAY_VIA_MAX) {
@@ -1132,23 +1134,9 @@ static int
 s_on_up (zloop_t *loop, zsock_t *sock, void *arg)
 {
     relay_t *self = (relay_t *) arg;
-    void *handle = zsock_resolve (sock);
-    for (int count = 0; count < S_BATCH; count++) {
-        zmq_msg_t parts [2];
-        bool too_long = false;
-        size_t got = relay_frames_recv (handle, parts, 2, &too_long);
-        if (got == 0)
-            break;
-        if (too_long)
-            self->counters.malformed++;
-        else
-        if (got == 1)
-            s_on_own (self, &parts [0]);
-        else
-            s_on_up_message (self, &parts [0], &parts [1]);
-        for (size_t index = 0; index < got; index++)
-            zmq_msg_close (&parts [index]);
-    }
+    self->counters.malformed += relay_frames_up (
+        &self->frames, zsock_resolve (sock), S_BATCH, s_on_own,
+        s_on_up_message, self);
     return 0;
 }
 
@@ -1451,10 +1439,10 @@ s_on_heartbeat (zloop_t *loop, int timer_id, void *arg)
     beat.type = PROTO_HEARTBEAT;
     beat.node = self->config->name;
     beat.running = (uint32_t) agents;
-    char *features [] = {PROTO_FEATURE_RESULTS};
+    char *features [] = {PROTO_FEATURE_RESULTS, PROTO_FEATURE_RESULT_ACKS};
     if (self->ask_results) {
         beat.features = features;
-        beat.feature_count = 1;
+        beat.feature_count = 2;
     }
     pw_reset (self->writer);
     if (proto_msg_encode (&beat, self->writer) != 0)
@@ -1529,7 +1517,7 @@ s_write_status (relay_t *self, const char *id, pw_t *writer)
     pw_str (writer, "topics");
     pw_int (writer, (int64_t) zhashx_size (self->topics));
     pw_str (writer, "counters");
-    pw_map (writer, 11);
+    pw_map (writer, 12);
     pw_str (writer, "peers");
     pw_int (writer, (int64_t) zhashx_size (self->peers));
     pw_str (writer, "up");
@@ -1552,6 +1540,8 @@ s_write_status (relay_t *self, const char *id, pw_t *writer)
     pw_int (writer, (int64_t) self->frames.batches);
     pw_str (writer, "batched");
     pw_int (writer, (int64_t) self->frames.batched);
+    pw_str (writer, "batches_down");
+    pw_int (writer, (int64_t) self->frames.batches_down);
 }
 
 //  Appends the formatted text to BUF (a growing string).
