@@ -128,12 +128,13 @@ TEST_LIB_OBJ := $(TEST_LIB_SRC:%.c=$(BUILD)/obj/%.o)
 TEST_SRC := $(wildcard test/test_*.c)
 TEST_BINS := $(TEST_SRC:test/%.c=$(BUILD)/test/%)
 # test/tools/zmtp.c is a module of gridswarm (and of test_zmtp), not a
-# tool; gridbench_ha.c is a module of gridbench
-TEST_TOOL_SRC := $(filter-out test/tools/zmtp.c test/tools/gridbench_ha.c,\
-	$(wildcard test/tools/*.c))
+# tool; gridbench_ha.c and gridbench_raw.c are modules of gridbench
+TEST_TOOL_SRC := $(filter-out test/tools/zmtp.c test/tools/gridbench_ha.c \
+	test/tools/gridbench_raw.c,$(wildcard test/tools/*.c))
 TEST_TOOLS := $(TEST_TOOL_SRC:test/tools/%.c=$(BUILD)/test/tools/%)
 ZMTP_OBJ := $(BUILD)/obj/test/tools/zmtp.o
-BENCH_HA_OBJ := $(BUILD)/obj/test/tools/gridbench_ha.o
+BENCH_HA_OBJ := $(BUILD)/obj/test/tools/gridbench_ha.o \
+	$(BUILD)/obj/test/tools/gridbench_raw.o
 
 DEB_PKGS := gcc make pkg-config libzmq3-dev libczmq-dev libmsgpack-dev \
 	liblmdb-dev libyaml-dev libcmocka-dev libsystemd-dev scdoc \

@@ -13,6 +13,7 @@ s_io_new (void)
     zmq_msg_init (&io->routing);
     zmq_msg_init (&io->via);
     zmq_msg_init (&io->body);
+    io->batch_relays = zhashx_new ();
     return io;
 }
 
@@ -30,6 +31,7 @@ s_io_destroy (broker_io_t **io_p)
         free (io->ack_slots);
         free (io->ack_order);
         free (io->ack_batch);
+        zhashx_destroy (&io->batch_relays);
         free (io);
         *io_p = NULL;
     }

@@ -1011,6 +1011,47 @@ s_log_dropped (broker_t *self, const char *why)
               why, earlier);
 }
 
+//  Answers a relay's own heartbeat BEAT that asks for `results` (and
+//  `result_acks`) with a welcome that grants them, when the relay is
+//  connected to this broker itself (VIA_SIZE: one key, its own): it may
+//  then send its agents' results several pairs of via and body to a
+//  message, and (result_acks) what goes to its agents in a row comes to
+//  it so too (PROTOCOL.md 4.3). A relay below another is not granted:
+//  the one above it would not pass a batch. The welcome is sent at every
+//  such heartbeat, so that a relay that reconnected learns it again.
+static void
+s_welcome_relay (broker_t *self, const void *routing, size_t routing_size,
+                 const proto_msg_t *beat, size_t via_size)
+{
+    if (via_size != KEYS_Z85_LEN
+        || !proto_msg_has_feature (beat, PROTO_FEATURE_RESULTS))
+        return;
+    char *granted [] = {PROTO_FEATURE_RESULTS, PROTO_FEATURE_RESULT_ACKS};
+    bool acks = proto_msg_has_feature (beat, PROTO_FEATURE_RESULT_ACKS)
+                && routing_size <= 255;
+    if (acks) {
+        char key [2 * 255 + 1];
+        for (size_t at = 0; at < routing_size; at++)
+            snprintf (key + 2 * at, 3, "%02x",
+                      ((const uint8_t *) routing) [at]);
+        key [2 * routing_size] = 0;
+        zhashx_update (self->io->batch_relays, key, (void *) 1);
+    }
+    proto_msg_t welcome = {
+        .type = PROTO_WELCOME,
+        .node = beat->node,
+        .protocol = beat->protocol,
+        .heartbeat_ms = (uint32_t) self->config.heartbeat_ms,
+        .features = granted,
+        .feature_count = acks ? 2 : 1,
+    };
+    pw_reset (self->body);
+    if (proto_msg_encode (&welcome, self->body) == 0)
+        broker_queue_send (self, self->agents, routing, routing_size,
+                           zmq_msg_data (&self->io->via),
+                           self->io->answer_size, NULL, false);
+}
+
 //  Handles the message in self->io's frames (a routing id and a body).
 //  Returns how many messages' work it was: the entries of a results, else
 //  1.
@@ -1096,6 +1137,8 @@ s_on_agent_message (broker_t *self, int64_t now_ms)
         s_audit_agent (self, changed->node, "key.switch", changed->key, "ok",
                        text);
     }
+    if (checked == 0 && path.self)
+        s_welcome_relay (self, routing, routing_size, in, via_size);
     if (checked != 0 || path.self) {
         if (checked != 0 && refusal_code)
             s_send_agent_error (self, routing, routing_size, refusal_code,
@@ -1172,30 +1215,44 @@ s_on_agent_message (broker_t *self, int64_t now_ms)
 //  Receives the next message of the agent socket into self->io's frames.
 //  Returns 1 for a routing id and a body, 0 for a message of any other
 //  shape (read whole, counted malformed), -1 when nothing was read: with
-//  errno EAGAIN when the socket is empty.
+//  errno EAGAIN when the socket is empty. A relay's batch (a via frame
+//  and a body, then more such pairs: PROTOCOL.md 4.3) is read one pair a
+//  call, each with the batch's routing id (io->batch_more says that
+//  another pair follows).
 static int
 s_agent_recv (broker_t *self, void *handle)
 {
     broker_io_t *io = self->io;
     io->answer_size = 0;
-    if (zmq_msg_recv (&io->routing, handle, ZMQ_DONTWAIT) < 0)
+    bool framed = true;
+    if (!io->batch_more) {
+        if (zmq_msg_recv (&io->routing, handle, ZMQ_DONTWAIT) < 0)
+            return -1;
+        //  A ROUTER always prepends the routing id, so a lone frame
+        //  cannot come from a peer; it is malformed all the same.
+        framed = zmq_msg_more (&io->routing)
+                 && zmq_msg_recv (&io->body, handle, ZMQ_DONTWAIT) >= 0;
+        if (framed && !zmq_msg_more (&io->body))
+            return 1;
+    }
+    else
+    if (zmq_msg_recv (&io->body, handle, ZMQ_DONTWAIT) < 0) {
+        io->batch_more = false;
         return -1;
-    //  A ROUTER always prepends the routing id, so a lone frame cannot
-    //  come from a peer; it is malformed all the same.
-    bool framed = zmq_msg_more (&io->routing)
-                  && zmq_msg_recv (&io->body, handle, ZMQ_DONTWAIT) >= 0;
-    if (framed && !zmq_msg_more (&io->body))
-        return 1;
+    }
+    io->batch_more = false;
     //  A relay's message: the via frame, then the body (relays.h). A
     //  via frame is 1 to RELAYS_MAX_PATH keys; anything else in front of
     //  the body (an empty delimiter, as a REQ sends) is malformed.
-    if (framed) {
+    if (framed && zmq_msg_more (&io->body)) {
         zmq_msg_move (&io->via, &io->body);
         framed = zmq_msg_recv (&io->body, handle, ZMQ_DONTWAIT) >= 0;
         size_t via_size = zmq_msg_size (&io->via);
-        if (framed && !zmq_msg_more (&io->body) && via_size > 0
-            && via_size % KEYS_Z85_LEN == 0 && via_size <= RELAYS_VIA_MAX)
+        if (framed && via_size > 0 && via_size % KEYS_Z85_LEN == 0
+            && via_size <= RELAYS_VIA_MAX) {
+            io->batch_more = zmq_msg_more (&io->body);
             return 1;
+        }
     }
     //  Parts of one message arrive together: read the rest of it.
     zmq_msg_t *part = framed ? &io->body : &io->routing;
@@ -1211,10 +1268,13 @@ s_agent_recv (broker_t *self, void *handle)
 static void
 s_agent_release (broker_io_t *io)
 {
-    zmq_msg_close (&io->routing);
+    //  The next pair of a batch is answered through the same connection
+    if (!io->batch_more) {
+        zmq_msg_close (&io->routing);
+        zmq_msg_init (&io->routing);
+    }
     zmq_msg_close (&io->via);
     zmq_msg_close (&io->body);
-    zmq_msg_init (&io->routing);
     zmq_msg_init (&io->via);
     zmq_msg_init (&io->body);
 }

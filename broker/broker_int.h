@@ -45,6 +45,7 @@
 #define AGENT_PASS_MAX 8192      //  Agent messages read per pass at most
                                  //  (a results counts its entries)...
 #define AGENT_PASS_MS 50         //  ...or for this long, then one commit
+#define RELAY_BATCH_PAIRS 1024   //  Sends to one relay in one message, most
 #define TICK_PASSES 4            //  Agent socket passes before each tick
 #define BACKLOG_LAG_MAX_MS 30000 //  Deadlines wait for a backlog at most this
 #define REPLY_CACHE_MAX 10000    //  Client replies kept for retries
@@ -120,6 +121,12 @@ struct _broker_io_t {
     zmq_msg_t via;               //  Agent socket: a relay's via frame
     size_t answer_size;          //  Bytes of via that reach the sender
     zmq_msg_t body;              //  Agent socket: body frame
+    bool batch_more;             //  A relay's batch: another pair of via
+                                 //  and body follows (s_agent_recv)
+    zhashx_t *batch_relays;      //  Routing ids (hex) of the relay
+                                 //  connections granted result_acks: what
+                                 //  goes to one of them in a row goes as
+                                 //  one message of [via] [body] pairs
     uint8_t *bytes;              //  Queued sends' bytes, back to back
     size_t bytes_size;           //  Bytes used
     size_t bytes_max;            //  Bytes allocated

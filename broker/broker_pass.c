@@ -360,7 +360,36 @@ s_gated (broker_t *self, const uint8_t *at, const s_send_t *send)
     return true;
 }
 
-//  Sends COUNT queued SENDS whose bytes are BYTES.
+//  True when SEND goes to an agent through a relay connection granted
+//  result_acks (its routing id in io->batch_relays).
+static bool
+s_batchable (broker_t *self, const uint8_t *bytes, const s_send_t *send)
+{
+    if (!send->via_size || send->socket != self->agents
+        || send->first_size > 255
+        || zhashx_size (self->io->batch_relays) == 0)
+        return false;
+    char key [2 * 255 + 1];
+    const uint8_t *routing = bytes + send->offset;
+    for (size_t at = 0; at < send->first_size; at++)
+        snprintf (key + 2 * at, 3, "%02x", routing [at]);
+    key [2 * send->first_size] = 0;
+    return zhashx_lookup (self->io->batch_relays, key) != NULL;
+}
+
+//  True when sends A and B go to the same connection, both with a via.
+static bool
+s_same_relay (const uint8_t *bytes, const s_send_t *a, const s_send_t *b)
+{
+    return a->socket == b->socket && b->via_size
+           && a->first_size == b->first_size
+           && memcmp (bytes + a->offset, bytes + b->offset, a->first_size)
+                  == 0;
+}
+
+//  Sends COUNT queued SENDS whose bytes are BYTES. What goes in a row to
+//  a relay granted result_acks goes as one message, its routing id then
+//  each send's via and body (PROTOCOL.md 4.3), RELAY_BATCH_PAIRS at most.
 static void
 s_send_queued (broker_t *self, const uint8_t *bytes, const s_send_t *sends,
                size_t count)
@@ -370,23 +399,39 @@ s_send_queued (broker_t *self, const uint8_t *bytes, const s_send_t *sends,
         const uint8_t *at = bytes + send->offset;
         if (s_gated (self, at, send))
             continue;
+        size_t last = index;
+        if (s_batchable (self, bytes, send))
+            while (last + 1 < count && last + 1 - index < RELAY_BATCH_PAIRS
+                   && s_same_relay (bytes, send, &sends [last + 1]))
+                last++;
         void *handle = send->socket ? zsock_resolve (send->socket) : NULL;
         //  The ROUTER refuses the routing id frame of a vanished or full
-        //  peer; after it the body cannot fail.
+        //  peer; after it the rest of the message cannot fail.
         int rc = handle ? zmq_send (handle, at, send->first_size,
                                     ZMQ_SNDMORE | ZMQ_DONTWAIT)
                         : -1;
-        if (rc >= 0 && send->via_size)
-            rc = zmq_send (handle, at + send->first_size, send->via_size,
-                           ZMQ_SNDMORE | ZMQ_DONTWAIT);
-        const uint8_t *body = at + send->first_size + send->via_size;
-        if (rc >= 0)
-            rc = zmq_send (handle, body, send->body_size, ZMQ_DONTWAIT);
-        if (rc < 0)
-            s_send_failed (self, send->node_size
-                                     ? (const char *) body + send->body_size
-                                     : NULL,
-                           handle ? zmq_errno () : ENOTSOCK);
+        int error = rc < 0 ? (handle ? zmq_errno () : ENOTSOCK) : 0;
+        for (size_t next = index; next <= last; next++) {
+            const s_send_t *one = &sends [next];
+            const uint8_t *from = bytes + one->offset;
+            if (rc >= 0 && one->via_size)
+                rc = zmq_send (handle, from + one->first_size, one->via_size,
+                               ZMQ_SNDMORE | ZMQ_DONTWAIT);
+            const uint8_t *body = from + one->first_size + one->via_size;
+            if (rc >= 0)
+                rc = zmq_send (handle, body, one->body_size,
+                               next < last ? ZMQ_SNDMORE | ZMQ_DONTWAIT
+                                           : ZMQ_DONTWAIT);
+            if (rc < 0 && !error)
+                error = zmq_errno ();
+            if (rc < 0)
+                s_send_failed (self, one->node_size
+                                         ? (const char *) body
+                                               + one->body_size
+                                         : NULL,
+                               error);
+        }
+        index = last;
     }
 }
 

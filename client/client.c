@@ -36,6 +36,9 @@ struct _client_t {
     pw_t *writer;                 //  client_begin's request
     char id [CLIENT_ID_LEN];      //  Its id
     zsock_t *dealer;              //  client_send's socket, or NULL
+    zsock_t *req;                 //  The last exchange's REQ socket, past
+                                  //  its handshake and answered: the
+                                  //  next exchange's first try, or NULL
 };
 
 static int
@@ -84,6 +87,7 @@ s_endpoint_next (client_t *self)
     if (next) {
         free (self->endpoint);
         self->endpoint = next;
+        zsock_destroy (&self->req);
     }
 }
 
@@ -139,6 +143,7 @@ client_destroy (client_t **self_p)
     if (!self)
         return;
     zsock_destroy (&self->dealer);
+    zsock_destroy (&self->req);
     zcert_destroy (&self->cert);
     pw_destroy (&self->writer);
     free (self->endpoint);
@@ -158,6 +163,7 @@ client_set_curve (client_t *self, const zcert_t *cert, const char *broker_key)
 {
     zcert_destroy (&self->cert);
     zsock_destroy (&self->dealer);
+    zsock_destroy (&self->req);
     self->broker_key [0] = 0;
     if (!cert)
         return 0;
@@ -369,6 +375,7 @@ client_exchange (client_t *self, const void *request, size_t size,
         free (self->endpoint);
         self->endpoint = next;
         zsock_destroy (&self->dealer);
+        zsock_destroy (&self->req);
         rc = s_exchange (self, request, size, reply_p);
     }
     return rc;
@@ -399,8 +406,18 @@ s_exchange (client_t *self, const void *request, size_t size,
         if (attempt > 1)
             s_endpoint_next (self);
 
+        //  The first try goes on the last exchange's connection, when it
+        //  answered: no new connection, no new CURVE handshake (a
+        //  process that makes several requests pays for one)
         zsock_t *monitor = NULL;
-        zsock_t *sock = s_socket_new (self, ZMQ_REQ, try_ms, &monitor);
+        zsock_t *sock = attempt == 1 ? self->req : NULL;
+        self->req = NULL;
+        if (sock) {
+            int timeout = try_ms > INT32_MAX ? INT32_MAX : (int) try_ms;
+            zsock_set_sndtimeo (sock, timeout);
+        }
+        else
+            sock = s_socket_new (self, ZMQ_REQ, try_ms, &monitor);
         if (!sock) {
             zsock_destroy (&monitor);
             return CLIENT_ERR_ENDPOINT;
@@ -448,7 +465,11 @@ s_exchange (client_t *self, const void *request, size_t size,
         }
         zpoller_destroy (&poller);
         zsock_destroy (&monitor);
-        zsock_destroy (&sock);
+        //  A socket that got its answer may take the next request
+        if (rc == CLIENT_OK)
+            self->req = sock;
+        else
+            zsock_destroy (&sock);
         if (rc != 1)
             return rc;
     }

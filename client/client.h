@@ -12,7 +12,9 @@
       for its reply; a try that gets no answer is abandoned with its
       socket, and the same bytes (so the same client request id, which
       lets the broker deduplicate) go out again on a fresh socket, up to
-      `tries` times within one total timeout;
+      `tries` times within one total timeout. A socket that got its
+      answer is kept for the next call's first try, so that the requests
+      of one process share one connection and one CURVE handshake;
     - typed requests: client_begin starts a request of any type with a
       fresh id (the generic form); client_job_get, client_status and the
       other helpers below write the common ones whole;
@@ -126,7 +128,8 @@ const char *client_handshake_error (const client_t *self);
 void client_request_id (char *buf, size_t buf_len);
 
 //  Lazy Pirate: sends REQUEST (SIZE bytes) and waits for one answer, each
-//  try on a fresh REQ socket with the same bytes. Returns CLIENT_OK with
+//  try on a fresh REQ socket with the same bytes (the first on the last
+//  answered call's socket, when there is one). Returns CLIENT_OK with
 //  the decoded answer in *REPLY_P (caller destroys), or a CLIENT_ERR_
 //  code with a sentence in client_error ().
 int client_exchange (client_t *self, const void *request, size_t size,

@@ -315,6 +315,9 @@ static const s_field_t s_heartbeat_fields [] = {
     S_NODE,
     S_INT (proto_msg_t, running, S_U32, 0, UINT32_MAX),
     S_INT (proto_msg_t, queued, S_U32, 0, UINT32_MAX),
+    //  A relay's own heartbeat only: what it asks the broker to grant
+    S_LIST_OF (proto_msg_t, features, feature_count, S_TEXT_NAME, false, 1,
+               PROTO_MAX_FEATURES),
 };
 
 //  ack and started

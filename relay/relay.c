@@ -3,6 +3,7 @@
     =========================================================================
 */
 #include "relay.h"
+#include "frames.h"
 
 #include <getopt.h>
 #include <inttypes.h>
@@ -103,6 +104,9 @@ struct _relay_t {
                                      //  epoch lower than seen, dropped
     } counters;
     epoch_gate_t *epochs;            //  The highest epoch seen upstream
+    relay_frames_t frames;           //  Results upstream, batched once
+                                     //  granted (frames.h)
+    bool ask_results;                //  Our heartbeat asks for `results`
 };
 
 static int64_t
@@ -919,49 +923,16 @@ s_on_down_message (relay_t *self, zmq_msg_t *routing, zmq_msg_t *via,
     if (via_size)
         memcpy ((uint8_t *) zmq_msg_data (&frame) + KEYS_Z85_LEN,
                 zmq_msg_data (via), via_size);
-    void *up = zsock_resolve (self->up);
-    if (zmq_msg_send (&frame, up, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0) {
-        zmq_msg_close (&frame);
-        self->counters.dropped++;
-        return;
-    }
-    if (zmq_msg_send (body, up, ZMQ_DONTWAIT) < 0)
+    bool result = s_may_be (data, size, "result")
+                  || s_may_be (data, size, "results");
+    if (relay_frames_send (&self->frames, zsock_resolve (self->up), &frame,
+                           body, result) != 0)
         self->counters.dropped++;
     else
         self->counters.up++;
     //  An agent that said bye holds no topic any more
     if (leaving)
         s_peer_forget (self, peer);
-}
-
-//  Reads the frames of one waiting message into PARTS (at most MAX),
-//  without blocking. Returns how many it read (0: nothing waiting); the
-//  caller closes them. A message of more than MAX frames is read to its
-//  end, the rest dropped, and *TOO_LONG set.
-static size_t
-s_recv_parts (void *handle, zmq_msg_t *parts, size_t max, bool *too_long)
-{
-    size_t got = 0;
-    bool more = true;
-    while (more && got < max) {
-        zmq_msg_init (&parts [got]);
-        if (zmq_msg_recv (&parts [got], handle, ZMQ_DONTWAIT) < 0) {
-            zmq_msg_close (&parts [got]);
-            break;
-        }
-        more = zmq_msg_more (&parts [got]);
-        got++;
-    }
-    if (got > 0 && more) {
-        zmq_msg_t rest;
-        zmq_msg_init (&rest);
-        while (zmq_msg_recv (&rest, handle, ZMQ_DONTWAIT) >= 0
-               && zmq_msg_more (&rest))
-            ;
-        zmq_msg_close (&rest);
-        *too_long = true;
-    }
-    return got;
 }
 
 static int
@@ -973,7 +944,7 @@ s_on_down (zloop_t *loop, zsock_t *sock, void *arg)
     for (int count = 0; count < S_BATCH; count++) {
         zmq_msg_t parts [3];
         bool too_long = false;
-        size_t got = s_recv_parts (handle, parts, 3, &too_long);
+        size_t got = relay_frames_recv (handle, parts, 3, &too_long);
         if (got == 0)
             break;
         if (too_long)
@@ -990,6 +961,7 @@ s_on_down (zloop_t *loop, zsock_t *sock, void *arg)
         for (size_t index = 0; index < got; index++)
             zmq_msg_close (&parts [index]);
     }
+    relay_frames_flush (&self->frames, zsock_resolve (self->up));
     return 0;
 }
 
@@ -1031,16 +1003,29 @@ s_on_welcome (relay_t *self, s_peer_t *peer, const char *path,
     }
 }
 
-//  A message for the relay itself (no via frame): an error is logged.
+//  A message for the relay itself (no via frame): a welcome that grants
+//  `results` lets it batch results (frames.h); an error is logged (one
+//  that refuses our heartbeat as malformed: an upstream of an earlier
+//  release, which we stop asking).
 static void
-s_on_own (relay_t *self, zmq_msg_t *body)
+s_on_own (void *arg, zmq_msg_t *body)
 {
+    relay_t *self = (relay_t *) arg;
     proto_msg_t *msg = NULL;
     if (proto_msg_decode (zmq_msg_data (body), zmq_msg_size (body), &msg,
                           NULL, 0) != 0) {
         self->counters.malformed++;
         return;
     }
+    if (msg->type == PROTO_WELCOME && !self->frames.granted
+        && proto_msg_has_feature (msg, PROTO_FEATURE_RESULTS)) {
+        log_info ("upstream granted results: this relay's agents' results "
+                  "go up several to a message");
+        relay_frames_grant (&self->frames, true);
+    }
+    if (msg->type == PROTO_ERROR && self->ask_results
+        && strcmp (msg->code, PROTO_ERR_MALFORMED) == 0)
+        self->ask_results = false;
     if (msg->type == PROTO_ERROR) {
         self->counters.refused++;
         //  Once a minute at most
@@ -1093,8 +1078,9 @@ s_epoch_passes (relay_t *self, const void *body, size_t size, bool welcome)
 }
 
 static void
-s_on_up_message (relay_t *self, zmq_msg_t *via, zmq_msg_t *body)
+s_on_up_message (void *arg, zmq_msg_t *via, zmq_msg_t *body)
 {
+    relay_t *self = (relay_t *) arg;
     size_t via_size = zmq_msg_size (via);
     if (via_size < KEYS_Z85_LEN || via_size % KEYS_Z85_LEN != 0
         || via_size > PROTO_RELAY_VIA_MAX) {
@@ -1148,23 +1134,9 @@ static int
 s_on_up (zloop_t *loop, zsock_t *sock, void *arg)
 {
     relay_t *self = (relay_t *) arg;
-    void *handle = zsock_resolve (sock);
-    for (int count = 0; count < S_BATCH; count++) {
-        zmq_msg_t parts [2];
-        bool too_long = false;
-        size_t got = s_recv_parts (handle, parts, 2, &too_long);
-        if (got == 0)
-            break;
-        if (too_long)
-            self->counters.malformed++;
-        else
-        if (got == 1)
-            s_on_own (self, &parts [0]);
-        else
-            s_on_up_message (self, &parts [0], &parts [1]);
-        for (size_t index = 0; index < got; index++)
-            zmq_msg_close (&parts [index]);
-    }
+    self->counters.malformed += relay_frames_up (
+        &self->frames, zsock_resolve (sock), S_BATCH, s_on_own,
+        s_on_up_message, self);
     return 0;
 }
 
@@ -1180,7 +1152,7 @@ s_on_up_sub (zloop_t *loop, zsock_t *sock, void *arg)
     for (int count = 0; count < S_BATCH; count++) {
         zmq_msg_t parts [2];
         bool too_long = false;
-        size_t got = s_recv_parts (handle, parts, 2, &too_long);
+        size_t got = relay_frames_recv (handle, parts, 2, &too_long);
         if (got == 0)
             break;
         self->counters.commands++;
@@ -1417,6 +1389,10 @@ s_on_monitor (zloop_t *loop, zsock_t *sock, void *arg)
             log_warn ("lost the upstream %s", self->config->upstream_ep);
         self->up_ready = false;
         self->up_since_ms = s_now_ms ();
+        //  The next upstream may be of an earlier release: ask again
+        relay_frames_flush (&self->frames, zsock_resolve (self->up));
+        relay_frames_grant (&self->frames, false);
+        self->ask_results = true;
         s_unserve (self);
     }
     else
@@ -1463,6 +1439,11 @@ s_on_heartbeat (zloop_t *loop, int timer_id, void *arg)
     beat.type = PROTO_HEARTBEAT;
     beat.node = self->config->name;
     beat.running = (uint32_t) agents;
+    char *features [] = {PROTO_FEATURE_RESULTS, PROTO_FEATURE_RESULT_ACKS};
+    if (self->ask_results) {
+        beat.features = features;
+        beat.feature_count = 2;
+    }
     pw_reset (self->writer);
     if (proto_msg_encode (&beat, self->writer) != 0)
         return 0;
@@ -1536,7 +1517,7 @@ s_write_status (relay_t *self, const char *id, pw_t *writer)
     pw_str (writer, "topics");
     pw_int (writer, (int64_t) zhashx_size (self->topics));
     pw_str (writer, "counters");
-    pw_map (writer, 9);
+    pw_map (writer, 12);
     pw_str (writer, "peers");
     pw_int (writer, (int64_t) zhashx_size (self->peers));
     pw_str (writer, "up");
@@ -1555,6 +1536,12 @@ s_write_status (relay_t *self, const char *id, pw_t *writer)
     pw_int (writer, (int64_t) self->counters.refused_topics);
     pw_str (writer, "refused");
     pw_int (writer, (int64_t) self->counters.refused);
+    pw_str (writer, "batches");
+    pw_int (writer, (int64_t) self->frames.batches);
+    pw_str (writer, "batched");
+    pw_int (writer, (int64_t) self->frames.batched);
+    pw_str (writer, "batches_down");
+    pw_int (writer, (int64_t) self->frames.batches_down);
 }
 
 //  Appends the formatted text to BUF (a growing string).
@@ -1777,6 +1764,8 @@ relay_new (const relay_config_t *config, char *err, size_t err_len)
     self->started_ms = self->up_since_ms = s_now_ms ();
     self->writer = pw_new ();
     self->epochs = epoch_gate_new (NULL);
+    relay_frames_init (&self->frames);
+    self->ask_results = true;
     assert (self->epochs);
     self->peers = zhashx_new ();
     zhashx_set_destructor (self->peers, s_peer_destroy);
@@ -1993,6 +1982,7 @@ relay_destroy (relay_t **self_p)
     zhashx_destroy (&self->renewed);
     pw_destroy (&self->writer);
     epoch_gate_destroy (&self->epochs);
+    relay_frames_destroy (&self->frames);
     if (self->signal_fd >= 0)
         close (self->signal_fd);
     free (self);

@@ -284,6 +284,10 @@ test_it_relay_stacked (void **state)
     assert_true (grid_str_is (fixture_data (doc), "relay", "rb"));
     pv_doc_destroy (&doc);
     assert_true (s_relay_counter (grid, rb, "commands") >= 2);
+    //  Only the relay next to the broker batches: the one below it is not
+    //  granted (ra would not read a batch)
+    assert_int_equal (s_relay_counter (grid, rb, "batches"), 0);
+    assert_true (s_relay_counter (grid, ra, "batches") >= 1);
 }
 
 //  Sends [via] [body] on DEALER and returns the error code of the answer
@@ -392,6 +396,150 @@ test_it_relay_forged_attestation_refused (void **state)
     assert_true (s_dropped (grid, "relay_refused") > refused);
     doc = s_node (grid, "stranger");
     assert_false (grid_reply_ok (doc, NULL));
+    pv_doc_destroy (&doc);
+}
+
+//  Receives one message on DEALER (5 s at most): its frames, or NULL.
+static zmsg_t *
+s_recv_within (zsock_t *dealer)
+{
+    zsock_set_rcvtimeo (dealer, 5000);
+    return zmsg_recv (dealer);
+}
+
+//  Relays batch results once the broker grants `results`: a relay of
+//  this release asks in its own heartbeat, the broker answers with a
+//  welcome that grants it, and its agents' results go up several pairs
+//  of via and body to a message; a job through it completes everywhere.
+//  Under a hand-made relay: the broker answers such a heartbeat (which
+//  asks for result_acks too) with a welcome naming both, reads each pair
+//  of a batch as a message of its own (two hellos), sends what goes to
+//  the relay's agents in a row as one message (their two welcomes, each
+//  with its via frame), and
+//  drops the last pair of a batch when it lacks its body, counted as
+//  malformed.
+static void
+test_it_relay_batches_results (void **state)
+{
+    grid_t *grid = (grid_t *) *state;
+    char arg [600], rogue_arg [600];
+    const char *broker_extra [] = {
+        "--relay-key", fixture_relay_arg (grid, "r1", NULL, arg, sizeof arg),
+        "--relay-key",
+        fixture_relay_arg (grid, "rogue", NULL, rogue_arg, sizeof rogue_arg),
+        NULL};
+    assert_int_equal (grid_start_broker (grid, broker_extra), 0);
+    int relay = grid_start_relay (grid, "r1", -1, true, NULL);
+    assert_true (relay >= 0);
+    assert_true (fixture_start_agent_via (grid, "web-01", "web", relay) >= 0);
+    assert_true (fixture_start_agent_via (grid, "web-02", "web", relay) >= 0);
+    assert_true (fixture_start_agent_via (grid, "web-03", "web", relay) >= 0);
+    assert_true (s_wait_relay (grid, "r1", 3, true));
+    int64_t malformed = s_dropped (grid, "malformed");
+    free (s_run (grid, s_two_steps));
+    //  Six results, every one in a batch (a batch may carry one)
+    assert_true (s_relay_counter (grid, relay, "batches") >= 1);
+    assert_true (s_relay_counter (grid, relay, "batched") >= 6);
+    assert_true (s_relay_counter (grid, relay, "batched")
+                 >= s_relay_counter (grid, relay, "batches"));
+    assert_int_equal (s_relay_counter (grid, relay, "malformed"), 0);
+    assert_int_equal (s_relay_counter (grid, relay, "dropped"), 0);
+    assert_int_equal (s_dropped (grid, "malformed"), malformed);
+
+    //  The hand-made relay asks for results in its own heartbeat
+    char rogue_key [400];
+    assert_int_equal (grid_relay_keygen (grid, "rogue", rogue_key,
+                                         sizeof rogue_key, NULL), 0);
+    zsock_t *rogue = grid_dealer (grid, grid->agents_ep, rogue_key);
+    assert_non_null (rogue);
+    char *features [] = {PROTO_FEATURE_RESULTS, PROTO_FEATURE_RESULT_ACKS};
+    proto_msg_t beat = {
+        .type = PROTO_HEARTBEAT, .node = "rogue", .features = features,
+        .feature_count = 2
+    };
+    pw_t *writer = pw_new ();
+    assert_int_equal (proto_msg_encode (&beat, writer), 0);
+    zmsg_t *out = zmsg_new ();
+    zmsg_addstr (out, PROTO_RELAY_SELF);
+    zmsg_addmem (out, pw_data (writer), pw_size (writer));
+    assert_int_equal (zmsg_send (&out, rogue), 0);
+    zmsg_t *in = s_recv_within (rogue);
+    assert_non_null (in);
+    assert_int_equal (zmsg_size (in), 1);
+    proto_msg_t *welcome = NULL;
+    zframe_t *frame = zmsg_first (in);
+    assert_int_equal (proto_msg_decode (zframe_data (frame),
+                                        zframe_size (frame), &welcome, NULL,
+                                        0), 0);
+    assert_int_equal (welcome->type, PROTO_WELCOME);
+    assert_true (proto_msg_has_feature (welcome, PROTO_FEATURE_RESULTS));
+    assert_true (proto_msg_has_feature (welcome, PROTO_FEATURE_RESULT_ACKS));
+    proto_msg_destroy (&welcome);
+    zmsg_destroy (&in);
+
+    //  Two agents' hellos in one message: their two welcomes come back
+    //  in one message too, a via frame and a body each (result_acks)
+    char keys [2][KEYS_TEXT_SIZE], path [400];
+    assert_int_equal (grid_keygen (grid, "batch-01", path, sizeof path,
+                                   keys [0]), 0);
+    assert_int_equal (grid_keygen (grid, "batch-02", path, sizeof path,
+                                   keys [1]), 0);
+    out = zmsg_new ();
+    const char *nodes [] = {"batch-01", "batch-02"};
+    for (int at = 0; at < 2; at++) {
+        proto_msg_t hello = {
+            .type = PROTO_HELLO, .node = (char *) nodes [at],
+            .hostname = (char *) nodes [at], .version = "0.1.0",
+            .concurrency = 1
+        };
+        pw_reset (writer);
+        assert_int_equal (proto_msg_encode (&hello, writer), 0);
+        zmsg_addstr (out, keys [at]);
+        zmsg_addmem (out, pw_data (writer), pw_size (writer));
+    }
+    assert_int_equal (zmsg_send (&out, rogue), 0);
+    bool welcomed [2] = {false, false};
+    in = s_recv_within (rogue);
+    assert_non_null (in);
+    assert_int_equal (zmsg_size (in), 4);
+    for (int count = 0; count < 2; count++) {
+        char *via = zframe_strdup (zmsg_first (in));
+        zframe_t *first = zmsg_pop (in);
+        zframe_destroy (&first);
+        frame = zmsg_pop (in);
+        assert_int_equal (proto_msg_decode (zframe_data (frame),
+                                            zframe_size (frame), &welcome,
+                                            NULL, 0), 0);
+        zframe_destroy (&frame);
+        assert_int_equal (welcome->type, PROTO_WELCOME);
+        for (int at = 0; at < 2; at++)
+            if (streq (via, keys [at]) && streq (welcome->node, nodes [at]))
+                welcomed [at] = true;
+        proto_msg_destroy (&welcome);
+        free (via);
+    }
+    zmsg_destroy (&in);
+    assert_true (welcomed [0] && welcomed [1]);
+    //  A batch whose last pair has no body: that pair is dropped, counted
+    proto_msg_t hb = {.type = PROTO_HEARTBEAT, .node = "batch-01"};
+    pw_reset (writer);
+    assert_int_equal (proto_msg_encode (&hb, writer), 0);
+    out = zmsg_new ();
+    zmsg_addstr (out, keys [0]);
+    zmsg_addmem (out, pw_data (writer), pw_size (writer));
+    zmsg_addstr (out, keys [1]);
+    malformed = s_dropped (grid, "malformed");
+    assert_int_equal (zmsg_send (&out, rogue), 0);
+    long long deadline = grid_now_ms () + 5000;
+    while (s_dropped (grid, "malformed") == malformed
+           && grid_now_ms () < deadline)
+        zclock_sleep (20);
+    assert_int_equal (s_dropped (grid, "malformed"), malformed + 1);
+    pw_destroy (&writer);
+    zsock_destroy (&rogue);
+    //  The nodes it welcomed are online through it
+    pv_doc_t *doc = s_node (grid, "batch-02");
+    assert_true (grid_str_is (fixture_data (doc), "relay", "rogue"));
     pv_doc_destroy (&doc);
 }
 
@@ -1028,12 +1176,69 @@ test_it_relay_epoch_fence (void **state)
     zsock_destroy (&up.xpub);
 }
 
+//  A batch from upstream ([routing] [via] [body] [via] [body], what a
+//  broker sends a relay granted result_acks) is split: each pair goes to
+//  its peer as a message of its own. Under a broker made by hand: two
+//  commands in one message both run.
+static void
+test_it_relay_splits_batches (void **state)
+{
+    grid_t *grid = (grid_t *) *state;
+    grid->insecure = true;
+    s_upstream_t up = { zsock_new (ZMQ_ROUTER), zsock_new (ZMQ_XPUB), NULL,
+                        NULL, pw_new () };
+    assert_non_null (up.router);
+    zsock_set_linger (up.router, 0);
+    zsock_set_linger (up.xpub, 0);
+    assert_int_equal (zsock_bind (up.router, "%s", grid->agents_ep), 0);
+    assert_int_equal (zsock_bind (up.xpub, "%s", grid->publish_ep), 0);
+    int relay = grid_start_relay (grid, "plain", -1, true, NULL);
+    assert_true (relay >= 0);
+    const char *extra [] = {"--broker", grid->relay_agents_ep [relay],
+                            "--publish", grid->relay_publish_ep [relay],
+                            NULL};
+    assert_true (grid_spawn_agent (grid, "web-01", "web", NULL, extra) >= 0);
+    proto_msg_t *hello = s_upstream_recv (&up, PROTO_HELLO, NULL);
+    assert_non_null (hello);
+    proto_msg_destroy (&hello);
+    proto_msg_t welcome = {
+        .type = PROTO_WELCOME, .node = "web-01", .heartbeat_ms = 1000
+    };
+    s_upstream_send (&up, &welcome, NULL);
+    const char *jobs [] = {"j-0193a1b2c3d4-0011", "j-0193a1b2c3d4-0012"};
+    zmsg_t *out = zmsg_new ();
+    zmsg_addmem (out, zframe_data (up.routing), zframe_size (up.routing));
+    for (int at = 0; at < 2; at++) {
+        proto_msg_t command = s_echo_command (jobs [at], 0);
+        pw_reset (up.writer);
+        assert_int_equal (proto_msg_encode (&command, up.writer), 0);
+        zmsg_addmem (out, zframe_data (up.via), zframe_size (up.via));
+        zmsg_addmem (out, pw_data (up.writer), pw_size (up.writer));
+    }
+    assert_int_equal (zmsg_send (&out, up.router), 0);
+    //  One slot: the second runs after the first
+    for (int at = 0; at < 2; at++) {
+        proto_msg_t *result = s_upstream_recv (&up, PROTO_RESULT, jobs [at]);
+        assert_non_null (result);
+        assert_string_equal (result->status, "success");
+        proto_msg_destroy (&result);
+    }
+    grid_stop_agent (grid, 0, true);
+    zframe_destroy (&up.routing);
+    zframe_destroy (&up.via);
+    pw_destroy (&up.writer);
+    zsock_destroy (&up.router);
+    zsock_destroy (&up.xpub);
+}
+
 int
 main (void)
 {
     const struct CMUnitTest tests [] = {
         cmocka_unit_test_setup_teardown (test_it_relay_one_relay, fixture_setup,
                                          fixture_teardown),
+        cmocka_unit_test_setup_teardown (test_it_relay_batches_results,
+                                         fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown (test_it_relay_stacked, fixture_setup,
                                          fixture_teardown),
         cmocka_unit_test_setup_teardown (
@@ -1052,6 +1257,8 @@ main (void)
         cmocka_unit_test_setup_teardown (test_it_relay_restarted_mid_job,
                                          fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown (test_it_relay_welcome_names_the_hello,
+                                         fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown (test_it_relay_splits_batches,
                                          fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown (test_it_relay_epoch_fence,
                                          fixture_setup, fixture_teardown),

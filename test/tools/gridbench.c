@@ -112,6 +112,7 @@
 #include "../../proto/pw.h"
 #include "../../proto/sha256.h"
 #include "gridbench_ha.h"
+#include "gridbench_raw.h"
 
 #define S_MAX_COUNTS 8              //  Agent counts per run
 #define S_MAX_SWARMS 32             //  Swarm processes per run
@@ -137,6 +138,8 @@
 #define S_GOAL_REGISTER_10K_S 10
 #define S_GOAL_BROKER_BYTES 4096
 #define S_GOAL_AGENT_KIB 4096
+#define S_GOAL_RAW_RATIO 1.25       //  Broadcast over raw fan-out + ingest
+#define S_GOAL_CLI_WAIT_MS 8        //  gridcli job run --wait, p50
 //  ...and from the scale issue (make bench-scale, through relays)
 #define S_GOAL_SCALE_REGISTER_S 20
 #define S_GOAL_SCALE_BROADCAST_MS 3000
@@ -266,6 +269,7 @@ typedef struct {
     s_cpu_t cpu_ingest;             //  ...over the ingest run
     s_cpu_t cpu_drain;              //  ...from the drain's SIGCONT to its end
     const char *swarm_transport;    //  gridswarm --transport
+    bench_raw_t raw;                //  libzmq's CURVE limits, same N
 } s_run_t;
 
 //  Figures of the real agent.
@@ -279,6 +283,9 @@ typedef struct {
     int idle_s;
     double hostname_ms, hostname_cpu_ms;
     double echo_ms, echo_cpu_ms;
+    size_t cli_runs;                //  gridcli --wait runs timed
+    double cli_p50_ms, cli_max_ms;  //  Their wall time, process start and
+                                    //  CURVE handshake included
 } s_agent_figures_t;
 
 static volatile sig_atomic_t s_interrupted = 0;
@@ -847,7 +854,8 @@ static struct {
     char broker_key [400];      //  Broker key pair (public file)
     char agent_key [400];       //  Real agent key pair (public file)
     char client_arg [64];       //  admin:<bench public key>
-    zcert_t *client;            //  The bench's own key pair (in memory)
+    char client_key [400];      //  ...its pair's public file (for gridcli)
+    zcert_t *client;            //  The bench's own key pair
     char broker_public [41];    //  Z85
 } s_security;
 
@@ -907,9 +915,20 @@ s_security_keys (void)
               "%s/broker.key", dir);
     snprintf (s_security.agent_key, sizeof s_security.agent_key,
               "%s/agent.key", dir);
-    s_security.client = zcert_new ();
-    if (!s_security.client)
+    char client_public [41];
+    if (keys_generate (dir, "client", false, NULL, client_public, err,
+                       sizeof err) != 0) {
+        s_say ("cannot make the client's keys: %s", err);
         return -1;
+    }
+    snprintf (s_security.client_key, sizeof s_security.client_key,
+              "%s/client.key", dir);
+    s_security.client = keys_load_pair (s_security.client_key, err,
+                                        sizeof err);
+    if (!s_security.client) {
+        s_say ("cannot read the client's keys: %s", err);
+        return -1;
+    }
     snprintf (s_security.client_arg, sizeof s_security.client_arg,
               "admin:%s", zcert_public_txt (s_security.client));
     s_security.curve = true;
@@ -2599,6 +2618,18 @@ s_measure (const s_options_t *options, size_t agents, s_run_t *run)
     if (run->relay_count)
         s_measure_libzmq (options, (agents + run->relay_count - 1)
                                        / run->relay_count, run);
+    else {
+        //  The raw limits the broadcast and the ingest are judged against
+        s_say ("%zu agents: raw CURVE fan-out and ingest, %zu SUBs and %zu "
+               "DEALERs", agents, agents, agents);
+        bench_raw_curve (agents, options->rounds, &run->raw);
+        if (run->raw.error [0])
+            s_say ("%zu agents: raw CURVE: %s", agents, run->raw.error);
+        else
+            s_say ("%zu agents: raw CURVE fan-out p50 %.2f ms, ingest "
+                   "%.0f/s (load %.2f)", agents, run->raw.fanout_p50_ms,
+                   run->raw.ingest_per_s, s_load_average ());
+    }
     char flags [512] = "";
     for (size_t at = 0; at < relayed.broker_arg_count; at++)
         if (strcmp (relayed.broker_args [at], "--relay-key") != 0
@@ -2733,6 +2764,85 @@ s_agent_job (s_stage_t *stage, const s_options_t *options,
     return done == runs ? 0 : -1;
 }
 
+//  gridcli job run --wait of a one-node echo on the real agent, RUNS
+//  times over CURVE (a plaintext run makes keys for it): the whole
+//  process, start to exit. Wall times into FIGURES.
+static void
+s_measure_cli (const s_options_t *options, size_t runs,
+               s_agent_figures_t *figures)
+{
+    bool was_curve = s_security.curve;
+    if (!s_security.client && s_security_keys () != 0) {
+        snprintf (figures->error, sizeof figures->error,
+                  "no keys for the gridcli --wait runs");
+        return;
+    }
+    s_security.curve = true;
+    s_stage_t stage;
+    memset (&stage, 0, sizeof stage);
+    snprintf (stage.dir, sizeof stage.dir, "%s", s_tmpdir);
+    s_say ("gridcli --wait: a CURVE broker, one gridagent, %zu runs", runs);
+    if (s_stage_broker (&stage, options, "cli") != 0) {
+        snprintf (figures->error, sizeof figures->error,
+                  "the broker of the gridcli runs did not start");
+        s_stage_stop (&stage, options->keep);
+        s_security.curve = was_curve;
+        return;
+    }
+    char program [600], state [400], log [400], cli [600], cli_log [400];
+    snprintf (program, sizeof program, "%s/gridagent", options->bin);
+    snprintf (state, sizeof state, "%s/agent-state", stage.dir);
+    snprintf (log, sizeof log, "%s/agent.log", stage.dir);
+    snprintf (cli, sizeof cli, "%s/gridcli", options->bin);
+    snprintf (cli_log, sizeof cli_log, "%s/gridcli.log", stage.dir);
+    char *agent [] = {
+        program, "--id", "bench-agent", "--state-dir", state, "--broker",
+        stage.agents_ep, "--publish", stage.publish_ep, "--key",
+        s_security.agent_key, "--broker-key", s_security.broker_key, NULL
+    };
+    stage.agent_pid = s_spawn (agent, log);
+    double *walls = (double *) calloc (runs, sizeof (double));
+    assert (walls);
+    size_t done = 0;
+    //  The first run waits for the agent to come online: a node it does
+    //  not know yet is refused, so it is tried again until then
+    int64_t deadline = s_now_ms () + 20000;
+    while (done < runs && !s_interrupted && stage.agent_pid > 0) {
+        char *argv [] = {
+            cli, "--broker", stage.client_ep, "--key",
+            s_security.client_key, "--broker-key", s_security.broker_key,
+            "job", "run", "--target", "node:bench-agent", "test", "echo",
+            "--msg", "bench", "--wait", NULL
+        };
+        double start_us = s_now_us ();
+        pid_t pid = s_spawn (argv, cli_log);
+        int status = -1;
+        if (pid > 0 && waitpid (pid, &status, 0) == pid)
+            s_forget (&pid);
+        double wall_ms = (s_now_us () - start_us) / 1000.0;
+        bool ok = WIFEXITED (status) && WEXITSTATUS (status) == 0;
+        if (ok && figures->cli_runs++ > 0)
+            //  The first is a probe: the agent may not be online yet
+            walls [done++] = wall_ms;
+        else if (!ok && (figures->cli_runs > 0 || s_now_ms () > deadline)) {
+            snprintf (figures->error, sizeof figures->error,
+                      "gridcli --wait failed (see its gridcli.log)");
+            break;
+        }
+        else if (!ok)
+            usleep (100 * 1000);
+    }
+    figures->cli_runs = done;
+    qsort (walls, done, sizeof (double), s_compare_doubles);
+    figures->cli_p50_ms = s_percentile (walls, done, 50);
+    figures->cli_max_ms = done ? walls [done - 1] : -1;
+    free (walls);
+    s_say ("gridcli --wait: p50 %.1f ms over %zu runs (load %.2f)",
+           figures->cli_p50_ms, done, s_load_average ());
+    s_stage_stop (&stage, options->keep || figures->error [0]);
+    s_security.curve = was_curve;
+}
+
 static void
 s_measure_agent (const s_options_t *options, s_agent_figures_t *figures)
 {
@@ -2740,6 +2850,7 @@ s_measure_agent (const s_options_t *options, s_agent_figures_t *figures)
     figures->idle_s = options->idle_s;
     figures->idle_cpu_percent = figures->hostname_ms = -1;
     figures->hostname_cpu_ms = figures->echo_ms = figures->echo_cpu_ms = -1;
+    figures->cli_p50_ms = figures->cli_max_ms = -1;
     s_stage_t stage;
     memset (&stage, 0, sizeof stage);
     snprintf (stage.dir, sizeof stage.dir, "%s", s_tmpdir);
@@ -2822,6 +2933,8 @@ s_measure_agent (const s_options_t *options, s_agent_figures_t *figures)
                   "a job on the real agent did not complete");
     figures->measured = true;
     s_stage_stop (&stage, options->keep || figures->error [0]);
+    if (!figures->error [0] && !s_interrupted)
+        s_measure_cli (options, options->cli_runs, figures);
 }
 
 //  ---------------------------------------------------------------------
@@ -3084,6 +3197,20 @@ s_print_scale (const s_run_t *runs, size_t count)
     printf ("\n");
 }
 
+//  Grid's broadcast p50 over the raw CURVE fan-out p50 plus the raw
+//  ingest of one result per agent (the round trip with nothing of grid
+//  in it), or -1.
+static double
+s_raw_ratio (const s_run_t *run)
+{
+    if (run->broadcast_p50_ms < 0 || run->raw.fanout_p50_ms < 0
+        || run->raw.ingest_per_s <= 0)
+        return -1;
+    double raw_ms = run->raw.fanout_p50_ms
+                    + (double) run->agents / run->raw.ingest_per_s * 1000.0;
+    return raw_ms > 0 ? run->broadcast_p50_ms / raw_ms : -1;
+}
+
 static int
 s_write_json (const char *path, const s_run_t *runs, size_t count,
               const s_agent_figures_t *agent)
@@ -3136,6 +3263,11 @@ s_write_json (const char *path, const s_run_t *runs, size_t count,
                        results > 0 ? run->cpu_ingest.broker_ms * 1000.0
                                          / results
                                    : -1,
+                       false);
+        s_json_number (file, "relays_cpu_ingest_us_per_result",
+                       results > 0 && run->relay_count
+                           ? run->cpu_ingest.relays_ms * 1000.0 / results
+                           : -1,
                        false);
         s_json_number (file, "swarm_cpu_ingest_us_per_result",
                        results > 0 ? run->cpu_ingest.swarms_ms * 1000.0
@@ -3202,6 +3334,24 @@ s_write_json (const char *path, const s_run_t *runs, size_t count,
                        ran ? (double) run->resent : -1, true);
         s_json_number (file, "swarm_send_failed",
                        ran ? (double) run->send_failed : -1, true);
+        s_json_number (file, "raw_curve_fanout_p50_ms",
+                       run->raw.fanout_p50_ms, false);
+        s_json_number (file, "raw_curve_fanout_p99_ms",
+                       run->raw.fanout_p99_ms, false);
+        s_json_number (file, "raw_curve_ingest_per_s", run->raw.ingest_per_s,
+                       true);
+        s_json_number (file, "broadcast_to_raw_ratio", s_raw_ratio (run),
+                       false);
+        s_json_number (file, "ingest_to_raw_ratio",
+                       run->results_per_s > 0 && run->raw.ingest_per_s > 0
+                           ? run->results_per_s / run->raw.ingest_per_s
+                           : -1,
+                       false);
+        s_json_number (file, "cli_wait_p50_ms", agent->cli_p50_ms, false);
+        s_json_number (file, "cli_wait_max_ms", agent->cli_max_ms, false);
+        s_json_number (file, "cli_wait_runs",
+                       agent->cli_p50_ms >= 0 ? (double) agent->cli_runs : -1,
+                       true);
         s_json_number (file, "load_average_before", run->load_before, false);
         s_json_number (file, "cores", (double) cores, true);
         s_json_number (file, "mem_gib", mem_gib, false);
@@ -3245,6 +3395,11 @@ s_print_row (const char *name, const s_run_t *runs, size_t count,
             run->results_per_s_drain >= 0 && run->drain_results
                 ? run->cpu_drain.broker_ms * 1000.0
                       / (double) run->drain_results
+                : -1,
+            run->raw.fanout_p50_ms, run->raw.ingest_per_s,
+            s_raw_ratio (run),
+            run->results_per_s > 0 && run->raw.ingest_per_s > 0
+                ? run->results_per_s / run->raw.ingest_per_s
                 : -1
         };
         char cell [32];
@@ -3276,6 +3431,11 @@ s_print (const s_run_t *runs, size_t count, const s_agent_figures_t *agent)
     s_print_row ("broadcast round trip p50 (ms)", runs, count, 1, "%.0f",
                  goal);
     s_print_row ("broadcast round trip p99 (ms)", runs, count, 2, "%.0f", "");
+    s_print_row ("  raw CURVE fan-out p50 (ms)", runs, count, 13, "%.2f",
+                 "libzmq alone, same N");
+    snprintf (goal, sizeof goal, "within %.2fx", S_GOAL_RAW_RATIO);
+    s_print_row ("  ratio to raw fan-out + ingest", runs, count, 15, "%.2fx",
+                 goal);
     snprintf (goal, sizeof goal, "over %d, durable", S_GOAL_JOBS_PER_S);
     s_print_row ("single-node jobs per second", runs, count, 3, "%.0f", goal);
     s_print_row ("single-node job p50 (ms)", runs, count, 4, "%.0f", "");
@@ -3284,6 +3444,9 @@ s_print (const s_run_t *runs, size_t count, const s_agent_figures_t *agent)
                  goal);
     s_print_row ("  the broker alone (drain)", runs, count, 11, "%.0f",
                  goal);
+    s_print_row ("  raw CURVE ingest (msgs/s)", runs, count, 14, "%.0f",
+                 "libzmq alone, same N");
+    s_print_row ("  ratio to raw ingest", runs, count, 16, "%.2fx", "");
     s_print_row ("  broker CPU per result (us)", runs, count, 12, "%.2f",
                  "");
     snprintf (goal, sizeof goal, "under %d", S_GOAL_BROKER_BYTES);
@@ -3327,6 +3490,10 @@ s_print (const s_run_t *runs, size_t count, const s_agent_figures_t *agent)
         printf ("  test echo, p50 wall (ms)          %12s\n", cell);
         s_cell (cell, sizeof cell, "%.2f", agent->echo_cpu_ms);
         printf ("  test echo, agent CPU (ms)         %12s\n", cell);
+        s_cell (cell, sizeof cell, "%.1f", agent->cli_p50_ms);
+        printf ("  gridcli job run --wait, p50 (ms)  %12s   under %d "
+                "(CURVE, process start included; %zu runs)\n", cell,
+                S_GOAL_CLI_WAIT_MS, agent->cli_runs);
         if (agent->error [0])
             printf ("  %s\n", agent->error);
     }
@@ -5816,6 +5983,10 @@ s_run_init (s_run_t *run, size_t agents)
     run->single_p50_ms = run->single_p99_ms = -1;
     run->broker_bytes_per_agent = run->swarm_bytes_per_agent = -1;
     run->libzmq_bytes_per_agent = run->libzmq_cpu_us_per_agent = -1;
+    run->raw = (bench_raw_t) {
+        .fanout_p50_ms = -1, .fanout_p99_ms = -1, .ingest_per_s = -1,
+        .connect_s = -1
+    };
     run->load_after [0] = run->load_after [1] = run->load_after [2] = -1;
     for (size_t at = 0; at < S_MAX_RELAYS; at++) {
         run->relays [at].bytes_per_agent = -1;
@@ -5996,6 +6167,7 @@ main (int argc, char *argv [])
     agent_figures.idle_cpu_percent = agent_figures.hostname_ms = -1;
     agent_figures.hostname_cpu_ms = agent_figures.echo_ms = -1;
     agent_figures.echo_cpu_ms = -1;
+    agent_figures.cli_p50_ms = agent_figures.cli_max_ms = -1;
     if (!options.skip_agent && !s_interrupted)
         s_measure_agent (&options, &agent_figures);
     s_stop_all ();
