@@ -89,6 +89,10 @@
                                      //  welcome grants it
 #define PROTO_FEATURE_OUTPUT_ACKS "output_acks"  //  batched output acks,
                                                  //  once welcome grants it
+#define PROTO_FEATURE_BROKER_REKEY "broker_rekey"  //  the broker may send
+                                     //  broker_key (its next key) and the
+                                     //  agent answers broker_key_ack, once
+                                     //  welcome grants it
 //  All of them, as --version lists them
 #define PROTO_FEATURES_TEXT PROTO_FEATURE_RESULT_ACKS ", " \
     PROTO_FEATURE_RESULTS ", " PROTO_FEATURE_TYPED_DATA ", " \
@@ -97,7 +101,8 @@
     PROTO_FEATURE_CHECK ", " \
     PROTO_FEATURE_EPOCH ", " \
     PROTO_FEATURE_REKEY ", " \
-    PROTO_FEATURE_OUTPUT_ACKS
+    PROTO_FEATURE_OUTPUT_ACKS ", " \
+    PROTO_FEATURE_BROKER_REKEY
 
 //  Codec returns (STYLE: 0 ok, -1 I/O, -2 malformed)
 #define PROTO_OK 0
@@ -124,7 +129,9 @@ typedef enum {
     PROTO_FACTS,         //  agent -> broker: all its facts, when they changed
     PROTO_REKEY,         //  agent -> broker: the next key of this node
     PROTO_REKEY_ACK,     //  broker -> agent: where that next key stands
-    PROTO_OUTPUT_ACKS    //  broker -> agent: several output pieces committed
+    PROTO_OUTPUT_ACKS,   //  broker -> agent: several output pieces committed
+    PROTO_BROKER_KEY,    //  broker -> agent: the broker's next public key
+    PROTO_BROKER_KEY_ACK //  agent -> broker: that key is kept
 } proto_type_t;
 
 //  One result a result_acks message acknowledges, or one output piece an
@@ -272,7 +279,8 @@ struct proto_msg_s {
     char *code;                  //  error: stable code
     char *message;               //  error: a sentence; progress: what it does now (optional);
                                  //  rekey_ack: why (optional)
-    char *key;                   //  rekey, rekey_ack: a public key (Z85)
+    char *key;                   //  rekey, rekey_ack, broker_key,
+                                 //  broker_key_ack: a public key (Z85)
     bool packed;                 //  Decoded into one allocation (see above)
     void *chunks;                //  packed: further chunks, the codec's own
 };

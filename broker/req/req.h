@@ -22,6 +22,7 @@
                      metrics.get
         dlq.c        dlq.list dlq.get dlq.retry dlq.purge
         keys.c       key.list key.accept key.reject key.delete
+        brokerkey.c  broker.rekey broker.keys
         tokens.c     token.add token.list token.revoke
         relays.c     relay.list
         schedules.c  schedule.add schedule.list schedule.get
@@ -146,6 +147,9 @@ void req_key_list (req_call_t *call);
 void req_key_accept (req_call_t *call);
 void req_key_reject (req_call_t *call);
 void req_key_delete (req_call_t *call);
+
+void req_broker_rekey (req_call_t *call);
+void req_broker_keys (req_call_t *call);
 
 void req_token_add (req_call_t *call);
 void req_token_list (req_call_t *call);
