@@ -7,7 +7,10 @@
     stay online), a third one registered but offline through the whole
     overlap (it keeps its old broker key and cannot connect after the
     retirement; gridcli key fetch-broker --out gives it the new key, and
-    it is back), the old key refused after the retirement; a viewer's
+    it is back), an agent that does not speak broker_rekey (gridswarm, as
+    an agent of the previous release: counted as unable, never sent the
+    key, cut off by the retirement, the broker unharmed), the old key
+    refused after the retirement; a viewer's
     rotation, a deadline that is no duration and a second rotation while
     one runs are refused with clear errors.
 
@@ -21,7 +24,9 @@
 #include <cmocka.h>
 
 #include <czmq.h>
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "../proto/keys.h"
@@ -107,6 +112,68 @@ s_audited (const char *type, const char *outcome)
     return found;
 }
 
+//  Starts gridswarm with one agent, ID, as a CURVE client trusting the
+//  broker key file SERVER: an agent whose hello does not name
+//  broker_rekey, as one of the previous release. Returns its pid.
+static pid_t
+s_spawn_swarm (const char *id, const char *server)
+{
+    char swarm [700], log [400];
+    const char *tools = getenv ("GRID_TOOLS");
+    if (tools)
+        snprintf (swarm, sizeof swarm, "%s/gridswarm", tools);
+    else
+        snprintf (swarm, sizeof swarm, "%s/../test/tools/gridswarm",
+                  s_grid.bin);
+    snprintf (log, sizeof log, "%s/swarm-%s.log", s_grid.dir, id);
+    pid_t pid = fork ();
+    assert_true (pid >= 0);
+    if (pid == 0) {
+        int fd = open (log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (fd >= 0) {
+            dup2 (fd, 1);
+            dup2 (fd, 2);
+        }
+        execl (swarm, "gridswarm", "--agents", "1", "--prefix", id,
+               "--broker", s_grid.agents_ep, "--publish", s_grid.publish_ep,
+               "--curve", server, (char *) NULL);
+        _exit (127);
+    }
+    return pid;
+}
+
+//  The id gridswarm gives its one agent of PREFIX: the first node whose
+//  id starts with PREFIX, into ID, waiting for it to be online.
+static bool
+s_swarm_node (const char *prefix, char *id, size_t id_len)
+{
+    long long deadline = grid_now_ms () + S_WAIT_MS;
+    while (grid_now_ms () < deadline) {
+        pv_doc_t *reply = grid_call (&s_grid, "node.list", NULL);
+        const pv_t *data = NULL;
+        bool found = false;
+        if (grid_reply_ok (reply, &data)) {
+            const pv_t *nodes = pv_map_get (data, "nodes");
+            for (size_t index = 0; index < pv_size (nodes); index++) {
+                const pv_t *node = pv_array_at (nodes, index);
+                size_t len = 0;
+                const char *text = pv_str (pv_map_get (node, "id"), &len);
+                if (text && len > strlen (prefix)
+                    && strncmp (text, prefix, strlen (prefix)) == 0
+                    && grid_str_is (node, "status", "online")) {
+                    snprintf (id, id_len, "%.*s", (int) len, text);
+                    found = true;
+                }
+            }
+        }
+        pv_doc_destroy (&reply);
+        if (found)
+            return true;
+        zclock_sleep (50);
+    }
+    return false;
+}
+
 //  ---------------------------------------------------------------------
 //  Setup
 
@@ -151,6 +218,13 @@ test_it_brokerkey_rotation (void **state)
     grid_stop_agent (&s_grid, slot, false);
     assert_true (grid_start_agent (&s_grid, "bk-01", NULL, NULL, NULL) >= 0);
     assert_true (grid_start_agent (&s_grid, "bk-02", NULL, NULL, NULL) >= 0);
+    //  An agent that does not speak broker_rekey (as the previous release)
+    char swarm_key [420], old_node [80];
+    snprintf (swarm_key, sizeof swarm_key, "%s/swarm-broker.key",
+              s_grid.keys_dir);
+    s_copy (s_grid.broker_key, swarm_key);
+    pid_t swarm = s_spawn_swarm ("bkold", swarm_key);
+    assert_true (s_swarm_node ("bkold", old_node, sizeof old_node));
     char *job = grid_submit_id (&s_grid,
         "target: node:bk-01,bk-02\n"
         "tasks:\n"
@@ -203,7 +277,7 @@ test_it_brokerkey_rotation (void **state)
     code = grid_cli (&s_grid, &out, &err, 20000, "key", "rotate-broker",
                      "--status", NULL);
     assert_int_equal (code, 0);
-    assert_non_null (strstr (out, "3: 2 have the next key"));
+    assert_non_null (strstr (out, "4: 2 have the next key, 1 cannot"));
     free (out);
     free (err);
 
@@ -254,6 +328,10 @@ test_it_brokerkey_rotation (void **state)
         free (text);
     }
     assert_true (s_audited ("broker.rekey", "ok"));
+    //  The agent that could not learn the key was never sent it; it is
+    //  cut off by the retirement and reads offline, the broker unharmed
+    assert_true (grid_wait_node (&s_grid, old_node, "offline", S_WAIT_MS));
+    grid_kill (swarm, SIGKILL);
     assert_true (s_audited ("key.retire", "ok"));
 
     //  The node offline through the overlap cannot connect with the old
