@@ -202,8 +202,9 @@ s_broker_read (rekey_t *self, const char *name, bool next)
         }
         taken++;
         if (next) {
-            snprintf (self->broker_old, sizeof self->broker_old, "%s", old);
-            snprintf (self->broker_new, sizeof self->broker_new, "%s", key);
+            //  Both checked: 40 characters and the NUL
+            memcpy (self->broker_old, old, KEYS_TEXT_SIZE);
+            memcpy (self->broker_new, key, KEYS_TEXT_SIZE);
         }
         else
             link_broker_key_map (self->link, old, key);

@@ -890,7 +890,12 @@ broker_keys_tick (broker_t *self)
     const char *next = brokerkey_next (keys);
     if (!next)
         return;
+    //  Once a second: the walk over the nodes costs one pass of the
+    //  registry
     int64_t now_ms = broker_now_ms ();
+    if (now_ms - self->brokerkey_checked_ms < BROKERKEY_CHECK_MS)
+        return;
+    self->brokerkey_checked_ms = now_ms;
     bool announce = now_ms - self->brokerkey_sent_ms >= BROKERKEY_ANNOUNCE_MS;
     if (announce)
         self->brokerkey_sent_ms = now_ms;

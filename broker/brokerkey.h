@@ -26,9 +26,9 @@
 #include "../proto/keys.h"
 
 #define BROKERKEY_DEADLINE_MS (24LL * 3600 * 1000)  //  Without --deadline
-#define BROKERKEY_DEADLINE_MAX_MS (90LL * 24 * 3600 * 1000)
 #define BROKERKEY_ANNOUNCE_MS 10000  //  Announced again this often to the
                                      //  online nodes that did not answer
+#define BROKERKEY_CHECK_MS 1000      //  Retirement looked at this often
 
 typedef struct _brokerkey_t brokerkey_t;
 
