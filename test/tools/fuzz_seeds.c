@@ -210,6 +210,10 @@ main (int argc, char *argv [])
          .max_output = 16777216, .features = granted, .feature_count = 1},
         {.type = PROTO_FACTS, .node = "web-01", .facts = host_facts,
          .fact_count = 3},
+        {.type = PROTO_BROKER_KEY, .node = "web-01",
+         .key = "rq:rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf7"},
+        {.type = PROTO_BROKER_KEY_ACK, .node = "web-01",
+         .key = "rq:rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf7"},
     };
     for (size_t index = 0; index < sizeof messages / sizeof messages [0];
          index++)
