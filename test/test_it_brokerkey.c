@@ -280,6 +280,11 @@ test_it_brokerkey_rotation (void **state)
     assert_non_null (strstr (out, "4: 2 have the next key, 1 cannot"));
     free (out);
     free (err);
+    code = grid_cli (&s_grid, &out, &err, 20000, "status", NULL);
+    assert_int_equal (code, 0);
+    assert_non_null (strstr (out, "2 of 4 nodes have the next key"));
+    free (out);
+    free (err);
 
     //  A restart of the broker in the middle goes on with the same
     //  rotation; the agents come back on the old key, still the current

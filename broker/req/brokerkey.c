@@ -63,14 +63,11 @@ req_broker_rekey (req_call_t *call)
 }
 
 void
-req_broker_keys (req_call_t *call)
+req_broker_key_counts (ctx_t *ctx, req_broker_key_counts_t *counts)
 {
-    ctx_t *ctx = call->ctx;
-    zcert_t *cert = auth_cert (ctx->auth);
+    *counts = (req_broker_key_counts_t) {.nodes = 0};
     brokerkey_t *keys = ctx->brokerkey;
     const char *next = brokerkey_next (keys);
-    //  The nodes: direct ones that acknowledged the next key, direct ones
-    //  that cannot (a release before broker_rekey), those behind relays
     registry_node_t **nodes = NULL;
     size_t count = registry_list (ctx->registry, &nodes);
     size_t acked = 0, unable = 0, relayed = 0;
@@ -88,6 +85,21 @@ req_broker_keys (req_call_t *call)
             unable++;
     }
     free (nodes);
+    counts->nodes = count;
+    counts->acknowledged = acked;
+    counts->unable = unable;
+    counts->relayed = relayed;
+}
+
+void
+req_broker_keys (req_call_t *call)
+{
+    ctx_t *ctx = call->ctx;
+    zcert_t *cert = auth_cert (ctx->auth);
+    brokerkey_t *keys = ctx->brokerkey;
+    const char *next = brokerkey_next (keys);
+    req_broker_key_counts_t counts;
+    req_broker_key_counts (ctx, &counts);
     pw_t *reply = call->reply;
     pw_reset (reply);
     proto_reply_ok_begin (reply, call->request->id);
@@ -113,11 +125,11 @@ req_broker_keys (req_call_t *call)
     pw_str (reply, "deadline");
     pw_str (reply, when);
     pw_str (reply, "nodes");
-    pw_int (reply, (int64_t) count);
+    pw_int (reply, (int64_t) counts.nodes);
     pw_str (reply, "acknowledged");
-    pw_int (reply, (int64_t) acked);
+    pw_int (reply, (int64_t) counts.acknowledged);
     pw_str (reply, "unable");
-    pw_int (reply, (int64_t) unable);
+    pw_int (reply, (int64_t) counts.unable);
     pw_str (reply, "relayed");
-    pw_int (reply, (int64_t) relayed);
+    pw_int (reply, (int64_t) counts.relayed);
 }
