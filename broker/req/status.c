@@ -99,7 +99,8 @@ req_status (req_call_t *call)
     size_t online = registry_online_count (ctx->registry);
     pw_reset (reply);
     proto_reply_ok_begin (reply, call->request->id);
-    const char *next = brokerkey_next (ctx->brokerkey);
+    const char *next = ctx->brokerkey ? brokerkey_next (ctx->brokerkey)
+                                      : NULL;
     pw_map (reply, 8 + (ctx->http_face ? 1 : 0) + (next ? 1 : 0));
     if (next) {
         //  The rotation of the broker's key (broker.keys has the rest)
