@@ -1226,8 +1226,7 @@ s_on_welcome (agent_t *self, const proto_msg_t *welcome)
     self->facts_sent = false;
     s_facts_send (self);
     if (self->rekey)
-        rekey_welcomed (self->rekey, proto_msg_has_feature (
-                                         welcome, PROTO_FEATURE_REKEY));
+        rekey_welcomed (self->rekey, welcome);
     agent_blobs_welcomed (self->blobs, true, proto_msg_has_feature (
                               welcome, PROTO_FEATURE_BLOBS), zclock_mono ());
     //  The spool sends every unacknowledged piece again below: the live
@@ -1442,6 +1441,10 @@ s_handle (agent_t *self, const void *data, size_t size, bool from_sub)
             if (!from_sub)
                 agent_blobs_on_chunk (self->blobs, msg, zclock_mono ());
             break;
+        case PROTO_BROKER_KEY:
+            if (!from_sub && self->rekey)
+                rekey_on_broker_key (self->rekey, msg);
+            break;
         default:
             s_malformed (self, proto_type_name (msg->type));
             break;
@@ -1547,7 +1550,8 @@ s_build_hello (agent_t *self, char *err, size_t err_len)
                                 PROTO_FEATURE_CHECK,
                                 PROTO_FEATURE_EPOCH,
                                 PROTO_FEATURE_REKEY, PROTO_FEATURE_OUTPUT_ACKS,
-                                PROTO_FEATURE_REDIRECT, PROTO_FEATURE_BLOBS };
+                                PROTO_FEATURE_REDIRECT, PROTO_FEATURE_BLOBS,
+                                PROTO_FEATURE_BROKER_REKEY };
     size_t count = sizeof features / sizeof features [0];
     if (!self->plain_hello) {
         hello->features = (char **) calloc (count, sizeof (char *));

@@ -121,6 +121,10 @@ struct _link_t {
     int old_timer;
     zcert_t *fallback;          //  link_rekey_fallback's pair, or NULL
     int fallback_timer;         //  Moves to it (out of the monitor's reader)
+    //  The broker's key rotation (link_broker_key_next)
+    char broker_old [KEYS_TEXT_SIZE];  //  The broker's key now...
+    char broker_new [KEYS_TEXT_SIZE];  //  ...and its next one ("": none)
+    int broker_swap_timer;      //  Tries the other one (out of the reader)
 };
 
 static void
@@ -418,6 +422,8 @@ s_load_keys (link_t *self, char *err, size_t err_len)
 static int s_next_monitor_ready (link_t *self, zsock_t *sock);
 static int s_fallback_fired (zloop_t *loop, int timer_id, void *arg);
 
+static int s_broker_swap_fired (zloop_t *loop, int timer_id, void *arg);
+
 static int
 s_monitor_ready (zloop_t *loop, zsock_t *sock, void *arg)
 {
@@ -481,6 +487,13 @@ s_monitor_ready (zloop_t *loop, zsock_t *sock, void *arg)
                    zmq_strerror (zmq_errno ()));
         self->sub_behind = false;
     }
+    //  The broker's key is being rotated: a connection lost, or a
+    //  handshake that failed, tries the other key of the two next time
+    if ((rc == 2 || rc == 4) && *self->broker_new && !self->stopping
+        && self->broker_swap_timer < 0)
+        self->broker_swap_timer = zloop_timer (
+            self->loop, link_jitter (S_RECONNECT_MS * 2), 1,
+            s_broker_swap_fired, self);
     if (rc == 3) {
         self->last_refusal [0] = 0;
         self->failed_handshakes = 0;
@@ -508,7 +521,10 @@ s_monitor_ready (zloop_t *loop, zsock_t *sock, void *arg)
     if (rc == 2 && ++self->failed_handshakes == S_HANDSHAKES_SAID)
         log_warn ("no handshake with %s went through in %u tries (last: "
                   "%s): if a broker or relay serves there, check that "
-                  "--broker-key is its public key",
+                  "--broker-key is its public key (was the broker's key "
+                  "rotated while this agent was away? then write its new "
+                  "public key to that file: gridcli key fetch-broker --out "
+                  "FILE)",
                   self->endpoints [self->endpoint], S_HANDSHAKES_SAID, why);
     if (rc == 4) {
         //  The broker (or relay) went away: register again when it is
@@ -985,6 +1001,61 @@ s_fallback_fired (zloop_t *loop, int timer_id, void *arg)
 }
 
 
+//  The broker's key rotation: the endpoint in use trusted with one of the
+//  two keys is trusted with the other one, and connected to again.
+static int
+s_broker_swap_fired (zloop_t *loop, int timer_id, void *arg)
+{
+    link_t *self = (link_t *) arg;
+    if (timer_id != self->broker_swap_timer)
+        return 0;
+    self->broker_swap_timer = -1;
+    if (!*self->broker_new || self->stopping || self->welcomed
+        || !self->server_keys)
+        return 0;
+    char *key = self->server_keys [self->endpoint];
+    const char *other = streq (key, self->broker_old) ? self->broker_new
+                      : streq (key, self->broker_new) ? self->broker_old
+                      : NULL;
+    if (!other)
+        return 0;
+    s_debug (self, "the broker's key is being rotated: trying %s on %s",
+             other, self->endpoints [self->endpoint]);
+    snprintf (key, KEYS_TEXT_SIZE, "%s", other);
+    s_switch (self, self->endpoint, zclock_mono ());
+    return 0;
+}
+
+void
+link_broker_key_next (link_t *self, const char *old, const char *next)
+{
+    snprintf (self->broker_old, sizeof self->broker_old, "%s",
+              old && next ? old : "");
+    snprintf (self->broker_new, sizeof self->broker_new, "%s",
+              old && next ? next : "");
+}
+
+void
+link_broker_key_map (link_t *self, const char *old, const char *next)
+{
+    if (!self->server_keys)
+        return;
+    bool in_use = false;
+    for (size_t index = 0; index < self->endpoint_count; index++)
+        if (streq (self->server_keys [index], old)) {
+            snprintf (self->server_keys [index], KEYS_TEXT_SIZE, "%s", next);
+            in_use = in_use || index == self->endpoint;
+        }
+    if (in_use && !self->welcomed)
+        s_switch (self, self->endpoint, zclock_mono ());
+}
+
+const char *
+link_broker_key (link_t *self)
+{
+    return self->server_keys ? self->broker_key : NULL;
+}
+
 //  ---------------------------------------------------------------------
 //  The link
 
@@ -1004,6 +1075,7 @@ link_new (zloop_t *loop, agent_config_t *config,
     self->arg = arg;
     self->hello_timer = self->heartbeat_timer = self->failover_timer = -1;
     self->next_hello_timer = self->old_timer = self->fallback_timer = -1;
+    self->broker_swap_timer = -1;
     self->failover_spread = (uint32_t) randof (1001);
     self->writer = pw_new ();
     if (!self->writer) {
@@ -1040,10 +1112,11 @@ link_destroy (link_t **self_p)
     if (!self_p || !*self_p)
         return;
     link_t *self = *self_p;
-    int *timers [6] = {&self->hello_timer, &self->heartbeat_timer,
+    int *timers [7] = {&self->hello_timer, &self->heartbeat_timer,
                        &self->failover_timer, &self->next_hello_timer,
-                       &self->old_timer, &self->fallback_timer};
-    for (int index = 0; index < 6; index++)
+                       &self->old_timer, &self->fallback_timer,
+                       &self->broker_swap_timer};
+    for (int index = 0; index < 7; index++)
         if (*timers [index] >= 0)
             zloop_timer_end (self->loop, *timers [index]);
     s_next_close (self);

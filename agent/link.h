@@ -146,6 +146,19 @@ const char *link_key (link_t *self);
 //  the pair *NEXT_P (taken) as its own and connects again.
 void link_rekey_fallback (link_t *self, zcert_t **next_p);
 
+//  The broker's key rotation (agent/rekey.h). link_broker_key_next: the
+//  broker's key OLD has a next key NEXT (both NULL: no more); while it
+//  has, a connection lost or a handshake that failed on an endpoint
+//  trusted with one of the two is tried again with the other (the broker
+//  retires the old key by binding its endpoints again with the new one).
+//  link_broker_key_map: every endpoint trusted with OLD is trusted with
+//  NEXT from now on (connecting again, when not welcomed, if the one in
+//  use changed). link_broker_key: the broker's public key the session in
+//  use trusts, NULL when insecure.
+void link_broker_key_next (link_t *self, const char *old, const char *next);
+void link_broker_key_map (link_t *self, const char *old, const char *next);
+const char *link_broker_key (link_t *self);
+
 //  Jitter: a value in [MS - MS/5, MS + MS/5], so a fleet that restarts
 //  together does not hello, fail back or re-send in lockstep.
 size_t link_jitter (uint32_t ms);

@@ -20,224 +20,6 @@
 //  The agent's lines (log.h), as agent.c writes them
 #define s_log(self, ...) log_write (LOG_LEVEL_INFO, NULL, __VA_ARGS__)
 
-static void
-s_err (char *err, size_t err_len, const char *format, ...)
-    __attribute__ ((format (printf, 3, 4)));
-
-static void
-s_err (char *err, size_t err_len, const char *format, ...)
-{
-    if (!err || err_len == 0)
-        return;
-    va_list args;
-    va_start (args, format);
-    vsnprintf (err, err_len, format, args);
-    va_end (args);
-}
-
-int
-rekey_paths (const char *key_file, rekey_paths_t *paths)
-{
-    size_t len = strlen (key_file);
-    size_t suffix = strlen ("_secret");
-    if (len > suffix && strcmp (key_file + len - suffix, "_secret") == 0)
-        len -= suffix;
-    if (len + 16 > sizeof paths->pub)
-        return -1;
-    char *names [4] = {paths->pub, paths->secret, paths->next_pub,
-                       paths->next_secret};
-    static const char *const suffixes [4] = {"", "_secret", ".next",
-                                             ".next_secret"};
-    for (int index = 0; index < 4; index++) {
-        memcpy (names [index], key_file, len);
-        strcpy (names [index] + len, suffixes [index]);
-    }
-    return 0;
-}
-
-//  Flushes PATH (a file just written, or a directory after a rename).
-static void
-s_sync (const char *path)
-{
-    int fd = open (path, O_RDONLY);
-    if (fd >= 0) {
-        fsync (fd);
-        close (fd);
-    }
-}
-
-//  The directory of PATH into BUF.
-static const char *
-s_dir (const char *path, char *buf, size_t buf_len)
-{
-    const char *slash = strrchr (path, '/');
-    if (!slash)
-        snprintf (buf, buf_len, ".");
-    else
-        snprintf (buf, buf_len, "%.*s", (int) (slash == path ? 1
-                                                 : slash - path), path);
-    return buf;
-}
-
-int
-rekey_write_next (const char *key_file, char *public_txt, char *err,
-                  size_t err_len)
-{
-    rekey_paths_t paths;
-    if (rekey_paths (key_file, &paths) != 0) {
-        s_err (err, err_len, "%s: path too long", key_file);
-        return -1;
-    }
-    zcert_t *cert = zcert_new ();
-    if (!cert) {
-        s_err (err, err_len, "cannot make a key pair");
-        return -1;
-    }
-    char pub_tmp [1100], secret_tmp [1100];
-    snprintf (pub_tmp, sizeof pub_tmp, "%s.tmp", paths.next_pub);
-    snprintf (secret_tmp, sizeof secret_tmp, "%s.tmp", paths.next_secret);
-    unlink (pub_tmp);
-    unlink (secret_tmp);
-    //  The secret file never exists with a looser mode, not even briefly
-    mode_t old_mask = umask (077);
-    int rc = zcert_save_secret (cert, secret_tmp);
-    umask (old_mask);
-    const char *failed = secret_tmp;
-    if (rc == 0)
-        rc = chmod (secret_tmp, 0600);
-    if (rc == 0) {
-        failed = pub_tmp;
-        rc = zcert_save_public (cert, pub_tmp);
-        if (rc == 0)
-            rc = chmod (pub_tmp, 0644);
-    }
-    if (rc == 0) {
-        s_sync (pub_tmp);
-        s_sync (secret_tmp);
-        //  The public file first: the secret one says the pair is whole
-        failed = paths.next_pub;
-        rc = rename (pub_tmp, paths.next_pub);
-        if (rc == 0) {
-            failed = paths.next_secret;
-            rc = rename (secret_tmp, paths.next_secret);
-        }
-    }
-    if (rc != 0) {
-        s_err (err, err_len, "cannot write %s: %s", failed, strerror (errno));
-        unlink (pub_tmp);
-        unlink (secret_tmp);
-    }
-    else {
-        char dir [1024];
-        s_sync (s_dir (paths.pub, dir, sizeof dir));
-        snprintf (public_txt, KEYS_TEXT_SIZE, "%s", zcert_public_txt (cert));
-    }
-    zcert_destroy (&cert);
-    return rc == 0 ? 0 : -1;
-}
-
-zcert_t *
-rekey_load_next (const char *key_file, char *err, size_t err_len)
-{
-    if (err_len)
-        *err = 0;
-    rekey_paths_t paths;
-    if (rekey_paths (key_file, &paths) != 0
-        || access (paths.next_secret, F_OK) != 0)
-        return NULL;
-    char why [1024];
-    zcert_t *cert = keys_load_pair (paths.next_secret, why, sizeof why);
-    if (!cert)
-        s_err (err, err_len, "the next key pair cannot be used: %s", why);
-    return cert;
-}
-
-int
-rekey_commit (const char *key_file, char *err, size_t err_len)
-{
-    rekey_paths_t paths;
-    if (rekey_paths (key_file, &paths) != 0) {
-        s_err (err, err_len, "%s: path too long", key_file);
-        return -1;
-    }
-    if (rename (paths.next_secret, paths.secret) != 0) {
-        s_err (err, err_len, "cannot rename %s to %s: %s", paths.next_secret,
-               paths.secret, strerror (errno));
-        return -1;
-    }
-    if (rename (paths.next_pub, paths.pub) != 0 && errno != ENOENT) {
-        s_err (err, err_len, "cannot rename %s to %s: %s", paths.next_pub,
-               paths.pub, strerror (errno));
-        return -1;
-    }
-    char dir [1024];
-    s_sync (s_dir (paths.pub, dir, sizeof dir));
-    return 0;
-}
-
-int
-rekey_drop (const char *key_file)
-{
-    rekey_paths_t paths;
-    if (rekey_paths (key_file, &paths) != 0)
-        return -1;
-    int rc = unlink (paths.next_secret);
-    unlink (paths.next_pub);
-    return rc == 0 || errno == ENOENT ? 0 : -1;
-}
-
-//  The public key in the key file PATH (public or secret) into OUT.
-static int
-s_public_of (const char *path, char *out)
-{
-    char why [256];
-    return access (path, R_OK) == 0
-           && keys_read_public (path, out, why, sizeof why) == 0 ? 0 : -1;
-}
-
-int
-rekey_recover (const char *key_file, char *err, size_t err_len)
-{
-    rekey_paths_t paths;
-    if (rekey_paths (key_file, &paths) != 0
-        || access (paths.next_pub, F_OK) != 0
-        || access (paths.next_secret, F_OK) == 0)
-        return 0;
-    char current [KEYS_TEXT_SIZE], next [KEYS_TEXT_SIZE];
-    if (s_public_of (paths.secret, current) == 0
-        && s_public_of (paths.next_pub, next) == 0
-        && strcmp (current, next) == 0) {
-        //  The commit renamed the secret file, not yet the public one
-        if (rename (paths.next_pub, paths.pub) != 0) {
-            s_err (err, err_len, "cannot rename %s to %s: %s", paths.next_pub,
-                   paths.pub, strerror (errno));
-            return -1;
-        }
-        return 1;
-    }
-    //  Its secret file was never written: the pair was not whole
-    if (unlink (paths.next_pub) != 0) {
-        s_err (err, err_len, "cannot remove %s: %s", paths.next_pub,
-               strerror (errno));
-        return -1;
-    }
-    return 1;
-}
-
-int64_t
-rekey_key_age_ms (const char *key_file)
-{
-    rekey_paths_t paths;
-    struct stat info;
-    if (rekey_paths (key_file, &paths) != 0
-        || stat (paths.secret, &info) != 0)
-        return -1;
-    int64_t written_ms = (int64_t) info.st_mtim.tv_sec * 1000
-                         + info.st_mtim.tv_nsec / 1000000;
-    int64_t now_ms = zclock_time ();
-    return now_ms > written_ms ? now_ms - written_ms : 0;
-}
-
 //  The pid of the agent that holds STATE_DIR's lock, or 0 when none does.
 static pid_t
 s_running_agent (const char *state_dir)
@@ -324,14 +106,14 @@ rekey_main (int argc, char **argv, FILE *out, FILE *err)
         code = 1;
     }
     else
-    if (rekey_write_next (config.key_file, public_txt, why, sizeof why)
+    if (keynext_write (config.key_file, public_txt, why, sizeof why)
         != 0) {
         fprintf (err, "gridagent rotate-key: %s\n", why);
         code = 1;
     }
     else {
-        rekey_paths_t paths;
-        rekey_paths (config.key_file, &paths);
+        keynext_paths_t paths;
+        keynext_paths (config.key_file, &paths);
         fprintf (out, "wrote the next key pair %s (public key %s)\n",
                  paths.next_secret, public_txt);
         pid_t pid = signal_agent ? s_running_agent (config.state_dir) : 0;
@@ -372,7 +154,142 @@ struct _rekey_t {
     int64_t sent_ms;            //  Monotonic: rekey last sent, 0: never
     int64_t switch_ms;          //  Monotonic: the next key's session opened
     char said [1024];           //  The last rotation notice logged
+    //  The broker's key rotation (PROTO_FEATURE_BROKER_REKEY)
+    bool broker_granted;        //  The last welcome granted broker_rekey
+    char broker_old [KEYS_TEXT_SIZE];  //  The broker's key we trusted...
+    char broker_new [KEYS_TEXT_SIZE];  //  ...and its next one ("": none)
 };
+
+//  The broker's key rotation in the state dir: S_BROKER_NEXT holds "OLD
+//  NEW" while one runs; S_BROKER_KEYS a line "OLD NEW" per rotation done,
+//  applied in order at start (the config still names the first key).
+#define S_BROKER_NEXT "broker.key.next"
+#define S_BROKER_KEYS "broker.keys"
+
+//  PATH of NAME in the state dir.
+static void
+s_state_path (const rekey_t *self, const char *name, char *path,
+              size_t path_len)
+{
+    snprintf (path, path_len, "%s/%s", self->config->state_dir, name);
+}
+
+//  True when TEXT is a public key in its Z85 text.
+static bool
+s_z85_key (const char *text)
+{
+    uint8_t bytes [32];
+    return text && strlen (text) == KEYS_TEXT_SIZE - 1
+           && zmq_z85_decode (bytes, text) != NULL;
+}
+
+//  Reads "OLD NEW" lines of FILE, calling the link's MAP for each, or
+//  the pending pair into SELF when NEXT. Returns the lines taken.
+static int
+s_broker_read (rekey_t *self, const char *name, bool next)
+{
+    char path [1100];
+    s_state_path (self, name, path, sizeof path);
+    FILE *file = fopen (path, "r");
+    if (!file)
+        return 0;
+    char old [64], key [64];
+    int taken = 0;
+    while (fscanf (file, "%63s %63s", old, key) == 2) {
+        if (!s_z85_key (old) || !s_z85_key (key)) {
+            log_warn ("%s: a line is not two broker keys: ignored", path);
+            continue;
+        }
+        taken++;
+        if (next) {
+            //  Both checked: 40 characters and the NUL
+            memcpy (self->broker_old, old, KEYS_TEXT_SIZE);
+            memcpy (self->broker_new, key, KEYS_TEXT_SIZE);
+        }
+        else
+            link_broker_key_map (self->link, old, key);
+    }
+    fclose (file);
+    return taken;
+}
+
+//  Writes TEXT to NAME in the state dir, appended or replacing it whole
+//  (a temporary file renamed), flushed. Returns 0, or -1 logged.
+static int
+s_broker_write (rekey_t *self, const char *name, const char *text,
+                bool append)
+{
+    char path [1100], tmp [1200];
+    s_state_path (self, name, path, sizeof path);
+    snprintf (tmp, sizeof tmp, "%s.tmp", path);
+    FILE *file = fopen (append ? path : tmp, append ? "a" : "w");
+    int rc = file ? 0 : -1;
+    if (file) {
+        if (fputs (text, file) < 0 || fflush (file) != 0
+            || fsync (fileno (file)) != 0)
+            rc = -1;
+        if (fclose (file) != 0)
+            rc = -1;
+    }
+    if (rc == 0 && !append)
+        rc = rename (tmp, path);
+    if (rc != 0) {
+        log_error ("cannot write %s: %s", path, strerror (errno));
+        if (!append)
+            unlink (tmp);
+    }
+    return rc;
+}
+
+void
+rekey_on_broker_key (rekey_t *self, const proto_msg_t *msg)
+{
+    const char *trusted = link_broker_key (self->link);
+    if (!self->broker_granted || !trusted || !s_z85_key (msg->key)) {
+        log_warn ("a broker_key message %s: dropped", !s_z85_key (msg->key)
+                  ? "without a valid key" : "that the welcome did not grant");
+        return;
+    }
+    if (!streq (msg->key, self->broker_new) && !streq (msg->key, trusted)) {
+        char line [2 * KEYS_TEXT_SIZE + 2];
+        snprintf (line, sizeof line, "%s %s\n", trusted, msg->key);
+        if (s_broker_write (self, S_BROKER_NEXT, line, false) != 0)
+            return;
+        snprintf (self->broker_old, sizeof self->broker_old, "%s", trusted);
+        snprintf (self->broker_new, sizeof self->broker_new, "%s", msg->key);
+        link_broker_key_next (self->link, self->broker_old, self->broker_new);
+        s_log (self, "the broker's next key is %s (kept in %s/%s): it "
+               "replaces %s when the broker retires it", msg->key,
+               self->config->state_dir, S_BROKER_NEXT, trusted);
+    }
+    proto_msg_t ack = {.type = PROTO_BROKER_KEY_ACK,
+                       .node = self->config->id,
+                       .key = msg->key};
+    link_send (self->link, &ack);
+}
+
+//  Welcomed on the broker's next key: the rotation is done here.
+static void
+s_broker_welcomed (rekey_t *self)
+{
+    const char *trusted = link_broker_key (self->link);
+    if (!*self->broker_new || !trusted || !streq (trusted, self->broker_new))
+        return;
+    char line [2 * KEYS_TEXT_SIZE + 2];
+    snprintf (line, sizeof line, "%s %s\n", self->broker_old,
+              self->broker_new);
+    if (s_broker_write (self, S_BROKER_KEYS, line, true) != 0)
+        return;
+    char path [1100];
+    s_state_path (self, S_BROKER_NEXT, path, sizeof path);
+    unlink (path);
+    link_broker_key_map (self->link, self->broker_old, self->broker_new);
+    link_broker_key_next (self->link, NULL, NULL);
+    s_log (self, "the broker's key is now %s (it retired %s; kept in %s/%s)",
+           self->broker_new, self->broker_old, self->config->state_dir,
+           S_BROKER_KEYS);
+    self->broker_old [0] = self->broker_new [0] = 0;
+}
 
 //  Logs TEXT at LEVEL once while it stays the same.
 static void
@@ -391,22 +308,22 @@ s_rekey_look (rekey_t *self)
 {
     const agent_config_t *config = self->config;
     char why [1024] = "";
-    zcert_t *next = rekey_load_next (config->key_file, why, sizeof why);
+    zcert_t *next = keynext_load (config->key_file, why, sizeof why);
     if (!next && *why) {
         s_rekey_say (self, LOG_LEVEL_WARN, why);
         return;
     }
     int64_t age_ms = next || config->key_rotate_days <= 0
-                     ? -1 : rekey_key_age_ms (config->key_file);
+                     ? -1 : keynext_age_ms (config->key_file);
     if (age_ms > config->key_rotate_days * 86400000) {
         char public_txt [KEYS_TEXT_SIZE];
-        if (rekey_write_next (config->key_file, public_txt, why, sizeof why)) {
+        if (keynext_write (config->key_file, public_txt, why, sizeof why)) {
             s_rekey_say (self, LOG_LEVEL_ERROR, why);
             return;
         }
         s_log (self, "this node's key is older than key_rotate_days (%lld): "
                "wrote a next key pair", (long long) config->key_rotate_days);
-        next = rekey_load_next (config->key_file, why, sizeof why);
+        next = keynext_load (config->key_file, why, sizeof why);
     }
     if (!next)
         return;
@@ -474,7 +391,7 @@ rekey_on_ack (rekey_t *self, const proto_msg_t *ack)
         if (link_rekeying (self->link))
             return;
         char why [1024];
-        zcert_t *next = rekey_load_next (self->config->key_file, why,
+        zcert_t *next = keynext_load (self->config->key_file, why,
                                          sizeof why);
         if (!next || strcmp (zcert_public_txt (next), self->next_key) != 0) {
             //  The files changed under us: look again
@@ -501,7 +418,7 @@ rekey_on_ack (rekey_t *self, const proto_msg_t *ack)
                   "another)", self->next_key,
                   ack->message ? ack->message : ack->status);
         s_rekey_say (self, LOG_LEVEL_ERROR, text);
-        rekey_drop (self->config->key_file);
+        keynext_drop (self->config->key_file);
         self->next_key [0] = 0;
     }
 }
@@ -524,14 +441,17 @@ rekey_on_next_session (rekey_t *self, const proto_msg_t *msg)
 //  After a welcome: when it came on the next key's session, the files
 //  follow (the next pair becomes the pair).
 void
-rekey_welcomed (rekey_t *self, bool granted)
+rekey_welcomed (rekey_t *self, const proto_msg_t *welcome)
 {
-    self->granted = granted;
+    self->granted = proto_msg_has_feature (welcome, PROTO_FEATURE_REKEY);
+    self->broker_granted = proto_msg_has_feature (welcome,
+                                                  PROTO_FEATURE_BROKER_REKEY);
+    s_broker_welcomed (self);
     const char *key = link_key (self->link);
     if (!*self->next_key || !key || strcmp (key, self->next_key) != 0)
         return;
     char why [1024];
-    if (rekey_commit (self->config->key_file, why, sizeof why) != 0) {
+    if (keynext_commit (self->config->key_file, why, sizeof why) != 0) {
         //  Restarted, the agent falls back to the next pair still on disk
         log_error ("switched to key %s, but %s", self->next_key, why);
         return;
@@ -551,10 +471,17 @@ rekey_new (agent_config_t *config, link_t *link)
     rekey_t *self = (rekey_t *) zmalloc (sizeof (rekey_t));
     self->config = config;
     self->link = link;
+    //  The broker's key: the rotations done, then the one under way
+    s_broker_read (self, S_BROKER_KEYS, false);
+    if (s_broker_read (self, S_BROKER_NEXT, true)) {
+        link_broker_key_next (self->link, self->broker_old, self->broker_new);
+        s_log (self, "the broker's key %s has a next key %s", self->broker_old,
+               self->broker_new);
+    }
     char why [1024] = "";
-    if (rekey_recover (self->config->key_file, why, sizeof why) < 0)
+    if (keynext_recover (self->config->key_file, why, sizeof why) < 0)
         log_warn ("%s", why);
-    zcert_t *next = rekey_load_next (self->config->key_file, why, sizeof why);
+    zcert_t *next = keynext_load (self->config->key_file, why, sizeof why);
     if (!next) {
         if (*why)
             log_warn ("%s", why);

@@ -1,6 +1,6 @@
 /*  =========================================================================
-    rekey - gridagent's key rotation on disk: the next key pair beside the
-    current one, and the rotate-key command
+    rekey - gridagent's key rotation: the next key pair beside the current
+    one (its files: proto/keynext.h), and the rotate-key command
 
     For the pair whose public file is P (the config's key: P, or its
     secret file P_secret), the next pair is P.next and P.next_secret
@@ -10,7 +10,7 @@
     4.3), connects with the next pair once the broker took it, and after
     the welcome on that session commits: P.next_secret is renamed over
     P_secret (the switch: keys_load_pair reads the secret file only), then
-    P.next over P. rekey_recover finishes a commit cut short between the
+    P.next over P. keynext_recover finishes a commit cut short between the
     two renames, and drops a public file whose write was cut short.
 
     Crashes: before the commit the agent restarts with its current key and
@@ -20,8 +20,8 @@
     falls back to the next pair (link_rekey_fallback). After the commit
     the next pair is the pair.
 
-    Threading: reentrant, except rekey_write_next (it sets the process
-    umask for the time it writes).
+    Threading: the agent's loop thread (rekey_t); rekey_main sets the
+    process umask for the time it writes.
     =========================================================================
 */
 #ifndef GRID_AGENT_REKEY_H
@@ -34,46 +34,9 @@
 #include <stdio.h>
 
 #include "../proto/proto.h"
+#include "../proto/keynext.h"
 #include "config.h"
 #include "link.h"
-
-//  The files of a rotation, from the config's key file.
-typedef struct {
-    char pub [1024];             //  P
-    char secret [1024];          //  P_secret
-    char next_pub [1024];        //  P.next
-    char next_secret [1024];     //  P.next_secret
-} rekey_paths_t;
-
-//  Fills PATHS from KEY_FILE (P or P_secret). Returns 0, or -1 when a
-//  path does not fit.
-int rekey_paths (const char *key_file, rekey_paths_t *paths);
-
-//  Writes a new next pair for KEY_FILE, replacing one not yet used.
-//  PUBLIC_TXT (KEYS_TEXT_SIZE bytes) gets its public key. Returns 0, or -1
-//  with a sentence in ERR.
-int rekey_write_next (const char *key_file, char *public_txt, char *err,
-                      size_t err_len);
-
-//  The next pair of KEY_FILE: NULL when there is none (ERR empty), or
-//  when it cannot be used (the sentence in ERR).
-zcert_t *rekey_load_next (const char *key_file, char *err, size_t err_len);
-
-//  Makes the next pair the pair (the two renames). Returns 0, or -1 with a
-//  sentence in ERR.
-int rekey_commit (const char *key_file, char *err, size_t err_len);
-
-//  Removes the next pair (the broker refused it). Returns 0 or -1.
-int rekey_drop (const char *key_file);
-
-//  At start: finishes a commit cut short, or drops a next public file
-//  whose pair was never written whole. Returns 1 when it changed a file,
-//  0 when nothing was to do, -1 with a sentence in ERR.
-int rekey_recover (const char *key_file, char *err, size_t err_len);
-
-//  Milliseconds since the pair of KEY_FILE was written (its secret file's
-//  modification time), or -1 when it cannot be read.
-int64_t rekey_key_age_ms (const char *key_file);
 
 //  ---------------------------------------------------------------------
 //  The running agent's side (the agent's loop thread only)
@@ -98,10 +61,20 @@ void rekey_tick (rekey_t *self);
 //  SIGHUP: look for a next pair at the next tick.
 void rekey_poke (rekey_t *self);
 
-//  A welcome (GRANTED: it granted rekey). When the link now uses the
-//  next key (the welcome came on its session, or the fallback), the next
-//  pair becomes the pair on disk (rekey_commit).
-void rekey_welcomed (rekey_t *self, bool granted);
+//  A WELCOME (borrowed): whether it granted rekey and broker_rekey. When
+//  the link now uses the next key (the welcome came on its session, or
+//  the fallback), the next pair becomes the pair on disk (keynext_commit);
+//  when it now trusts the broker's next key, that rotation is done.
+void rekey_welcomed (rekey_t *self, const proto_msg_t *welcome);
+
+//  The broker's key rotation (PROTOCOL.md 4.3): a broker_key MSG from the
+//  broker over the session (granted by its welcome) names its next key:
+//  kept in the state dir (broker.key.next: "OLD NEW"), given to the link
+//  (link_broker_key_next), acknowledged (broker_key_ack). Once welcomed
+//  on it, the pair is appended to broker.keys, which rekey_new applies at
+//  start (link_broker_key_map): the configured broker key stays as it
+//  was. Anything else is dropped and logged.
+void rekey_on_broker_key (rekey_t *self, const proto_msg_t *msg);
 
 //  A rekey_ack: accepted opens the next key's session
 //  (link_rekey_connect), pending is logged once, refused drops the pair.

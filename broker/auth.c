@@ -955,6 +955,14 @@ auth_cert (auth_t *self)
     return self->cert;
 }
 
+void
+auth_replace_cert (auth_t *self, zcert_t **cert_p)
+{
+    zcert_destroy (&self->cert);
+    self->cert = *cert_p;
+    *cert_p = NULL;
+}
+
 static void
 s_zap_serve (auth_t *self, zsock_t *zap, zmsg_t *request)
 {

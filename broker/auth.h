@@ -283,6 +283,10 @@ void auth_set_replication_keys (auth_t *self, const char *const *keys,
 //  The broker's key pair (secure mode), or NULL; owned by SELF.
 zcert_t *auth_cert (auth_t *self);
 
+//  The broker's key was rotated (brokerkey.h): *CERT_P (taken) is its
+//  pair from now on, for the sockets secured after this call.
+void auth_replace_cert (auth_t *self, zcert_t **cert_p);
+
 //  Commands socket: true to grant TOPIC (LEN bytes) to the subscriber
 //  whose key is KEY (the frame's User-Id; NULL when it had none): always
 //  when insecure, else when KEY is accepted and bound to a node of

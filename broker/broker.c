@@ -191,6 +191,7 @@ s_on_tick (zloop_t *loop, int timer_id, void *arg)
     }
     relays_tick (self->ctx.relays, self->ctx.auth, self->ctx.registry,
                  self->ctx.sched, now_ms, s_save_node, &self->ctx);
+    broker_keys_tick (self);
     s_report_offline (self, deadline_ms);
     s_check_room (self, now_ms);
     //  The hold after a restore ends when its time is up, or as soon as
@@ -658,6 +659,61 @@ s_bind (auth_t *auth, int type, const char *domain, const char *endpoint,
     return socket;
 }
 
+//  An ipc endpoint's file, or NULL.
+static const char *
+s_ipc_path (const char *endpoint)
+{
+    return strncmp (endpoint, "ipc://", 6) == 0 && endpoint [6] != '@'
+           ? endpoint + 6 : NULL;
+}
+
+int
+broker_rebind (broker_t *self, zcert_t *cert)
+{
+    zsock_t *sockets [3] = {self->client, self->agents, self->publish};
+    static const char *const domains [3] = {
+        KEYS_DOMAIN_CLIENTS, KEYS_DOMAIN_AGENTS, KEYS_DOMAIN_COMMANDS};
+    for (int index = 0; index < 3; index++)
+        if (self->bound [index])
+            zsock_unbind (sockets [index], "%s", self->bound [index]);
+    //  An unbind ends its listener in libzmq's I/O thread, which removes
+    //  an ipc file when it closes: let it, before the file is made again
+    zclock_sleep (200);
+    int rc = 0;
+    for (int index = 0; index < 3; index++) {
+        const char *endpoint = self->bound [index];
+        char why [256] = "";
+        if (!endpoint
+            || keys_curve_server (sockets [index], cert, domains [index], why,
+                                  sizeof why) != 0) {
+            log_error ("cannot secure the %s endpoint with the new key: %s",
+                       domains [index], why);
+            rc = -1;
+            continue;
+        }
+        //  The old listener may hold a TCP port a little longer
+        int bound = -1;
+        for (int attempt = 0; attempt < 50 && bound < 0; attempt++) {
+            bound = zsock_bind (sockets [index], "%s", endpoint);
+            if (bound < 0)
+                zclock_sleep (20);
+        }
+        const char *path = s_ipc_path (endpoint);
+        if (bound >= 0 && path && access (path, F_OK) != 0) {
+            //  Removed by the old listener after all: once more
+            zsock_unbind (sockets [index], "%s", endpoint);
+            zclock_sleep (200);
+            bound = zsock_bind (sockets [index], "%s", endpoint);
+        }
+        if (bound < 0) {
+            log_error ("cannot bind %s again with the new key: %s", endpoint,
+                       zmq_strerror (zmq_errno ()));
+            rc = -1;
+        }
+    }
+    return rc;
+}
+
 broker_t *
 broker_new (const broker_config_t *config, char *err, size_t err_len)
 {
@@ -749,6 +805,13 @@ broker_new (const broker_config_t *config, char *err, size_t err_len)
         broker_destroy (&self);
         return NULL;
     }
+    self->ctx.brokerkey = brokerkey_new (self->config.auth.insecure
+                                         ? NULL : self->config.auth.key_file,
+                                         err, err_len);
+    if (!self->ctx.brokerkey) {
+        broker_destroy (&self);
+        return NULL;
+    }
     self->ctx.relays = relays_new (&self->config.relays,
                                self->config.auth.insecure);
     self->client = s_bind (self->ctx.auth, ZMQ_ROUTER, KEYS_DOMAIN_CLIENTS,
@@ -767,6 +830,11 @@ broker_new (const broker_config_t *config, char *err, size_t err_len)
         broker_destroy (&self);
         return NULL;
     }
+    //  Kept to bind them again when the broker's key is rotated: a port
+    //  the kernel chose stays the same
+    self->bound [0] = zsock_last_endpoint (self->client);
+    self->bound [1] = zsock_last_endpoint (self->agents);
+    self->bound [2] = zsock_last_endpoint (self->publish);
     if (self->config.http.listen) {
         //  The HTTP face's requests come in by message, as a client's do
         char bridge_ep [64];
@@ -1035,6 +1103,9 @@ broker_destroy (broker_t **self_p)
     zsock_destroy (&self->publish);
     subgate_destroy (&self->gate);
     relays_destroy (&self->ctx.relays);
+    brokerkey_destroy (&self->ctx.brokerkey);
+    for (int index = 0; index < 3; index++)
+        zstr_free (&self->bound [index]);
     auth_destroy (&self->ctx.auth);
     store_abort (&self->txn);
     sched_destroy (&self->ctx.sched);

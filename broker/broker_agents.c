@@ -184,20 +184,42 @@ s_rekey_granted (broker_t *self, const registry_node_t *node)
            && proto_hello_has_feature (node->hello, PROTO_FEATURE_REKEY);
 }
 
+//  True when NODE's welcome grants broker_rekey: as rekey (the broker's
+//  key matters to direct agents only).
+static bool
+s_broker_rekey_granted (broker_t *self, const registry_node_t *node)
+{
+    return !self->config.auth.insecure && node->via_size == 0
+           && node->hello
+           && proto_hello_has_feature (node->hello,
+                                       PROTO_FEATURE_BROKER_REKEY);
+}
+
 //  An agent's change to its node's keys in the audit trail: face "agent",
 //  who the node, TYPE (key.rekey, key.switch), OBJECT the key, OUTCOME
-//  "ok" or what stopped it, MESSAGE the sentence.
+//  "ok" or what stopped it, MESSAGE the sentence. Refusals are recorded
+//  once per node every AUDIT_REFUSED_MS at most (the others counted in
+//  the next one's suppressed), so that an agent cannot flood the trail.
 static void
 s_audit_agent (broker_t *self, const char *node, const char *type,
                const char *object, const char *outcome, const char *message)
 {
+    char who [NAME_MAX_LEN + 8];
+    snprintf (who, sizeof who, "node %s", node);
+    int64_t suppressed = 0;
+    if (audit_outcome_refused (outcome)) {
+        char caller [NAME_MAX_LEN + 16];
+        snprintf (caller, sizeof caller, "agent %s", who);
+        if (!audit_refusal_admit (self->audit, caller, broker_now_ms (),
+                                  &suppressed))
+            return;
+    }
     store_txn_t *txn = broker_txn (self);
     if (!txn)
         return;
     audit_entry_t *entry = (audit_entry_t *) zmalloc (sizeof *entry);
     entry->at_ms = broker_wall_ms ();
-    char who [NAME_MAX_LEN + 8];
-    snprintf (who, sizeof who, "node %s", node);
+    entry->suppressed = suppressed;
     audit_text_set (entry->face, sizeof entry->face, "agent");
     audit_text_set (entry->who, sizeof entry->who, who);
     audit_text_set (entry->role, sizeof entry->role, "none");
@@ -211,6 +233,51 @@ s_audit_agent (broker_t *self, const char *node, const char *type,
         zlistx_add_end (self->pass_audits, entry);
     else
         free (entry);
+}
+
+//  The broker's own change of its key in the audit trail: face "broker",
+//  who "gridbroker", TYPE, OBJECT the key, OUTCOME and MESSAGE.
+static void
+s_audit_broker (broker_t *self, const char *type, const char *object,
+                const char *outcome, const char *message)
+{
+    store_txn_t *txn = broker_txn (self);
+    if (!txn)
+        return;
+    audit_entry_t *entry = (audit_entry_t *) zmalloc (sizeof *entry);
+    entry->at_ms = broker_wall_ms ();
+    audit_text_set (entry->face, sizeof entry->face, "broker");
+    audit_text_set (entry->who, sizeof entry->who, "gridbroker");
+    audit_text_set (entry->role, sizeof entry->role, "none");
+    audit_text_set (entry->type, sizeof entry->type, type);
+    audit_text_set (entry->object, sizeof entry->object, object);
+    audit_text_set (entry->outcome, sizeof entry->outcome, outcome);
+    audit_text_set (entry->message, sizeof entry->message, message);
+    int rc = audit_put (self->audit, txn, entry);
+    ctx_store_error (rc, "an audit entry");
+    if (rc == 0)
+        zlistx_add_end (self->pass_audits, entry);
+    else
+        free (entry);
+}
+
+//  Sends NODE the broker's next key, when a rotation runs and NODE does
+//  not have it yet.
+static void
+s_send_broker_key (broker_t *self, registry_node_t *node)
+{
+    const char *next = brokerkey_next (self->ctx.brokerkey);
+    if (!next || brokerkey_has (self->ctx.brokerkey, node->id))
+        return;
+    proto_msg_t announce;
+    memset (&announce, 0, sizeof announce);
+    announce.type = PROTO_BROKER_KEY;
+    announce.node = node->id;
+    announce.key = (char *) next;
+    announce.protocol = broker_node_protocol (node);
+    pw_reset (self->body);
+    if (proto_msg_encode (&announce, self->body) == 0)
+        broker_send_to_node (self, node, false);
 }
 
 //  Sends NODE its welcome.
@@ -263,6 +330,10 @@ s_send_welcome (broker_t *self, registry_node_t *node)
     //  relays, a new key would have to enrol through them)
     if (s_rekey_granted (self, node))
         granted [granted_count++] = PROTO_FEATURE_REKEY;
+    //  The broker's next key: to a direct agent of a secure broker only
+    bool broker_rekey = s_broker_rekey_granted (self, node);
+    if (broker_rekey)
+        granted [granted_count++] = PROTO_FEATURE_BROKER_REKEY;
     //  Output pieces acknowledged in one output_acks per pass: a relay
     //  of an earlier release would refuse the new message
     if (path_grants
@@ -281,6 +352,8 @@ s_send_welcome (broker_t *self, registry_node_t *node)
     int rc = proto_msg_encode (&welcome, self->body);
     assert (rc == 0);
     broker_send_to_node (self, node, false);
+    if (broker_rekey)
+        s_send_broker_key (self, node);
 }
 
 //  True when HELLO (DIGEST over SIZE bytes) repeats the hello that NODE
@@ -790,6 +863,90 @@ s_on_rekey (broker_t *self, registry_node_t *node, const proto_msg_t *in,
     return 0;
 }
 
+//  broker_key_ack: the node keeps the broker's next key. Another key (an
+//  ack of an earlier rotation, or forged) is dropped and counted.
+static int
+s_on_broker_key_ack (broker_t *self, registry_node_t *node,
+                     const proto_msg_t *in, int64_t now_ms)
+{
+    if (!s_broker_rekey_granted (self, node)) {
+        s_send_agent_error (self, node->routing_id, node->routing_id_size,
+                            PROTO_ERR_BAD_REQUEST, "broker_rekey was not "
+                            "granted in this session's welcome");
+        return 0;
+    }
+    if (!brokerkey_ack (self->ctx.brokerkey, node->id, in->key)) {
+        self->stats->counters.malformed++;
+        log_node (LOG_LEVEL_WARN, node->id, "node %s acknowledged a broker "
+                  "key that is not the next one (%s): dropped", node->id,
+                  in->key);
+        return 0;
+    }
+    log_node (LOG_LEVEL_INFO, node->id, "node %s has the broker's next key",
+              node->id);
+    return 0;
+}
+
+void
+broker_keys_tick (broker_t *self)
+{
+    brokerkey_t *keys = self->ctx.brokerkey;
+    const char *next = brokerkey_next (keys);
+    if (!next)
+        return;
+    //  Once a second: the walk over the nodes costs one pass of the
+    //  registry
+    int64_t now_ms = broker_now_ms ();
+    if (now_ms - self->brokerkey_checked_ms < BROKERKEY_CHECK_MS)
+        return;
+    self->brokerkey_checked_ms = now_ms;
+    bool announce = now_ms - self->brokerkey_sent_ms >= BROKERKEY_ANNOUNCE_MS;
+    if (announce)
+        self->brokerkey_sent_ms = now_ms;
+    //  Retired early when every node that connects directly has the key
+    //  and none connects through a relay (relays learn no key yet)
+    registry_node_t **nodes = NULL;
+    size_t count = registry_list (self->ctx.registry, &nodes);
+    bool everyone = true;
+    for (size_t index = 0; index < count; index++) {
+        registry_node_t *node = nodes [index];
+        if (node->via_size || !brokerkey_has (keys, node->id))
+            everyone = false;
+        if (announce && node->online && s_broker_rekey_granted (self, node))
+            s_send_broker_key (self, node);
+    }
+    free (nodes);
+    int64_t wall_ms = broker_wall_ms ();
+    bool due = wall_ms >= brokerkey_deadline_ms (keys);
+    if (!due && !everyone)
+        return;
+    char old [KEYS_TEXT_SIZE];
+    snprintf (old, sizeof old, "%s", zcert_public_txt (
+                                         auth_cert (self->ctx.auth)));
+    size_t acked = brokerkey_ack_count (keys);
+    char why [1024] = "";
+    zcert_t *cert = brokerkey_commit (keys, why, sizeof why);
+    if (!cert) {
+        log_error ("cannot retire the broker's old key: %s (the rotation "
+                   "goes on)", why);
+        return;
+    }
+    //  What waits for the old connections goes first
+    broker_pass_end (self);
+    snprintf (why, sizeof why, "the old key %s retired %s; %zu of %zu "
+              "node%s had the new key", old, due ? "at the deadline"
+              : "as every node has the new key", acked, count,
+              count == 1 ? "" : "s");
+    int rc = broker_rebind (self, cert);
+    log_warn ("the broker's key is now %s: %s", zcert_public_txt (cert), why);
+    s_audit_broker (self, "key.retire", zcert_public_txt (cert),
+                    rc == 0 ? "ok" : PROTO_ERR_INTERNAL, why);
+    auth_replace_cert (self->ctx.auth, &cert);
+    if (rc != 0)
+        log_error ("an endpoint is not served any more: restart gridbroker "
+                   "(it reads the new key)");
+}
+
 //  A graceful stop hands its work back first: nothing to wait for.
 static int
 s_on_bye (broker_t *self, registry_node_t *node, const proto_msg_t *in,
@@ -850,6 +1007,7 @@ static const s_agent_row_t s_agent_rows [] = {
     {PROTO_FACTS, s_on_facts},
     {PROTO_REKEY, s_on_rekey},
     {PROTO_BLOB_GET, broker_blobs_on_get},
+    {PROTO_BROKER_KEY_ACK, s_on_broker_key_ack},
 };
 
 #define S_AGENT_ROWS (sizeof s_agent_rows / sizeof s_agent_rows [0])

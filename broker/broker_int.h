@@ -177,6 +177,11 @@ struct _broker_t {
     zsock_t *agents;             //  Agent ROUTER
     zsock_t *publish;            //  Commands XPUB (subscriptions granted by auth)
     subgate_t *gate;             //  Commands to a node not yet subscribed
+    char *bound [3];             //  Where client, agents and publish are
+                                 //  bound (their last endpoints), bound
+                                 //  again with the new key (brokerkey.h)
+    int64_t brokerkey_sent_ms;   //  Monotonic: last announce round
+    int64_t brokerkey_checked_ms;  //  Monotonic: last look at the nodes
     zsock_t *http;               //  The HTTP face's bridge (inproc ROUTER), or NULL
     store_lock_t *lock;          //  The data dir's lock (one broker per dir)
     store_txn_t *txn;            //  This pass's write transaction, or NULL
@@ -268,6 +273,19 @@ uint32_t broker_next_event_seq (broker_t *self, const char *job_id);
 void broker_queue_send (broker_t *self, zsock_t *socket, const void *first,
                         size_t first_size, const void *via, size_t via_size,
                         const char *node, bool needs_commit);
+
+//  The rotation of the broker's key (brokerkey.h), every tick: announces
+//  the next key to the nodes that do not have it yet, every
+//  BROKERKEY_ANNOUNCE_MS, and retires the old key when every node has the
+//  next one or at the deadline, looking every BROKERKEY_CHECK_MS
+//  (broker_agents.c).
+void broker_keys_tick (broker_t *self);
+
+//  Binds the client, agent and commands endpoints again with the pair
+//  CERT (the old key's connections end; their peers connect again with
+//  the new key). Returns 0, or -1 when an endpoint could not be bound
+//  again (logged: a restart of the broker serves it with the new key).
+int broker_rebind (broker_t *self, zcert_t *cert);
 
 //  Queues the body in self->body to a node over the agent ROUTER.
 //  NEEDS_COMMIT: it stands for what this pass stores (an ack, a command),

@@ -28,6 +28,7 @@
 #include "../proto/pw.h"
 #include "../store/store.h"
 #include "auth.h"
+#include "brokerkey.h"
 #include "config.h"
 #include "http.h"
 #include "notify.h"
@@ -107,6 +108,7 @@ struct _ctx_t {
     registry_t *registry;        //  Nodes
     sched_t *sched;              //  The scheduler
     auth_t *auth;                //  Keys, roles, allowlist, tokens
+    brokerkey_t *brokerkey;      //  The rotation of the broker's own key
     relays_t *relays;            //  Relays and the nodes behind them
     zhashx_t *schedules;         //  Schedule name -> schedule_t (schedrun.h)
     broker_stats_t *stats;       //  Counters and figures

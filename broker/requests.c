@@ -58,6 +58,8 @@ static const requests_row_t s_rows [] = {
     {"key.accept",        A,    false,  true,  req_key_accept,      NULL},
     {"key.reject",        A,    false,  true,  req_key_reject,      NULL},
     {"key.delete",        A,    false,  true,  req_key_delete,      NULL},
+    {"broker.rekey",      A,    false,  true,  req_broker_rekey,    NULL},
+    {"broker.keys",       V,    false,  false, req_broker_keys,     NULL},
     {"token.add",         A,    false,  true,  req_token_add,       NULL},
     {"token.list",        A,    false,  false, req_token_list,      NULL},
     {"token.revoke",      A,    false,  true,  req_token_revoke,    NULL},

@@ -78,6 +78,8 @@ typedef enum {
     CLI_CMD_KEY_ACCEPT,   //  key accept KEY|NODE
     CLI_CMD_KEY_REJECT,   //  key reject KEY|NODE
     CLI_CMD_KEY_DELETE,   //  key delete KEY|NODE
+    CLI_CMD_KEY_ROTATE_BROKER,  //  key rotate-broker [--deadline D|--status]
+    CLI_CMD_KEY_FETCH_BROKER,   //  key fetch-broker [--out FILE]
     CLI_CMD_JOB_RETRY,    //  job retry ID [--failed-only] [--target T]
     CLI_CMD_DLQ_LIST,     //  dlq list [--job ID] [--limit N]
     CLI_CMD_DLQ_SHOW,     //  dlq show ENTRY
@@ -181,6 +183,10 @@ typedef struct {
     const char *job_filter;       //  dlq list/purge --job ID, or NULL
     const char *older_than;       //  dlq purge --older-than D, or NULL
     bool all;                     //  dlq purge --all
+    //  key rotate-broker, fetch-broker
+    const char *deadline;         //  --deadline D, or NULL
+    bool key_status;              //  --status
+    const char *out_file;         //  --out FILE, or NULL
     const char *schedule_filter;  //  --schedule NAME, or NULL
     //  schedule add (the job as job run's: -f FILE or --target ... BACKEND
     //  ACTION; the schedule's name is ID)

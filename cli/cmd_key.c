@@ -1,5 +1,6 @@
 /*  =========================================================================
-    cli - gridcli key: list, accept, reject, delete (admin)
+    cli - gridcli key: list, accept, reject, delete (admin); the broker's
+    own key: rotate-broker, fetch-broker
     =========================================================================
 */
 #include "cmd.h"
@@ -14,6 +15,7 @@
 #include "../proto/keys.h"
 #include "../proto/proto.h"
 #include "render.h"
+#include "request.h"
 #include "util.h"
 
 //  key list: KEY KIND STATUS NODE/ROLE HOSTNAME/NAME SINCE
@@ -96,6 +98,8 @@ static const char s_help_key [] =
 "  gridcli key accept NODE|KEY\n"
 "  gridcli key reject NODE|KEY\n"
 "  gridcli key delete NODE|KEY\n"
+"  gridcli key rotate-broker [--deadline DURATION] | --status\n"
+"  gridcli key fetch-broker [--out FILE]\n"
 "  gridcli keygen [--out DIR] [--name NAME] [--force]\n"
 "\n"
 "A new agent's key waits as pending until an admin accepts it; then the\n"
@@ -121,13 +125,30 @@ static const char s_help_key [] =
 "             goes offline\n"
 "key delete   forget the key: its node goes offline and the next key\n"
 "             that says hello for it waits as pending (a rebuilt host)\n"
+"key rotate-broker\n"
+"             start the rotation of the broker's own key: it makes a next\n"
+"             pair, announces its public key to every agent over its\n"
+"             session, and retires the old key when every node has the\n"
+"             new one, or at the deadline (--deadline, default 24h, at\n"
+"             most 30d); then it serves its endpoints with the new key\n"
+"             and the agents connect again with it. --status: how far\n"
+"             it has come (nodes that acknowledged the next key, nodes\n"
+"             that cannot: an earlier release, behind a relay)\n"
+"key fetch-broker\n"
+"             ask the broker for its public key, and the next one while a\n"
+"             rotation runs, over this client's session; --out FILE\n"
+"             writes the one to trust (the next one while a rotation\n"
+"             runs) as a public key file, for --broker-key or the config's\n"
+"             broker_key\n"
 "keygen       write this client's key pair and print its public key\n"
 "\n"
 "Global options and exit codes: gridcli --help. See docs/SECURITY.md.\n"
 "\n"
 "Examples:\n"
 "  gridcli key list\n"
-"  gridcli key accept web-01\n";
+"  gridcli key accept web-01\n"
+"  gridcli key rotate-broker --deadline 2h\n"
+"  gridcli key fetch-broker --out ~/.config/grid/broker.key\n";
 
 //  ---------------------------------------------------------------------
 //  Checks and requests
@@ -187,6 +208,161 @@ s_build_delete (const cli_args_t *args, const job_spec_t *file_spec,
     return 0;
 }
 
+//  ---------------------------------------------------------------------
+//  The broker's own key
+
+enum { S_OPT_DEADLINE = CLI_OPT_COMMAND, S_OPT_STATUS, S_OPT_OUT };
+
+static const struct option s_rotate_options [] = {
+    {"deadline", required_argument, NULL, S_OPT_DEADLINE},
+    {"status", no_argument, NULL, S_OPT_STATUS},
+    {NULL, 0, NULL, 0}
+};
+static const struct option s_fetch_options [] = {
+    {"out", required_argument, NULL, S_OPT_OUT},
+    {NULL, 0, NULL, 0}
+};
+
+static int
+s_option (cli_args_t *args, int option, const char *value, char *err,
+          size_t err_len)
+{
+    int64_t ms = 0;
+    switch (option) {
+        case S_OPT_DEADLINE:
+            if (cli_opt_duration ("--deadline", value, &ms, err, err_len))
+                return -1;
+            args->deadline = value;
+            return 0;
+        case S_OPT_STATUS:
+            args->key_status = true;
+            return 0;
+        case S_OPT_OUT:
+            args->out_file = value;
+            return 0;
+        default:
+            return cli_fail (err, err_len, "unknown option");
+    }
+}
+
+static int
+s_check_rotate (cli_args_t *args, char *err, size_t err_len)
+{
+    if (args->key_status && args->deadline)
+        return cli_fail (err, err_len, "--status starts nothing: it takes "
+                         "no --deadline");
+    return 0;
+}
+
+static int
+s_build_rotate (const cli_args_t *args, const job_spec_t *file_spec,
+                const char *id, pw_t *writer, job_errors_t *errors)
+{
+    if (args->key_status) {
+        proto_request_begin (writer, "broker.keys", id, 0);
+        return 0;
+    }
+    proto_request_begin (writer, "broker.rekey", id, args->deadline ? 1 : 0);
+    if (args->deadline) {
+        pw_str (writer, "deadline");
+        pw_str (writer, args->deadline);
+    }
+    return 0;
+}
+
+static int
+s_build_fetch (const cli_args_t *args, const job_spec_t *file_spec,
+               const char *id, pw_t *writer, job_errors_t *errors)
+{
+    proto_request_begin (writer, "broker.keys", id, 0);
+    return 0;
+}
+
+//  broker.rekey and broker.keys: KEY NEXT DEADLINE and the counts.
+static int
+s_render_broker_keys (const pv_t *data, FILE *out)
+{
+    char key [64], next [64], when [64];
+    if (pv_type (pv_map_get (data, "key")) != PV_STR)
+        return -2;
+    fprintf (out, "broker key   %s\n", cli_field (data, "key", key,
+                                                    sizeof key));
+    if (!pv_map_get (data, "next")) {
+        fprintf (out, "no rotation runs\n");
+        return 0;
+    }
+    fprintf (out, "next key     %s\n", cli_field (data, "next", next,
+                                                    sizeof next));
+    const pv_t *deadline = pv_map_get (data, "deadline");
+    fprintf (out, "retired at   the latest %s\n",
+             deadline ? cli_time (deadline, false, when, sizeof when) : "-");
+    int64_t nodes = 0, acked = 0, unable = 0, relayed = 0;
+    if (pv_get_int (pv_map_get (data, "nodes"), &nodes) == 0) {
+        pv_get_int (pv_map_get (data, "acknowledged"), &acked);
+        pv_get_int (pv_map_get (data, "unable"), &unable);
+        pv_get_int (pv_map_get (data, "relayed"), &relayed);
+        fprintf (out, "nodes        %" PRId64 ": %" PRId64 " have the next "
+                 "key, %" PRId64 " cannot learn it (an earlier release), %"
+                 PRId64 " behind relays\n", nodes, acked, unable, relayed);
+    }
+    return 0;
+}
+
+//  key fetch-broker's request and table, for its run
+static const cli_cmd_t s_fetch = {
+    .name = "fetch-broker", .command = CLI_CMD_KEY_FETCH_BROKER,
+    .build = s_build_fetch, .render = s_render_broker_keys
+};
+
+//  key fetch-broker: prints the keys, and writes the one to trust.
+static int
+s_run_fetch (const cli_args_t *args, const job_spec_t *file_spec,
+             const cli_settings_t *settings, FILE *out, FILE *err)
+{
+    pv_doc_t *reply = NULL;
+    const pv_t *data = NULL;
+    int code = cli_request_cmd (&s_fetch, args, file_spec, settings, &reply,
+                                &data, err);
+    if (code != CLI_EXIT_OK) {
+        pv_doc_destroy (&reply);
+        return code;
+    }
+    char key [64] = "";
+    cli_field (data, pv_map_get (data, "next") ? "next" : "key", key,
+               sizeof key);
+    if (args->out_file) {
+        if (!keys_z85_valid (key)) {
+            fprintf (err, "gridcli: the broker has no key to fetch (it runs "
+                     "--insecure)\n");
+            pv_doc_destroy (&reply);
+            return CLI_EXIT_JOB_FAILED;
+        }
+        char tmp [4200];
+        snprintf (tmp, sizeof tmp, "%s.tmp", args->out_file);
+        FILE *file = fopen (tmp, "w");
+        bool ok = file && fprintf (file, "#   ZeroMQ CURVE Public Certificate\n"
+                                   "#   The broker's key, as gridcli key "
+                                   "fetch-broker wrote it\n\n"
+                                   "metadata\ncurve\n    public-key = "
+                                   "\"%s\"\n", key) > 0;
+        if (file && fclose (file) != 0)
+            ok = false;
+        if (!ok || rename (tmp, args->out_file) != 0) {
+            fprintf (err, "gridcli: cannot write %s: %s\n", args->out_file,
+                     strerror (errno));
+            unlink (tmp);
+            pv_doc_destroy (&reply);
+            return CLI_EXIT_JOB_FAILED;
+        }
+    }
+    code = cli_show_cmd (&s_fetch, args, settings, data, out, err);
+    if (code == CLI_EXIT_OK && args->out_file)
+        fprintf (err, "wrote the broker's key %s to %s\n", key,
+                 args->out_file);
+    pv_doc_destroy (&reply);
+    return code;
+}
+
 static const cli_cmd_t s_cmds [] = {
     {.name = "list", .command = CLI_CMD_KEY_LIST, .build = s_build_list,
      .render = s_render_keys},
@@ -199,6 +375,13 @@ static const cli_cmd_t s_cmds [] = {
     {.name = "delete", .command = CLI_CMD_KEY_DELETE,
      .args = CLI_ARG_ID | CLI_ARG_KEY, .check = s_check,
      .build = s_build_delete, .render = s_render_key},
+    {.name = "rotate-broker", .command = CLI_CMD_KEY_ROTATE_BROKER,
+     .options = s_rotate_options, .option = s_option,
+     .check = s_check_rotate, .build = s_build_rotate,
+     .render = s_render_broker_keys},
+    {.name = "fetch-broker", .command = CLI_CMD_KEY_FETCH_BROKER,
+     .options = s_fetch_options, .option = s_option, .build = s_build_fetch,
+     .render = s_render_broker_keys, .run = s_run_fetch},
     {.command = CLI_CMD_NONE}
 };
 

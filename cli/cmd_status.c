@@ -119,6 +119,20 @@ s_render_status (const pv_t *data, FILE *out)
         free (text);
     }
     s_render_store (pv_map_get (data, "store"), out);
+    const pv_t *rotation = pv_map_get (data, "broker_key");
+    if (pv_type (rotation) == PV_MAP) {
+        char next [64], when [64], line [256];
+        const pv_t *deadline = pv_map_get (rotation, "deadline");
+        snprintf (line, sizeof line, "rotating to %.8s...: %" PRId64 " of %"
+                  PRId64 " nodes have the next key; the old one is retired "
+                  "at the latest %s", cli_field (rotation, "next", next,
+                                                 sizeof next),
+                  cli_field_int (rotation, "acknowledged", 0),
+                  cli_field_int (rotation, "nodes", 0),
+                  deadline ? cli_time (deadline, false, when, sizeof when)
+                           : "-");
+        cli_print_field (out, "broker key", line);
+    }
     if (relay)
         s_render_relay_status (data, out);
     return 0;

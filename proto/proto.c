@@ -588,6 +588,13 @@ static const s_field_t s_blob_chunk_fields [] = {
     S_TEXT_OPT (proto_msg_t, "error", error, S_TEXT_SHORT),
 };
 
+//  broker_key: the broker's next public key (PROTO_FEATURE_BROKER_REKEY);
+//  broker_key_ack: the agent keeps it
+static const s_field_t s_broker_key_fields [] = {
+    S_NODE,
+    S_TEXT (proto_msg_t, key, S_TEXT_SHORT),
+};
+
 #define S_MESSAGE(type, name, fields) \
     { type, name, sizeof (name) - 1, \
       { fields, S_COUNT_OF (fields), sizeof (proto_msg_t), 0, NULL } }
@@ -620,6 +627,8 @@ const s_message_t proto_messages [] = {
     S_MESSAGE (PROTO_OUTPUT_ACKS, "output_acks", s_output_acks_fields),
     S_MESSAGE (PROTO_BLOB_GET, "blob_get", s_blob_get_fields),
     S_MESSAGE (PROTO_BLOB_CHUNK, "blob_chunk", s_blob_chunk_fields),
+    S_MESSAGE (PROTO_BROKER_KEY, "broker_key", s_broker_key_fields),
+    S_MESSAGE (PROTO_BROKER_KEY_ACK, "broker_key_ack", s_broker_key_fields),
 };
 _Static_assert (S_COUNT_OF (proto_messages) == PROTO_MESSAGE_COUNT,
                 "PROTO_MESSAGE_COUNT counts proto_messages");

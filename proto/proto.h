@@ -100,6 +100,10 @@
 #define PROTO_FEATURE_BLOBS "blobs"  //  the agent fetches blobs (blob_get,
                                      //  blob_chunk) and runs file.put of a
                                      //  sha256, once welcome grants it
+#define PROTO_FEATURE_BROKER_REKEY "broker_rekey"  //  the broker may send
+                                     //  broker_key (its next key) and the
+                                     //  agent answers broker_key_ack, once
+                                     //  welcome grants it
 //  All of them, as --version lists them
 #define PROTO_FEATURES_TEXT PROTO_FEATURE_RESULT_ACKS ", " \
     PROTO_FEATURE_RESULTS ", " PROTO_FEATURE_TYPED_DATA ", " \
@@ -110,7 +114,8 @@
     PROTO_FEATURE_REKEY ", " \
     PROTO_FEATURE_OUTPUT_ACKS ", " \
     PROTO_FEATURE_REDIRECT ", " \
-    PROTO_FEATURE_BLOBS
+    PROTO_FEATURE_BLOBS ", " \
+    PROTO_FEATURE_BROKER_REKEY
 
 //  Codec returns (STYLE: 0 ok, -1 I/O, -2 malformed)
 #define PROTO_OK 0
@@ -139,7 +144,9 @@ typedef enum {
     PROTO_REKEY_ACK,     //  broker -> agent: where that next key stands
     PROTO_OUTPUT_ACKS,   //  broker -> agent: several output pieces committed
     PROTO_BLOB_GET,      //  agent -> broker: the piece of a blob at an offset
-    PROTO_BLOB_CHUNK     //  broker -> agent: that piece, or why not
+    PROTO_BLOB_CHUNK,    //  broker -> agent: that piece, or why not
+    PROTO_BROKER_KEY,    //  broker -> agent: the broker's next public key
+    PROTO_BROKER_KEY_ACK //  agent -> broker: that key is kept
 } proto_type_t;
 
 //  One result a result_acks message acknowledges, or one output piece an
@@ -289,7 +296,8 @@ struct proto_msg_s {
     char *code;                  //  error: stable code
     char *message;               //  error: a sentence; progress: what it does now (optional);
                                  //  rekey_ack: why (optional)
-    char *key;                   //  rekey, rekey_ack: a public key (Z85)
+    char *key;                   //  rekey, rekey_ack, broker_key,
+                                 //  broker_key_ack: a public key (Z85)
     char *endpoint;              //  error not_leader (redirect feature):
                                  //  the active's agent endpoint, or NULL
     bool packed;                 //  Decoded into one allocation (see above)

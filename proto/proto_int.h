@@ -168,7 +168,7 @@ int proto_check_unique (const void *base, size_t count, size_t stride,
 void proto_msg_free_members (proto_msg_t *self);
 
 //  Every message type: its wire name and schema (proto.c)
-#define PROTO_MESSAGE_COUNT 22
+#define PROTO_MESSAGE_COUNT 24
 extern const s_message_t proto_messages [];
 
 //  The message whose wire name is the NAME_LEN bytes at NAME, or NULL.

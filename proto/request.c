@@ -126,6 +126,11 @@ static const s_request_field_t s_req_key [] = {
     { "node", PV_STR, false, 1, PROTO_MAX_TEXT },
 };
 
+//  broker.rekey: the old key is retired at this deadline at the latest
+static const s_request_field_t s_req_broker_rekey [] = {
+    { "deadline", PV_STR, false, 1, 64 },
+};
+
 static const s_request_field_t s_req_schedule [] = {
     { "name", PV_STR, true, 1, NAME_MAX_LEN },
 };
@@ -209,6 +214,8 @@ static const s_request_t s_requests [] = {
     S_REQUEST ("key.accept", s_req_key),
     S_REQUEST ("key.reject", s_req_key),
     S_REQUEST ("key.delete", s_req_key),
+    S_REQUEST ("broker.rekey", s_req_broker_rekey),
+    S_REQUEST_BARE ("broker.keys"),
     S_REQUEST ("job.retry", s_req_job_retry),
     S_REQUEST ("dlq.list", s_req_dlq_list),
     S_REQUEST ("dlq.get", s_req_dlq_entry),

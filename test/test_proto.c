@@ -1898,6 +1898,59 @@ s_decode_output_ack (const char *stream, int64_t offset, size_t width,
     return rc;
 }
 
+//  broker_key and broker_key_ack: node and key, both required; a body
+//  without its key, or with a key of another type, is malformed.
+static void
+test_proto_broker_key (void **state)
+{
+    const char *key = "rq:rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf7";
+    proto_type_t types [] = {PROTO_BROKER_KEY, PROTO_BROKER_KEY_ACK};
+    for (int index = 0; index < 2; index++) {
+        proto_msg_t msg = {.type = types [index], .node = "web-01",
+                           .key = (char *) key};
+        pw_t *writer = pw_new ();
+        assert_int_equal (proto_msg_encode (&msg, writer), 0);
+        proto_msg_t *got = NULL;
+        assert_int_equal (proto_msg_decode (pw_data (writer),
+                                            pw_size (writer), &got, NULL, 0),
+                          0);
+        assert_int_equal (got->type, types [index]);
+        assert_string_equal (got->node, "web-01");
+        assert_string_equal (got->key, key);
+        proto_msg_destroy (&got);
+        //  Without its key
+        msg.key = NULL;
+        pw_reset (writer);
+        assert_int_not_equal (proto_msg_encode (&msg, writer), 0);
+        pw_reset (writer);
+        pw_map (writer, 3);
+        pw_str (writer, "v");
+        pw_int (writer, PROTO_VERSION);
+        pw_str (writer, "type");
+        pw_str (writer, proto_type_name (types [index]));
+        pw_str (writer, "node");
+        pw_str (writer, "web-01");
+        assert_int_equal (proto_msg_decode (pw_data (writer),
+                                            pw_size (writer), &got, NULL, 0),
+                          PROTO_EMALFORMED);
+        //  A key that is no text
+        pw_reset (writer);
+        pw_map (writer, 4);
+        pw_str (writer, "v");
+        pw_int (writer, PROTO_VERSION);
+        pw_str (writer, "type");
+        pw_str (writer, proto_type_name (types [index]));
+        pw_str (writer, "node");
+        pw_str (writer, "web-01");
+        pw_str (writer, "key");
+        pw_int (writer, 7);
+        assert_int_equal (proto_msg_decode (pw_data (writer),
+                                            pw_size (writer), &got, NULL, 0),
+                          PROTO_EMALFORMED);
+        pw_destroy (&writer);
+    }
+}
+
 //  output_acks: proto_output_acks_encode writes what proto_msg_encode
 //  writes, the entries come back with their streams and offsets, and
 //  hostile entries (a result_acks' shape, an unknown stream, an offset
@@ -3132,6 +3185,7 @@ main (void)
         cmocka_unit_test (test_proto_ack_encoders_epoch),
         cmocka_unit_test (test_proto_result_acks_encode),
         cmocka_unit_test (test_proto_output_acks),
+        cmocka_unit_test (test_proto_broker_key),
         cmocka_unit_test (test_proto_result_acks_refused),
         cmocka_unit_test (test_proto_hello_features),
         cmocka_unit_test (test_proto_results),

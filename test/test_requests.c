@@ -110,7 +110,7 @@ test_requests_roles (void **state)
     const char *admin [] = {"key.list", "key.accept", "key.reject",
                             "key.delete", "token.add", "token.list",
                             "token.revoke", "node.drain", "node.resume",
-                            "broker.drain", "broker.resume"};
+                            "broker.drain", "broker.resume", "broker.rekey"};
     for (size_t index = 0; index < sizeof admin / sizeof admin [0]; index++)
         assert_int_equal (requests_find (admin [index])->role,
                           AUTH_ROLE_ADMIN);
@@ -132,7 +132,7 @@ test_requests_audited (void **state)
     const char *audited [] = {"node.drain", "node.resume", "broker.drain",
                               "broker.resume", "key.accept", "key.reject",
                               "key.delete", "token.add", "token.revoke",
-                              "notify.retry"};
+                              "notify.retry", "broker.rekey"};
     for (size_t index = 0; index < sizeof audited / sizeof audited [0];
          index++)
         assert_true (requests_find (audited [index])->audited);
@@ -146,6 +146,7 @@ test_requests_audited (void **state)
     }
     assert_int_equal (found, 23);
     assert_false (requests_find ("audit.list")->audited);
+    assert_false (requests_find ("broker.keys")->audited);
     assert_false (requests_find ("notify.list")->audited);
     assert_int_equal (requests_find ("notify.list")->role, AUTH_ROLE_ADMIN);
     assert_int_equal (requests_find ("notify.retry")->role, AUTH_ROLE_ADMIN);

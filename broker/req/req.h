@@ -22,6 +22,7 @@
                      metrics.get
         dlq.c        dlq.list dlq.get dlq.retry dlq.purge
         keys.c       key.list key.accept key.reject key.delete
+        brokerkey.c  broker.rekey broker.keys
         tokens.c     token.add token.list token.revoke
         relays.c     relay.list
         schedules.c  schedule.add schedule.list schedule.get
@@ -153,6 +154,21 @@ void req_key_list (req_call_t *call);
 void req_key_accept (req_call_t *call);
 void req_key_reject (req_call_t *call);
 void req_key_delete (req_call_t *call);
+
+void req_broker_rekey (req_call_t *call);
+void req_broker_keys (req_call_t *call);
+
+//  While the broker's key rotates: the nodes known, those that
+//  acknowledged its next key, those connected directly that cannot (a
+//  release before broker_rekey) and those behind relays (brokerkey.c;
+//  status uses it too).
+typedef struct {
+    size_t nodes;
+    size_t acknowledged;
+    size_t unable;
+    size_t relayed;
+} req_broker_key_counts_t;
+void req_broker_key_counts (ctx_t *ctx, req_broker_key_counts_t *counts);
 
 void req_token_add (req_call_t *call);
 void req_token_list (req_call_t *call);

@@ -99,7 +99,27 @@ req_status (req_call_t *call)
     size_t online = registry_online_count (ctx->registry);
     pw_reset (reply);
     proto_reply_ok_begin (reply, call->request->id);
-    pw_map (reply, 8 + (ctx->http_face ? 1 : 0));
+    const char *next = ctx->brokerkey ? brokerkey_next (ctx->brokerkey)
+                                      : NULL;
+    pw_map (reply, 8 + (ctx->http_face ? 1 : 0) + (next ? 1 : 0));
+    if (next) {
+        //  The rotation of the broker's key (broker.keys has the rest)
+        req_broker_key_counts_t counts;
+        req_broker_key_counts (ctx, &counts);
+        char deadline [TIME_TEXT_LEN];
+        time_format (brokerkey_deadline_ms (ctx->brokerkey), deadline,
+                     sizeof deadline);
+        pw_str (reply, "broker_key");
+        pw_map (reply, 4);
+        pw_str (reply, "next");
+        pw_str (reply, next);
+        pw_str (reply, "deadline");
+        pw_str (reply, deadline);
+        pw_str (reply, "nodes");
+        pw_int (reply, (int64_t) counts.nodes);
+        pw_str (reply, "acknowledged");
+        pw_int (reply, (int64_t) counts.acknowledged);
+    }
     pw_str (reply, "version");
     pw_str (reply, GRID_VERSION);
     pw_str (reply, "state");

@@ -97,6 +97,8 @@ REQUEST_METHODS = {
     "key.accept": "key_accept",
     "key.reject": "key_reject",
     "key.delete": "key_delete",
+    "broker.rekey": "broker_rekey",
+    "broker.keys": "broker_keys",
     "schedule.add": "schedule_add",
     "schedule.list": "schedules",
     "schedule.get": "schedule",
@@ -990,6 +992,25 @@ class Client:
             client.key_delete(node="web-03")
         """
         return self.request("key.delete", **_key_or_node(key, node))
+
+    def broker_rekey(self, deadline: Optional[str] = None) -> Dict[str, Any]:
+        """Starts the rotation of the broker's own key (admin): ``{key,
+        next, deadline}``; the old key is retired when every node has the
+        next one, or at the deadline (a duration, default 24h).
+
+            client.broker_rekey(deadline="2h")
+        """
+        fields = {"deadline": deadline} if deadline is not None else {}
+        return self.request("broker.rekey", **fields)
+
+    def broker_keys(self) -> Dict[str, Any]:
+        """The broker's public key and, while a rotation runs, the next
+        one and how far it has come: ``{key, rotating, retired, ?next,
+        ?deadline, ?nodes, ?acknowledged, ?unable, ?relayed}``.
+
+            next_key = client.broker_keys().get("next")
+        """
+        return self.request("broker.keys")
 
     def token_add(self, name: str, role: str) -> Token:
         """A bearer token for the HTTP API: ``{name, role, token,

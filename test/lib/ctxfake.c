@@ -278,6 +278,8 @@ ctxfake_new (ctxfake_configure_fn *configure, void *arg)
     if (ctx->store && !*err)
         ctx->auth = auth_new (&self->config.auth, ctx->store, err,
                               sizeof err);
+    //  No rotation of the broker's key (no key file)
+    ctx->brokerkey = brokerkey_new (NULL, NULL, 0);
     ctx->relays = relays_new (&self->config.relays,
                               self->config.auth.insecure);
     if (!ctx->stats || !ctx->store || !ctx->registry || !ctx->sched
@@ -298,6 +300,7 @@ ctxfake_destroy (ctxfake_t **self_p)
     ctx_t *ctx = &self->ctx;
     store_abort (&self->txn);
     relays_destroy (&ctx->relays);
+    brokerkey_destroy (&ctx->brokerkey);
     auth_destroy (&ctx->auth);
     zhashx_destroy (&ctx->schedules);
     sched_destroy (&ctx->sched);

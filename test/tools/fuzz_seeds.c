@@ -217,6 +217,10 @@ main (int argc, char *argv [])
          "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
          .offset = 0, .size = 4, .chunk = (uint8_t *) "test",
          .chunk_len = 4},
+        {.type = PROTO_BROKER_KEY, .node = "web-01",
+         .key = "rq:rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf7"},
+        {.type = PROTO_BROKER_KEY_ACK, .node = "web-01",
+         .key = "rq:rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf7"},
     };
     for (size_t index = 0; index < sizeof messages / sizeof messages [0];
          index++)

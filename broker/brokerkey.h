@@ -1,0 +1,73 @@
+/*  =========================================================================
+    brokerkey - the rotation of the broker's own key pair
+
+    `gridcli key rotate-broker` (broker.rekey) makes a next pair beside the
+    broker's (P.next, P.next_secret: proto/keynext.h) and a deadline file
+    P.next_deadline ("<started wall ms> <deadline wall ms>"), so that a
+    rotation survives a restart. While it runs, the broker announces the
+    next public key to every direct agent that was granted broker_rekey,
+    over its authenticated session (broker_key), and counts those that
+    answered broker_key_ack. When all nodes acknowledged, or at the
+    deadline, the rotation is retired: the next pair becomes the pair on
+    disk (brokerkey_commit) and the server binds its endpoints again with
+    it (broker.c); the old key is refused from then on.
+
+    Threading: the broker's thread only.
+    =========================================================================
+*/
+#ifndef GRID_BROKER_BROKERKEY_H
+#define GRID_BROKER_BROKERKEY_H
+
+#include <czmq.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../proto/keys.h"
+
+#define BROKERKEY_DEADLINE_MS (24LL * 3600 * 1000)  //  Without --deadline
+#define BROKERKEY_ANNOUNCE_MS 10000  //  Announced again this often to the
+                                     //  online nodes that did not answer
+#define BROKERKEY_CHECK_MS 1000      //  Retirement looked at this often
+
+typedef struct _brokerkey_t brokerkey_t;
+
+//  KEY_FILE is the broker's pair (either file); NULL when the broker runs
+//  insecure. Finishes a commit cut short and takes up a rotation under
+//  way. Returns NULL with a sentence in ERR.
+brokerkey_t *brokerkey_new (const char *key_file, char *err, size_t err_len);
+void brokerkey_destroy (brokerkey_t **self_p);
+
+//  Starts a rotation at NOW_WALL_MS that retires the old key at
+//  DEADLINE_WALL_MS at the latest: writes the next pair and the deadline.
+//  Returns 0, or -1 with a sentence in ERR (one runs already: its key;
+//  insecure; a file that cannot be written).
+int brokerkey_start (brokerkey_t *self, int64_t now_wall_ms,
+                     int64_t deadline_wall_ms, char *err, size_t err_len);
+
+//  The next public key (Z85), or NULL when no rotation runs.
+const char *brokerkey_next (const brokerkey_t *self);
+
+//  When the running rotation started and when its deadline falls (wall ms).
+int64_t brokerkey_started_ms (const brokerkey_t *self);
+int64_t brokerkey_deadline_ms (const brokerkey_t *self);
+
+//  NODE answered broker_key_ack with KEY: true when KEY is the next key
+//  (the node is counted), false for any other key (dropped).
+bool brokerkey_ack (brokerkey_t *self, const char *node, const char *key);
+
+//  True when NODE acknowledged the running rotation's key.
+bool brokerkey_has (const brokerkey_t *self, const char *node);
+
+//  Nodes that acknowledged the running rotation's key.
+size_t brokerkey_ack_count (const brokerkey_t *self);
+
+//  Retires the old key: the next pair becomes the pair on disk. Returns
+//  the new pair (the caller owns it), or NULL with a sentence in ERR (the
+//  rotation then goes on).
+zcert_t *brokerkey_commit (brokerkey_t *self, char *err, size_t err_len);
+
+//  Rotations retired since start.
+uint64_t brokerkey_retired (const brokerkey_t *self);
+
+#endif
