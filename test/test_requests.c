@@ -132,7 +132,7 @@ test_requests_audited (void **state)
     const char *audited [] = {"node.drain", "node.resume", "broker.drain",
                               "broker.resume", "key.accept", "key.reject",
                               "key.delete", "token.add", "token.revoke",
-                              "notify.retry", "broker.rekey"};
+                              "notify.retry", "broker.rekey", "blob.delete"};
     for (size_t index = 0; index < sizeof audited / sizeof audited [0];
          index++)
         assert_true (requests_find (audited [index])->audited);
@@ -144,7 +144,7 @@ test_requests_audited (void **state)
         if (rows [index].audited)
             found++;
     }
-    assert_int_equal (found, 23);
+    assert_int_equal (found, 24);
     assert_false (requests_find ("audit.list")->audited);
     assert_false (requests_find ("broker.keys")->audited);
     assert_false (requests_find ("notify.list")->audited);
