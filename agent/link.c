@@ -301,6 +301,10 @@ s_dealer_ready (zloop_t *loop, zsock_t *sock, void *arg)
                 self->arg, "unexpected frames from the broker");
         self->from_next = false;
         zmsg_destroy (&msg);
+        //  What it said may have closed this socket (a redirect moves to
+        //  another endpoint): it is gone, read no more from it
+        if (sock != self->dealer && sock != self->next_dealer)
+            break;
     }
     return 0;
 }
@@ -316,6 +320,9 @@ s_sub_ready (zloop_t *loop, zsock_t *sock, void *arg)
     if (!self->welcomed && self->dealer
         && (zsock_events (self->dealer) & ZMQ_POLLIN))
         s_dealer_ready (loop, self->dealer, self);
+    //  What the DEALER said may have closed this socket (a redirect)
+    if (sock != self->sub)
+        return 0;
     for (int count = 0; count < S_READ_BATCH; count++) {
         zmsg_t *msg = zmsg_recv (sock);
         if (!msg)
@@ -331,6 +338,8 @@ s_sub_ready (zloop_t *loop, zsock_t *sock, void *arg)
             self->callbacks.on_malformed (
                 self->arg, "commands message without topic and body");
         zmsg_destroy (&msg);
+        if (sock != self->sub)
+            break;
     }
     return 0;
 }
