@@ -378,8 +378,17 @@ spool_crosses() {
     done
     cat "$run/out"
     grep -q ' success ' "$run/out" || return 1
-    # ... and it came from the spool, not from a run of its own
-    grep -q '1 result(s) to deliver' "$run/agent-sp-01.log"
+    # ... and it came from the spool, not from a run of its own. The
+    # broker may read the result the first agent sent before it was
+    # stopped (it waited in the socket) and end the job before the
+    # second agent has said what its spool holds: wait for that line
+    for i in $(seq 1 100); do
+        grep -q '1 result(s) to deliver' "$run/agent-sp-01.log" && return 0
+        sleep 0.1
+    done
+    echo "the second agent did not deliver from its spool:"
+    tail -n 20 "$run/agent-sp-01.log"
+    return 1
 }
 
 an_old_spool_is_delivered_by_a_new_agent() {
