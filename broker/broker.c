@@ -5,6 +5,7 @@
 */
 #include "broker.h"
 #include "broker_int.h"
+#include "listener.h"
 
 static broker_io_t *
 s_io_new (void)
@@ -659,14 +660,6 @@ s_bind (auth_t *auth, int type, const char *domain, const char *endpoint,
     return socket;
 }
 
-//  An ipc endpoint's file, or NULL.
-static const char *
-s_ipc_path (const char *endpoint)
-{
-    return strncmp (endpoint, "ipc://", 6) == 0 && endpoint [6] != '@'
-           ? endpoint + 6 : NULL;
-}
-
 int
 broker_rebind (broker_t *self, zcert_t *cert)
 {
@@ -677,8 +670,9 @@ broker_rebind (broker_t *self, zcert_t *cert)
         if (self->bound [index])
             zsock_unbind (sockets [index], "%s", self->bound [index]);
     //  An unbind ends its listener in libzmq's I/O thread, which removes
-    //  an ipc file when it closes: let it, before the file is made again
-    zclock_sleep (200);
+    //  an ipc file and frees a TCP port after the call returns
+    for (int index = 0; index < 3; index++)
+        listener_released (self->bound [index]);
     int rc = 0;
     for (int index = 0; index < 3; index++) {
         const char *endpoint = self->bound [index];
@@ -691,21 +685,7 @@ broker_rebind (broker_t *self, zcert_t *cert)
             rc = -1;
             continue;
         }
-        //  The old listener may hold a TCP port a little longer
-        int bound = -1;
-        for (int attempt = 0; attempt < 50 && bound < 0; attempt++) {
-            bound = zsock_bind (sockets [index], "%s", endpoint);
-            if (bound < 0)
-                zclock_sleep (20);
-        }
-        const char *path = s_ipc_path (endpoint);
-        if (bound >= 0 && path && access (path, F_OK) != 0) {
-            //  Removed by the old listener after all: once more
-            zsock_unbind (sockets [index], "%s", endpoint);
-            zclock_sleep (200);
-            bound = zsock_bind (sockets [index], "%s", endpoint);
-        }
-        if (bound < 0) {
+        if (zsock_bind (sockets [index], "%s", endpoint) < 0) {
             log_error ("cannot bind %s again with the new key: %s", endpoint,
                        zmq_strerror (zmq_errno ()));
             rc = -1;
