@@ -1269,6 +1269,16 @@ proto_version_refusal (int64_t version, char *text, size_t len)
     return text;
 }
 
+//  The epoch key of an ack, when there is one (a broker alone has none)
+static void
+s_put_epoch (pw_t *writer, uint64_t epoch)
+{
+    if (epoch) {
+        pw_strn (writer, "epoch", 5);
+        pw_int (writer, (int64_t) epoch);
+    }
+}
+
 int
 proto_result_ack_encode (const char *job, uint32_t step, uint32_t attempt,
                          uint64_t epoch, int version, pw_t *writer)
@@ -1290,53 +1300,17 @@ proto_result_ack_encode (const char *job, uint32_t step, uint32_t attempt,
     pw_int (writer, step);
     pw_strn (writer, "attempt", 7);
     pw_int (writer, attempt);
-    if (epoch) {
-        pw_strn (writer, "epoch", 5);
-        pw_int (writer, (int64_t) epoch);
-    }
+    s_put_epoch (writer, epoch);
     return PROTO_OK;
 }
 
-int
-proto_result_acks_encode (const proto_ack_t *acks, size_t count,
-                          uint64_t epoch, int version, pw_t *writer)
+//  result_acks, or with OUTPUT output_acks: the rules of their fields
+//  (s_result_acks_fields, s_output_acks_fields), then the message.
+static int
+s_acks_encode (const proto_ack_t *acks, size_t count, uint64_t epoch,
+               int version, bool output, pw_t *writer)
 {
     assert (writer);
-    //  The rules of s_result_acks_fields
-    if (!acks || count < 1 || count > PROTO_MAX_ACKS || epoch > INT64_MAX)
-        return PROTO_EMALFORMED;
-    for (size_t index = 0; index < count; index++)
-        if (!acks [index].job || !job_id_valid (acks [index].job)
-            || acks [index].step > JOB_MAX_STEPS - 1
-            || acks [index].attempt < 1
-            || acks [index].attempt > PROTO_MAX_ATTEMPT)
-            return PROTO_EMALFORMED;
-    pw_map (writer, epoch ? 4 : 3);
-    pw_strn (writer, "v", 1);
-    pw_int (writer, version ? version : PROTO_VERSION);
-    pw_strn (writer, "type", 4);
-    pw_strn (writer, "result_acks", 11);
-    pw_strn (writer, "acks", 4);
-    pw_array (writer, count);
-    for (size_t index = 0; index < count; index++) {
-        pw_array (writer, 3);
-        pw_str (writer, acks [index].job);
-        pw_int (writer, acks [index].step);
-        pw_int (writer, acks [index].attempt);
-    }
-    if (epoch) {
-        pw_strn (writer, "epoch", 5);
-        pw_int (writer, (int64_t) epoch);
-    }
-    return PROTO_OK;
-}
-
-int
-proto_output_acks_encode (const proto_ack_t *acks, size_t count,
-                          uint64_t epoch, int version, pw_t *writer)
-{
-    assert (writer);
-    //  The rules of s_output_acks_fields
     if (!acks || count < 1 || count > PROTO_MAX_ACKS || epoch > INT64_MAX)
         return PROTO_EMALFORMED;
     for (size_t index = 0; index < count; index++)
@@ -1344,28 +1318,44 @@ proto_output_acks_encode (const proto_ack_t *acks, size_t count,
             || acks [index].step > JOB_MAX_STEPS - 1
             || acks [index].attempt < 1
             || acks [index].attempt > PROTO_MAX_ATTEMPT
-            || !s_ack_stream_valid (&acks [index]))
+            || (output && !s_ack_stream_valid (&acks [index])))
             return PROTO_EMALFORMED;
     pw_map (writer, epoch ? 4 : 3);
     pw_strn (writer, "v", 1);
     pw_int (writer, version ? version : PROTO_VERSION);
     pw_strn (writer, "type", 4);
-    pw_strn (writer, "output_acks", 11);
+    if (output)
+        pw_strn (writer, "output_acks", 11);
+    else
+        pw_strn (writer, "result_acks", 11);
     pw_strn (writer, "acks", 4);
     pw_array (writer, count);
     for (size_t index = 0; index < count; index++) {
-        pw_array (writer, 5);
+        pw_array (writer, output ? 5 : 3);
         pw_str (writer, acks [index].job);
         pw_int (writer, acks [index].step);
         pw_int (writer, acks [index].attempt);
-        pw_str (writer, acks [index].stream);
-        pw_int (writer, (int64_t) acks [index].offset);
+        if (output) {
+            pw_str (writer, acks [index].stream);
+            pw_int (writer, (int64_t) acks [index].offset);
+        }
     }
-    if (epoch) {
-        pw_strn (writer, "epoch", 5);
-        pw_int (writer, (int64_t) epoch);
-    }
+    s_put_epoch (writer, epoch);
     return PROTO_OK;
+}
+
+int
+proto_result_acks_encode (const proto_ack_t *acks, size_t count,
+                          uint64_t epoch, int version, pw_t *writer)
+{
+    return s_acks_encode (acks, count, epoch, version, false, writer);
+}
+
+int
+proto_output_acks_encode (const proto_ack_t *acks, size_t count,
+                          uint64_t epoch, int version, pw_t *writer)
+{
+    return s_acks_encode (acks, count, epoch, version, true, writer);
 }
 
 int
