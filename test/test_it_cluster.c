@@ -33,82 +33,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "../proto/proto.h"
-#include "lib/etcdproc.h"
-#include "lib/harness.h"
+#include "lib/cluster.h"
 
 #define S_WAIT_MS 20000
-
-typedef struct {
-    char dir [300];
-    etcdproc_t etcd;
-    grid_t member [2];           //  Brokers "a" and "b", each its own dir
-    char config [2][400];
-    char repl_ep [2][400];
-    int http_port [2];           //  With faces: each member's HTTP port
-    bool faces;                  //  Configs with http: and the peers'
-                                 //  agents and http
-} s_state_t;
-
-static const char *s_names [2] = {"a", "b"};
-
-static void
-s_write_config (s_state_t *self, int which, int64_t ttl_s)
-{
-    int other = 1 - which;
-    FILE *file = fopen (self->config [which], "w");
-    assert_non_null (file);
-    fprintf (file,
-             "ha:\n"
-             "  cluster: lab\n"
-             "  name: %s\n"
-             "  etcd: %s\n"
-             "  ttl: %llds\n"
-             "  replicate: %s\n"
-             "  sync_timeout: 1s\n"
-             "  peers:\n"
-             "    - name: %s\n"
-             "      client: %s\n"
-             "      replicate: %s\n",
-             s_names [which], self->etcd.url, (long long) ttl_s,
-             self->repl_ep [which], s_names [other],
-             self->member [other].client_ep, self->repl_ep [other]);
-    if (self->faces)
-        fprintf (file,
-                 "      agents: %s\n"
-                 "      http: http://127.0.0.1:%d\n"
-                 "  client: %s\n"
-                 "  http: http://127.0.0.1:%d\n"
-                 "http:\n"
-                 "  listen: 127.0.0.1:%d\n",
-                 self->member [other].agents_ep, self->http_port [other],
-                 self->member [which].client_ep, self->http_port [which],
-                 self->http_port [which]);
-    fclose (file);
-}
-
-//  A free TCP port on loopback.
-static int
-s_free_port (void)
-{
-    int fd = socket (AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in addr;
-    memset (&addr, 0, sizeof addr);
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl (INADDR_LOOPBACK);
-    socklen_t len = sizeof addr;
-    assert_int_equal (bind (fd, (struct sockaddr *) &addr, sizeof addr), 0);
-    assert_int_equal (getsockname (fd, (struct sockaddr *) &addr, &len), 0);
-    close (fd);
-    return ntohs (addr.sin_port);
-}
 
 //  curl METHOD http://127.0.0.1:PORT/PATH (with BODY, JSON, unless NULL):
 //  returns the status (0 when curl failed); the body into *BODY_P.
@@ -148,136 +80,15 @@ s_http (int port, const char *method, const char *path, const char *body,
     return status;
 }
 
-static int
-s_setup (void **state)
-{
-    s_state_t *self = (s_state_t *) calloc (1, sizeof *self);
-    snprintf (self->dir, sizeof self->dir, "/tmp/grid-test-cluster-XXXXXX");
-    if (!mkdtemp (self->dir))
-        return -1;
-    *state = self;
-    if (!etcdproc_available ())
-        return 0;
-    if (etcdproc_start (&self->etcd, self->dir) != 0)
-        return -1;
-    char dir [sizeof self->dir];
-    snprintf (dir, sizeof dir, "%s", self->dir);
-    for (int which = 0; which < 2; which++) {
-        if (grid_init (&self->member [which]) != 0)
-            return -1;
-        self->member [which].insecure = true;
-        snprintf (self->config [which], sizeof self->config [which],
-                  "%s/%s.yaml", dir, s_names [which]);
-        //  The harness's directories are short (/tmp/grid-it-XXXXXX)
-        char member [sizeof self->member [which].dir];
-        snprintf (member, sizeof member, "%s", self->member [which].dir);
-        snprintf (self->repl_ep [which], sizeof self->repl_ep [which],
-                  "ipc://%.300s/repl.sock", member);
-    }
-    for (int which = 0; which < 2; which++)
-        s_write_config (self, which, 2);
-    return 0;
-}
-
-static int
-s_teardown (void **state)
-{
-    s_state_t *self = (s_state_t *) *state;
-    for (int which = 0; which < 2; which++)
-        if (self->member [which].dir [0])
-            grid_stop (&self->member [which]);
-    etcdproc_stop (&self->etcd, true);
-    char command [400];
-    snprintf (command, sizeof command, "rm -rf '%s'", self->dir);
-    if (system (command) != 0)
-        fprintf (stderr, "could not remove %s\n", self->dir);
-    free (self);
-    return 0;
-}
-
-static bool
-s_skip (s_state_t *self)
-{
-    if (self->etcd.pid > 0)
-        return false;
-    printf ("    skipped: etcd is not installed (make test-deps)\n");
-    return true;
-}
-
-static void
-s_spawn (s_state_t *self, int which)
-{
-    const char *extra [] = {"--config", self->config [which], NULL};
-    assert_int_equal (grid_spawn_broker (&self->member [which], extra), 0);
-}
-
-//  The code of a status request to member WHICH ("ok" when it serves),
-//  or NULL when it did not answer.
-static char *
-s_status_code (s_state_t *self, int which)
-{
-    pv_doc_t *reply = grid_call (&self->member [which], "status", NULL);
-    if (!reply)
-        return NULL;
-    char *code = grid_reply_ok (reply, NULL) ? strdup ("ok")
-                                             : grid_reply_code (reply);
-    pv_doc_destroy (&reply);
-    return code;
-}
-
-//  Waits until member WHICH answers status with CODE.
-static bool
-s_wait_code (s_state_t *self, int which, const char *code)
-{
-    long long deadline = grid_now_ms () + S_WAIT_MS;
-    char *got = NULL;
-    while (grid_now_ms () < deadline) {
-        free (got);
-        got = s_status_code (self, which);
-        if (got && strcmp (got, code) == 0) {
-            free (got);
-            return true;
-        }
-        usleep (100 * 1000);
-    }
-    fprintf (stderr, "broker %s answers %s, not %s\n", s_names [which],
-             got ? got : "nothing", code);
-    free (got);
-    grid_dump_logs (&self->member [0]);
-    grid_dump_logs (&self->member [1]);
-    return false;
-}
-
-//  Waits until member WHICH's log holds TEXT.
-static bool
-s_wait_log (s_state_t *self, int which, const char *text)
-{
-    char path [400];
-    snprintf (path, sizeof path, "%s/broker.log", self->member [which].dir);
-    long long deadline = grid_now_ms () + S_WAIT_MS;
-    while (grid_now_ms () < deadline) {
-        char *log = grid_slurp (path);
-        bool found = strstr (log, text) != NULL;
-        free (log);
-        if (found)
-            return true;
-        usleep (100 * 1000);
-    }
-    fprintf (stderr, "broker %s never logged '%s'\n", s_names [which], text);
-    grid_dump_logs (&self->member [0]);
-    grid_dump_logs (&self->member [1]);
-    return false;
-}
-
 //  A and B up, A the active, B in its sync set; agent n1 knows both.
 static void
-s_cluster_up (s_state_t *self)
+s_cluster_up (cluster_pair_t *self)
 {
-    s_spawn (self, 0);
-    assert_true (s_wait_code (self, 0, "ok"));
-    s_spawn (self, 1);
-    assert_true (s_wait_code (self, 1, "not_leader"));
-    assert_true (s_wait_log (self, 0, "standby b is in sync"));
+    cluster_pair_spawn (self, 0);
+    assert_true (cluster_pair_wait_code (self, 0, "ok"));
+    cluster_pair_spawn (self, 1);
+    assert_true (cluster_pair_wait_code (self, 1, "not_leader"));
+    assert_true (cluster_pair_wait_log (self, 0, "standby b is in sync"));
     char brokers [800], publishes [800];
     snprintf (brokers, sizeof brokers, "%s,%s", self->member [0].agents_ep,
               self->member [1].agents_ep);
@@ -292,7 +103,7 @@ s_cluster_up (s_state_t *self)
 //  Every job of IDS (COUNT) exists on member WHICH, completes there, and
 //  has one result for n1.
 static void
-s_assert_jobs_complete (s_state_t *self, int which, char **ids, size_t count)
+s_assert_jobs_complete (cluster_pair_t *self, int which, char **ids, size_t count)
 {
     for (size_t index = 0; index < count; index++) {
         pv_doc_t *doc = grid_wait_job (&self->member [which], ids [index],
@@ -314,16 +125,16 @@ s_assert_jobs_complete (s_state_t *self, int which, char **ids, size_t count)
 static void
 test_cluster_standby_says_not_leader (void **state)
 {
-    s_state_t *self = (s_state_t *) *state;
-    if (s_skip (self))
+    cluster_pair_t *self = (cluster_pair_t *) *state;
+    if (cluster_pair_skip (self))
         return;
-    s_spawn (self, 0);
-    if (!s_wait_code (self, 0, "ok")) {
+    cluster_pair_spawn (self, 0);
+    if (!cluster_pair_wait_code (self, 0, "ok")) {
         grid_dump_logs (&self->member [0]);
     }
-    assert_true (s_wait_code (self, 0, "ok"));
-    s_spawn (self, 1);
-    assert_true (s_wait_code (self, 1, "not_leader"));
+    assert_true (cluster_pair_wait_code (self, 0, "ok"));
+    cluster_pair_spawn (self, 1);
+    assert_true (cluster_pair_wait_code (self, 1, "not_leader"));
     //  It names the active and its client endpoint, for a client to follow
     pv_doc_t *reply = grid_call (&self->member [1], "job.list", NULL);
     assert_non_null (reply);
@@ -361,7 +172,7 @@ test_cluster_standby_says_not_leader (void **state)
 
 //  Waits until the log of agent ID (of member 0's directory) holds TEXT.
 static bool
-s_wait_agent_log (s_state_t *self, const char *id, const char *text)
+s_wait_agent_log (cluster_pair_t *self, const char *id, const char *text)
 {
     char path [400];
     snprintf (path, sizeof path, "%s/agent-%s.log", self->member [0].dir, id);
@@ -382,18 +193,14 @@ s_wait_agent_log (s_state_t *self, const char *id, const char *text)
 static void
 test_cluster_standby_faces (void **state)
 {
-    s_state_t *self = (s_state_t *) *state;
-    if (s_skip (self))
+    cluster_pair_t *self = (cluster_pair_t *) *state;
+    if (cluster_pair_skip (self))
         return;
-    self->faces = true;
-    for (int which = 0; which < 2; which++)
-        self->http_port [which] = s_free_port ();
-    for (int which = 0; which < 2; which++)
-        s_write_config (self, which, 2);
-    s_spawn (self, 0);
-    assert_true (s_wait_code (self, 0, "ok"));
-    s_spawn (self, 1);
-    assert_true (s_wait_code (self, 1, "not_leader"));
+    cluster_pair_faces (self);
+    cluster_pair_spawn (self, 0);
+    assert_true (cluster_pair_wait_code (self, 0, "ok"));
+    cluster_pair_spawn (self, 1);
+    assert_true (cluster_pair_wait_code (self, 1, "not_leader"));
     int active = self->http_port [0], standby = self->http_port [1];
     char url [64];
     snprintf (url, sizeof url, "http://127.0.0.1:%d", active);
@@ -476,7 +283,7 @@ test_cluster_standby_faces (void **state)
     grid_kill (self->member [0].broker_pid, SIGKILL);
     waitpid (self->member [0].broker_pid, NULL, 0);
     self->member [0].broker_pid = 0;
-    assert_true (s_wait_code (self, 1, "ok"));
+    assert_true (cluster_pair_wait_code (self, 1, "ok"));
     deadline = grid_now_ms () + S_WAIT_MS;
     while (grid_now_ms () < deadline) {
         status = s_http (standby, "GET", "/api/v1/leader", NULL, &body);
@@ -526,8 +333,8 @@ s_fake_standby (zsock_t *socket, const char *other, uint64_t epoch)
 static void
 test_cluster_redirect_loop_bounded (void **state)
 {
-    s_state_t *self = (s_state_t *) *state;
-    if (s_skip (self))
+    cluster_pair_t *self = (cluster_pair_t *) *state;
+    if (cluster_pair_skip (self))
         return;
     char ep [2][400], pub [400];
     zsock_t *fake [2];
@@ -575,8 +382,8 @@ test_cluster_redirect_loop_bounded (void **state)
 static void
 test_cluster_redirect_of_lower_epoch_dropped (void **state)
 {
-    s_state_t *self = (s_state_t *) *state;
-    if (s_skip (self))
+    cluster_pair_t *self = (cluster_pair_t *) *state;
+    if (cluster_pair_skip (self))
         return;
     char ep [2][400], pub [400], path [400];
     for (int which = 0; which < 2; which++)
@@ -622,8 +429,8 @@ test_cluster_redirect_of_lower_epoch_dropped (void **state)
 static void
 test_cluster_failover_after_sigkill (void **state)
 {
-    s_state_t *self = (s_state_t *) *state;
-    if (s_skip (self))
+    cluster_pair_t *self = (cluster_pair_t *) *state;
+    if (cluster_pair_skip (self))
         return;
     s_cluster_up (self);
     //  Jobs running on n1 when the active dies; every ok is a promise
@@ -638,14 +445,14 @@ test_cluster_failover_after_sigkill (void **state)
     grid_kill (self->member [0].broker_pid, SIGKILL);
     waitpid (self->member [0].broker_pid, NULL, 0);
     self->member [0].broker_pid = 0;
-    assert_true (s_wait_code (self, 1, "ok"));
+    assert_true (cluster_pair_wait_code (self, 1, "ok"));
     s_assert_jobs_complete (self, 1, ids, 6);
     //  The former active comes back as a standby and catches up with a
     //  snapshot (its store's tail is never served)
-    s_spawn (self, 0);
-    assert_true (s_wait_code (self, 0, "not_leader"));
-    assert_true (s_wait_log (self, 1, "standby a is in sync"));
-    assert_true (s_wait_log (self, 0, "installed a snapshot"));
+    cluster_pair_spawn (self, 0);
+    assert_true (cluster_pair_wait_code (self, 0, "not_leader"));
+    assert_true (cluster_pair_wait_log (self, 1, "standby a is in sync"));
+    assert_true (cluster_pair_wait_log (self, 0, "installed a snapshot"));
     char *late = grid_submit_id (&self->member [1], spec);
     assert_non_null (late);
     pv_doc_t *doc = grid_wait_job (&self->member [1], late, S_WAIT_MS);
@@ -654,7 +461,7 @@ test_cluster_failover_after_sigkill (void **state)
     grid_kill (self->member [1].broker_pid, SIGKILL);
     waitpid (self->member [1].broker_pid, NULL, 0);
     self->member [1].broker_pid = 0;
-    assert_true (s_wait_code (self, 0, "ok"));
+    assert_true (cluster_pair_wait_code (self, 0, "ok"));
     s_assert_jobs_complete (self, 0, ids, 6);
     s_assert_jobs_complete (self, 0, &late, 1);
     for (size_t index = 0; index < 6; index++)
@@ -664,7 +471,7 @@ test_cluster_failover_after_sigkill (void **state)
 
 //  The epoch member WHICH last became the active of (its log says), or 0.
 static uint64_t
-s_epoch_of (s_state_t *self, int which)
+s_epoch_of (cluster_pair_t *self, int which)
 {
     char path [400];
     snprintf (path, sizeof path, "%s/broker.log", self->member [which].dir);
@@ -681,7 +488,7 @@ s_epoch_of (s_state_t *self, int which)
 //  Waits until agent n1 keeps EPOCH in its state dir (it took a welcome
 //  of that epoch).
 static bool
-s_wait_agent_epoch (s_state_t *self, uint64_t epoch)
+s_wait_agent_epoch (cluster_pair_t *self, uint64_t epoch)
 {
     char path [400];
     snprintf (path, sizeof path, "%s/agent-n1/epoch", self->member [0].dir);
@@ -705,8 +512,8 @@ s_wait_agent_epoch (s_state_t *self, uint64_t epoch)
 static void
 test_cluster_stopped_active_demotes (void **state)
 {
-    s_state_t *self = (s_state_t *) *state;
-    if (s_skip (self))
+    cluster_pair_t *self = (cluster_pair_t *) *state;
+    if (cluster_pair_skip (self))
         return;
     s_cluster_up (self);
     //  The agent took the active's epoch from its welcome
@@ -716,13 +523,13 @@ test_cluster_stopped_active_demotes (void **state)
     grid_kill (self->member [0].broker_pid, SIGSTOP);
     //  The standby took over (the agent comes over later: it leaves a
     //  stopped broker when its ZMTP heartbeats time out, 15 s)
-    assert_true (s_wait_code (self, 1, "ok"));
+    assert_true (cluster_pair_wait_code (self, 1, "ok"));
     uint64_t second = s_epoch_of (self, 1);
     assert_true (second > first);
     grid_kill (self->member [0].broker_pid, SIGCONT);
     //  Continued, it knows it lost the lead before doing anything
-    assert_true (s_wait_log (self, 0, "is no longer the active"));
-    assert_true (s_wait_code (self, 0, "not_leader"));
+    assert_true (cluster_pair_wait_log (self, 0, "is no longer the active"));
+    assert_true (cluster_pair_wait_code (self, 0, "not_leader"));
     //  The agent moved to the new active and fences at its epoch: what
     //  the former one might still send is refused (test_it_agent and
     //  test_epoch show the refusal), what the new one sends runs
@@ -739,8 +546,8 @@ test_cluster_stopped_active_demotes (void **state)
 static void
 test_cluster_status_and_switchover (void **state)
 {
-    s_state_t *self = (s_state_t *) *state;
-    if (s_skip (self))
+    cluster_pair_t *self = (cluster_pair_t *) *state;
+    if (cluster_pair_skip (self))
         return;
     s_cluster_up (self);
     //  Asked through the standby, the active answers
@@ -775,9 +582,9 @@ test_cluster_status_and_switchover (void **state)
     assert_int_equal (code, 0);
     free (out);
     free (err);
-    assert_true (s_wait_code (self, 1, "ok"));
-    assert_true (s_wait_code (self, 0, "not_leader"));
-    assert_true (s_wait_log (self, 1, "standby a is in sync"));
+    assert_true (cluster_pair_wait_code (self, 1, "ok"));
+    assert_true (cluster_pair_wait_code (self, 0, "not_leader"));
+    assert_true (cluster_pair_wait_log (self, 1, "standby a is in sync"));
     //  Nothing was lost, and the fleet follows
     assert_true (grid_wait_node (&self->member [1], "n1", "online", 40000));
     char *id = grid_submit_id (&self->member [1],
@@ -799,7 +606,7 @@ test_cluster_status_and_switchover (void **state)
 static void
 test_cluster_bad_config_refused (void **state)
 {
-    s_state_t *self = (s_state_t *) *state;
+    cluster_pair_t *self = (cluster_pair_t *) *state;
     struct {
         const char *yaml;
         const char *says;
@@ -850,22 +657,22 @@ main (void)
 {
     const struct CMUnitTest tests [] = {
         cmocka_unit_test_setup_teardown (test_cluster_bad_config_refused,
-                                         s_setup, s_teardown),
+                                         cluster_pair_setup, cluster_pair_teardown),
         cmocka_unit_test_setup_teardown (test_cluster_standby_says_not_leader,
-                                         s_setup, s_teardown),
+                                         cluster_pair_setup, cluster_pair_teardown),
         cmocka_unit_test_setup_teardown (test_cluster_standby_faces,
-                                         s_setup, s_teardown),
+                                         cluster_pair_setup, cluster_pair_teardown),
         cmocka_unit_test_setup_teardown (test_cluster_redirect_loop_bounded,
-                                         s_setup, s_teardown),
+                                         cluster_pair_setup, cluster_pair_teardown),
         cmocka_unit_test_setup_teardown (
-            test_cluster_redirect_of_lower_epoch_dropped, s_setup,
-            s_teardown),
+            test_cluster_redirect_of_lower_epoch_dropped, cluster_pair_setup,
+            cluster_pair_teardown),
         cmocka_unit_test_setup_teardown (test_cluster_failover_after_sigkill,
-                                         s_setup, s_teardown),
+                                         cluster_pair_setup, cluster_pair_teardown),
         cmocka_unit_test_setup_teardown (test_cluster_stopped_active_demotes,
-                                         s_setup, s_teardown),
+                                         cluster_pair_setup, cluster_pair_teardown),
         cmocka_unit_test_setup_teardown (test_cluster_status_and_switchover,
-                                         s_setup, s_teardown),
+                                         cluster_pair_setup, cluster_pair_teardown),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }
