@@ -903,15 +903,23 @@ broker_keys_tick (broker_t *self)
     bool announce = now_ms - self->brokerkey_sent_ms >= BROKERKEY_ANNOUNCE_MS;
     if (announce)
         self->brokerkey_sent_ms = now_ms;
-    //  Retired early when every node that connects directly has the key
-    //  and none connects through a relay (relays learn no key yet)
+    //  Retired early when every node has the key: one that connects
+    //  directly acknowledged it, one behind relays through a relay
+    //  connected here that acknowledged it (the relays below and the
+    //  agents trust their relay's key)
     registry_node_t **nodes = NULL;
     size_t count = registry_list (self->ctx.registry, &nodes);
     bool everyone = true;
+    size_t acked = 0;
     for (size_t index = 0; index < count; index++) {
         registry_node_t *node = nodes [index];
-        if (node->via_size || !brokerkey_has (keys, node->id))
+        if (node->via_size
+                ? !brokerkey_relay_has (keys, relays_connect_id (
+                                                  self->ctx.relays, node->id))
+                : !brokerkey_has (keys, node->id))
             everyone = false;
+        else
+            acked++;
         if (announce && node->online && s_broker_rekey_granted (self, node))
             s_send_broker_key (self, node);
     }
@@ -923,7 +931,6 @@ broker_keys_tick (broker_t *self)
     char old [KEYS_TEXT_SIZE];
     snprintf (old, sizeof old, "%s", zcert_public_txt (
                                          auth_cert (self->ctx.auth)));
-    size_t acked = brokerkey_ack_count (keys);
     char why [1024] = "";
     zcert_t *cert = brokerkey_commit (keys, why, sizeof why);
     if (!cert) {
@@ -938,6 +945,17 @@ broker_keys_tick (broker_t *self)
               : "as every node has the new key", acked, count,
               count == 1 ? "" : "s");
     int rc = broker_rebind (self, cert);
+    //  The broker heard nobody while it bound its endpoints again (the
+    //  old listeners are waited for): no node is blamed for its silence
+    int64_t rebound_ms = broker_now_ms ();
+    count = registry_list (self->ctx.registry, &nodes);
+    for (size_t index = 0; index < count; index++)
+        if (nodes [index]->online) {
+            registry_touch (nodes [index], rebound_ms, broker_wall_ms ());
+            sched_on_heartbeat (self->ctx.sched, nodes [index]->id,
+                                rebound_ms);
+        }
+    free (nodes);
     log_warn ("the broker's key is now %s: %s", zcert_public_txt (cert), why);
     s_audit_broker (self, "key.retire", zcert_public_txt (cert),
                     rc == 0 ? "ok" : PROTO_ERR_INTERNAL, why);
@@ -1177,6 +1195,9 @@ s_log_dropped (broker_t *self, const char *why)
 //  it so too (PROTOCOL.md 4.3). A relay below another is not granted:
 //  the one above it would not pass a batch. The welcome is sent at every
 //  such heartbeat, so that a relay that reconnected learns it again.
+//  A relay that asks for broker_rekey too (secure brokers only) is
+//  granted it, and told the broker's next key while a rotation runs and
+//  it has not acknowledged it (PROTOCOL.md 4.3).
 static void
 s_welcome_relay (broker_t *self, const void *routing, size_t routing_size,
                  const proto_msg_t *beat, size_t via_size)
@@ -1184,9 +1205,19 @@ s_welcome_relay (broker_t *self, const void *routing, size_t routing_size,
     if (via_size != KEYS_Z85_LEN
         || !proto_msg_has_feature (beat, PROTO_FEATURE_RESULTS))
         return;
-    char *granted [] = {PROTO_FEATURE_RESULTS, PROTO_FEATURE_RESULT_ACKS};
+    char *granted [3] = {PROTO_FEATURE_RESULTS, PROTO_FEATURE_RESULT_ACKS};
+    size_t granted_count = 1;
     bool acks = proto_msg_has_feature (beat, PROTO_FEATURE_RESULT_ACKS)
                 && routing_size <= 255;
+    if (acks)
+        granted_count = 2;
+    const char *relay_key = self->config.auth.insecure
+                                ? NULL
+                                : zmq_msg_gets (&self->io->body, "User-Id");
+    bool rekey = relay_key
+                 && proto_msg_has_feature (beat, PROTO_FEATURE_BROKER_REKEY);
+    if (rekey)
+        granted [granted_count++] = PROTO_FEATURE_BROKER_REKEY;
     if (acks) {
         char key [2 * 255 + 1];
         for (size_t at = 0; at < routing_size; at++)
@@ -1201,13 +1232,47 @@ s_welcome_relay (broker_t *self, const void *routing, size_t routing_size,
         .protocol = beat->protocol,
         .heartbeat_ms = (uint32_t) self->config.heartbeat_ms,
         .features = granted,
-        .feature_count = acks ? 2 : 1,
+        .feature_count = granted_count,
     };
     pw_reset (self->body);
     if (proto_msg_encode (&welcome, self->body) == 0)
         broker_queue_send (self, self->agents, routing, routing_size,
                            zmq_msg_data (&self->io->via),
                            self->io->answer_size, NULL, false);
+    const char *next = brokerkey_next (self->ctx.brokerkey);
+    if (!rekey || !next
+        || brokerkey_relay_has (self->ctx.brokerkey, relay_key))
+        return;
+    proto_msg_t announce = {
+        .type = PROTO_BROKER_KEY,
+        .node = beat->node,
+        .key = (char *) next,
+        .protocol = beat->protocol,
+    };
+    pw_reset (self->body);
+    if (proto_msg_encode (&announce, self->body) == 0)
+        broker_queue_send (self, self->agents, routing, routing_size,
+                           zmq_msg_data (&self->io->via),
+                           self->io->answer_size, NULL, false);
+}
+
+//  A relay connected to the broker (VIA_SIZE: its own key only) answered
+//  broker_key_ack ACK: it has the next key, and so every node that comes
+//  through it. Another key is dropped and counted.
+static void
+s_on_relay_broker_key_ack (broker_t *self, const proto_msg_t *ack,
+                           size_t via_size)
+{
+    const char *relay_key = self->config.auth.insecure
+                                ? NULL
+                                : zmq_msg_gets (&self->io->body, "User-Id");
+    if (via_size != KEYS_Z85_LEN || !relay_key
+        || !brokerkey_relay_ack (self->ctx.brokerkey, relay_key, ack->key)) {
+        self->stats->counters.malformed++;
+        return;
+    }
+    log_info ("relay %s has the broker's next key", ack->node ? ack->node
+                                                              : relay_key);
 }
 
 //  Handles the message in self->io's frames (a routing id and a body).
@@ -1295,8 +1360,10 @@ s_on_agent_message (broker_t *self, int64_t now_ms)
         s_audit_agent (self, changed->node, "key.switch", changed->key, "ok",
                        text);
     }
-    if (checked == 0 && path.self)
+    if (checked == 0 && path.self && in->type == PROTO_HEARTBEAT)
         s_welcome_relay (self, routing, routing_size, in, via_size);
+    if (checked == 0 && path.self && in->type == PROTO_BROKER_KEY_ACK)
+        s_on_relay_broker_key_ack (self, in, via_size);
     if (checked != 0 || path.self) {
         if (checked != 0 && refusal_code)
             s_send_agent_error (self, routing, routing_size, refusal_code,

@@ -20,6 +20,7 @@ struct _brokerkey_t {
     int64_t started_ms;          //  Wall
     int64_t deadline_ms;         //  Wall
     zhashx_t *acked;             //  Node id -> "1": has the next key
+    zhashx_t *relays;            //  Relay key -> "1": has the next key
     uint64_t retired;
 };
 
@@ -87,6 +88,7 @@ brokerkey_new (const char *key_file, char *err, size_t err_len)
 {
     brokerkey_t *self = (brokerkey_t *) zmalloc (sizeof *self);
     self->acked = zhashx_new ();
+    self->relays = zhashx_new ();
     if (key_file) {
         self->key_file = strdup (key_file);
         char why [1024];
@@ -109,6 +111,7 @@ brokerkey_destroy (brokerkey_t **self_p)
     if (!self)
         return;
     zhashx_destroy (&self->acked);
+    zhashx_destroy (&self->relays);
     free (self->key_file);
     free (self);
     *self_p = NULL;
@@ -163,6 +166,7 @@ brokerkey_start (brokerkey_t *self, int64_t now_wall_ms,
     self->started_ms = now_wall_ms;
     self->deadline_ms = deadline_wall_ms;
     zhashx_purge (self->acked);
+    zhashx_purge (self->relays);
     return 0;
 }
 
@@ -205,6 +209,27 @@ brokerkey_ack_count (const brokerkey_t *self)
     return zhashx_size (self->acked);
 }
 
+bool
+brokerkey_relay_ack (brokerkey_t *self, const char *relay, const char *key)
+{
+    if (!*self->next || !key || !relay || strcmp (key, self->next) != 0)
+        return false;
+    zhashx_update (self->relays, relay, (void *) "1");
+    return true;
+}
+
+bool
+brokerkey_relay_has (const brokerkey_t *self, const char *relay)
+{
+    return relay && zhashx_lookup (self->relays, relay) != NULL;
+}
+
+size_t
+brokerkey_relay_count (const brokerkey_t *self)
+{
+    return zhashx_size (self->relays);
+}
+
 zcert_t *
 brokerkey_commit (brokerkey_t *self, char *err, size_t err_len)
 {
@@ -229,6 +254,7 @@ brokerkey_commit (brokerkey_t *self, char *err, size_t err_len)
         unlink (path);
     *self->next = 0;
     zhashx_purge (self->acked);
+    zhashx_purge (self->relays);
     self->retired++;
     return next;
 }

@@ -7,7 +7,10 @@
     rotation survives a restart. While it runs, the broker announces the
     next public key to every direct agent that was granted broker_rekey,
     over its authenticated session (broker_key), and counts those that
-    answered broker_key_ack. When all nodes acknowledged, or at the
+    answered broker_key_ack; and so to every relay connected to it whose
+    own heartbeat asked for broker_rekey (a node behind a relay has the
+    key when the relay connected to the broker has it: the relays below
+    and the agents trust their relay's key, not the broker's). When all nodes acknowledged, or at the
     deadline, the rotation is retired: the next pair becomes the pair on
     disk (brokerkey_commit) and the server binds its endpoints again with
     it (broker.c); the old key is refused from then on.
@@ -61,6 +64,18 @@ bool brokerkey_has (const brokerkey_t *self, const char *node);
 
 //  Nodes that acknowledged the running rotation's key.
 size_t brokerkey_ack_count (const brokerkey_t *self);
+
+//  The relay RELAY (its key) connected to the broker answered
+//  broker_key_ack with KEY: true when KEY is the next key (the relay, and
+//  so every node that came through it, has it), false for any other.
+bool brokerkey_relay_ack (brokerkey_t *self, const char *relay,
+                          const char *key);
+
+//  True when the relay RELAY acknowledged the running rotation's key.
+bool brokerkey_relay_has (const brokerkey_t *self, const char *relay);
+
+//  Relays that acknowledged the running rotation's key.
+size_t brokerkey_relay_count (const brokerkey_t *self);
 
 //  Retires the old key: the next pair becomes the pair on disk. Returns
 //  the new pair (the caller owns it), or NULL with a sentence in ERR (the

@@ -566,9 +566,9 @@ relays_on_own (relays_t *self, auth_t *auth, registry_t *registry,
 {
     *changed_p = NULL;
     *code = NULL;
-    if (msg->type != PROTO_HEARTBEAT) {
-        s_err (why, why_len, "a relay sends heartbeats of its own, nothing "
-               "else");
+    if (msg->type != PROTO_HEARTBEAT && msg->type != PROTO_BROKER_KEY_ACK) {
+        s_err (why, why_len, "a relay sends heartbeats and broker_key_acks "
+               "of its own, nothing else");
         *code = PROTO_ERR_BAD_REQUEST;
         return -1;
     }
@@ -708,6 +708,13 @@ relays_on_hello (relays_t *self, registry_node_t *node,
     s_hello_topics (node->hello, &member->topics, &member->topic_count);
     s_topics_count (connect, member, 1);
     zhashx_insert (self->members, node->id, member);
+}
+
+const char *
+relays_connect_id (relays_t *self, const char *node)
+{
+    s_member_t *member = (s_member_t *) zhashx_lookup (self->members, node);
+    return member && member->connect ? member->connect->id : NULL;
 }
 
 int

@@ -170,7 +170,8 @@ int relays_attest (relays_t *self, auth_t *auth, const void *routing,
                    const void *via, size_t via_size, relays_path_t *path,
                    const char **code, char *why, size_t why_len);
 
-//  A relay's own message MSG (PATH->self) at NOW_MS / WALL_MS: a heartbeat
+//  A relay's own message MSG (PATH->self: a heartbeat or a broker_key_ack;
+//  anything else is refused) at NOW_MS / WALL_MS: a heartbeat
 //  renews it and tells the protocol version it speaks (its v) (insecure: it names the relay, and so its nodes in
 //  REGISTRY). A relay not enrolled is kept pending in AUTH
 //  (auth_relay_seen): when that changed its key record, *CHANGED_P gets
@@ -188,6 +189,11 @@ int relays_on_own (relays_t *self, auth_t *auth, registry_t *registry,
 //  caller saves NODE).
 void relays_on_hello (relays_t *self, registry_node_t *node,
                       const relays_path_t *path);
+
+//  The id (its key; its path when insecure) of the relay connected to
+//  the broker that NODE came through last, or NULL (it came directly, or
+//  not since the broker started). Borrowed until the next call.
+const char *relays_connect_id (relays_t *self, const char *node);
 
 //  Commands socket: returns 1 to grant TOPIC (LEN bytes) to the
 //  subscriber whose key is KEY (read in AUTH), 0 to refuse it (counted),

@@ -11,6 +11,7 @@
 #include "../proto/log.h"
 #include "../proto/proto.h"
 #include "../proto/pw.h"
+#include "../proto/relaywire.h"
 #include "cluster_config.h"
 #include "http.h"
 #include "listener.h"
@@ -50,8 +51,8 @@ s_active (const standby_t *self)
 //  ---------------------------------------------------------------------
 //  Agents
 
-//  Answers BODY (a direct hello that named the redirect feature) from
-//  ROUTING with the active's agent endpoint.
+//  Answers HELLO (a direct hello, or a relay's own heartbeat, that named
+//  the redirect feature) from ROUTING with the active's agent endpoint.
 static void
 s_redirect (standby_t *self, zframe_t *routing, const proto_msg_t *hello)
 {
@@ -104,17 +105,24 @@ s_on_agents (zloop_t *loop, zsock_t *socket, void *arg)
         zmsg_t *msg = zmsg_recv (socket);
         if (!msg)
             break;
-        //  Straight from an agent: its routing id, one body. A relay's
-        //  traffic (a via frame) is not redirected: the relay has one
-        //  upstream, and its agents fail over by their own lists
+        //  Straight from an agent: its routing id, one body. From a
+        //  relay, its own heartbeat ([self] [body]) is answered when it
+        //  named redirect (the relay follows it as an agent does); its
+        //  agents' traffic is not: the relay moves them
         proto_msg_t *hello = NULL;
         zframe_t *routing = zmsg_first (msg);
-        zframe_t *body = zmsg_next (msg);
-        if (zmsg_size (msg) == 2
+        zframe_t *via = zmsg_next (msg);
+        zframe_t *body = zmsg_size (msg) == 3 ? zmsg_next (msg) : via;
+        bool relay = zmsg_size (msg) == 3
+                     && zframe_size (via) == KEYS_Z85_LEN
+                     && memcmp (zframe_data (via), PROTO_RELAY_SELF,
+                                KEYS_Z85_LEN) == 0;
+        proto_type_t type = relay ? PROTO_HEARTBEAT : PROTO_HELLO;
+        if ((zmsg_size (msg) == 2 || relay)
             && proto_msg_decode (zframe_data (body), zframe_size (body),
                                  &hello, NULL, 0) == 0
-            && hello->type == PROTO_HELLO
-            && proto_hello_has_feature (hello, PROTO_FEATURE_REDIRECT))
+            && hello->type == type
+            && proto_msg_has_feature (hello, PROTO_FEATURE_REDIRECT))
             s_redirect (self, routing, hello);
         else
             self->dropped++;

@@ -17,9 +17,12 @@
       endpoint (ha: peers: agents) and epoch, while the active is heard
       (a dead one is named by etcd until its lease lapses: no agent is
       sent there); the agent moves there if it is one of its own
-      endpoints. Every other message (an older agent's
-      hello, a relay's traffic) is dropped unanswered, as when no standby
-      listened there: those agents fail over by their endpoint list.
+      endpoints. A relay's own heartbeat that names `redirect` is
+      answered the same way (the relay moves, and its agents with it).
+      Every other message (an older agent's hello, an older relay's
+      heartbeat, a relay's agents' traffic) is dropped unanswered, as when
+      no standby listened there: those agents and relays fail over by
+      their endpoint lists.
 
     Nothing here writes the store or acknowledges anything.
 

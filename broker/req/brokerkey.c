@@ -73,8 +73,14 @@ req_broker_key_counts (ctx_t *ctx, req_broker_key_counts_t *counts)
     size_t acked = 0, unable = 0, relayed = 0;
     for (size_t index = 0; index < count; index++) {
         const registry_node_t *node = nodes [index];
-        if (node->via_size)
-            relayed++;
+        //  Behind relays: has it when the relay connected here has it
+        if (node->via_size) {
+            if (next && brokerkey_relay_has (keys, relays_connect_id (
+                                                       ctx->relays, node->id)))
+                acked++;
+            else
+                relayed++;
+        }
         else
         if (next && brokerkey_has (keys, node->id))
             acked++;
