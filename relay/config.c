@@ -16,6 +16,7 @@
 #include "../proto/keys.h"
 #include "../proto/log.h"
 #include "../proto/names.h"
+#include "upstream.h"
 
 static void
 s_err (char *err, size_t err_len, const char *format, ...)
@@ -64,6 +65,7 @@ relay_config_init (relay_config_t *config)
     config->upstream_key = strdup (RELAY_DEFAULT_UPSTREAM_KEY);
     config->heartbeat_ms = 5000;
     config->upstream_timeout_ms = RELAY_DEFAULT_UPSTREAM_TIMEOUT_MS;
+    config->failover_ms = RELAY_DEFAULT_FAILOVER_MS;
 }
 
 void
@@ -111,7 +113,7 @@ relay_config_load (relay_config_t *config, const char *path, char *err,
     static const char *const known [] = {
         "name", "agents", "publish", "client", "upstream", "upstream_publish",
         "key", "server_key", "upstream_key", "client_keys", "insecure",
-        "heartbeat", "upstream_timeout", "verbose", "log_level", "log_format", NULL};
+        "heartbeat", "upstream_timeout", "failover", "verbose", "log_level", "log_format", NULL};
     pv_doc_t *doc = NULL;
     char why [600];
     if (conf_load_file (path, &doc, err, err_len) != 0)
@@ -146,6 +148,8 @@ relay_config_load (relay_config_t *config, const char *path, char *err,
              || conf_get_duration (root, "upstream_timeout",
                                    &config->upstream_timeout_ms, why,
                                    sizeof why)
+             || conf_get_duration (root, "failover", &config->failover_ms,
+                                   why, sizeof why)
              || conf_get_bool (root, "verbose", &config->verbose, why,
                                sizeof why)
              || conf_get_str (root, "log_level", &config->log_level, why,
@@ -190,10 +194,13 @@ static const char *s_usage =
     "  --agents EP            agent endpoint it binds    [tcp://127.0.0.1:7712]\n"
     "  --publish EP           commands endpoint it binds [tcp://127.0.0.1:7713]\n"
     "  --client EP            status endpoint it binds (gridcli status) [none]\n"
-    "  --upstream EP          the broker's (or a relay's) agent endpoint\n"
-    "                                                    [tcp://127.0.0.1:7702]\n"
-    "  --upstream-publish EP  the broker's (or a relay's) commands endpoint\n"
-    "                                                    [tcp://127.0.0.1:7703]\n"
+    "  --upstream EP[,EP...]  the broker's (or a relay's) agent endpoint;\n"
+    "                         a cluster's members, comma-separated, in order,\n"
+    "                         as an agent's --broker [tcp://127.0.0.1:7702]\n"
+    "  --upstream-publish EP[,EP...]  the commands endpoint, one per\n"
+    "                         upstream endpoint    [tcp://127.0.0.1:7703]\n"
+    "  --failover D           with several upstream endpoints: the one in\n"
+    "                         use not serving this long, the next [10s]\n"
     "  --heartbeat D          own heartbeat to the broker            [5s]\n"
     "  --upstream-timeout D   upstream silent this long: lost, agents\n"
     "                         dropped until it is back               [15s]\n"
@@ -206,8 +213,10 @@ static const char *s_usage =
     "                         as a relay       [" RELAY_DEFAULT_KEY "]\n"
     "  --server-key FILE      the key pair agents see instead (one for a\n"
     "                         pair of relays agents fail over between) [--key]\n"
-    "  --upstream-key KEY     the upstream's public key: a key file or 40\n"
-    "                         characters of Z85 [" RELAY_DEFAULT_UPSTREAM_KEY "]\n"
+    "  --upstream-key KEY[,KEY...]  the upstream's public key: a key file\n"
+    "                         or 40 characters of Z85; one for all upstream\n"
+    "                         endpoints or one each\n"
+    "                         [" RELAY_DEFAULT_UPSTREAM_KEY "]\n"
     "  --client-key KEY       a key that may ask for status; repeatable\n"
     "  --insecure             plaintext on both sides: only on a trusted,\n"
     "                         isolated network, with an --insecure broker\n"
@@ -224,7 +233,7 @@ static const char *s_usage =
 enum {
     S_OPT_CONFIG = 256, S_OPT_NAME, S_OPT_AGENTS, S_OPT_PUBLISH, S_OPT_CLIENT,
     S_OPT_UPSTREAM, S_OPT_UPSTREAM_PUBLISH, S_OPT_HEARTBEAT,
-    S_OPT_UPSTREAM_TIMEOUT, S_OPT_KEY,
+    S_OPT_UPSTREAM_TIMEOUT, S_OPT_FAILOVER, S_OPT_KEY,
     S_OPT_SERVER_KEY, S_OPT_UPSTREAM_KEY, S_OPT_CLIENT_KEY, S_OPT_LOG_LEVEL,
     S_OPT_LOG_FORMAT, S_OPT_VERBOSE, S_OPT_INSECURE, S_OPT_PRINT_CONFIG,
     S_OPT_VERSION, S_OPT_END
@@ -240,6 +249,7 @@ static const struct option s_options [] = {
     {"upstream-publish", required_argument, NULL, S_OPT_UPSTREAM_PUBLISH},
     {"heartbeat", required_argument, NULL, S_OPT_HEARTBEAT},
     {"upstream-timeout", required_argument, NULL, S_OPT_UPSTREAM_TIMEOUT},
+    {"failover", required_argument, NULL, S_OPT_FAILOVER},
     {"key", required_argument, NULL, S_OPT_KEY},
     {"server-key", required_argument, NULL, S_OPT_SERVER_KEY},
     {"upstream-key", required_argument, NULL, S_OPT_UPSTREAM_KEY},
@@ -288,6 +298,13 @@ s_apply (relay_config_t *config, int option, const char *value, char *err,
                 return -1;
             }
             return 0;
+        case S_OPT_FAILOVER:
+            if (duration_parse (value, &config->failover_ms) != 0) {
+                s_err (err, err_len, "--failover: '%s' is not a duration "
+                       "(like 10s, 1m)", value);
+                return -1;
+            }
+            return 0;
         default:
             return 0;
     }
@@ -319,6 +336,14 @@ s_check (relay_config_t *config, char *err, size_t err_len)
         s_err (err, err_len, "upstream_timeout: expected 2s to 1h");
         return -1;
     }
+    if (config->failover_ms < 500 || config->failover_ms > 3600000) {
+        s_err (err, err_len, "failover: expected 500ms to 1h");
+        return -1;
+    }
+    if (relay_upstream_check (config->upstream_ep, config->upstream_publish_ep,
+                              config->insecure ? NULL : config->upstream_key,
+                              err, err_len) != 0)
+        return -1;
     return log_check (config->log_level, config->log_format, err, err_len);
 }
 
@@ -354,6 +379,8 @@ s_print_config (const relay_config_t *config, const char *const *values,
     conf_print_duration (o, "upstream_timeout", config->upstream_timeout_ms,
                          "--upstream-timeout",
                          S_GIVEN (S_OPT_UPSTREAM_TIMEOUT));
+    conf_print_duration (o, "failover", config->failover_ms, "--failover",
+                         S_GIVEN (S_OPT_FAILOVER));
     conf_print_setting (o, "key", config->key_file, true, "--key",
                         S_GIVEN (S_OPT_KEY));
     conf_print_setting (o, "server_key",

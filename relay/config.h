@@ -20,24 +20,32 @@
 #define RELAY_DEFAULT_KEY "/etc/grid/keys/relay.key"
 #define RELAY_DEFAULT_UPSTREAM_KEY "/etc/grid/keys/broker.key"
 #define RELAY_DEFAULT_UPSTREAM_TIMEOUT_MS 15000  //  As agents wait for a broker
+#define RELAY_DEFAULT_FAILOVER_MS 10000  //  As an agent's --failover
 
 typedef struct {
     char *name;                  //  This relay's name (default: host name)
     char *agents_ep;             //  Downstream agent endpoint (ROUTER, bound)
     char *publish_ep;            //  Downstream commands endpoint (XPUB, bound)
     char *client_ep;             //  Status endpoint (ROUTER, bound), or NULL
-    char *upstream_ep;           //  Upstream agent endpoint (connected)
-    char *upstream_publish_ep;   //  Upstream commands endpoint (connected)
+    char *upstream_ep;           //  Upstream agent endpoint (connected), or
+                                 //  several, comma-separated, in order (a
+                                 //  broker cluster's members: upstream.h)
+    char *upstream_publish_ep;   //  Upstream commands endpoint (connected),
+                                 //  one per upstream endpoint
     char *key_file;              //  Key pair: identity upstream, and the
                                  //  server key downstream
     char *server_key_file;       //  Downstream server key pair instead, or NULL
-    char *upstream_key;          //  Upstream's public key (Z85 or key file)
+    char *upstream_key;          //  Upstream's public key (Z85 or key file),
+                                 //  or one per upstream endpoint
     char **client_keys;          //  Keys allowed to ask for status (Z85)
     size_t client_key_count;
     bool insecure;               //  Plaintext on both sides
     int64_t heartbeat_ms;        //  Own heartbeat upstream
     int64_t upstream_timeout_ms; //  Upstream silent this long: lost (ZMTP
                                  //  pings every second), agents dropped
+    int64_t failover_ms;         //  With several upstream endpoints: the
+                                 //  one in use not serving this long, the
+                                 //  next one
     bool verbose;                //  --log-level debug
     char *log_level;             //  NULL: info
     char *log_format;            //  NULL: text

@@ -4,6 +4,7 @@
 */
 #include "relay.h"
 #include "frames.h"
+#include "upstream.h"
 
 #include <getopt.h>
 #include <inttypes.h>
@@ -34,6 +35,11 @@
 #define S_SWEEP_MS 1000              //  Peers are checked this often
 #define S_BATCH 1024                 //  Messages read per socket event
 #define S_PEERS_MAX 200000           //  Downstream peers at most
+#define S_SERVE_WAIT_MS 2000         //  Several upstreams: a handshake not
+                                     //  answered by a welcome or a
+                                     //  not_leader this long serves all the
+                                     //  same (an upstream of an earlier
+                                     //  release welcomes no relay)
 
 //  A few topics (an agent holds about five): a plain array, so that a
 //  relay of many agents spends little memory on each. Past
@@ -76,7 +82,17 @@ struct _relay_t {
     char monitor_ep [128];
     zcert_t *cert;                   //  Our key pair (upstream identity)
     zcert_t *server_cert;            //  Downstream server key pair
-    char upstream_key [KEYS_TEXT_SIZE];
+    relay_upstream_t *upstream;      //  The upstream list (upstream.h)
+    bool own_welcomed;               //  Our heartbeat was welcomed on this
+                                     //  connection
+    bool standby;                    //  The upstream said not_leader on it
+    int64_t serve_at_ms;             //  Monotonic: serve then unless told
+                                     //  otherwise (0: not waiting)
+    int64_t quiet_since_ms;          //  Monotonic: moved to the endpoint in
+                                     //  use, or lost it (failover clock)
+    int64_t hold_until_ms;           //  Monotonic: a key swap keeps serving
+                                     //  the agents until then (0: none)
+    bool rekey_granted;              //  The welcome granted broker_rekey
     bool serving;                    //  Downstream endpoints are bound
     bool serve_failed;               //  The last bind failed (logged once;
                                      //  tried again every sweep)
@@ -102,6 +118,9 @@ struct _relay_t {
         uint64_t refused;            //  Errors the upstream sent us
         uint64_t stale_epoch;        //  From a cluster's active of an
                                      //  epoch lower than seen, dropped
+        uint64_t redirects;          //  A standby's redirects followed
+        uint64_t failovers;          //  Moves to the next upstream
+        uint64_t key_swaps;          //  Broker keys tried on reconnection
     } counters;
     epoch_gate_t *epochs;            //  The highest epoch seen upstream
     relay_frames_t frames;           //  Results upstream, batched once
@@ -561,10 +580,120 @@ s_on_welcome (relay_t *self, s_peer_t *peer, const char *path,
     }
 }
 
+static int s_serve (relay_t *self);
+static bool s_epoch_passes (relay_t *self, const void *body, size_t size,
+                            bool welcome);
+static void s_upstream_move (relay_t *self, size_t index, const char *why);
+
+//  Sends MSG upstream as the relay's own ([PROTO_RELAY_SELF] [body]).
+static void
+s_send_own (relay_t *self, const proto_msg_t *msg)
+{
+    pw_reset (self->writer);
+    if (proto_msg_encode (msg, self->writer) != 0)
+        return;
+    zmsg_t *out = zmsg_new ();
+    zmsg_addmem (out, PROTO_RELAY_SELF, KEYS_Z85_LEN);
+    zmsg_addmem (out, pw_data (self->writer), pw_size (self->writer));
+    if (zmsg_send (&out, self->up) != 0) {
+        zmsg_destroy (&out);
+        self->counters.dropped++;
+    }
+}
+
+//  A welcome of our own heartbeat: the upstream serves (a cluster's
+//  active, or a broker alone), so the relay serves its agents.
+static void
+s_on_own_welcome (relay_t *self, const proto_msg_t *welcome)
+{
+    if (!self->own_welcomed)
+        relay_upstream_welcomed (self->upstream);
+    self->own_welcomed = true;
+    self->standby = false;
+    self->serve_at_ms = 0;
+    bool rekey = proto_msg_has_feature (welcome, PROTO_FEATURE_BROKER_REKEY);
+    if (rekey && !self->rekey_granted)
+        log_debug ("upstream granted broker_rekey: this relay learns the "
+                   "broker's next key");
+    self->rekey_granted = rekey;
+    if (!self->serving && s_serve (self) == 0)
+        service_notify_ready ("serving agents");
+}
+
+//  A standby's not_leader (feature redirect): the active's agent
+//  endpoint (or none) and the epoch of its leadership. Followed when the
+//  epoch is not lower than seen and the endpoint is one of the list's
+//  (upstream.h); else the standby counts as not serving, and the
+//  failover moves on from it.
+static void
+s_on_not_leader (relay_t *self, const proto_msg_t *error)
+{
+    size_t in_use = relay_upstream_index (self->upstream);
+    const char *here = relay_upstream_endpoint (self->upstream, in_use);
+    bool first = !self->standby;
+    self->standby = true;
+    self->serve_at_ms = 0;
+    uint64_t highest = epoch_gate_highest (self->epochs);
+    if (error->endpoint && error->epoch && error->epoch < highest) {
+        self->counters.stale_epoch++;
+        if (first)
+            log_warn ("%s: a redirect of epoch %" PRIu64 ", lower than the %"
+                      PRIu64 " seen: dropped", here, error->epoch, highest);
+        return;
+    }
+    size_t index = 0;
+    const char *why = NULL;
+    if (relay_upstream_redirect (self->upstream, error->endpoint, s_now_ms (),
+                                 &index, &why) == 0) {
+        self->counters.redirects++;
+        char text [600];
+        snprintf (text, sizeof text, "%s is a standby: moving to the active "
+                  "at %s", here, error->endpoint);
+        s_upstream_move (self, index, text);
+        return;
+    }
+    if (first)
+        log_warn ("%s is a standby (%s): the active's agent endpoint %s %s",
+                  here, error->message ? error->message : "",
+                  error->endpoint ? error->endpoint : "", why);
+}
+
+//  The broker's next key (broker_key, granted by the welcome): kept
+//  beside the key it replaces, tried on the next loss (upstream.h), and
+//  acknowledged (broker_key_ack).
+static void
+s_on_broker_key (relay_t *self, const proto_msg_t *announce)
+{
+    if (!self->rekey_granted || self->config->insecure) {
+        self->counters.malformed++;
+        return;
+    }
+    int rc = relay_upstream_next_key (self->upstream, announce->key);
+    if (rc < 0) {
+        self->counters.malformed++;
+        log_warn ("a broker_key message %s: dropped",
+                  announce->key ? "names the key trusted now or no key"
+                                : "without a key");
+        return;
+    }
+    if (rc == 1)
+        log_info ("the broker's next key is %s: tried whenever the upstream "
+                  "connection is lost, so that the relay connects again at "
+                  "once after the old key is retired", announce->key);
+    proto_msg_t ack = {
+        .type = PROTO_BROKER_KEY_ACK,
+        .node = self->config->name,
+        .key = announce->key,
+    };
+    s_send_own (self, &ack);
+}
+
 //  A message for the relay itself (no via frame): a welcome that grants
-//  `results` lets it batch results (frames.h); an error is logged (one
-//  that refuses our heartbeat as malformed: an upstream of an earlier
-//  release, which we stop asking).
+//  `results` lets it batch results (frames.h); a standby's not_leader
+//  moves it (s_on_not_leader); the broker's next key is kept
+//  (s_on_broker_key); an error is logged (one that refuses our heartbeat
+//  as malformed: an upstream of an earlier release, which we stop
+//  asking).
 static void
 s_on_own (void *arg, zmq_msg_t *body)
 {
@@ -573,6 +702,22 @@ s_on_own (void *arg, zmq_msg_t *body)
     if (proto_msg_decode (zmq_msg_data (body), zmq_msg_size (body), &msg,
                           NULL, 0) != 0) {
         self->counters.malformed++;
+        return;
+    }
+    //  Not from a cluster's demoted active
+    if (msg->epoch && msg->type != PROTO_ERROR
+        && !s_epoch_passes (self, zmq_msg_data (body), zmq_msg_size (body),
+                            msg->type == PROTO_WELCOME)) {
+        proto_msg_destroy (&msg);
+        return;
+    }
+    if (msg->type == PROTO_WELCOME)
+        s_on_own_welcome (self, msg);
+    if (msg->type == PROTO_BROKER_KEY)
+        s_on_broker_key (self, msg);
+    if (msg->type == PROTO_ERROR && strcmp (msg->code, PROTO_ERR_NOT_LEADER) == 0) {
+        s_on_not_leader (self, msg);
+        proto_msg_destroy (&msg);
         return;
     }
     if (msg->type == PROTO_WELCOME && !self->frames.granted
@@ -914,7 +1059,96 @@ s_unserve (relay_t *self)
 
 static int s_on_heartbeat (zloop_t *loop, int timer_id, void *arg);
 
-//  Upstream connection events.
+//  Connects the upstream sockets to endpoint INDEX of the list, trusting
+//  its broker key (secure).
+static int
+s_upstream_connect (relay_t *self, size_t index)
+{
+    relay_upstream_use (self->upstream, index);
+    const char *endpoint = relay_upstream_endpoint (self->upstream, index);
+    const char *publish = relay_upstream_publish (self->upstream, index);
+    if (self->cert) {
+        keys_curve_client (self->up, self->cert,
+                           relay_upstream_key (self->upstream, index));
+        keys_curve_client (self->up_sub, self->cert,
+                           relay_upstream_key (self->upstream, index));
+    }
+    self->quiet_since_ms = s_now_ms ();
+    if (zsock_connect (self->up, "%s", endpoint) != 0
+        || zsock_connect (self->up_sub, "%s", publish) != 0)
+        return -1;
+    return 0;
+}
+
+//  The upstream connection is gone (lost, or left): what was granted on
+//  it is asked again on the next one, which may be of an earlier release.
+static void
+s_upstream_down (relay_t *self)
+{
+    self->up_ready = false;
+    self->own_welcomed = false;
+    self->standby = false;
+    self->serve_at_ms = 0;
+    self->rekey_granted = false;
+    self->up_since_ms = self->quiet_since_ms = s_now_ms ();
+    relay_frames_flush (&self->frames, zsock_resolve (self->up));
+    relay_frames_grant (&self->frames, false);
+    self->ask_results = true;
+}
+
+//  Leaves the endpoint in use for endpoint INDEX (WHY is logged): its
+//  agents are dropped (they connect again and say hello once the relay
+//  serves again, their spools re-sending what was not acknowledged).
+//  INDEX may be the endpoint in use: connected again (a key swap).
+static void
+s_upstream_move (relay_t *self, size_t index, const char *why)
+{
+    size_t from = relay_upstream_index (self->upstream);
+    zsock_disconnect (self->up, "%s",
+                      relay_upstream_endpoint (self->upstream, from));
+    zsock_disconnect (self->up_sub, "%s",
+                      relay_upstream_publish (self->upstream, from));
+    s_upstream_down (self);
+    if (index != from) {
+        self->hold_until_ms = 0;
+        s_unserve (self);
+        log_warn ("%s", why);
+    }
+    if (s_upstream_connect (self, index) != 0)
+        log_error ("cannot connect to %s: %s",
+                   relay_upstream_endpoint (self->upstream, index),
+                   zmq_strerror (zmq_errno ()));
+}
+
+//  A rotation of the broker's key is under way and the connection to
+//  the endpoint in use was lost or its handshake failed: the other of
+//  the two keys is tried (upstream.h), at most every half second (one
+//  failure comes as several events). The agents stay served meanwhile,
+//  for up to upstream_timeout. Returns true when it swapped.
+static bool
+s_upstream_swap_key (relay_t *self)
+{
+    static int64_t swapped_ms = 0;
+    int64_t now_ms = s_now_ms ();
+    if (self->config->insecure
+        || !relay_upstream_next_key_of (self->upstream)
+        || (swapped_ms && now_ms - swapped_ms < 500)
+        || !relay_upstream_swap (self->upstream))
+        return false;
+    swapped_ms = now_ms;
+    self->counters.key_swaps++;
+    if (self->serving && !self->hold_until_ms)
+        self->hold_until_ms = now_ms + self->config->upstream_timeout_ms;
+    size_t index = relay_upstream_index (self->upstream);
+    log_debug ("connecting to %s again with the broker key %s",
+               relay_upstream_endpoint (self->upstream, index),
+               relay_upstream_key (self->upstream, index));
+    s_upstream_move (self, index, NULL);
+    return true;
+}
+
+//  Upstream connection events (of the endpoint in use; those of one left
+//  are late and ignored).
 static int
 s_on_monitor (zloop_t *loop, zsock_t *sock, void *arg)
 {
@@ -923,45 +1157,63 @@ s_on_monitor (zloop_t *loop, zsock_t *sock, void *arg)
     if (!msg)
         return 0;
     zframe_t *first = zmsg_first (msg);
+    zframe_t *address = zmsg_next (msg);
     uint16_t event = 0;
     if (first && zframe_size (first) >= 2)
         memcpy (&event, zframe_data (first), 2);
+    size_t index = relay_upstream_index (self->upstream);
+    const char *endpoint = relay_upstream_endpoint (self->upstream, index);
+    bool ours = !address || zframe_streq (address, endpoint);
     zmsg_destroy (&msg);
+    if (!ours)
+        return 0;
     bool secure = !self->config->insecure;
     if ((secure && event == ZMQ_EVENT_HANDSHAKE_SUCCEEDED)
         || (!secure && event == ZMQ_EVENT_CONNECTED)) {
         if (!self->up_ready)
-            log_info ("connected upstream to %s", self->config->upstream_ep);
+            log_info ("connected upstream to %s", endpoint);
+        if (relay_upstream_settle (self->upstream))
+            log_warn ("the broker's key is now %s: the relay trusts it "
+                      "wherever it trusted the old one (until it restarts: "
+                      "give it the new key, gridcli key fetch-broker)",
+                      relay_upstream_key (self->upstream, index));
         self->failed_handshakes = 0;
         self->up_ready = true;
+        self->hold_until_ms = 0;
         zhashx_purge (self->renewed);
         self->up_since_ms = s_now_ms ();
         //  Say who we are before any agent of ours does
         s_on_heartbeat (self->loop, 0, self);
+        //  One upstream: it serves. Several (a cluster): the one that
+        //  welcomes our heartbeat serves, a standby says not_leader
+        if (relay_upstream_count (self->upstream) > 1 && !self->serving)
+            self->serve_at_ms = s_now_ms () + S_SERVE_WAIT_MS;
+        else
         if (s_serve (self) == 0)
             service_notify_ready ("serving agents");
     }
     else
     if (event == ZMQ_EVENT_DISCONNECTED) {
         if (self->up_ready)
-            log_warn ("lost the upstream %s", self->config->upstream_ep);
-        self->up_ready = false;
-        self->up_since_ms = s_now_ms ();
-        //  The next upstream may be of an earlier release: ask again
-        relay_frames_flush (&self->frames, zsock_resolve (self->up));
-        relay_frames_grant (&self->frames, false);
-        self->ask_results = true;
-        s_unserve (self);
+            log_warn ("lost the upstream %s", endpoint);
+        s_upstream_down (self);
+        //  A rotation of the broker's key: its retirement ends the
+        //  connection, and the other key is tried at once
+        if (!s_upstream_swap_key (self) && !self->hold_until_ms)
+            s_unserve (self);
     }
     else
     if (event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL
         || event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL) {
+        if (s_upstream_swap_key (self))
+            return 0;
         //  An upstream that cannot read our hello (a wrong --upstream-key)
         //  closes the connection without a word: said once, after a few
         if (++self->failed_handshakes == 10)
             log_warn ("no handshake with the upstream %s went through in 10 "
                       "tries: if it runs, check that --upstream-key is its "
-                      "public key", self->config->upstream_ep);
+                      "public key (was the broker's key rotated while this "
+                      "relay was away? gridcli key fetch-broker)", endpoint);
     }
     else
     if (event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) {
@@ -971,7 +1223,7 @@ s_on_monitor (zloop_t *loop, zsock_t *sock, void *arg)
             logged_ms = now_ms;
             log_error ("the upstream %s refused this relay's key %s: enrol "
                        "it on the broker (relays: in gridbroker.yaml, or "
-                       "--relay-key)", self->config->upstream_ep,
+                       "--relay-key)", endpoint,
                        zcert_public_txt (self->cert));
         }
     }
@@ -997,21 +1249,17 @@ s_on_heartbeat (zloop_t *loop, int timer_id, void *arg)
     beat.type = PROTO_HEARTBEAT;
     beat.node = self->config->name;
     beat.running = (uint32_t) agents;
-    char *features [] = {PROTO_FEATURE_RESULTS, PROTO_FEATURE_RESULT_ACKS};
+    //  A standby may answer with the active's endpoint (redirect), and
+    //  the broker may tell its next key (broker_rekey, secure only): an
+    //  upstream that knows neither ignores them, one before features
+    //  refuses the heartbeat, and is not asked again
+    char *features [] = {PROTO_FEATURE_RESULTS, PROTO_FEATURE_RESULT_ACKS,
+                         PROTO_FEATURE_REDIRECT, PROTO_FEATURE_BROKER_REKEY};
     if (self->ask_results) {
         beat.features = features;
-        beat.feature_count = 2;
+        beat.feature_count = self->config->insecure ? 3 : 4;
     }
-    pw_reset (self->writer);
-    if (proto_msg_encode (&beat, self->writer) != 0)
-        return 0;
-    zmsg_t *msg = zmsg_new ();
-    zmsg_addmem (msg, PROTO_RELAY_SELF, KEYS_Z85_LEN);
-    zmsg_addmem (msg, pw_data (self->writer), pw_size (self->writer));
-    if (zmsg_send (&msg, self->up) != 0) {
-        zmsg_destroy (&msg);
-        self->counters.dropped++;
-    }
+    s_send_own (self, &beat);
     return 0;
 }
 
@@ -1020,10 +1268,41 @@ static int
 s_on_sweep (zloop_t *loop, int timer_id, void *arg)
 {
     relay_t *self = (relay_t *) arg;
-    //  Endpoints that could not be bound (taken meanwhile) are tried again
-    if (self->up_ready && !self->serving && s_serve (self) == 0)
-        service_notify_ready ("serving agents");
     int64_t now_ms = s_now_ms ();
+    //  Several upstreams: one that shook hands and neither welcomed us nor
+    //  said not_leader is of an earlier release, and serves
+    bool may_serve = self->up_ready && !self->standby
+                     && (relay_upstream_count (self->upstream) == 1
+                         || self->own_welcomed
+                         || (self->serve_at_ms && now_ms >= self->serve_at_ms));
+    //  Endpoints that could not be bound (taken meanwhile) are tried again
+    if (may_serve && !self->serving && s_serve (self) == 0)
+        service_notify_ready ("serving agents");
+    //  A key swap that did not bring the upstream back in time
+    if (self->hold_until_ms && now_ms >= self->hold_until_ms) {
+        self->hold_until_ms = 0;
+        if (!self->up_ready)
+            s_unserve (self);
+    }
+    //  Several upstreams: the one in use not serving for failover_ms (no
+    //  connection, or a standby that names no active we know), the next
+    if (relay_upstream_count (self->upstream) > 1 && !self->serving
+        && !self->hold_until_ms
+        && now_ms - self->quiet_since_ms >= self->config->failover_ms) {
+        size_t next = relay_upstream_next (self->upstream);
+        char text [800];
+        snprintf (text, sizeof text, "%s has not served for %" PRId64 " ms "
+                  "(%s): moving to %s",
+                  relay_upstream_endpoint (self->upstream,
+                                           relay_upstream_index (
+                                               self->upstream)),
+                  now_ms - self->quiet_since_ms,
+                  self->standby ? "a standby" : self->up_ready
+                      ? "no answer" : "no connection",
+                  relay_upstream_endpoint (self->upstream, next));
+        self->counters.failovers++;
+        s_upstream_move (self, next, text);
+    }
     zlistx_t *gone = zlistx_new ();
     for (s_peer_t *peer = (s_peer_t *) zhashx_first (self->peers); peer;
          peer = (s_peer_t *) zhashx_next (self->peers)) {
@@ -1063,7 +1342,8 @@ s_write_status (relay_t *self, const char *id, pw_t *writer)
     pw_str (writer, "upstream");
     pw_map (writer, 3);
     pw_str (writer, "endpoint");
-    pw_str (writer, self->config->upstream_ep);
+    pw_str (writer, relay_upstream_endpoint (
+                        self->upstream, relay_upstream_index (self->upstream)));
     pw_str (writer, "connected");
     pw_bool (writer, self->up_ready);
     pw_str (writer, "since_ms");
@@ -1075,7 +1355,7 @@ s_write_status (relay_t *self, const char *id, pw_t *writer)
     pw_str (writer, "topics");
     pw_int (writer, (int64_t) zhashx_size (self->topics));
     pw_str (writer, "counters");
-    pw_map (writer, 12);
+    pw_map (writer, 15);
     pw_str (writer, "peers");
     pw_int (writer, (int64_t) zhashx_size (self->peers));
     pw_str (writer, "up");
@@ -1100,6 +1380,12 @@ s_write_status (relay_t *self, const char *id, pw_t *writer)
     pw_int (writer, (int64_t) self->frames.batched);
     pw_str (writer, "batches_down");
     pw_int (writer, (int64_t) self->frames.batches_down);
+    pw_str (writer, "redirects");
+    pw_int (writer, (int64_t) self->counters.redirects);
+    pw_str (writer, "failovers");
+    pw_int (writer, (int64_t) self->counters.failovers);
+    pw_str (writer, "key_swaps");
+    pw_int (writer, (int64_t) self->counters.key_swaps);
 }
 
 //  Appends the formatted text to BUF (a growing string).
@@ -1171,6 +1457,17 @@ s_write_metrics (relay_t *self, const char *id, pw_t *writer)
             self->counters.malformed, self->counters.unroutable,
             self->counters.dropped, self->counters.refused_topics,
             self->counters.stale_epoch);
+    s_text (buf, "# HELP gridrelay_upstream_moves_total Moves of the "
+            "upstream connection, by reason\n# TYPE "
+            "gridrelay_upstream_moves_total counter\n"
+            "gridrelay_upstream_moves_total{reason=\"redirect\"} %" PRIu64
+            "\n"
+            "gridrelay_upstream_moves_total{reason=\"failover\"} %" PRIu64
+            "\n"
+            "gridrelay_upstream_moves_total{reason=\"key_swap\"} %" PRIu64
+            "\n",
+            self->counters.redirects, self->counters.failovers,
+            self->counters.key_swaps);
     s_metric (buf, "gridrelay_upstream_errors_total", "counter",
               "Errors the upstream sent to the relay itself",
               self->counters.refused);
@@ -1348,13 +1645,6 @@ relay_new (const relay_config_t *config, char *err, size_t err_len)
         }
         else
             self->server_cert = zcert_dup (self->cert);
-        char why [512];
-        if (keys_read_public (config->upstream_key, self->upstream_key, why,
-                              sizeof why) != 0) {
-            s_err (err, err_len, "upstream key: %s", why);
-            relay_destroy (&self);
-            return NULL;
-        }
         self->zap = zsock_new (ZMQ_REP);
         if (!self->zap || zsock_bind (self->zap, S_ZAP_ENDPOINT) != 0) {
             s_err (err, err_len, "cannot start the ZAP handler: %s",
@@ -1363,6 +1653,15 @@ relay_new (const relay_config_t *config, char *err, size_t err_len)
             return NULL;
         }
         zloop_reader (self->loop, self->zap, s_on_zap, self);
+    }
+    self->upstream = relay_upstream_new (config->upstream_ep,
+                                         config->upstream_publish_ep,
+                                         config->insecure ? NULL
+                                                          : config->upstream_key,
+                                         err, err_len);
+    if (!self->upstream) {
+        relay_destroy (&self);
+        return NULL;
     }
     //  Upstream: a DEALER and an XSUB, as an agent connects
     self->up = zsock_new (ZMQ_DEALER);
@@ -1387,8 +1686,6 @@ relay_new (const relay_config_t *config, char *err, size_t err_len)
         zsock_set_heartbeat_ivl (ups [index], 1000);
         zsock_set_heartbeat_timeout (ups [index],
                                      (int) config->upstream_timeout_ms);
-        if (self->cert)
-            keys_curve_client (ups [index], self->cert, self->upstream_key);
     }
     snprintf (self->monitor_ep, sizeof self->monitor_ep,
               "inproc://gridrelay-monitor-%d", (int) getpid ());
@@ -1443,9 +1740,7 @@ relay_new (const relay_config_t *config, char *err, size_t err_len)
         zsock_set_linger (probe, 0);
         zsock_destroy (&probe);
     }
-    if (zsock_connect (self->up, "%s", config->upstream_ep) != 0
-        || zsock_connect (self->up_sub, "%s", config->upstream_publish_ep)
-               != 0) {
+    if (s_upstream_connect (self, 0) != 0) {
         s_err (err, err_len, "cannot connect to %s or %s",
                config->upstream_ep, config->upstream_publish_ep);
         relay_destroy (&self);
@@ -1541,6 +1836,7 @@ relay_destroy (relay_t **self_p)
     pw_destroy (&self->writer);
     epoch_gate_destroy (&self->epochs);
     relay_frames_destroy (&self->frames);
+    relay_upstream_destroy (&self->upstream);
     if (self->signal_fd >= 0)
         close (self->signal_fd);
     free (self);
