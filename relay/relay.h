@@ -1,5 +1,6 @@
 /*  =========================================================================
     relay - gridrelay: a broker to its agents, one connection pair upstream
+    (to one of the brokers of its list)
 
     Downstream the relay binds what a broker binds for agents: a ROUTER
     (the agent session, proto/PROTOCOL.md section 4) and an XPUB (the
@@ -30,6 +31,15 @@
     relay has no upstream connection it does not serve its agents at all (its downstream endpoints are unbound), so
     their connections drop and they fail over to their next endpoint; it
     binds again once the upstream handshake succeeds.
+
+    Several upstreams (a broker cluster's members, upstream.h): the relay
+    serves once its own heartbeat is welcomed, follows a standby's
+    redirect (not_leader naming the active) into its list, and leaves a
+    member that does not serve for failover_ms for the next one; its
+    agents reconnect after each move. A rotation of the broker's key:
+    the relay learns the next key over its session (broker_key), tries
+    it whenever the connection is lost, and keeps its agents served
+    meanwhile (PROTOCOL.md 4.3).
 
     Threading: one thread, one zloop.
     =========================================================================
