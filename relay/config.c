@@ -113,7 +113,8 @@ relay_config_load (relay_config_t *config, const char *path, char *err,
     static const char *const known [] = {
         "name", "agents", "publish", "client", "upstream", "upstream_publish",
         "key", "server_key", "upstream_key", "client_keys", "insecure",
-        "heartbeat", "upstream_timeout", "failover", "verbose", "log_level", "log_format", NULL};
+        "heartbeat", "upstream_timeout", "failover", "verbose", "log_level",
+        "log_format", NULL};
     pv_doc_t *doc = NULL;
     char why [600];
     if (conf_load_file (path, &doc, err, err_len) != 0)
@@ -197,6 +198,7 @@ static const char *s_usage =
     "  --upstream EP[,EP...]  the broker's (or a relay's) agent endpoint;\n"
     "                         a cluster's members, comma-separated, in order,\n"
     "                         as an agent's --broker [tcp://127.0.0.1:7702]\n"
+    "  --broker EP[,EP...]    the same as --upstream (an agent's spelling)\n"
     "  --upstream-publish EP[,EP...]  the commands endpoint, one per\n"
     "                         upstream endpoint    [tcp://127.0.0.1:7703]\n"
     "  --failover D           with several upstream endpoints: the one in\n"
@@ -246,6 +248,7 @@ static const struct option s_options [] = {
     {"publish", required_argument, NULL, S_OPT_PUBLISH},
     {"client", required_argument, NULL, S_OPT_CLIENT},
     {"upstream", required_argument, NULL, S_OPT_UPSTREAM},
+    {"broker", required_argument, NULL, S_OPT_UPSTREAM},
     {"upstream-publish", required_argument, NULL, S_OPT_UPSTREAM_PUBLISH},
     {"heartbeat", required_argument, NULL, S_OPT_HEARTBEAT},
     {"upstream-timeout", required_argument, NULL, S_OPT_UPSTREAM_TIMEOUT},

@@ -4,6 +4,8 @@
 */
 #include "relay.h"
 #include "frames.h"
+#include "status.h"
+#include "topics.h"
 #include "upstream.h"
 
 #include <getopt.h>
@@ -41,17 +43,6 @@
                                      //  same (an upstream of an earlier
                                      //  release welcomes no relay)
 
-//  A few topics (an agent holds about five): a plain array, so that a
-//  relay of many agents spends little memory on each. Past
-//  S_TOPICS_INDEXED of them (a hello may make some 37,000) they are
-//  indexed too, so that finding one does not cost a search of them all.
-#define S_TOPICS_INDEXED 64
-typedef struct {
-    char **items;                    //  Topics (owned)
-    size_t count;
-    zhashx_t *index;                 //  Topic -> its position + 1, or NULL
-} s_topics_t;
-
 //  One downstream peer (an agent, or a relay below), by its key.
 typedef struct {
     char token [KEYS_TEXT_SIZE];     //  Its key (Z85), or its routing id
@@ -61,12 +52,12 @@ typedef struct {
     bool welcomed;                   //  An agent of its own was welcomed
     int64_t last_seen_ms;            //  Monotonic: its last message
     int64_t heartbeat_ms;            //  From the welcomes it got (0: none)
-    s_topics_t hello;                //  Topics of its own last hello
+    relay_topics_t hello;                //  Topics of its own last hello
     zhashx_t *behind;                //  A relay below: via (text) -> topics
-                                     //  (s_topics_t) of the last hello it
+                                     //  (relay_topics_t) of the last hello it
                                      //  passed up for each; NULL until one
-    s_topics_t entitled;             //  Topics it was welcomed for
-    s_topics_t granted;              //  Topics granted to it now
+    relay_topics_t entitled;             //  Topics it was welcomed for
+    relay_topics_t granted;              //  Topics granted to it now
 } s_peer_t;
 
 struct _relay_t {
@@ -149,119 +140,18 @@ s_err (char *err, size_t err_len, const char *format, ...)
     va_end (args);
 }
 
-
 //  ---------------------------------------------------------------------
 //  Peers and topics
-
-//  The position of TOPIC in TOPICS, or -1.
-static ssize_t
-s_topics_find (const s_topics_t *topics, const char *topic)
-{
-    if (topics->index) {
-        uintptr_t at = (uintptr_t) zhashx_lookup (topics->index, topic);
-        return at ? (ssize_t) at - 1 : -1;
-    }
-    for (size_t index = 0; index < topics->count; index++)
-        if (strcmp (topics->items [index], topic) == 0)
-            return (ssize_t) index;
-    return -1;
-}
-
-static bool
-s_topics_has (const s_topics_t *topics, const char *topic)
-{
-    return s_topics_find (topics, topic) >= 0;
-}
-
-//  Adds TOPIC, whether or not it is there (the index keeps the first).
-//  Up to 8 topics the array is as long as it needs; past that it grows
-//  by doubling, at each power of two, so that tens of thousands cost no
-//  copy of the array per topic.
-static void
-s_topics_append (s_topics_t *topics, const char *topic)
-{
-    size_t count = topics->count;
-    if (count < 8 || (count & (count - 1)) == 0) {
-        size_t room = count < 8 ? count + 1 : count * 2;
-        char **items = (char **) realloc (topics->items,
-                                          room * sizeof (char *));
-        assert (items);
-        topics->items = items;
-    }
-    topics->items [topics->count++] = strdup (topic);
-    if (topics->index)
-        zhashx_insert (topics->index, topic, (void *) (uintptr_t)
-                                                 topics->count);
-    else
-    if (topics->count > S_TOPICS_INDEXED) {
-        topics->index = zhashx_new ();
-        for (size_t index = 0; index < topics->count; index++)
-            zhashx_insert (topics->index, topics->items [index],
-                           (void *) (uintptr_t) (index + 1));
-    }
-}
-
-//  Adds TOPIC unless it is there. Returns true when it was added.
-static bool
-s_topics_add (s_topics_t *topics, const char *topic)
-{
-    if (s_topics_has (topics, topic))
-        return false;
-    s_topics_append (topics, topic);
-    return true;
-}
-
-//  Removes TOPIC. Returns true when it was there.
-static bool
-s_topics_remove (s_topics_t *topics, const char *topic)
-{
-    ssize_t at = s_topics_find (topics, topic);
-    if (at < 0)
-        return false;
-    if (topics->index)
-        zhashx_delete (topics->index, topic);
-    free (topics->items [at]);
-    topics->items [at] = topics->items [--topics->count];
-    //  The last one moved into its place
-    if (topics->index && (size_t) at < topics->count
-        && (uintptr_t) zhashx_lookup (topics->index, topics->items [at])
-               == topics->count + 1)
-        zhashx_update (topics->index, topics->items [at],
-                       (void *) (uintptr_t) (at + 1));
-    return true;
-}
-
-static void
-s_topics_clear (s_topics_t *topics)
-{
-    for (size_t index = 0; index < topics->count; index++)
-        free (topics->items [index]);
-    free (topics->items);
-    zhashx_destroy (&topics->index);
-    topics->items = NULL;
-    topics->count = 0;
-}
-
-static void
-s_topics_destroy (void **item_p)
-{
-    s_topics_t *topics = (s_topics_t *) *item_p;
-    if (topics) {
-        s_topics_clear (topics);
-        free (topics);
-        *item_p = NULL;
-    }
-}
 
 static void
 s_peer_destroy (void **item_p)
 {
     s_peer_t *peer = (s_peer_t *) *item_p;
     if (peer) {
-        s_topics_clear (&peer->hello);
+        relay_topics_clear (&peer->hello);
         zhashx_destroy (&peer->behind);
-        s_topics_clear (&peer->entitled);
-        s_topics_clear (&peer->granted);
+        relay_topics_clear (&peer->entitled);
+        relay_topics_clear (&peer->granted);
         free (peer);
         *item_p = NULL;
     }
@@ -277,20 +167,20 @@ s_peer_new (const char *token)
 
 //  The topics of the last hello PEER passed up from PATH ("": its own),
 //  made empty at first use when MAKE, else NULL when none.
-static s_topics_t *
+static relay_topics_t *
 s_peer_hello (s_peer_t *peer, const char *path, bool make)
 {
     if (!*path)
         return &peer->hello;
-    s_topics_t *topics = peer->behind ? (s_topics_t *) zhashx_lookup (
+    relay_topics_t *topics = peer->behind ? (relay_topics_t *) zhashx_lookup (
                                             peer->behind, path)
                                       : NULL;
     if (!topics && make) {
         if (!peer->behind) {
             peer->behind = zhashx_new ();
-            zhashx_set_destructor (peer->behind, s_topics_destroy);
+            zhashx_set_destructor (peer->behind, relay_topics_destroy);
         }
-        topics = (s_topics_t *) zmalloc (sizeof (s_topics_t));
+        topics = (relay_topics_t *) zmalloc (sizeof (relay_topics_t));
         zhashx_insert (peer->behind, path, topics);
     }
     return topics;
@@ -337,7 +227,7 @@ s_peer_forget (relay_t *self, s_peer_t *peer)
 {
     for (size_t index = 0; index < peer->granted.count; index++)
         s_topic_count (self, peer->granted.items [index], -1);
-    s_topics_clear (&peer->granted);
+    relay_topics_clear (&peer->granted);
     zhashx_delete (self->peers, peer->token);
 }
 
@@ -347,16 +237,16 @@ s_peer_forget (relay_t *self, s_peer_t *peer)
 //  segments makes some 37,000 topics (a duplicate, from a repeated group,
 //  is harmless: a welcome adds each topic once).
 static void
-s_hello_topics (const proto_msg_t *hello, s_topics_t *topics)
+s_hello_topics (const proto_msg_t *hello, relay_topics_t *topics)
 {
     char topic [512];
-    s_topics_clear (topics);
-    s_topics_append (topics, "all/");
+    relay_topics_clear (topics);
+    relay_topics_append (topics, "all/");
     snprintf (topic, sizeof topic, "node/%s/", hello->node);
-    s_topics_append (topics, topic);
+    relay_topics_append (topics, topic);
     for (size_t index = 0; index < hello->group_count; index++) {
         snprintf (topic, sizeof topic, "group/%s/", hello->groups [index]);
-        s_topics_append (topics, topic);
+        relay_topics_append (topics, topic);
     }
     for (size_t index = 0; index < hello->label_count; index++) {
         const char *value = hello->labels [index].value;
@@ -365,7 +255,7 @@ s_hello_topics (const proto_msg_t *hello, s_topics_t *topics)
             int prefix = dot ? (int) (dot - value) : (int) strlen (value);
             snprintf (topic, sizeof topic, "label/%s/%.*s/",
                       hello->labels [index].key, prefix, value);
-            s_topics_append (topics, topic);
+            relay_topics_append (topics, topic);
             if (dot)
                 dot++;
         }
@@ -556,7 +446,7 @@ s_on_welcome (relay_t *self, s_peer_t *peer, const char *path,
 {
     if (welcome->heartbeat_ms)
         peer->heartbeat_ms = welcome->heartbeat_ms;
-    s_topics_t *topics = s_peer_hello (peer, path, false);
+    relay_topics_t *topics = s_peer_hello (peer, path, false);
     if (!topics || !topics->count)
         return;
     //  It answers the last hello passed up only when it names that hello's
@@ -564,13 +454,13 @@ s_on_welcome (relay_t *self, s_peer_t *peer, const char *path,
     //  nothing (the last one gets its own welcome, or is refused)
     char own [NAME_MAX_LEN + 8];
     snprintf (own, sizeof own, "node/%s/", welcome->node ? welcome->node : "");
-    if (!s_topics_has (topics, own))
+    if (!relay_topics_has (topics, own))
         return;
     if (!*path)
         peer->welcomed = true;
     for (size_t index = 0; index < topics->count; index++) {
         const char *topic = topics->items [index];
-        s_topics_add (&peer->entitled, topic);
+        relay_topics_add (&peer->entitled, topic);
         if (zhashx_lookup (self->topics, topic)
             && !zhashx_lookup (self->renewed, topic)) {
             s_upstream_subscribe (self, topic, false);
@@ -715,7 +605,8 @@ s_on_own (void *arg, zmq_msg_t *body)
         s_on_own_welcome (self, msg);
     if (msg->type == PROTO_BROKER_KEY)
         s_on_broker_key (self, msg);
-    if (msg->type == PROTO_ERROR && strcmp (msg->code, PROTO_ERR_NOT_LEADER) == 0) {
+    if (msg->type == PROTO_ERROR
+        && strcmp (msg->code, PROTO_ERR_NOT_LEADER) == 0) {
         s_on_not_leader (self, msg);
         proto_msg_destroy (&msg);
         return;
@@ -922,13 +813,13 @@ s_on_down_pub (zloop_t *loop, zsock_t *sock, void *arg)
                              : NULL;
         if (data [0] == 0) {
             zmq_setsockopt (handle, ZMQ_UNSUBSCRIBE, data + 1, size - 1);
-            if (peer && s_topics_remove (&peer->granted, topic))
+            if (peer && relay_topics_remove (&peer->granted, topic))
                 s_topic_count (self, topic, -1);
         }
         else
-        if (peer && s_topics_has (&peer->entitled, topic)) {
+        if (peer && relay_topics_has (&peer->entitled, topic)) {
             zmq_setsockopt (handle, ZMQ_SUBSCRIBE, data + 1, size - 1);
-            if (s_topics_add (&peer->granted, topic))
+            if (relay_topics_add (&peer->granted, topic))
                 s_topic_count (self, topic, 1);
         }
         else
@@ -1271,10 +1162,10 @@ s_on_sweep (zloop_t *loop, int timer_id, void *arg)
     int64_t now_ms = s_now_ms ();
     //  Several upstreams: one that shook hands and neither welcomed us nor
     //  said not_leader is of an earlier release, and serves
+    bool waited = self->serve_at_ms && now_ms >= self->serve_at_ms;
     bool may_serve = self->up_ready && !self->standby
                      && (relay_upstream_count (self->upstream) == 1
-                         || self->own_welcomed
-                         || (self->serve_at_ms && now_ms >= self->serve_at_ms));
+                         || self->own_welcomed || waited);
     //  Endpoints that could not be bound (taken meanwhile) are tried again
     if (may_serve && !self->serving && s_serve (self) == 0)
         service_notify_ready ("serving agents");
@@ -1323,163 +1214,43 @@ s_on_sweep (zloop_t *loop, int timer_id, void *arg)
 //  ---------------------------------------------------------------------
 //  Status requests and ZAP
 
+//  The relay's figures now, for status and metrics.get.
 static void
-s_write_status (relay_t *self, const char *id, pw_t *writer)
+s_figures (relay_t *self, relay_figures_t *figures)
 {
     size_t agents = 0;
     for (s_peer_t *peer = (s_peer_t *) zhashx_first (self->peers); peer;
          peer = (s_peer_t *) zhashx_next (self->peers))
         if (peer->welcomed)
             agents++;
-    proto_reply_ok_begin (writer, id);
-    pw_map (writer, 8);
-    pw_str (writer, "name");
-    pw_str (writer, self->config->name);
-    pw_str (writer, "version");
-    pw_str (writer, GRID_VERSION);
-    pw_str (writer, "uptime_ms");
-    pw_int (writer, s_now_ms () - self->started_ms);
-    pw_str (writer, "upstream");
-    pw_map (writer, 3);
-    pw_str (writer, "endpoint");
-    pw_str (writer, relay_upstream_endpoint (
-                        self->upstream, relay_upstream_index (self->upstream)));
-    pw_str (writer, "connected");
-    pw_bool (writer, self->up_ready);
-    pw_str (writer, "since_ms");
-    pw_int (writer, s_now_ms () - self->up_since_ms);
-    pw_str (writer, "serving");
-    pw_bool (writer, self->serving);
-    pw_str (writer, "agents");
-    pw_int (writer, (int64_t) agents);
-    pw_str (writer, "topics");
-    pw_int (writer, (int64_t) zhashx_size (self->topics));
-    pw_str (writer, "counters");
-    pw_map (writer, 15);
-    pw_str (writer, "peers");
-    pw_int (writer, (int64_t) zhashx_size (self->peers));
-    pw_str (writer, "up");
-    pw_int (writer, (int64_t) self->counters.up);
-    pw_str (writer, "down");
-    pw_int (writer, (int64_t) self->counters.down);
-    pw_str (writer, "commands");
-    pw_int (writer, (int64_t) self->counters.commands);
-    pw_str (writer, "malformed");
-    pw_int (writer, (int64_t) self->counters.malformed);
-    pw_str (writer, "unroutable");
-    pw_int (writer, (int64_t) self->counters.unroutable);
-    pw_str (writer, "dropped");
-    pw_int (writer, (int64_t) self->counters.dropped);
-    pw_str (writer, "refused_topics");
-    pw_int (writer, (int64_t) self->counters.refused_topics);
-    pw_str (writer, "refused");
-    pw_int (writer, (int64_t) self->counters.refused);
-    pw_str (writer, "batches");
-    pw_int (writer, (int64_t) self->frames.batches);
-    pw_str (writer, "batched");
-    pw_int (writer, (int64_t) self->frames.batched);
-    pw_str (writer, "batches_down");
-    pw_int (writer, (int64_t) self->frames.batches_down);
-    pw_str (writer, "redirects");
-    pw_int (writer, (int64_t) self->counters.redirects);
-    pw_str (writer, "failovers");
-    pw_int (writer, (int64_t) self->counters.failovers);
-    pw_str (writer, "key_swaps");
-    pw_int (writer, (int64_t) self->counters.key_swaps);
-}
-
-//  Appends the formatted text to BUF (a growing string).
-static void
-s_text (zchunk_t *buf, const char *format, ...)
-    __attribute__ ((format (printf, 2, 3)));
-
-static void
-s_text (zchunk_t *buf, const char *format, ...)
-{
-    char line [512];
-    va_list args;
-    va_start (args, format);
-    int len = vsnprintf (line, sizeof line, format, args);
-    va_end (args);
-    if (len > 0)
-        zchunk_extend (buf, line, (size_t) len < sizeof line
-                                      ? (size_t) len : sizeof line - 1);
-}
-
-static void
-s_metric (zchunk_t *buf, const char *name, const char *type,
-          const char *help, uint64_t value)
-{
-    s_text (buf, "# HELP %s %s\n# TYPE %s %s\n%s %" PRIu64 "\n", name, help,
-            name, type, name, value);
-}
-
-//  metrics.get: the relay's figures in the Prometheus text format, as the
-//  broker gives its own (docs/METRICS.md): {text}.
-static void
-s_write_metrics (relay_t *self, const char *id, pw_t *writer)
-{
-    size_t agents = 0;
-    for (s_peer_t *peer = (s_peer_t *) zhashx_first (self->peers); peer;
-         peer = (s_peer_t *) zhashx_next (self->peers))
-        if (peer->welcomed)
-            agents++;
-    zchunk_t *buf = zchunk_new (NULL, 4096);
-    s_metric (buf, "gridrelay_upstream_connected", "gauge",
-              "1 while the upstream handshake stands, else 0",
-              self->up_ready ? 1 : 0);
-    s_metric (buf, "gridrelay_serving", "gauge",
-              "1 while the agent and commands endpoints are bound, else 0",
-              self->serving ? 1 : 0);
-    s_metric (buf, "gridrelay_agents", "gauge",
-              "Agents connected directly that the broker welcomed", agents);
-    s_metric (buf, "gridrelay_peers", "gauge",
-              "Downstream peers (agents and relays below) heard from",
-              zhashx_size (self->peers));
-    s_metric (buf, "gridrelay_topics", "gauge",
-              "Topics subscribed upstream", zhashx_size (self->topics));
-    s_text (buf, "# HELP gridrelay_messages_total Messages forwarded, by "
-            "direction\n# TYPE gridrelay_messages_total counter\n"
-            "gridrelay_messages_total{direction=\"up\"} %" PRIu64 "\n"
-            "gridrelay_messages_total{direction=\"down\"} %" PRIu64 "\n",
-            self->counters.up, self->counters.down);
-    s_metric (buf, "gridrelay_commands_total", "counter",
-              "Commands received from upstream to republish",
-              self->counters.commands);
-    s_text (buf, "# HELP gridrelay_dropped_total Messages and subscriptions "
-            "dropped, by reason\n# TYPE gridrelay_dropped_total counter\n"
-            "gridrelay_dropped_total{reason=\"malformed\"} %" PRIu64 "\n"
-            "gridrelay_dropped_total{reason=\"unroutable\"} %" PRIu64 "\n"
-            "gridrelay_dropped_total{reason=\"not_sent\"} %" PRIu64 "\n"
-            "gridrelay_dropped_total{reason=\"refused_topic\"} %" PRIu64
-            "\n"
-            "gridrelay_dropped_total{reason=\"stale_epoch\"} %" PRIu64 "\n",
-            self->counters.malformed, self->counters.unroutable,
-            self->counters.dropped, self->counters.refused_topics,
-            self->counters.stale_epoch);
-    s_text (buf, "# HELP gridrelay_upstream_moves_total Moves of the "
-            "upstream connection, by reason\n# TYPE "
-            "gridrelay_upstream_moves_total counter\n"
-            "gridrelay_upstream_moves_total{reason=\"redirect\"} %" PRIu64
-            "\n"
-            "gridrelay_upstream_moves_total{reason=\"failover\"} %" PRIu64
-            "\n"
-            "gridrelay_upstream_moves_total{reason=\"key_swap\"} %" PRIu64
-            "\n",
-            self->counters.redirects, self->counters.failovers,
-            self->counters.key_swaps);
-    s_metric (buf, "gridrelay_upstream_errors_total", "counter",
-              "Errors the upstream sent to the relay itself",
-              self->counters.refused);
-    s_text (buf, "# HELP gridrelay_uptime_seconds Seconds since the relay "
-            "started\n# TYPE gridrelay_uptime_seconds gauge\n"
-            "gridrelay_uptime_seconds %.3f\n",
-            (double) (s_now_ms () - self->started_ms) / 1000.0);
-    proto_reply_ok_begin (writer, id);
-    pw_map (writer, 1);
-    pw_str (writer, "text");
-    pw_strn (writer, (const char *) zchunk_data (buf), zchunk_size (buf));
-    zchunk_destroy (&buf);
+    int64_t now_ms = s_now_ms ();
+    *figures = (relay_figures_t) {
+        .name = self->config->name,
+        .uptime_ms = now_ms - self->started_ms,
+        .upstream = relay_upstream_endpoint (
+            self->upstream, relay_upstream_index (self->upstream)),
+        .connected = self->up_ready,
+        .since_ms = now_ms - self->up_since_ms,
+        .serving = self->serving,
+        .agents = agents,
+        .topics = zhashx_size (self->topics),
+        .peers = zhashx_size (self->peers),
+        .up = self->counters.up,
+        .down = self->counters.down,
+        .commands = self->counters.commands,
+        .malformed = self->counters.malformed,
+        .unroutable = self->counters.unroutable,
+        .dropped = self->counters.dropped,
+        .refused_topics = self->counters.refused_topics,
+        .refused = self->counters.refused,
+        .stale_epoch = self->counters.stale_epoch,
+        .redirects = self->counters.redirects,
+        .failovers = self->counters.failovers,
+        .key_swaps = self->counters.key_swaps,
+        .batches = self->frames.batches,
+        .batched = self->frames.batched,
+        .batches_down = self->frames.batches_down,
+    };
 }
 
 static int
@@ -1516,11 +1287,17 @@ s_on_client (zloop_t *loop, zsock_t *sock, void *arg)
             proto_reply_error (self->writer, id ? id : "", code, why, NULL,
                                0);
         else
-        if (strcmp (request->type, "status") == 0)
-            s_write_status (self, request->id, self->writer);
+        if (strcmp (request->type, "status") == 0) {
+            relay_figures_t figures;
+            s_figures (self, &figures);
+            relay_status_write (&figures, request->id, self->writer);
+        }
         else
-        if (strcmp (request->type, "metrics.get") == 0)
-            s_write_metrics (self, request->id, self->writer);
+        if (strcmp (request->type, "metrics.get") == 0) {
+            relay_figures_t figures;
+            s_figures (self, &figures);
+            relay_metrics_write (&figures, request->id, self->writer);
+        }
         else
             proto_reply_error (self->writer, request->id,
                                PROTO_ERR_UNKNOWN_TYPE,
