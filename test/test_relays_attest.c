@@ -168,6 +168,39 @@ test_relays_attest_self_and_stacked (void **state)
     assert_string_equal (out.path.relay, "r1");
 }
 
+//  A relay's own messages: a heartbeat and a broker_key_ack pass (the
+//  broker judges the ack's key, brokerkey.h); anything else is refused.
+static void
+test_relays_attest_own_messages (void **state)
+{
+    s_state_t *self = (s_state_t *) *state;
+    ctx_t *ctx = ctxfake_ctx (self->fake);
+    const char *own [] = {NULL};
+    s_attested_t out = s_attest (self, self->relay [0], own, 1);
+    assert_int_equal (out.rc, 0);
+    assert_true (out.path.self);
+    proto_type_t types [] = {PROTO_HEARTBEAT, PROTO_BROKER_KEY_ACK,
+                             PROTO_ACK, PROTO_HELLO, PROTO_RESULT};
+    int expected [] = {0, 0, -1, -1, -1};
+    for (size_t index = 0; index < 5; index++) {
+        proto_msg_t *msg = proto_msg_new (types [index]);
+        msg->node = strdup ("r0");
+        const auth_key_t *changed = NULL;
+        const char *code = NULL;
+        char why [256] = "";
+        int rc = relays_on_own (ctx->relays, ctx->auth, ctx->registry,
+                                &out.path, msg, ctx_now_ms (ctx),
+                                ctx_wall_ms (ctx), &changed, &code, why,
+                                sizeof why);
+        proto_msg_destroy (&msg);
+        assert_int_equal (rc, expected [index]);
+        if (rc != 0) {
+            assert_string_equal (code, PROTO_ERR_BAD_REQUEST);
+            assert_non_null (strstr (why, "broker_key_acks"));
+        }
+    }
+}
+
 //  A key that is not an enrolled relay may not speak for another key;
 //  nor may a connection with no key at all.
 static void
@@ -343,6 +376,8 @@ main (void)
         cmocka_unit_test_setup_teardown (test_relays_attest_revoked_refused,
                                          s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_relays_attest_path_limits,
+                                         s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_relays_attest_own_messages,
                                          s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (
             test_relays_attest_pool_and_identity, s_setup, s_teardown),
