@@ -52,12 +52,13 @@ typedef struct {
     bool welcomed;                   //  An agent of its own was welcomed
     int64_t last_seen_ms;            //  Monotonic: its last message
     int64_t heartbeat_ms;            //  From the welcomes it got (0: none)
-    relay_topics_t hello;                //  Topics of its own last hello
+    relay_topics_t hello;            //  Topics of its own last hello
     zhashx_t *behind;                //  A relay below: via (text) -> topics
-                                     //  (relay_topics_t) of the last hello it
-                                     //  passed up for each; NULL until one
-    relay_topics_t entitled;             //  Topics it was welcomed for
-    relay_topics_t granted;              //  Topics granted to it now
+                                     //  (relay_topics_t) of the last hello
+                                     //  it passed up for each; NULL until
+                                     //  one
+    relay_topics_t entitled;         //  Topics it was welcomed for
+    relay_topics_t granted;          //  Topics granted to it now
 } s_peer_t;
 
 struct _relay_t {
@@ -84,6 +85,9 @@ struct _relay_t {
     int64_t hold_until_ms;           //  Monotonic: a key swap keeps serving
                                      //  the agents until then (0: none)
     bool rekey_granted;              //  The welcome granted broker_rekey
+    uint32_t up_fd;                  //  The connection's descriptor (its
+                                     //  connected event's), when ready
+    uint32_t connected_fd;           //  The last connection made's
     bool serving;                    //  Downstream endpoints are bound
     bool serve_failed;               //  The last bind failed (logged once;
                                      //  tried again every sweep)
@@ -542,10 +546,14 @@ s_on_not_leader (relay_t *self, const proto_msg_t *error)
         s_upstream_move (self, index, text);
         return;
     }
-    if (first)
+    if (first && error->endpoint)
         log_warn ("%s is a standby (%s): the active's agent endpoint %s %s",
                   here, error->message ? error->message : "",
-                  error->endpoint ? error->endpoint : "", why);
+                  error->endpoint, why);
+    else
+    if (first)
+        log_warn ("%s is a standby (%s): left after --failover", here,
+                  error->message ? error->message : "");
 }
 
 //  The broker's next key (broker_key, granted by the welcome): kept
@@ -1050,8 +1058,11 @@ s_on_monitor (zloop_t *loop, zsock_t *sock, void *arg)
     zframe_t *first = zmsg_first (msg);
     zframe_t *address = zmsg_next (msg);
     uint16_t event = 0;
+    uint32_t value = 0;
     if (first && zframe_size (first) >= 2)
         memcpy (&event, zframe_data (first), 2);
+    if (first && zframe_size (first) >= 6)
+        memcpy (&value, (const uint8_t *) zframe_data (first) + 2, 4);
     size_t index = relay_upstream_index (self->upstream);
     const char *endpoint = relay_upstream_endpoint (self->upstream, index);
     bool ours = !address || zframe_streq (address, endpoint);
@@ -1059,6 +1070,8 @@ s_on_monitor (zloop_t *loop, zsock_t *sock, void *arg)
     if (!ours)
         return 0;
     bool secure = !self->config->insecure;
+    if (event == ZMQ_EVENT_CONNECTED)
+        self->connected_fd = value;
     if ((secure && event == ZMQ_EVENT_HANDSHAKE_SUCCEEDED)
         || (!secure && event == ZMQ_EVENT_CONNECTED)) {
         if (!self->up_ready)
@@ -1070,6 +1083,7 @@ s_on_monitor (zloop_t *loop, zsock_t *sock, void *arg)
                       relay_upstream_key (self->upstream, index));
         self->failed_handshakes = 0;
         self->up_ready = true;
+        self->up_fd = secure ? self->connected_fd : value;
         self->hold_until_ms = 0;
         zhashx_purge (self->renewed);
         self->up_since_ms = s_now_ms ();
@@ -1085,6 +1099,13 @@ s_on_monitor (zloop_t *loop, zsock_t *sock, void *arg)
     }
     else
     if (event == ZMQ_EVENT_DISCONNECTED) {
+        //  The late end of a connection left (a key swap connects again
+        //  to the same endpoint at once): not the one in use
+        if (self->up_ready && value != self->up_fd) {
+            log_debug ("the end of an earlier connection to %s: ignored",
+                       endpoint);
+            return 0;
+        }
         if (self->up_ready)
             log_warn ("lost the upstream %s", endpoint);
         s_upstream_down (self);

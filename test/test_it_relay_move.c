@@ -243,13 +243,15 @@ test_relay_move_broker_key_rotation (void **state)
     snprintf (path, sizeof path, "%s/relay-kr.log", grid->dir);
     assert_false (fixture_file_has (path, "stopped serving agents"));
     //  Both still run commands, through the relay on the new key
-    doc = grid_wait_job (grid, grid_submit_id (grid,
-        "target: group:kr\n"
-        "tasks:\n  - {backend: test, action: echo, params: {msg: x}}\n"),
-        S_WAIT_MS);
+    job = grid_submit_id (grid, "target: group:kr\n"
+                          "tasks:\n  - {backend: test, action: echo, "
+                          "params: {msg: x}}\n");
+    assert_non_null (job);
+    doc = grid_wait_job (grid, job, S_WAIT_MS);
     data = fixture_data (doc);
     assert_true (grid_str_is (data, "status", "completed"));
     pv_doc_destroy (&doc);
+    free (job);
 }
 
 //  The digest of the file at PATH into HEX (false when unreadable).
