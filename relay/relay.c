@@ -37,6 +37,8 @@
 #define S_SWEEP_MS 1000              //  Peers are checked this often
 #define S_BATCH 1024                 //  Messages read per socket event
 #define S_PEERS_MAX 200000           //  Downstream peers at most
+#define S_STALE_END_MS 2000          //  The end of a connection left may
+                                     //  come this late after the next one
 #define S_SERVE_WAIT_MS 2000         //  Several upstreams: a handshake not
                                      //  answered by a welcome or a
                                      //  not_leader this long serves all the
@@ -1100,8 +1102,10 @@ s_on_monitor (zloop_t *loop, zsock_t *sock, void *arg)
     else
     if (event == ZMQ_EVENT_DISCONNECTED) {
         //  The late end of a connection left (a key swap connects again
-        //  to the same endpoint at once): not the one in use
-        if (self->up_ready && value != self->up_fd) {
+        //  to the same endpoint at once), just after the new one came:
+        //  not the one in use
+        if (self->up_ready && value != self->up_fd
+            && s_now_ms () - self->up_since_ms < S_STALE_END_MS) {
             log_debug ("the end of an earlier connection to %s: ignored",
                        endpoint);
             return 0;
