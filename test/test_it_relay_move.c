@@ -12,7 +12,9 @@
       so the broker counts its agents as having it and retires the old
       key early; the relay connects again with the new key without
       dropping its agents (no node goes offline) and the job running
-      through it completes.
+      through it completes. A relay that was down through the whole
+      rotation cannot connect with the old key and says what to do; given
+      the key gridcli key fetch-broker writes, it serves again.
     - A blob (file put of a sha256, feature blobs: blob_get, blob_chunk)
       delivered to an agent through a relay.
 
@@ -130,8 +132,9 @@ test_relay_move_cluster_failover (void **state)
 
 static char s_root [400];   //  file.roots of the agents
 
-//  The broker (blobs of 1 MiB at most) with relay "kr" enrolled, the
-//  relay, and agents kr-01 and kr-02 through it with a file root.
+//  The broker (blobs of 1 MiB at most) with relays "kr" and "kr2"
+//  enrolled, both relays, and agents kr-01 and kr-02 through kr with a
+//  file root.
 static int
 s_relay_setup (void **state)
 {
@@ -147,10 +150,11 @@ s_relay_setup (void **state)
     fprintf (file, "blobs:\n  max_size: 1MiB\n");
     fclose (file);
     fixture_broker_t broker;
-    const char *names [] = {"kr", NULL};
+    const char *names [] = {"kr", "kr2", NULL};
     const char *broker_extra [] = {"--config", broker_config, NULL};
-    int slot = -1;
-    fixture_start_relays (grid, &broker, NULL, names, broker_extra, &slot);
+    int slots [2] = {-1, -1};
+    fixture_start_relays (grid, &broker, NULL, names, broker_extra, slots);
+    int slot = slots [0];
     snprintf (s_root, sizeof s_root, "%s/files", grid->dir);
     snprintf (agent_config, sizeof agent_config, "%s/agent.yaml", grid->dir);
     file = fopen (agent_config, "w");
@@ -192,6 +196,18 @@ test_relay_move_broker_key_rotation (void **state)
     char why [256], old [KEYS_TEXT_SIZE], next [KEYS_TEXT_SIZE];
     assert_int_equal (keys_read_public (grid->broker_key, old, why,
                                         sizeof why), 0);
+    //  Relay kr2 trusts a copy of the broker's key, and is down through
+    //  the whole rotation
+    char old_copy [400];
+    snprintf (old_copy, sizeof old_copy, "%s/kr2-broker.key", grid->keys_dir);
+    char *text = grid_slurp (grid->broker_key);
+    FILE *file = fopen (old_copy, "w");
+    assert_non_null (file);
+    fputs (text, file);
+    fclose (file);
+    free (text);
+    const char *kr2_extra [] = {"--upstream-key", old_copy, NULL};
+    grid_stop_relay (grid, 1, false);
     char *job = grid_submit_id (grid,
         "target: group:kr\n"
         "tasks:\n"
@@ -257,6 +273,18 @@ test_relay_move_broker_key_rotation (void **state)
     assert_true (grid_str_is (data, "status", "completed"));
     pv_doc_destroy (&doc);
     free (job);
+
+    //  kr2, back with the old key, cannot connect and says what to do;
+    //  given the key gridcli key fetch-broker writes, it serves again
+    assert_true (grid_start_relay (grid, "kr2", -1, false, kr2_extra) == 1);
+    assert_true (s_wait_relay_log (grid, "kr2", "gridcli key fetch-broker)"));
+    grid_stop_relay (grid, 1, false);
+    code = grid_cli (grid, &out, &err, 20000, "key", "fetch-broker", "--out",
+                     old_copy, NULL);
+    assert_int_equal (code, 0);
+    free (out);
+    free (err);
+    assert_true (grid_start_relay (grid, "kr2", -1, true, kr2_extra) == 1);
 }
 
 //  The digest of the file at PATH into HEX (false when unreadable).
