@@ -224,12 +224,16 @@ test_relay_move_broker_key_rotation (void **state)
     if (code != 0)
         fprintf (stderr, "rotate-broker: %s%s", out, err);
     assert_int_equal (code, 0);
+    //  From what it prints: the key may be retired before a file is read
+    const char *said = strstr (out, "next key");
+    assert_non_null (said);
+    said += strlen ("next key");
+    while (*said == ' ')
+        said++;
+    assert_true (strlen (said) >= KEYS_Z85_LEN);
+    snprintf (next, sizeof next, "%.*s", KEYS_Z85_LEN, said);
     free (out);
     free (err);
-    char next_file [420];
-    snprintf (next_file, sizeof next_file, "%s.next", grid->broker_key);
-    assert_int_equal (keys_read_public (next_file, next, why, sizeof why),
-                      0);
     assert_true (s_wait_relay_log (grid, "kr", "the broker's next key is"));
     assert_true (fixture_log_has (grid, "broker.log",
                                    "relay kr has the broker's next key",
