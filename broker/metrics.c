@@ -579,8 +579,9 @@ s_write_messages (const metrics_t *self, const metrics_figures_t *figures,
                "the end or off a chunk, a node not granted blobs).",
                figures->blob_refused);
     s_counter (out, "grid_blob_uploads_refused_total",
-               "blob.put pieces refused (over blobs.max_size, another "
-               "offset, a content whose sha256 is not its name).",
+               "blob.put pieces refused (a bad name or no base64, over "
+               "blobs.max_size, another offset or size, the wrong length, "
+               "a content whose sha256 is not its name).",
                figures->blob_uploads_refused);
     s_gauge (out, "grid_watchers",
              "job.watch, job.changes and node.changes requests parked until "

@@ -20,6 +20,10 @@
       redirects, then no more (its failover order takes over); a
       redirect of an epoch lower than the agent saw is dropped.
     - Bad ha: configurations are refused at start with a clear error.
+    - A blob uploaded to the active is on the standby (the blobs database
+      is replicated with the pass that wrote it): after a SIGKILL of the
+      active, a file put of that blob on the new active delivers it, right
+      to the byte, without uploading it again.
     =========================================================================
 */
 
@@ -41,6 +45,7 @@
 #include <unistd.h>
 
 #include "../proto/proto.h"
+#include "../proto/sha256.h"
 #include "lib/etcdproc.h"
 #include "lib/harness.h"
 
@@ -845,6 +850,119 @@ test_cluster_bad_config_refused (void **state)
     }
 }
 
+//  The digest of the file at PATH into HEX (false when unreadable).
+static bool
+s_file_digest (const char *path, char *hex)
+{
+    FILE *file = fopen (path, "rb");
+    if (!file)
+        return false;
+    sha256_t context;
+    sha256_init (&context);
+    char buffer [65536];
+    size_t got;
+    while ((got = fread (buffer, 1, sizeof buffer, file)) > 0)
+        sha256_update (&context, buffer, got);
+    fclose (file);
+    uint8_t digest [SHA256_BYTES];
+    sha256_final (&context, digest);
+    sha256_to_hex (digest, hex);
+    return true;
+}
+
+static void
+test_cluster_blob_after_failover (void **state)
+{
+    s_state_t *self = (s_state_t *) *state;
+    if (s_skip (self))
+        return;
+    s_spawn (self, 0);
+    assert_true (s_wait_code (self, 0, "ok"));
+    s_spawn (self, 1);
+    assert_true (s_wait_code (self, 1, "not_leader"));
+    assert_true (s_wait_log (self, 0, "standby b is in sync"));
+    //  Agent f1 knows both, with one root open for the file backend
+    char root [400], config [400], brokers [800], publishes [800];
+    snprintf (root, sizeof root, "%s/files", self->dir);
+    snprintf (config, sizeof config, "%s/f1.yaml", self->dir);
+    assert_int_equal (mkdir (root, 0755), 0);
+    FILE *file = fopen (config, "w");
+    assert_non_null (file);
+    fprintf (file, "file:\n  roots: [\"%s\"]\n", root);
+    fclose (file);
+    snprintf (brokers, sizeof brokers, "%s,%s", self->member [0].agents_ep,
+              self->member [1].agents_ep);
+    snprintf (publishes, sizeof publishes, "%s,%s",
+              self->member [0].publish_ep, self->member [1].publish_ep);
+    const char *extra [] = {"--broker", brokers, "--publish", publishes,
+                            "--failover", "1s", "--config", config, NULL};
+    assert_true (grid_start_agent (&self->member [0], "f1", "files", NULL,
+                                   extra) >= 0);
+    //  Five chunks (four of 256 KiB and a short one), uploaded to the
+    //  active: each piece is answered once the standby has it
+    size_t size = 4 * PROTO_BLOB_CHUNK_BYTES + 1000;
+    unsigned char *data = (unsigned char *) malloc (size);
+    assert_non_null (data);
+    for (size_t index = 0; index < size; index++)
+        data [index] = (unsigned char) ((index * 7919 + 13) >> 5);
+    char local [400], hex [SHA256_HEX], got [SHA256_HEX];
+    snprintf (local, sizeof local, "%s/blob.bin", self->dir);
+    file = fopen (local, "wb");
+    assert_non_null (file);
+    assert_int_equal (fwrite (data, 1, size, file), size);
+    fclose (file);
+    sha256_hex (data, size, hex);
+    free (data);
+    char *out = NULL, *err = NULL;
+    int code = grid_cli (&self->member [0], &out, &err, S_WAIT_MS, "file",
+                         "upload", local, NULL);
+    if (code != 0)
+        fprintf (stderr, "upload: %s%s", out, err);
+    assert_int_equal (code, 0);
+    free (out);
+    free (err);
+
+    //  The active killed: the standby takes over with the blob whole
+    grid_kill (self->member [0].broker_pid, SIGKILL);
+    waitpid (self->member [0].broker_pid, NULL, 0);
+    self->member [0].broker_pid = 0;
+    assert_true (s_wait_code (self, 1, "ok"));
+    pv_doc_t *reply = grid_call (&self->member [1], "blob.stat", "sha256",
+                                 hex, NULL);
+    const pv_t *blob = NULL;
+    assert_true (grid_reply_ok (reply, &blob));
+    bool complete = false;
+    int64_t received = 0;
+    pv_get_bool (pv_map_get (blob, "complete"), &complete);
+    pv_get_int (pv_map_get (blob, "received"), &received);
+    assert_true (complete);
+    assert_int_equal (received, (int64_t) size);
+    pv_doc_destroy (&reply);
+    //  A file put of it on the new active: f1 fetches it from there
+    char dest [500], size_text [32];
+    snprintf (dest, sizeof dest, "%s/delivered.bin", root);
+    snprintf (size_text, sizeof size_text, "%zu", size);
+    code = grid_cli (&self->member [1], &out, &err, 3 * S_WAIT_MS, "job",
+                     "run", "--target", "node:f1", "file", "put", "--path",
+                     dest, "--sha256", hex, "--size", size_text, "--wait",
+                     NULL);
+    if (code != 0) {
+        fprintf (stderr, "file put: %s%s", out, err);
+        grid_dump_logs (&self->member [1]);
+    }
+    assert_int_equal (code, 0);
+    free (out);
+    free (err);
+    assert_true (s_file_digest (dest, got));
+    assert_string_equal (got, hex);
+    reply = grid_call (&self->member [1], "blob.stat", "sha256", hex, NULL);
+    assert_true (grid_reply_ok (reply, &blob));
+    int64_t sent = 0;
+    pv_get_int (pv_map_get (blob, "chunks_sent"), &sent);
+    assert_int_equal (sent, 5);
+    pv_doc_destroy (&reply);
+}
+
 int
 main (void)
 {
@@ -865,6 +983,8 @@ main (void)
         cmocka_unit_test_setup_teardown (test_cluster_stopped_active_demotes,
                                          s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_cluster_status_and_switchover,
+                                         s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_cluster_blob_after_failover,
                                          s_setup, s_teardown),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);

@@ -72,8 +72,10 @@ req_blob_put (req_call_t *call)
 {
     ctx_t *ctx = call->ctx;
     char *sha256 = s_name (call);
-    if (!sha256)
+    if (!sha256) {
+        ctx->stats->counters.blob_uploads_refused++;
         return;
+    }
     int64_t size = s_int (call, "size");
     int64_t offset = s_int (call, "offset");
     const pv_t *data = pv_map_get (call->request->body, "data");
@@ -82,8 +84,10 @@ req_blob_put (req_call_t *call)
     uint8_t *piece = (uint8_t *) malloc (text_len / 4 * 3 + 1);
     long len = piece ? base64_decode (text, text_len, piece) : -1;
     store_txn_t *txn = len >= 0 ? req_txn (call) : NULL;
-    if (len < 0 && piece)
+    if (len < 0 && piece) {
+        ctx->stats->counters.blob_uploads_refused++;
         req_error (call, PROTO_ERR_BAD_REQUEST, "data: expected base64 text");
+    }
     else
     if (!piece)
         req_error (call, PROTO_ERR_INTERNAL, "out of memory");
