@@ -872,6 +872,14 @@ test_it_files_kill_mid_fetch (void **state)
         fprintf (stderr, "chunks sent since the restart: %lld, %lld were "
                  "left (held %lld)\n", (long long) sent, left, held);
     assert_true (sent >= left - 1 && sent <= left);
+    char *out = NULL, *err = NULL, count [32];
+    assert_int_equal (grid_cli (&s_grid, &out, &err, S_WAIT_MS, "file",
+                                "list", NULL), 0);
+    snprintf (count, sizeof count, " %lld", (long long) sent);
+    assert_true (grid_line_with (out, "SHA256", "COMPLETE", "SENT", NULL));
+    assert_true (grid_line_with (out, hex, count, NULL));
+    free (out);
+    free (err);
     //  Nothing stored is half: every blob is whole
     pv_doc_t *reply = grid_call (&s_grid, "blob.list", NULL);
     const pv_t *data = NULL;
