@@ -21,9 +21,11 @@
       redirect of an epoch lower than the agent saw is dropped.
     - Bad ha: configurations are refused at start with a clear error.
     - A blob uploaded to the active is on the standby (the blobs database
-      is replicated with the pass that wrote it): after a SIGKILL of the
-      active, a file put of that blob on the new active delivers it, right
-      to the byte, without uploading it again.
+      is replicated with the pass that wrote it), and so are 300 blobs
+      uploaded side by side (the passes that carry them stay small enough
+      for the standby to apply each in turn: it never falls out of sync);
+      after a SIGKILL of the active, a file put of that blob on the new
+      active delivers it, right to the byte, without uploading it again.
     =========================================================================
 */
 
@@ -44,6 +46,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "../proto/base64.h"
 #include "../proto/proto.h"
 #include "../proto/sha256.h"
 #include "lib/etcdproc.h"
@@ -870,6 +873,67 @@ s_file_digest (const char *path, char *hex)
     return true;
 }
 
+#define S_BURST 300                 //  Uploads side by side
+
+//  S_BURST clients each upload a blob of one chunk to member WHICH at
+//  once; every answer is ok.
+static void
+s_upload_burst (s_state_t *self, int which)
+{
+    zsock_t **dealers = (zsock_t **) calloc (S_BURST, sizeof (zsock_t *));
+    size_t len = PROTO_BLOB_CHUNK_BYTES;
+    uint8_t *data = (uint8_t *) malloc (len);
+    char *text = (char *) malloc (BASE64_LEN (len) + 1);
+    assert_true (dealers && data && text);
+    pw_t *writer = pw_new ();
+    for (int index = 0; index < S_BURST; index++) {
+        dealers [index] = zsock_new (ZMQ_DEALER);
+        assert_non_null (dealers [index]);
+        zsock_set_linger (dealers [index], 0);
+        assert_int_equal (zsock_connect (dealers [index], "%s",
+                                         self->member [which].client_ep), 0);
+    }
+    char hex [SHA256_HEX];
+    for (int index = 0; index < S_BURST; index++) {
+        for (size_t at = 0; at < len; at++)
+            data [at] = (uint8_t) (at * 7 + (at >> 9));
+        memcpy (data, &index, sizeof index);    //  Each its own content
+        sha256_hex (data, len, hex);
+        base64_encode (data, len, text);
+        pw_reset (writer);
+        proto_request_begin (writer, "blob.put", "burst", 4);
+        pw_str (writer, "sha256");
+        pw_str (writer, hex);
+        pw_str (writer, "size");
+        pw_int (writer, (int64_t) len);
+        pw_str (writer, "offset");
+        pw_int (writer, 0);
+        pw_str (writer, "data");
+        pw_str (writer, text);
+        assert_int_equal (zsock_send (dealers [index], "b",
+                                      pw_data (writer), pw_size (writer)), 0);
+    }
+    for (int index = 0; index < S_BURST; index++) {
+        zsock_set_rcvtimeo (dealers [index], S_WAIT_MS);
+        zframe_t *body = zframe_recv (dealers [index]);
+        assert_non_null (body);
+        pv_doc_t *reply = NULL;
+        assert_int_equal (pv_doc_decode (zframe_data (body),
+                                         zframe_size (body), &reply, NULL,
+                                         0), 0);
+        if (!grid_reply_ok (reply, NULL))
+            pv_write_json (pv_doc_root (reply), stderr, 0);
+        assert_true (grid_reply_ok (reply, NULL));
+        pv_doc_destroy (&reply);
+        zframe_destroy (&body);
+        zsock_destroy (&dealers [index]);
+    }
+    pw_destroy (&writer);
+    free (dealers);
+    free (data);
+    free (text);
+}
+
 static void
 test_cluster_blob_after_failover (void **state)
 {
@@ -921,6 +985,17 @@ test_cluster_blob_after_failover (void **state)
     assert_int_equal (code, 0);
     free (out);
     free (err);
+    //  Many side by side: the standby applies every pass as it comes
+    s_upload_burst (self, 0);
+    char path [600];
+    snprintf (path, sizeof path, "%.300s/broker.log", self->member [0].dir);
+    char *log = grid_slurp (path);
+    assert_null (strstr (log, "acknowledges alone"));
+    free (log);
+    snprintf (path, sizeof path, "%.300s/broker.log", self->member [1].dir);
+    log = grid_slurp (path);
+    assert_null (strstr (log, "cannot apply pass"));
+    free (log);
 
     //  The active killed: the standby takes over with the blob whole
     grid_kill (self->member [0].broker_pid, SIGKILL);
@@ -960,6 +1035,11 @@ test_cluster_blob_after_failover (void **state)
     int64_t sent = 0;
     pv_get_int (pv_map_get (blob, "chunks_sent"), &sent);
     assert_int_equal (sent, 5);
+    pv_doc_destroy (&reply);
+    //  ... and the burst's
+    reply = grid_call (&self->member [1], "blob.list", NULL);
+    assert_true (grid_reply_ok (reply, &blob));
+    assert_int_equal (pv_size (pv_map_get (blob, "blobs")), S_BURST + 1);
     pv_doc_destroy (&reply);
 }
 
