@@ -875,6 +875,43 @@ s_file_digest (const char *path, char *hex)
 
 #define S_BURST 300                 //  Uploads side by side
 
+//  Waits until member WHICH (the active) counts standby NAME in its sync
+//  set and NAME has every pass it released.
+static bool
+s_wait_standby_sync (s_state_t *self, int which, const char *name)
+{
+    long long deadline = grid_now_ms () + 3 * S_WAIT_MS;
+    while (grid_now_ms () < deadline) {
+        pv_doc_t *reply = grid_call (&self->member [which], "cluster.status",
+                                     NULL);
+        const pv_t *data = NULL;
+        bool in_sync = false;
+        if (grid_reply_ok (reply, &data)) {
+            int64_t released = -1;
+            pv_get_int (pv_map_get (data, "released"), &released);
+            const pv_t *standbys = pv_map_get (data, "standbys");
+            for (size_t index = 0; index < pv_size (standbys); index++) {
+                const pv_t *standby = pv_array_at (standbys, index);
+                bool sync = false;
+                int64_t pass = -2;
+                pv_get_bool (pv_map_get (standby, "sync"), &sync);
+                pv_get_int (pv_map_get (standby, "pass"), &pass);
+                if (grid_str_is (standby, "name", name) && sync
+                    && pass >= released)
+                    in_sync = true;
+            }
+        }
+        pv_doc_destroy (&reply);
+        if (in_sync)
+            return true;
+        usleep (100 * 1000);
+    }
+    fprintf (stderr, "standby %s is not in sync\n", name);
+    grid_dump_logs (&self->member [0]);
+    grid_dump_logs (&self->member [1]);
+    return false;
+}
+
 //  S_BURST clients each upload a blob of one chunk to member WHICH at
 //  once; every answer is ok.
 static void
@@ -986,14 +1023,13 @@ test_cluster_blob_after_failover (void **state)
     free (out);
     free (err);
     //  Many side by side: the standby applies every pass as it comes
+    //  (a standby slower than sync_timeout may leave the sync set for a
+    //  while: it is waited for, back in sync, before the kill)
     s_upload_burst (self, 0);
+    assert_true (s_wait_standby_sync (self, 0, "b"));
     char path [600];
-    snprintf (path, sizeof path, "%.300s/broker.log", self->member [0].dir);
-    char *log = grid_slurp (path);
-    assert_null (strstr (log, "acknowledges alone"));
-    free (log);
     snprintf (path, sizeof path, "%.300s/broker.log", self->member [1].dir);
-    log = grid_slurp (path);
+    char *log = grid_slurp (path);
     assert_null (strstr (log, "cannot apply pass"));
     free (log);
 
