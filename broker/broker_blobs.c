@@ -68,6 +68,7 @@ s_send_item (broker_t *self, const blobserve_item_t *item)
     s_send_chunk (self, node, item->sha256, item->offset, info.size, data,
                   len, NULL);
     self->stats->counters.blob_chunks_sent++;
+    broker_stats_blob_sent (self->stats, item->sha256);
     self->stats->counters.blob_bytes_sent += len;
     //  The last chunk: nothing acknowledges it, its slot is free
     if (item->offset + len >= info.size)
@@ -146,9 +147,19 @@ broker_blobs_tick (broker_t *self, int64_t now_ms)
         return;
     size_t purged = blobs_purge (txn, broker_wall_ms ()
                                       - self->config.blob_retention_ms);
-    if (purged)
-        log_info ("purged %zu blob%s unused for longer than blobs.retention",
-                  purged, purged == 1 ? "" : "s");
+    if (!purged)
+        return;
+    log_info ("purged %zu blob%s unused for longer than blobs.retention",
+              purged, purged == 1 ? "" : "s");
+    //  The figures of the blobs purged go with them
+    zlistx_t *names = zhashx_keys (self->stats->blob_chunks);
+    blobs_info_t info;
+    for (const char *name = names ? (const char *) zlistx_first (names)
+                                  : NULL;
+         name; name = (const char *) zlistx_next (names))
+        if (blobs_stat (txn, name, &info))
+            broker_stats_blob_forget (self->stats, name);
+    zlistx_destroy (&names);
 }
 
 void

@@ -570,8 +570,11 @@ broker_on_client (zloop_t *loop, zsock_t *socket, void *arg)
         broker_on_face_message (self, socket, msg);
         zmsg_destroy (&msg);
         //  A transaction that failed (a full map) ends the pass here, so
-        //  that the requests after it get a fresh one
-        if (self->pass_broken || (self->txn && store_txn_failed (self->txn)))
+        //  that the requests after it get a fresh one; so does a pass that
+        //  carries much to the standbys (uploads of blobs side by side)
+        if (self->pass_broken || (self->txn && store_txn_failed (self->txn))
+            || (self->repl && self->txn
+                && pw_size (self->journal) >= CLIENT_PASS_JOURNAL_MAX))
             broker_pass_end (self);
     }
     broker_pass_end (self);

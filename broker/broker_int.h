@@ -41,7 +41,11 @@
 #include "subgate.h"
 #include "token.h"
 
-#define CLIENT_BATCH_MAX 512     //  Client requests read per pass
+#define CLIENT_BATCH_MAX 512     //  Client requests read per pass...
+#define CLIENT_PASS_JOURNAL_MAX (8u << 20)  //  ...until a cluster's pass
+                                 //  journal holds this much (blob pieces):
+                                 //  a standby applies it in its map's
+                                 //  headroom, a message far under its limit
 #define AGENT_PASS_MAX 8192      //  Agent messages read per pass at most
                                  //  (a results counts its entries)...
 #define AGENT_PASS_MS 50         //  ...or for this long, then one commit

@@ -139,6 +139,11 @@ static const s_route_t s_routes [] = {
            S_BODY_FIELDS, NULL, 200),
     S_API ("POST", "/api/v1/broker/resume", "broker.resume", NULL, NULL,
            S_BODY_FIELDS, NULL, 200),
+    S_API ("GET", "/api/v1/broker/keys", "broker.keys", NULL, NULL,
+           S_BODY_NONE, NULL, 200),
+    //  An admin's, audited: the row of broker.rekey says so (requests.c)
+    S_API ("POST", "/api/v1/broker/rekey", "broker.rekey", NULL, NULL,
+           S_BODY_FIELDS, NULL, 200),
     S_API ("GET", "/api/v1/queue/stats", "queue.stats", NULL, NULL,
            S_BODY_NONE, NULL, 200),
     S_API ("GET", "/api/v1/relays", "relay.list", NULL, NULL, S_BODY_NONE,

@@ -579,8 +579,9 @@ s_write_messages (const metrics_t *self, const metrics_figures_t *figures,
                "the end or off a chunk, a node not granted blobs).",
                figures->blob_refused);
     s_counter (out, "grid_blob_uploads_refused_total",
-               "blob.put pieces refused (over blobs.max_size, another "
-               "offset, a content whose sha256 is not its name).",
+               "blob.put pieces refused (a bad name or no base64, over "
+               "blobs.max_size, another offset or size, the wrong length, "
+               "a content whose sha256 is not its name).",
                figures->blob_uploads_refused);
     s_gauge (out, "grid_watchers",
              "job.watch, job.changes and node.changes requests parked until "
@@ -625,6 +626,34 @@ s_write_security (const metrics_figures_t *figures, FILE *out)
     s_counter (out, "grid_subscriptions_refused_total",
                "Command topic subscriptions refused to an accepted agent key.",
                figures->auth.refused_topics);
+}
+
+//  The rotation of the broker's own key: the node figures read 0 while
+//  none runs.
+static void
+s_write_broker_key (const metrics_figures_t *figures, FILE *out)
+{
+    bool rotating = figures->key_rotating;
+    s_gauge (out, "grid_broker_key_rotation_active",
+             "1 while the broker's key rotates (gridcli key rotate-broker), "
+             "else 0.", rotating);
+    s_gauge (out, "grid_broker_key_nodes",
+             "Nodes known while the broker's key rotates (0 when it does "
+             "not).", rotating ? figures->key_nodes : 0);
+    s_gauge (out, "grid_broker_key_nodes_acknowledged",
+             "Of those, the nodes that hold the broker's next key.",
+             rotating ? figures->key_acknowledged : 0);
+    s_gauge (out, "grid_broker_key_nodes_unable",
+             "Of those, the nodes connected directly whose release cannot "
+             "take a new broker key (they need gridcli key fetch-broker).",
+             rotating ? figures->key_unable : 0);
+    s_gauge_seconds (out, "grid_broker_key_deadline_seconds",
+                     "Seconds until the old key is retired at the latest "
+                     "(0 when no rotation runs).",
+                     rotating ? figures->key_deadline_ms : 0);
+    s_counter (out, "grid_broker_key_rotations_retired_total",
+               "Rotations of the broker's key retired (the old key "
+               "refused from then on).", figures->key_retired);
 }
 
 //  The HTTP face's figures (only when it is on).
@@ -724,6 +753,7 @@ metrics_render (const metrics_t *self, const metrics_figures_t *figures,
     s_write_nodes (figures, out);
     s_write_messages (self, figures, out);
     s_write_security (figures, out);
+    s_write_broker_key (figures, out);
     s_write_http (figures, out);
     s_write_store (self, figures, out);
     s_counter (out, "grid_trace_spans_exported_total",

@@ -148,6 +148,12 @@ typedef struct {
     uint64_t blob_bytes_sent;    //  ... their bytes
     uint64_t blob_refused;       //  blob_get requests refused
     uint64_t blob_uploads_refused;  //  blob.put pieces refused
+    bool key_rotating;           //  The broker's key rotates: key_ hold
+    uint64_t key_nodes;          //  Nodes known
+    uint64_t key_acknowledged;   //  ... that hold the next key
+    uint64_t key_unable;         //  ... that cannot take it (older release)
+    int64_t key_deadline_ms;     //  Until the old key is retired at the latest
+    uint64_t key_retired;        //  Rotations retired since start
     auth_counters_t auth;        //  Security counters, ZeroMQ and HTTP
     bool have_http;              //  The HTTP face is on: http holds
     http_stats_t http;           //  The HTTP face's figures

@@ -73,6 +73,7 @@ typedef struct {
     qstats_t *run_samples;       //  Attempt durations the agents measured (ms)
     metrics_t *metrics;          //  Histograms and counters for metrics.get
     zhashx_t *node_stats;        //  Node id -> broker_node_stats_t
+    zhashx_t *blob_chunks;       //  Blob sha256 -> chunks sent (uint64_t)
     int64_t started_ms;          //  Monotonic: the broker started
     int64_t bad_entry_logged_ms; //  When a bad results entry was last logged
     int64_t dropped_logged_ms;   //  When a dropped agent message was last logged
@@ -88,5 +89,15 @@ void broker_stats_destroy (broker_stats_t **self_p);
 
 //  NODE's counters (made at first use; they live as long as SELF).
 broker_node_stats_t *broker_stats_node (broker_stats_t *self, const char *node);
+
+//  One chunk of blob SHA256 was sent to an agent (blob.list and blob.stat
+//  say how many per blob: a fetch that resumed asks for none twice).
+void broker_stats_blob_sent (broker_stats_t *self, const char *sha256);
+
+//  Chunks of blob SHA256 sent since start (0 when none).
+uint64_t broker_stats_blob_chunks (broker_stats_t *self, const char *sha256);
+
+//  Blob SHA256 is gone (deleted, purged): its figure goes too.
+void broker_stats_blob_forget (broker_stats_t *self, const char *sha256);
 
 #endif

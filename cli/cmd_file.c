@@ -39,8 +39,9 @@ static const char s_help_file [] =
 "              --src PATH --dest /etc/x: a file over 4 KiB is uploaded\n"
 "              first, and the nodes fetch it once each, over their own\n"
 "              connection, into their cache)\n"
-"file list     SHA256 SIZE COMPLETE CREATED USED, then what the broker\n"
-"              sent agents since it started\n"
+"file list     SHA256 SIZE COMPLETE CREATED USED SENT (chunks of it sent\n"
+"              to agents since the broker started), then what the broker\n"
+"              sent agents in all\n"
 "file delete   removes a blob (blobs unused for blobs.retention go by\n"
 "              themselves)\n"
 "\n"
@@ -235,7 +236,7 @@ s_build_delete (const cli_args_t *args, const job_spec_t *file_spec,
     return 0;
 }
 
-//  file list: SHA256 SIZE COMPLETE CREATED USED, then the figures
+//  file list: SHA256 SIZE COMPLETE CREATED USED SENT, then the figures
 static int
 s_render_list (const pv_t *data, FILE *out)
 {
@@ -246,22 +247,28 @@ s_render_list (const pv_t *data, FILE *out)
         fprintf (out, "no blobs (store one with gridcli file upload PATH)\n");
     else {
         const char *headers [] = {"SHA256", "SIZE", "COMPLETE", "CREATED",
-                                  "USED"};
-        cli_table_t *table = cli_table_new (5, false, headers);
+                                  "USED", "SENT"};
+        cli_table_t *table = cli_table_new (6, false, headers);
         for (size_t index = 0; index < pv_size (blobs); index++) {
             const pv_t *blob = pv_array_at (blobs, index);
-            char name [80], size [32], created [64], used [64];
-            int64_t bytes = 0, received = 0;
+            char name [80], size [32], created [64], used [64], sent [32];
+            int64_t bytes = 0, received = 0, chunks = 0;
             pv_get_int (pv_map_get (blob, "size"), &bytes);
             pv_get_int (pv_map_get (blob, "received"), &received);
             snprintf (size, sizeof size, "%" PRId64, bytes);
+            //  A broker that does not count them: "-"
+            if (pv_get_int (pv_map_get (blob, "chunks_sent"), &chunks) == 0)
+                snprintf (sent, sizeof sent, "%" PRId64, chunks);
+            else
+                snprintf (sent, sizeof sent, "-");
             const char *row [] = {
                 cli_field (blob, "sha256", name, sizeof name), size,
                 received == bytes ? "yes" : "no",
                 cli_time (pv_map_get (blob, "created"), false, created,
                           sizeof created),
                 cli_time (pv_map_get (blob, "used"), false, used,
-                          sizeof used)
+                          sizeof used),
+                sent
             };
             cli_table_add (table, false, row);
         }

@@ -1,6 +1,6 @@
 /*  =========================================================================
-    test_blobs - the broker's blob store (blobs) and who is sent chunks
-    when (blobserve)
+    test_blobs - the broker's blob store (blobs), who is sent chunks
+    when (blobserve), and the chunks counted per blob (stats)
     =========================================================================
 */
 #include <setjmp.h>
@@ -14,6 +14,7 @@
 
 #include "../broker/blobs.h"
 #include "../broker/blobserve.h"
+#include "../broker/stats.h"
 
 #define S_SIZE (BLOBS_CHUNK * 2 + 100)
 
@@ -177,6 +178,29 @@ test_blobs_serve_limit (void **state)
     blobserve_destroy (&serve);
 }
 
+//  The chunks sent per blob: counted per name, forgotten with the blob
+static void
+test_blobs_chunk_figures (void **state)
+{
+    broker_stats_t *stats = broker_stats_new (0);
+    assert_non_null (stats);
+    char one [SHA256_HEX], two [SHA256_HEX];
+    sha256_hex ("one", 3, one);
+    sha256_hex ("two", 3, two);
+    assert_int_equal (broker_stats_blob_chunks (stats, one), 0);
+    broker_stats_blob_sent (stats, one);
+    broker_stats_blob_sent (stats, one);
+    broker_stats_blob_sent (stats, two);
+    assert_int_equal (broker_stats_blob_chunks (stats, one), 2);
+    assert_int_equal (broker_stats_blob_chunks (stats, two), 1);
+    broker_stats_blob_forget (stats, one);
+    broker_stats_blob_forget (stats, one);
+    assert_int_equal (broker_stats_blob_chunks (stats, one), 0);
+    assert_int_equal (broker_stats_blob_chunks (stats, two), 1);
+    broker_stats_destroy (&stats);
+    assert_null (stats);
+}
+
 int
 main (void)
 {
@@ -184,6 +208,7 @@ main (void)
         cmocka_unit_test (test_blobs_pieces_dedup_limit),
         cmocka_unit_test (test_blobs_mismatch_purge_delete),
         cmocka_unit_test (test_blobs_serve_limit),
+        cmocka_unit_test (test_blobs_chunk_figures),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }

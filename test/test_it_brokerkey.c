@@ -12,7 +12,12 @@
     key, cut off by the retirement, the broker unharmed), the old key
     refused after the retirement; a viewer's
     rotation, a deadline that is no duration and a second rotation while
-    one runs are refused with clear errors.
+    one runs are refused with clear errors. The HTTP face serves the
+    same: POST /api/v1/broker/rekey (a viewer's token refused, a bad
+    deadline and a second rotation too, each audited) and GET
+    /api/v1/broker/keys, and /metrics follows the rotation
+    (grid_broker_key_rotation_active, the nodes with the next key, the
+    deadline) until it is retired.
 
     Nothing here sleeps hoping something happened: every wait polls with a
     deadline.
@@ -24,8 +29,11 @@
 #include <cmocka.h>
 
 #include <czmq.h>
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -38,6 +46,10 @@
 static grid_t s_grid;
 static char s_viewer [400];     //  Key pair with the viewer role
 static char s_viewer_arg [500]; //  --client-key viewer:FILE
+static char s_http_arg [64];    //  --http 127.0.0.1:PORT
+static int s_http_port;         //  The HTTP face's port
+static char s_admin_token [128];   //  Bearer tokens of the HTTP face
+static char s_viewer_token [128];
 
 //  ---------------------------------------------------------------------
 //  Helpers
@@ -175,6 +187,109 @@ s_swarm_node (const char *prefix, char *id, size_t id_len)
     return false;
 }
 
+//  A free TCP port on loopback.
+static int
+s_free_port (void)
+{
+    int fd = socket (AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in addr = {.sin_family = AF_INET};
+    addr.sin_addr.s_addr = htonl (INADDR_LOOPBACK);
+    socklen_t len = sizeof addr;
+    assert_int_equal (bind (fd, (struct sockaddr *) &addr, sizeof addr), 0);
+    assert_int_equal (getsockname (fd, (struct sockaddr *) &addr, &len), 0);
+    close (fd);
+    return ntohs (addr.sin_port);
+}
+
+//  METHOD PATH with TOKEN and BODY (or NULL) over plain HTTP/1.0 on
+//  loopback; returns the status (-1: no answer) and the answer's body in
+//  *ANSWER_P (caller frees).
+static int
+s_http (const char *method, const char *path, const char *token,
+        const char *body, char **answer_p)
+{
+    *answer_p = NULL;
+    int fd = socket (AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in addr = {.sin_family = AF_INET,
+                               .sin_port = htons ((uint16_t) s_http_port)};
+    addr.sin_addr.s_addr = htonl (INADDR_LOOPBACK);
+    struct timeval timeout = {.tv_sec = 20};
+    setsockopt (fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
+    if (connect (fd, (struct sockaddr *) &addr, sizeof addr)) {
+        close (fd);
+        return -1;
+    }
+    char *request = NULL;
+    size_t size = 0;
+    FILE *out = open_memstream (&request, &size);
+    fprintf (out, "%s %s HTTP/1.0\r\nHost: 127.0.0.1\r\n"
+             "Authorization: Bearer %s\r\n", method, path, token);
+    if (body)
+        fprintf (out, "Content-Type: application/json\r\n"
+                 "Content-Length: %zu\r\n", strlen (body));
+    fprintf (out, "\r\n%s", body ? body : "");
+    fclose (out);
+    bool sent = send (fd, request, size, MSG_NOSIGNAL) == (ssize_t) size;
+    free (request);
+    char *answer = NULL;
+    size = 0;
+    out = open_memstream (&answer, &size);
+    char buffer [4096];
+    ssize_t got;
+    while (sent && (got = recv (fd, buffer, sizeof buffer, 0)) > 0)
+        fwrite (buffer, 1, (size_t) got, out);
+    fclose (out);
+    close (fd);
+    int status = -1;
+    if (sscanf (answer, "HTTP/1.%*d %d", &status) != 1)
+        status = -1;
+    char *start = strstr (answer, "\r\n\r\n");
+    *answer_p = strdup (start ? start + 4 : "");
+    free (answer);
+    return status;
+}
+
+//  The value of sample NAME (a line "NAME VALUE") in metrics.get's text,
+//  or -1.
+static double
+s_metric (const char *name)
+{
+    pv_doc_t *reply = grid_call (&s_grid, "metrics.get", NULL);
+    const pv_t *data = NULL;
+    double value = -1;
+    if (grid_reply_ok (reply, &data)) {
+        char *text = pv_strdup (pv_map_get (data, "text"));
+        char line [200];
+        snprintf (line, sizeof line, "\n%s ", name);
+        const char *at = text ? strstr (text, line) : NULL;
+        if (at)
+            value = strtod (at + strlen (line), NULL);
+        free (text);
+    }
+    pv_doc_destroy (&reply);
+    return value;
+}
+
+//  A bearer token of ROLE named NAME, into TOKEN.
+static int
+s_token (const char *name, const char *role, char *token, size_t token_len)
+{
+    pv_doc_t *reply = grid_call (&s_grid, "token.add", "name", name, "role",
+                                 role, NULL);
+    const pv_t *data = NULL;
+    int rc = -1;
+    if (grid_reply_ok (reply, &data)) {
+        char *text = pv_strdup (pv_map_get (data, "token"));
+        if (text) {
+            snprintf (token, token_len, "%s", text);
+            rc = 0;
+        }
+        free (text);
+    }
+    pv_doc_destroy (&reply);
+    return rc;
+}
+
 //  ---------------------------------------------------------------------
 //  Setup
 
@@ -186,8 +301,17 @@ s_setup (void **state)
     if (grid_keygen (&s_grid, "viewer", s_viewer, sizeof s_viewer, NULL) != 0)
         return -1;
     snprintf (s_viewer_arg, sizeof s_viewer_arg, "viewer:%s", s_viewer);
-    const char *extra [] = {"--client-key", s_viewer_arg, NULL};
-    return grid_start_broker (&s_grid, extra);
+    s_http_port = s_free_port ();
+    snprintf (s_http_arg, sizeof s_http_arg, "127.0.0.1:%d", s_http_port);
+    const char *extra [] = {"--client-key", s_viewer_arg, "--http",
+                            s_http_arg, NULL};
+    if (grid_start_broker (&s_grid, extra) != 0)
+        return -1;
+    if (s_token ("bk-admin", "admin", s_admin_token, sizeof s_admin_token)
+    ||  s_token ("bk-viewer", "viewer", s_viewer_token,
+                 sizeof s_viewer_token))
+        return -1;
+    return 0;
 }
 
 static int
@@ -234,6 +358,29 @@ test_it_brokerkey_rotation (void **state)
         "  - {backend: test, action: echo, params: {msg: four}}\n");
     assert_non_null (job);
 
+    //  No rotation yet: the metrics say so
+    assert_true (s_metric ("grid_broker_key_rotation_active") == 0);
+    assert_true (s_metric ("grid_broker_key_rotations_retired_total") == 0);
+    char *answer = NULL;
+    int status = s_http ("GET", "/api/v1/broker/keys", s_viewer_token, NULL,
+                         &answer);
+    assert_int_equal (status, 200);
+    assert_non_null (strstr (answer, old));
+    assert_non_null (strstr (answer, "\"rotating\":false"));
+    free (answer);
+    //  Over HTTP: a viewer's token may not start a rotation, a deadline
+    //  that is no duration is refused; both are audited
+    status = s_http ("POST", "/api/v1/broker/rekey", s_viewer_token, "{}",
+                     &answer);
+    assert_int_equal (status, 403);
+    free (answer);
+    status = s_http ("POST", "/api/v1/broker/rekey", s_admin_token,
+                     "{\"deadline\": \"soon\"}", &answer);
+    assert_int_equal (status, 400);
+    assert_non_null (strstr (answer, "deadline 'soon'"));
+    free (answer);
+    assert_true (s_audited ("broker.rekey", "forbidden"));
+
     //  A viewer may not start a rotation
     char *out = NULL, *err = NULL;
     int code = grid_cli_as (&s_grid, s_viewer, &out, &err, 20000, "key",
@@ -257,6 +404,11 @@ test_it_brokerkey_rotation (void **state)
     assert_non_null (strstr (err, "runs already"));
     free (out);
     free (err);
+    status = s_http ("POST", "/api/v1/broker/rekey", s_admin_token,
+                     "{\"deadline\": \"1h\"}", &answer);
+    assert_int_equal (status, 409);
+    assert_non_null (strstr (answer, "runs already"));
+    free (answer);
     char next_file [420], next [KEYS_TEXT_SIZE];
     snprintf (next_file, sizeof next_file, "%s.next", s_grid.broker_key);
     assert_int_equal (keys_read_public (next_file, next, why, sizeof why), 0);
@@ -285,6 +437,21 @@ test_it_brokerkey_rotation (void **state)
     assert_non_null (strstr (out, "2 of 4 nodes have the next key"));
     free (out);
     free (err);
+    //  The HTTP face and the metrics say the same
+    status = s_http ("GET", "/api/v1/broker/keys", s_admin_token, NULL,
+                     &answer);
+    assert_int_equal (status, 200);
+    assert_non_null (strstr (answer, next));
+    assert_non_null (strstr (answer, "\"rotating\":true"));
+    assert_non_null (strstr (answer, "\"acknowledged\":2"));
+    assert_non_null (strstr (answer, "\"unable\":1"));
+    free (answer);
+    assert_true (s_metric ("grid_broker_key_rotation_active") == 1);
+    assert_true (s_metric ("grid_broker_key_nodes") == 4);
+    assert_true (s_metric ("grid_broker_key_nodes_acknowledged") == 2);
+    assert_true (s_metric ("grid_broker_key_nodes_unable") == 1);
+    double left = s_metric ("grid_broker_key_deadline_seconds");
+    assert_true (left > 0 && left <= 15);
 
     //  A restart of the broker in the middle goes on with the same
     //  rotation; the agents come back on the old key, still the current
@@ -315,6 +482,9 @@ test_it_brokerkey_rotation (void **state)
     while (s_keys_int ("retired") != 1 && grid_now_ms () < deadline)
         zclock_sleep (50);
     assert_int_equal (s_keys_int ("retired"), 1);
+    assert_true (s_metric ("grid_broker_key_rotation_active") == 0);
+    assert_true (s_metric ("grid_broker_key_nodes_acknowledged") == 0);
+    assert_true (s_metric ("grid_broker_key_rotations_retired_total") == 1);
     assert_true (s_answers_with (next, 10000));
     assert_false (s_answers_with (old, 1500));
 

@@ -20,6 +20,12 @@
       redirects, then no more (its failover order takes over); a
       redirect of an epoch lower than the agent saw is dropped.
     - Bad ha: configurations are refused at start with a clear error.
+    - A blob uploaded to the active is on the standby (the blobs database
+      is replicated with the pass that wrote it), and so are 300 blobs
+      uploaded side by side (the passes that carry them stay small enough
+      for the standby to apply each in turn: it never falls out of sync);
+      after a SIGKILL of the active, a file put of that blob on the new
+      active delivers it, right to the byte, without uploading it again.
     =========================================================================
 */
 
@@ -37,7 +43,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "../proto/base64.h"
 #include "../proto/proto.h"
+#include "../proto/sha256.h"
 #include "lib/cluster.h"
 
 #define S_WAIT_MS 20000
@@ -652,6 +660,232 @@ test_cluster_bad_config_refused (void **state)
     }
 }
 
+//  The digest of the file at PATH into HEX (false when unreadable).
+static bool
+s_file_digest (const char *path, char *hex)
+{
+    FILE *file = fopen (path, "rb");
+    if (!file)
+        return false;
+    sha256_t context;
+    sha256_init (&context);
+    char buffer [65536];
+    size_t got;
+    while ((got = fread (buffer, 1, sizeof buffer, file)) > 0)
+        sha256_update (&context, buffer, got);
+    fclose (file);
+    uint8_t digest [SHA256_BYTES];
+    sha256_final (&context, digest);
+    sha256_to_hex (digest, hex);
+    return true;
+}
+
+#define S_BURST 300                 //  Uploads side by side
+
+//  Waits until member WHICH (the active) counts standby NAME in its sync
+//  set and NAME has every pass it released.
+static bool
+s_wait_standby_sync (cluster_pair_t *self, int which, const char *name)
+{
+    long long deadline = grid_now_ms () + 3 * S_WAIT_MS;
+    while (grid_now_ms () < deadline) {
+        pv_doc_t *reply = grid_call (&self->member [which], "cluster.status",
+                                     NULL);
+        const pv_t *data = NULL;
+        bool in_sync = false;
+        if (grid_reply_ok (reply, &data)) {
+            int64_t released = -1;
+            pv_get_int (pv_map_get (data, "released"), &released);
+            const pv_t *standbys = pv_map_get (data, "standbys");
+            for (size_t index = 0; index < pv_size (standbys); index++) {
+                const pv_t *standby = pv_array_at (standbys, index);
+                bool sync = false;
+                int64_t pass = -2;
+                pv_get_bool (pv_map_get (standby, "sync"), &sync);
+                pv_get_int (pv_map_get (standby, "pass"), &pass);
+                if (grid_str_is (standby, "name", name) && sync
+                    && pass >= released)
+                    in_sync = true;
+            }
+        }
+        pv_doc_destroy (&reply);
+        if (in_sync)
+            return true;
+        usleep (100 * 1000);
+    }
+    fprintf (stderr, "standby %s is not in sync\n", name);
+    grid_dump_logs (&self->member [0]);
+    grid_dump_logs (&self->member [1]);
+    return false;
+}
+
+//  S_BURST clients each upload a blob of one chunk to member WHICH at
+//  once; every answer is ok.
+static void
+s_upload_burst (cluster_pair_t *self, int which)
+{
+    zsock_t **dealers = (zsock_t **) calloc (S_BURST, sizeof (zsock_t *));
+    size_t len = PROTO_BLOB_CHUNK_BYTES;
+    uint8_t *data = (uint8_t *) malloc (len);
+    char *text = (char *) malloc (BASE64_LEN (len) + 1);
+    assert_true (dealers && data && text);
+    pw_t *writer = pw_new ();
+    for (int index = 0; index < S_BURST; index++) {
+        dealers [index] = zsock_new (ZMQ_DEALER);
+        assert_non_null (dealers [index]);
+        zsock_set_linger (dealers [index], 0);
+        assert_int_equal (zsock_connect (dealers [index], "%s",
+                                         self->member [which].client_ep), 0);
+    }
+    char hex [SHA256_HEX];
+    for (int index = 0; index < S_BURST; index++) {
+        for (size_t at = 0; at < len; at++)
+            data [at] = (uint8_t) (at * 7 + (at >> 9));
+        memcpy (data, &index, sizeof index);    //  Each its own content
+        sha256_hex (data, len, hex);
+        base64_encode (data, len, text);
+        pw_reset (writer);
+        proto_request_begin (writer, "blob.put", "burst", 4);
+        pw_str (writer, "sha256");
+        pw_str (writer, hex);
+        pw_str (writer, "size");
+        pw_int (writer, (int64_t) len);
+        pw_str (writer, "offset");
+        pw_int (writer, 0);
+        pw_str (writer, "data");
+        pw_str (writer, text);
+        assert_int_equal (zsock_send (dealers [index], "b",
+                                      pw_data (writer), pw_size (writer)), 0);
+    }
+    for (int index = 0; index < S_BURST; index++) {
+        zsock_set_rcvtimeo (dealers [index], S_WAIT_MS);
+        zframe_t *body = zframe_recv (dealers [index]);
+        assert_non_null (body);
+        pv_doc_t *reply = NULL;
+        assert_int_equal (pv_doc_decode (zframe_data (body),
+                                         zframe_size (body), &reply, NULL,
+                                         0), 0);
+        if (!grid_reply_ok (reply, NULL))
+            pv_write_json (pv_doc_root (reply), stderr, 0);
+        assert_true (grid_reply_ok (reply, NULL));
+        pv_doc_destroy (&reply);
+        zframe_destroy (&body);
+        zsock_destroy (&dealers [index]);
+    }
+    pw_destroy (&writer);
+    free (dealers);
+    free (data);
+    free (text);
+}
+
+static void
+test_cluster_blob_after_failover (void **state)
+{
+    cluster_pair_t *self = (cluster_pair_t *) *state;
+    if (cluster_pair_skip (self))
+        return;
+    cluster_pair_spawn (self, 0);
+    assert_true (cluster_pair_wait_code (self, 0, "ok"));
+    cluster_pair_spawn (self, 1);
+    assert_true (cluster_pair_wait_code (self, 1, "not_leader"));
+    assert_true (cluster_pair_wait_log (self, 0, "standby b is in sync"));
+    //  Agent f1 knows both, with one root open for the file backend
+    char root [400], config [400], brokers [800], publishes [800];
+    snprintf (root, sizeof root, "%s/files", self->dir);
+    snprintf (config, sizeof config, "%s/f1.yaml", self->dir);
+    assert_int_equal (mkdir (root, 0755), 0);
+    FILE *file = fopen (config, "w");
+    assert_non_null (file);
+    fprintf (file, "file:\n  roots: [\"%s\"]\n", root);
+    fclose (file);
+    snprintf (brokers, sizeof brokers, "%s,%s", self->member [0].agents_ep,
+              self->member [1].agents_ep);
+    snprintf (publishes, sizeof publishes, "%s,%s",
+              self->member [0].publish_ep, self->member [1].publish_ep);
+    const char *extra [] = {"--broker", brokers, "--publish", publishes,
+                            "--failover", "1s", "--config", config, NULL};
+    assert_true (grid_start_agent (&self->member [0], "f1", "files", NULL,
+                                   extra) >= 0);
+    //  Five chunks (four of 256 KiB and a short one), uploaded to the
+    //  active: each piece is answered once the standby has it
+    size_t size = 4 * PROTO_BLOB_CHUNK_BYTES + 1000;
+    unsigned char *data = (unsigned char *) malloc (size);
+    assert_non_null (data);
+    for (size_t index = 0; index < size; index++)
+        data [index] = (unsigned char) ((index * 7919 + 13) >> 5);
+    char local [400], hex [SHA256_HEX], got [SHA256_HEX];
+    snprintf (local, sizeof local, "%s/blob.bin", self->dir);
+    file = fopen (local, "wb");
+    assert_non_null (file);
+    assert_int_equal (fwrite (data, 1, size, file), size);
+    fclose (file);
+    sha256_hex (data, size, hex);
+    free (data);
+    char *out = NULL, *err = NULL;
+    int code = grid_cli (&self->member [0], &out, &err, S_WAIT_MS, "file",
+                         "upload", local, NULL);
+    if (code != 0)
+        fprintf (stderr, "upload: %s%s", out, err);
+    assert_int_equal (code, 0);
+    free (out);
+    free (err);
+    //  Many side by side: the standby applies every pass as it comes
+    //  (a standby slower than sync_timeout may leave the sync set for a
+    //  while: it is waited for, back in sync, before the kill)
+    s_upload_burst (self, 0);
+    assert_true (s_wait_standby_sync (self, 0, "b"));
+    char path [600];
+    snprintf (path, sizeof path, "%.300s/broker.log", self->member [1].dir);
+    char *log = grid_slurp (path);
+    assert_null (strstr (log, "cannot apply pass"));
+    free (log);
+
+    //  The active killed: the standby takes over with the blob whole
+    grid_kill (self->member [0].broker_pid, SIGKILL);
+    waitpid (self->member [0].broker_pid, NULL, 0);
+    self->member [0].broker_pid = 0;
+    assert_true (cluster_pair_wait_code (self, 1, "ok"));
+    pv_doc_t *reply = grid_call (&self->member [1], "blob.stat", "sha256",
+                                 hex, NULL);
+    const pv_t *blob = NULL;
+    assert_true (grid_reply_ok (reply, &blob));
+    bool complete = false;
+    int64_t received = 0;
+    pv_get_bool (pv_map_get (blob, "complete"), &complete);
+    pv_get_int (pv_map_get (blob, "received"), &received);
+    assert_true (complete);
+    assert_int_equal (received, (int64_t) size);
+    pv_doc_destroy (&reply);
+    //  A file put of it on the new active: f1 fetches it from there
+    char dest [500], size_text [32];
+    snprintf (dest, sizeof dest, "%s/delivered.bin", root);
+    snprintf (size_text, sizeof size_text, "%zu", size);
+    code = grid_cli (&self->member [1], &out, &err, 3 * S_WAIT_MS, "job",
+                     "run", "--target", "node:f1", "file", "put", "--path",
+                     dest, "--sha256", hex, "--size", size_text, "--wait",
+                     NULL);
+    if (code != 0) {
+        fprintf (stderr, "file put: %s%s", out, err);
+        grid_dump_logs (&self->member [1]);
+    }
+    assert_int_equal (code, 0);
+    free (out);
+    free (err);
+    assert_true (s_file_digest (dest, got));
+    assert_string_equal (got, hex);
+    reply = grid_call (&self->member [1], "blob.stat", "sha256", hex, NULL);
+    assert_true (grid_reply_ok (reply, &blob));
+    int64_t sent = 0;
+    pv_get_int (pv_map_get (blob, "chunks_sent"), &sent);
+    assert_int_equal (sent, 5);
+    pv_doc_destroy (&reply);
+    //  ... and the burst's
+    reply = grid_call (&self->member [1], "blob.list", NULL);
+    assert_true (grid_reply_ok (reply, &blob));
+    assert_int_equal (pv_size (pv_map_get (blob, "blobs")), S_BURST + 1);
+    pv_doc_destroy (&reply);
+}
+
 int
 main (void)
 {
@@ -672,6 +906,8 @@ main (void)
         cmocka_unit_test_setup_teardown (test_cluster_stopped_active_demotes,
                                          cluster_pair_setup, cluster_pair_teardown),
         cmocka_unit_test_setup_teardown (test_cluster_status_and_switchover,
+                                         cluster_pair_setup, cluster_pair_teardown),
+        cmocka_unit_test_setup_teardown (test_cluster_blob_after_failover,
                                          cluster_pair_setup, cluster_pair_teardown),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);

@@ -225,6 +225,12 @@ s_render_busy (void)
     figures.http.requests = 1200;
     figures.http.client_errors = 7;
     figures.http.streams = 1000;
+    figures.key_rotating = true;
+    figures.key_nodes = 50000;
+    figures.key_acknowledged = 49000;
+    figures.key_unable = 3;
+    figures.key_deadline_ms = 3600500;
+    figures.key_retired = 2;
     char *text = NULL;
     size_t size = 0;
     FILE *out = open_memstream (&text, &size);
@@ -299,6 +305,11 @@ test_metrics_render_is_well_formed (void **state)
     assert_non_null (strstr (text, "grid_store_state{state=\"ok\"} 0\n"));
     assert_non_null (strstr (text, "grid_broker_maintenance 1\n"));
     assert_non_null (strstr (text, "grid_nodes{state=\"online\"} 49990\n"));
+    assert_non_null (strstr (text, "grid_broker_key_rotation_active 1\n"));
+    assert_non_null (strstr (text,
+                             "grid_broker_key_nodes_acknowledged 49000\n"));
+    assert_non_null (strstr (text,
+                             "grid_broker_key_deadline_seconds 3600.5\n"));
     assert_non_null (strstr (text, "process_start_time_seconds "
                                    "1795590000.12"));
     free (copy);

@@ -20,10 +20,17 @@ s_write_time (pw_t *writer, const char *key, int64_t wall_ms)
     pw_str (writer, text);
 }
 
+//  INFO as a map of its 6 fields, chunks_sent when CTX is given (blob.list,
+//  blob.stat) and EXTRA more the caller writes.
 static void
-s_write_info (pw_t *reply, const blobs_info_t *info, int extra)
+s_write_info (pw_t *reply, const blobs_info_t *info, ctx_t *ctx, int extra)
 {
-    pw_map (reply, 6 + extra);
+    pw_map (reply, 6 + (ctx ? 1 : 0) + extra);
+    if (ctx) {
+        pw_str (reply, "chunks_sent");
+        pw_int (reply, (int64_t) broker_stats_blob_chunks (ctx->stats,
+                                                           info->sha256));
+    }
     pw_str (reply, "sha256");
     pw_str (reply, info->sha256);
     pw_str (reply, "size");
@@ -65,8 +72,10 @@ req_blob_put (req_call_t *call)
 {
     ctx_t *ctx = call->ctx;
     char *sha256 = s_name (call);
-    if (!sha256)
+    if (!sha256) {
+        ctx->stats->counters.blob_uploads_refused++;
         return;
+    }
     int64_t size = s_int (call, "size");
     int64_t offset = s_int (call, "offset");
     const pv_t *data = pv_map_get (call->request->body, "data");
@@ -75,8 +84,10 @@ req_blob_put (req_call_t *call)
     uint8_t *piece = (uint8_t *) malloc (text_len / 4 * 3 + 1);
     long len = piece ? base64_decode (text, text_len, piece) : -1;
     store_txn_t *txn = len >= 0 ? req_txn (call) : NULL;
-    if (len < 0 && piece)
+    if (len < 0 && piece) {
+        ctx->stats->counters.blob_uploads_refused++;
         req_error (call, PROTO_ERR_BAD_REQUEST, "data: expected base64 text");
+    }
     else
     if (!piece)
         req_error (call, PROTO_ERR_INTERNAL, "out of memory");
@@ -117,7 +128,7 @@ req_blob_put (req_call_t *call)
             pw_t *reply = call->reply;
             pw_reset (reply);
             proto_reply_ok_begin (reply, call->request->id);
-            s_write_info (reply, &info, 1);
+            s_write_info (reply, &info, NULL, 1);
             pw_str (reply, "stored");
             pw_bool (reply, stored);
         }
@@ -138,7 +149,7 @@ req_blob_stat (req_call_t *call)
     if (txn) {
         pw_reset (call->reply);
         proto_reply_ok_begin (call->reply, call->request->id);
-        s_write_info (call->reply, &info, 0);
+        s_write_info (call->reply, &info, call->ctx, 0);
     }
     free (sha256);
 }
@@ -182,7 +193,7 @@ req_blob_list (req_call_t *call)
     pw_str (reply, "blobs");
     pw_array (reply, list.count);
     for (size_t index = 0; index < list.count; index++)
-        s_write_info (reply, &list.items [index], 0);
+        s_write_info (reply, &list.items [index], ctx, 0);
     pw_str (reply, "chunks_sent");
     pw_int (reply, (int64_t) ctx->stats->counters.blob_chunks_sent);
     pw_str (reply, "bytes_sent");
@@ -203,6 +214,7 @@ req_blob_delete (req_call_t *call)
         req_error (call, PROTO_ERR_NOT_FOUND, "no blob %s", sha256);
     else
     if (txn) {
+        broker_stats_blob_forget (call->ctx->stats, sha256);
         pw_reset (call->reply);
         proto_reply_ok_begin (call->reply, call->request->id);
         pw_map (call->reply, 2);

@@ -546,6 +546,19 @@ s_collect (ctx_t *ctx, store_txn_t *txn, metrics_figures_t *figures)
     figures->blob_refused = ctx->stats->counters.blob_refused;
     figures->blob_uploads_refused = ctx->stats->counters.blob_uploads_refused;
     figures->auth = *auth_counters (ctx->auth);
+    if (ctx->brokerkey) {
+        figures->key_retired = brokerkey_retired (ctx->brokerkey);
+        figures->key_rotating = brokerkey_next (ctx->brokerkey) != NULL;
+    }
+    if (figures->key_rotating) {
+        req_broker_key_counts_t counts;
+        req_broker_key_counts (ctx, &counts);
+        figures->key_nodes = counts.nodes;
+        figures->key_acknowledged = counts.acknowledged;
+        figures->key_unable = counts.unable;
+        figures->key_deadline_ms = brokerkey_deadline_ms (ctx->brokerkey)
+                                   - ctx_wall_ms (ctx);
+    }
     figures->trace_exported = otlp_exported (ctx->tracer);
     figures->trace_dropped = otlp_dropped (ctx->tracer);
     if (ctx->http_face) {

@@ -207,6 +207,11 @@ class OpenApiTest(unittest.TestCase):
                    "/api/v1/notify?status=dead")["deliveries"][0]["id"]
         ask("POST", "/api/v1/notify/{id}/retry",
             f"/api/v1/notify/{dead}/retry", body={})
+        # Last: a rotation of the broker's key (an admin's) retires the
+        # key the ZeroMQ clients here trust once both agents have the next
+        ask("GET", "/api/v1/broker/keys")
+        ask("POST", "/api/v1/broker/rekey", body={"deadline": "1h"})
+        ask("GET", "/api/v1/broker/keys")
 
     def test_every_answer_fits_its_schema(self):
         for method, template, status, body in self.answers:
