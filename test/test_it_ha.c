@@ -19,6 +19,7 @@
 
 #include "../ha/elector.h"
 #include "../ha/etcd.h"
+#include "../ha/etcdwatch.h"
 #include "lib/etcdproc.h"
 
 #define S_WAIT_MS 20000
@@ -430,11 +431,130 @@ test_ha_elector_sync_key (void **state)
     etcd_destroy (&etcd);
 }
 
+//  The stream's objects are cut where each ends, strings and nesting
+//  taken into account; what is not an object is one byte long.
+static void
+test_ha_watch_objects (void **state)
+{
+    (void) state;
+    const char *two = " {\"a\":{\"b\":\"}{\\\"\"}}\n{\"c\":[1,{}]}";
+    size_t end = etcdwatch_object_end (two, strlen (two));
+    assert_int_equal (end, strlen (" {\"a\":{\"b\":\"}{\\\"\"}}"));
+    assert_int_equal (etcdwatch_object_end (two + end, strlen (two + end)),
+                      strlen (two + end));
+    assert_int_equal (etcdwatch_object_end ("{\"a\":", 5), 0);
+    assert_int_equal (etcdwatch_object_end ("  \n", 3), 0);
+    assert_int_equal (etcdwatch_object_end ("\n]x", 3), 2);
+}
+
+//  Reads the next message of WATCH into its frames (up to 4, "" missing).
+static bool
+s_watch_said (zactor_t *watch, int64_t wait_ms, char frames [4][128])
+{
+    zpoller_t *poller = zpoller_new (watch, NULL);
+    bool got = zpoller_wait (poller, (int) wait_ms) != NULL;
+    zpoller_destroy (&poller);
+    zmsg_t *msg = got ? zmsg_recv (watch) : NULL;
+    for (int at = 0; at < 4; at++) {
+        char *frame = msg ? zmsg_popstr (msg) : NULL;
+        snprintf (frames [at], 128, "%s", frame ? frame : "");
+        free (frame);
+    }
+    zmsg_destroy (&msg);
+    return got;
+}
+
+//  A watch says when the stream is up, each write and delete of its key
+//  (a lease that lapses deletes it too), and when the stream breaks.
+static void
+test_ha_watch_stream (void **state)
+{
+    s_state_t *self = (s_state_t *) *state;
+    if (s_skip (self))
+        return;
+    char err [300];
+    assert_null (etcdwatch_new ("ftp://x", "/k", err, sizeof err));
+    zactor_t *watch = etcdwatch_new (self->etcd.url, "/grid/lab/leader", err,
+                                     sizeof err);
+    assert_non_null (watch);
+    char said [4][128];
+    assert_true (s_watch_said (watch, S_WAIT_MS, said));
+    assert_string_equal (said [0], "WATCHING");
+    etcd_t *etcd = etcd_new (self->etcd.url, 2000, err, sizeof err);
+    assert_non_null (etcd);
+    int64_t lease = 0, revision = 0;
+    assert_int_equal (etcd_lease_grant (etcd, 2, &lease), 0);
+    etcd_kv_t holder;
+    assert_int_equal (etcd_create (etcd, "/grid/lab/other", "x", 1, 0,
+                                   &revision, &holder), 1);
+    assert_int_equal (etcd_create (etcd, "/grid/lab/leader", "a", 1, lease,
+                                   &revision, &holder), 1);
+    assert_true (s_watch_said (watch, S_WAIT_MS, said));
+    assert_string_equal (said [0], "PUT");
+    assert_int_equal (strtoll (said [1], NULL, 10), revision);
+    assert_int_equal (strtoll (said [2], NULL, 10), lease);
+    assert_string_equal (said [3], "a");
+    assert_int_equal (etcd_delete_own (etcd, "/grid/lab/leader", revision),
+                      1);
+    assert_true (s_watch_said (watch, S_WAIT_MS, said));
+    assert_string_equal (said [0], "DELETE");
+    assert_true (strtoll (said [1], NULL, 10) > revision);
+    //  A lease that lapses
+    assert_int_equal (etcd_lease_grant (etcd, 2, &lease), 0);
+    assert_int_equal (etcd_create (etcd, "/grid/lab/leader", "b", 1, lease,
+                                   &revision, &holder), 1);
+    assert_true (s_watch_said (watch, S_WAIT_MS, said));
+    assert_string_equal (said [0], "PUT");
+    assert_true (s_watch_said (watch, S_WAIT_MS, said));
+    assert_string_equal (said [0], "DELETE");
+    etcd_destroy (&etcd);
+    //  etcd gone: said once, and the watch goes on trying
+    etcdproc_stop (&self->etcd, false);
+    assert_true (s_watch_said (watch, S_WAIT_MS, said));
+    assert_string_equal (said [0], "BROKEN");
+    assert_non_null (strstr (said [1], self->etcd.url));
+    assert_false (s_watch_said (watch, 2500, said));
+    zactor_destroy (&watch);
+}
+
+//  A leader whose key is deleted under it (an operator's etcdctl del)
+//  demotes at once, and the member that follows, told by its watch,
+//  takes the key.
+static void
+test_ha_elector_key_deleted (void **state)
+{
+    s_state_t *self = (s_state_t *) *state;
+    if (s_skip (self))
+        return;
+    zactor_t *first = s_elector (self, "first");
+    s_said_t said;
+    assert_true (s_expect (first, "LEADER", S_WAIT_MS, &said));
+    int64_t epoch = said.number;
+    zactor_t *second = s_elector (self, "second");
+    assert_true (s_expect (second, "FOLLOWER", S_WAIT_MS, &said));
+    char err [300];
+    etcd_t *etcd = etcd_new (self->etcd.url, 2000, err, sizeof err);
+    assert_non_null (etcd);
+    assert_int_equal (etcd_delete_own (etcd, "/grid/lab/leader", epoch), 1);
+    etcd_destroy (&etcd);
+    assert_true (s_expect (first, "DEMOTED", S_WAIT_MS, &said));
+    assert_string_equal (said.text, "the leader key was deleted");
+    assert_true (s_expect (second, "LEADER", S_WAIT_MS, &said));
+    assert_true (said.number > epoch);
+    zactor_destroy (&first);
+    zactor_destroy (&second);
+}
+
 int
 main (void)
 {
     const struct CMUnitTest tests [] = {
         cmocka_unit_test (test_ha_elector_config_refused),
+        cmocka_unit_test (test_ha_watch_objects),
+        cmocka_unit_test_setup_teardown (test_ha_watch_stream, s_setup,
+                                         s_teardown),
+        cmocka_unit_test_setup_teardown (test_ha_elector_key_deleted, s_setup,
+                                         s_teardown),
         cmocka_unit_test_setup_teardown (test_ha_etcd_client, s_setup,
                                          s_teardown),
         cmocka_unit_test_setup_teardown (test_ha_elector_one_leader, s_setup,
