@@ -931,6 +931,12 @@ broker_keys_tick (broker_t *self)
                    "goes on)", why);
         return;
     }
+    //  A cluster's standbys learn it in this pass (brokerkey.h)
+    if (self->config.cluster.enabled
+        && brokerkey_record (keys, broker_txn (self), cert) != 0)
+        log_error ("the retirement of the broker's old key is not recorded "
+                   "in the store: a standby elected next serves the old "
+                   "key until it is given the new pair");
     //  What waits for the old connections goes first
     broker_pass_end (self);
     snprintf (why, sizeof why, "the old key %s retired %s; %zu of %zu "

@@ -13,6 +13,9 @@
 
 #include "../proto/keynext.h"
 #include "../proto/log.h"
+#include "../store/store.h"
+
+#define S_ROW "broker_key"           //  STORE_DB_META: the rotation's row
 
 struct _brokerkey_t {
     char *key_file;              //  The broker's pair, NULL when insecure
@@ -45,6 +48,39 @@ s_deadline_path (const brokerkey_t *self, char *path, size_t path_len)
         return -1;
     return snprintf (path, path_len, "%s_deadline", paths.next_pub)
                    < (int) path_len ? 0 : -1;
+}
+
+//  Writes P.next_deadline (its path into PATH). Returns 0, or -1 with a
+//  sentence in ERR.
+static int
+s_write_deadline (const brokerkey_t *self, int64_t started_ms,
+                  int64_t deadline_ms, char *path, size_t path_len,
+                  char *err, size_t err_len)
+{
+    char tmp [1200];
+    if (s_deadline_path (self, path, path_len) != 0) {
+        s_err (err, err_len, "%s: path too long", self->key_file);
+        return -1;
+    }
+    snprintf (tmp, sizeof tmp, "%s.tmp", path);
+    FILE *file = fopen (tmp, "w");
+    int rc = file ? 0 : -1;
+    if (file) {
+        if (fprintf (file, "%" PRId64 " %" PRId64 "\n", started_ms,
+                     deadline_ms) < 0
+            || fflush (file) != 0 || fsync (fileno (file)) != 0)
+            rc = -1;
+        if (fclose (file) != 0)
+            rc = -1;
+    }
+    if (rc == 0)
+        rc = rename (tmp, path);
+    if (rc != 0) {
+        s_err (err, err_len, "cannot write %s: %s", path, strerror (errno));
+        unlink (tmp);
+        return -1;
+    }
+    return 0;
 }
 
 //  Reads the rotation under way, if any.
@@ -131,29 +167,10 @@ brokerkey_start (brokerkey_t *self, int64_t now_wall_ms,
         return -1;
     }
     //  The deadline first: a next pair without it gets a day
-    char path [1100], tmp [1200];
-    if (s_deadline_path (self, path, sizeof path) != 0) {
-        s_err (err, err_len, "%s: path too long", self->key_file);
+    char path [1100];
+    if (s_write_deadline (self, now_wall_ms, deadline_wall_ms, path,
+                          sizeof path, err, err_len) != 0)
         return -1;
-    }
-    snprintf (tmp, sizeof tmp, "%s.tmp", path);
-    FILE *file = fopen (tmp, "w");
-    int rc = file ? 0 : -1;
-    if (file) {
-        if (fprintf (file, "%" PRId64 " %" PRId64 "\n", now_wall_ms,
-                     deadline_wall_ms) < 0
-            || fflush (file) != 0 || fsync (fileno (file)) != 0)
-            rc = -1;
-        if (fclose (file) != 0)
-            rc = -1;
-    }
-    if (rc == 0)
-        rc = rename (tmp, path);
-    if (rc != 0) {
-        s_err (err, err_len, "cannot write %s: %s", path, strerror (errno));
-        unlink (tmp);
-        return -1;
-    }
     char public_txt [KEYS_TEXT_SIZE];
     if (keynext_write (self->key_file, public_txt, err, err_len) != 0) {
         unlink (path);
@@ -237,4 +254,101 @@ uint64_t
 brokerkey_retired (const brokerkey_t *self)
 {
     return self->retired;
+}
+
+//  ---------------------------------------------------------------------
+//  A cluster's rotation, in the store (brokerkey_record, brokerkey_adopt)
+
+int
+brokerkey_record (brokerkey_t *self, store_txn_t *txn, zcert_t *retired)
+{
+    if (!self->key_file)
+        return 0;
+    zcert_t *next = retired;
+    char why [1024] = "";
+    if (!next)
+        next = keynext_load (self->key_file, why, sizeof why);
+    if (!next)
+        return -1;
+    char row [400];
+    snprintf (row, sizeof row, "1 %s %s %s %" PRId64 " %" PRId64,
+              retired ? "retired" : "running", zcert_public_txt (next),
+              zcert_secret_txt (next), self->started_ms, self->deadline_ms);
+    int rc = store_put (txn, STORE_DB_META, S_ROW, strlen (S_ROW), row,
+                        strlen (row));
+    if (next != retired)
+        zcert_destroy (&next);
+    return rc == 0 ? 0 : -1;
+}
+
+int
+brokerkey_adopt (const char *key_file, store_t *store, char *err,
+                 size_t err_len)
+{
+    store_txn_t *txn = store_begin (store, false);
+    if (!txn) {
+        s_err (err, err_len, "cannot read the store: %s",
+               store_last_error (store));
+        return -1;
+    }
+    const void *value = NULL;
+    size_t size = 0;
+    char row [400] = "";
+    if (store_get (txn, STORE_DB_META, S_ROW, strlen (S_ROW), &value, &size)
+        == 0 && size < sizeof row)
+        memcpy (row, value, size);
+    store_abort (&txn);
+    if (!*row)
+        return 0;
+    char state [16], public_txt [64], secret_txt [64];
+    int64_t started_ms = 0, deadline_ms = 0;
+    uint8_t public_key [32], secret_key [32];
+    if (sscanf (row, "1 %15s %63s %63s %" SCNd64 " %" SCNd64, state,
+                public_txt, secret_txt, &started_ms, &deadline_ms) != 5
+        || (!streq (state, "running") && !streq (state, "retired"))
+        || strlen (public_txt) != KEYS_Z85_LEN
+        || strlen (secret_txt) != KEYS_Z85_LEN
+        || !zmq_z85_decode (public_key, public_txt)
+        || !zmq_z85_decode (secret_key, secret_txt)) {
+        s_err (err, err_len, "the store's broker key rotation (meta %s) is "
+               "not grid's", S_ROW);
+        return -1;
+    }
+    zcert_t *current = keys_load_pair (key_file, err, err_len);
+    if (!current)
+        return -1;
+    bool running = streq (state, "running");
+    bool is_current = streq (zcert_public_txt (current), public_txt);
+    zcert_destroy (&current);
+    char why [1024] = "";
+    zcert_t *next = keynext_load (key_file, why, sizeof why);
+    bool is_next = next && streq (zcert_public_txt (next), public_txt);
+    zcert_destroy (&next);
+    brokerkey_t files = {.key_file = (char *) key_file};
+    char path [1100];
+    if (is_current || (running && is_next)) {
+        if (is_current && is_next)
+            keynext_drop (key_file);
+        return 0;
+    }
+    zcert_t *pair = zcert_new_from (public_key, secret_key);
+    int rc = pair ? keynext_write_pair (key_file, pair, err, err_len) : -1;
+    zcert_destroy (&pair);
+    if (rc == 0 && running)
+        rc = s_write_deadline (&files, started_ms, deadline_ms, path,
+                               sizeof path, err, err_len);
+    if (rc == 0 && !running) {
+        rc = keynext_commit (key_file, err, err_len);
+        if (s_deadline_path (&files, path, sizeof path) == 0)
+            unlink (path);
+    }
+    if (rc != 0)
+        return -1;
+    if (running)
+        log_warn ("the broker's key: a rotation goes on (next key %s), as "
+                  "the cluster's store says", public_txt);
+    else
+        log_warn ("the broker's key is now %s, as the cluster's store says "
+                  "(a rotation retired the old one)", public_txt);
+    return 1;
 }

@@ -24,6 +24,7 @@
 #include <stdint.h>
 
 #include "../proto/keys.h"
+#include "../store/store.h"
 
 #define BROKERKEY_DEADLINE_MS (24LL * 3600 * 1000)  //  Without --deadline
 #define BROKERKEY_ANNOUNCE_MS 10000  //  Announced again this often to the
@@ -69,5 +70,23 @@ zcert_t *brokerkey_commit (brokerkey_t *self, char *err, size_t err_len);
 
 //  Rotations retired since start.
 uint64_t brokerkey_retired (const brokerkey_t *self);
+
+//  A broker cluster's members share one key pair (docs/HA.md), so the
+//  rotation lives in the store too, where replication and snapshots carry
+//  it to every standby: the row META "broker_key" holds the next pair
+//  (its secret key too: the data dir is guarded as the key files are),
+//  its start and deadline, and whether it is running or retired.
+//  brokerkey_record writes it in TXN: the running rotation (after
+//  brokerkey_start), or RETIRED, the pair brokerkey_commit returned.
+//  Returns 0 (also when insecure), or -1.
+int brokerkey_record (brokerkey_t *self, store_txn_t *txn, zcert_t *retired);
+
+//  A member about to serve (elected) makes its key files say what STORE's
+//  row says, before they are read: a running rotation's next pair (and
+//  its deadline) beside KEY_FILE's pair, or a retired one's pair as
+//  KEY_FILE's (keynext_commit). Returns 1 when it changed a file, 0 when
+//  they agreed or the store holds no rotation, -1 with a sentence in ERR.
+int brokerkey_adopt (const char *key_file, store_t *store, char *err,
+                     size_t err_len);
 
 #endif

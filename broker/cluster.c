@@ -24,6 +24,8 @@ typedef struct {
     const broker_config_t *config;
     zactor_t *elector;
     zcert_t *cert;               //  This member's key pair, or NULL
+    bool shared;                 //  The members share that pair (every
+                                 //  peer's key is its public key)
     zloop_t *loop;
     store_lock_t *lock;
     store_t *store;
@@ -91,7 +93,11 @@ s_follow (s_standby_t *self, const char *leader)
         return;
     }
     char err [512];
-    if (repl_sink_follow (self->sink, peer->replicate, self->cert, peer->key,
+    //  Members that share one pair: the active's is the one this member's
+    //  files hold now (a rotation retired since start changed it)
+    const char *server_key = self->shared && self->cert
+                             ? zcert_public_txt (self->cert) : peer->key;
+    if (repl_sink_follow (self->sink, peer->replicate, self->cert, server_key,
                           err, sizeof err) != 0) {
         log_error ("cluster: cannot follow %s at %s: %s", leader,
                    peer->replicate, err);
@@ -253,13 +259,14 @@ s_standby_end (s_standby_t *self)
 //  0 when stopped, -1 on an error (logged).
 static int
 s_standby (const broker_config_t *config, zactor_t *elector, zcert_t *cert,
-           bool cold, uint64_t *epoch, int64_t *valid_until)
+           bool shared, bool cold, uint64_t *epoch, int64_t *valid_until)
 {
     s_standby_t self;
     memset (&self, 0, sizeof self);
     self.config = config;
     self.elector = elector;
     self.cert = cert;
+    self.shared = shared;
     self.cold = cold;
     self.hold_until = cold ? 0 : zclock_mono () + config->cluster.ttl_ms;
     self.campaigning = false;    //  The elector starts held
@@ -331,14 +338,23 @@ cluster_run (const broker_config_t *config, broker_config_fn *read, void *arg)
         return 1;
     }
     zcert_t *cert = NULL;
-    if (!config->auth.insecure) {
-        const char *file = config->auth.key_file ? config->auth.key_file
+    const char *key_file = config->auth.key_file ? config->auth.key_file
                                                  : KEYS_DEFAULT_BROKER_KEY;
-        cert = keys_load_pair (file, err, sizeof err);
+    if (!config->auth.insecure) {
+        cert = keys_load_pair (key_file, err, sizeof err);
         if (!cert) {
             log_error ("%s", err);
             return 1;
         }
+    }
+    //  One pair for every member (docs/HA.md): what its rotation changes
+    //  changes for all
+    bool shared = cert != NULL;
+    for (size_t index = 0; cert && index < config->cluster.peer_count;
+         index++) {
+        const char *key = config->cluster.peers [index].key;
+        if (!key || !streq (key, zcert_public_txt (cert)))
+            shared = false;
     }
     elector_config_t elector_config = {
         config->cluster.etcd, config->cluster.cluster, config->cluster.name,
@@ -355,7 +371,16 @@ cluster_run (const broker_config_t *config, broker_config_fn *read, void *arg)
     while (!zsys_interrupted) {
         uint64_t epoch = 0;
         int64_t valid_until = 0;
-        int rc = s_standby (config, elector, cert, cold, &epoch, &valid_until);
+        //  The pair as the files hold it now: an earlier lead of this run
+        //  may have retired a rotation (brokerkey.h)
+        zcert_t *fresh = cert ? keys_load_pair (key_file, err, sizeof err)
+                              : NULL;
+        if (fresh) {
+            zcert_destroy (&cert);
+            cert = fresh;
+        }
+        int rc = s_standby (config, elector, cert, shared, cold, &epoch,
+                            &valid_until);
         if (rc <= 0) {
             code = rc < 0 ? 1 : 0;
             break;
