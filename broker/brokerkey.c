@@ -310,9 +310,11 @@ brokerkey_adopt (const char *key_file, store_t *store, char *err,
         || strlen (secret_txt) != KEYS_Z85_LEN
         || !zmq_z85_decode (public_key, public_txt)
         || !zmq_z85_decode (secret_key, secret_txt)) {
-        s_err (err, err_len, "the store's broker key rotation (meta %s) is "
-               "not grid's", S_ROW);
-        return -1;
+        //  Not what brokerkey_record writes: the files stay as they are
+        log_error ("the store's broker key rotation (meta %s) is not "
+                   "grid's: left out, this member serves the key its files "
+                   "hold", S_ROW);
+        return 0;
     }
     zcert_t *current = keys_load_pair (key_file, err, err_len);
     if (!current)

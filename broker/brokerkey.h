@@ -85,7 +85,9 @@ int brokerkey_record (brokerkey_t *self, store_txn_t *txn, zcert_t *retired);
 //  row says, before they are read: a running rotation's next pair (and
 //  its deadline) beside KEY_FILE's pair, or a retired one's pair as
 //  KEY_FILE's (keynext_commit). Returns 1 when it changed a file, 0 when
-//  they agreed or the store holds no rotation, -1 with a sentence in ERR.
+//  they agreed, the store holds no rotation or a row that is not grid's
+//  (logged), -1 with a sentence in ERR (a file that cannot be written:
+//  the member must not serve a key the fleet may have left).
 int brokerkey_adopt (const char *key_file, store_t *store, char *err,
                      size_t err_len);
 

@@ -17,6 +17,7 @@
       the new key, nothing of the running job is lost; the former active,
       back as a standby, follows; handed the lead back (switchover), it
       serves with the new key, which it took from its store.
+    - Members with key pairs of their own: a rotation is refused.
     =========================================================================
 */
 
@@ -46,6 +47,8 @@ typedef struct {
     char config [2][400];
     char repl_ep [2][400];
     char agent_key [400];        //  The agents' copy of the broker key
+    bool own_keys;               //  Each member its own pair (peers' key:
+                                 //  the other's public file)
 } s_state_t;
 
 static const char *s_names [2] = {"a", "b"};
@@ -75,7 +78,8 @@ s_write_config (s_state_t *self, int which)
              s_names [which], self->etcd.url, self->repl_ep [which],
              self->member [which].client_ep, s_names [other],
              self->member [other].client_ep, self->repl_ep [other],
-             self->member [which].broker_key, self->member [other].agents_ep);
+             self->member [self->own_keys ? other : which].broker_key,
+             self->member [other].agents_ep);
     fclose (file);
 }
 
@@ -479,6 +483,34 @@ test_cluster_keys_rotation (void **state)
     s_job_completes (self, 0, "r3");
 }
 
+//  Members with keys of their own: a rotation is refused with a clear
+//  error (it needs the pair they share), nothing written.
+static void
+test_cluster_keys_own_pairs_refused (void **state)
+{
+    s_state_t *self = (s_state_t *) *state;
+    if (s_skip (self))
+        return;
+    char why [256], text [KEYS_TEXT_SIZE];
+    assert_int_equal (keys_generate (self->member [1].keys_dir, "broker",
+                                     true, NULL, text, why, sizeof why), 0);
+    self->own_keys = true;
+    for (int which = 0; which < 2; which++)
+        s_write_config (self, which);
+    s_cluster_up (self);
+    char *out = NULL, *err = NULL;
+    int code = grid_cli (&self->member [0], &out, &err, 20000, "key",
+                         "rotate-broker", NULL);
+    assert_int_not_equal (code, 0);
+    assert_non_null (strstr (err, "keys of their own"));
+    free (out);
+    free (err);
+    char next_file [420];
+    snprintf (next_file, sizeof next_file, "%s.next",
+              self->member [0].broker_key);
+    assert_int_not_equal (access (next_file, F_OK), 0);
+}
+
 int
 main (void)
 {
@@ -487,6 +519,8 @@ main (void)
                                          s_teardown),
         cmocka_unit_test_setup_teardown (test_cluster_keys_rotation, s_setup,
                                          s_teardown),
+        cmocka_unit_test_setup_teardown (test_cluster_keys_own_pairs_refused,
+                                         s_setup, s_teardown),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }
