@@ -24,6 +24,8 @@ struct _brokerkey_t {
     int64_t deadline_ms;         //  Wall
     zhashx_t *acked;             //  Node id -> "1": has the next key
     uint64_t retired;
+    uint64_t recorded_seq;       //  A cluster's pass that recorded the
+                                 //  retirement (0: none yet)
 };
 
 static void
@@ -247,6 +249,7 @@ brokerkey_commit (brokerkey_t *self, char *err, size_t err_len)
     *self->next = 0;
     zhashx_purge (self->acked);
     self->retired++;
+    self->recorded_seq = 0;
     return next;
 }
 
@@ -260,25 +263,36 @@ brokerkey_retired (const brokerkey_t *self)
 //  A cluster's rotation, in the store (brokerkey_record, brokerkey_adopt)
 
 int
-brokerkey_record (brokerkey_t *self, store_txn_t *txn, zcert_t *retired)
+brokerkey_record (brokerkey_t *self, store_txn_t *txn, bool retired)
 {
     if (!self->key_file)
         return 0;
-    zcert_t *next = retired;
     char why [1024] = "";
-    if (!next)
-        next = keynext_load (self->key_file, why, sizeof why);
-    if (!next)
+    zcert_t *next = keynext_load (self->key_file, why, sizeof why);
+    if (!next || !*self->next || !streq (zcert_public_txt (next), self->next)) {
+        zcert_destroy (&next);
         return -1;
+    }
     char row [400];
     snprintf (row, sizeof row, "1 %s %s %s %" PRId64 " %" PRId64,
               retired ? "retired" : "running", zcert_public_txt (next),
               zcert_secret_txt (next), self->started_ms, self->deadline_ms);
     int rc = store_put (txn, STORE_DB_META, S_ROW, strlen (S_ROW), row,
                         strlen (row));
-    if (next != retired)
-        zcert_destroy (&next);
+    zcert_destroy (&next);
     return rc == 0 ? 0 : -1;
+}
+
+void
+brokerkey_set_recorded (brokerkey_t *self, uint64_t seq)
+{
+    self->recorded_seq = seq;
+}
+
+uint64_t
+brokerkey_recorded (const brokerkey_t *self)
+{
+    return self->recorded_seq;
 }
 
 int

@@ -77,9 +77,15 @@ uint64_t brokerkey_retired (const brokerkey_t *self);
 //  (its secret key too: the data dir is guarded as the key files are),
 //  its start and deadline, and whether it is running or retired.
 //  brokerkey_record writes it in TXN: the running rotation (after
-//  brokerkey_start), or RETIRED, the pair brokerkey_commit returned.
-//  Returns 0 (also when insecure), or -1.
-int brokerkey_record (brokerkey_t *self, store_txn_t *txn, zcert_t *retired);
+//  brokerkey_start), or, RETIRED, its retirement, written before the
+//  commit and done only once the standbys hold that pass
+//  (brokerkey_set_recorded: the pass's SEQ; brokerkey_recorded says it,
+//  0 until then and after the commit), so that no member elected after
+//  the active switched serves the old key. Returns 0 (also when
+//  insecure), or -1 (no next pair on disk, or the store refused).
+int brokerkey_record (brokerkey_t *self, store_txn_t *txn, bool retired);
+void brokerkey_set_recorded (brokerkey_t *self, uint64_t seq);
+uint64_t brokerkey_recorded (const brokerkey_t *self);
 
 //  A member about to serve (elected) makes its key files say what STORE's
 //  row says, before they are read: a running rotation's next pair (and

@@ -96,7 +96,7 @@ test_brokerkey_adopt (void **state)
     char next [KEYS_TEXT_SIZE];
     snprintf (next, sizeof next, "%s", brokerkey_next (keys));
     store_txn_t *txn = store_begin (store, true);
-    assert_int_equal (brokerkey_record (keys, txn, NULL), 0);
+    assert_int_equal (brokerkey_record (keys, txn, false), 0);
     assert_int_equal (store_commit (&txn), 0);
     assert_int_equal (brokerkey_adopt (standby, store, err, sizeof err), 1);
     char text [KEYS_TEXT_SIZE], path [600];
@@ -114,12 +114,19 @@ test_brokerkey_adopt (void **state)
 
     //  Retired on the active: the standby's pair becomes the new one, and
     //  so does that of a member that never saw the rotation run
+    txn = store_begin (store, true);
+    assert_int_equal (brokerkey_record (keys, txn, true), 0);
+    assert_int_equal (store_commit (&txn), 0);
+    brokerkey_set_recorded (keys, 7);
+    assert_true (brokerkey_recorded (keys) == 7);
     zcert_t *cert = brokerkey_commit (keys, err, sizeof err);
     assert_non_null (cert);
-    txn = store_begin (store, true);
-    assert_int_equal (brokerkey_record (keys, txn, cert), 0);
-    assert_int_equal (store_commit (&txn), 0);
+    assert_true (brokerkey_recorded (keys) == 0);
     zcert_destroy (&cert);
+    //  Nothing to record once the rotation is over
+    txn = store_begin (store, true);
+    assert_int_equal (brokerkey_record (keys, txn, true), -1);
+    store_abort (&txn);
     assert_int_equal (brokerkey_adopt (standby, store, err, sizeof err), 1);
     s_public (standby, text);
     assert_string_equal (text, next);

@@ -58,7 +58,7 @@ req_broker_rekey (req_call_t *call)
     }
     store_txn_t *txn = cluster.enabled ? ctx_txn (ctx) : NULL;
     if (cluster.enabled
-        && (!txn || brokerkey_record (ctx->brokerkey, txn, NULL) != 0))
+        && (!txn || brokerkey_record (ctx->brokerkey, txn, false) != 0))
         log_error ("the rotation of the broker's key is not recorded in "
                    "the store: a standby elected before it ends serves "
                    "the old key alone (restart this broker to try again)");
