@@ -295,9 +295,21 @@ brokerkey_recorded (const brokerkey_t *self)
     return self->recorded_seq;
 }
 
-int
-brokerkey_adopt (const char *key_file, store_t *store, char *err,
-                 size_t err_len)
+//  The store's rotation row, read. Returns 1 with its fields, 0 when
+//  there is none, or one that is not grid's (logged), -1 when the store
+//  cannot be read (ERR).
+typedef struct {
+    bool running;                //  Else retired
+    char public_txt [64];
+    char secret_txt [64];
+    uint8_t public_key [32];
+    uint8_t secret_key [32];
+    int64_t started_ms;
+    int64_t deadline_ms;
+} s_row_t;
+
+static int
+s_read_row (store_t *store, s_row_t *out, char *err, size_t err_len)
 {
     store_txn_t *txn = store_begin (store, false);
     if (!txn) {
@@ -314,26 +326,48 @@ brokerkey_adopt (const char *key_file, store_t *store, char *err,
     store_abort (&txn);
     if (!*row)
         return 0;
-    char state [16], public_txt [64], secret_txt [64];
-    int64_t started_ms = 0, deadline_ms = 0;
-    uint8_t public_key [32], secret_key [32];
+    char state [16];
     if (sscanf (row, "1 %15s %63s %63s %" SCNd64 " %" SCNd64, state,
-                public_txt, secret_txt, &started_ms, &deadline_ms) != 5
+                out->public_txt, out->secret_txt, &out->started_ms,
+                &out->deadline_ms) != 5
         || (!streq (state, "running") && !streq (state, "retired"))
-        || strlen (public_txt) != KEYS_Z85_LEN
-        || strlen (secret_txt) != KEYS_Z85_LEN
-        || !zmq_z85_decode (public_key, public_txt)
-        || !zmq_z85_decode (secret_key, secret_txt)) {
+        || strlen (out->public_txt) != KEYS_Z85_LEN
+        || strlen (out->secret_txt) != KEYS_Z85_LEN
+        || !zmq_z85_decode (out->public_key, out->public_txt)
+        || !zmq_z85_decode (out->secret_key, out->secret_txt)) {
         //  Not what brokerkey_record writes: the files stay as they are
         log_error ("the store's broker key rotation (meta %s) is not "
                    "grid's: left out, this member serves the key its files "
                    "hold", S_ROW);
         return 0;
     }
+    out->running = streq (state, "running");
+    return 1;
+}
+
+zcert_t *
+brokerkey_retired_pair (store_t *store)
+{
+    s_row_t row;
+    char err [256];
+    if (s_read_row (store, &row, err, sizeof err) != 1 || row.running)
+        return NULL;
+    return zcert_new_from (row.public_key, row.secret_key);
+}
+
+int
+brokerkey_adopt (const char *key_file, store_t *store, char *err,
+                 size_t err_len)
+{
+    s_row_t row;
+    int rc = s_read_row (store, &row, err, err_len);
+    if (rc <= 0)
+        return rc;
+    const char *public_txt = row.public_txt;
     zcert_t *current = keys_load_pair (key_file, err, err_len);
     if (!current)
         return -1;
-    bool running = streq (state, "running");
+    bool running = row.running;
     bool is_current = streq (zcert_public_txt (current), public_txt);
     zcert_destroy (&current);
     char why [1024] = "";
@@ -347,11 +381,11 @@ brokerkey_adopt (const char *key_file, store_t *store, char *err,
             keynext_drop (key_file);
         return 0;
     }
-    zcert_t *pair = zcert_new_from (public_key, secret_key);
-    int rc = pair ? keynext_write_pair (key_file, pair, err, err_len) : -1;
+    zcert_t *pair = zcert_new_from (row.public_key, row.secret_key);
+    rc = pair ? keynext_write_pair (key_file, pair, err, err_len) : -1;
     zcert_destroy (&pair);
     if (rc == 0 && running)
-        rc = s_write_deadline (&files, started_ms, deadline_ms, path,
+        rc = s_write_deadline (&files, row.started_ms, row.deadline_ms, path,
                                sizeof path, err, err_len);
     if (rc == 0 && !running) {
         rc = keynext_commit (key_file, err, err_len);

@@ -97,4 +97,9 @@ uint64_t brokerkey_recorded (const brokerkey_t *self);
 int brokerkey_adopt (const char *key_file, store_t *store, char *err,
                      size_t err_len);
 
+//  The pair STORE's row says a retired rotation left (the caller owns
+//  it), or NULL (no row, a running rotation, a row that is not grid's):
+//  what a standby's endpoints serve with, its files left alone.
+zcert_t *brokerkey_retired_pair (store_t *store);
+
 #endif

@@ -15,6 +15,7 @@
 #include "../proto/service.h"
 #include "auth.h"
 #include "broker.h"
+#include "brokerkey.h"
 #include "listener.h"
 #include "repl.h"
 #include "standby.h"
@@ -43,6 +44,7 @@ typedef struct {
     uint64_t epoch;
     int64_t valid_until;
     int64_t said_ms;             //  Last "not in sync" line
+    int64_t keyed_ms;            //  Last look at the store's key rotation
 } s_standby_t;
 
 //  The elector campaigns only when etcd's sync key names this member (it
@@ -221,12 +223,47 @@ s_on_zap (zloop_t *loop, zsock_t *socket, void *arg)
     return 0;
 }
 
+//  A rotation of the members' shared key retired on the active (its
+//  store says so): the standby's client and agent endpoints serve the new
+//  key, so that clients and agents that know only that one still hear
+//  not_leader and redirects. Its files are left alone (brokerkey_adopt
+//  does that once it is elected) and so is its replication link.
+static void
+s_rekey (s_standby_t *self)
+{
+    zcert_t *pair = self->shared && self->auth
+                    ? brokerkey_retired_pair (self->store) : NULL;
+    if (!pair || streq (zcert_public_txt (pair),
+                        zcert_public_txt (auth_cert (self->auth)))) {
+        zcert_destroy (&pair);
+        return;
+    }
+    log_warn ("cluster: %s serves its standby endpoints with the broker's "
+              "key %s (a rotation retired the old one)",
+              self->config->cluster.name, zcert_public_txt (pair));
+    auth_replace_cert (self->auth, &pair);
+    const char *client = self->config->client_ep;
+    zsock_unbind (self->client, "%s", client);
+    listener_released (client);
+    char err [512] = "";
+    if (auth_secure_socket (self->auth, self->client, KEYS_DOMAIN_CLIENTS,
+                            err, sizeof err) != 0
+        || zsock_bind (self->client, "%s", client) < 0)
+        log_error ("cluster: cannot serve %s with the new key: %s", client,
+                   *err ? err : zmq_strerror (zmq_errno ()));
+    standby_rekey (self->face);
+}
+
 static int
 s_on_tick (zloop_t *loop, int timer_id, void *arg)
 {
     s_standby_t *self = (s_standby_t *) arg;
     int64_t now_ms = zclock_mono ();
     repl_sink_tick (self->sink, now_ms);
+    if (now_ms - self->keyed_ms >= 1000) {
+        self->keyed_ms = now_ms;
+        s_rekey (self);
+    }
     s_gate (self);
     if (*self->leader && !self->campaigning && !repl_sink_in_sync (self->sink)
         && now_ms - self->said_ms > 60000) {

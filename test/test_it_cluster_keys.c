@@ -15,8 +15,10 @@
       key and acknowledge the next one again, the rotation retires on the
       new active (its files hold the new pair), the agents come back on
       the new key, nothing of the running job is lost; the former active,
-      back as a standby, follows; handed the lead back (switchover), it
-      serves with the new key, which it took from its store.
+      back as a standby before the retirement, serves its endpoints with
+      the new key once its store says so (an agent that knows only the
+      new key is redirected by it); handed the lead back (switchover),
+      it serves with the new key, which its files took from its store.
     - Members with key pairs of their own: a rotation is refused.
     =========================================================================
 */
@@ -435,6 +437,11 @@ test_cluster_keys_rotation (void **state)
             "kill\n", grid_now_ms () - killed);
     assert_true (s_wait_keys_int (self, 1, "acknowledged", 2));
 
+    //  a back, a standby (on the old key), in sync with b
+    s_spawn (self, 0);
+    assert_true (s_wait_code (self, 0, "not_leader"));
+    assert_true (s_wait_broker_log (self, 1, "standby a is in sync"));
+
     //  r3 back (on the old key, still current): every node has the next
     //  key and b retires the old one
     s_agent (self, "r3", 1);
@@ -443,7 +450,7 @@ test_cluster_keys_rotation (void **state)
     assert_int_equal (keys_read_public (self->member [1].broker_key, now, why,
                                         sizeof why), 0);
     assert_string_equal (now, next);
-    const char *ids [] = {"r1", "r2", "r3"};
+    const char *ids [] = {"r1", "r2", "r3", "r4"};
     for (int index = 0; index < 3; index++)
         assert_true (grid_wait_node (&self->member [1], ids [index],
                                      "online", S_WAIT_MS));
@@ -461,11 +468,24 @@ test_cluster_keys_rotation (void **state)
     pv_doc_destroy (&doc);
     free (job);
 
-    //  a back as a standby follows b; handed the lead, it serves the new
-    //  key (its store said the rotation retired) and the agents follow
-    s_spawn (self, 0);
-    assert_true (s_wait_code (self, 0, "not_leader"));
-    assert_true (s_wait_broker_log (self, 1, "standby a is in sync"));
+    //  The standby a serves its endpoints with the new key: an agent that
+    //  knows only that one, a first in its list, is redirected to b
+    char line [200];
+    snprintf (line, sizeof line, "serves its standby endpoints with the "
+              "broker's key %s", next);
+    assert_true (s_wait_broker_log (self, 0, line));
+    char only_new [400];
+    snprintf (only_new, sizeof only_new, "%.300s/agents-new.key",
+              self->member [0].keys_dir);
+    s_copy (next_file, only_new);
+    snprintf (self->agent_key, sizeof self->agent_key, "%s", only_new);
+    s_agent (self, "r4", 0);
+    assert_true (grid_wait_node (&self->member [1], "r4", "online",
+                                 S_WAIT_MS));
+    assert_true (s_wait_agent_log (self, "r4", "is a standby: moving to the "
+                                   "active"));
+    //  Handed the lead, a serves the new key (its store said the rotation
+    //  retired: its files take it) and the agents follow
     code = grid_cli (&self->member [1], &out, &err, 20000, "cluster",
                      "switchover", NULL);
     if (code != 0)
@@ -477,7 +497,7 @@ test_cluster_keys_rotation (void **state)
     assert_int_equal (keys_read_public (self->member [0].broker_key, now, why,
                                         sizeof why), 0);
     assert_string_equal (now, next);
-    for (int index = 0; index < 3; index++)
+    for (int index = 0; index < 4; index++)
         assert_true (grid_wait_node (&self->member [0], ids [index],
                                      "online", S_WAIT_MS));
     s_job_completes (self, 0, "r3");
