@@ -105,11 +105,13 @@ s_setup (void **state)
         return 0;
     if (etcdproc_start (&self->etcd, self->dir) != 0)
         return -1;
+    char dir [sizeof self->dir];
+    snprintf (dir, sizeof dir, "%s", self->dir);
     for (int which = 0; which < 2; which++) {
         if (grid_init (&self->member [which]) != 0)
             return -1;
         snprintf (self->config [which], sizeof self->config [which],
-                  "%.280s/%s.yaml", self->dir, s_names [which]);
+                  "%.280s/%s.yaml", dir, s_names [which]);
         char member [sizeof self->member [which].dir];
         snprintf (member, sizeof member, "%s", self->member [which].dir);
         snprintf (self->repl_ep [which], sizeof self->repl_ep [which],
