@@ -5399,9 +5399,28 @@ s_ratio (double cluster, double alone)
     return alone > 0 && cluster >= 0 ? cluster / alone : -1;
 }
 
+static void s_ha_print_runs (const s_run_t *runs);
+
 static void
 s_ha_print (const s_run_t *runs, const bench_ha_failover_t *failover,
-            bool stop)
+            bool stop, bool failover_only)
+{
+    if (!failover_only)
+        s_ha_print_runs (runs);
+    printf ("\nfailover (%s of the active to the first job completed "
+            "on the new one, ttl 10 s)\n", stop ? "SIGTERM" : "SIGKILL");
+    printf ("  kills %zu, timed %zu: p50 %.1f s, min %.1f s, max %.1f s "
+            "(goal p50 < 15 s)\n", failover->kills, failover->measured,
+            failover->p50_s, failover->min_s, failover->max_s);
+    printf ("  jobs acknowledged %zu: lost %zu, duplicated %zu\n",
+            failover->jobs, failover->lost, failover->duplicated);
+    if (failover->error [0])
+        printf ("  stopped early: %s\n", failover->error);
+}
+
+//  The throughput table of the --ha run.
+static void
+s_ha_print_runs (const s_run_t *runs)
 {
     printf ("\n%zu agents                 alone      cluster    cluster/alone\n",
             runs [0].agents);
@@ -5428,15 +5447,6 @@ s_ha_print (const s_run_t *runs, const bench_ha_failover_t *failover,
             runs [0].lost, runs [1].lost);
     printf ("  %-22s %-10" PRIu64 " %-10" PRIu64 "\n", "duplicated",
             runs [0].duplicates, runs [1].duplicates);
-    printf ("\nfailover (%s of the active to the first job completed "
-            "on the new one, ttl 10 s)\n", stop ? "SIGTERM" : "SIGKILL");
-    printf ("  kills %zu, timed %zu: p50 %.1f s, min %.1f s, max %.1f s "
-            "(goal p50 < 15 s)\n", failover->kills, failover->measured,
-            failover->p50_s, failover->min_s, failover->max_s);
-    printf ("  jobs acknowledged %zu: lost %zu, duplicated %zu\n",
-            failover->jobs, failover->lost, failover->duplicated);
-    if (failover->error [0])
-        printf ("  stopped early: %s\n", failover->error);
 }
 
 static int
@@ -5517,7 +5527,8 @@ s_ha_main (s_options_t *options)
         s_say ("interrupted: no results written");
         return 1;
     }
-    s_ha_print (runs, &failover, options->ha_stop);
+    s_ha_print (runs, &failover, options->ha_stop,
+                options->ha_failover_only);
     const char *out = strcmp (options->out, "build/bench/results.json") == 0
                           ? "build/bench/ha.json" : options->out;
     if (s_ha_json (out, runs, &failover) != 0) {
