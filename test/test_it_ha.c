@@ -16,6 +16,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "../ha/elector.h"
 #include "../ha/etcd.h"
@@ -517,6 +522,80 @@ test_ha_watch_stream (void **state)
     zactor_destroy (&watch);
 }
 
+//  A fake gateway on loopback: a child that answers every connection
+//  with ANSWER (after an HTTP 200 head) and then keeps it open. Returns
+//  its pid; its URL into URL.
+static pid_t
+s_fake_gateway (const char *answer, char *url, size_t url_len)
+{
+    int fd = socket (AF_INET, SOCK_STREAM, 0);
+    assert_true (fd >= 0);
+    struct sockaddr_in addr;
+    memset (&addr, 0, sizeof addr);
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl (INADDR_LOOPBACK);
+    socklen_t len = sizeof addr;
+    assert_int_equal (bind (fd, (struct sockaddr *) &addr, sizeof addr), 0);
+    assert_int_equal (listen (fd, 8), 0);
+    assert_int_equal (getsockname (fd, (struct sockaddr *) &addr, &len), 0);
+    snprintf (url, url_len, "http://127.0.0.1:%d", ntohs (addr.sin_port));
+    pid_t pid = fork ();
+    assert_true (pid >= 0);
+    if (pid == 0) {
+        while (1) {
+            int peer = accept (fd, NULL, NULL);
+            if (peer < 0)
+                _exit (0);
+            char request [4096];
+            if (read (peer, request, sizeof request) <= 0) {
+                close (peer);
+                continue;
+            }
+            char head [200];
+            snprintf (head, sizeof head, "HTTP/1.1 200 OK\r\nContent-Type: "
+                      "application/json\r\nTransfer-Encoding: chunked"
+                      "\r\n\r\n%zx\r\n", strlen (answer));
+            if (write (peer, head, strlen (head)) < 0
+                || write (peer, answer, strlen (answer)) < 0
+                || write (peer, "\r\n", 2) < 0)
+                _exit (1);
+            //  Left open: the watch decides
+        }
+    }
+    close (fd);
+    return pid;
+}
+
+//  Hostile streams: bytes that are not JSON, and JSON that is not the
+//  gateway's, each break the stream (said once, with why); nothing else
+//  is said of them.
+static void
+test_ha_watch_hostile (void **state)
+{
+    const char *answers [] = {"not json at all\n", "{\"x\": 1}\n",
+                              "{\"result\": {\"events\": [{\"kv\": 7}]}}\n"};
+    const char *whys [] = {"not JSON", "not the gateway's watch",
+                           "an event that is not the gateway's"};
+    for (size_t index = 0; index < 3; index++) {
+        char url [64], err [300];
+        pid_t gateway = s_fake_gateway (answers [index], url, sizeof url);
+        zactor_t *watch = etcdwatch_new (url, "/grid/lab/leader", err,
+                                         sizeof err);
+        assert_non_null (watch);
+        char said [4][128];
+        assert_true (s_watch_said (watch, S_WAIT_MS, said));
+        assert_string_equal (said [0], "BROKEN");
+        if (!strstr (said [1], whys [index]))
+            fprintf (stderr, "BROKEN said '%s'\n", said [1]);
+        assert_non_null (strstr (said [1], whys [index]));
+        //  It tries again every second: not said again
+        assert_false (s_watch_said (watch, 2500, said));
+        zactor_destroy (&watch);
+        kill (gateway, SIGKILL);
+        waitpid (gateway, NULL, 0);
+    }
+}
+
 //  A leader whose key is deleted under it (an operator's etcdctl del)
 //  demotes at once, and the member that follows, told by its watch,
 //  takes the key.
@@ -553,6 +632,7 @@ main (void)
         cmocka_unit_test (test_ha_watch_objects),
         cmocka_unit_test_setup_teardown (test_ha_watch_stream, s_setup,
                                          s_teardown),
+        cmocka_unit_test (test_ha_watch_hostile),
         cmocka_unit_test_setup_teardown (test_ha_elector_key_deleted, s_setup,
                                          s_teardown),
         cmocka_unit_test_setup_teardown (test_ha_etcd_client, s_setup,
