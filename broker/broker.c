@@ -779,6 +779,16 @@ broker_new (const broker_config_t *config, char *err, size_t err_len)
         broker_destroy (&self);
         return NULL;
     }
+    //  An elected member takes up the key rotation its store holds
+    //  before the key files are read (brokerkey.h)
+    if (self->config.cluster.enabled && !self->config.auth.insecure
+        && brokerkey_adopt (self->config.auth.key_file
+                            ? self->config.auth.key_file
+                            : KEYS_DEFAULT_BROKER_KEY,
+                            self->ctx.store, err, err_len) < 0) {
+        broker_destroy (&self);
+        return NULL;
+    }
     //  The ZAP handler is bound before any endpoint (auth.h)
     self->ctx.auth = auth_new (&self->config.auth, self->ctx.store, err, err_len);
     if (!self->ctx.auth) {
@@ -985,11 +995,18 @@ broker_lead (broker_t *self, zactor_t *elector, uint64_t epoch,
              int64_t valid_until, char *err, size_t err_len)
 {
     const cluster_config_t *cluster = &self->config.cluster;
-    const char *keys [CLUSTER_MAX_PEERS];
+    const char *keys [CLUSTER_MAX_PEERS + 2];
     size_t count = 0;
     for (size_t index = 0; index < cluster->peer_count; index++)
         if (cluster->peers [index].key)
             keys [count++] = cluster->peers [index].key;
+    //  Members that share this one's pair follow with it, or with the
+    //  next pair once they hold it (a key rotation, brokerkey.h)
+    if (!self->config.auth.insecure) {
+        keys [count++] = zcert_public_txt (auth_cert (self->ctx.auth));
+        if (brokerkey_next (self->ctx.brokerkey))
+            keys [count++] = brokerkey_next (self->ctx.brokerkey);
+    }
     auth_set_replication_keys (self->ctx.auth, keys, count);
     zsock_t *socket = s_bind (self->ctx.auth, ZMQ_ROUTER,
                               KEYS_DOMAIN_REPLICATION, cluster->replicate,

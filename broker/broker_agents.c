@@ -926,8 +926,27 @@ broker_keys_tick (broker_t *self)
     free (nodes);
     int64_t wall_ms = broker_wall_ms ();
     bool due = wall_ms >= brokerkey_deadline_ms (keys);
-    if (!due && !everyone)
+    uint64_t recorded = brokerkey_recorded (keys);
+    if (!due && !everyone && !recorded)
         return;
+    //  A cluster's active records the retirement first, and switches only
+    //  once its standbys hold it (AFTER_SYNC, as any answer): a member
+    //  elected in between serves the new key, which every agent that
+    //  acknowledged it tries (brokerkey.h)
+    if (self->config.cluster.enabled && self->repl) {
+        if (!recorded) {
+            if (brokerkey_record (keys, broker_txn (self), true) != 0) {
+                log_error ("cannot record the retirement of the broker's "
+                           "old key in the store (the rotation goes on)");
+                return;
+            }
+            brokerkey_set_recorded (keys, repl_source_next_seq (self->repl));
+            broker_pass_end (self);
+            return;
+        }
+        if (repl_source_released (self->repl) < recorded)
+            return;
+    }
     char old [KEYS_TEXT_SIZE];
     snprintf (old, sizeof old, "%s", zcert_public_txt (
                                          auth_cert (self->ctx.auth)));

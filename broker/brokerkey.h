@@ -27,6 +27,7 @@
 #include <stdint.h>
 
 #include "../proto/keys.h"
+#include "../store/store.h"
 
 #define BROKERKEY_DEADLINE_MS (24LL * 3600 * 1000)  //  Without --deadline
 #define BROKERKEY_ANNOUNCE_MS 10000  //  Announced again this often to the
@@ -84,5 +85,36 @@ zcert_t *brokerkey_commit (brokerkey_t *self, char *err, size_t err_len);
 
 //  Rotations retired since start.
 uint64_t brokerkey_retired (const brokerkey_t *self);
+
+//  A broker cluster's members share one key pair (docs/HA.md), so the
+//  rotation lives in the store too, where replication and snapshots carry
+//  it to every standby: the row META "broker_key" holds the next pair
+//  (its secret key too: the data dir is guarded as the key files are),
+//  its start and deadline, and whether it is running or retired.
+//  brokerkey_record writes it in TXN: the running rotation (after
+//  brokerkey_start), or, RETIRED, its retirement, written before the
+//  commit and done only once the standbys hold that pass
+//  (brokerkey_set_recorded: the pass's SEQ; brokerkey_recorded says it,
+//  0 until then and after the commit), so that no member elected after
+//  the active switched serves the old key. Returns 0 (also when
+//  insecure), or -1 (no next pair on disk, or the store refused).
+int brokerkey_record (brokerkey_t *self, store_txn_t *txn, bool retired);
+void brokerkey_set_recorded (brokerkey_t *self, uint64_t seq);
+uint64_t brokerkey_recorded (const brokerkey_t *self);
+
+//  A member about to serve (elected) makes its key files say what STORE's
+//  row says, before they are read: a running rotation's next pair (and
+//  its deadline) beside KEY_FILE's pair, or a retired one's pair as
+//  KEY_FILE's (keynext_commit). Returns 1 when it changed a file, 0 when
+//  they agreed, the store holds no rotation or a row that is not grid's
+//  (logged), -1 with a sentence in ERR (a file that cannot be written:
+//  the member must not serve a key the fleet may have left).
+int brokerkey_adopt (const char *key_file, store_t *store, char *err,
+                     size_t err_len);
+
+//  The pair STORE's row says a retired rotation left (the caller owns
+//  it), or NULL (no row, a running rotation, a row that is not grid's):
+//  what a standby's endpoints serve with, its files left alone.
+zcert_t *brokerkey_retired_pair (store_t *store);
 
 #endif

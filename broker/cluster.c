@@ -15,6 +15,7 @@
 #include "../proto/service.h"
 #include "auth.h"
 #include "broker.h"
+#include "brokerkey.h"
 #include "listener.h"
 #include "repl.h"
 #include "standby.h"
@@ -24,6 +25,8 @@ typedef struct {
     const broker_config_t *config;
     zactor_t *elector;
     zcert_t *cert;               //  This member's key pair, or NULL
+    bool shared;                 //  The members share that pair (every
+                                 //  peer's key is its public key)
     zloop_t *loop;
     store_lock_t *lock;
     store_t *store;
@@ -41,6 +44,7 @@ typedef struct {
     uint64_t epoch;
     int64_t valid_until;
     int64_t said_ms;             //  Last "not in sync" line
+    int64_t keyed_ms;            //  Last look at the store's key rotation
 } s_standby_t;
 
 //  The elector campaigns only when etcd's sync key names this member (it
@@ -91,7 +95,11 @@ s_follow (s_standby_t *self, const char *leader)
         return;
     }
     char err [512];
-    if (repl_sink_follow (self->sink, peer->replicate, self->cert, peer->key,
+    //  Members that share one pair: the active's is the one this member's
+    //  files hold now (a rotation retired since start changed it)
+    const char *server_key = self->shared && self->cert
+                             ? zcert_public_txt (self->cert) : peer->key;
+    if (repl_sink_follow (self->sink, peer->replicate, self->cert, server_key,
                           err, sizeof err) != 0) {
         log_error ("cluster: cannot follow %s at %s: %s", leader,
                    peer->replicate, err);
@@ -215,12 +223,47 @@ s_on_zap (zloop_t *loop, zsock_t *socket, void *arg)
     return 0;
 }
 
+//  A rotation of the members' shared key retired on the active (its
+//  store says so): the standby's client and agent endpoints serve the new
+//  key, so that clients and agents that know only that one still hear
+//  not_leader and redirects. Its files are left alone (brokerkey_adopt
+//  does that once it is elected) and so is its replication link.
+static void
+s_rekey (s_standby_t *self)
+{
+    zcert_t *pair = self->shared && self->auth
+                    ? brokerkey_retired_pair (self->store) : NULL;
+    if (!pair || streq (zcert_public_txt (pair),
+                        zcert_public_txt (auth_cert (self->auth)))) {
+        zcert_destroy (&pair);
+        return;
+    }
+    log_warn ("cluster: %s serves its standby endpoints with the broker's "
+              "key %s (a rotation retired the old one)",
+              self->config->cluster.name, zcert_public_txt (pair));
+    auth_replace_cert (self->auth, &pair);
+    const char *client = self->config->client_ep;
+    zsock_unbind (self->client, "%s", client);
+    listener_released (client);
+    char err [512] = "";
+    if (auth_secure_socket (self->auth, self->client, KEYS_DOMAIN_CLIENTS,
+                            err, sizeof err) != 0
+        || zsock_bind (self->client, "%s", client) < 0)
+        log_error ("cluster: cannot serve %s with the new key: %s", client,
+                   *err ? err : zmq_strerror (zmq_errno ()));
+    standby_rekey (self->face);
+}
+
 static int
 s_on_tick (zloop_t *loop, int timer_id, void *arg)
 {
     s_standby_t *self = (s_standby_t *) arg;
     int64_t now_ms = zclock_mono ();
     repl_sink_tick (self->sink, now_ms);
+    if (now_ms - self->keyed_ms >= 1000) {
+        self->keyed_ms = now_ms;
+        s_rekey (self);
+    }
     s_gate (self);
     if (*self->leader && !self->campaigning && !repl_sink_in_sync (self->sink)
         && now_ms - self->said_ms > 60000) {
@@ -253,13 +296,14 @@ s_standby_end (s_standby_t *self)
 //  0 when stopped, -1 on an error (logged).
 static int
 s_standby (const broker_config_t *config, zactor_t *elector, zcert_t *cert,
-           bool cold, uint64_t *epoch, int64_t *valid_until)
+           bool shared, bool cold, uint64_t *epoch, int64_t *valid_until)
 {
     s_standby_t self;
     memset (&self, 0, sizeof self);
     self.config = config;
     self.elector = elector;
     self.cert = cert;
+    self.shared = shared;
     self.cold = cold;
     self.hold_until = cold ? 0 : zclock_mono () + config->cluster.ttl_ms;
     self.campaigning = false;    //  The elector starts held
@@ -331,14 +375,23 @@ cluster_run (const broker_config_t *config, broker_config_fn *read, void *arg)
         return 1;
     }
     zcert_t *cert = NULL;
-    if (!config->auth.insecure) {
-        const char *file = config->auth.key_file ? config->auth.key_file
+    const char *key_file = config->auth.key_file ? config->auth.key_file
                                                  : KEYS_DEFAULT_BROKER_KEY;
-        cert = keys_load_pair (file, err, sizeof err);
+    if (!config->auth.insecure) {
+        cert = keys_load_pair (key_file, err, sizeof err);
         if (!cert) {
             log_error ("%s", err);
             return 1;
         }
+    }
+    //  One pair for every member (docs/HA.md): what its rotation changes
+    //  changes for all
+    bool shared = cert != NULL;
+    for (size_t index = 0; cert && index < config->cluster.peer_count;
+         index++) {
+        const char *key = config->cluster.peers [index].key;
+        if (!key || !streq (key, zcert_public_txt (cert)))
+            shared = false;
     }
     elector_config_t elector_config = {
         config->cluster.etcd, config->cluster.cluster, config->cluster.name,
@@ -355,7 +408,16 @@ cluster_run (const broker_config_t *config, broker_config_fn *read, void *arg)
     while (!zsys_interrupted) {
         uint64_t epoch = 0;
         int64_t valid_until = 0;
-        int rc = s_standby (config, elector, cert, cold, &epoch, &valid_until);
+        //  The pair as the files hold it now: an earlier lead of this run
+        //  may have retired a rotation (brokerkey.h)
+        zcert_t *fresh = cert ? keys_load_pair (key_file, err, sizeof err)
+                              : NULL;
+        if (fresh) {
+            zcert_destroy (&cert);
+            cert = fresh;
+        }
+        int rc = s_standby (config, elector, cert, shared, cold, &epoch,
+                            &valid_until);
         if (rc <= 0) {
             code = rc < 0 ? 1 : 0;
             break;

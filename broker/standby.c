@@ -421,6 +421,24 @@ standby_destroy (standby_t **self_p)
 }
 
 void
+standby_rekey (standby_t *self)
+{
+    if (self->agents) {
+        zloop_reader_end (self->loop, self->agents);
+        zsock_destroy (&self->agents);
+        listener_released (self->config->agents_ep);
+    }
+    char err [512];
+    self->agents = s_agents_bind (self, err, sizeof err);
+    if (self->agents)
+        zloop_reader (self->loop, self->agents, s_on_agents, self);
+    else
+        log_error ("cluster: a standby without its agent endpoint (%s): "
+                   "agents are not redirected, they fail over by their "
+                   "lists", err);
+}
+
+void
 standby_set_leader (standby_t *self, const char *leader, uint64_t epoch)
 {
     snprintf (self->leader, sizeof self->leader, "%s", leader ? leader : "");

@@ -55,6 +55,10 @@ standby_t *standby_new (const broker_config_t *config, auth_t *auth,
 //  (its ipc:// path is gone on return); NULL-safe, nulls *self_p.
 void standby_destroy (standby_t **self_p);
 
+//  Binds the agent endpoint again, with the key AUTH holds now (a
+//  rotation of the members' shared key retired: cluster.c).
+void standby_rekey (standby_t *self);
+
 //  The active is LEADER (a member's name, "" when none is known) of
 //  EPOCH (0: not known).
 void standby_set_leader (standby_t *self, const char *leader, uint64_t epoch);

@@ -13,6 +13,7 @@
 
 #include "../proto/names.h"
 #include "etcd.h"
+#include "etcdwatch.h"
 
 #define S_LAPSE_POLL_MS 250    //  A follower reads the key this often
                                 //  once the holder's lease can lapse
@@ -47,6 +48,8 @@ typedef struct {
     uint64_t synced_gen;         //  The last written
     char *sync_names;            //  What SYNC asked for
     int64_t sync_next_ms;        //  When to try writing it next
+    zactor_t *watch;             //  The leader key's etcd watch
+    bool watching;               //  Its stream is up
 } s_elector_t;
 
 void
@@ -225,7 +228,8 @@ static int64_t
 s_next_read (s_elector_t *self, const etcd_kv_t *holder, int64_t now_ms)
 {
     int64_t step_ms = self->ttl_ms / 3;
-    if (!holder->create_revision || !holder->lease)
+    //  The watch says when the key goes: the reads are its check
+    if (!holder->create_revision || !holder->lease || self->watching)
         return now_ms + step_ms;
     int64_t ttl_s = 0;
     int rc = etcd_lease_ttl (self->etcd, holder->lease, &ttl_s);
@@ -449,6 +453,42 @@ s_on_command (s_elector_t *self)
     free (command);
 }
 
+//  What the leader key's watch says (ha/etcdwatch.h). A member that
+//  does not lead reads the key at once on any change (the read decides,
+//  as when it polls); a leader whose key was deleted or taken demotes at
+//  once: another member may be elected from that moment.
+static void
+s_on_watch (s_elector_t *self)
+{
+    zmsg_t *msg = zmsg_recv (self->watch);
+    char *what = msg ? zmsg_popstr (msg) : NULL;
+    char *revision = msg ? zmsg_popstr (msg) : NULL;
+    zmsg_destroy (&msg);
+    if (!what || !revision) {
+        free (what);
+        free (revision);
+        return;
+    }
+    //  PUT: the key's create revision; DELETE: the delete's revision
+    int64_t number = strtoll (revision, NULL, 10);
+    bool changed = streq (what, "PUT") || streq (what, "DELETE");
+    if (streq (what, "WATCHING"))
+        self->watching = true;
+    else
+    if (streq (what, "BROKEN"))
+        self->watching = false;
+    if (self->state == S_LEADING && changed && number > self->epoch)
+        s_demote (self, streq (what, "DELETE")
+                        ? "the leader key was deleted"
+                        : "another member holds the leader key");
+    //  A change, or a stream that starts or stops (the key may have
+    //  changed unseen): read it now
+    if (self->state == S_FOLLOWING || self->state == S_HELD)
+        self->next_ms = zclock_mono ();
+    free (what);
+    free (revision);
+}
+
 static void
 s_actor (zsock_t *pipe, void *arg)
 {
@@ -456,7 +496,7 @@ s_actor (zsock_t *pipe, void *arg)
     self->pipe = pipe;
     self->next_ms = zclock_mono ();
     zsock_signal (pipe, 0);
-    zpoller_t *poller = zpoller_new (pipe, NULL);
+    zpoller_t *poller = zpoller_new (pipe, self->watch, NULL);
     while (!self->terminated) {
         int64_t now_ms = zclock_mono ();
         //  Past its deadline a leader demotes, whatever else happens
@@ -489,13 +529,18 @@ s_actor (zsock_t *pipe, void *arg)
             wait_ms = self->valid_until - now_ms;
         if (wait_ms < 0)
             wait_ms = 0;
-        if (zpoller_wait (poller, (int) wait_ms) == pipe)
+        void *ready = zpoller_wait (poller, (int) wait_ms);
+        if (ready == pipe)
             s_on_command (self);
+        else
+        if (ready && ready == (void *) self->watch)
+            s_on_watch (self);
         else
         if (zpoller_terminated (poller))
             break;
     }
     zpoller_destroy (&poller);
+    zactor_destroy (&self->watch);
     etcd_destroy (&self->etcd);
     free (self->value);
     free (self->holder_value);
@@ -530,6 +575,14 @@ elector_new (const elector_config_t *config, char *err, size_t err_len)
                                                                 : timeout_ms,
                            err, err_len);
     if (!self->etcd) {
+        free (self);
+        return NULL;
+    }
+    char key [NAME_MAX_LEN + 32];
+    elector_key (config->cluster, key, sizeof key);
+    self->watch = etcdwatch_new (config->endpoints, key, err, err_len);
+    if (!self->watch) {
+        etcd_destroy (&self->etcd);
         free (self);
         return NULL;
     }

@@ -18,12 +18,18 @@
     (elector_valid) and never acts past it. This is the rule Patroni
     follows: step down before anyone else can step up.
 
-    A follower reads the key, and the time its holder's lease has left,
-    every TTL/3; once that time is shorter, it reads the key again when
-    the lease can lapse and then every 250 ms, so a lapse is noticed at
-    once (a holder that renews keeps its lease longer than TTL/3 ahead).
-    It campaigns as soon as the key is gone (its holder resigned, or its
-    lease lapsed), and only when the
+    A follower WATCHES the key (ha/etcdwatch.h, a thread of its own): the
+    moment etcd deletes it (its holder resigned, or its lease lapsed) or
+    another member takes it, the follower reads it and campaigns. It also
+    reads the key every TTL/3, the check of a watch that went silent;
+    while the watch's stream is down, it falls back to polling: it reads
+    the key and the time its holder's lease has left every TTL/3, and
+    once that time is shorter, again when the lease can lapse and then
+    every 250 ms (a holder that renews keeps its lease longer than TTL/3
+    ahead). A leader that its watch tells its key was deleted or taken
+    (an operator's etcdctl del) demotes at once ("the leader key was
+    deleted"): from that moment another member may win.
+    It campaigns as soon as the key is gone, and only when the
     SYNC KEY /grid/CLUSTER/sync allows it: that key, written by the
     leader, holds {"epoch": E, "leader": NAME, "sync": [NAME...]} (the
     standbys that hold every pass the leader released). A member may

@@ -140,6 +140,12 @@ etcd_endpoint (etcd_t *self)
     return self->endpoints [self->current];
 }
 
+void
+etcd_endpoint_skip (etcd_t *self)
+{
+    self->current = (self->current + 1) % self->endpoint_count;
+}
+
 static size_t
 s_on_data (char *data, size_t size, size_t count, void *arg)
 {

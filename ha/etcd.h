@@ -64,6 +64,10 @@ const char *etcd_error (etcd_t *self);
 //  The endpoint the next call goes to first.
 const char *etcd_endpoint (etcd_t *self);
 
+//  The next call goes to the endpoint after that one first (a watch
+//  whose stream broke there, ha/etcdwatch.h).
+void etcd_endpoint_skip (etcd_t *self);
+
 //  Grants a lease of TTL_S seconds into *ID_P. Returns 0 or an error.
 int etcd_lease_grant (etcd_t *self, int64_t ttl_s, int64_t *id_p);
 

@@ -75,14 +75,25 @@ int
 keynext_write (const char *key_file, char *public_txt, char *err,
                   size_t err_len)
 {
-    keynext_paths_t paths;
-    if (keynext_paths (key_file, &paths) != 0) {
-        s_err (err, err_len, "%s: path too long", key_file);
-        return -1;
-    }
     zcert_t *cert = zcert_new ();
     if (!cert) {
         s_err (err, err_len, "cannot make a key pair");
+        return -1;
+    }
+    int rc = keynext_write_pair (key_file, cert, err, err_len);
+    if (rc == 0)
+        snprintf (public_txt, KEYS_TEXT_SIZE, "%s", zcert_public_txt (cert));
+    zcert_destroy (&cert);
+    return rc;
+}
+
+int
+keynext_write_pair (const char *key_file, zcert_t *cert, char *err,
+                    size_t err_len)
+{
+    keynext_paths_t paths;
+    if (keynext_paths (key_file, &paths) != 0) {
+        s_err (err, err_len, "%s: path too long", key_file);
         return -1;
     }
     char pub_tmp [1100], secret_tmp [1100];
@@ -122,9 +133,7 @@ keynext_write (const char *key_file, char *public_txt, char *err,
     else {
         char dir [1024];
         s_sync (s_dir (paths.pub, dir, sizeof dir));
-        snprintf (public_txt, KEYS_TEXT_SIZE, "%s", zcert_public_txt (cert));
     }
-    zcert_destroy (&cert);
     return rc == 0 ? 0 : -1;
 }
 

@@ -41,6 +41,11 @@ int keynext_paths (const char *key_file, keynext_paths_t *paths);
 int keynext_write (const char *key_file, char *public_txt, char *err,
                    size_t err_len);
 
+//  Writes CERT (a pair made elsewhere: a broker cluster's active made it,
+//  broker/brokerkey.h) as the next pair of KEY_FILE, as keynext_write.
+int keynext_write_pair (const char *key_file, zcert_t *cert, char *err,
+                        size_t err_len);
+
 //  The next pair of KEY_FILE: NULL when there is none (ERR empty), or
 //  when it cannot be used (the sentence in ERR).
 zcert_t *keynext_load (const char *key_file, char *err, size_t err_len);

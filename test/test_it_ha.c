@@ -16,9 +16,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "../ha/elector.h"
 #include "../ha/etcd.h"
+#include "../ha/etcdwatch.h"
 #include "lib/etcdproc.h"
 
 #define S_WAIT_MS 20000
@@ -430,11 +436,215 @@ test_ha_elector_sync_key (void **state)
     etcd_destroy (&etcd);
 }
 
+//  The stream's objects are cut where each ends, strings and nesting
+//  taken into account; what is not an object is one byte long.
+static void
+test_ha_watch_objects (void **state)
+{
+    (void) state;
+    const char *two = " {\"a\":{\"b\":\"}{\\\"\"}}\n{\"c\":[1,{}]}";
+    size_t end = etcdwatch_object_end (two, strlen (two));
+    assert_int_equal (end, strlen (" {\"a\":{\"b\":\"}{\\\"\"}}"));
+    assert_int_equal (etcdwatch_object_end (two + end, strlen (two + end)),
+                      strlen (two + end));
+    assert_int_equal (etcdwatch_object_end ("{\"a\":", 5), 0);
+    assert_int_equal (etcdwatch_object_end ("  \n", 3), 0);
+    assert_int_equal (etcdwatch_object_end ("\n]x", 3), 2);
+}
+
+//  Reads the next message of WATCH into its frames (up to 4, "" missing).
+static bool
+s_watch_said (zactor_t *watch, int64_t wait_ms, char frames [4][128])
+{
+    zpoller_t *poller = zpoller_new (watch, NULL);
+    bool got = zpoller_wait (poller, (int) wait_ms) != NULL;
+    zpoller_destroy (&poller);
+    zmsg_t *msg = got ? zmsg_recv (watch) : NULL;
+    for (int at = 0; at < 4; at++) {
+        char *frame = msg ? zmsg_popstr (msg) : NULL;
+        snprintf (frames [at], 128, "%s", frame ? frame : "");
+        free (frame);
+    }
+    zmsg_destroy (&msg);
+    return got;
+}
+
+//  A watch says when the stream is up, each write and delete of its key
+//  (a lease that lapses deletes it too), and when the stream breaks.
+static void
+test_ha_watch_stream (void **state)
+{
+    s_state_t *self = (s_state_t *) *state;
+    if (s_skip (self))
+        return;
+    char err [300];
+    assert_null (etcdwatch_new ("ftp://x", "/k", err, sizeof err));
+    zactor_t *watch = etcdwatch_new (self->etcd.url, "/grid/lab/leader", err,
+                                     sizeof err);
+    assert_non_null (watch);
+    char said [4][128];
+    assert_true (s_watch_said (watch, S_WAIT_MS, said));
+    assert_string_equal (said [0], "WATCHING");
+    etcd_t *etcd = etcd_new (self->etcd.url, 2000, err, sizeof err);
+    assert_non_null (etcd);
+    int64_t lease = 0, revision = 0;
+    assert_int_equal (etcd_lease_grant (etcd, 2, &lease), 0);
+    etcd_kv_t holder;
+    assert_int_equal (etcd_create (etcd, "/grid/lab/other", "x", 1, 0,
+                                   &revision, &holder), 1);
+    assert_int_equal (etcd_create (etcd, "/grid/lab/leader", "a", 1, lease,
+                                   &revision, &holder), 1);
+    assert_true (s_watch_said (watch, S_WAIT_MS, said));
+    assert_string_equal (said [0], "PUT");
+    assert_int_equal (strtoll (said [1], NULL, 10), revision);
+    assert_int_equal (strtoll (said [2], NULL, 10), lease);
+    assert_string_equal (said [3], "a");
+    assert_int_equal (etcd_delete_own (etcd, "/grid/lab/leader", revision),
+                      1);
+    assert_true (s_watch_said (watch, S_WAIT_MS, said));
+    assert_string_equal (said [0], "DELETE");
+    assert_true (strtoll (said [1], NULL, 10) > revision);
+    //  A lease that lapses
+    assert_int_equal (etcd_lease_grant (etcd, 2, &lease), 0);
+    assert_int_equal (etcd_create (etcd, "/grid/lab/leader", "b", 1, lease,
+                                   &revision, &holder), 1);
+    assert_true (s_watch_said (watch, S_WAIT_MS, said));
+    assert_string_equal (said [0], "PUT");
+    assert_true (s_watch_said (watch, S_WAIT_MS, said));
+    assert_string_equal (said [0], "DELETE");
+    etcd_destroy (&etcd);
+    //  etcd gone: said once, and the watch goes on trying
+    etcdproc_stop (&self->etcd, false);
+    assert_true (s_watch_said (watch, S_WAIT_MS, said));
+    assert_string_equal (said [0], "BROKEN");
+    assert_non_null (strstr (said [1], self->etcd.url));
+    assert_false (s_watch_said (watch, 2500, said));
+    zactor_destroy (&watch);
+}
+
+//  A fake gateway on loopback: a child that answers every connection
+//  with ANSWER (after an HTTP 200 head) and then keeps it open. Returns
+//  its pid; its URL into URL.
+static pid_t
+s_fake_gateway (const char *answer, char *url, size_t url_len)
+{
+    int fd = socket (AF_INET, SOCK_STREAM, 0);
+    assert_true (fd >= 0);
+    struct sockaddr_in addr;
+    memset (&addr, 0, sizeof addr);
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl (INADDR_LOOPBACK);
+    socklen_t len = sizeof addr;
+    assert_int_equal (bind (fd, (struct sockaddr *) &addr, sizeof addr), 0);
+    assert_int_equal (listen (fd, 8), 0);
+    assert_int_equal (getsockname (fd, (struct sockaddr *) &addr, &len), 0);
+    snprintf (url, url_len, "http://127.0.0.1:%d", ntohs (addr.sin_port));
+    pid_t pid = fork ();
+    assert_true (pid >= 0);
+    if (pid == 0) {
+        while (1) {
+            int peer = accept (fd, NULL, NULL);
+            if (peer < 0)
+                _exit (0);
+            char request [4096];
+            if (read (peer, request, sizeof request) <= 0) {
+                close (peer);
+                continue;
+            }
+            char head [200];
+            snprintf (head, sizeof head, "HTTP/1.1 200 OK\r\nContent-Type: "
+                      "application/json\r\nTransfer-Encoding: chunked"
+                      "\r\n\r\n%zx\r\n", strlen (answer));
+            if (write (peer, head, strlen (head)) < 0
+                || write (peer, answer, strlen (answer)) < 0
+                || write (peer, "\r\n", 2) < 0)
+                _exit (1);
+            //  Left open: the watch decides
+        }
+    }
+    close (fd);
+    return pid;
+}
+
+//  Hostile streams: bytes that are not JSON, and JSON that is not the
+//  gateway's, each break the stream (said once, with why); nothing else
+//  is said of them.
+static void
+test_ha_watch_hostile (void **state)
+{
+    const char *answers [] = {"not json at all\n", "{\"x\": 1}\n",
+                              "{\"result\": {\"events\": [{\"kv\": 7}]}}\n"};
+    const char *whys [] = {"not JSON", "not the gateway's watch",
+                           "an event that is not the gateway's"};
+    for (size_t index = 0; index < 3; index++) {
+        char url [64], err [300];
+        pid_t gateway = s_fake_gateway (answers [index], url, sizeof url);
+        zactor_t *watch = etcdwatch_new (url, "/grid/lab/leader", err,
+                                         sizeof err);
+        assert_non_null (watch);
+        char said [4][128];
+        assert_true (s_watch_said (watch, S_WAIT_MS, said));
+        assert_string_equal (said [0], "BROKEN");
+        if (!strstr (said [1], whys [index]))
+            fprintf (stderr, "BROKEN said '%s'\n", said [1]);
+        assert_non_null (strstr (said [1], whys [index]));
+        //  It tries again every second: not said again
+        assert_false (s_watch_said (watch, 2500, said));
+        zactor_destroy (&watch);
+        kill (gateway, SIGKILL);
+        waitpid (gateway, NULL, 0);
+    }
+}
+
+//  A leader whose key is deleted under it (an operator's etcdctl del)
+//  demotes at once; the key is taken again, in a later epoch, by one of
+//  the two (both campaign the moment it goes: the follower told by its
+//  watch, the former leader as it demotes).
+static void
+test_ha_elector_key_deleted (void **state)
+{
+    s_state_t *self = (s_state_t *) *state;
+    if (s_skip (self))
+        return;
+    zactor_t *first = s_elector (self, "first");
+    s_said_t said;
+    assert_true (s_expect (first, "LEADER", S_WAIT_MS, &said));
+    int64_t epoch = said.number;
+    zactor_t *second = s_elector (self, "second");
+    assert_true (s_expect (second, "FOLLOWER", S_WAIT_MS, &said));
+    char err [300];
+    etcd_t *etcd = etcd_new (self->etcd.url, 2000, err, sizeof err);
+    assert_non_null (etcd);
+    assert_int_equal (etcd_delete_own (etcd, "/grid/lab/leader", epoch), 1);
+    etcd_destroy (&etcd);
+    assert_true (s_expect (first, "DEMOTED", S_WAIT_MS, &said));
+    assert_string_equal (said.text, "the leader key was deleted");
+    zpoller_t *poller = zpoller_new (first, second, NULL);
+    int64_t deadline = zclock_mono () + S_WAIT_MS;
+    bool led = false;
+    while (!led && zclock_mono () < deadline) {
+        zactor_t *which = (zactor_t *) zpoller_wait (poller, 1000);
+        if (which)
+            led = s_expect (which, "LEADER", 1, &said);
+    }
+    zpoller_destroy (&poller);
+    assert_true (led);
+    assert_true (said.number > epoch);
+    zactor_destroy (&first);
+    zactor_destroy (&second);
+}
+
 int
 main (void)
 {
     const struct CMUnitTest tests [] = {
         cmocka_unit_test (test_ha_elector_config_refused),
+        cmocka_unit_test (test_ha_watch_objects),
+        cmocka_unit_test_setup_teardown (test_ha_watch_stream, s_setup,
+                                         s_teardown),
+        cmocka_unit_test (test_ha_watch_hostile),
+        cmocka_unit_test_setup_teardown (test_ha_elector_key_deleted, s_setup,
+                                         s_teardown),
         cmocka_unit_test_setup_teardown (test_ha_etcd_client, s_setup,
                                          s_teardown),
         cmocka_unit_test_setup_teardown (test_ha_elector_one_leader, s_setup,

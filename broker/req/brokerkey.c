@@ -21,11 +21,23 @@ req_broker_rekey (req_call_t *call)
     ctx_t *ctx = call->ctx;
     ctx_cluster_t cluster = {.enabled = false};
     ctx->ops->cluster (ctx, &cluster);
-    if (cluster.enabled) {
-        req_error (call, PROTO_ERR_BAD_REQUEST, "the key of a cluster's "
-                   "brokers cannot be rotated yet: rotate it with every "
-                   "broker stopped (docs/SECURITY.md)");
-        return;
+    //  A cluster's members share one pair (docs/HA.md): the rotation is
+    //  recorded in the store, which every standby holds (brokerkey.h)
+    const cluster_config_t *members = &ctx->config->cluster;
+    const char *own = ctx->auth ? zcert_public_txt (auth_cert (ctx->auth))
+                                : NULL;
+    for (size_t index = 0; cluster.enabled && own
+                           && index < members->peer_count; index++) {
+        const char *key = members->peers [index].key;
+        if (key && !streq (key, own)) {
+            req_error (call, PROTO_ERR_BAD_REQUEST, "the members of cluster "
+                       "%s have keys of their own (the peer %s's is not this "
+                       "broker's): a rotation needs the one key pair they "
+                       "share (docs/HA.md); rotate each with every broker "
+                       "stopped (docs/SECURITY.md)", members->cluster,
+                       members->peers [index].name);
+            return;
+        }
     }
     int64_t deadline_ms = BROKERKEY_DEADLINE_MS;
     char *text = req_field (call, "deadline");
@@ -44,6 +56,12 @@ req_broker_rekey (req_call_t *call)
         req_error (call, PROTO_ERR_CONFLICT, "%s", why);
         return;
     }
+    store_txn_t *txn = cluster.enabled ? ctx_txn (ctx) : NULL;
+    if (cluster.enabled
+        && (!txn || brokerkey_record (ctx->brokerkey, txn, false) != 0))
+        log_error ("the rotation of the broker's key is not recorded in "
+                   "the store: a standby elected before it ends serves "
+                   "the old key alone (restart this broker to try again)");
     const char *next = brokerkey_next (ctx->brokerkey);
     log_warn ("rotation of the broker's key started by %s: next key %s, the "
               "old key retired when every node has the new one, or in %"

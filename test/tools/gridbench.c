@@ -213,6 +213,9 @@ typedef struct {
     int64_t live_interval_ms;       //  One line every
     bool ha;                        //  A broker alone, then a cluster
     size_t ha_kills;                //  Failovers timed
+    bool ha_failover_only;          //  The failover part of --ha alone
+    bool ha_stop;                   //  SIGTERM the active (it resigns)
+                                    //  instead of SIGKILL
     bool files;                     //  The blob delivery figures only
     size_t files_nodes;             //  Agents that fetch the blob
     size_t files_mib;               //  The blob's size
@@ -5396,8 +5399,28 @@ s_ratio (double cluster, double alone)
     return alone > 0 && cluster >= 0 ? cluster / alone : -1;
 }
 
+static void s_ha_print_runs (const s_run_t *runs);
+
 static void
-s_ha_print (const s_run_t *runs, const bench_ha_failover_t *failover)
+s_ha_print (const s_run_t *runs, const bench_ha_failover_t *failover,
+            bool stop, bool failover_only)
+{
+    if (!failover_only)
+        s_ha_print_runs (runs);
+    printf ("\nfailover (%s of the active to the first job completed "
+            "on the new one, ttl 10 s)\n", stop ? "SIGTERM" : "SIGKILL");
+    printf ("  kills %zu, timed %zu: p50 %.1f s, min %.1f s, max %.1f s "
+            "(goal p50 < 15 s)\n", failover->kills, failover->measured,
+            failover->p50_s, failover->min_s, failover->max_s);
+    printf ("  jobs acknowledged %zu: lost %zu, duplicated %zu\n",
+            failover->jobs, failover->lost, failover->duplicated);
+    if (failover->error [0])
+        printf ("  stopped early: %s\n", failover->error);
+}
+
+//  The throughput table of the --ha run.
+static void
+s_ha_print_runs (const s_run_t *runs)
 {
     printf ("\n%zu agents                 alone      cluster    cluster/alone\n",
             runs [0].agents);
@@ -5424,15 +5447,6 @@ s_ha_print (const s_run_t *runs, const bench_ha_failover_t *failover)
             runs [0].lost, runs [1].lost);
     printf ("  %-22s %-10" PRIu64 " %-10" PRIu64 "\n", "duplicated",
             runs [0].duplicates, runs [1].duplicates);
-    printf ("\nfailover (SIGKILL of the active to the first job completed "
-            "on the new one, ttl 10 s)\n");
-    printf ("  kills %zu, timed %zu: p50 %.1f s, min %.1f s, max %.1f s "
-            "(goal p50 < 15 s)\n", failover->kills, failover->measured,
-            failover->p50_s, failover->min_s, failover->max_s);
-    printf ("  jobs acknowledged %zu: lost %zu, duplicated %zu\n",
-            failover->jobs, failover->lost, failover->duplicated);
-    if (failover->error [0])
-        printf ("  stopped early: %s\n", failover->error);
 }
 
 static int
@@ -5483,6 +5497,8 @@ s_ha_main (s_options_t *options)
     memset (runs, 0, sizeof runs);
     for (size_t at = 0; at < 2 && !s_interrupted; at++) {
         s_run_init (&runs [at], agents);
+        if (options->ha_failover_only)
+            continue;
         s_ha.on = at == 1;
         s_say ("%s", at == 0 ? "a broker alone"
                              : "a cluster: the same broker as the active, "
@@ -5493,10 +5509,12 @@ s_ha_main (s_options_t *options)
     bench_ha_failover_t failover;
     memset (&failover, 0, sizeof failover);
     if (!s_interrupted) {
-        s_say ("failover: %zu kills of the active (ttl 10 s, 3 agents)",
-               options->ha_kills);
+        s_say ("failover: %zu %s of the active (ttl 10 s, 3 agents)",
+               options->ha_kills, options->ha_stop ? "stops (SIGTERM)"
+                                                   : "kills");
         bench_ha_failover (&s_ha_procs, options->bin, s_tmpdir,
-                           options->ha_kills, &failover);
+                           options->ha_kills,
+                           options->ha_stop ? SIGTERM : SIGKILL, &failover);
     }
     s_stop_all ();
     bool keep = options->keep || runs [0].error [0] || runs [1].error [0]
@@ -5509,7 +5527,8 @@ s_ha_main (s_options_t *options)
         s_say ("interrupted: no results written");
         return 1;
     }
-    s_ha_print (runs, &failover);
+    s_ha_print (runs, &failover, options->ha_stop,
+                options->ha_failover_only);
     const char *out = strcmp (options->out, "build/bench/results.json") == 0
                           ? "build/bench/ha.json" : options->out;
     if (s_ha_json (out, runs, &failover) != 0) {
@@ -5611,6 +5630,9 @@ static const char *s_usage =
     "                       over HA-KILLS kills of the active (ttl 10 s,\n"
     "                       3 real agents); writes build/bench/ha.json\n"
     "  --ha-kills N         kills of the active in the --ha run     [20]\n"
+    "  --ha-failover-only   the --ha run's failover times alone\n"
+    "  --ha-stop            stop the active with SIGTERM (it resigns its\n"
+    "                       key) instead of SIGKILL: a handover's time\n"
     "  -h, --help           this text\n";
 
 static int
@@ -5712,6 +5734,8 @@ s_parse (s_options_t *options, int argc, char *argv [])
         {"files-mib", required_argument, NULL, 0x105},
         {"ha", no_argument, NULL, 0x101},
         {"ha-kills", required_argument, NULL, 0x102},
+        {"ha-failover-only", no_argument, NULL, 0x106},
+        {"ha-stop", no_argument, NULL, 0x107},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0}
     };
@@ -5783,6 +5807,13 @@ s_parse (s_options_t *options, int argc, char *argv [])
                 break;
             case 0x102:
                 options->ha_kills = strtoul (optarg, &end, 10);
+                break;
+            case 0x106:
+                options->ha_failover_only = true;
+                options->ha = true;
+                break;
+            case 0x107:
+                options->ha_stop = true;
                 break;
             case 'O':
                 options->http_connections = strtoul (optarg, &end, 10);

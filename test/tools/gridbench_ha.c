@@ -418,7 +418,7 @@ s_finished (const char *status)
 
 void
 bench_ha_failover (const bench_ha_procs_t *procs, const char *bin,
-                   const char *dir, size_t kills,
+                   const char *dir, size_t kills, int signal,
                    bench_ha_failover_t *figures)
 {
     memset (figures, 0, sizeof *figures);
@@ -500,7 +500,7 @@ bench_ha_failover (const bench_ha_procs_t *procs, const char *bin,
         //  Each kill is measured the same way: one job done first
         char id [64], status [32];
         int64_t started = s_now_ms ();
-        kill (members [victim], SIGKILL);
+        kill (members [victim], signal);
         procs->stop (&members [victim], S_GRACE_MS);
         //  Until a job submitted now completes on the new active
         bool done = false;

@@ -88,9 +88,11 @@ typedef struct {
 } bench_ha_failover_t;
 
 //  The failover run (see above) in DIR/failover, KILLS times, plaintext
-//  (--insecure: the figure is the lease's and the agents' timing).
+//  (--insecure: the figure is the lease's and the agents' timing). The
+//  active is sent SIGNAL: SIGKILL (its lease lapses) or SIGTERM (it
+//  resigns its key: a handover).
 void bench_ha_failover (const bench_ha_procs_t *procs, const char *bin,
-                        const char *dir, size_t kills,
+                        const char *dir, size_t kills, int signal,
                         bench_ha_failover_t *figures);
 
 #endif
