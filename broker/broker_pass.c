@@ -519,6 +519,7 @@ s_hold (broker_t *self, uint64_t seq)
 }
 
 static void s_switchover (broker_t *self);
+static bool s_release_held (broker_t *self);
 
 //  Sends the pass's outbox now, or holds it for the standbys.
 static void
@@ -535,6 +536,12 @@ s_send_out (broker_t *self)
         s_flush (self);
         return;
     }
+    //  The acks that came in while this pass ran and committed release
+    //  what waits before it, now rather than when the loop next reads
+    //  the replication socket (the end of this pass loops again for
+    //  what a failed send changed)
+    repl_source_read (self->repl, broker_now_ms ());
+    s_release_held (self);
     uint64_t need = repl_source_last (self->repl);
     if (zlistx_size (self->held) == 0
         && repl_source_released (self->repl) >= need)
@@ -571,6 +578,17 @@ broker_release (broker_t *self)
         s_drop_all (self);
         return;
     }
+    //  A send that failed may have changed what the scheduler holds
+    if (s_release_held (self))
+        broker_pass_end (self);
+    s_switchover (self);
+}
+
+//  Sends the held passes the sync standbys acknowledged, oldest first.
+//  Returns true when it sent any.
+static bool
+s_release_held (broker_t *self)
+{
     uint64_t released = repl_source_released (self->repl);
     bool sent = false;
     s_held_t *held;
@@ -582,10 +600,7 @@ broker_release (broker_t *self)
         s_held_destroy (&held);
         sent = true;
     }
-    //  A send that failed may have changed what the scheduler holds
-    if (sent)
-        broker_pass_end (self);
-    s_switchover (self);
+    return sent;
 }
 
 void
@@ -795,19 +810,40 @@ broker_pass_end (broker_t *self)
         s_acks_queue (self);
         if (self->txn || self->pass_broken) {
             bool wrote = store_txn_changes (self->txn) > 0;
-            //  A cluster's active numbers each written pass, in it
+            //  A cluster's active numbers each written pass, in it, and
+            //  ships it before its own commit: the standbys' commit (and
+            //  fsync) runs beside this one, not after it. What the pass
+            //  answers still waits for both (s_send_out)
             uint64_t seq = 0;
             if (self->repl && self->txn && wrote) {
                 seq = repl_source_next_seq (self->repl);
                 repl_store_mark (self->txn, self->epoch, seq);
+                if (store_txn_failed (self->txn) == 0)
+                    repl_source_ship (self->repl, seq,
+                                      pw_data (self->journal),
+                                      pw_size (self->journal),
+                                      broker_now_ms ());
+                else
+                    seq = 0;     //  Its commit fails: never shipped
             }
             int64_t commit_us = zclock_usecs ();
             int rc = self->txn ? store_commit (&self->txn) : STORE_EIO;
             if (rc == 0 && wrote)
                 metrics_commit (self->stats->metrics, zclock_usecs () - commit_us);
-            if (rc == 0 && seq)
-                repl_source_ship (self->repl, seq, pw_data (self->journal),
-                                  pw_size (self->journal), broker_now_ms ());
+            if (rc != 0 && seq && repl_source_unship (self->repl, seq) != 0) {
+                //  A standby may hold a pass this store does not: the
+                //  two would differ from here on. This member leaves the
+                //  lead at once (nothing of the pass was answered; the
+                //  elector deletes the leader key, so a sync standby,
+                //  whose disk took the pass, takes over without waiting
+                //  for the lease), and comes back as a standby that
+                //  catches up from a snapshot
+                broker_demote (self, "its store could not commit a pass "
+                               "already sent to its standbys");
+                zstr_send (self->elector, "RESIGN");
+                self->pass_broken = false;
+                break;
+            }
             self->pass_broken = false;
             if (rc != 0)
                 s_pass_failed (self, rc, replayed < REPLAY_MAX ? replays

@@ -6,6 +6,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -112,12 +114,27 @@ typedef struct {
     bool sync;                   //  In the sync set
     int64_t heard_ms;            //  Last message from it
     int64_t pinged_ms;           //  Last PING to it
+    bool snap_waiting;           //  Waits for the copy being taken
     int snap_fd;                 //  Snapshot being sent, or -1
-    uint64_t snap_seq;           //  Its seq
+    uint64_t snap_seq;           //  Its seq (the copy holds this or later)
     uint64_t snap_size;
     uint64_t snap_sent;          //  Bytes sent
     uint64_t snap_acked;         //  Bytes it said it has
 } s_standby_t;
+
+//  The copy of the store a snapshot is sent from, taken by a thread of
+//  its own (one LMDB read transaction there) while the loop serves on.
+typedef struct {
+    pthread_t thread;
+    bool running;                //  Started, not yet joined
+    atomic_bool done;            //  The thread ended: RC and ERR are set
+    int rc;                      //  0, or -1 with ERR
+    char err [512];
+    store_t *store;              //  What it copies
+    const char *path;            //  Where to
+    uint64_t seq;                //  The last pass when it began
+    int64_t began_ms;            //  Monotonic
+} s_copy_t;
 
 struct _repl_source_t {
     repl_source_config_t config;
@@ -135,6 +152,7 @@ struct _repl_source_t {
     size_t recorded_count;
     bool recorded_valid;         //  A write of this epoch succeeded
     uint64_t floor;              //  Released so far
+    s_copy_t copy;               //  The copy being taken, if running
 };
 
 repl_source_t *
@@ -176,6 +194,12 @@ repl_source_destroy (repl_source_t **self_p)
     repl_source_t *self = *self_p;
     if (!self)
         return;
+    //  The copy reads the store, which the caller closes next
+    if (self->copy.running) {
+        pthread_join (self->copy.thread, NULL);
+        store_apart_end (self->store);
+        unlink (self->snapshot_path);
+    }
     s_standby_t *standby;
     while ((standby = (s_standby_t *) zlistx_detach (self->standbys, NULL)))
         s_standby_free (&standby);
@@ -291,6 +315,23 @@ repl_source_ship (repl_source_t *self, uint64_t seq, const void *journal,
             s_send_pass (self, standby, pass);
 }
 
+int
+repl_source_unship (repl_source_t *self, uint64_t seq)
+{
+    assert (seq == self->last && seq > 0);
+    for (s_standby_t *standby = (s_standby_t *) zlistx_first (self->standbys);
+         standby; standby = (s_standby_t *) zlistx_next (self->standbys))
+        if (standby->sent >= seq)
+            return -1;
+    s_pass_t *pass = (s_pass_t *) zlistx_last (self->log);
+    if (pass && pass->seq == seq) {
+        self->log_bytes -= pass->size;
+        zlistx_delete (self->log, zlistx_cursor (self->log));
+    }
+    self->last = seq - 1;
+    return 0;
+}
+
 //  The logged pass SEQ, or NULL.
 static s_pass_t *
 s_logged (repl_source_t *self, uint64_t seq)
@@ -359,41 +400,122 @@ s_snapshot_pump (repl_source_t *self, s_standby_t *standby)
     }
 }
 
+static void *
+s_copy_run (void *arg)
+{
+    s_copy_t *copy = (s_copy_t *) arg;
+    copy->rc = store_copy_apart (copy->store, copy->path, copy->err,
+                                 sizeof copy->err);
+    atomic_store (&copy->done, true);
+    return NULL;
+}
+
+//  Starts the copy the waiting standbys will get. Returns 0, or -1 (said
+//  in COPY's ERR).
+static int
+s_copy_begin (repl_source_t *self, int64_t now_ms)
+{
+    s_copy_t *copy = &self->copy;
+    copy->store = self->store;
+    copy->path = self->snapshot_path;
+    copy->seq = self->last;
+    copy->began_ms = now_ms;
+    copy->rc = 0;
+    copy->err [0] = 0;
+    atomic_store (&copy->done, false);
+    store_apart_begin (self->store);
+    int rc = pthread_create (&copy->thread, NULL, s_copy_run, copy);
+    if (rc != 0) {
+        store_apart_end (self->store);
+        snprintf (copy->err, sizeof copy->err, "cannot start a thread: %s",
+                  strerror (rc));
+        return -1;
+    }
+    copy->running = true;
+    return 0;
+}
+
+//  The copy ended: the standbys that wait for it get it (each from its
+//  own open file: the next copy may replace the name), or are refused.
+static void
+s_copy_end (repl_source_t *self, int64_t now_ms)
+{
+    s_copy_t *copy = &self->copy;
+    pthread_join (copy->thread, NULL);
+    copy->running = false;
+    store_apart_end (self->store);
+    struct stat info = {.st_size = 0};
+    if (copy->rc == 0) {
+        int fd = open (copy->path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0 || fstat (fd, &info) != 0) {
+            copy->rc = -1;
+            snprintf (copy->err, sizeof copy->err, "cannot open %s: %s",
+                      copy->path, strerror (errno));
+        }
+        if (fd >= 0)
+            close (fd);
+    }
+    if (copy->rc == 0)
+        log_info ("cluster: a snapshot of the store at pass %" PRIu64 " or "
+                  "later (%" PRIu64 " bytes) was taken in %" PRId64 " ms "
+                  "while the active served on (%" PRIu64 " passes shipped "
+                  "meanwhile)", copy->seq, (uint64_t) info.st_size,
+                  now_ms - copy->began_ms, self->last - copy->seq);
+    for (s_standby_t *standby = (s_standby_t *) zlistx_first (self->standbys);
+         standby; standby = (s_standby_t *) zlistx_next (self->standbys)) {
+        if (!standby->snap_waiting)
+            continue;
+        standby->snap_waiting = false;
+        int fd = copy->rc == 0 ? open (copy->path, O_RDONLY | O_CLOEXEC) : -1;
+        if (fd < 0) {
+            log_error ("cluster: cannot take a snapshot for standby %s: %s",
+                       standby->name, copy->rc == 0 ? strerror (errno)
+                                                    : copy->err);
+            s_refuse (self, standby, "the active could not take a snapshot");
+            continue;
+        }
+        standby->snap_fd = fd;
+        standby->snap_seq = copy->seq;
+        standby->snap_size = (uint64_t) info.st_size;
+        standby->snap_sent = standby->snap_acked = 0;
+        s_snapshot_pump (self, standby);
+    }
+    unlink (copy->path);
+}
+
+//  Ends the copy if its thread is done.
+static void
+s_copy_poll (repl_source_t *self, int64_t now_ms)
+{
+    if (self->copy.running && atomic_load (&self->copy.done))
+        s_copy_end (self, now_ms);
+}
+
+//  STANDBY catches up from a snapshot: the copy being taken, or a new
+//  one. Until it is sent, the standby is out of the sync set.
 static void
 s_snapshot_start (repl_source_t *self, s_standby_t *standby, int64_t now_ms)
 {
-    char err [512];
-    int64_t start_ms = zclock_mono ();
-    if (store_copy (self->store, self->snapshot_path, err, sizeof err) != 0) {
-        log_error ("cluster: cannot take a snapshot for standby %s: %s",
-                   standby->name, err);
-        s_refuse (self, standby, "the active could not take a snapshot");
-        return;
-    }
-    int fd = open (self->snapshot_path, O_RDONLY | O_CLOEXEC);
-    struct stat info;
-    if (fd < 0 || fstat (fd, &info) != 0) {
-        log_error ("cluster: cannot open the snapshot %s: %s",
-                   self->snapshot_path, strerror (errno));
-        if (fd >= 0)
-            close (fd);
-        s_refuse (self, standby, "the active could not take a snapshot");
-        return;
-    }
-    //  Sent from the open file: the next snapshot may replace the name
-    unlink (self->snapshot_path);
-    if (standby->snap_fd >= 0)
+    if (standby->snap_fd >= 0) {
         close (standby->snap_fd);
-    standby->snap_fd = fd;
-    standby->snap_seq = self->last;
-    standby->snap_size = (uint64_t) info.st_size;
-    standby->snap_sent = standby->snap_acked = 0;
+        standby->snap_fd = -1;
+    }
     standby->state = S_SNAPSHOT;
     standby->sync = false;
-    log_info ("cluster: standby %s catches up from a snapshot at pass %" PRIu64
-              " (%" PRIu64 " bytes, taken in %" PRId64 " ms)", standby->name,
-              standby->snap_seq, standby->snap_size, zclock_mono () - start_ms);
-    s_snapshot_pump (self, standby);
+    standby->snap_waiting = true;
+    standby->snap_sent = standby->snap_acked = 0;
+    if (!self->copy.running && s_copy_begin (self, now_ms) != 0) {
+        log_error ("cluster: cannot take a snapshot for standby %s: %s",
+                   standby->name, self->copy.err);
+        standby->snap_waiting = false;
+        s_refuse (self, standby, "the active could not take a snapshot");
+        return;
+    }
+    log_info ("cluster: standby %s catches up from a snapshot of the store "
+              "at pass %" PRIu64 " or later (taken apart from the loop)",
+              standby->name, self->copy.seq);
+    //  It hears at once that it is no longer in the sync set
+    s_ping (self, standby, now_ms);
 }
 
 static s_standby_t *
@@ -465,6 +587,7 @@ s_on_hello (repl_source_t *self, zframe_t *routing, zmsg_t *msg,
             close (standby->snap_fd);
             standby->snap_fd = -1;
         }
+        standby->snap_waiting = false;
         standby->state = S_REPLAY;
         standby->sent = seq;
         log_info ("cluster: standby %s follows from pass %" PRIu64 " (%" PRIu64
@@ -481,7 +604,7 @@ static void
 s_on_acked (repl_source_t *self, s_standby_t *standby)
 {
     if (standby->state == S_SNAPSHOT && standby->snap_fd < 0
-        && standby->acked >= standby->snap_seq) {
+        && !standby->snap_waiting && standby->acked >= standby->snap_seq) {
         standby->state = S_REPLAY;
         standby->sent = standby->acked;
     }
@@ -508,6 +631,7 @@ s_on_acked (repl_source_t *self, s_standby_t *standby)
 void
 repl_source_read (repl_source_t *self, int64_t now_ms)
 {
+    s_copy_poll (self, now_ms);
     for (int count = 0; count < 1000; count++) {
         zmsg_t *msg = zmsg_recv_nowait (self->socket);
         if (!msg)
@@ -545,9 +669,13 @@ repl_source_read (repl_source_t *self, int64_t now_ms)
 void
 repl_source_tick (repl_source_t *self, int64_t now_ms)
 {
+    s_copy_poll (self, now_ms);
     s_standby_t *standby = (s_standby_t *) zlistx_first (self->standbys);
     while (standby) {
         s_standby_t *next = (s_standby_t *) zlistx_next (self->standbys);
+        //  One that waits for the copy waits for this broker, not silent
+        if (standby->snap_waiting)
+            standby->heard_ms = now_ms;
         if (now_ms - standby->heard_ms > REPL_SILENT_MS) {
             s_forget (self, standby, "silent");
             //  The list changed under the cursor: start over

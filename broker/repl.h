@@ -3,8 +3,10 @@
     standby's sink
 
     The active broker journals each pass's write transaction (store.h,
-    store_txn_journal) and, once it committed, ships it to every standby
-    with a sequence number. The pass also puts the store's META "repl"
+    store_txn_journal) and ships it to every standby with a sequence
+    number just before its own commit, so that the two commits (and their
+    fsyncs) run side by side; a pass shipped whose commit then fails here
+    makes this broker leave the lead when a standby may hold it. The pass also puts the store's META "repl"
     key (REPL_META_KEY: epoch, then seq, 8 bytes big-endian each), so a
     store always says which pass it holds last, and a standby that applies
     the journal records it in the same transaction. A standby applies each
@@ -28,9 +30,12 @@
     A standby that connects says the (epoch, seq) its store holds last.
     When the active still holds the passes after it in memory (its log,
     REPL_LOG_MAX_BYTES at most), of its own epoch, it sends them; otherwise
-    it sends a SNAPSHOT: a compacted copy of its store (store_copy), in
-    chunks the standby acknowledges (a window of REPL_SNAP_WINDOW), then
-    the passes after it. A standby that caught up (acknowledged the last
+    it sends a SNAPSHOT: a compacted copy of its store (store_copy_apart,
+    taken by a thread of its own from one read transaction while the
+    loop serves on; standbys that ask meanwhile share it), in chunks the
+    standby acknowledges (a window of REPL_SNAP_WINDOW), then the passes
+    after it (the copy may hold a few passes past the seq it announces:
+    the standby acknowledges what it holds, and follows from there). A standby that caught up (acknowledged the last
     pass shipped) joins the sync set; one that leaves a pass unacknowledged
     past SYNC_TIMEOUT_MS, or is silent past REPL_SILENT_MS, leaves it
     (logged at warn). With no sync standby, the active releases alone
@@ -55,7 +60,8 @@
 
     A standby refuses anything of an epoch lower than the highest it saw.
 
-    Threading: the broker's thread only.
+    Threading: the broker's thread only (the source's snapshot copy runs
+    on a thread it starts and joins itself).
     =========================================================================
 */
 #ifndef GRID_REPL_H
@@ -107,16 +113,24 @@ zsock_t *repl_source_socket (repl_source_t *self);
 //  The seq the next written pass takes.
 uint64_t repl_source_next_seq (repl_source_t *self);
 
-//  Ships pass SEQ (repl_source_next_seq), committed, whose journal is
-//  JOURNAL (SIZE bytes, copied).
+//  Ships pass SEQ (repl_source_next_seq), whose journal is JOURNAL (SIZE
+//  bytes, copied), written whole in its transaction: before its commit,
+//  so that the standbys commit it while this store does. Nothing of the
+//  pass may be released before that commit returned (a failed one:
+//  repl_source_unship).
 void repl_source_ship (repl_source_t *self, uint64_t seq, const void *journal,
                        size_t size, int64_t now_ms);
 
-//  Reads what waits on the socket. No transaction of this thread may be
-//  open (a snapshot is taken here).
+//  Pass SEQ, shipped (the last), could not be committed here: returns 0
+//  when no standby was sent it (it is forgotten: the next pass takes its
+//  number), or -1 when one may hold it (this store and that one differ).
+int repl_source_unship (repl_source_t *self, uint64_t seq);
+
+//  Reads what waits on the socket.
 void repl_source_read (repl_source_t *self, int64_t now_ms);
 
-//  Pings, ends snapshots' and standbys' time: call about every 100 ms.
+//  Pings, ends snapshots' and standbys' time, sends a snapshot whose copy
+//  is taken: call about every 100 ms.
 void repl_source_tick (repl_source_t *self, int64_t now_ms);
 
 //  What the active may release: every pass up to this seq.

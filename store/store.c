@@ -67,6 +67,7 @@ struct _store_t {
     size_t live_txns;                //  Open transactions (growth needs 0)
     bool writing;                    //  A write transaction is open
     bool grow_wanted;                //  A write met the end of the map
+    size_t copies_apart;             //  Copies other threads take (no growth)
     char last_error[256];            //  Last LMDB error text, for logs
     char **migrations;               //  What opening it migrated (sentences)
     size_t migration_count;          //  How many
@@ -737,6 +738,12 @@ int
 store_copy (store_t *self, const char *path, char *err, size_t err_len)
 {
     assert (self->live_txns == 0);
+    return store_copy_apart (self, path, err, err_len);
+}
+
+int
+store_copy_apart (store_t *self, const char *path, char *err, size_t err_len)
+{
     if (unlink (path) != 0 && errno != ENOENT) {
         snprintf (err, err_len, "cannot replace %s: %s", path,
                   strerror (errno));
@@ -747,6 +754,19 @@ store_copy (store_t *self, const char *path, char *err, size_t err_len)
 }
 
 void
+store_apart_begin (store_t *self)
+{
+    self->copies_apart++;
+}
+
+void
+store_apart_end (store_t *self)
+{
+    assert (self->copies_apart > 0);
+    self->copies_apart--;
+}
+
+void
 store_destroy (store_t **self_p)
 {
     if (!self_p || !*self_p)
@@ -754,7 +774,7 @@ store_destroy (store_t **self_p)
     store_t *self = *self_p;
     //  LMDB frees transactions with the environment only in its own
     //  bookkeeping; our handles would dangle. A caller bug, not a condition.
-    assert (self->live_txns == 0);
+    assert (self->live_txns == 0 && self->copies_apart == 0);
     mdb_env_close (self->env);
     s_forget_migrations (self);
     free (self->dir);
@@ -803,6 +823,8 @@ static void
 s_grow (store_t *self)
 {
     assert (self->live_txns == 0);
+    if (self->copies_apart)
+        return;     //  Once they end (grow_wanted stays)
     MDB_envinfo info;
     MDB_stat page_stat;
     if (mdb_env_info (self->env, &info)
@@ -847,7 +869,8 @@ store_begin (store_t *self, bool write)
     }
     unsigned int flags = write ? 0 : MDB_RDONLY;
     int rc = mdb_txn_begin (self->env, NULL, flags, &txn->handle);
-    if (rc == MDB_MAP_RESIZED && self->live_txns == 0) {
+    if (rc == MDB_MAP_RESIZED && self->live_txns == 0
+        && self->copies_apart == 0) {
         //  Another process grew the map: adopt its size and try again.
         rc = mdb_env_set_mapsize (self->env, 0);
         if (rc == MDB_SUCCESS)

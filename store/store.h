@@ -262,6 +262,22 @@ void store_txn_journal (store_txn_t *txn, pw_t *journal);
 //  Returns 0, or -1 with a sentence in ERR.
 int store_copy (store_t *self, const char *path, char *err, size_t err_len);
 
+//  The same copy, taken by a thread other than the one that uses SELF,
+//  while that one reads and commits on: the copy is of one read
+//  transaction of the calling thread (LMDB gives each thread its own
+//  reader slot), so of one committed state. The owner brackets it with
+//  store_apart_begin before the thread starts and store_apart_end after
+//  it was joined, and keeps SELF open in between. Touches nothing of
+//  SELF but its environment. Returns 0, or -1 with a sentence in ERR.
+int store_copy_apart (store_t *self, const char *path, char *err,
+                      size_t err_len);
+
+//  A copy apart begins or ended (the owner's thread): while one runs the
+//  map does not grow (LMDB must not move it under the copy's reader), so
+//  a write that would need more room fails as a full map does.
+void store_apart_begin (store_t *self);
+void store_apart_end (store_t *self);
+
 //  The database named NAME (LEN bytes), or STORE_DB_COUNT when none is.
 store_db_t store_db_named (const char *name, size_t len);
 

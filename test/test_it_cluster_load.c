@@ -7,8 +7,12 @@
     is what takes the time):
 
     - An empty standby (b) joins an active (a) whose store holds 10,000
-      jobs: it catches up from a snapshot, takes over when a is killed,
-      and answers job.get for a sample of those jobs.
+      jobs: it catches up from a snapshot while those jobs run and
+      complete on a (the copy is taken apart from a's loop, which ships
+      passes meanwhile), its store then holds exactly what a's holds
+      (record by record, once every job ended), it takes
+      over when a is killed, and answers job.get for a sample of those
+      jobs.
     - a, back as a standby, catches up (a snapshot again); a switchover to
       it while a client submits: every submit answered ok is on the new
       active, nothing acknowledged is lost.
@@ -23,6 +27,7 @@
 
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +36,7 @@
 
 #include "../client/client.h"
 #include "../proto/proto.h"
+#include "../store/store.h"
 #include "lib/etcdproc.h"
 #include "lib/harness.h"
 
@@ -185,9 +191,9 @@ s_wait_log (s_state_t *self, int which, const char *text)
     return false;
 }
 
-//  Agent n1, knowing both members.
-static void
-s_agent (s_state_t *self)
+//  Agent ID, knowing both members: its slot.
+static int
+s_agent (s_state_t *self, const char *id)
 {
     char brokers [800], publishes [800];
     snprintf (brokers, sizeof brokers, "%s,%s", self->member [0].agents_ep,
@@ -196,8 +202,9 @@ s_agent (s_state_t *self)
               self->member [0].publish_ep, self->member [1].publish_ep);
     const char *extra [] = {"--broker", brokers, "--publish", publishes,
                             "--failover", "1s", NULL};
-    assert_true (grid_start_agent (&self->member [0], "n1", "web", NULL, extra)
-                 >= 0);
+    int slot = grid_start_agent (&self->member [0], id, "web", NULL, extra);
+    assert_true (slot >= 0);
+    return slot;
 }
 
 //  Writes a job.submit of `test echo` on n1 with request id ID.
@@ -250,6 +257,124 @@ s_has_job (s_state_t *self, int which, const char *job)
     return ok;
 }
 
+//  Submits pipelined to ENDPOINT until STOP: the active's passes while a
+//  standby joins.
+typedef struct {
+    const char *endpoint;
+    atomic_bool stop;
+    size_t ok, refused;
+} s_submitter_t;
+
+static void *
+s_submitter (void *args)
+{
+    s_submitter_t *submitter = (s_submitter_t *) args;
+    client_t *client = client_new (submitter->endpoint);
+    pw_t *writer = pw_new ();
+    size_t sent = 0, answered = 0;
+    while (client && (!atomic_load (&submitter->stop) || answered < sent)) {
+        while (!atomic_load (&submitter->stop) && sent - answered < 32) {
+            char id [32];
+            snprintf (id, sizeof id, "join-%zu", sent);
+            s_write_submit (writer, id);
+            if (client_send (client, pw_data (writer), pw_size (writer)) != 0)
+                break;
+            sent++;
+        }
+        pv_doc_t *doc = client_recv (client, S_WAIT_MS);
+        if (!doc)
+            break;
+        char *job = s_submitted (doc);
+        if (job)
+            submitter->ok++;
+        else
+            submitter->refused++;
+        free (job);
+        pv_doc_destroy (&doc);
+        answered++;
+    }
+    submitter->refused += sent - answered;
+    pw_destroy (&writer);
+    client_destroy (&client);
+    return NULL;
+}
+
+//  How many of member WHICH's jobs are in STATUS (job.list's by_status).
+static int64_t
+s_jobs_in (s_state_t *self, int which, const char *status)
+{
+    pv_doc_t *reply = grid_call (&self->member [which], "job.list", NULL);
+    const pv_t *data = NULL;
+    int64_t count = -1;
+    if (grid_reply_ok (reply, &data)
+        && pv_get_int (pv_map_get (pv_map_get (data, "by_status"), status),
+                       &count) != 0)
+        count = -1;
+    pv_doc_destroy (&reply);
+    return count;
+}
+
+//  Every database of the stores in directories ONE and TWO, key by key:
+//  true when they hold the same records (else, with SAY, says the first
+//  difference).
+static bool
+s_same_stores (const char *one, const char *two, size_t *records, bool say)
+{
+    char err [512];
+    store_t *stores [2] = {store_open (one, 0, 0, err, sizeof err), NULL};
+    if (stores [0])
+        stores [1] = store_open (two, 0, 0, err, sizeof err);
+    if (!stores [1]) {
+        fprintf (stderr, "cannot open a store: %s\n", err);
+        store_destroy (&stores [0]);
+        return false;
+    }
+    store_txn_t *txns [2] = {store_begin (stores [0], false),
+                             store_begin (stores [1], false)};
+    bool same = txns [0] && txns [1];
+    *records = 0;
+    for (int db = 0; same && db < STORE_DB_COUNT; db++) {
+        store_cursor_t *cursors [2] = {
+            store_cursor_new (txns [0], (store_db_t) db),
+            store_cursor_new (txns [1], (store_db_t) db)};
+        same = cursors [0] && cursors [1];
+        while (same) {
+            const void *keys [2], *values [2];
+            size_t key_lens [2], value_lens [2];
+            int rcs [2];
+            for (int at = 0; at < 2; at++)
+                rcs [at] = store_cursor_next (cursors [at], &keys [at],
+                                              &key_lens [at], &values [at],
+                                              &value_lens [at]);
+            if (rcs [0] != rcs [1]) {
+                if (say)
+                        fprintf (stderr, "%s: one store has more records\n",
+                             store_db_name ((store_db_t) db));
+                same = false;
+            }
+            if (!same || rcs [0] != 0)
+                break;
+            if (key_lens [0] != key_lens [1] || value_lens [0] != value_lens [1]
+                || memcmp (keys [0], keys [1], key_lens [0]) != 0
+                || memcmp (values [0], values [1], value_lens [0]) != 0) {
+                if (say)
+                    fprintf (stderr, "%s: the stores differ at a key of %zu "
+                             "bytes\n", store_db_name ((store_db_t) db),
+                             key_lens [0]);
+                same = false;
+            }
+            (*records)++;
+        }
+        store_cursor_destroy (&cursors [0]);
+        store_cursor_destroy (&cursors [1]);
+    }
+    for (int at = 0; at < 2; at++) {
+        store_abort (&txns [at]);
+        store_destroy (&stores [at]);
+    }
+    return same;
+}
+
 static void
 test_cluster_empty_standby_joins_a_big_store (void **state)
 {
@@ -258,7 +383,7 @@ test_cluster_empty_standby_joins_a_big_store (void **state)
         return;
     s_spawn (self, 0);
     assert_true (s_wait_active (self, 0));
-    s_agent (self);
+    int agent = s_agent (self, "n1");
     //  n1's one slot taken for the whole test: every other job waits
     char *busy = grid_submit_id (&self->member [0],
                                  "target: {scope: node, value: n1}\n"
@@ -296,10 +421,64 @@ test_cluster_empty_standby_joins_a_big_store (void **state)
     client_destroy (&client);
     pw_destroy (&writer);
     assert_int_equal (refused, 0);
-    //  An empty standby joins: a snapshot, then in sync
+    //  n1 is freed: the 10,000 jobs run, and complete while an empty
+    //  standby joins (a snapshot, then in sync) and a client submits more
+    pv_doc_t *cancel = grid_call (&self->member [0], "job.cancel", "job",
+                                  busy, NULL);
+    assert_true (grid_reply_ok (cancel, NULL));
+    pv_doc_destroy (&cancel);
+    long long deadline = grid_now_ms () + S_WAIT_MS;
+    while (s_jobs_in (self, 0, "completed") < 1 && grid_now_ms () < deadline)
+        usleep (10 * 1000);
+    s_submitter_t submitter = {.endpoint = self->member [0].client_ep};
+    pthread_t thread;
+    assert_int_equal (pthread_create (&thread, NULL, s_submitter, &submitter),
+                      0);
     s_spawn (self, 1);
     assert_true (s_wait_log (self, 1, "installed a snapshot"));
     assert_true (s_wait_log (self, 0, "standby b is in sync"));
+    atomic_store (&submitter.stop, true);
+    pthread_join (thread, NULL);
+    assert_int_equal (submitter.refused, 0);
+    //  The copy was taken while a's loop went on: it committed and
+    //  shipped passes (those jobs' results, the submits) before the copy
+    //  was whole
+    char path [400];
+    snprintf (path, sizeof path, "%s/broker.log", self->member [0].dir);
+    char *log = grid_slurp (path);
+    const char *taken = strstr (log, "while the active served on (");
+    assert_non_null (taken);
+    unsigned long meanwhile = strtoul (taken + strlen ("while the active "
+                                                       "served on ("),
+                                       NULL, 10);
+    free (log);
+    printf ("    %lu passes shipped while the snapshot's copy was taken; "
+            "%zu submits answered ok while b joined\n", meanwhile,
+            submitter.ok);
+    assert_true (meanwhile > 0);
+    //  n1 stopped, a is soon idle: b's store then holds exactly what a's
+    //  holds
+    pid_t n1 = self->member [0].agent_pids [agent];
+    assert_int_equal (grid_kill (n1, SIGSTOP), 0);
+    char dirs [2][400];
+    for (int which = 0; which < 2; which++)
+        snprintf (dirs [which], sizeof dirs [which], "%.300s/broker-data",
+                  self->member [which].dir);
+    bool same = false;
+    size_t records = 0;
+    deadline = grid_now_ms () + S_WAIT_MS;
+    while (!same && grid_now_ms () < deadline) {
+        same = s_same_stores (dirs [0], dirs [1], &records,
+                              grid_now_ms () + 300 > deadline);
+        if (!same)
+            usleep (200 * 1000);
+    }
+    if (!same)
+        s_dump (self);
+    assert_true (same);
+    printf ("    the standby's store equals the active's: %zu records\n",
+            records);
+    assert_int_equal (grid_kill (n1, SIGCONT), 0);
     //  ... and takes over with those jobs
     grid_kill (self->member [0].broker_pid, SIGKILL);
     waitpid (self->member [0].broker_pid, NULL, 0);

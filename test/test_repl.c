@@ -1,8 +1,10 @@
 /*  =========================================================================
     test_repl - a broker cluster's replication between two stores: passes
-    shipped and acknowledged, a standby that joins late catches up from a
-    snapshot, the release point waits for the sync set, a silent standby
-    leaves it, an older epoch is refused
+    shipped (before their commit, as the broker does) and acknowledged, a
+    standby that joins late catches up from a snapshot (copied apart while
+    passes go on), the release point waits for the sync set, a silent
+    standby leaves it, an older epoch is refused, a pass whose commit
+    failed is forgotten only when no standby was sent it
     =========================================================================
 */
 
@@ -111,9 +113,12 @@ s_sink (s_pair_t *self)
                                         NULL, err, sizeof err), 0);
 }
 
-//  One written pass on the source's store: KEY -> VALUE in jobs, shipped.
+//  One written pass on the source's store: KEY -> VALUE in jobs, shipped
+//  before its commit as the broker does; COMMITS false: the commit fails
+//  (the transaction is aborted).
 static uint64_t
-s_pass (s_pair_t *self, const char *key, const char *value)
+s_pass_ending (s_pair_t *self, const char *key, const char *value,
+               bool commits)
 {
     pw_t *journal = pw_new ();
     store_txn_t *txn = store_begin (self->store [0], true);
@@ -122,11 +127,20 @@ s_pass (s_pair_t *self, const char *key, const char *value)
                                  strlen (value)), 0);
     uint64_t seq = repl_source_next_seq (self->source);
     assert_int_equal (repl_store_mark (txn, self->epoch, seq), 0);
-    assert_int_equal (store_commit (&txn), 0);
     repl_source_ship (self->source, seq, pw_data (journal), pw_size (journal),
                       zclock_mono ());
+    if (commits)
+        assert_int_equal (store_commit (&txn), 0);
+    else
+        store_abort (&txn);
     pw_destroy (&journal);
     return seq;
+}
+
+static uint64_t
+s_pass (s_pair_t *self, const char *key, const char *value)
+{
+    return s_pass_ending (self, key, value, true);
 }
 
 //  Turns both sides until the source may release SEQ, or a second passed.
@@ -340,6 +354,102 @@ test_repl_strict_holds (void **state)
     assert_true (s_turn_until (self, second, true, 5000));
 }
 
+//  A pass shipped whose commit failed, sent to no standby: forgotten,
+//  and the next pass takes its number
+static void
+test_repl_unshipped_when_no_standby_has_it (void **state)
+{
+    s_pair_t *self = (s_pair_t *) *state;
+    s_source (self, 60000, false);
+    s_record (self);
+    uint64_t first = s_pass (self, "a", "1");
+    uint64_t failed = s_pass_ending (self, "lost", "x", false);
+    assert_int_equal (failed, first + 1);
+    assert_int_equal (repl_source_unship (self->source, failed), 0);
+    assert_int_equal (repl_source_last (self->source), first);
+    assert_int_equal (repl_source_released (self->source), first);
+    uint64_t next = s_pass (self, "c", "3");
+    assert_int_equal (next, failed);
+    //  A standby that joins holds what the active holds, not the lost pass
+    s_sink (self);
+    assert_true (s_turn_until (self, next, true, 5000));
+    s_assert_has (self->store [1], "a", "1");
+    s_assert_has (self->store [1], "c", "3");
+    char *lost = s_read (self->store [1], "lost");
+    assert_null (lost);
+}
+
+//  A pass shipped to a standby whose commit then failed on the active:
+//  the two stores may differ, which the broker must hear (it leaves the
+//  lead); nothing of it is released
+static void
+test_repl_unship_refused_once_a_standby_may_hold_it (void **state)
+{
+    s_pair_t *self = (s_pair_t *) *state;
+    s_source (self, 60000, false);
+    s_record (self);
+    s_sink (self);
+    uint64_t first = s_pass (self, "a", "1");
+    assert_true (s_turn_until (self, first, true, 5000));
+    assert_int_equal (repl_source_sync_count (self->source), 1);
+    uint64_t failed = s_pass_ending (self, "lost", "x", false);
+    assert_int_equal (repl_source_unship (self->source, failed), -1);
+    assert_true (repl_source_released (self->source) < failed);
+}
+
+//  A standby joins a store that keeps changing: the snapshot is copied
+//  apart while the source commits and ships passes; the standby then
+//  holds every record of the source's store, and its last pass
+static void
+test_repl_snapshot_while_passes_go_on (void **state)
+{
+    s_pair_t *self = (s_pair_t *) *state;
+    s_source (self, 60000, false);
+    s_record (self);
+    for (int index = 0; index < 2000; index++) {
+        char key [16];
+        snprintf (key, sizeof key, "old%04d", index);
+        s_pass (self, key, "0123456789abcdef0123456789abcdef");
+    }
+    s_sink (self);
+    //  The hello is read: the copy begins, and this thread goes on
+    int64_t deadline = zclock_mono () + 5000;
+    repl_standby_info_t info = {.state = NULL};
+    while (zclock_mono () < deadline
+           && !repl_source_standby_at (self->source, 0, zclock_mono (),
+                                       &info)) {
+        repl_source_read (self->source, zclock_mono ());
+        zclock_sleep (1);
+    }
+    assert_string_equal (info.state, "snapshot");
+    uint64_t last = 0;
+    for (int index = 0; index < 300; index++) {
+        char key [16];
+        snprintf (key, sizeof key, "new%04d", index);
+        last = s_pass (self, key, "v");
+        if (index % 10 == 0) {
+            repl_source_read (self->source, zclock_mono ());
+            repl_source_tick (self->source, zclock_mono ());
+            repl_sink_read (self->sink, zclock_mono ());
+        }
+    }
+    assert_true (s_turn_until (self, last, true, 10000));
+    s_assert_has (self->store [1], "old0000", "0123456789abcdef0123456789abcdef");
+    s_assert_has (self->store [1], "old1999", "0123456789abcdef0123456789abcdef");
+    s_assert_has (self->store [1], "new0000", "v");
+    s_assert_has (self->store [1], "new0299", "v");
+    store_txn_t *txns [2] = {store_begin (self->store [0], false),
+                             store_begin (self->store [1], false)};
+    assert_int_equal (store_count (txns [0], STORE_DB_JOBS),
+                      store_count (txns [1], STORE_DB_JOBS));
+    store_abort (&txns [0]);
+    store_abort (&txns [1]);
+    uint64_t epoch, seq;
+    repl_store_position (self->store [1], &epoch, &seq);
+    assert_int_equal (epoch, self->epoch);
+    assert_int_equal (seq, last);
+}
+
 //  Sends the sink a PASS of EPOCH, SEQ that puts KEY over ROUTER to the
 //  peer ROUTING.
 static void
@@ -438,6 +548,13 @@ main (void)
         cmocka_unit_test_setup_teardown (test_repl_strict_holds, s_setup,
                                          s_teardown),
         cmocka_unit_test_setup_teardown (test_repl_older_epoch_refused,
+                                         s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (
+            test_repl_unshipped_when_no_standby_has_it, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (
+            test_repl_unship_refused_once_a_standby_may_hold_it, s_setup,
+            s_teardown),
+        cmocka_unit_test_setup_teardown (test_repl_snapshot_while_passes_go_on,
                                          s_setup, s_teardown),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
