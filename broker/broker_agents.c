@@ -505,7 +505,9 @@ s_live_granted (const registry_node_t *node)
 //  max_output, and, while the job runs, for an attempt the cell was
 //  given; else counted. So one agent stores at most max_output per stream
 //  and attempt it ran. A piece of a running job wakes its watchers.
-static void
+//  Returns true when it stored a live piece: one of a node granted
+//  live_output for the attempt its cell runs now (no result yet).
+static bool
 s_on_output (broker_t *self, registry_node_t *node, const proto_msg_t *piece)
 {
     store_txn_t *txn = broker_txn (self);
@@ -546,7 +548,7 @@ s_on_output (broker_t *self, registry_node_t *node, const proto_msg_t *piece)
                      "refused output of %s step %u attempt %u from node %s at "
                    "%" PRIu64 ": %s", piece->job, piece->step, piece->attempt,
                    piece->node, piece->offset, refused);
-        return;
+        return false;
     }
     if (txn)
         ctx_store_error (jobrec_save_output (txn, piece->job, piece->step,
@@ -563,6 +565,14 @@ s_on_output (broker_t *self, registry_node_t *node, const proto_msg_t *piece)
                     piece->chunk_len);
         broker_job_output_came (self, piece->job);
     }
+    if (!txn || !job || !s_live_granted (node))
+        return false;
+    const sched_cell_t *cell
+        = &job->cells [piece->step * job->expected_count + (size_t) index];
+    return cell->attempt == piece->attempt
+           && (cell->status == SCHED_CELL_DISPATCHED
+               || cell->status == SCHED_CELL_ACKNOWLEDGED
+               || cell->status == SCHED_CELL_RUNNING);
 }
 
 //  Decodes an agent message BODY (SIZE bytes) into *MSG_P as
@@ -789,37 +799,76 @@ s_on_results_row (broker_t *self, registry_node_t *node,
     return 0;
 }
 
-//  Acknowledged once committed (not when the commit fails: the agent
-//  sends it again), or refused for good: either way the agent may drop
-//  it from its spool.
-static int
-s_on_output_row (broker_t *self, registry_node_t *node, const proto_msg_t *in,
-                 int64_t now_ms)
+//  Queues the ack of NODE's output piece (JOB, STEP, ATTEMPT, STDERR_ or
+//  stdout, OFFSET) to go after this pass's commit: in the node's
+//  output_acks of the pass when it was granted them, else on its own.
+static void
+s_output_ack (broker_t *self, registry_node_t *node, const char *job,
+              uint32_t step, uint32_t attempt, bool stderr_, uint64_t offset)
 {
-    s_on_output (self, node, in);
     //  Granted output_acks: one message per agent and pass for all
     if ((node->via_size == 0 || node->relays_protocol >= 2)
         && proto_hello_has_feature (node->hello, PROTO_FEATURE_OUTPUT_ACKS)) {
-        broker_output_ack_add (self, node, in->job, in->step, in->attempt,
-                               strcmp (in->stream, "stderr") == 0,
-                               in->offset);
-        return 0;
+        broker_output_ack_add (self, node, job, step, attempt, stderr_,
+                               offset);
+        return;
     }
     proto_msg_t ack;
     memset (&ack, 0, sizeof ack);
     ack.type = PROTO_OUTPUT_ACK;
-    ack.job = in->job;
-    ack.step = in->step;
-    ack.attempt = in->attempt;
-    ack.stream = in->stream;
-    ack.offset = in->offset;
+    ack.job = (char *) job;
+    ack.step = step;
+    ack.attempt = attempt;
+    ack.stream = (char *) (stderr_ ? "stderr" : "stdout");
+    ack.offset = offset;
     ack.epoch = broker_node_epoch (self, node);
     ack.protocol = broker_node_protocol (node);
     pw_reset (self->body);
     int rc = proto_msg_encode (&ack, self->body);
     assert (rc == 0);
     broker_send_to_node (self, node, true);
+}
+
+//  Acknowledged once committed (not when the commit fails: the agent
+//  sends it again), or refused for good: either way the agent may drop
+//  it from its spool. The ack of a live piece waits its turn when the
+//  fleet sends more than results.output_rate of them a second
+//  (outpace.h): the agent's next piece waits for it and carries more.
+static int
+s_on_output_row (broker_t *self, registry_node_t *node, const proto_msg_t *in,
+                 int64_t now_ms)
+{
+    bool stderr_ = strcmp (in->stream, "stderr") == 0;
+    if (s_on_output (self, node, in)
+        && !outpace_take (self->outpace, self->config.output_rate, now_ms)) {
+        outpace_ack_t held = {
+            .step = in->step, .attempt = in->attempt, .stderr_ = stderr_,
+            .offset = in->offset, .held_ms = now_ms
+        };
+        snprintf (held.node, sizeof held.node, "%s", node->id);
+        snprintf (held.job, sizeof held.job, "%s", in->job);
+        if (outpace_hold (self->outpace, &held)) {
+            self->stats->counters.output_paced++;
+            return 0;
+        }
+    }
+    s_output_ack (self, node, in->job, in->step, in->attempt, stderr_,
+                  in->offset);
     return 0;
+}
+
+void
+broker_output_paced (broker_t *self, int64_t now_ms)
+{
+    outpace_ack_t ack;
+    while (outpace_next (self->outpace, self->config.output_rate, now_ms,
+                         &ack)) {
+        registry_node_t *node = registry_lookup (self->ctx.registry,
+                                                 ack.node);
+        if (node && node->online && node->routing_id_size)
+            s_output_ack (self, node, ack.job, ack.step, ack.attempt,
+                          ack.stderr_, ack.offset);
+    }
 }
 
 //  rekey: the node names its next key (auth_rekey), over the session of its

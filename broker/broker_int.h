@@ -33,6 +33,7 @@
 #include "nodefacts.h"
 #include "nodehist.h"
 #include "nodeseen.h"
+#include "outpace.h"
 #include "reload.h"
 #include "repl.h"
 #include "requests.h"
@@ -231,6 +232,9 @@ struct _broker_t {
     char cluster_name [64];      //  This member's name
     blobserve_t *blobserve;      //  Blob chunks in flight to agents
     int64_t next_blob_sweep_ms;  //  Next purge of unused blobs
+    outpace_t *outpace;          //  Acks of live output pieces that wait
+                                 //  for results.output_rate
+    int outpace_timer;           //  The zloop timer that sends them, or 0
 };
 
 //  What a pass sends, held until the sync standbys acknowledged SEQ.
@@ -305,6 +309,12 @@ void broker_ack_add (broker_t *self, registry_node_t *node, const char *job,
 void broker_output_ack_add (broker_t *self, registry_node_t *node,
                             const char *job, uint32_t step, uint32_t attempt,
                             bool stderr_, uint64_t offset);
+
+//  broker_agents.c: the acks of live output pieces held for
+//  results.output_rate (outpace.h) that may go at NOW_MS, queued to go
+//  after this pass's commit, each to its node's session of now (none to
+//  a node gone offline: it sends the piece again).
+void broker_output_paced (broker_t *self, int64_t now_ms);
 
 //  broker_blobs.c: a blob_get of NODE (always 0: refusals are answered);
 //  the tick (chunks whose node went silent, the retention sweep); a node

@@ -118,6 +118,7 @@ reload_apply (ctx_t *ctx, broker_config_t *fresh)
     config->notify.workers = notify.workers;
     fresh->notify = notify;
     config->verbose = fresh->verbose;
+    config->output_rate = fresh->output_rate;
     config->last_seen_save_ms = fresh->last_seen_save_ms;
     char *level = config->log_level;
     config->log_level = fresh->log_level;

@@ -8,7 +8,9 @@
     in order (prefixed by the node with several), and exit with the
     step's code; an agent killed and restarted mid-stream loses and
     repeats nothing; an agent without the feature gets its output taken
-    at the end as ever; hostile offsets, nodes and steps get clear errors.
+    at the end as ever; hostile offsets, nodes and steps get clear errors;
+    a broker that paces the acks of live pieces (results.output_rate)
+    gets fewer, larger pieces and every byte.
     =========================================================================
 */
 #include <setjmp.h>
@@ -651,6 +653,98 @@ test_it_live_coalesced (void **state)
     free (job);
 }
 
+//  The value of the counter NAME in `gridcli metrics`.
+static double
+s_metric (grid_t *grid, const char *name)
+{
+    char *out = NULL, *err = NULL;
+    assert_int_equal (grid_cli (grid, &out, &err, S_CLI_MS, "metrics", NULL),
+                      0);
+    char *line = strstr (out, name);
+    while (line && line != out && line [-1] != '\n')
+        line = strstr (line + 1, name);
+    assert_non_null (line);
+    double value = strtod (line + strlen (name), NULL);
+    free (out);
+    free (err);
+    return value;
+}
+
+//  A broker whose results.output_rate is 2 (acks of live pieces a second,
+//  the whole fleet) while two agents print a line every 10 ms for 1.5 s:
+//  the acks wait their turn, so each agent sends a few large pieces
+//  instead of one every 100 ms (about 15 each otherwise); every byte of
+//  both streams arrives once, in order, end to end; the metrics count
+//  the acks held.
+static void
+test_it_live_paced (void **state)
+{
+    grid_t *grid = (grid_t *) *state;
+    char path [400];
+    snprintf (path, sizeof path, "%s/paced.yaml", grid->dir);
+    FILE *file = fopen (path, "w");
+    assert_non_null (file);
+    fprintf (file, "results:\n  output_rate: 2\n");
+    fclose (file);
+    grid_stop_broker (grid, false);
+    const char *extra [] = {"--config", path, NULL};
+    assert_int_equal (grid_start_broker (grid, extra), 0);
+    assert_true (grid_wait_node (grid, "web-01", "online", S_WAIT_MS));
+    assert_true (grid_wait_node (grid, "web-02", "online", S_WAIT_MS));
+    char *out = NULL, *err = NULL;
+    assert_int_equal (grid_run (grid, "gridbroker", &out, &err, S_CLI_MS,
+                                "--config", path, "--print-config", NULL),
+                      0);
+    assert_non_null (strstr (out, "output_rate: 2"));
+    free (out);
+    free (err);
+    assert_true (s_metric (grid, "grid_output_acks_paced_total ") == 0);
+
+    char *job = s_submit_lines (grid, "group:web", 150, "10ms", 0);
+    char *want = s_lines (150);
+    const char *nodes [] = {"web-01", "web-02"};
+    for (size_t at = 0; at < 2; at++) {
+        char *text = s_read_live (grid, job, nodes [at], 0, 0, NULL, NULL);
+        assert_string_equal (text, want);
+        free (text);
+    }
+    pw_t *writer = pw_new ();
+    proto_request_begin (writer, "job.output_events", "events-1", 1);
+    pw_str (writer, "job");
+    pw_str (writer, job);
+    pv_doc_t *reply = grid_call_raw (grid, pw_data (writer), pw_size (writer),
+                                     GRID_CALL_MS);
+    pw_destroy (&writer);
+    const pv_t *events = pv_map_get (fixture_data (reply), "events");
+    assert_non_null (events);
+    uint64_t end [2] = {0, 0};
+    size_t pieces [2] = {0, 0};
+    for (size_t index = 0; index < pv_size (events); index++) {
+        const pv_t *event = pv_array_at (events, index);
+        size_t at = grid_str_is (event, "node", "web-01") ? 0 : 1;
+        int64_t offset = -1;
+        assert_int_equal (pv_get_int (pv_map_get (event, "offset"),
+                                      &offset), 0);
+        size_t len = 0;
+        const char *bytes = pv_str (pv_map_get (event, "data"), &len);
+        assert_non_null (bytes);
+        assert_int_equal ((uint64_t) offset, end [at]);
+        assert_memory_equal (bytes, want + offset, len);
+        end [at] += len;
+        pieces [at]++;
+    }
+    for (size_t at = 0; at < 2; at++) {
+        assert_int_equal (end [at], strlen (want));
+        if (pieces [at] > 8)
+            fail_msg ("%s sent %zu pieces at 2 acks a second", nodes [at],
+                      pieces [at]);
+    }
+    pv_doc_destroy (&reply);
+    assert_true (s_metric (grid, "grid_output_acks_paced_total ") > 0);
+    free (want);
+    free (job);
+}
+
 int
 main (void)
 {
@@ -668,6 +762,8 @@ main (void)
         cmocka_unit_test_setup_teardown (test_it_live_hostile, s_setup,
                                          fixture_teardown),
         cmocka_unit_test_setup_teardown (test_it_live_coalesced, s_setup,
+                                         fixture_teardown),
+        cmocka_unit_test_setup_teardown (test_it_live_paced, s_setup,
                                          fixture_teardown),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
