@@ -211,6 +211,8 @@ typedef struct {
     size_t live_others;             //  ...and the agents of other jobs
     double live_s;                  //  How long each stream lasts
     int64_t live_interval_ms;       //  One line every
+    bool live_aligned;              //  The streaming agents' live rounds
+                                    //  line up (gridswarm --live-aligned)
     bool ha;                        //  A broker alone, then a cluster
     size_t ha_kills;                //  Failovers timed
     bool files;                     //  The blob delivery figures only
@@ -4529,6 +4531,7 @@ typedef struct {
     size_t others;                  //  Agents of the other jobs
     double stream_s;                //  How long each stream lasts
     int64_t interval_ms;            //  One line every
+    bool aligned;                   //  The agents' live rounds line up
     uint64_t lines;                 //  Lines per stream
     uint64_t bytes_expected;        //  Bytes of all the streams
     uint64_t live_bytes;            //  Sent while the tasks ran
@@ -4853,10 +4856,13 @@ s_live_measure (const s_options_t *options, s_live_run_t *run)
     memset (&stage, 0, sizeof stage);
     snprintf (stage.dir, sizeof stage.dir, "%s", s_tmpdir);
     s_options_t streaming = *options, others = *options;
-    char *stream_args [] = {"--live-output", "--groups", S_LIVE_GROUP};
+    char *stream_args [] = {"--live-output", "--groups", S_LIVE_GROUP,
+                            "--live-aligned"};
     char *other_args [] = {"--prefix", S_LIVE_OTHER, "--groups",
                            S_LIVE_OTHER};
-    for (size_t at = 0; at < 3 && streaming.swarm_arg_count < 16; at++)
+    size_t stream_arg_count = run->aligned ? 4 : 3;
+    for (size_t at = 0;
+         at < stream_arg_count && streaming.swarm_arg_count < 16; at++)
         streaming.swarm_args [streaming.swarm_arg_count++] = stream_args [at];
     for (size_t at = 0; at < 4 && others.swarm_arg_count < 16; at++)
         others.swarm_args [others.swarm_arg_count++] = other_args [at];
@@ -4980,9 +4986,10 @@ static void
 s_live_print (const s_live_run_t *run)
 {
     printf ("\nLive output: %zu agents stream %" PRIu64 " lines each (one "
-            "every %" PRId64 " ms, %.1f s), alone, then again beside "
-            "one-node echo jobs on %zu other agents\n", run->nodes, run->lines, run->interval_ms,
-            run->stream_s, run->others);
+            "every %" PRId64 " ms, %.1f s; live rounds %s), alone, then "
+            "again beside one-node echo jobs on %zu other agents\n",
+            run->nodes, run->lines, run->interval_ms, run->stream_s,
+            run->aligned ? "lined up" : "each agent's own", run->others);
     if (run->error [0])
         printf ("  error: %s\n", run->error);
     printf ("  streamed            %.2f MiB in %" PRIu64 " pieces (%.0f %% "
@@ -5035,7 +5042,7 @@ s_live_json (const char *path, const s_live_run_t *run)
     s_machine (cpu, sizeof cpu, &cores, &mem_gib, kernel, sizeof kernel);
     fprintf (file, "{\"live\": {\"live_nodes\": %zu, \"live_other_nodes\": "
              "%zu, \"live_stream_s\": %.3f, \"live_interval_ms\": %" PRId64
-             ", \"live_lines\": %" PRIu64 ", \"live_bytes_expected\": %"
+             ", \"live_aligned\": %s, \"live_lines\": %" PRIu64 ", \"live_bytes_expected\": %"
              PRIu64 ", \"live_bytes_acked\": %" PRIu64 ", "
              "\"live_bytes_sent_live\": %" PRIu64 ", \"live_pieces\": %"
              PRIu64 ", \"live_pieces_live\": %" PRIu64 ", "
@@ -5058,7 +5065,7 @@ s_live_json (const char *path, const s_live_run_t *run)
              "\"load_before\": %.2f, \"load_after\": %.2f, "
              "\"cpu\": \"%s\", \"cores\": %ld, \"error\": \"%s\"}}\n",
              run->nodes, run->others, run->stream_s, run->interval_ms,
-             run->lines, run->bytes_expected, run->acked_bytes,
+             run->aligned ? "true" : "false", run->lines, run->bytes_expected, run->acked_bytes,
              run->live_bytes, run->acked_pieces, run->live_pieces, run->lost,
              run->stream_wall_s, run->cpu_s, run->cpu_s_per_mib,
              run->mib_per_s, run->pieces_per_s, run->cpu_idle_percent,
@@ -5354,6 +5361,7 @@ s_live_main (const s_options_t *options)
     run.others = options->live_others;
     run.stream_s = options->live_s;
     run.interval_ms = options->live_interval_ms;
+    run.aligned = options->live_aligned;
     run.lines = (uint64_t) (options->live_s * 1000.0
                             / (double) options->live_interval_ms) + 1;
     run.bytes_expected = (uint64_t) run.nodes * s_live_lines_len (run.lines);
@@ -5604,6 +5612,10 @@ static const char *s_usage =
     "  --live-others N      agents of the other jobs               [10]\n"
     "  --live-s S           how long each stream lasts (seconds)   [10]\n"
     "  --live-interval-ms MS  one line every MS                    [10]\n"
+    "  --live-aligned       the streaming agents' live rounds line up\n"
+    "                       (all pieces of a round at once: the worst\n"
+    "                       case); else each agent's round has its own\n"
+    "                       phase, as gridagents'\n"
     "  --ha                 the cluster run: the figures of a broker alone\n"
     "                       and of the same broker as a cluster's active\n"
     "                       (a standby in sync, one etcd), at the first\n"
@@ -5710,6 +5722,7 @@ s_parse (s_options_t *options, int argc, char *argv [])
         {"files", no_argument, NULL, 0x103},
         {"files-nodes", required_argument, NULL, 0x104},
         {"files-mib", required_argument, NULL, 0x105},
+        {"live-aligned", no_argument, NULL, 0x106},
         {"ha", no_argument, NULL, 0x101},
         {"ha-kills", required_argument, NULL, 0x102},
         {"help", no_argument, NULL, 'h'},
@@ -5777,6 +5790,9 @@ s_parse (s_options_t *options, int argc, char *argv [])
                 break;
             case 0x104:
                 options->files_nodes = strtoul (optarg, &end, 10);
+                break;
+            case 0x106:
+                options->live_aligned = true;
                 break;
             case 0x105:
                 options->files_mib = strtoul (optarg, &end, 10);
