@@ -10,7 +10,8 @@
     repeats nothing; an agent without the feature gets its output taken
     at the end as ever; hostile offsets, nodes and steps get clear errors;
     a broker that paces the acks of live pieces (results.output_rate)
-    gets fewer, larger pieces and every byte.
+    gets fewer, larger pieces and every byte, and loses nothing when it
+    is killed mid-stream.
     =========================================================================
 */
 #include <setjmp.h>
@@ -745,6 +746,56 @@ test_it_live_paced (void **state)
     free (job);
 }
 
+//  A broker SIGKILLed while two agents stream, its acks of live pieces
+//  held (results.output_rate 5) and its passes of pieces alone left to
+//  commit with the next: started again, it has each stream whole, in
+//  order, nothing twice, for the attempt that ran (the agents kept every
+//  piece it had not acknowledged, and send them again).
+static void
+test_it_live_broker_killed (void **state)
+{
+    grid_t *grid = (grid_t *) *state;
+    char path [400];
+    snprintf (path, sizeof path, "%s/paced.yaml", grid->dir);
+    FILE *file = fopen (path, "w");
+    assert_non_null (file);
+    fprintf (file, "results:\n  output_rate: 5\n");
+    fclose (file);
+    grid_stop_broker (grid, false);
+    const char *extra [] = {"--config", path, NULL};
+    assert_int_equal (grid_start_broker (grid, extra), 0);
+    assert_true (grid_wait_node (grid, "web-01", "online", S_WAIT_MS));
+    assert_true (grid_wait_node (grid, "web-02", "online", S_WAIT_MS));
+    char *job = s_submit_lines (grid, "group:web", 200, "10ms", 0);
+    int64_t deadline = grid_now_ms () + S_WAIT_MS;
+    int64_t arrived = 0;
+    while (arrived < 100 && grid_now_ms () < deadline) {
+        pv_doc_t *reply = s_page (grid, job, "web-02", 0, 0, 0);
+        const pv_t *data = NULL;
+        if (grid_reply_ok (reply, &data))
+            pv_get_int (pv_map_get (data, "size"), &arrived);
+        pv_doc_destroy (&reply);
+        zclock_sleep (10);
+    }
+    assert_true (arrived >= 100);
+    grid_stop_broker (grid, true);
+    assert_int_equal (grid_start_broker (grid, extra), 0);
+    pv_doc_t *doc = grid_wait_job (grid, job, S_WAIT_MS);
+    const pv_t *record = NULL;
+    assert_true (grid_reply_ok (doc, &record));
+    assert_true (grid_str_is (record, "status", "completed"));
+    pv_doc_destroy (&doc);
+    char *want = s_lines (200);
+    const char *nodes [] = {"web-01", "web-02"};
+    for (size_t at = 0; at < 2; at++) {
+        char *text = s_read_live (grid, job, nodes [at], 0, 1, NULL, NULL);
+        assert_string_equal (text, want);
+        free (text);
+    }
+    free (want);
+    free (job);
+}
+
 int
 main (void)
 {
@@ -764,6 +815,8 @@ main (void)
         cmocka_unit_test_setup_teardown (test_it_live_coalesced, s_setup,
                                          fixture_teardown),
         cmocka_unit_test_setup_teardown (test_it_live_paced, s_setup,
+                                         fixture_teardown),
+        cmocka_unit_test_setup_teardown (test_it_live_broker_killed, s_setup,
                                          fixture_teardown),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
