@@ -747,10 +747,9 @@ test_it_live_paced (void **state)
 }
 
 //  A broker SIGKILLed while two agents stream, its acks of live pieces
-//  held (results.output_rate 5) and its passes of pieces alone left to
-//  commit with the next: started again, it has each stream whole, in
-//  order, nothing twice, for the attempt that ran (the agents kept every
-//  piece it had not acknowledged, and send them again).
+//  held (results.output_rate 5): started again, it has each stream
+//  whole, in order, nothing twice, for the attempt that ran (the agents
+//  kept every piece it had not acknowledged, and send them again).
 static void
 test_it_live_broker_killed (void **state)
 {
