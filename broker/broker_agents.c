@@ -506,7 +506,10 @@ s_live_granted (const registry_node_t *node)
 //  given; else counted. So one agent stores at most max_output per stream
 //  and attempt it ran. A piece of a running job wakes its watchers.
 //  Returns true when it stored a live piece: one of a node granted
-//  live_output for the attempt its cell runs now (no result yet).
+//  live_output for the attempt its cell runs now (no result yet), sent
+//  for the first time (a piece sent again lost its ack, or its ack was
+//  held past the agent's re-send: acked at once, it is not sent a third
+//  time).
 static bool
 s_on_output (broker_t *self, registry_node_t *node, const proto_msg_t *piece)
 {
@@ -565,7 +568,7 @@ s_on_output (broker_t *self, registry_node_t *node, const proto_msg_t *piece)
                     piece->chunk_len);
         broker_job_output_came (self, piece->job);
     }
-    if (!txn || !job || !s_live_granted (node))
+    if (!txn || !job || repeat || !s_live_granted (node))
         return false;
     const sched_cell_t *cell
         = &job->cells [piece->step * job->expected_count + (size_t) index];

@@ -784,8 +784,8 @@ s_paced_fired (zloop_t *loop, int timer_id, void *arg)
 }
 
 //  While acks of live output pieces wait for results.output_rate, one
-//  timer ends a pass when the next may go (a busy broker's passes send
-//  them sooner).
+//  timer ends a pass when the next may go, OUTPACE_TICK_MS apart at
+//  least (a busy broker's passes send them sooner).
 static void
 s_paced_arm (broker_t *self)
 {
@@ -796,8 +796,9 @@ s_paced_arm (broker_t *self)
     int64_t due_ms = outpace_due_ms (self->outpace, self->config.output_rate,
                                      now_ms);
     int64_t delay_ms = due_ms - now_ms;
-    delay_ms = delay_ms < 1 ? 1 : delay_ms > OUTPACE_MAX_WAIT_MS
-                                      ? OUTPACE_MAX_WAIT_MS : delay_ms;
+    delay_ms = delay_ms < OUTPACE_TICK_MS ? OUTPACE_TICK_MS
+               : delay_ms > OUTPACE_MAX_WAIT_MS ? OUTPACE_MAX_WAIT_MS
+               : delay_ms;
     self->outpace_timer = zloop_timer (self->loop, (size_t) delay_ms, 1,
                                        s_paced_fired, self);
     if (self->outpace_timer < 0)

@@ -30,6 +30,8 @@
 
 #define OUTPACE_MAX_WAIT_MS 2000     //  A held ack goes after this at most
 #define OUTPACE_MAX_HELD 65536       //  Held acks at most; past it, at once
+#define OUTPACE_TICK_MS 5            //  The broker looks at them this often
+                                     //  at most when nothing else happens
 
 typedef struct _outpace_t outpace_t;
 
