@@ -1275,6 +1275,7 @@ s_on_agent_message (broker_t *self, int64_t now_ms)
     size_t body_size = zmq_msg_size (&io->body);
     proto_msg_t *in = NULL;
     char why [256];
+    io->only_output = false;
     //  Errors go back the way the message came (a relay's via frame)
     size_t via_size = zmq_msg_size (&io->via);
     io->answer_size = via_size % KEYS_Z85_LEN == 0 ? via_size : 0;
@@ -1291,6 +1292,8 @@ s_on_agent_message (broker_t *self, int64_t now_ms)
         return 1;
     }
     metrics_agent_message (self->stats->metrics, in->type);
+    io->only_output = in->type == PROTO_OUTPUT
+                      || in->type == PROTO_HEARTBEAT;
     //  Who sent it: the key of the connection, never the body (auth.h).
     //  The ROUTER's routing id frame carries no metadata; the body does.
     const char *refusal_code = NULL;
@@ -1489,13 +1492,48 @@ s_agent_release (broker_io_t *io)
     zmq_msg_init (&io->body);
 }
 
+static int
+s_lazy_fired (zloop_t *loop, int timer_id, void *arg)
+{
+    broker_t *self = (broker_t *) arg;
+    self->lazy_timer = 0;
+    broker_pass_end (self);
+    return 0;
+}
+
+//  Whether the pass that read only output pieces and heartbeats may
+//  leave its commit to the next pass, OUTPUT_COMMIT_MS after the first
+//  such at most (a timer sees to it): a fleet that streams then costs a
+//  disk flush every OUTPUT_COMMIT_MS rather than one every few pieces,
+//  and a result or request that comes meanwhile waits for one flush,
+//  its own, which carries the pieces too. Their acks go after it, as
+//  ever. Not in a cluster, where each pass ships to the standbys.
+static bool
+s_commit_later (broker_t *self, int64_t now_ms)
+{
+    if (!self->loop || self->repl || !self->txn || self->pass_broken
+        || store_txn_failed (self->txn) || self->demoted)
+        return false;
+    if (!self->lazy_since_ms) {
+        self->lazy_timer = zloop_timer (self->loop, OUTPUT_COMMIT_MS, 1,
+                                        s_lazy_fired, self);
+        if (self->lazy_timer <= 0) {
+            self->lazy_timer = 0;
+            return false;
+        }
+        self->lazy_since_ms = now_ms;
+    }
+    return now_ms - self->lazy_since_ms < OUTPUT_COMMIT_MS;
+}
+
 //  One pass over the agent socket: until it is empty, AGENT_PASS_MAX
 //  messages or AGENT_PASS_MS, then the commit and the sends. A commit
 //  costs a disk flush, so under load a pass takes in what it can: at
 //  512 messages per pass the broker committed 66,000 to 78,000 results
 //  per second (1,000 agents), at 8,192 about 135,000. The time bound
-//  keeps replies and timers from waiting behind a long pass. Returns
-//  true when it found the socket empty.
+//  keeps replies and timers from waiting behind a long pass. A pass of
+//  output pieces alone may commit with the next (s_commit_later).
+//  Returns true when it found the socket empty.
 bool
 broker_agents_pass (broker_t *self)
 {
@@ -1503,6 +1541,7 @@ broker_agents_pass (broker_t *self)
     int64_t now_ms = start_ms;
     void *handle = zsock_resolve (self->agents);
     bool empty = false;
+    bool only_output = true;
     int checked = 0;
     for (int count = 0; count < AGENT_PASS_MAX; ) {
         if (count - checked >= 64) {
@@ -1520,6 +1559,7 @@ broker_agents_pass (broker_t *self)
             s_log_dropped (self, "its frames are not a routing id and a "
                                  "body (or a relay's path and a body)");
         count += rc > 0 ? s_on_agent_message (self, now_ms) : 1;
+        only_output = only_output && rc > 0 && self->io->only_output;
         s_agent_release (self->io);
         broker_drain (self);
         if (self->pass_broken || (self->txn && store_txn_failed (self->txn)))
@@ -1531,6 +1571,8 @@ broker_agents_pass (broker_t *self)
     //  Everything queued when the pass began has been read
     if (empty)
         self->io->agents_empty_ms = start_ms;
+    if (only_output && s_commit_later (self, broker_now_ms ()))
+        return empty;
     broker_pass_end (self);
     return empty;
 }

@@ -813,6 +813,12 @@ s_paced_arm (broker_t *self)
 void
 broker_pass_end (broker_t *self)
 {
+    //  A pass of output pieces that waited commits with this one
+    self->lazy_since_ms = 0;
+    if (self->lazy_timer && self->loop) {
+        zloop_timer_end (self->loop, self->lazy_timer);
+        self->lazy_timer = 0;
+    }
     if (self->demoted) {
         //  What this pass did is never stored or sent: the new active
         //  serves from what the standbys hold
