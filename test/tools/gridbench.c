@@ -41,7 +41,7 @@
     of agents that announce live_output each runs a `test lines` job
     whose lines it streams while the job runs; the broker's CPU per
     streamed MiB, and the round trip of one-node echo jobs on other
-    agents before and while the fleet streams.
+    agents before, while and after the fleet streams.
 
     With --files it measures blob delivery instead (s_files_measure): a
     blob of --files-mib MiB uploaded once, then one `file put` of it to
@@ -4849,8 +4849,9 @@ s_live_stream (s_stage_t *stage, size_t streamers, size_t other,
 //  lines` job (a line every interval for the stream's length, sent live)
 //  alone: the broker's CPU over it and the bytes the swarm had
 //  acknowledged give the cost per MiB; then a second such job, with the
-//  echo jobs running again within it. Both round-trip distributions give
-//  the slowdown.
+//  echo jobs running again within it; then the echo jobs alone once
+//  more. The round trips within the stream against those of both windows
+//  alone give the slowdown.
 static void
 s_live_measure (const s_options_t *options, s_live_run_t *run)
 {
@@ -5643,7 +5644,7 @@ static const char *s_usage =
     "                       while it runs (live_output); the broker's CPU\n"
     "                       per streamed MiB, and the round trip of\n"
     "                       one-node echo jobs on LIVE-OTHERS other agents\n"
-    "                       before and while they stream; writes\n"
+    "                       before, while and after they stream; writes\n"
     "                       build/bench/live.json\n"
     "  --live-nodes N       streaming agents                     [1000]\n"
     "  --live-others N      agents of the other jobs               [10]\n"
