@@ -676,13 +676,28 @@ s_metric (grid_t *grid, const char *name)
 //  the acks wait their turn, so each agent sends a few large pieces
 //  instead of one every 100 ms (about 15 each otherwise); every byte of
 //  both streams arrives once, in order, end to end; the metrics count
-//  the acks held.
+//  the acks held. A rate out of range is refused by name.
 static void
 test_it_live_paced (void **state)
 {
     grid_t *grid = (grid_t *) *state;
     char path [400];
     snprintf (path, sizeof path, "%s/paced.yaml", grid->dir);
+    char *out = NULL, *err = NULL;
+    //  Out of range or not a number: refused by name
+    const char *bad [] = {"-1", "1000001", "many"};
+    for (size_t index = 0; index < 3; index++) {
+        FILE *file = fopen (path, "w");
+        assert_non_null (file);
+        fprintf (file, "results:\n  output_rate: %s\n", bad [index]);
+        fclose (file);
+        assert_int_not_equal (grid_run (grid, "gridbroker", &out, &err,
+                                        S_CLI_MS, "--config", path,
+                                        "--print-config", NULL), 0);
+        assert_non_null (strstr (err, "output_rate"));
+        free (out);
+        free (err);
+    }
     FILE *file = fopen (path, "w");
     assert_non_null (file);
     fprintf (file, "results:\n  output_rate: 2\n");
@@ -692,7 +707,6 @@ test_it_live_paced (void **state)
     assert_int_equal (grid_start_broker (grid, extra), 0);
     assert_true (grid_wait_node (grid, "web-01", "online", S_WAIT_MS));
     assert_true (grid_wait_node (grid, "web-02", "online", S_WAIT_MS));
-    char *out = NULL, *err = NULL;
     assert_int_equal (grid_run (grid, "gridbroker", &out, &err, S_CLI_MS,
                                 "--config", path, "--print-config", NULL),
                       0);
