@@ -676,7 +676,8 @@ s_metric (grid_t *grid, const char *name)
 //  the acks wait their turn, so each agent sends a few large pieces
 //  instead of one every 100 ms (about 15 each otherwise); every byte of
 //  both streams arrives once, in order, end to end; the metrics count
-//  the acks held. A rate out of range is refused by name.
+//  the acks held. A rate out of range is refused by name; SIGHUP with
+//  a rate of 0 lifts the pace.
 static void
 test_it_live_paced (void **state)
 {
@@ -755,7 +756,49 @@ test_it_live_paced (void **state)
                       pieces [at]);
     }
     pv_doc_destroy (&reply);
-    assert_true (s_metric (grid, "grid_output_acks_paced_total ") > 0);
+    double paced = s_metric (grid, "grid_output_acks_paced_total ");
+    assert_true (paced > 0);
+    free (job);
+
+    //  SIGHUP with output_rate 0: no ack waits any more, every byte still
+    //  arrives
+    file = fopen (path, "w");
+    assert_non_null (file);
+    fprintf (file, "results:\n  output_rate: 0\n");
+    fclose (file);
+    assert_int_equal (grid_kill (grid->broker_pid, SIGHUP), 0);
+    char log_path [400];
+    snprintf (log_path, sizeof log_path, "%s/broker.log", grid->dir);
+    int64_t deadline = grid_now_ms () + S_WAIT_MS;
+    bool reloaded = false;
+    while (!reloaded && grid_now_ms () < deadline) {
+        char *text = NULL;
+        size_t size = 0;
+        FILE *log = fopen (log_path, "r");
+        if (log) {
+            FILE *copy = open_memstream (&text, &size);
+            char buffer [4096];
+            size_t got;
+            while ((got = fread (buffer, 1, sizeof buffer, log)) > 0)
+                fwrite (buffer, 1, got, copy);
+            fclose (copy);
+            fclose (log);
+            reloaded = strstr (text, "results.output_rate 0") != NULL;
+            free (text);
+        }
+        if (!reloaded)
+            zclock_sleep (20);
+    }
+    assert_true (reloaded);
+    job = s_submit_lines (grid, "group:web", 50, "10ms", 0);
+    for (size_t at = 0; at < 2; at++) {
+        char *text = s_read_live (grid, job, nodes [at], 0, 0, NULL, NULL);
+        char *fifty = s_lines (50);
+        assert_string_equal (text, fifty);
+        free (fifty);
+        free (text);
+    }
+    assert_true (s_metric (grid, "grid_output_acks_paced_total ") == paced);
     free (want);
     free (job);
 }
