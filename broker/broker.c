@@ -715,6 +715,8 @@ broker_new (const broker_config_t *config, char *err, size_t err_len)
     assert (self->ctx.outlog);
     self->blobserve = blobserve_new (self->config.blob_max_inflight);
     assert (self->blobserve);
+    self->outpace = outpace_new ();
+    assert (self->outpace);
     self->body = pw_new ();
     self->event_seq = zhashx_new ();
     zhashx_set_destructor (self->event_seq, (zhashx_destructor_fn *) zstr_free);
@@ -1128,6 +1130,7 @@ broker_destroy (broker_t **self_p)
     pw_destroy (&self->ctx.scratch);
     outlog_destroy (&self->ctx.outlog);
     blobserve_destroy (&self->blobserve);
+    outpace_destroy (&self->outpace);
     pw_destroy (&self->body);
     broker_config_clear (&self->config);
     free (self);

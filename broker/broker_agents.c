@@ -505,7 +505,12 @@ s_live_granted (const registry_node_t *node)
 //  max_output, and, while the job runs, for an attempt the cell was
 //  given; else counted. So one agent stores at most max_output per stream
 //  and attempt it ran. A piece of a running job wakes its watchers.
-static void
+//  Returns true when it stored a live piece: one of a node granted
+//  live_output for the attempt its cell runs now (no result yet), sent
+//  for the first time (a piece sent again lost its ack, or its ack was
+//  held past the agent's re-send: acked at once, it is not sent a third
+//  time).
+static bool
 s_on_output (broker_t *self, registry_node_t *node, const proto_msg_t *piece)
 {
     store_txn_t *txn = broker_txn (self);
@@ -546,7 +551,7 @@ s_on_output (broker_t *self, registry_node_t *node, const proto_msg_t *piece)
                      "refused output of %s step %u attempt %u from node %s at "
                    "%" PRIu64 ": %s", piece->job, piece->step, piece->attempt,
                    piece->node, piece->offset, refused);
-        return;
+        return false;
     }
     if (txn)
         ctx_store_error (jobrec_save_output (txn, piece->job, piece->step,
@@ -563,6 +568,14 @@ s_on_output (broker_t *self, registry_node_t *node, const proto_msg_t *piece)
                     piece->chunk_len);
         broker_job_output_came (self, piece->job);
     }
+    if (!txn || !job || repeat || !s_live_granted (node))
+        return false;
+    const sched_cell_t *cell
+        = &job->cells [piece->step * job->expected_count + (size_t) index];
+    return cell->attempt == piece->attempt
+           && (cell->status == SCHED_CELL_DISPATCHED
+               || cell->status == SCHED_CELL_ACKNOWLEDGED
+               || cell->status == SCHED_CELL_RUNNING);
 }
 
 //  Decodes an agent message BODY (SIZE bytes) into *MSG_P as
@@ -789,37 +802,76 @@ s_on_results_row (broker_t *self, registry_node_t *node,
     return 0;
 }
 
-//  Acknowledged once committed (not when the commit fails: the agent
-//  sends it again), or refused for good: either way the agent may drop
-//  it from its spool.
-static int
-s_on_output_row (broker_t *self, registry_node_t *node, const proto_msg_t *in,
-                 int64_t now_ms)
+//  Queues the ack of NODE's output piece (JOB, STEP, ATTEMPT, STDERR_ or
+//  stdout, OFFSET) to go after this pass's commit: in the node's
+//  output_acks of the pass when it was granted them, else on its own.
+static void
+s_output_ack (broker_t *self, registry_node_t *node, const char *job,
+              uint32_t step, uint32_t attempt, bool stderr_, uint64_t offset)
 {
-    s_on_output (self, node, in);
     //  Granted output_acks: one message per agent and pass for all
     if ((node->via_size == 0 || node->relays_protocol >= 2)
         && proto_hello_has_feature (node->hello, PROTO_FEATURE_OUTPUT_ACKS)) {
-        broker_output_ack_add (self, node, in->job, in->step, in->attempt,
-                               strcmp (in->stream, "stderr") == 0,
-                               in->offset);
-        return 0;
+        broker_output_ack_add (self, node, job, step, attempt, stderr_,
+                               offset);
+        return;
     }
     proto_msg_t ack;
     memset (&ack, 0, sizeof ack);
     ack.type = PROTO_OUTPUT_ACK;
-    ack.job = in->job;
-    ack.step = in->step;
-    ack.attempt = in->attempt;
-    ack.stream = in->stream;
-    ack.offset = in->offset;
+    ack.job = (char *) job;
+    ack.step = step;
+    ack.attempt = attempt;
+    ack.stream = (char *) (stderr_ ? "stderr" : "stdout");
+    ack.offset = offset;
     ack.epoch = broker_node_epoch (self, node);
     ack.protocol = broker_node_protocol (node);
     pw_reset (self->body);
     int rc = proto_msg_encode (&ack, self->body);
     assert (rc == 0);
     broker_send_to_node (self, node, true);
+}
+
+//  Acknowledged once committed (not when the commit fails: the agent
+//  sends it again), or refused for good: either way the agent may drop
+//  it from its spool. The ack of a live piece waits its turn when the
+//  fleet sends more than results.output_rate of them a second
+//  (outpace.h): the agent's next piece waits for it and carries more.
+static int
+s_on_output_row (broker_t *self, registry_node_t *node, const proto_msg_t *in,
+                 int64_t now_ms)
+{
+    bool stderr_ = strcmp (in->stream, "stderr") == 0;
+    if (s_on_output (self, node, in)
+        && !outpace_take (self->outpace, self->config.output_rate, now_ms)) {
+        outpace_ack_t held = {
+            .step = in->step, .attempt = in->attempt, .stderr_ = stderr_,
+            .offset = in->offset, .held_ms = now_ms
+        };
+        snprintf (held.node, sizeof held.node, "%s", node->id);
+        snprintf (held.job, sizeof held.job, "%s", in->job);
+        if (outpace_hold (self->outpace, &held)) {
+            self->stats->counters.output_paced++;
+            return 0;
+        }
+    }
+    s_output_ack (self, node, in->job, in->step, in->attempt, stderr_,
+                  in->offset);
     return 0;
+}
+
+void
+broker_output_paced (broker_t *self, int64_t now_ms)
+{
+    outpace_ack_t ack;
+    while (outpace_next (self->outpace, self->config.output_rate, now_ms,
+                         &ack)) {
+        registry_node_t *node = registry_lookup (self->ctx.registry,
+                                                 ack.node);
+        if (node && node->online && node->routing_id_size)
+            s_output_ack (self, node, ack.job, ack.step, ack.attempt,
+                          ack.stderr_, ack.offset);
+    }
 }
 
 //  rekey: the node names its next key (auth_rekey), over the session of its
@@ -1307,6 +1359,7 @@ s_on_agent_message (broker_t *self, int64_t now_ms)
     size_t body_size = zmq_msg_size (&io->body);
     proto_msg_t *in = NULL;
     char why [256];
+    io->only_output = false;
     //  Errors go back the way the message came (a relay's via frame)
     size_t via_size = zmq_msg_size (&io->via);
     io->answer_size = via_size % KEYS_Z85_LEN == 0 ? via_size : 0;
@@ -1323,6 +1376,8 @@ s_on_agent_message (broker_t *self, int64_t now_ms)
         return 1;
     }
     metrics_agent_message (self->stats->metrics, in->type);
+    io->only_output = in->type == PROTO_OUTPUT
+                      || in->type == PROTO_HEARTBEAT;
     //  Who sent it: the key of the connection, never the body (auth.h).
     //  The ROUTER's routing id frame carries no metadata; the body does.
     const char *refusal_code = NULL;
@@ -1523,13 +1578,48 @@ s_agent_release (broker_io_t *io)
     zmq_msg_init (&io->body);
 }
 
+static int
+s_lazy_fired (zloop_t *loop, int timer_id, void *arg)
+{
+    broker_t *self = (broker_t *) arg;
+    self->lazy_timer = 0;
+    broker_pass_end (self);
+    return 0;
+}
+
+//  Whether the pass that read only output pieces and heartbeats may
+//  leave its commit to the next pass, OUTPUT_COMMIT_MS after the first
+//  such at most (a timer sees to it): a fleet that streams then costs a
+//  disk flush every OUTPUT_COMMIT_MS rather than one every few pieces,
+//  and a result or request that comes meanwhile waits for one flush,
+//  its own, which carries the pieces too. Their acks go after it, as
+//  ever. Not in a cluster, where each pass ships to the standbys.
+static bool
+s_commit_later (broker_t *self, int64_t now_ms)
+{
+    if (!self->loop || self->repl || !self->txn || self->pass_broken
+        || store_txn_failed (self->txn) || self->demoted)
+        return false;
+    if (!self->lazy_since_ms) {
+        self->lazy_timer = zloop_timer (self->loop, OUTPUT_COMMIT_MS, 1,
+                                        s_lazy_fired, self);
+        if (self->lazy_timer <= 0) {
+            self->lazy_timer = 0;
+            return false;
+        }
+        self->lazy_since_ms = now_ms;
+    }
+    return now_ms - self->lazy_since_ms < OUTPUT_COMMIT_MS;
+}
+
 //  One pass over the agent socket: until it is empty, AGENT_PASS_MAX
 //  messages or AGENT_PASS_MS, then the commit and the sends. A commit
 //  costs a disk flush, so under load a pass takes in what it can: at
 //  512 messages per pass the broker committed 66,000 to 78,000 results
 //  per second (1,000 agents), at 8,192 about 135,000. The time bound
-//  keeps replies and timers from waiting behind a long pass. Returns
-//  true when it found the socket empty.
+//  keeps replies and timers from waiting behind a long pass. A pass of
+//  output pieces alone may commit with the next (s_commit_later).
+//  Returns true when it found the socket empty.
 bool
 broker_agents_pass (broker_t *self)
 {
@@ -1537,6 +1627,7 @@ broker_agents_pass (broker_t *self)
     int64_t now_ms = start_ms;
     void *handle = zsock_resolve (self->agents);
     bool empty = false;
+    bool only_output = true;
     int checked = 0;
     for (int count = 0; count < AGENT_PASS_MAX; ) {
         if (count - checked >= 64) {
@@ -1554,6 +1645,7 @@ broker_agents_pass (broker_t *self)
             s_log_dropped (self, "its frames are not a routing id and a "
                                  "body (or a relay's path and a body)");
         count += rc > 0 ? s_on_agent_message (self, now_ms) : 1;
+        only_output = only_output && rc > 0 && self->io->only_output;
         s_agent_release (self->io);
         broker_drain (self);
         if (self->pass_broken || (self->txn && store_txn_failed (self->txn)))
@@ -1565,6 +1657,8 @@ broker_agents_pass (broker_t *self)
     //  Everything queued when the pass began has been read
     if (empty)
         self->io->agents_empty_ms = start_ms;
+    if (only_output && s_commit_later (self, broker_now_ms ()))
+        return empty;
     broker_pass_end (self);
     return empty;
 }

@@ -33,6 +33,7 @@
 #include "nodefacts.h"
 #include "nodehist.h"
 #include "nodeseen.h"
+#include "outpace.h"
 #include "reload.h"
 #include "repl.h"
 #include "requests.h"
@@ -49,6 +50,8 @@
 #define AGENT_PASS_MAX 8192      //  Agent messages read per pass at most
                                  //  (a results counts its entries)...
 #define AGENT_PASS_MS 50         //  ...or for this long, then one commit
+#define OUTPUT_COMMIT_MS 25      //  A pass of output pieces alone commits
+                                 //  with the next, this much later at most
 #define RELAY_BATCH_PAIRS 1024   //  Sends to one relay in one message, most
 #define TICK_PASSES 4            //  Agent socket passes before each tick
 #define BACKLOG_LAG_MAX_MS 30000 //  Deadlines wait for a backlog at most this
@@ -127,6 +130,8 @@ struct _broker_io_t {
     zmq_msg_t body;              //  Agent socket: body frame
     bool batch_more;             //  A relay's batch: another pair of via
                                  //  and body follows (s_agent_recv)
+    bool only_output;            //  The last message was an output piece
+                                 //  or a heartbeat (s_on_agent_message)
     zhashx_t *batch_relays;      //  Routing ids (hex) of the relay
                                  //  connections granted result_acks: what
                                  //  goes to one of them in a row goes as
@@ -235,6 +240,12 @@ struct _broker_t {
     char cluster_name [64];      //  This member's name
     blobserve_t *blobserve;      //  Blob chunks in flight to agents
     int64_t next_blob_sweep_ms;  //  Next purge of unused blobs
+    outpace_t *outpace;          //  Acks of live output pieces that wait
+                                 //  for results.output_rate
+    int outpace_timer;           //  The zloop timer that sends them, or 0
+    int64_t lazy_since_ms;       //  A pass of output pieces alone waits
+                                 //  for its commit since (0: none waits)
+    int lazy_timer;              //  The zloop timer that commits it, or 0
 };
 
 //  What a pass sends, held until the sync standbys acknowledged SEQ.
@@ -309,6 +320,12 @@ void broker_ack_add (broker_t *self, registry_node_t *node, const char *job,
 void broker_output_ack_add (broker_t *self, registry_node_t *node,
                             const char *job, uint32_t step, uint32_t attempt,
                             bool stderr_, uint64_t offset);
+
+//  broker_agents.c: the acks of live output pieces held for
+//  results.output_rate (outpace.h) that may go at NOW_MS, queued to go
+//  after this pass's commit, each to its node's session of now (none to
+//  a node gone offline: it sends the piece again).
+void broker_output_paced (broker_t *self, int64_t now_ms);
 
 //  broker_blobs.c: a blob_get of NODE (always 0: refusals are answered);
 //  the tick (chunks whose node went silent, the retention sweep); a node

@@ -218,6 +218,7 @@ static void
 s_acks_queue (broker_t *self)
 {
     broker_io_t *io = self->io;
+    broker_output_paced (self, broker_now_ms ());
     if (io->ack_count == 0)
         return;
     if (!io->ack_batch) {
@@ -683,6 +684,8 @@ s_pass_failed (broker_t *self, int code, zlistx_t *replays)
 {
     broker_storage_t *storage = &self->stats->storage;
     storage->failed_commits++;
+    //  The pieces whose acks the pass held were not stored
+    outpace_abort (self->outpace);
     storage->failed_ms = broker_now_ms ();
     s_agents_rest (self);
     snprintf (storage->error, sizeof storage->error, "%s",
@@ -754,6 +757,7 @@ s_pass_failed (broker_t *self, int code, zlistx_t *replays)
 static void
 s_pass_committed (broker_t *self, bool wrote)
 {
+    outpace_commit (self->outpace);
     zlistx_purge (self->pass_replies);
     zhashx_purge (self->pass_jobs);
     zhashx_purge (self->pass_versions);
@@ -785,6 +789,37 @@ s_pass_committed (broker_t *self, bool wrote)
     }
 }
 
+static int
+s_paced_fired (zloop_t *loop, int timer_id, void *arg)
+{
+    broker_t *self = (broker_t *) arg;
+    self->outpace_timer = 0;
+    broker_pass_end (self);
+    return 0;
+}
+
+//  While acks of live output pieces wait for results.output_rate, one
+//  timer ends a pass when the next may go, OUTPACE_TICK_MS apart at
+//  least (a busy broker's passes send them sooner).
+static void
+s_paced_arm (broker_t *self)
+{
+    if (self->outpace_timer || !self->loop
+        || outpace_held (self->outpace) == 0)
+        return;
+    int64_t now_ms = broker_now_ms ();
+    int64_t due_ms = outpace_due_ms (self->outpace, self->config.output_rate,
+                                     now_ms);
+    int64_t delay_ms = due_ms - now_ms;
+    delay_ms = delay_ms < OUTPACE_TICK_MS ? OUTPACE_TICK_MS
+               : delay_ms > OUTPACE_MAX_WAIT_MS ? OUTPACE_MAX_WAIT_MS
+               : delay_ms;
+    self->outpace_timer = zloop_timer (self->loop, (size_t) delay_ms, 1,
+                                       s_paced_fired, self);
+    if (self->outpace_timer < 0)
+        self->outpace_timer = 0;
+}
+
 //  Ends a pass: drains the scheduler, commits, sends. A send failure can
 //  feed the scheduler again, so loop until nothing is left (bounded). A
 //  pass that did not fit in the map runs its client requests again once
@@ -793,10 +828,17 @@ s_pass_committed (broker_t *self, bool wrote)
 void
 broker_pass_end (broker_t *self)
 {
+    //  A pass of output pieces that waited commits with this one
+    self->lazy_since_ms = 0;
+    if (self->lazy_timer && self->loop) {
+        zloop_timer_end (self->loop, self->lazy_timer);
+        self->lazy_timer = 0;
+    }
     if (self->demoted) {
         //  What this pass did is never stored or sent: the new active
         //  serves from what the standbys hold
         store_abort (&self->txn);
+        outpace_abort (self->outpace);
         self->pass_broken = false;
         s_drop_all (self);
         return;
@@ -851,6 +893,8 @@ broker_pass_end (broker_t *self)
             else
                 s_pass_committed (self, wrote);
         }
+        else
+            outpace_commit (self->outpace);
         zhashx_purge (self->pass_jobs);
         if (zlistx_size (replays)) {
             //  Their replies wait for the replayed pass's commit
@@ -872,6 +916,7 @@ broker_pass_end (broker_t *self)
         s_send_out (self);
     }
     zlistx_destroy (&replays);
+    s_paced_arm (self);
 }
 
 

@@ -33,6 +33,7 @@ broker_config_defaults (broker_config_t *config)
     config->dlq_retention_ms = (int64_t) 30 * 24 * 3600 * 1000;
     config->audit_retention_ms = AUDIT_DEFAULT_RETENTION_MS;
     config->max_output = BROKER_DEFAULT_MAX_OUTPUT;
+    config->output_rate = BROKER_DEFAULT_OUTPUT_RATE;
     config->blob_max_size = BLOBS_DEFAULT_MAX_SIZE;
     config->blob_retention_ms = BLOBS_DEFAULT_RETENTION_MS;
     config->blob_max_inflight = BLOBS_DEFAULT_MAX_INFLIGHT;
@@ -161,17 +162,18 @@ s_parse_bytes (const pv_t *value, uint64_t *bytes)
     return rc;
 }
 
-//  The `results:` map: max_output.
+//  The `results:` map: max_output, output_rate.
 static int
 s_load_results (broker_config_t *config, const pv_t *root, char *why,
                 size_t why_len)
 {
-    static const char *known [] = {"max_output", NULL};
+    static const char *known [] = {"max_output", "output_rate", NULL};
     const pv_t *results = pv_map_get (root, "results");
     if (!results)
         return 0;
     if (pv_type (results) != PV_MAP) {
-        snprintf (why, why_len, "results: expected a mapping (max_output)");
+        snprintf (why, why_len, "results: expected a mapping (max_output, "
+                  "output_rate)");
         return -1;
     }
     if (conf_check_keys (results, known, why, why_len) != 0)
@@ -187,6 +189,15 @@ s_load_results (broker_config_t *config, const pv_t *root, char *why,
     }
     if (value)
         config->max_output = bytes;
+    int64_t rate = config->output_rate;
+    if (conf_get_int (results, "output_rate", &rate, why, why_len))
+        return -1;
+    if (rate < 0 || rate > BROKER_MAX_OUTPUT_RATE) {
+        snprintf (why, why_len, "results.output_rate: 0 to %d live output "
+                  "pieces a second (0: no limit)", BROKER_MAX_OUTPUT_RATE);
+        return -1;
+    }
+    config->output_rate = (uint32_t) rate;
     return 0;
 }
 

@@ -22,6 +22,8 @@
 #include "tracing.h"
 
 #define BROKER_DEFAULT_MAX_OUTPUT ((uint64_t) 16 << 20)  //  results.max_output
+#define BROKER_DEFAULT_OUTPUT_RATE 2000  //  results.output_rate
+#define BROKER_MAX_OUTPUT_RATE 1000000
 
 typedef struct {
     char *data_dir;              //  LMDB environment directory
@@ -42,6 +44,8 @@ typedef struct {
     int64_t audit_retention_ms;  //  Audit entries are purged after this (0 = never)
     uint64_t max_output;         //  Bytes of a cell's stdout (and of its
                                  //  stderr) kept; agents keep head and tail
+    uint32_t output_rate;        //  Live output pieces acknowledged a
+                                 //  second at once, fleet-wide (0: all)
     bool verbose;                //  Log every job and node event
     char *log_level;             //  error, warn, info or debug (NULL: info)
     char *log_format;            //  text or json (NULL: text)

@@ -377,6 +377,8 @@ s_print_config (const broker_config_t *config, const bool *given,
                         S_GIVEN (S_OPT_MAP_MB));
     s_size_text ((size_t) config->max_output, size, sizeof size);
     conf_print_setting (o, "results.max_output", size, true, NULL, false);
+    conf_print_int (o, "results.output_rate", config->output_rate, NULL,
+                    false);
     s_size_text ((size_t) config->blob_max_size, size, sizeof size);
     conf_print_setting (o, "blobs.max_size", size, true, NULL, false);
     conf_print_duration (o, "blobs.retention", config->blob_retention_ms, NULL,

@@ -569,6 +569,10 @@ s_write_messages (const metrics_t *self, const metrics_figures_t *figures,
                 figures->bad_entries);
     s_labelled (out, "grid_dropped_messages_total", "reason", "send_failed",
                 figures->send_failed);
+    s_counter (out, "grid_output_acks_paced_total",
+               "Acks of live output pieces held for results.output_rate "
+               "(the agent's next piece waits for its ack and carries more).",
+               figures->output_paced);
     s_counter (out, "grid_blob_chunks_sent_total",
                "Blob chunks (file contents) sent to agents.",
                figures->blob_chunks_sent);

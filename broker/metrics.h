@@ -143,6 +143,7 @@ typedef struct {
     uint64_t stale;              //  Acks and results for no live cell
     uint64_t send_failed;        //  Sends to vanished agents
     uint64_t output_refused;     //  Output pieces refused
+    uint64_t output_paced;       //  Acks of live pieces held (outpace.h)
     uint64_t bad_entries;        //  Entries of results dropped
     uint64_t blob_chunks_sent;   //  Blob chunks sent to agents
     uint64_t blob_bytes_sent;    //  ... their bytes

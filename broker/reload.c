@@ -118,6 +118,7 @@ reload_apply (ctx_t *ctx, broker_config_t *fresh)
     config->notify.workers = notify.workers;
     fresh->notify = notify;
     config->verbose = fresh->verbose;
+    config->output_rate = fresh->output_rate;
     config->last_seen_save_ms = fresh->last_seen_save_ms;
     char *level = config->log_level;
     config->log_level = fresh->log_level;
@@ -131,7 +132,8 @@ reload_apply (ctx_t *ctx, broker_config_t *fresh)
 
     log_info ("SIGHUP: configuration reloaded: %zu client key%s (were "
               "%zu), %zu relay%s (%zu added, %zu removed), allowlist %zu "
-              "item%s (were %zu)%s, auto_accept %s, log level %s",
+              "item%s (were %zu)%s, auto_accept %s, log level %s, "
+              "results.output_rate %u",
               running->client_count, running->client_count == 1 ? "" : "s",
               clients_before, config->relays.count,
               config->relays.count == 1 ? "" : "s", relays_added,
@@ -139,7 +141,7 @@ reload_apply (ctx_t *ctx, broker_config_t *fresh)
               running->allow_count == 1 ? "" : "s", allow_before,
               running->allow_count ? "" : " (every action allowed)",
               running->auto_accept ? "on" : "off",
-              log_level_name (log_level ()));
+              log_level_name (log_level ()), config->output_rate);
     if (*later)
         log_warn ("SIGHUP: changed settings that take effect at the next "
                   "start: %s", later);

@@ -6,7 +6,8 @@
     --client-key or clients: is read again), the enrolled relays
     (relays: and --relay-key: a relay taken out is refused from then on
     and its nodes go offline), the allowlist, auto_accept,
-    max_pending_keys, last_seen_save, log_level and verbose. Everything
+    max_pending_keys, last_seen_save, results.output_rate, log_level and
+    verbose. Everything
     else (endpoints, data dir, the broker's own key, insecure, log_format,
     timers and limits) takes effect at the next start; a reload that
     changes it says so in the log. The server owns the signal and reads

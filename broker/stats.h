@@ -44,6 +44,8 @@ typedef struct {
     uint64_t send_failed;        //  Sends to vanished agents
     uint64_t output_refused;     //  Output pieces past max_output or for
                                  //  no cell of their node
+    uint64_t output_paced;       //  Acks of live output pieces held for
+                                 //  results.output_rate
     uint64_t bad_entries;        //  Entries of results that broke a rule
                                  //  of result (the rest were taken)
     uint64_t blob_chunks_sent;   //  Blob chunks sent to agents

@@ -8,7 +8,10 @@
     in order (prefixed by the node with several), and exit with the
     step's code; an agent killed and restarted mid-stream loses and
     repeats nothing; an agent without the feature gets its output taken
-    at the end as ever; hostile offsets, nodes and steps get clear errors.
+    at the end as ever; hostile offsets, nodes and steps get clear errors;
+    a broker that paces the acks of live pieces (results.output_rate)
+    gets fewer, larger pieces and every byte, and loses nothing when it
+    is killed mid-stream.
     =========================================================================
 */
 #include <setjmp.h>
@@ -651,6 +654,204 @@ test_it_live_coalesced (void **state)
     free (job);
 }
 
+//  The value of the counter NAME in `gridcli metrics`.
+static double
+s_metric (grid_t *grid, const char *name)
+{
+    char *out = NULL, *err = NULL;
+    assert_int_equal (grid_cli (grid, &out, &err, S_CLI_MS, "metrics", NULL),
+                      0);
+    char *line = strstr (out, name);
+    while (line && line != out && line [-1] != '\n')
+        line = strstr (line + 1, name);
+    assert_non_null (line);
+    double value = strtod (line + strlen (name), NULL);
+    free (out);
+    free (err);
+    return value;
+}
+
+//  A broker whose results.output_rate is 2 (acks of live pieces a second,
+//  the whole fleet) while two agents print a line every 10 ms for 1.5 s:
+//  the acks wait their turn, so each agent sends a few large pieces
+//  instead of one every 100 ms (about 15 each otherwise); every byte of
+//  both streams arrives once, in order, end to end; the metrics count
+//  the acks held. A rate out of range is refused by name; SIGHUP with
+//  a rate of 0 lifts the pace.
+static void
+test_it_live_paced (void **state)
+{
+    grid_t *grid = (grid_t *) *state;
+    char path [400];
+    snprintf (path, sizeof path, "%s/paced.yaml", grid->dir);
+    char *out = NULL, *err = NULL;
+    //  Out of range or not a number: refused by name
+    const char *bad [] = {"-1", "1000001", "many"};
+    for (size_t index = 0; index < 3; index++) {
+        FILE *file = fopen (path, "w");
+        assert_non_null (file);
+        fprintf (file, "results:\n  output_rate: %s\n", bad [index]);
+        fclose (file);
+        assert_int_not_equal (grid_run (grid, "gridbroker", &out, &err,
+                                        S_CLI_MS, "--config", path,
+                                        "--print-config", NULL), 0);
+        assert_non_null (strstr (err, "output_rate"));
+        free (out);
+        free (err);
+    }
+    FILE *file = fopen (path, "w");
+    assert_non_null (file);
+    fprintf (file, "results:\n  output_rate: 2\n");
+    fclose (file);
+    grid_stop_broker (grid, false);
+    const char *extra [] = {"--config", path, NULL};
+    assert_int_equal (grid_start_broker (grid, extra), 0);
+    assert_true (grid_wait_node (grid, "web-01", "online", S_WAIT_MS));
+    assert_true (grid_wait_node (grid, "web-02", "online", S_WAIT_MS));
+    assert_int_equal (grid_run (grid, "gridbroker", &out, &err, S_CLI_MS,
+                                "--config", path, "--print-config", NULL),
+                      0);
+    assert_non_null (strstr (out, "output_rate: 2"));
+    free (out);
+    free (err);
+    assert_true (s_metric (grid, "grid_output_acks_paced_total ") == 0);
+
+    char *job = s_submit_lines (grid, "group:web", 150, "10ms", 0);
+    char *want = s_lines (150);
+    const char *nodes [] = {"web-01", "web-02"};
+    for (size_t at = 0; at < 2; at++) {
+        char *text = s_read_live (grid, job, nodes [at], 0, 0, NULL, NULL);
+        assert_string_equal (text, want);
+        free (text);
+    }
+    pw_t *writer = pw_new ();
+    proto_request_begin (writer, "job.output_events", "events-1", 1);
+    pw_str (writer, "job");
+    pw_str (writer, job);
+    pv_doc_t *reply = grid_call_raw (grid, pw_data (writer), pw_size (writer),
+                                     GRID_CALL_MS);
+    pw_destroy (&writer);
+    const pv_t *events = pv_map_get (fixture_data (reply), "events");
+    assert_non_null (events);
+    uint64_t end [2] = {0, 0};
+    size_t pieces [2] = {0, 0};
+    for (size_t index = 0; index < pv_size (events); index++) {
+        const pv_t *event = pv_array_at (events, index);
+        size_t at = grid_str_is (event, "node", "web-01") ? 0 : 1;
+        int64_t offset = -1;
+        assert_int_equal (pv_get_int (pv_map_get (event, "offset"),
+                                      &offset), 0);
+        size_t len = 0;
+        const char *bytes = pv_str (pv_map_get (event, "data"), &len);
+        assert_non_null (bytes);
+        assert_int_equal ((uint64_t) offset, end [at]);
+        assert_memory_equal (bytes, want + offset, len);
+        end [at] += len;
+        pieces [at]++;
+    }
+    for (size_t at = 0; at < 2; at++) {
+        assert_int_equal (end [at], strlen (want));
+        if (pieces [at] > 8)
+            fail_msg ("%s sent %zu pieces at 2 acks a second", nodes [at],
+                      pieces [at]);
+    }
+    pv_doc_destroy (&reply);
+    double paced = s_metric (grid, "grid_output_acks_paced_total ");
+    assert_true (paced > 0);
+    free (job);
+
+    //  SIGHUP with output_rate 0: no ack waits any more, every byte still
+    //  arrives
+    file = fopen (path, "w");
+    assert_non_null (file);
+    fprintf (file, "results:\n  output_rate: 0\n");
+    fclose (file);
+    assert_int_equal (grid_kill (grid->broker_pid, SIGHUP), 0);
+    char log_path [400];
+    snprintf (log_path, sizeof log_path, "%s/broker.log", grid->dir);
+    int64_t deadline = grid_now_ms () + S_WAIT_MS;
+    bool reloaded = false;
+    while (!reloaded && grid_now_ms () < deadline) {
+        char *text = NULL;
+        size_t size = 0;
+        FILE *log = fopen (log_path, "r");
+        if (log) {
+            FILE *copy = open_memstream (&text, &size);
+            char buffer [4096];
+            size_t got;
+            while ((got = fread (buffer, 1, sizeof buffer, log)) > 0)
+                fwrite (buffer, 1, got, copy);
+            fclose (copy);
+            fclose (log);
+            reloaded = strstr (text, "results.output_rate 0") != NULL;
+            free (text);
+        }
+        if (!reloaded)
+            zclock_sleep (20);
+    }
+    assert_true (reloaded);
+    job = s_submit_lines (grid, "group:web", 50, "10ms", 0);
+    for (size_t at = 0; at < 2; at++) {
+        char *text = s_read_live (grid, job, nodes [at], 0, 0, NULL, NULL);
+        char *fifty = s_lines (50);
+        assert_string_equal (text, fifty);
+        free (fifty);
+        free (text);
+    }
+    assert_true (s_metric (grid, "grid_output_acks_paced_total ") == paced);
+    free (want);
+    free (job);
+}
+
+//  A broker SIGKILLed while two agents stream, its acks of live pieces
+//  held (results.output_rate 5): started again, it has each stream
+//  whole, in order, nothing twice, for the attempt that ran (the agents
+//  kept every piece it had not acknowledged, and send them again).
+static void
+test_it_live_broker_killed (void **state)
+{
+    grid_t *grid = (grid_t *) *state;
+    char path [400];
+    snprintf (path, sizeof path, "%s/paced.yaml", grid->dir);
+    FILE *file = fopen (path, "w");
+    assert_non_null (file);
+    fprintf (file, "results:\n  output_rate: 5\n");
+    fclose (file);
+    grid_stop_broker (grid, false);
+    const char *extra [] = {"--config", path, NULL};
+    assert_int_equal (grid_start_broker (grid, extra), 0);
+    assert_true (grid_wait_node (grid, "web-01", "online", S_WAIT_MS));
+    assert_true (grid_wait_node (grid, "web-02", "online", S_WAIT_MS));
+    char *job = s_submit_lines (grid, "group:web", 200, "10ms", 0);
+    int64_t deadline = grid_now_ms () + S_WAIT_MS;
+    int64_t arrived = 0;
+    while (arrived < 100 && grid_now_ms () < deadline) {
+        pv_doc_t *reply = s_page (grid, job, "web-02", 0, 0, 0);
+        const pv_t *data = NULL;
+        if (grid_reply_ok (reply, &data))
+            pv_get_int (pv_map_get (data, "size"), &arrived);
+        pv_doc_destroy (&reply);
+        zclock_sleep (10);
+    }
+    assert_true (arrived >= 100);
+    grid_stop_broker (grid, true);
+    assert_int_equal (grid_start_broker (grid, extra), 0);
+    pv_doc_t *doc = grid_wait_job (grid, job, S_WAIT_MS);
+    const pv_t *record = NULL;
+    assert_true (grid_reply_ok (doc, &record));
+    assert_true (grid_str_is (record, "status", "completed"));
+    pv_doc_destroy (&doc);
+    char *want = s_lines (200);
+    const char *nodes [] = {"web-01", "web-02"};
+    for (size_t at = 0; at < 2; at++) {
+        char *text = s_read_live (grid, job, nodes [at], 0, 1, NULL, NULL);
+        assert_string_equal (text, want);
+        free (text);
+    }
+    free (want);
+    free (job);
+}
+
 int
 main (void)
 {
@@ -668,6 +869,10 @@ main (void)
         cmocka_unit_test_setup_teardown (test_it_live_hostile, s_setup,
                                          fixture_teardown),
         cmocka_unit_test_setup_teardown (test_it_live_coalesced, s_setup,
+                                         fixture_teardown),
+        cmocka_unit_test_setup_teardown (test_it_live_paced, s_setup,
+                                         fixture_teardown),
+        cmocka_unit_test_setup_teardown (test_it_live_broker_killed, s_setup,
                                          fixture_teardown),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);

@@ -540,6 +540,7 @@ s_collect (ctx_t *ctx, store_txn_t *txn, metrics_figures_t *figures)
     figures->stale = ctx->stats->counters.stale;
     figures->send_failed = ctx->stats->counters.send_failed;
     figures->output_refused = ctx->stats->counters.output_refused;
+    figures->output_paced = ctx->stats->counters.output_paced;
     figures->bad_entries = ctx->stats->counters.bad_entries;
     figures->blob_chunks_sent = ctx->stats->counters.blob_chunks_sent;
     figures->blob_bytes_sent = ctx->stats->counters.blob_bytes_sent;

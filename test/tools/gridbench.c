@@ -41,7 +41,7 @@
     of agents that announce live_output each runs a `test lines` job
     whose lines it streams while the job runs; the broker's CPU per
     streamed MiB, and the round trip of one-node echo jobs on other
-    agents before and while the fleet streams.
+    agents before, while and after the fleet streams.
 
     With --files it measures blob delivery instead (s_files_measure): a
     blob of --files-mib MiB uploaded once, then one `file put` of it to
@@ -211,6 +211,8 @@ typedef struct {
     size_t live_others;             //  ...and the agents of other jobs
     double live_s;                  //  How long each stream lasts
     int64_t live_interval_ms;       //  One line every
+    bool live_aligned;              //  The streaming agents' live rounds
+                                    //  line up (gridswarm --live-aligned)
     bool ha;                        //  A broker alone, then a cluster
     size_t ha_kills;                //  Failovers timed
     bool ha_failover_only;          //  The failover part of --ha alone
@@ -4532,6 +4534,7 @@ typedef struct {
     size_t others;                  //  Agents of the other jobs
     double stream_s;                //  How long each stream lasts
     int64_t interval_ms;            //  One line every
+    bool aligned;                   //  The agents' live rounds line up
     uint64_t lines;                 //  Lines per stream
     uint64_t bytes_expected;        //  Bytes of all the streams
     uint64_t live_bytes;            //  Sent while the tasks ran
@@ -4550,7 +4553,9 @@ typedef struct {
     double wait_s;                  //  The broker's threads waiting for a
                                     //  CPU over the streams alone
     size_t other_idle, other_streaming;     //  Other jobs measured
-    double idle_p50_ms, idle_p99_ms;
+    double idle_p50_ms, idle_p99_ms;        //  Before and after the
+                                            //  streams together
+    double before_p50_ms, after_p50_ms;     //  ...each window's own
     double streaming_p50_ms, streaming_p99_ms;
     double slowdown_ratio;          //  p50 streaming / p50 idle
     double slowdown_p99_ratio;
@@ -4847,8 +4852,9 @@ s_live_stream (s_stage_t *stage, size_t streamers, size_t other,
 //  lines` job (a line every interval for the stream's length, sent live)
 //  alone: the broker's CPU over it and the bytes the swarm had
 //  acknowledged give the cost per MiB; then a second such job, with the
-//  echo jobs running again within it. Both round-trip distributions give
-//  the slowdown.
+//  echo jobs running again within it; then the echo jobs alone once
+//  more. The round trips within the stream against those of both windows
+//  alone give the slowdown.
 static void
 s_live_measure (const s_options_t *options, s_live_run_t *run)
 {
@@ -4856,10 +4862,13 @@ s_live_measure (const s_options_t *options, s_live_run_t *run)
     memset (&stage, 0, sizeof stage);
     snprintf (stage.dir, sizeof stage.dir, "%s", s_tmpdir);
     s_options_t streaming = *options, others = *options;
-    char *stream_args [] = {"--live-output", "--groups", S_LIVE_GROUP};
+    char *stream_args [] = {"--live-output", "--groups", S_LIVE_GROUP,
+                            "--live-aligned"};
     char *other_args [] = {"--prefix", S_LIVE_OTHER, "--groups",
                            S_LIVE_OTHER};
-    for (size_t at = 0; at < 3 && streaming.swarm_arg_count < 16; at++)
+    size_t stream_arg_count = run->aligned ? 4 : 3;
+    for (size_t at = 0;
+         at < stream_arg_count && streaming.swarm_arg_count < 16; at++)
         streaming.swarm_args [streaming.swarm_arg_count++] = stream_args [at];
     for (size_t at = 0; at < 4 && others.swarm_arg_count < 16; at++)
         others.swarm_args [others.swarm_arg_count++] = other_args [at];
@@ -4945,6 +4954,8 @@ s_live_measure (const s_options_t *options, s_live_run_t *run)
         }
     }
     //  ...and again, with the other jobs within
+    double *after = NULL;
+    size_t after_count = 0;
     if (rc == 0 && !run->error [0]) {
         s_say ("live: again, with the other jobs for %.1f s",
                (double) window_ms / 1000.0);
@@ -4963,6 +4974,26 @@ s_live_measure (const s_options_t *options, s_live_run_t *run)
                           run->bytes_expected);
         }
     }
+    //  The other jobs alone once more, after the streams: the baseline is
+    //  both windows, so that a machine whose load drifts over the run
+    //  moves it as it moves the streaming window between them
+    if (rc == 0 && !run->error [0]) {
+        s_say ("live: other jobs alone again for %.1f s",
+               (double) window_ms / 1000.0);
+        rc = s_live_others (&stage, other, s_now_ms () + window_ms, &after,
+                            &after_count, run);
+    }
+    run->before_p50_ms = s_percentile (idle, idle_count, 50);
+    run->after_p50_ms = s_percentile (after, after_count, 50);
+    if (after_count) {
+        idle = (double *) realloc (idle, (idle_count + after_count)
+                                             * sizeof (double));
+        assert (idle);
+        memcpy (idle + idle_count, after, after_count * sizeof (double));
+        idle_count += after_count;
+        qsort (idle, idle_count, sizeof (double), s_compare_doubles);
+    }
+    free (after);
     run->other_idle = idle_count;
     run->other_streaming = busy_count;
     run->idle_p50_ms = s_percentile (idle, idle_count, 50);
@@ -4983,9 +5014,10 @@ static void
 s_live_print (const s_live_run_t *run)
 {
     printf ("\nLive output: %zu agents stream %" PRIu64 " lines each (one "
-            "every %" PRId64 " ms, %.1f s), alone, then again beside "
-            "one-node echo jobs on %zu other agents\n", run->nodes, run->lines, run->interval_ms,
-            run->stream_s, run->others);
+            "every %" PRId64 " ms, %.1f s; live rounds %s), alone, then "
+            "again beside one-node echo jobs on %zu other agents\n",
+            run->nodes, run->lines, run->interval_ms, run->stream_s,
+            run->aligned ? "lined up" : "each agent's own", run->others);
     if (run->error [0])
         printf ("  error: %s\n", run->error);
     printf ("  streamed            %.2f MiB in %" PRIu64 " pieces (%.0f %% "
@@ -5007,17 +5039,22 @@ s_live_print (const s_live_run_t *run)
     printf ("  broker CPU, others  %.0f %% of a core with the other jobs "
             "alone, %.0f %% with them while streaming\n",
             run->cpu_idle_percent, run->cpu_stream_percent);
-    printf ("  other jobs idle     p50 %.2f ms, p99 %.2f ms over %zu jobs\n",
-            run->idle_p50_ms, run->idle_p99_ms, run->other_idle);
+    printf ("  other jobs idle     p50 %.2f ms, p99 %.2f ms over %zu jobs "
+            "(p50 %.2f ms before the streams, %.2f ms after)\n",
+            run->idle_p50_ms, run->idle_p99_ms, run->other_idle,
+            run->before_p50_ms, run->after_p50_ms);
     printf ("  other jobs stream   p50 %.2f ms, p99 %.2f ms over %zu jobs\n",
             run->streaming_p50_ms, run->streaming_p99_ms,
             run->other_streaming);
-    printf ("  slowdown            p50 x%.2f, p99 x%.2f: %s (goal: at most "
-            "x%.2f); load %.2f -> %.2f\n", run->slowdown_ratio,
-            run->slowdown_p99_ratio,
+    printf ("  slowdown            p50 x%.2f: %s, p99 x%.2f: %s (goal: at "
+            "most x%.2f); load %.2f -> %.2f\n", run->slowdown_ratio,
             run->slowdown_ratio < 0 ? "not measured"
             : run->slowdown_ratio <= S_LIVE_GOAL_SLOWDOWN ? "met"
                                                           : "NOT met",
+            run->slowdown_p99_ratio,
+            run->slowdown_p99_ratio < 0 ? "not measured"
+            : run->slowdown_p99_ratio <= S_LIVE_GOAL_SLOWDOWN ? "met"
+                                                              : "NOT met",
             S_LIVE_GOAL_SLOWDOWN, run->load [0], run->load [1]);
 }
 
@@ -5038,7 +5075,7 @@ s_live_json (const char *path, const s_live_run_t *run)
     s_machine (cpu, sizeof cpu, &cores, &mem_gib, kernel, sizeof kernel);
     fprintf (file, "{\"live\": {\"live_nodes\": %zu, \"live_other_nodes\": "
              "%zu, \"live_stream_s\": %.3f, \"live_interval_ms\": %" PRId64
-             ", \"live_lines\": %" PRIu64 ", \"live_bytes_expected\": %"
+             ", \"live_aligned\": %s, \"live_lines\": %" PRIu64 ", \"live_bytes_expected\": %"
              PRIu64 ", \"live_bytes_acked\": %" PRIu64 ", "
              "\"live_bytes_sent_live\": %" PRIu64 ", \"live_pieces\": %"
              PRIu64 ", \"live_pieces_live\": %" PRIu64 ", "
@@ -5053,25 +5090,32 @@ s_live_json (const char *path, const s_live_run_t *run)
              "\"live_other_jobs_streaming\": %zu, "
              "\"live_other_p50_ms_idle\": %.3f, "
              "\"live_other_p99_ms_idle\": %.3f, "
+             "\"live_other_p50_ms_before\": %.3f, "
+             "\"live_other_p50_ms_after\": %.3f, "
              "\"live_other_p50_ms_streaming\": %.3f, "
              "\"live_other_p99_ms_streaming\": %.3f, "
              "\"live_slowdown_ratio\": %.3f, "
              "\"live_slowdown_p99_ratio\": %.3f, "
              "\"live_slowdown_goal\": %.2f, \"live_slowdown_met\": %s, "
+             "\"live_slowdown_p99_met\": %s, "
              "\"load_before\": %.2f, \"load_after\": %.2f, "
              "\"cpu\": \"%s\", \"cores\": %ld, \"error\": \"%s\"}}\n",
              run->nodes, run->others, run->stream_s, run->interval_ms,
-             run->lines, run->bytes_expected, run->acked_bytes,
+             run->aligned ? "true" : "false", run->lines, run->bytes_expected, run->acked_bytes,
              run->live_bytes, run->acked_pieces, run->live_pieces, run->lost,
              run->stream_wall_s, run->cpu_s, run->cpu_s_per_mib,
              run->mib_per_s, run->pieces_per_s, run->cpu_idle_percent,
              run->cpu_stream_percent, run->cpu_swarm_percent, run->wait_s,
              run->other_idle, run->other_streaming,
-             run->idle_p50_ms, run->idle_p99_ms, run->streaming_p50_ms,
+             run->idle_p50_ms, run->idle_p99_ms, run->before_p50_ms,
+             run->after_p50_ms, run->streaming_p50_ms,
              run->streaming_p99_ms, run->slowdown_ratio,
              run->slowdown_p99_ratio, S_LIVE_GOAL_SLOWDOWN,
              run->slowdown_ratio > 0
                  && run->slowdown_ratio <= S_LIVE_GOAL_SLOWDOWN
+                 ? "true" : "false",
+             run->slowdown_p99_ratio > 0
+                 && run->slowdown_p99_ratio <= S_LIVE_GOAL_SLOWDOWN
                  ? "true" : "false",
              run->load [0], run->load [1], cpu, cores, run->error);
     return fclose (file) == 0 ? 0 : -1;
@@ -5357,6 +5401,7 @@ s_live_main (const s_options_t *options)
     run.others = options->live_others;
     run.stream_s = options->live_s;
     run.interval_ms = options->live_interval_ms;
+    run.aligned = options->live_aligned;
     run.lines = (uint64_t) (options->live_s * 1000.0
                             / (double) options->live_interval_ms) + 1;
     run.bytes_expected = (uint64_t) run.nodes * s_live_lines_len (run.lines);
@@ -5365,6 +5410,7 @@ s_live_main (const s_options_t *options)
     run.cpu_idle_percent = run.cpu_stream_percent = -1;
     run.cpu_swarm_percent = run.wait_s = -1;
     run.idle_p50_ms = run.idle_p99_ms = -1;
+    run.before_p50_ms = run.after_p50_ms = -1;
     run.streaming_p50_ms = run.streaming_p99_ms = -1;
     run.slowdown_ratio = run.slowdown_p99_ratio = -1;
     s_raise_fd_limit (run.nodes + run.others);
@@ -5617,12 +5663,16 @@ static const char *s_usage =
     "                       while it runs (live_output); the broker's CPU\n"
     "                       per streamed MiB, and the round trip of\n"
     "                       one-node echo jobs on LIVE-OTHERS other agents\n"
-    "                       before and while they stream; writes\n"
+    "                       before, while and after they stream; writes\n"
     "                       build/bench/live.json\n"
     "  --live-nodes N       streaming agents                     [1000]\n"
     "  --live-others N      agents of the other jobs               [10]\n"
     "  --live-s S           how long each stream lasts (seconds)   [10]\n"
     "  --live-interval-ms MS  one line every MS                    [10]\n"
+    "  --live-aligned       the streaming agents' live rounds line up\n"
+    "                       (all pieces of a round at once: the worst\n"
+    "                       case); else each agent's round has its own\n"
+    "                       phase, as gridagents'\n"
     "  --ha                 the cluster run: the figures of a broker alone\n"
     "                       and of the same broker as a cluster's active\n"
     "                       (a standby in sync, one etcd), at the first\n"
@@ -5732,6 +5782,7 @@ s_parse (s_options_t *options, int argc, char *argv [])
         {"files", no_argument, NULL, 0x103},
         {"files-nodes", required_argument, NULL, 0x104},
         {"files-mib", required_argument, NULL, 0x105},
+        {"live-aligned", no_argument, NULL, 0x106},
         {"ha", no_argument, NULL, 0x101},
         {"ha-kills", required_argument, NULL, 0x102},
         {"ha-failover-only", no_argument, NULL, 0x106},
@@ -5801,6 +5852,9 @@ s_parse (s_options_t *options, int argc, char *argv [])
                 break;
             case 0x104:
                 options->files_nodes = strtoul (optarg, &end, 10);
+                break;
+            case 0x106:
+                options->live_aligned = true;
                 break;
             case 0x105:
                 options->files_mib = strtoul (optarg, &end, 10);

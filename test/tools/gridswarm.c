@@ -19,7 +19,9 @@
     Live output. --live-output announces `live_output` in the hello and
     runs `test lines` as gridagent runs it (its count of lines, one every
     interval, the first at once), other commands as above: while the task
-    runs, every 100 ms it sends what the lines wrote since its last piece
+    runs, in its agent's live round (every 100 ms from a moment of the
+    agent's own, as gridagent's timer; --live-aligned: all agents of a
+    shard at once) it sends what the lines wrote since its last piece
     in an `output` piece (at most --output-rate pieces a second per agent,
     only the first half of the welcome's max_output), when the welcome
     granted the feature; at the end the rest of the stream follows in
@@ -233,6 +235,7 @@ typedef struct {
     bool zmtp;                  //  --transport zmtp: ZMTP spoken here
     bool live_output;           //  Announce live_output; run `test lines`
     int64_t output_rate;        //  Live pieces a second per agent at most
+    bool live_aligned;          //  Every agent of a shard in one live round
     bool blobs;                 //  Announce blobs; fetch them for file put
 } s_config_t;
 
@@ -507,6 +510,8 @@ typedef struct {
                                 //  max_output, at most the agent's own)
     double tokens;              //  Live pieces it may send now
     int64_t refilled_ms;        //  When the tokens were last refilled
+    int64_t round_ms;           //  Its next live round (0: not yet set)
+    int64_t fired_ms;           //  When its last round began
 } s_live_t;
 
 //  Values of the shard's seen table (key: fingerprint of the step): the
@@ -564,8 +569,8 @@ typedef struct {
     s_live_t *live;
     s_fetch_t *fetches;         //  --blobs: per agent
     s_task_t *tasks;
-    int64_t next_live_ms;       //  The next live output round
-    int64_t next_task_ms;       //  ...or the next task end, if sooner
+    int64_t next_live_ms;       //  --live-aligned: the shard's next round
+    int64_t next_task_ms;       //  The next agent's round or task end
 } s_shard_t;
 
 //  Figures per job, for the control socket.
@@ -1471,17 +1476,44 @@ s_task_finish (s_shard_t *shard, s_task_t *task, int64_t now_ms,
                    now_ms);
 }
 
-//  Each loop pass: the tasks that wrote their last line end; every
-//  S_LIVE_MS each running task sends what it wrote since its last piece.
+//  Whether the live round of agent INDEX begins at NOW_MS, and when its
+//  next one is due (*NEXT_MS). As gridagent's timer, each agent's round
+//  comes every S_LIVE_MS from a moment of its own (its first round at a
+//  random point of the first S_LIVE_MS), so that a fleet's pieces are
+//  spread over the round; with --live-aligned every agent of a shard
+//  fires at once (the worst case: a fleet whose rounds line up).
+static bool
+s_live_round (s_shard_t *shard, uint32_t index, bool aligned_round,
+              int64_t now_ms, int64_t *next_ms)
+{
+    if (shard->swarm->config.live_aligned) {
+        *next_ms = shard->next_live_ms;
+        return aligned_round;
+    }
+    s_live_t *live = &shard->live [index];
+    if (!live->round_ms)
+        live->round_ms = now_ms + (int64_t) (s_random (shard) % S_LIVE_MS);
+    if (now_ms >= live->round_ms) {
+        live->fired_ms = now_ms;
+        while (live->round_ms <= now_ms)
+            live->round_ms += S_LIVE_MS;
+    }
+    *next_ms = live->round_ms;
+    return live->fired_ms == now_ms;
+}
+
+//  Each loop pass: the tasks that wrote their last line end; each
+//  running task sends what it wrote since its last piece in its agent's
+//  live round (s_live_round).
 static void
 s_tasks_run (s_shard_t *shard, int64_t now_ms)
 {
     if (!shard->tasks || now_ms < shard->next_task_ms)
         return;
-    bool round = now_ms >= shard->next_live_ms;
-    if (round)
+    bool aligned_round = now_ms >= shard->next_live_ms;
+    if (aligned_round)
         shard->next_live_ms = now_ms + S_LIVE_MS;
-    int64_t next_ms = shard->next_live_ms;
+    int64_t next_ms = INT64_MAX;
     s_task_t **link = &shard->tasks;
     while (*link) {
         s_task_t *task = *link;
@@ -1491,8 +1523,12 @@ s_tasks_run (s_shard_t *shard, int64_t now_ms)
             free (task);
             continue;
         }
-        if (round)
+        int64_t round_ms;
+        if (s_live_round (shard, task->agent, aligned_round, now_ms,
+                          &round_ms))
             s_task_live (shard, task, now_ms);
+        if (round_ms < next_ms)
+            next_ms = round_ms;
         if (task->end_ms < next_ms)
             next_ms = task->end_ms;
         link = &task->next;
@@ -2921,6 +2957,10 @@ static const char *s_usage =
     "                       sent in output pieces while it runs when the\n"
     "                       welcome grants live_output (else whole, before\n"
     "                       the result)\n"
+    "  --live-aligned       all agents of a shard send their live pieces\n"
+    "                       in the same round (the worst case), instead\n"
+    "                       of each in a round of its own, as gridagents\n"
+    "                       started at different times\n"
     "  --blobs              announce blobs, and fetch the blob of a file\n"
     "                       put as gridagent does (counted, not kept)\n"
     "  --output-rate N      live pieces a second per agent at most, as\n"
@@ -3011,6 +3051,7 @@ s_parse (s_config_t *config, int argc, char *argv [])
         {"transport", required_argument, NULL, 'X'},
         {"live-output", no_argument, NULL, 'V'},
         {"blobs", no_argument, NULL, 0x201},
+        {"live-aligned", no_argument, NULL, 0x202},
         {"output-rate", required_argument, NULL, 'W'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0}
@@ -3128,6 +3169,9 @@ s_parse (s_config_t *config, int argc, char *argv [])
                 break;
             case 0x201:
                 config->blobs = true;
+                break;
+            case 0x202:
+                config->live_aligned = true;
                 break;
             case 'W':
                 config->output_rate = strtoll (optarg, &end, 10);
