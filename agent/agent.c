@@ -57,6 +57,7 @@
 #include "blobs.h"
 #include "executor.h"
 #include "facts.h"
+#include "held.h"
 #include "link.h"
 #include "orphans.h"
 #include "rekey.h"
@@ -112,7 +113,6 @@ agent_signals_block (void)
 //  The agent
 
 typedef struct _s_work_t s_work_t;
-typedef struct _s_held_t s_held_t;
 
 struct _agent_t {
     agent_config_t *config;     //  Borrowed; a reload updates it
@@ -137,10 +137,7 @@ struct _agent_t {
     int resend_timer;
     int progress_timer;         //  Reports running tasks' progress
     zhashx_t *work;             //  key -> s_work_t, queued or running
-    zhashx_t *held;             //  key -> s_held_t, progress not yet sent
-    zlistx_t *held_order;       //  The same s_held_t, oldest first
-    uint64_t held_round;        //  Hold timer firings so far
-    int held_timer;             //  -1 when nothing is held
+    held_t *held;               //  Acks and starteds not yet sent
     zhashx_t *cancelled;        //  Recently cancelled job ids
     zlistx_t *cancelled_order;  //  Oldest first (owned strings)
     bool stopping;              //  SIGTERM seen: no new work
@@ -198,18 +195,6 @@ struct _s_work_t {
     uint64_t live_wait_at [2];  //  ...its offset
 };
 
-//  Progress of one attempt that waits for the hold timer.
-struct _s_held_t {
-    char key [SPOOL_KEY_MAX];   //  job|step|attempt
-    char *job;
-    uint32_t step;
-    uint32_t attempt;
-    bool ack;                   //  An ack waits
-    bool started;               //  A started waits (sent after the ack)
-    uint64_t round;             //  held_round when it was first held
-    void *handle;               //  Its place in held_order
-};
-
 //  The agent's lines (log.h): tagged with its node id by log_set_instance;
 //  a line naming a job carries its id. What failed or is at risk goes out
 //  with log_error and log_warn instead. s_debug lines are written at the
@@ -232,116 +217,6 @@ s_send_progress (agent_t *self, proto_type_t type, const char *job,
     link_send (self->link, &msg);
 }
 
-
-//  ---------------------------------------------------------------------
-//  Held progress
-//
-//  The hold timer fires every S_PROGRESS_HOLD_MS / 2 while anything is
-//  held, and sends what was held before its previous firing: each ack or
-//  started waits from half the hold to the whole hold. Two firings also
-//  mean at least two loop passes, so the result of an in-loop action,
-//  which the executor produces on the pass after the command, always
-//  comes first and goes alone.
-
-static void
-s_held_free (void **item_p)
-{
-    s_held_t *held = (s_held_t *) *item_p;
-    if (held) {
-        free (held->job);
-        free (held);
-        *item_p = NULL;
-    }
-}
-
-//  Forgets HELD without sending it.
-static void
-s_held_remove (agent_t *self, s_held_t *held)
-{
-    zlistx_delete (self->held_order, held->handle);
-    zhashx_delete (self->held, held->key);
-}
-
-//  Sends what HELD holds, the ack first, and forgets it.
-static void
-s_held_send (agent_t *self, s_held_t *held)
-{
-    if (held->ack)
-        s_send_progress (self, PROTO_ACK, held->job, held->step,
-                         held->attempt);
-    if (held->started)
-        s_send_progress (self, PROTO_STARTED, held->job, held->step,
-                         held->attempt);
-    s_held_remove (self, held);
-}
-
-static int
-s_held_fired (zloop_t *loop, int timer_id, void *arg)
-{
-    agent_t *self = (agent_t *) arg;
-    if (timer_id != self->held_timer)
-        return 0;
-    self->held_round++;
-    s_held_t *held;
-    while ((held = (s_held_t *) zlistx_first (self->held_order))
-           && held->round + 2 <= self->held_round)
-        s_held_send (self, held);
-    if (zlistx_size (self->held_order) == 0) {
-        zloop_timer_end (self->loop, self->held_timer);
-        self->held_timer = -1;
-    }
-    return 0;
-}
-
-//  Holds an ack or started (TYPE) for KEY. Should memory run out it is
-//  sent at once instead.
-static void
-s_hold (agent_t *self, proto_type_t type, const char *key, const char *job,
-        uint32_t step, uint32_t attempt)
-{
-    s_held_t *held = (s_held_t *) zhashx_lookup (self->held, key);
-    if (!held) {
-        held = (s_held_t *) calloc (1, sizeof (s_held_t));
-        if (held)
-            held->job = strdup (job);
-        if (!held || !held->job) {
-            free (held);
-            s_send_progress (self, type, job, step, attempt);
-            return;
-        }
-        snprintf (held->key, sizeof (held->key), "%s", key);
-        held->step = step;
-        held->attempt = attempt;
-        held->round = self->held_round;
-        held->handle = zlistx_add_end (self->held_order, held);
-        zhashx_insert (self->held, held->key, held);
-    }
-    if (type == PROTO_ACK)
-        held->ack = true;
-    else
-        held->started = true;
-    if (self->held_timer < 0)
-        self->held_timer = zloop_timer (self->loop, S_PROGRESS_HOLD_MS / 2, 0,
-                                        s_held_fired, self);
-}
-
-//  The result of KEY goes now: what is held for it is implied.
-static void
-s_held_drop (agent_t *self, const char *key)
-{
-    s_held_t *held = (s_held_t *) zhashx_lookup (self->held, key);
-    if (held)
-        s_held_remove (self, held);
-}
-
-//  Sends everything held, oldest first (shutdown).
-static void
-s_held_flush (agent_t *self)
-{
-    s_held_t *held;
-    while ((held = (s_held_t *) zlistx_first (self->held_order)))
-        s_held_send (self, held);
-}
 
 //  Sends the results gathered in the batch as one results message.
 static void
@@ -581,7 +456,7 @@ s_finish (agent_t *self, proto_msg_t *result)
     char key [SPOOL_KEY_MAX];
     spool_key (result->job, result->step, result->attempt, key,
                sizeof (key));
-    s_held_drop (self, key);
+    held_drop (self->held, key);
     if (self->batch_results && link_welcomed (self->link)) {
         //  Kept in memory in the single form, which a re-send batches
         pw_reset (self->writer);
@@ -698,7 +573,7 @@ s_progress_fired (zloop_t *loop, int timer_id, void *arg)
          work = (s_work_t *) zhashx_next (self->work)) {
         //  Not before its ack and started, which may still be held
         if (work->started_ms <= 0 || !work->plan
-            || zhashx_lookup (self->held, work->key))
+            || held_holds (self->held, work->key))
             continue;
         char line [PROTO_MAX_PROGRESS * 2];
         executor_last_line (self->executor, work, line, sizeof (line));
@@ -841,7 +716,7 @@ s_work_started (void *arg, pid_t pid)
     if (spool_put (self->spool, &started, err, sizeof (err)))
         log_warn ("cannot record the start of %s step %u: %s", work->job,
                work->step, err);
-    s_hold (self, PROTO_STARTED, work->key, work->job, work->step,
+    held_hold (self->held, PROTO_STARTED, work->key, work->job, work->step,
             work->attempt);
     s_debug (self, "job %s step %u attempt %u: %s started", work->job,
              work->step, work->attempt, work->what);
@@ -954,7 +829,7 @@ s_take (agent_t *self, const proto_msg_t *command, const char *key)
                command->step, err);
         return;
     }
-    s_hold (self, PROTO_ACK, key, command->job, command->step,
+    held_hold (self->held, PROTO_ACK, key, command->job, command->step,
             command->attempt);
     //  Every line about the job carries its trace id from now on
     char trace_id [TRACE_ID_HEX + 1] = "";
@@ -1122,12 +997,7 @@ s_on_command (agent_t *self, const proto_msg_t *command)
                sizeof (key));
     if (zhashx_lookup (self->work, key)) {
         //  Queued or running: the ack was lost, or is still held
-        s_held_t *held = (s_held_t *) zhashx_lookup (self->held, key);
-        if (held) {
-            held->ack = false;
-            if (!held->started)
-                s_held_remove (self, held);
-        }
+        held_ack_sent (self->held, key);
         s_send_progress (self, PROTO_ACK, command->job, command->step,
                          command->attempt);
         return;
@@ -1598,7 +1468,6 @@ agent_new (agent_config_t *config, char *err, size_t err_len)
     self->signal_fd = -1;
     self->resend_timer = -1;
     self->rekey_timer = -1;
-    self->held_timer = -1;
     self->facts_timer = -1;
     self->context.tool_dir = config->tool_dir;
     self->context.resolv_conf = config->resolv_conf;
@@ -1705,12 +1574,10 @@ agent_new (agent_config_t *config, char *err, size_t err_len)
     zhashx_set_destructor (self->unspooled,
                            (zhashx_destructor_fn *) zchunk_destroy);
     self->work = zhashx_new ();
-    self->held = zhashx_new ();
-    self->held_order = zlistx_new ();
     self->cancelled = zhashx_new ();
     self->cancelled_order = zlistx_new ();
     self->loop = zloop_new ();
-    if (!self->writer || !self->work || !self->held || !self->held_order
+    if (!self->writer || !self->work
     ||  !self->cancelled || !self->cancelled_order || !self->loop
     ||  s_build_hello (self, err, err_len)) {
         if (err && !*err)
@@ -1720,7 +1587,6 @@ agent_new (agent_config_t *config, char *err, size_t err_len)
     }
     zlistx_set_destructor (self->cancelled_order,
                            (zlistx_destructor_fn *) zstr_free);
-    zhashx_set_destructor (self->held, s_held_free);
 
     executor_config_t executor_config = {
         .concurrency = config->concurrency,
@@ -1755,8 +1621,13 @@ agent_new (agent_config_t *config, char *err, size_t err_len)
     };
     self->link = link_new (self->loop, config, &callbacks, self, err,
                            err_len);
+    self->held = !self->link ? NULL
+               : held_new (self->loop, self->link, config->id,
+                           S_PROGRESS_HOLD_MS);
+    if (self->link && !self->held)
+        s_err (err, err_len, "out of memory");
     snprintf (path, sizeof (path), "%s/" AGENT_BLOBS_DIR, config->state_dir);
-    self->blobs = !self->link ? NULL
+    self->blobs = !self->held ? NULL
                 : agent_blobs_new (path, config->blob_cache_bytes, config->id,
                                    self->link, s_blob_ready, self, err,
                                    err_len);
@@ -1933,7 +1804,7 @@ agent_run (agent_t *self)
     zloop_timer_end (self->loop, check);
     //  Whatever is still held belongs to work that has no result: the
     //  broker hears that it was taken before it hears bye
-    s_held_flush (self);
+    held_flush (self->held);
 
     //  Flush: results not yet acknowledged, then a short wait for acks
     if (s_unacked (self)) {
@@ -1974,11 +1845,10 @@ agent_destroy (agent_t **self_p)
     if (self->signal_fd >= 0)
         close (self->signal_fd);
     rekey_destroy (&self->rekey);
+    held_destroy (&self->held);
     link_destroy (&self->link);
     zloop_destroy (&self->loop);
     zhashx_destroy (&self->work);
-    zlistx_destroy (&self->held_order);
-    zhashx_destroy (&self->held);
     zhashx_destroy (&self->cancelled);
     zlistx_destroy (&self->cancelled_order);
     spool_destroy (&self->spool);
