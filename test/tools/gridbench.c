@@ -174,6 +174,7 @@ typedef struct {
     size_t agent_runs;              //  Hostname / echo runs
     size_t swarm_threads;           //  Shards, 0 = by size
     bool skip_agent;                //  No real agent phase
+    bool agent_only;                //  Only the real agent phase
     bool skip_drain;                //  No drain after the ingest run
     char *bin;                      //  gridbroker, gridagent
     char *swarm;                    //  gridswarm
@@ -5542,6 +5543,8 @@ static const char *s_usage =
     "  --idle-s S           real agent idle window (seconds)       [60]\n"
     "  --agent-runs N       hostname and echo jobs on the agent    [20]\n"
     "  --no-agent           skip the real agent\n"
+    "  --agent-only         only the real agent: idle CPU and RSS, CPU\n"
+    "                       per job, gridcli --wait (a few minutes less)\n"
     "  --no-drain           skip the drain (the broker alone on the ingest\n"
     "                       run's results, while the swarm holds them and\n"
     "                       the broker is stopped; direct runs only)\n"
@@ -5712,6 +5715,7 @@ s_parse (s_options_t *options, int argc, char *argv [])
         {"files-mib", required_argument, NULL, 0x105},
         {"ha", no_argument, NULL, 0x101},
         {"ha-kills", required_argument, NULL, 0x102},
+        {"agent-only", no_argument, NULL, 0x106},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0}
     };
@@ -5780,6 +5784,9 @@ s_parse (s_options_t *options, int argc, char *argv [])
                 break;
             case 0x105:
                 options->files_mib = strtoul (optarg, &end, 10);
+                break;
+            case 0x106:
+                options->agent_only = true;
                 break;
             case 0x102:
                 options->ha_kills = strtoul (optarg, &end, 10);
@@ -6133,6 +6140,8 @@ main (int argc, char *argv [])
     size_t broker_max = limit > 512 ? (size_t) (limit - 256) / 2 / 100 * 100
                                     : 0;
     size_t previous = 0;
+    if (options.agent_only)
+        options.count_total = 0;
     for (size_t at = 0; at < options.count_total && !s_interrupted; at++) {
         size_t agents = options.counts [at];
         s_run_t *run = &runs [measured++];
