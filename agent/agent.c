@@ -5,10 +5,10 @@
     Life of a command (key = job|step|attempt):
 
         command --(dedup: spool + work table)--> taken:
-            spool ACK, hold ack
+            spool ACK (STARTED when it starts at once), hold ack
             check backend / action / params   -> refused result
             plan, queue in the executor
-        executor started  -> spool STARTED, hold started
+        executor started  -> spool STARTED (unless already), hold started
         executor done     -> spool RESULT, drop what is held, send result
         hold timer        -> send held ack, then held started
         result_ack        -> spool DONE (kept for dedup)
@@ -186,6 +186,7 @@ struct _s_work_t {
     backend_plan_t *plan;       //  How it runs
     backend_outcome_t outcome;  //  In-loop actions: what they reported
     int64_t started_ms;         //  Monotonic start, 0 before
+    bool recorded_started;      //  The spool says started since its take
     backend_progress_t sent;    //  The last progress sent (percent -1, "": none)
     char *traceparent;          //  The command's trace context, or NULL
     executor_task_t *task;      //  While its blob is fetched: its task
@@ -713,7 +714,8 @@ s_work_started (void *arg, pid_t pid)
         .step = work->step, .attempt = work->attempt
     };
     char err [256];
-    if (spool_put (self->spool, &started, err, sizeof (err)))
+    if (!work->recorded_started
+        && spool_put (self->spool, &started, err, sizeof (err)))
         log_warn ("cannot record the start of %s step %u: %s", work->job,
                work->step, err);
     held_hold (self->held, PROTO_STARTED, work->key, work->job, work->step,
@@ -813,13 +815,32 @@ s_work_done (void *arg, executor_result_t *done)
     proto_msg_destroy (&result);
 }
 
-//  A new command: ack it, check it, queue it.
+//  True when COMMAND, taken now, would start on the loop's next pass: the
+//  executor has a slot for it and it waits for no blob.
+static bool
+s_starts_at_once (agent_t *self, const proto_msg_t *command)
+{
+    for (size_t index = 0; index < command->param_count; index++)
+        if (command->params [index].key
+            && strcmp (command->params [index].key, "sha256") == 0)
+            return false;
+    return executor_starts_at_once (self->executor, command->job,
+                                    command->parallel);
+}
+
+//  A new command: record it (started when it starts at once, else
+//  acked), check it, queue it.
 static void
 s_take (agent_t *self, const proto_msg_t *command, const char *key)
 {
     char err [512];
+    //  A task that starts at once is recorded started at once: one
+    //  durable commit instead of two, and a crash before its start reads
+    //  "while the task ran", the safe claim (s_starts_at_once)
+    bool at_once = s_starts_at_once (self, command);
     proto_msg_t ack = {
-        .type = PROTO_ACK, .node = self->config->id, .job = command->job,
+        .type = at_once ? PROTO_STARTED : PROTO_ACK,
+        .node = self->config->id, .job = command->job,
         .step = command->step, .attempt = command->attempt
     };
     if (spool_put (self->spool, &ack, err, sizeof (err))) {
@@ -903,6 +924,7 @@ s_take (agent_t *self, const proto_msg_t *command, const char *key)
         work->step = command->step;
         work->attempt = command->attempt;
         work->plan = plan;
+        work->recorded_started = at_once;
         if (asprintf (&work->what, "%s.%s", command->backend,
                       command->action) < 0)
             work->what = NULL;
