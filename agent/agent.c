@@ -11,7 +11,8 @@
         executor started  -> spool STARTED (unless already), hold started
         executor done     -> spool RESULT, drop what is held, send result
         hold timer        -> send held ack, then held started
-        result_ack        -> spool DONE (kept for dedup)
+        result_ack        -> spool DONE (kept for dedup; on disk with
+                             the next commit, or S_SPOOL_FLUSH_MS later)
 
     The work table holds what is queued or running (the executor owns each
     record and frees it after its done call); the spool holds the rest.
@@ -72,6 +73,8 @@
 #define S_MAX_TIMEOUT_MS (30ULL * 24 * 3600 * 1000)  //  30 days
 #define S_LIVE_MS 100               //  Live output: at most one message per
                                     //  task this often
+#define S_SPOOL_FLUSH_MS 500        //  result_acks reach the disk this soon
+                                    //  when no other commit takes them
 #define S_PROGRESS_HOLD_MS 20       //  Acks and starteds wait this long at
                                     //  most for a result that implies them
 
@@ -161,6 +164,7 @@ struct _agent_t {
     agent_facts_t facts;        //  The host's facts as last read
     char facts_why [512];       //  Why facts were last skipped ("": none)
     int facts_timer;            //  Reads them again (-1: none)
+    int spool_timer;            //  Commits acknowledgements (-1: none)
     int live_timer;             //  Sends running tasks' new output
     double live_tokens;         //  Live output messages it may send now
                                 //  (refilled at config->output_rate)
@@ -368,6 +372,7 @@ s_facts_arm (agent_t *self)
     if (self->facts_timer >= 0)
         zloop_timer_end (self->loop, self->facts_timer);
     self->facts_timer = -1;
+    self->spool_timer = -1;
     if (self->config->facts_ms > 0)
         self->facts_timer = zloop_timer (
             self->loop, link_jitter ((uint32_t) self->config->facts_ms), 0,
@@ -1255,6 +1260,18 @@ s_epoch_passes (agent_t *self, const proto_msg_t *msg, bool from_sub)
     return verdict == EPOCH_PASS || verdict == EPOCH_RESET;
 }
 
+static int
+s_spool_fired (zloop_t *loop, int timer_id, void *arg)
+{
+    agent_t *self = (agent_t *) arg;
+    if (timer_id == self->spool_timer)
+        self->spool_timer = -1;
+    if (spool_flush (self->spool))
+        log_warn ("cannot record %zu acknowledgement(s) in the spool yet",
+                  spool_unflushed (self->spool));
+    return 0;
+}
+
 static void
 s_handle (agent_t *self, const void *data, size_t size, bool from_sub)
 {
@@ -1342,6 +1359,10 @@ s_handle (agent_t *self, const void *data, size_t size, bool from_sub)
             break;
     }
     proto_msg_destroy (&msg);
+    //  Acknowledgements reach the disk with the next commit, or soon
+    if (spool_unflushed (self->spool) && self->spool_timer < 0)
+        self->spool_timer = zloop_timer (self->loop, S_SPOOL_FLUSH_MS, 1,
+                                         s_spool_fired, self);
 }
 
 
