@@ -373,6 +373,8 @@ s_facts_arm (agent_t *self)
         zloop_timer_end (self->loop, self->facts_timer);
     self->facts_timer = -1;
     self->spool_timer = -1;
+    self->progress_timer = -1;
+    self->live_timer = -1;
     if (self->config->facts_ms > 0)
         self->facts_timer = zloop_timer (
             self->loop, link_jitter ((uint32_t) self->config->facts_ms), 0,
@@ -568,10 +570,41 @@ s_inproc_run (void *arg, executor_result_t *result)
 //  Every progress interval: each running task's progress (its backend's
 //  reporter, or its last line of output), sent when it changed since the
 //  last one sent. So a task sends at most one per interval.
+//  The progress and live timers run while there is work in hand: an
+//  idle agent wakes only for its heartbeats, re-sends and key checks.
+//  Ends the timer *TIMER_P when there is none. Returns true then.
+static bool
+s_idle_timer_end (agent_t *self, int *timer_p)
+{
+    if (zhashx_size (self->work) > 0)
+        return false;
+    zloop_timer_end (self->loop, *timer_p);
+    *timer_p = -1;
+    return true;
+}
+
+static int s_progress_fired (zloop_t *loop, int timer_id, void *arg);
+static int s_live_fired (zloop_t *loop, int timer_id, void *arg);
+
+//  Work was taken: the timers that follow it run.
+static void
+s_work_timers_arm (agent_t *self)
+{
+    if (self->progress_timer < 0)
+        self->progress_timer = zloop_timer (
+            self->loop, (size_t) self->config->progress_ms, 0,
+            s_progress_fired, self);
+    if (self->live_timer < 0)
+        self->live_timer = zloop_timer (self->loop, S_LIVE_MS, 0,
+                                        s_live_fired, self);
+}
+
 static int
 s_progress_fired (zloop_t *loop, int timer_id, void *arg)
 {
     agent_t *self = (agent_t *) arg;
+    if (s_idle_timer_end (self, &self->progress_timer))
+        return 0;
     if (!link_welcomed (self->link))
         return 0;
     int64_t now = zclock_mono ();
@@ -675,6 +708,8 @@ static int
 s_live_fired (zloop_t *loop, int timer_id, void *arg)
 {
     agent_t *self = (agent_t *) arg;
+    if (s_idle_timer_end (self, &self->live_timer))
+        return 0;
     int64_t rate = self->config->output_rate;
     if (!self->live_output || rate <= 0 || !link_welcomed (self->link))
         return 0;
@@ -970,6 +1005,7 @@ s_take (agent_t *self, const proto_msg_t *command, const char *key)
         if (agent_blobs_wait (self->blobs, sha256, strtoull (
                 backend_plan_param (plan, "size"), NULL, 10), work) == 0) {
             zhashx_insert (self->work, key, work);
+            s_work_timers_arm (self);
             return;
         }
     }
@@ -979,6 +1015,7 @@ s_take (agent_t *self, const proto_msg_t *command, const char *key)
         return;
     }
     zhashx_insert (self->work, key, work);
+    s_work_timers_arm (self);
 }
 
 //  WORK's blob is in the cache (ERROR NULL), or cannot be had: it is
@@ -1812,11 +1849,6 @@ agent_run (agent_t *self)
     link_hello (self->link);
     self->resend_timer = zloop_timer (self->loop, link_jitter (S_RESEND_MS), 0,
                                       s_resend_fired, self);
-    self->progress_timer = zloop_timer (self->loop,
-                                        (size_t) config->progress_ms, 0,
-                                        s_progress_fired, self);
-    self->live_timer = zloop_timer (self->loop, S_LIVE_MS, 0, s_live_fired,
-                                    self);
     s_facts_read (self);
     s_facts_arm (self);
     self->rekey_timer = zloop_timer (self->loop, S_REKEY_TICK_MS, 0,
