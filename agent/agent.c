@@ -372,9 +372,6 @@ s_facts_arm (agent_t *self)
     if (self->facts_timer >= 0)
         zloop_timer_end (self->loop, self->facts_timer);
     self->facts_timer = -1;
-    self->spool_timer = -1;
-    self->progress_timer = -1;
-    self->live_timer = -1;
     if (self->config->facts_ms > 0)
         self->facts_timer = zloop_timer (
             self->loop, link_jitter ((uint32_t) self->config->facts_ms), 0,
@@ -567,19 +564,18 @@ s_inproc_run (void *arg, executor_result_t *result)
     work->outcome.error = NULL;
 }
 
-//  Every progress interval: each running task's progress (its backend's
-//  reporter, or its last line of output), sent when it changed since the
-//  last one sent. So a task sends at most one per interval.
 //  The progress and live timers run while there is work in hand: an
 //  idle agent wakes only for its heartbeats, re-sends and key checks.
-//  Ends the timer *TIMER_P when there is none. Returns true then.
+//  When there is none, ends TIMER_ID, the timer that fired, and forgets
+//  it in *TIMER_P. Returns true then.
 static bool
-s_idle_timer_end (agent_t *self, int *timer_p)
+s_ended_when_idle (agent_t *self, int timer_id, int *timer_p)
 {
     if (zhashx_size (self->work) > 0)
         return false;
-    zloop_timer_end (self->loop, *timer_p);
-    *timer_p = -1;
+    zloop_timer_end (self->loop, timer_id);
+    if (*timer_p == timer_id)
+        *timer_p = -1;
     return true;
 }
 
@@ -599,11 +595,14 @@ s_work_timers_arm (agent_t *self)
                                         s_live_fired, self);
 }
 
+//  Every progress interval: each running task's progress (its backend's
+//  reporter, or its last line of output), sent when it changed since the
+//  last one sent. So a task sends at most one per interval.
 static int
 s_progress_fired (zloop_t *loop, int timer_id, void *arg)
 {
     agent_t *self = (agent_t *) arg;
-    if (s_idle_timer_end (self, &self->progress_timer))
+    if (s_ended_when_idle (self, timer_id, &self->progress_timer))
         return 0;
     if (!link_welcomed (self->link))
         return 0;
@@ -708,7 +707,7 @@ static int
 s_live_fired (zloop_t *loop, int timer_id, void *arg)
 {
     agent_t *self = (agent_t *) arg;
-    if (s_idle_timer_end (self, &self->live_timer))
+    if (s_ended_when_idle (self, timer_id, &self->live_timer))
         return 0;
     int64_t rate = self->config->output_rate;
     if (!self->live_output || rate <= 0 || !link_welcomed (self->link))
@@ -1549,6 +1548,9 @@ agent_new (agent_config_t *config, char *err, size_t err_len)
     self->resend_timer = -1;
     self->rekey_timer = -1;
     self->facts_timer = -1;
+    self->spool_timer = -1;
+    self->progress_timer = -1;
+    self->live_timer = -1;
     self->context.tool_dir = config->tool_dir;
     self->context.resolv_conf = config->resolv_conf;
     self->context.file_roots = config->file_roots;
