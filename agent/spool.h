@@ -24,8 +24,8 @@
 
     Storage: STORE_DB_SPOOL of an LMDB environment (store.h) in the
     directory given to spool_open. Every record the agent announces (an
-    ack, a started, a result, an output piece) is a durable commit of its
-    own before the announcement. A result_ack is the one change nothing
+    ack, a started, a result, an output piece) is committed, durably,
+    before the announcement. A result_ack is the one change nothing
     waits on: it takes effect in memory at once (the result is no longer
     re-sent, a replayed command is recognised as done) and reaches the
     disk with the next commit, or spool_flush, which the agent calls
