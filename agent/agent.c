@@ -5,13 +5,14 @@
     Life of a command (key = job|step|attempt):
 
         command --(dedup: spool + work table)--> taken:
-            spool ACK, hold ack
+            spool ACK (STARTED when it starts at once), hold ack
             check backend / action / params   -> refused result
             plan, queue in the executor
-        executor started  -> spool STARTED, hold started
+        executor started  -> spool STARTED (unless already), hold started
         executor done     -> spool RESULT, drop what is held, send result
         hold timer        -> send held ack, then held started
-        result_ack        -> spool DONE (kept for dedup)
+        result_ack        -> spool DONE (kept for dedup; on disk with
+                             the next commit, or S_SPOOL_FLUSH_MS later)
 
     The work table holds what is queued or running (the executor owns each
     record and frees it after its done call); the spool holds the rest.
@@ -57,6 +58,7 @@
 #include "blobs.h"
 #include "executor.h"
 #include "facts.h"
+#include "held.h"
 #include "link.h"
 #include "orphans.h"
 #include "rekey.h"
@@ -71,6 +73,8 @@
 #define S_MAX_TIMEOUT_MS (30ULL * 24 * 3600 * 1000)  //  30 days
 #define S_LIVE_MS 100               //  Live output: at most one message per
                                     //  task this often
+#define S_SPOOL_FLUSH_MS 500        //  result_acks reach the disk this soon
+                                    //  when no other commit takes them
 #define S_PROGRESS_HOLD_MS 20       //  Acks and starteds wait this long at
                                     //  most for a result that implies them
 
@@ -112,7 +116,6 @@ agent_signals_block (void)
 //  The agent
 
 typedef struct _s_work_t s_work_t;
-typedef struct _s_held_t s_held_t;
 
 struct _agent_t {
     agent_config_t *config;     //  Borrowed; a reload updates it
@@ -137,10 +140,7 @@ struct _agent_t {
     int resend_timer;
     int progress_timer;         //  Reports running tasks' progress
     zhashx_t *work;             //  key -> s_work_t, queued or running
-    zhashx_t *held;             //  key -> s_held_t, progress not yet sent
-    zlistx_t *held_order;       //  The same s_held_t, oldest first
-    uint64_t held_round;        //  Hold timer firings so far
-    int held_timer;             //  -1 when nothing is held
+    held_t *held;               //  Acks and starteds not yet sent
     zhashx_t *cancelled;        //  Recently cancelled job ids
     zlistx_t *cancelled_order;  //  Oldest first (owned strings)
     bool stopping;              //  SIGTERM seen: no new work
@@ -164,6 +164,7 @@ struct _agent_t {
     agent_facts_t facts;        //  The host's facts as last read
     char facts_why [512];       //  Why facts were last skipped ("": none)
     int facts_timer;            //  Reads them again (-1: none)
+    int spool_timer;            //  Commits acknowledgements (-1: none)
     int live_timer;             //  Sends running tasks' new output
     double live_tokens;         //  Live output messages it may send now
                                 //  (refilled at config->output_rate)
@@ -189,6 +190,7 @@ struct _s_work_t {
     backend_plan_t *plan;       //  How it runs
     backend_outcome_t outcome;  //  In-loop actions: what they reported
     int64_t started_ms;         //  Monotonic start, 0 before
+    bool recorded_started;      //  The spool says started since its take
     backend_progress_t sent;    //  The last progress sent (percent -1, "": none)
     char *traceparent;          //  The command's trace context, or NULL
     executor_task_t *task;      //  While its blob is fetched: its task
@@ -196,18 +198,6 @@ struct _s_work_t {
     int64_t live_wait_ms [2];   //  A live piece of stdout, stderr awaits
                                 //  its output_ack since then (0: none)
     uint64_t live_wait_at [2];  //  ...its offset
-};
-
-//  Progress of one attempt that waits for the hold timer.
-struct _s_held_t {
-    char key [SPOOL_KEY_MAX];   //  job|step|attempt
-    char *job;
-    uint32_t step;
-    uint32_t attempt;
-    bool ack;                   //  An ack waits
-    bool started;               //  A started waits (sent after the ack)
-    uint64_t round;             //  held_round when it was first held
-    void *handle;               //  Its place in held_order
 };
 
 //  The agent's lines (log.h): tagged with its node id by log_set_instance;
@@ -232,116 +222,6 @@ s_send_progress (agent_t *self, proto_type_t type, const char *job,
     link_send (self->link, &msg);
 }
 
-
-//  ---------------------------------------------------------------------
-//  Held progress
-//
-//  The hold timer fires every S_PROGRESS_HOLD_MS / 2 while anything is
-//  held, and sends what was held before its previous firing: each ack or
-//  started waits from half the hold to the whole hold. Two firings also
-//  mean at least two loop passes, so the result of an in-loop action,
-//  which the executor produces on the pass after the command, always
-//  comes first and goes alone.
-
-static void
-s_held_free (void **item_p)
-{
-    s_held_t *held = (s_held_t *) *item_p;
-    if (held) {
-        free (held->job);
-        free (held);
-        *item_p = NULL;
-    }
-}
-
-//  Forgets HELD without sending it.
-static void
-s_held_remove (agent_t *self, s_held_t *held)
-{
-    zlistx_delete (self->held_order, held->handle);
-    zhashx_delete (self->held, held->key);
-}
-
-//  Sends what HELD holds, the ack first, and forgets it.
-static void
-s_held_send (agent_t *self, s_held_t *held)
-{
-    if (held->ack)
-        s_send_progress (self, PROTO_ACK, held->job, held->step,
-                         held->attempt);
-    if (held->started)
-        s_send_progress (self, PROTO_STARTED, held->job, held->step,
-                         held->attempt);
-    s_held_remove (self, held);
-}
-
-static int
-s_held_fired (zloop_t *loop, int timer_id, void *arg)
-{
-    agent_t *self = (agent_t *) arg;
-    if (timer_id != self->held_timer)
-        return 0;
-    self->held_round++;
-    s_held_t *held;
-    while ((held = (s_held_t *) zlistx_first (self->held_order))
-           && held->round + 2 <= self->held_round)
-        s_held_send (self, held);
-    if (zlistx_size (self->held_order) == 0) {
-        zloop_timer_end (self->loop, self->held_timer);
-        self->held_timer = -1;
-    }
-    return 0;
-}
-
-//  Holds an ack or started (TYPE) for KEY. Should memory run out it is
-//  sent at once instead.
-static void
-s_hold (agent_t *self, proto_type_t type, const char *key, const char *job,
-        uint32_t step, uint32_t attempt)
-{
-    s_held_t *held = (s_held_t *) zhashx_lookup (self->held, key);
-    if (!held) {
-        held = (s_held_t *) calloc (1, sizeof (s_held_t));
-        if (held)
-            held->job = strdup (job);
-        if (!held || !held->job) {
-            free (held);
-            s_send_progress (self, type, job, step, attempt);
-            return;
-        }
-        snprintf (held->key, sizeof (held->key), "%s", key);
-        held->step = step;
-        held->attempt = attempt;
-        held->round = self->held_round;
-        held->handle = zlistx_add_end (self->held_order, held);
-        zhashx_insert (self->held, held->key, held);
-    }
-    if (type == PROTO_ACK)
-        held->ack = true;
-    else
-        held->started = true;
-    if (self->held_timer < 0)
-        self->held_timer = zloop_timer (self->loop, S_PROGRESS_HOLD_MS / 2, 0,
-                                        s_held_fired, self);
-}
-
-//  The result of KEY goes now: what is held for it is implied.
-static void
-s_held_drop (agent_t *self, const char *key)
-{
-    s_held_t *held = (s_held_t *) zhashx_lookup (self->held, key);
-    if (held)
-        s_held_remove (self, held);
-}
-
-//  Sends everything held, oldest first (shutdown).
-static void
-s_held_flush (agent_t *self)
-{
-    s_held_t *held;
-    while ((held = (s_held_t *) zlistx_first (self->held_order)))
-        s_held_send (self, held);
-}
 
 //  Sends the results gathered in the batch as one results message.
 static void
@@ -581,7 +461,7 @@ s_finish (agent_t *self, proto_msg_t *result)
     char key [SPOOL_KEY_MAX];
     spool_key (result->job, result->step, result->attempt, key,
                sizeof (key));
-    s_held_drop (self, key);
+    held_drop (self->held, key);
     if (self->batch_results && link_welcomed (self->link)) {
         //  Kept in memory in the single form, which a re-send batches
         pw_reset (self->writer);
@@ -684,6 +564,37 @@ s_inproc_run (void *arg, executor_result_t *result)
     work->outcome.error = NULL;
 }
 
+//  The progress and live timers run while there is work in hand: an
+//  idle agent wakes only for its heartbeats, re-sends and key checks.
+//  When there is none, ends TIMER_ID, the timer that fired, and forgets
+//  it in *TIMER_P. Returns true then.
+static bool
+s_ended_when_idle (agent_t *self, int timer_id, int *timer_p)
+{
+    if (zhashx_size (self->work) > 0)
+        return false;
+    zloop_timer_end (self->loop, timer_id);
+    if (*timer_p == timer_id)
+        *timer_p = -1;
+    return true;
+}
+
+static int s_progress_fired (zloop_t *loop, int timer_id, void *arg);
+static int s_live_fired (zloop_t *loop, int timer_id, void *arg);
+
+//  Work was taken: the timers that follow it run.
+static void
+s_work_timers_arm (agent_t *self)
+{
+    if (self->progress_timer < 0)
+        self->progress_timer = zloop_timer (
+            self->loop, (size_t) self->config->progress_ms, 0,
+            s_progress_fired, self);
+    if (self->live_timer < 0)
+        self->live_timer = zloop_timer (self->loop, S_LIVE_MS, 0,
+                                        s_live_fired, self);
+}
+
 //  Every progress interval: each running task's progress (its backend's
 //  reporter, or its last line of output), sent when it changed since the
 //  last one sent. So a task sends at most one per interval.
@@ -691,6 +602,8 @@ static int
 s_progress_fired (zloop_t *loop, int timer_id, void *arg)
 {
     agent_t *self = (agent_t *) arg;
+    if (s_ended_when_idle (self, timer_id, &self->progress_timer))
+        return 0;
     if (!link_welcomed (self->link))
         return 0;
     int64_t now = zclock_mono ();
@@ -698,7 +611,7 @@ s_progress_fired (zloop_t *loop, int timer_id, void *arg)
          work = (s_work_t *) zhashx_next (self->work)) {
         //  Not before its ack and started, which may still be held
         if (work->started_ms <= 0 || !work->plan
-            || zhashx_lookup (self->held, work->key))
+            || held_holds (self->held, work->key))
             continue;
         char line [PROTO_MAX_PROGRESS * 2];
         executor_last_line (self->executor, work, line, sizeof (line));
@@ -794,6 +707,8 @@ static int
 s_live_fired (zloop_t *loop, int timer_id, void *arg)
 {
     agent_t *self = (agent_t *) arg;
+    if (s_ended_when_idle (self, timer_id, &self->live_timer))
+        return 0;
     int64_t rate = self->config->output_rate;
     if (!self->live_output || rate <= 0 || !link_welcomed (self->link))
         return 0;
@@ -838,10 +753,11 @@ s_work_started (void *arg, pid_t pid)
         .step = work->step, .attempt = work->attempt
     };
     char err [256];
-    if (spool_put (self->spool, &started, err, sizeof (err)))
+    if (!work->recorded_started
+        && spool_put (self->spool, &started, err, sizeof (err)))
         log_warn ("cannot record the start of %s step %u: %s", work->job,
                work->step, err);
-    s_hold (self, PROTO_STARTED, work->key, work->job, work->step,
+    held_hold (self->held, PROTO_STARTED, work->key, work->job, work->step,
             work->attempt);
     s_debug (self, "job %s step %u attempt %u: %s started", work->job,
              work->step, work->attempt, work->what);
@@ -938,13 +854,32 @@ s_work_done (void *arg, executor_result_t *done)
     proto_msg_destroy (&result);
 }
 
-//  A new command: ack it, check it, queue it.
+//  True when COMMAND, taken now, would start on the loop's next pass: the
+//  executor has a slot for it and it waits for no blob.
+static bool
+s_starts_at_once (agent_t *self, const proto_msg_t *command)
+{
+    for (size_t index = 0; index < command->param_count; index++)
+        if (command->params [index].key
+            && strcmp (command->params [index].key, "sha256") == 0)
+            return false;
+    return executor_starts_at_once (self->executor, command->job,
+                                    command->parallel);
+}
+
+//  A new command: record it (started when it starts at once, else
+//  acked), check it, queue it.
 static void
 s_take (agent_t *self, const proto_msg_t *command, const char *key)
 {
     char err [512];
+    //  A task that starts at once is recorded started at once: one
+    //  durable commit instead of two, and a crash before its start reads
+    //  "while the task ran", the safe claim (s_starts_at_once)
+    bool at_once = s_starts_at_once (self, command);
     proto_msg_t ack = {
-        .type = PROTO_ACK, .node = self->config->id, .job = command->job,
+        .type = at_once ? PROTO_STARTED : PROTO_ACK,
+        .node = self->config->id, .job = command->job,
         .step = command->step, .attempt = command->attempt
     };
     if (spool_put (self->spool, &ack, err, sizeof (err))) {
@@ -954,7 +889,7 @@ s_take (agent_t *self, const proto_msg_t *command, const char *key)
                command->step, err);
         return;
     }
-    s_hold (self, PROTO_ACK, key, command->job, command->step,
+    held_hold (self->held, PROTO_ACK, key, command->job, command->step,
             command->attempt);
     //  Every line about the job carries its trace id from now on
     char trace_id [TRACE_ID_HEX + 1] = "";
@@ -1028,6 +963,7 @@ s_take (agent_t *self, const proto_msg_t *command, const char *key)
         work->step = command->step;
         work->attempt = command->attempt;
         work->plan = plan;
+        work->recorded_started = at_once;
         if (asprintf (&work->what, "%s.%s", command->backend,
                       command->action) < 0)
             work->what = NULL;
@@ -1068,6 +1004,7 @@ s_take (agent_t *self, const proto_msg_t *command, const char *key)
         if (agent_blobs_wait (self->blobs, sha256, strtoull (
                 backend_plan_param (plan, "size"), NULL, 10), work) == 0) {
             zhashx_insert (self->work, key, work);
+            s_work_timers_arm (self);
             return;
         }
     }
@@ -1077,6 +1014,7 @@ s_take (agent_t *self, const proto_msg_t *command, const char *key)
         return;
     }
     zhashx_insert (self->work, key, work);
+    s_work_timers_arm (self);
 }
 
 //  WORK's blob is in the cache (ERROR NULL), or cannot be had: it is
@@ -1122,12 +1060,7 @@ s_on_command (agent_t *self, const proto_msg_t *command)
                sizeof (key));
     if (zhashx_lookup (self->work, key)) {
         //  Queued or running: the ack was lost, or is still held
-        s_held_t *held = (s_held_t *) zhashx_lookup (self->held, key);
-        if (held) {
-            held->ack = false;
-            if (!held->started)
-                s_held_remove (self, held);
-        }
+        held_ack_sent (self->held, key);
         s_send_progress (self, PROTO_ACK, command->job, command->step,
                          command->attempt);
         return;
@@ -1363,6 +1296,18 @@ s_epoch_passes (agent_t *self, const proto_msg_t *msg, bool from_sub)
     return verdict == EPOCH_PASS || verdict == EPOCH_RESET;
 }
 
+static int
+s_spool_fired (zloop_t *loop, int timer_id, void *arg)
+{
+    agent_t *self = (agent_t *) arg;
+    if (timer_id == self->spool_timer)
+        self->spool_timer = -1;
+    if (spool_flush (self->spool))
+        log_warn ("cannot record %zu acknowledgement(s) in the spool yet",
+                  spool_unflushed (self->spool));
+    return 0;
+}
+
 static void
 s_handle (agent_t *self, const void *data, size_t size, bool from_sub)
 {
@@ -1450,6 +1395,10 @@ s_handle (agent_t *self, const void *data, size_t size, bool from_sub)
             break;
     }
     proto_msg_destroy (&msg);
+    //  Acknowledgements reach the disk with the next commit, or soon
+    if (spool_unflushed (self->spool) && self->spool_timer < 0)
+        self->spool_timer = zloop_timer (self->loop, S_SPOOL_FLUSH_MS, 1,
+                                         s_spool_fired, self);
 }
 
 
@@ -1598,8 +1547,10 @@ agent_new (agent_config_t *config, char *err, size_t err_len)
     self->signal_fd = -1;
     self->resend_timer = -1;
     self->rekey_timer = -1;
-    self->held_timer = -1;
     self->facts_timer = -1;
+    self->spool_timer = -1;
+    self->progress_timer = -1;
+    self->live_timer = -1;
     self->context.tool_dir = config->tool_dir;
     self->context.resolv_conf = config->resolv_conf;
     self->context.file_roots = config->file_roots;
@@ -1705,12 +1656,10 @@ agent_new (agent_config_t *config, char *err, size_t err_len)
     zhashx_set_destructor (self->unspooled,
                            (zhashx_destructor_fn *) zchunk_destroy);
     self->work = zhashx_new ();
-    self->held = zhashx_new ();
-    self->held_order = zlistx_new ();
     self->cancelled = zhashx_new ();
     self->cancelled_order = zlistx_new ();
     self->loop = zloop_new ();
-    if (!self->writer || !self->work || !self->held || !self->held_order
+    if (!self->writer || !self->work
     ||  !self->cancelled || !self->cancelled_order || !self->loop
     ||  s_build_hello (self, err, err_len)) {
         if (err && !*err)
@@ -1720,7 +1669,6 @@ agent_new (agent_config_t *config, char *err, size_t err_len)
     }
     zlistx_set_destructor (self->cancelled_order,
                            (zlistx_destructor_fn *) zstr_free);
-    zhashx_set_destructor (self->held, s_held_free);
 
     executor_config_t executor_config = {
         .concurrency = config->concurrency,
@@ -1755,8 +1703,13 @@ agent_new (agent_config_t *config, char *err, size_t err_len)
     };
     self->link = link_new (self->loop, config, &callbacks, self, err,
                            err_len);
+    self->held = !self->link ? NULL
+               : held_new (self->loop, self->link, config->id,
+                           S_PROGRESS_HOLD_MS);
+    if (self->link && !self->held)
+        s_err (err, err_len, "out of memory");
     snprintf (path, sizeof (path), "%s/" AGENT_BLOBS_DIR, config->state_dir);
-    self->blobs = !self->link ? NULL
+    self->blobs = !self->held ? NULL
                 : agent_blobs_new (path, config->blob_cache_bytes, config->id,
                                    self->link, s_blob_ready, self, err,
                                    err_len);
@@ -1898,11 +1851,6 @@ agent_run (agent_t *self)
     link_hello (self->link);
     self->resend_timer = zloop_timer (self->loop, link_jitter (S_RESEND_MS), 0,
                                       s_resend_fired, self);
-    self->progress_timer = zloop_timer (self->loop,
-                                        (size_t) config->progress_ms, 0,
-                                        s_progress_fired, self);
-    self->live_timer = zloop_timer (self->loop, S_LIVE_MS, 0, s_live_fired,
-                                    self);
     s_facts_read (self);
     s_facts_arm (self);
     self->rekey_timer = zloop_timer (self->loop, S_REKEY_TICK_MS, 0,
@@ -1933,7 +1881,7 @@ agent_run (agent_t *self)
     zloop_timer_end (self->loop, check);
     //  Whatever is still held belongs to work that has no result: the
     //  broker hears that it was taken before it hears bye
-    s_held_flush (self);
+    held_flush (self->held);
 
     //  Flush: results not yet acknowledged, then a short wait for acks
     if (s_unacked (self)) {
@@ -1974,11 +1922,10 @@ agent_destroy (agent_t **self_p)
     if (self->signal_fd >= 0)
         close (self->signal_fd);
     rekey_destroy (&self->rekey);
+    held_destroy (&self->held);
     link_destroy (&self->link);
     zloop_destroy (&self->loop);
     zhashx_destroy (&self->work);
-    zlistx_destroy (&self->held_order);
-    zhashx_destroy (&self->held);
     zhashx_destroy (&self->cancelled);
     zlistx_destroy (&self->cancelled_order);
     spool_destroy (&self->spool);

@@ -1166,6 +1166,14 @@ executor_idle (executor_t *self)
         && zlistx_size (self->ended) == 0;
 }
 
+bool
+executor_starts_at_once (executor_t *self, const char *job, bool parallel)
+{
+    return zlistx_size (self->queued) == 0
+        && zlistx_size (self->running) < self->config.concurrency
+        && (parallel || !s_job_running (self, job));
+}
+
 void
 executor_head (executor_t *self, const void *arg, bool stderr_,
                const char **data_p, size_t *len_p)

@@ -189,4 +189,10 @@ size_t executor_queued (executor_t *self);
 //  True when nothing is queued, running, or waiting for its done call.
 bool executor_idle (executor_t *self);
 
+//  True when a task of JOB (PARALLEL as in executor_task_t) submitted now
+//  would start on the loop's next pass: nothing is queued, a slot is free,
+//  and (unless PARALLEL) no task of JOB is running.
+bool executor_starts_at_once (executor_t *self, const char *job,
+                              bool parallel);
+
 #endif

@@ -1110,8 +1110,11 @@ link_new (zloop_t *loop, agent_config_t *config,
         link_destroy (&self);
         return NULL;
     }
-    self->failover_timer = zloop_timer (self->loop, S_FAILOVER_CHECK_MS, 0,
-                                        s_failover_fired, self);
+    //  One endpoint has nothing to fail over to: no timer wakes an idle
+    //  agent for it
+    if (self->endpoint_count > 1)
+        self->failover_timer = zloop_timer (self->loop, S_FAILOVER_CHECK_MS,
+                                            0, s_failover_fired, self);
     return self;
 }
 

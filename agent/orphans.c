@@ -20,11 +20,17 @@
 #define S_POLL_MS 20             //  How often to look
 
 //  The kernel's boot id (36 characters) into BUF (at least 40 bytes), or
-//  "" when it cannot be read.
+//  "" when it cannot be read. It stays the same while the machine runs:
+//  read once per process (orphans_record runs for every task).
 static void
 s_boot_id (char *buf, size_t buf_len)
 {
+    static char s_known [64];
     buf [0] = 0;
+    if (*s_known) {
+        snprintf (buf, buf_len, "%s", s_known);
+        return;
+    }
     FILE *file = fopen ("/proc/sys/kernel/random/boot_id", "re");
     if (!file)
         return;
@@ -32,6 +38,7 @@ s_boot_id (char *buf, size_t buf_len)
         buf [0] = 0;
     fclose (file);
     buf [strcspn (buf, "\n")] = 0;
+    snprintf (s_known, sizeof s_known, "%s", buf);
 }
 
 int

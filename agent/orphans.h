@@ -24,7 +24,8 @@
     The records are written without fsync: they guard against the agent's
     death, not the machine's, and a reboot ends every group anyway.
 
-    Threading: plain functions, no state; call from one thread.
+    Threading: plain functions; their one state is the boot id, read once
+    per process. Call from one thread.
     =========================================================================
 */
 #ifndef GRID_ORPHANS_H

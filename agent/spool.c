@@ -22,6 +22,18 @@
 #define S_DONE_PREFIX_LEN 2
 #define S_ENTRIES_FROM "$"              //  First key after every done record
 
+//  One change an acknowledgement makes, waiting for the next commit: the
+//  entry KEY goes and its done record SEQ comes, or (TRIM) the done
+//  record of KEY goes.
+typedef struct {
+    char key [SPOOL_KEY_MAX];
+    uint64_t seq;
+    bool trim;
+} s_forget_t;
+
+//  The changes of one commit, made in TXN. Returns 0 or a store error.
+typedef int (s_change_fn) (store_txn_t *txn, void *arg);
+
 struct _spool_t {
     store_t *store;             //  The LMDB environment
     zhashx_t *index;            //  key -> spool_state_t (as a pointer)
@@ -30,6 +42,9 @@ struct _spool_t {
     size_t done_keep;           //  Most done records kept
     uint64_t done_seq;          //  Sequence of the newest done record
     size_t unacked;             //  Entries in state RESULT
+    s_forget_t *forgets;        //  Acknowledgements not yet on disk,
+    size_t forget_count;        //  applied by the next commit, oldest
+    size_t forget_size;         //  first (spool_flush)
 };
 
 static void
@@ -113,6 +128,85 @@ s_seq_decode (const unsigned char *buf)
     for (int index = 0; index < 8; index++)
         seq = (seq << 8) | buf [index];
     return seq;
+}
+
+//  The waiting acknowledgements, into TXN.
+static int
+s_forgets_apply (spool_t *self, store_txn_t *txn)
+{
+    int rc = 0;
+    for (size_t index = 0; rc == 0 && index < self->forget_count; index++) {
+        s_forget_t *forget = &self->forgets [index];
+        char done_key [SPOOL_KEY_MAX + S_DONE_PREFIX_LEN];
+        snprintf (done_key, sizeof (done_key), S_DONE_PREFIX "%s",
+                  forget->key);
+        if (forget->trim)
+            rc = store_del (txn, STORE_DB_SPOOL, done_key, strlen (done_key));
+        else {
+            unsigned char seq [8];
+            s_seq_encode (forget->seq, seq);
+            rc = store_del (txn, STORE_DB_SPOOL, forget->key,
+                            strlen (forget->key));
+            if (rc == STORE_ENOTFOUND)
+                rc = 0;
+            if (rc == 0)
+                rc = store_put (txn, STORE_DB_SPOOL, done_key,
+                                strlen (done_key), seq, sizeof (seq));
+        }
+        if (rc == STORE_ENOTFOUND)
+            rc = 0;
+    }
+    return rc;
+}
+
+//  One durable commit of CHANGE (may be NULL) with the waiting
+//  acknowledgements; should that fail, CHANGE alone is tried again (the
+//  acknowledgements wait on). Returns 0 or a store error.
+static int
+s_commit (spool_t *self, s_change_fn *change, void *arg)
+{
+    int rc = STORE_EIO;
+    for (int pass = self->forget_count ? 0 : 1; pass < 2; pass++) {
+        if (pass == 1 && !change)
+            break;
+        store_txn_t *txn = store_begin (self->store, true);
+        rc = txn ? 0 : STORE_EIO;
+        if (rc == 0 && pass == 0)
+            rc = s_forgets_apply (self, txn);
+        if (rc == 0 && change)
+            rc = change (txn, arg);
+        if (rc == 0)
+            rc = store_commit (&txn);
+        else
+            store_abort (&txn);
+        if (rc == 0) {
+            if (pass == 0)
+                self->forget_count = 0;
+            return 0;
+        }
+    }
+    return rc;
+}
+
+//  Queues FORGET for the next commit. Returns 0, or -1 when memory runs
+//  out.
+static int
+s_forget_add (spool_t *self, const char *key, uint64_t seq, bool trim)
+{
+    if (self->forget_count == self->forget_size) {
+        size_t size = self->forget_size ? self->forget_size * 2 : 16;
+        s_forget_t *grown = (s_forget_t *) realloc (
+            self->forgets, size * sizeof (s_forget_t));
+        if (!grown)
+            return -1;
+        self->forgets = grown;
+        self->forget_size = size;
+    }
+    s_forget_t *forget = &self->forgets [self->forget_count++];
+    snprintf (forget->key, sizeof (forget->key), "%s", key);
+    forget->seq = seq;
+    forget->trim = trim;
+    return 0;
 }
 
 //  Remembers KEY as done, newest.
@@ -268,7 +362,10 @@ spool_destroy (spool_t **self_p)
     if (!self_p || !*self_p)
         return;
     spool_t *self = *self_p;
+    if (self->store && self->forget_count)
+        s_commit (self, NULL, NULL);
     store_destroy (&self->store);
+    free (self->forgets);
     zhashx_destroy (&self->index);
     zhashx_destroy (&self->done);
     zlistx_destroy (&self->done_order);
@@ -287,6 +384,19 @@ spool_state (spool_t *self, const char *job, uint32_t step,
     if (state != SPOOL_NONE)
         return state;
     return zhashx_lookup (self->done, key) ? SPOOL_DONE : SPOOL_NONE;
+}
+
+typedef struct {
+    const char *key;
+    pw_t *writer;
+} s_put_t;
+
+static int
+s_put_change (store_txn_t *txn, void *arg)
+{
+    s_put_t *put = (s_put_t *) arg;
+    return store_put (txn, STORE_DB_SPOOL, put->key, strlen (put->key),
+                      pw_data (put->writer), pw_size (put->writer));
 }
 
 int
@@ -334,14 +444,8 @@ spool_put (spool_t *self, const proto_msg_t *msg, char *err, size_t err_len)
                           msg->offset, key, sizeof (key));
     else
         spool_key (msg->job, msg->step, msg->attempt, key, sizeof (key));
-    store_txn_t *txn = store_begin (self->store, true);
-    int rc = txn ? store_put (txn, STORE_DB_SPOOL, key, strlen (key),
-                              pw_data (writer), pw_size (writer))
-                 : STORE_EIO;
-    if (rc == 0)
-        rc = store_commit (&txn);
-    else
-        store_abort (&txn);
+    s_put_t put = { .key = key, .writer = writer };
+    int rc = s_commit (self, s_put_change, &put);
     pw_destroy (&writer);
     if (rc) {
         s_err (err, err_len, "spool: %s (%s)", store_strerror (rc),
@@ -396,82 +500,64 @@ spool_ack_many (spool_t *self, const proto_ack_t *acks, size_t count,
     size_t unknown = 0;
     if (unknown_p)
         *unknown_p = 0;
-    store_txn_t *txn = NULL;
-    //  Keys taken by this call: out of the index at once, so that a
-    //  repeated entry counts as unknown; put back should the commit fail
-    char (*taken) [SPOOL_KEY_MAX] = NULL;
-    size_t taken_count = 0;
-    int rc = 0;
-    for (size_t index = 0; rc == 0 && index < count; index++) {
+    //  Room first, so that nothing changes when memory runs out: each
+    //  ack may also trim one old done record
+    size_t need = self->forget_count + 2 * count;
+    while (self->forget_size < need) {
+        size_t size = self->forget_size ? self->forget_size * 2 : 16;
+        s_forget_t *grown = (s_forget_t *) realloc (
+            self->forgets, size * sizeof (s_forget_t));
+        if (!grown)
+            return -1;
+        self->forgets = grown;
+        self->forget_size = size;
+    }
+    for (size_t index = 0; index < count; index++) {
         char key [SPOOL_KEY_MAX];
         spool_key (acks [index].job, acks [index].step, acks [index].attempt,
                    key, sizeof (key));
+        //  Out of the index at once: a repeated entry counts as unknown
         if ((spool_state_t) (uintptr_t) zhashx_lookup (self->index, key)
             != SPOOL_RESULT) {
             unknown++;
             continue;
         }
-        if (!txn) {
-            txn = store_begin (self->store, true);
-            taken = malloc (count * SPOOL_KEY_MAX);
-            if (!txn || !taken) {
-                rc = -1;
-                break;
-            }
-        }
-        char done_key [SPOOL_KEY_MAX + S_DONE_PREFIX_LEN];
-        snprintf (done_key, sizeof (done_key), S_DONE_PREFIX "%s", key);
-        unsigned char seq [8];
-        s_seq_encode (self->done_seq + 1 + taken_count, seq);
-        rc = store_del (txn, STORE_DB_SPOOL, key, strlen (key));
-        if (rc == STORE_ENOTFOUND)
-            rc = 0;
-        if (rc == 0)
-            rc = store_put (txn, STORE_DB_SPOOL, done_key, strlen (done_key),
-                            seq, sizeof (seq));
-        memcpy (taken [taken_count++], key, SPOOL_KEY_MAX);
+        s_forget_add (self, key, ++self->done_seq, false);
         s_index_set (self, key, SPOOL_NONE);
+        s_done_remember (self, key);
     }
     //  Forget the oldest done records beyond the bound
-    size_t kept = zlistx_size (self->done_order);
-    size_t excess = kept + taken_count > self->done_keep
-                  ? kept + taken_count - self->done_keep : 0;
-    if (excess > kept)
-        excess = kept;
-    char *oldest = (char *) zlistx_first (self->done_order);
-    for (size_t index = 0; rc == 0 && txn && index < excess && oldest;
-         index++) {
-        char old_key [SPOOL_KEY_MAX + S_DONE_PREFIX_LEN];
-        snprintf (old_key, sizeof (old_key), S_DONE_PREFIX "%s", oldest);
-        rc = store_del (txn, STORE_DB_SPOOL, old_key, strlen (old_key));
-        if (rc == STORE_ENOTFOUND)
-            rc = 0;
-        oldest = (char *) zlistx_next (self->done_order);
-    }
-    if (rc == 0 && txn)
-        rc = store_commit (&txn);
-    else
-        store_abort (&txn);
-    if (rc) {
-        for (size_t index = 0; index < taken_count; index++)
-            s_index_set (self, taken [index], SPOOL_RESULT);
-        free (taken);
-        return -1;
-    }
-    self->done_seq += taken_count;
-    for (size_t index = 0; taken_count && index < excess; index++) {
-        char *first = (char *) zlistx_first (self->done_order);
-        if (!first)
-            break;
-        zhashx_delete (self->done, first);
+    while (zlistx_size (self->done_order) > self->done_keep) {
+        char *oldest = (char *) zlistx_first (self->done_order);
+        s_forget_add (self, oldest, 0, true);
+        zhashx_delete (self->done, oldest);
         zlistx_delete (self->done_order, zlistx_cursor (self->done_order));
     }
-    for (size_t index = 0; index < taken_count; index++)
-        s_done_remember (self, taken [index]);
-    free (taken);
     if (unknown_p)
         *unknown_p = unknown;
     return 0;
+}
+
+int
+spool_flush (spool_t *self)
+{
+    if (self->forget_count == 0)
+        return 0;
+    return s_commit (self, NULL, NULL) == 0 ? 0 : -1;
+}
+
+size_t
+spool_unflushed (spool_t *self)
+{
+    return self->forget_count;
+}
+
+static int
+s_del_change (store_txn_t *txn, void *arg)
+{
+    const char *key = (const char *) arg;
+    int rc = store_del (txn, STORE_DB_SPOOL, key, strlen (key));
+    return rc == STORE_ENOTFOUND ? 0 : rc;
 }
 
 int
@@ -483,17 +569,7 @@ spool_ack_output (spool_t *self, const char *job, uint32_t step,
     if ((spool_state_t) (uintptr_t) zhashx_lookup (self->index, key)
         != SPOOL_OUTPUT)
         return 0;
-    store_txn_t *txn = store_begin (self->store, true);
-    if (!txn)
-        return -1;
-    int rc = store_del (txn, STORE_DB_SPOOL, key, strlen (key));
-    if (rc == STORE_ENOTFOUND)
-        rc = 0;
-    if (rc == 0)
-        rc = store_commit (&txn);
-    else
-        store_abort (&txn);
-    if (rc)
+    if (s_commit (self, s_del_change, key))
         return -1;
     s_index_set (self, key, SPOOL_NONE);
     return 0;

@@ -7,7 +7,8 @@
         ack sent        key -> the encoded ACK        (state ACKED)
         started sent    key -> the encoded STARTED    (state STARTED)
         result sent     key -> the encoded RESULT     (state RESULT)
-        result_ack      key deleted, a done record kept (state DONE)
+        result_ack      key deleted, a done record kept (state DONE),
+                        on disk with the next commit (below)
 
     A result whose output goes in pieces (PROTOCOL.md, `output`) leaves
     each piece here too, before it is sent, under "job|step|attempt|
@@ -22,7 +23,16 @@
     and never run again.
 
     Storage: STORE_DB_SPOOL of an LMDB environment (store.h) in the
-    directory given to spool_open; every change is its own durable commit.
+    directory given to spool_open. Every record the agent announces (an
+    ack, a started, a result, an output piece) is committed, durably,
+    before the announcement. A result_ack is the one change nothing
+    waits on: it takes effect in memory at once (the result is no longer
+    re-sent, a replayed command is recognised as done) and reaches the
+    disk with the next commit, or spool_flush, which the agent calls
+    within a second and at close. Should the agent die before that, it
+    finds the result still waiting and sends it again: the broker, which
+    has it, acknowledges it again (as after a death between the broker's
+    result_ack and its commit). One commit per job is saved so.
     Done records live under keys "#|job|step|attempt" (a job id never
     starts with '#'), valued by an 8-byte big-endian sequence number.
 
@@ -67,7 +77,8 @@ spool_t *spool_open (const char *dir, size_t done_keep, char *err,
 //  INDEX from 0, or NULL past the last (store_migration). Owned by SELF.
 const char *spool_migration (spool_t *self, size_t index);
 
-//  Closes the spool; NULL-safe, nulls *self_p.
+//  Closes the spool, committing what spool_flush would first; NULL-safe,
+//  nulls *self_p.
 void spool_destroy (spool_t **self_p);
 
 //  Writes "job|step|attempt" into BUF (SPOOL_KEY_MAX bytes).
@@ -84,8 +95,9 @@ void spool_output_key (const char *job, uint32_t step, uint32_t attempt,
                        size_t buf_len);
 
 //  Records MSG (an ACK, STARTED, RESULT or OUTPUT) under its key,
-//  replacing what was there, and commits. Returns 0, or -1 with a sentence in ERR (store
-//  full or failing, or MSG does not encode).
+//  replacing what was there, and commits (with the acknowledgements not
+//  yet on disk). Returns 0, or -1 with a sentence in ERR (store full or
+//  failing, or MSG does not encode).
 int spool_put (spool_t *self, const proto_msg_t *msg, char *err,
                size_t err_len);
 
@@ -94,18 +106,26 @@ int spool_put (spool_t *self, const proto_msg_t *msg, char *err,
 int spool_result (spool_t *self, const char *job, uint32_t step,
                   uint32_t attempt, void **data_p, size_t *size_p);
 
-//  The broker has the result: deletes the entry and keeps a done record
-//  (trimming the oldest beyond done_keep). Returns 0 (also when there was
-//  no such entry: a duplicate result_ack), or -1 on a store failure.
+//  The broker has the result: the entry goes and a done record stays
+//  (trimming the oldest beyond done_keep), at once in memory, on disk
+//  with the next commit (spool_flush). Returns 0 (also when there was no
+//  such entry: a duplicate result_ack), or -1 when memory runs out.
 int spool_ack (spool_t *self, const char *job, uint32_t step,
                uint32_t attempt);
 
-//  spool_ack for the COUNT results in ACKS (a result_acks), in one
-//  transaction. *UNKNOWN_P (may be NULL) gets how many named no result
-//  waiting for its ack (unknown, already acknowledged, or repeated).
-//  Returns 0, or -1 on a store failure (then nothing changed).
+//  spool_ack for the COUNT results in ACKS (a result_acks). *UNKNOWN_P
+//  (may be NULL) gets how many named no result waiting for its ack
+//  (unknown, already acknowledged, or repeated). Returns 0, or -1 when
+//  memory runs out (then nothing changed).
 int spool_ack_many (spool_t *self, const proto_ack_t *acks, size_t count,
                     size_t *unknown_p);
+
+//  Commits the acknowledgements not yet on disk (none: nothing). Returns
+//  0, or -1 on a store failure (they wait for the next commit then).
+int spool_flush (spool_t *self);
+
+//  How many changes of acknowledgements wait for a commit.
+size_t spool_unflushed (spool_t *self);
 
 //  The broker has the output piece: deletes it. Returns 0 (also when
 //  there was none: a duplicate output_ack), or -1 on a store failure.

@@ -727,6 +727,36 @@ test_executor_parallel_steps (void **unused)
     s_assert_no_zombies ();
 }
 
+//  executor_starts_at_once says whether a task submitted now starts on
+//  the next pass: a free slot, nothing queued, no step of its job running
+//  (unless parallel).
+static void
+test_executor_starts_at_once (void **unused)
+{
+    zloop_t *loop = zloop_new ();
+    s_state_t state;
+    s_executor (loop, &state, 2, 65536, 1000);
+    assert_true (executor_starts_at_once (state.executor, "j-a", false));
+    s_submit_child (&state, 0, "j-a", 0, s_child_sleep, 300, 0);
+    //  Queued, not yet started: whatever comes next waits behind it
+    assert_false (executor_starts_at_once (state.executor, "j-b", false));
+    s_run_until_started (loop, &state.records [0]);
+    //  One slot left: not for j-a's next step, but for a parallel one of
+    //  j-a and for another job
+    assert_false (executor_starts_at_once (state.executor, "j-a", false));
+    assert_true (executor_starts_at_once (state.executor, "j-a", true));
+    assert_true (executor_starts_at_once (state.executor, "j-b", false));
+    s_submit_child (&state, 1, "j-b", 0, s_child_sleep, 300, 0);
+    s_run_until_started (loop, &state.records [1]);
+    //  The pool is full
+    assert_false (executor_starts_at_once (state.executor, "j-c", true));
+    s_run (loop, &state, 2);
+    assert_true (executor_starts_at_once (state.executor, "j-a", false));
+    s_cleanup (&state);
+    zloop_destroy (&loop);
+    s_assert_no_zombies ();
+}
+
 static void
 s_inproc_ok (void *arg, executor_result_t *result)
 {
@@ -829,6 +859,7 @@ main (void)
         cmocka_unit_test (test_executor_pool_bounded),
         cmocka_unit_test (test_executor_steps_ordered),
         cmocka_unit_test (test_executor_parallel_steps),
+        cmocka_unit_test (test_executor_starts_at_once),
         cmocka_unit_test (test_executor_inproc_runs_in_order),
         cmocka_unit_test (test_executor_exec_failure),
         cmocka_unit_test (test_executor_submit_refuses_malformed),

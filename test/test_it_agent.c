@@ -692,6 +692,50 @@ s_spool_holds (const char *wanted, char gone [][32], size_t count)
     assert_true (found);
 }
 
+//  The timers of running work (progress, live output) stop while the
+//  agent is idle and start again with its next task: a task taken after
+//  a quiet spell still reports its progress.
+static void
+test_it_agent_progress_after_idle (void **state)
+{
+    char job [32];
+    s_new_job (job, sizeof job);
+    const char *keys [] = {"msg"};
+    const char *values [] = {"hi"};
+    proto_msg_t *msg = s_run (job, 1, "test", "echo", 1, keys, values, NULL);
+    proto_msg_destroy (&msg);
+    //  Longer than the progress interval (1 s): the timers went quiet
+    zclock_sleep (1500);
+    s_new_job (job, sizeof job);
+    const char *sleep_keys [] = {"seconds"};
+    const char *sleep_values [] = {"60"};
+    s_command (job, 0, 1, "test", "sleep", 1, sleep_keys, sleep_values,
+               NULL);
+    bool progress = false;
+    while (!progress) {
+        msg = s_recv_job (job);
+        assert_non_null (msg);
+        assert_true (msg->type == PROTO_ACK || msg->type == PROTO_STARTED
+                     || msg->type == PROTO_PROGRESS);
+        progress = msg->type == PROTO_PROGRESS;
+        proto_msg_destroy (&msg);
+    }
+    proto_msg_t cancel = {
+        .type = PROTO_CANCEL, .job = job, .reason = "test over"
+    };
+    s_send (&cancel);
+    msg = s_recv_job (job);
+    while (msg && msg->type == PROTO_PROGRESS) {
+        proto_msg_destroy (&msg);
+        msg = s_recv_job (job);
+    }
+    assert_non_null (msg);
+    assert_int_equal (msg->type, PROTO_RESULT);
+    assert_string_equal (msg->status, "cancelled");
+    s_result_ack (msg);
+    proto_msg_destroy (&msg);
+}
+
 //  One result_acks acknowledges results of several jobs: they leave the
 //  spool, the one it does not name stays (and a single result_ack still
 //  works).
@@ -1009,6 +1053,7 @@ main (void)
         cmocka_unit_test (test_it_agent_duplicates_and_filters),
         cmocka_unit_test (test_it_agent_in_loop_result_goes_alone),
         cmocka_unit_test (test_it_agent_long_step_acks_first),
+        cmocka_unit_test (test_it_agent_progress_after_idle),
         cmocka_unit_test (test_it_agent_result_acks_batched),
         cmocka_unit_test (test_it_agent_result_acks_hostile),
         cmocka_unit_test (test_it_agent_epoch_fence),

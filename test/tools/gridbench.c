@@ -137,7 +137,8 @@
 #define S_GOAL_RESULTS_PER_S 200000
 #define S_GOAL_REGISTER_10K_S 10
 #define S_GOAL_BROKER_BYTES 4096
-#define S_GOAL_AGENT_KIB 4096
+#define S_GOAL_AGENT_KIB 6144        //  Idle RSS of the real agent
+#define S_GOAL_AGENT_JOB_CPU_MS 0.5 //  Its CPU per test echo job
 #define S_GOAL_RAW_RATIO 1.25       //  Broadcast over raw fan-out + ingest
 #define S_GOAL_CLI_WAIT_MS 8        //  gridcli job run --wait, p50
 //  ...and from the scale issue (make bench-scale, through relays)
@@ -174,6 +175,7 @@ typedef struct {
     size_t agent_runs;              //  Hostname / echo runs
     size_t swarm_threads;           //  Shards, 0 = by size
     bool skip_agent;                //  No real agent phase
+    bool agent_only;                //  Only the real agent phase
     bool skip_drain;                //  No drain after the ingest run
     char *bin;                      //  gridbroker, gridagent
     char *swarm;                    //  gridswarm
@@ -3494,7 +3496,8 @@ s_print (const s_run_t *runs, size_t count, const s_agent_figures_t *agent)
         s_cell (cell, sizeof cell, "%.1f", agent->echo_ms);
         printf ("  test echo, p50 wall (ms)          %12s\n", cell);
         s_cell (cell, sizeof cell, "%.2f", agent->echo_cpu_ms);
-        printf ("  test echo, agent CPU (ms)         %12s\n", cell);
+        printf ("  test echo, agent CPU (ms)         %12s   under %.1f\n", cell,
+                S_GOAL_AGENT_JOB_CPU_MS);
         s_cell (cell, sizeof cell, "%.1f", agent->cli_p50_ms);
         printf ("  gridcli job run --wait, p50 (ms)  %12s   under %d "
                 "(CURVE, process start included; %zu runs)\n", cell,
@@ -5607,6 +5610,8 @@ static const char *s_usage =
     "  --idle-s S           real agent idle window (seconds)       [60]\n"
     "  --agent-runs N       hostname and echo jobs on the agent    [20]\n"
     "  --no-agent           skip the real agent\n"
+    "  --agent-only         only the real agent: idle CPU and RSS, CPU\n"
+    "                       per job, gridcli --wait (a few minutes less)\n"
     "  --no-drain           skip the drain (the broker alone on the ingest\n"
     "                       run's results, while the swarm holds them and\n"
     "                       the broker is stopped; direct runs only)\n"
@@ -5785,8 +5790,9 @@ s_parse (s_options_t *options, int argc, char *argv [])
         {"live-aligned", no_argument, NULL, 0x106},
         {"ha", no_argument, NULL, 0x101},
         {"ha-kills", required_argument, NULL, 0x102},
-        {"ha-failover-only", no_argument, NULL, 0x106},
-        {"ha-stop", no_argument, NULL, 0x107},
+        {"ha-failover-only", no_argument, NULL, 0x107},
+        {"ha-stop", no_argument, NULL, 0x108},
+        {"agent-only", no_argument, NULL, 0x109},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0}
     };
@@ -5859,14 +5865,17 @@ s_parse (s_options_t *options, int argc, char *argv [])
             case 0x105:
                 options->files_mib = strtoul (optarg, &end, 10);
                 break;
+            case 0x109:
+                options->agent_only = true;
+                break;
             case 0x102:
                 options->ha_kills = strtoul (optarg, &end, 10);
                 break;
-            case 0x106:
+            case 0x107:
                 options->ha_failover_only = true;
                 options->ha = true;
                 break;
-            case 0x107:
+            case 0x108:
                 options->ha_stop = true;
                 break;
             case 'O':
@@ -6218,6 +6227,8 @@ main (int argc, char *argv [])
     size_t broker_max = limit > 512 ? (size_t) (limit - 256) / 2 / 100 * 100
                                     : 0;
     size_t previous = 0;
+    if (options.agent_only)
+        options.count_total = 0;
     for (size_t at = 0; at < options.count_total && !s_interrupted; at++) {
         size_t agents = options.counts [at];
         s_run_t *run = &runs [measured++];
