@@ -5,6 +5,7 @@ import { ApiError, CELL_SHORT, FINAL, apiRequest, FINAL_CELL, IN_FLIGHT, api, ap
     enc, eventBadge, every, fact, flash, flashError, flattenSteps, fmtBytes, fmtClock,
     fmtDuration, fmtTime, h, inFrame, jobLink, legend, loadOutput, onScrollFrame, pageBytes, progressEls,
     progressText, q, roleButton, sleep, sse, targetText, timeEl, toneColour, virtualRows } from './common.js';
+import { CellTable, packCells } from './jobcells.js';
 import { batchesView, dagView } from './jobgraph.js';
 
 export function jobView(ctx, id) {
@@ -16,7 +17,16 @@ export function jobView(ctx, id) {
     let stopPoll = null;
     let refetchTimer = null;
     // The grid's rows: virtualised past VIRTUAL_ROWS (drawRows)
-    let rowState = null;           // {matching, results, nsteps, pending} of the last drawGrid
+    let rowState = null;           // {nsteps, pending} of the last drawGrid
+    let cells = null;              // the record's cells (jobcells.js), moved by the stream
+    let details = null;            // without a Worker: the record's cells whole (results)
+    let recordVersion = 0;         // counts the records fetched
+    const detailCache = new Map(); // step/node -> the cell whole, of this record
+    let stepOnly = null;           // the one step shown (a DAG box clicked), or null
+    // Two Workers, so that the record and the events (10 MB each at
+    // 10,000 nodes) are parsed at once on two cores
+    const recordWorker = offThread();
+    const eventsWorker = offThread();
     let gridTbody = null;
     const rowPitch = { px: 34 };    // measured from drawn rows
     const scrollBox = h('div', { class: 'gridscroll vscroll' });
@@ -132,7 +142,7 @@ export function jobView(ctx, id) {
     const drawLive = (step, node) => {
         if (!selected || selected.step !== step || selected.node !== node || !record)
             return;
-        const cell = ((record.results || {})[String(step)] || {})[node];
+        const cell = cellOf(step, node);
         for (const stream of ['stdout', 'stderr']) {
             const text = liveText(step, node, stream, cell);
             const pre = cellBox.querySelector('#output-' + stream);
@@ -210,7 +220,7 @@ export function jobView(ctx, id) {
             return;
         for (const btn of gridBox.querySelectorAll('.cellbtn[data-status="running"]')) {
             const step = Number(btn.dataset.step);
-            const cell = ((record.results || {})[String(step)] || {})[btn.dataset.node];
+            const cell = cellOf(step, btn.dataset.node);
             const task = cellTask(step, btn.dataset.node, cell);
             for (const old of btn.querySelectorAll('.cprogress, progress'))
                 old.remove();
@@ -222,55 +232,76 @@ export function jobView(ctx, id) {
             drawCell();
     };
 
-    let byName = null;             // the job's nodes sorted by name (drawGrid)
+    // The rows in their order, from the cells (derive): every node's index
+    // in the table, failures first (failed, timeout, lost, offline,
+    // interrupted, then the rest) and by name within; those the filters
+    // keep; the counts per status per step and per row.
+    let view = null;               // {all, matching: Int32Array of table indices, counts}
+    const derive = () => {
+        const n = cells.nodes.length;
+        const counts = cells.counts(cellRank);
+        // A counting sort by rank over the names' order (the table's)
+        const none = cellRank(null);
+        const rank = (i) => (counts.worst[i] < 0 ? none : Math.min(none, counts.worst[i]));
+        const start = new Uint32Array(none + 2);
+        for (let i = 0; i < n; i++)
+            start[rank(i) + 1]++;
+        for (let k = 1; k < start.length; k++)
+            start[k] += start[k - 1];
+        const all = new Int32Array(n);
+        for (let i = 0; i < n; i++)
+            all[start[rank(i)]++] = i;
+        if (statusFilter && !counts.rows.has(statusFilter))
+            statusFilter = '';
+        const needle = gridFilter.value.trim().toLowerCase();
+        const bit = statusFilter ? cells.codes.get(statusFilter) : undefined;
+        const info = (node) => (nodeInfo && nodeInfo.get(node)) || { groups: [], labels: [] };
+        const onStep = stepOnly !== null ? cells.status[stepOnly] || new Uint8Array(n) : null;
+        const matching = !needle && !statusFilter && !groupFilter && !labelFilter && !onStep ? all
+            : all.filter((i) => {
+                const node = cells.nodes[i];
+                return (!needle || node.toLowerCase().includes(needle))
+                    && (!statusFilter || (bit < 32 && (counts.masks[i] & (1 << bit)) !== 0))
+                    && (!onStep || onStep[i] !== 0)
+                    && (!groupFilter || info(node).groups.includes(groupFilter))
+                    && (!labelFilter || info(node).labels.includes(labelFilter));
+            });
+        view = { all, matching, counts };
+    };
+
+    // The cell of STEP on NODE as the grid shows it (the record's, moved
+    // by the stream), or null.
+    const cellOf = (step, node) => (cells ? cells.cell(step, node) : null);
+
+    // The steps shown as columns: all, or the one a DAG box chose.
+    const columns = (nsteps) => (stepOnly !== null && stepOnly < nsteps ? [stepOnly]
+        : Array.from({ length: nsteps }, (_, s) => s));
+
     const drawGrid = () => {
         const r = record;
         const steps = flattenSteps(r.tasks);
-        const results = r.results || {};
-        const nsteps = Math.max(r.steps || 0, steps.length);
-        const nodes = new Set(r.expected || []);
-        for (const s in results)
-            for (const node in results[s] || {})
-                nodes.add(node);
-        const counts = cellCounts(results, nodes, nsteps);
-        // Failures first, then what runs, then what went well; by name
-        // within: the names sorted once, then put in their rank's bucket
-        if (!byName || byName.length !== nodes.size)
-            byName = [...nodes].sort();
-        const buckets = [];
-        for (const n of byName) {
-            const rank = cellRank(counts.nodes.get(n));
-            (buckets[rank] || (buckets[rank] = [])).push(n);
-        }
-        const allNodes = [].concat(...buckets.filter(Boolean));
-        if (statusFilter && !counts.rows.has(statusFilter))
-            statusFilter = '';
-        drawChips(counts, allNodes.length);
-        const needle = gridFilter.value.trim().toLowerCase();
-        drawNodeFilters(allNodes);
-        const info = (n) => (nodeInfo && nodeInfo.get(n)) || { groups: [], labels: [] };
-        const matching = !needle && !statusFilter && !groupFilter && !labelFilter ? allNodes
-            : allNodes.filter((n) => (!needle || n.toLowerCase().includes(needle))
-                && (!statusFilter || cellsOf(results, n, nsteps).has(statusFilter))
-                && (!groupFilter || info(n).groups.includes(groupFilter))
-                && (!labelFilter || info(n).labels.includes(labelFilter)));
-        gridFilter.hidden = allNodes.length <= 10;
+        const nsteps = Math.max(cells.nsteps, steps.length);
+        if (stepOnly !== null && stepOnly >= nsteps)
+            stepOnly = null;
+        derive();
+        drawChips();
+        drawNodeFilters(cells.nodes);
+        gridFilter.hidden = cells.nodes.length <= 10;
         // The rows first, the heat map at the next frame: two shorter tasks
         // instead of one, and the first screen of rows sooner
-        gridCounts = counts;
         cellChanges.clear();
         const mapDraw = ++mapDraws;
         requestAnimationFrame(() => {
             if (mapDraw === mapDraws && ctx.live())
-                drawMap(matching, results, nsteps, steps);
+                drawMap(nsteps, steps);
         });
         const headRow = h('tr', null, h('th', { class: 'corner' }, 'node \\ step'));
-        for (let s = 0; s < nsteps; s++) {
+        for (const s of columns(nsteps)) {
             const st = steps[s];
             const leaf = st ? st.leaf : {};
             const label = (leaf.backend || '?') + ' ' + (leaf.action || '?');
             const where = st ? (st.sub !== undefined ? 'phase ' + st.phase + '.' + st.sub : 'phase ' + st.phase) : '';
-            const tally = tallyOf(counts.steps[s]);
+            const tally = tallyOf(view.counts.steps[s] || new Map());
             headRow.append(h('th', { class: 'step' + (s === r.step && !FINAL.has(r.status) ? ' current' : ''),
                                      title: where + (leaf.condition ? ' \u00b7 ' + leaf.condition : '') },
                 h('span', { class: 'stepno', text: '#' + s }), ' ',
@@ -278,13 +309,15 @@ export function jobView(ctx, id) {
                 leaf.name ? h('div', { class: 'small muted', text: label }) : null,
                 h('div', { class: 'tallies small', dataset: { step: String(s) }, hidden: !tally.length }, tally)));
         }
-        rowState = { matching, results, nsteps, pending: r.status === 'pending' };
+        rowState = { nsteps, pending: r.status === 'pending' };
         const top = scrollBox.scrollTop;
         clear(gridBox);
         clear(scrollBox);
         gridTbody = h('tbody');
         rowCache = new Map();
-        scrollBox.append(h('table', { class: 'grid', id: 'grid' }, h('thead', null, headRow), gridTbody));
+        scrollBox.append(h('table', { class: 'grid', id: 'grid',
+                                      dataset: { step: stepOnly === null ? '' : String(stepOnly) } },
+                           h('thead', null, headRow), gridTbody));
         gridBox.append(scrollBox, legend());
         scrollBox.scrollTop = top;
         drawRows();
@@ -300,109 +333,104 @@ export function jobView(ctx, id) {
     // The stream's events move the cells they name in place (a status
     // only: durations, exit codes and outputs come with the next fetch of
     // the record): a 10,000-node job is not fetched, parsed, counted and
-    // redrawn whole for each change. Once a frame, the changed cells' heat
-    // map squares are painted, their steps' tallies counted on, and the
-    // rows in view drawn again; the chips, the order of the rows and the
-    // histograms wait for the next whole redraw (drawGrid).
+    // redrawn whole for each change. Once a frame (at most every
+    // CELL_DRAW_MS, twice that past 2,000 nodes), the cells are counted again (typed arrays: about a
+    // millisecond for 30,000), the chips, the tallies, the rows' order
+    // (failures first) and the rows in view follow, and the heat map's
+    // changed squares are painted (all of them when the order moved).
     const EVENT_CELL = { dispatched: 'dispatched', acknowledged: 'acknowledged', running: 'running',
                          succeeded: 'success', failed: 'failed', timeout: 'timeout', lost: 'lost',
                          interrupted: 'interrupted', cancelled: 'cancelled', offline: 'offline',
                          drained: 'drained', unsupported: 'unsupported', retried: 'retry_wait' };
-    let gridCounts = null;         // cellCounts of the last drawGrid, counted on by the events
-    let mapState = null;           // the heat map drawn: {index: Map(node -> square), canvases, ...}
+    let mapState = null;           // the heat map drawn: see drawMap
     let mapDraws = 0;
-    const cellChanges = new Map(); // step/node -> {step, node, old}: not drawn yet
+    const cellChanges = new Map(); // step/node -> {step, node}: not drawn yet
     let cellFrame = 0;
     let cellsStreamed = false;     // the stream moved a cell: the record is fetched less often
     let recentCellEvents = [];     // the cell events of the stream since the last fetch began
     const applyEvent = (e, again) => {
         const status = EVENT_CELL[e.event];
-        if (!status || !record || !record.results || typeof e.node !== 'string' || typeof e.step !== 'number'
-            || e.step < 0 || e.step >= (rowState ? rowState.nsteps : 0))
+        if (!status || !cells || typeof e.node !== 'string' || typeof e.step !== 'number'
+            || e.step < 0 || e.step >= cells.nsteps)
             return;
         if (!again)
             recentCellEvents.push(e);
-        const cells = record.results[String(e.step)] || (record.results[String(e.step)] = {});
-        const cell = cells[e.node];
-        const old = cell ? cell.status : null;
+        const i = cells.index.get(e.node);
+        if (i === undefined)
+            return;
+        const old = cells.statusAt(e.step, i);
         // An event older than the record fetched does not undo what it says
         if (old === status || (FINAL_CELL.has(old) && !FINAL_CELL.has(status) && status !== 'retry_wait'))
             return;
-        if (cell)
-            cell.status = status;
-        else
-            cells[e.node] = { status, attempts: 1 };
+        if (cells.setStatus(e.step, e.node, status) === undefined)
+            return;
         cellsStreamed = true;
-        const key = e.step + '/' + e.node;
-        if (!cellChanges.has(key))
-            cellChanges.set(key, { step: e.step, node: e.node, old });
+        cellChanges.set(e.step + '/' + e.node, { step: e.step, node: e.node });
         // Drawn at the next frame after CELL_DRAW_MS: a burst of events is
-        // one redraw of its cells
+        // one redraw of its cells. A large job's redraw counts and paints
+        // all its cells: half as often
         if (!cellFrame)
-            cellFrame = setTimeout(() => requestAnimationFrame(drawCellChanges), CELL_DRAW_MS);
+            cellFrame = setTimeout(() => requestAnimationFrame(drawCellChanges),
+                                   cells.nodes.length > 2000 ? 2 * CELL_DRAW_MS : CELL_DRAW_MS);
     };
     const CELL_DRAW_MS = 200;
+    const sameOrder = (a, b) => {
+        if (!a || !b || a.length !== b.length)
+            return false;
+        for (let i = 0; i < a.length; i++)
+            if (a[i] !== b[i])
+                return false;
+        return true;
+    };
     const drawCellChanges = () => {
         cellFrame = 0;
-        if (!ctx.live() || !record || !gridCounts || !rowState) {
+        if (!ctx.live() || !record || !cells || !view || !rowState) {
             cellChanges.clear();
             return;
         }
-        const steps = new Set();
-        const nodes = new Set();
+        const before = view.matching;
+        derive();
+        const moved = !sameOrder(before, view.matching);
+        // The rows first: they read the layout (virtualRows), still clean
         for (const c of cellChanges.values()) {
-            nodes.add(c.node);
-            const counts = gridCounts.steps[c.step];
-            const cell = (rowState.results[String(c.step)] || {})[c.node];
-            if (!counts || !cell)
-                continue;
-            if (c.old)
-                counts.set(c.old, (counts.get(c.old) || 1) - 1);
-            counts.set(cell.status, (counts.get(cell.status) || 0) + 1);
-            steps.add(c.step);
-            paintSquare(c.step, c.node, cell.status);
+            const tr = rowCache.get(c.node);
+            rowCache.delete(c.node);
+            if (!moved && tr && tr.parentNode === gridTbody) {
+                const fresh = rowOf(c.node, rowState.nsteps);
+                rowCache.set(c.node, fresh);
+                tr.replaceWith(fresh);
+            }
         }
-        cellChanges.clear();
-        for (const s of steps) {
-            const box = gridBox.querySelector('.tallies[data-step="' + s + '"]');
-            if (!box)
-                continue;
-            const tally = tallyOf(gridCounts.steps[s]);
+        if (moved)
+            drawRows();
+        drawChips();
+        for (const box of gridBox.querySelectorAll('.tallies[data-step]')) {
+            const tally = tallyOf(view.counts.steps[Number(box.dataset.step)] || new Map());
             clear(box);
             box.append(...tally);
             box.hidden = !tally.length;
         }
-        for (const node of nodes) {
-            const tr = rowCache.get(node);
-            if (!tr)
-                continue;
-            rowCache.delete(node);
-            if (tr.parentNode === gridTbody) {
-                const fresh = rowOf(node, rowState.results, rowState.nsteps);
-                rowCache.set(node, fresh);
-                tr.replaceWith(fresh);
-            }
+        if (mapState && sameOrder(mapState.order, view.matching)) {
+            const steps = new Set();
+            for (const c of cellChanges.values())
+                if (paintSquare(c.step, cells.index.get(c.node)))
+                    steps.add(c.step);
+            for (const s of steps)
+                putMap(s);
+        } else if (mapState) {
+            paintMap();
         }
+        cellChanges.clear();
+        drawShapes();
         if (selected)
             drawCell();
     };
-    const paintSquare = (step, node, status) => {
-        const m = mapState;
-        const i = m ? m.index.get(node) : undefined;
-        const g = m ? m.canvases[step] : null;
-        if (i === undefined || !g)
-            return;
-        if (!m.colours.has(status))
-            m.colours.set(status, toneColour(status));
-        g.fillStyle = m.colours.get(status);
-        g.fillRect((i % m.perRow) * m.pitch, Math.floor(i / m.perRow) * m.pitch, m.size, m.size);
-    };
 
     // One node's row of the grid.
-    const rowOf = (node, results, nsteps) => {
+    const rowOf = (node, nsteps) => {
         const row = h('tr', { dataset: { node } }, h('th', { class: 'node mono', text: node }));
-        for (let s = 0; s < nsteps; s++) {
-            const cell = (results[String(s)] || {})[node];
+        for (const s of columns(nsteps)) {
+            const cell = cellOf(s, node);
             if (!cell) {
                 row.append(h('td', { class: 'cell none' }, ''));
                 continue;
@@ -439,9 +467,10 @@ export function jobView(ctx, id) {
 
     // The rows of the grid, only those in view past VIRTUAL_ROWS.
     const drawRows = () => {
-        if (!rowState || !gridTbody)
+        if (!rowState || !gridTbody || !view)
             return;
-        const { matching, results, nsteps, pending } = rowState;
+        const { nsteps, pending } = rowState;
+        const matching = view.matching;
         if (!matching.length) {
             clear(gridTbody);
             gridTbody.append(h('tr', null, h('td', { colspan: nsteps + 1, class: 'muted empty' },
@@ -453,10 +482,11 @@ export function jobView(ctx, id) {
         if (rowCache.size > 4 * VIRTUAL_KEEP)
             rowCache.clear();
         virtualRows(scrollBox, gridTbody, matching.length, (i) => {
-            let tr = rowCache.get(matching[i]);
+            const node = cells.nodes[matching[i]];
+            let tr = rowCache.get(node);
             if (!tr) {
-                tr = rowOf(matching[i], results, nsteps);
-                rowCache.set(matching[i], tr);
+                tr = rowOf(node, nsteps);
+                rowCache.set(node, tr);
             }
             return tr;
         }, rowPitch);
@@ -468,9 +498,12 @@ export function jobView(ctx, id) {
     // order: failures first), coloured by the cell's status, drawn on a
     // canvas so that 10,000 cells are one element; hovering names the cell
     // below the map, a click opens it. Under each step, its durations.
-    // Shown from MAP_NODES nodes on (or with ?view=map).
+    // Shown from MAP_NODES nodes on (or with ?view=map). The squares are
+    // written as pixels (an ImageData per step, put whole): 30,000 squares
+    // in a few milliseconds, where as many fillRect calls took 25 to 85.
     const MAP_NODES = 40;
-    const drawMap = (nodes, results, nsteps, steps) => {
+    const drawMap = (nsteps, steps) => {
+        const nodes = view.matching;
         mapBox.hidden = !(forceMap || nodes.length >= MAP_NODES);
         mapState = null;
         if (mapBox.hidden)
@@ -484,42 +517,38 @@ export function jobView(ctx, id) {
         const info = h('div', { class: 'small mono mapinfo', id: 'heatmap-info',
                                 text: 'hover a square for its cell; click to open it' });
         const dpr = window.devicePixelRatio || 1;
-        mapState = { index: new Map(nodes.map((n, i) => [n, i])), canvases: [], colours: new Map(),
-                     perRow, pitch, size };
-        for (let s = 0; s < nsteps; s++) {
+        const m = { order: null, pos: null, images: [], canvases: [], u32: [], colours: new Map(),
+                    perRow, pitch, size, dpr };
+        mapState = m;
+        placeMap();
+        mapBox.append(info);
+        // One step a frame: its canvas, its squares and its histogram
+        const cols = columns(nsteps);
+        const drawStep = (k) => {
+            if (mapState !== m || !ctx.live() || k >= cols.length)
+                return;
+            const s = cols[k];
             const leaf = (steps[s] || {}).leaf || {};
-            const canvas = h('canvas', { class: 'heat', dataset: { step: String(s) },
+            const canvas = h('canvas', { class: 'heat', dataset: { step: String(s), pitch: String(pitch),
+                                                                 perRow: String(perRow) },
                                          width: Math.round(perRow * pitch * dpr),
                                          height: Math.round(rows * pitch * dpr) });
             canvas.style.width = perRow * pitch + 'px';
             canvas.style.height = rows * pitch + 'px';
             const g = canvas.getContext('2d');
-            g.scale(dpr, dpr);
-            mapState.canvases[s] = g;
-            const cells = results[String(s)] || {};
-            const colours = mapState.colours;
-            const durations = [];
-            nodes.forEach((node, i) => {
-                const cell = cells[node];
-                const status = cell ? cell.status : 'none';
-                if (!colours.has(status))
-                    colours.set(status, cell ? toneColour(status) : getComputedStyle(
-                        document.documentElement).getPropertyValue('--line').trim() || '#ddd');
-                g.fillStyle = colours.get(status);
-                g.fillRect((i % perRow) * pitch, Math.floor(i / perRow) * pitch, size, size);
-                if (cell && FINAL_CELL.has(cell.status) && typeof cell.duration_ms === 'number')
-                    durations.push(cell.duration_ms);
-            });
+            m.canvases[s] = g;
+            m.images[s] = g.createImageData(canvas.width, canvas.height);
             const at = (ev) => {
                 const rect = canvas.getBoundingClientRect();
                 const x = Math.floor((ev.clientX - rect.left) / pitch);
                 const y = Math.floor((ev.clientY - rect.top) / pitch);
-                const i = y * perRow + x;
-                return x >= 0 && x < perRow && i >= 0 && i < nodes.length ? nodes[i] : null;
+                const p = y * perRow + x;
+                return x >= 0 && x < perRow && p >= 0 && m.order && p < m.order.length
+                    ? cells.nodes[m.order[p]] : null;
             };
             canvas.addEventListener('mousemove', (ev) => {
                 const node = at(ev);
-                const cell = node ? cells[node] : null;
+                const cell = node ? cellOf(s, node) : null;
                 info.textContent = !node ? '' : node + ' \u00b7 step ' + s + ': '
                     + (cell ? cell.status + (cell.reason ? ' (' + cell.reason + ')' : '')
                               + (typeof cell.duration_ms === 'number' && cell.duration_ms ? ' \u00b7 '
@@ -527,36 +556,124 @@ export function jobView(ctx, id) {
             });
             canvas.addEventListener('click', (ev) => {
                 const node = at(ev);
-                if (!node || !cells[node])
+                if (!node || !cellOf(s, node))
                     return;
                 selected = { step: s, node };
                 drawCell();
                 cellBox.scrollIntoView({ block: 'nearest' });
             });
-            mapBox.append(h('div', { class: 'mapstep' },
+            m.u32[s] = new Uint32Array(m.images[s].data.buffer);
+            paintRange(s, 0, m.order.length);
+            putMap(s);
+            // The durations of the step's finished cells (the record's)
+            const durations = new Float64Array(nodes.length);
+            let done = 0;
+            const col = cells.duration[s];
+            for (let p = 0; col && p < nodes.length; p++) {
+                const i = nodes[p];
+                if (!Number.isNaN(col[i]) && FINAL_CELL.has(cells.statusAt(s, i)))
+                    durations[done++] = col[i];
+            }
+            info.before(h('div', { class: 'mapstep' },
                 h('div', { class: 'small', text: '#' + s + ' ' + (leaf.name || ((leaf.backend || '?') + ' '
                                                                  + (leaf.action || '?'))) }),
-                canvas, durationHistogram(durations, s)));
-        }
-        mapBox.append(info);
+                canvas, durationHistogram(durations.subarray(0, done), s)));
+            requestAnimationFrame(() => drawStep(k + 1));
+        };
+        drawStep(0);
     };
 
-    // The statuses of NODE's cells over the steps.
-    const cellsOf = (results, node, nsteps) => {
-        const seen = new Set();
-        for (let s = 0; s < nsteps; s++) {
-            const cell = (results[String(s)] || {})[node];
-            if (cell && typeof cell.status === 'string')
-                seen.add(cell.status);
+    // A status's colour as a pixel (the bytes R, G, B, A in memory order).
+    let pixelCanvas = null;
+    const pixelOf = (status) => {
+        const m = mapState;
+        let px = m.colours.get(status);
+        if (px !== undefined)
+            return px;
+        pixelCanvas = pixelCanvas || h('canvas', { width: 1, height: 1 }).getContext('2d', { willReadFrequently: true });
+        pixelCanvas.clearRect(0, 0, 1, 1);
+        pixelCanvas.fillStyle = status ? toneColour(status) : getComputedStyle(
+            document.documentElement).getPropertyValue('--line').trim() || '#ddd';
+        pixelCanvas.fillRect(0, 0, 1, 1);
+        px = new Uint32Array(pixelCanvas.getImageData(0, 0, 1, 1).data.buffer)[0];
+        m.colours.set(status, px);
+        return px;
+    };
+
+    // Writes the squares at positions FROM to TO (of the map's order) of
+    // step S as pixels of its ImageData.
+    const paintRange = (s, from, to) => {
+        const m = mapState;
+        const img = m.images[s];
+        const col = cells.status[s];
+        const u32 = m.u32[s];
+        if (!m.byCode || m.byCode.length !== cells.names.length)
+            m.byCode = cells.names.map((name) => pixelOf(name));
+        const byCode = m.byCode;
+        const side = Math.max(1, Math.round(m.size * m.dpr));
+        const width = img.width;
+        for (let p = from; p < to; p++) {
+            const px = byCode[col ? col[m.order[p]] : 0];
+            const x0 = Math.round((p % m.perRow) * m.pitch * m.dpr);
+            const y0 = Math.round(Math.floor(p / m.perRow) * m.pitch * m.dpr);
+            const x1 = Math.min(width, x0 + side);
+            const y1 = Math.min(img.height, y0 + side);
+            for (let y = y0; y < y1; y++)
+                for (let at = y * width + x0, end = y * width + x1; at < end; at++)
+                    u32[at] = px;
         }
-        return seen;
+    };
+
+    // Writes the square of the node of table index I on step S. False when
+    // the map does not show it.
+    const paintSquare = (s, i) => {
+        const m = mapState;
+        const p = m && m.pos && i !== undefined ? m.pos[i] : -1;
+        if (p < 0 || !m.images[s])
+            return false;
+        paintRange(s, p, p + 1);
+        return true;
+    };
+    const putMap = (s) => {
+        const m = mapState;
+        if (m && m.images[s])
+            m.canvases[s].putImageData(m.images[s], 0, 0);
+    };
+
+    // The map's squares in the rows' order now (where each node's is).
+    const placeMap = () => {
+        const m = mapState;
+        m.order = view.matching;
+        m.pos = new Int32Array(cells.nodes.length).fill(-1);
+        for (let p = 0; p < m.order.length; p++)
+            m.pos[m.order[p]] = p;
+    };
+
+    // Every square of the map drawn so far, in the rows' order now.
+    const paintMap = () => {
+        const m = mapState;
+        if (!m || !view)
+            return;
+        placeMap();
+        m.images.forEach((img, s) => {
+            if (!img)
+                return;
+            paintRange(s, 0, m.order.length);   // the same squares: all written
+            putMap(s);
+        });
     };
 
     // One chip per status some row has (how many rows have it), failures
     // first; a click shows those rows only. Hidden while every row went well.
-    const drawChips = (counts, total) => {
-        clear(statusChips);
+    const drawChips = () => {
+        const counts = view.counts;
+        const total = view.all.length;
         const present = [...counts.rows.entries()].sort((a, b) => cellRank(a[0]) - cellRank(b[0]));
+        const key = JSON.stringify([present, total, statusFilter]);
+        if (statusChips.dataset.drawn === key)
+            return;
+        statusChips.dataset.drawn = key;
+        clear(statusChips);
         statusChips.hidden = present.length < 2 && !statusFilter;
         if (statusChips.hidden)
             return;
@@ -618,40 +735,106 @@ export function jobView(ctx, id) {
         if (record)
             drawGrid();
     });
+    // The node list (10,000 nodes: megabytes of JSON) is read in the
+    // events' Worker, which answers each group's and label's nodes.
     const loadNodeInfo = async () => {
         try {
-            const r = await api('GET', '/nodes', undefined, { signal: abort.signal });
-            nodeInfo = new Map();
-            for (const n of (r && r.nodes) || [])
-                nodeInfo.set(n.id, { groups: Array.isArray(n.groups) ? n.groups : [],
+            const req = apiRequest('/nodes');
+            const m = eventsWorker.ok() ? await eventsWorker.ask({ nodes: req.url, headers: req.headers }) : null;
+            const info = new Map();
+            const entry = (n) => info.get(n) || info.set(n, { groups: [], labels: [] }).get(n);
+            if (m && m.status === 200 && m.groups && m.labels) {
+                for (const [g, nodes] of Object.entries(m.groups))
+                    for (const n of nodes)
+                        entry(n).groups.push(g);
+                for (const [l, nodes] of Object.entries(m.labels))
+                    for (const n of nodes)
+                        entry(n).labels.push(l);
+            } else {
+                const r = await api('GET', '/nodes', undefined, { signal: abort.signal });
+                for (const n of (r && r.nodes) || [])
+                    info.set(n.id, { groups: Array.isArray(n.groups) ? n.groups : [],
                                      labels: Object.entries(n.labels || {}).map(([k, v]) => k + '=' + v) });
+            }
+            if (!ctx.live())
+                return;
+            nodeInfo = info;
             // The choices only, unless one is made (the address's): the
             // rows change then
             if (ctx.live() && record && (groupFilter || labelFilter))
                 drawGrid();
-            else if (ctx.live() && record && byName)
-                inFrame(() => drawNodeFilters(byName));
+            else if (ctx.live() && record && cells)
+                inFrame(() => drawNodeFilters(cells.nodes));
         } catch (err) {
             // the filters stay hidden: the grid is whole without them
         }
     };
 
-    // The rolling job's batches and the graph job's DAG, when it has them.
+    // The rolling job's batches and the graph job's DAG, when it has them,
+    // in the cells' state now (drawn again when the counts move). A click
+    // on a DAG box (or Enter or Space on it) shows that step's column only;
+    // on the box shown, all of them again.
     let shapesDrawn = '';
     const drawShapes = () => {
         const r = record;
-        const key = JSON.stringify([r.status, r.updated_at, progress && [progress.batch, progress.failed,
-                                    progress.budget, progress.updated_at]]);
+        if (!r || !cells || !view)
+            return;
+        const stepCounts = view.counts.steps.map((m) => [...m.entries()]);
+        const key = JSON.stringify([r.status, r.updated_at, stepCounts, stepOnly, progress
+                                    && [progress.batch, progress.failed, progress.budget, progress.updated_at]]);
         if (key === shapesDrawn)
             return;
         shapesDrawn = key;
+        const focused = document.activeElement && shapesBox.contains(document.activeElement)
+            ? document.activeElement.getAttribute('data-step') : null;
         clear(shapesBox);
-        const batches = batchesView(r, progress || r.progress || null);
-        const dag = dagView(r, null);
+        const batches = batchesView(r, progress || r.progress || null, cells);
+        const dag = dagView(r, openStep, view.counts.steps, stepOnly);
         if (batches)
             shapesBox.append(batches);
         if (dag)
             shapesBox.append(dag);
+        if (focused !== null) {
+            const box = shapesBox.querySelector('[data-step="' + focused + '"]');
+            if (box)
+                box.focus();
+        }
+    };
+    const openStep = (step) => {
+        stepOnly = stepOnly === step ? null : step;
+        scrollBox.scrollTop = 0;
+        drawGrid();
+        drawShapes();
+        gridBox.scrollIntoView({ block: 'nearest' });
+    };
+
+    // The whole cell of STEP on NODE (its outputs, history, data) of the
+    // record fetched last: from the Worker, which keeps them, or from the
+    // record here without one. Undefined while it is asked for (drawCell
+    // is called again when it comes).
+    const detailsAsked = new Set();
+    const detailOf = (step, node) => {
+        const key = step + '/' + node;
+        if (detailCache.has(key))
+            return detailCache.get(key);
+        if (details || !recordWorker.ok()) {
+            const cell = details && details[String(step)] && Object.hasOwn(details[String(step)], node)
+                ? details[String(step)][node] : null;
+            detailCache.set(key, cell);
+            return cell;
+        }
+        if (!detailsAsked.has(key)) {
+            detailsAsked.add(key);
+            const version = recordVersion;
+            recordWorker.ask({ cell: { step, node } }).then((m) => {
+                detailsAsked.delete(key);
+                if (version === recordVersion)
+                    detailCache.set(key, (m && m.cell) || null);
+                if (ctx.live())
+                    drawCell();
+            });
+        }
+        return undefined;
     };
 
     const drawCell = () => {
@@ -661,7 +844,12 @@ export function jobView(ctx, id) {
             return;
         }
         const { step, node } = selected;
-        const cell = ((record.results || {})[String(step)] || {})[node];
+        // The grid's cell (moved by the stream) over the record's whole one
+        const shown = cellOf(step, node);
+        const whole = shown ? detailOf(step, node) : null;
+        if (whole === undefined)
+            return;
+        const cell = shown ? Object.assign({}, whole || {}, shown) : null;
         // Redrawn only when the cell changed (a redraw would lose the scroll
         // position and what the user selected)
         const now = JSON.stringify([step, node, cell || null, cellTask(step, node, cell)]);
@@ -757,10 +945,39 @@ export function jobView(ctx, id) {
     const refetch = async () => {
         const since = recentCellEvents.length;
         fetchedAt = Date.now();
-        const r = await api('GET', '/jobs/' + enc(id), undefined, { signal: abort.signal });
+        // Parsed in the Worker, the cells handed over as columns; without
+        // one (or when it failed, or the broker said no), here, where api()
+        // tells what went wrong. Fetched here as the Worker starts: the
+        // body's bytes, unparsed, are handed over
+        let r = null, packed = null, whole = null;
+        if (recordWorker.ok()) {
+            const req = apiRequest('/jobs/' + enc(id));
+            const res = await fetch(req.url, { headers: req.headers, cache: 'no-store', credentials: 'omit',
+                                               signal: abort.signal }).catch((err) => {
+                if (err.name === 'AbortError')
+                    throw err;
+                return null;
+            });
+            const body = res && res.ok ? await res.arrayBuffer() : null;
+            const m = body ? await recordWorker.ask({ record: body }, [body]) : null;
+            if (m && m.status === 200 && m.head && m.cells) {
+                r = m.head;
+                packed = m.cells;
+            }
+        }
+        if (!r) {
+            whole = await api('GET', '/jobs/' + enc(id), undefined, { signal: abort.signal });
+            packed = packCells(whole);
+            r = whole;
+        }
         if (!ctx.live())
             return;
+        details = whole ? whole.results || {} : null;
+        delete r.results;
         record = r;
+        cells = new CellTable(packed);
+        recordVersion++;
+        detailCache.clear();
         // The events that came while the record was on its way may be newer
         // than it: applied again (drawGrid draws them)
         const later = recentCellEvents.slice(since);
@@ -785,8 +1002,8 @@ export function jobView(ctx, id) {
         if (!ctx.live() || !record)
             return;
         drawHead();
-        drawShapes();
         drawGrid();
+        drawShapes();
         drawCell();
         document.body.dataset.jobStatus = record.status;
     };
@@ -832,9 +1049,13 @@ export function jobView(ctx, id) {
             eventsAll.push(e);
         }
         if (!eventFrame && eventsDrawn < eventsAll.length)
-            eventFrame = setTimeout(() => requestAnimationFrame(flushEvents), EVENTS_DRAW_MS);
+            eventFrame = setTimeout(() => requestAnimationFrame(flushEvents), eventsFlooded ? 4 * EVENTS_DRAW_MS
+                                                                                            : EVENTS_DRAW_MS);
     };
     const EVENTS_DRAW_MS = 250;
+    // The last flush replaced every row (more events came than rows are
+    // shown): nobody reads them at that pace; flushed four times less often
+    let eventsFlooded = false;
     const eventRow = (e) => h('tr', { class: 'ev-' + cssName(e.event) },
         h('td', { class: 'muted', text: e.seq }),
         h('td', { class: 'mono', text: fmtClock(e.time), title: fmtTime(e.time) }),
@@ -858,6 +1079,7 @@ export function jobView(ctx, id) {
         if (!ctx.live())
             return;
         const rows = document.createDocumentFragment();
+        eventsFlooded = eventsAll.length - eventsDrawn >= eventsLimit;
         for (let i = Math.max(eventsDrawn, eventsAll.length - eventsLimit); i < eventsAll.length; i++)
             rows.append(eventRow(eventsAll[i]));
         eventsDrawn = eventsAll.length;
@@ -874,10 +1096,10 @@ export function jobView(ctx, id) {
     };
     const showOlder = async (ev) => {
         let oldest = eventsDrawn - eventsBody.childElementCount;
-        if (oldest < EVENTS_PAGE && eventsHeld > 0 && worker) {
+        if (oldest < EVENTS_PAGE && eventsHeld > 0 && eventsWorker.ok()) {
             // Those the Worker keeps come first
             ev.target.disabled = true;
-            const r = await askWorker({ older: EVENTS_PAGE });
+            const r = await eventsWorker.ask({ older: EVENTS_PAGE });
             if (!ctx.live())
                 return;
             eventsAll.unshift(...r.events);
@@ -896,41 +1118,18 @@ export function jobView(ctx, id) {
     // The first answer (all the job's events so far) is fetched and parsed
     // in a Worker, which keeps all but the newest EVENTS_PAGE (eventsHeld)
     // for "Show older"; the page gets those. Without a Worker, here.
-    let worker = null;
-    let workerCalls = 0;
-    const workerWaits = new Map();  // call id -> resolve
-    const askWorker = (msg) => new Promise((resolve) => {
-        msg.id = ++workerCalls;
-        workerWaits.set(msg.id, resolve);
-        worker.postMessage(msg);
-    });
+    let eventsAsked = false;        // the first events were asked of the Worker
     const fetchEvents = async () => {
-        if (!lastSeq && !worker && typeof Worker === 'function') {
-            try {
-                worker = new Worker(new URL('eventsworker.js', import.meta.url));
-                worker.onmessage = (m) => {
-                    const resolve = workerWaits.get(m.data && m.data.id);
-                    workerWaits.delete(m.data && m.data.id);
-                    if (resolve)
-                        resolve(m.data);
-                };
-                // A worker that cannot load or fails: every call answered "no"
-                worker.onerror = () => {
-                    for (const resolve of workerWaits.values())
-                        resolve({ status: 0, events: [], held: 0 });
-                    workerWaits.clear();
-                };
-                const req = apiRequest('/jobs/' + enc(id) + '/events');
-                const r = await askWorker({ fetch: req.url, headers: req.headers, keep: EVENTS_PAGE });
-                if (r.status === 200 && Array.isArray(r.events)) {
-                    if (!ctx.live())
-                        return;
-                    eventsHeld = r.held || 0;
-                    addEvents(r.events);
+        if (!lastSeq && !eventsAsked && eventsWorker.ok()) {
+            eventsAsked = true;
+            const req = apiRequest('/jobs/' + enc(id) + '/events');
+            const r = await eventsWorker.ask({ fetch: req.url, headers: req.headers, keep: EVENTS_PAGE });
+            if (r.status === 200 && Array.isArray(r.events)) {
+                if (!ctx.live())
                     return;
-                }
-            } catch (err) {
-                // no Worker here
+                eventsHeld = r.held || 0;
+                addEvents(r.events);
+                return;
             }
             // An error (a refused token, no such job) or no Worker: asked
             // again below, where api() tells them
@@ -1080,8 +1279,8 @@ export function jobView(ctx, id) {
     return () => {
         abort.abort();
         clearTimeout(refetchTimer);
-        if (worker)
-            worker.terminate();
+        recordWorker.stop();
+        eventsWorker.stop();
         if (stopPoll)
             stopPoll();
         delete document.body.dataset.jobStatus;
@@ -1090,67 +1289,73 @@ export function jobView(ctx, id) {
 }
 
 
-// The nodes of a job's results, each with its worst status over the
-// steps, and the counts per status per step: {nodes: Map(node -> worst),
-// steps: [Map(status -> n)], rows: Map(status -> nodes having it)}. One
-// pass over the cells: each node's statuses are a bit mask.
-function cellCounts(results, nodes, nsteps) {
-    const bitOf = new Map();   // status -> its bit, as they come
-    const statusOf = [];       // bit -> status
-    const masks = new Map();   // node -> the bits of its statuses
-    for (const node of nodes)
-        masks.set(node, 0);
-    const steps = [];
-    for (let s = 0; s < nsteps; s++) {
-        const cells = results[String(s)] || {};
-        const counts = new Map();
-        for (const node in cells) {
-            const cell = cells[node];
-            if (!cell || typeof cell.status !== 'string')
-                continue;
-            counts.set(cell.status, (counts.get(cell.status) || 0) + 1);
-            let bit = bitOf.get(cell.status);
-            if (bit === undefined) {
-                bit = statusOf.length < 31 ? statusOf.length : -1;
-                bitOf.set(cell.status, bit);
-                if (bit >= 0)
-                    statusOf.push(cell.status);
+// A Worker of eventsworker.js, made when first asked for: ok() says
+// whether there is one (false where Workers are missing or it failed),
+// ask(msg, transfer) resolves with its answer to MSG (with NO_ANSWER once
+// it failed),
+// stop() ends it.
+function offThread() {
+    const NO_ANSWER = { status: 0, events: [], held: 0, cell: null };
+    let worker = null;
+    let failed = false;
+    let calls = 0;
+    const waits = new Map();      // call id -> resolve
+    const start = () => {
+        if (worker || failed)
+            return worker;
+        try {
+            worker = new Worker(new URL('eventsworker.js', import.meta.url), { type: 'module' });
+        } catch (err) {
+            failed = true;
+            return null;
+        }
+        worker.onmessage = (m) => {
+            const resolve = waits.get(m.data && m.data.id);
+            waits.delete(m.data && m.data.id);
+            if (resolve)
+                resolve(m.data);
+        };
+        // One that cannot load or fails: every call answered "no", and the
+        // page does without it
+        worker.onerror = () => {
+            failed = true;
+            worker.terminate();
+            worker = null;
+            for (const resolve of waits.values())
+                resolve(NO_ANSWER);
+            waits.clear();
+        };
+        return worker;
+    };
+    return {
+        ok: () => typeof Worker === 'function' && !!start(),
+        ask: (msg, transfer) => new Promise((resolve) => {
+            if (!start()) {
+                resolve(NO_ANSWER);
+                return;
             }
-            if (bit >= 0)
-                masks.set(node, masks.get(node) | (1 << bit));
-        }
-        steps.push(counts);
-    }
-    const rankOf = statusOf.map(cellRank);
-    const worst = new Map();
-    const perBit = new Array(statusOf.length).fill(0);
-    for (const [node, mask] of masks) {
-        let w = -1;
-        for (let m = mask; m; m &= m - 1) {
-            const bit = 31 - Math.clz32(m & -m);
-            perBit[bit]++;
-            if (w < 0 || rankOf[bit] < rankOf[w])
-                w = bit;
-        }
-        worst.set(node, w < 0 ? null : statusOf[w]);
-    }
-    const rows = new Map();
-    perBit.forEach((n, bit) => {
-        if (n)
-            rows.set(statusOf[bit], n);
-    });
-    return { nodes: worst, steps, rows };
+            msg.id = ++calls;
+            waits.set(msg.id, resolve);
+            worker.postMessage(msg, transfer || []);
+        }),
+        stop: () => {
+            failed = true;
+            if (worker)
+                worker.terminate();
+            worker = null;
+        },
+    };
 }
 
-
-// The durations of a step's finished cells as a small bar chart (inline
-// SVG, log scale from the fastest to the slowest) with p50, p90 and max.
+// The durations of a step's finished cells (a Float64Array, sorted here)
+// as a small bar chart (inline SVG, log scale from the fastest to the
+// slowest) with p50, p90 and max.
 function durationHistogram(durations, step) {
     const svgNS = 'http://www.w3.org/2000/svg';
     const box = h('div', { class: 'histogram small muted', dataset: { step: String(step) } });
     if (!durations.length)
         return null;
-    durations.sort((a, b) => a - b);
+    durations.sort();   // a Float64Array: numbers, in order
     const pick = (p) => durations[Math.min(durations.length - 1, Math.floor(p * durations.length))];
     const lo = Math.max(1, durations[0]);
     const hi = Math.max(lo + 1, durations[durations.length - 1]);

@@ -32,11 +32,12 @@ function amountNodes(amount, nodes) {
 // expected nodes sorted by id, the first batch `canary` nodes (else
 // `batch`), the others `batch`, the last what is left. [] without batch.
 export function cutBatches(record) {
-    const nodes = [...(record.expected || [])].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
-    const size = amountNodes(record.batch, nodes.length);
+    const expected = record.expected || [];
+    const size = amountNodes(record.batch, expected.length);
     const canary = typeof record.canary === 'number' && record.canary > 0 ? record.canary : null;
-    if ((!size && !canary) || !nodes.length)
+    if ((!size && !canary) || !expected.length)
         return [];
+    const nodes = [...expected].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
     const batches = [];
     let at = 0;
     let first = true;
@@ -65,29 +66,29 @@ export function failureBudget(record, progress, batchCount) {
 // The rolling job's batches and budget as a section (null for a job
 // without batches): one box per batch, its state (done, running, waiting,
 // not started) and its failed nodes; a line saying which batch runs and
-// how much of the budget is used and left.
-export function batchesView(record, progress) {
+// how much of the budget is used and left. CELLS: the job's cells
+// (jobcells.js CellTable).
+export function batchesView(record, progress, cells) {
     const batches = cutBatches(record);
-    if (batches.length < 2)
+    if (batches.length < 2 || !cells)
         return null;
-    const results = record.results || {};
-    const steps = Object.keys(results);
     const failedNodes = new Set();
     const states = batches.map((nodes) => {
         let started = false, running = false, final = 0, failed = 0;
         for (const node of nodes) {
             let nodeFinal = true, nodeFailed = false;
-            for (const s of steps) {
-                const cell = results[s][node];
-                if (!cell)
+            const i = cells.index.get(node);
+            for (let s = 0; i !== undefined && s < cells.nsteps; s++) {
+                const status = cells.statusAt(s, i);
+                if (!status)
                     continue;
-                if (cell.attempts > 0 || cell.status !== 'pending')
+                if (cells.attempts[s][i] > 0 || status !== 'pending')
                     started = true;
-                if (IN_FLIGHT.has(cell.status) || cell.status === 'retry_wait')
+                if (IN_FLIGHT.has(status) || status === 'retry_wait')
                     running = true;
-                if (cell.status === 'pending' || IN_FLIGHT.has(cell.status) || cell.status === 'retry_wait')
+                if (status === 'pending' || IN_FLIGHT.has(status) || status === 'retry_wait')
                     nodeFinal = false;
-                if (FAILED.has(cell.status))
+                if (FAILED.has(status))
                     nodeFailed = true;
             }
             if (nodeFinal)
@@ -195,22 +196,22 @@ export function dagEdges(tasks) {
 }
 
 // A step's state over its nodes, for the graph's colour: the worst status
-// some cell has (failures first, as the rows), and its tally.
-function stepState(cells) {
-    const tally = new Map();
-    for (const cell of Object.values(cells || {}))
-        if (cell && typeof cell.status === 'string')
-            tally.set(cell.status, (tally.get(cell.status) || 0) + 1);
-    const sorted = [...tally.entries()].sort((a, b) => cellRank(a[0]) - cellRank(b[0]));
+// some cell has (failures first, as the rows), and its tally (COUNTS:
+// Map(status -> cells)).
+function stepState(counts) {
+    const sorted = [...(counts || new Map()).entries()].filter(([, n]) => n > 0)
+        .sort((a, b) => cellRank(a[0]) - cellRank(b[0]));
     return { state: sorted.length ? sorted[0][0] : 'none', tally: sorted };
 }
 
 // The DAG of a graph job as an SVG: one box per step (its name, or
 // backend and action), coloured by its state over the nodes, an arrow
 // from each step to the steps that need it; laid out in columns by depth
-// (a step sits one column right of its deepest need). ONOPEN(step) when a
-// box is clicked. Null for a job that is not a graph.
-export function dagView(record, onOpen) {
+// (a step sits one column right of its deepest need). STEPCOUNTS: per
+// step, Map(status -> cells). ONOPEN(step) when a box is clicked (or Enter
+// or Space pressed on it): the boxes are buttons then, SELECTED's pressed.
+// Null for a job that is not a graph.
+export function dagView(record, onOpen, stepCounts, selected) {
     const graph = dagEdges(record.tasks);
     if (!graph)
         return null;
@@ -240,7 +241,8 @@ export function dagView(record, onOpen) {
         at.set(i, { x: PAD + x * (BW + GX), y: top });
     }));
     const svg = svgEl('svg', { class: 'dag', id: 'dag', viewBox: '0 0 ' + width + ' ' + height,
-                               width, height, role: 'img', 'aria-label': 'the job\'s task graph' });
+                               width, height, role: onOpen ? 'group' : 'img',
+                               'aria-label': 'the job\'s task graph' });
     const defs = svgEl('defs');
     const marker = svgEl('marker', { id: 'dag-arrow', viewBox: '0 0 10 10', refX: 10, refY: 5,
                                      markerWidth: 7, markerHeight: 7, orient: 'auto-start-reverse' });
@@ -258,11 +260,17 @@ export function dagView(record, onOpen) {
         }
     });
     steps.forEach((st, i) => {
-        const { state, tally } = stepState((record.results || {})[String(i)]);
+        const { state, tally } = stepState((stepCounts || [])[i]);
         const p = at.get(i);
         const leaf = st.leaf || {};
-        const g = svgEl('g', { class: 'dag-node st-' + cssName(state), 'data-step': i, 'data-state': state,
-                               transform: 'translate(' + p.x + ',' + p.y + ')', tabindex: 0 });
+        const g = svgEl('g', { class: 'dag-node st-' + cssName(state) + (selected === i ? ' selected' : ''),
+                               'data-step': i, 'data-state': state,
+                               transform: 'translate(' + p.x + ',' + p.y + ')', tabindex: 0,
+                               role: onOpen ? 'button' : null,
+                               'aria-pressed': onOpen ? String(selected === i) : null,
+                               'aria-label': onOpen ? 'step ' + i + ' ' + (leaf.name || '') + ': show its cells only'
+                                   + (tally.length ? ' (' + tally.map(([s, n]) => n + ' ' + s).join(', ') + ')' : '')
+                                   : null });
         const title = svgEl('title');
         title.textContent = '#' + i + ' ' + (leaf.name || '') + ' ' + (leaf.backend || '?') + '.'
             + (leaf.action || '?') + (tally.length ? ': ' + tally.map(([s, n]) => n + ' ' + s).join(', ') : '');
@@ -276,8 +284,10 @@ export function dagView(record, onOpen) {
         if (onOpen) {
             g.addEventListener('click', () => onOpen(i));
             g.addEventListener('keydown', (ev) => {
-                if (ev.key === 'Enter')
+                if (ev.key === 'Enter' || ev.key === ' ') {
+                    ev.preventDefault();
                     onOpen(i);
+                }
             });
         }
         svg.append(g);

@@ -212,6 +212,7 @@ function probe() {
             longtasks: tasks.length,
             longtask_max_ms: tasks.reduce((m, t) => Math.max(m, t.ms), 0),
             longtask_total_ms: tasks.reduce((s, t) => s + t.ms, 0),
+            longtask_at: tasks.map((t) => [Math.round(t.start - b.since), Math.round(t.ms)]),
             frames: gaps.length,
             frame_gap_max_ms: gaps.length ? gaps[gaps.length - 1] : 0,
             frame_gap_p99_ms: p99,
@@ -282,7 +283,9 @@ async function window_(name, phase, firstRows, ms, done) {
     say(name + ' (' + phase + '): first rows ' + (firstRows === null ? '-' : firstRows + ' ms')
         + ', ' + row.longtasks + ' long tasks (max ' + row.longtask_max_ms + ' ms), frame gap max '
         + row.frame_gap_max_ms + ' ms, p99 ' + row.frame_gap_p99_ms + ' ms, heap ' + row.heap_mb
-        + ' MB, ' + row.dom_elements + ' elements');
+        + ' MB, ' + row.dom_elements + ' elements'
+        + (row.longtask_at.length ? '; long tasks [ms into the window, ms]: '
+           + JSON.stringify(row.longtask_at.slice(0, 20)) : ''));
     return row;
 }
 

@@ -568,6 +568,31 @@ test('a job of 2,000 nodes draws only the rows in view, failures first, and scro
         // The heat map draws them all, and its histogram counts them
         await page.waitForSelector('#heatmap canvas.heat[data-step="0"]');
         assert.match(await page.textContent('#heatmap .histogram[data-step="0"]'), /2000 done/);
+        // Its squares are the API's cells: in the rows' order (the failed
+        // first), each in its status's colour
+        const colours = await page.evaluate(() => {
+            const canvas = document.querySelector('#heatmap canvas.heat[data-step="0"]');
+            const pitch = Number(canvas.dataset.pitch), perRow = Number(canvas.dataset.perRow);
+            const scale = canvas.width / canvas.clientWidth;
+            const px = canvas.getContext('2d').getImageData(0, 0, canvas.width, canvas.height).data;
+            const tone = (name) => {
+                const g = document.createElement('canvas').getContext('2d');
+                g.fillStyle = getComputedStyle(document.documentElement).getPropertyValue('--' + name).trim();
+                g.fillRect(0, 0, 1, 1);
+                return g.getImageData(0, 0, 1, 1).data.join();
+            };
+            const ok = tone('ok'), bad = tone('bad');
+            const out = [];
+            for (let p = 0; p < 2000; p++) {
+                const x = Math.floor(((p % perRow) * pitch + 1) * scale);
+                const y = Math.floor((Math.floor(p / perRow) * pitch + 1) * scale);
+                const at = (y * canvas.width + x) * 4;
+                const c = [px[at], px[at + 1], px[at + 2], px[at + 3]].join();
+                out.push(c === ok ? 'ok' : c === bad ? 'bad' : c);
+            }
+            return out;
+        });
+        assert.deepEqual(colours, nodes.map((n, i) => (i < 20 ? 'bad' : 'ok')));
         // Scrolled to the end: the last node is drawn, still a window of rows
         await page.evaluate(() => {
             const box = document.querySelector('.gridscroll');
@@ -758,6 +783,8 @@ test('the notifications page lists a dead delivery, counts it, and an admin retr
 });
 
 // A job on three named nodes (two groups, three labels) that has ended.
+const FINAL_JOB = new Set(['completed', 'failed', 'partial_failure', 'cancelled']);
+
 async function finishedJob(spec) {
     const r = await api('POST', '/jobs', tokens.admin, Object.assign({ target: 'node:web-01,web-02,db-01' }, spec));
     assert.equal(r.status, 201, JSON.stringify(r.body));
@@ -820,6 +847,132 @@ test('a graph job draws its DAG: a box per task in its state, an arrow per need'
         (els) => els.map((e) => e.dataset.from + '>' + e.dataset.to).sort());
     assert.deepEqual(edges, ['0>1', '0>2', '1>3', '2>3']);
     await shot('job-dag');
+    // A box clicked shows its task's cells only, as the API has them; a
+    // box is a button for the keyboard too (Enter, Space), and the box
+    // shown clicked again shows every step
+    const stepColumns = () => page.locator('#grid thead th.step .stepno').allTextContents();
+    await page.click('#dag g.dag-node[data-step="2"]');
+    await page.waitForSelector('#grid[data-step="2"]');
+    assert.deepEqual(await stepColumns(), ['#2']);
+    assert.equal(await page.getAttribute('#dag g.dag-node[data-step="2"]', 'aria-pressed'), 'true');
+    const shown = await page.locator('#grid .cellbtn').evaluateAll(
+        (els) => els.map((e) => e.dataset.step + ' ' + e.dataset.node + ' ' + e.dataset.status).sort());
+    assert.deepEqual(shown, Object.entries(record.results['2']).map(([n, c]) => '2 ' + n + ' ' + c.status).sort());
+    await page.focus('#dag g.dag-node[data-step="1"]');
+    await page.keyboard.press('Enter');
+    await page.waitForSelector('#grid[data-step="1"]');
+    assert.deepEqual(await stepColumns(), ['#1']);
+    await page.focus('#dag g.dag-node[data-step="1"]');
+    await page.keyboard.press(' ');
+    await page.waitForSelector('#grid[data-step=""]');
+    assert.deepEqual(await stepColumns(), ['#0', '#1', '#2', '#3']);
+});
+
+// The API's counts of a job's cells: per status, the nodes with a cell of
+// it (the chips); per step, the cells of each status (the tallies).
+function apiCounts(record) {
+    const rows = new Map();
+    const steps = {};
+    for (const [s, cells] of Object.entries(record.results || {})) {
+        steps[s] = {};
+        for (const [node, cell] of Object.entries(cells)) {
+            steps[s][cell.status] = (steps[s][cell.status] || 0) + 1;
+            rows.set(node, (rows.get(node) || new Set()).add(cell.status));
+        }
+    }
+    const chips = {};
+    for (const set of rows.values())
+        for (const status of set)
+            chips[status] = (chips[status] || 0) + 1;
+    return { chips, steps };
+}
+
+// A value's JSON with every object's keys sorted: counts compared whatever
+// the order they were counted in.
+function canon(v) {
+    return JSON.stringify(v, (k, x) => (x && typeof x === 'object' && !Array.isArray(x)
+        ? Object.fromEntries(Object.entries(x).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) : x));
+}
+
+// What the job page shows of the same.
+function shownCounts() {
+    return page.evaluate(() => {
+        const chips = {};
+        for (const b of document.querySelectorAll('#cell-filters button[data-status]'))
+            if (b.dataset.status !== 'all')
+                chips[b.dataset.status] = Number(b.querySelector('.count').textContent);
+        const steps = {};
+        for (const box of document.querySelectorAll('.tallies[data-step]')) {
+            steps[box.dataset.step] = {};
+            for (const t of box.querySelectorAll('.tally'))
+                steps[box.dataset.step][t.dataset.status] = parseInt(t.textContent, 10);
+        }
+        return { chips, steps };
+    });
+}
+
+test('a job\'s chips, tallies and row order follow its event stream while it runs and when it ends', LIMIT, async () => {
+    // A graph job: one branch fails at once, the other sleeps. While it
+    // runs, the page gets its record once: every later fetch of it is held
+    // until the job ended, so whatever moves on the page meanwhile moves
+    // by the stream's events
+    const echo = (name, needs) => ({ name, needs, backend: 'test', action: 'echo', params: { msg: name } });
+    const r = await api('POST', '/jobs', tokens.admin, { target: 'node:web-01,web-02,db-01', strategy: 'continue',
+        tasks: [echo('ok'), { name: 'bad', backend: 'test', action: 'fail', params: { msg: 'no' } },
+                { name: 'slow', needs: ['ok'], backend: 'test', action: 'sleep', params: { seconds: 5, msg: 'z' } }] });
+    assert.equal(r.status, 201, JSON.stringify(r.body));
+    const id = r.body.job;
+    const route = new RegExp('/api/v1/jobs/' + id + '(\\?.*)?$');
+    let served = 0;
+    let frozen = true;
+    const held = [];
+    await page.route(route, (req) => {
+        if (frozen && served++ > 0)
+            held.push(req);
+        else
+            req.continue();
+    });
+    try {
+        await page.goto(base + '/#/jobs/' + encodeURIComponent(id));
+        await page.waitForSelector('#grid tr[data-node]');
+        // The record and the events are read in Workers, off the page's thread
+        assert.ok(page.workers().length >= 2, page.workers().length + ' workers');
+        // While it runs: the chips and tallies are the API's at that moment
+        let running = null;
+        let seen = null;
+        await until('the counts of the running job', async () => {
+            const rec = (await api('GET', '/jobs/' + id, tokens.admin)).body;
+            const slow = Object.values((rec.results || {})['2'] || {});
+            seen = [rec.status, apiCounts(rec), await shownCounts()];
+            if (rec.status !== 'running' || slow.length !== 3 || slow.some((c) => c.status !== 'running'))
+                return false;
+            running = seen[1];
+            assert.deepEqual(running.chips, { success: 3, failed: 3, running: 3 });
+            return canon(seen[2]) === canon(running);
+        }).catch((e) => {
+            throw new Error(e.message + '; last seen (status, API, page): ' + JSON.stringify(seen));
+        });
+        // Failures first: each row has a failed cell, so by name
+        assert.deepEqual(await page.locator('#grid th.node').allTextContents(), ['db-01', 'web-01', 'web-02']);
+        // When it ended (the record served as it is again): the API's final counts
+        let done = null;
+        await until('the job to end', async () => {
+            done = (await api('GET', '/jobs/' + id, tokens.admin)).body;
+            return FINAL_JOB.has(done.status);
+        });
+        frozen = false;
+        for (const req of held.splice(0))
+            await req.continue();
+        const final = apiCounts(done);
+        assert.deepEqual(final.chips, { success: 3, failed: 3 });
+        await until('the final counts', async () => canon(await shownCounts()) === canon(final));
+        await shot('job-live-counts');
+    } finally {
+        frozen = false;
+        for (const req of held.splice(0))
+            await req.continue().catch(() => {});
+        await page.unroute(route);
+    }
 });
 
 test('a node that stops turns offline on the nodes page, pushed, without a poll', LIMIT, async () => {
