@@ -37,163 +37,37 @@
 #include "../client/client.h"
 #include "../proto/proto.h"
 #include "../store/store.h"
-#include "lib/etcdproc.h"
-#include "lib/harness.h"
+#include "lib/cluster.h"
 
 #define S_WAIT_MS 30000
 #define S_JOBS 10000            //  In the store the standby joins
 #define S_WINDOW 500            //  Submits in flight while filling it
 #define S_SAMPLE 50             //  Of them read back on the new active
 
-typedef struct {
-    char dir [300];
-    etcdproc_t etcd;
-    grid_t member [2];           //  Brokers "a" and "b", each its own dir
-    char config [2][400];
-    char repl_ep [2][400];
-    bool failed_over;            //  The first test left b the active
-} s_state_t;
+static bool s_failed_over;        //  The first test left b the active
 
-static const char *s_names [2] = {"a", "b"};
+//  The brokers take more submits in flight than the harness's default
+static const char *const s_spawn_args [] = {"--max-pending", "20000", NULL};
 
-static void
-s_write_config (s_state_t *self, int which)
-{
-    int other = 1 - which;
-    FILE *file = fopen (self->config [which], "w");
-    assert_non_null (file);
-    fprintf (file,
-             "ha:\n"
-             "  cluster: load\n"
-             "  name: %s\n"
-             "  etcd: %s\n"
-             "  ttl: 2s\n"
-             "  replicate: %s\n"
-             "  sync_timeout: 2s\n"
-             "  peers:\n"
-             "    - name: %s\n"
-             "      client: %s\n"
-             "      replicate: %s\n",
-             s_names [which], self->etcd.url, self->repl_ep [which],
-             s_names [other], self->member [other].client_ep,
-             self->repl_ep [other]);
-    fclose (file);
-}
-
+//  cmocka group setup: the cluster of lib/cluster.h, with waits and a
+//  sync_timeout long enough for a snapshot of the whole store
 static int
 s_setup (void **state)
 {
-    s_state_t *self = (s_state_t *) calloc (1, sizeof *self);
-    snprintf (self->dir, sizeof self->dir, "/tmp/grid-test-load-XXXXXX");
-    if (!mkdtemp (self->dir))
+    if (cluster_pair_setup (state) != 0)
         return -1;
-    *state = self;
-    if (!etcdproc_available ())
-        return 0;
-    if (etcdproc_start (&self->etcd, self->dir) != 0)
-        return -1;
-    //  From a copy: gcc's -Wrestrict (under the sanitizers) takes two
-    //  fields of one struct for overlapping objects
-    char dir [sizeof self->dir];
-    snprintf (dir, sizeof dir, "%s", self->dir);
-    for (int which = 0; which < 2; which++) {
-        if (grid_init (&self->member [which]) != 0)
-            return -1;
-        self->member [which].insecure = true;
-        snprintf (self->config [which], sizeof self->config [which],
-                  "%.290s/%s.yaml", dir, s_names [which]);
-        char member [sizeof self->member [which].dir];
-        snprintf (member, sizeof member, "%s", self->member [which].dir);
-        snprintf (self->repl_ep [which], sizeof self->repl_ep [which],
-                  "ipc://%.300s/repl.sock", member);
-    }
-    for (int which = 0; which < 2; which++)
-        s_write_config (self, which);
-    return 0;
-}
-
-static int
-s_teardown (void **state)
-{
-    s_state_t *self = (s_state_t *) *state;
-    for (int which = 0; which < 2; which++)
-        if (self->member [which].dir [0])
-            grid_stop (&self->member [which]);
-    etcdproc_stop (&self->etcd, true);
-    char command [400];
-    snprintf (command, sizeof command, "rm -rf '%s'", self->dir);
-    if (system (command) != 0)
-        fprintf (stderr, "could not remove %s\n", self->dir);
-    free (self);
-    return 0;
-}
-
-static bool
-s_skip (s_state_t *self)
-{
+    cluster_pair_t *self = (cluster_pair_t *) *state;
+    self->sync_timeout = "2s";
+    self->spawn_args = s_spawn_args;
+    self->wait_ms = S_WAIT_MS;
     if (self->etcd.pid > 0)
-        return false;
-    printf ("    skipped: etcd is not installed (make test-deps)\n");
-    return true;
-}
-
-static void
-s_spawn (s_state_t *self, int which)
-{
-    const char *extra [] = {"--config", self->config [which],
-                            "--max-pending", "20000", NULL};
-    assert_int_equal (grid_spawn_broker (&self->member [which], extra), 0);
-}
-
-static void
-s_dump (s_state_t *self)
-{
-    grid_dump_logs (&self->member [0]);
-    grid_dump_logs (&self->member [1]);
-}
-
-//  Waits until member WHICH answers status ok (it is the active).
-static bool
-s_wait_active (s_state_t *self, int which)
-{
-    long long deadline = grid_now_ms () + S_WAIT_MS;
-    while (grid_now_ms () < deadline) {
-        pv_doc_t *reply = grid_call (&self->member [which], "status", NULL);
-        bool ok = reply && grid_reply_ok (reply, NULL);
-        pv_doc_destroy (&reply);
-        if (ok)
-            return true;
-        usleep (100 * 1000);
-    }
-    fprintf (stderr, "broker %s did not become the active\n",
-             s_names [which]);
-    s_dump (self);
-    return false;
-}
-
-//  Waits until member WHICH's log holds TEXT.
-static bool
-s_wait_log (s_state_t *self, int which, const char *text)
-{
-    char path [400];
-    snprintf (path, sizeof path, "%s/broker.log", self->member [which].dir);
-    long long deadline = grid_now_ms () + S_WAIT_MS;
-    while (grid_now_ms () < deadline) {
-        char *log = grid_slurp (path);
-        bool found = strstr (log, text) != NULL;
-        free (log);
-        if (found)
-            return true;
-        usleep (100 * 1000);
-    }
-    fprintf (stderr, "broker %s never logged '%s'\n", s_names [which], text);
-    s_dump (self);
-    return false;
+        cluster_pair_write_configs (self);
+    return 0;
 }
 
 //  Agent ID, knowing both members: its slot.
 static int
-s_agent (s_state_t *self, const char *id)
+s_agent (cluster_pair_t *self, const char *id)
 {
     char brokers [800], publishes [800];
     snprintf (brokers, sizeof brokers, "%s,%s", self->member [0].agents_ep,
@@ -246,13 +120,13 @@ s_submitted (const pv_doc_t *doc)
 
 //  True when member WHICH answers job.get for JOB ok.
 static bool
-s_has_job (s_state_t *self, int which, const char *job)
+s_has_job (cluster_pair_t *self, int which, const char *job)
 {
     pv_doc_t *reply = grid_call (&self->member [which], "job.get", "job",
                                  job, NULL);
     bool ok = reply && grid_reply_ok (reply, NULL);
     if (!ok && reply)
-        fprintf (stderr, "job %s not on %s\n", job, s_names [which]);
+        fprintf (stderr, "job %s not on %s\n", job, cluster_pair_names [which]);
     pv_doc_destroy (&reply);
     return ok;
 }
@@ -301,7 +175,7 @@ s_submitter (void *args)
 
 //  How many of member WHICH's jobs are in STATUS (job.list's by_status).
 static int64_t
-s_jobs_in (s_state_t *self, int which, const char *status)
+s_jobs_in (cluster_pair_t *self, int which, const char *status)
 {
     pv_doc_t *reply = grid_call (&self->member [which], "job.list", NULL);
     const pv_t *data = NULL;
@@ -378,11 +252,11 @@ s_same_stores (const char *one, const char *two, size_t *records, bool say)
 static void
 test_cluster_empty_standby_joins_a_big_store (void **state)
 {
-    s_state_t *self = (s_state_t *) *state;
-    if (s_skip (self))
+    cluster_pair_t *self = (cluster_pair_t *) *state;
+    if (cluster_pair_skip (self))
         return;
-    s_spawn (self, 0);
-    assert_true (s_wait_active (self, 0));
+    cluster_pair_spawn (self, 0);
+    assert_true (cluster_pair_wait_code (self, 0, "ok"));
     int agent = s_agent (self, "n1");
     //  n1's one slot taken for the whole test: every other job waits
     char *busy = grid_submit_id (&self->member [0],
@@ -434,9 +308,9 @@ test_cluster_empty_standby_joins_a_big_store (void **state)
     pthread_t thread;
     assert_int_equal (pthread_create (&thread, NULL, s_submitter, &submitter),
                       0);
-    s_spawn (self, 1);
-    assert_true (s_wait_log (self, 1, "installed a snapshot"));
-    assert_true (s_wait_log (self, 0, "standby b is in sync"));
+    cluster_pair_spawn (self, 1);
+    assert_true (cluster_pair_wait_log (self, 1, "installed a snapshot"));
+    assert_true (cluster_pair_wait_log (self, 0, "standby b is in sync"));
     atomic_store (&submitter.stop, true);
     pthread_join (thread, NULL);
     assert_int_equal (submitter.refused, 0);
@@ -474,7 +348,7 @@ test_cluster_empty_standby_joins_a_big_store (void **state)
             usleep (200 * 1000);
     }
     if (!same)
-        s_dump (self);
+        cluster_pair_dump (self);
     assert_true (same);
     printf ("    the standby's store equals the active's: %zu records\n",
             records);
@@ -483,7 +357,7 @@ test_cluster_empty_standby_joins_a_big_store (void **state)
     grid_kill (self->member [0].broker_pid, SIGKILL);
     waitpid (self->member [0].broker_pid, NULL, 0);
     self->member [0].broker_pid = 0;
-    assert_true (s_wait_active (self, 1));
+    assert_true (cluster_pair_wait_code (self, 1, "ok"));
     for (size_t at = 0; at < sampled; at++) {
         assert_true (s_has_job (self, 1, sample [at]));
         free (sample [at]);
@@ -499,7 +373,7 @@ test_cluster_empty_standby_joins_a_big_store (void **state)
     assert_int_equal (pv_get_int (pv_map_get (data, "total"), &total), 0);
     assert_true (total >= S_JOBS + 1);
     pv_doc_destroy (&reply);
-    self->failed_over = true;
+    s_failed_over = true;
 }
 
 typedef struct {
@@ -522,15 +396,15 @@ s_switchover (void *args)
 static void
 test_cluster_switchover_under_load (void **state)
 {
-    s_state_t *self = (s_state_t *) *state;
-    if (s_skip (self))
+    cluster_pair_t *self = (cluster_pair_t *) *state;
+    if (cluster_pair_skip (self))
         return;
-    assert_true (self->failed_over);
+    assert_true (s_failed_over);
     //  The former active comes back: a standby, caught up from a snapshot
     //  of the 10,000 jobs (its own store's tail is never served)
-    s_spawn (self, 0);
-    assert_true (s_wait_log (self, 0, "installed a snapshot"));
-    assert_true (s_wait_log (self, 1, "standby a is in sync"));
+    cluster_pair_spawn (self, 0);
+    assert_true (cluster_pair_wait_log (self, 0, "installed a snapshot"));
+    assert_true (cluster_pair_wait_log (self, 1, "standby a is in sync"));
     //  A client of both members submits while the lead moves
     char endpoints [800];
     snprintf (endpoints, sizeof endpoints, "%s,%s",
@@ -578,7 +452,7 @@ test_cluster_switchover_under_load (void **state)
     assert_int_equal (call.code, 0);
     free (call.out);
     free (call.err);
-    assert_true (s_wait_active (self, 0));
+    assert_true (cluster_pair_wait_code (self, 0, "ok"));
     assert_true (oks > 0);
     printf ("    %zu submits answered ok, %zu not, around the switchover\n",
             oks, others);
@@ -598,5 +472,5 @@ main (void)
         cmocka_unit_test (test_cluster_empty_standby_joins_a_big_store),
         cmocka_unit_test (test_cluster_switchover_under_load),
     };
-    return cmocka_run_group_tests (tests, s_setup, s_teardown);
+    return cmocka_run_group_tests (tests, s_setup, cluster_pair_teardown);
 }

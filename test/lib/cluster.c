@@ -34,13 +34,15 @@ cluster_pair_write_config (cluster_pair_t *self, int which, int64_t ttl_s)
              "  etcd: %s\n"
              "  ttl: %llds\n"
              "  replicate: %s\n"
-             "  sync_timeout: 1s\n"
+             "  sync_timeout: %s\n"
              "  peers:\n"
              "    - name: %s\n"
              "      client: %s\n"
              "      replicate: %s\n",
              cluster_pair_names [which], self->etcd.url, (long long) ttl_s,
-             self->repl_ep [which], cluster_pair_names [other],
+             self->repl_ep [which],
+             self->sync_timeout ? self->sync_timeout : "1s",
+             cluster_pair_names [other],
              self->member [other].client_ep, self->repl_ep [other]);
     if (self->faces)
         fprintf (file,
@@ -98,9 +100,29 @@ cluster_pair_setup (void **state)
         snprintf (self->repl_ep [which], sizeof self->repl_ep [which],
                   "ipc://%.300s/repl.sock", member);
     }
+    cluster_pair_write_configs (self);
+    return 0;
+}
+
+void
+cluster_pair_write_configs (cluster_pair_t *self)
+{
     for (int which = 0; which < 2; which++)
         cluster_pair_write_config (self, which, 2);
-    return 0;
+}
+
+void
+cluster_pair_dump (cluster_pair_t *self)
+{
+    grid_dump_logs (&self->member [0]);
+    grid_dump_logs (&self->member [1]);
+}
+
+//  What a wait gives, in ms.
+static long long
+s_wait_ms (cluster_pair_t *self)
+{
+    return self->wait_ms > 0 ? self->wait_ms : CLUSTER_PAIR_WAIT_MS;
 }
 
 int
@@ -131,9 +153,17 @@ cluster_pair_skip (cluster_pair_t *self)
 void
 cluster_pair_spawn (cluster_pair_t *self, int which)
 {
-    const char *extra [] = {"--config", self->config [which],
-                            self->offline_grace ? "--offline-grace" : NULL,
-                            self->offline_grace, NULL};
+    const char *extra [24] = {"--config", self->config [which]};
+    size_t count = 2;
+    if (self->offline_grace) {
+        extra [count++] = "--offline-grace";
+        extra [count++] = self->offline_grace;
+    }
+    for (size_t index = 0; self->spawn_args && self->spawn_args [index]
+                           && count + 1 < sizeof extra / sizeof extra [0];
+         index++)
+        extra [count++] = self->spawn_args [index];
+    extra [count] = NULL;
     assert_int_equal (grid_spawn_broker (&self->member [which], extra), 0);
 }
 
@@ -155,7 +185,7 @@ cluster_pair_status_code (cluster_pair_t *self, int which)
 bool
 cluster_pair_wait_code (cluster_pair_t *self, int which, const char *code)
 {
-    long long deadline = grid_now_ms () + CLUSTER_PAIR_WAIT_MS;
+    long long deadline = grid_now_ms () + s_wait_ms (self);
     char *got = NULL;
     while (grid_now_ms () < deadline) {
         free (got);
@@ -169,8 +199,7 @@ cluster_pair_wait_code (cluster_pair_t *self, int which, const char *code)
     fprintf (stderr, "broker %s answers %s, not %s\n", cluster_pair_names [which],
              got ? got : "nothing", code);
     free (got);
-    grid_dump_logs (&self->member [0]);
-    grid_dump_logs (&self->member [1]);
+    cluster_pair_dump (self);
     return false;
 }
 
@@ -180,7 +209,7 @@ cluster_pair_wait_log (cluster_pair_t *self, int which, const char *text)
 {
     char path [400];
     snprintf (path, sizeof path, "%s/broker.log", self->member [which].dir);
-    long long deadline = grid_now_ms () + CLUSTER_PAIR_WAIT_MS;
+    long long deadline = grid_now_ms () + s_wait_ms (self);
     while (grid_now_ms () < deadline) {
         char *log = grid_slurp (path);
         bool found = strstr (log, text) != NULL;
@@ -190,8 +219,7 @@ cluster_pair_wait_log (cluster_pair_t *self, int which, const char *text)
         usleep (100 * 1000);
     }
     fprintf (stderr, "broker %s never logged '%s'\n", cluster_pair_names [which], text);
-    grid_dump_logs (&self->member [0]);
-    grid_dump_logs (&self->member [1]);
+    cluster_pair_dump (self);
     return false;
 }
 
@@ -201,6 +229,5 @@ cluster_pair_faces (cluster_pair_t *self)
     self->faces = true;
     for (int which = 0; which < 2; which++)
         self->http_port [which] = cluster_pair_free_port ();
-    for (int which = 0; which < 2; which++)
-        cluster_pair_write_config (self, which, 2);
+    cluster_pair_write_configs (self);
 }

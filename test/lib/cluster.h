@@ -34,6 +34,11 @@ typedef struct {
                                  //  agents and http
     const char *offline_grace;   //  The brokers' --offline-grace, NULL:
                                  //  the harness's (1s)
+    const char *sync_timeout;    //  ha.sync_timeout, NULL: 1s
+    const char *const *spawn_args;  //  More broker flags (NULL-ended), or
+                                    //  NULL
+    int wait_ms;                 //  What a wait gives, 0:
+                                 //  CLUSTER_PAIR_WAIT_MS
 } cluster_pair_t;
 
 //  The members' names: "a" and "b".
@@ -42,6 +47,13 @@ extern const char *cluster_pair_names [2];
 //  cmocka setup: a directory, etcd, the two members' harness directories
 //  and configs (a TTL of 2 s). Returns 0 or -1.
 int cluster_pair_setup (void **state);
+
+//  Writes both members' configs again (after a change of sync_timeout
+//  or faces) with a lease TTL of 2 s.
+void cluster_pair_write_configs (cluster_pair_t *self);
+
+//  Both members' logs to stderr.
+void cluster_pair_dump (cluster_pair_t *self);
 
 //  cmocka teardown: stops everything and removes the directories.
 int cluster_pair_teardown (void **state);
@@ -62,7 +74,7 @@ int cluster_pair_free_port (void);
 bool cluster_pair_skip (cluster_pair_t *self);
 
 //  Starts member WHICH's broker without waiting for it (with its config,
-//  and offline_grace when set).
+//  offline_grace and spawn_args when set).
 void cluster_pair_spawn (cluster_pair_t *self, int which);
 
 //  The code of a status request to member WHICH ("ok" when it serves),
