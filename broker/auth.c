@@ -744,9 +744,19 @@ auth_new (const auth_config_t *config, store_t *store, char *err,
             auth_destroy (&self);
             return NULL;
         }
-        //  The handler must exist before any CURVE socket binds
+        //  The handler must exist before any CURVE socket binds. A
+        //  handler of this process closed a moment ago (a cluster member
+        //  that changes role) may hold the name until libzmq's reaper
+        //  ends its socket: a few tries over a second
         self->zap = zsock_new (ZMQ_REP);
-        if (!self->zap || zsock_bind (self->zap, S_ZAP_ENDPOINT) != 0) {
+        int bound = self->zap ? zsock_bind (self->zap, S_ZAP_ENDPOINT) : -1;
+        for (int tries = 0; self->zap && bound != 0
+                            && zmq_errno () == EADDRINUSE && tries < 100;
+             tries++) {
+            zclock_sleep (10);
+            bound = zsock_bind (self->zap, S_ZAP_ENDPOINT);
+        }
+        if (bound != 0) {
             s_err (err, err_len, "cannot start the ZAP handler on %s: %s "
                    "(is another one running in this process?)",
                    S_ZAP_ENDPOINT, zmq_strerror (zmq_errno ()));
@@ -772,6 +782,10 @@ auth_destroy (auth_t **self_p)
     if (!self_p || !*self_p)
         return;
     auth_t *self = *self_p;
+    //  Unbound at once (a close frees the name only when libzmq's reaper
+    //  gets to it), so that a new handler can take it
+    if (self->zap)
+        zsock_unbind (self->zap, S_ZAP_ENDPOINT);
     zsock_destroy (&self->zap);
     zcert_destroy (&self->cert);
     zhashx_destroy (&self->bound);
