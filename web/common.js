@@ -769,10 +769,11 @@ function onFeed(feed, ctx, ms, oldMs, fn, minMs = CHANGES_MIN_MS) {
     };
 }
 
-// Calls fn now and as soon as any job changes (job.changes), and every MS
-// anyway (every OLD_MS against a broker without job.changes); see onFeed.
-export function onChanges(ctx, ms, fn, oldMs = ms) {
-    return onFeed(jobFeed, ctx, ms, oldMs, fn);
+// Calls fn now and as soon as any job changes (job.changes), at most
+// every MIN_MS (CHANGES_MIN_MS), and every MS anyway (every OLD_MS against
+// a broker without job.changes); see onFeed.
+export function onChanges(ctx, ms, fn, oldMs = ms, minMs = CHANGES_MIN_MS) {
+    return onFeed(jobFeed, ctx, ms, oldMs, fn, minMs);
 }
 
 // Calls fn now and as soon as any node changes (node.changes), at most

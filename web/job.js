@@ -404,7 +404,8 @@ export function jobView(ctx, id) {
         if (moved)
             drawRows();
         drawChips();
-        for (const box of gridBox.querySelectorAll('.tallies[data-step]')) {
+        for (const box of [...mapBox.querySelectorAll('.tallies[data-step]'),
+                           ...gridBox.querySelectorAll('.tallies[data-step]')]) {
             const tally = tallyOf(view.counts.steps[Number(box.dataset.step)] || new Map());
             clear(box);
             box.append(...tally);
@@ -565,18 +566,24 @@ export function jobView(ctx, id) {
             m.u32[s] = new Uint32Array(m.images[s].data.buffer);
             paintRange(s, 0, m.order.length);
             putMap(s);
-            // The durations of the step's finished cells (the record's)
+            // The durations of the step's finished cells that ran (the
+            // record's; a skipped cell's 0 is no run's)
             const durations = new Float64Array(nodes.length);
             let done = 0;
             const col = cells.duration[s];
             for (let p = 0; col && p < nodes.length; p++) {
                 const i = nodes[p];
-                if (!Number.isNaN(col[i]) && FINAL_CELL.has(cells.statusAt(s, i)))
+                const status = cells.statusAt(s, i);
+                if (!Number.isNaN(col[i]) && FINAL_CELL.has(status) && status !== 'skipped')
                     durations[done++] = col[i];
             }
+            // Its name and its counts per status above its squares
+            const tally = tallyOf(view.counts.steps[s] || new Map());
             info.before(h('div', { class: 'mapstep' },
-                h('div', { class: 'small', text: '#' + s + ' ' + (leaf.name || ((leaf.backend || '?') + ' '
-                                                                 + (leaf.action || '?'))) }),
+                h('div', { class: 'small mapstep-head' },
+                    h('span', { text: '#' + s + ' ' + (leaf.name || ((leaf.backend || '?') + ' '
+                                                                   + (leaf.action || '?'))) }),
+                    h('span', { class: 'tallies', dataset: { step: String(s) }, hidden: !tally.length }, tally)),
                 canvas, durationHistogram(durations.subarray(0, done), s)));
             requestAnimationFrame(() => drawStep(k + 1));
         };

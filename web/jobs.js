@@ -4,6 +4,11 @@ import { FINAL, JOB_STATUSES, api, badge, clear, enc, fmtDuration, h, inFrame, l
     timeEl, views } from './common.js';
 import { jobView } from './job.js';
 
+// The list is read again at most this often while jobs change (a read of
+// the newest 50 is small; the 200 ms of the other pages would let a new
+// job wait that long behind the previous job's change)
+const LIST_MIN_MS = 100;
+
 // ------------------------------------------------------------------
 // #/jobs
 
@@ -95,10 +100,9 @@ views.jobs = (ctx) => {
     search.addEventListener('input', () => inFrame(draw));
 
     const refresh = async () => {
-        const [list, st] = await Promise.all([
-            api('GET', '/jobs' + q({ status, limit })),
-            api('GET', '/status').catch(() => null),
-        ]);
+        // The list is drawn as soon as it came, the header's figures after
+        const asked = api('GET', '/status').catch(() => null);
+        const list = await api('GET', '/jobs' + q({ status, limit }));
         if (!ctx.live())
             return;
         // The chips count the stored jobs (the list's by_status), as the
@@ -108,13 +112,16 @@ views.jobs = (ctx) => {
             Object.assign(counts, list.by_status);
             drawFilters();
         }
-        if (st)
-            statusCame(st);
         jobs = (list && list.jobs) || [];
         total = list && typeof list.total === 'number' ? list.total : jobs.length;
         inFrame(draw);
+        const st = await asked;
+        if (st && ctx.live())
+            statusCame(st);
     };
-    const stop = onChanges(ctx, 10000, refresh);
+    // A new job is listed within LIST_MIN_MS and a read of the list of its
+    // submit, however busy the fleet
+    const stop = onChanges(ctx, 10000, refresh, 10000, LIST_MIN_MS);
     return () => {
         stop();
         keys.stop();

@@ -17,6 +17,8 @@ function sparkline(values, label) {
     svg.setAttribute('height', String(H));
     svg.setAttribute('role', 'img');
     svg.setAttribute('aria-label', label);
+    if (values.length === 1)
+        values = [values[0], values[0]];   // one sample so far: a level line
     if (values.length > 1) {
         const max = Math.max(1, ...values);
         const step = W / (values.length - 1);
@@ -33,6 +35,29 @@ const OVERVIEW_MS = 5000;          // a trend sample at most this often
 const OVERVIEW_PUSHED_MS = 15000; // read anyway this often while changes are pushed
 const OVERVIEW_JOBS_MS = 30000;   // the recent jobs' tally: a larger read, less often
 const OVERVIEW_SAMPLES = 60;      // the trend's samples
+const TREND_KEY = 'grid.overview.trend';
+
+// The trend kept from the last visit of this tab (sessionStorage): the
+// sparklines go on where they were, not from nothing at each visit.
+// Anything unreadable there is a fresh start.
+function keptTrend() {
+    const fresh = { trend: { online: [], running: [], waiting: [], cells: [] }, at: 0 };
+    try {
+        const kept = JSON.parse(sessionStorage.getItem(TREND_KEY) || 'null');
+        if (!kept || typeof kept !== 'object' || !Number.isFinite(kept.at) || !kept.trend)
+            return fresh;
+        for (const k of Object.keys(fresh.trend)) {
+            const list = kept.trend[k];
+            if (!Array.isArray(list) || !list.every(Number.isFinite))
+                return fresh;
+            fresh.trend[k] = list.slice(-OVERVIEW_SAMPLES);
+        }
+        fresh.at = kept.at;
+    } catch (e) {
+        /* a fresh start */
+    }
+    return fresh;
+}
 
 // A tile: ID, TITLE, its MAIN line, a DETAIL (text or elements) and a
 // sparkline, any of them null.
@@ -95,8 +120,9 @@ export const overviewTiles = [
 ];
 
 views.overview = (ctx) => {
-    const trend = { online: [], running: [], waiting: [], cells: [] };
-    let trendAt = 0;
+    const kept = keptTrend();
+    const trend = kept.trend;
+    let trendAt = kept.at;
     let recent = null;             // {hour: {status: n}, day: {status: n}, seen: n}
     let recentAt = 0;
     let last = null;               // what the last reads gave
@@ -167,6 +193,11 @@ views.overview = (ctx) => {
             trend.running[trend.running.length - 1] = jobs.running || 0;
             trend.waiting[trend.waiting.length - 1] = (st.queue || {}).waiting || 0;
             trend.cells[trend.cells.length - 1] = cells.running || 0;
+        }
+        try {
+            sessionStorage.setItem(TREND_KEY, JSON.stringify({ trend, at: trendAt }));
+        } catch (e) {
+            /* no room: the trend lives as long as the page */
         }
         last = {
             st, qs, nodes, jobs, cells, recent, trend, cluster: clusterState,

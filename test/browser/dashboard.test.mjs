@@ -19,6 +19,7 @@ import { chromium } from 'playwright-core';
 
 const SRC = process.env.GRID_SRC || fileURLToPath(new URL('../..', import.meta.url));
 const BIN = process.env.GRID_BIN || path.join(SRC, 'build', 'bin');
+const TOOLS = process.env.GRID_TOOLS || path.join(BIN, '..', 'test', 'tools');
 const ARTIFACTS = process.env.GRID_ARTIFACTS || path.join(SRC, 'build', 'test-artifacts');
 const CHROMIUM = process.env.GRID_CHROMIUM || '/usr/bin/chromium';
 const WAIT_MS = 60000;            // the longest wait for one thing to show
@@ -46,7 +47,8 @@ function freePort() {
 
 function start(name, program, args) {
     const log = fs.openSync(path.join(dir, name + '.log'), 'w');
-    const child = spawn(path.join(BIN, program), args, { stdio: ['ignore', log, log] });
+    const child = spawn(path.isAbsolute(program) ? program : path.join(BIN, program), args,
+                        { stdio: ['ignore', log, log] });
     fs.closeSync(log);
     child.logName = name;
     procs.push(child);
@@ -226,6 +228,8 @@ test('the jobs page lists jobs and filters them by status', LIMIT, async () => {
     await page.waitForSelector('#ov-recent .tally[data-status="completed"]');
     assert.equal(await page.locator('#ov-dlq .tile-main').textContent(), '0');
     assert.equal(await page.locator('#overview svg.spark').count() >= 4, true);
+    // A trend line from the first read on (a level line until a second sample)
+    assert.equal(await page.locator('#ov-nodes svg.spark polyline').count(), 1);
     assert.doesNotMatch(await page.textContent('#overview'), /null|undefined|NaN/);
     await shot('overview');
     await page.click('#nav a[data-view="jobs"]');
@@ -568,6 +572,8 @@ test('a job of 2,000 nodes draws only the rows in view, failures first, and scro
         // The heat map draws them all, and its histogram counts them
         await page.waitForSelector('#heatmap canvas.heat[data-step="0"]');
         assert.match(await page.textContent('#heatmap .histogram[data-step="0"]'), /2000 done/);
+        // Each step's counts per status above its squares, failures first
+        assert.match(await page.textContent('#heatmap .tallies[data-step="0"]'), /^20 failed\s*1980 ok$/);
         // Its squares are the API's cells: in the rows' order (the failed
         // first), each in its status's colour
         const colours = await page.evaluate(() => {
@@ -866,6 +872,13 @@ test('a graph job draws its DAG: a box per task in its state, an arrow per need'
     await page.keyboard.press(' ');
     await page.waitForSelector('#grid[data-step=""]');
     assert.deepEqual(await stepColumns(), ['#0', '#1', '#2', '#3']);
+    // Its heat map: each step's counts above its squares; a skipped step
+    // has no durations (none of its cells ran)
+    await page.goto(base + '/#/jobs/' + encodeURIComponent(id) + '?view=map');
+    await page.waitForSelector('#heatmap canvas.heat[data-step="3"]');
+    assert.match(await page.textContent('#heatmap .tallies[data-step="3"]'), /skipped/);
+    assert.equal(await page.locator('#heatmap .histogram[data-step="3"]').count(), 0);
+    assert.equal(await page.locator('#heatmap .histogram[data-step="0"]').count(), 1);
 });
 
 // The API's counts of a job's cells: per status, the nodes with a cell of
@@ -1079,11 +1092,99 @@ test('the dead letters page lists a failed cell and retries it', LIMIT, async ()
     await page.waitForSelector(row + ' a[href^="#/jobs/"]');
 });
 
+// The squares of a step's heat map by colour: how many in the colour of
+// success, of failure, and any other.
+function squareTally(step) {
+    return page.evaluate((s) => {
+        const canvas = document.querySelector(`#heatmap canvas.heat[data-step="${s}"]`);
+        const pitch = Number(canvas.dataset.pitch), perRow = Number(canvas.dataset.perRow);
+        const scale = canvas.width / canvas.clientWidth;
+        const px = canvas.getContext('2d').getImageData(0, 0, canvas.width, canvas.height).data;
+        const tone = (name) => {
+            const g = document.createElement('canvas').getContext('2d');
+            g.fillStyle = getComputedStyle(document.documentElement).getPropertyValue('--' + name).trim();
+            g.fillRect(0, 0, 1, 1);
+            return g.getImageData(0, 0, 1, 1).data.join();
+        };
+        const ok = tone('ok'), bad = tone('bad');
+        const out = { success: 0, failed: 0, other: 0 };
+        const rows = canvas.height / scale / pitch;
+        for (let p = 0; p < perRow * rows; p++) {
+            const x = Math.floor(((p % perRow) * pitch + 1) * scale);
+            const y = Math.floor((Math.floor(p / perRow) * pitch + 1) * scale);
+            const at = (y * canvas.width + x) * 4;
+            if (px[at + 3] === 0)
+                continue;   // past the last square
+            const c = [px[at], px[at + 1], px[at + 2], px[at + 3]].join();
+            out[c === ok ? 'success' : c === bad ? 'failed' : 'other']++;
+        }
+        return out;
+    }, step);
+}
+
+test('a job on a swarm of 400 agents: counts, failures first and heat map squares as the API has them', LIMIT, async () => {
+    // The swarm's keys are made in memory: enrolled as they come while it
+    // joins (auto_accept, read again on SIGHUP), then no more
+    const SWARM = 400;
+    const conf = path.join(dir, 'broker.yaml');
+    const kept = fs.readFileSync(conf, 'utf8');
+    fs.writeFileSync(conf, kept + 'auto_accept: true\n');
+    procs[0].kill('SIGHUP');
+    await new Promise((r) => setTimeout(r, 300));
+    start('swarm', path.join(TOOLS, 'gridswarm'), ['--agents', String(SWARM), '--prefix', 'swarm',
+        '--groups', 'swarm', '--labels', 'rack=r1', '--broker', 'ipc://' + path.join(dir, 'agents'),
+        '--publish', 'ipc://' + path.join(dir, 'publish'), '--curve', path.join(dir, 'keys', 'broker.key'),
+        '--delay-ms', '20', '--fail-rate', '0.03', '--test-only']);
+    try {
+        await until(SWARM + ' swarm agents online', async () => {
+            const r = await api('GET', '/nodes', tokens.admin);
+            return r.status === 200 && r.body.nodes.filter((n) => n.id.startsWith('swarm-')
+                                                              && n.status === 'online').length === SWARM;
+        }, 120000);
+    } finally {
+        fs.writeFileSync(conf, kept);
+        procs[0].kill('SIGHUP');
+    }
+    const id = await finishedJob({ target: 'group:swarm', strategy: 'continue',
+        tasks: [{ backend: 'test', action: 'echo', params: { msg: 'one' } },
+                { backend: 'test', action: 'echo', params: { msg: 'two' } }] });
+    const record = (await api('GET', '/jobs/' + id, tokens.admin)).body;
+    const want = apiCounts(record);
+    assert.ok(want.chips.failed > 0 && want.chips.success > 0, JSON.stringify(want));
+    await page.goto(base + '/#/jobs/' + encodeURIComponent(id));
+    await page.waitForSelector('#heatmap canvas.heat[data-step="1"]');
+    await page.waitForSelector('#heatmap .histogram[data-step="1"]');
+    // The chips and each step's tallies (over the map and the grid) are the API's
+    assert.equal(canon(await shownCounts()), canon(want));
+    // Failures first: the rows drawn begin with every node that failed
+    const failedNodes = new Set(Object.values(record.results).flatMap((cells) =>
+        Object.entries(cells).filter(([, c]) => c.status === 'failed').map(([n]) => n)));
+    const first = await page.locator('#grid tr[data-node]').evaluateAll((rows) => rows.map((r) => r.dataset.node));
+    const lead = Math.min(first.length, failedNodes.size);
+    assert.ok(first.slice(0, lead).every((n) => failedNodes.has(n)), first.slice(0, lead).join());
+    // Each step's squares: as many in the colours of success and failure as
+    // the API has such cells; the rest (a node that failed before the step
+    // has no run of it) in others
+    for (const s of ['0', '1']) {
+        const { success = 0, failed = 0 } = want.steps[s];
+        assert.deepEqual(await squareTally(s), { success, failed, other: SWARM - success - failed },
+                         'step ' + s + ': ' + JSON.stringify(want.steps[s]));
+    }
+    await shot('job-swarm');
+});
+
 test('dark by the system\'s choice; the overview fits 1280 x 720 and a phone', LIMIT, async () => {
     await page.setViewportSize({ width: 1280, height: 720 });
     await page.goto(base + '/#/overview');
     await page.waitForSelector('#overview #ov-nodes');
     const fits = () => page.evaluate(() => document.documentElement.scrollWidth <= window.innerWidth + 1);
+    // The trend goes on from the first visit's samples (kept in the tab)
+    await until('the trend drawn with a second sample', () => page.evaluate(() => {
+        const kept = JSON.parse(sessionStorage.getItem('grid.overview.trend') || 'null');
+        const line = document.querySelector('#ov-nodes svg.spark polyline');
+        return kept && kept.trend.online.length >= 2 && line
+            && line.getAttribute('points').split(' ').length === kept.trend.online.length;
+    }));
     assert.equal(await fits(), true, 'overflows at 1280');
     const light = await page.evaluate(() => getComputedStyle(document.body).backgroundColor);
     await page.emulateMedia({ colorScheme: 'dark' });
