@@ -350,11 +350,13 @@ export function jobView(ctx, id) {
     let recentCellEvents = [];     // the cell events of the stream since the last fetch began
     const applyEvent = (e, again) => {
         const status = EVENT_CELL[e.event];
-        if (!status || !cells || typeof e.node !== 'string' || typeof e.step !== 'number'
-            || e.step < 0 || e.step >= cells.nsteps)
+        if (!status || typeof e.node !== 'string' || typeof e.step !== 'number')
             return;
+        // Kept even before the first record came: applied to it when it does
         if (!again)
             recentCellEvents.push(e);
+        if (!cells || e.step < 0 || e.step >= cells.nsteps)
+            return;
         const i = cells.index.get(e.node);
         if (i === undefined)
             return;
@@ -1136,6 +1138,7 @@ export function jobView(ctx, id) {
                     return;
                 eventsHeld = r.held || 0;
                 addEvents(r.events);
+                applyEvents(r.events);
                 return;
             }
             // An error (a refused token, no such job) or no Worker: asked
@@ -1143,8 +1146,20 @@ export function jobView(ctx, id) {
         }
         const r = await api('GET', '/jobs/' + enc(id) + '/events' + q({ after: lastSeq || undefined }),
                             undefined, { signal: abort.signal });
-        if (ctx.live())
+        if (ctx.live()) {
             addEvents((r && r.events) || []);
+            applyEvents((r && r.events) || []);
+        }
+    };
+
+    // Events fetched (not streamed) move the cells too: the record may have
+    // been read before them, and the stream starts after the last of them
+    // (the newest EVENTS_PAGE of a first answer: what a record read at the
+    // same moment can miss)
+    const applyEvents = (events) => {
+        for (const e of events)
+            if (e && typeof e === 'object')
+                applyEvent(e, false);
     };
 
     const fetchProgress = async () => {
