@@ -450,6 +450,54 @@ test_it_rekey_forged (void **state)
     assert_string_equal (status, "accepted");
 }
 
+//  An agent that rotated its own key (rk-01: its session is the one the
+//  next key opened) then goes through a rotation of the broker's key: it
+//  sees the old key's session end at the retirement, takes the broker's
+//  next key, and runs a job on it
+static void
+test_it_rekey_then_the_brokers_key (void **state)
+{
+    char *out = NULL, *err = NULL;
+    int code = grid_cli (&s_grid, &out, &err, 20000, "key", "rotate-broker",
+                         "--deadline", "3s", NULL);
+    if (code != 0)
+        fprintf (stderr, "rotate-broker: %s%s", out, err);
+    assert_int_equal (code, 0);
+    free (out);
+    free (err);
+    char next_file [420], next [KEYS_TEXT_SIZE], why [256];
+    snprintf (next_file, sizeof next_file, "%s.next", s_grid.broker_key);
+    assert_int_equal (keys_read_public (next_file, next, why, sizeof why), 0);
+    //  The agent's log says it is on the broker's new key
+    char log [400], line [600];
+    snprintf (log, sizeof log, "%s/agent-rk-01.log", s_grid.dir);
+    snprintf (line, sizeof line, "the broker's key is now %s", next);
+    long long deadline = grid_now_ms () + S_WAIT_MS;
+    bool switched = false;
+    while (!switched && grid_now_ms () < deadline) {
+        char *text = grid_slurp (log);
+        switched = text && strstr (text, line);
+        free (text);
+        if (!switched)
+            s_nap (50);
+    }
+    if (!switched)
+        grid_dump_logs (&s_grid);
+    assert_true (switched);
+    char *job = grid_submit_id (&s_grid,
+        "target: node:rk-01\n"
+        "tasks:\n"
+        "  - {backend: test, action: echo, params: {msg: after}}\n");
+    assert_non_null (job);
+    pv_doc_t *doc = grid_wait_job (&s_grid, job, S_WAIT_MS);
+    const pv_t *data = NULL;
+    assert_true (grid_reply_ok (doc, &data));
+    assert_true (grid_str_is (data, "status", "completed"));
+    pv_doc_destroy (&doc);
+    free (job);
+    assert_true (grid_wait_node (&s_grid, "rk-01", "online", S_WAIT_MS));
+}
+
 int
 main (void)
 {
@@ -458,6 +506,7 @@ main (void)
         cmocka_unit_test (test_it_rekey_manual_and_restart),
         cmocka_unit_test (test_it_rekey_restart_after_the_switch),
         cmocka_unit_test (test_it_rekey_forged),
+        cmocka_unit_test (test_it_rekey_then_the_brokers_key),
     };
     return cmocka_run_group_tests (tests, s_setup, s_teardown);
 }
