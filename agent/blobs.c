@@ -37,7 +37,22 @@ struct _agent_blobs_t {
     uint64_t offset;             //  ... the offset asked for
     int64_t asked_ms;            //  ... when (0: nothing asked)
     uint64_t chunks;             //  Chunks taken since start
+    uint64_t chunks_refused;     //  Chunks refused since start
 };
+
+//  Counts a blob_chunk refused (not asked for, of the wrong size, or
+//  completing a content that is not its name) and says so: each of the
+//  first ten, then every hundredth, so a hostile peer cannot fill the log
+static void
+s_refuse (agent_blobs_t *self, const char *sha256, uint64_t offset,
+          const char *why)
+{
+    self->chunks_refused++;
+    if (self->chunks_refused <= 10 || self->chunks_refused % 100 == 0)
+        log_warn ("refused a blob_chunk of %.12s at %" PRIu64 " (%" PRIu64
+                  " refused so far): %s", sha256 ? sha256 : "?", offset,
+                  self->chunks_refused, why);
+}
 
 static void
 s_fetch_free (void **item_p)
@@ -328,6 +343,7 @@ s_whole (agent_blobs_t *self, s_fetch_t *fetch, int64_t now_ms)
         char error [160];
         snprintf (error, sizeof error, "the content fetched has the sha256 "
                   "%.16s..., not its name: refused", hex);
+        s_refuse (self, fetch->sha256, self->offset, error);
         s_end (self, error, now_ms);
         return;
     }
@@ -354,8 +370,8 @@ agent_blobs_on_chunk (agent_blobs_t *self, const proto_msg_t *chunk,
     s_fetch_t *fetch = (s_fetch_t *) zlistx_first (self->fetches);
     if (!fetch || self->fd < 0 || strcmp (fetch->sha256, chunk->sha256)
     ||  chunk->offset != self->offset) {
-        log_debug ("blob_chunk %.12s at %" PRIu64 ": not asked for "
-                   "(dropped)", chunk->sha256, chunk->offset);
+        s_refuse (self, chunk->sha256, chunk->offset, "not asked for "
+                  "(dropped)");
         return;
     }
     if (chunk->error) {
@@ -369,6 +385,9 @@ agent_blobs_on_chunk (agent_blobs_t *self, const proto_msg_t *chunk,
         snprintf (error, sizeof error, "the broker's blob is %" PRIu64
                   " bytes, the command said %" PRIu64, chunk->size,
                   fetch->size);
+        s_refuse (self, chunk->sha256, chunk->offset,
+                  chunk->size != fetch->size ? error
+                                             : "a chunk of the wrong size");
         s_end (self, chunk->size != fetch->size ? error
                      : "a chunk of the wrong size", now_ms);
         return;
@@ -434,4 +453,10 @@ uint64_t
 agent_blobs_chunks (const agent_blobs_t *self)
 {
     return self->chunks;
+}
+
+uint64_t
+agent_blobs_refused (const agent_blobs_t *self)
+{
+    return self->chunks_refused;
 }

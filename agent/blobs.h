@@ -15,7 +15,8 @@
     the other. A fetch cut short (the link down, the agent restarted)
     goes on from the bytes the .part file holds. A blob_chunk that says
     why not (an unknown blob...), one of the wrong size, or a content
-    whose digest is not its name fails every task that waits for it.
+    whose digest is not its name fails every task that waits for it; such
+    chunks (and chunks not asked for, dropped) are counted and logged.
 
     Waiters are opaque to this module (the agent's deferred tasks): READY
     hands each one back once, with NULL (the blob is in the cache) or a
@@ -84,5 +85,10 @@ void agent_blobs_tick (agent_blobs_t *self, int64_t now_ms);
 
 //  Chunks received and blobs fetched whole since start (for logs, tests).
 uint64_t agent_blobs_chunks (const agent_blobs_t *self);
+
+//  blob_chunks refused since start: not asked for, of the wrong size, or
+//  completing a content whose sha256 is not its name (each counted and
+//  logged: the first ten, then every hundredth).
+uint64_t agent_blobs_refused (const agent_blobs_t *self);
 
 #endif

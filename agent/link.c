@@ -912,6 +912,10 @@ s_next_promote (link_t *self)
     self->monitor = self->next_monitor;
     self->dealer = self->next_dealer;
     self->sub = self->next_sub;
+    //  The SUB, connected by now, is watched as s_connect's is
+    self->sub_monitor = keys_monitor_new_lossy (self->sub);
+    if (self->sub_monitor)
+        zloop_reader (self->loop, self->sub_monitor, s_monitor_ready, self);
     zcert_destroy (&self->cert);
     self->cert = self->next_cert;
     self->next_monitor = self->next_dealer = self->next_sub = NULL;
@@ -950,7 +954,10 @@ link_rekey_connect (link_t *self, zcert_t **next_p)
         s_next_close (self);
         return;
     }
-    self->next_monitor = keys_monitor_new (self->next_dealer);
+    //  The events a session lives by (lost, connected): once welcomed it
+    //  becomes the session (s_next_promote), and a lost connection must
+    //  be seen then, to register again and to try the broker's next key
+    self->next_monitor = keys_monitor_new_lossy (self->next_dealer);
     if (self->next_monitor)
         zloop_reader (self->loop, self->next_monitor, s_monitor_ready, self);
     zloop_reader (self->loop, self->next_dealer, s_dealer_ready, self);

@@ -817,20 +817,72 @@ s_compare_strings (const void *a, const void *b)
 
 #define S_MAX_ANCHORS 8
 
+static int
+s_compare_pointers (const void *a, const void *b)
+{
+    uintptr_t left = (uintptr_t) *(void *const *) a;
+    uintptr_t right = (uintptr_t) *(void *const *) b;
+    return left < right ? -1 : left > right;
+}
+
+//  The nodes of an "or" of fact terms (TERMS, COUNT of them): the union
+//  of their index lookups, each node once, in *NODES_P; how many.
+static size_t
+s_fact_union (registry_t *self, const target_t **terms, size_t count,
+              registry_node_t ***nodes_p)
+{
+    void **all = NULL;
+    size_t total = 0;
+    for (size_t index = 0; index < count; index++) {
+        void **nodes = NULL;
+        size_t found = factindex_find (self->facts, terms [index]->fact_key,
+                                       &terms [index]->fact, &nodes);
+        if (found) {
+            all = (void **) realloc (all, (total + found) * sizeof (void *));
+            assert (all);
+            memcpy (all + total, nodes, found * sizeof (void *));
+            total += found;
+        }
+        free (nodes);
+    }
+    size_t kept = 0;
+    if (count > 1 && total > 1) {
+        qsort (all, total, sizeof (void *), s_compare_pointers);
+        for (size_t index = 0; index < total; index++)
+            if (kept == 0 || all [kept - 1] != all [index])
+                all [kept++] = all [index];
+    }
+    else
+        kept = total;
+    *nodes_p = (registry_node_t **) all;
+    return kept;
+}
+
 //  The candidates for TARGET from the fact index: the nodes of its most
-//  selective anchor (target_fact_anchors), in *NODES_P (malloc'd, may be
-//  NULL). Returns false when TARGET has no anchor: every node is one.
+//  selective anchor (target_fact_anchors), or of every term of an "or"
+//  of facts (target_fact_alternatives: then *EXACT_P, they are the
+//  matches), in *NODES_P (malloc'd, may be NULL). Returns false when
+//  TARGET has neither: every node is one.
 static bool
 s_fact_candidates (registry_t *self, const target_t *target,
-                   registry_node_t ***nodes_p, size_t *count_p)
+                   registry_node_t ***nodes_p, size_t *count_p,
+                   bool *exact_p)
 {
     const target_t *anchors [S_MAX_ANCHORS];
     size_t anchor_count = target_fact_anchors (target, anchors,
                                                S_MAX_ANCHORS);
     *nodes_p = NULL;
     *count_p = 0;
-    if (anchor_count == 0)
-        return false;
+    *exact_p = target->scope == TARGET_FACT;
+    if (anchor_count == 0) {
+        anchor_count = target_fact_alternatives (target, anchors,
+                                                 S_MAX_ANCHORS);
+        if (anchor_count == 0)
+            return false;
+        *count_p = s_fact_union (self, anchors, anchor_count, nodes_p);
+        *exact_p = true;
+        return true;
+    }
     for (size_t index = 0; index < anchor_count; index++) {
         void **nodes = NULL;
         size_t count = factindex_find (self->facts, anchors [index]->fact_key,
@@ -862,10 +914,12 @@ s_resolve (registry_t *self, const target_t *target, bool all_states,
     bool listed = target->scope == TARGET_NODE;
     registry_node_t **candidates = NULL;
     size_t candidate_count = 0;
+    //  A lone fact term, or an "or" of them, needs no second look at its
+    //  candidates
+    bool exact = false;
     bool indexed = !listed && s_fact_candidates (self, target, &candidates,
-                                                 &candidate_count);
-    //  A lone fact term needs no second look at its candidates
-    bool exact = indexed && target->scope == TARGET_FACT;
+                                                 &candidate_count, &exact);
+    exact = indexed && exact;
     size_t index = 0;
     registry_node_t *node = NULL;
     if (!listed && !indexed)

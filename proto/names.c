@@ -1109,6 +1109,22 @@ target_fact_anchors (const target_t *target, const target_t **terms,
     return count;
 }
 
+size_t
+target_fact_alternatives (const target_t *target, const target_t **terms,
+                          size_t max)
+{
+    if (target->scope != TARGET_EXPR || !target->expr
+        || target->expr->op != S_EXPR_OR || target->expr->kid_count > max)
+        return 0;
+    for (size_t i = 0; i < target->expr->kid_count; i++) {
+        const target_expr_t *kid = target->expr->kids [i];
+        if (kid->op != S_EXPR_TERM || kid->term.scope != TARGET_FACT)
+            return 0;
+        terms [i] = &kid->term;
+    }
+    return target->expr->kid_count;
+}
+
 void
 target_each_fact (const target_t *target,
                   void (*fn) (const target_t *term, void *arg), void *arg)

@@ -130,6 +130,14 @@ void target_each_fact (const target_t *target,
 size_t target_fact_anchors (const target_t *target, const target_t **terms,
                             size_t max);
 
+//  The fact terms of TARGET when it is an "or" of fact: terms alone (the
+//  nodes matching it are the union of theirs, so a resolver looks each
+//  up in an index). Writes at most MAX of them (lent, valid while TARGET
+//  is) into TERMS and returns how many; 0 when TARGET is no such "or" or
+//  has more than MAX terms.
+size_t target_fact_alternatives (const target_t *target,
+                                 const target_t **terms, size_t max);
+
 //  "all", "group", "node", "label", "fact" or "expr".
 const char *target_scope_name (target_scope_t scope);
 

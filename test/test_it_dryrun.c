@@ -43,7 +43,26 @@ s_start_agent (grid_t *grid, const char *id)
     char log [400], tool_dir [600];
     snprintf (log, sizeof log, "%s/fake-%s.log", grid->dir, id);
     snprintf (tool_dir, sizeof tool_dir, "%s/test/fakes", s_src ());
-    const char *extra [] = {"--tool-dir", tool_dir, NULL};
+    //  Its own resolv.conf for network, and a config opening one root
+    //  for file (<dir>/root-<id>)
+    char resolv [400], config [400], root [400];
+    snprintf (resolv, sizeof resolv, "%s/resolv-%s.conf", grid->dir, id);
+    snprintf (config, sizeof config, "%s/agent-%s.yaml", grid->dir, id);
+    snprintf (root, sizeof root, "%s/root-%s", grid->dir, id);
+    if (mkdir (root, 0755) != 0 && errno != EEXIST)
+        return -1;
+    FILE *file = fopen (resolv, "w");
+    if (!file)
+        return -1;
+    fputs ("nameserver 192.0.2.53\n", file);
+    fclose (file);
+    file = fopen (config, "w");
+    if (!file)
+        return -1;
+    fprintf (file, "file:\n  roots: [%s]\n", root);
+    fclose (file);
+    const char *extra [] = {"--tool-dir", tool_dir, "--resolv-conf", resolv,
+                            "--config", config, NULL};
     setenv ("GRID_FAKE_LOG", log, 1);
     int slot = grid_start_agent (grid, id, "real", NULL, extra);
     unsetenv ("GRID_FAKE_LOG");
@@ -427,6 +446,93 @@ test_it_dryrun_compat (void **state)
     assert_true (s_mark_exists (grid, "real-01", "m3"));
 }
 
+//  network dns_update and file put as dry runs through gridcli --output
+//  json: the current value, a diff, would change / no change / cannot
+//  tell; the agent's resolv.conf and the file are left as they were
+static void
+test_it_dryrun_dns_and_file_json (void **state)
+{
+    grid_t *grid = (grid_t *) *state;
+    fixture_beat (true);
+    char resolv [400];
+    snprintf (resolv, sizeof resolv, "%s/resolv-real-01.conf", grid->dir);
+    char *out = NULL, *err = NULL;
+    int code = grid_cli (grid, &out, &err, S_CLI_MS, "--output", "json",
+                         "job", "run", "--check", "--diff", "--target",
+                         "node:real-01", "network", "dns_update",
+                         "--servers", "10.0.0.9", NULL);
+    if (code != 0)
+        fprintf (stderr, "%s%s", out, err);
+    assert_int_equal (code, 0);
+    assert_non_null (strstr (out, "\"verdict\": \"would_change\""));
+    assert_non_null (strstr (out, "\"would_change\": true"));
+    assert_non_null (strstr (out, "nameservers 192.0.2.53"));
+    assert_non_null (strstr (out, "+nameserver 10.0.0.9"));
+    free (out);
+    free (err);
+    code = grid_cli (grid, &out, &err, S_CLI_MS, "--output", "json", "job",
+                     "run", "--check", "--diff", "--target", "node:real-01",
+                     "network", "dns_update", "--servers", "192.0.2.53",
+                     NULL);
+    assert_int_equal (code, 0);
+    assert_non_null (strstr (out, "\"verdict\": \"no_change\""));
+    free (out);
+    free (err);
+    char *text = grid_slurp (resolv);
+    assert_string_equal (text, "nameserver 192.0.2.53\n");
+    free (text);
+
+    //  file put: content and mode differ, with the text's diff
+    char path [500];
+    snprintf (path, sizeof path, "%s/root-real-01/app.conf", grid->dir);
+    FILE *file = fopen (path, "w");
+    assert_non_null (file);
+    fputs ("port 80\n", file);
+    fclose (file);
+    assert_int_equal (chmod (path, 0644), 0);
+    code = grid_cli (grid, &out, &err, S_CLI_MS, "--output", "json", "job",
+                     "run", "--check", "--diff", "--target", "node:real-01",
+                     "file", "put", "--path", path, "--content", "port 8080\n",
+                     "--mode", "0600", NULL);
+    if (code != 0)
+        fprintf (stderr, "%s%s", out, err);
+    assert_int_equal (code, 0);
+    assert_non_null (strstr (out, "\"verdict\": \"would_change\""));
+    assert_non_null (strstr (out, "content, mode"));
+    assert_non_null (strstr (out, "-port 80\\n+port 8080"));
+    free (out);
+    free (err);
+    text = grid_slurp (path);
+    assert_string_equal (text, "port 80\n");
+    free (text);
+    struct stat info;
+    assert_int_equal (stat (path, &info), 0);
+    assert_int_equal (info.st_mode & 07777, 0644);
+    //  The same content and mode: no change
+    code = grid_cli (grid, &out, &err, S_CLI_MS, "--output", "json", "job",
+                     "run", "--check", "--diff", "--target", "node:real-01",
+                     "file", "put", "--path", path, "--content", "port 80\n",
+                     "--mode", "0644", NULL);
+    assert_int_equal (code, 0);
+    assert_non_null (strstr (out, "\"verdict\": \"no_change\""));
+    assert_non_null (strstr (out, "\"would_change\": false"));
+    free (out);
+    free (err);
+    //  Out of the root: cannot tell, saying why; nothing written
+    char outside [500];
+    snprintf (outside, sizeof outside, "%s/outside.conf", grid->dir);
+    code = grid_cli (grid, &out, &err, S_CLI_MS, "--output", "json", "job",
+                     "run", "--check", "--diff", "--target", "node:real-01",
+                     "file", "put", "--path", outside, "--content", "x",
+                     NULL);
+    assert_int_equal (code, 1);
+    assert_non_null (strstr (out, "\"verdict\": \"cannot_tell\""));
+    assert_non_null (strstr (out, "\"would_change\": null"));
+    free (out);
+    free (err);
+    assert_int_not_equal (access (outside, F_OK), 0);
+}
+
 int
 main (void)
 {
@@ -434,6 +540,7 @@ main (void)
         cmocka_unit_test (test_it_dryrun_mark),
         cmocka_unit_test (test_it_dryrun_system),
         cmocka_unit_test (test_it_dryrun_compat),
+        cmocka_unit_test (test_it_dryrun_dns_and_file_json),
     };
     return cmocka_run_group_tests (tests, s_group_setup, fixture_teardown);
 }

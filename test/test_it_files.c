@@ -1081,6 +1081,24 @@ test_it_files_hostile_broker (void **state)
                   lie + PROTO_BLOB_CHUNK_BYTES, 1000, NULL);
     s_hand_failed (&hand, "j-0193a1b2c3d4-0004", "not its name");
 
+    //  Each hostile chunk counted and said in the agent's log: the wrong
+    //  size, the other size, the stray one, the last of the false content
+    //  (a broker that says why not is no hostile chunk)
+    char log [PATH_MAX];
+    S_FMT (log, sizeof log, "%s/agent-prey-01.log", hand.grid.dir);
+    char *text = grid_slurp (log);
+    assert_non_null (text);
+    assert_true (grid_line_with (text, "refused a blob_chunk",
+                                 "(1 refused so far)", "wrong size", NULL));
+    assert_true (grid_line_with (text, "(2 refused so far)",
+                                 "the command said", NULL));
+    assert_true (grid_line_with (text, "(3 refused so far)",
+                                 "not asked for", NULL));
+    assert_true (grid_line_with (text, "(4 refused so far)", "not its name",
+                                 NULL));
+    assert_null (strstr (text, "(5 refused so far)"));
+    free (text);
+
     //  Nothing written, nothing kept in the cache
     char cached [PATH_MAX];
     assert_int_equal (access (dest, F_OK), -1);

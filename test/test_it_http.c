@@ -589,6 +589,111 @@ test_http_jobs (void **state)
     s_answer_clear (&answer);
 }
 
+//  Issue 28's parts over HTTP: facts (a node's, ?where), a dry run
+//  (?check=true) and a blob's life (POST, GET, DELETE), with the hostile
+//  forms refused
+static void
+test_http_facts_dry_runs_and_blobs (void **state)
+{
+    s_fixture_t *f = (s_fixture_t *) *state;
+    s_answer_t answer;
+    //  The agent reports its facts after the welcome
+    char arch [64] = "";
+    long long deadline = grid_now_ms () + S_WAIT_MS;
+    while (!*arch && grid_now_ms () < deadline) {
+        s_curl (f->base, &answer, f->viewer, "GET", "/api/v1/nodes/w-01",
+                NULL, NULL);
+        assert_int_equal (answer.status, 200);
+        const char *have = json_string_value (json_object_get (
+            json_object_get (answer.json, "facts"), "arch"));
+        if (have)
+            snprintf (arch, sizeof arch, "%s", have);
+        s_answer_clear (&answer);
+        if (!*arch)
+            zclock_sleep (50);
+    }
+    assert_true (*arch);
+    char path [300];
+    snprintf (path, sizeof path, "/api/v1/nodes?where=group:web%%20and%%20"
+              "fact:arch%%3D%s", arch);
+    s_curl (f->base, &answer, f->viewer, "GET", path, NULL, NULL);
+    assert_int_equal (answer.status, 200);
+    json_t *nodes = json_object_get (answer.json, "nodes");
+    assert_int_equal (json_array_size (nodes), 1);
+    assert_string_equal (s_str (json_array_get (nodes, 0), "id"), "w-01");
+    s_answer_clear (&answer);
+    s_curl (f->base, &answer, f->viewer, "GET",
+            "/api/v1/nodes?where=fact:arch%3Dnone-such", NULL, NULL);
+    assert_int_equal (answer.status, 200);
+    assert_int_equal (json_array_size (json_object_get (answer.json,
+                                                        "nodes")), 0);
+    s_answer_clear (&answer);
+    s_curl (f->base, &answer, f->viewer, "GET",
+            "/api/v1/nodes?where=fact:arch%3E%3Ex", NULL, NULL);
+    assert_int_equal (answer.status, 400);
+    assert_string_equal (s_code (&answer), "bad_request");
+    s_answer_clear (&answer);
+
+    //  A dry run by fact: the record says check, the cell would change
+    char spec [400];
+    snprintf (spec, sizeof spec, "{\"target\": \"fact:arch=%s\", \"tasks\": "
+              "[{\"backend\": \"test\", \"action\": \"mark\", \"params\": "
+              "{\"name\": \"http-dry\", \"text\": \"x\"}}]}", arch);
+    s_curl (f->base, &answer, f->operator, "POST", "/api/v1/jobs?check=true",
+            spec, NULL);
+    assert_int_equal (answer.status, 201);
+    char job [64];
+    snprintf (job, sizeof job, "%s", s_str (answer.json, "job"));
+    s_answer_clear (&answer);
+    pv_doc_t *done = grid_wait_job (&f->grid, job, S_WAIT_MS);
+    pv_doc_destroy (&done);
+    snprintf (path, sizeof path, "/api/v1/jobs/%s", job);
+    s_curl (f->base, &answer, f->viewer, "GET", path, NULL, NULL);
+    assert_int_equal (answer.status, 200);
+    assert_true (json_is_true (json_object_get (answer.json, "check")));
+    assert_non_null (strstr (answer.body, "would_change"));
+    s_answer_clear (&answer);
+    char mark [400];
+    snprintf (mark, sizeof mark, "%s/agent-w-01/test/http-dry",
+              f->grid.dir);
+    assert_int_not_equal (access (mark, F_OK), 0);
+
+    //  A blob: stored in one piece, read back, refused when its content
+    //  is not its name or comes from a viewer, deleted
+    const char *sha = "a0639d03e7e77d7630dffce7bfe26d51813d4c799f13821e5b6786e2736baaed";
+    char piece [300];
+    snprintf (piece, sizeof piece, "{\"sha256\": \"%s\", \"size\": 11, "
+              "\"offset\": 0, \"data\": \"aGVsbG8gYmxvYgo=\"}", sha);
+    s_curl (f->base, &answer, f->viewer, "POST", "/api/v1/blobs", piece,
+            NULL);
+    assert_int_equal (answer.status, 403);
+    s_answer_clear (&answer);
+    char lie [300];
+    snprintf (lie, sizeof lie, "{\"sha256\": \"%s\", \"size\": 11, "
+              "\"offset\": 0, \"data\": \"aGVsbG8gYmxvQgo=\"}", sha);
+    s_curl (f->base, &answer, f->operator, "POST", "/api/v1/blobs", lie,
+            NULL);
+    assert_true (answer.status >= 400 && answer.status < 500);
+    s_answer_clear (&answer);
+    s_curl (f->base, &answer, f->operator, "POST", "/api/v1/blobs", piece,
+            NULL);
+    assert_true (answer.status == 200 || answer.status == 201);
+    s_answer_clear (&answer);
+    snprintf (path, sizeof path, "/api/v1/blobs/%s", sha);
+    s_curl (f->base, &answer, f->viewer, "GET", path, NULL, NULL);
+    assert_int_equal (answer.status, 200);
+    assert_true (json_is_true (json_object_get (answer.json, "complete")));
+    assert_int_equal (json_integer_value (json_object_get (answer.json,
+                                                           "size")), 11);
+    s_answer_clear (&answer);
+    s_curl (f->base, &answer, f->operator, "DELETE", path, NULL, NULL);
+    assert_int_equal (answer.status, 200);
+    s_answer_clear (&answer);
+    s_curl (f->base, &answer, f->viewer, "GET", path, NULL, NULL);
+    assert_int_equal (answer.status, 404);
+    s_answer_clear (&answer);
+}
+
 static void
 test_http_bad_requests (void **state)
 {
@@ -1510,6 +1615,7 @@ main (void)
         cmocka_unit_test (test_http_tokens_and_roles),
         cmocka_unit_test (test_http_gridcli_tokens),
         cmocka_unit_test (test_http_jobs),
+        cmocka_unit_test (test_http_facts_dry_runs_and_blobs),
         cmocka_unit_test (test_http_bad_requests),
         cmocka_unit_test (test_http_routes_and_openapi),
         cmocka_unit_test (test_http_stream),

@@ -8,7 +8,9 @@
     handshake, both changes in the audit trail); rekey: manual (the next
     key waits for gridcli key accept); forged rekeys (refused, counted);
     an agent killed in the middle of a rotation, and one restarted with
-    the retired key beside the next pair.
+    the retired key beside the next pair; key_rotate_days (an agent whose
+    key is older rotates by itself); last, a rotation of the broker's key
+    (3 s deadline) that an agent which rotated its own key goes through.
 
     Nothing here sleeps hoping something happened: every wait polls with a
     deadline.
@@ -21,6 +23,8 @@
 
 #include <czmq.h>
 #include <signal.h>
+#include <sys/time.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../proto/keys.h"
@@ -450,6 +454,96 @@ test_it_rekey_forged (void **state)
     assert_string_equal (status, "accepted");
 }
 
+//  key_rotate_days: an agent whose key is older makes the next pair
+//  itself and rotates to it, its node online throughout
+static void
+test_it_rekey_on_schedule (void **state)
+{
+    char key [400], old [KEYS_TEXT_SIZE];
+    s_agent_key ("rk-06", key, sizeof key, old);
+    char secret [420];
+    snprintf (secret, sizeof secret, "%s_secret", key);
+    struct timeval aged [2] = {{.tv_sec = time (NULL) - 3 * 86400},
+                               {.tv_sec = time (NULL) - 3 * 86400}};
+    assert_int_equal (utimes (key, aged), 0);
+    assert_int_equal (utimes (secret, aged), 0);
+    char config [400];
+    snprintf (config, sizeof config, "%s/agent-rk-06.yaml", s_grid.dir);
+    FILE *file = fopen (config, "w");
+    assert_non_null (file);
+    fputs ("key_rotate_days: 2\n", file);
+    fclose (file);
+    const char *extra [] = {"--config", config, NULL};
+    assert_true (grid_start_agent (&s_grid, "rk-06", NULL, NULL, extra) >= 0);
+    assert_true (s_wait_key (old, "retired", "rk-06"));
+    char now [KEYS_TEXT_SIZE], why [256];
+    long long deadline = grid_now_ms () + S_WAIT_MS;
+    do {
+        if (keys_read_public (secret, now, why, sizeof why) == 0
+            && strcmp (now, old) != 0)
+            break;
+        s_nap (20);
+    } while (grid_now_ms () < deadline);
+    assert_string_not_equal (now, old);
+    char status [32];
+    s_key_status (now, status, sizeof status, NULL);
+    assert_string_equal (status, "accepted");
+    assert_true (grid_wait_node (&s_grid, "rk-06", "online", S_WAIT_MS));
+    char log [400];
+    snprintf (log, sizeof log, "%s/agent-rk-06.log", s_grid.dir);
+    char *text = grid_slurp (log);
+    assert_non_null (strstr (text, "older than key_rotate_days"));
+    free (text);
+}
+
+//  An agent that rotated its own key (rk-01: its session is the one the
+//  next key opened) then goes through a rotation of the broker's key: it
+//  sees the old key's session end at the retirement, takes the broker's
+//  next key, and runs a job on it
+static void
+test_it_rekey_then_the_brokers_key (void **state)
+{
+    char *out = NULL, *err = NULL;
+    int code = grid_cli (&s_grid, &out, &err, 20000, "key", "rotate-broker",
+                         "--deadline", "3s", NULL);
+    if (code != 0)
+        fprintf (stderr, "rotate-broker: %s%s", out, err);
+    assert_int_equal (code, 0);
+    free (out);
+    free (err);
+    char next_file [420], next [KEYS_TEXT_SIZE], why [256];
+    snprintf (next_file, sizeof next_file, "%s.next", s_grid.broker_key);
+    assert_int_equal (keys_read_public (next_file, next, why, sizeof why), 0);
+    //  The agent's log says it is on the broker's new key
+    char log [400], line [600];
+    snprintf (log, sizeof log, "%s/agent-rk-01.log", s_grid.dir);
+    snprintf (line, sizeof line, "the broker's key is now %s", next);
+    long long deadline = grid_now_ms () + S_WAIT_MS;
+    bool switched = false;
+    while (!switched && grid_now_ms () < deadline) {
+        char *text = grid_slurp (log);
+        switched = text && strstr (text, line);
+        free (text);
+        if (!switched)
+            s_nap (50);
+    }
+    if (!switched)
+        grid_dump_logs (&s_grid);
+    assert_true (switched);
+    char *job = grid_submit_id (&s_grid,
+        "target: node:rk-01\n"
+        "tasks:\n"
+        "  - {backend: test, action: echo, params: {msg: after}}\n");
+    assert_non_null (job);
+    pv_doc_t *doc = grid_wait_job (&s_grid, job, S_WAIT_MS);
+    const pv_t *data = NULL;
+    assert_true (grid_reply_ok (doc, &data));
+    assert_true (grid_str_is (data, "status", "completed"));
+    pv_doc_destroy (&doc);
+    free (job);
+    assert_true (grid_wait_node (&s_grid, "rk-01", "online", S_WAIT_MS));
+}
+
 int
 main (void)
 {
@@ -458,6 +552,8 @@ main (void)
         cmocka_unit_test (test_it_rekey_manual_and_restart),
         cmocka_unit_test (test_it_rekey_restart_after_the_switch),
         cmocka_unit_test (test_it_rekey_forged),
+        cmocka_unit_test (test_it_rekey_on_schedule),
+        cmocka_unit_test (test_it_rekey_then_the_brokers_key),
     };
     return cmocka_run_group_tests (tests, s_setup, s_teardown);
 }

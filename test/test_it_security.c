@@ -972,6 +972,13 @@ test_it_security_insecure_only_when_asked (void **state)
     assert_true (grid_reply_ok (record, &data));
     assert_true (grid_str_is (data, "status", "completed"));
     pv_doc_destroy (&record);
+    //  No key to rotate: bad_request, as PROTOCOL.md says (conflict is
+    //  for a rotation that runs already)
+    pv_doc_t *reply = grid_call (&grid, "broker.rekey", NULL);
+    char *code = grid_reply_code (reply);
+    assert_string_equal (code, "bad_request");
+    free (code);
+    pv_doc_destroy (&reply);
     //  A CURVE client gets nothing from a plaintext broker
     assert_null (grid_call_as (&grid, grid.admin_key, "status", NULL));
     char path [400];

@@ -1173,6 +1173,67 @@ test_registry_fact_index_agrees (void **state)
                       registry_resolve (registry, &target, NULL), expected);
         target_clear (&target);
     }
+    //  An "or" of facts, served by the union of lookups (a node passing
+    //  both terms counted once), against a test of every node; an "or"
+    //  with another term is no union, and agrees too
+    const char *alternatives [][3] = {
+        {"fact:rack=r1 or fact:mem_mb<1024", "fact:rack=r1",
+         "fact:mem_mb<1024"},
+        {"fact:rack=r1 or fact:rack<=r2", "fact:rack=r1", "fact:rack<=r2"},
+        {"fact:rack=r9 or fact:os_version~=12.*", "fact:rack=r9",
+         "fact:os_version~=12.*"},
+        {"fact:rack=r9 or fact:mem_mb=99", "fact:rack=r9", "fact:mem_mb=99"},
+    };
+    for (size_t t = 0; t < sizeof alternatives / sizeof alternatives [0];
+         t++) {
+        target_t target, left, right;
+        assert_int_equal (target_parse (alternatives [t][0], &target, NULL,
+                                        0), 0);
+        assert_int_equal (target_parse (alternatives [t][1], &left, NULL,
+                                        0), 0);
+        assert_int_equal (target_parse (alternatives [t][2], &right, NULL,
+                                        0), 0);
+        const target_t *terms [4];
+        assert_int_equal (target_fact_alternatives (&target, terms, 4), 2);
+        registry_node_t **nodes = NULL;
+        size_t count = registry_list (registry, &nodes);
+        size_t expected = 0;
+        for (size_t index = 0; index < count; index++)
+            expected += fact_test_matches (&left.fact, registry_node_fact (
+                            nodes [index], left.fact_key))
+                     || fact_test_matches (&right.fact, registry_node_fact (
+                            nodes [index], right.fact_key));
+        free (nodes);
+        char **ids = NULL;
+        size_t got = registry_resolve (registry, &target, &ids);
+        if (got != expected)
+            fail_msg ("%s: %zu, expected %zu", alternatives [t][0], got,
+                      expected);
+        for (size_t index = 1; index < got; index++)
+            assert_true (strcmp (ids [index - 1], ids [index]) < 0);
+        for (size_t index = 0; index < got; index++)
+            free (ids [index]);
+        free (ids);
+        target_clear (&target);
+        target_clear (&left);
+        target_clear (&right);
+    }
+    target_t mixed;
+    const target_t *terms [4];
+    assert_int_equal (target_parse ("fact:rack=r1 or group:web", &mixed,
+                                    NULL, 0), 0);
+    assert_int_equal (target_fact_alternatives (&mixed, terms, 4), 0);
+    registry_node_t **nodes = NULL;
+    size_t count = registry_list (registry, &nodes);
+    size_t expected = 0;
+    for (size_t index = 0; index < count; index++) {
+        const char *rack = registry_node_fact (nodes [index], "rack");
+        expected += strcmp (nodes [index]->hello->groups [0], "web") == 0
+                 || (rack && strcmp (rack, "r1") == 0);
+    }
+    free (nodes);
+    assert_int_equal (registry_resolve (registry, &mixed, NULL), expected);
+    target_clear (&mixed);
     registry_destroy (&registry);
 }
 

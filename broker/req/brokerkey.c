@@ -19,6 +19,13 @@ void
 req_broker_rekey (req_call_t *call)
 {
     ctx_t *ctx = call->ctx;
+    //  No key to rotate is a request this broker cannot take (as
+    //  PROTOCOL.md says); conflict is for a rotation that runs already
+    if (ctx->config->auth.insecure || !ctx->auth) {
+        req_error (call, PROTO_ERR_BAD_REQUEST, "this broker runs "
+                   "--insecure: it has no key to rotate");
+        return;
+    }
     ctx_cluster_t cluster = {.enabled = false};
     ctx->ops->cluster (ctx, &cluster);
     //  A cluster's members share one pair (docs/HA.md): the rotation is

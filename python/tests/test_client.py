@@ -4,6 +4,7 @@ Run by `make test` (through test/python.sh) with GRID_BIN pointing at the
 built programs (tests/cluster.py starts them).
 """
 
+import hashlib
 import os
 import re
 import shutil
@@ -56,6 +57,48 @@ class ClientTest(unittest.TestCase):
         self.assertEqual(kinds[-1], "finished")
         later = self.client.events(job_id, after=1)
         self.assertTrue(all(e["seq"] > 1 for e in later))
+
+    def test_facts_filter_nodes_and_targets(self):
+        facts = until(lambda: self.client.node("web-01").get("facts"))
+        self.assertIn("os", facts)
+        self.assertIn("arch", facts)
+        where = "group:web and fact:arch=" + facts["arch"]
+        self.assertEqual([n["id"] for n in self.client.nodes(where=where)],
+                         ["web-01"])
+        self.assertEqual(self.client.nodes(where="fact:arch=none-such"), [])
+        plan = self.client.check({
+            "target": "fact:cpus>=1 and not group:db",
+            "tasks": [{"backend": "system", "action": "hostname"}]})
+        self.assertEqual(plan["nodes"], ["web-01"])
+        with self.assertRaises(grid.GridError) as caught:
+            self.client.nodes(where="fact:arch>>x")
+        self.assertEqual(caught.exception.code, "bad_request")
+        self.assertIn("operator", caught.exception.message)
+
+    def test_blobs_upload_once(self):
+        path = os.path.join(self.cluster.dir, "blob.bin")
+        data = bytes(range(256)) * 1200          # two pieces of 256 KiB
+        with open(path, "wb") as handle:
+            handle.write(data)
+        first = self.client.upload(path)
+        self.assertEqual(first["sha256"], hashlib.sha256(data).hexdigest())
+        self.assertEqual(first["size"], len(data))
+        self.assertTrue(first["stored"])
+        self.assertFalse(self.client.upload(path)["stored"])
+        stat = self.client.blob_stat(first["sha256"])
+        self.assertTrue(stat["complete"])
+        self.assertIn(first["sha256"],
+                      [b["sha256"] for b in self.client.blobs()])
+        self.client.blob_delete(first["sha256"])
+        with self.assertRaises(grid.GridError) as caught:
+            self.client.blob_stat(first["sha256"])
+        self.assertEqual(caught.exception.code, "not_found")
+
+    def test_broker_keys_without_a_rotation(self):
+        keys = self.client.broker_keys()
+        self.assertFalse(keys["rotating"])
+        self.assertEqual(len(keys["key"]), 40)
+        self.assertNotIn("next", keys)
 
     def test_dry_run_changes_nothing(self):
         job = {"target": "group:web", "tasks": [
