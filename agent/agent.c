@@ -59,6 +59,7 @@
 #include "executor.h"
 #include "facts.h"
 #include "held.h"
+#include "pieces.h"
 #include "link.h"
 #include "orphans.h"
 #include "rekey.h"
@@ -141,6 +142,7 @@ struct _agent_t {
     int progress_timer;         //  Reports running tasks' progress
     zhashx_t *work;             //  key -> s_work_t, queued or running
     held_t *held;               //  Acks and starteds not yet sent
+    pieces_t *pieces;           //  When output pieces were last sent
     zhashx_t *cancelled;        //  Recently cancelled job ids
     zlistx_t *cancelled_order;  //  Oldest first (owned strings)
     bool stopping;              //  SIGTERM seen: no new work
@@ -280,20 +282,40 @@ s_batch_add (agent_t *self, const proto_msg_t *result)
 }
 
 //  Sends a spooled result or output piece again: a result joins the
-//  batch when the broker takes batches, anything else goes as it is.
-static void
+//  batch when the broker takes batches, anything else goes as it is. An
+//  output piece sent within the re-send interval is passed over: its ack
+//  may be on its way (the broker paces them). True when it sent.
+static bool
 s_resend_one (void *arg, const char *key, const void *data, size_t size)
 {
     agent_t *self = (agent_t *) arg;
+    if (key && spool_key_is_output (key)) {
+        int64_t now = zclock_mono ();
+        if (!pieces_due (self->pieces, key, now))
+            return false;
+        pieces_sent (self->pieces, key, now);
+    }
     proto_msg_t *result = NULL;
     if (self->batch_results
         && proto_msg_decode (data, size, &result, NULL, 0) == 0
         && result->type == PROTO_RESULT && s_batch_add (self, result) == 0) {
         proto_msg_destroy (&result);
-        return;
+        return true;
     }
     proto_msg_destroy (&result);
     link_send_bytes (self->link, data, size);
+    return true;
+}
+
+//  Sends PIECE, an output piece, and notes when it went.
+static void
+s_piece_send (agent_t *self, const proto_msg_t *piece)
+{
+    char key [SPOOL_KEY_MAX];
+    spool_output_key (piece->job, piece->step, piece->attempt, piece->stream,
+                      piece->offset, key, sizeof (key));
+    pieces_sent (self->pieces, key, zclock_mono ());
+    link_send (self->link, piece);
 }
 
 //  Results not yet acknowledged: the spool's and those kept in memory.
@@ -309,6 +331,7 @@ s_resend_results (agent_t *self)
     //  What waits in the batch goes first (it is in the spool as well: the
     //  broker takes a repeat as a duplicate)
     s_batch_flush (self);
+    pieces_prune (self->pieces, zclock_mono ());
     size_t count = spool_each_result (self->spool, s_resend_one, self,
                                       S_RESEND_BATCH);
     for (zchunk_t *kept = (zchunk_t *) zhashx_first (self->unspooled); kept;
@@ -440,7 +463,7 @@ s_stream_head (agent_t *self, const proto_msg_t *result, const char *stream,
             s_log (self, "cannot record the %s of %s step %u: %s (sent "
                    "anyway, not kept)", stream, result->job, result->step,
                    err);
-        link_send (self->link, &piece);
+        s_piece_send (self, &piece);
     }
     return head;
 }
@@ -674,7 +697,7 @@ s_live_send (agent_t *self, s_work_t *work, int64_t now)
         if (spool_put (self->spool, &piece, err, sizeof (err)))
             s_log (self, "cannot record the %s of %s step %u: %s (sent "
                    "anyway, not kept)", stream, work->job, work->step, err);
-        link_send (self->link, &piece);
+        s_piece_send (self, &piece);
         work->live_sent [index] = offset + take;
         work->live_wait_ms [index] = now > 0 ? now : 1;
         work->live_wait_at [index] = offset;
@@ -691,6 +714,8 @@ s_live_acked (agent_t *self, const char *job, uint32_t step,
               uint32_t attempt, const char *stream, uint64_t offset)
 {
     char key [SPOOL_KEY_MAX];
+    spool_output_key (job, step, attempt, stream, offset, key, sizeof (key));
+    pieces_acked (self->pieces, key);
     spool_key (job, step, attempt, key, sizeof (key));
     s_work_t *work = (s_work_t *) zhashx_lookup (self->work, key);
     int index = strcmp (stream, "stderr") == 0 ? 1 : 0;
@@ -1167,6 +1192,7 @@ s_on_welcome (agent_t *self, const proto_msg_t *welcome)
     for (s_work_t *work = (s_work_t *) zhashx_first (self->work); work;
          work = (s_work_t *) zhashx_next (self->work))
         work->live_wait_ms [0] = work->live_wait_ms [1] = 0;
+    pieces_reset (self->pieces);
     s_log (self, "welcomed by the broker (heartbeat every %u ms, %zu "
            "result(s) to deliver%s)", link_heartbeat_ms (self->link),
            s_unacked (self), self->batch_results ? ", in batches" : "");
@@ -1706,10 +1732,11 @@ agent_new (agent_config_t *config, char *err, size_t err_len)
     self->held = !self->link ? NULL
                : held_new (self->loop, self->link, config->id,
                            S_PROGRESS_HOLD_MS);
-    if (self->link && !self->held)
+    self->pieces = !self->held ? NULL : pieces_new (S_RESEND_MS);
+    if (self->link && !self->pieces)
         s_err (err, err_len, "out of memory");
     snprintf (path, sizeof (path), "%s/" AGENT_BLOBS_DIR, config->state_dir);
-    self->blobs = !self->held ? NULL
+    self->blobs = !self->pieces ? NULL
                 : agent_blobs_new (path, config->blob_cache_bytes, config->id,
                                    self->link, s_blob_ready, self, err,
                                    err_len);
@@ -1923,6 +1950,7 @@ agent_destroy (agent_t **self_p)
         close (self->signal_fd);
     rekey_destroy (&self->rekey);
     held_destroy (&self->held);
+    pieces_destroy (&self->pieces);
     link_destroy (&self->link);
     zloop_destroy (&self->loop);
     zhashx_destroy (&self->work);

@@ -78,6 +78,16 @@ spool_output_key (const char *job, uint32_t step, uint32_t attempt,
               stream && strcmp (stream, "stderr") == 0 ? 'e' : 'o', offset);
 }
 
+bool
+spool_key_is_output (const char *key)
+{
+    //  job|step|attempt|stream|offset, where an attempt's key has three
+    size_t bars = 0;
+    for (const char *at = key; *at; at++)
+        bars += *at == '|';
+    return bars == 4;
+}
+
 static spool_state_t
 s_state_of (proto_type_t type)
 {
@@ -646,8 +656,8 @@ spool_each_result (spool_t *self, spool_each_fn *fn, void *arg, size_t max)
             key [k_len] = 0;
             if (s_unacked ((spool_state_t) (uintptr_t) zhashx_lookup (
                     self->index, key))) {
-                fn (arg, key, v, v_len);
-                count++;
+                if (fn (arg, key, v, v_len))
+                    count++;
             }
         }
         rc = store_cursor_next (cursor, &k, &k_len, &v, &v_len);

@@ -62,9 +62,11 @@ typedef enum {
     SPOOL_OUTPUT                 //  An output piece not yet acknowledged
 } spool_state_t;
 
-//  Called for each unacknowledged result: DATA/SIZE is the encoded RESULT
-//  body, valid during the call only.
-typedef void (spool_each_fn) (void *arg, const char *key, const void *data,
+//  Called for each unacknowledged result or output piece: KEY is its
+//  spool key, DATA/SIZE its encoded body, valid during the call only.
+//  Returns true when it counts towards spool_each_result's MAX (it sent
+//  it), false when it passed it over.
+typedef bool (spool_each_fn) (void *arg, const char *key, const void *data,
                               size_t size);
 
 //  Opens (creating) the spool in directory DIR, keeping at most DONE_KEEP
@@ -88,6 +90,9 @@ void spool_key (const char *job, uint32_t step, uint32_t attempt, char *buf,
 //  Where (job, step, attempt) stands.
 spool_state_t spool_state (spool_t *self, const char *job, uint32_t step,
                            uint32_t attempt);
+
+//  True when KEY (of spool_each_result) is an output piece's.
+bool spool_key_is_output (const char *key);
 
 //  Writes the key of an output piece into BUF (SPOOL_KEY_MAX bytes).
 void spool_output_key (const char *job, uint32_t step, uint32_t attempt,
@@ -136,8 +141,9 @@ int spool_ack_output (spool_t *self, const char *job, uint32_t step,
 //  NODE. Returns how many, or -1 on a store failure.
 int spool_recover (spool_t *self, const char *node);
 
-//  Calls FN for up to MAX unacknowledged results and output pieces (0:
-//  all), in key order. Returns how many.
+//  Calls FN for the unacknowledged results and output pieces, in key
+//  order, until up to MAX (0: all) of the calls returned true. Returns
+//  how many did.
 size_t spool_each_result (spool_t *self, spool_each_fn *fn, void *arg,
                           size_t max);
 

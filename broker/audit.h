@@ -9,8 +9,10 @@
     request type, at most one per caller per AUDIT_REFUSED_MS; the next
     one recorded says how many were left out in between (suppressed).
     A configuration reload by SIGHUP is recorded too (config.reload, face
-    signal; broker.c), and an agent's key rotation (key.rekey, key.switch,
-    face agent; broker_agents.c).
+    signal; broker.c), a client key refused at the handshake
+    (client.connect, face zmq, one entry per AUDIT_REFUSED_MS for all keys;
+    broker.c), and an agent's key rotation (key.rekey, key.switch, face
+    agent; broker_agents.c).
 
     Key: the wall clock in ms (8 bytes big-endian) then a sequence (4
     bytes big-endian), so that keys sort by time; the pair never goes

@@ -53,6 +53,8 @@ struct _auth_t {
     token_store_t *tokens;       //  HTTP bearer tokens
     pw_t *scratch;               //  Encoding buffer for key records
     zhashx_t *replication;       //  Z85 keys of the cluster's members
+    auth_refused_fn *on_refused; //  Told of refused client handshakes
+    void *on_refused_arg;        //  ...with this
     auth_key_t *retired;         //  Retired by the last check, until taken
 };
 
@@ -1009,6 +1011,8 @@ s_zap_serve (auth_t *self, zsock_t *zap, zmsg_t *request)
                    address && *address ? address : "a local peer", refusal,
                    key);
         s_zap_reply (zap, request_id, "400", refusal, "");
+        if (self->on_refused && streq (domain, KEYS_DOMAIN_CLIENTS))
+            self->on_refused (self->on_refused_arg, key, refusal);
     }
     else
         s_zap_reply (zap, request_id, "200", "OK", key);
@@ -1020,6 +1024,13 @@ zsock_t *
 auth_zap_socket (auth_t *self)
 {
     return self->zap;
+}
+
+void
+auth_on_client_refused (auth_t *self, auth_refused_fn *fn, void *arg)
+{
+    self->on_refused = fn;
+    self->on_refused_arg = arg;
 }
 
 void

@@ -274,6 +274,15 @@ zsock_t *auth_zap_socket (auth_t *self);
 //  at most; never blocks past the first.
 void auth_zap_serve (auth_t *self, zsock_t *zap);
 
+//  Called by auth_zap_serve for each handshake refused on the clients
+//  endpoint: KEY (Z85) and the refusal's sentence, valid during the call.
+typedef void (auth_refused_fn) (void *arg, const char *key,
+                                const char *refusal);
+
+//  Has FN (with ARG) told of every refused client handshake, for the
+//  audit trail; NULL: no one.
+void auth_on_client_refused (auth_t *self, auth_refused_fn *fn, void *arg);
+
 //  The keys (Z85, COUNT of them, copied) let in on the replication
 //  domain: a broker cluster's other members (cluster_config.h). None
 //  by default.

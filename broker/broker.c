@@ -425,12 +425,48 @@ static const ctx_ops_t s_ctx_ops = {
 //  ---------------------------------------------------------------------
 //  The loop's other readers, timers and signals
 
-//  The ZAP handler's socket: auth answers each handshake.
+//  A client's handshake refused (an unknown or revoked KEY) in the audit
+//  trail: face "zmq", who the key, type "client.connect". Keys are cheap to
+//  make, so such refusals are held to one entry every 10 s for all keys
+//  together (suppressed says how many were left out).
+static void
+s_audit_handshake (void *arg, const char *key, const char *refusal)
+{
+    broker_t *self = (broker_t *) arg;
+    int64_t suppressed = 0;
+    if (!audit_refusal_admit (self->audit, "zmq handshake", broker_now_ms (),
+                              &suppressed))
+        return;
+    store_txn_t *txn = broker_txn (self);
+    if (!txn)
+        return;
+    audit_entry_t *entry = (audit_entry_t *) zmalloc (sizeof *entry);
+    entry->at_ms = broker_wall_ms ();
+    entry->suppressed = suppressed;
+    audit_text_set (entry->face, sizeof entry->face, "zmq");
+    audit_text_set (entry->who, sizeof entry->who, key);
+    audit_text_set (entry->role, sizeof entry->role, "none");
+    audit_text_set (entry->type, sizeof entry->type, "client.connect");
+    audit_text_set (entry->outcome, sizeof entry->outcome,
+                    PROTO_ERR_UNAUTHORIZED);
+    audit_text_set (entry->message, sizeof entry->message, refusal);
+    int rc = audit_put (self->audit, txn, entry);
+    ctx_store_error (rc, "an audit entry");
+    if (rc == 0)
+        zlistx_add_end (self->pass_audits, entry);
+    else
+        free (entry);
+}
+
+//  The ZAP handler's socket: auth answers each handshake (a refused
+//  client's is audited, and committed with this pass).
 static int
 s_on_zap (zloop_t *loop, zsock_t *socket, void *arg)
 {
     broker_t *self = (broker_t *) arg;
     auth_zap_serve (self->ctx.auth, socket);
+    if (zlistx_size (self->pass_audits))
+        broker_pass_end (self);
     return 0;
 }
 
@@ -865,8 +901,10 @@ broker_new (const broker_config_t *config, char *err, size_t err_len)
         zloop_reader (self->loop, self->http, broker_on_client, self);
     zloop_reader (self->loop, self->agents, broker_on_agents, self);
     zsock_t *zap = auth_zap_socket (self->ctx.auth);
-    if (zap)
+    if (zap) {
         zloop_reader (self->loop, zap, s_on_zap, self);
+        auth_on_client_refused (self->ctx.auth, s_audit_handshake, self);
+    }
     zloop_reader (self->loop, self->publish, s_on_commands, self);
     auth_log_start (self->ctx.auth);
     zloop_timer (self->loop, (size_t) self->config.tick_ms, 0, s_on_tick, self);

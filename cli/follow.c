@@ -52,8 +52,12 @@ typedef struct {
 static int
 s_write (s_follow_t *self, s_cell_t *cell, const char *bytes, size_t len)
 {
-    if (!self->prefix)
-        return len && fwrite (bytes, 1, len, self->out) != len ? -1 : 0;
+    //  Written at once, also into a pipe (gridcli ... --follow | grep)
+    if (!self->prefix) {
+        if (len && fwrite (bytes, 1, len, self->out) != len)
+            return -1;
+        return fflush (self->out) ? -1 : 0;
+    }
     while (len > 0) {
         const char *end = memchr (bytes, '\n', len);
         size_t take = end ? (size_t) (end - bytes) + 1 : len;

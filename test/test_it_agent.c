@@ -154,11 +154,10 @@ s_send (const proto_msg_t *msg)
 }
 
 //  The next message from the agent that is not a heartbeat, or NULL
-//  after the deadline. Keeps the agent's routing id.
+//  after DEADLINE (grid_now_ms). Keeps the agent's routing id.
 static proto_msg_t *
-s_recv (void)
+s_recv_by (long long deadline)
 {
-    long long deadline = grid_now_ms () + S_WAIT_MS;
     while (grid_now_ms () < deadline) {
         zsock_set_rcvtimeo (s_router, 200);
         zmsg_t *in = zmsg_recv (s_router);
@@ -189,6 +188,13 @@ s_recv (void)
         return msg;
     }
     return NULL;
+}
+
+//  s_recv within S_WAIT_MS.
+static proto_msg_t *
+s_recv (void)
+{
+    return s_recv_by (grid_now_ms () + S_WAIT_MS);
 }
 
 //  The next message about JOB. Results of earlier jobs that the agent
@@ -928,6 +934,119 @@ s_agent_logged (const char *text)
 //  refuses what a demoted active of epoch 19 sends (a command, a
 //  result_ack), takes what the active sends, keeps the epoch in its state
 //  dir, and takes a welcome of a later epoch (a failover).
+//  Live output to a broker that does not acknowledge its pieces (it
+//  paces those acks, or loses them): the re-send timer sends a piece
+//  again only once it has waited the re-send interval (5 s) since it
+//  last went, never sooner, and keeps sending it until its ack comes; a
+//  new session gets it at once.
+#define S_LIVE_PIECES 64
+static void
+test_it_agent_live_resent_when_due (void **state)
+{
+    char *granted [] = {PROTO_FEATURE_LIVE_OUTPUT};
+    proto_msg_t welcome = {
+        .type = PROTO_WELCOME, .node = S_NODE, .heartbeat_ms = 1000,
+        .features = granted, .feature_count = 1
+    };
+    s_send (&welcome);
+    char job [32];
+    s_new_job (job, sizeof job);
+    const char *keys [] = {"count", "interval"};
+    const char *values [] = {"150", "100ms"};
+    s_command (job, 0, 1, "test", "lines", 2, keys, values, NULL);
+
+    //  Every stdout piece: its offset, when it came last, how often
+    uint64_t offsets [S_LIVE_PIECES];
+    long long last_ms [S_LIVE_PIECES];
+    int times [S_LIVE_PIECES];
+    size_t count = 0;
+    long long first_ms = 0;
+    long long deadline = grid_now_ms () + 13000;
+    while (grid_now_ms () < deadline) {
+        proto_msg_t *msg = s_recv_by (deadline);
+        if (!msg)
+            break;
+        if (msg->type == PROTO_OUTPUT && strcmp (msg->job, job) == 0
+            && strcmp (msg->stream, "stdout") == 0) {
+            long long now = grid_now_ms ();
+            if (!first_ms)
+                first_ms = now;
+            size_t at = 0;
+            while (at < count && offsets [at] != msg->offset)
+                at++;
+            if (at == count) {
+                assert_true (count < S_LIVE_PIECES);
+                offsets [count] = msg->offset;
+                times [count++] = 0;
+            }
+            else
+            if (now - last_ms [at] < 4500)
+                fail_msg ("piece at %llu of %s sent again after %lld ms",
+                          (unsigned long long) msg->offset, job,
+                          now - last_ms [at]);
+            last_ms [at] = now;
+            times [at]++;
+        }
+        proto_msg_destroy (&msg);
+    }
+    //  The first piece went live (at offset 0) and, never acknowledged,
+    //  went again
+    assert_true (count >= 1);
+    assert_int_equal (offsets [0], 0);
+    assert_true (times [0] >= 2);
+
+    //  A new session: what waits goes at once
+    s_send (&welcome);
+    long long welcomed_ms = grid_now_ms ();
+    bool again = false;
+    while (!again) {
+        proto_msg_t *msg = s_recv_by (welcomed_ms + 2000);
+        if (!msg)
+            break;
+        again = msg->type == PROTO_OUTPUT && strcmp (msg->job, job) == 0
+                && strcmp (msg->stream, "stdout") == 0 && msg->offset == 0;
+        proto_msg_destroy (&msg);
+    }
+    assert_true (again);
+
+    //  Everything acknowledged: the task is cancelled, its result and the
+    //  pieces of its output taken
+    proto_msg_t cancel = {
+        .type = PROTO_CANCEL, .job = job, .reason = "test over"
+    };
+    s_send (&cancel);
+    proto_msg_t *result = NULL;
+    while (!result) {
+        proto_msg_t *msg = s_recv ();
+        assert_non_null (msg);
+        if (msg->type == PROTO_RESULT && strcmp (msg->job, job) == 0) {
+            result = msg;
+            break;
+        }
+        if (msg->type == PROTO_OUTPUT && strcmp (msg->job, job) == 0) {
+            proto_msg_t ack = {
+                .type = PROTO_OUTPUT_ACK, .job = job, .step = 0,
+                .attempt = 1, .stream = msg->stream, .offset = msg->offset
+            };
+            s_send (&ack);
+        }
+        proto_msg_destroy (&msg);
+    }
+    s_result_ack (result);
+    proto_msg_destroy (&result);
+    for (size_t at = 0; at < count; at++) {
+        proto_msg_t ack = {
+            .type = PROTO_OUTPUT_ACK, .job = job, .step = 0, .attempt = 1,
+            .stream = (char *) "stdout", .offset = offsets [at]
+        };
+        s_send (&ack);
+    }
+    proto_msg_t plain = {
+        .type = PROTO_WELCOME, .node = S_NODE, .heartbeat_ms = 1000
+    };
+    s_send (&plain);
+}
+
 static void
 test_it_agent_epoch_fence (void **state)
 {
@@ -1056,6 +1175,7 @@ main (void)
         cmocka_unit_test (test_it_agent_progress_after_idle),
         cmocka_unit_test (test_it_agent_result_acks_batched),
         cmocka_unit_test (test_it_agent_result_acks_hostile),
+        cmocka_unit_test (test_it_agent_live_resent_when_due),
         cmocka_unit_test (test_it_agent_epoch_fence),
         cmocka_unit_test (test_it_agent_older_broker_hello),
     };

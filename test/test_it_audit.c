@@ -3,7 +3,8 @@
     gridcli and curl: an admin with a name submits, cancels, drains and
     accepts a key, and `gridcli audit list` shows each with who, face,
     object and outcome; refused attempts by an operator and a viewer are
-    recorded once per caller per 10 s; audit.list is an admin's; the
+    recorded once per caller per 10 s, and so is a client key refused at
+    the handshake (by the key); audit.list is an admin's; the
     filters; the HTTP route gives the same entries with a token and names
     the dashboard's requests; the entries survive a restart and each is a
     JSON log line with "audit":true. On a full disk a change and its entry
@@ -472,6 +473,31 @@ test_it_audit_trail (void **state)
     assert_true (strcmp (s_str (json_array_get (entries, 0), "id"),
                          s_str (json_array_get (entries, 1), "id")) > 0);
     json_decref (entries);
+
+    //  A client key the broker does not know is refused at the handshake
+    //  and recorded by the key, once for the attempts within 10 s
+    char mallory [400], mallory_public [41];
+    assert_int_equal (grid_keygen (&f->grid, "mallory", mallory,
+                                   sizeof mallory, mallory_public), 0);
+    for (int attempt = 0; attempt < 2; attempt++) {
+        assert_true (grid_cli_as (&f->grid, mallory, &out, &err, 20000,
+                                  "status", NULL) != 0);
+        assert_non_null (strstr (err, "refused"));
+        free (out);
+        free (err);
+    }
+    json_t *refused = s_audit (f, "--type", "client.connect", NULL, NULL);
+    assert_int_equal (json_array_size (refused), 1);
+    json_t *entry = json_array_get (refused, 0);
+    assert_string_equal (s_str (entry, "who"), mallory_public);
+    assert_string_equal (s_str (entry, "role"), "none");
+    assert_string_equal (s_str (entry, "face"), "zmq");
+    assert_string_equal (s_str (entry, "outcome"), "unauthorized");
+    assert_true (strlen (s_str (entry, "message")) > 0);
+    json_decref (refused);
+    refused = s_audit (f, "--who", mallory_public, NULL, NULL);
+    assert_int_equal (json_array_size (refused), 1);
+    json_decref (refused);
 }
 
 //  A full disk: the change and its entry land together or not at all

@@ -6,9 +6,9 @@
     offsets, and says when the step is complete; `gridcli job output
     --follow` and `gridcli job run --wait --follow` print every line once,
     in order (prefixed by the node with several), and exit with the
-    step's code; an agent killed and restarted mid-stream loses and
-    repeats nothing; an agent without the feature gets its output taken
-    at the end as ever; hostile offsets, nodes and steps get clear errors;
+    step's code, writing it as it comes (into a pipe as well); an agent
+    killed and restarted mid-stream loses and repeats nothing; an agent
+    without the feature gets its output taken at the end as ever; hostile offsets, nodes and steps get clear errors;
     a broker that paces the acks of live pieces (results.output_rate)
     gets fewer, larger pieces and every byte, and loses nothing when it
     is killed mid-stream.
@@ -20,6 +20,9 @@
 #include <cmocka.h>
 
 #include <czmq.h>
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "../proto/proto.h"
 #include "lib/fixture.h"
@@ -291,6 +294,93 @@ test_it_live_follow (void **state)
     free (out);
     free (err);
     free (want);
+}
+
+//  Starts `gridcli job output JOB --follow` with its standard output in
+//  the file PATH (not a terminal, as when piped to grep). Returns its pid.
+static pid_t
+s_follow_into (grid_t *grid, const char *job, const char *path)
+{
+    char gridcli [700];
+    snprintf (gridcli, sizeof gridcli, "%s/gridcli", grid->bin);
+    pid_t pid = fork ();
+    if (pid == 0) {
+        int out = open (path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        if (out < 0)
+            _exit (127);
+        dup2 (out, 1);
+        close (out);
+        unsetenv ("GRID_BROKER");
+        unsetenv ("GRID_CONFIG");
+        unsetenv ("GRID_KEY");
+        unsetenv ("GRID_BROKER_KEY");
+        setenv ("HOME", grid->dir, 1);
+        if (grid->insecure)
+            execl (gridcli, "gridcli", "--broker", grid->client_ep,
+                   "--insecure", "job", "output", job, "--follow", NULL);
+        else
+            execl (gridcli, "gridcli", "--broker", grid->client_ep, "--key",
+                   grid->admin_key, "--broker-key", grid->broker_key, "job",
+                   "output", job, "--follow", NULL);
+        _exit (127);
+    }
+    return pid;
+}
+
+//  gridcli job output --follow into a file or a pipe writes each piece as
+//  it comes, not all at its exit.
+static void
+test_it_live_follow_piped (void **state)
+{
+    grid_t *grid = (grid_t *) *state;
+    char *job = s_submit_lines (grid, "node:web-01", 20, "500ms", 0);
+    char path [600];
+    snprintf (path, sizeof path, "%s/follow.out", grid->dir);
+    pid_t pid = s_follow_into (grid, job, path);
+    assert_true (pid > 0);
+    //  The first line is in the file while gridcli still follows
+    bool early = false;
+    long long deadline = grid_now_ms () + S_WAIT_MS;
+    while (!early && grid_now_ms () < deadline) {
+        char *text = grid_slurp (path);
+        early = strncmp (text, "line 1\n", 7) == 0;
+        free (text);
+        int status;
+        if (!early && waitpid (pid, &status, WNOHANG) == pid) {
+            pid = 0;
+            break;
+        }
+        zclock_sleep (50);
+    }
+    int status = -1;
+    bool running = pid > 0 && waitpid (pid, &status, WNOHANG) == 0;
+    if (!early || !running) {
+        char *text = grid_slurp (path);
+        fprintf (stderr, "gridcli wrote \"%s\" %s\n", text,
+                 running ? "(still following)" : "(exited)");
+        free (text);
+        if (running)
+            grid_kill (pid, SIGKILL);
+    }
+    assert_true (early);
+    assert_true (running);
+    //  Then the rest, and the step's code
+    deadline = grid_now_ms () + S_CLI_MS;
+    while (waitpid (pid, &status, WNOHANG) == 0) {
+        if (grid_now_ms () >= deadline) {
+            grid_kill (pid, SIGKILL);
+            fail_msg ("gridcli job output --follow did not end");
+        }
+        zclock_sleep (50);
+    }
+    assert_true (WIFEXITED (status));
+    assert_int_equal (WEXITSTATUS (status), 0);
+    char *text = grid_slurp (path);
+    char *want = s_lines (20);
+    assert_string_equal (text, want);
+    free (want);
+    free (text);
+    free (job);
 }
 
 //  With several nodes every line comes once, after its node, in order
@@ -859,6 +949,8 @@ main (void)
         cmocka_unit_test_setup_teardown (test_it_live_pages, s_setup,
                                          fixture_teardown),
         cmocka_unit_test_setup_teardown (test_it_live_follow, s_setup,
+                                         fixture_teardown),
+        cmocka_unit_test_setup_teardown (test_it_live_follow_piped, s_setup,
                                          fixture_teardown),
         cmocka_unit_test_setup_teardown (test_it_live_follow_nodes, s_setup,
                                          fixture_teardown),

@@ -582,6 +582,13 @@ test_it_notify (void **state)
     sent = s_wait_delivery (&grid, lost, "sent", 20000);
     json_decref (sent);
     assert_true (s_has_events (&grid, lost, "notify_retried", 1));
+    //  Named as jobs' events name who cancelled: with the role
+    assert_int_equal (grid_cli (&grid, &out, &err, 20000, "job", "events",
+                                lost, NULL), 0);
+    assert_true (grid_line_with (out, "notify_retried", "queued again by",
+                                 "(admin)", NULL));
+    free (out);
+    free (err);
     s_receiver_stop (&late);
 
     //  Bad URLs are refused at submit, the field named

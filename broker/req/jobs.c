@@ -496,7 +496,6 @@ req_job_submit (req_call_t *call)
 //  must have room, the queue must take it. Writes the reply (ok: {job,
 //  status, ?retry_of}) and returns 0 with the new id in ID (JOB_ID_LEN + 1
 //  bytes), or -1.
-static char *s_caller_text (const req_call_t *call);
 
 //  Keeps the trace context of JOB, about to be admitted.
 static void
@@ -548,7 +547,7 @@ s_admit (req_call_t *call, job_spec_t **spec_p, const char *retry_of, char *id)
     job->created_at_ms = wall_ms;
     job->updated_at_ms = wall_ms;
     job->retry_of = retry_of ? strdup (retry_of) : NULL;
-    job->submitted_by = s_caller_text (call);
+    job->submitted_by = req_caller_text (call);
     //  The submitter's trace context (checked by job.submit), else a new
     //  one: every job is traced
     char *traceparent = req_field (call, "traceparent");
@@ -1115,24 +1114,6 @@ s_stored_status (req_call_t *call, const char *job_id)
     return status;
 }
 
-//  Who sent CALL, as a job's record names them: "alice (admin)" for a
-//  named client key, "token ci (operator)" for an HTTP token, "key
-//  Abc12345... (admin)" for a key with no name. The request table's
-//  admission identified the caller (requests_admit).
-static char *
-s_caller_text (const req_call_t *call)
-{
-    const char *role = auth_role_name (call->role);
-    bool named = call->name && strcmp (call->name, AUTH_UNNAMED) != 0;
-    if (call->caller->http)
-        return zsys_sprintf ("token %s (%s)", named ? call->name : "?", role);
-    if (named)
-        return zsys_sprintf ("%s (%s)", call->name, role);
-    if (call->caller->key)
-        return zsys_sprintf ("key %.8s... (%s)", call->caller->key, role);
-    return zsys_sprintf ("a client of an insecure broker (%s)", role);
-}
-
 void
 req_job_cancel (req_call_t *call)
 {
@@ -1141,7 +1122,7 @@ req_job_cancel (req_call_t *call)
     if (s_job_id_field (call, &job_id) != 0)
         return;
     char *reason = req_field (call, "reason");
-    char *who = s_caller_text (call);
+    char *who = req_caller_text (call);
     char *text = zsys_sprintf ("cancelled by %s%s%s", who,
                                reason ? ": " : "", reason ? reason : "");
     zstr_free (&who);
@@ -1555,7 +1536,7 @@ req_retry (req_call_t *call, const char *job_id, bool failed_only,
             if (txn)
                 dlq_mark_retry (txn, job_id, id, ctx->scratch);
             //  The original's timeline says who retried it, and as what
-            char *who = s_caller_text (call);
+            char *who = req_caller_text (call);
             char *detail = zsys_sprintf ("as %s by %s", id, who);
             ctx_job_event (ctx, job_id, "retried", detail);
             zstr_free (&detail);

@@ -68,9 +68,11 @@ req_notify_retry (req_call_t *call)
         req_error (call, PROTO_ERR_STORE, "the delivery cannot be changed: %s",
                    store_strerror (rc));
     else {
-        char detail [128];
+        char detail [512];
+        char *who = req_caller_text (call);
         snprintf (detail, sizeof detail, "delivery %s queued again by %s", id,
-                  call->name);
+                  who ? who : "?");
+        free (who);
         const void *header = NULL;
         size_t size = 0;
         if (store_get (txn, STORE_DB_JOBS, job, strlen (job), &header, &size)

@@ -31,3 +31,17 @@ req_txn (req_call_t *call)
                    store_last_error (call->ctx->store));
     return txn;
 }
+
+char *
+req_caller_text (const req_call_t *call)
+{
+    const char *role = auth_role_name (call->role);
+    bool named = call->name && strcmp (call->name, AUTH_UNNAMED) != 0;
+    if (call->caller->http)
+        return zsys_sprintf ("token %s (%s)", named ? call->name : "?", role);
+    if (named)
+        return zsys_sprintf ("%s (%s)", call->name, role);
+    if (call->caller->key)
+        return zsys_sprintf ("key %.8s... (%s)", call->caller->key, role);
+    return zsys_sprintf ("a client of an insecure broker (%s)", role);
+}

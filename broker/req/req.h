@@ -81,6 +81,12 @@ void req_error (req_call_t *call, const char *code, const char *format, ...)
 //  or NULL when absent.
 char *req_field (const req_call_t *call, const char *key);
 
+//  Who sent CALL, as a job's record and events name them (caller frees):
+//  "alice (admin)" for a named client key, "token ci (operator)" for an
+//  HTTP token, "key Abc12345... (admin)" for a key with no name. The
+//  request table's admission identified the caller (requests_admit).
+char *req_caller_text (const req_call_t *call);
+
 //  The pass's transaction; NULL after writing a storage_error reply.
 store_txn_t *req_txn (req_call_t *call);
 
