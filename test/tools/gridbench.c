@@ -2286,7 +2286,8 @@ s_drain_start (s_stage_t *stage, s_run_t *run, size_t count,
            && state != 0 && s_now_ms () < deadline)
         usleep (1000);
     if (state != 'T') {
-        if (!s_alive (stage->broker_pid))
+        //  A zombie is alive to kill (PID, 0): it exited all the same
+        if (state == 'Z' || state == 0 || !s_alive (stage->broker_pid))
             snprintf (reason, reason_len,
                       "the broker exited during the drain");
         else
