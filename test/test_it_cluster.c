@@ -660,26 +660,6 @@ test_cluster_bad_config_refused (void **state)
     }
 }
 
-//  The digest of the file at PATH into HEX (false when unreadable).
-static bool
-s_file_digest (const char *path, char *hex)
-{
-    FILE *file = fopen (path, "rb");
-    if (!file)
-        return false;
-    sha256_t context;
-    sha256_init (&context);
-    char buffer [65536];
-    size_t got;
-    while ((got = fread (buffer, 1, sizeof buffer, file)) > 0)
-        sha256_update (&context, buffer, got);
-    fclose (file);
-    uint8_t digest [SHA256_BYTES];
-    sha256_final (&context, digest);
-    sha256_to_hex (digest, hex);
-    return true;
-}
-
 #define S_BURST 300                 //  Uploads side by side
 
 //  Waits until member WHICH (the active) counts standby NAME in its sync
@@ -871,7 +851,7 @@ test_cluster_blob_after_failover (void **state)
     assert_int_equal (code, 0);
     free (out);
     free (err);
-    assert_true (s_file_digest (dest, got));
+    assert_true (grid_file_sha256 (dest, got));
     assert_string_equal (got, hex);
     reply = grid_call (&self->member [1], "blob.stat", "sha256", hex, NULL);
     assert_true (grid_reply_ok (reply, &blob));

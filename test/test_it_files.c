@@ -384,26 +384,6 @@ s_write_blob (const char *path, size_t len, unsigned seed, char *hex)
     free (data);
 }
 
-//  The digest of the file at PATH into HEX (false when unreadable).
-static bool
-s_file_digest (const char *path, char *hex)
-{
-    FILE *file = fopen (path, "rb");
-    if (!file)
-        return false;
-    sha256_t context;
-    sha256_init (&context);
-    char buffer [65536];
-    size_t got;
-    while ((got = fread (buffer, 1, sizeof buffer, file)) > 0)
-        sha256_update (&context, buffer, got);
-    fclose (file);
-    uint8_t digest [SHA256_BYTES];
-    sha256_final (&context, digest);
-    sha256_to_hex (digest, hex);
-    return true;
-}
-
 //  blob.list's figure KEY (chunks_sent, refused), and how many blobs
 static int64_t
 s_blob_figure (const char *key, size_t *count_p)
@@ -462,7 +442,7 @@ test_it_files_blobs (void **state)
     assert_int_equal (code, 0);
     free (out);
     free (err);
-    assert_true (s_file_digest (dest, got));
+    assert_true (grid_file_sha256 (dest, got));
     assert_string_equal (got, hex);
     assert_int_equal (s_blob_figure ("chunks_sent", NULL), sent + 6);
 
@@ -472,7 +452,7 @@ test_it_files_blobs (void **state)
                       0);
     free (out);
     free (err);
-    assert_true (s_file_digest (dest, got));
+    assert_true (grid_file_sha256 (dest, got));
     assert_string_equal (got, hex);
     assert_int_equal (s_blob_figure ("chunks_sent", NULL), sent + 6);
 
@@ -810,7 +790,7 @@ s_assert_put (const char *job, const char *node, const char *dest,
     assert_true (grid_str_is (cell, "status", "success"));
     pv_doc_destroy (&doc);
     char got [SHA256_HEX];
-    assert_true (s_file_digest (dest, got));
+    assert_true (grid_file_sha256 (dest, got));
     assert_string_equal (got, hex);
 }
 
@@ -1119,7 +1099,7 @@ test_it_files_hostile_broker (void **state)
     assert_string_equal (result->status, "success");
     proto_msg_destroy (&result);
     char got [SHA256_HEX];
-    assert_true (s_file_digest (dest, got));
+    assert_true (grid_file_sha256 (dest, got));
     assert_string_equal (got, hex);
     free (data);
     free (lie);

@@ -291,26 +291,6 @@ test_relay_move_broker_key_rotation (void **state)
     assert_true (grid_start_relay (grid, "kr2", -1, true, kr2_extra) == 1);
 }
 
-//  The digest of the file at PATH into HEX (false when unreadable).
-static bool
-s_file_digest (const char *path, char *hex)
-{
-    FILE *file = fopen (path, "rb");
-    if (!file)
-        return false;
-    sha256_t context;
-    sha256_init (&context);
-    char buffer [65536];
-    size_t got;
-    while ((got = fread (buffer, 1, sizeof buffer, file)) > 0)
-        sha256_update (&context, buffer, got);
-    fclose (file);
-    uint8_t digest [SHA256_BYTES];
-    sha256_final (&context, digest);
-    sha256_to_hex (digest, hex);
-    return true;
-}
-
 static void
 test_relay_move_blob (void **state)
 {
@@ -340,7 +320,7 @@ test_relay_move_blob (void **state)
     assert_int_equal (code, 0);
     free (out);
     free (err);
-    assert_true (s_file_digest (dest, got));
+    assert_true (grid_file_sha256 (dest, got));
     assert_string_equal (got, hex);
     //  Fetched through the relay, chunk by chunk
     pv_doc_t *reply = grid_call (grid, "blob.list", NULL);

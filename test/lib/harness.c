@@ -13,6 +13,7 @@
 #include "../../proto/conf.h"
 #include "../../proto/keys.h"
 #include "../../proto/proto.h"
+#include "../../proto/sha256.h"
 #include "harness.h"
 
 long long
@@ -744,6 +745,25 @@ bool
 grid_str_is (const pv_t *map, const char *key, const char *text)
 {
     return pv_str_eq (pv_map_get (map, key), text);
+}
+
+bool
+grid_file_sha256 (const char *path, char *hex)
+{
+    FILE *file = fopen (path, "rb");
+    if (!file)
+        return false;
+    sha256_t context;
+    sha256_init (&context);
+    char buffer [65536];
+    size_t got;
+    while ((got = fread (buffer, 1, sizeof buffer, file)) > 0)
+        sha256_update (&context, buffer, got);
+    fclose (file);
+    uint8_t digest [SHA256_BYTES];
+    sha256_final (&context, digest);
+    sha256_to_hex (digest, hex);
+    return true;
 }
 
 char *

@@ -197,6 +197,10 @@ bool grid_str_is (const pv_t *map, const char *key, const char *text);
 //  caller frees).
 char *grid_slurp (const char *path);
 
+//  The sha256 of the file at PATH into HEX (SHA256_HEX bytes, lower-case
+//  hex); false when it cannot be read.
+bool grid_file_sha256 (const char *path, char *hex);
+
 //  True when some line of TEXT holds every one of the NULL-terminated
 //  words that follow.
 bool grid_line_with (const char *text, ...);

@@ -5740,6 +5740,19 @@ s_parse_scale (s_options_t *options, bool counts_given, long relays)
     return 0;
 }
 
+//  The long options without a letter (getopt_long's codes past a byte)
+enum {
+    S_OPT_HA = 0x101,
+    S_OPT_HA_KILLS,
+    S_OPT_FILES,
+    S_OPT_FILES_NODES,
+    S_OPT_FILES_MIB,
+    S_OPT_LIVE_ALIGNED,
+    S_OPT_HA_FAILOVER_ONLY,
+    S_OPT_HA_STOP,
+    S_OPT_AGENT_ONLY
+};
+
 static int
 s_parse (s_options_t *options, int argc, char *argv [])
 {
@@ -5785,15 +5798,15 @@ s_parse (s_options_t *options, int argc, char *argv [])
         {"live-others", required_argument, NULL, 'f'},
         {"live-s", required_argument, NULL, 'g'},
         {"live-interval-ms", required_argument, NULL, 'j'},
-        {"files", no_argument, NULL, 0x103},
-        {"files-nodes", required_argument, NULL, 0x104},
-        {"files-mib", required_argument, NULL, 0x105},
-        {"live-aligned", no_argument, NULL, 0x106},
-        {"ha", no_argument, NULL, 0x101},
-        {"ha-kills", required_argument, NULL, 0x102},
-        {"ha-failover-only", no_argument, NULL, 0x107},
-        {"ha-stop", no_argument, NULL, 0x108},
-        {"agent-only", no_argument, NULL, 0x109},
+        {"files", no_argument, NULL, S_OPT_FILES},
+        {"files-nodes", required_argument, NULL, S_OPT_FILES_NODES},
+        {"files-mib", required_argument, NULL, S_OPT_FILES_MIB},
+        {"live-aligned", no_argument, NULL, S_OPT_LIVE_ALIGNED},
+        {"ha", no_argument, NULL, S_OPT_HA},
+        {"ha-kills", required_argument, NULL, S_OPT_HA_KILLS},
+        {"ha-failover-only", no_argument, NULL, S_OPT_HA_FAILOVER_ONLY},
+        {"ha-stop", no_argument, NULL, S_OPT_HA_STOP},
+        {"agent-only", no_argument, NULL, S_OPT_AGENT_ONLY},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0}
     };
@@ -5851,32 +5864,32 @@ s_parse (s_options_t *options, int argc, char *argv [])
             case 'j':
                 options->live_interval_ms = strtoll (optarg, &end, 10);
                 break;
-            case 0x101:
+            case S_OPT_HA:
                 options->ha = true;
                 break;
-            case 0x103:
+            case S_OPT_FILES:
                 options->files = true;
                 break;
-            case 0x104:
+            case S_OPT_FILES_NODES:
                 options->files_nodes = strtoul (optarg, &end, 10);
                 break;
-            case 0x106:
+            case S_OPT_LIVE_ALIGNED:
                 options->live_aligned = true;
                 break;
-            case 0x105:
+            case S_OPT_FILES_MIB:
                 options->files_mib = strtoul (optarg, &end, 10);
                 break;
-            case 0x109:
+            case S_OPT_AGENT_ONLY:
                 options->agent_only = true;
                 break;
-            case 0x102:
+            case S_OPT_HA_KILLS:
                 options->ha_kills = strtoul (optarg, &end, 10);
                 break;
-            case 0x107:
+            case S_OPT_HA_FAILOVER_ONLY:
                 options->ha_failover_only = true;
                 options->ha = true;
                 break;
-            case 0x108:
+            case S_OPT_HA_STOP:
                 options->ha_stop = true;
                 break;
             case 'O':
