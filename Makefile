@@ -563,10 +563,10 @@ format:
 clean:
 	rm -rf build build-asan
 
-# Every object's dependency file, the three mains' included: a header
+# Every object's dependency file, the four mains' included: a header
 # change must rebuild each object that includes it.
 MAIN_DEPS := $(BUILD)/obj/broker/main.d $(BUILD)/obj/agent/main.d \
-	$(BUILD)/obj/cli/main.d
+	$(BUILD)/obj/cli/main.d $(BUILD)/obj/relay/main.d
 -include $(LIB_OBJ:.o=.d) $(TEST_LIB_OBJ:.o=.d) $(TEST_SRC:test/%.c=$(BUILD)/obj/test/%.d) $(MAIN_DEPS)
 -include $(TEST_TOOL_SRC:test/tools/%.c=$(BUILD)/obj/test/tools/%.d)
 -include $(ZMTP_OBJ:.o=.d) $(BENCH_HA_OBJ:.o=.d)
