@@ -2,7 +2,7 @@
     executor - a bounded pool of tasks driven by the agent's zloop
 
     Life of a task:  submit -> QUEUED -> (pump) RUNNING -> ENDED -> done
-    A program or child task is RUNNING from fork until its process is
+    A program or child task is RUNNING from its start until its process is
     reaped and both capture pipes are closed. An in-loop task runs inside
     the pump and is ENDED at once. Cancelled queued tasks go straight to
     ENDED. ENDED tasks get their done call from s_service, which the loop
@@ -23,6 +23,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/syscall.h>
@@ -36,6 +38,7 @@
 #define S_READS_PER_WAKE 16     //  Reads per pipe per loop pass (fairness)
 #define S_DRAIN_READS 256       //  Reads when draining after exit
 #define S_FAKE_LOG "GRID_FAKE_LOG"
+#define S_LAUNCH_STACK (256 * 1024)  //  Stack of a program's child until execve
 
 typedef enum {
     S_QUEUED,
@@ -101,6 +104,7 @@ struct _executor_t {
     int kick_timer;             //  Pending kick timer id, or -1
     char *fake_log;             //  "GRID_FAKE_LOG=..." or NULL
     int max_fd;                 //  Highest fd a child may need to close
+    char *launch_stack;         //  Mapped at the first program, or NULL
 };
 
 static void s_service (executor_t *self);
@@ -622,10 +626,11 @@ s_child_say (const char *text)
     (void) ignored;
 }
 
-//  In the child, after fork: only async-signal-safe calls from here on.
+//  A child function's child, after fork: only async-signal-safe calls
+//  from here on.
 static void
 s_child_run (executor_t *self, s_task_t *task, pid_t parent, int null_fd,
-             int out_fd, int err_fd, int go_fd, char *const *envp)
+             int out_fd, int err_fd, int go_fd)
 {
     setpgid (0, 0);
     //  Should the agent die (even by SIGKILL), its task dies with it
@@ -664,16 +669,107 @@ s_child_run (executor_t *self, s_task_t *task, pid_t parent, int null_fd,
         for (int fd = 3; fd <= self->max_fd; fd++)
             close (fd);
 
-    if (task->child)
-        _exit (task->child (task->arg));
-    execve (task->path, task->argv, envp);
+    _exit (task->child (task->arg));
+}
+
+//  What a program's child gets from the agent, and tells it back: the
+//  child shares the agent's memory until it calls execve (or exits),
+//  while the thread that started it waits.
+typedef struct {
+    executor_t *self;
+    s_task_t *task;
+    pid_t parent;
+    int null_fd, out_fd, err_fd;
+    char *const *envp;
+    const char *group_dir;      //  Where to record its group, or NULL
+    const char *boot;           //  orphans_boot_id ()
+    bool recorded;              //  Its group is on record
+    int record_errno;           //  Why not, when it is not
+} s_launch_t;
+
+//  A program's child: started with CLONE_VM | CLONE_VFORK (no copy of
+//  the agent's page tables, no copy-on-write faults after), so it may run
+//  only async-signal-safe calls, allocate nothing and write only its
+//  stack and LAUNCH. It records its own group before execve: nothing runs
+//  unrecorded should the agent die, and the agent waits for no go byte.
+//  Not instrumented: a sanitizer's no-return hook would see a stack it
+//  does not know.
+__attribute__((no_sanitize_address))
+static int
+s_program_child (void *arg)
+{
+    s_launch_t *launch = (s_launch_t *) arg;
+    setpgid (0, 0);
+    prctl (PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid () != launch->parent)
+        _exit (EXECUTOR_EXEC_FAILED);
+    if (launch->group_dir) {
+        if (orphans_record_self (launch->group_dir, launch->boot) == 0)
+            launch->recorded = true;
+        else
+            launch->record_errno = errno;
+    }
+    //  Every signal the agent catches or ignores back to its default: a
+    //  handler of the agent's must never run in this child, which shares
+    //  its memory (all are blocked until here), and the program gets
+    //  nothing of the agent's signal setup
+    struct sigaction action;
+    memset (&action, 0, sizeof (action));
+    action.sa_handler = SIG_DFL;
+    sigemptyset (&action.sa_mask);
+    for (int sig = 1; sig < _NSIG; sig++) {
+        struct sigaction current;
+        if (sig == SIGKILL || sig == SIGSTOP
+        ||  sigaction (sig, NULL, &current) != 0)
+            continue;
+        if (current.sa_handler != SIG_DFL)
+            sigaction (sig, &action, NULL);
+    }
+    sigset_t none;
+    sigemptyset (&none);
+    sigprocmask (SIG_SETMASK, &none, NULL);
+
+    if (dup2 (launch->null_fd, STDIN_FILENO) < 0
+    ||  dup2 (launch->out_fd, STDOUT_FILENO) < 0
+    ||  dup2 (launch->err_fd, STDERR_FILENO) < 0)
+        _exit (EXECUTOR_EXEC_FAILED);
+    if (syscall (SYS_close_range, 3U, ~0U, 0U) != 0)
+        for (int fd = 3; fd <= launch->self->max_fd; fd++)
+            close (fd);
+    execve (launch->task->path, launch->task->argv, launch->envp);
     char number [24];
     s_child_say ("cannot execute ");
-    s_child_say (task->path);
+    s_child_say (launch->task->path);
     s_child_say (": errno ");
     s_child_say (s_decimal (errno, number));
     s_child_say ("\n");
     _exit (EXECUTOR_EXEC_FAILED);
+}
+
+//  Starts TASK's program in a child that shares the agent's memory until
+//  execve (s_program_child), the calling thread waiting meanwhile with
+//  every signal blocked. Returns its pid, or -1 (errno).
+static pid_t
+s_launch_program (executor_t *self, s_task_t *task, s_launch_t *launch)
+{
+    if (!self->launch_stack) {
+        void *stack = mmap (NULL, S_LAUNCH_STACK, PROT_READ | PROT_WRITE,
+                            MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+        if (stack == MAP_FAILED)
+            return -1;
+        //  A guard page at the end it grows towards
+        mprotect (stack, 4096, PROT_NONE);
+        self->launch_stack = (char *) stack;
+    }
+    sigset_t all, saved;
+    sigfillset (&all);
+    pthread_sigmask (SIG_SETMASK, &all, &saved);
+    pid_t pid = clone (s_program_child, self->launch_stack + S_LAUNCH_STACK,
+                       CLONE_VM | CLONE_VFORK | SIGCHLD, launch);
+    int error = errno;
+    pthread_sigmask (SIG_SETMASK, &saved, NULL);
+    errno = error;
+    return pid;
 }
 
 //  Ends a task that could not start.
@@ -697,10 +793,14 @@ s_start_process (executor_t *self, s_task_t *task)
 {
     int out_pipe [2] = { -1, -1 }, err_pipe [2] = { -1, -1 };
     int go_pipe [2] = { -1, -1 };
+    //  A program records its own group (s_program_child); a child
+    //  function waits for the agent's go once its group is on record
+    bool program = task->path != NULL;
     int null_fd = open ("/dev/null", O_RDONLY | O_CLOEXEC);
     if (null_fd < 0 || pipe2 (out_pipe, O_CLOEXEC)
     ||  pipe2 (err_pipe, O_CLOEXEC)
-    ||  (self->config.group_dir && pipe2 (go_pipe, O_CLOEXEC))) {
+    ||  (self->config.group_dir && !program
+         && pipe2 (go_pipe, O_CLOEXEC))) {
         int saved = errno;
         for (int index = 0; index < 2; index++) {
             if (out_pipe [index] >= 0)
@@ -731,10 +831,16 @@ s_start_process (executor_t *self, s_task_t *task)
     s_buf_init (&task->out, self->config.output_cap_bytes);
     s_buf_init (&task->err, self->config.output_cap_bytes);
     pid_t parent = getpid ();
-    pid_t pid = fork ();
+    s_launch_t launch = {
+        .self = self, .task = task, .parent = parent, .null_fd = null_fd,
+        .out_fd = out_pipe [1], .err_fd = err_pipe [1], .envp = envp,
+        .group_dir = self->config.group_dir,
+        .boot = self->config.group_dir ? orphans_boot_id () : NULL
+    };
+    pid_t pid = program ? s_launch_program (self, task, &launch) : fork ();
     if (pid == 0)
         s_child_run (self, task, parent, null_fd, out_pipe [1], err_pipe [1],
-                     go_pipe [0], envp);
+                     go_pipe [0]);
     int saved = errno;
     close (null_fd);
     close (out_pipe [1]);
@@ -750,8 +856,19 @@ s_start_process (executor_t *self, s_task_t *task)
         s_start_failed (self, task, "fork");
         return;
     }
-    //  Both sides set the group, so it exists before either needs it
-    setpgid (pid, pid);
+    if (program && launch.recorded)
+        task->recorded = true;
+    else
+    if (program && self->config.group_dir && launch.record_errno)
+        log_warn ("cannot record the process group of a task of job %s "
+                  "in %s (%s): should the agent die, what the task "
+                  "starts is not stopped at its next start",
+                  task->job, self->config.group_dir,
+                  strerror (launch.record_errno));
+    //  Both sides set a child function's group, so it exists before
+    //  either needs it (a program's child did before execve)
+    if (!program)
+        setpgid (pid, pid);
     if (go_pipe [1] >= 0) {
         //  On record first, then go. A record that cannot be written (a
         //  full disk) does not keep the task from running: it runs
@@ -1000,6 +1117,8 @@ executor_destroy (executor_t **self_p)
         zloop_poller_end (self->loop, &item);
         close (self->signal_fd);
     }
+    if (self->launch_stack)
+        munmap (self->launch_stack, S_LAUNCH_STACK);
     free (self->fake_log);
     free (self);
     *self_p = NULL;

@@ -1,9 +1,13 @@
 /*  =========================================================================
     executor - a bounded pool of tasks driven by the agent's zloop
 
-    A task is a program (fork + execve of an absolute path with an argv
-    array, never a shell), a function run in a forked child, or a function
-    run in the loop itself. At most `concurrency` tasks run at once; tasks
+    A task is a program (execve of an absolute path with an argv array,
+    never a shell), a function run in a forked child, or a function run in
+    the loop itself. A program's child is started with clone (CLONE_VM |
+    CLONE_VFORK): it shares the agent's memory until its execve, the loop
+    waiting meanwhile, so the agent's page tables are not copied and its
+    pages take no copy-on-write faults after (a fork of the agent, ~190
+    mappings, costs several times a small process's). At most `concurrency` tasks run at once; tasks
     of one job run one at a time, in step order (unless they are marked
     parallel: the steps of a DAG job, which the broker sends only when
     they may run); the rest wait in a FIFO.
@@ -19,10 +23,12 @@
     in its group is killed, so no stray process outlives its task. A child
     also gets SIGKILL if the agent process dies (PR_SET_PDEATHSIG), so a
     crashed agent leaves no task of its own running; what the child
-    started in its group outlives it, so with group_dir set each child
-    waits, before it runs anything, until its group is recorded there
-    (orphans.h) for the next start to stop (a record that cannot be
-    written, as on a full disk, is logged and the task runs all the same).
+    started in its group outlives it, so with group_dir set no child runs
+    anything before its group is recorded there (orphans.h) for the next
+    start to stop: a program's child writes the record itself before its
+    execve, a child function's waits for the agent's go byte after the
+    agent wrote it (a record that cannot be written, as on a full disk, is
+    logged and the task runs all the same).
 
     Children are reaped through a signalfd for SIGCHLD registered with the
     loop: SIGCHLD must be blocked in every thread of the process, which

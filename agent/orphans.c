@@ -19,26 +19,25 @@
 #define S_KILL_WAIT_MS 2000      //  After SIGKILL, how long to wait
 #define S_POLL_MS 20             //  How often to look
 
-//  The kernel's boot id (36 characters) into BUF (at least 40 bytes), or
-//  "" when it cannot be read. It stays the same while the machine runs:
-//  read once per process (orphans_record runs for every task).
-static void
-s_boot_id (char *buf, size_t buf_len)
+//  The kernel's boot id (36 characters), or "" when it cannot be read. It
+//  stays the same while the machine runs: read once per process
+//  (orphans_record runs for every task).
+const char *
+orphans_boot_id (void)
 {
     static char s_known [64];
-    buf [0] = 0;
-    if (*s_known) {
-        snprintf (buf, buf_len, "%s", s_known);
-        return;
-    }
+    if (*s_known)
+        return s_known;
     FILE *file = fopen ("/proc/sys/kernel/random/boot_id", "re");
     if (!file)
-        return;
-    if (!fgets (buf, (int) buf_len, file))
+        return s_known;
+    char buf [64];
+    if (!fgets (buf, (int) sizeof buf, file))
         buf [0] = 0;
     fclose (file);
     buf [strcspn (buf, "\n")] = 0;
     snprintf (s_known, sizeof s_known, "%s", buf);
+    return s_known;
 }
 
 int
@@ -82,8 +81,7 @@ orphans_record (const char *dir, pid_t pgid)
     uint64_t start = 0;
     if (orphans_proc_stat (pgid, NULL, NULL, &start))
         return -1;
-    char boot [64];
-    s_boot_id (boot, sizeof boot);
+    const char *boot = orphans_boot_id ();
     char path [4096];
     snprintf (path, sizeof path, "%s/%d", dir, (int) pgid);
     int fd = open (path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
@@ -98,6 +96,91 @@ orphans_record (const char *dir, pid_t pgid)
     if (!ok) {
         unlink (path);
         errno = saved;
+        return -1;
+    }
+    return 0;
+}
+
+//  Appends TEXT to BUF (of SIZE bytes) at *AT; false when it does not fit.
+static bool
+s_append (char *buf, size_t size, size_t *at, const char *text)
+{
+    size_t len = strlen (text);
+    if (*at + len + 1 > size)
+        return false;
+    memcpy (buf + *at, text, len + 1);
+    *at += len;
+    return true;
+}
+
+//  Decimal of VALUE into BUF (at least 24 bytes).
+static const char *
+s_decimal (unsigned long long value, char *buf)
+{
+    char digits [24];
+    int count = 0;
+    do {
+        digits [count++] = (char) ('0' + value % 10);
+        value /= 10;
+    } while (value && count < 22);
+    int used = 0;
+    while (count)
+        buf [used++] = digits [--count];
+    buf [used] = 0;
+    return buf;
+}
+
+//  Runs in a child that shares the agent's memory: system calls and plain
+//  code only (no stdio, no allocation, no locks).
+int
+orphans_record_self (const char *dir, const char *boot)
+{
+    int fd = open ("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    char text [1024];
+    ssize_t size = read (fd, text, sizeof text - 1);
+    close (fd);
+    if (size <= 0) {
+        errno = EIO;
+        return -1;
+    }
+    text [size] = 0;
+    //  The start time is field 22: the 20th after the ')' that ends the
+    //  command name (the name may hold spaces and parentheses)
+    char *cursor = strrchr (text, ')');
+    for (int field = 2; cursor && field < 22; field++)
+        cursor = strchr (cursor + 1, ' ');
+    if (!cursor || cursor [1] < '0' || cursor [1] > '9') {
+        errno = EIO;
+        return -1;
+    }
+    unsigned long long start = 0;
+    for (cursor++; *cursor >= '0' && *cursor <= '9'; cursor++)
+        start = start * 10 + (unsigned long long) (*cursor - '0');
+
+    char number [24], path [4096], line [128];
+    size_t path_len = 0, line_len = 0;
+    if (!s_append (path, sizeof path, &path_len, dir)
+    ||  !s_append (path, sizeof path, &path_len, "/")
+    ||  !s_append (path, sizeof path, &path_len,
+                   s_decimal ((unsigned long long) getpid (), number))
+    ||  !s_append (line, sizeof line, &line_len, boot)
+    ||  !s_append (line, sizeof line, &line_len, " ")
+    ||  !s_append (line, sizeof line, &line_len, s_decimal (start, number))
+    ||  !s_append (line, sizeof line, &line_len, "\n")) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    fd = open (path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return -1;
+    bool ok = write (fd, line, line_len) == (ssize_t) line_len;
+    int saved = errno;
+    close (fd);
+    if (!ok) {
+        unlink (path);
+        errno = saved ? saved : EIO;
         return -1;
     }
     return 0;
@@ -198,8 +281,7 @@ orphans_stop (const char *dir, int64_t grace_ms, char *report,
         closedir (records);
         return -1;
     }
-    char boot [64];
-    s_boot_id (boot, sizeof boot);
+    const char *boot = orphans_boot_id ();
     size_t count = 0;
     struct dirent *entry;
     while ((entry = readdir (records))) {

@@ -40,6 +40,17 @@
 //  Returns 0, or -1 (errno) when the record cannot be written.
 int orphans_record (const char *dir, pid_t pgid);
 
+//  The same record, written by the group's leader itself: for a child
+//  that shares the agent's memory until it calls execve (clone with
+//  CLONE_VM | CLONE_VFORK), so that it may run only async-signal-safe
+//  calls and allocate nothing. BOOT is orphans_boot_id () read by the
+//  agent before. Returns 0, or -1 (errno).
+int orphans_record_self (const char *dir, const char *boot);
+
+//  The kernel's boot id as the records hold it ("" when it cannot be
+//  read); read once per process.
+const char *orphans_boot_id (void);
+
 //  Removes DIR/<PGID>: the task is over and its group was killed.
 void orphans_forget (const char *dir, pid_t pgid);
 

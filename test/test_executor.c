@@ -24,6 +24,7 @@
 #include <cmocka.h>
 
 #include "../agent/executor.h"
+#include "../agent/orphans.h"
 
 #define S_DEADLINE_MS 20000     //  Far beyond what any test needs
 #define S_MAX_TASKS 16
@@ -357,6 +358,41 @@ test_executor_output_captured (void **unused)
     s_assert_no_zombies ();
 }
 
+//  A program starts with no signal blocked or ignored, whatever the agent
+//  has (SIGPIPE ignored, SIGHUP under nohup, SIGCHLD blocked). Signals 32
+//  and 33 are glibc's own, which it lets no one change: a program gets
+//  them as the agent got them.
+static void
+test_executor_program_signals_clean (void **unused)
+{
+    struct sigaction ignored, old_hup, old_pipe;
+    memset (&ignored, 0, sizeof ignored);
+    ignored.sa_handler = SIG_IGN;
+    sigemptyset (&ignored.sa_mask);
+    assert_int_equal (sigaction (SIGHUP, &ignored, &old_hup), 0);
+    assert_int_equal (sigaction (SIGPIPE, &ignored, &old_pipe), 0);
+    zloop_t *loop = zloop_new ();
+    s_state_t state;
+    s_executor (loop, &state, 1, 65536, 1000);
+    char *grep_argv [] = { "grep", "-E", "^Sig(Blk|Ign)",
+                           "/proc/self/status", NULL };
+    s_submit_program (&state, 0, "j-1", "/bin/grep", grep_argv, NULL);
+    s_run (loop, &state, 1);
+    assert_int_equal (state.records [0].status, EXECUTOR_SUCCESS);
+    unsigned long long blocked = 1, ignored_set = 1;
+    assert_int_equal (sscanf (state.records [0].output,
+                              "SigBlk: %llx SigIgn: %llx", &blocked,
+                              &ignored_set), 2);
+    unsigned long long glibc_own = (1ULL << (32 - 1)) | (1ULL << (33 - 1));
+    assert_int_equal (blocked & ~glibc_own, 0);
+    assert_int_equal (ignored_set & ~glibc_own, 0);
+    s_cleanup (&state);
+    zloop_destroy (&loop);
+    sigaction (SIGHUP, &old_hup, NULL);
+    sigaction (SIGPIPE, &old_pipe, NULL);
+    s_assert_no_zombies ();
+}
+
 static void
 test_executor_environment_clean (void **unused)
 {
@@ -586,6 +622,35 @@ test_executor_groups_recorded (void **unused)
     s_run (loop, &state, 1);
     assert_int_equal (access (path, F_OK), -1);
     s_cleanup (&state);
+
+    //  A program's child writes its record itself before execve: the
+    //  boot id and its start time, as the agent would have
+    memset (&state, 0, sizeof (state));
+    state.executor = executor_new (loop, &config);
+    assert_non_null (state.executor);
+    char *sleep_argv [] = { "/bin/sleep", "60", NULL };
+    s_submit_program (&state, 0, "j-3", "/bin/sleep", sleep_argv, NULL);
+    s_run_until_started (loop, &state.records [0]);
+    pid_t pid = state.records [0].pid;
+    snprintf (path, sizeof (path), "%s/%d", dir, (int) pid);
+    FILE *file = fopen (path, "r");
+    assert_non_null (file);
+    char line [128] = "";
+    assert_non_null (fgets (line, sizeof line, file));
+    fclose (file);
+    pid_t pgrp = 0;
+    uint64_t start = 0;
+    assert_int_equal (orphans_proc_stat (pid, &pgrp, NULL, &start), 0);
+    assert_int_equal (pgrp, pid);
+    char expected [128];
+    snprintf (expected, sizeof expected, "%s %llu\n", orphans_boot_id (),
+              (unsigned long long) start);
+    assert_string_equal (line, expected);
+    executor_cancel_job (state.executor, "j-3", "done looking");
+    s_run (loop, &state, 1);
+    assert_int_equal (state.records [0].status, EXECUTOR_CANCELLED);
+    assert_int_equal (access (path, F_OK), -1);
+    s_cleanup (&state);
     assert_int_equal (rmdir (dir), 0);
 
     //  The directory is gone (as good as a full disk): the task runs
@@ -594,8 +659,12 @@ test_executor_groups_recorded (void **unused)
     state.executor = executor_new (loop, &config);
     assert_non_null (state.executor);
     s_submit_child (&state, 0, "j-2", 0, s_child_sleep, 0, 0);
-    s_run (loop, &state, 1);
+    char *echo_argv [] = { "/bin/echo", "unrecorded", NULL };
+    s_submit_program (&state, 1, "j-4", "/bin/echo", echo_argv, NULL);
+    s_run (loop, &state, 2);
     assert_int_equal (state.records [0].status, EXECUTOR_SUCCESS);
+    assert_int_equal (state.records [1].status, EXECUTOR_SUCCESS);
+    assert_string_equal (state.records [1].output, "unrecorded\n");
     assert_int_equal (access (dir, F_OK), -1);
     s_cleanup (&state);
     zloop_destroy (&loop);
@@ -850,6 +919,7 @@ main (void)
         cmocka_unit_test (test_executor_cap_keeps_head_and_tail),
         cmocka_unit_test (test_executor_head_while_running),
         cmocka_unit_test (test_executor_environment_clean),
+        cmocka_unit_test (test_executor_program_signals_clean),
         cmocka_unit_test (test_executor_stdin_is_devnull),
         cmocka_unit_test (test_executor_cap_truncates),
         cmocka_unit_test (test_executor_timeout_kills_group),

@@ -30,7 +30,10 @@
 
     Then, against a broker of its own, one real gridagent: idle RSS, idle
     CPU over a window, and the wall time and CPU (the agent's and its
-    children's) of one `system hostname` and one `test echo`.
+    children's) of one `system hostname` (in the agent's loop), one `test
+    echo` (a function in a forked child) and one `ping` (a program: the
+    agent's tool dir maps ping to /bin/true, so that the figure is the
+    agent's start of a program and not ping's work).
 
     With --queue it runs the any-node queue instead: many one-step `any`
     jobs on a swarm, part of which is killed while it holds steps;
@@ -290,6 +293,7 @@ typedef struct {
     int idle_s;
     double hostname_ms, hostname_cpu_ms;
     double echo_ms, echo_cpu_ms;
+    double program_ms, program_cpu_ms;  //  ping, a program (/bin/true)
     size_t cli_runs;                //  gridcli --wait runs timed
     double cli_p50_ms, cli_max_ms;  //  Their wall time, process start and
                                     //  CURVE handshake included
@@ -710,10 +714,11 @@ s_ok_data (const pv_doc_t *doc, char *code, size_t code_len)
 //  Writes a job.submit of BACKEND ACTION (with MSG as its msg param, or
 //  no params) on SCOPE / VALUE, or on one node of it when ANY. Returns
 //  the request number.
+//  Submits a one-task job with one param KEY (or none, KEY NULL).
 static uint64_t
-s_submit_to (s_peer_t *broker, const char *scope, const char *value,
-             bool any, const char *backend, const char *action,
-             const char *msg)
+s_submit_job (s_peer_t *broker, const char *scope, const char *value,
+              bool any, const char *backend, const char *action,
+              const char *key, const char *param)
 {
     char id [64];
     s_next_id (broker, id, sizeof id);
@@ -736,19 +741,28 @@ s_submit_to (s_peer_t *broker, const char *scope, const char *value,
     }
     pw_str (writer, "tasks");
     pw_array (writer, 1);
-    pw_map (writer, msg ? 3 : 2);
+    pw_map (writer, key ? 3 : 2);
     pw_str (writer, "backend");
     pw_str (writer, backend);
     pw_str (writer, "action");
     pw_str (writer, action);
-    if (msg) {
+    if (key) {
         pw_str (writer, "params");
         pw_map (writer, 1);
-        pw_str (writer, "msg");
-        pw_str (writer, msg);
+        pw_str (writer, key);
+        pw_str (writer, param);
     }
     s_peer_send (broker);
     return broker->seq;
+}
+
+static uint64_t
+s_submit_to (s_peer_t *broker, const char *scope, const char *value,
+             bool any, const char *backend, const char *action,
+             const char *msg)
+{
+    return s_submit_job (broker, scope, value, any, backend, action,
+                         msg ? "msg" : NULL, msg);
 }
 
 static uint64_t
@@ -2719,11 +2733,12 @@ s_measure (const s_options_t *options, size_t agents, s_run_t *run)
 //  ---------------------------------------------------------------------
 //  The real agent
 
-//  Runs one job on the agent RUNS times; wall time median and mean CPU.
+//  Runs one job (with param KEY=PARAM, or none) on the agent RUNS times;
+//  wall time median and mean CPU.
 static int
 s_agent_job (s_stage_t *stage, const s_options_t *options,
-             const char *backend, const char *action, const char *msg,
-             double *wall_ms, double *cpu_ms)
+             const char *backend, const char *action, const char *key,
+             const char *param, double *wall_ms, double *cpu_ms)
 {
     size_t runs = options->agent_runs;
     double *walls = (double *) calloc (runs, sizeof (double));
@@ -2732,8 +2747,8 @@ s_agent_job (s_stage_t *stage, const s_options_t *options,
     size_t done = 0;
     for (size_t run = 0; run < runs && !s_interrupted; run++) {
         double start_us = s_now_us ();
-        uint64_t seq = s_submit (&stage->broker, "node", "bench-agent",
-                                 backend, action, msg);
+        uint64_t seq = s_submit_job (&stage->broker, "node", "bench-agent",
+                                     false, backend, action, key, param);
         pv_doc_t *doc = s_peer_wait (&stage->broker, seq, S_CALL_TIMEOUT_MS);
         char code [64];
         const pv_t *data = s_ok_data (doc, code, sizeof code);
@@ -2858,6 +2873,7 @@ s_measure_agent (const s_options_t *options, s_agent_figures_t *figures)
     figures->idle_s = options->idle_s;
     figures->idle_cpu_percent = figures->hostname_ms = -1;
     figures->hostname_cpu_ms = figures->echo_ms = figures->echo_cpu_ms = -1;
+    figures->program_ms = figures->program_cpu_ms = -1;
     figures->cli_p50_ms = figures->cli_max_ms = -1;
     s_stage_t stage;
     memset (&stage, 0, sizeof stage);
@@ -2869,23 +2885,33 @@ s_measure_agent (const s_options_t *options, s_agent_figures_t *figures)
         s_stage_stop (&stage, options->keep);
         return;
     }
-    char program [600], state [400], log [400];
+    char program [600], state [400], log [400], tools [400], ping [450];
     snprintf (program, sizeof program, "%s/gridagent", options->bin);
     snprintf (state, sizeof state, "%s/agent-state", stage.dir);
     snprintf (log, sizeof log, "%s/agent.log", stage.dir);
+    //  Its programs: ping is /bin/true (the cost of starting a program)
+    snprintf (tools, sizeof tools, "%s/agent-tools", stage.dir);
+    snprintf (ping, sizeof ping, "%s/ping", tools);
+    if ((mkdir (tools, 0700) != 0 && errno != EEXIST)
+    ||  (symlink ("/bin/true", ping) != 0 && errno != EEXIST)) {
+        snprintf (figures->error, sizeof figures->error,
+                  "cannot make the agent's tool dir: %s", strerror (errno));
+        s_stage_stop (&stage, options->keep);
+        return;
+    }
     char *argv [] = {
         program, "--id", "bench-agent", "--state-dir", state, "--broker",
-        stage.agents_ep, "--publish", stage.publish_ep,
+        stage.agents_ep, "--publish", stage.publish_ep, "--tool-dir", tools,
         NULL, NULL, NULL, NULL, NULL
     };
     if (s_security.curve) {
-        argv [9] = "--key";
-        argv [10] = s_security.agent_key;
-        argv [11] = "--broker-key";
-        argv [12] = s_security.broker_key;
+        argv [11] = "--key";
+        argv [12] = s_security.agent_key;
+        argv [13] = "--broker-key";
+        argv [14] = s_security.broker_key;
     }
     else if (s_security.agent_insecure)
-        argv [9] = "--insecure";
+        argv [11] = "--insecure";
     stage.agent_pid = s_spawn (argv, log);
     //  Online when node.get says so
     bool online = false;
@@ -2931,12 +2957,15 @@ s_measure_agent (const s_options_t *options, s_agent_figures_t *figures)
     figures->idle_rss_kib = rss_max;
     figures->idle_anon_kib = s_proc_kib (stage.agent_pid, "status", "RssAnon");
     figures->idle_pss_kib = s_proc_kib (stage.agent_pid, "smaps_rollup", "Pss");
-    s_say ("real agent: %zu runs each of system hostname and test echo",
-           options->agent_runs);
-    if (s_agent_job (&stage, options, "system", "hostname", NULL,
+    s_say ("real agent: %zu runs each of system hostname, test echo and "
+           "ping (/bin/true)", options->agent_runs);
+    if (s_agent_job (&stage, options, "system", "hostname", NULL, NULL,
                      &figures->hostname_ms, &figures->hostname_cpu_ms)
-        || s_agent_job (&stage, options, "test", "echo", "bench",
-                        &figures->echo_ms, &figures->echo_cpu_ms))
+        || s_agent_job (&stage, options, "test", "echo", "msg", "bench",
+                        &figures->echo_ms, &figures->echo_cpu_ms)
+        || s_agent_job (&stage, options, "ping", "ping", "address",
+                        "127.0.0.1", &figures->program_ms,
+                        &figures->program_cpu_ms))
         snprintf (figures->error, sizeof figures->error,
                   "a job on the real agent did not complete");
     figures->measured = true;
@@ -3331,6 +3360,9 @@ s_write_json (const char *path, const s_run_t *runs, size_t count,
                        false);
         s_json_number (file, "agent_echo_ms", agent->echo_ms, false);
         s_json_number (file, "agent_echo_cpu_ms", agent->echo_cpu_ms, false);
+        s_json_number (file, "agent_program_ms", agent->program_ms, false);
+        s_json_number (file, "agent_program_cpu_ms", agent->program_cpu_ms,
+                       false);
         bool ran = run->register_s >= 0;
         s_json_number (file, "lost_results", ran ? (double) run->lost : -1,
                        true);
@@ -3499,6 +3531,11 @@ s_print (const s_run_t *runs, size_t count, const s_agent_figures_t *agent)
         s_cell (cell, sizeof cell, "%.2f", agent->echo_cpu_ms);
         printf ("  test echo, agent CPU (ms)         %12s   under %.1f\n", cell,
                 S_GOAL_AGENT_JOB_CPU_MS);
+        s_cell (cell, sizeof cell, "%.1f", agent->program_ms);
+        printf ("  a program, p50 wall (ms)          %12s   (ping as /bin/true)\n",
+                cell);
+        s_cell (cell, sizeof cell, "%.2f", agent->program_cpu_ms);
+        printf ("  a program, agent CPU (ms)         %12s\n", cell);
         s_cell (cell, sizeof cell, "%.1f", agent->cli_p50_ms);
         printf ("  gridcli job run --wait, p50 (ms)  %12s   under %d "
                 "(CURVE, process start included; %zu runs)\n", cell,
@@ -5609,7 +5646,7 @@ static const char *s_usage =
     "  --window N           single-node jobs in flight             [256]\n"
     "  --ingest-results N   results aimed for in the ingest run    [20000]\n"
     "  --idle-s S           real agent idle window (seconds)       [60]\n"
-    "  --agent-runs N       hostname and echo jobs on the agent    [20]\n"
+    "  --agent-runs N       jobs of each kind on the real agent    [20]\n"
     "  --no-agent           skip the real agent\n"
     "  --agent-only         only the real agent: idle CPU and RSS, CPU\n"
     "                       per job, gridcli --wait (a few minutes less)\n"
@@ -6277,6 +6314,7 @@ main (int argc, char *argv [])
     agent_figures.idle_cpu_percent = agent_figures.hostname_ms = -1;
     agent_figures.hostname_cpu_ms = agent_figures.echo_ms = -1;
     agent_figures.echo_cpu_ms = -1;
+    agent_figures.program_ms = agent_figures.program_cpu_ms = -1;
     agent_figures.cli_p50_ms = agent_figures.cli_max_ms = -1;
     if (!options.skip_agent && !s_interrupted)
         s_measure_agent (&options, &agent_figures);
