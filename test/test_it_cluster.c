@@ -30,6 +30,11 @@
       the commit of a pass it already shipped fails, so it leaves the
       lead; the standby takes over at once, holds every job the active
       answered ok, and the former active never answers ok again.
+    - A standby whose map is at its ceiling when a pass comes: it says so
+      once, the active drops it from the sync set and answers on alone,
+      the standby asks again now and then (no storm of hellos); restarted
+      with a larger ceiling it catches up, and, switched over to, holds
+      every job answered ok.
     =========================================================================
 */
 
@@ -95,13 +100,16 @@ s_http (int port, const char *method, const char *path, const char *body,
     return status;
 }
 
-//  A and B up, A the active, B in its sync set; agent n1 knows both.
+//  A and B up (B with the flags B_ARGS, NULL-ended, or none), A the
+//  active, B in its sync set; agent n1 knows both.
 static void
-s_cluster_up (cluster_pair_t *self)
+s_cluster_up_with (cluster_pair_t *self, const char *const *b_args)
 {
     cluster_pair_spawn (self, 0);
     assert_true (cluster_pair_wait_code (self, 0, "ok"));
+    self->spawn_args = b_args;
     cluster_pair_spawn (self, 1);
+    self->spawn_args = NULL;
     assert_true (cluster_pair_wait_code (self, 1, "not_leader"));
     assert_true (cluster_pair_wait_log (self, 0, "standby b is in sync"));
     char brokers [800], publishes [800];
@@ -113,6 +121,12 @@ s_cluster_up (cluster_pair_t *self)
                             "--failover", "1s", NULL};
     assert_true (grid_start_agent (&self->member [0], "n1", "web", NULL, extra)
                  >= 0);
+}
+
+static void
+s_cluster_up (cluster_pair_t *self)
+{
+    s_cluster_up_with (self, NULL);
 }
 
 //  Every job of IDS (COUNT) exists on member WHICH, completes there, and
@@ -1018,6 +1032,108 @@ test_cluster_active_disk_full (void **state)
             "after, the next one failed\n", before_fill, after_fill);
 }
 
+//  ---------------------------------------------------------------------
+//  A standby's map full
+
+//  How many times member WHICH's log holds TEXT.
+static int
+s_log_count (cluster_pair_t *self, int which, const char *text)
+{
+    char path [400];
+    snprintf (path, sizeof path, "%s/broker.log", self->member [which].dir);
+    char *log = grid_slurp (path);
+    int count = 0;
+    for (const char *at = strstr (log, text); at;
+         at = strstr (at + 1, text))
+        count++;
+    free (log);
+    return count;
+}
+
+//  Waits until member WHICH's log holds TEXT COUNT times.
+static bool
+s_wait_log_count (cluster_pair_t *self, int which, const char *text,
+                  int count)
+{
+    long long deadline = grid_now_ms () + S_WAIT_MS;
+    while (s_log_count (self, which, text) < count
+           && grid_now_ms () < deadline)
+        usleep (100 * 1000);
+    if (s_log_count (self, which, text) >= count)
+        return true;
+    fprintf (stderr, "broker %s logged '%s' %d times, not %d\n",
+             cluster_pair_names [which], text,
+             s_log_count (self, which, text), count);
+    cluster_pair_dump (self);
+    return false;
+}
+
+static void
+test_cluster_standby_map_full (void **state)
+{
+    cluster_pair_t *self = (cluster_pair_t *) *state;
+    if (cluster_pair_skip (self))
+        return;
+    //  B's map: 1 MiB, at its ceiling
+    const char *small [] = {"--map-size-mb", "1", "--max-map-size-mb", "1",
+                            NULL};
+    s_cluster_up_with (self, small);
+    char **acked = (char **) calloc (S_DISK_JOBS, sizeof (char *));
+    assert_non_null (acked);
+    size_t count = 0;
+    while (count < S_DISK_JOBS - 100
+           && s_log_count (self, 1, "cannot take the active's passes") == 0)
+        assert_false (s_disk_submit (self, acked, &count, 20));
+    assert_true (cluster_pair_wait_log (self, 1, "cannot take the active's "
+                                        "passes"));
+    assert_true (cluster_pair_wait_log (self, 1, "1 MiB at most, reached"));
+    //  Out of the sync set, the active answers alone
+    assert_true (cluster_pair_wait_log (self, 0, "the sync key no longer "
+                                        "names standby b"));
+    size_t full_at = count;
+    assert_false (s_disk_submit (self, acked, &count, 20));
+    //  The standby asks again now and then, not in a loop (it used to
+    //  ask again at once, thousands of times a second)
+    int hellos = s_log_count (self, 0, "standby b follows from pass");
+    zclock_sleep (2500);
+    int more = s_log_count (self, 0, "standby b follows from pass") - hellos;
+    assert_true (more <= 10);
+    assert_true (s_log_count (self, 1, "cannot take the active's passes")
+                 == 1);
+    //  Given room, it catches up
+    grid_stop_broker (&self->member [1], false);
+    const char *room [] = {"--map-size-mb", "1", "--max-map-size-mb", "64",
+                           NULL};
+    self->spawn_args = room;
+    cluster_pair_spawn (self, 1);
+    self->spawn_args = NULL;
+    assert_true (s_wait_log_count (self, 0, "standby b is in sync (the sync "
+                                   "key names it)", 2));
+    //  ... and holds every job answered ok
+    char *out = NULL, *err = NULL;
+    int code = grid_cli (&self->member [0], &out, &err, 10000, "cluster",
+                         "switchover", "--to", "b", NULL);
+    if (code != 0)
+        fprintf (stderr, "%s%s", out, err);
+    assert_int_equal (code, 0);
+    free (out);
+    free (err);
+    assert_true (cluster_pair_wait_code (self, 1, "ok"));
+    for (size_t index = 0; index < count; index++) {
+        pv_doc_t *reply = grid_call (&self->member [1], "job.get", "job",
+                                     acked [index], NULL);
+        if (!grid_reply_ok (reply, NULL))
+            fail_msg ("job %s, answered ok, is not on the standby that "
+                      "caught up", acked [index]);
+        pv_doc_destroy (&reply);
+        free (acked [index]);
+    }
+    free (acked);
+    printf ("    the standby's map was full after %zu jobs; %d hellos in "
+            "2.5 s after; %zu jobs on the standby once it had room\n",
+            full_at, more, count);
+}
+
 int
 main (void)
 {
@@ -1043,6 +1159,9 @@ main (void)
                                          cluster_pair_setup, cluster_pair_teardown),
         cmocka_unit_test_setup_teardown (test_cluster_active_disk_full,
                                          cluster_pair_setup, s_disk_teardown),
+        cmocka_unit_test_setup_teardown (test_cluster_standby_map_full,
+                                         cluster_pair_setup,
+                                         cluster_pair_teardown),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }
