@@ -271,7 +271,7 @@ test_upstream_record (void **state)
          index++) {
         size_t len = strlen (damaged [index]);
         if (index == 7)
-            len = 18;                   //  With its NULs
+            len = 16;                   //  With its NULs
         s_put (sub, BROKERKEYS_NEXT, damaged [index], len);
         list = s_loaded (sub, &taken);
         assert_int_equal (taken, 0);
