@@ -577,7 +577,8 @@ s_on_broker_key (relay_t *self, const proto_msg_t *announce)
                                 : "without a key");
         return;
     }
-    //  Kept on disk before it is acknowledged: the broker counts on it
+    //  Kept on disk before it is acknowledged, so that a restart does not
+    //  lose it (a state dir that cannot be written: in memory only, said)
     if (rc == 1
         && brokerkeys_save_next (self->config->state_dir,
                                  relay_upstream_old_key_of (self->upstream),
