@@ -910,6 +910,9 @@ struct _repl_sink_t {
     store_txn_t *batch;          //  The passes read in one go, applied
     uint64_t batch_epoch;        //  in one transaction: through this
     uint64_t batch_seq;          //  pass (committed by s_batch_commit)
+    unsigned failures;           //  Passes that failed in a row
+    int64_t retry_ms;            //  Monotonic: ask again then (0: not
+                                 //  waiting); no pass is read meanwhile
     int snap_fd;                 //  Snapshot being received, or -1
     uint64_t snap_seq;
     uint64_t snap_epoch;
@@ -970,6 +973,53 @@ s_hello (repl_sink_t *self, int64_t now_ms)
         zmsg_destroy (&msg);
     self->hello_ms = now_ms;
     self->heard_ms = now_ms;
+}
+
+//  A pass could not be applied or committed (logged by the caller): the
+//  first time the standby asks again at once (a map that may grow has
+//  grown when the next transaction begins); then it says why, once, and
+//  waits REPL_RETRY_MS, doubling up to REPL_RETRY_MAX_MS, reading no
+//  pass meanwhile (repl.h).
+static void
+s_failed (repl_sink_t *self, int64_t now_ms)
+{
+    self->in_sync = false;
+    if (++self->failures == 1) {
+        s_hello (self, now_ms);
+        return;
+    }
+    int64_t wait_ms = REPL_RETRY_MS;
+    for (unsigned round = 2; round < self->failures
+                             && wait_ms < REPL_RETRY_MAX_MS; round++)
+        wait_ms *= 2;
+    if (wait_ms > REPL_RETRY_MAX_MS)
+        wait_ms = REPL_RETRY_MAX_MS;
+    self->retry_ms = now_ms + wait_ms;
+    s_snap_drop (self);
+    if (self->failures > 2)
+        return;
+    store_info_t info;
+    store_info (*self->store_p, &info);
+    log_error ("cluster: this standby cannot take the active's passes after "
+               "pass %" PRIu64 " (its store's map: %.1f MiB in use of %zu "
+               "MiB, %zu MiB at most%s; %" PRIu64 " MiB free on its disk): it "
+               "leaves the sync set and asks again every %d s at most; give "
+               "it room (a larger --max-map-size-mb, or disk space) and "
+               "restart it, and it catches up", self->seq,
+               (double) info.used_bytes / (1 << 20), info.map_bytes >> 20,
+               info.max_bytes >> 20,
+               info.map_bytes >= info.max_bytes ? ", reached" : "",
+               info.disk_free_bytes >> 20, REPL_RETRY_MAX_MS / 1000);
+}
+
+//  A pass (or a snapshot) went in: the failures are over.
+static void
+s_succeeded (repl_sink_t *self)
+{
+    if (self->failures > 1)
+        log_warn ("cluster: this standby takes the active's passes again "
+                  "(at pass %" PRIu64 ")", self->seq);
+    self->failures = 0;
 }
 
 int
@@ -1071,6 +1121,7 @@ s_batch_commit (repl_sink_t *self)
     }
     self->epoch = self->batch_epoch;
     self->seq = self->batch_seq;
+    s_succeeded (self);
     s_ack (self, "ACK", self->seq);
     return 0;
 }
@@ -1136,11 +1187,15 @@ repl_sink_read (repl_sink_t *self, int64_t now_ms)
                          && epoch >= self->epoch_seen
                          && (!self->batch || epoch == self->batch_epoch);
         if (!batchable && self->batch && s_batch_commit (self) != 0) {
-            s_hello (self, now_ms);
+            s_failed (self, now_ms);
             rc = -1;
         }
         if (rc != 0)
             ;
+        else
+        if (self->retry_ms && type && !streq (type, "REFUSED")
+            && !streq (type, "PING"))
+            ;   //  Waiting to ask again (s_failed): no pass is read
         else
         if (!type)
             ;
@@ -1163,14 +1218,17 @@ repl_sink_read (repl_sink_t *self, int64_t now_ms)
                     zframe_t *journal = zmsg_last (msg);
                     rc = s_apply (self, epoch, seq, journal);
                     if (rc != 0)
-                        s_hello (self, now_ms);
+                        s_failed (self, now_ms);
                 }
                 else
                 if (seq > held + 1) {
                     //  A gap: what came before it is kept, then start over
-                    if (s_batch_commit (self) != 0)
+                    if (s_batch_commit (self) != 0) {
                         rc = -1;
-                    s_hello (self, now_ms);
+                        s_failed (self, now_ms);
+                    }
+                    else
+                        s_hello (self, now_ms);
                 }
             }
             else
@@ -1213,8 +1271,12 @@ repl_sink_read (repl_sink_t *self, int64_t now_ms)
                 && s_frame64 (msg, 3, &value) && self->snap_fd >= 0
                 && seq == self->snap_seq) {
                 rc = s_install (self, value);
-                if (rc == 0)
+                if (rc == 0) {
+                    s_succeeded (self);
                     s_ack (self, "ACK", self->seq);
+                }
+                else
+                    s_failed (self, now_ms);
             }
             else
             if (streq (type, "PING") && zmsg_size (msg) == 4
@@ -1233,7 +1295,7 @@ repl_sink_read (repl_sink_t *self, int64_t now_ms)
         zmsg_destroy (&msg);
     }
     if (rc == 0 && s_batch_commit (self) != 0) {
-        s_hello (self, now_ms);
+        s_failed (self, now_ms);
         rc = -1;
     }
     return rc;
@@ -1242,6 +1304,13 @@ repl_sink_read (repl_sink_t *self, int64_t now_ms)
 void
 repl_sink_tick (repl_sink_t *self, int64_t now_ms)
 {
+    if (self->socket && self->retry_ms && now_ms >= self->retry_ms) {
+        self->retry_ms = 0;
+        s_hello (self, now_ms);
+        return;
+    }
+    if (self->socket && self->retry_ms)
+        return;
     if (self->socket && now_ms - self->heard_ms > REPL_SILENT_MS
         && now_ms - self->hello_ms > REPL_SILENT_MS)
         s_hello (self, now_ms);

@@ -38,7 +38,14 @@
     the standby acknowledges what it holds, and follows from there). A standby that caught up (acknowledged the last
     pass shipped) joins the sync set; one that leaves a pass unacknowledged
     past SYNC_TIMEOUT_MS, or is silent past REPL_SILENT_MS, leaves it
-    (logged at warn). With no sync standby, the active releases alone
+    (logged at warn). A standby that cannot apply or commit a pass (its
+    map at its ceiling, its disk full) asks again at once the first time
+    (a map that may grow has grown by then), then says why once, at
+    error, with its map's size and ceiling, reads no pass, and asks again
+    after REPL_RETRY_MS, doubling up to REPL_RETRY_MAX_MS: it falls out
+    of the sync set without a storm of hellos and replays, and follows
+    again once it has room (restarted with a larger map, it catches up
+    from the log or a snapshot). With no sync standby, the active releases alone
     (logged at warn), unless STRICT: then it holds everything until a
     standby is in sync.
 
@@ -79,6 +86,9 @@
 #define REPL_SNAP_WINDOW 8                //  Pieces in flight at most
 #define REPL_PING_MS 1000                 //  The active pings this often
 #define REPL_SILENT_MS 5000               //  Silent this long: gone
+#define REPL_RETRY_MS 1000                //  A standby that cannot take a
+#define REPL_RETRY_MAX_MS 30000           //  pass asks again after this,
+                                          //  doubling up to that
 #define REPL_MAX_SYNC 16                  //  Members a sync key names
 #define REPL_SYNC_NAMES (REPL_MAX_SYNC * 64)  //  Their names, with commas
 

@@ -63,6 +63,7 @@ relay_config_init (relay_config_t *config)
     config->upstream_publish_ep = strdup ("tcp://127.0.0.1:7703");
     config->key_file = strdup (RELAY_DEFAULT_KEY);
     config->upstream_key = strdup (RELAY_DEFAULT_UPSTREAM_KEY);
+    config->state_dir = strdup (RELAY_DEFAULT_STATE_DIR);
     config->heartbeat_ms = 5000;
     config->upstream_timeout_ms = RELAY_DEFAULT_UPSTREAM_TIMEOUT_MS;
     config->failover_ms = RELAY_DEFAULT_FAILOVER_MS;
@@ -80,6 +81,7 @@ relay_config_clear (relay_config_t *config)
     free (config->key_file);
     free (config->server_key_file);
     free (config->upstream_key);
+    free (config->state_dir);
     for (size_t index = 0; index < config->client_key_count; index++)
         free (config->client_keys [index]);
     free (config->client_keys);
@@ -113,6 +115,7 @@ relay_config_load (relay_config_t *config, const char *path, char *err,
     static const char *const known [] = {
         "name", "agents", "publish", "client", "upstream", "upstream_publish",
         "key", "server_key", "upstream_key", "client_keys", "insecure",
+        "state_dir",
         "heartbeat", "upstream_timeout", "failover", "verbose", "log_level",
         "log_format", NULL};
     pv_doc_t *doc = NULL;
@@ -144,6 +147,8 @@ relay_config_load (relay_config_t *config, const char *path, char *err,
                               sizeof why)
              || conf_get_bool (root, "insecure", &config->insecure, why,
                                sizeof why)
+             || conf_get_str (root, "state_dir", &config->state_dir, why,
+                              sizeof why)
              || conf_get_duration (root, "heartbeat", &config->heartbeat_ms,
                                    why, sizeof why)
              || conf_get_duration (root, "upstream_timeout",
@@ -206,6 +211,9 @@ static const char *s_usage =
     "  --heartbeat D          own heartbeat to the broker            [5s]\n"
     "  --upstream-timeout D   upstream silent this long: lost, agents\n"
     "                         dropped until it is back               [15s]\n"
+    "  --state-dir DIR        where the broker's key rotations are kept\n"
+    "                         (made when first needed)\n"
+    "                         [" RELAY_DEFAULT_STATE_DIR "]\n"
     "  --verbose              log every peer event (--log-level debug)\n"
     "  --log-level LEVEL      error, warn, info or debug             [info]\n"
     "  --log-format FORMAT    text (journal-style under systemd) or json\n"
@@ -238,7 +246,7 @@ enum {
     S_OPT_UPSTREAM_TIMEOUT, S_OPT_FAILOVER, S_OPT_KEY,
     S_OPT_SERVER_KEY, S_OPT_UPSTREAM_KEY, S_OPT_CLIENT_KEY, S_OPT_LOG_LEVEL,
     S_OPT_LOG_FORMAT, S_OPT_VERBOSE, S_OPT_INSECURE, S_OPT_PRINT_CONFIG,
-    S_OPT_VERSION, S_OPT_END
+    S_OPT_VERSION, S_OPT_STATE_DIR, S_OPT_END
 };
 
 static const struct option s_options [] = {
@@ -261,6 +269,7 @@ static const struct option s_options [] = {
     {"log-format", required_argument, NULL, S_OPT_LOG_FORMAT},
     {"verbose", no_argument, NULL, S_OPT_VERBOSE},
     {"insecure", no_argument, NULL, S_OPT_INSECURE},
+    {"state-dir", required_argument, NULL, S_OPT_STATE_DIR},
     {"print-config", no_argument, NULL, S_OPT_PRINT_CONFIG},
     {"version", no_argument, NULL, S_OPT_VERSION},
     {"help", no_argument, NULL, 'h'},
@@ -285,6 +294,7 @@ s_apply (relay_config_t *config, int option, const char *value, char *err,
         case S_OPT_UPSTREAM_KEY: s_set (&config->upstream_key, value); return 0;
         case S_OPT_CLIENT_KEY:
             return s_add_client_key (config, value, err, err_len);
+        case S_OPT_STATE_DIR: s_set (&config->state_dir, value); return 0;
         case S_OPT_LOG_LEVEL: s_set (&config->log_level, value); return 0;
         case S_OPT_LOG_FORMAT: s_set (&config->log_format, value); return 0;
         case S_OPT_HEARTBEAT:
@@ -327,6 +337,10 @@ s_check (relay_config_t *config, char *err, size_t err_len)
         || !*config->upstream_publish_ep) {
         s_err (err, err_len, "the agents, publish, upstream and "
                "upstream_publish endpoints are required");
+        return -1;
+    }
+    if (!config->state_dir || !*config->state_dir) {
+        s_err (err, err_len, "state_dir: expected a directory");
         return -1;
     }
     if (config->heartbeat_ms < 100 || config->heartbeat_ms > 3600000) {
@@ -392,6 +406,8 @@ s_print_config (const relay_config_t *config, const char *const *values,
                         true, "--server-key", S_GIVEN (S_OPT_SERVER_KEY));
     conf_print_setting (o, "upstream_key", config->upstream_key, true,
                         "--upstream-key", S_GIVEN (S_OPT_UPSTREAM_KEY));
+    conf_print_setting (o, "state_dir", config->state_dir, true,
+                        "--state-dir", S_GIVEN (S_OPT_STATE_DIR));
     char list [4096];
     size_t used = (size_t) snprintf (list, sizeof list, "[");
     for (size_t index = 0; index < config->client_key_count

@@ -21,6 +21,7 @@
 #define RELAY_DEFAULT_UPSTREAM_KEY "/etc/grid/keys/broker.key"
 #define RELAY_DEFAULT_UPSTREAM_TIMEOUT_MS 15000  //  As agents wait for a broker
 #define RELAY_DEFAULT_FAILOVER_MS 10000  //  As an agent's --failover
+#define RELAY_DEFAULT_STATE_DIR "/var/lib/grid/relay"
 
 typedef struct {
     char *name;                  //  This relay's name (default: host name)
@@ -37,6 +38,8 @@ typedef struct {
     char *server_key_file;       //  Downstream server key pair instead, or NULL
     char *upstream_key;          //  Upstream's public key (Z85 or key file),
                                  //  or one per upstream endpoint
+    char *state_dir;             //  The broker's key rotations are kept
+                                 //  here (relay/brokerkeys.h)
     char **client_keys;          //  Keys allowed to ask for status (Z85)
     size_t client_key_count;
     bool insecure;               //  Plaintext on both sides

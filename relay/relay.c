@@ -3,6 +3,7 @@
     =========================================================================
 */
 #include "relay.h"
+#include "brokerkeys.h"
 #include "frames.h"
 #include "status.h"
 #include "topics.h"
@@ -576,10 +577,23 @@ s_on_broker_key (relay_t *self, const proto_msg_t *announce)
                                 : "without a key");
         return;
     }
+    //  Kept on disk before it is acknowledged, so that a restart does not
+    //  lose it (a state dir that cannot be written: in memory only, said)
+    if (rc == 1
+        && brokerkeys_save_next (self->config->state_dir,
+                                 relay_upstream_old_key_of (self->upstream),
+                                 announce->key) != 0)
+        log_error ("the broker's next key %s is kept in memory only: "
+                   "restarted before the old key is retired, this relay "
+                   "cannot connect (give it the new key then, gridcli key "
+                   "fetch-broker)", announce->key);
+    else
     if (rc == 1)
-        log_info ("the broker's next key is %s: tried whenever the upstream "
-                  "connection is lost, so that the relay connects again at "
-                  "once after the old key is retired", announce->key);
+        log_info ("the broker's next key is %s (kept in %s/%s): tried "
+                  "whenever the upstream connection is lost, so that the "
+                  "relay connects again at once after the old key is "
+                  "retired", announce->key, self->config->state_dir,
+                  BROKERKEYS_NEXT);
     proto_msg_t ack = {
         .type = PROTO_BROKER_KEY_ACK,
         .node = self->config->name,
@@ -1078,11 +1092,24 @@ s_on_monitor (zloop_t *loop, zsock_t *sock, void *arg)
         || (!secure && event == ZMQ_EVENT_CONNECTED)) {
         if (!self->up_ready)
             log_info ("connected upstream to %s", endpoint);
-        if (relay_upstream_settle (self->upstream))
-            log_warn ("the broker's key is now %s: the relay trusts it "
-                      "wherever it trusted the old one (until it restarts: "
-                      "give it the new key, gridcli key fetch-broker)",
-                      relay_upstream_key (self->upstream, index));
+        char old [KEYS_TEXT_SIZE] = "";
+        if (relay_upstream_old_key_of (self->upstream))
+            snprintf (old, sizeof old, "%s",
+                      relay_upstream_old_key_of (self->upstream));
+        if (relay_upstream_settle (self->upstream)) {
+            const char *now = relay_upstream_key (self->upstream, index);
+            if (brokerkeys_save_done (self->config->state_dir, old, now)
+                == 0)
+                log_warn ("the broker's key is now %s: the relay trusts it "
+                          "wherever it trusted the old one (kept in %s/%s "
+                          "for its restarts)", now, self->config->state_dir,
+                          BROKERKEYS_DONE);
+            else
+                log_warn ("the broker's key is now %s: the relay trusts it "
+                          "wherever it trusted the old one (until it "
+                          "restarts: give it the new key, gridcli key "
+                          "fetch-broker)", now);
+        }
         self->failed_handshakes = 0;
         self->up_ready = true;
         self->up_fd = secure ? self->connected_fd : value;
@@ -1465,6 +1492,9 @@ relay_new (const relay_config_t *config, char *err, size_t err_len)
         relay_destroy (&self);
         return NULL;
     }
+    //  A rotation of the broker's key that a restart cut through
+    if (!config->insecure)
+        brokerkeys_load (config->state_dir, self->upstream);
     //  Upstream: a DEALER and an XSUB, as an agent connects
     self->up = zsock_new (ZMQ_DEALER);
     self->up_sub = zsock_new (ZMQ_XSUB);

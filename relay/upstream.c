@@ -274,6 +274,59 @@ relay_upstream_next_key_of (const relay_upstream_t *self)
     return *self->new_key ? self->new_key : NULL;
 }
 
+const char *
+relay_upstream_old_key_of (const relay_upstream_t *self)
+{
+    return *self->new_key ? self->old_key : NULL;
+}
+
+//  True when TEXT is a public key in its Z85 text.
+static bool
+s_z85_key (const char *text)
+{
+    uint8_t bytes [32];
+    return text && strlen (text) == KEYS_Z85_LEN
+           && zmq_z85_decode (bytes, text) != NULL;
+}
+
+//  True when an endpoint of the list trusts KEY.
+static bool
+s_trusted_anywhere (const relay_upstream_t *self, const char *key)
+{
+    for (size_t index = 0; index < self->count; index++)
+        if (strcmp (self->entries [index].key, key) == 0)
+            return true;
+    return false;
+}
+
+int
+relay_upstream_resume (relay_upstream_t *self, const char *old,
+                       const char *next)
+{
+    if (!s_z85_key (old) || !s_z85_key (next) || strcmp (old, next) == 0
+        || (!s_trusted_anywhere (self, old)
+            && !s_trusted_anywhere (self, next)))
+        return -1;
+    snprintf (self->old_key, sizeof self->old_key, "%s", old);
+    snprintf (self->new_key, sizeof self->new_key, "%s", next);
+    return 0;
+}
+
+size_t
+relay_upstream_map (relay_upstream_t *self, const char *old,
+                    const char *next)
+{
+    size_t mapped = 0;
+    if (!s_z85_key (old) || !s_z85_key (next))
+        return 0;
+    for (size_t index = 0; index < self->count; index++)
+        if (strcmp (self->entries [index].key, old) == 0) {
+            snprintf (self->entries [index].key, KEYS_TEXT_SIZE, "%s", next);
+            mapped++;
+        }
+    return mapped;
+}
+
 bool
 relay_upstream_swap (relay_upstream_t *self)
 {

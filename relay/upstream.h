@@ -22,7 +22,9 @@
       connection or a failed handshake tries the other of the two
       (relay_upstream_swap); a handshake that went through on the next
       key ends the rotation: every endpoint trusted with the old key is
-      trusted with the new one (relay_upstream_settle).
+      trusted with the new one (relay_upstream_settle). What a rotation
+      leaves is recorded in the relay's state dir (relay/brokerkeys.h)
+      and given back at start (relay_upstream_resume, relay_upstream_map).
 
     Nothing here touches a socket, the clock or a file.
 
@@ -97,6 +99,21 @@ int relay_upstream_next_key (relay_upstream_t *self, const char *next);
 
 //  The next key announced (Z85), or NULL when no rotation is under way.
 const char *relay_upstream_next_key_of (const relay_upstream_t *self);
+
+//  The key it replaces while a rotation is under way, else NULL.
+const char *relay_upstream_old_key_of (const relay_upstream_t *self);
+
+//  A rotation recorded before a restart (relay/brokerkeys.h): OLD is to
+//  be replaced by NEXT, as if NEXT had been announced while OLD was
+//  trusted. Returns 0, or -1 when either is no key, they are the same, or
+//  no endpoint trusts either (a record the config has moved past).
+int relay_upstream_resume (relay_upstream_t *self, const char *old,
+                           const char *next);
+
+//  A rotation that ended before a restart: every endpoint trusted with
+//  OLD is trusted with NEXT. Returns how many endpoints changed.
+size_t relay_upstream_map (relay_upstream_t *self, const char *old,
+                           const char *next);
 
 //  A connection to the endpoint in use was lost or its handshake failed
 //  while a rotation is under way: its trusted key becomes the other of

@@ -26,6 +26,15 @@
       for the standby to apply each in turn: it never falls out of sync);
       after a SIGKILL of the active, a file put of that blob on the new
       active delivers it, right to the byte, without uploading it again.
+    - The active's store on a small disk (a tmpfs: root only) filled up:
+      the commit of a pass it already shipped fails, so it leaves the
+      lead; the standby takes over at once, holds every job the active
+      answered ok, and the former active never answers ok again.
+    - A standby whose map is at its ceiling when a pass comes: it says so
+      once, the active drops it from the sync set and answers on alone,
+      the standby asks again now and then (no storm of hellos); restarted
+      with a larger ceiling it catches up, and, switched over to, holds
+      every job answered ok.
     =========================================================================
 */
 
@@ -35,15 +44,18 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "../proto/base64.h"
+#include "../proto/conf.h"
 #include "../proto/proto.h"
 #include "../proto/sha256.h"
 #include "lib/cluster.h"
@@ -88,13 +100,19 @@ s_http (int port, const char *method, const char *path, const char *body,
     return status;
 }
 
-//  A and B up, A the active, B in its sync set; agent n1 knows both.
+//  A and B up (B with the flags B_ARGS, NULL-ended, or none), A the
+//  active, B in its sync set; agent n1 knows both.
 static void
-s_cluster_up (cluster_pair_t *self)
+s_cluster_up_with (cluster_pair_t *self, const char *const *b_args)
 {
     cluster_pair_spawn (self, 0);
+    //  A status asked while A restarts as the active would wait out its
+    //  whole timeout
+    assert_true (cluster_pair_wait_log (self, 0, "a is the active"));
     assert_true (cluster_pair_wait_code (self, 0, "ok"));
+    self->spawn_args = b_args;
     cluster_pair_spawn (self, 1);
+    self->spawn_args = NULL;
     assert_true (cluster_pair_wait_code (self, 1, "not_leader"));
     assert_true (cluster_pair_wait_log (self, 0, "standby b is in sync"));
     char brokers [800], publishes [800];
@@ -106,6 +124,12 @@ s_cluster_up (cluster_pair_t *self)
                             "--failover", "1s", NULL};
     assert_true (grid_start_agent (&self->member [0], "n1", "web", NULL, extra)
                  >= 0);
+}
+
+static void
+s_cluster_up (cluster_pair_t *self)
+{
+    s_cluster_up_with (self, NULL);
 }
 
 //  Every job of IDS (COUNT) exists on member WHICH, completes there, and
@@ -866,6 +890,272 @@ test_cluster_blob_after_failover (void **state)
     pv_doc_destroy (&reply);
 }
 
+//  ---------------------------------------------------------------------
+//  The active's disk full
+
+#define S_DISK_JOBS 2000        //  Submits at most, before the disk fills
+#define S_DISK_MSG 2000         //  Bytes of each job's message
+#define S_DISK_CALL_MS 3000     //  A submit's answer waited for
+
+//  Submits JOB to member A as request SEQ: its reply, or NULL when none
+//  came in S_DISK_CALL_MS.
+static pv_doc_t *
+s_disk_submit_one (cluster_pair_t *self, pv_doc_t *job, int seq)
+{
+    char id [64];
+    snprintf (id, sizeof id, "disk-%d", seq);
+    pw_t *writer = pw_new ();
+    proto_request_begin (writer, "job.submit", id, 1);
+    pw_str (writer, "job");
+    pw_pv (writer, pv_doc_root (job));
+    pv_doc_t *reply = grid_call_raw (&self->member [0], pw_data (writer),
+                                     pw_size (writer), S_DISK_CALL_MS);
+    pw_destroy (&writer);
+    return reply;
+}
+
+//  Submits jobs of S_DISK_MSG bytes to member A until one is not answered
+//  ok or LIMIT were; the ids answered ok go to ACKED from *COUNT_P on.
+//  Returns true when one was not answered ok.
+static bool
+s_disk_submit (cluster_pair_t *self, char **acked, size_t *count_p,
+               size_t limit)
+{
+    size_t yaml_size = S_DISK_MSG + 200;
+    char *yaml = (char *) malloc (yaml_size);
+    assert_non_null (yaml);
+    int len = snprintf (yaml, yaml_size, "target: node:n1\ntasks:\n  - "
+                        "{backend: test, action: echo, params: {msg: ");
+    memset (yaml + len, 'x', S_DISK_MSG);
+    snprintf (yaml + len + S_DISK_MSG, yaml_size - (size_t) len - S_DISK_MSG,
+              "}}\n");
+    pv_doc_t *job = NULL;
+    char err [256];
+    assert_int_equal (conf_parse (yaml, strlen (yaml), &job, err, sizeof err),
+                      0);
+    static int seq = 0;
+    bool failed = false;
+    for (size_t sent = 0; sent < limit && *count_p < S_DISK_JOBS && !failed;
+         sent++) {
+        pv_doc_t *reply = s_disk_submit_one (self, job, seq++);
+        const pv_t *data = NULL;
+        if (grid_reply_ok (reply, &data))
+            acked [(*count_p)++] = pv_strdup (pv_map_get (data, "job"));
+        else {
+            char *code = reply ? grid_reply_code (reply) : NULL;
+            printf ("    submit %zu: %s\n", *count_p, code ? code
+                                                        : "no answer");
+            free (code);
+            failed = true;
+        }
+        pv_doc_destroy (&reply);
+    }
+    free (yaml);
+    pv_doc_destroy (&job);
+    return failed;
+}
+
+//  The members first, then member A's tmpfs (its data dir), then the
+//  rest.
+static int
+s_disk_teardown (void **state)
+{
+    cluster_pair_t *self = (cluster_pair_t *) *state;
+    char disk [400];
+    snprintf (disk, sizeof disk, "%s/broker-data", self->member [0].dir);
+    for (int which = 0; which < 2; which++)
+        if (self->member [which].dir [0])
+            grid_stop_broker (&self->member [which], true);
+    umount2 (disk, MNT_DETACH);
+    return cluster_pair_teardown (state);
+}
+
+static void
+test_cluster_active_disk_full (void **state)
+{
+    cluster_pair_t *self = (cluster_pair_t *) *state;
+    if (cluster_pair_skip (self))
+        return;
+    if (geteuid () != 0) {
+        printf ("    skipped: mounting a small tmpfs needs root\n");
+        return;
+    }
+    //  A's data dir is a tmpfs of 4 MiB
+    char disk [400], filler [420];
+    snprintf (disk, sizeof disk, "%s/broker-data", self->member [0].dir);
+    assert_int_equal (mkdir (disk, 0700), 0);
+    if (mount ("tmpfs", disk, "tmpfs", MS_NOSUID | MS_NODEV, "size=4m")
+        != 0) {
+        printf ("    skipped: cannot mount a tmpfs: %s\n", strerror (errno));
+        return;
+    }
+    s_cluster_up (self);
+    //  Jobs answered ok before the disk fills
+    char *acked [S_DISK_JOBS];
+    size_t count = 0;
+    assert_false (s_disk_submit (self, acked, &count, 20));
+    size_t before_fill = count;
+    //  Nothing left on A's disk
+    snprintf (filler, sizeof filler, "%s/filler", disk);
+    FILE *file = fopen (filler, "wb");
+    assert_non_null (file);
+    static char chunk [4096];
+    while (fwrite (chunk, 1, sizeof chunk, file) == sizeof chunk)
+        ;
+    fclose (file);
+    //  Jobs: soon one needs a page the disk has no room for, and the
+    //  commit of its pass, shipped already, fails
+    bool failed = s_disk_submit (self, acked, &count, S_DISK_JOBS);
+    size_t after_fill = count - before_fill;
+    if (!failed)
+        cluster_pair_dump (self);
+    assert_true (failed);
+    assert_true (cluster_pair_wait_log (self, 0, "its store could not "
+                                        "commit a pass already sent to its "
+                                        "standbys"));
+    //  B takes over, and holds every job A answered ok
+    assert_true (cluster_pair_wait_code (self, 1, "ok"));
+    for (size_t index = 0; index < count; index++) {
+        pv_doc_t *reply = grid_call (&self->member [1], "job.get", "job",
+                                     acked [index], NULL);
+        if (!grid_reply_ok (reply, NULL))
+            fail_msg ("job %s, answered ok by the former active, is not on "
+                      "the new one", acked [index]);
+        pv_doc_destroy (&reply);
+        free (acked [index]);
+    }
+    //  A answers nothing ok any more
+    char *code = cluster_pair_status_code (self, 0);
+    assert_true (!code || strcmp (code, "ok") != 0);
+    free (code);
+    size_t late = count;
+    assert_true (s_disk_submit (self, acked, &late, 1));
+    assert_int_equal (late, count);
+    printf ("    %zu jobs answered ok before the active's disk filled, %zu "
+            "after, the next one failed\n", before_fill, after_fill);
+}
+
+//  ---------------------------------------------------------------------
+//  A standby's map full
+
+//  How many times member WHICH's log holds TEXT.
+static int
+s_log_count (cluster_pair_t *self, int which, const char *text)
+{
+    char path [400];
+    snprintf (path, sizeof path, "%s/broker.log", self->member [which].dir);
+    char *log = grid_slurp (path);
+    int count = 0;
+    for (const char *at = strstr (log, text); at;
+         at = strstr (at + 1, text))
+        count++;
+    free (log);
+    return count;
+}
+
+//  Waits until member WHICH's log holds TEXT COUNT times.
+static bool
+s_wait_log_count (cluster_pair_t *self, int which, const char *text,
+                  int count)
+{
+    long long deadline = grid_now_ms () + S_WAIT_MS;
+    while (s_log_count (self, which, text) < count
+           && grid_now_ms () < deadline)
+        usleep (100 * 1000);
+    if (s_log_count (self, which, text) >= count)
+        return true;
+    fprintf (stderr, "broker %s logged '%s' %d times, not %d\n",
+             cluster_pair_names [which], text,
+             s_log_count (self, which, text), count);
+    cluster_pair_dump (self);
+    return false;
+}
+
+static void
+test_cluster_standby_map_full (void **state)
+{
+    cluster_pair_t *self = (cluster_pair_t *) *state;
+    if (cluster_pair_skip (self))
+        return;
+    //  B's map: 1 MiB, at its ceiling
+    const char *small [] = {"--map-size-mb", "1", "--max-map-size-mb", "1",
+                            NULL};
+    s_cluster_up_with (self, small);
+    char **acked = (char **) calloc (S_DISK_JOBS, sizeof (char *));
+    assert_non_null (acked);
+    size_t count = 0;
+    while (count < S_DISK_JOBS - 100
+           && s_log_count (self, 1, "cannot take the active's passes") == 0)
+        assert_false (s_disk_submit (self, acked, &count, 20));
+    assert_true (cluster_pair_wait_log (self, 1, "cannot take the active's "
+                                        "passes"));
+    assert_true (cluster_pair_wait_log (self, 1, "1 MiB at most, reached"));
+    //  Out of the sync set, the active answers alone
+    assert_true (cluster_pair_wait_log (self, 0, "the sync key no longer "
+                                        "names standby b"));
+    size_t full_at = count;
+    assert_false (s_disk_submit (self, acked, &count, 20));
+    //  The standby asks again now and then, not in a loop (it used to
+    //  ask again at once, thousands of times a second)
+    int hellos = s_log_count (self, 0, "standby b follows from pass");
+    zclock_sleep (2500);
+    int more = s_log_count (self, 0, "standby b follows from pass") - hellos;
+    assert_true (more <= 10);
+    assert_true (s_log_count (self, 1, "cannot take the active's passes")
+                 == 1);
+    //  Given room, it catches up
+    grid_stop_broker (&self->member [1], false);
+    const char *room [] = {"--map-size-mb", "1", "--max-map-size-mb", "64",
+                           NULL};
+    self->spawn_args = room;
+    cluster_pair_spawn (self, 1);
+    self->spawn_args = NULL;
+    assert_true (s_wait_log_count (self, 0, "standby b is in sync (the sync "
+                                   "key names it)", 2));
+    //  ... and holds every job answered ok
+    char *out = NULL, *err = NULL;
+    int code = grid_cli (&self->member [0], &out, &err, 10000, "cluster",
+                         "switchover", "--to", "b", NULL);
+    if (code != 0)
+        fprintf (stderr, "%s%s", out, err);
+    assert_int_equal (code, 0);
+    free (out);
+    free (err);
+    //  (a status asked while B restarts as the active would wait out its
+    //  whole timeout)
+    assert_true (cluster_pair_wait_log (self, 1, "b is the active"));
+    assert_true (cluster_pair_wait_code (self, 1, "ok"));
+    pw_t *writer = pw_new ();
+    proto_request_begin (writer, "job.list", "all", 1);
+    pw_str (writer, "limit");
+    pw_int (writer, 10000);
+    pv_doc_t *reply = grid_call_raw (&self->member [1], pw_data (writer),
+                                     pw_size (writer), GRID_CALL_MS);
+    pw_destroy (&writer);
+    const pv_t *data = NULL;
+    assert_true (grid_reply_ok (reply, &data));
+    const pv_t *jobs = pv_map_get (data, "jobs");
+    zhashx_t *held = zhashx_new ();
+    for (size_t index = 0; index < pv_size (jobs); index++) {
+        char *id = pv_strdup (pv_map_get (pv_array_at (jobs, index), "id"));
+        if (id)
+            zhashx_insert (held, id, (void *) 1);
+        free (id);
+    }
+    pv_doc_destroy (&reply);
+    for (size_t index = 0; index < count; index++) {
+        if (!zhashx_lookup (held, acked [index]))
+            fail_msg ("job %s, answered ok, is not on the standby that "
+                      "caught up", acked [index]);
+        free (acked [index]);
+    }
+    zhashx_destroy (&held);
+    free (acked);
+    printf ("    the standby's map was full after %zu jobs; %d hellos in "
+            "2.5 s after; %zu jobs on the standby once it had room\n",
+            full_at, more, count);
+}
+
 int
 main (void)
 {
@@ -889,6 +1179,11 @@ main (void)
                                          cluster_pair_setup, cluster_pair_teardown),
         cmocka_unit_test_setup_teardown (test_cluster_blob_after_failover,
                                          cluster_pair_setup, cluster_pair_teardown),
+        cmocka_unit_test_setup_teardown (test_cluster_active_disk_full,
+                                         cluster_pair_setup, s_disk_teardown),
+        cmocka_unit_test_setup_teardown (test_cluster_standby_map_full,
+                                         cluster_pair_setup,
+                                         cluster_pair_teardown),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }

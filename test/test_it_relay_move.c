@@ -15,6 +15,11 @@
       through it completes. A relay that was down through the whole
       rotation cannot connect with the old key and says what to do; given
       the key gridcli key fetch-broker writes, it serves again.
+    - A relay restarted in the middle of the broker's key rotation takes
+      the next key up from its state dir (relay/brokerkeys.h): when the
+      broker retires the old key, it connects with the new one and its
+      agents run a job; the record goes when the rotation ends, and a
+      damaged one is ignored.
     - A blob (file put of a sha256, feature blobs: blob_get, blob_chunk)
       delivered to an agent through a relay.
 
@@ -291,6 +296,114 @@ test_relay_move_broker_key_rotation (void **state)
     assert_true (grid_start_relay (grid, "kr2", -1, true, kr2_extra) == 1);
 }
 
+//  Reads the record FILE of relay NAME's state dir (NULL: none).
+static char *
+s_relay_state (grid_t *grid, const char *name, const char *file)
+{
+    char path [600];
+    snprintf (path, sizeof path, "%s/relay-%s.state/%s", grid->dir, name,
+              file);
+    if (access (path, F_OK) != 0)
+        return NULL;
+    return grid_slurp (path);
+}
+
+//  The relay restarted while the broker's key rotates: it takes the next
+//  key up from its state dir, so that when the broker retires the old key
+//  it connects with the new one, and its agents run jobs. The record
+//  goes when the rotation ends; broker.keys lets a later restart, still
+//  configured with the old key, connect; a damaged record is ignored.
+static void
+test_relay_move_broker_key_restart (void **state)
+{
+    grid_t *grid = (grid_t *) *state;
+    char why [256], old [KEYS_TEXT_SIZE];
+    assert_int_equal (keys_read_public (grid->broker_key, old, why,
+                                        sizeof why), 0);
+    //  A direct agent, stopped: it holds the old key's retirement back
+    //  until it comes back (every node must have the next key)
+    int held = grid_start_agent (grid, "kd", "kd", NULL, NULL);
+    assert_true (held >= 0);
+    grid_stop_agent (grid, held, false);
+    char *out = NULL, *err = NULL;
+    int code = grid_cli (grid, &out, &err, 20000, "key", "rotate-broker",
+                         "--deadline", "10m", NULL);
+    if (code != 0)
+        fprintf (stderr, "rotate-broker: %s%s", out, err);
+    assert_int_equal (code, 0);
+    free (out);
+    free (err);
+    assert_true (s_wait_relay_log (grid, "kr", "the broker's next key is"));
+    assert_true (fixture_log_has (grid, "broker.log",
+                                   "relay kr has the broker's next key",
+                                   S_WAIT_MS));
+    //  On disk, for the relay's eyes only: "OLD NEXT"
+    char path [600];
+    snprintf (path, sizeof path, "%s/relay-kr.state/broker.key.next",
+              grid->dir);
+    struct stat info;
+    assert_int_equal (stat (path, &info), 0);
+    assert_int_equal (info.st_mode & 0777, 0600);
+    char *record = s_relay_state (grid, "kr", "broker.key.next");
+    assert_non_null (record);
+    assert_int_equal (strlen (record), 2 * KEYS_Z85_LEN + 2);
+    assert_memory_equal (record, old, KEYS_Z85_LEN);
+    char next [KEYS_TEXT_SIZE];
+    snprintf (next, sizeof next, "%.*s", KEYS_Z85_LEN,
+              record + KEYS_Z85_LEN + 1);
+    free (record);
+
+    //  Restarted mid-rotation, configured with the old key only
+    grid_stop_relay (grid, 0, false);
+    assert_int_equal (grid_start_relay (grid, "kr", -1, true, NULL), 0);
+    assert_true (s_wait_relay_log (grid, "kr", "has a next key"));
+    //  The held agent back: every node has the key, the old one retires
+    //  and the broker binds again with the new one
+    held = grid_start_agent (grid, "kd", "kd", NULL, NULL);
+    assert_true (held >= 0);
+    long long deadline = grid_now_ms () + S_WAIT_MS;
+    while (s_keys_int (grid, "retired") != 1 && grid_now_ms () < deadline)
+        zclock_sleep (50);
+    assert_int_equal (s_keys_int (grid, "retired"), 1);
+    assert_true (s_wait_relay_log (grid, "kr", "the broker's key is now"));
+    assert_true (grid_wait_node (grid, "kr-01", "online", S_WAIT_MS));
+    assert_true (grid_wait_node (grid, "kr-02", "online", S_WAIT_MS));
+    char *job = grid_submit_id (grid, "target: group:kr\n"
+                                "tasks:\n  - {backend: test, action: echo, "
+                                "params: {msg: x}}\n");
+    assert_non_null (job);
+    pv_doc_t *doc = grid_wait_job (grid, job, S_WAIT_MS);
+    const pv_t *data = fixture_data (doc);
+    if (!grid_str_is (data, "status", "completed"))
+        grid_dump_logs (grid);
+    assert_true (grid_str_is (data, "status", "completed"));
+    fixture_assert_cells (data, "success");
+    pv_doc_destroy (&doc);
+    free (job);
+    //  The rotation is over: its record went, the one that ended stays
+    record = s_relay_state (grid, "kr", "broker.key.next");
+    assert_null (record);
+    record = s_relay_state (grid, "kr", "broker.keys");
+    assert_non_null (record);
+    char line [2 * KEYS_TEXT_SIZE + 1];
+    snprintf (line, sizeof line, "%s %s\n", old, next);
+    assert_string_equal (record, line);
+    free (record);
+
+    //  Restarted again, still configured with the old key, over a
+    //  damaged record of a rotation under way: the damage is said and
+    //  ignored, and broker.keys makes the relay trust the new key
+    grid_stop_relay (grid, 0, false);
+    FILE *file = fopen (path, "w");
+    assert_non_null (file);
+    fprintf (file, "%s %.20s", old, next);
+    fclose (file);
+    assert_int_equal (grid_start_relay (grid, "kr", -1, true, NULL), 0);
+    assert_true (s_wait_relay_log (grid, "kr", "broker.key.next: not two "
+                                   "broker keys"));
+    assert_true (s_wait_relay_log (grid, "kr", "the relay trusts"));
+}
+
 static void
 test_relay_move_blob (void **state)
 {
@@ -337,6 +450,8 @@ main (void)
         cmocka_unit_test_setup_teardown (test_relay_move_blob,
                                          s_relay_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown (test_relay_move_broker_key_rotation,
+                                         s_relay_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown (test_relay_move_broker_key_restart,
                                          s_relay_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown (test_relay_move_cluster_failover,
                                          cluster_pair_setup,

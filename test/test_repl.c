@@ -4,7 +4,9 @@
     standby that joins late catches up from a snapshot (copied apart while
     passes go on), the release point waits for the sync set, a silent
     standby leaves it, an older epoch is refused, a pass whose commit
-    failed is forgotten only when no standby was sent it
+    failed is forgotten only when no standby was sent it, a standby
+    whose commits fail (its map full) leaves the sync set without
+    stalling the active and catches up once it has room
     =========================================================================
 */
 
@@ -527,6 +529,53 @@ test_repl_older_epoch_refused (void **state)
     zsock_destroy (&router);
 }
 
+//  Turns both sides for MS.
+static void
+s_turn_for (s_pair_t *self, int ms)
+{
+    int64_t deadline = zclock_mono () + ms;
+    while (zclock_mono () < deadline) {
+        int64_t now = zclock_mono ();
+        repl_source_read (self->source, now);
+        repl_source_tick (self->source, now);
+        s_record (self);
+        repl_sink_read (self->sink, now);
+        repl_sink_tick (self->sink, now);
+        zclock_sleep (2);
+    }
+}
+
+//  A standby whose commits fail (its map full at its ceiling): the active
+//  drops it from the sync set after the sync timeout and releases alone;
+//  given room, the standby asks again (after REPL_RETRY_MS) and catches
+//  up, in sync again.
+static void
+test_repl_standby_that_cannot_commit (void **state)
+{
+    s_pair_t *self = (s_pair_t *) *state;
+    s_source (self, 200, false);
+    s_sink (self);
+    uint64_t first = s_pass (self, "a", "1");
+    assert_true (s_turn_until (self, first, true, 5000));
+    assert_int_equal (repl_source_sync_count (self->source), 1);
+    store_test_fail_commits (self->store [1], STORE_EFULL, -1);
+    uint64_t second = s_pass (self, "b", "2");
+    s_turn_for (self, 600);
+    assert_true (repl_source_released (self->source) >= second);
+    assert_int_equal (repl_source_sync_count (self->source), 0);
+    assert_false (repl_sink_in_sync (self->sink));
+    char *held = s_read (self->store [1], "b");
+    assert_null (held);
+    //  Room again: caught up by itself
+    store_test_fail_commits (self->store [1], STORE_OK, 0);
+    uint64_t third = s_pass (self, "c", "3");
+    assert_true (s_turn_until (self, third, true,
+                               REPL_RETRY_MS * 4 + 3000));
+    s_assert_has (self->store [1], "b", "2");
+    s_assert_has (self->store [1], "c", "3");
+    assert_int_equal (repl_source_sync_count (self->source), 1);
+}
+
 int
 main (void)
 {
@@ -548,6 +597,8 @@ main (void)
         cmocka_unit_test_setup_teardown (test_repl_strict_holds, s_setup,
                                          s_teardown),
         cmocka_unit_test_setup_teardown (test_repl_older_epoch_refused,
+                                         s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_repl_standby_that_cannot_commit,
                                          s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (
             test_repl_unshipped_when_no_standby_has_it, s_setup, s_teardown),

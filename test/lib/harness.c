@@ -300,6 +300,12 @@ grid_start_relay (grid_t *grid, const char *name, int upstream, bool wait,
         to_relay ? grid->relay_publish_ep [upstream] : grid->publish_ep,
         "--heartbeat", "200ms"};
     size_t argc = 17;
+    //  Its record of the broker's key rotations (relay/brokerkeys.h)
+    char state_dir [sizeof grid->dir + 100];
+    snprintf (state_dir, sizeof state_dir, "%s/relay-%s.state", grid->dir,
+              name);
+    argv [argc++] = "--state-dir";
+    argv [argc++] = state_dir;
     if (grid->insecure)
         argv [argc++] = "--insecure";
     else {
