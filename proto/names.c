@@ -1125,6 +1125,41 @@ target_fact_alternatives (const target_t *target, const target_t **terms,
     return target->expr->kid_count;
 }
 
+target_expr_op_t
+target_expr_op (const target_expr_t *expr)
+{
+    switch (expr->op) {
+    case S_EXPR_NOT:
+        return TARGET_EXPR_NOT;
+    case S_EXPR_AND:
+        return TARGET_EXPR_AND;
+    case S_EXPR_OR:
+        return TARGET_EXPR_OR;
+    case S_EXPR_TERM:
+        break;
+    }
+    return TARGET_EXPR_TERM;
+}
+
+size_t
+target_expr_kid_count (const target_expr_t *expr)
+{
+    return expr->op == S_EXPR_TERM ? 0 : expr->kid_count;
+}
+
+const target_expr_t *
+target_expr_kid (const target_expr_t *expr, size_t index)
+{
+    assert (expr->op != S_EXPR_TERM && index < expr->kid_count);
+    return expr->kids [index];
+}
+
+const target_t *
+target_expr_term (const target_expr_t *expr)
+{
+    return expr->op == S_EXPR_TERM ? &expr->term : NULL;
+}
+
 void
 target_each_fact (const target_t *target,
                   void (*fn) (const target_t *term, void *arg), void *arg)

@@ -138,6 +138,22 @@ size_t target_fact_anchors (const target_t *target, const target_t **terms,
 size_t target_fact_alternatives (const target_t *target,
                                  const target_t **terms, size_t max);
 
+//  An expression's tree, for a resolver that answers its terms from an
+//  index: the operator at EXPR, its kids (one for not, two or more for
+//  and/or, none for a term), and a term's plain target. All lent, valid
+//  while the target that holds EXPR is.
+typedef enum {
+    TARGET_EXPR_TERM,
+    TARGET_EXPR_NOT,
+    TARGET_EXPR_AND,
+    TARGET_EXPR_OR
+} target_expr_op_t;
+target_expr_op_t target_expr_op (const target_expr_t *expr);
+size_t target_expr_kid_count (const target_expr_t *expr);
+const target_expr_t *target_expr_kid (const target_expr_t *expr, size_t index);
+//  The term at EXPR (TARGET_EXPR_TERM), or NULL for an operator.
+const target_t *target_expr_term (const target_expr_t *expr);
+
 //  "all", "group", "node", "label", "fact" or "expr".
 const char *target_scope_name (target_scope_t scope);
 
