@@ -88,6 +88,8 @@ main (int argc, char *argv [])
         "fact:rack=r17 and fact:mem_mb>=8192",
         "fact:boot_time>1764800000",
         "fact:os=alpine or fact:rack=r1",
+        "group:web and not fact:os=debian",
+        "(group:db or fact:rack=r1) and fact:mem_mb>=8192",
     };
     const char *const *targets = built_in;
     size_t target_count = sizeof built_in / sizeof built_in [0];
