@@ -1116,127 +1116,6 @@ test_registry_fact_targets (void **state)
     registry_destroy (&registry);
 }
 
-//  The index answers as a test of every node would, over many nodes and
-//  values (a fixed pseudo-random fleet).
-static void
-test_registry_fact_index_agrees (void **state)
-{
-    registry_t *registry = registry_new ();
-    uint32_t seed = 12345;
-    for (int index = 0; index < 500; index++) {
-        char id [16], mem [32], version [32], rack [32];
-        seed = seed * 1103515245 + 12345;
-        snprintf (id, sizeof id, "n%03d", index);
-        snprintf (mem, sizeof mem, "mem_mb=%u", 512 * (1 + seed % 16));
-        snprintf (version, sizeof version, "os_version=%u.%u",
-                  10 + seed % 4, (seed >> 8) % 3);
-        snprintf (rack, sizeof rack, "rack=r%u", (seed >> 4) % 7);
-        s_fact_node (registry, id, (seed >> 12) % 2 ? "web" : "db", mem,
-                     version, rack, NULL);
-    }
-    const char *targets [] = {
-        "fact:mem_mb>=4096", "fact:mem_mb<1024", "fact:mem_mb=2048",
-        "fact:mem_mb!=512", "fact:os_version>11.1", "fact:os_version~=12.*",
-        "fact:rack=r3", "fact:rack<=r2", "group:web and fact:rack=r1",
-        "fact:rack=r1 and fact:mem_mb>4000", "fact:rack=r9",
-    };
-    for (size_t t = 0; t < sizeof targets / sizeof targets [0]; t++) {
-        target_t target;
-        assert_int_equal (target_parse (targets [t], &target, NULL, 0), 0);
-        size_t expected = 0;
-        registry_node_t **nodes = NULL;
-        size_t count = registry_list (registry, &nodes);
-        for (size_t index = 0; index < count; index++) {
-            const target_t *term = &target;
-            bool hit = true;
-            if (target.scope == TARGET_EXPR) {
-                const target_t *anchors [4];
-                size_t anchor_count = target_fact_anchors (&target, anchors, 4);
-                for (size_t a = 0; a < anchor_count; a++)
-                    hit = hit && fact_test_matches (
-                        &anchors [a]->fact,
-                        registry_node_fact (nodes [index],
-                                            anchors [a]->fact_key));
-                if (strstr (targets [t], "group:web"))
-                    hit = hit && strcmp (nodes [index]->hello->groups [0],
-                                         "web") == 0;
-            }
-            else
-                hit = fact_test_matches (
-                    &term->fact, registry_node_fact (nodes [index],
-                                                     term->fact_key));
-            expected += hit;
-        }
-        free (nodes);
-        if (registry_resolve (registry, &target, NULL) != expected)
-            fail_msg ("%s: %zu, expected %zu", targets [t],
-                      registry_resolve (registry, &target, NULL), expected);
-        target_clear (&target);
-    }
-    //  An "or" of facts, served by the union of lookups (a node passing
-    //  both terms counted once), against a test of every node; an "or"
-    //  with another term is no union, and agrees too
-    const char *alternatives [][3] = {
-        {"fact:rack=r1 or fact:mem_mb<1024", "fact:rack=r1",
-         "fact:mem_mb<1024"},
-        {"fact:rack=r1 or fact:rack<=r2", "fact:rack=r1", "fact:rack<=r2"},
-        {"fact:rack=r9 or fact:os_version~=12.*", "fact:rack=r9",
-         "fact:os_version~=12.*"},
-        {"fact:rack=r9 or fact:mem_mb=99", "fact:rack=r9", "fact:mem_mb=99"},
-    };
-    for (size_t t = 0; t < sizeof alternatives / sizeof alternatives [0];
-         t++) {
-        target_t target, left, right;
-        assert_int_equal (target_parse (alternatives [t][0], &target, NULL,
-                                        0), 0);
-        assert_int_equal (target_parse (alternatives [t][1], &left, NULL,
-                                        0), 0);
-        assert_int_equal (target_parse (alternatives [t][2], &right, NULL,
-                                        0), 0);
-        const target_t *terms [4];
-        assert_int_equal (target_fact_alternatives (&target, terms, 4), 2);
-        registry_node_t **nodes = NULL;
-        size_t count = registry_list (registry, &nodes);
-        size_t expected = 0;
-        for (size_t index = 0; index < count; index++)
-            expected += fact_test_matches (&left.fact, registry_node_fact (
-                            nodes [index], left.fact_key))
-                     || fact_test_matches (&right.fact, registry_node_fact (
-                            nodes [index], right.fact_key));
-        free (nodes);
-        char **ids = NULL;
-        size_t got = registry_resolve (registry, &target, &ids);
-        if (got != expected)
-            fail_msg ("%s: %zu, expected %zu", alternatives [t][0], got,
-                      expected);
-        for (size_t index = 1; index < got; index++)
-            assert_true (strcmp (ids [index - 1], ids [index]) < 0);
-        for (size_t index = 0; index < got; index++)
-            free (ids [index]);
-        free (ids);
-        target_clear (&target);
-        target_clear (&left);
-        target_clear (&right);
-    }
-    target_t mixed;
-    const target_t *terms [4];
-    assert_int_equal (target_parse ("fact:rack=r1 or group:web", &mixed,
-                                    NULL, 0), 0);
-    assert_int_equal (target_fact_alternatives (&mixed, terms, 4), 0);
-    registry_node_t **nodes = NULL;
-    size_t count = registry_list (registry, &nodes);
-    size_t expected = 0;
-    for (size_t index = 0; index < count; index++) {
-        const char *rack = registry_node_fact (nodes [index], "rack");
-        expected += strcmp (nodes [index]->hello->groups [0], "web") == 0
-                 || (rack && strcmp (rack, "r1") == 0);
-    }
-    free (nodes);
-    assert_int_equal (registry_resolve (registry, &mixed, NULL), expected);
-    target_clear (&mixed);
-    registry_destroy (&registry);
-}
-
 //  ---------------------------------------------------------------------
 //  The indexes against a walk of every node: random fleets that change
 //  (nodes that join, change groups, labels and facts, say hello again,
@@ -1447,6 +1326,117 @@ s_assert_walk_agrees (registry_t *registry, const char *text)
     target_clear (&target);
 }
 
+//  The index answers as a test of every node would, over many nodes and
+//  values (a fixed pseudo-random fleet): fact terms alone, with a group,
+//  two of them, an "or" of them (a node passing both counted once) and
+//  an "or" with a group.
+static void
+test_registry_fact_index_agrees (void **state)
+{
+    registry_t *registry = registry_new ();
+    uint32_t seed = 12345;
+    for (int index = 0; index < 500; index++) {
+        char id [16], mem [32], version [32], rack [32];
+        seed = seed * 1103515245 + 12345;
+        snprintf (id, sizeof id, "n%03d", index);
+        snprintf (mem, sizeof mem, "mem_mb=%u", 512 * (1 + seed % 16));
+        snprintf (version, sizeof version, "os_version=%u.%u",
+                  10 + seed % 4, (seed >> 8) % 3);
+        snprintf (rack, sizeof rack, "rack=r%u", (seed >> 4) % 7);
+        s_fact_node (registry, id, (seed >> 12) % 2 ? "web" : "db", mem,
+                     version, rack, NULL);
+    }
+    const char *targets [] = {
+        "fact:mem_mb>=4096", "fact:mem_mb<1024", "fact:mem_mb=2048",
+        "fact:mem_mb!=512", "fact:os_version>11.1", "fact:os_version~=12.*",
+        "fact:rack=r3", "fact:rack<=r2", "group:web and fact:rack=r1",
+        "fact:rack=r1 and fact:mem_mb>4000", "fact:rack=r9",
+        "fact:rack=r1 or fact:mem_mb<1024", "fact:rack=r1 or fact:rack<=r2",
+        "fact:rack=r9 or fact:os_version~=12.*",
+        "fact:rack=r9 or fact:mem_mb=99", "fact:rack=r1 or group:web",
+    };
+    for (size_t t = 0; t < sizeof targets / sizeof targets [0]; t++)
+        s_assert_walk_agrees (registry, targets [t]);
+    registry_destroy (&registry);
+}
+
+//  Expressions answered from the group, label and fact indexes, named
+//  one by one; a node that says hello with other groups and labels, or
+//  is restored from its record, moves in them.
+static void
+test_registry_expressions_from_the_indexes (void **state)
+{
+    registry_t *registry = s_fleet ();
+    const char *facts [][2] = {{"web-01", "arm64"}, {"web-02", "x86_64"},
+                               {"webserver-01", "arm64"},
+                               {"db-01", "arm64"}};
+    for (size_t index = 0; index < 4; index++) {
+        proto_kv_t fact = {.key = "arch", .value = (char *) facts [index][1]};
+        assert_int_equal (registry_set_facts (
+                              registry, registry_lookup (registry,
+                                                         facts [index][0]),
+                              &fact, 1), 1);
+    }
+    //  A second group for web-02
+    proto_msg_t *hello = s_hello ("web-02", "web", "tier", "web.prod");
+    hello->groups = (char **) realloc (hello->groups, 2 * sizeof (char *));
+    hello->groups [1] = strdup ("edge");
+    hello->group_count = 2;
+    s_say_hello (registry, &hello, 1100);
+    s_assert_resolves (registry, "label:tier=web and fact:arch=arm64",
+                       "web-01");
+    s_assert_resolves (registry, "label:tier=web.dev.us-east", "web-01");
+    s_assert_resolves (registry, "label:tier=web.de", "");
+    s_assert_resolves (registry, "group:web and group:edge", "web-02");
+    s_assert_resolves (registry, "group:web and not group:edge", "web-01");
+    s_assert_resolves (registry, "not (group:web or fact:arch=arm64)", "");
+    s_assert_resolves (registry, "not group:web and fact:arch=arm64",
+                       "db-01,webserver-01");
+    s_assert_resolves (registry, "group:db or label:tier=web.prod",
+                       "db-01,web-02");
+    s_assert_resolves (registry, "all and not node:web-01,db-01",
+                       "web-02,webserver-01");
+    s_assert_resolves (registry, "not all", "");
+    s_assert_resolves (registry, "all or group:nothing",
+                       "db-01,web-01,web-02,webserver-01");
+    s_assert_resolves (registry, "(group:web or group:db) and not "
+                                 "label:tier=data and fact:arch!=x86_64",
+                       "web-01");
+    //  web-01 leaves web for db, its label goes
+    hello = s_hello ("web-01", "db", NULL, NULL);
+    s_say_hello (registry, &hello, 1200);
+    s_assert_resolves (registry, "group:web", "web-02");
+    s_assert_resolves (registry, "group:db and fact:arch=arm64",
+                       "db-01,web-01");
+    s_assert_resolves (registry, "label:tier=web", "web-02");
+    //  Restored from an older record: back in web, with its label
+    proto_msg_t *old = s_hello ("web-01", "web", "tier", "web.dev");
+    pw_t *writer = pw_new ();
+    s_encode (old, writer);
+    proto_msg_destroy (&old);
+    pw_t *record = pw_new ();
+    pw_map (record, 1);
+    pw_str (record, "hello");
+    pw_bin (record, pw_data (writer), pw_size (writer));
+    pv_doc_t *doc = NULL;
+    assert_int_equal (pv_doc_decode (pw_data (record), pw_size (record), &doc,
+                                     NULL, 0), 0);
+    assert_int_equal (registry_load (registry, pv_doc_root (doc)), 0);
+    pv_doc_destroy (&doc);
+    pw_destroy (&writer);
+    pw_destroy (&record);
+    //  Offline now: selected, not resolved
+    s_assert_resolves (registry, "label:tier=web.dev", "");
+    target_t target;
+    assert_int_equal (target_parse ("label:tier=web.dev and group:web",
+                                    &target, NULL, 0), 0);
+    assert_int_equal (registry_members (registry, &target), 1);
+    assert_int_equal (registry_select (registry, &target, NULL), 1);
+    target_clear (&target);
+    s_assert_resolves (registry, "group:db", "db-01");
+    registry_destroy (&registry);
+}
+
 static void
 test_registry_index_agrees_with_a_walk (void **state)
 {
@@ -1538,6 +1528,7 @@ main (void)
         cmocka_unit_test (test_registry_record_of_every_built_in_backend),
         cmocka_unit_test (test_registry_fact_targets),
         cmocka_unit_test (test_registry_fact_index_agrees),
+        cmocka_unit_test (test_registry_expressions_from_the_indexes),
         cmocka_unit_test (test_registry_index_agrees_with_a_walk),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
