@@ -13,7 +13,7 @@ typedef struct {
     char *text;                  //  The value
     bool numeric;                //  It is a number (fact_number)...
     double number;               //  ...this one
-    nodeset_t *nodes;            //  Slots of the nodes that report it
+    nodeset_t nodes;             //  Slots of the nodes that report it
 } s_value_t;
 
 //  One fact name.
@@ -35,7 +35,7 @@ s_value_destroy (void **item_p)
     s_value_t *value = (s_value_t *) *item_p;
     if (value) {
         free (value->text);
-        nodeset_destroy (&value->nodes);
+        nodeset_clear (&value->nodes);
         free (value);
         *item_p = NULL;
     }
@@ -97,10 +97,7 @@ factindex_add (factindex_t *self, const char *name, const char *text,
     s_value_t *value = (s_value_t *) zhashx_lookup (fact->values, text);
     if (!value) {
         value = (s_value_t *) calloc (1, sizeof *value);
-        if (!value || !(value->text = strdup (text))
-            || !(value->nodes = nodeset_new ())) {
-            if (value)
-                free (value->text);
+        if (!value || !(value->text = strdup (text))) {
             free (value);
             return -1;
         }
@@ -109,7 +106,7 @@ factindex_add (factindex_t *self, const char *name, const char *text,
         if (value->numeric)
             fact->numbers_stale = true;
     }
-    return nodeset_add (value->nodes, slot);
+    return nodeset_add (&value->nodes, slot);
 }
 
 void
@@ -121,8 +118,8 @@ factindex_remove (factindex_t *self, const char *name, const char *text,
                             : NULL;
     if (!value)
         return;
-    nodeset_remove (value->nodes, slot);
-    if (nodeset_size (value->nodes) > 0)
+    nodeset_remove (&value->nodes, slot);
+    if (nodeset_size (&value->nodes) > 0)
         return;
     //  The last node with this value: the value goes, and the fact with
     //  its last value
@@ -185,8 +182,8 @@ s_numbers_bound (const s_fact_t *fact, double number, bool after)
 static void
 s_take (const s_value_t *value, uint64_t *bits, size_t words, size_t *count)
 {
-    nodeset_mark (value->nodes, bits, words);
-    *count += nodeset_size (value->nodes);
+    nodeset_mark (&value->nodes, bits, words);
+    *count += nodeset_size (&value->nodes);
 }
 
 size_t

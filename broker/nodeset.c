@@ -8,15 +8,6 @@
 
 #include "nodeset.h"
 
-//  One form at a time: SLOTS (an array, in no order) or BITS.
-struct _nodeset_t {
-    uint32_t *slots;             //  Array form: the members, or NULL
-    size_t room;                 //  Array form: slots allocated
-    uint64_t *bits;              //  Bitmap form: a bit per slot, or NULL
-    size_t words;                //  Bitmap form: words in bits
-    size_t count;                //  Members, in either form
-};
-
 nodeset_t *
 nodeset_new (void)
 {
@@ -27,11 +18,32 @@ void
 nodeset_destroy (nodeset_t **self_p)
 {
     if (self_p && *self_p) {
-        free ((*self_p)->slots);
-        free ((*self_p)->bits);
+        nodeset_clear (*self_p);
         free (*self_p);
         *self_p = NULL;
     }
+}
+
+void
+nodeset_init (nodeset_t *self)
+{
+    memset (self, 0, sizeof *self);
+}
+
+void
+nodeset_clear (nodeset_t *self)
+{
+    free (self->slots);
+    free (self->bits);
+    nodeset_init (self);
+}
+
+//  The array form's members: SLOTS, or ONE for a set of at most one
+//  (most values of a fact such as hostname or boot_time have one node).
+static inline const uint32_t *
+s_members (const nodeset_t *self)
+{
+    return self->slots ? self->slots : &self->one;
 }
 
 static inline bool
@@ -48,13 +60,14 @@ s_to_bits (nodeset_t *self, size_t words)
     uint64_t *bits = (uint64_t *) calloc (words, sizeof (uint64_t));
     if (!bits)
         return -1;
+    const uint32_t *members = s_members (self);
     for (size_t index = 0; index < self->count; index++)
-        bits [self->slots [index] / 64] |= 1ULL << (self->slots [index] % 64);
+        bits [members [index] / 64] |= 1ULL << (members [index] % 64);
     free (self->slots);
     self->slots = NULL;
     self->room = 0;
     self->bits = bits;
-    self->words = words;
+    self->words = (uint32_t) words;
     return 0;
 }
 
@@ -63,22 +76,23 @@ s_to_bits (nodeset_t *self, size_t words)
 static int
 s_to_slots (nodeset_t *self)
 {
-    size_t room = self->count > 2 ? self->count * 2 : self->count ? 4 : 0;
+    size_t room = self->count > 1 ? self->count * 2 : 0;
     uint32_t *slots = room ? (uint32_t *) malloc (room * sizeof (uint32_t))
                            : NULL;
     if (room && !slots)
         return -1;
+    uint32_t *into = slots ? slots : &self->one;
     size_t count = 0;
     for (size_t word = 0; word < self->words; word++)
         for (uint64_t rest = self->bits [word]; rest; rest &= rest - 1)
-            slots [count++] = (uint32_t) (word * 64
-                                          + (size_t) __builtin_ctzll (rest));
+            into [count++] = (uint32_t) (word * 64
+                                         + (size_t) __builtin_ctzll (rest));
     assert (count == self->count);
     free (self->bits);
     self->bits = NULL;
     self->words = 0;
     self->slots = slots;
-    self->room = room;
+    self->room = (uint32_t) room;
     return 0;
 }
 
@@ -113,7 +127,7 @@ nodeset_add (nodeset_t *self, uint32_t slot)
             memset (bits + self->words, 0,
                     (words - self->words) * sizeof (uint64_t));
             self->bits = bits;
-            self->words = words;
+            self->words = (uint32_t) words;
         }
     }
     if (self->bits) {
@@ -121,23 +135,31 @@ nodeset_add (nodeset_t *self, uint32_t slot)
         self->count++;
         return 0;
     }
-    if (self->count == self->room) {
+    if (self->count == 0 && !self->slots) {
+        self->one = slot;
+        self->count = 1;
+        return 0;
+    }
+    if (self->count == (self->slots ? self->room : 1)) {
         //  Full: a bitmap instead when it takes no more than the array
+        const uint32_t *members = s_members (self);
         uint32_t high = slot;
         for (size_t index = 0; index < self->count; index++)
-            if (self->slots [index] > high)
-                high = self->slots [index];
+            if (members [index] > high)
+                high = members [index];
         size_t words = (size_t) high / 64 + 1;
         if (words * sizeof (uint64_t) <= (self->count + 1) * sizeof (uint32_t)
             && s_to_bits (self, words) == 0)
             return nodeset_add (self, slot);
-        size_t room = self->room ? self->room * 2 : 2;
+        size_t room = self->slots ? (size_t) self->room * 2 : 4;
         uint32_t *slots = (uint32_t *) realloc (self->slots,
                                                 room * sizeof (uint32_t));
         if (!slots)
             return -1;
+        if (!self->slots)
+            slots [0] = self->one;
         self->slots = slots;
-        self->room = room;
+        self->room = (uint32_t) room;
     }
     self->slots [self->count++] = slot;
     return 0;
@@ -155,12 +177,15 @@ nodeset_remove (nodeset_t *self, uint32_t slot)
             s_to_slots (self);
         return;
     }
+    uint32_t *members = self->slots ? self->slots : &self->one;
     for (size_t index = 0; index < self->count; index++)
-        if (self->slots [index] == slot) {
-            self->slots [index] = self->slots [--self->count];
+        if (members [index] == slot) {
+            members [index] = members [--self->count];
             break;
         }
-    if (self->count == 0) {
+    if (self->count <= 1 && self->slots) {
+        //  One left, or none: no array
+        self->one = self->slots [0];
         free (self->slots);
         self->slots = NULL;
         self->room = 0;
@@ -182,8 +207,9 @@ nodeset_has (const nodeset_t *self, uint32_t slot)
 {
     if (self->bits)
         return s_bit (self->bits, self->words, slot);
+    const uint32_t *members = s_members (self);
     for (size_t index = 0; index < self->count; index++)
-        if (self->slots [index] == slot)
+        if (members [index] == slot)
             return true;
     return false;
 }
@@ -210,8 +236,9 @@ nodeset_mark (const nodeset_t *self, uint64_t *bits, size_t words)
             bits [word] |= self->bits [word];
         return;
     }
+    const uint32_t *members = s_members (self);
     for (size_t index = 0; index < self->count; index++) {
-        uint32_t slot = self->slots [index];
+        uint32_t slot = members [index];
         if (slot / 64 < words)
             bits [slot / 64] |= 1ULL << (slot % 64);
     }

@@ -112,12 +112,43 @@ test_nodeset_marks_within_its_words (void **state)
     nodeset_destroy (&sparse);
 }
 
+//  A set of one node takes no heap of its own, in a struct of the
+//  caller's; a second member moves both to an array, and back.
+static void
+test_nodeset_of_one_takes_no_heap (void **state)
+{
+    struct {
+        const char *value;
+        nodeset_t nodes;
+    } holder = {.value = "node-000123"};
+    nodeset_init (&holder.nodes);
+    assert_int_equal (nodeset_add (&holder.nodes, 123456), 0);
+    assert_int_equal (nodeset_bytes (&holder.nodes), sizeof (nodeset_t));
+    assert_true (nodeset_has (&holder.nodes, 123456));
+    assert_false (nodeset_has (&holder.nodes, 0));
+    assert_int_equal (nodeset_add (&holder.nodes, 7), 0);
+    assert_int_equal (nodeset_size (&holder.nodes), 2);
+    assert_true (nodeset_bytes (&holder.nodes) > sizeof (nodeset_t));
+    nodeset_remove (&holder.nodes, 123456);
+    assert_int_equal (nodeset_bytes (&holder.nodes), sizeof (nodeset_t));
+    assert_true (nodeset_has (&holder.nodes, 7));
+    assert_false (nodeset_has (&holder.nodes, 123456));
+    uint64_t bits [1] = {0};
+    nodeset_mark (&holder.nodes, bits, 1);
+    assert_true (bits [0] == 1ULL << 7);
+    nodeset_remove (&holder.nodes, 7);
+    assert_int_equal (nodeset_size (&holder.nodes), 0);
+    assert_false (nodeset_has (&holder.nodes, 7));
+    nodeset_clear (&holder.nodes);
+}
+
 int
 main (void)
 {
     const struct CMUnitTest tests [] = {
         cmocka_unit_test (test_nodeset_agrees_with_flags),
         cmocka_unit_test (test_nodeset_marks_within_its_words),
+        cmocka_unit_test (test_nodeset_of_one_takes_no_heap),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }
