@@ -994,8 +994,10 @@ s_expr_candidates (registry_t *self, const target_expr_t *expr,
     if (op == TARGET_EXPR_TERM)
         return s_term_candidates (self, target_expr_term (expr), bits, words,
                                   exact_p);
-    uint64_t *kid = (uint64_t *) malloc (words * sizeof (uint64_t));
-    assert (kid || words == 0);
+    //  (One word at least: an empty registry has none)
+    uint64_t *kid = (uint64_t *) malloc ((words ? words : 1)
+                                         * sizeof (uint64_t));
+    assert (kid);
     bool some = false, exact = true;
     if (op == TARGET_EXPR_NOT) {
         memset (kid, 0, words * sizeof (uint64_t));

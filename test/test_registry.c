@@ -1444,6 +1444,9 @@ test_registry_index_agrees_with_a_walk (void **state)
     registry_t *registry = registry_new ();
     int64_t now_ms = 1000;
     pw_t *writer = pw_new ();
+    //  No node yet: nothing, whatever the target
+    s_assert_walk_agrees (registry, "not (group:web and fact:os=debian)");
+    s_assert_walk_agrees (registry, "all or label:tier=web");
     size_t cases = 0;
     for (int round = 0; round < 60; round++) {
         //  Changes: 150 ids, so that slots run over several words
