@@ -1010,12 +1010,13 @@ s_expr_candidates (registry_t *self, const target_expr_t *expr,
             some = exact;
         }
         else
-            //  Not every node: none
+            //  The kid takes every node: if exactly so, none passes the
+            //  "not" (an empty set); if as a superset, anything may
             some = exact;
     }
     else {
-        bool and = op == TARGET_EXPR_AND;
-        some = !and;
+        bool intersect = op == TARGET_EXPR_AND;
+        some = !intersect;
         for (size_t index = 0; index < target_expr_kid_count (expr);
              index++) {
             bool kid_exact = false;
@@ -1024,7 +1025,7 @@ s_expr_candidates (registry_t *self, const target_expr_t *expr,
                                               target_expr_kid (expr, index),
                                               kid, words, &kid_exact);
             exact = exact && kid_exact;
-            if (!narrows && !and) {
+            if (!narrows && !intersect) {
                 //  One kid takes every node: so does the "or"
                 exact = kid_exact;
                 some = false;
@@ -1033,9 +1034,9 @@ s_expr_candidates (registry_t *self, const target_expr_t *expr,
             if (!narrows)
                 continue;
             for (size_t word = 0; word < words; word++)
-                bits [word] = and && !some ? kid [word]
-                            : and          ? bits [word] & kid [word]
-                                           : bits [word] | kid [word];
+                bits [word] = intersect && !some ? kid [word]
+                            : intersect          ? bits [word] & kid [word]
+                                                 : bits [word] | kid [word];
             some = true;
         }
     }
