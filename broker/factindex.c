@@ -6,15 +6,14 @@
 
 #include "../proto/names.h"
 #include "factindex.h"
+#include "nodeset.h"
 
 //  One distinct value of one fact, with the nodes that report it.
 typedef struct {
     char *text;                  //  The value
     bool numeric;                //  It is a number (fact_number)...
     double number;               //  ...this one
-    void **nodes;                //  Nodes that report it, in no order
-    size_t count;                //  How many
-    size_t room;                 //  Allocated slots
+    nodeset_t nodes;             //  Slots of the nodes that report it
 } s_value_t;
 
 //  One fact name.
@@ -36,7 +35,7 @@ s_value_destroy (void **item_p)
     s_value_t *value = (s_value_t *) *item_p;
     if (value) {
         free (value->text);
-        free (value->nodes);
+        nodeset_clear (&value->nodes);
         free (value);
         *item_p = NULL;
     }
@@ -82,7 +81,7 @@ factindex_destroy (factindex_t **self_p)
 
 int
 factindex_add (factindex_t *self, const char *name, const char *text,
-               void *node)
+               uint32_t slot)
 {
     s_fact_t *fact = (s_fact_t *) zhashx_lookup (self->facts, name);
     if (!fact) {
@@ -107,33 +106,20 @@ factindex_add (factindex_t *self, const char *name, const char *text,
         if (value->numeric)
             fact->numbers_stale = true;
     }
-    if (value->count == value->room) {
-        size_t room = value->room ? value->room * 2 : 4;
-        void **nodes = (void **) realloc (value->nodes, room * sizeof (void *));
-        if (!nodes)
-            return -1;
-        value->nodes = nodes;
-        value->room = room;
-    }
-    value->nodes [value->count++] = node;
-    return 0;
+    return nodeset_add (&value->nodes, slot);
 }
 
 void
 factindex_remove (factindex_t *self, const char *name, const char *text,
-                  void *node)
+                  uint32_t slot)
 {
     s_fact_t *fact = (s_fact_t *) zhashx_lookup (self->facts, name);
     s_value_t *value = fact ? (s_value_t *) zhashx_lookup (fact->values, text)
                             : NULL;
     if (!value)
         return;
-    for (size_t index = 0; index < value->count; index++)
-        if (value->nodes [index] == node) {
-            value->nodes [index] = value->nodes [--value->count];
-            break;
-        }
-    if (value->count > 0)
+    nodeset_remove (&value->nodes, slot);
+    if (nodeset_size (&value->nodes) > 0)
         return;
     //  The last node with this value: the value goes, and the fact with
     //  its last value
@@ -192,26 +178,19 @@ s_numbers_bound (const s_fact_t *fact, double number, bool after)
     return low;
 }
 
-//  Appends VALUE's nodes to *NODES_P (*COUNT of *ROOM).
+//  Marks VALUE's nodes in BITS (WORDS words); adds their count to *COUNT.
 static void
-s_take (const s_value_t *value, void ***nodes_p, size_t *count,
-        size_t *room)
+s_take (const s_value_t *value, uint64_t *bits, size_t words, size_t *count)
 {
-    if (*count + value->count > *room) {
-        *room = (*count + value->count) * 2;
-        *nodes_p = (void **) realloc (*nodes_p, *room * sizeof (void *));
-        assert (*nodes_p);
-    }
-    memcpy (*nodes_p + *count, value->nodes, value->count * sizeof (void *));
-    *count += value->count;
+    nodeset_mark (&value->nodes, bits, words);
+    *count += nodeset_size (&value->nodes);
 }
 
 size_t
-factindex_find (factindex_t *self, const char *name, const fact_test_t *test,
-                void ***nodes_p)
+factindex_mark (factindex_t *self, const char *name, const fact_test_t *test,
+                uint64_t *bits, size_t words)
 {
-    *nodes_p = NULL;
-    size_t count = 0, room = 0;
+    size_t count = 0;
     s_fact_t *fact = (s_fact_t *) zhashx_lookup (self->facts, name);
     if (!fact)
         return 0;
@@ -220,7 +199,7 @@ factindex_find (factindex_t *self, const char *name, const fact_test_t *test,
         s_value_t *value = (s_value_t *) zhashx_lookup (fact->values,
                                                         test->value);
         if (value)
-            s_take (value, nodes_p, &count, &room);
+            s_take (value, bits, words, &count);
         return count;
     }
     bool ordered = test->op != FACT_OP_NE && test->op != FACT_OP_GLOB;
@@ -250,14 +229,14 @@ factindex_find (factindex_t *self, const char *name, const fact_test_t *test,
         //  (An order with a number written matches numbers only, and a
         //  number equals only numbers)
         for (size_t index = from; index < to; index++)
-            s_take (fact->numbers [index], nodes_p, &count, &room);
+            s_take (fact->numbers [index], bits, words, &count);
         return count;
     }
     //  Globs, != and text order: one test per distinct value
     for (s_value_t *value = (s_value_t *) zhashx_first (fact->values); value;
          value = (s_value_t *) zhashx_next (fact->values))
         if (fact_test_matches (test, value->text))
-            s_take (value, nodes_p, &count, &room);
+            s_take (value, bits, words, &count);
     return count;
 }
 

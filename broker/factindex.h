@@ -8,8 +8,10 @@
     in range, and a glob or != one test per distinct value (a fleet has
     few distinct values for most facts), never one per node.
 
-    Nodes are opaque pointers: the registry adds and removes a node's
-    facts as they change. The index owns no node.
+    Nodes are slots (nodeset.h), the numbers the registry gives them: it
+    adds and removes a node's facts as they change, and a lookup marks
+    the slots it finds in a bitmap, which the registry intersects with
+    the lookups of a target's other terms.
 
     Threading: one index belongs to one thread.
     =========================================================================
@@ -19,6 +21,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "../proto/facts.h"
 
@@ -30,20 +33,20 @@ factindex_t *factindex_new (void);
 //  Frees the index; NULL-safe, nulls *self_p.
 void factindex_destroy (factindex_t **self_p);
 
-//  NODE reports fact NAME with VALUE (copied). Returns 0 or -1 (out of
-//  memory).
+//  The node at SLOT reports fact NAME with VALUE (copied). Returns 0 or
+//  -1 (out of memory).
 int factindex_add (factindex_t *self, const char *name, const char *value,
-                   void *node);
+                   uint32_t slot);
 
-//  NODE no longer reports NAME with VALUE (nothing when it did not).
+//  The node at SLOT no longer reports NAME with VALUE (nothing when it
+//  did not).
 void factindex_remove (factindex_t *self, const char *name,
-                       const char *value, void *node);
+                       const char *value, uint32_t slot);
 
-//  The nodes whose fact NAME passes TEST, each once, in no order: a
-//  malloc'd array in *NODES_P (the caller frees it; NULL when none).
-//  Returns how many.
-size_t factindex_find (factindex_t *self, const char *name,
-                       const fact_test_t *test, void ***nodes_p);
+//  Sets in BITS (WORDS words, nodeset.h) the bit of each node whose fact
+//  NAME passes TEST; clears none. Returns how many it set.
+size_t factindex_mark (factindex_t *self, const char *name,
+                       const fact_test_t *test, uint64_t *bits, size_t words);
 
 //  How many distinct values fact NAME has (0 when no node reports it).
 size_t factindex_values (factindex_t *self, const char *name);

@@ -5,6 +5,7 @@
 #include <czmq.h>
 
 #include "factindex.h"
+#include "nodeset.h"
 #include "registry.h"
 
 //  Nodes in order of one of their times, through one of their links. A
@@ -34,6 +35,12 @@ struct _registry_t {
                             //  was saved, oldest unsaved_since_ms first
     uint64_t deadline_visits;  //  Nodes the liveness checks looked at
     factindex_t *facts;     //  Nodes by fact value (fact targets)
+    zhashx_t *members;      //  "g:<group>" and "l:<key>=<value>" (the
+                            //  value and each dotted prefix of it) ->
+                            //  nodeset_t of the slots holding it (owned)
+    registry_node_t **by_slot;  //  Nodes by slot (nodes are never removed
+    size_t slot_count;          //  but all at once: slots run from 0 to
+    size_t slot_room;           //  slot_count - 1, none free)
     uint64_t changes;       //  Nodes added, online, offline, drained or
                             //  resumed (registry_changes)
 };
@@ -365,6 +372,98 @@ s_node_release_hello (registry_node_t *node)
     }
 }
 
+//  ---------------------------------------------------------------------
+//  Nodes by group and by label, for targets: each group and each label
+//  value (with every dotted prefix of it, as label:tier=web covers
+//  tier=web.dev) keeps the set of its nodes' slots.
+
+static void
+s_nodeset_destroy (void **item_p)
+{
+    nodeset_destroy ((nodeset_t **) item_p);
+}
+
+//  The set of slots under KEY, made when MAKE and there is none; or NULL.
+static nodeset_t *
+s_members (registry_t *self, const char *key, bool make)
+{
+    nodeset_t *set = (nodeset_t *) zhashx_lookup (self->members, key);
+    if (!set && make) {
+        set = nodeset_new ();
+        assert (set);
+        zhashx_insert (self->members, key, set);
+    }
+    return set;
+}
+
+//  Adds (ADD) or removes SLOT under KEY; a set left empty goes.
+static void
+s_member_set (registry_t *self, const char *key, uint32_t slot, bool add)
+{
+    nodeset_t *set = s_members (self, key, add);
+    if (add) {
+        int rc = nodeset_add (set, slot);
+        assert (rc == 0);
+    }
+    else
+    if (set) {
+        nodeset_remove (set, slot);
+        if (nodeset_size (set) == 0)
+            zhashx_delete (self->members, key);
+    }
+}
+
+//  Adds (ADD) or removes SLOT under every group and label of HELLO.
+static void
+s_members_update (registry_t *self, const proto_msg_t *hello, uint32_t slot,
+                  bool add)
+{
+    for (size_t index = 0; index < hello->group_count; index++) {
+        if (!hello->groups [index])
+            continue;
+        char *key = zsys_sprintf ("g:%s", hello->groups [index]);
+        assert (key);
+        s_member_set (self, key, slot, add);
+        zstr_free (&key);
+    }
+    for (size_t index = 0; index < hello->label_count; index++) {
+        const proto_kv_t *label = &hello->labels [index];
+        if (!label->key || !label->value)
+            continue;
+        char *key = zsys_sprintf ("l:%s=%s", label->key, label->value);
+        assert (key);
+        //  The value, then each prefix that ends before a dot
+        size_t whole = strlen (key);
+        size_t from = whole - strlen (label->value);
+        for (size_t end = from; end <= whole; end++)
+            if (end == whole || (key [end] == '.' && end > from)) {
+                char cut = key [end];
+                key [end] = 0;
+                s_member_set (self, key, slot, add);
+                key [end] = cut;
+            }
+        zstr_free (&key);
+    }
+}
+
+//  Whether two hellos name the same groups and labels, in the same order.
+static bool
+s_same_members (const proto_msg_t *one, const proto_msg_t *other)
+{
+    if (one->group_count != other->group_count
+        || one->label_count != other->label_count)
+        return false;
+    for (size_t index = 0; index < one->group_count; index++)
+        if (!s_text_equal (one->groups [index], other->groups [index]))
+            return false;
+    for (size_t index = 0; index < one->label_count; index++)
+        if (!s_text_equal (one->labels [index].key, other->labels [index].key)
+            || !s_text_equal (one->labels [index].value,
+                              other->labels [index].value))
+            return false;
+    return true;
+}
+
 //  Gives NODE the hello taken from *HELLO_P, its backends interned; or,
 //  when KNOWN, the hello has no list of its own and declares KNOWN.
 static void
@@ -382,6 +481,12 @@ s_node_set_hello (registry_t *self, registry_node_t *node,
     }
     else
         set = s_intern (self, *hello_p);
+    //  Its groups and labels move in the index when they changed
+    bool same = node->hello && s_same_members (node->hello, *hello_p);
+    if (node->hello && !same)
+        s_members_update (self, node->hello, node->slot, false);
+    if (!same)
+        s_members_update (self, *hello_p, node->slot, true);
     s_node_release_hello (node);
     node->hello = *hello_p;
     node->backend_set = set;
@@ -508,6 +613,9 @@ registry_new (void)
     self->scratch = pw_new ();
     self->facts = factindex_new ();
     assert (self->facts);
+    self->members = zhashx_new ();
+    zhashx_set_destructor (self->members, s_nodeset_destroy);
+    zhashx_set_key_hasher (self->members, id_hash);
     s_queue_init (&self->by_seen, offsetof (registry_node_t, by_seen),
                   offsetof (registry_node_t, last_seen_ms));
     s_queue_init (&self->by_offline, offsetof (registry_node_t, by_offline),
@@ -529,6 +637,8 @@ registry_destroy (registry_t **self_p)
         zhashx_destroy (&self->backend_sets);
         pw_destroy (&self->scratch);
         factindex_destroy (&self->facts);
+        zhashx_destroy (&self->members);
+        free (self->by_slot);
         free (self);
         *self_p = NULL;
     }
@@ -542,6 +652,15 @@ s_node_get_or_new (registry_t *self, const char *id)
         node = (registry_node_t *) zmalloc (sizeof (registry_node_t));
         node->id = strdup (id);
         node->owner = self;
+        if (self->slot_count == self->slot_room) {
+            self->slot_room = self->slot_room ? self->slot_room * 2 : 64;
+            self->by_slot = (registry_node_t **) realloc (
+                self->by_slot, self->slot_room * sizeof (registry_node_t *));
+            assert (self->by_slot);
+        }
+        assert (self->slot_count < UINT32_MAX);
+        node->slot = (uint32_t) self->slot_count++;
+        self->by_slot [node->slot] = node;
         zhashx_insert (self->nodes, id, node);
     }
     return node;
@@ -815,89 +934,182 @@ s_compare_strings (const void *a, const void *b)
     return strcmp (*(char *const *) a, *(char *const *) b);
 }
 
-#define S_MAX_ANCHORS 8
+//  ---------------------------------------------------------------------
+//  Candidates from the indexes. A target's terms are answered by the
+//  indexes as bitmaps over the slots (nodeset.h): a group, a label and a
+//  fact term are the set their index keeps, a node list the slots of its
+//  ids; "and" intersects its kids' sets (a kid that cannot narrow, such
+//  as `all`, is left out), "or" unites them, "not" complements its kid's
+//  set when that set is exact. A set is exact when it holds the matching
+//  nodes and no other; otherwise it is a superset, and each of its nodes
+//  is tested against the whole target.
 
-static int
-s_compare_pointers (const void *a, const void *b)
-{
-    uintptr_t left = (uintptr_t) *(void *const *) a;
-    uintptr_t right = (uintptr_t) *(void *const *) b;
-    return left < right ? -1 : left > right;
-}
-
-//  The nodes of an "or" of fact terms (TERMS, COUNT of them): the union
-//  of their index lookups, each node once, in *NODES_P; how many.
-static size_t
-s_fact_union (registry_t *self, const target_t **terms, size_t count,
-              registry_node_t ***nodes_p)
-{
-    void **all = NULL;
-    size_t total = 0;
-    for (size_t index = 0; index < count; index++) {
-        void **nodes = NULL;
-        size_t found = factindex_find (self->facts, terms [index]->fact_key,
-                                       &terms [index]->fact, &nodes);
-        if (found) {
-            all = (void **) realloc (all, (total + found) * sizeof (void *));
-            assert (all);
-            memcpy (all + total, nodes, found * sizeof (void *));
-            total += found;
-        }
-        free (nodes);
-    }
-    size_t kept = 0;
-    if (count > 1 && total > 1) {
-        qsort (all, total, sizeof (void *), s_compare_pointers);
-        for (size_t index = 0; index < total; index++)
-            if (kept == 0 || all [kept - 1] != all [index])
-                all [kept++] = all [index];
-    }
-    else
-        kept = total;
-    *nodes_p = (registry_node_t **) all;
-    return kept;
-}
-
-//  The candidates for TARGET from the fact index: the nodes of its most
-//  selective anchor (target_fact_anchors), or of every term of an "or"
-//  of facts (target_fact_alternatives: then *EXACT_P, they are the
-//  matches), in *NODES_P (malloc'd, may be NULL). Returns false when
-//  TARGET has neither: every node is one.
+//  The candidates of TERM in BITS (WORDS words, zeroed by the caller):
+//  returns false when every node is one (BITS unused then). *EXACT_P
+//  tells whether they are exactly the nodes matching TERM.
 static bool
-s_fact_candidates (registry_t *self, const target_t *target,
-                   registry_node_t ***nodes_p, size_t *count_p,
-                   bool *exact_p)
+s_term_candidates (registry_t *self, const target_t *term, uint64_t *bits,
+                   size_t words, bool *exact_p)
 {
-    const target_t *anchors [S_MAX_ANCHORS];
-    size_t anchor_count = target_fact_anchors (target, anchors,
-                                               S_MAX_ANCHORS);
-    *nodes_p = NULL;
-    *count_p = 0;
-    *exact_p = target->scope == TARGET_FACT;
-    if (anchor_count == 0) {
-        anchor_count = target_fact_alternatives (target, anchors,
-                                                 S_MAX_ANCHORS);
-        if (anchor_count == 0)
-            return false;
-        *count_p = s_fact_union (self, anchors, anchor_count, nodes_p);
-        *exact_p = true;
+    *exact_p = true;
+    switch (term->scope) {
+    case TARGET_ALL:
+        return false;
+    case TARGET_GROUP:
+    case TARGET_LABEL: {
+        char *key = term->scope == TARGET_GROUP
+                        ? zsys_sprintf ("g:%s", term->value)
+                        : zsys_sprintf ("l:%s=%s", term->label_key,
+                                        term->label_value);
+        assert (key);
+        nodeset_t *set = s_members (self, key, false);
+        if (set)
+            nodeset_mark (set, bits, words);
+        zstr_free (&key);
         return true;
     }
-    for (size_t index = 0; index < anchor_count; index++) {
-        void **nodes = NULL;
-        size_t count = factindex_find (self->facts, anchors [index]->fact_key,
-                                       &anchors [index]->fact, &nodes);
-        if (index == 0 || count < *count_p) {
-            free (*nodes_p);
-            *nodes_p = (registry_node_t **) nodes;
-            *count_p = count;
+    case TARGET_FACT:
+        factindex_mark (self->facts, term->fact_key, &term->fact, bits, words);
+        return true;
+    case TARGET_NODE:
+        for (size_t index = 0; index < term->node_count; index++) {
+            registry_node_t *node = registry_lookup (self, term->nodes [index]);
+            if (node && node->slot / 64 < words)
+                bits [node->slot / 64] |= 1ULL << (node->slot % 64);
+        }
+        return true;
+    case TARGET_EXPR:
+        break;
+    }
+    *exact_p = false;
+    return false;
+}
+
+//  s_term_candidates for an expression.
+static bool
+s_expr_candidates (registry_t *self, const target_expr_t *expr,
+                   uint64_t *bits, size_t words, bool *exact_p)
+{
+    target_expr_op_t op = target_expr_op (expr);
+    if (op == TARGET_EXPR_TERM)
+        return s_term_candidates (self, target_expr_term (expr), bits, words,
+                                  exact_p);
+    //  (One word at least: an empty registry has none)
+    uint64_t *kid = (uint64_t *) malloc ((words ? words : 1)
+                                         * sizeof (uint64_t));
+    assert (kid);
+    bool some = false, exact = true;
+    if (op == TARGET_EXPR_NOT) {
+        memset (kid, 0, words * sizeof (uint64_t));
+        if (s_expr_candidates (self, target_expr_kid (expr, 0), kid, words,
+                               &exact)) {
+            //  The slots not in an exact set (those beyond the last node
+            //  are never read)
+            for (size_t word = 0; word < words; word++)
+                bits [word] = ~kid [word];
+            some = exact;
         }
         else
-            free (nodes);
-        if (*count_p == 0)
-            break;
+            //  The kid takes every node: if exactly so, none passes the
+            //  "not" (an empty set); if as a superset, anything may
+            some = exact;
     }
-    return true;
+    else {
+        bool intersect = op == TARGET_EXPR_AND;
+        some = !intersect;
+        for (size_t index = 0; index < target_expr_kid_count (expr);
+             index++) {
+            bool kid_exact = false;
+            memset (kid, 0, words * sizeof (uint64_t));
+            bool narrows = s_expr_candidates (self,
+                                              target_expr_kid (expr, index),
+                                              kid, words, &kid_exact);
+            exact = exact && kid_exact;
+            if (!narrows && !intersect) {
+                //  One kid takes every node: so does the "or"
+                exact = kid_exact;
+                some = false;
+                break;
+            }
+            if (!narrows)
+                continue;
+            for (size_t word = 0; word < words; word++)
+                bits [word] = intersect && !some ? kid [word]
+                            : intersect          ? bits [word] & kid [word]
+                                                 : bits [word] | kid [word];
+            some = true;
+        }
+    }
+    free (kid);
+    *exact_p = exact;
+    return some;
+}
+
+//  Calls FN (NODE, ARG) for each node matching TARGET (ignoring "any"),
+//  in no order, starting from the candidates the indexes give.
+static void
+s_each_match (registry_t *self, const target_t *target,
+              void (*fn) (registry_node_t *node, void *arg), void *arg)
+{
+    size_t words = (self->slot_count + 63) / 64;
+    uint64_t *bits = (uint64_t *) calloc (words ? words : 1,
+                                          sizeof (uint64_t));
+    assert (bits);
+    bool exact = false;
+    bool narrowed = target->scope == TARGET_EXPR
+                        ? target->expr
+                              && s_expr_candidates (self, target->expr, bits,
+                                                    words, &exact)
+                        : s_term_candidates (self, target, bits, words,
+                                             &exact);
+    if (!narrowed) {
+        for (registry_node_t *node = (registry_node_t *) zhashx_first (
+                 self->nodes);
+             node; node = (registry_node_t *) zhashx_next (self->nodes))
+            if (exact ? node->hello != NULL : s_matches (node, target))
+                fn (node, arg);
+        free (bits);
+        return;
+    }
+    for (size_t word = 0; word < words; word++)
+        for (uint64_t rest = bits [word]; rest; rest &= rest - 1) {
+            size_t slot = word * 64 + (size_t) __builtin_ctzll (rest);
+            if (slot >= self->slot_count)
+                break;
+            registry_node_t *node = self->by_slot [slot];
+            if (node && (exact ? node->hello != NULL
+                               : s_matches (node, target)))
+                fn (node, arg);
+        }
+    free (bits);
+}
+
+//  What s_resolve gathers.
+typedef struct {
+    bool all_states;             //  Offline and drained nodes too
+    char **ids;                  //  Their ids (malloc'd), or NULL to count
+    size_t count;                //  How many
+    size_t room;                 //  Allocated in ids
+    bool keep;                   //  Keep the ids (the caller wants them)
+} s_gather_t;
+
+static void
+s_gather (registry_node_t *node, void *arg)
+{
+    s_gather_t *gather = (s_gather_t *) arg;
+    if (!gather->all_states && (!node->online || node->drained))
+        return;
+    if (gather->keep) {
+        if (gather->count == gather->room) {
+            gather->room = gather->room ? gather->room * 2 : 64;
+            gather->ids = (char **) realloc (gather->ids,
+                                             gather->room * sizeof (char *));
+            assert (gather->ids);
+        }
+        gather->ids [gather->count] = strdup (node->id);
+        assert (gather->ids [gather->count]);
+    }
+    gather->count++;
 }
 
 //  The ids of the nodes matching TARGET (online and not drained unless
@@ -906,52 +1118,23 @@ static size_t
 s_resolve (registry_t *self, const target_t *target, bool all_states,
            char ***ids_p)
 {
-    if (ids_p)
-        *ids_p = NULL;
-    size_t count = 0, room = 0;
-    //  A node list is looked up id by id, a fact target starts from the
-    //  index, instead of scanning every node
-    bool listed = target->scope == TARGET_NODE;
-    registry_node_t **candidates = NULL;
-    size_t candidate_count = 0;
-    //  A lone fact term, or an "or" of them, needs no second look at its
-    //  candidates
-    bool exact = false;
-    bool indexed = !listed && s_fact_candidates (self, target, &candidates,
-                                                 &candidate_count, &exact);
-    exact = indexed && exact;
-    size_t index = 0;
-    registry_node_t *node = NULL;
-    if (!listed && !indexed)
-        node = (registry_node_t *) zhashx_first (self->nodes);
-    while (listed    ? index < target->node_count
-           : indexed ? index < candidate_count
-                     : node != NULL) {
-        if (listed)
-            node = registry_lookup (self, target->nodes [index++]);
-        else
-        if (indexed)
-            node = candidates [index++];
-        bool match = node && (all_states || (node->online && !node->drained))
-                     && (listed || (exact ? node->hello != NULL
-                                          : s_matches (node, target)));
-        if (match && ids_p) {
-            if (count == room) {
-                room = room ? room * 2 : 64;
-                *ids_p = (char **) realloc (*ids_p, room * sizeof (char *));
-                assert (*ids_p);
-            }
-            (*ids_p) [count] = strdup (node->id);
+    s_gather_t gather = {.all_states = all_states, .keep = ids_p != NULL};
+    if (target->scope == TARGET_NODE) {
+        //  A node list is looked up id by id
+        for (size_t index = 0; index < target->node_count; index++) {
+            registry_node_t *node = registry_lookup (self,
+                                                     target->nodes [index]);
+            if (node)
+                s_gather (node, &gather);
         }
-        if (match)
-            count++;
-        if (!listed && !indexed)
-            node = (registry_node_t *) zhashx_next (self->nodes);
     }
-    free (candidates);
-    if (count > 1 && ids_p)
-        qsort (*ids_p, count, sizeof (char *), s_compare_strings);
-    return count;
+    else
+        s_each_match (self, target, s_gather, &gather);
+    if (gather.count > 1 && ids_p)
+        qsort (gather.ids, gather.count, sizeof (char *), s_compare_strings);
+    if (ids_p)
+        *ids_p = gather.ids;
+    return gather.count;
 }
 
 size_t
@@ -1029,13 +1212,13 @@ registry_set_facts (registry_t *self, registry_node_t *node,
     }
     for (size_t index = 0; index < node->fact_count; index++)
         factindex_remove (self->facts, node->facts [index].key,
-                          node->facts [index].value, node);
+                          node->facts [index].value, node->slot);
     s_facts_free (node->facts, node->fact_count);
     node->facts = sorted;
     node->fact_count = count;
     for (size_t index = 0; index < count; index++) {
         int rc = factindex_add (self->facts, sorted [index].key,
-                                sorted [index].value, node);
+                                sorted [index].value, node->slot);
         assert (rc == 0);
     }
     return 1;
@@ -1181,6 +1364,27 @@ s_not_run_add (sched_not_run_t **list_p, size_t *count, size_t *room,
     entry->named = named;
 }
 
+//  What registry_unavailable gathers over a target's members.
+typedef struct {
+    const job_spec_t *spec;      //  The job
+    int64_t wall_ms;             //  Now
+    sched_not_run_t **list_p;    //  The list so far
+    size_t count;                //  Its length
+    size_t room;                 //  Allocated
+} s_unavailable_t;
+
+static void
+s_unavailable_add (registry_node_t *node, void *arg)
+{
+    s_unavailable_t *unavailable = (s_unavailable_t *) arg;
+    sched_cell_status_t status = SCHED_CELL_OFFLINE;
+    char *reason = s_unavailable_reason (node, unavailable->spec,
+                                         unavailable->wall_ms, &status);
+    if (reason)
+        s_not_run_add (unavailable->list_p, &unavailable->count,
+                       &unavailable->room, node->id, status, reason, false);
+}
+
 size_t
 registry_unavailable (registry_t *self, const job_spec_t *spec,
                       int64_t wall_ms, sched_not_run_t **list_p)
@@ -1206,17 +1410,17 @@ registry_unavailable (registry_t *self, const job_spec_t *spec,
         }
         return count;
     }
-    registry_node_t *node = (registry_node_t *) zhashx_first (self->nodes);
-    while (node) {
-        if (s_matches (node, target)) {
-            char *reason = s_unavailable_reason (node, spec, wall_ms, &status);
-            if (reason)
-                s_not_run_add (list_p, &count, &room, node->id, status, reason,
-                               false);
-        }
-        node = (registry_node_t *) zhashx_next (self->nodes);
-    }
-    return count;
+    s_unavailable_t unavailable = {.spec = spec, .wall_ms = wall_ms,
+                                   .list_p = list_p};
+    s_each_match (self, target, s_unavailable_add, &unavailable);
+    return unavailable.count;
+}
+
+static void
+s_count (registry_node_t *node, void *arg)
+{
+    (void) node;
+    (*(size_t *) arg)++;
 }
 
 size_t
@@ -1225,12 +1429,7 @@ registry_members (registry_t *self, const target_t *target)
     size_t count = 0;
     if (target->scope == TARGET_NODE)
         return target->node_count;
-    registry_node_t *node = (registry_node_t *) zhashx_first (self->nodes);
-    while (node) {
-        if (s_matches (node, target))
-            count++;
-        node = (registry_node_t *) zhashx_next (self->nodes);
-    }
+    s_each_match (self, target, s_count, &count);
     return count;
 }
 

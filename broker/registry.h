@@ -20,6 +20,19 @@
     keep or change it. A list is freed when no node declares it any
     longer (a node that says hello again declares only its newest list).
 
+    A target is resolved from indexes, never by testing every node: each
+    node has a slot (a small number), and the registry keeps the slots of
+    each group, of each label value (and each dotted prefix of it) and,
+    through factindex, of each fact value (nodeset.h). A term is the set
+    its index keeps, a node list the slots of its ids, and an expression
+    combines its terms' sets as bitmaps: "and" intersects them, "or"
+    unites them, "not" takes the complement. The sets move on every hello
+    whose groups or labels changed, every restore from the store and
+    every change of facts; going offline, expiring and draining leave
+    them as they are (resolve tests those on the nodes found). A term the
+    indexes cannot answer leaves every node a candidate, each then
+    tested against the whole target.
+
     Threading: one registry belongs to one thread.
     =========================================================================
 */
@@ -95,6 +108,8 @@ struct _registry_node_t {
     int64_t unsaved_since_ms;    //  Monotonic: its first message since
     proto_kv_t *facts;           //  Its facts, sorted by name (owned; set
     size_t fact_count;           //  by registry_set_facts alone)
+    uint32_t slot;               //  Its number in the indexes of groups,
+                                 //  labels and facts (nodeset.h)
 };
 
 //  A new, empty registry.

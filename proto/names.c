@@ -1089,40 +1089,39 @@ s_expr_each_fact (const target_expr_t *expr,
         fn (&expr->term, arg);
 }
 
-size_t
-target_fact_anchors (const target_t *target, const target_t **terms,
-                     size_t max)
+target_expr_op_t
+target_expr_op (const target_expr_t *expr)
 {
-    if (target->scope == TARGET_FACT && max > 0) {
-        terms [0] = target;
-        return 1;
+    switch (expr->op) {
+    case S_EXPR_NOT:
+        return TARGET_EXPR_NOT;
+    case S_EXPR_AND:
+        return TARGET_EXPR_AND;
+    case S_EXPR_OR:
+        return TARGET_EXPR_OR;
+    case S_EXPR_TERM:
+        break;
     }
-    if (target->scope != TARGET_EXPR || !target->expr
-        || target->expr->op != S_EXPR_AND)
-        return 0;
-    size_t count = 0;
-    for (size_t i = 0; i < target->expr->kid_count && count < max; i++) {
-        const target_expr_t *kid = target->expr->kids [i];
-        if (kid->op == S_EXPR_TERM && kid->term.scope == TARGET_FACT)
-            terms [count++] = &kid->term;
-    }
-    return count;
+    return TARGET_EXPR_TERM;
 }
 
 size_t
-target_fact_alternatives (const target_t *target, const target_t **terms,
-                          size_t max)
+target_expr_kid_count (const target_expr_t *expr)
 {
-    if (target->scope != TARGET_EXPR || !target->expr
-        || target->expr->op != S_EXPR_OR || target->expr->kid_count > max)
-        return 0;
-    for (size_t i = 0; i < target->expr->kid_count; i++) {
-        const target_expr_t *kid = target->expr->kids [i];
-        if (kid->op != S_EXPR_TERM || kid->term.scope != TARGET_FACT)
-            return 0;
-        terms [i] = &kid->term;
-    }
-    return target->expr->kid_count;
+    return expr->op == S_EXPR_TERM ? 0 : expr->kid_count;
+}
+
+const target_expr_t *
+target_expr_kid (const target_expr_t *expr, size_t index)
+{
+    assert (expr->op != S_EXPR_TERM && index < expr->kid_count);
+    return expr->kids [index];
+}
+
+const target_t *
+target_expr_term (const target_expr_t *expr)
+{
+    return expr->op == S_EXPR_TERM ? &expr->term : NULL;
 }
 
 void

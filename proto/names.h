@@ -122,21 +122,21 @@ void target_each_fact (const target_t *target,
                        void (*fn) (const target_t *term, void *arg),
                        void *arg);
 
-//  The fact terms every node matching TARGET passes: TARGET itself when
-//  it is one, the fact: terms joined by the top "and" of an expression.
-//  Writes at most MAX of them (lent, valid while TARGET is) into TERMS
-//  and returns how many: a resolver starts from the nodes of one of them
-//  (an index) instead of every node. 0: none (every node is a candidate).
-size_t target_fact_anchors (const target_t *target, const target_t **terms,
-                            size_t max);
-
-//  The fact terms of TARGET when it is an "or" of fact: terms alone (the
-//  nodes matching it are the union of theirs, so a resolver looks each
-//  up in an index). Writes at most MAX of them (lent, valid while TARGET
-//  is) into TERMS and returns how many; 0 when TARGET is no such "or" or
-//  has more than MAX terms.
-size_t target_fact_alternatives (const target_t *target,
-                                 const target_t **terms, size_t max);
+//  An expression's tree, for a resolver that answers its terms from an
+//  index: the operator at EXPR, its kids (one for not, two or more for
+//  and/or, none for a term), and a term's plain target. All lent, valid
+//  while the target that holds EXPR is.
+typedef enum {
+    TARGET_EXPR_TERM,
+    TARGET_EXPR_NOT,
+    TARGET_EXPR_AND,
+    TARGET_EXPR_OR
+} target_expr_op_t;
+target_expr_op_t target_expr_op (const target_expr_t *expr);
+size_t target_expr_kid_count (const target_expr_t *expr);
+const target_expr_t *target_expr_kid (const target_expr_t *expr, size_t index);
+//  The term at EXPR (TARGET_EXPR_TERM), or NULL for an operator.
+const target_t *target_expr_term (const target_expr_t *expr);
 
 //  "all", "group", "node", "label", "fact" or "expr".
 const char *target_scope_name (target_scope_t scope);

@@ -4,13 +4,18 @@
     Registers NODES nodes (50,000 by default) in a registry, each with the
     facts an agent reports (os, os_version, arch, mem_mb, cpus, rack,
     hostname, boot_time), then resolves targets by fact, alone and in
-    expressions, and prints one line per target: the nodes it matched and
-    the best of several runs, in ms. make bench-facts runs it.
+    expressions, and prints the registry's heap per node and one line per
+    target: the nodes it matched and the best of several runs, in ms.
+    make bench-facts runs it.
 
-        factbench [NODES]
+        factbench [NODES [TARGET...]]
+
+    TARGETs given replace the built-in list (to look at one alone, under
+    a profiler).
     =========================================================================
 */
 #include <czmq.h>
+#include <malloc.h>
 
 #include "../../broker/registry.h"
 
@@ -38,6 +43,7 @@ main (int argc, char *argv [])
         fprintf (stderr, "factbench: NODES must be 1 to 1000000\n");
         return 2;
     }
+    size_t heap_before = mallinfo2 ().uordblks;
     registry_t *registry = registry_new ();
     static const char *oses [] = {"debian", "ubuntu", "rocky", "alpine"};
     static const char *arches [] = {"x86_64", "arm64"};
@@ -72,7 +78,7 @@ main (int argc, char *argv [])
             return 1;
         }
     }
-    static const char *targets [] = {
+    static const char *built_in [] = {
         "fact:os=debian",
         "fact:mem_mb>=4096",
         "fact:os_version~=12.*",
@@ -82,9 +88,20 @@ main (int argc, char *argv [])
         "fact:rack=r17 and fact:mem_mb>=8192",
         "fact:boot_time>1764800000",
         "fact:os=alpine or fact:rack=r1",
+        "group:web and not fact:os=debian",
+        "(group:db or fact:rack=r1) and fact:mem_mb>=8192",
     };
-    printf ("factbench: %zu nodes, best of %d runs\n", nodes, S_RUNS);
-    for (size_t t = 0; t < sizeof targets / sizeof targets [0]; t++) {
+    const char *const *targets = built_in;
+    size_t target_count = sizeof built_in / sizeof built_in [0];
+    if (argc > 2) {
+        targets = (const char *const *) argv + 2;
+        target_count = (size_t) argc - 2;
+    }
+    //  What the registry holds: nodes, their hellos, facts and indexes
+    size_t heap = mallinfo2 ().uordblks - heap_before;
+    printf ("factbench: %zu nodes, %zu bytes of heap a node, best of %d "
+            "runs\n", nodes, heap / nodes, S_RUNS);
+    for (size_t t = 0; t < target_count; t++) {
         target_t target;
         char err [256];
         if (target_parse (targets [t], &target, err, sizeof err) != 0) {
