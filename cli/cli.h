@@ -227,7 +227,8 @@ void cli_args_clear (cli_args_t *args);
 //  The keys gridcli speaks CURVE with (cert NULL: plaintext).
 typedef struct {
     struct _zcert_t *cert;        //  Our key pair (owned), or NULL
-    char broker_key [41];         //  The broker's public key, Z85
+    char broker_key [8 * 41];     //  The broker's public keys, Z85,
+                                  //  comma-separated (CLIENT_BROKER_KEYS_*)
 } cli_keys_t;
 
 //  Effective settings once flags, environment and config file are merged.
@@ -329,7 +330,9 @@ int cli_exchange_keys (const cli_keys_t *keys, const char *endpoint,
 //  <HOME>/.config/grid/client.key when it exists; the broker's public key
 //  from --broker-key, else ENV_BROKER_KEY (GRID_BROKER_KEY), else the
 //  config file's broker_key, else /etc/grid/keys/broker.key or
-//  <HOME>/.config/grid/broker.key when one exists. Nothing is loaded with
+//  <HOME>/.config/grid/broker.key when one exists; the first three may
+//  list keys, comma-separated (each a file or Z85, at most 8: the
+//  broker's current and next key while it rotates its key). Nothing is loaded with
 //  --insecure or the config file's insecure. Returns 0 with KEYS filled
 //  (release with cli_keys_clear), or -1 with a sentence in ERR that says
 //  what to run.

@@ -133,13 +133,17 @@ static const char s_help_key [] =
 "             most 30d); then it serves its endpoints with the new key\n"
 "             and the agents connect again with it. --status: how far\n"
 "             it has come (nodes that acknowledged the next key, nodes\n"
-"             that cannot: an earlier release, behind a relay)\n"
+"             that cannot: an earlier release, behind a relay). It\n"
+"             prints how clients keep both keys until the retirement:\n"
+"             --broker-key OLD,NEW (broker_key: OLD,NEW), with which\n"
+"             gridcli goes on before and after it\n"
 "key fetch-broker\n"
 "             ask the broker for its public key, and the next one while a\n"
 "             rotation runs, over this client's session; --out FILE\n"
 "             writes the one to trust (the next one while a rotation\n"
 "             runs) as a public key file, for --broker-key or the config's\n"
-"             broker_key\n"
+"             broker_key; while a rotation runs, trust both until the\n"
+"             retirement: --broker-key OLD,NEW, as it prints\n"
 "keygen       write this client's key pair and print its public key\n"
 "\n"
 "Global options and exit codes: gridcli --help. See docs/SECURITY.md.\n"
@@ -296,6 +300,10 @@ s_render_broker_keys (const pv_t *data, FILE *out)
     const pv_t *deadline = pv_map_get (data, "deadline");
     fprintf (out, "retired at   the latest %s\n",
              deadline ? cli_time (deadline, false, when, sizeof when) : "-");
+    //  A client that trusts both keys goes on through the retirement
+    fprintf (out, "clients      keep both until the retirement: --broker-key "
+             "%s,%s\n             (or broker_key: %s,%s in gridcli.yaml, "
+             "or GRID_BROKER_KEY)\n", key, next, key, next);
     int64_t nodes = 0, acked = 0, unable = 0, relayed = 0;
     if (pv_get_int (pv_map_get (data, "nodes"), &nodes) == 0) {
         pv_get_int (pv_map_get (data, "acknowledged"), &acked);

@@ -5,6 +5,7 @@
 #include <czmq.h>
 #include <stdarg.h>
 
+#include "../client/client.h"
 #include "../proto/keys.h"
 #include "cli.h"
 
@@ -84,8 +85,10 @@ cli_keys_load (const cli_args_t *args, const cli_settings_t *settings,
     keys->cert = keys_load_pair (key_path, why, sizeof why);
     if (!keys->cert)
         return s_fail (err, err_len, "client key: %s", why);
-    if (keys_read_public (broker_key, keys->broker_key, why, sizeof why)
-        != 0) {
+    _Static_assert (sizeof keys->broker_key >= CLIENT_BROKER_KEYS_SIZE,
+                    "room for every broker key");
+    if (client_broker_keys_read (broker_key, keys->broker_key, why,
+                                 sizeof why) < 0) {
         cli_keys_clear (keys);
         return s_fail (err, err_len, "broker key: %s", why);
     }

@@ -20,6 +20,50 @@
 #define GRID_VERSION "0.0.0-dev"
 #endif
 
+//  The config file's broker_key into *OUT: a string ("A" or "A,B"), or a
+//  list of strings, joined with commas (the broker's current and next
+//  key). Returns 0, or -1 with "broker_key: ..." in WHY.
+static int
+s_get_broker_keys (const pv_t *root, char **out, char *why, size_t why_len)
+{
+    const pv_t *list = pv_map_get (root, "broker_key");
+    if (pv_type (list) != PV_ARRAY)
+        return conf_get_str (root, "broker_key", out, why, why_len);
+    size_t count = pv_size (list);
+    if (count == 0 || count > CLIENT_BROKER_KEYS_MAX) {
+        snprintf (why, why_len, "broker_key: expected 1 to %d keys, not %zu",
+                  CLIENT_BROKER_KEYS_MAX, count);
+        return -1;
+    }
+    char *joined = NULL;
+    size_t size = 0;
+    FILE *text = open_memstream (&joined, &size);
+    if (!text) {
+        snprintf (why, why_len, "broker_key: out of memory");
+        return -1;
+    }
+    int rc = 0;
+    for (size_t index = 0; index < count && rc == 0; index++) {
+        char *key = pv_strdup (pv_array_at (list, index));
+        if (!key || !*key || strchr (key, ',')) {
+            snprintf (why, why_len, "broker_key: item %zu: expected a key "
+                      "file or 40 characters of Z85", index + 1);
+            rc = -1;
+        }
+        else
+            fprintf (text, "%s%s", index ? "," : "", key);
+        free (key);
+    }
+    fclose (text);
+    if (rc == 0) {
+        free (*out);
+        *out = joined;
+    }
+    else
+        free (joined);
+    return rc;
+}
+
 static int
 s_settings_load (const char *path, cli_settings_t *settings, char *err,
                  size_t err_len)
@@ -45,8 +89,7 @@ s_settings_load (const char *path, cli_settings_t *settings, char *err,
     ||  conf_get_str (root, "broker", &broker, why, sizeof why)
     ||  conf_get_str (root, "output", &output, why, sizeof why)
     ||  conf_get_str (root, "key", &settings->key_path, why, sizeof why)
-    ||  conf_get_str (root, "broker_key", &settings->broker_key, why,
-                      sizeof why)
+    ||  s_get_broker_keys (root, &settings->broker_key, why, sizeof why)
     ||  conf_get_bool (root, "insecure", &settings->insecure, why, sizeof why)
     ||  conf_get_duration (root, "request_timeout", &timeout_ms, why,
                            sizeof why))

@@ -27,7 +27,11 @@ struct _client_t {
     size_t endpoint_at;           //  Which one ENDPOINT is
     bool stay;                    //  Never follow a not_leader
     zcert_t *cert;                //  Our key pair, or NULL: plaintext
-    char broker_key [KEYS_TEXT_SIZE];  //  The broker's public key, Z85
+    //  The broker's public keys (Z85): the current one, and while the
+    //  broker rotates its key, the next one too
+    char broker_keys [CLIENT_BROKER_KEYS_MAX][KEYS_TEXT_SIZE];
+    size_t broker_key_count;
+    size_t broker_key_at;         //  The one new sockets use
     int64_t timeout_ms;           //  Total time of one call, all tries
     int tries;                    //  Lazy Pirate tries per call
     int64_t max_frame;            //  ZMQ_MAXMSGSIZE of new sockets
@@ -158,22 +162,102 @@ client_endpoint (const client_t *self)
     return self->endpoint;
 }
 
+//  Splits the comma-separated LIST into KEYS, each element read by
+//  READ (Z85 only, or a key file too). Returns the count, or -1 with a
+//  sentence in WHY.
+static int
+s_keys_split (const char *list, bool files,
+              char keys [CLIENT_BROKER_KEYS_MAX][KEYS_TEXT_SIZE],
+              char *why, size_t why_len)
+{
+    if (!list || !*list) {
+        snprintf (why, why_len, "no broker key given");
+        return -1;
+    }
+    int count = 0;
+    const char *at = list;
+    while (true) {
+        size_t len = strcspn (at, ",");
+        if (len == 0) {
+            snprintf (why, why_len, "broker key %d of '%.200s' is empty "
+                      "(give keys as KEY or OLD,NEW)", count + 1, list);
+            return -1;
+        }
+        if (count == CLIENT_BROKER_KEYS_MAX) {
+            snprintf (why, why_len, "more than %d broker keys in '%.200s'",
+                      CLIENT_BROKER_KEYS_MAX, list);
+            return -1;
+        }
+        char *element = strndup (at, len);
+        char sentence [512] = "";
+        int rc = -1;
+        if (!element)
+            snprintf (sentence, sizeof sentence, "out of memory");
+        else
+        if (files)
+            rc = keys_read_public (element, keys [count], sentence,
+                                   sizeof sentence);
+        else
+        if (keys_z85_valid (element)) {
+            snprintf (keys [count], KEYS_TEXT_SIZE, "%s", element);
+            rc = 0;
+        }
+        else
+            snprintf (sentence, sizeof sentence, "not 40 characters of Z85");
+        free (element);
+        if (rc != 0) {
+            if (strchr (list, ','))
+                snprintf (why, why_len, "broker key %d of the list: %s",
+                          count + 1, sentence);
+            else
+                snprintf (why, why_len, "%s", sentence);
+            return -1;
+        }
+        count++;
+        at += len;
+        if (!*at)
+            break;
+        at++;                    //  Past the comma: an element follows
+    }
+    return count;
+}
+
+int
+client_broker_keys_read (const char *list, char *keys, char *why,
+                         size_t why_len)
+{
+    char read [CLIENT_BROKER_KEYS_MAX][KEYS_TEXT_SIZE];
+    int count = s_keys_split (list, true, read, why, why_len);
+    if (count < 0)
+        return -1;
+    keys [0] = 0;
+    for (int index = 0; index < count; index++) {
+        if (index)
+            strcat (keys, ",");
+        strcat (keys, read [index]);
+    }
+    return count;
+}
+
 int
 client_set_curve (client_t *self, const zcert_t *cert, const char *broker_key)
 {
     zcert_destroy (&self->cert);
     zsock_destroy (&self->dealer);
     zsock_destroy (&self->req);
-    self->broker_key [0] = 0;
+    self->broker_key_count = 0;
+    self->broker_key_at = 0;
     if (!cert)
         return 0;
-    if (!broker_key || !keys_z85_valid (broker_key))
-        return s_fail (self, -1, "the broker key is not 40 characters of "
-                       "Z85");
+    char why [512];
+    int count = s_keys_split (broker_key, false, self->broker_keys, why,
+                              sizeof why);
+    if (count < 0)
+        return s_fail (self, -1, "the broker key: %s", why);
     self->cert = zcert_dup ((zcert_t *) cert);
     if (!self->cert)
         return s_fail (self, -1, "out of memory");
-    snprintf (self->broker_key, sizeof self->broker_key, "%s", broker_key);
+    self->broker_key_count = (size_t) count;
     return 0;
 }
 
@@ -182,17 +266,25 @@ client_load_keys (client_t *self, const char *key_path,
                   const char *broker_key)
 {
     char why [1024] = "";
-    char broker_txt [KEYS_TEXT_SIZE];
+    char broker_txt [CLIENT_BROKER_KEYS_SIZE];
     zcert_t *cert = keys_load_pair (key_path, why, sizeof why);
     if (!cert)
         return s_fail (self, -1, "client key: %s", why);
-    if (keys_read_public (broker_key, broker_txt, why, sizeof why) != 0) {
+    if (client_broker_keys_read (broker_key, broker_txt, why, sizeof why)
+        < 0) {
         zcert_destroy (&cert);
         return s_fail (self, -1, "broker key: %s", why);
     }
     int rc = client_set_curve (self, cert, broker_txt);
     zcert_destroy (&cert);
     return rc;
+}
+
+const char *
+client_broker_key (const client_t *self)
+{
+    return self->broker_key_count ? self->broker_keys [self->broker_key_at]
+                                  : "";
 }
 
 bool
@@ -315,7 +407,8 @@ s_socket_new (client_t *self, int type, int64_t timeout_ms,
     zsock_set_heartbeat_ivl (sock, 1000);
     zsock_set_heartbeat_timeout (sock, 3000);
     if (self->cert) {
-        keys_curve_client (sock, self->cert, self->broker_key);
+        keys_curve_client (sock, self->cert,
+                           self->broker_keys [self->broker_key_at]);
         //  A refused key shows only as a failed handshake: watch for it
         if (monitor_p)
             *monitor_p = keys_monitor_new (sock);
@@ -381,6 +474,88 @@ client_exchange (client_t *self, const void *request, size_t size,
     return rc;
 }
 
+//  Whether the handshake failure WHY (keys_monitor_read's sentence) names
+//  the key or the encryption; else it says the connection was lost during
+//  the handshake ("...: retrying"), which is also all a client sees of a
+//  broker that cannot read its hello (it closes the connection without a
+//  word): a key is taken as refused after S_KEY_CLOSES such losses.
+#define S_KEY_CLOSES 2
+static bool
+s_blames_key (const char *why)
+{
+    const char *retrying = ": retrying";
+    size_t len = strlen (why);
+    return !(len >= strlen (retrying)
+             && streq (why + len - strlen (retrying), retrying));
+}
+
+//  The broker keys as "A, B" into BUF.
+static void
+s_keys_list (const client_t *self, char *buf, size_t buf_len)
+{
+    buf [0] = 0;
+    size_t used = 0;
+    for (size_t index = 0; index < self->broker_key_count; index++) {
+        int wrote = snprintf (buf + used, buf_len - used, "%s%s",
+                              index ? ", " : "", self->broker_keys [index]);
+        if (wrote < 0 || (size_t) wrote >= buf_len - used)
+            break;
+        used += (size_t) wrote;
+    }
+}
+
+//  CLIENT_ERR_NO_ANSWER after handshakes that failed, AFTER_MS into the
+//  call (-1: every key failed, no need to wait), naming the keys tried.
+static int
+s_fail_handshake (client_t *self, int64_t after_ms)
+{
+    if (after_ms < 0 && !s_blames_key (self->handshake))
+        snprintf (self->handshake, sizeof self->handshake, "the broker "
+                  "closed each connection during the handshake, as it does "
+                  "with a hello made for another key");
+    //  "...: retrying" said we would try again; we no longer do
+    size_t len = strlen (self->handshake);
+    const char *retrying = ": retrying";
+    if (len > strlen (retrying)
+        && streq (self->handshake + len - strlen (retrying), retrying))
+        self->handshake [len - strlen (retrying)] = 0;
+    char keys [CLIENT_BROKER_KEYS_MAX * (KEYS_TEXT_SIZE + 2)];
+    s_keys_list (self, keys, sizeof keys);
+    char waited [48] = "";
+    if (after_ms >= 0) {
+        char duration [32];
+        duration_format (after_ms, duration, sizeof duration);
+        snprintf (waited, sizeof waited, " after %s", duration);
+    }
+    return s_fail (self, CLIENT_ERR_NO_ANSWER, "no answer from the broker "
+                   "at %s%s: no handshake went through (%s) with the "
+                   "broker key%s %s; check that the broker's public key "
+                   "(--broker-key, GRID_BROKER_KEY or broker_key) is that "
+                   "of the broker at this endpoint: fetch it with 'gridcli "
+                   "key fetch-broker --out FILE' where a client still "
+                   "connects, or copy broker.key from the broker's host",
+                   self->endpoint, waited, self->handshake,
+                   self->broker_key_count > 1 ? "s" : "", keys);
+}
+
+//  A new REQ socket for the rest of a try (TRY_MS) with its monitor, the
+//  request sent on it. Returns the socket, or NULL (self->error says why).
+static zsock_t *
+s_try_open (client_t *self, const void *request, size_t size,
+            int64_t try_ms, zsock_t **monitor_p)
+{
+    zsock_t *sock = s_socket_new (self, ZMQ_REQ, try_ms, monitor_p);
+    if (!sock)
+        return NULL;
+    zframe_t *frame = zframe_new (request, size);
+    if (zframe_send (&frame, sock, 0) != 0) {
+        //  Nothing queued (send timed out): wait out this try anyway so
+        //  that a broker coming up has its chance on the next one.
+        zframe_destroy (&frame);
+    }
+    return sock;
+}
+
 static int
 s_exchange (client_t *self, const void *request, size_t size,
             pv_doc_t **reply_p)
@@ -392,6 +567,11 @@ s_exchange (client_t *self, const void *request, size_t size,
     int tries = self->tries;
     int64_t start_ms = zclock_mono ();
     int64_t deadline_ms = start_ms + timeout_ms;
+    //  The broker keys taken as refused in this call, a bit each, and
+    //  how many connections each saw closed during the handshake
+    unsigned failed_keys = 0;
+    unsigned all_keys = (1u << self->broker_key_count) - 1;
+    int closes [CLIENT_BROKER_KEYS_MAX] = {0};
 
     for (int attempt = 1; attempt <= tries; attempt++) {
         //  Each try gets an equal share of the total; the last one gets
@@ -415,18 +595,15 @@ s_exchange (client_t *self, const void *request, size_t size,
         if (sock) {
             int timeout = try_ms > INT32_MAX ? INT32_MAX : (int) try_ms;
             zsock_set_sndtimeo (sock, timeout);
+            zframe_t *frame = zframe_new (request, size);
+            if (zframe_send (&frame, sock, 0) != 0)
+                zframe_destroy (&frame);
         }
         else
-            sock = s_socket_new (self, ZMQ_REQ, try_ms, &monitor);
+            sock = s_try_open (self, request, size, try_ms, &monitor);
         if (!sock) {
             zsock_destroy (&monitor);
             return CLIENT_ERR_ENDPOINT;
-        }
-        zframe_t *frame = zframe_new (request, size);
-        if (zframe_send (&frame, sock, 0) != 0) {
-            //  Nothing queued (send timed out): wait out this try anyway so
-            //  that a broker coming up has its chance on the next one.
-            zframe_destroy (&frame);
         }
         zpoller_t *poller = zpoller_new (sock, NULL);
         if (monitor)
@@ -449,13 +626,39 @@ s_exchange (client_t *self, const void *request, size_t size,
                                  "a role, see docs/SECURITY.md)",
                                  self->endpoint, why);
                 else
-                if (event == 2)
-                    snprintf (self->handshake, sizeof self->handshake, "%s",
-                              why);
-                else
                 if (event == 3)
                     //  A handshake went through: the key is not to blame
                     self->handshake [0] = 0;
+                else
+                if (event == 2) {
+                    snprintf (self->handshake, sizeof self->handshake, "%s",
+                              why);
+                    size_t at = self->broker_key_at;
+                    if (s_blames_key (why) || ++closes [at] >= S_KEY_CLOSES)
+                        failed_keys |= 1u << at;
+                    //  Every key failed: waiting changes nothing
+                    if (all_keys && failed_keys == all_keys)
+                        rc = s_fail_handshake (self, -1);
+                    else
+                    if (self->broker_key_count > 1) {
+                        //  The next key (the broker may have retired the
+                        //  one we used), the same request on a new socket
+                        self->broker_key_at = (self->broker_key_at + 1)
+                                            % self->broker_key_count;
+                        zpoller_destroy (&poller);
+                        zsock_destroy (&monitor);
+                        zsock_destroy (&sock);
+                        sock = s_try_open (self, request, size, left_ms,
+                                           &monitor);
+                        if (!sock) {
+                            zsock_destroy (&monitor);
+                            return CLIENT_ERR_ENDPOINT;
+                        }
+                        poller = zpoller_new (sock, NULL);
+                        if (monitor)
+                            zpoller_add (poller, monitor);
+                    }
+                }
             }
             else
             if (zpoller_terminated (poller) || zsys_interrupted)
@@ -473,23 +676,12 @@ s_exchange (client_t *self, const void *request, size_t size,
         if (rc != 1)
             return rc;
     }
-    char waited [32];
-    duration_format (timeout_ms, waited, sizeof waited);
-    if (*self->handshake) {
+    if (*self->handshake)
         //  No handshake went through in all that time: a wrong broker key
         //  looks so (the broker closes what it cannot read, without a word)
-        size_t len = strlen (self->handshake);
-        const char *retrying = ": retrying";
-        if (len > strlen (retrying)
-            && streq (self->handshake + len - strlen (retrying), retrying))
-            self->handshake [len - strlen (retrying)] = 0;
-        return s_fail (self, CLIENT_ERR_NO_ANSWER, "no answer from the "
-                       "broker at %s after %s: no handshake went through "
-                       "(%s); check that the broker's public key "
-                       "(--broker-key or GRID_BROKER_KEY) is that of the "
-                       "broker at this endpoint", self->endpoint, waited,
-                       self->handshake);
-    }
+        return s_fail_handshake (self, timeout_ms);
+    char waited [32];
+    duration_format (timeout_ms, waited, sizeof waited);
     return s_fail (self, CLIENT_ERR_NO_ANSWER, "no answer from the broker "
                    "at %s after %s", self->endpoint, waited);
 }

@@ -46,6 +46,9 @@
 #define CLIENT_DEFAULT_TIMEOUT_MS 5000  //  Total wait for one answer
 #define CLIENT_DEFAULT_TRIES 3          //  Lazy Pirate tries per request
 #define CLIENT_ID_LEN 64                //  Buffer size for a request id
+#define CLIENT_BROKER_KEYS_MAX 8        //  Broker keys one client may trust
+//  Room for CLIENT_BROKER_KEYS_MAX keys of Z85, comma-separated
+#define CLIENT_BROKER_KEYS_SIZE (CLIENT_BROKER_KEYS_MAX * 41)
 
 //  What client_call, client_exchange and the typed helpers return.
 #define CLIENT_OK 0                     //  An answer came (ok or error)
@@ -91,19 +94,39 @@ void client_set_redirects (client_t *self, bool follow);
 const char *client_endpoint (const client_t *self);
 
 //  Speaks CURVE from now on with a copy of the key pair CERT, trusting
-//  the broker's public key BROKER_KEY (40 characters of Z85). CERT NULL
-//  goes back to plaintext. A pipeline's DEALER made before is closed (the
-//  next client_send makes one with the keys). Returns 0, or -1 when
-//  BROKER_KEY is not a key.
+//  the broker's public key BROKER_KEY (40 characters of Z85), or any of
+//  the keys of a comma-separated list of them ("OLD,NEW": the broker's
+//  current and next key while it rotates its key, see docs/SECURITY.md):
+//  sockets use the first; a handshake that fails (the monitor tells,
+//  without waiting out the try) moves to the next, with the same request
+//  and within the same timeout, and the key that went through stays the
+//  one new sockets use. When every key failed its handshake the call
+//  gives up at once (CLIENT_ERR_NO_ANSWER, the keys named in
+//  client_error). CERT NULL goes back to plaintext. A pipeline's DEALER
+//  made before is closed (the next client_send makes one with the keys).
+//  Returns 0, or -1 when BROKER_KEY is not a list of 1 to
+//  CLIENT_BROKER_KEYS_MAX keys.
 int client_set_curve (client_t *self, const zcert_t *cert,
                       const char *broker_key);
 
+//  Reads the broker keys LIST: comma-separated, each a key file or 40
+//  characters of Z85, 1 to CLIENT_BROKER_KEYS_MAX of them, none empty.
+//  Writes their Z85 into KEYS (CLIENT_BROKER_KEYS_SIZE bytes),
+//  comma-separated, as client_set_curve takes them. Returns the number of
+//  keys, or -1 with a sentence in WHY (which element, and why).
+int client_broker_keys_read (const char *list, char *keys, char *why,
+                             size_t why_len);
+
 //  Loads our key pair from KEY_PATH (a public or secret key file, as
-//  gridcli keygen writes them) and the broker's public key from
-//  BROKER_KEY (a key file, or 40 characters of Z85), then speaks CURVE.
+//  gridcli keygen writes them) and the broker's public keys from
+//  BROKER_KEY (as client_broker_keys_read), then speaks CURVE.
 //  Returns 0, or -1 with a sentence in client_error ().
 int client_load_keys (client_t *self, const char *key_path,
                       const char *broker_key);
+
+//  The broker key new sockets use (Z85): the first given, or the last
+//  one a handshake went through with; "" when plaintext.
+const char *client_broker_key (const client_t *self);
 
 //  True when the client speaks CURVE.
 bool client_secure (const client_t *self);

@@ -2413,6 +2413,58 @@ test_cli_keys_load (void **state)
     assert_string_equal (keys.broker_key, broker_key);
     cli_keys_clear (&keys);
 
+    //  Several broker keys (the broker's current and next one), each a
+    //  file or Z85, in the flag and in GRID_BROKER_KEY
+    char list [1400], both [200];
+    snprintf (list, sizeof list, "%s,%s", broker, client_key);
+    snprintf (both, sizeof both, "%s,%s", broker_key, client_key);
+    args.broker_key = list;
+    assert_int_equal (cli_keys_load (&args, &settings, NULL, NULL, s_dir,
+                                     &keys, err, sizeof err), 0);
+    assert_string_equal (keys.broker_key, both);
+    cli_keys_clear (&keys);
+    args.broker_key = NULL;
+    assert_int_equal (cli_keys_load (&args, &settings, NULL, both, s_dir,
+                                     &keys, err, sizeof err), 0);
+    assert_string_equal (keys.broker_key, both);
+    cli_keys_clear (&keys);
+    //  Hostile lists: an empty element, one that is no key, more than 8
+    const char *bad [] = {",", "KEY,", ",KEY", "KEY,,KEY", "KEY,nokey",
+                          "MANY", NULL};
+    for (int index = 0; bad [index]; index++) {
+        char text [1000] = "";
+        if (streq (bad [index], "MANY"))
+            for (int key = 0; key < 9; key++)
+                snprintf (text + strlen (text), sizeof text - strlen (text),
+                          "%s%s", key ? "," : "", broker_key);
+        else {
+            const char *at = bad [index];
+            while (*at) {
+                if (strncmp (at, "KEY", 3) == 0) {
+                    strcat (text, broker_key);
+                    at += 3;
+                }
+                else {
+                    size_t len = strlen (text);
+                    text [len] = *at++;
+                    text [len + 1] = 0;
+                }
+            }
+        }
+        args.broker_key = text;
+        assert_int_equal (cli_keys_load (&args, &settings, NULL, NULL, s_dir,
+                                         &keys, err, sizeof err), -1);
+        assert_non_null (strstr (err, "broker key"));
+        if (streq (bad [index], "MANY"))
+            assert_non_null (strstr (err, "more than 8"));
+        else
+        if (strstr (bad [index], "nokey"))
+            assert_non_null (strstr (err, "broker key 2 of the list"));
+        else
+            assert_non_null (strstr (err, "is empty"));
+    }
+    args.broker_key = broker_key;
+
     //  A secret file others may read is refused
     assert_int_equal (chmod (s_path ("me.key_secret"), 0644), 0);
     assert_int_equal (cli_keys_load (&args, &settings, NULL, NULL, s_dir,
@@ -2435,6 +2487,34 @@ test_cli_keys_load (void **state)
     assert_true (settings.insecure);
     cli_settings_clear (&settings);
     cli_args_clear (&args);
+    //  broker_key as a list, joined; a list of nothing or of a map refused
+    snprintf (text, sizeof text, "key: %s\nbroker_key:\n  - %s\n  - '%s'\n",
+              me, broker, client_key);
+    s_write_file (config, text);
+    assert_int_equal (s_parse (&args, err, sizeof err, "--config", config,
+                               "status", NULL), 0);
+    if (cli_settings_resolve (&args, NULL, NULL, NULL, &settings, err,
+                              sizeof err) != 0)
+        fail_msg ("%s", err);
+    char joined [1400];
+    snprintf (joined, sizeof joined, "%s,%s", broker, client_key);
+    assert_string_equal (settings.broker_key, joined);
+    cli_settings_clear (&settings);
+    cli_args_clear (&args);
+    const char *bad_lists [] = {"broker_key: []\n",
+                                "broker_key:\n  - {a: b}\n",
+                                "broker_key:\n  - 'A,B'\n", NULL};
+    for (int index = 0; bad_lists [index]; index++) {
+        s_write_file (config, bad_lists [index]);
+        assert_int_equal (s_parse (&args, err, sizeof err, "--config",
+                                   config, "status", NULL), 0);
+        assert_int_equal (cli_settings_resolve (&args, NULL, NULL, NULL,
+                                                &settings, err, sizeof err),
+                          -1);
+        assert_non_null (strstr (err, "broker_key"));
+        cli_settings_clear (&settings);
+        cli_args_clear (&args);
+    }
     unlink (config);
     free (config);
     unlink (s_path ("me.key"));

@@ -452,6 +452,49 @@ test_client_curve (void **state)
     client_reply_clear (&reply);
     client_destroy (&client);
 
+    //  Two broker keys, the wrong one first (a broker that has not yet
+    //  switched to its next key): the handshake fails, the next key goes
+    //  through within the same call, and stays the one in use
+    client = client_new (fake.endpoint);
+    client_set_timeout (client, 5000);
+    char stranger_path [400], list [900], stranger_txt [KEYS_TEXT_SIZE];
+    snprintf (stranger_path, sizeof stranger_path, "%s/stranger.key", keys);
+    assert_int_equal (keys_read_public (stranger_path, stranger_txt, why,
+                                        sizeof why), 0);
+    snprintf (list, sizeof list, "%s,%s", stranger_path, broker_path);
+    assert_int_equal (client_load_keys (client, key_path, list), 0);
+    assert_string_equal (client_broker_key (client), stranger_txt);
+    assert_int_equal (client_status (client, &reply), CLIENT_OK);
+    assert_true (reply.ok);
+    client_reply_clear (&reply);
+    assert_string_not_equal (client_broker_key (client), stranger_txt);
+    client_destroy (&client);
+    //  Only wrong keys: given up at once, both named
+    client = client_new (fake.endpoint);
+    client_set_timeout (client, 20000);
+    snprintf (list, sizeof list, "%s,%s", stranger_path, key_path);
+    assert_int_equal (client_load_keys (client, key_path, list), 0);
+    int64_t began = zclock_mono ();
+    assert_int_equal (client_status (client, &reply), CLIENT_ERR_NO_ANSWER);
+    assert_true (zclock_mono () - began < 10000);
+    assert_non_null (strstr (client_error (client), stranger_txt));
+    assert_non_null (strstr (client_error (client), "no handshake went "
+                             "through"));
+    client_reply_clear (&reply);
+    //  Lists that are no lists of keys
+    assert_int_equal (client_load_keys (client, key_path, ","), -1);
+    assert_non_null (strstr (client_error (client), "is empty"));
+    char text [900];
+    snprintf (text, sizeof text, "%s,,%s", stranger_txt, stranger_txt);
+    assert_int_equal (client_set_curve (client, fake.server_cert, text), -1);
+    text [0] = 0;
+    for (int index = 0; index <= CLIENT_BROKER_KEYS_MAX; index++)
+        snprintf (text + strlen (text), sizeof text - strlen (text), "%s%s",
+                  index ? "," : "", stranger_txt);
+    assert_int_equal (client_set_curve (client, fake.server_cert, text), -1);
+    assert_non_null (strstr (client_error (client), "more than"));
+    client_destroy (&client);
+
     //  A key the broker does not know: refused at the handshake, at once
     client = client_new (fake.endpoint);
     client_set_timeout (client, 5000);

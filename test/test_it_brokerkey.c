@@ -17,7 +17,11 @@
     deadline and a second rotation too, each audited) and GET
     /api/v1/broker/keys, and /metrics follows the rotation
     (grid_broker_key_rotation_active, the nodes with the next key, the
-    deadline) until it is retired.
+    deadline) until it is retired. A second rotation, held back by a node
+    offline through it: gridcli trusting "OLD,NEW" or "NEW,OLD" (flag or
+    config list) is answered before and after the retirement, one that
+    trusts only wrong keys fails at once with the keys named, and hostile
+    key lists are usage errors.
 
     Nothing here sleeps hoping something happened: every wait polls with a
     deadline.
@@ -543,11 +547,155 @@ test_it_brokerkey_rotation (void **state)
                  >= 0);
 }
 
+//  gridcli "Z85,Z85" with the admin's key and the --request-timeout
+//  TIMEOUT: its exit code, OUT and ERR as grid_cli gives them.
+static int
+s_cli_keys (const char *keys, const char *timeout, char **out_p,
+            char **err_p)
+{
+    return grid_run (&s_grid, "gridcli", out_p, err_p, 40000, "--broker",
+                     s_grid.client_ep, "--key", s_grid.admin_key,
+                     "--broker-key", keys, "--request-timeout", timeout,
+                     "status", NULL);
+}
+
+//  True when gridcli trusting KEYS (a comma-separated list) is answered.
+static bool
+s_cli_answers (const char *keys)
+{
+    char *out = NULL, *err = NULL;
+    int code = s_cli_keys (keys, "10s", &out, &err);
+    if (code != 0)
+        fprintf (stderr, "gridcli --broker-key %s: %s%s", keys, out, err);
+    free (out);
+    free (err);
+    return code == 0;
+}
+
+//  A client that trusts the broker's current and next key goes on before
+//  and after the retirement, in either order, from the flag and from a
+//  YAML list in its config file; one that trusts only keys the broker
+//  does not have fails without waiting out its timeout, and says which
+//  keys it tried; hostile lists are usage errors.
+static void
+test_it_brokerkey_clients (void **state)
+{
+    char why [256], old [KEYS_TEXT_SIZE], other [KEYS_TEXT_SIZE];
+    assert_int_equal (keys_read_public (s_grid.broker_key, old, why,
+                                        sizeof why), 0);
+    assert_int_equal (keys_read_public (s_viewer, other, why, sizeof why),
+                      0);
+    //  A node offline through the overlap holds the retirement back to
+    //  the deadline
+    int slot = grid_start_agent (&s_grid, "bk-04", NULL, NULL, NULL);
+    assert_true (slot >= 0);
+    grid_stop_agent (&s_grid, slot, false);
+    assert_true (grid_wait_node (&s_grid, "bk-04", "offline", S_WAIT_MS));
+
+    char *out = NULL, *err = NULL;
+    int code = grid_cli (&s_grid, &out, &err, 20000, "key", "rotate-broker",
+                         "--deadline", "8s", NULL);
+    assert_int_equal (code, 0);
+    char next_file [420], next [KEYS_TEXT_SIZE];
+    snprintf (next_file, sizeof next_file, "%s.next", s_grid.broker_key);
+    assert_int_equal (keys_read_public (next_file, next, why, sizeof why), 0);
+    //  It says how clients keep both
+    char old_new [100], new_old [100], hint [120];
+    snprintf (old_new, sizeof old_new, "%s,%s", old, next);
+    snprintf (new_old, sizeof new_old, "%s,%s", next, old);
+    snprintf (hint, sizeof hint, "--broker-key %s", old_new);
+    assert_non_null (strstr (out, hint));
+    free (out);
+    free (err);
+    code = grid_cli (&s_grid, &out, &err, 20000, "key", "fetch-broker",
+                     NULL);
+    assert_int_equal (code, 0);
+    assert_non_null (strstr (out, hint));
+    free (out);
+    free (err);
+
+    //  Before the retirement: the old key goes through, first or second
+    assert_true (access (next_file, F_OK) == 0);
+    assert_true (s_cli_answers (old_new));
+    assert_true (s_cli_answers (new_old));
+    //  The same from the config file, as a YAML list
+    char config [420], text [300];
+    snprintf (config, sizeof config, "%s/gridcli-keys.yaml", s_grid.dir);
+    snprintf (text, sizeof text, "broker_key:\n  - '%s'\n  - '%s'\n", old,
+              next);
+    FILE *file = fopen (config, "w");
+    assert_non_null (file);
+    fputs (text, file);
+    fclose (file);
+    code = grid_run (&s_grid, "gridcli", &out, &err, 40000, "--broker",
+                     s_grid.client_ep, "--key", s_grid.admin_key, "--config",
+                     config, "status", NULL);
+    assert_int_equal (code, 0);
+    free (out);
+    free (err);
+
+    //  Retired at the deadline: the new key goes through, first or second
+    long long deadline = grid_now_ms () + S_WAIT_MS;
+    while (access (next_file, F_OK) == 0 && grid_now_ms () < deadline)
+        zclock_sleep (50);
+    assert_false (access (next_file, F_OK) == 0);
+    deadline = grid_now_ms () + S_WAIT_MS;
+    while (s_keys_int ("retired") != 2 && grid_now_ms () < deadline)
+        zclock_sleep (50);
+    assert_int_equal (s_keys_int ("retired"), 2);
+    assert_true (s_cli_answers (old_new));
+    assert_true (s_cli_answers (new_old));
+    code = grid_run (&s_grid, "gridcli", &out, &err, 40000, "--broker",
+                     s_grid.client_ep, "--key", s_grid.admin_key, "--config",
+                     config, "status", NULL);
+    assert_int_equal (code, 0);
+    free (out);
+    free (err);
+
+    //  Only keys the broker does not have: every handshake fails, and
+    //  gridcli says so at once, naming the keys, instead of waiting out
+    //  its minute
+    char wrong [100];
+    snprintf (wrong, sizeof wrong, "%s,%s", old, other);
+    long long start = grid_now_ms ();
+    code = s_cli_keys (wrong, "60s", &out, &err);
+    long long took_ms = grid_now_ms () - start;
+    assert_int_equal (code, 3);
+    assert_non_null (strstr (err, "no handshake went through"));
+    assert_non_null (strstr (err, old));
+    assert_non_null (strstr (err, other));
+    assert_non_null (strstr (err, "fetch-broker"));
+    assert_null (strstr (err, "after 1m"));
+    assert_true (took_ms < 30000);
+    free (out);
+    free (err);
+
+    //  Hostile lists: usage errors before anything is sent
+    char many [500] = "";
+    for (int index = 0; index < 9; index++)
+        snprintf (many + strlen (many), sizeof many - strlen (many), "%s%s",
+                  index ? "," : "", next);
+    char empty [100], bad [100];
+    snprintf (empty, sizeof empty, "%s,,%s", old, next);
+    snprintf (bad, sizeof bad, "%s,not-a-key", next);
+    const char *hostile [] = {many, empty, bad, ",", NULL};
+    const char *says [] = {"more than 8", "is empty", "broker key 2",
+                           "is empty"};
+    for (int index = 0; hostile [index]; index++) {
+        code = s_cli_keys (hostile [index], "5s", &out, &err);
+        assert_int_equal (code, 2);
+        assert_non_null (strstr (err, says [index]));
+        free (out);
+        free (err);
+    }
+}
+
 int
 main (void)
 {
     const struct CMUnitTest tests [] = {
         cmocka_unit_test (test_it_brokerkey_rotation),
+        cmocka_unit_test (test_it_brokerkey_clients),
     };
     return cmocka_run_group_tests (tests, s_setup, s_teardown);
 }
