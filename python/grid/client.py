@@ -22,6 +22,7 @@ from typing import (Any, Callable, Dict, Iterator, List, Mapping, Optional,
 
 import msgpack
 import zmq
+from zmq.utils.monitor import parse_monitor_message
 
 from . import config as _config
 from .errors import (ConfigError, GridError, TargetError, Unreachable,
@@ -173,6 +174,41 @@ def _broker_public_key(broker_key):
     return read_cert_key(broker_key, "public-key")
 
 
+BROKER_KEYS_MAX = 8
+
+
+def _broker_public_keys(broker_key):
+    """The broker's public keys: one (a file or 40 Z85 characters), or
+    several, comma-separated or a list (the broker's current and next key
+    while it rotates its key), at most BROKER_KEYS_MAX. Raises
+    ConfigError for an empty element, one that is no key, or too many."""
+    if isinstance(broker_key, bytes):
+        broker_key = broker_key.decode()
+    if isinstance(broker_key, str):
+        items = broker_key.split(",")
+    elif isinstance(broker_key, (list, tuple)):
+        items = [k.decode() if isinstance(k, bytes) else k
+                 for k in broker_key]
+    else:
+        raise ConfigError("broker_key: expected a key, a comma-separated "
+                          f"list or a list of keys, not "
+                          f"{type(broker_key).__name__}")
+    if len(items) > BROKER_KEYS_MAX:
+        raise ConfigError(f"broker_key: more than {BROKER_KEYS_MAX} broker "
+                          "keys")
+    keys = []
+    for number, item in enumerate(items, 1):
+        if not isinstance(item, str) or not item or "," in item:
+            raise ConfigError(f"broker_key: broker key {number} is empty or "
+                              "no key (give keys as KEY or OLD,NEW)")
+        try:
+            keys.append(_broker_public_key(item))
+        except ConfigError as error:
+            raise ConfigError(f"broker_key: broker key {number}: "
+                              f"{error.message}") from None
+    return keys
+
+
 def parse_target(text: Target) -> Dict[str, Any]:
     """A target in its text form as the wire's TARGET map (PROTOCOL.md
     5.2): ``all``, ``group:web``, ``node:a,b``, ``label:tier=web.prod``
@@ -237,7 +273,11 @@ class Client:
     turn, and a standby's ``not_leader`` answer is followed to the active
     it names (the members share the broker key, or run insecure).
     ``broker_key``: the
-    broker's public key (its ``broker.key`` file, or the 40 characters).
+    broker's public key (its ``broker.key`` file, or the 40 characters),
+    or several, comma-separated or a list (``"OLD,NEW"`` while the broker
+    rotates its key): the first is used, and a failed handshake moves to
+    the next within the same request; when every key fails, Unreachable
+    says so at once, naming them.
     ``key``: this client's key pair (``NAME.key`` or ``NAME.key_secret``;
     the secret file is read). ``insecure=True``: plaintext, against a
     broker that runs ``--insecure``. ``config``: a gridcli config file
@@ -273,24 +313,87 @@ class Client:
         self._watch = True   # False once the broker says it lacks job.watch
         self.followed: Optional[Dict[str, Any]] = None  # follow_output's last page
         self._curve = None
+        self._broker_keys: List[bytes] = []
+        self._key_at = 0   # the broker key new sockets use
         if not settings["insecure"]:
             secret = _secret_path(settings["key"])
             _check_secret_mode(secret)
-            self._curve = (_broker_public_key(settings["broker_key"]),
+            self._broker_keys = _broker_public_keys(settings["broker_key"])
+            self._curve = (self._broker_keys[0],
                            read_cert_key(secret, "public-key"),
                            read_cert_key(secret, "secret-key"))
 
     # -- transport -------------------------------------------------------
 
     def _socket(self):
+        """A REQ socket to the endpoint with the broker key in use, and
+        (CURVE) a monitor of its handshakes, or None."""
         sock = self._context.socket(zmq.REQ)
         sock.setsockopt(zmq.LINGER, 0)
         sock.setsockopt(zmq.MAXMSGSIZE, 16 * 1024 * 1024)
+        monitor = None
         if self._curve:
-            sock.curve_serverkey, sock.curve_publickey, sock.curve_secretkey = \
-                self._curve
+            sock.curve_serverkey = self._broker_keys[self._key_at]
+            sock.curve_publickey, sock.curve_secretkey = self._curve[1:]
+            monitor = sock.get_monitor_socket(
+                zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL
+                | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
+                | zmq.EVENT_HANDSHAKE_SUCCEEDED)
         sock.connect(self.endpoint)
-        return sock
+        return sock, monitor
+
+    @staticmethod
+    def _close(sock, monitor):
+        if monitor is not None:
+            sock.disable_monitor()
+            monitor.close()
+        sock.close()
+
+    def _answer(self, frame, wait_ms, failed, type_):
+        """One try: FRAME on a fresh socket, waiting WAIT_MS for the
+        reply. A failed handshake moves to the next broker key and sends
+        again; FAILED counts, per key, the handshakes that failed in this
+        request. Returns the reply's bytes, None when the try ran out, or
+        raises Unreachable when every key failed its handshake."""
+        deadline = time.monotonic() + wait_ms / 1000
+        sock, monitor = self._socket()
+        try:
+            sock.send(frame)
+            while True:
+                left_ms = int((deadline - time.monotonic()) * 1000)
+                if left_ms <= 0:
+                    return None
+                poller = zmq.Poller()
+                poller.register(sock, zmq.POLLIN)
+                if monitor is not None:
+                    poller.register(monitor, zmq.POLLIN)
+                ready = dict(poller.poll(left_ms))
+                if sock in ready:
+                    return sock.recv()
+                if monitor is None or monitor not in ready:
+                    continue
+                event = parse_monitor_message(
+                    monitor.recv_multipart())["event"]
+                if event not in (zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL,
+                                 zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL):
+                    continue
+                # A broker that cannot read our hello closes the
+                # connection without a word: twice is the key's fault
+                failed[self._key_at] = failed.get(self._key_at, 0) + (
+                    2 if event == zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL else 1)
+                if all(failed.get(at, 0) >= 2
+                       for at in range(len(self._broker_keys))):
+                    raise Unreachable(self.endpoint, type_, 0, curve=True,
+                                      keys=[k.decode() for k in
+                                            self._broker_keys])
+                if len(self._broker_keys) > 1:
+                    # The next key, the same request on a new socket
+                    self._key_at = (self._key_at + 1) % len(self._broker_keys)
+                    self._close(sock, monitor)
+                    sock, monitor = self._socket()
+                    sock.send(frame)
+        finally:
+            self._close(sock, monitor)
 
     def request(self, type_: str, timeout: Optional[float] = None,
                 **fields: Any) -> Dict[str, Any]:
@@ -308,6 +411,7 @@ class Client:
         wait_ms = int((self.timeout if timeout is None else timeout) * 1000)
         hops = 0
         attempt = 0
+        failed: Dict[int, int] = {}
         while attempt < self.tries:
             if attempt > 0 and len(self.endpoints) > 1:
                 # A cluster's members take turns, a try each
@@ -315,14 +419,10 @@ class Client:
                     if self.endpoint in self.endpoints else -1
                 self.endpoint = self.endpoints[(at + 1) % len(self.endpoints)]
             attempt += 1
-            sock = self._socket()
-            try:
-                sock.send(frame)
-                if not sock.poll(wait_ms):
-                    continue
-                reply = msgpack.unpackb(sock.recv(), raw=False)
-            finally:
-                sock.close()
+            answer = self._answer(frame, wait_ms, failed, type_)
+            if answer is None:
+                continue
+            reply = msgpack.unpackb(answer, raw=False)
             active = self._redirect(reply)
             if active and active != self.endpoint and hops < 3:
                 # A standby named the active: the same request goes there

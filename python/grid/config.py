@@ -13,12 +13,14 @@ the arguments of Client in place of its flags:
   ``~/.config/grid/client.key`` when its secret file exists.
 - broker key: ``broker_key=``, else ``GRID_BROKER_KEY``, else the file's
   ``broker_key``, else ``/etc/grid/keys/broker.key`` or
-  ``~/.config/grid/broker.key``, whichever is readable.
+  ``~/.config/grid/broker.key``, whichever is readable. Each but the
+  defaults may name several keys, comma-separated (the file's also as a
+  YAML list): the broker's current and next key while it rotates its key.
 - timeout: the file's ``request_timeout`` is the total for one answer
   over every try, as in gridcli.
 
 The config file is the small YAML gridcli reads (conf/gridcli.yaml): one
-mapping of scalars, comments, optional quotes. It is read here without a
+mapping of scalars, comments, optional quotes; broker_key may be a list. It is read here without a
 YAML library.
 """
 
@@ -115,10 +117,21 @@ def load_config(path):
     except UnicodeDecodeError:
         raise ConfigError(f"config {path}: not UTF-8 text") from None
     settings = {}
+    listing = None   # the key whose block list ("  - item") is being read
     for number, line in enumerate(lines, 1):
         stripped = line.strip()
         if not stripped or stripped.startswith("#") or stripped == "---":
             continue
+        if listing and line[0] in " \t" and stripped.startswith("-"):
+            # broker_key as a list: the broker's current and next key
+            try:
+                item = _scalar(stripped[1:])
+            except ValueError as error:
+                raise ConfigError(f"config {path}: line {number}: "
+                                  f"{error}") from None
+            settings.setdefault(listing, []).append(item)
+            continue
+        listing = None
         found = _LINE.match(line)
         if not found or line[0] in " \t":
             raise ConfigError(f"config {path}: line {number}: expected "
@@ -136,12 +149,24 @@ def load_config(path):
             raise ConfigError(f"config {path}: line {number}: "
                               f"{error}") from None
         if value is None:
+            listing = name if name == "broker_key" else None
             continue
+        if (name == "broker_key" and isinstance(value, str)
+                and value.startswith("[") and value.endswith("]")):
+            # The flow form: [OLD, NEW]
+            value = [_scalar(item) for item in value[1:-1].split(",")]
         settings[name] = value
     return _check(path, settings)
 
 
 def _check(path, settings):
+    keys = settings.get("broker_key")
+    if isinstance(keys, list):
+        if not keys or not all(isinstance(k, str) and k and "," not in k
+                                for k in keys):
+            raise ConfigError(f"config {path}: broker_key: expected keys "
+                              "(key files or 40 characters of Z85)")
+        settings["broker_key"] = ",".join(keys)
     for name in ("broker", "output", "key", "broker_key", "request_timeout"):
         if name in settings and not isinstance(settings[name], str):
             raise ConfigError(f"config {path}: {name}: expected text")

@@ -20,9 +20,19 @@ class GridError(Exception):
 class Unreachable(GridError):
     """No reply from the broker after every try (code ``unreachable``)."""
 
-    def __init__(self, endpoint, request_type, tries, curve=False):
+    def __init__(self, endpoint, request_type, tries, curve=False,
+                 keys=None):
         text = f"no reply to {request_type} from {endpoint} after {tries} tries"
-        if curve:
+        if keys:
+            # Every broker key failed its handshake: said without waiting
+            text = (f"no reply to {request_type} from {endpoint}: no "
+                    "handshake went through with the broker key"
+                    f"{'s' if len(keys) > 1 else ''} {', '.join(keys)}; "
+                    "check that broker_key is the public key of the broker "
+                    "at this endpoint: fetch it with 'gridcli key "
+                    "fetch-broker --out FILE' where a client still "
+                    "connects, or copy broker.key from the broker's host")
+        elif curve:
             # The broker drops a handshake it cannot read without a word:
             # a wrong server key looks just like a broker that is not there
             text += ("; a wrong broker key looks like this too: check that "
@@ -30,6 +40,7 @@ class Unreachable(GridError):
                      "endpoint, and that the endpoint is right")
         super().__init__("unreachable", text)
         self.endpoint = endpoint
+        self.keys = list(keys or [])
 
 
 class ConfigError(GridError, ValueError):

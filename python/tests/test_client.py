@@ -464,6 +464,42 @@ class ClientTest(unittest.TestCase):
         self.assertIn(self.cluster.client_ep, str(caught.exception))
         self.assertIn("broker_key is the public key", str(caught.exception))
 
+    def test_several_broker_keys(self):
+        # The broker's current and next key while it rotates: a wrong
+        # first key costs one failed handshake, not the timeout
+        other, _ = zmq.curve_keypair()
+        real = grid.client._broker_public_key(self.cluster.broker_key).decode()
+        for keys in ([other, self.cluster.broker_key],
+                     f"{other.decode()},{real}", (real, other)):
+            client = grid.Client(self.cluster.client_ep, broker_key=keys,
+                                 key=self.cluster.key("admin"),
+                                 timeout=20, tries=1)
+            started = time.monotonic()
+            self.assertEqual(client.whoami()["role"], "admin")
+            self.assertLess(time.monotonic() - started, 10)
+        # Only wrong keys: said at once, the keys named
+        wrong, _ = zmq.curve_keypair()
+        client = grid.Client(self.cluster.client_ep,
+                             broker_key=[other, wrong],
+                             key=self.cluster.key("admin"), timeout=30,
+                             tries=2)
+        started = time.monotonic()
+        with self.assertRaises(grid.Unreachable) as caught:
+            client.status()
+        self.assertLess(time.monotonic() - started, 20)
+        self.assertIn(other.decode(), str(caught.exception))
+        self.assertIn(wrong.decode(), str(caught.exception))
+        self.assertIn("fetch-broker", str(caught.exception))
+        # Lists that are no lists of keys
+        for keys, why in ((",", "empty"), (f"{real},,{real}", "key 2"),
+                          (",".join([real] * 9), "more than 8"),
+                          ([real, "/nowhere/broker.key"], "key 2"),
+                          (42, "expected a key")):
+            with self.assertRaises(grid.ConfigError) as caught:
+                grid.Client(self.cluster.client_ep, broker_key=keys,
+                            key=self.cluster.key("admin"))
+            self.assertIn(why, str(caught.exception))
+
     def test_arguments_are_checked_locally(self):
         self.assertEqual(grid.parse_target("any:group:web"),
                          {"scope": "group", "value": "web", "any": True})
@@ -557,6 +593,24 @@ class SettingsTest(unittest.TestCase):
             handle.write(f"key: '{moved}'\n")
         self.assertEqual(grid.Client(self.cluster.client_ep)
                          .whoami()["role"], "admin")
+
+    def test_broker_keys_as_a_list_in_the_config_file(self):
+        self.install_keys(broker=False)
+        other, _ = zmq.curve_keypair()
+        path = os.path.join(self.home, "gridcli.yaml")
+        for text in (f"broker_key:\n  - '{other.decode()}'\n"
+                     f"  - {self.cluster.broker_key}\n",
+                     f"broker_key: ['{other.decode()}', "
+                     f"{self.cluster.broker_key}]\n"):
+            with open(path, "w") as handle:
+                handle.write(f"broker: {self.cluster.client_ep}\n" + text)
+            self.assertEqual(grid.Client(config=path).whoami()["role"],
+                             "admin")
+        with open(path, "w") as handle:
+            handle.write("broker_key:\n  - ''\n")
+        with self.assertRaises(grid.ConfigError) as caught:
+            grid.Client(config=path)
+        self.assertIn("broker_key", str(caught.exception))
 
     def test_insecure_in_the_config_file(self):
         path = os.path.join(self.home, "gridcli.yaml")
