@@ -43,6 +43,9 @@ struct _client_t {
     zsock_t *req;                 //  The last exchange's REQ socket, past
                                   //  its handshake and answered: the
                                   //  next exchange's first try, or NULL
+    zsock_t *req_monitor;         //  Its handshake monitor, or NULL: a
+                                  //  reconnect of it (the broker switched
+                                  //  keys) is watched as a new socket is
 };
 
 static int
@@ -74,6 +77,14 @@ s_endpoint_at (const char *list, size_t index)
     return strndup (at, strcspn (at, ","));
 }
 
+//  Closes the kept REQ socket and its monitor (the monitor first).
+static void
+s_req_drop (client_t *self)
+{
+    zsock_destroy (&self->req_monitor);
+    zsock_destroy (&self->req);
+}
+
 void
 client_set_redirects (client_t *self, bool follow)
 {
@@ -91,7 +102,7 @@ s_endpoint_next (client_t *self)
     if (next) {
         free (self->endpoint);
         self->endpoint = next;
-        zsock_destroy (&self->req);
+        s_req_drop (self);
     }
 }
 
@@ -147,7 +158,7 @@ client_destroy (client_t **self_p)
     if (!self)
         return;
     zsock_destroy (&self->dealer);
-    zsock_destroy (&self->req);
+    s_req_drop (self);
     zcert_destroy (&self->cert);
     pw_destroy (&self->writer);
     free (self->endpoint);
@@ -244,7 +255,7 @@ client_set_curve (client_t *self, const zcert_t *cert, const char *broker_key)
 {
     zcert_destroy (&self->cert);
     zsock_destroy (&self->dealer);
-    zsock_destroy (&self->req);
+    s_req_drop (self);
     self->broker_key_count = 0;
     self->broker_key_at = 0;
     if (!cert)
@@ -468,7 +479,7 @@ client_exchange (client_t *self, const void *request, size_t size,
         free (self->endpoint);
         self->endpoint = next;
         zsock_destroy (&self->dealer);
-        zsock_destroy (&self->req);
+        s_req_drop (self);
         rc = s_exchange (self, request, size, reply_p);
     }
     return rc;
@@ -589,9 +600,10 @@ s_exchange (client_t *self, const void *request, size_t size,
         //  The first try goes on the last exchange's connection, when it
         //  answered: no new connection, no new CURVE handshake (a
         //  process that makes several requests pays for one)
-        zsock_t *monitor = NULL;
+        zsock_t *monitor = attempt == 1 ? self->req_monitor : NULL;
         zsock_t *sock = attempt == 1 ? self->req : NULL;
         self->req = NULL;
+        self->req_monitor = NULL;
         if (sock) {
             int timeout = try_ms > INT32_MAX ? INT32_MAX : (int) try_ms;
             zsock_set_sndtimeo (sock, timeout);
@@ -667,12 +679,15 @@ s_exchange (client_t *self, const void *request, size_t size,
             //  loop looks at the clock again.
         }
         zpoller_destroy (&poller);
-        zsock_destroy (&monitor);
         //  A socket that got its answer may take the next request
-        if (rc == CLIENT_OK)
+        if (rc == CLIENT_OK) {
             self->req = sock;
-        else
+            self->req_monitor = monitor;
+        }
+        else {
+            zsock_destroy (&monitor);
             zsock_destroy (&sock);
+        }
         if (rc != 1)
             return rc;
     }

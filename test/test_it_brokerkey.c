@@ -19,7 +19,8 @@
     (grid_broker_key_rotation_active, the nodes with the next key, the
     deadline) until it is retired. A second rotation, held back by a node
     offline through it: gridcli trusting "OLD,NEW" or "NEW,OLD" (flag or
-    config list) is answered before and after the retirement, one that
+    config list) is answered before and after the retirement, and one
+    that waits for a job through the retirement goes on; one that
     trusts only wrong keys fails at once with the keys named, and hostile
     key lists are usage errors.
 
@@ -634,7 +635,21 @@ test_it_brokerkey_clients (void **state)
     free (out);
     free (err);
 
-    //  Retired at the deadline: the new key goes through, first or second
+    //  One gridcli that waits for a job through the retirement: its
+    //  connection is cut at the switch, and it goes on with the new key
+    code = grid_run (&s_grid, "gridcli", &out, &err, 60000, "--broker",
+                     s_grid.client_ep, "--key", s_grid.admin_key,
+                     "--broker-key", old_new, "--request-timeout", "10s",
+                     "job", "run", "--target", "node:bk-01", "--wait", "test",
+                     "sleep", "--seconds", "10", NULL);
+    if (code != 0)
+        fprintf (stderr, "job run --wait: %s%s", out, err);
+    assert_int_equal (code, 0);
+    free (out);
+    free (err);
+
+    //  Retired at the deadline (within the job's 10 s): the new key goes
+    //  through, first or second
     long long deadline = grid_now_ms () + S_WAIT_MS;
     while (access (next_file, F_OK) == 0 && grid_now_ms () < deadline)
         zclock_sleep (50);
