@@ -78,7 +78,8 @@ typedef struct {
 //  try of a call goes to the next one, and an answer not_leader that
 //  names the active's endpoint (details[0]) sends the call there (the
 //  same keys: a cluster's members share the broker key pair, or the
-//  client runs --insecure).
+//  client runs --insecure; several broker keys, client_set_curve, apply
+//  to every endpoint alike).
 client_t *client_new (const char *endpoint);
 
 //  Destroys the client and its sockets; NULL-safe, nulls *SELF_P.
