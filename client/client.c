@@ -190,12 +190,12 @@ s_keys_split (const char *list, bool files,
     while (true) {
         size_t len = strcspn (at, ",");
         if (len == 0) {
-            snprintf (why, why_len, "broker key %d of '%.200s' is empty "
-                      "(give keys as KEY or OLD,NEW)", count + 1, list);
+            snprintf (why, why_len, "key %d of '%.200s' is empty (give "
+                      "keys as KEY or OLD,NEW)", count + 1, list);
             return -1;
         }
         if (count == CLIENT_BROKER_KEYS_MAX) {
-            snprintf (why, why_len, "more than %d broker keys in '%.200s'",
+            snprintf (why, why_len, "more than %d keys in '%.200s'",
                       CLIENT_BROKER_KEYS_MAX, list);
             return -1;
         }
@@ -218,7 +218,7 @@ s_keys_split (const char *list, bool files,
         free (element);
         if (rc != 0) {
             if (strchr (list, ','))
-                snprintf (why, why_len, "broker key %d of the list: %s",
+                snprintf (why, why_len, "key %d of the list: %s",
                           count + 1, sentence);
             else
                 snprintf (why, why_len, "%s", sentence);

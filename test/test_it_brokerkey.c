@@ -694,7 +694,7 @@ test_it_brokerkey_clients (void **state)
     snprintf (empty, sizeof empty, "%s,,%s", old, next);
     snprintf (bad, sizeof bad, "%s,not-a-key", next);
     const char *hostile [] = {many, empty, bad, ",", NULL};
-    const char *says [] = {"more than 8", "is empty", "broker key 2",
+    const char *says [] = {"more than 8", "is empty", "key 2 of the list",
                            "is empty"};
     for (int index = 0; hostile [index]; index++) {
         code = s_cli_keys (hostile [index], "5s", &out, &err);

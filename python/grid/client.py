@@ -194,17 +194,16 @@ def _broker_public_keys(broker_key):
                           f"list or a list of keys, not "
                           f"{type(broker_key).__name__}")
     if len(items) > BROKER_KEYS_MAX:
-        raise ConfigError(f"broker_key: more than {BROKER_KEYS_MAX} broker "
-                          "keys")
+        raise ConfigError(f"broker_key: more than {BROKER_KEYS_MAX} keys")
     keys = []
     for number, item in enumerate(items, 1):
         if not isinstance(item, str) or not item or "," in item:
-            raise ConfigError(f"broker_key: broker key {number} is empty or "
-                              "no key (give keys as KEY or OLD,NEW)")
+            raise ConfigError(f"broker_key: key {number} is empty or no key "
+                              "(give keys as KEY or OLD,NEW)")
         try:
             keys.append(_broker_public_key(item))
         except ConfigError as error:
-            raise ConfigError(f"broker_key: broker key {number}: "
+            raise ConfigError(f"broker_key: key {number}: "
                               f"{error.message}") from None
     return keys
 
