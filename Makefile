@@ -22,7 +22,8 @@
 #   make bench-scale   past one process: 10,000 agents direct, 50,000
 #                   through 8 gridrelays, swarms of several processes;
 #                   scale goals and relay memory (docs/SIZING.md); writes
-#                   build/bench/scale.json
+#                   build/bench/scale.json; BENCH_ARGS=--scale-100k adds
+#                   100,000 agents through 16 relays (a few minutes more)
 #   make bench-facts   targets by fact resolved over 50,000 nodes in one
 #                   registry (test/tools/factbench)
 #   make bench-http    the HTTP face: job submits per second over HTTP
