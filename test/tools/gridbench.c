@@ -5760,8 +5760,12 @@ s_parse_scale (s_options_t *options, bool counts_given, long relays)
                 = at == 0 && options->counts [at] <= S_SCALE_DIRECT_MAX ? 0
                 : relays < 0 ? 8 : (size_t) relays;
         if (options->scale_100k) {
-            if (options->count_total == S_MAX_COUNTS)
+            if (options->count_total == S_MAX_COUNTS) {
+                fprintf (stderr, "gridbench: --scale-100k adds a count: "
+                         "give at most %d with --agents\n",
+                         S_MAX_COUNTS - 1);
                 return -1;
+            }
             options->counts [options->count_total] = S_SCALE_XL_AGENTS;
             options->relays [options->count_total++] = S_SCALE_XL_RELAYS;
         }
