@@ -62,7 +62,9 @@
     agents, so that each relay's RSS per agent can be set beside libzmq's
     own cost of the two connections.
     --scale is make bench-scale: the first agent count direct, the others
-    through relays, with the scale goals printed as met or not met.
+    through relays, with the scale goals printed as met or not met;
+    --scale-100k adds 100,000 agents through 16 relays (registration and
+    a few broadcast rounds).
 
     --ha is make bench-ha: the figures of the first agent count twice, a
     broker alone and the same broker as the active of a two-member
@@ -157,7 +159,7 @@
 #define S_SWARM_NICE "10"
 //  Extra broker arguments: 16 from --broker-arg, the relays' enrolment
 //  (two each, CURVE runs) and the --scale broker flags below
-#define S_MAX_BROKER_ARGS (16 + 2 * S_MAX_RELAYS + 4)
+#define S_MAX_BROKER_ARGS (16 + 2 * S_MAX_RELAYS + 6)
 //  --scale, through relays: the broker as docs/SIZING.md lays out a fleet
 //  of tens of thousands (heartbeats every 15 s instead of 5; a broadcast
 //  fans out to every relay before the first acks come back)
@@ -173,6 +175,25 @@
 #define S_SCALE_XL_AGENTS 100000
 #define S_SCALE_XL_RELAYS 16
 #define S_SCALE_XL_ROUNDS 5
+//  ...brought up at this many agents a second (unless --swarm-ramp says)
+//  to a broker at this heartbeat (unless --broker-arg says). Registering
+//  takes the chain some 500 us of CPU per agent: 100,000 are 50 s of
+//  the two cores, longer than the 45 s in which three missed 15 s
+//  heartbeats take a node offline. Started at 5,000 a second the hellos
+//  queued in the relays, the first agents' heartbeats waited behind
+//  them, nodes went offline 121,618 times and came back with new hellos,
+//  and registration never ended; at 1,000 a second the chain kept the
+//  pace to about 85,000 (then, on two cores, the relays starved the
+//  swarm: BENCHMARKS.md, "100,000 agents"), and at 30 s (docs/SIZING.md
+//  for fleets this size) a node is offline after 90 s
+#define S_SCALE_XL_RAMP 1000
+#define S_SCALE_XL_HEARTBEAT "30s"
+#define S_SCALE_XL_LEASE "60s"
+//  ...and its swarm runs at this nice value, not S_SWARM_NICE: behind 16
+//  relays, on a machine shared with other work, the swarm at nice 10 got
+//  2.6 % of the two cores, missed its pings and heartbeats, and
+//  registration stopped at about 85,000; at 0 all 100,000 registered
+#define S_SCALE_XL_SWARM_NICE "0"
 //  --scale runs its first count direct when one broker can hold it (the
 //  open-file limit measures 9,800 of 10,000 here); a larger first count
 //  goes through relays like the others
@@ -214,6 +235,7 @@ typedef struct {
     size_t relay_arg_count;
     bool scale;                     //  The bench-scale run
     bool scale_100k;                //  ...with the 100,000-agent row
+    const char *swarm_nice;         //  Behind relays, NULL: S_SWARM_NICE
     size_t swarm_ramp;              //  Agents started per second over all
                                     //  swarm processes, 0: all at once
     bool http;                      //  The HTTP face figures only
@@ -1259,12 +1281,21 @@ s_args_have (char *const *args, size_t count, const char *flag)
 //  --scale through relays: the broker flags of docs/SIZING.md for a fleet
 //  of that size, each unless --broker-arg gives it.
 static void
-s_scale_broker_args (s_options_t *options)
+s_scale_broker_args (s_options_t *options, bool xl)
 {
     if (!s_args_have (options->broker_args, options->broker_arg_count,
                       "--heartbeat")) {
         options->broker_args [options->broker_arg_count++] = "--heartbeat";
-        options->broker_args [options->broker_arg_count++] = S_SCALE_HEARTBEAT;
+        options->broker_args [options->broker_arg_count++]
+            = xl ? S_SCALE_XL_HEARTBEAT : S_SCALE_HEARTBEAT;
+        //  The any-node lease must outlast two heartbeats (the broker
+        //  refuses to start otherwise)
+        if (xl && !s_args_have (options->broker_args,
+                                options->broker_arg_count, "--lease")) {
+            options->broker_args [options->broker_arg_count++] = "--lease";
+            options->broker_args [options->broker_arg_count++]
+                = S_SCALE_XL_LEASE;
+        }
     }
     if (!s_args_have (options->broker_args, options->broker_arg_count,
                       "--ack-timeout")) {
@@ -1307,58 +1338,82 @@ s_relay_listed (s_stage_t *stage, s_relay_figures_t *figures)
     return connected;
 }
 
-//  Starts COUNT gridrelays (keys made in s_relay_keys), each a broker to
-//  its agents on two free loopback ports and one connection pair to the
-//  broker; waits until each listens and, when the broker has relay.list,
-//  until it lists all of them connected. Returns 0 or -1.
+//  Starts RELAY (its key made in s_relay_keys), a broker to its agents
+//  on two free loopback ports and one connection pair to the broker.
+//  Returns 0 or -1.
+static int
+s_relay_spawn (s_stage_t *stage, const s_options_t *options,
+               s_relay_t *relay)
+{
+    int agents_port = s_free_port ();
+    int publish_port = s_free_port ();
+    if (agents_port < 0 || publish_port < 0 || agents_port == publish_port)
+        return -1;
+    snprintf (relay->agents_ep, sizeof relay->agents_ep,
+              "tcp://127.0.0.1:%d", agents_port);
+    snprintf (relay->publish_ep, sizeof relay->publish_ep,
+              "tcp://127.0.0.1:%d", publish_port);
+    char log [400];
+    snprintf (log, sizeof log, "%s/%s.log", stage->dir, relay->name);
+    char *argv [48];
+    size_t argc = 0;
+    argv [argc++] = options->relay;
+    argv [argc++] = "--name";
+    argv [argc++] = relay->name;
+    argv [argc++] = "--upstream";
+    argv [argc++] = stage->agents_ep;
+    argv [argc++] = "--upstream-publish";
+    argv [argc++] = stage->publish_ep;
+    argv [argc++] = "--agents";
+    argv [argc++] = relay->agents_ep;
+    argv [argc++] = "--publish";
+    argv [argc++] = relay->publish_ep;
+    if (s_security.curve) {
+        argv [argc++] = "--key";
+        argv [argc++] = relay->key;
+        argv [argc++] = "--upstream-key";
+        argv [argc++] = s_security.broker_key;
+    }
+    else
+        argv [argc++] = "--insecure";
+    for (size_t arg = 0; arg < options->relay_arg_count; arg++)
+        argv [argc++] = options->relay_args [arg];
+    argv [argc] = NULL;
+    relay->pid = s_spawn (argv, log);
+    return relay->pid < 0 ? -1 : 0;
+}
+
+//  Starts STAGE's gridrelays (s_relay_spawn); waits until each listens
+//  and, when the broker has relay.list, until it lists all of them
+//  connected. The ports are free when chosen, not reserved: on a busy
+//  host another process's connection may take one before the relay
+//  binds it (one of 16 relays met that in the 100,000-agent run), so a
+//  relay that exits before it listens starts again on new ports, up to
+//  S_RELAY_STARTS times in all. Returns 0 or -1.
+#define S_RELAY_STARTS 3
 static int
 s_stage_relays (s_stage_t *stage, const s_options_t *options, s_run_t *run)
 {
+    int starts [S_MAX_RELAYS];
     for (size_t at = 0; at < stage->relay_count; at++) {
-        s_relay_t *relay = &stage->relays [at];
-        int agents_port = s_free_port ();
-        int publish_port = s_free_port ();
-        if (agents_port < 0 || publish_port < 0 || agents_port == publish_port)
+        if (s_relay_spawn (stage, options, &stage->relays [at]) != 0)
             return -1;
-        snprintf (relay->agents_ep, sizeof relay->agents_ep,
-                  "tcp://127.0.0.1:%d", agents_port);
-        snprintf (relay->publish_ep, sizeof relay->publish_ep,
-                  "tcp://127.0.0.1:%d", publish_port);
-        char log [400], data [400];
-        snprintf (log, sizeof log, "%s/%s.log", stage->dir, relay->name);
-        snprintf (data, sizeof data, "%s/%s-data", stage->dir, relay->name);
-        char *argv [48];
-        size_t argc = 0;
-        argv [argc++] = options->relay;
-        argv [argc++] = "--name";
-        argv [argc++] = relay->name;
-        argv [argc++] = "--upstream";
-        argv [argc++] = stage->agents_ep;
-        argv [argc++] = "--upstream-publish";
-        argv [argc++] = stage->publish_ep;
-        argv [argc++] = "--agents";
-        argv [argc++] = relay->agents_ep;
-        argv [argc++] = "--publish";
-        argv [argc++] = relay->publish_ep;
-        if (s_security.curve) {
-            argv [argc++] = "--key";
-            argv [argc++] = relay->key;
-            argv [argc++] = "--upstream-key";
-            argv [argc++] = s_security.broker_key;
-        }
-        else
-            argv [argc++] = "--insecure";
-        for (size_t arg = 0; arg < options->relay_arg_count; arg++)
-            argv [argc++] = options->relay_args [arg];
-        argv [argc] = NULL;
-        relay->pid = s_spawn (argv, log);
-        if (relay->pid < 0)
-            return -1;
+        starts [at] = 1;
     }
     int64_t deadline = s_now_ms () + 20000;
     size_t listening = 0;
     while (listening < stage->relay_count && !s_interrupted) {
         s_relay_t *relay = &stage->relays [listening];
+        if (!s_alive (relay->pid) && s_now_ms () <= deadline
+            && starts [listening] < S_RELAY_STARTS) {
+            s_say ("%s exited before it listened (see %s/%s.log): again on "
+                   "new ports", relay->name, stage->dir, relay->name);
+            s_forget (&relay->pid);
+            starts [listening]++;
+            if (s_relay_spawn (stage, options, relay) != 0)
+                return -1;
+            continue;
+        }
         if (!s_alive (relay->pid) || s_now_ms () > deadline) {
             s_say ("%s did not come up (see %s/%s.log)", relay->name,
                    stage->dir, relay->name);
@@ -1438,10 +1493,13 @@ s_stage_swarm (s_stage_t *stage, const s_options_t *options, size_t agents)
                   stage->dir, at + 1);
         char *argv [52];
         size_t argc = 0;
-        if (stage->relay_count && access ("/usr/bin/nice", X_OK) == 0) {
+        const char *niceness = options->swarm_nice ? options->swarm_nice
+                                                   : S_SWARM_NICE;
+        if (stage->relay_count && strcmp (niceness, "0") != 0
+            && access ("/usr/bin/nice", X_OK) == 0) {
             argv [argc++] = "/usr/bin/nice";
             argv [argc++] = "-n";
-            argv [argc++] = S_SWARM_NICE;
+            argv [argc++] = (char *) niceness;
         }
         argv [argc++] = options->swarm;
         argv [argc++] = "--agents";
@@ -2512,7 +2570,7 @@ s_relay_prepare (s_stage_t *stage, s_options_t *options, s_run_t *run)
     }
     stage->relay_count = run->relay_count;
     if (options->scale)
-        s_scale_broker_args (options);
+        s_scale_broker_args (options, run->broadcast_only);
     if (s_relay_keys (stage, stage->relay_count) != 0
         || s_relay_broker_args (stage, options) != 0) {
         snprintf (run->error, sizeof run->error, "cannot set up the relays' "
@@ -2638,6 +2696,10 @@ s_measure (const s_options_t *options, size_t agents, s_run_t *run)
     s_options_t relayed = *options;
     if (run->broadcast_only && relayed.rounds > S_SCALE_XL_ROUNDS)
         relayed.rounds = S_SCALE_XL_ROUNDS;
+    if (run->broadcast_only && !relayed.swarm_ramp)
+        relayed.swarm_ramp = S_SCALE_XL_RAMP;
+    if (run->broadcast_only)
+        relayed.swarm_nice = S_SCALE_XL_SWARM_NICE;
     if (run->relay_count && s_relay_prepare (&stage, &relayed, run) != 0) {
         s_load_averages (run->load_after);
         return;
@@ -2668,8 +2730,9 @@ s_measure (const s_options_t *options, size_t agents, s_run_t *run)
     s_say ("%zu agents: starting a broker%s%s", agents,
            flags [0] ? ":" : "", flags);
     if (s_stage_broker (&stage, &relayed, name) != 0) {
+        //  Its log says why: it stays
         snprintf (run->error, sizeof run->error, "the broker did not start");
-        s_stage_stop (&stage, options->keep);
+        s_stage_stop (&stage, true);
         return;
     }
     if (run->relay_count) {
@@ -2685,13 +2748,13 @@ s_measure (const s_options_t *options, size_t agents, s_run_t *run)
     s_cpu_t cpu_before;
     s_cpu_take (&stage, &cpu_before);
     int64_t start_ms = s_now_ms ();
-    if (s_stage_swarm (&stage, options, agents) != 0) {
+    if (s_stage_swarm (&stage, &relayed, agents) != 0) {
         snprintf (run->error, sizeof run->error, "the swarm did not start");
         s_stage_stop (&stage, options->keep);
         return;
     }
     run->swarm_processes = stage.swarm_count;
-    run->swarm_ramp = s_swarm_rate (&stage, options);
+    run->swarm_ramp = s_swarm_rate (&stage, &relayed);
     run->swarm_transport = s_swarm_transport (options);
     s_say ("%zu agents: registering (%zu swarm process%s)", agents,
            stage.swarm_count, stage.swarm_count == 1 ? "" : "es");
@@ -5681,7 +5744,9 @@ static const char *s_usage =
     "                       no real agent; scale goals; writes\n"
     "                       build/bench/scale.json   [--agents 10000,50000]\n"
     "                       A count of 100,000 or more: registration and\n"
-    "                       5 broadcast rounds only\n"
+    "                       5 broadcast rounds only; its swarm started at\n"
+    "                       1000 a second and not niced, --heartbeat\n"
+    "                       30s --lease 60s\n"
     "  --scale-100k         --scale, and after its counts a row of\n"
     "                       100,000 agents through 16 relays\n"
     "  --http               only the HTTP figures: job submits per second\n"
