@@ -421,6 +421,7 @@ static void
 test_bad_options (void **state)
 {
     const char *cases [][2] = {
+        {"--scale-100k", "--agents=1,2,3,4,5,6,7,8"},
         {"--live-nodes", "0"},
         {"--live-interval-ms", "0"},
         {"--live-s", "-1"},

@@ -65,7 +65,9 @@
     agents, so that each relay's RSS per agent can be set beside libzmq's
     own cost of the two connections.
     --scale is make bench-scale: the first agent count direct, the others
-    through relays, with the scale goals printed as met or not met.
+    through relays, with the scale goals printed as met or not met;
+    --scale-100k adds 100,000 agents through 16 relays (registration and
+    a few broadcast rounds).
 
     --ha is make bench-ha: the figures of the first agent count twice, a
     broker alone and the same broker as the active of a two-member
@@ -160,12 +162,45 @@
 #define S_SWARM_NICE "10"
 //  Extra broker arguments: 16 from --broker-arg, the relays' enrolment
 //  (two each, CURVE runs) and the --scale broker flags below
-#define S_MAX_BROKER_ARGS (16 + 2 * S_MAX_RELAYS + 4)
+#define S_MAX_BROKER_ARGS (16 + 2 * S_MAX_RELAYS + 6)
 //  --scale, through relays: the broker as docs/SIZING.md lays out a fleet
 //  of tens of thousands (heartbeats every 15 s instead of 5; a broadcast
 //  fans out to every relay before the first acks come back)
 #define S_SCALE_HEARTBEAT "15s"
 #define S_SCALE_ACK_TIMEOUT "10s"
+//  --scale-100k: a row of this many agents through this many relays
+//  (6,250 each, the 50,000 row's share: 12,756 open files a relay under
+//  the 20,000 of the benchmark machine). Rows this large (any --scale
+//  count of 100,000 or more) measure the registration and this many
+//  broadcast rounds only, no single-node or ingest phase, so that the
+//  run stays a few minutes long; their time goals are the 50,000 row's
+//  and are printed as none
+#define S_SCALE_XL_AGENTS 100000
+#define S_SCALE_XL_RELAYS 16
+#define S_SCALE_XL_ROUNDS 5
+//  ...brought up at this many agents a second (unless --swarm-ramp says)
+//  to a broker at this heartbeat (unless --broker-arg says). Registering
+//  takes the chain some 500 us of CPU per agent: 100,000 are 50 s of
+//  the two cores, longer than the 45 s in which three missed 15 s
+//  heartbeats take a node offline. Started at 5,000 a second the hellos
+//  queued in the relays, the first agents' heartbeats waited behind
+//  them, nodes went offline 121,618 times and came back with new hellos,
+//  and registration never ended; at 1,000 a second the chain kept the
+//  pace to about 85,000 (then, on two cores, the relays starved the
+//  swarm: BENCHMARKS.md, "100,000 agents"), and at 30 s (docs/SIZING.md
+//  for fleets this size) a node is offline after 90 s
+#define S_SCALE_XL_RAMP 1000
+#define S_SCALE_XL_HEARTBEAT "30s"
+#define S_SCALE_XL_LEASE "60s"
+//  ...and its swarm runs at this nice value, not S_SWARM_NICE: behind 16
+//  relays, on a machine shared with other work, the swarm at nice 10 got
+//  2.6 % of the two cores, missed its pings and heartbeats, and
+//  registration stopped at about 85,000; at 0 all 100,000 registered
+#define S_SCALE_XL_SWARM_NICE "0"
+//  --scale runs its first count direct when one broker can hold it (the
+//  open-file limit measures 9,800 of 10,000 here); a larger first count
+//  goes through relays like the others
+#define S_SCALE_DIRECT_MAX 10000
 
 typedef struct {
     size_t counts [S_MAX_COUNTS];   //  Agent counts to measure
@@ -202,6 +237,8 @@ typedef struct {
     char *relay_args [16];          //  Extra gridrelay arguments
     size_t relay_arg_count;
     bool scale;                     //  The bench-scale run
+    bool scale_100k;                //  ...with the 100,000-agent row
+    const char *swarm_nice;         //  Behind relays, NULL: S_SWARM_NICE
     size_t swarm_ramp;              //  Agents started per second over all
                                     //  swarm processes, 0: all at once
     bool http;                      //  The HTTP face figures only
@@ -270,6 +307,9 @@ typedef struct {
     size_t swarm_processes;         //  gridswarm processes started
     size_t swarm_ramp;              //  Agents they started a second, 0: all
     size_t relay_count;             //  gridrelays in front of the broker
+    bool broadcast_only;            //  A --scale row of S_SCALE_XL_AGENTS
+                                    //  or more: registration and
+                                    //  S_SCALE_XL_ROUNDS rounds only
     s_relay_figures_t relays [S_MAX_RELAYS];
     double libzmq_bytes_per_agent;  //  gridsink's RSS per agent, -1: none
     double libzmq_cpu_us_per_agent; //  ...and its CPU to take them in
@@ -1255,12 +1295,21 @@ s_args_have (char *const *args, size_t count, const char *flag)
 //  --scale through relays: the broker flags of docs/SIZING.md for a fleet
 //  of that size, each unless --broker-arg gives it.
 static void
-s_scale_broker_args (s_options_t *options)
+s_scale_broker_args (s_options_t *options, bool xl)
 {
     if (!s_args_have (options->broker_args, options->broker_arg_count,
                       "--heartbeat")) {
         options->broker_args [options->broker_arg_count++] = "--heartbeat";
-        options->broker_args [options->broker_arg_count++] = S_SCALE_HEARTBEAT;
+        options->broker_args [options->broker_arg_count++]
+            = xl ? S_SCALE_XL_HEARTBEAT : S_SCALE_HEARTBEAT;
+        //  The any-node lease must outlast two heartbeats (the broker
+        //  refuses to start otherwise)
+        if (xl && !s_args_have (options->broker_args,
+                                options->broker_arg_count, "--lease")) {
+            options->broker_args [options->broker_arg_count++] = "--lease";
+            options->broker_args [options->broker_arg_count++]
+                = S_SCALE_XL_LEASE;
+        }
     }
     if (!s_args_have (options->broker_args, options->broker_arg_count,
                       "--ack-timeout")) {
@@ -1303,58 +1352,82 @@ s_relay_listed (s_stage_t *stage, s_relay_figures_t *figures)
     return connected;
 }
 
-//  Starts COUNT gridrelays (keys made in s_relay_keys), each a broker to
-//  its agents on two free loopback ports and one connection pair to the
-//  broker; waits until each listens and, when the broker has relay.list,
-//  until it lists all of them connected. Returns 0 or -1.
+//  Starts RELAY (its key made in s_relay_keys), a broker to its agents
+//  on two free loopback ports and one connection pair to the broker.
+//  Returns 0 or -1.
+static int
+s_relay_spawn (s_stage_t *stage, const s_options_t *options,
+               s_relay_t *relay)
+{
+    int agents_port = s_free_port ();
+    int publish_port = s_free_port ();
+    if (agents_port < 0 || publish_port < 0 || agents_port == publish_port)
+        return -1;
+    snprintf (relay->agents_ep, sizeof relay->agents_ep,
+              "tcp://127.0.0.1:%d", agents_port);
+    snprintf (relay->publish_ep, sizeof relay->publish_ep,
+              "tcp://127.0.0.1:%d", publish_port);
+    char log [400];
+    snprintf (log, sizeof log, "%s/%s.log", stage->dir, relay->name);
+    char *argv [48];
+    size_t argc = 0;
+    argv [argc++] = options->relay;
+    argv [argc++] = "--name";
+    argv [argc++] = relay->name;
+    argv [argc++] = "--upstream";
+    argv [argc++] = stage->agents_ep;
+    argv [argc++] = "--upstream-publish";
+    argv [argc++] = stage->publish_ep;
+    argv [argc++] = "--agents";
+    argv [argc++] = relay->agents_ep;
+    argv [argc++] = "--publish";
+    argv [argc++] = relay->publish_ep;
+    if (s_security.curve) {
+        argv [argc++] = "--key";
+        argv [argc++] = relay->key;
+        argv [argc++] = "--upstream-key";
+        argv [argc++] = s_security.broker_key;
+    }
+    else
+        argv [argc++] = "--insecure";
+    for (size_t arg = 0; arg < options->relay_arg_count; arg++)
+        argv [argc++] = options->relay_args [arg];
+    argv [argc] = NULL;
+    relay->pid = s_spawn (argv, log);
+    return relay->pid < 0 ? -1 : 0;
+}
+
+//  Starts STAGE's gridrelays (s_relay_spawn); waits until each listens
+//  and, when the broker has relay.list, until it lists all of them
+//  connected. The ports are free when chosen, not reserved: on a busy
+//  host another process's connection may take one before the relay
+//  binds it (one of 16 relays met that in the 100,000-agent run), so a
+//  relay that exits before it listens starts again on new ports, up to
+//  S_RELAY_STARTS times in all. Returns 0 or -1.
+#define S_RELAY_STARTS 3
 static int
 s_stage_relays (s_stage_t *stage, const s_options_t *options, s_run_t *run)
 {
+    int starts [S_MAX_RELAYS];
     for (size_t at = 0; at < stage->relay_count; at++) {
-        s_relay_t *relay = &stage->relays [at];
-        int agents_port = s_free_port ();
-        int publish_port = s_free_port ();
-        if (agents_port < 0 || publish_port < 0 || agents_port == publish_port)
+        if (s_relay_spawn (stage, options, &stage->relays [at]) != 0)
             return -1;
-        snprintf (relay->agents_ep, sizeof relay->agents_ep,
-                  "tcp://127.0.0.1:%d", agents_port);
-        snprintf (relay->publish_ep, sizeof relay->publish_ep,
-                  "tcp://127.0.0.1:%d", publish_port);
-        char log [400], data [400];
-        snprintf (log, sizeof log, "%s/%s.log", stage->dir, relay->name);
-        snprintf (data, sizeof data, "%s/%s-data", stage->dir, relay->name);
-        char *argv [48];
-        size_t argc = 0;
-        argv [argc++] = options->relay;
-        argv [argc++] = "--name";
-        argv [argc++] = relay->name;
-        argv [argc++] = "--upstream";
-        argv [argc++] = stage->agents_ep;
-        argv [argc++] = "--upstream-publish";
-        argv [argc++] = stage->publish_ep;
-        argv [argc++] = "--agents";
-        argv [argc++] = relay->agents_ep;
-        argv [argc++] = "--publish";
-        argv [argc++] = relay->publish_ep;
-        if (s_security.curve) {
-            argv [argc++] = "--key";
-            argv [argc++] = relay->key;
-            argv [argc++] = "--upstream-key";
-            argv [argc++] = s_security.broker_key;
-        }
-        else
-            argv [argc++] = "--insecure";
-        for (size_t arg = 0; arg < options->relay_arg_count; arg++)
-            argv [argc++] = options->relay_args [arg];
-        argv [argc] = NULL;
-        relay->pid = s_spawn (argv, log);
-        if (relay->pid < 0)
-            return -1;
+        starts [at] = 1;
     }
     int64_t deadline = s_now_ms () + 20000;
     size_t listening = 0;
     while (listening < stage->relay_count && !s_interrupted) {
         s_relay_t *relay = &stage->relays [listening];
+        if (!s_alive (relay->pid) && s_now_ms () <= deadline
+            && starts [listening] < S_RELAY_STARTS) {
+            s_say ("%s exited before it listened (see %s/%s.log): again on "
+                   "new ports", relay->name, stage->dir, relay->name);
+            s_forget (&relay->pid);
+            starts [listening]++;
+            if (s_relay_spawn (stage, options, relay) != 0)
+                return -1;
+            continue;
+        }
         if (!s_alive (relay->pid) || s_now_ms () > deadline) {
             s_say ("%s did not come up (see %s/%s.log)", relay->name,
                    stage->dir, relay->name);
@@ -1434,10 +1507,13 @@ s_stage_swarm (s_stage_t *stage, const s_options_t *options, size_t agents)
                   stage->dir, at + 1);
         char *argv [52];
         size_t argc = 0;
-        if (stage->relay_count && access ("/usr/bin/nice", X_OK) == 0) {
+        const char *niceness = options->swarm_nice ? options->swarm_nice
+                                                   : S_SWARM_NICE;
+        if (stage->relay_count && strcmp (niceness, "0") != 0
+            && access ("/usr/bin/nice", X_OK) == 0) {
             argv [argc++] = "/usr/bin/nice";
             argv [argc++] = "-n";
-            argv [argc++] = S_SWARM_NICE;
+            argv [argc++] = (char *) niceness;
         }
         argv [argc++] = options->swarm;
         argv [argc++] = "--agents";
@@ -2508,7 +2584,7 @@ s_relay_prepare (s_stage_t *stage, s_options_t *options, s_run_t *run)
     }
     stage->relay_count = run->relay_count;
     if (options->scale)
-        s_scale_broker_args (options);
+        s_scale_broker_args (options, run->broadcast_only);
     if (s_relay_keys (stage, stage->relay_count) != 0
         || s_relay_broker_args (stage, options) != 0) {
         snprintf (run->error, sizeof run->error, "cannot set up the relays' "
@@ -2632,6 +2708,12 @@ s_measure (const s_options_t *options, size_t agents, s_run_t *run)
     snprintf (name, sizeof name, "agents-%zu%s", agents,
               s_ha.on ? "-cluster" : "");
     s_options_t relayed = *options;
+    if (run->broadcast_only && relayed.rounds > S_SCALE_XL_ROUNDS)
+        relayed.rounds = S_SCALE_XL_ROUNDS;
+    if (run->broadcast_only && !relayed.swarm_ramp)
+        relayed.swarm_ramp = S_SCALE_XL_RAMP;
+    if (run->broadcast_only)
+        relayed.swarm_nice = S_SCALE_XL_SWARM_NICE;
     if (run->relay_count && s_relay_prepare (&stage, &relayed, run) != 0) {
         s_load_averages (run->load_after);
         return;
@@ -2662,8 +2744,9 @@ s_measure (const s_options_t *options, size_t agents, s_run_t *run)
     s_say ("%zu agents: starting a broker%s%s", agents,
            flags [0] ? ":" : "", flags);
     if (s_stage_broker (&stage, &relayed, name) != 0) {
+        //  Its log says why: it stays
         snprintf (run->error, sizeof run->error, "the broker did not start");
-        s_stage_stop (&stage, options->keep);
+        s_stage_stop (&stage, true);
         return;
     }
     if (run->relay_count) {
@@ -2679,13 +2762,13 @@ s_measure (const s_options_t *options, size_t agents, s_run_t *run)
     s_cpu_t cpu_before;
     s_cpu_take (&stage, &cpu_before);
     int64_t start_ms = s_now_ms ();
-    if (s_stage_swarm (&stage, options, agents) != 0) {
+    if (s_stage_swarm (&stage, &relayed, agents) != 0) {
         snprintf (run->error, sizeof run->error, "the swarm did not start");
         s_stage_stop (&stage, options->keep);
         return;
     }
     run->swarm_processes = stage.swarm_count;
-    run->swarm_ramp = s_swarm_rate (&stage, options);
+    run->swarm_ramp = s_swarm_rate (&stage, &relayed);
     run->swarm_transport = s_swarm_transport (options);
     s_say ("%zu agents: registering (%zu swarm process%s)", agents,
            stage.swarm_count, stage.swarm_count == 1 ? "" : "es");
@@ -2698,14 +2781,14 @@ s_measure (const s_options_t *options, size_t agents, s_run_t *run)
                - (double) run->broker_rss_base_kib)
               * 1024.0 / (double) agents;
         s_say ("%zu agents: registered in %.2f s; %zu broadcast rounds",
-               agents, run->register_s, options->rounds);
-        s_broadcast (&stage, options, run);
-        if (!run->error [0] && !s_interrupted) {
+               agents, run->register_s, relayed.rounds);
+        s_broadcast (&stage, &relayed, run);
+        if (!run->error [0] && !s_interrupted && !run->broadcast_only) {
             s_say ("%zu agents: single-node jobs for %.0f s", agents,
                    options->single_s);
             s_single_node (&stage, options, run);
         }
-        if (!run->error [0] && !s_interrupted) {
+        if (!run->error [0] && !s_interrupted && !run->broadcast_only) {
             s_say ("%zu agents: result ingest", agents);
             s_cpu_t cpu_ingest;
             s_cpu_take (&stage, &cpu_ingest);
@@ -3031,8 +3114,9 @@ s_json_string (FILE *file, const char *key, const char *value)
 static void s_cell (char *cell, size_t len, const char *format,
                     double value);
 
-//  The scale goals of a run through relays: each is 1 (met), 0 (not met)
-//  or -1 (not measured).
+//  The scale goals of a run through relays: each is 1 (met), 0 (not met),
+//  -1 (not measured) or -2 (none at this size: the time goals are the
+//  50,000 row's; a row of S_SCALE_XL_AGENTS records its times).
 typedef struct {
     int registered;             //  Every agent in under 20 s
     int broadcast;              //  p50 under 3 s
@@ -3047,8 +3131,10 @@ static void
 s_scale_goals (const s_run_t *run, s_scale_goals_t *goals)
 {
     bool ran = run->register_s >= 0;
-    goals->registered = ran ? run->register_s < S_GOAL_SCALE_REGISTER_S : -1;
-    goals->broadcast = run->broadcast_p50_ms < 0 ? -1
+    goals->registered = run->broadcast_only ? -2
+                        : ran ? run->register_s < S_GOAL_SCALE_REGISTER_S : -1;
+    goals->broadcast = run->broadcast_only ? -2
+                       : run->broadcast_p50_ms < 0 ? -1
                        : run->broadcast_p50_ms < S_GOAL_SCALE_BROADCAST_MS;
     goals->exact = ran && run->broadcast_jobs
                        ? run->lost == 0 && run->duplicates == 0 : -1;
@@ -3092,7 +3178,8 @@ s_cpu_per_agent (const s_run_t *run, double *figures)
 static const char *
 s_met (int goal)
 {
-    return goal < 0 ? "not measured" : goal ? "met" : "NOT MET";
+    return goal == -2 ? "no goal at this size"
+           : goal < 0 ? "not measured" : goal ? "met" : "NOT MET";
 }
 
 //  The fields of several processes and relays in a run's JSON object.
@@ -5686,12 +5773,19 @@ static const char *s_usage =
     "  --swarm-ramp N       start N agents a second over all swarm\n"
     "                       processes (0: all at once; --scale behind\n"
     "                       relays: 5000)                            [0]\n"
-    "  --scale              the bench-scale run: the first count direct,\n"
-    "                       the others through --relays (default 8) to a\n"
-    "                       broker at --heartbeat 15s --ack-timeout 10s\n"
+    "  --scale              the bench-scale run: the first count direct\n"
+    "                       (when 10,000 or fewer), the others through\n"
+    "                       --relays (default 8) to a broker at\n"
+    "                       --heartbeat 15s --ack-timeout 10s\n"
     "                       (docs/SIZING.md; --broker-arg overrides),\n"
     "                       no real agent; scale goals; writes\n"
     "                       build/bench/scale.json   [--agents 10000,50000]\n"
+    "                       A count of 100,000 or more: registration and\n"
+    "                       5 broadcast rounds only; its swarm started at\n"
+    "                       1000 a second and not niced, --heartbeat\n"
+    "                       30s --lease 60s\n"
+    "  --scale-100k         --scale, and after its counts a row of\n"
+    "                       100,000 agents through 16 relays\n"
     "  --http               only the HTTP figures: job submits per second\n"
     "                       over the broker's HTTP face (keep-alive,\n"
     "                       httpload) and over ZeroMQ, and the time of\n"
@@ -5754,6 +5848,8 @@ s_parse_counts (const char *text, s_options_t *options)
 static int
 s_parse_scale (s_options_t *options, bool counts_given, long relays)
 {
+    if (options->scale_100k)
+        options->scale = true;
     if (options->scale) {
         if (!counts_given) {
             options->counts [0] = 10000;
@@ -5762,8 +5858,19 @@ s_parse_scale (s_options_t *options, bool counts_given, long relays)
         }
         options->skip_agent = true;
         for (size_t at = 0; at < options->count_total; at++)
-            options->relays [at] = at == 0 ? 0
-                                   : relays < 0 ? 8 : (size_t) relays;
+            options->relays [at]
+                = at == 0 && options->counts [at] <= S_SCALE_DIRECT_MAX ? 0
+                : relays < 0 ? 8 : (size_t) relays;
+        if (options->scale_100k) {
+            if (options->count_total == S_MAX_COUNTS) {
+                fprintf (stderr, "gridbench: --scale-100k adds a count: "
+                         "give at most %d with --agents\n",
+                         S_MAX_COUNTS - 1);
+                return -1;
+            }
+            options->counts [options->count_total] = S_SCALE_XL_AGENTS;
+            options->relays [options->count_total++] = S_SCALE_XL_RELAYS;
+        }
         if (strcmp (options->out, "build/bench/results.json") == 0) {
             free (options->out);
             options->out = strdup ("build/bench/scale.json");
@@ -5787,7 +5894,8 @@ enum {
     S_OPT_LIVE_ALIGNED,
     S_OPT_HA_FAILOVER_ONLY,
     S_OPT_HA_STOP,
-    S_OPT_AGENT_ONLY
+    S_OPT_AGENT_ONLY,
+    S_OPT_SCALE_100K
 };
 
 static int
@@ -5844,6 +5952,7 @@ s_parse (s_options_t *options, int argc, char *argv [])
         {"ha-failover-only", no_argument, NULL, S_OPT_HA_FAILOVER_ONLY},
         {"ha-stop", no_argument, NULL, S_OPT_HA_STOP},
         {"agent-only", no_argument, NULL, S_OPT_AGENT_ONLY},
+        {"scale-100k", no_argument, NULL, S_OPT_SCALE_100K},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0}
     };
@@ -5918,6 +6027,9 @@ s_parse (s_options_t *options, int argc, char *argv [])
                 break;
             case S_OPT_AGENT_ONLY:
                 options->agent_only = true;
+                break;
+            case S_OPT_SCALE_100K:
+                options->scale_100k = true;
                 break;
             case S_OPT_HA_KILLS:
                 options->ha_kills = strtoul (optarg, &end, 10);
@@ -6285,6 +6397,8 @@ main (int argc, char *argv [])
         s_run_t *run = &runs [measured++];
         s_run_init (run, agents);
         run->relay_count = options.relays [at];
+        run->broadcast_only = options.scale && run->relay_count
+                              && agents >= S_SCALE_XL_AGENTS;
         if (run->relay_count) {
             //  Through relays the broker holds two connections per relay
             s_measure (&options, agents, run);
