@@ -7,10 +7,43 @@
 // the page reads and moves them (CellTable), without a DOM here: this
 // module is loaded by the Worker too.
 
+// A cell's statuses in the order a job's rows are drawn: failures first,
+// then what is still under way, then what went well.
+const CELL_ORDER = ['failed', 'timeout', 'lost', 'offline', 'interrupted', 'unsupported',
+                    'cancelled', 'retry_wait', 'running', 'acknowledged', 'dispatched',
+                    'pending', 'drained', 'skipped', 'success'];
+const CELL_RANK = new Map(CELL_ORDER.map((s, i) => [s, i]));
+
+export function cellRank(status) {
+    const rank = CELL_RANK.get(status);
+    return rank === undefined ? CELL_ORDER.length : rank;
+}
+
+// The table indices of a job's nodes in the rows' order: failures first
+// (by WORST, each node's worst status's rank: CellTable.counts), by name
+// within (the table's order), as a counting sort.
+export function failuresFirst(worst) {
+    const n = worst.length;
+    const none = cellRank(null);
+    const rank = (i) => (worst[i] < 0 ? none : Math.min(none, worst[i]));
+    const start = new Uint32Array(none + 2);
+    for (let i = 0; i < n; i++)
+        start[rank(i) + 1]++;
+    for (let k = 1; k < start.length; k++)
+        start[k] += start[k - 1];
+    const all = new Int32Array(n);
+    for (let i = 0; i < n; i++)
+        all[start[rank(i)]++] = i;
+    return all;
+}
+
 // The record's cells as columns: {nodes (sorted), nsteps, names (code ->
 // status; 0 is "no cell"), status, attempts, duration (one typed array per
 // step), notes: [[step, index, reason, waiting]] for the cells that have
-// either}. The typed arrays' buffers are listed in `buffers`, to transfer.
+// either, derived: their counts and the rows' order (CellTable.counts by
+// cellRank, and `all`: failuresFirst), made where they are packed (the
+// Worker) so that the page's first draw needs no pass over the cells}.
+// The typed arrays' buffers are listed in `buffers`, to transfer.
 export function packCells(record) {
     const results = (record && typeof record.results === 'object' && record.results) || {};
     const seen = new Set(Array.isArray(record && record.expected) ? record.expected : []);
@@ -58,6 +91,9 @@ export function packCells(record) {
         packed.duration.push(duration);
         packed.buffers.push(status.buffer, attempts.buffer, duration.buffer);
     }
+    const counts = new CellTable(packed).counts(cellRank);
+    packed.derived = Object.assign(counts, { all: failuresFirst(counts.worst) });
+    packed.buffers.push(counts.masks.buffer, counts.worst.buffer, packed.derived.all.buffer);
     return packed;
 }
 
@@ -78,6 +114,8 @@ export class CellTable {
             if (c)
                 this.codes.set(n, c);
         });
+        // The counts and order packCells made, until a cell moves
+        this.derived = packed.derived || null;
         this.notes = new Map();   // step * nodes + index -> [reason, waiting]
         for (const [s, i, reason, waiting] of packed.notes || [])
             this.notes.set(s * this.nodes.length + i, [reason, waiting]);
@@ -133,6 +171,7 @@ export class CellTable {
             return undefined;
         const old = col[i] ? this.names[col[i]] : null;
         col[i] = code;
+        this.derived = null;
         if (!old)
             this.attempts[s][i] = 1;
         return old;
