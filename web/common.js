@@ -16,6 +16,7 @@ export const JOB_STATUSES = ['pending', 'running', 'completed', 'partial_failure
     'failed', 'cancelled'];
 const VIRTUAL_ROWS = 150;     // from this many node rows on, a job's grid draws only those in view
 const VIRTUAL_OVERSCAN = 10;  // ... and this many either side
+const VIRTUAL_VIEW = 0.7;     // ... of a box this part of the window high (style.css .vscroll.virtual)
 const ROLE_RANK = { viewer: 0, operator: 1, admin: 2 };
 // A job id no broker makes (its clock part is zero): see whoami().
 const ROLE_PROBE_JOB = 'j-000000000000-0000';
@@ -956,18 +957,23 @@ export { cellRank };
 // VIRTUAL_ROWS; past that only those in BOX's view (and VIRTUAL_OVERSCAN
 // either side), between two spacer rows as tall as the rows left out.
 // PITCH holds the rows' height with the table's spacing ({px}), measured
-// once from the first rows drawn ({measured: true} after). BOX scrolls
-// (class "virtual" while it is).
+// once from the first rows drawn ({measured: true} after); a caller that
+// knows BOX's scroll position says it in PITCH.top (read, it would lay out
+// at once a page whose grid just changed). BOX scrolls (class "virtual"
+// while it is: 70vh high, its content contained: style.css .vscroll).
 export function virtualRows(box, tbody, count, row, pitch) {
-    // Read before the rows go: without them the box cannot scroll, and a
-    // read after would clamp its position to the top
-    const view = box.clientHeight || 600;
-    const scrolled = box.scrollTop;
+    const view = Math.ceil(window.innerHeight * VIRTUAL_VIEW);
+    const scrolled = count <= VIRTUAL_ROWS ? 0 : pitch.top !== undefined ? pitch.top : box.scrollTop;
+    // PITCH.lean: the rows in view only, none either side (a first draw,
+    // with the rest to come: less to lay out at once)
+    const over = pitch.lean ? 0 : VIRTUAL_OVERSCAN;
+    delete pitch.top;
+    delete pitch.lean;
     box.classList.toggle('virtual', count > VIRTUAL_ROWS);
     let first = 0, last = count;
     if (count > VIRTUAL_ROWS) {
-        first = Math.min(count - 1, Math.max(0, Math.floor(scrolled / pitch.px) - VIRTUAL_OVERSCAN));
-        last = Math.min(count, first + Math.ceil(view / pitch.px) + 2 * VIRTUAL_OVERSCAN);
+        first = Math.min(count - 1, Math.max(0, Math.floor(scrolled / pitch.px) - over));
+        last = Math.min(count, first + Math.ceil(view / pitch.px) + 2 * over);
     }
     const spacer = (rows, where) => {
         const tr = h('tr', { class: 'spacer', dataset: { where } });

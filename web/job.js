@@ -355,7 +355,11 @@ export function jobView(ctx, id) {
         gridBox.append(scrollBox, legend());
         if (top)
             scrollBox.scrollTop = top;   // (which lays the page out at once: not at the top)
+        // The rows in view now, those either side in a later piece
+        rowPitch.top = top;
+        rowPitch.lean = true;
         drawRows();
+        work.later('rows', drawRows);
     };
 
     // A step's counts per status, as tally chips (failures first).
@@ -426,6 +430,7 @@ export function jobView(ctx, id) {
             return;
         }
         const before = view.matching;
+        const top = scrollBox.scrollTop;   // read first, while the layout is clean
         derive();
         const moved = !sameOrder(before, view.matching);
         // The rows first: they read the layout (virtualRows), still clean
@@ -438,8 +443,10 @@ export function jobView(ctx, id) {
                 tr.replaceWith(fresh);
             }
         }
-        if (moved)
+        if (moved) {
+            rowPitch.top = top;
             drawRows();
+        }
         drawChips();
         for (const box of [...mapBox.querySelectorAll('.tallies[data-step]'),
                            ...gridBox.querySelectorAll('.tallies[data-step]')]) {
@@ -515,11 +522,16 @@ export function jobView(ctx, id) {
 
     // The rows of the grid, only those in view past VIRTUAL_ROWS.
     const drawRows = () => {
-        if (!rowState || !gridTbody || !view)
+        if (!rowState || !gridTbody || !view) {
+            delete rowPitch.top;
+            delete rowPitch.lean;
             return;
+        }
         const { nsteps, pending } = rowState;
         const matching = view.matching;
         if (!matching.length) {
+            delete rowPitch.top;
+            delete rowPitch.lean;
             clear(gridTbody);
             gridTbody.append(h('tr', null, h('td', { colspan: nsteps + 1, class: 'muted empty' },
                 pending ? 'Waiting to start.' : 'No node took part.')));
@@ -550,6 +562,15 @@ export function jobView(ctx, id) {
     // written as pixels (an ImageData per step, one pixel a square, shown
     // scaled up: startSquares), where 30,000 fillRect calls took 25 to 85 ms.
     const MAP_NODES = 40;
+    // The page's width, told after each layout that changed it (read, it
+    // would lay the page out at once: drawMap comes after the rows)
+    let mainWidth = 0;
+    const widthWatch = typeof ResizeObserver === 'function' ? new ResizeObserver((entries) => {
+        for (const e of entries)
+            mainWidth = Math.round(e.contentRect.width);
+    }) : null;
+    if (widthWatch)
+        widthWatch.observe(ctx.main);
     const drawMap = (nsteps, steps) => {
         const nodes = view.matching;
         mapBox.hidden = !(forceMap || nodes.length >= MAP_NODES);
@@ -558,7 +579,7 @@ export function jobView(ctx, id) {
         if (mapBox.hidden)
             return;
         clear(mapBox);
-        const width = Math.max(240, Math.min(960, (mapBox.parentElement || document.body).clientWidth - 20));
+        const width = Math.max(240, Math.min(960, (mainWidth || ctx.main.clientWidth) - 20));
         const size = nodes.length > 4000 ? 5 : nodes.length > 1000 ? 7 : 10;
         const pitch = size + 1;
         const perRow = Math.max(1, Math.floor(width / pitch));
@@ -1024,6 +1045,8 @@ export function jobView(ctx, id) {
             if (m && m.status === 200 && m.head && m.cells) {
                 r = m.head;
                 packed = m.cells;
+                if (m.expectedIsNodes)
+                    r.expected = packed.nodes;
                 seq = m.seq;
                 mask = m.mask || null;
             }
@@ -1407,6 +1430,8 @@ export function jobView(ctx, id) {
     return () => {
         abort.abort();
         clearTimeout(refetchTimer);
+        if (widthWatch)
+            widthWatch.disconnect();
         recordWorker.stop();
         eventsWorker.stop();
         if (stopPoll)

@@ -549,6 +549,9 @@ async function profileAll(job) {
     const id = await submitJob();
     const ended = jobEnded(id);
     out.push(await profileView('job running', '#/jobs/' + encodeURIComponent(id), SEL.job, 600000, () => ended));
+    const id2 = await submitJob();
+    const ended2 = jobEnded(id2);
+    out.push(await profileView('nodes job running', '#/nodes', SEL.nodes, 600000, () => ended2));
     for (const p of out) {
         console.log('\nprofile: ' + p.name + ' (' + p.total_ms + ' ms sampled; long tasks [start, ms]: '
                     + JSON.stringify(p.longtasks.slice(0, 20)) + ')');
