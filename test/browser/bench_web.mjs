@@ -404,8 +404,10 @@ async function profileView(name, hash, selector, ms, done) {
     fs.writeFileSync(path.join(path.dirname(OUT), 'web-' + slug + '.trace.json'), JSON.stringify({ traceEvents: events }));
     const trace = summariseTrace(events);
     const inside = (trace.long_tasks || []).map((t) => Object.assign(t, summarise(profile, t.ts, t.ts + t.dur)));
+    const longest = trace.longest_ms || [];
     delete trace.long_tasks;
-    return { name, ...summarise(profile), ...trace, longtasks: lt, inside };
+    delete trace.longest_ms;
+    return { name, ...summarise(profile), ...trace, longtasks: lt, longest_ms: longest, inside };
 }
 
 // The renderer's main thread in a trace: self time per kind of work
@@ -487,6 +489,10 @@ function summariseTrace(events) {
         .map(([what, v]) => ({ what, [scale ? 'ms' : 'times']: scale ? Math.round(v / 1000) : v }));
     return { trace: { main_thread_self: top(self, 12, true), forced: top(forced, 8, true),
                       invalidated_by: top(dirty, 8, false) },
+             // The longest tasks of all, over the budget or not (the
+             // longtask observer sees those over 50 ms only)
+             longest_ms: spans.filter((sp) => sp.name === 'RunTask').map((sp) => sp.dur)
+                 .sort((a, b) => b - a).slice(0, 5).map((us) => +(us / 1000).toFixed(1)),
              long_tasks: longTasks.map((t) => ({ ts: t.ts, dur: t.dur, at_ms: Math.round((t.ts - t0) / 1000),
                                                  ms: Math.round(t.dur / 1000), work: inTask(t) })) };
 }
@@ -554,7 +560,8 @@ async function profileAll(job) {
     out.push(await profileView('nodes job running', '#/nodes', SEL.nodes, 600000, () => ended2));
     for (const p of out) {
         console.log('\nprofile: ' + p.name + ' (' + p.total_ms + ' ms sampled; long tasks [start, ms]: '
-                    + JSON.stringify(p.longtasks.slice(0, 20)) + ')');
+                    + JSON.stringify(p.longtasks.slice(0, 20)) + '; the longest tasks in the trace: '
+                    + p.longest_ms.join(', ') + ' ms)');
         console.log('  self time, top:');
         for (const f of p.self)
             console.log('    ' + String(f.ms).padStart(7) + ' ms  ' + f.fn);
