@@ -840,7 +840,14 @@ test('a job\'s rows filter by group and by label', LIMIT, async () => {
     await page.selectOption('#grid-group', '');
     await page.selectOption('#grid-label', 'tier=db.prod');
     await until('db-01 only', async () => (await rows()).join() === 'db-01');
+    // Each choice says how many of the job's nodes it keeps
+    assert.deepEqual(await page.locator('#grid-group option').allTextContents(),
+                     ['any group', 'db (1)', 'web (2)']);
     await shot('job-label-filter');
+    // A choice in the address: its rows from the first draw on
+    await page.goto(base + '/#/jobs/' + encodeURIComponent(id) + '?group=web');
+    await until('the web rows at once', async () => (await rows()).sort().join() === 'web-01,web-02');
+    assert.equal(await page.inputValue('#grid-group'), 'web');
 });
 
 test('a rolling job shows its batches and where its failure budget stands', LIMIT, async () => {
