@@ -249,8 +249,10 @@ export function jobView(ctx, id) {
     let view = null;               // {all, matching: Int32Array of table indices, counts}
     const derive = () => {
         const n = cells.nodes.length;
-        // The record's own, made in the Worker, until a cell moves
-        const counts = cells.derived || cells.counts(cellRank);
+        // The record's own, made in the Worker, then kept by the cells'
+        // moves; the order too, until a cell moves (then a pass over the
+        // nodes, not their cells)
+        const counts = cells.counts(cellRank);
         const all = cells.derived ? cells.derived.all : failuresFirst(counts.worst);
         if (statusFilter && !counts.rows.has(statusFilter))
             statusFilter = '';

@@ -170,8 +170,11 @@ export class CellTable {
         if (i === undefined || !col || code < 0 || col[i] === code)
             return undefined;
         const old = col[i] ? this.names[col[i]] : null;
+        const was = col[i];
         col[i] = code;
         this.derived = null;
+        if (this.tally)
+            this.moveTally(s, i, was, code);
         if (!old)
             this.attempts[s][i] = 1;
         return old;
@@ -181,8 +184,70 @@ export class CellTable {
     // Map(status -> nodes with a cell of it), masks: Uint32Array (node ->
     // bit per status code, codes past 31 left out), worst: Int16Array
     // (node -> its worst status's rank by RANK(status), -1 for none)}.
-    // One pass over the columns.
+    // Made once (packCells' when it made them, else one pass over the
+    // columns), then kept true by setStatus cell by cell: a burst of
+    // events costs its cells, not a pass over all of them. The same object
+    // each call: read it, do not keep it as it is now.
     counts(rank) {
+        if (!this.tally || this.tallyRank !== rank) {
+            const d = this.derived;
+            this.tally = d ? { steps: d.steps, rows: d.rows, masks: d.masks, worst: d.worst } : this.countAll(rank);
+            this.tallyRank = rank;
+            this.rankOf = [];
+        }
+        return this.tally;
+    }
+
+    // The rank of status code C (by the counts' RANK), kept.
+    rankOfCode(c) {
+        let r = this.rankOf[c];
+        if (r === undefined)
+            r = this.rankOf[c] = this.names[c] ? this.tallyRank(this.names[c]) : 0;
+        return r;
+    }
+
+    // The counts moved by the cell of step S on node I going from code
+    // FROM (0: none) to TO.
+    moveTally(s, i, from, to) {
+        const t = this.tally;
+        const step = t.steps[s];
+        const bump = (map, name, by) => {
+            const k = (map.get(name) || 0) + by;
+            if (k > 0)
+                map.set(name, k);
+            else
+                map.delete(name);
+        };
+        if (step && from)
+            bump(step, this.names[from], -1);
+        if (step)
+            bump(step, this.names[to], 1);
+        let mask = 0;
+        for (let x = 0; x < this.nsteps; x++) {
+            const c = this.status[x][i];
+            if (c && c < 32)
+                mask |= 1 << c;
+        }
+        mask >>>= 0;
+        const before = t.masks[i];
+        if (mask === before)
+            return;
+        for (let m = (before & ~mask) >>> 0; m; m = (m & (m - 1)) >>> 0)
+            bump(t.rows, this.names[31 - Math.clz32(m & -m)], -1);
+        for (let m = (mask & ~before) >>> 0; m; m = (m & (m - 1)) >>> 0)
+            bump(t.rows, this.names[31 - Math.clz32(m & -m)], 1);
+        t.masks[i] = mask;
+        let w = -1;
+        for (let m = mask; m; m = (m & (m - 1)) >>> 0) {
+            const r = this.rankOfCode(31 - Math.clz32(m & -m));
+            if (w < 0 || r < w)
+                w = r;
+        }
+        t.worst[i] = w;
+    }
+
+    // The counts, in one pass over the columns (counts).
+    countAll(rank) {
         const n = this.nodes.length;
         const masks = new Uint32Array(n);
         const steps = [];
