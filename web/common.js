@@ -288,19 +288,30 @@ export async function sse(path, onEvent, signal) {
     let buf = '';
     let name = '';
     let data = [];
+    const eol = /\r\n|\r|\n/g;
     for (;;) {
         const { value, done } = await reader.read();
         if (done)
             break;
         buf += value;
+        // The lines read where they are (a large piece of the stream holds
+        // thousands: cut off one by one, each cut was a copy), and the
+        // thread given back every SSE_SLICE_MS
+        let at = 0;
+        let since = performance.now();
+        eol.lastIndex = 0;
         for (;;) {
-            const m = /\r\n|\r|\n/.exec(buf);
+            const m = eol.exec(buf);
             if (!m)
                 break;
             if (m[0] === '\r' && m.index === buf.length - 1)
                 break;   // maybe the first half of \r\n: wait for more
-            const line = buf.slice(0, m.index);
-            buf = buf.slice(m.index + m[0].length);
+            const line = buf.slice(at, m.index);
+            at = eol.lastIndex;
+            if (performance.now() - since > SSE_SLICE_MS) {
+                await sleep(0);
+                since = performance.now();
+            }
             if (line === '') {
                 if (data.length)
                     onEvent(name || 'message', data.join('\n'));
@@ -320,8 +331,10 @@ export async function sse(path, onEvent, signal) {
             else if (field === 'data')
                 data.push(val);
         }
+        buf = buf.slice(at);
     }
 }
+const SSE_SLICE_MS = 8;
 
 // ------------------------------------------------------------------
 // Who is logged in, and what they may do.
