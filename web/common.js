@@ -660,7 +660,7 @@ export function inFrame(fn) {
 // it runs once, in its later place. Made per view: CTX.live() false drops
 // what is left. later(key, fn) queues; pending(key) says whether it waits;
 // drop(key) forgets it.
-const FRAME_WORK_MS = 8;
+const FRAME_WORK_MS = 4;
 export function frameWork(ctx) {
     const queue = new Map();       // key -> fn, in the order asked
     let frame = 0;
