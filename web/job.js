@@ -1069,11 +1069,25 @@ export function jobView(ctx, id) {
             nodeMask = { key: filter.group + '\n' + filter.label, seq, mask };
         detailCache.clear();
         // The events that came while the record was on its way may be newer
-        // than it: applied again (drawGrid draws them)
+        // than it: applied again (drawGrid draws them), a slice at a time
+        // (thousands at a large step's end), the stream's waiting meanwhile
         const later = recentCellEvents.slice(since);
         recentCellEvents = [];
-        for (const e of later)
-            applyEvent(e, true);
+        replaying = true;
+        try {
+            let start = performance.now();
+            for (let k = 0; k < later.length; k++) {
+                applyEvent(later[k], true);
+                if ((k & 255) === 255 && performance.now() - start > DRAIN_MS) {
+                    await sleep(0);
+                    if (!ctx.live())
+                        return;
+                    start = performance.now();
+                }
+            }
+        } finally {
+            replaying = false;
+        }
         if (r.progress)
             progress = r.progress;
         if (FINAL.has(r.status)) {
@@ -1278,11 +1292,16 @@ export function jobView(ctx, id) {
     // stream, which as one task held the page for tens of ms.
     const streamed = [];           // the events' data, in order, not applied yet
     let drainTimer = 0;
+    let replaying = false;         // refetch applies the events again: the stream waits
     const DRAIN_MS = 6;
     const drainStream = () => {
         drainTimer = 0;
         if (!ctx.live())
             return;
+        if (replaying) {
+            drainTimer = setTimeout(drainStream, 10);   // after the record's own (refetch)
+            return;
+        }
         const start = performance.now();
         const batch = [];
         let k = 0;
