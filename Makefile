@@ -47,7 +47,8 @@
 #                   job's page, beside their budgets; writes
 #                   build/bench/web.json (test/browser/bench_web.mjs)
 #                   BENCH_ARGS adds gridbench options (gridbench --help);
-#                   for bench-web, bench_web.mjs's (--profile, --web DIR)
+#                   for bench-web, bench_web.mjs's (--profile,
+#                   --profile-only, --web DIR)
 #   make install    programs, man pages, configs, units, completion, Python
 #                   module (PREFIX=/usr/local, DESTDIR); make uninstall
 #   make deb        Debian packages in build/deb, checked by lintian

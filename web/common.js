@@ -4,6 +4,8 @@
 // line, the live helpers (onChanges, onNodeChanges, every, frame batching),
 // virtualised rows, and the cell statuses' order and colours.
 
+import { cellRank } from './jobcells.js';
+
 const API = '/api/v1';
 const TOKEN_KEY = 'grid.token';
 export const FINAL = new Set(['completed', 'partial_failure', 'failed', 'cancelled']);
@@ -14,6 +16,7 @@ export const JOB_STATUSES = ['pending', 'running', 'completed', 'partial_failure
     'failed', 'cancelled'];
 const VIRTUAL_ROWS = 150;     // from this many node rows on, a job's grid draws only those in view
 const VIRTUAL_OVERSCAN = 10;  // ... and this many either side
+const VIRTUAL_VIEW = 0.7;     // ... of a box this part of the window high (style.css .vscroll.virtual)
 const ROLE_RANK = { viewer: 0, operator: 1, admin: 2 };
 // A job id no broker makes (its clock part is zero): see whoami().
 const ROLE_PROBE_JOB = 'j-000000000000-0000';
@@ -285,19 +288,30 @@ export async function sse(path, onEvent, signal) {
     let buf = '';
     let name = '';
     let data = [];
+    const eol = /\r\n|\r|\n/g;
     for (;;) {
         const { value, done } = await reader.read();
         if (done)
             break;
         buf += value;
+        // The lines read where they are (a large piece of the stream holds
+        // thousands: cut off one by one, each cut was a copy), and the
+        // thread given back every SSE_SLICE_MS
+        let at = 0;
+        let since = performance.now();
+        eol.lastIndex = 0;
         for (;;) {
-            const m = /\r\n|\r|\n/.exec(buf);
+            const m = eol.exec(buf);
             if (!m)
                 break;
             if (m[0] === '\r' && m.index === buf.length - 1)
                 break;   // maybe the first half of \r\n: wait for more
-            const line = buf.slice(0, m.index);
-            buf = buf.slice(m.index + m[0].length);
+            const line = buf.slice(at, m.index);
+            at = eol.lastIndex;
+            if (performance.now() - since > SSE_SLICE_MS) {
+                await sleep(0);
+                since = performance.now();
+            }
             if (line === '') {
                 if (data.length)
                     onEvent(name || 'message', data.join('\n'));
@@ -317,8 +331,10 @@ export async function sse(path, onEvent, signal) {
             else if (field === 'data')
                 data.push(val);
         }
+        buf = buf.slice(at);
     }
 }
+const SSE_SLICE_MS = 8;
 
 // ------------------------------------------------------------------
 // Who is logged in, and what they may do.
@@ -550,6 +566,16 @@ async function refreshCluster() {
         clusterState = null;   // an older broker has no such route; the line is a nicety
     }
     drawBrokerState(null);
+    for (const fn of [...clusterListeners])
+        fn(clusterState);
+}
+
+// Calls FN(clusterState) each time the cluster's state was read again (a
+// view that shows it: the overview). Returns a stop().
+const clusterListeners = new Set();
+export function onClusterState(fn) {
+    clusterListeners.add(fn);
+    return () => clusterListeners.delete(fn);
 }
 
 // The node list came: the header counts what it shows.
@@ -625,6 +651,51 @@ export function inFrame(fn) {
             }
         });
     frameQueue.add(fn);
+}
+
+// A queue of drawing work spread over animation frames, so that no one
+// task holds the page's thread long: each frame runs the work due, oldest
+// first, until FRAME_WORK_MS have gone (at least one piece), and leaves the
+// rest to the next frame. Each piece has a KEY: asked again before it ran,
+// it runs once, in its later place. Made per view: CTX.live() false drops
+// what is left. later(key, fn) queues; pending(key) says whether it waits;
+// drop(key) forgets it.
+const FRAME_WORK_MS = 4;
+export function frameWork(ctx) {
+    const queue = new Map();       // key -> fn, in the order asked
+    let frame = 0;
+    const run = () => {
+        frame = 0;
+        if (!ctx.live()) {
+            queue.clear();
+            return;
+        }
+        const start = performance.now();
+        while (queue.size) {
+            const [key, fn] = queue.entries().next().value;
+            queue.delete(key);
+            try {
+                fn();
+            } catch (e) {
+                flashError(e);
+            }
+            if (performance.now() - start >= FRAME_WORK_MS)
+                break;
+        }
+        // (a piece that asked for more asked for the next frame already)
+        if (queue.size && !frame)
+            frame = requestAnimationFrame(run);
+    };
+    return {
+        later(key, fn) {
+            queue.delete(key);
+            queue.set(key, fn);
+            if (!frame)
+                frame = requestAnimationFrame(run);
+        },
+        pending: (key) => queue.has(key),
+        drop: (key) => queue.delete(key),
+    };
 }
 
 // A change feed of the broker: a long poll on PATH (job.changes,
@@ -889,35 +960,33 @@ export const CELL_SHORT = { success: 'ok', failed: 'failed', running: 'running',
                      unsupported: 'unsupported', retry_wait: 'retry wait' };
 
 
-// A cell's statuses in the order a job's rows are drawn: failures first,
-// then what is still under way, then what went well.
-const CELL_ORDER = ['failed', 'timeout', 'lost', 'offline', 'interrupted', 'unsupported',
-                    'cancelled', 'retry_wait', 'running', 'acknowledged', 'dispatched',
-                    'pending', 'drained', 'skipped', 'success'];
-const CELL_RANK = new Map(CELL_ORDER.map((s, i) => [s, i]));
-
-export function cellRank(status) {
-    const rank = CELL_RANK.get(status);
-    return rank === undefined ? CELL_ORDER.length : rank;
-}
+// A cell's statuses in the order a job's rows are drawn (failures
+// first): cellRank, with the cells' columns in jobcells.js (which the
+// Workers load too).
+export { cellRank };
 
 
 // Draws into TBODY the rows ROW(i) for i in [0, COUNT): all of them up to
 // VIRTUAL_ROWS; past that only those in BOX's view (and VIRTUAL_OVERSCAN
 // either side), between two spacer rows as tall as the rows left out.
 // PITCH holds the rows' height with the table's spacing ({px}), measured
-// once from the first rows drawn ({measured: true} after). BOX scrolls
-// (class "virtual" while it is).
+// once from the first rows drawn ({measured: true} after); a caller that
+// knows BOX's scroll position says it in PITCH.top (read, it would lay out
+// at once a page whose grid just changed). BOX scrolls (class "virtual"
+// while it is: 70vh high, its content contained: style.css .vscroll).
 export function virtualRows(box, tbody, count, row, pitch) {
-    // Read before the rows go: without them the box cannot scroll, and a
-    // read after would clamp its position to the top
-    const view = box.clientHeight || 600;
-    const scrolled = box.scrollTop;
+    const view = Math.ceil(window.innerHeight * VIRTUAL_VIEW);
+    const scrolled = count <= VIRTUAL_ROWS ? 0 : pitch.top !== undefined ? pitch.top : box.scrollTop;
+    // PITCH.lean: the rows in view only, none either side (a first draw,
+    // with the rest to come: less to lay out at once)
+    const over = pitch.lean ? 0 : VIRTUAL_OVERSCAN;
+    delete pitch.top;
+    delete pitch.lean;
     box.classList.toggle('virtual', count > VIRTUAL_ROWS);
     let first = 0, last = count;
     if (count > VIRTUAL_ROWS) {
-        first = Math.min(count - 1, Math.max(0, Math.floor(scrolled / pitch.px) - VIRTUAL_OVERSCAN));
-        last = Math.min(count, first + Math.ceil(view / pitch.px) + 2 * VIRTUAL_OVERSCAN);
+        first = Math.min(count - 1, Math.max(0, Math.floor(scrolled / pitch.px) - over));
+        last = Math.min(count, first + Math.ceil(view / pitch.px) + 2 * over);
     }
     const spacer = (rows, where) => {
         const tr = h('tr', { class: 'spacer', dataset: { where } });
@@ -940,20 +1009,30 @@ export function virtualRows(box, tbody, count, row, pitch) {
     });
     while (tbody.children.length > want.length)
         tbody.lastElementChild.remove();
-    // The pitch is measured once, from the first rows drawn: offsetTop
-    // forces a layout of the new rows at once, which on each redraw cost
-    // the nodes page tens of ms a refresh
-    if (pitch.measured || count <= VIRTUAL_ROWS)
+    // The pitch is measured once, from the first rows drawn, and not now:
+    // offsetTop would force a layout of the new rows at once (tens of ms
+    // for a page at fleet size). A task queued now runs once the browser
+    // laid them out for the frame, when reading costs nothing; the rows are
+    // drawn again only if they were not as tall as guessed
+    pitch.last = [box, tbody, count, row];    // what the measure draws again: the latest
+    if (pitch.measured || pitch.measuring || count <= VIRTUAL_ROWS)
         return;
-    const drawn = tbody.querySelectorAll('tr:not(.spacer)');
-    const px = drawn.length > 1 ? drawn[1].offsetTop - drawn[0].offsetTop : 0;
-    if (px <= 0)
-        return;
-    pitch.measured = true;
-    if (Math.abs(px - pitch.px) > 1) {
-        pitch.px = px;
-        virtualRows(box, tbody, count, row, pitch);
-    }
+    pitch.measuring = true;
+    setTimeout(() => {
+        pitch.measuring = false;
+        const [lastBox, lastBody, lastCount, lastRow] = pitch.last;
+        if (pitch.measured || !lastBody.isConnected)
+            return;
+        const drawn = lastBody.querySelectorAll('tr:not(.spacer)');
+        const px = drawn.length > 1 ? drawn[1].offsetTop - drawn[0].offsetTop : 0;
+        if (px <= 0)
+            return;
+        pitch.measured = true;
+        if (Math.abs(px - pitch.px) > 1) {
+            pitch.px = px;
+            virtualRows(lastBox, lastBody, lastCount, lastRow, pitch);
+        }
+    }, 0);
 }
 
 // Calls DRAW at the next animation frame after BOX scrolls, once a frame.

@@ -14,19 +14,56 @@
 //   held: how many older it keeps, error};
 // - {id, older: N} answers {id, events: the newest N of those it keeps}
 //   and forgets them;
-// - {id, record: ArrayBuffer} parses the job's record (the body of its GET,
-//   fetched by the page while this worker started) and answers {id,
-//   status: 200, head: the record without its results, cells: packCells'
-//   columns}, or {id, status: 0, error} when it is not a JSON object;
+// - {id, record: URL, headers, filter: {group, label}} fetches the job's
+//   record (its bytes never reach the page's thread), parses it and
+//   answers {id, status: 200, head: the record without its results,
+//   cells: packCells' columns, seq: how many records it parsed, mask: see
+//   below, when FILTER names a group or label and the nodes were read,
+//   expectedIsNodes: true when the record's `expected` was left out of
+//   HEAD because it names the cells' nodes, no more, no fewer},
+//   {id, status, body} for an error status, or {id, status: 0, error}
+//   when it is not a JSON object;
 // - {id, nodes: URL, headers} fetches the node list and answers {id,
-//   status, groups: {group: [node, ...]}, labels: {"key=value": [node,
-//   ...]}} (an error status: {id, status, body});
+//   status, groups: [[group, nodes of the last record in it], ...],
+//   labels: [["key=value", nodes], ...]} (sorted; an error status: {id,
+//   status, body}): the choices of the job page's filters, counted here;
+// - {id, mask: {group, label}} answers {id, seq, mask: a Uint8Array over
+//   the last record's nodes (packCells' order), 1 for those in GROUP and
+//   with LABEL (either empty: any), transferred}, or mask null before the
+//   nodes were read;
 // - {id, cell: {step, node}} answers {id, cell: that cell of the last
 //   record, whole (output, history, ...), or null}.
 import { packCells } from './jobcells.js';
 
 let held = [];
 let results = null;      // the last record's cells, parsed
+let recordNodes = [];    // the last record's nodes, in packCells' order
+let seq = 0;             // records parsed
+let nodeInfo = null;     // Map(node -> {groups: [...], labels: ['k=v', ...]}) once read
+
+// The nodes of the last record in GROUP and with LABEL ('' for any), as
+// a mask in their order; null before the node list was read.
+const maskOf = (filter) => {
+    if (!nodeInfo)
+        return null;
+    const group = (filter && filter.group) || '', label = (filter && filter.label) || '';
+    const mask = new Uint8Array(recordNodes.length);
+    recordNodes.forEach((n, i) => {
+        const info = nodeInfo.get(n);
+        mask[i] = (!group || (info && info.groups.includes(group)))
+            && (!label || (info && info.labels.includes(label))) ? 1 : 0;
+    });
+    return mask;
+};
+
+// The groups and labels of the last record's nodes: [[name, nodes], ...]
+const choices = (pick) => {
+    const counts = new Map();
+    for (const n of recordNodes)
+        for (const v of (nodeInfo && nodeInfo.get(n) && nodeInfo.get(n)[pick]) || [])
+            counts.set(v, (counts.get(v) || 0) + 1);
+    return [...counts.entries()].sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0));
+};
 
 const fetchJson = async (url, headers) => {
     const res = await fetch(url, { headers: headers || {}, cache: 'no-store', credentials: 'omit' });
@@ -49,6 +86,11 @@ self.onmessage = async (msg) => {
         self.postMessage({ id: q.id, events, held: held.length });
         return;
     }
+    if (q.mask && typeof q.mask === 'object') {
+        const mask = maskOf(q.mask);
+        self.postMessage({ id: q.id, seq, mask }, mask ? [mask.buffer] : []);
+        return;
+    }
     if (q.cell && typeof q.cell === 'object') {
         const cells = results && results[String(q.cell.step)];
         const cell = cells && typeof q.cell.node === 'string' && Object.hasOwn(cells, q.cell.node)
@@ -57,12 +99,11 @@ self.onmessage = async (msg) => {
         return;
     }
     try {
-        if (q.record instanceof ArrayBuffer) {
-            let data = null;
-            try {
-                data = JSON.parse(new TextDecoder().decode(q.record));
-            } catch (e) {
-                data = null;
+        if (typeof q.record === 'string') {
+            const { res, data } = await fetchJson(q.record, q.headers);
+            if (!res.ok) {
+                self.postMessage({ id: q.id, status: res.status, body: data });
+                return;
             }
             if (!data || typeof data !== 'object' || Array.isArray(data)) {
                 self.postMessage({ id: q.id, status: 0, error: 'the record is not a JSON object' });
@@ -71,25 +112,43 @@ self.onmessage = async (msg) => {
             const cells = packCells(data);
             results = data.results && typeof data.results === 'object' ? data.results : {};
             delete data.results;
+            recordNodes = cells.nodes;
+            seq++;
             const buffers = cells.buffers;
             delete cells.buffers;
-            self.postMessage({ id: q.id, status: 200, head: data, cells }, buffers);
+            const f = q.filter || {};
+            const mask = f.group || f.label ? maskOf(f) : null;
+            if (mask)
+                buffers.push(mask.buffer);
+            // The expected nodes are (nearly always) the cells' nodes: not
+            // sent twice (10,000 names cloned cost the page's thread ms)
+            const expected = Array.isArray(data.expected) ? data.expected : null;
+            const same = expected && expected.length === cells.nodes.length
+                && expected.every((n) => typeof n === 'string') && new Set(expected).size === expected.length;
+            if (same)
+                delete data.expected;
+            self.postMessage({ id: q.id, status: 200, head: data, cells, seq, mask, expectedIsNodes: !!same },
+                             buffers);
             return;
         }
         if (typeof q.nodes === 'string') {
             const { res, data } = await fetchJson(q.nodes, q.headers);
-            const groups = {}, labels = {};
-            for (const n of (res.ok && data && Array.isArray(data.nodes) ? data.nodes : [])) {
+            if (!res.ok) {
+                self.postMessage({ id: q.id, status: res.status, body: data });
+                return;
+            }
+            const info = new Map();
+            for (const n of (data && Array.isArray(data.nodes) ? data.nodes : [])) {
                 if (!n || typeof n.id !== 'string')
                     continue;
-                for (const g of Array.isArray(n.groups) ? n.groups : [])
-                    if (typeof g === 'string')
-                        (groups[g] || (groups[g] = [])).push(n.id);
-                for (const [k, v] of Object.entries(n.labels && typeof n.labels === 'object' ? n.labels : {}))
-                    (labels[k + '=' + v] || (labels[k + '=' + v] = [])).push(n.id);
+                info.set(n.id, {
+                    groups: (Array.isArray(n.groups) ? n.groups : []).filter((g) => typeof g === 'string'),
+                    labels: Object.entries(n.labels && typeof n.labels === 'object' ? n.labels : {})
+                        .map(([k, v]) => k + '=' + v),
+                });
             }
-            self.postMessage(res.ok ? { id: q.id, status: res.status, groups, labels }
-                                    : { id: q.id, status: res.status, body: data });
+            nodeInfo = info;
+            self.postMessage({ id: q.id, status: res.status, groups: choices('groups'), labels: choices('labels') });
             return;
         }
         const { res, data } = await fetchJson(q.fetch, q.headers);

@@ -3,9 +3,9 @@
 
 import { ApiError, CELL_SHORT, FINAL, apiRequest, FINAL_CELL, IN_FLIGHT, api, append, badge, cellRank, clear, cssName,
     enc, eventBadge, every, fact, flash, flashError, flattenSteps, fmtBytes, fmtClock,
-    fmtDuration, fmtTime, h, inFrame, jobLink, legend, loadOutput, onScrollFrame, pageBytes, progressEls,
+    fmtDuration, fmtTime, frameWork, h, jobLink, legend, loadOutput, onScrollFrame, pageBytes, progressEls,
     progressText, q, roleButton, sleep, sse, targetText, timeEl, toneColour, virtualRows } from './common.js';
-import { CellTable, packCells } from './jobcells.js';
+import { CellTable, failuresFirst, packCells } from './jobcells.js';
 import { batchesView, dagView } from './jobgraph.js';
 
 export function jobView(ctx, id) {
@@ -40,9 +40,15 @@ export function jobView(ctx, id) {
                                     hidden: true });
     let statusFilter = '';         // rows with a cell of this status only ('' = all)
     let progress = null;           // the job's last progress (job.progress, the stream)
-    // The nodes' groups and labels (node.list, read once): the rows can be
-    // filtered by them
-    let nodeInfo = null;           // Map(node -> {groups: [..], labels: ['k=v', ..]})
+    // The nodes' groups and labels (node.list, read once, in the record's
+    // Worker: it answers the choices with their counts, and the rows a
+    // choice keeps as a mask): the rows can be filtered by them
+    let nodeInfo = null;           // read here (no Worker): Map(node -> {groups: [..], labels: ['k=v', ..]})
+    let nodeChoices = null;        // {groups: [[group, nodes of the job], ..], labels: [[label, nodes], ..]}
+    let nodeInfoAsked = false;
+    let cellsSeq = 0;              // which record the cells are: the Worker's count, or -recordVersion
+    let nodeMask = null;           // {key, seq, mask}: the rows the group and label filters keep
+    let maskAsked = '';
     const groupSelect = h('select', { id: 'grid-group', 'aria-label': 'nodes of a group', hidden: true });
     const labelSelect = h('select', { id: 'grid-label', 'aria-label': 'nodes with a label', hidden: true });
     let groupFilter = ctx.query.get('group') || '';
@@ -51,6 +57,9 @@ export function jobView(ctx, id) {
     const mapBox = h('div', { class: 'mapbox', id: 'heatmap', hidden: true });
     const forceMap = ctx.query.get('view') === 'map';
     const statusChips = h('nav', { class: 'filters', id: 'cell-filters', 'aria-label': 'cell status filter' });
+    // The drawing, spread over frames (frameWork): the rows first, then the
+    // heat map's steps, histograms, batches and DAG, filters, one piece at a time
+    const work = frameWork(ctx);
 
     const head = h('div', { class: 'jobhead' });
     const actions = h('div', { class: 'actions' });
@@ -210,7 +219,7 @@ export function jobView(ctx, id) {
             && !FINAL.has(record.status) && (p.step !== record.step || p.status !== record.status)) {
             record.step = p.step;
             record.status = p.status;
-            inFrame(drawHead);
+            work.later('head', drawHead);
         }
         tasks = new Map();
         for (const t of (p && Array.isArray(p.tasks) ? p.tasks : []))
@@ -239,34 +248,62 @@ export function jobView(ctx, id) {
     let view = null;               // {all, matching: Int32Array of table indices, counts}
     const derive = () => {
         const n = cells.nodes.length;
+        // The record's own, made in the Worker, then kept by the cells'
+        // moves; the order too, until a cell moves (then a pass over the
+        // nodes, not their cells)
         const counts = cells.counts(cellRank);
-        // A counting sort by rank over the names' order (the table's)
-        const none = cellRank(null);
-        const rank = (i) => (counts.worst[i] < 0 ? none : Math.min(none, counts.worst[i]));
-        const start = new Uint32Array(none + 2);
-        for (let i = 0; i < n; i++)
-            start[rank(i) + 1]++;
-        for (let k = 1; k < start.length; k++)
-            start[k] += start[k - 1];
-        const all = new Int32Array(n);
-        for (let i = 0; i < n; i++)
-            all[start[rank(i)]++] = i;
+        const all = cells.derived ? cells.derived.all : failuresFirst(counts.worst);
         if (statusFilter && !counts.rows.has(statusFilter))
             statusFilter = '';
         const needle = gridFilter.value.trim().toLowerCase();
         const bit = statusFilter ? cells.codes.get(statusFilter) : undefined;
-        const info = (node) => (nodeInfo && nodeInfo.get(node)) || { groups: [], labels: [] };
         const onStep = stepOnly !== null ? cells.status[stepOnly] || new Uint8Array(n) : null;
-        const matching = !needle && !statusFilter && !groupFilter && !labelFilter && !onStep ? all
-            : all.filter((i) => {
-                const node = cells.nodes[i];
-                return (!needle || node.toLowerCase().includes(needle))
+        // The group and label choices' rows (null: not known yet, none shown)
+        const keep = groupFilter || labelFilter ? keptByNodes() : undefined;
+        const matching = !needle && !statusFilter && keep === undefined && !onStep ? all
+            : all.filter((i) => (!needle || cells.nodes[i].toLowerCase().includes(needle))
                     && (!statusFilter || (bit < 32 && (counts.masks[i] & (1 << bit)) !== 0))
                     && (!onStep || onStep[i] !== 0)
-                    && (!groupFilter || info(node).groups.includes(groupFilter))
-                    && (!labelFilter || info(node).labels.includes(labelFilter));
-            });
+                    && (keep === undefined || (keep !== null && keep[i] === 1)));
         view = { all, matching, counts };
+    };
+
+    // The rows of the cells shown that the group and label choices keep, as
+    // a mask over the cells' nodes, or null while it is not known. The
+    // Worker that read the record and the node list answers it; without one,
+    // it is made here from the node list.
+    const filterKey = () => groupFilter + '\n' + labelFilter;
+    const keptByNodes = () => {
+        const key = filterKey();
+        if (nodeMask && nodeMask.key === key && nodeMask.seq === cellsSeq)
+            return nodeMask.mask;
+        if (nodeInfo || cellsSeq <= 0) {
+            if (!nodeInfo)
+                return null;
+            const mask = new Uint8Array(cells.nodes.length);
+            cells.nodes.forEach((node, i) => {
+                const info = nodeInfo.get(node);
+                mask[i] = info && (!groupFilter || info.groups.includes(groupFilter))
+                    && (!labelFilter || info.labels.includes(labelFilter)) ? 1 : 0;
+            });
+            nodeMask = { key, seq: cellsSeq, mask };
+            return mask;
+        }
+        const asked = key + '\n' + cellsSeq;
+        if (maskAsked !== asked && nodeChoices) {
+            maskAsked = asked;
+            recordWorker.ask({ mask: { group: groupFilter, label: labelFilter } }).then((m) => {
+                maskAsked = '';
+                if (!ctx.live() || !m || !m.mask)
+                    return;
+                nodeMask = { key, seq: m.seq, mask: m.mask };
+                if (m.seq === cellsSeq && key === filterKey())
+                    work.later('grid', drawGrid);
+            });
+        }
+        // Meanwhile, the mask of an earlier record of as many nodes
+        return nodeMask && nodeMask.key === key && nodeMask.mask.length === cells.nodes.length
+            ? nodeMask.mask : null;
     };
 
     // The cell of STEP on NODE as the grid shows it (the record's, moved
@@ -283,18 +320,17 @@ export function jobView(ctx, id) {
         const nsteps = Math.max(cells.nsteps, steps.length);
         if (stepOnly !== null && stepOnly >= nsteps)
             stepOnly = null;
+        // Read before the grid changes, while the layout is still clean
+        const top = scrollBox.scrollTop;
         derive();
         drawChips();
-        drawNodeFilters(cells.nodes);
         gridFilter.hidden = cells.nodes.length <= 10;
-        // The rows first, the heat map at the next frame: two shorter tasks
-        // instead of one, and the first screen of rows sooner
+        // The rows now; the heat map and the choices in later pieces: the
+        // first screen of rows sooner, and no one long task
         cellChanges.clear();
-        const mapDraw = ++mapDraws;
-        requestAnimationFrame(() => {
-            if (mapDraw === mapDraws && ctx.live())
-                drawMap(nsteps, steps);
-        });
+        mapChanges.clear();
+        work.later('map', () => drawMap(nsteps, steps));
+        work.later('filters', drawNodeFilters);
         const headRow = h('tr', null, h('th', { class: 'corner' }, 'node \\ step'));
         for (const s of columns(nsteps)) {
             const st = steps[s];
@@ -310,7 +346,6 @@ export function jobView(ctx, id) {
                 h('div', { class: 'tallies small', dataset: { step: String(s) }, hidden: !tally.length }, tally)));
         }
         rowState = { nsteps, pending: r.status === 'pending' };
-        const top = scrollBox.scrollTop;
         clear(gridBox);
         clear(scrollBox);
         gridTbody = h('tbody');
@@ -319,8 +354,13 @@ export function jobView(ctx, id) {
                                       dataset: { step: stepOnly === null ? '' : String(stepOnly) } },
                            h('thead', null, headRow), gridTbody));
         gridBox.append(scrollBox, legend());
-        scrollBox.scrollTop = top;
+        if (top)
+            scrollBox.scrollTop = top;   // (which lays the page out at once: not at the top)
+        // The rows in view now, those either side in a later piece
+        rowPitch.top = top;
+        rowPitch.lean = true;
         drawRows();
+        work.later('rows', drawRows);
     };
 
     // A step's counts per status, as tally chips (failures first).
@@ -343,8 +383,8 @@ export function jobView(ctx, id) {
                          interrupted: 'interrupted', cancelled: 'cancelled', offline: 'offline',
                          drained: 'drained', unsupported: 'unsupported', retried: 'retry_wait' };
     let mapState = null;           // the heat map drawn: see drawMap
-    let mapDraws = 0;
     const cellChanges = new Map(); // step/node -> {step, node}: not drawn yet
+    const mapChanges = new Map();  // step/node -> {step, node}: not painted on the heat map yet
     let cellFrame = 0;
     let cellsStreamed = false;     // the stream moved a cell: the record is fetched less often
     let recentCellEvents = [];     // the cell events of the stream since the last fetch began
@@ -372,7 +412,7 @@ export function jobView(ctx, id) {
         // one redraw of its cells. A large job's redraw counts and paints
         // all its cells: half as often
         if (!cellFrame)
-            cellFrame = setTimeout(() => requestAnimationFrame(drawCellChanges),
+            cellFrame = setTimeout(() => work.later('cells', drawCellChanges),
                                    cells.nodes.length > 2000 ? 2 * CELL_DRAW_MS : CELL_DRAW_MS);
     };
     const CELL_DRAW_MS = 200;
@@ -391,6 +431,7 @@ export function jobView(ctx, id) {
             return;
         }
         const before = view.matching;
+        const top = scrollBox.scrollTop;   // read first, while the layout is clean
         derive();
         const moved = !sameOrder(before, view.matching);
         // The rows first: they read the layout (virtualRows), still clean
@@ -403,8 +444,10 @@ export function jobView(ctx, id) {
                 tr.replaceWith(fresh);
             }
         }
-        if (moved)
+        if (moved) {
+            rowPitch.top = top;
             drawRows();
+        }
         drawChips();
         for (const box of [...mapBox.querySelectorAll('.tallies[data-step]'),
                            ...gridBox.querySelectorAll('.tallies[data-step]')]) {
@@ -413,9 +456,22 @@ export function jobView(ctx, id) {
             box.append(...tally);
             box.hidden = !tally.length;
         }
-        if (mapState && sameOrder(mapState.order, view.matching)) {
+        // The heat map, the batches and the DAG, the open cell: later pieces
+        for (const [key, c] of cellChanges)
+            mapChanges.set(key, c);
+        cellChanges.clear();
+        work.later('map-changes', paintMapChanges);
+        work.later('shapes', drawShapes);
+        if (selected)
+            work.later('cell', drawCell);
+    };
+
+    // The heat map's squares the cells' changes moved (all of them when
+    // the rows' order moved).
+    const paintMapChanges = () => {
+        if (mapState && view && sameOrder(mapState.order, view.matching)) {
             const steps = new Set();
-            for (const c of cellChanges.values())
+            for (const c of mapChanges.values())
                 if (paintSquare(c.step, cells.index.get(c.node)))
                     steps.add(c.step);
             for (const s of steps)
@@ -423,10 +479,7 @@ export function jobView(ctx, id) {
         } else if (mapState) {
             paintMap();
         }
-        cellChanges.clear();
-        drawShapes();
-        if (selected)
-            drawCell();
+        mapChanges.clear();
     };
 
     // One node's row of the grid.
@@ -470,11 +523,16 @@ export function jobView(ctx, id) {
 
     // The rows of the grid, only those in view past VIRTUAL_ROWS.
     const drawRows = () => {
-        if (!rowState || !gridTbody || !view)
+        if (!rowState || !gridTbody || !view) {
+            delete rowPitch.top;
+            delete rowPitch.lean;
             return;
+        }
         const { nsteps, pending } = rowState;
         const matching = view.matching;
         if (!matching.length) {
+            delete rowPitch.top;
+            delete rowPitch.lean;
             clear(gridTbody);
             gridTbody.append(h('tr', null, h('td', { colspan: nsteps + 1, class: 'muted empty' },
                 pending ? 'Waiting to start.' : 'No node took part.')));
@@ -502,45 +560,52 @@ export function jobView(ctx, id) {
     // canvas so that 10,000 cells are one element; hovering names the cell
     // below the map, a click opens it. Under each step, its durations.
     // Shown from MAP_NODES nodes on (or with ?view=map). The squares are
-    // written as pixels (an ImageData per step, put whole): 30,000 squares
-    // in a few milliseconds, where as many fillRect calls took 25 to 85.
+    // written as pixels (an ImageData per step, one pixel a square, shown
+    // scaled up: startSquares), where 30,000 fillRect calls took 25 to 85 ms.
     const MAP_NODES = 40;
+    // The page's width, told after each layout that changed it (read, it
+    // would lay the page out at once: drawMap comes after the rows)
+    let mainWidth = 0;
+    const widthWatch = typeof ResizeObserver === 'function' ? new ResizeObserver((entries) => {
+        for (const e of entries)
+            mainWidth = Math.round(e.contentRect.width);
+    }) : null;
+    if (widthWatch)
+        widthWatch.observe(ctx.main);
     const drawMap = (nsteps, steps) => {
         const nodes = view.matching;
         mapBox.hidden = !(forceMap || nodes.length >= MAP_NODES);
         mapState = null;
+        mapChanges.clear();
         if (mapBox.hidden)
             return;
         clear(mapBox);
-        const width = Math.max(240, Math.min(960, (mapBox.parentElement || document.body).clientWidth - 20));
+        const width = Math.max(240, Math.min(960, (mainWidth || ctx.main.clientWidth) - 20));
         const size = nodes.length > 4000 ? 5 : nodes.length > 1000 ? 7 : 10;
         const pitch = size + 1;
         const perRow = Math.max(1, Math.floor(width / pitch));
         const rows = Math.max(1, Math.ceil(nodes.length / perRow));
         const info = h('div', { class: 'small mono mapinfo', id: 'heatmap-info',
                                 text: 'hover a square for its cell; click to open it' });
-        const dpr = window.devicePixelRatio || 1;
-        const m = { order: null, pos: null, images: [], canvases: [], u32: [], colours: new Map(),
-                    perRow, pitch, size, dpr };
+        const m = { order: null, pos: null, images: [], canvases: [], u32: [],
+                    colours: new Map(), perRow, rows, pitch, size };
         mapState = m;
         placeMap();
-        mapBox.append(info);
-        // One step a frame: its canvas, its squares and its histogram
+        // Every step's box at once (one layout); its squares and its
+        // histogram each a piece of work of their own, in later frames
         const cols = columns(nsteps);
-        const drawStep = (k) => {
-            if (mapState !== m || !ctx.live() || k >= cols.length)
-                return;
-            const s = cols[k];
+        const slots = [];
+        for (const s of cols) {
             const leaf = (steps[s] || {}).leaf || {};
+            // One pixel a square, shown PITCH times as large, unsmoothed; the
+            // gaps between squares are a box over it (style.css .heatgaps)
             const canvas = h('canvas', { class: 'heat', dataset: { step: String(s), pitch: String(pitch),
                                                                  perRow: String(perRow) },
-                                         width: Math.round(perRow * pitch * dpr),
-                                         height: Math.round(rows * pitch * dpr) });
+                                         width: perRow, height: rows });
             canvas.style.width = perRow * pitch + 'px';
             canvas.style.height = rows * pitch + 'px';
-            const g = canvas.getContext('2d');
-            m.canvases[s] = g;
-            m.images[s] = g.createImageData(canvas.width, canvas.height);
+            const gaps = h('div', { class: 'heatgaps' });
+            gaps.style.setProperty('--pitch', pitch + 'px');
             const at = (ev) => {
                 const rect = canvas.getBoundingClientRect();
                 const x = Math.floor((ev.clientX - rect.left) / pitch);
@@ -565,31 +630,46 @@ export function jobView(ctx, id) {
                 drawCell();
                 cellBox.scrollIntoView({ block: 'nearest' });
             });
-            m.u32[s] = new Uint32Array(m.images[s].data.buffer);
-            paintRange(s, 0, m.order.length);
-            putMap(s);
-            // The durations of the step's finished cells that ran (the
-            // record's; a skipped cell's 0 is no run's)
-            const durations = new Float64Array(nodes.length);
-            let done = 0;
-            const col = cells.duration[s];
-            for (let p = 0; col && p < nodes.length; p++) {
-                const i = nodes[p];
-                const status = cells.statusAt(s, i);
-                if (!Number.isNaN(col[i]) && FINAL_CELL.has(status) && status !== 'skipped')
-                    durations[done++] = col[i];
-            }
             // Its name and its counts per status above its squares
             const tally = tallyOf(view.counts.steps[s] || new Map());
-            info.before(h('div', { class: 'mapstep' },
+            const slot = h('div', { class: 'histslot' });
+            slots.push([s, slot]);
+            mapBox.append(h('div', { class: 'mapstep' },
                 h('div', { class: 'small mapstep-head' },
                     h('span', { text: '#' + s + ' ' + (leaf.name || ((leaf.backend || '?') + ' '
                                                                    + (leaf.action || '?'))) }),
                     h('span', { class: 'tallies', dataset: { step: String(s) }, hidden: !tally.length }, tally)),
-                canvas, durationHistogram(durations.subarray(0, done), s)));
-            requestAnimationFrame(() => drawStep(k + 1));
-        };
-        drawStep(0);
+                h('div', { class: 'heatwrap' }, canvas, gaps), slot));
+            work.later('map-step-' + s, () => {
+                if (mapState !== m)
+                    return;
+                startSquares(s, canvas);
+                paintRange(s, 0, m.order.length);
+                putMap(s);
+            });
+        }
+        mapBox.append(info);
+        // The durations of each step's finished cells that ran (the
+        // record's; a skipped cell's 0 is no run's), once the squares are in
+        for (const [s, slot] of slots)
+            work.later('map-hist-' + s, () => {
+                if (mapState !== m)
+                    return;
+                const durations = new Float64Array(m.order.length);
+                let done = 0;
+                const col = cells.duration[s];
+                for (let p = 0; col && p < m.order.length; p++) {
+                    const i = m.order[p];
+                    const status = cells.statusAt(s, i);
+                    if (!Number.isNaN(col[i]) && FINAL_CELL.has(status) && status !== 'skipped')
+                        durations[done++] = col[i];
+                }
+                const hist = durationHistogram(durations.subarray(0, done), s);
+                if (hist)
+                    slot.replaceWith(hist);
+                else
+                    slot.remove();
+            });
     };
 
     // A status's colour as a pixel (the bytes R, G, B, A in memory order).
@@ -609,28 +689,29 @@ export function jobView(ctx, id) {
         return px;
     };
 
+    // A step's squares are the pixels of its canvas, one a square (perRow
+    // x rows: 10,000 pixels for 10,000 nodes, where a square of its own
+    // pixels each was 25 to 100 times as many to write, put and composite).
+    const startSquares = (s, canvas) => {
+        const m = mapState;
+        const g = canvas.getContext('2d');
+        m.canvases[s] = g;
+        m.images[s] = g.createImageData(m.perRow, m.rows);
+        m.u32[s] = new Uint32Array(m.images[s].data.buffer);
+    };
+
     // Writes the squares at positions FROM to TO (of the map's order) of
-    // step S as pixels of its ImageData.
+    // step S as pixels of its image.
     const paintRange = (s, from, to) => {
         const m = mapState;
-        const img = m.images[s];
         const col = cells.status[s];
         const u32 = m.u32[s];
         if (!m.byCode || m.byCode.length !== cells.names.length)
             m.byCode = cells.names.map((name) => pixelOf(name));
         const byCode = m.byCode;
-        const side = Math.max(1, Math.round(m.size * m.dpr));
-        const width = img.width;
-        for (let p = from; p < to; p++) {
-            const px = byCode[col ? col[m.order[p]] : 0];
-            const x0 = Math.round((p % m.perRow) * m.pitch * m.dpr);
-            const y0 = Math.round(Math.floor(p / m.perRow) * m.pitch * m.dpr);
-            const x1 = Math.min(width, x0 + side);
-            const y1 = Math.min(img.height, y0 + side);
-            for (let y = y0; y < y1; y++)
-                for (let at = y * width + x0, end = y * width + x1; at < end; at++)
-                    u32[at] = px;
-        }
+        const order = m.order;
+        for (let p = from; p < to; p++)
+            u32[p] = byCode[col ? col[order[p]] : 0];
     };
 
     // Writes the square of the node of table index I on step S. False when
@@ -706,31 +787,24 @@ export function jobView(ctx, id) {
             drawGrid();
     });
 
-    // The group and label choices: those the job's nodes have (hidden when
-    // none has any); a choice keeps the rows of those nodes only.
-    const drawNodeFilters = (nodes) => {
-        const groups = new Set(), labels = new Set();
-        for (const n of nodes) {
-            const i = nodeInfo && nodeInfo.get(n);
-            if (!i)
-                continue;
-            i.groups.forEach((g) => groups.add(g));
-            i.labels.forEach((l) => labels.add(l));
-        }
+    // The group and label choices: those the job's nodes have, with how
+    // many of them (hidden when none has any); a choice keeps the rows of
+    // those nodes only.
+    const drawNodeFilters = () => {
         const fill = (select, values, current, any) => {
-            const key = [...values].sort().join('\n') + '|' + current;
+            const key = JSON.stringify([values, current]);
             if (select.dataset.drawn === key)
                 return;
             select.dataset.drawn = key;
             clear(select);
             select.append(h('option', { value: '', text: any }));
-            for (const v of [...values].sort())
-                select.append(h('option', { value: v, text: v, selected: v === current }));
+            for (const [v, n] of values)
+                select.append(h('option', { value: v, text: v + ' (' + n + ')', selected: v === current }));
             select.value = current;
-            select.hidden = !values.size && !current;
+            select.hidden = !values.length && !current;
         };
-        fill(groupSelect, groups, groupFilter, 'any group');
-        fill(labelSelect, labels, labelFilter, 'any label');
+        fill(groupSelect, nodeChoices ? nodeChoices.groups : [], groupFilter, 'any group');
+        fill(labelSelect, nodeChoices ? nodeChoices.labels : [], labelFilter, 'any label');
     };
     groupSelect.addEventListener('change', () => {
         groupFilter = groupSelect.value;
@@ -745,35 +819,41 @@ export function jobView(ctx, id) {
             drawGrid();
     });
     // The node list (10,000 nodes: megabytes of JSON) is read in the
-    // events' Worker, which answers each group's and label's nodes.
+    // record's Worker, which answers the choices for the job's nodes,
+    // counted; without one, here.
     const loadNodeInfo = async () => {
         try {
             const req = apiRequest('/nodes');
-            const m = eventsWorker.ok() ? await eventsWorker.ask({ nodes: req.url, headers: req.headers }) : null;
-            const info = new Map();
-            const entry = (n) => info.get(n) || info.set(n, { groups: [], labels: [] }).get(n);
-            if (m && m.status === 200 && m.groups && m.labels) {
-                for (const [g, nodes] of Object.entries(m.groups))
-                    for (const n of nodes)
-                        entry(n).groups.push(g);
-                for (const [l, nodes] of Object.entries(m.labels))
-                    for (const n of nodes)
-                        entry(n).labels.push(l);
+            const m = recordWorker.ok() && cellsSeq > 0
+                ? await recordWorker.ask({ nodes: req.url, headers: req.headers }) : null;
+            let choices = null;
+            if (m && m.status === 200 && Array.isArray(m.groups) && Array.isArray(m.labels)) {
+                choices = { groups: m.groups, labels: m.labels };
             } else {
                 const r = await api('GET', '/nodes', undefined, { signal: abort.signal });
+                const info = new Map();
                 for (const n of (r && r.nodes) || [])
                     info.set(n.id, { groups: Array.isArray(n.groups) ? n.groups : [],
                                      labels: Object.entries(n.labels || {}).map(([k, v]) => k + '=' + v) });
+                const count = (pick) => {
+                    const counts = new Map();
+                    for (const node of (cells && cells.nodes) || [])
+                        for (const v of (info.get(node) || {})[pick] || [])
+                            counts.set(v, (counts.get(v) || 0) + 1);
+                    return [...counts.entries()].sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0));
+                };
+                nodeInfo = info;   // the masks are made here from now on
+                choices = { groups: count('groups'), labels: count('labels') };
             }
             if (!ctx.live())
                 return;
-            nodeInfo = info;
+            nodeChoices = choices;
             // The choices only, unless one is made (the address's): the
             // rows change then
-            if (ctx.live() && record && (groupFilter || labelFilter))
-                drawGrid();
-            else if (ctx.live() && record && cells)
-                inFrame(() => drawNodeFilters(cells.nodes));
+            if (record && cells && (groupFilter || labelFilter))
+                work.later('grid', drawGrid);
+            else if (record && cells)
+                work.later('filters', drawNodeFilters);
         } catch (err) {
             // the filters stay hidden: the grid is whole without them
         }
@@ -954,24 +1034,22 @@ export function jobView(ctx, id) {
     const refetch = async () => {
         const since = recentCellEvents.length;
         fetchedAt = Date.now();
-        // Parsed in the Worker, the cells handed over as columns; without
-        // one (or when it failed, or the broker said no), here, where api()
-        // tells what went wrong. Fetched here as the Worker starts: the
-        // body's bytes, unparsed, are handed over
-        let r = null, packed = null, whole = null;
+        // Fetched, parsed and counted in the Worker (its 4 MB at 10,000
+        // nodes never reach this thread), the cells handed over as columns;
+        // without one (or when it failed, or the broker said no), here,
+        // where api() tells what went wrong
+        let r = null, packed = null, whole = null, seq = 0, mask = null;
+        const filter = { group: groupFilter, label: labelFilter };
         if (recordWorker.ok()) {
             const req = apiRequest('/jobs/' + enc(id));
-            const res = await fetch(req.url, { headers: req.headers, cache: 'no-store', credentials: 'omit',
-                                               signal: abort.signal }).catch((err) => {
-                if (err.name === 'AbortError')
-                    throw err;
-                return null;
-            });
-            const body = res && res.ok ? await res.arrayBuffer() : null;
-            const m = body ? await recordWorker.ask({ record: body }, [body]) : null;
+            const m = await recordWorker.ask({ record: req.url, headers: req.headers, filter });
             if (m && m.status === 200 && m.head && m.cells) {
                 r = m.head;
                 packed = m.cells;
+                if (m.expectedIsNodes)
+                    r.expected = packed.nodes;
+                seq = m.seq;
+                mask = m.mask || null;
             }
         }
         if (!r) {
@@ -986,35 +1064,56 @@ export function jobView(ctx, id) {
         record = r;
         cells = new CellTable(packed);
         recordVersion++;
+        cellsSeq = seq > 0 ? seq : -recordVersion;
+        if (mask)
+            nodeMask = { key: filter.group + '\n' + filter.label, seq, mask };
         detailCache.clear();
         // The events that came while the record was on its way may be newer
-        // than it: applied again (drawGrid draws them)
+        // than it: applied again (drawGrid draws them), a slice at a time
+        // (thousands at a large step's end), the stream's waiting meanwhile
         const later = recentCellEvents.slice(since);
         recentCellEvents = [];
-        for (const e of later)
-            applyEvent(e, true);
+        replaying = true;
+        try {
+            let start = performance.now();
+            for (let k = 0; k < later.length; k++) {
+                applyEvent(later[k], true);
+                if ((k & 255) === 255 && performance.now() - start > DRAIN_MS) {
+                    await sleep(0);
+                    if (!ctx.live())
+                        return;
+                    start = performance.now();
+                }
+            }
+        } finally {
+            replaying = false;
+        }
         if (r.progress)
             progress = r.progress;
         if (FINAL.has(r.status)) {
             setLive('');
             progress = null;
         }
-        if (!nodeInfo && (r.expected || []).length > 1) {
-            nodeInfo = new Map();
+        if (!nodeInfoAsked && (r.expected || []).length > 1) {
+            nodeInfoAsked = true;
             loadNodeInfo();
         }
-        inFrame(drawRecord);
+        drawRecord();
     };
 
-    // The record drawn, once per animation frame however often it came.
+    // The record drawn, in pieces of work (frameWork): the grid's rows,
+    // then the head, the batches and DAG, the open cell (the heat map and
+    // the choices come after the rows: drawGrid). Once however often it came.
     const drawRecord = () => {
         if (!ctx.live() || !record)
             return;
-        drawHead();
-        drawGrid();
-        drawShapes();
-        drawCell();
-        document.body.dataset.jobStatus = record.status;
+        work.later('grid', drawGrid);
+        work.later('head', drawHead);
+        work.later('shapes', drawShapes);
+        work.later('cell', drawCell);
+        work.later('status', () => {
+            document.body.dataset.jobStatus = record.status;
+        });
     };
 
     const scheduleRefetch = () => {
@@ -1057,13 +1156,18 @@ export function jobView(ctx, id) {
                 lastSeq = e.seq;
             eventsAll.push(e);
         }
-        if (!eventFrame && eventsDrawn < eventsAll.length)
-            eventFrame = setTimeout(() => requestAnimationFrame(flushEvents), eventsFlooded ? 4 * EVENTS_DRAW_MS
-                                                                                            : EVENTS_DRAW_MS);
+        if (!eventFrame && eventsDrawn < eventsAll.length && !work.pending('events'))
+            eventFrame = setTimeout(() => {
+                eventFrame = 0;
+                // The last flush replaced every row (more events came than
+                // rows are shown): nobody reads them at that pace; flushed
+                // four times less often
+                eventsFlooded = eventsAll.length - eventsDrawn >= eventsLimit;
+                work.later('events', flushEvents);
+            }, eventsFlooded ? 4 * EVENTS_DRAW_MS : EVENTS_DRAW_MS);
     };
     const EVENTS_DRAW_MS = 250;
-    // The last flush replaced every row (more events came than rows are
-    // shown): nobody reads them at that pace; flushed four times less often
+    const EVENTS_PIECE = 100;      // rows made in one piece of work (flushEvents)
     let eventsFlooded = false;
     const eventRow = (e) => h('tr', { class: 'ev-' + cssName(e.event) },
         h('td', { class: 'muted', text: e.seq }),
@@ -1083,15 +1187,19 @@ export function jobView(ctx, id) {
                 h('button', { type: 'button', class: 'link', id: 'events-show-older',
                               text: 'Show ' + Math.min(older, EVENTS_PAGE) + ' older', onclick: showOlder }));
     };
+    // The events not drawn yet become rows, EVENTS_PIECE at a time (the
+    // rest in the next piece of work): 500 rows at once were a long task
     const flushEvents = () => {
-        eventFrame = 0;
         if (!ctx.live())
             return;
         const rows = document.createDocumentFragment();
-        eventsFlooded = eventsAll.length - eventsDrawn >= eventsLimit;
-        for (let i = Math.max(eventsDrawn, eventsAll.length - eventsLimit); i < eventsAll.length; i++)
+        const from = Math.max(eventsDrawn, eventsAll.length - eventsLimit);
+        const to = Math.min(eventsAll.length, from + EVENTS_PIECE);
+        for (let i = from; i < to; i++)
             rows.append(eventRow(eventsAll[i]));
-        eventsDrawn = eventsAll.length;
+        eventsDrawn = to;
+        if (to < eventsAll.length)
+            work.later('events', flushEvents);
         eventsBody.append(rows);
         const excess = eventsBody.childElementCount - eventsLimit;
         if (excess > 0) {
@@ -1179,6 +1287,42 @@ export function jobView(ctx, id) {
         liveEl.textContent = text;
     };
 
+    // The stream's events, parsed and applied a slice at a time: a step's
+    // end on 10,000 nodes comes as thousands of events in one read of the
+    // stream, which as one task held the page for tens of ms.
+    const streamed = [];           // the events' data, in order, not applied yet
+    let drainTimer = 0;
+    let replaying = false;         // refetch applies the events again: the stream waits
+    const DRAIN_MS = 6;
+    const drainStream = () => {
+        drainTimer = 0;
+        if (!ctx.live())
+            return;
+        if (replaying) {
+            drainTimer = setTimeout(drainStream, 10);   // after the record's own (refetch)
+            return;
+        }
+        const start = performance.now();
+        const batch = [];
+        let k = 0;
+        while (k < streamed.length && ((k & 255) || performance.now() - start < DRAIN_MS)) {
+            let obj = null;
+            try {
+                obj = JSON.parse(streamed[k++]);
+            } catch (e) {
+                continue;
+            }
+            if (obj && typeof obj === 'object')
+                batch.push(obj);
+        }
+        streamed.splice(0, k);
+        addEvents(batch);
+        for (const e of batch)
+            applyEvent(e, false);
+        if (streamed.length)
+            drainTimer = setTimeout(drainStream, 0);
+    };
+
     // Live: the event stream while the job runs; polling if it breaks.
     const follow = async () => {
         let failures = 0;
@@ -1189,17 +1333,19 @@ export function jobView(ctx, id) {
             let broke = null;
             try {
                 await sse('/jobs/' + enc(id) + '/stream' + q({ after: lastSeq || undefined }), (name, data) => {
+                    if (name === 'event') {
+                        streamed.push(data);
+                        if (!drainTimer)
+                            drainTimer = setTimeout(drainStream, 0);
+                        return;
+                    }
                     let obj = null;
                     try {
                         obj = JSON.parse(data);
                     } catch (e) {
                         return;
                     }
-                    if (name === 'event' && obj && typeof obj === 'object') {
-                        addEvents([obj]);
-                        applyEvent(obj, false);
-                    }
-                    else if (name === 'output')
+                    if (name === 'output')
                         addOutput(obj);
                     else if (name === 'progress') {
                         setProgress(obj);
@@ -1225,6 +1371,9 @@ export function jobView(ctx, id) {
             }
             if (!ctx.live())
                 return;
+            // What came is applied before the record and the events are read
+            while (streamed.length && ctx.live())
+                await sleep(10);
             await Promise.all([refetch(), fetchEvents()]).catch(onError);
             if (ended)
                 break;
@@ -1301,6 +1450,8 @@ export function jobView(ctx, id) {
     return () => {
         abort.abort();
         clearTimeout(refetchTimer);
+        if (widthWatch)
+            widthWatch.disconnect();
         recordWorker.stop();
         eventsWorker.stop();
         if (stopPoll)

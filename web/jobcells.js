@@ -7,10 +7,43 @@
 // the page reads and moves them (CellTable), without a DOM here: this
 // module is loaded by the Worker too.
 
+// A cell's statuses in the order a job's rows are drawn: failures first,
+// then what is still under way, then what went well.
+const CELL_ORDER = ['failed', 'timeout', 'lost', 'offline', 'interrupted', 'unsupported',
+                    'cancelled', 'retry_wait', 'running', 'acknowledged', 'dispatched',
+                    'pending', 'drained', 'skipped', 'success'];
+const CELL_RANK = new Map(CELL_ORDER.map((s, i) => [s, i]));
+
+export function cellRank(status) {
+    const rank = CELL_RANK.get(status);
+    return rank === undefined ? CELL_ORDER.length : rank;
+}
+
+// The table indices of a job's nodes in the rows' order: failures first
+// (by WORST, each node's worst status's rank: CellTable.counts), by name
+// within (the table's order), as a counting sort.
+export function failuresFirst(worst) {
+    const n = worst.length;
+    const none = cellRank(null);
+    const rank = (i) => (worst[i] < 0 ? none : Math.min(none, worst[i]));
+    const start = new Uint32Array(none + 2);
+    for (let i = 0; i < n; i++)
+        start[rank(i) + 1]++;
+    for (let k = 1; k < start.length; k++)
+        start[k] += start[k - 1];
+    const all = new Int32Array(n);
+    for (let i = 0; i < n; i++)
+        all[start[rank(i)]++] = i;
+    return all;
+}
+
 // The record's cells as columns: {nodes (sorted), nsteps, names (code ->
 // status; 0 is "no cell"), status, attempts, duration (one typed array per
 // step), notes: [[step, index, reason, waiting]] for the cells that have
-// either}. The typed arrays' buffers are listed in `buffers`, to transfer.
+// either, derived: their counts and the rows' order (CellTable.counts by
+// cellRank, and `all`: failuresFirst), made where they are packed (the
+// Worker) so that the page's first draw needs no pass over the cells}.
+// The typed arrays' buffers are listed in `buffers`, to transfer.
 export function packCells(record) {
     const results = (record && typeof record.results === 'object' && record.results) || {};
     const seen = new Set(Array.isArray(record && record.expected) ? record.expected : []);
@@ -58,6 +91,9 @@ export function packCells(record) {
         packed.duration.push(duration);
         packed.buffers.push(status.buffer, attempts.buffer, duration.buffer);
     }
+    const counts = new CellTable(packed).counts(cellRank);
+    packed.derived = Object.assign(counts, { all: failuresFirst(counts.worst) });
+    packed.buffers.push(counts.masks.buffer, counts.worst.buffer, packed.derived.all.buffer);
     return packed;
 }
 
@@ -78,6 +114,8 @@ export class CellTable {
             if (c)
                 this.codes.set(n, c);
         });
+        // The counts and order packCells made, until a cell moves
+        this.derived = packed.derived || null;
         this.notes = new Map();   // step * nodes + index -> [reason, waiting]
         for (const [s, i, reason, waiting] of packed.notes || [])
             this.notes.set(s * this.nodes.length + i, [reason, waiting]);
@@ -132,7 +170,11 @@ export class CellTable {
         if (i === undefined || !col || code < 0 || col[i] === code)
             return undefined;
         const old = col[i] ? this.names[col[i]] : null;
+        const was = col[i];
         col[i] = code;
+        this.derived = null;
+        if (this.tally)
+            this.moveTally(s, i, was, code);
         if (!old)
             this.attempts[s][i] = 1;
         return old;
@@ -142,8 +184,70 @@ export class CellTable {
     // Map(status -> nodes with a cell of it), masks: Uint32Array (node ->
     // bit per status code, codes past 31 left out), worst: Int16Array
     // (node -> its worst status's rank by RANK(status), -1 for none)}.
-    // One pass over the columns.
+    // Made once (packCells' when it made them, else one pass over the
+    // columns), then kept true by setStatus cell by cell: a burst of
+    // events costs its cells, not a pass over all of them. The same object
+    // each call: read it, do not keep it as it is now.
     counts(rank) {
+        if (!this.tally || this.tallyRank !== rank) {
+            const d = this.derived;
+            this.tally = d ? { steps: d.steps, rows: d.rows, masks: d.masks, worst: d.worst } : this.countAll(rank);
+            this.tallyRank = rank;
+            this.rankOf = [];
+        }
+        return this.tally;
+    }
+
+    // The rank of status code C (by the counts' RANK), kept.
+    rankOfCode(c) {
+        let r = this.rankOf[c];
+        if (r === undefined)
+            r = this.rankOf[c] = this.names[c] ? this.tallyRank(this.names[c]) : 0;
+        return r;
+    }
+
+    // The counts moved by the cell of step S on node I going from code
+    // FROM (0: none) to TO.
+    moveTally(s, i, from, to) {
+        const t = this.tally;
+        const step = t.steps[s];
+        const bump = (map, name, by) => {
+            const k = (map.get(name) || 0) + by;
+            if (k > 0)
+                map.set(name, k);
+            else
+                map.delete(name);
+        };
+        if (step && from)
+            bump(step, this.names[from], -1);
+        if (step)
+            bump(step, this.names[to], 1);
+        let mask = 0;
+        for (let x = 0; x < this.nsteps; x++) {
+            const c = this.status[x][i];
+            if (c && c < 32)
+                mask |= 1 << c;
+        }
+        mask >>>= 0;
+        const before = t.masks[i];
+        if (mask === before)
+            return;
+        for (let m = (before & ~mask) >>> 0; m; m = (m & (m - 1)) >>> 0)
+            bump(t.rows, this.names[31 - Math.clz32(m & -m)], -1);
+        for (let m = (mask & ~before) >>> 0; m; m = (m & (m - 1)) >>> 0)
+            bump(t.rows, this.names[31 - Math.clz32(m & -m)], 1);
+        t.masks[i] = mask;
+        let w = -1;
+        for (let m = mask; m; m = (m & (m - 1)) >>> 0) {
+            const r = this.rankOfCode(31 - Math.clz32(m & -m));
+            if (w < 0 || r < w)
+                w = r;
+        }
+        t.worst[i] = w;
+    }
+
+    // The counts, in one pass over the columns (counts).
+    countAll(rank) {
         const n = this.nodes.length;
         const masks = new Uint32Array(n);
         const steps = [];

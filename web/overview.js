@@ -1,7 +1,7 @@
 // grid dashboard, #/overview: the fleet at a glance, the landing page.
 
 import { JOB_STATUSES, api, append, clear, clusterState, cssName, fmtBytes, fmtClock,
-    fmtDuration, h, inFrame, onChanges, onNodeChanges, q, statusCame, views } from './common.js';
+    fmtDuration, h, inFrame, onChanges, onClusterState, onNodeChanges, q, statusCame, views } from './common.js';
 
 // ------------------------------------------------------------------
 // #/overview: the fleet at a glance, the landing page
@@ -217,8 +217,16 @@ views.overview = (ctx) => {
     // OVERVIEW_MS from a broker without the change feeds
     const stopJobs = onChanges(ctx, OVERVIEW_PUSHED_MS, refresh, OVERVIEW_MS);
     const stopNodes = onNodeChanges(ctx, 60000, 60000, refresh);
+    // The cluster's tile as soon as the header read its state
+    const stopCluster = onClusterState((c) => {
+        if (last && ctx.live()) {
+            last.cluster = c;
+            inFrame(draw);
+        }
+    });
     return () => {
         stopJobs();
         stopNodes();
+        stopCluster();
     };
 };

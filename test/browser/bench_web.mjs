@@ -17,7 +17,11 @@
 // and prints the functions of the dashboard (web/*.js) that cost the most (self and
 // inclusive time), the main thread's time by kind of work (script, style,
 // layout, paint), the layouts script forced and who dirtied them, with the
-// long tasks it saw: where a budget is missed, and why.
+// long tasks it saw, and for each task over 50 ms in the trace what it
+// did (script, style, layout, paint) and in which functions: where a
+// budget is missed, and why. --profile-only skips the measured windows
+// (one job is run for the finished job's page). Each view's CPU profile
+// and trace are kept beside the JSON (web-VIEW.cpuprofile, .trace.json).
 //
 // --web DIR serves the dashboard's files from DIR (say, the working tree's
 // web/) in place of those built into the broker, every file DIR holds and
@@ -48,7 +52,7 @@ const CHROMIUM = process.env.GRID_CHROMIUM || '/usr/bin/chromium';
 // the first rows on screen within a second.
 const BUDGET = { longtask_ms: 50, frame_gap_ms: 100, first_rows_ms: 1000, listed_ms: 200 };
 
-const opts = { agents: 10000, idle: 15, delayMs: 4000, profile: false, relays: 2, web: null };
+const opts = { agents: 10000, idle: 15, delayMs: 4000, profile: false, profileOnly: false, relays: 2, web: null };
 for (let i = 2; i < process.argv.length; i++) {
     const a = process.argv[i];
     if (a === '--agents')
@@ -61,11 +65,13 @@ for (let i = 2; i < process.argv.length; i++) {
         opts.relays = Number(process.argv[++i]);
     else if (a === '--profile')
         opts.profile = true;
+    else if (a === '--profile-only')
+        opts.profile = opts.profileOnly = true;
     else if (a === '--web' && process.argv[i + 1])
         opts.web = path.resolve(process.argv[++i]);
     else {
         console.error('usage: node bench_web.mjs [--agents N] [--idle S] [--delay-ms MS] [--relays N]'
-                      + ' [--profile] [--web DIR]');
+                      + ' [--profile | --profile-only] [--web DIR]');
         process.exit(2);
     }
 }
@@ -380,8 +386,9 @@ async function profileView(name, hash, selector, ms, done) {
                              'disabled-by-default-devtools.timeline.stack'] } });
     await page.goto(base + '/' + hash);
     await page.waitForSelector(selector, { timeout: 120000 });
+    // A job's end is drawn after it: its redraw is profiled too
     if (done)
-        await Promise.race([done(), sleep(ms)]);
+        await Promise.race([done().then(() => sleep(5000)), sleep(ms)]);
     else
         await sleep(ms);
     const { profile } = await cdp.send('Profiler.stop');
@@ -390,7 +397,17 @@ async function profileView(name, hash, selector, ms, done) {
     await complete;
     cdp.off('Tracing.dataCollected', collect);
     const lt = await page.evaluate(() => window.__bench.longtasks.map((t) => [Math.round(t.start), Math.round(t.ms)]));
-    return { name, ...summarise(profile), ...summariseTrace(events), longtasks: lt };
+    // Kept beside the JSON for a closer look (DevTools opens both)
+    const slug = name.replace(/[^a-z0-9]+/g, '-');
+    fs.mkdirSync(path.dirname(OUT), { recursive: true });
+    fs.writeFileSync(path.join(path.dirname(OUT), 'web-' + slug + '.cpuprofile'), JSON.stringify(profile));
+    fs.writeFileSync(path.join(path.dirname(OUT), 'web-' + slug + '.trace.json'), JSON.stringify({ traceEvents: events }));
+    const trace = summariseTrace(events);
+    const inside = (trace.long_tasks || []).map((t) => Object.assign(t, summarise(profile, t.ts, t.ts + t.dur)));
+    const longest = trace.longest_ms || [];
+    delete trace.long_tasks;
+    delete trace.longest_ms;
+    return { name, ...summarise(profile), ...trace, longtasks: lt, longest_ms: longest, inside };
 }
 
 // The renderer's main thread in a trace: self time per kind of work
@@ -424,6 +441,7 @@ function summariseTrace(events) {
     }
     spans.sort((a, b) => a.ts - b.ts || b.dur - a.dur);
     const self = new Map();
+    const longTasks = [];
     const stack = [];
     for (const sp of spans) {
         while (stack.length && stack[stack.length - 1].ts + stack[stack.length - 1].dur <= sp.ts)
@@ -433,8 +451,22 @@ function summariseTrace(events) {
         sp.child = 0;
         stack.push(sp);
     }
-    for (const sp of spans)
+    for (const sp of spans) {
         self.set(sp.name, (self.get(sp.name) || 0) + Math.max(0, sp.dur - sp.child));
+        if (sp.name === 'RunTask' && sp.dur >= LONG_TASK_US)
+            longTasks.push(sp);
+    }
+    // Each task over the budget: what the main thread did in it (self time
+    // per kind of work), for the CPU profile's samples of its span below
+    const inTask = (task) => {
+        const m = new Map();
+        for (const sp of spans)
+            if (sp.ts >= task.ts && sp.ts + sp.dur <= task.ts + task.dur && sp !== task)
+                m.set(sp.name, (m.get(sp.name) || 0) + Math.max(0, sp.dur - sp.child));
+        return [...m.entries()].sort((a, b) => b[1] - a[1]).slice(0, 6)
+            .map(([what, us]) => ({ what, ms: Math.round(us / 1000) }));
+    };
+    const t0 = onMain.reduce((m, e) => (e.ts && e.ts < m ? e.ts : m), Infinity);
     const fnOf = (st) => st && st.length ? (st[0].functionName || '(anonymous)') + ' '
         + String(st[0].url || '').replace(/^.*\//, '') + ':' + (st[0].lineNumber + 1) : null;
     const forced = new Map();
@@ -456,10 +488,19 @@ function summariseTrace(events) {
     const top = (m, k, scale) => [...m.entries()].sort((a, b) => b[1] - a[1]).slice(0, k)
         .map(([what, v]) => ({ what, [scale ? 'ms' : 'times']: scale ? Math.round(v / 1000) : v }));
     return { trace: { main_thread_self: top(self, 12, true), forced: top(forced, 8, true),
-                      invalidated_by: top(dirty, 8, false) } };
+                      invalidated_by: top(dirty, 8, false) },
+             // The longest tasks of all, over the budget or not (the
+             // longtask observer sees those over 50 ms only)
+             longest_ms: spans.filter((sp) => sp.name === 'RunTask').map((sp) => sp.dur)
+                 .sort((a, b) => b - a).slice(0, 5).map((us) => +(us / 1000).toFixed(1)),
+             long_tasks: longTasks.map((t) => ({ ts: t.ts, dur: t.dur, at_ms: Math.round((t.ts - t0) / 1000),
+                                                 ms: Math.round(t.dur / 1000), work: inTask(t) })) };
 }
+const LONG_TASK_US = 50000;
 
-function summarise(profile) {
+// A CPU profile's self and inclusive time per function; with FROM and TO
+// (microseconds, the trace's clock), of the samples between them only.
+function summarise(profile, from, to) {
     const byId = new Map(profile.nodes.map((n) => [n.id, n]));
     const parent = new Map();
     for (const n of profile.nodes)
@@ -467,7 +508,11 @@ function summarise(profile) {
             parent.set(c, n.id);
     const self = new Map();
     const dt = profile.timeDeltas;
+    let at = profile.startTime;
     for (let i = 0; i < profile.samples.length; i++) {
+        at += dt[i] || 0;
+        if (from !== undefined && (at < from || at > to))
+            continue;
         const ms = (dt[i + 1] !== undefined ? dt[i + 1] : 0) / 1000;
         self.set(profile.samples[i], (self.get(profile.samples[i]) || 0) + ms);
     }
@@ -510,15 +555,27 @@ async function profileAll(job) {
     const id = await submitJob();
     const ended = jobEnded(id);
     out.push(await profileView('job running', '#/jobs/' + encodeURIComponent(id), SEL.job, 600000, () => ended));
+    const id2 = await submitJob();
+    const ended2 = jobEnded(id2);
+    out.push(await profileView('nodes job running', '#/nodes', SEL.nodes, 600000, () => ended2));
     for (const p of out) {
         console.log('\nprofile: ' + p.name + ' (' + p.total_ms + ' ms sampled; long tasks [start, ms]: '
-                    + JSON.stringify(p.longtasks.slice(0, 20)) + ')');
+                    + JSON.stringify(p.longtasks.slice(0, 20)) + '; the longest tasks in the trace: '
+                    + p.longest_ms.join(', ') + ' ms)');
         console.log('  self time, top:');
         for (const f of p.self)
             console.log('    ' + String(f.ms).padStart(7) + ' ms  ' + f.fn);
         console.log('  the dashboard\'s functions (web/*.js), inclusive:');
         for (const f of p.app_inclusive)
             console.log('    ' + String(f.ms).padStart(7) + ' ms  ' + f.fn);
+        for (const t of p.inside || []) {
+            console.log('  a task of ' + t.ms + ' ms, ' + t.at_ms + ' ms into the trace: '
+                        + t.work.map((w) => w.what + ' ' + w.ms).join(', '));
+            console.log('    its functions (self): ' + t.self.filter((f) => f.ms > 0 && f.fn !== '(idle)').slice(0, 8)
+                .map((f) => f.fn + ' ' + f.ms).join(', '));
+            console.log('    the dashboard\'s (inclusive): ' + t.app_inclusive.filter((f) => f.ms > 0).slice(0, 10)
+                .map((f) => f.fn + ' ' + f.ms).join(', '));
+        }
         if (!p.trace)
             continue;
         console.log('  the main thread (trace), self time:');
@@ -594,8 +651,12 @@ async function main() {
         await page.fill('#token', token);
         await page.click('#login-submit');
         await page.waitForSelector(SEL.overview, { timeout: 60000 });
-        const { rows, job } = await measure();
-        const listedMs = await listed();
+        // --profile-only: no measured windows, one job run for the
+        // finished job's profile
+        const { rows, job } = opts.profileOnly ? { rows: [], job: await submitJob() } : await measure();
+        if (opts.profileOnly)
+            await jobEnded(job);
+        const listedMs = opts.profileOnly ? null : await listed();
         const loadAfter = os.loadavg();
         let profiles = null;
         if (opts.profile)

@@ -271,12 +271,22 @@ test('the header names the broker cluster when the broker is in one', LIMIT, asy
         await page.waitForSelector('#broker-cluster');
         assert.equal(await page.textContent('#broker-cluster'),
                      'cluster grid-ha: ctl-a active, 1/2 standbys in sync');
+        // The overview's tile: its members and their roles
+        await page.goto(base + '/#/overview');
+        await page.waitForSelector('#overview #ov-cluster');
+        assert.equal(await page.textContent('#ov-cluster h2'), 'Cluster grid-ha');
+        assert.equal(await page.textContent('#ov-cluster .tile-main'), 'ctl-a active, epoch 3');
+        assert.deepEqual(await page.locator('#ov-cluster .tile-detail div').allTextContents(),
+                         ['ctl-b: live, in sync', 'ctl-c: snapshot']);
     } finally {
         await page.unroute('**/api/v1/cluster');
     }
     await page.reload();
     await page.waitForSelector('#broker-state:has-text("nodes online")');
     assert.equal(await page.locator('#broker-cluster').count(), 0);
+    // A broker alone: the overview has no cluster tile
+    await page.waitForSelector('#overview #ov-nodes');
+    assert.equal(await page.locator('#overview #ov-cluster').count(), 0);
 });
 
 test('the status chips count the stored jobs: a deleted one is gone from its chip', LIMIT, async () => {
@@ -384,7 +394,7 @@ test('the nodes page shows every agent, and an admin drains and resumes one', LI
     await shot('node');
 });
 
-test('the header counts the nodes online, and follows one going offline', LIMIT, async () => {
+test('the header and the overview count the nodes online, and follow one going offline and a job starting', LIMIT, async () => {
     // A page that polls nothing of its own: the header keeps itself current.
     await page.click('#nav a[data-view="run"]');
     await page.waitForSelector('#run-submit');
@@ -409,10 +419,28 @@ test('the header counts the nodes online, and follows one going offline', LIMIT,
         (await api('GET', '/nodes/extra-01', tokens.admin)).body.status === 'online');
     const online = (await api('GET', '/status', tokens.admin)).body.nodes.online;
     await until('the header to count extra-01', () => header(online));
+    // The overview follows the event feeds too, without a reload: its
+    // nodes tile, and its jobs tile when a job starts
+    await page.click('#nav a[data-view="overview"]');
+    const tile = async (online) => {
+        const st = (await api('GET', '/status', tokens.admin)).body;
+        const text = await page.textContent('#ov-nodes .tile-main').catch(() => '');
+        return st.nodes.online === online && text === online + ' / ' + st.nodes.total + ' online';
+    };
+    await until('the overview to count extra-01', () => tile(online));
+    const running = async (n) => /^(\d+) running/.exec(await page.textContent('#ov-jobs .tile-main')
+        .catch(() => ''))?.[1] === String(n);
+    await until('the overview to show no job running', () => running(0));
+    const slow = await api('POST', '/jobs', tokens.admin, { target: 'node:db-01',
+        tasks: [{ backend: 'test', action: 'sleep', params: { seconds: 3, msg: 'tile' } }] });
+    assert.equal(slow.status, 201, JSON.stringify(slow.body));
+    await until('the overview to show the job running', () => running(1));
     agent.kill('SIGTERM');
     await until('extra-01 offline', async () =>
         (await api('GET', '/nodes/extra-01', tokens.admin)).body.status === 'offline');
     await until('the header to see extra-01 go', () => header(online - 1));
+    await until('the overview to see extra-01 go', () => tile(online - 1));
+    await until('the overview to see the job end', () => running(0));
     // On the nodes page, the header counts what the list shows
     await page.click('#nav a[data-view="nodes"]');
     await page.waitForSelector('#nodes tr[data-node="extra-01"][data-state="offline"]');
@@ -812,7 +840,14 @@ test('a job\'s rows filter by group and by label', LIMIT, async () => {
     await page.selectOption('#grid-group', '');
     await page.selectOption('#grid-label', 'tier=db.prod');
     await until('db-01 only', async () => (await rows()).join() === 'db-01');
+    // Each choice says how many of the job's nodes it keeps
+    assert.deepEqual(await page.locator('#grid-group option').allTextContents(),
+                     ['any group', 'db (1)', 'web (2)']);
     await shot('job-label-filter');
+    // A choice in the address: its rows from the first draw on
+    await page.goto(base + '/#/jobs/' + encodeURIComponent(id) + '?group=web');
+    await until('the web rows at once', async () => (await rows()).sort().join() === 'web-01,web-02');
+    assert.equal(await page.inputValue('#grid-group'), 'web');
 });
 
 test('a rolling job shows its batches and where its failure budget stands', LIMIT, async () => {
