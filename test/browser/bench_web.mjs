@@ -431,7 +431,7 @@ function summariseTrace(events) {
     const open = new Map();
     for (const e of onMain) {
         if (e.ph === 'X')
-            spans.push({ name: e.name, ts: e.ts, dur: e.dur || 0, args: e.args });
+            spans.push({ name: e.name, ts: e.ts, dur: e.dur || 0, tdur: e.tdur, args: e.args });
         else if (e.ph === 'B')
             (open.get(e.name) || open.set(e.name, []).get(e.name)).push(e);
         else if (e.ph === 'E' && open.get(e.name) && open.get(e.name).length) {
@@ -494,7 +494,11 @@ function summariseTrace(events) {
              longest_ms: spans.filter((sp) => sp.name === 'RunTask').map((sp) => sp.dur)
                  .sort((a, b) => b - a).slice(0, 5).map((us) => +(us / 1000).toFixed(1)),
              long_tasks: longTasks.map((t) => ({ ts: t.ts, dur: t.dur, at_ms: Math.round((t.ts - t0) / 1000),
-                                                 ms: Math.round(t.dur / 1000), work: inTask(t) })) };
+                                                 ms: Math.round(t.dur / 1000),
+                                                 // the thread's own CPU time in it: far less than
+                                                 // its length when the thread waited for a core
+                                                 cpu_ms: typeof t.tdur === 'number' ? Math.round(t.tdur / 1000) : null,
+                                                 work: inTask(t) })) };
 }
 const LONG_TASK_US = 50000;
 
@@ -569,7 +573,8 @@ async function profileAll(job) {
         for (const f of p.app_inclusive)
             console.log('    ' + String(f.ms).padStart(7) + ' ms  ' + f.fn);
         for (const t of p.inside || []) {
-            console.log('  a task of ' + t.ms + ' ms, ' + t.at_ms + ' ms into the trace: '
+            console.log('  a task of ' + t.ms + ' ms' + (t.cpu_ms === null ? '' : ' (' + t.cpu_ms + ' ms of CPU)')
+                        + ', ' + t.at_ms + ' ms into the trace: '
                         + t.work.map((w) => w.what + ' ' + w.ms).join(', '));
             console.log('    its functions (self): ' + t.self.filter((f) => f.ms > 0 && f.fn !== '(idle)').slice(0, 8)
                 .map((f) => f.fn + ' ' + f.ms).join(', '));
