@@ -437,25 +437,8 @@ s_audit_handshake (void *arg, const char *key, const char *refusal)
     if (!audit_refusal_admit (self->audit, "zmq handshake", broker_now_ms (),
                               &suppressed))
         return;
-    store_txn_t *txn = broker_txn (self);
-    if (!txn)
-        return;
-    audit_entry_t *entry = (audit_entry_t *) zmalloc (sizeof *entry);
-    entry->at_ms = broker_wall_ms ();
-    entry->suppressed = suppressed;
-    audit_text_set (entry->face, sizeof entry->face, "zmq");
-    audit_text_set (entry->who, sizeof entry->who, key);
-    audit_text_set (entry->role, sizeof entry->role, "none");
-    audit_text_set (entry->type, sizeof entry->type, "client.connect");
-    audit_text_set (entry->outcome, sizeof entry->outcome,
-                    PROTO_ERR_UNAUTHORIZED);
-    audit_text_set (entry->message, sizeof entry->message, refusal);
-    int rc = audit_put (self->audit, txn, entry);
-    ctx_store_error (rc, "an audit entry");
-    if (rc == 0)
-        zlistx_add_end (self->pass_audits, entry);
-    else
-        free (entry);
+    broker_audit_record (self, "zmq", key, "client.connect", NULL,
+                         PROTO_ERR_UNAUTHORIZED, refusal, suppressed);
 }
 
 //  The ZAP handler's socket: auth answers each handshake (a refused
@@ -565,27 +548,11 @@ static void
 s_audit_reload (broker_t *self, const struct signalfd_siginfo *info,
                 const char *err)
 {
-    store_txn_t *txn = broker_txn (self);
-    if (!txn)
-        return;
-    audit_entry_t *entry = (audit_entry_t *) zmalloc (sizeof *entry);
-    entry->at_ms = broker_wall_ms ();
     char who [64];
     snprintf (who, sizeof who, "SIGHUP from pid %u (uid %u)",
               (unsigned) info->ssi_pid, (unsigned) info->ssi_uid);
-    audit_text_set (entry->face, sizeof entry->face, "signal");
-    audit_text_set (entry->who, sizeof entry->who, who);
-    audit_text_set (entry->role, sizeof entry->role, "none");
-    audit_text_set (entry->type, sizeof entry->type, "config.reload");
-    audit_text_set (entry->outcome, sizeof entry->outcome,
-                    *err ? "bad_config" : "ok");
-    audit_text_set (entry->message, sizeof entry->message, err);
-    int rc = audit_put (self->audit, txn, entry);
-    ctx_store_error (rc, "an audit entry");
-    if (rc == 0)
-        zlistx_add_end (self->pass_audits, entry);
-    else
-        free (entry);
+    broker_audit_record (self, "signal", who, "config.reload", NULL,
+                         *err ? "bad_config" : "ok", err, 0);
 }
 
 //  SIGHUP: the configuration is read again and applied (reload.h).

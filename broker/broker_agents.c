@@ -214,25 +214,8 @@ s_audit_agent (broker_t *self, const char *node, const char *type,
                                   &suppressed))
             return;
     }
-    store_txn_t *txn = broker_txn (self);
-    if (!txn)
-        return;
-    audit_entry_t *entry = (audit_entry_t *) zmalloc (sizeof *entry);
-    entry->at_ms = broker_wall_ms ();
-    entry->suppressed = suppressed;
-    audit_text_set (entry->face, sizeof entry->face, "agent");
-    audit_text_set (entry->who, sizeof entry->who, who);
-    audit_text_set (entry->role, sizeof entry->role, "none");
-    audit_text_set (entry->type, sizeof entry->type, type);
-    audit_text_set (entry->object, sizeof entry->object, object);
-    audit_text_set (entry->outcome, sizeof entry->outcome, outcome);
-    audit_text_set (entry->message, sizeof entry->message, message);
-    int rc = audit_put (self->audit, txn, entry);
-    ctx_store_error (rc, "an audit entry");
-    if (rc == 0)
-        zlistx_add_end (self->pass_audits, entry);
-    else
-        free (entry);
+    broker_audit_record (self, "agent", who, type, object, outcome, message,
+                         suppressed);
 }
 
 //  The broker's own change of its key in the audit trail: face "broker",
@@ -241,24 +224,8 @@ static void
 s_audit_broker (broker_t *self, const char *type, const char *object,
                 const char *outcome, const char *message)
 {
-    store_txn_t *txn = broker_txn (self);
-    if (!txn)
-        return;
-    audit_entry_t *entry = (audit_entry_t *) zmalloc (sizeof *entry);
-    entry->at_ms = broker_wall_ms ();
-    audit_text_set (entry->face, sizeof entry->face, "broker");
-    audit_text_set (entry->who, sizeof entry->who, "gridbroker");
-    audit_text_set (entry->role, sizeof entry->role, "none");
-    audit_text_set (entry->type, sizeof entry->type, type);
-    audit_text_set (entry->object, sizeof entry->object, object);
-    audit_text_set (entry->outcome, sizeof entry->outcome, outcome);
-    audit_text_set (entry->message, sizeof entry->message, message);
-    int rc = audit_put (self->audit, txn, entry);
-    ctx_store_error (rc, "an audit entry");
-    if (rc == 0)
-        zlistx_add_end (self->pass_audits, entry);
-    else
-        free (entry);
+    broker_audit_record (self, "broker", "gridbroker", type, object, outcome,
+                         message, 0);
 }
 
 //  Sends NODE the broker's next key, when a rotation runs and NODE does

@@ -181,6 +181,39 @@ broker_audit_log (const audit_entry_t *entry)
     log_audit (line, fields);
 }
 
+void
+broker_audit_keep (broker_t *self, store_txn_t *txn, audit_entry_t *entry)
+{
+    int rc = audit_put (self->audit, txn, entry);
+    ctx_store_error (rc, "an audit entry");
+    if (rc == 0)
+        zlistx_add_end (self->pass_audits, entry);
+    else
+        free (entry);
+}
+
+void
+broker_audit_record (broker_t *self, const char *face, const char *who,
+                     const char *type, const char *object,
+                     const char *outcome, const char *message,
+                     int64_t suppressed)
+{
+    store_txn_t *txn = broker_txn (self);
+    if (!txn)
+        return;
+    audit_entry_t *entry = (audit_entry_t *) zmalloc (sizeof *entry);
+    entry->at_ms = broker_wall_ms ();
+    entry->suppressed = suppressed;
+    audit_text_set (entry->face, sizeof entry->face, face);
+    audit_text_set (entry->who, sizeof entry->who, who);
+    audit_text_set (entry->role, sizeof entry->role, "none");
+    audit_text_set (entry->type, sizeof entry->type, type);
+    audit_text_set (entry->object, sizeof entry->object, object);
+    audit_text_set (entry->outcome, sizeof entry->outcome, outcome);
+    audit_text_set (entry->message, sizeof entry->message, message);
+    broker_audit_keep (self, txn, entry);
+}
+
 //  Who CALL's caller is, for the trail: the key's or token's name, an
 //  unnamed key by the key, and, when it was not identified (unauthorized),
 //  the key it used or "an unknown token" (a token's text is a secret).
@@ -264,12 +297,8 @@ s_audit (broker_t *self, const req_call_t *call, bool identified,
         audit_text_set (entry->type, sizeof entry->type, call->request->type);
         s_audit_object (call->request, ok ? data : NULL, entry->object,
                         sizeof entry->object);
-        int rc = audit_put (self->audit, txn, entry);
-        ctx_store_error (rc, "an audit entry");
-        if (rc == 0) {
-            zlistx_add_end (self->pass_audits, entry);
-            entry = NULL;
-        }
+        broker_audit_keep (self, txn, entry);
+        entry = NULL;
     }
     pv_doc_destroy (&doc);
     free (entry);

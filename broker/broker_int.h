@@ -425,6 +425,20 @@ void broker_reply (broker_t *self, zsock_t *socket, zmsg_t *envelope, const void
 //  Writes ENTRY, committed, as one log line of the audit trail.
 void broker_audit_log (const audit_entry_t *entry);
 
+//  Puts ENTRY (taken) in TXN, this pass's transaction: kept with the pass
+//  (its log line goes once the pass commits), or freed when it cannot be
+//  put (the store error is counted).
+void broker_audit_keep (broker_t *self, store_txn_t *txn,
+                        audit_entry_t *entry);
+
+//  An entry the broker itself makes, in this pass (role "none"): FACE,
+//  WHO, TYPE, OBJECT (or NULL), OUTCOME and MESSAGE, and SUPPRESSED, the
+//  refusals left out before it. Nothing when no pass can be written.
+void broker_audit_record (broker_t *self, const char *face, const char *who,
+                          const char *type, const char *object,
+                          const char *outcome, const char *message,
+                          int64_t suppressed);
+
 //  One message from the client ROUTER or the HTTP bridge.
 void broker_on_face_message (broker_t *self, zsock_t *socket, zmsg_t *msg);
 
