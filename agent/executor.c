@@ -16,6 +16,7 @@
 */
 #include "executor.h"
 #include "orphans.h"
+#include "sigsafe.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -597,28 +598,6 @@ s_timeout_expired (zloop_t *loop, int timer_id, void *arg)
 //  ---------------------------------------------------------------------
 //  Starting tasks
 
-//  Decimal of VALUE into BUF (at least 24 bytes), async-signal-safe.
-static const char *
-s_decimal (long value, char *buf)
-{
-    char digits [24];
-    int count = 0;
-    bool negative = value < 0;
-    unsigned long magnitude = negative ? 0UL - (unsigned long) value
-                                       : (unsigned long) value;
-    do {
-        digits [count++] = (char) ('0' + magnitude % 10);
-        magnitude /= 10;
-    } while (magnitude && count < 22);
-    int used = 0;
-    if (negative)
-        buf [used++] = '-';
-    while (count)
-        buf [used++] = digits [--count];
-    buf [used] = 0;
-    return buf;
-}
-
 static void
 s_child_say (const char *text)
 {
@@ -741,7 +720,7 @@ s_program_child (void *arg)
     s_child_say ("cannot execute ");
     s_child_say (launch->task->path);
     s_child_say (": errno ");
-    s_child_say (s_decimal (errno, number));
+    s_child_say (sigsafe_decimal (errno, number));
     s_child_say ("\n");
     _exit (EXECUTOR_EXEC_FAILED);
 }

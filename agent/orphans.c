@@ -3,6 +3,7 @@
     =========================================================================
 */
 #include "orphans.h"
+#include "sigsafe.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -113,23 +114,6 @@ s_append (char *buf, size_t size, size_t *at, const char *text)
     return true;
 }
 
-//  Decimal of VALUE into BUF (at least 24 bytes).
-static const char *
-s_decimal (unsigned long long value, char *buf)
-{
-    char digits [24];
-    int count = 0;
-    do {
-        digits [count++] = (char) ('0' + value % 10);
-        value /= 10;
-    } while (value && count < 22);
-    int used = 0;
-    while (count)
-        buf [used++] = digits [--count];
-    buf [used] = 0;
-    return buf;
-}
-
 //  Runs in a child that shares the agent's memory: system calls and plain
 //  code only (no stdio, no allocation, no locks).
 int
@@ -164,10 +148,11 @@ orphans_record_self (const char *dir, const char *boot)
     if (!s_append (path, sizeof path, &path_len, dir)
     ||  !s_append (path, sizeof path, &path_len, "/")
     ||  !s_append (path, sizeof path, &path_len,
-                   s_decimal ((unsigned long long) getpid (), number))
+                   sigsafe_decimal (getpid (), number))
     ||  !s_append (line, sizeof line, &line_len, boot)
     ||  !s_append (line, sizeof line, &line_len, " ")
-    ||  !s_append (line, sizeof line, &line_len, s_decimal (start, number))
+    ||  !s_append (line, sizeof line, &line_len,
+                   sigsafe_decimal ((long long) start, number))
     ||  !s_append (line, sizeof line, &line_len, "\n")) {
         errno = ENAMETOOLONG;
         return -1;
